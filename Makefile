@@ -1,0 +1,39 @@
+# parallax: the README's two commands are `make demo` and `make test`.
+# Each installs missing Debian packages, configures and builds with CMake.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+TEST_PKGS  ?=
+
+.PHONY: all deps build demo test test-unit test-asan bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh $(TEST_PKGS)
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on a built-in default.
+demo: build
+	@bash scripts/demo.sh $(BUILD)/parallax
+
+# Every test: the suites and CLI tests, then the unit suites again under
+# AddressSanitizer + UndefinedBehaviorSanitizer (which fail on any report).
+test: build test-asan
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPX_SANITIZE=ON -DPX_CUDA=OFF
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|sanitize'
+
+bench: build
+	@bash scripts/bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,204 @@
+/* Shared command-line flags: one option table, per-command groups. */
+#include "cli/args.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fmt.h"
+#include "plan/planfile.h"
+
+typedef struct {
+  const char *name;
+  int has_arg;
+  int short_opt;
+  int group;
+  const char *arg;
+  const char *help;
+} px_opt;
+
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP };
+
+static const px_opt opts[] = {
+    {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
+    {"help", no_argument, 'h', PX_OPT_COMMON, NULL, "this help"},
+    {"model", required_argument, 'm', PX_OPT_MODEL, "NAME|FILE", "model preset or JSON / HF config.json file"},
+    {"seq", required_argument, 's', PX_OPT_MODEL, "N", "sequence length (default: the model's)"},
+    {"cluster", required_argument, 'c', PX_OPT_CLUSTER, "NAME|FILE", "cluster preset or JSON file"},
+    {"gpus", required_argument, 'g', PX_OPT_CLUSTER, "N", "number of GPUs"},
+    {"nodes", required_argument, 'N', PX_OPT_CLUSTER, "N", "number of nodes (GPUs = nodes x gpus_per_node)"},
+    {"tp", required_argument, 't', PX_OPT_PLAN, "N", "tensor-parallel size"},
+    {"pp", required_argument, 'p', PX_OPT_PLAN, "N", "pipeline-parallel size"},
+    {"dp", required_argument, 'd', PX_OPT_PLAN, "N", "data-parallel size (default: GPUs / (tp pp))"},
+    {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},
+    {"sp", no_argument, 'S', PX_OPT_PLAN, NULL, "sequence parallelism"},
+    {"mbs", required_argument, 'b', PX_OPT_PLAN, "N", "micro-batch size, sequences"},
+    {"gbs", required_argument, 'B', PX_OPT_PLAN, "N", "global batch size, sequences"},
+    {"schedule", required_argument, 'e', PX_OPT_PLAN, "S", "pipeline schedule: gpipe|1f1b|interleaved"},
+    {"vpp", required_argument, 'v', PX_OPT_PLAN, "N", "model chunks per rank (interleaved)"},
+    {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
+    {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16 (16-bit: fp32 master weights)"},
+    {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket (25)"},
+    {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,all,none"},
+    {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,all"},
+    {"plan", required_argument, 'f', PX_OPT_PLAN, "FILE", "read model, cluster and choices from a plan file"},
+    {"save-plan", required_argument, 'o', PX_OPT_PLAN, "FILE", "write the resolved plan file"},
+    {"graph", required_argument, 'G', PX_OPT_GRAPH, "FILE", "write the op graph as JSON"},
+    {"dot", required_argument, 'D', PX_OPT_GRAPH, "FILE", "draw one micro-batch of stage 0 for Graphviz"},
+    {"trace", required_argument, 'T', PX_OPT_SIM, "FILE", "write a Chrome trace (Perfetto)"},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+void px_args_print_help(int groups) {
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (!(opts[i].group & groups)) continue;
+    char lhs[64];
+    char shortf[8] = "    ";
+    if (opts[i].short_opt < 256) snprintf(shortf, sizeof shortf, "-%c, ", opts[i].short_opt);
+    snprintf(lhs, sizeof lhs, "%s--%s%s%s", shortf, opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+    printf("  %-30s %s\n", lhs, opts[i].help);
+  }
+}
+
+static px_status parse_enum(const char *flag, const char *s, const char *const *names, int n, int *out, px_err *err) {
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(s, names[i])) {
+      *out = i;
+      return PX_OK;
+    }
+  }
+  char choices[128] = "";
+  for (int i = 0; i < n; i++) snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s%s", i ? "|" : "", names[i]);
+  return px_err_set(err, PX_ERR_INPUT, "--%s: '%.64s' is not one of %s", flag, s, choices);
+}
+
+px_status px_args_parse(px_args *a, const char *command, int groups, int argc, char **argv, px_err *err) {
+  memset(a, 0, sizeof *a);
+  a->command = command;
+  px_parallel_unset(&a->par);
+  groups |= PX_OPT_COMMON;
+  struct option lopts[NOPTS + 1];
+  char shorts[NOPTS * 2 + 2];
+  size_t nl = 0, ns = 0;
+  shorts[ns++] = ':';
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (!(opts[i].group & groups)) continue;
+    lopts[nl++] = (struct option){opts[i].name, opts[i].has_arg, NULL, opts[i].short_opt};
+    if (opts[i].short_opt < 256) {
+      shorts[ns++] = (char)opts[i].short_opt;
+      if (opts[i].has_arg == required_argument) shorts[ns++] = ':';
+    }
+  }
+  lopts[nl] = (struct option){0, 0, 0, 0};
+  shorts[ns] = '\0';
+
+  optind = 0; /* full reset, so tests may parse several times */
+  opterr = 0;
+  px_status st = PX_OK;
+  int c, li;
+  int64_t v;
+  px_parallel *p = &a->par;
+  int no_overlap = 0;
+  while (!st && (c = getopt_long(argc, argv, shorts, lopts, &li)) != -1) {
+    switch (c) {
+      case 'j': a->json = true; break;
+      case 'h': a->help = true; break;
+      case 'm': a->model = optarg; break;
+      case 'c': a->cluster = optarg; break;
+      case 'g': st = px_parse_int(optarg, "--gpus", 1, 1 << 24, &a->gpus, err); break;
+      case 'N': st = px_parse_int(optarg, "--nodes", 1, 1 << 24, &a->nodes, err); break;
+      case 's': st = px_parse_int(optarg, "--seq", 1, 1 << 24, &p->seq, err); break;
+      case 't': st = px_parse_int(optarg, "--tp", 1, 1 << 24, &p->tp, err); break;
+      case 'p': st = px_parse_int(optarg, "--pp", 1, 1 << 24, &p->pp, err); break;
+      case 'd': st = px_parse_int(optarg, "--dp", 1, 1 << 24, &p->dp, err); break;
+      case 'z':
+        st = px_parse_int(optarg, "--zero", 0, 3, &v, err);
+        p->zero = (int)v;
+        break;
+      case 'S': p->sp = 1; break;
+      case 'b': st = px_parse_int(optarg, "--mbs", 1, (int64_t)1 << 30, &p->mbs, err); break;
+      case 'B': st = px_parse_int(optarg, "--gbs", 1, (int64_t)1 << 40, &p->gbs, err); break;
+      case 'v': st = px_parse_int(optarg, "--vpp", 1, 1 << 16, &p->vpp, err); break;
+      case 'e': st = parse_enum("schedule", optarg, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err); break;
+      case 'r': st = parse_enum("recompute", optarg, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err); break;
+      case 'P': st = parse_enum("precision", optarg, px_precision_names, PX_PREC_COUNT, &p->precision, err); break;
+      case OPT_BUCKET:
+        st = px_parse_int(optarg, "--bucket-mib", 1, 1 << 20, &v, err);
+        p->bucket_bytes = (uint64_t)v << 20;
+        break;
+      case OPT_OVERLAP: {
+        int bits = 0;
+        st = px_overlap_parse(optarg, &bits, err);
+        p->overlap = (p->overlap < 0 ? 0 : p->overlap) | bits;
+        break;
+      }
+      case OPT_NO_OVERLAP: st = px_overlap_parse(optarg, &no_overlap, err); break;
+      case 'f': a->plan_file = optarg; break;
+      case 'o': a->save_plan = optarg; break;
+      case 'G': a->graph_file = optarg; break;
+      case 'D': a->dot_file = optarg; break;
+      case 'T': a->trace_file = optarg; break;
+      case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;
+      default:
+        st = px_err_set(err, PX_ERR_INPUT, "%s: unknown option '%s' (see %s --help)", command,
+                        argv[optind - 1 > 0 ? optind - 1 : 0], command);
+        break;
+    }
+  }
+  if (st) return st;
+  if (no_overlap) p->overlap = (p->overlap < 0 ? PX_OVERLAP_DEFAULT : p->overlap) & ~no_overlap;
+  a->npos = argc - optind;
+  a->pos = argv + optind;
+  return PX_OK;
+}
+
+px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
+  px_status st;
+  px_planfile *pf = NULL;
+  if (a->plan_file) {
+    pf = px_calloc(1, sizeof *pf, err);
+    if (!pf) return PX_ERR_RUNTIME;
+    if ((st = px_planfile_load(a->plan_file, pf, err))) goto done;
+    /* Flags override the file field by field. */
+    px_parallel *fp = &pf->par, *p = &a->par;
+#define TAKE(f, unset) \
+  if (p->f == (unset)) p->f = fp->f
+    TAKE(tp, 0); TAKE(pp, 0); TAKE(dp, 0); TAKE(zero, -1); TAKE(sp, -1); TAKE(mbs, 0); TAKE(gbs, 0);
+    TAKE(seq, 0); TAKE(schedule, -1); TAKE(vpp, 0); TAKE(recompute, -1); TAKE(precision, -1);
+    TAKE(bucket_bytes, 0u); TAKE(overlap, -1);
+#undef TAKE
+  }
+  if (m) {
+    if (a->model) {
+      if ((st = px_model_load(a->model, m, err))) goto done;
+    } else if (pf && pf->has_model) {
+      *m = pf->model;
+    } else {
+      st = px_err_set(err, PX_ERR_INPUT, "%s: --model is required (see `parallax models`)", a->command);
+      goto done;
+    }
+  }
+  if (c) {
+    if (a->cluster) {
+      if ((st = px_cluster_load(a->cluster, c, err))) goto done;
+    } else if (pf && pf->has_cluster) {
+      *c = pf->cluster;
+    } else {
+      st = px_err_set(err, PX_ERR_INPUT, "%s: --cluster is required (see `parallax topologies`)", a->command);
+      goto done;
+    }
+    int64_t gpus = a->gpus ? a->gpus : (!a->nodes && pf ? pf->gpus : 0);
+    if ((st = px_cluster_set_size(c, gpus, a->nodes, err))) goto done;
+  }
+  if (m && c) px_parallel_resolve(&a->par, m, c->gpus);
+  st = PX_OK;
+done:
+  free(pf);
+  return st;
+}
+
+int px_cli_fail(px_status st, const px_err *err) {
+  fprintf(stderr, "parallax: %s\n", err->msg[0] ? err->msg : "failed");
+  return st ? (int)st : 1;
+}

@@ -1,0 +1,54 @@
+/* Shared command-line flags: one table of options (short and long forms),
+ * each command accepting the groups it needs, so plan/sim/sweep/run share
+ * the parsing of model, cluster and parallel choices. */
+#ifndef PX_CLI_ARGS_H
+#define PX_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/cluster.h"
+#include "plan/model.h"
+#include "plan/parallel.h"
+
+enum {
+  PX_OPT_COMMON = 1 << 0,  /* --json, --help */
+  PX_OPT_MODEL = 1 << 1,   /* --model, --seq */
+  PX_OPT_CLUSTER = 1 << 2, /* --cluster, --gpus, --nodes */
+  PX_OPT_PLAN = 1 << 3,    /* --tp ... --plan, --save-plan */
+  PX_OPT_GRAPH = 1 << 4,   /* --graph, --dot */
+  PX_OPT_SIM = 1 << 5,     /* --trace */
+};
+
+typedef struct {
+  const char *command; /* for messages: "parallax plan" */
+  bool json;
+  bool help;
+  const char *model;
+  const char *cluster;
+  int64_t gpus, nodes;
+  px_parallel par; /* unset fields stay unset (see px_parallel_unset) */
+  const char *plan_file;
+  const char *save_plan;
+  const char *graph_file;
+  const char *dot_file;
+  const char *trace_file;
+  /* Positional arguments after the flags. */
+  int npos;
+  char **pos;
+} px_args;
+
+/* Parses argv (argv[0] is the command name). Flags outside `groups` are
+ * refused as unknown. Returns PX_ERR_INPUT with a message on bad usage. */
+px_status px_args_parse(px_args *a, const char *command, int groups, int argc, char **argv, px_err *err);
+/* Prints the flags of the given groups, one per line, for --help. */
+void px_args_print_help(int groups);
+
+/* Loads --model and --cluster (and --plan FILE when given), sizes the cluster
+ * from --gpus/--nodes and resolves parallel defaults. Either pointer may be NULL. */
+px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
+
+/* Prints "parallax: <message>" on stderr and returns the exit code of st. */
+int px_cli_fail(px_status st, const px_err *err);
+
+#endif

@@ -1,0 +1,10 @@
+/* The parallax subcommands, one file each; each returns the exit code. */
+#ifndef PX_CLI_COMMANDS_H
+#define PX_CLI_COMMANDS_H
+
+int px_cmd_models(int argc, char **argv);
+int px_cmd_topologies(int argc, char **argv);
+int px_cmd_model(int argc, char **argv);
+int px_cmd_topology(int argc, char **argv);
+
+#endif

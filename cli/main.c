@@ -1,0 +1,48 @@
+/* parallax: entry point and subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} px_command;
+
+static const px_command commands[] = {
+    {"models", px_cmd_models, "list model presets with their size"},
+    {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},
+    {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
+    {"topology", px_cmd_topology, "topology show NAME|FILE: a cluster's GPU, fabric and network figures"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "parallax %s: plan, simulate and run 3D-parallel transformer training\n\n"
+          "usage: parallax <command> [options]   (parallax <command> --help for its options)\n\ncommands:\n",
+          PX_VERSION);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\nexit codes: 0 ok, 1 runtime failure, 2 bad input or usage\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+    printf("parallax %s\n", PX_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "parallax: unknown command '%s' (see parallax --help)\n", cmd);
+  return 2;
+}

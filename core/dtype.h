@@ -1,0 +1,29 @@
+/* Element types of tensors and GPU peak-rate tables. */
+#ifndef PX_CORE_DTYPE_H
+#define PX_CORE_DTYPE_H
+
+#include <stdint.h>
+
+typedef enum {
+  PX_DTYPE_FP32,
+  PX_DTYPE_TF32, /* fp32 storage, tensor-core math */
+  PX_DTYPE_BF16,
+  PX_DTYPE_FP16,
+  PX_DTYPE_FP8,
+  PX_DTYPE_U8, /* masks */
+  PX_DTYPE_COUNT
+} px_dtype;
+
+extern const char *const px_dtype_names[PX_DTYPE_COUNT];
+
+static inline uint64_t px_dtype_bytes(px_dtype t) {
+  switch (t) {
+    case PX_DTYPE_FP32:
+    case PX_DTYPE_TF32: return 4;
+    case PX_DTYPE_BF16:
+    case PX_DTYPE_FP16: return 2;
+    default: return 1;
+  }
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* Human-readable numbers: counts (8.03 B), bytes (75.3 GiB), times, rates. */
+#ifndef PX_CORE_FMT_H
+#define PX_CORE_FMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* Each writes into buf and returns it. */
+char *px_fmt_count(double v, char *buf, size_t cap); /* 124.44 M, 8.03 B, 1.2 T */
+char *px_fmt_bytes(double bytes, char *buf, size_t cap); /* binary units: 1.50 GiB */
+char *px_fmt_time(double s, char *buf, size_t cap);   /* 12.3 us, 4.56 ms, 7.89 s, 3.2 h, 12.5 d */
+char *px_fmt_flops(double flops, char *buf, size_t cap); /* 1.23 PFLOP */
+char *px_fmt_grouped(uint64_t v, char *buf, size_t cap); /* 8,030,261,248 */
+
+/* Parses "15T", "2.5B", "300M", "1e12", "4096"; K/M/B(G)/T/P are powers of 1000. */
+px_status px_parse_count(const char *s, double *out, px_err *err);
+/* Parses an integer with optional K/M/G suffix (powers of 1000) within [min, max]. */
+px_status px_parse_int(const char *s, const char *flag, int64_t min, int64_t max, int64_t *out, px_err *err);
+
+#endif

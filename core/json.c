@@ -1,0 +1,191 @@
+/* JSON loading and typed field readers with messages naming file and field. */
+#include "core/json.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+
+#define PX_JSON_MAX_BYTES ((size_t)64 << 20)
+
+static const char *json_type_name(const cJSON *v) {
+  if (cJSON_IsNumber(v)) return "a number";
+  if (cJSON_IsString(v)) return "a string";
+  if (cJSON_IsBool(v)) return "a boolean";
+  if (cJSON_IsArray(v)) return "an array";
+  if (cJSON_IsObject(v)) return "an object";
+  if (cJSON_IsNull(v)) return "null";
+  return "an invalid value";
+}
+
+px_status px_json_parse(const char *text, size_t len, const char *name, cJSON **out, px_err *err) {
+  *out = NULL;
+  size_t i = 0;
+  while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\r' || text[i] == '\t')) i++;
+  if (i == len) return px_err_set(err, PX_ERR_INPUT, "%s: file is empty", name);
+  if (memchr(text, '\0', len))
+    return px_err_set(err, PX_ERR_INPUT, "%s: not a text file (contains NUL bytes)", name);
+  const char *end = NULL;
+  /* len + 1: cJSON wants the terminating NUL inside the length when it must end there. */
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+  if (!root) {
+    size_t at = end && end >= text ? (size_t)(end - text) : 0;
+    if (at > len) at = len;
+    int line = 1, col = 1, depth = 0, max_depth = 0;
+    for (size_t k = 0; k < at; k++) {
+      if (text[k] == '[' || text[k] == '{') max_depth = ++depth > max_depth ? depth : max_depth;
+      if (text[k] == ']' || text[k] == '}') depth--;
+      if (text[k] == '\n') {
+        line++;
+        col = 1;
+      } else {
+        col++;
+      }
+    }
+    if (max_depth >= CJSON_NESTING_LIMIT)
+      return px_err_set(err, PX_ERR_INPUT, "%s:%d:%d: invalid JSON (nested more than %d levels deep)", name, line,
+                        col, CJSON_NESTING_LIMIT);
+    return px_err_set(err, PX_ERR_INPUT, "%s:%d:%d: invalid JSON%s", name, line, col,
+                      at >= len ? " (truncated?)" : "");
+  }
+  *out = root;
+  return PX_OK;
+}
+
+px_status px_json_load(const char *path, cJSON **out, px_err *err) {
+  char *text = NULL;
+  size_t len = 0;
+  px_status st = px_file_read(path, PX_JSON_MAX_BYTES, &text, &len, err);
+  if (st) return st;
+  st = px_json_parse(text, len, path, out, err);
+  free(text);
+  return st;
+}
+
+/* Looks up key; *v is NULL when missing or null. */
+static px_status json_field(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                            const cJSON **v, px_err *err) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (item && cJSON_IsNull(item)) item = NULL;
+  *v = item;
+  if (!item && required)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s' is missing", c->file, c->prefix, key);
+  return PX_OK;
+}
+
+static px_status json_wrong_type(const px_json_ctx *c, const char *key, const char *want, const cJSON *v,
+                                 px_err *err) {
+  return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s': expected %s, got %s", c->file, c->prefix, key,
+                    want, json_type_name(v));
+}
+
+px_status px_json_num(const px_json_ctx *c, const cJSON *obj, const char *key, bool required, double min,
+                      double max, double *out, px_err *err) {
+  const cJSON *v;
+  px_status st = json_field(c, obj, key, required, &v, err);
+  if (st || !v) return st;
+  if (!cJSON_IsNumber(v)) return json_wrong_type(c, key, "a number", v, err);
+  double d = v->valuedouble;
+  if (!isfinite(d) || d < min || d > max)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s': %g is out of range [%g, %g]", c->file, c->prefix,
+                      key, d, min, max);
+  *out = d;
+  return PX_OK;
+}
+
+px_status px_json_int(const px_json_ctx *c, const cJSON *obj, const char *key, bool required, int64_t min,
+                      int64_t max, int64_t *out, px_err *err) {
+  const cJSON *v;
+  px_status st = json_field(c, obj, key, required, &v, err);
+  if (st || !v) return st;
+  if (!cJSON_IsNumber(v)) return json_wrong_type(c, key, "an integer", v, err);
+  double d = v->valuedouble;
+  if (!isfinite(d) || d < (double)min || d > (double)max)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s': %g is out of range [%lld, %lld]", c->file,
+                      c->prefix, key, d, (long long)min, (long long)max);
+  if (d != floor(d))
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s': expected an integer, got %g", c->file, c->prefix,
+                      key, d);
+  *out = (int64_t)d;
+  return PX_OK;
+}
+
+px_status px_json_bool(const px_json_ctx *c, const cJSON *obj, const char *key, bool required, bool *out,
+                       px_err *err) {
+  const cJSON *v;
+  px_status st = json_field(c, obj, key, required, &v, err);
+  if (st || !v) return st;
+  if (!cJSON_IsBool(v)) return json_wrong_type(c, key, "true or false", v, err);
+  *out = cJSON_IsTrue(v);
+  return PX_OK;
+}
+
+px_status px_json_str(const px_json_ctx *c, const cJSON *obj, const char *key, bool required, char *out,
+                      size_t cap, px_err *err) {
+  const cJSON *v;
+  px_status st = json_field(c, obj, key, required, &v, err);
+  if (st || !v) return st;
+  if (!cJSON_IsString(v)) return json_wrong_type(c, key, "a string", v, err);
+  size_t n = strlen(v->valuestring);
+  if (n >= cap)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s': string longer than %zu characters", c->file,
+                      c->prefix, key, cap - 1);
+  memcpy(out, v->valuestring, n + 1);
+  return PX_OK;
+}
+
+px_status px_json_enum(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                       const char *const *names, int n, int *out, px_err *err) {
+  const cJSON *v;
+  px_status st = json_field(c, obj, key, required, &v, err);
+  if (st || !v) return st;
+  if (!cJSON_IsString(v)) return json_wrong_type(c, key, "a string", v, err);
+  for (int i = 0; i < n; i++) {
+    if (strcmp(v->valuestring, names[i]) == 0) {
+      *out = i;
+      return PX_OK;
+    }
+  }
+  char choices[256] = "";
+  for (int i = 0; i < n; i++) {
+    size_t used = strlen(choices);
+    snprintf(choices + used, sizeof choices - used, "%s%s", i ? "|" : "", names[i]);
+  }
+  return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s': '%.64s' is not one of %s", c->file, c->prefix, key,
+                    v->valuestring, choices);
+}
+
+px_status px_json_obj(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                      const cJSON **out, px_err *err) {
+  const cJSON *v;
+  px_status st = json_field(c, obj, key, required, &v, err);
+  *out = NULL;
+  if (st || !v) return st;
+  if (!cJSON_IsObject(v)) return json_wrong_type(c, key, "an object", v, err);
+  *out = v;
+  return PX_OK;
+}
+
+bool px_json_add_num(cJSON *obj, const char *key, double v) {
+  return cJSON_AddNumberToObject(obj, key, v) != NULL;
+}
+
+px_status px_json_write(const char *path, const cJSON *root, px_err *err) {
+  char *text = cJSON_Print(root);
+  if (!text) return px_err_set(err, PX_ERR_RUNTIME, "%s: out of memory printing JSON", path);
+  size_t n = strlen(text);
+  text[n] = '\n'; /* replaces the NUL; length passed explicitly */
+  px_status st = px_file_write(path, text, n + 1, err);
+  cJSON_free(text);
+  return st;
+}
+
+px_status px_json_print(const cJSON *root, px_err *err) {
+  char *text = cJSON_Print(root);
+  if (!text) return px_err_set(err, PX_ERR_RUNTIME, "out of memory printing JSON");
+  fputs(text, stdout);
+  fputc('\n', stdout);
+  cJSON_free(text);
+  return PX_OK;
+}

@@ -1,0 +1,49 @@
+/* JSON input and output on top of cJSON: file loading with line/column
+ * errors, typed field readers whose messages name the file and the field. */
+#ifndef PX_CORE_JSON_H
+#define PX_CORE_JSON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "core/status.h"
+
+/* Where a field lives, for messages: "<file>: field '<prefix><key>'". */
+typedef struct {
+  const char *file;
+  const char *prefix; /* "" or e.g. "gpu." */
+} px_json_ctx;
+
+/* Reads and parses a JSON file (at most 64 MiB); refuses empty, binary and
+ * malformed files with the line and column of the error. */
+px_status px_json_load(const char *path, cJSON **out, px_err *err);
+px_status px_json_parse(const char *text, size_t len, const char *name, cJSON **out, px_err *err);
+
+/* Field readers. A missing field is an error when required, otherwise *out
+ * is left as it is. Null counts as missing. */
+px_status px_json_int(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                      int64_t min, int64_t max, int64_t *out, px_err *err);
+px_status px_json_num(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                      double min, double max, double *out, px_err *err);
+px_status px_json_bool(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                       bool *out, px_err *err);
+px_status px_json_str(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                      char *out, size_t cap, px_err *err);
+/* A string that must be one of names[0..n); *out is its index. */
+px_status px_json_enum(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                       const char *const *names, int n, int *out, px_err *err);
+/* An object member that must itself be an object (NULL when absent and not required). */
+px_status px_json_obj(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
+                      const cJSON **out, px_err *err);
+
+/* Adds a number, or fails with err on allocation failure. */
+bool px_json_add_num(cJSON *obj, const char *key, double v);
+
+/* Writes the tree (pretty-printed) to path through a temporary file and rename. */
+px_status px_json_write(const char *path, const cJSON *root, px_err *err);
+/* Prints the tree on stdout followed by a newline. */
+px_status px_json_print(const cJSON *root, px_err *err);
+
+#endif

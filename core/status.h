@@ -1,0 +1,30 @@
+/* Status codes and error messages shared by every module: library code
+ * returns a px_status and fills a px_err naming the file, field and reason. */
+#ifndef PX_CORE_STATUS_H
+#define PX_CORE_STATUS_H
+
+#include <stddef.h>
+
+/* The value is also the CLI's exit code. */
+typedef enum {
+  PX_OK = 0,
+  PX_ERR_RUNTIME = 1, /* the input was fine but something failed */
+  PX_ERR_INPUT = 2,   /* bad input or usage */
+} px_status;
+
+typedef struct {
+  px_status status;
+  char msg[1024];
+} px_err;
+
+/* Sets err (may be NULL) and returns st, so callers can `return px_err_set(...)`. */
+px_status px_err_set(px_err *err, px_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes the current message with "prefix: ". */
+px_status px_err_prefix(px_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void px_err_clear(px_err *err);
+
+/* Allocation that reports failure through err; size 0 returns a valid pointer. */
+void *px_calloc(size_t count, size_t size, px_err *err);
+
+#endif

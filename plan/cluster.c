@@ -1,0 +1,288 @@
+/* Cluster specification: JSON loading and sizing. */
+#include "plan/cluster.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "core/paths.h"
+
+const char *const px_net_kind_names[PX_NET_COUNT] = {"rail_fat_tree", "fat_tree"};
+
+#define GIB ((double)(1ull << 30))
+#define TRY(x) \
+  if ((st = (x))) return st
+
+static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px_err *err) {
+  px_json_ctx c = {file, "gpu."};
+  px_status st;
+  TRY(px_json_str(&c, g, "name", true, gpu->name, sizeof gpu->name, err));
+  const cJSON *peak;
+  TRY(px_json_obj(&c, g, "peak_tflops", true, &peak, err));
+  px_json_ctx pc = {file, "gpu.peak_tflops."};
+  for (int t = 0; t < PX_DTYPE_COUNT; t++) {
+    double tf = 0;
+    TRY(px_json_num(&pc, peak, px_dtype_names[t], false, 0.0, 1e6, &tf, err));
+    gpu->peak_flops[t] = tf * 1e12;
+  }
+  if (gpu->peak_flops[PX_DTYPE_FP32] <= 0)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.peak_tflops.fp32' is missing or zero", file);
+  double hbm_gib = 0, reserved_gib = 0, hbm_gbps = 0, overhead_us = 0;
+  TRY(px_json_num(&c, g, "hbm_gib", true, 1e-3, 1e6, &hbm_gib, err));
+  TRY(px_json_num(&c, g, "reserved_gib", false, 0.0, 1e6, &reserved_gib, err));
+  if (reserved_gib >= hbm_gib)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.reserved_gib': %g is not below hbm_gib %g", file,
+                      reserved_gib, hbm_gib);
+  gpu->hbm_bytes = (uint64_t)(hbm_gib * GIB);
+  gpu->reserved_bytes = (uint64_t)(reserved_gib * GIB);
+  TRY(px_json_num(&c, g, "hbm_gb_per_s", true, 1e-3, 1e9, &hbm_gbps, err));
+  gpu->hbm_bytes_per_s = hbm_gbps * 1e9;
+  gpu->memory_efficiency = 0.8;
+  TRY(px_json_num(&c, g, "memory_efficiency", false, 0.01, 1.0, &gpu->memory_efficiency, err));
+  gpu->sm_count = 1;
+  TRY(px_json_int(&c, g, "sm_count", false, 1, 100000, &gpu->sm_count, err));
+  TRY(px_json_num(&c, g, "kernel_overhead_us", false, 0.0, 1e6, &overhead_us, err));
+  gpu->kernel_overhead_s = overhead_us * 1e-6;
+
+  gpu->gemm_max_efficiency = 0.8;
+  gpu->gemm_tile_m = 128;
+  gpu->gemm_tile_n = 128;
+  gpu->gemm_k_half = 0;
+  const cJSON *gemm;
+  TRY(px_json_obj(&c, g, "gemm", false, &gemm, err));
+  if (gemm) {
+    px_json_ctx gc = {file, "gpu.gemm."};
+    TRY(px_json_num(&gc, gemm, "max_efficiency", false, 0.01, 1.0, &gpu->gemm_max_efficiency, err));
+    TRY(px_json_int(&gc, gemm, "tile_m", false, 1, 4096, &gpu->gemm_tile_m, err));
+    TRY(px_json_int(&gc, gemm, "tile_n", false, 1, 4096, &gpu->gemm_tile_n, err));
+    TRY(px_json_num(&gc, gemm, "k_half", false, 0.0, 1e6, &gpu->gemm_k_half, err));
+    const cJSON *table = cJSON_GetObjectItemCaseSensitive(gemm, "table");
+    if (table && !cJSON_IsNull(table)) {
+      if (!cJSON_IsArray(table))
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.table': expected an array", file);
+      int n = cJSON_GetArraySize(table);
+      if (n > PX_GEMM_TABLE_MAX)
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.table': more than %d entries", file,
+                          PX_GEMM_TABLE_MAX);
+      int i = 0;
+      const cJSON *e;
+      cJSON_ArrayForEach(e, table) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "gpu.gemm.table[%d].", i);
+        px_json_ctx ec = {file, prefix};
+        if (!cJSON_IsObject(e))
+          return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.table[%d]': expected an object", file, i);
+        px_gemm_point *p = &gpu->gemm_table[i];
+        TRY(px_json_int(&ec, e, "m", true, 1, (int64_t)1 << 32, &p->m, err));
+        TRY(px_json_int(&ec, e, "n", true, 1, (int64_t)1 << 32, &p->n, err));
+        TRY(px_json_int(&ec, e, "k", true, 1, (int64_t)1 << 32, &p->k, err));
+        TRY(px_json_num(&ec, e, "efficiency", true, 1e-6, 1.0, &p->efficiency, err));
+        i++;
+      }
+      gpu->gemm_table_len = i;
+    }
+  }
+  const cJSON *rates = cJSON_GetObjectItemCaseSensitive(g, "kernel_rates");
+  if (rates && !cJSON_IsNull(rates)) {
+    if (!cJSON_IsArray(rates))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates': expected an array", file);
+    if (cJSON_GetArraySize(rates) > PX_KERNEL_RATES_MAX)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates': more than %d entries", file,
+                        PX_KERNEL_RATES_MAX);
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, rates) {
+      char prefix[64];
+      snprintf(prefix, sizeof prefix, "gpu.kernel_rates[%d].", i);
+      px_json_ctx ec = {file, prefix};
+      if (!cJSON_IsObject(e))
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates[%d]': expected an object", file, i);
+      px_kernel_rate *r = &gpu->kernel_rates[i];
+      double gbps = 0, us = 0;
+      TRY(px_json_str(&ec, e, "kind", true, r->kind, sizeof r->kind, err));
+      TRY(px_json_num(&ec, e, "gb_per_s", true, 1e-6, 1e9, &gbps, err));
+      TRY(px_json_num(&ec, e, "overhead_us", false, 0.0, 1e9, &us, err));
+      r->bytes_per_s = gbps * 1e9;
+      r->overhead_s = us * 1e-6;
+      i++;
+    }
+    gpu->kernel_rates_len = i;
+  }
+  return PX_OK;
+}
+
+px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
+  memset(cl, 0, sizeof *cl);
+  if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", file);
+  px_json_ctx c = {file, ""};
+  px_status st;
+  px_path_stem(file, cl->name, sizeof cl->name);
+  TRY(px_json_str(&c, root, "name", false, cl->name, sizeof cl->name, err));
+  TRY(px_json_str(&c, root, "source", false, cl->source, sizeof cl->source, err));
+  const cJSON *g;
+  TRY(px_json_obj(&c, root, "gpu", true, &g, err));
+  TRY(gpu_from_json(g, file, &cl->gpu, err));
+  TRY(px_json_int(&c, root, "gpus_per_node", true, 1, 4096, &cl->gpus_per_node, err));
+  cl->nodes = 1;
+  TRY(px_json_int(&c, root, "nodes", false, 1, 1 << 24, &cl->nodes, err));
+  cl->gpus = cl->nodes * cl->gpus_per_node;
+
+  const cJSON *intra;
+  TRY(px_json_obj(&c, root, "intra_node", true, &intra, err));
+  px_json_ctx ic = {file, "intra_node."};
+  double gbps = 0, us = 0;
+  TRY(px_json_num(&ic, intra, "gb_per_s", true, 1e-6, 1e9, &gbps, err));
+  TRY(px_json_num(&ic, intra, "latency_us", true, 0.0, 1e6, &us, err));
+  cl->intra_bytes_per_s = gbps * 1e9;
+  cl->intra_latency_s = us * 1e-6;
+  cl->intra_efficiency = 0.8;
+  TRY(px_json_num(&ic, intra, "efficiency", false, 0.01, 1.0, &cl->intra_efficiency, err));
+
+  const cJSON *inter;
+  TRY(px_json_obj(&c, root, "inter_node", true, &inter, err));
+  px_json_ctx nc = {file, "inter_node."};
+  double gbit = 0;
+  TRY(px_json_int(&nc, inter, "nics_per_node", true, 1, 1024, &cl->nics_per_node, err));
+  TRY(px_json_num(&nc, inter, "nic_gbit_per_s", true, 1e-6, 1e9, &gbit, err));
+  TRY(px_json_num(&nc, inter, "latency_us", true, 0.0, 1e6, &us, err));
+  cl->nic_bytes_per_s = gbit * 1e9 / 8.0;
+  cl->inter_latency_s = us * 1e-6;
+  cl->inter_efficiency = 0.8;
+  TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
+  int kind = PX_NET_RAIL_FAT_TREE;
+  TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
+  cl->net_kind = (px_net_kind)kind;
+  cl->oversubscription = 1.0;
+  TRY(px_json_num(&nc, inter, "oversubscription", false, 1.0, 1024.0, &cl->oversubscription, err));
+  cl->nodes_per_leaf = 32;
+  TRY(px_json_int(&nc, inter, "nodes_per_leaf", false, 1, 1 << 20, &cl->nodes_per_leaf, err));
+
+  const cJSON *host;
+  TRY(px_json_obj(&c, root, "host", false, &host, err));
+  if (host) {
+    px_json_ctx hc = {file, "host."};
+    double gib = 0, sgbps = 0;
+    TRY(px_json_num(&hc, host, "memory_gib", false, 0.0, 1e9, &gib, err));
+    TRY(px_json_num(&hc, host, "storage_gb_per_s", false, 0.0, 1e9, &sgbps, err));
+    cl->host_memory_bytes = (uint64_t)(gib * GIB);
+    cl->storage_bytes_per_s = sgbps * 1e9;
+  }
+  return PX_OK;
+}
+
+px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err) {
+  cJSON *root = NULL;
+  px_status st = px_json_load(path, &root, err);
+  if (st) return st;
+  st = px_cluster_from_json(root, path, c, err);
+  cJSON_Delete(root);
+  return st;
+}
+
+px_status px_cluster_load(const char *name_or_path, px_cluster *c, px_err *err) {
+  char path[4096];
+  px_status st = px_preset_path("topologies", name_or_path, path, sizeof path, err);
+  if (st) return st;
+  st = px_cluster_load_file(path, c, err);
+  if (st && !strchr(name_or_path, '/') && err && strstr(err->msg, "cannot open"))
+    px_err_set(err, PX_ERR_INPUT, "cluster '%s': no such preset or file (see `parallax topologies`)", name_or_path);
+  return st;
+}
+
+cJSON *px_cluster_to_json(const px_cluster *c) {
+  cJSON *o = cJSON_CreateObject(), *g = cJSON_CreateObject(), *peak = cJSON_CreateObject();
+  cJSON *gemm = cJSON_CreateObject(), *intra = cJSON_CreateObject(), *inter = cJSON_CreateObject();
+  cJSON *host = cJSON_CreateObject();
+  if (!o || !g || !peak || !gemm || !intra || !inter || !host) {
+    cJSON_Delete(o), cJSON_Delete(g), cJSON_Delete(peak), cJSON_Delete(gemm);
+    cJSON_Delete(intra), cJSON_Delete(inter), cJSON_Delete(host);
+    return NULL;
+  }
+  const px_gpu *gpu = &c->gpu;
+  cJSON_AddStringToObject(o, "name", c->name);
+  cJSON_AddStringToObject(o, "source", c->source);
+  cJSON_AddItemToObject(o, "gpu", g);
+  cJSON_AddStringToObject(g, "name", gpu->name);
+  cJSON_AddItemToObject(g, "peak_tflops", peak);
+  for (int t = 0; t < PX_DTYPE_COUNT; t++)
+    if (gpu->peak_flops[t] > 0) px_json_add_num(peak, px_dtype_names[t], gpu->peak_flops[t] / 1e12);
+  px_json_add_num(g, "hbm_gib", (double)gpu->hbm_bytes / GIB);
+  px_json_add_num(g, "reserved_gib", (double)gpu->reserved_bytes / GIB);
+  px_json_add_num(g, "hbm_gb_per_s", gpu->hbm_bytes_per_s / 1e9);
+  px_json_add_num(g, "memory_efficiency", gpu->memory_efficiency);
+  px_json_add_num(g, "sm_count", (double)gpu->sm_count);
+  px_json_add_num(g, "kernel_overhead_us", gpu->kernel_overhead_s * 1e6);
+  cJSON_AddItemToObject(g, "gemm", gemm);
+  px_json_add_num(gemm, "max_efficiency", gpu->gemm_max_efficiency);
+  px_json_add_num(gemm, "tile_m", (double)gpu->gemm_tile_m);
+  px_json_add_num(gemm, "tile_n", (double)gpu->gemm_tile_n);
+  px_json_add_num(gemm, "k_half", gpu->gemm_k_half);
+  if (gpu->gemm_table_len) {
+    cJSON *t = cJSON_AddArrayToObject(gemm, "table");
+    for (int i = 0; t && i < gpu->gemm_table_len; i++) {
+      cJSON *e = cJSON_CreateObject();
+      if (!e) break;
+      px_json_add_num(e, "m", (double)gpu->gemm_table[i].m);
+      px_json_add_num(e, "n", (double)gpu->gemm_table[i].n);
+      px_json_add_num(e, "k", (double)gpu->gemm_table[i].k);
+      px_json_add_num(e, "efficiency", gpu->gemm_table[i].efficiency);
+      cJSON_AddItemToArray(t, e);
+    }
+  }
+  if (gpu->kernel_rates_len) {
+    cJSON *t = cJSON_AddArrayToObject(g, "kernel_rates");
+    for (int i = 0; t && i < gpu->kernel_rates_len; i++) {
+      cJSON *e = cJSON_CreateObject();
+      if (!e) break;
+      cJSON_AddStringToObject(e, "kind", gpu->kernel_rates[i].kind);
+      px_json_add_num(e, "gb_per_s", gpu->kernel_rates[i].bytes_per_s / 1e9);
+      px_json_add_num(e, "overhead_us", gpu->kernel_rates[i].overhead_s * 1e6);
+      cJSON_AddItemToArray(t, e);
+    }
+  }
+  px_json_add_num(o, "gpus_per_node", (double)c->gpus_per_node);
+  px_json_add_num(o, "nodes", (double)c->nodes);
+  cJSON_AddItemToObject(o, "intra_node", intra);
+  px_json_add_num(intra, "gb_per_s", c->intra_bytes_per_s / 1e9);
+  px_json_add_num(intra, "latency_us", c->intra_latency_s * 1e6);
+  px_json_add_num(intra, "efficiency", c->intra_efficiency);
+  cJSON_AddItemToObject(o, "inter_node", inter);
+  px_json_add_num(inter, "nics_per_node", (double)c->nics_per_node);
+  px_json_add_num(inter, "nic_gbit_per_s", c->nic_bytes_per_s * 8.0 / 1e9);
+  px_json_add_num(inter, "latency_us", c->inter_latency_s * 1e6);
+  px_json_add_num(inter, "efficiency", c->inter_efficiency);
+  cJSON_AddStringToObject(inter, "topology", px_net_kind_names[c->net_kind]);
+  px_json_add_num(inter, "oversubscription", c->oversubscription);
+  px_json_add_num(inter, "nodes_per_leaf", (double)c->nodes_per_leaf);
+  cJSON_AddItemToObject(o, "host", host);
+  px_json_add_num(host, "memory_gib", (double)c->host_memory_bytes / GIB);
+  px_json_add_num(host, "storage_gb_per_s", c->storage_bytes_per_s / 1e9);
+  return o;
+}
+
+px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err) {
+  if (gpus < 0 || nodes < 0) return px_err_set(err, PX_ERR_INPUT, "--gpus and --nodes must be positive");
+  if (gpus > ((int64_t)1 << 24) || nodes > ((int64_t)1 << 24))
+    return px_err_set(err, PX_ERR_INPUT, "--gpus/--nodes: at most %d", 1 << 24);
+  if (nodes > 0) {
+    if (gpus > 0 && gpus != nodes * c->gpus_per_node)
+      return px_err_set(err, PX_ERR_INPUT, "--gpus %lld does not equal --nodes %lld x %lld GPUs per node",
+                        (long long)gpus, (long long)nodes, (long long)c->gpus_per_node);
+    c->nodes = nodes;
+    c->gpus = nodes * c->gpus_per_node;
+    return PX_OK;
+  }
+  if (gpus > 0) {
+    if (gpus > c->gpus_per_node && gpus % c->gpus_per_node != 0)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--gpus %lld does not fill whole nodes of %lld GPUs (%s); use a multiple of %lld",
+                        (long long)gpus, (long long)c->gpus_per_node, c->name, (long long)c->gpus_per_node);
+    c->gpus = gpus;
+    c->nodes = (gpus + c->gpus_per_node - 1) / c->gpus_per_node;
+  }
+  return PX_OK;
+}
+
+int64_t px_cluster_node_size(const px_cluster *c) {
+  return c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
+}

@@ -1,0 +1,88 @@
+/* Cluster specification: the GPU, the node, the intra-node fabric (NVLink /
+ * NVSwitch) and the inter-node network (NICs, fat tree), host and storage. */
+#ifndef PX_PLAN_CLUSTER_H
+#define PX_PLAN_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+/* One measured GEMM efficiency: achieved / peak for an (m, n, k) shape. */
+typedef struct {
+  int64_t m, n, k;
+  double efficiency;
+} px_gemm_point;
+
+/* A measured per-byte cost of a memory-bound kernel family. */
+typedef struct {
+  char kind[32]; /* op kind name, see plan/graph.h */
+  double bytes_per_s;
+  double overhead_s; /* fixed cost per call */
+} px_kernel_rate;
+
+#define PX_GEMM_TABLE_MAX 256
+#define PX_KERNEL_RATES_MAX 32
+
+typedef struct {
+  char name[64];
+  double peak_flops[PX_DTYPE_COUNT]; /* dense FLOP/s per dtype, 0 when unsupported */
+  uint64_t hbm_bytes;
+  uint64_t reserved_bytes;           /* taken by the runtime (context, allocator slack) */
+  double hbm_bytes_per_s;
+  double memory_efficiency;          /* share of HBM bandwidth memory-bound kernels reach */
+  int64_t sm_count;
+  /* GEMM efficiency model: max_efficiency x tile and wave quantization. */
+  double gemm_max_efficiency;
+  int64_t gemm_tile_m, gemm_tile_n;
+  double gemm_k_half;                /* k at which short-k GEMMs reach half of max efficiency */
+  double kernel_overhead_s;          /* launch + tail per kernel */
+  px_gemm_point gemm_table[PX_GEMM_TABLE_MAX]; /* measured; used instead of the model when given */
+  int gemm_table_len;
+  px_kernel_rate kernel_rates[PX_KERNEL_RATES_MAX];
+  int kernel_rates_len;
+} px_gpu;
+
+typedef enum { PX_NET_RAIL_FAT_TREE, PX_NET_FAT_TREE, PX_NET_COUNT } px_net_kind;
+extern const char *const px_net_kind_names[PX_NET_COUNT];
+
+typedef struct {
+  char name[64];
+  char source[1024];
+  px_gpu gpu;
+  int64_t gpus_per_node;
+  int64_t gpus;  /* total, from the file, --gpus or --nodes */
+  int64_t nodes; /* ceil(gpus / gpus_per_node) */
+  /* Intra-node fabric, per GPU per direction. */
+  double intra_bytes_per_s;
+  double intra_latency_s;
+  double intra_efficiency; /* busbw reached by NCCL-style rings / link rate */
+  /* Inter-node network. */
+  int64_t nics_per_node;
+  double nic_bytes_per_s; /* per NIC per direction */
+  double inter_latency_s;
+  double inter_efficiency;
+  px_net_kind net_kind;
+  double oversubscription; /* leaf uplink : downlink ratio >= 1 */
+  int64_t nodes_per_leaf;  /* nodes under one leaf switch (rail group) */
+  /* Host and storage. */
+  uint64_t host_memory_bytes;
+  double storage_bytes_per_s; /* checkpoint write bandwidth per node */
+} px_cluster;
+
+px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *c, px_err *err);
+px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err);
+/* A preset name (topologies/NAME.json) or a file path. */
+px_status px_cluster_load(const char *name_or_path, px_cluster *c, px_err *err);
+cJSON *px_cluster_to_json(const px_cluster *c);
+
+/* Sets the size from a GPU or node count (0 = keep); more GPUs than one node
+ * holds must fill whole nodes. */
+px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err);
+/* GPUs that share a node (gpus_per_node, or fewer in a one-node cluster). */
+int64_t px_cluster_node_size(const px_cluster *c);
+
+#endif

@@ -1,0 +1,234 @@
+/* Parallel choices: defaults, validation with hints, JSON. */
+#include "plan/parallel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/json.h"
+
+const char *const px_schedule_names[PX_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
+const char *const px_recompute_names[PX_RECOMPUTE_COUNT] = {"none", "selective", "full"};
+const char *const px_precision_names[PX_PREC_COUNT] = {"fp32", "bf16", "fp16"};
+
+#define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
+
+void px_parallel_unset(px_parallel *p) {
+  memset(p, 0, sizeof *p);
+  p->zero = p->sp = p->schedule = p->recompute = p->precision = p->overlap = -1;
+}
+
+void px_parallel_resolve(px_parallel *p, const px_model *m, int64_t gpus) {
+  if (p->tp <= 0) p->tp = 1;
+  if (p->pp <= 0) p->pp = 1;
+  if (p->dp <= 0 && gpus > 0 && gpus % (p->tp * p->pp) == 0) p->dp = gpus / (p->tp * p->pp);
+  if (p->zero < 0) p->zero = 0;
+  if (p->sp < 0) p->sp = 0;
+  if (p->mbs <= 0) p->mbs = 1;
+  if (p->seq <= 0) p->seq = m->seq_len;
+  if (p->vpp <= 0) p->vpp = 1;
+  if (p->schedule < 0) p->schedule = p->vpp > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B;
+  if (p->gbs <= 0 && p->dp > 0) p->gbs = p->mbs * p->dp * (p->pp > 1 ? 4 * p->pp : 1);
+  if (p->recompute < 0) p->recompute = PX_RECOMPUTE_NONE;
+  if (p->precision < 0) p->precision = PX_PREC_BF16;
+  if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
+  if (p->overlap < 0) p->overlap = PX_OVERLAP_DEFAULT;
+}
+
+/* "1, 2, 4, 8" : the divisors of n that are at most limit. */
+static void divisor_hint(int64_t n, int64_t limit, char *buf, size_t cap) {
+  buf[0] = '\0';
+  size_t used = 0;
+  for (int64_t d = 1; d <= n && d <= limit && used + 24 < cap; d++) {
+    if (n % d) continue;
+    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", used ? ", " : "", (long long)d);
+  }
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err) {
+  char hint[256];
+  int64_t gpus = c->gpus;
+  if (p->tp < 1 || p->pp < 1)
+    return px_err_set(err, PX_ERR_INPUT, "--tp and --pp must be at least 1");
+  if (p->tp > gpus || p->pp > gpus)
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld x pp %lld needs more than the %lld GPUs available",
+                      (long long)p->tp, (long long)p->pp, (long long)gpus);
+  if (p->dp < 1 || p->tp * p->pp * p->dp != gpus) {
+    if (p->dp < 1)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "tp %lld x pp %lld does not divide the %lld GPUs (hint: pick tp x pp dividing %lld)",
+                        (long long)p->tp, (long long)p->pp, (long long)gpus, (long long)gpus);
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld x pp %lld x dp %lld = %lld, but there are %lld GPUs",
+                      (long long)p->tp, (long long)p->pp, (long long)p->dp,
+                      (long long)(p->tp * p->pp * p->dp), (long long)gpus);
+  }
+  int64_t shardable = gcd64(gcd64(m->heads, m->kv_heads), m->ffn_hidden);
+  divisor_hint(shardable, gpus, hint, sizeof hint);
+  if (m->heads % p->tp)
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide the %lld attention heads (valid tp: %s)",
+                      (long long)p->tp, (long long)m->heads, hint);
+  if (m->kv_heads % p->tp)
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide the %lld key/value heads (valid tp: %s)",
+                      (long long)p->tp, (long long)m->kv_heads, hint);
+  if (m->ffn_hidden % p->tp)
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide ffn_hidden %lld (valid tp: %s)",
+                      (long long)p->tp, (long long)m->ffn_hidden, hint);
+  if (p->zero < 0 || p->zero > 3) return px_err_set(err, PX_ERR_INPUT, "--zero must be 0, 1, 2 or 3");
+  if (p->zero > 0 && p->dp < 2)
+    return px_err_set(err, PX_ERR_INPUT, "ZeRO-%d shards across data-parallel ranks but dp is 1 (hint: --zero 0)",
+                      p->zero);
+  if (p->sp && p->tp < 2)
+    return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp > 1 (hint: drop --sp or raise --tp)");
+  if (p->mbs < 1 || p->gbs < 1) return px_err_set(err, PX_ERR_INPUT, "--mbs and --gbs must be at least 1");
+  if (p->gbs % (p->mbs * p->dp))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "global batch %lld is not divisible by mbs %lld x dp %lld (hint: use a multiple of %lld)",
+                      (long long)p->gbs, (long long)p->mbs, (long long)p->dp, (long long)(p->mbs * p->dp));
+  if (p->seq < 1) return px_err_set(err, PX_ERR_INPUT, "--seq must be at least 1");
+  if (m->position == PX_POS_LEARNED && p->seq > m->max_positions)
+    return px_err_set(err, PX_ERR_INPUT, "--seq %lld exceeds the model's %lld learned positions", (long long)p->seq,
+                      (long long)m->max_positions);
+  if (p->sp && p->seq % p->tp)
+    return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp %lld to divide the sequence length %lld",
+                      (long long)p->tp, (long long)p->seq);
+  if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
+  if (p->schedule == PX_SCHED_INTERLEAVED) {
+    if (p->pp < 2)
+      return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs pp > 1 (hint: --schedule 1f1b)");
+    if (p->vpp < 2)
+      return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs --vpp 2 or more model chunks per rank");
+    if (m->layers % (p->pp * p->vpp))
+      return px_err_set(err, PX_ERR_INPUT,
+                        "interleaving needs pp %lld x vpp %lld to divide the %lld layers evenly",
+                        (long long)p->pp, (long long)p->vpp, (long long)m->layers);
+    if (px_parallel_microbatches(p) % p->pp)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "the interleaved schedule needs the %lld micro-batches to be a multiple of pp %lld "
+                        "(hint: --gbs %lld)",
+                        (long long)px_parallel_microbatches(p), (long long)p->pp,
+                        (long long)(p->pp * p->mbs * p->dp * ((px_parallel_microbatches(p) + p->pp - 1) / p->pp)));
+  } else if (p->vpp > 1) {
+    return px_err_set(err, PX_ERR_INPUT, "--vpp %lld needs --schedule interleaved", (long long)p->vpp);
+  }
+  if (p->pp * p->vpp > m->layers)
+    return px_err_set(err, PX_ERR_INPUT, "pp %lld x vpp %lld stages is more than the %lld layers", (long long)p->pp,
+                      (long long)p->vpp, (long long)m->layers);
+  if (p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
+      p->precision < 0 || p->precision >= PX_PREC_COUNT)
+    return px_err_set(err, PX_ERR_INPUT, "schedule, recompute or precision is not set");
+  if (p->precision != PX_PREC_FP32 && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
+    return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
+                      px_precision_names[p->precision]);
+  return PX_OK;
+}
+
+int64_t px_parallel_microbatches(const px_parallel *p) {
+  return p->mbs > 0 && p->dp > 0 ? p->gbs / (p->mbs * p->dp) : 0;
+}
+
+px_dtype px_parallel_compute_dtype(const px_parallel *p) {
+  switch (p->precision) {
+    case PX_PREC_BF16: return PX_DTYPE_BF16;
+    case PX_PREC_FP16: return PX_DTYPE_FP16;
+    default: return PX_DTYPE_FP32;
+  }
+}
+
+px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
+  static const struct {
+    const char *name;
+    int bit;
+  } names[] = {{"dp", PX_OVERLAP_DP}, {"zero", PX_OVERLAP_ZERO}, {"pp", PX_OVERLAP_PP},
+               {"tp", PX_OVERLAP_TP}, {"all", PX_OVERLAP_ALL},   {"none", 0}};
+  int out = 0;
+  const char *p = s;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) break;
+    if (i == sizeof names / sizeof names[0])
+      return px_err_set(err, PX_ERR_INPUT, "overlap '%.*s' is not one of dp, zero, pp, tp, all, none", (int)n, p);
+    out |= names[i].bit;
+    p += n;
+    if (*p == ',') p++;
+  }
+  *bits = out;
+  return PX_OK;
+}
+
+#define TRY(x) \
+  if ((st = (x))) return st
+
+px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err) {
+  px_parallel_unset(p);
+  if (!cJSON_IsObject(obj)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel': expected an object", file);
+  px_json_ctx c = {file, "parallel."};
+  px_status st;
+  int64_t v = -1;
+  TRY(px_json_int(&c, obj, "tp", false, 1, 1 << 24, &p->tp, err));
+  TRY(px_json_int(&c, obj, "pp", false, 1, 1 << 24, &p->pp, err));
+  TRY(px_json_int(&c, obj, "dp", false, 1, 1 << 24, &p->dp, err));
+  TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
+  p->zero = (int)v;
+  bool sp = false;
+  if (cJSON_GetObjectItemCaseSensitive(obj, "sp")) {
+    TRY(px_json_bool(&c, obj, "sp", true, &sp, err));
+    p->sp = sp;
+  }
+  TRY(px_json_int(&c, obj, "mbs", false, 1, (int64_t)1 << 30, &p->mbs, err));
+  TRY(px_json_int(&c, obj, "gbs", false, 1, (int64_t)1 << 40, &p->gbs, err));
+  TRY(px_json_int(&c, obj, "seq", false, 1, (int64_t)1 << 24, &p->seq, err));
+  TRY(px_json_int(&c, obj, "vpp", false, 1, 1 << 16, &p->vpp, err));
+  TRY(px_json_enum(&c, obj, "schedule", false, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err));
+  TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
+  TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
+  double mib = 0;
+  TRY(px_json_num(&c, obj, "bucket_mib", false, 1.0 / 1024, 1 << 20, &mib, err));
+  p->bucket_bytes = (uint64_t)(mib * (1 << 20));
+  char overlap[64] = "";
+  TRY(px_json_str(&c, obj, "overlap", false, overlap, sizeof overlap, err));
+  if (overlap[0]) {
+    if ((st = px_overlap_parse(overlap, &p->overlap, err))) return px_err_prefix(err, "%s: field 'parallel.overlap'", file);
+  } else if (cJSON_GetObjectItemCaseSensitive(obj, "overlap")) {
+    p->overlap = 0;
+  }
+  return PX_OK;
+}
+
+cJSON *px_parallel_to_json(const px_parallel *p) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  px_json_add_num(o, "tp", (double)p->tp);
+  px_json_add_num(o, "pp", (double)p->pp);
+  px_json_add_num(o, "dp", (double)p->dp);
+  px_json_add_num(o, "zero", p->zero);
+  cJSON_AddBoolToObject(o, "sp", p->sp > 0);
+  px_json_add_num(o, "mbs", (double)p->mbs);
+  px_json_add_num(o, "gbs", (double)p->gbs);
+  px_json_add_num(o, "seq", (double)p->seq);
+  px_json_add_num(o, "vpp", (double)p->vpp);
+  if (p->schedule >= 0) cJSON_AddStringToObject(o, "schedule", px_schedule_names[p->schedule]);
+  if (p->recompute >= 0) cJSON_AddStringToObject(o, "recompute", px_recompute_names[p->recompute]);
+  if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);
+  px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));
+  char overlap[64] = "";
+  if (p->overlap >= 0) {
+    const char *names[] = {"dp", "zero", "pp", "tp"};
+    for (int i = 0; i < 4; i++)
+      if (p->overlap & (1 << i))
+        snprintf(overlap + strlen(overlap), sizeof overlap - strlen(overlap), "%s%s", overlap[0] ? "," : "",
+                 names[i]);
+    if (!overlap[0]) snprintf(overlap, sizeof overlap, "none");
+    cJSON_AddStringToObject(o, "overlap", overlap);
+  }
+  return o;
+}

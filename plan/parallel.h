@@ -1,0 +1,65 @@
+/* Parallel choices: how a model is split over GPUs (TP, PP, DP, ZeRO, SP),
+ * the batch, the pipeline schedule, recomputation, precision and overlap. */
+#ifndef PX_PLAN_PARALLEL_H
+#define PX_PLAN_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/model.h"
+
+typedef enum { PX_SCHED_GPIPE, PX_SCHED_1F1B, PX_SCHED_INTERLEAVED, PX_SCHED_COUNT } px_schedule;
+typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
+typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_COUNT } px_precision;
+
+extern const char *const px_schedule_names[PX_SCHED_COUNT];
+extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
+extern const char *const px_precision_names[PX_PREC_COUNT];
+
+/* Overlap switches (bit set = overlapped). */
+enum {
+  PX_OVERLAP_DP = 1 << 0,    /* gradient reduction in buckets during backward */
+  PX_OVERLAP_ZERO = 1 << 1,  /* ZeRO-3 prefetch of the next layer, ZeRO-1/2 gather with next step's forward */
+  PX_OVERLAP_PP = 1 << 2,    /* pipeline sends and receives on their own streams */
+  PX_OVERLAP_TP = 1 << 3,    /* tensor-parallel collectives hidden behind independent GEMMs */
+  PX_OVERLAP_DEFAULT = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP,
+  PX_OVERLAP_ALL = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP,
+};
+
+/* Every field 0 (or -1 for enums) means "not set": px_parallel_resolve fills defaults. */
+typedef struct {
+  int64_t tp, pp, dp;
+  int zero;          /* 0-3, -1 unset */
+  int sp;            /* sequence parallelism: 0/1, -1 unset */
+  int64_t mbs;       /* micro-batch size, sequences */
+  int64_t gbs;       /* global batch, sequences */
+  int64_t seq;       /* sequence length (the model's when 0) */
+  int schedule;      /* px_schedule, -1 unset */
+  int64_t vpp;       /* virtual pipeline stages (model chunks) per rank */
+  int recompute;     /* px_recompute, -1 unset */
+  int precision;     /* px_precision, -1 unset */
+  uint64_t bucket_bytes; /* DP gradient bucket */
+  int overlap;       /* PX_OVERLAP_* bits, -1 unset */
+} px_parallel;
+
+void px_parallel_unset(px_parallel *p);
+/* Fills unset fields from the GPU count: dp = gpus / (tp pp), 1F1B, bf16, ... */
+void px_parallel_resolve(px_parallel *p, const px_model *m, int64_t gpus);
+/* Refuses impossible combinations with the reason and a hint. */
+px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err);
+
+/* Micro-batches per DP rank per step. */
+int64_t px_parallel_microbatches(const px_parallel *p);
+px_dtype px_parallel_compute_dtype(const px_parallel *p);
+
+/* JSON: reads the fields present (unset otherwise); file names the source. */
+px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err);
+cJSON *px_parallel_to_json(const px_parallel *p);
+/* Parses "dp,zero,pp,tp", "all", "none" into PX_OVERLAP_* bits. */
+px_status px_overlap_parse(const char *s, int *bits, px_err *err);
+
+#endif

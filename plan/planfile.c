@@ -1,0 +1,59 @@
+/* Plan files: load and save. */
+#include "plan/planfile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/json.h"
+
+static px_status planfile_part(const cJSON *root, const char *path, const char *key, bool *has, px_model *m,
+                               px_cluster *c, px_err *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v || cJSON_IsNull(v)) return PX_OK;
+  px_status st;
+  char where[4200];
+  snprintf(where, sizeof where, "%s: field '%s'", path, key);
+  if (cJSON_IsString(v))
+    st = m ? px_model_load(v->valuestring, m, err) : px_cluster_load(v->valuestring, c, err);
+  else if (cJSON_IsObject(v))
+    st = m ? px_model_from_json(v, where, m, err) : px_cluster_from_json(v, where, c, err);
+  else
+    return px_err_set(err, PX_ERR_INPUT, "%s: expected a preset name or an object", where);
+  if (st) return cJSON_IsString(v) ? px_err_prefix(err, "%s", where) : st;
+  *has = true;
+  return PX_OK;
+}
+
+px_status px_planfile_load(const char *path, px_planfile *pf, px_err *err) {
+  memset(pf, 0, sizeof *pf);
+  px_parallel_unset(&pf->par);
+  cJSON *root = NULL;
+  px_status st = px_json_load(path, &root, err);
+  if (st) return st;
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", path);
+  }
+  px_json_ctx c = {path, ""};
+  const cJSON *par = NULL;
+  if (!(st = planfile_part(root, path, "model", &pf->has_model, &pf->model, NULL, err)) &&
+      !(st = planfile_part(root, path, "cluster", &pf->has_cluster, NULL, &pf->cluster, err)) &&
+      !(st = px_json_int(&c, root, "gpus", false, 1, 1 << 24, &pf->gpus, err)) &&
+      !(st = px_json_obj(&c, root, "parallel", false, &par, err)) && par)
+    st = px_parallel_from_json(par, path, &pf->par, err);
+  cJSON_Delete(root);
+  return st;
+}
+
+px_status px_planfile_save(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
+                           px_err *err) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  cJSON_AddItemToObject(root, "model", px_model_to_json(m));
+  cJSON_AddItemToObject(root, "cluster", px_cluster_to_json(c));
+  px_json_add_num(root, "gpus", (double)c->gpus);
+  cJSON_AddItemToObject(root, "parallel", px_parallel_to_json(p));
+  px_status st = px_json_write(path, root, err);
+  cJSON_Delete(root);
+  return st;
+}

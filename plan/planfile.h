@@ -1,0 +1,25 @@
+/* Plan files: a model, a cluster, a size and the parallel choices in one
+ * JSON document, so a chosen plan can be saved, shared and run again. */
+#ifndef PX_PLAN_PLANFILE_H
+#define PX_PLAN_PLANFILE_H
+
+#include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/model.h"
+#include "plan/parallel.h"
+
+/* Which parts a plan file gave (the rest come from flags or defaults). */
+typedef struct {
+  bool has_model, has_cluster;
+  px_model model;
+  px_cluster cluster;
+  int64_t gpus;        /* 0 when absent */
+  px_parallel par;     /* unset fields stay unset */
+} px_planfile;
+
+/* "model" and "cluster" may be a preset name, a path, or an inline object. */
+px_status px_planfile_load(const char *path, px_planfile *pf, px_err *err);
+px_status px_planfile_save(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
+                           px_err *err);
+
+#endif

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Bad input corpus: every file and flag is refused with exit 2 and a one-line
+# message naming the file or flag, without a crash or a hang.
+set -u
+px=$1
+src=$2
+bad=$src/tests/bad
+fails=0
+
+# expect_refusal NEEDLE CMD...: exit 2, one stderr line containing NEEDLE.
+expect_refusal() {
+  local needle=$1
+  shift
+  local err rc
+  err=$(timeout 20 "$@" 2>&1 >/dev/null)
+  rc=$?
+  local lines
+  lines=$(printf '%s' "$err" | grep -c '')
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! printf '%s' "$err" | grep -qF -- "$needle"; then
+    echo "FAIL: $* -> exit $rc, stderr ($lines lines): $err (wanted '$needle')"
+    fails=$((fails + 1))
+  else
+    echo "ok: $* -> $err"
+  fi
+}
+
+for f in empty truncated array string_number zero_layers negative huge int64max heads_not_dividing \
+         kv_not_dividing unknown_model_type nested bool_as_string enum_as_number hf_missing_field; do
+  expect_refusal "$f.json" "$px" model show "$bad/$f.json"
+done
+expect_refusal "garbage.bin" "$px" model show "$bad/garbage.bin"
+expect_refusal "is a directory" "$px" model show "$bad/adir/"
+expect_refusal "no_such_file.json" "$px" model show "$bad/no_such_file.json"
+expect_refusal "no such preset" "$px" model show no-such-model
+for f in cluster_string_peak cluster_zero_gpus cluster_gpu_array cluster_missing_inter empty truncated array nested; do
+  expect_refusal "$f.json" "$px" topology show "$bad/$f.json"
+done
+expect_refusal "garbage.bin" "$px" topology show "$bad/garbage.bin"
+
+# Flags.
+expect_refusal "--gpus" "$px" topology show dgx-a100 --gpus -5
+expect_refusal "--gpus" "$px" topology show dgx-a100 --gpus abc
+expect_refusal "--gpus" "$px" topology show dgx-a100 --gpus 99999999999999999999
+expect_refusal "whole nodes" "$px" topology show dgx-a100 --gpus 12
+expect_refusal "unknown option" "$px" model show llama3-8b --bogus
+expect_refusal "needs a value" "$px" model show llama3-8b --seq
+expect_refusal "--seq" "$px" model show llama3-8b --seq 0
+expect_refusal "unknown command" "$px" frobnicate
+expect_refusal "usage" "$px" model
+
+# The good paths still work.
+"$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }
+"$px" model show llama3-8b --json | grep -q '"params":	8030261248' || { echo "FAIL: model show --json params"; fails=$((fails + 1)); }
+"$px" topology show dgx-h100 --nodes 4 --json | grep -q '"nodes":	4' || { echo "FAIL: topology --nodes"; fails=$((fails + 1)); }
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]
