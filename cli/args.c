@@ -18,7 +18,7 @@ typedef struct {
   const char *help;
 } px_opt;
 
-enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP };
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -39,6 +39,7 @@ static const px_opt opts[] = {
     {"vpp", required_argument, 'v', PX_OPT_PLAN, "N", "model chunks per rank (interleaved)"},
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16 (16-bit: fp32 master weights)"},
+    {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket (25)"},
     {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,all,none"},
     {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,all"},
@@ -123,6 +124,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'e': st = parse_enum("schedule", optarg, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err); break;
       case 'r': st = parse_enum("recompute", optarg, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err); break;
       case 'P': st = parse_enum("precision", optarg, px_precision_names, PX_PREC_COUNT, &p->precision, err); break;
+      case OPT_ATTENTION:
+        st = parse_enum("attention", optarg, px_attention_names, PX_ATTN_COUNT, &p->attention, err);
+        break;
       case OPT_BUCKET:
         st = px_parse_int(optarg, "--bucket-mib", 1, 1 << 20, &v, err);
         p->bucket_bytes = (uint64_t)v << 20;
@@ -165,7 +169,7 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = fp->f
     TAKE(tp, 0); TAKE(pp, 0); TAKE(dp, 0); TAKE(zero, -1); TAKE(sp, -1); TAKE(mbs, 0); TAKE(gbs, 0);
-    TAKE(seq, 0); TAKE(schedule, -1); TAKE(vpp, 0); TAKE(recompute, -1); TAKE(precision, -1);
+    TAKE(seq, 0); TAKE(schedule, -1); TAKE(vpp, 0); TAKE(recompute, -1); TAKE(precision, -1); TAKE(attention, -1);
     TAKE(bucket_bytes, 0u); TAKE(overlap, -1);
 #undef TAKE
   }
@@ -191,7 +195,7 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
     int64_t gpus = a->gpus ? a->gpus : (!a->nodes && pf ? pf->gpus : 0);
     if ((st = px_cluster_set_size(c, gpus, a->nodes, err))) goto done;
   }
-  if (m && c) px_parallel_resolve(&a->par, m, c->gpus);
+  if (m && c) px_parallel_resolve(&a->par, m, c);
   st = PX_OK;
 done:
   free(pf);

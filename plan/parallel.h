@@ -15,10 +15,15 @@
 typedef enum { PX_SCHED_GPIPE, PX_SCHED_1F1B, PX_SCHED_INTERLEAVED, PX_SCHED_COUNT } px_schedule;
 typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
 typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_COUNT } px_precision;
+/* Attention kernel: fused (FlashAttention: no S x S tensor is kept, the
+ * probabilities are recomputed in backward) or unfused (Megatron-LM's
+ * scores, softmax, dropout and context ops, as in Korthikanti et al.). */
+typedef enum { PX_ATTN_FLASH, PX_ATTN_UNFUSED, PX_ATTN_COUNT } px_attention;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
 extern const char *const px_precision_names[PX_PREC_COUNT];
+extern const char *const px_attention_names[PX_ATTN_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -42,13 +47,15 @@ typedef struct {
   int64_t vpp;       /* virtual pipeline stages (model chunks) per rank */
   int recompute;     /* px_recompute, -1 unset */
   int precision;     /* px_precision, -1 unset */
+  int attention;     /* px_attention, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
   int overlap;       /* PX_OVERLAP_* bits, -1 unset */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);
-/* Fills unset fields from the GPU count: dp = gpus / (tp pp), 1F1B, bf16, ... */
-void px_parallel_resolve(px_parallel *p, const px_model *m, int64_t gpus);
+/* Fills unset fields: dp = gpus / (tp pp), 1F1B, bf16 where the GPU has it
+ * (fp32 otherwise), flash attention, ... */
+void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c);
 /* Refuses impossible combinations with the reason and a hint. */
 px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err);
 

@@ -1,0 +1,165 @@
+/* Plan rendering: text for people, JSON for tools. */
+#include "cli/report.h"
+
+#include <string.h>
+
+#include "core/fmt.h"
+#include "core/json.h"
+
+static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
+  if (pl->size <= 1)
+    snprintf(buf, cap, "1 rank (no communication)");
+  else if (pl->intra)
+    snprintf(buf, cap, "%lld ranks inside one node (NVLink), stride %lld", (long long)pl->size,
+             (long long)pl->stride);
+  else
+    snprintf(buf, cap, "%lld ranks over %lld nodes, %lld per node (InfiniBand%s), stride %lld", (long long)pl->size,
+             (long long)pl->nodes, (long long)pl->per_node, pl->leaves > 1 ? ", several leaf switches" : "",
+             (long long)pl->stride);
+  return buf;
+}
+
+void px_report_plan_text(const px_plan *plan, FILE *out) {
+  const px_parallel *p = &plan->par;
+  const px_cluster *c = &plan->cluster;
+  char a[160], b[64], d[64];
+  fprintf(out, "plan: %s on %lld x %s (%s, %lld node%s)\n", plan->model.name, (long long)c->gpus, c->gpu.name, c->name,
+          (long long)c->nodes, c->nodes == 1 ? "" : "s");
+  fprintf(out, "  tp %lld x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->tp, (long long)p->pp, (long long)p->dp,
+          p->zero, p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
+  if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
+  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention\n",
+          (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq,
+          px_precision_names[p->precision], px_recompute_names[p->recompute], px_attention_names[p->attention]);
+  if (plan->vocab_padded != plan->model.vocab)
+    fprintf(out, "  vocab %lld padded to %lld (a multiple of 128 x tp, as Megatron-LM does)\n",
+            (long long)plan->model.vocab, (long long)plan->vocab_padded);
+  fprintf(out, "\ngrid (rank = tp_rank + tp x (dp_rank + dp x pp_rank)):\n");
+  fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
+  fprintf(out, "  dp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+  fprintf(out, "  pp groups: %s\n", place_text(&plan->grid.pp_place, a, sizeof a));
+
+  fprintf(out, "\nstages (layers, parameters per GPU):\n");
+  for (int64_t s = 0; s < p->pp; s++) {
+    const px_program *prog = &plan->programs[s];
+    fprintf(out, "  stage %-3lld", (long long)s);
+    for (int64_t ch = 0; ch < p->vpp; ch++) {
+      int64_t vs = ch * p->pp + s;
+      fprintf(out, "%s%lld-%lld", ch ? ", " : " layers ", (long long)plan->vstage_first[vs],
+              (long long)(plan->vstage_first[vs] + plan->vstage_layers[vs] - 1));
+    }
+    fprintf(out, " (%lld)%s%s, %s params\n", (long long)prog->nlayers, prog->has_embed ? " + embedding" : "",
+            prog->has_head ? " + head and loss" : "", px_fmt_count((double)prog->param_elems, a, sizeof a));
+  }
+
+  fprintf(out, "\nmemory per GPU (%s HBM, %s reserved):\n", px_fmt_bytes((double)c->gpu.hbm_bytes, a, sizeof a),
+          px_fmt_bytes((double)c->gpu.reserved_bytes, b, sizeof b));
+  fprintf(out, "  stage     params      grads  optimizer activations    buffers       peak  fits\n");
+  for (int64_t s = 0; s < p->pp; s++) {
+    const px_memplan *mp = &plan->mem[s];
+    fprintf(out, "  %-5lld", (long long)s);
+    for (int k = 0; k < PX_MEM_WORKSPACE; k++) fprintf(out, " %10s", px_fmt_bytes((double)mp->at_peak[k], a, sizeof a));
+    bool fits = mp->peak_bytes + c->gpu.reserved_bytes <= c->gpu.hbm_bytes;
+    fprintf(out, " %10s  %s\n", px_fmt_bytes((double)mp->peak_bytes, a, sizeof a), fits ? "yes" : "NO");
+  }
+  const px_stage_totals *t0 = &plan->totals[0];
+  fprintf(out, "\nper step: %s model FLOPs (Megatron accounting), %s with recomputation\n",
+          px_fmt_flops(plan->model_flops_per_step, a, sizeof a), px_fmt_flops(plan->hw_flops_per_step, b, sizeof b));
+  fprintf(out, "bytes sent per GPU per step (stage 0): tp %s, dp %s, pp %s\n",
+          px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a), px_fmt_bytes(t0->wire_bytes[PX_GROUP_DP], b, sizeof b),
+          px_fmt_bytes(t0->wire_bytes[PX_GROUP_NEXT] + t0->wire_bytes[PX_GROUP_PREV], d, sizeof d));
+  fprintf(out, "pipeline bubble (analytic): %.1f%%\n", 100.0 * px_plan_bubble_analytic(plan));
+  fprintf(out, "fits: %s\n", plan->fits ? "yes" : "no");
+}
+
+cJSON *px_report_memory_json(const px_plan *plan) {
+  cJSON *mem = cJSON_CreateObject();
+  if (!mem) return NULL;
+  uint64_t max = 0;
+  cJSON *stages = cJSON_AddArrayToObject(mem, "stages");
+  for (int64_t s = 0; stages && s < plan->par.pp; s++) {
+    const px_memplan *mp = &plan->mem[s];
+    if (mp->peak_bytes > max) max = mp->peak_bytes;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) break;
+    px_json_add_num(o, "peak_bytes", (double)mp->peak_bytes);
+    px_json_add_num(o, "params_bytes", (double)mp->at_peak[PX_MEM_PARAMS]);
+    px_json_add_num(o, "grads_bytes", (double)mp->at_peak[PX_MEM_GRADS]);
+    px_json_add_num(o, "optimizer_bytes", (double)mp->at_peak[PX_MEM_OPTIMIZER]);
+    px_json_add_num(o, "activations_bytes", (double)mp->at_peak[PX_MEM_ACTIVATIONS]);
+    px_json_add_num(o, "buffers_bytes", (double)mp->at_peak[PX_MEM_BUFFERS]);
+    px_json_add_num(o, "workspace_bytes", (double)mp->at_peak[PX_MEM_WORKSPACE]);
+    px_json_add_num(o, "activations_peak_bytes", (double)mp->activations_peak_bytes);
+    px_json_add_num(o, "microbatches_in_flight", mp->peak_mbs_in_flight);
+    cJSON_AddItemToArray(stages, o);
+  }
+  px_json_add_num(mem, "peak_bytes_max", (double)max);
+  px_json_add_num(mem, "capacity_bytes", (double)plan->cluster.gpu.hbm_bytes);
+  px_json_add_num(mem, "reserved_bytes", (double)plan->cluster.gpu.reserved_bytes);
+  return mem;
+}
+
+static cJSON *place_json(const px_placement *pl) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  px_json_add_num(o, "size", (double)pl->size);
+  px_json_add_num(o, "stride", (double)pl->stride);
+  px_json_add_num(o, "nodes", (double)pl->nodes);
+  px_json_add_num(o, "per_node", (double)pl->per_node);
+  cJSON_AddBoolToObject(o, "intra_node", pl->intra);
+  return o;
+}
+
+cJSON *px_report_plan_json(const px_plan *plan) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "model", plan->model.name);
+  cJSON_AddStringToObject(o, "cluster", plan->cluster.name);
+  px_json_add_num(o, "gpus", (double)plan->cluster.gpus);
+  cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&plan->par));
+  px_json_add_num(o, "params", (double)plan->params_total);
+  px_json_add_num(o, "vocab_padded", (double)plan->vocab_padded);
+  px_json_add_num(o, "microbatches", (double)plan->microbatches);
+  px_json_add_num(o, "flops_per_step", plan->model_flops_per_step);
+  px_json_add_num(o, "hw_flops_per_step", plan->hw_flops_per_step);
+  px_json_add_num(o, "bubble_analytic", px_plan_bubble_analytic(plan));
+  cJSON_AddBoolToObject(o, "fits", plan->fits);
+  cJSON *grid = cJSON_AddObjectToObject(o, "grid");
+  if (grid) {
+    cJSON_AddItemToObject(grid, "tp", place_json(&plan->grid.tp_place));
+    cJSON_AddItemToObject(grid, "dp", place_json(&plan->grid.dp_place));
+    cJSON_AddItemToObject(grid, "pp", place_json(&plan->grid.pp_place));
+  }
+  cJSON *stages = cJSON_AddArrayToObject(o, "stages");
+  for (int64_t s = 0; stages && s < plan->par.pp; s++) {
+    const px_program *prog = &plan->programs[s];
+    const px_stage_totals *t = &plan->totals[s];
+    cJSON *st = cJSON_CreateObject();
+    if (!st) break;
+    cJSON *chunks = cJSON_AddArrayToObject(st, "layers");
+    for (int64_t ch = 0; chunks && ch < plan->par.vpp; ch++) {
+      int64_t vs = ch * plan->par.pp + s;
+      cJSON *r = cJSON_CreateArray();
+      if (!r) break;
+      cJSON_AddItemToArray(r, cJSON_CreateNumber((double)plan->vstage_first[vs]));
+      cJSON_AddItemToArray(r, cJSON_CreateNumber((double)(plan->vstage_first[vs] + plan->vstage_layers[vs])));
+      cJSON_AddItemToArray(chunks, r);
+    }
+    cJSON_AddBoolToObject(st, "embedding", prog->has_embed);
+    cJSON_AddBoolToObject(st, "head", prog->has_head);
+    px_json_add_num(st, "params_per_gpu", (double)prog->param_elems);
+    px_json_add_num(st, "model_flops", t->model_flops);
+    px_json_add_num(st, "hw_flops", t->hw_flops);
+    cJSON *wb = cJSON_AddObjectToObject(st, "wire_bytes");
+    if (wb) {
+      px_json_add_num(wb, "tp", t->wire_bytes[PX_GROUP_TP]);
+      px_json_add_num(wb, "dp", t->wire_bytes[PX_GROUP_DP]);
+      px_json_add_num(wb, "pp", t->wire_bytes[PX_GROUP_NEXT] + t->wire_bytes[PX_GROUP_PREV]);
+      px_json_add_num(wb, "emb", t->wire_bytes[PX_GROUP_EMB]);
+    }
+    px_json_add_num(st, "instances", prog->ninsts);
+    cJSON_AddItemToArray(stages, st);
+  }
+  cJSON_AddItemToObject(o, "memory", px_report_memory_json(plan));
+  return o;
+}

@@ -1,0 +1,17 @@
+/* Rendering of compiled plans for the CLI: readable text and the JSON
+ * contract (params, flops_per_step, fits, memory.*). */
+#ifndef PX_CLI_REPORT_H
+#define PX_CLI_REPORT_H
+
+#include <stdio.h>
+
+#include <cJSON.h>
+
+#include "plan/plan.h"
+
+void px_report_plan_text(const px_plan *plan, FILE *out);
+cJSON *px_report_plan_json(const px_plan *plan);
+/* The "memory" object of the contract: peak_bytes_max and stages[]. */
+cJSON *px_report_memory_json(const px_plan *plan);
+
+#endif

@@ -1,0 +1,110 @@
+/* Checkpoints: one checksummed shard file per rank plus a manifest.json that
+ * rank 0 writes last, so a directory without a manifest is known incomplete. */
+#ifndef PX_EXEC_CKPT_H
+#define PX_EXEC_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+/*
+ * A checkpoint is a directory:
+ *   <dir>/shard-<rank>.bin   one per rank, written with px_ckpt_write_shard
+ *   <dir>/manifest.json      written by rank 0 after every shard exists
+ *                            (the executor puts an MPI barrier in between)
+ *
+ * Shard file format, version 1. Every integer is little-endian, no padding:
+ *   offset size  field
+ *   0      8     magic "PXCKPT01"
+ *   8      4     uint32 format version (1)
+ *   12     8     uint64 plan_hash
+ *   20     8     uint64 model_hash
+ *   28     8     int64  step
+ *   36     4     int32  rank
+ *   40     4     int32  world
+ *   44     4     int32  tp_rank
+ *   48     4     int32  pp_rank
+ *   52     4     int32  dp_rank
+ *   56     4     uint32 tensor count n
+ *   60           n tensors, each:
+ *                  uint32 name length k (1..255)
+ *                  k bytes name (no terminating NUL)
+ *                  uint64 element count c
+ *                  c x 4 bytes IEEE-754 fp32 data
+ *   then   8     uint64 checksum: px_ckpt_hash_bytes(every preceding byte, seed 0)
+ * The file size is therefore fully determined by the header and tensor
+ * entries; any other size is truncation or corruption.
+ */
+#define PX_CKPT_MAGIC "PXCKPT01"
+#define PX_CKPT_VERSION 1u
+#define PX_CKPT_HEADER_BYTES 60
+#define PX_CKPT_NAME_MAX 255
+#define PX_CKPT_MANIFEST "manifest.json"
+
+typedef struct {
+  uint64_t plan_hash;  /* hash of the plan description (px_ckpt_hash_bytes) */
+  uint64_t model_hash; /* hash of the model description */
+  int64_t step;        /* optimizer steps completed */
+  int32_t rank, world; /* 0 <= rank < world */
+  int32_t tp_rank, pp_rank, dp_rank;
+} px_ckpt_meta;
+
+typedef struct {
+  const char *name; /* 1..255 bytes */
+  float *data;      /* (count) */
+  uint64_t count;
+} px_ckpt_tensor;
+
+typedef struct {
+  int32_t rank;
+  uint64_t size_bytes;
+  uint64_t checksum; /* the shard's trailer */
+} px_ckpt_shard_info;
+
+/* Caller-owned; release with px_ckpt_manifest_deinit. */
+typedef struct {
+  int64_t step;
+  int32_t world;
+  uint64_t plan_hash, model_hash;
+  px_ckpt_shard_info *shards; /* (world), shards[r].rank == r */
+} px_ckpt_manifest;
+
+/* xxHash64 (the published algorithm) of n bytes; px_ckpt_hash_bytes("", 0, 0)
+ * = 0xEF46DB3751D8E999. Shard checksums use seed 0. */
+uint64_t px_ckpt_hash_bytes(const void *p, size_t n, uint64_t seed);
+
+/* "<dir>/shard-<rank>.bin" into buf. */
+px_status px_ckpt_shard_path(const char *dir, int32_t rank, char *buf, size_t cap, px_err *err);
+
+/* Writes <dir>/shard-<meta->rank>.bin through a temporary file, fsync and
+ * rename, creating dir if needed. Names must be 1..255 bytes. */
+px_status px_ckpt_write_shard(const char *dir, const px_ckpt_meta *meta, const px_ckpt_tensor *tensors, int n,
+                              px_err *err);
+
+/* Reads <dir>/shard-<expect->rank>.bin into the caller's buffers: checks the
+ * magic, version, size and checksum (refused as corrupt or truncated), then
+ * that plan_hash, model_hash, rank, world and tp/pp/dp ranks equal expect's
+ * (expect->step is not compared), and that the file holds exactly n tensors
+ * with tensors[i].name and .count in order. The messages name the shard and
+ * what differs. *step_out (may be NULL) gets the shard's step. On failure the
+ * buffers' contents are unspecified. */
+px_status px_ckpt_read_shard(const char *dir, const px_ckpt_meta *expect, px_ckpt_tensor *tensors, int n,
+                             int64_t *step_out, px_err *err);
+
+/* Rank 0, after every rank's shard exists: reads each shard's header and
+ * trailer, checks they belong to this checkpoint (same step, world, plan and
+ * model hash as meta), and writes <dir>/manifest.json atomically:
+ *   {"format": "parallax-checkpoint", "version": 1, "step": ..., "world": ...,
+ *    "plan_hash": "0x<16 hex>", "model_hash": "0x<16 hex>",
+ *    "shards": [{"file": "shard-0.bin", "rank": 0, "size_bytes": ...,
+ *                "checksum": "0x<16 hex>"}, ...]} */
+px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, px_err *err);
+
+/* Reads <dir>/manifest.json and checks every shard it lists exists with the
+ * recorded size and trailer checksum. A directory without a manifest is
+ * refused as incomplete. */
+px_status px_ckpt_read_manifest(const char *dir, px_ckpt_manifest *out, px_err *err);
+void px_ckpt_manifest_deinit(px_ckpt_manifest *m);
+
+#endif

@@ -1,0 +1,35 @@
+/* MLP activations: GELU (tanh approximation, GPT-2) and SwiGLU (Llama), forward
+ * and backward; the per-element math lives in kernels/math.h. */
+#ifndef PX_KERNELS_CPU_ACT_H
+#define PX_KERNELS_CPU_ACT_H
+
+#include <stdint.h>
+
+/* out = gelu(inp). Writes out; out may alias inp. */
+void px_k_gelu_fwd(float *out,       // (n)
+                   const float *inp, // (n)
+                   int64_t n);
+
+/* dinp += dout * gelu'(inp). ACCUMULATES (the caller zeroes dinp); dinp must
+ * not alias dout. */
+void px_k_gelu_bwd(float *dinp,       // (n)
+                   const float *dout, // (n)
+                   const float *inp,  // (n)
+                   int64_t n);
+
+/* out = silu(gate) * up, elementwise. Writes out. */
+void px_k_swiglu_fwd(float *out,        // (N, F)
+                     const float *gate, // (N, F)
+                     const float *up,   // (N, F)
+                     int64_t n);        // N * F elements
+
+/* dgate += dout * up * silu'(gate), dup += dout * silu(gate). ACCUMULATES (the
+ * caller zeroes dgate and dup). */
+void px_k_swiglu_bwd(float *dgate,      // (N, F)
+                     float *dup,        // (N, F)
+                     const float *dout, // (N, F)
+                     const float *gate, // (N, F)
+                     const float *up,   // (N, F)
+                     int64_t n);        // N * F elements
+
+#endif

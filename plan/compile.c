@@ -1,0 +1,923 @@
+/* The plan compiler's first half: tensor slots and the block templates (one
+ * layer's forward and backward with recomputation, the embedding, the head
+ * and loss, p2p, data-parallel synchronisation, the optimizer), each op with
+ * its FLOPs, HBM bytes and bytes on the wire. plan/program.c orders the
+ * blocks into per-stage programs.
+ *
+ * Layouts: activations are (B, S, H) row-major; with sequence parallelism a
+ * rank holds (B, S/tp, H). Linear weights are (out, in), column-parallel
+ * layers split `out`, row-parallel layers split `in`. Op dims by kind:
+ *   EMBED/EMBED_BWD   rows, H, vocab_local, vocab_real
+ *   POS/POS_BWD       B, rows per sequence, H
+ *   NORM/NORM_BWD     rows, H
+ *   LINEAR*           m, n (all outputs), k, widths of up to three split outputs
+ *   ROPE, ATTN_*      B, S, heads_q, heads_kv, head_dim (ROPE: in place on q and k)
+ *   SOFTMAX*          B x heads_q, S (causal rows)
+ *   DROPOUT*          B, d1, d2, d3 (the tensor's shape), tp-sharded axis (0: none), site
+ *   ADD/ACC/GELU*     elements, bias width (ADD)
+ *   SWIGLU*           elements
+ *   LOSS*             rows, vocab_local, vocab_real
+ *   collectives       elements in, elements out, B (sequence-axis gathers of (B, S, H))
+ *   SEND/RECV         elements */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/compile.h"
+
+/* Model-derived sizes of one rank. */
+typedef struct {
+  int64_t B, S, Sl, H, T, HQ, HKV, D, QW, KW, F, Vl, V;
+  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash;
+  px_dtype act, param, grad;
+  uint64_t e; /* activation bytes per element */
+} dims;
+
+typedef struct {
+  px_plan *p;
+  px_block *b;
+  int32_t cap, fcap, acap;
+  px_ref keep[64];
+  int nkeep;
+  bool loads_inputs; /* tokens or targets first appear in this block */
+} bld;
+
+static px_ref R(int slot, int off) { return (px_ref){(int16_t)slot, (int8_t)off}; }
+static const px_ref NOREF = {-1, 0};
+static bool ref_eq(px_ref a, px_ref b) { return a.slot == b.slot && a.layer_off == b.layer_off; }
+
+/* ---- slots ---- */
+
+static int slot_add(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, int64_t d0, int64_t d1, int64_t d2,
+                    int64_t d3) {
+  for (int i = 0; i < p->nslots; i++)
+    if (!strcmp(p->slots[i].name, name)) return i;
+  px_slot *s = &p->slots[p->nslots];
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->kind = (uint8_t)kind;
+  s->dtype = (uint8_t)dt;
+  s->shape[0] = d0;
+  s->shape[1] = d1;
+  s->shape[2] = d2;
+  s->shape[3] = d3;
+  s->elems = (uint64_t)d0 * (uint64_t)d1 * (uint64_t)d2 * (uint64_t)d3;
+  s->bytes = s->elems * px_dtype_bytes(dt);
+  s->param = -1;
+  return p->nslots++;
+}
+
+/* A parameter and its gradient slot. */
+static int param_add(px_plan *p, const dims *d, const char *name, int64_t rows, int64_t cols, bool replicated,
+                     bool sp_partial) {
+  int w = slot_add(p, name, PX_SLOT_PARAM, d->param, rows, cols, 1, 1);
+  p->slots[w].tp_replicated = replicated;
+  p->slots[w].sp_partial = sp_partial && d->sp;
+  char gname[PX_NAME_MAX];
+  snprintf(gname, sizeof gname, "d%s", name);
+  int g = slot_add(p, gname, PX_SLOT_GRAD, d->grad, rows, cols, 1, 1);
+  p->slots[g].param = w;
+  p->slots[g].tp_replicated = replicated;
+  p->slots[g].sp_partial = p->slots[w].sp_partial;
+  return w;
+}
+
+static int grad_of(const px_plan *p, int param) {
+  for (int i = 0; i < p->nslots; i++)
+    if (p->slots[i].param == param) return i;
+  return -1;
+}
+
+int px_plan_slot(const px_plan *plan, const char *name) {
+  for (int i = 0; i < plan->nslots; i++)
+    if (!strcmp(plan->slots[i].name, name)) return i;
+  return -1;
+}
+
+/* ---- ops ---- */
+
+static px_op *op_new(bld *b, px_op_kind kind, px_stream stream, px_phase phase) {
+  px_block *blk = b->b;
+  if (blk->nops == b->cap) {
+    b->cap = b->cap ? 2 * b->cap : 32;
+    px_op *n = realloc(blk->ops, (size_t)b->cap * sizeof *n);
+    if (!n) abort(); /* compile-time tables are small; out of memory here is unrecoverable */
+    blk->ops = n;
+  }
+  px_op *o = &blk->ops[blk->nops++];
+  memset(o, 0, sizeof *o);
+  o->kind = (uint8_t)kind;
+  o->stream = (uint8_t)stream;
+  o->phase = (uint8_t)phase;
+  o->dep = -1;
+  for (int i = 0; i < PX_OP_OUTS; i++) o->out[i] = NOREF;
+  for (int i = 0; i < PX_OP_INS; i++) o->in[i] = NOREF;
+  return o;
+}
+
+static void keep(bld *b, px_ref r) {
+  if (r.slot >= 0 && b->nkeep < (int)(sizeof b->keep / sizeof b->keep[0])) b->keep[b->nkeep++] = r;
+}
+
+/* GEMM cost: batch x (m, k) @ (k, n). */
+static void cost_gemm(px_op *o, double m, double n, double k, double batch, double e_in, double e_out) {
+  o->flops = 2.0 * m * n * k * batch;
+  o->bytes = batch * ((m * k + n * k) * e_in + m * n * e_out);
+}
+
+static px_op *linear(bld *b, const dims *d, px_phase ph, px_ref x, int w, int bias, px_ref y0, px_ref y1, px_ref y2,
+                     int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k) {
+  px_op *o = op_new(b, PX_OP_LINEAR, PX_STREAM_COMPUTE, ph);
+  int64_t n = n0 + n1 + n2;
+  o->in[0] = x;
+  o->in[1] = R(w, 0);
+  o->in[2] = bias >= 0 ? R(bias, 0) : NOREF;
+  o->out[0] = y0;
+  o->out[1] = y1;
+  o->out[2] = y2;
+  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
+  cost_gemm(o, (double)m, (double)n, (double)k, 1, (double)d->e, (double)d->e);
+  return o;
+}
+
+/* dx += dy W and dW += dy^T x (+ db). */
+static void linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, int w, int bias, px_ref dy0, px_ref dy1, px_ref dy2,
+                       int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k) {
+  int64_t n = n0 + n1 + n2;
+  px_op *o = op_new(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = R(w, 0);
+  o->out[0] = dx;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
+  cost_gemm(o, (double)m, (double)k, (double)n, 1, (double)d->e, (double)d->e);
+  o = op_new(b, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = x;
+  o->out[0] = R(grad_of(b->p, w), 0);
+  o->out[1] = bias >= 0 ? R(grad_of(b->p, bias), 0) : NOREF;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
+  cost_gemm(o, (double)n, (double)k, (double)m, 1, (double)d->e, (double)px_dtype_bytes(d->grad));
+  o->bytes += (double)(n * k) * (double)px_dtype_bytes(d->grad); /* read-modify-write of dW */
+}
+
+static void elementwise(px_op *o, double elems_in, double elems_out, double e) { o->bytes = (elems_in + elems_out) * e; }
+
+/* Collective on a group. elems_in/out are this rank's buffer sizes. */
+static px_op *coll(bld *b, const dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
+                   int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n) {
+  px_op *o = op_new(b, kind, g == PX_GROUP_TP ? PX_STREAM_TP : PX_STREAM_DP, ph);
+  o->group = (uint8_t)g;
+  o->in[0] = in;
+  o->out[0] = out;
+  o->dim[0] = elems_in;
+  o->dim[1] = elems_out;
+  o->dim[2] = d->B;
+  double e = (double)px_dtype_bytes(dt);
+  double frac = n > 1 ? (double)(n - 1) / (double)n : 0.0;
+  switch (kind) {
+    case PX_OP_ALLREDUCE:
+      o->coll = PX_COLL_ALLREDUCE;
+      o->coll_bytes = (uint64_t)((double)elems_in * e);
+      o->wire_bytes = 2.0 * frac * (double)o->coll_bytes;
+      break;
+    case PX_OP_ALLGATHER:
+      o->coll = PX_COLL_ALLGATHER;
+      o->coll_bytes = (uint64_t)((double)elems_out * e);
+      o->wire_bytes = frac * (double)o->coll_bytes;
+      break;
+    default:
+      o->coll = PX_COLL_REDUCE_SCATTER;
+      o->coll_bytes = (uint64_t)((double)elems_in * e);
+      o->wire_bytes = frac * (double)o->coll_bytes;
+      break;
+  }
+  o->bytes = (double)(elems_in + elems_out) * e;
+  if (n <= 1) o->wire_bytes = 0;
+  return o;
+}
+
+/* A TP reduction of a row-parallel output: all-reduce in place, or
+ * reduce-scatter along the sequence with SP. Returns the reduced ref. */
+static px_ref tp_reduce(bld *b, const dims *d, px_phase ph, px_ref part, px_ref sharded) {
+  if (d->T == 1) return part;
+  if (!d->sp) {
+    coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, ph, part, part, d->B * d->S * d->H, d->B * d->S * d->H, d->act, d->T);
+    return part;
+  }
+  coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_TP, ph, part, sharded, d->B * d->S * d->H, d->B * d->Sl * d->H, d->act,
+       d->T);
+  return sharded;
+}
+
+/* With SP, all-gathers a sequence shard into the full sequence. */
+static px_ref tp_gather(bld *b, const dims *d, px_phase ph, px_ref shard, px_ref full) {
+  if (!d->sp) return shard;
+  coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H, d->act, d->T);
+  return full;
+}
+
+static void norm(bld *b, const dims *d, px_phase ph, px_ref y, px_ref mean, px_ref rstd, px_ref x, int w, int bias,
+                 int64_t rows) {
+  px_op *o = op_new(b, PX_OP_NORM, PX_STREAM_COMPUTE, ph);
+  o->in[0] = x, o->in[1] = R(w, 0), o->in[2] = bias >= 0 ? R(bias, 0) : NOREF;
+  o->out[0] = y, o->out[1] = rstd, o->out[2] = mean;
+  o->dim[0] = rows, o->dim[1] = d->H;
+  elementwise(o, (double)(rows * d->H), (double)(rows * d->H), (double)d->e);
+  o->bytes += (double)rows * 8.0;
+}
+
+static void norm_bwd(bld *b, const dims *d, px_ref dx, px_ref dy, px_ref x, px_ref mean, px_ref rstd, int w, int bias,
+                     int64_t rows) {
+  px_op *o = op_new(b, PX_OP_NORM_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy, o->in[1] = x, o->in[2] = rstd, o->in[3] = mean, o->in[4] = R(w, 0);
+  o->out[0] = dx, o->out[1] = R(grad_of(b->p, w), 0), o->out[2] = bias >= 0 ? R(grad_of(b->p, bias), 0) : NOREF;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = rows, o->dim[1] = d->H;
+  elementwise(o, (double)(3 * rows * d->H), (double)(rows * d->H), (double)d->e);
+}
+
+static px_op *simple(bld *b, px_op_kind kind, px_phase ph, px_ref y, px_ref a, px_ref c, int64_t elems, double e_bytes) {
+  px_op *o = op_new(b, kind, PX_STREAM_COMPUTE, ph);
+  o->out[0] = y;
+  o->in[0] = a;
+  o->in[1] = c;
+  o->dim[0] = elems;
+  int nin = (a.slot >= 0) + (c.slot >= 0);
+  elementwise(o, (double)(nin * elems), (double)elems, e_bytes);
+  return o;
+}
+
+static px_op *dropout(bld *b, const dims *d, px_phase ph, px_ref y, px_ref mask, px_ref x, px_ref bias, int64_t d1,
+                      int64_t d2, int64_t d3, int shard_axis, int site) {
+  px_op *o = op_new(b, PX_OP_DROPOUT, PX_STREAM_COMPUTE, ph);
+  o->out[0] = y, o->out[1] = mask;
+  o->in[0] = x, o->in[1] = bias;
+  o->dim[0] = d->B, o->dim[1] = d1, o->dim[2] = d2, o->dim[3] = d3, o->dim[4] = shard_axis, o->dim[5] = site;
+  double n = (double)(d->B * d1 * d2 * d3);
+  o->bytes = n * (2.0 * (double)d->e + 1.0);
+  if (d1 == d->HQ) o->flags |= PX_OPF_ATTN_PROBS;
+  return o;
+}
+
+static void dropout_bwd(bld *b, const dims *d, px_ref dx, px_ref dy, px_ref mask, int64_t elems) {
+  px_op *o = simple(b, PX_OP_DROPOUT_BWD, PX_PHASE_BWD, dx, dy, mask, elems, (double)d->e);
+  o->flags = PX_OPF_ACCUMULATE;
+  o->bytes = (double)elems * (2.0 * (double)d->e + 1.0);
+}
+
+/* Slot names of one layer's tensors, shared by forward, recompute and backward. */
+typedef struct {
+  int x, out, ln1, ln1_mean, ln1_rstd, ln1_full, q, k, v, scores, probs, probs_drop, attn_mask, lse, attn_ws, ctx, attn_part,
+      attn_out, attn_drop, attn_dmask, x2, ln2, ln2_mean, ln2_rstd, ln2_full, fc1, gate, up, act, mlp_part, mlp_out,
+      mlp_drop, mlp_dmask;
+  /* parameters */
+  int w_ln1, b_ln1, w_qkv, b_qkv, w_o, b_o, w_ln2, b_ln2, w_fc1, b_fc1, w_fc2, b_fc2;
+} layer_slots;
+
+static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
+  px_dtype a = d->act;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  L->x = slot_add(p, "layer_in", PX_SLOT_ACT, a, B, Sl, H, 1);
+  L->out = L->x; /* layer_in at offset +1 */
+  L->ln1 = slot_add(p, "ln1", PX_SLOT_ACT, a, B, Sl, H, 1);
+  L->ln1_rstd = slot_add(p, "ln1_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  L->ln1_mean = d->layernorm ? slot_add(p, "ln1_mean", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1) : -1;
+  L->ln1_full = d->sp ? slot_add(p, "ln1_full", PX_SLOT_ACT, a, B, S, H, 1) : L->ln1;
+  L->q = slot_add(p, "q", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
+  L->k = slot_add(p, "k", PX_SLOT_ACT, a, B, S, d->HKV, d->D);
+  L->v = slot_add(p, "v", PX_SLOT_ACT, a, B, S, d->HKV, d->D);
+  bool unfused = !d->flash, udrop = unfused && d->drop;
+  L->scores = unfused ? slot_add(p, "scores", PX_SLOT_ACT, a, B, d->HQ, S, S) : -1;
+  L->probs = unfused ? slot_add(p, "probs", PX_SLOT_ACT, a, B, d->HQ, S, S) : -1;
+  L->probs_drop = udrop ? slot_add(p, "probs_drop", PX_SLOT_ACT, a, B, d->HQ, S, S) : L->probs;
+  L->attn_mask = udrop ? slot_add(p, "attn_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, d->HQ, S, S) : -1;
+  L->lse = d->flash ? slot_add(p, "lse", PX_SLOT_ACT, PX_DTYPE_FP32, B, d->HQ, S, 1) : -1;
+  /* The fused kernel's scratch, one head at a time: probabilities and their
+   * gradient (2 S x S) and eight S x D head slices, fp32. */
+  L->attn_ws = d->flash ? slot_add(p, "attn_ws", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, 2 * S + 8 * d->D, S, 1, 1) : -1;
+  L->ctx = slot_add(p, "ctx", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
+  L->attn_part = slot_add(p, "attn_part", PX_SLOT_ACT, a, B, S, H, 1);
+  L->attn_out = d->sp ? slot_add(p, "attn_out", PX_SLOT_ACT, a, B, Sl, H, 1) : L->attn_part;
+  L->attn_drop = d->drop ? slot_add(p, "attn_drop", PX_SLOT_ACT, a, B, Sl, H, 1) : -1;
+  L->attn_dmask = d->drop ? slot_add(p, "attn_dmask", PX_SLOT_ACT, PX_DTYPE_U8, B, Sl, H, 1) : -1;
+  L->x2 = d->par_res ? -1 : slot_add(p, "x2", PX_SLOT_ACT, a, B, Sl, H, 1);
+  L->ln2 = slot_add(p, "ln2", PX_SLOT_ACT, a, B, Sl, H, 1);
+  L->ln2_rstd = slot_add(p, "ln2_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  L->ln2_mean = d->layernorm ? slot_add(p, "ln2_mean", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1) : -1;
+  L->ln2_full = d->sp ? slot_add(p, "ln2_full", PX_SLOT_ACT, a, B, S, H, 1) : L->ln2;
+  L->fc1 = d->swiglu ? -1 : slot_add(p, "fc1", PX_SLOT_ACT, a, B, S, d->F, 1);
+  L->gate = d->swiglu ? slot_add(p, "gate", PX_SLOT_ACT, a, B, S, d->F, 1) : -1;
+  L->up = d->swiglu ? slot_add(p, "up", PX_SLOT_ACT, a, B, S, d->F, 1) : -1;
+  L->act = slot_add(p, "act", PX_SLOT_ACT, a, B, S, d->F, 1);
+  L->mlp_part = slot_add(p, "mlp_part", PX_SLOT_ACT, a, B, S, H, 1);
+  L->mlp_out = d->sp ? slot_add(p, "mlp_out", PX_SLOT_ACT, a, B, Sl, H, 1) : L->mlp_part;
+  L->mlp_drop = d->drop ? slot_add(p, "mlp_drop", PX_SLOT_ACT, a, B, Sl, H, 1) : -1;
+  L->mlp_dmask = d->drop ? slot_add(p, "mlp_dmask", PX_SLOT_ACT, PX_DTYPE_U8, B, Sl, H, 1) : -1;
+
+  int64_t qkv = d->QW + 2 * d->KW, fc1 = d->swiglu ? 2 * d->F : d->F;
+  L->w_ln1 = param_add(p, d, "ln1_w", H, 1, true, true);
+  L->b_ln1 = d->layernorm ? param_add(p, d, "ln1_b", H, 1, true, true) : -1;
+  L->w_qkv = param_add(p, d, "qkv_w", qkv, H, false, false);
+  L->b_qkv = d->qkv_bias ? param_add(p, d, "qkv_b", qkv, 1, false, false) : -1;
+  L->w_o = param_add(p, d, "o_w", H, d->QW, false, false);
+  L->b_o = d->bias ? param_add(p, d, "o_b", H, 1, true, false) : -1;
+  L->w_ln2 = param_add(p, d, "ln2_w", H, 1, true, true);
+  L->b_ln2 = d->layernorm ? param_add(p, d, "ln2_b", H, 1, true, true) : -1;
+  L->w_fc1 = param_add(p, d, "fc1_w", fc1, H, false, false);
+  L->b_fc1 = d->bias ? param_add(p, d, "fc1_b", fc1, 1, false, false) : -1;
+  L->w_fc2 = param_add(p, d, "fc2_w", H, d->F, false, false);
+  L->b_fc2 = d->bias ? param_add(p, d, "fc2_b", H, 1, true, false) : -1;
+}
+
+/* An activation-gradient slot named after its activation. */
+static int grad_slot(px_plan *p, int act) {
+  if (act < 0) return -1;
+  char name[PX_NAME_MAX];
+  snprintf(name, sizeof name, "d%.22s", p->slots[act].name);
+  const px_slot *s = &p->slots[act];
+  return slot_add(p, name, PX_SLOT_ACT_GRAD, (px_dtype)s->dtype, s->shape[0], s->shape[1], s->shape[2], s->shape[3]);
+}
+
+/* Scores, causal softmax and attention-probability dropout. */
+static void attention_core(bld *b, const dims *d, const layer_slots *L, px_phase ph) {
+  px_op *o = op_new(b, PX_OP_ATTN_SCORES, PX_STREAM_COMPUTE, ph);
+  o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
+  o->out[0] = R(L->scores, 0);
+  o->dim[0] = d->B, o->dim[1] = d->S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  cost_gemm(o, (double)d->S, (double)d->S, (double)d->D, (double)(d->B * d->HQ), (double)d->e, (double)d->e);
+  o = op_new(b, PX_OP_SOFTMAX, PX_STREAM_COMPUTE, ph);
+  o->in[0] = R(L->scores, 0);
+  o->out[0] = R(L->probs, 0);
+  o->dim[0] = d->B * d->HQ, o->dim[1] = d->S;
+  elementwise(o, (double)(d->B * d->HQ * d->S * d->S), (double)(d->B * d->HQ * d->S * d->S), (double)d->e);
+  if (d->drop)
+    dropout(b, d, ph, R(L->probs_drop, 0), R(L->attn_mask, 0), R(L->probs, 0), NOREF, d->HQ, d->S, d->S, 1, 0);
+}
+
+/* One layer's forward. With `recompute` the ops are the recomputation inside
+ * the backward block and the layer output is not produced. */
+static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, bool produce_out) {
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  int64_t rows = B * Sl, rows_full = B * S;
+  px_ref x = R(L->x, 0);
+  norm(b, d, ph, R(L->ln1, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), x, L->w_ln1,
+       L->b_ln1, rows);
+  px_ref ln1 = tp_gather(b, d, ph, R(L->ln1, 0), R(L->ln1_full, 0));
+  linear(b, d, ph, ln1, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
+  if (d->rope) {
+    px_op *o = op_new(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
+    o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
+    o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    elementwise(o, (double)(rows_full * (d->QW + d->KW)), (double)(rows_full * (d->QW + d->KW)), (double)d->e);
+  }
+  px_op *o;
+  if (d->flash) {
+    o = op_new(b, PX_OP_FLASH_ATTN, PX_STREAM_COMPUTE, ph);
+    o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0), o->in[2] = R(L->v, 0);
+    o->out[0] = R(L->ctx, 0), o->out[1] = R(L->lse, 0), o->out[2] = R(L->attn_ws, 0);
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    o->flops = 4.0 * (double)(B * d->HQ) * (double)S * (double)S * (double)d->D;
+    elementwise(o, (double)(rows_full * (2 * d->QW + 2 * d->KW)), 0, (double)d->e);
+  } else {
+    attention_core(b, d, L, ph);
+    o = op_new(b, PX_OP_ATTN_CONTEXT, PX_STREAM_COMPUTE, ph);
+    o->in[0] = R(L->probs_drop, 0), o->in[1] = R(L->v, 0);
+    o->out[0] = R(L->ctx, 0);
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(B * d->HQ), (double)d->e, (double)d->e);
+  }
+  linear(b, d, ph, R(L->ctx, 0), L->w_o, -1, R(L->attn_part, 0), NOREF, NOREF, rows_full, H, 0, 0, d->QW);
+  px_ref attn = tp_reduce(b, d, ph, R(L->attn_part, 0), R(L->attn_out, 0));
+  px_ref bo = L->b_o >= 0 ? R(L->b_o, 0) : NOREF;
+  if (d->drop) {
+    dropout(b, d, ph, R(L->attn_drop, 0), R(L->attn_dmask, 0), attn, bo, Sl, H, 1, d->sp ? 1 : 0, 1);
+    attn = R(L->attn_drop, 0);
+    bo = NOREF;
+  }
+  px_ref mid; /* the MLP's norm input */
+  if (d->par_res) {
+    mid = x;
+  } else {
+    o = simple(b, PX_OP_ADD, ph, R(L->x2, 0), x, attn, rows * H, (double)d->e);
+    o->in[2] = bo;
+    o->dim[1] = H;
+    mid = R(L->x2, 0);
+  }
+  norm(b, d, ph, R(L->ln2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), mid, L->w_ln2,
+       L->b_ln2, rows);
+  px_ref ln2 = tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0));
+  if (d->swiglu) {
+    linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->gate, 0), R(L->up, 0), NOREF, rows_full, d->F, d->F, 0, H);
+    o = simple(b, PX_OP_SWIGLU, ph, R(L->act, 0), R(L->gate, 0), R(L->up, 0), rows_full * d->F, (double)d->e);
+  } else {
+    linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->fc1, 0), NOREF, NOREF, rows_full, d->F, 0, 0, H);
+    simple(b, PX_OP_GELU, ph, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, (double)d->e);
+  }
+  linear(b, d, ph, R(L->act, 0), L->w_fc2, -1, R(L->mlp_part, 0), NOREF, NOREF, rows_full, H, 0, 0, d->F);
+  px_ref mlp = tp_reduce(b, d, ph, R(L->mlp_part, 0), R(L->mlp_out, 0));
+  px_ref bf = L->b_fc2 >= 0 ? R(L->b_fc2, 0) : NOREF;
+  if (d->drop) {
+    dropout(b, d, ph, R(L->mlp_drop, 0), R(L->mlp_dmask, 0), mlp, bf, Sl, H, 1, d->sp ? 1 : 0, 2);
+    mlp = R(L->mlp_drop, 0);
+    bf = NOREF;
+  }
+  if (!produce_out) return;
+  px_ref out = R(L->out, 1);
+  if (d->par_res) {
+    /* out = x + attn (+ b_o) + mlp (+ b_fc2) */
+    o = simple(b, PX_OP_ADD, ph, out, x, attn, rows * H, (double)d->e);
+    o->in[2] = bo;
+    o->dim[1] = H;
+    o = simple(b, PX_OP_ADD, ph, out, out, mlp, rows * H, (double)d->e);
+    o->in[2] = bf;
+    o->dim[1] = H;
+  } else {
+    o = simple(b, PX_OP_ADD, ph, out, R(L->x2, 0), mlp, rows * H, (double)d->e);
+    o->in[2] = bf;
+    o->dim[1] = H;
+  }
+}
+
+/* Backward of the unfused attention (with selective recomputation first). */
+static void attention_backward(bld *b, const dims *d, const layer_slots *L, px_recompute rc, px_ref dctx, px_ref dq,
+                               px_ref dk, px_ref dv) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S;
+  if (rc == PX_RECOMPUTE_SELECTIVE) attention_core(b, d, L, PX_PHASE_RECOMPUTE);
+  px_ref dprobs_drop = R(grad_slot(p, L->probs_drop), 0);
+  px_op *o = op_new(b, PX_OP_ATTN_CONTEXT_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dctx, o->in[1] = R(L->probs_drop, 0), o->in[2] = R(L->v, 0);
+  o->out[0] = dprobs_drop, o->out[1] = dv;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  cost_gemm(o, (double)S, (double)S, (double)d->D, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
+  px_ref dprobs = dprobs_drop;
+  if (d->drop) {
+    dprobs = R(grad_slot(p, L->probs), 0);
+    dropout_bwd(b, d, dprobs, dprobs_drop, R(L->attn_mask, 0), B * d->HQ * S * S);
+  }
+  px_ref dscores = R(grad_slot(p, L->scores), 0);
+  o = op_new(b, PX_OP_SOFTMAX_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dprobs, o->in[1] = R(L->probs, 0);
+  o->out[0] = dscores;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B * d->HQ, o->dim[1] = S;
+  elementwise(o, (double)(2 * B * d->HQ * S * S), (double)(B * d->HQ * S * S), (double)d->e);
+  o = op_new(b, PX_OP_ATTN_SCORES_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dscores, o->in[1] = R(L->q, 0), o->in[2] = R(L->k, 0);
+  o->out[0] = dq, o->out[1] = dk;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
+}
+
+/* One layer's backward; recomputation first when chosen. */
+static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recompute rc) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  int64_t rows = B * Sl, rows_full = B * S;
+  if (rc == PX_RECOMPUTE_FULL) layer_forward(b, d, L, PX_PHASE_RECOMPUTE, false);
+  px_ref dout = R(grad_slot(p, L->x), 1);
+  px_ref dx = R(grad_slot(p, L->x), 0);
+  /* MLP branch: dout -> (dropout) -> row-parallel fc2 */
+  px_ref dmlp = dout;
+  if (d->drop) {
+    dmlp = R(grad_slot(p, L->mlp_out), 0);
+    dropout_bwd(b, d, dmlp, dout, R(L->mlp_dmask, 0), rows * H);
+  }
+  px_ref dmlp_full = tp_gather(b, d, PX_PHASE_BWD, dmlp, R(grad_slot(p, L->mlp_part), 0));
+  px_ref dact = R(grad_slot(p, L->act), 0);
+  linear_bwd(b, d, dact, R(L->act, 0), L->w_fc2, L->b_fc2, dmlp_full, NOREF, NOREF, rows_full, H, 0, 0, d->F);
+  px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0);
+  /* Megatron-SP keeps the sharded norm output and gathers it again */
+  px_ref ln2_full = d->sp ? tp_gather(b, d, PX_PHASE_BWD, R(L->ln2, 0), R(L->ln2_full, 0)) : R(L->ln2_full, 0);
+  if (d->swiglu) {
+    px_ref dgate = R(grad_slot(p, L->gate), 0), dup = R(grad_slot(p, L->up), 0);
+    px_op *o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dact, o->in[1] = R(L->gate, 0), o->in[2] = R(L->up, 0);
+    o->out[0] = dgate, o->out[1] = dup;
+    o->flags = PX_OPF_ACCUMULATE;
+    o->dim[0] = rows_full * d->F;
+    elementwise(o, (double)(3 * rows_full * d->F), (double)(2 * rows_full * d->F), (double)d->e);
+    linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dgate, dup, NOREF, rows_full, d->F, d->F, 0, H);
+  } else {
+    px_ref dfc1 = R(grad_slot(p, L->fc1), 0);
+    px_op *o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, dfc1, dact, R(L->fc1, 0), rows_full * d->F, (double)d->e);
+    o->flags = PX_OPF_ACCUMULATE;
+    linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F, 0, 0, H);
+  }
+  px_ref dln2 = tp_reduce(b, d, PX_PHASE_BWD, dln2_part, R(grad_slot(p, L->ln2), 0));
+  /* dmid: gradient at the MLP norm's input (x2, or x with a parallel residual) */
+  px_ref dmid = d->par_res ? dx : R(grad_slot(p, L->x2), 0);
+  px_op *o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dmid, dout, NOREF, rows * H, (double)d->e);
+  o->flags = PX_OPF_ACCUMULATE;
+  norm_bwd(b, d, dmid, dln2, d->par_res ? R(L->x, 0) : R(L->x2, 0),
+           L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), L->w_ln2, L->b_ln2, rows);
+  /* Attention branch: the residual's gradient (dout with a parallel residual) */
+  px_ref dres = d->par_res ? dout : dmid;
+  px_ref dattn = dres;
+  if (d->drop) {
+    dattn = R(grad_slot(p, L->attn_out), 0);
+    dropout_bwd(b, d, dattn, dres, R(L->attn_dmask, 0), rows * H);
+  }
+  px_ref dattn_full = tp_gather(b, d, PX_PHASE_BWD, dattn, R(grad_slot(p, L->attn_part), 0));
+  px_ref dctx = R(grad_slot(p, L->ctx), 0);
+  linear_bwd(b, d, dctx, R(L->ctx, 0), L->w_o, L->b_o, dattn_full, NOREF, NOREF, rows_full, H, 0, 0, d->QW);
+  px_ref dq = R(grad_slot(p, L->q), 0), dk = R(grad_slot(p, L->k), 0), dv = R(grad_slot(p, L->v), 0);
+  if (d->flash) {
+    o = op_new(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dctx, o->in[1] = R(L->q, 0), o->in[2] = R(L->k, 0), o->in[3] = R(L->v, 0), o->in[4] = R(L->ctx, 0);
+    o->in[5] = R(L->lse, 0);
+    o->out[0] = dq, o->out[1] = dk, o->out[2] = dv, o->out[3] = R(L->attn_ws, 0);
+    o->flags = PX_OPF_ACCUMULATE;
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    o->flops = 8.0 * (double)(B * d->HQ) * (double)S * (double)S * (double)d->D;
+    elementwise(o, (double)(rows_full * (3 * d->QW + 2 * d->KW)), (double)(rows_full * (d->QW + 2 * d->KW)),
+                (double)d->e);
+  } else {
+    attention_backward(b, d, L, rc, dctx, dq, dk, dv);
+  }
+  if (d->rope) {
+    o = op_new(b, PX_OP_ROPE_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dq, o->in[1] = dk;
+    o->out[0] = dq, o->out[1] = dk;
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    elementwise(o, (double)(rows_full * (d->QW + d->KW)), (double)(rows_full * (d->QW + d->KW)), (double)d->e);
+  }
+  px_ref ln1_full = R(L->ln1_full, 0);
+  if (d->sp) ln1_full = tp_gather(b, d, PX_PHASE_BWD, R(L->ln1, 0), R(L->ln1_full, 0));
+  px_ref dln1_part = R(grad_slot(p, L->ln1_full), 0);
+  linear_bwd(b, d, dln1_part, ln1_full, L->w_qkv, L->b_qkv, dq, dk, dv, rows_full, d->QW, d->KW, d->KW, H);
+  px_ref dln1 = tp_reduce(b, d, PX_PHASE_BWD, dln1_part, R(grad_slot(p, L->ln1), 0));
+  if (!d->par_res) {
+    o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, dmid, NOREF, rows * H, (double)d->e);
+    o->flags = PX_OPF_ACCUMULATE;
+  }
+  norm_bwd(b, d, dx, dln1, R(L->x, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), L->w_ln1,
+           L->b_ln1, rows);
+}
+
+/* ---- embedding, head, communication, optimizer ---- */
+
+typedef struct {
+  int tokens, targets, loss, w_emb, wpe, w_lnf, b_lnf, w_head, emb_part, emb, emb_mask, lnf, lnf_mean, lnf_rstd,
+      lnf_full, logits, ce_probs;
+} stage_slots;
+
+static void stage_slots_make(px_plan *p, const dims *d, stage_slots *s) {
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  s->tokens = slot_add(p, "tokens", PX_SLOT_ACT, PX_DTYPE_FP32, B, S, 1, 1); /* int32, 4 bytes */
+  p->slots[s->tokens].role = PX_ROLE_TOKENS;
+  s->targets = slot_add(p, "targets", PX_SLOT_ACT, PX_DTYPE_FP32, B, S, 1, 1);
+  p->slots[s->targets].role = PX_ROLE_TARGETS;
+  s->loss = slot_add(p, "loss", PX_SLOT_ACT, PX_DTYPE_FP32, B, S, 1, 1);
+  p->slots[s->loss].role = PX_ROLE_LOSS;
+  s->w_emb = param_add(p, d, "emb_w", d->Vl, H, false, false);
+  s->wpe = d->learned ? param_add(p, d, "pos_w", p->model.max_positions, H, true, true) : -1;
+  s->w_lnf = param_add(p, d, "lnf_w", H, 1, true, true);
+  s->b_lnf = d->layernorm ? param_add(p, d, "lnf_b", H, 1, true, true) : -1;
+  /* Tied embeddings on one stage share the table; across stages the last
+   * stage holds a copy kept equal by the embedding-group all-reduce. */
+  s->w_head = p->model.tied_embeddings && p->par.pp == 1 ? s->w_emb : param_add(p, d, "head_w", d->Vl, H, false, false);
+  s->emb_part = d->sp ? slot_add(p, "emb_part", PX_SLOT_ACT, d->act, B, S, H, 1) : -1;
+  s->emb = d->drop ? slot_add(p, "emb", PX_SLOT_ACT, d->act, B, Sl, H, 1) : -1;
+  s->emb_mask = d->drop ? slot_add(p, "emb_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, Sl, H, 1) : -1;
+  s->lnf = slot_add(p, "lnf", PX_SLOT_ACT, d->act, B, Sl, H, 1);
+  s->lnf_rstd = slot_add(p, "lnf_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  s->lnf_mean = d->layernorm ? slot_add(p, "lnf_mean", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1) : -1;
+  s->lnf_full = d->sp ? slot_add(p, "lnf_full", PX_SLOT_ACT, d->act, B, S, H, 1) : s->lnf;
+  s->logits = slot_add(p, "logits", PX_SLOT_ACT, d->act, B * S, d->Vl, 1, 1);
+  s->ce_probs = slot_add(p, "ce_probs", PX_SLOT_ACT, PX_DTYPE_FP32, B * S, d->Vl, 1, 1);
+}
+
+static void embed_forward(bld *b, const dims *d, const layer_slots *L, const stage_slots *s) {
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  px_ref x = R(L->x, 0);
+  /* The token lookup fills the full sequence; with TP the partial rows are summed. */
+  px_ref target = d->drop ? R(s->emb, 0) : x;
+  px_ref part = d->sp ? R(s->emb_part, 0) : target;
+  px_op *o = op_new(b, PX_OP_EMBED, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+  o->in[0] = R(s->tokens, 0), o->in[1] = R(s->w_emb, 0);
+  o->out[0] = part;
+  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = b->p->model.vocab;
+  elementwise(o, (double)(B * S * H), (double)(B * S * H), (double)d->e);
+  tp_reduce(b, d, PX_PHASE_FWD, part, target);
+  if (d->learned) {
+    o = op_new(b, PX_OP_POS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+    o->in[0] = target, o->in[1] = R(s->wpe, 0);
+    o->out[0] = target;
+    o->dim[0] = B, o->dim[1] = Sl, o->dim[2] = H;
+    elementwise(o, (double)(2 * B * Sl * H), (double)(B * Sl * H), (double)d->e);
+  }
+  if (d->drop) dropout(b, d, PX_PHASE_FWD, x, R(s->emb_mask, 0), target, NOREF, Sl, H, 1, d->sp ? 1 : 0, 0);
+  keep(b, x);
+  if (d->drop) keep(b, R(s->emb_mask, 0));
+}
+
+static void embed_backward(bld *b, const dims *d, const layer_slots *L, const stage_slots *s) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  px_ref dx = R(grad_slot(p, L->x), 0);
+  px_ref demb = dx;
+  if (d->drop) {
+    demb = R(grad_slot(p, s->emb), 0);
+    dropout_bwd(b, d, demb, dx, R(s->emb_mask, 0), B * Sl * H);
+  }
+  if (d->learned) {
+    px_op *o = op_new(b, PX_OP_POS_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = demb;
+    o->out[0] = R(grad_of(p, s->wpe), 0);
+    o->flags = PX_OPF_ACCUMULATE;
+    o->dim[0] = B, o->dim[1] = Sl, o->dim[2] = H;
+    elementwise(o, (double)(B * Sl * H), (double)(2 * S * H), (double)d->e);
+  }
+  px_ref dfull = d->sp ? tp_gather(b, d, PX_PHASE_BWD, demb, R(grad_slot(p, s->emb_part), 0)) : demb;
+  px_op *o = op_new(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dfull, o->in[1] = R(s->tokens, 0);
+  o->out[0] = R(grad_of(p, s->w_emb), 0);
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
+  elementwise(o, (double)(B * S * H), (double)(2 * B * S * H), (double)d->e);
+}
+
+static void head_forward(bld *b, const dims *d, const layer_slots *L, const stage_slots *s) {
+  int64_t B = d->B, S = d->S, Sl = d->Sl;
+  px_ref x = R(L->x, 0);
+  norm(b, d, PX_PHASE_FWD, R(s->lnf, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF, R(s->lnf_rstd, 0), x, s->w_lnf,
+       s->b_lnf, B * Sl);
+  px_ref lnf = tp_gather(b, d, PX_PHASE_FWD, R(s->lnf, 0), R(s->lnf_full, 0));
+  linear(b, d, PX_PHASE_FWD, lnf, s->w_head, -1, R(s->logits, 0), NOREF, NOREF, B * S, d->Vl, 0, 0, d->H);
+  px_op *o = op_new(b, PX_OP_LOSS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+  o->in[0] = R(s->logits, 0), o->in[1] = R(s->targets, 0);
+  o->out[0] = R(s->ce_probs, 0), o->out[1] = R(s->loss, 0);
+  o->group = PX_GROUP_TP;
+  o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab;
+  elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
+  /* three all-reduces of one float per row: max, sum of exponentials, target logit */
+  if (d->T > 1) o->wire_bytes = 3.0 * 2.0 * (double)(d->T - 1) / (double)d->T * (double)(B * S) * 4.0;
+  keep(b, x);
+  keep(b, R(s->lnf, 0));
+  keep(b, R(s->lnf_rstd, 0));
+  if (s->lnf_mean >= 0) keep(b, R(s->lnf_mean, 0));
+  keep(b, R(s->ce_probs, 0));
+  keep(b, R(s->targets, 0));
+}
+
+static void head_backward(bld *b, const dims *d, const layer_slots *L, const stage_slots *s) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, Sl = d->Sl;
+  px_ref dlogits = R(grad_slot(p, s->logits), 0);
+  px_op *o = op_new(b, PX_OP_LOSS_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = R(s->ce_probs, 0), o->in[1] = R(s->targets, 0);
+  o->out[0] = dlogits;
+  o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = p->model.vocab;
+  elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
+  px_ref lnf = R(s->lnf_full, 0);
+  if (d->sp) lnf = tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
+  px_ref dlnf_part = R(grad_slot(p, s->lnf_full), 0);
+  linear_bwd(b, d, dlnf_part, lnf, s->w_head, -1, dlogits, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H);
+  px_ref dlnf = tp_reduce(b, d, PX_PHASE_BWD, dlnf_part, R(grad_slot(p, s->lnf), 0));
+  norm_bwd(b, d, R(grad_slot(p, L->x), 0), dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF,
+           R(s->lnf_rstd, 0), s->w_lnf, s->b_lnf, B * Sl);
+}
+
+/* Send or receive of the activation (or its gradient) at a chunk boundary. */
+static void p2p(bld *b, const dims *d, px_op_kind kind, px_ref r) {
+  px_op *o = op_new(b, kind, kind == PX_OP_SEND ? PX_STREAM_PP_SEND : PX_STREAM_PP_RECV, PX_PHASE_COMM);
+  if (kind == PX_OP_SEND)
+    o->in[0] = r;
+  else
+    o->out[0] = r;
+  o->coll = PX_COLL_P2P;
+  o->dim[0] = d->B * d->Sl * d->H;
+  o->coll_bytes = (uint64_t)o->dim[0] * d->e;
+  o->wire_bytes = kind == PX_OP_SEND ? (double)o->coll_bytes : 0.0;
+  if (kind == PX_OP_RECV) keep(b, r);
+}
+
+/* ---- lifetimes ---- */
+
+static bool is_static(const px_plan *p, px_ref r) {
+  px_slot_kind k = (px_slot_kind)p->slots[r.slot].kind;
+  return k == PX_SLOT_PARAM || k == PX_SLOT_GRAD;
+}
+
+static void push_ref(px_ref **arr, int32_t *n, int32_t *cap, px_ref r) {
+  if (*n == *cap) {
+    *cap = *cap ? 2 * *cap : 32;
+    px_ref *na = realloc(*arr, (size_t)*cap * sizeof *na);
+    if (!na) abort();
+    *arr = na;
+  }
+  (*arr)[(*n)++] = r;
+}
+
+/* Records, per op, which slot instances it allocates (first write of a
+ * tensor not live at the block's start) and frees (last use, unless kept
+ * for a later block). Inputs live at the start come from earlier blocks. */
+static void block_finish(bld *b) {
+  px_block *blk = b->b;
+  px_plan *p = b->p;
+  enum { MAXR = 256 };
+  px_ref seen[MAXR];
+  int last[MAXR];
+  bool born[MAXR];
+  int n = 0;
+  blk->nallocs = blk->nfrees = 0;
+  int32_t acap = 0, fcap = 0;
+  for (int i = 0; i < blk->nops; i++) {
+    px_op *o = &blk->ops[i];
+    o->alloc_start = blk->nallocs;
+    o->alloc_count = 0;
+    px_ref refs[PX_OP_INS + PX_OP_OUTS];
+    bool is_out[PX_OP_INS + PX_OP_OUTS];
+    int nr = 0;
+    for (int k = 0; k < PX_OP_INS; k++)
+      if (o->in[k].slot >= 0) refs[nr] = o->in[k], is_out[nr++] = false;
+    for (int k = 0; k < PX_OP_OUTS; k++)
+      if (o->out[k].slot >= 0) refs[nr] = o->out[k], is_out[nr++] = true;
+    for (int k = 0; k < nr; k++) {
+      if (is_static(p, refs[k])) continue;
+      int j;
+      for (j = 0; j < n && !ref_eq(seen[j], refs[k]); j++) {
+      }
+      if (j == n) {
+        if (n == MAXR) abort();
+        seen[n] = refs[k];
+        uint8_t role = p->slots[refs[k].slot].role;
+        /* A tensor first seen as an output is born here; the blocks that
+         * load the model's inputs (tokens, targets) do so before first use. */
+        born[n] = is_out[k] || (b->loads_inputs && (role == PX_ROLE_TOKENS || role == PX_ROLE_TARGETS));
+        if (born[n]) {
+          push_ref(&blk->allocs, &blk->nallocs, &acap, refs[k]);
+          o->alloc_count++;
+        }
+        n++;
+      }
+      last[j] = i;
+    }
+  }
+  for (int i = 0; i < blk->nops; i++) {
+    px_op *o = &blk->ops[i];
+    o->free_start = blk->nfrees;
+    o->free_count = 0;
+    for (int j = 0; j < n; j++) {
+      if (last[j] != i) continue;
+      bool kept = false;
+      for (int k = 0; k < b->nkeep; k++) kept |= ref_eq(b->keep[k], seen[j]);
+      if (kept) continue;
+      push_ref(&blk->frees, &blk->nfrees, &fcap, seen[j]);
+      o->free_count++;
+    }
+  }
+  for (int i = 0; i < PX_PHASE_COUNT; i++) blk->flops[i] = 0;
+  blk->bytes = 0;
+  for (int i = 0; i < blk->nops; i++) {
+    blk->flops[blk->ops[i].phase] += blk->ops[i].flops;
+    blk->bytes += blk->ops[i].bytes;
+  }
+}
+
+static void block_begin(bld *b, px_plan *p, px_block_kind kind, px_stream stream) {
+  memset(b, 0, sizeof *b);
+  b->p = p;
+  b->b = &p->blocks[kind];
+  b->b->kind = (uint8_t)kind;
+  b->b->stream = (uint8_t)stream;
+}
+
+/* Keeps what the backward reads from a layer's forward. */
+static void keep_layer_saved(bld *b, const dims *d, const layer_slots *L, px_recompute rc) {
+  keep(b, R(L->x, 0));
+  keep(b, R(L->out, 1));
+  if (rc == PX_RECOMPUTE_FULL) return;
+  int saved[] = {L->ln1,  L->ln1_mean, L->ln1_rstd, L->q,   L->k,  L->v,   L->lse,      L->ctx, L->attn_dmask,
+                 L->x2,   L->ln2,      L->ln2_mean, L->ln2_rstd, L->fc1, L->gate, L->up, L->act, L->mlp_dmask};
+  for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+    if (saved[i] >= 0) keep(b, R(saved[i], 0));
+  if (!d->sp) keep(b, R(L->ln1_full, 0)), keep(b, R(L->ln2_full, 0));
+  if (rc == PX_RECOMPUTE_NONE && !d->flash) {
+    keep(b, R(L->probs, 0));
+    if (d->drop) keep(b, R(L->probs_drop, 0)), keep(b, R(L->attn_mask, 0));
+  }
+}
+
+static void dims_make(const px_plan *p, dims *d) {
+  const px_model *m = &p->model;
+  const px_parallel *par = &p->par;
+  memset(d, 0, sizeof *d);
+  d->B = par->mbs;
+  d->S = p->seq;
+  d->Sl = p->seq_local;
+  d->H = m->hidden;
+  d->T = par->tp;
+  d->HQ = m->heads / par->tp;
+  d->HKV = m->kv_heads / par->tp;
+  d->D = m->head_dim;
+  d->QW = d->HQ * d->D;
+  d->KW = d->HKV * d->D;
+  d->F = m->ffn_hidden / par->tp;
+  d->V = p->vocab_padded;
+  d->Vl = p->vocab_padded / par->tp;
+  d->sp = par->sp > 0;
+  d->drop = m->dropout > 0;
+  d->layernorm = m->norm == PX_NORM_LAYERNORM;
+  d->swiglu = m->mlp == PX_MLP_SWIGLU;
+  d->rope = m->position == PX_POS_ROPE;
+  d->learned = m->position == PX_POS_LEARNED;
+  d->bias = m->bias;
+  d->qkv_bias = m->qkv_bias || m->bias;
+  d->par_res = m->parallel_residual;
+  d->flash = par->attention == PX_ATTN_FLASH;
+  d->act = p->act_dtype;
+  d->param = p->param_dtype;
+  d->grad = p->grad_dtype;
+  d->e = px_dtype_bytes(d->act);
+}
+
+px_status px_compile_blocks(px_plan *p, px_err *err) {
+  dims d;
+  dims_make(p, &d);
+  p->slots = px_calloc(256, sizeof *p->slots, err);
+  if (!p->slots) return PX_ERR_RUNTIME;
+  layer_slots L;
+  stage_slots s;
+  layer_slots_make(p, &d, &L);
+  stage_slots_make(p, &d, &s);
+  px_recompute rc = (px_recompute)p->par.recompute;
+  bld b;
+
+  block_begin(&b, p, PX_BLOCK_LAYER_FWD, PX_STREAM_COMPUTE);
+  layer_forward(&b, &d, &L, PX_PHASE_FWD, true);
+  keep_layer_saved(&b, &d, &L, rc);
+  block_finish(&b);
+
+  block_begin(&b, p, PX_BLOCK_LAYER_BWD, PX_STREAM_COMPUTE);
+  layer_backward(&b, &d, &L, rc);
+  keep(&b, R(grad_slot(p, L.x), 0));
+  block_finish(&b);
+
+  block_begin(&b, p, PX_BLOCK_EMBED_FWD, PX_STREAM_COMPUTE);
+  b.loads_inputs = true;
+  embed_forward(&b, &d, &L, &s);
+  keep(&b, R(s.tokens, 0));
+  block_finish(&b);
+
+  block_begin(&b, p, PX_BLOCK_EMBED_BWD, PX_STREAM_COMPUTE);
+  embed_backward(&b, &d, &L, &s);
+  block_finish(&b);
+
+  block_begin(&b, p, PX_BLOCK_HEAD_FWD, PX_STREAM_COMPUTE);
+  b.loads_inputs = true;
+  head_forward(&b, &d, &L, &s);
+  block_finish(&b);
+
+  block_begin(&b, p, PX_BLOCK_HEAD_BWD, PX_STREAM_COMPUTE);
+  head_backward(&b, &d, &L, &s);
+  keep(&b, R(grad_slot(p, L.x), 0));
+  block_finish(&b);
+
+  block_begin(&b, p, PX_BLOCK_SEND_FWD, PX_STREAM_PP_SEND);
+  p2p(&b, &d, PX_OP_SEND, R(L.x, 0));
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_RECV_FWD, PX_STREAM_PP_RECV);
+  p2p(&b, &d, PX_OP_RECV, R(L.x, 0));
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_SEND_BWD, PX_STREAM_PP_SEND);
+  p2p(&b, &d, PX_OP_SEND, R(grad_slot(p, L.x), 0));
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_RECV_BWD, PX_STREAM_PP_RECV);
+  p2p(&b, &d, PX_OP_RECV, R(grad_slot(p, L.x), 0));
+  block_finish(&b);
+
+  /* Unit-sized blocks: one op each whose size comes from the instance's unit
+   * (plan/program.c); the op here fixes kind and group. */
+  px_op *o;
+  block_begin(&b, p, PX_BLOCK_GRAD_SYNC, PX_STREAM_DP);
+  o = op_new(&b, p->par.zero == 0 ? PX_OP_ALLREDUCE : PX_OP_REDUCE_SCATTER, PX_STREAM_DP, PX_PHASE_COMM);
+  o->group = PX_GROUP_DP;
+  o->coll = p->par.zero == 0 ? PX_COLL_ALLREDUCE : PX_COLL_REDUCE_SCATTER;
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP);
+  o = op_new(&b, PX_OP_ALLGATHER, PX_STREAM_DP, PX_PHASE_COMM);
+  o->group = PX_GROUP_DP;
+  o->coll = PX_COLL_ALLGATHER;
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_EMB_SYNC, PX_STREAM_DP);
+  o = op_new(&b, PX_OP_ALLREDUCE, PX_STREAM_DP, PX_PHASE_COMM);
+  o->group = PX_GROUP_EMB;
+  o->coll = PX_COLL_ALLREDUCE;
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_OPTIMIZER, PX_STREAM_COMPUTE);
+  if (d.sp) { /* norm and position gradients are partial sums over sequence shards */
+    o = op_new(&b, PX_OP_ALLREDUCE, PX_STREAM_TP, PX_PHASE_OPT);
+    o->group = PX_GROUP_TP;
+    o->coll = PX_COLL_ALLREDUCE;
+  }
+  o = op_new(&b, PX_OP_GRAD_NORM, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+  o->group = PX_GROUP_ALL;
+  o = op_new(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+  block_finish(&b);
+  return PX_OK;
+}

@@ -1,0 +1,249 @@
+/* The op graph: what a stage runs, in order, with what each op costs.
+ *
+ * Two levels, because layers and micro-batches repeat. A *block* is a
+ * template: a short list of ops (one layer's forward, one layer's backward,
+ * a send, a bucket's reduction ...) over tensor *slots*. A stage's *program*
+ * is an ordered list of *instances* of blocks, each binding a micro-batch,
+ * a layer and a chunk. A slot operand names its instance by
+ * (slot, micro-batch of the instance, layer of the instance + offset).
+ * Expanding every instance's ops gives the full op list; the simulator costs
+ * each block once and the executor interprets the ops. */
+#ifndef PX_PLAN_GRAPH_H
+#define PX_PLAN_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+typedef enum {
+  PX_STREAM_COMPUTE,
+  PX_STREAM_TP,
+  PX_STREAM_DP,
+  PX_STREAM_PP_SEND,
+  PX_STREAM_PP_RECV,
+  PX_STREAM_COUNT
+} px_stream;
+
+typedef enum { PX_PHASE_FWD, PX_PHASE_BWD, PX_PHASE_RECOMPUTE, PX_PHASE_OPT, PX_PHASE_COMM, PX_PHASE_COUNT } px_phase;
+
+/* Communication groups of a rank. PREV/NEXT are the neighbouring pipeline
+ * stages; EMB joins the first and last stage for tied embeddings; ALL is the
+ * whole world (gradient norm). */
+typedef enum {
+  PX_GROUP_NONE,
+  PX_GROUP_TP,
+  PX_GROUP_DP,
+  PX_GROUP_PREV,
+  PX_GROUP_NEXT,
+  PX_GROUP_EMB,
+  PX_GROUP_ALL,
+  PX_GROUP_COUNT
+} px_group;
+
+#define PX_OP_KINDS(X)                                                                    \
+  X(EMBED, "embed")                     /* vocab-parallel lookup: (tokens) -> x */         \
+  X(EMBED_BWD, "embed_bwd")                                                               \
+  X(POS, "pos")                         /* x += learned position rows */                   \
+  X(POS_BWD, "pos_bwd")                                                                   \
+  X(NORM, "norm")                       /* layernorm or rmsnorm, saves stats */            \
+  X(NORM_BWD, "norm_bwd")                                                                 \
+  X(LINEAR, "linear")                   /* y = x W^T (+ b) */                              \
+  X(LINEAR_BWD_DATA, "linear_bwd_data") /* dx += dy W */                                   \
+  X(LINEAR_BWD_WEIGHT, "linear_bwd_weight") /* dW += dy^T x, db += sum dy */               \
+  X(ROPE, "rope")                                                                         \
+  X(ROPE_BWD, "rope_bwd")                                                                 \
+  X(ATTN_SCORES, "attn_scores")         /* scale Q K^T, batched over heads */              \
+  X(ATTN_SCORES_BWD, "attn_scores_bwd")                                                   \
+  X(SOFTMAX, "softmax")                 /* causal softmax */                               \
+  X(SOFTMAX_BWD, "softmax_bwd")                                                           \
+  X(ATTN_CONTEXT, "attn_context")       /* P V */                                          \
+  X(ATTN_CONTEXT_BWD, "attn_context_bwd")                                                 \
+  X(FLASH_ATTN, "flash_attn")           /* fused causal attention: q, k, v -> ctx, row log-sum-exp */ \
+  X(FLASH_ATTN_BWD, "flash_attn_bwd")   /* recomputes the probabilities inside */          \
+  X(DROPOUT, "dropout")                                                                   \
+  X(DROPOUT_BWD, "dropout_bwd")                                                           \
+  X(ADD, "add")                         /* residual: y = a + b */                          \
+  X(ACC, "acc")                         /* gradient accumulate: y += a */                  \
+  X(GELU, "gelu")                                                                         \
+  X(GELU_BWD, "gelu_bwd")                                                                 \
+  X(SWIGLU, "swiglu")                                                                     \
+  X(SWIGLU_BWD, "swiglu_bwd")                                                             \
+  X(LOSS, "loss")                       /* vocab-parallel cross-entropy (+ its tp all-reduces) */ \
+  X(LOSS_BWD, "loss_bwd")                                                                 \
+  X(ALLREDUCE, "allreduce")                                                               \
+  X(ALLGATHER, "allgather")                                                               \
+  X(REDUCE_SCATTER, "reduce_scatter")                                                     \
+  X(SEND, "send")                                                                         \
+  X(RECV, "recv")                                                                         \
+  X(GRAD_NORM, "grad_norm")             /* sum of squares over the local shard + all-reduce */ \
+  X(ADAMW, "adamw")
+
+typedef enum {
+#define X(name, str) PX_OP_##name,
+  PX_OP_KINDS(X)
+#undef X
+      PX_OP_COUNT
+} px_op_kind;
+
+extern const char *const px_op_names[PX_OP_COUNT];
+extern const char *const px_stream_names[PX_STREAM_COUNT];
+extern const char *const px_phase_names[PX_PHASE_COUNT];
+extern const char *const px_group_names[PX_GROUP_COUNT];
+
+/* What a collective or p2p op moves. */
+typedef enum { PX_COLL_NONE, PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER, PX_COLL_P2P } px_coll;
+
+typedef enum {
+  PX_SLOT_PARAM,     /* a parameter tensor of a layer or of the stage */
+  PX_SLOT_GRAD,      /* its gradient */
+  PX_SLOT_ACT,       /* activation of a (micro-batch, layer) */
+  PX_SLOT_ACT_GRAD,  /* gradient of an activation */
+  PX_SLOT_BUFFER,    /* communication buffer (gathered parameters, buckets, p2p) */
+  PX_SLOT_WORKSPACE, /* scratch inside one block */
+  PX_SLOT_KIND_COUNT
+} px_slot_kind;
+
+/* Named roles a slot can play, so the executor can find parameters and the
+ * model's inputs without parsing names. */
+typedef enum {
+  PX_ROLE_NONE,
+  PX_ROLE_TOKENS,  /* (b, s) int32 input tokens */
+  PX_ROLE_TARGETS, /* (b, s) int32 next tokens */
+  PX_ROLE_LOSS,    /* (b, s) fp32 per-token loss */
+} px_slot_role;
+
+#define PX_NAME_MAX 24
+
+typedef struct {
+  char name[PX_NAME_MAX];
+  uint8_t kind;  /* px_slot_kind */
+  uint8_t dtype; /* px_dtype */
+  uint8_t role;  /* px_slot_role */
+  bool tp_replicated; /* parameter identical on every TP rank (norms, biases of row-parallel layers) */
+  bool sp_partial;    /* replicated parameter whose gradient is a partial sum under SP */
+  int64_t shape[4];   /* unused dims are 1 */
+  uint64_t elems;
+  uint64_t bytes;
+  int param;          /* for GRAD: the PARAM slot it belongs to; -1 otherwise */
+} px_slot;
+
+/* One operand: a slot and a layer offset from the instance's layer. */
+typedef struct {
+  int16_t slot; /* -1: none */
+  int8_t layer_off;
+} px_ref;
+
+#define PX_OP_OUTS 4
+#define PX_OP_INS 6
+
+typedef struct {
+  uint8_t kind;   /* px_op_kind */
+  uint8_t stream; /* px_stream */
+  uint8_t phase;  /* px_phase */
+  uint8_t group;  /* px_group for collectives */
+  uint8_t coll;   /* px_coll */
+  uint8_t flags;  /* PX_OPF_* */
+  int16_t dep;    /* op index in the block this op also waits for (another stream), -1 none */
+  px_ref out[PX_OP_OUTS];
+  px_ref in[PX_OP_INS];
+  int64_t dim[6];  /* meaning per kind, see plan/compile.c; LINEAR*: m, n, k, then the widths of split outputs */
+  double flops;
+  double bytes;      /* HBM bytes read + written */
+  double wire_bytes; /* bytes each rank sends (collectives, p2p) */
+  uint64_t coll_bytes; /* collectives: the buffer size S (nccl-tests' "size") */
+  int32_t free_start, free_count; /* refs freed after this op, in block->frees */
+  int32_t alloc_start, alloc_count; /* refs allocated by this op, in block->allocs */
+} px_op;
+
+enum {
+  PX_OPF_ACCUMULATE = 1 << 0, /* adds into its output */
+  PX_OPF_SEQ_FULL = 1 << 1,   /* operates on the full sequence (after an SP all-gather) */
+  PX_OPF_ATTN_PROBS = 1 << 2, /* dropout site: attention probabilities */
+  PX_OPF_LAST_MB = 1 << 3,
+};
+
+typedef enum {
+  PX_BLOCK_EMBED_FWD,
+  PX_BLOCK_EMBED_BWD,
+  PX_BLOCK_LAYER_FWD,
+  PX_BLOCK_LAYER_BWD,
+  PX_BLOCK_HEAD_FWD,
+  PX_BLOCK_HEAD_BWD,
+  PX_BLOCK_SEND_FWD,
+  PX_BLOCK_RECV_FWD,
+  PX_BLOCK_SEND_BWD,
+  PX_BLOCK_RECV_BWD,
+  PX_BLOCK_GRAD_SYNC,   /* DP reduction of one unit's gradients */
+  PX_BLOCK_PARAM_SYNC,  /* DP all-gather of one unit's parameters */
+  PX_BLOCK_EMB_SYNC,    /* tied-embedding gradient all-reduce, first and last stage */
+  PX_BLOCK_OPTIMIZER,
+  PX_BLOCK_KIND_COUNT
+} px_block_kind;
+
+extern const char *const px_block_names[PX_BLOCK_KIND_COUNT];
+
+typedef struct {
+  uint8_t kind;   /* px_block_kind */
+  uint8_t stream; /* the stream the block occupies (its TP ops also use tp) */
+  px_op *ops;
+  int32_t nops;
+  px_ref *frees, *allocs;
+  int32_t nfrees, nallocs;
+  /* Summaries, from the ops. */
+  double flops[PX_PHASE_COUNT];
+  double bytes;
+} px_block;
+
+/* A block instance in a stage's program. */
+typedef struct {
+  uint16_t block;
+  uint8_t stream;
+  uint8_t phase;   /* forward, backward, comm ... for reporting */
+  int32_t mb;      /* micro-batch, -1 when none */
+  int32_t layer;   /* the layer the block binds (first layer of the chunk for embed/recv) */
+  int16_t chunk;   /* model chunk (virtual stage index on this rank) */
+  int32_t unit;    /* parameter unit: the one a sync block moves, the one a compute
+                      block reads (ZeRO-3) and writes gradients of; -1 none */
+  int32_t batch;   /* p2p batch: consecutive sends/recvs posted together, -1 none */
+  int32_t peer;    /* send/recv: index of the matching instance in the peer stage's program */
+  int32_t dep_start, ndeps; /* instances (same stage) this one waits for, in program->deps */
+} px_inst;
+
+/* Parameter units: the granularity of DP reduction, ZeRO sharding and
+ * ZeRO-3 gathering. A unit is a contiguous range of the stage's flat
+ * parameter buffer, padded to a multiple of dp. */
+typedef struct {
+  uint64_t offset;      /* elements into the flat buffer */
+  uint64_t elems;       /* real elements */
+  uint64_t padded;      /* elems rounded up to a multiple of dp */
+  int32_t first_group, last_group; /* parameter groups covered: -1 the embedding,
+                                      0..L-1 layers, L the head (and the embedding
+                                      when tied on a single stage) */
+} px_unit;
+
+/* Where one parameter (slot, group) lives in the flat buffer. */
+typedef struct {
+  int16_t slot;
+  int32_t group; /* the layer, or -1 / L for embedding / head parameters */
+  int32_t unit;
+  uint64_t offset; /* elements into the flat buffer */
+  uint64_t elems;
+} px_param_ref;
+
+typedef struct {
+  px_inst *insts;
+  int32_t ninsts;
+  int32_t *deps;
+  int32_t ndeps;
+  px_unit *units;
+  int32_t nunits;
+  px_param_ref *params;
+  int32_t nparams;
+  uint64_t flat_elems;   /* sum of unit padded sizes */
+  uint64_t param_elems;  /* real parameters held by one rank of this stage (its TP shard) */
+  int64_t first_layer, nlayers; /* over all chunks */
+  bool has_embed, has_head;
+} px_program;
+
+#endif

@@ -1,0 +1,186 @@
+/* Op graph output: JSON and Graphviz. */
+#include "plan/graphio.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "core/json.h"
+
+static const char *const slot_kind_names[PX_SLOT_KIND_COUNT] = {"param", "grad", "act", "act_grad", "buffer",
+                                                                "workspace"};
+
+static cJSON *refs_json(const px_ref *r, int n) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; a && i < n; i++) {
+    if (r[i].slot < 0) continue;
+    cJSON *pair = cJSON_CreateArray();
+    if (!pair) break;
+    cJSON_AddItemToArray(pair, cJSON_CreateNumber(r[i].slot));
+    cJSON_AddItemToArray(pair, cJSON_CreateNumber(r[i].layer_off));
+    cJSON_AddItemToArray(a, pair);
+  }
+  return a;
+}
+
+static cJSON *int_array(const int64_t *v, int n) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)v[i]));
+  return a;
+}
+
+int64_t px_graph_op_id(const px_plan *plan, int64_t stage, int32_t inst, int32_t op) {
+  const px_program *prog = &plan->programs[stage];
+  int64_t id = 0;
+  for (int32_t i = 0; i < inst && i < prog->ninsts; i++) id += plan->blocks[prog->insts[i].block].nops;
+  return id + op;
+}
+
+cJSON *px_graph_to_json(const px_plan *plan) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON_AddStringToObject(root, "format", "parallax-graph/1");
+  cJSON *slots = cJSON_AddArrayToObject(root, "slots");
+  for (int i = 0; slots && i < plan->nslots; i++) {
+    const px_slot *s = &plan->slots[i];
+    cJSON *o = cJSON_CreateObject();
+    if (!o) break;
+    px_json_add_num(o, "id", i);
+    cJSON_AddStringToObject(o, "name", s->name);
+    cJSON_AddStringToObject(o, "kind", slot_kind_names[s->kind]);
+    cJSON_AddStringToObject(o, "dtype", px_dtype_names[s->dtype]);
+    cJSON_AddItemToObject(o, "shape", int_array(s->shape, 4));
+    px_json_add_num(o, "bytes", (double)s->bytes);
+    cJSON_AddItemToArray(slots, o);
+  }
+  cJSON *blocks = cJSON_AddArrayToObject(root, "blocks");
+  for (int k = 0; blocks && k < PX_BLOCK_KIND_COUNT; k++) {
+    const px_block *b = &plan->blocks[k];
+    cJSON *bo = cJSON_CreateObject();
+    if (!bo) break;
+    px_json_add_num(bo, "id", k);
+    cJSON_AddStringToObject(bo, "kind", px_block_names[k]);
+    cJSON_AddStringToObject(bo, "stream", px_stream_names[b->stream]);
+    cJSON *ops = cJSON_AddArrayToObject(bo, "ops");
+    for (int32_t i = 0; ops && i < b->nops; i++) {
+      const px_op *op = &b->ops[i];
+      cJSON *oo = cJSON_CreateObject();
+      if (!oo) break;
+      cJSON_AddStringToObject(oo, "kind", px_op_names[op->kind]);
+      cJSON_AddStringToObject(oo, "stream", px_stream_names[op->stream]);
+      cJSON_AddStringToObject(oo, "phase", px_phase_names[op->phase]);
+      if (op->group) cJSON_AddStringToObject(oo, "group", px_group_names[op->group]);
+      cJSON_AddItemToObject(oo, "in", refs_json(op->in, PX_OP_INS));
+      cJSON_AddItemToObject(oo, "out", refs_json(op->out, PX_OP_OUTS));
+      cJSON_AddItemToObject(oo, "dim", int_array(op->dim, 6));
+      px_json_add_num(oo, "flops", op->flops);
+      px_json_add_num(oo, "bytes", op->bytes);
+      px_json_add_num(oo, "wire_bytes", op->wire_bytes);
+      cJSON_AddItemToObject(oo, "alloc", refs_json(b->allocs + op->alloc_start, op->alloc_count));
+      cJSON_AddItemToObject(oo, "free", refs_json(b->frees + op->free_start, op->free_count));
+      cJSON_AddItemToArray(ops, oo);
+    }
+    cJSON_AddItemToArray(blocks, bo);
+  }
+  cJSON *stages = cJSON_AddArrayToObject(root, "stages");
+  for (int64_t s = 0; stages && s < plan->par.pp; s++) {
+    const px_program *prog = &plan->programs[s];
+    cJSON *so = cJSON_CreateObject();
+    if (!so) break;
+    px_json_add_num(so, "stage", (double)s);
+    cJSON *units = cJSON_AddArrayToObject(so, "units");
+    for (int32_t u = 0; units && u < prog->nunits; u++) {
+      int64_t v[5] = {(int64_t)prog->units[u].offset, (int64_t)prog->units[u].elems, (int64_t)prog->units[u].padded,
+                      prog->units[u].first_group, prog->units[u].last_group};
+      cJSON_AddItemToArray(units, int_array(v, 5));
+    }
+    cJSON *params = cJSON_AddArrayToObject(so, "params");
+    for (int32_t i = 0; params && i < prog->nparams; i++) {
+      const px_param_ref *r = &prog->params[i];
+      int64_t v[5] = {r->slot, r->group, r->unit, (int64_t)r->offset, (int64_t)r->elems};
+      cJSON_AddItemToArray(params, int_array(v, 5));
+    }
+    cJSON *insts = cJSON_AddArrayToObject(so, "program");
+    int64_t first_op = 0;
+    for (int32_t i = 0; insts && i < prog->ninsts; i++) {
+      const px_inst *in = &prog->insts[i];
+      cJSON *io = cJSON_CreateObject();
+      if (!io) break;
+      cJSON_AddStringToObject(io, "block", px_block_names[in->block]);
+      cJSON_AddStringToObject(io, "stream", px_stream_names[in->stream]);
+      px_json_add_num(io, "mb", in->mb);
+      px_json_add_num(io, "layer", in->layer);
+      px_json_add_num(io, "chunk", in->chunk);
+      if (in->unit >= 0) px_json_add_num(io, "unit", in->unit);
+      if (in->batch >= 0) px_json_add_num(io, "batch", in->batch);
+      if (in->peer >= 0) px_json_add_num(io, "peer", in->peer);
+      px_json_add_num(io, "first_op", (double)first_op);
+      first_op += plan->blocks[in->block].nops;
+      cJSON *deps = cJSON_AddArrayToObject(io, "deps");
+      for (int32_t d = 0; deps && d < in->ndeps; d++)
+        cJSON_AddItemToArray(deps, cJSON_CreateNumber(prog->deps[in->dep_start + d]));
+      cJSON_AddItemToArray(insts, io);
+    }
+    cJSON_AddItemToArray(stages, so);
+  }
+  return root;
+}
+
+px_status px_graph_write_json(const px_plan *plan, const char *path, px_err *err) {
+  cJSON *root = px_graph_to_json(plan);
+  if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the graph");
+  px_status st = px_json_write(path, root, err);
+  cJSON_Delete(root);
+  return st;
+}
+
+px_status px_graph_write_dot(const px_plan *plan, const char *path, px_err *err) {
+  const px_program *prog = &plan->programs[0];
+  int64_t L = plan->model.layers + 2;
+  int32_t *producer = malloc((size_t)plan->nslots * (size_t)(L + 2) * sizeof *producer);
+  if (!producer) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int64_t i = 0; i < (int64_t)plan->nslots * (L + 2); i++) producer[i] = -1;
+  px_afile f;
+  px_status st = px_afile_open(&f, path, err);
+  if (st) {
+    free(producer);
+    return st;
+  }
+  FILE *fp = f.fp;
+  fprintf(fp, "digraph parallax {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n");
+  fprintf(fp, "  label=\"%s: stage 0, micro-batch 0\";\n", plan->model.name);
+  int64_t id = 0;
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_inst *in = &prog->insts[i];
+    const px_block *b = &plan->blocks[in->block];
+    if (in->mb != 0) {
+      id += b->nops;
+      continue;
+    }
+    for (int32_t k = 0; k < b->nops; k++, id++) {
+      const px_op *op = &b->ops[k];
+      const char *color = op->phase == PX_PHASE_FWD ? "lightblue" : op->phase == PX_PHASE_BWD ? "lightsalmon"
+                          : op->phase == PX_PHASE_RECOMPUTE                                ? "khaki"
+                                                                                           : "palegreen";
+      fprintf(fp, "  op%lld [label=\"%s\\nlayer %d\", style=filled, fillcolor=%s];\n", (long long)id,
+              px_op_names[op->kind], in->layer, color);
+      for (int r = 0; r < PX_OP_INS; r++) {
+        if (op->in[r].slot < 0) continue;
+        int64_t layer = in->layer + op->in[r].layer_off + 1;
+        if (layer < 0 || layer >= L + 2) continue;
+        int32_t from = producer[(int64_t)op->in[r].slot * (L + 2) + layer];
+        if (from >= 0)
+          fprintf(fp, "  op%d -> op%lld [label=\"%s\", fontsize=8];\n", from, (long long)id,
+                  plan->slots[op->in[r].slot].name);
+      }
+      for (int r = 0; r < PX_OP_OUTS; r++) {
+        if (op->out[r].slot < 0) continue;
+        int64_t layer = in->layer + op->out[r].layer_off + 1;
+        if (layer >= 0 && layer < L + 2) producer[(int64_t)op->out[r].slot * (L + 2) + layer] = (int32_t)id;
+      }
+    }
+  }
+  fprintf(fp, "}\n");
+  free(producer);
+  return px_afile_commit(&f, err);
+}

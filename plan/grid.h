@@ -1,0 +1,37 @@
+/* The rank grid: TP fastest, then DP, then PP (Megatron-LM's order), so a
+ * TP group is consecutive ranks and sits inside a node when it fits.
+ * rank = tp_rank + tp * (dp_rank + dp * pp_rank). */
+#ifndef PX_PLAN_GRID_H
+#define PX_PLAN_GRID_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/cluster.h"
+
+/* Where a group's members sit. Groups of one kind are alike up to
+ * translation; the figures are those of the group holding rank 0 (and the
+ * largest per-node count when groups straddle nodes unevenly). */
+typedef struct {
+  int64_t size;     /* members */
+  int64_t stride;   /* rank distance between consecutive members */
+  int64_t per_node; /* most members in one node */
+  int64_t nodes;    /* nodes spanned */
+  int64_t leaves;   /* leaf switches spanned */
+  bool intra;       /* all members in one node */
+} px_placement;
+
+typedef struct {
+  int64_t tp, dp, pp, world, gpus_per_node, nodes_per_leaf;
+  px_placement tp_place, dp_place, pp_place;
+} px_grid;
+
+void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64_t pp);
+int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t dp_rank, int64_t pp_rank);
+void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *dp_rank, int64_t *pp_rank);
+/* Whether rank r of stage s and its peer in stage s+1 share a node. */
+bool px_grid_pp_link_intra(const px_grid *g, int64_t stage);
+/* Placement of an arbitrary group: size members at the given stride from first. */
+px_placement px_grid_place(const px_grid *g, int64_t first, int64_t stride, int64_t size);
+
+#endif

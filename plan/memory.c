@@ -1,0 +1,157 @@
+/* The memory plan: walks each stage's program in order applying tensor
+ * lifetimes, for the peak bytes per GPU and their breakdown. Model states
+ * (parameters, gradients, optimizer) follow from the ZeRO stage; everything
+ * else from the ops' allocations and frees. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/compile.h"
+
+const char *const px_mem_cat_names[PX_MEM_COUNT] = {"params", "grads", "optimizer", "activations", "buffers",
+                                                    "workspace"};
+
+static px_mem_cat slot_cat(const px_slot *s) {
+  switch (s->kind) {
+    case PX_SLOT_BUFFER: return PX_MEM_BUFFERS;
+    case PX_SLOT_WORKSPACE: return PX_MEM_WORKSPACE;
+    default: return PX_MEM_ACTIVATIONS;
+  }
+}
+
+/* What one block does to dynamic memory: net change and the largest
+ * excursion inside it, with the breakdown at that moment. */
+typedef struct {
+  int64_t delta[PX_MEM_COUNT];
+  int64_t peak;                  /* max over ops of the running total (relative) */
+  int64_t at_peak[PX_MEM_COUNT]; /* relative breakdown at that op */
+} block_mem;
+
+static void block_summary(const px_plan *p, const px_block *b, block_mem *bm) {
+  memset(bm, 0, sizeof *bm);
+  int64_t cur[PX_MEM_COUNT] = {0}, total = 0;
+  for (int32_t i = 0; i < b->nops; i++) {
+    const px_op *o = &b->ops[i];
+    for (int32_t k = 0; k < o->alloc_count; k++) {
+      const px_slot *s = &p->slots[b->allocs[o->alloc_start + k].slot];
+      cur[slot_cat(s)] += (int64_t)s->bytes;
+      total += (int64_t)s->bytes;
+    }
+    if (total > bm->peak) {
+      bm->peak = total;
+      memcpy(bm->at_peak, cur, sizeof cur);
+    }
+    for (int32_t k = 0; k < o->free_count; k++) {
+      const px_slot *s = &p->slots[b->frees[o->free_start + k].slot];
+      cur[slot_cat(s)] -= (int64_t)s->bytes;
+      total -= (int64_t)s->bytes;
+    }
+  }
+  memcpy(bm->delta, cur, sizeof cur);
+}
+
+static bool is_bwd_compute(const px_inst *in) {
+  return in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
+}
+
+uint64_t px_plan_layer_activation_bytes(const px_plan *p) {
+  block_mem bm;
+  block_summary(p, &p->blocks[PX_BLOCK_LAYER_FWD], &bm);
+  return (uint64_t)(bm.delta[PX_MEM_ACTIVATIONS] + bm.delta[PX_MEM_BUFFERS] + bm.delta[PX_MEM_WORKSPACE]);
+}
+
+/* Bytes of the next ZeRO-3 gather after instance i that is not for i's own unit. */
+static int64_t next_gather_bytes(const px_plan *p, const px_program *prog, int32_t i) {
+  for (int32_t j = i + 1; j < prog->ninsts; j++) {
+    const px_inst *in = &prog->insts[j];
+    if (in->block == PX_BLOCK_PARAM_SYNC)
+      return (int64_t)(prog->units[in->unit].padded * px_dtype_bytes(p->param_dtype));
+    if (in->stream == PX_STREAM_COMPUTE) return 0;
+  }
+  return 0;
+}
+
+uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)p->par.dp; }
+
+static void stage_static(const px_plan *p, const px_program *prog, px_memplan *mp) {
+  uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)p->par.dp;
+  uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
+  int z = p->par.zero;
+  mp->at_peak[PX_MEM_PARAMS] = (z >= 3 ? shard : flat) * pb;
+  mp->at_peak[PX_MEM_GRADS] = (z >= 2 ? shard : flat) * gb;
+  mp->at_peak[PX_MEM_OPTIMIZER] = (z >= 1 ? shard : flat) * p->optimizer_bytes_per_param;
+  mp->static_bytes = mp->at_peak[PX_MEM_PARAMS] + mp->at_peak[PX_MEM_GRADS] + mp->at_peak[PX_MEM_OPTIMIZER];
+}
+
+px_status px_compile_memory(px_plan *p, px_err *err) {
+  int64_t pp = p->par.pp;
+  p->mem = px_calloc((size_t)pp, sizeof *p->mem, err);
+  if (!p->mem) return PX_ERR_RUNTIME;
+  block_mem bm[PX_BLOCK_KIND_COUNT];
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) block_summary(p, &p->blocks[k], &bm[k]);
+  uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
+  p->fits = true;
+  for (int64_t s = 0; s < pp; s++) {
+    const px_program *prog = &p->programs[s];
+    px_memplan *mp = &p->mem[s];
+    stage_static(p, prog, mp);
+    bool *gathered = px_calloc((size_t)prog->nunits, sizeof *gathered, err);
+    bool *bucket = px_calloc((size_t)prog->nunits, sizeof *bucket, err);
+    if (!gathered || !bucket) {
+      free(gathered), free(bucket);
+      return PX_ERR_RUNTIME;
+    }
+    int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0;
+    bool prefetch = p->par.zero == 3 && (p->par.overlap & PX_OVERLAP_ZERO);
+    int64_t best_at[PX_MEM_COUNT] = {0};
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      const px_inst *in = &prog->insts[i];
+      const px_unit *u = in->unit >= 0 ? &prog->units[in->unit] : NULL;
+      /* Unit buffers: ZeRO-3 gathered parameters, ZeRO-2/3 full-gradient buckets. */
+      if (in->block == PX_BLOCK_PARAM_SYNC && p->par.zero == 3) {
+        cur[PX_MEM_BUFFERS] += (int64_t)(u->padded * pb);
+        total += (int64_t)(u->padded * pb);
+        gathered[in->unit] = true;
+      }
+      if (is_bwd_compute(in) && p->par.zero >= 2 && u && !bucket[in->unit]) {
+        cur[PX_MEM_BUFFERS] += (int64_t)(u->padded * gb);
+        total += (int64_t)(u->padded * gb);
+        bucket[in->unit] = true;
+      }
+      if (in->block == PX_BLOCK_LAYER_FWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
+      const block_mem *b = &bm[in->block];
+      /* A prefetched ZeRO-3 gather is live during the block before its own. */
+      int64_t ahead = in->stream == PX_STREAM_COMPUTE && prefetch ? next_gather_bytes(p, prog, i) : 0;
+      if (total + b->peak + ahead > best) {
+        best = total + b->peak + ahead;
+        for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c] + b->at_peak[c];
+        best_at[PX_MEM_BUFFERS] += ahead;
+        mp->peak_inst = i;
+        mp->peak_mbs_in_flight = (int32_t)inflight;
+      }
+      for (int c = 0; c < PX_MEM_COUNT; c++) {
+        cur[c] += b->delta[c];
+        total += b->delta[c];
+      }
+      if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
+        mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
+      if (in->block == PX_BLOCK_LAYER_BWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight--;
+      if (in->stream == PX_STREAM_COMPUTE && u && p->par.zero == 3 && gathered[in->unit]) {
+        cur[PX_MEM_BUFFERS] -= (int64_t)(u->padded * pb);
+        total -= (int64_t)(u->padded * pb);
+        gathered[in->unit] = false;
+      }
+      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 2 && bucket[in->unit]) {
+        cur[PX_MEM_BUFFERS] -= (int64_t)(u->padded * gb);
+        total -= (int64_t)(u->padded * gb);
+        bucket[in->unit] = false;
+      }
+    }
+    free(gathered);
+    free(bucket);
+    for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->at_peak[c] = best_at[c] > 0 ? (uint64_t)best_at[c] : 0;
+    mp->peak_bytes = mp->static_bytes;
+    for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->peak_bytes += mp->at_peak[c];
+    if (mp->peak_bytes + p->cluster.gpu.reserved_bytes > p->cluster.gpu.hbm_bytes) p->fits = false;
+  }
+  return PX_OK;
+}

@@ -1,0 +1,99 @@
+/* The compiled plan: the rank grid, the layers of each stage, the op-graph
+ * templates and one program per pipeline stage, and the memory plan. Both
+ * the simulator and the executor read only this. */
+#ifndef PX_PLAN_PLAN_H
+#define PX_PLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/graph.h"
+#include "plan/grid.h"
+#include "plan/model.h"
+#include "plan/parallel.h"
+
+/* Bytes per category on one GPU of a stage. */
+typedef enum {
+  PX_MEM_PARAMS,
+  PX_MEM_GRADS,
+  PX_MEM_OPTIMIZER,
+  PX_MEM_ACTIVATIONS,
+  PX_MEM_BUFFERS,
+  PX_MEM_WORKSPACE,
+  PX_MEM_COUNT
+} px_mem_cat;
+
+extern const char *const px_mem_cat_names[PX_MEM_COUNT];
+
+typedef struct {
+  uint64_t peak_bytes;          /* at the worst moment of a step */
+  uint64_t at_peak[PX_MEM_COUNT]; /* the breakdown at that moment (sums to peak_bytes) */
+  uint64_t static_bytes;        /* params + grads + optimizer */
+  uint64_t activations_peak_bytes; /* largest activation footprint over the step */
+  int32_t peak_inst;            /* program instance where the peak occurs */
+  int32_t peak_mbs_in_flight;   /* micro-batches with live activations at the peak */
+} px_memplan;
+
+/* Per-step totals for one rank of a stage. */
+typedef struct {
+  double model_flops;   /* forward + backward (Megatron's model FLOPs) */
+  double hw_flops;      /* + recomputation */
+  double wire_bytes[PX_GROUP_COUNT]; /* bytes sent per group kind */
+} px_stage_totals;
+
+typedef struct {
+  px_model model;
+  px_cluster cluster;
+  px_parallel par;
+  px_grid grid;
+  int64_t vocab_padded;   /* vocab rounded up so tp divides it (Megatron: a multiple of 128 x tp) */
+  int64_t seq;            /* sequence length */
+  int64_t seq_local;      /* seq / tp with SP, else seq */
+  int64_t microbatches;   /* per DP rank per step */
+  int64_t vstages;        /* pp x vpp model chunks */
+  int64_t *vstage_first;  /* (vstages) first layer of each chunk */
+  int64_t *vstage_layers; /* (vstages) layers in each chunk */
+  px_dtype act_dtype, param_dtype, grad_dtype;
+  uint64_t optimizer_bytes_per_param;
+  px_slot *slots;
+  int32_t nslots;
+  px_block blocks[PX_BLOCK_KIND_COUNT];
+  px_program *programs;   /* (pp) */
+  px_memplan *mem;        /* (pp) */
+  px_stage_totals *totals; /* (pp) */
+  uint64_t params_total;  /* the model's parameters (unpadded) */
+  double model_flops_per_step; /* all ranks together */
+  double hw_flops_per_step;
+  bool fits;              /* every stage's peak + reserved <= HBM */
+} px_plan;
+
+/* Validates and compiles. On failure the plan is left empty (safe to free). */
+px_status px_plan_compile(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
+                          px_err *err);
+void px_plan_free(px_plan *plan);
+
+/* The stage a global layer index lives on, and its chunk; -1 when out of range. */
+int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk);
+
+/* Checks that every send has one matching receive and that running every
+ * stage's program with blocking, rendezvous sends and receives (each p2p
+ * batch posted together, as batch_isend_irecv) finishes. */
+px_status px_plan_check_p2p(const px_plan *plan, px_err *err);
+
+/* Analytic pipeline bubble as a share of the pipeline's time:
+ * (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v m + p-1) interleaved. */
+double px_plan_bubble_analytic(const px_plan *plan);
+
+/* Activation bytes one layer keeps from its forward to its backward, per
+ * micro-batch on one GPU (what Korthikanti et al. count). */
+uint64_t px_plan_layer_activation_bytes(const px_plan *p);
+
+/* Elements of a unit one DP rank owns. */
+uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
+
+/* Slot lookup by name (-1 when absent). */
+int px_plan_slot(const px_plan *plan, const char *name);
+
+#endif

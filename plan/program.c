@@ -1,0 +1,610 @@
+/* The plan compiler's second half: splits layers over pipeline stages, lays
+ * parameters out in units (DP buckets, ZeRO shards, ZeRO-3 gathers), orders
+ * each stage's program by its schedule (GPipe, 1F1B, interleaved 1F1B),
+ * batches its sends and receives, places data-parallel synchronisation, and
+ * pairs every send with its receive. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/compile.h"
+
+/* One entry of a stage's schedule: forward or backward of a micro-batch on a chunk. */
+typedef struct {
+  bool bwd;
+  bool pair; /* runs with the next entry without p2p in between (interleaved steady state) */
+  int32_t mb, chunk;
+} sched_unit;
+
+/* Megatron-LM's orders. */
+static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
+  int64_t pp = p->par.pp, m = p->microbatches, v = p->par.vpp, n = 0;
+  if (p->par.schedule == PX_SCHED_GPIPE) {
+    for (int64_t i = 0; i < m; i++) out[n++] = (sched_unit){false, false, (int32_t)i, 0};
+    for (int64_t i = 0; i < m; i++) out[n++] = (sched_unit){true, false, (int32_t)i, 0};
+    return n;
+  }
+  if (p->par.schedule == PX_SCHED_1F1B) {
+    int64_t warm = pp - s - 1 < m ? pp - s - 1 : m;
+    for (int64_t i = 0; i < warm; i++) out[n++] = (sched_unit){false, false, (int32_t)i, 0};
+    for (int64_t i = 0; i < m - warm; i++) {
+      out[n++] = (sched_unit){false, false, (int32_t)(warm + i), 0};
+      out[n++] = (sched_unit){true, false, (int32_t)i, 0};
+    }
+    for (int64_t i = m - warm; i < m; i++) out[n++] = (sched_unit){true, false, (int32_t)i, 0};
+    return n;
+  }
+  /* Interleaved: virtual micro-batch k runs chunk (k / pp) % v of micro-batch
+   * (k / (pp v)) pp + k % pp; backwards visit chunks in reverse. In the steady
+   * state a forward and a backward run back to back and their p2p is posted
+   * in one batch after both (send_forward_backward_recv_forward_backward). */
+  int64_t total = m * v;
+  int64_t warm = (pp - s - 1) * 2 + (v - 1) * pp;
+  if (m == pp || warm > total) warm = total;
+#define VMB(k) ((int32_t)(((k) / (pp * v)) * pp + (k) % pp))
+#define FCH(k) ((int32_t)(((k) / pp) % v))
+#define BCH(k) ((int32_t)(v - 1 - ((k) / pp) % v))
+  for (int64_t k = 0; k < warm; k++) out[n++] = (sched_unit){false, false, VMB(k), FCH(k)};
+  for (int64_t i = 0; i < total - warm; i++) {
+    out[n++] = (sched_unit){false, true, VMB(warm + i), FCH(warm + i)};
+    out[n++] = (sched_unit){true, false, VMB(i), BCH(i)};
+  }
+  for (int64_t k = total - warm; k < total; k++) out[n++] = (sched_unit){true, false, VMB(k), BCH(k)};
+#undef VMB
+#undef FCH
+#undef BCH
+  return n;
+}
+
+/* Splits L layers over V chunks as evenly as possible. When they do not
+ * divide, the chunks short of a layer are the last, then the first, then
+ * inwards alternately from both ends: the first and last stages also carry
+ * the embedding and the loss (Llama 3 405B: 126 layers on 16 stages gives
+ * 7 on the first and last, 8 elsewhere). */
+static void split_layers(px_plan *p) {
+  int64_t V = p->vstages, L = p->model.layers;
+  int64_t base = (L + V - 1) / V, deficit = base * V - L;
+  for (int64_t i = 0; i < V; i++) p->vstage_layers[i] = base;
+  for (int64_t k = 0; k < deficit; k++) {
+    int64_t idx = (k % 2 == 0) ? V - 1 - k / 2 : k / 2;
+    p->vstage_layers[idx]--;
+  }
+  int64_t first = 0;
+  for (int64_t i = 0; i < V; i++) {
+    p->vstage_first[i] = first;
+    first += p->vstage_layers[i];
+  }
+}
+
+int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk) {
+  for (int64_t vs = 0; vs < plan->vstages; vs++) {
+    if (layer >= plan->vstage_first[vs] && layer < plan->vstage_first[vs] + plan->vstage_layers[vs]) {
+      if (chunk) *chunk = vs / plan->par.pp;
+      return vs % plan->par.pp;
+    }
+  }
+  return -1;
+}
+
+/* ---- growable arrays ---- */
+
+typedef struct {
+  px_inst *v;
+  int32_t n, cap;
+  int32_t *deps;
+  int32_t nd, dcap;
+} inst_list;
+
+static int32_t inst_push(inst_list *l, px_block_kind b, px_stream st, px_phase ph, int32_t mb, int32_t layer,
+                         int32_t chunk, int32_t unit) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 256;
+    px_inst *nv = realloc(l->v, (size_t)l->cap * sizeof *nv);
+    if (!nv) return -1;
+    l->v = nv;
+  }
+  px_inst *in = &l->v[l->n];
+  memset(in, 0, sizeof *in);
+  in->block = (uint16_t)b;
+  in->stream = (uint8_t)st;
+  in->phase = (uint8_t)ph;
+  in->mb = mb;
+  in->layer = layer;
+  in->chunk = (int16_t)chunk;
+  in->unit = unit;
+  in->batch = -1;
+  in->peer = -1;
+  in->dep_start = l->nd;
+  return l->n++;
+}
+
+/* Adds a dependency of the last pushed instance. */
+static bool dep_push(inst_list *l, int32_t on) {
+  if (on < 0) return true;
+  px_inst *in = &l->v[l->n - 1];
+  for (int32_t i = 0; i < in->ndeps; i++)
+    if (l->deps[in->dep_start + i] == on) return true;
+  if (l->nd == l->dcap) {
+    l->dcap = l->dcap ? 2 * l->dcap : 512;
+    int32_t *nd = realloc(l->deps, (size_t)l->dcap * sizeof *nd);
+    if (!nd) return false;
+    l->deps = nd;
+  }
+  l->deps[l->nd++] = on;
+  in->ndeps++;
+  return true;
+}
+
+/* ---- parameter layout ---- */
+
+/* Parameter groups of a stage, in flat-buffer order. */
+typedef struct {
+  int32_t id; /* -1 embedding, 0..L-1 layer, L head */
+  uint64_t elems;
+} group;
+
+static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p->par.pp == 1; }
+
+/* The parameter slots of a group, and whether the slot is a layer slot. */
+static int group_slots(const px_plan *p, int32_t gid, int *out) {
+  static const char *const layer_names[] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "o_w",   "o_b",
+                                            "ln2_w", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
+  static const char *const embed_names[] = {"emb_w", "pos_w"};
+  static const char *const head_names[] = {"lnf_w", "lnf_b", "head_w"};
+  int n = 0;
+  int64_t L = p->model.layers;
+  if (gid >= 0 && gid < L) {
+    for (size_t i = 0; i < sizeof layer_names / sizeof *layer_names; i++) {
+      int s = px_plan_slot(p, layer_names[i]);
+      if (s >= 0) out[n++] = s;
+    }
+    return n;
+  }
+  if (gid == L || tied_single(p)) {
+    for (size_t i = 0; i < sizeof head_names / sizeof *head_names; i++) {
+      int s = px_plan_slot(p, head_names[i]);
+      if (s >= 0) out[n++] = s;
+    }
+  }
+  if (gid == -1 || (gid == L && tied_single(p))) {
+    for (size_t i = 0; i < sizeof embed_names / sizeof *embed_names; i++) {
+      int s = px_plan_slot(p, embed_names[i]);
+      if (s >= 0) out[n++] = s;
+    }
+  }
+  return n;
+}
+
+static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_of_group, px_err *err) {
+  int64_t L = p->model.layers, dp = p->par.dp;
+  group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
+  px_param_ref *refs = px_calloc(((size_t)L + 2) * 16, sizeof *refs, err);
+  px_unit *units = px_calloc((size_t)L + 2, sizeof *units, err);
+  if (!groups || !refs || !units) {
+    free(groups), free(refs), free(units);
+    return PX_ERR_RUNTIME;
+  }
+  int ng = 0;
+  if (prog->has_embed && !tied_single(p)) groups[ng++] = (group){-1, 0};
+  for (int64_t c = 0; c < p->par.vpp; c++) {
+    int64_t vs = c * p->par.pp + stage;
+    for (int64_t l = 0; l < p->vstage_layers[vs]; l++) groups[ng++] = (group){(int32_t)(p->vstage_first[vs] + l), 0};
+  }
+  if (prog->has_head) groups[ng++] = (group){(int32_t)L, 0};
+  /* Sizes and parameter references, flat order without padding first. */
+  int nrefs = 0;
+  for (int g = 0; g < ng; g++) {
+    int slots[16];
+    int ns = group_slots(p, groups[g].id, slots);
+    for (int i = 0; i < ns; i++) {
+      refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};
+      groups[g].elems += p->slots[slots[i]].elems;
+    }
+  }
+  /* Units: one per group with ZeRO-3; otherwise buckets of whole groups filled
+   * from the back (the order gradients complete) up to the bucket size. */
+  int nu = 0;
+  uint64_t bucket_elems = p->par.bucket_bytes / px_dtype_bytes(p->grad_dtype);
+  int32_t *group_unit = px_calloc((size_t)ng + 1, sizeof *group_unit, err);
+  if (!group_unit) {
+    free(groups), free(refs), free(units);
+    return PX_ERR_RUNTIME;
+  }
+  int g = ng - 1;
+  while (g >= 0) {
+    int last = g;
+    uint64_t elems = groups[g].elems;
+    g--;
+    if (p->par.zero < 3)
+      while (g >= 0 && elems < bucket_elems) elems += groups[g--].elems;
+    units[nu].first_group = groups[g + 1].id;
+    units[nu].last_group = groups[last].id;
+    units[nu].elems = elems;
+    units[nu].padded = (elems + (uint64_t)dp - 1) / (uint64_t)dp * (uint64_t)dp;
+    for (int k = g + 1; k <= last; k++) group_unit[k] = nu;
+    nu++;
+  }
+  /* Built back to front: reverse into flat (forward) order and assign offsets. */
+  for (int i = 0; i < nu / 2; i++) {
+    px_unit t = units[i];
+    units[i] = units[nu - 1 - i];
+    units[nu - 1 - i] = t;
+  }
+  for (int k = 0; k < ng; k++) group_unit[k] = nu - 1 - group_unit[k];
+  uint64_t off = 0;
+  for (int u = 0; u < nu; u++) {
+    units[u].offset = off;
+    off += units[u].padded;
+  }
+  prog->flat_elems = off;
+  prog->param_elems = 0;
+  int r = 0;
+  for (int k = 0; k < ng; k++) {
+    int u = group_unit[k];
+    uint64_t in_unit = 0;
+    for (int k2 = 0; k2 < k; k2++)
+      if (group_unit[k2] == u) in_unit += groups[k2].elems;
+    while (r < nrefs && refs[r].group == groups[k].id) {
+      refs[r].unit = u;
+      refs[r].offset = units[u].offset + in_unit;
+      in_unit += refs[r].elems;
+      prog->param_elems += refs[r].elems;
+      r++;
+    }
+    /* unit_of_group is indexed by group id + 1 */
+    unit_of_group[groups[k].id + 1] = u;
+    if (tied_single(p) && groups[k].id == L) unit_of_group[0] = u;
+  }
+  free(groups);
+  free(group_unit);
+  prog->units = units;
+  prog->nunits = nu;
+  prog->params = refs;
+  prog->nparams = nrefs;
+  return PX_OK;
+}
+
+/* ---- programs ---- */
+
+typedef struct {
+  px_plan *p;
+  int64_t stage;
+  inst_list il;
+  int32_t *unit_of_group; /* (L + 2), by group id + 1 */
+  int32_t *gathered;      /* ZeRO-3: per unit, the pending gather instance */
+  int32_t last_compute;   /* last compute instance emitted */
+  int32_t *grad_sync_last; /* per unit: the last GRAD_SYNC instance */
+  int32_t *param_sync;    /* ZeRO-1/2 with overlap: per unit, the step-start gather */
+  bool *unit_fwd_seen;    /* ZeRO-1/2 with overlap: unit's first forward already waits */
+  int32_t *last_bwd_k;    /* per unit x mb (ZeRO-2/3) or unit (ZeRO-0/1): last schedule entry writing it */
+  int32_t pending_sync[64];
+  int npending;
+} emitter;
+
+static int32_t unit_of(const emitter *e, int64_t gid) { return e->unit_of_group[gid + 1]; }
+
+/* A compute block; waits for the given instance (a receive) and, with
+ * ZeRO-3, for its unit's gather issued before it. */
+static int32_t compute(emitter *e, px_block_kind b, px_phase ph, int32_t mb, int64_t layer, int32_t chunk, int64_t gid,
+                       int32_t wait) {
+  px_plan *p = e->p;
+  int32_t u = gid == -2 ? -1 : unit_of(e, gid);
+  int32_t idx = inst_push(&e->il, b, PX_STREAM_COMPUTE, ph, mb, (int32_t)layer, chunk, u);
+  if (idx < 0) return -1;
+  dep_push(&e->il, wait);
+  if (u >= 0 && p->par.zero == 3) {
+    dep_push(&e->il, e->gathered[u]);
+    e->gathered[u] = -1;
+  }
+  if (u >= 0 && p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO) && !e->unit_fwd_seen[u]) {
+    dep_push(&e->il, e->param_sync[u]);
+    e->unit_fwd_seen[u] = true;
+  }
+  e->last_compute = idx;
+  return idx;
+}
+
+/* ZeRO-3: gathers a unit's parameters before a compute block that needs them.
+ * With prefetch the gather may run during the previous block. */
+static void zero3_gather(emitter *e, int64_t gid, int32_t mb, int32_t chunk) {
+  px_plan *p = e->p;
+  if (p->par.zero != 3) return;
+  int32_t u = unit_of(e, gid);
+  int32_t before = e->last_compute;
+  int32_t idx = inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, mb, (int32_t)gid, chunk, u);
+  if (idx < 0) return;
+  /* Without prefetch it waits for the block before; with it, for the one
+   * before that, so it runs during the previous block. */
+  int32_t wait = before;
+  if ((p->par.overlap & PX_OVERLAP_ZERO) && before >= 0) {
+    wait = -1;
+    for (int32_t i = before - 1; i >= 0 && wait < 0; i--)
+      if (e->il.v[i].stream == PX_STREAM_COMPUTE) wait = i;
+  }
+  dep_push(&e->il, wait);
+  e->gathered[u] = idx;
+}
+
+/* Data-parallel gradient reduction of a unit. */
+static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
+  int32_t idx = inst_push(&e->il, PX_BLOCK_GRAD_SYNC, PX_STREAM_DP, PX_PHASE_COMM, mb, -1, 0, u);
+  if (idx < 0) return -1;
+  dep_push(&e->il, after);
+  e->grad_sync_last[u] = idx;
+  return idx;
+}
+
+/* After the compute block `idx` of schedule entry k wrote unit u's gradients:
+ * reduce them if this was the last writer. */
+static void maybe_sync(emitter *e, int32_t u, int32_t k, int32_t mb, int32_t idx) {
+  px_plan *p = e->p;
+  if (u < 0 || p->par.dp < 1) return;
+  bool per_mb = p->par.zero >= 2;
+  int32_t last = per_mb ? e->last_bwd_k[u * p->microbatches + mb] : e->last_bwd_k[u];
+  if (last != k) return;
+  if (!(p->par.overlap & PX_OVERLAP_DP)) {
+    /* exposed: after the whole schedule entry (per micro-batch) or the whole backward */
+    if (e->npending < (int)(sizeof e->pending_sync / sizeof e->pending_sync[0])) e->pending_sync[e->npending++] = u;
+    return;
+  }
+  grad_sync(e, u, per_mb ? mb : -1, idx);
+}
+
+/* Emits the pending (non-overlapped) reductions, the compute stream waiting for them. */
+static void flush_syncs(emitter *e, int32_t mb) {
+  int32_t last = -1;
+  for (int i = 0; i < e->npending; i++)
+    last = grad_sync(e, e->pending_sync[i], e->p->par.zero >= 2 ? mb : -1, e->last_compute);
+  e->npending = 0;
+  if (last >= 0) e->last_compute = last; /* the next compute block waits for it */
+}
+
+/* The compute blocks of one schedule entry (with ZeRO-3 gathers and
+ * gradient reductions around them); the first waits for `wait`. */
+static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t wait) {
+  px_plan *p = e->p;
+  int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, s = e->stage;
+  sched_unit u = sched[k];
+  int64_t vs = u.chunk * pp + s;
+  int64_t first = p->vstage_first[vs], n = p->vstage_layers[vs];
+  int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
+  if (!u.bwd) {
+    if (vs == 0) {
+      zero3_gather(e, egid, u.mb, u.chunk);
+      compute(e, PX_BLOCK_EMBED_FWD, PX_PHASE_FWD, u.mb, first, u.chunk, egid, wait);
+      wait = -1;
+    }
+    for (int64_t l = first; l < first + n; l++) {
+      zero3_gather(e, l, u.mb, u.chunk);
+      compute(e, PX_BLOCK_LAYER_FWD, PX_PHASE_FWD, u.mb, l, u.chunk, l, wait);
+      wait = -1;
+    }
+    if (vs == V - 1) {
+      zero3_gather(e, L, u.mb, u.chunk);
+      compute(e, PX_BLOCK_HEAD_FWD, PX_PHASE_FWD, u.mb, L, u.chunk, L, wait);
+    }
+    return;
+  }
+  int32_t idx;
+  if (vs == V - 1) {
+    zero3_gather(e, L, u.mb, u.chunk);
+    idx = compute(e, PX_BLOCK_HEAD_BWD, PX_PHASE_BWD, u.mb, L, u.chunk, L, wait);
+    wait = -1;
+    maybe_sync(e, unit_of(e, L), (int32_t)k, u.mb, idx);
+  }
+  for (int64_t l = first + n - 1; l >= first; l--) {
+    zero3_gather(e, l, u.mb, u.chunk);
+    idx = compute(e, PX_BLOCK_LAYER_BWD, PX_PHASE_BWD, u.mb, l, u.chunk, l, wait);
+    wait = -1;
+    maybe_sync(e, unit_of(e, l), (int32_t)k, u.mb, idx);
+  }
+  if (vs == 0) {
+    zero3_gather(e, egid, u.mb, u.chunk);
+    idx = compute(e, PX_BLOCK_EMBED_BWD, PX_PHASE_BWD, u.mb, first, u.chunk, egid, wait);
+    maybe_sync(e, unit_of(e, egid), (int32_t)k, u.mb, idx);
+  }
+  if (p->par.zero >= 2) flush_syncs(e, u.mb);
+}
+
+static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
+  int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
+  sched_unit *sched = px_calloc((size_t)(2 * m * p->par.vpp + 2), sizeof *sched, err);
+  if (!sched) return PX_ERR_RUNTIME;
+  int64_t ns = schedule_stage(p, s, sched);
+  emitter e = {.p = p, .stage = s, .last_compute = -1};
+  e.unit_of_group = px_calloc((size_t)L + 2, sizeof *e.unit_of_group, err);
+  px_status st = PX_OK;
+  if (!e.unit_of_group || (st = layout_params(p, s, prog, e.unit_of_group, err))) goto done;
+  int32_t nu = prog->nunits;
+  e.gathered = px_calloc((size_t)nu, sizeof *e.gathered, err);
+  e.grad_sync_last = px_calloc((size_t)nu, sizeof *e.grad_sync_last, err);
+  e.param_sync = px_calloc((size_t)nu, sizeof *e.param_sync, err);
+  e.unit_fwd_seen = px_calloc((size_t)nu, sizeof *e.unit_fwd_seen, err);
+  e.last_bwd_k = px_calloc((size_t)nu * (size_t)m, sizeof *e.last_bwd_k, err);
+  if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k) {
+    st = PX_ERR_RUNTIME;
+    goto done;
+  }
+  for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = -1;
+  for (int64_t i = 0; i < (int64_t)nu * m; i++) e.last_bwd_k[i] = -1;
+  /* The last schedule entry writing each unit (per micro-batch for ZeRO-2/3). */
+  for (int64_t k = 0; k < ns; k++) {
+    if (!sched[k].bwd) continue;
+    int64_t vs = sched[k].chunk * pp + s;
+    int64_t lo = vs == 0 ? -1 : p->vstage_first[vs];
+    int64_t hi = vs == V - 1 ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
+    for (int64_t gid = lo; gid <= hi; gid++) {
+      int32_t u = unit_of(&e, gid);
+      if (p->par.zero >= 2)
+        e.last_bwd_k[u * m + sched[k].mb] = (int32_t)k;
+      else
+        e.last_bwd_k[u] = (int32_t)k;
+    }
+  }
+  /* ZeRO-1/2, overlapped: the previous step's parameter all-gather runs at the start. */
+  if (p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO))
+    for (int32_t u = 0; u < nu; u++)
+      e.param_sync[u] = inst_push(&e.il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
+
+  /* Groups of schedule entries run without p2p in between; before each group
+   * one batch posts the previous group's sends and this group's receives. */
+  int32_t *recv_of = px_calloc((size_t)ns + 1, sizeof *recv_of, err);
+  int32_t *last_of = px_calloc((size_t)ns + 1, sizeof *last_of, err);
+  if (!recv_of || !last_of) {
+    free(recv_of), free(last_of);
+    st = PX_ERR_RUNTIME;
+    goto done;
+  }
+  int32_t batch = 0;
+  int64_t prev_lo = 0, prev_hi = 0;
+  for (int64_t k = 0;;) {
+    int64_t lo = k, hi = k;
+    if (k < ns)
+      for (hi = k + 1; hi < ns && sched[hi - 1].pair; hi++) {
+      }
+    int32_t batch_first = e.il.n;
+    for (int64_t j = prev_lo; j < prev_hi; j++) {
+      sched_unit pu = sched[j];
+      int64_t pvs = pu.chunk * pp + s;
+      int32_t first = (int32_t)p->vstage_first[pvs], n = (int32_t)p->vstage_layers[pvs];
+      if (!pu.bwd && pvs < V - 1)
+        inst_push(&e.il, PX_BLOCK_SEND_FWD, PX_STREAM_PP_SEND, PX_PHASE_COMM, pu.mb, first + n, pu.chunk, -1);
+      else if (pu.bwd && pvs > 0)
+        inst_push(&e.il, PX_BLOCK_SEND_BWD, PX_STREAM_PP_SEND, PX_PHASE_COMM, pu.mb, first, pu.chunk, -1);
+      else
+        continue;
+      dep_push(&e.il, last_of[j]);
+    }
+    for (int64_t j = lo; j < hi; j++) {
+      sched_unit u = sched[j];
+      int64_t vs = u.chunk * pp + s;
+      int32_t first = (int32_t)p->vstage_first[vs], n = (int32_t)p->vstage_layers[vs];
+      recv_of[j] = -1;
+      if (!u.bwd && vs > 0)
+        recv_of[j] = inst_push(&e.il, PX_BLOCK_RECV_FWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first, u.chunk, -1);
+      else if (u.bwd && vs < V - 1)
+        recv_of[j] = inst_push(&e.il, PX_BLOCK_RECV_BWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first + n, u.chunk, -1);
+      /* without p2p overlap a receive is posted only when the stage reaches it */
+      if (recv_of[j] >= 0 && !(p->par.overlap & PX_OVERLAP_PP)) dep_push(&e.il, e.last_compute);
+    }
+    int32_t batch_end = e.il.n;
+    if (batch_end > batch_first) {
+      for (int32_t i = batch_first; i < batch_end; i++) e.il.v[i].batch = batch;
+      batch++;
+    }
+    if (k >= ns) break;
+    for (int64_t j = lo; j < hi; j++) {
+      int32_t group_start = e.il.n;
+      emit_entry(&e, sched, j, recv_of[j]);
+      /* Without p2p overlap the compute stream waits for the whole batch. */
+      if (!(p->par.overlap & PX_OVERLAP_PP) && j == lo && group_start < e.il.n) {
+        for (int32_t i = group_start; i < e.il.n; i++) {
+          if (e.il.v[i].stream != PX_STREAM_COMPUTE) continue;
+          int32_t saved = e.il.n;
+          e.il.n = i + 1; /* dep_push appends to the last instance: temporarily make it i */
+          for (int32_t b = batch_first; b < batch_end; b++) dep_push(&e.il, b);
+          e.il.n = saved;
+          break;
+        }
+      }
+      last_of[j] = e.last_compute;
+    }
+    prev_lo = lo;
+    prev_hi = hi;
+    k = hi;
+  }
+  free(recv_of);
+  free(last_of);
+  flush_syncs(&e, -1);
+
+  /* Tied embeddings across stages: sum the two copies' gradients. */
+  int32_t emb_sync = -1;
+  if (p->model.tied_embeddings && pp > 1 && (prog->has_embed || prog->has_head)) {
+    int32_t u = unit_of(&e, prog->has_embed ? -1 : L);
+    emb_sync = inst_push(&e.il, PX_BLOCK_EMB_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
+    dep_push(&e.il, e.grad_sync_last[u] >= 0 ? e.grad_sync_last[u] : e.last_compute);
+    dep_push(&e.il, e.last_compute);
+  }
+  int32_t opt = inst_push(&e.il, PX_BLOCK_OPTIMIZER, PX_STREAM_COMPUTE, PX_PHASE_OPT, -1, -1, 0, -1);
+  for (int32_t u = 0; u < nu; u++) dep_push(&e.il, e.grad_sync_last[u]);
+  dep_push(&e.il, emb_sync);
+  if (p->par.zero > 0 && p->par.zero < 3 && !(p->par.overlap & PX_OVERLAP_ZERO))
+    for (int32_t u = 0; u < nu; u++) {
+      inst_push(&e.il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
+      dep_push(&e.il, opt);
+    }
+  prog->insts = e.il.v;
+  prog->ninsts = e.il.n;
+  prog->deps = e.il.deps;
+  prog->ndeps = e.il.nd;
+  e.il.v = NULL;
+  e.il.deps = NULL;
+done:
+  free(sched);
+  free(e.unit_of_group);
+  free(e.gathered);
+  free(e.grad_sync_last);
+  free(e.param_sync);
+  free(e.unit_fwd_seen);
+  free(e.last_bwd_k);
+  free(e.il.v);
+  free(e.il.deps);
+  return st;
+}
+
+/* Pairs sends and receives per (source stage, destination stage, direction)
+ * in program order, checking that they agree on micro-batch and chunk. */
+static px_status match_p2p(px_plan *p, px_err *err) {
+  int64_t pp = p->par.pp;
+  for (int64_t s = 0; s < pp; s++) {
+    px_program *src = &p->programs[s];
+    for (int dir = 0; dir < 2; dir++) {
+      px_block_kind sk = dir == 0 ? PX_BLOCK_SEND_FWD : PX_BLOCK_SEND_BWD;
+      px_block_kind rk = dir == 0 ? PX_BLOCK_RECV_FWD : PX_BLOCK_RECV_BWD;
+      int64_t d = dir == 0 ? (s + 1) % pp : (s - 1 + pp) % pp;
+      px_program *dst = &p->programs[d];
+      int32_t j = 0;
+      for (int32_t i = 0; i < src->ninsts; i++) {
+        px_inst *si = &src->insts[i];
+        if (si->block != sk) continue;
+        while (j < dst->ninsts && dst->insts[j].block != rk) j++;
+        if (j == dst->ninsts)
+          return px_err_set(err, PX_ERR_RUNTIME, "internal: stage %lld sends micro-batch %d with no receive on stage %lld",
+                            (long long)s, si->mb, (long long)d);
+        px_inst *ri = &dst->insts[j];
+        /* The chunk advances by one when a forward send wraps from the last stage to the first. */
+        int32_t want_chunk = si->chunk + (dir == 0 ? (s == pp - 1) : -(s == 0));
+        int32_t want_layer = si->layer;
+        if (ri->mb != si->mb || ri->chunk != want_chunk || ri->layer != want_layer)
+          return px_err_set(err, PX_ERR_RUNTIME,
+                            "internal: stage %lld's send (mb %d, chunk %d) meets stage %lld's receive (mb %d, chunk %d)",
+                            (long long)s, si->mb, si->chunk, (long long)d, ri->mb, ri->chunk);
+        si->peer = j;
+        ri->peer = i;
+        j++;
+      }
+      for (; j < dst->ninsts; j++)
+        if (dst->insts[j].block == rk)
+          return px_err_set(err, PX_ERR_RUNTIME, "internal: stage %lld receives micro-batch %d that is never sent",
+                            (long long)d, dst->insts[j].mb);
+    }
+  }
+  return PX_OK;
+}
+
+px_status px_compile_programs(px_plan *p, px_err *err) {
+  int64_t pp = p->par.pp;
+  split_layers(p);
+  p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
+  if (!p->programs) return PX_ERR_RUNTIME;
+  for (int64_t s = 0; s < pp; s++) {
+    px_program *prog = &p->programs[s];
+    prog->has_embed = s == 0;
+    prog->has_head = s == pp - 1;
+    prog->first_layer = p->vstage_first[s];
+    prog->nlayers = 0;
+    for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
+    px_status st = emit_program(p, s, prog, err);
+    if (st) return st;
+  }
+  return match_p2p(p, err);
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# parallax plan: the JSON contract, plan files round-trip, graph and DOT
+# output, and refusals of impossible plans.
+set -u
+px=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+"$px" plan -m llama3-70b -c dgx-h100 -g 64 -t 8 -p 2 -z 1 --sp -r selective --json >"$tmp/a.json" || fail "plan --json"
+for key in '"params":' '"flops_per_step":' '"fits":' '"peak_bytes_max":' '"stages":' '"peak_bytes":' \
+           '"params_bytes":' '"grads_bytes":' '"optimizer_bytes":' '"activations_bytes":' '"buffers_bytes":'; do
+  grep -q "$key" "$tmp/a.json" || fail "plan --json lacks $key"
+done
+grep -q '"fits":	true' "$tmp/a.json" || fail "70B on 64 H100 with tp 8 pp 2 ZeRO-1 SP selective should fit"
+
+# Plan files: save, reload, same result; flags override the file.
+"$px" plan -m llama3-70b -c dgx-h100 -g 64 -t 8 -p 2 -z 1 --sp -r selective -o "$tmp/plan.json" >/dev/null || fail "--save-plan"
+"$px" plan -f "$tmp/plan.json" --json >"$tmp/b.json" || fail "--plan"
+diff <(grep -v '"model"\|"cluster"' "$tmp/a.json") <(grep -v '"model"\|"cluster"' "$tmp/b.json") >/dev/null || fail "plan file round trip differs"
+"$px" plan -f "$tmp/plan.json" -z 3 --json | grep -q '"zero":	3' || fail "flag does not override the plan file"
+
+# Graph and DOT.
+"$px" plan -m tiny -c local-cpu -g 2 -p 2 --graph "$tmp/g.json" --dot "$tmp/g.dot" >/dev/null || fail "--graph/--dot"
+grep -q '"format":	"parallax-graph/1"' "$tmp/g.json" || fail "graph format"
+grep -q 'digraph parallax' "$tmp/g.dot" || fail "dot header"
+grep -q 'flash_attn' "$tmp/g.dot" || fail "dot lacks the attention op"
+ls "$tmp" | grep -q '\.tmp\.' && fail "temporary files left behind"
+
+# Refusals: exit 2 with the reason.
+check() {
+  local needle=$1
+  shift
+  local err
+  err=$("$px" plan "$@" 2>&1 >/dev/null)
+  local rc=$?
+  [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -qF -- "$needle" || fail "plan $* -> $rc '$err' (wanted '$needle')"
+}
+check "attention heads" -m llama3-8b -c dgx-a100 -g 24 -t 3
+check "but there are 16 GPUs" -m llama3-8b -c dgx-a100 -g 16 -t 8 -p 2 -d 2
+check "not divisible by mbs" -m llama3-8b -c dgx-a100 -g 16 -t 8 -B 7
+check "needs tp > 1" -m llama3-8b -c dgx-a100 -g 8 --sp
+check "needs pp > 1" -m llama3-8b -c dgx-a100 -g 8 -e interleaved -v 2
+check "more than the 4 layers" -m tiny -c dgx-a100 -g 8 -p 8
+check "--model is required" -c dgx-a100 -g 8
+check "not one of gpipe|1f1b|interleaved" -m tiny -c dgx-a100 -g 8 -e zigzag
+check "overlap" -m tiny -c dgx-a100 -g 8 --overlap bogus
+check "plan.json" -f "$tmp/nonexistent/plan.json"
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,430 @@
+/* Plan compiler: model states against the ZeRO formulas, activations
+ * against Korthikanti et al., FLOPs against Megatron-LM, pipeline p2p
+ * matching and deadlock freedom, lifetimes, layer splits, the rank grid,
+ * and refusals of impossible plans. Formulas: tests/data/memory_formulas.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "tests/testutil.h"
+
+static px_cluster cluster(const char *name, int64_t gpus) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load(name, &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, gpus, 0, &err), PX_OK);
+  return c;
+}
+
+/* A GPT model of Megatron's shape (V divisible by every tp used). */
+static px_model gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t seq, double dropout) {
+  px_model m;
+  px_model_init(&m);
+  snprintf(m.name, sizeof m.name, "gpt-test");
+  m.layers = layers, m.hidden = hidden, m.heads = heads, m.kv_heads = heads, m.head_dim = hidden / heads;
+  m.ffn_hidden = 4 * hidden, m.vocab = 51200, m.seq_len = seq, m.max_positions = seq;
+  m.bias = m.qkv_bias = true, m.tied_embeddings = true, m.dropout = dropout;
+  return m;
+}
+
+static px_parallel par(int64_t tp, int64_t pp, int64_t dp, int zero, int64_t mbs, int64_t gbs) {
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = tp, p.pp = pp, p.dp = dp, p.zero = zero, p.mbs = mbs, p.gbs = gbs;
+  return p;
+}
+
+static px_status compile(px_plan *plan, const px_model *m, px_cluster *c, px_parallel *p, px_err *err) {
+  px_parallel_resolve(p, m, c);
+  return px_plan_compile(plan, m, c, p, err);
+}
+
+/* ---- model states: ZeRO ---- */
+
+static void test_zero_states(void) {
+  /* Megatron's 7.5B GPT (h 4096, 36 layers), one stage, dp 64. */
+  px_model m = gpt(36, 4096, 32, 2048, 0.1);
+  double psi = (double)px_model_param_count(&m);
+  PX_ASSERT_REL(psi, 7.5e9, 0.01);
+  px_cluster c = cluster("dgx-a100", 64);
+  double want[4] = {16 * psi, 4 * psi + 12 * psi / 64, 2 * psi + 14 * psi / 64, 16 * psi / 64};
+  double paper_gb[4] = {120, 31.4, 16.6, 1.9}; /* ZeRO Figure 1 */
+  for (int z = 0; z < 4; z++) {
+    px_parallel p = par(1, 1, 64, z, 1, 64);
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    const px_memplan *mp = &plan.mem[0];
+    double states = (double)mp->static_bytes;
+    /* Exact up to each unit's padding to a multiple of dp (at most 63 elements a unit). */
+    double slack = 16.0 * 64 * plan.programs[0].nunits;
+    if (!(states >= want[z] && states <= want[z] + slack))
+      fprintf(stderr, "\n  ZeRO-%d: %.0f bytes, formula %.0f (+ %.0f)\n", z, states, want[z], slack);
+    CU_ASSERT(states >= want[z] && states <= want[z] + slack);
+    /* The paper's rounded figures with its Psi = 7.5B. */
+    PX_ASSERT_REL(want[z] * 7.5e9 / psi / 1e9, paper_gb[z], 0.02);
+    PX_ASSERT_EQ_U64(mp->at_peak[PX_MEM_PARAMS] + mp->at_peak[PX_MEM_GRADS] + mp->at_peak[PX_MEM_OPTIMIZER],
+                     mp->static_bytes);
+    px_plan_free(&plan);
+  }
+}
+
+/* ---- activations: Korthikanti et al. ---- */
+
+static double korthikanti(double s, double b, double h, double a, double t, bool sp, px_recompute rc) {
+  if (rc == PX_RECOMPUTE_FULL) return sp ? 2 * s * b * h / t : 2 * s * b * h;
+  if (rc == PX_RECOMPUTE_SELECTIVE) return sp ? 34 * s * b * h / t : s * b * h * (10 + 24 / t);
+  if (sp) return s * b * h * (34 + 5 * a * s / h) / t;
+  return s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+}
+
+static void test_korthikanti(void) {
+  px_model m = gpt(8, 4096, 32, 2048, 0.1); /* dropout on, as in the paper */
+  px_cluster c = cluster("dgx-a100", 8);
+  int64_t tps[] = {1, 2, 8};
+  for (size_t ti = 0; ti < 3; ti++) {
+    for (int sp = 0; sp < 2; sp++) {
+      for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++) {
+        int64_t t = tps[ti];
+        if (sp && t == 1) continue;
+        px_parallel p = par(t, 1, 8 / t, 0, 2, 16);
+        p.sp = sp;
+        p.recompute = rc;
+        p.attention = PX_ATTN_UNFUSED;
+        p.precision = PX_PREC_FP16;
+        px_plan plan;
+        px_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+        double got = (double)px_plan_layer_activation_bytes(&plan);
+        double want = korthikanti(2048, 2, 4096, 32, (double)t, sp, (px_recompute)rc);
+        if (got < want || got > want * 1.01)
+          fprintf(stderr, "\n  tp %lld sp %d recompute %s: %.0f bytes, formula %.0f\n", (long long)t, sp,
+                  px_recompute_names[rc], got, want);
+        CU_ASSERT(got >= want && got <= want * 1.01);
+        px_plan_free(&plan);
+      }
+    }
+  }
+}
+
+/* The first 1F1B stage holds p micro-batches; interleaving multiplies its
+ * activations by 1 + (p-1)/(p v). */
+static void test_inflight(void) {
+  px_model m = gpt(32, 1024, 16, 1024, 0.0);
+  px_cluster c = cluster("dgx-a100", 8);
+  px_parallel p = par(1, 8, 1, 0, 1, 32);
+  px_plan plan;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  for (int64_t s = 0; s < 8; s++) CU_ASSERT_EQUAL(plan.mem[s].peak_mbs_in_flight, 8 - s);
+  double per_layer = (double)px_plan_layer_activation_bytes(&plan);
+  double one_f1b = (double)plan.mem[0].activations_peak_bytes;
+  /* p micro-batches x 4 layers = the model's 32 layers' worth, plus the embedding output */
+  PX_ASSERT_REL(one_f1b, 32 * per_layer, 0.02);
+  px_plan_free(&plan);
+
+  p = par(1, 8, 1, 0, 1, 32);
+  p.schedule = PX_SCHED_INTERLEAVED;
+  p.vpp = 2;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  double inter = (double)plan.mem[0].activations_peak_bytes;
+  PX_ASSERT_REL(inter / one_f1b, 1.0 + 7.0 / (8.0 * 2.0), 0.02);
+  px_plan_free(&plan);
+}
+
+/* ---- FLOPs: Megatron-LM ---- */
+
+static void test_flops(void) {
+  px_model m = gpt(24, 2048, 16, 2048, 0.1);
+  px_cluster c = cluster("dgx-a100", 32);
+  double l = 24, h = 2048, s = 2048, V = 51200;
+  for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++) {
+    px_parallel p = par(2, 2, 8, 1, 2, 64);
+    p.recompute = rc;
+    p.attention = PX_ATTN_UNFUSED;
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    double B = 64;
+    double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+    PX_ASSERT_REL(plan.model_flops_per_step, model, 0.005);
+    if (rc == PX_RECOMPUTE_FULL) {
+      double hw = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+      PX_ASSERT_REL(plan.hw_flops_per_step, hw, 0.005);
+    }
+    if (rc == PX_RECOMPUTE_NONE) PX_ASSERT_REL(plan.hw_flops_per_step, model, 1e-12);
+    px_plan_free(&plan);
+  }
+}
+
+/* ---- pipeline p2p ---- */
+
+static void test_p2p_deadlock_free(void) {
+  px_model m = gpt(128, 64, 4, 64, 0.0);
+  int64_t pps[] = {2, 3, 4, 8, 16, 64};
+  int64_t ms[] = {1, 2, 3, 7, 16, 64, 256};
+  int checked = 0;
+  for (size_t i = 0; i < sizeof pps / sizeof *pps; i++) {
+    px_cluster c = cluster("dgx-a100", pps[i]);
+    for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
+      for (int sched = 0; sched < PX_SCHED_COUNT; sched++) {
+        for (int64_t v = 2; v <= (sched == PX_SCHED_INTERLEAVED ? 4 : 2); v += 2) {
+          int64_t pp = pps[i], mm = ms[j];
+          if (sched == PX_SCHED_INTERLEAVED && (mm % pp || 128 % (pp * v))) continue;
+          if (pp == 64 && mm == 256 && sched != PX_SCHED_1F1B) continue; /* keep the suite quick */
+          px_parallel p = par(1, pp, c.gpus / pp, 0, 1, mm * (c.gpus / pp));
+          p.schedule = sched;
+          if (sched == PX_SCHED_INTERLEAVED) p.vpp = v;
+          px_plan plan;
+          px_err err = {0};
+          px_status st = compile(&plan, &m, &c, &p, &err);
+          if (st) fprintf(stderr, "\n  pp %lld m %lld %s: %s\n", (long long)pp, (long long)mm, px_schedule_names[sched], err.msg);
+          CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+          st = px_plan_check_p2p(&plan, &err);
+          if (st) fprintf(stderr, "\n  pp %lld m %lld %s v %lld: %s\n", (long long)pp, (long long)mm, px_schedule_names[sched], (long long)v, err.msg);
+          CU_ASSERT_EQUAL(st, PX_OK);
+          /* every send has exactly one receive pointing back at it */
+          for (int64_t s = 0; s < pp; s++) {
+            const px_program *prog = &plan.programs[s];
+            for (int32_t k = 0; k < prog->ninsts; k++) {
+              const px_inst *in = &prog->insts[k];
+              if (in->block != PX_BLOCK_SEND_FWD && in->block != PX_BLOCK_SEND_BWD) continue;
+              int64_t d = in->block == PX_BLOCK_SEND_FWD ? (s + 1) % pp : (s - 1 + pp) % pp;
+              CU_ASSERT_FATAL(in->peer >= 0 && in->peer < plan.programs[d].ninsts);
+              CU_ASSERT_EQUAL(plan.programs[d].insts[in->peer].peer, k);
+            }
+          }
+          checked++;
+          px_plan_free(&plan);
+        }
+      }
+    }
+  }
+  CU_ASSERT(checked > 80);
+}
+
+/* A deliberately broken order is caught. */
+static void test_p2p_detects_deadlock(void) {
+  px_model m = gpt(8, 64, 4, 64, 0.0);
+  px_cluster c = cluster("dgx-a100", 2);
+  px_parallel p = par(1, 2, 1, 0, 1, 4);
+  px_plan plan;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+  /* Split stage 1's batches so its send waits alone before its receive: classic 1F1B deadlock. */
+  px_program *prog = &plan.programs[1];
+  for (int32_t k = 0; k < prog->ninsts; k++) prog->insts[k].batch = prog->insts[k].batch >= 0 ? k : -1;
+  px_program *p0 = &plan.programs[0];
+  for (int32_t k = 0; k < p0->ninsts; k++) p0->insts[k].batch = p0->insts[k].batch >= 0 ? k : -1;
+  CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "deadlock"));
+  px_plan_free(&plan);
+}
+
+/* ---- lifetimes: every tensor instance is allocated once and freed once ---- */
+
+typedef struct {
+  int16_t slot;
+  int32_t mb, layer;
+} key;
+
+static int find_key(const key *live, int n, key k) {
+  for (int i = 0; i < n; i++)
+    if (live[i].slot == k.slot && live[i].mb == k.mb && live[i].layer == k.layer) return i;
+  return -1;
+}
+
+static void check_lifetimes(const px_plan *plan) {
+  for (int64_t s = 0; s < plan->par.pp; s++) {
+    const px_program *prog = &plan->programs[s];
+    key *live = calloc(20000, sizeof *live);
+    int n = 0;
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      const px_inst *in = &prog->insts[i];
+      const px_block *b = &plan->blocks[in->block];
+      for (int32_t k = 0; k < b->nops; k++) {
+        const px_op *o = &b->ops[k];
+        for (int32_t a = 0; a < o->alloc_count; a++) {
+          px_ref r = b->allocs[o->alloc_start + a];
+          key kk = {r.slot, in->mb, in->layer + r.layer_off};
+          if (find_key(live, n, kk) >= 0)
+            fprintf(stderr, "\n  stage %lld inst %d (%s): %s allocated twice\n", (long long)s, i,
+                    px_block_names[in->block], plan->slots[r.slot].name);
+          CU_ASSERT_FATAL(find_key(live, n, kk) < 0 && n < 20000);
+          live[n++] = kk;
+        }
+        for (int32_t f = 0; f < o->free_count; f++) {
+          px_ref r = b->frees[o->free_start + f];
+          key kk = {r.slot, in->mb, in->layer + r.layer_off};
+          int at = find_key(live, n, kk);
+          if (at < 0)
+            fprintf(stderr, "\n  stage %lld inst %d (%s, mb %d layer %d): frees %s (layer %d), not live\n",
+                    (long long)s, i, px_block_names[in->block], in->mb, in->layer, plan->slots[r.slot].name,
+                    kk.layer);
+          CU_ASSERT_FATAL(at >= 0);
+          live[at] = live[--n];
+        }
+      }
+    }
+    if (n) fprintf(stderr, "\n  stage %lld: %d tensors left live, first %s\n", (long long)s, n, plan->slots[live[0].slot].name);
+    CU_ASSERT_EQUAL(n, 0);
+    free(live);
+  }
+}
+
+static void test_lifetimes(void) {
+  px_model models[2];
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &models[0], &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-gpt", &models[1], &err), PX_OK);
+  models[1].dropout = 0.1;
+  px_cluster c = cluster("local-cpu", 8);
+  c.gpus_per_node = 8;
+  for (int mi = 0; mi < 2; mi++)
+    for (int64_t tp = 1; tp <= 2; tp++)
+      for (int64_t pp = 1; pp <= 4; pp *= 2)
+        for (int sp = 0; sp <= (tp > 1); sp++)
+          for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++)
+            for (int att = 0; att < PX_ATTN_COUNT; att++)
+              for (int sched = 0; sched < PX_SCHED_COUNT; sched++)
+                for (int z = 0; z < 4; z++) {
+                  if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || 4 % (pp * 2))) continue;
+                  px_parallel p = par(tp, pp, 2, z, 1, 8);
+                  p.sp = sp, p.recompute = rc, p.attention = att, p.schedule = sched;
+                  p.precision = PX_PREC_FP32;
+                  if (sched == PX_SCHED_INTERLEAVED) p.vpp = 2, p.gbs = 2 * pp * 2;
+                  px_cluster cc = c;
+                  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&cc, tp * pp * 2, 0, &err), PX_OK);
+                  px_plan plan;
+                  px_status st = compile(&plan, &models[mi], &cc, &p, &err);
+                  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+                  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+                  check_lifetimes(&plan);
+                  CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+                  px_plan_free(&plan);
+                }
+}
+
+/* ---- layers, grid ---- */
+
+static void test_layer_split(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-405b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 16384);
+  px_parallel p = par(8, 16, 128, 1, 1, 2048);
+  p.seq = 8192;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  /* Llama 3 405B: 126 layers on 16 stages, 7 on the first and last (embedding and loss). */
+  CU_ASSERT_EQUAL(plan.vstage_layers[0], 7);
+  CU_ASSERT_EQUAL(plan.vstage_layers[15], 7);
+  for (int i = 1; i < 15; i++) CU_ASSERT_EQUAL(plan.vstage_layers[i], 8);
+  CU_ASSERT_EQUAL(plan.vstage_first[15], 119);
+  /* Only pp programs exist, whatever the DP size. */
+  CU_ASSERT_EQUAL(plan.grid.world, 16384);
+  CU_ASSERT(plan.grid.tp_place.intra);
+  CU_ASSERT_EQUAL(plan.grid.dp_place.nodes, 128);
+  CU_ASSERT_EQUAL(plan.grid.dp_place.per_node, 1);
+  CU_ASSERT_EQUAL(plan.grid.pp_place.nodes, 16);
+  px_plan_free(&plan);
+  /* TP 4 on 8-GPU nodes: two DP members share a node. */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama2-7b", &m, &err), PX_OK);
+  c = cluster("dgx-a100", 32);
+  p = par(4, 1, 8, 0, 1, 8);
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(plan.grid.tp_place.intra);
+  CU_ASSERT_EQUAL(plan.grid.dp_place.per_node, 2);
+  CU_ASSERT_EQUAL(plan.grid.dp_place.nodes, 4);
+  int64_t t, d, q;
+  px_grid_coords(&plan.grid, 13, &t, &d, &q);
+  CU_ASSERT(t == 1 && d == 3 && q == 0);
+  CU_ASSERT_EQUAL(px_grid_rank(&plan.grid, 1, 3, 0), 13);
+  px_plan_free(&plan);
+}
+
+/* ---- refusals ---- */
+
+static void expect_refused(const char *model, int64_t gpus, px_parallel p, const char *needle) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load(model, &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-a100", gpus);
+  px_plan plan;
+  px_status st = compile(&plan, &m, &c, &p, &err);
+  if (st != PX_ERR_INPUT || !strstr(err.msg, needle))
+    fprintf(stderr, "\n  wanted '%s', got status %d '%s'\n", needle, st, err.msg);
+  CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, needle));
+  if (!st) px_plan_free(&plan);
+}
+
+static void test_refusals(void) {
+  px_parallel p;
+  p = par(3, 1, 0, 0, 1, 8);
+  expect_refused("llama3-8b", 24, p, "does not divide the 32 attention heads");
+  p = par(16, 1, 1, 0, 1, 8);
+  expect_refused("llama3-8b", 16, p, "key/value heads");
+  p = par(8, 2, 2, 0, 1, 8);
+  expect_refused("llama3-8b", 64, p, "but there are 64 GPUs");
+  p = par(8, 1, 2, 0, 1, 7);
+  expect_refused("llama3-8b", 16, p, "not divisible by mbs");
+  p = par(1, 1, 8, 0, 1, 8);
+  p.sp = 1;
+  expect_refused("llama3-8b", 8, p, "sequence parallelism needs tp > 1");
+  p = par(1, 1, 8, 0, 1, 8);
+  p.schedule = PX_SCHED_INTERLEAVED;
+  p.vpp = 2;
+  expect_refused("llama3-8b", 8, p, "interleaved schedule needs pp > 1");
+  p = par(1, 8, 1, 0, 1, 16);
+  p.schedule = PX_SCHED_INTERLEAVED;
+  p.vpp = 3;
+  expect_refused("llama3-8b", 8, p, "divide the 32 layers evenly");
+  p = par(1, 8, 1, 0, 1, 12);
+  p.schedule = PX_SCHED_INTERLEAVED;
+  p.vpp = 2;
+  expect_refused("llama3-8b", 8, p, "multiple of pp");
+  p = par(1, 8, 1, 0, 1, 8);
+  expect_refused("tiny", 8, p, "more than the 4 layers");
+  p = par(1, 1, 1, 2, 1, 8);
+  expect_refused("llama3-8b", 1, p, "dp is 1");
+  p = par(1, 1, 8, 0, 1, 8);
+  p.seq = 2048;
+  expect_refused("gpt2-124m", 8, p, "learned positions");
+  p = par(1, 2, 4, 0, 1, 8);
+  p.vpp = 2;
+  p.schedule = PX_SCHED_1F1B;
+  expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+}
+
+/* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
+static void test_vocab_padding(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt2-1.5b", &m, &err), PX_OK);
+  m.heads = 32, m.kv_heads = 32, m.head_dim = 50; /* 1600 / 32 */
+  px_cluster c = cluster("dgx-a100", 8);
+  px_parallel p = par(8, 1, 1, 0, 1, 8);
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(plan.vocab_padded, 51200);
+  px_plan_free(&plan);
+}
+
+int main(void) {
+  static const px_test tests[] = {
+      {"model states equal the ZeRO formulas (stages 0-3)", test_zero_states},
+      {"activations per layer equal Korthikanti et al. within 1%", test_korthikanti},
+      {"1F1B holds p micro-batches; interleaving's factor", test_inflight},
+      {"FLOPs per step equal Megatron's formula within 0.5%", test_flops},
+      {"sends match receives and no schedule deadlocks", test_p2p_deadlock_free},
+      {"a broken p2p order is reported as a deadlock", test_p2p_detects_deadlock},
+      {"every tensor is allocated and freed exactly once", test_lifetimes},
+      {"uneven layer split and the rank grid", test_layer_split},
+      {"impossible plans are refused with a reason", test_refusals},
+      {"vocabulary padding as Megatron", test_vocab_padding},
+  };
+  return px_test_main("plan", tests, sizeof tests / sizeof tests[0]);
+}
