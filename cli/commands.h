@@ -7,5 +7,6 @@ int px_cmd_topologies(int argc, char **argv);
 int px_cmd_model(int argc, char **argv);
 int px_cmd_topology(int argc, char **argv);
 int px_cmd_plan(int argc, char **argv);
+int px_cmd_sim(int argc, char **argv);
 
 #endif

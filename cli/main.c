@@ -15,6 +15,7 @@ static const px_command commands[] = {
     {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
     {"plan", px_cmd_plan, "compile a plan: grid, groups, layers per stage, memory per GPU, FLOPs, bubble"},
+    {"sim", px_cmd_sim, "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
     {"topology", px_cmd_topology, "topology show NAME|FILE: a cluster's GPU, fabric and network figures"},
 };
 

@@ -655,7 +655,11 @@ static void head_forward(bld *b, const dims *d, const layer_slots *L, const stag
   o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab;
   elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
   /* three all-reduces of one float per row: max, sum of exponentials, target logit */
-  if (d->T > 1) o->wire_bytes = 3.0 * 2.0 * (double)(d->T - 1) / (double)d->T * (double)(B * S) * 4.0;
+  if (d->T > 1) {
+    o->coll = PX_COLL_ALLREDUCE;
+    o->coll_bytes = (uint64_t)(3 * B * S * 4);
+    o->wire_bytes = 2.0 * (double)(d->T - 1) / (double)d->T * (double)o->coll_bytes;
+  }
   keep(b, x);
   keep(b, R(s->lnf, 0));
   keep(b, R(s->lnf_rstd, 0));
@@ -682,17 +686,27 @@ static void head_backward(bld *b, const dims *d, const layer_slots *L, const sta
            R(s->lnf_rstd, 0), s->w_lnf, s->b_lnf, B * Sl);
 }
 
-/* Send or receive of the activation (or its gradient) at a chunk boundary. */
-static void p2p(bld *b, const dims *d, px_op_kind kind, px_ref r) {
+/* Send or receive of the activation (or its gradient) at a chunk boundary.
+ * Without SP every TP rank holds the whole tensor, so (as Megatron-LM's
+ * scatter-gather optimisation) each sends only its 1/tp slice and the
+ * receiver all-gathers the slices over the TP group. */
+static void p2p(bld *b, const dims *d, px_op_kind kind, px_ref r, int buf) {
+  bool scatter = !d->sp && d->T > 1;
+  int64_t elems = d->B * d->Sl * d->H, part = scatter ? elems / d->T : elems;
   px_op *o = op_new(b, kind, kind == PX_OP_SEND ? PX_STREAM_PP_SEND : PX_STREAM_PP_RECV, PX_PHASE_COMM);
   if (kind == PX_OP_SEND)
     o->in[0] = r;
   else
-    o->out[0] = r;
+    o->out[0] = scatter ? R(buf, 0) : r;
+  if (scatter) o->flags |= PX_OPF_TP_SLICE;
   o->coll = PX_COLL_P2P;
-  o->dim[0] = d->B * d->Sl * d->H;
-  o->coll_bytes = (uint64_t)o->dim[0] * d->e;
+  o->dim[0] = part;
+  o->coll_bytes = (uint64_t)part * d->e;
   o->wire_bytes = kind == PX_OP_SEND ? (double)o->coll_bytes : 0.0;
+  if (kind == PX_OP_RECV && scatter) {
+    px_op *g = coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, PX_PHASE_COMM, R(buf, 0), r, part, elems, d->act, d->T);
+    g->stream = PX_STREAM_PP_RECV;
+  }
   if (kind == PX_OP_RECV) keep(b, r);
 }
 
@@ -878,17 +892,18 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   keep(&b, R(grad_slot(p, L.x), 0));
   block_finish(&b);
 
+  int p2p_buf = slot_add(p, "p2p_slice", PX_SLOT_BUFFER, d.act, d.B * d.Sl * d.H / d.T, 1, 1, 1);
   block_begin(&b, p, PX_BLOCK_SEND_FWD, PX_STREAM_PP_SEND);
-  p2p(&b, &d, PX_OP_SEND, R(L.x, 0));
+  p2p(&b, &d, PX_OP_SEND, R(L.x, 0), p2p_buf);
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_RECV_FWD, PX_STREAM_PP_RECV);
-  p2p(&b, &d, PX_OP_RECV, R(L.x, 0));
+  p2p(&b, &d, PX_OP_RECV, R(L.x, 0), p2p_buf);
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_SEND_BWD, PX_STREAM_PP_SEND);
-  p2p(&b, &d, PX_OP_SEND, R(grad_slot(p, L.x), 0));
+  p2p(&b, &d, PX_OP_SEND, R(grad_slot(p, L.x), 0), p2p_buf);
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_RECV_BWD, PX_STREAM_PP_RECV);
-  p2p(&b, &d, PX_OP_RECV, R(grad_slot(p, L.x), 0));
+  p2p(&b, &d, PX_OP_RECV, R(grad_slot(p, L.x), 0), p2p_buf);
   block_finish(&b);
 
   /* Unit-sized blocks: one op each whose size comes from the instance's unit

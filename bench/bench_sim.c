@@ -1,0 +1,116 @@
+/* Benchmark: plan compile and simulation time for large plans, and how the
+ * simulation time scales with DP, TP and micro-batches (flat, flat, linear).
+ * Usage: bench_sim [--quick] */
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "plan/plan.h"
+#include "sim/sim.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double rss_mib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_maxrss / 1024.0;
+}
+
+typedef struct {
+  double compile_s, sim_s, step_s, mfu;
+  unsigned long long events;
+  int insts;
+} result;
+
+/* Median of `reps` runs of compile + simulate (one step, with the comm-free twin). */
+static int measure(const char *model, const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t mbs,
+                   int64_t gbs, int64_t seq, int recompute, int reps, result *out) {
+  px_model m;
+  px_cluster c;
+  px_err err = {0};
+  if (px_model_load(model, &m, &err) || px_cluster_load(cluster, &c, &err) || px_cluster_set_size(&c, gpus, 0, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    return 1;
+  }
+  double comp[16], simt[16];
+  if (reps > 16) reps = 16;
+  for (int r = 0; r < reps; r++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = tp, p.pp = pp, p.mbs = mbs, p.gbs = gbs, p.seq = seq, p.zero = 1, p.recompute = recompute;
+    px_parallel_resolve(&p, &m, &c);
+    px_plan plan;
+    double t0 = now_s();
+    if (px_plan_compile(&plan, &m, &c, &p, &err)) {
+      fprintf(stderr, "%s\n", err.msg);
+      return 1;
+    }
+    double t1 = now_s();
+    px_sim_result res;
+    if (px_sim_run(&plan, NULL, &res, &err)) {
+      fprintf(stderr, "%s\n", err.msg);
+      px_plan_free(&plan);
+      return 1;
+    }
+    double t2 = now_s();
+    comp[r] = t1 - t0;
+    simt[r] = t2 - t1;
+    out->step_s = res.step_time_s;
+    out->mfu = res.mfu;
+    out->events = (unsigned long long)res.events;
+    out->insts = 0;
+    for (int64_t s = 0; s < pp; s++) out->insts += plan.programs[s].ninsts;
+    px_sim_result_free(&res);
+    px_plan_free(&plan);
+  }
+  /* medians */
+  for (int i = 0; i < reps; i++)
+    for (int j = i + 1; j < reps; j++) {
+      if (comp[j] < comp[i]) { double t = comp[i]; comp[i] = comp[j]; comp[j] = t; }
+      if (simt[j] < simt[i]) { double t = simt[i]; simt[i] = simt[j]; simt[j] = t; }
+    }
+  out->compile_s = comp[reps / 2];
+  out->sim_s = simt[reps / 2];
+  return 0;
+}
+
+static void row(const char *label, const result *r) {
+  printf("%-52s %9.2f %9.2f %10llu %8d %9.3f %6.1f%%\n", label, r->compile_s * 1e3, r->sim_s * 1e3, r->events, r->insts,
+         r->step_s, 100 * r->mfu);
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 && !strcmp(argv[1], "--quick") ? 1 : 5;
+  result r;
+  printf("# parallax simulator benchmark (median of %d runs; sim includes the comm-free twin run)\n", reps);
+  printf("# %-50s %9s %9s %10s %8s %9s %7s\n", "plan", "compile_ms", "sim_ms", "events", "insts", "step_s", "MFU");
+  if (!measure("llama3-405b", "dgx-h100", 16384, 8, 16, 1, 2048, 8192, PX_RECOMPUTE_NONE, reps, &r))
+    row("llama3-405b 16384xH100 tp8 pp16 dp128 gbs2048", &r);
+  if (!measure("gpt3-175b", "dgx-a100", 1024, 8, 8, 1, 1536, 2048, PX_RECOMPUTE_FULL, reps, &r))
+    row("gpt3-175b 1024xA100 tp8 pp8 dp16 gbs1536", &r);
+  printf("# DP scaling (llama3-70b, tp8 pp4, 16 micro-batches per rank)\n");
+  for (int64_t dp = 2; dp <= 512; dp *= 4) {
+    char label[96];
+    snprintf(label, sizeof label, "llama3-70b dp %lld (%lld GPUs)", (long long)dp, (long long)(32 * dp));
+    if (!measure("llama3-70b", "dgx-h100", 32 * dp, 8, 4, 1, 16 * dp, 8192, PX_RECOMPUTE_SELECTIVE, reps, &r)) row(label, &r);
+  }
+  printf("# TP scaling (llama3-70b, pp4 dp8, 16 micro-batches per rank)\n");
+  for (int64_t tp = 1; tp <= 8; tp *= 2) {
+    char label[96];
+    snprintf(label, sizeof label, "llama3-70b tp %lld (%lld GPUs)", (long long)tp, (long long)(32 * tp));
+    if (!measure("llama3-70b", "dgx-h100", 32 * tp, tp, 4, 1, 128, 4096, PX_RECOMPUTE_FULL, reps, &r)) row(label, &r);
+  }
+  printf("# micro-batch scaling (llama3-70b, tp8 pp4 dp8)\n");
+  for (int64_t m = 8; m <= 256; m *= 2) {
+    char label[96];
+    snprintf(label, sizeof label, "llama3-70b %lld micro-batches", (long long)m);
+    if (!measure("llama3-70b", "dgx-h100", 256, 8, 4, 1, 8 * m, 8192, PX_RECOMPUTE_SELECTIVE, reps, &r)) row(label, &r);
+  }
+  printf("# peak RSS %.1f MiB\n", rss_mib());
+  return 0;
+}

@@ -1,0 +1,159 @@
+/* What every CUDA kernel file shares: the bf16 storage type as C sees it, the
+ * status returned by each launcher (with a readable last error), fp32 <-> bf16
+ * conversions, and (device code only) loads/stores and warp/block reductions. */
+#ifndef PX_KERNELS_CUDA_COMMON_H
+#define PX_KERNELS_CUDA_COMMON_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+/* bf16 storage: __nv_bfloat16 in C++/CUDA, its 2-byte raw struct in C (same
+ * size and layout, so the launchers have one ABI for both languages). */
+#ifdef __cplusplus
+typedef __nv_bfloat16 px_bf16;
+#else
+typedef __nv_bfloat16_raw px_bf16;
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every launcher returns PX_OK, or PX_ERR_RUNTIME when a CUDA / cuBLAS call or
+ * a kernel launch failed; px_kc_last_error() then says where and why (text of
+ * the calling thread's most recent failure, "" when none). Sizes <= 0 are a
+ * no-op, as on the CPU. Launches are asynchronous: a fault inside a kernel
+ * shows up at the next synchronizing call, as everywhere in CUDA. */
+const char *px_kc_last_error(void);
+
+/* Records a failure of `what` at file:line unless e == cudaSuccess. */
+px_status px_kc_cuda_status(cudaError_t e, const char *file, int line, const char *what);
+
+/* Records any failure message (cuBLAS and other non-runtime errors); returns PX_ERR_RUNTIME. */
+px_status px_kc_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* out = bf16(inp), round to nearest even. */
+px_status px_kc_to_bf16(px_bf16 *out,      // (n)
+                        const float *inp,  // (n)
+                        int64_t n, cudaStream_t stream);
+
+/* out = float(inp), exact. */
+px_status px_kc_to_fp32(float *out,          // (n)
+                        const px_bf16 *inp,  // (n)
+                        int64_t n, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ------------------------- launcher helpers (C++ only) ------------------------- */
+#ifdef __CUDACC__
+
+/* Returns the status of `expr` (a cudaError_t) when it is not cudaSuccess. */
+#define PX_KC_TRY(expr)                                                            \
+  do {                                                                             \
+    px_status pxst_ = px_kc_cuda_status((expr), __FILE__, __LINE__, #expr);       \
+    if (pxst_ != PX_OK) return pxst_;                                              \
+  } while (0)
+
+/* After a launch: the launch's status (configuration errors, earlier faults). */
+#define PX_KC_LAUNCHED(name) px_kc_cuda_status(cudaGetLastError(), __FILE__, __LINE__, "launch " name)
+
+/* Threads per block for the elementwise kernels, and the block count that
+ * covers n items at `per_block` items per block; grid-stride loops take the
+ * rest, so any int64 n works. */
+#define PX_KC_THREADS 256
+static inline unsigned px_kc_blocks(int64_t n, int64_t per_block) {
+  int64_t b = (n + per_block - 1) / per_block;
+  const int64_t cap = 1 << 20;
+  return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+/* ------------------------- device helpers ------------------------- */
+
+/* Grid-stride loop over [0, n) with an int64 index. */
+#define PX_KC_FOR(i, n) \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+#define PX_KC_FULL_MASK 0xffffffffu
+
+static __device__ __forceinline__ float px_kc_ld(const float *p) { return *p; }
+static __device__ __forceinline__ float px_kc_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ void px_kc_st(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void px_kc_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+/* Butterfly reductions: every lane gets the result, and lanes combine in the
+ * same order on every run (deterministic). All 32 lanes must take part. */
+template <typename T>
+static __device__ __forceinline__ T px_kc_warp_sum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(PX_KC_FULL_MASK, v, o);
+  return v;
+}
+
+static __device__ __forceinline__ float px_kc_warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(PX_KC_FULL_MASK, v, o));
+  return v;
+}
+
+/* Sum over the whole block (blockDim.x a multiple of 32, at most 1024, every
+ * thread calling); every thread gets the same value. May be called repeatedly. */
+template <typename T>
+static __device__ T px_kc_block_sum(T v) {
+  __shared__ T part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = px_kc_warp_sum(v);
+  __syncthreads(); /* an earlier call's readers are done with part[] */
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? part[lane] : (T)0;
+  return px_kc_warp_sum(v); /* every warp adds the partials in the same order */
+}
+
+static __device__ float px_kc_block_max(float v) {
+  __shared__ float part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = px_kc_warp_max(v);
+  __syncthreads();
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? part[lane] : -INFINITY;
+  return px_kc_warp_max(v);
+}
+
+/* Deterministic column sums of an (N, C) matrix given by a functor f(i, j):
+ * out[j] += sum_i f(i, j), for the weight and bias gradients of the norms and
+ * the linear layer. A block of (32 columns) x (PX_KC_COLSUM_ROWS row lanes):
+ * lane y sums rows y, y + ROWS, ... in order, then lane 0 adds the lanes'
+ * partials in lane order. No atomics: the same input gives the same bits. */
+#define PX_KC_COLSUM_ROWS 32
+template <typename T, typename F>
+static __global__ void px_kc_colsum_kernel(T *out, int64_t n, int64_t c, F f) {
+  __shared__ float part[PX_KC_COLSUM_ROWS][33];
+  const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+  float s = 0.0f;
+  if (j < c)
+    for (int64_t i = threadIdx.y; i < n; i += PX_KC_COLSUM_ROWS) s += f(i, j);
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < c) {
+    float acc = 0.0f;
+    for (int y = 0; y < PX_KC_COLSUM_ROWS; y++) acc += part[y][threadIdx.x];
+    px_kc_st(out + j, px_kc_ld(out + j) + acc);
+  }
+}
+
+template <typename T, typename F>
+static px_status px_kc_colsum(T *out, int64_t n, int64_t c, F f, cudaStream_t stream) {
+  if (n <= 0 || c <= 0) return PX_OK;
+  dim3 block(32, PX_KC_COLSUM_ROWS);
+  px_kc_colsum_kernel<<<(unsigned)((c + 31) / 32), block, 0, stream>>>(out, n, c, f);
+  return PX_KC_LAUNCHED("px_kc_colsum_kernel");
+}
+
+#endif /* __CUDACC__ */
+
+#endif

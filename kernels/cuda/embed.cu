@@ -1,0 +1,118 @@
+/* Vocabulary-parallel token embedding and learned positions. The backwards
+ * give each gradient element to one thread that adds its contributions in the
+ * CPU's order, so they are deterministic without atomics. */
+#include "kernels/cuda/embed.h"
+
+template <typename T>
+static __global__ void embed_fwd_kernel(T *out, const int32_t *tokens, const T *table, int64_t n, int64_t vocab_start,
+                                        int64_t vl, int64_t c) {
+  PX_KC_FOR(idx, n * c) {
+    int64_t i = idx / c, j = idx - i * c;
+    int64_t r = (int64_t)tokens[i] - vocab_start;
+    if (tokens[i] >= 0 && r >= 0 && r < vl) {
+      out[idx] = table[r * c + j];
+    } else {
+      px_kc_st(out + idx, 0.0f);
+    }
+  }
+}
+
+/* Block (x: 256 columns, y: row slice s of EMBED_SLICES). The thread of column
+ * j in slice s owns the table rows r with r % EMBED_SLICES == s and walks all
+ * tokens in order, staged through shared memory, adding the owned ones: each
+ * dtable element has one writer and the CPU's order of additions. */
+#define EMBED_COLS 256
+#define EMBED_SLICES 32
+static __global__ void embed_bwd_kernel(float *dtable, const float *dout, const int32_t *tokens, int64_t n,
+                                        int64_t vocab_start, int64_t vl, int64_t c) {
+  __shared__ int64_t rows[EMBED_COLS];
+  const int64_t j = (int64_t)blockIdx.x * EMBED_COLS + threadIdx.x;
+  const int64_t slice = blockIdx.y;
+  for (int64_t i0 = 0; i0 < n; i0 += EMBED_COLS) {
+    int64_t cnt = n - i0 < EMBED_COLS ? n - i0 : EMBED_COLS;
+    __syncthreads(); /* the previous chunk's readers are done */
+    if (threadIdx.x < cnt) {
+      int32_t tok = tokens[i0 + threadIdx.x];
+      int64_t r = (int64_t)tok - vocab_start;
+      rows[threadIdx.x] = (tok >= 0 && r >= 0 && r < vl && r % EMBED_SLICES == slice) ? r : -1;
+    }
+    __syncthreads();
+    if (j < c) {
+      for (int64_t k = 0; k < cnt; k++) {
+        int64_t r = rows[k];
+        if (r >= 0) dtable[r * c + j] += dout[(i0 + k) * c + j];
+      }
+    }
+  }
+}
+
+template <typename T>
+static __global__ void pos_fwd_kernel(T *out, const T *wpe, int64_t b, int64_t t, int64_t c, int64_t pos0) {
+  PX_KC_FOR(idx, b * t * c) {
+    int64_t j = idx % c, ti = (idx / c) % t;
+    px_kc_st(out + idx, px_kc_ld(out + idx) + px_kc_ld(wpe + (pos0 + ti) * c + j));
+  }
+}
+
+/* One thread per (t, j): dwpe[pos0 + t, j] += dout[0, t, j] + dout[1, t, j] + ... in b order. */
+static __global__ void pos_bwd_kernel(float *dwpe, const float *dout, int64_t b, int64_t t, int64_t c, int64_t pos0) {
+  PX_KC_FOR(idx, t * c) {
+    int64_t ti = idx / c, j = idx - ti * c;
+    float *d = dwpe + (pos0 + ti) * c + j;
+    float acc = *d;
+    for (int64_t bi = 0; bi < b; bi++) acc += dout[(bi * t + ti) * c + j];
+    *d = acc;
+  }
+}
+
+template <typename T>
+static px_status embed_fwd(T *out, const int32_t *tokens, const T *table, int64_t n, int64_t vocab_start, int64_t vl,
+                           int64_t c, cudaStream_t stream) {
+  if (n <= 0 || c <= 0) return PX_OK;
+  embed_fwd_kernel<<<px_kc_blocks(n * c, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(out, tokens, table, n,
+                                                                                     vocab_start, vl, c);
+  return PX_KC_LAUNCHED("embed_fwd_kernel");
+}
+
+template <typename T>
+static px_status pos_fwd(T *out, const T *wpe, int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream) {
+  if (b <= 0 || t <= 0 || c <= 0) return PX_OK;
+  pos_fwd_kernel<<<px_kc_blocks(b * t * c, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(out, wpe, b, t, c, pos0);
+  return PX_KC_LAUNCHED("pos_fwd_kernel");
+}
+
+extern "C" px_status px_kc_embed_fwd(float *out, const int32_t *tokens, const float *table, int64_t n,
+                                     int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
+  return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
+}
+
+extern "C" px_status px_kc_embed_fwd_bf16(px_bf16 *out, const int32_t *tokens, const px_bf16 *table, int64_t n,
+                                          int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
+  return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
+}
+
+extern "C" px_status px_kc_embed_bwd(float *dtable, const float *dout, const int32_t *tokens, int64_t n,
+                                     int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
+  if (n <= 0 || c <= 0 || vl <= 0) return PX_OK;
+  int64_t slices = vl < EMBED_SLICES ? vl : EMBED_SLICES; /* slices >= vl own no rows */
+  dim3 grid((unsigned)((c + EMBED_COLS - 1) / EMBED_COLS), (unsigned)slices);
+  embed_bwd_kernel<<<grid, EMBED_COLS, 0, stream>>>(dtable, dout, tokens, n, vocab_start, vl, c);
+  return PX_KC_LAUNCHED("embed_bwd_kernel");
+}
+
+extern "C" px_status px_kc_pos_fwd(float *out, const float *wpe, int64_t b, int64_t t, int64_t c, int64_t pos0,
+                                   cudaStream_t stream) {
+  return pos_fwd(out, wpe, b, t, c, pos0, stream);
+}
+
+extern "C" px_status px_kc_pos_fwd_bf16(px_bf16 *out, const px_bf16 *wpe, int64_t b, int64_t t, int64_t c,
+                                        int64_t pos0, cudaStream_t stream) {
+  return pos_fwd(out, wpe, b, t, c, pos0, stream);
+}
+
+extern "C" px_status px_kc_pos_bwd(float *dwpe, const float *dout, int64_t b, int64_t t, int64_t c, int64_t pos0,
+                                   cudaStream_t stream) {
+  if (b <= 0 || t <= 0 || c <= 0) return PX_OK;
+  pos_bwd_kernel<<<px_kc_blocks(t * c, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(dwpe, dout, b, t, c, pos0);
+  return PX_KC_LAUNCHED("pos_bwd_kernel");
+}

@@ -1,0 +1,154 @@
+/* cuBLASLt matrix multiply with the CPU's row-major convention, an optional
+ * bias epilogue, and the linear layer. Descriptors are made per call (cheap
+ * next to any GEMM worth a GPU); the heuristic's first choice is used, with
+ * the operands' real alignment so unaligned slices still get a valid kernel. */
+#include "kernels/cuda/gemm.h"
+
+#define LT_TRY(expr)                                                                           \
+  do {                                                                                         \
+    cublasStatus_t lts_ = (expr);                                                              \
+    if (lts_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      st = px_kc_fail(__FILE__, __LINE__, "%s: %s", #expr, cublasLtGetStatusString(lts_));     \
+      goto done;                                                                               \
+    }                                                                                          \
+  } while (0)
+
+/* Largest power of two (up to 256) dividing the address: what cuBLASLt may assume. */
+static uint32_t alignment(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  uint32_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
+/* C = beta C + bias when the product is empty (k <= 0); beta = 0 does not read C. */
+template <typename T>
+static __global__ void empty_product_kernel(T *c, const T *bias, int64_t m, int64_t n, float beta) {
+  PX_KC_FOR(idx, m * n) {
+    float v = beta == 0.0f ? 0.0f : beta * px_kc_ld(c + idx);
+    if (bias) v += px_kc_ld(bias + idx % n);
+    px_kc_st(c + idx, v);
+  }
+}
+
+static px_status empty_product(void *c, const void *bias, int64_t m, int64_t n, float beta, px_dtype c_dtype,
+                               cudaStream_t stream) {
+  unsigned blocks = px_kc_blocks(m * n, PX_KC_THREADS);
+  if (c_dtype == PX_DTYPE_BF16) {
+    empty_product_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)c, (const px_bf16 *)bias, m, n, beta);
+  } else {
+    empty_product_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)c, (const float *)bias, m, n, beta);
+  }
+  return PX_KC_LAUNCHED("empty_product_kernel");
+}
+
+extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void *a, const void *b, const void *bias,
+                                   int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
+                                   float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
+                                   size_t workspace_bytes, cudaStream_t stream) {
+  if (c_dtype == PX_DTYPE_TF32) c_dtype = PX_DTYPE_FP32; /* same storage */
+  bool ab_bf16 = ab_dtype == PX_DTYPE_BF16;
+  if (!(ab_dtype == PX_DTYPE_FP32 || ab_dtype == PX_DTYPE_TF32 || ab_bf16) ||
+      !(c_dtype == PX_DTYPE_FP32 || (c_dtype == PX_DTYPE_BF16 && ab_bf16))) {
+    px_kc_fail(__FILE__, __LINE__, "gemm: unsupported types A/B %d, C %d", (int)ab_dtype, (int)c_dtype);
+    return PX_ERR_INPUT;
+  }
+  if (m <= 0 || n <= 0) return PX_OK;
+  if (k <= 0) return empty_product(c, bias, m, n, beta, c_dtype, stream);
+
+  px_status st = PX_OK;
+  cudaDataType_t ab_type = ab_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  cudaDataType_t c_type = c_dtype == PX_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  cublasComputeType_t compute = ab_dtype == PX_DTYPE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS's A is our B */
+  cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDesc_t desc = NULL;
+  cublasLtMatrixLayout_t first = NULL, second = NULL, cl = NULL;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  uint32_t al_a = alignment(b), al_b = alignment(a), al_c = alignment(c);
+
+  LT_TRY(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+  LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  if (bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS; /* adds bias[row] of column-major D = bias[j] of our C */
+    LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  }
+  /* column-major views: our B (k, n) row-major is (n, k) column-major with ld n, and so on */
+  LT_TRY(cublasLtMatrixLayoutCreate(&first, ab_type, (uint64_t)(trans_b ? k : n), (uint64_t)(trans_b ? n : k),
+                                    trans_b ? k : n));
+  LT_TRY(cublasLtMatrixLayoutCreate(&second, ab_type, (uint64_t)(trans_a ? m : k), (uint64_t)(trans_a ? k : m),
+                                    trans_a ? m : k));
+  LT_TRY(cublasLtMatrixLayoutCreate(&cl, c_type, (uint64_t)n, (uint64_t)m, n));
+
+  LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                              sizeof workspace_bytes));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
+
+  LT_TRY(cublasLtMatmulAlgoGetHeuristic(handle, desc, first, second, cl, cl, pref, 1, &heur, &found));
+  if (found < 1) {
+    st = px_kc_fail(__FILE__, __LINE__, "gemm: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld types %d/%d",
+                    (long long)m, (long long)n, (long long)k, (int)ab_dtype, (int)c_dtype);
+    goto done;
+  }
+  LT_TRY(cublasLtMatmul(handle, desc, &alpha, b, first, a, second, &beta, c, cl, c, cl, &heur.algo, workspace,
+                        workspace_bytes, stream));
+
+done:
+  if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  if (cl) cublasLtMatrixLayoutDestroy(cl);
+  if (second) cublasLtMatrixLayoutDestroy(second);
+  if (first) cublasLtMatrixLayoutDestroy(first);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+  return st;
+}
+
+extern "C" px_status px_kc_gemm(cublasLtHandle_t handle, void *c, const void *a, const void *b, int64_t m, int64_t n,
+                                int64_t k, bool trans_a, bool trans_b, float alpha, float beta, px_dtype dtype,
+                                void *workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return px_kc_gemm_ex(handle, c, a, b, NULL, m, n, k, trans_a, trans_b, alpha, beta, dtype, dtype, workspace,
+                       workspace_bytes, stream);
+}
+
+extern "C" px_status px_kc_linear_fwd(cublasLtHandle_t handle, void *out, const void *inp, const void *weight,
+                                      const void *bias, int64_t n, int64_t ic, int64_t oc, px_dtype dtype,
+                                      void *workspace, size_t workspace_bytes, cudaStream_t stream) {
+  return px_kc_gemm_ex(handle, out, inp, weight, bias, n, oc, ic, false, true, 1.0f, 0.0f, dtype, dtype, workspace,
+                       workspace_bytes, stream);
+}
+
+/* dbias term: dout[i, j] */
+template <typename T>
+struct dout_term {
+  const T *dout;
+  int64_t oc;
+  __device__ float operator()(int64_t i, int64_t j) const { return px_kc_ld(dout + i * oc + j); }
+};
+
+extern "C" px_status px_kc_linear_bwd(cublasLtHandle_t handle, void *dinp, void *dweight, void *dbias,
+                                      const void *dout, const void *inp, const void *weight, int64_t n, int64_t ic,
+                                      int64_t oc, px_dtype dtype, void *workspace, size_t workspace_bytes,
+                                      cudaStream_t stream) {
+  px_status st = PX_OK;
+  if (dinp)
+    st = px_kc_gemm(handle, dinp, dout, weight, n, ic, oc, false, false, 1.0f, 1.0f, dtype, workspace,
+                    workspace_bytes, stream);
+  if (st == PX_OK && dweight)
+    st = px_kc_gemm(handle, dweight, dout, inp, oc, ic, n, true, false, 1.0f, 1.0f, dtype, workspace,
+                    workspace_bytes, stream);
+  if (st == PX_OK && dbias) {
+    if (dtype == PX_DTYPE_BF16) {
+      st = px_kc_colsum((px_bf16 *)dbias, n, oc, dout_term<px_bf16>{(const px_bf16 *)dout, oc}, stream);
+    } else {
+      st = px_kc_colsum((float *)dbias, n, oc, dout_term<float>{(const float *)dout, oc}, stream);
+    }
+  }
+  return st;
+}

@@ -1,0 +1,79 @@
+/* Matrix multiply on the GPU through cuBLASLt, with the row-major convention of
+ * kernels/cpu/gemm.h, and the linear layer built on it (the twins of
+ * px_k_gemm, px_k_linear_fwd and px_k_linear_bwd). */
+#ifndef PX_KERNELS_CUDA_GEMM_H
+#define PX_KERNELS_CUDA_GEMM_H
+
+#include <cublasLt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "kernels/cuda/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* C = alpha op(A) op(B) + beta C, all row-major and contiguous, op(X) = X or
+ * X^T: op(A) is (m, k) and op(B) is (k, n), so A is stored (m, k), or (k, m)
+ * when trans_a; B is stored (k, n), or (n, k) when trans_b. beta = 0 never
+ * reads C. dtype is the element type of A, B and C:
+ *   PX_DTYPE_FP32  fp32, fp32 math (CUBLAS_COMPUTE_32F: no TF32),
+ *   PX_DTYPE_TF32  fp32 storage, TF32 tensor-core math (CUBLAS_COMPUTE_32F_FAST_TF32),
+ *   PX_DTYPE_BF16  bf16 storage, fp32 accumulation.
+ * alpha and beta are host floats. The workspace (device memory, may be NULL
+ * with workspace_bytes 0) is used only on `stream`; 32 MiB suits Hopper. k <= 0
+ * gives C = beta C, as on the CPU. Row-major C = op(A) op(B) is computed as
+ * the column-major C^T = op(B)^T op(A)^T: B is cuBLAS's first operand. */
+px_status px_kc_gemm(cublasLtHandle_t handle,
+                     void *c,       // (m, n)
+                     const void *a, // (m, k) or (k, m) when trans_a
+                     const void *b, // (k, n) or (n, k) when trans_b
+                     int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha, float beta,
+                     px_dtype dtype, void *workspace, size_t workspace_bytes, cudaStream_t stream);
+
+/* px_kc_gemm with a bias epilogue and a separate type for C:
+ * C = alpha op(A) op(B) + beta C + bias (bias[j] added to column j of every
+ * row; NULL for none). ab_dtype is the type of A and B (FP32, TF32 or BF16);
+ * c_dtype the type of C and bias (FP32, or BF16 when A and B are BF16), so a
+ * bf16 product can accumulate into fp32 gradients. */
+px_status px_kc_gemm_ex(cublasLtHandle_t handle,
+                        void *c,          // (m, n)
+                        const void *a,    // (m, k) or (k, m) when trans_a
+                        const void *b,    // (k, n) or (n, k) when trans_b
+                        const void *bias, // (n) or NULL
+                        int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha, float beta,
+                        px_dtype ab_dtype, px_dtype c_dtype, void *workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
+
+/* Linear layer forward: out = inp weight^T + bias (bias may be NULL), every
+ * tensor of type dtype. Writes out. */
+px_status px_kc_linear_fwd(cublasLtHandle_t handle,
+                           void *out,          // (N, OC)
+                           const void *inp,    // (N, IC)
+                           const void *weight, // (OC, IC)
+                           const void *bias,   // (OC) or NULL
+                           int64_t n, int64_t ic, int64_t oc, px_dtype dtype, void *workspace,
+                           size_t workspace_bytes, cudaStream_t stream);
+
+/* Backward of px_kc_linear_fwd. ACCUMULATES: dinp += dout weight,
+ * dweight += dout^T inp, dbias += column sums of dout (deterministic, fp32
+ * sums); each of dinp, dweight, dbias may be NULL to skip it. Every tensor of
+ * type dtype. */
+px_status px_kc_linear_bwd(cublasLtHandle_t handle,
+                           void *dinp,         // (N, IC) or NULL
+                           void *dweight,      // (OC, IC) or NULL
+                           void *dbias,        // (OC) or NULL
+                           const void *dout,   // (N, OC)
+                           const void *inp,    // (N, IC)
+                           const void *weight, // (OC, IC)
+                           int64_t n, int64_t ic, int64_t oc, px_dtype dtype, void *workspace,
+                           size_t workspace_bytes, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

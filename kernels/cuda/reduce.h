@@ -1,0 +1,51 @@
+/* Whole-buffer helpers on the GPU: sum of squares (gradient-norm clipping),
+ * scale, add and the residual accumulate; the twins of kernels/cpu/reduce.h. */
+#ifndef PX_KERNELS_CUDA_REDUCE_H
+#define PX_KERNELS_CUDA_REDUCE_H
+
+#include <stdint.h>
+
+#include "kernels/cuda/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* *out = sum of x[i]^2, accumulated in double. The result stays on the device
+ * (no synchronization). Deterministic: a fixed partition that depends only on
+ * n, so the same input gives the same bits; it differs from the CPU's
+ * index-order sum only by double rounding. Uses a stream-ordered temporary
+ * (cudaMallocAsync) of at most 8 KiB. n <= 0 writes 0. */
+px_status px_kc_sumsq(double *out,     // (1) device
+                      const float *x,  // (n)
+                      int64_t n, cudaStream_t stream);
+
+/* x *= s, in place. */
+px_status px_kc_scale(float *x, // (n)
+                      int64_t n, float s, cudaStream_t stream);
+
+/* out = a + b. Writes out; out may alias a or b. */
+px_status px_kc_add(float *out,     // (n)
+                    const float *a, // (n)
+                    const float *b, // (n)
+                    int64_t n, cudaStream_t stream);
+
+/* out += inp. ACCUMULATES; out must not partially overlap inp. */
+px_status px_kc_acc(float *out,       // (n)
+                    const float *inp, // (n)
+                    int64_t n, cudaStream_t stream);
+
+/* bf16 storage, fp32 math, one rounding per result. */
+px_status px_kc_add_bf16(px_bf16 *out,     // (n)
+                         const px_bf16 *a, // (n)
+                         const px_bf16 *b, // (n)
+                         int64_t n, cudaStream_t stream);
+px_status px_kc_acc_bf16(px_bf16 *out,       // (n)
+                         const px_bf16 *inp, // (n)
+                         int64_t n, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

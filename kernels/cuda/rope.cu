@@ -1,0 +1,58 @@
+/* RoPE: one thread per (b, t, i) pair index computes the angle once (double,
+ * as the CPU does) and rotates that pair in every head. */
+#include "kernels/cuda/rope.h"
+
+#include "kernels/math.h"
+
+/* sign = +1 rotates by +angle (forward), -1 by -angle (backward); accumulate
+ * adds the result to out instead of writing it. */
+template <typename T>
+static __global__ void rope_kernel(T *out, const T *inp, int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0,
+                                   float theta, float sign, bool accumulate) {
+  const int64_t half = d / 2;
+  PX_KC_FOR(idx, b * t * half) {
+    int64_t i = idx % half, bt = idx / half, ti = bt % t;
+    double ang = px_rope_angle(pos0 + ti, i, d, (double)theta);
+    float cs = (float)cos(ang), sn = sign * (float)sin(ang);
+    for (int64_t hi = 0; hi < h; hi++) {
+      int64_t base = (bt * h + hi) * d;
+      float x1 = px_kc_ld(inp + base + i), x2 = px_kc_ld(inp + base + i + half);
+      float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+      if (accumulate) {
+        y1 += px_kc_ld(out + base + i);
+        y2 += px_kc_ld(out + base + i + half);
+      }
+      px_kc_st(out + base + i, y1);
+      px_kc_st(out + base + i + half, y2);
+    }
+  }
+}
+
+template <typename T>
+static px_status rope(T *out, const T *inp, int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta,
+                      float sign, bool accumulate, cudaStream_t stream) {
+  if (b <= 0 || t <= 0 || h <= 0 || d < 2) return PX_OK;
+  rope_kernel<<<px_kc_blocks(b * t * (d / 2), PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(out, inp, b, t, h, d, pos0,
+                                                                                          theta, sign, accumulate);
+  return PX_KC_LAUNCHED("rope_kernel");
+}
+
+extern "C" px_status px_kc_rope_fwd(float *out, const float *inp, int64_t b, int64_t t, int64_t h, int64_t d,
+                                    int64_t pos0, float theta, cudaStream_t stream) {
+  return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
+}
+
+extern "C" px_status px_kc_rope_bwd(float *dinp, const float *dout, int64_t b, int64_t t, int64_t h, int64_t d,
+                                    int64_t pos0, float theta, cudaStream_t stream) {
+  return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
+}
+
+extern "C" px_status px_kc_rope_fwd_bf16(px_bf16 *out, const px_bf16 *inp, int64_t b, int64_t t, int64_t h,
+                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
+  return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
+}
+
+extern "C" px_status px_kc_rope_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, int64_t b, int64_t t, int64_t h,
+                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
+  return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
+}

@@ -1,0 +1,127 @@
+/* Collective-communication cost model: ring, tree and hierarchical
+ * algorithms over NVLink and NICs, and the cheapest-algorithm choice. */
+#include "sim/collective.h"
+
+#include <string.h>
+
+const char *const px_algo_names[PX_ALGO_COUNT] = {"ring", "tree", "hierarchical", "direct"};
+_Static_assert(sizeof px_algo_names / sizeof px_algo_names[0] == PX_ALGO_COUNT, "algo names");
+const char *const px_link_names[PX_LINK_COUNT] = {"intra", "inter"};
+_Static_assert(sizeof px_link_names / sizeof px_link_names[0] == PX_LINK_COUNT, "link names");
+
+double px_coll_link_bytes_per_s(const px_cluster *c, px_link link, int64_t leaves) {
+  if (link == PX_LINK_INTRA) return c->intra_bytes_per_s * c->intra_efficiency;
+  int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+  double bw = (double)c->nics_per_node * c->nic_bytes_per_s * c->inter_efficiency / (double)gpn;
+  if (leaves > 1 && c->oversubscription > 1.0) bw /= c->oversubscription;
+  return bw;
+}
+
+double px_coll_busbw_factor(px_coll kind, int64_t n) {
+  if (kind == PX_COLL_P2P) return 1.0;
+  if (n <= 0) return 0.0;
+  double nd = (double)n;
+  switch (kind) {
+  case PX_COLL_ALLREDUCE: return 2.0 * (nd - 1.0) / nd;
+  case PX_COLL_ALLGATHER:
+  case PX_COLL_REDUCE_SCATTER: return (nd - 1.0) / nd;
+  default: return 0.0;
+  }
+}
+
+double px_coll_busbw_bytes_per_s(px_coll kind, int64_t n, uint64_t size_bytes, double time_s) {
+  if (time_s <= 0) return 0.0;
+  return (double)size_bytes / time_s * px_coll_busbw_factor(kind, n);
+}
+
+/* Fills bw for the link classes that carry bytes, and time_s. */
+static void finish(const px_cluster *c, int64_t leaves, px_coll_cost *k) {
+  double t = 0;
+  for (int l = 0; l < PX_LINK_COUNT; l++) {
+    k->bw[l] = 0;
+    if (k->bytes[l] <= 0) continue;
+    k->bw[l] = px_coll_link_bytes_per_s(c, (px_link)l, leaves);
+    double tl = k->bw[l] > 0 ? k->bytes[l] / k->bw[l] : 0;
+    if (tl > t) t = tl;
+  }
+  k->time_s = k->latency_s + t;
+}
+
+static int64_t ceil_log2(int64_t n) {
+  int64_t r = 0;
+  while (((int64_t)1 << r) < n) r++;
+  return r;
+}
+
+px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node) {
+  px_coll_cost k;
+  memset(&k, 0, sizeof k);
+  k.algo = PX_ALGO_DIRECT;
+  if (bytes == 0) return k;
+  px_link l = intra_node ? PX_LINK_INTRA : PX_LINK_INTER;
+  k.latency_s = intra_node ? c->intra_latency_s : c->inter_latency_s;
+  k.bytes[l] = (double)bytes;
+  finish(c, 1, &k);
+  return k;
+}
+
+bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g, px_algo algo,
+                       px_coll_cost *out) {
+  memset(out, 0, sizeof *out);
+  out->algo = algo;
+  int64_t n = g->size, pn = g->per_node > 0 ? g->per_node : 1, N = g->nodes > 0 ? g->nodes : 1;
+  bool trivial = n <= 1 || size_bytes == 0 || kind == PX_COLL_NONE;
+  if (algo == PX_ALGO_DIRECT) {
+    if (trivial) return true;
+    if (kind != PX_COLL_P2P) return false;
+    /* One transfer between two members: across nodes when the group spans them. */
+    *out = px_coll_cost_p2p(c, size_bytes, N <= 1);
+    if (N > 1 && g->leaves > 1) finish(c, g->leaves, out);
+    return true;
+  }
+  if (trivial || kind == PX_COLL_P2P) return false;
+  bool ar = kind == PX_COLL_ALLREDUCE;
+  double S = (double)size_bytes, nd = (double)n, pnd = (double)pn, Nd = (double)N;
+  double li = c->intra_latency_s, le = c->inter_latency_s;
+  double rounds = ar ? 2.0 : 1.0; /* all-reduce = reduce-scatter + all-gather */
+  switch (algo) {
+  case PX_ALGO_RING: {
+    double f = rounds * (nd - 1.0) / nd;
+    out->latency_s = rounds * (nd - 1.0) * (N > 1 ? le : li);
+    if (pn > 1) out->bytes[PX_LINK_INTRA] = f * S;
+    if (N > 1) out->bytes[PX_LINK_INTER] = f * S / pnd;
+    break;
+  }
+  case PX_ALGO_HIER:
+    if (pn <= 1 || N <= 1) return false;
+    out->latency_s = rounds * ((pnd - 1.0) * li + (Nd - 1.0) * le);
+    out->bytes[PX_LINK_INTRA] = rounds * (pnd - 1.0) / pnd * S;
+    out->bytes[PX_LINK_INTER] = rounds * (Nd - 1.0) / Nd * S / pnd;
+    break;
+  case PX_ALGO_TREE:
+    if (!ar || N <= 2) return false;
+    out->latency_s = 2.0 * (double)ceil_log2(N) * le + 2.0 * (pnd - 1.0) * li;
+    out->bytes[PX_LINK_INTRA] = 2.0 * (pnd - 1.0) / pnd * S;
+    out->bytes[PX_LINK_INTER] = 2.0 * S / pnd;
+    break;
+  default: return false;
+  }
+  finish(c, g->leaves, out);
+  return true;
+}
+
+px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g) {
+  px_coll_cost best, k;
+  if (px_coll_cost_algo(c, kind, size_bytes, g, PX_ALGO_DIRECT, &best)) return best;
+  bool found = false;
+  for (int a = 0; a < PX_ALGO_DIRECT; a++) {
+    if (!px_coll_cost_algo(c, kind, size_bytes, g, (px_algo)a, &k)) continue;
+    if (!found || k.time_s < best.time_s) best = k;
+    found = true;
+  }
+  if (!found) { /* unreachable: the ring applies to every non-trivial collective */
+    memset(&best, 0, sizeof best);
+    best.algo = PX_ALGO_DIRECT;
+  }
+  return best;
+}

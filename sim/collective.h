@@ -1,0 +1,94 @@
+/* Collective-communication cost model: what an all-reduce, all-gather,
+ * reduce-scatter or point-to-point transfer of a group costs on a cluster,
+ * as bytes per link class, per-GPU bandwidths and latency (NCCL-style algorithms).
+ *
+ * Model (alpha-beta, one direction, per GPU; the simulator turns bytes / bw
+ * into bandwidth-sharing flows, so the two are given separately):
+ *
+ *   n = group size, pn = g->per_node (members in one node), N = g->nodes,
+ *   S = size_bytes, nccl-tests' "size": the buffer of an all-reduce, the
+ *   full output of an all-gather, the full input of a reduce-scatter.
+ *
+ * Bandwidth each GPU gets, per link class:
+ *   intra = intra_bytes_per_s x intra_efficiency. NVSwitch: every GPU has its
+ *           full NVLink rate whatever the group.
+ *   inter = nics_per_node x nic_bytes_per_s x inter_efficiency / gpus_per_node.
+ *           By symmetry every GPU of a node runs a collective of the same kind
+ *           at the same time, so they share the node's NICs (rail-optimised
+ *           DGX: one NIC per GPU). Divided by oversubscription when the group
+ *           spans more than one leaf switch (g->leaves > 1).
+ *
+ * Algorithms (f = 2(n-1)/n all-reduce, (n-1)/n all-gather / reduce-scatter):
+ *   RING  multi-channel rings over all n ranks. Steps: 2(n-1) all-reduce,
+ *         n-1 AG/RS; step latency inter_latency_s if the group spans nodes,
+ *         else intra_latency_s. Bytes: f S over NVLink when pn > 1, and
+ *         f S / pn over the NIC when N > 1 (each channel's ring crosses a
+ *         node boundary on a different NIC, so a NIC carries 1/pn of it).
+ *   HIER  pn > 1 and N > 1. All-reduce: intra-node reduce-scatter, inter-node
+ *         all-reduce of S/pn among N ranks (one per node and local rank),
+ *         intra-node all-gather: intra 2(pn-1)/pn S, inter 2(N-1)/N S/pn,
+ *         latency 2(pn-1) intra + 2(N-1) inter. All-gather (inter-node
+ *         all-gather, then intra-node) and reduce-scatter (intra, then inter)
+ *         are the one-sided halves: intra (pn-1)/pn S, inter (N-1)/N S/pn,
+ *         latency (pn-1) intra + (N-1) inter.
+ *   TREE  NCCL's double binary tree, all-reduce only, N > 2: an intra-node
+ *         chain of pn ranks, a tree over N nodes: latency
+ *         2 ceil(log2 N) inter + 2(pn-1) intra, inter bytes 2 S / pn,
+ *         intra bytes 2(pn-1)/pn S.
+ *   DIRECT a group of size <= 1, a zero-byte collective, or a p2p transfer:
+ *         p2p is one step of latency and S bytes on the intra or inter link.
+ *
+ * Phases are pipelined (chunked), so time_s = latency_s + max_k bytes[k] / bw[k].
+ *
+ * Algorithm choice, "as NCCL's tuner would": cost every applicable algorithm
+ * under this model and keep the one with the least time_s; ties go to the
+ * earlier one in px_algo order (ring, tree, hierarchical). Consequences: in
+ * one node, or with one GPU per node, the ring wins at large sizes (it moves
+ * the fewest bytes: 2(n-1)/n S against the tree's 2 S); the tree wins
+ * small all-reduces at many nodes (log2 N steps against 2(n-1));
+ * hierarchical wins large multi-node groups with pn > 1 (never more bytes or
+ * steps than the flat ring when intra latency <= inter latency). */
+#ifndef PX_SIM_COLLECTIVE_H
+#define PX_SIM_COLLECTIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/cluster.h"
+#include "plan/graph.h"
+#include "plan/grid.h"
+
+typedef enum { PX_LINK_INTRA, PX_LINK_INTER, PX_LINK_COUNT } px_link; /* NVLink/NVSwitch, NIC */
+typedef enum { PX_ALGO_RING, PX_ALGO_TREE, PX_ALGO_HIER, PX_ALGO_DIRECT, PX_ALGO_COUNT } px_algo;
+extern const char *const px_algo_names[PX_ALGO_COUNT];
+extern const char *const px_link_names[PX_LINK_COUNT];
+
+typedef struct {
+  px_algo algo;
+  double latency_s;            /* sum of per-step latencies */
+  double bytes[PX_LINK_COUNT]; /* bytes each GPU sends over each link class, one direction */
+  double bw[PX_LINK_COUNT];    /* bytes/s each GPU gets on each link class for this collective (0 if unused) */
+  double time_s;               /* uncontended: latency_s + max_k bytes[k] / bw[k] (phases are pipelined) */
+} px_coll_cost;
+
+/* The cheapest applicable algorithm for kind over group g (see the rule
+ * above). kind PX_COLL_P2P costs one transfer between two members of g
+ * (across nodes when g spans nodes); PX_COLL_NONE costs nothing. */
+px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g);
+/* One algorithm, forced: false (and *out zeroed) when it does not apply to
+ * this kind and placement. DIRECT applies to groups of size <= 1 and p2p. */
+bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g, px_algo algo,
+                       px_coll_cost *out);
+/* One point-to-point transfer between two GPUs (pipeline stages), inside a
+ * node or across (same leaf: no oversubscription). */
+px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node);
+
+/* Per-GPU bandwidth of a link class, bytes/s, for a group spanning `leaves`
+ * leaf switches (see the model above). */
+double px_coll_link_bytes_per_s(const px_cluster *c, px_link link, int64_t leaves);
+/* nccl-tests' busbw factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter (n-1)/n; p2p 1. */
+double px_coll_busbw_factor(px_coll kind, int64_t n);
+/* nccl-tests' busbw = size / time x factor, bytes/s (0 when time_s <= 0). */
+double px_coll_busbw_bytes_per_s(px_coll kind, int64_t n, uint64_t size_bytes, double time_s);
+
+#endif

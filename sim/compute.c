@@ -1,0 +1,93 @@
+/* Roofline compute cost with a GEMM efficiency model. */
+#include "sim/compute.h"
+
+#include <math.h>
+#include <string.h>
+
+static double ceil_div(double a, double b) { return ceil(a / b); }
+
+/* Nearest measured point in log space. */
+static double gemm_table_lookup(const px_gpu *g, int64_t m, int64_t n, int64_t k) {
+  double best = INFINITY, eff = g->gemm_max_efficiency;
+  double lm = log((double)m), ln = log((double)n), lk = log((double)k);
+  for (int i = 0; i < g->gemm_table_len; i++) {
+    const px_gemm_point *p = &g->gemm_table[i];
+    double d = pow(lm - log((double)p->m), 2) + pow(ln - log((double)p->n), 2) + pow(lk - log((double)p->k), 2);
+    if (d < best) {
+      best = d;
+      eff = p->efficiency;
+    }
+  }
+  return eff;
+}
+
+double px_gemm_efficiency(const px_gpu *g, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  if (m <= 0 || n <= 0 || k <= 0) return g->gemm_max_efficiency;
+  if (g->gemm_table_len > 0) return gemm_table_lookup(g, m, n, k);
+  double tm = (double)g->gemm_tile_m, tn = (double)g->gemm_tile_n;
+  double tiles_m = ceil_div((double)m, tm), tiles_n = ceil_div((double)n, tn);
+  double tiles = tiles_m * tiles_n * (double)(batch > 0 ? batch : 1);
+  double sms = (double)g->sm_count;
+  double waves = ceil_div(tiles, sms);
+  double wave_eff = tiles / (waves * sms);                                      /* last wave partly idle */
+  double tile_eff = ((double)m * (double)n) / (tiles_m * tm * tiles_n * tn);   /* padding inside edge tiles */
+  double k_eff = g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0; /* short k: load-bound */
+  return g->gemm_max_efficiency * wave_eff * tile_eff * k_eff;
+}
+
+double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes) {
+  for (int i = 0; i < g->kernel_rates_len; i++)
+    if (!strcmp(g->kernel_rates[i].kind, px_op_names[kind]))
+      return g->kernel_rates[i].overhead_s + bytes / g->kernel_rates[i].bytes_per_s;
+  return g->kernel_overhead_s + bytes / (g->hbm_bytes_per_s * g->memory_efficiency);
+}
+
+/* GEMM-like ops: the shapes of their matrix products (two for some backwards). */
+static int op_gemms(const px_op *op, int64_t shapes[2][4]) {
+  const int64_t *d = op->dim;
+  switch (op->kind) {
+    case PX_OP_LINEAR: shapes[0][0] = d[0], shapes[0][1] = d[1], shapes[0][2] = d[2], shapes[0][3] = 1; return 1;
+    case PX_OP_LINEAR_BWD_DATA: shapes[0][0] = d[0], shapes[0][1] = d[2], shapes[0][2] = d[1], shapes[0][3] = 1; return 1;
+    case PX_OP_LINEAR_BWD_WEIGHT: shapes[0][0] = d[1], shapes[0][1] = d[2], shapes[0][2] = d[0], shapes[0][3] = 1; return 1;
+    case PX_OP_ATTN_SCORES:
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD:
+      shapes[0][0] = d[1], shapes[0][1] = d[1], shapes[0][2] = d[4], shapes[0][3] = d[0] * d[2];
+      return 1;
+    case PX_OP_ATTN_CONTEXT: shapes[0][0] = d[1], shapes[0][1] = d[4], shapes[0][2] = d[1], shapes[0][3] = d[0] * d[2]; return 1;
+    case PX_OP_ATTN_SCORES_BWD:
+    case PX_OP_ATTN_CONTEXT_BWD:
+      shapes[0][0] = d[1], shapes[0][1] = d[4], shapes[0][2] = d[1], shapes[0][3] = d[0] * d[2];
+      shapes[1][0] = d[1], shapes[1][1] = d[1], shapes[1][2] = d[4], shapes[1][3] = d[0] * d[2];
+      return 2;
+    default: return 0;
+  }
+}
+
+double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
+  /* Collectives and transfers are costed by the network model (their
+   * reduction kernels are inside the measured bus bandwidth). */
+  switch (op->kind) {
+    case PX_OP_ALLREDUCE:
+    case PX_OP_ALLGATHER:
+    case PX_OP_REDUCE_SCATTER:
+    case PX_OP_SEND:
+    case PX_OP_RECV: return 0.0;
+    default: break;
+  }
+  int64_t shapes[2][4];
+  int n = op_gemms(op, shapes);
+  double peak = g->peak_flops[dt] > 0 ? g->peak_flops[dt] : g->peak_flops[PX_DTYPE_FP32];
+  double mem_s = op->bytes > 0 ? px_compute_mem_s(g, (px_op_kind)op->kind, op->bytes) : 0.0;
+  if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
+  double eff = 0;
+  for (int i = 0; i < n; i++) eff += px_gemm_efficiency(g, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+  eff /= n;
+  double flops = op->flops;
+  /* Fused causal attention skips the masked half; its backward recomputes the
+   * probabilities (five products against the forward's two, 2.5x not 2x). */
+  if (op->kind == PX_OP_FLASH_ATTN) flops *= 0.5;
+  if (op->kind == PX_OP_FLASH_ATTN_BWD) flops *= 0.5 * 1.25;
+  double flop_s = flops / (peak * eff) + g->kernel_overhead_s;
+  return flop_s > mem_s ? flop_s : mem_s;
+}

@@ -1,0 +1,19 @@
+/* Compute cost of one op on one GPU: a roofline of FLOPs at the GEMM
+ * efficiency of its shape against HBM bytes, plus a fixed kernel overhead.
+ * GEMM efficiency models tile and wave quantization on the GPU's SMs, or
+ * comes from a measured table in the cluster file. */
+#ifndef PX_SIM_COMPUTE_H
+#define PX_SIM_COMPUTE_H
+
+#include "plan/cluster.h"
+#include "plan/graph.h"
+
+/* Achieved share of peak for a batch of (m x k) @ (k x n) GEMMs. */
+double px_gemm_efficiency(const px_gpu *g, int64_t m, int64_t n, int64_t k, int64_t batch);
+/* Seconds for the op's compute (0 for pure communication ops). dt is the
+ * plan's compute dtype; elems scales size-less ops (optimizer: the shard). */
+double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op);
+/* Seconds for a memory-bound pass over `bytes` by an op of `kind`. */
+double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes);
+
+#endif

@@ -1,0 +1,63 @@
+/* Binary-heap event queue. */
+#include "sim/engine.h"
+
+#include <stdlib.h>
+
+static bool ev_less(const px_event *x, const px_event *y) {
+  return x->t_ns < y->t_ns || (x->t_ns == y->t_ns && x->seq < y->seq);
+}
+
+px_status px_engine_init(px_engine *e, uint64_t cap, px_err *err) {
+  e->heap = px_calloc(cap ? cap : 64, sizeof *e->heap, err);
+  e->n = 0;
+  e->cap = cap ? cap : 64;
+  e->next_seq = 0;
+  e->now_ns = 0;
+  e->processed = 0;
+  return e->heap ? PX_OK : PX_ERR_RUNTIME;
+}
+
+void px_engine_deinit(px_engine *e) {
+  free(e->heap);
+  e->heap = NULL;
+  e->n = e->cap = 0;
+}
+
+px_status px_engine_push(px_engine *e, uint64_t t_ns, uint32_t kind, uint32_t a, uint64_t b, px_err *err) {
+  if (e->n == e->cap) {
+    px_event *nh = realloc(e->heap, (size_t)e->cap * 2 * sizeof *nh);
+    if (!nh) return px_err_set(err, PX_ERR_RUNTIME, "out of memory growing the event queue");
+    e->heap = nh;
+    e->cap *= 2;
+  }
+  px_event ev = {t_ns < e->now_ns ? e->now_ns : t_ns, e->next_seq++, kind, a, b};
+  uint64_t i = e->n++;
+  while (i > 0) {
+    uint64_t parent = (i - 1) / 2;
+    if (!ev_less(&ev, &e->heap[parent])) break;
+    e->heap[i] = e->heap[parent];
+    i = parent;
+  }
+  e->heap[i] = ev;
+  return PX_OK;
+}
+
+bool px_engine_pop(px_engine *e, px_event *out) {
+  if (e->n == 0) return false;
+  *out = e->heap[0];
+  px_event last = e->heap[--e->n];
+  uint64_t i = 0;
+  for (;;) {
+    uint64_t l = 2 * i + 1, r = l + 1, m = i;
+    const px_event *best = &last;
+    if (l < e->n && ev_less(&e->heap[l], best)) m = l, best = &e->heap[l];
+    if (r < e->n && ev_less(&e->heap[r], best)) m = r;
+    if (m == i) break;
+    e->heap[i] = e->heap[m];
+    i = m;
+  }
+  if (e->n > 0) e->heap[i] = last;
+  e->now_ns = out->t_ns;
+  e->processed++;
+  return true;
+}

@@ -1,0 +1,659 @@
+/* The simulation driver. Each stage has five streams (compute, tp, dp,
+ * pp-send, pp-recv) that run their instances in program order; an instance
+ * starts when it heads its stream and its dependencies are done. A compute
+ * block runs as segments: compute for a precomputed time, then each TP
+ * collective as a flow. Flows (collectives, transfers) first wait their
+ * latency, then move bytes over per-GPU link resources (NVLink and NIC, each
+ * direction) shared equally with the other flows on them; rates are
+ * recomputed whenever a flow joins or leaves. */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "sim/collective.h"
+#include "sim/compute.h"
+#include "sim/engine.h"
+#include "sim/network.h"
+
+enum { R_NVL_OUT, R_NVL_IN, R_NIC_OUT, R_NIC_IN, R_PER_STAGE };
+enum { EV_SEG_DONE, EV_FLOW_JOIN, EV_FLOW_DONE };
+enum { OWN_SEGMENT, OWN_ASYNC, OWN_INST, OWN_P2P };
+
+typedef struct px_sim_state sim;
+
+/* One piece of a compute block. */
+typedef struct {
+  bool comm, async;
+  double dur_s;     /* compute */
+  px_coll_cost cc;  /* TP collective */
+  uint64_t t_ns;    /* uncontended duration */
+} seg;
+
+typedef struct {
+  seg *v;
+  int n;
+  double op_s[PX_OP_COUNT]; /* compute time by op kind, for reporting */
+  /* Fast path: the whole block as one event while nothing else uses the
+   * links its TP collectives need (split back into segments if something does). */
+  bool fast_ok;
+  uint64_t fast_ns;
+  uint8_t res_mask; /* R_* of the stage its collectives use */
+} seg_list;
+
+typedef struct {
+  int32_t *list;
+  int32_t n, next;
+  bool busy;
+  int32_t inst;   /* running */
+  int seg;        /* next segment of a compute block */
+  int async_open; /* overlapped TP flows still running */
+  uint64_t start_ns;
+  bool fast;      /* running the whole block as one event since fast_t0 */
+  uint64_t fast_t0;
+  uint32_t version; /* discards segment events of a block that was split */
+} stream_q;
+
+typedef struct {
+  const px_program *prog;
+  stream_q q[PX_STREAM_COUNT];
+  int32_t *pending;     /* unfinished dependencies per instance */
+  int32_t *rdep_off, *rdep; /* reverse dependencies (CSR) */
+  uint8_t *posted;
+  seg_list costs[PX_BLOCK_KIND_COUNT];
+  px_coll_cost *unit_sync, *unit_gather; /* per unit */
+  px_coll_cost emb, p2p_next, p2p_prev;
+  px_sim_stage stats;
+  uint64_t pipe_first_ns, pipe_last_ns, end_ns;
+  int32_t ndone;
+} stage_state;
+
+typedef struct {
+  int32_t stage, stream, depth;
+  uint64_t ts_ns, dur_ns;
+  const char *name;
+  int32_t mb, layer;
+} trace_ev;
+
+struct px_sim_state {
+  const px_plan *plan;
+  const px_sim_opts *opts;
+  px_engine eng;
+  stage_state *st;
+  int64_t pp;
+  px_net *net;
+  trace_ev *trace;
+  int64_t ntrace, cap_trace;
+  px_err *err;
+  px_status status;
+};
+
+/* ---- costs, computed once per stage and block ---- */
+
+static px_status seg_push(seg_list *l, seg s, px_err *err) {
+  seg *nv = realloc(l->v, (size_t)(l->n + 1) * sizeof *nv);
+  if (!nv) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  l->v = nv;
+  l->v[l->n++] = s;
+  return PX_OK;
+}
+
+/* Adds compute time to the list's open compute segment. */
+static px_status seg_add_compute(seg_list *l, double s, px_err *err) {
+  if (l->n > 0 && !l->v[l->n - 1].comm) {
+    l->v[l->n - 1].dur_s += s;
+    return PX_OK;
+  }
+  return seg_push(l, (seg){.comm = false, .dur_s = s}, err);
+}
+
+static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *out) {
+  const px_plan *p = S->plan;
+  const px_block *b = &p->blocks[k];
+  const px_cluster *c = &p->cluster;
+  px_dtype dt = p->act_dtype;
+  px_status st = PX_OK;
+  double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
+  if (over >= 0) return seg_add_compute(out, over, S->err);
+  const px_program *prog = &p->programs[s];
+  uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)p->par.dp : prog->flat_elems;
+  bool tp_async = (p->par.overlap & PX_OVERLAP_TP) != 0;
+  for (int32_t i = 0; i < b->nops && !st; i++) {
+    px_op op = b->ops[i];
+    if (k == PX_BLOCK_OPTIMIZER) { /* sizes come from the stage's shard */
+      double gb = (double)px_dtype_bytes(p->grad_dtype);
+      if (op.kind == PX_OP_GRAD_NORM) op.bytes = (double)shard * gb;
+      if (op.kind == PX_OP_ADAMW) op.bytes = (double)shard * (gb + 2.0 * (double)p->optimizer_bytes_per_param +
+                                                              (double)px_dtype_bytes(p->param_dtype));
+      if (op.kind == PX_OP_ALLREDUCE && op.group == PX_GROUP_TP) {
+        uint64_t partial = 0;
+        for (int32_t r = 0; r < prog->nparams; r++)
+          if (p->slots[prog->params[r].slot].sp_partial) partial += prog->params[r].elems;
+        op.coll_bytes = partial * px_dtype_bytes(p->grad_dtype);
+      }
+    }
+    double t = px_compute_op_s(&c->gpu, dt, &op);
+    out->op_s[op.kind] += t;
+    if (t > 0) st = seg_add_compute(out, t, S->err);
+    if (st) break;
+    if (op.kind == PX_OP_GRAD_NORM && p->grid.world > 1 && !S->opts->comm_free) { /* one double over every rank */
+      px_placement all = px_grid_place(&p->grid, 0, 1, p->grid.world);
+      st = seg_push(out, (seg){.comm = true, .cc = px_coll_cost_of(c, PX_COLL_ALLREDUCE, 8, &all)}, S->err);
+      continue;
+    }
+    const px_placement *pl = op.group == PX_GROUP_TP ? &p->grid.tp_place : &p->grid.dp_place;
+    if (S->opts->comm_free || op.coll == PX_COLL_NONE || op.coll == PX_COLL_P2P || pl->size <= 1 ||
+        op.coll_bytes == 0)
+      continue;
+    px_coll_cost cc = px_coll_cost_of(c, (px_coll)op.coll, op.coll_bytes, pl);
+    st = seg_push(out, (seg){.comm = true, .async = tp_async && op.group == PX_GROUP_TP, .cc = cc}, S->err);
+  }
+  return st;
+}
+
+/* Per-stage costs of every block kind, unit syncs and p2p. */
+static px_status stage_costs(sim *S, int64_t s) {
+  const px_plan *p = S->plan;
+  const px_cluster *c = &p->cluster;
+  stage_state *ss = &S->st[s];
+  const px_program *prog = ss->prog;
+  px_status st;
+  /* blocks run as segments; a receive's segments (the TP all-gather of
+   * scattered slices) follow its transfer */
+  static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
+                                                 PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
+                                                 PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD};
+  for (size_t i = 0; i < sizeof compute_blocks / sizeof *compute_blocks; i++) {
+    seg_list *l = &ss->costs[compute_blocks[i]];
+    if ((st = block_segments(S, s, compute_blocks[i], l))) return st;
+    l->fast_ok = true;
+    for (int k = 0; k < l->n; k++) {
+      seg *g = &l->v[k];
+      g->t_ns = px_ns(g->comm ? g->cc.time_s : g->dur_s);
+      l->fast_ns += g->t_ns;
+      if (g->async) l->fast_ok = false;
+      if (g->comm && g->cc.bytes[PX_LINK_INTRA] > 0) l->res_mask |= 1 << R_NVL_OUT | 1 << R_NVL_IN;
+      if (g->comm && g->cc.bytes[PX_LINK_INTER] > 0) l->res_mask |= 1 << R_NIC_OUT | 1 << R_NIC_IN;
+    }
+  }
+  ss->unit_sync = px_calloc((size_t)prog->nunits, sizeof *ss->unit_sync, S->err);
+  ss->unit_gather = px_calloc((size_t)prog->nunits, sizeof *ss->unit_gather, S->err);
+  if (!ss->unit_sync || !ss->unit_gather) return PX_ERR_RUNTIME;
+  uint64_t gb = px_dtype_bytes(p->grad_dtype), pb = px_dtype_bytes(p->param_dtype);
+  px_coll grad_kind = p->par.zero == 0 ? PX_COLL_ALLREDUCE : PX_COLL_REDUCE_SCATTER;
+  for (int32_t u = 0; u < prog->nunits; u++) {
+    ss->unit_sync[u] = px_coll_cost_of(c, grad_kind, prog->units[u].padded * gb, &p->grid.dp_place);
+    ss->unit_gather[u] = px_coll_cost_of(c, PX_COLL_ALLGATHER, prog->units[u].padded * pb, &p->grid.dp_place);
+  }
+  if (p->model.tied_embeddings && p->par.pp > 1) {
+    int slot = px_plan_slot(p, prog->has_embed ? "emb_w" : "head_w");
+    uint64_t elems = slot >= 0 ? p->slots[slot].elems : 0;
+    if (p->par.zero >= 1) elems /= (uint64_t)p->par.dp;
+    px_placement emb = px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
+    ss->emb = px_coll_cost_of(c, PX_COLL_ALLREDUCE, elems * gb, &emb);
+  }
+  uint64_t act = p->blocks[PX_BLOCK_SEND_FWD].ops[0].coll_bytes;
+  if (p->par.pp > 1) {
+    ss->p2p_next = px_coll_cost_p2p(c, act, px_grid_pp_link_intra(&p->grid, s));
+    ss->p2p_prev = px_coll_cost_p2p(c, act, px_grid_pp_link_intra(&p->grid, (s - 1 + p->par.pp) % p->par.pp));
+  }
+  return PX_OK;
+}
+
+/* ---- flows ---- */
+
+static void fail(sim *S, px_status st) {
+  if (!S->status) S->status = st;
+}
+
+static void split_fast(sim *S, int64_t s, int res);
+
+/* A flow's owner, packed in its tag: who to tell when it ends. */
+static uint64_t tag_of(int owner, int stream, px_stream kind, int64_t stage, int64_t x) {
+  return (uint64_t)owner | (uint64_t)stream << 2 | (uint64_t)kind << 5 | (uint64_t)stage << 8 | (uint64_t)x << 32;
+}
+
+/* Starts a flow from a collective cost; src/dst are the stages whose link
+ * resources it uses (equal for collectives, neighbours for p2p). x is the
+ * peer stage for p2p. */
+static void flow_start(sim *S, const px_coll_cost *cc, int64_t src, int64_t dst, int owner, int stream,
+                       px_stream kind, int64_t x) {
+  px_flow_spec f = {.nres = 0};
+  if (!S->opts->comm_free) {
+    f.latency_s = cc->latency_s;
+    for (int l = 0; l < PX_LINK_COUNT; l++) {
+      if (cc->bytes[l] <= 0 || cc->bw[l] <= 0) continue;
+      int out = l == PX_LINK_INTRA ? R_NVL_OUT : R_NIC_OUT, in = l == PX_LINK_INTRA ? R_NVL_IN : R_NIC_IN;
+      f.res[f.nres] = (int32_t)(src * R_PER_STAGE + out), f.bytes[f.nres] = cc->bytes[l], f.bw[f.nres++] = cc->bw[l];
+      f.res[f.nres] = (int32_t)(dst * R_PER_STAGE + in), f.bytes[f.nres] = cc->bytes[l], f.bw[f.nres++] = cc->bw[l];
+    }
+  }
+  for (int i = 0; i < f.nres; i++) split_fast(S, f.res[i] / R_PER_STAGE, f.res[i] % R_PER_STAGE);
+  if (px_net_start(S->net, &f, tag_of(owner, stream, kind, src, x)) < 0) fail(S, px_net_status(S->net, S->err));
+}
+
+/* ---- instances ---- */
+
+static bool is_pipeline_block(px_block_kind k) {
+  return k == PX_BLOCK_EMBED_FWD || k == PX_BLOCK_EMBED_BWD || k == PX_BLOCK_LAYER_FWD || k == PX_BLOCK_LAYER_BWD ||
+         k == PX_BLOCK_HEAD_FWD || k == PX_BLOCK_HEAD_BWD;
+}
+
+static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t start, uint64_t end, const char *name,
+                      int32_t mb, int32_t layer) {
+  if (!S->opts->trace_path || S->opts->comm_free) return;
+  if (S->ntrace == S->cap_trace) {
+    int64_t cap = S->cap_trace ? 2 * S->cap_trace : 4096;
+    trace_ev *nt = realloc(S->trace, (size_t)cap * sizeof *nt);
+    if (!nt) {
+      fail(S, px_err_set(S->err, PX_ERR_RUNTIME, "out of memory recording the trace"));
+      return;
+    }
+    S->trace = nt;
+    S->cap_trace = cap;
+  }
+  S->trace[S->ntrace++] = (trace_ev){(int32_t)stage, stream, depth, start, end - start, name, mb, layer};
+}
+
+static void try_start(sim *S, int64_t s, int stream);
+
+static void inst_done(sim *S, int64_t s, int32_t i) {
+  stage_state *ss = &S->st[s];
+  const px_inst *in = &ss->prog->insts[i];
+  stream_q *q = &ss->q[in->stream];
+  uint64_t now = S->eng.now_ns;
+  if (in->block < PX_BLOCK_KIND_COUNT && ss->costs[in->block].n > 0)
+    for (int k = 0; k < PX_OP_COUNT; k++) ss->stats.op_s[k] += ss->costs[in->block].op_s[k];
+  if (is_pipeline_block((px_block_kind)in->block)) {
+    ss->stats.busy_s += (double)(now - q->start_ns) * 1e-9;
+    if (q->start_ns < ss->pipe_first_ns) ss->pipe_first_ns = q->start_ns;
+    if (now > ss->pipe_last_ns) ss->pipe_last_ns = now;
+  }
+  if (now > ss->end_ns) ss->end_ns = now;
+  trace_add(S, s, in->stream, 0, q->start_ns, now, px_block_names[in->block], in->mb, in->layer);
+  ss->ndone++;
+  q->busy = false;
+  q->inst = -1;
+  for (int32_t k = ss->rdep_off[i]; k < ss->rdep_off[i + 1]; k++) {
+    int32_t d = ss->rdep[k];
+    if (--ss->pending[d] == 0) try_start(S, s, ss->prog->insts[d].stream);
+  }
+  try_start(S, s, in->stream);
+}
+
+static void push_seg_done(sim *S, int64_t s, int stream, uint64_t at_ns) {
+  stream_q *q = &S->st[s].q[stream];
+  px_status st = px_engine_push(&S->eng, at_ns, EV_SEG_DONE, (uint32_t)s, (uint64_t)stream | (uint64_t)q->version << 8,
+                                S->err);
+  if (st) fail(S, st);
+}
+
+/* Stats and trace for segments [from, to) of a fast block that began at t0
+ * (compute time counts for forward/backward blocks only, as in slow mode). */
+static void fast_account(sim *S, int64_t s, const seg_list *l, int from, int to, uint64_t t0, bool pipe) {
+  stage_state *ss = &S->st[s];
+  uint64_t t = t0;
+  for (int k = 0; k < l->n && k < to; k++) {
+    const seg *g = &l->v[k];
+    if (k >= from) {
+      if (g->comm) {
+        ss->stats.tp_s += (double)g->t_ns * 1e-9;
+        trace_add(S, s, PX_STREAM_TP, 1, t, t + g->t_ns, "tp collective", -1, -1);
+      } else if (pipe) {
+        ss->stats.compute_s += g->dur_s;
+      }
+    }
+    t += g->t_ns;
+  }
+}
+
+static bool links_free(sim *S, int64_t s, uint8_t mask) {
+  for (int r = 0; r < R_PER_STAGE; r++)
+    if ((mask >> r & 1) && px_net_claims(S->net, (int32_t)(s * R_PER_STAGE + r)) > 0) return false;
+  return true;
+}
+
+/* Runs the next segment of the compute block on a stream, or finishes it. */
+static void run_segment(sim *S, int64_t s, int stream) {
+  stage_state *ss = &S->st[s];
+  stream_q *q = &ss->q[stream];
+  const px_inst *in = &ss->prog->insts[q->inst];
+  const seg_list *l = &ss->costs[in->block];
+  bool pipe = is_pipeline_block((px_block_kind)in->block);
+  if (q->fast) { /* the whole block finished uncontended */
+    q->fast = false;
+    fast_account(S, s, l, 0, l->n, q->fast_t0, pipe);
+    q->seg = l->n;
+  } else if (q->seg == 0 && l->n > 1 && l->fast_ok && links_free(S, s, l->res_mask)) {
+    q->fast = true;
+    q->fast_t0 = S->eng.now_ns;
+    push_seg_done(S, s, stream, S->eng.now_ns + l->fast_ns);
+    return;
+  }
+  while (q->seg < l->n) {
+    const seg *g = &l->v[q->seg++];
+    if (!g->comm) {
+      ss->stats.compute_s += pipe ? g->dur_s : 0;
+      push_seg_done(S, s, stream, S->eng.now_ns + px_ns(g->dur_s));
+      return;
+    }
+    if (g->async) {
+      q->async_open++;
+      flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, 0);
+      continue;
+    }
+    flow_start(S, &g->cc, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
+    return;
+  }
+  if (q->async_open == 0) inst_done(S, s, q->inst);
+}
+
+/* Another flow needs resource `res` of stage s: a block running as one
+ * event there goes back to segments from where it is now. */
+static void split_fast(sim *S, int64_t s, int res) {
+  stage_state *ss = &S->st[s];
+  for (int stream = 0; stream < PX_STREAM_COUNT; stream++) {
+    stream_q *q = &ss->q[stream];
+    if (!q->fast) continue;
+    const px_inst *in = &ss->prog->insts[q->inst];
+    const seg_list *l = &ss->costs[in->block];
+    if (!(l->res_mask >> res & 1)) continue;
+    uint64_t now = S->eng.now_ns, elapsed = now - q->fast_t0, cum = 0;
+    int k = 0;
+    while (k < l->n - 1 && cum + l->v[k].t_ns <= elapsed) cum += l->v[k++].t_ns;
+    bool pipe = is_pipeline_block((px_block_kind)in->block);
+    fast_account(S, s, l, 0, k, q->fast_t0, pipe);
+    q->fast = false;
+    q->version++;
+    q->seg = k + 1;
+    const seg *g = &l->v[k];
+    uint64_t into = elapsed - cum;
+    if (!g->comm) {
+      if (pipe) ss->stats.compute_s += g->dur_s;
+      push_seg_done(S, s, stream, now + (g->t_ns > into ? g->t_ns - into : 0));
+      continue;
+    }
+    /* mid-collective: the rest of it becomes a flow */
+    px_coll_cost rest = g->cc;
+    double lat = rest.latency_s, t_in = (double)into * 1e-9;
+    double bw_time = g->cc.time_s - lat, left = 1.0;
+    if (t_in > lat && bw_time > 0) left = 1.0 - (t_in - lat) / bw_time;
+    if (left < 0) left = 0;
+    rest.latency_s = t_in < lat ? lat - t_in : 0.0;
+    for (int li = 0; li < PX_LINK_COUNT; li++) rest.bytes[li] *= left;
+    ss->stats.tp_s += t_in;
+    flow_start(S, &rest, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
+  }
+}
+
+static bool is_send(px_block_kind k) { return k == PX_BLOCK_SEND_FWD || k == PX_BLOCK_SEND_BWD; }
+static bool is_recv(px_block_kind k) { return k == PX_BLOCK_RECV_FWD || k == PX_BLOCK_RECV_BWD; }
+
+static void try_start(sim *S, int64_t s, int stream) {
+  stage_state *ss = &S->st[s];
+  stream_q *q = &ss->q[stream];
+  if (q->busy || q->next >= q->n) return;
+  int32_t i = q->list[q->next];
+  if (ss->pending[i] > 0) return;
+  q->next++;
+  q->busy = true;
+  q->inst = i;
+  q->seg = 0;
+  q->async_open = 0;
+  q->start_ns = S->eng.now_ns;
+  const px_inst *in = &ss->prog->insts[i];
+  px_block_kind k = (px_block_kind)in->block;
+  if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
+    const px_coll_cost *cc = k == PX_BLOCK_GRAD_SYNC    ? &ss->unit_sync[in->unit]
+                             : k == PX_BLOCK_PARAM_SYNC ? &ss->unit_gather[in->unit]
+                                                        : &ss->emb;
+    flow_start(S, cc, s, s, OWN_INST, stream, PX_STREAM_DP, 0);
+    return;
+  }
+  if (is_send(k) || is_recv(k)) {
+    ss->posted[i] = 1;
+    int64_t peer = k == PX_BLOCK_SEND_FWD || k == PX_BLOCK_RECV_BWD ? (s + 1) % S->pp : (s - 1 + S->pp) % S->pp;
+    if (!S->st[peer].posted[in->peer]) return; /* the transfer starts when both sides are posted */
+    int64_t src = is_send(k) ? s : peer, dst = is_send(k) ? peer : s;
+    const px_coll_cost *cc = (src + 1) % S->pp == dst ? &S->st[src].p2p_next : &S->st[src].p2p_prev;
+    flow_start(S, cc, src, dst, OWN_P2P, PX_STREAM_PP_SEND, PX_STREAM_PP_SEND, dst);
+    return;
+  }
+  run_segment(S, s, stream);
+}
+
+/* A flow ended: account for it and tell its owner. */
+static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
+  int owner = (int)(tag & 3), stream = (int)(tag >> 2 & 7);
+  px_stream kind = (px_stream)(tag >> 5 & 7);
+  int64_t s = (int64_t)(tag >> 8 & 0xffffff), x = (int64_t)(tag >> 32);
+  uint64_t now = S->eng.now_ns;
+  double dur = (double)(now - start_ns) * 1e-9;
+  stage_state *ss = &S->st[s];
+  switch (kind) {
+    case PX_STREAM_TP: ss->stats.tp_s += dur; break;
+    case PX_STREAM_DP: ss->stats.dp_s += dur; break;
+    default:
+      ss->stats.pp_s += dur;
+      S->st[x].stats.pp_s += dur;
+      break;
+  }
+  if (kind == PX_STREAM_TP) trace_add(S, s, PX_STREAM_TP, 1, start_ns, now, "tp collective", -1, -1);
+  stream_q *q = &ss->q[stream];
+  switch (owner) {
+    case OWN_SEGMENT: run_segment(S, s, stream); break;
+    case OWN_ASYNC:
+      if (--q->async_open == 0 && q->seg >= ss->costs[ss->prog->insts[q->inst].block].n) inst_done(S, s, q->inst);
+      break;
+    case OWN_INST: inst_done(S, s, q->inst); break;
+    case OWN_P2P:
+      inst_done(S, s, q->inst);
+      run_segment(S, x, PX_STREAM_PP_RECV); /* the receive's all-gather, if any */
+      break;
+  }
+}
+
+/* ---- setup, run, results ---- */
+
+static px_status stage_init(sim *S, int64_t s) {
+  stage_state *ss = &S->st[s];
+  const px_program *prog = &S->plan->programs[s];
+  ss->prog = prog;
+  ss->pipe_first_ns = UINT64_MAX;
+  int32_t n = prog->ninsts;
+  ss->pending = px_calloc((size_t)n, sizeof *ss->pending, S->err);
+  ss->rdep_off = px_calloc((size_t)n + 1, sizeof *ss->rdep_off, S->err);
+  ss->rdep = px_calloc((size_t)prog->ndeps + 1, sizeof *ss->rdep, S->err);
+  ss->posted = px_calloc((size_t)n, 1, S->err);
+  if (!ss->pending || !ss->rdep_off || !ss->rdep || !ss->posted) return PX_ERR_RUNTIME;
+  int32_t counts[PX_STREAM_COUNT] = {0};
+  for (int32_t i = 0; i < n; i++) {
+    const px_inst *in = &prog->insts[i];
+    counts[in->stream]++;
+    ss->pending[i] = in->ndeps;
+    for (int32_t d = 0; d < in->ndeps; d++) ss->rdep_off[prog->deps[in->dep_start + d] + 1]++;
+  }
+  for (int32_t i = 0; i < n; i++) ss->rdep_off[i + 1] += ss->rdep_off[i];
+  int32_t *fill = px_calloc((size_t)n + 1, sizeof *fill, S->err);
+  if (!fill) return PX_ERR_RUNTIME;
+  for (int32_t i = 0; i < n; i++) {
+    const px_inst *in = &prog->insts[i];
+    for (int32_t d = 0; d < in->ndeps; d++) {
+      int32_t on = prog->deps[in->dep_start + d];
+      ss->rdep[ss->rdep_off[on] + fill[on]++] = i;
+    }
+  }
+  free(fill);
+  for (int k = 0; k < PX_STREAM_COUNT; k++) {
+    ss->q[k].list = px_calloc((size_t)counts[k] + 1, sizeof *ss->q[k].list, S->err);
+    if (!ss->q[k].list) return PX_ERR_RUNTIME;
+    ss->q[k].inst = -1;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    stream_q *q = &ss->q[prog->insts[i].stream];
+    q->list[q->n++] = i;
+  }
+  return stage_costs(S, s);
+}
+
+static void sim_free(sim *S) {
+  for (int64_t s = 0; S->st && s < S->pp; s++) {
+    stage_state *ss = &S->st[s];
+    free(ss->pending);
+    free(ss->rdep_off);
+    free(ss->rdep);
+    free(ss->posted);
+    free(ss->unit_sync);
+    free(ss->unit_gather);
+    for (int k = 0; k < PX_STREAM_COUNT; k++) free(ss->q[k].list);
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) free(ss->costs[k].v);
+  }
+  free(S->st);
+  px_net_free(S->net);
+  free(S->trace);
+  px_engine_deinit(&S->eng);
+}
+
+static px_status write_trace(sim *S, const char *path) {
+  px_afile f;
+  px_status st = px_afile_open(&f, path, S->err);
+  if (st) return st;
+  FILE *fp = f.fp;
+  fprintf(fp, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+  for (int64_t s = 0; s < S->pp; s++) {
+    fprintf(fp, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %lld, \"args\": {\"name\": \"stage %lld\"}},\n",
+            (long long)s, (long long)s);
+    for (int k = 0; k < PX_STREAM_COUNT; k++)
+      fprintf(fp, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %lld, \"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
+              (long long)s, k, px_stream_names[k]);
+  }
+  for (int64_t i = 0; i < S->ntrace; i++) {
+    const trace_ev *e = &S->trace[i];
+    fprintf(fp, "{\"name\": \"%s", e->name);
+    if (e->mb >= 0) fprintf(fp, " mb %d", e->mb);
+    if (e->layer >= 0) fprintf(fp, " layer %d", e->layer);
+    fprintf(fp, "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}%s\n",
+            px_stream_names[e->stream], e->stage, e->stream, (double)e->ts_ns / 1e3, (double)e->dur_ns / 1e3,
+            i + 1 < S->ntrace ? "," : "");
+  }
+  fprintf(fp, "]}\n");
+  return px_afile_commit(&f, S->err);
+}
+
+/* One pass of the simulation. */
+static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
+  sim S;
+  memset(&S, 0, sizeof S);
+  S.plan = plan;
+  S.opts = opts;
+  S.pp = plan->par.pp;
+  S.err = err;
+  px_status st = px_engine_init(&S.eng, 1024, err);
+  if (st) return st;
+  S.st = px_calloc((size_t)S.pp, sizeof *S.st, err);
+  S.net = px_net_new(&S.eng, (int32_t)(S.pp * R_PER_STAGE), EV_FLOW_JOIN, EV_FLOW_DONE, err);
+  if (!S.st || !S.net) {
+    sim_free(&S);
+    return PX_ERR_RUNTIME;
+  }
+  for (int64_t s = 0; s < S.pp && !st; s++) st = stage_init(&S, s);
+  for (int64_t s = 0; s < S.pp && !st; s++)
+    for (int k = 0; k < PX_STREAM_COUNT; k++) try_start(&S, s, k);
+  px_event ev;
+  while (!st && !S.status && px_engine_pop(&S.eng, &ev)) {
+    switch (ev.kind) {
+      case EV_SEG_DONE:
+        if ((uint32_t)(ev.b >> 8) == S.st[ev.a].q[ev.b & 0xff].version) run_segment(&S, ev.a, (int)(ev.b & 0xff));
+        break;
+      case EV_FLOW_JOIN: px_net_on_join(S.net, (int32_t)ev.a); break;
+      case EV_FLOW_DONE: {
+        uint64_t tag, start;
+        if (px_net_on_done(S.net, (int32_t)ev.a, ev.b, &tag, &start)) flow_done(&S, tag, start);
+        break;
+      }
+    }
+  }
+  if (!st) st = S.status;
+  if (!st && S.net) st = px_net_status(S.net, err);
+  for (int64_t s = 0; !st && s < S.pp; s++) {
+    if (S.st[s].ndone != S.st[s].prog->ninsts) {
+      const stage_state *ss = &S.st[s];
+      st = px_err_set(err, PX_ERR_RUNTIME, "simulation stalled: stage %lld finished %d of %d instances", (long long)s,
+                      ss->ndone, ss->prog->ninsts);
+    }
+  }
+  if (!st) {
+    memset(out, 0, sizeof *out);
+    out->nstages = S.pp;
+    out->stages = px_calloc((size_t)S.pp, sizeof *out->stages, err);
+    if (!out->stages) st = PX_ERR_RUNTIME;
+  }
+  if (!st) {
+    uint64_t end = 0, first = UINT64_MAX, last = 0;
+    double busy = 0;
+    for (int64_t s = 0; s < S.pp; s++) {
+      stage_state *ss = &S.st[s];
+      ss->stats.end_s = (double)ss->end_ns * 1e-9;
+      out->stages[s] = ss->stats;
+      if (ss->end_ns > end) end = ss->end_ns;
+      if (ss->pipe_first_ns < first) first = ss->pipe_first_ns;
+      if (ss->pipe_last_ns > last) last = ss->pipe_last_ns;
+      busy += ss->stats.busy_s;
+      if (ss->stats.tp_s > out->comm_tp_s) out->comm_tp_s = ss->stats.tp_s;
+      if (ss->stats.pp_s > out->comm_pp_s) out->comm_pp_s = ss->stats.pp_s;
+      if (ss->stats.dp_s > out->comm_dp_s) out->comm_dp_s = ss->stats.dp_s;
+    }
+    out->step_time_s = (double)end * 1e-9;
+    double span = last > first ? (double)(last - first) * 1e-9 : 0.0;
+    out->bubble_fraction = span > 0 ? 1.0 - busy / ((double)S.pp * span) : 0.0;
+    if (out->bubble_fraction < 0) out->bubble_fraction = 0; /* rounding of nanosecond clocks */
+    out->events = S.eng.processed;
+    if (opts->trace_path && !opts->comm_free) st = write_trace(&S, opts->trace_path);
+  }
+  sim_free(&S);
+  if (st) px_sim_result_free(out);
+  return st;
+}
+
+px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
+  px_sim_opts defaults = {0};
+  if (!opts) opts = &defaults;
+  memset(out, 0, sizeof *out);
+  px_status st = sim_once(plan, opts, out, err);
+  if (st) return st;
+  if (!opts->comm_free && !opts->skip_exposed) {
+    px_sim_opts free_opts = *opts;
+    free_opts.comm_free = true;
+    free_opts.trace_path = NULL;
+    px_sim_result twin;
+    if ((st = sim_once(plan, &free_opts, &twin, err))) {
+      px_sim_result_free(out);
+      return st;
+    }
+    out->step_time_comm_free_s = twin.step_time_s;
+    out->comm_exposed_s = out->step_time_s > twin.step_time_s ? out->step_time_s - twin.step_time_s : 0.0;
+    out->events += twin.events;
+    px_sim_result_free(&twin);
+  } else if (opts->comm_free) {
+    out->step_time_comm_free_s = out->step_time_s;
+  }
+  const px_cluster *c = &plan->cluster;
+  double gpus = (double)c->gpus, t = out->step_time_s;
+  double peak = c->gpu.peak_flops[plan->act_dtype] > 0 ? c->gpu.peak_flops[plan->act_dtype] : c->gpu.peak_flops[0];
+  out->fits = plan->fits;
+  if (t > 0) {
+    out->tokens_per_s = (double)plan->par.gbs * (double)plan->seq / t;
+    out->model_tflops_per_gpu = plan->model_flops_per_step / t / gpus / 1e12;
+    out->mfu = plan->model_flops_per_step / t / gpus / peak;
+    out->hfu = plan->hw_flops_per_step / t / gpus / peak;
+  }
+  return PX_OK;
+}
+
+void px_sim_result_free(px_sim_result *r) {
+  if (!r) return;
+  free(r->stages);
+  r->stages = NULL;
+}

@@ -1,0 +1,52 @@
+/* The simulator: runs each pipeline stage's program through the event
+ * engine, costing compute with the roofline model and communication with
+ * the collective model as flows that share link bandwidth. One program per
+ * stage is simulated: ranks of a stage are symmetric, so the cost does not
+ * grow with TP or DP. */
+#ifndef PX_SIM_SIM_H
+#define PX_SIM_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "plan/plan.h"
+
+/* Test hook: replaces a compute block's duration (seconds; < 0 keeps the model's). */
+typedef double (*px_sim_block_cost_fn)(void *ctx, int64_t stage, px_block_kind kind);
+
+typedef struct {
+  bool comm_free;          /* every collective and transfer takes no time */
+  bool skip_exposed;       /* do not run the comm-free twin (comm.exposed_s stays 0) */
+  const char *trace_path;  /* Chrome trace JSON, NULL for none */
+  px_sim_block_cost_fn block_cost;
+  void *block_cost_ctx;
+} px_sim_opts;
+
+typedef struct {
+  double busy_s;   /* compute stream busy with forward/backward blocks */
+  double end_s;    /* when the stage's last instance finished */
+  double tp_s, pp_s, dp_s; /* time in collectives/transfers of each kind */
+  double compute_s; /* pure compute (no TP) in forward/backward blocks */
+  double op_s[PX_OP_COUNT]; /* compute seconds by op kind over the step (uncontended) */
+} px_sim_stage;
+
+typedef struct {
+  double step_time_s;
+  double tokens_per_s;
+  double model_tflops_per_gpu;
+  double mfu, hfu;
+  double bubble_fraction; /* compute idle share of the pipeline phase, all stages */
+  bool fits;
+  double comm_tp_s, comm_pp_s, comm_dp_s; /* max over stages */
+  double comm_exposed_s;  /* step time minus the step time with free communication */
+  double step_time_comm_free_s;
+  uint64_t events;        /* events processed (both runs) */
+  int64_t nstages;
+  px_sim_stage *stages;   /* (pp) */
+} px_sim_result;
+
+px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);
+void px_sim_result_free(px_sim_result *r);
+
+#endif

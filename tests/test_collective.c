@@ -1,0 +1,338 @@
+/* Collective cost model: nccl-tests bus bandwidths and latencies against
+ * published figures (tests/data/nccl_busbw.csv), hand-computed times, the
+ * algorithm choice, oversubscription and busbw factors. */
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/cluster.h"
+#include "plan/grid.h"
+#include "sim/collective.h"
+#include "tests/testutil.h"
+
+#define GIB (1ull << 30)
+#define MIB (1ull << 20)
+
+static px_cluster load(const char *preset, int64_t nodes) {
+  px_cluster c;
+  px_err err = {0};
+  memset(&c, 0, sizeof c);
+  px_status st = px_cluster_load(preset, &c, &err);
+  if (st) fprintf(stderr, "\n  %s: %s\n", preset, err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 0, nodes, &err), PX_OK);
+  return c;
+}
+
+/* The group of `size` members `stride` ranks apart starting at rank 0 (a DP
+ * group of a grid with tp = stride). */
+static px_placement place(const px_cluster *c, int64_t size, int64_t stride) {
+  px_grid g;
+  px_grid_init(&g, c, stride, size, 1);
+  return g.dp_place;
+}
+
+static px_coll kind_of(const char *s) {
+  if (!strcmp(s, "allreduce")) return PX_COLL_ALLREDUCE;
+  if (!strcmp(s, "allgather")) return PX_COLL_ALLGATHER;
+  if (!strcmp(s, "reduce_scatter")) return PX_COLL_REDUCE_SCATTER;
+  return PX_COLL_NONE;
+}
+
+/* time_s = latency_s + max_k bytes[k] / bw[k], bw set exactly where bytes are. */
+static void check_consistent(const px_coll_cost *k) {
+  double t = 0;
+  for (int l = 0; l < PX_LINK_COUNT; l++) {
+    CU_ASSERT_EQUAL(k->bytes[l] > 0, k->bw[l] > 0);
+    if (k->bw[l] > 0 && k->bytes[l] / k->bw[l] > t) t = k->bytes[l] / k->bw[l];
+  }
+  PX_ASSERT_REL(k->time_s, k->latency_s + t, 1e-12);
+}
+
+/* Every row of tests/data/nccl_busbw.csv. */
+static void test_published(void) {
+  FILE *fp = fopen(px_test_path("tests/data/nccl_busbw.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[2048];
+  int rows = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    char topo[64], coll[32], metric[32];
+    long long nodes, gpn;
+    unsigned long long size;
+    double lo, hi, tol;
+    if (sscanf(line, "%63[^,],%31[^,],%lld,%lld,%llu,%31[^,],%lf,%lf,%lf,", topo, coll, &nodes, &gpn, &size, metric,
+               &lo, &hi, &tol) != 9) {
+      fprintf(stderr, "\n  unreadable row: %s", line);
+      CU_FAIL("unreadable row");
+      continue;
+    }
+    px_coll kind = kind_of(coll);
+    CU_ASSERT_NOT_EQUAL_FATAL(kind, PX_COLL_NONE);
+    px_cluster c = load(topo, nodes);
+    CU_ASSERT_EQUAL_FATAL(c.gpus_per_node, gpn);
+    px_placement g = place(&c, nodes * gpn, 1);
+    CU_ASSERT_EQUAL(g.nodes, nodes);
+    px_coll_cost k = px_coll_cost_of(&c, kind, size, &g);
+    check_consistent(&k);
+    double got;
+    if (!strcmp(metric, "busbw_gb_per_s"))
+      got = px_coll_busbw_bytes_per_s(kind, g.size, size, k.time_s) / 1e9;
+    else if (!strcmp(metric, "time_us"))
+      got = k.time_s * 1e6;
+    else {
+      CU_FAIL("unknown metric");
+      continue;
+    }
+    bool ok = got >= lo * (1 - tol) && got <= hi * (1 + tol);
+    fprintf(stderr, "\n  %s %s %lldx%lld %llu B (%s): %s %.4g, published %g-%g (tol %g)%s", topo, coll, nodes, gpn,
+            size, px_algo_names[k.algo], metric, got, lo, hi, tol, ok ? "" : "  <-- OUT OF RANGE");
+    CU_ASSERT(ok);
+    rows++;
+  }
+  fclose(fp);
+  fprintf(stderr, "\n");
+  CU_ASSERT(rows >= 4);
+}
+
+/* In one node every collective's large-message busbw is the NVLink rate x
+ * efficiency (nccl-tests' busbw is defined so that it is). */
+static void test_one_node_busbw_is_link(void) {
+  static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200"};
+  static const px_coll kinds[] = {PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER};
+  for (size_t p = 0; p < sizeof presets / sizeof *presets; p++) {
+    px_cluster c = load(presets[p], 1);
+    px_placement g = place(&c, 8, 1);
+    CU_ASSERT(g.intra);
+    double link = c.intra_bytes_per_s * c.intra_efficiency;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+      px_coll_cost k = px_coll_cost_of(&c, kinds[i], 8 * GIB, &g);
+      CU_ASSERT_EQUAL(k.algo, PX_ALGO_RING);
+      CU_ASSERT_EQUAL(k.bytes[PX_LINK_INTER], 0);
+      CU_ASSERT_EQUAL(k.bw[PX_LINK_INTER], 0);
+      PX_ASSERT_REL(k.bw[PX_LINK_INTRA], link, 1e-12);
+      PX_ASSERT_REL(px_coll_busbw_bytes_per_s(kinds[i], 8, 8 * GIB, k.time_s), link, 0.005);
+      check_consistent(&k);
+    }
+  }
+  /* The figures themselves: 300 x 0.8 = 240 GB/s (published 230-250), 450 x 0.82 = 369 (about 370). */
+  px_cluster a = load("dgx-a100", 1), h = load("dgx-h100", 1);
+  PX_ASSERT_REL(px_coll_link_bytes_per_s(&a, PX_LINK_INTRA, 1), 240e9, 1e-12);
+  PX_ASSERT_REL(px_coll_link_bytes_per_s(&h, PX_LINK_INTRA, 1), 369e9, 1e-12);
+}
+
+/* 2 nodes x 8 H100 on A3 Mega: bandwidth-bound at 8 GiB, latency-bound at 8 bytes. */
+static void test_a3_mega_two_nodes(void) {
+  px_cluster c = load("a3-mega", 2);
+  px_placement g = place(&c, 16, 1);
+  CU_ASSERT_EQUAL(g.per_node, 8);
+  CU_ASSERT_EQUAL(g.nodes, 2);
+  px_coll_cost big = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 8 * GIB, &g);
+  CU_ASSERT_EQUAL(big.algo, PX_ALGO_HIER);
+  PX_ASSERT_REL(px_coll_busbw_bytes_per_s(PX_COLL_ALLREDUCE, 16, 8 * GIB, big.time_s), 338.8e9, 0.10);
+  px_coll_cost small = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 8, &g);
+  PX_ASSERT_REL(small.time_s, 123e-6, 0.25);
+  PX_ASSERT_REL(small.time_s, small.latency_s, 1e-3); /* latency-bound */
+  /* 2 x 7 x 3 us + 2 x 1 x 40.5 us = 123 us */
+  PX_ASSERT_REL(small.latency_s, 123e-6, 1e-12);
+}
+
+/* Hand-computed times (1 GiB = 1073741824 bytes). */
+/* Hand-computed times (1 GiB = 1073741824 bytes), on frozen copies of the
+ * presets (tests/data/handcalc-*.json) so that calibrating a preset does not
+ * move these figures. */
+static void test_hand_computed(void) {
+  /* 1. Ring all-reduce of 1 GiB in one dgx-a100 node (8 GPUs).
+   *    bw intra = 300e9 x 0.8 = 240e9 B/s.
+   *    bytes = 2 x 7/8 x 1073741824 = 1879048192 -> 1879048192 / 240e9 = 7.829367466667e-3 s.
+   *    latency = 2 x 7 steps x 3 us = 42 us.  time = 7.871367466667e-3 s. */
+  px_cluster a100 = load(px_test_path("tests/data/handcalc-a100.json"), 4);
+  px_placement g = place(&a100, 8, 1);
+  px_coll_cost k = px_coll_cost_of(&a100, PX_COLL_ALLREDUCE, GIB, &g);
+  CU_ASSERT_EQUAL(k.algo, PX_ALGO_RING);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 1879048192.0, 1e-15);
+  PX_ASSERT_REL(k.latency_s, 42e-6, 1e-12);
+  PX_ASSERT_REL(k.time_s, 7.871367466667e-3, 1e-11);
+
+  /* 2. All-gather of 1 GiB (output) across 4 dgx-a100 nodes, 1 GPU per node
+   *    (stride 8). Ring (hierarchical needs 2+ GPUs per node, tree is all-reduce only).
+   *    bw inter = 8 NICs x 25e9 B/s x 0.85 / 8 GPUs = 21.25e9 B/s.
+   *    bytes inter = 3/4 x 1073741824 / 1 = 805306368 -> 805306368 / 21.25e9 = 3.789677025882e-2 s.
+   *    latency = 3 steps x 5 us = 15 us.  time = 3.791177025882e-2 s. */
+  g = place(&a100, 4, 8);
+  CU_ASSERT_EQUAL(g.per_node, 1);
+  CU_ASSERT_EQUAL(g.nodes, 4);
+  k = px_coll_cost_of(&a100, PX_COLL_ALLGATHER, GIB, &g);
+  CU_ASSERT_EQUAL(k.algo, PX_ALGO_RING);
+  CU_ASSERT_EQUAL(k.bytes[PX_LINK_INTRA], 0);
+  PX_ASSERT_REL(k.bw[PX_LINK_INTER], 21.25e9, 1e-12);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTER], 805306368.0, 1e-15);
+  PX_ASSERT_REL(k.latency_s, 15e-6, 1e-12);
+  PX_ASSERT_REL(k.time_s, 3.791177025882e-2, 1e-11);
+
+  /* 3. Hierarchical all-reduce of 1 GiB over 2 dgx-h100 nodes x 8.
+   *    bw intra = 450e9 x 0.82 = 369e9; bw inter = 8 x 50e9 x 0.85 / 8 = 42.5e9 B/s.
+   *    intra bytes = 2 x 7/8 x 1073741824 = 1879048192 -> / 369e9 = 5.092271523035e-3 s.
+   *    inter bytes = 2 x 1/2 x 1073741824 / 8 = 134217728 -> / 42.5e9 = 3.158064188235e-3 s.
+   *    latency = 2 x 7 x 3 us + 2 x 1 x 5 us = 52 us.  time = 52e-6 + 5.092271523035e-3 = 5.144271523035e-3 s.
+   *    (Flat ring: 30 x 5 us + max(1.875 GiB / 369e9, 1.875 GiB / 8 / 42.5e9 = 5.921e-3) = 6.071e-3 s.) */
+  px_cluster h100 = load(px_test_path("tests/data/handcalc-h100.json"), 2);
+  g = place(&h100, 16, 1);
+  k = px_coll_cost_of(&h100, PX_COLL_ALLREDUCE, GIB, &g);
+  CU_ASSERT_EQUAL(k.algo, PX_ALGO_HIER);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 1879048192.0, 1e-15);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTER], 134217728.0, 1e-15);
+  PX_ASSERT_REL(k.latency_s, 52e-6, 1e-12);
+  PX_ASSERT_REL(k.time_s, 5.144271523035e-3, 1e-11);
+  px_coll_cost ring;
+  CU_ASSERT_FATAL(px_coll_cost_algo(&h100, PX_COLL_ALLREDUCE, GIB, &g, PX_ALGO_RING, &ring));
+  PX_ASSERT_REL(ring.time_s, 150e-6 + 1.875 * GIB / 8 / 42.5e9, 1e-12);
+
+  /* 4. P2P of 64 MiB between dgx-h100 nodes: 67108864 / 42.5e9 = 1.579032094118e-3 s + 5 us = 1.584032094118e-3 s.
+   *    Inside a node: 67108864 / 369e9 = 1.818668401084e-4 s + 3 us = 1.848668401084e-4 s. */
+  k = px_coll_cost_p2p(&h100, 64 * MIB, false);
+  CU_ASSERT_EQUAL(k.algo, PX_ALGO_DIRECT);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTER], 67108864.0, 1e-15);
+  PX_ASSERT_REL(k.time_s, 1.584032094118e-3, 1e-11);
+  k = px_coll_cost_p2p(&h100, 64 * MIB, true);
+  PX_ASSERT_REL(k.time_s, 1.848668401084e-4, 1e-11);
+  /* The same through px_coll_cost_of with a 2-member group across nodes (pipeline stages). */
+  g = place(&h100, 2, 8);
+  k = px_coll_cost_of(&h100, PX_COLL_P2P, 64 * MIB, &g);
+  PX_ASSERT_REL(k.time_s, 1.584032094118e-3, 1e-11);
+
+  /* 5. Tree all-reduce of 1 MiB over 64 dgx-h100 nodes x 8.
+   *    latency = 2 x ceil(log2 64) x 5 us + 2 x 7 x 3 us = 60 + 42 = 102 us.
+   *    inter bytes = 2 x 1048576 / 8 = 262144 -> / 42.5e9 = 6.168094117647e-6 s.
+   *    intra bytes = 2 x 7/8 x 1048576 = 1835008 -> / 369e9 = 4.972921409214e-6 s.
+   *    time = 102e-6 + 6.168094117647e-6 = 1.081680941176e-4 s.
+   *    (Hierarchical: 42 + 126 x 5 = 672 us of latency alone.) */
+  px_cluster big = load(px_test_path("tests/data/handcalc-h100.json"), 64);
+  g = place(&big, 512, 1);
+  k = px_coll_cost_of(&big, PX_COLL_ALLREDUCE, MIB, &g);
+  CU_ASSERT_EQUAL(k.algo, PX_ALGO_TREE);
+  PX_ASSERT_REL(k.latency_s, 102e-6, 1e-12);
+  PX_ASSERT_REL(k.time_s, 1.081680941176e-4, 1e-11);
+}
+
+/* Small messages at many nodes pick the tree; large ones the ring (one GPU
+ * per node) or hierarchical (several). */
+static void test_algorithm_choice(void) {
+  px_cluster c = load("dgx-h100", 64);
+  px_placement full = place(&c, 512, 1), flat = place(&c, 64, 8);
+  CU_ASSERT_EQUAL(full.per_node, 8);
+  CU_ASSERT_EQUAL(flat.per_node, 1);
+  CU_ASSERT_EQUAL(flat.nodes, 64);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 1024, &full).algo, PX_ALGO_TREE);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 1024, &flat).algo, PX_ALGO_TREE);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 8 * GIB, &full).algo, PX_ALGO_HIER);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 8 * GIB, &flat).algo, PX_ALGO_RING);
+  /* The tree is all-reduce only, and needs more than 2 nodes. */
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLGATHER, 1024, &full).algo, PX_ALGO_HIER);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_REDUCE_SCATTER, 1024, &flat).algo, PX_ALGO_RING);
+  px_coll_cost k;
+  px_placement two = place(&c, 16, 1);
+  CU_ASSERT_FALSE(px_coll_cost_algo(&c, PX_COLL_ALLREDUCE, 1024, &two, PX_ALGO_TREE, &k));
+  CU_ASSERT_FALSE(px_coll_cost_algo(&c, PX_COLL_ALLGATHER, 1024, &full, PX_ALGO_TREE, &k));
+  CU_ASSERT_FALSE(px_coll_cost_algo(&c, PX_COLL_ALLREDUCE, 1024, &flat, PX_ALGO_HIER, &k));
+  /* The choice is the cheapest applicable algorithm, at every size. */
+  for (uint64_t s = 1; s <= 16 * GIB; s *= 4) {
+    px_coll_cost best = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, s, &full);
+    for (int a = 0; a < PX_ALGO_DIRECT; a++)
+      if (px_coll_cost_algo(&c, PX_COLL_ALLREDUCE, s, &full, (px_algo)a, &k)) CU_ASSERT(best.time_s <= k.time_s);
+    check_consistent(&best);
+  }
+}
+
+/* At 1 KiB the time is within 1% of the latency, in and across nodes. */
+static void test_latency_bound(void) {
+  static const struct {
+    const char *preset;
+    int64_t nodes, size, stride;
+  } cases[] = {
+      {"dgx-a100", 1, 8, 1}, {"dgx-a100", 1, 2, 1}, {"dgx-h100", 2, 16, 1},
+      {"dgx-h100", 4, 4, 8}, {"dgx-h100", 64, 512, 1}, {"a3-mega", 2, 16, 1},
+  };
+  static const px_coll kinds[] = {PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER, PX_COLL_P2P};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    px_cluster c = load(cases[i].preset, cases[i].nodes);
+    px_placement g = place(&c, cases[i].size, cases[i].stride);
+    for (size_t j = 0; j < sizeof kinds / sizeof *kinds; j++) {
+      px_coll_cost k = px_coll_cost_of(&c, kinds[j], 1024, &g);
+      CU_ASSERT(k.latency_s > 0);
+      PX_ASSERT_REL(k.time_s, k.latency_s, 0.01);
+    }
+  }
+}
+
+/* A group spanning 2 leaves with oversubscription 2 gets half the NIC bandwidth. */
+static void test_oversubscription(void) {
+  px_cluster c = load("dgx-h100", 4);
+  c.nodes_per_leaf = 2;
+  c.oversubscription = 2.0;
+  px_placement one_leaf = place(&c, 16, 1), two_leaves = place(&c, 32, 1);
+  CU_ASSERT_EQUAL(one_leaf.leaves, 1);
+  CU_ASSERT_EQUAL(two_leaves.leaves, 2);
+  px_coll_cost a = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, GIB, &one_leaf);
+  px_coll_cost b = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, GIB, &two_leaves);
+  PX_ASSERT_REL(a.bw[PX_LINK_INTER], 42.5e9, 1e-12);
+  PX_ASSERT_REL(b.bw[PX_LINK_INTER], a.bw[PX_LINK_INTER] / 2, 1e-12);
+  PX_ASSERT_REL(b.bw[PX_LINK_INTRA], a.bw[PX_LINK_INTRA], 1e-12); /* NVLink untouched */
+  /* Same group, same algorithm, leaves forced: only the NIC term changes. */
+  px_placement forced = two_leaves;
+  forced.leaves = 1;
+  px_coll_cost f, s;
+  CU_ASSERT_FATAL(px_coll_cost_algo(&c, PX_COLL_ALLREDUCE, GIB, &forced, PX_ALGO_RING, &f));
+  CU_ASSERT_FATAL(px_coll_cost_algo(&c, PX_COLL_ALLREDUCE, GIB, &two_leaves, PX_ALGO_RING, &s));
+  PX_ASSERT_REL(s.bw[PX_LINK_INTER], f.bw[PX_LINK_INTER] / 2, 1e-12);
+  PX_ASSERT_REL(s.bytes[PX_LINK_INTER], f.bytes[PX_LINK_INTER], 1e-15);
+  PX_ASSERT_REL(s.time_s - s.latency_s, 2 * (f.time_s - f.latency_s), 1e-12); /* NIC-bound */
+  /* Without oversubscription, spanning leaves costs nothing extra. */
+  c.oversubscription = 1.0;
+  PX_ASSERT_REL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, GIB, &two_leaves).bw[PX_LINK_INTER], 42.5e9, 1e-12);
+}
+
+static void test_busbw_factors(void) {
+  PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_ALLREDUCE, 8), 1.75, 1e-15);
+  PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_ALLREDUCE, 16), 1.875, 1e-15);
+  PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_ALLGATHER, 8), 0.875, 1e-15);
+  PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_REDUCE_SCATTER, 4), 0.75, 1e-15);
+  PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_P2P, 2), 1.0, 1e-15);
+  CU_ASSERT_EQUAL(px_coll_busbw_factor(PX_COLL_ALLREDUCE, 1), 0.0);
+  CU_ASSERT_EQUAL(px_coll_busbw_factor(PX_COLL_NONE, 8), 0.0);
+  PX_ASSERT_REL(px_coll_busbw_bytes_per_s(PX_COLL_ALLREDUCE, 8, 1000000000ull, 1.0), 1.75e9, 1e-15);
+  CU_ASSERT_EQUAL(px_coll_busbw_bytes_per_s(PX_COLL_ALLREDUCE, 8, 1000, 0.0), 0.0);
+}
+
+/* Groups of one, empty buffers and PX_COLL_NONE cost nothing. */
+static void test_trivial(void) {
+  px_cluster c = load("dgx-h100", 2);
+  px_placement one = place(&c, 1, 1), eight = place(&c, 8, 1);
+  static const px_coll kinds[] = {PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER, PX_COLL_P2P};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+    px_coll_cost k = px_coll_cost_of(&c, kinds[i], GIB, &one);
+    CU_ASSERT_EQUAL(k.algo, PX_ALGO_DIRECT);
+    CU_ASSERT_EQUAL(k.time_s, 0);
+    CU_ASSERT_EQUAL(k.latency_s, 0);
+    CU_ASSERT_EQUAL(k.bytes[PX_LINK_INTRA] + k.bytes[PX_LINK_INTER], 0);
+    k = px_coll_cost_of(&c, kinds[i], 0, &eight);
+    CU_ASSERT_EQUAL(k.time_s, 0);
+  }
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_NONE, GIB, &eight).time_s, 0);
+  CU_ASSERT_EQUAL(px_coll_cost_p2p(&c, 0, false).time_s, 0);
+  CU_ASSERT_STRING_EQUAL(px_algo_names[PX_ALGO_HIER], "hierarchical");
+}
+
+int main(void) {
+  static const px_test tests[] = {
+      {"published nccl-tests figures (tests/data/nccl_busbw.csv)", test_published},
+      {"one node: busbw = NVLink x efficiency for AR, AG, RS", test_one_node_busbw_is_link},
+      {"A3 Mega 2x8: 338.8 GB/s at 8 GiB, 123 us at 8 B", test_a3_mega_two_nodes},
+      {"hand-computed times", test_hand_computed},
+      {"algorithm choice: tree small, ring/hierarchical large", test_algorithm_choice},
+      {"1 KiB is latency-bound", test_latency_bound},
+      {"oversubscription halves NIC bandwidth across leaves", test_oversubscription},
+      {"busbw factors", test_busbw_factors},
+      {"trivial groups cost nothing", test_trivial},
+  };
+  return px_test_main("collective", tests, sizeof tests / sizeof tests[0]);
+}
