@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# parallax sim: the JSON contract, the trace file, and refusals.
+set -u
+px=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+"$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 -B 64 --json --trace "$tmp/t.json" >"$tmp/s.json" || fail "sim --json"
+for key in '"step_time_s":' '"tokens_per_s":' '"model_tflops_per_gpu":' '"mfu":' '"hfu":' '"bubble_fraction":' \
+           '"fits":' '"peak_bytes_max":' '"stages":' '"tp_s":' '"pp_s":' '"dp_s":' '"exposed_s":' '"activations_bytes":'; do
+  grep -q "$key" "$tmp/s.json" || fail "sim --json lacks $key"
+done
+grep -q '"traceEvents"' "$tmp/t.json" || fail "trace lacks traceEvents"
+grep -q '"name": "layer_fwd mb 0 layer 0"' "$tmp/t.json" || fail "trace lacks the first forward block"
+grep -q '"thread_name"' "$tmp/t.json" || fail "trace lacks stream names"
+tail -c 4 "$tmp/t.json" | grep -q ']}' || fail "trace not closed"
+"$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -B 64 | grep -q "step time" || fail "human summary"
+# deterministic: the same input gives the same output
+a=$("$px" sim -m gpt3-175b -c dgx-a100 -g 1024 -t 8 -p 8 -B 1536 -r full --json | grep step_time_s)
+b=$("$px" sim -m gpt3-175b -c dgx-a100 -g 1024 -t 8 -p 8 -B 1536 -r full --json | grep step_time_s)
+[ "$a" = "$b" ] || fail "not deterministic: $a vs $b"
+# does not fit: reported, not refused
+"$px" sim -m llama3-70b -c dgx-h100 -g 8 -t 8 --json | grep -q '"fits":	false' || fail "70B on one node should not fit"
+
+err=$("$px" sim -m llama3-8b -c dgx-h100 -g 24 -t 3 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "attention heads" || fail "bad tp: $rc $err"
+err=$("$px" sim -m llama3-8b -c dgx-h100 -g 16 --trace /nonexistent/dir/t.json 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 1 ] && printf '%s' "$err" | grep -q "cannot create" || fail "unwritable trace: $rc $err"
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]
