@@ -8,6 +8,7 @@
 
 #include "core/fmt.h"
 #include "plan/planfile.h"
+#include "sim/sweep.h"
 
 typedef struct {
   const char *name;
@@ -18,7 +19,7 @@ typedef struct {
   const char *help;
 } px_opt;
 
-enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION };
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -48,6 +49,17 @@ static const px_opt opts[] = {
     {"graph", required_argument, 'G', PX_OPT_GRAPH, "FILE", "write the op graph as JSON"},
     {"dot", required_argument, 'D', PX_OPT_GRAPH, "FILE", "draw one micro-batch of stage 0 for Graphviz"},
     {"trace", required_argument, 'T', PX_OPT_SIM, "FILE", "write a Chrome trace (Perfetto)"},
+    {"plot", required_argument, 'L', PX_OPT_SIM | PX_OPT_SWEEP, "DIR", "write plot data and PNG/SVG plots into DIR"},
+    {"report", required_argument, 'R', PX_OPT_SWEEP, "DIR", "write plots and a self-contained HTML report into DIR"},
+    {"top", required_argument, 'k', PX_OPT_SWEEP, "K", "plans to show (10)"},
+    {"objective", required_argument, 'y', PX_OPT_SWEEP, "O", "rank by throughput|time|cost|memory"},
+    {"csv", required_argument, 'C', PX_OPT_SWEEP, "FILE", "write every evaluated plan as CSV"},
+    {"tokens", required_argument, 'n', PX_OPT_SWEEP, "T", "training tokens, e.g. 15T: days, GPU-hours, cost"},
+    {"price", required_argument, 'u', PX_OPT_SWEEP, "USD", "price per GPU-hour"},
+    {"mtbf-hours", required_argument, 'F', PX_OPT_SWEEP, "H", "mean time between failures per GPU (0: none)"},
+    {"restart-min", required_argument, 'W', PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
+    {"threads", required_argument, 'x', PX_OPT_SWEEP, "N", "threads (default: one per core)"},
+    {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -74,10 +86,21 @@ static px_status parse_enum(const char *flag, const char *s, const char *const *
   return px_err_set(err, PX_ERR_INPUT, "--%s: '%.64s' is not one of %s", flag, s, choices);
 }
 
+static px_status parse_number(const char *flag, const char *s, double min, double max, double *out, px_err *err) {
+  double v;
+  if (px_parse_count(s, &v, err)) return px_err_prefix(err, "%s", flag);
+  if (!(v >= min && v <= max)) return px_err_set(err, PX_ERR_INPUT, "%s: %.64s is out of range [%g, %g]", flag, s, min, max);
+  *out = v;
+  return PX_OK;
+}
+
 px_status px_args_parse(px_args *a, const char *command, int groups, int argc, char **argv, px_err *err) {
   memset(a, 0, sizeof *a);
   a->command = command;
   px_parallel_unset(&a->par);
+  a->objective = -1;
+  a->mtbf_hours = -1;
+  a->restart_min = -1;
   groups |= PX_OPT_COMMON;
   struct option lopts[NOPTS + 1];
   char shorts[NOPTS * 2 + 2];
@@ -143,6 +166,21 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'G': a->graph_file = optarg; break;
       case 'D': a->dot_file = optarg; break;
       case 'T': a->trace_file = optarg; break;
+      case 'L': a->plot_dir = optarg; break;
+      case 'R': a->report_dir = optarg; break;
+      case 'C': a->csv_file = optarg; break;
+      case 'k': st = px_parse_int(optarg, "--top", 1, 1000000, &a->top, err); break;
+      case 'x': st = px_parse_int(optarg, "--threads", 1, 256, &a->threads, err); break;
+      case OPT_MAX_TP: st = px_parse_int(optarg, "--max-tp", 1, 1 << 20, &a->max_tp, err); break;
+      case 'y': st = parse_enum("objective", optarg, px_objective_names, PX_OBJ_COUNT, &a->objective, err); break;
+      case 'n':
+        st = px_parse_count(optarg, &a->tokens, err);
+        if (!st && !(a->tokens > 0)) st = px_err_set(err, PX_ERR_INPUT, "--tokens: must be positive");
+        if (st) px_err_prefix(err, "--tokens");
+        break;
+      case 'u': st = parse_number("--price", optarg, 0, 1e9, &a->price, err); break;
+      case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
+      case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;
       default:
         st = px_err_set(err, PX_ERR_INPUT, "%s: unknown option '%s' (see %s --help)", command,

@@ -17,7 +17,8 @@ enum {
   PX_OPT_CLUSTER = 1 << 2, /* --cluster, --gpus, --nodes */
   PX_OPT_PLAN = 1 << 3,    /* --tp ... --plan, --save-plan */
   PX_OPT_GRAPH = 1 << 4,   /* --graph, --dot */
-  PX_OPT_SIM = 1 << 5,     /* --trace */
+  PX_OPT_SIM = 1 << 5,     /* --trace, --plot */
+  PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
 };
 
 typedef struct {
@@ -33,6 +34,17 @@ typedef struct {
   const char *graph_file;
   const char *dot_file;
   const char *trace_file;
+  const char *plot_dir;
+  const char *report_dir;
+  const char *csv_file;
+  int64_t top;
+  int objective;       /* px_objective, -1 unset */
+  double tokens;       /* 0 unset */
+  double price;        /* USD per GPU-hour */
+  double mtbf_hours;   /* < 0 unset, 0 disables */
+  double restart_min;  /* < 0 unset */
+  int64_t threads;
+  int64_t max_tp;
   /* Positional arguments after the flags. */
   int npos;
   char **pos;

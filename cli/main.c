@@ -16,6 +16,7 @@ static const px_command commands[] = {
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
     {"plan", px_cmd_plan, "compile a plan: grid, groups, layers per stage, memory per GPU, FLOPs, bubble"},
     {"sim", px_cmd_sim, "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
+    {"sweep", px_cmd_sweep, "rank every plan that fits: throughput, time to train, cost, plots, report"},
     {"topology", px_cmd_topology, "topology show NAME|FILE: a cluster's GPU, fabric and network figures"},
 };
 

@@ -73,7 +73,7 @@ typedef struct {
 typedef struct {
   int32_t stage, stream, depth;
   uint64_t ts_ns, dur_ns;
-  const char *name;
+  int32_t block; /* px_block_kind, -1 for a TP collective */
   int32_t mb, layer;
 } trace_ev;
 
@@ -241,9 +241,9 @@ static bool is_pipeline_block(px_block_kind k) {
          k == PX_BLOCK_HEAD_FWD || k == PX_BLOCK_HEAD_BWD;
 }
 
-static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t start, uint64_t end, const char *name,
+static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t start, uint64_t end, int32_t block,
                       int32_t mb, int32_t layer) {
-  if (!S->opts->trace_path || S->opts->comm_free) return;
+  if ((!S->opts->trace_path && !S->opts->timeline_path) || S->opts->comm_free) return;
   if (S->ntrace == S->cap_trace) {
     int64_t cap = S->cap_trace ? 2 * S->cap_trace : 4096;
     trace_ev *nt = realloc(S->trace, (size_t)cap * sizeof *nt);
@@ -254,7 +254,7 @@ static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t sta
     S->trace = nt;
     S->cap_trace = cap;
   }
-  S->trace[S->ntrace++] = (trace_ev){(int32_t)stage, stream, depth, start, end - start, name, mb, layer};
+  S->trace[S->ntrace++] = (trace_ev){(int32_t)stage, stream, depth, start, end - start, block, mb, layer};
 }
 
 static void try_start(sim *S, int64_t s, int stream);
@@ -272,7 +272,7 @@ static void inst_done(sim *S, int64_t s, int32_t i) {
     if (now > ss->pipe_last_ns) ss->pipe_last_ns = now;
   }
   if (now > ss->end_ns) ss->end_ns = now;
-  trace_add(S, s, in->stream, 0, q->start_ns, now, px_block_names[in->block], in->mb, in->layer);
+  trace_add(S, s, in->stream, 0, q->start_ns, now, in->block, in->mb, in->layer);
   ss->ndone++;
   q->busy = false;
   q->inst = -1;
@@ -300,7 +300,7 @@ static void fast_account(sim *S, int64_t s, const seg_list *l, int from, int to,
     if (k >= from) {
       if (g->comm) {
         ss->stats.tp_s += (double)g->t_ns * 1e-9;
-        trace_add(S, s, PX_STREAM_TP, 1, t, t + g->t_ns, "tp collective", -1, -1);
+        trace_add(S, s, PX_STREAM_TP, 1, t, t + g->t_ns, -1, -1, -1);
       } else if (pipe) {
         ss->stats.compute_s += g->dur_s;
       }
@@ -440,7 +440,7 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
       S->st[x].stats.pp_s += dur;
       break;
   }
-  if (kind == PX_STREAM_TP) trace_add(S, s, PX_STREAM_TP, 1, start_ns, now, "tp collective", -1, -1);
+  if (kind == PX_STREAM_TP) trace_add(S, s, PX_STREAM_TP, 1, start_ns, now, -1, -1, -1);
   stream_q *q = &ss->q[stream];
   switch (owner) {
     case OWN_SEGMENT: run_segment(S, s, stream); break;
@@ -531,7 +531,7 @@ static px_status write_trace(sim *S, const char *path) {
   }
   for (int64_t i = 0; i < S->ntrace; i++) {
     const trace_ev *e = &S->trace[i];
-    fprintf(fp, "{\"name\": \"%s", e->name);
+    fprintf(fp, "{\"name\": \"%s", e->block >= 0 ? px_block_names[e->block] : "tp collective");
     if (e->mb >= 0) fprintf(fp, " mb %d", e->mb);
     if (e->layer >= 0) fprintf(fp, " layer %d", e->layer);
     fprintf(fp, "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}%s\n",
@@ -539,6 +539,34 @@ static px_status write_trace(sim *S, const char *path) {
             i + 1 < S->ntrace ? "," : "");
   }
   fprintf(fp, "]}\n");
+  return px_afile_commit(&f, S->err);
+}
+
+static const char *timeline_kind(int32_t block) {
+  switch (block) {
+    case PX_BLOCK_EMBED_FWD:
+    case PX_BLOCK_LAYER_FWD:
+    case PX_BLOCK_HEAD_FWD: return "fwd";
+    case PX_BLOCK_EMBED_BWD:
+    case PX_BLOCK_LAYER_BWD:
+    case PX_BLOCK_HEAD_BWD: return "bwd";
+    case PX_BLOCK_OPTIMIZER: return "opt";
+    default: return "comm";
+  }
+}
+
+static px_status write_timeline(sim *S, const char *path) {
+  px_afile f;
+  px_status st = px_afile_open(&f, path, S->err);
+  if (st) return st;
+  fprintf(f.fp, "# one simulated step of %s: stream 0 compute, 1 tp, 2 dp, 3 pp-send, 4 pp-recv\n",
+          S->plan->model.name);
+  fprintf(f.fp, "# stage stream start_ms end_ms kind mb\n");
+  for (int64_t i = 0; i < S->ntrace; i++) {
+    const trace_ev *e = &S->trace[i];
+    fprintf(f.fp, "%d %d %.6f %.6f %s %d\n", e->stage, e->stream, (double)e->ts_ns * 1e-6,
+            (double)(e->ts_ns + e->dur_ns) * 1e-6, timeline_kind(e->block), e->mb);
+  }
   return px_afile_commit(&f, S->err);
 }
 
@@ -611,6 +639,7 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
     if (out->bubble_fraction < 0) out->bubble_fraction = 0; /* rounding of nanosecond clocks */
     out->events = S.eng.processed;
     if (opts->trace_path && !opts->comm_free) st = write_trace(&S, opts->trace_path);
+    if (!st && opts->timeline_path && !opts->comm_free) st = write_timeline(&S, opts->timeline_path);
   }
   sim_free(&S);
   if (st) px_sim_result_free(out);
@@ -627,6 +656,7 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     px_sim_opts free_opts = *opts;
     free_opts.comm_free = true;
     free_opts.trace_path = NULL;
+    free_opts.timeline_path = NULL;
     px_sim_result twin;
     if ((st = sim_once(plan, &free_opts, &twin, err))) {
       px_sim_result_free(out);

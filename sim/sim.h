@@ -19,6 +19,7 @@ typedef struct {
   bool comm_free;          /* every collective and transfer takes no time */
   bool skip_exposed;       /* do not run the comm-free twin (comm.exposed_s stays 0) */
   const char *trace_path;  /* Chrome trace JSON, NULL for none */
+  const char *timeline_path; /* gnuplot table: stage stream start_ms end_ms kind mb */
   px_sim_block_cost_fn block_cost;
   void *block_cost_ctx;
 } px_sim_opts;

@@ -1,0 +1,315 @@
+/* Plan search over the parallel dimensions, on threads. */
+#include "sim/sweep.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/sim.h"
+
+const char *const px_objective_names[PX_OBJ_COUNT] = {"throughput", "time", "cost", "memory"};
+
+void px_sweep_opts_init(px_sweep_opts *o) {
+  memset(o, 0, sizeof *o);
+  px_parallel_unset(&o->fixed);
+  o->objective = PX_OBJ_THROUGHPUT;
+  o->mtbf_hours = PX_MTBF_HOURS_DEFAULT;
+  o->restart_s = PX_RESTART_S_DEFAULT;
+  o->parts = 1;
+}
+
+void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
+                      double restart_s, px_train_time *t) {
+  memset(t, 0, sizeof *t);
+  const px_cluster *c = &plan->cluster;
+  double gpus = (double)c->gpus;
+  /* A checkpoint holds the model states once: parameters and optimizer. */
+  t->checkpoint_bytes = (double)plan->params_total *
+                        ((double)px_dtype_bytes(plan->param_dtype) + (double)plan->optimizer_bytes_per_param);
+  double write_bw = c->storage_bytes_per_s * (double)c->nodes;
+  t->checkpoint_write_s = write_bw > 0 ? t->checkpoint_bytes / write_bw : 0.0;
+  t->goodput = 1.0;
+  if (mtbf_hours > 0) {
+    double M = mtbf_hours * 3600.0 / gpus, d = t->checkpoint_write_s;
+    t->cluster_mtbf_s = M;
+    /* Daly's first-order optimum: tau = sqrt(2 d M) - d, for d < M / 2. */
+    double tau = d < M / 2 ? sqrt(2.0 * d * M) - d : M;
+    if (tau <= 0) tau = M; /* free checkpoints: every step, nothing lost */
+    t->checkpoint_interval_s = tau;
+    double waste = (tau > 0 && d > 0 ? d / tau : 0.0) + (tau / 2.0 + restart_s) / M;
+    if (d <= 0) waste = restart_s / M;
+    t->goodput = waste < 1.0 ? 1.0 - waste : 0.0;
+  }
+  if (tokens > 0 && tokens_per_s > 0) {
+    double ideal_s = tokens / tokens_per_s;
+    double wall_s = t->goodput > 0 ? ideal_s / t->goodput : INFINITY;
+    t->days = wall_s / 86400.0;
+    t->gpu_hours = wall_s / 3600.0 * gpus;
+    t->cost_usd = t->gpu_hours * price;
+  }
+}
+
+/* ---- enumeration ---- */
+
+typedef struct {
+  px_parallel *v;
+  int64_t n, cap;
+} cand_list;
+
+static bool cand_push(cand_list *l, const px_parallel *p) {
+  if (l->n == l->cap) {
+    int64_t cap = l->cap ? 2 * l->cap : 1024;
+    px_parallel *nv = realloc(l->v, (size_t)cap * sizeof *nv);
+    if (!nv) return false;
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *p;
+  return true;
+}
+
+/* Values of one dimension: the fixed one, or the list. */
+static int dim_values(int64_t fixed, bool is_fixed, const int64_t *all, int nall, int64_t *out) {
+  if (is_fixed) {
+    out[0] = fixed;
+    return 1;
+  }
+  for (int i = 0; i < nall; i++) out[i] = all[i];
+  return nall;
+}
+
+static px_status enumerate(const px_model *m, const px_cluster *c, const px_sweep_opts *o, cand_list *out,
+                           int64_t *invalid, px_err *err) {
+  const px_parallel *f = &o->fixed;
+  int64_t gpus = c->gpus;
+  int64_t max_tp = o->max_tp > 0 ? o->max_tp : c->gpus_per_node;
+  int64_t tps[64], pps[64];
+  int ntp = 0, npp;
+  for (int64_t t = 1; t <= gpus && t <= max_tp && ntp < 64; t++)
+    if (gpus % t == 0 && m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn_hidden % t == 0) tps[ntp++] = t;
+  if (f->tp > 0) tps[0] = f->tp, ntp = 1;
+  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2};
+  static const int64_t mbss[] = {1, 2, 4, 8};
+  int64_t zv[4], spv[2], rv[3], mv[4];
+  int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
+  int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
+  int nr = dim_values(f->recompute, f->recompute >= 0, recs, 3, rv);
+  int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
+  for (int it = 0; it < ntp; it++) {
+    int64_t tp = tps[it];
+    npp = 0;
+    for (int64_t q = 1; q <= gpus / tp && q <= m->layers && npp < 64; q++)
+      if ((gpus / tp) % q == 0) pps[npp++] = q;
+    if (f->pp > 0) pps[0] = f->pp, npp = 1;
+    for (int ip = 0; ip < npp; ip++) {
+      int64_t pp = pps[ip];
+      if (gpus % (tp * pp)) continue;
+      int64_t dp = gpus / (tp * pp);
+      if (f->dp > 0 && f->dp != dp) continue;
+      for (int iz = 0; iz < nz; iz++)
+        for (int is = 0; is < nsp; is++)
+          for (int im = 0; im < nm; im++)
+            for (int ir = 0; ir < nr; ir++) {
+              /* schedules: one for pp 1; gpipe, 1f1b and interleaved with every vpp otherwise */
+              int64_t scheds[16][2];
+              int nsched = 0;
+              if (pp == 1) {
+                scheds[nsched][0] = PX_SCHED_1F1B, scheds[nsched++][1] = 1;
+              } else {
+                scheds[nsched][0] = PX_SCHED_GPIPE, scheds[nsched++][1] = 1;
+                scheds[nsched][0] = PX_SCHED_1F1B, scheds[nsched++][1] = 1;
+                for (int64_t v = 2; v <= 8 && nsched < 16; v++)
+                  if (m->layers % (pp * v) == 0) scheds[nsched][0] = PX_SCHED_INTERLEAVED, scheds[nsched++][1] = v;
+              }
+              for (int ic = 0; ic < nsched; ic++) {
+                if (f->schedule >= 0 && f->schedule != scheds[ic][0]) continue;
+                if (f->vpp > 0 && f->vpp != scheds[ic][1]) continue;
+                px_parallel p = *f;
+                p.tp = tp, p.pp = pp, p.dp = dp, p.zero = (int)zv[iz], p.sp = (int)spv[is], p.mbs = mv[im];
+                p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic][0], p.vpp = scheds[ic][1];
+                px_parallel_resolve(&p, m, c);
+                /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
+                if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0) continue;
+                if (px_parallel_validate(&p, m, c, NULL)) {
+                  (*invalid)++;
+                  continue;
+                }
+                if (!cand_push(out, &p)) return px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+              }
+            }
+    }
+  }
+  return PX_OK;
+}
+
+/* ---- evaluation ---- */
+
+enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED };
+
+typedef struct {
+  const px_model *m;
+  const px_cluster *c;
+  const px_sweep_opts *o;
+  const cand_list *cands;
+  px_sweep_entry *entries; /* one per candidate */
+  uint8_t *state;
+  atomic_llong next, done;
+  int64_t total; /* candidates of this part */
+  px_err first_err;
+  pthread_mutex_t lock;
+} work;
+
+static void evaluate(work *w, int64_t i) {
+  px_plan plan;
+  px_err err = {0};
+  px_sweep_entry *e = &w->entries[i];
+  memset(e, 0, sizeof *e);
+  e->index = i;
+  e->par = w->cands->v[i];
+  if (px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
+    w->state[i] = CAND_FAILED;
+    pthread_mutex_lock(&w->lock);
+    if (!w->first_err.msg[0]) w->first_err = err;
+    pthread_mutex_unlock(&w->lock);
+    return;
+  }
+  int64_t worst = 0;
+  for (int64_t s = 0; s < plan.par.pp; s++)
+    if (plan.mem[s].peak_bytes > plan.mem[worst].peak_bytes) worst = s;
+  e->peak_bytes = plan.mem[worst].peak_bytes;
+  memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
+  if (!plan.fits) {
+    w->state[i] = CAND_NOFIT;
+    px_plan_free(&plan);
+    return;
+  }
+  px_sim_opts so = {.skip_exposed = true};
+  px_sim_result r;
+  if (px_sim_run(&plan, &so, &r, &err)) {
+    w->state[i] = CAND_FAILED;
+    pthread_mutex_lock(&w->lock);
+    if (!w->first_err.msg[0]) w->first_err = err;
+    pthread_mutex_unlock(&w->lock);
+    px_plan_free(&plan);
+    return;
+  }
+  e->step_time_s = r.step_time_s;
+  e->tokens_per_s = r.tokens_per_s;
+  e->model_tflops_per_gpu = r.model_tflops_per_gpu;
+  e->mfu = r.mfu;
+  e->hfu = r.hfu;
+  e->bubble_fraction = r.bubble_fraction;
+  e->comm_tp_s = r.comm_tp_s;
+  e->comm_pp_s = r.comm_pp_s;
+  e->comm_dp_s = r.comm_dp_s;
+  px_train_time_of(&plan, r.tokens_per_s, w->o->tokens, w->o->price_per_gpu_hour, w->o->mtbf_hours, w->o->restart_s,
+                   &e->train);
+  w->state[i] = CAND_FITS;
+  px_sim_result_free(&r);
+  px_plan_free(&plan);
+}
+
+static void *worker(void *arg) {
+  work *w = arg;
+  const px_sweep_opts *o = w->o;
+  for (;;) {
+    int64_t k = atomic_fetch_add(&w->next, 1);
+    int64_t i = o->part + k * o->parts; /* this part's k-th candidate */
+    if (i >= w->cands->n) break;
+    evaluate(w, i);
+    int64_t d = atomic_fetch_add(&w->done, 1) + 1;
+    if (o->progress) o->progress(o->progress_ctx, d, w->total);
+  }
+  return NULL;
+}
+
+static double score_of(const px_sweep_entry *e, px_objective obj) {
+  switch (obj) {
+    case PX_OBJ_TIME: return e->train.days > 0 ? e->train.days : e->step_time_s / (e->train.goodput > 0 ? e->train.goodput : 1e-9);
+    case PX_OBJ_COST: return e->train.cost_usd > 0 ? e->train.cost_usd : e->step_time_s;
+    case PX_OBJ_MEMORY: return (double)e->peak_bytes;
+    default: return -e->tokens_per_s;
+  }
+}
+
+static int cmp_entry(const void *a, const void *b) {
+  const px_sweep_entry *x = a, *y = b;
+  if (x->score != y->score) return x->score < y->score ? -1 : 1;
+  if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s > y->tokens_per_s ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj) {
+  for (int64_t i = 0; i < n; i++) e[i].score = score_of(&e[i], obj);
+  qsort(e, (size_t)n, sizeof *e, cmp_entry);
+}
+
+px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                       px_err *err) {
+  memset(r, 0, sizeof *r);
+  cand_list cands = {0};
+  px_status st = enumerate(m, c, o, &cands, &r->invalid, err);
+  if (st) {
+    free(cands.v);
+    return st;
+  }
+  r->enumerated = cands.n + r->invalid;
+  work w = {.m = m, .c = c, .o = o, .cands = &cands};
+  w.entries = px_calloc((size_t)cands.n + 1, sizeof *w.entries, err);
+  w.state = px_calloc((size_t)cands.n + 1, 1, err);
+  if (!w.entries || !w.state) {
+    free(cands.v), free(w.entries), free(w.state);
+    return PX_ERR_RUNTIME;
+  }
+  int64_t parts = o->parts > 0 ? o->parts : 1;
+  w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;
+  atomic_init(&w.next, 0);
+  atomic_init(&w.done, 0);
+  pthread_mutex_init(&w.lock, NULL);
+  int nt = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (nt < 1) nt = 1;
+  if (nt > 64) nt = 64;
+  pthread_t th[64];
+  int started = 0;
+  for (int t = 1; t < nt; t++)
+    if (pthread_create(&th[started], NULL, worker, &w) == 0) started++;
+  worker(&w);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  pthread_mutex_destroy(&w.lock);
+  /* Split into the fitting ones and the dropped ones. */
+  int64_t n = 0, nd = 0;
+  for (int64_t i = o->part; i < cands.n; i += parts) {
+    if (w.state[i] == CAND_NOFIT) nd++;
+    if (w.state[i] == CAND_FAILED)
+      st = px_err_set(err, PX_ERR_RUNTIME, "internal: a valid plan failed to compile or simulate: %s", w.first_err.msg);
+  }
+  r->dropped = px_calloc((size_t)nd + 1, sizeof *r->dropped, err);
+  if (!r->dropped && !st) st = PX_ERR_RUNTIME;
+  for (int64_t i = o->part; !st && i < cands.n; i += parts) {
+    if (w.state[i] == CAND_NOFIT) r->dropped[r->ndropped++] = w.entries[i];
+    if (w.state[i] == CAND_FITS) w.entries[n++] = w.entries[i];
+  }
+  r->dropped_memory = r->ndropped;
+  r->simulated = n;
+  r->entries = w.entries;
+  r->n = n;
+  free(w.state);
+  free(cands.v);
+  if (st) {
+    px_sweep_result_free(r);
+    return st;
+  }
+  px_sweep_rank(r->entries, r->n, o->objective);
+  return PX_OK;
+}
+
+void px_sweep_result_free(px_sweep_result *r) {
+  if (!r) return;
+  free(r->entries);
+  free(r->dropped);
+  r->entries = r->dropped = NULL;
+  r->n = r->ndropped = 0;
+}

@@ -1,0 +1,78 @@
+/* Plan search: enumerate every valid plan for a model on a cluster (the
+ * dimensions not fixed by the caller), drop those that do not fit in GPU
+ * memory, simulate the rest on several threads and rank them; time to
+ * train, cost and a failure model (optimal checkpoint interval, goodput). */
+#ifndef PX_SIM_SWEEP_H
+#define PX_SIM_SWEEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "plan/plan.h"
+
+typedef enum { PX_OBJ_THROUGHPUT, PX_OBJ_TIME, PX_OBJ_COST, PX_OBJ_MEMORY, PX_OBJ_COUNT } px_objective;
+extern const char *const px_objective_names[PX_OBJ_COUNT];
+
+/* Per-GPU mean time between failures from the Llama 3 paper (section 3.3.4):
+ * 419 unexpected interruptions in 54 days on 16,384 GPUs. */
+#define PX_MTBF_HOURS_DEFAULT (16384.0 * 54.0 * 24.0 / 419.0)
+#define PX_RESTART_S_DEFAULT (15.0 * 60.0)
+
+typedef struct {
+  px_parallel fixed;     /* set fields fix that dimension; unset ones are swept */
+  px_objective objective;
+  double tokens;         /* training tokens (0: no time to train) */
+  double price_per_gpu_hour;
+  double mtbf_hours;     /* per GPU; 0 disables the failure model */
+  double restart_s;      /* lost to each failure besides the work since the last checkpoint */
+  int threads;           /* 0: one per core */
+  int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
+  int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
+  void (*progress)(void *ctx, int64_t done, int64_t total);
+  void *progress_ctx;
+} px_sweep_opts;
+
+typedef struct {
+  double days;            /* wall-clock days including failures and checkpoints */
+  double gpu_hours;
+  double cost_usd;
+  double goodput;         /* share of wall-clock time that trains */
+  double checkpoint_bytes;
+  double checkpoint_write_s;
+  double checkpoint_interval_s; /* Young/Daly optimum */
+  double cluster_mtbf_s;
+} px_train_time;
+
+typedef struct {
+  int64_t index;          /* enumeration order (deterministic tie-break) */
+  px_parallel par;
+  double step_time_s, tokens_per_s, model_tflops_per_gpu, mfu, hfu, bubble_fraction;
+  double comm_tp_s, comm_pp_s, comm_dp_s, comm_exposed_s;
+  uint64_t peak_bytes;    /* the largest stage */
+  uint64_t at_peak[PX_MEM_COUNT];
+  px_train_time train;
+  double score;           /* by the objective: lower is better */
+} px_sweep_entry;
+
+typedef struct {
+  px_sweep_entry *entries; /* simulated plans that fit, best first */
+  int64_t n;
+  px_sweep_entry *dropped; /* valid plans that do not fit (peak memory only), enumeration order */
+  int64_t ndropped;
+  int64_t enumerated, invalid, dropped_memory, simulated;
+} px_sweep_result;
+
+void px_sweep_opts_init(px_sweep_opts *o);
+px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                       px_err *err);
+/* Sorts entries by the objective (ties: enumeration order). */
+void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj);
+void px_sweep_result_free(px_sweep_result *r);
+
+/* Time to train `tokens` at `tokens_per_s` on the plan's cluster, with checkpoints
+ * and failures (mtbf_hours <= 0: none). */
+void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
+                      double restart_s, px_train_time *out);
+
+#endif

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# parallax sweep: table, JSON, CSV, fixed flags, time to train, and the MPI
+# split (mpirun -np 2) giving the same ranking as one process.
+set -u
+px=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+args=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
+"$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" || fail "sweep table"
+grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
+[ "$(grep -c '^ *[0-9]  tp' "$tmp/table.txt")" -eq 5 ] || fail "--top 5 did not show 5 rows"
+grep -q "GPU-hours" "$tmp/table.txt" || fail "no time to train columns"
+
+"$px" sweep "${args[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
+grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
+grep -q '"tokens_per_s":' "$tmp/one.json" || fail "json lacks contract fields"
+"$px" sweep "${args[@]}" -C "$tmp/all.csv" >/dev/null || fail "sweep --csv"
+head -1 "$tmp/all.csv" | grep -q '^rank,tp,pp,dp,zero' || fail "csv header"
+[ "$(grep -c ',true,' "$tmp/all.csv")" -gt 10 ] || fail "csv lacks fitting plans"
+
+# fixing a flag fixes that dimension
+"$px" sweep "${args[@]}" -t 2 -z 1 --json | grep '"tp":' | grep -v '"tp":	2' | grep -q . && fail "--tp 2 not fixed"
+
+# the MPI split gathers the same ranking on rank 0
+if command -v mpirun >/dev/null; then
+  mpirun -np 2 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/two.json" 2>"$tmp/mpi.err" || fail "mpirun sweep: $(cat "$tmp/mpi.err")"
+  diff <(grep -v '"restart_s"' "$tmp/one.json") <(grep -v '"restart_s"' "$tmp/two.json") >/dev/null ||
+    fail "mpirun -np 2 ranking differs from one process"
+else
+  fail "mpirun not installed"
+fi
+
+err=$("$px" sweep -m llama3-8b -c dgx-h100 -g 16 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--gbs is required" || fail "missing --gbs: $rc $err"
+err=$("$px" sweep "${args[@]}" -y fastest 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "throughput|time|cost|memory" || fail "bad objective: $rc $err"
+err=$("$px" sweep "${args[@]}" -n -5 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] || fail "negative tokens: $rc $err"
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,166 @@
+/* Plan search: hand-derivable best plans are found, nothing that does not
+ * fit is ranked, fixed flags stay fixed, the objectives order as they say,
+ * and the failure model's figures by hand (tests/data/failure_rates.md). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/sweep.h"
+#include "tests/testutil.h"
+
+static void load(const char *model, const char *cluster, int64_t gpus, px_model *m, px_cluster *c) {
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load(model, m, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load(cluster, c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(c, gpus, 0, &err), PX_OK);
+}
+
+/* A model that fits on one GPU, one node of 8, plenty of batch: pure data
+ * parallelism wins (TP adds exposed collectives, PP a bubble). */
+static void test_small_model_pure_dp(void) {
+  px_model m;
+  px_cluster c;
+  load("gpt2-350m", "dgx-h100", 8, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 64;
+  o.threads = 2;
+  px_sweep_result r;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
+  CU_ASSERT_FATAL(r.n > 10);
+  CU_ASSERT_EQUAL(r.entries[0].par.tp, 1);
+  CU_ASSERT_EQUAL(r.entries[0].par.pp, 1);
+  CU_ASSERT_EQUAL(r.entries[0].par.dp, 8);
+  CU_ASSERT_EQUAL(r.entries[0].par.recompute, PX_RECOMPUTE_NONE);
+  CU_ASSERT_EQUAL(r.enumerated, r.invalid + r.dropped_memory + r.simulated);
+  for (int64_t i = 1; i < r.n; i++) CU_ASSERT(r.entries[i].tokens_per_s <= r.entries[i - 1].tokens_per_s);
+  px_sweep_result_free(&r);
+}
+
+/* 70B on one node: the model states alone (16 bytes x 70.6B / 8 = 141 GB a
+ * GPU without ZeRO) do not fit in 80 GB, so every ranked plan uses ZeRO-3 or
+ * shards states otherwise, and nothing ranked exceeds the memory. */
+static void test_never_ranks_infeasible(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-70b", "dgx-h100", 16, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 16;
+  o.fixed.mbs = 1;
+  px_sweep_result r;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
+  CU_ASSERT(r.dropped_memory > 0);
+  for (int64_t i = 0; i < r.n; i++) {
+    CU_ASSERT(r.entries[i].peak_bytes + c.gpu.reserved_bytes <= c.gpu.hbm_bytes);
+    /* ZeRO-0 keeps 16 bytes a parameter: 70.6e9 x 16 / 16 GPUs > 70 GB, plus activations */
+    CU_ASSERT(r.entries[i].par.zero > 0 || r.entries[i].par.pp * r.entries[i].par.tp >= 16);
+  }
+  for (int64_t i = 0; i < r.ndropped; i++) CU_ASSERT(r.dropped[i].peak_bytes + c.gpu.reserved_bytes > c.gpu.hbm_bytes);
+  px_sweep_result_free(&r);
+}
+
+static void test_fixed_flags(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-8b", "dgx-h100", 32, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 128;
+  o.fixed.tp = 2;
+  o.fixed.zero = 1;
+  o.fixed.recompute = PX_RECOMPUTE_SELECTIVE;
+  px_sweep_result r;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
+  CU_ASSERT_FATAL(r.n > 0);
+  for (int64_t i = 0; i < r.n; i++) {
+    CU_ASSERT_EQUAL(r.entries[i].par.tp, 2);
+    CU_ASSERT_EQUAL(r.entries[i].par.zero, 1);
+    CU_ASSERT_EQUAL(r.entries[i].par.recompute, PX_RECOMPUTE_SELECTIVE);
+  }
+  /* the memory objective ranks by peak bytes */
+  o.objective = PX_OBJ_MEMORY;
+  px_sweep_result rm;
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &rm, &err), PX_OK);
+  for (int64_t i = 1; i < rm.n; i++) CU_ASSERT(rm.entries[i].peak_bytes >= rm.entries[i - 1].peak_bytes);
+  CU_ASSERT_EQUAL(rm.n, r.n);
+  px_sweep_result_free(&r);
+  px_sweep_result_free(&rm);
+}
+
+/* Splitting the space in parts and merging gives the same ranking. */
+static void test_parts_merge(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-8b", "dgx-h100", 16, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 64;
+  px_sweep_result whole, part[3];
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &whole, &err), PX_OK);
+  px_sweep_entry merged[4096];
+  int64_t n = 0;
+  for (int k = 0; k < 3; k++) {
+    o.part = k, o.parts = 3;
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &part[k], &err), PX_OK);
+    for (int64_t i = 0; i < part[k].n && n < 4096; i++) merged[n++] = part[k].entries[i];
+  }
+  px_sweep_rank(merged, n, PX_OBJ_THROUGHPUT);
+  CU_ASSERT_EQUAL_FATAL(n, whole.n);
+  for (int64_t i = 0; i < n; i++) {
+    CU_ASSERT_EQUAL(merged[i].index, whole.entries[i].index);
+    CU_ASSERT(merged[i].tokens_per_s == whole.entries[i].tokens_per_s);
+  }
+  for (int k = 0; k < 3; k++) px_sweep_result_free(&part[k]);
+  px_sweep_result_free(&whole);
+}
+
+/* Failure model by hand: 1024 H100s, MTBF 50,677 h per GPU -> M = 178,161 s;
+ * a 70.6B model's checkpoint (2 + 12 bytes a parameter) = 987.75 GB over
+ * 128 nodes x 20 GB/s = 0.3859 s; tau = sqrt(2 d M) - d; waste d/tau + (tau/2 + R)/M. */
+static void test_train_time_by_hand(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-70b", "dgx-h100", 1024, &m, &c);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 8, p.pp = 4, p.zero = 1, p.mbs = 1, p.gbs = 512;
+  px_parallel_resolve(&p, &m, &c);
+  px_plan plan;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
+  px_train_time t;
+  double mtbf_h = 16384.0 * 54 * 24 / 419, R = 900;
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, &t);
+  double M = mtbf_h * 3600 / 1024, bytes = 70553706496.0 * 14, d = bytes / (128 * 20e9);
+  PX_ASSERT_REL(t.cluster_mtbf_s, M, 1e-12);
+  PX_ASSERT_REL(t.checkpoint_bytes, bytes, 1e-12);
+  PX_ASSERT_REL(t.checkpoint_write_s, d, 1e-12);
+  double tau = sqrt(2 * d * M) - d;
+  PX_ASSERT_REL(t.checkpoint_interval_s, tau, 1e-12);
+  double good = 1 - (d / tau + (tau / 2 + R) / M);
+  PX_ASSERT_REL(t.goodput, good, 1e-12);
+  PX_ASSERT_REL(t.days, 15e12 / 1e6 / good / 86400, 1e-12);
+  PX_ASSERT_REL(t.gpu_hours, 15e12 / 1e6 / good / 3600 * 1024, 1e-12);
+  PX_ASSERT_REL(t.cost_usd, t.gpu_hours * 2.0, 1e-12);
+  /* no failures: goodput 1 */
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, 0, R, &t);
+  PX_ASSERT_REL(t.goodput, 1.0, 1e-15);
+  PX_ASSERT_REL(t.days, 15e12 / 1e6 / 86400, 1e-12);
+  px_plan_free(&plan);
+}
+
+int main(void) {
+  static const px_test tests[] = {
+      {"a small model on one node: pure data parallel wins", test_small_model_pure_dp},
+      {"plans that do not fit are never ranked", test_never_ranks_infeasible},
+      {"fixed flags stay fixed; the memory objective", test_fixed_flags},
+      {"split in parts and merged: same ranking", test_parts_merge},
+      {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
+  };
+  return px_test_main("sweep", tests, sizeof tests / sizeof tests[0]);
+}
