@@ -1,9 +1,11 @@
-/* Causal GQA attention in three ops. The six per-(batch, head) matrix products
- * go through one tiled kernel over strided slices (no copies, any head
- * mapping), which also skips the tiles the causal mask makes zero; the
- * softmaxes are a warp per row. Every output element has one writer: the
- * backward into a kv head sums its query heads in a fixed order (deterministic). */
+/* Causal GQA attention in three ops: the six per-(batch, head) products go
+ * through one tiled kernel over strided slices; the softmaxes are a warp per row. */
 #include "kernels/cuda/attention.h"
+
+/* The tiled kernel reads the heads in place (no copies, any GQA mapping) and
+ * skips the tiles the causal mask makes zero. Every output element has one
+ * writer: the backward into a kv head sums its query heads in a fixed order,
+ * so results are deterministic without atomics. */
 
 /* ---------------- strided batched matrix product ---------------- */
 

@@ -1,7 +1,8 @@
-/* Causal self-attention with grouped-query heads on the GPU, in the three ops
- * of kernels/cpu/attention.h (scores = scale Q K^T, causal softmax, context =
- * probs V), each with its backward and the same write/accumulate contract.
- * Query head h reads kv head h / (Hq / Hkv); Hq % Hkv == 0. fp32. */
+/* Causal GQA self-attention on the GPU in the three ops of
+ * kernels/cpu/attention.h (scores = scale Q K^T, causal softmax, context =
+ * probs V), each with its backward and the same write/accumulate contract. */
+
+/* Query head h reads kv head h / (Hq / Hkv); Hq % Hkv == 0. fp32. */
 #ifndef PX_KERNELS_CUDA_ATTENTION_H
 #define PX_KERNELS_CUDA_ATTENTION_H
 

@@ -23,9 +23,10 @@ typedef __nv_bfloat16_raw px_bf16;
 extern "C" {
 #endif
 
-/* Every launcher returns PX_OK, or PX_ERR_RUNTIME when a CUDA / cuBLAS call or
- * a kernel launch failed; px_kc_last_error() then says where and why (text of
- * the calling thread's most recent failure, "" when none). Sizes <= 0 are a
+/* Every launcher returns PX_OK, PX_ERR_RUNTIME when a CUDA / cuBLAS call or a
+ * kernel launch failed, or PX_ERR_INPUT for arguments it refuses (px_kc_gemm's
+ * unsupported types); px_kc_last_error() then says where and why (text of the
+ * calling thread's most recent failure, "" when none). Sizes <= 0 are a
  * no-op, as on the CPU. Launches are asynchronous: a fault inside a kernel
  * shows up at the next synchronizing call, as everywhere in CUDA. */
 const char *px_kc_last_error(void);
@@ -113,7 +114,7 @@ static __device__ T px_kc_block_sum(T v) {
   return px_kc_warp_sum(v); /* every warp adds the partials in the same order */
 }
 
-static __device__ float px_kc_block_max(float v) {
+static __device__ __forceinline__ float px_kc_block_max(float v) {
   __shared__ float part[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   v = px_kc_warp_max(v);

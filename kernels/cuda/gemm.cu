@@ -1,7 +1,5 @@
 /* cuBLASLt matrix multiply with the CPU's row-major convention, an optional
- * bias epilogue, and the linear layer. Descriptors are made per call (cheap
- * next to any GEMM worth a GPU); the heuristic's first choice is used, with
- * the operands' real alignment so unaligned slices still get a valid kernel. */
+ * bias epilogue, and the linear layer. */
 #include "kernels/cuda/gemm.h"
 
 #define LT_TRY(expr)                                                                           \
@@ -12,6 +10,11 @@
       goto done;                                                                               \
     }                                                                                          \
   } while (0)
+
+/* A failure while cleaning up, reported unless an earlier one is. */
+static void keep_first(px_status *st, cublasStatus_t s, int line, const char *what) {
+  if (s != CUBLAS_STATUS_SUCCESS && *st == PX_OK) *st = px_kc_fail(__FILE__, line, "%s: %s", what, cublasLtGetStatusString(s));
+}
 
 /* Largest power of two (up to 256) dividing the address: what cuBLASLt may assume. */
 static uint32_t alignment(const void *p) {
@@ -42,6 +45,9 @@ static px_status empty_product(void *c, const void *bias, int64_t m, int64_t n, 
   return PX_KC_LAUNCHED("empty_product_kernel");
 }
 
+/* Descriptors are made per call (cheap next to any GEMM worth a GPU); the
+ * heuristic's first choice is taken, told the operands' real alignment so
+ * that unaligned slices still get a kernel that can run on them. */
 extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void *a, const void *b, const void *bias,
                                    int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
                                    float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
@@ -102,11 +108,11 @@ extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void 
                         workspace_bytes, stream));
 
 done:
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  if (cl) cublasLtMatrixLayoutDestroy(cl);
-  if (second) cublasLtMatrixLayoutDestroy(second);
-  if (first) cublasLtMatrixLayoutDestroy(first);
-  if (desc) cublasLtMatmulDescDestroy(desc);
+  if (pref) keep_first(&st, cublasLtMatmulPreferenceDestroy(pref), __LINE__, "cublasLtMatmulPreferenceDestroy");
+  if (cl) keep_first(&st, cublasLtMatrixLayoutDestroy(cl), __LINE__, "cublasLtMatrixLayoutDestroy");
+  if (second) keep_first(&st, cublasLtMatrixLayoutDestroy(second), __LINE__, "cublasLtMatrixLayoutDestroy");
+  if (first) keep_first(&st, cublasLtMatrixLayoutDestroy(first), __LINE__, "cublasLtMatrixLayoutDestroy");
+  if (desc) keep_first(&st, cublasLtMatmulDescDestroy(desc), __LINE__, "cublasLtMatmulDescDestroy");
   return st;
 }
 

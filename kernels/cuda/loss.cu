@@ -74,6 +74,14 @@ static __global__ void ce_bwd_kernel(float *dlogits, const float *logits, const 
   }
 }
 
+static __global__ void ce_logprobs_kernel(float *out, const float *logits, const float *gmax, const float *gsum,
+                                          int64_t n, int64_t vl) {
+  FOR_ROW(i, n) {
+    const float shift = gmax[i] + (float)log((double)gsum[i]); /* every thread of the row, the same value */
+    for (int64_t j = threadIdx.x; j < vl; j += blockDim.x) out[i * vl + j] = logits[i * vl + j] - shift;
+  }
+}
+
 static unsigned row_blocks(int64_t n) { return px_kc_blocks(n, 1); }
 
 extern "C" px_status px_kc_ce_max_local(float *maxes, const float *logits, int64_t n, int64_t vocab_start, int64_t vl,
@@ -113,4 +121,11 @@ extern "C" px_status px_kc_ce_bwd(float *dlogits, const float *logits, const flo
   ce_bwd_kernel<<<row_blocks(n), CE_THREADS, 0, stream>>>(dlogits, logits, gmax, gsum, targets, n, vocab_start, vl,
                                                          real_cols(vocab_start, vl, vocab_real), dloss_scale);
   return PX_KC_LAUNCHED("ce_bwd_kernel");
+}
+
+extern "C" px_status px_kc_ce_logprobs(float *out, const float *logits, const float *gmax, const float *gsum, int64_t n,
+                                       int64_t vl, cudaStream_t stream) {
+  if (n <= 0 || vl <= 0) return PX_OK;
+  ce_logprobs_kernel<<<row_blocks(n), CE_THREADS, 0, stream>>>(out, logits, gmax, gsum, n, vl);
+  return PX_KC_LAUNCHED("ce_logprobs_kernel");
 }

@@ -1,8 +1,9 @@
 /* Vocabulary-parallel cross-entropy on the GPU, in the pieces of
  * kernels/cpu/loss.h (the caller all-reduces between them): local max, local
- * sum of exponentials, local target logit, loss, and the logits' gradient.
- * Padded columns (global index >= vocab_real) count as -inf; target -1 means
- * "ignore this position". */
+ * sum of exponentials, local target logit, loss, and the logits' gradient. */
+
+/* Padded columns (global index >= vocab_real) count as -inf; target -1 means
+ * "ignore this position"; the order of calls is the one loss.h gives. */
 #ifndef PX_KERNELS_CUDA_LOSS_H
 #define PX_KERNELS_CUDA_LOSS_H
 
@@ -52,6 +53,15 @@ px_status px_kc_ce_bwd(float *dlogits,         // (N, Vl)
                        const int32_t *targets, // (N)
                        int64_t n, int64_t vocab_start, int64_t vl, int64_t vocab_real, float dloss_scale,
                        cudaStream_t stream);
+
+/* Log-probabilities from the global row max and sum: out = logits - (gmax +
+ * log(gsum)), the shift computed as the CPU does (log in double, rounded to
+ * float); out may alias logits. */
+px_status px_kc_ce_logprobs(float *out,          // (N, Vl)
+                            const float *logits, // (N, Vl)
+                            const float *gmax,   // (N)
+                            const float *gsum,   // (N)
+                            int64_t n, int64_t vl, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,6 @@
 /* LayerNorm and RMSNorm over the last dimension C on the GPU, forward and
- * backward; the twins of kernels/cpu/norm.h. One warp per row, statistics in
- * fp32 (the CPU reduces in double); weight and bias gradients by deterministic
- * column sums (no atomics). */
+ * backward; the twins of kernels/cpu/norm.h. Row statistics in fp32 (the CPU
+ * reduces in double); weight and bias gradients by deterministic column sums. */
 #ifndef PX_KERNELS_CUDA_NORM_H
 #define PX_KERNELS_CUDA_NORM_H
 

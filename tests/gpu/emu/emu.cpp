@@ -1,0 +1,496 @@
+/* CPU emulation behind emu.h: the fiber scheduler, the CUDA runtime calls the
+ * kernels and the GPU test make (device memory is host memory), and a model of
+ * the cuBLASLt calls of kernels/cuda/gemm.cu. */
+
+/* The cuBLASLt model checks the arguments as the library documents them
+ * (layouts against the op shapes, attribute sizes, type combinations, pointer
+ * alignment against the preference) and computes the column-major product
+ * naively in double. */
+#include "emu.h"
+
+#include <cublasLt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <ucontext.h>
+
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+
+/* ------------------------- fibers ------------------------- */
+
+enum { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
+
+#define EMU_STACK_BYTES (256 * 1024)
+#define EMU_MAX_THREADS 1024
+
+struct fiber {
+  ucontext_t ctx;
+  int state;
+  char *stack;
+};
+
+static fiber fibers[EMU_MAX_THREADS];
+static int nfibers, cur;
+static ucontext_t main_ctx;
+static const std::function<void()> *cur_body;
+static uint64_t warp_slots[EMU_MAX_THREADS / 32][32];
+static const void *main_stack_bottom;
+static size_t main_stack_size;
+static cudaError_t last_error = cudaSuccess;
+
+static void set_coordinates(int linear) {
+  threadIdx.x = (unsigned)linear % blockDim.x;
+  threadIdx.y = (unsigned)linear / blockDim.x % blockDim.y;
+  threadIdx.z = (unsigned)linear / (blockDim.x * blockDim.y);
+}
+
+/* main -> fiber i */
+static void enter(int i) {
+  cur = i;
+  set_coordinates(i);
+#if EMU_ASAN
+  void *fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, fibers[i].stack, EMU_STACK_BYTES);
+#endif
+  swapcontext(&main_ctx, &fibers[i].ctx);
+#if EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+/* fiber -> main, to come back when the scheduler re-enters it */
+static void yield_to_main(int state) {
+  int me = cur;
+  fibers[me].state = state;
+#if EMU_ASAN
+  void *fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, main_stack_bottom, main_stack_size);
+#endif
+  swapcontext(&fibers[me].ctx, &main_ctx);
+#if EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+static void fiber_main(void) {
+#if EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &main_stack_bottom, &main_stack_size);
+#endif
+  (*cur_body)();
+  fibers[cur].state = DONE;
+#if EMU_ASAN
+  __sanitizer_start_switch_fiber(nullptr, main_stack_bottom, main_stack_size);
+#endif
+  /* returns to main_ctx through uc_link */
+}
+
+void __syncthreads(void) { yield_to_main(AT_BLOCK_BARRIER); }
+void px_emu_warp_barrier(void) { yield_to_main(AT_WARP_BARRIER); }
+uint64_t *px_emu_warp_slots(void) { return warp_slots[cur / 32]; }
+int px_emu_lane(void) { return cur % 32; }
+
+static void deadlock(void) {
+  fprintf(stderr, "emu: deadlock in block (%u, %u, %u): threads wait at different barriers:", blockIdx.x, blockIdx.y,
+          blockIdx.z);
+  int shown = 0;
+  for (int i = 0; i < nfibers && shown < 16; i++)
+    if (fibers[i].state != DONE) {
+      fprintf(stderr, " t%d:%s", i, fibers[i].state == AT_BLOCK_BARRIER ? "__syncthreads" : "warp-shuffle");
+      shown++;
+    }
+  fprintf(stderr, " ...\n");
+  abort();
+}
+
+static void init_fiber(fiber *f) {
+  if (!f->stack) f->stack = (char *)malloc(EMU_STACK_BYTES);
+  if (!f->stack) abort();
+  getcontext(&f->ctx);
+  f->ctx.uc_stack.ss_sp = f->stack;
+  f->ctx.uc_stack.ss_size = EMU_STACK_BYTES;
+  f->ctx.uc_link = &main_ctx;
+  makecontext(&f->ctx, fiber_main, 0);
+  f->state = RUNNABLE;
+}
+
+static void run_block(void) {
+  for (int i = 0; i < nfibers; i++) init_fiber(&fibers[i]);
+  for (;;) {
+    for (int i = 0; i < nfibers; i++)
+      if (fibers[i].state == RUNNABLE) enter(i);
+    /* everyone is now at a barrier or done: release what can be released */
+    int live = 0, at_block = 0;
+    for (int i = 0; i < nfibers; i++) {
+      live += fibers[i].state != DONE;
+      at_block += fibers[i].state == AT_BLOCK_BARRIER;
+    }
+    if (live == 0) return;
+    bool released = false;
+    if (at_block == live) {
+      for (int i = 0; i < nfibers; i++)
+        if (fibers[i].state == AT_BLOCK_BARRIER) fibers[i].state = RUNNABLE;
+      released = true;
+    } else {
+      for (int w = 0; w * 32 < nfibers; w++) {
+        int wlive = 0, wat = 0;
+        for (int i = w * 32; i < w * 32 + 32 && i < nfibers; i++) {
+          wlive += fibers[i].state != DONE;
+          wat += fibers[i].state == AT_WARP_BARRIER;
+        }
+        if (wlive > 0 && wat == wlive) {
+          for (int i = w * 32; i < w * 32 + 32 && i < nfibers; i++)
+            if (fibers[i].state == AT_WARP_BARRIER) fibers[i].state = RUNNABLE;
+          released = true;
+        }
+      }
+    }
+    if (!released) deadlock();
+  }
+}
+
+void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body) {
+  uint64_t threads = (uint64_t)cfg.block.x * cfg.block.y * cfg.block.z;
+  if (threads == 0 || threads > EMU_MAX_THREADS || cfg.block.z > 64 || cfg.grid.x == 0 || cfg.grid.y == 0 ||
+      cfg.grid.z == 0 || cfg.grid.x > 0x7fffffffu || cfg.grid.y > 65535 || cfg.grid.z > 65535) {
+    last_error = cudaErrorInvalidConfiguration;
+    return;
+  }
+  blockDim = cfg.block;
+  gridDim = cfg.grid;
+  nfibers = (int)threads;
+  cur_body = &body;
+  for (unsigned z = 0; z < cfg.grid.z; z++)
+    for (unsigned y = 0; y < cfg.grid.y; y++)
+      for (unsigned x = 0; x < cfg.grid.x; x++) {
+        blockIdx.x = x;
+        blockIdx.y = y;
+        blockIdx.z = z;
+        run_block();
+      }
+}
+
+/* ------------------------- CUDA runtime ------------------------- */
+
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated CUDA error"; }
+const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+
+cudaError_t cudaGetDeviceCount(int *count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
+  (void)device;
+  memset(prop, 0, sizeof *prop);
+  snprintf(prop->name, sizeof prop->name, "CPU emulation (tests/gpu/emu)");
+  prop->major = 0;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+/* Exactly `bytes` (256-aligned, like cudaMalloc), so AddressSanitizer sees a
+ * kernel's access one past the end. */
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+  *p = NULL;
+  if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) return cudaErrorMemoryAllocation;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+  free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream) {
+  (void)stream;
+  return cudaMalloc(p, bytes);
+}
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
+  (void)stream;
+  return cudaFree(p);
+}
+
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
+  (void)stream;
+  memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+  (void)kind;
+  memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  (void)stream;
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+  (void)flags;
+  *stream = (cudaStream_t)0x1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+/* ------------------------- cuBLASLt model ------------------------- */
+
+struct emu_desc {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  int32_t transa, transb;
+  uint32_t epilogue;
+  const void *bias;
+};
+
+struct emu_layout {
+  cudaDataType type;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+
+struct emu_pref {
+  uint64_t workspace;
+  uint32_t align[4]; /* A, B, C, D */
+};
+
+struct cublasLtContext {
+  int unused;
+};
+
+#define LT_FAIL(...)                         \
+  do {                                       \
+    fprintf(stderr, "emu cuBLASLt: ");       \
+    fprintf(stderr, __VA_ARGS__);            \
+    fprintf(stderr, "\n");                   \
+    return CUBLAS_STATUS_INVALID_VALUE;      \
+  } while (0)
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+  *h = new cublasLtContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasLtGetStatusString(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "success" : "emulated failure"; }
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t compute, cudaDataType_t scale) {
+  emu_desc *e = new emu_desc();
+  e->compute = compute;
+  e->scale = scale;
+  e->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  *d = (cublasLtMatmulDesc_t)e;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+  delete (emu_desc *)d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes) {
+  emu_desc *e = (emu_desc *)d;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB: {
+      if (bytes != sizeof(int32_t)) LT_FAIL("TRANS attribute of %zu bytes", bytes);
+      int32_t v;
+      memcpy(&v, buf, sizeof v);
+      if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) LT_FAIL("TRANS %d", v);
+      (attr == CUBLASLT_MATMUL_DESC_TRANSA ? e->transa : e->transb) = v;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      if (bytes != sizeof(uint32_t)) LT_FAIL("EPILOGUE attribute of %zu bytes", bytes);
+      memcpy(&e->epilogue, buf, sizeof e->epilogue);
+      if (e->epilogue != CUBLASLT_EPILOGUE_DEFAULT && e->epilogue != CUBLASLT_EPILOGUE_BIAS)
+        LT_FAIL("epilogue %u not modelled", e->epilogue);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      if (bytes != sizeof(void *)) LT_FAIL("BIAS_POINTER attribute of %zu bytes", bytes);
+      memcpy(&e->bias, buf, sizeof e->bias);
+      return CUBLAS_STATUS_SUCCESS;
+    default:
+      LT_FAIL("matmul attribute %d not modelled", (int)attr);
+  }
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld) {
+  if (type != CUDA_R_32F && type != CUDA_R_16BF) LT_FAIL("type %d not modelled", (int)type);
+  if (ld < (int64_t)rows || ld < 1) LT_FAIL("ld %lld < rows %llu (column-major)", (long long)ld, (unsigned long long)rows);
+  emu_layout *e = new emu_layout{type, rows, cols, ld};
+  *l = (cublasLtMatrixLayout_t)e;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+  delete (emu_layout *)l;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  emu_pref *e = new emu_pref{0, {256, 256, 256, 256}};
+  *p = (cublasLtMatmulPreference_t)e;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  delete (emu_pref *)p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t bytes) {
+  emu_pref *e = (emu_pref *)p;
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      if (bytes != sizeof(uint64_t)) LT_FAIL("MAX_WORKSPACE_BYTES of %zu bytes", bytes);
+      memcpy(&e->workspace, buf, sizeof e->workspace);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
+      if (bytes != sizeof(uint32_t)) LT_FAIL("MIN_ALIGNMENT of %zu bytes", bytes);
+      memcpy(&e->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, sizeof(uint32_t));
+      return CUBLAS_STATUS_SUCCESS;
+    default:
+      LT_FAIL("preference attribute %d not modelled", (int)attr);
+  }
+}
+
+/* op(X) of a column-major layout: rows and columns after the transpose */
+static void op_shape(const emu_layout *l, int32_t op, uint64_t *r, uint64_t *c) {
+  *r = op == CUBLAS_OP_N ? l->rows : l->cols;
+  *c = op == CUBLAS_OP_N ? l->cols : l->rows;
+}
+
+static cublasStatus_t check_problem(const emu_desc *d, const emu_layout *a, const emu_layout *b, const emu_layout *c,
+                                    const emu_layout *dl) {
+  uint64_t ar, ac, br, bc;
+  op_shape(a, d->transa, &ar, &ac);
+  op_shape(b, d->transb, &br, &bc);
+  if (ar != dl->rows || bc != dl->cols || ac != br)
+    LT_FAIL("shapes: op(A) %llux%llu, op(B) %llux%llu, D %llux%llu", (unsigned long long)ar, (unsigned long long)ac,
+            (unsigned long long)br, (unsigned long long)bc, (unsigned long long)dl->rows, (unsigned long long)dl->cols);
+  if (c->rows != dl->rows || c->cols != dl->cols || c->type != dl->type) LT_FAIL("C and D layouts differ");
+  if (a->type != b->type) LT_FAIL("A and B types differ");
+  if (d->scale != CUDA_R_32F) LT_FAIL("scale type %d", (int)d->scale);
+  bool ok = (d->compute == CUBLAS_COMPUTE_32F && a->type == CUDA_R_32F && dl->type == CUDA_R_32F) ||
+            (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a->type == CUDA_R_32F && dl->type == CUDA_R_32F) ||
+            (d->compute == CUBLAS_COMPUTE_32F && a->type == CUDA_R_16BF &&
+             (dl->type == CUDA_R_16BF || dl->type == CUDA_R_32F));
+  if (!ok) LT_FAIL("type combination compute %d, A/B %d, D %d", (int)d->compute, (int)a->type, (int)dl->type);
+  if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) LT_FAIL("bias epilogue without a bias pointer");
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
+                                              cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                              cublasLtMatmulPreference_t pref, int requested,
+                                              cublasLtMatmulHeuristicResult_t results[], int *returned) {
+  (void)h;
+  *returned = 0;
+  if (requested < 1) LT_FAIL("requested %d algorithms", requested);
+  cublasStatus_t s = check_problem((emu_desc *)desc, (emu_layout *)a, (emu_layout *)b, (emu_layout *)c, (emu_layout *)d);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  memset(&results[0], 0, sizeof results[0]);
+  /* the algorithm remembers the alignment it was chosen for */
+  const emu_pref *p = (const emu_pref *)pref;
+  for (int i = 0; i < 4; i++) results[0].algo.data[i] = p->align[i];
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static double load(const void *p, cudaDataType t, int64_t i) {
+  if (t == CUDA_R_32F) return ((const float *)p)[i];
+  return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
+}
+
+static void store(void *p, cudaDataType t, int64_t i, double v) {
+  if (t == CUDA_R_32F) {
+    ((float *)p)[i] = (float)v;
+  } else {
+    ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v);
+  }
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t adesc, const void *B, cublasLtMatrixLayout_t bdesc,
+                              const void *beta, const void *C, cublasLtMatrixLayout_t cdesc, void *D,
+                              cublasLtMatrixLayout_t ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace,
+                              size_t workspace_bytes, cudaStream_t stream) {
+  (void)h, (void)workspace, (void)workspace_bytes, (void)stream;
+  const emu_desc *d = (const emu_desc *)desc;
+  const emu_layout *a = (const emu_layout *)adesc, *b = (const emu_layout *)bdesc, *c = (const emu_layout *)cdesc,
+                   *dl = (const emu_layout *)ddesc;
+  cublasStatus_t s = check_problem(d, a, b, c, dl);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (!algo) LT_FAIL("no algorithm");
+  const void *ptrs[4] = {A, B, C, D};
+  for (int i = 0; i < 4; i++)
+    if ((uintptr_t)ptrs[i] % algo->data[i] != 0)
+      LT_FAIL("matrix %c at %p is less aligned than the %llu bytes the algorithm was chosen for", "ABCD"[i], ptrs[i],
+              (unsigned long long)algo->data[i]);
+  float al, be;
+  memcpy(&al, alpha, sizeof al);
+  memcpy(&be, beta, sizeof be);
+  uint64_t m = dl->rows, n = dl->cols, k;
+  uint64_t dummy;
+  op_shape(a, d->transa, &dummy, &k);
+  std::vector<double> out(m * n);
+  for (uint64_t j = 0; j < n; j++)
+    for (uint64_t i = 0; i < m; i++) {
+      double sum = 0.0;
+      for (uint64_t p = 0; p < k; p++) {
+        int64_t ai = d->transa == CUBLAS_OP_N ? (int64_t)(i + p * a->ld) : (int64_t)(p + i * a->ld);
+        int64_t bi = d->transb == CUBLAS_OP_N ? (int64_t)(p + j * b->ld) : (int64_t)(j + p * b->ld);
+        sum += load(A, a->type, ai) * load(B, b->type, bi);
+      }
+      double v = al * sum;
+      if (be != 0.0f) v += be * load(C, c->type, (int64_t)(i + j * c->ld));
+      if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += load(d->bias, dl->type, (int64_t)i);
+      out[i + j * m] = v;
+    }
+  for (uint64_t j = 0; j < n; j++)
+    for (uint64_t i = 0; i < m; i++) store(D, dl->type, (int64_t)(i + j * dl->ld), out[i + j * m]);
+  return CUBLAS_STATUS_SUCCESS;
+}
