@@ -2,6 +2,7 @@
 #include "cli/args.h"
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ typedef struct {
   const char *help;
 } px_opt;
 
-enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP };
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -60,6 +61,16 @@ static const px_opt opts[] = {
     {"restart-min", required_argument, 'W', PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
     {"threads", required_argument, 'x', PX_OPT_SWEEP, "N", "threads (default: one per core)"},
     {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
+    {"steps", required_argument, 'i', PX_OPT_RUN, "N", "train until N steps are done (10)"},
+    {"data", required_argument, 'a', PX_OPT_RUN, "FILE", "tokens: .u16/.bin (uint16), .u32, or any text file as bytes"},
+    {"seed", required_argument, 'E', PX_OPT_RUN, "K", "initialisation, data and dropout seed (1234)"},
+    {"lr", required_argument, 'l', PX_OPT_RUN, "X", "AdamW learning rate (3e-3)"},
+    {"ckpt", required_argument, 'K', PX_OPT_RUN, "DIR", "checkpoint directory (written at the end)"},
+    {"ckpt-every", required_argument, OPT_CKPT_EVERY, PX_OPT_RUN, "K", "also checkpoint every K steps"},
+    {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
+    {"profile", required_argument, 'Q', PX_OPT_RUN, "FILE", "per-op times (JSON) for parallax compare"},
+    {"backend", required_argument, 'U', PX_OPT_RUN, "B", "cpu|cuda (default: cuda when a GPU is present)"},
+    {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -99,6 +110,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->command = command;
   px_parallel_unset(&a->par);
   a->objective = -1;
+  a->seed = -1;
   a->mtbf_hours = -1;
   a->restart_min = -1;
   groups |= PX_OPT_COMMON;
@@ -179,6 +191,16 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         if (st) px_err_prefix(err, "--tokens");
         break;
       case 'u': st = parse_number("--price", optarg, 0, 1e9, &a->price, err); break;
+      case 'i': st = px_parse_int(optarg, "--steps", 0, (int64_t)1 << 40, &a->steps, err); break;
+      case 'a': a->data_file = optarg; break;
+      case 'E': st = px_parse_int(optarg, "--seed", 0, INT64_MAX / 2, &a->seed, err); break;
+      case 'l': st = parse_number("--lr", optarg, 0, 10, &a->lr, err); break;
+      case 'K': a->ckpt_dir = optarg; break;
+      case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, (int64_t)1 << 40, &a->ckpt_every, err); break;
+      case OPT_RESUME: a->resume = true; break;
+      case 'Q': a->profile_file = optarg; break;
+      case 'U': a->backend = optarg; break;
+      case OPT_GRADS: a->grads_file = optarg; break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;

@@ -19,6 +19,7 @@ enum {
   PX_OPT_GRAPH = 1 << 4,   /* --graph, --dot */
   PX_OPT_SIM = 1 << 5,     /* --trace, --plot */
   PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
+  PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
 };
 
 typedef struct {
@@ -45,6 +46,17 @@ typedef struct {
   double restart_min;  /* < 0 unset */
   int64_t threads;
   int64_t max_tp;
+  /* run */
+  int64_t steps;
+  const char *data_file;
+  int64_t seed;      /* -1 unset */
+  double lr;         /* 0 unset */
+  const char *ckpt_dir;
+  int64_t ckpt_every;
+  bool resume;
+  const char *profile_file;
+  const char *backend;
+  const char *grads_file;
   /* Positional arguments after the flags. */
   int npos;
   char **pos;

@@ -9,5 +9,6 @@ int px_cmd_topology(int argc, char **argv);
 int px_cmd_plan(int argc, char **argv);
 int px_cmd_sim(int argc, char **argv);
 int px_cmd_sweep(int argc, char **argv);
+int px_cmd_run(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static const px_command commands[] = {
     {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
     {"plan", px_cmd_plan, "compile a plan: grid, groups, layers per stage, memory per GPU, FLOPs, bubble"},
+    {"run", px_cmd_run, "train a plan for real: mpirun -np N parallax run --model M [plan flags] --steps S"},
     {"sim", px_cmd_sim, "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
     {"sweep", px_cmd_sweep, "rank every plan that fits: throughput, time to train, cost, plots, report"},
     {"topology", px_cmd_topology, "topology show NAME|FILE: a cluster's GPU, fabric and network figures"},

@@ -204,15 +204,18 @@ static px_ref tp_reduce(bld *b, const dims *d, px_phase ph, px_ref part, px_ref 
     coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, ph, part, part, d->B * d->S * d->H, d->B * d->S * d->H, d->act, d->T);
     return part;
   }
-  coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_TP, ph, part, sharded, d->B * d->S * d->H, d->B * d->Sl * d->H, d->act,
-       d->T);
+  px_op *o = coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_TP, ph, part, sharded, d->B * d->S * d->H,
+                  d->B * d->Sl * d->H, d->act, d->T);
+  o->flags |= PX_OPF_SEQ_AXIS;
   return sharded;
 }
 
 /* With SP, all-gathers a sequence shard into the full sequence. */
 static px_ref tp_gather(bld *b, const dims *d, px_phase ph, px_ref shard, px_ref full) {
   if (!d->sp) return shard;
-  coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H, d->act, d->T);
+  px_op *o = coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H,
+                  d->act, d->T);
+  o->flags |= PX_OPF_SEQ_AXIS;
   return full;
 }
 
@@ -292,9 +295,10 @@ static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   L->probs_drop = udrop ? slot_add(p, "probs_drop", PX_SLOT_ACT, a, B, d->HQ, S, S) : L->probs;
   L->attn_mask = udrop ? slot_add(p, "attn_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, d->HQ, S, S) : -1;
   L->lse = d->flash ? slot_add(p, "lse", PX_SLOT_ACT, PX_DTYPE_FP32, B, d->HQ, S, 1) : -1;
-  /* The fused kernel's scratch, one head at a time: probabilities and their
-   * gradient (2 S x S) and eight S x D head slices, fp32. */
-  L->attn_ws = d->flash ? slot_add(p, "attn_ws", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, 2 * S + 8 * d->D, S, 1, 1) : -1;
+  /* The fused kernel's scratch (the CPU backend's, one head at a time):
+   * probabilities, dropped probabilities and a gradient (3 S x S) and eight
+   * S x D head slices, fp32. */
+  L->attn_ws = d->flash ? slot_add(p, "attn_ws", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, 3 * S + 8 * d->D, S, 1, 1) : -1;
   L->ctx = slot_add(p, "ctx", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
   L->attn_part = slot_add(p, "attn_part", PX_SLOT_ACT, a, B, S, H, 1);
   L->attn_out = d->sp ? slot_add(p, "attn_out", PX_SLOT_ACT, a, B, Sl, H, 1) : L->attn_part;

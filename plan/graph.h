@@ -158,7 +158,7 @@ typedef struct {
 
 enum {
   PX_OPF_ACCUMULATE = 1 << 0, /* adds into its output */
-  PX_OPF_SEQ_FULL = 1 << 1,   /* operates on the full sequence (after an SP all-gather) */
+  PX_OPF_SEQ_AXIS = 1 << 1,   /* collective along the sequence axis of (B, S, H): shards are (B, S/tp, H) */
   PX_OPF_ATTN_PROBS = 1 << 2, /* dropout site: attention probabilities */
   PX_OPF_TP_SLICE = 1 << 3,  /* p2p: this TP rank's 1/tp slice of the tensor only */
 };

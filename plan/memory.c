@@ -64,7 +64,7 @@ static int64_t next_gather_bytes(const px_plan *p, const px_program *prog, int32
   for (int32_t j = i + 1; j < prog->ninsts; j++) {
     const px_inst *in = &prog->insts[j];
     if (in->block == PX_BLOCK_PARAM_SYNC)
-      return (int64_t)(prog->units[in->unit].padded * px_dtype_bytes(p->param_dtype));
+      return in->unit == prog->insts[i].unit ? 0 : (int64_t)(prog->units[in->unit].padded * px_dtype_bytes(p->param_dtype));
     if (in->stream == PX_STREAM_COMPUTE) return 0;
   }
   return 0;
@@ -119,6 +119,17 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       }
       if (in->block == PX_BLOCK_LAYER_FWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
       const block_mem *b = &bm[in->block];
+      /* a ZeRO reduce-scatter lands in a temporary shard first */
+      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1) {
+        int64_t tmp = (int64_t)(px_plan_unit_shard(p, u) * gb);
+        if (total + tmp > best) {
+          best = total + tmp;
+          for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c];
+          best_at[PX_MEM_BUFFERS] += tmp;
+          mp->peak_inst = i;
+          mp->peak_mbs_in_flight = (int32_t)inflight;
+        }
+      }
       /* A prefetched ZeRO-3 gather is live during the block before its own. */
       int64_t ahead = in->stream == PX_STREAM_COMPUTE && prefetch ? next_gather_bytes(p, prog, i) : 0;
       if (total + b->peak + ahead > best) {

@@ -17,7 +17,11 @@ static void unit_op_cost(const px_plan *p, const px_program *prog, const px_inst
       wire[PX_GROUP_DP] += (p->par.zero == 0 ? 2 * frac : frac) * (double)u->padded * gb;
       break;
     case PX_BLOCK_PARAM_SYNC: wire[PX_GROUP_DP] += frac * (double)u->padded * pb; break;
-    case PX_BLOCK_EMB_SYNC: wire[PX_GROUP_EMB] += (double)u->padded * gb; break; /* 2 ranks: 2 (n-1)/n = 1 */
+    case PX_BLOCK_EMB_SYNC: { /* the tied weight's full gradient, 2 ranks: 2 (n-1)/n = 1 */
+      int slot = px_plan_slot(p, prog->has_embed ? "emb_w" : "head_w");
+      wire[PX_GROUP_EMB] += slot >= 0 ? (double)p->slots[slot].elems * gb : 0.0;
+      break;
+    }
     default: break;
   }
 }

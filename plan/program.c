@@ -278,6 +278,9 @@ typedef struct {
   int32_t *last_bwd_k;    /* per unit x mb (ZeRO-2/3) or unit (ZeRO-0/1): last schedule entry writing it */
   int32_t pending_sync[64];
   int npending;
+  int32_t emb_unit; /* the unit holding this stage's tied-embedding copy, -1 none */
+  int32_t *entry_last; /* per unit: the last block of the current entry writing it, -1 none */
+  int32_t entry_last_n;
 } emitter;
 
 static int32_t unit_of(const emitter *e, int64_t gid) { return e->unit_of_group[gid + 1]; }
@@ -325,7 +328,15 @@ static void zero3_gather(emitter *e, int64_t gid, int32_t mb, int32_t chunk) {
 }
 
 /* Data-parallel gradient reduction of a unit. */
+/* Data-parallel gradient reduction of a unit. A unit holding a tied
+ * embedding copy (first and last stage) first sums its gradient with the
+ * other copy's, while both are still full (unreduced) gradients. */
 static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
+  if (u == e->emb_unit) {
+    after = inst_push(&e->il, PX_BLOCK_EMB_SYNC, PX_STREAM_DP, PX_PHASE_COMM, mb, -1, 0, u);
+    if (after < 0) return -1;
+    dep_push(&e->il, e->last_compute);
+  }
   int32_t idx = inst_push(&e->il, PX_BLOCK_GRAD_SYNC, PX_STREAM_DP, PX_PHASE_COMM, mb, -1, 0, u);
   if (idx < 0) return -1;
   dep_push(&e->il, after);
@@ -333,20 +344,41 @@ static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
   return idx;
 }
 
-/* After the compute block `idx` of schedule entry k wrote unit u's gradients:
- * reduce them if this was the last writer. */
-static void maybe_sync(emitter *e, int32_t u, int32_t k, int32_t mb, int32_t idx) {
+/* Records that compute block idx of schedule entry k wrote unit u's gradients. */
+static void wrote(emitter *e, int32_t u, int32_t idx) {
+  if (u >= 0) e->entry_last[u] = idx;
+}
+
+/* After schedule entry k: reduce every unit whose last writer was in this
+ * entry, each after its last writing block, earliest first. */
+static void sync_after_entry(emitter *e, int32_t k, int32_t mb) {
   px_plan *p = e->p;
-  if (u < 0 || p->par.dp < 1) return;
   bool per_mb = p->par.zero >= 2;
-  int32_t last = per_mb ? e->last_bwd_k[u * p->microbatches + mb] : e->last_bwd_k[u];
-  if (last != k) return;
-  if (!(p->par.overlap & PX_OVERLAP_DP)) {
-    /* exposed: after the whole schedule entry (per micro-batch) or the whole backward */
-    if (e->npending < (int)(sizeof e->pending_sync / sizeof e->pending_sync[0])) e->pending_sync[e->npending++] = u;
-    return;
+  int32_t nu = (int32_t)(e->entry_last_n);
+  for (;;) {
+    int32_t best = -1;
+    for (int32_t u = 0; u < nu; u++) {
+      if (e->entry_last[u] < 0) continue;
+      int32_t last = per_mb ? e->last_bwd_k[u * p->microbatches + mb] : e->last_bwd_k[u];
+      if (last != k) {
+        e->entry_last[u] = -1;
+        continue;
+      }
+      if (best < 0 || e->entry_last[u] < e->entry_last[best]) best = u;
+    }
+    if (best < 0) return;
+    if (best == e->emb_unit) { /* reduced at the end of the step, see emit_program */
+      e->entry_last[best] = -1;
+      continue;
+    }
+    if (!(p->par.overlap & PX_OVERLAP_DP)) {
+      /* exposed: after the whole entry (ZeRO-2/3) or the whole backward (ZeRO-0/1) */
+      if (e->npending < (int)(sizeof e->pending_sync / sizeof e->pending_sync[0])) e->pending_sync[e->npending++] = best;
+    } else {
+      grad_sync(e, best, per_mb ? mb : -1, e->entry_last[best]);
+    }
+    e->entry_last[best] = -1;
   }
-  grad_sync(e, u, per_mb ? mb : -1, idx);
 }
 
 /* Emits the pending (non-overlapped) reductions, the compute stream waiting for them. */
@@ -389,19 +421,20 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
     zero3_gather(e, L, u.mb, u.chunk);
     idx = compute(e, PX_BLOCK_HEAD_BWD, PX_PHASE_BWD, u.mb, L, u.chunk, L, wait);
     wait = -1;
-    maybe_sync(e, unit_of(e, L), (int32_t)k, u.mb, idx);
+    wrote(e, unit_of(e, L), idx);
   }
   for (int64_t l = first + n - 1; l >= first; l--) {
     zero3_gather(e, l, u.mb, u.chunk);
     idx = compute(e, PX_BLOCK_LAYER_BWD, PX_PHASE_BWD, u.mb, l, u.chunk, l, wait);
     wait = -1;
-    maybe_sync(e, unit_of(e, l), (int32_t)k, u.mb, idx);
+    wrote(e, unit_of(e, l), idx);
   }
   if (vs == 0) {
     zero3_gather(e, egid, u.mb, u.chunk);
     idx = compute(e, PX_BLOCK_EMBED_BWD, PX_PHASE_BWD, u.mb, first, u.chunk, egid, wait);
-    maybe_sync(e, unit_of(e, egid), (int32_t)k, u.mb, idx);
+    wrote(e, unit_of(e, egid), idx);
   }
+  sync_after_entry(e, (int32_t)k, u.mb);
   if (p->par.zero >= 2) flush_syncs(e, u.mb);
 }
 
@@ -420,11 +453,16 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   e.param_sync = px_calloc((size_t)nu, sizeof *e.param_sync, err);
   e.unit_fwd_seen = px_calloc((size_t)nu, sizeof *e.unit_fwd_seen, err);
   e.last_bwd_k = px_calloc((size_t)nu * (size_t)m, sizeof *e.last_bwd_k, err);
-  if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k) {
+  e.entry_last = px_calloc((size_t)nu, sizeof *e.entry_last, err);
+  e.entry_last_n = nu;
+  if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.entry_last) {
     st = PX_ERR_RUNTIME;
     goto done;
   }
-  for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = -1;
+  for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = e.entry_last[u] = -1;
+  e.emb_unit = -1;
+  if (p->model.tied_embeddings && pp > 1 && (prog->has_embed || prog->has_head))
+    e.emb_unit = unit_of(&e, prog->has_embed ? -1 : L);
   for (int64_t i = 0; i < (int64_t)nu * m; i++) e.last_bwd_k[i] = -1;
   /* The last schedule entry writing each unit (per micro-batch for ZeRO-2/3). */
   for (int64_t k = 0; k < ns; k++) {
@@ -515,18 +553,14 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   free(recv_of);
   free(last_of);
   flush_syncs(&e, -1);
+  /* The unit holding a tied embedding copy is summed with the other stage's
+   * copy and reduced once, after every transfer of the step: a collective
+   * between the first and last stage placed earlier could wait on a stage
+   * that waits on a transfer. Its full gradients live until then. */
+  if (e.emb_unit >= 0) grad_sync(&e, e.emb_unit, -1, e.last_compute);
 
-  /* Tied embeddings across stages: sum the two copies' gradients. */
-  int32_t emb_sync = -1;
-  if (p->model.tied_embeddings && pp > 1 && (prog->has_embed || prog->has_head)) {
-    int32_t u = unit_of(&e, prog->has_embed ? -1 : L);
-    emb_sync = inst_push(&e.il, PX_BLOCK_EMB_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
-    dep_push(&e.il, e.grad_sync_last[u] >= 0 ? e.grad_sync_last[u] : e.last_compute);
-    dep_push(&e.il, e.last_compute);
-  }
   int32_t opt = inst_push(&e.il, PX_BLOCK_OPTIMIZER, PX_STREAM_COMPUTE, PX_PHASE_OPT, -1, -1, 0, -1);
   for (int32_t u = 0; u < nu; u++) dep_push(&e.il, e.grad_sync_last[u]);
-  dep_push(&e.il, emb_sync);
   if (p->par.zero > 0 && p->par.zero < 3 && !(p->par.overlap & PX_OVERLAP_ZERO))
     for (int32_t u = 0; u < nu; u++) {
       inst_push(&e.il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
@@ -546,6 +580,7 @@ done:
   free(e.param_sync);
   free(e.unit_fwd_seen);
   free(e.last_bwd_k);
+  free(e.entry_last);
   free(e.il.v);
   free(e.il.deps);
   return st;

@@ -189,8 +189,7 @@ static px_status stage_costs(sim *S, int64_t s) {
   }
   if (p->model.tied_embeddings && p->par.pp > 1) {
     int slot = px_plan_slot(p, prog->has_embed ? "emb_w" : "head_w");
-    uint64_t elems = slot >= 0 ? p->slots[slot].elems : 0;
-    if (p->par.zero >= 1) elems /= (uint64_t)p->par.dp;
+    uint64_t elems = slot >= 0 ? p->slots[slot].elems : 0; /* full gradients, before the DP reduction */
     px_placement emb = px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
     ss->emb = px_coll_cost_of(c, PX_COLL_ALLREDUCE, elems * gb, &emb);
   }

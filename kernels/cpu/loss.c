@@ -65,3 +65,10 @@ void px_k_ce_bwd(float *dlogits, const float *logits, const float *gmax, const f
     for (int64_t j = nr; j < vl; j++) dl[j] = 0.0f;
   }
 }
+
+void px_k_ce_logprobs(float *out, const float *logits, const float *gmax, const float *gsum, int64_t n, int64_t vl) {
+  for (int64_t i = 0; i < n; i++) {
+    float shift = gmax[i] + (float)log((double)gsum[i]);
+    for (int64_t j = 0; j < vl; j++) out[i * vl + j] = logits[i * vl + j] - shift;
+  }
+}

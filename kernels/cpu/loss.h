@@ -55,4 +55,13 @@ void px_k_ce_bwd(float *dlogits,         // (N, Vl)
                  const int32_t *targets, // (N)
                  int64_t n, int64_t vocab_start, int64_t vl, int64_t vocab_real, float dloss_scale);
 
+/* Log-probabilities from the global row max and sum: out = logits - gmax -
+ * log(gsum), for saving in place of the logits; out may alias logits. Then
+ * px_k_ce_bwd(dlogits, out, zeros, ones, ...) gives the gradient. */
+void px_k_ce_logprobs(float *out,          // (N, Vl)
+                      const float *logits, // (N, Vl)
+                      const float *gmax,   // (N)
+                      const float *gsum,   // (N)
+                      int64_t n, int64_t vl);
+
 #endif

@@ -1,0 +1,55 @@
+/* Communicators per group, split from the world by the rank grid. */
+#include "exec/comm.h"
+
+#include <string.h>
+
+px_status px_comm_check(int rc, const char *what, px_err *err) {
+  if (rc == MPI_SUCCESS) return PX_OK;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return px_err_set(err, PX_ERR_RUNTIME, "%s failed: %.*s", what, len, msg);
+}
+
+px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err) {
+  memset(c, 0, sizeof *c);
+  c->world = world;
+  c->tp = c->dp = c->emb = MPI_COMM_NULL;
+  MPI_Comm_rank(world, &c->world_rank);
+  MPI_Comm_size(world, &c->world_size);
+  const px_grid *g = &plan->grid;
+  if (c->world_size != g->world)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "the plan needs %lld ranks (tp %lld x pp %lld x dp %lld) but mpirun started %d (hint: mpirun -np %lld)",
+                      (long long)g->world, (long long)g->tp, (long long)g->pp, (long long)g->dp, c->world_size,
+                      (long long)g->world);
+  px_grid_coords(g, c->world_rank, &c->tp_rank, &c->dp_rank, &c->pp_rank);
+  int tp_color = (int)(c->dp_rank + g->dp * c->pp_rank), dp_color = (int)(c->tp_rank + g->tp * c->pp_rank);
+  px_status st;
+  if ((st = px_comm_check(MPI_Comm_split(world, tp_color, (int)c->tp_rank, &c->tp), "MPI_Comm_split (tp)", err)) ||
+      (st = px_comm_check(MPI_Comm_split(world, dp_color, (int)c->dp_rank, &c->dp), "MPI_Comm_split (dp)", err)))
+    return st;
+  bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
+  int emb_color = plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->dp_rank) : MPI_UNDEFINED;
+  if ((st = px_comm_check(MPI_Comm_split(world, emb_color, (int)c->pp_rank, &c->emb), "MPI_Comm_split (emb)", err)))
+    return st;
+  c->prev = (int)px_grid_rank(g, c->tp_rank, c->dp_rank, (c->pp_rank - 1 + g->pp) % g->pp);
+  c->next = (int)px_grid_rank(g, c->tp_rank, c->dp_rank, (c->pp_rank + 1) % g->pp);
+  return PX_OK;
+}
+
+void px_comm_deinit(px_comm *c) {
+  if (c->tp != MPI_COMM_NULL) MPI_Comm_free(&c->tp);
+  if (c->dp != MPI_COMM_NULL) MPI_Comm_free(&c->dp);
+  if (c->emb != MPI_COMM_NULL) MPI_Comm_free(&c->emb);
+}
+
+MPI_Comm px_comm_of(const px_comm *c, px_group g) {
+  switch (g) {
+    case PX_GROUP_TP: return c->tp;
+    case PX_GROUP_DP: return c->dp;
+    case PX_GROUP_EMB: return c->emb;
+    case PX_GROUP_ALL: return c->world;
+    default: return MPI_COMM_NULL;
+  }
+}

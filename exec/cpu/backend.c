@@ -1,0 +1,399 @@
+/* CPU backend: every op of the graph on fp32 host tensors, MPI collectives. */
+#include "exec/cpu/backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/act.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/dropout.h"
+#include "kernels/cpu/embed.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/loss.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/math.h"
+
+typedef struct {
+  const px_comm *comm;
+} cpu;
+
+static px_status cpu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
+  (void)b;
+  *out = calloc(1, bytes ? bytes : 1);
+  return *out ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
+}
+static void cpu_release(px_backend *b, void *p) { (void)b, free(p); }
+static px_status cpu_zero(px_backend *b, void *p, uint64_t bytes, px_err *err) {
+  (void)b, (void)err;
+  memset(p, 0, bytes);
+  return PX_OK;
+}
+static px_status cpu_copy(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err) {
+  (void)b, (void)err;
+  if (dst != src) memmove(dst, src, bytes);
+  return PX_OK;
+}
+
+/* ---- random numbers of dropout: functions of global element indices ---- */
+
+/* The stream of one dropout site of one layer in one step. */
+static uint64_t dropout_seed(const px_exec_op *e, int site) {
+  return px_mix64(e->seed ^ px_mix64((uint64_t)e->step * 0x9e3779b97f4a7c15ull + (uint64_t)(e->layer + 2) * 1000003ull +
+                                     (uint64_t)site));
+}
+
+/* Global index of element (b, 0, 0, 0) of a (B, d1, d2, d3) tensor whose axis 1
+ * may be sharded over tp (sequence positions or heads). */
+static uint64_t dropout_offset(const px_exec_op *e, int64_t b, int64_t d1, int64_t d2d3, bool sharded, int64_t d1_global) {
+  uint64_t first = sharded ? (uint64_t)(e->tp_rank * d1) : 0;
+  return ((uint64_t)e->seq_index[b] * (uint64_t)d1_global + first) * (uint64_t)d2d3;
+}
+
+static px_status cpu_dropout(const px_exec_op *e, px_err *err) {
+  const px_op *o = e->op;
+  const int64_t *d = o->dim;
+  float p = (float)e->plan->model.dropout;
+  int64_t B = d[0], d1 = d[1], inner = d[2] * d[3];
+  bool attn = o->flags & PX_OPF_ATTN_PROBS;
+  bool sharded = attn || d[4] == 1;
+  int64_t d1g = sharded ? d1 * e->plan->par.tp : d1;
+  int site = attn ? 3 : (int)d[5];
+  float *y = e->out[0];
+  uint8_t *mask = e->out[1];
+  const float *x = e->in[0], *bias = e->in[1];
+  int64_t n = B * d1 * inner;
+  if (y != x) memcpy(y, x, (size_t)n * sizeof *y);
+  if (bias) /* bias of a row-parallel layer, added before the dropout */
+    for (int64_t r = 0; r < n / d[2]; r++)
+      for (int64_t c = 0; c < d[2]; c++) y[r * d[2] + c] += bias[c];
+  uint64_t seed = dropout_seed(e, site);
+  for (int64_t b = 0; b < B; b++) {
+    int64_t off = b * d1 * inner;
+    px_k_dropout_fwd(y + off, mask + off, y + off, d1 * inner, p, seed, dropout_offset(e, b, d1, inner, sharded, d1g));
+  }
+  (void)err;
+  return PX_OK;
+}
+
+/* ---- fused attention, one head at a time ---- */
+
+/* Copies head h of a (S, H, D) row block (row stride H*D) into a contiguous (S, D). */
+static void head_get(float *dst, const float *src, int64_t S, int64_t H, int64_t D, int64_t h) {
+  for (int64_t t = 0; t < S; t++) memcpy(dst + t * D, src + (t * H + h) * D, (size_t)D * sizeof *dst);
+}
+static void head_add(float *dst, const float *src, int64_t S, int64_t H, int64_t D, int64_t h) {
+  for (int64_t t = 0; t < S; t++)
+    for (int64_t i = 0; i < D; i++) dst[(t * H + h) * D + i] += src[t * D + i];
+}
+
+/* P (S, S) = causal softmax(q k^T scale), with the row log-sum-exp. */
+static void head_probs(float *P, float *lse, const float *qh, const float *kh, int64_t S, int64_t D) {
+  float scale = 1.0f / sqrtf((float)D);
+  px_k_attn_scores_fwd(P, qh, kh, 1, S, 1, 1, D, scale);
+  if (lse)
+    for (int64_t i = 0; i < S; i++) {
+      float mx = -INFINITY;
+      for (int64_t j = 0; j <= i; j++) mx = P[i * S + j] > mx ? P[i * S + j] : mx;
+      double s = 0;
+      for (int64_t j = 0; j <= i; j++) s += exp((double)(P[i * S + j] - mx));
+      lse[i] = mx + (float)log(s);
+    }
+  px_k_attn_softmax_fwd(P, P, 1, S);
+}
+
+/* Attention-probability dropout applied in place, masks from the counter RNG. */
+static void head_dropout(float *X, const px_exec_op *e, int64_t b, int64_t h, int64_t S) {
+  float p = (float)e->plan->model.dropout;
+  if (p <= 0) return;
+  int64_t heads = e->plan->model.heads, HQ = heads / e->plan->par.tp;
+  uint64_t seed = dropout_seed(e, 3);
+  uint64_t off = ((uint64_t)e->seq_index[b] * (uint64_t)heads + (uint64_t)(e->tp_rank * HQ + h)) * (uint64_t)(S * S);
+  float s = 1.0f / (1.0f - p);
+  for (int64_t i = 0; i < S * S; i++) X[i] = px_dropout_keep(seed, off + (uint64_t)i, p) ? X[i] * s : 0.0f;
+}
+
+static px_status cpu_flash(const px_exec_op *e, bool bwd) {
+  const int64_t *d = e->op->dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], group = HQ / HKV;
+  float scale = 1.0f / sqrtf((float)D);
+  float *ws = bwd ? e->out[3] : e->out[2];
+  float *A = ws, *Bp = ws + S * S, *C = ws + 2 * S * S, *sl = ws + 3 * S * S;
+  float *qh = sl, *kh = sl + S * D, *vh = sl + 2 * S * D, *xh = sl + 3 * S * D, *dqh = sl + 4 * S * D,
+        *dkh = sl + 5 * S * D, *dvh = sl + 6 * S * D;
+  const float *q = bwd ? e->in[1] : e->in[0], *k = bwd ? e->in[2] : e->in[1], *v = bwd ? e->in[3] : e->in[2];
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t h = 0; h < HQ; h++) {
+      int64_t g = h / group;
+      head_get(qh, q + b * S * HQ * D, S, HQ, D, h);
+      head_get(kh, k + b * S * HKV * D, S, HKV, D, g);
+      head_get(vh, v + b * S * HKV * D, S, HKV, D, g);
+      float *lse = bwd ? NULL : (float *)e->out[1] + (b * HQ + h) * S;
+      head_probs(A, lse, qh, kh, S, D);
+      memcpy(Bp, A, (size_t)(S * S) * sizeof *Bp);
+      head_dropout(Bp, e, b, h, S);
+      if (!bwd) {
+        memset(xh, 0, (size_t)(S * D) * sizeof *xh);
+        px_k_attn_context_fwd(xh, Bp, vh, 1, S, 1, 1, D);
+        float *ctx = (float *)e->out[0] + b * S * HQ * D;
+        for (int64_t t = 0; t < S; t++) memcpy(ctx + (t * HQ + h) * D, xh + t * D, (size_t)D * sizeof *ctx);
+        continue;
+      }
+      head_get(xh, (const float *)e->in[0] + b * S * HQ * D, S, HQ, D, h); /* dctx */
+      memset(C, 0, (size_t)(S * S) * sizeof *C);
+      memset(dvh, 0, (size_t)(S * D) * sizeof *dvh);
+      px_k_attn_context_bwd(C, dvh, xh, Bp, vh, 1, S, 1, 1, D); /* C = d(dropped P) */
+      head_dropout(C, e, b, h, S);                              /* -> dP */
+      memset(Bp, 0, (size_t)(S * S) * sizeof *Bp);
+      px_k_attn_softmax_bwd(Bp, C, A, 1, S); /* Bp = dS */
+      memset(dqh, 0, (size_t)(S * D) * sizeof *dqh);
+      memset(dkh, 0, (size_t)(S * D) * sizeof *dkh);
+      px_k_attn_scores_bwd(dqh, dkh, Bp, qh, kh, 1, S, 1, 1, D, scale);
+      head_add((float *)e->out[0] + b * S * HQ * D, dqh, S, HQ, D, h);
+      head_add((float *)e->out[1] + b * S * HKV * D, dkh, S, HKV, D, g);
+      head_add((float *)e->out[2] + b * S * HKV * D, dvh, S, HKV, D, g);
+    }
+  }
+  return PX_OK;
+}
+
+/* In-place inverse rotation (RoPE backward on a gradient). */
+static void rope_inverse(float *x, int64_t B, int64_t S, int64_t H, int64_t D, double theta) {
+  int64_t half = D / 2;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < S; t++)
+      for (int64_t h = 0; h < H; h++) {
+        float *r = x + ((b * S + t) * H + h) * D;
+        for (int64_t i = 0; i < half; i++) {
+          double a = px_rope_angle(t, i, D, theta);
+          float c = (float)cos(a), s = (float)sin(a), x0 = r[i], x1 = r[i + half];
+          r[i] = x0 * c + x1 * s;
+          r[i + half] = x1 * c - x0 * s;
+        }
+      }
+}
+
+/* ---- the op dispatch ---- */
+
+static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
+  cpu *c = be->impl;
+  const px_op *o = e->op;
+  const px_plan *p = e->plan;
+  const px_model *m = &p->model;
+  const int64_t *d = o->dim;
+  float **out = (float **)e->out;
+  float **in = (float **)e->in;
+  bool ln = m->norm == PX_NORM_LAYERNORM;
+  switch ((px_op_kind)o->kind) {
+    case PX_OP_EMBED:
+      px_k_embed_fwd(out[0], (const int32_t *)in[0], in[1], d[0], e->tp_rank * d[2], d[2], d[1]);
+      return PX_OK;
+    case PX_OP_EMBED_BWD:
+      px_k_embed_bwd(out[0], in[0], (const int32_t *)in[1], d[0], e->tp_rank * d[2], d[2], d[1]);
+      return PX_OK;
+    case PX_OP_POS:
+    case PX_OP_POS_BWD: {
+      int64_t pos0 = p->par.sp ? e->tp_rank * d[1] : 0;
+      if (o->kind == PX_OP_POS)
+        px_k_pos_fwd(out[0], in[1], d[0], d[1], d[2], pos0);
+      else
+        px_k_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0);
+      return PX_OK;
+    }
+    case PX_OP_NORM:
+      if (ln)
+        px_k_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], (float)m->norm_eps);
+      else
+        px_k_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], (float)m->norm_eps);
+      return PX_OK;
+    case PX_OP_NORM_BWD:
+      if (ln)
+        px_k_layernorm_bwd(out[0], out[1], out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1]);
+      else
+        px_k_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1]);
+      return PX_OK;
+    case PX_OP_LINEAR: {
+      int64_t off = 0;
+      for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
+        px_k_linear_fwd(out[i], in[0], in[1] + off * d[2], in[2] ? in[2] + off : NULL, d[0], d[2], d[3 + i]);
+        off += d[3 + i];
+      }
+      return PX_OK;
+    }
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT: {
+      bool data = o->kind == PX_OP_LINEAR_BWD_DATA;
+      int64_t off = 0;
+      for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
+        const float *dy = in[i];
+        if (data)
+          px_k_linear_bwd(out[0], NULL, NULL, dy, NULL, in[3] + off * d[2], d[0], d[2], d[3 + i]);
+        else
+          px_k_linear_bwd(NULL, out[0] + off * d[2], out[1] ? out[1] + off : NULL, dy, in[3], NULL, d[0], d[2], d[3 + i]);
+        off += d[3 + i];
+      }
+      return PX_OK;
+    }
+    case PX_OP_ROPE:
+      px_k_rope_fwd(out[0], in[0], d[0], d[1], d[2], d[4], 0, (float)m->rope_theta);
+      px_k_rope_fwd(out[1], in[1], d[0], d[1], d[3], d[4], 0, (float)m->rope_theta);
+      return PX_OK;
+    case PX_OP_ROPE_BWD:
+      rope_inverse(out[0], d[0], d[1], d[2], d[4], m->rope_theta);
+      rope_inverse(out[1], d[0], d[1], d[3], d[4], m->rope_theta);
+      return PX_OK;
+    case PX_OP_ATTN_SCORES:
+      px_k_attn_scores_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
+      return PX_OK;
+    case PX_OP_ATTN_SCORES_BWD:
+      px_k_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
+      return PX_OK;
+    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1]); return PX_OK;
+    case PX_OP_SOFTMAX_BWD: px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1]); return PX_OK;
+    case PX_OP_ATTN_CONTEXT: px_k_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4]); return PX_OK;
+    case PX_OP_ATTN_CONTEXT_BWD:
+      px_k_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4]);
+      return PX_OK;
+    case PX_OP_FLASH_ATTN: return cpu_flash(e, false);
+    case PX_OP_FLASH_ATTN_BWD: return cpu_flash(e, true);
+    case PX_OP_DROPOUT: return cpu_dropout(e, err);
+    case PX_OP_DROPOUT_BWD: px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)m->dropout); return PX_OK;
+    case PX_OP_ADD:
+      px_k_add(out[0], in[0], in[1], d[0]);
+      if (in[2])
+        for (int64_t r = 0; r < d[0] / d[1]; r++)
+          for (int64_t k = 0; k < d[1]; k++) out[0][r * d[1] + k] += in[2][k];
+      return PX_OK;
+    case PX_OP_ACC: px_k_acc(out[0], in[0], d[0]); return PX_OK;
+    case PX_OP_GELU: px_k_gelu_fwd(out[0], in[0], d[0]); return PX_OK;
+    case PX_OP_GELU_BWD: px_k_gelu_bwd(out[0], in[0], in[1], d[0]); return PX_OK;
+    case PX_OP_SWIGLU: px_k_swiglu_fwd(out[0], in[0], in[1], d[0]); return PX_OK;
+    case PX_OP_SWIGLU_BWD: px_k_swiglu_bwd(out[0], out[1], in[0], in[1], in[2], d[0]); return PX_OK;
+    case PX_OP_LOSS: {
+      int64_t n = d[0], vl = d[1], vstart = e->tp_rank * vl;
+      float *st = malloc((size_t)(3 * n) * sizeof *st);
+      if (!st) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+      float *mx = st, *sum = st + n, *tl = st + 2 * n;
+      const int32_t *targets = (const int32_t *)in[1];
+      px_status s = PX_OK;
+      px_k_ce_max_local(mx, in[0], n, vstart, vl, d[2]);
+      if (p->par.tp > 1) s = be->allreduce(be, PX_GROUP_TP, mx, (uint64_t)n, PX_DTYPE_FP32, PX_RED_MAX, err);
+      if (!s) px_k_ce_sumexp_local(sum, in[0], mx, n, vstart, vl, d[2]);
+      if (!s && p->par.tp > 1) s = be->allreduce(be, PX_GROUP_TP, sum, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+      if (!s) px_k_ce_target_local(tl, in[0], targets, n, vstart, vl);
+      if (!s && p->par.tp > 1) s = be->allreduce(be, PX_GROUP_TP, tl, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+      if (!s) {
+        px_k_ce_loss(out[1], mx, sum, tl, targets, n);
+        px_k_ce_logprobs(out[0], in[0], mx, sum, n, vl);
+      }
+      free(st);
+      return s;
+    }
+    case PX_OP_LOSS_BWD: {
+      int64_t n = d[0], vl = d[1];
+      float *st = malloc((size_t)(2 * n) * sizeof *st);
+      if (!st) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+      for (int64_t i = 0; i < n; i++) st[i] = 0.0f, st[n + i] = 1.0f; /* log-probs: max 0, sum 1 */
+      px_k_ce_bwd(out[0], in[0], st, st + n, (const int32_t *)in[1], n, e->tp_rank * vl, vl, d[2], e->loss_scale);
+      free(st);
+      return PX_OK;
+    }
+    case PX_OP_GRAD_NORM: *e->sumsq_out += px_k_sumsq(in[0], e->count); return PX_OK;
+    case PX_OP_ADAMW:
+      if (e->grad_scale != 1.0f) px_k_scale(in[0], e->count, e->grad_scale);
+      px_k_adamw(out[0], out[1], out[2], in[0], e->count, e->lr, e->beta1, e->beta2, e->eps, e->weight_decay, e->adam_t);
+      return PX_OK;
+    default: break;
+  }
+  (void)c;
+  return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: op %s is not an op it runs", px_op_names[o->kind]);
+}
+
+/* ---- collectives ---- */
+
+static MPI_Comm group_comm(px_backend *be, px_group g) { return px_comm_of(((cpu *)be->impl)->comm, g); }
+
+static px_status need_fp32(px_dtype dt, px_err *err) {
+  return dt == PX_DTYPE_FP32 ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 only");
+}
+
+static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
+                               px_err *err) {
+  px_status st = need_fp32(dt, err);
+  if (st) return st;
+  return px_comm_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, op == PX_RED_MAX ? MPI_MAX : MPI_SUM,
+                                     group_comm(be, g)),
+                       "MPI_Allreduce", err);
+}
+
+static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
+                               px_err *err) {
+  px_status st = need_fp32(dt, err);
+  if (st) return st;
+  return px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, MPI_FLOAT, out, (int)count_in,
+                                     MPI_FLOAT, group_comm(be, g)),
+                       "MPI_Allgather", err);
+}
+
+static px_status cpu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
+                                    px_dtype dt, px_err *err) {
+  px_status st = need_fp32(dt, err);
+  if (st) return st;
+  return px_comm_check(
+      MPI_Reduce_scatter_block(in, out, (int)count_out, MPI_FLOAT, MPI_SUM, group_comm(be, g)), "MPI_Reduce_scatter", err);
+}
+
+static px_status cpu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
+  cpu *c = be->impl;
+  MPI_Request req[16];
+  if (n > 16) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: p2p batch of %d is too large", n);
+  for (int i = 0; i < n; i++) {
+    int rc = items[i].send ? MPI_Isend(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
+                                       c->comm->world, &req[i])
+                           : MPI_Irecv(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
+                                       c->comm->world, &req[i]);
+    if (rc != MPI_SUCCESS) return px_comm_check(rc, items[i].send ? "MPI_Isend" : "MPI_Irecv", err);
+  }
+  return px_comm_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), "MPI_Waitall (p2p)", err);
+}
+
+static px_status cpu_sync(px_backend *b, px_err *err) {
+  (void)b, (void)err;
+  return PX_OK;
+}
+
+static void cpu_destroy(px_backend *b) {
+  if (!b) return;
+  free(b->impl);
+  free(b);
+}
+
+px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err) {
+  px_backend *b = px_calloc(1, sizeof *b, err);
+  cpu *c = px_calloc(1, sizeof *c, err);
+  if (!b || !c) {
+    free(b), free(c);
+    return PX_ERR_RUNTIME;
+  }
+  c->comm = comm;
+  b->name = "cpu";
+  b->impl = c;
+  b->alloc = cpu_alloc;
+  b->release = cpu_release;
+  b->zero = cpu_zero;
+  b->copy = cpu_copy;
+  b->upload = cpu_copy;
+  b->download = cpu_copy;
+  b->op = cpu_op;
+  b->allreduce = cpu_allreduce;
+  b->allgather = cpu_allgather;
+  b->reduce_scatter = cpu_reduce_scatter;
+  b->p2p = cpu_p2p;
+  b->sync = cpu_sync;
+  b->destroy = cpu_destroy;
+  *out = b;
+  return PX_OK;
+}

@@ -1,0 +1,13 @@
+/* The CPU backend: fp32 tensors in host memory, the kernels of
+ * kernels/cpu (OpenBLAS for GEMMs) and MPI for collectives. The reference
+ * every other backend is checked against. */
+#ifndef PX_EXEC_CPU_BACKEND_H
+#define PX_EXEC_CPU_BACKEND_H
+
+#include "exec/backend.h"
+#include "exec/comm.h"
+
+/* The backend keeps a pointer to comm (which must outlive it). */
+px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err);
+
+#endif

@@ -1,0 +1,766 @@
+/* The interpreter of a stage's program. */
+#include "exec/interp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fileio.h"
+#include "exec/params.h"
+#include "kernels/math.h"
+
+/* A live tensor: (slot, micro-batch, layer) -> buffer. */
+typedef struct {
+  int16_t slot;
+  int32_t mb, layer;
+  void *ptr;
+  uint64_t bytes;
+} tensor;
+
+struct px_exec {
+  const px_plan *plan;
+  px_backend *be;
+  const px_comm *comm;
+  const px_program *prog;
+  px_data *data;
+  px_train_hparams hp;
+  int64_t stage, tp_rank, dp_rank, dp, L;
+  bool mixed;
+  /* model states: flat (ZeRO 0-2 parameters, ZeRO 0-1 gradients) or shard layouts */
+  float *params, *grads, *master, *adam_m, *adam_v;
+  uint64_t params_elems, grads_elems, opt_elems;
+  float **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
+  int32_t *param_of;          /* [slot * (L + 2) + group + 1] -> index into prog->params */
+  px_param_map *maps;         /* per param ref */
+  px_global_params global;
+  /* live tensors */
+  tensor *t;
+  int64_t nt, cap_t;
+  uint64_t cur_bytes, peak_bytes;
+  /* per step */
+  int64_t step;
+  uint64_t *seq_index;        /* (mbs) of the micro-batch being run */
+  double loss_sum;
+  bool *done;                 /* program instances already run this step (prefetched gathers) */
+  /* profile */
+  int64_t *first_op;
+  double *op_time;
+  int64_t nops, timed_steps;
+  /* gradient capture */
+  bool capture;
+  float *grad_copy;           /* canonical layout, this rank's owned elements; NaN elsewhere */
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- tracked memory ---- */
+
+static px_status mem_alloc(px_exec *x, uint64_t bytes, void **out, px_err *err) {
+  px_status st = x->be->alloc(x->be, bytes, out, err);
+  if (st) return st;
+  x->cur_bytes += bytes;
+  if (x->cur_bytes > x->peak_bytes) x->peak_bytes = x->cur_bytes;
+  return PX_OK;
+}
+
+static void mem_free(px_exec *x, void *p, uint64_t bytes) {
+  if (!p) return;
+  x->be->release(x->be, p);
+  x->cur_bytes -= bytes;
+}
+
+uint64_t px_exec_peak_bytes(const px_exec *x) { return x->peak_bytes; }
+uint64_t px_exec_current_bytes(const px_exec *x) { return x->cur_bytes; }
+
+/* ---- live tensors ---- */
+
+static tensor *tensor_find(px_exec *x, int16_t slot, int32_t mb, int32_t layer) {
+  for (int64_t i = x->nt - 1; i >= 0; i--) /* recent first: most lookups are of fresh tensors */
+    if (x->t[i].slot == slot && x->t[i].mb == mb && x->t[i].layer == layer) return &x->t[i];
+  return NULL;
+}
+
+static px_status tensor_new(px_exec *x, int16_t slot, int32_t mb, int32_t layer, px_err *err) {
+  if (tensor_find(x, slot, mb, layer))
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %d) allocated twice", x->plan->slots[slot].name,
+                      mb, layer);
+  if (x->nt == x->cap_t) {
+    int64_t cap = x->cap_t ? 2 * x->cap_t : 256;
+    tensor *nt = realloc(x->t, (size_t)cap * sizeof *nt);
+    if (!nt) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    x->t = nt;
+    x->cap_t = cap;
+  }
+  tensor *t = &x->t[x->nt];
+  *t = (tensor){slot, mb, layer, NULL, x->plan->slots[slot].bytes};
+  px_status st = mem_alloc(x, t->bytes, &t->ptr, err);
+  if (st) return st;
+  x->nt++;
+  return PX_OK;
+}
+
+static px_status tensor_drop(px_exec *x, int16_t slot, int32_t mb, int32_t layer, px_err *err) {
+  tensor *t = tensor_find(x, slot, mb, layer);
+  if (!t)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %d) freed but not live", x->plan->slots[slot].name,
+                      mb, layer);
+  mem_free(x, t->ptr, t->bytes);
+  *t = x->t[--x->nt];
+  return PX_OK;
+}
+
+/* ---- parameters ---- */
+
+static const px_param_ref *param_ref(const px_exec *x, int16_t slot, int64_t layer, int32_t *index) {
+  int64_t stride = x->L + 2;
+  int32_t i = x->param_of[slot * stride + layer + 1];
+  if (i < 0) i = x->param_of[slot * stride]; /* stage-level parameters: one per slot */
+  if (index) *index = i;
+  return i >= 0 ? &x->prog->params[i] : NULL;
+}
+
+/* Owned flat range of a unit: its shard with ZeRO, all of it without. */
+static void owned_range(const px_exec *x, const px_unit *u, uint64_t *lo, uint64_t *hi) {
+  if (x->plan->par.zero == 0) {
+    *lo = u->offset, *hi = u->offset + u->padded;
+    return;
+  }
+  uint64_t s = u->padded / (uint64_t)x->dp;
+  *lo = u->offset + (uint64_t)x->dp_rank * s, *hi = *lo + s;
+}
+
+/* Shard-layout index of an owned flat index of unit u. */
+static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
+  uint64_t lo, hi;
+  owned_range(x, u, &lo, &hi);
+  return x->plan->par.zero == 0 ? flat : u->offset / (uint64_t)x->dp + (flat - lo);
+}
+
+static float *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
+  if (x->plan->par.zero < 3) return x->params + r->offset;
+  const px_unit *u = &x->prog->units[r->unit];
+  if (!x->gathered[r->unit]) {
+    px_err_set(err, PX_ERR_RUNTIME, "internal: ZeRO-3 unit %d used before it was gathered", r->unit);
+    return NULL;
+  }
+  return x->gathered[r->unit] + (r->offset - u->offset);
+}
+
+static float *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
+  if (x->plan->par.zero < 2) return x->grads + r->offset;
+  const px_unit *u = &x->prog->units[r->unit];
+  if (!x->bucket[r->unit]) {
+    void *p;
+    if (mem_alloc(x, u->padded * sizeof(float), &p, err)) return NULL;
+    x->bucket[r->unit] = p;
+  }
+  return x->bucket[r->unit] + (r->offset - u->offset);
+}
+
+/* ---- setup ---- */
+
+static px_status init_params(px_exec *x, px_err *err) {
+  const px_program *prog = x->prog;
+  x->maps = px_calloc((size_t)prog->nparams + 1, sizeof *x->maps, err);
+  float *host = px_calloc((size_t)prog->flat_elems + 1, sizeof *host, err);
+  if (!x->maps || !host) {
+    free(host);
+    return PX_ERR_RUNTIME;
+  }
+  px_status st = PX_OK;
+  for (int32_t i = 0; i < prog->nparams && !st; i++) {
+    const px_param_ref *r = &prog->params[i];
+    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, &x->maps[i], err))) break;
+    const px_slot *s = &x->plan->slots[r->slot];
+    int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
+    for (int64_t a = 0; a < rows; a++)
+      for (int64_t b = 0; b < cols; b++) {
+        int64_t tensor_id;
+        int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, a, b, &tensor_id);
+        host[r->offset + (uint64_t)(a * cols + b)] = gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->hp.seed);
+      }
+  }
+  /* Parameters: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
+  if (!st && x->plan->par.zero < 3) st = x->be->upload(x->be, x->params, host, prog->flat_elems * sizeof *host, err);
+  for (int32_t u = 0; !st && x->plan->par.zero == 3 && u < prog->nunits; u++) {
+    uint64_t lo, hi;
+    owned_range(x, &prog->units[u], &lo, &hi);
+    st = x->be->upload(x->be, x->params + shard_index(x, &prog->units[u], lo), host + lo, (hi - lo) * sizeof *host, err);
+  }
+  /* fp32 master weights of the owned part (mixed precision) */
+  for (int32_t u = 0; !st && x->master && u < prog->nunits; u++) {
+    uint64_t lo, hi;
+    owned_range(x, &prog->units[u], &lo, &hi);
+    st = x->be->upload(x->be, x->master + shard_index(x, &prog->units[u], lo), host + lo, (hi - lo) * sizeof *host, err);
+  }
+  free(host);
+  return st;
+}
+
+px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, px_data *data,
+                      const px_train_hparams *hp, px_exec **out, px_err *err) {
+  *out = NULL;
+  px_exec *x = px_calloc(1, sizeof *x, err);
+  if (!x) return PX_ERR_RUNTIME;
+  x->plan = plan;
+  x->be = be;
+  x->comm = comm;
+  x->data = data;
+  x->hp = *hp;
+  x->stage = comm->pp_rank;
+  x->tp_rank = comm->tp_rank;
+  x->dp_rank = comm->dp_rank;
+  x->dp = plan->par.dp;
+  x->L = plan->model.layers;
+  x->prog = &plan->programs[x->stage];
+  x->mixed = plan->par.precision != PX_PREC_FP32;
+  const px_program *prog = x->prog;
+  px_status st = PX_OK;
+  if (plan->act_dtype != PX_DTYPE_FP32 && !strcmp(be->name, "cpu"))
+    st = px_err_set(err, PX_ERR_INPUT, "the cpu backend runs fp32 only (hint: --precision fp32)");
+  if (!st) st = px_global_params_build(&plan->model, &x->global, err);
+  int64_t stride = x->L + 2;
+  if (!st) {
+    x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
+    x->gathered = px_calloc((size_t)prog->nunits + 1, sizeof *x->gathered, err);
+    x->bucket = px_calloc((size_t)prog->nunits + 1, sizeof *x->bucket, err);
+    x->seq_index = px_calloc((size_t)plan->par.mbs, sizeof *x->seq_index, err);
+    x->done = px_calloc((size_t)prog->ninsts + 1, sizeof *x->done, err);
+    x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
+    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->first_op) st = PX_ERR_RUNTIME;
+  }
+  if (!st) {
+    for (int64_t i = 0; i < plan->nslots * stride; i++) x->param_of[i] = -1;
+    for (int32_t i = 0; i < prog->nparams; i++) {
+      const px_param_ref *r = &prog->params[i];
+      bool layer_slot = r->group >= 0 && r->group < x->L;
+      x->param_of[r->slot * stride + (layer_slot ? r->group + 1 : 0)] = i;
+    }
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      x->first_op[i] = x->nops;
+      x->nops += plan->blocks[prog->insts[i].block].nops;
+    }
+    x->op_time = px_calloc((size_t)x->nops + 1, sizeof *x->op_time, err);
+    if (!x->op_time) st = PX_ERR_RUNTIME;
+  }
+  int z = plan->par.zero;
+  uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)x->dp;
+  x->params_elems = z >= 3 ? shard : flat;
+  x->grads_elems = z >= 2 ? shard : flat;
+  x->opt_elems = z >= 1 ? shard : flat;
+  void *p;
+  if (!st && !(st = mem_alloc(x, x->params_elems * sizeof(float), &p, err))) x->params = p;
+  if (!st && !(st = mem_alloc(x, x->grads_elems * sizeof(float), &p, err))) x->grads = p;
+  if (!st && x->mixed && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->master = p;
+  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->adam_m = p;
+  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->adam_v = p;
+  if (!st) st = init_params(x, err);
+  if (st) {
+    px_exec_free(x);
+    return st;
+  }
+  *out = x;
+  return PX_OK;
+}
+
+void px_exec_free(px_exec *x) {
+  if (!x) return;
+  for (int64_t i = 0; i < x->nt; i++) x->be->release(x->be, x->t[i].ptr);
+  for (int32_t u = 0; x->gathered && u < x->prog->nunits; u++) {
+    if (x->gathered[u]) x->be->release(x->be, x->gathered[u]);
+    if (x->bucket[u]) x->be->release(x->be, x->bucket[u]);
+  }
+  float *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
+  for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+    if (bufs[i]) x->be->release(x->be, bufs[i]);
+  free(x->t);
+  free(x->gathered);
+  free(x->bucket);
+  free(x->param_of);
+  free(x->maps);
+  free(x->seq_index);
+  free(x->done);
+  free(x->first_op);
+  free(x->op_time);
+  free(x->grad_copy);
+  px_global_params_free(&x->global);
+  free(x);
+}
+
+/* ---- operands ---- */
+
+static px_status resolve(px_exec *x, const px_inst *in, px_ref r, void **out, px_err *err) {
+  *out = NULL;
+  if (r.slot < 0) return PX_OK;
+  const px_slot *s = &x->plan->slots[r.slot];
+  int64_t layer = in->layer + r.layer_off;
+  if (s->kind == PX_SLOT_PARAM || s->kind == PX_SLOT_GRAD) {
+    int16_t pslot = s->kind == PX_SLOT_GRAD ? (int16_t)s->param : r.slot;
+    const px_param_ref *pr = param_ref(x, pslot, layer, NULL);
+    if (!pr)
+      return px_err_set(err, PX_ERR_RUNTIME, "internal: stage %lld holds no parameter %s of layer %lld",
+                        (long long)x->stage, x->plan->slots[pslot].name, (long long)layer);
+    *out = s->kind == PX_SLOT_PARAM ? (void *)param_ptr(x, pr, err) : (void *)grad_ptr(x, pr, err);
+    return *out ? PX_OK : PX_ERR_RUNTIME;
+  }
+  tensor *t = tensor_find(x, r.slot, in->mb, (int32_t)layer);
+  if (!t)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %lld) is not live at %s", s->name, in->mb,
+                      (long long)layer, px_block_names[in->block]);
+  *out = t->ptr;
+  return PX_OK;
+}
+
+/* Loads a micro-batch's tokens or targets into a fresh tensor. */
+static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, void *buf, px_err *err) {
+  const px_parallel *p = &x->plan->par;
+  int64_t B = p->mbs, S = x->plan->seq;
+  int32_t *tok = malloc((size_t)(2 * B * S) * sizeof *tok);
+  if (!tok) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  uint64_t first = px_data_seq_index(x->step, p->gbs, p->dp, x->dp_rank, p->mbs, in->mb, 0);
+  px_status st = px_data_batch(x->data, first, B, S, tok, tok + B * S, err);
+  if (!st)
+    st = x->be->upload(x->be, buf, s->role == PX_ROLE_TOKENS ? tok : tok + B * S, (uint64_t)(B * S) * sizeof *tok, err);
+  free(tok);
+  return st;
+}
+
+/* Gathers (or reduce-scatters) along the sequence axis of (B, S, H) with B > 1:
+ * rank-major chunks (tp, B, S/tp, H) <-> (B, S, H). */
+static px_status seq_permute(px_exec *x, float *dst, const float *src, int64_t B, int64_t Sl, int64_t H, bool to_bsh,
+                             px_err *err) {
+  int64_t T = x->plan->par.tp;
+  px_status st = PX_OK;
+  for (int64_t r = 0; r < T && !st; r++)
+    for (int64_t b = 0; b < B && !st; b++) {
+      int64_t chunk = (r * B + b) * Sl * H, bsh = (b * T + r) * Sl * H;
+      st = x->be->copy(x->be, dst + (to_bsh ? bsh : chunk), src + (to_bsh ? chunk : bsh), (uint64_t)(Sl * H) * sizeof(float), err);
+    }
+  return st;
+}
+
+static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **ins, px_err *err) {
+  px_backend *be = x->be;
+  px_group g = (px_group)o->group;
+  uint64_t n_in = (uint64_t)o->dim[0], n_out = (uint64_t)o->dim[1];
+  int64_t B = o->dim[2];
+  bool permute = (o->flags & PX_OPF_SEQ_AXIS) && B > 1;
+  px_status st;
+  switch (o->kind) {
+    case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, PX_DTYPE_FP32, PX_RED_SUM, err);
+    case PX_OP_ALLGATHER: {
+      if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, PX_DTYPE_FP32, err);
+      void *tmp;
+      if ((st = mem_alloc(x, n_out * sizeof(float), &tmp, err))) return st;
+      if (!(st = be->allgather(be, g, tmp, ins[0], n_in, PX_DTYPE_FP32, err)))
+        st = seq_permute(x, outs[0], tmp, B, (int64_t)n_in / B / x->plan->model.hidden, x->plan->model.hidden, true, err);
+      mem_free(x, tmp, n_out * sizeof(float));
+      return st;
+    }
+    case PX_OP_REDUCE_SCATTER: {
+      if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, PX_DTYPE_FP32, err);
+      void *tmp;
+      if ((st = mem_alloc(x, n_in * sizeof(float), &tmp, err))) return st;
+      if (!(st = seq_permute(x, tmp, ins[0], B, (int64_t)n_out / B / x->plan->model.hidden, x->plan->model.hidden, false, err)))
+        st = be->reduce_scatter(be, g, outs[0], tmp, n_out, PX_DTYPE_FP32, err);
+      mem_free(x, tmp, n_in * sizeof(float));
+      return st;
+    }
+    default: return px_err_set(err, PX_ERR_RUNTIME, "internal: %s is not a collective", px_op_names[o->kind]);
+  }
+}
+
+/* Runs op k of instance i: allocations, the op itself, frees. */
+static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
+  const px_inst *in = &x->prog->insts[i];
+  const px_block *b = &x->plan->blocks[in->block];
+  const px_op *o = &b->ops[k];
+  px_status st = PX_OK;
+  double t0 = now_s();
+  for (int32_t a = 0; a < o->alloc_count && !st; a++) {
+    px_ref r = b->allocs[o->alloc_start + a];
+    const px_slot *s = &x->plan->slots[r.slot];
+    int32_t layer = in->layer + r.layer_off;
+    if (!(st = tensor_new(x, r.slot, in->mb, layer, err)) && (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
+      st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
+  }
+  px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .layer = in->layer, .seq_index = x->seq_index,
+                  .seed = x->hp.seed, .step = x->step,
+                  .loss_scale = 1.0f / (float)((double)x->plan->par.gbs * (double)x->plan->seq)};
+  for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
+  for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
+  if (!st) {
+    if (o->kind == PX_OP_ALLREDUCE || o->kind == PX_OP_ALLGATHER || o->kind == PX_OP_REDUCE_SCATTER)
+      st = run_collective(x, o, e.out, e.in, err);
+    else if (o->kind != PX_OP_SEND && o->kind != PX_OP_RECV)
+      st = x->be->op(x->be, &e, err);
+  }
+  if (!st && o->kind == PX_OP_LOSS && x->tp_rank == 0) { /* the step's loss, from each token's */
+    int64_t n = o->dim[0];
+    float *host = malloc((size_t)n * sizeof *host);
+    if (!host) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    st = x->be->download(x->be, host, e.out[1], (uint64_t)n * sizeof *host, err);
+    for (int64_t j = 0; !st && j < n; j++) x->loss_sum += host[j];
+    free(host);
+  }
+  for (int32_t f = 0; f < o->free_count && !st; f++) {
+    px_ref r = b->frees[o->free_start + f];
+    st = tensor_drop(x, r.slot, in->mb, in->layer + r.layer_off, err);
+  }
+  x->op_time[x->first_op[i] + k] += now_s() - t0;
+  return st;
+}
+
+static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
+  const px_inst *in = &x->prog->insts[i];
+  const px_block *b = &x->plan->blocks[in->block];
+  px_status st = PX_OK;
+  /* ZeRO-2/3: a unit's full gradients exist from its first backward block to its reduce-scatter */
+  bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
+  if (bwd && from == 0 && x->plan->par.zero >= 2 && in->unit >= 0 && !x->bucket[in->unit]) {
+    void *p;
+    if ((st = mem_alloc(x, x->prog->units[in->unit].padded * sizeof(float), &p, err))) return st;
+    x->bucket[in->unit] = p;
+  }
+  for (int32_t k = from; k < b->nops && !st; k++) st = run_op(x, i, k, err);
+  return st;
+}
+
+/* ---- communication instances ---- */
+
+static bool is_p2p(px_block_kind k) {
+  return k == PX_BLOCK_SEND_FWD || k == PX_BLOCK_SEND_BWD || k == PX_BLOCK_RECV_FWD || k == PX_BLOCK_RECV_BWD;
+}
+
+/* One p2p batch: every send and receive posted together, then waited for;
+ * then the receives' own ops (the TP all-gather of scattered slices). */
+static px_status run_p2p_batch(px_exec *x, int32_t first, int32_t *next, px_err *err) {
+  const px_program *prog = x->prog;
+  int32_t batch = prog->insts[first].batch, last = first;
+  while (last + 1 < prog->ninsts && prog->insts[last + 1].batch == batch) last++;
+  *next = last + 1;
+  px_p2p items[16];
+  int n = 0;
+  px_status st = PX_OK;
+  double t0 = now_s();
+  for (int32_t i = first; i <= last && !st; i++) {
+    const px_inst *in = &prog->insts[i];
+    const px_block *b = &x->plan->blocks[in->block];
+    const px_op *o = &b->ops[0];
+    bool send = o->kind == PX_OP_SEND, fwd = in->block == PX_BLOCK_SEND_FWD || in->block == PX_BLOCK_RECV_FWD;
+    for (int32_t a = 0; a < o->alloc_count && !st; a++) {
+      px_ref r = b->allocs[o->alloc_start + a];
+      st = tensor_new(x, r.slot, in->mb, in->layer + r.layer_off, err);
+    }
+    void *buf = NULL;
+    if (!st) st = resolve(x, in, send ? o->in[0] : o->out[0], &buf, err);
+    if (st) break;
+    uint64_t bytes = (uint64_t)o->dim[0] * sizeof(float);
+    if (send && (o->flags & PX_OPF_TP_SLICE)) buf = (char *)buf + (uint64_t)x->tp_rank * bytes;
+    if (n == 16) return px_err_set(err, PX_ERR_RUNTIME, "internal: p2p batch too large");
+    /* forward traffic flows to the next stage, gradients to the previous */
+    int peer = send ? (fwd ? x->comm->next : x->comm->prev) : (fwd ? x->comm->prev : x->comm->next);
+    items[n++] = (px_p2p){send, peer, buf, bytes, fwd ? 1 : 2};
+  }
+  if (!st && n) st = x->be->p2p(x->be, items, n, err);
+  double dt = n ? (now_s() - t0) / n : 0;
+  for (int32_t i = first; i <= last && !st; i++) {
+    const px_inst *in = &prog->insts[i];
+    const px_block *b = &x->plan->blocks[in->block];
+    const px_op *o = &b->ops[0];
+    for (int32_t f = 0; f < o->free_count && !st; f++) {
+      px_ref r = b->frees[o->free_start + f];
+      st = tensor_drop(x, r.slot, in->mb, in->layer + r.layer_off, err);
+    }
+    x->op_time[x->first_op[i]] += dt;
+    if (!st && o->kind == PX_OP_RECV) st = run_block(x, i, 1, err);
+  }
+  return st;
+}
+
+/* A synthetic op for the backend (sums, the optimizer). */
+static px_status backend_op(px_exec *x, px_op_kind kind, void *out0, void *out1, void *out2, void *in0, int64_t count,
+                            double *sumsq, float wd, float grad_scale, px_err *err) {
+  px_op op = {.kind = (uint8_t)kind};
+  op.dim[0] = count;
+  px_exec_op e = {.plan = x->plan, .op = &op, .tp_rank = x->tp_rank, .count = count, .sumsq_out = sumsq,
+                  .lr = x->hp.lr, .beta1 = x->hp.beta1, .beta2 = x->hp.beta2, .eps = x->hp.eps,
+                  .weight_decay = wd, .grad_scale = grad_scale, .adam_t = x->step + 1};
+  e.out[0] = out0, e.out[1] = out1, e.out[2] = out2, e.in[0] = in0;
+  return x->be->op(x->be, &e, err);
+}
+
+/* Pointer to the reduced gradient of an owned flat index of unit u. */
+static float *owned_grad(px_exec *x, const px_unit *u, uint64_t flat) {
+  return x->plan->par.zero < 2 ? x->grads + flat : x->grads + shard_index(x, u, flat);
+}
+
+static px_status run_grad_sync(px_exec *x, const px_inst *in, px_err *err) {
+  const px_unit *u = &x->prog->units[in->unit];
+  px_backend *be = x->be;
+  int z = x->plan->par.zero;
+  uint64_t shard = u->padded / (uint64_t)x->dp;
+  if (z == 0) return x->dp > 1 ? be->allreduce(be, PX_GROUP_DP, x->grads + u->offset, u->padded, PX_DTYPE_FP32, PX_RED_SUM, err) : PX_OK;
+  float *full = z == 1 ? x->grads + u->offset : x->bucket[in->unit];
+  if (!full) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
+  void *tmp;
+  px_status st = mem_alloc(x, shard * sizeof(float), &tmp, err);
+  if (st) return st;
+  uint64_t lo, hi;
+  owned_range(x, u, &lo, &hi);
+  if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, full, shard, PX_DTYPE_FP32, err))) {
+    if (z == 1)
+      st = be->copy(be, x->grads + lo, tmp, shard * sizeof(float), err);
+    else
+      st = backend_op(x, PX_OP_ACC, owned_grad(x, u, lo), NULL, NULL, tmp, (int64_t)shard, NULL, 0, 1, err);
+  }
+  mem_free(x, tmp, shard * sizeof(float));
+  if (z >= 2) {
+    mem_free(x, x->bucket[in->unit], u->padded * sizeof(float));
+    x->bucket[in->unit] = NULL;
+  }
+  return st;
+}
+
+static px_status run_param_sync(px_exec *x, const px_inst *in, px_err *err) {
+  const px_unit *u = &x->prog->units[in->unit];
+  uint64_t shard = u->padded / (uint64_t)x->dp;
+  if (x->plan->par.zero < 3) /* in place: every rank's shard sits at its place in the unit */
+    return x->be->allgather(x->be, PX_GROUP_DP, x->params + u->offset, x->params + u->offset, shard, PX_DTYPE_FP32, err);
+  void *g;
+  px_status st = mem_alloc(x, u->padded * sizeof(float), &g, err);
+  if (st) return st;
+  x->gathered[in->unit] = g;
+  return x->be->allgather(x->be, PX_GROUP_DP, g, x->params + u->offset / (uint64_t)x->dp, shard, PX_DTYPE_FP32, err);
+}
+
+/* The tied weight's full gradient summed with the other stage's copy. */
+static px_status run_emb_sync(px_exec *x, const px_inst *in, px_err *err) {
+  int slot = px_plan_slot(x->plan, x->prog->has_embed ? "emb_w" : "head_w");
+  const px_param_ref *r = param_ref(x, (int16_t)slot, -1, NULL);
+  if (!r) return px_err_set(err, PX_ERR_RUNTIME, "internal: no tied embedding on stage %lld", (long long)x->stage);
+  float *g = x->plan->par.zero < 2 ? x->grads + r->offset : NULL;
+  if (!g) {
+    const px_unit *u = &x->prog->units[r->unit];
+    if (!x->bucket[r->unit]) return PX_OK; /* no gradient this micro-batch (cannot happen: both stages write it) */
+    g = x->bucket[r->unit] + (r->offset - u->offset);
+  }
+  (void)in;
+  return x->be->allreduce(x->be, PX_GROUP_EMB, g, r->elems, PX_DTYPE_FP32, PX_RED_SUM, err);
+}
+
+/* ---- the optimizer ---- */
+
+static bool is_matrix(const px_slot *s) { return s->shape[1] > 1; }
+
+/* Owned part of a parameter: [lo, hi) in flat coordinates (empty if none). */
+static void param_owned(const px_exec *x, const px_param_ref *r, uint64_t *lo, uint64_t *hi) {
+  uint64_t ulo, uhi;
+  owned_range(x, &x->prog->units[r->unit], &ulo, &uhi);
+  *lo = r->offset > ulo ? r->offset : ulo;
+  *hi = r->offset + r->elems < uhi ? r->offset + r->elems : uhi;
+  if (*hi < *lo) *hi = *lo;
+}
+
+/* Keeps a copy of this rank's reduced gradients in the canonical layout. */
+static px_status capture_grads(px_exec *x, px_err *err) {
+  if (!x->grad_copy) {
+    x->grad_copy = malloc(x->global.total * sizeof *x->grad_copy);
+    if (!x->grad_copy) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  for (uint64_t i = 0; i < x->global.total; i++) x->grad_copy[i] = NAN;
+  const px_program *prog = x->prog;
+  float *host = NULL;
+  px_status st = PX_OK;
+  for (int32_t i = 0; i < prog->nparams && !st; i++) {
+    const px_param_ref *r = &prog->params[i];
+    const px_slot *s = &x->plan->slots[r->slot];
+    if ((s->tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) continue;
+    if (x->plan->par.zero == 0 && x->dp_rank != 0) continue;
+    uint64_t lo, hi;
+    param_owned(x, r, &lo, &hi);
+    if (hi == lo) continue;
+    float *nh = realloc(host, (hi - lo) * sizeof *nh);
+    if (!nh) {
+      st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+      break;
+    }
+    host = nh;
+    st = x->be->download(x->be, host, owned_grad(x, &prog->units[r->unit], lo), (hi - lo) * sizeof *host, err);
+    int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
+    for (uint64_t f = lo; !st && f < hi; f++) {
+      int64_t e = (int64_t)(f - r->offset);
+      int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, e / cols, e % cols, NULL);
+      if (gi >= 0) x->grad_copy[gi] = host[f - lo];
+    }
+  }
+  free(host);
+  return st;
+}
+
+static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
+  const px_program *prog = x->prog;
+  const px_plan *plan = x->plan;
+  px_backend *be = x->be;
+  px_status st = PX_OK;
+  double t0 = now_s();
+  /* 1. With SP, norm and position gradients are partial sums over sequence shards. */
+  if (plan->par.sp && plan->par.tp > 1)
+    for (int32_t i = 0; i < prog->nparams && !st; i++) {
+      const px_param_ref *r = &prog->params[i];
+      if (!plan->slots[r->slot].sp_partial) continue;
+      uint64_t lo, hi;
+      param_owned(x, r, &lo, &hi);
+      if (hi > lo)
+        st = be->allreduce(be, PX_GROUP_TP, owned_grad(x, &prog->units[r->unit], lo), hi - lo, PX_DTYPE_FP32, PX_RED_SUM, err);
+    }
+  if (!st && x->capture) st = capture_grads(x, err);
+  /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage). */
+  double sumsq = 0;
+  for (int32_t i = 0; i < prog->nparams && !st; i++) {
+    const px_param_ref *r = &prog->params[i];
+    if ((plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) continue;
+    if (plan->par.zero == 0 && x->dp_rank != 0) continue;
+    uint64_t lo, hi;
+    param_owned(x, r, &lo, &hi);
+    if (hi > lo) st = backend_op(x, PX_OP_GRAD_NORM, NULL, NULL, NULL, owned_grad(x, &prog->units[r->unit], lo),
+                                 (int64_t)(hi - lo), &sumsq, 0, 1, err);
+  }
+  float s32 = (float)sumsq;
+  if (!st) st = be->allreduce(be, PX_GROUP_ALL, &s32, 1, PX_DTYPE_FP32, PX_RED_SUM, err);
+  double norm = sqrt((double)s32);
+  float scale = x->hp.clip > 0 && norm > x->hp.clip ? (float)(x->hp.clip / norm) : 1.0f;
+  /* 3. AdamW on the owned part; no weight decay on vectors (norms, biases). */
+  for (int32_t i = 0; i < prog->nparams && !st; i++) {
+    const px_param_ref *r = &prog->params[i];
+    const px_unit *u = &prog->units[r->unit];
+    uint64_t lo, hi;
+    param_owned(x, r, &lo, &hi);
+    if (hi == lo) continue;
+    uint64_t si = shard_index(x, u, lo);
+    float *w = x->master ? x->master + si : (plan->par.zero == 3 ? x->params + si : x->params + lo);
+    float wd = is_matrix(&plan->slots[r->slot]) ? x->hp.weight_decay : 0.0f;
+    st = backend_op(x, PX_OP_ADAMW, w, x->adam_m + si, x->adam_v + si, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL,
+                    wd, scale, err);
+  }
+  x->op_time[x->first_op[idx]] += now_s() - t0;
+  return st;
+}
+
+/* ---- a step ---- */
+
+/* ZeRO-3 with prefetch: the next gather starts before the block it precedes. */
+static px_status prefetch(px_exec *x, int32_t i, px_err *err) {
+  const px_plan *p = x->plan;
+  if (p->par.zero != 3 || !(p->par.overlap & PX_OVERLAP_ZERO)) return PX_OK;
+  for (int32_t j = i + 1; j < x->prog->ninsts; j++) {
+    const px_inst *n = &x->prog->insts[j];
+    if (n->block == PX_BLOCK_PARAM_SYNC) {
+      if (x->done[j] || n->unit == x->prog->insts[i].unit) return PX_OK; /* its own unit: gathered when reached */
+      x->done[j] = true;
+      return run_param_sync(x, n, err);
+    }
+    if (n->stream == PX_STREAM_COMPUTE) return PX_OK;
+  }
+  return PX_OK;
+}
+
+static px_status zero_grads(px_exec *x, px_err *err) {
+  return x->be->zero(x->be, x->grads, x->grads_elems * sizeof(float), err);
+}
+
+px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
+  const px_program *prog = x->prog;
+  const px_parallel *par = &x->plan->par;
+  px_status st = zero_grads(x, err);
+  x->step = step;
+  x->loss_sum = 0;
+  memset(x->done, 0, (size_t)prog->ninsts * sizeof *x->done);
+  for (int32_t i = 0; i < prog->ninsts && !st;) {
+    const px_inst *in = &prog->insts[i];
+    px_block_kind k = (px_block_kind)in->block;
+    if (x->done[i]) {
+      i++;
+      continue;
+    }
+    if (in->mb >= 0)
+      for (int64_t r = 0; r < par->mbs; r++)
+        x->seq_index[r] = px_data_seq_index(step, par->gbs, par->dp, x->dp_rank, par->mbs, in->mb, r);
+    if (is_p2p(k) && in->batch >= 0) {
+      int32_t next;
+      st = run_p2p_batch(x, i, &next, err);
+      i = next;
+      continue;
+    }
+    double t0 = now_s();
+    switch (k) {
+      case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, err); break;
+      case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, err); break;
+      case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, in, err); break;
+      case PX_BLOCK_OPTIMIZER: st = run_optimizer(x, i, err); break;
+      default:
+        st = prefetch(x, i, err);
+        if (!st) st = run_block(x, i, 0, err);
+        /* ZeRO-3: a unit's gathered parameters serve one block */
+        if (!st && par->zero == 3 && in->unit >= 0 && x->gathered[in->unit]) {
+          mem_free(x, x->gathered[in->unit], x->prog->units[in->unit].padded * sizeof(float));
+          x->gathered[in->unit] = NULL;
+        }
+        break;
+    }
+    if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC)
+      x->op_time[x->first_op[i]] += now_s() - t0;
+    x->done[i] = true;
+    i++;
+  }
+  if (!st && x->nt != 0)
+    st = px_err_set(err, PX_ERR_RUNTIME, "internal: %lld tensors still live after the step (first %s)", (long long)x->nt,
+                    x->plan->slots[x->t[0].slot].name);
+  /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. */
+  float l32 = (float)x->loss_sum;
+  if (!st) st = x->be->allreduce(x->be, PX_GROUP_ALL, &l32, 1, PX_DTYPE_FP32, PX_RED_SUM, err);
+  if (loss) *loss = (double)l32 / ((double)par->gbs * (double)x->plan->seq);
+  x->timed_steps++;
+  return st;
+}
+
+void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
+
+px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
+  if (!x->grad_copy) return px_err_set(err, PX_ERR_RUNTIME, "no gradients were captured");
+  /* Every canonical element is owned by exactly one rank: take the non-NaN ones. */
+  uint64_t n = x->global.total;
+  float *all = x->comm->world_rank == 0 ? malloc(n * sizeof *all) : NULL;
+  for (uint64_t i = 0; i < n; i++)
+    if (isnan(x->grad_copy[i])) x->grad_copy[i] = -INFINITY; /* MAX ignores it */
+  int rc = MPI_Reduce(x->grad_copy, all, (int)n, MPI_FLOAT, MPI_MAX, 0, x->comm->world);
+  px_status st = px_comm_check(rc, "MPI_Reduce (gradients)", err);
+  if (!st && x->comm->world_rank == 0) st = px_file_write(path, all, n * sizeof *all, err);
+  free(all);
+  return st;
+}
+
+int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
+  int n = 0;
+  if (n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems};
+  if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems};
+  if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems};
+  if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems};
+  return n;
+}
+
+const double *px_exec_op_times(const px_exec *x, int64_t *nops, int64_t *steps) {
+  *nops = x->nops;
+  *steps = x->timed_steps;
+  return x->op_time;
+}
+
+void px_exec_reset_times(px_exec *x) {
+  memset(x->op_time, 0, (size_t)x->nops * sizeof *x->op_time);
+  x->timed_steps = 0;
+}

@@ -1,0 +1,52 @@
+/* The interpreter: runs one stage's program of the compiled plan on a
+ * backend, step after step. Tensors are allocated and freed exactly where
+ * the plan's lifetimes say, so the memory it allocates can be set beside the
+ * plan's prediction; every op is timed for the profile. */
+#ifndef PX_EXEC_INTERP_H
+#define PX_EXEC_INTERP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "exec/backend.h"
+#include "exec/comm.h"
+#include "exec/data.h"
+
+typedef struct {
+  uint64_t seed;
+  float lr, beta1, beta2, eps, weight_decay, clip;
+} px_train_hparams;
+
+typedef struct px_exec px_exec;
+
+/* Allocates parameters (initialised from the seed, identically whatever the
+ * plan), gradients and optimizer state for this rank's stage. */
+px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, px_data *data,
+                      const px_train_hparams *hp, px_exec **out, px_err *err);
+void px_exec_free(px_exec *x);
+/* One training step; returns the step's mean loss (the same on every rank). */
+px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err);
+/* After a step: the reduced gradient of every parameter in the canonical
+ * layout (rank 0 writes it to path; others contribute). Call right after
+ * the step whose gradients are wanted; set with px_exec_capture_grads first. */
+void px_exec_capture_grads(px_exec *x, bool on);
+px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err);
+
+/* Bytes allocated through the interpreter now and at most. */
+uint64_t px_exec_peak_bytes(const px_exec *x);
+uint64_t px_exec_current_bytes(const px_exec *x);
+
+/* Checkpoint state of this rank: named buffers (host copies on request). */
+typedef struct {
+  const char *name;
+  void *data; /* device pointer */
+  uint64_t count; /* fp32 elements */
+} px_exec_state;
+int px_exec_states(px_exec *x, px_exec_state *out, int cap);
+
+/* Per-op timing over the steps since the last reset (seconds, by stage-local
+ * op id = program instance's first op + index in its block). */
+const double *px_exec_op_times(const px_exec *x, int64_t *nops, int64_t *steps);
+void px_exec_reset_times(px_exec *x);
+
+#endif

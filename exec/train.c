@@ -1,0 +1,244 @@
+/* The training loop, checkpoints and the profile. */
+#include "exec/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/fileio.h"
+#include "core/json.h"
+#include "exec/ckpt.h"
+#include "exec/comm.h"
+#include "exec/cpu/backend.h"
+#include "exec/data.h"
+#ifdef PX_HAVE_CUDA_BACKEND
+#include "exec/cuda/backend.h"
+#endif
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void px_train_opts_init(px_train_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->steps = 10;
+  o->hp = (px_train_hparams){.seed = 1234, .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                             .weight_decay = 0.1f, .clip = 1.0f};
+}
+
+void px_train_result_free(px_train_result *r) {
+  if (!r) return;
+  free(r->losses);
+  free(r->stage_peak_bytes);
+  r->losses = NULL;
+  r->stage_peak_bytes = NULL;
+}
+
+/* Identity of what a checkpoint belongs to: the model, and the model with the plan. */
+static void plan_hashes(const px_plan *plan, uint64_t *plan_hash, uint64_t *model_hash) {
+  cJSON *m = px_model_to_json(&plan->model);
+  cJSON *p = px_parallel_to_json(&plan->par);
+  char *ms = m ? cJSON_PrintUnformatted(m) : NULL, *ps = p ? cJSON_PrintUnformatted(p) : NULL;
+  *model_hash = ms ? px_ckpt_hash_bytes(ms, strlen(ms), 0) : 0;
+  *plan_hash = ps ? px_ckpt_hash_bytes(ps, strlen(ps), *model_hash) : 0;
+  cJSON_free(ms), cJSON_free(ps);
+  cJSON_Delete(m), cJSON_Delete(p);
+}
+
+static void ckpt_meta(const px_plan *plan, const px_comm *c, int64_t step, px_ckpt_meta *meta) {
+  memset(meta, 0, sizeof *meta);
+  plan_hashes(plan, &meta->plan_hash, &meta->model_hash);
+  meta->step = step;
+  meta->rank = c->world_rank;
+  meta->world = c->world_size;
+  meta->tp_rank = (int32_t)c->tp_rank;
+  meta->pp_rank = (int32_t)c->pp_rank;
+  meta->dp_rank = (int32_t)c->dp_rank;
+}
+
+/* The model states of this rank to or from host buffers. */
+static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
+                         int64_t step, bool save, int64_t *step_out, px_err *err) {
+  px_exec_state states[8];
+  int n = px_exec_states(x, states, 8);
+  px_ckpt_tensor t[8];
+  px_status st = PX_OK;
+  for (int i = 0; i < n; i++) {
+    t[i] = (px_ckpt_tensor){states[i].name, malloc(states[i].count * sizeof(float) + 1), states[i].count};
+    if (!t[i].data) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    if (!st && save) st = be->download(be, t[i].data, states[i].data, states[i].count * sizeof(float), err);
+  }
+  px_ckpt_meta meta;
+  ckpt_meta(plan, c, step, &meta);
+  if (!st) st = save ? px_ckpt_write_shard(dir, &meta, t, n, err) : px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
+  for (int i = 0; !st && !save && i < n; i++) st = be->upload(be, states[i].data, t[i].data, states[i].count * sizeof(float), err);
+  for (int i = 0; i < n; i++) free(t[i].data);
+  return st;
+}
+
+/* Every rank learns whether any failed; the first failure's message wins locally. */
+static px_status agree(px_status st, MPI_Comm world, px_err *err) {
+  int bad = st != PX_OK, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, world);
+  if (!st && any) return px_err_set(err, PX_ERR_RUNTIME, "another rank failed (see its message)");
+  return st;
+}
+
+static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c, const char *path,
+                               const double *step_times, int64_t nsteps, px_err *err) {
+  /* Each stage's tp 0 / dp 0 rank sends its op times to rank 0. */
+  int64_t nops, steps;
+  const double *t = px_exec_op_times(x, &nops, &steps);
+  bool sender = c->tp_rank == 0 && c->dp_rank == 0;
+  cJSON *root = NULL, *stages = NULL;
+  if (c->world_rank == 0) {
+    root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "parallax-profile/1");
+    cJSON_AddStringToObject(root, "model", plan->model.name);
+    cJSON_AddItemToObject(root, "parallel", px_parallel_to_json(&plan->par));
+    px_json_add_num(root, "timed_steps", (double)steps);
+    cJSON *st = cJSON_AddArrayToObject(root, "step_times_s");
+    for (int64_t i = 0; st && i < nsteps; i++) cJSON_AddItemToArray(st, cJSON_CreateNumber(step_times[i]));
+    stages = cJSON_AddArrayToObject(root, "stages");
+  }
+  px_status status = PX_OK;
+  for (int64_t s = 0; s < plan->par.pp; s++) {
+    int src = (int)px_grid_rank(&plan->grid, 0, 0, s);
+    int64_t n = 0;
+    const px_program *prog = &plan->programs[s];
+    for (int32_t i = 0; i < prog->ninsts; i++) n += plan->blocks[prog->insts[i].block].nops;
+    double *buf = NULL;
+    if (c->world_rank == 0) {
+      buf = malloc((size_t)n * sizeof *buf + 1);
+      if (!buf) status = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    }
+    if (src == 0 && c->world_rank == 0) {
+      if (buf) memcpy(buf, t, (size_t)n * sizeof *buf);
+    } else if (c->world_rank == src && sender) {
+      MPI_Send(t, (int)nops, MPI_DOUBLE, 0, 77, c->world);
+    } else if (c->world_rank == 0) {
+      MPI_Recv(buf, (int)n, MPI_DOUBLE, src, 77, c->world, MPI_STATUS_IGNORE);
+    }
+    if (c->world_rank == 0 && buf) {
+      cJSON *so = cJSON_CreateObject();
+      px_json_add_num(so, "stage", (double)s);
+      cJSON *ops = cJSON_AddArrayToObject(so, "op_s_per_step");
+      for (int64_t k = 0; ops && k < n; k++) cJSON_AddItemToArray(ops, cJSON_CreateNumber(steps ? buf[k] / (double)steps : 0));
+      cJSON_AddItemToArray(stages, so);
+    }
+    free(buf);
+  }
+  if (c->world_rank == 0 && !status) status = px_json_write(path, root, err);
+  cJSON_Delete(root);
+  return status;
+}
+
+static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
+  const char *want = o->backend;
+#ifdef PX_HAVE_CUDA_BACKEND
+  if (!want) want = px_cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (!strcmp(want, "cuda")) return px_cuda_backend_new(c, be, err);
+#else
+  if (!want) want = "cpu";
+  if (!strcmp(want, "cuda"))
+    return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: this build has no CUDA backend");
+#endif
+  if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, be, err);
+  return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
+}
+
+px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err) {
+  memset(r, 0, sizeof *r);
+  px_comm comm;
+  px_status st = px_comm_init(&comm, plan, world, err);
+  if (st) return st;
+  r->is_root = comm.world_rank == 0;
+  px_backend *be = NULL;
+  px_data *data = NULL;
+  px_exec *x = NULL;
+  double *times = NULL;
+  st = agree(make_backend(o, &comm, &be, err), world, err);
+  if (!st) r->backend = be->name;
+  if (!st) {
+    int64_t vocab = plan->model.vocab;
+    st = o->data_path ? px_data_open(o->data_path, PX_DATA_AUTO, vocab, &data, err)
+                      : px_data_open_synthetic(vocab, o->hp.seed, &data, err);
+    st = agree(st, world, err);
+  }
+  if (!st) st = agree(px_exec_new(plan, be, &comm, data, &o->hp, &x, err), world, err);
+  int64_t start = 0;
+  if (!st && o->resume) {
+    if (!o->ckpt_dir) st = px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
+    px_ckpt_manifest man = {0};
+    if (!st && comm.world_rank == 0) st = px_ckpt_read_manifest(o->ckpt_dir, &man, err);
+    st = agree(st, world, err);
+    if (!st) {
+      long long s0 = man.step;
+      MPI_Bcast(&s0, 1, MPI_LONG_LONG, 0, world);
+      int64_t got = 0;
+      st = agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, s0, false, &got, err), world, err);
+      start = s0;
+    }
+    px_ckpt_manifest_deinit(&man);
+  }
+  int64_t n = o->steps > start ? o->steps - start : 0;
+  r->first_step = start;
+  r->steps = n;
+  r->losses = calloc((size_t)n + 1, sizeof *r->losses);
+  times = calloc((size_t)n + 1, sizeof *times);
+  if (!st && (!r->losses || !times)) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int64_t k = 0; !st && k < n; k++) {
+    int64_t step = start + k;
+    if (k == 1) px_exec_reset_times(x); /* the first step warms up */
+    px_exec_capture_grads(x, o->grads_path && k == 0);
+    MPI_Barrier(world);
+    double t0 = now_s();
+    st = agree(px_exec_step(x, step, &r->losses[k], err), world, err);
+    double dt = now_s() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
+    times[k] = dt;
+    if (!st && k == 0 && o->grads_path) st = agree(px_exec_write_grads(x, o->grads_path, err), world, err);
+    bool save = o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || k == n - 1);
+    if (!st && save) {
+      st = agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, step + 1, true, NULL, err), world, err);
+      if (!st && comm.world_rank == 0) {
+        px_ckpt_meta meta;
+        ckpt_meta(plan, &comm, step + 1, &meta);
+        st = px_ckpt_write_manifest(o->ckpt_dir, &meta, err);
+      }
+      st = agree(st, world, err);
+    }
+  }
+  if (!st) {
+    double sum = 0;
+    int64_t cnt = 0;
+    for (int64_t k = n > 1 ? 1 : 0; k < n; k++) sum += times[k], cnt++;
+    r->step_time_s = cnt ? sum / (double)cnt : 0;
+    r->tokens_per_s = r->step_time_s > 0 ? (double)plan->par.gbs * (double)plan->seq / r->step_time_s : 0;
+    unsigned long long mine = px_exec_peak_bytes(x), all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+    r->peak_bytes = all;
+    r->stage_peak_bytes = calloc((size_t)plan->par.pp, sizeof *r->stage_peak_bytes);
+    unsigned long long *per = calloc((size_t)plan->par.pp, sizeof *per);
+    if (per && r->stage_peak_bytes) {
+      per[comm.pp_rank] = mine;
+      MPI_Allreduce(MPI_IN_PLACE, per, (int)plan->par.pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+      for (int64_t s = 0; s < plan->par.pp; s++) r->stage_peak_bytes[s] = per[s];
+    }
+    free(per);
+    for (int64_t s = 0; s < plan->par.pp; s++)
+      if (plan->mem[s].peak_bytes > r->predicted_peak_bytes) r->predicted_peak_bytes = plan->mem[s].peak_bytes;
+    if (o->profile_path) st = agree(write_profile(plan, x, &comm, o->profile_path, times, n, err), world, err);
+  }
+  free(times);
+  px_exec_free(x);
+  px_data_close(data);
+  if (be) be->destroy(be);
+  px_comm_deinit(&comm);
+  if (st) px_train_result_free(r);
+  return st;
+}
