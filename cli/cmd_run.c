@@ -66,6 +66,10 @@ int px_cmd_run(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (!a.cluster && !a.plan_file) a.cluster = "local-cpu";
+  int64_t need = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.dp > 0 ? a.par.dp : 1);
+  if (!a.gpus && !a.nodes && !a.plan_file && (a.par.dp > 0 ? need != size : size % need != 0))
+    st = px_err_set(&err, PX_ERR_INPUT, "mpirun started %d rank%s but the plan needs %s%lld (hint: mpirun -np %lld)",
+                    size, size == 1 ? "" : "s", a.par.dp > 0 ? "" : "a multiple of ", (long long)need, (long long)need);
   if (!a.gpus && !a.nodes) a.gpus = size;
   bool cpu = !a.backend || !strcmp(a.backend, "cpu");
   if (a.par.precision < 0 && cpu) a.par.precision = PX_PREC_FP32;
@@ -74,7 +78,8 @@ int px_cmd_run(int argc, char **argv) {
   px_plan plan;
   bool have_plan = false;
   px_train_result r = {0};
-  if (!(st = px_args_load(&a, &m, &c, &err)) && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) {
+  bool local = false; /* a failure of this rank's training, rather than of the (common) input */
+  if (!st && !(st = px_args_load(&a, &m, &c, &err)) && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) {
     have_plan = true;
     px_train_opts o;
     px_train_opts_init(&o);
@@ -89,6 +94,7 @@ int px_cmd_run(int argc, char **argv) {
     o.profile_path = a.profile_file;
     o.grads_path = a.grads_file;
     st = px_train(&plan, &o, MPI_COMM_WORLD, &r, &err);
+    local = st != PX_OK;
   }
   if (!st && rank == 0) {
     if (a.json) {
@@ -101,7 +107,9 @@ int px_cmd_run(int argc, char **argv) {
   }
   px_train_result_free(&r);
   if (have_plan) px_plan_free(&plan);
-  int code = st ? (rank == 0 || !strstr(err.msg, "another rank") ? px_cli_fail(st, &err) : (int)st) : 0;
+  /* Bad input is the same on every rank: rank 0 says it; training failures are said where they happen. */
+  bool say = local ? !strstr(err.msg, "another rank") : rank == 0;
+  int code = st ? (say ? px_cli_fail(st, &err) : (int)st) : 0;
   MPI_Finalize();
   return code;
 }

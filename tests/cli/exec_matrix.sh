@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The executor on a matrix of plans, up to 8 MPI ranks: (tp, pp, dp) over
+# {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3, SP on and off, every schedule and
+# recompute mode and both attention kernels, on the Llama-shaped and the
+# GPT-2-shaped tiny models. Every run's losses and first-step gradients must
+# equal the single-rank run's within a relative error of 1e-5.
+set -u
+px=$1
+cmp=$(dirname "$px")/tests/px_gradcmp
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl=self,vader
+fails=0
+runs=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+losses() { grep -o '"losses":[^]]*' "$1" | tr -d '"losses:[ \t\n'; }
+
+# Relative error of two comma-separated loss lists.
+close_losses() {
+  awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) exit 1;
+    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * (x[i] < 0 ? -x[i] : x[i])) exit 1 } }'
+}
+
+run() { # model gbs ranks flags...
+  local model=$1 gbs=$2 n=$3
+  shift 3
+  timeout 120 mpirun -np "$n" "$px" run -m "$model" --steps 3 -B "$gbs" --dump-grads "$tmp/g.bin" --json "$@" \
+    >"$tmp/out.json" 2>"$tmp/err.txt"
+}
+
+for model in tiny tiny-gpt; do
+  run "$model" 8 1 || { fail "$model single rank: $(cat "$tmp/err.txt")"; continue; }
+  ref=$(losses "$tmp/out.json")
+  cp "$tmp/g.bin" "$tmp/ref-$model.bin"
+  i=0
+  for tp in 1 2; do
+    for pp in 1 2 4; do
+      for dp in 1 2; do
+        n=$((tp * pp * dp))
+        [ "$n" -eq 1 ] && continue
+        for variant in 0 1 2; do
+          i=$((i + 1))
+          # i counts runs: each dimension cycles at its own rate, so every value meets many grids
+          z=$(( i % 4 )); [ "$dp" -eq 1 ] && z=0
+          rc=(none selective full); r=${rc[$(( (i / 2) % 3 ))]}
+          flags=(-t "$tp" -p "$pp" -d "$dp" -z "$z" -r "$r")
+          [ "$tp" -gt 1 ] && [ $(( (i / 3) % 2 )) -eq 0 ] && flags+=(-S)
+          [ $(( i % 5 )) -eq 1 ] && flags+=(--attention unfused)
+          if [ "$pp" -gt 1 ]; then
+            case $(( (i + variant) % 3 )) in
+              0) flags+=(-e 1f1b) ;;
+              1) flags+=(-e gpipe) ;;
+              2) [ "$pp" -eq 2 ] && flags+=(-e interleaved -v 2) || flags+=(-e 1f1b) ;;
+            esac
+          fi
+          [ $(( i % 7 )) -eq 3 ] && [ $((8 / dp)) -ge 2 ] && flags+=(-b 2)
+          runs=$((runs + 1))
+          if ! run "$model" 8 "$n" "${flags[@]}"; then
+            fail "$model ${flags[*]}: $(head -3 "$tmp/err.txt")"
+            continue
+          fi
+          got=$(losses "$tmp/out.json")
+          close_losses "$ref" "$got" || fail "$model ${flags[*]}: losses $got, single rank $ref"
+          "$cmp" "$tmp/ref-$model.bin" "$tmp/g.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
+          grep -q '"peak_bytes":' "$tmp/out.json" || fail "$model ${flags[*]}: no peak_bytes"
+          echo "ok: $model ${flags[*]}: $(cat "$tmp/cmp.txt")"
+        done
+      done
+    done
+  done
+done
+echo "$runs plans, $fails failures"
+[ "$fails" -eq 0 ] && [ "$runs" -ge 60 ]
