@@ -603,6 +603,18 @@ static px_status capture_grads(px_exec *x, px_err *err) {
   return st;
 }
 
+/* Adds time to the op of a kind within instance idx's block (the optimizer's phases). */
+static void time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0) {
+  const px_block *b = &x->plan->blocks[x->prog->insts[idx].block];
+  double t = now_s();
+  for (int32_t k = 0; k < b->nops; k++)
+    if (b->ops[k].kind == kind) {
+      x->op_time[x->first_op[idx] + k] += t - *t0;
+      break;
+    }
+  *t0 = t;
+}
+
 static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   const px_program *prog = x->prog;
   const px_plan *plan = x->plan;
@@ -619,7 +631,9 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
       if (hi > lo)
         st = be->allreduce(be, PX_GROUP_TP, owned_grad(x, &prog->units[r->unit], lo), hi - lo, PX_DTYPE_FP32, PX_RED_SUM, err);
     }
+  time_op(x, idx, PX_OP_ALLREDUCE, &t0);
   if (!st && x->capture) st = capture_grads(x, err);
+  t0 = now_s();
   /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage). */
   double sumsq = 0;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
@@ -635,6 +649,7 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   if (!st) st = be->allreduce(be, PX_GROUP_ALL, &s32, 1, PX_DTYPE_FP32, PX_RED_SUM, err);
   double norm = sqrt((double)s32);
   float scale = x->hp.clip > 0 && norm > x->hp.clip ? (float)(x->hp.clip / norm) : 1.0f;
+  time_op(x, idx, PX_OP_GRAD_NORM, &t0);
   /* 3. AdamW on the owned part; no weight decay on vectors (norms, biases). */
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
@@ -648,7 +663,7 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     st = backend_op(x, PX_OP_ADAMW, w, x->adam_m + si, x->adam_v + si, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL,
                     wd, scale, err);
   }
-  x->op_time[x->first_op[idx]] += now_s() - t0;
+  time_op(x, idx, PX_OP_ADAMW, &t0);
   return st;
 }
 

@@ -17,16 +17,49 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/math.h"
 
+/* Freed blocks kept for reuse by size: training allocates the same sizes every
+ * micro-batch, and fresh pages cost a fault each. */
+#define CACHE_SLOTS 256
+
+typedef struct {
+  void *p;
+  uint64_t bytes;
+} cached;
+
 typedef struct {
   const px_comm *comm;
+  cached cache[CACHE_SLOTS];
+  int ncache;
 } cpu;
 
+/* Every block carries its size in front of it. */
 static px_status cpu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
-  (void)b;
-  *out = calloc(1, bytes ? bytes : 1);
-  return *out ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
+  cpu *c = b->impl;
+  for (int i = c->ncache - 1; i >= 0; i--) {
+    if (c->cache[i].bytes != bytes) continue;
+    uint64_t *h = c->cache[i].p;
+    c->cache[i] = c->cache[--c->ncache];
+    memset(h + 2, 0, bytes);
+    *out = h + 2;
+    return PX_OK;
+  }
+  uint64_t *h = calloc(1, bytes + 16);
+  if (!h) return px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
+  h[0] = bytes;
+  *out = h + 2;
+  return PX_OK;
 }
-static void cpu_release(px_backend *b, void *p) { (void)b, free(p); }
+
+static void cpu_release(px_backend *b, void *p) {
+  if (!p) return;
+  cpu *c = b->impl;
+  uint64_t *h = (uint64_t *)p - 2;
+  if (c->ncache == CACHE_SLOTS) { /* full: drop one */
+    free(c->cache[0].p);
+    c->cache[0] = c->cache[--c->ncache];
+  }
+  c->cache[c->ncache++] = (cached){h, h[0]};
+}
 static px_status cpu_zero(px_backend *b, void *p, uint64_t bytes, px_err *err) {
   (void)b, (void)err;
   memset(p, 0, bytes);
@@ -367,6 +400,8 @@ static px_status cpu_sync(px_backend *b, px_err *err) {
 
 static void cpu_destroy(px_backend *b) {
   if (!b) return;
+  cpu *c = b->impl;
+  for (int i = 0; c && i < c->ncache; i++) free(c->cache[i].p);
   free(b->impl);
   free(b);
 }
