@@ -20,7 +20,8 @@ typedef struct {
   const char *help;
 } px_opt;
 
-enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS };
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
+       OPT_QUICK };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -71,6 +72,7 @@ static const px_opt opts[] = {
     {"profile", required_argument, 'Q', PX_OPT_RUN, "FILE", "per-op times (JSON) for parallax compare"},
     {"backend", required_argument, 'U', PX_OPT_RUN, "B", "cpu|cuda (default: cuda when a GPU is present)"},
     {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
+    {"quick", no_argument, OPT_QUICK, PX_OPT_CALIB, NULL, "fewer shapes and sizes (seconds, for tests)"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -201,6 +203,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'Q': a->profile_file = optarg; break;
       case 'U': a->backend = optarg; break;
       case OPT_GRADS: a->grads_file = optarg; break;
+      case OPT_QUICK: a->quick = true; break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;

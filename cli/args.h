@@ -20,6 +20,7 @@ enum {
   PX_OPT_SIM = 1 << 5,     /* --trace, --plot */
   PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
+  PX_OPT_CALIB = 1 << 8,   /* --quick */
 };
 
 typedef struct {
@@ -57,6 +58,7 @@ typedef struct {
   const char *profile_file;
   const char *backend;
   const char *grads_file;
+  bool quick;
   /* Positional arguments after the flags. */
   int npos;
   char **pos;

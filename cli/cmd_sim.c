@@ -9,6 +9,9 @@
 #include "core/fmt.h"
 #include "core/json.h"
 #include "plan/planfile.h"
+#include "core/fileio.h"
+#include "sim/plotdata.h"
+#include "sim/plots.h"
 #include "sim/sim.h"
 
 static double now_s(void) {
@@ -101,7 +104,8 @@ int px_cmd_sim(int argc, char **argv) {
     printf("usage: parallax sim --model M --cluster C --gpus N [plan flags] [--json] [--trace FILE]\n\n"
            "Simulates one training step: step time, tokens/s, model TFLOP/s per GPU, MFU and HFU,\n"
            "pipeline bubble, time in TP/PP/DP communication and how much of it is exposed, and\n"
-           "memory per GPU. --trace writes a Chrome trace (open it in Perfetto).\n\n");
+           "memory per GPU. --trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the\n"
+           "memory, timeline and scaling plots.\n\n");
     px_args_print_help(groups);
     return 0;
   }
@@ -114,6 +118,13 @@ int px_cmd_sim(int argc, char **argv) {
   if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
+  }
+  if (a.plot_dir) { /* the plan's memory, timeline and scaling, rendered */
+    if ((st = px_mkdir_p(a.plot_dir, &err)) || (st = px_plotdata_plan(&m, &c, &a.par, a.plot_dir, &err)) ||
+        (st = px_plots_render(a.plot_dir, &err))) {
+      px_plan_free(&plan);
+      return px_cli_fail(st, &err);
+    }
   }
   px_sim_opts opts = {.trace_path = a.trace_file};
   px_sim_result r;

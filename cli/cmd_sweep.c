@@ -16,13 +16,8 @@
 #include "core/fmt.h"
 #include "core/json.h"
 #include "sim/plotdata.h"
-#if __has_include("sim/html.h") && __has_include("sim/plots.h") /* TEMP until the report lands */
 #include "sim/html.h"
 #include "sim/plots.h"
-#else
-static px_status px_plots_render(const char *dir, px_err *err) { (void)dir, (void)err; return PX_OK; }
-static px_status px_html_report(const char *dir, px_err *err) { (void)dir, (void)err; return PX_OK; }
-#endif
 #include "sim/sim.h"
 #include "sim/sweep.h"
 

@@ -11,10 +11,13 @@ typedef struct {
 } px_command;
 
 static const px_command commands[] = {
+    {"calibrate", px_cmd_calibrate, "measure this machine (mpirun -np N) and write a cluster file"},
+    {"compare", px_cmd_compare, "a run's profile beside the simulator's prediction of the same plan"},
     {"models", px_cmd_models, "list model presets with their size"},
     {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
     {"plan", px_cmd_plan, "compile a plan: grid, groups, layers per stage, memory per GPU, FLOPs, bubble"},
+    {"plot", px_cmd_plot, "render the plots of a --plot directory again"},
     {"run", px_cmd_run, "train a plan for real: mpirun -np N parallax run --model M [plan flags] --steps S"},
     {"sim", px_cmd_sim, "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
     {"sweep", px_cmd_sweep, "rank every plan that fits: throughput, time to train, cost, plots, report"},

@@ -34,8 +34,10 @@ void px_train_result_free(px_train_result *r) {
   if (!r) return;
   free(r->losses);
   free(r->stage_peak_bytes);
+  free(r->op_s);
   r->losses = NULL;
   r->stage_peak_bytes = NULL;
+  r->op_s = NULL;
 }
 
 /* Identity of what a checkpoint belongs to: the model, and the model with the plan. */
@@ -88,7 +90,7 @@ static px_status agree(px_status st, MPI_Comm world, px_err *err) {
   return st;
 }
 
-static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c, const char *path,
+static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c, const char *backend, const char *path,
                                const double *step_times, int64_t nsteps, px_err *err) {
   /* Each stage's tp 0 / dp 0 rank sends its op times to rank 0. */
   int64_t nops, steps;
@@ -99,6 +101,7 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
     root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "parallax-profile/1");
     cJSON_AddStringToObject(root, "model", plan->model.name);
+    cJSON_AddStringToObject(root, "backend", backend);
     cJSON_AddItemToObject(root, "parallel", px_parallel_to_json(&plan->par));
     px_json_add_num(root, "timed_steps", (double)steps);
     cJSON *st = cJSON_AddArrayToObject(root, "step_times_s");
@@ -232,7 +235,12 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     free(per);
     for (int64_t s = 0; s < plan->par.pp; s++)
       if (plan->mem[s].peak_bytes > r->predicted_peak_bytes) r->predicted_peak_bytes = plan->mem[s].peak_bytes;
-    if (o->profile_path) st = agree(write_profile(plan, x, &comm, o->profile_path, times, n, err), world, err);
+    int64_t nops, timed;
+    const double *ot = px_exec_op_times(x, &nops, &timed);
+    r->op_s = malloc((size_t)nops * sizeof *r->op_s + 1);
+    r->nops = r->op_s ? nops : 0;
+    for (int64_t k = 0; r->op_s && k < nops; k++) r->op_s[k] = timed ? ot[k] / (double)timed : 0;
+    if (o->profile_path) st = agree(write_profile(plan, x, &comm, be->name, o->profile_path, times, n, err), world, err);
   }
   free(times);
   px_exec_free(x);

@@ -33,6 +33,8 @@ typedef struct {
   uint64_t *stage_peak_bytes;    /* (pp) allocated, largest over the stage's ranks */
   bool is_root;             /* world rank 0: the one that reports */
   const char *backend;
+  double *op_s;             /* (nops) this rank's seconds per step of each op of its stage's program */
+  int64_t nops;
 } px_train_result;
 
 void px_train_opts_init(px_train_opts *o);

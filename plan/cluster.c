@@ -98,11 +98,15 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
       if (!cJSON_IsObject(e))
         return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates[%d]': expected an object", file, i);
       px_kernel_rate *r = &gpu->kernel_rates[i];
-      double gbps = 0, us = 0;
+      double gbps = 0, gflops = 0, us = 0;
       TRY(px_json_str(&ec, e, "kind", true, r->kind, sizeof r->kind, err));
-      TRY(px_json_num(&ec, e, "gb_per_s", true, 1e-6, 1e9, &gbps, err));
+      TRY(px_json_num(&ec, e, "gb_per_s", false, 1e-6, 1e9, &gbps, err));
+      TRY(px_json_num(&ec, e, "gflop_per_s", false, 1e-6, 1e12, &gflops, err));
       TRY(px_json_num(&ec, e, "overhead_us", false, 0.0, 1e9, &us, err));
+      if (gbps <= 0 && gflops <= 0)
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates[%d]': needs gb_per_s or gflop_per_s", file, i);
       r->bytes_per_s = gbps * 1e9;
+      r->flops_per_s = gflops * 1e9;
       r->overhead_s = us * 1e-6;
       i++;
     }
@@ -235,7 +239,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       cJSON *e = cJSON_CreateObject();
       if (!e) break;
       cJSON_AddStringToObject(e, "kind", gpu->kernel_rates[i].kind);
-      px_json_add_num(e, "gb_per_s", gpu->kernel_rates[i].bytes_per_s / 1e9);
+      if (gpu->kernel_rates[i].bytes_per_s > 0) px_json_add_num(e, "gb_per_s", gpu->kernel_rates[i].bytes_per_s / 1e9);
+      if (gpu->kernel_rates[i].flops_per_s > 0) px_json_add_num(e, "gflop_per_s", gpu->kernel_rates[i].flops_per_s / 1e9);
       px_json_add_num(e, "overhead_us", gpu->kernel_rates[i].overhead_s * 1e6);
       cJSON_AddItemToArray(t, e);
     }

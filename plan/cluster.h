@@ -17,10 +17,12 @@ typedef struct {
   double efficiency;
 } px_gemm_point;
 
-/* A measured per-byte cost of a memory-bound kernel family. */
+/* A measured cost of one kind of op: a fixed cost per call plus its HBM
+ * bytes at bytes_per_s or, when flops_per_s is set, its FLOPs at that rate. */
 typedef struct {
   char kind[32]; /* op kind name, see plan/graph.h */
   double bytes_per_s;
+  double flops_per_s;
   double overhead_s; /* fixed cost per call */
 } px_kernel_rate;
 

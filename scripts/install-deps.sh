@@ -4,8 +4,8 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libcjson-dev libcunit1-dev libopenblas-dev
-      libopenmpi-dev openmpi-bin gnuplot-nox)
-# Optional extras named on the command line (e.g. chromium for the report test).
+      libopenmpi-dev openmpi-bin gnuplot-nox chromium)
+# Extras named on the command line are installed too.
 pkgs+=("$@")
 
 missing=()

@@ -35,10 +35,15 @@ double px_gemm_efficiency(const px_gpu *g, int64_t m, int64_t n, int64_t k, int6
   return g->gemm_max_efficiency * wave_eff * tile_eff * k_eff;
 }
 
-double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes) {
+static const px_kernel_rate *measured(const px_gpu *g, px_op_kind kind) {
   for (int i = 0; i < g->kernel_rates_len; i++)
-    if (!strcmp(g->kernel_rates[i].kind, px_op_names[kind]))
-      return g->kernel_rates[i].overhead_s + bytes / g->kernel_rates[i].bytes_per_s;
+    if (!strcmp(g->kernel_rates[i].kind, px_op_names[kind])) return &g->kernel_rates[i];
+  return NULL;
+}
+
+double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes) {
+  const px_kernel_rate *r = measured(g, kind);
+  if (r && r->bytes_per_s > 0) return r->overhead_s + bytes / r->bytes_per_s;
   return g->kernel_overhead_s + bytes / (g->hbm_bytes_per_s * g->memory_efficiency);
 }
 
@@ -75,6 +80,9 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
     case PX_OP_RECV: return 0.0;
     default: break;
   }
+  /* a measured FLOP rate for this kind of op replaces the model */
+  const px_kernel_rate *r = measured(g, (px_op_kind)op->kind);
+  if (r && r->flops_per_s > 0) return r->overhead_s + op->flops / r->flops_per_s;
   int64_t shapes[2][4];
   int n = op_gemms(op, shapes);
   double peak = g->peak_flops[dt] > 0 ? g->peak_flops[dt] : g->peak_flops[PX_DTYPE_FP32];

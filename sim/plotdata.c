@@ -75,14 +75,19 @@ px_status px_plotdata_sweep(const px_sweep_result *r, const char *dir, px_err *e
     for (int b = a + 1; b < npp; b++)
       if (pps[b] < pps[a]) { int64_t t = pps[a]; pps[a] = pps[b]; pps[b] = t; }
   if ((st = open_in(&f, dir, "heatmap.dat", err))) return st;
-  fprintf(f.fp, "# best tokens/s over the other dimensions for each tp x pp; NaN: no plan fits\n# tp pp tokens_per_s\n");
+  fprintf(f.fp, "# best tokens/s over the other dimensions for each tp x pp; NaN: no plan fits; absent: no valid plan\n# tp pp tokens_per_s\n");
   for (int a = 0; a < ntp; a++) {
     for (int b = 0; b < npp; b++) {
       double best = NAN;
+      bool valid = false; /* some valid plan has this tp x pp (fitting or not) */
       for (int64_t i = 0; i < r->n; i++)
-        if (r->entries[i].par.tp == tps[a] && r->entries[i].par.pp == pps[b] &&
-            (isnan(best) || r->entries[i].tokens_per_s > best))
-          best = r->entries[i].tokens_per_s;
+        if (r->entries[i].par.tp == tps[a] && r->entries[i].par.pp == pps[b]) {
+          valid = true;
+          if (isnan(best) || r->entries[i].tokens_per_s > best) best = r->entries[i].tokens_per_s;
+        }
+      for (int64_t i = 0; i < r->ndropped && !valid; i++)
+        valid = r->dropped[i].par.tp == tps[a] && r->dropped[i].par.pp == pps[b];
+      if (!valid) continue; /* no such plan: an empty cell */
       if (isnan(best))
         fprintf(f.fp, "%lld %lld NaN\n", (long long)tps[a], (long long)pps[b]);
       else

@@ -468,23 +468,46 @@ static px_status stage_init(sim *S, int64_t s) {
   ss->posted = px_calloc((size_t)n, 1, S->err);
   if (!ss->pending || !ss->rdep_off || !ss->rdep || !ss->posted) return PX_ERR_RUNTIME;
   int32_t counts[PX_STREAM_COUNT] = {0};
+  /* Dependencies: the program's, and in serial mode also every instance of
+   * the previous group (a p2p batch is one group, everything else alone). */
+  int32_t *first = px_calloc((size_t)n + 1, sizeof *first, S->err); /* first instance of i's group */
+  if (!first) return PX_ERR_RUNTIME;
+  for (int32_t i = 0; i < n; i++)
+    first[i] = i > 0 && prog->insts[i].batch >= 0 && prog->insts[i].batch == prog->insts[i - 1].batch ? first[i - 1] : i;
+  int32_t nextra = 0;
   for (int32_t i = 0; i < n; i++) {
     const px_inst *in = &prog->insts[i];
     counts[in->stream]++;
     ss->pending[i] = in->ndeps;
     for (int32_t d = 0; d < in->ndeps; d++) ss->rdep_off[prog->deps[in->dep_start + d] + 1]++;
+    if (S->opts->serial && first[i] > 0)
+      for (int32_t j = first[first[i] - 1]; j < first[i]; j++) ss->pending[i]++, ss->rdep_off[j + 1]++, nextra++;
+  }
+  if (nextra) {
+    int32_t *nr = realloc(ss->rdep, (size_t)(prog->ndeps + nextra + 1) * sizeof *nr);
+    if (!nr) {
+      free(first);
+      return px_err_set(S->err, PX_ERR_RUNTIME, "out of memory");
+    }
+    ss->rdep = nr;
   }
   for (int32_t i = 0; i < n; i++) ss->rdep_off[i + 1] += ss->rdep_off[i];
   int32_t *fill = px_calloc((size_t)n + 1, sizeof *fill, S->err);
-  if (!fill) return PX_ERR_RUNTIME;
+  if (!fill) {
+    free(first);
+    return PX_ERR_RUNTIME;
+  }
   for (int32_t i = 0; i < n; i++) {
     const px_inst *in = &prog->insts[i];
     for (int32_t d = 0; d < in->ndeps; d++) {
       int32_t on = prog->deps[in->dep_start + d];
       ss->rdep[ss->rdep_off[on] + fill[on]++] = i;
     }
+    if (S->opts->serial && first[i] > 0)
+      for (int32_t j = first[first[i] - 1]; j < first[i]; j++) ss->rdep[ss->rdep_off[j] + fill[j]++] = i;
   }
   free(fill);
+  free(first);
   for (int k = 0; k < PX_STREAM_COUNT; k++) {
     ss->q[k].list = px_calloc((size_t)counts[k] + 1, sizeof *ss->q[k].list, S->err);
     if (!ss->q[k].list) return PX_ERR_RUNTIME;

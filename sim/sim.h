@@ -18,6 +18,8 @@ typedef double (*px_sim_block_cost_fn)(void *ctx, int64_t stage, px_block_kind k
 typedef struct {
   bool comm_free;          /* every collective and transfer takes no time */
   bool skip_exposed;       /* do not run the comm-free twin (comm.exposed_s stays 0) */
+  bool serial;             /* each stage runs its program strictly in order, a p2p batch at a
+                              time, as the CPU executor does: no overlap between streams */
   const char *trace_path;  /* Chrome trace JSON, NULL for none */
   const char *timeline_path; /* gnuplot table: stage stream start_ms end_ms kind mb */
   px_sim_block_cost_fn block_cost;

@@ -1,9 +1,11 @@
 /* CPU backend: every op of the graph on fp32 host tensors, MPI collectives. */
 #include "exec/cpu/backend.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
@@ -406,7 +408,16 @@ static void cpu_destroy(px_backend *b) {
   free(b);
 }
 
+void px_cpu_blas_threads(void) {
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = local ? atol(local) : 1;
+  if (getenv("OPENBLAS_NUM_THREADS")) return; /* the user's choice */
+  long t = ranks > 0 ? cores / ranks : cores;
+  openblas_set_num_threads(t > 0 ? (int)t : 1);
+}
+
 px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err) {
+  px_cpu_blas_threads();
   px_backend *b = px_calloc(1, sizeof *b, err);
   cpu *c = px_calloc(1, sizeof *c, err);
   if (!b || !c) {

@@ -7,6 +7,11 @@
 #include "exec/backend.h"
 #include "exec/comm.h"
 
+/* Sets OpenBLAS's threads to this machine's cores shared among the MPI ranks
+ * on it (unless OPENBLAS_NUM_THREADS says otherwise): spinning BLAS threads of
+ * several ranks on the same cores slow everything by orders of magnitude. */
+void px_cpu_blas_threads(void);
+
 /* The backend keeps a pointer to comm (which must outlive it). */
 px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err);
 

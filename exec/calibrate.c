@@ -1,0 +1,297 @@
+/* Machine calibration: GEMMs, memory bandwidth, per-kind op costs from
+ * profiled reference runs, collectives. */
+#include "exec/calibrate.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/cpu/backend.h"
+#include "exec/train.h"
+#include "plan/plan.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs body once to warm up, then repeats it for at least min_s; t gets seconds per run. */
+#define TIME_LOOP(t, min_s, body)              \
+  do {                                         \
+    body;                                      \
+    int reps_ = 0;                             \
+    double t0_ = now_s(), dt_;                 \
+    do {                                       \
+      body;                                    \
+      reps_++;                                 \
+    } while ((dt_ = now_s() - t0_) < (min_s)); \
+    (t) = dt_ / reps_;                         \
+  } while (0)
+
+static void say(const px_calib_opts *o, int rank, const char *fmt, const char *what, int i, int n) {
+  if (rank == 0 && o->progress && (isatty(fileno(o->progress)) || fmt[strlen(fmt) - 1] == '\n')) {
+    fprintf(o->progress, fmt, what, i, n);
+    fflush(o->progress);
+  }
+}
+
+/* ---- GEMMs ---- */
+
+static px_status calib_gemm(px_cluster *c, const px_calib_opts *o, MPI_Comm world, int rank, px_err *err) {
+  static const int64_t ms[] = {32, 128, 512, 2048}, ns[] = {64, 256, 1024, 4096}, ks[] = {64, 256, 1024, 4096};
+  int nm = o->quick ? 2 : 4;
+  int total = nm * nm * nm, done = 0;
+  int64_t maxdim = o->quick ? 256 : 4096; /* the largest of any dimension */
+  float *a = calloc((size_t)(maxdim * maxdim), sizeof *a), *b = calloc((size_t)(maxdim * maxdim), sizeof *b),
+        *cc = calloc((size_t)(maxdim * maxdim), sizeof *cc);
+  if (!a || !b || !cc) {
+    free(a), free(b), free(cc);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  for (int64_t i = 0; i < maxdim * maxdim; i++) a[i] = b[i] = 1.0f / (float)(1 + i % 13);
+  double best = 0;
+  int npts = 0;
+  for (int im = 0; im < nm; im++)
+    for (int in = 0; in < nm; in++)
+      for (int ik = 0; ik < nm; ik++) {
+        int64_t m = ms[im], n = ns[in], k = ks[ik];
+        MPI_Barrier(world); /* every rank at once: they share the machine */
+        double t;
+        TIME_LOOP(t, o->quick ? 0.002 : 0.03,
+                  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b,
+                              (int)k, 0.0f, cc, (int)n));
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
+        double flops = 2.0 * (double)m * (double)n * (double)k / t;
+        if (flops > best) best = flops;
+        c->gpu.gemm_table[npts++] = (px_gemm_point){m, n, k, flops};
+        say(o, rank, "\r  calibrate: %s %d/%d", "GEMM shapes", ++done, total);
+      }
+  free(a), free(b), free(cc);
+  for (int i = 0; i < npts; i++) c->gpu.gemm_table[i].efficiency /= best;
+  c->gpu.gemm_table_len = npts;
+  c->gpu.peak_flops[PX_DTYPE_FP32] = best;
+  c->gpu.gemm_max_efficiency = 1.0;
+  say(o, rank, "\r  calibrate: %s %d/%d\n", "GEMM shapes", done, total);
+  return PX_OK;
+}
+
+/* ---- memory bandwidth ---- */
+
+static px_status calib_memory(px_cluster *c, const px_calib_opts *o, MPI_Comm world, px_err *err) {
+  size_t bytes = o->quick ? ((size_t)8 << 20) : ((size_t)128 << 20);
+  char *src = malloc(bytes), *dst = malloc(bytes);
+  if (!src || !dst) {
+    free(src), free(dst);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  memset(src, 1, bytes);
+  memset(dst, 2, bytes);
+  MPI_Barrier(world);
+  double t;
+  TIME_LOOP(t, o->quick ? 0.01 : 0.3, memcpy(dst, src, bytes));
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
+  c->gpu.hbm_bytes_per_s = 2.0 * (double)bytes / t; /* read + write */
+  c->gpu.memory_efficiency = 1.0;
+  free(src), free(dst);
+  return PX_OK;
+}
+
+/* ---- the other ops: fitted from profiled runs ---- */
+
+/* Ops costed by FLOPs (attention) rather than bytes; GEMMs and communication are not fitted here. */
+static int fit_class(px_op_kind k) {
+  switch (k) {
+    case PX_OP_LINEAR:
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT:
+    case PX_OP_ALLREDUCE:
+    case PX_OP_ALLGATHER:
+    case PX_OP_REDUCE_SCATTER:
+    case PX_OP_SEND:
+    case PX_OP_RECV: return 0;
+    case PX_OP_ATTN_SCORES:
+    case PX_OP_ATTN_SCORES_BWD:
+    case PX_OP_ATTN_CONTEXT:
+    case PX_OP_ATTN_CONTEXT_BWD:
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD: return 2;
+    default: return 1;
+  }
+}
+
+/* Least-squares sums per kind: n, sum x, sum t, sum x^2, sum x t. */
+typedef struct {
+  double s[PX_OP_COUNT][5];
+} fit_sums;
+
+static px_status profile_run(const char *model, int64_t mbs, int attention, const px_calib_opts *o, fit_sums *f,
+                             px_err *err) {
+  px_model m;
+  px_cluster c;
+  px_status st;
+  if ((st = px_model_load(model, &m, err)) || (st = px_cluster_load("local-cpu", &c, err)) ||
+      (st = px_cluster_set_size(&c, 1, 0, err)))
+    return st;
+  if (o->quick) m.layers = 2, m.seq_len = 64, m.max_positions = 64;
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.mbs = mbs, p.gbs = 2 * mbs, p.precision = PX_PREC_FP32, p.attention = attention;
+  px_parallel_resolve(&p, &m, &c);
+  px_plan plan;
+  if ((st = px_plan_compile(&plan, &m, &c, &p, err))) return st;
+  px_train_opts to;
+  px_train_opts_init(&to);
+  to.steps = o->quick ? 2 : 4;
+  to.backend = "cpu";
+  px_train_result r;
+  if (!(st = px_train(&plan, &to, MPI_COMM_SELF, &r, err))) {
+    const px_program *prog = &plan.programs[0];
+    int64_t id = 0;
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      const px_block *b = &plan.blocks[prog->insts[i].block];
+      for (int32_t k = 0; k < b->nops; k++, id++) {
+        const px_op *op = &b->ops[k];
+        int cls = fit_class((px_op_kind)op->kind);
+        double x = cls == 2 ? op->flops : op->bytes, t = id < r.nops ? r.op_s[id] : 0;
+        if (!cls || x <= 0 || t <= 0) continue;
+        double *s = f->s[op->kind];
+        s[0] += 1, s[1] += x, s[2] += t, s[3] += x * x, s[4] += x * t;
+      }
+    }
+    px_train_result_free(&r);
+  }
+  px_plan_free(&plan);
+  return st;
+}
+
+static px_status calib_kernels(px_cluster *c, const px_calib_opts *o, MPI_Comm world, int rank, px_err *err) {
+  fit_sums f;
+  memset(&f, 0, sizeof f);
+  static const char *const models[] = {"small", "small-llama"};
+  int total = 8, done = 0;
+  px_status st = PX_OK;
+  for (int mi = 0; mi < 2 && !st; mi++)
+    for (int att = 0; att < PX_ATTN_COUNT && !st; att++)
+      for (int64_t mbs = 1; mbs <= 4 && !st; mbs *= 4) {
+        MPI_Barrier(world);
+        st = profile_run(models[mi], mbs, att, o, &f, err);
+        say(o, rank, "\r  calibrate: %s %d/%d", "reference runs", ++done, total);
+      }
+  int bad = st != PX_OK, any;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, world);
+  if (any) return st ? st : px_err_set(err, PX_ERR_RUNTIME, "a rank failed its reference runs");
+  say(o, rank, "\r  calibrate: %s %d/%d\n", "reference runs", done, total);
+  MPI_Allreduce(MPI_IN_PLACE, f.s, PX_OP_COUNT * 5, MPI_DOUBLE, MPI_SUM, world);
+  int n = 0;
+  double overheads[PX_OP_COUNT];
+  int nover = 0;
+  for (int k = 0; k < PX_OP_COUNT && n < PX_KERNEL_RATES_MAX; k++) {
+    double *s = f.s[k];
+    if (s[0] < 2) continue;
+    /* t = a + x / rate, a >= 0 */
+    double den = s[0] * s[3] - s[1] * s[1];
+    double slope = den > 0 ? (s[0] * s[4] - s[1] * s[2]) / den : 0, icept = (s[2] - slope * s[1]) / s[0];
+    if (slope <= 0 || icept < 0) icept = 0, slope = s[4] / s[3];
+    if (slope <= 0) continue;
+    px_kernel_rate *r = &c->gpu.kernel_rates[n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->kind, sizeof r->kind, "%s", px_op_names[k]);
+    if (fit_class((px_op_kind)k) == 2)
+      r->flops_per_s = 1.0 / slope;
+    else
+      r->bytes_per_s = 1.0 / slope;
+    r->overhead_s = icept;
+    overheads[nover++] = icept;
+  }
+  c->gpu.kernel_rates_len = n;
+  /* the rest: the median overhead */
+  for (int a = 0; a < nover; a++)
+    for (int b = a + 1; b < nover; b++)
+      if (overheads[b] < overheads[a]) { double t = overheads[a]; overheads[a] = overheads[b]; overheads[b] = t; }
+  c->gpu.kernel_overhead_s = nover ? overheads[nover / 2] : c->gpu.kernel_overhead_s;
+  return PX_OK;
+}
+
+/* ---- collectives ---- */
+
+static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm world, int rank, int size, px_err *err) {
+  uint64_t maxb = o->quick ? ((uint64_t)1 << 20) : ((uint64_t)64 << 20);
+  float *buf = malloc(maxb), *out = malloc(maxb);
+  if (!buf || !out) {
+    free(buf), free(out);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  memset(buf, 0, maxb);
+  if (rank == 0 && o->table)
+    fprintf(o->table,
+            "# all-reduce over %d ranks (MPI), nccl-tests style: busbw = algbw x 2(n-1)/n\n"
+            "#       size    count   type     time_us  algbw_GB/s  busbw_GB/s\n",
+            size);
+  double S1 = 0, Sx = 0, St = 0, Sxx = 0, Sxt = 0, factor = 2.0 * (size - 1) / size;
+  for (uint64_t bytes = 8; bytes <= maxb; bytes *= 4) {
+    int count = (int)(bytes / 4);
+    MPI_Barrier(world);
+    /* Collectives: every rank must run the same number of repetitions, so
+     * rank 0 sizes them from a first call and tells the others. */
+    double t0 = now_s();
+    MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, world);
+    int reps = (int)((o->quick ? 0.002 : 0.05) / (now_s() - t0 + 1e-9)) + 1;
+    if (reps > 10000) reps = 10000;
+    MPI_Bcast(&reps, 1, MPI_INT, 0, world);
+    MPI_Barrier(world);
+    t0 = now_s();
+    for (int r = 0; r < reps; r++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, world);
+    double t = (now_s() - t0) / reps;
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
+    double algbw = (double)bytes / t / 1e9;
+    if (rank == 0 && o->table)
+      fprintf(o->table, "%12llu %8d  float %11.2f %11.3f %11.3f\n", (unsigned long long)bytes, count, t * 1e6, algbw,
+              algbw * factor);
+    double x = (double)bytes * factor, w = 1.0 / (t * t); /* bytes each rank moves; relative-error weights */
+    S1 += w, Sx += w * x, St += w * t, Sxx += w * x * x, Sxt += w * x * t;
+  }
+  free(buf), free(out);
+  double den = S1 * Sxx - Sx * Sx;
+  double slope = den > 0 ? (S1 * Sxt - Sx * St) / den : 0, icept = (St - slope * Sx) / S1;
+  if (slope <= 0) slope = Sxt / Sxx;
+  if (icept < 0) icept = 0;
+  c->intra_bytes_per_s = 1.0 / slope;
+  c->intra_latency_s = icept / (2.0 * (size - 1)); /* a ring all-reduce takes 2 (n-1) steps */
+  c->intra_efficiency = 1.0;
+  return PX_OK;
+}
+
+px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm world, px_cluster *out, px_err *err) {
+  int rank, size;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  *out = *base;
+  px_cluster *c = out;
+  char host[64] = "this machine";
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = '\0';
+  snprintf(c->name, sizeof c->name, "calibrated");
+  time_t now = time(NULL);
+  char when[32];
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  snprintf(c->source, sizeof c->source,
+           "Measured by `parallax calibrate` on %s at %s with %d rank%s (one per core, OpenBLAS sgemm, MPI): GEMM "
+           "efficiency table, memory bandwidth, per-kind op costs fitted from profiled reference runs, all-reduce "
+           "latency and bandwidth.",
+           host, when, size, size == 1 ? "" : "s");
+  snprintf(c->gpu.name, sizeof c->gpu.name, "cpu-core (calibrated)");
+  c->gpus_per_node = size;
+  c->gpus = size;
+  c->nodes = 1;
+  px_cpu_blas_threads();
+  px_status st;
+  if ((st = calib_gemm(c, o, world, rank, err)) || (st = calib_memory(c, o, world, err)) ||
+      (st = calib_kernels(c, o, world, rank, err)))
+    return st;
+  if (size > 1) return calib_comm(c, o, world, rank, size, err);
+  return PX_OK;
+}

@@ -1,0 +1,136 @@
+/* Prediction beside measurement. */
+#include "sim/compare.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+
+const char *const px_cmp_row_names[PX_CMP_COUNT] = {"gemm",      "attention",  "norm", "elementwise", "embed_loss",
+                                                     "optimizer", "tp_comm",    "dp_comm", "p2p_and_wait"};
+
+/* The row an op belongs to, given the block it runs in. */
+static px_cmp_row row_of(px_op_kind k, px_block_kind b) {
+  if (b == PX_BLOCK_GRAD_SYNC || b == PX_BLOCK_PARAM_SYNC || b == PX_BLOCK_EMB_SYNC) return PX_CMP_DP;
+  if (b == PX_BLOCK_SEND_FWD || b == PX_BLOCK_SEND_BWD || b == PX_BLOCK_RECV_FWD || b == PX_BLOCK_RECV_BWD)
+    return PX_CMP_WAIT;
+  switch (k) {
+    case PX_OP_LINEAR:
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT: return PX_CMP_GEMM;
+    case PX_OP_ATTN_SCORES:
+    case PX_OP_ATTN_SCORES_BWD:
+    case PX_OP_SOFTMAX:
+    case PX_OP_SOFTMAX_BWD:
+    case PX_OP_ATTN_CONTEXT:
+    case PX_OP_ATTN_CONTEXT_BWD:
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD: return PX_CMP_ATTENTION;
+    case PX_OP_NORM:
+    case PX_OP_NORM_BWD: return PX_CMP_NORM;
+    case PX_OP_EMBED:
+    case PX_OP_EMBED_BWD:
+    case PX_OP_LOSS:
+    case PX_OP_LOSS_BWD: return PX_CMP_EMBED_LOSS;
+    case PX_OP_GRAD_NORM:
+    case PX_OP_ADAMW: return PX_CMP_OPTIMIZER;
+    case PX_OP_ALLREDUCE:
+    case PX_OP_ALLGATHER:
+    case PX_OP_REDUCE_SCATTER: return PX_CMP_TP;
+    default: return PX_CMP_ELEMENTWISE;
+  }
+}
+
+px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON *profile, const char *name,
+                     px_comparison *out, px_err *err) {
+  memset(out, 0, sizeof *out);
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(profile, "format");
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "parallax-profile/1"))
+    return px_err_set(err, PX_ERR_INPUT, "%s: not a parallax profile (field 'format')", name);
+  const cJSON *stages = cJSON_GetObjectItemCaseSensitive(profile, "stages");
+  const cJSON *times = cJSON_GetObjectItemCaseSensitive(profile, "step_times_s");
+  if (!cJSON_IsArray(stages) || cJSON_GetArraySize(stages) != plan->par.pp)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'stages': the profile has %d stages, the plan %lld (another plan?)",
+                      name, cJSON_IsArray(stages) ? cJSON_GetArraySize(stages) : -1, (long long)plan->par.pp);
+  if (!cJSON_IsArray(times) || cJSON_GetArraySize(times) < 1)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'step_times_s' is missing or empty", name);
+  /* measured step: the mean after the first (warm-up) step */
+  int nt = cJSON_GetArraySize(times);
+  double sum = 0;
+  for (int i = nt > 1 ? 1 : 0; i < nt; i++) sum += cJSON_GetArrayItem(times, i)->valuedouble;
+  out->timed_steps = nt > 1 ? nt - 1 : 1;
+  out->step_measured_s = sum / (double)out->timed_steps;
+  out->step_predicted_s = sim->step_time_s;
+  out->nstages = plan->par.pp;
+  out->stages = px_calloc((size_t)plan->par.pp, sizeof *out->stages, err);
+  if (!out->stages) return PX_ERR_RUNTIME;
+  for (int64_t s = 0; s < plan->par.pp; s++) {
+    const px_program *prog = &plan->programs[s];
+    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(stages, (int)s), "op_s_per_step");
+    int64_t nops = 0;
+    for (int32_t i = 0; i < prog->ninsts; i++) nops += plan->blocks[prog->insts[i].block].nops;
+    if (!cJSON_IsArray(ops) || cJSON_GetArraySize(ops) != nops) {
+      px_comparison_free(out);
+      return px_err_set(err, PX_ERR_INPUT, "%s: stage %lld has %d op times, the plan %lld ops (another plan?)", name,
+                        (long long)s, cJSON_IsArray(ops) ? cJSON_GetArraySize(ops) : -1, (long long)nops);
+    }
+    px_cmp_stage *cs = &out->stages[s];
+    /* measured, by row */
+    const cJSON *t = ops->child;
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      const px_block *b = &plan->blocks[prog->insts[i].block];
+      for (int32_t k = 0; k < b->nops; k++, t = t->next)
+        cs->measured_s[row_of((px_op_kind)b->ops[k].kind, (px_block_kind)b->kind)] += t->valuedouble;
+    }
+    /* predicted: compute by op kind, collectives from the flows */
+    const px_sim_stage *ss = &sim->stages[s];
+    for (int k = 0; k < PX_OP_COUNT; k++) cs->predicted_s[row_of((px_op_kind)k, PX_BLOCK_LAYER_FWD)] += ss->op_s[k];
+    cs->predicted_s[PX_CMP_TP] = ss->tp_s;
+    cs->predicted_s[PX_CMP_DP] = ss->dp_s;
+    /* the rest of each step: transfers and waiting for other stages */
+    double pred = 0, meas = 0;
+    for (int r = 0; r < PX_CMP_WAIT; r++) pred += cs->predicted_s[r], meas += cs->measured_s[r];
+    cs->predicted_s[PX_CMP_WAIT] = fmax(0.0, out->step_predicted_s - pred);
+    cs->measured_s[PX_CMP_WAIT] = fmax(0.0, out->step_measured_s - meas);
+  }
+  return PX_OK;
+}
+
+void px_comparison_free(px_comparison *c) {
+  if (!c) return;
+  free(c->stages);
+  c->stages = NULL;
+}
+
+static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0.0; }
+
+cJSON *px_comparison_json(const px_comparison *c) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON *step = cJSON_AddObjectToObject(o, "step");
+  if (step) {
+    px_json_add_num(step, "predicted_s", c->step_predicted_s);
+    px_json_add_num(step, "measured_s", c->step_measured_s);
+    px_json_add_num(step, "error", rel_err(c->step_predicted_s, c->step_measured_s));
+    px_json_add_num(step, "timed_steps", (double)c->timed_steps);
+  }
+  cJSON *st = cJSON_AddArrayToObject(o, "stages");
+  for (int64_t s = 0; st && s < c->nstages; s++) {
+    cJSON *so = cJSON_CreateObject();
+    if (!so) break;
+    px_json_add_num(so, "stage", (double)s);
+    cJSON *rows = cJSON_AddArrayToObject(so, "rows");
+    for (int r = 0; rows && r < PX_CMP_COUNT; r++) {
+      cJSON *ro = cJSON_CreateObject();
+      if (!ro) break;
+      cJSON_AddStringToObject(ro, "row", px_cmp_row_names[r]);
+      px_json_add_num(ro, "predicted_s", c->stages[s].predicted_s[r]);
+      px_json_add_num(ro, "measured_s", c->stages[s].measured_s[r]);
+      px_json_add_num(ro, "error", rel_err(c->stages[s].predicted_s[r], c->stages[s].measured_s[r]));
+      cJSON_AddItemToArray(rows, ro);
+    }
+    cJSON_AddItemToArray(st, so);
+  }
+  return o;
+}

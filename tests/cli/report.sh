@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The sweep report in a real browser: headless Chromium loads the index.html
+# rendered from tests/data/sample_sweep, and every embedded plot must decode.
+set -u
+px=$1
+bin=$(dirname "$px")/tests/test_report
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+browser=
+for b in chromium chromium-browser google-chrome; do
+  if command -v "$b" >/dev/null 2>&1; then browser=$b; break; fi
+done
+if [ -z "$browser" ]; then
+  echo "FAIL: chromium is not installed; this test needs it (Debian: apt-get install chromium, or scripts/install-deps.sh)"
+  exit 1
+fi
+if [ ! -x "$bin" ]; then
+  echo "FAIL: $bin is not built (it renders the report this test loads)"
+  exit 1
+fi
+
+# The report of the sample sweep: plots with gnuplot, then index.html.
+if ! "$bin" --keep "$tmp/sweep" >"$tmp/keep.out" 2>&1; then
+  echo "FAIL: rendering the sample report: $(cat "$tmp/keep.out")"
+  exit 1
+fi
+
+# Load it, let the page's load handler run, and read the DOM back. As root
+# Chromium needs --no-sandbox; its own profile keeps runs apart.
+timeout 60 "$browser" --headless=new --no-sandbox --disable-gpu --no-first-run --no-default-browser-check \
+  --user-data-dir="$tmp/profile" --virtual-time-budget=5000 --dump-dom "file://$tmp/sweep/index.html" \
+  >"$tmp/dom.html" 2>"$tmp/chromium.err"
+rc=$?
+body=$(grep -o '<body[^>]*>' "$tmp/dom.html" | head -n 1)
+ok=$(printf '%s' "$body" | sed -n 's/.*data-images-ok="\([0-9]*\)".*/\1/p')
+total=$(printf '%s' "$body" | sed -n 's/.*data-images-total="\([0-9]*\)".*/\1/p')
+if [ "$rc" -ne 0 ] || [ -z "$ok" ] || [ -z "$total" ]; then
+  echo "FAIL: $browser exit $rc; no data-images-ok/total on <body> (got: '$body')"
+  tail -n 5 "$tmp/chromium.err"
+  exit 1
+fi
+if [ "$total" -le 0 ] || [ "$ok" -ne "$total" ]; then
+  echo "FAIL: $ok of $total embedded images decoded in $browser"
+  exit 1
+fi
+echo "ok: $ok of $total embedded images decoded in $browser"

@@ -1,0 +1,346 @@
+/* Plots and HTML report of a sweep directory, on tests/data/sample_sweep:
+ * every PNG and SVG made, the page self-contained and escaped, errors named.
+ * `test_report --keep DIR` only renders the sample into DIR (for tests/cli/report.sh). */
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "core/paths.h"
+#include "sim/html.h"
+#include "sim/plots.h"
+#include "tests/testutil.h"
+
+static const char *const sample_files[] = {"plans.dat",    "heatmap.dat", "memory.dat",
+                                           "timeline.dat", "scaling.dat", "sweep.json"};
+#define N_SAMPLE (sizeof sample_files / sizeof sample_files[0])
+
+static bool copy_file(const char *from, const char *to) {
+  char *data = NULL;
+  size_t len = 0;
+  px_err err;
+  if (px_file_read(from, (size_t)64 << 20, &data, &len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    return false;
+  }
+  bool ok = px_file_write(to, data, len, &err) == PX_OK;
+  if (!ok) fprintf(stderr, "%s\n", err.msg);
+  free(data);
+  return ok;
+}
+
+/* Copies the sample sweep into dir (created). */
+static bool copy_sample(const char *dir) {
+  px_err err;
+  if (px_mkdir_p(dir, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    return false;
+  }
+  for (size_t i = 0; i < N_SAMPLE; i++) {
+    char from[4096], to[4096];
+    snprintf(from, sizeof from, "%s/tests/data/sample_sweep/%s", px_data_dir(), sample_files[i]);
+    snprintf(to, sizeof to, "%s/%s", dir, sample_files[i]);
+    if (!copy_file(from, to)) return false;
+  }
+  return true;
+}
+
+static char *new_tmpdir(void) {
+  char tmpl[] = "/tmp/px_report_XXXXXX";
+  char *d = mkdtemp(tmpl);
+  return d ? strdup(d) : NULL;
+}
+
+/* Removes a directory and what is in it (two levels: plots/ in a fake home). */
+static void rm_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+      rm_tree(p);
+    else
+      unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static long file_size(const char *dir, const char *name) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  struct stat sb;
+  return stat(p, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+static char *read_text(const char *dir, const char *name) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  char *s = NULL;
+  px_err err;
+  if (px_file_read(p, (size_t)64 << 20, &s, NULL, &err)) fprintf(stderr, "%s\n", err.msg);
+  return s;
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+/* No temporary file left behind by an atomic write. */
+static bool no_tmp_left(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  bool ok = true;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strstr(e->d_name, ".tmp")) {
+      fprintf(stderr, "\n  left behind: %s/%s\n", dir, e->d_name);
+      ok = false;
+    }
+  closedir(d);
+  return ok;
+}
+
+static void test_render_all(void) {
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  CU_ASSERT_FATAL(copy_sample(dir));
+  px_err err = {0};
+  px_status st = px_plots_render(dir, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  size_t n;
+  const px_plot_desc *pl = px_plots_list(&n);
+  CU_ASSERT_EQUAL(n, 5);
+  for (size_t i = 0; i < n; i++) {
+    char png[64], svg[64];
+    snprintf(png, sizeof png, "%s.png", pl[i].name);
+    snprintf(svg, sizeof svg, "%s.svg", pl[i].name);
+    if (file_size(dir, png) <= 0 || file_size(dir, svg) <= 0) fprintf(stderr, "\n  missing %s or %s\n", png, svg);
+    CU_ASSERT(file_size(dir, png) > 1000);
+    CU_ASSERT(file_size(dir, svg) > 1000);
+    char *s = read_text(dir, png);
+    CU_ASSERT(s && !memcmp(s, "\x89PNG", 4));
+    free(s);
+    s = read_text(dir, svg);
+    CU_ASSERT(s && strstr(s, "<svg"));
+    free(s);
+  }
+  CU_ASSERT(no_tmp_left(dir));
+
+  st = px_html_report(dir, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  char *html = read_text(dir, "index.html");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+  CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,iVBORw0KGgo"), 5);
+  for (size_t i = 0; i < n; i++) {
+    char id[64];
+    snprintf(id, sizeof id, "id=\"plot-%s\"", pl[i].name);
+    CU_ASSERT(strstr(html, id) != NULL);
+  }
+  /* Self-contained: no external resources. */
+  CU_ASSERT(strstr(html, "src=\"http") == NULL);
+  CU_ASSERT(strstr(html, "<link") == NULL);
+  CU_ASSERT(strstr(html, "url(") == NULL);
+  /* The question, the ranking and the assumptions with their sources. */
+  CU_ASSERT(strstr(html, "llama3-70b") != NULL);
+  CU_ASSERT(strstr(html, "H100-SXM5-80GB") != NULL);
+  CU_ASSERT(strstr(html, "--tp 8 --pp 2 --dp 4 --zero 1 --sp --mbs 1 --schedule interleaved --vpp 2") != NULL);
+  CU_ASSERT(strstr(html, "62,703") != NULL); /* best tokens/s */
+  CU_ASSERT_EQUAL(count_of(html, "<tr class=\"best\">"), 1);
+  CU_ASSERT_EQUAL(count_of(html, "<td><code>--tp"), PX_HTML_TOP_PLANS);
+  CU_ASSERT(strstr(html, "The Llama 3 Herd of Models") != NULL); /* model source */
+  CU_ASSERT(strstr(html, "NVIDIA H100 SXM5 datasheet") != NULL); /* cluster source */
+  CU_ASSERT(strstr(html, "max_efficiency") != NULL);            /* efficiency model */
+  CU_ASSERT(strstr(html, "usable HBM (hbm_gib - reserved_gib = 79 GiB) are dropped &amp; not simulated") != NULL);
+  CU_ASSERT(strstr(html, "peak memory &gt; usable") != NULL);
+  CU_ASSERT(strstr(html, "Megatron&#39;s accounting") != NULL);
+  CU_ASSERT(strstr(html, "dataset.imagesOk") != NULL);
+  CU_ASSERT(no_tmp_left(dir));
+  free(html);
+  rm_tree(dir);
+  free(dir);
+}
+
+static void test_missing_inputs_skipped(void) {
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  CU_ASSERT_FATAL(copy_sample(dir));
+  char p[4096];
+  snprintf(p, sizeof p, "%s/timeline.dat", dir);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/scaling.dat", dir);
+  CU_ASSERT_FATAL(px_file_write(p, "# gpus tokens_per_s mfu\n", 24, NULL) == PX_OK); /* header only */
+  px_err err = {0};
+  px_status st = px_plots_render(dir, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  CU_ASSERT(file_size(dir, "heatmap.png") > 0);
+  CU_ASSERT(file_size(dir, "memory.svg") > 0);
+  CU_ASSERT(file_size(dir, "timeline.png") < 0);
+  CU_ASSERT(file_size(dir, "scaling.png") < 0);
+  CU_ASSERT_EQUAL(px_html_report(dir, &err), PX_OK);
+  char *html = read_text(dir, "index.html");
+  CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,"), 3);
+  free(html);
+  rm_tree(dir);
+  free(dir);
+}
+
+/* One line in every data file, including a plan off the Pareto front and a NaN cell. */
+static void test_single_lines(void) {
+  static const char *const files[][2] = {
+      {"heatmap.dat", "# tp pp tokens_per_s\n8 2 NaN\n"},
+      {"memory.dat", "0 8.4 16.9 12.7 21.2 2.1 1.3 79\n"},
+      {"timeline.dat", "0 0 0.0 81.7 fwd 0\n"},
+      {"scaling.dat", "64 61448.9 0.4733\n"},
+      {"plans.dat", "8 2 4 1 1 1 2 1 2 62.674 62703.0 0.4830 8.3614 0 1\n"},
+  };
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
+    CU_ASSERT_FATAL(px_file_write(p, files[i][1], strlen(files[i][1]), NULL) == PX_OK);
+  }
+  px_err err = {0};
+  px_status st = px_plots_render(dir, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  size_t n;
+  const px_plot_desc *pl = px_plots_list(&n);
+  for (size_t i = 0; i < n; i++) {
+    char png[64];
+    snprintf(png, sizeof png, "%s.png", pl[i].name);
+    CU_ASSERT(file_size(dir, png) > 0);
+  }
+  rm_tree(dir);
+  free(dir);
+}
+
+/* A failing script names itself and carries gnuplot's message; a missing
+ * script and a missing gnuplot are errors too. */
+static void test_errors(void) {
+  char *dir = new_tmpdir(), *home = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(home);
+  CU_ASSERT_FATAL(copy_sample(dir));
+  char *old_home = getenv("PARALLAX_HOME") ? strdup(getenv("PARALLAX_HOME")) : NULL;
+  char *old_path = getenv("PATH") ? strdup(getenv("PATH")) : NULL;
+  char p[4096];
+  snprintf(p, sizeof p, "%s/plots", home);
+  CU_ASSERT_FATAL(px_mkdir_p(p, NULL) == PX_OK);
+  setenv("PARALLAX_HOME", home, 1);
+
+  px_err err = {0};
+  CU_ASSERT_EQUAL(px_plots_render(dir, &err), PX_ERR_RUNTIME);
+  CU_ASSERT(strstr(err.msg, "heatmap.gp") && strstr(err.msg, "missing"));
+
+  snprintf(p, sizeof p, "%s/plots/heatmap.gp", home);
+  const char *bad = "set output out\nfrobnicate the data\n";
+  CU_ASSERT_FATAL(px_file_write(p, bad, strlen(bad), NULL) == PX_OK);
+  CU_ASSERT_EQUAL(px_plots_render(dir, &err), PX_ERR_RUNTIME);
+  CU_ASSERT(strstr(err.msg, "heatmap.gp") != NULL);
+  CU_ASSERT(strstr(err.msg, "gnuplot failed") != NULL);
+  CU_ASSERT(strstr(err.msg, "invalid command") != NULL); /* gnuplot's own stderr */
+  CU_ASSERT(strchr(err.msg, '\n') == NULL);
+  CU_ASSERT(file_size(dir, "heatmap.png") < 0);
+  CU_ASSERT(no_tmp_left(dir));
+
+  /* A script that succeeds without writing its output. */
+  const char *quiet = "print 'nothing'\n";
+  CU_ASSERT_FATAL(px_file_write(p, quiet, strlen(quiet), NULL) == PX_OK);
+  CU_ASSERT_EQUAL(px_plots_render(dir, &err), PX_ERR_RUNTIME);
+  CU_ASSERT(strstr(err.msg, "heatmap.gp") && strstr(err.msg, "no png output"));
+
+  if (old_home) setenv("PARALLAX_HOME", old_home, 1);
+  else unsetenv("PARALLAX_HOME");
+  setenv("PATH", "/nonexistent-px", 1);
+  CU_ASSERT_EQUAL(px_plots_render(dir, &err), PX_ERR_RUNTIME);
+  CU_ASSERT(strstr(err.msg, "gnuplot not found") != NULL);
+  if (old_path) setenv("PATH", old_path, 1);
+
+  CU_ASSERT_EQUAL(px_plots_render("/nonexistent-px/dir", &err), PX_ERR_INPUT);
+  CU_ASSERT(strstr(err.msg, "/nonexistent-px/dir") != NULL);
+  snprintf(p, sizeof p, "%s/sweep.json", dir);
+  unlink(p);
+  CU_ASSERT_EQUAL(px_html_report(dir, &err), PX_ERR_INPUT);
+  CU_ASSERT(strstr(err.msg, "sweep.json") != NULL);
+  CU_ASSERT(file_size(dir, "index.html") < 0);
+
+  free(old_home);
+  free(old_path);
+  rm_tree(home);
+  rm_tree(dir);
+  free(home);
+  free(dir);
+}
+
+/* Strings from the JSON cannot inject markup; missing sections still render. */
+static void test_escaping(void) {
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  const char *json =
+      "{\"question\": {\"model\": {\"name\": \"<script>alert(1)</script>\", \"source\": \"a & b \\\"c\\\" 'd'\"},"
+      " \"cluster\": {\"name\": \"x<y\", \"gpu\": {\"name\": \"<b>gpu</b>\"}}, \"gpus\": 8,"
+      " \"fixed\": {\"tp\": 8, \"sp\": true, \"schedule\": \"<i>1f1b</i>\"}},"
+      " \"plans\": [], \"assumptions\": [\"</li><script>x()</script>\"]}";
+  char p[4096];
+  snprintf(p, sizeof p, "%s/sweep.json", dir);
+  CU_ASSERT_FATAL(px_file_write(p, json, strlen(json), NULL) == PX_OK);
+  px_err err = {0};
+  px_status st = px_html_report(dir, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  char *html = read_text(dir, "index.html");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+  CU_ASSERT(strstr(html, "<script>alert") == NULL);
+  CU_ASSERT(strstr(html, "<script>x()") == NULL);
+  CU_ASSERT(strstr(html, "<b>gpu") == NULL);
+  CU_ASSERT(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;") != NULL);
+  CU_ASSERT(strstr(html, "a &amp; b &quot;c&quot; &#39;d&#39;") != NULL);
+  CU_ASSERT(strstr(html, "x&lt;y") != NULL);
+  CU_ASSERT(strstr(html, "<code>--sp</code>") != NULL);
+  CU_ASSERT(strstr(html, "<code>--schedule &lt;i&gt;1f1b&lt;/i&gt;</code>") != NULL);
+  CU_ASSERT(strstr(html, "No plan fits") != NULL);
+  CU_ASSERT_EQUAL(count_of(html, "<script>"), 1); /* only the page's own */
+  free(html);
+  rm_tree(dir);
+  free(dir);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && !strcmp(argv[1], "--keep")) {
+    px_err err = {0};
+    if (!copy_sample(argv[2])) return 1;
+    if (px_plots_render(argv[2], &err) || px_html_report(argv[2], &err)) {
+      fprintf(stderr, "test_report: %s\n", err.msg);
+      return 1;
+    }
+    printf("%s/index.html\n", argv[2]);
+    return 0;
+  }
+  if (argc != 1) {
+    fprintf(stderr, "usage: test_report [--keep DIR]\n");
+    return 2;
+  }
+  static const px_test tests[] = {
+      {"every plot rendered as PNG and SVG; self-contained index.html", test_render_all},
+      {"missing or empty inputs are skipped", test_missing_inputs_skipped},
+      {"every script copes with single-line data", test_single_lines},
+      {"errors name the script and carry gnuplot's stderr", test_errors},
+      {"JSON strings are HTML-escaped", test_escaping},
+  };
+  return px_test_main("report", tests, sizeof tests / sizeof tests[0]);
+}
