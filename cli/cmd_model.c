@@ -72,7 +72,7 @@ static cJSON *model_json(const px_model *m, const px_model_params *p, const px_m
 static void print_cluster(const px_cluster *c) {
   char a[32];
   const px_gpu *g = &c->gpu;
-  printf("cluster %s: %lld GPUs (%lld nodes x %lld)\n", c->name, (long long)c->gpus, (long long)c->nodes,
+  printf("cluster %s: %lld GPUs (%lld node%s x %lld)\n", c->name, (long long)c->gpus, (long long)c->nodes, c->nodes == 1 ? "" : "s",
          (long long)c->gpus_per_node);
   if (c->source[0]) printf("  source: %s\n", c->source);
   printf("  gpu %s: %s HBM at %.0f GB/s, %lld SMs, peak TFLOP/s:", g->name,

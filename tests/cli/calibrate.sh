@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Calibration and comparison end to end on a tiny model (the table's shape
+# and consistency, not timing accuracy, which is a benchmark: bench/compare.sh).
+set -u
+px=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+mpirun -np 2 "$px" calibrate --quick -o "$tmp/cal.json" >"$tmp/cal.txt" 2>"$tmp/err" || fail "calibrate: $(cat "$tmp/err")"
+grep -q "busbw_GB/s" "$tmp/cal.txt" || fail "no collective table"
+[ "$(grep -c '^ *[0-9]\+ \+[0-9]\+ \+float' "$tmp/cal.txt")" -ge 5 ] || fail "collective table too short"
+"$px" topology show "$tmp/cal.json" >"$tmp/show.txt" 2>&1 || fail "the calibrated file does not load: $(cat "$tmp/show.txt")"
+grep -q "measured table given" "$tmp/show.txt" || fail "no GEMM table in the calibrated file"
+grep -q '"kernel_rates"' "$tmp/cal.json" || fail "no kernel rates"
+grep -q '"kind":	"layernorm\|"kind":	"norm"' "$tmp/cal.json" || fail "no norm rate"
+
+for cfg in "1|-p 1" "2|-p 2" "2|-t 2 -S" "2|-d 2 -z 1"; do
+  n=${cfg%%|*}
+  flags=${cfg#*|}
+  # shellcheck disable=SC2086
+  mpirun -np "$n" "$px" run -m tiny -B 4 --steps 3 $flags --profile "$tmp/p.json" >/dev/null 2>"$tmp/err" ||
+    { fail "run $flags: $(cat "$tmp/err")"; continue; }
+  # shellcheck disable=SC2086
+  "$px" compare --profile "$tmp/p.json" -m tiny -B 4 $flags -c "$tmp/cal.json" -g "$n" --json >"$tmp/c.json" 2>"$tmp/err" ||
+    { fail "compare $flags: $(cat "$tmp/err")"; continue; }
+  # every stage has every row; step error = (predicted - measured) / measured; rows add up to the step
+  awk -v flags="$flags" '
+    /"predicted_s"/ { gsub(/[,\t ]/, ""); split($0, a, ":"); p = a[2] }
+    /"measured_s"/  { gsub(/[,\t ]/, ""); split($0, a, ":"); m = a[2] }
+    /"error"/       { gsub(/[,\t ]/, ""); split($0, a, ":"); e = a[2];
+                      if (!step_done) { sp = p; sm = m; se = e; step_done = 1 }
+                      else { rows++; sum_m[stage] += m; sum_p[stage] += p; if (p < 0 || m < 0) bad = 1 } }
+    /"stage":/      { gsub(/[,\t ]/, ""); split($0, a, ":"); stage = a[2]; stages++ }
+    END {
+      if (stages < 1 || rows != 9 * stages) { print "rows " rows " for " stages " stages"; exit 1 }
+      if (bad) { print "negative time"; exit 1 }
+      d = (sp - sm) / sm - se; if (d < 0) d = -d; if (d > 1e-9) { print "step error inconsistent"; exit 1 }
+      for (s in sum_m) { d = sum_m[s] - sm; if (d < 0) d = -d; if (d > 1e-6 * sm + 1e-12) { print "stage " s " rows do not add up"; exit 1 } }
+    }' "$tmp/c.json" || fail "compare $flags: inconsistent table"
+  "$px" compare --profile "$tmp/p.json" -m tiny -B 4 $flags -c "$tmp/cal.json" -g "$n" | grep -q "step time: predicted" ||
+    fail "compare $flags: human table"
+done
+
+# A profile of another plan is refused.
+mpirun -np 2 "$px" run -m tiny -B 4 --steps 2 -p 2 --profile "$tmp/p2.json" >/dev/null 2>&1
+err=$("$px" compare --profile "$tmp/p2.json" -m tiny -B 4 -t 2 -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "another plan" || fail "mismatched profile: $rc $err"
+err=$("$px" compare -m tiny -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q -- "--profile" || fail "no profile: $rc $err"
+err=$("$px" compare --profile "$tmp/cal.json" -m tiny -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "not a parallax profile" || fail "not a profile: $rc $err"
+
+echo "$fails failures"
+[ "$fails" -eq 0 ]
