@@ -26,4 +26,9 @@ static inline uint64_t px_dtype_bytes(px_dtype t) {
   }
 }
 
+/* Host conversions between fp32 and a storage dtype (bf16, fp16: round to
+ * nearest even; fp32/tf32: copies). */
+void px_dtype_from_fp32(void *dst, px_dtype dt, const float *src, uint64_t n);
+void px_dtype_to_fp32(float *dst, const void *src, px_dtype dt, uint64_t n);
+
 #endif

@@ -99,7 +99,7 @@ px_status px_parse_count(const char *s, double *out, px_err *err) {
 }
 
 px_status px_parse_int(const char *s, const char *flag, int64_t min, int64_t max, int64_t *out, px_err *err) {
-  double v;
+  double v = 0;
   if (px_parse_count(s, &v, err)) return px_err_prefix(err, "%s", flag);
   if (v != floor(v)) return px_err_set(err, PX_ERR_INPUT, "%s: '%.64s' is not a whole number", flag, s);
   if (v < (double)min || v > (double)max)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "kernels/math.h"
 #include "plan/plan.h"
 
 typedef enum { PX_RED_SUM, PX_RED_MAX } px_redop;
@@ -30,12 +31,62 @@ typedef struct {
   uint64_t seed;              /* run seed */
   int64_t step;
   float loss_scale;           /* LOSS_BWD: d loss / d token loss = 1 / (gbs x seq) */
-  /* optimizer (ADAMW, GRAD_NORM): flat ranges are given by the interpreter */
+  /* Ops on gradient ranges of `count` elements given by the interpreter:
+   *   ACC        out[0] += in[0]                     (gradient dtype)
+   *   GRAD_NORM  *sumsq_out += sum of in[0]^2        (host double)
+   *   ADAMW      out[0] weights, out[1] m, out[2] v (fp32 when out[3] is set,
+   *              else the parameter dtype), in[0] gradient scaled by
+   *              grad_scale first; out[3], with mixed precision: the model's
+   *              copy, set to the updated fp32 weights rounded to its dtype */
   int64_t count;
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   int64_t adam_t;
   double *sumsq_out;
 } px_exec_op;
+
+/* ---- dropout's random numbers, the same on every backend: functions of
+ * the run seed, the step, the layer and global element indices ---- */
+
+#define PX_DROPOUT_SITE_ATTN 3 /* the attention probabilities; other sites come in dim[5] */
+
+/* The stream of one dropout site of one layer in one step. */
+static inline uint64_t px_exec_dropout_seed(const px_exec_op *e, int site) {
+  return px_mix64(e->seed ^ px_mix64((uint64_t)e->step * 0x9e3779b97f4a7c15ull + (uint64_t)(e->layer + 2) * 1000003ull +
+                                     (uint64_t)site));
+}
+
+/* A DROPOUT op on a (B, d1, d2, d3) tensor whose axis 1 may be sharded over
+ * tp (sequence positions or heads): B rows of row_elems elements. */
+typedef struct {
+  int64_t rows, row_elems, d1, d1_global, inner;
+  bool sharded;
+  float p;
+  uint64_t seed;
+} px_dropout_geom;
+
+static inline px_dropout_geom px_exec_dropout_geom(const px_exec_op *e) {
+  const int64_t *d = e->op->dim;
+  bool attn = e->op->flags & PX_OPF_ATTN_PROBS;
+  px_dropout_geom g = {.rows = d[0], .d1 = d[1], .inner = d[2] * d[3], .sharded = attn || d[4] == 1,
+                       .p = (float)e->plan->model.dropout};
+  g.row_elems = g.d1 * g.inner;
+  g.d1_global = g.sharded ? g.d1 * e->plan->par.tp : g.d1;
+  g.seed = px_exec_dropout_seed(e, attn ? PX_DROPOUT_SITE_ATTN : (int)d[5]);
+  return g;
+}
+
+/* Global index of the first element of row b. */
+static inline uint64_t px_exec_dropout_row(const px_exec_op *e, const px_dropout_geom *g, int64_t b) {
+  uint64_t first = g->sharded ? (uint64_t)(e->tp_rank * g->d1) : 0;
+  return ((uint64_t)e->seq_index[b] * (uint64_t)g->d1_global + first) * (uint64_t)g->inner;
+}
+
+/* The fused attention's: global index of element (0, 0) of the (S, S)
+ * probabilities of local head h of batch row b. */
+static inline uint64_t px_exec_head_dropout_offset(const px_exec_op *e, int64_t b, int64_t h, int64_t S) {
+  int64_t heads = e->plan->model.heads, HQ = heads / e->plan->par.tp;
+  return ((uint64_t)e->seq_index[b] * (uint64_t)heads + (uint64_t)(e->tp_rank * HQ + h)) * (uint64_t)(S * S);
+}
 
 /* One send or receive of a p2p batch. */
 typedef struct {
@@ -50,9 +101,11 @@ typedef struct px_backend px_backend;
 struct px_backend {
   const char *name;
   void *impl;
-  /* memory on the device; alloc returns zeroed memory */
+  bool sync_ops; /* set by the caller: the interpreter waits for each op (exact per-op times) */
+  /* memory on the device; alloc returns zeroed memory; release takes the
+   * size it was allocated with */
   px_status (*alloc)(px_backend *b, uint64_t bytes, void **out, px_err *err);
-  void (*release)(px_backend *b, void *p);
+  void (*release)(px_backend *b, void *p, uint64_t bytes);
   px_status (*zero)(px_backend *b, void *p, uint64_t bytes, px_err *err);
   px_status (*copy)(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err);
   px_status (*upload)(px_backend *b, void *dst, const void *host, uint64_t bytes, px_err *err);

@@ -27,10 +27,14 @@ struct px_exec {
   px_train_hparams hp;
   int64_t stage, tp_rank, dp_rank, dp, L;
   bool mixed;
-  /* model states: flat (ZeRO 0-2 parameters, ZeRO 0-1 gradients) or shard layouts */
-  float *params, *grads, *master, *adam_m, *adam_v;
+  /* model states: flat (ZeRO 0-2 parameters, ZeRO 0-1 gradients) or shard
+   * layouts; parameters and gradients in the plan's dtypes (pb, gb bytes an
+   * element), master weights and moments in fp32 */
+  char *params, *grads;
+  float *master, *adam_m, *adam_v;
+  uint64_t pb, gb;
   uint64_t params_elems, grads_elems, opt_elems;
-  float **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
+  char **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
   int32_t *param_of;          /* [slot * (L + 2) + group + 1] -> index into prog->params */
   px_param_map *maps;         /* per param ref */
   px_global_params global;
@@ -58,6 +62,12 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Before reading the clock for an op's time: a backend that queues work
+ * finishes it first when per-op times are wanted. */
+static px_status op_done(px_exec *x, px_status st, px_err *err) {
+  return !st && x->be->sync_ops ? x->be->sync(x->be, err) : st;
+}
+
 /* ---- tracked memory ---- */
 
 static px_status mem_alloc(px_exec *x, uint64_t bytes, void **out, px_err *err) {
@@ -70,7 +80,7 @@ static px_status mem_alloc(px_exec *x, uint64_t bytes, void **out, px_err *err) 
 
 static void mem_free(px_exec *x, void *p, uint64_t bytes) {
   if (!p) return;
-  x->be->release(x->be, p);
+  x->be->release(x->be, p, bytes);
   x->cur_bytes -= bytes;
 }
 
@@ -141,25 +151,25 @@ static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
   return x->plan->par.zero == 0 ? flat : u->offset / (uint64_t)x->dp + (flat - lo);
 }
 
-static float *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
-  if (x->plan->par.zero < 3) return x->params + r->offset;
+static void *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
+  if (x->plan->par.zero < 3) return x->params + r->offset * x->pb;
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->gathered[r->unit]) {
     px_err_set(err, PX_ERR_RUNTIME, "internal: ZeRO-3 unit %d used before it was gathered", r->unit);
     return NULL;
   }
-  return x->gathered[r->unit] + (r->offset - u->offset);
+  return x->gathered[r->unit] + (r->offset - u->offset) * x->pb;
 }
 
-static float *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
-  if (x->plan->par.zero < 2) return x->grads + r->offset;
+static void *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
+  if (x->plan->par.zero < 2) return x->grads + r->offset * x->gb;
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->bucket[r->unit]) {
     void *p;
-    if (mem_alloc(x, u->padded * sizeof(float), &p, err)) return NULL;
+    if (mem_alloc(x, u->padded * x->gb, &p, err)) return NULL;
     x->bucket[r->unit] = p;
   }
-  return x->bucket[r->unit] + (r->offset - u->offset);
+  return x->bucket[r->unit] + (r->offset - u->offset) * x->gb;
 }
 
 /* ---- setup ---- */
@@ -185,13 +195,18 @@ static px_status init_params(px_exec *x, px_err *err) {
         host[r->offset + (uint64_t)(a * cols + b)] = gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->hp.seed);
       }
   }
-  /* Parameters: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
-  if (!st && x->plan->par.zero < 3) st = x->be->upload(x->be, x->params, host, prog->flat_elems * sizeof *host, err);
+  /* Parameters in their dtype: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
+  char *conv = st ? NULL : px_calloc((size_t)(prog->flat_elems * x->pb) + 1, 1, err);
+  if (!st && !conv) st = PX_ERR_RUNTIME;
+  if (!st) px_dtype_from_fp32(conv, x->plan->param_dtype, host, prog->flat_elems);
+  if (!st && x->plan->par.zero < 3) st = x->be->upload(x->be, x->params, conv, prog->flat_elems * x->pb, err);
   for (int32_t u = 0; !st && x->plan->par.zero == 3 && u < prog->nunits; u++) {
     uint64_t lo, hi;
     owned_range(x, &prog->units[u], &lo, &hi);
-    st = x->be->upload(x->be, x->params + shard_index(x, &prog->units[u], lo), host + lo, (hi - lo) * sizeof *host, err);
+    st = x->be->upload(x->be, x->params + shard_index(x, &prog->units[u], lo) * x->pb, conv + lo * x->pb,
+                       (hi - lo) * x->pb, err);
   }
+  free(conv);
   /* fp32 master weights of the owned part (mixed precision) */
   for (int32_t u = 0; !st && x->master && u < prog->nunits; u++) {
     uint64_t lo, hi;
@@ -219,10 +234,15 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->L = plan->model.layers;
   x->prog = &plan->programs[x->stage];
   x->mixed = plan->par.precision != PX_PREC_FP32;
+  x->pb = px_dtype_bytes(plan->param_dtype);
+  x->gb = px_dtype_bytes(plan->grad_dtype);
   const px_program *prog = x->prog;
   px_status st = PX_OK;
   if (plan->act_dtype != PX_DTYPE_FP32 && !strcmp(be->name, "cpu"))
     st = px_err_set(err, PX_ERR_INPUT, "the cpu backend runs fp32 only (hint: --precision fp32)");
+  if (plan->act_dtype == PX_DTYPE_FP16 && !strcmp(be->name, "cuda"))
+    st = px_err_set(err, PX_ERR_INPUT,
+                    "the cuda backend runs fp32 and bf16 (fp16 with loss scaling is not implemented; hint: --precision bf16)");
   if (!st) st = px_global_params_build(&plan->model, &x->global, err);
   int64_t stride = x->L + 2;
   if (!st) {
@@ -254,8 +274,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->grads_elems = z >= 2 ? shard : flat;
   x->opt_elems = z >= 1 ? shard : flat;
   void *p;
-  if (!st && !(st = mem_alloc(x, x->params_elems * sizeof(float), &p, err))) x->params = p;
-  if (!st && !(st = mem_alloc(x, x->grads_elems * sizeof(float), &p, err))) x->grads = p;
+  if (!st && !(st = mem_alloc(x, x->params_elems * x->pb, &p, err))) x->params = p;
+  if (!st && !(st = mem_alloc(x, x->grads_elems * x->gb, &p, err))) x->grads = p;
   if (!st && x->mixed && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->master = p;
   if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->adam_m = p;
   if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->adam_v = p;
@@ -270,14 +290,17 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
 
 void px_exec_free(px_exec *x) {
   if (!x) return;
-  for (int64_t i = 0; i < x->nt; i++) x->be->release(x->be, x->t[i].ptr);
+  for (int64_t i = 0; i < x->nt; i++) x->be->release(x->be, x->t[i].ptr, x->t[i].bytes);
   for (int32_t u = 0; x->gathered && u < x->prog->nunits; u++) {
-    if (x->gathered[u]) x->be->release(x->be, x->gathered[u]);
-    if (x->bucket[u]) x->be->release(x->be, x->bucket[u]);
+    uint64_t padded = x->prog->units[u].padded;
+    if (x->gathered[u]) x->be->release(x->be, x->gathered[u], padded * x->pb);
+    if (x->bucket[u]) x->be->release(x->be, x->bucket[u], padded * x->gb);
   }
-  float *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
+  void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
+  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->opt_elems * sizeof(float),
+                      x->opt_elems * sizeof(float), x->opt_elems * sizeof(float)};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
-    if (bufs[i]) x->be->release(x->be, bufs[i]);
+    if (bufs[i]) x->be->release(x->be, bufs[i], bytes[i]);
   free(x->t);
   free(x->gathered);
   free(x->bucket);
@@ -305,7 +328,7 @@ static px_status resolve(px_exec *x, const px_inst *in, px_ref r, void **out, px
     if (!pr)
       return px_err_set(err, PX_ERR_RUNTIME, "internal: stage %lld holds no parameter %s of layer %lld",
                         (long long)x->stage, x->plan->slots[pslot].name, (long long)layer);
-    *out = s->kind == PX_SLOT_PARAM ? (void *)param_ptr(x, pr, err) : (void *)grad_ptr(x, pr, err);
+    *out = s->kind == PX_SLOT_PARAM ? param_ptr(x, pr, err) : grad_ptr(x, pr, err);
     return *out ? PX_OK : PX_ERR_RUNTIME;
   }
   tensor *t = tensor_find(x, r.slot, in->mb, (int32_t)layer);
@@ -331,15 +354,16 @@ static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, vo
 }
 
 /* Gathers (or reduce-scatters) along the sequence axis of (B, S, H) with B > 1:
- * rank-major chunks (tp, B, S/tp, H) <-> (B, S, H). */
-static px_status seq_permute(px_exec *x, float *dst, const float *src, int64_t B, int64_t Sl, int64_t H, bool to_bsh,
-                             px_err *err) {
+ * rank-major chunks (tp, B, S/tp, H) <-> (B, S, H), elements of el bytes. */
+static px_status seq_permute(px_exec *x, char *dst, const char *src, int64_t B, int64_t Sl, int64_t H, uint64_t el,
+                             bool to_bsh, px_err *err) {
   int64_t T = x->plan->par.tp;
+  uint64_t row = (uint64_t)(Sl * H) * el;
   px_status st = PX_OK;
   for (int64_t r = 0; r < T && !st; r++)
     for (int64_t b = 0; b < B && !st; b++) {
-      int64_t chunk = (r * B + b) * Sl * H, bsh = (b * T + r) * Sl * H;
-      st = x->be->copy(x->be, dst + (to_bsh ? bsh : chunk), src + (to_bsh ? chunk : bsh), (uint64_t)(Sl * H) * sizeof(float), err);
+      uint64_t chunk = (uint64_t)(r * B + b) * row, bsh = (uint64_t)(b * T + r) * row;
+      st = x->be->copy(x->be, dst + (to_bsh ? bsh : chunk), src + (to_bsh ? chunk : bsh), row, err);
     }
   return st;
 }
@@ -348,27 +372,29 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   px_backend *be = x->be;
   px_group g = (px_group)o->group;
   uint64_t n_in = (uint64_t)o->dim[0], n_out = (uint64_t)o->dim[1];
-  int64_t B = o->dim[2];
+  int64_t B = o->dim[2], H = x->plan->model.hidden;
   bool permute = (o->flags & PX_OPF_SEQ_AXIS) && B > 1;
+  px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
+  uint64_t el = px_dtype_bytes(dt);
   px_status st;
   switch (o->kind) {
-    case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, PX_DTYPE_FP32, PX_RED_SUM, err);
+    case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, dt, PX_RED_SUM, err);
     case PX_OP_ALLGATHER: {
-      if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, PX_DTYPE_FP32, err);
+      if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
       void *tmp;
-      if ((st = mem_alloc(x, n_out * sizeof(float), &tmp, err))) return st;
-      if (!(st = be->allgather(be, g, tmp, ins[0], n_in, PX_DTYPE_FP32, err)))
-        st = seq_permute(x, outs[0], tmp, B, (int64_t)n_in / B / x->plan->model.hidden, x->plan->model.hidden, true, err);
-      mem_free(x, tmp, n_out * sizeof(float));
+      if ((st = mem_alloc(x, n_out * el, &tmp, err))) return st;
+      if (!(st = be->allgather(be, g, tmp, ins[0], n_in, dt, err)))
+        st = seq_permute(x, outs[0], tmp, B, (int64_t)n_in / B / H, H, el, true, err);
+      mem_free(x, tmp, n_out * el);
       return st;
     }
     case PX_OP_REDUCE_SCATTER: {
-      if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, PX_DTYPE_FP32, err);
+      if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
       void *tmp;
-      if ((st = mem_alloc(x, n_in * sizeof(float), &tmp, err))) return st;
-      if (!(st = seq_permute(x, tmp, ins[0], B, (int64_t)n_out / B / x->plan->model.hidden, x->plan->model.hidden, false, err)))
-        st = be->reduce_scatter(be, g, outs[0], tmp, n_out, PX_DTYPE_FP32, err);
-      mem_free(x, tmp, n_in * sizeof(float));
+      if ((st = mem_alloc(x, n_in * el, &tmp, err))) return st;
+      if (!(st = seq_permute(x, tmp, ins[0], B, (int64_t)n_out / B / H, H, el, false, err)))
+        st = be->reduce_scatter(be, g, outs[0], tmp, n_out, dt, err);
+      mem_free(x, tmp, n_in * el);
       return st;
     }
     default: return px_err_set(err, PX_ERR_RUNTIME, "internal: %s is not a collective", px_op_names[o->kind]);
@@ -412,6 +438,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     px_ref r = b->frees[o->free_start + f];
     st = tensor_drop(x, r.slot, in->mb, in->layer + r.layer_off, err);
   }
+  st = op_done(x, st, err);
   x->op_time[x->first_op[i] + k] += now_s() - t0;
   return st;
 }
@@ -424,7 +451,7 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
   bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
   if (bwd && from == 0 && x->plan->par.zero >= 2 && in->unit >= 0 && !x->bucket[in->unit]) {
     void *p;
-    if ((st = mem_alloc(x, x->prog->units[in->unit].padded * sizeof(float), &p, err))) return st;
+    if ((st = mem_alloc(x, x->prog->units[in->unit].padded * x->gb, &p, err))) return st;
     x->bucket[in->unit] = p;
   }
   for (int32_t k = from; k < b->nops && !st; k++) st = run_op(x, i, k, err);
@@ -457,17 +484,18 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, int32_t *next, px_err 
       px_ref r = b->allocs[o->alloc_start + a];
       st = tensor_new(x, r.slot, in->mb, in->layer + r.layer_off, err);
     }
+    px_ref data = send ? o->in[0] : o->out[0];
     void *buf = NULL;
-    if (!st) st = resolve(x, in, send ? o->in[0] : o->out[0], &buf, err);
+    if (!st) st = resolve(x, in, data, &buf, err);
     if (st) break;
-    uint64_t bytes = (uint64_t)o->dim[0] * sizeof(float);
+    uint64_t bytes = (uint64_t)o->dim[0] * px_dtype_bytes((px_dtype)x->plan->slots[data.slot].dtype);
     if (send && (o->flags & PX_OPF_TP_SLICE)) buf = (char *)buf + (uint64_t)x->tp_rank * bytes;
     if (n == 16) return px_err_set(err, PX_ERR_RUNTIME, "internal: p2p batch too large");
     /* forward traffic flows to the next stage, gradients to the previous */
     int peer = send ? (fwd ? x->comm->next : x->comm->prev) : (fwd ? x->comm->prev : x->comm->next);
     items[n++] = (px_p2p){send, peer, buf, bytes, fwd ? 1 : 2};
   }
-  if (!st && n) st = x->be->p2p(x->be, items, n, err);
+  if (!st && n) st = op_done(x, x->be->p2p(x->be, items, n, err), err);
   double dt = n ? (now_s() - t0) / n : 0;
   for (int32_t i = first; i <= last && !st; i++) {
     const px_inst *in = &prog->insts[i];
@@ -483,45 +511,51 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, int32_t *next, px_err 
   return st;
 }
 
-/* A synthetic op for the backend (sums, the optimizer). */
-static px_status backend_op(px_exec *x, px_op_kind kind, void *out0, void *out1, void *out2, void *in0, int64_t count,
-                            double *sumsq, float wd, float grad_scale, px_err *err) {
+/* A synthetic op for the backend on gradients (the ZeRO-2/3 shard sum, the
+ * norm, the optimizer): out[0..3] and in[0] as px_exec_op documents them. */
+static px_status backend_op(px_exec *x, px_op_kind kind, void *const out[4], void *in0, int64_t count, double *sumsq,
+                            float wd, float grad_scale, px_err *err) {
   px_op op = {.kind = (uint8_t)kind};
   op.dim[0] = count;
+  for (int j = 0; j < PX_OP_OUTS; j++) op.out[j] = (px_ref){-1, 0};
+  for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0}; /* no slots: gradient ranges */
   px_exec_op e = {.plan = x->plan, .op = &op, .tp_rank = x->tp_rank, .count = count, .sumsq_out = sumsq,
                   .lr = x->hp.lr, .beta1 = x->hp.beta1, .beta2 = x->hp.beta2, .eps = x->hp.eps,
                   .weight_decay = wd, .grad_scale = grad_scale, .adam_t = x->step + 1};
-  e.out[0] = out0, e.out[1] = out1, e.out[2] = out2, e.in[0] = in0;
+  for (int j = 0; j < 4; j++) e.out[j] = out ? out[j] : NULL;
+  e.in[0] = in0;
   return x->be->op(x->be, &e, err);
 }
 
 /* Pointer to the reduced gradient of an owned flat index of unit u. */
-static float *owned_grad(px_exec *x, const px_unit *u, uint64_t flat) {
-  return x->plan->par.zero < 2 ? x->grads + flat : x->grads + shard_index(x, u, flat);
+static void *owned_grad(px_exec *x, const px_unit *u, uint64_t flat) {
+  return x->grads + (x->plan->par.zero < 2 ? flat : shard_index(x, u, flat)) * x->gb;
 }
 
 static px_status run_grad_sync(px_exec *x, const px_inst *in, px_err *err) {
   const px_unit *u = &x->prog->units[in->unit];
   px_backend *be = x->be;
   int z = x->plan->par.zero;
-  uint64_t shard = u->padded / (uint64_t)x->dp;
-  if (z == 0) return x->dp > 1 ? be->allreduce(be, PX_GROUP_DP, x->grads + u->offset, u->padded, PX_DTYPE_FP32, PX_RED_SUM, err) : PX_OK;
-  float *full = z == 1 ? x->grads + u->offset : x->bucket[in->unit];
+  uint64_t shard = u->padded / (uint64_t)x->dp, gb = x->gb;
+  px_dtype dt = x->plan->grad_dtype;
+  if (z == 0)
+    return x->dp > 1 ? be->allreduce(be, PX_GROUP_DP, x->grads + u->offset * gb, u->padded, dt, PX_RED_SUM, err) : PX_OK;
+  char *full = z == 1 ? x->grads + u->offset * gb : x->bucket[in->unit];
   if (!full) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
   void *tmp;
-  px_status st = mem_alloc(x, shard * sizeof(float), &tmp, err);
+  px_status st = mem_alloc(x, shard * gb, &tmp, err);
   if (st) return st;
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
-  if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, full, shard, PX_DTYPE_FP32, err))) {
+  if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, full, shard, dt, err))) {
     if (z == 1)
-      st = be->copy(be, x->grads + lo, tmp, shard * sizeof(float), err);
+      st = be->copy(be, x->grads + lo * gb, tmp, shard * gb, err);
     else
-      st = backend_op(x, PX_OP_ACC, owned_grad(x, u, lo), NULL, NULL, tmp, (int64_t)shard, NULL, 0, 1, err);
+      st = backend_op(x, PX_OP_ACC, (void *[4]){owned_grad(x, u, lo)}, tmp, (int64_t)shard, NULL, 0, 1, err);
   }
-  mem_free(x, tmp, shard * sizeof(float));
+  mem_free(x, tmp, shard * gb);
   if (z >= 2) {
-    mem_free(x, x->bucket[in->unit], u->padded * sizeof(float));
+    mem_free(x, x->bucket[in->unit], u->padded * gb);
     x->bucket[in->unit] = NULL;
   }
   return st;
@@ -529,14 +563,17 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, px_err *err) {
 
 static px_status run_param_sync(px_exec *x, const px_inst *in, px_err *err) {
   const px_unit *u = &x->prog->units[in->unit];
-  uint64_t shard = u->padded / (uint64_t)x->dp;
-  if (x->plan->par.zero < 3) /* in place: every rank's shard sits at its place in the unit */
-    return x->be->allgather(x->be, PX_GROUP_DP, x->params + u->offset, x->params + u->offset, shard, PX_DTYPE_FP32, err);
+  uint64_t shard = u->padded / (uint64_t)x->dp, pb = x->pb;
+  px_dtype dt = x->plan->param_dtype;
+  if (x->plan->par.zero < 3) { /* in place: every rank's shard sits at its place in the unit */
+    char *unit = x->params + u->offset * pb;
+    return x->be->allgather(x->be, PX_GROUP_DP, unit, unit, shard, dt, err);
+  }
   void *g;
-  px_status st = mem_alloc(x, u->padded * sizeof(float), &g, err);
+  px_status st = mem_alloc(x, u->padded * pb, &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
-  return x->be->allgather(x->be, PX_GROUP_DP, g, x->params + u->offset / (uint64_t)x->dp, shard, PX_DTYPE_FP32, err);
+  return x->be->allgather(x->be, PX_GROUP_DP, g, x->params + u->offset / (uint64_t)x->dp * pb, shard, dt, err);
 }
 
 /* The tied weight's full gradient summed with the other stage's copy. */
@@ -544,14 +581,14 @@ static px_status run_emb_sync(px_exec *x, const px_inst *in, px_err *err) {
   int slot = px_plan_slot(x->plan, x->prog->has_embed ? "emb_w" : "head_w");
   const px_param_ref *r = param_ref(x, (int16_t)slot, -1, NULL);
   if (!r) return px_err_set(err, PX_ERR_RUNTIME, "internal: no tied embedding on stage %lld", (long long)x->stage);
-  float *g = x->plan->par.zero < 2 ? x->grads + r->offset : NULL;
+  char *g = x->plan->par.zero < 2 ? x->grads + r->offset * x->gb : NULL;
   if (!g) {
     const px_unit *u = &x->prog->units[r->unit];
     if (!x->bucket[r->unit]) return PX_OK; /* no gradient this micro-batch (cannot happen: both stages write it) */
-    g = x->bucket[r->unit] + (r->offset - u->offset);
+    g = x->bucket[r->unit] + (r->offset - u->offset) * x->gb;
   }
   (void)in;
-  return x->be->allreduce(x->be, PX_GROUP_EMB, g, r->elems, PX_DTYPE_FP32, PX_RED_SUM, err);
+  return x->be->allreduce(x->be, PX_GROUP_EMB, g, r->elems, x->plan->grad_dtype, PX_RED_SUM, err);
 }
 
 /* ---- the optimizer ---- */
@@ -576,6 +613,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
   for (uint64_t i = 0; i < x->global.total; i++) x->grad_copy[i] = NAN;
   const px_program *prog = x->prog;
   float *host = NULL;
+  char *raw = NULL;
   px_status st = PX_OK;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
@@ -586,12 +624,15 @@ static px_status capture_grads(px_exec *x, px_err *err) {
     param_owned(x, r, &lo, &hi);
     if (hi == lo) continue;
     float *nh = realloc(host, (hi - lo) * sizeof *nh);
-    if (!nh) {
+    if (nh) host = nh;
+    char *nr = nh ? realloc(raw, (hi - lo) * x->gb) : NULL;
+    if (!nr) {
       st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
       break;
     }
-    host = nh;
-    st = x->be->download(x->be, host, owned_grad(x, &prog->units[r->unit], lo), (hi - lo) * sizeof *host, err);
+    raw = nr;
+    st = x->be->download(x->be, raw, owned_grad(x, &prog->units[r->unit], lo), (hi - lo) * x->gb, err);
+    if (!st) px_dtype_to_fp32(host, raw, x->plan->grad_dtype, hi - lo);
     int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
     for (uint64_t f = lo; !st && f < hi; f++) {
       int64_t e = (int64_t)(f - r->offset);
@@ -600,12 +641,14 @@ static px_status capture_grads(px_exec *x, px_err *err) {
     }
   }
   free(host);
+  free(raw);
   return st;
 }
 
 /* Adds time to the op of a kind within instance idx's block (the optimizer's phases). */
-static void time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0) {
+static px_status time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0, px_status st, px_err *err) {
   const px_block *b = &x->plan->blocks[x->prog->insts[idx].block];
+  st = op_done(x, st, err);
   double t = now_s();
   for (int32_t k = 0; k < b->nops; k++)
     if (b->ops[k].kind == kind) {
@@ -613,6 +656,7 @@ static void time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0) {
       break;
     }
   *t0 = t;
+  return st;
 }
 
 static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
@@ -629,9 +673,10 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
       uint64_t lo, hi;
       param_owned(x, r, &lo, &hi);
       if (hi > lo)
-        st = be->allreduce(be, PX_GROUP_TP, owned_grad(x, &prog->units[r->unit], lo), hi - lo, PX_DTYPE_FP32, PX_RED_SUM, err);
+        st = be->allreduce(be, PX_GROUP_TP, owned_grad(x, &prog->units[r->unit], lo), hi - lo, plan->grad_dtype,
+                           PX_RED_SUM, err);
     }
-  time_op(x, idx, PX_OP_ALLREDUCE, &t0);
+  st = time_op(x, idx, PX_OP_ALLREDUCE, &t0, st, err);
   if (!st && x->capture) st = capture_grads(x, err);
   t0 = now_s();
   /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage). */
@@ -642,14 +687,16 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     if (plan->par.zero == 0 && x->dp_rank != 0) continue;
     uint64_t lo, hi;
     param_owned(x, r, &lo, &hi);
-    if (hi > lo) st = backend_op(x, PX_OP_GRAD_NORM, NULL, NULL, NULL, owned_grad(x, &prog->units[r->unit], lo),
-                                 (int64_t)(hi - lo), &sumsq, 0, 1, err);
+    if (hi > lo)
+      st = backend_op(x, PX_OP_GRAD_NORM, NULL, owned_grad(x, &prog->units[r->unit], lo), (int64_t)(hi - lo), &sumsq, 0,
+                      1, err);
   }
-  float s32 = (float)sumsq;
-  if (!st) st = be->allreduce(be, PX_GROUP_ALL, &s32, 1, PX_DTYPE_FP32, PX_RED_SUM, err);
-  double norm = sqrt((double)s32);
+  /* a host scalar: MPI directly (a device backend's collectives take device memory) */
+  if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
+                              "MPI_Allreduce (gradient norm)", err);
+  double norm = sqrt(sumsq);
   float scale = x->hp.clip > 0 && norm > x->hp.clip ? (float)(x->hp.clip / norm) : 1.0f;
-  time_op(x, idx, PX_OP_GRAD_NORM, &t0);
+  st = time_op(x, idx, PX_OP_GRAD_NORM, &t0, st, err);
   /* 3. AdamW on the owned part; no weight decay on vectors (norms, biases). */
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
@@ -658,12 +705,15 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     param_owned(x, r, &lo, &hi);
     if (hi == lo) continue;
     uint64_t si = shard_index(x, u, lo);
-    float *w = x->master ? x->master + si : (plan->par.zero == 3 ? x->params + si : x->params + lo);
+    /* the model's copy of the owned part; with mixed precision the update
+     * runs on the fp32 master and writes the rounded result there */
+    char *model = x->params + (plan->par.zero == 3 ? si : lo) * x->pb;
+    void *outs[4] = {x->master ? (void *)(x->master + si) : model, x->adam_m + si, x->adam_v + si,
+                     x->master ? model : NULL};
     float wd = is_matrix(&plan->slots[r->slot]) ? x->hp.weight_decay : 0.0f;
-    st = backend_op(x, PX_OP_ADAMW, w, x->adam_m + si, x->adam_v + si, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL,
-                    wd, scale, err);
+    st = backend_op(x, PX_OP_ADAMW, outs, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL, wd, scale, err);
   }
-  time_op(x, idx, PX_OP_ADAMW, &t0);
+  st = time_op(x, idx, PX_OP_ADAMW, &t0, st, err);
   return st;
 }
 
@@ -686,7 +736,7 @@ static px_status prefetch(px_exec *x, int32_t i, px_err *err) {
 }
 
 static px_status zero_grads(px_exec *x, px_err *err) {
-  return x->be->zero(x->be, x->grads, x->grads_elems * sizeof(float), err);
+  return x->be->zero(x->be, x->grads, x->grads_elems * x->gb, err);
 }
 
 px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
@@ -723,23 +773,27 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
         if (!st) st = run_block(x, i, 0, err);
         /* ZeRO-3: a unit's gathered parameters serve one block */
         if (!st && par->zero == 3 && in->unit >= 0 && x->gathered[in->unit]) {
-          mem_free(x, x->gathered[in->unit], x->prog->units[in->unit].padded * sizeof(float));
+          mem_free(x, x->gathered[in->unit], x->prog->units[in->unit].padded * x->pb);
           x->gathered[in->unit] = NULL;
         }
         break;
     }
-    if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC)
+    if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
+      st = op_done(x, st, err);
       x->op_time[x->first_op[i]] += now_s() - t0;
+    }
     x->done[i] = true;
     i++;
   }
   if (!st && x->nt != 0)
     st = px_err_set(err, PX_ERR_RUNTIME, "internal: %lld tensors still live after the step (first %s)", (long long)x->nt,
                     x->plan->slots[x->t[0].slot].name);
+  if (!st) st = x->be->sync(x->be, err); /* the step ends when the device is done */
   /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. */
-  float l32 = (float)x->loss_sum;
-  if (!st) st = x->be->allreduce(x->be, PX_GROUP_ALL, &l32, 1, PX_DTYPE_FP32, PX_RED_SUM, err);
-  if (loss) *loss = (double)l32 / ((double)par->gbs * (double)x->plan->seq);
+  double sum = x->loss_sum;
+  if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
+                              "MPI_Allreduce (loss)", err);
+  if (loss) *loss = sum / ((double)par->gbs * (double)x->plan->seq);
   x->timed_steps++;
   return st;
 }
@@ -762,10 +816,10 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
 
 int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
   int n = 0;
-  if (n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems};
-  if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems};
-  if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems};
-  if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems};
+  if (n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems, x->plan->param_dtype};
+  if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems, PX_DTYPE_FP32};
+  if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems, PX_DTYPE_FP32};
+  if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems, PX_DTYPE_FP32};
   return n;
 }
 

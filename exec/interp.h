@@ -36,11 +36,12 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err);
 uint64_t px_exec_peak_bytes(const px_exec *x);
 uint64_t px_exec_current_bytes(const px_exec *x);
 
-/* Checkpoint state of this rank: named buffers (host copies on request). */
+/* Checkpoint state of this rank: named device buffers. */
 typedef struct {
   const char *name;
-  void *data; /* device pointer */
-  uint64_t count; /* fp32 elements */
+  void *data;     /* device pointer */
+  uint64_t count; /* elements of dtype */
+  px_dtype dtype;
 } px_exec_state;
 int px_exec_states(px_exec *x, px_exec_state *out, int cap);
 

@@ -13,7 +13,7 @@
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/data.h"
-#ifdef PX_HAVE_CUDA_BACKEND
+#ifdef PX_HAVE_CUDA
 #include "exec/cuda/backend.h"
 #endif
 
@@ -68,17 +68,28 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
   px_exec_state states[8];
   int n = px_exec_states(x, states, 8);
   px_ckpt_tensor t[8];
+  void *raw[8] = {0}; /* device-format copies when the dtype is not fp32 */
   px_status st = PX_OK;
+  /* Shards hold fp32: bf16 / fp16 states widen exactly and narrow back exactly. */
   for (int i = 0; i < n; i++) {
-    t[i] = (px_ckpt_tensor){states[i].name, malloc(states[i].count * sizeof(float) + 1), states[i].count};
-    if (!t[i].data) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    if (!st && save) st = be->download(be, t[i].data, states[i].data, states[i].count * sizeof(float), err);
+    uint64_t cnt = states[i].count, bytes = cnt * px_dtype_bytes(states[i].dtype);
+    t[i] = (px_ckpt_tensor){states[i].name, malloc(cnt * sizeof(float) + 1), cnt};
+    raw[i] = states[i].dtype == PX_DTYPE_FP32 ? (void *)t[i].data : malloc(bytes + 1);
+    if (!t[i].data || !raw[i]) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    if (!st && save) st = be->download(be, raw[i], states[i].data, bytes, err);
+    if (!st && save) px_dtype_to_fp32(t[i].data, raw[i], states[i].dtype, cnt);
   }
   px_ckpt_meta meta;
   ckpt_meta(plan, c, step, &meta);
   if (!st) st = save ? px_ckpt_write_shard(dir, &meta, t, n, err) : px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
-  for (int i = 0; !st && !save && i < n; i++) st = be->upload(be, states[i].data, t[i].data, states[i].count * sizeof(float), err);
-  for (int i = 0; i < n; i++) free(t[i].data);
+  for (int i = 0; !st && !save && i < n; i++) {
+    px_dtype_from_fp32(raw[i], states[i].dtype, t[i].data, states[i].count);
+    st = be->upload(be, states[i].data, raw[i], states[i].count * px_dtype_bytes(states[i].dtype), err);
+  }
+  for (int i = 0; i < n; i++) {
+    if (raw[i] != t[i].data) free(raw[i]);
+    free(t[i].data);
+  }
   return st;
 }
 
@@ -142,7 +153,7 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
 
 static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
   const char *want = o->backend;
-#ifdef PX_HAVE_CUDA_BACKEND
+#ifdef PX_HAVE_CUDA
   if (!want) want = px_cuda_device_count() > 0 ? "cuda" : "cpu";
   if (!strcmp(want, "cuda")) return px_cuda_backend_new(c, be, err);
 #else
@@ -165,7 +176,10 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   px_exec *x = NULL;
   double *times = NULL;
   st = agree(make_backend(o, &comm, &be, err), world, err);
-  if (!st) r->backend = be->name;
+  if (!st) {
+    r->backend = be->name;
+    be->sync_ops = o->time_ops || o->profile_path;
+  }
   if (!st) {
     int64_t vocab = plan->model.vocab;
     st = o->data_path ? px_data_open(o->data_path, PX_DATA_AUTO, vocab, &data, err)

@@ -20,6 +20,7 @@ typedef struct {
   int64_t ckpt_every;       /* 0: only at the end when ckpt_dir is set */
   bool resume;
   const char *profile_path; /* per-op times (JSON) */
+  bool time_ops;            /* exact per-op times on a device (each op waited for); implied by profile_path */
   const char *grads_path;   /* gradients of the first step, canonical layout, raw fp32 */
 } px_train_opts;
 

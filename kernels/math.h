@@ -1,6 +1,6 @@
 /* Per-element math shared by the CPU kernels (C11) and the CUDA kernels
  * (device code): activations and their derivatives, RoPE frequencies, and the
- * counter-based RNG behind dropout. Everything is static inline and PX_HD. */
+ * counter-based RNG behind dropout, the AdamW update. Everything is static inline and PX_HD. */
 #ifndef PX_KERNELS_MATH_H
 #define PX_KERNELS_MATH_H
 
@@ -75,6 +75,18 @@ static inline PX_HD float px_rng_uniform(uint64_t seed, uint64_t counter) {
 /* Dropout decision for one element: 1 keeps it, 0 drops it; p = 0 keeps all. */
 static inline PX_HD uint8_t px_dropout_keep(uint64_t seed, uint64_t counter, float p) {
   return px_rng_uniform(seed, counter) >= p ? 1 : 0;
+}
+
+/* One AdamW element: updates *w, *m, *v from gradient g; bc1 = 1 - beta1^t,
+ * bc2 = 1 - beta2^t. */
+static inline PX_HD void px_adamw_update(float *w, float *m, float *v, float g, float lr, float beta1, float beta2,
+                                         float eps, float weight_decay, float bc1, float bc2) {
+  float mi = beta1 * *m + (1.0f - beta1) * g;
+  float vi = beta2 * *v + (1.0f - beta2) * g * g;
+  *m = mi;
+  *v = vi;
+  float mhat = mi / bc1, vhat = vi / bc2;
+  *w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * *w);
 }
 
 #endif

@@ -34,33 +34,28 @@ typedef struct {
   int ncache;
 } cpu;
 
-/* Every block carries its size in front of it. */
 static px_status cpu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
   cpu *c = b->impl;
   for (int i = c->ncache - 1; i >= 0; i--) {
     if (c->cache[i].bytes != bytes) continue;
-    uint64_t *h = c->cache[i].p;
+    *out = c->cache[i].p;
     c->cache[i] = c->cache[--c->ncache];
-    memset(h + 2, 0, bytes);
-    *out = h + 2;
+    memset(*out, 0, bytes);
     return PX_OK;
   }
-  uint64_t *h = calloc(1, bytes + 16);
-  if (!h) return px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
-  h[0] = bytes;
-  *out = h + 2;
+  *out = calloc(1, bytes ? bytes : 1);
+  if (!*out) return px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
   return PX_OK;
 }
 
-static void cpu_release(px_backend *b, void *p) {
+static void cpu_release(px_backend *b, void *p, uint64_t bytes) {
   if (!p) return;
   cpu *c = b->impl;
-  uint64_t *h = (uint64_t *)p - 2;
   if (c->ncache == CACHE_SLOTS) { /* full: drop one */
     free(c->cache[0].p);
     c->cache[0] = c->cache[--c->ncache];
   }
-  c->cache[c->ncache++] = (cached){h, h[0]};
+  c->cache[c->ncache++] = (cached){p, bytes};
 }
 static px_status cpu_zero(px_backend *b, void *p, uint64_t bytes, px_err *err) {
   (void)b, (void)err;
@@ -73,44 +68,21 @@ static px_status cpu_copy(px_backend *b, void *dst, const void *src, uint64_t by
   return PX_OK;
 }
 
-/* ---- random numbers of dropout: functions of global element indices ---- */
-
-/* The stream of one dropout site of one layer in one step. */
-static uint64_t dropout_seed(const px_exec_op *e, int site) {
-  return px_mix64(e->seed ^ px_mix64((uint64_t)e->step * 0x9e3779b97f4a7c15ull + (uint64_t)(e->layer + 2) * 1000003ull +
-                                     (uint64_t)site));
-}
-
-/* Global index of element (b, 0, 0, 0) of a (B, d1, d2, d3) tensor whose axis 1
- * may be sharded over tp (sequence positions or heads). */
-static uint64_t dropout_offset(const px_exec_op *e, int64_t b, int64_t d1, int64_t d2d3, bool sharded, int64_t d1_global) {
-  uint64_t first = sharded ? (uint64_t)(e->tp_rank * d1) : 0;
-  return ((uint64_t)e->seq_index[b] * (uint64_t)d1_global + first) * (uint64_t)d2d3;
-}
-
-static px_status cpu_dropout(const px_exec_op *e, px_err *err) {
-  const px_op *o = e->op;
-  const int64_t *d = o->dim;
-  float p = (float)e->plan->model.dropout;
-  int64_t B = d[0], d1 = d[1], inner = d[2] * d[3];
-  bool attn = o->flags & PX_OPF_ATTN_PROBS;
-  bool sharded = attn || d[4] == 1;
-  int64_t d1g = sharded ? d1 * e->plan->par.tp : d1;
-  int site = attn ? 3 : (int)d[5];
+static px_status cpu_dropout(const px_exec_op *e) {
+  const int64_t *d = e->op->dim;
+  px_dropout_geom g = px_exec_dropout_geom(e);
   float *y = e->out[0];
   uint8_t *mask = e->out[1];
   const float *x = e->in[0], *bias = e->in[1];
-  int64_t n = B * d1 * inner;
+  int64_t n = g.rows * g.row_elems;
   if (y != x) memcpy(y, x, (size_t)n * sizeof *y);
   if (bias) /* bias of a row-parallel layer, added before the dropout */
     for (int64_t r = 0; r < n / d[2]; r++)
       for (int64_t c = 0; c < d[2]; c++) y[r * d[2] + c] += bias[c];
-  uint64_t seed = dropout_seed(e, site);
-  for (int64_t b = 0; b < B; b++) {
-    int64_t off = b * d1 * inner;
-    px_k_dropout_fwd(y + off, mask + off, y + off, d1 * inner, p, seed, dropout_offset(e, b, d1, inner, sharded, d1g));
+  for (int64_t b = 0; b < g.rows; b++) {
+    int64_t off = b * g.row_elems;
+    px_k_dropout_fwd(y + off, mask + off, y + off, g.row_elems, g.p, g.seed, px_exec_dropout_row(e, &g, b));
   }
-  (void)err;
   return PX_OK;
 }
 
@@ -144,9 +116,7 @@ static void head_probs(float *P, float *lse, const float *qh, const float *kh, i
 static void head_dropout(float *X, const px_exec_op *e, int64_t b, int64_t h, int64_t S) {
   float p = (float)e->plan->model.dropout;
   if (p <= 0) return;
-  int64_t heads = e->plan->model.heads, HQ = heads / e->plan->par.tp;
-  uint64_t seed = dropout_seed(e, 3);
-  uint64_t off = ((uint64_t)e->seq_index[b] * (uint64_t)heads + (uint64_t)(e->tp_rank * HQ + h)) * (uint64_t)(S * S);
+  uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN), off = px_exec_head_dropout_offset(e, b, h, S);
   float s = 1.0f / (1.0f - p);
   for (int64_t i = 0; i < S * S; i++) X[i] = px_dropout_keep(seed, off + (uint64_t)i, p) ? X[i] * s : 0.0f;
 }
@@ -294,7 +264,7 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
       return PX_OK;
     case PX_OP_FLASH_ATTN: return cpu_flash(e, false);
     case PX_OP_FLASH_ATTN_BWD: return cpu_flash(e, true);
-    case PX_OP_DROPOUT: return cpu_dropout(e, err);
+    case PX_OP_DROPOUT: return cpu_dropout(e);
     case PX_OP_DROPOUT_BWD: px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)m->dropout); return PX_OK;
     case PX_OP_ADD:
       px_k_add(out[0], in[0], in[1], d[0]);

@@ -6,9 +6,13 @@
 #define SUMSQ_THREADS 256
 #define SUMSQ_MAX_BLOCKS 1024
 
-static __global__ void sumsq_partial_kernel(double *partials, const float *x, int64_t n) {
+template <typename T>
+static __global__ void sumsq_partial_kernel(double *partials, const T *x, int64_t n) {
   double s = 0.0;
-  PX_KC_FOR(i, n) s += (double)x[i] * x[i];
+  PX_KC_FOR(i, n) {
+    double xi = px_kc_ld(x + i);
+    s += xi * xi;
+  }
   s = px_kc_block_sum(s);
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
@@ -21,7 +25,8 @@ static __global__ void sumsq_final_kernel(double *out, const double *partials, i
   if (threadIdx.x == 0) *out = s;
 }
 
-extern "C" px_status px_kc_sumsq(double *out, const float *x, int64_t n, cudaStream_t stream) {
+template <typename T>
+static px_status sumsq(double *out, const T *x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return px_kc_cuda_status(cudaMemsetAsync(out, 0, sizeof *out, stream), __FILE__, __LINE__, "memset");
   int64_t want = (n + (int64_t)SUMSQ_THREADS * 8 - 1) / ((int64_t)SUMSQ_THREADS * 8);
   int nblocks = (int)(want > SUMSQ_MAX_BLOCKS ? SUMSQ_MAX_BLOCKS : want);
@@ -35,6 +40,36 @@ extern "C" px_status px_kc_sumsq(double *out, const float *x, int64_t n, cudaStr
   }
   px_status st_free = px_kc_cuda_status(cudaFreeAsync(partials, stream), __FILE__, __LINE__, "cudaFreeAsync");
   return st != PX_OK ? st : st_free;
+}
+
+extern "C" px_status px_kc_sumsq(double *out, const float *x, int64_t n, cudaStream_t stream) {
+  return sumsq(out, x, n, stream);
+}
+
+extern "C" px_status px_kc_sumsq_bf16(double *out, const px_bf16 *x, int64_t n, cudaStream_t stream) {
+  return sumsq(out, x, n, stream);
+}
+
+template <typename T>
+static __global__ void add_bias_kernel(T *x, const T *bias, int64_t n, int64_t c) {
+  PX_KC_FOR(i, n) px_kc_st(x + i, px_kc_ld(x + i) + px_kc_ld(bias + i % c));
+}
+
+template <typename T>
+static px_status add_bias(T *x, const T *bias, int64_t rows, int64_t c, cudaStream_t stream) {
+  int64_t n = rows * c;
+  if (n <= 0) return PX_OK;
+  add_bias_kernel<<<px_kc_blocks(n, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(x, bias, n, c);
+  return PX_KC_LAUNCHED("add_bias_kernel");
+}
+
+extern "C" px_status px_kc_add_bias(float *x, const float *bias, int64_t rows, int64_t c, cudaStream_t stream) {
+  return add_bias(x, bias, rows, c, stream);
+}
+
+extern "C" px_status px_kc_add_bias_bf16(px_bf16 *x, const px_bf16 *bias, int64_t rows, int64_t c,
+                                         cudaStream_t stream) {
+  return add_bias(x, bias, rows, c, stream);
 }
 
 static __global__ void scale_kernel(float *x, int64_t n, float s) {

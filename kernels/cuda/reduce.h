@@ -19,6 +19,19 @@ extern "C" {
 px_status px_kc_sumsq(double *out,     // (1) device
                       const float *x,  // (n)
                       int64_t n, cudaStream_t stream);
+/* The same of bf16 elements (each widened exactly). */
+px_status px_kc_sumsq_bf16(double *out,      // (1) device
+                           const px_bf16 *x, // (n)
+                           int64_t n, cudaStream_t stream);
+
+/* x[r, j] += bias[j] for every row r (the bias of a row-parallel layer, added
+ * after its all-reduce). bf16: added in fp32, rounded once. */
+px_status px_kc_add_bias(float *x,          // (rows, c)
+                         const float *bias, // (c)
+                         int64_t rows, int64_t c, cudaStream_t stream);
+px_status px_kc_add_bias_bf16(px_bf16 *x,          // (rows, c)
+                              const px_bf16 *bias, // (c)
+                              int64_t rows, int64_t c, cudaStream_t stream);
 
 /* x *= s, in place. */
 px_status px_kc_scale(float *x, // (n)

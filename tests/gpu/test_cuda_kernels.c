@@ -47,6 +47,7 @@
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/heads.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
@@ -719,6 +720,11 @@ static void test_dropout(void) {
   LAUNCH(px_kc_dropout_fwd(o, parts, dx, 3000, 0.3f, seed, offset, stream));
   LAUNCH(px_kc_dropout_fwd(o + 3000, parts + 3000, dx + 3000, n - 3000, 0.3f, seed, offset + 3000, stream));
   CU_ASSERT(same_bits("dropout mask in pieces", host_u8(parts, n), host_u8(whole, n), (size_t)n));
+  /* without a mask (the fused attention draws it again): the same output */
+  float *kept = dalloc((size_t)n * sizeof(float)), *nomask = dalloc((size_t)n * sizeof(float));
+  LAUNCH(px_kc_dropout_fwd(kept, whole, dx, n, 0.3f, seed, offset, stream));
+  LAUNCH(px_kc_dropout_fwd(nomask, NULL, dx, n, 0.3f, seed, offset, stream));
+  CU_ASSERT(same_bits("dropout without a mask", host_f(nomask, n), host_f(kept, n), (size_t)n * sizeof(float)));
   arena_free();
 }
 
@@ -794,6 +800,20 @@ static void test_adamw(void) {
   CU_ASSERT(elem_close("adamw param", host_f(dp, n), p, n));
   CU_ASSERT(elem_close("adamw m", host_f(dm, n), m, n));
   CU_ASSERT(elem_close("adamw v", host_f(dv, n), v, n));
+  /* mixed precision: bf16 gradient scaled by the clip factor, fp32 master, bf16 copy */
+  float *w = frand(n, -1, 1), *mw = fconst(n, 0.0f), *vw = fconst(n, 0.0f);
+  float *dw = dev_f(w, n), *dmw = dev_f(mw, n), *dvw = dev_f(vw, n);
+  px_bf16 *dcopy = dalloc((size_t)n * sizeof *dcopy);
+  for (int64_t t = 1; t <= 3; t++) {
+    float *g = bf16_round(frand(n, -1, 1), n);
+    LAUNCH(px_kc_adamw_bf16(dw, dmw, dvw, dev_bf(g, n), dcopy, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t, stream));
+    px_k_scale(g, n, 0.5f);
+    px_k_adamw(w, mw, vw, g, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+  }
+  CU_ASSERT(elem_close("adamw bf16 master", host_f(dw, n), w, n));
+  CU_ASSERT(elem_close("adamw bf16 m", host_f(dmw, n), mw, n));
+  CU_ASSERT(same_bits("adamw bf16 copy = bf16(master)", host_bf(dcopy, n), bf16_round(host_f(dw, n), n),
+                      (size_t)n * sizeof(float)));
   arena_free();
 }
 
@@ -840,6 +860,63 @@ static void test_reduce(void) {
   LAUNCH(px_kc_acc_bf16(dab, dbb, m, stream));
   px_k_acc(ab, bb, m);
   CU_ASSERT(bf16_close("acc bf16", host_bf(dab, m), ab, m));
+  double gotb = 0;
+  LAUNCH(px_kc_sumsq_bf16(dsum, dev_bf(ab, m), m, stream));
+  copy(&gotb, dsum, sizeof gotb, cudaMemcpyDeviceToHost);
+  PX_ASSERT_REL(gotb, px_k_sumsq(bf16_round(ab, m), m), 1e-12);
+  /* bias rows: (rows, c) += bias */
+  const int64_t rows = 37, c = 129;
+  float *y = frand(rows * c, -1, 1), *bias = frand(c, -1, 1), *dy = dev_f(y, rows * c);
+  LAUNCH(px_kc_add_bias(dy, dev_f(bias, c), rows, c, stream));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < c; j++) y[r * c + j] += bias[j];
+  CU_ASSERT(same_bits("add bias", host_f(dy, rows * c), y, (size_t)(rows * c) * sizeof *y));
+  float *yb = bf16_round(frand(rows * c, -1, 1), rows * c), *biasb = bf16_round(frand(c, -1, 1), c);
+  px_bf16 *dyb = dev_bf(yb, rows * c);
+  LAUNCH(px_kc_add_bias_bf16(dyb, dev_bf(biasb, c), rows, c, stream));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < c; j++) yb[r * c + j] += biasb[j];
+  CU_ASSERT(same_bits("add bias bf16", host_bf(dyb, rows * c), bf16_round(yb, rows * c), (size_t)(rows * c) * sizeof *yb));
+  arena_free();
+}
+
+/* ======================= heads ======================= */
+
+static void test_heads(void) {
+  rng_seed(16);
+  const int64_t s = 7, h = 3, d = 5, n = s * h * d;
+  float *x = frand(n, -1, 1), *dx = dev_f(x, n), *got = dalloc((size_t)(s * d) * sizeof(float));
+  float *src = frand(s * d, -1, 1), *dsrc = dev_f(src, s * d);
+  for (int64_t head = 0; head < h; head++) {
+    float *want = falloc(s * d);
+    for (int64_t t = 0; t < s; t++)
+      for (int64_t i = 0; i < d; i++) want[t * d + i] = x[(t * h + head) * d + i];
+    LAUNCH(px_kc_head_get(got, dx, PX_DTYPE_FP32, s, h, d, head, stream));
+    CU_ASSERT(same_bits("head get", host_f(got, s * d), want, (size_t)(s * d) * sizeof *want));
+  }
+  /* put into head 1, then add into head 2: the other heads stay */
+  float *y = fcopy(x, n), *dy = dev_f(x, n);
+  LAUNCH(px_kc_head_put(dy, dsrc, PX_DTYPE_FP32, s, h, d, 1, false, stream));
+  LAUNCH(px_kc_head_put(dy, dsrc, PX_DTYPE_FP32, s, h, d, 2, true, stream));
+  for (int64_t t = 0; t < s; t++)
+    for (int64_t i = 0; i < d; i++) {
+      y[(t * h + 1) * d + i] = src[t * d + i];
+      y[(t * h + 2) * d + i] += src[t * d + i];
+    }
+  CU_ASSERT(same_bits("head put / add", host_f(dy, n), y, (size_t)n * sizeof *y));
+  /* bf16 storage: widened exactly on the way in, rounded once on the way out */
+  float *xb = bf16_round(fcopy(x, n), n);
+  px_bf16 *dxb = dev_bf(xb, n);
+  LAUNCH(px_kc_head_get(got, dxb, PX_DTYPE_BF16, s, h, d, 2, stream));
+  float *want = falloc(s * d);
+  for (int64_t t = 0; t < s; t++)
+    for (int64_t i = 0; i < d; i++) want[t * d + i] = xb[(t * h + 2) * d + i];
+  CU_ASSERT(same_bits("head get bf16", host_f(got, s * d), want, (size_t)(s * d) * sizeof *want));
+  LAUNCH(px_kc_head_put(dxb, dsrc, PX_DTYPE_BF16, s, h, d, 0, true, stream));
+  for (int64_t t = 0; t < s; t++)
+    for (int64_t i = 0; i < d; i++) xb[t * h * d + i] += src[t * d + i];
+  CU_ASSERT(same_bits("head add bf16", host_bf(dxb, n), bf16_round(xb, n), (size_t)n * sizeof *xb));
+  CU_ASSERT_EQUAL(px_kc_head_get(got, dx, PX_DTYPE_FP16, s, h, d, 0, stream), PX_ERR_RUNTIME);
   arena_free();
 }
 
@@ -878,7 +955,7 @@ int main(void) {
       {"rmsnorm", test_rmsnorm},         {"gelu", test_gelu},               {"swiglu", test_swiglu},
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},
       {"cross-entropy", test_cross_entropy}, {"adamw", test_adamw},        {"reduce", test_reduce},
-      {"empty sizes", test_empty},
+      {"heads", test_heads},             {"empty sizes", test_empty},
   };
   int rc = px_test_main("cuda_kernels", tests, sizeof tests / sizeof tests[0]);
   cudaFree(workspace);

@@ -1,0 +1,935 @@
+/* CUDA backend: device memory, the op dispatch onto kernels/cuda, and the
+ * collectives (NCCL, or MPI staged through the host). Everything runs on one
+ * stream in submission order, so the interpreter's order is the device's. */
+#include "exec/cuda/backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cuda/act.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/common.h"
+#include "kernels/cuda/dropout.h"
+#include "kernels/cuda/embed.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/heads.h"
+#include "kernels/cuda/loss.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/rope.h"
+
+#define CACHE_SLOTS 256
+#define SCRATCH_CHUNKS 16
+#define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt: what Hopper kernels want */
+
+typedef struct {
+  void *p;
+  uint64_t bytes;
+} block;
+
+/* Scratch of one op call: chunks that never move (a pointer handed out stays
+ * valid for the whole call) and are all free again at the next call. */
+typedef struct {
+  char *p;
+  uint64_t cap, used;
+} chunk;
+
+typedef struct {
+  const px_comm *comm;
+  int device;
+  cudaStream_t stream;
+  cublasLtHandle_t lt;
+  void *workspace;
+  bool nccl;                         /* false: MPI through host memory */
+  ncclComm_t nc[PX_GROUP_COUNT];     /* per group (ALL: the world, also for p2p) */
+  int nc_rank[PX_GROUP_COUNT];
+  double timeout_s;
+  block cache[CACHE_SLOTS];          /* freed device blocks, reused by exact size */
+  int ncache;
+  chunk scratch[SCRATCH_CHUNKS];
+  double *dsum;                      /* (1) device: sums of squares */
+  float *ones;                       /* (nones) device: 1.0f, the loss backward's row sums */
+  int64_t nones;
+} cuda;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static px_status cu_check(cudaError_t e, const char *what, px_err *err) {
+  if (e == cudaSuccess) return PX_OK;
+  return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s: %s", what, cudaGetErrorString(e));
+}
+
+static px_status nccl_check(ncclResult_t r, const char *what, px_err *err) {
+  if (r == ncclSuccess) return PX_OK;
+  return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s: %s", what, ncclGetErrorString(r));
+}
+
+/* A launcher's status with its message (kernels/cuda keep the text). */
+static px_status kc(px_status st, px_err *err) {
+  if (st == PX_OK) return PX_OK;
+  return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s", px_kc_last_error());
+}
+
+int px_cuda_device_count(void) {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+/* ---- waiting, with the communicators watched ---- */
+
+static void abort_comms(cuda *c) {
+  for (int g = 0; g < PX_GROUP_COUNT; g++)
+    if (c->nc[g]) {
+      ncclCommAbort(c->nc[g]);
+      c->nc[g] = NULL;
+    }
+}
+
+/* Waits for the stream; a NCCL error reported asynchronously, or no progress
+ * within the timeout, aborts the communicators (which releases the stuck
+ * kernels) and fails. */
+static px_status wait_stream(cuda *c, px_err *err) {
+  double t0 = now_s();
+  for (;;) {
+    cudaError_t q = cudaStreamQuery(c->stream);
+    if (q == cudaSuccess) return PX_OK;
+    if (q != cudaErrorNotReady) return cu_check(q, "a kernel or copy failed", err);
+    for (int g = 0; g < PX_GROUP_COUNT; g++) {
+      ncclResult_t async = ncclSuccess;
+      if (c->nc[g] && ncclCommGetAsyncError(c->nc[g], &async) == ncclSuccess && async != ncclSuccess &&
+          async != ncclInProgress) {
+        abort_comms(c);
+        return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: NCCL (%s group) failed: %s", px_group_names[g],
+                          ncclGetErrorString(async));
+      }
+    }
+    if (now_s() - t0 > c->timeout_s) {
+      abort_comms(c);
+      return px_err_set(err, PX_ERR_RUNTIME,
+                        "cuda backend: the device made no progress for %.0f s (a collective waits for a rank that "
+                        "failed or stopped?); communicators aborted (PX_COMM_TIMEOUT_S sets the limit)",
+                        c->timeout_s);
+    }
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* ---- memory ---- */
+
+static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
+  cuda *c = b->impl;
+  *out = NULL;
+  void *p = NULL;
+  for (int i = c->ncache - 1; i >= 0 && !p; i--)
+    if (c->cache[i].bytes == bytes) {
+      p = c->cache[i].p;
+      c->cache[i] = c->cache[--c->ncache];
+    }
+  if (!p) {
+    /* the cache holds freed blocks of other sizes: give them back before failing */
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation && c->ncache) {
+      cudaGetLastError();
+      cudaStreamSynchronize(c->stream);
+      for (int i = 0; i < c->ncache; i++) cudaFree(c->cache[i].p);
+      c->ncache = 0;
+      e = cudaMalloc(&p, bytes ? bytes : 1);
+    }
+    if (e != cudaSuccess)
+      return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: out of device memory allocating %llu bytes (%s)",
+                        (unsigned long long)bytes, cudaGetErrorString(e));
+  }
+  px_status st = cu_check(cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemsetAsync", err);
+  if (st) {
+    cudaFree(p);
+    return st;
+  }
+  *out = p;
+  return PX_OK;
+}
+
+/* Stream-ordered reuse: a block freed here is reused only by later work on
+ * the same stream. */
+static void cu_release(px_backend *b, void *p, uint64_t bytes) {
+  if (!p) return;
+  cuda *c = b->impl;
+  if (c->ncache == CACHE_SLOTS) {
+    cudaStreamSynchronize(c->stream);
+    cudaFree(c->cache[0].p);
+    c->cache[0] = c->cache[--c->ncache];
+  }
+  c->cache[c->ncache++] = (block){p, bytes};
+}
+
+static px_status cu_zero(px_backend *b, void *p, uint64_t bytes, px_err *err) {
+  cuda *c = b->impl;
+  return cu_check(cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemsetAsync", err);
+}
+
+static px_status cu_copy(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err) {
+  cuda *c = b->impl;
+  if (dst == src || !bytes) return PX_OK;
+  return cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "cudaMemcpyAsync", err);
+}
+
+/* From pageable host memory: returns once the host buffer has been read. */
+static px_status cu_upload(px_backend *b, void *dst, const void *host, uint64_t bytes, px_err *err) {
+  cuda *c = b->impl;
+  if (!bytes) return PX_OK;
+  return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->stream), "cudaMemcpyAsync (upload)",
+                  err);
+}
+
+static px_status cu_download(px_backend *b, void *host, const void *src, uint64_t bytes, px_err *err) {
+  cuda *c = b->impl;
+  px_status st = wait_stream(c, err);
+  if (st || !bytes) return st;
+  return cu_check(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)", err);
+}
+
+static px_status cu_sync(px_backend *b, px_err *err) { return wait_stream(b->impl, err); }
+
+/* n bytes of scratch for the current op call (see chunk). */
+static px_status scratch(cuda *c, uint64_t bytes, void **out, px_err *err) {
+  bytes = (bytes + 255) & ~(uint64_t)255;
+  uint64_t largest = 0;
+  for (int i = 0; i < SCRATCH_CHUNKS; i++) {
+    chunk *k = &c->scratch[i];
+    if (k->p && k->cap - k->used >= bytes) {
+      *out = k->p + k->used;
+      k->used += bytes;
+      return PX_OK;
+    }
+    if (k->cap > largest) largest = k->cap;
+  }
+  for (int i = 0; i < SCRATCH_CHUNKS; i++) {
+    chunk *k = &c->scratch[i];
+    if (k->p) continue;
+    uint64_t cap = bytes > 2 * largest ? bytes : 2 * largest;
+    cudaError_t e = cudaMalloc((void **)&k->p, cap);
+    if (e != cudaSuccess) {
+      k->p = NULL;
+      return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: out of device memory for %llu bytes of scratch (%s)",
+                        (unsigned long long)bytes, cudaGetErrorString(e));
+    }
+    k->cap = cap;
+    k->used = bytes;
+    *out = k->p;
+    return PX_OK;
+  }
+  return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend scratch chunks exhausted");
+}
+
+static void scratch_reset(cuda *c) {
+  for (int i = 0; i < SCRATCH_CHUNKS; i++) c->scratch[i].used = 0;
+}
+
+/* ---- operands ---- */
+
+/* An operand's dtype, from its slot; the interpreter's synthetic ops (no
+ * slot) work on gradients. */
+static px_dtype operand_dtype(const px_exec_op *e, px_ref r) {
+  return r.slot >= 0 ? (px_dtype)e->plan->slots[r.slot].dtype : e->plan->grad_dtype;
+}
+
+static uint64_t operand_elems(const px_exec_op *e, px_ref r) {
+  return r.slot >= 0 ? e->plan->slots[r.slot].elems : (uint64_t)e->count;
+}
+
+/* Operand bits for widen(): outputs 0..3, inputs 4..9. */
+#define OUT_BIT(j) (1u << (j))
+#define IN_BIT(j) (1u << (PX_OP_OUTS + (j)))
+#define ALL_OPERANDS 0x3ffu
+
+/* Widened outputs to narrow back after the op. */
+typedef struct {
+  void *orig[PX_OP_OUTS];
+  uint64_t n[PX_OP_OUTS];
+} narrowing;
+
+/* *w = *e with the chosen bf16 operands replaced by fp32 copies in scratch
+ * (an operand given twice, as in place ops do, gets one copy). */
+static px_status widen(cuda *c, const px_exec_op *e, px_exec_op *w, unsigned which, narrowing *nb, px_err *err) {
+  *w = *e;
+  memset(nb, 0, sizeof *nb);
+  void *from[PX_OP_OUTS + PX_OP_INS], *to[PX_OP_OUTS + PX_OP_INS];
+  int nwide = 0;
+  for (int k = 0; k < PX_OP_OUTS + PX_OP_INS; k++) {
+    bool is_out = k < PX_OP_OUTS;
+    int j = is_out ? k : k - PX_OP_OUTS;
+    void **slot = is_out ? &w->out[j] : &w->in[j];
+    px_ref r = is_out ? e->op->out[j] : e->op->in[j];
+    if (!(which & (1u << k)) || !*slot || operand_dtype(e, r) != PX_DTYPE_BF16) continue;
+    void *wide = NULL;
+    for (int i = 0; i < nwide && !wide; i++)
+      if (from[i] == *slot) wide = to[i];
+    uint64_t n = operand_elems(e, r);
+    if (!wide) {
+      px_status st = scratch(c, n * sizeof(float), &wide, err);
+      if (!st) st = kc(px_kc_to_fp32(wide, *slot, (int64_t)n, c->stream), err);
+      if (st) return st;
+      from[nwide] = *slot, to[nwide++] = wide;
+    }
+    if (is_out) nb->orig[j] = *slot, nb->n[j] = n;
+    *slot = wide;
+  }
+  return PX_OK;
+}
+
+static px_status narrow(cuda *c, const px_exec_op *w, const narrowing *nb, px_err *err) {
+  px_status st = PX_OK;
+  for (int j = 0; j < PX_OP_OUTS && !st; j++)
+    if (nb->orig[j]) st = kc(px_kc_to_bf16(nb->orig[j], w->out[j], (int64_t)nb->n[j], c->stream), err);
+  return st;
+}
+
+static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err);
+
+/* An op without a bf16 kernel: on fp32 copies of every bf16 operand. */
+static px_status widened(px_backend *be, const px_exec_op *e, px_err *err) {
+  px_exec_op w;
+  narrowing nb;
+  px_status st = widen(be->impl, e, &w, ALL_OPERANDS, &nb, err);
+  if (!st) st = op_dispatch(be, &w, PX_DTYPE_FP32, err);
+  if (!st) st = narrow(be->impl, &w, &nb, err);
+  return st;
+}
+
+/* ---- composite ops ---- */
+
+/* Vocabulary-parallel cross-entropy: per-row max, sum of exponentials and
+ * target logit, each all-reduced over TP, then the loss and log-probabilities
+ * (out[0], fp32). bf16 logits are widened into out[0] first. */
+static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
+  cuda *c = be->impl;
+  const int64_t *d = e->op->dim;
+  int64_t n = d[0], vl = d[1], vstart = e->tp_rank * vl;
+  bool tp = e->plan->par.tp > 1;
+  const float *logits = e->in[0];
+  const int32_t *targets = e->in[1];
+  px_status st = PX_OK;
+  if (dt == PX_DTYPE_BF16) {
+    st = kc(px_kc_to_fp32(e->out[0], e->in[0], n * vl, c->stream), err);
+    logits = e->out[0];
+  }
+  float *mx = NULL;
+  if (!st) st = scratch(c, (uint64_t)(3 * n) * sizeof(float), (void **)&mx, err);
+  if (st) return st;
+  float *sum = mx + n, *tl = mx + 2 * n;
+  st = kc(px_kc_ce_max_local(mx, logits, n, vstart, vl, d[2], c->stream), err);
+  if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, mx, (uint64_t)n, PX_DTYPE_FP32, PX_RED_MAX, err);
+  if (!st) st = kc(px_kc_ce_sumexp_local(sum, logits, mx, n, vstart, vl, d[2], c->stream), err);
+  if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, sum, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+  if (!st) st = kc(px_kc_ce_target_local(tl, logits, targets, n, vstart, vl, c->stream), err);
+  if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, tl, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+  if (!st) st = kc(px_kc_ce_loss(e->out[1], mx, sum, tl, targets, n, c->stream), err);
+  if (!st) st = kc(px_kc_ce_logprobs(e->out[0], logits, mx, sum, n, vl, c->stream), err);
+  return st;
+}
+
+/* From the log-probabilities (row max 0, row sum 1); with bf16 the fp32
+ * gradient is formed in place of the log-probabilities (their last use) and
+ * rounded into out[0]. */
+static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
+  cuda *c = be->impl;
+  const int64_t *d = e->op->dim;
+  int64_t n = d[0], vl = d[1];
+  px_status st = PX_OK;
+  if (c->nones < n) {
+    float *host = malloc((size_t)n * sizeof *host);
+    if (!host) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    for (int64_t i = 0; i < n; i++) host[i] = 1.0f;
+    cudaFree(c->ones);
+    c->ones = NULL;
+    c->nones = 0;
+    st = cu_check(cudaMalloc((void **)&c->ones, (size_t)n * sizeof(float)), "cudaMalloc", err);
+    if (!st) st = cu_check(cudaMemcpy(c->ones, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy", err);
+    if (!st) c->nones = n;
+    free(host);
+  }
+  float *zeros = NULL;
+  if (!st) st = scratch(c, (uint64_t)n * sizeof(float), (void **)&zeros, err);
+  if (!st) st = cu_check(cudaMemsetAsync(zeros, 0, (size_t)n * sizeof(float), c->stream), "cudaMemsetAsync", err);
+  float *dlogits = dt == PX_DTYPE_BF16 ? e->in[0] : e->out[0];
+  if (!st)
+    st = kc(px_kc_ce_bwd(dlogits, e->in[0], zeros, c->ones, e->in[1], n, e->tp_rank * vl, vl, d[2], e->loss_scale,
+                         c->stream),
+            err);
+  if (!st && dt == PX_DTYPE_BF16) st = kc(px_kc_to_bf16(e->out[0], dlogits, n * vl, c->stream), err);
+  return st;
+}
+
+/* Fused attention, a head at a time in the fp32 workspace (the CPU twin's
+ * layout): A probabilities, Bp the dropped-out ones (or dS), C d(dropped P),
+ * then q, k, v, x, dq, dk, dv heads of (S, D). Dropout masks are drawn again
+ * in the backward, never stored. */
+static px_status flash(px_backend *be, const px_exec_op *e, px_dtype dt, bool bwd, px_err *err) {
+  cuda *c = be->impl;
+  cudaStream_t s = c->stream;
+  const int64_t *d = e->op->dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], group = HQ / HKV;
+  uint64_t el = px_dtype_bytes(dt), SS = (uint64_t)(S * S) * sizeof(float), SD = (uint64_t)(S * D) * sizeof(float);
+  float scale = 1.0f / sqrtf((float)D), p = (float)e->plan->model.dropout;
+  float *ws = bwd ? e->out[3] : e->out[2];
+  float *A = ws, *Bp = ws + S * S, *C = ws + 2 * S * S, *sl = ws + 3 * S * S;
+  float *qh = sl, *kh = sl + S * D, *vh = sl + 2 * S * D, *xh = sl + 3 * S * D, *dqh = sl + 4 * S * D,
+        *dkh = sl + 5 * S * D, *dvh = sl + 6 * S * D;
+  const char *q = bwd ? e->in[1] : e->in[0], *k = bwd ? e->in[2] : e->in[1], *v = bwd ? e->in[3] : e->in[2];
+  uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
+  px_status st = PX_OK;
+  for (int64_t b = 0; b < B && !st; b++)
+    for (int64_t h = 0; h < HQ && !st; h++) {
+      int64_t g = h / group;
+      uint64_t qrow = (uint64_t)(b * S * HQ * D) * el, kvrow = (uint64_t)(b * S * HKV * D) * el;
+      uint64_t off = px_exec_head_dropout_offset(e, b, h, S);
+      float *P = A;
+      st = kc(px_kc_head_get(qh, q + qrow, dt, S, HQ, D, h, s), err);
+      if (!st) st = kc(px_kc_head_get(kh, k + kvrow, dt, S, HKV, D, g, s), err);
+      if (!st) st = kc(px_kc_head_get(vh, v + kvrow, dt, S, HKV, D, g, s), err);
+      if (!st) st = kc(px_kc_attn_scores_fwd(A, qh, kh, 1, S, 1, 1, D, scale, s), err);
+      if (!st) st = kc(px_kc_attn_softmax_fwd(A, A, 1, S, s), err);
+      if (!st && p > 0) {
+        P = Bp;
+        st = cu_check(cudaMemcpyAsync(Bp, A, SS, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync", err);
+        if (!st) st = kc(px_kc_dropout_fwd(Bp, NULL, Bp, S * S, p, seed, off, s), err);
+      }
+      if (!st && !bwd) {
+        st = kc(px_kc_attn_context_fwd(xh, P, vh, 1, S, 1, 1, D, s), err);
+        if (!st) st = kc(px_kc_head_put((char *)e->out[0] + qrow, xh, dt, S, HQ, D, h, false, s), err);
+        continue;
+      }
+      if (!st) st = kc(px_kc_head_get(xh, (const char *)e->in[0] + qrow, dt, S, HQ, D, h, s), err); /* dctx */
+      if (!st) st = cu_check(cudaMemsetAsync(C, 0, SS, s), "cudaMemsetAsync", err);
+      if (!st) st = cu_check(cudaMemsetAsync(dvh, 0, SD, s), "cudaMemsetAsync", err);
+      if (!st) st = kc(px_kc_attn_context_bwd(C, dvh, xh, P, vh, 1, S, 1, 1, D, s), err);
+      if (!st && p > 0) st = kc(px_kc_dropout_fwd(C, NULL, C, S * S, p, seed, off, s), err); /* -> dP */
+      if (!st) st = cu_check(cudaMemsetAsync(Bp, 0, SS, s), "cudaMemsetAsync", err);
+      if (!st) st = kc(px_kc_attn_softmax_bwd(Bp, C, A, 1, S, s), err); /* Bp = dS */
+      if (!st) st = cu_check(cudaMemsetAsync(dqh, 0, 2 * SD, s), "cudaMemsetAsync", err); /* dq, dk */
+      if (!st) st = kc(px_kc_attn_scores_bwd(dqh, dkh, Bp, qh, kh, 1, S, 1, 1, D, scale, s), err);
+      if (!st) st = kc(px_kc_head_put((char *)e->out[0] + qrow, dqh, dt, S, HQ, D, h, true, s), err);
+      if (!st) st = kc(px_kc_head_put((char *)e->out[1] + kvrow, dkh, dt, S, HKV, D, g, true, s), err);
+      if (!st) st = kc(px_kc_head_put((char *)e->out[2] + kvrow, dvh, dt, S, HKV, D, g, true, s), err);
+    }
+  return st;
+}
+
+/* Bias of a row-parallel layer, then dropout row by row (masks of global indices). */
+static px_status dropout_fwd(cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
+  const int64_t *d = e->op->dim;
+  px_dropout_geom g = px_exec_dropout_geom(e);
+  uint64_t el = px_dtype_bytes(dt), n = (uint64_t)(g.rows * g.row_elems);
+  char *y = e->out[0];
+  uint8_t *mask = e->out[1];
+  bool bf = dt == PX_DTYPE_BF16;
+  px_status st = y == e->in[0] ? PX_OK
+                               : cu_check(cudaMemcpyAsync(y, e->in[0], n * el, cudaMemcpyDeviceToDevice, c->stream),
+                                          "cudaMemcpyAsync", err);
+  if (!st && e->in[1])
+    st = kc(bf ? px_kc_add_bias_bf16((px_bf16 *)y, e->in[1], (int64_t)n / d[2], d[2], c->stream)
+               : px_kc_add_bias((float *)y, e->in[1], (int64_t)n / d[2], d[2], c->stream),
+            err);
+  for (int64_t b = 0; b < g.rows && !st; b++) {
+    uint64_t off = (uint64_t)(b * g.row_elems), first = px_exec_dropout_row(e, &g, b);
+    void *yb = y + off * el;
+    st = kc(bf ? px_kc_dropout_fwd_bf16(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, c->stream)
+               : px_kc_dropout_fwd(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, c->stream),
+            err);
+  }
+  return st;
+}
+
+/* RoPE backward in place: the inverse rotation of a copy, accumulated into the zeroed buffer. */
+static px_status rope_bwd(cuda *c, void *x, int64_t B, int64_t S, int64_t H, int64_t D, float theta, px_dtype dt,
+                          px_err *err) {
+  uint64_t bytes = (uint64_t)(B * S * H * D) * px_dtype_bytes(dt);
+  void *tmp;
+  px_status st = scratch(c, bytes, &tmp, err);
+  if (!st) st = cu_check(cudaMemcpyAsync(tmp, x, bytes, cudaMemcpyDeviceToDevice, c->stream), "cudaMemcpyAsync", err);
+  if (!st) st = cu_check(cudaMemsetAsync(x, 0, bytes, c->stream), "cudaMemsetAsync", err);
+  if (!st)
+    st = kc(dt == PX_DTYPE_BF16 ? px_kc_rope_bwd_bf16(x, tmp, B, S, H, D, 0, theta, c->stream)
+                                : px_kc_rope_bwd(x, tmp, B, S, H, D, 0, theta, c->stream),
+            err);
+  return st;
+}
+
+/* Sum of squares of a gradient range into the host double. */
+static px_status grad_norm(cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
+  px_status st = kc(dt == PX_DTYPE_BF16 ? px_kc_sumsq_bf16(c->dsum, e->in[0], e->count, c->stream)
+                                        : px_kc_sumsq(c->dsum, e->in[0], e->count, c->stream),
+                    err);
+  double v = 0;
+  if (!st) st = wait_stream(c, err);
+  if (!st) st = cu_check(cudaMemcpy(&v, c->dsum, sizeof v, cudaMemcpyDeviceToHost), "cudaMemcpy", err);
+  if (!st) *e->sumsq_out += v;
+  return st;
+}
+
+static px_status adamw(cuda *c, const px_exec_op *e, px_err *err) {
+  if (e->out[3]) /* mixed precision: fp32 master, bf16 gradient and model copy */
+    return kc(px_kc_adamw_bf16(e->out[0], e->out[1], e->out[2], e->in[0], e->out[3], e->count, e->lr, e->beta1,
+                               e->beta2, e->eps, e->weight_decay, e->grad_scale, e->adam_t, c->stream),
+              err);
+  px_status st = PX_OK;
+  if (e->grad_scale != 1.0f) st = kc(px_kc_scale(e->in[0], e->count, e->grad_scale, c->stream), err);
+  if (!st)
+    st = kc(px_kc_adamw(e->out[0], e->out[1], e->out[2], e->in[0], e->count, e->lr, e->beta1, e->beta2, e->eps,
+                        e->weight_decay, e->adam_t, c->stream),
+            err);
+  return st;
+}
+
+/* ---- the op dispatch ---- */
+
+/* dt: the op's activation dtype (fp32 on widened copies). */
+static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
+  cuda *c = be->impl;
+  cudaStream_t s = c->stream;
+  const px_op *o = e->op;
+  const px_model *m = &e->plan->model;
+  const int64_t *d = o->dim;
+  void *const *out = e->out, *const *in = e->in;
+  bool bf = dt == PX_DTYPE_BF16, ln = m->norm == PX_NORM_LAYERNORM;
+  uint64_t el = px_dtype_bytes(dt);
+  float eps = (float)m->norm_eps, theta = (float)m->rope_theta;
+  int64_t vstart = e->tp_rank * d[2];
+  switch ((px_op_kind)o->kind) {
+    case PX_OP_EMBED:
+      return kc(bf ? px_kc_embed_fwd_bf16(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s)
+                   : px_kc_embed_fwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s),
+                err);
+    case PX_OP_EMBED_BWD:
+      if (bf) return widened(be, e, err);
+      return kc(px_kc_embed_bwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
+    case PX_OP_POS: {
+      int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
+      return kc(bf ? px_kc_pos_fwd_bf16(out[0], in[1], d[0], d[1], d[2], pos0, s)
+                   : px_kc_pos_fwd(out[0], in[1], d[0], d[1], d[2], pos0, s),
+                err);
+    }
+    case PX_OP_POS_BWD: {
+      if (bf) return widened(be, e, err);
+      int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
+      return kc(px_kc_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0, s), err);
+    }
+    case PX_OP_NORM:
+      if (ln)
+        return kc(bf ? px_kc_layernorm_fwd_bf16(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], eps, s)
+                     : px_kc_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], eps, s),
+                  err);
+      return kc(bf ? px_kc_rmsnorm_fwd_bf16(out[0], out[1], in[0], in[1], d[0], d[1], eps, s)
+                   : px_kc_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], eps, s),
+                err);
+    case PX_OP_NORM_BWD: {
+      if (!bf) {
+        if (ln)
+          return kc(px_kc_layernorm_bwd(out[0], out[1], out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1], s), err);
+        return kc(px_kc_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1], s), err);
+      }
+      /* the bf16 kernels accumulate weight gradients in fp32: widen those */
+      px_exec_op w;
+      narrowing nb;
+      px_status st = widen(c, e, &w, OUT_BIT(1) | OUT_BIT(2), &nb, err);
+      if (!st && ln)
+        st = kc(px_kc_layernorm_bwd_bf16(w.out[0], w.out[1], w.out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1], s),
+                err);
+      else if (!st)
+        st = kc(px_kc_rmsnorm_bwd_bf16(w.out[0], w.out[1], in[0], in[1], in[4], in[2], d[0], d[1], s), err);
+      if (!st) st = narrow(c, &w, &nb, err);
+      return st;
+    }
+    case PX_OP_LINEAR: {
+      px_status st = PX_OK;
+      int64_t off = 0;
+      for (int i = 0; i < 3 && d[3 + i] > 0 && !st; i++) {
+        const char *w = (const char *)in[1] + (uint64_t)(off * d[2]) * el;
+        const char *bias = in[2] ? (const char *)in[2] + (uint64_t)off * el : NULL;
+        st = kc(px_kc_linear_fwd(c->lt, out[i], in[0], w, bias, d[0], d[2], d[3 + i], dt, c->workspace,
+                                 WORKSPACE_BYTES, s),
+                err);
+        off += d[3 + i];
+      }
+      return st;
+    }
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT: {
+      bool data = o->kind == PX_OP_LINEAR_BWD_DATA;
+      px_status st = PX_OK;
+      int64_t off = 0;
+      for (int i = 0; i < 3 && d[3 + i] > 0 && !st; i++) {
+        uint64_t wo = (uint64_t)(off * d[2]) * el, bo = (uint64_t)off * el;
+        if (data)
+          st = kc(px_kc_linear_bwd(c->lt, out[0], NULL, NULL, in[i], NULL, (const char *)in[3] + wo, d[0], d[2],
+                                   d[3 + i], dt, c->workspace, WORKSPACE_BYTES, s),
+                  err);
+        else
+          st = kc(px_kc_linear_bwd(c->lt, NULL, (char *)out[0] + wo, out[1] ? (char *)out[1] + bo : NULL, in[i],
+                                   in[3], NULL, d[0], d[2], d[3 + i], dt, c->workspace, WORKSPACE_BYTES, s),
+                  err);
+        off += d[3 + i];
+      }
+      return st;
+    }
+    case PX_OP_ROPE: {
+      px_status st = kc(bf ? px_kc_rope_fwd_bf16(out[0], in[0], d[0], d[1], d[2], d[4], 0, theta, s)
+                           : px_kc_rope_fwd(out[0], in[0], d[0], d[1], d[2], d[4], 0, theta, s),
+                        err);
+      if (!st)
+        st = kc(bf ? px_kc_rope_fwd_bf16(out[1], in[1], d[0], d[1], d[3], d[4], 0, theta, s)
+                   : px_kc_rope_fwd(out[1], in[1], d[0], d[1], d[3], d[4], 0, theta, s),
+                err);
+      return st;
+    }
+    case PX_OP_ROPE_BWD: {
+      px_status st = rope_bwd(c, out[0], d[0], d[1], d[2], d[4], theta, dt, err);
+      if (!st) st = rope_bwd(c, out[1], d[0], d[1], d[3], d[4], theta, dt, err);
+      return st;
+    }
+    case PX_OP_ATTN_SCORES:
+    case PX_OP_ATTN_SCORES_BWD:
+    case PX_OP_SOFTMAX:
+    case PX_OP_SOFTMAX_BWD:
+    case PX_OP_ATTN_CONTEXT:
+    case PX_OP_ATTN_CONTEXT_BWD:
+      if (bf) return widened(be, e, err);
+      break;
+    case PX_OP_FLASH_ATTN: return flash(be, e, dt, false, err);
+    case PX_OP_FLASH_ATTN_BWD: return flash(be, e, dt, true, err);
+    case PX_OP_DROPOUT: return dropout_fwd(c, e, dt, err);
+    case PX_OP_DROPOUT_BWD: {
+      float p = (float)m->dropout;
+      return kc(bf ? px_kc_dropout_bwd_bf16(out[0], in[0], in[1], d[0], p, s)
+                   : px_kc_dropout_bwd(out[0], in[0], in[1], d[0], p, s),
+                err);
+    }
+    case PX_OP_ADD: {
+      px_status st = kc(bf ? px_kc_add_bf16(out[0], in[0], in[1], d[0], s) : px_kc_add(out[0], in[0], in[1], d[0], s), err);
+      if (!st && in[2])
+        st = kc(bf ? px_kc_add_bias_bf16(out[0], in[2], d[0] / d[1], d[1], s)
+                   : px_kc_add_bias(out[0], in[2], d[0] / d[1], d[1], s),
+                err);
+      return st;
+    }
+    case PX_OP_ACC: return kc(bf ? px_kc_acc_bf16(out[0], in[0], d[0], s) : px_kc_acc(out[0], in[0], d[0], s), err);
+    case PX_OP_GELU: return kc(bf ? px_kc_gelu_fwd_bf16(out[0], in[0], d[0], s) : px_kc_gelu_fwd(out[0], in[0], d[0], s), err);
+    case PX_OP_GELU_BWD:
+      return kc(bf ? px_kc_gelu_bwd_bf16(out[0], in[0], in[1], d[0], s) : px_kc_gelu_bwd(out[0], in[0], in[1], d[0], s),
+                err);
+    case PX_OP_SWIGLU:
+      return kc(bf ? px_kc_swiglu_fwd_bf16(out[0], in[0], in[1], d[0], s)
+                   : px_kc_swiglu_fwd(out[0], in[0], in[1], d[0], s),
+                err);
+    case PX_OP_SWIGLU_BWD:
+      return kc(bf ? px_kc_swiglu_bwd_bf16(out[0], out[1], in[0], in[1], in[2], d[0], s)
+                   : px_kc_swiglu_bwd(out[0], out[1], in[0], in[1], in[2], d[0], s),
+                err);
+    case PX_OP_LOSS: return loss_fwd(be, e, dt, err);
+    case PX_OP_LOSS_BWD: return loss_bwd(be, e, dt, err);
+    case PX_OP_GRAD_NORM: return grad_norm(c, e, dt, err);
+    case PX_OP_ADAMW: return adamw(c, e, err);
+    default: return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: op %s is not an op it runs", px_op_names[o->kind]);
+  }
+  /* the unfused attention in fp32 */
+  float sc = 1.0f / sqrtf((float)d[4]);
+  switch ((px_op_kind)o->kind) {
+    case PX_OP_ATTN_SCORES: return kc(px_kc_attn_scores_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], sc, s), err);
+    case PX_OP_ATTN_SCORES_BWD:
+      return kc(px_kc_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], sc, s), err);
+    case PX_OP_SOFTMAX: return kc(px_kc_attn_softmax_fwd(out[0], in[0], d[0], d[1], s), err);
+    case PX_OP_SOFTMAX_BWD: return kc(px_kc_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], s), err);
+    case PX_OP_ATTN_CONTEXT: return kc(px_kc_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], s), err);
+    default:
+      return kc(px_kc_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], s), err);
+  }
+}
+
+static px_status cu_op(px_backend *be, const px_exec_op *e, px_err *err) {
+  cuda *c = be->impl;
+  scratch_reset(c);
+  return op_dispatch(be, e, e->plan->act_dtype, err);
+}
+
+/* ---- collectives ---- */
+
+static ncclDataType_t nccl_type(px_dtype dt) {
+  switch (dt) {
+    case PX_DTYPE_BF16: return ncclBfloat16;
+    case PX_DTYPE_FP16: return ncclFloat16;
+    default: return ncclFloat32;
+  }
+}
+
+static px_status nccl_comm(cuda *c, px_group g, ncclComm_t *out, px_err *err) {
+  *out = c->nc[g];
+  if (!*out) return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend has no %s communicator", px_group_names[g]);
+  return PX_OK;
+}
+
+/* The MPI fallback: device -> host -> MPI -> device. Sums run in fp32 on the host. */
+typedef enum { STAGED_ALLREDUCE, STAGED_ALLGATHER, STAGED_REDUCE_SCATTER } staged_kind;
+
+static px_status staged(px_backend *be, staged_kind kind, px_group g, void *out, const void *in, uint64_t count,
+                        px_dtype dt, px_redop op, px_err *err) {
+  cuda *c = be->impl;
+  MPI_Comm mc = px_comm_of(c->comm, g);
+  int n = 1, rank = 0;
+  MPI_Comm_size(mc, &n);
+  MPI_Comm_rank(mc, &rank);
+  uint64_t el = px_dtype_bytes(dt), total = kind == STAGED_ALLREDUCE ? count : count * (uint64_t)n;
+  if (total > (uint64_t)INT32_MAX / 4)
+    return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: a %llu-element collective is too large for the MPI fallback",
+                      (unsigned long long)total);
+  char *raw = malloc(total * el + 1);
+  float *f = malloc(total * sizeof *f + 1);
+  px_status st = raw && f ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  if (!st && kind == STAGED_ALLGATHER) {
+    const char *mine = in == out ? (const char *)out + (uint64_t)rank * count * el : in;
+    st = be->download(be, raw + (uint64_t)rank * count * el, mine, count * el, err);
+    if (!st)
+      st = px_comm_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, raw, (int)(count * el), MPI_BYTE, mc), "MPI_Allgather", err);
+    if (!st) st = be->upload(be, out, raw, total * el, err);
+  } else if (!st) {
+    st = be->download(be, raw, kind == STAGED_ALLREDUCE ? out : in, total * el, err);
+    if (!st) px_dtype_to_fp32(f, raw, dt, total);
+    MPI_Op mop = op == PX_RED_MAX ? MPI_MAX : MPI_SUM;
+    if (!st && kind == STAGED_ALLREDUCE)
+      st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, f, (int)count, MPI_FLOAT, mop, mc), "MPI_Allreduce", err);
+    if (!st && kind == STAGED_REDUCE_SCATTER)
+      st = px_comm_check(MPI_Reduce_scatter_block(MPI_IN_PLACE, f, (int)count, MPI_FLOAT, mop, mc),
+                         "MPI_Reduce_scatter", err);
+    if (!st) px_dtype_from_fp32(raw, dt, f, count);
+    if (!st) st = be->upload(be, out, raw, count * el, err);
+  }
+  free(raw);
+  free(f);
+  return st;
+}
+
+static px_status cu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
+                              px_err *err) {
+  cuda *c = be->impl;
+  if (!count) return PX_OK;
+  if (!c->nccl) return staged(be, STAGED_ALLREDUCE, g, buf, buf, count, dt, op, err);
+  ncclComm_t nc;
+  px_status st = nccl_comm(c, g, &nc, err);
+  if (st) return st;
+  return nccl_check(ncclAllReduce(buf, buf, count, nccl_type(dt), op == PX_RED_MAX ? ncclMax : ncclSum, nc, c->stream),
+                    "ncclAllReduce", err);
+}
+
+/* in == out: in place, this rank's part already at its place in out. */
+static px_status cu_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
+                              px_err *err) {
+  cuda *c = be->impl;
+  if (!count_in) return PX_OK;
+  if (!c->nccl) return staged(be, STAGED_ALLGATHER, g, out, in, count_in, dt, PX_RED_SUM, err);
+  ncclComm_t nc;
+  px_status st = nccl_comm(c, g, &nc, err);
+  if (st) return st;
+  const void *send = in == out ? (const char *)out + (uint64_t)c->nc_rank[g] * count_in * px_dtype_bytes(dt) : in;
+  return nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, c->stream), "ncclAllGather", err);
+}
+
+static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
+                                   px_dtype dt, px_err *err) {
+  cuda *c = be->impl;
+  if (!count_out) return PX_OK;
+  if (!c->nccl) return staged(be, STAGED_REDUCE_SCATTER, g, out, in, count_out, dt, PX_RED_SUM, err);
+  ncclComm_t nc;
+  px_status st = nccl_comm(c, g, &nc, err);
+  if (st) return st;
+  return nccl_check(ncclReduceScatter(in, out, count_out, nccl_type(dt), ncclSum, nc, c->stream), "ncclReduceScatter",
+                    err);
+}
+
+/* NCCL pairs the k-th send from a rank with the k-th receive from it on the
+ * peer; both sides order their batch by tag (forward before backward), as MPI
+ * matches by tag. */
+static px_status cu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
+  cuda *c = be->impl;
+  if (n > 16) return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: p2p batch of %d is too large", n);
+  px_status st = PX_OK;
+  if (c->nccl) {
+    int order[16];
+    for (int i = 0; i < n; i++) {
+      int j = i;
+      for (; j > 0 && items[order[j - 1]].tag > items[i].tag; j--) order[j] = order[j - 1];
+      order[j] = i;
+    }
+    ncclComm_t nc;
+    if ((st = nccl_comm(c, PX_GROUP_ALL, &nc, err))) return st;
+    st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
+    for (int k = 0; k < n && !st; k++) {
+      px_p2p *it = &items[order[k]];
+      st = nccl_check(it->send ? ncclSend(it->buf, it->bytes, ncclInt8, it->peer, nc, c->stream)
+                               : ncclRecv(it->buf, it->bytes, ncclInt8, it->peer, nc, c->stream),
+                      it->send ? "ncclSend" : "ncclRecv", err);
+    }
+    px_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", err);
+    return st ? st : end;
+  }
+  /* MPI: stage sends through the host, receive into the host, then upload */
+  char *host[16] = {0};
+  MPI_Request req[16];
+  int posted = 0;
+  for (int i = 0; i < n && !st; i++) {
+    if (items[i].bytes > (uint64_t)INT32_MAX) {
+      st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: a %llu-byte message is too large for the MPI fallback",
+                      (unsigned long long)items[i].bytes);
+      break;
+    }
+    host[i] = malloc(items[i].bytes + 1);
+    if (!host[i]) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    if (!st && items[i].send) st = be->download(be, host[i], items[i].buf, items[i].bytes, err);
+    if (st) break;
+    int rc = items[i].send ? MPI_Isend(host[i], (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
+                                       c->comm->world, &req[i])
+                           : MPI_Irecv(host[i], (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
+                                       c->comm->world, &req[i]);
+    st = px_comm_check(rc, items[i].send ? "MPI_Isend" : "MPI_Irecv", err);
+    if (!st) posted++;
+  }
+  if (posted) {
+    px_status w = px_comm_check(MPI_Waitall(posted, req, MPI_STATUSES_IGNORE), "MPI_Waitall (p2p)", err);
+    if (!st) st = w;
+  }
+  for (int i = 0; i < n && !st; i++)
+    if (!items[i].send) st = be->upload(be, items[i].buf, host[i], items[i].bytes, err);
+  for (int i = 0; i < n; i++) free(host[i]);
+  return st;
+}
+
+/* ---- set-up ---- */
+
+static void cu_destroy(px_backend *b) {
+  if (!b) return;
+  cuda *c = b->impl;
+  if (c) {
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < c->ncache; i++) cudaFree(c->cache[i].p);
+    for (int i = 0; i < SCRATCH_CHUNKS; i++) cudaFree(c->scratch[i].p);
+    cudaFree(c->workspace);
+    cudaFree(c->dsum);
+    cudaFree(c->ones);
+    for (int g = 0; g < PX_GROUP_COUNT; g++)
+      if (c->nc[g]) ncclCommDestroy(c->nc[g]);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    free(c);
+  }
+  free(b);
+}
+
+/* The NCCL split colour of a group: the world rank of its first member
+ * (NCCL_SPLIT_NOCOLOR when this rank is in none). */
+static int split_color(MPI_Comm group, MPI_Comm world) {
+  if (group == MPI_COMM_NULL) return NCCL_SPLIT_NOCOLOR;
+  MPI_Group gg, wg;
+  int zero = 0, first = 0;
+  MPI_Comm_group(group, &gg);
+  MPI_Comm_group(world, &wg);
+  MPI_Group_translate_ranks(gg, 1, &zero, wg, &first);
+  MPI_Group_free(&gg);
+  MPI_Group_free(&wg);
+  return first;
+}
+
+/* The world communicator from an id broadcast over MPI, then one split per group. */
+static px_status nccl_init(cuda *c, px_err *err) {
+  const px_comm *m = c->comm;
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  px_status st = m->world_rank == 0 ? nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", err) : PX_OK;
+  int bad = st != PX_OK, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, m->world);
+  if (any) return st ? st : px_err_set(err, PX_ERR_RUNTIME, "cuda backend: rank 0 could not create a NCCL id");
+  MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->world);
+  if ((st = nccl_check(ncclCommInitRank(&c->nc[PX_GROUP_ALL], m->world_size, id, m->world_rank), "ncclCommInitRank",
+                       err)))
+    return st;
+  c->nc_rank[PX_GROUP_ALL] = m->world_rank;
+  px_group groups[] = {PX_GROUP_TP, PX_GROUP_DP, PX_GROUP_EMB};
+  for (size_t i = 0; i < sizeof groups / sizeof *groups && !st; i++) {
+    MPI_Comm mc = px_comm_of(m, groups[i]);
+    int key = 0;
+    if (mc != MPI_COMM_NULL) MPI_Comm_rank(mc, &key);
+    st = nccl_check(ncclCommSplit(c->nc[PX_GROUP_ALL], split_color(mc, m->world), key, &c->nc[groups[i]], NULL),
+                    "ncclCommSplit", err);
+    c->nc_rank[groups[i]] = key;
+  }
+  return st;
+}
+
+px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err) {
+  *out = NULL;
+  /* every rank needs a device; ranks of a node share its devices round-robin */
+  int ndev = px_cuda_device_count(), lrank = 0, lsize = 1;
+  MPI_Comm local;
+  MPI_Comm_split_type(comm->world, MPI_COMM_TYPE_SHARED, comm->world_rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &lrank);
+  MPI_Comm_size(local, &lsize);
+  MPI_Comm_free(&local);
+  int mine[2] = {ndev > 0 ? 0 : 1, lsize > ndev}, all[2] = {0, 0};
+  MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm->world);
+  if (all[0])
+    return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: %s (hint: --backend cpu)",
+                      ndev ? "another rank sees no CUDA device" : "no CUDA device is visible on this machine");
+  px_backend *b = px_calloc(1, sizeof *b, err);
+  cuda *c = px_calloc(1, sizeof *c, err);
+  if (!b || !c) {
+    free(b), free(c);
+    return PX_ERR_RUNTIME;
+  }
+  b->name = "cuda";
+  b->impl = c;
+  c->comm = comm;
+  c->device = lrank % ndev;
+  const char *mode = getenv("PX_CUDA_COMM"), *limit = getenv("PX_COMM_TIMEOUT_S");
+  c->nccl = !all[1] && !(mode && !strcmp(mode, "mpi"));
+  c->timeout_s = limit && atof(limit) > 0 ? atof(limit) : 600.0;
+  px_status st = cu_check(cudaSetDevice(c->device), "cudaSetDevice", err);
+  if (!st) st = cu_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate", err);
+  if (!st && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
+    st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: cublasLtCreate failed");
+  if (!st) st = cu_check(cudaMalloc(&c->workspace, WORKSPACE_BYTES), "cudaMalloc (cuBLASLt workspace)", err);
+  if (!st) st = cu_check(cudaMalloc((void **)&c->dsum, sizeof *c->dsum), "cudaMalloc", err);
+  int bad = st != PX_OK, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm->world);
+  if (!st && any) st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: another rank failed to set up its device");
+  if (!st && c->nccl) st = nccl_init(c, err);
+  if (!st && !c->nccl && comm->world_rank == 0)
+    fprintf(stderr, "parallax: cuda backend: collectives go through MPI staged in host memory (%s)\n",
+            all[1] ? "a node has more ranks than GPUs, and NCCL needs one GPU per rank" : "PX_CUDA_COMM=mpi");
+  if (st) {
+    cu_destroy(b);
+    return st;
+  }
+  b->alloc = cu_alloc;
+  b->release = cu_release;
+  b->zero = cu_zero;
+  b->copy = cu_copy;
+  b->upload = cu_upload;
+  b->download = cu_download;
+  b->op = cu_op;
+  b->allreduce = cu_allreduce;
+  b->allgather = cu_allgather;
+  b->reduce_scatter = cu_reduce_scatter;
+  b->p2p = cu_p2p;
+  b->sync = cu_sync;
+  b->destroy = cu_destroy;
+  *out = b;
+  return PX_OK;
+}
