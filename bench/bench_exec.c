@@ -1,7 +1,11 @@
-/* Benchmark: the CPU executor on a GPT-2-124M-shaped model, one rank:
- * tokens/s, the share of step time in GEMMs (from the per-op profile)
- * beside OpenBLAS's own sgemm rate, and the allocated peak memory beside
- * the plan's prediction. Usage: bench_exec [SEQ [STEPS]] */
+/* Benchmark: the executor on one rank. Tokens/s, model FLOP/s against the
+ * machine's peak (MFU), and per op kind the time per step beside its bound
+ * (FLOPs at peak or bytes at memory bandwidth, whichever is slower), from the
+ * per-op profile; the allocated peak memory beside the plan's prediction.
+ *   bench_exec cpu  [MODEL=gpt2-124m] [SEQ=256]  [STEPS=3] [MBS=1] [MICRO=4]   fp32, OpenBLAS
+ *   bench_exec cuda [MODEL=gpt2-124m] [SEQ=1024] [STEPS=6] [MBS=4] [MICRO=2]   bf16, device 0
+ * On the CPU the peak is OpenBLAS's own sgemm rate measured here; on a GPU the
+ * bf16 peak of the device's cluster preset. */
 #include <cblas.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -10,9 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/train.h"
 #include "core/json.h"
-#include "sim/compute.h"
+#include "exec/train.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -20,7 +23,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double sgemm_gflops(int n) {
+static double sgemm_flops(int n) {
   float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4), *c = calloc((size_t)n * n, 4);
   for (int i = 0; i < n * n; i++) a[i] = b[i] = 1.0f / (float)(1 + i % 7);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n); /* warm */
@@ -29,91 +32,104 @@ static double sgemm_gflops(int n) {
   for (int r = 0; r < reps; r++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
   double t = (now_s() - t0) / reps;
   free(a), free(b), free(c);
-  return 2.0 * n * (double)n * n / t / 1e9;
+  return 2.0 * n * (double)n * n / t;
 }
 
-static bool is_gemm(int kind) {
-  return kind == PX_OP_LINEAR || kind == PX_OP_LINEAR_BWD_DATA || kind == PX_OP_LINEAR_BWD_WEIGHT ||
-         kind == PX_OP_ATTN_SCORES || kind == PX_OP_ATTN_SCORES_BWD || kind == PX_OP_ATTN_CONTEXT ||
-         kind == PX_OP_ATTN_CONTEXT_BWD;
-}
+static const char *arg(int argc, char **argv, int i, const char *def) { return argc > i ? argv[i] : def; }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
-  int64_t seq = argc > 1 ? atoll(argv[1]) : 256, steps = argc > 2 ? atoll(argv[2]) : 3;
+  const char *backend = arg(argc, argv, 1, "cpu");
+  bool gpu = !strcmp(backend, "cuda");
+  const char *model = arg(argc, argv, 2, "gpt2-124m");
+  int64_t seq = atoll(arg(argc, argv, 3, gpu ? "1024" : "256")), steps = atoll(arg(argc, argv, 4, gpu ? "6" : "3"));
+  int64_t mbs = atoll(arg(argc, argv, 5, gpu ? "4" : "1")), micro = atoll(arg(argc, argv, 6, gpu ? "2" : "4"));
+  if (gpu && strcmp(px_train_default_backend(), "cuda") != 0) {
+    printf("# bench_exec cuda: no CUDA device (or no CUDA backend in this build): skipped\n");
+    MPI_Finalize();
+    return 0;
+  }
   px_model m;
   px_cluster c;
   px_err err = {0};
-  if (px_model_load("gpt2-124m", &m, &err) || px_cluster_load("local-cpu", &c, &err) ||
+  if (px_model_load(model, &m, &err) || px_cluster_load(px_train_default_cluster(backend), &c, &err) ||
       px_cluster_set_size(&c, 1, 0, &err)) {
-    fprintf(stderr, "%s\n", err.msg);
+    fprintf(stderr, "bench_exec: %s\n", err.msg);
     return 1;
   }
   m.dropout = 0;
   px_parallel p;
   px_parallel_unset(&p);
-  p.gbs = 4, p.mbs = 1, p.seq = seq, p.precision = PX_PREC_FP32, p.attention = PX_ATTN_UNFUSED;
-  px_parallel_resolve(&p, &m, &c);
+  p.mbs = mbs, p.gbs = mbs * micro, p.seq = seq;
+  p.precision = gpu ? PX_PREC_BF16 : PX_PREC_FP32;
+  p.attention = gpu ? PX_ATTN_FLASH : PX_ATTN_UNFUSED;
   px_plan plan;
+  px_parallel_resolve(&p, &m, &c);
   if (px_plan_compile(&plan, &m, &c, &p, &err)) {
-    fprintf(stderr, "%s\n", err.msg);
+    fprintf(stderr, "bench_exec: %s\n", err.msg);
     return 1;
   }
-  char prof[] = "/tmp/px_bench_prof_XXXXXX";
-  int fd = mkstemp(prof);
-  if (fd >= 0) close(fd);
   px_train_opts o;
   px_train_opts_init(&o);
   o.steps = steps;
-  o.backend = "cpu";
-  o.profile_path = prof;
+  o.backend = backend;
   px_train_result r;
-  if (px_train(&plan, &o, MPI_COMM_WORLD, &r, &err)) {
-    fprintf(stderr, "%s\n", err.msg);
+  double t0 = now_s();
+  if (px_train(&plan, &o, MPI_COMM_WORLD, &r, &err)) { /* step times: no per-op waits */
+    fprintf(stderr, "bench_exec: %s\n", err.msg);
     return 1;
   }
-  /* GEMM share from the profile: op ids in program order */
-  cJSON *pj = NULL;
-  double gemm_s = 0, all_s = 0, gemm_flops = 0, kind_s[PX_OP_COUNT] = {0};
-  if (!px_json_load(prof, &pj, &err)) {
-    const cJSON *ops = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(pj, "stages"), 0), "op_s_per_step");
-    const px_program *prog = &plan.programs[0];
-    int64_t id = 0;
-    for (int32_t i = 0; i < prog->ninsts; i++) {
-      const px_block *b = &plan.blocks[prog->insts[i].block];
-      for (int32_t k = 0; k < b->nops; k++, id++) {
-        double t = cJSON_GetArrayItem(ops, (int)id) ? cJSON_GetArrayItem(ops, (int)id)->valuedouble : 0;
-        all_s += t;
-        kind_s[b->ops[k].kind] += t;
-        if (is_gemm(b->ops[k].kind)) gemm_s += t, gemm_flops += b->ops[k].flops;
-      }
+  double wall = now_s() - t0;
+  px_train_result prof; /* per-op times: each op waited for */
+  o.steps = 3;
+  o.time_ops = true;
+  if (px_train(&plan, &o, MPI_COMM_WORLD, &prof, &err)) {
+    fprintf(stderr, "bench_exec: %s\n", err.msg);
+    return 1;
+  }
+  px_dtype dt = px_parallel_compute_dtype(&plan.par);
+  double peak = gpu ? c.gpu.peak_flops[dt] : sgemm_flops(1024), bw = c.gpu.hbm_bytes_per_s;
+  double kind_s[PX_OP_COUNT] = {0}, kind_bound[PX_OP_COUNT] = {0}, all_s = 0;
+  const px_program *prog = &plan.programs[0];
+  int64_t id = 0;
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_block *b = &plan.blocks[prog->insts[i].block];
+    for (int32_t k = 0; k < b->nops; k++, id++) {
+      const px_op *op = &b->ops[k];
+      double t = id < prof.nops ? prof.op_s[id] : 0, f = op->flops / peak, mem = op->bytes / bw;
+      all_s += t;
+      kind_s[op->kind] += t;
+      kind_bound[op->kind] += f > mem ? f : mem;
     }
   }
-  cJSON_Delete(pj);
-  remove(prof);
-  double peak = sgemm_gflops(1024);
-  printf("# parallax CPU executor: gpt2-124m shape, seq %lld, 4 micro-batches of 1, fp32, one rank, %lld steps\n", (long long)seq,
-         (long long)steps);
-  printf("step time           %.3f s (steps after the first)\n", r.step_time_s);
+  double flops = plan.model_flops_per_step / r.step_time_s;
+  printf("# parallax executor, %s backend: %s, seq %lld, %lld micro-batches of %lld, %s, %s attention, one rank, "
+         "%lld steps (%.1f s)\n",
+         backend, model, (long long)seq, (long long)micro, (long long)mbs, px_dtype_names[dt],
+         px_attention_names[plan.par.attention], (long long)steps, wall);
+  printf("step time           %.4f s (steps after the first)\n", r.step_time_s);
   printf("tokens/s            %.1f\n", r.tokens_per_s);
-  printf("GEMM share          %.1f%% of op time, %.1f GFLOP/s inside GEMMs\n", 100 * gemm_s / all_s,
-         gemm_flops / gemm_s / 1e9);
-  printf("OpenBLAS sgemm      %.1f GFLOP/s (1024^3, this machine)\n", peak);
-  printf("model FLOP/s        %.1f GFLOP/s (%.0f%% of sgemm)\n", plan.model_flops_per_step / r.step_time_s / 1e9,
-         100 * plan.model_flops_per_step / r.step_time_s / 1e9 / peak);
-  printf("time by op kind     ");
-  for (int shown = 0; shown < 6; shown++) {
+  printf("model FLOP/s        %.1f GFLOP/s = %.1f%% of %s %.1f GFLOP/s (MFU)\n", flops / 1e9, 100 * flops / peak,
+         gpu ? c.gpu.name : "OpenBLAS sgemm (1024^3, measured)", peak / 1e9);
+  printf("by op kind          ms/step   share   bound ms   of bound (bound: FLOPs at %.0f GFLOP/s or bytes at %.0f GB/s;\n"
+         "                    - where the plan gives the op no cost)\n",
+         peak / 1e9, bw / 1e9);
+  for (int shown = 0; shown < 12; shown++) {
     int best = 0;
     for (int k = 1; k < PX_OP_COUNT; k++)
       if (kind_s[k] > kind_s[best]) best = k;
     if (kind_s[best] <= 0) break;
-    printf("%s%s %.0f%%", shown ? ", " : "", px_op_names[best], 100 * kind_s[best] / all_s);
+    printf("  %-18s %8.2f  %5.1f%%", px_op_names[best], 1e3 * kind_s[best], 100 * kind_s[best] / all_s);
+    if (kind_bound[best] > 0)
+      printf("  %9.2f  %6.1f%%\n", 1e3 * kind_bound[best], 100 * kind_bound[best] / kind_s[best]);
+    else
+      printf("          -        -\n");
     kind_s[best] = 0;
   }
-  printf("\n");
   printf("peak memory         %.1f MiB allocated, %.1f MiB predicted by the plan\n", (double)r.peak_bytes / 1048576.0,
          (double)r.predicted_peak_bytes / 1048576.0);
   px_train_result_free(&r);
+  px_train_result_free(&prof);
   px_plan_free(&plan);
   MPI_Finalize();
   return 0;

@@ -37,7 +37,7 @@ for entry in "${plans[@]}"; do
   n=${entry%%|*}
   flags=${entry#*|}
   # shellcheck disable=SC2086
-  mpirun -np "$n" "$px" run $flags --steps 6 --profile "$tmp/p.json" --json >"$tmp/run.json" 2>/dev/null
+  mpirun -np "$n" "$px" run --backend cpu $flags --steps 6 --profile "$tmp/p.json" --json >"$tmp/run.json" 2>/dev/null
   # shellcheck disable=SC2086
   "$px" compare --profile "$tmp/p.json" $flags -c "$tmp/calib.json" -g "$n" --json >"$tmp/cmp.json"
   read -r pred meas err < <(python3 - "$tmp/cmp.json" <<'PY'

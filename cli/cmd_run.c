@@ -55,8 +55,10 @@ int px_cmd_run(int argc, char **argv) {
            "                                [--seed K] [--lr X] [--ckpt DIR [--ckpt-every K] [--resume]]\n"
            "                                [--profile FILE] [--backend cpu|cuda] [--json]\n\n"
            "Runs the plan's programs for real: each rank finds its (tp, pp, dp) coordinates, splits a\n"
-           "communicator per group and runs its stage's program. The cluster defaults to local-cpu\n"
-           "and the GPU count to the number of ranks.\n\n");
+           "communicator per group and runs its stage's program. The backend defaults to cuda when\n"
+           "a GPU is visible, else cpu; the cluster to the backend's (local-cpu, or the DGX/HGX preset\n"
+           "of the GPU), the GPU count to the number of ranks and the precision to bf16 on GPUs, fp32\n"
+           "on the CPU.\n\n");
     px_args_print_help(groups);
     return 0;
   }
@@ -65,14 +67,14 @@ int px_cmd_run(int argc, char **argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (!a.cluster && !a.plan_file) a.cluster = "local-cpu";
+  const char *backend = a.backend ? a.backend : px_train_default_backend();
+  if (!a.cluster && !a.plan_file) a.cluster = px_train_default_cluster(backend);
   int64_t need = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.dp > 0 ? a.par.dp : 1);
   if (!a.gpus && !a.nodes && !a.plan_file && (a.par.dp > 0 ? need != size : size % need != 0))
     st = px_err_set(&err, PX_ERR_INPUT, "mpirun started %d rank%s but the plan needs %s%lld (hint: mpirun -np %lld)",
                     size, size == 1 ? "" : "s", a.par.dp > 0 ? "" : "a multiple of ", (long long)need, (long long)need);
   if (!a.gpus && !a.nodes) a.gpus = size;
-  bool cpu = !a.backend || !strcmp(a.backend, "cpu");
-  if (a.par.precision < 0 && cpu) a.par.precision = PX_PREC_FP32;
+  if (a.par.precision < 0 && !strcmp(backend, "cpu")) a.par.precision = PX_PREC_FP32;
   px_model m;
   px_cluster c;
   px_plan plan;
@@ -83,7 +85,7 @@ int px_cmd_run(int argc, char **argv) {
     have_plan = true;
     px_train_opts o;
     px_train_opts_init(&o);
-    o.backend = a.backend;
+    o.backend = backend;
     if (a.steps > 0) o.steps = a.steps;
     o.data_path = a.data_file;
     if (a.seed >= 0) o.hp.seed = (uint64_t)a.seed;

@@ -151,18 +151,34 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
   return status;
 }
 
-static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
-  const char *want = o->backend;
+const char *px_train_default_backend(void) {
 #ifdef PX_HAVE_CUDA
-  if (!want) want = px_cuda_device_count() > 0 ? "cuda" : "cpu";
-  if (!strcmp(want, "cuda")) return px_cuda_backend_new(c, be, err);
+  return px_cuda_device_count() > 0 ? "cuda" : "cpu";
 #else
-  if (!want) want = "cpu";
-  if (!strcmp(want, "cuda"))
-    return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: this build has no CUDA backend");
+  return "cpu";
 #endif
+}
+
+const char *px_train_default_cluster(const char *backend) {
+  if (strcmp(backend, "cuda") != 0) return "local-cpu";
+  char name[256] = "";
+#ifdef PX_HAVE_CUDA
+  px_cuda_device_name(name, sizeof name);
+#endif
+  if (strstr(name, "A100")) return "dgx-a100";
+  if (strstr(name, "H200")) return "hgx-h200";
+  return "dgx-h100";
+}
+
+static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
+  const char *want = o->backend ? o->backend : px_train_default_backend();
   if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, be, err);
-  return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
+  if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
+#ifdef PX_HAVE_CUDA
+  return px_cuda_backend_new(c, be, err);
+#else
+  return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
+#endif
 }
 
 px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err) {

@@ -39,6 +39,11 @@ typedef struct {
 } px_train_result;
 
 void px_train_opts_init(px_train_opts *o);
+/* cuda when this build has the CUDA backend and a device is visible, else cpu. */
+const char *px_train_default_backend(void);
+/* The cluster preset a run on this backend defaults to: local-cpu, or the
+ * DGX / HGX preset of device 0 (A100, H200; H100 otherwise). */
+const char *px_train_default_cluster(const char *backend);
 px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err);
 void px_train_result_free(px_train_result *r);
 

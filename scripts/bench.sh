@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs the benchmarks (never part of the tests). Usage: scripts/bench.sh [BUILD_DIR]
+# The executor on a GPU runs only where one is visible (bench_exec says so otherwise).
 set -euo pipefail
 build=${1:-build}
 export PARALLAX_HOME=${PARALLAX_HOME:-$(cd "$(dirname "$0")/.." && pwd)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 "$build/bench/bench_sim"
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$build/bench/bench_exec" 256 3
+"$build/bench/bench_exec" cpu gpt2-124m 256 3
+"$build/bench/bench_exec" cuda gpt2-124m 1024 6 8 2
+"$build/bench/bench_exec" cuda gpt2-1.5b 1024 6 4 2

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# On a machine with a CUDA GPU: configure with the CUDA backend required, build,
-# and run the GPU-labelled tests (every CUDA kernel against its CPU twin).
+# On a machine with a CUDA GPU: install what is missing, configure with the
+# CUDA backend required, build, and run the GPU-labelled tests: every CUDA
+# kernel against its CPU twin (tests/gpu/test_cuda_kernels.c) and the CUDA
+# backend against the CPU backend end to end (tests/gpu/exec.sh).
 #   scripts/gpu-tests.sh [build-dir]        (default: build-gpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
+bash "$root/scripts/install-deps.sh"
 cmake -S "$root" -B "$build" -DPX_CUDA=ON
 cmake --build "$build" -j"$(nproc)"
 cd "$build"

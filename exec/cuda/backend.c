@@ -86,6 +86,13 @@ int px_cuda_device_count(void) {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+void px_cuda_device_name(char *buf, size_t cap) {
+  struct cudaDeviceProp prop;
+  if (!cap) return;
+  buf[0] = 0;
+  if (px_cuda_device_count() > 0 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(buf, cap, "%s", prop.name);
+}
+
 /* ---- waiting, with the communicators watched ---- */
 
 static void abort_comms(cuda *c) {

@@ -10,6 +10,8 @@
 
 /* CUDA devices this process can use (0 without a device or a driver). */
 int px_cuda_device_count(void);
+/* Device 0's name ("" when none). */
+void px_cuda_device_name(char *buf, size_t cap);
 
 /* The backend of one rank: device (node-local rank) mod (devices); NCCL
  * communicators for its TP, DP, tied-embedding and world groups, unless

@@ -20,7 +20,7 @@ for cfg in "1|-p 1" "2|-p 2" "2|-t 2 -S" "2|-d 2 -z 1"; do
   n=${cfg%%|*}
   flags=${cfg#*|}
   # shellcheck disable=SC2086
-  mpirun -np "$n" "$px" run -m tiny -B 4 --steps 3 $flags --profile "$tmp/p.json" >/dev/null 2>"$tmp/err" ||
+  mpirun -np "$n" "$px" run --backend cpu -m tiny -B 4 --steps 3 $flags --profile "$tmp/p.json" >/dev/null 2>"$tmp/err" ||
     { fail "run $flags: $(cat "$tmp/err")"; continue; }
   # shellcheck disable=SC2086
   "$px" compare --profile "$tmp/p.json" -m tiny -B 4 $flags -c "$tmp/cal.json" -g "$n" --json >"$tmp/c.json" 2>"$tmp/err" ||
@@ -44,7 +44,7 @@ for cfg in "1|-p 1" "2|-p 2" "2|-t 2 -S" "2|-d 2 -z 1"; do
 done
 
 # A profile of another plan is refused.
-mpirun -np 2 "$px" run -m tiny -B 4 --steps 2 -p 2 --profile "$tmp/p2.json" >/dev/null 2>&1
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 4 --steps 2 -p 2 --profile "$tmp/p2.json" >/dev/null 2>&1
 err=$("$px" compare --profile "$tmp/p2.json" -m tiny -B 4 -t 2 -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "another plan" || fail "mismatched profile: $rc $err"
 err=$("$px" compare -m tiny -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?

@@ -26,7 +26,7 @@ close_losses() {
 run() { # model gbs ranks flags...
   local model=$1 gbs=$2 n=$3
   shift 3
-  timeout 120 mpirun -np "$n" "$px" run -m "$model" --steps 3 -B "$gbs" --dump-grads "$tmp/g.bin" --json "$@" \
+  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$model" --steps 3 -B "$gbs" --dump-grads "$tmp/g.bin" --json "$@" \
     >"$tmp/out.json" 2>"$tmp/err.txt"
 }
 

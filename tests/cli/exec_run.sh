@@ -14,7 +14,7 @@ export OMPI_MCA_btl=self,vader
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 losses() { grep -o '"losses":[^]]*' "$1" | tr -d '"losses:[ \t\n'; }
-plan=(-m tiny-gpt -t 2 -p 2 -d 2 -z 1 -B 8)
+plan=(--backend cpu -m tiny-gpt -t 2 -p 2 -d 2 -z 1 -B 8)
 
 # Determinism: the same plan twice, bitwise.
 mpirun -np 8 "$px" run "${plan[@]}" --steps 4 --json --dump-grads "$tmp/g1" >"$tmp/a.json" 2>"$tmp/err" || fail "run a: $(cat "$tmp/err")"
@@ -34,7 +34,7 @@ joined="$(losses "$tmp/first.json"),$(losses "$tmp/second.json")"
 grep -q '"first_step":	3' "$tmp/second.json" || fail "resume did not start at step 3"
 
 # Refusals of checkpoints: another plan, a corrupt shard, a missing manifest.
-err=$(mpirun -np 8 "$px" run -m tiny-gpt -t 2 -p 2 -d 2 -z 2 -B 8 --steps 6 --ckpt "$tmp/ck" --resume 2>&1 >/dev/null)
+err=$(mpirun -np 8 "$px" run --backend cpu -m tiny-gpt -t 2 -p 2 -d 2 -z 2 -B 8 --steps 6 --ckpt "$tmp/ck" --resume 2>&1 >/dev/null)
 echo "$err" | grep -q "another plan" || fail "a checkpoint of another plan was not refused: $err"
 cp -r "$tmp/ck" "$tmp/bad"
 printf 'X' | dd of="$tmp/bad/shard-5.bin" bs=1 seek=200 conv=notrunc 2>/dev/null
@@ -45,24 +45,27 @@ err=$(mpirun -np 8 "$px" run "${plan[@]}" --steps 6 --ckpt "$tmp/bad" --resume 2
 echo "$err" | grep -q "incomplete" && [ "$rc" -ne 0 ] || fail "a checkpoint without manifest was not refused: $rc $err"
 
 # The loss falls on real text (byte-level Shakespeare) over 200 steps.
-"$px" run -m tiny -B 8 --steps 200 --lr 3e-3 --data "$src/tests/data/tinyshakespeare.txt" --json >"$tmp/text.json" 2>"$tmp/err" ||
+"$px" run --backend cpu -m tiny -B 8 --steps 200 --lr 3e-3 --data "$src/tests/data/tinyshakespeare.txt" --json >"$tmp/text.json" 2>"$tmp/err" ||
   fail "text run: $(cat "$tmp/err")"
 l=$(losses "$tmp/text.json")
 awk -v l="$l" 'BEGIN { n = split(l, x, ","); first = (x[1] + x[2] + x[3]) / 3; last = (x[n] + x[n-1] + x[n-2]) / 3;
   printf "loss on text: %.3f -> %.3f\n", first, last; exit !(first > 5.0 && last < 3.0) }' || fail "loss did not fall on text: $l"
 
 # The profile: one entry per op of each stage.
-mpirun -np 2 "$px" run -m tiny -p 2 -B 4 --steps 3 --profile "$tmp/prof.json" >/dev/null 2>"$tmp/err" || fail "profile: $(cat "$tmp/err")"
+mpirun -np 2 "$px" run --backend cpu -m tiny -p 2 -B 4 --steps 3 --profile "$tmp/prof.json" >/dev/null 2>"$tmp/err" || fail "profile: $(cat "$tmp/err")"
 grep -q '"format":	"parallax-profile/1"' "$tmp/prof.json" || fail "profile format"
 [ "$(grep -c '"stage":' "$tmp/prof.json")" -eq 2 ] || fail "profile lacks a stage"
 
 # Plans the executor cannot run.
 err=$(mpirun -np 2 "$px" run -m tiny -t 2 -p 2 -B 4 --steps 1 2>&1 >/dev/null); rc=$?
 [ "$rc" -ne 0 ] && echo "$err" | grep -q "hint: mpirun -np 4" || fail "wrong rank count: $rc $err"
-err=$("$px" run -m tiny -c dgx-h100 -B 4 --steps 1 -P bf16 2>&1 >/dev/null); rc=$?
+err=$("$px" run --backend cpu -m tiny -c dgx-h100 -B 4 --steps 1 -P bf16 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "fp32 only" || fail "bf16 on the cpu backend: $rc $err"
 err=$("$px" run -m tiny -B 4 --steps 1 --backend tpu 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "not cpu or cuda" || fail "unknown backend: $rc $err"
+# --backend cuda with no device visible (hidden, should this machine have one): exit 1, said plainly
+err=$(CUDA_VISIBLE_DEVICES= "$px" run -m tiny -B 4 --steps 1 --backend cuda 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 1 ] && echo "$err" | grep -q "no CUDA device\|no CUDA backend" || fail "cuda without a device: $rc $err"
 err=$("$px" run -m tiny -B 4 --steps 1 --data "$tmp/missing.txt" 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "missing.txt" || fail "missing data file: $rc $err"
 printf '\x10\x27\x00\x00' >"$tmp/big.u32"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <unordered_map>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -32,8 +33,17 @@ enum { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 #define EMU_STACK_BYTES (256 * 1024)
 #define EMU_MAX_THREADS 1024
 
+/* A fiber is made once (makecontext) and then runs thread after thread of
+ * block after block; switches are GCC's __builtin_setjmp/__builtin_longjmp,
+ * which unlike swapcontext make no system call and, unlike longjmp, are not
+ * intercepted by AddressSanitizer (which would clear the stack's shadow on
+ * every switch); the fiber annotations keep it informed instead. */
+typedef void *jump_buf[5];
+
 struct fiber {
   ucontext_t ctx;
+  jump_buf jb;
+  bool started;
   int state;
   char *stack;
 };
@@ -41,6 +51,7 @@ struct fiber {
 static fiber fibers[EMU_MAX_THREADS];
 static int nfibers, cur;
 static ucontext_t main_ctx;
+static jump_buf main_jb;
 static const std::function<void()> *cur_body;
 static uint64_t warp_slots[EMU_MAX_THREADS / 32][32];
 static const void *main_stack_bottom;
@@ -53,48 +64,70 @@ static void set_coordinates(int linear) {
   threadIdx.z = (unsigned)linear / (blockDim.x * blockDim.y);
 }
 
+/* The switches are not instrumented: AddressSanitizer would treat each
+ * __builtin_longjmp as a no-return call and clear the stack's shadow. */
+#define EMU_SWITCH __attribute__((no_sanitize_address, noinline))
+
 /* main -> fiber i */
-static void enter(int i) {
+EMU_SWITCH static void enter(int i) {
   cur = i;
   set_coordinates(i);
 #if EMU_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, fibers[i].stack, EMU_STACK_BYTES);
 #endif
-  swapcontext(&main_ctx, &fibers[i].ctx);
+  if (!__builtin_setjmp(main_jb)) {
+    if (fibers[i].started) __builtin_longjmp(fibers[i].jb, 1);
+    fibers[i].started = true;
+    swapcontext(&main_ctx, &fibers[i].ctx); /* first entry: never returns here */
+  }
 #if EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
 }
 
 /* fiber -> main, to come back when the scheduler re-enters it */
-static void yield_to_main(int state) {
+EMU_SWITCH static void yield_to_main(int state) {
   int me = cur;
   fibers[me].state = state;
 #if EMU_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, main_stack_bottom, main_stack_size);
 #endif
-  swapcontext(&fibers[me].ctx, &main_ctx);
+  if (!__builtin_setjmp(fibers[me].jb)) __builtin_longjmp(main_jb, 1);
 #if EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
 }
 
+/* Runs the current launch's body for whichever thread it is entered as, forever. */
 static void fiber_main(void) {
 #if EMU_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &main_stack_bottom, &main_stack_size);
 #endif
-  (*cur_body)();
-  fibers[cur].state = DONE;
-#if EMU_ASAN
-  __sanitizer_start_switch_fiber(nullptr, main_stack_bottom, main_stack_size);
-#endif
-  /* returns to main_ctx through uc_link */
+  for (;;) {
+    (*cur_body)();
+    yield_to_main(DONE);
+  }
 }
 
-void __syncthreads(void) { yield_to_main(AT_BLOCK_BARRIER); }
-void px_emu_warp_barrier(void) { yield_to_main(AT_WARP_BARRIER); }
+/* Launch sites (lambda types) known to need no barrier run without fibers:
+ * every thread to completion in turn, an order CUDA allows. A barrier reached
+ * there after all (a data-dependent one) stops the run: results would be wrong. */
+static bool direct;
+static bool hit_barrier;
+
+static void barrier(int state) {
+  if (direct) {
+    fprintf(stderr, "emu: a kernel reached a barrier that an earlier launch from the same site did not\n");
+    abort();
+  }
+  hit_barrier = true;
+  yield_to_main(state);
+}
+
+void __syncthreads(void) { barrier(AT_BLOCK_BARRIER); }
+void px_emu_warp_barrier(void) { barrier(AT_WARP_BARRIER); }
 uint64_t *px_emu_warp_slots(void) { return warp_slots[cur / 32]; }
 int px_emu_lane(void) { return cur % 32; }
 
@@ -112,14 +145,15 @@ static void deadlock(void) {
 }
 
 static void init_fiber(fiber *f) {
-  if (!f->stack) f->stack = (char *)malloc(EMU_STACK_BYTES);
+  f->state = RUNNABLE;
+  if (f->stack) return;
+  f->stack = (char *)malloc(EMU_STACK_BYTES);
   if (!f->stack) abort();
   getcontext(&f->ctx);
   f->ctx.uc_stack.ss_sp = f->stack;
   f->ctx.uc_stack.ss_size = EMU_STACK_BYTES;
-  f->ctx.uc_link = &main_ctx;
+  f->ctx.uc_link = NULL;
   makecontext(&f->ctx, fiber_main, 0);
-  f->state = RUNNABLE;
 }
 
 static void run_block(void) {
@@ -168,14 +202,29 @@ void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body) {
   gridDim = cfg.grid;
   nfibers = (int)threads;
   cur_body = &body;
+  static std::unordered_map<size_t, bool> needs_fibers; /* by launch site */
+  size_t site = body.target_type().hash_code();
+  auto known = needs_fibers.find(site);
+  direct = known != needs_fibers.end() && !known->second;
+  hit_barrier = false;
   for (unsigned z = 0; z < cfg.grid.z; z++)
     for (unsigned y = 0; y < cfg.grid.y; y++)
       for (unsigned x = 0; x < cfg.grid.x; x++) {
         blockIdx.x = x;
         blockIdx.y = y;
         blockIdx.z = z;
-        run_block();
+        if (!direct) {
+          run_block();
+          continue;
+        }
+        for (int i = 0; i < nfibers; i++) {
+          cur = i;
+          set_coordinates(i);
+          body();
+        }
       }
+  if (!direct) needs_fibers[site] = hit_barrier;
+  direct = false;
 }
 
 /* ------------------------- CUDA runtime ------------------------- */
@@ -189,9 +238,17 @@ cudaError_t cudaGetLastError(void) {
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated CUDA error"; }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
 
+/* One device, or PX_EMU_DEVICES of them (the backend's NCCL path wants one per rank). */
 cudaError_t cudaGetDeviceCount(int *count) {
-  *count = 1;
+  const char *env = getenv("PX_EMU_DEVICES");
+  *count = env && atoi(env) > 0 ? atoi(env) : 1;
   return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
@@ -260,6 +317,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+
+/* Work runs when launched: a stream is always done. */
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  (void)stream;
+  return cudaSuccess;
+}
 
 /* ------------------------- cuBLASLt model ------------------------- */
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs tests/gpu/test_cuda_kernels.c with every kernel of kernels/cuda
-# emulated on the CPU (emu.h): checks the kernels' indexing, bounds (under
-# AddressSanitizer), barriers and results against the CPU twins on a machine
-# without a GPU. cuBLASLt is a reference model (emu.cpp). Not a substitute for
-# scripts/gpu-tests.sh on a real GPU: no timing, no races, no nvcc codegen.
+# The GPU tests on a machine without a GPU: kernels/cuda emulated on the CPU
+# (emu.h), NCCL emulated over MPI (nccl.cpp), everything under
+# AddressSanitizer and UBSan.
+#  1. tests/gpu/test_cuda_kernels.c: every kernel against its CPU twin
+#     (indexing, bounds, barriers, results; cuBLASLt is a reference model);
+#  2. tests/gpu/exec.sh: parallax run --backend cuda against --backend cpu on plans up to
+#     8 ranks, over NCCL and over the MPI fallback, fp32 and bf16.
+# Not a substitute for scripts/gpu-tests.sh on a real GPU: no timing, no
+# races, no nvcc code generation.
 #   tests/gpu/emu/run.sh [build-dir]          (default: build-emu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -11,28 +15,24 @@ out=${1:-$root/build-emu}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-# 1. the CPU twins: a CPU-only library
-cmake -S "$root" -B "$out/cpu" -DPX_CUDA=OFF >/dev/null
-cmake --build "$out/cpu" --target parallax_lib -j"$(nproc)" >/dev/null
-
-# 2. kernels/cuda rewritten for the emulator: device sections on for C++, and
+# 1. kernels/cuda rewritten for the emulator: device sections on for C++, and
 #    k<<<grid, block, smem, stream>>>(args) -> px_emu_launch(px_emu_config(...), [&] { k(args); })
 src="$out/src/kernels/cuda"
-rm -rf "$src"
 mkdir -p "$src"
 for f in "$root"/kernels/cuda/*.h "$root"/kernels/cuda/*.cu; do
   name=$(basename "$f")
   case "$name" in *.cu) name="$name.cpp" ;; esac
   perl -0pe 's/#ifdef __CUDACC__/#ifdef __cplusplus/g;
-             s/(\w+)<<<(.*?)>>>\((.*?)\);/px_emu_launch(px_emu_config($2), [&] { $1($3); });/gs' "$f" >"$src/$name"
+             s/(\w+)<<<(.*?)>>>\((.*?)\);/px_emu_launch(px_emu_config($2), [&] { $1($3); });/gs' "$f" >"$src/$name.new"
+  cmp -s "$src/$name.new" "$src/$name" && rm "$src/$name.new" || mv "$src/$name.new" "$src/$name" # keep mtimes
 done
 if grep -n '<<<' "$src"/*.cpp; then
   echo "emu: a launch was not rewritten" >&2
   exit 1
 fi
 
-# 3. build and run
-cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" \
-  -DPX_LIB="$out/cpu/libparallax_lib.a" >/dev/null
-cmake --build "$out/emu" -j"$(nproc)"
+# 2. build and run
+cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" >/dev/null
+cmake --build "$out/emu" -j"$(nproc)" >/dev/null
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_cuda_kernels_emu"
+bash "$root/tests/gpu/exec.sh" "$out/emu/parallax_emu" "$out/emu/px_gradcmp" "$root"
