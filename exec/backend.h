@@ -2,8 +2,8 @@
  * backend (cpu: OpenBLAS kernels + MPI; cuda: cuBLASLt + CUDA kernels +
  * NCCL) fills. The interpreter (exec/interp.c) resolves an op's operands to
  * device pointers and calls `op`; communication ops go to the collective
- * entries. Every entry runs on the backend's streams in submission order;
- * `sync` waits for all of them. */
+ * entries. Every entry runs on the current stream in submission order;
+ * `sync` waits for all streams. */
 #ifndef PX_EXEC_BACKEND_H
 #define PX_EXEC_BACKEND_H
 
@@ -120,7 +120,16 @@ struct px_backend {
                               px_err *err);
   /* posts every send and receive, then waits for all (batch_isend_irecv) */
   px_status (*p2p)(px_backend *b, px_p2p *items, int n, px_err *err);
+  /* waits until everything issued on every stream is done */
   px_status (*sync)(px_backend *b, px_err *err);
+  /* Streams, optional (NULL: one stream, program order). set_stream(s) puts
+   * the work that follows on stream s (the backend may merge streams); work
+   * put on the DP stream starts after everything issued before it on the
+   * compute stream, while the compute stream goes on without waiting for it
+   * until join. Memory released on one stream and reused on another is
+   * ordered by the backend. */
+  void (*set_stream)(px_backend *b, px_stream s);
+  px_status (*join)(px_backend *b, px_err *err);
   void (*destroy)(px_backend *b);
 };
 

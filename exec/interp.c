@@ -735,6 +735,18 @@ static px_status prefetch(px_exec *x, int32_t i, px_err *err) {
   return PX_OK;
 }
 
+/* Gradient reductions go on the DP stream when they overlap the backward
+ * (the plan's overlap dp); everything else on the compute stream. */
+static void enter_stream(px_exec *x, px_block_kind k) {
+  if (!x->be->set_stream) return;
+  bool dp = k == PX_BLOCK_GRAD_SYNC && (x->plan->par.overlap & PX_OVERLAP_DP);
+  x->be->set_stream(x->be, dp ? PX_STREAM_DP : PX_STREAM_COMPUTE);
+}
+
+/* The compute stream catches up with the reductions (before anything reads
+ * or writes reduced gradients). */
+static px_status join_streams(px_exec *x, px_err *err) { return x->be->join ? x->be->join(x->be, err) : PX_OK; }
+
 static px_status zero_grads(px_exec *x, px_err *err) {
   return x->be->zero(x->be, x->grads, x->grads_elems * x->gb, err);
 }
@@ -756,6 +768,9 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
     if (in->mb >= 0)
       for (int64_t r = 0; r < par->mbs; r++)
         x->seq_index[r] = px_data_seq_index(step, par->gbs, par->dp, x->dp_rank, par->mbs, in->mb, r);
+    enter_stream(x, k);
+    if (k == PX_BLOCK_OPTIMIZER || k == PX_BLOCK_EMB_SYNC) st = join_streams(x, err);
+    if (st) break;
     if (is_p2p(k) && in->batch >= 0) {
       int32_t next;
       st = run_p2p_batch(x, i, &next, err);
@@ -788,6 +803,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   if (!st && x->nt != 0)
     st = px_err_set(err, PX_ERR_RUNTIME, "internal: %lld tensors still live after the step (first %s)", (long long)x->nt,
                     x->plan->slots[x->t[0].slot].name);
+  if (!st) st = join_streams(x, err);
   if (!st) st = x->be->sync(x->be, err); /* the step ends when the device is done */
   /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. */
   double sum = x->loss_sum;

@@ -1,6 +1,10 @@
 /* CUDA backend: device memory, the op dispatch onto kernels/cuda, and the
- * collectives (NCCL, or MPI staged through the host). Everything runs on one
- * stream in submission order, so the interpreter's order is the device's. */
+ * collectives (NCCL, or MPI staged through the host). Two streams: compute
+ * (every op, TP and PP traffic, in the interpreter's order) and dp (the
+ * gradient reductions the interpreter puts there, which so overlap the
+ * backward). Work switched onto dp waits for everything issued on compute
+ * before it; compute waits for dp only at join. Freed blocks remember the
+ * stream that last used them, so reuse on the other stream waits for it. */
 #include "exec/cuda/backend.h"
 
 #include <cublasLt.h>
@@ -29,9 +33,13 @@
 #define SCRATCH_CHUNKS 16
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt: what Hopper kernels want */
 
+enum { COMPUTE, DP, NSTREAMS };
+
 typedef struct {
   void *p;
   uint64_t bytes;
+  int stream;      /* released on */
+  cudaEvent_t ev;  /* recorded there at release */
 } block;
 
 /* Scratch of one op call: chunks that never move (a pointer handed out stays
@@ -44,7 +52,9 @@ typedef struct {
 typedef struct {
   const px_comm *comm;
   int device;
-  cudaStream_t stream;
+  cudaStream_t streams[NSTREAMS];
+  int cur;                           /* the stream work goes on */
+  cudaEvent_t switched;              /* compute's progress when work moved to dp, or at join: dp's */
   cublasLtHandle_t lt;
   void *workspace;
   bool nccl;                         /* false: MPI through host memory */
@@ -53,11 +63,15 @@ typedef struct {
   double timeout_s;
   block cache[CACHE_SLOTS];          /* freed device blocks, reused by exact size */
   int ncache;
-  chunk scratch[SCRATCH_CHUNKS];
+  cudaEvent_t spare[CACHE_SLOTS];    /* events of blocks handed out again, for the next release */
+  int nspare;
+  chunk scratch[NSTREAMS][SCRATCH_CHUNKS];
   double *dsum;                      /* (1) device: sums of squares */
   float *ones;                       /* (nones) device: 1.0f, the loss backward's row sums */
   int64_t nones;
 } cuda;
+
+static cudaStream_t stream_of(const cuda *c) { return c->streams[c->cur]; }
 
 static double now_s(void) {
   struct timespec ts;
@@ -103,13 +117,15 @@ static void abort_comms(cuda *c) {
     }
 }
 
-/* Waits for the stream; a NCCL error reported asynchronously, or no progress
- * within the timeout, aborts the communicators (which releases the stuck
- * kernels) and fails. */
-static px_status wait_stream(cuda *c, px_err *err) {
+/* Waits for the current stream, or every stream; a NCCL error reported
+ * asynchronously, or no progress within the timeout, aborts the
+ * communicators (which releases the stuck kernels) and fails. */
+static px_status wait_streams(cuda *c, bool all, px_err *err) {
   double t0 = now_s();
   for (long polls = 0;; polls++) {
-    cudaError_t q = cudaStreamQuery(c->stream);
+    cudaError_t q = cudaSuccess;
+    for (int s = 0; s < NSTREAMS && q == cudaSuccess; s++)
+      if (all || s == c->cur) q = cudaStreamQuery(c->streams[s]);
     if (q == cudaSuccess) return PX_OK;
     if (q != cudaErrorNotReady) return cu_check(q, "a kernel or copy failed", err);
     for (int g = 0; g < PX_GROUP_COUNT; g++) {
@@ -137,30 +153,41 @@ static px_status wait_stream(cuda *c, px_err *err) {
 
 /* ---- memory ---- */
 
+static void cache_free_all(cuda *c) {
+  cudaDeviceSynchronize();
+  for (int i = 0; i < c->ncache; i++) {
+    cudaFree(c->cache[i].p);
+    cudaEventDestroy(c->cache[i].ev);
+  }
+  c->ncache = 0;
+}
+
 static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
   cuda *c = b->impl;
   *out = NULL;
   void *p = NULL;
   for (int i = c->ncache - 1; i >= 0 && !p; i--)
     if (c->cache[i].bytes == bytes) {
-      p = c->cache[i].p;
+      block k = c->cache[i];
       c->cache[i] = c->cache[--c->ncache];
+      p = k.p;
+      /* last used on the other stream: this one waits until that use is done */
+      if (k.stream != c->cur) cudaStreamWaitEvent(stream_of(c), k.ev, 0);
+      c->spare[c->nspare++] = k.ev;
     }
   if (!p) {
     /* the cache holds freed blocks of other sizes: give them back before failing */
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation && c->ncache) {
       cudaGetLastError();
-      cudaStreamSynchronize(c->stream);
-      for (int i = 0; i < c->ncache; i++) cudaFree(c->cache[i].p);
-      c->ncache = 0;
+      cache_free_all(c);
       e = cudaMalloc(&p, bytes ? bytes : 1);
     }
     if (e != cudaSuccess)
       return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: out of device memory allocating %llu bytes (%s)",
                         (unsigned long long)bytes, cudaGetErrorString(e));
   }
-  px_status st = cu_check(cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemsetAsync", err);
+  px_status st = cu_check(cudaMemsetAsync(p, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
   if (st) {
     cudaFree(p);
     return st;
@@ -169,53 +196,78 @@ static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err
   return PX_OK;
 }
 
-/* Stream-ordered reuse: a block freed here is reused only by later work on
- * the same stream. */
+/* Stream-ordered reuse: the block keeps an event recorded on the stream that
+ * released it (see cu_alloc). */
 static void cu_release(px_backend *b, void *p, uint64_t bytes) {
   if (!p) return;
   cuda *c = b->impl;
-  if (c->ncache == CACHE_SLOTS) {
-    cudaStreamSynchronize(c->stream);
-    cudaFree(c->cache[0].p);
-    c->cache[0] = c->cache[--c->ncache];
+  if (c->ncache == CACHE_SLOTS) cache_free_all(c);
+  cudaEvent_t ev = c->nspare ? c->spare[--c->nspare] : NULL;
+  if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+    cudaDeviceSynchronize(); /* no event to be had: make the block safe to reuse anywhere now */
+    cudaFree(p);
+    return;
   }
-  c->cache[c->ncache++] = (block){p, bytes};
+  cudaEventRecord(ev, stream_of(c));
+  c->cache[c->ncache++] = (block){p, bytes, c->cur, ev};
 }
 
 static px_status cu_zero(px_backend *b, void *p, uint64_t bytes, px_err *err) {
   cuda *c = b->impl;
-  return cu_check(cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemsetAsync", err);
+  return cu_check(cudaMemsetAsync(p, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
 }
 
 static px_status cu_copy(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err) {
   cuda *c = b->impl;
   if (dst == src || !bytes) return PX_OK;
-  return cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream), "cudaMemcpyAsync", err);
+  return cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(c)), "cudaMemcpyAsync", err);
 }
 
 /* From pageable host memory: returns once the host buffer has been read. */
 static px_status cu_upload(px_backend *b, void *dst, const void *host, uint64_t bytes, px_err *err) {
   cuda *c = b->impl;
   if (!bytes) return PX_OK;
-  return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, c->stream), "cudaMemcpyAsync (upload)",
+  return cu_check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_of(c)), "cudaMemcpyAsync (upload)",
                   err);
 }
 
 static px_status cu_download(px_backend *b, void *host, const void *src, uint64_t bytes, px_err *err) {
   cuda *c = b->impl;
-  px_status st = wait_stream(c, err);
+  px_status st = wait_streams(c, false, err);
   if (st || !bytes) return st;
   return cu_check(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)", err);
 }
 
-static px_status cu_sync(px_backend *b, px_err *err) { return wait_stream(b->impl, err); }
+static px_status cu_sync(px_backend *b, px_err *err) { return wait_streams(b->impl, true, err); }
+
+/* Onto dp: after everything issued on compute so far. Back onto compute: no wait. */
+static void cu_set_stream(px_backend *b, px_stream s) {
+  cuda *c = b->impl;
+  int want = s == PX_STREAM_DP ? DP : COMPUTE;
+  if (want == c->cur) return;
+  if (want == DP) {
+    cudaEventRecord(c->switched, c->streams[COMPUTE]);
+    cudaStreamWaitEvent(c->streams[DP], c->switched, 0);
+  }
+  c->cur = want;
+}
+
+/* Compute waits for everything issued on dp. */
+static px_status cu_join(px_backend *b, px_err *err) {
+  cuda *c = b->impl;
+  c->cur = COMPUTE;
+  px_status st = cu_check(cudaEventRecord(c->switched, c->streams[DP]), "cudaEventRecord", err);
+  if (!st) st = cu_check(cudaStreamWaitEvent(c->streams[COMPUTE], c->switched, 0), "cudaStreamWaitEvent", err);
+  return st;
+}
 
 /* n bytes of scratch for the current op call (see chunk). */
 static px_status scratch(cuda *c, uint64_t bytes, void **out, px_err *err) {
   bytes = (bytes + 255) & ~(uint64_t)255;
   uint64_t largest = 0;
+  chunk *set = c->scratch[c->cur];
   for (int i = 0; i < SCRATCH_CHUNKS; i++) {
-    chunk *k = &c->scratch[i];
+    chunk *k = &set[i];
     if (k->p && k->cap - k->used >= bytes) {
       *out = k->p + k->used;
       k->used += bytes;
@@ -224,7 +276,7 @@ static px_status scratch(cuda *c, uint64_t bytes, void **out, px_err *err) {
     if (k->cap > largest) largest = k->cap;
   }
   for (int i = 0; i < SCRATCH_CHUNKS; i++) {
-    chunk *k = &c->scratch[i];
+    chunk *k = &set[i];
     if (k->p) continue;
     uint64_t cap = bytes > 2 * largest ? bytes : 2 * largest;
     cudaError_t e = cudaMalloc((void **)&k->p, cap);
@@ -242,7 +294,7 @@ static px_status scratch(cuda *c, uint64_t bytes, void **out, px_err *err) {
 }
 
 static void scratch_reset(cuda *c) {
-  for (int i = 0; i < SCRATCH_CHUNKS; i++) c->scratch[i].used = 0;
+  for (int i = 0; i < SCRATCH_CHUNKS; i++) c->scratch[c->cur][i].used = 0;
 }
 
 /* ---- operands ---- */
@@ -287,7 +339,7 @@ static px_status widen(cuda *c, const px_exec_op *e, px_exec_op *w, unsigned whi
     uint64_t n = operand_elems(e, r);
     if (!wide) {
       px_status st = scratch(c, n * sizeof(float), &wide, err);
-      if (!st) st = kc(px_kc_to_fp32(wide, *slot, (int64_t)n, c->stream), err);
+      if (!st) st = kc(px_kc_to_fp32(wide, *slot, (int64_t)n, stream_of(c)), err);
       if (st) return st;
       from[nwide] = *slot, to[nwide++] = wide;
     }
@@ -300,7 +352,7 @@ static px_status widen(cuda *c, const px_exec_op *e, px_exec_op *w, unsigned whi
 static px_status narrow(cuda *c, const px_exec_op *w, const narrowing *nb, px_err *err) {
   px_status st = PX_OK;
   for (int j = 0; j < PX_OP_OUTS && !st; j++)
-    if (nb->orig[j]) st = kc(px_kc_to_bf16(nb->orig[j], w->out[j], (int64_t)nb->n[j], c->stream), err);
+    if (nb->orig[j]) st = kc(px_kc_to_bf16(nb->orig[j], w->out[j], (int64_t)nb->n[j], stream_of(c)), err);
   return st;
 }
 
@@ -330,21 +382,21 @@ static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   const int32_t *targets = e->in[1];
   px_status st = PX_OK;
   if (dt == PX_DTYPE_BF16) {
-    st = kc(px_kc_to_fp32(e->out[0], e->in[0], n * vl, c->stream), err);
+    st = kc(px_kc_to_fp32(e->out[0], e->in[0], n * vl, stream_of(c)), err);
     logits = e->out[0];
   }
   float *mx = NULL;
   if (!st) st = scratch(c, (uint64_t)(3 * n) * sizeof(float), (void **)&mx, err);
   if (st) return st;
   float *sum = mx + n, *tl = mx + 2 * n;
-  st = kc(px_kc_ce_max_local(mx, logits, n, vstart, vl, d[2], c->stream), err);
+  st = kc(px_kc_ce_max_local(mx, logits, n, vstart, vl, d[2], stream_of(c)), err);
   if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, mx, (uint64_t)n, PX_DTYPE_FP32, PX_RED_MAX, err);
-  if (!st) st = kc(px_kc_ce_sumexp_local(sum, logits, mx, n, vstart, vl, d[2], c->stream), err);
+  if (!st) st = kc(px_kc_ce_sumexp_local(sum, logits, mx, n, vstart, vl, d[2], stream_of(c)), err);
   if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, sum, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
-  if (!st) st = kc(px_kc_ce_target_local(tl, logits, targets, n, vstart, vl, c->stream), err);
+  if (!st) st = kc(px_kc_ce_target_local(tl, logits, targets, n, vstart, vl, stream_of(c)), err);
   if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, tl, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
-  if (!st) st = kc(px_kc_ce_loss(e->out[1], mx, sum, tl, targets, n, c->stream), err);
-  if (!st) st = kc(px_kc_ce_logprobs(e->out[0], logits, mx, sum, n, vl, c->stream), err);
+  if (!st) st = kc(px_kc_ce_loss(e->out[1], mx, sum, tl, targets, n, stream_of(c)), err);
+  if (!st) st = kc(px_kc_ce_logprobs(e->out[0], logits, mx, sum, n, vl, stream_of(c)), err);
   return st;
 }
 
@@ -370,13 +422,13 @@ static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   }
   float *zeros = NULL;
   if (!st) st = scratch(c, (uint64_t)n * sizeof(float), (void **)&zeros, err);
-  if (!st) st = cu_check(cudaMemsetAsync(zeros, 0, (size_t)n * sizeof(float), c->stream), "cudaMemsetAsync", err);
+  if (!st) st = cu_check(cudaMemsetAsync(zeros, 0, (size_t)n * sizeof(float), stream_of(c)), "cudaMemsetAsync", err);
   float *dlogits = dt == PX_DTYPE_BF16 ? e->in[0] : e->out[0];
   if (!st)
     st = kc(px_kc_ce_bwd(dlogits, e->in[0], zeros, c->ones, e->in[1], n, e->tp_rank * vl, vl, d[2], e->loss_scale,
-                         c->stream),
+                         stream_of(c)),
             err);
-  if (!st && dt == PX_DTYPE_BF16) st = kc(px_kc_to_bf16(e->out[0], dlogits, n * vl, c->stream), err);
+  if (!st && dt == PX_DTYPE_BF16) st = kc(px_kc_to_bf16(e->out[0], dlogits, n * vl, stream_of(c)), err);
   return st;
 }
 
@@ -386,7 +438,7 @@ static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
  * in the backward, never stored. */
 static px_status flash(px_backend *be, const px_exec_op *e, px_dtype dt, bool bwd, px_err *err) {
   cuda *c = be->impl;
-  cudaStream_t s = c->stream;
+  cudaStream_t s = stream_of(c);
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], group = HQ / HKV;
   uint64_t el = px_dtype_bytes(dt), SS = (uint64_t)(S * S) * sizeof(float), SD = (uint64_t)(S * D) * sizeof(float);
@@ -444,17 +496,17 @@ static px_status dropout_fwd(cuda *c, const px_exec_op *e, px_dtype dt, px_err *
   uint8_t *mask = e->out[1];
   bool bf = dt == PX_DTYPE_BF16;
   px_status st = y == e->in[0] ? PX_OK
-                               : cu_check(cudaMemcpyAsync(y, e->in[0], n * el, cudaMemcpyDeviceToDevice, c->stream),
+                               : cu_check(cudaMemcpyAsync(y, e->in[0], n * el, cudaMemcpyDeviceToDevice, stream_of(c)),
                                           "cudaMemcpyAsync", err);
   if (!st && e->in[1])
-    st = kc(bf ? px_kc_add_bias_bf16((px_bf16 *)y, e->in[1], (int64_t)n / d[2], d[2], c->stream)
-               : px_kc_add_bias((float *)y, e->in[1], (int64_t)n / d[2], d[2], c->stream),
+    st = kc(bf ? px_kc_add_bias_bf16((px_bf16 *)y, e->in[1], (int64_t)n / d[2], d[2], stream_of(c))
+               : px_kc_add_bias((float *)y, e->in[1], (int64_t)n / d[2], d[2], stream_of(c)),
             err);
   for (int64_t b = 0; b < g.rows && !st; b++) {
     uint64_t off = (uint64_t)(b * g.row_elems), first = px_exec_dropout_row(e, &g, b);
     void *yb = y + off * el;
-    st = kc(bf ? px_kc_dropout_fwd_bf16(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, c->stream)
-               : px_kc_dropout_fwd(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, c->stream),
+    st = kc(bf ? px_kc_dropout_fwd_bf16(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, stream_of(c))
+               : px_kc_dropout_fwd(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, stream_of(c)),
             err);
   }
   return st;
@@ -466,22 +518,22 @@ static px_status rope_bwd(cuda *c, void *x, int64_t B, int64_t S, int64_t H, int
   uint64_t bytes = (uint64_t)(B * S * H * D) * px_dtype_bytes(dt);
   void *tmp;
   px_status st = scratch(c, bytes, &tmp, err);
-  if (!st) st = cu_check(cudaMemcpyAsync(tmp, x, bytes, cudaMemcpyDeviceToDevice, c->stream), "cudaMemcpyAsync", err);
-  if (!st) st = cu_check(cudaMemsetAsync(x, 0, bytes, c->stream), "cudaMemsetAsync", err);
+  if (!st) st = cu_check(cudaMemcpyAsync(tmp, x, bytes, cudaMemcpyDeviceToDevice, stream_of(c)), "cudaMemcpyAsync", err);
+  if (!st) st = cu_check(cudaMemsetAsync(x, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
   if (!st)
-    st = kc(dt == PX_DTYPE_BF16 ? px_kc_rope_bwd_bf16(x, tmp, B, S, H, D, 0, theta, c->stream)
-                                : px_kc_rope_bwd(x, tmp, B, S, H, D, 0, theta, c->stream),
+    st = kc(dt == PX_DTYPE_BF16 ? px_kc_rope_bwd_bf16(x, tmp, B, S, H, D, 0, theta, stream_of(c))
+                                : px_kc_rope_bwd(x, tmp, B, S, H, D, 0, theta, stream_of(c)),
             err);
   return st;
 }
 
 /* Sum of squares of a gradient range into the host double. */
 static px_status grad_norm(cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
-  px_status st = kc(dt == PX_DTYPE_BF16 ? px_kc_sumsq_bf16(c->dsum, e->in[0], e->count, c->stream)
-                                        : px_kc_sumsq(c->dsum, e->in[0], e->count, c->stream),
+  px_status st = kc(dt == PX_DTYPE_BF16 ? px_kc_sumsq_bf16(c->dsum, e->in[0], e->count, stream_of(c))
+                                        : px_kc_sumsq(c->dsum, e->in[0], e->count, stream_of(c)),
                     err);
   double v = 0;
-  if (!st) st = wait_stream(c, err);
+  if (!st) st = wait_streams(c, false, err);
   if (!st) st = cu_check(cudaMemcpy(&v, c->dsum, sizeof v, cudaMemcpyDeviceToHost), "cudaMemcpy", err);
   if (!st) *e->sumsq_out += v;
   return st;
@@ -490,13 +542,13 @@ static px_status grad_norm(cuda *c, const px_exec_op *e, px_dtype dt, px_err *er
 static px_status adamw(cuda *c, const px_exec_op *e, px_err *err) {
   if (e->out[3]) /* mixed precision: fp32 master, bf16 gradient and model copy */
     return kc(px_kc_adamw_bf16(e->out[0], e->out[1], e->out[2], e->in[0], e->out[3], e->count, e->lr, e->beta1,
-                               e->beta2, e->eps, e->weight_decay, e->grad_scale, e->adam_t, c->stream),
+                               e->beta2, e->eps, e->weight_decay, e->grad_scale, e->adam_t, stream_of(c)),
               err);
   px_status st = PX_OK;
-  if (e->grad_scale != 1.0f) st = kc(px_kc_scale(e->in[0], e->count, e->grad_scale, c->stream), err);
+  if (e->grad_scale != 1.0f) st = kc(px_kc_scale(e->in[0], e->count, e->grad_scale, stream_of(c)), err);
   if (!st)
     st = kc(px_kc_adamw(e->out[0], e->out[1], e->out[2], e->in[0], e->count, e->lr, e->beta1, e->beta2, e->eps,
-                        e->weight_decay, e->adam_t, c->stream),
+                        e->weight_decay, e->adam_t, stream_of(c)),
             err);
   return st;
 }
@@ -506,7 +558,7 @@ static px_status adamw(cuda *c, const px_exec_op *e, px_err *err) {
 /* dt: the op's activation dtype (fp32 on widened copies). */
 static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
   cuda *c = be->impl;
-  cudaStream_t s = c->stream;
+  cudaStream_t s = stream_of(c);
   const px_op *o = e->op;
   const px_model *m = &e->plan->model;
   const int64_t *d = o->dim;
@@ -735,7 +787,7 @@ static px_status cu_allreduce(px_backend *be, px_group g, void *buf, uint64_t co
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
   if (st) return st;
-  return nccl_check(ncclAllReduce(buf, buf, count, nccl_type(dt), op == PX_RED_MAX ? ncclMax : ncclSum, nc, c->stream),
+  return nccl_check(ncclAllReduce(buf, buf, count, nccl_type(dt), op == PX_RED_MAX ? ncclMax : ncclSum, nc, stream_of(c)),
                     "ncclAllReduce", err);
 }
 
@@ -749,7 +801,7 @@ static px_status cu_allgather(px_backend *be, px_group g, void *out, const void 
   px_status st = nccl_comm(c, g, &nc, err);
   if (st) return st;
   const void *send = in == out ? (const char *)out + (uint64_t)c->nc_rank[g] * count_in * px_dtype_bytes(dt) : in;
-  return nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, c->stream), "ncclAllGather", err);
+  return nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, stream_of(c)), "ncclAllGather", err);
 }
 
 static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
@@ -760,7 +812,7 @@ static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const 
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
   if (st) return st;
-  return nccl_check(ncclReduceScatter(in, out, count_out, nccl_type(dt), ncclSum, nc, c->stream), "ncclReduceScatter",
+  return nccl_check(ncclReduceScatter(in, out, count_out, nccl_type(dt), ncclSum, nc, stream_of(c)), "ncclReduceScatter",
                     err);
 }
 
@@ -783,8 +835,8 @@ static px_status cu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
     st = nccl_check(ncclGroupStart(), "ncclGroupStart", err);
     for (int k = 0; k < n && !st; k++) {
       px_p2p *it = &items[order[k]];
-      st = nccl_check(it->send ? ncclSend(it->buf, it->bytes, ncclInt8, it->peer, nc, c->stream)
-                               : ncclRecv(it->buf, it->bytes, ncclInt8, it->peer, nc, c->stream),
+      st = nccl_check(it->send ? ncclSend(it->buf, it->bytes, ncclInt8, it->peer, nc, stream_of(c))
+                               : ncclRecv(it->buf, it->bytes, ncclInt8, it->peer, nc, stream_of(c)),
                       it->send ? "ncclSend" : "ncclRecv", err);
     }
     px_status end = nccl_check(ncclGroupEnd(), "ncclGroupEnd", err);
@@ -827,16 +879,19 @@ static void cu_destroy(px_backend *b) {
   if (!b) return;
   cuda *c = b->impl;
   if (c) {
-    if (c->stream) cudaStreamSynchronize(c->stream);
-    for (int i = 0; i < c->ncache; i++) cudaFree(c->cache[i].p);
-    for (int i = 0; i < SCRATCH_CHUNKS; i++) cudaFree(c->scratch[i].p);
+    cache_free_all(c);
+    for (int i = 0; i < c->nspare; i++) cudaEventDestroy(c->spare[i]);
+    for (int s = 0; s < NSTREAMS; s++)
+      for (int i = 0; i < SCRATCH_CHUNKS; i++) cudaFree(c->scratch[s][i].p);
     cudaFree(c->workspace);
     cudaFree(c->dsum);
     cudaFree(c->ones);
     for (int g = 0; g < PX_GROUP_COUNT; g++)
       if (c->nc[g]) ncclCommDestroy(c->nc[g]);
     if (c->lt) cublasLtDestroy(c->lt);
-    if (c->stream) cudaStreamDestroy(c->stream);
+    if (c->switched) cudaEventDestroy(c->switched);
+    for (int s = 0; s < NSTREAMS; s++)
+      if (c->streams[s]) cudaStreamDestroy(c->streams[s]);
     free(c);
   }
   free(b);
@@ -910,7 +965,9 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   c->nccl = !all[1] && !(mode && !strcmp(mode, "mpi"));
   c->timeout_s = limit && atof(limit) > 0 ? atof(limit) : 600.0;
   px_status st = cu_check(cudaSetDevice(c->device), "cudaSetDevice", err);
-  if (!st) st = cu_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate", err);
+  for (int s = 0; s < NSTREAMS && !st; s++)
+    st = cu_check(cudaStreamCreateWithFlags(&c->streams[s], cudaStreamNonBlocking), "cudaStreamCreate", err);
+  if (!st) st = cu_check(cudaEventCreateWithFlags(&c->switched, cudaEventDisableTiming), "cudaEventCreate", err);
   if (!st && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
     st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: cublasLtCreate failed");
   if (!st) st = cu_check(cudaMalloc(&c->workspace, WORKSPACE_BYTES), "cudaMalloc (cuBLASLt workspace)", err);
@@ -938,6 +995,8 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->reduce_scatter = cu_reduce_scatter;
   b->p2p = cu_p2p;
   b->sync = cu_sync;
+  b->set_stream = cu_set_stream;
+  b->join = cu_join;
   b->destroy = cu_destroy;
   *out = b;
   return PX_OK;

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <ucontext.h>
 
+#include <deque>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -191,6 +193,45 @@ static void run_block(void) {
   }
 }
 
+/* ------------------------- streams ------------------------- */
+
+struct emu_stream {
+  std::deque<std::function<void()>> work;
+  uint64_t queued = 0, done = 0;
+};
+
+static std::unordered_map<uintptr_t, emu_stream> streams;
+static uintptr_t nstreams;
+
+static bool lags(cudaStream_t s) { return (uintptr_t)s > 1; }
+
+/* Runs stream s's work up to (not including) its `upto`-th item. */
+static void drain(uintptr_t s, uint64_t upto) {
+  emu_stream &st = streams[s];
+  while (st.done < upto && !st.work.empty()) {
+    std::function<void()> w = std::move(st.work.front());
+    st.work.pop_front();
+    st.done++;
+    w();
+  }
+}
+
+static void drain_all(void) {
+  for (auto &kv : streams) drain(kv.first, kv.second.queued);
+}
+
+void px_emu_enqueue(cudaStream_t stream, std::function<void()> work) {
+  if (!lags(stream)) {
+    work();
+    return;
+  }
+  emu_stream &st = streams[(uintptr_t)stream];
+  st.work.push_back(std::move(work));
+  st.queued++;
+}
+
+static void run_launch(px_emu_cfg cfg, const std::function<void()> &body);
+
 void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body) {
   uint64_t threads = (uint64_t)cfg.block.x * cfg.block.y * cfg.block.z;
   if (threads == 0 || threads > EMU_MAX_THREADS || cfg.block.z > 64 || cfg.grid.x == 0 || cfg.grid.y == 0 ||
@@ -198,6 +239,12 @@ void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body) {
     last_error = cudaErrorInvalidConfiguration;
     return;
   }
+  std::function<void()> copy = body;
+  px_emu_enqueue(cfg.stream, [cfg, copy] { run_launch(cfg, copy); });
+}
+
+static void run_launch(px_emu_cfg cfg, const std::function<void()> &body) {
+  uint64_t threads = (uint64_t)cfg.block.x * cfg.block.y * cfg.block.z;
   blockDim = cfg.block;
   gridDim = cfg.grid;
   nfibers = (int)threads;
@@ -269,6 +316,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
 }
 
 cudaError_t cudaFree(void *p) {
+  drain_all(); /* cudaFree waits for the device */
   free(p);
   return cudaSuccess;
 }
@@ -279,48 +327,88 @@ cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream) {
 }
 
 cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
-  (void)stream;
-  return cudaFree(p);
-}
-
-cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
-  (void)stream;
-  memset(p, value, bytes);
+  px_emu_enqueue(stream, [p] { free(p); });
   return cudaSuccess;
 }
 
+cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t stream) {
+  px_emu_enqueue(stream, [=] { memset(p, value, bytes); });
+  return cudaSuccess;
+}
+
+/* Synchronous, but not with the (non-blocking) streams the tool makes. */
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
   (void)kind;
   memmove(dst, src, bytes);
   return cudaSuccess;
 }
 
+/* From pageable host memory the copy is staged before the call returns: take the bytes now. */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  (void)stream;
-  return cudaMemcpy(dst, src, bytes, kind);
+  if (kind == cudaMemcpyHostToDevice && lags(stream)) {
+    std::shared_ptr<std::vector<char>> staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
+    px_emu_enqueue(stream, [=] { memmove(dst, staged->data(), bytes); });
+    return cudaSuccess;
+  }
+  px_emu_enqueue(stream, [=] { memmove(dst, src, bytes); });
+  return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
   (void)flags;
-  *stream = (cudaStream_t)0x1;
+  *stream = (cudaStream_t)++nstreams;
+  streams[nstreams];
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  (void)stream;
+  drain((uintptr_t)stream, streams[(uintptr_t)stream].queued);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  (void)stream;
+  drain((uintptr_t)stream, streams[(uintptr_t)stream].queued);
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+  drain_all();
+  return cudaSuccess;
+}
 
-/* Work runs when launched: a stream is always done. */
-cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  (void)stream;
+cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
+
+/* An event is a position in a stream's work. */
+struct CUevent_st {
+  uintptr_t stream;
+  uint64_t mark;
+};
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags) {
+  (void)flags;
+  *ev = new CUevent_st{0, 0};
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+  delete ev;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t stream) {
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  ev->stream = (uintptr_t)stream;
+  ev->mark = lags(stream) ? streams[(uintptr_t)stream].queued : 0;
+  return cudaSuccess;
+}
+
+/* Work on `stream` after this call starts once the event's stream got there. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev, unsigned int flags) {
+  (void)flags;
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  uintptr_t s = ev->stream;
+  uint64_t mark = ev->mark;
+  if (lags((cudaStream_t)s)) px_emu_enqueue(stream, [s, mark] { drain(s, mark); });
   return cudaSuccess;
 }
 

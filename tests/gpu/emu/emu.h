@@ -64,22 +64,30 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
 }
 
 /* kernel<<<grid, block, smem, stream>>>(args) is rewritten by run.sh into
- * px_emu_launch(px_emu_config(grid, block, smem, stream), [&] { kernel(args); }). */
+ * px_emu_launch(px_emu_config(grid, block, smem, stream), [=] { kernel(args); }). */
 struct px_emu_cfg {
   dim3 grid, block;
+  cudaStream_t stream;
 };
 
 static inline px_emu_cfg px_emu_config(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) {
   (void)smem;
-  (void)stream;
   px_emu_cfg c;
   c.grid = grid;
   c.block = block;
+  c.stream = stream;
   return c;
 }
 
-/* Runs body once per thread of every block, synchronously. An invalid
+/* Runs body once per thread of every block: now on the first stream made
+ * (and the null stream), later on any other (see px_emu_enqueue). An invalid
  * configuration (as CUDA would reject it) is recorded for cudaGetLastError. */
 void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body);
+
+/* Work on a stream. Every stream but the first one made lags as far as CUDA
+ * allows: its work runs only when something waits for it (an event another
+ * stream waits on, a synchronize or query, cudaFree), so a dependency a
+ * program forgot shows up as stale data instead of passing by luck. */
+void px_emu_enqueue(cudaStream_t stream, std::function<void()> work);
 
 #endif

@@ -3,7 +3,9 @@
  * the k-th send from a rank to a peer matches the peer's k-th receive from it
  * (one MPI tag: MPI does not overtake); sends and receives between
  * ncclGroupStart and ncclGroupEnd are posted together; bf16 sums run in fp32
- * and round once, as NCCL's do. */
+ * and round once, as NCCL's do. Collectives run in their stream's order (a
+ * lagging stream runs them late, see emu.h); sends and receives at
+ * ncclGroupEnd. */
 #define OMPI_SKIP_MPICXX 1 /* the C API only: no C++ bindings to link */
 #include <cuda_bf16.h>
 #include <mpi.h>
@@ -12,6 +14,8 @@
 #include <string.h>
 
 #include <vector>
+
+#include "emu.h"
 
 struct ncclComm {
   MPI_Comm comm;
@@ -105,35 +109,41 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (!reducible(t) || (op != ncclSum && op != ncclMax)) return ncclInvalidArgument;
-  std::vector<float> f = widen(send, count, t);
-  MPI_Allreduce(MPI_IN_PLACE, f.data(), (int)count, MPI_FLOAT, op == ncclMax ? MPI_MAX : MPI_SUM, comm->comm);
-  narrow(recv, f.data(), count, t);
+  MPI_Comm c = comm->comm;
+  px_emu_enqueue(stream, [=] {
+    std::vector<float> f = widen(send, count, t);
+    MPI_Allreduce(MPI_IN_PLACE, f.data(), (int)count, MPI_FLOAT, op == ncclMax ? MPI_MAX : MPI_SUM, c);
+    narrow(recv, f.data(), count, t);
+  });
   return ncclSuccess;
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t, ncclComm_t comm,
                            cudaStream_t stream) {
-  (void)stream;
-  int rank = 0;
-  MPI_Comm_rank(comm->comm, &rank);
-  size_t bytes = count * type_bytes(t);
-  char *mine = (char *)recv + (size_t)rank * bytes;
-  if (send != mine) memmove(mine, send, bytes);
-  MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm->comm);
+  MPI_Comm c = comm->comm;
+  px_emu_enqueue(stream, [=] {
+    int rank = 0;
+    MPI_Comm_rank(c, &rank);
+    size_t bytes = count * type_bytes(t);
+    char *mine = (char *)recv + (size_t)rank * bytes;
+    if (send != mine) memmove(mine, send, bytes);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c);
+  });
   return ncclSuccess;
 }
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   if (!reducible(t) || op != ncclSum) return ncclInvalidArgument;
-  int n = 0;
-  MPI_Comm_size(comm->comm, &n);
-  std::vector<float> f = widen(send, count * (size_t)n, t);
-  MPI_Reduce_scatter_block(MPI_IN_PLACE, f.data(), (int)count, MPI_FLOAT, MPI_SUM, comm->comm);
-  narrow(recv, f.data(), count, t);
+  MPI_Comm c = comm->comm;
+  px_emu_enqueue(stream, [=] {
+    int n = 0;
+    MPI_Comm_size(c, &n);
+    std::vector<float> f = widen(send, count * (size_t)n, t);
+    MPI_Reduce_scatter_block(MPI_IN_PLACE, f.data(), (int)count, MPI_FLOAT, MPI_SUM, c);
+    narrow(recv, f.data(), count, t);
+  });
   return ncclSuccess;
 }
 

@@ -16,14 +16,14 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 # 1. kernels/cuda rewritten for the emulator: device sections on for C++, and
-#    k<<<grid, block, smem, stream>>>(args) -> px_emu_launch(px_emu_config(...), [&] { k(args); })
+#    k<<<grid, block, smem, stream>>>(args) -> px_emu_launch(px_emu_config(...), [=] { k(args); })
 src="$out/src/kernels/cuda"
 mkdir -p "$src"
 for f in "$root"/kernels/cuda/*.h "$root"/kernels/cuda/*.cu; do
   name=$(basename "$f")
   case "$name" in *.cu) name="$name.cpp" ;; esac
   perl -0pe 's/#ifdef __CUDACC__/#ifdef __cplusplus/g;
-             s/(\w+)<<<(.*?)>>>\((.*?)\);/px_emu_launch(px_emu_config($2), [&] { $1($3); });/gs' "$f" >"$src/$name.new"
+             s/(\w+)<<<(.*?)>>>\((.*?)\);/px_emu_launch(px_emu_config($2), [=] { $1($3); });/gs' "$f" >"$src/$name.new"
   cmp -s "$src/$name.new" "$src/$name" && rm "$src/$name.new" || mv "$src/$name.new" "$src/$name" # keep mtimes
 done
 if grep -n '<<<' "$src"/*.cpp; then
