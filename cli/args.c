@@ -21,7 +21,7 @@ typedef struct {
 } px_opt;
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
-       OPT_QUICK };
+       OPT_QUICK, OPT_LOSS_SCALE };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -66,6 +66,8 @@ static const px_opt opts[] = {
     {"data", required_argument, 'a', PX_OPT_RUN, "FILE", "tokens: .u16/.bin (uint16), .u32, or any text file as bytes"},
     {"seed", required_argument, 'E', PX_OPT_RUN, "K", "initialisation, data and dropout seed (1234)"},
     {"lr", required_argument, 'l', PX_OPT_RUN, "X", "AdamW learning rate (3e-3)"},
+    {"loss-scale", required_argument, OPT_LOSS_SCALE, PX_OPT_RUN, "S",
+     "fp16: initial loss scale (65536), halved on overflow, doubled after 2000 clean steps"},
     {"ckpt", required_argument, 'K', PX_OPT_RUN, "DIR", "checkpoint directory (written at the end)"},
     {"ckpt-every", required_argument, OPT_CKPT_EVERY, PX_OPT_RUN, "K", "also checkpoint every K steps"},
     {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
@@ -197,6 +199,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'a': a->data_file = optarg; break;
       case 'E': st = px_parse_int(optarg, "--seed", 0, INT64_MAX / 2, &a->seed, err); break;
       case 'l': st = parse_number("--lr", optarg, 0, 10, &a->lr, err); break;
+      case OPT_LOSS_SCALE: st = parse_number("--loss-scale", optarg, 1, 1e30, &a->loss_scale, err); break;
       case 'K': a->ckpt_dir = optarg; break;
       case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, (int64_t)1 << 40, &a->ckpt_every, err); break;
       case OPT_RESUME: a->resume = true; break;

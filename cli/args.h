@@ -52,6 +52,7 @@ typedef struct {
   const char *data_file;
   int64_t seed;      /* -1 unset */
   double lr;         /* 0 unset */
+  double loss_scale; /* 0 unset */
   const char *ckpt_dir;
   int64_t ckpt_every;
   bool resume;

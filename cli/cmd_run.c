@@ -18,6 +18,9 @@ static void print_run(const px_plan *plan, const px_train_result *r) {
          px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s);
   printf("memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
          px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
+  if (plan->par.precision == PX_PREC_FP16)
+    printf("fp16: loss scale %g, %lld step%s skipped for overflow\n", r->loss_scale, (long long)r->skipped_steps,
+           r->skipped_steps == 1 ? "" : "s");
 }
 
 static cJSON *run_json(const px_plan *plan, const px_train_result *r) {
@@ -33,6 +36,10 @@ static cJSON *run_json(const px_plan *plan, const px_train_result *r) {
   px_json_add_num(o, "tokens_per_s", r->tokens_per_s);
   px_json_add_num(o, "peak_bytes", (double)r->peak_bytes);
   px_json_add_num(o, "predicted_peak_bytes", (double)r->predicted_peak_bytes);
+  if (plan->par.precision == PX_PREC_FP16) {
+    px_json_add_num(o, "loss_scale", r->loss_scale);
+    px_json_add_num(o, "skipped_steps", (double)r->skipped_steps);
+  }
   cJSON *st = cJSON_AddArrayToObject(o, "stages");
   for (int64_t s = 0; st && s < plan->par.pp; s++) {
     cJSON *so = cJSON_CreateObject();
@@ -90,6 +97,7 @@ int px_cmd_run(int argc, char **argv) {
     o.data_path = a.data_file;
     if (a.seed >= 0) o.hp.seed = (uint64_t)a.seed;
     if (a.lr > 0) o.hp.lr = (float)a.lr;
+    if (a.loss_scale > 0) o.hp.loss_scale = (float)a.loss_scale;
     o.ckpt_dir = a.ckpt_dir;
     o.ckpt_every = a.ckpt_every;
     o.resume = a.resume;

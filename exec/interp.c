@@ -51,6 +51,11 @@ struct px_exec {
   int64_t *first_op;
   double *op_time;
   int64_t nops, timed_steps;
+  /* fp16 loss scaling: scaler = {scale, clean steps, optimizer steps}, checkpointed */
+  bool scaling;
+  float scaler[3];
+  int64_t skipped_steps;
+  int64_t adam_t;             /* the optimizer step being taken */
   /* gradient capture */
   bool capture;
   float *grad_copy;           /* canonical layout, this rank's owned elements; NaN elsewhere */
@@ -236,13 +241,12 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->mixed = plan->par.precision != PX_PREC_FP32;
   x->pb = px_dtype_bytes(plan->param_dtype);
   x->gb = px_dtype_bytes(plan->grad_dtype);
+  x->scaling = plan->act_dtype == PX_DTYPE_FP16;
+  x->scaler[0] = x->scaling ? (hp->loss_scale > 0 ? hp->loss_scale : 65536.0f) : 1.0f;
   const px_program *prog = x->prog;
   px_status st = PX_OK;
   if (plan->act_dtype != PX_DTYPE_FP32 && !strcmp(be->name, "cpu"))
     st = px_err_set(err, PX_ERR_INPUT, "the cpu backend runs fp32 only (hint: --precision fp32)");
-  if (plan->act_dtype == PX_DTYPE_FP16 && !strcmp(be->name, "cuda"))
-    st = px_err_set(err, PX_ERR_INPUT,
-                    "the cuda backend runs fp32 and bf16 (fp16 with loss scaling is not implemented; hint: --precision bf16)");
   if (!st) st = px_global_params_build(&plan->model, &x->global, err);
   int64_t stride = x->L + 2;
   if (!st) {
@@ -417,7 +421,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   }
   px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .layer = in->layer, .seq_index = x->seq_index,
                   .seed = x->hp.seed, .step = x->step,
-                  .loss_scale = 1.0f / (float)((double)x->plan->par.gbs * (double)x->plan->seq)};
+                  .loss_scale = (float)(x->scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
   for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
   for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
   if (!st) {
@@ -521,7 +525,7 @@ static px_status backend_op(px_exec *x, px_op_kind kind, void *const out[4], voi
   for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0}; /* no slots: gradient ranges */
   px_exec_op e = {.plan = x->plan, .op = &op, .tp_rank = x->tp_rank, .count = count, .sumsq_out = sumsq,
                   .lr = x->hp.lr, .beta1 = x->hp.beta1, .beta2 = x->hp.beta2, .eps = x->hp.eps,
-                  .weight_decay = wd, .grad_scale = grad_scale, .adam_t = x->step + 1};
+                  .weight_decay = wd, .grad_scale = grad_scale, .adam_t = x->adam_t};
   for (int j = 0; j < 4; j++) e.out[j] = out ? out[j] : NULL;
   e.in[0] = in0;
   return x->be->op(x->be, &e, err);
@@ -637,7 +641,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
     for (uint64_t f = lo; !st && f < hi; f++) {
       int64_t e = (int64_t)(f - r->offset);
       int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, e / cols, e % cols, NULL);
-      if (gi >= 0) x->grad_copy[gi] = host[f - lo];
+      if (gi >= 0) x->grad_copy[gi] = host[f - lo] / x->scaler[0]; /* unscaled (fp16) */
     }
   }
   free(host);
@@ -694,8 +698,17 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   /* a host scalar: MPI directly (a device backend's collectives take device memory) */
   if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
                               "MPI_Allreduce (gradient norm)", err);
-  double norm = sqrt(sumsq);
+  if (!st && x->scaling && !isfinite(sumsq)) { /* overflow: skip the step, halve the scale */
+    x->scaler[0] = x->scaler[0] > 1.0f ? x->scaler[0] / 2 : 1.0f;
+    x->scaler[1] = 0;
+    x->skipped_steps++;
+    return time_op(x, idx, PX_OP_GRAD_NORM, &t0, st, err);
+  }
+  double norm = sqrt(sumsq) / x->scaler[0];
+  /* the clipping factor, and the loss scale taken back out */
   float scale = x->hp.clip > 0 && norm > x->hp.clip ? (float)(x->hp.clip / norm) : 1.0f;
+  scale = (float)(scale / x->scaler[0]);
+  x->adam_t = x->scaling ? (int64_t)++x->scaler[2] : x->step + 1;
   st = time_op(x, idx, PX_OP_GRAD_NORM, &t0, st, err);
   /* 3. AdamW on the owned part; no weight decay on vectors (norms, biases). */
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
@@ -714,6 +727,10 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     st = backend_op(x, PX_OP_ADAMW, outs, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL, wd, scale, err);
   }
   st = time_op(x, idx, PX_OP_ADAMW, &t0, st, err);
+  if (x->scaling && ++x->scaler[1] >= PX_LOSS_SCALE_GROWTH_STEPS) {
+    x->scaler[0] *= 2;
+    x->scaler[1] = 0;
+  }
   return st;
 }
 
@@ -816,6 +833,11 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
 
 void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
+void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped) {
+  *scale = x->scaler[0];
+  *skipped = x->skipped_steps;
+}
+
 px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
   if (!x->grad_copy) return px_err_set(err, PX_ERR_RUNTIME, "no gradients were captured");
   /* Every canonical element is owned by exactly one rank: take the non-NaN ones. */
@@ -832,10 +854,11 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
 
 int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
   int n = 0;
-  if (n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems, x->plan->param_dtype};
-  if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems, PX_DTYPE_FP32};
-  if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems, PX_DTYPE_FP32};
-  if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems, PX_DTYPE_FP32};
+  if (n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems, x->plan->param_dtype, false};
+  if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems, PX_DTYPE_FP32, false};
+  if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems, PX_DTYPE_FP32, false};
+  if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems, PX_DTYPE_FP32, false};
+  if (x->scaling && n < cap) out[n++] = (px_exec_state){"loss_scaler", x->scaler, 3, PX_DTYPE_FP32, true};
   return n;
 }
 

@@ -15,7 +15,13 @@
 typedef struct {
   uint64_t seed;
   float lr, beta1, beta2, eps, weight_decay, clip;
+  float loss_scale; /* fp16: the initial loss scale */
 } px_train_hparams;
+
+/* fp16's dynamic loss scaling: the loss is multiplied by the scale before the
+ * backward; a step whose gradients overflow (a non-finite norm) is skipped
+ * and halves the scale, which doubles after this many clean steps. */
+#define PX_LOSS_SCALE_GROWTH_STEPS 2000
 
 typedef struct px_exec px_exec;
 
@@ -32,16 +38,20 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err);
 void px_exec_capture_grads(px_exec *x, bool on);
 px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err);
 
+/* fp16: the current loss scale and the steps skipped for overflow (1 and 0 otherwise). */
+void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped);
+
 /* Bytes allocated through the interpreter now and at most. */
 uint64_t px_exec_peak_bytes(const px_exec *x);
 uint64_t px_exec_current_bytes(const px_exec *x);
 
-/* Checkpoint state of this rank: named device buffers. */
+/* Checkpoint state of this rank: named buffers. */
 typedef struct {
   const char *name;
-  void *data;     /* device pointer */
+  void *data;     /* device pointer, or host pointer when host */
   uint64_t count; /* elements of dtype */
   px_dtype dtype;
+  bool host;
 } px_exec_state;
 int px_exec_states(px_exec *x, px_exec_state *out, int cap);
 

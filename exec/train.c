@@ -76,7 +76,8 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
     t[i] = (px_ckpt_tensor){states[i].name, malloc(cnt * sizeof(float) + 1), cnt};
     raw[i] = states[i].dtype == PX_DTYPE_FP32 ? (void *)t[i].data : malloc(bytes + 1);
     if (!t[i].data || !raw[i]) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    if (!st && save) st = be->download(be, raw[i], states[i].data, bytes, err);
+    if (!st && save && states[i].host) memcpy(raw[i], states[i].data, bytes);
+    else if (!st && save) st = be->download(be, raw[i], states[i].data, bytes, err);
     if (!st && save) px_dtype_to_fp32(t[i].data, raw[i], states[i].dtype, cnt);
   }
   px_ckpt_meta meta;
@@ -84,7 +85,11 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
   if (!st) st = save ? px_ckpt_write_shard(dir, &meta, t, n, err) : px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
   for (int i = 0; !st && !save && i < n; i++) {
     px_dtype_from_fp32(raw[i], states[i].dtype, t[i].data, states[i].count);
-    st = be->upload(be, states[i].data, raw[i], states[i].count * px_dtype_bytes(states[i].dtype), err);
+    uint64_t bytes = states[i].count * px_dtype_bytes(states[i].dtype);
+    if (states[i].host)
+      memcpy(states[i].data, raw[i], bytes);
+    else
+      st = be->upload(be, states[i].data, raw[i], bytes, err);
   }
   for (int i = 0; i < n; i++) {
     if (raw[i] != t[i].data) free(raw[i]);
@@ -255,6 +260,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     unsigned long long mine = px_exec_peak_bytes(x), all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
     r->peak_bytes = all;
+    px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
     r->stage_peak_bytes = calloc((size_t)plan->par.pp, sizeof *r->stage_peak_bytes);
     unsigned long long *per = calloc((size_t)plan->par.pp, sizeof *per);
     if (per && r->stage_peak_bytes) {

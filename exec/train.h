@@ -36,6 +36,8 @@ typedef struct {
   const char *backend;
   double *op_s;             /* (nops) this rank's seconds per step of each op of its stage's program */
   int64_t nops;
+  double loss_scale;        /* fp16: the final loss scale (1 otherwise) */
+  int64_t skipped_steps;    /* fp16: steps skipped for overflowing gradients */
 } px_train_result;
 
 void px_train_opts_init(px_train_opts *o);

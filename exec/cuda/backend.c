@@ -318,9 +318,12 @@ static uint64_t operand_elems(const px_exec_op *e, px_ref r) {
 typedef struct {
   void *orig[PX_OP_OUTS];
   uint64_t n[PX_OP_OUTS];
+  px_dtype dt[PX_OP_OUTS];
 } narrowing;
 
-/* *w = *e with the chosen bf16 operands replaced by fp32 copies in scratch
+static bool half_dtype(px_dtype t) { return t == PX_DTYPE_BF16 || t == PX_DTYPE_FP16; }
+
+/* *w = *e with the chosen 16-bit operands replaced by fp32 copies in scratch
  * (an operand given twice, as in place ops do, gets one copy). */
 static px_status widen(cuda *c, const px_exec_op *e, px_exec_op *w, unsigned which, narrowing *nb, px_err *err) {
   *w = *e;
@@ -332,18 +335,19 @@ static px_status widen(cuda *c, const px_exec_op *e, px_exec_op *w, unsigned whi
     int j = is_out ? k : k - PX_OP_OUTS;
     void **slot = is_out ? &w->out[j] : &w->in[j];
     px_ref r = is_out ? e->op->out[j] : e->op->in[j];
-    if (!(which & (1u << k)) || !*slot || operand_dtype(e, r) != PX_DTYPE_BF16) continue;
+    px_dtype dt = operand_dtype(e, r);
+    if (!(which & (1u << k)) || !*slot || !half_dtype(dt)) continue;
     void *wide = NULL;
     for (int i = 0; i < nwide && !wide; i++)
       if (from[i] == *slot) wide = to[i];
     uint64_t n = operand_elems(e, r);
     if (!wide) {
       px_status st = scratch(c, n * sizeof(float), &wide, err);
-      if (!st) st = kc(px_kc_to_fp32(wide, *slot, (int64_t)n, stream_of(c)), err);
+      if (!st) st = kc(px_kc_convert(wide, *slot, PX_DTYPE_FP32, dt, (int64_t)n, stream_of(c)), err);
       if (st) return st;
       from[nwide] = *slot, to[nwide++] = wide;
     }
-    if (is_out) nb->orig[j] = *slot, nb->n[j] = n;
+    if (is_out) nb->orig[j] = *slot, nb->n[j] = n, nb->dt[j] = dt;
     *slot = wide;
   }
   return PX_OK;
@@ -352,13 +356,14 @@ static px_status widen(cuda *c, const px_exec_op *e, px_exec_op *w, unsigned whi
 static px_status narrow(cuda *c, const px_exec_op *w, const narrowing *nb, px_err *err) {
   px_status st = PX_OK;
   for (int j = 0; j < PX_OP_OUTS && !st; j++)
-    if (nb->orig[j]) st = kc(px_kc_to_bf16(nb->orig[j], w->out[j], (int64_t)nb->n[j], stream_of(c)), err);
+    if (nb->orig[j])
+      st = kc(px_kc_convert(nb->orig[j], w->out[j], nb->dt[j], PX_DTYPE_FP32, (int64_t)nb->n[j], stream_of(c)), err);
   return st;
 }
 
 static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err);
 
-/* An op without a bf16 kernel: on fp32 copies of every bf16 operand. */
+/* An op without a kernel for its 16-bit type: on fp32 copies of every 16-bit operand. */
 static px_status widened(px_backend *be, const px_exec_op *e, px_err *err) {
   px_exec_op w;
   narrowing nb;
@@ -529,8 +534,9 @@ static px_status rope_bwd(cuda *c, void *x, int64_t B, int64_t S, int64_t H, int
 
 /* Sum of squares of a gradient range into the host double. */
 static px_status grad_norm(cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
-  px_status st = kc(dt == PX_DTYPE_BF16 ? px_kc_sumsq_bf16(c->dsum, e->in[0], e->count, stream_of(c))
-                                        : px_kc_sumsq(c->dsum, e->in[0], e->count, stream_of(c)),
+  px_status st = kc(dt == PX_DTYPE_BF16   ? px_kc_sumsq_bf16(c->dsum, e->in[0], e->count, stream_of(c))
+                    : dt == PX_DTYPE_FP16 ? px_kc_sumsq_fp16(c->dsum, e->in[0], e->count, stream_of(c))
+                                          : px_kc_sumsq(c->dsum, e->in[0], e->count, stream_of(c)),
                     err);
   double v = 0;
   if (!st) st = wait_streams(c, false, err);
@@ -540,9 +546,10 @@ static px_status grad_norm(cuda *c, const px_exec_op *e, px_dtype dt, px_err *er
 }
 
 static px_status adamw(cuda *c, const px_exec_op *e, px_err *err) {
-  if (e->out[3]) /* mixed precision: fp32 master, bf16 gradient and model copy */
-    return kc(px_kc_adamw_bf16(e->out[0], e->out[1], e->out[2], e->in[0], e->out[3], e->count, e->lr, e->beta1,
-                               e->beta2, e->eps, e->weight_decay, e->grad_scale, e->adam_t, stream_of(c)),
+  if (e->out[3]) /* mixed precision: fp32 master, 16-bit gradient and model copy */
+    return kc(px_kc_adamw_mixed(e->out[0], e->out[1], e->out[2], e->in[0], e->out[3], e->plan->grad_dtype, e->count,
+                                e->lr, e->beta1, e->beta2, e->eps, e->weight_decay, e->grad_scale, e->adam_t,
+                                stream_of(c)),
               err);
   px_status st = PX_OK;
   if (e->grad_scale != 1.0f) st = kc(px_kc_scale(e->in[0], e->count, e->grad_scale, stream_of(c)), err);
@@ -567,6 +574,10 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   uint64_t el = px_dtype_bytes(dt);
   float eps = (float)m->norm_eps, theta = (float)m->rope_theta;
   int64_t vstart = e->tp_rank * d[2];
+  /* fp16: cuBLASLt runs the linears; everything else on fp32 copies */
+  bool own_fp16 = o->kind == PX_OP_LINEAR || o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT ||
+                  o->kind == PX_OP_GRAD_NORM || o->kind == PX_OP_ADAMW;
+  if (dt == PX_DTYPE_FP16 && !own_fp16) return widened(be, e, err);
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
       return kc(bf ? px_kc_embed_fwd_bf16(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s)

@@ -10,9 +10,10 @@ static __global__ void adamw_kernel(float *param, float *m, float *v, const floa
   PX_KC_FOR(i, n) px_adamw_update(&param[i], &m[i], &v[i], grad[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }
 
-static __global__ void adamw_bf16_kernel(float *master, float *m, float *v, const __nv_bfloat16 *grad,
-                                         __nv_bfloat16 *param, int64_t n, float lr, float beta1, float beta2, float eps,
-                                         float weight_decay, float grad_scale, float bc1, float bc2) {
+template <typename T>
+static __global__ void adamw_mixed_kernel(float *master, float *m, float *v, const T *grad, T *param, int64_t n,
+                                          float lr, float beta1, float beta2, float eps, float weight_decay,
+                                          float grad_scale, float bc1, float bc2) {
   PX_KC_FOR(i, n) {
     float g = px_kc_ld(grad + i) * grad_scale;
     px_adamw_update(&master[i], &m[i], &v[i], g, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
@@ -36,13 +37,21 @@ extern "C" px_status px_kc_adamw(float *param, float *m, float *v, const float *
   return PX_KC_LAUNCHED("adamw_kernel");
 }
 
-extern "C" px_status px_kc_adamw_bf16(float *master, float *m, float *v, const px_bf16 *grad, px_bf16 *param,
-                                      int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                                      float grad_scale, int64_t t, cudaStream_t stream) {
+extern "C" px_status px_kc_adamw_mixed(float *master, float *m, float *v, const void *grad, void *param,
+                                       px_dtype dtype, int64_t n, float lr, float beta1, float beta2, float eps,
+                                       float weight_decay, float grad_scale, int64_t t, cudaStream_t stream) {
+  if (dtype != PX_DTYPE_BF16 && dtype != PX_DTYPE_FP16)
+    return px_kc_fail(__FILE__, __LINE__, "px_kc_adamw_mixed: dtype %d is not bf16 or fp16", (int)dtype);
   if (n <= 0) return PX_OK;
   float bc1, bc2;
   corrections(beta1, beta2, t, &bc1, &bc2);
-  adamw_bf16_kernel<<<px_kc_blocks(n, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(
-      master, m, v, grad, param, n, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
-  return PX_KC_LAUNCHED("adamw_bf16_kernel");
+  unsigned blocks = px_kc_blocks(n, PX_KC_THREADS);
+  if (dtype == PX_DTYPE_BF16)
+    adamw_mixed_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(master, m, v, (const __nv_bfloat16 *)grad,
+                                                             (__nv_bfloat16 *)param, n, lr, beta1, beta2, eps,
+                                                             weight_decay, grad_scale, bc1, bc2);
+  else
+    adamw_mixed_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(master, m, v, (const __half *)grad, (__half *)param, n,
+                                                             lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
+  return PX_KC_LAUNCHED("adamw_mixed_kernel");
 }

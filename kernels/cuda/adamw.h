@@ -23,16 +23,17 @@ px_status px_kc_adamw(float *param,      // (n)
                       int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t,
                       cudaStream_t stream);
 
-/* Mixed precision: the same step on fp32 master weights from a bf16 gradient
- * multiplied by grad_scale (the clipping factor) in fp32, then
- * param = bf16(master), the model's copy. */
-px_status px_kc_adamw_bf16(float *master,       // (n) fp32 master weights
-                           float *m,            // (n)
-                           float *v,            // (n)
-                           const px_bf16 *grad, // (n)
-                           px_bf16 *param,      // (n) the model's bf16 copy, written
-                           int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                           float grad_scale, int64_t t, cudaStream_t stream);
+/* Mixed precision: the same step on fp32 master weights from a 16-bit
+ * gradient (dtype BF16 or FP16) multiplied by grad_scale in fp32 (the
+ * clipping factor over the loss scale), then param = master rounded to
+ * dtype, the model's copy. */
+px_status px_kc_adamw_mixed(float *master,    // (n) fp32 master weights
+                            float *m,         // (n)
+                            float *v,         // (n)
+                            const void *grad, // (n) dtype
+                            void *param,      // (n) dtype: the model's copy, written
+                            px_dtype dtype, int64_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, float grad_scale, int64_t t, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

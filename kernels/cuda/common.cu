@@ -50,3 +50,29 @@ extern "C" px_status px_kc_to_fp32(float *out, const px_bf16 *inp, int64_t n, cu
   convert_kernel<<<px_kc_blocks(n, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(out, inp, n);
   return PX_KC_LAUNCHED("convert_kernel");
 }
+
+template <typename TO>
+static px_status convert_from(TO *out, const void *inp, px_dtype in_dtype, int64_t n, cudaStream_t stream) {
+  unsigned blocks = px_kc_blocks(n, PX_KC_THREADS);
+  switch (in_dtype) {
+    case PX_DTYPE_FP32: convert_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(out, (const float *)inp, n); break;
+    case PX_DTYPE_BF16: convert_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(out, (const __nv_bfloat16 *)inp, n); break;
+    default: convert_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(out, (const __half *)inp, n); break;
+  }
+  return PX_KC_LAUNCHED("convert_kernel");
+}
+
+static bool convertible(px_dtype t) { return t == PX_DTYPE_FP32 || t == PX_DTYPE_BF16 || t == PX_DTYPE_FP16; }
+
+extern "C" px_status px_kc_convert(void *out, const void *inp, px_dtype out_dtype, px_dtype in_dtype, int64_t n,
+                                   cudaStream_t stream) {
+  if (!convertible(out_dtype) || !convertible(in_dtype))
+    return px_kc_fail(__FILE__, __LINE__, "px_kc_convert: dtypes %d <- %d are not fp32, bf16 or fp16", (int)out_dtype,
+                      (int)in_dtype);
+  if (n <= 0) return PX_OK;
+  switch (out_dtype) {
+    case PX_DTYPE_FP32: return convert_from((float *)out, inp, in_dtype, n, stream);
+    case PX_DTYPE_BF16: return convert_from((__nv_bfloat16 *)out, inp, in_dtype, n, stream);
+    default: return convert_from((__half *)out, inp, in_dtype, n, stream);
+  }
+}

@@ -5,10 +5,12 @@
 #define PX_KERNELS_CUDA_COMMON_H
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 /* bf16 storage: __nv_bfloat16 in C++/CUDA, its 2-byte raw struct in C (same
@@ -46,6 +48,12 @@ px_status px_kc_to_bf16(px_bf16 *out,      // (n)
 px_status px_kc_to_fp32(float *out,          // (n)
                         const px_bf16 *inp,  // (n)
                         int64_t n, cudaStream_t stream);
+
+/* out = inp converted from in_dtype to out_dtype (each of FP32, BF16, FP16;
+ * narrowing rounds to nearest even, fp16 saturating to inf as IEEE does). */
+px_status px_kc_convert(void *out,       // (n) out_dtype
+                        const void *inp, // (n) in_dtype
+                        px_dtype out_dtype, px_dtype in_dtype, int64_t n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
@@ -86,6 +94,8 @@ static __device__ __forceinline__ float px_kc_ld(const float *p) { return *p; }
 static __device__ __forceinline__ float px_kc_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 static __device__ __forceinline__ void px_kc_st(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void px_kc_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ float px_kc_ld(const __half *p) { return __half2float(*p); }
+static __device__ __forceinline__ void px_kc_st(__half *p, float v) { *p = __float2half_rn(v); }
 
 /* Butterfly reductions: every lane gets the result, and lanes combine in the
  * same order on every run (deterministic). All 32 lanes must take part. */

@@ -39,6 +39,8 @@ static px_status empty_product(void *c, const void *bias, int64_t m, int64_t n, 
   unsigned blocks = px_kc_blocks(m * n, PX_KC_THREADS);
   if (c_dtype == PX_DTYPE_BF16) {
     empty_product_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)c, (const px_bf16 *)bias, m, n, beta);
+  } else if (c_dtype == PX_DTYPE_FP16) {
+    empty_product_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((__half *)c, (const __half *)bias, m, n, beta);
   } else {
     empty_product_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)c, (const float *)bias, m, n, beta);
   }
@@ -53,9 +55,9 @@ extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void 
                                    float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
                                    size_t workspace_bytes, cudaStream_t stream) {
   if (c_dtype == PX_DTYPE_TF32) c_dtype = PX_DTYPE_FP32; /* same storage */
-  bool ab_bf16 = ab_dtype == PX_DTYPE_BF16;
-  if (!(ab_dtype == PX_DTYPE_FP32 || ab_dtype == PX_DTYPE_TF32 || ab_bf16) ||
-      !(c_dtype == PX_DTYPE_FP32 || (c_dtype == PX_DTYPE_BF16 && ab_bf16))) {
+  bool ab_half = ab_dtype == PX_DTYPE_BF16 || ab_dtype == PX_DTYPE_FP16;
+  if (!(ab_dtype == PX_DTYPE_FP32 || ab_dtype == PX_DTYPE_TF32 || ab_half) ||
+      !(c_dtype == PX_DTYPE_FP32 || (c_dtype == ab_dtype && ab_half))) {
     px_kc_fail(__FILE__, __LINE__, "gemm: unsupported types A/B %d, C %d", (int)ab_dtype, (int)c_dtype);
     return PX_ERR_INPUT;
   }
@@ -63,8 +65,8 @@ extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void 
   if (k <= 0) return empty_product(c, bias, m, n, beta, c_dtype, stream);
 
   px_status st = PX_OK;
-  cudaDataType_t ab_type = ab_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  cudaDataType_t c_type = c_dtype == PX_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  cudaDataType_t ab_type = ab_dtype == PX_DTYPE_BF16 ? CUDA_R_16BF : ab_dtype == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  cudaDataType_t c_type = c_dtype == PX_DTYPE_BF16 ? CUDA_R_16BF : c_dtype == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
   cublasComputeType_t compute = ab_dtype == PX_DTYPE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS's A is our B */
   cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -152,6 +154,8 @@ extern "C" px_status px_kc_linear_bwd(cublasLtHandle_t handle, void *dinp, void 
   if (st == PX_OK && dbias) {
     if (dtype == PX_DTYPE_BF16) {
       st = px_kc_colsum((px_bf16 *)dbias, n, oc, dout_term<px_bf16>{(const px_bf16 *)dout, oc}, stream);
+    } else if (dtype == PX_DTYPE_FP16) {
+      st = px_kc_colsum((__half *)dbias, n, oc, dout_term<__half>{(const __half *)dout, oc}, stream);
     } else {
       st = px_kc_colsum((float *)dbias, n, oc, dout_term<float>{(const float *)dout, oc}, stream);
     }

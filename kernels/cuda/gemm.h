@@ -22,7 +22,8 @@ extern "C" {
  * reads C. dtype is the element type of A, B and C:
  *   PX_DTYPE_FP32  fp32, fp32 math (CUBLAS_COMPUTE_32F: no TF32),
  *   PX_DTYPE_TF32  fp32 storage, TF32 tensor-core math (CUBLAS_COMPUTE_32F_FAST_TF32),
- *   PX_DTYPE_BF16  bf16 storage, fp32 accumulation.
+ *   PX_DTYPE_BF16  bf16 storage, fp32 accumulation,
+ *   PX_DTYPE_FP16  fp16 storage, fp32 accumulation.
  * alpha and beta are host floats. The workspace (device memory, may be NULL
  * with workspace_bytes 0) is used only on `stream`; 32 MiB suits Hopper. k <= 0
  * gives C = beta C, as on the CPU. Row-major C = op(A) op(B) is computed as
@@ -36,8 +37,8 @@ px_status px_kc_gemm(cublasLtHandle_t handle,
 
 /* px_kc_gemm with a bias epilogue and a separate type for C:
  * C = alpha op(A) op(B) + beta C + bias (bias[j] added to column j of every
- * row; NULL for none). ab_dtype is the type of A and B (FP32, TF32 or BF16);
- * c_dtype the type of C and bias (FP32, or BF16 when A and B are BF16), so a
+ * row; NULL for none). ab_dtype is the type of A and B (FP32, TF32, BF16 or FP16);
+ * c_dtype the type of C and bias (FP32, or A's 16-bit type), so a
  * bf16 product can accumulate into fp32 gradients. */
 px_status px_kc_gemm_ex(cublasLtHandle_t handle,
                         void *c,          // (m, n)

@@ -50,6 +50,10 @@ extern "C" px_status px_kc_sumsq_bf16(double *out, const px_bf16 *x, int64_t n, 
   return sumsq(out, x, n, stream);
 }
 
+extern "C" px_status px_kc_sumsq_fp16(double *out, const void *x, int64_t n, cudaStream_t stream) {
+  return sumsq(out, (const __half *)x, n, stream);
+}
+
 template <typename T>
 static __global__ void add_bias_kernel(T *x, const T *bias, int64_t n, int64_t c) {
   PX_KC_FOR(i, n) px_kc_st(x + i, px_kc_ld(x + i) + px_kc_ld(bias + i % c));

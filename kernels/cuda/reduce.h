@@ -19,9 +19,13 @@ extern "C" {
 px_status px_kc_sumsq(double *out,     // (1) device
                       const float *x,  // (n)
                       int64_t n, cudaStream_t stream);
-/* The same of bf16 elements (each widened exactly). */
+/* The same of bf16 or fp16 elements (each widened exactly; an inf or NaN
+ * gives inf or NaN: the loss scaler's overflow test). */
 px_status px_kc_sumsq_bf16(double *out,      // (1) device
                            const px_bf16 *x, // (n)
+                           int64_t n, cudaStream_t stream);
+px_status px_kc_sumsq_fp16(double *out,   // (1) device
+                           const void *x, // (n) fp16
                            int64_t n, cudaStream_t stream);
 
 /* x[r, j] += bias[j] for every row r (the bias of a row-parallel layer, added

@@ -63,6 +63,8 @@ err=$("$px" run --backend cpu -m tiny -c dgx-h100 -B 4 --steps 1 -P bf16 2>&1 >/
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "fp32 only" || fail "bf16 on the cpu backend: $rc $err"
 err=$("$px" run -m tiny -B 4 --steps 1 --backend tpu 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "not cpu or cuda" || fail "unknown backend: $rc $err"
+err=$("$px" run --backend cpu -m tiny -B 4 --steps 1 --loss-scale 0 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "loss-scale" || fail "a zero loss scale: $rc $err"
 # --backend cuda with no device visible (hidden, should this machine have one): exit 1, said plainly
 err=$(CUDA_VISIBLE_DEVICES= "$px" run -m tiny -B 4 --steps 1 --backend cuda 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 1 ] && echo "$err" | grep -q "no CUDA device\|no CUDA backend" || fail "cuda without a device: $rc $err"

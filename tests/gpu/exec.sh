@@ -5,7 +5,8 @@
 # fp32: losses and first-step gradients within 1e-5 (relative), over NCCL
 # (one device per rank) and over the MPI fallback (ranks outnumber devices).
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
-# resumed run equals an uninterrupted one bitwise. Exits 77 (skipped) without
+# resumed run equals an uninterrupted one bitwise. fp16: within 2e-3 of fp32,
+# and an overflowing loss scale skips steps and comes down. Exits 77 (skipped) without
 # a CUDA device.
 #   exec.sh PARALLAX GRADCMP REPO
 set -u
@@ -83,9 +84,28 @@ joined="$(losses "$tmp/bf16-first.json"),$(losses "$tmp/bf16-second.json")"
 [ "$joined" = "$(losses "$tmp/bf16-a.json")" ] || fail "bf16 resumed run differs: $joined vs $(losses "$tmp/bf16-a.json")"
 echo "ok: bf16 on 8 ranks: deterministic, resume exact ($joined)"
 
-# refused: fp16 (no loss scaling yet)
-err=$(PX_EMU_DEVICES=1 "$px" run --backend cuda -m tiny -B 4 --precision fp16 --steps 1 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$err" | grep -q "fp16" || fail "fp16 was not refused: $rc $err"
+# fp16 with dynamic loss scaling: against fp32 (gradients unscaled), and an
+# initial scale that overflows: steps are skipped and the scale halves until
+# the gradients fit, after which training goes on
+PX_EMU_DEVICES=2 run fp16 2 cuda -m tiny -B 4 -d 2 -z 1 --precision fp16 --steps 3
+a=$(losses "$tmp/bf16-ref.json") b=$(losses "$tmp/fp16.json")
+close "$a" "$b" 2e-3 || fail "fp16 losses $b, fp32 $a"
+"$cmp" "$tmp/bf16-ref.bin" "$tmp/fp16.bin" 2e-2 >"$tmp/cmp" || fail "fp16 gradients: $(cat "$tmp/cmp")"
+grep -q '"skipped_steps":	0' "$tmp/fp16.json" || fail "fp16 skipped steps at the default scale"
+echo "ok: fp16 against fp32: losses $b; gradients $(cat "$tmp/cmp")"
+PX_EMU_DEVICES=1 run fp16-overflow 1 cuda -m tiny -B 4 --precision fp16 --steps 8 --loss-scale 3e7
+skipped=$(grep -o '"skipped_steps":[^,]*' "$tmp/fp16-overflow.json" | sed 's/.*://' | tr -d ' \t')
+scale=$(grep -o '"loss_scale":[^,]*' "$tmp/fp16-overflow.json" | sed 's/.*://' | tr -d ' \t')
+l=$(losses "$tmp/fp16-overflow.json")
+awk -v k="$skipped" -v s="$scale" -v l="$l" 'BEGIN { n = split(l, x, ",");
+  exit !(k >= 1 && k < n && s < 3e7 && s >= 1 && x[n] < x[1]) }' ||
+  fail "overflow: skipped ${skipped:-?} steps, scale ${scale:-?}, losses $l"
+echo "ok: fp16 overflow: $skipped steps skipped, scale now $scale"
+# the scaler's state is checkpointed: stopping halfway changes nothing
+PX_EMU_DEVICES=1 run fp16-first 1 cuda -m tiny -B 4 --precision fp16 --steps 4 --loss-scale 3e7 --ckpt "$tmp/ck16"
+PX_EMU_DEVICES=1 run fp16-second 1 cuda -m tiny -B 4 --precision fp16 --steps 8 --loss-scale 3e7 --ckpt "$tmp/ck16" --resume
+joined="$(losses "$tmp/fp16-first.json"),$(losses "$tmp/fp16-second.json")"
+[ "$joined" = "$l" ] || fail "fp16 resumed run differs: $joined vs $l"
 
 echo "$fails failures"
 [ "$fails" -eq 0 ]

@@ -806,7 +806,8 @@ static void test_adamw(void) {
   px_bf16 *dcopy = dalloc((size_t)n * sizeof *dcopy);
   for (int64_t t = 1; t <= 3; t++) {
     float *g = bf16_round(frand(n, -1, 1), n);
-    LAUNCH(px_kc_adamw_bf16(dw, dmw, dvw, dev_bf(g, n), dcopy, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, t, stream));
+    LAUNCH(px_kc_adamw_mixed(dw, dmw, dvw, dev_bf(g, n), dcopy, PX_DTYPE_BF16, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f,
+                             t, stream));
     px_k_scale(g, n, 0.5f);
     px_k_adamw(w, mw, vw, g, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
   }

@@ -501,7 +501,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols,
                                           int64_t ld) {
-  if (type != CUDA_R_32F && type != CUDA_R_16BF) LT_FAIL("type %d not modelled", (int)type);
+  if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F) LT_FAIL("type %d not modelled", (int)type);
   if (ld < (int64_t)rows || ld < 1) LT_FAIL("ld %lld < rows %llu (column-major)", (long long)ld, (unsigned long long)rows);
   emu_layout *e = new emu_layout{type, rows, cols, ld};
   *l = (cublasLtMatrixLayout_t)e;
@@ -564,8 +564,8 @@ static cublasStatus_t check_problem(const emu_desc *d, const emu_layout *a, cons
   if (d->scale != CUDA_R_32F) LT_FAIL("scale type %d", (int)d->scale);
   bool ok = (d->compute == CUBLAS_COMPUTE_32F && a->type == CUDA_R_32F && dl->type == CUDA_R_32F) ||
             (d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && a->type == CUDA_R_32F && dl->type == CUDA_R_32F) ||
-            (d->compute == CUBLAS_COMPUTE_32F && a->type == CUDA_R_16BF &&
-             (dl->type == CUDA_R_16BF || dl->type == CUDA_R_32F));
+            (d->compute == CUBLAS_COMPUTE_32F && (a->type == CUDA_R_16BF || a->type == CUDA_R_16F) &&
+             (dl->type == a->type || dl->type == CUDA_R_32F));
   if (!ok) LT_FAIL("type combination compute %d, A/B %d, D %d", (int)d->compute, (int)a->type, (int)dl->type);
   if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) LT_FAIL("bias epilogue without a bias pointer");
   return CUBLAS_STATUS_SUCCESS;
@@ -593,12 +593,15 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
 
 static double load(const void *p, cudaDataType t, int64_t i) {
   if (t == CUDA_R_32F) return ((const float *)p)[i];
+  if (t == CUDA_R_16F) return (double)__half2float(((const __half *)p)[i]);
   return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
 }
 
 static void store(void *p, cudaDataType t, int64_t i, double v) {
   if (t == CUDA_R_32F) {
     ((float *)p)[i] = (float)v;
+  } else if (t == CUDA_R_16F) {
+    ((__half *)p)[i] = __float2half_rn((float)v);
   } else {
     ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn((float)v);
   }

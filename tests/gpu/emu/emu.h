@@ -11,6 +11,7 @@
 #define PX_TESTS_GPU_EMU_H
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>

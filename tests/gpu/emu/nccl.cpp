@@ -8,6 +8,7 @@
  * ncclGroupEnd. */
 #define OMPI_SKIP_MPICXX 1 /* the C API only: no C++ bindings to link */
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdlib.h>
@@ -39,7 +40,9 @@ static size_t type_bytes(ncclDataType_t t) { return (size_t)t < sizeof elem_byte
 static std::vector<float> widen(const void *p, size_t n, ncclDataType_t t) {
   std::vector<float> f(n);
   for (size_t i = 0; i < n; i++)
-    f[i] = t == ncclBfloat16 ? __bfloat162float(((const __nv_bfloat16 *)p)[i]) : ((const float *)p)[i];
+    f[i] = t == ncclBfloat16 ? __bfloat162float(((const __nv_bfloat16 *)p)[i])
+           : t == ncclFloat16 ? __half2float(((const __half *)p)[i])
+                              : ((const float *)p)[i];
   return f;
 }
 
@@ -47,12 +50,14 @@ static void narrow(void *p, const float *f, size_t n, ncclDataType_t t) {
   for (size_t i = 0; i < n; i++) {
     if (t == ncclBfloat16)
       ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(f[i]);
+    else if (t == ncclFloat16)
+      ((__half *)p)[i] = __float2half_rn(f[i]);
     else
       ((float *)p)[i] = f[i];
   }
 }
 
-static bool reducible(ncclDataType_t t) { return t == ncclFloat32 || t == ncclBfloat16; }
+static bool reducible(ncclDataType_t t) { return t == ncclFloat32 || t == ncclBfloat16 || t == ncclFloat16; }
 
 extern "C" {
 
