@@ -683,17 +683,28 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   st = time_op(x, idx, PX_OP_ALLREDUCE, &t0, st, err);
   if (!st && x->capture) st = capture_grads(x, err);
   t0 = now_s();
-  /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage). */
+  /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage),
+   * adjacent ranges summed in one call (a device backend waits for each). */
   double sumsq = 0;
-  for (int32_t i = 0; i < prog->nparams && !st; i++) {
-    const px_param_ref *r = &prog->params[i];
-    if ((plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) continue;
-    if (plan->par.zero == 0 && x->dp_rank != 0) continue;
-    uint64_t lo, hi;
-    param_owned(x, r, &lo, &hi);
-    if (hi > lo)
-      st = backend_op(x, PX_OP_GRAD_NORM, NULL, owned_grad(x, &prog->units[r->unit], lo), (int64_t)(hi - lo), &sumsq, 0,
-                      1, err);
+  char *run = NULL;
+  uint64_t run_n = 0;
+  for (int32_t i = 0; i <= prog->nparams && !st; i++) {
+    uint64_t lo = 0, hi = 0;
+    char *g = NULL;
+    if (i < prog->nparams) {
+      const px_param_ref *r = &prog->params[i];
+      if ((plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) continue;
+      if (plan->par.zero == 0 && x->dp_rank != 0) continue;
+      param_owned(x, r, &lo, &hi);
+      if (hi == lo) continue;
+      g = owned_grad(x, &prog->units[r->unit], lo);
+      if (run && g == run + run_n * x->gb) {
+        run_n += hi - lo;
+        continue;
+      }
+    }
+    if (run) st = backend_op(x, PX_OP_GRAD_NORM, NULL, run, (int64_t)run_n, &sumsq, 0, 1, err);
+    run = g, run_n = hi - lo;
   }
   /* a host scalar: MPI directly (a device backend's collectives take device memory) */
   if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
