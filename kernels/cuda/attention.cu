@@ -127,7 +127,7 @@ static px_status mm(const mm_args &args, cudaStream_t stream) {
   return PX_KC_LAUNCHED("mm_kernel");
 }
 
-/* Slices common to all six products; the caller fills in the operands. */
+/* Slices common to all products; the caller fills in the operands. */
 static mm_args mm_base(int64_t m, int64_t n, int64_t k, int64_t nh, int64_t nz) {
   mm_args a = {};
   a.m = m;
@@ -141,89 +141,90 @@ static mm_args mm_base(int64_t m, int64_t n, int64_t k, int64_t nh, int64_t nz) 
   return a;
 }
 
-static bool attn_empty(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d) {
-  return b <= 0 || t <= 0 || hq <= 0 || hkv <= 0 || d <= 0;
+/* The attention shapes: b batch rows, t positions, hq query heads, hkv kv
+ * heads (query head h reads kv head h / (hq / hkv)), d head size. */
+struct attn_dims {
+  int64_t b, t, hq, hkv, d;
+};
+
+static bool attn_empty(attn_dims s) { return s.b <= 0 || s.t <= 0 || s.hq <= 0 || s.hkv <= 0 || s.d <= 0; }
+
+/* The three products of the six ops, per batch row and query head h (kv its kv head):
+ *   rows_by_kvt  C_h (T, T) = alpha X_h (T, D) KV_kv^T (D, T)   X (B, T, Hq, D), C (B, Hq, T, T)
+ *   mats_by_kv   C_h (T, D) = alpha M_h (T, T) KV_kv (T, D)     M (B, Hq, T, T) lower triangular, C like X
+ *   group_sum    C_kv (T, D) += alpha sum over the group's heads g of M_g^T (T, T) X_g (T, D), C (B, T, Hkv, D) */
+static px_status rows_by_kvt(float *c, const float *x, const float *kv, attn_dims s, float alpha, bool accumulate,
+                             int mode, cudaStream_t stream) {
+  const int64_t qs = s.hq * s.d, ks = s.hkv * s.d, t = s.t;
+  mm_args a = mm_base(t, t, s.d, s.hq, s.b * s.hq);
+  a.c = c, a.c_rs = t, a.c_bs = s.hq * t * t, a.c_hs = t * t;
+  a.a = x, a.a_rs = qs, a.a_cs = 1, a.a_bs = t * qs, a.a_hs = s.d;
+  a.b = kv, a.b_rs = 1, a.b_cs = ks, a.b_bs = t * ks, a.b_hs = s.d, a.b_hdiv = s.hq / s.hkv;
+  a.alpha = alpha;
+  a.accumulate = accumulate;
+  a.mode = mode;
+  return mm(a, stream);
+}
+
+static px_status mats_by_kv(float *c, const float *m, const float *kv, attn_dims s, float alpha, bool accumulate,
+                            cudaStream_t stream) {
+  const int64_t qs = s.hq * s.d, ks = s.hkv * s.d, t = s.t;
+  mm_args a = mm_base(t, s.d, t, s.hq, s.b * s.hq);
+  a.c = c, a.c_rs = qs, a.c_bs = t * qs, a.c_hs = s.d;
+  a.a = m, a.a_rs = t, a.a_cs = 1, a.a_bs = s.hq * t * t, a.a_hs = t * t;
+  a.b = kv, a.b_rs = ks, a.b_cs = 1, a.b_bs = t * ks, a.b_hs = s.d, a.b_hdiv = s.hq / s.hkv;
+  a.alpha = alpha;
+  a.accumulate = accumulate;
+  a.mode = MM_P_LE_I; /* M(t, p) = 0 for p > t */
+  return mm(a, stream);
+}
+
+static px_status group_sum(float *c, const float *m, const float *x, attn_dims s, float alpha, cudaStream_t stream) {
+  const int64_t group = s.hq / s.hkv, qs = s.hq * s.d, ks = s.hkv * s.d, t = s.t;
+  mm_args a = mm_base(t, s.d, t, s.hkv, s.b * s.hkv);
+  a.c = c, a.c_rs = ks, a.c_bs = t * ks, a.c_hs = s.d;
+  a.a = m, a.a_rs = 1, a.a_cs = t, a.a_bs = s.hq * t * t, a.a_hs = group * t * t, a.a_gs = t * t;
+  a.b = x, a.b_rs = qs, a.b_cs = 1, a.b_bs = t * qs, a.b_hs = group * s.d, a.b_gs = s.d;
+  a.ngroup = group;
+  a.alpha = alpha;
+  a.accumulate = true;
+  a.mode = MM_P_GE_I; /* M^T(t, p) = M(p, t) = 0 for p < t */
+  return mm(a, stream);
 }
 
 extern "C" px_status px_kc_attn_scores_fwd(float *scores, const float *q, const float *k, int64_t b, int64_t t,
                                            int64_t hq, int64_t hkv, int64_t d, float scale, cudaStream_t stream) {
-  if (attn_empty(b, t, hq, hkv, d)) return PX_OK;
-  const int64_t group = hq / hkv, qs = hq * d, ks = hkv * d;
-  /* S (T, T) = scale Q_h (T, D) K_h^T (D, T), zero above the diagonal */
-  mm_args s = mm_base(t, t, d, hq, b * hq);
-  s.c = scores, s.c_rs = t, s.c_bs = hq * t * t, s.c_hs = t * t;
-  s.a = q, s.a_rs = qs, s.a_cs = 1, s.a_bs = t * qs, s.a_hs = d;
-  s.b = k, s.b_rs = 1, s.b_cs = ks, s.b_bs = t * ks, s.b_hs = d, s.b_hdiv = group;
-  s.alpha = scale;
-  s.mode = MM_ZERO_UPPER;
-  return mm(s, stream);
+  attn_dims s = {b, t, hq, hkv, d};
+  if (attn_empty(s)) return PX_OK;
+  /* S = scale Q K^T, zero above the diagonal */
+  return rows_by_kvt(scores, q, k, s, scale, false, MM_ZERO_UPPER, stream);
 }
 
 extern "C" px_status px_kc_attn_scores_bwd(float *dq, float *dk, const float *dscores, const float *q, const float *k,
                                            int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d, float scale,
                                            cudaStream_t stream) {
-  if (attn_empty(b, t, hq, hkv, d)) return PX_OK;
-  const int64_t group = hq / hkv, qs = hq * d, ks = hkv * d;
-  /* dQ_h (T, D) += scale dS (T, T) K_h (T, D); dS(t, s) = 0 for s > t */
-  mm_args x = mm_base(t, d, t, hq, b * hq);
-  x.c = dq, x.c_rs = qs, x.c_bs = t * qs, x.c_hs = d;
-  x.a = dscores, x.a_rs = t, x.a_cs = 1, x.a_bs = hq * t * t, x.a_hs = t * t;
-  x.b = k, x.b_rs = ks, x.b_cs = 1, x.b_bs = t * ks, x.b_hs = d, x.b_hdiv = group;
-  x.alpha = scale;
-  x.accumulate = true;
-  x.mode = MM_P_LE_I;
-  px_status st = mm(x, stream);
-  if (st != PX_OK) return st;
-  /* dK_kv (T, D) += scale sum over the group's heads g of dS_g^T (T, T) Q_g (T, D);
-   * A(s, t) = dS_g(t, s) = 0 for t < s */
-  mm_args y = mm_base(t, d, t, hkv, b * hkv);
-  y.c = dk, y.c_rs = ks, y.c_bs = t * ks, y.c_hs = d;
-  y.a = dscores, y.a_rs = 1, y.a_cs = t, y.a_bs = hq * t * t, y.a_hs = group * t * t, y.a_gs = t * t;
-  y.b = q, y.b_rs = qs, y.b_cs = 1, y.b_bs = t * qs, y.b_hs = group * d, y.b_gs = d;
-  y.ngroup = group;
-  y.alpha = scale;
-  y.accumulate = true;
-  y.mode = MM_P_GE_I;
-  return mm(y, stream);
+  attn_dims s = {b, t, hq, hkv, d};
+  if (attn_empty(s)) return PX_OK;
+  /* dQ += scale dS K; dK += scale dS^T Q over the group */
+  px_status st = mats_by_kv(dq, dscores, k, s, scale, true, stream);
+  return st != PX_OK ? st : group_sum(dk, dscores, q, s, scale, stream);
 }
 
 extern "C" px_status px_kc_attn_context_fwd(float *ctx, const float *probs, const float *v, int64_t b, int64_t t,
                                             int64_t hq, int64_t hkv, int64_t d, cudaStream_t stream) {
-  if (attn_empty(b, t, hq, hkv, d)) return PX_OK;
-  const int64_t group = hq / hkv, qs = hq * d, ks = hkv * d;
-  /* C_h (T, D) = P (T, T) V_h (T, D); P(t, s) = 0 for s > t */
-  mm_args x = mm_base(t, d, t, hq, b * hq);
-  x.c = ctx, x.c_rs = qs, x.c_bs = t * qs, x.c_hs = d;
-  x.a = probs, x.a_rs = t, x.a_cs = 1, x.a_bs = hq * t * t, x.a_hs = t * t;
-  x.b = v, x.b_rs = ks, x.b_cs = 1, x.b_bs = t * ks, x.b_hs = d, x.b_hdiv = group;
-  x.mode = MM_P_LE_I;
-  return mm(x, stream);
+  attn_dims s = {b, t, hq, hkv, d};
+  if (attn_empty(s)) return PX_OK;
+  return mats_by_kv(ctx, probs, v, s, 1.0f, false, stream); /* C = P V */
 }
 
 extern "C" px_status px_kc_attn_context_bwd(float *dprobs, float *dv, const float *dctx, const float *probs,
                                             const float *v, int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d,
                                             cudaStream_t stream) {
-  if (attn_empty(b, t, hq, hkv, d)) return PX_OK;
-  const int64_t group = hq / hkv, qs = hq * d, ks = hkv * d;
-  /* dP (T, T) += dC_h (T, D) V_h^T (D, T), lower triangle */
-  mm_args x = mm_base(t, t, d, hq, b * hq);
-  x.c = dprobs, x.c_rs = t, x.c_bs = hq * t * t, x.c_hs = t * t;
-  x.a = dctx, x.a_rs = qs, x.a_cs = 1, x.a_bs = t * qs, x.a_hs = d;
-  x.b = v, x.b_rs = 1, x.b_cs = ks, x.b_bs = t * ks, x.b_hs = d, x.b_hdiv = group;
-  x.accumulate = true;
-  x.mode = MM_SKIP_UPPER;
-  px_status st = mm(x, stream);
-  if (st != PX_OK) return st;
-  /* dV_kv (T, D) += sum over the group's heads g of P_g^T (T, T) dC_g (T, D);
-   * A(s, t) = P_g(t, s) = 0 for t < s */
-  mm_args y = mm_base(t, d, t, hkv, b * hkv);
-  y.c = dv, y.c_rs = ks, y.c_bs = t * ks, y.c_hs = d;
-  y.a = probs, y.a_rs = 1, y.a_cs = t, y.a_bs = hq * t * t, y.a_hs = group * t * t, y.a_gs = t * t;
-  y.b = dctx, y.b_rs = qs, y.b_cs = 1, y.b_bs = t * qs, y.b_hs = group * d, y.b_gs = d;
-  y.ngroup = group;
-  y.accumulate = true;
-  y.mode = MM_P_GE_I;
-  return mm(y, stream);
+  attn_dims s = {b, t, hq, hkv, d};
+  if (attn_empty(s)) return PX_OK;
+  /* dP += dC V^T (lower triangle); dV += P^T dC over the group */
+  px_status st = rows_by_kvt(dprobs, dctx, v, s, 1.0f, true, MM_SKIP_UPPER, stream);
+  return st != PX_OK ? st : group_sum(dv, probs, dctx, s, 1.0f, stream);
 }
 
 /* ---------------- causal softmax: a warp per row ---------------- */
