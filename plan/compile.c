@@ -360,6 +360,22 @@ static void attention_core(bld *b, const dims *d, const layer_slots *L, px_phase
 
 /* One layer's forward. With `recompute` the ops are the recomputation inside
  * the backward block and the layer output is not produced. */
+/* The end of a branch (attention or MLP): the row-parallel linear w on `in`
+ * (in_width columns), the TP reduce into out, then with dropout (at `site`)
+ * the bias and the dropout into dropped. Returns the branch's output;
+ * *bias_left is the bias the residual add still has to add (none after a
+ * dropout, which adds it first). */
+static px_ref branch_end_fwd(bld *b, const dims *d, px_phase ph, int in, int w, int bias, int part, int out, int dropped,
+                             int dmask, int64_t in_width, int site, px_ref *bias_left) {
+  linear(b, d, ph, R(in, 0), w, -1, R(part, 0), NOREF, NOREF, d->B * d->S, d->H, 0, 0, in_width);
+  px_ref y = tp_reduce(b, d, ph, R(part, 0), R(out, 0));
+  *bias_left = bias >= 0 ? R(bias, 0) : NOREF;
+  if (!d->drop) return y;
+  dropout(b, d, ph, R(dropped, 0), R(dmask, 0), y, *bias_left, d->Sl, d->H, 1, d->sp ? 1 : 0, site);
+  *bias_left = NOREF;
+  return R(dropped, 0);
+}
+
 static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, bool produce_out) {
   int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
   int64_t rows = B * Sl, rows_full = B * S;
@@ -391,14 +407,9 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
     cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(B * d->HQ), (double)d->e, (double)d->e);
   }
-  linear(b, d, ph, R(L->ctx, 0), L->w_o, -1, R(L->attn_part, 0), NOREF, NOREF, rows_full, H, 0, 0, d->QW);
-  px_ref attn = tp_reduce(b, d, ph, R(L->attn_part, 0), R(L->attn_out, 0));
-  px_ref bo = L->b_o >= 0 ? R(L->b_o, 0) : NOREF;
-  if (d->drop) {
-    dropout(b, d, ph, R(L->attn_drop, 0), R(L->attn_dmask, 0), attn, bo, Sl, H, 1, d->sp ? 1 : 0, 1);
-    attn = R(L->attn_drop, 0);
-    bo = NOREF;
-  }
+  px_ref bo;
+  px_ref attn = branch_end_fwd(b, d, ph, L->ctx, L->w_o, L->b_o, L->attn_part, L->attn_out, L->attn_drop, L->attn_dmask,
+                               d->QW, 1, &bo);
   px_ref mid; /* the MLP's norm input */
   if (d->par_res) {
     mid = x;
@@ -418,14 +429,9 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
     linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->fc1, 0), NOREF, NOREF, rows_full, d->F, 0, 0, H);
     simple(b, PX_OP_GELU, ph, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, (double)d->e);
   }
-  linear(b, d, ph, R(L->act, 0), L->w_fc2, -1, R(L->mlp_part, 0), NOREF, NOREF, rows_full, H, 0, 0, d->F);
-  px_ref mlp = tp_reduce(b, d, ph, R(L->mlp_part, 0), R(L->mlp_out, 0));
-  px_ref bf = L->b_fc2 >= 0 ? R(L->b_fc2, 0) : NOREF;
-  if (d->drop) {
-    dropout(b, d, ph, R(L->mlp_drop, 0), R(L->mlp_dmask, 0), mlp, bf, Sl, H, 1, d->sp ? 1 : 0, 2);
-    mlp = R(L->mlp_drop, 0);
-    bf = NOREF;
-  }
+  px_ref bf;
+  px_ref mlp = branch_end_fwd(b, d, ph, L->act, L->w_fc2, L->b_fc2, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask,
+                              d->F, 2, &bf);
   if (!produce_out) return;
   px_ref out = R(L->out, 1);
   if (d->par_res) {
@@ -476,6 +482,23 @@ static void attention_backward(bld *b, const dims *d, const layer_slots *L, px_r
   cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
 }
 
+/* Backward of a branch's end (attention or MLP): from the residual's
+ * gradient dres through the dropout (with its mask) and the TP gather to the
+ * row-parallel linear w (bias), whose input `in` of in_width columns gets its
+ * gradient. */
+static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmask, int part, int in, int w, int bias,
+                           int64_t in_width) {
+  px_plan *p = b->p;
+  int64_t rows = d->B * d->Sl;
+  px_ref dbranch = dres;
+  if (d->drop) {
+    dbranch = R(grad_slot(p, out), 0);
+    dropout_bwd(b, d, dbranch, dres, R(dmask, 0), rows * d->H);
+  }
+  px_ref dfull = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, part), 0));
+  linear_bwd(b, d, R(grad_slot(p, in), 0), R(in, 0), w, bias, dfull, NOREF, NOREF, d->B * d->S, d->H, 0, 0, in_width);
+}
+
 /* One layer's backward; recomputation first when chosen. */
 static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recompute rc) {
   px_plan *p = b->p;
@@ -485,14 +508,8 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref dout = R(grad_slot(p, L->x), 1);
   px_ref dx = R(grad_slot(p, L->x), 0);
   /* MLP branch: dout -> (dropout) -> row-parallel fc2 */
-  px_ref dmlp = dout;
-  if (d->drop) {
-    dmlp = R(grad_slot(p, L->mlp_out), 0);
-    dropout_bwd(b, d, dmlp, dout, R(L->mlp_dmask, 0), rows * H);
-  }
-  px_ref dmlp_full = tp_gather(b, d, PX_PHASE_BWD, dmlp, R(grad_slot(p, L->mlp_part), 0));
+  branch_end_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, L->act, L->w_fc2, L->b_fc2, d->F);
   px_ref dact = R(grad_slot(p, L->act), 0);
-  linear_bwd(b, d, dact, R(L->act, 0), L->w_fc2, L->b_fc2, dmlp_full, NOREF, NOREF, rows_full, H, 0, 0, d->F);
   px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0);
   /* Megatron-SP keeps the sharded norm output and gathers it again */
   px_ref ln2_full = d->sp ? tp_gather(b, d, PX_PHASE_BWD, R(L->ln2, 0), R(L->ln2_full, 0)) : R(L->ln2_full, 0);
@@ -519,15 +536,9 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   norm_bwd(b, d, dmid, dln2, d->par_res ? R(L->x, 0) : R(L->x2, 0),
            L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), L->w_ln2, L->b_ln2, rows);
   /* Attention branch: the residual's gradient (dout with a parallel residual) */
-  px_ref dres = d->par_res ? dout : dmid;
-  px_ref dattn = dres;
-  if (d->drop) {
-    dattn = R(grad_slot(p, L->attn_out), 0);
-    dropout_bwd(b, d, dattn, dres, R(L->attn_dmask, 0), rows * H);
-  }
-  px_ref dattn_full = tp_gather(b, d, PX_PHASE_BWD, dattn, R(grad_slot(p, L->attn_part), 0));
+  branch_end_bwd(b, d, d->par_res ? dout : dmid, L->attn_out, L->attn_dmask, L->attn_part, L->ctx, L->w_o, L->b_o,
+                 d->QW);
   px_ref dctx = R(grad_slot(p, L->ctx), 0);
-  linear_bwd(b, d, dctx, R(L->ctx, 0), L->w_o, L->b_o, dattn_full, NOREF, NOREF, rows_full, H, 0, 0, d->QW);
   px_ref dq = R(grad_slot(p, L->q), 0), dk = R(grad_slot(p, L->k), 0), dv = R(grad_slot(p, L->v), 0);
   if (d->flash) {
     o = op_new(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
