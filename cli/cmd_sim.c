@@ -50,12 +50,8 @@ static void print_sim(const px_plan *plan, const px_sim_result *r, double wall_s
 }
 
 cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r) {
-  cJSON *o = cJSON_CreateObject();
+  cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
-  cJSON_AddStringToObject(o, "model", plan->model.name);
-  cJSON_AddStringToObject(o, "cluster", plan->cluster.name);
-  px_json_add_num(o, "gpus", (double)plan->cluster.gpus);
-  cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&plan->par));
   px_json_add_num(o, "step_time_s", r->step_time_s);
   px_json_add_num(o, "tokens_per_s", r->tokens_per_s);
   px_json_add_num(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);

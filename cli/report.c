@@ -110,13 +110,19 @@ static cJSON *place_json(const px_placement *pl) {
   return o;
 }
 
-cJSON *px_report_plan_json(const px_plan *plan) {
+cJSON *px_report_plan_head(const px_plan *plan) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
   cJSON_AddStringToObject(o, "model", plan->model.name);
   cJSON_AddStringToObject(o, "cluster", plan->cluster.name);
   px_json_add_num(o, "gpus", (double)plan->cluster.gpus);
   cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&plan->par));
+  return o;
+}
+
+cJSON *px_report_plan_json(const px_plan *plan) {
+  cJSON *o = px_report_plan_head(plan);
+  if (!o) return NULL;
   px_json_add_num(o, "params", (double)plan->params_total);
   px_json_add_num(o, "vocab_padded", (double)plan->vocab_padded);
   px_json_add_num(o, "microbatches", (double)plan->microbatches);

@@ -11,6 +11,8 @@
 #include "sim/sim.h"
 
 void px_report_plan_text(const px_plan *plan, FILE *out);
+/* A JSON object naming what the plan is of: model, cluster, gpus, parallel. */
+cJSON *px_report_plan_head(const px_plan *plan);
 cJSON *px_report_plan_json(const px_plan *plan);
 /* The "memory" object of the contract: peak_bytes_max and stages[]. */
 cJSON *px_report_memory_json(const px_plan *plan);

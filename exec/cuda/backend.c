@@ -560,6 +560,24 @@ static px_status adamw(cuda *c, const px_exec_op *e, px_err *err) {
   return st;
 }
 
+/* The unfused attention's ops, fp32. */
+static px_status unfused_attention(cuda *c, const px_exec_op *e, px_err *err) {
+  cudaStream_t s = stream_of(c);
+  const int64_t *d = e->op->dim;
+  void *const *out = e->out, *const *in = e->in;
+  float sc = 1.0f / sqrtf((float)d[4]);
+  switch ((px_op_kind)e->op->kind) {
+    case PX_OP_ATTN_SCORES: return kc(px_kc_attn_scores_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], sc, s), err);
+    case PX_OP_ATTN_SCORES_BWD:
+      return kc(px_kc_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], sc, s), err);
+    case PX_OP_SOFTMAX: return kc(px_kc_attn_softmax_fwd(out[0], in[0], d[0], d[1], s), err);
+    case PX_OP_SOFTMAX_BWD: return kc(px_kc_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], s), err);
+    case PX_OP_ATTN_CONTEXT: return kc(px_kc_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], s), err);
+    default:
+      return kc(px_kc_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], s), err);
+  }
+}
+
 /* ---- the op dispatch ---- */
 
 /* dt: the op's activation dtype (fp32 on widened copies). */
@@ -675,9 +693,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_SOFTMAX:
     case PX_OP_SOFTMAX_BWD:
     case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD:
-      if (bf) return widened(be, e, err);
-      break;
+    case PX_OP_ATTN_CONTEXT_BWD: return bf ? widened(be, e, err) : unfused_attention(c, e, err);
     case PX_OP_FLASH_ATTN: return flash(be, e, dt, false, err);
     case PX_OP_FLASH_ATTN_BWD: return flash(be, e, dt, true, err);
     case PX_OP_DROPOUT: return dropout_fwd(c, e, dt, err);
@@ -713,18 +729,6 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_GRAD_NORM: return grad_norm(c, e, dt, err);
     case PX_OP_ADAMW: return adamw(c, e, err);
     default: return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: op %s is not an op it runs", px_op_names[o->kind]);
-  }
-  /* the unfused attention in fp32 */
-  float sc = 1.0f / sqrtf((float)d[4]);
-  switch ((px_op_kind)o->kind) {
-    case PX_OP_ATTN_SCORES: return kc(px_kc_attn_scores_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], sc, s), err);
-    case PX_OP_ATTN_SCORES_BWD:
-      return kc(px_kc_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], sc, s), err);
-    case PX_OP_SOFTMAX: return kc(px_kc_attn_softmax_fwd(out[0], in[0], d[0], d[1], s), err);
-    case PX_OP_SOFTMAX_BWD: return kc(px_kc_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], s), err);
-    case PX_OP_ATTN_CONTEXT: return kc(px_kc_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], s), err);
-    default:
-      return kc(px_kc_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], s), err);
   }
 }
 
