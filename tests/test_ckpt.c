@@ -2,6 +2,7 @@
  * every truncation detected, mismatches refused with what differs, and a
  * checkpoint without (or disagreeing with) its manifest refused. */
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,28 @@ static void fill_bits(float *x, uint64_t n, uint32_t seed) {
   }
 }
 
+/* The entries of dir (not . and ..), each asserted to pass `expected`. */
+static int dir_entries(const char *dir, bool (*expected)(const char *name)) {
+  DIR *d = opendir(dir);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  struct dirent *e;
+  int entries = 0;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    entries++;
+    if (!expected(e->d_name)) fprintf(stderr, "\n  unexpected file %s in %s\n", e->d_name, dir);
+    CU_ASSERT(expected(e->d_name));
+  }
+  closedir(d);
+  return entries;
+}
+
+static bool is_shard_1(const char *name) { return !strcmp(name, "shard-1.bin"); }
+
+static bool is_checkpoint_file(const char *name) {
+  return (!strcmp(name, "manifest.json") || !strncmp(name, "shard-", 6)) && !strstr(name, "tmp");
+}
+
 static void test_hash_vectors(void) {
   /* Reference values from the xxHash library (XXH64). */
   PX_ASSERT_EQ_U64(px_ckpt_hash_bytes("", 0, 0), 0xef46db3751d8e999ull);
@@ -150,17 +173,7 @@ static void test_roundtrip(void) {
   free(b);
 
   /* Only the shard is left in the directory: no temporary files. */
-  DIR *d = opendir(dir);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-  struct dirent *e;
-  int entries = 0;
-  while ((e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    entries++;
-    CU_ASSERT_STRING_EQUAL(e->d_name, "shard-1.bin");
-  }
-  closedir(d);
-  CU_ASSERT_EQUAL(entries, 1);
+  CU_ASSERT_EQUAL(dir_entries(dir, is_shard_1), 1);
   free(embed);
   free(embed2);
   rm_tree(tmpdir);
@@ -339,18 +352,7 @@ static void test_manifest(void) {
   px_ckpt_manifest_deinit(&man); /* twice is fine */
 
   /* Exactly the shards and the manifest: no temporary files. */
-  DIR *d = opendir(dir);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-  struct dirent *e;
-  int entries = 0;
-  while ((e = readdir(d))) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    entries++;
-    CU_ASSERT(!strcmp(e->d_name, "manifest.json") || !strncmp(e->d_name, "shard-", 6));
-    CU_ASSERT_PTR_NULL(strstr(e->d_name, "tmp"));
-  }
-  closedir(d);
-  CU_ASSERT_EQUAL(entries, 4);
+  CU_ASSERT_EQUAL(dir_entries(dir, is_checkpoint_file), 4);
 
   /* A shard replaced after the manifest: same size, other contents. */
   px_ckpt_meta m1 = meta_for(1, 3, 7);

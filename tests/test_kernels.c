@@ -45,49 +45,9 @@
  * checks that the kernel accumulates (+=) rather than writes. */
 #define ACC0 0.25f
 
-/* ---- allocation: everything a test allocates is freed by arena_free() ---- */
+/* Everything a test allocates (tests/testutil.h) is freed by px_tfree(). */
 
-static void *arena[256];
-static int narena;
-
-static void *talloc(size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
-  if (!p || narena == (int)(sizeof arena / sizeof arena[0])) abort();
-  arena[narena++] = p;
-  return p;
-}
-
-static void arena_free(void) {
-  while (narena > 0) free(arena[--narena]);
-}
-
-static float *falloc(int64_t n) { return talloc((size_t)n * sizeof(float)); }
-static double *dalloc(int64_t n) { return talloc((size_t)n * sizeof(double)); }
-
-static float *fconst(int64_t n, float v) {
-  float *x = falloc(n);
-  for (int64_t i = 0; i < n; i++) x[i] = v;
-  return x;
-}
-
-/* ---- deterministic random numbers (xorshift64*) ---- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s) { rng_state = s * 2654435761u + 0x9E3779B97F4A7C15ull; }
-
-static double rng_unit(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (double)((rng_state * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static float *frand(int64_t n, double lo, double hi) {
-  float *x = falloc(n);
-  for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * rng_unit());
-  return x;
-}
+static double *dalloc(int64_t n) { return px_talloc((size_t)n * sizeof(double)); }
 
 /* ---- conversions and comparisons ---- */
 
@@ -168,11 +128,11 @@ static void ref_gemm(double *c, const float *a, const float *b, int64_t m, int64
 }
 
 static void test_gemm(void) {
-  rng_seed(1);
+  px_tseed(1);
   const int64_t m = 7, n = 5, k = 6;
   for (int combo = 0; combo < 4; combo++) {
     bool ta = combo & 1, tb = combo & 2;
-    float *a = frand(m * k, -1, 1), *b = frand(k * n, -1, 1), *c = frand(m * n, -1, 1);
+    float *a = px_trand(m * k, -1, 1), *b = px_trand(k * n, -1, 1), *c = px_trand(m * n, -1, 1);
     double *want = d_of(c, m * n);
     ref_gemm(want, a, b, m, n, k, ta, tb, 0.7, 0.3);
     px_k_gemm(c, a, b, m, n, k, ta, tb, 0.7f, 0.3f);
@@ -181,17 +141,17 @@ static void test_gemm(void) {
     CU_ASSERT(fwd_close(what, c, want, m * n));
   }
   /* beta = 0 must not read C: NaNs in it are overwritten */
-  float *a = frand(m * k, -1, 1), *b = frand(k * n, -1, 1), *c = fconst(m * n, NAN);
+  float *a = px_trand(m * k, -1, 1), *b = px_trand(k * n, -1, 1), *c = px_tconst(m * n, NAN);
   double *want = dalloc(m * n);
   ref_gemm(want, a, b, m, n, k, false, false, 1.0, 0.0);
   px_k_gemm(c, a, b, m, n, k, false, false, 1.0f, 0.0f);
   CU_ASSERT(fwd_close("gemm beta=0 over NaN", c, want, m * n));
   /* k = 0: C = beta C */
-  float *c0 = fconst(m * n, 2.0f);
+  float *c0 = px_tconst(m * n, 2.0f);
   px_k_gemm(c0, a, b, m, n, 0, false, false, 1.0f, 0.5f);
   CU_ASSERT_EQUAL(c0[0], 1.0f);
   CU_ASSERT_EQUAL(c0[m * n - 1], 1.0f);
-  arena_free();
+  px_tfree();
 }
 
 typedef struct {
@@ -211,15 +171,15 @@ static void ref_linear(double *out, const double *in, const void *vctx) {
 }
 
 static void test_linear(void) {
-  rng_seed(2);
+  px_tseed(2);
   linear_ctx c = {4, 5, 3};
-  float *x = frand(c.n * c.ic, -1, 1), *w = frand(c.oc * c.ic, -1, 1), *b = frand(c.oc, -1, 1);
+  float *x = px_trand(c.n * c.ic, -1, 1), *w = px_trand(c.oc * c.ic, -1, 1), *b = px_trand(c.oc, -1, 1);
   int64_t nin = c.n * c.ic + c.oc * c.ic + c.oc, nout = c.n * c.oc;
   double *in = dalloc(nin);
   pack(pack(pack(in, x, c.n * c.ic), w, c.oc * c.ic), b, c.oc);
   double *want = dalloc(nout);
   ref_linear(want, in, &c);
-  float *out = fconst(nout, NAN);
+  float *out = px_tconst(nout, NAN);
   px_k_linear_fwd(out, x, w, b, c.n, c.ic, c.oc);
   CU_ASSERT(fwd_close("linear out", out, want, nout));
   /* without bias: the reference with a zero bias */
@@ -229,8 +189,8 @@ static void test_linear(void) {
   px_k_linear_fwd(out, x, w, NULL, c.n, c.ic, c.oc);
   CU_ASSERT(fwd_close("linear out, no bias", out, want0, nout));
 
-  float *r = frand(nout, -1, 1);
-  float *dx = fconst(c.n * c.ic, ACC0), *dw = fconst(c.oc * c.ic, ACC0), *db = fconst(c.oc, ACC0);
+  float *r = px_trand(nout, -1, 1);
+  float *dx = px_tconst(c.n * c.ic, ACC0), *dw = px_tconst(c.oc * c.ic, ACC0), *db = px_tconst(c.oc, ACC0);
   px_k_linear_bwd(dx, dw, db, r, x, w, c.n, c.ic, c.oc);
   double *g = dalloc(nin);
   fd_grad(g, ref_linear, &c, in, nin, nout, d_of(r, nout));
@@ -238,10 +198,10 @@ static void test_linear(void) {
   CU_ASSERT(grad_close("linear dweight", dw, g + c.n * c.ic, c.oc * c.ic));
   CU_ASSERT(grad_close("linear dbias", db, g + c.n * c.ic + c.oc * c.ic, c.oc));
   /* NULL gradients are skipped */
-  float *dx2 = fconst(c.n * c.ic, ACC0);
+  float *dx2 = px_tconst(c.n * c.ic, ACC0);
   px_k_linear_bwd(dx2, NULL, NULL, r, x, w, c.n, c.ic, c.oc);
   CU_ASSERT(memcmp(dx, dx2, (size_t)(c.n * c.ic) * sizeof *dx) == 0);
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= embeddings ======================= */
@@ -259,17 +219,17 @@ static void ref_embed(double *out, const double *in, const void *vctx) {
 }
 
 static void test_embed_vocab_parallel(void) {
-  rng_seed(3);
+  px_tseed(3);
   enum { N = 10, V = 12, C = 3 };
   const int32_t tokens[N] = {0, 11, 5, 5, 3, 8, -1, 6, 2, 11};
   embed_ctx e = {tokens, N, V, C};
-  float *table = frand(V * C, -1, 1), *out = fconst(N * C, NAN);
+  float *table = px_trand(V * C, -1, 1), *out = px_tconst(N * C, NAN);
   px_k_embed_fwd(out, tokens, table, N, 0, V, C);
   double *want = dalloc(N * C);
   ref_embed(want, d_of(table, V * C), &e);
   CU_ASSERT(fwd_close("embed out", out, want, N * C));
 
-  float *r = frand(N * C, -1, 1), *dtable = fconst(V * C, ACC0);
+  float *r = px_trand(N * C, -1, 1), *dtable = px_tconst(V * C, ACC0);
   px_k_embed_bwd(dtable, r, tokens, N, 0, V, C);
   double *g = dalloc(V * C);
   fd_grad(g, ref_embed, &e, d_of(table, V * C), V * C, N * C, d_of(r, N * C));
@@ -279,17 +239,17 @@ static void test_embed_vocab_parallel(void) {
    * unsharded output, and each shard's gradient is its slice of the table's. */
   for (int shards = 2; shards <= 4; shards += 2) {
     int64_t vl = V / shards;
-    float *sum = fconst(N * C, 0.0f), *part = falloc(N * C);
+    float *sum = px_tconst(N * C, 0.0f), *part = px_tfloats(N * C);
     for (int s = 0; s < shards; s++) {
       px_k_embed_fwd(part, tokens, table + s * vl * C, N, s * vl, vl, C);
       for (int64_t i = 0; i < N * C; i++) sum[i] += part[i];
-      float *dpart = fconst(vl * C, ACC0);
+      float *dpart = px_tconst(vl * C, ACC0);
       px_k_embed_bwd(dpart, r, tokens, N, s * vl, vl, C);
       CU_ASSERT(shard_close("embed dtable shard", dpart, dtable + s * vl * C, vl * C));
     }
     CU_ASSERT(shard_close("embed out, shards summed", sum, out, N * C));
   }
-  arena_free();
+  px_tfree();
 }
 
 typedef struct {
@@ -305,20 +265,20 @@ static void ref_pos(double *out, const double *in, const void *vctx) {
 }
 
 static void test_pos(void) {
-  rng_seed(4);
+  px_tseed(4);
   pos_ctx p = {2, 3, 4, 2};
   const int64_t maxpos = 6, nout = p.b * p.t * p.c;
-  float *wpe = frand(maxpos * p.c, -1, 1), *out = fconst(nout, 0.5f);
+  float *wpe = px_trand(maxpos * p.c, -1, 1), *out = px_tconst(nout, 0.5f);
   px_k_pos_fwd(out, wpe, p.b, p.t, p.c, p.pos0);
   double *want = dalloc(nout);
   ref_pos(want, d_of(wpe, maxpos * p.c), &p);
   CU_ASSERT(fwd_close("pos out", out, want, nout));
-  float *r = frand(nout, -1, 1), *dwpe = fconst(maxpos * p.c, ACC0);
+  float *r = px_trand(nout, -1, 1), *dwpe = px_tconst(maxpos * p.c, ACC0);
   px_k_pos_bwd(dwpe, r, p.b, p.t, p.c, p.pos0);
   double *g = dalloc(maxpos * p.c);
   fd_grad(g, ref_pos, &p, d_of(wpe, maxpos * p.c), maxpos * p.c, nout, d_of(r, nout));
   CU_ASSERT(grad_close("pos dwpe", dwpe, g, maxpos * p.c));
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= normalization ======================= */
@@ -349,10 +309,10 @@ static void ref_norm(double *out, const double *in, const void *vctx) {
 static void check_norm(bool rms, bool with_bias) {
   norm_ctx k = {3, 8, (double)1e-5f, rms};
   const int64_t nx = k.n * k.c, nin = nx + 2 * k.c;
-  float *x = frand(nx, -2, 2), *w = frand(k.c, 0.5, 1.5), *b = with_bias ? frand(k.c, -0.5, 0.5) : fconst(k.c, 0);
+  float *x = px_trand(nx, -2, 2), *w = px_trand(k.c, 0.5, 1.5), *b = with_bias ? px_trand(k.c, -0.5, 0.5) : px_tconst(k.c, 0);
   double *in = dalloc(nin);
   pack(pack(pack(in, x, nx), w, k.c), b, k.c);
-  float *out = fconst(nx, NAN), *mean = fconst(k.n, NAN), *rstd = fconst(k.n, NAN);
+  float *out = px_tconst(nx, NAN), *mean = px_tconst(k.n, NAN), *rstd = px_tconst(k.n, NAN);
   if (rms) {
     px_k_rmsnorm_fwd(out, rstd, x, w, k.n, k.c, 1e-5f);
   } else {
@@ -370,8 +330,8 @@ static void check_norm(bool rms, bool with_bias) {
     PX_ASSERT_REL(rstd[i], 1.0 / sqrt(v / (double)k.c + k.eps), FWD_RTOL);
   }
 
-  float *r = frand(nx, -1, 1);
-  float *dx = fconst(nx, ACC0), *dw = fconst(k.c, ACC0), *db = fconst(k.c, ACC0);
+  float *r = px_trand(nx, -1, 1);
+  float *dx = px_tconst(nx, ACC0), *dw = px_tconst(k.c, ACC0), *db = px_tconst(k.c, ACC0);
   if (rms) {
     px_k_rmsnorm_bwd(dx, dw, r, x, w, rstd, k.n, k.c);
   } else {
@@ -386,16 +346,16 @@ static void check_norm(bool rms, bool with_bias) {
 }
 
 static void test_layernorm(void) {
-  rng_seed(5);
+  px_tseed(5);
   check_norm(false, true);
   check_norm(false, false);
-  arena_free();
+  px_tfree();
 }
 
 static void test_rmsnorm(void) {
-  rng_seed(6);
+  px_tseed(6);
   check_norm(true, false);
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= activations ======================= */
@@ -419,43 +379,43 @@ static void ref_act(double *out, const double *in, const void *vctx) {
 }
 
 static void test_gelu(void) {
-  rng_seed(7);
+  px_tseed(7);
   act_ctx a = {32, false};
-  float *x = frand(a.n, -5, 5), *out = fconst(a.n, NAN);
+  float *x = px_trand(a.n, -5, 5), *out = px_tconst(a.n, NAN);
   x[0] = 0.0f;
   px_k_gelu_fwd(out, x, a.n);
   double *in = d_of(x, a.n), *want = dalloc(a.n);
   ref_act(want, in, &a);
   CU_ASSERT(fwd_close("gelu out", out, want, a.n));
-  float *r = frand(a.n, -1, 1), *dx = fconst(a.n, ACC0);
+  float *r = px_trand(a.n, -1, 1), *dx = px_tconst(a.n, ACC0);
   px_k_gelu_bwd(dx, r, x, a.n);
   double *g = dalloc(a.n);
   fd_grad(g, ref_act, &a, in, a.n, a.n, d_of(r, a.n));
   CU_ASSERT(grad_close("gelu dinp", dx, g, a.n));
   /* in place */
-  float *y = falloc(a.n);
+  float *y = px_tfloats(a.n);
   memcpy(y, x, (size_t)a.n * sizeof *y);
   px_k_gelu_fwd(y, y, a.n);
   CU_ASSERT(memcmp(y, out, (size_t)a.n * sizeof *y) == 0);
-  arena_free();
+  px_tfree();
 }
 
 static void test_swiglu(void) {
-  rng_seed(8);
+  px_tseed(8);
   act_ctx a = {32, true};
-  float *gate = frand(a.n, -6, 6), *up = frand(a.n, -2, 2), *out = fconst(a.n, NAN);
+  float *gate = px_trand(a.n, -6, 6), *up = px_trand(a.n, -2, 2), *out = px_tconst(a.n, NAN);
   px_k_swiglu_fwd(out, gate, up, a.n);
   double *in = dalloc(2 * a.n), *want = dalloc(a.n);
   pack(pack(in, gate, a.n), up, a.n);
   ref_act(want, in, &a);
   CU_ASSERT(fwd_close("swiglu out", out, want, a.n));
-  float *r = frand(a.n, -1, 1), *dgate = fconst(a.n, ACC0), *dup = fconst(a.n, ACC0);
+  float *r = px_trand(a.n, -1, 1), *dgate = px_tconst(a.n, ACC0), *dup = px_tconst(a.n, ACC0);
   px_k_swiglu_bwd(dgate, dup, r, gate, up, a.n);
   double *g = dalloc(2 * a.n);
   fd_grad(g, ref_act, &a, in, 2 * a.n, a.n, d_of(r, a.n));
   CU_ASSERT(grad_close("swiglu dgate", dgate, g, a.n));
   CU_ASSERT(grad_close("swiglu dup", dup, g + a.n, a.n));
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= RoPE ======================= */
@@ -484,23 +444,23 @@ static void ref_rope(double *out, const double *in, const void *vctx) {
 }
 
 static void test_rope(void) {
-  rng_seed(9);
+  px_tseed(9);
   rope_ctx p = {2, 8, 3, 6, 0, 10000.0};
   const int64_t n = p.b * p.t * p.h * p.d;
-  float *x = frand(n, -1, 1), *out = fconst(n, NAN);
+  float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
   px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, (float)p.theta);
   double *in = d_of(x, n), *want = dalloc(n);
   ref_rope(want, in, &p);
   CU_ASSERT(fwd_close("rope out", out, want, n));
   /* in place is the same */
-  float *y = falloc(n);
+  float *y = px_tfloats(n);
   memcpy(y, x, (size_t)n * sizeof *y);
   px_k_rope_fwd(y, y, p.b, p.t, p.h, p.d, p.pos0, (float)p.theta);
   CU_ASSERT(memcmp(y, out, (size_t)n * sizeof *y) == 0);
 
   /* backward at an offset, as a sequence shard has */
   p.pos0 = 5;
-  float *r = frand(n, -1, 1), *dx = fconst(n, ACC0);
+  float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0);
   px_k_rope_bwd(dx, r, p.b, p.t, p.h, p.d, p.pos0, (float)p.theta);
   double *g = dalloc(n);
   fd_grad(g, ref_rope, &p, in, n, n, d_of(r, n));
@@ -508,7 +468,7 @@ static void test_rope(void) {
 
   /* a shard holding positions 3..7 at pos0 = 3 equals rows 3.. of the full sequence */
   const int64_t t0 = 3, ts = p.t - t0, row = p.h * p.d;
-  float *shard = falloc(p.b * ts * row);
+  float *shard = px_tfloats(p.b * ts * row);
   for (int64_t b = 0; b < p.b; b++)
     memcpy(shard + b * ts * row, x + (b * p.t + t0) * row, (size_t)(ts * row) * sizeof *shard);
   px_k_rope_fwd(shard, shard, p.b, ts, p.h, p.d, t0, (float)p.theta);
@@ -516,7 +476,7 @@ static void test_rope(void) {
   for (int64_t b = 0; b < p.b; b++)
     same = same && memcmp(shard + b * ts * row, out + (b * p.t + t0) * row, (size_t)(ts * row) * sizeof *shard) == 0;
   CU_ASSERT(same);
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= attention ======================= */
@@ -560,8 +520,8 @@ static void check_attention(int64_t hkv) {
   attn_ctx a = {2, 6, 4, hkv, 3, 0.0};
   a.scale = 1.0 / sqrt((double)a.d);
   const int64_t nq = a.b * a.t * a.hq * a.d, nkv = a.b * a.t * a.hkv * a.d, ns = a.b * a.hq * a.t * a.t;
-  float *q = frand(nq, -1.5, 1.5), *k = frand(nkv, -1.5, 1.5), *v = frand(nkv, -1, 1);
-  float *scores = fconst(ns, NAN), *probs = fconst(ns, NAN), *ctx = fconst(nq, NAN);
+  float *q = px_trand(nq, -1.5, 1.5), *k = px_trand(nkv, -1.5, 1.5), *v = px_trand(nkv, -1, 1);
+  float *scores = px_tconst(ns, NAN), *probs = px_tconst(ns, NAN), *ctx = px_tconst(nq, NAN);
   px_k_attn_scores_fwd(scores, q, k, a.b, a.t, a.hq, a.hkv, a.d, (float)a.scale);
   px_k_attn_softmax_fwd(probs, scores, a.b * a.hq, a.t);
   px_k_attn_context_fwd(ctx, probs, v, a.b, a.t, a.hq, a.hkv, a.d);
@@ -585,7 +545,7 @@ static void check_attention(int64_t hkv) {
   CU_ASSERT(rows_ok);
   CU_ASSERT(upper_zero);
   /* softmax in place */
-  float *sp = falloc(ns);
+  float *sp = px_tfloats(ns);
   memcpy(sp, scores, (size_t)ns * sizeof *sp);
   px_k_attn_softmax_fwd(sp, sp, a.b * a.hq, a.t);
   CU_ASSERT(memcmp(sp, probs, (size_t)ns * sizeof *sp) == 0);
@@ -593,9 +553,9 @@ static void check_attention(int64_t hkv) {
   /* backward through the three ops, against the finite differences of the
    * whole reference attention; dq, dk, dv start at ACC0 (accumulate) but the
    * intermediate dprobs and dscores start at 0, as the caller zeroes them. */
-  float *r = frand(nq, -1, 1);
-  float *dprobs = fconst(ns, 0.0f), *dscores = fconst(ns, 0.0f);
-  float *dq = fconst(nq, ACC0), *dk = fconst(nkv, ACC0), *dv = fconst(nkv, ACC0);
+  float *r = px_trand(nq, -1, 1);
+  float *dprobs = px_tconst(ns, 0.0f), *dscores = px_tconst(ns, 0.0f);
+  float *dq = px_tconst(nq, ACC0), *dk = px_tconst(nkv, ACC0), *dv = px_tconst(nkv, ACC0);
   px_k_attn_context_bwd(dprobs, dv, r, probs, v, a.b, a.t, a.hq, a.hkv, a.d);
   px_k_attn_softmax_bwd(dscores, dprobs, probs, a.b * a.hq, a.t);
   px_k_attn_scores_bwd(dq, dk, dscores, q, k, a.b, a.t, a.hq, a.hkv, a.d, (float)a.scale);
@@ -607,11 +567,11 @@ static void check_attention(int64_t hkv) {
 }
 
 static void test_attention(void) {
-  rng_seed(10);
+  px_tseed(10);
   check_attention(2); /* GQA: 2 query heads per kv head */
   check_attention(1); /* multi-query */
   check_attention(4); /* multi-head */
-  arena_free();
+  px_tfree();
 }
 
 typedef struct {
@@ -633,20 +593,20 @@ static void ref_softmax(double *out, const double *in, const void *vctx) {
 
 /* The softmax backward on its own: dscores in the upper triangle stays as it was. */
 static void test_attention_softmax_bwd(void) {
-  rng_seed(11);
+  px_tseed(11);
   softmax_ctx s = {2 * 5, 5};
   const int64_t n = s.rows * s.t;
-  float *x = frand(n, -3, 3), *p = falloc(n);
+  float *x = px_trand(n, -3, 3), *p = px_tfloats(n);
   px_k_attn_softmax_fwd(p, x, 2, s.t);
   double *in = d_of(x, n), *want = dalloc(n);
   ref_softmax(want, in, &s);
   CU_ASSERT(fwd_close("causal softmax", p, want, n));
-  float *r = frand(n, -1, 1), *dx = fconst(n, ACC0);
+  float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0);
   px_k_attn_softmax_bwd(dx, r, p, 2, s.t);
   double *g = dalloc(n);
   fd_grad(g, ref_softmax, &s, in, n, n, d_of(r, n));
   CU_ASSERT(grad_close("causal softmax dscores", dx, g, n));
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= dropout ======================= */
@@ -663,10 +623,10 @@ static void ref_dropout(double *out, const double *in, const void *vctx) {
 }
 
 static void test_dropout(void) {
-  rng_seed(12);
+  px_tseed(12);
   const int64_t n = 20000;
-  float *x = frand(n, -1, 1), *out = falloc(n);
-  uint8_t *mask = talloc((size_t)n);
+  float *x = px_trand(n, -1, 1), *out = px_tfloats(n);
+  uint8_t *mask = px_talloc((size_t)n);
   /* p = 0: an exact copy, all kept */
   px_k_dropout_fwd(out, mask, x, n, 0.0f, 42, 0);
   CU_ASSERT(memcmp(out, x, (size_t)n * sizeof *x) == 0);
@@ -687,8 +647,8 @@ static void test_dropout(void) {
   CU_ASSERT(values_ok);
   CU_ASSERT(fabs((double)kept / (double)n - 0.7) < 0.02);
   /* computed in two pieces with offsets 1000 and 1000 + 7001: the same mask */
-  uint8_t *mask2 = talloc((size_t)n);
-  float *out2 = falloc(n);
+  uint8_t *mask2 = px_talloc((size_t)n);
+  float *out2 = px_tfloats(n);
   px_k_dropout_fwd(out2, mask2, x, 7001, p, 42, 1000);
   px_k_dropout_fwd(out2 + 7001, mask2 + 7001, x + 7001, n - 7001, p, 42, 1000 + 7001);
   CU_ASSERT(memcmp(mask, mask2, (size_t)n) == 0);
@@ -706,12 +666,12 @@ static void test_dropout(void) {
   /* backward on the first 64 elements against finite differences */
   const int64_t nb = 64;
   dropout_ctx d = {mask, nb, 1.0 / (1.0 - (double)p)};
-  float *r = frand(nb, -1, 1), *dx = fconst(nb, ACC0);
+  float *r = px_trand(nb, -1, 1), *dx = px_tconst(nb, ACC0);
   px_k_dropout_bwd(dx, r, mask, nb, p);
   double *g = dalloc(nb);
   fd_grad(g, ref_dropout, &d, d_of(x, nb), nb, nb, d_of(r, nb));
   CU_ASSERT(grad_close("dropout dinp", dx, g, nb));
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= cross-entropy ======================= */
@@ -741,9 +701,9 @@ static void ref_ce(double *out, const double *in, const void *vctx) {
 static void ce_sharded(float *losses, float *dlogits, const float *logits, const int32_t *targets, int64_t n,
                        int64_t vpad, int64_t vreal, int shards, float scale) {
   int64_t vl = vpad / shards;
-  float *gmax = fconst(n, -INFINITY), *gsum = fconst(n, 0), *tl = fconst(n, 0), *part = falloc(n);
+  float *gmax = px_tconst(n, -INFINITY), *gsum = px_tconst(n, 0), *tl = px_tconst(n, 0), *part = px_tfloats(n);
   /* each shard's logits as a contiguous (N, Vl) block, as a rank holds them */
-  float *local = falloc(n * vl), *dlocal = falloc(n * vl);
+  float *local = px_tfloats(n * vl), *dlocal = px_tfloats(n * vl);
   for (int pass = 0; pass < 3; pass++) {
     for (int s = 0; s < shards; s++) {
       for (int64_t i = 0; i < n; i++) memcpy(local + i * vl, logits + i * vpad + s * vl, (size_t)vl * sizeof *local);
@@ -765,16 +725,16 @@ static void ce_sharded(float *losses, float *dlogits, const float *logits, const
 }
 
 static void test_cross_entropy(void) {
-  rng_seed(13);
+  px_tseed(13);
   enum { N = 6, VPAD = 40, VREAL = 37 };
   const int32_t targets[N] = {0, 36, -1, 17, 9, 36};
   ce_ctx c = {targets, N, VPAD, VREAL};
-  float *logits = frand(N * VPAD, -3, 3);
+  float *logits = px_trand(N * VPAD, -3, 3);
   for (int64_t i = 0; i < N; i++) /* padding that would dominate if it were counted */
     for (int64_t j = VREAL; j < VPAD; j++) logits[i * VPAD + j] = 50.0f;
   const float scale = 1.0f / 5.0f; /* mean over the 5 valid positions */
 
-  float *loss1 = falloc(N), *dl1 = fconst(N * VPAD, NAN);
+  float *loss1 = px_tfloats(N), *dl1 = px_tconst(N * VPAD, NAN);
   ce_sharded(loss1, dl1, logits, targets, N, VPAD, VREAL, 1, scale);
   double *in = d_of(logits, N * VPAD), *want = dalloc(N);
   ref_ce(want, in, &c);
@@ -796,7 +756,7 @@ static void test_cross_entropy(void) {
 
   /* 2 and 4 shards (the last shard of 4 holds 7 real columns and the 3 pads) */
   for (int shards = 2; shards <= 4; shards += 2) {
-    float *loss = falloc(N), *dl = fconst(N * VPAD, NAN);
+    float *loss = px_tfloats(N), *dl = px_tconst(N * VPAD, NAN);
     ce_sharded(loss, dl, logits, targets, N, VPAD, VREAL, shards, scale);
     CU_ASSERT(shard_close("cross-entropy loss, sharded", loss, loss1, N));
     CU_ASSERT(shard_close("cross-entropy dlogits, sharded", dl, dl1, N * VPAD));
@@ -808,13 +768,13 @@ static void test_cross_entropy(void) {
   CU_ASSERT(isinf(mx) && mx < 0);
   CU_ASSERT_EQUAL(sm, 0.0f);
   /* the gradient can overwrite the logits in place */
-  float *inplace = falloc(N * VPAD), *gmax = falloc(N), *gsum = falloc(N);
+  float *inplace = px_tfloats(N * VPAD), *gmax = px_tfloats(N), *gsum = px_tfloats(N);
   memcpy(inplace, logits, (size_t)(N * VPAD) * sizeof *inplace);
   px_k_ce_max_local(gmax, inplace, N, 0, VPAD, VREAL);
   px_k_ce_sumexp_local(gsum, inplace, gmax, N, 0, VPAD, VREAL);
   px_k_ce_bwd(inplace, inplace, gmax, gsum, targets, N, 0, VPAD, VREAL, scale);
   CU_ASSERT(memcmp(inplace, dl1, (size_t)(N * VPAD) * sizeof *inplace) == 0);
-  arena_free();
+  px_tfree();
 }
 
 /* ======================= optimizer and reductions ======================= */
@@ -838,12 +798,12 @@ static void test_adamw(void) {
   PX_ASSERT_REL(v[1], (1.0 - (double)0.999f) * 1.0, 1e-6);
 
   /* five steps against a double reference */
-  rng_seed(14);
+  px_tseed(14);
   enum { N = 16 };
-  float *pf = frand(N, -1, 1), *mf = fconst(N, 0), *vf = fconst(N, 0);
+  float *pf = px_trand(N, -1, 1), *mf = px_tconst(N, 0), *vf = px_tconst(N, 0);
   double *pd = d_of(pf, N), *md = dalloc(N), *vd = dalloc(N);
   for (int64_t t = 1; t <= 5; t++) {
-    float *gr = frand(N, -1, 1);
+    float *gr = px_trand(N, -1, 1);
     px_k_adamw(pf, mf, vf, gr, N, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
     for (int64_t i = 0; i < N; i++) {
       md[i] = 0.9 * md[i] + 0.1 * gr[i];
@@ -853,12 +813,12 @@ static void test_adamw(void) {
     }
   }
   CU_ASSERT(fwd_close("adamw 5 steps", pf, pd, N));
-  arena_free();
+  px_tfree();
 }
 
 static void test_reduce(void) {
   enum { N = 1000 };
-  float *x = falloc(N), *y = falloc(N);
+  float *x = px_tfloats(N), *y = px_tfloats(N);
   for (int64_t i = 0; i < N; i++) {
     x[i] = (float)(i + 1);
     y[i] = 0.5f * (float)i;
@@ -873,7 +833,7 @@ static void test_reduce(void) {
   px_k_scale(x, N, 0.5f);
   PX_ASSERT_REL(x[10], 10.5, 0.0);
   PX_ASSERT_REL(x[N - 1], (1000.0 + 999.0) / 2, 0.0);
-  arena_free();
+  px_tfree();
 }
 
 /* The shared per-element math: derivatives by central differences, and the RNG's

@@ -1,8 +1,10 @@
-/* Test helpers: CUnit runner. */
+/* Test helpers: CUnit runner, a host arena, random numbers. */
 #include "tests/testutil.h"
 
 #include <CUnit/Basic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/paths.h"
 
@@ -28,4 +30,55 @@ const char *px_test_path(const char *rel) {
   char *b = buf[next++ % 8];
   snprintf(b, sizeof buf[0], "%s/%s", px_data_dir(), rel);
   return b;
+}
+
+static void **arena;
+static size_t narena, cap_arena;
+
+void *px_talloc(size_t bytes) {
+  if (narena == cap_arena) {
+    size_t cap = cap_arena ? 2 * cap_arena : 256;
+    void **grown = realloc(arena, cap * sizeof *grown);
+    if (!grown) abort();
+    arena = grown, cap_arena = cap;
+  }
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p) abort();
+  arena[narena++] = p;
+  return p;
+}
+
+void px_tfree(void) {
+  while (narena > 0) free(arena[--narena]);
+}
+
+float *px_tfloats(int64_t n) { return px_talloc((size_t)n * sizeof(float)); }
+
+float *px_tconst(int64_t n, float v) {
+  float *x = px_tfloats(n);
+  for (int64_t i = 0; i < n; i++) x[i] = v;
+  return x;
+}
+
+float *px_tcopy(const float *x, int64_t n) {
+  float *y = px_tfloats(n);
+  memcpy(y, x, (size_t)n * sizeof *y);
+  return y;
+}
+
+static uint64_t rng_state;
+
+void px_tseed(uint64_t s) { rng_state = s * 2654435761u + 0x9E3779B97F4A7C15ull; }
+
+double px_tunit(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (double)((rng_state * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+float *px_trand(int64_t n, double lo, double hi) {
+  float *x = px_tfloats(n);
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * px_tunit());
+  return x;
 }

@@ -6,6 +6,7 @@
 #include <CUnit/CUnit.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
   const char *name;
@@ -35,5 +36,17 @@ int px_test_main(const char *suite, const px_test *tests, size_t n);
 
 /* Path of a file under the source tree (PARALLAX_HOME). */
 const char *px_test_path(const char *rel);
+
+/* Host buffers for a test, all freed by px_tfree() (zeroed; abort when out of memory). */
+void *px_talloc(size_t bytes);
+void px_tfree(void);
+float *px_tfloats(int64_t n);
+float *px_tconst(int64_t n, float v);
+float *px_tcopy(const float *x, int64_t n);
+
+/* Deterministic random numbers (xorshift64*): uniform in [0, 1), and n floats in [lo, hi). */
+void px_tseed(uint64_t s);
+double px_tunit(void);
+float *px_trand(int64_t n, double lo, double hi);
 
 #endif

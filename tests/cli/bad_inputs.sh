@@ -5,7 +5,7 @@ set -u
 px=$1
 src=$2
 bad=$src/tests/bad
-fails=0
+source "$(dirname "$0")/../tools/clitest.sh"
 
 # expect_refusal NEEDLE CMD...: exit 2, one stderr line containing NEEDLE.
 expect_refusal() {
@@ -53,5 +53,4 @@ expect_refusal "usage" "$px" model
 "$px" model show llama3-8b --json | grep -q '"params":	8030261248' || { echo "FAIL: model show --json params"; fails=$((fails + 1)); }
 "$px" topology show dgx-h100 --nodes 4 --json | grep -q '"nodes":	4' || { echo "FAIL: topology --nodes"; fails=$((fails + 1)); }
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

@@ -3,10 +3,7 @@
 # and consistency, not timing accuracy, which is a benchmark: bench/compare.sh).
 set -u
 px=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/../tools/clitest.sh"
 
 mpirun -np 2 "$px" calibrate --quick -o "$tmp/cal.json" >"$tmp/cal.txt" 2>"$tmp/err" || fail "calibrate: $(cat "$tmp/err")"
 grep -q "busbw_GB/s" "$tmp/cal.txt" || fail "no collective table"
@@ -52,5 +49,4 @@ err=$("$px" compare -m tiny -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?
 err=$("$px" compare --profile "$tmp/cal.json" -m tiny -c "$tmp/cal.json" -g 2 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "not a parallax profile" || fail "not a profile: $rc $err"
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

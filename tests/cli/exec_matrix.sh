@@ -7,21 +7,8 @@
 set -u
 px=$1
 cmp=$(dirname "$px")/tests/px_gradcmp
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader
-fails=0
+source "$(dirname "$0")/../tools/clitest.sh"
 runs=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-losses() { grep -o '"losses":[^]]*' "$1" | tr -d '"losses:[ \t\n'; }
-
-# Relative error of two comma-separated loss lists.
-close_losses() {
-  awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) exit 1;
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * (x[i] < 0 ? -x[i] : x[i])) exit 1 } }'
-}
 
 run() { # model gbs ranks flags...
   local model=$1 gbs=$2 n=$3
@@ -62,7 +49,7 @@ for model in tiny tiny-gpt; do
             continue
           fi
           got=$(losses "$tmp/out.json")
-          close_losses "$ref" "$got" || fail "$model ${flags[*]}: losses $got, single rank $ref"
+          close "$ref" "$got" 1e-5 || fail "$model ${flags[*]}: losses $got, single rank $ref"
           "$cmp" "$tmp/ref-$model.bin" "$tmp/g.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
           grep -q '"peak_bytes":' "$tmp/out.json" || fail "$model ${flags[*]}: no peak_bytes"
           echo "ok: $model ${flags[*]}: $(cat "$tmp/cmp.txt")"

@@ -7,13 +7,7 @@ set -u
 px=$1
 src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-losses() { grep -o '"losses":[^]]*' "$1" | tr -d '"losses:[ \t\n'; }
+source "$(dirname "$0")/../tools/clitest.sh"
 plan=(--backend cpu -m tiny-gpt -t 2 -p 2 -d 2 -z 1 -B 8)
 
 # Determinism: the same plan twice, bitwise.
@@ -74,5 +68,4 @@ printf '\x10\x27\x00\x00' >"$tmp/big.u32"
 err=$("$px" run -m tiny -B 4 --steps 1 --data "$tmp/big.u32" 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "big.u32" || fail "token beyond the vocabulary: $rc $err"
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

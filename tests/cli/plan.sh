@@ -3,10 +3,7 @@
 # output, and refusals of impossible plans.
 set -u
 px=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/../tools/clitest.sh"
 
 "$px" plan -m llama3-70b -c dgx-h100 -g 64 -t 8 -p 2 -z 1 --sp -r selective --json >"$tmp/a.json" || fail "plan --json"
 for key in '"params":' '"flops_per_step":' '"fits":' '"peak_bytes_max":' '"stages":' '"peak_bytes":' \
@@ -48,5 +45,4 @@ check "not one of gpipe|1f1b|interleaved" -m tiny -c dgx-a100 -g 8 -e zigzag
 check "overlap" -m tiny -c dgx-a100 -g 8 --overlap bogus
 check "plan.json" -f "$tmp/nonexistent/plan.json"
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

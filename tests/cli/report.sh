@@ -4,8 +4,7 @@
 set -u
 px=$1
 bin=$(dirname "$px")/tests/test_report
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/../tools/clitest.sh"
 
 browser=
 for b in chromium chromium-browser google-chrome; do

@@ -2,10 +2,7 @@
 # parallax sim: the JSON contract, the trace file, and refusals.
 set -u
 px=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+source "$(dirname "$0")/../tools/clitest.sh"
 
 "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 -B 64 --json --trace "$tmp/t.json" >"$tmp/s.json" || fail "sim --json"
 for key in '"step_time_s":' '"tokens_per_s":' '"model_tflops_per_gpu":' '"mfu":' '"hfu":' '"bubble_fraction":' \
@@ -29,5 +26,4 @@ err=$("$px" sim -m llama3-8b -c dgx-h100 -g 24 -t 3 2>&1 >/dev/null); rc=$?
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 16 --trace /nonexistent/dir/t.json 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 1 ] && printf '%s' "$err" | grep -q "cannot create" || fail "unwritable trace: $rc $err"
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

@@ -3,11 +3,7 @@
 # split (mpirun -np 2) giving the same ranking as one process.
 set -u
 px=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+source "$(dirname "$0")/../tools/clitest.sh"
 
 args=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
 "$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" || fail "sweep table"
@@ -41,5 +37,4 @@ err=$("$px" sweep "${args[@]}" -y fastest 2>&1 >/dev/null); rc=$?
 err=$("$px" sweep "${args[@]}" -n -5 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] || fail "negative tokens: $rc $err"
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

@@ -13,23 +13,13 @@ set -u
 px=$1
 cmp=$2
 root=$3
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/../tools/clitest.sh"
 export PARALLAX_HOME=$root ASAN_OPTIONS=detect_leaks=0
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl=self,vader
 if ! err=$("$px" run --backend cuda -m tiny -B 1 --steps 1 --precision fp32 2>&1); then
   echo "$err" | grep -q "no CUDA device\|no CUDA backend" && { echo "SKIPPED: $err"; exit 77; }
   echo "the probe run failed: $err"
   exit 1
 fi
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-losses() { grep -o '"losses":[^]]*' "$1" | tr -d '"losses:[ \t\n'; }
-close() { # a b rtol: two loss lists
-  awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) exit 1;
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > r * (x[i] < 0 ? -x[i] : x[i])) exit 1 } }'
-}
 run() { # name ranks backend flags...: losses in $tmp/name.json, gradients in $tmp/name.bin
   local name=$1 n=$2 be=$3
   shift 3
@@ -107,5 +97,4 @@ PX_EMU_DEVICES=1 run fp16-second 1 cuda -m tiny -B 4 --precision fp16 --steps 8 
 joined="$(losses "$tmp/fp16-first.json"),$(losses "$tmp/fp16-second.json")"
 [ "$joined" = "$l" ] || fail "fp16 resumed run differs: $joined vs $l"
 
-echo "$fails failures"
-[ "$fails" -eq 0 ]
+finish

@@ -65,17 +65,10 @@
 
 static cudaStream_t stream;
 
-/* ---- host and device allocations, all freed by arena_free() after each test ---- */
+/* ---- device allocations; arena_free() after each test frees them and the host ones (tests/testutil.h) ---- */
 
-static void *harena[512], *darena[512];
-static int nharena, ndarena;
-
-static void *halloc(size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
-  if (!p || nharena == (int)(sizeof harena / sizeof harena[0])) abort();
-  harena[nharena++] = p;
-  return p;
-}
+static void *darena[512];
+static int ndarena;
 
 static void *dalloc(size_t bytes) {
   void *p = NULL;
@@ -89,41 +82,8 @@ static void *dalloc(size_t bytes) {
 }
 
 static void arena_free(void) {
-  while (nharena > 0) free(harena[--nharena]);
+  px_tfree();
   while (ndarena > 0) cudaFree(darena[--ndarena]);
-}
-
-static float *falloc(int64_t n) { return halloc((size_t)n * sizeof(float)); }
-
-static float *fconst(int64_t n, float v) {
-  float *x = falloc(n);
-  for (int64_t i = 0; i < n; i++) x[i] = v;
-  return x;
-}
-
-static float *fcopy(const float *x, int64_t n) {
-  float *y = falloc(n);
-  memcpy(y, x, (size_t)n * sizeof *y);
-  return y;
-}
-
-/* ---- deterministic random numbers (xorshift64*) ---- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s) { rng_state = s * 2654435761u + 0x9E3779B97F4A7C15ull; }
-
-static double rng_unit(void) {
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (double)((rng_state * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static float *frand(int64_t n, double lo, double hi) {
-  float *x = falloc(n);
-  for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * rng_unit());
-  return x;
 }
 
 /* ---- bf16 on the host: round to nearest even, as __float2bfloat16_rn ---- */
@@ -175,27 +135,27 @@ static float *dev_f(const float *h, int64_t n) { return dev_copy(h, (size_t)n * 
 static int32_t *dev_i(const int32_t *h, int64_t n) { return dev_copy(h, (size_t)n * sizeof *h); }
 
 static px_bf16 *dev_bf(const float *h, int64_t n) {
-  px_bf16 *tmp = halloc((size_t)n * sizeof *tmp);
+  px_bf16 *tmp = px_talloc((size_t)n * sizeof *tmp);
   for (int64_t i = 0; i < n; i++) tmp[i].x = bf16_bits(h[i]);
   return dev_copy(tmp, (size_t)n * sizeof *tmp);
 }
 
 static float *host_f(const float *d, int64_t n) {
-  float *h = falloc(n);
+  float *h = px_tfloats(n);
   copy(h, d, (size_t)n * sizeof *h, cudaMemcpyDeviceToHost);
   return h;
 }
 
 static float *host_bf(const px_bf16 *d, int64_t n) {
-  px_bf16 *tmp = halloc((size_t)n * sizeof *tmp);
+  px_bf16 *tmp = px_talloc((size_t)n * sizeof *tmp);
   copy(tmp, d, (size_t)n * sizeof *tmp, cudaMemcpyDeviceToHost);
-  float *h = falloc(n);
+  float *h = px_tfloats(n);
   for (int64_t i = 0; i < n; i++) h[i] = bf16_value(tmp[i].x);
   return h;
 }
 
 static uint8_t *host_u8(const uint8_t *d, int64_t n) {
-  uint8_t *h = halloc((size_t)n);
+  uint8_t *h = px_talloc((size_t)n);
   copy(h, d, (size_t)n, cudaMemcpyDeviceToHost);
   return h;
 }
@@ -245,15 +205,15 @@ static bool same_bits(const char *what, const void *got, const void *want, size_
 /* ======================= conversions ======================= */
 
 static void test_convert(void) {
-  rng_seed(1);
+  px_tseed(1);
   const int64_t n = 1000;
-  float *x = frand(n, -100, 100);
+  float *x = px_trand(n, -100, 100);
   x[0] = 0.0f, x[1] = -0.0f, x[2] = INFINITY, x[3] = 1.0f + 1.0f / 256.0f; /* a tie: rounds to even */
   px_bf16 *db = dalloc((size_t)n * sizeof *db);
   float *dx = dev_f(x, n), *dy = dalloc((size_t)n * sizeof(float));
   LAUNCH(px_kc_to_bf16(db, dx, n, stream));
   LAUNCH(px_kc_to_fp32(dy, db, n, stream));
-  float *got = host_f(dy, n), *want = bf16_round(fcopy(x, n), n);
+  float *got = host_f(dy, n), *want = bf16_round(px_tcopy(x, n), n);
   CU_ASSERT(same_bits("to_bf16 then to_fp32", got, want, (size_t)n * sizeof *got));
   arena_free();
 }
@@ -265,11 +225,11 @@ static void *workspace;
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 
 static void test_gemm(void) {
-  rng_seed(2);
+  px_tseed(2);
   const int64_t m = 67, n = 45, k = 130;
   for (int combo = 0; combo < 4; combo++) {
     bool ta = combo & 1, tb = combo & 2;
-    float *a = frand(m * k, -1, 1), *b = frand(k * n, -1, 1), *c = frand(m * n, -1, 1);
+    float *a = px_trand(m * k, -1, 1), *b = px_trand(k * n, -1, 1), *c = px_trand(m * n, -1, 1);
     float *dc = dev_f(c, m * n);
     LAUNCH(px_kc_gemm(lt, dc, dev_f(a, m * k), dev_f(b, k * n), m, n, k, ta, tb, 0.7f, 0.3f, PX_DTYPE_FP32,
                       workspace, WORKSPACE_BYTES, stream));
@@ -279,7 +239,7 @@ static void test_gemm(void) {
     CU_ASSERT(red_close(what, host_f(dc, m * n), c, m * n));
   }
   /* beta = 0 does not read C (NaNs overwritten); unaligned operands (offset by one element) */
-  float *a = frand(m * k + 1, -1, 1), *b = frand(k * n + 1, -1, 1), *c = fconst(m * n + 1, NAN);
+  float *a = px_trand(m * k + 1, -1, 1), *b = px_trand(k * n + 1, -1, 1), *c = px_tconst(m * n + 1, NAN);
   float *da = dev_f(a, m * k + 1), *db = dev_f(b, k * n + 1), *dc = dev_f(c, m * n + 1);
   LAUNCH(px_kc_gemm(lt, dc + 1, da + 1, db + 1, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, workspace,
                     WORKSPACE_BYTES, stream));
@@ -289,13 +249,13 @@ static void test_gemm(void) {
   LAUNCH(px_kc_gemm(lt, dc + 1, da + 1, db + 1, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, NULL, 0, stream));
   CU_ASSERT(red_close("gemm without workspace", host_f(dc, m * n + 1) + 1, c + 1, m * n));
   /* k = 0: C = beta C */
-  float *c0 = fconst(m * n, 2.0f), *dc0 = dev_f(c0, m * n);
+  float *c0 = px_tconst(m * n, 2.0f), *dc0 = dev_f(c0, m * n);
   LAUNCH(px_kc_gemm(lt, dc0, da, db, m, n, 0, false, false, 1.0f, 0.5f, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES,
                     stream));
   px_k_gemm(c0, a, b, m, n, 0, false, false, 1.0f, 0.5f);
   CU_ASSERT(same_bits("gemm k=0", host_f(dc0, m * n), c0, (size_t)(m * n) * sizeof *c0));
   /* bias epilogue: C = A B^T + bias, as px_k_linear_fwd */
-  float *x = frand(m * k, -1, 1), *w = frand(n * k, -1, 1), *bias = frand(n, -1, 1), *out = falloc(m * n);
+  float *x = px_trand(m * k, -1, 1), *w = px_trand(n * k, -1, 1), *bias = px_trand(n, -1, 1), *out = px_tfloats(m * n);
   float *dout = dalloc((size_t)(m * n) * sizeof(float));
   LAUNCH(px_kc_gemm_ex(lt, dout, dev_f(x, m * k), dev_f(w, n * k), dev_f(bias, n), m, n, k, false, true, 1.0f, 0.0f,
                        PX_DTYPE_FP32, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES, stream));
@@ -304,10 +264,10 @@ static void test_gemm(void) {
   /* bf16 A, B and C, fp32 accumulation; then bf16 A, B into fp32 C (accumulating) */
   for (int combo = 0; combo < 4; combo++) {
     bool ta = combo & 1, tb = combo & 2;
-    float *ab = bf16_round(frand(m * k, -1, 1), m * k), *bb = bf16_round(frand(k * n, -1, 1), k * n);
-    float *cb = bf16_round(frand(m * n, -1, 1), m * n);
+    float *ab = bf16_round(px_trand(m * k, -1, 1), m * k), *bb = bf16_round(px_trand(k * n, -1, 1), k * n);
+    float *cb = bf16_round(px_trand(m * n, -1, 1), m * n);
     px_bf16 *dab = dev_bf(ab, m * k), *dbb = dev_bf(bb, k * n), *dcb = dev_bf(cb, m * n);
-    float *cf = frand(m * n, -1, 1), *dcf = dev_f(cf, m * n);
+    float *cf = px_trand(m * n, -1, 1), *dcf = dev_f(cf, m * n);
     LAUNCH(px_kc_gemm(lt, dcb, dab, dbb, m, n, k, ta, tb, 1.0f, 0.5f, PX_DTYPE_BF16, workspace, WORKSPACE_BYTES,
                       stream));
     LAUNCH(px_kc_gemm_ex(lt, dcf, dab, dbb, NULL, m, n, k, ta, tb, 1.0f, 1.0f, PX_DTYPE_BF16, PX_DTYPE_FP32,
@@ -328,19 +288,19 @@ static void test_gemm(void) {
 }
 
 static void test_linear(void) {
-  rng_seed(3);
+  px_tseed(3);
   const int64_t n = 33, ic = 70, oc = 50;
-  float *x = frand(n * ic, -1, 1), *w = frand(oc * ic, -1, 1), *b = frand(oc, -1, 1);
+  float *x = px_trand(n * ic, -1, 1), *w = px_trand(oc * ic, -1, 1), *b = px_trand(oc, -1, 1);
   float *dx_ = dev_f(x, n * ic), *dw_ = dev_f(w, oc * ic), *db_ = dev_f(b, oc);
-  float *out = falloc(n * oc), *dout = dalloc((size_t)(n * oc) * sizeof(float));
+  float *out = px_tfloats(n * oc), *dout = dalloc((size_t)(n * oc) * sizeof(float));
   for (int with_bias = 0; with_bias < 2; with_bias++) {
     LAUNCH(px_kc_linear_fwd(lt, dout, dx_, dw_, with_bias ? db_ : NULL, n, ic, oc, PX_DTYPE_FP32, workspace,
                             WORKSPACE_BYTES, stream));
     px_k_linear_fwd(out, x, w, with_bias ? b : NULL, n, ic, oc);
     CU_ASSERT(red_close(with_bias ? "linear out" : "linear out, no bias", host_f(dout, n * oc), out, n * oc));
   }
-  float *g = frand(n * oc, -1, 1);
-  float *gx = fconst(n * ic, ACC0), *gw = fconst(oc * ic, ACC0), *gb = fconst(oc, ACC0);
+  float *g = px_trand(n * oc, -1, 1);
+  float *gx = px_tconst(n * ic, ACC0), *gw = px_tconst(oc * ic, ACC0), *gb = px_tconst(oc, ACC0);
   float *dgx = dev_f(gx, n * ic), *dgw = dev_f(gw, oc * ic), *dgb = dev_f(gb, oc), *dg = dev_f(g, n * oc);
   LAUNCH(px_kc_linear_bwd(lt, dgx, dgw, dgb, dg, dx_, dw_, n, ic, oc, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES,
                           stream));
@@ -360,30 +320,30 @@ static void test_linear(void) {
 /* ======================= embeddings ======================= */
 
 static void test_embed(void) {
-  rng_seed(4);
+  px_tseed(4);
   const int64_t n = 600, v = 90, c = 300; /* > one token chunk, > one column block, > the row slices */
-  int32_t *tokens = halloc((size_t)n * sizeof *tokens);
-  for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)(rng_unit() * v);
+  int32_t *tokens = px_talloc((size_t)n * sizeof *tokens);
+  for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)(px_tunit() * v);
   tokens[5] = -1, tokens[17] = -1, tokens[40] = 0, tokens[41] = (int32_t)(v - 1);
   for (int64_t i = 100; i < 140; i++) tokens[i] = 7; /* a repeated row: order of additions matters */
   int32_t *dtok = dev_i(tokens, n);
-  float *table = frand(v * c, -1, 1), *g = frand(n * c, -1, 1), *dg = dev_f(g, n * c);
+  float *table = px_trand(v * c, -1, 1), *g = px_trand(n * c, -1, 1), *dg = dev_f(g, n * c);
   for (int shards = 1; shards <= 3; shards++) {
     int64_t vl = v / shards;
     for (int s = 0; s < shards; s++) {
       const float *tab = table + s * vl * c;
-      float *out = fconst(n * c, NAN), *dout = dev_f(out, n * c);
+      float *out = px_tconst(n * c, NAN), *dout = dev_f(out, n * c);
       LAUNCH(px_kc_embed_fwd(dout, dtok, dev_f(tab, vl * c), n, s * vl, vl, c, stream));
       px_k_embed_fwd(out, tokens, tab, n, s * vl, vl, c);
       CU_ASSERT(same_bits("embed out", host_f(dout, n * c), out, (size_t)(n * c) * sizeof *out));
-      float *dtab = fconst(vl * c, ACC0), *ddtab = dev_f(dtab, vl * c);
+      float *dtab = px_tconst(vl * c, ACC0), *ddtab = dev_f(dtab, vl * c);
       LAUNCH(px_kc_embed_bwd(ddtab, dg, dtok, n, s * vl, vl, c, stream));
       px_k_embed_bwd(dtab, g, tokens, n, s * vl, vl, c);
       CU_ASSERT(same_bits("embed dtable", host_f(ddtab, vl * c), dtab, (size_t)(vl * c) * sizeof *dtab));
     }
   }
   /* bf16 table: a copy */
-  float *tb = bf16_round(fcopy(table, v * c), v * c), *out = falloc(n * c);
+  float *tb = bf16_round(px_tcopy(table, v * c), v * c), *out = px_tfloats(n * c);
   px_bf16 *dout = dalloc((size_t)(n * c) * sizeof *dout);
   LAUNCH(px_kc_embed_fwd_bf16(dout, dtok, dev_bf(tb, v * c), n, 0, v, c, stream));
   px_k_embed_fwd(out, tokens, tb, n, 0, v, c);
@@ -392,18 +352,18 @@ static void test_embed(void) {
 }
 
 static void test_pos(void) {
-  rng_seed(5);
+  px_tseed(5);
   const int64_t b = 3, t = 20, c = 70, pos0 = 5, maxpos = 32, nx = b * t * c;
-  float *wpe = frand(maxpos * c, -1, 1), *out = frand(nx, -1, 1), *dout = dev_f(out, nx);
+  float *wpe = px_trand(maxpos * c, -1, 1), *out = px_trand(nx, -1, 1), *dout = dev_f(out, nx);
   LAUNCH(px_kc_pos_fwd(dout, dev_f(wpe, maxpos * c), b, t, c, pos0, stream));
   px_k_pos_fwd(out, wpe, b, t, c, pos0);
   CU_ASSERT(same_bits("pos out", host_f(dout, nx), out, (size_t)nx * sizeof *out));
-  float *g = frand(nx, -1, 1), *dwpe = fconst(maxpos * c, ACC0), *ddwpe = dev_f(dwpe, maxpos * c);
+  float *g = px_trand(nx, -1, 1), *dwpe = px_tconst(maxpos * c, ACC0), *ddwpe = dev_f(dwpe, maxpos * c);
   LAUNCH(px_kc_pos_bwd(ddwpe, dev_f(g, nx), b, t, c, pos0, stream));
   px_k_pos_bwd(dwpe, g, b, t, c, pos0);
   CU_ASSERT(same_bits("pos dwpe", host_f(ddwpe, maxpos * c), dwpe, (size_t)(maxpos * c) * sizeof *dwpe));
   /* bf16 */
-  float *wb = bf16_round(frand(maxpos * c, -1, 1), maxpos * c), *ob = bf16_round(frand(nx, -1, 1), nx);
+  float *wb = bf16_round(px_trand(maxpos * c, -1, 1), maxpos * c), *ob = bf16_round(px_trand(nx, -1, 1), nx);
   px_bf16 *dob = dev_bf(ob, nx);
   LAUNCH(px_kc_pos_fwd_bf16(dob, dev_bf(wb, maxpos * c), b, t, c, pos0, stream));
   px_k_pos_fwd(ob, wb, b, t, c, pos0);
@@ -415,10 +375,10 @@ static void test_pos(void) {
 
 static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
   const int64_t nx = n * c;
-  float *x = frand(nx, -2, 2), *w = frand(c, 0.5, 1.5), *b = frand(c, -0.5, 0.5);
+  float *x = px_trand(nx, -2, 2), *w = px_trand(c, 0.5, 1.5), *b = px_trand(c, -0.5, 0.5);
   for (int64_t i = 0; i < nx; i += 7) x[i] += 3.0f; /* a mean away from 0 */
   float *dx = dev_f(x, nx), *dw = dev_f(w, c), *db = with_bias ? dev_f(b, c) : NULL;
-  float *out = falloc(nx), *mean = falloc(n), *rstd = falloc(n);
+  float *out = px_tfloats(nx), *mean = px_tfloats(n), *rstd = px_tfloats(n);
   float *dout = dalloc((size_t)nx * sizeof(float)), *dmean = dalloc((size_t)n * sizeof(float));
   float *drstd = dalloc((size_t)n * sizeof(float));
   const char *name = rms ? "rmsnorm" : "layernorm";
@@ -446,8 +406,8 @@ static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
   CU_ASSERT(red_close(what, host_f(dout, nx), out, nx));
 
   /* backward from the CPU's statistics, so both sides see the same inputs */
-  float *g = frand(nx, -1, 1), *dg = dev_f(g, nx);
-  float *gx = fconst(nx, ACC0), *gw = fconst(c, ACC0), *gb = fconst(c, ACC0);
+  float *g = px_trand(nx, -1, 1), *dg = dev_f(g, nx);
+  float *gx = px_tconst(nx, ACC0), *gw = px_tconst(c, ACC0), *gb = px_tconst(c, ACC0);
   float *dgx = dev_f(gx, nx), *dgw = dev_f(gw, c), *dgb = dev_f(gb, c);
   if (rms) {
     LAUNCH(px_kc_rmsnorm_bwd(dgx, dgw, dg, dx, dw, dev_f(rstd, n), n, c, stream));
@@ -464,7 +424,7 @@ static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
   snprintf(what, sizeof what, "%s dbias", name);
   CU_ASSERT(red_close(what, host_f(dgb, c), gb, c)); /* untouched (ACC0) when NULL */
   /* deterministic: the same call again gives the same bits */
-  float *first = host_f(dgw, c), *dgw2 = dev_f(fconst(c, ACC0), c);
+  float *first = host_f(dgw, c), *dgw2 = dev_f(px_tconst(c, ACC0), c);
   if (rms) {
     LAUNCH(px_kc_rmsnorm_bwd(dgx, dgw2, dg, dx, dw, dev_f(rstd, n), n, c, stream));
   } else {
@@ -474,7 +434,7 @@ static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
   CU_ASSERT(same_bits(what, host_f(dgw2, c), first, (size_t)c * sizeof *first));
 
   /* bf16 activations and weights, fp32 statistics and parameter gradients */
-  float *xb = bf16_round(fcopy(x, nx), nx), *wb = bf16_round(fcopy(w, c), c), *bb = bf16_round(fcopy(b, c), c);
+  float *xb = bf16_round(px_tcopy(x, nx), nx), *wb = bf16_round(px_tcopy(w, c), c), *bb = bf16_round(px_tcopy(b, c), c);
   px_bf16 *dxb = dev_bf(xb, nx), *dwb = dev_bf(wb, c), *dbb = with_bias ? dev_bf(bb, c) : NULL;
   px_bf16 *doutb = dalloc((size_t)nx * sizeof *doutb);
   if (rms) {
@@ -490,8 +450,8 @@ static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
   CU_ASSERT(bf16_close(what, host_bf(doutb, nx), out, nx));
   snprintf(what, sizeof what, "%s rstd bf16", name);
   CU_ASSERT(red_close(what, host_f(drstd, n), rstd, n));
-  float *gbf = bf16_round(fcopy(g, nx), nx);
-  float *gxb = fconst(nx, ACC0), *gwb = fconst(c, ACC0), *gbb = fconst(c, ACC0);
+  float *gbf = bf16_round(px_tcopy(g, nx), nx);
+  float *gxb = px_tconst(nx, ACC0), *gwb = px_tconst(c, ACC0), *gbb = px_tconst(c, ACC0);
   px_bf16 *dgxb = dev_bf(gxb, nx);
   float *dgwb = dev_f(gwb, c), *dgbb = dev_f(gbb, c);
   if (rms) {
@@ -511,14 +471,14 @@ static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
 }
 
 static void test_layernorm(void) {
-  rng_seed(6);
+  px_tseed(6);
   check_norm(false, true, 37, 300);
   check_norm(false, false, 5, 20); /* C < 32: idle lanes */
   arena_free();
 }
 
 static void test_rmsnorm(void) {
-  rng_seed(7);
+  px_tseed(7);
   check_norm(true, false, 37, 300);
   check_norm(true, false, 5, 20);
   arena_free();
@@ -527,13 +487,13 @@ static void test_rmsnorm(void) {
 /* ======================= activations ======================= */
 
 static void test_gelu(void) {
-  rng_seed(8);
+  px_tseed(8);
   const int64_t n = 5000;
-  float *x = frand(n, -6, 6), *out = falloc(n), *dx = dev_f(x, n), *dout = dalloc((size_t)n * sizeof(float));
+  float *x = px_trand(n, -6, 6), *out = px_tfloats(n), *dx = dev_f(x, n), *dout = dalloc((size_t)n * sizeof(float));
   LAUNCH(px_kc_gelu_fwd(dout, dx, n, stream));
   px_k_gelu_fwd(out, x, n);
   CU_ASSERT(elem_close("gelu out", host_f(dout, n), out, n));
-  float *g = frand(n, -1, 1), *gx = fconst(n, ACC0), *dgx = dev_f(gx, n);
+  float *g = px_trand(n, -1, 1), *gx = px_tconst(n, ACC0), *dgx = dev_f(gx, n);
   LAUNCH(px_kc_gelu_bwd(dgx, dev_f(g, n), dx, n, stream));
   px_k_gelu_bwd(gx, g, x, n);
   CU_ASSERT(elem_close("gelu dinp", host_f(dgx, n), gx, n));
@@ -541,12 +501,12 @@ static void test_gelu(void) {
   LAUNCH(px_kc_gelu_fwd(dx, dx, n, stream));
   CU_ASSERT(elem_close("gelu out, in place", host_f(dx, n), out, n));
   /* bf16 */
-  float *xb = bf16_round(frand(n, -6, 6), n), *gb = bf16_round(frand(n, -1, 1), n);
+  float *xb = bf16_round(px_trand(n, -6, 6), n), *gb = bf16_round(px_trand(n, -1, 1), n);
   px_bf16 *dxb = dev_bf(xb, n), *doutb = dalloc((size_t)n * sizeof *doutb);
   LAUNCH(px_kc_gelu_fwd_bf16(doutb, dxb, n, stream));
   px_k_gelu_fwd(out, xb, n);
   CU_ASSERT(bf16_close("gelu out bf16", host_bf(doutb, n), out, n));
-  float *gxb = fconst(n, ACC0);
+  float *gxb = px_tconst(n, ACC0);
   px_bf16 *dgxb = dev_bf(gxb, n);
   LAUNCH(px_kc_gelu_bwd_bf16(dgxb, dev_bf(gb, n), dxb, n, stream));
   px_k_gelu_bwd(gxb, gb, xb, n);
@@ -555,14 +515,14 @@ static void test_gelu(void) {
 }
 
 static void test_swiglu(void) {
-  rng_seed(9);
+  px_tseed(9);
   const int64_t n = 5000;
-  float *gate = frand(n, -8, 8), *up = frand(n, -2, 2), *out = falloc(n);
+  float *gate = px_trand(n, -8, 8), *up = px_trand(n, -2, 2), *out = px_tfloats(n);
   float *dgate = dev_f(gate, n), *dup = dev_f(up, n), *dout = dalloc((size_t)n * sizeof(float));
   LAUNCH(px_kc_swiglu_fwd(dout, dgate, dup, n, stream));
   px_k_swiglu_fwd(out, gate, up, n);
   CU_ASSERT(elem_close("swiglu out", host_f(dout, n), out, n));
-  float *g = frand(n, -1, 1), *gg = fconst(n, ACC0), *gu = fconst(n, ACC0);
+  float *g = px_trand(n, -1, 1), *gg = px_tconst(n, ACC0), *gu = px_tconst(n, ACC0);
   float *dgg = dev_f(gg, n), *dgu = dev_f(gu, n);
   LAUNCH(px_kc_swiglu_bwd(dgg, dgu, dev_f(g, n), dgate, dup, n, stream));
   px_k_swiglu_bwd(gg, gu, g, gate, up, n);
@@ -576,7 +536,7 @@ static void test_swiglu(void) {
   LAUNCH(px_kc_swiglu_fwd_bf16(doutb, dgateb, dupb, n, stream));
   px_k_swiglu_fwd(out, gate, up, n);
   CU_ASSERT(bf16_close("swiglu out bf16", host_bf(doutb, n), out, n));
-  float *ggb = fconst(n, ACC0), *gub = fconst(n, ACC0);
+  float *ggb = px_tconst(n, ACC0), *gub = px_tconst(n, ACC0);
   px_bf16 *dggb = dev_bf(ggb, n), *dgub = dev_bf(gub, n);
   LAUNCH(px_kc_swiglu_bwd_bf16(dggb, dgub, dev_bf(g, n), dgateb, dupb, n, stream));
   px_k_swiglu_bwd(ggb, gub, g, gate, up, n);
@@ -588,26 +548,26 @@ static void test_swiglu(void) {
 /* ======================= RoPE ======================= */
 
 static void test_rope(void) {
-  rng_seed(10);
+  px_tseed(10);
   const int64_t b = 2, t = 40, h = 3, d = 64, pos0 = 4000, nx = b * t * h * d; /* large angles */
   const float theta = 10000.0f;
-  float *x = frand(nx, -1, 1), *out = falloc(nx), *dx = dev_f(x, nx), *dout = dalloc((size_t)nx * sizeof(float));
+  float *x = px_trand(nx, -1, 1), *out = px_tfloats(nx), *dx = dev_f(x, nx), *dout = dalloc((size_t)nx * sizeof(float));
   LAUNCH(px_kc_rope_fwd(dout, dx, b, t, h, d, pos0, theta, stream));
   px_k_rope_fwd(out, x, b, t, h, d, pos0, theta);
   CU_ASSERT(elem_close("rope out", host_f(dout, nx), out, nx));
-  float *g = frand(nx, -1, 1), *gx = fconst(nx, ACC0), *dgx = dev_f(gx, nx);
+  float *g = px_trand(nx, -1, 1), *gx = px_tconst(nx, ACC0), *dgx = dev_f(gx, nx);
   LAUNCH(px_kc_rope_bwd(dgx, dev_f(g, nx), b, t, h, d, pos0, theta, stream));
   px_k_rope_bwd(gx, g, b, t, h, d, pos0, theta);
   CU_ASSERT(elem_close("rope dinp", host_f(dgx, nx), gx, nx));
   LAUNCH(px_kc_rope_fwd(dx, dx, b, t, h, d, pos0, theta, stream));
   CU_ASSERT(elem_close("rope out, in place", host_f(dx, nx), out, nx));
   /* bf16 */
-  float *xb = bf16_round(frand(nx, -1, 1), nx), *gb = bf16_round(frand(nx, -1, 1), nx);
+  float *xb = bf16_round(px_trand(nx, -1, 1), nx), *gb = bf16_round(px_trand(nx, -1, 1), nx);
   px_bf16 *dxb = dev_bf(xb, nx), *doutb = dalloc((size_t)nx * sizeof *doutb);
   LAUNCH(px_kc_rope_fwd_bf16(doutb, dxb, b, t, h, d, pos0, theta, stream));
   px_k_rope_fwd(out, xb, b, t, h, d, pos0, theta);
   CU_ASSERT(bf16_close("rope out bf16", host_bf(doutb, nx), out, nx));
-  float *gxb = fconst(nx, ACC0);
+  float *gxb = px_tconst(nx, ACC0);
   px_bf16 *dgxb = dev_bf(gxb, nx);
   LAUNCH(px_kc_rope_bwd_bf16(dgxb, dev_bf(gb, nx), b, t, h, d, pos0, theta, stream));
   px_k_rope_bwd(gxb, gb, b, t, h, d, pos0, theta);
@@ -629,42 +589,42 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
   char what[96];
 #define NAME(s) (snprintf(what, sizeof what, "%s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)", s, (long long)b, \
                           (long long)t, (long long)hq, (long long)hkv, (long long)d), what)
-  float *q = frand(nq, -1, 1), *k = frand(nk, -1, 1), *v = frand(nk, -1, 1);
+  float *q = px_trand(nq, -1, 1), *k = px_trand(nk, -1, 1), *v = px_trand(nk, -1, 1);
   float *dq_ = dev_f(q, nq), *dk_ = dev_f(k, nk), *dv_ = dev_f(v, nk);
   /* scores over a NaN-filled buffer: every entry, upper triangle included, is written */
-  float *scores = fconst(ns, NAN), *dscores = dev_f(scores, ns);
+  float *scores = px_tconst(ns, NAN), *dscores = dev_f(scores, ns);
   LAUNCH(px_kc_attn_scores_fwd(dscores, dq_, dk_, b, t, hq, hkv, d, scale, stream));
   px_k_attn_scores_fwd(scores, q, k, b, t, hq, hkv, d, scale);
   CU_ASSERT(red_close(NAME("attn scores"), host_f(dscores, ns), scores, ns));
   /* softmax in place, from the CPU's scores */
-  float *probs = fcopy(scores, ns), *dprobs_ = dev_f(scores, ns);
+  float *probs = px_tcopy(scores, ns), *dprobs_ = dev_f(scores, ns);
   LAUNCH(px_kc_attn_softmax_fwd(dprobs_, dprobs_, b * hq, t, stream));
   px_k_attn_softmax_fwd(probs, probs, b * hq, t);
   CU_ASSERT(red_close(NAME("attn probs"), host_f(dprobs_, ns), probs, ns));
   float *dprobs = dev_f(probs, ns);
   /* context */
-  float *ctx = fconst(nq, NAN), *dctx = dev_f(ctx, nq);
+  float *ctx = px_tconst(nq, NAN), *dctx = dev_f(ctx, nq);
   LAUNCH(px_kc_attn_context_fwd(dctx, dprobs, dv_, b, t, hq, hkv, d, stream));
   px_k_attn_context_fwd(ctx, probs, v, b, t, hq, hkv, d);
   CU_ASSERT(red_close(NAME("attn ctx"), host_f(dctx, nq), ctx, nq));
   /* context backward: dprobs compared on the lower triangle only (see attention.h) */
-  float *gctx = frand(nq, -1, 1), *gp = fconst(ns, ACC0), *gv = fconst(nk, ACC0);
+  float *gctx = px_trand(nq, -1, 1), *gp = px_tconst(ns, ACC0), *gv = px_tconst(nk, ACC0);
   float *dgp = dev_f(gp, ns), *dgv = dev_f(gv, nk), *dgctx = dev_f(gctx, nq);
   LAUNCH(px_kc_attn_context_bwd(dgp, dgv, dgctx, dprobs, dv_, b, t, hq, hkv, d, stream));
   px_k_attn_context_bwd(gp, gv, gctx, probs, v, b, t, hq, hkv, d);
   float *gp_got = host_f(dgp, ns);
   lower_only(gp_got, b * hq, t);
-  float *gp_want = fcopy(gp, ns);
+  float *gp_want = px_tcopy(gp, ns);
   lower_only(gp_want, b * hq, t);
   CU_ASSERT(red_close(NAME("attn dprobs (lower)"), gp_got, gp_want, ns));
   CU_ASSERT(red_close(NAME("attn dv"), host_f(dgv, nk), gv, nk));
   /* softmax backward into a zeroed buffer, from the CPU's dprobs */
-  float *gs = fconst(ns, 0.0f), *dgs = dev_f(gs, ns);
+  float *gs = px_tconst(ns, 0.0f), *dgs = dev_f(gs, ns);
   LAUNCH(px_kc_attn_softmax_bwd(dgs, dev_f(gp, ns), dprobs, b * hq, t, stream));
   px_k_attn_softmax_bwd(gs, gp, probs, b * hq, t);
   CU_ASSERT(red_close(NAME("attn dscores"), host_f(dgs, ns), gs, ns));
   /* scores backward from the CPU's dscores (upper triangle 0) */
-  float *gq = fconst(nq, ACC0), *gk = fconst(nk, ACC0), *dgq = dev_f(gq, nq), *dgk = dev_f(gk, nk);
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nk, ACC0), *dgq = dev_f(gq, nq), *dgk = dev_f(gk, nk);
   LAUNCH(px_kc_attn_scores_bwd(dgq, dgk, dev_f(gs, ns), dq_, dk_, b, t, hq, hkv, d, scale, stream));
   px_k_attn_scores_bwd(gq, gk, gs, q, k, b, t, hq, hkv, d, scale);
   CU_ASSERT(red_close(NAME("attn dq"), host_f(dgq, nq), gq, nq));
@@ -673,7 +633,7 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
 }
 
 static void test_attention(void) {
-  rng_seed(11);
+  px_tseed(11);
   check_attention(2, 70, 4, 2, 24);  /* GQA, T across two 64-tiles */
   check_attention(1, 130, 2, 2, 40); /* multi-head, three tiles, diagonal tiles partly masked */
   check_attention(2, 5, 3, 1, 8);    /* multi-query, tiny */
@@ -683,31 +643,31 @@ static void test_attention(void) {
 /* ======================= dropout ======================= */
 
 static void test_dropout(void) {
-  rng_seed(12);
+  px_tseed(12);
   const int64_t n = 10000;
   const uint64_t seed = 1234, offset = 77;
-  float *x = frand(n, -1, 1), *dx = dev_f(x, n), *g = frand(n, -1, 1), *dg = dev_f(g, n);
+  float *x = px_trand(n, -1, 1), *dx = dev_f(x, n), *g = px_trand(n, -1, 1), *dg = dev_f(g, n);
   const float ps[] = {0.0f, 0.1f, 0.5f, 1.0f};
   for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
     float p = ps[pi];
-    float *out = falloc(n), *dout = dalloc((size_t)n * sizeof(float));
-    uint8_t *mask = halloc((size_t)n), *dmask = dalloc((size_t)n);
+    float *out = px_tfloats(n), *dout = dalloc((size_t)n * sizeof(float));
+    uint8_t *mask = px_talloc((size_t)n), *dmask = dalloc((size_t)n);
     LAUNCH(px_kc_dropout_fwd(dout, dmask, dx, n, p, seed, offset, stream));
     px_k_dropout_fwd(out, mask, x, n, p, seed, offset);
     CU_ASSERT(same_bits("dropout mask", host_u8(dmask, n), mask, (size_t)n));
     CU_ASSERT(same_bits("dropout out", host_f(dout, n), out, (size_t)n * sizeof *out));
-    float *gx = fconst(n, ACC0), *dgx = dev_f(gx, n);
+    float *gx = px_tconst(n, ACC0), *dgx = dev_f(gx, n);
     LAUNCH(px_kc_dropout_bwd(dgx, dg, dmask, n, p, stream));
     px_k_dropout_bwd(gx, g, mask, n, p);
     CU_ASSERT(elem_close("dropout dinp", host_f(dgx, n), gx, n)); /* nvcc fuses d + g * scale into an fma */
     /* bf16: same masks */
-    float *xb = bf16_round(fcopy(x, n), n), *gb = bf16_round(fcopy(g, n), n);
+    float *xb = bf16_round(px_tcopy(x, n), n), *gb = bf16_round(px_tcopy(g, n), n);
     px_bf16 *doutb = dalloc((size_t)n * sizeof *doutb);
     LAUNCH(px_kc_dropout_fwd_bf16(doutb, dmask, dev_bf(xb, n), n, p, seed, offset, stream));
     px_k_dropout_fwd(out, mask, xb, n, p, seed, offset);
     CU_ASSERT(same_bits("dropout mask bf16", host_u8(dmask, n), mask, (size_t)n));
     CU_ASSERT(bf16_close("dropout out bf16", host_bf(doutb, n), out, n));
-    float *gxb = fconst(n, ACC0);
+    float *gxb = px_tconst(n, ACC0);
     px_bf16 *dgxb = dev_bf(gxb, n);
     LAUNCH(px_kc_dropout_bwd_bf16(dgxb, dev_bf(gb, n), dmask, n, p, stream));
     px_k_dropout_bwd(gxb, gb, mask, n, p);
@@ -731,46 +691,46 @@ static void test_dropout(void) {
 /* ======================= cross-entropy ======================= */
 
 static void test_cross_entropy(void) {
-  rng_seed(13);
+  px_tseed(13);
   enum { N = 9 };
   const int64_t vreal = 997, vpad = 1000;
   const int32_t targets[N] = {3, 996, -1, 500, 499, 0, -1, 750, 12};
   int32_t *dt = dev_i(targets, N);
-  float *logits = frand(N * vpad, -4, 4);
+  float *logits = px_trand(N * vpad, -4, 4);
   for (int64_t i = 0; i < N; i++) logits[i * vpad + 998] = 50.0f; /* padding: must be ignored */
   for (int shards = 1; shards <= 2; shards++) {
     int64_t vl = vpad / shards;
     for (int s = 0; s < shards; s++) {
       int64_t v0 = s * vl;
       /* the shard's logits as a contiguous (N, Vl) block */
-      float *l = falloc(N * vl);
+      float *l = px_tfloats(N * vl);
       for (int64_t i = 0; i < N; i++) memcpy(l + i * vl, logits + i * vpad + v0, (size_t)vl * sizeof *l);
       float *dl = dev_f(l, N * vl);
-      float *mx = falloc(N), *dmx = dalloc(N * sizeof(float));
+      float *mx = px_tfloats(N), *dmx = dalloc(N * sizeof(float));
       LAUNCH(px_kc_ce_max_local(dmx, dl, N, v0, vl, vreal, stream));
       px_k_ce_max_local(mx, l, N, v0, vl, vreal);
       CU_ASSERT(same_bits("ce max", host_f(dmx, N), mx, N * sizeof *mx));
-      float *gmax = fconst(N, 1.5f), *dgmax = dev_f(gmax, N); /* any global max: the pieces take it as input */
-      float *se = falloc(N), *dse = dalloc(N * sizeof(float));
+      float *gmax = px_tconst(N, 1.5f), *dgmax = dev_f(gmax, N); /* any global max: the pieces take it as input */
+      float *se = px_tfloats(N), *dse = dalloc(N * sizeof(float));
       LAUNCH(px_kc_ce_sumexp_local(dse, dl, dgmax, N, v0, vl, vreal, stream));
       px_k_ce_sumexp_local(se, l, gmax, N, v0, vl, vreal);
       CU_ASSERT(red_close("ce sumexp", host_f(dse, N), se, N));
-      float *tl = falloc(N), *dtl = dalloc(N * sizeof(float));
+      float *tl = px_tfloats(N), *dtl = dalloc(N * sizeof(float));
       LAUNCH(px_kc_ce_target_local(dtl, dl, dt, N, v0, vl, stream));
       px_k_ce_target_local(tl, l, targets, N, v0, vl);
       CU_ASSERT(same_bits("ce target", host_f(dtl, N), tl, N * sizeof *tl));
       /* loss and gradient from given global statistics */
-      float *gsum = frand(N, 100, 200), *tlog = frand(N, -4, 4), *dgsum = dev_f(gsum, N);
-      float *loss = falloc(N), *dloss = dalloc(N * sizeof(float));
+      float *gsum = px_trand(N, 100, 200), *tlog = px_trand(N, -4, 4), *dgsum = dev_f(gsum, N);
+      float *loss = px_tfloats(N), *dloss = dalloc(N * sizeof(float));
       LAUNCH(px_kc_ce_loss(dloss, dgmax, dgsum, dev_f(tlog, N), dt, N, stream));
       px_k_ce_loss(loss, gmax, gsum, tlog, targets, N);
       CU_ASSERT(elem_close("ce loss", host_f(dloss, N), loss, N));
-      float *g = fconst(N * vl, NAN), *dg = dev_f(g, N * vl);
+      float *g = px_tconst(N * vl, NAN), *dg = dev_f(g, N * vl);
       LAUNCH(px_kc_ce_bwd(dg, dl, dgmax, dgsum, dt, N, v0, vl, vreal, 0.125f, stream));
       px_k_ce_bwd(g, l, gmax, gsum, targets, N, v0, vl, vreal, 0.125f);
       CU_ASSERT(elem_close("ce dlogits", host_f(dg, N * vl), g, N * vl));
       /* log-probabilities, then in place */
-      float *lp = falloc(N * vl), *dlp = dalloc((size_t)(N * vl) * sizeof(float));
+      float *lp = px_tfloats(N * vl), *dlp = dalloc((size_t)(N * vl) * sizeof(float));
       LAUNCH(px_kc_ce_logprobs(dlp, dl, dgmax, dgsum, N, vl, stream));
       px_k_ce_logprobs(lp, l, gmax, gsum, N, vl);
       CU_ASSERT(elem_close("ce logprobs", host_f(dlp, N * vl), lp, N * vl));
@@ -788,12 +748,12 @@ static void test_cross_entropy(void) {
 /* ======================= AdamW ======================= */
 
 static void test_adamw(void) {
-  rng_seed(14);
+  px_tseed(14);
   const int64_t n = 3000;
-  float *p = frand(n, -1, 1), *m = fconst(n, 0.0f), *v = fconst(n, 0.0f);
+  float *p = px_trand(n, -1, 1), *m = px_tconst(n, 0.0f), *v = px_tconst(n, 0.0f);
   float *dp = dev_f(p, n), *dm = dev_f(m, n), *dv = dev_f(v, n);
   for (int64_t t = 1; t <= 3; t++) {
-    float *g = frand(n, -1, 1);
+    float *g = px_trand(n, -1, 1);
     LAUNCH(px_kc_adamw(dp, dm, dv, dev_f(g, n), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, stream));
     px_k_adamw(p, m, v, g, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
   }
@@ -801,11 +761,11 @@ static void test_adamw(void) {
   CU_ASSERT(elem_close("adamw m", host_f(dm, n), m, n));
   CU_ASSERT(elem_close("adamw v", host_f(dv, n), v, n));
   /* mixed precision: bf16 gradient scaled by the clip factor, fp32 master, bf16 copy */
-  float *w = frand(n, -1, 1), *mw = fconst(n, 0.0f), *vw = fconst(n, 0.0f);
+  float *w = px_trand(n, -1, 1), *mw = px_tconst(n, 0.0f), *vw = px_tconst(n, 0.0f);
   float *dw = dev_f(w, n), *dmw = dev_f(mw, n), *dvw = dev_f(vw, n);
   px_bf16 *dcopy = dalloc((size_t)n * sizeof *dcopy);
   for (int64_t t = 1; t <= 3; t++) {
-    float *g = bf16_round(frand(n, -1, 1), n);
+    float *g = bf16_round(px_trand(n, -1, 1), n);
     LAUNCH(px_kc_adamw_mixed(dw, dmw, dvw, dev_bf(g, n), dcopy, PX_DTYPE_BF16, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f,
                              t, stream));
     px_k_scale(g, n, 0.5f);
@@ -821,9 +781,9 @@ static void test_adamw(void) {
 /* ======================= reduce ======================= */
 
 static void test_reduce(void) {
-  rng_seed(15);
+  px_tseed(15);
   const int64_t n = 3000001; /* many blocks, odd */
-  float *x = frand(n, -1, 1), *dx = dev_f(x, n);
+  float *x = px_trand(n, -1, 1), *dx = dev_f(x, n);
   double *dsum = dalloc(sizeof(double)), got = 0.0, again = 0.0;
   LAUNCH(px_kc_sumsq(dsum, dx, n, stream));
   copy(&got, dsum, sizeof got, cudaMemcpyDeviceToHost);
@@ -836,8 +796,8 @@ static void test_reduce(void) {
   CU_ASSERT_EQUAL(got, 0.0);
 
   const int64_t m = 5000;
-  float *a = frand(m, -1, 1), *b = frand(m, -1, 1), *da = dev_f(a, m), *db = dev_f(b, m);
-  float *out = falloc(m), *dout = dalloc((size_t)m * sizeof(float));
+  float *a = px_trand(m, -1, 1), *b = px_trand(m, -1, 1), *da = dev_f(a, m), *db = dev_f(b, m);
+  float *out = px_tfloats(m), *dout = dalloc((size_t)m * sizeof(float));
   LAUNCH(px_kc_add(dout, da, db, m, stream));
   px_k_add(out, a, b, m);
   CU_ASSERT(same_bits("add", host_f(dout, m), out, (size_t)m * sizeof *out));
@@ -851,7 +811,7 @@ static void test_reduce(void) {
   px_k_add(a, a, b, m);
   CU_ASSERT(same_bits("add in place", host_f(da, m), a, (size_t)m * sizeof *a));
   /* bf16 */
-  float *ab = bf16_round(frand(m, -1, 1), m), *bb = bf16_round(frand(m, -1, 1), m);
+  float *ab = bf16_round(px_trand(m, -1, 1), m), *bb = bf16_round(px_trand(m, -1, 1), m);
   px_bf16 *dab = dev_bf(ab, m), *dbb = dev_bf(bb, m), *doutb = dalloc((size_t)m * sizeof *doutb);
   LAUNCH(px_kc_add_bf16(doutb, dab, dbb, m, stream));
   px_k_add(out, ab, bb, m);
@@ -867,12 +827,12 @@ static void test_reduce(void) {
   PX_ASSERT_REL(gotb, px_k_sumsq(bf16_round(ab, m), m), 1e-12);
   /* bias rows: (rows, c) += bias */
   const int64_t rows = 37, c = 129;
-  float *y = frand(rows * c, -1, 1), *bias = frand(c, -1, 1), *dy = dev_f(y, rows * c);
+  float *y = px_trand(rows * c, -1, 1), *bias = px_trand(c, -1, 1), *dy = dev_f(y, rows * c);
   LAUNCH(px_kc_add_bias(dy, dev_f(bias, c), rows, c, stream));
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < c; j++) y[r * c + j] += bias[j];
   CU_ASSERT(same_bits("add bias", host_f(dy, rows * c), y, (size_t)(rows * c) * sizeof *y));
-  float *yb = bf16_round(frand(rows * c, -1, 1), rows * c), *biasb = bf16_round(frand(c, -1, 1), c);
+  float *yb = bf16_round(px_trand(rows * c, -1, 1), rows * c), *biasb = bf16_round(px_trand(c, -1, 1), c);
   px_bf16 *dyb = dev_bf(yb, rows * c);
   LAUNCH(px_kc_add_bias_bf16(dyb, dev_bf(biasb, c), rows, c, stream));
   for (int64_t r = 0; r < rows; r++)
@@ -884,19 +844,19 @@ static void test_reduce(void) {
 /* ======================= heads ======================= */
 
 static void test_heads(void) {
-  rng_seed(16);
+  px_tseed(16);
   const int64_t s = 7, h = 3, d = 5, n = s * h * d;
-  float *x = frand(n, -1, 1), *dx = dev_f(x, n), *got = dalloc((size_t)(s * d) * sizeof(float));
-  float *src = frand(s * d, -1, 1), *dsrc = dev_f(src, s * d);
+  float *x = px_trand(n, -1, 1), *dx = dev_f(x, n), *got = dalloc((size_t)(s * d) * sizeof(float));
+  float *src = px_trand(s * d, -1, 1), *dsrc = dev_f(src, s * d);
   for (int64_t head = 0; head < h; head++) {
-    float *want = falloc(s * d);
+    float *want = px_tfloats(s * d);
     for (int64_t t = 0; t < s; t++)
       for (int64_t i = 0; i < d; i++) want[t * d + i] = x[(t * h + head) * d + i];
     LAUNCH(px_kc_head_get(got, dx, PX_DTYPE_FP32, s, h, d, head, stream));
     CU_ASSERT(same_bits("head get", host_f(got, s * d), want, (size_t)(s * d) * sizeof *want));
   }
   /* put into head 1, then add into head 2: the other heads stay */
-  float *y = fcopy(x, n), *dy = dev_f(x, n);
+  float *y = px_tcopy(x, n), *dy = dev_f(x, n);
   LAUNCH(px_kc_head_put(dy, dsrc, PX_DTYPE_FP32, s, h, d, 1, false, stream));
   LAUNCH(px_kc_head_put(dy, dsrc, PX_DTYPE_FP32, s, h, d, 2, true, stream));
   for (int64_t t = 0; t < s; t++)
@@ -906,10 +866,10 @@ static void test_heads(void) {
     }
   CU_ASSERT(same_bits("head put / add", host_f(dy, n), y, (size_t)n * sizeof *y));
   /* bf16 storage: widened exactly on the way in, rounded once on the way out */
-  float *xb = bf16_round(fcopy(x, n), n);
+  float *xb = bf16_round(px_tcopy(x, n), n);
   px_bf16 *dxb = dev_bf(xb, n);
   LAUNCH(px_kc_head_get(got, dxb, PX_DTYPE_BF16, s, h, d, 2, stream));
-  float *want = falloc(s * d);
+  float *want = px_tfloats(s * d);
   for (int64_t t = 0; t < s; t++)
     for (int64_t i = 0; i < d; i++) want[t * d + i] = xb[(t * h + 2) * d + i];
   CU_ASSERT(same_bits("head get bf16", host_f(got, s * d), want, (size_t)(s * d) * sizeof *want));
