@@ -270,7 +270,7 @@ static void dropout_bwd(bld *b, const dims *d, px_ref dx, px_ref dy, px_ref mask
 
 /* Slot names of one layer's tensors, shared by forward, recompute and backward. */
 typedef struct {
-  int x, out, ln1, ln1_mean, ln1_rstd, ln1_full, q, k, v, scores, probs, probs_drop, attn_mask, lse, attn_ws, ctx, attn_part,
+  int x, out, ln1, ln1_mean, ln1_rstd, ln1_full, q, k, v, scores, probs, probs_drop, attn_mask, lse, ctx, attn_part,
       attn_out, attn_drop, attn_dmask, x2, ln2, ln2_mean, ln2_rstd, ln2_full, fc1, gate, up, act, mlp_part, mlp_out,
       mlp_drop, mlp_dmask;
   /* parameters */
@@ -295,10 +295,6 @@ static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   L->probs_drop = udrop ? slot_add(p, "probs_drop", PX_SLOT_ACT, a, B, d->HQ, S, S) : L->probs;
   L->attn_mask = udrop ? slot_add(p, "attn_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, d->HQ, S, S) : -1;
   L->lse = d->flash ? slot_add(p, "lse", PX_SLOT_ACT, PX_DTYPE_FP32, B, d->HQ, S, 1) : -1;
-  /* The fused kernel's scratch (the CPU backend's, one head at a time):
-   * probabilities, dropped probabilities and a gradient (3 S x S) and eight
-   * S x D head slices, fp32. */
-  L->attn_ws = d->flash ? slot_add(p, "attn_ws", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, 3 * S + 8 * d->D, S, 1, 1) : -1;
   L->ctx = slot_add(p, "ctx", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
   L->attn_part = slot_add(p, "attn_part", PX_SLOT_ACT, a, B, S, H, 1);
   L->attn_out = d->sp ? slot_add(p, "attn_out", PX_SLOT_ACT, a, B, Sl, H, 1) : L->attn_part;
@@ -395,7 +391,7 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   if (d->flash) {
     o = op_new(b, PX_OP_FLASH_ATTN, PX_STREAM_COMPUTE, ph);
     o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0), o->in[2] = R(L->v, 0);
-    o->out[0] = R(L->ctx, 0), o->out[1] = R(L->lse, 0), o->out[2] = R(L->attn_ws, 0);
+    o->out[0] = R(L->ctx, 0), o->out[1] = R(L->lse, 0);
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
     o->flops = 4.0 * (double)(B * d->HQ) * (double)S * (double)S * (double)d->D;
     elementwise(o, (double)(rows_full * (2 * d->QW + 2 * d->KW)), 0, (double)d->e);
@@ -544,7 +540,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     o = op_new(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
     o->in[0] = dctx, o->in[1] = R(L->q, 0), o->in[2] = R(L->k, 0), o->in[3] = R(L->v, 0), o->in[4] = R(L->ctx, 0);
     o->in[5] = R(L->lse, 0);
-    o->out[0] = dq, o->out[1] = dk, o->out[2] = dv, o->out[3] = R(L->attn_ws, 0);
+    o->out[0] = dq, o->out[1] = dk, o->out[2] = dv;
     o->flags = PX_OPF_ACCUMULATE;
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
     o->flops = 8.0 * (double)(B * d->HQ) * (double)S * (double)S * (double)d->D;

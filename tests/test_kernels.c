@@ -11,6 +11,7 @@
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/flash.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embed.h"
 #include "kernels/cpu/gemm.h"
@@ -574,6 +575,53 @@ static void test_attention(void) {
   px_tfree();
 }
 
+/* The fused attention of one batch row against the three ops with the same
+ * dropout masks, forward (ctx, lse) and backward (accumulated dq, dk, dv), on
+ * one tile and on sequences that span several. */
+static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) {
+  const int64_t nq = s * hq * d, nkv = s * hkv * d, ns = hq * s * s;
+  const float scale = 1.0f / sqrtf((float)d);
+  const uint64_t seed = 77, off = 1000;
+  float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
+  /* the reference: probabilities, dropped per head with the flash counters */
+  float *probs = px_tfloats(ns), *drop = px_tfloats(ns), *want = px_tfloats(nq), *lse_want = px_tfloats(hq * s);
+  uint8_t *mask = px_talloc((size_t)ns);
+  px_k_attn_scores_fwd(probs, q, k, 1, s, hq, hkv, d, scale);
+  for (int64_t r = 0; r < hq * s; r++) { /* lse of the masked scores */
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t j = 0; j <= r % s; j++) mx = fmax(mx, probs[r * s + j]);
+    for (int64_t j = 0; j <= r % s; j++) sum += exp(probs[r * s + j] - mx);
+    lse_want[r] = (float)(mx + log(sum));
+  }
+  px_k_attn_softmax_fwd(probs, probs, hq, s);
+  px_k_dropout_fwd(drop, mask, probs, ns, p, seed, off);
+  px_k_attn_context_fwd(want, drop, v, 1, s, hq, hkv, d);
+  float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, hq, hkv, d, p, seed, off);
+  CU_ASSERT(close_to("flash ctx", ctx, d_of(want, nq), nq, 1e-5, 1e-6, 0.0));
+  CU_ASSERT(close_to("flash lse", lse, d_of(lse_want, hq * s), hq * s, 1e-6, 1e-6, 0.0));
+
+  float *gp = px_tconst(ns, 0.0f), *gpd = px_tconst(ns, 0.0f), *gs = px_tconst(ns, 0.0f);
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
+  px_k_attn_context_bwd(gpd, gv, dctx, drop, v, 1, s, hq, hkv, d);
+  px_k_dropout_bwd(gp, gpd, mask, ns, p);
+  px_k_attn_softmax_bwd(gs, gp, probs, hq, s);
+  px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
+  float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
+  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, hq, hkv, d, p, seed, off);
+  CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
+  CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
+  CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
+}
+
+static void test_flash(void) {
+  px_tseed(12);
+  check_flash(5, 4, 2, 3, 0.0f);    /* one partial tile, GQA */
+  check_flash(70, 2, 1, 8, 0.0f);   /* two query and key tiles */
+  check_flash(130, 4, 4, 16, 0.3f); /* three tiles, dropout */
+  px_tfree();
+}
+
 typedef struct {
   int64_t rows, t;
 } softmax_ctx;
@@ -870,6 +918,7 @@ int main(void) {
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
+      {"fused (flash) attention against the three ops, with dropout", test_flash},
       {"dropout: p = 0, pieces, backward", test_dropout},
       {"vocab-parallel cross-entropy, padding, ignore, 2 and 4 shards", test_cross_entropy},
       {"AdamW by hand and over five steps", test_adamw},

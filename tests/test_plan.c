@@ -108,6 +108,32 @@ static void test_korthikanti(void) {
   }
 }
 
+/* The fused attention keeps no S x S tensor, not even as scratch: without
+ * recomputation a layer holds the formula's terms without 5 a s / h, plus the
+ * fp32 row log-sum-exp (4 a s b / t bytes). */
+static void test_flash_memory(void) {
+  px_model m = gpt(8, 4096, 32, 2048, 0.1);
+  px_cluster c = cluster("dgx-a100", 8);
+  for (int64_t t = 1; t <= 8; t *= 8)
+    for (int sp = 0; sp < (t > 1 ? 2 : 1); sp++) {
+      px_parallel p = par(t, 1, 8 / t, 0, 2, 16);
+      p.sp = sp;
+      p.precision = PX_PREC_FP16;
+      px_plan plan;
+      px_err err = {0};
+      CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+      double s = 2048, b = 2, h = 4096, a = 32, got = (double)px_plan_layer_activation_bytes(&plan);
+      double want = (sp ? s * b * h * 34 / (double)t : s * b * h * (10 + 24 / (double)t)) + 4 * a * s * b / (double)t;
+      if (got < want || got > want * 1.01)
+        fprintf(stderr, "\n  flash tp %lld sp %d: %.0f bytes, formula %.0f\n", (long long)t, sp, got, want);
+      CU_ASSERT(got >= want && got <= want * 1.01);
+      uint64_t scratch = 0;
+      for (int32_t i = 0; i < plan.nslots; i++) scratch += plan.slots[i].kind == PX_SLOT_WORKSPACE ? plan.slots[i].bytes : 0;
+      PX_ASSERT_EQ_U64(scratch, 0);
+      px_plan_free(&plan);
+    }
+}
+
 /* The first 1F1B stage holds p micro-batches; interleaving multiplies its
  * activations by 1 + (p-1)/(p v). */
 static void test_inflight(void) {
@@ -417,6 +443,7 @@ int main(void) {
   static const px_test tests[] = {
       {"model states equal the ZeRO formulas (stages 0-3)", test_zero_states},
       {"activations per layer equal Korthikanti et al. within 1%", test_korthikanti},
+      {"fused attention: the formula without its S x S terms, plus the log-sum-exp", test_flash_memory},
       {"1F1B holds p micro-batches; interleaving's factor", test_inflight},
       {"FLOPs per step equal Megatron's formula within 0.5%", test_flops},
       {"sends match receives and no schedule deadlocks", test_p2p_deadlock_free},

@@ -12,6 +12,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embed.h"
+#include "kernels/cpu/flash.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/norm.h"
@@ -86,81 +87,23 @@ static px_status cpu_dropout(const px_exec_op *e) {
   return PX_OK;
 }
 
-/* ---- fused attention, one head at a time ---- */
-
-/* Copies head h of a (S, H, D) row block (row stride H*D) into a contiguous (S, D). */
-static void head_get(float *dst, const float *src, int64_t S, int64_t H, int64_t D, int64_t h) {
-  for (int64_t t = 0; t < S; t++) memcpy(dst + t * D, src + (t * H + h) * D, (size_t)D * sizeof *dst);
-}
-static void head_add(float *dst, const float *src, int64_t S, int64_t H, int64_t D, int64_t h) {
-  for (int64_t t = 0; t < S; t++)
-    for (int64_t i = 0; i < D; i++) dst[(t * H + h) * D + i] += src[t * D + i];
-}
-
-/* P (S, S) = causal softmax(q k^T scale), with the row log-sum-exp. */
-static void head_probs(float *P, float *lse, const float *qh, const float *kh, int64_t S, int64_t D) {
-  float scale = 1.0f / sqrtf((float)D);
-  px_k_attn_scores_fwd(P, qh, kh, 1, S, 1, 1, D, scale);
-  if (lse)
-    for (int64_t i = 0; i < S; i++) {
-      float mx = -INFINITY;
-      for (int64_t j = 0; j <= i; j++) mx = P[i * S + j] > mx ? P[i * S + j] : mx;
-      double s = 0;
-      for (int64_t j = 0; j <= i; j++) s += exp((double)(P[i * S + j] - mx));
-      lse[i] = mx + (float)log(s);
-    }
-  px_k_attn_softmax_fwd(P, P, 1, S);
-}
-
-/* Attention-probability dropout applied in place, masks from the counter RNG. */
-static void head_dropout(float *X, const px_exec_op *e, int64_t b, int64_t h, int64_t S) {
-  float p = (float)e->plan->model.dropout;
-  if (p <= 0) return;
-  uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN), off = px_exec_head_dropout_offset(e, b, h, S);
-  float s = 1.0f / (1.0f - p);
-  for (int64_t i = 0; i < S * S; i++) X[i] = px_dropout_keep(seed, off + (uint64_t)i, p) ? X[i] * s : 0.0f;
-}
+/* ---- fused attention, a batch row at a time (each has its dropout offset) ---- */
 
 static px_status cpu_flash(const px_exec_op *e, bool bwd) {
   const int64_t *d = e->op->dim;
-  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], group = HQ / HKV;
-  float scale = 1.0f / sqrtf((float)D);
-  float *ws = bwd ? e->out[3] : e->out[2];
-  float *A = ws, *Bp = ws + S * S, *C = ws + 2 * S * S, *sl = ws + 3 * S * S;
-  float *qh = sl, *kh = sl + S * D, *vh = sl + 2 * S * D, *xh = sl + 3 * S * D, *dqh = sl + 4 * S * D,
-        *dkh = sl + 5 * S * D, *dvh = sl + 6 * S * D;
-  const float *q = bwd ? e->in[1] : e->in[0], *k = bwd ? e->in[2] : e->in[1], *v = bwd ? e->in[3] : e->in[2];
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], nq = S * HQ * D, nkv = S * HKV * D;
+  float p = (float)e->plan->model.dropout;
+  uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
+  float **out = (float **)e->out, **in = (float **)e->in;
   for (int64_t b = 0; b < B; b++) {
-    for (int64_t h = 0; h < HQ; h++) {
-      int64_t g = h / group;
-      head_get(qh, q + b * S * HQ * D, S, HQ, D, h);
-      head_get(kh, k + b * S * HKV * D, S, HKV, D, g);
-      head_get(vh, v + b * S * HKV * D, S, HKV, D, g);
-      float *lse = bwd ? NULL : (float *)e->out[1] + (b * HQ + h) * S;
-      head_probs(A, lse, qh, kh, S, D);
-      memcpy(Bp, A, (size_t)(S * S) * sizeof *Bp);
-      head_dropout(Bp, e, b, h, S);
-      if (!bwd) {
-        memset(xh, 0, (size_t)(S * D) * sizeof *xh);
-        px_k_attn_context_fwd(xh, Bp, vh, 1, S, 1, 1, D);
-        float *ctx = (float *)e->out[0] + b * S * HQ * D;
-        for (int64_t t = 0; t < S; t++) memcpy(ctx + (t * HQ + h) * D, xh + t * D, (size_t)D * sizeof *ctx);
-        continue;
-      }
-      head_get(xh, (const float *)e->in[0] + b * S * HQ * D, S, HQ, D, h); /* dctx */
-      memset(C, 0, (size_t)(S * S) * sizeof *C);
-      memset(dvh, 0, (size_t)(S * D) * sizeof *dvh);
-      px_k_attn_context_bwd(C, dvh, xh, Bp, vh, 1, S, 1, 1, D); /* C = d(dropped P) */
-      head_dropout(C, e, b, h, S);                              /* -> dP */
-      memset(Bp, 0, (size_t)(S * S) * sizeof *Bp);
-      px_k_attn_softmax_bwd(Bp, C, A, 1, S); /* Bp = dS */
-      memset(dqh, 0, (size_t)(S * D) * sizeof *dqh);
-      memset(dkh, 0, (size_t)(S * D) * sizeof *dkh);
-      px_k_attn_scores_bwd(dqh, dkh, Bp, qh, kh, 1, S, 1, 1, D, scale);
-      head_add((float *)e->out[0] + b * S * HQ * D, dqh, S, HQ, D, h);
-      head_add((float *)e->out[1] + b * S * HKV * D, dkh, S, HKV, D, g);
-      head_add((float *)e->out[2] + b * S * HKV * D, dvh, S, HKV, D, g);
-    }
+    uint64_t off = px_exec_head_dropout_offset(e, b, 0, S);
+    if (!bwd)
+      px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, HQ,
+                     HKV, D, p, seed, off);
+    else
+      px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
+                     in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, HQ, HKV, D, p, seed,
+                     off);
   }
   return PX_OK;
 }

@@ -23,7 +23,7 @@
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/heads.h"
+#include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
@@ -437,58 +437,29 @@ static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   return st;
 }
 
-/* Fused attention, a head at a time in the fp32 workspace (the CPU twin's
- * layout): A probabilities, Bp the dropped-out ones (or dS), C d(dropped P),
- * then q, k, v, x, dq, dk, dv heads of (S, D). Dropout masks are drawn again
- * in the backward, never stored. */
-static px_status flash(px_backend *be, const px_exec_op *e, px_dtype dt, bool bwd, px_err *err) {
-  cuda *c = be->impl;
-  cudaStream_t s = stream_of(c);
+/* Fused attention, a batch row at a time (each row has its dropout offset),
+ * in the plan's dtype (fp32, bf16 or fp16). */
+static px_status flash(cuda *c, const px_exec_op *e, px_dtype dt, bool bwd, px_err *err) {
   const int64_t *d = e->op->dim;
-  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], group = HQ / HKV;
-  uint64_t el = px_dtype_bytes(dt), SS = (uint64_t)(S * S) * sizeof(float), SD = (uint64_t)(S * D) * sizeof(float);
-  float scale = 1.0f / sqrtf((float)D), p = (float)e->plan->model.dropout;
-  float *ws = bwd ? e->out[3] : e->out[2];
-  float *A = ws, *Bp = ws + S * S, *C = ws + 2 * S * S, *sl = ws + 3 * S * S;
-  float *qh = sl, *kh = sl + S * D, *vh = sl + 2 * S * D, *xh = sl + 3 * S * D, *dqh = sl + 4 * S * D,
-        *dkh = sl + 5 * S * D, *dvh = sl + 6 * S * D;
-  const char *q = bwd ? e->in[1] : e->in[0], *k = bwd ? e->in[2] : e->in[1], *v = bwd ? e->in[3] : e->in[2];
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4];
+  uint64_t el = px_dtype_bytes(dt), nq = (uint64_t)(S * HQ * D) * el, nkv = (uint64_t)(S * HKV * D) * el;
+  float p = (float)e->plan->model.dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
+  char *const *out = (char *const *)e->out;
+  const char *const *in = (const char *const *)e->in;
   px_status st = PX_OK;
-  for (int64_t b = 0; b < B && !st; b++)
-    for (int64_t h = 0; h < HQ && !st; h++) {
-      int64_t g = h / group;
-      uint64_t qrow = (uint64_t)(b * S * HQ * D) * el, kvrow = (uint64_t)(b * S * HKV * D) * el;
-      uint64_t off = px_exec_head_dropout_offset(e, b, h, S);
-      float *P = A;
-      st = kc(px_kc_head_get(qh, q + qrow, dt, S, HQ, D, h, s), err);
-      if (!st) st = kc(px_kc_head_get(kh, k + kvrow, dt, S, HKV, D, g, s), err);
-      if (!st) st = kc(px_kc_head_get(vh, v + kvrow, dt, S, HKV, D, g, s), err);
-      if (!st) st = kc(px_kc_attn_scores_fwd(A, qh, kh, 1, S, 1, 1, D, scale, s), err);
-      if (!st) st = kc(px_kc_attn_softmax_fwd(A, A, 1, S, s), err);
-      if (!st && p > 0) {
-        P = Bp;
-        st = cu_check(cudaMemcpyAsync(Bp, A, SS, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync", err);
-        if (!st) st = kc(px_kc_dropout_fwd(Bp, NULL, Bp, S * S, p, seed, off, s), err);
-      }
-      if (!st && !bwd) {
-        st = kc(px_kc_attn_context_fwd(xh, P, vh, 1, S, 1, 1, D, s), err);
-        if (!st) st = kc(px_kc_head_put((char *)e->out[0] + qrow, xh, dt, S, HQ, D, h, false, s), err);
-        continue;
-      }
-      if (!st) st = kc(px_kc_head_get(xh, (const char *)e->in[0] + qrow, dt, S, HQ, D, h, s), err); /* dctx */
-      if (!st) st = cu_check(cudaMemsetAsync(C, 0, SS, s), "cudaMemsetAsync", err);
-      if (!st) st = cu_check(cudaMemsetAsync(dvh, 0, SD, s), "cudaMemsetAsync", err);
-      if (!st) st = kc(px_kc_attn_context_bwd(C, dvh, xh, P, vh, 1, S, 1, 1, D, s), err);
-      if (!st && p > 0) st = kc(px_kc_dropout_fwd(C, NULL, C, S * S, p, seed, off, s), err); /* -> dP */
-      if (!st) st = cu_check(cudaMemsetAsync(Bp, 0, SS, s), "cudaMemsetAsync", err);
-      if (!st) st = kc(px_kc_attn_softmax_bwd(Bp, C, A, 1, S, s), err); /* Bp = dS */
-      if (!st) st = cu_check(cudaMemsetAsync(dqh, 0, 2 * SD, s), "cudaMemsetAsync", err); /* dq, dk */
-      if (!st) st = kc(px_kc_attn_scores_bwd(dqh, dkh, Bp, qh, kh, 1, S, 1, 1, D, scale, s), err);
-      if (!st) st = kc(px_kc_head_put((char *)e->out[0] + qrow, dqh, dt, S, HQ, D, h, true, s), err);
-      if (!st) st = kc(px_kc_head_put((char *)e->out[1] + kvrow, dkh, dt, S, HKV, D, g, true, s), err);
-      if (!st) st = kc(px_kc_head_put((char *)e->out[2] + kvrow, dvh, dt, S, HKV, D, g, true, s), err);
-    }
+  for (int64_t b = 0; b < B && !st; b++) {
+    uint64_t off = px_exec_head_dropout_offset(e, b, 0, S), bq = (uint64_t)b * nq, bkv = (uint64_t)b * nkv;
+    if (!bwd)
+      st = kc(px_kc_flash_fwd(out[0] + bq, (float *)e->out[1] + b * HQ * S, in[0] + bq, in[1] + bkv, in[2] + bkv, dt,
+                              S, HQ, HKV, D, p, seed, off, stream_of(c)),
+              err);
+    else
+      st = kc(px_kc_flash_bwd(out[0] + bq, out[1] + bkv, out[2] + bkv, in[0] + bq, in[1] + bq, in[2] + bkv,
+                              in[3] + bkv, in[4] + bq, (const float *)e->in[5] + b * HQ * S, dt, S, HQ, HKV, D, p,
+                              seed, off, stream_of(c)),
+              err);
+  }
   return st;
 }
 
@@ -592,9 +563,10 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   uint64_t el = px_dtype_bytes(dt);
   float eps = (float)m->norm_eps, theta = (float)m->rope_theta;
   int64_t vstart = e->tp_rank * d[2];
-  /* fp16: cuBLASLt runs the linears; everything else on fp32 copies */
+  /* fp16: cuBLASLt runs the linears, the fused attention takes it; everything else on fp32 copies */
   bool own_fp16 = o->kind == PX_OP_LINEAR || o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT ||
-                  o->kind == PX_OP_GRAD_NORM || o->kind == PX_OP_ADAMW;
+                  o->kind == PX_OP_GRAD_NORM || o->kind == PX_OP_ADAMW || o->kind == PX_OP_FLASH_ATTN ||
+                  o->kind == PX_OP_FLASH_ATTN_BWD;
   if (dt == PX_DTYPE_FP16 && !own_fp16) return widened(be, e, err);
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
@@ -694,8 +666,8 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_SOFTMAX_BWD:
     case PX_OP_ATTN_CONTEXT:
     case PX_OP_ATTN_CONTEXT_BWD: return bf ? widened(be, e, err) : unfused_attention(c, e, err);
-    case PX_OP_FLASH_ATTN: return flash(be, e, dt, false, err);
-    case PX_OP_FLASH_ATTN_BWD: return flash(be, e, dt, true, err);
+    case PX_OP_FLASH_ATTN: return flash(c, e, dt, false, err);
+    case PX_OP_FLASH_ATTN_BWD: return flash(c, e, dt, true, err);
     case PX_OP_DROPOUT: return dropout_fwd(c, e, dt, err);
     case PX_OP_DROPOUT_BWD: {
       float p = (float)m->dropout;

@@ -90,6 +90,11 @@ static inline unsigned px_kc_blocks(int64_t n, int64_t per_block) {
 
 #define PX_KC_FULL_MASK 0xffffffffu
 
+/* The launch's dynamic shared memory as `type name[]` (bytes from the launch). */
+#ifndef PX_KC_DYNAMIC_SMEM
+#define PX_KC_DYNAMIC_SMEM(type, name) extern __shared__ type name[]
+#endif
+
 static __device__ __forceinline__ float px_kc_ld(const float *p) { return *p; }
 static __device__ __forceinline__ float px_kc_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 static __device__ __forceinline__ void px_kc_st(float *p, float v) { *p = v; }

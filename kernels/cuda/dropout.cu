@@ -9,7 +9,7 @@ static __global__ void dropout_fwd_kernel(T *out, uint8_t *mask, const T *inp, i
                                           uint64_t seed, uint64_t offset) {
   PX_KC_FOR(i, n) {
     uint8_t keep = p >= 1.0f ? 0 : px_dropout_keep(seed, offset + (uint64_t)i, p);
-    if (mask) mask[i] = keep;
+    mask[i] = keep;
     px_kc_st(out + i, keep ? px_kc_ld(inp + i) * scale : 0.0f);
   }
 }

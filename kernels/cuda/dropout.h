@@ -12,10 +12,9 @@ extern "C" {
 #endif
 
 /* mask[i] = keep(seed, offset + i, p); out[i] = inp[i] * mask[i] / (1 - p);
- * p = 0 copies, p >= 1 drops everything. Writes out and mask (NULL: no mask
- * kept, as the fused attention does, which draws it again); out may alias inp. */
+ * p = 0 copies, p >= 1 drops everything. Writes out and mask; out may alias inp. */
 px_status px_kc_dropout_fwd(float *out,       // (n)
-                            uint8_t *mask,    // (n) or NULL
+                            uint8_t *mask,    // (n)
                             const float *inp, // (n)
                             int64_t n, float p, uint64_t seed, uint64_t offset, cudaStream_t stream);
 

@@ -30,11 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embed.h"
+#include "kernels/cpu/flash.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/norm.h"
@@ -47,7 +49,7 @@
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embed.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/heads.h"
+#include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
@@ -680,11 +682,6 @@ static void test_dropout(void) {
   LAUNCH(px_kc_dropout_fwd(o, parts, dx, 3000, 0.3f, seed, offset, stream));
   LAUNCH(px_kc_dropout_fwd(o + 3000, parts + 3000, dx + 3000, n - 3000, 0.3f, seed, offset + 3000, stream));
   CU_ASSERT(same_bits("dropout mask in pieces", host_u8(parts, n), host_u8(whole, n), (size_t)n));
-  /* without a mask (the fused attention draws it again): the same output */
-  float *kept = dalloc((size_t)n * sizeof(float)), *nomask = dalloc((size_t)n * sizeof(float));
-  LAUNCH(px_kc_dropout_fwd(kept, whole, dx, n, 0.3f, seed, offset, stream));
-  LAUNCH(px_kc_dropout_fwd(nomask, NULL, dx, n, 0.3f, seed, offset, stream));
-  CU_ASSERT(same_bits("dropout without a mask", host_f(nomask, n), host_f(kept, n), (size_t)n * sizeof(float)));
   arena_free();
 }
 
@@ -841,43 +838,77 @@ static void test_reduce(void) {
   arena_free();
 }
 
-/* ======================= heads ======================= */
+/* ======================= fused (flash) attention ======================= */
 
-static void test_heads(void) {
+/* Host buffers through the device in any dtype: x rounded to dt in place (the
+ * CPU twin sees the GPU's inputs), its device copy, and a device buffer back. */
+static void *dev_dt(float *x, int64_t n, px_dtype dt) {
+  size_t el = px_dtype_bytes(dt);
+  void *tmp = px_talloc((size_t)n * el);
+  px_dtype_from_fp32(tmp, dt, x, (uint64_t)n);
+  px_dtype_to_fp32(x, tmp, dt, (uint64_t)n);
+  return dev_copy(tmp, (size_t)n * el);
+}
+
+static float *host_dt(const void *d, int64_t n, px_dtype dt) {
+  size_t el = px_dtype_bytes(dt);
+  void *tmp = px_talloc((size_t)n * el);
+  copy(tmp, d, (size_t)n * el, cudaMemcpyDeviceToHost);
+  float *h = px_tfloats(n);
+  px_dtype_to_fp32(h, tmp, dt, (uint64_t)n);
+  return h;
+}
+
+/* One batch row against the CPU twin; the backward runs on the GPU's own ctx
+ * and lse, which the CPU side is given too (the same inputs on both). fp32
+ * within RED, 16-bit types within BF16 (fp16 keeps 3 more bits). */
+static void check_flash(px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) {
+  const int64_t nq = s * hq * d, nkv = s * hkv * d;
+  const uint64_t seed = 99, off = 123456;
+  bool wide = dt == PX_DTYPE_FP32;
+  double rtol = wide ? RED_RTOL : BF16_RTOL, atol = wide ? RED_ATOL : BF16_ATOL;
+  char what[96];
+#define NAME(x) (snprintf(what, sizeof what, "flash %s (%s S=%lld Hq=%lld Hkv=%lld D=%lld p=%.2f)", x, \
+                          px_dtype_names[dt], (long long)s, (long long)hq, (long long)hkv, (long long)d, p), what)
+  float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *go = px_trand(nq, -1, 1);
+  void *dq_ = dev_dt(q, nq, dt), *dk_ = dev_dt(k, nkv, dt), *dv_ = dev_dt(v, nkv, dt), *dgo = dev_dt(go, nq, dt);
+  float *nan = px_tconst(nq, NAN), *lse_nan = px_tconst(hq * s, NAN);
+  void *dctx = dev_dt(nan, nq, dt);
+  float *dlse = dev_f(lse_nan, hq * s);
+  LAUNCH(px_kc_flash_fwd(dctx, dlse, dq_, dk_, dv_, dt, s, hq, hkv, d, p, seed, off, stream));
+  float *ctx = px_tfloats(nq), *lse = px_tfloats(hq * s);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, hq, hkv, d, p, seed, off);
+  float *ctx_got = host_dt(dctx, nq, dt), *lse_got = host_f(dlse, hq * s);
+  CU_ASSERT(close_to(NAME("ctx"), ctx_got, ctx, nq, rtol, atol));
+  CU_ASSERT(red_close(NAME("lse"), lse_got, lse, hq * s));
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
+  void *dgq = dev_dt(gq, nq, dt), *dgk = dev_dt(gk, nkv, dt), *dgv = dev_dt(gv, nkv, dt);
+  LAUNCH(px_kc_flash_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dctx, dlse, dt, s, hq, hkv, d, p, seed, off, stream));
+  px_k_flash_bwd(gq, gk, gv, go, q, k, v, ctx_got, lse_got, s, hq, hkv, d, p, seed, off);
+  CU_ASSERT(close_to(NAME("dq"), host_dt(dgq, nq, dt), gq, nq, rtol, atol));
+  CU_ASSERT(close_to(NAME("dk"), host_dt(dgk, nkv, dt), gk, nkv, rtol, atol));
+  CU_ASSERT(close_to(NAME("dv"), host_dt(dgv, nkv, dt), gv, nkv, rtol, atol));
+  /* repeatable to the bit (no atomics) */
+  void *dgq2 = dev_dt(px_tconst(nq, ACC0), nq, dt), *dgk2 = dev_dt(px_tconst(nkv, ACC0), nkv, dt);
+  void *dgv2 = dev_dt(px_tconst(nkv, ACC0), nkv, dt);
+  float *once = host_dt(dgq, nq, dt);
+  LAUNCH(px_kc_flash_bwd(dgq2, dgk2, dgv2, dgo, dq_, dk_, dv_, dctx, dlse, dt, s, hq, hkv, d, p, seed, off, stream));
+  CU_ASSERT(same_bits(NAME("dq, run twice"), host_dt(dgq2, nq, dt), once, (size_t)nq * sizeof(float)));
+#undef NAME
+}
+
+static void test_flash(void) {
   px_tseed(16);
-  const int64_t s = 7, h = 3, d = 5, n = s * h * d;
-  float *x = px_trand(n, -1, 1), *dx = dev_f(x, n), *got = dalloc((size_t)(s * d) * sizeof(float));
-  float *src = px_trand(s * d, -1, 1), *dsrc = dev_f(src, s * d);
-  for (int64_t head = 0; head < h; head++) {
-    float *want = px_tfloats(s * d);
-    for (int64_t t = 0; t < s; t++)
-      for (int64_t i = 0; i < d; i++) want[t * d + i] = x[(t * h + head) * d + i];
-    LAUNCH(px_kc_head_get(got, dx, PX_DTYPE_FP32, s, h, d, head, stream));
-    CU_ASSERT(same_bits("head get", host_f(got, s * d), want, (size_t)(s * d) * sizeof *want));
-  }
-  /* put into head 1, then add into head 2: the other heads stay */
-  float *y = px_tcopy(x, n), *dy = dev_f(x, n);
-  LAUNCH(px_kc_head_put(dy, dsrc, PX_DTYPE_FP32, s, h, d, 1, false, stream));
-  LAUNCH(px_kc_head_put(dy, dsrc, PX_DTYPE_FP32, s, h, d, 2, true, stream));
-  for (int64_t t = 0; t < s; t++)
-    for (int64_t i = 0; i < d; i++) {
-      y[(t * h + 1) * d + i] = src[t * d + i];
-      y[(t * h + 2) * d + i] += src[t * d + i];
-    }
-  CU_ASSERT(same_bits("head put / add", host_f(dy, n), y, (size_t)n * sizeof *y));
-  /* bf16 storage: widened exactly on the way in, rounded once on the way out */
-  float *xb = bf16_round(px_tcopy(x, n), n);
-  px_bf16 *dxb = dev_bf(xb, n);
-  LAUNCH(px_kc_head_get(got, dxb, PX_DTYPE_BF16, s, h, d, 2, stream));
-  float *want = px_tfloats(s * d);
-  for (int64_t t = 0; t < s; t++)
-    for (int64_t i = 0; i < d; i++) want[t * d + i] = xb[(t * h + 2) * d + i];
-  CU_ASSERT(same_bits("head get bf16", host_f(got, s * d), want, (size_t)(s * d) * sizeof *want));
-  LAUNCH(px_kc_head_put(dxb, dsrc, PX_DTYPE_BF16, s, h, d, 0, true, stream));
-  for (int64_t t = 0; t < s; t++)
-    for (int64_t i = 0; i < d; i++) xb[t * h * d + i] += src[t * d + i];
-  CU_ASSERT(same_bits("head add bf16", host_bf(dxb, n), bf16_round(xb, n), (size_t)n * sizeof *xb));
-  CU_ASSERT_EQUAL(px_kc_head_get(got, dx, PX_DTYPE_FP16, s, h, d, 0, stream), PX_ERR_RUNTIME);
+  check_flash(PX_DTYPE_FP32, 70, 4, 2, 24, 0.0f);  /* GQA, three 32-tiles, the last partial */
+  check_flash(PX_DTYPE_FP32, 45, 2, 2, 5, 0.25f);  /* odd head dim, dropout */
+  check_flash(PX_DTYPE_FP32, 33, 2, 1, 136, 0.0f); /* D > 128: the wide variant, multi-query */
+  check_flash(PX_DTYPE_BF16, 64, 4, 1, 64, 0.1f);  /* GPT-2's head dim */
+  check_flash(PX_DTYPE_FP16, 40, 2, 2, 32, 0.0f);
+  /* refused: fp8 and head dims past the limit */
+  float *x = dalloc(64);
+  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP8, 1, 1, 1, 1, 0, 0, 0, stream), PX_ERR_RUNTIME);
+  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP32, 1, 1, 1, PX_KC_FLASH_MAX_D + 1, 0, 0, 0, stream),
+                  PX_ERR_RUNTIME);
   arena_free();
 }
 
@@ -916,7 +947,7 @@ int main(void) {
       {"rmsnorm", test_rmsnorm},         {"gelu", test_gelu},               {"swiglu", test_swiglu},
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},
       {"cross-entropy", test_cross_entropy}, {"adamw", test_adamw},        {"reduce", test_reduce},
-      {"heads", test_heads},             {"empty sizes", test_empty},
+      {"flash attention", test_flash},             {"empty sizes", test_empty},
   };
   int rc = px_test_main("cuda_kernels", tests, sizeof tests / sizeof tests[0]);
   cudaFree(workspace);

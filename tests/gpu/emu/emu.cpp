@@ -34,6 +34,7 @@ enum { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
 
 #define EMU_STACK_BYTES (256 * 1024)
 #define EMU_MAX_THREADS 1024
+#define EMU_MAX_SMEM (227 * 1024) /* an sm_90 block's dynamic shared memory, opted in */
 
 /* A fiber is made once (makecontext) and then runs thread after thread of
  * block after block; switches are GCC's __builtin_setjmp/__builtin_longjmp,
@@ -55,6 +56,7 @@ static int nfibers, cur;
 static ucontext_t main_ctx;
 static jump_buf main_jb;
 static const std::function<void()> *cur_body;
+static void *dyn_smem; /* the running launch's dynamic shared memory */
 static uint64_t warp_slots[EMU_MAX_THREADS / 32][32];
 static const void *main_stack_bottom;
 static size_t main_stack_size;
@@ -235,7 +237,8 @@ static void run_launch(px_emu_cfg cfg, const std::function<void()> &body);
 void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body) {
   uint64_t threads = (uint64_t)cfg.block.x * cfg.block.y * cfg.block.z;
   if (threads == 0 || threads > EMU_MAX_THREADS || cfg.block.z > 64 || cfg.grid.x == 0 || cfg.grid.y == 0 ||
-      cfg.grid.z == 0 || cfg.grid.x > 0x7fffffffu || cfg.grid.y > 65535 || cfg.grid.z > 65535) {
+      cfg.grid.z == 0 || cfg.grid.x > 0x7fffffffu || cfg.grid.y > 65535 || cfg.grid.z > 65535 ||
+      cfg.smem > EMU_MAX_SMEM) {
     last_error = cudaErrorInvalidConfiguration;
     return;
   }
@@ -249,6 +252,8 @@ static void run_launch(px_emu_cfg cfg, const std::function<void()> &body) {
   gridDim = cfg.grid;
   nfibers = (int)threads;
   cur_body = &body;
+  dyn_smem = cfg.smem ? malloc(cfg.smem) : NULL; /* exactly smem bytes: ASan sees an overrun */
+  if (cfg.smem && !dyn_smem) abort();
   static std::unordered_map<size_t, bool> needs_fibers; /* by launch site */
   size_t site = body.target_type().hash_code();
   auto known = needs_fibers.find(site);
@@ -272,7 +277,11 @@ static void run_launch(px_emu_cfg cfg, const std::function<void()> &body) {
       }
   if (!direct) needs_fibers[site] = hit_barrier;
   direct = false;
+  free(dyn_smem);
+  dyn_smem = NULL;
 }
+
+void *px_emu_dynamic_smem(void) { return dyn_smem; }
 
 /* ------------------------- CUDA runtime ------------------------- */
 
@@ -284,6 +293,13 @@ cudaError_t cudaGetLastError(void) {
 
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated CUDA error"; }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaErrorEmulated"; }
+
+/* The only attribute the kernels set: their dynamic shared memory limit. */
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value) {
+  if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > EMU_MAX_SMEM)
+    return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
 
 /* One device, or PX_EMU_DEVICES of them (the backend's NCCL path wants one per rank). */
 cudaError_t cudaGetDeviceCount(int *count) {

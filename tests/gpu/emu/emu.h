@@ -64,18 +64,24 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
   return r;
 }
 
+/* The running launch's dynamic shared memory: its smem bytes, fresh for each
+ * launch (shared by its blocks, as static __shared__ variables are). */
+void *px_emu_dynamic_smem(void);
+#define PX_KC_DYNAMIC_SMEM(type, name) type *name = (type *)px_emu_dynamic_smem()
+
 /* kernel<<<grid, block, smem, stream>>>(args) is rewritten by run.sh into
  * px_emu_launch(px_emu_config(grid, block, smem, stream), [=] { kernel(args); }). */
 struct px_emu_cfg {
   dim3 grid, block;
+  size_t smem;
   cudaStream_t stream;
 };
 
 static inline px_emu_cfg px_emu_config(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 0) {
-  (void)smem;
   px_emu_cfg c;
   c.grid = grid;
   c.block = block;
+  c.smem = smem;
   c.stream = stream;
   return c;
 }

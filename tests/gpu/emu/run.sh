@@ -23,8 +23,12 @@ for f in "$root"/kernels/cuda/*.h "$root"/kernels/cuda/*.cu; do
   name=$(basename "$f")
   case "$name" in *.cu) name="$name.cpp" ;; esac
   perl -0pe 's/#ifdef __CUDACC__/#ifdef __cplusplus/g;
-             s/(\w+)<<<(.*?)>>>\((.*?)\);/px_emu_launch(px_emu_config($2), [=] { $1($3); });/gs' "$f" >"$src/$name.new"
+             s/(\w+(?:<[^<>;]*>)?)<<<(.*?)>>>\((.*?)\);/px_emu_launch(px_emu_config($2), [=] { $1($3); });/gs' "$f" >"$src/$name.new"
   cmp -s "$src/$name.new" "$src/$name" && rm "$src/$name.new" || mv "$src/$name.new" "$src/$name" # keep mtimes
+done
+for f in "$src"/*; do # files whose source is gone
+  name=$(basename "$f" .cpp)
+  [ -e "$root/kernels/cuda/$name" ] || rm -f "$f"
 done
 if grep -n '<<<' "$src"/*.cpp; then
   echo "emu: a launch was not rewritten" >&2
