@@ -1,9 +1,16 @@
-/* FlashAttention in fp32 arithmetic on CUDA cores: tiles of 32 queries x 32
- * keys in dynamic shared memory (rows padded to D + 1 floats against bank
- * conflicts), 256 threads per block. A thread works on one row of a tile:
- * eight threads share a row, thread lane l8 takes columns l8, l8 + 8, ...,
- * and the row's max and sum are reduced over those eight lanes by shuffles. */
+/* FlashAttention, two implementations behind one launcher:
+ * - tensor cores (wmma m16n16k16) for bf16/fp16 with D in {16, 32, 64, 128}:
+ *   tiles of 64 queries x 64 keys, four warps of 16 rows each; products in
+ *   fp32 accumulators, staged through shared memory for the softmax (the
+ *   probabilities and dS rounded to the 16-bit type for the second product,
+ *   as FlashAttention-2 does);
+ * - CUDA cores, fp32 arithmetic, for everything else (fp32 tensors, other
+ *   head dims): tiles of 32 x 32, 256 threads; a thread works on one row of a
+ *   tile: eight threads share a row, lane l8 takes columns l8, l8 + 8, ...
+ * Both keep their tiles in dynamic shared memory (opted in above 48 KiB). */
 #include "kernels/cuda/flash.h"
+
+#include <mma.h>
 
 #include "kernels/math.h"
 
@@ -234,6 +241,284 @@ static __global__ void __launch_bounds__(THREADS)
   if (t0 + r < s) add_row<T, NI>(dq, aq, (1.0f / sqrtf((float)d)), t0 + r, ldq, h, d);
 }
 
+/* ------------------------- tensor cores ------------------------- */
+
+namespace wmma = nvcuda::wmma;
+
+#define TC 64                   /* queries or keys per tile */
+#define TC_THREADS 128          /* four warps, 16 rows of the tile each */
+#define TC_LS (TC + 4)          /* row stride of an fp32 (., TC) tile */
+#define TC_LP (TC + 8)          /* row stride of a 16-bit (., TC) tile */
+
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
+template <typename T>
+using a_row = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
+template <typename T>
+using b_row = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major>;
+template <typename T>
+using b_col = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
+
+static bool tc_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
+
+/* dst (TC, D + 8) = rows r0.. of head `head` of a (S, H, D) 16-bit row block,
+ * 0 past S, in 16-byte pieces. */
+template <typename T>
+static __device__ void tc_load(T *dst, const T *src, int64_t r0, int64_t s, int64_t ld, int64_t head, int d) {
+  const int pieces = d / 8;
+  for (int i = threadIdx.x; i < TC * pieces; i += TC_THREADS) {
+    int r = i / pieces, c = (i % pieces) * 8;
+    uint4 x = {0, 0, 0, 0};
+    if (r0 + r < s) x = *(const uint4 *)(src + (r0 + r) * ld + head * d + c);
+    *(uint4 *)(dst + r * (d + 8) + c) = x;
+  }
+}
+
+/* out (16, TC) fp32 = a (16, 16 NK) b^T, b a row-major (TC, 16 NK) tile. One warp. */
+template <typename T, int NK>
+static __device__ void tc_abt(float *out, const T *a, const T *b, int ld) {
+  for (int n = 0; n < TC / 16; n++) {
+    acc_t acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < NK; k++) {
+      a_row<T> fa;
+      b_col<T> fb;
+      wmma::load_matrix_sync(fa, a + k * 16, ld);
+      wmma::load_matrix_sync(fb, b + n * 16 * ld + k * 16, ld);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out + n * 16, acc, TC_LS, wmma::mem_row_major);
+  }
+}
+
+/* acc[n] += a (16, TC) b[:, 16 n : 16 n + 16], b a row-major (TC, 16 NF) tile. One warp. */
+template <typename T, int NF>
+static __device__ void tc_ab_acc(acc_t *acc, const T *a, const T *b, int ldb) {
+  for (int n = 0; n < NF; n++)
+    for (int k = 0; k < TC / 16; k++) {
+      a_row<T> fa;
+      b_row<T> fb;
+      wmma::load_matrix_sync(fa, a + k * 16, TC_LP);
+      wmma::load_matrix_sync(fb, b + k * 16 * ldb + n * 16, ldb);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+}
+
+/* lse and delta = dO . O of the tile's rows t0.. of head h into rows[0..TC)
+ * and rows[TC..2 TC), two threads per row. */
+template <typename T>
+static __device__ void tc_rows(float *rows, const T *dctx, const T *ctx, const float *lse, int64_t t0, int64_t s,
+                               int64_t ldq, int64_t h, int d) {
+  const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
+  const int64_t t = t0 + r;
+  float part = 0.0f;
+  if (t < s)
+    for (int i = half * (d / 2); i < (half + 1) * (d / 2); i++) {
+      int64_t x = t * ldq + h * d + i;
+      part += px_kc_ld(dctx + x) * px_kc_ld(ctx + x);
+    }
+  part += __shfl_xor_sync(PX_KC_FULL_MASK, part, 1);
+  if (half == 0) {
+    rows[r] = t < s ? lse[h * s + t] : 0.0f;
+    rows[TC + r] = part;
+  }
+}
+
+/* Adds scale * acc[n] (16 rows of a warp) into rows row0.. of head `head` of a
+ * (S, H, D) row block, staged through the warp's (16, TC_LS) fp32 area. */
+template <typename T, int NF>
+static __device__ void tc_add_rows(T *dst, const acc_t *acc, float scale, float *stage, int64_t row0, int64_t s,
+                                   int64_t ld, int64_t head) {
+  const int lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
+  for (int n = 0; n < NF; n++) {
+    __syncwarp();
+    wmma::store_matrix_sync(stage, acc[n], TC_LS, wmma::mem_row_major);
+    __syncwarp();
+    if (row0 + r < s)
+      for (int i = half * 8; i < half * 8 + 8; i++) {
+        T *x = dst + (row0 + r) * ld + head * 16 * NF + n * 16 + i;
+        px_kc_st(x, px_kc_ld(x) + scale * stage[r * TC_LS + i]);
+      }
+  }
+}
+
+/* Shared memory: the forward's Q, K, V, S, O, P; the backward kernels' four
+ * 16-bit tiles, two fp32 (TC, TC) tiles, two 16-bit ones (dQ uses one) and the rows. */
+static size_t tc_fwd_smem(int d) {
+  return (size_t)(3 * TC * (d + 8) * 2 + TC * TC_LS * 4 + TC * (d + 4) * 4 + TC * TC_LP * 2);
+}
+static size_t tc_bwd_smem(int d) {
+  return (size_t)(4 * TC * (d + 8) * 2 + 2 * TC * TC_LS * 4 + 2 * TC * TC_LP * 2 + 2 * TC * 4);
+}
+
+template <typename T, int NF>
+static __global__ void __launch_bounds__(TC_THREADS)
+    tc_fwd_kernel(T *ctx, float *lse, const T *q, const T *k, const T *v, int64_t s, int64_t hq, int64_t hkv, float p,
+                  uint64_t seed, uint64_t off) {
+  constexpr int D = 16 * NF, LD = D + 8, LO = D + 4;
+  PX_KC_DYNAMIC_SMEM(float, smem);
+  T *Qs = (T *)smem, *Ks = Qs + TC * LD, *Vs = Ks + TC * LD; /* (TC, LD) */
+  float *Ss = (float *)(Vs + TC * LD), *Os = Ss + TC * TC_LS; /* scores (TC, TC_LS), output (TC, LO) */
+  T *Ps = (T *)(Os + TC * LO);                                /* probabilities (TC, TC_LP) */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
+  const int64_t h = blockIdx.y, g = h / (hq / hkv), t0 = (int64_t)blockIdx.x * TC, t = t0 + warp * 16 + r;
+  const int64_t ldq = hq * D, ldk = hkv * D, kend = t0 + TC < s ? t0 + TC : s;
+  const float scale = 1.0f / sqrtf((float)D);
+  float *Sw = Ss + warp * 16 * TC_LS, *Ow = Os + warp * 16 * LO; /* the warp's 16 rows */
+  T *Pw = Ps + warp * 16 * TC_LP;
+  tc_load(Qs, q, t0, s, ldq, h, D);
+  for (int i = half * (D / 2); i < (half + 1) * (D / 2); i++) Ow[r * LO + i] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t s0 = 0; s0 < kend; s0 += TC) {
+    __syncthreads(); /* the last K and V are read */
+    tc_load(Ks, k, s0, s, ldk, g, D);
+    tc_load(Vs, v, s0, s, ldk, g, D);
+    __syncthreads();
+    tc_abt<T, NF>(Sw, Qs + warp * 16 * LD, Ks, LD);
+    __syncwarp();
+    /* online softmax of row r, columns half * 32 .. + 32 (two lanes per row) */
+    float *srow = Sw + r * TC_LS + half * 32, mx = -INFINITY;
+    for (int c = 0; c < 32; c++) {
+      float x = s0 + half * 32 + c <= t && t < s ? scale * srow[c] : -INFINITY;
+      srow[c] = x;
+      mx = fmaxf(mx, x);
+    }
+    const float mnew = fmaxf(m, fmaxf(mx, __shfl_xor_sync(PX_KC_FULL_MASK, mx, 1)));
+    const float alpha = mnew == -INFINITY ? 1.0f : expf(m - mnew);
+    float sum = 0.0f;
+    T *prow = Pw + r * TC_LP + half * 32;
+    for (int c = 0; c < 32; c++) {
+      float e = srow[c] == -INFINITY ? 0.0f : expf(srow[c] - mnew);
+      sum += e;
+      px_kc_st(prow + c, e * drop_mul(p, seed, off, h, s, t, s0 + half * 32 + c));
+    }
+    l = l * alpha + sum + __shfl_xor_sync(PX_KC_FULL_MASK, sum, 1);
+    m = mnew;
+    for (int i = half * (D / 2); i < (half + 1) * (D / 2); i++) Ow[r * LO + i] *= alpha;
+    __syncwarp();
+    /* O += P V */
+    for (int n = 0; n < NF; n++) {
+      acc_t acc;
+      wmma::load_matrix_sync(acc, Ow + n * 16, LO, wmma::mem_row_major);
+      for (int kk = 0; kk < TC / 16; kk++) {
+        a_row<T> fa;
+        b_row<T> fb;
+        wmma::load_matrix_sync(fa, Pw + kk * 16, TC_LP);
+        wmma::load_matrix_sync(fb, Vs + kk * 16 * LD + n * 16, LD);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(Ow + n * 16, acc, LO, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+  if (t >= s) return;
+  const float inv = 1.0f / l;
+  for (int i = half * (D / 2); i < (half + 1) * (D / 2); i++)
+    px_kc_st(ctx + t * ldq + h * D + i, Ow[r * LO + i] * inv);
+  if (half == 0) lse[h * s + t] = m + logf(l);
+}
+
+/* dS (and the dropped-out P, when Pd is not NULL) of a warp's 16 rows of a
+ * (row, column) tile: S and dP (fp32, TC_LS) from the products, lse and delta
+ * by query; rows are keys and columns queries when `keys_rows` (the dK/dV
+ * kernel's transposed tile), the other way round otherwise. */
+template <typename T>
+static __device__ void tc_ds(T *Pd, T *dS, const float *S, const float *dP, const float *rows, bool keys_rows,
+                             int64_t row0, int64_t col0, int64_t s, int64_t h, int d, float p, uint64_t seed,
+                             uint64_t off) {
+  const int lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
+  const float scale = 1.0f / sqrtf((float)d);
+  for (int c = half * 32; c < half * 32 + 32; c++) {
+    const int64_t t = keys_rows ? col0 + c : row0 + r, key = keys_rows ? row0 + r : col0 + c;
+    const int qi = keys_rows ? c : (int)(row0 % TC) + r; /* the query's index in rows[] */
+    float pdrop = 0.0f, ds = 0.0f;
+    if (key <= t && t < s) {
+      float prob = expf(scale * S[r * TC_LS + c] - rows[qi]), mul = drop_mul(p, seed, off, h, s, t, key);
+      pdrop = prob * mul;
+      ds = prob * (dP[r * TC_LS + c] * mul - rows[TC + qi]);
+    }
+    if (Pd) px_kc_st(Pd + r * TC_LP + c, pdrop);
+    px_kc_st(dS + r * TC_LP + c, ds);
+  }
+}
+
+/* Block (key tile, kv head): dK, dV of the tile's keys over the group's query heads and later query tiles. */
+template <typename T, int NF>
+static __global__ void __launch_bounds__(TC_THREADS)
+    tc_bwd_kv_kernel(T *dk, T *dv, const T *dctx, const T *q, const T *k, const T *v, const T *ctx, const float *lse,
+                     int64_t s, int64_t hq, int64_t hkv, float p, uint64_t seed, uint64_t off) {
+  constexpr int D = 16 * NF, LD = D + 8;
+  PX_KC_DYNAMIC_SMEM(float, smem);
+  T *Ks = (T *)smem, *Vs = Ks + TC * LD, *Qs = Vs + TC * LD, *dOs = Qs + TC * LD;
+  float *St = (float *)(dOs + TC * LD), *dPt = St + TC * TC_LS;
+  T *Pt = (T *)(dPt + TC * TC_LS), *dSt = Pt + TC * TC_LP;
+  float *rows = (float *)(dSt + TC * TC_LP);
+  const int warp = threadIdx.x >> 5;
+  const int64_t g = blockIdx.y, group = hq / hkv, s0 = (int64_t)blockIdx.x * TC, ldq = hq * D, ldk = hkv * D;
+  const int64_t key0 = s0 + warp * 16;
+  float *Stw = St + warp * 16 * TC_LS, *dPtw = dPt + warp * 16 * TC_LS;
+  T *Ptw = Pt + warp * 16 * TC_LP, *dStw = dSt + warp * 16 * TC_LP;
+  tc_load(Ks, k, s0, s, ldk, g, D);
+  tc_load(Vs, v, s0, s, ldk, g, D);
+  acc_t ak[NF], av[NF];
+  for (int n = 0; n < NF; n++) {
+    wmma::fill_fragment(ak[n], 0.0f);
+    wmma::fill_fragment(av[n], 0.0f);
+  }
+  for (int64_t h = g * group; h < (g + 1) * group; h++)
+    for (int64_t t0 = s0; t0 < s; t0 += TC) {
+      __syncthreads(); /* the last tiles are read */
+      tc_load(Qs, q, t0, s, ldq, h, D);
+      tc_load(dOs, dctx, t0, s, ldq, h, D);
+      tc_rows(rows, dctx, ctx, lse, t0, s, ldq, h, D);
+      __syncthreads();
+      tc_abt<T, NF>(Stw, Ks + warp * 16 * LD, Qs, LD);   /* S^T: the warp's keys x the tile's queries */
+      tc_abt<T, NF>(dPtw, Vs + warp * 16 * LD, dOs, LD); /* dP^T */
+      __syncwarp();
+      tc_ds(Ptw, dStw, Stw, dPtw, rows, true, key0, t0, s, h, D, p, seed, off);
+      __syncwarp();
+      tc_ab_acc<T, NF>(av, Ptw, dOs, LD); /* dV += P^T dO */
+      tc_ab_acc<T, NF>(ak, dStw, Qs, LD); /* dK += dS^T Q (scaled at the end) */
+    }
+  tc_add_rows<T, NF>(dk, ak, 1.0f / sqrtf((float)D), Stw, key0, s, ldk, g);
+  tc_add_rows<T, NF>(dv, av, 1.0f, Stw, key0, s, ldk, g);
+}
+
+/* Block (query tile, query head): dQ of the tile's queries over the keys at or before them. */
+template <typename T, int NF>
+static __global__ void __launch_bounds__(TC_THREADS)
+    tc_bwd_q_kernel(T *dq, const T *dctx, const T *q, const T *k, const T *v, const T *ctx, const float *lse,
+                    int64_t s, int64_t hq, int64_t hkv, float p, uint64_t seed, uint64_t off) {
+  constexpr int D = 16 * NF, LD = D + 8;
+  PX_KC_DYNAMIC_SMEM(float, smem);
+  T *Qs = (T *)smem, *dOs = Qs + TC * LD, *Ks = dOs + TC * LD, *Vs = Ks + TC * LD;
+  float *S = (float *)(Vs + TC * LD), *dP = S + TC * TC_LS;
+  T *dS = (T *)(dP + TC * TC_LS);
+  float *rows = (float *)(dS + TC * TC_LP);
+  const int warp = threadIdx.x >> 5;
+  const int64_t h = blockIdx.y, g = h / (hq / hkv), t0 = (int64_t)blockIdx.x * TC, ldq = hq * D, ldk = hkv * D;
+  const int64_t kend = t0 + TC < s ? t0 + TC : s, row0 = t0 + warp * 16;
+  float *Sw = S + warp * 16 * TC_LS, *dPw = dP + warp * 16 * TC_LS;
+  T *dSw = dS + warp * 16 * TC_LP;
+  tc_load(Qs, q, t0, s, ldq, h, D);
+  tc_load(dOs, dctx, t0, s, ldq, h, D);
+  tc_rows(rows, dctx, ctx, lse, t0, s, ldq, h, D);
+  acc_t aq[NF];
+  for (int n = 0; n < NF; n++) wmma::fill_fragment(aq[n], 0.0f);
+  for (int64_t s0 = 0; s0 < kend; s0 += TC) {
+    __syncthreads(); /* rows are written; the last K and V are read */
+    tc_load(Ks, k, s0, s, ldk, g, D);
+    tc_load(Vs, v, s0, s, ldk, g, D);
+    __syncthreads();
+    tc_abt<T, NF>(Sw, Qs + warp * 16 * LD, Ks, LD);
+    tc_abt<T, NF>(dPw, dOs + warp * 16 * LD, Vs, LD);
+    __syncwarp();
+    tc_ds((T *)NULL, dSw, Sw, dPw, rows, false, row0, s0, s, h, D, p, seed, off);
+    __syncwarp();
+    tc_ab_acc<T, NF>(aq, dSw, Ks, LD); /* dQ += dS K */
+  }
+  tc_add_rows<T, NF>(dq, aq, 1.0f / sqrtf((float)D), Sw, row0, s, ldq, h);
+}
+
 /* Dynamic shared memory of a kernel, opted in above the default 48 KiB once per kernel. */
 template <typename K>
 static px_status smem_for(K kernel, size_t bytes) {
@@ -277,6 +562,38 @@ static px_status bwd(void *dq, void *dk, void *dv, const void *dctx, const void 
   return PX_KC_LAUNCHED("flash bwd_q_kernel");
 }
 
+template <typename T, int NF>
+static px_status tc_fwd(void *ctx, float *lse, const void *q, const void *k, const void *v, int64_t s, int64_t hq,
+                        int64_t hkv, float p, uint64_t seed, uint64_t off, cudaStream_t stream) {
+  size_t bytes = tc_fwd_smem(16 * NF);
+  px_status st = smem_for(tc_fwd_kernel<T, NF>, bytes);
+  if (st) return st;
+  dim3 grid((unsigned)((s + TC - 1) / TC), (unsigned)hq);
+  tc_fwd_kernel<T, NF><<<grid, TC_THREADS, bytes, stream>>>((T *)ctx, lse, (const T *)q, (const T *)k, (const T *)v,
+                                                            s, hq, hkv, p, seed, off);
+  return PX_KC_LAUNCHED("flash tc_fwd_kernel");
+}
+
+template <typename T, int NF>
+static px_status tc_bwd(void *dq, void *dk, void *dv, const void *dctx, const void *q, const void *k, const void *v,
+                        const void *ctx, const float *lse, int64_t s, int64_t hq, int64_t hkv, float p, uint64_t seed,
+                        uint64_t off, cudaStream_t stream) {
+  size_t bytes = tc_bwd_smem(16 * NF);
+  px_status st = smem_for(tc_bwd_kv_kernel<T, NF>, bytes);
+  if (!st) st = smem_for(tc_bwd_q_kernel<T, NF>, bytes);
+  if (st) return st;
+  unsigned tiles = (unsigned)((s + TC - 1) / TC);
+  tc_bwd_kv_kernel<T, NF><<<dim3(tiles, (unsigned)hkv), TC_THREADS, bytes, stream>>>(
+      (T *)dk, (T *)dv, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, p,
+      seed, off);
+  st = PX_KC_LAUNCHED("flash tc_bwd_kv_kernel");
+  if (st) return st;
+  tc_bwd_q_kernel<T, NF><<<dim3(tiles, (unsigned)hq), TC_THREADS, bytes, stream>>>(
+      (T *)dq, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, p, seed,
+      off);
+  return PX_KC_LAUNCHED("flash tc_bwd_q_kernel");
+}
+
 /* Refuses what the kernels cannot take; sets *empty for a no-op. */
 static px_status check(const char *who, px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t d, bool *empty) {
   *empty = s <= 0 || hq <= 0 || d <= 0;
@@ -287,6 +604,11 @@ static px_status check(const char *who, px_dtype dt, int64_t s, int64_t hq, int6
                       (long long)d, PX_KC_FLASH_MAX_D, (long long)hq, (long long)hkv);
   return PX_OK;
 }
+
+/* Calls F<T, NF>(args) for a tensor-core head dim (NF = D / 16). */
+#define TC_DISPATCH(F, T, d, ...)                                                          \
+  (d == 16 ? F<T, 1>(__VA_ARGS__) : d == 32 ? F<T, 2>(__VA_ARGS__) : d == 64 ? F<T, 4>(__VA_ARGS__) \
+           : F<T, 8>(__VA_ARGS__))
 
 /* Calls F<T, NI>(args) for the dtype's T and the head dim's NI. */
 #define DISPATCH(F, dt, d, ...)                                                                   \
@@ -300,6 +622,10 @@ extern "C" px_status px_kc_flash_fwd(void *ctx, float *lse, const void *q, const
   bool empty;
   px_status st = check("px_kc_flash_fwd", dtype, s, hq, hkv, d, &empty);
   if (st || empty) return st;
+  if (tc_head_dim(d) && dtype == PX_DTYPE_BF16)
+    return TC_DISPATCH(tc_fwd, __nv_bfloat16, d, ctx, lse, q, k, v, s, hq, hkv, p, seed, off, stream);
+  if (tc_head_dim(d) && dtype == PX_DTYPE_FP16)
+    return TC_DISPATCH(tc_fwd, __half, d, ctx, lse, q, k, v, s, hq, hkv, p, seed, off, stream);
   return DISPATCH(fwd, dtype, d, ctx, lse, q, k, v, s, hq, hkv, (int)d, p, seed, off, stream);
 }
 
@@ -310,5 +636,9 @@ extern "C" px_status px_kc_flash_bwd(void *dq, void *dk, void *dv, const void *d
   bool empty;
   px_status st = check("px_kc_flash_bwd", dtype, s, hq, hkv, d, &empty);
   if (st || empty) return st;
+  if (tc_head_dim(d) && dtype == PX_DTYPE_BF16)
+    return TC_DISPATCH(tc_bwd, __nv_bfloat16, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, p, seed, off, stream);
+  if (tc_head_dim(d) && dtype == PX_DTYPE_FP16)
+    return TC_DISPATCH(tc_bwd, __half, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, p, seed, off, stream);
   return DISPATCH(bwd, dtype, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, (int)d, p, seed, off, stream);
 }
