@@ -102,6 +102,10 @@ struct px_backend {
   const char *name;
   void *impl;
   bool sync_ops; /* set by the caller: the interpreter waits for each op (exact per-op times) */
+  /* optional (NULL: none): called once before any alloc with the bytes the
+   * plan predicts at this rank's peak, for a backend that reserves them up
+   * front (and so fails at set-up, not mid-step, when they do not fit) */
+  px_status (*reserve)(px_backend *b, uint64_t bytes, px_err *err);
   /* memory on the device; alloc returns zeroed memory; release takes the
    * size it was allocated with */
   px_status (*alloc)(px_backend *b, uint64_t bytes, void **out, px_err *err);

@@ -3,8 +3,10 @@
  * (every op, TP and PP traffic, in the interpreter's order) and dp (the
  * gradient reductions the interpreter puts there, which so overlap the
  * backward). Work switched onto dp waits for everything issued on compute
- * before it; compute waits for dp only at join. Freed blocks remember the
- * stream that last used them, so reuse on the other stream waits for it. */
+ * before it; compute waits for dp only at join. Device memory comes from
+ * arenas (exec/arena.h): one reserved at set-up with the plan's predicted
+ * peak, more only if fragmentation needs it; a range freed on dp carries the
+ * release's event, so reuse on compute waits for it. */
 #include "exec/cuda/backend.h"
 
 #include <cublasLt.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/arena.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -29,18 +32,19 @@
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/rope.h"
 
-#define CACHE_SLOTS 256
+#define ARENAS 16                       /* the reserved one and up to 15 grown for fragmentation */
+#define ARENA_GROW_MIN ((uint64_t)64 << 20)
+#define RELEASE_EVENTS 64               /* a ring: re-recording one later only makes a wait longer */
 #define SCRATCH_CHUNKS 16
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt: what Hopper kernels want */
 
 enum { COMPUTE, DP, NSTREAMS };
 
+/* A cudaMalloc'd range and its offset allocator. */
 typedef struct {
-  void *p;
-  uint64_t bytes;
-  int stream;      /* released on */
-  cudaEvent_t ev;  /* recorded there at release */
-} block;
+  char *base;
+  px_arena a;
+} arena;
 
 /* Scratch of one op call: chunks that never move (a pointer handed out stays
  * valid for the whole call) and are all free again at the next call. */
@@ -61,10 +65,11 @@ typedef struct {
   ncclComm_t nc[PX_GROUP_COUNT];     /* per group (ALL: the world, also for p2p) */
   int nc_rank[PX_GROUP_COUNT];
   double timeout_s;
-  block cache[CACHE_SLOTS];          /* freed device blocks, reused by exact size */
-  int ncache;
-  cudaEvent_t spare[CACHE_SLOTS];    /* events of blocks handed out again, for the next release */
-  int nspare;
+  arena arenas[ARENAS];
+  int narenas;
+  uint64_t reserved;                 /* bytes the plan predicted (0: nothing reserved) */
+  cudaEvent_t released[RELEASE_EVENTS]; /* recorded on dp at releases there; tag n uses n % RELEASE_EVENTS */
+  uint64_t nreleased;
   chunk scratch[NSTREAMS][SCRATCH_CHUNKS];
   double *dsum;                      /* (1) device: sums of squares */
   float *ones;                       /* (nones) device: 1.0f, the loss backward's row sums */
@@ -153,63 +158,127 @@ static px_status wait_streams(cuda *c, bool all, px_err *err) {
 
 /* ---- memory ---- */
 
-static void cache_free_all(cuda *c) {
+#ifdef PX_EMU_POISON
+/* The emulator's device memory is host memory under AddressSanitizer: what
+ * is not taken is poisoned, so a kernel that runs past its tensor is caught
+ * as it was with one allocation per tensor. Takes and releases mark the
+ * range in stream order (after the work queued before them). */
+#include <sanitizer/asan_interface.h>
+typedef struct {
+  char *p;
+  uint64_t live, bytes; /* [p, p + live) usable, the rest of [p, p + bytes) poisoned */
+} poison_range;
+static void CUDART_CB poison_cb(void *data) {
+  poison_range *r = data;
+  ASAN_UNPOISON_MEMORY_REGION(r->p, r->live);
+  ASAN_POISON_MEMORY_REGION(r->p + r->live, r->bytes - r->live);
+  free(r);
+}
+static void mark(cuda *c, void *p, uint64_t live, uint64_t bytes) {
+  poison_range *r = malloc(sizeof *r);
+  if (!r) abort();
+  *r = (poison_range){p, live, px_arena_round(bytes)};
+  cudaLaunchHostFunc(stream_of(c), poison_cb, r);
+}
+#define POISON_ARENA(p, bytes) ASAN_POISON_MEMORY_REGION(p, bytes)
+#else
+#define mark(c, p, live, bytes) ((void)0)
+#define POISON_ARENA(p, bytes) ((void)0)
+#endif
+
+static void arenas_free(cuda *c) {
   cudaDeviceSynchronize();
-  for (int i = 0; i < c->ncache; i++) {
-    cudaFree(c->cache[i].p);
-    cudaEventDestroy(c->cache[i].ev);
+  for (int i = 0; i < c->narenas; i++) {
+    cudaFree(c->arenas[i].base);
+    px_arena_destroy(&c->arenas[i].a);
   }
-  c->ncache = 0;
+  c->narenas = 0;
+}
+
+static px_status arena_add(cuda *c, uint64_t bytes, px_err *err) {
+  if (c->narenas == ARENAS)
+    return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: device memory fragmented beyond %d arenas", ARENAS);
+  arena *r = &c->arenas[c->narenas];
+  bytes = px_arena_round(bytes);
+  cudaError_t e = cudaMalloc((void **)&r->base, bytes);
+  if (e != cudaSuccess) {
+    size_t free_b = 0, total_b = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free_b, &total_b);
+    return px_err_set(err, PX_ERR_RUNTIME,
+                      "cuda backend: out of device memory: %.2f GiB wanted%s, %.2f GiB of %.2f GiB free (%s)",
+                      (double)bytes / 1073741824.0,
+                      c->narenas ? " beyond the plan's peak (fragmentation)" : " for the plan's predicted peak",
+                      (double)free_b / 1073741824.0, (double)total_b / 1073741824.0, cudaGetErrorString(e));
+  }
+  px_status st = px_arena_init(&r->a, bytes, err);
+  if (st) {
+    cudaFree(r->base);
+    return st;
+  }
+  POISON_ARENA(r->base, bytes);
+  c->narenas++;
+  return PX_OK;
+}
+
+/* The plan's predicted peak as one arena, before anything is allocated. */
+static px_status cu_reserve(px_backend *b, uint64_t bytes, px_err *err) {
+  cuda *c = b->impl;
+  if (c->narenas) return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend: reserve after an allocation");
+  px_status st = arena_add(c, bytes, err);
+  if (!st) c->reserved = px_arena_round(bytes);
+  return st;
 }
 
 static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
   cuda *c = b->impl;
   *out = NULL;
-  void *p = NULL;
-  for (int i = c->ncache - 1; i >= 0 && !p; i--)
-    if (c->cache[i].bytes == bytes) {
-      block k = c->cache[i];
-      c->cache[i] = c->cache[--c->ncache];
-      p = k.p;
-      /* last used on the other stream: this one waits until that use is done */
-      if (k.stream != c->cur) cudaStreamWaitEvent(stream_of(c), k.ev, 0);
-      c->spare[c->nspare++] = k.ev;
-    }
-  if (!p) {
-    /* the cache holds freed blocks of other sizes: give them back before failing */
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
-    if (e == cudaErrorMemoryAllocation && c->ncache) {
-      cudaGetLastError();
-      cache_free_all(c);
-      e = cudaMalloc(&p, bytes ? bytes : 1);
-    }
-    if (e != cudaSuccess)
-      return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: out of device memory allocating %llu bytes (%s)",
-                        (unsigned long long)bytes, cudaGetErrorString(e));
+  uint64_t off = 0, tag = 0;
+  int i = 0;
+  while (i < c->narenas && !px_arena_take(&c->arenas[i].a, bytes, &off, &tag)) i++;
+  if (i == c->narenas) { /* none holds it: grow */
+    uint64_t grow = c->reserved / 8 > ARENA_GROW_MIN ? c->reserved / 8 : ARENA_GROW_MIN;
+    px_status st = arena_add(c, bytes > grow ? bytes : grow, err);
+    if (st) return st;
+    if (c->reserved && c->comm->world_rank == 0)
+      fprintf(stderr, "parallax: cuda backend: %.1f MiB beyond the plan's %.1f MiB (fragmentation)\n",
+              (double)px_arena_round(bytes > grow ? bytes : grow) / 1048576.0, (double)c->reserved / 1048576.0);
+    if (!px_arena_take(&c->arenas[i].a, bytes, &off, &tag))
+      return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend: a fresh arena refused %llu bytes",
+                        (unsigned long long)bytes);
   }
+  void *p = c->arenas[i].base + off;
+  /* last used on dp: compute waits for that use (dp itself is in order) */
+  if (tag && c->cur != DP) cudaStreamWaitEvent(stream_of(c), c->released[tag % RELEASE_EVENTS], 0);
+  mark(c, p, bytes, bytes);
   px_status st = cu_check(cudaMemsetAsync(p, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
-  if (st) {
-    cudaFree(p);
-    return st;
-  }
-  *out = p;
-  return PX_OK;
+  if (!st) *out = p;
+  return st;
 }
 
-/* Stream-ordered reuse: the block keeps an event recorded on the stream that
- * released it (see cu_alloc). */
+/* A release on dp is tagged with an event recorded there; one on compute
+ * needs none (dp waits for compute's progress whenever work moves there). */
 static void cu_release(px_backend *b, void *p, uint64_t bytes) {
   if (!p) return;
   cuda *c = b->impl;
-  if (c->ncache == CACHE_SLOTS) cache_free_all(c);
-  cudaEvent_t ev = c->nspare ? c->spare[--c->nspare] : NULL;
-  if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
-    cudaDeviceSynchronize(); /* no event to be had: make the block safe to reuse anywhere now */
-    cudaFree(p);
-    return;
+  int i = 0;
+  while (i < c->narenas && !((char *)p >= c->arenas[i].base && (char *)p < c->arenas[i].base + c->arenas[i].a.size)) i++;
+  if (i == c->narenas) return;
+  mark(c, p, 0, bytes);
+  uint64_t tag = 0;
+  if (c->cur == DP) {
+    tag = ++c->nreleased;
+    cudaEvent_t *ev = &c->released[tag % RELEASE_EVENTS];
+    if (!*ev && cudaEventCreateWithFlags(ev, cudaEventDisableTiming) != cudaSuccess) {
+      cudaStreamSynchronize(c->streams[DP]); /* no event to be had: the range is safe to reuse now */
+      tag = 0;
+    } else {
+      cudaEventRecord(*ev, c->streams[DP]);
+    }
   }
-  cudaEventRecord(ev, stream_of(c));
-  c->cache[c->ncache++] = (block){p, bytes, c->cur, ev};
+  px_err err = {0};
+  if (px_arena_give(&c->arenas[i].a, (uint64_t)((char *)p - c->arenas[i].base), bytes, tag, &err))
+    fprintf(stderr, "parallax: cuda backend: %s\n", err.msg);
 }
 
 static px_status cu_zero(px_backend *b, void *p, uint64_t bytes, px_err *err) {
@@ -866,8 +935,9 @@ static void cu_destroy(px_backend *b) {
   if (!b) return;
   cuda *c = b->impl;
   if (c) {
-    cache_free_all(c);
-    for (int i = 0; i < c->nspare; i++) cudaEventDestroy(c->spare[i]);
+    arenas_free(c);
+    for (int i = 0; i < RELEASE_EVENTS; i++)
+      if (c->released[i]) cudaEventDestroy(c->released[i]);
     for (int s = 0; s < NSTREAMS; s++)
       for (int i = 0; i < SCRATCH_CHUNKS; i++) cudaFree(c->scratch[s][i].p);
     cudaFree(c->workspace);
@@ -970,6 +1040,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
     cu_destroy(b);
     return st;
   }
+  b->reserve = cu_reserve;
   b->alloc = cu_alloc;
   b->release = cu_release;
   b->zero = cu_zero;

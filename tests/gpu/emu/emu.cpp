@@ -331,6 +331,18 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   return cudaSuccess;
 }
 
+/* Host memory has no device total: an 80 GiB device, all of it free. */
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  *free_bytes = *total_bytes = (size_t)80 << 30;
+  return cudaSuccess;
+}
+
+/* A host function in stream order. */
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data) {
+  px_emu_enqueue(stream, [fn, data] { fn(data); });
+  return cudaSuccess;
+}
+
 cudaError_t cudaFree(void *p) {
   drain_all(); /* cudaFree waits for the device */
   free(p);
