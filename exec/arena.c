@@ -17,7 +17,7 @@ px_status px_arena_init(px_arena *a, uint64_t size, px_err *err) {
   a->cap = 16;
   a->free = malloc((size_t)a->cap * sizeof *a->free);
   if (!a->free) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  if (a->size) a->free[a->nfree++] = (px_arena_range){0, a->size, 0};
+  if (a->size) a->free[a->nfree++] = (px_arena_range){0, a->size, {0}};
   return PX_OK;
 }
 
@@ -26,7 +26,13 @@ void px_arena_destroy(px_arena *a) {
   memset(a, 0, sizeof *a);
 }
 
-bool px_arena_take(px_arena *a, uint64_t bytes, uint64_t *off, uint64_t *tag) {
+/* Each of dst's tags becomes the larger of its own and src's. */
+static void tags_max(uint64_t dst[PX_ARENA_TAGS], const uint64_t src[PX_ARENA_TAGS]) {
+  for (int k = 0; k < PX_ARENA_TAGS; k++)
+    if (src[k] > dst[k]) dst[k] = src[k];
+}
+
+bool px_arena_take(px_arena *a, uint64_t bytes, uint64_t *off, uint64_t tag[PX_ARENA_TAGS]) {
   uint64_t need = px_arena_round(bytes);
   int32_t best = -1;
   for (int32_t i = 0; i < a->nfree; i++)
@@ -34,7 +40,7 @@ bool px_arena_take(px_arena *a, uint64_t bytes, uint64_t *off, uint64_t *tag) {
   if (best < 0) return false;
   px_arena_range *r = &a->free[best];
   *off = r->off;
-  *tag = r->tag;
+  memcpy(tag, r->tag, sizeof r->tag);
   if (r->bytes == need) {
     memmove(r, r + 1, (size_t)(a->nfree - best - 1) * sizeof *r);
     a->nfree--;
@@ -60,7 +66,7 @@ static int32_t first_after(const px_arena *a, uint64_t off) {
   return lo;
 }
 
-px_status px_arena_give(px_arena *a, uint64_t off, uint64_t bytes, uint64_t tag, px_err *err) {
+px_status px_arena_give(px_arena *a, uint64_t off, uint64_t bytes, const uint64_t tag[PX_ARENA_TAGS], px_err *err) {
   uint64_t n = px_arena_round(bytes);
   int32_t i = first_after(a, off);
   px_arena_range *prev = i > 0 ? &a->free[i - 1] : NULL, *next = i < a->nfree ? &a->free[i] : NULL;
@@ -71,17 +77,17 @@ px_status px_arena_give(px_arena *a, uint64_t off, uint64_t bytes, uint64_t tag,
   bool join_prev = prev && prev->off + prev->bytes == off, join_next = next && off + n == next->off;
   if (join_prev && join_next) {
     prev->bytes += n + next->bytes;
-    prev->tag = prev->tag > tag ? prev->tag : tag;
-    prev->tag = prev->tag > next->tag ? prev->tag : next->tag;
+    tags_max(prev->tag, tag);
+    tags_max(prev->tag, next->tag);
     memmove(next, next + 1, (size_t)(a->nfree - i - 1) * sizeof *next);
     a->nfree--;
   } else if (join_prev) {
     prev->bytes += n;
-    prev->tag = prev->tag > tag ? prev->tag : tag;
+    tags_max(prev->tag, tag);
   } else if (join_next) {
     next->off = off;
     next->bytes += n;
-    next->tag = next->tag > tag ? next->tag : tag;
+    tags_max(next->tag, tag);
   } else {
     if (a->nfree == a->cap) {
       px_arena_range *grown = realloc(a->free, (size_t)(2 * a->cap) * sizeof *grown);
@@ -90,7 +96,8 @@ px_status px_arena_give(px_arena *a, uint64_t off, uint64_t bytes, uint64_t tag,
       a->cap *= 2;
     }
     memmove(&a->free[i + 1], &a->free[i], (size_t)(a->nfree - i) * sizeof *a->free);
-    a->free[i] = (px_arena_range){off, n, tag};
+    a->free[i] = (px_arena_range){off, n, {0}};
+    memcpy(a->free[i].tag, tag, sizeof a->free[i].tag);
     a->nfree++;
   }
   return PX_OK;

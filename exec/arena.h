@@ -2,10 +2,10 @@
  * best fit among the free ranges, a freed range merged with free neighbours.
  * Host bookkeeping only (offsets, never the memory itself), so the CUDA
  * backend sub-allocates one cudaMalloc and the CPU tests exercise the logic.
- * Each free range carries a tag, a number the caller attaches when it gives
- * a range back (the CUDA backend: which release event on the DP stream the
- * range's last use precedes); merged ranges keep the largest tag, and a
- * range taken reports the tag of the free range it came from. */
+ * Each free range carries PX_ARENA_TAGS tags, numbers the caller attaches
+ * when it gives a range back (the CUDA backend: per side stream, the mark its
+ * last use there precedes); merged ranges keep the largest of each, and a
+ * range taken reports the tags of the free range it came from. */
 #ifndef PX_EXEC_ARENA_H
 #define PX_EXEC_ARENA_H
 
@@ -15,9 +15,10 @@
 #include "core/status.h"
 
 #define PX_ARENA_ALIGN 256 /* offsets and sizes are rounded up to this (cudaMalloc's alignment) */
+#define PX_ARENA_TAGS 2
 
 typedef struct {
-  uint64_t off, bytes, tag;
+  uint64_t off, bytes, tag[PX_ARENA_TAGS];
 } px_arena_range;
 
 typedef struct {
@@ -36,13 +37,13 @@ void px_arena_destroy(px_arena *a);
 uint64_t px_arena_round(uint64_t bytes);
 
 /* Takes px_arena_round(bytes) from the smallest free range that holds it (the
- * lowest such on ties), from its start; *tag is that range's tag. False, and
- * nothing changes, when no free range is large enough. bytes 0 takes one unit. */
-bool px_arena_take(px_arena *a, uint64_t bytes, uint64_t *off, uint64_t *tag);
+ * lowest such on ties), from its start; tag gets that range's tags. False,
+ * and nothing changes, when no free range is large enough. bytes 0 takes one unit. */
+bool px_arena_take(px_arena *a, uint64_t bytes, uint64_t *off, uint64_t tag[PX_ARENA_TAGS]);
 
-/* Gives back what px_arena_take(bytes) returned at off, with a tag. Fails
+/* Gives back what px_arena_take(bytes) returned at off, with tags. Fails
  * (PX_ERR_RUNTIME) only when the bookkeeping cannot grow, or on a range that
  * is not wholly taken (a double give). */
-px_status px_arena_give(px_arena *a, uint64_t off, uint64_t bytes, uint64_t tag, px_err *err);
+px_status px_arena_give(px_arena *a, uint64_t off, uint64_t bytes, const uint64_t tag[PX_ARENA_TAGS], px_err *err);
 
 #endif

@@ -127,12 +127,18 @@ struct px_backend {
   /* waits until everything issued on every stream is done */
   px_status (*sync)(px_backend *b, px_err *err);
   /* Streams, optional (NULL: one stream, program order). set_stream(s) puts
-   * the work that follows on stream s (the backend may merge streams); work
-   * put on the DP stream starts after everything issued before it on the
-   * compute stream, while the compute stream goes on without waiting for it
-   * until join. Memory released on one stream and reused on another is
-   * ordered by the backend. */
+   * the work that follows on stream s (the backend may merge streams: the
+   * CUDA backend has compute, dp, and pp for both p2p directions); work put
+   * on a side stream starts after everything issued before it on the compute
+   * stream, while the compute stream goes on without waiting for it until it
+   * waits for a mark or joins. mark() names the work issued so far on the
+   * current stream (0: none to wait for); wait_mark makes the current stream
+   * wait for it; join makes the compute stream wait for every side stream.
+   * Memory released on one stream and reused on another is ordered by the
+   * backend. */
   void (*set_stream)(px_backend *b, px_stream s);
+  uint64_t (*mark)(px_backend *b);
+  px_status (*wait_mark)(px_backend *b, uint64_t mark, px_err *err);
   px_status (*join)(px_backend *b, px_err *err);
   void (*destroy)(px_backend *b);
 };

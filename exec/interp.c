@@ -47,6 +47,7 @@ struct px_exec {
   uint64_t *seq_index;        /* (mbs) of the micro-batch being run */
   double loss_sum;
   bool *done;                 /* program instances already run this step (prefetched gathers) */
+  uint64_t *marks;            /* (ninsts) backend marks of the instances run on a side stream this step, 0 none */
   /* profile */
   int64_t *first_op;
   double *op_time;
@@ -260,8 +261,10 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->bucket = px_calloc((size_t)prog->nunits + 1, sizeof *x->bucket, err);
     x->seq_index = px_calloc((size_t)plan->par.mbs, sizeof *x->seq_index, err);
     x->done = px_calloc((size_t)prog->ninsts + 1, sizeof *x->done, err);
+    x->marks = px_calloc((size_t)prog->ninsts + 1, sizeof *x->marks, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
-    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->first_op) st = PX_ERR_RUNTIME;
+    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->first_op)
+      st = PX_ERR_RUNTIME;
   }
   if (!st) {
     for (int64_t i = 0; i < plan->nslots * stride; i++) x->param_of[i] = -1;
@@ -318,6 +321,7 @@ void px_exec_free(px_exec *x) {
   free(x->maps);
   free(x->seq_index);
   free(x->done);
+  free(x->marks);
   free(x->first_op);
   free(x->op_time);
   free(x->grad_copy);
@@ -476,7 +480,46 @@ static bool is_p2p(px_block_kind k) {
 
 /* One p2p batch: every send and receive posted together, then waited for;
  * then the receives' own ops (the TP all-gather of scattered slices). */
-static px_status run_p2p_batch(px_exec *x, int32_t first, int32_t *next, px_err *err) {
+/* ---- streams: the backend's side streams, ordered by the program's dependencies ---- */
+
+/* The stream an instance of block kind k runs on: with the plan's overlaps,
+ * gradient reductions and parameter gathers on the DP stream, p2p batches on
+ * the PP stream; everything else, and everything without them, on compute. */
+static px_stream stream_for(const px_exec *x, px_block_kind k) {
+  unsigned ov = x->plan->par.overlap;
+  if (k == PX_BLOCK_GRAD_SYNC && (ov & PX_OVERLAP_DP)) return PX_STREAM_DP;
+  if (k == PX_BLOCK_PARAM_SYNC && (ov & PX_OVERLAP_ZERO)) return PX_STREAM_DP;
+  if (is_p2p(k) && (ov & PX_OVERLAP_PP)) return PX_STREAM_PP_SEND;
+  return PX_STREAM_COMPUTE;
+}
+
+static void enter_stream(px_exec *x, px_stream s) {
+  if (x->be->set_stream) x->be->set_stream(x->be, s);
+}
+
+/* Instance i ran on a side stream: its mark, for the instances that depend on it. */
+static void mark_done(px_exec *x, int32_t i, px_stream s) {
+  if (s != PX_STREAM_COMPUTE && x->be->mark) x->marks[i] = x->be->mark(x->be);
+}
+
+/* The current stream waits for the side-stream instances i depends on. */
+static px_status wait_deps(px_exec *x, int32_t i, px_err *err) {
+  const px_inst *in = &x->prog->insts[i];
+  px_status st = PX_OK;
+  for (int32_t d = 0; d < in->ndeps && !st && x->be->wait_mark; d++) {
+    uint64_t m = x->marks[x->prog->deps[in->dep_start + d]];
+    if (m) st = x->be->wait_mark(x->be, m, err);
+  }
+  return st;
+}
+
+/* The compute stream catches up with every side stream (before anything
+ * reads or writes reduced gradients). */
+static px_status join_streams(px_exec *x, px_err *err) { return x->be->join ? x->be->join(x->be, err) : PX_OK; }
+
+/* The p2p batch starting at instance first, on stream s; the receives'
+ * remaining ops (on compute) wait for it. */
+static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *next, px_err *err) {
   const px_program *prog = x->prog;
   int32_t batch = prog->insts[first].batch, last = first;
   while (last + 1 < prog->ninsts && prog->insts[last + 1].batch == batch) last++;
@@ -516,8 +559,16 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, int32_t *next, px_err 
       st = tensor_drop(x, r.slot, in->mb, in->layer + r.layer_off, err);
     }
     x->op_time[x->first_op[i]] += dt;
-    if (!st && o->kind == PX_OP_RECV) st = run_block(x, i, 1, err);
   }
+  if (st) return st;
+  mark_done(x, first, s);
+  for (int32_t i = first + 1; i <= last; i++) x->marks[i] = x->marks[first];
+  enter_stream(x, PX_STREAM_COMPUTE);
+  for (int32_t i = first; i <= last && !st; i++)
+    if (x->plan->blocks[prog->insts[i].block].ops[0].kind == PX_OP_RECV && x->plan->blocks[prog->insts[i].block].nops > 1) {
+      if (x->marks[i] && x->be->wait_mark) st = x->be->wait_mark(x->be, x->marks[i], err);
+      if (!st) st = run_block(x, i, 1, err);
+    }
   return st;
 }
 
@@ -762,24 +813,17 @@ static px_status prefetch(px_exec *x, int32_t i, px_err *err) {
     if (n->block == PX_BLOCK_PARAM_SYNC) {
       if (x->done[j] || n->unit == x->prog->insts[i].unit) return PX_OK; /* its own unit: gathered when reached */
       x->done[j] = true;
-      return run_param_sync(x, n, err);
+      px_stream s = stream_for(x, PX_BLOCK_PARAM_SYNC);
+      enter_stream(x, s);
+      px_status st = run_param_sync(x, n, err);
+      mark_done(x, j, s);
+      enter_stream(x, PX_STREAM_COMPUTE);
+      return st;
     }
     if (n->stream == PX_STREAM_COMPUTE) return PX_OK;
   }
   return PX_OK;
 }
-
-/* Gradient reductions go on the DP stream when they overlap the backward
- * (the plan's overlap dp); everything else on the compute stream. */
-static void enter_stream(px_exec *x, px_block_kind k) {
-  if (!x->be->set_stream) return;
-  bool dp = k == PX_BLOCK_GRAD_SYNC && (x->plan->par.overlap & PX_OVERLAP_DP);
-  x->be->set_stream(x->be, dp ? PX_STREAM_DP : PX_STREAM_COMPUTE);
-}
-
-/* The compute stream catches up with the reductions (before anything reads
- * or writes reduced gradients). */
-static px_status join_streams(px_exec *x, px_err *err) { return x->be->join ? x->be->join(x->be, err) : PX_OK; }
 
 static px_status zero_grads(px_exec *x, px_err *err) {
   return x->be->zero(x->be, x->grads, x->grads_elems * x->gb, err);
@@ -792,6 +836,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   x->step = step;
   x->loss_sum = 0;
   memset(x->done, 0, (size_t)prog->ninsts * sizeof *x->done);
+  memset(x->marks, 0, (size_t)prog->ninsts * sizeof *x->marks);
   for (int32_t i = 0; i < prog->ninsts && !st;) {
     const px_inst *in = &prog->insts[i];
     px_block_kind k = (px_block_kind)in->block;
@@ -802,12 +847,14 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
     if (in->mb >= 0)
       for (int64_t r = 0; r < par->mbs; r++)
         x->seq_index[r] = px_data_seq_index(step, par->gbs, par->dp, x->dp_rank, par->mbs, in->mb, r);
-    enter_stream(x, k);
+    px_stream s = stream_for(x, k);
+    enter_stream(x, s);
     if (k == PX_BLOCK_OPTIMIZER || k == PX_BLOCK_EMB_SYNC) st = join_streams(x, err);
+    if (!st) st = wait_deps(x, i, err);
     if (st) break;
     if (is_p2p(k) && in->batch >= 0) {
       int32_t next;
-      st = run_p2p_batch(x, i, &next, err);
+      st = run_p2p_batch(x, i, s, &next, err);
       i = next;
       continue;
     }
@@ -831,6 +878,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
       st = op_done(x, st, err);
       x->op_time[x->first_op[i]] += now_s() - t0;
     }
+    mark_done(x, i, s);
     x->done[i] = true;
     i++;
   }

@@ -18,41 +18,45 @@ static void test_basics(void) {
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_arena_init(&a, 10 * A + 7, &err), PX_OK);
   PX_ASSERT_EQ_U64(a.size, 10 * A); /* whole units only */
-  uint64_t o1, o2, o3, tag;
-  CU_ASSERT(px_arena_take(&a, 1, &o1, &tag)); /* rounds up to one unit */
-  CU_ASSERT(px_arena_take(&a, 3 * A, &o2, &tag));
-  CU_ASSERT(px_arena_take(&a, 0, &o3, &tag)); /* zero bytes still get a distinct unit */
+  uint64_t o1, o2, o3, tag[PX_ARENA_TAGS];
+  const uint64_t none[PX_ARENA_TAGS] = {0}, t7[PX_ARENA_TAGS] = {7, 0}, t3[PX_ARENA_TAGS] = {3, 4}, t9[PX_ARENA_TAGS] = {9, 1},
+                 t1[PX_ARENA_TAGS] = {1, 2};
+  CU_ASSERT(px_arena_take(&a, 1, &o1, tag)); /* rounds up to one unit */
+  CU_ASSERT(px_arena_take(&a, 3 * A, &o2, tag));
+  CU_ASSERT(px_arena_take(&a, 0, &o3, tag)); /* zero bytes still get a distinct unit */
   PX_ASSERT_EQ_U64(o1, 0);
   PX_ASSERT_EQ_U64(o2, A);
   PX_ASSERT_EQ_U64(o3, 4 * A);
   PX_ASSERT_EQ_U64(a.used, 5 * A);
   PX_ASSERT_EQ_U64(a.high, 5 * A);
-  CU_ASSERT_FALSE(px_arena_take(&a, 6 * A, &o1, &tag)); /* 5 units left */
+  CU_ASSERT_FALSE(px_arena_take(&a, 6 * A, &o1, tag)); /* 5 units left */
   PX_ASSERT_EQ_U64(a.used, 5 * A);
   /* give the middle back with a tag: a hole of 3 units */
-  CU_ASSERT_EQUAL(px_arena_give(&a, o2, 3 * A, 7, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_arena_give(&a, o2, 3 * A, t7, &err), PX_OK);
   /* best fit: 2 units go to the 3-unit hole (not the 5-unit tail), with its tag */
   uint64_t o4;
-  CU_ASSERT(px_arena_take(&a, 2 * A, &o4, &tag));
+  CU_ASSERT(px_arena_take(&a, 2 * A, &o4, tag));
   PX_ASSERT_EQ_U64(o4, A);
-  PX_ASSERT_EQ_U64(tag, 7);
-  /* a give merges with both neighbours, keeping the largest tag */
-  CU_ASSERT_EQUAL(px_arena_give(&a, o4, 2 * A, 3, &err), PX_OK); /* merges with the unit after it (tag 7) */
-  CU_ASSERT_EQUAL(px_arena_give(&a, o1, 1, 9, &err), PX_OK);     /* merges with the hole after it */
+  PX_ASSERT_EQ_U64(tag[0], 7);
+  PX_ASSERT_EQ_U64(tag[1], 0);
+  /* a give merges with its neighbours, keeping the largest of each tag */
+  CU_ASSERT_EQUAL(px_arena_give(&a, o4, 2 * A, t3, &err), PX_OK); /* merges with the unit after it (7, 0) */
+  CU_ASSERT_EQUAL(px_arena_give(&a, o1, 1, t9, &err), PX_OK);     /* merges with the hole after it */
   CU_ASSERT_EQUAL(a.nfree, 2);
-  CU_ASSERT_EQUAL(px_arena_give(&a, o3, 0, 1, &err), PX_OK); /* joins [0, 4A) and the tail */
+  CU_ASSERT_EQUAL(px_arena_give(&a, o3, 0, t1, &err), PX_OK); /* joins [0, 4A) and the tail */
   CU_ASSERT_EQUAL(a.nfree, 1);
   PX_ASSERT_EQ_U64(a.free[0].bytes, 10 * A);
-  PX_ASSERT_EQ_U64(a.free[0].tag, 9);
+  PX_ASSERT_EQ_U64(a.free[0].tag[0], 9); /* max(7, 3, 9, 1) */
+  PX_ASSERT_EQ_U64(a.free[0].tag[1], 4); /* max(0, 4, 1, 2) */
   PX_ASSERT_EQ_U64(a.used, 0);
   /* refusals: a range not taken, one past the end */
-  CU_ASSERT_EQUAL(px_arena_give(&a, 0, A, 0, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_EQUAL(px_arena_give(&a, 0, A, none, &err), PX_ERR_RUNTIME);
   CU_ASSERT(strstr(err.msg, "not taken") != NULL);
-  CU_ASSERT_EQUAL(px_arena_give(&a, 10 * A, A, 0, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_EQUAL(px_arena_give(&a, 10 * A, A, none, &err), PX_ERR_RUNTIME);
   px_arena_destroy(&a);
   /* an empty arena takes nothing */
   CU_ASSERT_EQUAL_FATAL(px_arena_init(&a, 100, &err), PX_OK);
-  CU_ASSERT_FALSE(px_arena_take(&a, 1, &o1, &tag));
+  CU_ASSERT_FALSE(px_arena_take(&a, 1, &o1, tag));
   px_arena_destroy(&a);
 }
 
@@ -75,12 +79,13 @@ static void test_random(void) {
       uint64_t n = px_arena_round(bytes[k]) / A;
       for (uint64_t u = off[k] / A; u < off[k] / A + n; u++) map[u] = 0;
       mapped -= n;
-      ok = px_arena_give(&a, off[k], bytes[k], (uint64_t)it, &err) == PX_OK;
+      const uint64_t tags[PX_ARENA_TAGS] = {(uint64_t)it, (uint64_t)(it % 7)};
+      ok = px_arena_give(&a, off[k], bytes[k], tags, &err) == PX_OK;
       live[k] = false;
     } else {
-      uint64_t tag;
+      uint64_t tag[PX_ARENA_TAGS];
       bytes[k] = (uint64_t)(px_tunit() * 40 * A);
-      if (!px_arena_take(&a, bytes[k], &off[k], &tag)) continue;
+      if (!px_arena_take(&a, bytes[k], &off[k], tag)) continue;
       uint64_t n = px_arena_round(bytes[k]) / A;
       for (uint64_t u = off[k] / A; u < off[k] / A + n && ok; u++) ok = ok && map[u] == 0 && (map[u] = 1);
       mapped += n;
@@ -92,7 +97,7 @@ static void test_random(void) {
   }
   CU_ASSERT(ok);
   for (int k = 0; k < LIVE; k++)
-    if (live[k]) CU_ASSERT_EQUAL(px_arena_give(&a, off[k], bytes[k], 0, &err), PX_OK);
+    if (live[k]) CU_ASSERT_EQUAL(px_arena_give(&a, off[k], bytes[k], (uint64_t[PX_ARENA_TAGS]){0}, &err), PX_OK);
   CU_ASSERT_EQUAL(a.nfree, 1);
   PX_ASSERT_EQ_U64(a.used, 0);
   CU_ASSERT(a.high <= (uint64_t)UNITS * A);
@@ -116,8 +121,9 @@ static uint64_t replay(const px_plan *p, int64_t stage, uint64_t size, bool *ok)
   *ok = px_arena_init(&a, size, &err) == PX_OK;
   const px_memplan *mp = &p->mem[stage];
   const px_program *prog = &p->programs[stage];
-  uint64_t off, tag;
-  for (int c = PX_MEM_PARAMS; c <= PX_MEM_OPTIMIZER && *ok; c++) *ok = px_arena_take(&a, mp->at_peak[c], &off, &tag);
+  uint64_t off, tag[PX_ARENA_TAGS];
+  const uint64_t none[PX_ARENA_TAGS] = {0};
+  for (int c = PX_MEM_PARAMS; c <= PX_MEM_OPTIMIZER && *ok; c++) *ok = px_arena_take(&a, mp->at_peak[c], &off, tag);
   live_t *live = malloc(sizeof *live * 65536);
   /* offset + 1 of a unit's ZeRO-3 gathered parameters and ZeRO-2/3 full gradients (0: none) */
   uint64_t *gathered = calloc((size_t)prog->nunits + 1, sizeof *gathered);
@@ -134,18 +140,18 @@ static uint64_t replay(const px_plan *p, int64_t stage, uint64_t size, bool *ok)
      * parameters (until the unit's compute block is done), ZeRO-2/3 full
      * gradients (until the reduce-scatter), the reduce-scatter's shard */
     if (u && in->block == PX_BLOCK_PARAM_SYNC && z == 3) {
-      *ok = px_arena_take(&a, u->padded * pb, &off, &tag);
+      *ok = px_arena_take(&a, u->padded * pb, &off, tag);
       gathered[in->unit] = off + 1;
     }
     if (u && bwd && z >= 2 && !bucket[in->unit]) {
-      *ok = px_arena_take(&a, u->padded * gb, &off, &tag);
+      *ok = px_arena_take(&a, u->padded * gb, &off, tag);
       bucket[in->unit] = off + 1;
     }
     if (u && in->block == PX_BLOCK_GRAD_SYNC && z >= 1 && *ok) {
       uint64_t shard = px_plan_unit_shard(p, u) * gb;
-      *ok = px_arena_take(&a, shard, &off, &tag) && px_arena_give(&a, off, shard, 0, &err) == PX_OK;
+      *ok = px_arena_take(&a, shard, &off, tag) && px_arena_give(&a, off, shard, none, &err) == PX_OK;
       if (z >= 2 && bucket[in->unit]) {
-        *ok = *ok && px_arena_give(&a, bucket[in->unit] - 1, u->padded * gb, 0, &err) == PX_OK;
+        *ok = *ok && px_arena_give(&a, bucket[in->unit] - 1, u->padded * gb, none, &err) == PX_OK;
         bucket[in->unit] = 0;
       }
     }
@@ -154,7 +160,7 @@ static uint64_t replay(const px_plan *p, int64_t stage, uint64_t size, bool *ok)
       for (int32_t j = 0; j < o->alloc_count && *ok && n < 65536; j++) {
         px_ref r = b->allocs[o->alloc_start + j];
         live_t t = {r.slot, in->mb, in->layer + r.layer_off, 0, p->slots[r.slot].bytes};
-        *ok = px_arena_take(&a, t.bytes, &t.off, &tag);
+        *ok = px_arena_take(&a, t.bytes, &t.off, tag);
         live[n++] = t;
       }
       for (int32_t j = 0; j < o->free_count && *ok; j++) {
@@ -162,12 +168,12 @@ static uint64_t replay(const px_plan *p, int64_t stage, uint64_t size, bool *ok)
         int64_t at = n - 1;
         while (at >= 0 && !(live[at].slot == r.slot && live[at].mb == in->mb && live[at].layer == in->layer + r.layer_off))
           at--;
-        *ok = at >= 0 && px_arena_give(&a, live[at].off, live[at].bytes, 0, &err) == PX_OK;
+        *ok = at >= 0 && px_arena_give(&a, live[at].off, live[at].bytes, none, &err) == PX_OK;
         if (*ok) live[at] = live[--n];
       }
     }
     if (u && z == 3 && in->stream == PX_STREAM_COMPUTE && gathered[in->unit] && *ok) {
-      *ok = px_arena_give(&a, gathered[in->unit] - 1, u->padded * pb, 0, &err) == PX_OK;
+      *ok = px_arena_give(&a, gathered[in->unit] - 1, u->padded * pb, none, &err) == PX_OK;
       gathered[in->unit] = 0;
     }
   }

@@ -1,12 +1,16 @@
 /* CUDA backend: device memory, the op dispatch onto kernels/cuda, and the
- * collectives (NCCL, or MPI staged through the host). Two streams: compute
- * (every op, TP and PP traffic, in the interpreter's order) and dp (the
- * gradient reductions the interpreter puts there, which so overlap the
- * backward). Work switched onto dp waits for everything issued on compute
- * before it; compute waits for dp only at join. Device memory comes from
- * arenas (exec/arena.h): one reserved at set-up with the plan's predicted
- * peak, more only if fragmentation needs it; a range freed on dp carries the
- * release's event, so reuse on compute waits for it. */
+ * collectives (NCCL, or MPI staged through the host). Three streams: compute
+ * (every op and the TP traffic, in the interpreter's order), dp (the gradient
+ * reductions and parameter gathers the interpreter puts there) and pp (the
+ * p2p batches), so communication overlaps compute. Each NCCL communicator is
+ * used from one stream only (DP on dp, the world's p2p on pp, TP and the tied
+ * embedding's on compute), so every rank runs a communicator's operations in
+ * the same order. Work switched onto a side stream waits for everything
+ * issued on compute before it; compute waits for a side stream only at a mark
+ * the interpreter names (the program's dependencies) or at join. Device
+ * memory comes from arenas (exec/arena.h): one reserved at set-up with the
+ * plan's predicted peak, more only if fragmentation needs it; a range freed on
+ * a side stream carries a mark there, so reuse elsewhere waits for it. */
 #include "exec/cuda/backend.h"
 
 #include <cublasLt.h>
@@ -34,11 +38,12 @@
 
 #define ARENAS 16                       /* the reserved one and up to 15 grown for fragmentation */
 #define ARENA_GROW_MIN ((uint64_t)64 << 20)
-#define RELEASE_EVENTS 64               /* a ring: re-recording one later only makes a wait longer */
+#define MARK_EVENTS 256                 /* per stream, a ring: re-recording one later only makes a wait longer */
 #define SCRATCH_CHUNKS 16
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt: what Hopper kernels want */
 
-enum { COMPUTE, DP, NSTREAMS };
+enum { COMPUTE, DP, PP, NSTREAMS };
+_Static_assert(PX_ARENA_TAGS == NSTREAMS - 1, "an arena tag per side stream");
 
 /* A cudaMalloc'd range and its offset allocator. */
 typedef struct {
@@ -68,8 +73,8 @@ typedef struct {
   arena arenas[ARENAS];
   int narenas;
   uint64_t reserved;                 /* bytes the plan predicted (0: nothing reserved) */
-  cudaEvent_t released[RELEASE_EVENTS]; /* recorded on dp at releases there; tag n uses n % RELEASE_EVENTS */
-  uint64_t nreleased;
+  cudaEvent_t marks[NSTREAMS][MARK_EVENTS]; /* mark m: stream m % NSTREAMS, event (m / NSTREAMS) % MARK_EVENTS */
+  uint64_t nmarks[NSTREAMS];
   chunk scratch[NSTREAMS][SCRATCH_CHUNKS];
   double *dsum;                      /* (1) device: sums of squares */
   float *ones;                       /* (nones) device: 1.0f, the loss backward's row sums */
@@ -156,6 +161,35 @@ static px_status wait_streams(cuda *c, bool all, px_err *err) {
   }
 }
 
+/* ---- marks: events naming the work issued so far on a stream ---- */
+
+/* A mark on the current stream; 0 when no event can be had (the stream is
+ * then waited for here, so there is nothing left to wait for). */
+static uint64_t record_mark(cuda *c) {
+  int s = c->cur;
+  uint64_t n = ++c->nmarks[s];
+  cudaEvent_t *ev = &c->marks[s][n % MARK_EVENTS];
+  if ((!*ev && cudaEventCreateWithFlags(ev, cudaEventDisableTiming) != cudaSuccess) ||
+      cudaEventRecord(*ev, c->streams[s]) != cudaSuccess) {
+    cudaStreamSynchronize(c->streams[s]);
+    return 0;
+  }
+  return n * NSTREAMS + (uint64_t)s;
+}
+
+static void wait_for(cuda *c, uint64_t mark) {
+  int s = (int)(mark % NSTREAMS);
+  if (s != c->cur) cudaStreamWaitEvent(stream_of(c), c->marks[s][(mark / NSTREAMS) % MARK_EVENTS], 0);
+}
+
+static uint64_t cu_mark(px_backend *b) { return record_mark(b->impl); }
+
+static px_status cu_wait_mark(px_backend *b, uint64_t mark, px_err *err) {
+  (void)err;
+  if (mark) wait_for(b->impl, mark);
+  return PX_OK;
+}
+
 /* ---- memory ---- */
 
 #ifdef PX_EMU_POISON
@@ -233,9 +267,9 @@ static px_status cu_reserve(px_backend *b, uint64_t bytes, px_err *err) {
 static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
   cuda *c = b->impl;
   *out = NULL;
-  uint64_t off = 0, tag = 0;
+  uint64_t off = 0, tag[PX_ARENA_TAGS] = {0};
   int i = 0;
-  while (i < c->narenas && !px_arena_take(&c->arenas[i].a, bytes, &off, &tag)) i++;
+  while (i < c->narenas && !px_arena_take(&c->arenas[i].a, bytes, &off, tag)) i++;
   if (i == c->narenas) { /* none holds it: grow */
     uint64_t grow = c->reserved / 8 > ARENA_GROW_MIN ? c->reserved / 8 : ARENA_GROW_MIN;
     px_status st = arena_add(c, bytes > grow ? bytes : grow, err);
@@ -243,21 +277,23 @@ static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err
     if (c->reserved && c->comm->world_rank == 0)
       fprintf(stderr, "parallax: cuda backend: %.1f MiB beyond the plan's %.1f MiB (fragmentation)\n",
               (double)px_arena_round(bytes > grow ? bytes : grow) / 1048576.0, (double)c->reserved / 1048576.0);
-    if (!px_arena_take(&c->arenas[i].a, bytes, &off, &tag))
+    if (!px_arena_take(&c->arenas[i].a, bytes, &off, tag))
       return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend: a fresh arena refused %llu bytes",
                         (unsigned long long)bytes);
   }
   void *p = c->arenas[i].base + off;
-  /* last used on dp: compute waits for that use (dp itself is in order) */
-  if (tag && c->cur != DP) cudaStreamWaitEvent(stream_of(c), c->released[tag % RELEASE_EVENTS], 0);
+  /* last used on a side stream: wait for that use (tag k: stream k + 1) */
+  for (int k = 0; k < PX_ARENA_TAGS; k++)
+    if (tag[k]) wait_for(c, tag[k] * NSTREAMS + (uint64_t)(k + 1));
   mark(c, p, bytes, bytes);
   px_status st = cu_check(cudaMemsetAsync(p, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
   if (!st) *out = p;
   return st;
 }
 
-/* A release on dp is tagged with an event recorded there; one on compute
- * needs none (dp waits for compute's progress whenever work moves there). */
+/* A release on a side stream is tagged with a mark there; one on compute
+ * needs none (a side stream waits for compute's progress whenever work moves
+ * there). */
 static void cu_release(px_backend *b, void *p, uint64_t bytes) {
   if (!p) return;
   cuda *c = b->impl;
@@ -265,17 +301,8 @@ static void cu_release(px_backend *b, void *p, uint64_t bytes) {
   while (i < c->narenas && !((char *)p >= c->arenas[i].base && (char *)p < c->arenas[i].base + c->arenas[i].a.size)) i++;
   if (i == c->narenas) return;
   mark(c, p, 0, bytes);
-  uint64_t tag = 0;
-  if (c->cur == DP) {
-    tag = ++c->nreleased;
-    cudaEvent_t *ev = &c->released[tag % RELEASE_EVENTS];
-    if (!*ev && cudaEventCreateWithFlags(ev, cudaEventDisableTiming) != cudaSuccess) {
-      cudaStreamSynchronize(c->streams[DP]); /* no event to be had: the range is safe to reuse now */
-      tag = 0;
-    } else {
-      cudaEventRecord(*ev, c->streams[DP]);
-    }
-  }
+  uint64_t tag[PX_ARENA_TAGS] = {0}, m = c->cur == COMPUTE ? 0 : record_mark(c);
+  if (m) tag[m % NSTREAMS - 1] = m / NSTREAMS;
   px_err err = {0};
   if (px_arena_give(&c->arenas[i].a, (uint64_t)((char *)p - c->arenas[i].base), bytes, tag, &err))
     fprintf(stderr, "parallax: cuda backend: %s\n", err.msg);
@@ -312,21 +339,24 @@ static px_status cu_sync(px_backend *b, px_err *err) { return wait_streams(b->im
 /* Onto dp: after everything issued on compute so far. Back onto compute: no wait. */
 static void cu_set_stream(px_backend *b, px_stream s) {
   cuda *c = b->impl;
-  int want = s == PX_STREAM_DP ? DP : COMPUTE;
+  int want = s == PX_STREAM_DP ? DP : s == PX_STREAM_PP_SEND || s == PX_STREAM_PP_RECV ? PP : COMPUTE;
   if (want == c->cur) return;
-  if (want == DP) {
+  if (want != COMPUTE) { /* the side stream starts after compute's work so far */
     cudaEventRecord(c->switched, c->streams[COMPUTE]);
-    cudaStreamWaitEvent(c->streams[DP], c->switched, 0);
+    cudaStreamWaitEvent(c->streams[want], c->switched, 0);
   }
   c->cur = want;
 }
 
-/* Compute waits for everything issued on dp. */
+/* Compute waits for everything issued on the side streams. */
 static px_status cu_join(px_backend *b, px_err *err) {
   cuda *c = b->impl;
   c->cur = COMPUTE;
-  px_status st = cu_check(cudaEventRecord(c->switched, c->streams[DP]), "cudaEventRecord", err);
-  if (!st) st = cu_check(cudaStreamWaitEvent(c->streams[COMPUTE], c->switched, 0), "cudaStreamWaitEvent", err);
+  px_status st = PX_OK;
+  for (int s = DP; s < NSTREAMS && !st; s++) {
+    st = cu_check(cudaEventRecord(c->switched, c->streams[s]), "cudaEventRecord", err);
+    if (!st) st = cu_check(cudaStreamWaitEvent(c->streams[COMPUTE], c->switched, 0), "cudaStreamWaitEvent", err);
+  }
   return st;
 }
 
@@ -936,8 +966,9 @@ static void cu_destroy(px_backend *b) {
   cuda *c = b->impl;
   if (c) {
     arenas_free(c);
-    for (int i = 0; i < RELEASE_EVENTS; i++)
-      if (c->released[i]) cudaEventDestroy(c->released[i]);
+    for (int s = 0; s < NSTREAMS; s++)
+      for (int i = 0; i < MARK_EVENTS; i++)
+        if (c->marks[s][i]) cudaEventDestroy(c->marks[s][i]);
     for (int s = 0; s < NSTREAMS; s++)
       for (int i = 0; i < SCRATCH_CHUNKS; i++) cudaFree(c->scratch[s][i].p);
     cudaFree(c->workspace);
@@ -1054,6 +1085,8 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->p2p = cu_p2p;
   b->sync = cu_sync;
   b->set_stream = cu_set_stream;
+  b->mark = cu_mark;
+  b->wait_mark = cu_wait_mark;
   b->join = cu_join;
   b->destroy = cu_destroy;
   *out = b;

@@ -4,8 +4,12 @@
  * (one MPI tag: MPI does not overtake); sends and receives between
  * ncclGroupStart and ncclGroupEnd are posted together; bf16 sums run in fp32
  * and round once, as NCCL's do. Collectives run in their stream's order (a
- * lagging stream runs them late, see emu.h); sends and receives at
- * ncclGroupEnd. */
+ * lagging stream runs them late, see emu.h). Sends and receives are
+ * exchanged at ncclGroupEnd, after the stream's earlier work has run (MPI in
+ * stream order would block the one host thread that also runs the rank's
+ * other streams, which a GPU never does); what is received lands in the
+ * receive buffers in stream order, so a reader that does not wait for the
+ * stream reads stale data, as on a GPU. */
 #define OMPI_SKIP_MPICXX 1 /* the C API only: no C++ bindings to link */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,6 +32,7 @@ struct pending {
   size_t bytes;
   int peer;
   MPI_Comm comm;
+  cudaStream_t stream;
 };
 
 static int group_depth;
@@ -153,32 +158,41 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclD
 }
 
 static ncclResult_t flush(void) {
+  for (pending &p : queued) cudaStreamSynchronize(p.stream); /* the sends' data and the buffers are ready */
   std::vector<MPI_Request> req(queued.size());
+  std::vector<std::vector<char>> got(queued.size());
   for (size_t i = 0; i < queued.size(); i++) {
     pending &p = queued[i];
-    if (p.send)
+    if (p.send) {
       MPI_Isend(p.buf, (int)p.bytes, MPI_BYTE, p.peer, 0, p.comm, &req[i]);
-    else
-      MPI_Irecv(p.buf, (int)p.bytes, MPI_BYTE, p.peer, 0, p.comm, &req[i]);
+    } else {
+      got[i].resize(p.bytes);
+      MPI_Irecv(got[i].data(), (int)p.bytes, MPI_BYTE, p.peer, 0, p.comm, &req[i]);
+    }
   }
   MPI_Waitall((int)req.size(), req.data(), MPI_STATUSES_IGNORE);
+  for (size_t i = 0; i < queued.size(); i++)
+    if (!queued[i].send) {
+      std::vector<char> data = std::move(got[i]);
+      void *dst = queued[i].buf;
+      px_emu_enqueue(queued[i].stream, [dst, data] { memcpy(dst, data.data(), data.size()); });
+    }
   queued.clear();
   return ncclSuccess;
 }
 
-static ncclResult_t p2p(bool send, void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm) {
-  queued.push_back(pending{send, buf, count * type_bytes(t), peer, comm->comm});
+static ncclResult_t p2p(bool send, void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
+                        cudaStream_t stream) {
+  queued.push_back(pending{send, buf, count * type_bytes(t), peer, comm->comm, stream});
   return group_depth ? ncclSuccess : flush();
 }
 
 ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return p2p(true, (void *)buf, count, t, peer, comm);
+  return p2p(true, (void *)buf, count, t, peer, comm, stream);
 }
 
 ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return p2p(false, buf, count, t, peer, comm);
+  return p2p(false, buf, count, t, peer, comm, stream);
 }
 
 ncclResult_t ncclGroupStart(void) {
