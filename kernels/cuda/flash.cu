@@ -110,21 +110,21 @@ static __global__ void __launch_bounds__(THREADS)
   if (l8 == 0) lse[h * s + t] = m + logf(l);
 }
 
-/* The backward's per-row values of a query tile of head h: lse and
- * delta = dO . O (= rowsum(P * dP)), into rows[0..TILE) and rows[TILE..2 TILE).
- * dOs must hold the tile's dO; all threads call. */
-template <typename T>
-static __device__ void load_rows(float *rows, const float *dOs, const T *ctx, const float *lse, int64_t t0, int64_t s,
+/* The backward's per-row values of a query tile (ROWS rows from t0) of head
+ * h: lse and delta = dO . O (= rowsum(P * dP)) into rows[0..ROWS) and
+ * rows[ROWS..2 ROWS); LANES consecutive threads share a row. All threads call. */
+template <int ROWS, int LANES, typename T>
+static __device__ void load_rows(float *rows, const T *dctx, const T *ctx, const float *lse, int64_t t0, int64_t s,
                                  int64_t ldq, int64_t h, int d) {
-  const int r = threadIdx.x >> 3, l8 = threadIdx.x & 7;
+  const int r = threadIdx.x / LANES, lane = threadIdx.x % LANES;
   const int64_t t = t0 + r;
   float part = 0.0f;
   if (t < s)
-    for (int c = l8; c < d; c += 8) part += dOs[r * (d + 1) + c] * px_kc_ld(ctx + t * ldq + h * d + c);
-  part = row_sum(part);
-  if (l8 == 0) {
+    for (int c = lane; c < d; c += LANES) part += px_kc_ld(dctx + t * ldq + h * d + c) * px_kc_ld(ctx + t * ldq + h * d + c);
+  for (int o = 1; o < LANES; o <<= 1) part += __shfl_xor_sync(PX_KC_FULL_MASK, part, o);
+  if (lane == 0) {
     rows[r] = t < s ? lse[h * s + t] : 0.0f;
-    rows[TILE + r] = part;
+    rows[ROWS + r] = part;
   }
 }
 
@@ -185,8 +185,7 @@ static __global__ void __launch_bounds__(THREADS)
       __syncthreads(); /* the last tiles are read */
       load_tile(Qs, q, t0, s, ldq, h, d);
       load_tile(dOs, dctx, t0, s, ldq, h, d);
-      __syncthreads();
-      load_rows(rows, dOs, ctx, lse, t0, s, ldq, h, d);
+      load_rows<TILE, 8>(rows, dctx, ctx, lse, t0, s, ldq, h, d);
       __syncthreads();
       probs_and_ds(Ps, dSs, Qs, dOs, Ks, Vs, rows, t0, s0, s, h, d, p, seed, off);
       __syncthreads();
@@ -219,8 +218,7 @@ static __global__ void __launch_bounds__(THREADS)
   const int64_t kend = t0 + TILE < s ? t0 + TILE : s;
   load_tile(Qs, q, t0, s, ldq, h, d);
   load_tile(dOs, dctx, t0, s, ldq, h, d);
-  __syncthreads();
-  load_rows(rows, dOs, ctx, lse, t0, s, ldq, h, d);
+  load_rows<TILE, 8>(rows, dctx, ctx, lse, t0, s, ldq, h, d);
   float aq[NI];
 #pragma unroll
   for (int i = 0; i < NI; i++) aq[i] = 0.0f;
@@ -301,26 +299,6 @@ static __device__ void tc_ab_acc(acc_t *acc, const T *a, const T *b, int ldb) {
       wmma::load_matrix_sync(fb, b + k * 16 * ldb + n * 16, ldb);
       wmma::mma_sync(acc[n], fa, fb, acc[n]);
     }
-}
-
-/* lse and delta = dO . O of the tile's rows t0.. of head h into rows[0..TC)
- * and rows[TC..2 TC), two threads per row. */
-template <typename T>
-static __device__ void tc_rows(float *rows, const T *dctx, const T *ctx, const float *lse, int64_t t0, int64_t s,
-                               int64_t ldq, int64_t h, int d) {
-  const int r = threadIdx.x >> 1, half = threadIdx.x & 1;
-  const int64_t t = t0 + r;
-  float part = 0.0f;
-  if (t < s)
-    for (int i = half * (d / 2); i < (half + 1) * (d / 2); i++) {
-      int64_t x = t * ldq + h * d + i;
-      part += px_kc_ld(dctx + x) * px_kc_ld(ctx + x);
-    }
-  part += __shfl_xor_sync(PX_KC_FULL_MASK, part, 1);
-  if (half == 0) {
-    rows[r] = t < s ? lse[h * s + t] : 0.0f;
-    rows[TC + r] = part;
-  }
 }
 
 /* Adds scale * acc[n] (16 rows of a warp) into rows row0.. of head `head` of a
@@ -469,7 +447,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
       __syncthreads(); /* the last tiles are read */
       tc_load(Qs, q, t0, s, ldq, h, D);
       tc_load(dOs, dctx, t0, s, ldq, h, D);
-      tc_rows(rows, dctx, ctx, lse, t0, s, ldq, h, D);
+      load_rows<TC, 2>(rows, dctx, ctx, lse, t0, s, ldq, h, D);
       __syncthreads();
       tc_abt<T, NF>(Stw, Ks + warp * 16 * LD, Qs, LD);   /* S^T: the warp's keys x the tile's queries */
       tc_abt<T, NF>(dPtw, Vs + warp * 16 * LD, dOs, LD); /* dP^T */
@@ -501,7 +479,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
   T *dSw = dS + warp * 16 * TC_LP;
   tc_load(Qs, q, t0, s, ldq, h, D);
   tc_load(dOs, dctx, t0, s, ldq, h, D);
-  tc_rows(rows, dctx, ctx, lse, t0, s, ldq, h, D);
+  load_rows<TC, 2>(rows, dctx, ctx, lse, t0, s, ldq, h, D);
   acc_t aq[NF];
   for (int n = 0; n < NF; n++) wmma::fill_fragment(aq[n], 0.0f);
   for (int64_t s0 = 0; s0 < kend; s0 += TC) {

@@ -2,6 +2,8 @@
  * bias epilogue, and the linear layer. */
 #include "kernels/cuda/gemm.h"
 
+#include <string.h>
+
 #define LT_TRY(expr)                                                                           \
   do {                                                                                         \
     cublasStatus_t lts_ = (expr);                                                              \
@@ -47,9 +49,126 @@ static px_status empty_product(void *c, const void *bias, int64_t m, int64_t n, 
   return PX_KC_LAUNCHED("empty_product_kernel");
 }
 
-/* Descriptors are made per call (cheap next to any GEMM worth a GPU); the
- * heuristic's first choice is taken, told the operands' real alignment so
- * that unaligned slices still get a kernel that can run on them. */
+/* ---- matmul plans: descriptors and the heuristic's choice, kept per shape ---- */
+
+/* Everything the descriptors and the algorithm depend on (not the pointers:
+ * their alignments, and whether there is a bias). */
+typedef struct {
+  cublasLtHandle_t handle;
+  int64_t m, n, k;
+  bool trans_a, trans_b, bias;
+  px_dtype ab, c;
+  uint32_t al_a, al_b, al_c, al_bias;
+  size_t workspace_bytes;
+} plan_key;
+
+typedef struct {
+  plan_key key;
+  bool used;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t first, second, cl;
+  cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+#define GEMM_PLANS 128 /* a model's distinct GEMM shapes: a few dozen */
+static gemm_plan plans[GEMM_PLANS];
+static int next_victim;
+static uint64_t plan_hits, plan_misses;
+
+static bool same_key(const plan_key *x, const plan_key *y) {
+  return x->handle == y->handle && x->m == y->m && x->n == y->n && x->k == y->k && x->trans_a == y->trans_a &&
+         x->trans_b == y->trans_b && x->bias == y->bias && x->ab == y->ab && x->c == y->c && x->al_a == y->al_a &&
+         x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
+         x->workspace_bytes == y->workspace_bytes;
+}
+
+static px_status plan_release(gemm_plan *g) {
+  px_status st = PX_OK;
+  if (g->cl) keep_first(&st, cublasLtMatrixLayoutDestroy(g->cl), __LINE__, "cublasLtMatrixLayoutDestroy");
+  if (g->second) keep_first(&st, cublasLtMatrixLayoutDestroy(g->second), __LINE__, "cublasLtMatrixLayoutDestroy");
+  if (g->first) keep_first(&st, cublasLtMatrixLayoutDestroy(g->first), __LINE__, "cublasLtMatrixLayoutDestroy");
+  if (g->desc) keep_first(&st, cublasLtMatmulDescDestroy(g->desc), __LINE__, "cublasLtMatmulDescDestroy");
+  memset(g, 0, sizeof *g);
+  return st;
+}
+
+/* Builds the descriptors and asks the heuristic (its first choice, told the
+ * operands' real alignment so unaligned slices get a kernel that runs on them);
+ * bias: this call's, set before the heuristic as cuBLASLt wants. */
+static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias) {
+  px_status st = PX_OK;
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  cudaDataType_t ab_type = key->ab == PX_DTYPE_BF16 ? CUDA_R_16BF : key->ab == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  cudaDataType_t c_type = key->c == PX_DTYPE_BF16 ? CUDA_R_16BF : key->c == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  cublasComputeType_t compute = key->ab == PX_DTYPE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasOperation_t op_first = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS's A is our B */
+  cublasOperation_t op_second = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int64_t m = key->m, n = key->n, k = key->k;
+  memset(g, 0, sizeof *g);
+  g->key = *key;
+  LT_TRY(cublasLtMatmulDescCreate(&g->desc, compute, CUDA_R_32F));
+  LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  if (key->bias) {
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS; /* adds bias[row] of column-major D = bias[j] of our C */
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  }
+  /* column-major views: our B (k, n) row-major is (n, k) column-major with ld n, and so on */
+  LT_TRY(cublasLtMatrixLayoutCreate(&g->first, ab_type, (uint64_t)(key->trans_b ? k : n),
+                                    (uint64_t)(key->trans_b ? n : k), key->trans_b ? k : n));
+  LT_TRY(cublasLtMatrixLayoutCreate(&g->second, ab_type, (uint64_t)(key->trans_a ? m : k),
+                                    (uint64_t)(key->trans_a ? k : m), key->trans_a ? m : k));
+  LT_TRY(cublasLtMatrixLayoutCreate(&g->cl, c_type, (uint64_t)n, (uint64_t)m, n));
+  LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &key->workspace_bytes,
+                                              sizeof key->workspace_bytes));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->al_b,
+                                              sizeof key->al_b));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->al_a,
+                                              sizeof key->al_a));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->al_c,
+                                              sizeof key->al_c));
+  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
+                                              sizeof key->al_c));
+  LT_TRY(cublasLtMatmulAlgoGetHeuristic(key->handle, g->desc, g->first, g->second, g->cl, g->cl, pref, 1, &heur, &found));
+  if (found < 1) {
+    st = px_kc_fail(__FILE__, __LINE__, "gemm: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld types %d/%d",
+                    (long long)m, (long long)n, (long long)k, (int)key->ab, (int)key->c);
+    goto done;
+  }
+  g->algo = heur.algo;
+  g->used = true;
+done:
+  if (pref) keep_first(&st, cublasLtMatmulPreferenceDestroy(pref), __LINE__, "cublasLtMatmulPreferenceDestroy");
+  if (st) plan_release(g);
+  return st;
+}
+
+/* The plan for key: a kept one, or a new one in place of the oldest. */
+static px_status plan_for(const plan_key *key, const void *bias, gemm_plan **out) {
+  for (int i = 0; i < GEMM_PLANS; i++)
+    if (plans[i].used && same_key(&plans[i].key, key)) {
+      plan_hits++;
+      *out = &plans[i];
+      return PX_OK;
+    }
+  plan_misses++;
+  gemm_plan *g = &plans[next_victim];
+  next_victim = (next_victim + 1) % GEMM_PLANS;
+  px_status st = g->used ? plan_release(g) : PX_OK;
+  if (!st) st = plan_make(g, key, bias);
+  *out = g;
+  return st;
+}
+
+extern "C" void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses) {
+  *hits = plan_hits;
+  *misses = plan_misses;
+}
+
 extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void *a, const void *b, const void *bias,
                                    int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
                                    float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
@@ -63,58 +182,15 @@ extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void 
   }
   if (m <= 0 || n <= 0) return PX_OK;
   if (k <= 0) return empty_product(c, bias, m, n, beta, c_dtype, stream);
-
-  px_status st = PX_OK;
-  cudaDataType_t ab_type = ab_dtype == PX_DTYPE_BF16 ? CUDA_R_16BF : ab_dtype == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
-  cudaDataType_t c_type = c_dtype == PX_DTYPE_BF16 ? CUDA_R_16BF : c_dtype == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
-  cublasComputeType_t compute = ab_dtype == PX_DTYPE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS's A is our B */
-  cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtMatmulDesc_t desc = NULL;
-  cublasLtMatrixLayout_t first = NULL, second = NULL, cl = NULL;
-  cublasLtMatmulPreference_t pref = NULL;
-  cublasLtMatmulHeuristicResult_t heur;
-  int found = 0;
-  uint32_t al_a = alignment(b), al_b = alignment(a), al_c = alignment(c);
-
-  LT_TRY(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
-  LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
-  LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-  if (bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS; /* adds bias[row] of column-major D = bias[j] of our C */
-    LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    LT_TRY(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  }
-  /* column-major views: our B (k, n) row-major is (n, k) column-major with ld n, and so on */
-  LT_TRY(cublasLtMatrixLayoutCreate(&first, ab_type, (uint64_t)(trans_b ? k : n), (uint64_t)(trans_b ? n : k),
-                                    trans_b ? k : n));
-  LT_TRY(cublasLtMatrixLayoutCreate(&second, ab_type, (uint64_t)(trans_a ? m : k), (uint64_t)(trans_a ? k : m),
-                                    trans_a ? m : k));
-  LT_TRY(cublasLtMatrixLayoutCreate(&cl, c_type, (uint64_t)n, (uint64_t)m, n));
-
-  LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
-  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
-                                              sizeof workspace_bytes));
-  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c));
-  LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c));
-
-  LT_TRY(cublasLtMatmulAlgoGetHeuristic(handle, desc, first, second, cl, cl, pref, 1, &heur, &found));
-  if (found < 1) {
-    st = px_kc_fail(__FILE__, __LINE__, "gemm: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld types %d/%d",
-                    (long long)m, (long long)n, (long long)k, (int)ab_dtype, (int)c_dtype);
-    goto done;
-  }
-  LT_TRY(cublasLtMatmul(handle, desc, &alpha, b, first, a, second, &beta, c, cl, c, cl, &heur.algo, workspace,
-                        workspace_bytes, stream));
-
+  plan_key key = {handle, m, n, k, trans_a, trans_b, bias != NULL, ab_dtype, c_dtype, alignment(a), alignment(b),
+                  alignment(c), bias ? alignment(bias) : 0, workspace_bytes};
+  gemm_plan *g = NULL;
+  px_status st = plan_for(&key, bias, &g);
+  if (st) return st;
+  if (bias) LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  LT_TRY(cublasLtMatmul(handle, g->desc, &alpha, b, g->first, a, g->second, &beta, c, g->cl, c, g->cl, &g->algo,
+                        workspace, workspace_bytes, stream));
 done:
-  if (pref) keep_first(&st, cublasLtMatmulPreferenceDestroy(pref), __LINE__, "cublasLtMatmulPreferenceDestroy");
-  if (cl) keep_first(&st, cublasLtMatrixLayoutDestroy(cl), __LINE__, "cublasLtMatrixLayoutDestroy");
-  if (second) keep_first(&st, cublasLtMatrixLayoutDestroy(second), __LINE__, "cublasLtMatrixLayoutDestroy");
-  if (first) keep_first(&st, cublasLtMatrixLayoutDestroy(first), __LINE__, "cublasLtMatrixLayoutDestroy");
-  if (desc) keep_first(&st, cublasLtMatmulDescDestroy(desc), __LINE__, "cublasLtMatmulDescDestroy");
   return st;
 }
 

@@ -49,6 +49,13 @@ px_status px_kc_gemm_ex(cublasLtHandle_t handle,
                         px_dtype ab_dtype, px_dtype c_dtype, void *workspace, size_t workspace_bytes,
                         cudaStream_t stream);
 
+/* px_kc_gemm_ex keeps its cuBLASLt descriptors and the heuristic's algorithm
+ * per shape (sizes, transposes, types, bias or not, operand alignments,
+ * workspace), for the last 128 shapes: a step repeats a few dozen, and the
+ * heuristic costs far more host time than the launch. Counts of the calls
+ * that found a kept plan and of those that made one (this process, any handle). */
+void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses);
+
 /* Linear layer forward: out = inp weight^T + bias (bias may be NULL), every
  * tensor of type dtype. Writes out. */
 px_status px_kc_linear_fwd(cublasLtHandle_t handle,

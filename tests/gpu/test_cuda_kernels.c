@@ -270,6 +270,27 @@ static void test_gemm(void) {
   /* no workspace at all */
   LAUNCH(px_kc_gemm(lt, dc + 1, da + 1, db + 1, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, NULL, 0, stream));
   CU_ASSERT(red_close("gemm without workspace", host_f(dc, m * n + 1) + 1, c + 1, m * n));
+  /* kept plans: the same shape again finds its plan and gives the same bits;
+   * another alignment or a bias makes a new one; past 128 shapes the oldest
+   * are replaced and products stay right */
+  uint64_t h0, m0, h1, m1;
+  float *dd = dev_f(c, m * n + 1);
+  px_kc_gemm_plan_stats(&h0, &m0);
+  LAUNCH(px_kc_gemm(lt, dd + 1, da + 1, db + 1, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, NULL, 0, stream));
+  px_kc_gemm_plan_stats(&h1, &m1);
+  PX_ASSERT_EQ_U64(h1 - h0, 1);
+  PX_ASSERT_EQ_U64(m1 - m0, 0);
+  CU_ASSERT(same_bits("gemm from a kept plan", host_f(dd, m * n + 1) + 1, host_f(dc, m * n + 1) + 1,
+                      (size_t)(m * n) * sizeof(float)));
+  LAUNCH(px_kc_gemm(lt, dd, da, db, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, NULL, 0, stream)); /* aligned */
+  LAUNCH(px_kc_gemm_ex(lt, dd, da, db, db, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, PX_DTYPE_FP32, NULL, 0,
+                       stream)); /* with a bias */
+  px_kc_gemm_plan_stats(&h0, &m0);
+  PX_ASSERT_EQ_U64(m0 - m1, 2);
+  for (int64_t kk = 1; kk <= 130; kk++)
+    LAUNCH(px_kc_gemm(lt, dd, da, db, 3, 5, kk, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, NULL, 0, stream));
+  LAUNCH(px_kc_gemm(lt, dd + 1, da + 1, db + 1, m, n, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, NULL, 0, stream));
+  CU_ASSERT(red_close("gemm after its plan was replaced", host_f(dd, m * n + 1) + 1, c + 1, m * n));
   /* k = 0: C = beta C */
   float *c0 = px_tconst(m * n, 2.0f), *dc0 = dev_f(c0, m * n);
   LAUNCH(px_kc_gemm(lt, dc0, da, db, m, n, 0, false, false, 1.0f, 0.5f, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES,
