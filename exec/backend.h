@@ -106,9 +106,11 @@ struct px_backend {
    * plan predicts at this rank's peak, for a backend that reserves them up
    * front (and so fails at set-up, not mid-step, when they do not fit) */
   px_status (*reserve)(px_backend *b, uint64_t bytes, px_err *err);
-  /* memory on the device; alloc returns zeroed memory; release takes the
-   * size it was allocated with */
-  px_status (*alloc)(px_backend *b, uint64_t bytes, void **out, px_err *err);
+  /* memory on the device, zeroed when `zero`, else of unspecified contents
+   * (the CPU backend and the GPU emulator fill it with NaN bytes, so an op
+   * that reads what it did not write shows); release takes the size it was
+   * allocated with */
+  px_status (*alloc)(px_backend *b, uint64_t bytes, bool zero, void **out, px_err *err);
   void (*release)(px_backend *b, void *p, uint64_t bytes);
   px_status (*zero)(px_backend *b, void *p, uint64_t bytes, px_err *err);
   px_status (*copy)(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err);

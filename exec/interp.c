@@ -48,6 +48,7 @@ struct px_exec {
   double loss_sum;
   bool *done;                 /* program instances already run this step (prefetched gathers) */
   uint64_t *marks;            /* (ninsts) backend marks of the instances run on a side stream this step, 0 none */
+  bool *zero_slot;            /* (nslots) some op accumulates into the slot: its tensors start zeroed */
   /* profile */
   int64_t *first_op;
   double *op_time;
@@ -76,8 +77,9 @@ static px_status op_done(px_exec *x, px_status st, px_err *err) {
 
 /* ---- tracked memory ---- */
 
-static px_status mem_alloc(px_exec *x, uint64_t bytes, void **out, px_err *err) {
-  px_status st = x->be->alloc(x->be, bytes, out, err);
+/* zero: the first writer accumulates, or the contents must start at 0 */
+static px_status mem_alloc(px_exec *x, uint64_t bytes, bool zero, void **out, px_err *err) {
+  px_status st = x->be->alloc(x->be, bytes, zero, out, err);
   if (st) return st;
   x->cur_bytes += bytes;
   if (x->cur_bytes > x->peak_bytes) x->peak_bytes = x->cur_bytes;
@@ -119,7 +121,7 @@ static px_status tensor_new(px_exec *x, int16_t slot, int32_t mb, int32_t layer,
   }
   tensor *t = &x->t[x->nt];
   *t = (tensor){slot, mb, layer, NULL, x->plan->slots[slot].bytes};
-  px_status st = mem_alloc(x, t->bytes, &t->ptr, err);
+  px_status st = mem_alloc(x, t->bytes, x->zero_slot[slot], &t->ptr, err);
   if (st) return st;
   x->nt++;
   return PX_OK;
@@ -177,7 +179,7 @@ static void *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->bucket[r->unit]) {
     void *p;
-    if (mem_alloc(x, u->padded * x->gb, &p, err)) return NULL;
+    if (mem_alloc(x, u->padded * x->gb, true, &p, err)) return NULL;
     x->bucket[r->unit] = p;
   }
   return x->bucket[r->unit] + (r->offset - u->offset) * x->gb;
@@ -262,8 +264,10 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->seq_index = px_calloc((size_t)plan->par.mbs, sizeof *x->seq_index, err);
     x->done = px_calloc((size_t)prog->ninsts + 1, sizeof *x->done, err);
     x->marks = px_calloc((size_t)prog->ninsts + 1, sizeof *x->marks, err);
+    x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
-    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->first_op)
+    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->zero_slot ||
+        !x->first_op)
       st = PX_ERR_RUNTIME;
   }
   if (!st) {
@@ -273,6 +277,12 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
       bool layer_slot = r->group >= 0 && r->group < x->L;
       x->param_of[r->slot * stride + (layer_slot ? r->group + 1 : 0)] = i;
     }
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+      for (int32_t o = 0; o < plan->blocks[k].nops; o++) {
+        const px_op *op = &plan->blocks[k].ops[o];
+        for (int j = 0; j < PX_OP_OUTS && (op->flags & PX_OPF_ACCUMULATE); j++)
+          if (op->out[j].slot >= 0) x->zero_slot[op->out[j].slot] = true;
+      }
     for (int32_t i = 0; i < prog->ninsts; i++) {
       x->first_op[i] = x->nops;
       x->nops += plan->blocks[prog->insts[i].block].nops;
@@ -287,11 +297,11 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->opt_elems = z >= 1 ? shard : flat;
   if (!st && be->reserve) st = be->reserve(be, px_exec_reserve_bytes(plan, x->stage), err);
   void *p;
-  if (!st && !(st = mem_alloc(x, x->params_elems * x->pb, &p, err))) x->params = p;
-  if (!st && !(st = mem_alloc(x, x->grads_elems * x->gb, &p, err))) x->grads = p;
-  if (!st && x->mixed && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->master = p;
-  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->adam_m = p;
-  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), &p, err))) x->adam_v = p;
+  if (!st && !(st = mem_alloc(x, x->params_elems * x->pb, true, &p, err))) x->params = p;
+  if (!st && !(st = mem_alloc(x, x->grads_elems * x->gb, true, &p, err))) x->grads = p;
+  if (!st && x->mixed && !(st = mem_alloc(x, x->opt_elems * sizeof(float), true, &p, err))) x->master = p;
+  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), true, &p, err))) x->adam_m = p;
+  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), true, &p, err))) x->adam_v = p;
   if (!st) st = init_params(x, err);
   if (st) {
     px_exec_free(x);
@@ -322,6 +332,7 @@ void px_exec_free(px_exec *x) {
   free(x->seq_index);
   free(x->done);
   free(x->marks);
+  free(x->zero_slot);
   free(x->first_op);
   free(x->op_time);
   free(x->grad_copy);
@@ -396,7 +407,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
     case PX_OP_ALLGATHER: {
       if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
       void *tmp;
-      if ((st = mem_alloc(x, n_out * el, &tmp, err))) return st;
+      if ((st = mem_alloc(x, n_out * el, false, &tmp, err))) return st;
       if (!(st = be->allgather(be, g, tmp, ins[0], n_in, dt, err)))
         st = seq_permute(x, outs[0], tmp, B, (int64_t)n_in / B / H, H, el, true, err);
       mem_free(x, tmp, n_out * el);
@@ -405,7 +416,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
     case PX_OP_REDUCE_SCATTER: {
       if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
       void *tmp;
-      if ((st = mem_alloc(x, n_in * el, &tmp, err))) return st;
+      if ((st = mem_alloc(x, n_in * el, false, &tmp, err))) return st;
       if (!(st = seq_permute(x, tmp, ins[0], B, (int64_t)n_out / B / H, H, el, false, err)))
         st = be->reduce_scatter(be, g, outs[0], tmp, n_out, dt, err);
       mem_free(x, tmp, n_in * el);
@@ -465,7 +476,7 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
   bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
   if (bwd && from == 0 && x->plan->par.zero >= 2 && in->unit >= 0 && !x->bucket[in->unit]) {
     void *p;
-    if ((st = mem_alloc(x, x->prog->units[in->unit].padded * x->gb, &p, err))) return st;
+    if ((st = mem_alloc(x, x->prog->units[in->unit].padded * x->gb, true, &p, err))) return st;
     x->bucket[in->unit] = p;
   }
   for (int32_t k = from; k < b->nops && !st; k++) st = run_op(x, i, k, err);
@@ -604,7 +615,7 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, px_err *err) {
   char *full = z == 1 ? x->grads + u->offset * gb : x->bucket[in->unit];
   if (!full) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
   void *tmp;
-  px_status st = mem_alloc(x, shard * gb, &tmp, err);
+  px_status st = mem_alloc(x, shard * gb, false, &tmp, err);
   if (st) return st;
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
@@ -631,7 +642,7 @@ static px_status run_param_sync(px_exec *x, const px_inst *in, px_err *err) {
     return x->be->allgather(x->be, PX_GROUP_DP, unit, unit, shard, dt, err);
   }
   void *g;
-  px_status st = mem_alloc(x, u->padded * pb, &g, err);
+  px_status st = mem_alloc(x, u->padded * pb, false, &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
   return x->be->allgather(x->be, PX_GROUP_DP, g, x->params + u->offset / (uint64_t)x->dp * pb, shard, dt, err);

@@ -35,17 +35,19 @@ typedef struct {
   int ncache;
 } cpu;
 
-static px_status cpu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
+/* Memory not asked to be zeroed is filled with 0xff bytes: NaN in every
+ * float type, so a read before the first write poisons the results. */
+static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, void **out, px_err *err) {
   cpu *c = b->impl;
-  for (int i = c->ncache - 1; i >= 0; i--) {
-    if (c->cache[i].bytes != bytes) continue;
-    *out = c->cache[i].p;
-    c->cache[i] = c->cache[--c->ncache];
-    memset(*out, 0, bytes);
-    return PX_OK;
-  }
-  *out = calloc(1, bytes ? bytes : 1);
+  *out = NULL;
+  for (int i = c->ncache - 1; i >= 0 && !*out; i--)
+    if (c->cache[i].bytes == bytes) {
+      *out = c->cache[i].p;
+      c->cache[i] = c->cache[--c->ncache];
+    }
+  if (!*out) *out = malloc(bytes ? bytes : 1);
   if (!*out) return px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
+  memset(*out, zero ? 0 : 0xff, bytes);
   return PX_OK;
 }
 

@@ -215,7 +215,9 @@ static void mark(cuda *c, void *p, uint64_t live, uint64_t bytes) {
   cudaLaunchHostFunc(stream_of(c), poison_cb, r);
 }
 #define POISON_ARENA(p, bytes) ASAN_POISON_MEMORY_REGION(p, bytes)
+#define FILL_UNZEROED 1 /* NaN bytes where the contents are unspecified, as the CPU backend */
 #else
+#define FILL_UNZEROED 0
 #define mark(c, p, live, bytes) ((void)0)
 #define POISON_ARENA(p, bytes) ((void)0)
 #endif
@@ -264,7 +266,7 @@ static px_status cu_reserve(px_backend *b, uint64_t bytes, px_err *err) {
   return st;
 }
 
-static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err) {
+static px_status cu_alloc(px_backend *b, uint64_t bytes, bool zero, void **out, px_err *err) {
   cuda *c = b->impl;
   *out = NULL;
   uint64_t off = 0, tag[PX_ARENA_TAGS] = {0};
@@ -286,7 +288,9 @@ static px_status cu_alloc(px_backend *b, uint64_t bytes, void **out, px_err *err
   for (int k = 0; k < PX_ARENA_TAGS; k++)
     if (tag[k]) wait_for(c, tag[k] * NSTREAMS + (uint64_t)(k + 1));
   mark(c, p, bytes, bytes);
-  px_status st = cu_check(cudaMemsetAsync(p, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
+  px_status st = PX_OK;
+  if (zero || FILL_UNZEROED)
+    st = cu_check(cudaMemsetAsync(p, zero ? 0 : 0xff, bytes, stream_of(c)), "cudaMemsetAsync", err);
   if (!st) *out = p;
   return st;
 }
