@@ -90,9 +90,10 @@ static inline unsigned px_kc_blocks(int64_t n, int64_t per_block) {
 
 #define PX_KC_FULL_MASK 0xffffffffu
 
-/* The launch's dynamic shared memory as `type name[]` (bytes from the launch). */
+/* The launch's dynamic shared memory as `type name[]` (bytes from the
+ * launch), aligned for wmma's 256-bit loads and 16-byte vector copies. */
 #ifndef PX_KC_DYNAMIC_SMEM
-#define PX_KC_DYNAMIC_SMEM(type, name) extern __shared__ type name[]
+#define PX_KC_DYNAMIC_SMEM(type, name) extern __shared__ __align__(128) type name[]
 #endif
 
 static __device__ __forceinline__ float px_kc_ld(const float *p) { return *p; }

@@ -258,6 +258,13 @@ using b_col = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major>;
 
 static bool tc_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128; }
 
+/* The tensor-core kernels copy rows in 16-byte pieces: every tensor must start on a 16-byte boundary. */
+static bool tc_aligned(const void *const *ptrs, int n) {
+  for (int i = 0; i < n; i++)
+    if ((uintptr_t)ptrs[i] % 16) return false;
+  return true;
+}
+
 /* dst (TC, D + 8) = rows r0.. of head `head` of a (S, H, D) 16-bit row block,
  * 0 past S, in 16-byte pieces. */
 template <typename T>
@@ -600,9 +607,11 @@ extern "C" px_status px_kc_flash_fwd(void *ctx, float *lse, const void *q, const
   bool empty;
   px_status st = check("px_kc_flash_fwd", dtype, s, hq, hkv, d, &empty);
   if (st || empty) return st;
-  if (tc_head_dim(d) && dtype == PX_DTYPE_BF16)
+  const void *ptrs[] = {ctx, q, k, v};
+  bool tc = tc_head_dim(d) && tc_aligned(ptrs, 4);
+  if (tc && dtype == PX_DTYPE_BF16)
     return TC_DISPATCH(tc_fwd, __nv_bfloat16, d, ctx, lse, q, k, v, s, hq, hkv, p, seed, off, stream);
-  if (tc_head_dim(d) && dtype == PX_DTYPE_FP16)
+  if (tc && dtype == PX_DTYPE_FP16)
     return TC_DISPATCH(tc_fwd, __half, d, ctx, lse, q, k, v, s, hq, hkv, p, seed, off, stream);
   return DISPATCH(fwd, dtype, d, ctx, lse, q, k, v, s, hq, hkv, (int)d, p, seed, off, stream);
 }
@@ -614,9 +623,11 @@ extern "C" px_status px_kc_flash_bwd(void *dq, void *dk, void *dv, const void *d
   bool empty;
   px_status st = check("px_kc_flash_bwd", dtype, s, hq, hkv, d, &empty);
   if (st || empty) return st;
-  if (tc_head_dim(d) && dtype == PX_DTYPE_BF16)
+  const void *ptrs[] = {dq, dk, dv, dctx, q, k, v, ctx};
+  bool tc = tc_head_dim(d) && tc_aligned(ptrs, 8);
+  if (tc && dtype == PX_DTYPE_BF16)
     return TC_DISPATCH(tc_bwd, __nv_bfloat16, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, p, seed, off, stream);
-  if (tc_head_dim(d) && dtype == PX_DTYPE_FP16)
+  if (tc && dtype == PX_DTYPE_FP16)
     return TC_DISPATCH(tc_bwd, __half, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, p, seed, off, stream);
   return DISPATCH(bwd, dtype, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, (int)d, p, seed, off, stream);
 }

@@ -3,8 +3,11 @@
  * batch row per call, query head h reads kv head h / (Hq / Hkv), scale
  * 1/sqrt(D), element (t, s) of head h kept when px_dropout_keep(seed,
  * off + (h S + t) S + s, p)), in fp32 arithmetic on FP32, BF16 or FP16
- * tensors (lse is always fp32). D <= 256. Deterministic: no atomics, each
- * output element is summed by one thread in a fixed order. */
+ * tensors (lse is always fp32). D <= 256. BF16/FP16 with D in {16, 32, 64,
+ * 128} and every tensor 16-byte aligned run on tensor cores (P and dS rounded
+ * to the 16-bit type for the second products), the rest on CUDA cores.
+ * Deterministic: no atomics, each output element is summed by one thread in
+ * a fixed order. */
 #ifndef PX_KERNELS_CUDA_FLASH_H
 #define PX_KERNELS_CUDA_FLASH_H
 
