@@ -489,8 +489,6 @@ static bool is_p2p(px_block_kind k) {
   return k == PX_BLOCK_SEND_FWD || k == PX_BLOCK_SEND_BWD || k == PX_BLOCK_RECV_FWD || k == PX_BLOCK_RECV_BWD;
 }
 
-/* One p2p batch: every send and receive posted together, then waited for;
- * then the receives' own ops (the TP all-gather of scattered slices). */
 /* ---- streams: the backend's side streams, ordered by the program's dependencies ---- */
 
 /* The stream an instance of block kind k runs on: with the plan's overlaps,
@@ -528,8 +526,9 @@ static px_status wait_deps(px_exec *x, int32_t i, px_err *err) {
  * reads or writes reduced gradients). */
 static px_status join_streams(px_exec *x, px_err *err) { return x->be->join ? x->be->join(x->be, err) : PX_OK; }
 
-/* The p2p batch starting at instance first, on stream s; the receives'
- * remaining ops (on compute) wait for it. */
+/* The p2p batch starting at instance first, on stream s: every send and
+ * receive posted together, then waited for; then the receives' own ops (the
+ * TP all-gather of scattered slices), on compute after waiting for the batch. */
 static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *next, px_err *err) {
   const px_program *prog = x->prog;
   int32_t batch = prog->insts[first].batch, last = first;
@@ -575,11 +574,12 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *
   mark_done(x, first, s);
   for (int32_t i = first + 1; i <= last; i++) x->marks[i] = x->marks[first];
   enter_stream(x, PX_STREAM_COMPUTE);
-  for (int32_t i = first; i <= last && !st; i++)
-    if (x->plan->blocks[prog->insts[i].block].ops[0].kind == PX_OP_RECV && x->plan->blocks[prog->insts[i].block].nops > 1) {
-      if (x->marks[i] && x->be->wait_mark) st = x->be->wait_mark(x->be, x->marks[i], err);
-      if (!st) st = run_block(x, i, 1, err);
-    }
+  for (int32_t i = first; i <= last && !st; i++) {
+    const px_block *b = &x->plan->blocks[prog->insts[i].block];
+    if (b->ops[0].kind != PX_OP_RECV || b->nops < 2) continue;
+    if (x->marks[i] && x->be->wait_mark) st = x->be->wait_mark(x->be, x->marks[i], err);
+    if (!st) st = run_block(x, i, 1, err);
+  }
   return st;
 }
 
