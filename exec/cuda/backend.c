@@ -261,6 +261,14 @@ static px_status arena_add(cuda *c, uint64_t bytes, px_err *err) {
 static px_status cu_reserve(px_backend *b, uint64_t bytes, px_err *err) {
   cuda *c = b->impl;
   if (c->narenas) return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend: reserve after an allocation");
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && bytes > free_b)
+    return px_err_set(err, PX_ERR_RUNTIME,
+                      "cuda backend: the plan needs %.2f GiB on GPU %d (its predicted peak, with headroom) but "
+                      "%.2f GiB of its %.2f GiB are free (a smaller GPU than the cluster preset, or memory held by "
+                      "another process); choose a plan that fits (parallax sweep)",
+                      (double)bytes / 1073741824.0, c->device, (double)free_b / 1073741824.0,
+                      (double)total_b / 1073741824.0);
   px_status st = arena_add(c, bytes, err);
   if (!st) c->reserved = px_arena_round(bytes);
   return st;

@@ -53,6 +53,19 @@ grep -q "staged in host memory" "$tmp/gpt-3d-mpi-cuda.err" || fail "the MPI fall
 same llama-sp-zero3 4 4 -m tiny -B 4 -t 2 -d 2 -z 3 -S "${fp32[@]}"
 same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2 "${fp32[@]}"
 
+# a device smaller than the plan's predicted peak: refused at start-up, with
+# the figures (emulated devices only: their memory size can be set)
+if [ -z "${PX_EMU:-}" ]; then
+  :
+elif PX_EMU_DEVICES=1 PX_EMU_MEMORY_MIB=2 timeout 300 mpirun -np 1 "$px" run --backend cuda -m tiny -B 4 --steps 1 \
+  >"$tmp/small-gpu.out" 2>"$tmp/small-gpu.err"; then
+  fail "a plan larger than the device ran"
+elif ! grep -q "the plan needs .* GiB on GPU 0 .* 0.00 GiB of its 0.00 GiB are free" "$tmp/small-gpu.err"; then
+  fail "a plan larger than the device: $(grep -v WARNING "$tmp/small-gpu.err" | head -3)"
+else
+  echo "ok: a plan larger than the device is refused at start-up"
+fi
+
 # bf16: against the fp32 run of the same plan
 run bf16-ref 1 cpu -m tiny -B 4 --precision fp32 --steps 3
 PX_EMU_DEVICES=1 run bf16-1 1 cuda -m tiny -B 4 --precision bf16 --steps 3

@@ -331,9 +331,10 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   return cudaSuccess;
 }
 
-/* Host memory has no device total: an 80 GiB device, all of it free. */
+/* Host memory has no device total: an 80 GiB device, or PX_EMU_MEMORY_MIB, all of it free. */
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
-  *free_bytes = *total_bytes = (size_t)80 << 30;
+  const char *env = getenv("PX_EMU_MEMORY_MIB");
+  *free_bytes = *total_bytes = env && atof(env) > 0 ? (size_t)(atof(env) * 1048576.0) : (size_t)80 << 30;
   return cudaSuccess;
 }
 

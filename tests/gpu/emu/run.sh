@@ -39,4 +39,4 @@ fi
 cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" >/dev/null
 cmake --build "$out/emu" -j"$(nproc)" >/dev/null
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_cuda_kernels_emu"
-bash "$root/tests/gpu/exec.sh" "$out/emu/parallax_emu" "$out/emu/px_gradcmp" "$root"
+PX_EMU=1 bash "$root/tests/gpu/exec.sh" "$out/emu/parallax_emu" "$out/emu/px_gradcmp" "$root"
