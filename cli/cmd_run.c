@@ -18,6 +18,9 @@ static void print_run(const px_plan *plan, const px_train_result *r) {
          px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s);
   printf("memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
          px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
+  if (r->backend_bytes)
+    printf("memory: %s more held by the %s backend itself (scratch for fp32 copies, library workspaces)\n",
+           px_fmt_bytes((double)r->backend_bytes, a, sizeof a), r->backend);
   if (plan->par.precision == PX_PREC_FP16)
     printf("fp16: loss scale %g, %lld step%s skipped for overflow\n", r->loss_scale, (long long)r->skipped_steps,
            r->skipped_steps == 1 ? "" : "s");
@@ -36,6 +39,7 @@ static cJSON *run_json(const px_plan *plan, const px_train_result *r) {
   px_json_add_num(o, "tokens_per_s", r->tokens_per_s);
   px_json_add_num(o, "peak_bytes", (double)r->peak_bytes);
   px_json_add_num(o, "predicted_peak_bytes", (double)r->predicted_peak_bytes);
+  px_json_add_num(o, "backend_bytes", (double)r->backend_bytes);
   if (plan->par.precision == PX_PREC_FP16) {
     px_json_add_num(o, "loss_scale", r->loss_scale);
     px_json_add_num(o, "skipped_steps", (double)r->skipped_steps);

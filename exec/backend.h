@@ -142,6 +142,10 @@ struct px_backend {
   uint64_t (*mark)(px_backend *b);
   px_status (*wait_mark)(px_backend *b, uint64_t mark, px_err *err);
   px_status (*join)(px_backend *b, px_err *err);
+  /* optional: device memory the backend holds beyond the tensors it was
+   * asked for (conversion scratch, library workspaces, arenas added for
+   * fragmentation): what a plan's prediction does not count */
+  uint64_t (*own_bytes)(px_backend *b);
   void (*destroy)(px_backend *b);
 };
 

@@ -260,6 +260,9 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     unsigned long long mine = px_exec_peak_bytes(x), all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
     r->peak_bytes = all;
+    unsigned long long own = be->own_bytes ? be->own_bytes(be) : 0, own_max = 0;
+    MPI_Allreduce(&own, &own_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+    r->backend_bytes = own_max;
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
     r->stage_peak_bytes = calloc((size_t)plan->par.pp, sizeof *r->stage_peak_bytes);
     unsigned long long *per = calloc((size_t)plan->par.pp, sizeof *per);

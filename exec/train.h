@@ -31,6 +31,7 @@ typedef struct {
   double tokens_per_s;
   uint64_t peak_bytes;      /* allocated, the largest over ranks */
   uint64_t predicted_peak_bytes; /* the plan's, the largest over stages */
+  uint64_t backend_bytes;        /* the backend's own device memory beyond the tensors, largest over ranks */
   uint64_t *stage_peak_bytes;    /* (pp) allocated, largest over the stage's ranks */
   bool is_root;             /* world rank 0: the one that reports */
   const char *backend;

@@ -184,6 +184,17 @@ static void wait_for(cuda *c, uint64_t mark) {
 
 static uint64_t cu_mark(px_backend *b) { return record_mark(b->impl); }
 
+/* Scratch chunks, the cuBLASLt workspace, the small fixed buffers and any
+ * arena beyond the reserved one. */
+static uint64_t cu_own_bytes(px_backend *b) {
+  cuda *c = b->impl;
+  uint64_t n = WORKSPACE_BYTES + sizeof *c->dsum + (uint64_t)c->nones * sizeof *c->ones;
+  for (int s = 0; s < NSTREAMS; s++)
+    for (int i = 0; i < SCRATCH_CHUNKS; i++) n += c->scratch[s][i].cap;
+  for (int i = c->reserved ? 1 : 0; i < c->narenas; i++) n += c->arenas[i].a.size;
+  return n;
+}
+
 static px_status cu_wait_mark(px_backend *b, uint64_t mark, px_err *err) {
   (void)err;
   if (mark) wait_for(b->impl, mark);
@@ -1100,6 +1111,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->mark = cu_mark;
   b->wait_mark = cu_wait_mark;
   b->join = cu_join;
+  b->own_bytes = cu_own_bytes;
   b->destroy = cu_destroy;
   *out = b;
   return PX_OK;

@@ -95,6 +95,10 @@ a=$(losses "$tmp/bf16-ref.json") b=$(losses "$tmp/fp16.json")
 close "$a" "$b" 2e-3 || fail "fp16 losses $b, fp32 $a"
 "$cmp" "$tmp/bf16-ref.bin" "$tmp/fp16.bin" 2e-2 >"$tmp/cmp" || fail "fp16 gradients: $(cat "$tmp/cmp")"
 grep -q '"skipped_steps":	0' "$tmp/fp16.json" || fail "fp16 skipped steps at the default scale"
+# fp16 runs most ops on fp32 copies: the backend's own memory (scratch, the
+# 32 MiB cuBLASLt workspace) is reported beside the plan's
+own=$(grep -o '"backend_bytes":[^,]*' "$tmp/fp16.json" | sed 's/.*://' | tr -d ' \t')
+awk -v b="${own:-0}" 'BEGIN { exit !(b > 33554432) }' || fail "fp16 backend memory not reported: ${own:-none}"
 echo "ok: fp16 against fp32: losses $b; gradients $(cat "$tmp/cmp")"
 PX_EMU_DEVICES=1 run fp16-overflow 1 cuda -m tiny -B 4 --precision fp16 --steps 8 --loss-scale 3e7
 skipped=$(grep -o '"skipped_steps":[^,]*' "$tmp/fp16-overflow.json" | sed 's/.*://' | tr -d ' \t')
