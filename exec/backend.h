@@ -31,6 +31,7 @@ typedef struct {
   uint64_t seed;              /* run seed */
   int64_t step;
   float loss_scale;           /* LOSS_BWD: d loss / d token loss = 1 / (gbs x seq) */
+  const int32_t *host_tokens; /* EMBED_BWD: in[1]'s tokens in host memory, or NULL */
   /* Ops on gradient ranges of `count` elements given by the interpreter:
    *   ACC        out[0] += in[0]                     (gradient dtype)
    *   GRAD_NORM  *sumsq_out += sum of in[0]^2        (host double)

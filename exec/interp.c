@@ -49,6 +49,7 @@ struct px_exec {
   bool *done;                 /* program instances already run this step (prefetched gathers) */
   uint64_t *marks;            /* (ninsts) backend marks of the instances run on a side stream this step, 0 none */
   bool *zero_slot;            /* (nslots) some op accumulates into the slot: its tensors start zeroed */
+  int32_t **host_tokens;      /* (microbatches) of (mbs x seq): the tokens last loaded for each micro-batch */
   /* profile */
   int64_t *first_op;
   double *op_time;
@@ -265,9 +266,10 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->done = px_calloc((size_t)prog->ninsts + 1, sizeof *x->done, err);
     x->marks = px_calloc((size_t)prog->ninsts + 1, sizeof *x->marks, err);
     x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
+    x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
     if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->zero_slot ||
-        !x->first_op)
+        !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
   if (!st) {
@@ -333,6 +335,8 @@ void px_exec_free(px_exec *x) {
   free(x->done);
   free(x->marks);
   free(x->zero_slot);
+  for (int64_t m = 0; x->host_tokens && m < x->plan->microbatches; m++) free(x->host_tokens[m]);
+  free(x->host_tokens);
   free(x->first_op);
   free(x->op_time);
   free(x->grad_copy);
@@ -374,6 +378,12 @@ static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, vo
   px_status st = px_data_batch(x->data, first, B, S, tok, tok + B * S, err);
   if (!st)
     st = x->be->upload(x->be, buf, s->role == PX_ROLE_TOKENS ? tok : tok + B * S, (uint64_t)(B * S) * sizeof *tok, err);
+  if (!st && s->role == PX_ROLE_TOKENS && in->mb >= 0 && in->mb < x->plan->microbatches) {
+    /* kept for the embedding backward (the backend may group positions by row on the host) */
+    free(x->host_tokens[in->mb]);
+    x->host_tokens[in->mb] = tok;
+    return PX_OK;
+  }
   free(tok);
   return st;
 }
@@ -443,6 +453,9 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .layer = in->layer, .seq_index = x->seq_index,
                   .seed = x->hp.seed, .step = x->step,
                   .loss_scale = (float)(x->scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
+  if (o->kind == PX_OP_EMBED_BWD && in->mb >= 0 && in->mb < x->plan->microbatches &&
+      o->dim[0] == x->plan->par.mbs * x->plan->seq)
+    e.host_tokens = x->host_tokens[in->mb];
   for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
   for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
   if (!st) {

@@ -77,6 +77,9 @@ typedef struct {
   uint64_t nmarks[NSTREAMS];
   chunk scratch[NSTREAMS][SCRATCH_CHUNKS];
   double *dsum;                      /* (1) device: sums of squares */
+  int32_t *pinned;                   /* (npinned) page-locked host staging for the embedding backward's index */
+  int64_t npinned;
+  cudaEvent_t pinned_read;           /* recorded after the last copy out of pinned */
   float *ones;                       /* (nones) device: 1.0f, the loss backward's row sums */
   int64_t nones;
 } cuda;
@@ -497,6 +500,37 @@ static px_status widened(px_backend *be, const px_exec_op *e, px_err *err) {
 
 /* ---- composite ops ---- */
 
+/* bf16 embedding backward without an fp32 copy of the table: the tokens'
+ * positions grouped by row on the host (from the interpreter's copy of the
+ * tokens), staged through page-locked memory (so the copy does not wait for
+ * the stream), one fp32 sum per touched element. */
+static px_status embed_bwd_bf16(cuda *c, const px_exec_op *e, px_err *err) {
+  const int64_t *d = e->op->dim;
+  int64_t n = d[0], vl = d[2], need = 3 * n + 1;
+  if (c->pinned_read) cudaEventSynchronize(c->pinned_read); /* the last copy out of the staging buffer */
+  if (c->npinned < need) {
+    cudaFreeHost(c->pinned);
+    c->pinned = NULL;
+    c->npinned = 0;
+    px_status st = cu_check(cudaMallocHost((void **)&c->pinned, (size_t)need * sizeof *c->pinned), "cudaMallocHost", err);
+    if (st) return st;
+    c->npinned = need;
+  }
+  if (!c->pinned_read)
+    if (cu_check(cudaEventCreateWithFlags(&c->pinned_read, cudaEventDisableTiming), "cudaEventCreate", err))
+      return PX_ERR_RUNTIME;
+  int64_t nrows = px_kc_embed_sort(c->pinned, e->host_tokens, n, e->tp_rank * vl, vl);
+  if (nrows < 0) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  int32_t *dev = NULL;
+  px_status st = scratch(c, (uint64_t)need * sizeof *dev, (void **)&dev, err);
+  if (!st)
+    st = cu_check(cudaMemcpyAsync(dev, c->pinned, (size_t)need * sizeof *dev, cudaMemcpyHostToDevice, stream_of(c)),
+                  "cudaMemcpyAsync", err);
+  if (!st) st = cu_check(cudaEventRecord(c->pinned_read, stream_of(c)), "cudaEventRecord", err);
+  if (!st) st = kc(px_kc_embed_bwd_sorted_bf16(e->out[0], e->in[0], dev, nrows, n, d[1], stream_of(c)), err);
+  return st;
+}
+
 /* Vocabulary-parallel cross-entropy: per-row max, sum of exponentials and
  * target logit, each all-reduced over TP, then the loss and log-probabilities
  * (out[0], fp32). bf16 logits are widened into out[0] first. */
@@ -696,6 +730,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
                    : px_kc_embed_fwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s),
                 err);
     case PX_OP_EMBED_BWD:
+      if (bf && e->host_tokens) return embed_bwd_bf16(c, e, err);
       if (bf) return widened(be, e, err);
       return kc(px_kc_embed_bwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
     case PX_OP_POS: {
@@ -705,9 +740,10 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
                 err);
     }
     case PX_OP_POS_BWD: {
-      if (bf) return widened(be, e, err);
       int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
-      return kc(px_kc_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0, s), err);
+      return kc(bf ? px_kc_pos_bwd_bf16(out[0], in[0], d[0], d[1], d[2], pos0, s)
+                   : px_kc_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0, s),
+                err);
     }
     case PX_OP_NORM:
       if (ln)
@@ -989,6 +1025,8 @@ static void cu_destroy(px_backend *b) {
   cuda *c = b->impl;
   if (c) {
     arenas_free(c);
+    cudaFreeHost(c->pinned);
+    if (c->pinned_read) cudaEventDestroy(c->pinned_read);
     for (int s = 0; s < NSTREAMS; s++)
       for (int i = 0; i < MARK_EVENTS; i++)
         if (c->marks[s][i]) cudaEventDestroy(c->marks[s][i]);

@@ -3,6 +3,8 @@
  * CPU's order, so they are deterministic without atomics. */
 #include "kernels/cuda/embed.h"
 
+#include <stdlib.h>
+
 template <typename T>
 static __global__ void embed_fwd_kernel(T *out, const int32_t *tokens, const T *table, int64_t n, int64_t vocab_start,
                                         int64_t vl, int64_t c) {
@@ -54,15 +56,30 @@ static __global__ void pos_fwd_kernel(T *out, const T *wpe, int64_t b, int64_t t
   }
 }
 
-/* One thread per (t, j): dwpe[pos0 + t, j] += dout[0, t, j] + dout[1, t, j] + ... in b order. */
-static __global__ void pos_bwd_kernel(float *dwpe, const float *dout, int64_t b, int64_t t, int64_t c, int64_t pos0) {
+/* One thread per (t, j): dwpe[pos0 + t, j] += dout[0, t, j] + dout[1, t, j] + ...
+ * in b order, summed in fp32 from the old value and stored once. */
+template <typename T>
+static __global__ void pos_bwd_kernel(T *dwpe, const T *dout, int64_t b, int64_t t, int64_t c, int64_t pos0) {
   PX_KC_FOR(idx, t * c) {
     int64_t ti = idx / c, j = idx - ti * c;
-    float *d = dwpe + (pos0 + ti) * c + j;
-    float acc = *d;
-    for (int64_t bi = 0; bi < b; bi++) acc += dout[(bi * t + ti) * c + j];
-    *d = acc;
+    T *d = dwpe + (pos0 + ti) * c + j;
+    float acc = px_kc_ld(d);
+    for (int64_t bi = 0; bi < b; bi++) acc += px_kc_ld(dout + (bi * t + ti) * c + j);
+    px_kc_st(d, acc);
   }
+}
+
+/* Block (row k of the sorted rows, 256 columns): the thread of column j sums
+ * the row's positions in token order in fp32, from the old value, and stores
+ * once: the fp32 kernel's result, rounded once. */
+static __global__ void embed_bwd_sorted_kernel(px_bf16 *dtable, const px_bf16 *dout, const int32_t *rows,
+                                               const int32_t *starts, const int32_t *order, int64_t c) {
+  const int64_t j = (int64_t)blockIdx.y * EMBED_COLS + threadIdx.x, k = blockIdx.x;
+  if (j >= c) return;
+  px_bf16 *d = dtable + (int64_t)rows[k] * c + j;
+  float acc = px_kc_ld(d);
+  for (int32_t p = starts[k]; p < starts[k + 1]; p++) acc += px_kc_ld(dout + (int64_t)order[p] * c + j);
+  px_kc_st(d, acc);
 }
 
 template <typename T>
@@ -110,9 +127,58 @@ extern "C" px_status px_kc_pos_fwd_bf16(px_bf16 *out, const px_bf16 *wpe, int64_
   return pos_fwd(out, wpe, b, t, c, pos0, stream);
 }
 
-extern "C" px_status px_kc_pos_bwd(float *dwpe, const float *dout, int64_t b, int64_t t, int64_t c, int64_t pos0,
-                                   cudaStream_t stream) {
+template <typename T>
+static px_status pos_bwd(T *dwpe, const T *dout, int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream) {
   if (b <= 0 || t <= 0 || c <= 0) return PX_OK;
   pos_bwd_kernel<<<px_kc_blocks(t * c, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(dwpe, dout, b, t, c, pos0);
   return PX_KC_LAUNCHED("pos_bwd_kernel");
+}
+
+extern "C" px_status px_kc_pos_bwd(float *dwpe, const float *dout, int64_t b, int64_t t, int64_t c, int64_t pos0,
+                                   cudaStream_t stream) {
+  return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
+}
+
+extern "C" px_status px_kc_pos_bwd_bf16(px_bf16 *dwpe, const px_bf16 *dout, int64_t b, int64_t t, int64_t c,
+                                        int64_t pos0, cudaStream_t stream) {
+  return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
+}
+
+extern "C" int64_t px_kc_embed_sort(int32_t *sorted, const int32_t *tokens, int64_t n, int64_t vocab_start,
+                                    int64_t vl) {
+  int32_t *rows = sorted, *order = sorted + 2 * n + 1;
+  int64_t nrows = 0, owned = 0;
+  int32_t *count = (int32_t *)calloc((size_t)vl + 1, sizeof *count);
+  if (!count) return -1;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = (int64_t)tokens[i] - vocab_start;
+    if (tokens[i] >= 0 && r >= 0 && r < vl && count[r]++ == 0) nrows++;
+  }
+  int32_t *starts = sorted + nrows;
+  /* rows in increasing order, each with the start of its run in order[] */
+  int64_t k = 0;
+  for (int64_t r = 0; r < vl; r++)
+    if (count[r]) {
+      rows[k] = (int32_t)r;
+      starts[k++] = (int32_t)owned;
+      owned += count[r];
+      count[r] = starts[k - 1]; /* now the next free place of the row's run */
+    }
+  starts[nrows] = (int32_t)owned;
+  for (int64_t i = 0; i < n; i++) { /* stable: positions in token order */
+    int64_t r = (int64_t)tokens[i] - vocab_start;
+    if (tokens[i] >= 0 && r >= 0 && r < vl) order[count[r]++] = (int32_t)i;
+  }
+  free(count);
+  return nrows;
+}
+
+extern "C" px_status px_kc_embed_bwd_sorted_bf16(px_bf16 *dtable, const px_bf16 *dout, const int32_t *sorted,
+                                                 int64_t nrows, int64_t n, int64_t c, cudaStream_t stream) {
+  if (nrows <= 0 || c <= 0) return PX_OK;
+  if (nrows > 0x7fffffff) return px_kc_fail(__FILE__, __LINE__, "embed_bwd_sorted: %lld rows", (long long)nrows);
+  dim3 grid((unsigned)nrows, (unsigned)((c + EMBED_COLS - 1) / EMBED_COLS));
+  embed_bwd_sorted_kernel<<<grid, EMBED_COLS, 0, stream>>>(dtable, dout, sorted, sorted + nrows, sorted + 2 * n + 1,
+                                                           c);
+  return PX_KC_LAUNCHED("embed_bwd_sorted_kernel");
 }

@@ -42,6 +42,29 @@ px_status px_kc_embed_fwd_bf16(px_bf16 *out,          // (N, C)
                                const px_bf16 *table,  // (Vl, C)
                                int64_t n, int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream);
 
+/* bf16 dwpe and dout: each dwpe element summed in fp32 from its old value in
+ * b order and rounded once (the fp32 kernel's result, rounded). ACCUMULATES. */
+px_status px_kc_pos_bwd_bf16(px_bf16 *dwpe,       // (max_positions, C)
+                             const px_bf16 *dout, // (B, T, C)
+                             int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream);
+
+/* Host: the positions of the tokens this shard owns grouped by table row,
+ * stably (token order within a row), for px_kc_embed_bwd_sorted_bf16:
+ * sorted = [rows (R, increasing) | starts (R + 1) | ... | order at 2N + 1
+ * (starts[R] entries)], 3N + 1 int32s. Returns R, or -1 when out of memory. */
+int64_t px_kc_embed_sort(int32_t *sorted,       // (3N + 1)
+                         const int32_t *tokens, // (N)
+                         int64_t n, int64_t vocab_start, int64_t vl);
+
+/* bf16 embedding backward from px_kc_embed_sort's output (copied to the
+ * device): each touched dtable element summed in fp32 from its old value in
+ * token order and rounded once, so the result is the fp32 kernel's, rounded.
+ * No fp32 copy of the table. ACCUMULATES. */
+px_status px_kc_embed_bwd_sorted_bf16(px_bf16 *dtable,       // (Vl, C)
+                                      const px_bf16 *dout,   // (N, C)
+                                      const int32_t *sorted, // (3N + 1) device
+                                      int64_t nrows, int64_t n, int64_t c, cudaStream_t stream);
+
 /* bf16 out and wpe: out = bf16(out + wpe), added in fp32. */
 px_status px_kc_pos_fwd_bf16(px_bf16 *out,       // (B, T, C)
                              const px_bf16 *wpe, // (max_positions, C)

@@ -391,6 +391,21 @@ static void test_embed(void) {
   LAUNCH(px_kc_embed_fwd_bf16(dout, dtok, dev_bf(tb, v * c), n, 0, v, c, stream));
   px_k_embed_fwd(out, tokens, tb, n, 0, v, c);
   CU_ASSERT(same_bits("embed out bf16", host_bf(dout, n * c), out, (size_t)(n * c) * sizeof *out));
+  /* bf16 backward from the host-grouped positions, per shard: the fp32
+   * kernel's result (the CPU's order of additions) rounded once, bitwise */
+  float *gb = bf16_round(px_tcopy(g, n * c), n * c);
+  px_bf16 *dgb = dev_bf(gb, n * c);
+  int32_t *sorted = px_talloc((size_t)(3 * n + 1) * sizeof *sorted);
+  for (int s = 0; s < 2; s++) {
+    int64_t vl = v / 2, rows = px_kc_embed_sort(sorted, tokens, n, s * vl, vl);
+    CU_ASSERT_FATAL(rows > 0 && rows <= vl);
+    float *dtab = bf16_round(px_trand(vl * c, -1, 1), vl * c);
+    px_bf16 *ddtab = dev_bf(dtab, vl * c);
+    LAUNCH(px_kc_embed_bwd_sorted_bf16(ddtab, dgb, dev_i(sorted, 3 * n + 1), rows, n, c, stream));
+    px_k_embed_bwd(dtab, gb, tokens, n, s * vl, vl, c);
+    CU_ASSERT(same_bits("embed dtable bf16", host_bf(ddtab, vl * c), bf16_round(dtab, vl * c),
+                        (size_t)(vl * c) * sizeof *dtab));
+  }
   arena_free();
 }
 
@@ -411,6 +426,13 @@ static void test_pos(void) {
   LAUNCH(px_kc_pos_fwd_bf16(dob, dev_bf(wb, maxpos * c), b, t, c, pos0, stream));
   px_k_pos_fwd(ob, wb, b, t, c, pos0);
   CU_ASSERT(bf16_close("pos out bf16", host_bf(dob, nx), ob, nx));
+  /* bf16 backward: the fp32 sums rounded once, bitwise */
+  float *gb = bf16_round(px_trand(nx, -1, 1), nx), *dwb = bf16_round(px_trand(maxpos * c, -1, 1), maxpos * c);
+  px_bf16 *ddwb = dev_bf(dwb, maxpos * c);
+  LAUNCH(px_kc_pos_bwd_bf16(ddwb, dev_bf(gb, nx), b, t, c, pos0, stream));
+  px_k_pos_bwd(dwb, gb, b, t, c, pos0);
+  CU_ASSERT(same_bits("pos dwpe bf16", host_bf(ddwb, maxpos * c), bf16_round(dwb, maxpos * c),
+                      (size_t)(maxpos * c) * sizeof *dwb));
   arena_free();
 }
 

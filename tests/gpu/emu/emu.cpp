@@ -432,6 +432,25 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t stream) {
 }
 
 /* Work on `stream` after this call starts once the event's stream got there. */
+/* The host waits until the event's stream has run its work up to the record. */
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+  if (!ev) return cudaErrorInvalidResourceHandle;
+  if (lags((cudaStream_t)ev->stream)) drain(ev->stream, ev->mark);
+  return cudaSuccess;
+}
+
+/* Page-locked host memory is host memory. */
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+  *p = malloc(bytes ? bytes : 1);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFreeHost(void *p) {
+  drain_all();
+  free(p);
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev, unsigned int flags) {
   (void)flags;
   if (!ev) return cudaErrorInvalidResourceHandle;
