@@ -103,7 +103,7 @@ static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_cluster
   px_json_add_num(o, "mfu", e->mfu);
   px_json_add_num(o, "hfu", e->hfu);
   px_json_add_num(o, "bubble_fraction", e->bubble_fraction);
-  cJSON_AddBoolToObject(o, "fits", e->peak_bytes + c->gpu.reserved_bytes <= c->gpu.hbm_bytes);
+  cJSON_AddBoolToObject(o, "fits", px_plan_reserve_bytes(e->peak_bytes) + c->gpu.reserved_bytes <= c->gpu.hbm_bytes);
   cJSON *mem = cJSON_AddObjectToObject(o, "memory");
   if (mem) {
     px_json_add_num(mem, "peak_bytes_max", (double)e->peak_bytes);

@@ -93,11 +93,6 @@ static void mem_free(px_exec *x, void *p, uint64_t bytes) {
   x->cur_bytes -= bytes;
 }
 
-uint64_t px_exec_reserve_bytes(const px_plan *plan, int64_t stage) {
-  uint64_t peak = plan->mem[stage].peak_bytes;
-  return peak + peak / 64 + ((uint64_t)16 << 20);
-}
-
 uint64_t px_exec_peak_bytes(const px_exec *x) { return x->peak_bytes; }
 uint64_t px_exec_current_bytes(const px_exec *x) { return x->cur_bytes; }
 
@@ -297,7 +292,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->params_elems = z >= 3 ? shard : flat;
   x->grads_elems = z >= 2 ? shard : flat;
   x->opt_elems = z >= 1 ? shard : flat;
-  if (!st && be->reserve) st = be->reserve(be, px_exec_reserve_bytes(plan, x->stage), err);
+  if (!st && be->reserve) st = be->reserve(be, px_plan_reserve_bytes(plan->mem[x->stage].peak_bytes), err);
   void *p;
   if (!st && !(st = mem_alloc(x, x->params_elems * x->pb, true, &p, err))) x->params = p;
   if (!st && !(st = mem_alloc(x, x->grads_elems * x->gb, true, &p, err))) x->grads = p;

@@ -42,11 +42,6 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err);
 void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped);
 
 /* Bytes allocated through the interpreter now and at most. */
-/* What a backend with a reserve hook is asked to reserve on a rank of the
- * stage: the plan's peak plus headroom for per-tensor alignment and
- * fragmentation (1/64 of it and 16 MiB). */
-uint64_t px_exec_reserve_bytes(const px_plan *plan, int64_t stage);
-
 uint64_t px_exec_peak_bytes(const px_exec *x);
 uint64_t px_exec_current_bytes(const px_exec *x);
 

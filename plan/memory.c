@@ -72,6 +72,8 @@ static int64_t next_gather_bytes(const px_plan *p, const px_program *prog, int32
 
 uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)p->par.dp; }
 
+uint64_t px_plan_reserve_bytes(uint64_t peak) { return peak + peak / 64 + ((uint64_t)16 << 20); }
+
 static void stage_static(const px_plan *p, const px_program *prog, px_memplan *mp) {
   uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)p->par.dp;
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
@@ -162,7 +164,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
     for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->at_peak[c] = best_at[c] > 0 ? (uint64_t)best_at[c] : 0;
     mp->peak_bytes = mp->static_bytes;
     for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->peak_bytes += mp->at_peak[c];
-    if (mp->peak_bytes + p->cluster.gpu.reserved_bytes > p->cluster.gpu.hbm_bytes) p->fits = false;
+    if (px_plan_reserve_bytes(mp->peak_bytes) + p->cluster.gpu.reserved_bytes > p->cluster.gpu.hbm_bytes) p->fits = false;
   }
   return PX_OK;
 }

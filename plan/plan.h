@@ -93,6 +93,11 @@ uint64_t px_plan_layer_activation_bytes(const px_plan *p);
 /* Elements of a unit one DP rank owns. */
 uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
 
+/* What the executor reserves on a GPU whose predicted peak is `peak` bytes:
+ * the peak plus headroom for per-tensor alignment and fragmentation (1/64 of
+ * it and 16 MiB; a plan fits only when this and the runtime's reserve do). */
+uint64_t px_plan_reserve_bytes(uint64_t peak);
+
 /* Slot lookup by name (-1 when absent). */
 int px_plan_slot(const px_plan *plan, const char *name);
 

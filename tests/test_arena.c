@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "exec/arena.h"
-#include "exec/interp.h"
 #include "plan/compile.h"
 #include "tests/testutil.h"
 
@@ -220,7 +219,7 @@ static void test_plans_fit(void) {
     }
     for (int64_t s = 0; s < par.pp; s++) {
       bool ok;
-      uint64_t size = px_exec_reserve_bytes(&plan, s), high = replay(&plan, s, size, &ok);
+      uint64_t size = px_plan_reserve_bytes(plan.mem[s].peak_bytes), high = replay(&plan, s, size, &ok);
       double peak = (double)plan.mem[s].peak_bytes;
       if (!ok || getenv("PX_TEST_VERBOSE"))
         fprintf(stderr, "\n  %s stage %lld: plan peak %.1f MiB, arena %.1f MiB, high-water %.1f MiB (%+.2f%%)%s",
