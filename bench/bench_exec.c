@@ -90,17 +90,12 @@ int main(int argc, char **argv) {
   px_dtype dt = px_parallel_compute_dtype(&plan.par);
   double peak = gpu ? c.gpu.peak_flops[dt] : sgemm_flops(1024), bw = c.gpu.hbm_bytes_per_s;
   double kind_s[PX_OP_COUNT] = {0}, kind_bound[PX_OP_COUNT] = {0}, all_s = 0;
-  const px_program *prog = &plan.programs[0];
-  int64_t id = 0;
-  for (int32_t i = 0; i < prog->ninsts; i++) {
-    const px_block *b = &plan.blocks[prog->insts[i].block];
-    for (int32_t k = 0; k < b->nops; k++, id++) {
-      const px_op *op = &b->ops[k];
-      double t = id < prof.nops ? prof.op_s[id] : 0, f = op->flops / peak, mem = op->bytes / bw;
-      all_s += t;
-      kind_s[op->kind] += t;
-      kind_bound[op->kind] += f > mem ? f : mem;
-    }
+  px_op_iter it = px_op_iter_begin(&plan, 0);
+  for (const px_op *op; (op = px_op_next(&it));) {
+    double t = it.id < prof.nops ? prof.op_s[it.id] : 0, f = op->flops / peak, mem = op->bytes / bw;
+    all_s += t;
+    kind_s[op->kind] += t;
+    kind_bound[op->kind] += f > mem ? f : mem;
   }
   double flops = plan.model_flops_per_step / r.step_time_s;
   printf("# parallax executor, %s backend: %s, seq %lld, %lld micro-batches of %lld, %s, %s attention, one rank, "

@@ -149,18 +149,13 @@ static px_status profile_run(const char *model, int64_t mbs, int attention, cons
   to.backend = "cpu";
   px_train_result r;
   if (!(st = px_train(&plan, &to, MPI_COMM_SELF, &r, err))) {
-    const px_program *prog = &plan.programs[0];
-    int64_t id = 0;
-    for (int32_t i = 0; i < prog->ninsts; i++) {
-      const px_block *b = &plan.blocks[prog->insts[i].block];
-      for (int32_t k = 0; k < b->nops; k++, id++) {
-        const px_op *op = &b->ops[k];
-        int cls = fit_class((px_op_kind)op->kind);
-        double x = cls == 2 ? op->flops : op->bytes, t = id < r.nops ? r.op_s[id] : 0;
-        if (!cls || x <= 0 || t <= 0) continue;
-        double *s = f->s[op->kind];
-        s[0] += 1, s[1] += x, s[2] += t, s[3] += x * x, s[4] += x * t;
-      }
+    px_op_iter it = px_op_iter_begin(&plan, 0);
+    for (const px_op *op; (op = px_op_next(&it));) {
+      int cls = fit_class((px_op_kind)op->kind);
+      double x = cls == 2 ? op->flops : op->bytes, t = it.id < r.nops ? r.op_s[it.id] : 0;
+      if (!cls || x <= 0 || t <= 0) continue;
+      double *s = f->s[op->kind];
+      s[0] += 1, s[1] += x, s[2] += t, s[3] += x * x, s[4] += x * t;
     }
     px_train_result_free(&r);
   }

@@ -135,7 +135,6 @@ px_status px_graph_write_json(const px_plan *plan, const char *path, px_err *err
 }
 
 px_status px_graph_write_dot(const px_plan *plan, const char *path, px_err *err) {
-  const px_program *prog = &plan->programs[0];
   int64_t L = plan->model.layers + 2;
   int32_t *producer = malloc((size_t)plan->nslots * (size_t)(L + 2) * sizeof *producer);
   if (!producer) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
@@ -149,35 +148,30 @@ px_status px_graph_write_dot(const px_plan *plan, const char *path, px_err *err)
   FILE *fp = f.fp;
   fprintf(fp, "digraph parallax {\n  rankdir=TB;\n  node [shape=box, fontsize=10];\n");
   fprintf(fp, "  label=\"%s: stage 0, micro-batch 0\";\n", plan->model.name);
-  int64_t id = 0;
-  for (int32_t i = 0; i < prog->ninsts; i++) {
-    const px_inst *in = &prog->insts[i];
-    const px_block *b = &plan->blocks[in->block];
-    if (in->mb != 0) {
-      id += b->nops;
-      continue;
+  px_op_iter it = px_op_iter_begin(plan, 0);
+  for (const px_op *op; (op = px_op_next(&it));) {
+    const px_inst *in = it.in;
+    int64_t id = it.id;
+    if (in->mb != 0) continue;
+    const char *color = op->phase == PX_PHASE_FWD         ? "lightblue"
+                        : op->phase == PX_PHASE_BWD       ? "lightsalmon"
+                        : op->phase == PX_PHASE_RECOMPUTE ? "khaki"
+                                                          : "palegreen";
+    fprintf(fp, "  op%lld [label=\"%s\\nlayer %d\", style=filled, fillcolor=%s];\n", (long long)id,
+            px_op_names[op->kind], in->layer, color);
+    for (int r = 0; r < PX_OP_INS; r++) {
+      if (op->in[r].slot < 0) continue;
+      int64_t layer = in->layer + op->in[r].layer_off + 1;
+      if (layer < 0 || layer >= L + 2) continue;
+      int32_t from = producer[(int64_t)op->in[r].slot * (L + 2) + layer];
+      if (from >= 0)
+        fprintf(fp, "  op%d -> op%lld [label=\"%s\", fontsize=8];\n", from, (long long)id,
+                plan->slots[op->in[r].slot].name);
     }
-    for (int32_t k = 0; k < b->nops; k++, id++) {
-      const px_op *op = &b->ops[k];
-      const char *color = op->phase == PX_PHASE_FWD ? "lightblue" : op->phase == PX_PHASE_BWD ? "lightsalmon"
-                          : op->phase == PX_PHASE_RECOMPUTE                                ? "khaki"
-                                                                                           : "palegreen";
-      fprintf(fp, "  op%lld [label=\"%s\\nlayer %d\", style=filled, fillcolor=%s];\n", (long long)id,
-              px_op_names[op->kind], in->layer, color);
-      for (int r = 0; r < PX_OP_INS; r++) {
-        if (op->in[r].slot < 0) continue;
-        int64_t layer = in->layer + op->in[r].layer_off + 1;
-        if (layer < 0 || layer >= L + 2) continue;
-        int32_t from = producer[(int64_t)op->in[r].slot * (L + 2) + layer];
-        if (from >= 0)
-          fprintf(fp, "  op%d -> op%lld [label=\"%s\", fontsize=8];\n", from, (long long)id,
-                  plan->slots[op->in[r].slot].name);
-      }
-      for (int r = 0; r < PX_OP_OUTS; r++) {
-        if (op->out[r].slot < 0) continue;
-        int64_t layer = in->layer + op->out[r].layer_off + 1;
-        if (layer >= 0 && layer < L + 2) producer[(int64_t)op->out[r].slot * (L + 2) + layer] = (int32_t)id;
-      }
+    for (int r = 0; r < PX_OP_OUTS; r++) {
+      if (op->out[r].slot < 0) continue;
+      int64_t layer = in->layer + op->out[r].layer_off + 1;
+      if (layer >= 0 && layer < L + 2) producer[(int64_t)op->out[r].slot * (L + 2) + layer] = (int32_t)id;
     }
   }
   fprintf(fp, "}\n");

@@ -52,6 +52,32 @@ static void stage_totals(px_plan *p) {
   }
 }
 
+px_op_iter px_op_iter_begin(const px_plan *plan, int64_t stage) {
+  return (px_op_iter){.plan = plan, .prog = &plan->programs[stage], .id = -1};
+}
+
+const px_op *px_op_next(px_op_iter *it) {
+  while (it->inst < it->prog->ninsts) {
+    const px_inst *in = &it->prog->insts[it->inst];
+    const px_block *b = &it->plan->blocks[in->block];
+    if (it->k < b->nops) {
+      it->in = in;
+      it->block = b;
+      it->id++;
+      return &b->ops[it->k++];
+    }
+    it->inst++, it->k = 0;
+  }
+  return NULL;
+}
+
+int64_t px_program_nops(const px_plan *plan, int64_t stage) {
+  const px_program *prog = &plan->programs[stage];
+  int64_t n = 0;
+  for (int32_t i = 0; i < prog->ninsts; i++) n += plan->blocks[prog->insts[i].block].nops;
+  return n;
+}
+
 px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, px_err *err) {
   memset(p, 0, sizeof *p);
   px_status st = px_parallel_validate(par, m, c, err);

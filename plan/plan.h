@@ -98,6 +98,25 @@ uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
  * it and 16 MiB; a plan fits only when this and the runtime's reserve do). */
 uint64_t px_plan_reserve_bytes(uint64_t peak);
 
+/* The ops of a stage's program in the order they run (and are profiled):
+ * instance by instance, each block's ops in order.
+ *   px_op_iter it = px_op_iter_begin(plan, stage);
+ *   for (const px_op *op; (op = px_op_next(&it));) ... it.id, it.in, it.block ... */
+typedef struct {
+  const px_plan *plan;
+  const px_program *prog;
+  int32_t inst, k;        /* the next op: instance and op within its block */
+  int64_t id;             /* index of the op px_op_next returned last, counting from 0 */
+  const px_inst *in;      /* its instance */
+  const px_block *block;  /* its block */
+} px_op_iter;
+
+px_op_iter px_op_iter_begin(const px_plan *plan, int64_t stage);
+const px_op *px_op_next(px_op_iter *it); /* NULL after the last */
+
+/* Ops in a stage's program. */
+int64_t px_program_nops(const px_plan *plan, int64_t stage);
+
 /* Slot lookup by name (-1 when absent). */
 int px_plan_slot(const px_plan *plan, const char *name);
 

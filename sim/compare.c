@@ -66,10 +66,8 @@ px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON 
   out->stages = px_calloc((size_t)plan->par.pp, sizeof *out->stages, err);
   if (!out->stages) return PX_ERR_RUNTIME;
   for (int64_t s = 0; s < plan->par.pp; s++) {
-    const px_program *prog = &plan->programs[s];
     const cJSON *ops = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(stages, (int)s), "op_s_per_step");
-    int64_t nops = 0;
-    for (int32_t i = 0; i < prog->ninsts; i++) nops += plan->blocks[prog->insts[i].block].nops;
+    int64_t nops = px_program_nops(plan, s);
     if (!cJSON_IsArray(ops) || cJSON_GetArraySize(ops) != nops) {
       px_comparison_free(out);
       return px_err_set(err, PX_ERR_INPUT, "%s: stage %lld has %d op times, the plan %lld ops (another plan?)", name,
@@ -78,11 +76,9 @@ px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON 
     px_cmp_stage *cs = &out->stages[s];
     /* measured, by row */
     const cJSON *t = ops->child;
-    for (int32_t i = 0; i < prog->ninsts; i++) {
-      const px_block *b = &plan->blocks[prog->insts[i].block];
-      for (int32_t k = 0; k < b->nops; k++, t = t->next)
-        cs->measured_s[row_of((px_op_kind)b->ops[k].kind, (px_block_kind)b->kind)] += t->valuedouble;
-    }
+    px_op_iter it = px_op_iter_begin(plan, s);
+    for (const px_op *op; (op = px_op_next(&it)); t = t->next)
+      cs->measured_s[row_of((px_op_kind)op->kind, (px_block_kind)it.block->kind)] += t->valuedouble;
     /* predicted: compute by op kind, collectives from the flows */
     const px_sim_stage *ss = &sim->stages[s];
     for (int k = 0; k < PX_OP_COUNT; k++) cs->predicted_s[row_of((px_op_kind)k, PX_BLOCK_LAYER_FWD)] += ss->op_s[k];

@@ -90,6 +90,17 @@ static char *read_text(const char *dir, const char *name) {
   return s;
 }
 
+/* Writes dir's report (asserting it succeeds) and returns its index.html. */
+static char *report_html(const char *dir) {
+  px_err err = {0};
+  px_status st = px_html_report(dir, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  char *html = read_text(dir, "index.html");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+  return html;
+}
+
 static int count_of(const char *hay, const char *needle) {
   int n = 0;
   for (const char *p = hay; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
@@ -138,11 +149,7 @@ static void test_render_all(void) {
   }
   CU_ASSERT(no_tmp_left(dir));
 
-  st = px_html_report(dir, &err);
-  if (st) fprintf(stderr, "\n  %s\n", err.msg);
-  CU_ASSERT_EQUAL(st, PX_OK);
-  char *html = read_text(dir, "index.html");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+  char *html = report_html(dir);
   CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,iVBORw0KGgo"), 5);
   for (size_t i = 0; i < n; i++) {
     char id[64];
@@ -299,12 +306,7 @@ static void test_escaping(void) {
   char p[4096];
   snprintf(p, sizeof p, "%s/sweep.json", dir);
   CU_ASSERT_FATAL(px_file_write(p, json, strlen(json), NULL) == PX_OK);
-  px_err err = {0};
-  px_status st = px_html_report(dir, &err);
-  if (st) fprintf(stderr, "\n  %s\n", err.msg);
-  CU_ASSERT_EQUAL(st, PX_OK);
-  char *html = read_text(dir, "index.html");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(html);
+  char *html = report_html(dir);
   CU_ASSERT(strstr(html, "<script>alert") == NULL);
   CU_ASSERT(strstr(html, "<script>x()") == NULL);
   CU_ASSERT(strstr(html, "<b>gpu") == NULL);
