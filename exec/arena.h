@@ -15,7 +15,7 @@
 #include "core/status.h"
 
 #define PX_ARENA_ALIGN 256 /* offsets and sizes are rounded up to this (cudaMalloc's alignment) */
-#define PX_ARENA_TAGS 2
+#define PX_ARENA_TAGS 3
 
 typedef struct {
   uint64_t off, bytes, tag[PX_ARENA_TAGS];

@@ -48,6 +48,8 @@ struct px_exec {
   double loss_sum;
   bool *done;                 /* program instances already run this step (prefetched gathers) */
   uint64_t *marks;            /* (ninsts) backend marks of the instances run on a side stream this step, 0 none */
+  uint64_t *tp_marks;         /* (most ops in a block) marks of the running block's TP collectives, 0 none */
+  int32_t tp_last;            /* the running block's latest TP collective on the TP stream, -1 none */
   bool *zero_slot;            /* (nslots) some op accumulates into the slot: its tensors start zeroed */
   int32_t **host_tokens;      /* (microbatches) of (mbs x seq): the tokens last loaded for each micro-batch */
   /* profile */
@@ -260,10 +262,14 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->seq_index = px_calloc((size_t)plan->par.mbs, sizeof *x->seq_index, err);
     x->done = px_calloc((size_t)prog->ninsts + 1, sizeof *x->done, err);
     x->marks = px_calloc((size_t)prog->ninsts + 1, sizeof *x->marks, err);
+    int32_t most = 1;
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) most = plan->blocks[k].nops > most ? plan->blocks[k].nops : most;
+    x->tp_marks = px_calloc((size_t)most, sizeof *x->tp_marks, err);
     x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
     x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
-    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->zero_slot ||
+    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->tp_marks ||
+        !x->zero_slot ||
         !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
@@ -329,6 +335,7 @@ void px_exec_free(px_exec *x) {
   free(x->seq_index);
   free(x->done);
   free(x->marks);
+  free(x->tp_marks);
   free(x->zero_slot);
   for (int64_t m = 0; x->host_tokens && m < x->plan->microbatches; m++) free(x->host_tokens[m]);
   free(x->host_tokens);
@@ -432,12 +439,35 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
 }
 
 /* Runs op k of instance i: allocations, the op itself, frees. */
+static void enter_stream(px_exec *x, px_stream s) {
+  if (x->be->set_stream) x->be->set_stream(x->be, s);
+}
+
+static bool is_collective(px_op_kind k) {
+  return k == PX_OP_ALLREDUCE || k == PX_OP_ALLGATHER || k == PX_OP_REDUCE_SCATTER;
+}
+
+/* With the plan's TP overlap, a block's TP collectives go on the TP stream
+ * (after the compute issued before them), and compute waits for one only at
+ * the first op that uses its tensors (the op's dep), or at the block's end. */
+static bool on_tp_stream(const px_exec *x, const px_op *o) {
+  return (x->plan->par.overlap & PX_OVERLAP_TP) && o->stream == PX_STREAM_TP && is_collective((px_op_kind)o->kind) &&
+         x->be->mark;
+}
+
+static px_status wait_tp(px_exec *x, int32_t k, px_err *err) {
+  uint64_t m = k >= 0 ? x->tp_marks[k] : 0;
+  return m && x->be->wait_mark ? x->be->wait_mark(x->be, m, err) : PX_OK;
+}
+
 static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   const px_inst *in = &x->prog->insts[i];
   const px_block *b = &x->plan->blocks[in->block];
   const px_op *o = &b->ops[k];
-  px_status st = PX_OK;
+  bool tp = on_tp_stream(x, o);
+  px_status st = wait_tp(x, o->dep, err);
   double t0 = now_s();
+  if (tp) enter_stream(x, PX_STREAM_TP);
   for (int32_t a = 0; a < o->alloc_count && !st; a++) {
     px_ref r = b->allocs[o->alloc_start + a];
     const px_slot *s = &x->plan->slots[r.slot];
@@ -454,7 +484,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
   for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
   if (!st) {
-    if (o->kind == PX_OP_ALLREDUCE || o->kind == PX_OP_ALLGATHER || o->kind == PX_OP_REDUCE_SCATTER)
+    if (is_collective((px_op_kind)o->kind))
       st = run_collective(x, o, e.out, e.in, err);
     else if (o->kind != PX_OP_SEND && o->kind != PX_OP_RECV)
       st = x->be->op(x->be, &e, err);
@@ -467,9 +497,14 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     for (int64_t j = 0; !st && j < n; j++) x->loss_sum += host[j];
     free(host);
   }
-  for (int32_t f = 0; f < o->free_count && !st; f++) {
+  for (int32_t f = 0; f < o->free_count && !st; f++) { /* on the TP stream, a release waits for the collective */
     px_ref r = b->frees[o->free_start + f];
     st = tensor_drop(x, r.slot, in->mb, in->layer + r.layer_off, err);
+  }
+  if (tp) {
+    x->tp_marks[k] = x->be->mark(x->be);
+    x->tp_last = k;
+    enter_stream(x, PX_STREAM_COMPUTE);
   }
   st = op_done(x, st, err);
   x->op_time[x->first_op[i] + k] += now_s() - t0;
@@ -487,7 +522,10 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
     if ((st = mem_alloc(x, x->prog->units[in->unit].padded * x->gb, true, &p, err))) return st;
     x->bucket[in->unit] = p;
   }
+  x->tp_last = -1;
   for (int32_t k = from; k < b->nops && !st; k++) st = run_op(x, i, k, err);
+  if (!st) st = wait_tp(x, x->tp_last, err); /* the block ends with its collectives */
+  if (x->tp_last >= 0) memset(x->tp_marks, 0, (size_t)b->nops * sizeof *x->tp_marks);
   return st;
 }
 
@@ -508,10 +546,6 @@ static px_stream stream_for(const px_exec *x, px_block_kind k) {
   if (k == PX_BLOCK_PARAM_SYNC && (ov & PX_OVERLAP_ZERO)) return PX_STREAM_DP;
   if (is_p2p(k) && (ov & PX_OVERLAP_PP)) return PX_STREAM_PP_SEND;
   return PX_STREAM_COMPUTE;
-}
-
-static void enter_stream(px_exec *x, px_stream s) {
-  if (x->be->set_stream) x->be->set_stream(x->be, s);
 }
 
 /* Instance i ran on a side stream: its mark, for the instances that depend on it. */

@@ -140,26 +140,6 @@ static px_op *linear(bld *b, const dims *d, px_phase ph, px_ref x, int w, int bi
   return o;
 }
 
-/* dx += dy W and dW += dy^T x (+ db). */
-static void linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, int w, int bias, px_ref dy0, px_ref dy1, px_ref dy2,
-                       int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k) {
-  int64_t n = n0 + n1 + n2;
-  px_op *o = op_new(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-  o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = R(w, 0);
-  o->out[0] = dx;
-  o->flags = PX_OPF_ACCUMULATE;
-  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
-  cost_gemm(o, (double)m, (double)k, (double)n, 1, (double)d->e, (double)d->e);
-  o = op_new(b, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-  o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = x;
-  o->out[0] = R(grad_of(b->p, w), 0);
-  o->out[1] = bias >= 0 ? R(grad_of(b->p, bias), 0) : NOREF;
-  o->flags = PX_OPF_ACCUMULATE;
-  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
-  cost_gemm(o, (double)n, (double)k, (double)m, 1, (double)d->e, (double)px_dtype_bytes(d->grad));
-  o->bytes += (double)(n * k) * (double)px_dtype_bytes(d->grad); /* read-modify-write of dW */
-}
-
 static void elementwise(px_op *o, double elems_in, double elems_out, double e) { o->bytes = (elems_in + elems_out) * e; }
 
 /* Collective on a group. elems_in/out are this rank's buffer sizes. */
@@ -217,6 +197,31 @@ static px_ref tp_gather(bld *b, const dims *d, px_phase ph, px_ref shard, px_ref
                   d->act, d->T);
   o->flags |= PX_OPF_SEQ_AXIS;
   return full;
+}
+
+/* dx += dy W, then (reduce_into set) dx's TP reduction into *reduce_into,
+ * then dW += dy^T x (+ db): Megatron's order, so the reduction can run on the
+ * TP stream while the weight gradient is computed. Returns the reduced dx. */
+static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, int w, int bias, px_ref dy0, px_ref dy1,
+                         px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k,
+                         const px_ref *reduce_into) {
+  int64_t n = n0 + n1 + n2;
+  px_op *o = op_new(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = R(w, 0);
+  o->out[0] = dx;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
+  cost_gemm(o, (double)m, (double)k, (double)n, 1, (double)d->e, (double)d->e);
+  px_ref reduced = reduce_into ? tp_reduce(b, d, PX_PHASE_BWD, dx, *reduce_into) : dx;
+  o = op_new(b, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = x;
+  o->out[0] = R(grad_of(b->p, w), 0);
+  o->out[1] = bias >= 0 ? R(grad_of(b->p, bias), 0) : NOREF;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
+  cost_gemm(o, (double)n, (double)k, (double)m, 1, (double)d->e, (double)px_dtype_bytes(d->grad));
+  o->bytes += (double)(n * k) * (double)px_dtype_bytes(d->grad); /* read-modify-write of dW */
+  return reduced;
 }
 
 static void norm(bld *b, const dims *d, px_phase ph, px_ref y, px_ref mean, px_ref rstd, px_ref x, int w, int bias,
@@ -492,7 +497,8 @@ static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmas
     dropout_bwd(b, d, dbranch, dres, R(dmask, 0), rows * d->H);
   }
   px_ref dfull = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, part), 0));
-  linear_bwd(b, d, R(grad_slot(p, in), 0), R(in, 0), w, bias, dfull, NOREF, NOREF, d->B * d->S, d->H, 0, 0, in_width);
+  linear_bwd(b, d, R(grad_slot(p, in), 0), R(in, 0), w, bias, dfull, NOREF, NOREF, d->B * d->S, d->H, 0, 0, in_width,
+             NULL);
 }
 
 /* One layer's backward; recomputation first when chosen. */
@@ -506,7 +512,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   /* MLP branch: dout -> (dropout) -> row-parallel fc2 */
   branch_end_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, L->act, L->w_fc2, L->b_fc2, d->F);
   px_ref dact = R(grad_slot(p, L->act), 0);
-  px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0);
+  px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0), dln2_sh = R(grad_slot(p, L->ln2), 0), dln2;
   /* Megatron-SP keeps the sharded norm output and gathers it again */
   px_ref ln2_full = d->sp ? tp_gather(b, d, PX_PHASE_BWD, R(L->ln2, 0), R(L->ln2_full, 0)) : R(L->ln2_full, 0);
   if (d->swiglu) {
@@ -517,14 +523,15 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     o->flags = PX_OPF_ACCUMULATE;
     o->dim[0] = rows_full * d->F;
     elementwise(o, (double)(3 * rows_full * d->F), (double)(2 * rows_full * d->F), (double)d->e);
-    linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dgate, dup, NOREF, rows_full, d->F, d->F, 0, H);
+    dln2 = linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dgate, dup, NOREF, rows_full, d->F, d->F, 0, H,
+                      &dln2_sh);
   } else {
     px_ref dfc1 = R(grad_slot(p, L->fc1), 0);
     px_op *o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, dfc1, dact, R(L->fc1, 0), rows_full * d->F, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
-    linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F, 0, 0, H);
+    dln2 = linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F, 0, 0, H,
+                      &dln2_sh);
   }
-  px_ref dln2 = tp_reduce(b, d, PX_PHASE_BWD, dln2_part, R(grad_slot(p, L->ln2), 0));
   /* dmid: gradient at the MLP norm's input (x2, or x with a parallel residual) */
   px_ref dmid = d->par_res ? dx : R(grad_slot(p, L->x2), 0);
   px_op *o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dmid, dout, NOREF, rows * H, (double)d->e);
@@ -559,8 +566,9 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref ln1_full = R(L->ln1_full, 0);
   if (d->sp) ln1_full = tp_gather(b, d, PX_PHASE_BWD, R(L->ln1, 0), R(L->ln1_full, 0));
   px_ref dln1_part = R(grad_slot(p, L->ln1_full), 0);
-  linear_bwd(b, d, dln1_part, ln1_full, L->w_qkv, L->b_qkv, dq, dk, dv, rows_full, d->QW, d->KW, d->KW, H);
-  px_ref dln1 = tp_reduce(b, d, PX_PHASE_BWD, dln1_part, R(grad_slot(p, L->ln1), 0));
+  px_ref dln1_sh = R(grad_slot(p, L->ln1), 0);
+  px_ref dln1 =
+      linear_bwd(b, d, dln1_part, ln1_full, L->w_qkv, L->b_qkv, dq, dk, dv, rows_full, d->QW, d->KW, d->KW, H, &dln1_sh);
   if (!d->par_res) {
     o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, dmid, NOREF, rows * H, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
@@ -691,8 +699,8 @@ static void head_backward(bld *b, const dims *d, const layer_slots *L, const sta
   px_ref lnf = R(s->lnf_full, 0);
   if (d->sp) lnf = tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
   px_ref dlnf_part = R(grad_slot(p, s->lnf_full), 0);
-  linear_bwd(b, d, dlnf_part, lnf, s->w_head, -1, dlogits, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H);
-  px_ref dlnf = tp_reduce(b, d, PX_PHASE_BWD, dlnf_part, R(grad_slot(p, s->lnf), 0));
+  px_ref dlnf_sh = R(grad_slot(p, s->lnf), 0);
+  px_ref dlnf = linear_bwd(b, d, dlnf_part, lnf, s->w_head, -1, dlogits, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H, &dlnf_sh);
   norm_bwd(b, d, R(grad_slot(p, L->x), 0), dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF,
            R(s->lnf_rstd, 0), s->w_lnf, s->b_lnf, B * Sl);
 }
@@ -736,6 +744,30 @@ static void push_ref(px_ref **arr, int32_t *n, int32_t *cap, px_ref r) {
     *arr = na;
   }
   (*arr)[(*n)++] = r;
+}
+
+/* True when ops a and b name a common tensor (either side). */
+static bool ops_share(const px_op *a, const px_op *b) {
+  px_ref ra[PX_OP_INS + PX_OP_OUTS], rb[PX_OP_INS + PX_OP_OUTS];
+  memcpy(ra, a->in, sizeof a->in), memcpy(ra + PX_OP_INS, a->out, sizeof a->out);
+  memcpy(rb, b->in, sizeof b->in), memcpy(rb + PX_OP_INS, b->out, sizeof b->out);
+  for (int i = 0; i < PX_OP_INS + PX_OP_OUTS; i++)
+    for (int j = 0; ra[i].slot >= 0 && j < PX_OP_INS + PX_OP_OUTS; j++)
+      if (ref_eq(ra[i], rb[j])) return true;
+  return false;
+}
+
+/* The cross-stream dependencies: a compute op that reads or writes a tensor
+ * of an earlier TP collective waits for the latest such (the TP stream runs
+ * its collectives in order). Everything between may overlap it. */
+static void block_deps(px_block *blk) {
+  for (int i = 0; i < blk->nops; i++) {
+    px_op *o = &blk->ops[i];
+    o->dep = -1;
+    if (o->stream != PX_STREAM_COMPUTE) continue;
+    for (int j = i - 1; j >= 0 && o->dep < 0; j--)
+      if (blk->ops[j].stream == PX_STREAM_TP && ops_share(o, &blk->ops[j])) o->dep = (int16_t)j;
+  }
 }
 
 /* Records, per op, which slot instances it allocates (first write of a
@@ -796,6 +828,7 @@ static void block_finish(bld *b) {
       o->free_count++;
     }
   }
+  block_deps(blk);
   for (int i = 0; i < PX_PHASE_COUNT; i++) blk->flops[i] = 0;
   blk->bytes = 0;
   for (int i = 0; i < blk->nops; i++) {

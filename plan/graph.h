@@ -144,7 +144,7 @@ typedef struct {
   uint8_t group;  /* px_group for collectives */
   uint8_t coll;   /* px_coll */
   uint8_t flags;  /* PX_OPF_* */
-  int16_t dep;    /* op index in the block this op also waits for (another stream), -1 none */
+  int16_t dep;    /* compute ops: the latest earlier TP collective of the block whose tensors it uses, -1 none */
   px_ref out[PX_OP_OUTS];
   px_ref in[PX_OP_INS];
   int64_t dim[6];  /* meaning per kind, see plan/compile.c; LINEAR*: m, n, k, then the widths of split outputs */

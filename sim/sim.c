@@ -27,6 +27,9 @@ typedef struct px_sim_state sim;
 /* One piece of a compute block. */
 typedef struct {
   bool comm, async;
+  bool waits;       /* compute: first waits for async collective `wait` of the block */
+  int8_t wait;
+  int8_t ord;       /* async: its ordinal in the block */
   double dur_s;     /* compute */
   px_coll_cost cc;  /* TP collective */
   uint64_t t_ns;    /* uncontended duration */
@@ -50,6 +53,9 @@ typedef struct {
   int32_t inst;   /* running */
   int seg;        /* next segment of a compute block */
   int async_open; /* overlapped TP flows still running */
+  uint64_t async_done; /* bit k: the block's async collective k finished */
+  int waiting;    /* the async collective the next segment waits for, -1 none */
+  bool in_seg;    /* a segment of the block is running (its end calls run_segment) */
   uint64_t start_ns;
   bool fast;      /* running the whole block as one event since fast_t0 */
   uint64_t fast_t0;
@@ -100,14 +106,19 @@ static px_status seg_push(seg_list *l, seg s, px_err *err) {
   return PX_OK;
 }
 
-/* Adds compute time to the list's open compute segment. */
-static px_status seg_add_compute(seg_list *l, double s, px_err *err) {
-  if (l->n > 0 && !l->v[l->n - 1].comm) {
+/* Adds compute time to the list's open compute segment, or opens one that
+ * first waits for async collective `wait` (-1: none). */
+static px_status seg_add_compute(seg_list *l, double s, int wait, px_err *err) {
+  if (l->n > 0 && !l->v[l->n - 1].comm && wait < 0) {
     l->v[l->n - 1].dur_s += s;
     return PX_OK;
   }
-  return seg_push(l, (seg){.comm = false, .dur_s = s}, err);
+  return seg_push(l, (seg){.comm = false, .waits = wait >= 0, .wait = (int8_t)wait, .ord = -1, .dur_s = s}, err);
 }
+
+/* At most this many overlapped collectives per block are tracked one by one;
+ * later ones are waited for at the block's end only. */
+#define ASYNC_MAX 64
 
 static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *out) {
   const px_plan *p = S->plan;
@@ -116,11 +127,14 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *ou
   px_dtype dt = p->act_dtype;
   px_status st = PX_OK;
   double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
-  if (over >= 0) return seg_add_compute(out, over, S->err);
+  if (over >= 0) return seg_add_compute(out, over, -1, S->err);
   const px_program *prog = &p->programs[s];
   uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)p->par.dp : prog->flat_elems;
   bool tp_async = (p->par.overlap & PX_OVERLAP_TP) != 0;
+  int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
+  int nasync = 0;
   for (int32_t i = 0; i < b->nops && !st; i++) {
+    if (i < 256) ord_of[i] = -1;
     px_op op = b->ops[i];
     if (k == PX_BLOCK_OPTIMIZER) { /* sizes come from the stage's shard */
       double gb = (double)px_dtype_bytes(p->grad_dtype);
@@ -136,7 +150,9 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *ou
     }
     double t = px_compute_op_s(&c->gpu, dt, &op);
     out->op_s[op.kind] += t;
-    if (t > 0) st = seg_add_compute(out, t, S->err);
+    /* an op using an overlapped collective's tensors waits for it */
+    int wait = op.dep >= 0 && op.dep < i && i < 256 ? ord_of[op.dep] : -1;
+    if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);
     if (st) break;
     if (op.kind == PX_OP_GRAD_NORM && p->grid.world > 1 && !S->opts->comm_free) { /* one double over every rank */
       px_placement all = px_grid_place(&p->grid, 0, 1, p->grid.world);
@@ -148,7 +164,10 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *ou
         op.coll_bytes == 0)
       continue;
     px_coll_cost cc = px_coll_cost_of(c, (px_coll)op.coll, op.coll_bytes, pl);
-    st = seg_push(out, (seg){.comm = true, .async = tp_async && op.group == PX_GROUP_TP, .cc = cc}, S->err);
+    bool async = tp_async && op.group == PX_GROUP_TP;
+    int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
+    if (i < 256) ord_of[i] = ord;
+    st = seg_push(out, (seg){.comm = true, .async = async, .ord = ord, .cc = cc}, S->err);
   }
   return st;
 }
@@ -331,18 +350,26 @@ static void run_segment(sim *S, int64_t s, int stream) {
     push_seg_done(S, s, stream, S->eng.now_ns + l->fast_ns);
     return;
   }
+  q->in_seg = false;
   while (q->seg < l->n) {
-    const seg *g = &l->v[q->seg++];
+    const seg *g = &l->v[q->seg];
+    if (g->waits && !(q->async_done >> g->wait & 1)) { /* resumed when that collective ends */
+      q->waiting = g->wait;
+      return;
+    }
+    q->seg++;
     if (!g->comm) {
       ss->stats.compute_s += pipe ? g->dur_s : 0;
+      q->in_seg = true;
       push_seg_done(S, s, stream, S->eng.now_ns + px_ns(g->dur_s));
       return;
     }
     if (g->async) {
       q->async_open++;
-      flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, 0);
+      flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, g->ord < 0 ? ASYNC_MAX : g->ord);
       continue;
     }
+    q->in_seg = true;
     flow_start(S, &g->cc, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
     return;
   }
@@ -401,6 +428,8 @@ static void try_start(sim *S, int64_t s, int stream) {
   q->inst = i;
   q->seg = 0;
   q->async_open = 0;
+  q->async_done = 0;
+  q->waiting = -1;
   q->start_ns = S->eng.now_ns;
   const px_inst *in = &ss->prog->insts[i];
   px_block_kind k = (px_block_kind)in->block;
@@ -444,7 +473,14 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
   switch (owner) {
     case OWN_SEGMENT: run_segment(S, s, stream); break;
     case OWN_ASYNC:
-      if (--q->async_open == 0 && q->seg >= ss->costs[ss->prog->insts[q->inst].block].n) inst_done(S, s, q->inst);
+      q->async_open--;
+      if (x >= 0 && x < ASYNC_MAX) q->async_done |= (uint64_t)1 << x;
+      if (q->waiting >= 0 && q->waiting == x) {
+        q->waiting = -1;
+        run_segment(S, s, stream);
+      } else if (q->async_open == 0 && !q->in_seg && q->seg >= ss->costs[ss->prog->insts[q->inst].block].n) {
+        inst_done(S, s, q->inst);
+      }
       break;
     case OWN_INST: inst_done(S, s, q->inst); break;
     case OWN_P2P:

@@ -18,8 +18,8 @@ static void test_basics(void) {
   CU_ASSERT_EQUAL_FATAL(px_arena_init(&a, 10 * A + 7, &err), PX_OK);
   PX_ASSERT_EQ_U64(a.size, 10 * A); /* whole units only */
   uint64_t o1, o2, o3, tag[PX_ARENA_TAGS];
-  const uint64_t none[PX_ARENA_TAGS] = {0}, t7[PX_ARENA_TAGS] = {7, 0}, t3[PX_ARENA_TAGS] = {3, 4}, t9[PX_ARENA_TAGS] = {9, 1},
-                 t1[PX_ARENA_TAGS] = {1, 2};
+  const uint64_t none[PX_ARENA_TAGS] = {0}, t7[PX_ARENA_TAGS] = {7, 0}, t3[PX_ARENA_TAGS] = {3, 4, 5},
+                 t9[PX_ARENA_TAGS] = {9, 1, 2}, t1[PX_ARENA_TAGS] = {1, 2, 8};
   CU_ASSERT(px_arena_take(&a, 1, &o1, tag)); /* rounds up to one unit */
   CU_ASSERT(px_arena_take(&a, 3 * A, &o2, tag));
   CU_ASSERT(px_arena_take(&a, 0, &o3, tag)); /* zero bytes still get a distinct unit */
@@ -47,6 +47,7 @@ static void test_basics(void) {
   PX_ASSERT_EQ_U64(a.free[0].bytes, 10 * A);
   PX_ASSERT_EQ_U64(a.free[0].tag[0], 9); /* max(7, 3, 9, 1) */
   PX_ASSERT_EQ_U64(a.free[0].tag[1], 4); /* max(0, 4, 1, 2) */
+  PX_ASSERT_EQ_U64(a.free[0].tag[2], 8); /* max(0, 5, 2, 8) */
   PX_ASSERT_EQ_U64(a.used, 0);
   /* refusals: a range not taken, one past the end */
   CU_ASSERT_EQUAL(px_arena_give(&a, 0, A, none, &err), PX_ERR_RUNTIME);

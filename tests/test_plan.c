@@ -40,6 +40,55 @@ static px_status compile(px_plan *plan, const px_model *m, px_cluster *c, px_par
   return px_plan_compile(plan, m, c, p, err);
 }
 
+/* ---- cross-stream dependencies ---- */
+
+static bool shares(const px_op *a, const px_op *b) {
+  for (int i = 0; i < PX_OP_INS + PX_OP_OUTS; i++) {
+    px_ref r = i < PX_OP_INS ? a->in[i] : a->out[i - PX_OP_INS];
+    for (int j = 0; r.slot >= 0 && j < PX_OP_INS + PX_OP_OUTS; j++) {
+      px_ref q = j < PX_OP_INS ? b->in[j] : b->out[j - PX_OP_INS];
+      if (q.slot == r.slot && q.layer_off == r.layer_off) return true;
+    }
+  }
+  return false;
+}
+
+/* Every compute op's dep is the latest earlier TP collective it shares a
+ * tensor with; in the backward a linear's TP reduction sits between its
+ * data-gradient and weight-gradient GEMMs (Megatron's overlap order). */
+static void test_tp_deps(void) {
+  px_model m = gpt(2, 1024, 16, 512, 0.1);
+  px_cluster c = cluster("dgx-h100", 8);
+  for (int sp = 0; sp < 2; sp++) {
+    px_parallel p = par(4, 1, 2, 0, 1, 4);
+    p.sp = sp;
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    int between = 0, waits = 0;
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
+      const px_block *b = &plan.blocks[k];
+      for (int32_t i = 0; i < b->nops; i++) {
+        const px_op *o = &b->ops[i];
+        int want = -1;
+        for (int32_t j = i - 1; j >= 0 && want < 0 && o->stream == PX_STREAM_COMPUTE; j--)
+          if (b->ops[j].stream == PX_STREAM_TP && shares(o, &b->ops[j])) want = j;
+        CU_ASSERT_EQUAL(o->dep, want);
+        waits += want >= 0;
+        bool reduce = o->kind == PX_OP_ALLREDUCE || o->kind == PX_OP_REDUCE_SCATTER;
+        if (o->phase == PX_PHASE_BWD && reduce && i > 0 && i + 1 < b->nops) {
+          between += b->ops[i - 1].kind == PX_OP_LINEAR_BWD_DATA && b->ops[i + 1].kind == PX_OP_LINEAR_BWD_WEIGHT &&
+                     b->ops[i + 1].dep != i;
+        }
+      }
+    }
+    /* the fc1 and qkv backwards of a layer, and the head's */
+    CU_ASSERT_EQUAL(between, 3);
+    CU_ASSERT(waits >= 6);
+    px_plan_free(&plan);
+  }
+}
+
 /* ---- model states: ZeRO ---- */
 
 static void test_zero_states(void) {
@@ -452,6 +501,7 @@ int main(void) {
       {"uneven layer split and the rank grid", test_layer_split},
       {"impossible plans are refused with a reason", test_refusals},
       {"vocabulary padding as Megatron", test_vocab_padding},
+      {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
   };
   return px_test_main("plan", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1,11 +1,12 @@
 /* CUDA backend: device memory, the op dispatch onto kernels/cuda, and the
- * collectives (NCCL, or MPI staged through the host). Three streams: compute
- * (every op and the TP traffic, in the interpreter's order), dp (the gradient
- * reductions and parameter gathers the interpreter puts there) and pp (the
- * p2p batches), so communication overlaps compute. Each NCCL communicator is
- * used from one stream only (DP on dp, the world's p2p on pp, TP and the tied
- * embedding's on compute), so every rank runs a communicator's operations in
- * the same order. Work switched onto a side stream waits for everything
+ * collectives (NCCL, or MPI staged through the host). Four streams: compute
+ * (every op, in the interpreter's order), tp (the TP collectives), dp (the
+ * gradient reductions and parameter gathers the interpreter puts there) and
+ * pp (the p2p batches), so communication overlaps compute. Each NCCL
+ * communicator is used from one stream only (TP on tp, DP on dp, the world's
+ * p2p on pp, the tied embedding's on compute), so every rank runs a
+ * communicator's operations in the same order; a TP collective issued on
+ * another stream runs on tp in line with it. Work switched onto a side stream waits for everything
  * issued on compute before it; compute waits for a side stream only at a mark
  * the interpreter names (the program's dependencies) or at join. Device
  * memory comes from arenas (exec/arena.h): one reserved at set-up with the
@@ -42,7 +43,7 @@
 #define SCRATCH_CHUNKS 16
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* cuBLASLt: what Hopper kernels want */
 
-enum { COMPUTE, DP, PP, NSTREAMS };
+enum { COMPUTE, TP, DP, PP, NSTREAMS };
 _Static_assert(PX_ARENA_TAGS == NSTREAMS - 1, "an arena tag per side stream");
 
 /* A cudaMalloc'd range and its offset allocator. */
@@ -362,10 +363,13 @@ static px_status cu_download(px_backend *b, void *host, const void *src, uint64_
 
 static px_status cu_sync(px_backend *b, px_err *err) { return wait_streams(b->impl, true, err); }
 
-/* Onto dp: after everything issued on compute so far. Back onto compute: no wait. */
+/* Onto a side stream: after everything issued on compute so far. Back onto compute: no wait. */
 static void cu_set_stream(px_backend *b, px_stream s) {
   cuda *c = b->impl;
-  int want = s == PX_STREAM_DP ? DP : s == PX_STREAM_PP_SEND || s == PX_STREAM_PP_RECV ? PP : COMPUTE;
+  int want = s == PX_STREAM_TP   ? TP
+             : s == PX_STREAM_DP ? DP
+             : s == PX_STREAM_PP_SEND || s == PX_STREAM_PP_RECV ? PP
+                                                                : COMPUTE;
   if (want == c->cur) return;
   if (want != COMPUTE) { /* the side stream starts after compute's work so far */
     cudaEventRecord(c->switched, c->streams[COMPUTE]);
@@ -379,7 +383,7 @@ static px_status cu_join(px_backend *b, px_err *err) {
   cuda *c = b->impl;
   c->cur = COMPUTE;
   px_status st = PX_OK;
-  for (int s = DP; s < NSTREAMS && !st; s++) {
+  for (int s = COMPUTE + 1; s < NSTREAMS && !st; s++) {
     st = cu_check(cudaEventRecord(c->switched, c->streams[s]), "cudaEventRecord", err);
     if (!st) st = cu_check(cudaStreamWaitEvent(c->streams[COMPUTE], c->switched, 0), "cudaStreamWaitEvent", err);
   }
@@ -924,6 +928,26 @@ static px_status staged(px_backend *be, staged_kind kind, px_group g, void *out,
   return st;
 }
 
+/* TP collectives run on the tp stream. Issued on another stream, in line:
+ * tp waits for that stream's work so far, and that stream for the collective
+ * (tp_enter returns the stream to go back to, -1 when already on tp). */
+static int tp_enter(cuda *c, px_group g) {
+  int from = c->cur;
+  if (g != PX_GROUP_TP || from == TP) return -1;
+  cudaEventRecord(c->switched, c->streams[from]);
+  cudaStreamWaitEvent(c->streams[TP], c->switched, 0);
+  c->cur = TP;
+  return from;
+}
+
+static px_status tp_leave(cuda *c, int from, px_status st, px_err *err) {
+  if (from < 0) return st;
+  c->cur = from;
+  px_status e = cu_check(cudaEventRecord(c->switched, c->streams[TP]), "cudaEventRecord", err);
+  if (!e) e = cu_check(cudaStreamWaitEvent(c->streams[from], c->switched, 0), "cudaStreamWaitEvent", err);
+  return st ? st : e;
+}
+
 static px_status cu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
                               px_err *err) {
   cuda *c = be->impl;
@@ -932,8 +956,10 @@ static px_status cu_allreduce(px_backend *be, px_group g, void *buf, uint64_t co
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
   if (st) return st;
-  return nccl_check(ncclAllReduce(buf, buf, count, nccl_type(dt), op == PX_RED_MAX ? ncclMax : ncclSum, nc, stream_of(c)),
-                    "ncclAllReduce", err);
+  int from = tp_enter(c, g);
+  st = nccl_check(ncclAllReduce(buf, buf, count, nccl_type(dt), op == PX_RED_MAX ? ncclMax : ncclSum, nc, stream_of(c)),
+                  "ncclAllReduce", err);
+  return tp_leave(c, from, st, err);
 }
 
 /* in == out: in place, this rank's part already at its place in out. */
@@ -946,7 +972,9 @@ static px_status cu_allgather(px_backend *be, px_group g, void *out, const void 
   px_status st = nccl_comm(c, g, &nc, err);
   if (st) return st;
   const void *send = in == out ? (const char *)out + (uint64_t)c->nc_rank[g] * count_in * px_dtype_bytes(dt) : in;
-  return nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, stream_of(c)), "ncclAllGather", err);
+  int from = tp_enter(c, g);
+  st = nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, stream_of(c)), "ncclAllGather", err);
+  return tp_leave(c, from, st, err);
 }
 
 static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
@@ -957,8 +985,10 @@ static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const 
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
   if (st) return st;
-  return nccl_check(ncclReduceScatter(in, out, count_out, nccl_type(dt), ncclSum, nc, stream_of(c)), "ncclReduceScatter",
-                    err);
+  int from = tp_enter(c, g);
+  st = nccl_check(ncclReduceScatter(in, out, count_out, nccl_type(dt), ncclSum, nc, stream_of(c)), "ncclReduceScatter",
+                  err);
+  return tp_leave(c, from, st, err);
 }
 
 /* NCCL pairs the k-th send from a rank with the k-th receive from it on the

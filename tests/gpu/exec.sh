@@ -51,6 +51,8 @@ same gpt-3d-nccl 8 8 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 same gpt-3d-mpi 8 1 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 grep -q "staged in host memory" "$tmp/gpt-3d-mpi-cuda.err" || fail "the MPI fallback was not announced"
 same llama-sp-zero3 4 4 -m tiny -B 4 -t 2 -d 2 -z 3 -S "${fp32[@]}"
+# TP collectives on their own stream: compute waits for each only where its tensors are used
+same gpt-tp-overlap 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all "${fp32[@]}"
 same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2 "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with
