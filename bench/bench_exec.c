@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
   p.mbs = mbs, p.gbs = mbs * micro, p.seq = seq;
   p.precision = gpu ? PX_PREC_BF16 : PX_PREC_FP32;
   p.attention = gpu ? PX_ATTN_FLASH : PX_ATTN_UNFUSED;
+  p.gelu = gpu ? PX_GELU_FUSED : PX_GELU_SEPARATE; /* on a GPU, the fastest plan the executor runs */
   px_plan plan;
   px_parallel_resolve(&p, &m, &c);
   if (px_plan_compile(&plan, &m, &c, &p, &err)) {
@@ -98,10 +99,10 @@ int main(int argc, char **argv) {
     kind_bound[op->kind] += f > mem ? f : mem;
   }
   double flops = plan.model_flops_per_step / r.step_time_s;
-  printf("# parallax executor, %s backend: %s, seq %lld, %lld micro-batches of %lld, %s, %s attention, one rank, "
-         "%lld steps (%.1f s)\n",
+  printf("# parallax executor, %s backend: %s, seq %lld, %lld micro-batches of %lld, %s, %s attention, %s GELU, "
+         "one rank, %lld steps (%.1f s)\n",
          backend, model, (long long)seq, (long long)micro, (long long)mbs, px_dtype_names[dt],
-         px_attention_names[plan.par.attention], (long long)steps, wall);
+         px_attention_names[plan.par.attention], px_gelu_names[plan.par.gelu], (long long)steps, wall);
   printf("step time           %.4f s (steps after the first)\n", r.step_time_s);
   printf("tokens/s            %.1f\n", r.tokens_per_s);
   printf("model FLOP/s        %.1f GFLOP/s = %.1f%% of %s %.1f GFLOP/s (MFU)\n", flops / 1e9, 100 * flops / peak,

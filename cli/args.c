@@ -20,7 +20,7 @@ typedef struct {
   const char *help;
 } px_opt;
 
-enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE };
 
 static const px_opt opts[] = {
@@ -43,6 +43,7 @@ static const px_opt opts[] = {
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16 (16-bit: fp32 master weights)"},
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
+    {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket (25)"},
     {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,all,none"},
     {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,all"},
@@ -166,6 +167,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_ATTENTION:
         st = parse_enum("attention", optarg, px_attention_names, PX_ATTN_COUNT, &p->attention, err);
         break;
+      case OPT_GELU: st = parse_enum("gelu", optarg, px_gelu_names, PX_GELU_COUNT, &p->gelu, err); break;
       case OPT_BUCKET:
         st = px_parse_int(optarg, "--bucket-mib", 1, 1 << 20, &v, err);
         p->bucket_bytes = (uint64_t)v << 20;
@@ -235,7 +237,7 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = fp->f
     TAKE(tp, 0); TAKE(pp, 0); TAKE(dp, 0); TAKE(zero, -1); TAKE(sp, -1); TAKE(mbs, 0); TAKE(gbs, 0);
-    TAKE(seq, 0); TAKE(schedule, -1); TAKE(vpp, 0); TAKE(recompute, -1); TAKE(precision, -1); TAKE(attention, -1);
+    TAKE(seq, 0); TAKE(schedule, -1); TAKE(vpp, 0); TAKE(recompute, -1); TAKE(precision, -1); TAKE(attention, -1); TAKE(gelu, -1);
     TAKE(bucket_bytes, 0u); TAKE(overlap, -1);
 #undef TAKE
   }

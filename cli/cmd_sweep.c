@@ -338,6 +338,7 @@ int px_cmd_sweep(int argc, char **argv) {
   fixed.seq = a.par.seq;
   if (fixed.precision < 0) fixed.precision = a.par.precision;
   if (fixed.attention < 0) fixed.attention = a.par.attention;
+  if (fixed.gelu < 0) fixed.gelu = a.par.gelu;
   if (fixed.overlap < 0) fixed.overlap = a.par.overlap;
   if (fixed.bucket_bytes == 0) fixed.bucket_bytes = a.par.bucket_bytes;
 

@@ -28,7 +28,7 @@
 /* Model-derived sizes of one rank. */
 typedef struct {
   int64_t B, S, Sl, H, T, HQ, HKV, D, QW, KW, F, Vl, V;
-  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash;
+  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
   px_dtype act, param, grad;
   uint64_t e; /* activation bytes per element */
 } dims;
@@ -426,6 +426,11 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   if (d->swiglu) {
     linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->gate, 0), R(L->up, 0), NOREF, rows_full, d->F, d->F, 0, H);
     o = simple(b, PX_OP_SWIGLU, ph, R(L->act, 0), R(L->gate, 0), R(L->up, 0), rows_full * d->F, (double)d->e);
+  } else if (d->gelu_fused) { /* the GEMM's epilogue: act and the pre-activation the backward needs */
+    o = linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->act, 0), NOREF, NOREF, rows_full, d->F, 0, 0, H);
+    o->flags |= PX_OPF_GELU;
+    o->out[3] = R(L->fc1, 0);
+    o->bytes += (double)(rows_full * d->F) * (double)d->e;
   } else {
     linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->fc1, 0), NOREF, NOREF, rows_full, d->F, 0, 0, H);
     simple(b, PX_OP_GELU, ph, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, (double)d->e);
@@ -486,9 +491,10 @@ static void attention_backward(bld *b, const dims *d, const layer_slots *L, px_r
 /* Backward of a branch's end (attention or MLP): from the residual's
  * gradient dres through the dropout (with its mask) and the TP gather to the
  * row-parallel linear w (bias), whose input `in` of in_width columns gets its
- * gradient. */
+ * gradient; with pre >= 0, `in` is gelu(pre) and the data-gradient GEMM's
+ * epilogue gives pre's gradient instead. */
 static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmask, int part, int in, int w, int bias,
-                           int64_t in_width) {
+                           int64_t in_width, int pre) {
   px_plan *p = b->p;
   int64_t rows = d->B * d->Sl;
   px_ref dbranch = dres;
@@ -497,8 +503,15 @@ static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmas
     dropout_bwd(b, d, dbranch, dres, R(dmask, 0), rows * d->H);
   }
   px_ref dfull = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, part), 0));
-  linear_bwd(b, d, R(grad_slot(p, in), 0), R(in, 0), w, bias, dfull, NOREF, NOREF, d->B * d->S, d->H, 0, 0, in_width,
-             NULL);
+  int32_t data = b->b->nops; /* linear_bwd's first op */
+  linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), w, bias, dfull, NOREF, NOREF, d->B * d->S, d->H, 0,
+             0, in_width, NULL);
+  if (pre >= 0) {
+    px_op *o = &b->b->ops[data];
+    o->flags = PX_OPF_DGELU;
+    o->in[4] = R(pre, 0);
+    o->bytes += (double)(d->B * d->S * in_width) * (double)d->e;
+  }
 }
 
 /* One layer's backward; recomputation first when chosen. */
@@ -510,7 +523,8 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref dout = R(grad_slot(p, L->x), 1);
   px_ref dx = R(grad_slot(p, L->x), 0);
   /* MLP branch: dout -> (dropout) -> row-parallel fc2 */
-  branch_end_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, L->act, L->w_fc2, L->b_fc2, d->F);
+  branch_end_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, L->act, L->w_fc2, L->b_fc2, d->F,
+                 d->gelu_fused ? L->fc1 : -1);
   px_ref dact = R(grad_slot(p, L->act), 0);
   px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0), dln2_sh = R(grad_slot(p, L->ln2), 0), dln2;
   /* Megatron-SP keeps the sharded norm output and gathers it again */
@@ -527,8 +541,10 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
                       &dln2_sh);
   } else {
     px_ref dfc1 = R(grad_slot(p, L->fc1), 0);
-    px_op *o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, dfc1, dact, R(L->fc1, 0), rows_full * d->F, (double)d->e);
-    o->flags = PX_OPF_ACCUMULATE;
+    if (!d->gelu_fused) {
+      px_op *o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, dfc1, dact, R(L->fc1, 0), rows_full * d->F, (double)d->e);
+      o->flags = PX_OPF_ACCUMULATE;
+    }
     dln2 = linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F, 0, 0, H,
                       &dln2_sh);
   }
@@ -540,7 +556,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
            L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), L->w_ln2, L->b_ln2, rows);
   /* Attention branch: the residual's gradient (dout with a parallel residual) */
   branch_end_bwd(b, d, d->par_res ? dout : dmid, L->attn_out, L->attn_dmask, L->attn_part, L->ctx, L->w_o, L->b_o,
-                 d->QW);
+                 d->QW, -1);
   px_ref dctx = R(grad_slot(p, L->ctx), 0);
   px_ref dq = R(grad_slot(p, L->q), 0), dk = R(grad_slot(p, L->k), 0), dv = R(grad_slot(p, L->v), 0);
   if (d->flash) {
@@ -888,6 +904,7 @@ static void dims_make(const px_plan *p, dims *d) {
   d->qkv_bias = m->qkv_bias || m->bias;
   d->par_res = m->parallel_residual;
   d->flash = par->attention == PX_ATTN_FLASH;
+  d->gelu_fused = par->gelu == PX_GELU_FUSED && !d->swiglu;
   d->act = p->act_dtype;
   d->param = p->param_dtype;
   d->grad = p->grad_dtype;

@@ -161,6 +161,8 @@ enum {
   PX_OPF_SEQ_AXIS = 1 << 1,   /* collective along the sequence axis of (B, S, H): shards are (B, S/tp, H) */
   PX_OPF_ATTN_PROBS = 1 << 2, /* dropout site: attention probabilities */
   PX_OPF_TP_SLICE = 1 << 3,  /* p2p: this TP rank's 1/tp slice of the tensor only */
+  PX_OPF_GELU = 1 << 4,      /* LINEAR (one output): out[0] = gelu(product + bias), out[3] = product + bias */
+  PX_OPF_DGELU = 1 << 5,     /* LINEAR_BWD_DATA: out[0] = (dy W) gelu'(in[4]), written, not accumulated */
 };
 
 typedef enum {

@@ -71,6 +71,8 @@ cJSON *px_graph_to_json(const px_plan *plan) {
       cJSON_AddStringToObject(oo, "phase", px_phase_names[op->phase]);
       if (op->group) cJSON_AddStringToObject(oo, "group", px_group_names[op->group]);
       if (op->dep >= 0) cJSON_AddNumberToObject(oo, "dep", op->dep);
+      if (op->flags & (PX_OPF_GELU | PX_OPF_DGELU))
+        cJSON_AddStringToObject(oo, "epilogue", op->flags & PX_OPF_GELU ? "gelu" : "dgelu");
       cJSON_AddItemToObject(oo, "in", refs_json(op->in, PX_OP_INS));
       cJSON_AddItemToObject(oo, "out", refs_json(op->out, PX_OP_OUTS));
       cJSON_AddItemToObject(oo, "dim", int_array(op->dim, 6));

@@ -10,12 +10,13 @@ const char *const px_schedule_names[PX_SCHED_COUNT] = {"gpipe", "1f1b", "interle
 const char *const px_recompute_names[PX_RECOMPUTE_COUNT] = {"none", "selective", "full"};
 const char *const px_precision_names[PX_PREC_COUNT] = {"fp32", "bf16", "fp16"};
 const char *const px_attention_names[PX_ATTN_COUNT] = {"flash", "unfused"};
+const char *const px_gelu_names[PX_GELU_COUNT] = {"separate", "fused"};
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
-  p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->overlap = -1;
+  p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -33,6 +34,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->recompute < 0) p->recompute = PX_RECOMPUTE_NONE;
   if (p->precision < 0) p->precision = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_PREC_BF16 : PX_PREC_FP32;
   if (p->attention < 0) p->attention = PX_ATTN_FLASH;
+  if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
   if (p->overlap < 0) p->overlap = PX_OVERLAP_DEFAULT;
 }
@@ -125,8 +127,9 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
     return px_err_set(err, PX_ERR_INPUT, "pp %lld x vpp %lld stages is more than the %lld layers", (long long)p->pp,
                       (long long)p->vpp, (long long)m->layers);
   if (p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
-      p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT)
-    return px_err_set(err, PX_ERR_INPUT, "schedule, recompute, precision or attention is not set");
+      p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT || p->gelu < 0 ||
+      p->gelu >= PX_GELU_COUNT)
+    return px_err_set(err, PX_ERR_INPUT, "schedule, recompute, precision, attention or gelu is not set");
   if (p->precision != PX_PREC_FP32 && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
                       px_precision_names[p->precision]);
@@ -195,6 +198,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "attention", false, px_attention_names, PX_ATTN_COUNT, &p->attention, err));
+  TRY(px_json_enum(&c, obj, "gelu", false, px_gelu_names, PX_GELU_COUNT, &p->gelu, err));
   double mib = 0;
   TRY(px_json_num(&c, obj, "bucket_mib", false, 1.0 / 1024, 1 << 20, &mib, err));
   p->bucket_bytes = (uint64_t)(mib * (1 << 20));
@@ -224,6 +228,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->recompute >= 0) cJSON_AddStringToObject(o, "recompute", px_recompute_names[p->recompute]);
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);
   if (p->attention >= 0) cJSON_AddStringToObject(o, "attention", px_attention_names[p->attention]);
+  if (p->gelu >= 0) cJSON_AddStringToObject(o, "gelu", px_gelu_names[p->gelu]);
   px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));
   char overlap[64] = "";
   if (p->overlap >= 0) {

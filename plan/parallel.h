@@ -19,11 +19,17 @@ typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_COUNT } px_prec
  * probabilities are recomputed in backward) or unfused (Megatron-LM's
  * scores, softmax, dropout and context ops, as in Korthikanti et al.). */
 typedef enum { PX_ATTN_FLASH, PX_ATTN_UNFUSED, PX_ATTN_COUNT } px_attention;
+/* GELU MLP: its own op after fc1 (as Megatron-LM), or fused into the GEMMs'
+ * epilogues (fc1 forward writes gelu(x W^T + b) and keeps the pre-activation;
+ * fc2's data gradient is multiplied by gelu'), saving a pass over the
+ * (B, S, F/tp) tensor each way. */
+typedef enum { PX_GELU_SEPARATE, PX_GELU_FUSED, PX_GELU_COUNT } px_gelu_mode;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
 extern const char *const px_precision_names[PX_PREC_COUNT];
 extern const char *const px_attention_names[PX_ATTN_COUNT];
+extern const char *const px_gelu_names[PX_GELU_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -48,6 +54,7 @@ typedef struct {
   int recompute;     /* px_recompute, -1 unset */
   int precision;     /* px_precision, -1 unset */
   int attention;     /* px_attention, -1 unset */
+  int gelu;          /* px_gelu_mode, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
   int overlap;       /* PX_OVERLAP_* bits, -1 unset */
 } px_parallel;

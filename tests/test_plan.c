@@ -89,6 +89,47 @@ static void test_tp_deps(void) {
   }
 }
 
+/* ---- GELU in the GEMM epilogues ---- */
+
+static double block_bytes(const px_block *b, int *gelu_ops) {
+  double bytes = 0;
+  for (int32_t i = 0; i < b->nops; i++) {
+    bytes += b->ops[i].bytes;
+    *gelu_ops += b->ops[i].kind == PX_OP_GELU || b->ops[i].kind == PX_OP_GELU_BWD;
+  }
+  return bytes;
+}
+
+/* Fused GELU drops the GELU ops and saves one pass over the (B, S, F/tp)
+ * tensor forward (the read of the pre-activation) and two backward (the
+ * write and read of the activation's gradient); the activations kept and
+ * the FLOPs are those of the separate plan. */
+static void test_gelu_fused(void) {
+  px_model m = gpt(2, 1024, 16, 512, 0.1);
+  px_cluster c = cluster("dgx-h100", 2);
+  double fwd[2], bwd[2], act[2], flops[2];
+  int ops[2] = {0, 0};
+  for (int g = 0; g < 2; g++) {
+    px_parallel p = par(2, 1, 1, 0, 2, 2);
+    p.gelu = g ? PX_GELU_FUSED : PX_GELU_SEPARATE;
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    fwd[g] = block_bytes(&plan.blocks[PX_BLOCK_LAYER_FWD], &ops[g]);
+    bwd[g] = block_bytes(&plan.blocks[PX_BLOCK_LAYER_BWD], &ops[g]);
+    act[g] = (double)px_plan_layer_activation_bytes(&plan);
+    flops[g] = plan.hw_flops_per_step;
+    px_plan_free(&plan);
+  }
+  double pass = 2.0 * 512 * (4 * 1024 / 2) * 2; /* B S F/tp elements of bf16 */
+  CU_ASSERT_EQUAL(ops[0], 2);
+  CU_ASSERT_EQUAL(ops[1], 0);
+  CU_ASSERT_DOUBLE_EQUAL(fwd[0] - fwd[1], pass, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(bwd[0] - bwd[1], 2 * pass, 1e-6);
+  CU_ASSERT_DOUBLE_EQUAL(act[0], act[1], 0);
+  CU_ASSERT_DOUBLE_EQUAL(flops[0], flops[1], 0);
+}
+
 /* ---- model states: ZeRO ---- */
 
 static void test_zero_states(void) {
@@ -502,6 +543,7 @@ int main(void) {
       {"impossible plans are refused with a reason", test_refusals},
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
+      {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
   };
   return px_test_main("plan", tests, sizeof tests / sizeof tests[0]);
 }

@@ -166,6 +166,11 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
         px_k_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1]);
       return PX_OK;
     case PX_OP_LINEAR: {
+      if (o->flags & PX_OPF_GELU) { /* the pre-activation, then its GELU */
+        px_k_linear_fwd(out[3], in[0], in[1], in[2], d[0], d[2], d[3]);
+        px_k_gelu_fwd(out[0], out[3], d[0] * d[3]);
+        return PX_OK;
+      }
       int64_t off = 0;
       for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
         px_k_linear_fwd(out[i], in[0], in[1] + off * d[2], in[2] ? in[2] + off : NULL, d[0], d[2], d[3 + i]);
@@ -176,6 +181,11 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_LINEAR_BWD_DATA:
     case PX_OP_LINEAR_BWD_WEIGHT: {
       bool data = o->kind == PX_OP_LINEAR_BWD_DATA;
+      if (data && (o->flags & PX_OPF_DGELU)) { /* dy W, written, then times gelu'(pre) */
+        px_k_gemm(out[0], in[0], in[3], d[0], d[2], d[3], false, false, 1.0f, 0.0f);
+        px_k_dgelu_inplace(out[0], in[4], d[0] * d[2]);
+        return PX_OK;
+      }
       int64_t off = 0;
       for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
         const float *dy = in[i];

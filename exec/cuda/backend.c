@@ -776,6 +776,10 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       return st;
     }
     case PX_OP_LINEAR: {
+      if (o->flags & PX_OPF_GELU) /* act = gelu(x W^T + b) and the pre-activation, in one GEMM */
+        return kc(px_kc_gemm_epi(c->lt, out[0], in[0], in[1], in[2], out[3], PX_KC_EPI_GELU, d[0], d[3], d[2], false,
+                                 true, 1.0f, 0.0f, dt, dt, c->workspace, WORKSPACE_BYTES, s),
+                  err);
       px_status st = PX_OK;
       int64_t off = 0;
       for (int i = 0; i < 3 && d[3 + i] > 0 && !st; i++) {
@@ -791,6 +795,10 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_LINEAR_BWD_DATA:
     case PX_OP_LINEAR_BWD_WEIGHT: {
       bool data = o->kind == PX_OP_LINEAR_BWD_DATA;
+      if (data && (o->flags & PX_OPF_DGELU)) /* the pre-activation's gradient: (dy W) gelu'(pre) */
+        return kc(px_kc_gemm_epi(c->lt, out[0], in[0], in[3], NULL, in[4], PX_KC_EPI_DGELU, d[0], d[2], d[3], false,
+                                 false, 1.0f, 0.0f, dt, dt, c->workspace, WORKSPACE_BYTES, s),
+                  err);
       px_status st = PX_OK;
       int64_t off = 0;
       for (int i = 0; i < 3 && d[3 + i] > 0 && !st; i++) {

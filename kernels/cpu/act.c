@@ -11,6 +11,10 @@ void px_k_gelu_bwd(float *dinp, const float *dout, const float *inp, int64_t n) 
   for (int64_t i = 0; i < n; i++) dinp[i] += dout[i] * px_gelu_grad(inp[i]);
 }
 
+void px_k_dgelu_inplace(float *d, const float *inp, int64_t n) {
+  for (int64_t i = 0; i < n; i++) d[i] *= px_gelu_grad(inp[i]);
+}
+
 void px_k_swiglu_fwd(float *out, const float *gate, const float *up, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = px_silu(gate[i]) * up[i];
 }

@@ -17,6 +17,12 @@ void px_k_gelu_bwd(float *dinp,       // (n)
                    const float *inp,  // (n)
                    int64_t n);
 
+/* d = d * gelu'(inp): a data gradient turned into the pre-activation's in
+ * place (the GELU epilogue of the GEMM that made d). */
+void px_k_dgelu_inplace(float *d,         // (n)
+                        const float *inp, // (n)
+                        int64_t n);
+
 /* out = silu(gate) * up, elementwise. Writes out. */
 void px_k_swiglu_fwd(float *out,        // (N, F)
                      const float *gate, // (N, F)

@@ -1,8 +1,10 @@
-/* cuBLASLt matrix multiply with the CPU's row-major convention, an optional
- * bias epilogue, and the linear layer. */
+/* cuBLASLt matrix multiply with the CPU's row-major convention, bias and GELU
+ * epilogues, and the linear layer. */
 #include "kernels/cuda/gemm.h"
 
 #include <string.h>
+
+#include "kernels/math.h"
 
 #define LT_TRY(expr)                                                                           \
   do {                                                                                         \
@@ -49,6 +51,29 @@ static px_status empty_product(void *c, const void *bias, int64_t m, int64_t n, 
   return PX_KC_LAUNCHED("empty_product_kernel");
 }
 
+/* A GELU epilogue cuBLASLt did not run: GELU: c = gelu(aux) (aux holds the
+ * product + bias); DGELU: c *= gelu'(aux). */
+template <typename T>
+static __global__ void epilogue_kernel(T *c, const T *aux, int64_t count, bool dgelu) {
+  PX_KC_FOR(idx, count) {
+    float pre = px_kc_ld(aux + idx);
+    px_kc_st(c + idx, dgelu ? px_kc_ld(c + idx) * px_gelu_grad(pre) : px_gelu(pre));
+  }
+}
+
+static px_status epilogue_apply(void *c, const void *aux, int64_t count, bool dgelu, px_dtype c_dtype,
+                                cudaStream_t stream) {
+  unsigned blocks = px_kc_blocks(count, PX_KC_THREADS);
+  if (c_dtype == PX_DTYPE_BF16) {
+    epilogue_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)c, (const px_bf16 *)aux, count, dgelu);
+  } else if (c_dtype == PX_DTYPE_FP16) {
+    epilogue_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((__half *)c, (const __half *)aux, count, dgelu);
+  } else {
+    epilogue_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)c, (const float *)aux, count, dgelu);
+  }
+  return PX_KC_LAUNCHED("epilogue_kernel");
+}
+
 /* ---- matmul plans: descriptors and the heuristic's choice, kept per shape ---- */
 
 /* Everything the descriptors and the algorithm depend on (not the pointers:
@@ -57,14 +82,16 @@ typedef struct {
   cublasLtHandle_t handle;
   int64_t m, n, k;
   bool trans_a, trans_b, bias;
+  px_kc_epilogue epi;
   px_dtype ab, c;
-  uint32_t al_a, al_b, al_c, al_bias;
+  uint32_t al_a, al_b, al_c, al_bias, al_aux;
   size_t workspace_bytes;
 } plan_key;
 
 typedef struct {
   plan_key key;
   bool used;
+  bool no_epilogue; /* the heuristic had nothing for key.epi: the plan is for the plain product */
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t first, second, cl;
   cublasLtMatmulAlgo_t algo;
@@ -77,9 +104,9 @@ static uint64_t plan_hits, plan_misses;
 
 static bool same_key(const plan_key *x, const plan_key *y) {
   return x->handle == y->handle && x->m == y->m && x->n == y->n && x->k == y->k && x->trans_a == y->trans_a &&
-         x->trans_b == y->trans_b && x->bias == y->bias && x->ab == y->ab && x->c == y->c && x->al_a == y->al_a &&
-         x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
-         x->workspace_bytes == y->workspace_bytes;
+         x->trans_b == y->trans_b && x->bias == y->bias && x->epi == y->epi && x->ab == y->ab && x->c == y->c &&
+         x->al_a == y->al_a && x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
+         x->al_aux == y->al_aux && x->workspace_bytes == y->workspace_bytes;
 }
 
 static px_status plan_release(gemm_plan *g) {
@@ -92,10 +119,19 @@ static px_status plan_release(gemm_plan *g) {
   return st;
 }
 
+/* The epilogue attribute for a plan's bias and GELU epilogue. */
+static cublasLtEpilogue_t epilogue_of(bool bias, px_kc_epilogue epi) {
+  if (epi == PX_KC_EPI_GELU) return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (epi == PX_KC_EPI_DGELU) return CUBLASLT_EPILOGUE_DGELU;
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 /* Builds the descriptors and asks the heuristic (its first choice, told the
  * operands' real alignment so unaligned slices get a kernel that runs on them);
- * bias: this call's, set before the heuristic as cuBLASLt wants. */
-static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias) {
+ * bias and aux: this call's, set before the heuristic as cuBLASLt wants. With
+ * a GELU epilogue the heuristic may find nothing: the plan is then made again
+ * for the plain product, marked no_epilogue. */
+static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, const void *aux) {
   px_status st = PX_OK;
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t heur;
@@ -111,10 +147,15 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias) 
   LT_TRY(cublasLtMatmulDescCreate(&g->desc, compute, CUDA_R_32F));
   LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
   LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-  if (key->bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS; /* adds bias[row] of column-major D = bias[j] of our C */
+  if (key->bias || key->epi != PX_KC_EPI_NONE) {
+    cublasLtEpilogue_t epi = epilogue_of(key->bias, key->epi); /* bias[row] of column-major D = bias[j] of our C */
     LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  }
+  if (key->bias) LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (key->epi != PX_KC_EPI_NONE) { /* aux is (n, m) column-major like D */
+    int64_t ld = n;
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
   }
   /* column-major views: our B (k, n) row-major is (n, k) column-major with ld n, and so on */
   LT_TRY(cublasLtMatrixLayoutCreate(&g->first, ab_type, (uint64_t)(key->trans_b ? k : n),
@@ -134,6 +175,19 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias) 
   LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
                                               sizeof key->al_c));
   LT_TRY(cublasLtMatmulAlgoGetHeuristic(key->handle, g->desc, g->first, g->second, g->cl, g->cl, pref, 1, &heur, &found));
+  if (found < 1 && key->epi != PX_KC_EPI_NONE) {
+    plan_key plain = *key;
+    plain.epi = PX_KC_EPI_NONE;
+    plain.al_aux = 0;
+    if (key->epi == PX_KC_EPI_GELU && key->al_aux < plain.al_c) plain.al_c = key->al_aux; /* it writes aux */
+    cublasLtMatmulPreferenceDestroy(pref);
+    pref = NULL;
+    plan_release(g);
+    st = plan_make(g, &plain, bias, NULL);
+    g->key = *key;
+    g->no_epilogue = true;
+    return st;
+  }
   if (found < 1) {
     st = px_kc_fail(__FILE__, __LINE__, "gemm: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld types %d/%d",
                     (long long)m, (long long)n, (long long)k, (int)key->ab, (int)key->c);
@@ -148,7 +202,7 @@ done:
 }
 
 /* The plan for key: a kept one, or a new one in place of the oldest. */
-static px_status plan_for(const plan_key *key, const void *bias, gemm_plan **out) {
+static px_status plan_for(const plan_key *key, const void *bias, const void *aux, gemm_plan **out) {
   for (int i = 0; i < GEMM_PLANS; i++)
     if (plans[i].used && same_key(&plans[i].key, key)) {
       plan_hits++;
@@ -159,7 +213,7 @@ static px_status plan_for(const plan_key *key, const void *bias, gemm_plan **out
   gemm_plan *g = &plans[next_victim];
   next_victim = (next_victim + 1) % GEMM_PLANS;
   px_status st = g->used ? plan_release(g) : PX_OK;
-  if (!st) st = plan_make(g, key, bias);
+  if (!st) st = plan_make(g, key, bias, aux);
   *out = g;
   return st;
 }
@@ -169,11 +223,15 @@ extern "C" void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses) {
   *misses = plan_misses;
 }
 
-extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void *a, const void *b, const void *bias,
-                                   int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
-                                   float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
-                                   size_t workspace_bytes, cudaStream_t stream) {
+extern "C" px_status px_kc_gemm_epi(cublasLtHandle_t handle, void *c, const void *a, const void *b, const void *bias,
+                                    void *aux, px_kc_epilogue epi, int64_t m, int64_t n, int64_t k, bool trans_a,
+                                    bool trans_b, float alpha, float beta, px_dtype ab_dtype, px_dtype c_dtype,
+                                    void *workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (c_dtype == PX_DTYPE_TF32) c_dtype = PX_DTYPE_FP32; /* same storage */
+  if (epi != PX_KC_EPI_NONE && (beta != 0.0f || !aux || (epi == PX_KC_EPI_DGELU && bias))) {
+    px_kc_fail(__FILE__, __LINE__, "gemm: a GELU epilogue needs beta 0 and aux (and no bias with DGELU)");
+    return PX_ERR_INPUT;
+  }
   bool ab_half = ab_dtype == PX_DTYPE_BF16 || ab_dtype == PX_DTYPE_FP16;
   if (!(ab_dtype == PX_DTYPE_FP32 || ab_dtype == PX_DTYPE_TF32 || ab_half) ||
       !(c_dtype == PX_DTYPE_FP32 || (c_dtype == ab_dtype && ab_half))) {
@@ -181,17 +239,37 @@ extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void 
     return PX_ERR_INPUT;
   }
   if (m <= 0 || n <= 0) return PX_OK;
+  /* cuBLASLt's GELU epilogues want the aux leading dimension a multiple of 8 and aux 16-byte aligned */
+  bool in_gemm = epi == PX_KC_EPI_NONE || (k > 0 && n % 8 == 0 && alignment(aux) >= 16);
+  if (!in_gemm) { /* the plain product (pre-activation into aux for GELU), then the epilogue */
+    px_status st = px_kc_gemm_epi(handle, epi == PX_KC_EPI_GELU ? aux : c, a, b, bias, NULL, PX_KC_EPI_NONE, m, n, k,
+                                  trans_a, trans_b, alpha, beta, ab_dtype, c_dtype, workspace, workspace_bytes, stream);
+    return st ? st : epilogue_apply(c, aux, m * n, epi == PX_KC_EPI_DGELU, c_dtype, stream);
+  }
   if (k <= 0) return empty_product(c, bias, m, n, beta, c_dtype, stream);
-  plan_key key = {handle, m, n, k, trans_a, trans_b, bias != NULL, ab_dtype, c_dtype, alignment(a), alignment(b),
-                  alignment(c), bias ? alignment(bias) : 0, workspace_bytes};
+  plan_key key = {handle,  m,           n,           k,           trans_a, trans_b, bias != NULL, epi, ab_dtype,
+                  c_dtype, alignment(a), alignment(b), alignment(c), bias ? alignment(bias) : 0,
+                  aux ? alignment(aux) : 0, workspace_bytes};
   gemm_plan *g = NULL;
-  px_status st = plan_for(&key, bias, &g);
+  px_status st = plan_for(&key, bias, aux, &g);
   if (st) return st;
+  void *target = g->no_epilogue && epi == PX_KC_EPI_GELU ? aux : c;
   if (bias) LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  LT_TRY(cublasLtMatmul(handle, g->desc, &alpha, b, g->first, a, g->second, &beta, c, g->cl, c, g->cl, &g->algo,
-                        workspace, workspace_bytes, stream));
+  if (epi != PX_KC_EPI_NONE && !g->no_epilogue)
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+  LT_TRY(cublasLtMatmul(handle, g->desc, &alpha, b, g->first, a, g->second, &beta, target, g->cl, target, g->cl,
+                        &g->algo, workspace, workspace_bytes, stream));
+  if (g->no_epilogue) st = epilogue_apply(c, aux, m * n, epi == PX_KC_EPI_DGELU, c_dtype, stream);
 done:
   return st;
+}
+
+extern "C" px_status px_kc_gemm_ex(cublasLtHandle_t handle, void *c, const void *a, const void *b, const void *bias,
+                                   int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b, float alpha,
+                                   float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
+                                   size_t workspace_bytes, cudaStream_t stream) {
+  return px_kc_gemm_epi(handle, c, a, b, bias, NULL, PX_KC_EPI_NONE, m, n, k, trans_a, trans_b, alpha, beta, ab_dtype,
+                        c_dtype, workspace, workspace_bytes, stream);
 }
 
 extern "C" px_status px_kc_gemm(cublasLtHandle_t handle, void *c, const void *a, const void *b, int64_t m, int64_t n,

@@ -49,9 +49,29 @@ px_status px_kc_gemm_ex(cublasLtHandle_t handle,
                         px_dtype ab_dtype, px_dtype c_dtype, void *workspace, size_t workspace_bytes,
                         cudaStream_t stream);
 
-/* px_kc_gemm_ex keeps its cuBLASLt descriptors and the heuristic's algorithm
- * per shape (sizes, transposes, types, bias or not, operand alignments,
- * workspace), for the last 128 shapes: a step repeats a few dozen, and the
+/* Epilogues past the bias (tanh GELU, as px_gelu in kernels/math.h):
+ *   PX_KC_EPI_GELU   C = gelu(product + bias) and aux = product + bias (the
+ *                    pre-activation a backward needs);
+ *   PX_KC_EPI_DGELU  C = product * gelu'(aux) (no bias).
+ * beta must be 0. aux is (m, n) row-major of C's type. cuBLASLt runs them in
+ * the GEMM (CUBLASLT_EPILOGUE_GELU_AUX(_BIAS), _DGELU) when n is a multiple of
+ * 8 and aux 16-byte aligned, as it requires, and it has an algorithm; otherwise
+ * a second kernel applies them to the plain product. */
+typedef enum { PX_KC_EPI_NONE, PX_KC_EPI_GELU, PX_KC_EPI_DGELU } px_kc_epilogue;
+
+px_status px_kc_gemm_epi(cublasLtHandle_t handle,
+                         void *c,          // (m, n)
+                         const void *a,    // (m, k) or (k, m) when trans_a
+                         const void *b,    // (k, n) or (n, k) when trans_b
+                         const void *bias, // (n) or NULL
+                         void *aux,        // (m, n): GELU writes it, DGELU reads it
+                         px_kc_epilogue epi, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+                         float alpha, float beta, px_dtype ab_dtype, px_dtype c_dtype, void *workspace,
+                         size_t workspace_bytes, cudaStream_t stream);
+
+/* px_kc_gemm_ex and _epi keep their cuBLASLt descriptors and the heuristic's
+ * algorithm per shape (sizes, transposes, types, bias or not, epilogue,
+ * operand alignments, workspace), for the last 128 shapes: a step repeats a few dozen, and the
  * heuristic costs far more host time than the launch. Counts of the calls
  * that found a kept plan and of those that made one (this process, any handle). */
 void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses);

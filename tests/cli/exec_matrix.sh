@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The executor on a matrix of plans, up to 8 MPI ranks: (tp, pp, dp) over
 # {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3, SP on and off, every schedule and
-# recompute mode and both attention kernels, on the Llama-shaped and the
+# recompute mode, both attention kernels and both GELU forms, on the Llama-shaped and the
 # GPT-2-shaped tiny models. Every run's losses and first-step gradients must
 # equal the single-rank run's within a relative error of 1e-5.
 set -u
@@ -35,6 +35,7 @@ for model in tiny tiny-gpt; do
           flags=(-t "$tp" -p "$pp" -d "$dp" -z "$z" -r "$r")
           [ "$tp" -gt 1 ] && [ $(( (i / 3) % 2 )) -eq 0 ] && flags+=(-S)
           [ $(( i % 5 )) -eq 1 ] && flags+=(--attention unfused)
+          [ $(( i % 4 )) -eq 2 ] && flags+=(--gelu fused)
           if [ "$pp" -gt 1 ]; then
             case $(( (i + variant) % 3 )) in
               0) flags+=(-e 1f1b) ;;

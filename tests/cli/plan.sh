@@ -17,6 +17,10 @@ grep -q '"fits":	true' "$tmp/a.json" || fail "70B on 64 H100 with tp 8 pp 2 ZeRO
 "$px" plan -f "$tmp/plan.json" --json >"$tmp/b.json" || fail "--plan"
 diff <(grep -v '"model"\|"cluster"' "$tmp/a.json") <(grep -v '"model"\|"cluster"' "$tmp/b.json") >/dev/null || fail "plan file round trip differs"
 "$px" plan -f "$tmp/plan.json" -z 3 --json | grep -q '"zero":	3' || fail "flag does not override the plan file"
+"$px" plan -m gpt2-124m -c dgx-h100 -g 1 --gelu fused -o "$tmp/gelu.json" >/dev/null || fail "--gelu fused"
+grep -q '"gelu":	"fused"' "$tmp/gelu.json" || fail "the plan file lacks the GELU form"
+"$px" plan -f "$tmp/gelu.json" --graph "$tmp/gelu-graph.json" >/dev/null || fail "a fused-GELU plan file"
+grep -q '"epilogue":	"dgelu"' "$tmp/gelu-graph.json" || fail "the graph lacks the fused GELU's epilogues"
 
 # Graph and DOT.
 "$px" plan -m tiny -c local-cpu -g 2 -p 2 --graph "$tmp/g.json" --dot "$tmp/g.dot" >/dev/null || fail "--graph/--dot"
@@ -43,6 +47,7 @@ check "more than the 4 layers" -m tiny -c dgx-a100 -g 8 -p 8
 check "--model is required" -c dgx-a100 -g 8
 check "not one of gpipe|1f1b|interleaved" -m tiny -c dgx-a100 -g 8 -e zigzag
 check "overlap" -m tiny -c dgx-a100 -g 8 --overlap bogus
+check "not one of separate|fused" -m tiny -c dgx-a100 -g 8 --gelu epilogue
 check "plan.json" -f "$tmp/nonexistent/plan.json"
 
 finish

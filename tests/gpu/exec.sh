@@ -53,6 +53,13 @@ grep -q "staged in host memory" "$tmp/gpt-3d-mpi-cuda.err" || fail "the MPI fall
 same llama-sp-zero3 4 4 -m tiny -B 4 -t 2 -d 2 -z 3 -S "${fp32[@]}"
 # TP collectives on their own stream: compute waits for each only where its tensors are used
 same gpt-tp-overlap 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all "${fp32[@]}"
+# GELU in the fc1 GEMM's epilogue and its gradient in fc2's (cuBLASLt GELU_AUX_BIAS, DGELU)
+same gpt-gelu-fused 2 2 -m "$gptd" -B 4 -t 2 --gelu fused "${fp32[@]}"
+PX_EMU_DEVICES=2 run gpt-gelu-fused-bf16 2 cuda -m "$gptd" -B 4 -t 2 --gelu fused -c dgx-h100 --precision bf16 --steps 2
+a=$(losses "$tmp/gpt-gelu-fused-cpu.json") b=$(losses "$tmp/gpt-gelu-fused-bf16.json")
+close "$a" "$b" 2e-3 || fail "bf16 fused GELU losses $b, fp32 $a"
+"$cmp" "$tmp/gpt-gelu-fused-cpu.bin" "$tmp/gpt-gelu-fused-bf16.bin" 2e-2 >"$tmp/cmp" || fail "bf16 fused GELU gradients: $(cat "$tmp/cmp")"
+echo "ok: bf16 with fused GELU against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2 "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with

@@ -330,6 +330,57 @@ static void test_gemm(void) {
   arena_free();
 }
 
+/* GELU epilogues against the CPU's linear, gelu and dgelu: n = 48 runs them
+ * in the GEMM, n = 50 (aux's leading dimension not a multiple of 8) after it. */
+static void test_gemm_gelu(void) {
+  px_tseed(21);
+  const int64_t m = 37, k = 24;
+  for (int bf = 0; bf < 2; bf++)
+    for (int64_t n = 48; n <= 50; n += 2)
+      for (int with_bias = 0; with_bias < 2; with_bias++) {
+        px_dtype dt = bf ? PX_DTYPE_BF16 : PX_DTYPE_FP32;
+        size_t el = bf ? 2 : 4;
+        float *x = px_trand(m * k, -1, 1), *w = px_trand(n * k, -1, 1), *b = px_trand(n, -1, 1);
+        if (bf) bf16_round(x, m * k), bf16_round(w, n * k), bf16_round(b, n);
+        void *dx = bf ? (void *)dev_bf(x, m * k) : dev_f(x, m * k), *dw = bf ? (void *)dev_bf(w, n * k) : dev_f(w, n * k);
+        void *db = with_bias ? (bf ? (void *)dev_bf(b, n) : dev_f(b, n)) : NULL;
+        void *dact = dalloc((size_t)(m * n) * el), *dpre = dalloc((size_t)(m * n) * el);
+        LAUNCH(px_kc_gemm_epi(lt, dact, dx, dw, db, dpre, PX_KC_EPI_GELU, m, n, k, false, true, 1.0f, 0.0f, dt, dt,
+                              workspace, WORKSPACE_BYTES, stream));
+        float *pre = px_tfloats(m * n), *act = px_tfloats(m * n);
+        px_k_linear_fwd(pre, x, w, with_bias ? b : NULL, m, k, n);
+        px_k_gelu_fwd(act, pre, m * n);
+        float *got_pre = bf ? host_bf(dpre, m * n) : host_f(dpre, m * n);
+        float *got_act = bf ? host_bf(dact, m * n) : host_f(dact, m * n);
+        char what[96];
+        snprintf(what, sizeof what, "gelu epilogue %s n=%lld bias=%d: pre-activation", bf ? "bf16" : "fp32",
+                 (long long)n, with_bias);
+        CU_ASSERT(bf ? bf16_close(what, got_pre, pre, m * n) : red_close(what, got_pre, pre, m * n));
+        snprintf(what, sizeof what, "gelu epilogue %s n=%lld bias=%d: gelu", bf ? "bf16" : "fp32", (long long)n,
+                 with_bias);
+        /* bf16: gelu of the rounded pre-activation (a second kernel) or of the
+         * fp32 one (in the GEMM) moves by up to gelu' x 2^-8 |pre|: an absolute bound */
+        CU_ASSERT(bf ? close_to(what, got_act, act, m * n, BF16_RTOL, 2e-3) : red_close(what, got_act, act, m * n));
+        /* the backward shape: (m, n) = dy (m, k) W (k, n), times gelu'(pre) */
+        float *dy = px_trand(m * k, -1, 1), *wt = px_trand(k * n, -1, 1), *g = px_tfloats(m * n);
+        if (bf) bf16_round(dy, m * k), bf16_round(wt, k * n), bf16_round(pre, m * n);
+        void *ddy = bf ? (void *)dev_bf(dy, m * k) : dev_f(dy, m * k), *dwt = bf ? (void *)dev_bf(wt, k * n) : dev_f(wt, k * n);
+        void *dp = bf ? (void *)dev_bf(pre, m * n) : dev_f(pre, m * n), *dg = dalloc((size_t)(m * n) * el);
+        LAUNCH(px_kc_gemm_epi(lt, dg, ddy, dwt, NULL, dp, PX_KC_EPI_DGELU, m, n, k, false, false, 1.0f, 0.0f, dt, dt,
+                              workspace, WORKSPACE_BYTES, stream));
+        px_k_gemm(g, dy, wt, m, n, k, false, false, 1.0f, 0.0f);
+        px_k_dgelu_inplace(g, pre, m * n);
+        snprintf(what, sizeof what, "dgelu epilogue %s n=%lld", bf ? "bf16" : "fp32", (long long)n);
+        float *got_g = bf ? host_bf(dg, m * n) : host_f(dg, m * n);
+        CU_ASSERT(bf ? bf16_close(what, got_g, g, m * n) : red_close(what, got_g, g, m * n));
+        /* beta != 0 with an epilogue is refused */
+        CU_ASSERT_EQUAL(px_kc_gemm_epi(lt, dg, ddy, dwt, NULL, dp, PX_KC_EPI_DGELU, m, n, k, false, false, 1.0f, 1.0f,
+                                       dt, dt, workspace, WORKSPACE_BYTES, stream),
+                        PX_ERR_INPUT);
+      }
+  arena_free();
+}
+
 static void test_linear(void) {
   px_tseed(3);
   const int64_t n = 33, ic = 70, oc = 50;
@@ -1024,7 +1075,8 @@ int main(void) {
     return 1;
   }
   static const px_test tests[] = {
-      {"fp32 <-> bf16", test_convert},   {"gemm (cuBLASLt)", test_gemm},    {"linear", test_linear},
+      {"fp32 <-> bf16", test_convert},   {"gemm (cuBLASLt)", test_gemm},    {"gemm GELU epilogues", test_gemm_gelu},
+      {"linear", test_linear},
       {"embedding", test_embed},         {"positions", test_pos},           {"layernorm", test_layernorm},
       {"rmsnorm", test_rmsnorm},         {"gelu", test_gelu},               {"swiglu", test_swiglu},
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},

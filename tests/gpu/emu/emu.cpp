@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/math.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
 #define EMU_ASAN 1
@@ -468,6 +470,8 @@ struct emu_desc {
   int32_t transa, transb;
   uint32_t epilogue;
   const void *bias;
+  void *aux; /* GELU_AUX writes the pre-activation there, DGELU reads it */
+  int64_t aux_ld;
 };
 
 struct emu_layout {
@@ -535,8 +539,18 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
     case CUBLASLT_MATMUL_DESC_EPILOGUE:
       if (bytes != sizeof(uint32_t)) LT_FAIL("EPILOGUE attribute of %zu bytes", bytes);
       memcpy(&e->epilogue, buf, sizeof e->epilogue);
-      if (e->epilogue != CUBLASLT_EPILOGUE_DEFAULT && e->epilogue != CUBLASLT_EPILOGUE_BIAS)
+      if (e->epilogue != CUBLASLT_EPILOGUE_DEFAULT && e->epilogue != CUBLASLT_EPILOGUE_BIAS &&
+          e->epilogue != CUBLASLT_EPILOGUE_GELU_AUX && e->epilogue != CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+          e->epilogue != CUBLASLT_EPILOGUE_DGELU)
         LT_FAIL("epilogue %u not modelled", e->epilogue);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      if (bytes != sizeof(void *)) LT_FAIL("EPILOGUE_AUX_POINTER attribute of %zu bytes", bytes);
+      memcpy(&e->aux, buf, sizeof e->aux);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+      if (bytes != sizeof(int64_t)) LT_FAIL("EPILOGUE_AUX_LD attribute of %zu bytes", bytes);
+      memcpy(&e->aux_ld, buf, sizeof e->aux_ld);
       return CUBLAS_STATUS_SUCCESS;
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
       if (bytes != sizeof(void *)) LT_FAIL("BIAS_POINTER attribute of %zu bytes", bytes);
@@ -599,6 +613,11 @@ static void op_shape(const emu_layout *l, int32_t op, uint64_t *r, uint64_t *c) 
   *c = op == CUBLAS_OP_N ? l->cols : l->rows;
 }
 
+static bool gelu_epilogue(const emu_desc *d) {
+  return d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+         d->epilogue == CUBLASLT_EPILOGUE_DGELU;
+}
+
 static cublasStatus_t check_problem(const emu_desc *d, const emu_layout *a, const emu_layout *b, const emu_layout *c,
                                     const emu_layout *dl) {
   uint64_t ar, ac, br, bc;
@@ -615,7 +634,15 @@ static cublasStatus_t check_problem(const emu_desc *d, const emu_layout *a, cons
             (d->compute == CUBLAS_COMPUTE_32F && (a->type == CUDA_R_16BF || a->type == CUDA_R_16F) &&
              (dl->type == a->type || dl->type == CUDA_R_32F));
   if (!ok) LT_FAIL("type combination compute %d, A/B %d, D %d", (int)d->compute, (int)a->type, (int)dl->type);
-  if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias) LT_FAIL("bias epilogue without a bias pointer");
+  bool with_bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (with_bias && !d->bias) LT_FAIL("bias epilogue without a bias pointer");
+  if (gelu_epilogue(d)) { /* the documented requirements on the auxiliary buffer */
+    if (!d->aux) LT_FAIL("GELU epilogue without an aux pointer");
+    if (d->aux_ld < (int64_t)dl->rows || d->aux_ld % 8 != 0)
+      LT_FAIL("aux ld %lld: at least the %llu rows and a multiple of 8", (long long)d->aux_ld,
+              (unsigned long long)dl->rows);
+    if ((uintptr_t)d->aux % 16 != 0) LT_FAIL("aux at %p is not 16-byte aligned", d->aux);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -689,7 +716,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
       }
       double v = al * sum;
       if (be != 0.0f) v += be * load(C, c->type, (int64_t)(i + j * c->ld));
-      if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += load(d->bias, dl->type, (int64_t)i);
+      if (d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+        v += load(d->bias, dl->type, (int64_t)i);
+      int64_t ai = (int64_t)(i + j * (uint64_t)d->aux_ld);
+      if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) v *= (double)px_gelu_grad((float)load(d->aux, dl->type, ai));
+      if (d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        store(d->aux, dl->type, ai, v);
+        v = (double)px_gelu((float)v);
+      }
       out[i + j * m] = v;
     }
   for (uint64_t j = 0; j < n; j++)
