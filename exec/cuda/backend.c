@@ -103,6 +103,12 @@ static px_status nccl_check(ncclResult_t r, const char *what, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s: %s", what, ncclGetErrorString(r));
 }
 
+/* Kernel f's launcher for element type dt: f (fp32), f_bf16 or f_fp16 (the
+ * operands are void pointers, so one argument list serves all three). */
+#define BY_DT(dt, f, ...)                                                                   \
+  ((dt) == PX_DTYPE_BF16 ? f##_bf16(__VA_ARGS__) : (dt) == PX_DTYPE_FP16 ? f##_fp16(__VA_ARGS__) \
+                                                                          : f(__VA_ARGS__))
+
 /* A launcher's status with its message (kernels/cuda keep the text). */
 static px_status kc(px_status st, px_err *err) {
   if (st == PX_OK) return PX_OK;
@@ -508,7 +514,7 @@ static px_status widened(px_backend *be, const px_exec_op *e, px_err *err) {
  * positions grouped by row on the host (from the interpreter's copy of the
  * tokens), staged through page-locked memory (so the copy does not wait for
  * the stream), one fp32 sum per touched element. */
-static px_status embed_bwd_bf16(cuda *c, const px_exec_op *e, px_err *err) {
+static px_status embed_bwd_sorted(cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
   const int64_t *d = e->op->dim;
   int64_t n = d[0], vl = d[2], need = 3 * n + 1;
   if (c->pinned_read) cudaEventSynchronize(c->pinned_read); /* the last copy out of the staging buffer */
@@ -531,13 +537,16 @@ static px_status embed_bwd_bf16(cuda *c, const px_exec_op *e, px_err *err) {
     st = cu_check(cudaMemcpyAsync(dev, c->pinned, (size_t)need * sizeof *dev, cudaMemcpyHostToDevice, stream_of(c)),
                   "cudaMemcpyAsync", err);
   if (!st) st = cu_check(cudaEventRecord(c->pinned_read, stream_of(c)), "cudaEventRecord", err);
-  if (!st) st = kc(px_kc_embed_bwd_sorted_bf16(e->out[0], e->in[0], dev, nrows, n, d[1], stream_of(c)), err);
+  if (!st)
+    st = kc(dt == PX_DTYPE_BF16 ? px_kc_embed_bwd_sorted_bf16(e->out[0], e->in[0], dev, nrows, n, d[1], stream_of(c))
+                                : px_kc_embed_bwd_sorted_fp16(e->out[0], e->in[0], dev, nrows, n, d[1], stream_of(c)),
+            err);
   return st;
 }
 
 /* Vocabulary-parallel cross-entropy: per-row max, sum of exponentials and
  * target logit, each all-reduced over TP, then the loss and log-probabilities
- * (out[0], fp32). bf16 logits are widened into out[0] first. */
+ * (out[0], fp32). 16-bit logits are widened into out[0] first. */
 static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
   cuda *c = be->impl;
   const int64_t *d = e->op->dim;
@@ -546,8 +555,8 @@ static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   const float *logits = e->in[0];
   const int32_t *targets = e->in[1];
   px_status st = PX_OK;
-  if (dt == PX_DTYPE_BF16) {
-    st = kc(px_kc_to_fp32(e->out[0], e->in[0], n * vl, stream_of(c)), err);
+  if (dt != PX_DTYPE_FP32) {
+    st = kc(px_kc_convert(e->out[0], e->in[0], PX_DTYPE_FP32, dt, n * vl, stream_of(c)), err);
     logits = e->out[0];
   }
   float *mx = NULL;
@@ -565,7 +574,7 @@ static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   return st;
 }
 
-/* From the log-probabilities (row max 0, row sum 1); with bf16 the fp32
+/* From the log-probabilities (row max 0, row sum 1); with 16 bits the fp32
  * gradient is formed in place of the log-probabilities (their last use) and
  * rounded into out[0]. */
 static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
@@ -588,12 +597,12 @@ static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   float *zeros = NULL;
   if (!st) st = scratch(c, (uint64_t)n * sizeof(float), (void **)&zeros, err);
   if (!st) st = cu_check(cudaMemsetAsync(zeros, 0, (size_t)n * sizeof(float), stream_of(c)), "cudaMemsetAsync", err);
-  float *dlogits = dt == PX_DTYPE_BF16 ? e->in[0] : e->out[0];
+  float *dlogits = dt != PX_DTYPE_FP32 ? e->in[0] : e->out[0];
   if (!st)
     st = kc(px_kc_ce_bwd(dlogits, e->in[0], zeros, c->ones, e->in[1], n, e->tp_rank * vl, vl, d[2], e->loss_scale,
                          stream_of(c)),
             err);
-  if (!st && dt == PX_DTYPE_BF16) st = kc(px_kc_to_bf16(e->out[0], dlogits, n * vl, stream_of(c)), err);
+  if (!st && dt != PX_DTYPE_FP32) st = kc(px_kc_convert(e->out[0], dlogits, dt, PX_DTYPE_FP32, n * vl, stream_of(c)), err);
   return st;
 }
 
@@ -630,20 +639,15 @@ static px_status dropout_fwd(cuda *c, const px_exec_op *e, px_dtype dt, px_err *
   uint64_t el = px_dtype_bytes(dt), n = (uint64_t)(g.rows * g.row_elems);
   char *y = e->out[0];
   uint8_t *mask = e->out[1];
-  bool bf = dt == PX_DTYPE_BF16;
   px_status st = y == e->in[0] ? PX_OK
                                : cu_check(cudaMemcpyAsync(y, e->in[0], n * el, cudaMemcpyDeviceToDevice, stream_of(c)),
                                           "cudaMemcpyAsync", err);
   if (!st && e->in[1])
-    st = kc(bf ? px_kc_add_bias_bf16((px_bf16 *)y, e->in[1], (int64_t)n / d[2], d[2], stream_of(c))
-               : px_kc_add_bias((float *)y, e->in[1], (int64_t)n / d[2], d[2], stream_of(c)),
-            err);
+    st = kc(BY_DT(dt, px_kc_add_bias, (void *)y, e->in[1], (int64_t)n / d[2], d[2], stream_of(c)), err);
   for (int64_t b = 0; b < g.rows && !st; b++) {
     uint64_t off = (uint64_t)(b * g.row_elems), first = px_exec_dropout_row(e, &g, b);
     void *yb = y + off * el;
-    st = kc(bf ? px_kc_dropout_fwd_bf16(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, stream_of(c))
-               : px_kc_dropout_fwd(yb, mask + off, yb, g.row_elems, g.p, g.seed, first, stream_of(c)),
-            err);
+    st = kc(BY_DT(dt, px_kc_dropout_fwd, yb, mask + off, yb, g.row_elems, g.p, g.seed, first, stream_of(c)), err);
   }
   return st;
 }
@@ -657,9 +661,7 @@ static px_status rope_bwd(cuda *c, void *x, int64_t B, int64_t S, int64_t H, int
   if (!st) st = cu_check(cudaMemcpyAsync(tmp, x, bytes, cudaMemcpyDeviceToDevice, stream_of(c)), "cudaMemcpyAsync", err);
   if (!st) st = cu_check(cudaMemsetAsync(x, 0, bytes, stream_of(c)), "cudaMemsetAsync", err);
   if (!st)
-    st = kc(dt == PX_DTYPE_BF16 ? px_kc_rope_bwd_bf16(x, tmp, B, S, H, D, 0, theta, stream_of(c))
-                                : px_kc_rope_bwd(x, tmp, B, S, H, D, 0, theta, stream_of(c)),
-            err);
+    st = kc(BY_DT(dt, px_kc_rope_bwd, x, tmp, B, S, H, D, 0, theta, stream_of(c)), err);
   return st;
 }
 
@@ -719,59 +721,45 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   const px_model *m = &e->plan->model;
   const int64_t *d = o->dim;
   void *const *out = e->out, *const *in = e->in;
-  bool bf = dt == PX_DTYPE_BF16, ln = m->norm == PX_NORM_LAYERNORM;
+  bool half = dt != PX_DTYPE_FP32, ln = m->norm == PX_NORM_LAYERNORM;
   uint64_t el = px_dtype_bytes(dt);
   float eps = (float)m->norm_eps, theta = (float)m->rope_theta;
   int64_t vstart = e->tp_rank * d[2];
-  /* fp16: cuBLASLt runs the linears, the fused attention takes it; everything else on fp32 copies */
-  bool own_fp16 = o->kind == PX_OP_LINEAR || o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT ||
-                  o->kind == PX_OP_GRAD_NORM || o->kind == PX_OP_ADAMW || o->kind == PX_OP_FLASH_ATTN ||
-                  o->kind == PX_OP_FLASH_ATTN_BWD;
-  if (dt == PX_DTYPE_FP16 && !own_fp16) return widened(be, e, err);
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
-      return kc(bf ? px_kc_embed_fwd_bf16(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s)
-                   : px_kc_embed_fwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s),
-                err);
+      return kc(BY_DT(dt, px_kc_embed_fwd, out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
     case PX_OP_EMBED_BWD:
-      if (bf && e->host_tokens) return embed_bwd_bf16(c, e, err);
-      if (bf) return widened(be, e, err);
+      if (half && e->host_tokens) return embed_bwd_sorted(c, e, dt, err);
+      if (half) return widened(be, e, err);
       return kc(px_kc_embed_bwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
     case PX_OP_POS: {
       int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
-      return kc(bf ? px_kc_pos_fwd_bf16(out[0], in[1], d[0], d[1], d[2], pos0, s)
-                   : px_kc_pos_fwd(out[0], in[1], d[0], d[1], d[2], pos0, s),
-                err);
+      return kc(BY_DT(dt, px_kc_pos_fwd, out[0], in[1], d[0], d[1], d[2], pos0, s), err);
     }
     case PX_OP_POS_BWD: {
       int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
-      return kc(bf ? px_kc_pos_bwd_bf16(out[0], in[0], d[0], d[1], d[2], pos0, s)
-                   : px_kc_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0, s),
-                err);
+      return kc(BY_DT(dt, px_kc_pos_bwd, out[0], in[0], d[0], d[1], d[2], pos0, s), err);
     }
     case PX_OP_NORM:
       if (ln)
-        return kc(bf ? px_kc_layernorm_fwd_bf16(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], eps, s)
-                     : px_kc_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], eps, s),
-                  err);
-      return kc(bf ? px_kc_rmsnorm_fwd_bf16(out[0], out[1], in[0], in[1], d[0], d[1], eps, s)
-                   : px_kc_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], eps, s),
-                err);
+        return kc(BY_DT(dt, px_kc_layernorm_fwd, out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], eps, s), err);
+      return kc(BY_DT(dt, px_kc_rmsnorm_fwd, out[0], out[1], in[0], in[1], d[0], d[1], eps, s), err);
     case PX_OP_NORM_BWD: {
-      if (!bf) {
+      if (!half) {
         if (ln)
           return kc(px_kc_layernorm_bwd(out[0], out[1], out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1], s), err);
         return kc(px_kc_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1], s), err);
       }
-      /* the bf16 kernels accumulate weight gradients in fp32: widen those */
+      /* the 16-bit kernels accumulate weight gradients in fp32: widen those */
       px_exec_op w;
       narrowing nb;
       px_status st = widen(c, e, &w, OUT_BIT(1) | OUT_BIT(2), &nb, err);
       if (!st && ln)
-        st = kc(px_kc_layernorm_bwd_bf16(w.out[0], w.out[1], w.out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1], s),
+        st = kc(BY_DT(dt, px_kc_layernorm_bwd, w.out[0], w.out[1], w.out[2], in[0], in[1], in[4], in[3], in[2], d[0],
+                      d[1], s),
                 err);
       else if (!st)
-        st = kc(px_kc_rmsnorm_bwd_bf16(w.out[0], w.out[1], in[0], in[1], in[4], in[2], d[0], d[1], s), err);
+        st = kc(BY_DT(dt, px_kc_rmsnorm_bwd, w.out[0], w.out[1], in[0], in[1], in[4], in[2], d[0], d[1], s), err);
       if (!st) st = narrow(c, &w, &nb, err);
       return st;
     }
@@ -816,13 +804,8 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       return st;
     }
     case PX_OP_ROPE: {
-      px_status st = kc(bf ? px_kc_rope_fwd_bf16(out[0], in[0], d[0], d[1], d[2], d[4], 0, theta, s)
-                           : px_kc_rope_fwd(out[0], in[0], d[0], d[1], d[2], d[4], 0, theta, s),
-                        err);
-      if (!st)
-        st = kc(bf ? px_kc_rope_fwd_bf16(out[1], in[1], d[0], d[1], d[3], d[4], 0, theta, s)
-                   : px_kc_rope_fwd(out[1], in[1], d[0], d[1], d[3], d[4], 0, theta, s),
-                err);
+      px_status st = kc(BY_DT(dt, px_kc_rope_fwd, out[0], in[0], d[0], d[1], d[2], d[4], 0, theta, s), err);
+      if (!st) st = kc(BY_DT(dt, px_kc_rope_fwd, out[1], in[1], d[0], d[1], d[3], d[4], 0, theta, s), err);
       return st;
     }
     case PX_OP_ROPE_BWD: {
@@ -835,37 +818,27 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_SOFTMAX:
     case PX_OP_SOFTMAX_BWD:
     case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD: return bf ? widened(be, e, err) : unfused_attention(c, e, err);
+    case PX_OP_ATTN_CONTEXT_BWD: return half ? widened(be, e, err) : unfused_attention(c, e, err);
     case PX_OP_FLASH_ATTN: return flash(c, e, dt, false, err);
     case PX_OP_FLASH_ATTN_BWD: return flash(c, e, dt, true, err);
     case PX_OP_DROPOUT: return dropout_fwd(c, e, dt, err);
     case PX_OP_DROPOUT_BWD: {
       float p = (float)m->dropout;
-      return kc(bf ? px_kc_dropout_bwd_bf16(out[0], in[0], in[1], d[0], p, s)
-                   : px_kc_dropout_bwd(out[0], in[0], in[1], d[0], p, s),
-                err);
+      return kc(BY_DT(dt, px_kc_dropout_bwd, out[0], in[0], in[1], d[0], p, s), err);
     }
     case PX_OP_ADD: {
-      px_status st = kc(bf ? px_kc_add_bf16(out[0], in[0], in[1], d[0], s) : px_kc_add(out[0], in[0], in[1], d[0], s), err);
-      if (!st && in[2])
-        st = kc(bf ? px_kc_add_bias_bf16(out[0], in[2], d[0] / d[1], d[1], s)
-                   : px_kc_add_bias(out[0], in[2], d[0] / d[1], d[1], s),
-                err);
+      px_status st = kc(BY_DT(dt, px_kc_add, out[0], in[0], in[1], d[0], s), err);
+      if (!st && in[2]) st = kc(BY_DT(dt, px_kc_add_bias, out[0], in[2], d[0] / d[1], d[1], s), err);
       return st;
     }
-    case PX_OP_ACC: return kc(bf ? px_kc_acc_bf16(out[0], in[0], d[0], s) : px_kc_acc(out[0], in[0], d[0], s), err);
-    case PX_OP_GELU: return kc(bf ? px_kc_gelu_fwd_bf16(out[0], in[0], d[0], s) : px_kc_gelu_fwd(out[0], in[0], d[0], s), err);
+    case PX_OP_ACC: return kc(BY_DT(dt, px_kc_acc, out[0], in[0], d[0], s), err);
+    case PX_OP_GELU: return kc(BY_DT(dt, px_kc_gelu_fwd, out[0], in[0], d[0], s), err);
     case PX_OP_GELU_BWD:
-      return kc(bf ? px_kc_gelu_bwd_bf16(out[0], in[0], in[1], d[0], s) : px_kc_gelu_bwd(out[0], in[0], in[1], d[0], s),
-                err);
+      return kc(BY_DT(dt, px_kc_gelu_bwd, out[0], in[0], in[1], d[0], s), err);
     case PX_OP_SWIGLU:
-      return kc(bf ? px_kc_swiglu_fwd_bf16(out[0], in[0], in[1], d[0], s)
-                   : px_kc_swiglu_fwd(out[0], in[0], in[1], d[0], s),
-                err);
+      return kc(BY_DT(dt, px_kc_swiglu_fwd, out[0], in[0], in[1], d[0], s), err);
     case PX_OP_SWIGLU_BWD:
-      return kc(bf ? px_kc_swiglu_bwd_bf16(out[0], out[1], in[0], in[1], in[2], d[0], s)
-                   : px_kc_swiglu_bwd(out[0], out[1], in[0], in[1], in[2], d[0], s),
-                err);
+      return kc(BY_DT(dt, px_kc_swiglu_bwd, out[0], out[1], in[0], in[1], in[2], d[0], s), err);
     case PX_OP_LOSS: return loss_fwd(be, e, dt, err);
     case PX_OP_LOSS_BWD: return loss_bwd(be, e, dt, err);
     case PX_OP_GRAD_NORM: return grad_norm(c, e, dt, err);

@@ -78,7 +78,16 @@ extern "C" px_status px_kc_gelu_fwd_bf16(px_bf16 *out, const px_bf16 *inp, int64
   return gelu_fwd(out, inp, n, stream);
 }
 
+extern "C" px_status px_kc_gelu_fwd_fp16(px_fp16 *out, const px_fp16 *inp, int64_t n, cudaStream_t stream) {
+  return gelu_fwd(out, inp, n, stream);
+}
+
 extern "C" px_status px_kc_gelu_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, const px_bf16 *inp, int64_t n,
+                                         cudaStream_t stream) {
+  return gelu_bwd(dinp, dout, inp, n, stream);
+}
+
+extern "C" px_status px_kc_gelu_bwd_fp16(px_fp16 *dinp, const px_fp16 *dout, const px_fp16 *inp, int64_t n,
                                          cudaStream_t stream) {
   return gelu_bwd(dinp, dout, inp, n, stream);
 }
@@ -88,7 +97,17 @@ extern "C" px_status px_kc_swiglu_fwd_bf16(px_bf16 *out, const px_bf16 *gate, co
   return swiglu_fwd(out, gate, up, n, stream);
 }
 
+extern "C" px_status px_kc_swiglu_fwd_fp16(px_fp16 *out, const px_fp16 *gate, const px_fp16 *up, int64_t n,
+                                           cudaStream_t stream) {
+  return swiglu_fwd(out, gate, up, n, stream);
+}
+
 extern "C" px_status px_kc_swiglu_bwd_bf16(px_bf16 *dgate, px_bf16 *dup, const px_bf16 *dout, const px_bf16 *gate,
                                            const px_bf16 *up, int64_t n, cudaStream_t stream) {
+  return swiglu_bwd(dgate, dup, dout, gate, up, n, stream);
+}
+
+extern "C" px_status px_kc_swiglu_bwd_fp16(px_fp16 *dgate, px_fp16 *dup, const px_fp16 *dout, const px_fp16 *gate,
+                                           const px_fp16 *up, int64_t n, cudaStream_t stream) {
   return swiglu_bwd(dgate, dup, dout, gate, up, n, stream);
 }

@@ -42,19 +42,36 @@ px_status px_kc_swiglu_bwd(float *dgate,      // (N, F)
 px_status px_kc_gelu_fwd_bf16(px_bf16 *out,       // (n)
                               const px_bf16 *inp, // (n)
                               int64_t n, cudaStream_t stream);
+px_status px_kc_gelu_fwd_fp16(px_fp16 *out,       // (n)
+                              const px_fp16 *inp, // (n)
+                              int64_t n, cudaStream_t stream);
 px_status px_kc_gelu_bwd_bf16(px_bf16 *dinp,       // (n)
                               const px_bf16 *dout, // (n)
                               const px_bf16 *inp,  // (n)
                               int64_t n, cudaStream_t stream);
+px_status px_kc_gelu_bwd_fp16(px_fp16 *dinp,       // (n)
+                              const px_fp16 *dout, // (n)
+                              const px_fp16 *inp,  // (n)
+                              int64_t n, cudaStream_t stream);
 px_status px_kc_swiglu_fwd_bf16(px_bf16 *out,        // (N, F)
                                 const px_bf16 *gate, // (N, F)
                                 const px_bf16 *up,   // (N, F)
+                                int64_t n, cudaStream_t stream);
+px_status px_kc_swiglu_fwd_fp16(px_fp16 *out,        // (N, F)
+                                const px_fp16 *gate, // (N, F)
+                                const px_fp16 *up,   // (N, F)
                                 int64_t n, cudaStream_t stream);
 px_status px_kc_swiglu_bwd_bf16(px_bf16 *dgate,      // (N, F)
                                 px_bf16 *dup,        // (N, F)
                                 const px_bf16 *dout, // (N, F)
                                 const px_bf16 *gate, // (N, F)
                                 const px_bf16 *up,   // (N, F)
+                                int64_t n, cudaStream_t stream);
+px_status px_kc_swiglu_bwd_fp16(px_fp16 *dgate,      // (N, F)
+                                px_fp16 *dup,        // (N, F)
+                                const px_fp16 *dout, // (N, F)
+                                const px_fp16 *gate, // (N, F)
+                                const px_fp16 *up,   // (N, F)
                                 int64_t n, cudaStream_t stream);
 
 #ifdef __cplusplus

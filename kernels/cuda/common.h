@@ -13,12 +13,16 @@
 #include "core/dtype.h"
 #include "core/status.h"
 
-/* bf16 storage: __nv_bfloat16 in C++/CUDA, its 2-byte raw struct in C (same
- * size and layout, so the launchers have one ABI for both languages). */
+/* bf16 and fp16 storage: __nv_bfloat16 and __half in C++/CUDA, their 2-byte
+ * raw structs in C (same size and layout, so the launchers have one ABI for
+ * both languages). Every _bf16 launcher has an _fp16 twin: the same kernel
+ * on fp16 storage (fp32 math, one rounding per result). */
 #ifdef __cplusplus
 typedef __nv_bfloat16 px_bf16;
+typedef __half px_fp16;
 #else
 typedef __nv_bfloat16_raw px_bf16;
+typedef __half_raw px_fp16;
 #endif
 
 #ifdef __cplusplus

@@ -54,7 +54,17 @@ extern "C" px_status px_kc_dropout_fwd_bf16(px_bf16 *out, uint8_t *mask, const p
   return dropout_fwd(out, mask, inp, n, p, seed, offset, stream);
 }
 
+extern "C" px_status px_kc_dropout_fwd_fp16(px_fp16 *out, uint8_t *mask, const px_fp16 *inp, int64_t n, float p,
+                                            uint64_t seed, uint64_t offset, cudaStream_t stream) {
+  return dropout_fwd(out, mask, inp, n, p, seed, offset, stream);
+}
+
 extern "C" px_status px_kc_dropout_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, const uint8_t *mask, int64_t n,
+                                            float p, cudaStream_t stream) {
+  return dropout_bwd(dinp, dout, mask, n, p, stream);
+}
+
+extern "C" px_status px_kc_dropout_bwd_fp16(px_fp16 *dinp, const px_fp16 *dout, const uint8_t *mask, int64_t n,
                                             float p, cudaStream_t stream) {
   return dropout_bwd(dinp, dout, mask, n, p, stream);
 }

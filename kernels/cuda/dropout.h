@@ -29,8 +29,16 @@ px_status px_kc_dropout_fwd_bf16(px_bf16 *out,       // (n)
                                  uint8_t *mask,      // (n)
                                  const px_bf16 *inp, // (n)
                                  int64_t n, float p, uint64_t seed, uint64_t offset, cudaStream_t stream);
+px_status px_kc_dropout_fwd_fp16(px_fp16 *out,       // (n)
+                                 uint8_t *mask,      // (n)
+                                 const px_fp16 *inp, // (n)
+                                 int64_t n, float p, uint64_t seed, uint64_t offset, cudaStream_t stream);
 px_status px_kc_dropout_bwd_bf16(px_bf16 *dinp,       // (n)
                                  const px_bf16 *dout, // (n)
+                                 const uint8_t *mask, // (n)
+                                 int64_t n, float p, cudaStream_t stream);
+px_status px_kc_dropout_bwd_fp16(px_fp16 *dinp,       // (n)
+                                 const px_fp16 *dout, // (n)
                                  const uint8_t *mask, // (n)
                                  int64_t n, float p, cudaStream_t stream);
 

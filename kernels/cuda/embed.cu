@@ -72,11 +72,12 @@ static __global__ void pos_bwd_kernel(T *dwpe, const T *dout, int64_t b, int64_t
 /* Block (row k of the sorted rows, 256 columns): the thread of column j sums
  * the row's positions in token order in fp32, from the old value, and stores
  * once: the fp32 kernel's result, rounded once. */
-static __global__ void embed_bwd_sorted_kernel(px_bf16 *dtable, const px_bf16 *dout, const int32_t *rows,
-                                               const int32_t *starts, const int32_t *order, int64_t c) {
+template <typename T>
+static __global__ void embed_bwd_sorted_kernel(T *dtable, const T *dout, const int32_t *rows, const int32_t *starts,
+                                               const int32_t *order, int64_t c) {
   const int64_t j = (int64_t)blockIdx.y * EMBED_COLS + threadIdx.x, k = blockIdx.x;
   if (j >= c) return;
-  px_bf16 *d = dtable + (int64_t)rows[k] * c + j;
+  T *d = dtable + (int64_t)rows[k] * c + j;
   float acc = px_kc_ld(d);
   for (int32_t p = starts[k]; p < starts[k + 1]; p++) acc += px_kc_ld(dout + (int64_t)order[p] * c + j);
   px_kc_st(d, acc);
@@ -108,6 +109,11 @@ extern "C" px_status px_kc_embed_fwd_bf16(px_bf16 *out, const int32_t *tokens, c
   return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
 }
 
+extern "C" px_status px_kc_embed_fwd_fp16(px_fp16 *out, const int32_t *tokens, const px_fp16 *table, int64_t n,
+                                          int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
+  return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
+}
+
 extern "C" px_status px_kc_embed_bwd(float *dtable, const float *dout, const int32_t *tokens, int64_t n,
                                      int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
   if (n <= 0 || c <= 0 || vl <= 0) return PX_OK;
@@ -127,6 +133,11 @@ extern "C" px_status px_kc_pos_fwd_bf16(px_bf16 *out, const px_bf16 *wpe, int64_
   return pos_fwd(out, wpe, b, t, c, pos0, stream);
 }
 
+extern "C" px_status px_kc_pos_fwd_fp16(px_fp16 *out, const px_fp16 *wpe, int64_t b, int64_t t, int64_t c,
+                                        int64_t pos0, cudaStream_t stream) {
+  return pos_fwd(out, wpe, b, t, c, pos0, stream);
+}
+
 template <typename T>
 static px_status pos_bwd(T *dwpe, const T *dout, int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream) {
   if (b <= 0 || t <= 0 || c <= 0) return PX_OK;
@@ -142,6 +153,22 @@ extern "C" px_status px_kc_pos_bwd(float *dwpe, const float *dout, int64_t b, in
 extern "C" px_status px_kc_pos_bwd_bf16(px_bf16 *dwpe, const px_bf16 *dout, int64_t b, int64_t t, int64_t c,
                                         int64_t pos0, cudaStream_t stream) {
   return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
+}
+
+extern "C" px_status px_kc_pos_bwd_fp16(px_fp16 *dwpe, const px_fp16 *dout, int64_t b, int64_t t, int64_t c,
+                                        int64_t pos0, cudaStream_t stream) {
+  return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
+}
+
+template <typename T>
+static px_status embed_bwd_sorted(T *dtable, const T *dout, const int32_t *sorted, int64_t nrows, int64_t n, int64_t c,
+                                  cudaStream_t stream) {
+  if (nrows <= 0 || c <= 0) return PX_OK;
+  if (nrows > 0x7fffffff) return px_kc_fail(__FILE__, __LINE__, "embed_bwd_sorted: %lld rows", (long long)nrows);
+  dim3 grid((unsigned)nrows, (unsigned)((c + EMBED_COLS - 1) / EMBED_COLS));
+  embed_bwd_sorted_kernel<<<grid, EMBED_COLS, 0, stream>>>(dtable, dout, sorted, sorted + nrows, sorted + 2 * n + 1,
+                                                           c);
+  return PX_KC_LAUNCHED("embed_bwd_sorted_kernel");
 }
 
 extern "C" int64_t px_kc_embed_sort(int32_t *sorted, const int32_t *tokens, int64_t n, int64_t vocab_start,
@@ -175,10 +202,10 @@ extern "C" int64_t px_kc_embed_sort(int32_t *sorted, const int32_t *tokens, int6
 
 extern "C" px_status px_kc_embed_bwd_sorted_bf16(px_bf16 *dtable, const px_bf16 *dout, const int32_t *sorted,
                                                  int64_t nrows, int64_t n, int64_t c, cudaStream_t stream) {
-  if (nrows <= 0 || c <= 0) return PX_OK;
-  if (nrows > 0x7fffffff) return px_kc_fail(__FILE__, __LINE__, "embed_bwd_sorted: %lld rows", (long long)nrows);
-  dim3 grid((unsigned)nrows, (unsigned)((c + EMBED_COLS - 1) / EMBED_COLS));
-  embed_bwd_sorted_kernel<<<grid, EMBED_COLS, 0, stream>>>(dtable, dout, sorted, sorted + nrows, sorted + 2 * n + 1,
-                                                           c);
-  return PX_KC_LAUNCHED("embed_bwd_sorted_kernel");
+  return embed_bwd_sorted(dtable, dout, sorted, nrows, n, c, stream);
+}
+
+extern "C" px_status px_kc_embed_bwd_sorted_fp16(px_fp16 *dtable, const px_fp16 *dout, const int32_t *sorted,
+                                                 int64_t nrows, int64_t n, int64_t c, cudaStream_t stream) {
+  return embed_bwd_sorted(dtable, dout, sorted, nrows, n, c, stream);
 }

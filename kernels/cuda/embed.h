@@ -41,11 +41,18 @@ px_status px_kc_embed_fwd_bf16(px_bf16 *out,          // (N, C)
                                const int32_t *tokens, // (N)
                                const px_bf16 *table,  // (Vl, C)
                                int64_t n, int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream);
+px_status px_kc_embed_fwd_fp16(px_fp16 *out,          // (N, C)
+                               const int32_t *tokens, // (N)
+                               const px_fp16 *table,  // (Vl, C)
+                               int64_t n, int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream);
 
 /* bf16 dwpe and dout: each dwpe element summed in fp32 from its old value in
  * b order and rounded once (the fp32 kernel's result, rounded). ACCUMULATES. */
 px_status px_kc_pos_bwd_bf16(px_bf16 *dwpe,       // (max_positions, C)
                              const px_bf16 *dout, // (B, T, C)
+                             int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream);
+px_status px_kc_pos_bwd_fp16(px_fp16 *dwpe,       // (max_positions, C)
+                             const px_fp16 *dout, // (B, T, C)
                              int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream);
 
 /* Host: the positions of the tokens this shard owns grouped by table row,
@@ -64,10 +71,17 @@ px_status px_kc_embed_bwd_sorted_bf16(px_bf16 *dtable,       // (Vl, C)
                                       const px_bf16 *dout,   // (N, C)
                                       const int32_t *sorted, // (3N + 1) device
                                       int64_t nrows, int64_t n, int64_t c, cudaStream_t stream);
+px_status px_kc_embed_bwd_sorted_fp16(px_fp16 *dtable,       // (Vl, C)
+                                      const px_fp16 *dout,   // (N, C)
+                                      const int32_t *sorted, // (3N + 1) device
+                                      int64_t nrows, int64_t n, int64_t c, cudaStream_t stream);
 
 /* bf16 out and wpe: out = bf16(out + wpe), added in fp32. */
 px_status px_kc_pos_fwd_bf16(px_bf16 *out,       // (B, T, C)
                              const px_bf16 *wpe, // (max_positions, C)
+                             int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream);
+px_status px_kc_pos_fwd_fp16(px_fp16 *out,       // (B, T, C)
+                             const px_fp16 *wpe, // (max_positions, C)
                              int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -184,8 +184,20 @@ extern "C" px_status px_kc_layernorm_fwd_bf16(px_bf16 *out, float *mean, float *
   return layernorm_fwd(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
 }
 
+extern "C" px_status px_kc_layernorm_fwd_fp16(px_fp16 *out, float *mean, float *rstd, const px_fp16 *inp,
+                                              const px_fp16 *weight, const px_fp16 *bias, int64_t n, int64_t c,
+                                              float eps, cudaStream_t stream) {
+  return layernorm_fwd(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
+}
+
 extern "C" px_status px_kc_layernorm_bwd_bf16(px_bf16 *dinp, float *dweight, float *dbias, const px_bf16 *dout,
                                               const px_bf16 *inp, const px_bf16 *weight, const float *mean,
+                                              const float *rstd, int64_t n, int64_t c, cudaStream_t stream) {
+  return layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c, stream);
+}
+
+extern "C" px_status px_kc_layernorm_bwd_fp16(px_fp16 *dinp, float *dweight, float *dbias, const px_fp16 *dout,
+                                              const px_fp16 *inp, const px_fp16 *weight, const float *mean,
                                               const float *rstd, int64_t n, int64_t c, cudaStream_t stream) {
   return layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c, stream);
 }
@@ -195,8 +207,19 @@ extern "C" px_status px_kc_rmsnorm_fwd_bf16(px_bf16 *out, float *rstd, const px_
   return rmsnorm_fwd(out, rstd, inp, weight, n, c, eps, stream);
 }
 
+extern "C" px_status px_kc_rmsnorm_fwd_fp16(px_fp16 *out, float *rstd, const px_fp16 *inp, const px_fp16 *weight,
+                                            int64_t n, int64_t c, float eps, cudaStream_t stream) {
+  return rmsnorm_fwd(out, rstd, inp, weight, n, c, eps, stream);
+}
+
 extern "C" px_status px_kc_rmsnorm_bwd_bf16(px_bf16 *dinp, float *dweight, const px_bf16 *dout, const px_bf16 *inp,
                                             const px_bf16 *weight, const float *rstd, int64_t n, int64_t c,
+                                            cudaStream_t stream) {
+  return rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, n, c, stream);
+}
+
+extern "C" px_status px_kc_rmsnorm_bwd_fp16(px_fp16 *dinp, float *dweight, const px_fp16 *dout, const px_fp16 *inp,
+                                            const px_fp16 *weight, const float *rstd, int64_t n, int64_t c,
                                             cudaStream_t stream) {
   return rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, n, c, stream);
 }

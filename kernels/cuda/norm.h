@@ -61,6 +61,13 @@ px_status px_kc_layernorm_fwd_bf16(px_bf16 *out,          // (N, C)
                                    const px_bf16 *weight, // (C)
                                    const px_bf16 *bias,   // (C) or NULL
                                    int64_t n, int64_t c, float eps, cudaStream_t stream);
+px_status px_kc_layernorm_fwd_fp16(px_fp16 *out,          // (N, C)
+                                   float *mean,           // (N) or NULL
+                                   float *rstd,           // (N) or NULL
+                                   const px_fp16 *inp,    // (N, C)
+                                   const px_fp16 *weight, // (C)
+                                   const px_fp16 *bias,   // (C) or NULL
+                                   int64_t n, int64_t c, float eps, cudaStream_t stream);
 px_status px_kc_layernorm_bwd_bf16(px_bf16 *dinp,         // (N, C)
                                    float *dweight,        // (C) or NULL
                                    float *dbias,          // (C) or NULL
@@ -70,16 +77,37 @@ px_status px_kc_layernorm_bwd_bf16(px_bf16 *dinp,         // (N, C)
                                    const float *mean,     // (N)
                                    const float *rstd,     // (N)
                                    int64_t n, int64_t c, cudaStream_t stream);
+px_status px_kc_layernorm_bwd_fp16(px_fp16 *dinp,         // (N, C)
+                                   float *dweight,        // (C) or NULL
+                                   float *dbias,          // (C) or NULL
+                                   const px_fp16 *dout,   // (N, C)
+                                   const px_fp16 *inp,    // (N, C)
+                                   const px_fp16 *weight, // (C)
+                                   const float *mean,     // (N)
+                                   const float *rstd,     // (N)
+                                   int64_t n, int64_t c, cudaStream_t stream);
 px_status px_kc_rmsnorm_fwd_bf16(px_bf16 *out,          // (N, C)
                                  float *rstd,           // (N) or NULL
                                  const px_bf16 *inp,    // (N, C)
                                  const px_bf16 *weight, // (C)
+                                 int64_t n, int64_t c, float eps, cudaStream_t stream);
+px_status px_kc_rmsnorm_fwd_fp16(px_fp16 *out,          // (N, C)
+                                 float *rstd,           // (N) or NULL
+                                 const px_fp16 *inp,    // (N, C)
+                                 const px_fp16 *weight, // (C)
                                  int64_t n, int64_t c, float eps, cudaStream_t stream);
 px_status px_kc_rmsnorm_bwd_bf16(px_bf16 *dinp,         // (N, C)
                                  float *dweight,        // (C) or NULL
                                  const px_bf16 *dout,   // (N, C)
                                  const px_bf16 *inp,    // (N, C)
                                  const px_bf16 *weight, // (C)
+                                 const float *rstd,     // (N)
+                                 int64_t n, int64_t c, cudaStream_t stream);
+px_status px_kc_rmsnorm_bwd_fp16(px_fp16 *dinp,         // (N, C)
+                                 float *dweight,        // (C) or NULL
+                                 const px_fp16 *dout,   // (N, C)
+                                 const px_fp16 *inp,    // (N, C)
+                                 const px_fp16 *weight, // (C)
                                  const float *rstd,     // (N)
                                  int64_t n, int64_t c, cudaStream_t stream);
 

@@ -76,6 +76,11 @@ extern "C" px_status px_kc_add_bias_bf16(px_bf16 *x, const px_bf16 *bias, int64_
   return add_bias(x, bias, rows, c, stream);
 }
 
+extern "C" px_status px_kc_add_bias_fp16(px_fp16 *x, const px_fp16 *bias, int64_t rows, int64_t c,
+                                         cudaStream_t stream) {
+  return add_bias(x, bias, rows, c, stream);
+}
+
 static __global__ void scale_kernel(float *x, int64_t n, float s) {
   PX_KC_FOR(i, n) x[i] *= s;
 }
@@ -122,6 +127,14 @@ extern "C" px_status px_kc_add_bf16(px_bf16 *out, const px_bf16 *a, const px_bf1
   return add(out, a, b, n, stream);
 }
 
+extern "C" px_status px_kc_add_fp16(px_fp16 *out, const px_fp16 *a, const px_fp16 *b, int64_t n, cudaStream_t stream) {
+  return add(out, a, b, n, stream);
+}
+
 extern "C" px_status px_kc_acc_bf16(px_bf16 *out, const px_bf16 *inp, int64_t n, cudaStream_t stream) {
+  return acc(out, inp, n, stream);
+}
+
+extern "C" px_status px_kc_acc_fp16(px_fp16 *out, const px_fp16 *inp, int64_t n, cudaStream_t stream) {
   return acc(out, inp, n, stream);
 }

@@ -36,6 +36,9 @@ px_status px_kc_add_bias(float *x,          // (rows, c)
 px_status px_kc_add_bias_bf16(px_bf16 *x,          // (rows, c)
                               const px_bf16 *bias, // (c)
                               int64_t rows, int64_t c, cudaStream_t stream);
+px_status px_kc_add_bias_fp16(px_fp16 *x,          // (rows, c)
+                              const px_fp16 *bias, // (c)
+                              int64_t rows, int64_t c, cudaStream_t stream);
 
 /* x *= s, in place. */
 px_status px_kc_scale(float *x, // (n)
@@ -57,8 +60,15 @@ px_status px_kc_add_bf16(px_bf16 *out,     // (n)
                          const px_bf16 *a, // (n)
                          const px_bf16 *b, // (n)
                          int64_t n, cudaStream_t stream);
+px_status px_kc_add_fp16(px_fp16 *out,     // (n)
+                         const px_fp16 *a, // (n)
+                         const px_fp16 *b, // (n)
+                         int64_t n, cudaStream_t stream);
 px_status px_kc_acc_bf16(px_bf16 *out,       // (n)
                          const px_bf16 *inp, // (n)
+                         int64_t n, cudaStream_t stream);
+px_status px_kc_acc_fp16(px_fp16 *out,       // (n)
+                         const px_fp16 *inp, // (n)
                          int64_t n, cudaStream_t stream);
 
 #ifdef __cplusplus

@@ -52,7 +52,17 @@ extern "C" px_status px_kc_rope_fwd_bf16(px_bf16 *out, const px_bf16 *inp, int64
   return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
 }
 
+extern "C" px_status px_kc_rope_fwd_fp16(px_fp16 *out, const px_fp16 *inp, int64_t b, int64_t t, int64_t h,
+                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
+  return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
+}
+
 extern "C" px_status px_kc_rope_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, int64_t b, int64_t t, int64_t h,
+                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
+  return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
+}
+
+extern "C" px_status px_kc_rope_bwd_fp16(px_fp16 *dinp, const px_fp16 *dout, int64_t b, int64_t t, int64_t h,
                                          int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
   return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
 }

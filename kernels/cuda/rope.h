@@ -28,8 +28,16 @@ px_status px_kc_rope_fwd_bf16(px_bf16 *out,       // (B, T, H, D)
                               const px_bf16 *inp, // (B, T, H, D)
                               int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta,
                               cudaStream_t stream);
+px_status px_kc_rope_fwd_fp16(px_fp16 *out,       // (B, T, H, D)
+                              const px_fp16 *inp, // (B, T, H, D)
+                              int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta,
+                              cudaStream_t stream);
 px_status px_kc_rope_bwd_bf16(px_bf16 *dinp,       // (B, T, H, D)
                               const px_bf16 *dout, // (B, T, H, D)
+                              int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta,
+                              cudaStream_t stream);
+px_status px_kc_rope_bwd_fp16(px_fp16 *dinp,       // (B, T, H, D)
+                              const px_fp16 *dout, // (B, T, H, D)
                               int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta,
                               cudaStream_t stream);
 

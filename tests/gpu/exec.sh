@@ -60,6 +60,12 @@ a=$(losses "$tmp/gpt-gelu-fused-cpu.json") b=$(losses "$tmp/gpt-gelu-fused-bf16.
 close "$a" "$b" 2e-3 || fail "bf16 fused GELU losses $b, fp32 $a"
 "$cmp" "$tmp/gpt-gelu-fused-cpu.bin" "$tmp/gpt-gelu-fused-bf16.bin" 2e-2 >"$tmp/cmp" || fail "bf16 fused GELU gradients: $(cat "$tmp/cmp")"
 echo "ok: bf16 with fused GELU against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
+# fp16 on the GPT shape (layernorm, GELU, dropout, learned positions, TP loss), every op native fp16
+PX_EMU_DEVICES=2 run gpt-fp16 2 cuda -m "$gptd" -B 4 -t 2 --gelu fused -c dgx-h100 --precision fp16 --steps 2
+b=$(losses "$tmp/gpt-fp16.json")
+close "$a" "$b" 2e-3 || fail "fp16 GPT losses $b, fp32 $a"
+"$cmp" "$tmp/gpt-gelu-fused-cpu.bin" "$tmp/gpt-fp16.bin" 2e-2 >"$tmp/cmp" || fail "fp16 GPT gradients: $(cat "$tmp/cmp")"
+echo "ok: fp16 GPT against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2 "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with
@@ -104,8 +110,8 @@ a=$(losses "$tmp/bf16-ref.json") b=$(losses "$tmp/fp16.json")
 close "$a" "$b" 2e-3 || fail "fp16 losses $b, fp32 $a"
 "$cmp" "$tmp/bf16-ref.bin" "$tmp/fp16.bin" 2e-2 >"$tmp/cmp" || fail "fp16 gradients: $(cat "$tmp/cmp")"
 grep -q '"skipped_steps":	0' "$tmp/fp16.json" || fail "fp16 skipped steps at the default scale"
-# fp16 runs most ops on fp32 copies: the backend's own memory (scratch, the
-# 32 MiB cuBLASLt workspace) is reported beside the plan's
+# the backend's own memory (the 32 MiB cuBLASLt workspace, scratch such as the
+# loss's fp32 logits) is reported beside the plan's
 own=$(grep -o '"backend_bytes":[^,]*' "$tmp/fp16.json" | sed 's/.*://' | tr -d ' \t')
 awk -v b="${own:-0}" 'BEGIN { exit !(b > 33554432) }' || fail "fp16 backend memory not reported: ${own:-none}"
 echo "ok: fp16 against fp32: losses $b; gradients $(cat "$tmp/cmp")"

@@ -246,6 +246,28 @@ static cublasLtHandle_t lt;
 static void *workspace;
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 
+/* Host buffers through the device in any dtype: x rounded to dt in place (the
+ * CPU twin sees the GPU's inputs), its device copy, and a device buffer back.
+ * With dev_shift = 1 the device copy starts one element past an aligned
+ * address (a slice). */
+static int dev_shift;
+static void *dev_dt(float *x, int64_t n, px_dtype dt) {
+  size_t el = px_dtype_bytes(dt);
+  char *tmp = px_talloc((size_t)(n + dev_shift) * el);
+  px_dtype_from_fp32(tmp + dev_shift * el, dt, x, (uint64_t)n);
+  px_dtype_to_fp32(x, tmp + dev_shift * el, dt, (uint64_t)n);
+  return (char *)dev_copy(tmp, (size_t)(n + dev_shift) * el) + dev_shift * el;
+}
+
+static float *host_dt(const void *d, int64_t n, px_dtype dt) {
+  size_t el = px_dtype_bytes(dt);
+  void *tmp = px_talloc((size_t)n * el);
+  copy(tmp, d, (size_t)n * el, cudaMemcpyDeviceToHost);
+  float *h = px_tfloats(n);
+  px_dtype_to_fp32(h, tmp, dt, (uint64_t)n);
+  return h;
+}
+
 static void test_gemm(void) {
   px_tseed(2);
   const int64_t m = 67, n = 45, k = 130;
@@ -952,29 +974,79 @@ static void test_reduce(void) {
   arena_free();
 }
 
+/* ======================= fp16 twins ======================= */
+
+#define FP16_RTOL 2e-3 /* fp16 keeps 11 significant bits: one rounding is 2^-11 relative */
+#define FP16_ATOL 1e-4
+
+static bool fp16_close(const char *what, const void *dev, const float *want, int64_t n) {
+  return close_to(what, host_dt(dev, n, PX_DTYPE_FP16), want, n, FP16_RTOL, FP16_ATOL);
+}
+
+/* The _fp16 launchers against the CPU twins on fp16-rounded inputs: the
+ * same templates as bf16, so this checks the launchers and the storage type. */
+static void test_fp16(void) {
+  px_tseed(22);
+  const px_dtype h = PX_DTYPE_FP16;
+  const int64_t n = 3000, rows = 20, c = 96, b = 2, t = 6, hd = 3, d = 16;
+  float *x = px_trand(n, -6, 6), *y = px_trand(n, -1, 1), *z = px_trand(n, -1, 1), *want = px_tfloats(n);
+  void *dx = dev_dt(x, n, h), *dy = dev_dt(y, n, h), *dz = dev_dt(z, n, h), *dout = dev_dt(px_tfloats(n), n, h);
+  LAUNCH(px_kc_gelu_fwd_fp16(dout, dx, n, stream));
+  px_k_gelu_fwd(want, x, n);
+  CU_ASSERT(fp16_close("gelu out fp16", dout, want, n));
+  float *acc = px_tconst(n, ACC0);
+  void *dacc = dev_dt(acc, n, h);
+  LAUNCH(px_kc_gelu_bwd_fp16(dacc, dy, dx, n, stream));
+  px_k_gelu_bwd(acc, y, x, n);
+  CU_ASSERT(fp16_close("gelu dinp fp16", dacc, acc, n));
+  LAUNCH(px_kc_swiglu_fwd_fp16(dout, dy, dz, n, stream));
+  px_k_swiglu_fwd(want, y, z, n);
+  CU_ASSERT(fp16_close("swiglu out fp16", dout, want, n));
+  float *dg = px_tconst(n, ACC0), *du = px_tconst(n, ACC0);
+  void *ddg = dev_dt(dg, n, h), *ddu = dev_dt(du, n, h);
+  LAUNCH(px_kc_swiglu_bwd_fp16(ddg, ddu, dx, dy, dz, n, stream));
+  px_k_swiglu_bwd(dg, du, x, y, z, n);
+  CU_ASSERT(fp16_close("swiglu dgate fp16", ddg, dg, n));
+  CU_ASSERT(fp16_close("swiglu dup fp16", ddu, du, n));
+  LAUNCH(px_kc_add_fp16(dout, dy, dz, n, stream));
+  px_k_add(want, y, z, n);
+  CU_ASSERT(fp16_close("add fp16", dout, want, n));
+  void *dsum = dev_dt(want, n, h); /* from the rounded sum, as both sides start */
+  LAUNCH(px_kc_acc_fp16(dsum, dx, n, stream));
+  px_k_acc(want, x, n);
+  CU_ASSERT(fp16_close("acc fp16", dsum, want, n));
+  /* norms: fp16 activations and weights, fp32 statistics and weight gradients */
+  float *xn = px_trand(rows * c, -2, 2), *w = px_trand(c, 0.5, 1.5), *bias = px_trand(c, -0.5, 0.5);
+  void *dxn = dev_dt(xn, rows * c, h), *dw = dev_dt(w, c, h), *dbias = dev_dt(bias, c, h);
+  float *mean = px_tfloats(rows), *rstd = px_tfloats(rows), *out = px_tfloats(rows * c);
+  float *dmean = dalloc((size_t)rows * sizeof(float)), *drstd = dalloc((size_t)rows * sizeof(float));
+  void *dnorm = dev_dt(px_tfloats(rows * c), rows * c, h);
+  LAUNCH(px_kc_layernorm_fwd_fp16(dnorm, dmean, drstd, dxn, dw, dbias, rows, c, 1e-5f, stream));
+  px_k_layernorm_fwd(out, mean, rstd, xn, w, bias, rows, c, 1e-5f);
+  CU_ASSERT(fp16_close("layernorm out fp16", dnorm, out, rows * c));
+  CU_ASSERT(red_close("layernorm rstd fp16", host_f(drstd, rows), rstd, rows));
+  float *g = px_trand(rows * c, -1, 1), *gx = px_tconst(rows * c, ACC0), *gw = px_tconst(c, ACC0);
+  float *gb = px_tconst(c, ACC0), *dgw = dev_f(gw, c), *dgb = dev_f(gb, c);
+  void *dg2 = dev_dt(g, rows * c, h), *dgx = dev_dt(gx, rows * c, h);
+  LAUNCH(px_kc_layernorm_bwd_fp16(dgx, dgw, dgb, dg2, dxn, dw, dev_f(mean, rows), dev_f(rstd, rows), rows, c, stream));
+  px_k_layernorm_bwd(gx, gw, gb, g, xn, w, mean, rstd, rows, c);
+  CU_ASSERT(fp16_close("layernorm dinp fp16", dgx, gx, rows * c));
+  CU_ASSERT(red_close("layernorm dweight fp16", host_f(dgw, c), gw, c));
+  CU_ASSERT(red_close("layernorm dbias fp16", host_f(dgb, c), gb, c));
+  LAUNCH(px_kc_rmsnorm_fwd_fp16(dnorm, drstd, dxn, dw, rows, c, 1e-5f, stream));
+  px_k_rmsnorm_fwd(out, rstd, xn, w, rows, c, 1e-5f);
+  CU_ASSERT(fp16_close("rmsnorm out fp16", dnorm, out, rows * c));
+  /* rotary embedding */
+  int64_t nr = b * t * hd * d;
+  float *q = px_trand(nr, -1, 1), *qr = px_tfloats(nr);
+  void *dq = dev_dt(q, nr, h), *dqr = dev_dt(px_tfloats(nr), nr, h);
+  LAUNCH(px_kc_rope_fwd_fp16(dqr, dq, b, t, hd, d, 0, 10000.0f, stream));
+  px_k_rope_fwd(qr, q, b, t, hd, d, 0, 10000.0f);
+  CU_ASSERT(fp16_close("rope out fp16", dqr, qr, nr));
+  arena_free();
+}
+
 /* ======================= fused (flash) attention ======================= */
-
-/* Host buffers through the device in any dtype: x rounded to dt in place (the
- * CPU twin sees the GPU's inputs), its device copy, and a device buffer back.
- * With dev_shift = 1 the device copy starts one element past an aligned
- * address (a slice). */
-static int dev_shift;
-static void *dev_dt(float *x, int64_t n, px_dtype dt) {
-  size_t el = px_dtype_bytes(dt);
-  char *tmp = px_talloc((size_t)(n + dev_shift) * el);
-  px_dtype_from_fp32(tmp + dev_shift * el, dt, x, (uint64_t)n);
-  px_dtype_to_fp32(x, tmp + dev_shift * el, dt, (uint64_t)n);
-  return (char *)dev_copy(tmp, (size_t)(n + dev_shift) * el) + dev_shift * el;
-}
-
-static float *host_dt(const void *d, int64_t n, px_dtype dt) {
-  size_t el = px_dtype_bytes(dt);
-  void *tmp = px_talloc((size_t)n * el);
-  copy(tmp, d, (size_t)n * el, cudaMemcpyDeviceToHost);
-  float *h = px_tfloats(n);
-  px_dtype_to_fp32(h, tmp, dt, (uint64_t)n);
-  return h;
-}
 
 /* One batch row against the CPU twin; the backward runs on the GPU's own ctx
  * and lse, which the CPU side is given too (the same inputs on both). fp32
@@ -1081,7 +1153,7 @@ int main(void) {
       {"rmsnorm", test_rmsnorm},         {"gelu", test_gelu},               {"swiglu", test_swiglu},
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},
       {"cross-entropy", test_cross_entropy}, {"adamw", test_adamw},        {"reduce", test_reduce},
-      {"flash attention", test_flash},             {"empty sizes", test_empty},
+      {"fp16 twins", test_fp16},         {"flash attention", test_flash},             {"empty sizes", test_empty},
   };
   int rc = px_test_main("cuda_kernels", tests, sizeof tests / sizeof tests[0]);
   cudaFree(workspace);
