@@ -135,6 +135,7 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
   px_status st = PX_OK;
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t heur;
+  cublasStatus_t hs = CUBLAS_STATUS_SUCCESS;
   int found = 0;
   cudaDataType_t ab_type = key->ab == PX_DTYPE_BF16 ? CUDA_R_16BF : key->ab == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
   cudaDataType_t c_type = key->c == PX_DTYPE_BF16 ? CUDA_R_16BF : key->c == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -174,8 +175,8 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
                                               sizeof key->al_c));
   LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->al_c,
                                               sizeof key->al_c));
-  LT_TRY(cublasLtMatmulAlgoGetHeuristic(key->handle, g->desc, g->first, g->second, g->cl, g->cl, pref, 1, &heur, &found));
-  if (found < 1 && key->epi != PX_KC_EPI_NONE) {
+  hs = cublasLtMatmulAlgoGetHeuristic(key->handle, g->desc, g->first, g->second, g->cl, g->cl, pref, 1, &heur, &found);
+  if ((hs != CUBLAS_STATUS_SUCCESS || found < 1) && key->epi != PX_KC_EPI_NONE) { /* e.g. NOT_SUPPORTED */
     plan_key plain = *key;
     plain.epi = PX_KC_EPI_NONE;
     plain.al_aux = 0;
@@ -188,6 +189,7 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
     g->no_epilogue = true;
     return st;
   }
+  LT_TRY(hs);
   if (found < 1) {
     st = px_kc_fail(__FILE__, __LINE__, "gemm: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld types %d/%d",
                     (long long)m, (long long)n, (long long)k, (int)key->ab, (int)key->c);
