@@ -207,7 +207,7 @@ struct emu_stream {
 static std::unordered_map<uintptr_t, emu_stream> streams;
 static uintptr_t nstreams;
 
-static bool lags(cudaStream_t s) { return (uintptr_t)s > 1; }
+static bool lags(cudaStream_t s) { return (uintptr_t)s != 0; }
 
 /* Runs stream s's work up to (not including) its `upto`-th item. */
 static void drain(uintptr_t s, uint64_t upto) {
@@ -684,12 +684,16 @@ static void store(void *p, cudaDataType t, int64_t i, double v) {
   }
 }
 
+static void matmul_run(const emu_desc *d, const emu_layout *a, const void *A, const emu_layout *b, const void *B,
+                       const emu_layout *c, const void *C, const emu_layout *dl, void *D, float al, float be);
+
+/* Checks the call now, computes in stream order (matmul_run). */
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
                               cublasLtMatrixLayout_t adesc, const void *B, cublasLtMatrixLayout_t bdesc,
                               const void *beta, const void *C, cublasLtMatrixLayout_t cdesc, void *D,
                               cublasLtMatrixLayout_t ddesc, const cublasLtMatmulAlgo_t *algo, void *workspace,
                               size_t workspace_bytes, cudaStream_t stream) {
-  (void)h, (void)workspace, (void)workspace_bytes, (void)stream;
+  (void)h, (void)workspace, (void)workspace_bytes;
   const emu_desc *d = (const emu_desc *)desc;
   const emu_layout *a = (const emu_layout *)adesc, *b = (const emu_layout *)bdesc, *c = (const emu_layout *)cdesc,
                    *dl = (const emu_layout *)ddesc;
@@ -704,6 +708,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
   float al, be;
   memcpy(&al, alpha, sizeof al);
   memcpy(&be, beta, sizeof be);
+  /* in stream order, with the descriptors as they are now (a kept plan's pointers change per call) */
+  px_emu_enqueue(stream, [=, dd = *d, la = *a, lb = *b, lc = *c, ldd = *dl] {
+    matmul_run(&dd, &la, A, &lb, B, &lc, C, &ldd, D, al, be);
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static void matmul_run(const emu_desc *d, const emu_layout *a, const void *A, const emu_layout *b, const void *B,
+                       const emu_layout *c, const void *C, const emu_layout *dl, void *D, float al, float be) {
   uint64_t m = dl->rows, n = dl->cols, k;
   uint64_t dummy;
   op_shape(a, d->transa, &dummy, &k);
@@ -730,5 +743,4 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     }
   for (uint64_t j = 0; j < n; j++)
     for (uint64_t i = 0; i < m; i++) store(D, dl->type, (int64_t)(i + j * dl->ld), out[i + j * m]);
-  return CUBLAS_STATUS_SUCCESS;
 }

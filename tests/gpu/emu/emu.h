@@ -182,8 +182,8 @@ static inline px_emu_cfg px_emu_config(dim3 grid, dim3 block, size_t smem = 0, c
  * configuration (as CUDA would reject it) is recorded for cudaGetLastError. */
 void px_emu_launch(px_emu_cfg cfg, const std::function<void()> &body);
 
-/* Work on a stream. Every stream but the first one made lags as far as CUDA
- * allows: its work runs only when something waits for it (an event another
+/* Work on a stream. Every stream made (not the legacy default one, 0) lags as
+ * far as CUDA allows: its work runs only when something waits for it (an event another
  * stream waits on, a synchronize or query, cudaFree), so a dependency a
  * program forgot shows up as stale data instead of passing by luck. */
 void px_emu_enqueue(cudaStream_t stream, std::function<void()> work);
