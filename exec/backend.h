@@ -98,20 +98,27 @@ typedef struct {
   int tag;
 } px_p2p;
 
+/* Where an allocation lives: the model states (parameters, gradients,
+ * optimizer states: allocated once at set-up and kept) or the step's tensors
+ * (activations and their gradients, communication buffers, scratch:
+ * allocated and released as the step runs). */
+typedef enum { PX_POOL_STATES, PX_POOL_STEP, PX_POOLS } px_pool;
+
 typedef struct px_backend px_backend;
 struct px_backend {
   const char *name;
   void *impl;
   bool sync_ops; /* set by the caller: the interpreter waits for each op (exact per-op times) */
   /* optional (NULL: none): called once before any alloc with the bytes the
-   * plan predicts at this rank's peak, for a backend that reserves them up
-   * front (and so fails at set-up, not mid-step, when they do not fit) */
-  px_status (*reserve)(px_backend *b, uint64_t bytes, px_err *err);
-  /* memory on the device, zeroed when `zero`, else of unspecified contents
-   * (the CPU backend and the GPU emulator fill it with NaN bytes, so an op
-   * that reads what it did not write shows); release takes the size it was
-   * allocated with */
-  px_status (*alloc)(px_backend *b, uint64_t bytes, bool zero, void **out, px_err *err);
+   * plan predicts for each pool at this rank's peak (the states exactly, the
+   * step's tensors with headroom), for a backend that reserves them up front
+   * (and so fails at set-up, not mid-step, when they do not fit) */
+  px_status (*reserve)(px_backend *b, const uint64_t bytes[PX_POOLS], px_err *err);
+  /* memory on the device from a pool, zeroed when `zero`, else of
+   * unspecified contents (the CPU backend and the GPU emulator fill it with
+   * NaN bytes, so an op that reads what it did not write shows); release
+   * takes the size it was allocated with */
+  px_status (*alloc)(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err);
   void (*release)(px_backend *b, void *p, uint64_t bytes);
   px_status (*zero)(px_backend *b, void *p, uint64_t bytes, px_err *err);
   px_status (*copy)(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err);

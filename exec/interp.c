@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "core/fileio.h"
+#include "exec/arena.h"
 #include "exec/params.h"
 #include "kernels/math.h"
 
@@ -80,13 +81,17 @@ static px_status op_done(px_exec *x, px_status st, px_err *err) {
 
 /* ---- tracked memory ---- */
 
-/* zero: the first writer accumulates, or the contents must start at 0 */
-static px_status mem_alloc(px_exec *x, uint64_t bytes, bool zero, void **out, px_err *err) {
-  px_status st = x->be->alloc(x->be, bytes, zero, out, err);
+static px_status pool_alloc(px_exec *x, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
+  px_status st = x->be->alloc(x->be, bytes, zero, pool, out, err);
   if (st) return st;
   x->cur_bytes += bytes;
   if (x->cur_bytes > x->peak_bytes) x->peak_bytes = x->cur_bytes;
   return PX_OK;
+}
+
+/* A tensor of the step; zero: the first writer accumulates, or the contents must start at 0 */
+static px_status mem_alloc(px_exec *x, uint64_t bytes, bool zero, void **out, px_err *err) {
+  return pool_alloc(x, bytes, zero, PX_POOL_STEP, out, err);
 }
 
 static void mem_free(px_exec *x, void *p, uint64_t bytes) {
@@ -298,13 +303,21 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->params_elems = z >= 3 ? shard : flat;
   x->grads_elems = z >= 2 ? shard : flat;
   x->opt_elems = z >= 1 ? shard : flat;
-  if (!st && be->reserve) st = be->reserve(be, px_plan_reserve_bytes(plan->mem[x->stage].peak_bytes), err);
-  void *p;
-  if (!st && !(st = mem_alloc(x, x->params_elems * x->pb, true, &p, err))) x->params = p;
-  if (!st && !(st = mem_alloc(x, x->grads_elems * x->gb, true, &p, err))) x->grads = p;
-  if (!st && x->mixed && !(st = mem_alloc(x, x->opt_elems * sizeof(float), true, &p, err))) x->master = p;
-  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), true, &p, err))) x->adam_m = p;
-  if (!st && !(st = mem_alloc(x, x->opt_elems * sizeof(float), true, &p, err))) x->adam_v = p;
+  /* the model states, zeroed: parameters, gradients, master weights (mixed precision), moments */
+  enum { NSTATES = 5 };
+  uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb,
+                              x->mixed ? x->opt_elems * sizeof(float) : 0, x->opt_elems * sizeof(float),
+                              x->opt_elems * sizeof(float)};
+  if (!st && be->reserve) { /* the states as they are taken (whole arena units); the step's tensors to the peak */
+    const px_memplan *mp = &plan->mem[x->stage];
+    uint64_t pools[PX_POOLS] = {0, px_plan_reserve_bytes(mp->peak_bytes) - mp->static_bytes};
+    for (int i = 0; i < NSTATES; i++) pools[PX_POOL_STATES] += states[i] ? px_arena_round(states[i]) : 0;
+    st = be->reserve(be, pools, err);
+  }
+  void *p[NSTATES] = {0};
+  for (int i = 0; i < NSTATES && !st; i++)
+    if (states[i]) st = pool_alloc(x, states[i], true, PX_POOL_STATES, &p[i], err);
+  x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4];
   if (!st) st = init_params(x, err);
   if (st) {
     px_exec_free(x);

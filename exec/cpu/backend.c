@@ -37,7 +37,8 @@ typedef struct {
 
 /* Memory not asked to be zeroed is filled with 0xff bytes: NaN in every
  * float type, so a read before the first write poisons the results. */
-static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, void **out, px_err *err) {
+static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
+  (void)pool;
   cpu *c = b->impl;
   *out = NULL;
   for (int i = c->ncache - 1; i >= 0 && !*out; i--)

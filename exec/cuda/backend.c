@@ -9,9 +9,10 @@
  * another stream runs on tp in line with it. Work switched onto a side stream waits for everything
  * issued on compute before it; compute waits for a side stream only at a mark
  * the interpreter names (the program's dependencies) or at join. Device
- * memory comes from arenas (exec/arena.h): one reserved at set-up with the
- * plan's predicted peak, more only if fragmentation needs it; a range freed on
- * a side stream carries a mark there, so reuse elsewhere waits for it. */
+ * memory comes from arenas (exec/arena.h): two reserved at set-up from the
+ * plan's prediction, one for the model states, one for the step's tensors,
+ * more only if fragmentation needs it; a range freed on a side stream carries
+ * a mark there, so reuse elsewhere waits for it. */
 #include "exec/cuda/backend.h"
 
 #include <cublasLt.h>
@@ -37,7 +38,7 @@
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/rope.h"
 
-#define ARENAS 16                       /* the reserved one and up to 15 grown for fragmentation */
+#define ARENAS 16                       /* the reserved ones (a pool each) and the rest grown for fragmentation */
 #define ARENA_GROW_MIN ((uint64_t)64 << 20)
 #define MARK_EVENTS 256                 /* per stream, a ring: re-recording one later only makes a wait longer */
 #define SCRATCH_CHUNKS 16
@@ -73,7 +74,8 @@ typedef struct {
   double timeout_s;
   arena arenas[ARENAS];
   int narenas;
-  uint64_t reserved;                 /* bytes the plan predicted (0: nothing reserved) */
+  uint64_t reserved;                 /* bytes the plan predicted, both pools (0: nothing reserved) */
+  int nreserved;                     /* arenas[p] holds pool p for p < nreserved (PX_POOLS or 0) */
   cudaEvent_t marks[NSTREAMS][MARK_EVENTS]; /* mark m: stream m % NSTREAMS, event (m / NSTREAMS) % MARK_EVENTS */
   uint64_t nmarks[NSTREAMS];
   chunk scratch[NSTREAMS][SCRATCH_CHUNKS];
@@ -195,13 +197,13 @@ static void wait_for(cuda *c, uint64_t mark) {
 static uint64_t cu_mark(px_backend *b) { return record_mark(b->impl); }
 
 /* Scratch chunks, the cuBLASLt workspace, the small fixed buffers and any
- * arena beyond the reserved one. */
+ * arena beyond the reserved ones. */
 static uint64_t cu_own_bytes(px_backend *b) {
   cuda *c = b->impl;
   uint64_t n = WORKSPACE_BYTES + sizeof *c->dsum + (uint64_t)c->nones * sizeof *c->ones;
   for (int s = 0; s < NSTREAMS; s++)
     for (int i = 0; i < SCRATCH_CHUNKS; i++) n += c->scratch[s][i].cap;
-  for (int i = c->reserved ? 1 : 0; i < c->narenas; i++) n += c->arenas[i].a.size;
+  for (int i = c->nreserved; i < c->narenas; i++) n += c->arenas[i].a.size;
   return n;
 }
 
@@ -265,7 +267,7 @@ static px_status arena_add(cuda *c, uint64_t bytes, px_err *err) {
     return px_err_set(err, PX_ERR_RUNTIME,
                       "cuda backend: out of device memory: %.2f GiB wanted%s, %.2f GiB of %.2f GiB free (%s)",
                       (double)bytes / 1073741824.0,
-                      c->narenas ? " beyond the plan's peak (fragmentation)" : " for the plan's predicted peak",
+                      c->reserved ? " beyond the plan's peak (fragmentation)" : " for the plan's predicted peak",
                       (double)free_b / 1073741824.0, (double)total_b / 1073741824.0, cudaGetErrorString(e));
   }
   px_status st = px_arena_init(&r->a, bytes, err);
@@ -278,10 +280,12 @@ static px_status arena_add(cuda *c, uint64_t bytes, px_err *err) {
   return PX_OK;
 }
 
-/* The plan's predicted peak as one arena, before anything is allocated. */
-static px_status cu_reserve(px_backend *b, uint64_t bytes, px_err *err) {
+/* An arena per pool, sized by the plan, before anything is allocated. */
+static px_status cu_reserve(px_backend *b, const uint64_t pools[PX_POOLS], px_err *err) {
   cuda *c = b->impl;
   if (c->narenas) return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend: reserve after an allocation");
+  uint64_t bytes = 0;
+  for (int p = 0; p < PX_POOLS; p++) bytes += px_arena_round(pools[p]);
   size_t free_b = 0, total_b = 0;
   if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && bytes > free_b)
     return px_err_set(err, PX_ERR_RUNTIME,
@@ -290,24 +294,29 @@ static px_status cu_reserve(px_backend *b, uint64_t bytes, px_err *err) {
                       "another process); choose a plan that fits (parallax sweep)",
                       (double)bytes / 1073741824.0, c->device, (double)free_b / 1073741824.0,
                       (double)total_b / 1073741824.0);
-  px_status st = arena_add(c, bytes, err);
-  if (!st) c->reserved = px_arena_round(bytes);
+  px_status st = PX_OK;
+  for (int p = 0; p < PX_POOLS && !st; p++) st = arena_add(c, pools[p], err);
+  if (!st) c->reserved = bytes, c->nreserved = PX_POOLS;
   return st;
 }
 
-static px_status cu_alloc(px_backend *b, uint64_t bytes, bool zero, void **out, px_err *err) {
+/* Arena i serves `pool`: its own when reserved for it, any grown one. */
+static bool serves(const cuda *c, int i, px_pool pool) { return i >= c->nreserved || i == (int)pool; }
+
+static px_status cu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
   cuda *c = b->impl;
   *out = NULL;
   uint64_t off = 0, tag[PX_ARENA_TAGS] = {0};
   int i = 0;
-  while (i < c->narenas && !px_arena_take(&c->arenas[i].a, bytes, &off, tag)) i++;
+  while (i < c->narenas && !(serves(c, i, pool) && px_arena_take(&c->arenas[i].a, bytes, &off, tag))) i++;
   if (i == c->narenas) { /* none holds it: grow */
     uint64_t grow = c->reserved / 8 > ARENA_GROW_MIN ? c->reserved / 8 : ARENA_GROW_MIN;
     px_status st = arena_add(c, bytes > grow ? bytes : grow, err);
     if (st) return st;
     if (c->reserved && c->comm->world_rank == 0)
-      fprintf(stderr, "parallax: cuda backend: %.1f MiB beyond the plan's %.1f MiB (fragmentation)\n",
-              (double)px_arena_round(bytes > grow ? bytes : grow) / 1048576.0, (double)c->reserved / 1048576.0);
+      fprintf(stderr, "parallax: cuda backend: %.1f MiB beyond the plan's %.1f MiB for the %s (fragmentation)\n",
+              (double)px_arena_round(bytes > grow ? bytes : grow) / 1048576.0, (double)c->reserved / 1048576.0,
+              pool == PX_POOL_STATES ? "model states" : "step's tensors");
     if (!px_arena_take(&c->arenas[i].a, bytes, &off, tag))
       return px_err_set(err, PX_ERR_RUNTIME, "internal: cuda backend: a fresh arena refused %llu bytes",
                         (unsigned long long)bytes);

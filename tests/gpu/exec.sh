@@ -36,6 +36,8 @@ same() {
   a=$(losses "$tmp/$name-cpu.json") b=$(losses "$tmp/$name-cuda.json")
   close "$a" "$b" 1e-5 || fail "$name: cuda losses $b, cpu $a"
   "$cmp" "$tmp/$name-cpu.bin" "$tmp/$name-cuda.bin" >"$tmp/cmp" || fail "$name gradients: $(cat "$tmp/cmp")"
+  # the plan's two arenas (model states, the step's tensors) held everything
+  ! grep -q "beyond the plan" "$tmp/$name-cuda.err" || fail "$name: $(grep "beyond the plan" "$tmp/$name-cuda.err")"
   echo "ok: $name ($n ranks, $dev devices): $(cat "$tmp/cmp")"
 }
 
