@@ -28,9 +28,10 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, "  tp %lld x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->tp, (long long)p->pp, (long long)p->dp,
           p->zero, p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
-  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention\n",
+  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq,
-          px_precision_names[p->precision], px_recompute_names[p->recompute], px_attention_names[p->attention]);
+          px_precision_names[p->precision], px_recompute_names[p->recompute], px_attention_names[p->attention],
+          p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
   if (plan->vocab_padded != plan->model.vocab)
     fprintf(out, "  vocab %lld padded to %lld (a multiple of 128 x tp, as Megatron-LM does)\n",
             (long long)plan->model.vocab, (long long)plan->vocab_padded);

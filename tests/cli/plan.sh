@@ -17,7 +17,8 @@ grep -q '"fits":	true' "$tmp/a.json" || fail "70B on 64 H100 with tp 8 pp 2 ZeRO
 "$px" plan -f "$tmp/plan.json" --json >"$tmp/b.json" || fail "--plan"
 diff <(grep -v '"model"\|"cluster"' "$tmp/a.json") <(grep -v '"model"\|"cluster"' "$tmp/b.json") >/dev/null || fail "plan file round trip differs"
 "$px" plan -f "$tmp/plan.json" -z 3 --json | grep -q '"zero":	3' || fail "flag does not override the plan file"
-"$px" plan -m gpt2-124m -c dgx-h100 -g 1 --gelu fused -o "$tmp/gelu.json" >/dev/null || fail "--gelu fused"
+"$px" plan -m gpt2-124m -c dgx-h100 -g 1 --gelu fused -o "$tmp/gelu.json" | grep -q "GELU in the GEMM epilogues" ||
+  fail "--gelu fused is not stated"
 grep -q '"gelu":	"fused"' "$tmp/gelu.json" || fail "the plan file lacks the GELU form"
 "$px" plan -f "$tmp/gelu.json" --graph "$tmp/gelu-graph.json" >/dev/null || fail "a fused-GELU plan file"
 grep -q '"epilogue":	"dgelu"' "$tmp/gelu-graph.json" || fail "the graph lacks the fused GELU's epilogues"
