@@ -274,8 +274,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
     if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->tp_marks ||
-        !x->zero_slot ||
-        !x->host_tokens || !x->first_op)
+        !x->zero_slot || !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
   if (!st) {
@@ -451,7 +450,6 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   }
 }
 
-/* Runs op k of instance i: allocations, the op itself, frees. */
 static void enter_stream(px_exec *x, px_stream s) {
   if (x->be->set_stream) x->be->set_stream(x->be, s);
 }
@@ -473,6 +471,7 @@ static px_status wait_tp(px_exec *x, int32_t k, px_err *err) {
   return m && x->be->wait_mark ? x->be->wait_mark(x->be, m, err) : PX_OK;
 }
 
+/* Runs op k of instance i: allocations, the op itself, frees. */
 static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   const px_inst *in = &x->prog->insts[i];
   const px_block *b = &x->plan->blocks[in->block];
