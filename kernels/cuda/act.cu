@@ -57,57 +57,15 @@ static px_status swiglu_bwd(T *dgate, T *dup, const T *dout, const T *gate, cons
   return PX_KC_LAUNCHED("swiglu_bwd_kernel");
 }
 
-extern "C" px_status px_kc_gelu_fwd(float *out, const float *inp, int64_t n, cudaStream_t stream) {
-  return gelu_fwd(out, inp, n, stream);
-}
+#define GELU_FWD(T) (T *out, const T *inp, int64_t n, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_gelu_fwd, GELU_FWD, gelu_fwd(out, inp, n, stream))
 
-extern "C" px_status px_kc_gelu_bwd(float *dinp, const float *dout, const float *inp, int64_t n, cudaStream_t stream) {
-  return gelu_bwd(dinp, dout, inp, n, stream);
-}
+#define GELU_BWD(T) (T *dinp, const T *dout, const T *inp, int64_t n, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_gelu_bwd, GELU_BWD, gelu_bwd(dinp, dout, inp, n, stream))
 
-extern "C" px_status px_kc_swiglu_fwd(float *out, const float *gate, const float *up, int64_t n, cudaStream_t stream) {
-  return swiglu_fwd(out, gate, up, n, stream);
-}
+#define SWIGLU_FWD(T) (T *out, const T *gate, const T *up, int64_t n, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_swiglu_fwd, SWIGLU_FWD, swiglu_fwd(out, gate, up, n, stream))
 
-extern "C" px_status px_kc_swiglu_bwd(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                                      int64_t n, cudaStream_t stream) {
-  return swiglu_bwd(dgate, dup, dout, gate, up, n, stream);
-}
+#define SWIGLU_BWD(T) (T *dgate, T *dup, const T *dout, const T *gate, const T *up, int64_t n, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_swiglu_bwd, SWIGLU_BWD, swiglu_bwd(dgate, dup, dout, gate, up, n, stream))
 
-extern "C" px_status px_kc_gelu_fwd_bf16(px_bf16 *out, const px_bf16 *inp, int64_t n, cudaStream_t stream) {
-  return gelu_fwd(out, inp, n, stream);
-}
-
-extern "C" px_status px_kc_gelu_fwd_fp16(px_fp16 *out, const px_fp16 *inp, int64_t n, cudaStream_t stream) {
-  return gelu_fwd(out, inp, n, stream);
-}
-
-extern "C" px_status px_kc_gelu_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, const px_bf16 *inp, int64_t n,
-                                         cudaStream_t stream) {
-  return gelu_bwd(dinp, dout, inp, n, stream);
-}
-
-extern "C" px_status px_kc_gelu_bwd_fp16(px_fp16 *dinp, const px_fp16 *dout, const px_fp16 *inp, int64_t n,
-                                         cudaStream_t stream) {
-  return gelu_bwd(dinp, dout, inp, n, stream);
-}
-
-extern "C" px_status px_kc_swiglu_fwd_bf16(px_bf16 *out, const px_bf16 *gate, const px_bf16 *up, int64_t n,
-                                           cudaStream_t stream) {
-  return swiglu_fwd(out, gate, up, n, stream);
-}
-
-extern "C" px_status px_kc_swiglu_fwd_fp16(px_fp16 *out, const px_fp16 *gate, const px_fp16 *up, int64_t n,
-                                           cudaStream_t stream) {
-  return swiglu_fwd(out, gate, up, n, stream);
-}
-
-extern "C" px_status px_kc_swiglu_bwd_bf16(px_bf16 *dgate, px_bf16 *dup, const px_bf16 *dout, const px_bf16 *gate,
-                                           const px_bf16 *up, int64_t n, cudaStream_t stream) {
-  return swiglu_bwd(dgate, dup, dout, gate, up, n, stream);
-}
-
-extern "C" px_status px_kc_swiglu_bwd_fp16(px_fp16 *dgate, px_fp16 *dup, const px_fp16 *dout, const px_fp16 *gate,
-                                           const px_fp16 *up, int64_t n, cudaStream_t stream) {
-  return swiglu_bwd(dgate, dup, dout, gate, up, n, stream);
-}

@@ -66,6 +66,14 @@ px_status px_kc_convert(void *out,       // (n) out_dtype
 /* ------------------------- launcher helpers (C++ only) ------------------------- */
 #ifdef __CUDACC__
 
+/* The three C launchers of a kernel templated on its storage type: name (fp32),
+ * name_bf16 and name_fp16, each `return call;`, PARAMS(T) giving the parameter
+ * list for element type T: one ABI per type (C sees no templates), written once. */
+#define PX_KC_LAUNCHERS(name, PARAMS, call)                         \
+  extern "C" px_status name PARAMS(float) { return call; }          \
+  extern "C" px_status name##_bf16 PARAMS(px_bf16) { return call; } \
+  extern "C" px_status name##_fp16 PARAMS(px_fp16) { return call; }
+
 /* Returns the status of `expr` (a cudaError_t) when it is not cudaSuccess. */
 #define PX_KC_TRY(expr)                                                            \
   do {                                                                             \

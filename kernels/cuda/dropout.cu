@@ -39,32 +39,10 @@ static px_status dropout_bwd(T *dinp, const T *dout, const uint8_t *mask, int64_
   return PX_KC_LAUNCHED("dropout_bwd_kernel");
 }
 
-extern "C" px_status px_kc_dropout_fwd(float *out, uint8_t *mask, const float *inp, int64_t n, float p, uint64_t seed,
-                                       uint64_t offset, cudaStream_t stream) {
-  return dropout_fwd(out, mask, inp, n, p, seed, offset, stream);
-}
+#define DROPOUT_FWD(T) (T *out, uint8_t *mask, const T *inp, int64_t n, float p, uint64_t seed, uint64_t offset, \
+    cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_dropout_fwd, DROPOUT_FWD, dropout_fwd(out, mask, inp, n, p, seed, offset, stream))
 
-extern "C" px_status px_kc_dropout_bwd(float *dinp, const float *dout, const uint8_t *mask, int64_t n, float p,
-                                       cudaStream_t stream) {
-  return dropout_bwd(dinp, dout, mask, n, p, stream);
-}
+#define DROPOUT_BWD(T) (T *dinp, const T *dout, const uint8_t *mask, int64_t n, float p, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_dropout_bwd, DROPOUT_BWD, dropout_bwd(dinp, dout, mask, n, p, stream))
 
-extern "C" px_status px_kc_dropout_fwd_bf16(px_bf16 *out, uint8_t *mask, const px_bf16 *inp, int64_t n, float p,
-                                            uint64_t seed, uint64_t offset, cudaStream_t stream) {
-  return dropout_fwd(out, mask, inp, n, p, seed, offset, stream);
-}
-
-extern "C" px_status px_kc_dropout_fwd_fp16(px_fp16 *out, uint8_t *mask, const px_fp16 *inp, int64_t n, float p,
-                                            uint64_t seed, uint64_t offset, cudaStream_t stream) {
-  return dropout_fwd(out, mask, inp, n, p, seed, offset, stream);
-}
-
-extern "C" px_status px_kc_dropout_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, const uint8_t *mask, int64_t n,
-                                            float p, cudaStream_t stream) {
-  return dropout_bwd(dinp, dout, mask, n, p, stream);
-}
-
-extern "C" px_status px_kc_dropout_bwd_fp16(px_fp16 *dinp, const px_fp16 *dout, const uint8_t *mask, int64_t n,
-                                            float p, cudaStream_t stream) {
-  return dropout_bwd(dinp, dout, mask, n, p, stream);
-}

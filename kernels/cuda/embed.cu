@@ -99,20 +99,9 @@ static px_status pos_fwd(T *out, const T *wpe, int64_t b, int64_t t, int64_t c, 
   return PX_KC_LAUNCHED("pos_fwd_kernel");
 }
 
-extern "C" px_status px_kc_embed_fwd(float *out, const int32_t *tokens, const float *table, int64_t n,
-                                     int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
-  return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
-}
-
-extern "C" px_status px_kc_embed_fwd_bf16(px_bf16 *out, const int32_t *tokens, const px_bf16 *table, int64_t n,
-                                          int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
-  return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
-}
-
-extern "C" px_status px_kc_embed_fwd_fp16(px_fp16 *out, const int32_t *tokens, const px_fp16 *table, int64_t n,
-                                          int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
-  return embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream);
-}
+#define EMBED_FWD(T) (T *out, const int32_t *tokens, const T *table, int64_t n, int64_t vocab_start, int64_t vl, \
+    int64_t c, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_embed_fwd, EMBED_FWD, embed_fwd(out, tokens, table, n, vocab_start, vl, c, stream))
 
 extern "C" px_status px_kc_embed_bwd(float *dtable, const float *dout, const int32_t *tokens, int64_t n,
                                      int64_t vocab_start, int64_t vl, int64_t c, cudaStream_t stream) {
@@ -123,20 +112,8 @@ extern "C" px_status px_kc_embed_bwd(float *dtable, const float *dout, const int
   return PX_KC_LAUNCHED("embed_bwd_kernel");
 }
 
-extern "C" px_status px_kc_pos_fwd(float *out, const float *wpe, int64_t b, int64_t t, int64_t c, int64_t pos0,
-                                   cudaStream_t stream) {
-  return pos_fwd(out, wpe, b, t, c, pos0, stream);
-}
-
-extern "C" px_status px_kc_pos_fwd_bf16(px_bf16 *out, const px_bf16 *wpe, int64_t b, int64_t t, int64_t c,
-                                        int64_t pos0, cudaStream_t stream) {
-  return pos_fwd(out, wpe, b, t, c, pos0, stream);
-}
-
-extern "C" px_status px_kc_pos_fwd_fp16(px_fp16 *out, const px_fp16 *wpe, int64_t b, int64_t t, int64_t c,
-                                        int64_t pos0, cudaStream_t stream) {
-  return pos_fwd(out, wpe, b, t, c, pos0, stream);
-}
+#define POS_FWD(T) (T *out, const T *wpe, int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_pos_fwd, POS_FWD, pos_fwd(out, wpe, b, t, c, pos0, stream))
 
 template <typename T>
 static px_status pos_bwd(T *dwpe, const T *dout, int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream) {
@@ -145,20 +122,8 @@ static px_status pos_bwd(T *dwpe, const T *dout, int64_t b, int64_t t, int64_t c
   return PX_KC_LAUNCHED("pos_bwd_kernel");
 }
 
-extern "C" px_status px_kc_pos_bwd(float *dwpe, const float *dout, int64_t b, int64_t t, int64_t c, int64_t pos0,
-                                   cudaStream_t stream) {
-  return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
-}
-
-extern "C" px_status px_kc_pos_bwd_bf16(px_bf16 *dwpe, const px_bf16 *dout, int64_t b, int64_t t, int64_t c,
-                                        int64_t pos0, cudaStream_t stream) {
-  return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
-}
-
-extern "C" px_status px_kc_pos_bwd_fp16(px_fp16 *dwpe, const px_fp16 *dout, int64_t b, int64_t t, int64_t c,
-                                        int64_t pos0, cudaStream_t stream) {
-  return pos_bwd(dwpe, dout, b, t, c, pos0, stream);
-}
+#define POS_BWD(T) (T *dwpe, const T *dout, int64_t b, int64_t t, int64_t c, int64_t pos0, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_pos_bwd, POS_BWD, pos_bwd(dwpe, dout, b, t, c, pos0, stream))
 
 template <typename T>
 static px_status embed_bwd_sorted(T *dtable, const T *dout, const int32_t *sorted, int64_t nrows, int64_t n, int64_t c,

@@ -156,70 +156,21 @@ static px_status rmsnorm_bwd(T *dinp, float *dweight, const T *dout, const T *in
   return st;
 }
 
-extern "C" px_status px_kc_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *weight,
-                                         const float *bias, int64_t n, int64_t c, float eps, cudaStream_t stream) {
-  return layernorm_fwd(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
-}
+#define LAYERNORM_FWD(T) (T *out, float *mean, float *rstd, const T *inp, const T *weight, const T *bias, int64_t n, \
+    int64_t c, float eps, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_layernorm_fwd, LAYERNORM_FWD,
+                layernorm_fwd(out, mean, rstd, inp, weight, bias, n, c, eps, stream))
 
-extern "C" px_status px_kc_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *dout,
-                                         const float *inp, const float *weight, const float *mean, const float *rstd,
-                                         int64_t n, int64_t c, cudaStream_t stream) {
-  return layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c, stream);
-}
+#define LAYERNORM_BWD(T) (T *dinp, float *dweight, float *dbias, const T *dout, const T *inp, const T *weight, \
+    const float *mean, const float *rstd, int64_t n, int64_t c, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_layernorm_bwd, LAYERNORM_BWD,
+                layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c, stream))
 
-extern "C" px_status px_kc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, int64_t n,
-                                       int64_t c, float eps, cudaStream_t stream) {
-  return rmsnorm_fwd(out, rstd, inp, weight, n, c, eps, stream);
-}
+#define RMSNORM_FWD(T) (T *out, float *rstd, const T *inp, const T *weight, int64_t n, int64_t c, float eps, \
+    cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_rmsnorm_fwd, RMSNORM_FWD, rmsnorm_fwd(out, rstd, inp, weight, n, c, eps, stream))
 
-extern "C" px_status px_kc_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const float *inp,
-                                       const float *weight, const float *rstd, int64_t n, int64_t c,
-                                       cudaStream_t stream) {
-  return rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, n, c, stream);
-}
+#define RMSNORM_BWD(T) (T *dinp, float *dweight, const T *dout, const T *inp, const T *weight, const float *rstd, \
+    int64_t n, int64_t c, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_rmsnorm_bwd, RMSNORM_BWD, rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, n, c, stream))
 
-extern "C" px_status px_kc_layernorm_fwd_bf16(px_bf16 *out, float *mean, float *rstd, const px_bf16 *inp,
-                                              const px_bf16 *weight, const px_bf16 *bias, int64_t n, int64_t c,
-                                              float eps, cudaStream_t stream) {
-  return layernorm_fwd(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
-}
-
-extern "C" px_status px_kc_layernorm_fwd_fp16(px_fp16 *out, float *mean, float *rstd, const px_fp16 *inp,
-                                              const px_fp16 *weight, const px_fp16 *bias, int64_t n, int64_t c,
-                                              float eps, cudaStream_t stream) {
-  return layernorm_fwd(out, mean, rstd, inp, weight, bias, n, c, eps, stream);
-}
-
-extern "C" px_status px_kc_layernorm_bwd_bf16(px_bf16 *dinp, float *dweight, float *dbias, const px_bf16 *dout,
-                                              const px_bf16 *inp, const px_bf16 *weight, const float *mean,
-                                              const float *rstd, int64_t n, int64_t c, cudaStream_t stream) {
-  return layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c, stream);
-}
-
-extern "C" px_status px_kc_layernorm_bwd_fp16(px_fp16 *dinp, float *dweight, float *dbias, const px_fp16 *dout,
-                                              const px_fp16 *inp, const px_fp16 *weight, const float *mean,
-                                              const float *rstd, int64_t n, int64_t c, cudaStream_t stream) {
-  return layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, n, c, stream);
-}
-
-extern "C" px_status px_kc_rmsnorm_fwd_bf16(px_bf16 *out, float *rstd, const px_bf16 *inp, const px_bf16 *weight,
-                                            int64_t n, int64_t c, float eps, cudaStream_t stream) {
-  return rmsnorm_fwd(out, rstd, inp, weight, n, c, eps, stream);
-}
-
-extern "C" px_status px_kc_rmsnorm_fwd_fp16(px_fp16 *out, float *rstd, const px_fp16 *inp, const px_fp16 *weight,
-                                            int64_t n, int64_t c, float eps, cudaStream_t stream) {
-  return rmsnorm_fwd(out, rstd, inp, weight, n, c, eps, stream);
-}
-
-extern "C" px_status px_kc_rmsnorm_bwd_bf16(px_bf16 *dinp, float *dweight, const px_bf16 *dout, const px_bf16 *inp,
-                                            const px_bf16 *weight, const float *rstd, int64_t n, int64_t c,
-                                            cudaStream_t stream) {
-  return rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, n, c, stream);
-}
-
-extern "C" px_status px_kc_rmsnorm_bwd_fp16(px_fp16 *dinp, float *dweight, const px_fp16 *dout, const px_fp16 *inp,
-                                            const px_fp16 *weight, const float *rstd, int64_t n, int64_t c,
-                                            cudaStream_t stream) {
-  return rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, n, c, stream);
-}

@@ -67,19 +67,8 @@ static px_status add_bias(T *x, const T *bias, int64_t rows, int64_t c, cudaStre
   return PX_KC_LAUNCHED("add_bias_kernel");
 }
 
-extern "C" px_status px_kc_add_bias(float *x, const float *bias, int64_t rows, int64_t c, cudaStream_t stream) {
-  return add_bias(x, bias, rows, c, stream);
-}
-
-extern "C" px_status px_kc_add_bias_bf16(px_bf16 *x, const px_bf16 *bias, int64_t rows, int64_t c,
-                                         cudaStream_t stream) {
-  return add_bias(x, bias, rows, c, stream);
-}
-
-extern "C" px_status px_kc_add_bias_fp16(px_fp16 *x, const px_fp16 *bias, int64_t rows, int64_t c,
-                                         cudaStream_t stream) {
-  return add_bias(x, bias, rows, c, stream);
-}
+#define ADD_BIAS(T) (T *x, const T *bias, int64_t rows, int64_t c, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_add_bias, ADD_BIAS, add_bias(x, bias, rows, c, stream))
 
 static __global__ void scale_kernel(float *x, int64_t n, float s) {
   PX_KC_FOR(i, n) x[i] *= s;
@@ -115,26 +104,9 @@ static px_status acc(T *out, const T *inp, int64_t n, cudaStream_t stream) {
   return PX_KC_LAUNCHED("acc_kernel");
 }
 
-extern "C" px_status px_kc_add(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream) {
-  return add(out, a, b, n, stream);
-}
+#define ADD(T) (T *out, const T *a, const T *b, int64_t n, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_add, ADD, add(out, a, b, n, stream))
 
-extern "C" px_status px_kc_acc(float *out, const float *inp, int64_t n, cudaStream_t stream) {
-  return acc(out, inp, n, stream);
-}
+#define ACC(T) (T *out, const T *inp, int64_t n, cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_acc, ACC, acc(out, inp, n, stream))
 
-extern "C" px_status px_kc_add_bf16(px_bf16 *out, const px_bf16 *a, const px_bf16 *b, int64_t n, cudaStream_t stream) {
-  return add(out, a, b, n, stream);
-}
-
-extern "C" px_status px_kc_add_fp16(px_fp16 *out, const px_fp16 *a, const px_fp16 *b, int64_t n, cudaStream_t stream) {
-  return add(out, a, b, n, stream);
-}
-
-extern "C" px_status px_kc_acc_bf16(px_bf16 *out, const px_bf16 *inp, int64_t n, cudaStream_t stream) {
-  return acc(out, inp, n, stream);
-}
-
-extern "C" px_status px_kc_acc_fp16(px_fp16 *out, const px_fp16 *inp, int64_t n, cudaStream_t stream) {
-  return acc(out, inp, n, stream);
-}

@@ -37,32 +37,11 @@ static px_status rope(T *out, const T *inp, int64_t b, int64_t t, int64_t h, int
   return PX_KC_LAUNCHED("rope_kernel");
 }
 
-extern "C" px_status px_kc_rope_fwd(float *out, const float *inp, int64_t b, int64_t t, int64_t h, int64_t d,
-                                    int64_t pos0, float theta, cudaStream_t stream) {
-  return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
-}
+#define ROPE_FWD(T) (T *out, const T *inp, int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta, \
+    cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_rope_fwd, ROPE_FWD, rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream))
 
-extern "C" px_status px_kc_rope_bwd(float *dinp, const float *dout, int64_t b, int64_t t, int64_t h, int64_t d,
-                                    int64_t pos0, float theta, cudaStream_t stream) {
-  return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
-}
+#define ROPE_BWD(T) (T *dinp, const T *dout, int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta, \
+    cudaStream_t stream)
+PX_KC_LAUNCHERS(px_kc_rope_bwd, ROPE_BWD, rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream))
 
-extern "C" px_status px_kc_rope_fwd_bf16(px_bf16 *out, const px_bf16 *inp, int64_t b, int64_t t, int64_t h,
-                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
-  return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
-}
-
-extern "C" px_status px_kc_rope_fwd_fp16(px_fp16 *out, const px_fp16 *inp, int64_t b, int64_t t, int64_t h,
-                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
-  return rope(out, inp, b, t, h, d, pos0, theta, 1.0f, false, stream);
-}
-
-extern "C" px_status px_kc_rope_bwd_bf16(px_bf16 *dinp, const px_bf16 *dout, int64_t b, int64_t t, int64_t h,
-                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
-  return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
-}
-
-extern "C" px_status px_kc_rope_bwd_fp16(px_fp16 *dinp, const px_fp16 *dout, int64_t b, int64_t t, int64_t h,
-                                         int64_t d, int64_t pos0, float theta, cudaStream_t stream) {
-  return rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, true, stream);
-}
