@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-unit test-asan bench clean
+.PHONY: all deps build demo test test-unit test-asan bench golden clean
 
 all: build
 
@@ -31,6 +31,11 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|sanitize'
+
+# Records the simulator's golden figures again (tests/data/golden_sim.tsv):
+# only on purpose, with the diff reviewed in the commit.
+golden: build
+	@bash tests/cli/golden.sh $(BUILD)/parallax . --update
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
