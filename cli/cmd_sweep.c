@@ -74,9 +74,9 @@ static void print_table(const px_model *m, const px_cluster *c, const px_sweep_o
     char label[96], step[32], tok[32], mem[32], exp[32];
     plan_label(&e->par, label, sizeof label);
     printf("%4lld  %-36s %9s %10s %5.1f%% %9s %5.1f%% %8s", (long long)(i + 1), label,
-           px_fmt_time(e->step_time_s, step, sizeof step), px_fmt_count(e->tokens_per_s, tok, sizeof tok), 100 * e->mfu,
-           px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem), 100 * e->bubble_fraction,
-           px_fmt_time(e->comm_exposed_s, exp, sizeof exp));
+           px_fmt_time(e->sim.step_time_s, step, sizeof step), px_fmt_count(e->sim.tokens_per_s, tok, sizeof tok), 100 * e->sim.mfu,
+           px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem), 100 * e->sim.bubble_fraction,
+           px_fmt_time(e->sim.comm_exposed_s, exp, sizeof exp));
     if (ttt) printf(" %8.1f %9s %6.1f%%", e->train.days, px_fmt_count(e->train.gpu_hours, a, sizeof a), 100 * e->train.goodput);
     if (ttt && o->price_per_gpu_hour > 0) printf(" %10s", px_fmt_count(e->train.cost_usd, b, sizeof b));
     printf("\n");
@@ -97,13 +97,13 @@ static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_cluster
   if (!o) return NULL;
   px_json_add_num(o, "rank", (double)rank);
   cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&e->par));
-  px_json_add_num(o, "step_time_s", e->step_time_s);
-  px_json_add_num(o, "tokens_per_s", e->tokens_per_s);
-  px_json_add_num(o, "model_tflops_per_gpu", e->model_tflops_per_gpu);
-  px_json_add_num(o, "mfu", e->mfu);
-  px_json_add_num(o, "hfu", e->hfu);
-  px_json_add_num(o, "bubble_fraction", e->bubble_fraction);
-  cJSON_AddBoolToObject(o, "fits", px_plan_reserve_bytes(e->peak_bytes) + c->gpu.reserved_bytes <= c->gpu.hbm_bytes);
+  px_json_add_num(o, "step_time_s", e->sim.step_time_s);
+  px_json_add_num(o, "tokens_per_s", e->sim.tokens_per_s);
+  px_json_add_num(o, "model_tflops_per_gpu", e->sim.model_tflops_per_gpu);
+  px_json_add_num(o, "mfu", e->sim.mfu);
+  px_json_add_num(o, "hfu", e->sim.hfu);
+  px_json_add_num(o, "bubble_fraction", e->sim.bubble_fraction);
+  cJSON_AddBoolToObject(o, "fits", e->sim.fits);
   cJSON *mem = cJSON_AddObjectToObject(o, "memory");
   if (mem) {
     px_json_add_num(mem, "peak_bytes_max", (double)e->peak_bytes);
@@ -115,10 +115,10 @@ static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_cluster
   }
   cJSON *comm = cJSON_AddObjectToObject(o, "comm");
   if (comm) {
-    px_json_add_num(comm, "tp_s", e->comm_tp_s);
-    px_json_add_num(comm, "pp_s", e->comm_pp_s);
-    px_json_add_num(comm, "dp_s", e->comm_dp_s);
-    px_json_add_num(comm, "exposed_s", e->comm_exposed_s);
+    px_json_add_num(comm, "tp_s", e->sim.comm_tp_s);
+    px_json_add_num(comm, "pp_s", e->sim.comm_pp_s);
+    px_json_add_num(comm, "dp_s", e->sim.comm_dp_s);
+    px_json_add_num(comm, "exposed_s", e->sim.comm_exposed_s);
   }
   if (e->train.days > 0 || e->train.cluster_mtbf_s > 0) {
     cJSON *t = cJSON_AddObjectToObject(o, "time_to_train");
@@ -232,27 +232,13 @@ static px_status write_csv(const char *path, const px_cluster *c, const px_sweep
       if (pass)
         fprintf(f.fp, ",,,,,,,,,,,,,\n");
       else
-        fprintf(f.fp, ",%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", e->step_time_s,
-                e->tokens_per_s, e->model_tflops_per_gpu, e->mfu, e->hfu, e->bubble_fraction, e->comm_tp_s,
-                e->comm_pp_s, e->comm_dp_s, e->train.days, e->train.gpu_hours, e->train.cost_usd, e->train.goodput);
+        fprintf(f.fp, ",%.9g,%.9g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", e->sim.step_time_s,
+                e->sim.tokens_per_s, e->sim.model_tflops_per_gpu, e->sim.mfu, e->sim.hfu, e->sim.bubble_fraction, e->sim.comm_tp_s,
+                e->sim.comm_pp_s, e->sim.comm_dp_s, e->train.days, e->train.gpu_hours, e->train.cost_usd, e->train.goodput);
     }
   }
   (void)c;
   return px_afile_commit(&f, err);
-}
-
-/* Exposed communication for the plans shown (the sweep skips it). */
-static void fill_exposed(const px_model *m, const px_cluster *c, px_sweep_result *r, int64_t top) {
-  for (int64_t i = 0; i < r->n && i < top; i++) {
-    px_plan plan;
-    if (px_plan_compile(&plan, m, c, &r->entries[i].par, NULL)) continue;
-    px_sim_result sr;
-    if (!px_sim_run(&plan, NULL, &sr, NULL)) {
-      r->entries[i].comm_exposed_s = sr.comm_exposed_s;
-      px_sim_result_free(&sr);
-    }
-    px_plan_free(&plan);
-  }
 }
 
 /* Under mpirun: every rank evaluates its share; rank 0 gathers. */
@@ -377,7 +363,6 @@ int px_cmd_sweep(int argc, char **argv) {
   }
   double wall = now_s() - t0;
   if (!st && rank == 0) {
-    fill_exposed(&m, &c, &r, top);
     if (a.csv_file) st = write_csv(a.csv_file, &c, &r, &err);
     const char *dir = a.report_dir ? a.report_dir : a.plot_dir;
     if (!st && dir && r.n > 0) {

@@ -60,8 +60,7 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
     const px_memplan *mp = &plan->mem[s];
     fprintf(out, "  %-5lld", (long long)s);
     for (int k = 0; k < PX_MEM_WORKSPACE; k++) fprintf(out, " %10s", px_fmt_bytes((double)mp->at_peak[k], a, sizeof a));
-    bool fits = mp->peak_bytes + c->gpu.reserved_bytes <= c->gpu.hbm_bytes;
-    fprintf(out, " %10s  %s\n", px_fmt_bytes((double)mp->peak_bytes, a, sizeof a), fits ? "yes" : "NO");
+    fprintf(out, " %10s  %s\n", px_fmt_bytes((double)mp->peak_bytes, a, sizeof a), px_plan_stage_fits(plan, s) ? "yes" : "NO");
   }
   const px_stage_totals *t0 = &plan->totals[0];
   fprintf(out, "\nper step: %s model FLOPs (Megatron accounting), %s with recomputation\n",
@@ -92,6 +91,7 @@ cJSON *px_report_memory_json(const px_plan *plan) {
     px_json_add_num(o, "workspace_bytes", (double)mp->at_peak[PX_MEM_WORKSPACE]);
     px_json_add_num(o, "activations_peak_bytes", (double)mp->activations_peak_bytes);
     px_json_add_num(o, "microbatches_in_flight", mp->peak_mbs_in_flight);
+    cJSON_AddBoolToObject(o, "fits", px_plan_stage_fits(plan, s));
     cJSON_AddItemToArray(stages, o);
   }
   px_json_add_num(mem, "peak_bytes_max", (double)max);

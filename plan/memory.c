@@ -74,6 +74,13 @@ uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padd
 
 uint64_t px_plan_reserve_bytes(uint64_t peak) { return peak + peak / 64 + ((uint64_t)16 << 20); }
 
+/* The one rule for "does it fit": the executor's reservation for the stage's
+ * peak plus what the runtime keeps, within the HBM. */
+bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
+  const px_gpu *g = &p->cluster.gpu;
+  return px_plan_reserve_bytes(p->mem[stage].peak_bytes) + g->reserved_bytes <= g->hbm_bytes;
+}
+
 static void stage_static(const px_plan *p, const px_program *prog, px_memplan *mp) {
   uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)p->par.dp;
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
@@ -164,7 +171,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
     for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->at_peak[c] = best_at[c] > 0 ? (uint64_t)best_at[c] : 0;
     mp->peak_bytes = mp->static_bytes;
     for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->peak_bytes += mp->at_peak[c];
-    if (px_plan_reserve_bytes(mp->peak_bytes) + p->cluster.gpu.reserved_bytes > p->cluster.gpu.hbm_bytes) p->fits = false;
+    if (!px_plan_stage_fits(p, s)) p->fits = false;
   }
   return PX_OK;
 }

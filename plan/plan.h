@@ -98,6 +98,11 @@ uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
  * it and 16 MiB; a plan fits only when this and the runtime's reserve do). */
 uint64_t px_plan_reserve_bytes(uint64_t peak);
 
+/* Whether a stage fits on its GPU: the one rule every printer reads
+ * (px_plan_reserve_bytes of its peak + the runtime's reserve <= HBM);
+ * plan->fits is this over every stage. */
+bool px_plan_stage_fits(const px_plan *plan, int64_t stage);
+
 /* The ops of a stage's program in the order they run (and are profiled):
  * instance by instance, each block's ops in order.
  *   px_op_iter it = px_op_iter_begin(plan, stage);

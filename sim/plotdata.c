@@ -43,11 +43,11 @@ px_status px_plotdata_sweep(const px_sweep_result *r, const char *dir, px_err *e
     const px_sweep_entry *e = &r->entries[i];
     bool pareto = true; /* no other plan uses less memory and runs faster */
     for (int64_t j = 0; j < r->n && pareto; j++)
-      if (r->entries[j].peak_bytes < e->peak_bytes && r->entries[j].tokens_per_s > e->tokens_per_s) pareto = false;
+      if (r->entries[j].peak_bytes < e->peak_bytes && r->entries[j].sim.tokens_per_s > e->sim.tokens_per_s) pareto = false;
     const px_parallel *p = &e->par;
     fprintf(f.fp, "%lld %lld %lld %d %d %lld %lld %d %d %.4f %.2f %.5f %.6f %d %lld\n", (long long)p->tp,
             (long long)p->pp, (long long)p->dp, p->zero, p->sp, (long long)p->mbs, (long long)p->vpp, p->recompute,
-            p->schedule, (double)e->peak_bytes / GIB, e->tokens_per_s, e->mfu, e->step_time_s, pareto,
+            p->schedule, (double)e->peak_bytes / GIB, e->sim.tokens_per_s, e->sim.mfu, e->sim.step_time_s, pareto,
             (long long)(i + 1));
   }
   if ((st = px_afile_commit(&f, err))) return st;
@@ -83,7 +83,7 @@ px_status px_plotdata_sweep(const px_sweep_result *r, const char *dir, px_err *e
       for (int64_t i = 0; i < r->n; i++)
         if (r->entries[i].par.tp == tps[a] && r->entries[i].par.pp == pps[b]) {
           valid = true;
-          if (isnan(best) || r->entries[i].tokens_per_s > best) best = r->entries[i].tokens_per_s;
+          if (isnan(best) || r->entries[i].sim.tokens_per_s > best) best = r->entries[i].sim.tokens_per_s;
         }
       for (int64_t i = 0; i < r->ndropped && !valid; i++)
         valid = r->dropped[i].par.tp == tps[a] && r->dropped[i].par.pp == pps[b];

@@ -186,9 +186,8 @@ static void evaluate(work *w, int64_t i) {
     px_plan_free(&plan);
     return;
   }
-  px_sim_opts so = {.skip_exposed = true};
   px_sim_result r;
-  if (px_sim_run(&plan, &so, &r, &err)) {
+  if (px_sim_run(&plan, NULL, &r, &err)) {
     w->state[i] = CAND_FAILED;
     pthread_mutex_lock(&w->lock);
     if (!w->first_err.msg[0]) w->first_err = err;
@@ -196,19 +195,11 @@ static void evaluate(work *w, int64_t i) {
     px_plan_free(&plan);
     return;
   }
-  e->step_time_s = r.step_time_s;
-  e->tokens_per_s = r.tokens_per_s;
-  e->model_tflops_per_gpu = r.model_tflops_per_gpu;
-  e->mfu = r.mfu;
-  e->hfu = r.hfu;
-  e->bubble_fraction = r.bubble_fraction;
-  e->comm_tp_s = r.comm_tp_s;
-  e->comm_pp_s = r.comm_pp_s;
-  e->comm_dp_s = r.comm_dp_s;
   px_train_time_of(&plan, r.tokens_per_s, w->o->tokens, w->o->price_per_gpu_hour, w->o->mtbf_hours, w->o->restart_s,
                    &e->train);
+  px_sim_result_free(&r); /* the per-stage detail; the summary stays */
+  e->sim = r;
   w->state[i] = CAND_FITS;
-  px_sim_result_free(&r);
   px_plan_free(&plan);
 }
 
@@ -228,17 +219,17 @@ static void *worker(void *arg) {
 
 static double score_of(const px_sweep_entry *e, px_objective obj) {
   switch (obj) {
-    case PX_OBJ_TIME: return e->train.days > 0 ? e->train.days : e->step_time_s / (e->train.goodput > 0 ? e->train.goodput : 1e-9);
-    case PX_OBJ_COST: return e->train.cost_usd > 0 ? e->train.cost_usd : e->step_time_s;
+    case PX_OBJ_TIME: return e->train.days > 0 ? e->train.days : e->sim.step_time_s / (e->train.goodput > 0 ? e->train.goodput : 1e-9);
+    case PX_OBJ_COST: return e->train.cost_usd > 0 ? e->train.cost_usd : e->sim.step_time_s;
     case PX_OBJ_MEMORY: return (double)e->peak_bytes;
-    default: return -e->tokens_per_s;
+    default: return -e->sim.tokens_per_s;
   }
 }
 
 static int cmp_entry(const void *a, const void *b) {
   const px_sweep_entry *x = a, *y = b;
   if (x->score != y->score) return x->score < y->score ? -1 : 1;
-  if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s > y->tokens_per_s ? -1 : 1;
+  if (x->sim.tokens_per_s != y->sim.tokens_per_s) return x->sim.tokens_per_s > y->sim.tokens_per_s ? -1 : 1;
   return x->index < y->index ? -1 : x->index > y->index;
 }
 

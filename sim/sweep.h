@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "plan/plan.h"
+#include "sim/sim.h"
 
 typedef enum { PX_OBJ_THROUGHPUT, PX_OBJ_TIME, PX_OBJ_COST, PX_OBJ_MEMORY, PX_OBJ_COUNT } px_objective;
 extern const char *const px_objective_names[PX_OBJ_COUNT];
@@ -47,8 +48,7 @@ typedef struct {
 typedef struct {
   int64_t index;          /* enumeration order (deterministic tie-break) */
   px_parallel par;
-  double step_time_s, tokens_per_s, model_tflops_per_gpu, mfu, hfu, bubble_fraction;
-  double comm_tp_s, comm_pp_s, comm_dp_s, comm_exposed_s;
+  px_sim_result sim;      /* what `parallax sim` reports for the plan (no per-stage detail: stages NULL) */
   uint64_t peak_bytes;    /* the largest stage */
   uint64_t at_peak[PX_MEM_COUNT];
   px_train_time train;

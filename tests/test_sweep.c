@@ -34,7 +34,7 @@ static void test_small_model_pure_dp(void) {
   CU_ASSERT_EQUAL(r.entries[0].par.dp, 8);
   CU_ASSERT_EQUAL(r.entries[0].par.recompute, PX_RECOMPUTE_NONE);
   CU_ASSERT_EQUAL(r.enumerated, r.invalid + r.dropped_memory + r.simulated);
-  for (int64_t i = 1; i < r.n; i++) CU_ASSERT(r.entries[i].tokens_per_s <= r.entries[i - 1].tokens_per_s);
+  for (int64_t i = 1; i < r.n; i++) CU_ASSERT(r.entries[i].sim.tokens_per_s <= r.entries[i - 1].sim.tokens_per_s);
   px_sweep_result_free(&r);
 }
 
@@ -115,7 +115,7 @@ static void test_parts_merge(void) {
   CU_ASSERT_EQUAL_FATAL(n, whole.n);
   for (int64_t i = 0; i < n; i++) {
     CU_ASSERT_EQUAL(merged[i].index, whole.entries[i].index);
-    CU_ASSERT(merged[i].tokens_per_s == whole.entries[i].tokens_per_s);
+    CU_ASSERT(merged[i].sim.tokens_per_s == whole.entries[i].sim.tokens_per_s);
   }
   for (int k = 0; k < 3; k++) px_sweep_result_free(&part[k]);
   px_sweep_result_free(&whole);

@@ -51,4 +51,13 @@ check "overlap" -m tiny -c dgx-a100 -g 8 --overlap bogus
 check "not one of separate|fused" -m tiny -c dgx-a100 -g 8 --gelu epilogue
 check "plan.json" -f "$tmp/nonexistent/plan.json"
 
+# One fits rule: a stage whose peak fits the HBM but not with the executor's
+# headroom says NO in the table, and the JSON's per-stage verdicts agree.
+out=$("$px" plan -m llama3-70b -c dgx-h100 -g 16 -t 4 -p 4 -b 1 -B 256 -r full)
+printf '%s\n' "$out" | grep -q "^fits: no" || fail "70B on 16 GPUs with full recompute should not fit"
+printf '%s\n' "$out" | grep -qE "^  0 .*  NO$" || fail "stage 0 of that plan should say NO: $out"
+"$px" plan -m llama3-70b -c dgx-h100 -g 16 -t 4 -p 4 -b 1 -B 256 -r full --json |
+  jq -e '.fits == ([.memory.stages[].fits] | all) and (.memory.stages[0].fits | not)' >/dev/null ||
+  fail "plan --json per-stage fits disagree with fits"
+
 finish

@@ -30,6 +30,17 @@ else
   fail "mpirun not installed"
 fi
 
+# Every row carries what `sim` says of its plan, past the rows printed too.
+"$px" sweep -m llama3-70b -c dgx-h100 -g 64 -B 128 -t 8 -S -k 2 --json >"$tmp/rows.json" || fail "sweep 70B --json"
+row=$(jq -c '.plans[5]' "$tmp/rows.json")
+flags=$(printf '%s' "$row" | jq -r '.parallel | "-t \(.tp) -p \(.pp) -d \(.dp) -z \(.zero) -b \(.mbs) -B \(.gbs) -e \(.schedule) -v \(.vpp) -r \(.recompute)" + (if .sp then " -S" else "" end)')
+# shellcheck disable=SC2086
+sim=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 $flags --json) || fail "sim of sweep row 6: $flags"
+for f in .step_time_s .mfu .bubble_fraction .comm.exposed_s .comm.dp_s .memory.peak_bytes_max .fits; do
+  a=$(printf '%s' "$row" | jq "$f"); b=$(printf '%s' "$sim" | jq "$f")
+  [ "$a" = "$b" ] || fail "sweep row 6 $f = $a, sim says $b ($flags)"
+done
+
 err=$("$px" sweep -m llama3-8b -c dgx-h100 -g 16 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--gbs is required" || fail "missing --gbs: $rc $err"
 err=$("$px" sweep "${args[@]}" -y fastest 2>&1 >/dev/null); rc=$?
