@@ -226,7 +226,7 @@ static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
             "# all-reduce over %d ranks (MPI), nccl-tests style: busbw = algbw x 2(n-1)/n\n"
             "#       size    count   type     time_us  algbw_GB/s  busbw_GB/s\n",
             size);
-  double S1 = 0, Sx = 0, St = 0, Sxx = 0, Sxt = 0, factor = 2.0 * (size - 1) / size;
+  double S1 = 0, Sx = 0, St = 0, Sxx = 0, Sxt = 0, factor = px_coll_busbw_factor(PX_COLL_ALLREDUCE, size);
   for (uint64_t bytes = 8; bytes <= maxb; bytes *= 4) {
     int count = (int)(bytes / 4);
     MPI_Barrier(world);

@@ -156,8 +156,17 @@ static void owned_range(const px_exec *x, const px_unit *u, uint64_t *lo, uint64
     *lo = u->offset, *hi = u->offset + u->padded;
     return;
   }
-  uint64_t s = u->padded / (uint64_t)x->dp;
+  uint64_t s = px_plan_unit_shard(x->plan, u);
   *lo = u->offset + (uint64_t)x->dp_rank * s, *hi = *lo + s;
+}
+
+/* Bytes of unit u's full gradient (what its reduction reads) and of its
+ * gathered parameters (what its gather writes), from the plan's sized ops. */
+static uint64_t full_grad_bytes(const px_exec *x, int32_t u) {
+  return x->prog->ops[x->prog->units[u].grad_op].coll_bytes;
+}
+static uint64_t gathered_bytes(const px_exec *x, int32_t u) {
+  return x->prog->ops[x->prog->units[u].gather_op].coll_bytes;
 }
 
 /* Shard-layout index of an owned flat index of unit u. */
@@ -182,7 +191,7 @@ static void *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->bucket[r->unit]) {
     void *p;
-    if (mem_alloc(x, u->padded * x->gb, true, &p, err)) return NULL;
+    if (mem_alloc(x, full_grad_bytes(x, r->unit), true, &p, err)) return NULL;
     x->bucket[r->unit] = p;
   }
   return x->bucket[r->unit] + (r->offset - u->offset) * x->gb;
@@ -330,9 +339,8 @@ void px_exec_free(px_exec *x) {
   if (!x) return;
   for (int64_t i = 0; i < x->nt; i++) x->be->release(x->be, x->t[i].ptr, x->t[i].bytes);
   for (int32_t u = 0; x->gathered && u < x->prog->nunits; u++) {
-    uint64_t padded = x->prog->units[u].padded;
-    if (x->gathered[u]) x->be->release(x->be, x->gathered[u], padded * x->pb);
-    if (x->bucket[u]) x->be->release(x->be, x->bucket[u], padded * x->gb);
+    if (x->gathered[u]) x->be->release(x->be, x->gathered[u], gathered_bytes(x, u));
+    if (x->bucket[u]) x->be->release(x->be, x->bucket[u], full_grad_bytes(x, u));
   }
   void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
   uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->opt_elems * sizeof(float),
@@ -475,7 +483,7 @@ static px_status wait_tp(px_exec *x, int32_t k, px_err *err) {
 static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   const px_inst *in = &x->prog->insts[i];
   const px_block *b = &x->plan->blocks[in->block];
-  const px_op *o = &b->ops[k];
+  const px_op *o = &px_inst_ops(x->plan, x->prog, in)[k];
   bool tp = on_tp_stream(x, o);
   px_status st = wait_tp(x, o->dep, err);
   double t0 = now_s();
@@ -531,7 +539,7 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
   bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
   if (bwd && from == 0 && x->plan->par.zero >= 2 && in->unit >= 0 && !x->bucket[in->unit]) {
     void *p;
-    if ((st = mem_alloc(x, x->prog->units[in->unit].padded * x->gb, true, &p, err))) return st;
+    if ((st = mem_alloc(x, full_grad_bytes(x, in->unit), true, &p, err))) return st;
     x->bucket[in->unit] = p;
   }
   x->tp_last = -1;
@@ -658,22 +666,25 @@ static void *owned_grad(px_exec *x, const px_unit *u, uint64_t flat) {
   return x->grads + (x->plan->par.zero < 2 ? flat : shard_index(x, u, flat)) * x->gb;
 }
 
-static px_status run_grad_sync(px_exec *x, const px_inst *in, px_err *err) {
+/* A unit's gradient reduction, sized by the plan: an all-reduce of its
+ * dim[0] elements (ZeRO-0), or a reduce-scatter to dim[1] (ZeRO-1: into the
+ * owned range; ZeRO-2/3: from the full-gradient bucket, summed into the shard). */
+static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, px_err *err) {
   const px_unit *u = &x->prog->units[in->unit];
   px_backend *be = x->be;
   int z = x->plan->par.zero;
-  uint64_t shard = u->padded / (uint64_t)x->dp, gb = x->gb;
+  uint64_t full = (uint64_t)o->dim[0], shard = (uint64_t)o->dim[1], gb = x->gb;
   px_dtype dt = x->plan->grad_dtype;
   if (z == 0)
-    return x->dp > 1 ? be->allreduce(be, PX_GROUP_DP, x->grads + u->offset * gb, u->padded, dt, PX_RED_SUM, err) : PX_OK;
-  char *full = z == 1 ? x->grads + u->offset * gb : x->bucket[in->unit];
-  if (!full) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
+    return x->dp > 1 ? be->allreduce(be, PX_GROUP_DP, x->grads + u->offset * gb, full, dt, PX_RED_SUM, err) : PX_OK;
+  char *src = z == 1 ? x->grads + u->offset * gb : x->bucket[in->unit];
+  if (!src) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
   void *tmp;
   px_status st = mem_alloc(x, shard * gb, false, &tmp, err);
   if (st) return st;
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
-  if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, full, shard, dt, err))) {
+  if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, src, shard, dt, err))) {
     if (z == 1)
       st = be->copy(be, x->grads + lo * gb, tmp, shard * gb, err);
     else
@@ -681,31 +692,32 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, px_err *err) {
   }
   mem_free(x, tmp, shard * gb);
   if (z >= 2) {
-    mem_free(x, x->bucket[in->unit], u->padded * gb);
+    mem_free(x, x->bucket[in->unit], o->coll_bytes);
     x->bucket[in->unit] = NULL;
   }
   return st;
 }
 
-static px_status run_param_sync(px_exec *x, const px_inst *in, px_err *err) {
+/* A unit's parameter all-gather, sized by the plan: dim[0] elements from
+ * each rank into dim[1]. */
+static px_status run_param_sync(px_exec *x, const px_inst *in, const px_op *o, px_err *err) {
   const px_unit *u = &x->prog->units[in->unit];
-  uint64_t shard = u->padded / (uint64_t)x->dp, pb = x->pb;
+  uint64_t shard = (uint64_t)o->dim[0], pb = x->pb;
   px_dtype dt = x->plan->param_dtype;
   if (x->plan->par.zero < 3) { /* in place: every rank's shard sits at its place in the unit */
     char *unit = x->params + u->offset * pb;
     return x->be->allgather(x->be, PX_GROUP_DP, unit, unit, shard, dt, err);
   }
   void *g;
-  px_status st = mem_alloc(x, u->padded * pb, false, &g, err);
+  px_status st = mem_alloc(x, o->coll_bytes, false, &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
   return x->be->allgather(x->be, PX_GROUP_DP, g, x->params + u->offset / (uint64_t)x->dp * pb, shard, dt, err);
 }
 
-/* The tied weight's full gradient summed with the other stage's copy. */
-static px_status run_emb_sync(px_exec *x, const px_inst *in, px_err *err) {
-  int slot = px_plan_slot(x->plan, x->prog->has_embed ? "emb_w" : "head_w");
-  const px_param_ref *r = param_ref(x, (int16_t)slot, -1, NULL);
+/* The tied weight's full gradient (the op's in[0]) summed with the other stage's copy. */
+static px_status run_emb_sync(px_exec *x, const px_op *o, px_err *err) {
+  const px_param_ref *r = param_ref(x, o->in[0].slot, -1, NULL);
   if (!r) return px_err_set(err, PX_ERR_RUNTIME, "internal: no tied embedding on stage %lld", (long long)x->stage);
   char *g = x->plan->par.zero < 2 ? x->grads + r->offset * x->gb : NULL;
   if (!g) {
@@ -713,8 +725,7 @@ static px_status run_emb_sync(px_exec *x, const px_inst *in, px_err *err) {
     if (!x->bucket[r->unit]) return PX_OK; /* no gradient this micro-batch (cannot happen: both stages write it) */
     g = x->bucket[r->unit] + (r->offset - u->offset) * x->gb;
   }
-  (void)in;
-  return x->be->allreduce(x->be, PX_GROUP_EMB, g, r->elems, x->plan->grad_dtype, PX_RED_SUM, err);
+  return x->be->allreduce(x->be, PX_GROUP_EMB, g, (uint64_t)o->dim[0], x->plan->grad_dtype, PX_RED_SUM, err);
 }
 
 /* ---- the optimizer ---- */
@@ -880,7 +891,7 @@ static px_status prefetch(px_exec *x, int32_t i, px_err *err) {
       x->done[j] = true;
       px_stream s = stream_for(x, PX_BLOCK_PARAM_SYNC);
       enter_stream(x, s);
-      px_status st = run_param_sync(x, n, err);
+      px_status st = run_param_sync(x, n, px_inst_ops(p, x->prog, n), err);
       mark_done(x, j, s);
       enter_stream(x, PX_STREAM_COMPUTE);
       return st;
@@ -925,16 +936,16 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
     }
     double t0 = now_s();
     switch (k) {
-      case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, err); break;
-      case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, err); break;
-      case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, in, err); break;
+      case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
+      case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
+      case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_OPTIMIZER: st = run_optimizer(x, i, err); break;
       default:
         st = prefetch(x, i, err);
         if (!st) st = run_block(x, i, 0, err);
         /* ZeRO-3: a unit's gathered parameters serve one block */
         if (!st && par->zero == 3 && in->unit >= 0 && x->gathered[in->unit]) {
-          mem_free(x, x->gathered[in->unit], x->prog->units[in->unit].padded * x->pb);
+          mem_free(x, x->gathered[in->unit], gathered_bytes(x, in->unit));
           x->gathered[in->unit] = NULL;
         }
         break;

@@ -149,30 +149,11 @@ static px_op *coll(bld *b, const dims *d, px_op_kind kind, px_group g, px_phase 
   o->group = (uint8_t)g;
   o->in[0] = in;
   o->out[0] = out;
-  o->dim[0] = elems_in;
-  o->dim[1] = elems_out;
+  px_coll c = kind == PX_OP_ALLREDUCE   ? PX_COLL_ALLREDUCE
+              : kind == PX_OP_ALLGATHER ? PX_COLL_ALLGATHER
+                                        : PX_COLL_REDUCE_SCATTER;
+  px_op_size_coll(o, c, (uint64_t)elems_in, (uint64_t)elems_out, dt, n);
   o->dim[2] = d->B;
-  double e = (double)px_dtype_bytes(dt);
-  double frac = n > 1 ? (double)(n - 1) / (double)n : 0.0;
-  switch (kind) {
-    case PX_OP_ALLREDUCE:
-      o->coll = PX_COLL_ALLREDUCE;
-      o->coll_bytes = (uint64_t)((double)elems_in * e);
-      o->wire_bytes = 2.0 * frac * (double)o->coll_bytes;
-      break;
-    case PX_OP_ALLGATHER:
-      o->coll = PX_COLL_ALLGATHER;
-      o->coll_bytes = (uint64_t)((double)elems_out * e);
-      o->wire_bytes = frac * (double)o->coll_bytes;
-      break;
-    default:
-      o->coll = PX_COLL_REDUCE_SCATTER;
-      o->coll_bytes = (uint64_t)((double)elems_in * e);
-      o->wire_bytes = frac * (double)o->coll_bytes;
-      break;
-  }
-  o->bytes = (double)(elems_in + elems_out) * e;
-  if (n <= 1) o->wire_bytes = 0;
   return o;
 }
 
@@ -615,6 +596,7 @@ static void stage_slots_make(px_plan *p, const dims *d, stage_slots *s) {
   /* Tied embeddings on one stage share the table; across stages the last
    * stage holds a copy kept equal by the embedding-group all-reduce. */
   s->w_head = p->model.tied_embeddings && p->par.pp == 1 ? s->w_emb : param_add(p, d, "head_w", d->Vl, H, false, false);
+  if (p->model.tied_embeddings && p->par.pp > 1) p->slots[s->w_emb].role = p->slots[s->w_head].role = PX_ROLE_TIED;
   s->emb_part = d->sp ? slot_add(p, "emb_part", PX_SLOT_ACT, d->act, B, S, H, 1) : -1;
   s->emb = d->drop ? slot_add(p, "emb", PX_SLOT_ACT, d->act, B, Sl, H, 1) : -1;
   s->emb_mask = d->drop ? slot_add(p, "emb_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, Sl, H, 1) : -1;
@@ -693,7 +675,7 @@ static void head_forward(bld *b, const dims *d, const layer_slots *L, const stag
   if (d->T > 1) {
     o->coll = PX_COLL_ALLREDUCE;
     o->coll_bytes = (uint64_t)(3 * B * S * 4);
-    o->wire_bytes = 2.0 * (double)(d->T - 1) / (double)d->T * (double)o->coll_bytes;
+    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * (double)o->coll_bytes;
   }
   keep(b, x);
   keep(b, R(s->lnf, 0));
@@ -967,8 +949,8 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   p2p(&b, &d, PX_OP_RECV, R(grad_slot(p, L.x), 0), p2p_buf);
   block_finish(&b);
 
-  /* Unit-sized blocks: one op each whose size comes from the instance's unit
-   * (plan/program.c); the op here fixes kind and group. */
+  /* Blocks sized per stage: the ops here fix kind and group; each stage's
+   * copies, sized for its units and shard, are in its program (plan/plan.c). */
   px_op *o;
   block_begin(&b, p, PX_BLOCK_GRAD_SYNC, PX_STREAM_DP);
   o = op_new(&b, p->par.zero == 0 ? PX_OP_ALLREDUCE : PX_OP_REDUCE_SCATTER, PX_STREAM_DP, PX_PHASE_COMM);
@@ -992,7 +974,8 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
     o->coll = PX_COLL_ALLREDUCE;
   }
   o = op_new(&b, PX_OP_GRAD_NORM, PX_STREAM_COMPUTE, PX_PHASE_OPT);
-  o->group = PX_GROUP_ALL;
+  o->group = PX_GROUP_ALL; /* and one double summed over every rank */
+  o->coll = PX_COLL_ALLREDUCE;
   o = op_new(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
   block_finish(&b);
   return PX_OK;

@@ -18,3 +18,25 @@ _Static_assert(sizeof px_stream_names / sizeof px_stream_names[0] == PX_STREAM_C
 _Static_assert(sizeof px_phase_names / sizeof px_phase_names[0] == PX_PHASE_COUNT, "phase names");
 _Static_assert(sizeof px_group_names / sizeof px_group_names[0] == PX_GROUP_COUNT, "group names");
 _Static_assert(sizeof px_block_names / sizeof px_block_names[0] == PX_BLOCK_KIND_COUNT, "block names");
+
+double px_coll_busbw_factor(px_coll kind, int64_t n) {
+  if (kind == PX_COLL_P2P) return 1.0;
+  if (n <= 0) return 0.0;
+  double nd = (double)n;
+  switch (kind) {
+    case PX_COLL_ALLREDUCE: return 2.0 * (nd - 1.0) / nd;
+    case PX_COLL_ALLGATHER:
+    case PX_COLL_REDUCE_SCATTER: return (nd - 1.0) / nd;
+    default: return 0.0;
+  }
+}
+
+void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n) {
+  double e = (double)px_dtype_bytes(dt);
+  o->coll = (uint8_t)kind;
+  o->dim[0] = (int64_t)elems_in;
+  o->dim[1] = (int64_t)elems_out;
+  o->coll_bytes = (uint64_t)((double)(kind == PX_COLL_ALLGATHER ? elems_out : elems_in) * e);
+  o->wire_bytes = px_coll_busbw_factor(kind, n) * (double)o->coll_bytes;
+  o->bytes = (double)(elems_in + elems_out) * e;
+}

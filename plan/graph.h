@@ -94,6 +94,11 @@ extern const char *const px_group_names[PX_GROUP_COUNT];
 /* What a collective or p2p op moves. */
 typedef enum { PX_COLL_NONE, PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER, PX_COLL_P2P } px_coll;
 
+/* nccl-tests' bus-bandwidth factor: the share of a collective's buffer size S
+ * each of n ranks sends (all-reduce 2(n-1)/n; all-gather, reduce-scatter
+ * (n-1)/n; p2p 1; 0 for one rank). The one place it is written. */
+double px_coll_busbw_factor(px_coll kind, int64_t n);
+
 typedef enum {
   PX_SLOT_PARAM,     /* a parameter tensor of a layer or of the stage */
   PX_SLOT_GRAD,      /* its gradient */
@@ -111,6 +116,7 @@ typedef enum {
   PX_ROLE_TOKENS,  /* (b, s) int32 input tokens */
   PX_ROLE_TARGETS, /* (b, s) int32 next tokens */
   PX_ROLE_LOSS,    /* (b, s) fp32 per-token loss */
+  PX_ROLE_TIED,    /* a copy of the tied embedding table (the embedding's, or the head's on another stage) */
 } px_slot_role;
 
 #define PX_NAME_MAX 24
@@ -165,6 +171,12 @@ enum {
   PX_OPF_DGELU = 1 << 5,     /* LINEAR_BWD_DATA: out[0] = (dy W) gelu'(in[4]), written, not accumulated */
 };
 
+/* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
+ * one rank's buffers in elements of dt (dim[0], dim[1]), n the group size;
+ * sets coll_bytes (nccl-tests' size: the input of an all-reduce or
+ * reduce-scatter, the output of an all-gather), wire_bytes and HBM bytes. */
+void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n);
+
 typedef enum {
   PX_BLOCK_EMBED_FWD,
   PX_BLOCK_EMBED_BWD,
@@ -210,6 +222,7 @@ typedef struct {
   int32_t batch;   /* p2p batch: consecutive sends/recvs posted together, -1 none */
   int32_t peer;    /* send/recv: index of the matching instance in the peer stage's program */
   int32_t dep_start, ndeps; /* instances (same stage) this one waits for, in program->deps */
+  int32_t ops;     /* the instance's own sized ops in program->ops (as many as its block has), -1: the block's */
 } px_inst;
 
 /* Parameter units: the granularity of DP reduction, ZeRO sharding and
@@ -222,6 +235,8 @@ typedef struct {
   int32_t first_group, last_group; /* parameter groups covered: -1 the embedding,
                                       0..L-1 layers, L the head (and the embedding
                                       when tied on a single stage) */
+  int32_t grad_op;   /* in program->ops: its gradient reduction (all-reduce, ZeRO: reduce-scatter) */
+  int32_t gather_op; /* in program->ops: its parameter all-gather (ZeRO) */
 } px_unit;
 
 /* Where one parameter (slot, group) lives in the flat buffer. */
@@ -242,6 +257,9 @@ typedef struct {
   int32_t nunits;
   px_param_ref *params;
   int32_t nparams;
+  px_op *ops;            /* ops sized for this stage: each unit's reduction and gather, the tied
+                            embedding's all-reduce, the optimizer's over this stage's shard */
+  int32_t nops;
   uint64_t flat_elems;   /* sum of unit padded sizes */
   uint64_t param_elems;  /* real parameters held by one rank of this stage (its TP shard) */
   int64_t first_layer, nlayers; /* over all chunks */

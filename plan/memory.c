@@ -59,12 +59,20 @@ uint64_t px_plan_layer_activation_bytes(const px_plan *p) {
   return (uint64_t)(bm.delta[PX_MEM_ACTIVATIONS] + bm.delta[PX_MEM_BUFFERS] + bm.delta[PX_MEM_WORKSPACE]);
 }
 
+/* Bytes of the full tensor a unit's gather writes, or its reduction reads. */
+static int64_t gathered_bytes(const px_program *prog, const px_unit *u) {
+  return (int64_t)prog->ops[u->gather_op].coll_bytes;
+}
+static int64_t full_grad_bytes(const px_program *prog, const px_unit *u) {
+  return (int64_t)prog->ops[u->grad_op].coll_bytes;
+}
+
 /* Bytes of the next ZeRO-3 gather after instance i that is not for i's own unit. */
-static int64_t next_gather_bytes(const px_plan *p, const px_program *prog, int32_t i) {
+static int64_t next_gather_bytes(const px_program *prog, int32_t i) {
   for (int32_t j = i + 1; j < prog->ninsts; j++) {
     const px_inst *in = &prog->insts[j];
     if (in->block == PX_BLOCK_PARAM_SYNC)
-      return in->unit == prog->insts[i].unit ? 0 : (int64_t)(prog->units[in->unit].padded * px_dtype_bytes(p->param_dtype));
+      return in->unit == prog->insts[i].unit ? 0 : gathered_bytes(prog, &prog->units[in->unit]);
     if (in->stream == PX_STREAM_COMPUTE) return 0;
   }
   return 0;
@@ -97,7 +105,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
   if (!p->mem) return PX_ERR_RUNTIME;
   block_mem bm[PX_BLOCK_KIND_COUNT];
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) block_summary(p, &p->blocks[k], &bm[k]);
-  uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
+  uint64_t gb = px_dtype_bytes(p->grad_dtype);
   p->fits = true;
   for (int64_t s = 0; s < pp; s++) {
     const px_program *prog = &p->programs[s];
@@ -117,20 +125,20 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       const px_unit *u = in->unit >= 0 ? &prog->units[in->unit] : NULL;
       /* Unit buffers: ZeRO-3 gathered parameters, ZeRO-2/3 full-gradient buckets. */
       if (in->block == PX_BLOCK_PARAM_SYNC && p->par.zero == 3) {
-        cur[PX_MEM_BUFFERS] += (int64_t)(u->padded * pb);
-        total += (int64_t)(u->padded * pb);
+        cur[PX_MEM_BUFFERS] += gathered_bytes(prog, u);
+        total += gathered_bytes(prog, u);
         gathered[in->unit] = true;
       }
       if (is_bwd_compute(in) && p->par.zero >= 2 && u && !bucket[in->unit]) {
-        cur[PX_MEM_BUFFERS] += (int64_t)(u->padded * gb);
-        total += (int64_t)(u->padded * gb);
+        cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, u);
+        total += full_grad_bytes(prog, u);
         bucket[in->unit] = true;
       }
       if (in->block == PX_BLOCK_LAYER_FWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
       const block_mem *b = &bm[in->block];
       /* a ZeRO reduce-scatter lands in a temporary shard first */
       if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1) {
-        int64_t tmp = (int64_t)(px_plan_unit_shard(p, u) * gb);
+        int64_t tmp = prog->ops[u->grad_op].dim[1] * (int64_t)gb;
         if (total + tmp > best) {
           best = total + tmp;
           for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c];
@@ -140,7 +148,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
         }
       }
       /* A prefetched ZeRO-3 gather is live during the block before its own. */
-      int64_t ahead = in->stream == PX_STREAM_COMPUTE && prefetch ? next_gather_bytes(p, prog, i) : 0;
+      int64_t ahead = in->stream == PX_STREAM_COMPUTE && prefetch ? next_gather_bytes(prog, i) : 0;
       if (total + b->peak + ahead > best) {
         best = total + b->peak + ahead;
         for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c] + b->at_peak[c];
@@ -156,13 +164,13 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
         mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
       if (in->block == PX_BLOCK_LAYER_BWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight--;
       if (in->stream == PX_STREAM_COMPUTE && u && p->par.zero == 3 && gathered[in->unit]) {
-        cur[PX_MEM_BUFFERS] -= (int64_t)(u->padded * pb);
-        total -= (int64_t)(u->padded * pb);
+        cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, u);
+        total -= gathered_bytes(prog, u);
         gathered[in->unit] = false;
       }
       if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 2 && bucket[in->unit]) {
-        cur[PX_MEM_BUFFERS] -= (int64_t)(u->padded * gb);
-        total -= (int64_t)(u->padded * gb);
+        cur[PX_MEM_BUFFERS] -= full_grad_bytes(prog, u);
+        total -= full_grad_bytes(prog, u);
         bucket[in->unit] = false;
       }
     }

@@ -7,23 +7,81 @@
 
 #include "plan/compile.h"
 
-/* Bytes a unit-sized sync op moves, from the unit's size. */
-static void unit_op_cost(const px_plan *p, const px_program *prog, const px_inst *in, double *wire) {
-  const px_unit *u = &prog->units[in->unit];
-  double n = (double)p->par.dp, frac = (n - 1) / n;
-  double gb = (double)px_dtype_bytes(p->grad_dtype), pb = (double)px_dtype_bytes(p->param_dtype);
-  switch (in->block) {
-    case PX_BLOCK_GRAD_SYNC:
-      wire[PX_GROUP_DP] += (p->par.zero == 0 ? 2 * frac : frac) * (double)u->padded * gb;
-      break;
-    case PX_BLOCK_PARAM_SYNC: wire[PX_GROUP_DP] += frac * (double)u->padded * pb; break;
-    case PX_BLOCK_EMB_SYNC: { /* the tied weight's full gradient, 2 ranks: 2 (n-1)/n = 1 */
-      int slot = px_plan_slot(p, prog->has_embed ? "emb_w" : "head_w");
-      wire[PX_GROUP_EMB] += slot >= 0 ? (double)p->slots[slot].elems * gb : 0.0;
-      break;
-    }
-    default: break;
+/* Appends a copy of block kind k's ops to the program's own; returns its index. */
+static int32_t own_ops(px_plan *p, px_program *prog, px_block_kind k) {
+  const px_block *b = &p->blocks[k];
+  memcpy(&prog->ops[prog->nops], b->ops, (size_t)b->nops * sizeof *b->ops);
+  prog->nops += b->nops;
+  return prog->nops - b->nops;
+}
+
+/* The stage's own copies of the blocks whose sizes depend on the stage: each
+ * unit's gradient reduction and parameter gather, the tied embedding's
+ * all-reduce, the optimizer over the stage's shard. Every reader (the memory
+ * plan, the totals, the simulator, the executor) takes the sizes from here. */
+static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
+  int64_t dp = p->par.dp, n = 2 * (int64_t)prog->nunits + p->blocks[PX_BLOCK_EMB_SYNC].nops +
+                                 p->blocks[PX_BLOCK_OPTIMIZER].nops;
+  prog->ops = px_calloc((size_t)n, sizeof *prog->ops, err);
+  if (!prog->ops) return PX_ERR_RUNTIME;
+  px_dtype gd = p->grad_dtype, pd = p->param_dtype;
+  for (int32_t u = 0; u < prog->nunits; u++) {
+    px_unit *un = &prog->units[u];
+    uint64_t shard = px_plan_unit_shard(p, un);
+    un->grad_op = own_ops(p, prog, PX_BLOCK_GRAD_SYNC);
+    px_op *g = &prog->ops[un->grad_op];
+    px_op_size_coll(g, (px_coll)g->coll, un->padded, p->par.zero == 0 ? un->padded : shard, gd, dp);
+    un->gather_op = own_ops(p, prog, PX_BLOCK_PARAM_SYNC);
+    px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, dp);
   }
+  /* the tied table's full gradient, summed over the first and last stage */
+  int32_t emb = -1;
+  for (int32_t i = 0; i < prog->nparams && emb < 0; i++) {
+    const px_param_ref *r = &prog->params[i];
+    if (p->slots[r->slot].role != PX_ROLE_TIED) continue;
+    emb = own_ops(p, prog, PX_BLOCK_EMB_SYNC);
+    px_op *o = &prog->ops[emb];
+    px_op_size_coll(o, PX_COLL_ALLREDUCE, r->elems, r->elems, gd, 2);
+    o->in[0] = o->out[0] = (px_ref){r->slot, 0};
+  }
+  /* the optimizer over the stage's shard of the flat buffer */
+  int32_t opt = own_ops(p, prog, PX_BLOCK_OPTIMIZER);
+  uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)dp : prog->flat_elems, partial = 0;
+  for (int32_t i = 0; i < prog->nparams; i++)
+    if (p->slots[prog->params[i].slot].sp_partial) partial += prog->params[i].elems;
+  double gb = (double)px_dtype_bytes(gd);
+  for (int32_t k = 0; k < p->blocks[PX_BLOCK_OPTIMIZER].nops; k++) {
+    px_op *o = &prog->ops[opt + k];
+    switch (o->kind) {
+      case PX_OP_ALLREDUCE: /* SP's partial norm and position gradients over TP */
+        px_op_size_coll(o, PX_COLL_ALLREDUCE, partial, partial, gd, p->par.tp);
+        break;
+      case PX_OP_GRAD_NORM: /* the shard's sum of squares, then one double over every rank */
+        o->dim[0] = (int64_t)shard;
+        o->bytes = (double)shard * gb;
+        o->coll_bytes = sizeof(double);
+        o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, p->grid.world) * (double)o->coll_bytes;
+        break;
+      case PX_OP_ADAMW: /* reads the gradient, reads and writes the states, writes the parameter */
+        o->dim[0] = (int64_t)shard;
+        o->bytes = (double)shard * (gb + 2.0 * (double)p->optimizer_bytes_per_param + (double)px_dtype_bytes(pd));
+        break;
+      default: break;
+    }
+  }
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    px_inst *in = &prog->insts[i];
+    switch (in->block) {
+      case PX_BLOCK_GRAD_SYNC: in->ops = prog->units[in->unit].grad_op; break;
+      case PX_BLOCK_PARAM_SYNC: in->ops = prog->units[in->unit].gather_op; break;
+      case PX_BLOCK_EMB_SYNC: in->ops = emb; break;
+      case PX_BLOCK_OPTIMIZER: in->ops = opt; break;
+      default: in->ops = -1; break;
+    }
+    if (in->block == PX_BLOCK_EMB_SYNC && emb < 0)
+      return px_err_set(err, PX_ERR_RUNTIME, "internal: stage without a tied embedding syncs one");
+  }
+  return PX_OK;
 }
 
 static void stage_totals(px_plan *p) {
@@ -36,20 +94,20 @@ static void stage_totals(px_plan *p) {
       const px_block *b = &p->blocks[in->block];
       t->model_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD];
       t->hw_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD] + b->flops[PX_PHASE_RECOMPUTE];
-      if (in->unit >= 0 && b->stream == PX_STREAM_DP) {
-        unit_op_cost(p, prog, in, t->wire_bytes);
-        continue;
-      }
+      const px_op *ops = px_inst_ops(p, prog, in);
       for (int32_t k = 0; k < b->nops; k++) {
-        const px_op *o = &b->ops[k];
-        px_group g = (px_group)o->group;
-        if (o->kind == PX_OP_SEND) g = in->block == PX_BLOCK_SEND_FWD ? PX_GROUP_NEXT : PX_GROUP_PREV;
-        t->wire_bytes[g] += o->wire_bytes;
+        px_group g = (px_group)ops[k].group;
+        if (ops[k].kind == PX_OP_SEND) g = in->block == PX_BLOCK_SEND_FWD ? PX_GROUP_NEXT : PX_GROUP_PREV;
+        t->wire_bytes[g] += ops[k].wire_bytes;
       }
     }
     p->model_flops_per_step += t->model_flops * (double)(p->par.tp * p->par.dp);
     p->hw_flops_per_step += t->hw_flops * (double)(p->par.tp * p->par.dp);
   }
+}
+
+const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in) {
+  return in->ops >= 0 ? &prog->ops[in->ops] : plan->blocks[in->block].ops;
 }
 
 px_op_iter px_op_iter_begin(const px_plan *plan, int64_t stage) {
@@ -64,7 +122,7 @@ const px_op *px_op_next(px_op_iter *it) {
       it->in = in;
       it->block = b;
       it->id++;
-      return &b->ops[it->k++];
+      return &px_inst_ops(it->plan, it->prog, in)[it->k++];
     }
     it->inst++, it->k = 0;
   }
@@ -106,7 +164,12 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
     px_plan_free(p);
     return PX_ERR_RUNTIME;
   }
-  if ((st = px_compile_blocks(p, err)) || (st = px_compile_programs(p, err)) || (st = px_compile_memory(p, err))) {
+  if ((st = px_compile_blocks(p, err)) || (st = px_compile_programs(p, err))) {
+    px_plan_free(p);
+    return st;
+  }
+  for (int64_t s = 0; s < par->pp && !st; s++) st = size_stage_ops(p, &p->programs[s], err);
+  if (st || (st = px_compile_memory(p, err))) {
     px_plan_free(p);
     return st;
   }
@@ -127,6 +190,7 @@ void px_plan_free(px_plan *p) {
     free(prog->deps);
     free(prog->units);
     free(prog->params);
+    free(prog->ops);
   }
   free(p->programs);
   free(p->mem);

@@ -119,6 +119,11 @@ typedef struct {
 px_op_iter px_op_iter_begin(const px_plan *plan, int64_t stage);
 const px_op *px_op_next(px_op_iter *it); /* NULL after the last */
 
+/* The ops an instance runs (as many as its block has): the stage's own sized
+ * copies for unit syncs, the tied embedding's sync and the optimizer, else
+ * the block's. */
+const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in);
+
 /* Ops in a stage's program. */
 int64_t px_program_nops(const px_plan *plan, int64_t stage);
 

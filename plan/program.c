@@ -113,6 +113,7 @@ static int32_t inst_push(inst_list *l, px_block_kind b, px_stream st, px_phase p
   in->unit = unit;
   in->batch = -1;
   in->peer = -1;
+  in->ops = -1;
   in->dep_start = l->nd;
   return l->n++;
 }

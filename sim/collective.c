@@ -17,18 +17,6 @@ double px_coll_link_bytes_per_s(const px_cluster *c, px_link link, int64_t leave
   return bw;
 }
 
-double px_coll_busbw_factor(px_coll kind, int64_t n) {
-  if (kind == PX_COLL_P2P) return 1.0;
-  if (n <= 0) return 0.0;
-  double nd = (double)n;
-  switch (kind) {
-  case PX_COLL_ALLREDUCE: return 2.0 * (nd - 1.0) / nd;
-  case PX_COLL_ALLGATHER:
-  case PX_COLL_REDUCE_SCATTER: return (nd - 1.0) / nd;
-  default: return 0.0;
-  }
-}
-
 double px_coll_busbw_bytes_per_s(px_coll kind, int64_t n, uint64_t size_bytes, double time_s) {
   if (time_s <= 0) return 0.0;
   return (double)size_bytes / time_s * px_coll_busbw_factor(kind, n);
@@ -86,7 +74,7 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
   double rounds = ar ? 2.0 : 1.0; /* all-reduce = reduce-scatter + all-gather */
   switch (algo) {
   case PX_ALGO_RING: {
-    double f = rounds * (nd - 1.0) / nd;
+    double f = px_coll_busbw_factor(kind, n);
     out->latency_s = rounds * (nd - 1.0) * (N > 1 ? le : li);
     if (pn > 1) out->bytes[PX_LINK_INTRA] = f * S;
     if (N > 1) out->bytes[PX_LINK_INTER] = f * S / pnd;
@@ -95,13 +83,13 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
   case PX_ALGO_HIER:
     if (pn <= 1 || N <= 1) return false;
     out->latency_s = rounds * ((pnd - 1.0) * li + (Nd - 1.0) * le);
-    out->bytes[PX_LINK_INTRA] = rounds * (pnd - 1.0) / pnd * S;
-    out->bytes[PX_LINK_INTER] = rounds * (Nd - 1.0) / Nd * S / pnd;
+    out->bytes[PX_LINK_INTRA] = px_coll_busbw_factor(kind, pn) * S;
+    out->bytes[PX_LINK_INTER] = px_coll_busbw_factor(kind, N) * S / pnd;
     break;
   case PX_ALGO_TREE:
     if (!ar || N <= 2) return false;
     out->latency_s = 2.0 * (double)ceil_log2(N) * le + 2.0 * (pnd - 1.0) * li;
-    out->bytes[PX_LINK_INTRA] = 2.0 * (pnd - 1.0) / pnd * S;
+    out->bytes[PX_LINK_INTRA] = px_coll_busbw_factor(kind, pn) * S;
     out->bytes[PX_LINK_INTER] = 2.0 * S / pnd;
     break;
   default: return false;

@@ -86,8 +86,6 @@ px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_no
 /* Per-GPU bandwidth of a link class, bytes/s, for a group spanning `leaves`
  * leaf switches (see the model above). */
 double px_coll_link_bytes_per_s(const px_cluster *c, px_link link, int64_t leaves);
-/* nccl-tests' busbw factor: all-reduce 2(n-1)/n; all-gather, reduce-scatter (n-1)/n; p2p 1. */
-double px_coll_busbw_factor(px_coll kind, int64_t n);
 /* nccl-tests' busbw = size / time x factor, bytes/s (0 when time_s <= 0). */
 double px_coll_busbw_bytes_per_s(px_coll kind, int64_t n, uint64_t size_bytes, double time_s);
 

@@ -69,8 +69,8 @@ typedef struct {
   int32_t *rdep_off, *rdep; /* reverse dependencies (CSR) */
   uint8_t *posted;
   seg_list costs[PX_BLOCK_KIND_COUNT];
-  px_coll_cost *unit_sync, *unit_gather; /* per unit */
-  px_coll_cost emb, p2p_next, p2p_prev;
+  px_coll_cost *op_cost; /* (prog->nops) the stage's own DP-stream collectives */
+  px_coll_cost p2p_next, p2p_prev;
   px_sim_stage stats;
   uint64_t pipe_first_ns, pipe_last_ns, end_ns;
   int32_t ndone;
@@ -120,7 +120,19 @@ static px_status seg_add_compute(seg_list *l, double s, int wait, px_err *err) {
  * later ones are waited for at the block's end only. */
 #define ASYNC_MAX 64
 
-static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *out) {
+/* Where a group's collective runs. */
+static px_placement group_place(const px_plan *p, px_group g) {
+  switch (g) {
+    case PX_GROUP_TP: return p->grid.tp_place;
+    case PX_GROUP_DP: return p->grid.dp_place;
+    case PX_GROUP_EMB: return px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
+    case PX_GROUP_ALL: return px_grid_place(&p->grid, 0, 1, p->grid.world);
+    default: return px_grid_place(&p->grid, 0, 1, 1);
+  }
+}
+
+/* The segments of a block's ops (the block's, or the stage's own sized copies). */
+static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op *ops, seg_list *out) {
   const px_plan *p = S->plan;
   const px_block *b = &p->blocks[k];
   const px_cluster *c = &p->cluster;
@@ -128,43 +140,24 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, seg_list *ou
   px_status st = PX_OK;
   double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
   if (over >= 0) return seg_add_compute(out, over, -1, S->err);
-  const px_program *prog = &p->programs[s];
-  uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)p->par.dp : prog->flat_elems;
   bool tp_async = (p->par.overlap & PX_OVERLAP_TP) != 0;
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
   int nasync = 0;
   for (int32_t i = 0; i < b->nops && !st; i++) {
     if (i < 256) ord_of[i] = -1;
-    px_op op = b->ops[i];
-    if (k == PX_BLOCK_OPTIMIZER) { /* sizes come from the stage's shard */
-      double gb = (double)px_dtype_bytes(p->grad_dtype);
-      if (op.kind == PX_OP_GRAD_NORM) op.bytes = (double)shard * gb;
-      if (op.kind == PX_OP_ADAMW) op.bytes = (double)shard * (gb + 2.0 * (double)p->optimizer_bytes_per_param +
-                                                              (double)px_dtype_bytes(p->param_dtype));
-      if (op.kind == PX_OP_ALLREDUCE && op.group == PX_GROUP_TP) {
-        uint64_t partial = 0;
-        for (int32_t r = 0; r < prog->nparams; r++)
-          if (p->slots[prog->params[r].slot].sp_partial) partial += prog->params[r].elems;
-        op.coll_bytes = partial * px_dtype_bytes(p->grad_dtype);
-      }
-    }
-    double t = px_compute_op_s(&c->gpu, dt, &op);
-    out->op_s[op.kind] += t;
+    const px_op *op = &ops[i];
+    double t = px_compute_op_s(&c->gpu, dt, op);
+    out->op_s[op->kind] += t;
     /* an op using an overlapped collective's tensors waits for it */
-    int wait = op.dep >= 0 && op.dep < i && i < 256 ? ord_of[op.dep] : -1;
+    int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);
     if (st) break;
-    if (op.kind == PX_OP_GRAD_NORM && p->grid.world > 1 && !S->opts->comm_free) { /* one double over every rank */
-      px_placement all = px_grid_place(&p->grid, 0, 1, p->grid.world);
-      st = seg_push(out, (seg){.comm = true, .cc = px_coll_cost_of(c, PX_COLL_ALLREDUCE, 8, &all)}, S->err);
+    px_placement pl = group_place(p, (px_group)op->group);
+    if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 ||
+        op->coll_bytes == 0)
       continue;
-    }
-    const px_placement *pl = op.group == PX_GROUP_TP ? &p->grid.tp_place : &p->grid.dp_place;
-    if (S->opts->comm_free || op.coll == PX_COLL_NONE || op.coll == PX_COLL_P2P || pl->size <= 1 ||
-        op.coll_bytes == 0)
-      continue;
-    px_coll_cost cc = px_coll_cost_of(c, (px_coll)op.coll, op.coll_bytes, pl);
-    bool async = tp_async && op.group == PX_GROUP_TP;
+    px_coll_cost cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
+    bool async = tp_async && op->group == PX_GROUP_TP;
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
     if (i < 256) ord_of[i] = ord;
     st = seg_push(out, (seg){.comm = true, .async = async, .ord = ord, .cc = cc}, S->err);
@@ -184,9 +177,14 @@ static px_status stage_costs(sim *S, int64_t s) {
   static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                                  PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
                                                  PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD};
+  int32_t opt = -1; /* the stage's own optimizer ops */
+  for (int32_t i = 0; i < prog->ninsts && opt < 0; i++)
+    if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) opt = i;
   for (size_t i = 0; i < sizeof compute_blocks / sizeof *compute_blocks; i++) {
-    seg_list *l = &ss->costs[compute_blocks[i]];
-    if ((st = block_segments(S, s, compute_blocks[i], l))) return st;
+    px_block_kind kind = compute_blocks[i];
+    seg_list *l = &ss->costs[kind];
+    const px_op *ops = kind == PX_BLOCK_OPTIMIZER && opt >= 0 ? px_inst_ops(p, prog, &prog->insts[opt]) : p->blocks[kind].ops;
+    if ((st = block_segments(S, s, kind, ops, l))) return st;
     l->fast_ok = true;
     for (int k = 0; k < l->n; k++) {
       seg *g = &l->v[k];
@@ -197,20 +195,14 @@ static px_status stage_costs(sim *S, int64_t s) {
       if (g->comm && g->cc.bytes[PX_LINK_INTER] > 0) l->res_mask |= 1 << R_NIC_OUT | 1 << R_NIC_IN;
     }
   }
-  ss->unit_sync = px_calloc((size_t)prog->nunits, sizeof *ss->unit_sync, S->err);
-  ss->unit_gather = px_calloc((size_t)prog->nunits, sizeof *ss->unit_gather, S->err);
-  if (!ss->unit_sync || !ss->unit_gather) return PX_ERR_RUNTIME;
-  uint64_t gb = px_dtype_bytes(p->grad_dtype), pb = px_dtype_bytes(p->param_dtype);
-  px_coll grad_kind = p->par.zero == 0 ? PX_COLL_ALLREDUCE : PX_COLL_REDUCE_SCATTER;
-  for (int32_t u = 0; u < prog->nunits; u++) {
-    ss->unit_sync[u] = px_coll_cost_of(c, grad_kind, prog->units[u].padded * gb, &p->grid.dp_place);
-    ss->unit_gather[u] = px_coll_cost_of(c, PX_COLL_ALLGATHER, prog->units[u].padded * pb, &p->grid.dp_place);
-  }
-  if (p->model.tied_embeddings && p->par.pp > 1) {
-    int slot = px_plan_slot(p, prog->has_embed ? "emb_w" : "head_w");
-    uint64_t elems = slot >= 0 ? p->slots[slot].elems : 0; /* full gradients, before the DP reduction */
-    px_placement emb = px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
-    ss->emb = px_coll_cost_of(c, PX_COLL_ALLREDUCE, elems * gb, &emb);
+  /* the stage's own sized collectives: unit reductions and gathers, the tied embedding's */
+  ss->op_cost = px_calloc((size_t)prog->nops + 1, sizeof *ss->op_cost, S->err);
+  if (!ss->op_cost) return PX_ERR_RUNTIME;
+  for (int32_t k = 0; k < prog->nops; k++) {
+    const px_op *o = &prog->ops[k];
+    if (o->stream != PX_STREAM_DP) continue;
+    px_placement pl = group_place(p, (px_group)o->group);
+    ss->op_cost[k] = px_coll_cost_of(c, (px_coll)o->coll, o->coll_bytes, &pl);
   }
   uint64_t act = p->blocks[PX_BLOCK_SEND_FWD].ops[0].coll_bytes;
   if (p->par.pp > 1) {
@@ -434,10 +426,7 @@ static void try_start(sim *S, int64_t s, int stream) {
   const px_inst *in = &ss->prog->insts[i];
   px_block_kind k = (px_block_kind)in->block;
   if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
-    const px_coll_cost *cc = k == PX_BLOCK_GRAD_SYNC    ? &ss->unit_sync[in->unit]
-                             : k == PX_BLOCK_PARAM_SYNC ? &ss->unit_gather[in->unit]
-                                                        : &ss->emb;
-    flow_start(S, cc, s, s, OWN_INST, stream, PX_STREAM_DP, 0);
+    flow_start(S, &ss->op_cost[in->ops], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
     return;
   }
   if (is_send(k) || is_recv(k)) {
@@ -563,8 +552,7 @@ static void sim_free(sim *S) {
     free(ss->rdep_off);
     free(ss->rdep);
     free(ss->posted);
-    free(ss->unit_sync);
-    free(ss->unit_gather);
+    free(ss->op_cost);
     for (int k = 0; k < PX_STREAM_COUNT; k++) free(ss->q[k].list);
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) free(ss->costs[k].v);
   }
