@@ -1,4 +1,5 @@
-/* Human-readable numbers: counts (8.03 B), bytes (75.3 GiB), times, rates. */
+/* Human-readable numbers: counts (8.03 B), bytes (75.3 GiB), times, rates;
+ * the name tables of enums. */
 #ifndef PX_CORE_FMT_H
 #define PX_CORE_FMT_H
 
@@ -6,6 +7,13 @@
 #include <stdint.h>
 
 #include "core/status.h"
+
+/* Defines a table of names for the `count` values of an enum (prefix it with
+ * `static` for a file-local one); a list longer or shorter than the enum
+ * fails to compile. */
+#define PX_NAME_TABLE(table, count, ...)           \
+  const char *const table[count] = {__VA_ARGS__}; \
+  _Static_assert(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *) == (count), #table " names every value")
 
 /* Each writes into buf and returns it. */
 char *px_fmt_count(double v, char *buf, size_t cap); /* 124.44 M, 8.03 B, 1.2 T */

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/fileio.h"
+#include "core/fmt.h"
 #include "core/json.h"
 #include "core/paths.h"
 
-const char *const px_net_kind_names[PX_NET_COUNT] = {"rail_fat_tree", "fat_tree"};
+PX_NAME_TABLE(px_net_kind_names, PX_NET_COUNT, "rail_fat_tree", "fat_tree");
 
 #define GIB ((double)(1ull << 30))
 #define TRY(x) \
@@ -187,10 +189,9 @@ px_status px_cluster_load(const char *name_or_path, px_cluster *c, px_err *err) 
   char path[4096];
   px_status st = px_preset_path("topologies", name_or_path, path, sizeof path, err);
   if (st) return st;
-  st = px_cluster_load_file(path, c, err);
-  if (st && !strchr(name_or_path, '/') && err && strstr(err->msg, "cannot open"))
-    px_err_set(err, PX_ERR_INPUT, "cluster '%s': no such preset or file (see `parallax topologies`)", name_or_path);
-  return st;
+  if (!strchr(name_or_path, '/') && !px_file_exists(path))
+    return px_err_set(err, PX_ERR_INPUT, "cluster '%s': no such preset or file (see `parallax topologies`)", name_or_path);
+  return px_cluster_load_file(path, c, err);
 }
 
 cJSON *px_cluster_to_json(const px_cluster *c) {

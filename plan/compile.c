@@ -40,6 +40,8 @@ typedef struct {
   px_ref keep[64];
   int nkeep;
   bool loads_inputs; /* tokens or targets first appear in this block */
+  bool failed;       /* out of memory or a capacity exceeded: the block is unusable */
+  px_op scratch;     /* what op_new hands out after a failure, so callers need no check */
 } bld;
 
 static px_ref R(int slot, int off) { return (px_ref){(int16_t)slot, (int8_t)off}; }
@@ -48,10 +50,23 @@ static bool ref_eq(px_ref a, px_ref b) { return a.slot == b.slot && a.layer_off 
 
 /* ---- slots ---- */
 
+/* Slot table capacity: slot operands are int16_t (px_ref). */
+#define SLOTS_MAX 4096
+
 static int slot_add(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, int64_t d0, int64_t d1, int64_t d2,
                     int64_t d3) {
   for (int i = 0; i < p->nslots; i++)
     if (!strcmp(p->slots[i].name, name)) return i;
+  if (p->nslots == p->slots_cap) { /* grow; on failure the compile fails (px_compile_blocks checks) */
+    int32_t cap = p->slots_cap ? 2 * p->slots_cap : 128;
+    px_slot *ns = cap <= SLOTS_MAX ? realloc(p->slots, (size_t)cap * sizeof *ns) : NULL;
+    if (!ns) {
+      p->slots_full = true;
+      return 0;
+    }
+    p->slots = ns;
+    p->slots_cap = cap;
+  }
   px_slot *s = &p->slots[p->nslots];
   memset(s, 0, sizeof *s);
   snprintf(s->name, sizeof s->name, "%s", name);
@@ -101,7 +116,10 @@ static px_op *op_new(bld *b, px_op_kind kind, px_stream stream, px_phase phase) 
   if (blk->nops == b->cap) {
     b->cap = b->cap ? 2 * b->cap : 32;
     px_op *n = realloc(blk->ops, (size_t)b->cap * sizeof *n);
-    if (!n) abort(); /* compile-time tables are small; out of memory here is unrecoverable */
+    if (!n) {
+      b->failed = true;
+      return &b->scratch;
+    }
     blk->ops = n;
   }
   px_op *o = &blk->ops[blk->nops++];
@@ -116,7 +134,11 @@ static px_op *op_new(bld *b, px_op_kind kind, px_stream stream, px_phase phase) 
 }
 
 static void keep(bld *b, px_ref r) {
-  if (r.slot >= 0 && b->nkeep < (int)(sizeof b->keep / sizeof b->keep[0])) b->keep[b->nkeep++] = r;
+  if (r.slot < 0) return;
+  if (b->nkeep == (int)(sizeof b->keep / sizeof b->keep[0]))
+    b->failed = true; /* a block keeps more tensors than the 64 the builder holds */
+  else
+    b->keep[b->nkeep++] = r;
 }
 
 /* GEMM cost: batch x (m, k) @ (k, n). */
@@ -734,12 +756,16 @@ static bool is_static(const px_plan *p, px_ref r) {
   return k == PX_SLOT_PARAM || k == PX_SLOT_GRAD;
 }
 
-static void push_ref(px_ref **arr, int32_t *n, int32_t *cap, px_ref r) {
+static void push_ref(bld *b, px_ref **arr, int32_t *n, int32_t *cap, px_ref r) {
   if (*n == *cap) {
-    *cap = *cap ? 2 * *cap : 32;
-    px_ref *na = realloc(*arr, (size_t)*cap * sizeof *na);
-    if (!na) abort();
+    int32_t ncap = *cap ? 2 * *cap : 32;
+    px_ref *na = realloc(*arr, (size_t)ncap * sizeof *na);
+    if (!na) {
+      b->failed = true;
+      return;
+    }
     *arr = na;
+    *cap = ncap;
   }
   (*arr)[(*n)++] = r;
 }
@@ -774,10 +800,16 @@ static void block_deps(px_block *blk) {
 static void block_finish(bld *b) {
   px_block *blk = b->b;
   px_plan *p = b->p;
-  enum { MAXR = 256 };
-  px_ref seen[MAXR];
-  int last[MAXR];
-  bool born[MAXR];
+  /* the distinct tensors the block names: at most every operand of every op */
+  size_t maxr = (size_t)blk->nops * (PX_OP_INS + PX_OP_OUTS) + 1;
+  px_ref *seen = malloc(maxr * sizeof *seen);
+  int *last = malloc(maxr * sizeof *last);
+  bool *born = malloc(maxr * sizeof *born);
+  if (b->failed || !seen || !last || !born) {
+    free(seen), free(last), free(born);
+    b->failed = true;
+    return;
+  }
   int n = 0;
   blk->nallocs = blk->nfrees = 0;
   int32_t acap = 0, fcap = 0;
@@ -798,14 +830,13 @@ static void block_finish(bld *b) {
       for (j = 0; j < n && !ref_eq(seen[j], refs[k]); j++) {
       }
       if (j == n) {
-        if (n == MAXR) abort();
         seen[n] = refs[k];
         uint8_t role = p->slots[refs[k].slot].role;
         /* A tensor first seen as an output is born here; the blocks that
          * load the model's inputs (tokens, targets) do so before first use. */
         born[n] = is_out[k] || (b->loads_inputs && (role == PX_ROLE_TOKENS || role == PX_ROLE_TARGETS));
         if (born[n]) {
-          push_ref(&blk->allocs, &blk->nallocs, &acap, refs[k]);
+          push_ref(b, &blk->allocs, &blk->nallocs, &acap, refs[k]);
           o->alloc_count++;
         }
         n++;
@@ -822,10 +853,11 @@ static void block_finish(bld *b) {
       bool kept = false;
       for (int k = 0; k < b->nkeep; k++) kept |= ref_eq(b->keep[k], seen[j]);
       if (kept) continue;
-      push_ref(&blk->frees, &blk->nfrees, &fcap, seen[j]);
+      push_ref(b, &blk->frees, &blk->nfrees, &fcap, seen[j]);
       o->free_count++;
     }
   }
+  free(seen), free(last), free(born);
   block_deps(blk);
   for (int i = 0; i < PX_PHASE_COUNT; i++) blk->flops[i] = 0;
   blk->bytes = 0;
@@ -836,7 +868,9 @@ static void block_finish(bld *b) {
 }
 
 static void block_begin(bld *b, px_plan *p, px_block_kind kind, px_stream stream) {
+  bool failed = b->failed; /* a failure sticks across the blocks of one compile */
   memset(b, 0, sizeof *b);
+  b->failed = failed;
   b->p = p;
   b->b = &p->blocks[kind];
   b->b->kind = (uint8_t)kind;
@@ -896,14 +930,12 @@ static void dims_make(const px_plan *p, dims *d) {
 px_status px_compile_blocks(px_plan *p, px_err *err) {
   dims d;
   dims_make(p, &d);
-  p->slots = px_calloc(256, sizeof *p->slots, err);
-  if (!p->slots) return PX_ERR_RUNTIME;
   layer_slots L;
   stage_slots s;
   layer_slots_make(p, &d, &L);
   stage_slots_make(p, &d, &s);
   px_recompute rc = (px_recompute)p->par.recompute;
-  bld b;
+  bld b = {.failed = false};
 
   block_begin(&b, p, PX_BLOCK_LAYER_FWD, PX_STREAM_COMPUTE);
   layer_forward(&b, &d, &L, PX_PHASE_FWD, true);
@@ -978,5 +1010,7 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   o->coll = PX_COLL_ALLREDUCE;
   o = op_new(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
   block_finish(&b);
+  if (b.failed || p->slots_full)
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the op templates (or more than %d slots)", SLOTS_MAX);
   return PX_OK;
 }

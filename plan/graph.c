@@ -1,23 +1,20 @@
-/* Name tables of the op graph. */
+/* Name tables of the op graph, the bus-bandwidth factor and collective op sizing. */
 #include "plan/graph.h"
+
+#include "core/fmt.h"
 
 const char *const px_op_names[PX_OP_COUNT] = {
 #define X(name, str) str,
     PX_OP_KINDS(X)
 #undef X
 };
-_Static_assert(sizeof px_op_names / sizeof px_op_names[0] == PX_OP_COUNT, "op names");
 
-const char *const px_stream_names[PX_STREAM_COUNT] = {"compute", "tp", "dp", "pp-send", "pp-recv"};
-const char *const px_phase_names[PX_PHASE_COUNT] = {"forward", "backward", "recompute", "optimizer", "comm"};
-const char *const px_group_names[PX_GROUP_COUNT] = {"none", "tp", "dp", "pp-prev", "pp-next", "emb", "all"};
-const char *const px_block_names[PX_BLOCK_KIND_COUNT] = {
-    "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",   "head_bwd",   "send_fwd",
-    "recv_fwd",  "send_bwd",  "recv_bwd",  "grad_sync", "param_sync", "emb_sync", "optimizer"};
-_Static_assert(sizeof px_stream_names / sizeof px_stream_names[0] == PX_STREAM_COUNT, "stream names");
-_Static_assert(sizeof px_phase_names / sizeof px_phase_names[0] == PX_PHASE_COUNT, "phase names");
-_Static_assert(sizeof px_group_names / sizeof px_group_names[0] == PX_GROUP_COUNT, "group names");
-_Static_assert(sizeof px_block_names / sizeof px_block_names[0] == PX_BLOCK_KIND_COUNT, "block names");
+PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv");
+PX_NAME_TABLE(px_phase_names, PX_PHASE_COUNT, "forward", "backward", "recompute", "optimizer", "comm");
+PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp-next", "emb", "all");
+PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
+              "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
+              "optimizer");
 
 double px_coll_busbw_factor(px_coll kind, int64_t n) {
   if (kind == PX_COLL_P2P) return 1.0;

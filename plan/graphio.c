@@ -5,10 +5,10 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/fmt.h"
 #include "core/json.h"
 
-static const char *const slot_kind_names[PX_SLOT_KIND_COUNT] = {"param", "grad", "act", "act_grad", "buffer",
-                                                                "workspace"};
+static PX_NAME_TABLE(slot_kind_names, PX_SLOT_KIND_COUNT, "param", "grad", "act", "act_grad", "buffer", "workspace");
 
 static cJSON *refs_json(const px_ref *r, int n) {
   cJSON *a = cJSON_CreateArray();

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "plan/compile.h"
 
-const char *const px_mem_cat_names[PX_MEM_COUNT] = {"params", "grads", "optimizer", "activations", "buffers",
-                                                    "workspace"};
+PX_NAME_TABLE(px_mem_cat_names, PX_MEM_COUNT, "params", "grads", "optimizer", "activations", "buffers", "workspace");
 
 static px_mem_cat slot_cat(const px_slot *s) {
   switch (s->kind) {

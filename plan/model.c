@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/fileio.h"
+#include "core/fmt.h"
 #include "core/json.h"
 #include "core/paths.h"
 
-const char *const px_norm_names[PX_NORM_COUNT] = {"layernorm", "rmsnorm"};
-const char *const px_mlp_names[PX_MLP_COUNT] = {"gelu", "swiglu"};
-const char *const px_pos_names[PX_POS_COUNT] = {"learned", "rope"};
+PX_NAME_TABLE(px_norm_names, PX_NORM_COUNT, "layernorm", "rmsnorm");
+PX_NAME_TABLE(px_mlp_names, PX_MLP_COUNT, "gelu", "swiglu");
+PX_NAME_TABLE(px_pos_names, PX_POS_COUNT, "learned", "rope");
 
 #define MAX_DIM ((int64_t)1 << 22)
 
@@ -189,10 +191,9 @@ px_status px_model_load(const char *name_or_path, px_model *m, px_err *err) {
   char path[4096];
   px_status st = px_preset_path("models", name_or_path, path, sizeof path, err);
   if (st) return st;
-  st = px_model_load_file(path, m, err);
-  if (st && !strchr(name_or_path, '/') && err && strstr(err->msg, "cannot open"))
-    px_err_set(err, PX_ERR_INPUT, "model '%s': no such preset or file (see `parallax models`)", name_or_path);
-  return st;
+  if (!strchr(name_or_path, '/') && !px_file_exists(path))
+    return px_err_set(err, PX_ERR_INPUT, "model '%s': no such preset or file (see `parallax models`)", name_or_path);
+  return px_model_load_file(path, m, err);
 }
 
 cJSON *px_model_to_json(const px_model *m) {

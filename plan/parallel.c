@@ -4,13 +4,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "core/json.h"
 
-const char *const px_schedule_names[PX_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved"};
-const char *const px_recompute_names[PX_RECOMPUTE_COUNT] = {"none", "selective", "full"};
-const char *const px_precision_names[PX_PREC_COUNT] = {"fp32", "bf16", "fp16"};
-const char *const px_attention_names[PX_ATTN_COUNT] = {"flash", "unfused"};
-const char *const px_gelu_names[PX_GELU_COUNT] = {"separate", "fused"};
+PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved");
+PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
+PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16");
+PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
+PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 

@@ -58,7 +58,8 @@ typedef struct {
   px_dtype act_dtype, param_dtype, grad_dtype;
   uint64_t optimizer_bytes_per_param;
   px_slot *slots;
-  int32_t nslots;
+  int32_t nslots, slots_cap;
+  bool slots_full;        /* the compiler could not grow the slot table (compile fails) */
   px_block blocks[PX_BLOCK_KIND_COUNT];
   px_program *programs;   /* (pp) */
   px_memplan *mem;        /* (pp) */

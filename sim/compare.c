@@ -5,10 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "core/json.h"
 
-const char *const px_cmp_row_names[PX_CMP_COUNT] = {"gemm",      "attention",  "norm", "elementwise", "embed_loss",
-                                                     "optimizer", "tp_comm",    "dp_comm", "p2p_and_wait"};
+PX_NAME_TABLE(px_cmp_row_names, PX_CMP_COUNT, "gemm", "attention", "norm", "elementwise", "embed_loss", "optimizer",
+              "tp_comm", "dp_comm", "p2p_and_wait");
 
 /* The row an op belongs to, given the block it runs in. */
 static px_cmp_row row_of(px_op_kind k, px_block_kind b) {

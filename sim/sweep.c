@@ -8,9 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fmt.h"
 #include "sim/sim.h"
 
-const char *const px_objective_names[PX_OBJ_COUNT] = {"throughput", "time", "cost", "memory"};
+PX_NAME_TABLE(px_objective_names, PX_OBJ_COUNT, "throughput", "time", "cost", "memory");
 
 void px_sweep_opts_init(px_sweep_opts *o) {
   memset(o, 0, sizeof *o);
