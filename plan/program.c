@@ -282,6 +282,7 @@ typedef struct {
   int32_t emb_unit; /* the unit holding this stage's tied-embedding copy, -1 none */
   int32_t *entry_last; /* per unit: the last block of the current entry writing it, -1 none */
   int32_t entry_last_n;
+  int32_t batch_lo, batch_hi; /* a p2p batch [lo, hi) the next compute block waits for, whole */
 } emitter;
 
 static int32_t unit_of(const emitter *e, int64_t gid) { return e->unit_of_group[gid + 1]; }
@@ -295,6 +296,8 @@ static int32_t compute(emitter *e, px_block_kind b, px_phase ph, int32_t mb, int
   int32_t idx = inst_push(&e->il, b, PX_STREAM_COMPUTE, ph, mb, (int32_t)layer, chunk, u);
   if (idx < 0) return -1;
   dep_push(&e->il, wait);
+  for (int32_t i = e->batch_lo; i < e->batch_hi; i++) dep_push(&e->il, i);
+  e->batch_lo = e->batch_hi = 0;
   if (u >= 0 && p->par.zero == 3) {
     dep_push(&e->il, e->gathered[u]);
     e->gathered[u] = -1;
@@ -532,19 +535,9 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
     }
     if (k >= ns) break;
     for (int64_t j = lo; j < hi; j++) {
-      int32_t group_start = e.il.n;
+      /* Without p2p overlap the group's first compute block waits for the whole batch. */
+      if (!(p->par.overlap & PX_OVERLAP_PP) && j == lo) e.batch_lo = batch_first, e.batch_hi = batch_end;
       emit_entry(&e, sched, j, recv_of[j]);
-      /* Without p2p overlap the compute stream waits for the whole batch. */
-      if (!(p->par.overlap & PX_OVERLAP_PP) && j == lo && group_start < e.il.n) {
-        for (int32_t i = group_start; i < e.il.n; i++) {
-          if (e.il.v[i].stream != PX_STREAM_COMPUTE) continue;
-          int32_t saved = e.il.n;
-          e.il.n = i + 1; /* dep_push appends to the last instance: temporarily make it i */
-          for (int32_t b = batch_first; b < batch_end; b++) dep_push(&e.il, b);
-          e.il.n = saved;
-          break;
-        }
-      }
       last_of[j] = e.last_compute;
     }
     prev_lo = lo;

@@ -654,8 +654,16 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
   for (int64_t s = 0; !st && s < S.pp; s++) {
     if (S.st[s].ndone != S.st[s].prog->ninsts) {
       const stage_state *ss = &S.st[s];
-      st = px_err_set(err, PX_ERR_RUNTIME, "simulation stalled: stage %lld finished %d of %d instances", (long long)s,
-                      ss->ndone, ss->prog->ninsts);
+      char at[256] = "";
+      for (int k = 0, n = 0; k < PX_STREAM_COUNT && n < (int)sizeof at; k++) { /* what heads each stuck stream */
+        const stream_q *q = &ss->q[k];
+        if (q->next >= q->n && !q->busy) continue;
+        const px_inst *in = &ss->prog->insts[q->busy ? q->inst : q->list[q->next]];
+        n += snprintf(at + n, sizeof at - (size_t)n, "%s%s: %s mb %d", n ? ", " : "", px_stream_names[k],
+                      px_block_names[in->block], in->mb);
+      }
+      st = px_err_set(err, PX_ERR_RUNTIME, "simulation stalled: stage %lld finished %d of %d instances (waiting: %s)",
+                      (long long)s, ss->ndone, ss->prog->ninsts, at);
     }
   }
   if (!st) {
