@@ -43,11 +43,13 @@ struct px_exec {
   tensor *t;
   int64_t nt, cap_t;
   uint64_t cur_bytes, peak_bytes;
+  void **late;                /* (nunits) buckets whose overlapped reduction ran: freed after the next compute block */
+  uint64_t *late_bytes;
+  int32_t nlate;
   /* per step */
   int64_t step;
   uint64_t *seq_index;        /* (mbs) of the micro-batch being run */
   double loss_sum;
-  bool *done;                 /* program instances already run this step (prefetched gathers) */
   uint64_t *marks;            /* (ninsts) backend marks of the instances run on a side stream this step, 0 none */
   uint64_t *tp_marks;         /* (most ops in a block) marks of the running block's TP collectives, 0 none */
   int32_t tp_last;            /* the running block's latest TP collective on the TP stream, -1 none */
@@ -98,6 +100,14 @@ static void mem_free(px_exec *x, void *p, uint64_t bytes) {
   if (!p) return;
   x->be->release(x->be, p, bytes);
   x->cur_bytes -= bytes;
+}
+
+/* Frees the buckets of overlapped reductions once the compute block after
+ * them is done, as the plan's memory walk does (the reduction reads its
+ * bucket while that block runs). */
+static void free_late(px_exec *x) {
+  for (int32_t i = 0; i < x->nlate; i++) mem_free(x, x->late[i], x->late_bytes[i]);
+  x->nlate = 0;
 }
 
 uint64_t px_exec_peak_bytes(const px_exec *x) { return x->peak_bytes; }
@@ -273,8 +283,9 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
     x->gathered = px_calloc((size_t)prog->nunits + 1, sizeof *x->gathered, err);
     x->bucket = px_calloc((size_t)prog->nunits + 1, sizeof *x->bucket, err);
+    x->late = px_calloc((size_t)prog->nunits + 1, sizeof *x->late, err);
+    x->late_bytes = px_calloc((size_t)prog->nunits + 1, sizeof *x->late_bytes, err);
     x->seq_index = px_calloc((size_t)plan->par.mbs, sizeof *x->seq_index, err);
-    x->done = px_calloc((size_t)prog->ninsts + 1, sizeof *x->done, err);
     x->marks = px_calloc((size_t)prog->ninsts + 1, sizeof *x->marks, err);
     int32_t most = 1;
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) most = plan->blocks[k].nops > most ? plan->blocks[k].nops : most;
@@ -282,8 +293,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
     x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
-    if (!x->param_of || !x->gathered || !x->bucket || !x->seq_index || !x->done || !x->marks || !x->tp_marks ||
-        !x->zero_slot || !x->host_tokens || !x->first_op)
+    if (!x->param_of || !x->gathered || !x->bucket || !x->late || !x->late_bytes || !x->seq_index || !x->marks ||
+        !x->tp_marks || !x->zero_slot || !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
   if (!st) {
@@ -342,6 +353,7 @@ void px_exec_free(px_exec *x) {
     if (x->gathered[u]) x->be->release(x->be, x->gathered[u], gathered_bytes(x, u));
     if (x->bucket[u]) x->be->release(x->be, x->bucket[u], full_grad_bytes(x, u));
   }
+  for (int32_t i = 0; x->late && i < x->nlate; i++) x->be->release(x->be, x->late[i], x->late_bytes[i]);
   void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
   uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->opt_elems * sizeof(float),
                       x->opt_elems * sizeof(float), x->opt_elems * sizeof(float)};
@@ -350,10 +362,11 @@ void px_exec_free(px_exec *x) {
   free(x->t);
   free(x->gathered);
   free(x->bucket);
+  free(x->late);
+  free(x->late_bytes);
   free(x->param_of);
   free(x->maps);
   free(x->seq_index);
-  free(x->done);
   free(x->marks);
   free(x->tp_marks);
   free(x->zero_slot);
@@ -436,24 +449,14 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   px_status st;
   switch (o->kind) {
     case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, dt, PX_RED_SUM, err);
-    case PX_OP_ALLGATHER: {
+    case PX_OP_ALLGATHER: /* permuted: through the plan's workspace out[1] */
       if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
-      void *tmp;
-      if ((st = mem_alloc(x, n_out * el, false, &tmp, err))) return st;
-      if (!(st = be->allgather(be, g, tmp, ins[0], n_in, dt, err)))
-        st = seq_permute(x, outs[0], tmp, B, (int64_t)n_in / B / H, H, el, true, err);
-      mem_free(x, tmp, n_out * el);
-      return st;
-    }
-    case PX_OP_REDUCE_SCATTER: {
+      if ((st = be->allgather(be, g, outs[1], ins[0], n_in, dt, err))) return st;
+      return seq_permute(x, outs[0], outs[1], B, (int64_t)n_in / B / H, H, el, true, err);
+    case PX_OP_REDUCE_SCATTER:
       if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
-      void *tmp;
-      if ((st = mem_alloc(x, n_in * el, false, &tmp, err))) return st;
-      if (!(st = seq_permute(x, tmp, ins[0], B, (int64_t)n_out / B / H, H, el, false, err)))
-        st = be->reduce_scatter(be, g, outs[0], tmp, n_out, dt, err);
-      mem_free(x, tmp, n_in * el);
-      return st;
-    }
+      if ((st = seq_permute(x, outs[1], ins[0], B, (int64_t)n_out / B / H, H, el, false, err))) return st;
+      return be->reduce_scatter(be, g, outs[0], outs[1], n_out, dt, err);
     default: return px_err_set(err, PX_ERR_RUNTIME, "internal: %s is not a collective", px_op_names[o->kind]);
   }
 }
@@ -692,7 +695,12 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, px
   }
   mem_free(x, tmp, shard * gb);
   if (z >= 2) {
-    mem_free(x, x->bucket[in->unit], o->coll_bytes);
+    if (x->plan->par.overlap & PX_OVERLAP_DP) {
+      x->late[x->nlate] = x->bucket[in->unit];
+      x->late_bytes[x->nlate++] = o->coll_bytes;
+    } else {
+      mem_free(x, x->bucket[in->unit], o->coll_bytes);
+    }
     x->bucket[in->unit] = NULL;
   }
   return st;
@@ -880,27 +888,6 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
 
 /* ---- a step ---- */
 
-/* ZeRO-3 with prefetch: the next gather starts before the block it precedes. */
-static px_status prefetch(px_exec *x, int32_t i, px_err *err) {
-  const px_plan *p = x->plan;
-  if (p->par.zero != 3 || !(p->par.overlap & PX_OVERLAP_ZERO)) return PX_OK;
-  for (int32_t j = i + 1; j < x->prog->ninsts; j++) {
-    const px_inst *n = &x->prog->insts[j];
-    if (n->block == PX_BLOCK_PARAM_SYNC) {
-      if (x->done[j] || n->unit == x->prog->insts[i].unit) return PX_OK; /* its own unit: gathered when reached */
-      x->done[j] = true;
-      px_stream s = stream_for(x, PX_BLOCK_PARAM_SYNC);
-      enter_stream(x, s);
-      px_status st = run_param_sync(x, n, px_inst_ops(p, x->prog, n), err);
-      mark_done(x, j, s);
-      enter_stream(x, PX_STREAM_COMPUTE);
-      return st;
-    }
-    if (n->stream == PX_STREAM_COMPUTE) return PX_OK;
-  }
-  return PX_OK;
-}
-
 static px_status zero_grads(px_exec *x, px_err *err) {
   return x->be->zero(x->be, x->grads, x->grads_elems * x->gb, err);
 }
@@ -911,15 +898,10 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   px_status st = zero_grads(x, err);
   x->step = step;
   x->loss_sum = 0;
-  memset(x->done, 0, (size_t)prog->ninsts * sizeof *x->done);
   memset(x->marks, 0, (size_t)prog->ninsts * sizeof *x->marks);
   for (int32_t i = 0; i < prog->ninsts && !st;) {
     const px_inst *in = &prog->insts[i];
     px_block_kind k = (px_block_kind)in->block;
-    if (x->done[i]) {
-      i++;
-      continue;
-    }
     if (in->mb >= 0)
       for (int64_t r = 0; r < par->mbs; r++)
         x->seq_index[r] = px_data_seq_index(step, par->gbs, par->dp, x->dp_rank, par->mbs, in->mb, r);
@@ -939,15 +921,18 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
       case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, px_inst_ops(x->plan, prog, in), err); break;
-      case PX_BLOCK_OPTIMIZER: st = run_optimizer(x, i, err); break;
+      case PX_BLOCK_OPTIMIZER:
+        st = run_optimizer(x, i, err);
+        free_late(x);
+        break;
       default:
-        st = prefetch(x, i, err);
-        if (!st) st = run_block(x, i, 0, err);
+        st = run_block(x, i, 0, err);
         /* ZeRO-3: a unit's gathered parameters serve one block */
         if (!st && par->zero == 3 && in->unit >= 0 && x->gathered[in->unit]) {
           mem_free(x, x->gathered[in->unit], gathered_bytes(x, in->unit));
           x->gathered[in->unit] = NULL;
         }
+        free_late(x);
         break;
     }
     if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
@@ -955,7 +940,6 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
       x->op_time[x->first_op[i]] += now_s() - t0;
     }
     mark_done(x, i, s);
-    x->done[i] = true;
     i++;
   }
   if (!st && x->nt != 0)

@@ -179,6 +179,14 @@ static px_op *coll(bld *b, const dims *d, px_op_kind kind, px_group g, px_phase 
   return o;
 }
 
+/* Marks a TP collective as running along the sequence axis of (B, S, H).
+ * With B > 1 the ranks' shards are not contiguous: the collective goes
+ * through a full-size workspace (out[1]) in rank-major order. */
+static void seq_axis(bld *b, const dims *d, px_op *o) {
+  o->flags |= PX_OPF_SEQ_AXIS;
+  if (d->B > 1) o->out[1] = R(slot_add(b->p, "seq_ws", PX_SLOT_WORKSPACE, d->act, d->B, d->S, d->H, 1), 0);
+}
+
 /* A TP reduction of a row-parallel output: all-reduce in place, or
  * reduce-scatter along the sequence with SP. Returns the reduced ref. */
 static px_ref tp_reduce(bld *b, const dims *d, px_phase ph, px_ref part, px_ref sharded) {
@@ -189,7 +197,7 @@ static px_ref tp_reduce(bld *b, const dims *d, px_phase ph, px_ref part, px_ref 
   }
   px_op *o = coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_TP, ph, part, sharded, d->B * d->S * d->H,
                   d->B * d->Sl * d->H, d->act, d->T);
-  o->flags |= PX_OPF_SEQ_AXIS;
+  seq_axis(b, d, o);
   return sharded;
 }
 
@@ -198,7 +206,7 @@ static px_ref tp_gather(bld *b, const dims *d, px_phase ph, px_ref shard, px_ref
   if (!d->sp) return shard;
   px_op *o = coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H,
                   d->act, d->T);
-  o->flags |= PX_OPF_SEQ_AXIS;
+  seq_axis(b, d, o);
   return full;
 }
 

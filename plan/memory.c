@@ -67,17 +67,6 @@ static int64_t full_grad_bytes(const px_program *prog, const px_unit *u) {
   return (int64_t)prog->ops[u->grad_op].coll_bytes;
 }
 
-/* Bytes of the next ZeRO-3 gather after instance i that is not for i's own unit. */
-static int64_t next_gather_bytes(const px_program *prog, int32_t i) {
-  for (int32_t j = i + 1; j < prog->ninsts; j++) {
-    const px_inst *in = &prog->insts[j];
-    if (in->block == PX_BLOCK_PARAM_SYNC)
-      return in->unit == prog->insts[i].unit ? 0 : gathered_bytes(prog, &prog->units[in->unit]);
-    if (in->stream == PX_STREAM_COMPUTE) return 0;
-  }
-  return 0;
-}
-
 uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)p->par.dp; }
 
 uint64_t px_plan_reserve_bytes(uint64_t peak) { return peak + peak / 64 + ((uint64_t)16 << 20); }
@@ -117,8 +106,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       free(gathered), free(bucket);
       return PX_ERR_RUNTIME;
     }
-    int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0;
-    bool prefetch = p->par.zero == 3 && (p->par.overlap & PX_OVERLAP_ZERO);
+    int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0, late = 0;
     int64_t best_at[PX_MEM_COUNT] = {0};
     for (int32_t i = 0; i < prog->ninsts; i++) {
       const px_inst *in = &prog->insts[i];
@@ -147,12 +135,9 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
           mp->peak_mbs_in_flight = (int32_t)inflight;
         }
       }
-      /* A prefetched ZeRO-3 gather is live during the block before its own. */
-      int64_t ahead = in->stream == PX_STREAM_COMPUTE && prefetch ? next_gather_bytes(prog, i) : 0;
-      if (total + b->peak + ahead > best) {
-        best = total + b->peak + ahead;
+      if (total + b->peak > best) {
+        best = total + b->peak;
         for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c] + b->at_peak[c];
-        best_at[PX_MEM_BUFFERS] += ahead;
         mp->peak_inst = i;
         mp->peak_mbs_in_flight = (int32_t)inflight;
       }
@@ -169,9 +154,15 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
         gathered[in->unit] = false;
       }
       if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 2 && bucket[in->unit]) {
-        cur[PX_MEM_BUFFERS] -= full_grad_bytes(prog, u);
-        total -= full_grad_bytes(prog, u);
+        late += full_grad_bytes(prog, u);
         bucket[in->unit] = false;
+      }
+      /* An overlapped reduction reads its bucket while the next compute block
+       * runs: the bucket is freed after that block (at once without overlap). */
+      if (in->stream == PX_STREAM_COMPUTE || !(p->par.overlap & PX_OVERLAP_DP)) {
+        cur[PX_MEM_BUFFERS] -= late;
+        total -= late;
+        late = 0;
       }
     }
     free(gathered);

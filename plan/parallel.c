@@ -18,6 +18,7 @@ PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
+  p->prefetch = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -38,6 +39,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
   if (p->overlap < 0) p->overlap = PX_OVERLAP_DEFAULT;
+  if (p->prefetch < 0) p->prefetch = 1;
 }
 
 /* "1, 2, 4, 8" : the divisors of n that are at most limit. */
@@ -131,6 +133,7 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
       p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT || p->gelu < 0 ||
       p->gelu >= PX_GELU_COUNT)
     return px_err_set(err, PX_ERR_INPUT, "schedule, recompute, precision, attention or gelu is not set");
+  if (p->prefetch < 0 || p->prefetch > 64) return px_err_set(err, PX_ERR_INPUT, "--prefetch must be 0 to 64 units");
   if (p->precision != PX_PREC_FP32 && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
                       px_precision_names[p->precision]);
@@ -195,6 +198,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "gbs", false, 1, (int64_t)1 << 40, &p->gbs, err));
   TRY(px_json_int(&c, obj, "seq", false, 1, (int64_t)1 << 24, &p->seq, err));
   TRY(px_json_int(&c, obj, "vpp", false, 1, 1 << 16, &p->vpp, err));
+  TRY(px_json_int(&c, obj, "prefetch", false, 0, 64, &p->prefetch, err));
   TRY(px_json_enum(&c, obj, "schedule", false, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err));
   TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
@@ -225,6 +229,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "gbs", (double)p->gbs);
   px_json_add_num(o, "seq", (double)p->seq);
   px_json_add_num(o, "vpp", (double)p->vpp);
+  if (p->prefetch >= 0) px_json_add_num(o, "prefetch", (double)p->prefetch);
   if (p->schedule >= 0) cJSON_AddStringToObject(o, "schedule", px_schedule_names[p->schedule]);
   if (p->recompute >= 0) cJSON_AddStringToObject(o, "recompute", px_recompute_names[p->recompute]);
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);

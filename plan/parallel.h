@@ -57,6 +57,8 @@ typedef struct {
   int gelu;          /* px_gelu_mode, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
   int overlap;       /* PX_OVERLAP_* bits, -1 unset */
+  int64_t prefetch;  /* ZeRO-3: units whose gathers are issued ahead of the one in use (FSDP's in-flight
+                        all-gathers less one; 0 none), -1 unset (1) */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);

@@ -266,10 +266,22 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
 
 /* ---- programs ---- */
 
+/* A compute block of a schedule entry: its kind, parameter group, layer,
+ * micro-batch and chunk. */
+typedef struct {
+  px_block_kind kind;
+  int64_t gid, layer;
+  int32_t mb, chunk;
+} blk_ref;
+
 typedef struct {
   px_plan *p;
   int64_t stage;
   inst_list il;
+  blk_ref *blocks;        /* (L + 2) scratch: the blocks of one entry */
+  blk_ref *seq;           /* ZeRO-3: every compute block of the stage in emission order (nseq) */
+  int64_t nseq, cursor;   /* ... and the index of the next one emitted */
+  int64_t issued;         /* ZeRO-3: gathers issued for seq[0 .. issued) */
   int32_t *unit_of_group; /* (L + 2), by group id + 1 */
   int32_t *gathered;      /* ZeRO-3: per unit, the pending gather instance */
   int32_t last_compute;   /* last compute instance emitted */
@@ -277,58 +289,56 @@ typedef struct {
   int32_t *param_sync;    /* ZeRO-1/2 with overlap: per unit, the step-start gather */
   bool *unit_fwd_seen;    /* ZeRO-1/2 with overlap: unit's first forward already waits */
   int32_t *last_bwd_k;    /* per unit x mb (ZeRO-2/3) or unit (ZeRO-0/1): last schedule entry writing it */
-  int32_t pending_sync[64];
-  int npending;
+  int32_t *pending_sync;  /* (nunits) reductions waiting to be emitted (without DP overlap) */
+  int32_t npending;
   int32_t emb_unit; /* the unit holding this stage's tied-embedding copy, -1 none */
-  int32_t *entry_last; /* per unit: the last block of the current entry writing it, -1 none */
-  int32_t entry_last_n;
   int32_t batch_lo, batch_hi; /* a p2p batch [lo, hi) the next compute block waits for, whole */
 } emitter;
 
 static int32_t unit_of(const emitter *e, int64_t gid) { return e->unit_of_group[gid + 1]; }
 
+/* ZeRO-3: before the compute block seq[cursor], the parameter gathers of
+ * the blocks up to `prefetch` ahead of it, in the order they are used, each
+ * issued once the block before is done (so it runs behind the ones between,
+ * as FSDP's backward prefetch and its limit on in-flight all-gathers do).
+ * A unit has one gather outstanding at a time: its next waits for the use. */
+static void zero3_gathers(emitter *e) {
+  px_plan *p = e->p;
+  int64_t ahead = (p->par.overlap & PX_OVERLAP_ZERO) ? p->par.prefetch : 0;
+  while (e->issued < e->nseq && e->issued <= e->cursor + ahead) {
+    const blk_ref *b = &e->seq[e->issued];
+    int32_t u = unit_of(e, b->gid);
+    if (e->gathered[u] >= 0) break;
+    int32_t idx = inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
+    if (idx < 0) return;
+    dep_push(&e->il, e->last_compute);
+    e->gathered[u] = idx;
+    e->issued++;
+  }
+}
+
 /* A compute block; waits for the given instance (a receive) and, with
  * ZeRO-3, for its unit's gather issued before it. */
-static int32_t compute(emitter *e, px_block_kind b, px_phase ph, int32_t mb, int64_t layer, int32_t chunk, int64_t gid,
-                       int32_t wait) {
+static int32_t compute(emitter *e, const blk_ref *b, px_phase ph, int32_t wait) {
   px_plan *p = e->p;
-  int32_t u = gid == -2 ? -1 : unit_of(e, gid);
-  int32_t idx = inst_push(&e->il, b, PX_STREAM_COMPUTE, ph, mb, (int32_t)layer, chunk, u);
+  int32_t u = unit_of(e, b->gid);
+  if (p->par.zero == 3) zero3_gathers(e);
+  e->cursor++;
+  int32_t idx = inst_push(&e->il, b->kind, PX_STREAM_COMPUTE, ph, b->mb, (int32_t)b->layer, b->chunk, u);
   if (idx < 0) return -1;
   dep_push(&e->il, wait);
   for (int32_t i = e->batch_lo; i < e->batch_hi; i++) dep_push(&e->il, i);
   e->batch_lo = e->batch_hi = 0;
-  if (u >= 0 && p->par.zero == 3) {
+  if (p->par.zero == 3) {
     dep_push(&e->il, e->gathered[u]);
     e->gathered[u] = -1;
   }
-  if (u >= 0 && p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO) && !e->unit_fwd_seen[u]) {
+  if (p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO) && !e->unit_fwd_seen[u]) {
     dep_push(&e->il, e->param_sync[u]);
     e->unit_fwd_seen[u] = true;
   }
   e->last_compute = idx;
   return idx;
-}
-
-/* ZeRO-3: gathers a unit's parameters before a compute block that needs them.
- * With prefetch the gather may run during the previous block. */
-static void zero3_gather(emitter *e, int64_t gid, int32_t mb, int32_t chunk) {
-  px_plan *p = e->p;
-  if (p->par.zero != 3) return;
-  int32_t u = unit_of(e, gid);
-  int32_t before = e->last_compute;
-  int32_t idx = inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, mb, (int32_t)gid, chunk, u);
-  if (idx < 0) return;
-  /* Without prefetch it waits for the block before; with it, for the one
-   * before that, so it runs during the previous block. */
-  int32_t wait = before;
-  if ((p->par.overlap & PX_OVERLAP_ZERO) && before >= 0) {
-    wait = -1;
-    for (int32_t i = before - 1; i >= 0 && wait < 0; i--)
-      if (e->il.v[i].stream == PX_STREAM_COMPUTE) wait = i;
-  }
-  dep_push(&e->il, wait);
-  e->gathered[u] = idx;
 }
 
 /* Data-parallel gradient reduction of a unit. */
@@ -348,41 +358,21 @@ static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
   return idx;
 }
 
-/* Records that compute block idx of schedule entry k wrote unit u's gradients. */
-static void wrote(emitter *e, int32_t u, int32_t idx) {
-  if (u >= 0) e->entry_last[u] = idx;
-}
-
-/* After schedule entry k: reduce every unit whose last writer was in this
- * entry, each after its last writing block, earliest first. */
-static void sync_after_entry(emitter *e, int32_t k, int32_t mb) {
+/* Unit u's gradients are complete for schedule entry k (micro-batch mb),
+ * last written by instance idx. If no later entry writes them before their
+ * reduction (per micro-batch with ZeRO-2/3, per step otherwise), they are
+ * reduced now: overlapped, right after that block on the DP stream, as
+ * DDP's buckets and ZeRO's reduce-scatters are; otherwise queued until the
+ * entry (ZeRO-2/3) or the backward (ZeRO-0/1) ends. */
+static void unit_done(emitter *e, int32_t u, int32_t k, int32_t mb, int32_t idx) {
   px_plan *p = e->p;
   bool per_mb = p->par.zero >= 2;
-  int32_t nu = (int32_t)(e->entry_last_n);
-  for (;;) {
-    int32_t best = -1;
-    for (int32_t u = 0; u < nu; u++) {
-      if (e->entry_last[u] < 0) continue;
-      int32_t last = per_mb ? e->last_bwd_k[u * p->microbatches + mb] : e->last_bwd_k[u];
-      if (last != k) {
-        e->entry_last[u] = -1;
-        continue;
-      }
-      if (best < 0 || e->entry_last[u] < e->entry_last[best]) best = u;
-    }
-    if (best < 0) return;
-    if (best == e->emb_unit) { /* reduced at the end of the step, see emit_program */
-      e->entry_last[best] = -1;
-      continue;
-    }
-    if (!(p->par.overlap & PX_OVERLAP_DP)) {
-      /* exposed: after the whole entry (ZeRO-2/3) or the whole backward (ZeRO-0/1) */
-      if (e->npending < (int)(sizeof e->pending_sync / sizeof e->pending_sync[0])) e->pending_sync[e->npending++] = best;
-    } else {
-      grad_sync(e, best, per_mb ? mb : -1, e->entry_last[best]);
-    }
-    e->entry_last[best] = -1;
-  }
+  int32_t last = per_mb ? e->last_bwd_k[u * p->microbatches + mb] : e->last_bwd_k[u];
+  if (last != k || u == e->emb_unit) return; /* the tied unit is reduced at the end of the step, see emit_program */
+  if (p->par.overlap & PX_OVERLAP_DP)
+    grad_sync(e, u, per_mb ? mb : -1, idx);
+  else
+    e->pending_sync[e->npending++] = u;
 }
 
 /* Emits the pending (non-overlapped) reductions, the compute stream waiting for them. */
@@ -394,52 +384,43 @@ static void flush_syncs(emitter *e, int32_t mb) {
   if (last >= 0) e->last_compute = last; /* the next compute block waits for it */
 }
 
+/* The compute blocks of schedule entry u, in order: forward the embedding,
+ * the layers, the head; backward the head, the layers last to first, the
+ * embedding (whichever of them the entry's chunk holds). */
+static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *out) {
+  int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers;
+  int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
+  int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
+  int k = 0;
+  if (!u.bwd) {
+    if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_FWD, egid, first, u.mb, u.chunk};
+    for (int64_t l = first; l < first + n; l++) out[k++] = (blk_ref){PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
+    if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_FWD, L, L, u.mb, u.chunk};
+  } else {
+    if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_BWD, L, L, u.mb, u.chunk};
+    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD, l, l, u.mb, u.chunk};
+    if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_BWD, egid, first, u.mb, u.chunk};
+  }
+  return k;
+}
+
 /* The compute blocks of one schedule entry (with ZeRO-3 gathers and
- * gradient reductions around them); the first waits for `wait`. */
+ * gradient reductions around them); the first waits for `wait`. In the
+ * backward each unit is reduced as soon as the last of its blocks in the
+ * entry is done. */
 static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t wait) {
   px_plan *p = e->p;
-  int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, s = e->stage;
   sched_unit u = sched[k];
-  int64_t vs = u.chunk * pp + s;
-  int64_t first = p->vstage_first[vs], n = p->vstage_layers[vs];
-  int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
-  if (!u.bwd) {
-    if (vs == 0) {
-      zero3_gather(e, egid, u.mb, u.chunk);
-      compute(e, PX_BLOCK_EMBED_FWD, PX_PHASE_FWD, u.mb, first, u.chunk, egid, wait);
-      wait = -1;
-    }
-    for (int64_t l = first; l < first + n; l++) {
-      zero3_gather(e, l, u.mb, u.chunk);
-      compute(e, PX_BLOCK_LAYER_FWD, PX_PHASE_FWD, u.mb, l, u.chunk, l, wait);
-      wait = -1;
-    }
-    if (vs == V - 1) {
-      zero3_gather(e, L, u.mb, u.chunk);
-      compute(e, PX_BLOCK_HEAD_FWD, PX_PHASE_FWD, u.mb, L, u.chunk, L, wait);
-    }
-    return;
+  int nb = entry_blocks(p, e->stage, u, e->blocks);
+  for (int i = 0; i < nb; i++) {
+    int32_t idx = compute(e, &e->blocks[i], u.bwd ? PX_PHASE_BWD : PX_PHASE_FWD, i == 0 ? wait : -1);
+    if (!u.bwd) continue;
+    int32_t unit = unit_of(e, e->blocks[i].gid);
+    bool later = false;
+    for (int j = i + 1; j < nb && !later; j++) later = unit_of(e, e->blocks[j].gid) == unit;
+    if (!later) unit_done(e, unit, (int32_t)k, u.mb, idx);
   }
-  int32_t idx;
-  if (vs == V - 1) {
-    zero3_gather(e, L, u.mb, u.chunk);
-    idx = compute(e, PX_BLOCK_HEAD_BWD, PX_PHASE_BWD, u.mb, L, u.chunk, L, wait);
-    wait = -1;
-    wrote(e, unit_of(e, L), idx);
-  }
-  for (int64_t l = first + n - 1; l >= first; l--) {
-    zero3_gather(e, l, u.mb, u.chunk);
-    idx = compute(e, PX_BLOCK_LAYER_BWD, PX_PHASE_BWD, u.mb, l, u.chunk, l, wait);
-    wait = -1;
-    wrote(e, unit_of(e, l), idx);
-  }
-  if (vs == 0) {
-    zero3_gather(e, egid, u.mb, u.chunk);
-    idx = compute(e, PX_BLOCK_EMBED_BWD, PX_PHASE_BWD, u.mb, first, u.chunk, egid, wait);
-    wrote(e, unit_of(e, egid), idx);
-  }
-  sync_after_entry(e, (int32_t)k, u.mb);
-  if (p->par.zero >= 2) flush_syncs(e, u.mb);
+  if (u.bwd && p->par.zero >= 2) flush_syncs(e, u.mb);
 }
 
 static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
@@ -457,13 +438,14 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   e.param_sync = px_calloc((size_t)nu, sizeof *e.param_sync, err);
   e.unit_fwd_seen = px_calloc((size_t)nu, sizeof *e.unit_fwd_seen, err);
   e.last_bwd_k = px_calloc((size_t)nu * (size_t)m, sizeof *e.last_bwd_k, err);
-  e.entry_last = px_calloc((size_t)nu, sizeof *e.entry_last, err);
-  e.entry_last_n = nu;
-  if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.entry_last) {
+  e.pending_sync = px_calloc((size_t)nu, sizeof *e.pending_sync, err);
+  e.blocks = px_calloc((size_t)L + 2, sizeof *e.blocks, err);
+  if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.pending_sync ||
+      !e.blocks) {
     st = PX_ERR_RUNTIME;
     goto done;
   }
-  for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = e.entry_last[u] = -1;
+  for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = -1;
   e.emb_unit = -1;
   if (p->model.tied_embeddings && pp > 1 && (prog->has_embed || prog->has_head))
     e.emb_unit = unit_of(&e, prog->has_embed ? -1 : L);
@@ -481,6 +463,16 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
       else
         e.last_bwd_k[u] = (int32_t)k;
     }
+  }
+  /* ZeRO-3: every compute block in emission order, for the gathers issued ahead of them */
+  if (p->par.zero == 3) {
+    for (int64_t k = 0; k < ns; k++) e.nseq += entry_blocks(p, s, sched[k], e.blocks);
+    e.seq = px_calloc((size_t)e.nseq + 1, sizeof *e.seq, err);
+    if (!e.seq) {
+      st = PX_ERR_RUNTIME;
+      goto done;
+    }
+    for (int64_t k = 0, n = 0; k < ns; k++) n += entry_blocks(p, s, sched[k], e.seq + n);
   }
   /* ZeRO-1/2, overlapped: the previous step's parameter all-gather runs at the start. */
   if (p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO))
@@ -574,7 +566,9 @@ done:
   free(e.param_sync);
   free(e.unit_fwd_seen);
   free(e.last_bwd_k);
-  free(e.entry_last);
+  free(e.pending_sync);
+  free(e.blocks);
+  free(e.seq);
   free(e.il.v);
   free(e.il.deps);
   return st;

@@ -3,7 +3,8 @@
 # {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3, SP on and off, every schedule and
 # recompute mode, both attention kernels and both GELU forms, on the Llama-shaped and the
 # GPT-2-shaped tiny models. Every run's losses and first-step gradients must
-# equal the single-rank run's within a relative error of 1e-5.
+# equal the single-rank run's within a relative error of 1e-5, and every
+# rank's allocated peak must be the plan's prediction for its stage.
 set -u
 px=$1
 cmp=$(dirname "$px")/tests/px_gradcmp
@@ -52,7 +53,8 @@ for model in tiny tiny-gpt; do
           got=$(losses "$tmp/out.json")
           close "$ref" "$got" 1e-5 || fail "$model ${flags[*]}: losses $got, single rank $ref"
           "$cmp" "$tmp/ref-$model.bin" "$tmp/g.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
-          grep -q '"peak_bytes":' "$tmp/out.json" || fail "$model ${flags[*]}: no peak_bytes"
+          jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/out.json" >/dev/null ||
+            fail "$model ${flags[*]}: measured peak is not the plan's: $(jq -c .stages "$tmp/out.json")"
           echo "ok: $model ${flags[*]}: $(cat "$tmp/cmp.txt")"
         done
       done
