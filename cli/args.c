@@ -232,14 +232,7 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
     pf = px_calloc(1, sizeof *pf, err);
     if (!pf) return PX_ERR_RUNTIME;
     if ((st = px_planfile_load(a->plan_file, pf, err))) goto done;
-    /* Flags override the file field by field. */
-    px_parallel *fp = &pf->par, *p = &a->par;
-#define TAKE(f, unset) \
-  if (p->f == (unset)) p->f = fp->f
-    TAKE(tp, 0); TAKE(pp, 0); TAKE(dp, 0); TAKE(zero, -1); TAKE(sp, -1); TAKE(mbs, 0); TAKE(gbs, 0);
-    TAKE(seq, 0); TAKE(schedule, -1); TAKE(vpp, 0); TAKE(recompute, -1); TAKE(precision, -1); TAKE(attention, -1); TAKE(gelu, -1);
-    TAKE(bucket_bytes, 0u); TAKE(overlap, -1);
-#undef TAKE
+    px_parallel_fill_unset(&a->par, &pf->par); /* flags override the file field by field */
   }
   if (m) {
     if (a->model) {

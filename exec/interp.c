@@ -927,8 +927,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
         break;
       default:
         st = run_block(x, i, 0, err);
-        /* ZeRO-3: a unit's gathered parameters serve one block */
-        if (!st && par->zero == 3 && in->unit >= 0 && x->gathered[in->unit]) {
+        /* ZeRO-3: the block after which the unit's gathered parameters go */
+        if (!st && (in->flags & PX_INSTF_RESHARD) && x->gathered[in->unit]) {
           mem_free(x, x->gathered[in->unit], gathered_bytes(x, in->unit));
           x->gathered[in->unit] = NULL;
         }

@@ -223,7 +223,12 @@ typedef struct {
   int32_t peer;    /* send/recv: index of the matching instance in the peer stage's program */
   int32_t dep_start, ndeps; /* instances (same stage) this one waits for, in program->deps */
   int32_t ops;     /* the instance's own sized ops in program->ops (as many as its block has), -1: the block's */
+  uint8_t flags;   /* PX_INSTF_* */
 } px_inst;
+
+enum {
+  PX_INSTF_RESHARD = 1 << 0, /* ZeRO-3: the unit's gathered parameters are freed after this block */
+};
 
 /* Parameter units: the granularity of DP reduction, ZeRO sharding and
  * ZeRO-3 gathering. A unit is a contiguous range of the stage's flat

@@ -148,7 +148,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
         mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
       if (in->block == PX_BLOCK_LAYER_BWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight--;
-      if (in->stream == PX_STREAM_COMPUTE && u && p->par.zero == 3 && gathered[in->unit]) {
+      if ((in->flags & PX_INSTF_RESHARD) && gathered[in->unit]) {
         cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, u);
         total -= gathered_bytes(prog, u);
         gathered[in->unit] = false;

@@ -12,6 +12,8 @@ PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
+PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
+PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
@@ -19,6 +21,7 @@ void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
   p->prefetch = -1;
+  p->reshard = p->grad_accum = p->main_grad = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -40,7 +43,22 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
   if (p->overlap < 0) p->overlap = PX_OVERLAP_DEFAULT;
   if (p->prefetch < 0) p->prefetch = 1;
+  if (p->reshard < 0) p->reshard = 1;
+  if (p->grad_accum < 0) p->grad_accum = p->zero >= 2 ? PX_ACCUM_SHARDED : PX_ACCUM_FULL;
+  if (p->main_grad < 0) p->main_grad = PX_MAIN_GRAD_PARAM;
 }
+
+void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
+#define TAKE(f, unset) \
+  if (p->f == (unset)) p->f = from->f;
+  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
+  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
+  TAKE(main_grad, -1)
+#undef TAKE
+}
+
+bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p->grad_accum == PX_ACCUM_SHARDED; }
 
 /* "1, 2, 4, 8" : the divisors of n that are at most limit. */
 static void divisor_hint(int64_t n, int64_t limit, char *buf, size_t cap) {
@@ -134,6 +152,17 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
       p->gelu >= PX_GELU_COUNT)
     return px_err_set(err, PX_ERR_INPUT, "schedule, recompute, precision, attention or gelu is not set");
   if (p->prefetch < 0 || p->prefetch > 64) return px_err_set(err, PX_ERR_INPUT, "--prefetch must be 0 to 64 units");
+  if (p->reshard < 0 || p->reshard > 1 || p->grad_accum < 0 || p->grad_accum >= PX_ACCUM_COUNT || p->main_grad < 0 ||
+      p->main_grad >= PX_MAIN_GRAD_COUNT)
+    return px_err_set(err, PX_ERR_INPUT, "reshard, grad-accum or main-grad is not set");
+  if (!p->reshard && p->zero != 3)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--no-reshard-after-forward keeps ZeRO-3's gathered parameters; ZeRO-%d has none (hint: --zero 3)",
+                      p->zero);
+  if (p->grad_accum == PX_ACCUM_SHARDED && p->zero < 2)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--grad-accum sharded needs ZeRO-2 or 3: ZeRO-%d keeps the full gradient (hint: --grad-accum full)",
+                      p->zero);
   if (p->precision != PX_PREC_FP32 && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
                       px_precision_names[p->precision]);
@@ -199,6 +228,13 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "seq", false, 1, (int64_t)1 << 24, &p->seq, err));
   TRY(px_json_int(&c, obj, "vpp", false, 1, 1 << 16, &p->vpp, err));
   TRY(px_json_int(&c, obj, "prefetch", false, 0, 64, &p->prefetch, err));
+  if (cJSON_GetObjectItemCaseSensitive(obj, "reshard_after_forward")) {
+    bool r = true;
+    TRY(px_json_bool(&c, obj, "reshard_after_forward", true, &r, err));
+    p->reshard = r;
+  }
+  TRY(px_json_enum(&c, obj, "grad_accum", false, px_grad_accum_names, PX_ACCUM_COUNT, &p->grad_accum, err));
+  TRY(px_json_enum(&c, obj, "main_grad", false, px_main_grad_names, PX_MAIN_GRAD_COUNT, &p->main_grad, err));
   TRY(px_json_enum(&c, obj, "schedule", false, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err));
   TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
@@ -230,6 +266,9 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "seq", (double)p->seq);
   px_json_add_num(o, "vpp", (double)p->vpp);
   if (p->prefetch >= 0) px_json_add_num(o, "prefetch", (double)p->prefetch);
+  if (p->reshard >= 0) cJSON_AddBoolToObject(o, "reshard_after_forward", p->reshard > 0);
+  if (p->grad_accum >= 0) cJSON_AddStringToObject(o, "grad_accum", px_grad_accum_names[p->grad_accum]);
+  if (p->main_grad >= 0) cJSON_AddStringToObject(o, "main_grad", px_main_grad_names[p->main_grad]);
   if (p->schedule >= 0) cJSON_AddStringToObject(o, "schedule", px_schedule_names[p->schedule]);
   if (p->recompute >= 0) cJSON_AddStringToObject(o, "recompute", px_recompute_names[p->recompute]);
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);

@@ -24,12 +24,23 @@ typedef enum { PX_ATTN_FLASH, PX_ATTN_UNFUSED, PX_ATTN_COUNT } px_attention;
  * fc2's data gradient is multiplied by gelu'), saving a pass over the
  * (B, S, F/tp) tensor each way. */
 typedef enum { PX_GELU_SEPARATE, PX_GELU_FUSED, PX_GELU_COUNT } px_gelu_mode;
+/* Gradient accumulation over micro-batches with ZeRO-2/3: reduce-scatter every
+ * micro-batch into the sharded accumulator (DeepSpeed), or keep the full
+ * gradient and reduce once a step (FSDP no_sync, Megatron's distributed
+ * optimizer). ZeRO-0/1 always keep the full gradient. */
+typedef enum { PX_ACCUM_SHARDED, PX_ACCUM_FULL, PX_ACCUM_COUNT } px_grad_accum;
+/* The gradient buffer with 16-bit training: in the parameters' dtype
+ * (DeepSpeed, 16 bytes a parameter with Adam) or fp32 (Megatron-LM's
+ * main_grad, 18 bytes). */
+typedef enum { PX_MAIN_GRAD_PARAM, PX_MAIN_GRAD_FP32, PX_MAIN_GRAD_COUNT } px_main_grad;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
 extern const char *const px_precision_names[PX_PREC_COUNT];
 extern const char *const px_attention_names[PX_ATTN_COUNT];
 extern const char *const px_gelu_names[PX_GELU_COUNT];
+extern const char *const px_grad_accum_names[PX_ACCUM_COUNT];
+extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -59,6 +70,10 @@ typedef struct {
   int overlap;       /* PX_OVERLAP_* bits, -1 unset */
   int64_t prefetch;  /* ZeRO-3: units whose gathers are issued ahead of the one in use (FSDP's in-flight
                         all-gathers less one; 0 none), -1 unset (1) */
+  int reshard;       /* ZeRO-3: free gathered parameters after the forward and gather again for the
+                        backward (1, FSDP's reshard_after_forward) or keep them (0, SHARD_GRAD_OP), -1 unset */
+  int grad_accum;    /* px_grad_accum, -1 unset (sharded with ZeRO-2/3, full otherwise) */
+  int main_grad;     /* px_main_grad, -1 unset (param) */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);
@@ -67,6 +82,12 @@ void px_parallel_unset(px_parallel *p);
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c);
 /* Refuses impossible combinations with the reason and a hint. */
 px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err);
+
+/* Sets every unset field of p to from's (flags over a plan file's choices). */
+void px_parallel_fill_unset(px_parallel *p, const px_parallel *from);
+
+/* Whether gradients are reduced every micro-batch (ZeRO-2/3, sharded accumulation). */
+bool px_parallel_reduce_per_mb(const px_parallel *p);
 
 /* Micro-batches per DP rank per step. */
 int64_t px_parallel_microbatches(const px_parallel *p);

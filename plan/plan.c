@@ -153,7 +153,7 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
   bool mixed = par->precision != PX_PREC_FP32;
   p->act_dtype = px_parallel_compute_dtype(par);
   p->param_dtype = p->act_dtype;
-  p->grad_dtype = p->act_dtype;
+  p->grad_dtype = mixed && par->main_grad == PX_MAIN_GRAD_FP32 ? PX_DTYPE_FP32 : p->act_dtype;
   /* Adam: fp32 momentum and variance, plus an fp32 master copy with mixed precision. */
   p->optimizer_bytes_per_param = mixed ? 12 : 8;
   p->params_total = px_model_param_count(m);

@@ -280,6 +280,9 @@ typedef struct {
   inst_list il;
   blk_ref *blocks;        /* (L + 2) scratch: the blocks of one entry */
   blk_ref *seq;           /* ZeRO-3: every compute block of the stage in emission order (nseq) */
+  bool *seq_gather;       /* (nseq) the block's unit must be gathered for it (it is not resident) */
+  bool *seq_reshard;      /* (nseq) the unit's gathered parameters are freed after the block */
+  int64_t *seq_after;     /* (nseq) the block before it that frees its unit, -1 none */
   int64_t nseq, cursor;   /* ... and the index of the next one emitted */
   int64_t issued;         /* ZeRO-3: gathers issued for seq[0 .. issued) */
   int32_t *unit_of_group; /* (L + 2), by group id + 1 */
@@ -290,6 +293,7 @@ typedef struct {
   bool *unit_fwd_seen;    /* ZeRO-1/2 with overlap: unit's first forward already waits */
   int32_t *last_bwd_k;    /* per unit x mb (ZeRO-2/3) or unit (ZeRO-0/1): last schedule entry writing it */
   int32_t *pending_sync;  /* (nunits) reductions waiting to be emitted (without DP overlap) */
+  int32_t nunits;
   int32_t npending;
   int32_t emb_unit; /* the unit holding this stage's tied-embedding copy, -1 none */
   int32_t batch_lo, batch_hi; /* a p2p batch [lo, hi) the next compute block waits for, whole */
@@ -308,7 +312,12 @@ static void zero3_gathers(emitter *e) {
   while (e->issued < e->nseq && e->issued <= e->cursor + ahead) {
     const blk_ref *b = &e->seq[e->issued];
     int32_t u = unit_of(e, b->gid);
-    if (e->gathered[u] >= 0) break;
+    if (!e->seq_gather[e->issued]) { /* resident since an earlier block's gather */
+      e->issued++;
+      continue;
+    }
+    /* one copy of a unit at a time: not before the last user of the previous one */
+    if (e->gathered[u] >= 0 || e->seq_after[e->issued] >= e->cursor) break;
     int32_t idx = inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
     if (idx < 0) return;
     dep_push(&e->il, e->last_compute);
@@ -323,15 +332,18 @@ static int32_t compute(emitter *e, const blk_ref *b, px_phase ph, int32_t wait) 
   px_plan *p = e->p;
   int32_t u = unit_of(e, b->gid);
   if (p->par.zero == 3) zero3_gathers(e);
-  e->cursor++;
+  int64_t x = e->cursor++;
   int32_t idx = inst_push(&e->il, b->kind, PX_STREAM_COMPUTE, ph, b->mb, (int32_t)b->layer, b->chunk, u);
   if (idx < 0) return -1;
   dep_push(&e->il, wait);
   for (int32_t i = e->batch_lo; i < e->batch_hi; i++) dep_push(&e->il, i);
   e->batch_lo = e->batch_hi = 0;
   if (p->par.zero == 3) {
-    dep_push(&e->il, e->gathered[u]);
-    e->gathered[u] = -1;
+    if (e->seq_gather[x]) {
+      dep_push(&e->il, e->gathered[u]);
+      e->gathered[u] = -1;
+    }
+    if (e->seq_reshard[x]) e->il.v[idx].flags |= PX_INSTF_RESHARD;
   }
   if (p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO) && !e->unit_fwd_seen[u]) {
     dep_push(&e->il, e->param_sync[u]);
@@ -366,7 +378,7 @@ static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
  * entry (ZeRO-2/3) or the backward (ZeRO-0/1) ends. */
 static void unit_done(emitter *e, int32_t u, int32_t k, int32_t mb, int32_t idx) {
   px_plan *p = e->p;
-  bool per_mb = p->par.zero >= 2;
+  bool per_mb = px_parallel_reduce_per_mb(&p->par);
   int32_t last = per_mb ? e->last_bwd_k[u * p->microbatches + mb] : e->last_bwd_k[u];
   if (last != k || u == e->emb_unit) return; /* the tied unit is reduced at the end of the step, see emit_program */
   if (p->par.overlap & PX_OVERLAP_DP)
@@ -379,7 +391,7 @@ static void unit_done(emitter *e, int32_t u, int32_t k, int32_t mb, int32_t idx)
 static void flush_syncs(emitter *e, int32_t mb) {
   int32_t last = -1;
   for (int i = 0; i < e->npending; i++)
-    last = grad_sync(e, e->pending_sync[i], e->p->par.zero >= 2 ? mb : -1, e->last_compute);
+    last = grad_sync(e, e->pending_sync[i], px_parallel_reduce_per_mb(&e->p->par) ? mb : -1, e->last_compute);
   e->npending = 0;
   if (last >= 0) e->last_compute = last; /* the next compute block waits for it */
 }
@@ -420,7 +432,39 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
     for (int j = i + 1; j < nb && !later; j++) later = unit_of(e, e->blocks[j].gid) == unit;
     if (!later) unit_done(e, unit, (int32_t)k, u.mb, idx);
   }
-  if (u.bwd && p->par.zero >= 2) flush_syncs(e, u.mb);
+  if (u.bwd && px_parallel_reduce_per_mb(&p->par)) flush_syncs(e, u.mb);
+}
+
+/* ZeRO-3: which blocks of the stage gather their unit, and after which its
+ * gathered parameters are freed. Resharding after the forward, every block
+ * gathers and frees; without it (FSDP's SHARD_GRAD_OP), a unit gathered for
+ * a forward stays until the backwards of every micro-batch in flight on it
+ * are done. */
+static px_status zero3_residency(emitter *e, px_err *err) {
+  int32_t nu = e->nunits;
+  int64_t *users = px_calloc((size_t)nu, sizeof *users, err), *last_free = px_calloc((size_t)nu, sizeof *last_free, err);
+  bool *resident = px_calloc((size_t)nu, sizeof *resident, err);
+  e->seq_gather = px_calloc((size_t)e->nseq + 1, sizeof *e->seq_gather, err);
+  e->seq_reshard = px_calloc((size_t)e->nseq + 1, sizeof *e->seq_reshard, err);
+  e->seq_after = px_calloc((size_t)e->nseq + 1, sizeof *e->seq_after, err);
+  px_status st = users && last_free && resident && e->seq_gather && e->seq_reshard && e->seq_after ? PX_OK : PX_ERR_RUNTIME;
+  for (int32_t u = 0; !st && u < nu; u++) last_free[u] = -1;
+  for (int64_t x = 0; !st && x < e->nseq; x++) {
+    const blk_ref *b = &e->seq[x];
+    int32_t u = unit_of(e, b->gid);
+    bool bwd = b->kind == PX_BLOCK_LAYER_BWD || b->kind == PX_BLOCK_HEAD_BWD || b->kind == PX_BLOCK_EMBED_BWD;
+    e->seq_gather[x] = !resident[u];
+    e->seq_after[x] = last_free[u];
+    resident[u] = true;
+    users[u] += bwd ? -1 : 1;
+    if (e->p->par.reshard || (bwd && users[u] == 0)) {
+      e->seq_reshard[x] = true;
+      resident[u] = false;
+      last_free[u] = x;
+    }
+  }
+  free(users), free(last_free), free(resident);
+  return st;
 }
 
 static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
@@ -433,6 +477,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   px_status st = PX_OK;
   if (!e.unit_of_group || (st = layout_params(p, s, prog, e.unit_of_group, err))) goto done;
   int32_t nu = prog->nunits;
+  e.nunits = nu;
   e.gathered = px_calloc((size_t)nu, sizeof *e.gathered, err);
   e.grad_sync_last = px_calloc((size_t)nu, sizeof *e.grad_sync_last, err);
   e.param_sync = px_calloc((size_t)nu, sizeof *e.param_sync, err);
@@ -458,7 +503,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
     int64_t hi = vs == V - 1 ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
     for (int64_t gid = lo; gid <= hi; gid++) {
       int32_t u = unit_of(&e, gid);
-      if (p->par.zero >= 2)
+      if (px_parallel_reduce_per_mb(&p->par))
         e.last_bwd_k[u * m + sched[k].mb] = (int32_t)k;
       else
         e.last_bwd_k[u] = (int32_t)k;
@@ -473,6 +518,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
       goto done;
     }
     for (int64_t k = 0, n = 0; k < ns; k++) n += entry_blocks(p, s, sched[k], e.seq + n);
+    if ((st = zero3_residency(&e, err))) goto done;
   }
   /* ZeRO-1/2, overlapped: the previous step's parameter all-gather runs at the start. */
   if (p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO))
@@ -569,6 +615,9 @@ done:
   free(e.pending_sync);
   free(e.blocks);
   free(e.seq);
+  free(e.seq_gather);
+  free(e.seq_reshard);
+  free(e.seq_after);
   free(e.il.v);
   free(e.il.deps);
   return st;
