@@ -158,6 +158,22 @@ static void test_zero_states(void) {
                      mp->static_bytes);
     px_plan_free(&plan);
   }
+  /* Megatron-LM's fp32 main gradients with 16-bit parameters (Megatron Core's
+   * distributed-optimizer guide): 18 bytes a parameter, 6 + 12/d distributed. */
+  double megatron[2] = {18 * psi, 6 * psi + 12 * psi / 64};
+  for (int z = 0; z < 2; z++) {
+    px_parallel p = par(1, 1, 64, z, 1, 64);
+    p.main_grad = PX_MAIN_GRAD_FP32;
+    p.precision = PX_PREC_BF16;
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    double states = (double)plan.mem[0].static_bytes, slack = 18.0 * 64 * plan.programs[0].nunits;
+    if (!(states >= megatron[z] && states <= megatron[z] + slack))
+      fprintf(stderr, "\n  main_grad fp32 ZeRO-%d: %.0f bytes, formula %.0f\n", z, states, megatron[z]);
+    CU_ASSERT(states >= megatron[z] && states <= megatron[z] + slack);
+    px_plan_free(&plan);
+  }
 }
 
 /* ---- activations: Korthikanti et al. ---- */

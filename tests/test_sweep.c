@@ -156,6 +156,30 @@ static void test_train_time_by_hand(void) {
   px_plan_free(&plan);
 }
 
+/* GPT-3 175B with ZeRO-3 and no model parallelism, as Megatron SC'21 compares
+ * it (batch 1536): on 384, 768 and 1536 A100s a plan fits, as it does in
+ * DeepSpeed and FSDP (each layer's full gradient and gathered parameters
+ * live only around their use). */
+static void test_gpt3_zero3_fits(void) {
+  int64_t sizes[] = {384, 768, 1536};
+  for (int i = 0; i < 3; i++) {
+    px_model m;
+    px_cluster c;
+    load("gpt3-175b", "dgx-a100", sizes[i], &m, &c);
+    px_sweep_opts o;
+    px_sweep_opts_init(&o);
+    o.fixed.gbs = 1536, o.fixed.tp = 1, o.fixed.pp = 1, o.fixed.zero = 3;
+    o.threads = 2;
+    px_sweep_result r;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
+    if (r.n < 1) fprintf(stderr, "\n  GPT-3 175B ZeRO-3 on %lld A100s: no plan fits\n", (long long)sizes[i]);
+    CU_ASSERT(r.n >= 1);
+    for (int64_t k = 0; k < r.n; k++) CU_ASSERT(r.entries[k].sim.fits && r.entries[k].par.zero == 3);
+    px_sweep_result_free(&r);
+  }
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"a small model on one node: pure data parallel wins", test_small_model_pure_dp},
@@ -163,6 +187,7 @@ int main(void) {
       {"fixed flags stay fixed; the memory objective", test_fixed_flags},
       {"split in parts and merged: same ranking", test_parts_merge},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
+      {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
   };
   return px_test_main("sweep", tests, sizeof tests / sizeof tests[0]);
 }
