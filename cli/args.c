@@ -79,6 +79,7 @@ static const px_opt opts[] = {
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
+
 void px_args_print_help(int groups) {
   for (size_t i = 0; i < NOPTS; i++) {
     if (!(opts[i].group & groups)) continue;
@@ -268,6 +269,20 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
 done:
   free(pf);
   return st;
+}
+
+int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
+                 char **argv) {
+  px_err err = {0};
+  px_status st = px_args_parse(a, command, groups, argc, argv, &err);
+  if (st) return px_cli_fail(st, &err);
+  if (a->help) {
+    fputs(usage, stdout);
+    px_args_print_help(help_groups);
+    return 0;
+  }
+  if (a->npos) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "%s takes no positional arguments", command), &err);
+  return -1;
 }
 
 int px_cli_fail(px_status st, const px_err *err) {

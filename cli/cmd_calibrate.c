@@ -2,13 +2,12 @@
  * collectives) and write a cluster file the simulator can use. */
 #include <mpi.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/fmt.h"
 #include "core/json.h"
 #include "exec/calibrate.h"
+#include "report/cluster.h"
 
 int px_cmd_calibrate(int argc, char **argv) {
   px_args a;
@@ -42,14 +41,7 @@ int px_cmd_calibrate(int argc, char **argv) {
     st = j ? px_json_write(a.save_plan, j, &err) : px_err_set(&err, PX_ERR_RUNTIME, "out of memory");
     if (!st && a.json) st = px_json_print(j, &err);
     cJSON_Delete(j);
-    if (!st && !a.json) {
-      char bw[32];
-      printf("calibrated: fp32 GEMM peak %.1f GFLOP/s per rank, memory %s/s, %d op kinds measured, ",
-             out.gpu.peak_flops[PX_DTYPE_FP32] / 1e9, px_fmt_bytes(out.gpu.hbm_bytes_per_s, bw, sizeof bw),
-             out.gpu.kernel_rates_len);
-      printf("all-reduce %.2f GB/s, %.1f us per step -> %s\n", out.intra_bytes_per_s / 1e9, out.intra_latency_s * 1e6,
-             a.save_plan);
-    }
+    if (!st && !a.json) px_report_calibrated_text(&out, a.save_plan, stdout);
   }
   int code = st ? (rank == 0 ? px_cli_fail(st, &err) : (int)st) : 0;
   MPI_Finalize();

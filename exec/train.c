@@ -30,16 +30,6 @@ void px_train_opts_init(px_train_opts *o) {
                              .weight_decay = 0.1f, .clip = 1.0f};
 }
 
-void px_train_result_free(px_train_result *r) {
-  if (!r) return;
-  free(r->losses);
-  free(r->stage_peak_bytes);
-  free(r->op_s);
-  r->losses = NULL;
-  r->stage_peak_bytes = NULL;
-  r->op_s = NULL;
-}
-
 /* Identity of what a checkpoint belongs to: the model, and the model with the plan. */
 static void plan_hashes(const px_plan *plan, uint64_t *plan_hash, uint64_t *model_hash) {
   cJSON *m = px_model_to_json(&plan->model);

@@ -11,8 +11,8 @@
 
 #include "core/fileio.h"
 #include "core/paths.h"
-#include "sim/html.h"
-#include "sim/plots.h"
+#include "report/html.h"
+#include "report/plots.h"
 #include "tests/testutil.h"
 
 static const char *const sample_files[] = {"plans.dat",    "heatmap.dat", "memory.dat",
