@@ -10,65 +10,29 @@
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "exec/comm.h"
 #include "report/csv.h"
 #include "report/sweep.h"
 #include "report/sweepjson.h"
 #include "sim/sweep.h"
 
-/* Under mpirun: every rank evaluates its share; rank 0 gathers. */
-static px_status gather(px_sweep_result *r, int rank, int size, px_err *err) {
-  long long counts[4] = {r->enumerated, r->invalid, r->dropped_memory, r->simulated}, total[4];
-  MPI_Reduce(counts, total, 4, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-  /* enumeration is the same on every rank: its counts are not summed */
-  int mine[2] = {(int)(r->n * (int64_t)sizeof *r->entries), (int)(r->ndropped * (int64_t)sizeof *r->dropped)};
-  int *all = rank == 0 ? calloc((size_t)size * 2, sizeof *all) : NULL;
-  MPI_Gather(mine, 2, MPI_INT, all, 2, MPI_INT, 0, MPI_COMM_WORLD);
-  px_status st = PX_OK;
-  for (int which = 0; which < 2; which++) {
-    px_sweep_entry *src = which ? r->dropped : r->entries;
-    int *recv = NULL, *displ = NULL;
-    char *buf = NULL;
-    int64_t bytes = 0;
-    if (rank == 0) {
-      recv = calloc((size_t)size, sizeof *recv);
-      displ = calloc((size_t)size, sizeof *displ);
-      for (int i = 0; recv && displ && i < size; i++) {
-        recv[i] = all[2 * i + which];
-        displ[i] = (int)bytes;
-        bytes += recv[i];
-      }
-      buf = malloc((size_t)bytes + 1);
-      if (!recv || !displ || !buf) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory gathering the sweep");
-    }
-    MPI_Gatherv(src, mine[which], MPI_BYTE, buf, recv, displ, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rank == 0 && !st) {
-      if (which) {
-        free(r->dropped);
-        r->dropped = (px_sweep_entry *)buf;
-        r->ndropped = bytes / (int64_t)sizeof *r->dropped;
-      } else {
-        free(r->entries);
-        r->entries = (px_sweep_entry *)buf;
-        r->n = bytes / (int64_t)sizeof *r->entries;
-      }
-      buf = NULL;
-    }
-    free(buf), free(recv), free(displ);
-  }
-  free(all);
-  if (rank == 0) {
-    r->enumerated = counts[0];
-    r->invalid = counts[1];
-    r->dropped_memory = total[2];
-    r->simulated = total[3];
-  }
-  return st;
-}
-
 static bool under_mpirun(void) {
   const char *s = getenv("OMPI_COMM_WORLD_SIZE");
   if (!s) s = getenv("PMI_SIZE");
   return s && atoi(s) > 1;
+}
+
+/* Every rank's plans to rank 0, which ranks them all; the others keep none. */
+static px_status gather(px_sweep_result *r, px_objective obj, px_err *err) {
+  void *e = NULL, *d = NULL;
+  size_t ne = 0, nd = 0;
+  px_status st = px_comm_gather_bytes(r->entries, (size_t)r->n * sizeof *r->entries, 0, MPI_COMM_WORLD, &e, &ne, err);
+  if (!st) st = px_comm_gather_bytes(r->dropped, (size_t)r->ndropped * sizeof *r->dropped, 0, MPI_COMM_WORLD, &d, &nd, err);
+  if (!st && e)
+    px_sweep_merge(r, e, (int64_t)(ne / sizeof *r->entries), d, (int64_t)(nd / sizeof *r->dropped), obj);
+  else
+    free(e), free(d);
+  return st;
 }
 
 static const char usage[] =
@@ -127,11 +91,8 @@ int px_cmd_sweep(int argc, char **argv) {
   double t0 = px_clock_s();
   st = px_sweep_run(&m, &c, &o, &r, &err);
   if (mpi) {
-    int bad = st != PX_OK, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!st && any) st = px_err_set(&err, PX_ERR_RUNTIME, "another rank failed its part of the sweep");
-    if (!st) st = gather(&r, rank, size, &err);
-    if (!st && rank == 0) px_sweep_rank(r.entries, r.n, o.objective);
+    st = px_comm_agree(st, MPI_COMM_WORLD, &err);
+    if (!st) st = gather(&r, o.objective, &err);
   }
   double wall = px_clock_s() - t0;
   if (!st && rank == 0) {
