@@ -1,7 +1,6 @@
 /* parallax sweep: every valid plan for a model on a cluster, ranked; time
  * to train, cost and failures; CSV, JSON, plots and an HTML report. Under
  * mpirun the space is split across ranks and gathered on rank 0. */
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -10,11 +9,15 @@
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/json.h"
-#include "exec/comm.h"
 #include "report/csv.h"
 #include "report/sweep.h"
 #include "report/sweepjson.h"
 #include "sim/sweep.h"
+#if PX_HAVE_EXEC
+#include <mpi.h>
+
+#include "exec/comm.h"
+#endif
 
 static bool under_mpirun(void) {
   const char *s = getenv("OMPI_COMM_WORLD_SIZE");
@@ -22,6 +25,7 @@ static bool under_mpirun(void) {
   return s && atoi(s) > 1;
 }
 
+#if PX_HAVE_EXEC
 /* Every rank's plans to rank 0, which ranks them all; the others keep none. */
 static px_status gather(px_sweep_result *r, px_objective obj, px_err *err) {
   void *e = NULL, *d = NULL;
@@ -34,6 +38,7 @@ static px_status gather(px_sweep_result *r, px_objective obj, px_err *err) {
     free(e), free(d);
   return st;
 }
+#endif
 
 static const char usage[] =
     "usage: parallax sweep --model M --cluster C --gpus N --gbs B [--seq S] [--top K] [plan flags to fix]\n"
@@ -66,11 +71,19 @@ int px_cmd_sweep(int argc, char **argv) {
 
   int rank = 0, size = 1;
   bool mpi = under_mpirun();
+#if PX_HAVE_EXEC
   if (mpi) {
     MPI_Init(NULL, NULL);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
+#else
+  if (mpi)
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
+                                  "parallax was built without the executor (PX_EXEC=OFF): a sweep split under mpirun "
+                                  "is not available; run it as one process"),
+                       &err);
+#endif
   px_sweep_opts o;
   px_sweep_opts_init(&o);
   o.fixed = fixed;
@@ -90,10 +103,12 @@ int px_cmd_sweep(int argc, char **argv) {
   px_sweep_result r;
   double t0 = px_clock_s();
   st = px_sweep_run(&m, &c, &o, &r, &err);
+#if PX_HAVE_EXEC
   if (mpi) {
     st = px_comm_agree(st, MPI_COMM_WORLD, &err);
     if (!st) st = gather(&r, o.objective, &err);
   }
+#endif
   double wall = px_clock_s() - t0;
   if (!st && rank == 0) {
     if (a.csv_file) st = px_report_sweep_csv(a.csv_file, &r, &err);
@@ -110,6 +125,8 @@ int px_cmd_sweep(int argc, char **argv) {
     }
   }
   px_sweep_result_free(&r);
+#if PX_HAVE_EXEC
   if (mpi) MPI_Finalize();
+#endif
   return st ? px_cli_fail(st, &err) : 0;
 }
