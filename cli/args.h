@@ -20,7 +20,7 @@ enum {
   PX_OPT_SIM = 1 << 5,     /* --trace, --plot */
   PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
-  PX_OPT_CALIB = 1 << 8,   /* --quick */
+  PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
 };
 
 typedef struct {
@@ -60,6 +60,7 @@ typedef struct {
   const char *backend;
   const char *grads_file;
   bool quick;
+  const char *output; /* calibrate: the cluster file */
   /* Positional arguments after the flags. */
   int npos;
   char **pos;
