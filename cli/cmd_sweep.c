@@ -61,13 +61,8 @@ int px_cmd_sweep(int argc, char **argv) {
   if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   if (fixed.gbs <= 0 && !a.plan_file)
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax sweep: --gbs is required"), &err);
-  fixed.gbs = a.par.gbs;
+  fixed.gbs = a.par.gbs; /* from the flag or the plan file */
   fixed.seq = a.par.seq;
-  if (fixed.precision < 0) fixed.precision = a.par.precision;
-  if (fixed.attention < 0) fixed.attention = a.par.attention;
-  if (fixed.gelu < 0) fixed.gelu = a.par.gelu;
-  if (fixed.overlap < 0) fixed.overlap = a.par.overlap;
-  if (fixed.bucket_bytes == 0) fixed.bucket_bytes = a.par.bucket_bytes;
 
   int rank = 0, size = 1;
   bool mpi = under_mpirun();

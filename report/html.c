@@ -345,14 +345,18 @@ static void section_question(sbuf *b, const cJSON *q) {
     sb_puts(b, "not modelled");
   sb_puts(b, "</td></tr>\n");
 
+  /* question.fixed holds only what the user fixed, each as its flag (a false switch is no flag) */
   kv_row(b, "Fixed choices");
   const cJSON *fixed = jget(q, "fixed");
   const cJSON *it;
   any = false;
   cJSON_ArrayForEach(it, fixed) {
-    if (!it->string) continue;
+    if (!it->string || cJSON_IsFalse(it)) continue;
     sb_puts(b, any ? " <code>--" : "<code>--");
-    sb_esc(b, it->string);
+    for (const char *k = it->string; *k; k++) { /* the JSON key as its flag: bucket_mib -> --bucket-mib */
+      char ch[2] = {*k == '_' ? '-' : *k, '\0'};
+      sb_esc(b, ch);
+    }
     if (!cJSON_IsTrue(it)) {
       sb_puts(b, " ");
       sb_scalar(b, it);

@@ -11,7 +11,8 @@
 
 /* Reads dir/sweep.json (px_report_sweep_load) and the dir/<plot>.png files
  * px_plots_render wrote (missing ones are left out) and writes dir/index.html
- * atomically. Every string from the JSON is HTML-escaped. After load, an inline script sets body's
+ * atomically. Every string from the JSON is HTML-escaped; "Fixed choices"
+ * shows question.fixed as flags. After load, an inline script sets body's
  * data-images-ok (images with naturalWidth > 0) and data-images-total. */
 px_status px_html_report(const char *dir, px_err *err);
 
