@@ -2,11 +2,12 @@
 # Each installs missing Debian packages, configures and builds with CMake.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+PLANNER_BUILD ?= build-planner
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-unit test-asan bench golden clean
+.PHONY: all deps build demo test test-unit test-asan test-planner bench golden clean
 
 all: build
 
@@ -22,8 +23,9 @@ demo: build
 	@bash scripts/demo.sh $(BUILD)/parallax
 
 # Every test: the suites and CLI tests, then the unit suites again under
-# AddressSanitizer + UndefinedBehaviorSanitizer (which fail on any report).
-test: build test-asan
+# AddressSanitizer + UndefinedBehaviorSanitizer (which fail on any report),
+# and the planner alone, built without the executor (no MPI, BLAS or CUDA).
+test: build test-asan test-planner
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
@@ -31,6 +33,13 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|sanitize'
+
+# The planner and simulator without the executor (PX_EXEC=OFF): it must
+# configure, build and pass its tests with no MPI, OpenBLAS or CUDA found.
+test-planner: deps
+	@cmake -S . -B $(PLANNER_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPX_CUDA=OFF -DPX_EXEC=OFF
+	@cmake --build $(PLANNER_BUILD) -j $(JOBS)
+	@cd $(PLANNER_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Records the simulator's golden figures again (tests/data/golden_sim.tsv):
 # only on purpose, with the diff reviewed in the commit.
@@ -41,4 +50,4 @@ bench: build
 	@bash scripts/bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(PLANNER_BUILD)

@@ -11,7 +11,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=se
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-mpirun -np 2 "$px" calibrate -o "$tmp/calib.json" >"$tmp/calib.txt" 2>/dev/null
+mpirun -np 2 "$px" calibrate --output "$tmp/calib.json" >"$tmp/calib.txt" 2>/dev/null
 tail -1 "$tmp/calib.txt"
 plans=(
   "1|-m small -B 8"

@@ -14,14 +14,14 @@
 typedef struct {
   const char *name;
   int has_arg;
-  int short_opt;
+  int short_opt; /* the short form and what getopt returns; >= 256: long only (or see short_aliases) */
   int group;
   const char *arg;
   const char *help;
 } px_opt;
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
-       OPT_QUICK, OPT_LOSS_SCALE };
+       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -76,15 +76,31 @@ static const px_opt opts[] = {
     {"backend", required_argument, 'U', PX_OPT_RUN, "B", "cpu|cuda (default: cuda when a GPU is present)"},
     {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
     {"quick", no_argument, OPT_QUICK, PX_OPT_CALIB, NULL, "fewer shapes and sizes (seconds, for tests)"},
+    {"output", required_argument, OPT_OUTPUT, PX_OPT_CALIB, "FILE", "where to write the cluster file"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
+
+/* Short forms of long-only options whose letter means another option in
+ * other groups: calibrate's -o is its --output, not --save-plan. */
+static const struct {
+  int letter, id;
+} short_aliases[] = {{'o', OPT_OUTPUT}};
+
+/* The short letter of opts[i] (0: none). */
+static int letter_of(size_t i) {
+  if (opts[i].short_opt < 256) return opts[i].short_opt;
+  for (size_t k = 0; k < sizeof short_aliases / sizeof short_aliases[0]; k++)
+    if (short_aliases[k].id == opts[i].short_opt) return short_aliases[k].letter;
+  return 0;
+}
 
 void px_args_print_help(int groups) {
   for (size_t i = 0; i < NOPTS; i++) {
     if (!(opts[i].group & groups)) continue;
     char lhs[64];
     char shortf[8] = "    ";
-    if (opts[i].short_opt < 256) snprintf(shortf, sizeof shortf, "-%c, ", opts[i].short_opt);
+    int letter = letter_of(i);
+    if (letter) snprintf(shortf, sizeof shortf, "-%c, ", letter);
     snprintf(lhs, sizeof lhs, "%s--%s%s%s", shortf, opts[i].name, opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
     printf("  %-30s %s\n", lhs, opts[i].help);
   }
@@ -126,8 +142,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   for (size_t i = 0; i < NOPTS; i++) {
     if (!(opts[i].group & groups)) continue;
     lopts[nl++] = (struct option){opts[i].name, opts[i].has_arg, NULL, opts[i].short_opt};
-    if (opts[i].short_opt < 256) {
-      shorts[ns++] = (char)opts[i].short_opt;
+    int letter = letter_of(i);
+    if (letter) {
+      shorts[ns++] = (char)letter;
       if (opts[i].has_arg == required_argument) shorts[ns++] = ':';
     }
   }
@@ -142,6 +159,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   px_parallel *p = &a->par;
   int no_overlap = 0;
   while (!st && (c = getopt_long(argc, argv, shorts, lopts, &li)) != -1) {
+    for (size_t i = 0; i < NOPTS; i++) /* an aliased letter stands for its option's id */
+      if (opts[i].short_opt >= 256 && (opts[i].group & groups) && letter_of(i) == c) c = opts[i].short_opt;
     switch (c) {
       case 'j': a->json = true; break;
       case 'h': a->help = true; break;
@@ -209,6 +228,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'U': a->backend = optarg; break;
       case OPT_GRADS: a->grads_file = optarg; break;
       case OPT_QUICK: a->quick = true; break;
+      case OPT_OUTPUT: a->output = optarg; break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;
@@ -261,6 +281,20 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
 done:
   free(pf);
   return st;
+}
+
+int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
+                 char **argv) {
+  px_err err = {0};
+  px_status st = px_args_parse(a, command, groups, argc, argv, &err);
+  if (st) return px_cli_fail(st, &err);
+  if (a->help) {
+    fputs(usage, stdout);
+    px_args_print_help(help_groups);
+    return 0;
+  }
+  if (a->npos) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "%s takes no positional arguments", command), &err);
+  return -1;
 }
 
 int px_cli_fail(px_status st, const px_err *err) {

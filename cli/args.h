@@ -20,7 +20,7 @@ enum {
   PX_OPT_SIM = 1 << 5,     /* --trace, --plot */
   PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
-  PX_OPT_CALIB = 1 << 8,   /* --quick */
+  PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
 };
 
 typedef struct {
@@ -60,6 +60,7 @@ typedef struct {
   const char *backend;
   const char *grads_file;
   bool quick;
+  const char *output; /* calibrate: the cluster file */
   /* Positional arguments after the flags. */
   int npos;
   char **pos;
@@ -74,6 +75,12 @@ void px_args_print_help(int groups);
 /* Loads --model and --cluster (and --plan FILE when given), sizes the cluster
  * from --gpus/--nodes and resolves parallel defaults. Either pointer may be NULL. */
 px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
+
+/* How a command starts: parses argv for `groups`; with --help prints usage
+ * and the flags of help_groups; refuses positional arguments (the command
+ * takes none). Returns -1 to go on, else the exit code to return. */
+int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
+                 char **argv);
 
 /* Prints "parallax: <message>" on stderr and returns the exit code of st. */
 int px_cli_fail(px_status st, const px_err *err);

@@ -6,29 +6,35 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/fmt.h"
 #include "core/json.h"
 #include "exec/calibrate.h"
+#include "report/cluster.h"
+
+static const char usage[] =
+    "usage: mpirun -np N parallax calibrate -o FILE [--quick] [--json] [--cluster BASE]\n\n"
+    "Measures what the simulator needs on this machine, one rank per core: GEMM efficiency\n"
+    "over a grid of shapes (OpenBLAS), memory bandwidth, the cost of every other op kind\n"
+    "(fitted from profiled runs of reference models through the CPU backend) and, with more\n"
+    "than one rank, all-reduce latency and bandwidth (printed like nccl-tests). Writes a\n"
+    "cluster file in the topologies/ format (BASE's, local-cpu by default, with the\n"
+    "measured figures) to -o, --output FILE.\n\n";
 
 int px_cmd_calibrate(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_CLUSTER | PX_OPT_PLAN;
-  px_status st = px_args_parse(&a, "parallax calibrate", groups | PX_OPT_CALIB, argc, argv, &err);
-  if (st) return px_cli_fail(st, &err);
-  if (a.help) {
-    printf("usage: mpirun -np N parallax calibrate -o FILE [--quick] [--json]\n\n"
-           "Measures what the simulator needs on this machine, one rank per core: GEMM efficiency\n"
-           "over a grid of shapes (OpenBLAS), memory bandwidth, the cost of every other op kind\n"
-           "(fitted from profiled runs of reference models through the CPU backend) and, with more\n"
-           "than one rank, all-reduce latency and bandwidth (printed like nccl-tests). Writes a\n"
-           "cluster file in the topologies/ format to --save-plan/-o FILE.\n\n");
-    px_args_print_help(PX_OPT_CALIB);
-    printf("  %-30s %s\n", "-o, --save-plan FILE", "where to write the cluster file");
-    return 0;
-  }
-  if (!a.save_plan)
-    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax calibrate: -o FILE (where to write) is required"), &err);
+  int groups = PX_OPT_CLUSTER | PX_OPT_CALIB;
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* what it was called before */
+    if (!strncmp(argv[i], "--save-plan", 11))
+      return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
+                                    "parallax calibrate: --save-plan is not an option of calibrate (a cluster file "
+                                    "is not a plan): write it with -o, --output FILE"),
+                         &err);
+  int code = px_cli_start(&a, "parallax calibrate", groups, PX_OPT_CALIB, usage, argc, argv);
+  if (code >= 0) return code;
+  px_status st;
+  if (!a.output)
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax calibrate: -o, --output FILE (where to write) is required"),
+                       &err);
   MPI_Init(NULL, NULL);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -39,19 +45,12 @@ int px_cmd_calibrate(int argc, char **argv) {
   }
   if (!st && rank == 0) {
     cJSON *j = px_cluster_to_json(&out);
-    st = j ? px_json_write(a.save_plan, j, &err) : px_err_set(&err, PX_ERR_RUNTIME, "out of memory");
+    st = j ? px_json_write(a.output, j, &err) : px_err_set(&err, PX_ERR_RUNTIME, "out of memory");
     if (!st && a.json) st = px_json_print(j, &err);
     cJSON_Delete(j);
-    if (!st && !a.json) {
-      char bw[32];
-      printf("calibrated: fp32 GEMM peak %.1f GFLOP/s per rank, memory %s/s, %d op kinds measured, ",
-             out.gpu.peak_flops[PX_DTYPE_FP32] / 1e9, px_fmt_bytes(out.gpu.hbm_bytes_per_s, bw, sizeof bw),
-             out.gpu.kernel_rates_len);
-      printf("all-reduce %.2f GB/s, %.1f us per step -> %s\n", out.intra_bytes_per_s / 1e9, out.intra_latency_s * 1e6,
-             a.save_plan);
-    }
+    if (!st && !a.json) px_report_calibrated_text(&out, a.output, stdout);
   }
-  int code = st ? (rank == 0 ? px_cli_fail(st, &err) : (int)st) : 0;
+  code = st ? (rank == 0 ? px_cli_fail(st, &err) : (int)st) : 0;
   MPI_Finalize();
   return code;
 }

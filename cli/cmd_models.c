@@ -3,13 +3,16 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "core/fmt.h"
 #include "core/json.h"
 #include "core/paths.h"
+#include "report/cluster.h"
+#include "report/model.h"
 
-/* Lists presets of one kind; `show` prints or adds one entry. */
-static int list_presets(const char *kind, int argc, char **argv,
-                        px_status (*row)(const char *name, bool json, cJSON *arr, px_err *err), const char *header) {
+/* One preset: its row on stdout, or its object added to arr (json). */
+typedef px_status (*preset_row_fn)(const char *name, cJSON *arr, px_err *err);
+
+/* Lists presets of one kind. */
+static int list_presets(const char *kind, int argc, char **argv, preset_row_fn row, void (*header)(FILE *out)) {
   px_args a;
   px_err err = {0};
   char cmd[64];
@@ -27,62 +30,52 @@ static int list_presets(const char *kind, int argc, char **argv,
   if ((st = px_preset_list(kind, &names, &n, &err))) return px_cli_fail(st, &err);
   cJSON *root = a.json ? cJSON_CreateObject() : NULL;
   cJSON *arr = root ? cJSON_AddArrayToObject(root, kind) : NULL;
-  if (!a.json) puts(header);
-  for (size_t i = 0; i < n && !st; i++) st = row(names[i], a.json, arr, &err);
+  if (a.json && !arr) st = px_err_set(&err, PX_ERR_RUNTIME, "out of memory");
+  if (!a.json) header(stdout);
+  for (size_t i = 0; i < n && !st; i++) st = row(names[i], arr, &err);
   px_preset_list_free(names, n);
-  if (!st && root) st = px_json_print(root, &err);
+  if (!st && root) {
+    st = px_json_print_free(root, &err);
+    root = NULL;
+  }
   cJSON_Delete(root);
   return st ? px_cli_fail(st, &err) : 0;
 }
 
-static px_status model_row(const char *name, bool json, cJSON *arr, px_err *err) {
+static px_status model_row(const char *name, cJSON *arr, px_err *err) {
   px_model m;
   px_status st = px_model_load(name, &m, err);
   if (st) return st;
   px_model_params p;
   px_model_count_params(&m, &p);
-  if (json) {
-    cJSON *o = px_model_to_json(&m);
-    if (!o) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    cJSON_AddStringToObject(o, "preset", name);
-    px_json_add_num(o, "params", (double)p.total);
-    cJSON_AddItemToArray(arr, o);
+  if (!arr) {
+    px_report_model_list_row(name, &m, &p, stdout);
     return PX_OK;
   }
-  char pc[32];
-  printf("%-16s %10s %7lld %7lld %5lld/%-4lld %7lld %7lld  %s/%s/%s\n", name, px_fmt_count((double)p.total, pc, sizeof pc),
-         (long long)m.layers, (long long)m.hidden, (long long)m.heads, (long long)m.kv_heads, (long long)m.vocab,
-         (long long)m.seq_len, px_norm_names[m.norm], px_mlp_names[m.mlp], px_pos_names[m.position]);
+  cJSON *o = px_report_model_list_json(name, &m, &p);
+  if (!o) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  cJSON_AddItemToArray(arr, o);
   return PX_OK;
 }
 
-static px_status cluster_row(const char *name, bool json, cJSON *arr, px_err *err) {
+static px_status cluster_row(const char *name, cJSON *arr, px_err *err) {
   px_cluster c;
   px_status st = px_cluster_load(name, &c, err);
   if (st) return st;
-  if (json) {
-    cJSON *o = px_cluster_to_json(&c);
-    if (!o) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    cJSON_AddStringToObject(o, "preset", name);
-    cJSON_AddItemToArray(arr, o);
+  if (!arr) {
+    px_report_cluster_list_row(name, &c, stdout);
     return PX_OK;
   }
-  px_dtype fast = c.gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_DTYPE_BF16 : PX_DTYPE_FP32;
-  char hbm[32];
-  printf("%-14s %-22s %5lld %8.1f %-4s %10s %8.0f %7.0f %5lld x %.0f\n", name, c.gpu.name, (long long)c.gpus_per_node,
-         c.gpu.peak_flops[fast] / 1e12, px_dtype_names[fast], px_fmt_bytes((double)c.gpu.hbm_bytes, hbm, sizeof hbm),
-         c.gpu.hbm_bytes_per_s / 1e9, c.intra_bytes_per_s / 1e9, (long long)c.nics_per_node,
-         c.nic_bytes_per_s * 8 / 1e9);
+  cJSON *o = px_report_cluster_list_json(name, &c);
+  if (!o) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  cJSON_AddItemToArray(arr, o);
   return PX_OK;
 }
 
 int px_cmd_models(int argc, char **argv) {
-  return list_presets("models", argc, argv, model_row,
-                      "name                 params  layers  hidden heads/kv    vocab     seq  norm/mlp/position");
+  return list_presets("models", argc, argv, model_row, px_report_model_list_header);
 }
 
 int px_cmd_topologies(int argc, char **argv) {
-  return list_presets("topologies", argc, argv, cluster_row,
-                      "name           gpu                    /node   TFLOP/s       HBM    GB/s  NVLink  NICs x Gb/s\n"
-                      "                                                                        GB/s/dir");
+  return list_presets("topologies", argc, argv, cluster_row, px_report_cluster_list_header);
 }

@@ -1,31 +1,27 @@
 /* parallax plan: compile a plan and describe it (grid, groups, layers,
  * memory per stage against the GPU, FLOPs and bytes per step, bubble). */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/report.h"
-#include "core/fmt.h"
 #include "core/json.h"
 #include "plan/graphio.h"
 #include "plan/planfile.h"
+#include "report/plan.h"
+
+static const char usage[] =
+    "usage: parallax plan --model M --cluster C --gpus N [plan flags] [--json] [--graph FILE] [--dot FILE]\n\n"
+    "Compiles the plan and shows the rank grid, where each group lives, the layers of each\n"
+    "stage, memory per GPU by category against the GPU's capacity, FLOPs and bytes per step,\n"
+    "and the analytic pipeline bubble.\n\n";
 
 int px_cmd_plan(int argc, char **argv) {
   px_args a;
   px_err err = {0};
   int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_GRAPH;
-  px_status st = px_args_parse(&a, "parallax plan", groups, argc, argv, &err);
-  if (st) return px_cli_fail(st, &err);
-  if (a.help) {
-    printf("usage: parallax plan --model M --cluster C --gpus N [plan flags] [--json] [--graph FILE] [--dot FILE]\n\n"
-           "Compiles the plan and shows the rank grid, where each group lives, the layers of each\n"
-           "stage, memory per GPU by category against the GPU's capacity, FLOPs and bytes per step,\n"
-           "and the analytic pipeline bubble.\n\n");
-    px_args_print_help(groups);
-    return 0;
-  }
-  if (a.npos) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax plan takes no positional arguments"), &err);
+  int code = px_cli_start(&a, "parallax plan", groups, groups, usage, argc, argv);
+  if (code >= 0) return code;
+  px_status st;
   px_model m;
   px_cluster c;
   if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
@@ -35,9 +31,7 @@ int px_cmd_plan(int argc, char **argv) {
   if (a.graph_file && (st = px_graph_write_json(&plan, a.graph_file, &err))) goto done;
   if (a.dot_file && (st = px_graph_write_dot(&plan, a.dot_file, &err))) goto done;
   if (a.json) {
-    cJSON *o = px_report_plan_json(&plan);
-    st = o ? px_json_print(o, &err) : px_err_set(&err, PX_ERR_RUNTIME, "out of memory");
-    cJSON_Delete(o);
+    st = px_json_print_free(px_report_plan_json(&plan), &err);
   } else {
     px_report_plan_text(&plan, stdout);
   }

@@ -4,8 +4,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "sim/html.h"
-#include "sim/plots.h"
+#include "report/html.h"
+#include "report/plots.h"
 
 int px_cmd_plot(int argc, char **argv) {
   px_args a;

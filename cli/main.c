@@ -2,7 +2,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
+
+#if PX_HAVE_EXEC
+#define EXEC_CMD(f) f
+#else
+/* run and calibrate in a build without the executor (cmake -DPX_EXEC=OFF). */
+static int no_exec(int argc, char **argv) {
+  px_err err = {0};
+  return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
+                                "parallax was built without the executor (PX_EXEC=OFF): run and calibrate are not "
+                                "available"),
+                     &err);
+}
+#define EXEC_CMD(f) no_exec
+#endif
 
 typedef struct {
   const char *name;
@@ -11,14 +26,14 @@ typedef struct {
 } px_command;
 
 static const px_command commands[] = {
-    {"calibrate", px_cmd_calibrate, "measure this machine (mpirun -np N) and write a cluster file"},
+    {"calibrate", EXEC_CMD(px_cmd_calibrate), "measure this machine (mpirun -np N) and write a cluster file"},
     {"compare", px_cmd_compare, "a run's profile beside the simulator's prediction of the same plan"},
     {"models", px_cmd_models, "list model presets with their size"},
     {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
     {"plan", px_cmd_plan, "compile a plan: grid, groups, layers per stage, memory per GPU, FLOPs, bubble"},
     {"plot", px_cmd_plot, "render the plots of a --plot directory again"},
-    {"run", px_cmd_run, "train a plan for real: mpirun -np N parallax run --model M [plan flags] --steps S"},
+    {"run", EXEC_CMD(px_cmd_run), "train a plan for real: mpirun -np N parallax run --model M [plan flags] --steps S"},
     {"sim", px_cmd_sim, "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
     {"sweep", px_cmd_sweep, "rank every plan that fits: throughput, time to train, cost, plots, report"},
     {"topology", px_cmd_topology, "topology show NAME|FILE: a cluster's GPU, fabric and network figures"},

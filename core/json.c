@@ -189,3 +189,9 @@ px_status px_json_print(const cJSON *root, px_err *err) {
   cJSON_free(text);
   return PX_OK;
 }
+
+px_status px_json_print_free(cJSON *root, px_err *err) {
+  px_status st = root ? px_json_print(root, err) : px_err_set(err, PX_ERR_RUNTIME, "out of memory building JSON");
+  cJSON_Delete(root);
+  return st;
+}

@@ -45,5 +45,8 @@ bool px_json_add_num(cJSON *obj, const char *key, double v);
 px_status px_json_write(const char *path, const cJSON *root, px_err *err);
 /* Prints the tree on stdout followed by a newline. */
 px_status px_json_print(const cJSON *root, px_err *err);
+/* Prints as px_json_print and deletes the tree; NULL (a tree that could not
+ * be built) is out of memory. */
+px_status px_json_print_free(cJSON *root, px_err *err);
 
 #endif

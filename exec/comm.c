@@ -1,6 +1,10 @@
-/* Communicators per group, split from the world by the rank grid. */
+/* Communicators per group, split from the world by the rank grid; failure
+ * agreement and a byte gather. */
 #include "exec/comm.h"
 
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 px_status px_comm_check(int rc, const char *what, px_err *err) {
@@ -52,4 +56,55 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g) {
     case PX_GROUP_ALL: return c->world;
     default: return MPI_COMM_NULL;
   }
+}
+
+px_status px_comm_agree(px_status st, MPI_Comm comm, px_err *err) {
+  int bad = st != PX_OK, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (!st && any) return px_err_set(err, PX_ERR_RUNTIME, "another rank failed (see its message)");
+  return st;
+}
+
+px_status px_comm_gather_bytes(const void *mine, size_t bytes, int root, MPI_Comm comm, void **all, size_t *total,
+                               px_err *err) {
+  *all = NULL;
+  *total = 0;
+  int rank, size;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  uint64_t mine_bytes = bytes;
+  uint64_t *sizes = NULL;           /* (size) on root */
+  int *counts = NULL, *displs = NULL; /* (size) on root */
+  char *buf = NULL;
+  px_status st = PX_OK;
+  if (rank == root && !(sizes = calloc((size_t)size, sizeof *sizes))) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  /* every rank takes part in each call, whatever root's state; root then says whether to go on */
+  int ok = 1;
+  MPI_Gather(&mine_bytes, 1, MPI_UINT64_T, sizes, 1, MPI_UINT64_T, root, comm);
+  if (rank == root && !st) {
+    uint64_t sum = 0;
+    for (int i = 0; i < size; i++) sum += sizes[i];
+    if (sum > INT_MAX)
+      st = px_err_set(err, PX_ERR_RUNTIME, "gathering %llu bytes: more than one MPI call carries", (unsigned long long)sum);
+    else if (!(counts = calloc((size_t)size, sizeof *counts)) || !(displs = calloc((size_t)size, sizeof *displs)) ||
+             !(buf = malloc(sum ? (size_t)sum : 1)))
+      st = px_err_set(err, PX_ERR_RUNTIME, "out of memory gathering %llu bytes", (unsigned long long)sum);
+    for (int i = 0, at = 0; !st && i < size; at += counts[i], i++) counts[i] = (int)sizes[i], displs[i] = at;
+    *total = (size_t)sum;
+  }
+  if (rank == root) ok = st == PX_OK;
+  MPI_Bcast(&ok, 1, MPI_INT, root, comm);
+  if (ok) /* root's total fits an int, so each rank's share does */
+    st = px_comm_check(MPI_Gatherv(mine, (int)bytes, MPI_BYTE, buf, counts, displs, MPI_BYTE, root, comm),
+                       "MPI_Gatherv", err);
+  else if (rank != root)
+    st = px_err_set(err, PX_ERR_RUNTIME, "gathering bytes: the root rank could not take them");
+  free(sizes), free(counts), free(displs);
+  if (st || rank != root) {
+    free(buf);
+    *total = 0;
+    return st;
+  }
+  *all = buf;
+  return PX_OK;
 }

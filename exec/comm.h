@@ -1,6 +1,7 @@
 /* Communicators of one rank: its (tp, dp, pp) coordinates and one MPI
  * communicator per group of the plan (TP, DP, the tied-embedding pair of
- * first and last stage, everyone), plus its pipeline neighbours. */
+ * first and last stage, everyone), plus its pipeline neighbours; and the
+ * generic steps every MPI caller needs (agreeing on failure, gathering bytes). */
 #ifndef PX_EXEC_COMM_H
 #define PX_EXEC_COMM_H
 
@@ -24,5 +25,16 @@ void px_comm_deinit(px_comm *c);
 MPI_Comm px_comm_of(const px_comm *c, px_group g);
 /* Translates an MPI error code into a status with a message. */
 px_status px_comm_check(int rc, const char *what, px_err *err);
+
+/* Every rank of comm learns whether any failed: st where this rank failed,
+ * "another rank failed (see its message)" where another did, PX_OK when none. */
+px_status px_comm_agree(px_status st, MPI_Comm comm, px_err *err);
+/* Gathers `bytes` bytes from each rank of comm to root, in rank order. On
+ * root *all (malloc'd, the caller frees it) holds them and *total their size;
+ * elsewhere *all is NULL and *total 0. Knows nothing of what the bytes are.
+ * Collective; when root cannot take them (out of memory, more than INT_MAX
+ * bytes in all) every rank returns the error. */
+px_status px_comm_gather_bytes(const void *mine, size_t bytes, int root, MPI_Comm comm, void **all, size_t *total,
+                               px_err *err);
 
 #endif

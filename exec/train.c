@@ -30,16 +30,6 @@ void px_train_opts_init(px_train_opts *o) {
                              .weight_decay = 0.1f, .clip = 1.0f};
 }
 
-void px_train_result_free(px_train_result *r) {
-  if (!r) return;
-  free(r->losses);
-  free(r->stage_peak_bytes);
-  free(r->op_s);
-  r->losses = NULL;
-  r->stage_peak_bytes = NULL;
-  r->op_s = NULL;
-}
-
 /* Identity of what a checkpoint belongs to: the model, and the model with the plan. */
 static void plan_hashes(const px_plan *plan, uint64_t *plan_hash, uint64_t *model_hash) {
   cJSON *m = px_model_to_json(&plan->model);
@@ -95,14 +85,6 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
     if (raw[i] != t[i].data) free(raw[i]);
     free(t[i].data);
   }
-  return st;
-}
-
-/* Every rank learns whether any failed; the first failure's message wins locally. */
-static px_status agree(px_status st, MPI_Comm world, px_err *err) {
-  int bad = st != PX_OK, any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, world);
-  if (!st && any) return px_err_set(err, PX_ERR_RUNTIME, "another rank failed (see its message)");
   return st;
 }
 
@@ -196,7 +178,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   px_data *data = NULL;
   px_exec *x = NULL;
   double *times = NULL;
-  st = agree(make_backend(o, &comm, &be, err), world, err);
+  st = px_comm_agree(make_backend(o, &comm, &be, err), world, err);
   if (!st) {
     r->backend = be->name;
     be->sync_ops = o->time_ops || o->profile_path;
@@ -205,20 +187,20 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     int64_t vocab = plan->model.vocab;
     st = o->data_path ? px_data_open(o->data_path, PX_DATA_AUTO, vocab, &data, err)
                       : px_data_open_synthetic(vocab, o->hp.seed, &data, err);
-    st = agree(st, world, err);
+    st = px_comm_agree(st, world, err);
   }
-  if (!st) st = agree(px_exec_new(plan, be, &comm, data, &o->hp, &x, err), world, err);
+  if (!st) st = px_comm_agree(px_exec_new(plan, be, &comm, data, &o->hp, &x, err), world, err);
   int64_t start = 0;
   if (!st && o->resume) {
     if (!o->ckpt_dir) st = px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
     px_ckpt_manifest man = {0};
     if (!st && comm.world_rank == 0) st = px_ckpt_read_manifest(o->ckpt_dir, &man, err);
-    st = agree(st, world, err);
+    st = px_comm_agree(st, world, err);
     if (!st) {
       long long s0 = man.step;
       MPI_Bcast(&s0, 1, MPI_LONG_LONG, 0, world);
       int64_t got = 0;
-      st = agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, s0, false, &got, err), world, err);
+      st = px_comm_agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, s0, false, &got, err), world, err);
       start = s0;
     }
     px_ckpt_manifest_deinit(&man);
@@ -235,20 +217,20 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     px_exec_capture_grads(x, o->grads_path && k == 0);
     MPI_Barrier(world);
     double t0 = now_s();
-    st = agree(px_exec_step(x, step, &r->losses[k], err), world, err);
+    st = px_comm_agree(px_exec_step(x, step, &r->losses[k], err), world, err);
     double dt = now_s() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
     times[k] = dt;
-    if (!st && k == 0 && o->grads_path) st = agree(px_exec_write_grads(x, o->grads_path, err), world, err);
+    if (!st && k == 0 && o->grads_path) st = px_comm_agree(px_exec_write_grads(x, o->grads_path, err), world, err);
     bool save = o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || k == n - 1);
     if (!st && save) {
-      st = agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, step + 1, true, NULL, err), world, err);
+      st = px_comm_agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, step + 1, true, NULL, err), world, err);
       if (!st && comm.world_rank == 0) {
         px_ckpt_meta meta;
         ckpt_meta(plan, &comm, step + 1, &meta);
         st = px_ckpt_write_manifest(o->ckpt_dir, &meta, err);
       }
-      st = agree(st, world, err);
+      st = px_comm_agree(st, world, err);
     }
   }
   if (!st) {
@@ -279,7 +261,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     r->op_s = malloc((size_t)nops * sizeof *r->op_s + 1);
     r->nops = r->op_s ? nops : 0;
     for (int64_t k = 0; r->op_s && k < nops; k++) r->op_s[k] = timed ? ot[k] / (double)timed : 0;
-    if (o->profile_path) st = agree(write_profile(plan, x, &comm, be->name, o->profile_path, times, n, err), world, err);
+    if (o->profile_path) st = px_comm_agree(write_profile(plan, x, &comm, be->name, o->profile_path, times, n, err), world, err);
   }
   free(times);
   px_exec_free(x);

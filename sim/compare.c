@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "core/fmt.h"
-#include "core/json.h"
 
 PX_NAME_TABLE(px_cmp_row_names, PX_CMP_COUNT, "gemm", "attention", "norm", "elementwise", "embed_loss", "optimizer",
               "tp_comm", "dp_comm", "p2p_and_wait");
@@ -98,36 +97,4 @@ void px_comparison_free(px_comparison *c) {
   if (!c) return;
   free(c->stages);
   c->stages = NULL;
-}
-
-static double rel_err(double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0.0; }
-
-cJSON *px_comparison_json(const px_comparison *c) {
-  cJSON *o = cJSON_CreateObject();
-  if (!o) return NULL;
-  cJSON *step = cJSON_AddObjectToObject(o, "step");
-  if (step) {
-    px_json_add_num(step, "predicted_s", c->step_predicted_s);
-    px_json_add_num(step, "measured_s", c->step_measured_s);
-    px_json_add_num(step, "error", rel_err(c->step_predicted_s, c->step_measured_s));
-    px_json_add_num(step, "timed_steps", (double)c->timed_steps);
-  }
-  cJSON *st = cJSON_AddArrayToObject(o, "stages");
-  for (int64_t s = 0; st && s < c->nstages; s++) {
-    cJSON *so = cJSON_CreateObject();
-    if (!so) break;
-    px_json_add_num(so, "stage", (double)s);
-    cJSON *rows = cJSON_AddArrayToObject(so, "rows");
-    for (int r = 0; rows && r < PX_CMP_COUNT; r++) {
-      cJSON *ro = cJSON_CreateObject();
-      if (!ro) break;
-      cJSON_AddStringToObject(ro, "row", px_cmp_row_names[r]);
-      px_json_add_num(ro, "predicted_s", c->stages[s].predicted_s[r]);
-      px_json_add_num(ro, "measured_s", c->stages[s].measured_s[r]);
-      px_json_add_num(ro, "error", rel_err(c->stages[s].predicted_s[r], c->stages[s].measured_s[r]));
-      cJSON_AddItemToArray(rows, ro);
-    }
-    cJSON_AddItemToArray(st, so);
-  }
-  return o;
 }

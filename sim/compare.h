@@ -41,6 +41,5 @@ typedef struct {
 px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON *profile, const char *profile_name,
                      px_comparison *out, px_err *err);
 void px_comparison_free(px_comparison *c);
-cJSON *px_comparison_json(const px_comparison *c);
 
 #endif

@@ -236,7 +236,7 @@ static int cmp_entry(const void *a, const void *b) {
 
 void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj) {
   for (int64_t i = 0; i < n; i++) e[i].score = score_of(&e[i], obj);
-  qsort(e, (size_t)n, sizeof *e, cmp_entry);
+  if (n > 1) qsort(e, (size_t)n, sizeof *e, cmp_entry);
 }
 
 px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
@@ -296,6 +296,23 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   }
   px_sweep_rank(r->entries, r->n, o->objective);
   return PX_OK;
+}
+
+static int cmp_index(const void *a, const void *b) {
+  const px_sweep_entry *x = a, *y = b;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_sweep_entry *dropped, int64_t ndropped,
+                    px_objective obj) {
+  free(r->entries);
+  free(r->dropped);
+  r->entries = entries;
+  r->n = r->simulated = n;
+  r->dropped = dropped;
+  r->ndropped = r->dropped_memory = ndropped;
+  if (ndropped > 1) qsort(r->dropped, (size_t)ndropped, sizeof *r->dropped, cmp_index);
+  px_sweep_rank(r->entries, r->n, obj);
 }
 
 void px_sweep_result_free(px_sweep_result *r) {

@@ -66,6 +66,13 @@ typedef struct {
 void px_sweep_opts_init(px_sweep_opts *o);
 px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                        px_err *err);
+/* A split sweep put together (opts.parts > 1, one part per process): r holds
+ * one part's result and takes over `entries` and `dropped`, every part's
+ * together (freed with r), as its own; the counts of simulated and dropped
+ * plans become theirs (enumeration counts are the same in every part), the
+ * dropped are put back in enumeration order and the entries ranked. */
+void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_sweep_entry *dropped, int64_t ndropped,
+                    px_objective obj);
 /* Sorts entries by the objective (ties: enumeration order). */
 void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj);
 void px_sweep_result_free(px_sweep_result *r);

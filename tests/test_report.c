@@ -1,5 +1,6 @@
 /* Plots and HTML report of a sweep directory, on tests/data/sample_sweep:
- * every PNG and SVG made, the page self-contained and escaped, errors named.
+ * every PNG and SVG made, the page self-contained and escaped, errors named;
+ * the question's fixed choices are only what the user fixed.
  * `test_report --keep DIR` only renders the sample into DIR (for tests/cli/report.sh). */
 #include <dirent.h>
 #include <stdbool.h>
@@ -11,8 +12,9 @@
 
 #include "core/fileio.h"
 #include "core/paths.h"
-#include "sim/html.h"
-#include "sim/plots.h"
+#include "report/html.h"
+#include "report/plots.h"
+#include "report/sweepjson.h"
 #include "tests/testutil.h"
 
 static const char *const sample_files[] = {"plans.dat",    "heatmap.dat", "memory.dat",
@@ -325,6 +327,54 @@ static void test_escaping(void) {
   free(dir);
 }
 
+/* question.fixed holds the dimensions the caller set and nothing else: not
+ * the defaults a resolved plan has, nor gbs and seq (their own fields). */
+static void test_fixed_json(void) {
+  px_parallel f;
+  px_parallel_unset(&f);
+  cJSON *o = px_report_fixed_json(&f);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(o), 0);
+  cJSON_Delete(o);
+
+  f.tp = 2, f.sp = 1, f.zero = 0, f.gbs = 64, f.seq = 4096, f.recompute = PX_RECOMPUTE_FULL;
+  o = px_report_fixed_json(&f);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  char *text = cJSON_PrintUnformatted(o);
+  CU_ASSERT_STRING_EQUAL(text, "{\"tp\":2,\"zero\":0,\"sp\":true,\"recompute\":\"full\"}");
+  cJSON_free(text);
+  cJSON_Delete(o);
+}
+
+/* The report's "Fixed choices" row: each fixed dimension as its flag, no
+ * other flag; a switch fixed off is no flag; nothing fixed says so. */
+static void test_fixed_choices(void) {
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  static const char *const cases[][3] = {
+      {"{\"tp\": 2, \"sp\": false}", "<th>Fixed choices</th><td><code>--tp 2</code></td>", "--sp"},
+      {"{\"tp\": 8, \"zero\": 1, \"sp\": true}",
+       "<th>Fixed choices</th><td><code>--tp 8</code> <code>--zero 1</code> <code>--sp</code></td>", "--pp"},
+      {"{\"bucket_mib\": 50, \"overlap\": \"dp,pp\"}",
+       "<th>Fixed choices</th><td><code>--bucket-mib 50</code> <code>--overlap dp,pp</code></td>", "bucket_mib"},
+      {"{}", "<th>Fixed choices</th><td>none: every dimension swept</td>", "<code>--"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char json[512], p[4096];
+    snprintf(json, sizeof json, "{\"question\": {\"gpus\": 8, \"fixed\": %s}, \"plans\": []}", cases[i][0]);
+    snprintf(p, sizeof p, "%s/sweep.json", dir);
+    CU_ASSERT_FATAL(px_file_write(p, json, strlen(json), NULL) == PX_OK);
+    char *html = report_html(dir);
+    const char *row = strstr(html, "<th>Fixed choices</th>");
+    char *end = row ? strstr(row, "</tr>") : NULL;
+    if (end) *end = '\0';
+    expect_strings(row ? row : "", (const char *const[]){cases[i][1], NULL}, (const char *const[]){cases[i][2], NULL});
+    free(html);
+  }
+  rm_tree(dir);
+  free(dir);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--keep")) {
     px_err err = {0};
@@ -346,6 +396,8 @@ int main(int argc, char **argv) {
       {"every script copes with single-line data", test_single_lines},
       {"errors name the script and carry gnuplot's stderr", test_errors},
       {"JSON strings are HTML-escaped", test_escaping},
+      {"question.fixed: only what was fixed", test_fixed_json},
+      {"Fixed choices: only the fixed flags", test_fixed_choices},
   };
   return px_test_main("report", tests, sizeof tests / sizeof tests[0]);
 }

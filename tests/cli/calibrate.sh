@@ -6,6 +6,15 @@ px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
 
 mpirun -np 2 "$px" calibrate --quick -o "$tmp/cal.json" >"$tmp/cal.txt" 2>"$tmp/err" || fail "calibrate: $(cat "$tmp/err")"
+grep -q "^calibrated: .* -> $tmp/cal.json" "$tmp/cal.txt" || fail "no summary line naming the file"
+# a cluster file is not a plan: -o is --output, and --save-plan is refused with the new name
+"$px" calibrate --quick --output "$tmp/cal2.json" --json >"$tmp/cal2.out" 2>"$tmp/err" || fail "calibrate --output: $(cat "$tmp/err")"
+jq -e '.gpu.name' "$tmp/cal2.json" >/dev/null && jq -e '.gpu.name' "$tmp/cal2.out" >/dev/null || fail "--output file or --json"
+err=$("$px" calibrate --quick --save-plan "$tmp/cal3.json" 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--output" && [ ! -e "$tmp/cal3.json" ] || fail "--save-plan: $rc $err"
+err=$("$px" calibrate --quick 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "-o, --output FILE" || fail "no output: $rc $err"
+"$px" calibrate --help | grep -q -- "-o, --output FILE" || fail "help lacks -o, --output"
 grep -q "busbw_GB/s" "$tmp/cal.txt" || fail "no collective table"
 [ "$(grep -c '^ *[0-9]\+ \+[0-9]\+ \+float' "$tmp/cal.txt")" -ge 5 ] || fail "collective table too short"
 "$px" topology show "$tmp/cal.json" >"$tmp/show.txt" 2>&1 || fail "the calibrated file does not load: $(cat "$tmp/show.txt")"

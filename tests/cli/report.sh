@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# The sweep report in a real browser: headless Chromium loads the index.html
-# rendered from tests/data/sample_sweep, and every embedded plot must decode.
+# The sweep report: its fixed choices are the command line's; and in a real
+# browser (headless Chromium loads the index.html rendered from
+# tests/data/sample_sweep) every embedded plot must decode.
 set -u
 px=$1
 bin=$(dirname "$px")/tests/test_report
 source "$(dirname "$0")/../tools/clitest.sh"
+
+# A sweep's question and report list as fixed only what the command line fixed
+# (not every default of a resolved plan: --tp 1 --pp 1 --dp 512 --zero 0 ...).
+"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 -t 2 -r full --report "$tmp/fixed" >/dev/null 2>"$tmp/fixed.err" ||
+  fail "sweep --report: $(cat "$tmp/fixed.err")"
+fixed=$(jq -c .question.fixed "$tmp/fixed/sweep.json")
+[ "$fixed" = '{"tp":2,"recompute":"full"}' ] || fail "question.fixed is $fixed, want {\"tp\":2,\"recompute\":\"full\"}"
+row=$(grep -o '<th>Fixed choices</th><td>.*</td></tr>' "$tmp/fixed/index.html" | head -n 1)
+[ "$row" = '<th>Fixed choices</th><td><code>--tp 2</code> <code>--recompute full</code></td></tr>' ] ||
+  fail "Fixed choices row: $row"
+"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --report "$tmp/free" >/dev/null 2>&1 || fail "sweep --report, nothing fixed"
+grep -q '<th>Fixed choices</th><td>none: every dimension swept</td>' "$tmp/free/index.html" ||
+  fail "nothing fixed: $(grep -o '<th>Fixed choices</th>.\{0,80\}' "$tmp/free/index.html")"
+[ "$fails" -eq 0 ] || exit 1
 
 browser=
 for b in chromium chromium-browser google-chrome; do

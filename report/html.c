@@ -1,6 +1,6 @@
 /* Writes a sweep directory's index.html from sweep.json and the rendered PNGs:
  * a growable text buffer, HTML escaping and base64 for the data: URIs. */
-#include "sim/html.h"
+#include "report/html.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -13,7 +13,8 @@
 #include "core/fileio.h"
 #include "core/fmt.h"
 #include "core/json.h"
-#include "sim/plots.h"
+#include "report/plots.h"
+#include "report/sweepjson.h"
 
 #ifndef PX_VERSION
 #define PX_VERSION "dev"
@@ -344,14 +345,18 @@ static void section_question(sbuf *b, const cJSON *q) {
     sb_puts(b, "not modelled");
   sb_puts(b, "</td></tr>\n");
 
+  /* question.fixed holds only what the user fixed, each as its flag (a false switch is no flag) */
   kv_row(b, "Fixed choices");
   const cJSON *fixed = jget(q, "fixed");
   const cJSON *it;
   any = false;
   cJSON_ArrayForEach(it, fixed) {
-    if (!it->string) continue;
+    if (!it->string || cJSON_IsFalse(it)) continue;
     sb_puts(b, any ? " <code>--" : "<code>--");
-    sb_esc(b, it->string);
+    for (const char *k = it->string; *k; k++) { /* the JSON key as its flag: bucket_mib -> --bucket-mib */
+      char ch[2] = {*k == '_' ? '-' : *k, '\0'};
+      sb_esc(b, ch);
+    }
     if (!cJSON_IsTrue(it)) {
       sb_puts(b, " ");
       sb_scalar(b, it);
@@ -581,21 +586,10 @@ static void section_assumptions(sbuf *b, const cJSON *root) {
 }
 
 px_status px_html_report(const char *dir, px_err *err) {
-  char path[4096];
-  int w = snprintf(path, sizeof path, "%s/sweep.json", dir);
-  if (w < 0 || (size_t)w >= sizeof path) return px_err_set(err, PX_ERR_INPUT, "%.64s...: path too long", dir);
   cJSON *root = NULL;
-  px_status st = px_json_load(path, &root, err);
+  px_status st = px_report_sweep_load(dir, &root, err);
   if (st) return st;
-  if (!cJSON_IsObject(root)) {
-    cJSON_Delete(root);
-    return px_err_set(err, PX_ERR_INPUT, "%s: not a JSON object", path);
-  }
   const cJSON *plans = jget(root, "plans");
-  if (plans && !cJSON_IsArray(plans)) {
-    cJSON_Delete(root);
-    return px_err_set(err, PX_ERR_INPUT, "%s: field 'plans' is not an array", path);
-  }
   const cJSON *q = jget(root, "question"), *model = jget(q, "model"), *gpu = jget(jget(q, "cluster"), "gpu");
   double gpus = 0;
   jnum(q, "gpus", &gpus);
@@ -627,8 +621,9 @@ px_status px_html_report(const char *dir, px_err *err) {
   }
   cJSON_Delete(root);
   if (!st && b.oom) st = px_err_set(err, PX_ERR_RUNTIME, "%s/index.html: out of memory", dir);
+  char path[4096];
+  int w = snprintf(path, sizeof path, "%s/index.html", dir);
   if (!st) {
-    w = snprintf(path, sizeof path, "%s/index.html", dir);
     if (w < 0 || (size_t)w >= sizeof path)
       st = px_err_set(err, PX_ERR_INPUT, "%.64s...: path too long", dir);
     else

@@ -1,6 +1,6 @@
 /* Runs gnuplot on a sweep directory's data files (PNG and SVG of each plot),
  * capturing gnuplot's stderr for the error message. */
-#include "sim/plots.h"
+#include "report/plots.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 
 #include "core/fileio.h"
 #include "core/paths.h"
+#include "report/plotdata.h"
 
 extern char **environ;
 
@@ -251,4 +252,10 @@ px_status px_plots_render(const char *dir, px_err *err) {
     }
   }
   return PX_OK;
+}
+
+px_status px_plots_plan(const char *dir, const px_model *m, const px_cluster *c, const px_parallel *par, px_err *err) {
+  px_status st = px_mkdir_p(dir, err);
+  if (!st) st = px_plotdata_plan(m, c, par, dir, err);
+  return st ? st : px_plots_render(dir, err);
 }

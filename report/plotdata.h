@@ -1,7 +1,7 @@
 /* Data files for the gnuplot scripts in plots/: whitespace-separated
  * columns with '#' headers (see the README's "Plots" section). */
-#ifndef PX_SIM_PLOTDATA_H
-#define PX_SIM_PLOTDATA_H
+#ifndef PX_REPORT_PLOTDATA_H
+#define PX_REPORT_PLOTDATA_H
 
 #include "core/status.h"
 #include "plan/plan.h"

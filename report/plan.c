@@ -1,5 +1,5 @@
 /* Plan rendering: text for people, JSON for tools. */
-#include "cli/report.h"
+#include "report/plan.h"
 
 #include <string.h>
 
@@ -17,6 +17,14 @@ static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
              (long long)pl->nodes, (long long)pl->per_node, pl->leaves > 1 ? ", several leaf switches" : "",
              (long long)pl->stride);
   return buf;
+}
+
+void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
+  const px_parallel *p = &plan->par;
+  fprintf(out, "%s: %s on %lld x %s (%s): tp %lld pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, recompute %s\n",
+          what, plan->model.name, (long long)plan->cluster.gpus, plan->cluster.gpu.name, plan->cluster.name,
+          (long long)p->tp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "", px_schedule_names[p->schedule],
+          (long long)p->mbs, (long long)p->gbs, (long long)plan->seq, px_recompute_names[p->recompute]);
 }
 
 void px_report_plan_text(const px_plan *plan, FILE *out) {
@@ -72,29 +80,44 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, "fits: %s\n", plan->fits ? "yes" : "no");
 }
 
+/* "<category>_bytes" for every category, in px_mem_cat order. */
+static void mem_cats(cJSON *o, const uint64_t *at_peak) {
+  for (int k = 0; k < PX_MEM_COUNT; k++) {
+    char key[32];
+    snprintf(key, sizeof key, "%s_bytes", px_mem_cat_names[k]);
+    px_json_add_num(o, key, (double)at_peak[k]);
+  }
+}
+
+void px_report_memory_peak(cJSON *mem, uint64_t peak_bytes, const uint64_t *at_peak) {
+  px_json_add_num(mem, "peak_bytes_max", (double)peak_bytes);
+  mem_cats(mem, at_peak);
+}
+
+int64_t px_report_peak_stage(const px_plan *plan) {
+  int64_t worst = 0;
+  for (int64_t s = 1; s < plan->par.pp; s++)
+    if (plan->mem[s].peak_bytes > plan->mem[worst].peak_bytes) worst = s;
+  return worst;
+}
+
 cJSON *px_report_memory_json(const px_plan *plan) {
   cJSON *mem = cJSON_CreateObject();
   if (!mem) return NULL;
-  uint64_t max = 0;
   cJSON *stages = cJSON_AddArrayToObject(mem, "stages");
   for (int64_t s = 0; stages && s < plan->par.pp; s++) {
     const px_memplan *mp = &plan->mem[s];
-    if (mp->peak_bytes > max) max = mp->peak_bytes;
     cJSON *o = cJSON_CreateObject();
     if (!o) break;
     px_json_add_num(o, "peak_bytes", (double)mp->peak_bytes);
-    px_json_add_num(o, "params_bytes", (double)mp->at_peak[PX_MEM_PARAMS]);
-    px_json_add_num(o, "grads_bytes", (double)mp->at_peak[PX_MEM_GRADS]);
-    px_json_add_num(o, "optimizer_bytes", (double)mp->at_peak[PX_MEM_OPTIMIZER]);
-    px_json_add_num(o, "activations_bytes", (double)mp->at_peak[PX_MEM_ACTIVATIONS]);
-    px_json_add_num(o, "buffers_bytes", (double)mp->at_peak[PX_MEM_BUFFERS]);
-    px_json_add_num(o, "workspace_bytes", (double)mp->at_peak[PX_MEM_WORKSPACE]);
+    mem_cats(o, mp->at_peak);
     px_json_add_num(o, "activations_peak_bytes", (double)mp->activations_peak_bytes);
     px_json_add_num(o, "microbatches_in_flight", mp->peak_mbs_in_flight);
     cJSON_AddBoolToObject(o, "fits", px_plan_stage_fits(plan, s));
     cJSON_AddItemToArray(stages, o);
   }
-  px_json_add_num(mem, "peak_bytes_max", (double)max);
+  const px_memplan *worst = &plan->mem[px_report_peak_stage(plan)];
+  px_report_memory_peak(mem, worst->peak_bytes, worst->at_peak);
   px_json_add_num(mem, "capacity_bytes", (double)plan->cluster.gpu.hbm_bytes);
   px_json_add_num(mem, "reserved_bytes", (double)plan->cluster.gpu.reserved_bytes);
   return mem;

@@ -1,11 +1,14 @@
 /* Plots of a sweep directory: runs the gnuplot scripts of $PARALLAX_HOME/plots
  * on the .dat files parallax wrote there, producing <name>.png and <name>.svg. */
-#ifndef PX_SIM_PLOTS_H
-#define PX_SIM_PLOTS_H
+#ifndef PX_REPORT_PLOTS_H
+#define PX_REPORT_PLOTS_H
 
 #include <stddef.h>
 
 #include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/model.h"
+#include "plan/parallel.h"
 
 /* One plot: plots/<name>.gp reads <dir>/<input> and writes <dir>/<name>.png|svg. */
 typedef struct {
@@ -25,5 +28,9 @@ const px_plot_desc *px_plots_list(size_t *count);
  * script is missing, or gnuplot fails; the message names the script and
  * carries gnuplot's stderr. */
 px_status px_plots_render(const char *dir, px_err *err);
+
+/* `sim --plot DIR`: creates DIR, writes the plan's data files
+ * (px_plotdata_plan) and renders them. */
+px_status px_plots_plan(const char *dir, const px_model *m, const px_cluster *c, const px_parallel *par, px_err *err);
 
 #endif

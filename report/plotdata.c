@@ -1,5 +1,5 @@
 /* Writers of the plot data files. */
-#include "sim/plotdata.h"
+#include "report/plotdata.h"
 
 #include <math.h>
 #include <stdio.h>

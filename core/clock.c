@@ -1,0 +1,10 @@
+/* The monotonic clock. */
+#include "core/clock.h"
+
+#include <time.h>
+
+double px_clock_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,56 @@
+/* Clusters: the show text, the preset list, a calibration's summary. */
+#include "report/cluster.h"
+
+#include "core/fmt.h"
+
+void px_report_cluster_text(const px_cluster *c, FILE *out) {
+  char a[32];
+  const px_gpu *g = &c->gpu;
+  fprintf(out, "cluster %s: %lld GPUs (%lld node%s x %lld)\n", c->name, (long long)c->gpus, (long long)c->nodes,
+          c->nodes == 1 ? "" : "s", (long long)c->gpus_per_node);
+  if (c->source[0]) fprintf(out, "  source: %s\n", c->source);
+  fprintf(out, "  gpu %s: %s HBM at %.0f GB/s, %lld SMs, peak TFLOP/s:", g->name,
+          px_fmt_bytes((double)g->hbm_bytes, a, sizeof a), g->hbm_bytes_per_s / 1e9, (long long)g->sm_count);
+  for (int t = 0; t < PX_DTYPE_COUNT; t++)
+    if (g->peak_flops[t] > 0) fprintf(out, " %s %.1f", px_dtype_names[t], g->peak_flops[t] / 1e12);
+  fprintf(out, "\n  gemm efficiency: max %.2f, tiles %lldx%lld, k_half %.0f%s\n", g->gemm_max_efficiency,
+          (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, g->gemm_k_half,
+          g->gemm_table_len ? " (measured table given)" : "");
+  fprintf(out, "  intra-node: %.0f GB/s per GPU per direction, %.1f us, efficiency %.2f\n", c->intra_bytes_per_s / 1e9,
+          c->intra_latency_s * 1e6, c->intra_efficiency);
+  fprintf(out, "  inter-node: %lld NICs x %.0f Gb/s, %.1f us, efficiency %.2f, %s, oversubscription %.1f:1\n",
+          (long long)c->nics_per_node, c->nic_bytes_per_s * 8 / 1e9, c->inter_latency_s * 1e6, c->inter_efficiency,
+          px_net_kind_names[c->net_kind], c->oversubscription);
+  fprintf(out, "  host: %s memory, storage %.1f GB/s per node\n", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
+          c->storage_bytes_per_s / 1e9);
+}
+
+void px_report_cluster_list_header(FILE *out) {
+  fputs("name           gpu                    /node   TFLOP/s       HBM    GB/s  NVLink  NICs x Gb/s\n"
+        "                                                                        GB/s/dir\n",
+        out);
+}
+
+void px_report_cluster_list_row(const char *name, const px_cluster *c, FILE *out) {
+  px_dtype fast = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_DTYPE_BF16 : PX_DTYPE_FP32;
+  char hbm[32];
+  fprintf(out, "%-14s %-22s %5lld %8.1f %-4s %10s %8.0f %7.0f %5lld x %.0f\n", name, c->gpu.name,
+          (long long)c->gpus_per_node, c->gpu.peak_flops[fast] / 1e12, px_dtype_names[fast],
+          px_fmt_bytes((double)c->gpu.hbm_bytes, hbm, sizeof hbm), c->gpu.hbm_bytes_per_s / 1e9,
+          c->intra_bytes_per_s / 1e9, (long long)c->nics_per_node, c->nic_bytes_per_s * 8 / 1e9);
+}
+
+cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c) {
+  cJSON *o = px_cluster_to_json(c);
+  if (o) cJSON_AddStringToObject(o, "preset", name);
+  return o;
+}
+
+void px_report_calibrated_text(const px_cluster *c, const char *path, FILE *out) {
+  char bw[32];
+  fprintf(out, "calibrated: fp32 GEMM peak %.1f GFLOP/s per rank, memory %s/s, %d op kinds measured, ",
+          c->gpu.peak_flops[PX_DTYPE_FP32] / 1e9, px_fmt_bytes(c->gpu.hbm_bytes_per_s, bw, sizeof bw),
+          c->gpu.kernel_rates_len);
+  fprintf(out, "all-reduce %.2f GB/s, %.1f us per step -> %s\n", c->intra_bytes_per_s / 1e9, c->intra_latency_s * 1e6,
+          path);
+}

@@ -1,0 +1,21 @@
+/* A cluster for people and tools: `parallax topology show`, the rows of
+ * `parallax topologies`, and the summary line of a calibrated cluster file. */
+#ifndef PX_REPORT_CLUSTER_H
+#define PX_REPORT_CLUSTER_H
+
+#include <stdio.h>
+
+#include <cJSON.h>
+
+#include "plan/cluster.h"
+
+void px_report_cluster_text(const px_cluster *c, FILE *out);
+/* `parallax topologies`: the header, then one row per preset. */
+void px_report_cluster_list_header(FILE *out);
+void px_report_cluster_list_row(const char *name, const px_cluster *c, FILE *out);
+/* --json: the cluster's JSON with "preset". */
+cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c);
+/* "calibrated: fp32 GEMM peak ..., all-reduce ... -> PATH": what `parallax calibrate` measured. */
+void px_report_calibrated_text(const px_cluster *c, const char *path, FILE *out);
+
+#endif

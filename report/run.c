@@ -1,0 +1,50 @@
+/* The result of `parallax run`: text and JSON. */
+#include "report/run.h"
+
+#include "core/fmt.h"
+#include "core/json.h"
+#include "report/plan.h"
+
+void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out) {
+  char a[64], b[64];
+  for (int64_t k = 0; k < r->steps; k++)
+    fprintf(out, "step %5lld  loss %.6f\n", (long long)(r->first_step + k + 1), r->losses[k]);
+  fprintf(out, "backend %s, %lld ranks (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s\n", r->backend,
+          (long long)plan->grid.world, (long long)plan->par.tp, (long long)plan->par.pp, (long long)plan->par.dp,
+          px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s);
+  fprintf(out, "memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
+          px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
+  if (r->backend_bytes)
+    fprintf(out, "memory: %s more held by the %s backend itself (scratch for fp32 copies, library workspaces)\n",
+            px_fmt_bytes((double)r->backend_bytes, a, sizeof a), r->backend);
+  if (plan->par.precision == PX_PREC_FP16)
+    fprintf(out, "fp16: loss scale %g, %lld step%s skipped for overflow\n", r->loss_scale, (long long)r->skipped_steps,
+            r->skipped_steps == 1 ? "" : "s");
+}
+
+cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
+  cJSON *o = px_report_plan_head(plan);
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "backend", r->backend);
+  px_json_add_num(o, "first_step", (double)r->first_step);
+  cJSON *l = cJSON_AddArrayToObject(o, "losses");
+  for (int64_t k = 0; l && k < r->steps; k++) cJSON_AddItemToArray(l, cJSON_CreateNumber(r->losses[k]));
+  px_json_add_num(o, "step_time_s", r->step_time_s);
+  px_json_add_num(o, "tokens_per_s", r->tokens_per_s);
+  px_json_add_num(o, "peak_bytes", (double)r->peak_bytes);
+  px_json_add_num(o, "predicted_peak_bytes", (double)r->predicted_peak_bytes);
+  px_json_add_num(o, "backend_bytes", (double)r->backend_bytes);
+  if (plan->par.precision == PX_PREC_FP16) {
+    px_json_add_num(o, "loss_scale", r->loss_scale);
+    px_json_add_num(o, "skipped_steps", (double)r->skipped_steps);
+  }
+  cJSON *st = cJSON_AddArrayToObject(o, "stages");
+  for (int64_t s = 0; st && s < plan->par.pp; s++) {
+    cJSON *so = cJSON_CreateObject();
+    if (!so) break;
+    px_json_add_num(so, "peak_bytes", (double)(r->stage_peak_bytes ? r->stage_peak_bytes[s] : 0));
+    px_json_add_num(so, "predicted_peak_bytes", (double)plan->mem[s].peak_bytes);
+    cJSON_AddItemToArray(st, so);
+  }
+  return o;
+}

@@ -1,0 +1,77 @@
+/* The simulator's result: the summary text and the JSON contract. */
+#include "report/sim.h"
+
+#include "core/fmt.h"
+#include "core/json.h"
+#include "report/plan.h"
+
+void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall_s, FILE *out) {
+  char a[64], b[64], c[64], d[64];
+  px_report_plan_line(plan, "sim", out);
+  fprintf(out, "  step time        %s\n", px_fmt_time(r->step_time_s, a, sizeof a));
+  fprintf(out, "  throughput       %s tokens/s (%.0f per GPU)\n", px_fmt_count(r->tokens_per_s, a, sizeof a),
+          r->tokens_per_s / (double)plan->cluster.gpus);
+  fprintf(out, "  model TFLOP/s    %.1f per GPU: MFU %.1f%%, HFU %.1f%%\n", r->model_tflops_per_gpu, 100 * r->mfu,
+          100 * r->hfu);
+  fprintf(out, "  pipeline bubble  %.1f%% (analytic %.1f%%)\n", 100 * r->bubble_fraction,
+          100 * px_plan_bubble_analytic(plan));
+  fprintf(out, "  communication    tp %s, pp %s, dp %s; exposed %s\n", px_fmt_time(r->comm_tp_s, a, sizeof a),
+          px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
+          px_fmt_time(r->comm_exposed_s, d, sizeof d));
+  int64_t worst = px_report_peak_stage(plan);
+  fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s: %s\n",
+          px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
+          px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b), r->fits ? "fits" : "DOES NOT FIT");
+  fprintf(out, "  simulated        %llu events in %s\n", (unsigned long long)r->events, px_fmt_time(wall_s, a, sizeof a));
+}
+
+static const px_report_field sim_fields[] = {
+    {NULL, "step_time_s", offsetof(px_sim_result, step_time_s)},
+    {NULL, "tokens_per_s", offsetof(px_sim_result, tokens_per_s)},
+    {NULL, "model_tflops_per_gpu", offsetof(px_sim_result, model_tflops_per_gpu)},
+    {NULL, "mfu", offsetof(px_sim_result, mfu)},
+    {NULL, "hfu", offsetof(px_sim_result, hfu)},
+    {NULL, "bubble_fraction", offsetof(px_sim_result, bubble_fraction)},
+    {"comm", "tp_s", offsetof(px_sim_result, comm_tp_s)},
+    {"comm", "pp_s", offsetof(px_sim_result, comm_pp_s)},
+    {"comm", "dp_s", offsetof(px_sim_result, comm_dp_s)},
+    {"comm", "exposed_s", offsetof(px_sim_result, comm_exposed_s)},
+};
+
+const px_report_field *px_report_sim_fields(size_t *count) {
+  *count = sizeof sim_fields / sizeof sim_fields[0];
+  return sim_fields;
+}
+
+void px_report_sim_summary(cJSON *o, const px_sim_result *r) {
+  px_report_fields_json(o, sim_fields, sizeof sim_fields / sizeof sim_fields[0], r);
+  cJSON_AddBoolToObject(o, "fits", r->fits);
+}
+
+cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r) {
+  cJSON *o = px_report_plan_head(plan);
+  if (!o) return NULL;
+  px_report_sim_summary(o, r);
+  px_json_add_num(o, "bubble_analytic", px_plan_bubble_analytic(plan));
+  cJSON_AddItemToObject(o, "memory", px_report_memory_json(plan));
+  cJSON *stages = cJSON_AddArrayToObject(o, "stages");
+  for (int64_t s = 0; stages && s < r->nstages; s++) {
+    const px_sim_stage *ps = &r->stages[s];
+    cJSON *so = cJSON_CreateObject();
+    if (!so) break;
+    px_json_add_num(so, "busy_s", ps->busy_s);
+    px_json_add_num(so, "end_s", ps->end_s);
+    px_json_add_num(so, "compute_s", ps->compute_s);
+    px_json_add_num(so, "tp_s", ps->tp_s);
+    px_json_add_num(so, "pp_s", ps->pp_s);
+    px_json_add_num(so, "dp_s", ps->dp_s);
+    cJSON *ops = cJSON_AddObjectToObject(so, "op_s");
+    for (int k = 0; ops && k < PX_OP_COUNT; k++)
+      if (ps->op_s[k] > 0) px_json_add_num(ops, px_op_names[k], ps->op_s[k]);
+    cJSON_AddItemToArray(stages, so);
+  }
+  px_json_add_num(o, "params", (double)plan->params_total);
+  px_json_add_num(o, "flops_per_step", plan->model_flops_per_step);
+  px_json_add_num(o, "events", (double)r->events);
+  return o;
+}

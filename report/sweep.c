@@ -1,0 +1,92 @@
+/* The sweep table: one short column per plan, the simulator's summary, and
+ * time to train, cost and goodput when there are training tokens. */
+#include "report/sweep.h"
+
+#include "core/fileio.h"
+#include "core/fmt.h"
+#include "report/html.h"
+#include "report/plotdata.h"
+#include "report/plots.h"
+#include "report/sweepjson.h"
+
+/* How many of the best plans sweep.json beside the plots holds. */
+#define SWEEP_DIR_PLANS 50
+
+void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
+  FILE *out = ctx ? ctx : stderr;
+  if (total <= 0 || (done % 64 && done != total)) return;
+  int w = 40, fill = (int)(w * done / total);
+  fprintf(out, "\r  [%.*s%*s] %lld/%lld plans", fill, "########################################", w - fill, "",
+          (long long)done, (long long)total);
+  if (done == total) fputs("\r\033[K", out);
+}
+
+/* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column. */
+static void plan_label(const px_parallel *p, char *buf, size_t cap) {
+  static const char *const rc[] = {"none", "sel", "full"};
+  char sched[16];
+  if (p->schedule == PX_SCHED_INTERLEAVED)
+    snprintf(sched, sizeof sched, "int%lld", (long long)p->vpp);
+  else
+    snprintf(sched, sizeof sched, "%s", px_schedule_names[p->schedule]);
+  snprintf(buf, cap, "tp%lld pp%lld dp%lld z%d%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp,
+           p->zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
+}
+
+void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
+                          int64_t top, double wall_s, int threads, FILE *out) {
+  char a[64], b[64];
+  const px_parallel *f = &o->fixed;
+  fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
+          c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
+          px_objective_names[o->objective]);
+  fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated (%s on %d thread%s)\n",
+          (long long)r->enumerated, (long long)r->invalid, (long long)r->dropped_memory,
+          px_fmt_bytes((double)(c->gpu.hbm_bytes - c->gpu.reserved_bytes), a, sizeof a), (long long)r->simulated,
+          px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
+  if (r->n == 0) {
+    fprintf(out, "  no plan fits: try more GPUs, ZeRO-3, full recomputation or a smaller micro-batch\n");
+    return;
+  }
+  bool ttt = o->tokens > 0;
+  fprintf(out, "\n%4s  %-36s %9s %10s %6s %9s %6s %8s", "rank", "plan", "step", "tokens/s", "MFU", "mem/GPU", "bubble",
+          "exposed");
+  if (ttt) fprintf(out, " %8s %9s %7s", "days", "GPU-hours", "goodput");
+  if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", "cost");
+  fprintf(out, "\n");
+  for (int64_t i = 0; i < r->n && i < top; i++) {
+    const px_sweep_entry *e = &r->entries[i];
+    char label[96], step[32], tok[32], mem[32], exp[32];
+    plan_label(&e->par, label, sizeof label);
+    fprintf(out, "%4lld  %-36s %9s %10s %5.1f%% %9s %5.1f%% %8s", (long long)(i + 1), label,
+            px_fmt_time(e->sim.step_time_s, step, sizeof step), px_fmt_count(e->sim.tokens_per_s, tok, sizeof tok),
+            100 * e->sim.mfu, px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem), 100 * e->sim.bubble_fraction,
+            px_fmt_time(e->sim.comm_exposed_s, exp, sizeof exp));
+    if (ttt)
+      fprintf(out, " %8.1f %9s %6.1f%%", e->train.days, px_fmt_count(e->train.gpu_hours, a, sizeof a),
+              100 * e->train.goodput);
+    if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", px_fmt_count(e->train.cost_usd, b, sizeof b));
+    fprintf(out, "\n");
+  }
+  const px_train_time *t = &r->entries[0].train;
+  if (ttt && t->cluster_mtbf_s > 0) {
+    char w[32], iv[32];
+    fprintf(out,
+            "\nfailures (best plan): cluster MTBF %s (%.0f h per GPU), checkpoint of %s written in %s every %s "
+            "(Young/Daly), goodput %.1f%%\n",
+            px_fmt_time(t->cluster_mtbf_s, a, sizeof a), o->mtbf_hours, px_fmt_bytes(t->checkpoint_bytes, b, sizeof b),
+            px_fmt_time(t->checkpoint_write_s, w, sizeof w), px_fmt_time(t->checkpoint_interval_s, iv, sizeof iv),
+            100 * t->goodput);
+  }
+}
+
+px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
+                              const px_sweep_opts *o, const px_sweep_result *r, px_err *err) {
+  px_status st = px_mkdir_p(dir, err);
+  if (!st) st = px_plotdata_sweep(r, dir, err);
+  if (!st && r->n > 0) st = px_plotdata_plan(m, c, &r->entries[0].par, dir, err);
+  if (!st) st = px_report_sweep_write(dir, m, c, o, r, SWEEP_DIR_PLANS, err);
+  if (!st) st = px_plots_render(dir, err);
+  if (!st && html) st = px_html_report(dir, err);
+  return st;
+}

@@ -1,0 +1,27 @@
+/* A sweep for people: the ranked table of `parallax sweep` (counts, the top
+ * plans, time to train and the failure model of the best), its progress bar,
+ * and the directory of plots and report it writes. */
+#ifndef PX_REPORT_SWEEP_H
+#define PX_REPORT_SWEEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/model.h"
+#include "sim/sweep.h"
+
+/* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads. */
+void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
+                          int64_t top, double wall_s, int threads, FILE *out);
+/* `sweep --plot DIR` (html false) and `--report DIR` (html true): creates
+ * DIR, writes the data files of the sweep and of its best plan, sweep.json
+ * with the 50 best plans, renders the plots and, with html, index.html. */
+px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
+                              const px_sweep_opts *o, const px_sweep_result *r, px_err *err);
+/* A px_sweep_opts progress callback: a bar on the FILE * ctx (stderr when NULL). */
+void px_report_sweep_progress(void *ctx, int64_t done, int64_t total);
+
+#endif

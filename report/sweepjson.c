@@ -1,0 +1,152 @@
+/* sweep.json: the answer of a sweep, written once and read back. */
+#include "report/sweepjson.h"
+
+#include <stdio.h>
+
+#include "core/json.h"
+#include "report/plan.h"
+#include "report/sim.h"
+
+static const px_report_field train_fields[] = {
+    {NULL, "days", offsetof(px_train_time, days)},
+    {NULL, "gpu_hours", offsetof(px_train_time, gpu_hours)},
+    {NULL, "cost_usd", offsetof(px_train_time, cost_usd)},
+    {NULL, "goodput", offsetof(px_train_time, goodput)},
+    {NULL, "checkpoint_bytes", offsetof(px_train_time, checkpoint_bytes)},
+    {NULL, "checkpoint_write_s", offsetof(px_train_time, checkpoint_write_s)},
+    {NULL, "checkpoint_interval_s", offsetof(px_train_time, checkpoint_interval_s)},
+    {NULL, "cluster_mtbf_s", offsetof(px_train_time, cluster_mtbf_s)},
+};
+
+const px_report_field *px_report_train_fields(size_t *count) {
+  *count = sizeof train_fields / sizeof train_fields[0];
+  return train_fields;
+}
+
+/* One ranked plan: what `parallax sim --json` says of it (the same summary
+ * fields), its peak memory and time to train. */
+static cJSON *entry_json(const px_sweep_entry *e, int64_t rank) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  px_json_add_num(o, "rank", (double)rank);
+  cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&e->par));
+  px_report_sim_summary(o, &e->sim);
+  cJSON *mem = cJSON_AddObjectToObject(o, "memory");
+  if (mem) px_report_memory_peak(mem, e->peak_bytes, e->at_peak);
+  if (e->train.days > 0 || e->train.cluster_mtbf_s > 0) {
+    cJSON *t = cJSON_AddObjectToObject(o, "time_to_train");
+    if (t) px_report_fields_json(t, train_fields, sizeof train_fields / sizeof train_fields[0], &e->train);
+  }
+  return o;
+}
+
+cJSON *px_report_fixed_json(const px_parallel *f) {
+  cJSON *o = px_parallel_to_json(f); /* unset enums are left out already */
+  if (!o) return NULL;
+  const struct {
+    const char *key;
+    bool unset;
+  } drop[] = {{"tp", f->tp <= 0},   {"pp", f->pp <= 0},   {"dp", f->dp <= 0},        {"zero", f->zero < 0},
+              {"sp", f->sp < 0},    {"mbs", f->mbs <= 0}, {"vpp", f->vpp <= 0},      {"bucket_mib", f->bucket_bytes == 0},
+              {"gbs", true},        {"seq", true}};
+  for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+    if (drop[i].unset) cJSON_DeleteItemFromObjectCaseSensitive(o, drop[i].key);
+  return o;
+}
+
+static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, const px_sweep_opts *o) {
+  char line[1400];
+  snprintf(line, sizeof line, "Cluster %s: %s", c->name, c->source);
+  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  snprintf(line, sizeof line, "Model %s: %s", m->name, m->source);
+  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  snprintf(line, sizeof line,
+           "Compute: roofline per op, GEMM efficiency %.2f x wave and tile quantization on %lld SMs (tiles %lldx%lld, "
+           "k_half %.0f), memory-bound ops at %.0f%% of %.0f GB/s, %.1f us per kernel.",
+           c->gpu.gemm_max_efficiency, (long long)c->gpu.sm_count, (long long)c->gpu.gemm_tile_m,
+           (long long)c->gpu.gemm_tile_n, c->gpu.gemm_k_half, 100 * c->gpu.memory_efficiency,
+           c->gpu.hbm_bytes_per_s / 1e9, c->gpu.kernel_overhead_s * 1e6);
+  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  snprintf(line, sizeof line,
+           "Network: NVLink %.0f GB/s per GPU per direction at %.0f%%, %lld x %.0f Gb/s NICs per node at %.0f%%; ring, "
+           "tree or hierarchical collectives, whichever is cheapest; concurrent flows share links equally.",
+           c->intra_bytes_per_s / 1e9, 100 * c->intra_efficiency, (long long)c->nics_per_node,
+           c->nic_bytes_per_s * 8 / 1e9, 100 * c->inter_efficiency);
+  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  snprintf(line, sizeof line,
+           "Memory: a plan fits when its peak per GPU plus the executor's allocation headroom (1/64 of it and "
+           "16 MiB) is within the HBM less the runtime's reserve (%.1f GiB usable).",
+           (double)(c->gpu.hbm_bytes - c->gpu.reserved_bytes) / 1073741824.0);
+  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  snprintf(line, sizeof line,
+           "Failures: %.0f hours MTBF per GPU (Llama 3 paper: 419 unexpected interruptions in 54 days on 16,384 "
+           "GPUs), %.0f minutes lost per restart, checkpoints of parameters and optimizer written at %.1f GB/s per "
+           "node, interval by Young/Daly.",
+           o->mtbf_hours, o->restart_s / 60, c->storage_bytes_per_s / 1e9);
+  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+}
+
+cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
+                            int64_t top) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON *q = cJSON_AddObjectToObject(root, "question");
+  if (q) {
+    cJSON_AddItemToObject(q, "model", px_model_to_json(m));
+    cJSON_AddItemToObject(q, "cluster", px_cluster_to_json(c));
+    px_json_add_num(q, "gpus", (double)c->gpus);
+    px_json_add_num(q, "gbs", (double)o->fixed.gbs);
+    px_json_add_num(q, "seq", (double)(o->fixed.seq > 0 ? o->fixed.seq : m->seq_len));
+    cJSON_AddStringToObject(q, "objective", px_objective_names[o->objective]);
+    px_json_add_num(q, "tokens", o->tokens);
+    px_json_add_num(q, "price_usd_per_gpu_hour", o->price_per_gpu_hour);
+    px_json_add_num(q, "mtbf_hours", o->mtbf_hours);
+    px_json_add_num(q, "restart_s", o->restart_s);
+    cJSON_AddItemToObject(q, "fixed", px_report_fixed_json(&o->fixed));
+  }
+  cJSON *counts = cJSON_AddObjectToObject(root, "counts");
+  if (counts) {
+    px_json_add_num(counts, "enumerated", (double)r->enumerated);
+    px_json_add_num(counts, "invalid", (double)r->invalid);
+    px_json_add_num(counts, "dropped_memory", (double)r->dropped_memory);
+    px_json_add_num(counts, "simulated", (double)r->simulated);
+  }
+  cJSON *plans = cJSON_AddArrayToObject(root, "plans");
+  for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1));
+  cJSON *as = cJSON_AddArrayToObject(root, "assumptions");
+  if (as) add_assumptions(as, m, c, o);
+  return root;
+}
+
+static px_status sweep_path(const char *dir, char *path, size_t cap, px_err *err) {
+  int w = snprintf(path, cap, "%s/sweep.json", dir);
+  if (w < 0 || (size_t)w >= cap) return px_err_set(err, PX_ERR_INPUT, "%.64s...: path too long", dir);
+  return PX_OK;
+}
+
+px_status px_report_sweep_write(const char *dir, const px_model *m, const px_cluster *c, const px_sweep_opts *o,
+                                const px_sweep_result *r, int64_t top, px_err *err) {
+  char path[4096];
+  px_status st = sweep_path(dir, path, sizeof path, err);
+  if (st) return st;
+  cJSON *j = px_report_sweep_json(m, c, o, r, top);
+  st = j ? px_json_write(path, j, err) : px_err_set(err, PX_ERR_RUNTIME, "%s: out of memory", path);
+  cJSON_Delete(j);
+  return st;
+}
+
+px_status px_report_sweep_load(const char *dir, cJSON **root, px_err *err) {
+  char path[4096];
+  *root = NULL;
+  px_status st = sweep_path(dir, path, sizeof path, err);
+  if (st || (st = px_json_load(path, root, err))) return st;
+  const char *bad = !cJSON_IsObject(*root) ? "not a JSON object"
+                    : cJSON_GetObjectItemCaseSensitive(*root, "plans") &&
+                            !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(*root, "plans"))
+                        ? "field 'plans' is not an array"
+                        : NULL;
+  if (!bad) return PX_OK;
+  cJSON_Delete(*root);
+  *root = NULL;
+  return px_err_set(err, PX_ERR_INPUT, "%s: %s", path, bad);
+}

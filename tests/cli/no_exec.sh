@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The planner built without the executor (cmake -DPX_EXEC=OFF; registered only
+# there): run and calibrate refuse in one line with exit 2, the binary links
+# no MPI, BLAS or CUDA, and the planner's commands work.
+set -u
+px=$1
+source "$(dirname "$0")/../tools/clitest.sh"
+
+want="parallax was built without the executor (PX_EXEC=OFF): run and calibrate are not available"
+for cmd in run calibrate; do
+  err=$("$px" "$cmd" -m tiny --steps 1 2>&1 >/dev/null); rc=$?
+  [ "$rc" -eq 2 ] && [ "$(printf '%s\n' "$err" | grep -c '')" -eq 1 ] && printf '%s' "$err" | grep -qF "$want" ||
+    fail "$cmd: exit $rc, '$err'"
+done
+
+libs=$(ldd "$px" 2>&1)
+printf '%s\n' "$libs" | grep -Ei 'libmpi|openblas|libblas|cuda|cublas|nccl' && fail "links the executor's libraries: $libs"
+syms=$(nm -u "$px" 2>&1 | grep -E ' (MPI_|PMPI_|cblas_|cuda|cublas|nccl)' | head -3)
+[ -z "$syms" ] || fail "undefined executor symbols: $syms"
+
+"$px" models >/dev/null || fail "models"
+"$px" topologies >/dev/null || fail "topologies"
+"$px" model show llama3-8b >/dev/null || fail "model show"
+"$px" topology show dgx-h100 >/dev/null || fail "topology show"
+"$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 >/dev/null || fail "plan"
+"$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 --json | jq -e '.step_time_s > 0' >/dev/null || fail "sim"
+"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 -k 3 --plot "$tmp/p" >/dev/null || fail "sweep --plot"
+"$px" plot "$tmp/p" >/dev/null || fail "plot"
+# a split sweep needs MPI: refused with the reason, not run N times
+if command -v mpirun >/dev/null; then
+  err=$(mpirun -np 2 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 2>&1 >/dev/null); rc=$?
+  [ "$rc" -ne 0 ] && printf '%s' "$err" | grep -qF "built without the executor" || fail "mpirun sweep: $rc $err"
+fi
+
+finish
