@@ -21,7 +21,7 @@ typedef struct {
 } px_opt;
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
-       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT };
+       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -45,6 +45,13 @@ static const px_opt opts[] = {
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket (25)"},
+    {"grad-accum", required_argument, OPT_GRAD_ACCUM, PX_OPT_PLAN, "M",
+     "ZeRO-2/3: sharded (reduce every micro-batch, default) | full (reduce once a step, FSDP no_sync)"},
+    {"prefetch", required_argument, OPT_PREFETCH, PX_OPT_PLAN, "N", "ZeRO-3: layers gathered ahead of use (1)"},
+    {"no-reshard-after-forward", no_argument, OPT_NO_RESHARD, PX_OPT_PLAN, NULL,
+     "ZeRO-3: keep gathered parameters from forward to backward (FSDP SHARD_GRAD_OP)"},
+    {"main-grad", required_argument, OPT_MAIN_GRAD, PX_OPT_PLAN, "G",
+     "16-bit gradient buffer: param (its dtype, default) | fp32 (Megatron-LM's main_grad)"},
     {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,all,none"},
     {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,all"},
     {"plan", required_argument, 'f', PX_OPT_PLAN, "FILE", "read model, cluster and choices from a plan file"},
@@ -191,6 +198,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         st = px_parse_int(optarg, "--bucket-mib", 1, 1 << 20, &v, err);
         p->bucket_bytes = (uint64_t)v << 20;
         break;
+      case OPT_GRAD_ACCUM:
+        st = parse_enum("grad-accum", optarg, px_grad_accum_names, PX_ACCUM_COUNT, &p->grad_accum, err);
+        break;
+      case OPT_PREFETCH: st = px_parse_int(optarg, "--prefetch", 0, 64, &p->prefetch, err); break;
+      case OPT_NO_RESHARD: p->reshard = 0; break;
+      case OPT_MAIN_GRAD: st = parse_enum("main-grad", optarg, px_main_grad_names, PX_MAIN_GRAD_COUNT, &p->main_grad, err); break;
       case OPT_OVERLAP: {
         int bits = 0;
         st = px_overlap_parse(optarg, &bits, err);

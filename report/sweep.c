@@ -29,8 +29,12 @@ static void plan_label(const px_parallel *p, char *buf, size_t cap) {
     snprintf(sched, sizeof sched, "int%lld", (long long)p->vpp);
   else
     snprintf(sched, sizeof sched, "%s", px_schedule_names[p->schedule]);
-  snprintf(buf, cap, "tp%lld pp%lld dp%lld z%d%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp,
-           p->zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
+  /* ZeRO-2/3's modes when not the defaults: full accumulation, parameters kept from forward to backward */
+  char zero[16];
+  snprintf(zero, sizeof zero, "z%d%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
+           p->zero == 3 && !p->reshard ? "k" : "");
+  snprintf(buf, cap, "tp%lld pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp, zero,
+           p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
 }
 
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,

@@ -134,11 +134,30 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
                 if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0) continue;
-                if (px_parallel_validate(&p, m, c, NULL)) {
-                  (*invalid)++;
-                  continue;
-                }
-                if (!cand_push(out, &p)) return px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                /* ZeRO-2/3's modes: sharded or full accumulation (when there is more than one
+                 * micro-batch), and for ZeRO-3 resharding after the forward or not */
+                for (int acc = 0; acc < PX_ACCUM_COUNT; acc++)
+                  for (int rs = 1; rs >= 0; rs--) {
+                    px_parallel q = p;
+                    if (f->grad_accum < 0) {
+                      if (acc == PX_ACCUM_FULL && (q.zero < 2 || q.gbs <= q.mbs * q.dp)) continue;
+                      q.grad_accum = q.zero >= 2 ? acc : PX_ACCUM_FULL;
+                    } else if (acc) {
+                      continue;
+                    }
+                    if (f->reshard < 0) {
+                      if (!rs && q.zero != 3) continue;
+                      q.reshard = rs;
+                    } else if (!rs) {
+                      continue;
+                    }
+                    px_parallel_resolve(&q, m, c);
+                    if (px_parallel_validate(&q, m, c, NULL)) {
+                      (*invalid)++;
+                      continue;
+                    }
+                    if (!cand_push(out, &q)) return px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                  }
               }
             }
     }
