@@ -1,8 +1,6 @@
-/* Which ops a backend can run, asked before a run starts: the dtype an op
- * runs in, the operands each op kind takes (the contract between the
- * interpreter and every backend), and the walk over a plan's programs that
- * refuses a plan with an op the backend cannot run, naming the op, its dtype
- * and the reason, instead of failing midway or computing something wrong. */
+/* Which ops a backend can run, asked before a run starts: an op's dtype, the
+ * operands each kind takes (the interpreter-backend contract), and the walk
+ * that refuses a plan with an op the backend cannot run, saying which and why. */
 #ifndef PX_EXEC_SUPPORT_H
 #define PX_EXEC_SUPPORT_H
 
