@@ -104,6 +104,15 @@ typedef struct {
  * allocated and released as the step runs). */
 typedef enum { PX_POOL_STATES, PX_POOL_STEP, PX_POOLS } px_pool;
 
+/* A backend's answer to supports_op. */
+typedef enum {
+  PX_SUPPORT_NO,      /* it cannot run the op (a plan with it is refused before the run starts) */
+  PX_SUPPORT_YES,     /* it runs the op in the op's dtype */
+  PX_SUPPORT_WIDENED, /* it runs the op correctly on fp32 copies of its 16-bit operands: slower, and
+                         scratch memory beyond the plan's prediction */
+  PX_SUPPORT_COUNT
+} px_support;
+
 typedef struct px_backend px_backend;
 struct px_backend {
   const char *name;
@@ -126,6 +135,15 @@ struct px_backend {
   px_status (*download)(px_backend *b, void *host, const void *src, uint64_t bytes, px_err *err);
   /* one op of the graph (not the communication kinds) */
   px_status (*op)(px_backend *b, const px_exec_op *e, px_err *err);
+  /* Whether the backend runs `op` of `plan` correctly, from what is known
+   * before a run: the op's kind and dtype (px_support_op_dtype), its
+   * operands' dtypes, and the shapes and flags that matter. The
+   * communication kinds are asked about the collective and p2p entries that
+   * run them; ops without slots (dim[0] elements; the unit-sized collectives,
+   * GRAD_NORM, ADAMW, and ACC on gradient ranges) as px_exec_op documents
+   * them. Anything but YES puts a short reason in why (cap bytes). Optional
+   * (NULL: every op). */
+  px_support (*supports_op)(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap);
   /* collectives over a group of this rank; counts in elements of dt */
   px_status (*allreduce)(px_backend *b, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op, px_err *err);
   px_status (*allgather)(px_backend *b, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,

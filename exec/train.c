@@ -13,6 +13,7 @@
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/data.h"
+#include "exec/support.h"
 #ifdef PX_HAVE_CUDA
 #include "exec/cuda/backend.h"
 #endif
@@ -87,6 +88,20 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
   }
   return st;
 }
+
+/* Refuses, before anything is allocated, a plan with an op the backend
+ * cannot run. Every rank asks about every stage's ops, so the verdict is the
+ * same everywhere and rank 0 alone says it (a rank that alone refuses says
+ * it itself). */
+static px_status check_support(const px_plan *plan, px_backend *be, const px_comm *c, px_err *err) {
+  px_status st = px_support_check(be, plan, err);
+  int mine[2] = {st != PX_OK, c->world_rank == 0 && st != PX_OK}, all[2] = {0, 0};
+  MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, c->world);
+  if (st && c->world_rank != 0 && all[1]) return px_err_set(err, st, "another rank refused the plan (rank 0 says why)");
+  if (!st && all[0]) return px_err_set(err, PX_ERR_INPUT, "another rank refused the plan (see its message)");
+  return st;
+}
+
 
 static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c, const char *backend, const char *path,
                                const double *step_times, int64_t nsteps, px_err *err) {
@@ -182,6 +197,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   if (!st) {
     r->backend = be->name;
     be->sync_ops = o->time_ops || o->profile_path;
+    st = check_support(plan, be, &comm, err);
   }
   if (!st) {
     int64_t vocab = plan->model.vocab;

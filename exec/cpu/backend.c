@@ -2,11 +2,14 @@
 #include "exec/cpu/backend.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/support.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
@@ -273,17 +276,60 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: op %s is not an op it runs", px_op_names[o->kind]);
 }
 
+/* Every op kind in fp32 (the plan's contract, exec/support.c); MPI takes int
+ * counts, so a collective or message beyond INT_MAX elements or bytes is
+ * refused rather than truncated. */
+static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+  (void)b;
+  px_dtype dt = px_support_op_dtype(plan, op);
+  if (dt != PX_DTYPE_FP32) {
+    snprintf(why, cap, "the cpu backend runs fp32 only (hint: --precision fp32)");
+    return PX_SUPPORT_NO;
+  }
+  if (!px_support_contract(plan, op, PX_DTYPE_FP32, why, cap)) return PX_SUPPORT_NO;
+  const int64_t *d = op->dim;
+  switch ((px_op_kind)op->kind) {
+    case PX_OP_ADAMW:
+      if (plan->par.precision != PX_PREC_FP32) {
+        snprintf(why, cap, "no mixed-precision AdamW (fp32 master weights) on the cpu backend");
+        return PX_SUPPORT_NO;
+      }
+      return PX_SUPPORT_YES;
+    case PX_OP_ALLREDUCE:
+    case PX_OP_ALLGATHER:
+    case PX_OP_REDUCE_SCATTER:
+      if (d[0] > INT_MAX || d[1] > INT_MAX) {
+        snprintf(why, cap, "%lld elements: MPI counts are ints", (long long)(d[0] > d[1] ? d[0] : d[1]));
+        return PX_SUPPORT_NO;
+      }
+      return PX_SUPPORT_YES;
+    case PX_OP_SEND:
+    case PX_OP_RECV:
+      if (d[0] > INT_MAX / 4) {
+        snprintf(why, cap, "%lld bytes: MPI counts are ints", (long long)d[0] * 4);
+        return PX_SUPPORT_NO;
+      }
+      return PX_SUPPORT_YES;
+    default: return PX_SUPPORT_YES;
+  }
+}
+
 /* ---- collectives ---- */
 
 static MPI_Comm group_comm(px_backend *be, px_group g) { return px_comm_of(((cpu *)be->impl)->comm, g); }
 
-static px_status need_fp32(px_dtype dt, px_err *err) {
-  return dt == PX_DTYPE_FP32 ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 only");
+/* fp32, and a count MPI's int takes. */
+static px_status coll_ok(px_dtype dt, uint64_t count, px_err *err) {
+  if (dt != PX_DTYPE_FP32) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 only");
+  if (count > INT_MAX)
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective of %llu elements is beyond MPI's int counts",
+                      (unsigned long long)count);
+  return PX_OK;
 }
 
 static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
                                px_err *err) {
-  px_status st = need_fp32(dt, err);
+  px_status st = coll_ok(dt, count, err);
   if (st) return st;
   return px_comm_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, op == PX_RED_MAX ? MPI_MAX : MPI_SUM,
                                      group_comm(be, g)),
@@ -292,7 +338,9 @@ static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t c
 
 static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
                                px_err *err) {
-  px_status st = need_fp32(dt, err);
+  int n = 1;
+  MPI_Comm_size(group_comm(be, g), &n);
+  px_status st = coll_ok(dt, count_in * (uint64_t)n, err);
   if (st) return st;
   return px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, MPI_FLOAT, out, (int)count_in,
                                      MPI_FLOAT, group_comm(be, g)),
@@ -301,7 +349,9 @@ static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void
 
 static px_status cpu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
                                     px_dtype dt, px_err *err) {
-  px_status st = need_fp32(dt, err);
+  int n = 1;
+  MPI_Comm_size(group_comm(be, g), &n);
+  px_status st = coll_ok(dt, count_out * (uint64_t)n, err);
   if (st) return st;
   return px_comm_check(
       MPI_Reduce_scatter_block(in, out, (int)count_out, MPI_FLOAT, MPI_SUM, group_comm(be, g)), "MPI_Reduce_scatter", err);
@@ -311,6 +361,10 @@ static px_status cpu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
   cpu *c = be->impl;
   MPI_Request req[16];
   if (n > 16) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: p2p batch of %d is too large", n);
+  for (int i = 0; i < n; i++)
+    if (items[i].bytes > INT_MAX)
+      return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a %llu-byte message is beyond MPI's int counts",
+                        (unsigned long long)items[i].bytes);
   for (int i = 0; i < n; i++) {
     int rc = items[i].send ? MPI_Isend(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
                                        c->comm->world, &req[i])
@@ -360,6 +414,7 @@ px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err)
   b->upload = cpu_copy;
   b->download = cpu_copy;
   b->op = cpu_op;
+  b->supports_op = cpu_supports_op;
   b->allreduce = cpu_allreduce;
   b->allgather = cpu_allgather;
   b->reduce_scatter = cpu_reduce_scatter;

@@ -19,12 +19,14 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <nccl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "exec/arena.h"
+#include "exec/support.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -862,7 +864,108 @@ static px_status cu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   return op_dispatch(be, e, e->plan->act_dtype, err);
 }
 
+/* ---- what it runs ---- */
+
+static px_support refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static px_support refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, cap, fmt, ap);
+  va_end(ap);
+  return verdict;
+}
+
+static bool kernel_dtype(px_dtype dt) { return dt == PX_DTYPE_FP32 || dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16; }
+
+/* What op_dispatch and the collectives do with each op, said up front:
+ * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
+ *   activations'; the ops on gradient ranges run in it too);
+ * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
+ *   query heads (the kernels' limits);
+ * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
+ *   (B, heads, S, S) operands in scratch memory the plan does not count;
+ * - (not flagged) the embedding backward in 16 bits needs the host's copy of
+ *   the tokens, which the interpreter passes (without, it widens the table);
+ *   the norms' 16-bit backward sums the weight gradients in fp32 copies (H
+ *   elements); the GELU epilogues fall back to a second kernel where
+ *   cuBLASLt has none: all exact;
+ * - AdamW on fp32 weights with fp32 gradients, or mixed: fp32 master weights
+ *   with bf16 or fp16 gradients and model copy;
+ * - collectives through MPI (PX_CUDA_COMM=mpi, or ranks outnumbering GPUs)
+ *   up to MPI's int counts. */
+static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+  const cuda *c = be->impl;
+  px_dtype dt = px_support_op_dtype(plan, op);
+  const int64_t *d = op->dim;
+  const char *kind = px_op_names[op->kind];
+  if (!kernel_dtype(dt))
+    return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
+  if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
+  bool half = dt != PX_DTYPE_FP32;
+  switch ((px_op_kind)op->kind) {
+    case PX_OP_ACC:
+    case PX_OP_GRAD_NORM:
+      if (dt != plan->act_dtype) /* op_dispatch runs every op in the activations' dtype */
+        return refuse(why, cap, PX_SUPPORT_NO, "%s gradients with %s activations: %s runs in the activations' dtype",
+                      px_dtype_names[dt], px_dtype_names[plan->act_dtype], kind);
+      return PX_SUPPORT_YES;
+    case PX_OP_ADAMW:
+      if (plan->par.precision == PX_PREC_FP32 &&
+          (plan->grad_dtype != PX_DTYPE_FP32 || plan->param_dtype != PX_DTYPE_FP32))
+        return refuse(why, cap, PX_SUPPORT_NO, "fp32 AdamW needs fp32 weights and gradients, not %s and %s",
+                      px_dtype_names[plan->param_dtype], px_dtype_names[plan->grad_dtype]);
+      if (plan->par.precision != PX_PREC_FP32 && (!half || plan->param_dtype != plan->grad_dtype))
+        return refuse(why, cap, PX_SUPPORT_NO,
+                      "mixed-precision AdamW needs bf16 or fp16 gradients and model weights of that dtype, not %s "
+                      "and %s", px_dtype_names[plan->grad_dtype], px_dtype_names[plan->param_dtype]);
+      return PX_SUPPORT_YES;
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD:
+      if (d[4] > PX_KC_FLASH_MAX_D)
+        return refuse(why, cap, PX_SUPPORT_NO,
+                      "head dim %lld, the flash kernels take at most %d (hint: --attention unfused)", (long long)d[4],
+                      PX_KC_FLASH_MAX_D);
+      if (d[2] > 65535)
+        return refuse(why, cap, PX_SUPPORT_NO, "%lld query heads per rank, the flash kernels take at most 65535",
+                      (long long)d[2]);
+      return PX_SUPPORT_YES;
+    case PX_OP_ATTN_SCORES:
+    case PX_OP_ATTN_SCORES_BWD:
+    case PX_OP_SOFTMAX:
+    case PX_OP_SOFTMAX_BWD:
+    case PX_OP_ATTN_CONTEXT:
+    case PX_OP_ATTN_CONTEXT_BWD:
+      if (half)
+        return refuse(why, cap, PX_SUPPORT_WIDENED,
+                      "no %s kernels: runs on fp32 copies of its operands (hint: --attention flash)",
+                      px_dtype_names[dt]);
+      return PX_SUPPORT_YES;
+    case PX_OP_ALLREDUCE:
+    case PX_OP_ALLGATHER:
+    case PX_OP_REDUCE_SCATTER:
+      if (!c->nccl && (d[0] > INT32_MAX / 4 || d[1] > INT32_MAX / 4))
+        return refuse(why, cap, PX_SUPPORT_NO, "%lld elements: beyond the MPI fallback's int counts (NCCL has none)",
+                      (long long)(d[0] > d[1] ? d[0] : d[1]));
+      return PX_SUPPORT_YES;
+    case PX_OP_SEND:
+    case PX_OP_RECV:
+      if (!c->nccl && (uint64_t)d[0] * px_dtype_bytes(dt) > (uint64_t)INT32_MAX)
+        return refuse(why, cap, PX_SUPPORT_NO, "%llu bytes: beyond the MPI fallback's int counts (NCCL has none)",
+                      (unsigned long long)((uint64_t)d[0] * px_dtype_bytes(dt)));
+      return PX_SUPPORT_YES;
+    default: return PX_SUPPORT_YES;
+  }
+}
+
 /* ---- collectives ---- */
+
+/* NCCL's and the MPI fallback's element types. */
+static px_status coll_dtype(px_dtype dt, px_err *err) {
+  if (kernel_dtype(dt)) return PX_OK;
+  return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: no %s collectives (fp32, bf16 and fp16 only)",
+                    px_dtype_names[dt]);
+}
 
 static ncclDataType_t nccl_type(px_dtype dt) {
   switch (dt) {
@@ -942,6 +1045,7 @@ static px_status cu_allreduce(px_backend *be, px_group g, void *buf, uint64_t co
                               px_err *err) {
   cuda *c = be->impl;
   if (!count) return PX_OK;
+  if (coll_dtype(dt, err)) return PX_ERR_RUNTIME;
   if (!c->nccl) return staged(be, STAGED_ALLREDUCE, g, buf, buf, count, dt, op, err);
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
@@ -957,6 +1061,7 @@ static px_status cu_allgather(px_backend *be, px_group g, void *out, const void 
                               px_err *err) {
   cuda *c = be->impl;
   if (!count_in) return PX_OK;
+  if (coll_dtype(dt, err)) return PX_ERR_RUNTIME;
   if (!c->nccl) return staged(be, STAGED_ALLGATHER, g, out, in, count_in, dt, PX_RED_SUM, err);
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
@@ -971,6 +1076,7 @@ static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const 
                                    px_dtype dt, px_err *err) {
   cuda *c = be->impl;
   if (!count_out) return PX_OK;
+  if (coll_dtype(dt, err)) return PX_ERR_RUNTIME;
   if (!c->nccl) return staged(be, STAGED_REDUCE_SCATTER, g, out, in, count_out, dt, PX_RED_SUM, err);
   ncclComm_t nc;
   px_status st = nccl_comm(c, g, &nc, err);
@@ -1160,6 +1266,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->upload = cu_upload;
   b->download = cu_download;
   b->op = cu_op;
+  b->supports_op = cu_supports_op;
   b->allreduce = cu_allreduce;
   b->allgather = cu_allgather;
   b->reduce_scatter = cu_reduce_scatter;

@@ -83,6 +83,21 @@ else
   echo "ok: a plan larger than the device is refused at start-up"
 fi
 
+# an op the backend cannot run (flash attention with a head dim beyond its
+# kernels' 256): refused at start-up by supports_op, one line from rank 0, exit 2
+sed 's/"heads": 4,/"heads": 4, "head_dim": 320,/; s/"name": "tiny-gpt"/"name": "tiny-gpt-d320"/' \
+  "$root/models/tiny-gpt.json" >"$tmp/tiny-gpt-d320.json"
+PX_EMU_DEVICES=2 timeout 300 mpirun -np 2 "$px" run --backend cuda -m "$tmp/tiny-gpt-d320.json" -c dgx-h100 -t 2 -B 2 \
+  --steps 1 --attention flash >"$tmp/d320.out" 2>"$tmp/d320.err"
+rc=$?
+said=$(grep "parallax:" "$tmp/d320.err")
+if [ "$rc" -eq 2 ] && [ "$(echo "$said" | wc -l)" -eq 1 ] &&
+  echo "$said" | grep -q "cuda cannot run this plan: flash_attn (bf16): head dim 320.*--attention unfused"; then
+  echo "ok: an op the backend cannot run is refused at start-up: $said"
+else
+  fail "head dim 320 on the cuda backend: exit $rc, $(grep -v WARNING "$tmp/d320.err" | head -3)"
+fi
+
 # bf16: against the fp32 run of the same plan
 run bf16-ref 1 cpu -m tiny -B 4 --precision fp32 --steps 3
 PX_EMU_DEVICES=1 run bf16-1 1 cuda -m tiny -B 4 --precision bf16 --steps 3

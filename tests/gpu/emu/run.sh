@@ -4,7 +4,10 @@
 # AddressSanitizer and UBSan.
 #  1. tests/gpu/test_cuda_kernels.c: every kernel against its CPU twin
 #     (indexing, bounds, barriers, results; cuBLASLt is a reference model);
-#  2. tests/gpu/exec.sh: parallax run --backend cuda against --backend cpu on plans up to
+#  2. tests/test_backend_ops.c: every op kind through the CUDA backend's interface
+#     against the CPU backend, fp32, bf16 and fp16, what supports_op refuses
+#     skipped; its collectives on 4 ranks over NCCL and over the MPI fallback;
+#  3. tests/gpu/exec.sh: parallax run --backend cuda against --backend cpu on plans up to
 #     8 ranks, over NCCL and over the MPI fallback, fp32 and bf16.
 # Not a substitute for scripts/gpu-tests.sh on a real GPU: no timing, no
 # races, no nvcc code generation.
@@ -39,4 +42,8 @@ fi
 cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" >/dev/null
 cmake --build "$out/emu" -j"$(nproc)" >/dev/null
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_cuda_kernels_emu"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader
+PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_backend_ops_emu"
+PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 PX_EMU_DEVICES=4 mpirun -np 4 "$out/emu/test_backend_ops_emu" --collectives
+PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 PX_EMU_DEVICES=4 PX_CUDA_COMM=mpi mpirun -np 4 "$out/emu/test_backend_ops_emu" --collectives
 PX_EMU=1 bash "$root/tests/gpu/exec.sh" "$out/emu/parallax_emu" "$out/emu/px_gradcmp" "$root"

@@ -1,0 +1,1621 @@
+/* The backend conformance suite, in the spirit of ggml's test-backend-ops:
+ * every op kind of the graph, in fp32, bf16 and fp16, on every backend of
+ * this build (cpu; cuda where a device, or tests/gpu/emu's emulated one, is
+ * present), through the backend interface: px_backend's entries called with
+ * the px_exec_op the interpreter passes, on the ops of small plans with odd
+ * sizes (7-token sequences of 3, 5-wide heads, GQA, a padded vocabulary
+ * shard at TP rank 1 with SP, a tensor-core head dim, a head dim of 320).
+ *  - the cpu backend against plain double-precision references written here
+ *    (not kernels/cpu), fp32, tight tolerances;
+ *  - every backend against the cpu backend, on the same inputs rounded to
+ *    the dtype under test, with that dtype's tolerances (those of
+ *    tests/gpu/test_cuda_kernels.c);
+ *  - a (kind, dtype) that a backend's supports_op refuses is printed as
+ *    skipped; one it accepts must then be right; the cpu backend must accept
+ *    every fp32 op; the walk of a plan (exec/support.h) refuses what a
+ *    backend refuses, with the op, its dtype and the reason;
+ *  - the collectives and p2p through the backend's entries: on one rank
+ *    here; across ranks (sums, maxima, gathers, scatters in TP, DP and world
+ *    groups) with `mpirun -np 4 test_backend_ops --collectives`, which
+ *    tests/CMakeLists.txt and tests/gpu/emu/run.sh run;
+ *  - every op kind (PX_OP_KINDS) has a reference here and ran: a new kind
+ *    fails the suite until it has one.
+ * The references use the shared definitions of the random streams
+ * (px_exec_dropout_seed, px_dropout_keep) and compute every index and
+ * value themselves. LOSS at TP rank 1 runs with a TP group of one rank: the
+ * shard's own statistics (the cross-rank loss is tests/cli's and exec.sh's). */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "exec/backend.h"
+#include "exec/comm.h"
+#include "exec/cpu/backend.h"
+#include "exec/support.h"
+#include "kernels/math.h"
+#include "plan/plan.h"
+#include "tests/testutil.h"
+#ifdef PX_HAVE_CUDA
+#include "exec/cuda/backend.h"
+#endif
+
+/* ======================= plans with odd sizes ======================= */
+
+typedef struct {
+  const char *name;
+  bool gpt; /* tiny-gpt's shape (LayerNorm, GELU, learned positions, biases, tied embeddings), else tiny's
+               (RMSNorm, SwiGLU, RoPE) */
+  int64_t hidden, heads, kv_heads, head_dim, ffn, vocab, seq, mbs;
+  double dropout;
+  int attention, gelu;
+  bool parallel_residual;
+  int64_t tp, tp_rank; /* tp > 1: with sequence parallelism, run as TP rank tp_rank */
+} config;
+
+static const config configs[] = {
+    /* unfused attention with dropout; GELU in fc1's epilogue, F = 36 not a multiple of 8 (the epilogue kernel) */
+    {"gpt-unfused", true, 20, 4, 4, 5, 36, 37, 7, 3, 0.1, PX_ATTN_UNFUSED, PX_GELU_FUSED, false, 1, 0},
+    /* fused attention with dropout, GELU as its own op, parallel residual */
+    {"gpt-flash", true, 20, 4, 4, 5, 36, 37, 7, 3, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, true, 1, 0},
+    /* GQA (3 query heads per kv head), fused attention with dropout */
+    {"llama-gqa", false, 24, 6, 2, 4, 20, 41, 9, 2, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0},
+    /* unfused GQA */
+    {"llama-unfused", false, 24, 6, 3, 4, 20, 41, 9, 2, 0.0, PX_ATTN_UNFUSED, PX_GELU_SEPARATE, false, 1, 0},
+    /* a tensor-core head dim, 19 positions (not a multiple of the tiles) */
+    {"llama-d16", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0},
+    /* TP rank 1 of 2 with SP: vocabulary shard [256, 512) with 45 real columns, position and dropout
+       offsets; GELU epilogue on F / tp = 40 (a multiple of 8: cuBLASLt's own) */
+    {"gpt-tp2-sp", true, 20, 4, 4, 5, 80, 301, 8, 3, 0.1, PX_ATTN_FLASH, PX_GELU_FUSED, false, 2, 1},
+    /* a head dim beyond the CUDA flash kernels' 256 */
+    {"gpt-d320", true, 16, 2, 2, 320, 16, 19, 3, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0},
+};
+#define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
+
+static const px_precision precisions[] = {PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16};
+#define NDT 3
+
+static px_status plan_of(const config *g, px_precision prec, px_plan *plan, px_err *err) {
+  px_model m;
+  px_cluster c;
+  px_status st = px_model_load(g->gpt ? "tiny-gpt" : "tiny", &m, err);
+  if (st) return st;
+  m.layers = 1, m.hidden = g->hidden, m.heads = g->heads, m.kv_heads = g->kv_heads, m.head_dim = g->head_dim;
+  m.ffn_hidden = g->ffn, m.vocab = g->vocab, m.seq_len = g->seq, m.max_positions = g->seq + 3;
+  m.dropout = g->dropout, m.parallel_residual = g->parallel_residual;
+  if ((st = px_model_validate(&m, g->name, err)) || (st = px_cluster_load("dgx-h100", &c, err)) ||
+      (st = px_cluster_set_size(&c, g->tp, 0, err)))
+    return st;
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = g->tp, p.pp = 1, p.dp = 1, p.sp = g->tp > 1, p.zero = 0, p.mbs = g->mbs, p.gbs = g->mbs;
+  p.attention = g->attention, p.gelu = g->gelu, p.precision = (int)prec, p.recompute = PX_RECOMPUTE_NONE;
+  px_parallel_resolve(&p, &m, &c);
+  return px_plan_compile(plan, &m, &c, &p, err);
+}
+
+/* ======================= backends ======================= */
+
+typedef struct {
+  const char *name;
+  px_backend *be;
+} backend_t;
+
+static backend_t backends[2];
+static int nbackends;
+static px_comm comm;          /* the communicators the backends hold (world: one rank, or --collectives' ranks) */
+static px_plan comm_plan[NDT]; /* the plan they come from, in each precision */
+static bool collectives_only;
+static int world_rank, world_size;
+
+/* ======================= results ======================= */
+
+typedef struct {
+  int ok, widened, skipped, failed;
+  double worst;  /* the largest error seen, as a fraction of its tolerance */
+  char why[256]; /* the first skip's reason, and the plan it came from */
+  const char *where;
+} cell;
+
+static cell cells[2][PX_OP_COUNT][NDT];
+static int ref_ok[PX_OP_COUNT]; /* cpu-against-reference checks passed, per kind */
+
+static const px_dtype dtypes[NDT] = {PX_DTYPE_FP32, PX_DTYPE_BF16, PX_DTYPE_FP16};
+static int dt_index(px_dtype dt) { return dt == PX_DTYPE_BF16 ? 1 : dt == PX_DTYPE_FP16 ? 2 : 0; }
+
+/* ======================= tolerances ======================= */
+
+/* |got - want| <= atol + rtol (|want| + scale max|want|) per element; with
+ * l2 > 0 also ||got - want|| <= l2 ||want|| over the tensor. */
+typedef struct {
+  double rtol, atol, l2, scale;
+} tol;
+
+/* The cpu backend against the double references: fp32 arithmetic on O(1)
+ * inputs; elementwise math within a few ulp, sums of up to 320 terms (the
+ * longest here) within ~1e-6 relative of their terms' magnitude. A wrong
+ * index, sign or missing term is off by ~1e-1. */
+static const tol REF_ELEM = {1e-5, 1e-6, 0, 0}, REF_RED = {1e-5, 2e-5, 0, 0};
+/* A backend against the cpu backend, as tests/gpu/test_cuda_kernels.c's:
+ * fp32 elementwise (libm functions within 1-2 ulp, fused multiply-adds) and
+ * with reductions in another order. 16 bits: one rounding of each stored
+ * result (2^-9 bf16, 2^-11 fp16) plus fp32 noise, and the roundings of what a
+ * backend keeps in 16 bits inside an op (a sum split over several GEMMs, a
+ * residual rounded before its bias is added, a GELU of the stored
+ * pre-activation), whose error follows the tensor's magnitude, not the
+ * element's (scale 1); the tensor-core attention also rounds P and dS to 16
+ * bits (FlashAttention-2's practice): checked in L2 as well. */
+static const tol ELEM = {1e-5, 1e-6, 0, 0}, RED = {1e-4, 1e-5, 0, 0}, BF16 = {1e-2, 1e-4, 0, 1},
+                 FP16 = {2e-3, 1e-4, 0, 1}, TC = {2e-2, 5e-3, 1e-2, 1};
+
+static bool is_reduction(px_op_kind k) {
+  switch (k) {
+    case PX_OP_NORM:
+    case PX_OP_NORM_BWD:
+    case PX_OP_LINEAR:
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT:
+    case PX_OP_ATTN_SCORES:
+    case PX_OP_ATTN_SCORES_BWD:
+    case PX_OP_SOFTMAX:
+    case PX_OP_SOFTMAX_BWD:
+    case PX_OP_ATTN_CONTEXT:
+    case PX_OP_ATTN_CONTEXT_BWD:
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD:
+    case PX_OP_LOSS:
+    case PX_OP_LOSS_BWD:
+    case PX_OP_GRAD_NORM: return true;
+    default: return false;
+  }
+}
+
+/* A backend's outputs of dtype dt against the cpu backend's. */
+static tol tol_for(px_op_kind k, px_dtype dt) {
+  if (dt == PX_DTYPE_FP32) return is_reduction(k) ? RED : ELEM;
+  if (k == PX_OP_FLASH_ATTN || k == PX_OP_FLASH_ATTN_BWD) return TC;
+  return dt == PX_DTYPE_BF16 ? BF16 : FP16;
+}
+
+static double worst_seen; /* the largest error of the comparisons since it was reset, over its tolerance */
+
+/* Counts the elements outside the tolerance; prints the worst. */
+static bool close_enough(const char *label, const float *got, const double *want, int64_t n, tol t) {
+  int64_t bad = 0, worst = -1;
+  double worst_r = 0, d2 = 0, w2 = 0, big = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (isfinite(want[i]) && fabs(want[i]) > big) big = fabs(want[i]);
+  for (int64_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i], lim = t.atol + t.rtol * (fabs(w) + t.scale * big);
+    double r = g == w || (isnan(g) && isnan(w)) ? 0 : isfinite(g) ? fabs(g - w) / lim : INFINITY;
+    if (!(r <= 1)) bad++;
+    if (!(r <= worst_r)) worst_r = r, worst = i;
+    if (isfinite(g) && isfinite(w)) d2 += (g - w) * (g - w), w2 += w * w;
+  }
+  bool l2_ok = t.l2 <= 0 || sqrt(d2) <= t.l2 * sqrt(w2) + t.atol;
+  if (!(worst_r <= worst_seen)) worst_seen = worst_r;
+  if (bad || !l2_ok) {
+    fprintf(stderr, "\n  FAIL %s: %lld of %lld elements off", label, (long long)bad, (long long)n);
+    if (worst >= 0)
+      fprintf(stderr, ", worst [%lld] got %.8g want %.8g (%.3g x the tolerance)", (long long)worst, got[worst],
+              want[worst], worst_r);
+    if (!l2_ok) fprintf(stderr, "; relative L2 error %.3g > %.3g", sqrt(d2) / sqrt(w2), t.l2);
+    fprintf(stderr, "\n");
+  }
+  return !bad && l2_ok;
+}
+
+/* ======================= one op's case ======================= */
+
+#define DT_I32 ((int)PX_DTYPE_COUNT) /* tokens and targets: int32 in a 4-byte slot */
+#define MAXB (PX_OP_OUTS + PX_OP_INS)
+
+typedef struct {
+  px_ref ref;
+  int64_t n;
+  int dev, dev32;   /* element type in the plan under test and in its fp32 twin (px_dtype or DT_I32) */
+  bool in, out;     /* an input, an output (both: in place) */
+  bool init;        /* uploaded before the op: an input, or an output that accumulates or updates */
+  float *x;         /* (n) what is uploaded; ints and masks as exact floats */
+  double *want;     /* (n) the reference's outputs */
+  float *cpu;       /* (n) the cpu backend's outputs on the twin */
+} buf;
+
+typedef struct {
+  const config *cfg;
+  const char *where;        /* the block the op comes from */
+  const px_plan *plan, *plan32;
+  px_op op, op32;
+  px_dtype dt;              /* the op's dtype in the plan under test */
+  buf b[MAXB];
+  int nb, out[PX_OP_OUTS], in[PX_OP_INS];
+  bool host_tokens;         /* EMBED_BWD: pass the host's tokens (as the interpreter does) */
+  int64_t tp_rank, layer, step;
+  uint64_t seed, seq_index[8];
+  float loss_scale;
+  int64_t count;            /* ops on gradient ranges */
+  float lr, beta1, beta2, eps, wd, grad_scale;
+  int64_t adam_t;
+  double sumsq0, sumsq_want, sumsq_cpu;
+} opcase;
+
+static size_t el_bytes(int dev) { return dev == DT_I32 ? 4 : (size_t)px_dtype_bytes((px_dtype)dev); }
+
+static int slot_dev(const px_plan *p, px_ref r) {
+  const px_slot *s = &p->slots[r.slot];
+  return s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS ? DT_I32 : (int)s->dtype;
+}
+
+static bool is_half(int dev) { return dev == PX_DTYPE_BF16 || dev == PX_DTYPE_FP16; }
+
+static float round_to(float x, int dev) {
+  if (!is_half(dev)) return x;
+  uint16_t h;
+  float y;
+  px_dtype_from_fp32(&h, (px_dtype)dev, &x, 1);
+  px_dtype_to_fp32(&y, &h, (px_dtype)dev, 1);
+  return y;
+}
+
+/* The buffer of a ref: one per distinct tensor (in-place ops name one twice). */
+static int buf_of(opcase *c, px_ref r, int64_t n, int dev, int dev32) {
+  for (int i = 0; i < c->nb; i++)
+    if (c->b[i].ref.slot == r.slot && c->b[i].ref.layer_off == r.layer_off && r.slot >= 0) return i;
+  buf *b = &c->b[c->nb];
+  memset(b, 0, sizeof *b);
+  b->ref = r, b->n = n, b->dev = dev, b->dev32 = dev32;
+  b->x = px_tfloats(n);
+  b->want = px_talloc((size_t)n * sizeof *b->want);
+  return c->nb++;
+}
+
+static void case_common(opcase *c) {
+  c->tp_rank = c->cfg ? c->cfg->tp_rank : 0;
+  c->layer = 1, c->step = 5, c->seed = 1234;
+  uint64_t rows[8] = {5, 2, 9, 0, 7, 3, 11, 1}; /* the micro-batch's global sequence numbers */
+  memcpy(c->seq_index, rows, sizeof rows);
+  c->loss_scale = 0.75f;
+  c->lr = 1e-2f, c->beta1 = 0.9f, c->beta2 = 0.95f, c->eps = 1e-8f, c->wd = 0.1f, c->grad_scale = 0.5f, c->adam_t = 3;
+  c->sumsq0 = 0.25;
+  c->host_tokens = true;
+}
+
+static bool accumulates(const opcase *c) { return (c->op.flags & PX_OPF_ACCUMULATE) || c->op.kind == PX_OP_ACC; }
+
+/* A case for op k of block blk of the plans (the one under test and its fp32 twin). */
+static void case_of_op(opcase *c, const config *g, const px_plan *plan, const px_plan *plan32, int blk, int k) {
+  memset(c, 0, sizeof *c);
+  c->cfg = g, c->plan = plan, c->plan32 = plan32, c->where = px_block_names[blk];
+  c->op = plan->blocks[blk].ops[k];
+  c->op32 = plan32->blocks[blk].ops[k];
+  c->dt = px_support_op_dtype(plan, &c->op);
+  /* the twin is the same op in fp32 */
+  CU_ASSERT(c->op32.kind == c->op.kind && !memcmp(c->op32.dim, c->op.dim, sizeof c->op.dim));
+  case_common(c);
+  for (int j = 0; j < PX_OP_OUTS; j++) c->out[j] = -1;
+  for (int j = 0; j < PX_OP_INS; j++) c->in[j] = -1;
+  for (int side = 0; side < 2; side++)
+    for (int j = 0; j < (side ? PX_OP_INS : PX_OP_OUTS); j++) {
+      px_ref r = side ? c->op.in[j] : c->op.out[j];
+      if (r.slot < 0) continue;
+      int i = buf_of(c, r, (int64_t)plan->slots[r.slot].elems, slot_dev(plan, r), slot_dev(plan32, r));
+      (side ? c->in : c->out)[j] = i;
+      if (side) c->b[i].in = true, c->b[i].init = true;
+      else c->b[i].out = true;
+    }
+  for (int i = 0; i < c->nb; i++)
+    if (c->b[i].out && accumulates(c)) c->b[i].init = true;
+}
+
+/* A case for an op on gradient ranges (no slots: ACC, GRAD_NORM, ADAMW) of `count` elements. */
+static void case_of_range(opcase *c, px_op_kind kind, const px_plan *plan, const px_plan *plan32, int64_t count) {
+  memset(c, 0, sizeof *c);
+  c->plan = plan, c->plan32 = plan32, c->where = "optimizer";
+  case_common(c);
+  px_op op = {.kind = (uint8_t)kind};
+  for (int j = 0; j < PX_OP_OUTS; j++) op.out[j] = (px_ref){-1, 0}, c->out[j] = -1;
+  for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0}, c->in[j] = -1;
+  op.dim[0] = count;
+  c->op = c->op32 = op;
+  c->count = count;
+  c->dt = px_support_op_dtype(plan, &op);
+  int g = (int)plan->grad_dtype;
+  bool mixed = plan->par.precision != PX_PREC_FP32;
+  px_ref none = {-1, 0};
+  if (kind == PX_OP_ACC) {
+    c->out[0] = buf_of(c, none, count, g, PX_DTYPE_FP32);
+    c->b[c->out[0]].out = c->b[c->out[0]].init = true;
+  }
+  if (kind == PX_OP_ADAMW) {
+    for (int j = 0; j < 3; j++) { /* weights (fp32 master with mixed precision), m, v */
+      c->out[j] = buf_of(c, none, count, j == 0 && !mixed ? (int)plan->param_dtype : PX_DTYPE_FP32, PX_DTYPE_FP32);
+      c->b[c->out[j]].out = c->b[c->out[j]].init = true;
+    }
+    if (mixed) { /* the model's copy, rounded; the fp32 twin has none */
+      c->out[3] = buf_of(c, none, count, (int)plan->param_dtype, -1);
+      c->b[c->out[3]].out = true;
+    }
+  }
+  c->in[0] = buf_of(c, none, count, g, PX_DTYPE_FP32);
+  c->b[c->in[0]].in = c->b[c->in[0]].init = true;
+}
+
+/* ---- inputs ---- */
+
+static float *X(opcase *c, int j) { return c->in[j] >= 0 ? c->b[c->in[j]].x : NULL; }
+static double *W(opcase *c, int j) { return c->out[j] >= 0 ? c->b[c->out[j]].want : NULL; }
+/* An output's initial values. */
+static float *X0(opcase *c, int j) { return c->out[j] >= 0 ? c->b[c->out[j]].x : NULL; }
+
+static void uniform(float *x, int64_t n, double lo, double hi) {
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * px_tunit());
+}
+
+/* Tokens in [-1, vocab): -1 is ignored (an embedding row of zeros, a loss of 0). */
+static void tokens(float *x, int64_t n, int64_t vocab) {
+  for (int64_t i = 0; i < n; i++) x[i] = (float)((int64_t)(px_tunit() * (double)(vocab + 1)) - 1);
+}
+
+/* Causal rows (B H, S, S): a softmax of random scores, zero above the diagonal. */
+static void causal_probs(float *p, int64_t bh, int64_t s) {
+  for (int64_t r = 0; r < bh * s; r++) {
+    int64_t i = r % s;
+    double sum = 0;
+    for (int64_t j = 0; j < s; j++) p[r * s + j] = j <= i ? (float)exp(2.0 * px_tunit() - 1.0) : 0.0f;
+    for (int64_t j = 0; j <= i; j++) sum += p[r * s + j];
+    for (int64_t j = 0; j <= i; j++) p[r * s + j] = (float)(p[r * s + j] / sum);
+  }
+}
+
+static void flash_forward(opcase *c, double *ctx, double *lse); /* the reference, for the backward's inputs */
+
+/* Random inputs in their domains, rounded to the dtype under test where they
+ * are 16-bit there; what an input is derived from (norm statistics, the
+ * forward's lse and output, log-probabilities) is consistent with it. */
+static void gen(opcase *c) {
+  const int64_t *d = c->op.dim;
+  for (int i = 0; i < c->nb; i++)
+    if (c->b[i].init) uniform(c->b[i].x, c->b[i].n, c->b[i].in ? -1.0 : -0.5, c->b[i].in ? 1.0 : 0.5);
+  int64_t vocab = c->plan->model.vocab;
+  switch ((px_op_kind)c->op.kind) {
+    case PX_OP_EMBED: tokens(X(c, 0), d[0], vocab); break;
+    case PX_OP_EMBED_BWD: tokens(X(c, 1), d[0], vocab); break;
+    case PX_OP_LOSS:
+      uniform(X(c, 0), d[0] * d[1], -3, 3);
+      tokens(X(c, 1), d[0], vocab);
+      break;
+    case PX_OP_LOSS_BWD: tokens(X(c, 1), d[0], vocab); break;
+    case PX_OP_DROPOUT_BWD:
+      for (int64_t i = 0; i < d[0]; i++) X(c, 1)[i] = px_tunit() < 0.8 ? 1.0f : 0.0f;
+      break;
+    case PX_OP_SOFTMAX_BWD: causal_probs(X(c, 1), d[0], d[1]); break;
+    case PX_OP_ATTN_CONTEXT: causal_probs(X(c, 0), d[0] * d[2], d[1]); break;
+    case PX_OP_ATTN_CONTEXT_BWD: causal_probs(X(c, 1), d[0] * d[2], d[1]); break;
+    case PX_OP_ATTN_SCORES_BWD: /* the softmax backward's output: zero above the diagonal */
+      for (int64_t r = 0; r < d[0] * d[2] * d[1]; r++)
+        for (int64_t j = r % d[1] + 1; j < d[1]; j++) X(c, 0)[r * d[1] + j] = 0.0f;
+      break;
+    case PX_OP_ADAMW:
+      uniform(X0(c, 1), c->count, -0.1, 0.1);
+      uniform(X0(c, 2), c->count, 0.0, 0.01);
+      break;
+    default: break;
+  }
+  for (int i = 0; i < c->nb; i++)
+    for (int64_t e = 0; e < c->b[i].n; e++) c->b[i].x[e] = round_to(c->b[i].x[e], c->b[i].dev);
+  switch ((px_op_kind)c->op.kind) {
+    case PX_OP_NORM_BWD: { /* the forward's statistics of x */
+      int64_t rows = d[0], C = d[1];
+      bool ln = c->plan->model.norm == PX_NORM_LAYERNORM;
+      for (int64_t r = 0; r < rows; r++) {
+        const float *x = X(c, 1) + r * C;
+        double m = 0, v = 0;
+        for (int64_t j = 0; j < C; j++) m += x[j];
+        m = ln ? m / (double)C : 0.0;
+        for (int64_t j = 0; j < C; j++) v += ((double)x[j] - m) * ((double)x[j] - m);
+        X(c, 2)[r] = (float)(1.0 / sqrt(v / (double)C + c->plan->model.norm_eps));
+        if (ln) X(c, 3)[r] = (float)m;
+      }
+      break;
+    }
+    case PX_OP_FLASH_ATTN_BWD: {
+      int64_t n4 = c->b[c->in[4]].n, n5 = c->b[c->in[5]].n;
+      double *ctx = px_talloc((size_t)n4 * sizeof *ctx), *lse = px_talloc((size_t)n5 * sizeof *lse);
+      flash_forward(c, ctx, lse);
+      for (int64_t e = 0; e < n4; e++) X(c, 4)[e] = round_to((float)ctx[e], c->b[c->in[4]].dev);
+      for (int64_t e = 0; e < n5; e++) X(c, 5)[e] = (float)lse[e];
+      break;
+    }
+    case PX_OP_LOSS_BWD: { /* log-probabilities of random logits over the shard's real columns */
+      int64_t n = d[0], vl = d[1], nr = d[2] - c->tp_rank * vl;
+      nr = nr < 0 ? 0 : nr > vl ? vl : nr;
+      for (int64_t i = 0; i < n; i++) {
+        float *l = X(c, 0) + i * vl;
+        uniform(l, vl, -3, 3);
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < nr; j++) mx = l[j] > mx ? l[j] : mx;
+        for (int64_t j = 0; j < nr; j++) s += exp(l[j] - mx);
+        for (int64_t j = 0; j < vl; j++) l[j] = (float)(l[j] - mx - log(s));
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+/* ======================= the double references ======================= */
+
+typedef void (*ref_fn)(opcase *c);
+
+static double gelu(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double gelu_grad(double x) {
+  double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = tanh(u);
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double dropout_p(const opcase *c) { return c->plan->model.dropout; }
+
+/* What the backends get from the interpreter, for the shared random streams. */
+static px_exec_op exec_of(const opcase *c) {
+  return (px_exec_op){.plan = c->plan, .op = &c->op, .tp_rank = c->tp_rank, .layer = c->layer,
+                      .seq_index = c->seq_index, .seed = c->seed, .step = c->step};
+}
+
+static void ref_embed(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t n = d[0], H = d[1], vl = d[2], v0 = c->tp_rank * vl;
+  const float *tok = X(c, 0), *table = X(c, 1);
+  double *y = W(c, 0);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = (int64_t)tok[i] - v0;
+    for (int64_t j = 0; j < H; j++) y[i * H + j] = tok[i] >= 0 && r >= 0 && r < vl ? table[r * H + j] : 0.0;
+  }
+}
+
+static void ref_embed_bwd(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t n = d[0], H = d[1], vl = d[2], v0 = c->tp_rank * vl;
+  const float *dy = X(c, 0), *tok = X(c, 1);
+  double *dt = W(c, 0);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = (int64_t)tok[i] - v0;
+    if (tok[i] < 0 || r < 0 || r >= vl) continue;
+    for (int64_t j = 0; j < H; j++) dt[r * H + j] += dy[i * H + j];
+  }
+}
+
+/* The first position of this rank's rows: its sequence shard's with SP. */
+static int64_t pos0(const opcase *c) { return c->plan->par.sp ? c->tp_rank * c->op.dim[1] : 0; }
+
+static void ref_pos(opcase *c) {
+  const int64_t *d = c->op.dim;
+  const float *wpe = X(c, 1);
+  double *y = W(c, 0); /* in place on in[0] */
+  for (int64_t b = 0; b < d[0]; b++)
+    for (int64_t t = 0; t < d[1]; t++)
+      for (int64_t j = 0; j < d[2]; j++) y[(b * d[1] + t) * d[2] + j] += wpe[(pos0(c) + t) * d[2] + j];
+}
+
+static void ref_pos_bwd(opcase *c) {
+  const int64_t *d = c->op.dim;
+  const float *dy = X(c, 0);
+  double *dw = W(c, 0);
+  for (int64_t b = 0; b < d[0]; b++)
+    for (int64_t t = 0; t < d[1]; t++)
+      for (int64_t j = 0; j < d[2]; j++) dw[(pos0(c) + t) * d[2] + j] += dy[(b * d[1] + t) * d[2] + j];
+}
+
+static void ref_norm(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t rows = d[0], C = d[1];
+  bool ln = c->plan->model.norm == PX_NORM_LAYERNORM;
+  const float *x = X(c, 0), *w = X(c, 1), *bias = X(c, 2);
+  for (int64_t r = 0; r < rows; r++) {
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < C; j++) m += x[r * C + j];
+    m = ln ? m / (double)C : 0.0;
+    for (int64_t j = 0; j < C; j++) v += (x[r * C + j] - m) * (x[r * C + j] - m);
+    double rstd = 1.0 / sqrt(v / (double)C + c->plan->model.norm_eps);
+    for (int64_t j = 0; j < C; j++)
+      W(c, 0)[r * C + j] = (x[r * C + j] - m) * rstd * w[j] + (bias ? bias[j] : 0.0);
+    W(c, 1)[r] = rstd;
+    if (W(c, 2)) W(c, 2)[r] = m;
+  }
+}
+
+static void ref_norm_bwd(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t rows = d[0], C = d[1];
+  bool ln = c->plan->model.norm == PX_NORM_LAYERNORM;
+  const float *dy = X(c, 0), *x = X(c, 1), *rstd = X(c, 2), *mean = X(c, 3), *w = X(c, 4);
+  for (int64_t r = 0; r < rows; r++) {
+    double m = ln ? mean[r] : 0.0, s = rstd[r], mdn = 0, mdx = 0;
+    for (int64_t j = 0; j < C; j++) {
+      double xhat = (x[r * C + j] - m) * s, dn = (double)w[j] * dy[r * C + j];
+      mdn += dn / (double)C, mdx += dn * xhat / (double)C;
+    }
+    for (int64_t j = 0; j < C; j++) {
+      double xhat = (x[r * C + j] - m) * s, dn = (double)w[j] * dy[r * C + j];
+      W(c, 0)[r * C + j] += s * (dn - (ln ? mdn : 0.0) - xhat * mdx);
+      W(c, 1)[j] += (double)dy[r * C + j] * xhat;
+      if (W(c, 2)) W(c, 2)[j] += dy[r * C + j];
+    }
+  }
+}
+
+/* y (m, n) = x (m, k) w[rows off.., k]^T + b[off..] */
+static void product_t(double *y, const float *x, const float *w, const float *b, int64_t m, int64_t n, int64_t k,
+                      int64_t off) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double s = b ? b[off + j] : 0.0;
+      for (int64_t l = 0; l < k; l++) s += (double)x[i * k + l] * w[(off + j) * k + l];
+      y[i * n + j] = s;
+    }
+}
+
+static void ref_linear(opcase *c) {
+  const int64_t *d = c->op.dim;
+  if (c->op.flags & PX_OPF_GELU) {
+    product_t(W(c, 3), X(c, 0), X(c, 1), X(c, 2), d[0], d[3], d[2], 0);
+    for (int64_t i = 0; i < d[0] * d[3]; i++) W(c, 0)[i] = gelu(W(c, 3)[i]);
+    return;
+  }
+  for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0; off += d[3 + i], i++)
+    product_t(W(c, (int)i), X(c, 0), X(c, 1), X(c, 2), d[0], d[3 + i], d[2], off);
+}
+
+static void ref_linear_bwd_data(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t m = d[0], k = d[2];
+  const float *w = X(c, 3);
+  double *dx = W(c, 0);
+  bool dgelu = c->op.flags & PX_OPF_DGELU;
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t l = 0; l < k; l++) {
+      double s = 0;
+      for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0; off += d[3 + i], i++)
+        for (int64_t j = 0; j < d[3 + i]; j++) s += (double)X(c, (int)i)[r * d[3 + i] + j] * w[(off + j) * k + l];
+      if (dgelu)
+        dx[r * k + l] = s * gelu_grad(X(c, 4)[r * k + l]);
+      else
+        dx[r * k + l] += s;
+    }
+}
+
+static void ref_linear_bwd_weight(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t m = d[0], k = d[2];
+  const float *x = X(c, 3);
+  for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0; off += d[3 + i], i++) {
+    const float *dy = X(c, (int)i);
+    int64_t n = d[3 + i];
+    for (int64_t j = 0; j < n; j++) {
+      double sb = 0;
+      for (int64_t r = 0; r < m; r++) sb += dy[r * n + j];
+      if (W(c, 1)) W(c, 1)[off + j] += sb;
+      for (int64_t l = 0; l < k; l++) {
+        double s = 0;
+        for (int64_t r = 0; r < m; r++) s += (double)dy[r * n + j] * x[r * k + l];
+        W(c, 0)[(off + j) * k + l] += s;
+      }
+    }
+  }
+}
+
+/* Rotates pairs (i, i + D/2) of each head at position t by sign * t theta^(-2i/D). */
+static void rotate(double *y, const float *x, int64_t B, int64_t S, int64_t H, int64_t D, double theta, double sign) {
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < S; t++)
+      for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < D / 2; i++) {
+          double a = sign * (double)t / pow(theta, 2.0 * (double)i / (double)D);
+          int64_t o = ((b * S + t) * H + h) * D;
+          double x1 = x[o + i], x2 = x[o + i + D / 2];
+          y[o + i] = x1 * cos(a) - x2 * sin(a);
+          y[o + i + D / 2] = x2 * cos(a) + x1 * sin(a);
+        }
+}
+
+static void ref_rope(opcase *c) {
+  const int64_t *d = c->op.dim;
+  double sign = c->op.kind == PX_OP_ROPE ? 1.0 : -1.0, theta = c->plan->model.rope_theta;
+  rotate(W(c, 0), X(c, 0), d[0], d[1], d[2], d[4], theta, sign);
+  rotate(W(c, 1), X(c, 1), d[0], d[1], d[3], d[4], theta, sign);
+}
+
+/* Element (b, t, h, e) of a (B, S, H, D) tensor. */
+#define AT(x, b, t, h, e, S, H, D) (x)[(((b) * (S) + (t)) * (H) + (h)) * (D) + (e)]
+
+static void ref_attn_scores(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  const float *q = X(c, 0), *k = X(c, 1);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < HQ; h++)
+      for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < S; j++) {
+          double s = 0;
+          for (int64_t e = 0; j <= i && e < D; e++)
+            s += (double)AT(q, b, i, h, e, S, HQ, D) * AT(k, b, j, h / grp, e, S, HKV, D);
+          W(c, 0)[((b * HQ + h) * S + i) * S + j] = s / sqrt((double)D);
+        }
+}
+
+static void ref_attn_scores_bwd(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  const float *ds = X(c, 0), *q = X(c, 1), *k = X(c, 2);
+  double sc = 1.0 / sqrt((double)D);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < HQ; h++)
+      for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < S; j++) {
+          double g = ds[((b * HQ + h) * S + i) * S + j] * sc;
+          for (int64_t e = 0; e < D; e++) {
+            AT(W(c, 0), b, i, h, e, S, HQ, D) += g * AT(k, b, j, h / grp, e, S, HKV, D);
+            AT(W(c, 1), b, j, h / grp, e, S, HKV, D) += g * AT(q, b, i, h, e, S, HQ, D);
+          }
+        }
+}
+
+static void ref_softmax(opcase *c) {
+  int64_t rows = c->op.dim[0] * c->op.dim[1], S = c->op.dim[1];
+  const float *s = X(c, 0);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t i = r % S;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j <= i; j++) mx = s[r * S + j] > mx ? s[r * S + j] : mx;
+    for (int64_t j = 0; j <= i; j++) sum += exp(s[r * S + j] - mx);
+    for (int64_t j = 0; j < S; j++) W(c, 0)[r * S + j] = j <= i ? exp(s[r * S + j] - mx) / sum : 0.0;
+  }
+}
+
+static void ref_softmax_bwd(opcase *c) {
+  int64_t rows = c->op.dim[0] * c->op.dim[1], S = c->op.dim[1];
+  const float *dp = X(c, 0), *p = X(c, 1);
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t i = r % S;
+    double dot = 0;
+    for (int64_t j = 0; j <= i; j++) dot += (double)dp[r * S + j] * p[r * S + j];
+    for (int64_t j = 0; j <= i; j++) W(c, 0)[r * S + j] += p[r * S + j] * (dp[r * S + j] - dot);
+  }
+}
+
+static void ref_attn_context(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  const float *p = X(c, 0), *v = X(c, 1);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < HQ; h++)
+      for (int64_t i = 0; i < S; i++)
+        for (int64_t e = 0; e < D; e++) {
+          double s = 0;
+          for (int64_t j = 0; j < S; j++)
+            s += (double)p[((b * HQ + h) * S + i) * S + j] * AT(v, b, j, h / grp, e, S, HKV, D);
+          AT(W(c, 0), b, i, h, e, S, HQ, D) = s;
+        }
+}
+
+static void ref_attn_context_bwd(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  const float *dc = X(c, 0), *p = X(c, 1), *v = X(c, 2);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < HQ; h++)
+      for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < S; j++) {
+          double s = 0, pij = p[((b * HQ + h) * S + i) * S + j];
+          for (int64_t e = 0; e < D; e++) {
+            s += (double)AT(dc, b, i, h, e, S, HQ, D) * AT(v, b, j, h / grp, e, S, HKV, D);
+            AT(W(c, 1), b, j, h / grp, e, S, HKV, D) += pij * AT(dc, b, i, h, e, S, HQ, D);
+          }
+          W(c, 0)[((b * HQ + h) * S + i) * S + j] += s;
+        }
+}
+
+/* Fused attention's dropout multiplier of (b, h, t, s): element (t, s) of the
+ * (S, S) probabilities of global head tp_rank HQ + h of global sequence
+ * seq_index[b], counted row-major over (sequence, head, t, s). */
+static double flash_keep(const opcase *c, int64_t b, int64_t h, int64_t t, int64_t s) {
+  double p = dropout_p(c);
+  if (p <= 0) return 1.0;
+  const int64_t *d = c->op.dim;
+  int64_t S = d[1], heads = c->plan->model.heads;
+  uint64_t head = c->seq_index[b] * (uint64_t)heads + (uint64_t)(c->tp_rank * d[2] + h);
+  uint64_t idx = (head * (uint64_t)S + (uint64_t)t) * (uint64_t)S + (uint64_t)s;
+  px_exec_op e = exec_of(c);
+  return px_dropout_keep(px_exec_dropout_seed(&e, PX_DROPOUT_SITE_ATTN), idx, (float)p) ? 1.0 / (1.0 - p) : 0.0;
+}
+
+/* The probabilities P (S, S) of (b, h) before dropout, and each row's log-sum-exp. */
+static void flash_probs(const opcase *c, const float *q, const float *k, int64_t b, int64_t h, double *P, double *lse) {
+  const int64_t *d = c->op.dim;
+  int64_t S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  for (int64_t t = 0; t < S; t++) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t s = 0; s <= t; s++) {
+      double z = 0;
+      for (int64_t e = 0; e < D; e++) z += (double)AT(q, b, t, h, e, S, HQ, D) * AT(k, b, s, h / grp, e, S, HKV, D);
+      P[t * S + s] = z / sqrt((double)D);
+      mx = P[t * S + s] > mx ? P[t * S + s] : mx;
+    }
+    for (int64_t s = 0; s <= t; s++) sum += exp(P[t * S + s] - mx);
+    lse[t] = mx + log(sum);
+    for (int64_t s = 0; s < S; s++) P[t * S + s] = s <= t ? exp(P[t * S + s] - lse[t]) : 0.0;
+  }
+}
+
+/* ctx (B, S, HQ, D) and lse (B, HQ, S) of the fused attention of inputs q, k, v at in[qi..qi+2]. */
+static void flash_into(opcase *c, int qi, double *ctx, double *lse) {
+  const int64_t *d = c->op.dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  const float *q = X(c, qi), *k = X(c, qi + 1), *v = X(c, qi + 2);
+  double *P = px_talloc((size_t)(S * S) * sizeof *P);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < HQ; h++) {
+      flash_probs(c, q, k, b, h, P, lse + (b * HQ + h) * S);
+      for (int64_t t = 0; t < S; t++)
+        for (int64_t e = 0; e < D; e++) {
+          double s = 0;
+          for (int64_t j = 0; j <= t; j++)
+            s += P[t * S + j] * flash_keep(c, b, h, t, j) * AT(v, b, j, h / grp, e, S, HKV, D);
+          AT(ctx, b, t, h, e, S, HQ, D) = s;
+        }
+    }
+}
+
+static void flash_forward(opcase *c, double *ctx, double *lse) { flash_into(c, 1, ctx, lse); }
+static void ref_flash(opcase *c) { flash_into(c, 0, W(c, 0), W(c, 1)); }
+
+static void ref_flash_bwd(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], grp = HQ / HKV;
+  const float *dO = X(c, 0), *q = X(c, 1), *k = X(c, 2), *v = X(c, 3);
+  double sc = 1.0 / sqrt((double)D);
+  double *P = px_talloc((size_t)(S * S) * sizeof *P), *dP = px_talloc((size_t)(S * S) * sizeof *dP);
+  double *lse = px_talloc((size_t)S * sizeof *lse);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < HQ; h++) {
+      int64_t g = h / grp;
+      flash_probs(c, q, k, b, h, P, lse);
+      for (int64_t t = 0; t < S; t++) {
+        double dot = 0; /* sum_s P dP */
+        for (int64_t s = 0; s <= t; s++) {
+          double m = flash_keep(c, b, h, t, s), dpd = 0;
+          for (int64_t e = 0; e < D; e++) {
+            dpd += (double)AT(dO, b, t, h, e, S, HQ, D) * AT(v, b, s, g, e, S, HKV, D);
+            AT(W(c, 2), b, s, g, e, S, HKV, D) += P[t * S + s] * m * AT(dO, b, t, h, e, S, HQ, D);
+          }
+          dP[t * S + s] = dpd * m;
+          dot += P[t * S + s] * dP[t * S + s];
+        }
+        for (int64_t s = 0; s <= t; s++) {
+          double ds = P[t * S + s] * (dP[t * S + s] - dot) * sc;
+          for (int64_t e = 0; e < D; e++) {
+            AT(W(c, 0), b, t, h, e, S, HQ, D) += ds * AT(k, b, s, g, e, S, HKV, D);
+            AT(W(c, 1), b, s, g, e, S, HKV, D) += ds * AT(q, b, t, h, e, S, HQ, D);
+          }
+        }
+      }
+    }
+}
+
+/* Dropout of a (B, d1, d2, d3) tensor, axis 1 sharded over TP (attention
+ * probabilities' heads, or sequence positions with SP): element (b, i, r) is
+ * counted at ((seq_index[b] d1_global + shard offset + i) inner + r). */
+static void ref_dropout(opcase *c) {
+  const int64_t *d = c->op.dim;
+  bool attn = c->op.flags & PX_OPF_ATTN_PROBS, sharded = attn || d[4] == 1;
+  int64_t inner = d[2] * d[3], d1g = sharded ? d[1] * c->plan->par.tp : d[1], first = sharded ? c->tp_rank * d[1] : 0;
+  double p = dropout_p(c);
+  px_exec_op e = exec_of(c);
+  uint64_t seed = px_exec_dropout_seed(&e, attn ? PX_DROPOUT_SITE_ATTN : (int)d[5]);
+  const float *x = X(c, 0), *bias = X(c, 1);
+  for (int64_t b = 0; b < d[0]; b++)
+    for (int64_t i = 0; i < d[1]; i++)
+      for (int64_t r = 0; r < inner; r++) {
+        int64_t at = (b * d[1] + i) * inner + r;
+        uint64_t row = c->seq_index[b] * (uint64_t)d1g + (uint64_t)(first + i);
+        uint64_t idx = row * (uint64_t)inner + (uint64_t)r;
+        uint8_t keep = px_dropout_keep(seed, idx, (float)p);
+        double v = (double)x[at] + (bias ? bias[at % d[2]] : 0.0);
+        W(c, 0)[at] = keep ? v / (1.0 - p) : 0.0;
+        W(c, 1)[at] = keep;
+      }
+}
+
+static void ref_dropout_bwd(opcase *c) {
+  double p = dropout_p(c);
+  for (int64_t i = 0; i < c->op.dim[0]; i++)
+    if (X(c, 1)[i] != 0) W(c, 0)[i] += X(c, 0)[i] / (1.0 - p);
+}
+
+static void ref_add(opcase *c) {
+  const int64_t *d = c->op.dim;
+  for (int64_t i = 0; i < d[0]; i++)
+    W(c, 0)[i] = (double)X(c, 0)[i] + X(c, 1)[i] + (X(c, 2) ? X(c, 2)[i % d[1]] : 0.0);
+}
+
+static void ref_acc(opcase *c) {
+  for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] += X(c, 0)[i];
+}
+
+static void ref_gelu(opcase *c) {
+  for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] = gelu(X(c, 0)[i]);
+}
+
+static void ref_gelu_bwd(opcase *c) {
+  for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] += X(c, 0)[i] * gelu_grad(X(c, 1)[i]);
+}
+
+static void ref_swiglu(opcase *c) {
+  for (int64_t i = 0; i < c->op.dim[0]; i++) {
+    double g = X(c, 0)[i];
+    W(c, 0)[i] = g * sigmoid(g) * X(c, 1)[i];
+  }
+}
+
+static void ref_swiglu_bwd(opcase *c) {
+  for (int64_t i = 0; i < c->op.dim[0]; i++) {
+    double dy = X(c, 0)[i], g = X(c, 1)[i], u = X(c, 2)[i], s = sigmoid(g);
+    W(c, 0)[i] += dy * u * s * (1.0 + g * (1.0 - s));
+    W(c, 1)[i] += dy * g * s;
+  }
+}
+
+/* The shard's columns that are real vocabulary (the rest is padding). */
+static int64_t real_cols(const opcase *c) {
+  int64_t vl = c->op.dim[1], r = c->op.dim[2] - c->tp_rank * vl;
+  return r < 0 ? 0 : r > vl ? vl : r;
+}
+
+static void ref_loss(opcase *c) {
+  int64_t n = c->op.dim[0], vl = c->op.dim[1], nr = real_cols(c), v0 = c->tp_rank * vl;
+  const float *l = X(c, 0), *t = X(c, 1);
+  for (int64_t i = 0; i < n; i++) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < nr; j++) mx = l[i * vl + j] > mx ? l[i * vl + j] : mx;
+    for (int64_t j = 0; j < nr; j++) sum += exp(l[i * vl + j] - mx);
+    int64_t col = (int64_t)t[i] - v0;
+    double tl = t[i] >= 0 && col >= 0 && col < vl ? l[i * vl + col] : 0.0;
+    W(c, 1)[i] = t[i] < 0 ? 0.0 : log(sum) + mx - tl;
+    for (int64_t j = 0; j < vl; j++) W(c, 0)[i * vl + j] = l[i * vl + j] - mx - log(sum);
+  }
+}
+
+static void ref_loss_bwd(opcase *c) {
+  int64_t n = c->op.dim[0], vl = c->op.dim[1], nr = real_cols(c), v0 = c->tp_rank * vl;
+  const float *lp = X(c, 0), *t = X(c, 1);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < vl; j++)
+      W(c, 0)[i * vl + j] =
+          t[i] < 0 || j >= nr ? 0.0 : (exp(lp[i * vl + j]) - (j == (int64_t)t[i] - v0)) * c->loss_scale;
+}
+
+static void ref_grad_norm(opcase *c) {
+  double s = c->sumsq0;
+  for (int64_t i = 0; i < c->count; i++) s += (double)X(c, 0)[i] * X(c, 0)[i];
+  c->sumsq_want = s;
+}
+
+static void ref_adamw(opcase *c) {
+  double b1 = c->beta1, b2 = c->beta2, bc1 = 1 - pow(b1, (double)c->adam_t), bc2 = 1 - pow(b2, (double)c->adam_t);
+  for (int64_t i = 0; i < c->count; i++) {
+    double g = (double)X(c, 0)[i] * c->grad_scale, w = X0(c, 0)[i];
+    double m = b1 * X0(c, 1)[i] + (1 - b1) * g, v = b2 * X0(c, 2)[i] + (1 - b2) * g * g;
+    w -= c->lr * ((m / bc1) / (sqrt(v / bc2) + c->eps) + c->wd * w);
+    W(c, 0)[i] = w, W(c, 1)[i] = m, W(c, 2)[i] = v;
+    if (W(c, 3)) W(c, 3)[i] = w;
+  }
+}
+
+/* The communication kinds: test_collectives runs them through the collective and p2p entries. */
+static void ref_collective(opcase *c) { (void)c; }
+
+/* Every kind's reference (a new kind has none: the coverage test fails). */
+static const ref_fn refs[PX_OP_COUNT] = {
+    [PX_OP_EMBED] = ref_embed,
+    [PX_OP_EMBED_BWD] = ref_embed_bwd,
+    [PX_OP_POS] = ref_pos,
+    [PX_OP_POS_BWD] = ref_pos_bwd,
+    [PX_OP_NORM] = ref_norm,
+    [PX_OP_NORM_BWD] = ref_norm_bwd,
+    [PX_OP_LINEAR] = ref_linear,
+    [PX_OP_LINEAR_BWD_DATA] = ref_linear_bwd_data,
+    [PX_OP_LINEAR_BWD_WEIGHT] = ref_linear_bwd_weight,
+    [PX_OP_ROPE] = ref_rope,
+    [PX_OP_ROPE_BWD] = ref_rope,
+    [PX_OP_ATTN_SCORES] = ref_attn_scores,
+    [PX_OP_ATTN_SCORES_BWD] = ref_attn_scores_bwd,
+    [PX_OP_SOFTMAX] = ref_softmax,
+    [PX_OP_SOFTMAX_BWD] = ref_softmax_bwd,
+    [PX_OP_ATTN_CONTEXT] = ref_attn_context,
+    [PX_OP_ATTN_CONTEXT_BWD] = ref_attn_context_bwd,
+    [PX_OP_FLASH_ATTN] = ref_flash,
+    [PX_OP_FLASH_ATTN_BWD] = ref_flash_bwd,
+    [PX_OP_DROPOUT] = ref_dropout,
+    [PX_OP_DROPOUT_BWD] = ref_dropout_bwd,
+    [PX_OP_ADD] = ref_add,
+    [PX_OP_ACC] = ref_acc,
+    [PX_OP_GELU] = ref_gelu,
+    [PX_OP_GELU_BWD] = ref_gelu_bwd,
+    [PX_OP_SWIGLU] = ref_swiglu,
+    [PX_OP_SWIGLU_BWD] = ref_swiglu_bwd,
+    [PX_OP_LOSS] = ref_loss,
+    [PX_OP_LOSS_BWD] = ref_loss_bwd,
+    [PX_OP_ALLREDUCE] = ref_collective,
+    [PX_OP_ALLGATHER] = ref_collective,
+    [PX_OP_REDUCE_SCATTER] = ref_collective,
+    [PX_OP_SEND] = ref_collective,
+    [PX_OP_RECV] = ref_collective,
+    [PX_OP_GRAD_NORM] = ref_grad_norm,
+    [PX_OP_ADAMW] = ref_adamw,
+};
+
+static bool is_comm(px_op_kind k) {
+  return k == PX_OP_ALLREDUCE || k == PX_OP_ALLGATHER || k == PX_OP_REDUCE_SCATTER || k == PX_OP_SEND ||
+         k == PX_OP_RECV;
+}
+
+/* ======================= running a case on a backend ======================= */
+
+static void pack(void *dst, const float *x, int64_t n, int dev) {
+  if (dev == DT_I32)
+    for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)x[i];
+  else if (dev == PX_DTYPE_U8)
+    for (int64_t i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)x[i];
+  else
+    px_dtype_from_fp32(dst, (px_dtype)dev, x, (uint64_t)n);
+}
+
+static void unpack(float *x, const void *src, int64_t n, int dev) {
+  if (dev == DT_I32)
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((const int32_t *)src)[i];
+  else if (dev == PX_DTYPE_U8)
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((const uint8_t *)src)[i];
+  else
+    px_dtype_to_fp32(x, src, (px_dtype)dev, (uint64_t)n);
+}
+
+/* Runs the case on a backend: the op of the plan under test, or (twin) of
+ * its fp32 twin. got[i] receives output buffer i's values (host floats);
+ * *sumsq GRAD_NORM's accumulator. */
+static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, double *sumsq, px_err *err) {
+  void *dev[MAXB] = {0};
+  uint64_t bytes[MAXB] = {0};
+  px_status st = PX_OK;
+  for (int i = 0; i < c->nb && !st; i++) {
+    int dt = twin ? c->b[i].dev32 : c->b[i].dev;
+    if (dt < 0) continue; /* not in the twin */
+    bytes[i] = (uint64_t)c->b[i].n * el_bytes(dt);
+    st = be->alloc(be, bytes[i], false, PX_POOL_STEP, &dev[i], err);
+    if (!st && c->b[i].init) {
+      void *host = px_talloc(bytes[i]);
+      pack(host, c->b[i].x, c->b[i].n, dt);
+      st = be->upload(be, dev[i], host, bytes[i], err);
+    }
+  }
+  int32_t *toks = NULL;
+  if (c->op.kind == PX_OP_EMBED_BWD && c->host_tokens) {
+    toks = px_talloc((size_t)c->op.dim[0] * sizeof *toks);
+    pack(toks, X(c, 1), c->op.dim[0], DT_I32);
+  }
+  *sumsq = c->sumsq0;
+  px_exec_op e = exec_of(c);
+  e.plan = twin ? c->plan32 : c->plan;
+  e.op = twin ? &c->op32 : &c->op;
+  e.loss_scale = c->loss_scale, e.host_tokens = toks, e.count = c->count, e.sumsq_out = sumsq;
+  e.lr = c->lr, e.beta1 = c->beta1, e.beta2 = c->beta2, e.eps = c->eps, e.weight_decay = c->wd;
+  e.grad_scale = c->grad_scale, e.adam_t = c->adam_t;
+  for (int j = 0; j < PX_OP_OUTS; j++) e.out[j] = c->out[j] >= 0 ? dev[c->out[j]] : NULL;
+  for (int j = 0; j < PX_OP_INS; j++) e.in[j] = c->in[j] >= 0 ? dev[c->in[j]] : NULL;
+  if (!st) st = be->op(be, &e, err);
+  if (!st) st = be->sync(be, err);
+  for (int i = 0; i < c->nb && !st; i++) {
+    int dt = twin ? c->b[i].dev32 : c->b[i].dev;
+    if (!c->b[i].out || dt < 0) continue;
+    void *host = px_talloc(bytes[i]);
+    st = be->download(be, host, dev[i], bytes[i], err);
+    got[i] = px_tfloats(c->b[i].n);
+    if (!st) unpack(got[i], host, c->b[i].n, dt);
+  }
+  for (int i = 0; i < c->nb; i++)
+    if (dev[i]) be->release(be, dev[i], bytes[i]);
+  return st;
+}
+
+static void label_of(const opcase *c, const char *backend, char *out, size_t cap, const char *what) {
+  snprintf(out, cap, "%s %s %s [%s, %s, dims %lld %lld %lld %lld %lld %lld]%s%s", backend, px_dtype_names[c->dt],
+           px_op_names[c->op.kind], c->cfg ? c->cfg->name : "ranges", c->where, (long long)c->op.dim[0],
+           (long long)c->op.dim[1], (long long)c->op.dim[2], (long long)c->op.dim[3], (long long)c->op.dim[4],
+           (long long)c->op.dim[5], what ? " " : "", what ? what : "");
+}
+
+/* The expected outputs: an output's initial values, then the reference
+ * (false for a kind without one). */
+static bool reference(opcase *c) {
+  for (int i = 0; i < c->nb; i++)
+    for (int64_t e = 0; e < c->b[i].n; e++) c->b[i].want[e] = c->b[i].init ? c->b[i].x[e] : NAN;
+  if (!refs[c->op.kind]) return false;
+  refs[c->op.kind](c);
+  return true;
+}
+
+/* The cpu backend on the fp32 twin: its outputs into each buffer's cpu[]. */
+static bool run_cpu(opcase *c) {
+  float *got[MAXB] = {0};
+  px_err err = {0};
+  px_status st = run_on(backends[0].be, c, true, got, &c->sumsq_cpu, &err);
+  if (st) {
+    char l[256];
+    label_of(c, "cpu", l, sizeof l, NULL);
+    fprintf(stderr, "\n  FAIL %s: %s\n", l, err.msg);
+    return false;
+  }
+  for (int i = 0; i < c->nb; i++) c->b[i].cpu = got[i];
+  return true;
+}
+
+/* ---- the outputs against what they should be ---- */
+
+static bool compare_ref(opcase *c) {
+  bool ok = true;
+  tol t = is_reduction((px_op_kind)c->op.kind) ? REF_RED : REF_ELEM;
+  char l[320];
+  for (int j = 0; j < PX_OP_OUTS; j++) {
+    int i = c->out[j];
+    if (i < 0 || (j > 0 && c->out[j - 1] == i) || !c->b[i].cpu) continue;
+    char what[24];
+    snprintf(what, sizeof what, "out[%d]", j);
+    label_of(c, "cpu", l, sizeof l, what);
+    ok &= close_enough(l, c->b[i].cpu, c->b[i].want, c->b[i].n, t);
+  }
+  if (c->op.kind == PX_OP_GRAD_NORM) {
+    label_of(c, "cpu", l, sizeof l, "sum of squares");
+    float g = (float)c->sumsq_cpu;
+    ok &= close_enough(l, &g, &c->sumsq_want, 1, t);
+  }
+  return ok;
+}
+
+static bool compare_backend(opcase *c, const char *name, float **got, double sumsq) {
+  bool ok = true;
+  tol t = tol_for((px_op_kind)c->op.kind, c->dt);
+  char l[320];
+  for (int j = 0; j < PX_OP_OUTS; j++) {
+    int i = c->out[j];
+    if (i < 0 || !got[i]) continue;
+    const float *cpu = c->b[i].cpu;
+    tol tj = t;
+    if (c->op.kind == PX_OP_ADAMW && j == 3) cpu = c->b[c->out[0]].cpu; /* the model's copy: the rounded weights */
+    else if (c->b[i].dev == PX_DTYPE_FP32) tj = is_reduction((px_op_kind)c->op.kind) ? RED : ELEM; /* fp32 outputs */
+    if (c->op.kind == PX_OP_ADAMW && j == 3) tj = c->dt == PX_DTYPE_BF16 ? BF16 : FP16;
+    double *want = px_talloc((size_t)c->b[i].n * sizeof *want);
+    for (int64_t e = 0; e < c->b[i].n; e++) want[e] = cpu[e];
+    char what[24];
+    snprintf(what, sizeof what, "out[%d]", j);
+    label_of(c, name, l, sizeof l, what);
+    ok &= close_enough(l, got[i], want, c->b[i].n, tj);
+  }
+  if (c->op.kind == PX_OP_GRAD_NORM) {
+    label_of(c, name, l, sizeof l, "sum of squares");
+    float g = (float)sumsq;
+    double w = c->sumsq_cpu;
+    ok &= close_enough(l, &g, &w, 1, c->dt == PX_DTYPE_FP32 ? RED : tol_for(PX_OP_GRAD_NORM, c->dt));
+  }
+  return ok;
+}
+
+/* ======================= the cases of the plans ======================= */
+
+/* Two ops are the same case when kind, flags, sizes and operands' types and aliasing agree. */
+typedef struct {
+  uint8_t kind, flags;
+  int64_t dim[6];
+  int16_t dev[MAXB];
+  int8_t alias[MAXB];
+} signature;
+
+static signature sig_of(const px_plan *p, const px_op *o) {
+  signature s;
+  memset(&s, 0, sizeof s);
+  s.kind = o->kind, s.flags = o->flags;
+  memcpy(s.dim, o->dim, sizeof s.dim);
+  px_ref r[MAXB];
+  memcpy(r, o->out, sizeof o->out);
+  memcpy(r + PX_OP_OUTS, o->in, sizeof o->in);
+  for (int i = 0; i < MAXB; i++) {
+    s.dev[i] = (int16_t)(r[i].slot >= 0 ? slot_dev(p, r[i]) : -1);
+    s.alias[i] = -1;
+    for (int j = 0; j < i && r[i].slot >= 0; j++)
+      if (r[j].slot == r[i].slot && r[j].layer_off == r[i].layer_off) s.alias[i] = (int8_t)j;
+  }
+  return s;
+}
+
+/* The blocks whose ops the backends run (the others are communication). */
+static const int compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_LAYER_FWD, PX_BLOCK_HEAD_FWD,
+                                     PX_BLOCK_HEAD_BWD,  PX_BLOCK_LAYER_BWD, PX_BLOCK_EMBED_BWD};
+
+/* Calls fn on each distinct compute op of the plan (and, for EMBED_BWD, once more without the host's tokens). */
+typedef void (*case_fn)(opcase *c, void *ctx);
+
+static void for_each_case(const config *g, const px_plan *plan, const px_plan *plan32, int seed, case_fn fn,
+                          void *ctx) {
+  signature seen[256];
+  int nseen = 0;
+  for (size_t bi = 0; bi < sizeof compute_blocks / sizeof compute_blocks[0]; bi++) {
+    int blk = compute_blocks[bi];
+    for (int k = 0; k < plan->blocks[blk].nops; k++) {
+      const px_op *o = &plan->blocks[blk].ops[k];
+      if (is_comm((px_op_kind)o->kind)) continue;
+      signature s = sig_of(plan, o);
+      bool dup = false;
+      for (int i = 0; i < nseen && !dup; i++) dup = !memcmp(&seen[i], &s, sizeof s);
+      if (dup || nseen == 256) continue;
+      seen[nseen++] = s;
+      for (int variant = 0; variant < (o->kind == PX_OP_EMBED_BWD ? 2 : 1); variant++) {
+        opcase c;
+        case_of_op(&c, g, plan, plan32, blk, k);
+        c.host_tokens = variant == 0;
+        px_tseed((uint64_t)seed * 1000003u + (uint64_t)blk * 1009u + (uint64_t)k * 17u + (uint64_t)variant);
+        gen(&c);
+        fn(&c, ctx);
+        px_tfree();
+      }
+    }
+  }
+}
+
+/* The ops on gradient ranges of a plan. */
+static void for_each_range_case(const px_plan *plan, const px_plan *plan32, int seed, case_fn fn, void *ctx) {
+  px_op_kind kinds[] = {PX_OP_ACC, PX_OP_GRAD_NORM, PX_OP_ADAMW};
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    opcase c;
+    case_of_range(&c, kinds[i], plan, plan32, 1001);
+    px_tseed((uint64_t)seed * 7919u + i);
+    gen(&c);
+    fn(&c, ctx);
+    px_tfree();
+  }
+}
+
+/* ---- 1. the cpu backend against the references ---- */
+
+static void check_ref(opcase *c, void *ctx) {
+  (void)ctx;
+  char why[256];
+  px_support s = px_support_op(backends[0].be, c->plan, &c->op, why, sizeof why);
+  if (s != PX_SUPPORT_YES) {
+    char l[320];
+    label_of(c, "cpu", l, sizeof l, NULL);
+    fprintf(stderr, "\n  FAIL %s: the reference backend refuses an fp32 op: %s\n", l, why);
+    CU_FAIL("the cpu backend refuses an fp32 op");
+    return;
+  }
+  worst_seen = 0;
+  bool ok = reference(c) && run_cpu(c) && compare_ref(c);
+  CU_ASSERT(ok);
+  cell *k = &cells[0][c->op.kind][0];
+  if (worst_seen > k->worst) k->worst = worst_seen;
+  if (ok) k->ok++, ref_ok[c->op.kind]++;
+  else k->failed++;
+}
+
+static void test_cpu_against_references(void) {
+  for (int g = 0; g < NCONFIGS; g++) {
+    px_plan plan;
+    px_err err = {0};
+    px_status st = plan_of(&configs[g], PX_PREC_FP32, &plan, &err);
+    if (st) fprintf(stderr, "\n  %s: %s\n", configs[g].name, err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    for_each_case(&configs[g], &plan, &plan, g, check_ref, NULL);
+    if (g == 0) for_each_range_case(&plan, &plan, g, check_ref, NULL);
+    px_plan_free(&plan);
+  }
+}
+
+/* ---- 2. every backend against the cpu backend ---- */
+
+static void check_backends(opcase *c, void *ctx) {
+  (void)ctx;
+  if (!run_cpu(c)) {
+    CU_FAIL("the cpu backend failed");
+    return;
+  }
+  for (int bi = 0; bi < nbackends; bi++) {
+    if (bi == 0 && c->dt == PX_DTYPE_FP32) continue; /* test 1 */
+    cell *k = &cells[bi][c->op.kind][dt_index(c->dt)];
+    char why[256];
+    px_support s = px_support_op(backends[bi].be, c->plan, &c->op, why, sizeof why);
+    if (s == PX_SUPPORT_NO) {
+      if (!k->skipped++) snprintf(k->why, sizeof k->why, "%s", why), k->where = c->cfg ? c->cfg->name : "ranges";
+      continue;
+    }
+    float *got[MAXB] = {0};
+    double sumsq = 0;
+    px_err err = {0};
+    px_status st = run_on(backends[bi].be, c, false, got, &sumsq, &err);
+    worst_seen = 0;
+    bool ok = !st && compare_backend(c, backends[bi].name, got, sumsq);
+    if (worst_seen > k->worst) k->worst = worst_seen;
+    if (st) {
+      char l[320];
+      label_of(c, backends[bi].name, l, sizeof l, NULL);
+      fprintf(stderr, "\n  FAIL %s: claimed (%s) but failed: %s\n", l, px_support_names[s], err.msg);
+    }
+    CU_ASSERT(ok);
+    if (!ok) k->failed++;
+    else if (s == PX_SUPPORT_WIDENED) k->widened++;
+    else k->ok++;
+  }
+}
+
+static void test_backends_against_cpu(void) {
+  for (int g = 0; g < NCONFIGS; g++)
+    for (int di = 0; di < NDT; di++) {
+      px_plan plan, plan32;
+      px_err err = {0};
+      px_status st = plan_of(&configs[g], precisions[di], &plan, &err);
+      if (!st) st = plan_of(&configs[g], PX_PREC_FP32, &plan32, &err);
+      if (st) fprintf(stderr, "\n  %s %s: %s\n", configs[g].name, px_precision_names[precisions[di]], err.msg);
+      CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+      for_each_case(&configs[g], &plan, &plan32, 100 * g + di, check_backends, NULL);
+      if (g == 0) for_each_range_case(&plan, &plan32, 100 * g + di, check_backends, NULL);
+      px_plan_free(&plan);
+      px_plan_free(&plan32);
+    }
+}
+
+/* ======================= collectives and p2p ======================= */
+
+/* Element i of group rank r's data. */
+static float coll_value(int r, int64_t i, int salt) {
+  return (float)sin(1.0 + 7.1 * r + 0.37 * (double)i + 0.9 * salt);
+}
+
+/* Upload n floats rounded to dt into a fresh device buffer. */
+static void *dev_of(px_backend *be, const float *x, int64_t n, px_dtype dt, px_err *err) {
+  void *d = NULL;
+  uint64_t bytes = (uint64_t)n * px_dtype_bytes(dt);
+  if (be->alloc(be, bytes, false, PX_POOL_STEP, &d, err)) return NULL;
+  if (!x) return d;
+  void *h = px_talloc(bytes);
+  pack(h, x, n, (int)dt);
+  return be->upload(be, d, h, bytes, err) ? NULL : d;
+}
+
+static float *host_of(px_backend *be, const void *d, int64_t n, px_dtype dt, px_err *err) {
+  uint64_t bytes = (uint64_t)n * px_dtype_bytes(dt);
+  void *h = px_talloc(bytes);
+  float *x = px_tfloats(n);
+  if (be->sync(be, err) || be->download(be, h, d, bytes, err)) return NULL;
+  unpack(x, h, n, (int)dt);
+  return x;
+}
+
+static bool coll_check(const char *label, const float *got, const double *want, int64_t n, tol t) {
+  if (!got) {
+    fprintf(stderr, "\n  FAIL %s: the backend failed\n", label);
+    return false;
+  }
+  return close_enough(label, got, want, n, t);
+}
+
+/* One backend, one dtype: allreduce (sum, max), allgather (out of place, in
+ * place), reduce-scatter over the TP, DP and world groups, and a p2p batch
+ * around the world's ring (to itself on one rank). */
+static bool collectives_on(px_backend *be, const char *name, px_dtype dt) {
+  bool ok = true;
+  const int64_t n = 13;
+  px_group groups[] = {PX_GROUP_TP, PX_GROUP_DP, PX_GROUP_ALL};
+  /* sums of G values rounded once (NCCL and the fallback sum in fp32); exact for max, gathers and p2p */
+  tol sum_t = dt == PX_DTYPE_FP32 ? (tol){1e-6, 1e-6, 0, 0} : dt == PX_DTYPE_BF16 ? BF16 : FP16, exact = {0, 0, 0, 0};
+  char l[256];
+  for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
+    px_group g = groups[gi];
+    MPI_Comm mc = px_comm_of(&comm, g);
+    int G = 1, me = 0;
+    MPI_Comm_size(mc, &G);
+    MPI_Comm_rank(mc, &me);
+    px_err err = {0};
+    float *mine = px_tfloats(n * G), *all = px_tfloats(n * G);
+    double *sum = px_talloc((size_t)(n * G) * sizeof *sum), *mx = px_talloc((size_t)n * sizeof *mx);
+    double *gath = px_talloc((size_t)(n * G) * sizeof *gath);
+    for (int64_t i = 0; i < n * G; i++) mine[i] = round_to(coll_value(me, i, (int)gi), (int)dt);
+    for (int r = 0; r < G; r++)
+      for (int64_t i = 0; i < n * G; i++) {
+        float v = round_to(coll_value(r, i, (int)gi), (int)dt);
+        sum[i] += v;
+        if (i < n) mx[i] = r == 0 || v > mx[i] ? v : mx[i];
+        if (i < n) gath[r * n + i] = v;
+      }
+    /* allreduce, sum and max, in place */
+    void *d = dev_of(be, mine, n, dt, &err);
+    bool st = d && !be->allreduce(be, g, d, (uint64_t)n, dt, PX_RED_SUM, &err);
+    snprintf(l, sizeof l, "%s %s allreduce sum over %s (%d ranks)", name, px_dtype_names[dt], px_group_names[g], G);
+    ok &= coll_check(l, st ? host_of(be, d, n, dt, &err) : NULL, sum, n, sum_t);
+    if (d) be->release(be, d, (uint64_t)n * px_dtype_bytes(dt));
+    d = dev_of(be, mine, n, dt, &err);
+    st = d && !be->allreduce(be, g, d, (uint64_t)n, dt, PX_RED_MAX, &err);
+    snprintf(l, sizeof l, "%s %s allreduce max over %s (%d ranks)", name, px_dtype_names[dt], px_group_names[g], G);
+    ok &= coll_check(l, st ? host_of(be, d, n, dt, &err) : NULL, mx, n, exact);
+    if (d) be->release(be, d, (uint64_t)n * px_dtype_bytes(dt));
+    /* allgather: out of place, then in place (this rank's part already at its place) */
+    for (int inplace = 0; inplace < 2; inplace++) {
+      for (int64_t i = 0; i < n * G; i++) all[i] = i / n == me ? mine[i % n] : 1e30f;
+      void *out = dev_of(be, inplace ? all : NULL, n * G, dt, &err);
+      void *in = inplace ? out : dev_of(be, mine, n, dt, &err);
+      st = out && in && !be->allgather(be, g, out, in, (uint64_t)n, dt, &err);
+      snprintf(l, sizeof l, "%s %s allgather%s over %s (%d ranks)", name, px_dtype_names[dt],
+               inplace ? " in place" : "", px_group_names[g], G);
+      ok &= coll_check(l, st ? host_of(be, out, n * G, dt, &err) : NULL, gath, n * G, exact);
+      if (out) be->release(be, out, (uint64_t)(n * G) * px_dtype_bytes(dt));
+      if (in && !inplace) be->release(be, in, (uint64_t)n * px_dtype_bytes(dt));
+    }
+    /* reduce-scatter: this rank's n of the G n sums */
+    void *in = dev_of(be, mine, n * G, dt, &err), *out = dev_of(be, NULL, n, dt, &err);
+    st = in && out && !be->reduce_scatter(be, g, out, in, (uint64_t)n, dt, &err);
+    snprintf(l, sizeof l, "%s %s reduce_scatter over %s (%d ranks)", name, px_dtype_names[dt], px_group_names[g], G);
+    ok &= coll_check(l, st ? host_of(be, out, n, dt, &err) : NULL, sum + me * n, n, sum_t);
+    if (in) be->release(be, in, (uint64_t)(n * G) * px_dtype_bytes(dt));
+    if (out) be->release(be, out, (uint64_t)n * px_dtype_bytes(dt));
+    if (err.msg[0]) fprintf(stderr, "\n  %s: %s\n", name, err.msg);
+  }
+  /* p2p: a forward message (tag 1) to the next rank and a backward one (tag 2) to the previous */
+  px_err err = {0};
+  int next = (world_rank + 1) % world_size, prev = (world_rank + world_size - 1) % world_size;
+  float *fwd = px_tfloats(n), *bwd = px_tfloats(n + 2);
+  double *want_f = px_talloc((size_t)n * sizeof *want_f), *want_b = px_talloc((size_t)(n + 2) * sizeof *want_b);
+  for (int64_t i = 0; i < n + 2; i++) {
+    if (i < n) fwd[i] = round_to(coll_value(world_rank, i, 5), (int)dt);
+    if (i < n) want_f[i] = round_to(coll_value(prev, i, 5), (int)dt);
+    bwd[i] = round_to(coll_value(world_rank, i, 6), (int)dt), want_b[i] = round_to(coll_value(next, i, 6), (int)dt);
+  }
+  uint64_t el = px_dtype_bytes(dt);
+  void *sf = dev_of(be, fwd, n, dt, &err), *sb = dev_of(be, bwd, n + 2, dt, &err);
+  void *rf = dev_of(be, NULL, n, dt, &err), *rb = dev_of(be, NULL, n + 2, dt, &err);
+  px_p2p items[] = {{true, next, sf, n * el, 1}, {true, prev, sb, (n + 2) * el, 2},
+                    {false, prev, rf, n * el, 1}, {false, next, rb, (n + 2) * el, 2}};
+  bool st = sf && sb && rf && rb && !be->p2p(be, items, 4, &err);
+  snprintf(l, sizeof l, "%s %s p2p forward (%d ranks)", name, px_dtype_names[dt], world_size);
+  ok &= coll_check(l, st ? host_of(be, rf, n, dt, &err) : NULL, want_f, n, exact);
+  snprintf(l, sizeof l, "%s %s p2p backward (%d ranks)", name, px_dtype_names[dt], world_size);
+  ok &= coll_check(l, st ? host_of(be, rb, n + 2, dt, &err) : NULL, want_b, n + 2, exact);
+  if (err.msg[0]) fprintf(stderr, "\n  %s: %s\n", name, err.msg);
+  void *bufs[] = {sf, sb, rf, rb};
+  uint64_t sizes[] = {n * el, (n + 2) * el, n * el, (n + 2) * el};
+  for (int i = 0; i < 4; i++)
+    if (bufs[i]) be->release(be, bufs[i], sizes[i]);
+  px_tfree();
+  return ok;
+}
+
+static void test_collectives(void) {
+  px_op_kind kinds[] = {PX_OP_ALLREDUCE, PX_OP_ALLGATHER, PX_OP_REDUCE_SCATTER, PX_OP_SEND, PX_OP_RECV};
+  if (world_rank == 0) {
+    int sizes[3] = {1, 1, 1};
+    MPI_Comm_size(comm.tp, &sizes[0]);
+    MPI_Comm_size(comm.dp, &sizes[1]);
+    MPI_Comm_size(comm.world, &sizes[2]);
+    printf("(groups: tp of %d, dp of %d, world of %d ranks) ", sizes[0], sizes[1], sizes[2]);
+  }
+  for (int bi = 0; bi < nbackends; bi++)
+    for (int di = 0; di < NDT; di++) {
+      const px_plan *plan = &comm_plan[di];
+      px_dtype dt = plan->act_dtype;
+      bool refused = false;
+      for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) { /* the unit-sized, slotless form: dtype dt */
+        px_op op = {.kind = (uint8_t)kinds[ki]};
+        for (int j = 0; j < PX_OP_OUTS; j++) op.out[j] = (px_ref){-1, 0};
+        for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0};
+        char why[256];
+        if (px_support_op(backends[bi].be, plan, &op, why, sizeof why) == PX_SUPPORT_NO) {
+          cell *k = &cells[bi][kinds[ki]][di];
+          if (!k->skipped++) snprintf(k->why, sizeof k->why, "%s", why), k->where = "collectives";
+          refused = true;
+        }
+      }
+      if (refused) continue;
+      worst_seen = 0;
+      bool ok = collectives_on(backends[bi].be, backends[bi].name, dt);
+      int all_ok = ok, agreed = 0;
+      MPI_Allreduce(&all_ok, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      CU_ASSERT(ok);
+      for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) {
+        cell *k = &cells[bi][kinds[ki]][di];
+        if (agreed) k->ok++;
+        else k->failed++;
+        if (worst_seen > k->worst) k->worst = worst_seen;
+      }
+      if (bi == 0 && di == 0 && agreed)
+        for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) ref_ok[kinds[ki]]++;
+    }
+}
+
+/* ======================= supports_op and the walk of a plan ======================= */
+
+/* A backend that refuses the fused attention's forward: what the walk says of it. */
+static px_support refuse_flash(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+  (void)b, (void)plan;
+  if (op->kind != PX_OP_FLASH_ATTN) return PX_SUPPORT_YES;
+  snprintf(why, cap, "a test's refusal");
+  return PX_SUPPORT_NO;
+}
+
+static void test_support_walk(void) {
+  px_err err = {0};
+  for (int g = 0; g < NCONFIGS; g++)
+    for (int di = 0; di < NDT; di++) {
+      px_plan plan;
+      CU_ASSERT_EQUAL_FATAL(plan_of(&configs[g], precisions[di], &plan, &err), PX_OK);
+      /* the cpu backend: every fp32 plan; no 16-bit one, said with the first op, its dtype and the reason */
+      px_status st = px_support_check(backends[0].be, &plan, &err);
+      if (di == 0) {
+        if (st) fprintf(stderr, "\n  cpu refuses %s: %s\n", configs[g].name, err.msg);
+        CU_ASSERT_EQUAL(st, PX_OK);
+      } else {
+        char want[64];
+        snprintf(want, sizeof want, "cannot run this plan: embed (%s): ", px_dtype_names[plan.act_dtype]);
+        CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
+        CU_ASSERT(strstr(err.msg, want) && strstr(err.msg, "fp32 only") && !strchr(err.msg, '\n'));
+      }
+      /* a backend refusing one kind: named, with its dtype and reason, where a plan has it */
+      px_backend fake = *backends[0].be;
+      fake.name = "fake";
+      fake.supports_op = refuse_flash;
+      st = px_support_check(&fake, &plan, &err);
+      if (configs[g].attention == PX_ATTN_FLASH) {
+        char want[96];
+        snprintf(want, sizeof want, "--backend fake cannot run this plan: flash_attn (%s): a test's refusal",
+                 px_dtype_names[plan.act_dtype]);
+        CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
+        if (!strstr(err.msg, want)) fprintf(stderr, "\n  walk: %s\n", err.msg);
+        CU_ASSERT(strstr(err.msg, want) != NULL);
+      } else {
+        CU_ASSERT_EQUAL(st, PX_OK);
+      }
+      /* any other backend: the head dim the flash kernels lack is refused up front, the rest runs */
+      for (int bi = 1; bi < nbackends; bi++) {
+        st = px_support_check(backends[bi].be, &plan, &err);
+        bool big = configs[g].attention == PX_ATTN_FLASH && configs[g].head_dim > 256;
+        if (st && !big) fprintf(stderr, "\n  %s refuses %s: %s\n", backends[bi].name, configs[g].name, err.msg);
+        CU_ASSERT_EQUAL(st, big ? PX_ERR_INPUT : PX_OK);
+        if (big) CU_ASSERT(strstr(err.msg, "flash_attn") && strstr(err.msg, "head dim 320"));
+      }
+      px_plan_free(&plan);
+    }
+}
+
+/* ======================= coverage, and the table ======================= */
+
+static void cell_text(const cell *k, char *out, size_t cap) {
+  int ran = k->ok + k->widened + k->failed;
+  if (k->failed) snprintf(out, cap, "FAIL %d/%d", k->failed, ran);
+  else if (ran)
+    snprintf(out, cap, "%s%d %.2f%s", k->widened ? "wide " : "ok ", ran, k->worst, k->skipped ? " +skip" : "");
+  else if (k->skipped) snprintf(out, cap, "skipped");
+  else snprintf(out, cap, "-");
+}
+
+/* Per backend: each kind's cases in each dtype (ok or wide: run natively or
+ * on fp32 copies, then the cases and the worst error as a fraction of its
+ * tolerance), then each reason a backend gave for a skip, once. */
+static void print_table(void) {
+  if (world_rank != 0) return;
+  for (int bi = 0; bi < nbackends; bi++) {
+    printf("\n  backend %-12s fp32             bf16             fp16\n", backends[bi].name);
+    for (int kind = 0; kind < PX_OP_COUNT; kind++) {
+      char t[NDT][40];
+      for (int di = 0; di < NDT; di++) cell_text(&cells[bi][kind][di], t[di], sizeof t[di]);
+      if (collectives_only && !is_comm((px_op_kind)kind)) continue;
+      printf("  %-20s %-16s %-16s %-16s\n", px_op_names[kind], t[0], t[1], t[2]);
+    }
+    bool said[PX_OP_COUNT][NDT] = {{false}};
+    for (int kind = 0; kind < PX_OP_COUNT; kind++)
+      for (int di = 0; di < NDT; di++) {
+        const cell *k = &cells[bi][kind][di];
+        if (!k->skipped || said[kind][di]) continue;
+        printf("  %s skips", backends[bi].name);
+        for (int d2 = 0; d2 < NDT; d2++) { /* every kind refused alike in a dtype: said once */
+          int same = 0;
+          for (int k2 = 0; k2 < PX_OP_COUNT; k2++)
+            same += cells[bi][k2][d2].skipped && !strcmp(cells[bi][k2][d2].why, k->why);
+          if (same < PX_OP_COUNT) continue;
+          printf(" every kind in %s,", px_dtype_names[dtypes[d2]]);
+          for (int k2 = 0; k2 < PX_OP_COUNT; k2++) said[k2][d2] = true;
+        }
+        for (int k2 = 0; k2 < PX_OP_COUNT; k2++)
+          for (int d2 = 0; d2 < NDT; d2++)
+            if (!said[k2][d2] && cells[bi][k2][d2].skipped && !strcmp(cells[bi][k2][d2].why, k->why)) {
+              printf(" %s %s (%s),", px_op_names[k2], px_dtype_names[dtypes[d2]], cells[bi][k2][d2].where);
+              said[k2][d2] = true;
+            }
+        printf(" because: %s\n", k->why);
+      }
+  }
+}
+
+/* Every kind of the graph has a reference here, and it ran and passed on
+ * the cpu backend (communication kinds: the collective entries); every
+ * backend ran or skipped each kind in each dtype. */
+static void test_every_kind_tested(void) {
+  for (int k = 0; k < PX_OP_COUNT; k++) {
+    if (!refs[k]) fprintf(stderr, "\n  FAIL op kind %s has no reference in tests/test_backend_ops.c\n", px_op_names[k]);
+    CU_ASSERT_PTR_NOT_NULL(refs[k]);
+    if (!ref_ok[k]) fprintf(stderr, "\n  FAIL op kind %s never ran (and passed) on the cpu backend\n", px_op_names[k]);
+    CU_ASSERT(ref_ok[k] > 0);
+    for (int bi = 0; bi < nbackends; bi++)
+      for (int di = 0; di < NDT; di++) {
+        const cell *c = &cells[bi][k][di];
+        bool covered = c->ok || c->widened || c->skipped || c->failed || (bi == 0 && di == 0);
+        if (!covered) fprintf(stderr, "\n  FAIL %s %s: no case in dtype %d\n", backends[bi].name, px_op_names[k], di);
+        CU_ASSERT(covered);
+      }
+  }
+  print_table();
+}
+
+/* ======================= set-up ======================= */
+
+static px_status comm_setup(px_err *err) {
+  /* the communicators: tp 2 x dp N/2 when N > 1 ranks, so TP, DP and world groups all have members */
+  px_model m;
+  px_cluster c;
+  px_status st = px_model_load("tiny", &m, err);
+  if (!st) st = px_cluster_load("dgx-h100", &c, err);
+  if (!st) st = px_cluster_set_size(&c, world_size, 0, err);
+  for (int di = 0; di < NDT && !st; di++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = world_size > 1 && world_size % 2 == 0 ? 2 : 1;
+    p.pp = 1, p.dp = world_size / p.tp, p.mbs = 1, p.gbs = p.dp, p.precision = (int)precisions[di];
+    px_parallel_resolve(&p, &m, &c);
+    st = px_plan_compile(&comm_plan[di], &m, &c, &p, err);
+  }
+  if (!st) st = px_comm_init(&comm, &comm_plan[0], MPI_COMM_WORLD, err);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  collectives_only = argc > 1 && !strcmp(argv[1], "--collectives");
+  px_err err = {0};
+  px_status st = comm_setup(&err);
+  if (!st) st = px_cpu_backend_new(&comm, &backends[0].be, &err);
+  if (!st) backends[nbackends++].name = "cpu";
+#ifdef PX_HAVE_CUDA
+  if (!st && px_cuda_device_count() > 0) {
+    st = px_cuda_backend_new(&comm, &backends[1].be, &err);
+    if (!st) backends[nbackends++].name = "cuda";
+  } else if (!st && world_rank == 0) {
+    printf("cuda backend: no CUDA device: not tested here (tests/gpu/emu/run.sh runs this suite on the emulator)\n");
+  }
+#endif
+  if (st) {
+    fprintf(stderr, "test_backend_ops: %s\n", err.msg);
+    MPI_Finalize();
+    return 1;
+  }
+  static const px_test all[] = {
+      {"the cpu backend against double-precision references (fp32)", test_cpu_against_references},
+      {"every backend against the cpu backend (fp32, bf16, fp16)", test_backends_against_cpu},
+      {"collectives and p2p through the backend entries", test_collectives},
+      {"supports_op, and the walk of a plan refusing what a backend cannot run", test_support_walk},
+      {"every op kind has a test", test_every_kind_tested},
+  };
+  static const px_test coll[] = {{"collectives and p2p through the backend entries", test_collectives}};
+  int rc = collectives_only ? px_test_main("backend_ops_collectives", coll, 1)
+                            : px_test_main("backend_ops", all, sizeof all / sizeof all[0]);
+  if (collectives_only) print_table();
+  for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);
+  px_comm_deinit(&comm);
+  for (int di = 0; di < NDT; di++) px_plan_free(&comm_plan[di]);
+  MPI_Finalize();
+  return rc;
+}
