@@ -725,7 +725,7 @@ static px_status run_param_sync(px_exec *x, const px_inst *in, const px_op *o, p
 
 /* The tied weight's full gradient (the op's in[0]) summed with the other stage's copy. */
 static px_status run_emb_sync(px_exec *x, const px_op *o, px_err *err) {
-  const px_param_ref *r = param_ref(x, o->in[0].slot, -1, NULL);
+  const px_param_ref *r = param_ref(x, (int16_t)x->plan->slots[o->in[0].slot].param, -1, NULL);
   if (!r) return px_err_set(err, PX_ERR_RUNTIME, "internal: no tied embedding on stage %lld", (long long)x->stage);
   char *g = x->plan->par.zero < 2 ? x->grads + r->offset * x->gb : NULL;
   if (!g) {

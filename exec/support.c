@@ -51,8 +51,8 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_LOSS] = {"FF..", "AI...."},
     [PX_OP_LOSS_BWD] = {"A...", "FI...."},
     [PX_OP_ALLREDUCE] = {"A...", "A....."},
-    [PX_OP_ALLGATHER] = {"A...", "A....."},
-    [PX_OP_REDUCE_SCATTER] = {"A...", "A....."},
+    [PX_OP_ALLGATHER] = {"Aa..", "A....."},      /* out[1]: SP's permute workspace with mbs > 1 */
+    [PX_OP_REDUCE_SCATTER] = {"Aa..", "A....."},
     [PX_OP_SEND] = {"....", "A....."},
     [PX_OP_RECV] = {"A...", "......"},
     [PX_OP_GRAD_NORM] = {"....", "......"},
@@ -241,9 +241,12 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
   for (int64_t s = 0; s < plan->par.pp; s++) {
     px_op_iter it = px_op_iter_begin(plan, s);
     for (const px_op *op; (op = px_op_next(&it));) {
-      int64_t b = it.block - plan->blocks, k = op - it.block->ops;
-      if (seen[b][k]) continue;
-      seen[b][k] = true;
+      int64_t b = it.block - plan->blocks;
+      if (it.in->ops < 0) { /* a block's op: asked once; the stage's own sized ops each time */
+        int64_t k = op - it.block->ops;
+        if (seen[b][k]) continue;
+        seen[b][k] = true;
+      }
       int before = r.nkinds;
       ask(be, plan, op, &r);
       if (!before && r.nkinds) first_kind = op->kind;

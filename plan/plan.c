@@ -42,7 +42,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
     emb = own_ops(p, prog, PX_BLOCK_EMB_SYNC);
     px_op *o = &prog->ops[emb];
     px_op_size_coll(o, PX_COLL_ALLREDUCE, r->elems, r->elems, gd, 2);
-    o->in[0] = o->out[0] = (px_ref){r->slot, 0};
+    for (int16_t g = 0; g < p->nslots; g++) /* its operand: the table's gradient */
+      if (p->slots[g].kind == PX_SLOT_GRAD && p->slots[g].param == r->slot) o->in[0] = o->out[0] = (px_ref){g, 0};
   }
   /* the optimizer over the stage's shard of the flat buffer */
   int32_t opt = own_ops(p, prog, PX_BLOCK_OPTIMIZER);
