@@ -14,23 +14,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/json.h"
 #include "exec/train.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double sgemm_flops(int n) {
   float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4), *c = calloc((size_t)n * n, 4);
   for (int i = 0; i < n * n; i++) a[i] = b[i] = 1.0f / (float)(1 + i % 7);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n); /* warm */
-  double t0 = now_s();
+  double t0 = px_clock_s();
   int reps = 3;
   for (int r = 0; r < reps; r++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-  double t = (now_s() - t0) / reps;
+  double t = (px_clock_s() - t0) / reps;
   free(a), free(b), free(c);
   return 2.0 * n * (double)n * n / t;
 }
@@ -75,12 +70,12 @@ int main(int argc, char **argv) {
   o.steps = steps;
   o.backend = backend;
   px_train_result r;
-  double t0 = now_s();
+  double t0 = px_clock_s();
   if (px_train(&plan, &o, MPI_COMM_WORLD, &r, &err)) { /* step times: no per-op waits */
     fprintf(stderr, "bench_exec: %s\n", err.msg);
     return 1;
   }
-  double wall = now_s() - t0;
+  double wall = px_clock_s() - t0;
   px_train_result prof; /* per-op times: each op waited for */
   o.steps = 3;
   o.time_ops = true;

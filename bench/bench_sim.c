@@ -6,14 +6,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "plan/plan.h"
 #include "sim/sim.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double rss_mib(void) {
   struct rusage ru;
@@ -45,19 +40,19 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
     p.tp = tp, p.pp = pp, p.mbs = mbs, p.gbs = gbs, p.seq = seq, p.zero = 1, p.recompute = recompute;
     px_parallel_resolve(&p, &m, &c);
     px_plan plan;
-    double t0 = now_s();
+    double t0 = px_clock_s();
     if (px_plan_compile(&plan, &m, &c, &p, &err)) {
       fprintf(stderr, "%s\n", err.msg);
       return 1;
     }
-    double t1 = now_s();
+    double t1 = px_clock_s();
     px_sim_result res;
     if (px_sim_run(&plan, NULL, &res, &err)) {
       fprintf(stderr, "%s\n", err.msg);
       px_plan_free(&plan);
       return 1;
     }
-    double t2 = now_s();
+    double t2 = px_clock_s();
     comp[r] = t1 - t0;
     simt[r] = t2 - t1;
     out->step_s = res.step_time_s;

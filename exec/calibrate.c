@@ -9,26 +9,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "exec/cpu/backend.h"
 #include "exec/train.h"
 #include "plan/plan.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Runs body once to warm up, then repeats it for at least min_s; t gets seconds per run. */
 #define TIME_LOOP(t, min_s, body)              \
   do {                                         \
     body;                                      \
     int reps_ = 0;                             \
-    double t0_ = now_s(), dt_;                 \
+    double t0_ = px_clock_s(), dt_;                 \
     do {                                       \
       body;                                    \
       reps_++;                                 \
-    } while ((dt_ = now_s() - t0_) < (min_s)); \
+    } while ((dt_ = px_clock_s() - t0_) < (min_s)); \
     (t) = dt_ / reps_;                         \
   } while (0)
 
@@ -232,15 +227,15 @@ static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
     MPI_Barrier(world);
     /* Collectives: every rank must run the same number of repetitions, so
      * rank 0 sizes them from a first call and tells the others. */
-    double t0 = now_s();
+    double t0 = px_clock_s();
     MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, world);
-    int reps = (int)((o->quick ? 0.002 : 0.05) / (now_s() - t0 + 1e-9)) + 1;
+    int reps = (int)((o->quick ? 0.002 : 0.05) / (px_clock_s() - t0 + 1e-9)) + 1;
     if (reps > 10000) reps = 10000;
     MPI_Bcast(&reps, 1, MPI_INT, 0, world);
     MPI_Barrier(world);
-    t0 = now_s();
+    t0 = px_clock_s();
     for (int r = 0; r < reps; r++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, world);
-    double t = (now_s() - t0) / reps;
+    double t = (px_clock_s() - t0) / reps;
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
     double algbw = (double)bytes / t / 1e9;
     if (rank == 0 && o->table)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "exec/arena.h"
 #include "exec/params.h"
@@ -68,12 +69,6 @@ struct px_exec {
   bool capture;
   float *grad_copy;           /* canonical layout, this rank's owned elements; NaN elsewhere */
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Before reading the clock for an op's time: a backend that queues work
  * finishes it first when per-op times are wanted. */
@@ -274,10 +269,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->scaling = plan->act_dtype == PX_DTYPE_FP16;
   x->scaler[0] = x->scaling ? (hp->loss_scale > 0 ? hp->loss_scale : 65536.0f) : 1.0f;
   const px_program *prog = x->prog;
-  px_status st = PX_OK;
-  if (plan->act_dtype != PX_DTYPE_FP32 && !strcmp(be->name, "cpu"))
-    st = px_err_set(err, PX_ERR_INPUT, "the cpu backend runs fp32 only (hint: --precision fp32)");
-  if (!st) st = px_global_params_build(&plan->model, &x->global, err);
+  px_status st = px_global_params_build(&plan->model, &x->global, err);
   int64_t stride = x->L + 2;
   if (!st) {
     x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
@@ -489,7 +481,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   const px_op *o = &px_inst_ops(x->plan, x->prog, in)[k];
   bool tp = on_tp_stream(x, o);
   px_status st = wait_tp(x, o->dep, err);
-  double t0 = now_s();
+  double t0 = px_clock_s();
   if (tp) enter_stream(x, PX_STREAM_TP);
   for (int32_t a = 0; a < o->alloc_count && !st; a++) {
     px_ref r = b->allocs[o->alloc_start + a];
@@ -530,7 +522,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     enter_stream(x, PX_STREAM_COMPUTE);
   }
   st = op_done(x, st, err);
-  x->op_time[x->first_op[i] + k] += now_s() - t0;
+  x->op_time[x->first_op[i] + k] += px_clock_s() - t0;
   return st;
 }
 
@@ -602,7 +594,7 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *
   px_p2p items[16];
   int n = 0;
   px_status st = PX_OK;
-  double t0 = now_s();
+  double t0 = px_clock_s();
   for (int32_t i = first; i <= last && !st; i++) {
     const px_inst *in = &prog->insts[i];
     const px_block *b = &x->plan->blocks[in->block];
@@ -624,7 +616,7 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *
     items[n++] = (px_p2p){send, peer, buf, bytes, fwd ? 1 : 2};
   }
   if (!st && n) st = op_done(x, x->be->p2p(x->be, items, n, err), err);
-  double dt = n ? (now_s() - t0) / n : 0;
+  double dt = n ? (px_clock_s() - t0) / n : 0;
   for (int32_t i = first; i <= last && !st; i++) {
     const px_inst *in = &prog->insts[i];
     const px_block *b = &x->plan->blocks[in->block];
@@ -794,7 +786,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
 static px_status time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0, px_status st, px_err *err) {
   const px_block *b = &x->plan->blocks[x->prog->insts[idx].block];
   st = op_done(x, st, err);
-  double t = now_s();
+  double t = px_clock_s();
   for (int32_t k = 0; k < b->nops; k++)
     if (b->ops[k].kind == kind) {
       x->op_time[x->first_op[idx] + k] += t - *t0;
@@ -809,7 +801,7 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   const px_plan *plan = x->plan;
   px_backend *be = x->be;
   px_status st = PX_OK;
-  double t0 = now_s();
+  double t0 = px_clock_s();
   /* 1. With SP, norm and position gradients are partial sums over sequence shards. */
   if (plan->par.sp && plan->par.tp > 1)
     for (int32_t i = 0; i < prog->nparams && !st; i++) {
@@ -823,7 +815,7 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     }
   st = time_op(x, idx, PX_OP_ALLREDUCE, &t0, st, err);
   if (!st && x->capture) st = capture_grads(x, err);
-  t0 = now_s();
+  t0 = px_clock_s();
   /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage),
    * adjacent ranges summed in one call (a device backend waits for each). */
   double sumsq = 0;
@@ -916,7 +908,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
       i = next;
       continue;
     }
-    double t0 = now_s();
+    double t0 = px_clock_s();
     switch (k) {
       case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
@@ -937,7 +929,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
     }
     if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
       st = op_done(x, st, err);
-      x->op_time[x->first_op[i]] += now_s() - t0;
+      x->op_time[x->first_op[i]] += px_clock_s() - t0;
     }
     mark_done(x, i, s);
     i++;

@@ -26,7 +26,8 @@ typedef struct {
 typedef struct px_exec px_exec;
 
 /* Allocates parameters (initialised from the seed, identically whatever the
- * plan), gradients and optimizer state for this rank's stage. */
+ * plan), gradients and optimizer state for this rank's stage. The backend
+ * must support every op of the plan (px_support_check; px_train asks it). */
 px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, px_data *data,
                       const px_train_hparams *hp, px_exec **out, px_err *err);
 void px_exec_free(px_exec *x);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/json.h"
 #include "exec/ckpt.h"
@@ -17,12 +18,6 @@
 #ifdef PX_HAVE_CUDA
 #include "exec/cuda/backend.h"
 #endif
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void px_train_opts_init(px_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -232,9 +227,9 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     if (k == 1) px_exec_reset_times(x); /* the first step warms up */
     px_exec_capture_grads(x, o->grads_path && k == 0);
     MPI_Barrier(world);
-    double t0 = now_s();
+    double t0 = px_clock_s();
     st = px_comm_agree(px_exec_step(x, step, &r->losses[k], err), world, err);
-    double dt = now_s() - t0;
+    double dt = px_clock_s() - t0;
     MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
     times[k] = dt;
     if (!st && k == 0 && o->grads_path) st = px_comm_agree(px_exec_write_grads(x, o->grads_path, err), world, err);

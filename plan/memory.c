@@ -69,7 +69,16 @@ static int64_t full_grad_bytes(const px_program *prog, const px_unit *u) {
 
 uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)p->par.dp; }
 
-uint64_t px_plan_reserve_bytes(uint64_t peak) { return peak + peak / 64 + ((uint64_t)16 << 20); }
+uint64_t px_plan_reserve_bytes(uint64_t peak) {
+  return peak + peak / PX_RESERVE_SHARE + ((uint64_t)PX_RESERVE_MIB << 20);
+}
+
+int64_t px_plan_peak_stage(const px_plan *p) {
+  int64_t worst = 0;
+  for (int64_t s = 1; s < p->par.pp; s++)
+    if (p->mem[s].peak_bytes > p->mem[worst].peak_bytes) worst = s;
+  return worst;
+}
 
 /* The one rule for "does it fit": the executor's reservation for the stage's
  * peak plus what the runtime keeps, within the HBM. */

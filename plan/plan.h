@@ -97,7 +97,12 @@ uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
 /* What the executor reserves on a GPU whose predicted peak is `peak` bytes:
  * the peak plus headroom for per-tensor alignment and fragmentation (1/64 of
  * it and 16 MiB; a plan fits only when this and the runtime's reserve do). */
+#define PX_RESERVE_SHARE 64 /* headroom: 1/64 of the peak ... */
+#define PX_RESERVE_MIB 16   /* ... and 16 MiB */
 uint64_t px_plan_reserve_bytes(uint64_t peak);
+
+/* The stage with the largest peak (the first of equals). */
+int64_t px_plan_peak_stage(const px_plan *plan);
 
 /* Whether a stage fits on its GPU: the one rule every printer reads
  * (px_plan_reserve_bytes of its peak + the runtime's reserve <= HBM);

@@ -94,13 +94,6 @@ void px_report_memory_peak(cJSON *mem, uint64_t peak_bytes, const uint64_t *at_p
   mem_cats(mem, at_peak);
 }
 
-int64_t px_report_peak_stage(const px_plan *plan) {
-  int64_t worst = 0;
-  for (int64_t s = 1; s < plan->par.pp; s++)
-    if (plan->mem[s].peak_bytes > plan->mem[worst].peak_bytes) worst = s;
-  return worst;
-}
-
 cJSON *px_report_memory_json(const px_plan *plan) {
   cJSON *mem = cJSON_CreateObject();
   if (!mem) return NULL;
@@ -116,7 +109,7 @@ cJSON *px_report_memory_json(const px_plan *plan) {
     cJSON_AddBoolToObject(o, "fits", px_plan_stage_fits(plan, s));
     cJSON_AddItemToArray(stages, o);
   }
-  const px_memplan *worst = &plan->mem[px_report_peak_stage(plan)];
+  const px_memplan *worst = &plan->mem[px_plan_peak_stage(plan)];
   px_report_memory_peak(mem, worst->peak_bytes, worst->at_peak);
   px_json_add_num(mem, "capacity_bytes", (double)plan->cluster.gpu.hbm_bytes);
   px_json_add_num(mem, "reserved_bytes", (double)plan->cluster.gpu.reserved_bytes);

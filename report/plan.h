@@ -26,7 +26,5 @@ cJSON *px_report_memory_json(const px_plan *plan);
 /* The memory fields a sweep row shares with memory_json: peak_bytes_max and
  * <category>_bytes of the stage at that peak (at_peak: PX_MEM_COUNT values). */
 void px_report_memory_peak(cJSON *mem, uint64_t peak_bytes, const uint64_t *at_peak);
-/* The stage with the largest peak (the first of equal ones). */
-int64_t px_report_peak_stage(const px_plan *plan);
 
 #endif

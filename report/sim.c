@@ -18,7 +18,7 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
   fprintf(out, "  communication    tp %s, pp %s, dp %s; exposed %s\n", px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
-  int64_t worst = px_report_peak_stage(plan);
+  int64_t worst = px_plan_peak_stage(plan);
   fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s: %s\n",
           px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
           px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b), r->fits ? "fits" : "DOES NOT FIT");

@@ -74,9 +74,9 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
            c->nic_bytes_per_s * 8 / 1e9, 100 * c->inter_efficiency);
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
   snprintf(line, sizeof line,
-           "Memory: a plan fits when its peak per GPU plus the executor's allocation headroom (1/64 of it and "
-           "16 MiB) is within the HBM less the runtime's reserve (%.1f GiB usable).",
-           (double)(c->gpu.hbm_bytes - c->gpu.reserved_bytes) / 1073741824.0);
+           "Memory: a plan fits when its peak per GPU plus the executor's allocation headroom (1/%d of it and "
+           "%d MiB) is within the HBM less the runtime's reserve (%.1f GiB usable).",
+           PX_RESERVE_SHARE, PX_RESERVE_MIB, (double)(c->gpu.hbm_bytes - c->gpu.reserved_bytes) / 1073741824.0);
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
   snprintf(line, sizeof line,
            "Failures: %.0f hours MTBF per GPU (Llama 3 paper: 419 unexpected interruptions in 54 days on 16,384 "

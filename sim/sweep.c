@@ -196,9 +196,7 @@ static void evaluate(work *w, int64_t i) {
     pthread_mutex_unlock(&w->lock);
     return;
   }
-  int64_t worst = 0;
-  for (int64_t s = 0; s < plan.par.pp; s++)
-    if (plan.mem[s].peak_bytes > plan.mem[worst].peak_bytes) worst = s;
+  int64_t worst = px_plan_peak_stage(&plan);
   e->peak_bytes = plan.mem[worst].peak_bytes;
   memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
   if (!plan.fits) {

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "exec/arena.h"
 #include "exec/support.h"
 #include "kernels/cuda/act.h"
@@ -91,12 +92,6 @@ typedef struct {
 
 static cudaStream_t stream_of(const cuda *c) { return c->streams[c->cur]; }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static px_status cu_check(cudaError_t e, const char *what, px_err *err) {
   if (e == cudaSuccess) return PX_OK;
   return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s: %s", what, cudaGetErrorString(e));
@@ -145,7 +140,7 @@ static void abort_comms(cuda *c) {
  * asynchronously, or no progress within the timeout, aborts the
  * communicators (which releases the stuck kernels) and fails. */
 static px_status wait_streams(cuda *c, bool all, px_err *err) {
-  double t0 = now_s();
+  double t0 = px_clock_s();
   for (long polls = 0;; polls++) {
     cudaError_t q = cudaSuccess;
     for (int s = 0; s < NSTREAMS && q == cudaSuccess; s++)
@@ -161,7 +156,7 @@ static px_status wait_streams(cuda *c, bool all, px_err *err) {
                           ncclGetErrorString(async));
       }
     }
-    if (now_s() - t0 > c->timeout_s) {
+    if (px_clock_s() - t0 > c->timeout_s) {
       abort_comms(c);
       return px_err_set(err, PX_ERR_RUNTIME,
                         "cuda backend: the device made no progress for %.0f s (a collective waits for a rank that "
@@ -235,7 +230,12 @@ static void CUDART_CB poison_cb(void *data) {
 }
 static void mark(cuda *c, void *p, uint64_t live, uint64_t bytes) {
   poison_range *r = malloc(sizeof *r);
-  if (!r) abort();
+  if (!r) { /* no room for the callback's record: mark it now, after the stream's work */
+    cudaStreamSynchronize(stream_of(c));
+    ASAN_UNPOISON_MEMORY_REGION(p, live);
+    ASAN_POISON_MEMORY_REGION((char *)p + live, px_arena_round(bytes) - live);
+    return;
+  }
   *r = (poison_range){p, live, px_arena_round(bytes)};
   cudaLaunchHostFunc(stream_of(c), poison_cb, r);
 }
