@@ -310,7 +310,13 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
         return PX_SUPPORT_NO;
       }
       return PX_SUPPORT_YES;
-    default: return PX_SUPPORT_YES;
+    default: /* GEMMs and attention go through cblas, whose sizes are ints */
+      for (int i = 0; i < 6; i++)
+        if (d[i] > INT_MAX) {
+          snprintf(why, cap, "dimension %lld is beyond cblas's int sizes", (long long)d[i]);
+          return PX_SUPPORT_NO;
+        }
+      return PX_SUPPORT_YES;
   }
 }
 

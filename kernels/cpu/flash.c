@@ -13,6 +13,7 @@
 
 #define TILE 64
 
+/* cblas sizes are ints: the backends refuse larger ops up front (supports_op). */
 static int as_blas(int64_t x) {
   assert(x >= 0 && x <= INT_MAX);
   return (int)x;

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <string.h>
 
+/* cblas sizes are ints: the backends refuse larger ops up front (supports_op). */
 static int as_blas(int64_t x) {
   assert(x >= 0 && x <= INT_MAX);
   return (int)x;
