@@ -40,6 +40,17 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq,
           px_precision_names[p->precision], px_recompute_names[p->recompute], px_attention_names[p->attention],
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
+  if (p->zero >= 2)
+    fprintf(out, "  ZeRO-%d: gradients %s%s", p->zero,
+            p->grad_accum == PX_ACCUM_FULL ? "kept full over the micro-batches, reduced once a step"
+                                           : "reduce-scattered every micro-batch into the shard",
+            p->zero == 3 ? "" : "\n");
+  if (p->zero == 3)
+    fprintf(out, ", parameters %s, gathered %lld layer%s ahead\n",
+            p->reshard ? "resharded after the forward" : "kept from the forward to the backward", (long long)p->prefetch,
+            p->prefetch == 1 ? "" : "s");
+  if (plan->grad_dtype != plan->param_dtype)
+    fprintf(out, "  gradients in %s (parameters in %s)\n", px_dtype_names[plan->grad_dtype], px_dtype_names[plan->param_dtype]);
   if (plan->vocab_padded != plan->model.vocab)
     fprintf(out, "  vocab %lld padded to %lld (a multiple of 128 x tp, as Megatron-LM does)\n",
             (long long)plan->model.vocab, (long long)plan->vocab_padded);

@@ -134,13 +134,16 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
                 if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0) continue;
-                /* ZeRO-2/3's modes: sharded or full accumulation (when there is more than one
-                 * micro-batch), and for ZeRO-3 resharding after the forward or not */
+                /* ZeRO-3's modes: full accumulation (when there is more than one micro-batch)
+                 * or keeping gathered parameters, one at a time. Not swept, as never better in
+                 * both time and memory: ZeRO-2 with full accumulation (ZeRO-1's traffic, more
+                 * memory) and ZeRO-3 with both (ZeRO-1's memory, a gather per micro-batch). */
                 for (int acc = 0; acc < PX_ACCUM_COUNT; acc++)
                   for (int rs = 1; rs >= 0; rs--) {
                     px_parallel q = p;
                     if (f->grad_accum < 0) {
-                      if (acc == PX_ACCUM_FULL && (q.zero < 2 || q.gbs <= q.mbs * q.dp)) continue;
+                      if (acc == PX_ACCUM_FULL && (q.zero < 3 || q.gbs <= q.mbs * q.dp || (!rs && f->reshard < 0)))
+                        continue;
                       q.grad_accum = q.zero >= 2 ? acc : PX_ACCUM_FULL;
                     } else if (acc) {
                       continue;
