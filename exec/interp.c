@@ -97,12 +97,18 @@ static void mem_free(px_exec *x, void *p, uint64_t bytes) {
   x->cur_bytes -= bytes;
 }
 
+static void enter_stream(px_exec *x, px_stream s);
+
 /* Frees the buckets of overlapped reductions once the compute block after
  * them is done, as the plan's memory walk does (the reduction reads its
- * bucket while that block runs). */
+ * bucket while that block runs). The release goes on the DP stream the
+ * reductions ran on, after them (called from the compute stream). */
 static void free_late(px_exec *x) {
+  if (!x->nlate) return;
+  enter_stream(x, PX_STREAM_DP);
   for (int32_t i = 0; i < x->nlate; i++) mem_free(x, x->late[i], x->late_bytes[i]);
   x->nlate = 0;
+  enter_stream(x, PX_STREAM_COMPUTE);
 }
 
 uint64_t px_exec_peak_bytes(const px_exec *x) { return x->peak_bytes; }

@@ -292,3 +292,7 @@ px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err
 int64_t px_cluster_node_size(const px_cluster *c) {
   return c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
 }
+
+uint64_t px_gpu_usable_bytes(const px_gpu *g) {
+  return g->hbm_bytes > g->reserved_bytes ? g->hbm_bytes - g->reserved_bytes : 0;
+}

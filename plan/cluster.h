@@ -48,6 +48,9 @@ typedef struct {
   int kernel_rates_len;
 } px_gpu;
 
+/* HBM a plan may use: the capacity less what the runtime keeps (context, allocator). */
+uint64_t px_gpu_usable_bytes(const px_gpu *g);
+
 typedef enum { PX_NET_RAIL_FAT_TREE, PX_NET_FAT_TREE, PX_NET_COUNT } px_net_kind;
 extern const char *const px_net_kind_names[PX_NET_COUNT];
 

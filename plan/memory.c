@@ -83,8 +83,7 @@ int64_t px_plan_peak_stage(const px_plan *p) {
 /* The one rule for "does it fit": the executor's reservation for the stage's
  * peak plus what the runtime keeps, within the HBM. */
 bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
-  const px_gpu *g = &p->cluster.gpu;
-  return px_plan_reserve_bytes(p->mem[stage].peak_bytes) + g->reserved_bytes <= g->hbm_bytes;
+  return px_plan_reserve_bytes(p->mem[stage].peak_bytes) <= px_gpu_usable_bytes(&p->cluster.gpu);
 }
 
 static void stage_static(const px_plan *p, const px_program *prog, px_memplan *mp) {

@@ -21,7 +21,7 @@ px_status px_plotdata_memory(const px_plan *plan, const char *dir, px_err *err) 
   px_afile f;
   px_status st = open_in(&f, dir, "memory.dat", err);
   if (st) return st;
-  double cap = (double)(plan->cluster.gpu.hbm_bytes - plan->cluster.gpu.reserved_bytes) / GIB;
+  double cap = (double)px_gpu_usable_bytes(&plan->cluster.gpu) / GIB;
   fprintf(f.fp, "# %s on %lld x %s: memory per GPU at each stage's peak\n", plan->model.name,
           (long long)plan->cluster.gpus, plan->cluster.gpu.name);
   fprintf(f.fp, "# stage params_gib grads_gib optimizer_gib activations_gib buffers_gib workspace_gib capacity_gib\n");

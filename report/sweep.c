@@ -46,7 +46,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
           px_objective_names[o->objective]);
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated (%s on %d thread%s)\n",
           (long long)r->enumerated, (long long)r->invalid, (long long)r->dropped_memory,
-          px_fmt_bytes((double)(c->gpu.hbm_bytes - c->gpu.reserved_bytes), a, sizeof a), (long long)r->simulated,
+          px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a), (long long)r->simulated,
           px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
   if (r->n == 0) {
     fprintf(out, "  no plan fits: try more GPUs, ZeRO-3, full recomputation or a smaller micro-batch\n");

@@ -76,7 +76,7 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
   snprintf(line, sizeof line,
            "Memory: a plan fits when its peak per GPU plus the executor's allocation headroom (1/%d of it and "
            "%d MiB) is within the HBM less the runtime's reserve (%.1f GiB usable).",
-           PX_RESERVE_SHARE, PX_RESERVE_MIB, (double)(c->gpu.hbm_bytes - c->gpu.reserved_bytes) / 1073741824.0);
+           PX_RESERVE_SHARE, PX_RESERVE_MIB, (double)px_gpu_usable_bytes(&c->gpu) / 1073741824.0);
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
   snprintf(line, sizeof line,
            "Failures: %.0f hours MTBF per GPU (Llama 3 paper: 419 unexpected interruptions in 54 days on 16,384 "

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The executor on a matrix of plans, up to 8 MPI ranks: (tp, pp, dp) over
-# {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3, SP on and off, every schedule and
+# {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3 (and ZeRO-2/3's accumulation,
+# resharding and prefetch modes), SP on and off, every schedule and
 # recompute mode, both attention kernels and both GELU forms, on the Llama-shaped and the
 # GPT-2-shaped tiny models. Every run's losses and first-step gradients must
 # equal the single-rank run's within a relative error of 1e-5, and every
@@ -10,6 +11,7 @@ px=$1
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 runs=0
+zi=0
 
 run() { # model gbs ranks flags...
   local model=$1 gbs=$2 n=$3
@@ -37,6 +39,15 @@ for model in tiny tiny-gpt; do
           [ "$tp" -gt 1 ] && [ $(( (i / 3) % 2 )) -eq 0 ] && flags+=(-S)
           [ $(( i % 5 )) -eq 1 ] && flags+=(--attention unfused)
           [ $(( i % 4 )) -eq 2 ] && flags+=(--gelu fused)
+          # ZeRO-2/3's modes in turn: the defaults, full accumulation, parameters kept, a deeper prefetch
+          if [ "$z" -ge 2 ]; then
+            zi=$((zi + 1))
+            case $(( zi % 4 )) in
+              1) flags+=(--grad-accum full) ;;
+              2) [ "$z" -eq 3 ] && flags+=(--no-reshard-after-forward) || flags+=(--grad-accum full) ;;
+              3) [ "$z" -eq 3 ] && flags+=(--prefetch 2 --grad-accum full) ;;
+            esac
+          fi
           if [ "$pp" -gt 1 ]; then
             case $(( (i + variant) % 3 )) in
               0) flags+=(-e 1f1b) ;;
