@@ -69,6 +69,9 @@ close "$a" "$b" 2e-3 || fail "fp16 GPT losses $b, fp32 $a"
 "$cmp" "$tmp/gpt-gelu-fused-cpu.bin" "$tmp/gpt-fp16.bin" 2e-2 >"$tmp/cmp" || fail "fp16 GPT gradients: $(cat "$tmp/cmp")"
 echo "ok: fp16 GPT against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2 "${fp32[@]}"
+# ZeRO-3's modes: parameters kept from forward to backward with a deeper prefetch; full accumulation
+same llama-zero3-keep 4 4 -m tiny -B 8 -p 2 -d 2 -z 3 --no-reshard-after-forward --prefetch 2 "${fp32[@]}"
+same gpt-zero3-full 2 2 -m "$gptd" -B 8 -d 2 -z 3 --grad-accum full "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with
 # the figures (emulated devices only: their memory size can be set)
