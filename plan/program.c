@@ -291,7 +291,7 @@ typedef struct {
   int32_t *grad_sync_last; /* per unit: the last GRAD_SYNC instance */
   int32_t *param_sync;    /* ZeRO-1/2 with overlap: per unit, the step-start gather */
   bool *unit_fwd_seen;    /* ZeRO-1/2 with overlap: unit's first forward already waits */
-  int32_t *last_bwd_k;    /* per unit x mb (ZeRO-2/3) or unit (ZeRO-0/1): last schedule entry writing it */
+  int32_t *last_bwd_k;    /* per unit x mb (sharded accumulation) or unit: last schedule entry writing it */
   int32_t *pending_sync;  /* (nunits) reductions waiting to be emitted (without DP overlap) */
   int32_t nunits;
   int32_t npending;
@@ -318,7 +318,8 @@ static void zero3_gathers(emitter *e) {
     }
     /* one copy of a unit at a time: not before the last user of the previous one */
     if (e->gathered[u] >= 0 || e->seq_after[e->issued] >= e->cursor) break;
-    int32_t idx = inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
+    int32_t idx =
+        inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
     if (idx < 0) return;
     dep_push(&e->il, e->last_compute);
     e->gathered[u] = idx;
@@ -353,7 +354,6 @@ static int32_t compute(emitter *e, const blk_ref *b, px_phase ph, int32_t wait) 
   return idx;
 }
 
-/* Data-parallel gradient reduction of a unit. */
 /* Data-parallel gradient reduction of a unit. A unit holding a tied
  * embedding copy (first and last stage) first sums its gradient with the
  * other copy's, while both are still full (unreduced) gradients. */
@@ -372,10 +372,10 @@ static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
 
 /* Unit u's gradients are complete for schedule entry k (micro-batch mb),
  * last written by instance idx. If no later entry writes them before their
- * reduction (per micro-batch with ZeRO-2/3, per step otherwise), they are
- * reduced now: overlapped, right after that block on the DP stream, as
- * DDP's buckets and ZeRO's reduce-scatters are; otherwise queued until the
- * entry (ZeRO-2/3) or the backward (ZeRO-0/1) ends. */
+ * reduction (per micro-batch with ZeRO-2/3's sharded accumulation, per step
+ * otherwise), they are reduced now: overlapped, right after that block on
+ * the DP stream, as DDP's buckets and ZeRO's reduce-scatters are; otherwise
+ * queued until the entry (sharded) or the backward ends. */
 static void unit_done(emitter *e, int32_t u, int32_t k, int32_t mb, int32_t idx) {
   px_plan *p = e->p;
   bool per_mb = px_parallel_reduce_per_mb(&p->par);
