@@ -442,12 +442,14 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
  * are done. */
 static px_status zero3_residency(emitter *e, px_err *err) {
   int32_t nu = e->nunits;
-  int64_t *users = px_calloc((size_t)nu, sizeof *users, err), *last_free = px_calloc((size_t)nu, sizeof *last_free, err);
+  int64_t *users = px_calloc((size_t)nu, sizeof *users, err);
+  int64_t *last_free = px_calloc((size_t)nu, sizeof *last_free, err);
   bool *resident = px_calloc((size_t)nu, sizeof *resident, err);
   e->seq_gather = px_calloc((size_t)e->nseq + 1, sizeof *e->seq_gather, err);
   e->seq_reshard = px_calloc((size_t)e->nseq + 1, sizeof *e->seq_reshard, err);
   e->seq_after = px_calloc((size_t)e->nseq + 1, sizeof *e->seq_after, err);
-  px_status st = users && last_free && resident && e->seq_gather && e->seq_reshard && e->seq_after ? PX_OK : PX_ERR_RUNTIME;
+  bool ok = users && last_free && resident && e->seq_gather && e->seq_reshard && e->seq_after;
+  px_status st = ok ? PX_OK : PX_ERR_RUNTIME;
   for (int32_t u = 0; !st && u < nu; u++) last_free[u] = -1;
   for (int64_t x = 0; !st && x < e->nseq; x++) {
     const blk_ref *b = &e->seq[x];

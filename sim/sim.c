@@ -183,7 +183,8 @@ static px_status stage_costs(sim *S, int64_t s) {
   for (size_t i = 0; i < sizeof compute_blocks / sizeof *compute_blocks; i++) {
     px_block_kind kind = compute_blocks[i];
     seg_list *l = &ss->costs[kind];
-    const px_op *ops = kind == PX_BLOCK_OPTIMIZER && opt >= 0 ? px_inst_ops(p, prog, &prog->insts[opt]) : p->blocks[kind].ops;
+    const px_op *ops =
+        kind == PX_BLOCK_OPTIMIZER && opt >= 0 ? px_inst_ops(p, prog, &prog->insts[opt]) : p->blocks[kind].ops;
     if ((st = block_segments(S, s, kind, ops, l))) return st;
     l->fast_ok = true;
     for (int k = 0; k < l->n; k++) {
