@@ -207,6 +207,16 @@ static void sb_plan_flags(sbuf *b, const cJSON *par) {
     sb_esc(b, s);
     sb_puts(b, " ");
   }
+  /* ZeRO-2/3's modes when not the defaults */
+  s = jstr(par, "grad_accum");
+  if (s && !strcmp(s, "full") && jnum(par, "zero", &v) && v >= 2) sb_puts(b, "--grad-accum full ");
+  if (cJSON_IsFalse(jget(par, "reshard_after_forward"))) sb_puts(b, "--no-reshard-after-forward ");
+  s = jstr(par, "main_grad");
+  if (s && strcmp(s, "param")) {
+    sb_puts(b, "--main-grad ");
+    sb_esc(b, s);
+    sb_puts(b, " ");
+  }
   if (b->n && b->p[b->n - 1] == ' ') b->p[--b->n] = '\0';
 }
 
@@ -387,7 +397,28 @@ static void section_counts(sbuf *b, const cJSON *counts, int nplans) {
   sb_puts(b, "</div></section>\n");
 }
 
-static void section_best(sbuf *b, const cJSON *best, const char *objective) {
+/* Why the best plan's ZeRO stage and mode: sweep.json's zero_choice. */
+static void zero_choice(sbuf *b, const cJSON *zc) {
+  const cJSON *alts = jget(zc, "alternatives");
+  if (!jstr(zc, "best") || cJSON_GetArraySize(alts) == 0) return;
+  sb_puts(b, "<br>ZeRO: <code>");
+  sb_esc(b, jstr(zc, "best"));
+  sb_puts(b, "</code>; the same split with ");
+  int i = 0;
+  const cJSON *a;
+  cJSON_ArrayForEach(a, alts) {
+    double v;
+    sb_puts(b, i++ ? ", <code>" : "<code>");
+    sb_esc(b, jstr(a, "zero") ? jstr(a, "zero") : "?");
+    sb_puts(b, "</code> ");
+    if (jnum(a, "tokens_per_s_ratio", &v))
+      sb_printf(b, "%+.1f%% tokens/s", 100 * (v - 1));
+    else if (jnum(a, "peak_bytes", &v))
+      sb_printf(b, "does not fit (%.1f GiB)", v / (1024.0 * 1024 * 1024));
+  }
+}
+
+static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const char *objective) {
   if (!best) return;
   double v;
   sb_puts(b, "<div class=\"best-box\"><b>Best plan");
@@ -415,6 +446,7 @@ static void section_best(sbuf *b, const cJSON *best, const char *objective) {
     sb_puts(b, " for $");
     sb_grouped(b, v);
   }
+  zero_choice(b, zc);
   sb_puts(b, "</div>\n");
 }
 
@@ -610,7 +642,7 @@ px_status px_html_report(const char *dir, px_err *err) {
               "micro-batch, schedule and recomputation choice, simulated by parallax and ranked.</p>\n");
   section_question(&b, q);
   section_counts(&b, jget(root, "counts"), plans ? cJSON_GetArraySize(plans) : 0);
-  section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jstr(q, "objective"));
+  section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jget(root, "zero_choice"), jstr(q, "objective"));
   section_plans(&b, plans);
   st = section_plots(&b, dir, err);
   if (!st) {

@@ -22,13 +22,6 @@ void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
 }
 
 /* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column. */
-/* "z3k": the ZeRO stage and its modes when not the defaults (full accumulation,
- * parameters kept from forward to backward). */
-static void zero_label(const px_parallel *p, char *buf, size_t cap) {
-  snprintf(buf, cap, "z%d%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
-           p->zero == 3 && !p->reshard ? "k" : "");
-}
-
 static void plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc[] = {"none", "sel", "full"};
   char sched[16];
@@ -37,43 +30,30 @@ static void plan_label(const px_parallel *p, char *buf, size_t cap) {
   else
     snprintf(sched, sizeof sched, "%s", px_schedule_names[p->schedule]);
   char zero[16];
-  zero_label(p, zero, sizeof zero);
+  px_report_zero_label(p, zero, sizeof zero);
   snprintf(buf, cap, "tp%lld pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp, zero,
            p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
-}
-
-/* Whether two plans split the model the same way (everything but ZeRO's stage and modes). */
-static bool same_split(const px_parallel *a, const px_parallel *b) {
-  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->sp == b->sp && a->mbs == b->mbs &&
-         a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute;
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other
  * one the sweep tried, slower by how much or not fitting. */
 static void zero_choice(const px_sweep_result *r, FILE *out) {
-  const px_sweep_entry *best = &r->entries[0];
+  px_sweep_alt alt[16];
+  int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
+  if (!n) return;
   char label[16], mem[32];
-  int n = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    const px_sweep_entry *list = pass ? r->dropped : r->entries;
-    int64_t count = pass ? r->ndropped : r->n;
-    for (int64_t i = 0; i < count; i++) {
-      const px_sweep_entry *e = &list[i];
-      if (e == best || !same_split(&e->par, &best->par)) continue;
-      zero_label(&e->par, label, sizeof label);
-      if (!n++) {
-        zero_label(&best->par, mem, sizeof mem);
-        fprintf(out, "\nZeRO (best plan's split, %s): ", mem);
-      } else {
-        fputs(", ", out);
-      }
-      if (pass)
-        fprintf(out, "%s does not fit (%s)", label, px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem));
-      else
-        fprintf(out, "%s %+.1f%% tokens/s", label, 100 * (e->sim.tokens_per_s / best->sim.tokens_per_s - 1));
-    }
+  px_report_zero_label(&r->entries[0].par, label, sizeof label);
+  fprintf(out, "\nZeRO (best plan's split, %s): ", label);
+  for (int i = 0; i < n; i++) {
+    px_report_zero_label(&alt[i].e->par, label, sizeof label);
+    if (alt[i].fits)
+      fprintf(out, "%s%s %+.1f%% tokens/s", i ? ", " : "", label,
+              100 * (alt[i].e->sim.tokens_per_s / r->entries[0].sim.tokens_per_s - 1));
+    else
+      fprintf(out, "%s%s does not fit (%s)", i ? ", " : "", label,
+              px_fmt_bytes((double)alt[i].e->peak_bytes, mem, sizeof mem));
   }
-  if (n) fputs("\n", out);
+  fputs("\n", out);
 }
 
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,

@@ -86,6 +86,37 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
 }
 
+void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
+  snprintf(buf, cap, "z%d%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
+           p->zero == 3 && !p->reshard ? "k" : "");
+}
+
+/* Why the best plan's ZeRO stage and mode (px_sweep_zero_alternatives):
+ * {"best": "z2", "alternatives": [{"zero", "fits", "tokens_per_s_ratio" | "peak_bytes"}]}. */
+static cJSON *zero_choice_json(const px_sweep_result *r) {
+  px_sweep_alt alt[16];
+  int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  char label[16];
+  px_report_zero_label(&r->entries[0].par, label, sizeof label);
+  cJSON_AddStringToObject(o, "best", label);
+  cJSON *list = cJSON_AddArrayToObject(o, "alternatives");
+  for (int i = 0; list && i < n; i++) {
+    cJSON *a = cJSON_CreateObject();
+    if (!a) break;
+    px_report_zero_label(&alt[i].e->par, label, sizeof label);
+    cJSON_AddStringToObject(a, "zero", label);
+    cJSON_AddBoolToObject(a, "fits", alt[i].fits);
+    if (alt[i].fits)
+      px_json_add_num(a, "tokens_per_s_ratio", alt[i].e->sim.tokens_per_s / r->entries[0].sim.tokens_per_s);
+    else
+      px_json_add_num(a, "peak_bytes", (double)alt[i].e->peak_bytes);
+    cJSON_AddItemToArray(list, a);
+  }
+  return o;
+}
+
 cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                             int64_t top) {
   cJSON *root = cJSON_CreateObject();
@@ -113,6 +144,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
   }
   cJSON *plans = cJSON_AddArrayToObject(root, "plans");
   for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1));
+  if (r->n > 0) cJSON_AddItemToObject(root, "zero_choice", zero_choice_json(r));
   cJSON *as = cJSON_AddArrayToObject(root, "assumptions");
   if (as) add_assumptions(as, m, c, o);
   return root;

@@ -342,3 +342,19 @@ void px_sweep_result_free(px_sweep_result *r) {
   r->entries = r->dropped = NULL;
   r->n = r->ndropped = 0;
 }
+
+static bool same_split(const px_parallel *a, const px_parallel *b) {
+  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->sp == b->sp && a->mbs == b->mbs &&
+         a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute;
+}
+
+int px_sweep_zero_alternatives(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out, int cap) {
+  int n = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    const px_sweep_entry *list = pass ? r->dropped : r->entries;
+    int64_t count = pass ? r->ndropped : r->n;
+    for (int64_t i = 0; i < count && n < cap; i++)
+      if (&list[i] != of && same_split(&list[i].par, &of->par)) out[n++] = (px_sweep_alt){&list[i], !pass};
+  }
+  return n;
+}

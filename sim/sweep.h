@@ -77,6 +77,16 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
 void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj);
 void px_sweep_result_free(px_sweep_result *r);
 
+/* Why a plan's ZeRO stage and mode: the plans of the sweep that split the
+ * model as `of` does (tp, pp, dp, SP, micro-batch, schedule, recompute) with
+ * another ZeRO stage or mode, simulated ones first (fits) then dropped ones.
+ * Fills at most cap; returns how many. */
+typedef struct {
+  const px_sweep_entry *e;
+  bool fits;
+} px_sweep_alt;
+int px_sweep_zero_alternatives(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out, int cap);
+
 /* Time to train `tokens` at `tokens_per_s` on the plan's cluster, with checkpoints
  * and failures (mtbf_hours <= 0: none). */
 void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,

@@ -36,6 +36,9 @@ fi
 # Why the best plan's ZeRO stage: GPT-3 175B with no model parallelism fits only with ZeRO-3
 out=$("$px" sweep -m gpt3-175b -c dgx-a100 -g 384 -B 1536 -t 1 -p 1) || fail "sweep GPT-3 tp1 pp1"
 printf '%s\n' "$out" | grep -q "^ZeRO (best plan's split, z3): .*z1 does not fit" || fail "no ZeRO explanation: $out"
+"$px" sweep -m gpt3-175b -c dgx-a100 -g 384 -B 1536 -t 1 -p 1 --json |
+  jq -e '.zero_choice.best == "z3" and ([.zero_choice.alternatives[] | select(.zero == "z1")][0].fits == false)' \
+  >/dev/null || fail "sweep --json: no zero_choice saying ZeRO-1 does not fit"
 
 # Every row carries what `sim` says of its plan, past the rows printed too.
 "$px" sweep -m llama3-70b -c dgx-h100 -g 64 -B 128 -t 8 -S -k 2 --json >"$tmp/rows.json" || fail "sweep 70B --json"
