@@ -463,9 +463,7 @@ static void enter_stream(px_exec *x, px_stream s) {
   if (x->be->set_stream) x->be->set_stream(x->be, s);
 }
 
-static bool is_collective(px_op_kind k) {
-  return k == PX_OP_ALLREDUCE || k == PX_OP_ALLGATHER || k == PX_OP_REDUCE_SCATTER;
-}
+static bool is_collective(px_op_kind k) { return px_op_family_of(k) == PX_FAM_COLLECTIVE; }
 
 /* With the plan's TP overlap, a block's TP collectives go on the TP stream
  * (after the compute issued before them), and compute waits for one only at

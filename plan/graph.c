@@ -4,10 +4,19 @@
 #include "core/fmt.h"
 
 const char *const px_op_names[PX_OP_COUNT] = {
-#define X(name, str) str,
+#define X(name, str, family) str,
     PX_OP_KINDS(X)
 #undef X
 };
+
+px_op_family px_op_family_of(px_op_kind kind) {
+  static const px_op_family families[PX_OP_COUNT] = {
+#define X(name, str, family) PX_FAM_##family,
+      PX_OP_KINDS(X)
+#undef X
+  };
+  return kind < PX_OP_COUNT ? families[kind] : PX_FAM_ELEMENTWISE;
+}
 
 PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv");
 PX_NAME_TABLE(px_phase_names, PX_PHASE_COUNT, "forward", "backward", "recompute", "optimizer", "comm");

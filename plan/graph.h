@@ -41,50 +41,69 @@ typedef enum {
   PX_GROUP_COUNT
 } px_group;
 
-#define PX_OP_KINDS(X)                                                                    \
-  X(EMBED, "embed")                     /* vocab-parallel lookup: (tokens) -> x */         \
-  X(EMBED_BWD, "embed_bwd")                                                               \
-  X(POS, "pos")                         /* x += learned position rows */                   \
-  X(POS_BWD, "pos_bwd")                                                                   \
-  X(NORM, "norm")                       /* layernorm or rmsnorm, saves stats */            \
-  X(NORM_BWD, "norm_bwd")                                                                 \
-  X(LINEAR, "linear")                   /* y = x W^T (+ b) */                              \
-  X(LINEAR_BWD_DATA, "linear_bwd_data") /* dx += dy W */                                   \
-  X(LINEAR_BWD_WEIGHT, "linear_bwd_weight") /* dW += dy^T x, db += sum dy */               \
-  X(ROPE, "rope")                                                                         \
-  X(ROPE_BWD, "rope_bwd")                                                                 \
-  X(ATTN_SCORES, "attn_scores")         /* scale Q K^T, batched over heads */              \
-  X(ATTN_SCORES_BWD, "attn_scores_bwd")                                                   \
-  X(SOFTMAX, "softmax")                 /* causal softmax */                               \
-  X(SOFTMAX_BWD, "softmax_bwd")                                                           \
-  X(ATTN_CONTEXT, "attn_context")       /* P V */                                          \
-  X(ATTN_CONTEXT_BWD, "attn_context_bwd")                                                 \
-  X(FLASH_ATTN, "flash_attn")           /* fused causal attention: q, k, v -> ctx, row log-sum-exp */ \
-  X(FLASH_ATTN_BWD, "flash_attn_bwd")   /* recomputes the probabilities inside */          \
-  X(DROPOUT, "dropout")                                                                   \
-  X(DROPOUT_BWD, "dropout_bwd")                                                           \
-  X(ADD, "add")                         /* residual: y = a + b */                          \
-  X(ACC, "acc")                         /* gradient accumulate: y += a */                  \
-  X(GELU, "gelu")                                                                         \
-  X(GELU_BWD, "gelu_bwd")                                                                 \
-  X(SWIGLU, "swiglu")                                                                     \
-  X(SWIGLU_BWD, "swiglu_bwd")                                                             \
-  X(LOSS, "loss")                       /* vocab-parallel cross-entropy (+ its tp all-reduces) */ \
-  X(LOSS_BWD, "loss_bwd")                                                                 \
-  X(ALLREDUCE, "allreduce")                                                               \
-  X(ALLGATHER, "allgather")                                                               \
-  X(REDUCE_SCATTER, "reduce_scatter")                                                     \
-  X(SEND, "send")                                                                         \
-  X(RECV, "recv")                                                                         \
-  X(GRAD_NORM, "grad_norm")             /* sum of squares over the local shard + all-reduce */ \
-  X(ADAMW, "adamw")
+/* Each op kind, its name and its family (px_op_family): what it is for
+ * the kernels that run it, the cost model and the comparison's rows. */
+#define PX_OP_KINDS(X)                                                                                             \
+  X(EMBED, "embed", EMBED)                           /* vocab-parallel lookup: (tokens) -> x */                    \
+  X(EMBED_BWD, "embed_bwd", EMBED)                                                                                 \
+  X(POS, "pos", ELEMENTWISE)                         /* x += learned position rows */                              \
+  X(POS_BWD, "pos_bwd", ELEMENTWISE)                                                                               \
+  X(NORM, "norm", NORM)                              /* layernorm or rmsnorm, saves stats */                       \
+  X(NORM_BWD, "norm_bwd", NORM)                                                                                    \
+  X(LINEAR, "linear", GEMM)                          /* y = x W^T (+ b) */                                         \
+  X(LINEAR_BWD_DATA, "linear_bwd_data", GEMM)        /* dx += dy W */                                              \
+  X(LINEAR_BWD_WEIGHT, "linear_bwd_weight", GEMM)    /* dW += dy^T x, db += sum dy */                              \
+  X(ROPE, "rope", ELEMENTWISE)                                                                                     \
+  X(ROPE_BWD, "rope_bwd", ELEMENTWISE)                                                                             \
+  X(ATTN_SCORES, "attn_scores", ATTENTION)           /* scale Q K^T, batched over heads */                         \
+  X(ATTN_SCORES_BWD, "attn_scores_bwd", ATTENTION)                                                                 \
+  X(SOFTMAX, "softmax", ATTENTION)                   /* causal softmax */                                          \
+  X(SOFTMAX_BWD, "softmax_bwd", ATTENTION)                                                                         \
+  X(ATTN_CONTEXT, "attn_context", ATTENTION)         /* P V */                                                     \
+  X(ATTN_CONTEXT_BWD, "attn_context_bwd", ATTENTION)                                                               \
+  X(FLASH_ATTN, "flash_attn", FLASH)                 /* fused causal attention: q, k, v -> ctx, row log-sum-exp */ \
+  X(FLASH_ATTN_BWD, "flash_attn_bwd", FLASH)         /* recomputes the probabilities inside */                     \
+  X(DROPOUT, "dropout", ELEMENTWISE)                                                                               \
+  X(DROPOUT_BWD, "dropout_bwd", ELEMENTWISE)                                                                       \
+  X(ADD, "add", ELEMENTWISE)                         /* residual: y = a + b */                                     \
+  X(ACC, "acc", ELEMENTWISE)                         /* gradient accumulate: y += a */                             \
+  X(GELU, "gelu", ELEMENTWISE)                                                                                     \
+  X(GELU_BWD, "gelu_bwd", ELEMENTWISE)                                                                             \
+  X(SWIGLU, "swiglu", ELEMENTWISE)                                                                                 \
+  X(SWIGLU_BWD, "swiglu_bwd", ELEMENTWISE)                                                                         \
+  X(LOSS, "loss", LOSS)                              /* vocab-parallel cross-entropy (+ its tp all-reduces) */     \
+  X(LOSS_BWD, "loss_bwd", LOSS)                                                                                    \
+  X(ALLREDUCE, "allreduce", COLLECTIVE)                                                                            \
+  X(ALLGATHER, "allgather", COLLECTIVE)                                                                            \
+  X(REDUCE_SCATTER, "reduce_scatter", COLLECTIVE)                                                                  \
+  X(SEND, "send", P2P)                                                                                             \
+  X(RECV, "recv", P2P)                                                                                             \
+  X(GRAD_NORM, "grad_norm", OPTIMIZER)               /* sum of squares over the local shard + all-reduce */        \
+  X(ADAMW, "adamw", OPTIMIZER)
 
 typedef enum {
-#define X(name, str) PX_OP_##name,
+#define X(name, str, family) PX_OP_##name,
   PX_OP_KINDS(X)
 #undef X
       PX_OP_COUNT
 } px_op_kind;
+
+/* What kind of work an op kind is: unfused attention is Megatron's scores,
+ * softmax and context ops (and their backwards), fused the flash kernels. */
+typedef enum {
+  PX_FAM_EMBED,
+  PX_FAM_NORM,
+  PX_FAM_GEMM,
+  PX_FAM_ATTENTION,
+  PX_FAM_FLASH,
+  PX_FAM_ELEMENTWISE,
+  PX_FAM_LOSS,
+  PX_FAM_COLLECTIVE,
+  PX_FAM_P2P,
+  PX_FAM_OPTIMIZER,
+} px_op_family;
+
+px_op_family px_op_family_of(px_op_kind kind);
 
 extern const char *const px_op_names[PX_OP_COUNT];
 extern const char *const px_stream_names[PX_STREAM_COUNT];

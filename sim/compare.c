@@ -15,29 +15,15 @@ static px_cmp_row row_of(px_op_kind k, px_block_kind b) {
   if (b == PX_BLOCK_GRAD_SYNC || b == PX_BLOCK_PARAM_SYNC || b == PX_BLOCK_EMB_SYNC) return PX_CMP_DP;
   if (b == PX_BLOCK_SEND_FWD || b == PX_BLOCK_SEND_BWD || b == PX_BLOCK_RECV_FWD || b == PX_BLOCK_RECV_BWD)
     return PX_CMP_WAIT;
-  switch (k) {
-    case PX_OP_LINEAR:
-    case PX_OP_LINEAR_BWD_DATA:
-    case PX_OP_LINEAR_BWD_WEIGHT: return PX_CMP_GEMM;
-    case PX_OP_ATTN_SCORES:
-    case PX_OP_ATTN_SCORES_BWD:
-    case PX_OP_SOFTMAX:
-    case PX_OP_SOFTMAX_BWD:
-    case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD:
-    case PX_OP_FLASH_ATTN:
-    case PX_OP_FLASH_ATTN_BWD: return PX_CMP_ATTENTION;
-    case PX_OP_NORM:
-    case PX_OP_NORM_BWD: return PX_CMP_NORM;
-    case PX_OP_EMBED:
-    case PX_OP_EMBED_BWD:
-    case PX_OP_LOSS:
-    case PX_OP_LOSS_BWD: return PX_CMP_EMBED_LOSS;
-    case PX_OP_GRAD_NORM:
-    case PX_OP_ADAMW: return PX_CMP_OPTIMIZER;
-    case PX_OP_ALLREDUCE:
-    case PX_OP_ALLGATHER:
-    case PX_OP_REDUCE_SCATTER: return PX_CMP_TP;
+  switch (px_op_family_of(k)) {
+    case PX_FAM_GEMM: return PX_CMP_GEMM;
+    case PX_FAM_ATTENTION:
+    case PX_FAM_FLASH: return PX_CMP_ATTENTION;
+    case PX_FAM_NORM: return PX_CMP_NORM;
+    case PX_FAM_EMBED:
+    case PX_FAM_LOSS: return PX_CMP_EMBED_LOSS;
+    case PX_FAM_OPTIMIZER: return PX_CMP_OPTIMIZER;
+    case PX_FAM_COLLECTIVE: return PX_CMP_TP;
     default: return PX_CMP_ELEMENTWISE;
   }
 }

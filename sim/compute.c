@@ -72,14 +72,8 @@ static int op_gemms(const px_op *op, int64_t shapes[2][4]) {
 double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   /* Collectives and transfers are costed by the network model (their
    * reduction kernels are inside the measured bus bandwidth). */
-  switch (op->kind) {
-    case PX_OP_ALLREDUCE:
-    case PX_OP_ALLGATHER:
-    case PX_OP_REDUCE_SCATTER:
-    case PX_OP_SEND:
-    case PX_OP_RECV: return 0.0;
-    default: break;
-  }
+  px_op_family fam = px_op_family_of((px_op_kind)op->kind);
+  if (fam == PX_FAM_COLLECTIVE || fam == PX_FAM_P2P) return 0.0;
   /* a measured FLOP rate for this kind of op replaces the model */
   const px_kernel_rate *r = measured(g, (px_op_kind)op->kind);
   if (r && r->flops_per_s > 0) return r->overhead_s + op->flops / r->flops_per_s;

@@ -151,24 +151,13 @@ static const tol ELEM = {1e-5, 1e-6, 0, 0}, RED = {1e-4, 1e-5, 0, 0}, BF16 = {1e
                  FP16 = {2e-3, 1e-4, 0, 1}, TC = {2e-2, 5e-3, 1e-2, 1};
 
 static bool is_reduction(px_op_kind k) {
-  switch (k) {
-    case PX_OP_NORM:
-    case PX_OP_NORM_BWD:
-    case PX_OP_LINEAR:
-    case PX_OP_LINEAR_BWD_DATA:
-    case PX_OP_LINEAR_BWD_WEIGHT:
-    case PX_OP_ATTN_SCORES:
-    case PX_OP_ATTN_SCORES_BWD:
-    case PX_OP_SOFTMAX:
-    case PX_OP_SOFTMAX_BWD:
-    case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD:
-    case PX_OP_FLASH_ATTN:
-    case PX_OP_FLASH_ATTN_BWD:
-    case PX_OP_LOSS:
-    case PX_OP_LOSS_BWD:
-    case PX_OP_GRAD_NORM: return true;
-    default: return false;
+  switch (px_op_family_of(k)) {
+    case PX_FAM_NORM:
+    case PX_FAM_GEMM:
+    case PX_FAM_ATTENTION:
+    case PX_FAM_FLASH:
+    case PX_FAM_LOSS: return true;
+    default: return k == PX_OP_GRAD_NORM;
   }
 }
 
@@ -956,8 +945,8 @@ static const ref_fn refs[PX_OP_COUNT] = {
 };
 
 static bool is_comm(px_op_kind k) {
-  return k == PX_OP_ALLREDUCE || k == PX_OP_ALLGATHER || k == PX_OP_REDUCE_SCATTER || k == PX_OP_SEND ||
-         k == PX_OP_RECV;
+  px_op_family f = px_op_family_of(k);
+  return f == PX_FAM_COLLECTIVE || f == PX_FAM_P2P;
 }
 
 /* ======================= running a case on a backend ======================= */

@@ -736,6 +736,8 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   uint64_t el = px_dtype_bytes(dt);
   float eps = (float)m->norm_eps, theta = (float)m->rope_theta;
   int64_t vstart = e->tp_rank * d[2];
+  if (px_op_family_of((px_op_kind)o->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
+    return half ? widened(be, e, err) : unfused_attention(c, e, err);
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
       return kc(BY_DT(dt, px_kc_embed_fwd, out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
@@ -824,12 +826,6 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       if (!st) st = rope_bwd(c, out[1], d[0], d[1], d[3], d[4], theta, dt, err);
       return st;
     }
-    case PX_OP_ATTN_SCORES:
-    case PX_OP_ATTN_SCORES_BWD:
-    case PX_OP_SOFTMAX:
-    case PX_OP_SOFTMAX_BWD:
-    case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD: return half ? widened(be, e, err) : unfused_attention(c, e, err);
     case PX_OP_FLASH_ATTN: return flash(c, e, dt, false, err);
     case PX_OP_FLASH_ATTN_BWD: return flash(c, e, dt, true, err);
     case PX_OP_DROPOUT: return dropout_fwd(c, e, dt, err);
@@ -903,6 +899,11 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
     return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
   if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
   bool half = dt != PX_DTYPE_FP32;
+  if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
+    return half ? refuse(why, cap, PX_SUPPORT_WIDENED,
+                         "no %s kernels: runs on fp32 copies of its operands (hint: --attention flash)",
+                         px_dtype_names[dt])
+                : PX_SUPPORT_YES;
   switch ((px_op_kind)op->kind) {
     case PX_OP_ACC:
     case PX_OP_GRAD_NORM:
@@ -929,17 +930,6 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
       if (d[2] > 65535)
         return refuse(why, cap, PX_SUPPORT_NO, "%lld query heads per rank, the flash kernels take at most 65535",
                       (long long)d[2]);
-      return PX_SUPPORT_YES;
-    case PX_OP_ATTN_SCORES:
-    case PX_OP_ATTN_SCORES_BWD:
-    case PX_OP_SOFTMAX:
-    case PX_OP_SOFTMAX_BWD:
-    case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD:
-      if (half)
-        return refuse(why, cap, PX_SUPPORT_WIDENED,
-                      "no %s kernels: runs on fp32 copies of its operands (hint: --attention flash)",
-                      px_dtype_names[dt]);
       return PX_SUPPORT_YES;
     case PX_OP_ALLREDUCE:
     case PX_OP_ALLGATHER:
