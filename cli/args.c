@@ -21,7 +21,8 @@ typedef struct {
 } px_opt;
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
-       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD };
+       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
+       OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -52,6 +53,10 @@ static const px_opt opts[] = {
      "ZeRO-3: keep gathered parameters from forward to backward (FSDP SHARD_GRAD_OP)"},
     {"main-grad", required_argument, OPT_MAIN_GRAD, PX_OPT_PLAN, "G",
      "16-bit gradient buffer: param (its dtype, default) | fp32 (Megatron-LM's main_grad)"},
+    {"offload-optimizer", required_argument, OPT_OFFLOAD_OPT, PX_OPT_PLAN, "D",
+     "ZeRO-2/3: gradient shard, master and moments on the host, stepped there: none|cpu|nvme"},
+    {"offload-params", required_argument, OPT_OFFLOAD_PARAMS, PX_OPT_PLAN, "D",
+     "ZeRO-3: parameter shard on the host, fetched per layer: none|cpu|nvme"},
     {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,all,none"},
     {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,all"},
     {"plan", required_argument, 'f', PX_OPT_PLAN, "FILE", "read model, cluster and choices from a plan file"},
@@ -204,6 +209,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_PREFETCH: st = px_parse_int(optarg, "--prefetch", 0, 64, &p->prefetch, err); break;
       case OPT_NO_RESHARD: p->reshard = 0; break;
       case OPT_MAIN_GRAD: st = parse_enum("main-grad", optarg, px_main_grad_names, PX_MAIN_GRAD_COUNT, &p->main_grad, err); break;
+      case OPT_OFFLOAD_OPT:
+        st = parse_enum("offload-optimizer", optarg, px_offload_names, PX_OFFLOAD_COUNT, &p->offload_opt, err);
+        break;
+      case OPT_OFFLOAD_PARAMS:
+        st = parse_enum("offload-params", optarg, px_offload_names, PX_OFFLOAD_COUNT, &p->offload_params, err);
+        break;
       case OPT_OVERLAP: {
         int bits = 0;
         st = px_overlap_parse(optarg, &bits, err);

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "exec/arena.h"
+#include "exec/offload.h"
 #include "exec/params.h"
 #include "kernels/math.h"
 
@@ -37,6 +38,13 @@ struct px_exec {
   uint64_t pb, gb;
   uint64_t params_elems, grads_elems, opt_elems;
   char **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
+  /* offload: the host's fp32 gradient shard, weights and moments (opt_elems
+   * each), the parameter shard with --offload-params; per unit the device
+   * shard between a reduction and its copy out, or a fetch and its gather */
+  px_host_arena host;
+  float *h_grads, *h_w, *h_m, *h_v;
+  char *h_params;
+  char **staged_grad, **staged_param;
   int32_t *param_of;          /* [slot * (L + 2) + group + 1] -> index into prog->params */
   px_param_map *maps;         /* per param ref */
   px_global_params global;
@@ -113,6 +121,10 @@ static void free_late(px_exec *x) {
 
 uint64_t px_exec_peak_bytes(const px_exec *x) { return x->peak_bytes; }
 uint64_t px_exec_current_bytes(const px_exec *x) { return x->cur_bytes; }
+void px_exec_offload_bytes(const px_exec *x, uint64_t *host, uint64_t *nvme) {
+  *host = x->host.bytes;
+  *nvme = x->host.nvme_bytes;
+}
 
 /* ---- live tensors ---- */
 
@@ -179,6 +191,13 @@ static uint64_t full_grad_bytes(const px_exec *x, int32_t u) {
 static uint64_t gathered_bytes(const px_exec *x, int32_t u) {
   return x->prog->ops[x->prog->units[u].gather_op].coll_bytes;
 }
+/* Offload: bytes of unit u's shard staged on the device: a fetched
+ * parameter shard before its gather, or a reduced gradient shard before its
+ * copy out. */
+static uint64_t staged_bytes(const px_exec *x, int32_t u, bool param) {
+  const px_unit *un = &x->prog->units[u];
+  return (uint64_t)x->prog->ops[param ? un->fetch_op : un->offload_op].bytes;
+}
 
 /* Shard-layout index of an owned flat index of unit u. */
 static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
@@ -239,15 +258,22 @@ static px_status init_params(px_exec *x, px_err *err) {
   for (int32_t u = 0; !st && x->plan->par.zero == 3 && u < prog->nunits; u++) {
     uint64_t lo, hi;
     owned_range(x, &prog->units[u], &lo, &hi);
-    st = x->be->upload(x->be, x->params + shard_index(x, &prog->units[u], lo) * x->pb, conv + lo * x->pb,
-                       (hi - lo) * x->pb, err);
+    uint64_t at = shard_index(x, &prog->units[u], lo) * x->pb;
+    if (x->h_params)
+      memcpy(x->h_params + at, conv + lo * x->pb, (hi - lo) * x->pb);
+    else
+      st = x->be->upload(x->be, x->params + at, conv + lo * x->pb, (hi - lo) * x->pb, err);
   }
   free(conv);
-  /* fp32 master weights of the owned part (mixed precision) */
-  for (int32_t u = 0; !st && x->master && u < prog->nunits; u++) {
+  /* fp32 master weights of the owned part (mixed precision; the host's with offload) */
+  for (int32_t u = 0; !st && (x->master || x->h_w) && u < prog->nunits; u++) {
     uint64_t lo, hi;
     owned_range(x, &prog->units[u], &lo, &hi);
-    st = x->be->upload(x->be, x->master + shard_index(x, &prog->units[u], lo), host + lo, (hi - lo) * sizeof *host, err);
+    uint64_t si = shard_index(x, &prog->units[u], lo);
+    if (x->h_w)
+      memcpy(x->h_w + si, host + lo, (hi - lo) * sizeof *host);
+    else
+      st = x->be->upload(x->be, x->master + si, host + lo, (hi - lo) * sizeof *host, err);
   }
   free(host);
   return st;
@@ -281,6 +307,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
     x->gathered = px_calloc((size_t)prog->nunits + 1, sizeof *x->gathered, err);
     x->bucket = px_calloc((size_t)prog->nunits + 1, sizeof *x->bucket, err);
+    x->staged_grad = px_calloc((size_t)prog->nunits + 1, sizeof *x->staged_grad, err);
+    x->staged_param = px_calloc((size_t)prog->nunits + 1, sizeof *x->staged_param, err);
     x->late = px_calloc((size_t)prog->nunits + 1, sizeof *x->late, err);
     x->late_bytes = px_calloc((size_t)prog->nunits + 1, sizeof *x->late_bytes, err);
     x->seq_index = px_calloc((size_t)plan->par.mbs, sizeof *x->seq_index, err);
@@ -291,7 +319,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
     x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
-    if (!x->param_of || !x->gathered || !x->bucket || !x->late || !x->late_bytes || !x->seq_index || !x->marks ||
+    if (!x->param_of || !x->gathered || !x->bucket || !x->staged_grad || !x->staged_param || !x->late || !x->late_bytes || !x->seq_index || !x->marks ||
         !x->tp_marks || !x->zero_slot || !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
@@ -315,16 +343,16 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->op_time = px_calloc((size_t)x->nops + 1, sizeof *x->op_time, err);
     if (!x->op_time) st = PX_ERR_RUNTIME;
   }
-  int z = plan->par.zero;
-  uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)x->dp;
-  x->params_elems = z >= 3 ? shard : flat;
-  x->grads_elems = z >= 2 ? shard : flat;
-  x->opt_elems = z >= 1 ? shard : flat;
-  /* the model states, zeroed: parameters, gradients, master weights (mixed precision), moments */
+  px_states ps;
+  px_plan_states(plan, x->stage, &ps);
+  x->params_elems = ps.params_elems;
+  x->grads_elems = ps.grads_elems;
+  x->opt_elems = ps.opt_elems;
+  bool off = plan->par.offload_opt != PX_OFFLOAD_NONE;
+  /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments */
   enum { NSTATES = 5 };
-  uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb,
-                              x->mixed ? x->opt_elems * sizeof(float) : 0, x->opt_elems * sizeof(float),
-                              x->opt_elems * sizeof(float)};
+  uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
+  uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->mixed ? ob : 0, ob, ob};
   if (!st && be->reserve) { /* the states as they are taken (whole arena units); the step's tensors to the peak */
     const px_memplan *mp = &plan->mem[x->stage];
     uint64_t pools[PX_POOLS] = {0, px_plan_reserve_bytes(mp->peak_bytes) - mp->static_bytes};
@@ -335,6 +363,17 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   for (int i = 0; i < NSTATES && !st; i++)
     if (states[i]) st = pool_alloc(x, states[i], true, PX_POOL_STATES, &p[i], err);
   x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4];
+  /* offloaded: the host arena, as the plan places it (px_plan_states) */
+  if (!st && off) {
+    bool nvme = plan->par.offload_opt == PX_OFFLOAD_NVME;
+    uint64_t fb = x->opt_elems * sizeof(float);
+    void *h[4] = {0};
+    for (int i = 0; i < 4 && !st; i++) st = px_host_alloc(&x->host, fb, i > 0 && nvme, &h[i], err);
+    x->h_grads = h[0], x->h_w = h[1], x->h_m = h[2], x->h_v = h[3];
+    if (!st && plan->par.offload_params)
+      st = px_host_alloc(&x->host, x->opt_elems * x->pb, plan->par.offload_params == PX_OFFLOAD_NVME,
+                         (void **)&x->h_params, err);
+  }
   if (!st) st = init_params(x, err);
   if (st) {
     px_exec_free(x);
@@ -353,10 +392,17 @@ void px_exec_free(px_exec *x) {
   }
   for (int32_t i = 0; x->late && i < x->nlate; i++) x->be->release(x->be, x->late[i], x->late_bytes[i]);
   void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
-  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->opt_elems * sizeof(float),
-                      x->opt_elems * sizeof(float), x->opt_elems * sizeof(float)};
+  uint64_t ob = x->h_w ? 0 : x->opt_elems * sizeof(float);
+  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, ob, ob, ob};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     if (bufs[i]) x->be->release(x->be, bufs[i], bytes[i]);
+  for (int32_t u = 0; x->staged_grad && x->staged_param && u < x->prog->nunits; u++) {
+    if (x->staged_grad[u]) x->be->release(x->be, x->staged_grad[u], staged_bytes(x, u, false));
+    if (x->staged_param[u]) x->be->release(x->be, x->staged_param[u], staged_bytes(x, u, true));
+  }
+  free(x->staged_grad);
+  free(x->staged_param);
+  px_host_arena_free(&x->host);
   free(x->t);
   free(x->gathered);
   free(x->bucket);
@@ -660,10 +706,13 @@ static px_status backend_op(px_exec *x, px_op_kind kind, void *const out[4], voi
   return x->be->op(x->be, &e, err);
 }
 
-/* Pointer to the reduced gradient of an owned flat index of unit u. */
+/* Pointer to the reduced gradient of an owned flat index of unit u (in
+ * host memory, fp32, when offloaded), and the bytes of its elements. */
 static void *owned_grad(px_exec *x, const px_unit *u, uint64_t flat) {
+  if (x->h_grads) return x->h_grads + shard_index(x, u, flat);
   return x->grads + (x->plan->par.zero < 2 ? flat : shard_index(x, u, flat)) * x->gb;
 }
+static uint64_t owned_grad_bytes(const px_exec *x) { return x->h_grads ? sizeof(float) : x->gb; }
 
 /* A unit's gradient reduction, sized by the plan: an all-reduce of its
  * dim[0] elements (ZeRO-0), or a reduce-scatter to dim[1] (ZeRO-1: into the
@@ -684,12 +733,15 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, px
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
   if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, src, shard, dt, err))) {
-    if (z == 1)
+    if (x->h_grads) { /* offload: the shard waits for its copy to the host */
+      x->staged_grad[in->unit] = tmp;
+      tmp = NULL;
+    } else if (z == 1)
       st = be->copy(be, x->grads + lo * gb, tmp, shard * gb, err);
     else
       st = backend_op(x, PX_OP_ACC, (void *[4]){owned_grad(x, u, lo)}, tmp, (int64_t)shard, NULL, 0, 1, err);
   }
-  mem_free(x, tmp, shard * gb);
+  if (tmp) mem_free(x, tmp, shard * gb);
   if (z >= 2) {
     if (x->plan->par.overlap & PX_OVERLAP_DP) {
       x->late[x->nlate] = x->bucket[in->unit];
@@ -716,7 +768,47 @@ static px_status run_param_sync(px_exec *x, const px_inst *in, const px_op *o, p
   px_status st = mem_alloc(x, o->coll_bytes, false, &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
-  return x->be->allgather(x->be, PX_GROUP_DP, g, x->params + u->offset / (uint64_t)x->dp * pb, shard, dt, err);
+  char *from = x->h_params ? x->staged_param[in->unit] : x->params + u->offset / (uint64_t)x->dp * pb;
+  if (!from) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d gathered before its fetch", in->unit);
+  st = x->be->allgather(x->be, PX_GROUP_DP, g, from, shard, dt, err);
+  if (x->h_params) {
+    mem_free(x, from, staged_bytes(x, in->unit, true));
+    x->staged_param[in->unit] = NULL;
+  }
+  return st;
+}
+
+/* Offload: a unit's reduced gradient shard to the host, summed into its fp32 accumulator. */
+static px_status run_offload_grad(px_exec *x, const px_inst *in, const px_op *o, px_err *err) {
+  const px_unit *u = &x->prog->units[in->unit];
+  char *dev = x->staged_grad[in->unit];
+  if (!dev) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d copied out before its reduction", in->unit);
+  uint64_t n = (uint64_t)o->dim[0], lo, hi;
+  void *raw = malloc(n * x->gb + 1);
+  float *f = malloc(n * sizeof *f + 1);
+  px_status st = raw && f ? x->be->download(x->be, raw, dev, n * x->gb, err) : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  if (!st) {
+    px_dtype_to_fp32(f, raw, x->plan->grad_dtype, n);
+    owned_range(x, u, &lo, &hi);
+    float *acc = owned_grad(x, u, lo);
+    for (uint64_t i = 0; i < n; i++) acc[i] += f[i];
+  }
+  free(raw), free(f);
+  mem_free(x, dev, staged_bytes(x, in->unit, false));
+  x->staged_grad[in->unit] = NULL;
+  return st;
+}
+
+/* Offload: a unit's parameter shard from the host, for its gather. */
+static px_status run_fetch_param(px_exec *x, const px_inst *in, px_err *err) {
+  const px_unit *u = &x->prog->units[in->unit];
+  uint64_t bytes = staged_bytes(x, in->unit, true), lo, hi;
+  void *dev;
+  px_status st = mem_alloc(x, bytes, false, &dev, err);
+  if (st) return st;
+  x->staged_param[in->unit] = dev;
+  owned_range(x, u, &lo, &hi);
+  return x->be->upload(x->be, dev, x->h_params + shard_index(x, u, lo) * x->pb, bytes, err);
 }
 
 /* The tied weight's full gradient (the op's in[0]) summed with the other stage's copy. */
@@ -745,6 +837,15 @@ static void param_owned(const px_exec *x, const px_param_ref *r, uint64_t *lo, u
   if (*hi < *lo) *hi = *lo;
 }
 
+/* Whether parameter ref i's owned gradient is this rank's to count (each
+ * element once: replicated ones on tp rank 0, the tied copy on the first
+ * stage, without ZeRO on dp rank 0). */
+static bool counts_once(const px_exec *x, int32_t i) {
+  const px_param_ref *r = &x->prog->params[i];
+  if ((x->plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) return false;
+  return x->plan->par.zero != 0 || x->dp_rank == 0;
+}
+
 /* Keeps a copy of this rank's reduced gradients in the canonical layout. */
 static px_status capture_grads(px_exec *x, px_err *err) {
   if (!x->grad_copy) {
@@ -759,8 +860,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
     const px_slot *s = &x->plan->slots[r->slot];
-    if ((s->tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) continue;
-    if (x->plan->par.zero == 0 && x->dp_rank != 0) continue;
+    if (!counts_once(x, i)) continue;
     uint64_t lo, hi;
     param_owned(x, r, &lo, &hi);
     if (hi == lo) continue;
@@ -772,8 +872,13 @@ static px_status capture_grads(px_exec *x, px_err *err) {
       break;
     }
     raw = nr;
-    st = x->be->download(x->be, raw, owned_grad(x, &prog->units[r->unit], lo), (hi - lo) * x->gb, err);
-    if (!st) px_dtype_to_fp32(host, raw, x->plan->grad_dtype, hi - lo);
+    void *g = owned_grad(x, &prog->units[r->unit], lo);
+    if (x->h_grads) {
+      memcpy(host, g, (hi - lo) * sizeof *host);
+    } else {
+      st = x->be->download(x->be, raw, g, (hi - lo) * x->gb, err);
+      if (!st) px_dtype_to_fp32(host, raw, x->plan->grad_dtype, hi - lo);
+    }
     int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
     for (uint64_t f = lo; !st && f < hi; f++) {
       int64_t e = (int64_t)(f - r->offset);
@@ -786,17 +891,80 @@ static px_status capture_grads(px_exec *x, px_err *err) {
   return st;
 }
 
-/* Adds time to the op of a kind within instance idx's block (the optimizer's phases). */
-static px_status time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0, px_status st, px_err *err) {
+/* Adds seconds to the op of a kind within instance idx's block (the optimizer's phases). */
+static void add_op_time(px_exec *x, int32_t idx, px_op_kind kind, double s) {
   const px_block *b = &x->plan->blocks[x->prog->insts[idx].block];
-  st = op_done(x, st, err);
-  double t = px_clock_s();
   for (int32_t k = 0; k < b->nops; k++)
     if (b->ops[k].kind == kind) {
-      x->op_time[x->first_op[idx] + k] += t - *t0;
-      break;
+      x->op_time[x->first_op[idx] + k] += s;
+      return;
     }
+}
+
+/* Adds the time since *t0 to the op of a kind, and restarts the clock. */
+static px_status time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0, px_status st, px_err *err) {
+  st = op_done(x, st, err);
+  double t = px_clock_s();
+  add_op_time(x, idx, kind, t - *t0);
   *t0 = t;
+  return st;
+}
+
+/* Offload's step: the host's AdamW over each owned range in a helper thread
+ * while this thread rounds each finished range to the parameter dtype and
+ * copies it where the model reads it (the device's parameters, or the host's
+ * parameter shard with --offload-params). */
+typedef struct {
+  px_exec *x;
+  const px_host_range *ranges;
+  const uint64_t *model_at; /* (nranges) element index of each range in the device's parameters */
+  char *conv;               /* the largest range in the parameter dtype */
+  double copy_s;
+} host_step;
+
+static px_status copy_back(void *ctx, int32_t i, px_err *err) {
+  host_step *h = ctx;
+  px_exec *x = h->x;
+  const px_host_range *r = &h->ranges[i];
+  double t0 = px_clock_s();
+  px_status st = PX_OK;
+  if (x->h_params) {
+    px_dtype_from_fp32(x->h_params + r->at * x->pb, x->plan->param_dtype, x->h_w + r->at, r->n);
+  } else {
+    px_dtype_from_fp32(h->conv, x->plan->param_dtype, x->h_w + r->at, r->n);
+    st = op_done(x, x->be->upload(x->be, x->params + h->model_at[i] * x->pb, h->conv, r->n * x->pb, err), err);
+  }
+  h->copy_s += px_clock_s() - t0;
+  return st;
+}
+
+static px_status run_host_adamw(px_exec *x, int32_t idx, float scale, px_err *err) {
+  const px_program *prog = x->prog;
+  px_host_range *ranges = px_calloc((size_t)prog->nparams + 1, sizeof *ranges, err);
+  uint64_t *model_at = px_calloc((size_t)prog->nparams + 1, sizeof *model_at, err);
+  int32_t n = 0;
+  uint64_t most = 0;
+  for (int32_t i = 0; ranges && model_at && i < prog->nparams; i++) {
+    const px_param_ref *r = &prog->params[i];
+    uint64_t lo, hi;
+    param_owned(x, r, &lo, &hi);
+    if (hi == lo) continue;
+    uint64_t si = shard_index(x, &prog->units[r->unit], lo);
+    float wd = is_matrix(&x->plan->slots[r->slot]) ? x->hp.weight_decay : 0.0f;
+    ranges[n] = (px_host_range){si, hi - lo, wd};
+    model_at[n++] = x->plan->par.zero == 3 ? si : lo;
+    if (hi - lo > most) most = hi - lo;
+  }
+  host_step h = {.x = x, .ranges = ranges, .model_at = model_at, .conv = malloc(most * x->pb + 1)};
+  px_status st = ranges && model_at && h.conv ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  px_host_adamw_job job = {.w = x->h_w, .m = x->h_m, .v = x->h_v, .g = x->h_grads, .ranges = ranges, .nranges = n,
+                           .lr = x->hp.lr, .beta1 = x->hp.beta1, .beta2 = x->hp.beta2, .eps = x->hp.eps,
+                           .grad_scale = scale, .t = x->adam_t};
+  double t0 = px_clock_s();
+  if (!st) st = px_host_adamw(&job, copy_back, &h, err);
+  add_op_time(x, idx, PX_OP_ADAMW_HOST, px_clock_s() - t0 - h.copy_s);
+  add_op_time(x, idx, PX_OP_COPY_H2D, h.copy_s);
+  free(ranges), free(model_at), free(h.conv);
   return st;
 }
 
@@ -813,9 +981,12 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
       if (!plan->slots[r->slot].sp_partial) continue;
       uint64_t lo, hi;
       param_owned(x, r, &lo, &hi);
-      if (hi > lo)
-        st = be->allreduce(be, PX_GROUP_TP, owned_grad(x, &prog->units[r->unit], lo), hi - lo, plan->grad_dtype,
-                           PX_RED_SUM, err);
+      void *g = hi > lo ? owned_grad(x, &prog->units[r->unit], lo) : NULL;
+      if (g && x->h_grads) /* host memory: MPI directly */
+        st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, g, (int)(hi - lo), MPI_FLOAT, MPI_SUM, x->comm->tp),
+                           "MPI_Allreduce (offloaded partial gradients)", err);
+      else if (g)
+        st = be->allreduce(be, PX_GROUP_TP, g, hi - lo, plan->grad_dtype, PX_RED_SUM, err);
     }
   st = time_op(x, idx, PX_OP_ALLREDUCE, &t0, st, err);
   if (!st && x->capture) st = capture_grads(x, err);
@@ -830,17 +1001,19 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     char *g = NULL;
     if (i < prog->nparams) {
       const px_param_ref *r = &prog->params[i];
-      if ((plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) continue;
-      if (plan->par.zero == 0 && x->dp_rank != 0) continue;
+      if (!counts_once(x, i)) continue;
       param_owned(x, r, &lo, &hi);
       if (hi == lo) continue;
       g = owned_grad(x, &prog->units[r->unit], lo);
-      if (run && g == run + run_n * x->gb) {
+      if (run && g == run + run_n * owned_grad_bytes(x)) {
         run_n += hi - lo;
         continue;
       }
     }
-    if (run) st = backend_op(x, PX_OP_GRAD_NORM, NULL, run, (int64_t)run_n, &sumsq, 0, 1, err);
+    if (run && x->h_grads)
+      for (uint64_t e = 0; e < run_n; e++) sumsq += (double)((float *)run)[e] * ((float *)run)[e];
+    else if (run)
+      st = backend_op(x, PX_OP_GRAD_NORM, NULL, run, (int64_t)run_n, &sumsq, 0, 1, err);
     run = g, run_n = hi - lo;
   }
   /* a host scalar: MPI directly (a device backend's collectives take device memory) */
@@ -859,7 +1032,11 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   x->adam_t = x->scaling ? (int64_t)++x->scaler[2] : x->step + 1;
   st = time_op(x, idx, PX_OP_GRAD_NORM, &t0, st, err);
   /* 3. AdamW on the owned part; no weight decay on vectors (norms, biases). */
-  for (int32_t i = 0; i < prog->nparams && !st; i++) {
+  if (x->h_w) {
+    st = run_host_adamw(x, idx, scale, err);
+    t0 = px_clock_s();
+  }
+  for (int32_t i = 0; i < prog->nparams && !st && !x->h_w; i++) {
     const px_param_ref *r = &prog->params[i];
     const px_unit *u = &prog->units[r->unit];
     uint64_t lo, hi;
@@ -874,7 +1051,7 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
     float wd = is_matrix(&plan->slots[r->slot]) ? x->hp.weight_decay : 0.0f;
     st = backend_op(x, PX_OP_ADAMW, outs, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL, wd, scale, err);
   }
-  st = time_op(x, idx, PX_OP_ADAMW, &t0, st, err);
+  if (!x->h_w) st = time_op(x, idx, PX_OP_ADAMW, &t0, st, err);
   if (x->scaling && ++x->scaler[1] >= PX_LOSS_SCALE_GROWTH_STEPS) {
     x->scaler[0] *= 2;
     x->scaler[1] = 0;
@@ -885,7 +1062,8 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
 /* ---- a step ---- */
 
 static px_status zero_grads(px_exec *x, px_err *err) {
-  return x->be->zero(x->be, x->grads, x->grads_elems * x->gb, err);
+  if (x->h_grads) memset(x->h_grads, 0, x->opt_elems * sizeof *x->h_grads);
+  return x->grads ? x->be->zero(x->be, x->grads, x->grads_elems * x->gb, err) : PX_OK;
 }
 
 px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
@@ -917,6 +1095,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
       case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, px_inst_ops(x->plan, prog, in), err); break;
+      case PX_BLOCK_OFFLOAD_GRAD: st = run_offload_grad(x, in, px_inst_ops(x->plan, prog, in), err); break;
+      case PX_BLOCK_FETCH_PARAM: st = run_fetch_param(x, in, err); break;
       case PX_BLOCK_OPTIMIZER:
         st = run_optimizer(x, i, err);
         free_late(x);
@@ -931,7 +1111,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
         free_late(x);
         break;
     }
-    if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
+    if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC || k == PX_BLOCK_OFFLOAD_GRAD ||
+        k == PX_BLOCK_FETCH_PARAM) {
       st = op_done(x, st, err);
       x->op_time[x->first_op[i]] += px_clock_s() - t0;
     }
@@ -975,10 +1156,17 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
 
 int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
   int n = 0;
-  if (n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems, x->plan->param_dtype, false};
-  if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems, PX_DTYPE_FP32, false};
-  if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems, PX_DTYPE_FP32, false};
-  if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems, PX_DTYPE_FP32, false};
+  if (x->h_params && n < cap) out[n++] = (px_exec_state){"params", x->h_params, x->opt_elems, x->plan->param_dtype, true};
+  if (!x->h_params && n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems, x->plan->param_dtype, false};
+  if (x->h_w) { /* offloaded: the host's fp32 weights and moments */
+    if (n < cap) out[n++] = (px_exec_state){"master", x->h_w, x->opt_elems, PX_DTYPE_FP32, true};
+    if (n < cap) out[n++] = (px_exec_state){"adam_m", x->h_m, x->opt_elems, PX_DTYPE_FP32, true};
+    if (n < cap) out[n++] = (px_exec_state){"adam_v", x->h_v, x->opt_elems, PX_DTYPE_FP32, true};
+  } else {
+    if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems, PX_DTYPE_FP32, false};
+    if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems, PX_DTYPE_FP32, false};
+    if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems, PX_DTYPE_FP32, false};
+  }
   if (x->scaling && n < cap) out[n++] = (px_exec_state){"loss_scaler", x->scaler, 3, PX_DTYPE_FP32, true};
   return n;
 }

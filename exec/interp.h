@@ -45,6 +45,8 @@ void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped);
 /* Bytes allocated through the interpreter now and at most. */
 uint64_t px_exec_peak_bytes(const px_exec *x);
 uint64_t px_exec_current_bytes(const px_exec *x);
+/* Offload: bytes this rank keeps in host memory and on NVMe. */
+void px_exec_offload_bytes(const px_exec *x, uint64_t *host, uint64_t *nvme);
 
 /* Checkpoint state of this rank: named buffers. */
 typedef struct {

@@ -16,6 +16,8 @@ typedef struct {
   uint64_t predicted_peak_bytes; /* the plan's, the largest over stages */
   uint64_t backend_bytes;        /* the backend's own device memory beyond the tensors, largest over ranks */
   uint64_t *stage_peak_bytes;    /* (pp) allocated, largest over the stage's ranks */
+  uint64_t *stage_host_bytes;    /* (pp) offloaded to host memory, largest over the stage's ranks */
+  uint64_t *stage_nvme_bytes;    /* (pp) ... and to NVMe */
   bool is_root;             /* world rank 0: the one that reports */
   const char *backend;
   double *op_s;             /* (nops) this rank's seconds per step of each op of its stage's program */

@@ -57,6 +57,9 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_RECV] = {"A...", "......"},
     [PX_OP_GRAD_NORM] = {"....", "......"},
     [PX_OP_ADAMW] = {"....", "......"},
+    [PX_OP_ADAMW_HOST] = {"....", "......"}, /* the host's: the interpreter runs these three itself */
+    [PX_OP_COPY_D2H] = {"....", "......"},
+    [PX_OP_COPY_H2D] = {"....", "......"},
 };
 
 static bool no(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -89,7 +92,10 @@ px_dtype px_support_op_dtype(const px_plan *plan, const px_op *op) {
       if (op->out[0].slot >= 0) return (px_dtype)plan->slots[op->out[0].slot].dtype;
       return op->kind == PX_OP_ALLGATHER ? plan->param_dtype : plan->grad_dtype;
     case PX_OP_GRAD_NORM:
-    case PX_OP_ADAMW: return plan->grad_dtype;
+    case PX_OP_ADAMW:
+    case PX_OP_ADAMW_HOST:
+    case PX_OP_COPY_D2H: return plan->grad_dtype;
+    case PX_OP_COPY_H2D: return plan->param_dtype;
     case PX_OP_ACC: return slotless(op) ? plan->grad_dtype : plan->act_dtype;
     default: return plan->act_dtype;
   }

@@ -257,12 +257,18 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     MPI_Allreduce(&own, &own_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
     r->backend_bytes = own_max;
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
-    r->stage_peak_bytes = calloc((size_t)plan->par.pp, sizeof *r->stage_peak_bytes);
+    /* per stage, the largest rank's: device peak, host memory and NVMe */
+    uint64_t host, nvme;
+    px_exec_offload_bytes(x, &host, &nvme);
+    unsigned long long own3[3] = {mine, host, nvme};
+    uint64_t **outs[3] = {&r->stage_peak_bytes, &r->stage_host_bytes, &r->stage_nvme_bytes};
     unsigned long long *per = calloc((size_t)plan->par.pp, sizeof *per);
-    if (per && r->stage_peak_bytes) {
-      per[comm.pp_rank] = mine;
+    for (int k = 0; k < 3 && per; k++) {
+      *outs[k] = calloc((size_t)plan->par.pp, sizeof **outs[k]);
+      memset(per, 0, (size_t)plan->par.pp * sizeof *per);
+      per[comm.pp_rank] = own3[k];
       MPI_Allreduce(MPI_IN_PLACE, per, (int)plan->par.pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-      for (int64_t s = 0; s < plan->par.pp; s++) r->stage_peak_bytes[s] = per[s];
+      for (int64_t s = 0; *outs[k] && s < plan->par.pp; s++) (*outs[k])[s] = per[s];
     }
     free(per);
     for (int64_t s = 0; s < plan->par.pp; s++)

@@ -163,6 +163,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->nodes_per_leaf = 32;
   TRY(px_json_int(&nc, inter, "nodes_per_leaf", false, 1, 1 << 20, &cl->nodes_per_leaf, err));
 
+  cl->host_pcie_gpus_per_uplink = 1;
   const cJSON *host;
   TRY(px_json_obj(&c, root, "host", false, &host, err));
   if (host) {
@@ -172,6 +173,16 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     TRY(px_json_num(&hc, host, "storage_gb_per_s", false, 0.0, 1e9, &sgbps, err));
     cl->host_memory_bytes = (uint64_t)(gib * GIB);
     cl->storage_bytes_per_s = sgbps * 1e9;
+    double pcie = 0, adam = 0, nvme = 0, nvme_tb = 0;
+    TRY(px_json_num(&hc, host, "pcie_gb_per_s", false, 0.0, 1e6, &pcie, err));
+    TRY(px_json_int(&hc, host, "pcie_gpus_per_uplink", false, 1, 1024, &cl->host_pcie_gpus_per_uplink, err));
+    TRY(px_json_num(&hc, host, "cpu_adam_gparams_per_s", false, 0.0, 1e6, &adam, err));
+    TRY(px_json_num(&hc, host, "nvme_gb_per_s", false, 0.0, 1e6, &nvme, err));
+    TRY(px_json_num(&hc, host, "nvme_tb", false, 0.0, 1e6, &nvme_tb, err));
+    cl->host_pcie_bytes_per_s = pcie * 1e9;
+    cl->host_cpu_adam_params_per_s = adam * 1e9;
+    cl->host_nvme_bytes_per_s = nvme * 1e9;
+    cl->host_nvme_bytes = (uint64_t)(nvme_tb * 1e12);
   }
   return PX_OK;
 }
@@ -263,6 +274,13 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   cJSON_AddItemToObject(o, "host", host);
   px_json_add_num(host, "memory_gib", (double)c->host_memory_bytes / GIB);
   px_json_add_num(host, "storage_gb_per_s", c->storage_bytes_per_s / 1e9);
+  if (c->host_pcie_bytes_per_s > 0) {
+    px_json_add_num(host, "pcie_gb_per_s", c->host_pcie_bytes_per_s / 1e9);
+    px_json_add_num(host, "pcie_gpus_per_uplink", (double)c->host_pcie_gpus_per_uplink);
+  }
+  if (c->host_cpu_adam_params_per_s > 0) px_json_add_num(host, "cpu_adam_gparams_per_s", c->host_cpu_adam_params_per_s / 1e9);
+  if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
+  if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
   return o;
 }
 

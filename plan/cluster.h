@@ -76,6 +76,14 @@ typedef struct {
   /* Host and storage. */
   uint64_t host_memory_bytes;
   double storage_bytes_per_s; /* checkpoint write bandwidth per node */
+  /* Offload (0 when the file has none): the host link of one GPU per
+   * direction and how many GPUs share its uplink to the CPU; the node's CPU
+   * AdamW rate and its NVMe drives (bandwidth, the slower direction, and size). */
+  double host_pcie_bytes_per_s;
+  int64_t host_pcie_gpus_per_uplink;
+  double host_cpu_adam_params_per_s;
+  double host_nvme_bytes_per_s;
+  uint64_t host_nvme_bytes;
 } px_cluster;
 
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *c, px_err *err);

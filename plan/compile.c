@@ -18,7 +18,10 @@
  *   SWIGLU*           elements
  *   LOSS*             rows, vocab_local, vocab_real
  *   collectives       elements in, elements out, B (sequence-axis gathers of (B, S, H))
- *   SEND/RECV         elements */
+ *   SEND/RECV         elements
+ *   GRAD_NORM, ADAMW  elements of the shard (ADAMW_HOST: and the states' px_offload place)
+ *   COPY_D2H/H2D      elements, the host side's px_offload place (host memory or NVMe), bytes
+ *                     an element; the op's bytes are those over the GPU's host link */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1016,7 +1019,18 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   o = op_new(&b, PX_OP_GRAD_NORM, PX_STREAM_COMPUTE, PX_PHASE_OPT);
   o->group = PX_GROUP_ALL; /* and one double summed over every rank */
   o->coll = PX_COLL_ALLREDUCE;
-  o = op_new(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+  if (p->par.offload_opt) { /* the host steps the shard; the new parameters come back unless they live there */
+    op_new(&b, PX_OP_ADAMW_HOST, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+    if (!p->par.offload_params) op_new(&b, PX_OP_COPY_H2D, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+  } else {
+    op_new(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+  }
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_OFFLOAD_GRAD, PX_STREAM_HOST);
+  op_new(&b, PX_OP_COPY_D2H, PX_STREAM_HOST, PX_PHASE_COMM);
+  block_finish(&b);
+  block_begin(&b, p, PX_BLOCK_FETCH_PARAM, PX_STREAM_HOST);
+  op_new(&b, PX_OP_COPY_H2D, PX_STREAM_HOST, PX_PHASE_COMM);
   block_finish(&b);
   if (b.failed || p->slots_full)
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the op templates (or more than %d slots)", SLOTS_MAX);

@@ -18,12 +18,14 @@ px_op_family px_op_family_of(px_op_kind kind) {
   return kind < PX_OP_COUNT ? families[kind] : PX_FAM_ELEMENTWISE;
 }
 
-PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv");
+bool px_op_on_host(px_op_kind kind) { return px_op_family_of(kind) == PX_FAM_COPY || kind == PX_OP_ADAMW_HOST; }
+
+PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv", "host");
 PX_NAME_TABLE(px_phase_names, PX_PHASE_COUNT, "forward", "backward", "recompute", "optimizer", "comm");
 PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp-next", "emb", "all");
 PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
               "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
-              "optimizer");
+              "optimizer", "offload_grad", "fetch_param");
 
 double px_coll_busbw_factor(px_coll kind, int64_t n) {
   if (kind == PX_COLL_P2P) return 1.0;

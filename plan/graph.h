@@ -22,6 +22,7 @@ typedef enum {
   PX_STREAM_DP,
   PX_STREAM_PP_SEND,
   PX_STREAM_PP_RECV,
+  PX_STREAM_HOST, /* copies between the GPU and host memory (or NVMe behind it), on their own engine */
   PX_STREAM_COUNT
 } px_stream;
 
@@ -79,7 +80,10 @@ typedef enum {
   X(SEND, "send", P2P)                                                                                             \
   X(RECV, "recv", P2P)                                                                                             \
   X(GRAD_NORM, "grad_norm", OPTIMIZER)               /* sum of squares over the local shard + all-reduce */        \
-  X(ADAMW, "adamw", OPTIMIZER)
+  X(ADAMW, "adamw", OPTIMIZER)                                                                                    \
+  X(ADAMW_HOST, "adamw_host", OPTIMIZER)             /* offloaded: the host CPU steps the shard */                 \
+  X(COPY_D2H, "copy_d2h", COPY)                      /* offload: GPU -> host (and NVMe) */                         \
+  X(COPY_H2D, "copy_h2d", COPY)                      /* offload: host (or NVMe) -> GPU */
 
 typedef enum {
 #define X(name, str, family) PX_OP_##name,
@@ -101,9 +105,14 @@ typedef enum {
   PX_FAM_COLLECTIVE,
   PX_FAM_P2P,
   PX_FAM_OPTIMIZER,
+  PX_FAM_COPY,
 } px_op_family;
 
 px_op_family px_op_family_of(px_op_kind kind);
+/* Offload's ops, run by the host side (copies to and from the GPU, the
+ * host's AdamW): the executor runs them itself with the backend's uploads
+ * and downloads, the simulator costs them on the host link and CPU. */
+bool px_op_on_host(px_op_kind kind);
 
 extern const char *const px_op_names[PX_OP_COUNT];
 extern const char *const px_stream_names[PX_STREAM_COUNT];
@@ -211,6 +220,8 @@ typedef enum {
   PX_BLOCK_PARAM_SYNC,  /* DP all-gather of one unit's parameters */
   PX_BLOCK_EMB_SYNC,    /* tied-embedding gradient all-reduce, first and last stage */
   PX_BLOCK_OPTIMIZER,
+  PX_BLOCK_OFFLOAD_GRAD, /* offload: one unit's reduced gradient shard to the host */
+  PX_BLOCK_FETCH_PARAM,  /* offload: one unit's parameter shard from the host, before its gather */
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -261,6 +272,7 @@ typedef struct {
                                       when tied on a single stage) */
   int32_t grad_op;   /* in program->ops: its gradient reduction (all-reduce, ZeRO: reduce-scatter) */
   int32_t gather_op; /* in program->ops: its parameter all-gather (ZeRO) */
+  int32_t offload_op, fetch_op; /* in program->ops: its shard's copies to and from the host (offload) */
 } px_unit;
 
 /* Where one parameter (slot, group) lives in the flat buffer. */

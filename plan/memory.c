@@ -86,14 +86,60 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
   return px_plan_reserve_bytes(p->mem[stage].peak_bytes) <= px_gpu_usable_bytes(&p->cluster.gpu);
 }
 
-static void stage_static(const px_plan *p, const px_program *prog, px_memplan *mp) {
-  uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)p->par.dp;
+void px_plan_states(const px_plan *p, int64_t stage, px_states *out) {
+  const px_parallel *par = &p->par;
+  uint64_t flat = p->programs[stage].flat_elems, shard = flat / (uint64_t)par->dp;
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
-  int z = p->par.zero;
-  mp->at_peak[PX_MEM_PARAMS] = (z >= 3 ? shard : flat) * pb;
-  mp->at_peak[PX_MEM_GRADS] = (z >= 2 ? shard : flat) * gb;
-  mp->at_peak[PX_MEM_OPTIMIZER] = (z >= 1 ? shard : flat) * p->optimizer_bytes_per_param;
-  mp->static_bytes = mp->at_peak[PX_MEM_PARAMS] + mp->at_peak[PX_MEM_GRADS] + mp->at_peak[PX_MEM_OPTIMIZER];
+  memset(out, 0, sizeof *out);
+  out->opt_elems = par->zero >= 1 ? shard : flat;
+  out->params_elems = par->offload_params ? 0 : par->zero >= 3 ? shard : flat;
+  out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
+  out->device[PX_MEM_PARAMS] = out->params_elems * pb;
+  out->device[PX_MEM_GRADS] = out->grads_elems * gb;
+  out->device[PX_MEM_OPTIMIZER] = par->offload_opt ? 0 : out->opt_elems * p->optimizer_bytes_per_param;
+  uint64_t *grads_at = par->offload_opt ? &out->host_bytes : &out->device[PX_MEM_GRADS];
+  uint64_t *opt_at = par->offload_opt == PX_OFFLOAD_NVME ? &out->nvme_bytes : &out->host_bytes;
+  uint64_t *params_at = par->offload_params == PX_OFFLOAD_NVME ? &out->nvme_bytes : &out->host_bytes;
+  if (par->offload_opt) {
+    *grads_at += shard * PX_HOST_GRAD_BYTES;
+    *opt_at += shard * PX_HOST_OPT_BYTES;
+  }
+  if (par->offload_params) *params_at += shard * pb;
+}
+
+static void stage_static(const px_plan *p, int64_t stage, px_memplan *mp) {
+  px_states st;
+  px_plan_states(p, stage, &st);
+  mp->static_bytes = 0;
+  for (int c = 0; c < PX_MEM_ACTIVATIONS; c++) {
+    mp->at_peak[c] = st.device[c];
+    mp->static_bytes += st.device[c];
+  }
+  mp->host_bytes = st.host_bytes;
+  mp->nvme_bytes = st.nvme_bytes;
+}
+
+/* The most host memory and NVMe one node's GPUs take (ranks are stage-major). */
+static void node_offload(px_plan *p) {
+  int64_t gpn = px_cluster_node_size(&p->cluster), per_stage = p->par.tp * p->par.dp;
+  p->host_node_bytes = p->nvme_node_bytes = 0;
+  if (!p->par.offload_opt) return;
+  for (int64_t first = 0; first < p->grid.world; first += gpn) {
+    uint64_t host = 0, nvme = 0;
+    for (int64_t r = first; r < first + gpn && r < p->grid.world;) {
+      int64_t s = r / per_stage, end = (s + 1) * per_stage < first + gpn ? (s + 1) * per_stage : first + gpn;
+      if (end > p->grid.world) end = p->grid.world;
+      host += (uint64_t)(end - r) * p->mem[s].host_bytes;
+      nvme += (uint64_t)(end - r) * p->mem[s].nvme_bytes;
+      r = end;
+    }
+    if (host > p->host_node_bytes) p->host_node_bytes = host;
+    if (nvme > p->nvme_node_bytes) p->nvme_node_bytes = nvme;
+  }
+}
+
+bool px_plan_host_fits(const px_plan *p) {
+  return p->host_node_bytes <= p->cluster.host_memory_bytes && p->nvme_node_bytes <= p->cluster.host_nvme_bytes;
 }
 
 px_status px_compile_memory(px_plan *p, px_err *err) {
@@ -107,11 +153,12 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
   for (int64_t s = 0; s < pp; s++) {
     const px_program *prog = &p->programs[s];
     px_memplan *mp = &p->mem[s];
-    stage_static(p, prog, mp);
+    stage_static(p, s, mp);
     bool *gathered = px_calloc((size_t)prog->nunits, sizeof *gathered, err);
     bool *bucket = px_calloc((size_t)prog->nunits, sizeof *bucket, err);
-    if (!gathered || !bucket) {
-      free(gathered), free(bucket);
+    int64_t *staged = px_calloc((size_t)prog->nunits, sizeof *staged, err); /* offload: a shard between copies */
+    if (!gathered || !bucket || !staged) {
+      free(gathered), free(bucket), free(staged);
       return PX_ERR_RUNTIME;
     }
     int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0, late = 0;
@@ -130,10 +177,18 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
         total += full_grad_bytes(prog, u);
         bucket[in->unit] = true;
       }
+      /* offload: a fetched parameter shard waits for its gather; a reduced
+       * gradient shard for its copy to the host */
+      int64_t stage_in = 0;
+      if (in->block == PX_BLOCK_FETCH_PARAM) stage_in = (int64_t)prog->ops[u->fetch_op].bytes;
+      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.offload_opt) stage_in = prog->ops[u->grad_op].dim[1] * (int64_t)gb;
+      cur[PX_MEM_BUFFERS] += stage_in;
+      total += stage_in;
+      if (u) staged[in->unit] += stage_in;
       if (in->block == PX_BLOCK_LAYER_FWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
       const block_mem *b = &bm[in->block];
       /* a ZeRO reduce-scatter lands in a temporary shard first */
-      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1) {
+      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1 && !p->par.offload_opt) {
         int64_t tmp = prog->ops[u->grad_op].dim[1] * (int64_t)gb;
         if (total + tmp > best) {
           best = total + tmp;
@@ -156,6 +211,12 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
         mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
       if (in->block == PX_BLOCK_LAYER_BWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight--;
+      if ((in->block == PX_BLOCK_OFFLOAD_GRAD || (in->block == PX_BLOCK_PARAM_SYNC && p->par.offload_params)) &&
+          staged[in->unit]) {
+        cur[PX_MEM_BUFFERS] -= staged[in->unit];
+        total -= staged[in->unit];
+        staged[in->unit] = 0;
+      }
       if ((in->flags & PX_INSTF_RESHARD) && gathered[in->unit]) {
         cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, u);
         total -= gathered_bytes(prog, u);
@@ -175,10 +236,13 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
     }
     free(gathered);
     free(bucket);
+    free(staged);
     for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->at_peak[c] = best_at[c] > 0 ? (uint64_t)best_at[c] : 0;
     mp->peak_bytes = mp->static_bytes;
     for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->peak_bytes += mp->at_peak[c];
     if (!px_plan_stage_fits(p, s)) p->fits = false;
   }
+  node_offload(p);
+  if (!px_plan_host_fits(p)) p->fits = false;
   return PX_OK;
 }

@@ -14,6 +14,7 @@ PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
+PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
@@ -21,7 +22,7 @@ void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
   p->prefetch = -1;
-  p->reshard = p->grad_accum = p->main_grad = -1;
+  p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -46,6 +47,8 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->reshard < 0) p->reshard = 1;
   if (p->grad_accum < 0) p->grad_accum = p->zero >= 2 ? PX_ACCUM_SHARDED : PX_ACCUM_FULL;
   if (p->main_grad < 0) p->main_grad = PX_MAIN_GRAD_PARAM;
+  if (p->offload_opt < 0) p->offload_opt = PX_OFFLOAD_NONE;
+  if (p->offload_params < 0) p->offload_params = PX_OFFLOAD_NONE;
 }
 
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
@@ -54,7 +57,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
-  TAKE(main_grad, -1)
+  TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1)
 #undef TAKE
 }
 
@@ -163,6 +166,30 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
     return px_err_set(err, PX_ERR_INPUT,
                       "--grad-accum sharded needs ZeRO-2 or 3: ZeRO-%d keeps the full gradient (hint: --grad-accum full)",
                       p->zero);
+  if (p->offload_opt < 0 || p->offload_opt >= PX_OFFLOAD_COUNT || p->offload_params < 0 ||
+      p->offload_params >= PX_OFFLOAD_COUNT)
+    return px_err_set(err, PX_ERR_INPUT, "offload-optimizer or offload-params is not set");
+  if (p->offload_opt && p->zero < 2)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--offload-optimizer streams each reduced gradient shard to the host: it needs ZeRO-2 or 3, "
+                      "not ZeRO-%d (hint: --zero 2)",
+                      p->zero);
+  if (p->offload_params && (p->zero != 3 || !p->offload_opt))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--offload-params keeps ZeRO-3's parameter shard off the GPU, updated where the optimizer runs: "
+                      "it needs --zero 3 and --offload-optimizer (hint: --zero 3 --offload-optimizer %s)",
+                      px_offload_names[p->offload_params]);
+  if (p->offload_opt && (c->host_pcie_bytes_per_s <= 0 || c->host_cpu_adam_params_per_s <= 0))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: offload needs the cluster's host.pcie_gb_per_s and host.cpu_adam_gparams_per_s "
+                      "(add them to the cluster file)",
+                      c->name);
+  if ((p->offload_opt == PX_OFFLOAD_NVME || p->offload_params == PX_OFFLOAD_NVME) &&
+      (c->host_nvme_bytes_per_s <= 0 || c->host_nvme_bytes == 0))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: NVMe offload needs the cluster's host.nvme_gb_per_s and host.nvme_tb (add them to the "
+                      "cluster file)",
+                      c->name);
   if (p->precision != PX_PREC_FP32 && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
                       px_precision_names[p->precision]);
@@ -235,6 +262,8 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   }
   TRY(px_json_enum(&c, obj, "grad_accum", false, px_grad_accum_names, PX_ACCUM_COUNT, &p->grad_accum, err));
   TRY(px_json_enum(&c, obj, "main_grad", false, px_main_grad_names, PX_MAIN_GRAD_COUNT, &p->main_grad, err));
+  TRY(px_json_enum(&c, obj, "offload_optimizer", false, px_offload_names, PX_OFFLOAD_COUNT, &p->offload_opt, err));
+  TRY(px_json_enum(&c, obj, "offload_params", false, px_offload_names, PX_OFFLOAD_COUNT, &p->offload_params, err));
   TRY(px_json_enum(&c, obj, "schedule", false, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err));
   TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
@@ -269,6 +298,8 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->reshard >= 0) cJSON_AddBoolToObject(o, "reshard_after_forward", p->reshard > 0);
   if (p->grad_accum >= 0) cJSON_AddStringToObject(o, "grad_accum", px_grad_accum_names[p->grad_accum]);
   if (p->main_grad >= 0) cJSON_AddStringToObject(o, "main_grad", px_main_grad_names[p->main_grad]);
+  if (p->offload_opt >= 0) cJSON_AddStringToObject(o, "offload_optimizer", px_offload_names[p->offload_opt]);
+  if (p->offload_params >= 0) cJSON_AddStringToObject(o, "offload_params", px_offload_names[p->offload_params]);
   if (p->schedule >= 0) cJSON_AddStringToObject(o, "schedule", px_schedule_names[p->schedule]);
   if (p->recompute >= 0) cJSON_AddStringToObject(o, "recompute", px_recompute_names[p->recompute]);
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);

@@ -33,6 +33,9 @@ typedef enum { PX_ACCUM_SHARDED, PX_ACCUM_FULL, PX_ACCUM_COUNT } px_grad_accum;
  * (DeepSpeed, 16 bytes a parameter with Adam) or fp32 (Megatron-LM's
  * main_grad, 18 bytes). */
 typedef enum { PX_MAIN_GRAD_PARAM, PX_MAIN_GRAD_FP32, PX_MAIN_GRAD_COUNT } px_main_grad;
+/* Where offloaded model states live (ZeRO-Offload, ZeRO-Infinity): on the
+ * GPU (none), in the node's host memory, or on its NVMe drives. */
+typedef enum { PX_OFFLOAD_NONE, PX_OFFLOAD_CPU, PX_OFFLOAD_NVME, PX_OFFLOAD_COUNT } px_offload;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
@@ -41,6 +44,7 @@ extern const char *const px_attention_names[PX_ATTN_COUNT];
 extern const char *const px_gelu_names[PX_GELU_COUNT];
 extern const char *const px_grad_accum_names[PX_ACCUM_COUNT];
 extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
+extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -74,6 +78,9 @@ typedef struct {
                         backward (1, FSDP's reshard_after_forward) or keep them (0, SHARD_GRAD_OP), -1 unset */
   int grad_accum;    /* px_grad_accum, -1 unset (sharded with ZeRO-2/3, full otherwise) */
   int main_grad;     /* px_main_grad, -1 unset (param) */
+  int offload_opt;   /* px_offload: the fp32 gradient shard, master weights and moments, stepped by the
+                        host CPU (ZeRO-2/3); -1 unset (none) */
+  int offload_params; /* px_offload: ZeRO-3's parameter shard, fetched per unit before its gather; -1 unset */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);

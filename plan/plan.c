@@ -15,16 +15,28 @@ static int32_t own_ops(px_plan *p, px_program *prog, px_block_kind k) {
   return prog->nops - b->nops;
 }
 
+/* A copy of elems elements of elem_bytes between the GPU and `place` (px_offload). */
+static void size_copy(px_op *o, uint64_t elems, int place, uint64_t elem_bytes) {
+  o->dim[0] = (int64_t)elems;
+  o->dim[1] = place;
+  o->dim[2] = (int64_t)elem_bytes;
+  o->bytes = (double)(elems * elem_bytes);
+}
+
 /* The stage's own copies of the blocks whose sizes depend on the stage: each
  * unit's gradient reduction and parameter gather, the tied embedding's
  * all-reduce, the optimizer over the stage's shard. Every reader (the memory
  * plan, the totals, the simulator, the executor) takes the sizes from here. */
 static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
-  int64_t dp = p->par.dp, n = 2 * (int64_t)prog->nunits + p->blocks[PX_BLOCK_EMB_SYNC].nops +
+  int32_t per_unit = 0;
+  for (int k = PX_BLOCK_GRAD_SYNC; k <= PX_BLOCK_PARAM_SYNC; k++) per_unit += p->blocks[k].nops;
+  per_unit += p->blocks[PX_BLOCK_OFFLOAD_GRAD].nops + p->blocks[PX_BLOCK_FETCH_PARAM].nops;
+  int64_t dp = p->par.dp, n = per_unit * (int64_t)prog->nunits + p->blocks[PX_BLOCK_EMB_SYNC].nops +
                                  p->blocks[PX_BLOCK_OPTIMIZER].nops;
   prog->ops = px_calloc((size_t)n, sizeof *prog->ops, err);
   if (!prog->ops) return PX_ERR_RUNTIME;
   px_dtype gd = p->grad_dtype, pd = p->param_dtype;
+  uint64_t gb = px_dtype_bytes(gd), pb = px_dtype_bytes(pd);
   for (int32_t u = 0; u < prog->nunits; u++) {
     px_unit *un = &prog->units[u];
     uint64_t shard = px_plan_unit_shard(p, un);
@@ -33,6 +45,11 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
     px_op_size_coll(g, (px_coll)g->coll, un->padded, p->par.zero == 0 ? un->padded : shard, gd, dp);
     un->gather_op = own_ops(p, prog, PX_BLOCK_PARAM_SYNC);
     px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, dp);
+    /* offload: the reduced shard goes to the host, the parameter shard comes from it */
+    un->offload_op = own_ops(p, prog, PX_BLOCK_OFFLOAD_GRAD);
+    size_copy(&prog->ops[un->offload_op], shard, p->par.offload_opt, gb);
+    un->fetch_op = own_ops(p, prog, PX_BLOCK_FETCH_PARAM);
+    size_copy(&prog->ops[un->fetch_op], shard, p->par.offload_params, pb);
   }
   /* the tied table's full gradient, summed over the first and last stage */
   int32_t emb = -1;
@@ -50,7 +67,6 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)dp : prog->flat_elems, partial = 0;
   for (int32_t i = 0; i < prog->nparams; i++)
     if (p->slots[prog->params[i].slot].sp_partial) partial += prog->params[i].elems;
-  double gb = (double)px_dtype_bytes(gd);
   for (int32_t k = 0; k < p->blocks[PX_BLOCK_OPTIMIZER].nops; k++) {
     px_op *o = &prog->ops[opt + k];
     switch (o->kind) {
@@ -59,13 +75,21 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
         break;
       case PX_OP_GRAD_NORM: /* the shard's sum of squares, then one double over every rank */
         o->dim[0] = (int64_t)shard;
-        o->bytes = (double)shard * gb;
+        o->bytes = (double)(shard * gb);
         o->coll_bytes = sizeof(double);
         o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, p->grid.world) * (double)o->coll_bytes;
         break;
       case PX_OP_ADAMW: /* reads the gradient, reads and writes the states, writes the parameter */
         o->dim[0] = (int64_t)shard;
-        o->bytes = (double)shard * (gb + 2.0 * (double)p->optimizer_bytes_per_param + (double)px_dtype_bytes(pd));
+        o->bytes = (double)shard * ((double)gb + 2.0 * (double)p->optimizer_bytes_per_param + (double)pb);
+        break;
+      case PX_OP_ADAMW_HOST: /* on the host CPU; on NVMe its states are read and written back (the bytes) */
+        o->dim[0] = (int64_t)shard;
+        o->dim[1] = p->par.offload_opt;
+        o->bytes = p->par.offload_opt == PX_OFFLOAD_NVME ? 2.0 * (double)(shard * PX_HOST_OPT_BYTES) : 0.0;
+        break;
+      case PX_OP_COPY_H2D: /* the updated parameters, from host memory */
+        size_copy(o, shard, PX_OFFLOAD_CPU, pb);
         break;
       default: break;
     }
@@ -77,6 +101,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       case PX_BLOCK_PARAM_SYNC: in->ops = prog->units[in->unit].gather_op; break;
       case PX_BLOCK_EMB_SYNC: in->ops = emb; break;
       case PX_BLOCK_OPTIMIZER: in->ops = opt; break;
+      case PX_BLOCK_OFFLOAD_GRAD: in->ops = prog->units[in->unit].offload_op; break;
+      case PX_BLOCK_FETCH_PARAM: in->ops = prog->units[in->unit].fetch_op; break;
       default: in->ops = -1; break;
     }
     if (in->block == PX_BLOCK_EMB_SYNC && emb < 0)

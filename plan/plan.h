@@ -34,6 +34,8 @@ typedef struct {
   uint64_t activations_peak_bytes; /* largest activation footprint over the step */
   int32_t peak_inst;            /* program instance where the peak occurs */
   int32_t peak_mbs_in_flight;   /* micro-batches with live activations at the peak */
+  uint64_t host_bytes;          /* offload: this GPU's states in host memory */
+  uint64_t nvme_bytes;          /* ... and on NVMe */
 } px_memplan;
 
 /* Per-step totals for one rank of a stage. */
@@ -67,8 +69,27 @@ typedef struct {
   uint64_t params_total;  /* the model's parameters (unpadded) */
   double model_flops_per_step; /* all ranks together */
   double hw_flops_per_step;
-  bool fits;              /* every stage's peak + reserved <= HBM */
+  bool fits;              /* every stage's peak + reserved <= HBM, and offloaded states fit each node */
+  uint64_t host_node_bytes; /* offload: the most host memory one node's GPUs take */
+  uint64_t nvme_node_bytes; /* ... and NVMe */
 } px_plan;
+
+/* Offloaded states on the host, bytes an element of the optimizer's shard:
+ * the fp32 gradient accumulator, and the fp32 weights with Adam's two
+ * moments (DeepSpeed's 4 + 12 = 16; 18 with the 16-bit parameters too). */
+#define PX_HOST_GRAD_BYTES 4
+#define PX_HOST_OPT_BYTES 12
+
+/* A rank's model states: how many elements of each it has and where they
+ * live. The one account the memory plan and the executor both read. */
+typedef struct {
+  uint64_t params_elems;  /* on the GPU, param dtype: flat, or the shard (ZeRO-3); 0 when offloaded */
+  uint64_t grads_elems;   /* on the GPU, grad dtype: flat, or the shard (ZeRO-2/3); 0 when offloaded */
+  uint64_t opt_elems;     /* the optimizer's elements: flat, or the shard (ZeRO >= 1) */
+  uint64_t device[PX_MEM_ACTIVATIONS]; /* bytes on the GPU: params, grads, optimizer */
+  uint64_t host_bytes, nvme_bytes;      /* offloaded bytes in host memory and on NVMe */
+} px_states;
+void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
 
 /* Validates and compiles. On failure the plan is left empty (safe to free). */
 px_status px_plan_compile(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
@@ -108,6 +129,8 @@ int64_t px_plan_peak_stage(const px_plan *plan);
  * (px_plan_reserve_bytes of its peak + the runtime's reserve <= HBM);
  * plan->fits is this over every stage. */
 bool px_plan_stage_fits(const px_plan *plan, int64_t stage);
+/* Whether the offloaded states of the fullest node fit its host memory and NVMe. */
+bool px_plan_host_fits(const px_plan *plan);
 
 /* The ops of a stage's program in the order they run (and are profiled):
  * instance by instance, each block's ops in order.

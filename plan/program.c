@@ -318,10 +318,17 @@ static void zero3_gathers(emitter *e) {
     }
     /* one copy of a unit at a time: not before the last user of the previous one */
     if (e->gathered[u] >= 0 || e->seq_after[e->issued] >= e->cursor) break;
+    int32_t fetch = -1; /* offloaded parameters: the shard comes from the host first */
+    if (p->par.offload_params) {
+      fetch = inst_push(&e->il, PX_BLOCK_FETCH_PARAM, PX_STREAM_HOST, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
+      if (fetch < 0) return;
+      dep_push(&e->il, e->last_compute);
+    }
     int32_t idx =
         inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
     if (idx < 0) return;
     dep_push(&e->il, e->last_compute);
+    dep_push(&e->il, fetch);
     e->gathered[u] = idx;
     e->issued++;
   }
@@ -367,6 +374,12 @@ static int32_t grad_sync(emitter *e, int32_t u, int32_t mb, int32_t after) {
   if (idx < 0) return -1;
   dep_push(&e->il, after);
   e->grad_sync_last[u] = idx;
+  if (e->p->par.offload_opt) { /* the reduced shard streams to the host on the copy engine */
+    int32_t off = inst_push(&e->il, PX_BLOCK_OFFLOAD_GRAD, PX_STREAM_HOST, PX_PHASE_COMM, mb, -1, 0, u);
+    if (off < 0) return -1;
+    dep_push(&e->il, idx);
+    e->grad_sync_last[u] = off;
+  }
   return idx;
 }
 

@@ -81,6 +81,16 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
     for (int k = 0; k < PX_MEM_WORKSPACE; k++) fprintf(out, " %10s", px_fmt_bytes((double)mp->at_peak[k], a, sizeof a));
     fprintf(out, " %10s  %s\n", px_fmt_bytes((double)mp->peak_bytes, a, sizeof a), px_plan_stage_fits(plan, s) ? "yes" : "NO");
   }
+  if (p->offload_opt) {
+    fprintf(out, "offloaded per GPU (stage 0): %s host memory", px_fmt_bytes((double)plan->mem[0].host_bytes, a, sizeof a));
+    if (plan->mem[0].nvme_bytes) fprintf(out, ", %s NVMe", px_fmt_bytes((double)plan->mem[0].nvme_bytes, a, sizeof a));
+    fprintf(out, "\noffloaded per node: %s of %s host memory", px_fmt_bytes((double)plan->host_node_bytes, a, sizeof a),
+            px_fmt_bytes((double)c->host_memory_bytes, b, sizeof b));
+    if (plan->nvme_node_bytes)
+      fprintf(out, ", %s of %s NVMe", px_fmt_bytes((double)plan->nvme_node_bytes, a, sizeof a),
+              px_fmt_bytes((double)c->host_nvme_bytes, b, sizeof b));
+    fprintf(out, ": %s\n", px_plan_host_fits(plan) ? "fits" : "DOES NOT FIT");
+  }
   const px_stage_totals *t0 = &plan->totals[0];
   fprintf(out, "\nper step: %s model FLOPs (Megatron accounting), %s with recomputation\n",
           px_fmt_flops(plan->model_flops_per_step, a, sizeof a), px_fmt_flops(plan->hw_flops_per_step, b, sizeof b));
@@ -117,6 +127,8 @@ cJSON *px_report_memory_json(const px_plan *plan) {
     mem_cats(o, mp->at_peak);
     px_json_add_num(o, "activations_peak_bytes", (double)mp->activations_peak_bytes);
     px_json_add_num(o, "microbatches_in_flight", mp->peak_mbs_in_flight);
+    px_json_add_num(o, "host_bytes", (double)mp->host_bytes);
+    px_json_add_num(o, "nvme_bytes", (double)mp->nvme_bytes);
     cJSON_AddBoolToObject(o, "fits", px_plan_stage_fits(plan, s));
     cJSON_AddItemToArray(stages, o);
   }
@@ -124,6 +136,11 @@ cJSON *px_report_memory_json(const px_plan *plan) {
   px_report_memory_peak(mem, worst->peak_bytes, worst->at_peak);
   px_json_add_num(mem, "capacity_bytes", (double)plan->cluster.gpu.hbm_bytes);
   px_json_add_num(mem, "reserved_bytes", (double)plan->cluster.gpu.reserved_bytes);
+  px_json_add_num(mem, "host_node_bytes", (double)plan->host_node_bytes);
+  px_json_add_num(mem, "host_capacity_bytes", (double)plan->cluster.host_memory_bytes);
+  px_json_add_num(mem, "nvme_node_bytes", (double)plan->nvme_node_bytes);
+  px_json_add_num(mem, "nvme_capacity_bytes", (double)plan->cluster.host_nvme_bytes);
+  cJSON_AddBoolToObject(mem, "host_fits", px_plan_host_fits(plan));
   return mem;
 }
 

@@ -6,7 +6,7 @@
 #include "report/plan.h"
 
 void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out) {
-  char a[64], b[64];
+  char a[64], b[64], c[64], d[64];
   for (int64_t k = 0; k < r->steps; k++)
     fprintf(out, "step %5lld  loss %.6f\n", (long long)(r->first_step + k + 1), r->losses[k]);
   fprintf(out, "backend %s, %lld ranks (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s\n", r->backend,
@@ -14,6 +14,10 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
           px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s);
   fprintf(out, "memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
           px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
+  if (plan->par.offload_opt && r->stage_host_bytes && r->stage_nvme_bytes)
+    fprintf(out, "offloaded (stage 0): %s host memory and %s NVMe, as the plan predicts %s and %s\n",
+            px_fmt_bytes((double)r->stage_host_bytes[0], a, sizeof a), px_fmt_bytes((double)r->stage_nvme_bytes[0], b, sizeof b),
+            px_fmt_bytes((double)plan->mem[0].host_bytes, c, sizeof c), px_fmt_bytes((double)plan->mem[0].nvme_bytes, d, sizeof d));
   if (r->backend_bytes)
     fprintf(out, "memory: %s more held by the %s backend itself (scratch for fp32 copies, library workspaces)\n",
             px_fmt_bytes((double)r->backend_bytes, a, sizeof a), r->backend);
@@ -44,6 +48,12 @@ cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
     if (!so) break;
     px_json_add_num(so, "peak_bytes", (double)(r->stage_peak_bytes ? r->stage_peak_bytes[s] : 0));
     px_json_add_num(so, "predicted_peak_bytes", (double)plan->mem[s].peak_bytes);
+    if (plan->par.offload_opt) {
+      px_json_add_num(so, "host_bytes", (double)(r->stage_host_bytes ? r->stage_host_bytes[s] : 0));
+      px_json_add_num(so, "predicted_host_bytes", (double)plan->mem[s].host_bytes);
+      px_json_add_num(so, "nvme_bytes", (double)(r->stage_nvme_bytes ? r->stage_nvme_bytes[s] : 0));
+      px_json_add_num(so, "predicted_nvme_bytes", (double)plan->mem[s].nvme_bytes);
+    }
     cJSON_AddItemToArray(st, so);
   }
   return o;

@@ -18,6 +18,9 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
   fprintf(out, "  communication    tp %s, pp %s, dp %s; exposed %s\n", px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
+  if (plan->par.offload_opt)
+    fprintf(out, "  offload          %s on the host link; optimizer step on the host CPU %s\n",
+            px_fmt_time(r->comm_host_s, a, sizeof a), px_fmt_time(r->stages[0].op_s[PX_OP_ADAMW_HOST], b, sizeof b));
   int64_t worst = px_plan_peak_stage(plan);
   fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s: %s\n",
           px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
@@ -36,6 +39,7 @@ static const px_report_field sim_fields[] = {
     {"comm", "pp_s", offsetof(px_sim_result, comm_pp_s)},
     {"comm", "dp_s", offsetof(px_sim_result, comm_dp_s)},
     {"comm", "exposed_s", offsetof(px_sim_result, comm_exposed_s)},
+    {"comm", "host_s", offsetof(px_sim_result, comm_host_s)},
 };
 
 const px_report_field *px_report_sim_fields(size_t *count) {
@@ -65,6 +69,7 @@ cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r) {
     px_json_add_num(so, "tp_s", ps->tp_s);
     px_json_add_num(so, "pp_s", ps->pp_s);
     px_json_add_num(so, "dp_s", ps->dp_s);
+    px_json_add_num(so, "host_s", ps->host_s);
     cJSON *ops = cJSON_AddObjectToObject(so, "op_s");
     for (int k = 0; ops && k < PX_OP_COUNT; k++)
       if (ps->op_s[k] > 0) px_json_add_num(ops, px_op_names[k], ps->op_s[k]);

@@ -87,8 +87,11 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
 }
 
 void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
-  snprintf(buf, cap, "z%d%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
-           p->zero == 3 && !p->reshard ? "k" : "");
+  static const char *const opt[PX_OFFLOAD_COUNT] = {"", "+oc", "+on"}, *const par[PX_OFFLOAD_COUNT] = {"", "+pc", "+pn"};
+  int o = p->offload_opt > 0 && p->offload_opt < PX_OFFLOAD_COUNT ? p->offload_opt : 0;
+  int q = p->offload_params > 0 && p->offload_params < PX_OFFLOAD_COUNT ? p->offload_params : 0;
+  snprintf(buf, cap, "z%d%s%s%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
+           p->zero == 3 && !p->reshard ? "k" : "", opt[o], par[q]);
 }
 
 /* Why the best plan's ZeRO stage and mode (px_sweep_zero_alternatives):

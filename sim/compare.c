@@ -8,7 +8,7 @@
 #include "core/fmt.h"
 
 PX_NAME_TABLE(px_cmp_row_names, PX_CMP_COUNT, "gemm", "attention", "norm", "elementwise", "embed_loss", "optimizer",
-              "tp_comm", "dp_comm", "p2p_and_wait");
+              "tp_comm", "dp_comm", "offload", "p2p_and_wait");
 
 /* The row an op belongs to, given the block it runs in. */
 static px_cmp_row row_of(px_op_kind k, px_block_kind b) {
@@ -23,6 +23,7 @@ static px_cmp_row row_of(px_op_kind k, px_block_kind b) {
     case PX_FAM_EMBED:
     case PX_FAM_LOSS: return PX_CMP_EMBED_LOSS;
     case PX_FAM_OPTIMIZER: return PX_CMP_OPTIMIZER;
+    case PX_FAM_COPY: return PX_CMP_OFFLOAD;
     case PX_FAM_COLLECTIVE: return PX_CMP_TP;
     default: return PX_CMP_ELEMENTWISE;
   }

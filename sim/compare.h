@@ -20,6 +20,7 @@ typedef enum {
   PX_CMP_OPTIMIZER,   /* gradient norm and AdamW */
   PX_CMP_TP,          /* tensor-parallel collectives */
   PX_CMP_DP,          /* data-parallel reductions and gathers */
+  PX_CMP_OFFLOAD,     /* offload's copies between the GPU and the host */
   PX_CMP_WAIT,        /* p2p transfers and waiting for other stages: the rest of the step */
   PX_CMP_COUNT
 } px_cmp_row;

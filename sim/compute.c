@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "plan/parallel.h"
+
 static double ceil_div(double a, double b) { return ceil(a / b); }
 
 /* Nearest measured point in log space. */
@@ -73,7 +75,7 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   /* Collectives and transfers are costed by the network model (their
    * reduction kernels are inside the measured bus bandwidth). */
   px_op_family fam = px_op_family_of((px_op_kind)op->kind);
-  if (fam == PX_FAM_COLLECTIVE || fam == PX_FAM_P2P) return 0.0;
+  if (fam == PX_FAM_COLLECTIVE || fam == PX_FAM_P2P || px_op_on_host((px_op_kind)op->kind)) return 0.0; /* host side: px_host_op_s */
   /* a measured FLOP rate for this kind of op replaces the model */
   const px_kernel_rate *r = measured(g, (px_op_kind)op->kind);
   if (r && r->flops_per_s > 0) return r->overhead_s + op->flops / r->flops_per_s;
@@ -92,4 +94,17 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   if (op->kind == PX_OP_FLASH_ATTN_BWD) flops *= 0.5 * 1.25;
   double flop_s = flops / (peak * eff) + g->kernel_overhead_s;
   return flop_s > mem_s ? flop_s : mem_s;
+}
+
+double px_host_op_s(const px_cluster *c, const px_op *op) {
+  double node = (double)px_cluster_node_size(c);
+  double pcie = c->host_pcie_bytes_per_s / (double)(c->host_pcie_gpus_per_uplink > 0 ? c->host_pcie_gpus_per_uplink : 1);
+  double nvme = c->host_nvme_bytes_per_s / node, cpu = c->host_cpu_adam_params_per_s / node;
+  bool on_nvme = op->dim[1] == PX_OFFLOAD_NVME;
+  if (op->kind == PX_OP_ADAMW_HOST) { /* the step streams its states from NVMe while it computes (ZeRO-Infinity) */
+    double step_s = cpu > 0 ? (double)op->dim[0] / cpu : 0.0, io_s = on_nvme && nvme > 0 ? op->bytes / nvme : 0.0;
+    return step_s > io_s ? step_s : io_s;
+  }
+  double bw = on_nvme && nvme < pcie ? nvme : pcie; /* a pipelined read from NVMe runs at the slower link */
+  return bw > 0 ? op->bytes / bw : 0.0;
 }

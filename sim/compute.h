@@ -16,4 +16,10 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op);
 /* Seconds for a memory-bound pass over `bytes` by an op of `kind`. */
 double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes);
 
+/* Offload's ops, on the host side: a copy over the GPU's host link (and
+ * the NVMe behind it), or the host CPU's AdamW over a shard. Every GPU of
+ * a node moves and steps its shard at once, so each takes its share of a
+ * shared uplink, of the node's NVMe drives and of its CPU. */
+double px_host_op_s(const px_cluster *c, const px_op *op);
+
 #endif

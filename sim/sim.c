@@ -70,6 +70,7 @@ typedef struct {
   uint8_t *posted;
   seg_list costs[PX_BLOCK_KIND_COUNT];
   px_coll_cost *op_cost; /* (prog->nops) the stage's own DP-stream collectives */
+  uint64_t *host_ns;     /* (prog->nops) the stage's own host-stream copies */
   px_coll_cost p2p_next, p2p_prev;
   px_sim_stage stats;
   uint64_t pipe_first_ns, pipe_last_ns, end_ns;
@@ -146,7 +147,7 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
   for (int32_t i = 0; i < b->nops && !st; i++) {
     if (i < 256) ord_of[i] = -1;
     const px_op *op = &ops[i];
-    double t = px_compute_op_s(&c->gpu, dt, op);
+    double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op);
     out->op_s[op->kind] += t;
     /* an op using an overlapped collective's tensors waits for it */
     int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
@@ -199,8 +200,11 @@ static px_status stage_costs(sim *S, int64_t s) {
   /* the stage's own sized collectives: unit reductions and gathers, the tied embedding's */
   ss->op_cost = px_calloc((size_t)prog->nops + 1, sizeof *ss->op_cost, S->err);
   if (!ss->op_cost) return PX_ERR_RUNTIME;
+  ss->host_ns = px_calloc((size_t)prog->nops + 1, sizeof *ss->host_ns, S->err);
+  if (!ss->host_ns) return PX_ERR_RUNTIME;
   for (int32_t k = 0; k < prog->nops; k++) {
     const px_op *o = &prog->ops[k];
+    if (o->stream == PX_STREAM_HOST) ss->host_ns[k] = S->opts->comm_free ? 0 : px_ns(px_host_op_s(c, o));
     if (o->stream != PX_STREAM_DP) continue;
     px_placement pl = group_place(p, (px_group)o->group);
     ss->op_cost[k] = px_coll_cost_of(c, (px_coll)o->coll, o->coll_bytes, &pl);
@@ -430,6 +434,13 @@ static void try_start(sim *S, int64_t s, int stream) {
     flow_start(S, &ss->op_cost[in->ops], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
     return;
   }
+  if (k == PX_BLOCK_OFFLOAD_GRAD || k == PX_BLOCK_FETCH_PARAM) { /* a copy on the host link: run_segment ends it */
+    uint64_t t = ss->host_ns[in->ops];
+    ss->stats.host_s += (double)t * 1e-9;
+    ss->stats.op_s[ss->prog->ops[in->ops].kind] += (double)t * 1e-9;
+    push_seg_done(S, s, stream, S->eng.now_ns + t);
+    return;
+  }
   if (is_send(k) || is_recv(k)) {
     ss->posted[i] = 1;
     int64_t peer = k == PX_BLOCK_SEND_FWD || k == PX_BLOCK_RECV_BWD ? (s + 1) % S->pp : (s - 1 + S->pp) % S->pp;
@@ -554,6 +565,7 @@ static void sim_free(sim *S) {
     free(ss->rdep);
     free(ss->posted);
     free(ss->op_cost);
+    free(ss->host_ns);
     for (int k = 0; k < PX_STREAM_COUNT; k++) free(ss->q[k].list);
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) free(ss->costs[k].v);
   }
@@ -606,7 +618,7 @@ static px_status write_timeline(sim *S, const char *path) {
   px_afile f;
   px_status st = px_afile_open(&f, path, S->err);
   if (st) return st;
-  fprintf(f.fp, "# one simulated step of %s: stream 0 compute, 1 tp, 2 dp, 3 pp-send, 4 pp-recv\n",
+  fprintf(f.fp, "# one simulated step of %s: stream 0 compute, 1 tp, 2 dp, 3 pp-send, 4 pp-recv, 5 host\n",
           S->plan->model.name);
   fprintf(f.fp, "# stage stream start_ms end_ms kind mb\n");
   for (int64_t i = 0; i < S->ntrace; i++) {
@@ -687,6 +699,7 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
       if (ss->stats.tp_s > out->comm_tp_s) out->comm_tp_s = ss->stats.tp_s;
       if (ss->stats.pp_s > out->comm_pp_s) out->comm_pp_s = ss->stats.pp_s;
       if (ss->stats.dp_s > out->comm_dp_s) out->comm_dp_s = ss->stats.dp_s;
+      if (ss->stats.host_s > out->comm_host_s) out->comm_host_s = ss->stats.host_s;
     }
     out->step_time_s = (double)end * 1e-9;
     double span = last > first ? (double)(last - first) * 1e-9 : 0.0;

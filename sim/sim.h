@@ -30,6 +30,7 @@ typedef struct {
   double busy_s;   /* compute stream busy with forward/backward blocks */
   double end_s;    /* when the stage's last instance finished */
   double tp_s, pp_s, dp_s; /* time in collectives/transfers of each kind */
+  double host_s;   /* offload: copies on the GPU's host link (their own stream) */
   double compute_s; /* pure compute (no TP) in forward/backward blocks */
   double op_s[PX_OP_COUNT]; /* compute seconds by op kind over the step (uncontended) */
 } px_sim_stage;
@@ -42,6 +43,7 @@ typedef struct {
   double bubble_fraction; /* compute idle share of the pipeline phase, all stages */
   bool fits;
   double comm_tp_s, comm_pp_s, comm_dp_s; /* max over stages */
+  double comm_host_s;     /* offload copies, max over stages */
   double comm_exposed_s;  /* step time minus the step time with free communication */
   double step_time_comm_free_s;
   uint64_t events;        /* events processed (both runs) */

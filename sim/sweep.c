@@ -185,6 +185,24 @@ typedef struct {
   pthread_mutex_t lock;
 } work;
 
+/* The next offload, from least to most (optimizer to host memory, the
+ * parameters too, then NVMe), that the plan and the cluster allow; false
+ * when there is none or the sweep was told which. */
+static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c, const px_parallel *fixed) {
+  static const int steps[][2] = {{PX_OFFLOAD_CPU, PX_OFFLOAD_NONE}, {PX_OFFLOAD_CPU, PX_OFFLOAD_CPU},
+                                 {PX_OFFLOAD_NVME, PX_OFFLOAD_CPU}, {PX_OFFLOAD_NVME, PX_OFFLOAD_NVME}};
+  if (fixed->offload_opt >= 0 || fixed->offload_params >= 0 || p->zero < 2) return false;
+  for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+    if (steps[k][0] < p->offload_opt || (steps[k][0] == p->offload_opt && steps[k][1] <= p->offload_params)) continue;
+    px_parallel q = *p;
+    q.offload_opt = steps[k][0], q.offload_params = steps[k][1];
+    if (px_parallel_validate(&q, m, c, NULL)) continue;
+    *p = q;
+    return true;
+  }
+  return false;
+}
+
 static void evaluate(work *w, int64_t i) {
   px_plan plan;
   px_err err = {0};
@@ -192,12 +210,22 @@ static void evaluate(work *w, int64_t i) {
   memset(e, 0, sizeof *e);
   e->index = i;
   e->par = w->cands->v[i];
-  if (px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
-    w->state[i] = CAND_FAILED;
-    pthread_mutex_lock(&w->lock);
-    if (!w->first_err.msg[0]) w->first_err = err;
-    pthread_mutex_unlock(&w->lock);
-    return;
+  /* Offload only adds work to a plan: one that fits without it is never
+   * faster with it. So it is tried, least first, only when the plan does
+   * not fit. */
+  for (;;) {
+    if (px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
+      w->state[i] = CAND_FAILED;
+      pthread_mutex_lock(&w->lock);
+      if (!w->first_err.msg[0]) w->first_err = err;
+      pthread_mutex_unlock(&w->lock);
+      return;
+    }
+    if (plan.fits) break;
+    px_parallel next = e->par;
+    if (!more_offload(&next, w->m, w->c, &w->o->fixed)) break;
+    px_plan_free(&plan);
+    e->par = next;
   }
   int64_t worst = px_plan_peak_stage(&plan);
   e->peak_bytes = plan.mem[worst].peak_bytes;

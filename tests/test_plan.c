@@ -2,6 +2,7 @@
  * against Korthikanti et al., FLOPs against Megatron-LM, pipeline p2p
  * matching and deadlock freedom, lifetimes, layer splits, the rank grid,
  * and refusals of impossible plans. Formulas: tests/data/memory_formulas.md. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,102 @@ static void test_zero_states(void) {
     if (!(states >= megatron[z] && states <= megatron[z] + slack))
       fprintf(stderr, "\n  main_grad fp32 ZeRO-%d: %.0f bytes, formula %.0f\n", z, states, megatron[z]);
     CU_ASSERT(states >= megatron[z] && states <= megatron[z] + slack);
+    px_plan_free(&plan);
+  }
+}
+
+/* ---- offload: DeepSpeed's published model-state estimates ---- */
+
+/* DeepSpeed's estimate_zero3_model_states_mem_needs and the ZeRO-2 one
+ * (deepspeed/runtime/zero/stage3.py, stage_1_and_2.py; zero_init on), per
+ * GPU and per node, for P parameters and the largest layer's L; the CPU
+ * figure without its additional_buffer_factor of 1.5 (a safety margin). */
+typedef struct {
+  double gpu, cpu_node;
+} ds_estimate;
+
+static ds_estimate ds_zero3(double P, double L, double gpn, double nodes, bool off_opt, bool off_params) {
+  double N = gpn * nodes, layer = 4 * L;
+  if (off_opt && off_params) return (ds_estimate){layer, P * 18 / nodes};
+  if (off_opt) return (ds_estimate){layer + floor(2 * P / N), P * 16 / nodes};
+  return (ds_estimate){layer + floor(18 * P / N), 0};
+}
+static ds_estimate ds_zero2_offload(double P, double N) { return (ds_estimate){2 * P, P * fmax(4 * N, 16)}; }
+
+static void test_deepspeed_estimates(void) {
+  const char *models[] = {"gpt2-1.5b", "llama2-7b", "llama2-13b"};
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    px_model m;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_model_load(models[mi], &m, &err), PX_OK);
+    /* ZeRO-3 on two DGX A100 nodes, fp16 with DeepSpeed's fp32 gradient partition */
+    for (int mode = 0; mode < 3; mode++) {
+      px_cluster c = cluster("dgx-a100", 16);
+      px_parallel p = par(1, 1, 16, 3, 1, 16);
+      p.precision = PX_PREC_FP16;
+      p.main_grad = PX_MAIN_GRAD_FP32;
+      p.offload_opt = mode >= 1 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+      p.offload_params = mode == 2 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+      px_plan plan;
+      CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+      const px_program *prog = &plan.programs[0];
+      /* P: the flat buffer (the model, each layer padded to a multiple of dp); L: the largest unit */
+      double P = (double)prog->flat_elems, L = 0;
+      for (int32_t u = 0; u < prog->nunits; u++) L = fmax(L, (double)prog->units[u].padded);
+      ds_estimate want = ds_zero3(P, L, 8, 2, mode >= 1, mode == 2);
+      /* the layer term is the gathered layer and its gradient, which the plan counts as buffers */
+      PX_ASSERT_EQ_U64(plan.mem[0].static_bytes, (uint64_t)(want.gpu - 4 * L));
+      PX_ASSERT_EQ_U64(plan.host_node_bytes, (uint64_t)want.cpu_node);
+      CU_ASSERT(plan.mem[0].at_peak[PX_MEM_BUFFERS] >= 4 * L);
+      CU_ASSERT(px_plan_host_fits(&plan));
+      px_plan_free(&plan);
+    }
+    /* ZeRO-2 with the optimizer offloaded, four GPUs of one node (DeepSpeed's max(4N, 16) is 16 there) */
+    px_cluster c = cluster("dgx-a100", 4);
+    px_parallel p = par(1, 1, 4, 2, 1, 4);
+    p.precision = PX_PREC_FP16;
+    p.offload_opt = PX_OFFLOAD_CPU;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    ds_estimate want = ds_zero2_offload((double)plan.programs[0].flat_elems, 4);
+    PX_ASSERT_EQ_U64(plan.mem[0].static_bytes, (uint64_t)want.gpu);
+    PX_ASSERT_EQ_U64(plan.host_node_bytes, (uint64_t)want.cpu_node);
+    px_plan_free(&plan);
+  }
+}
+
+/* Offload's placement (NVMe holds the optimizer's 12 bytes, the host the
+ * fp32 gradient), and fits weighs the node's host memory and NVMe too. */
+static void test_offload_places(void) {
+  px_model m = gpt(8, 2048, 16, 1024, 0);
+  px_cluster c = cluster("dgx-a100", 8);
+  c.host_nvme_bytes_per_s = 10e9; /* a user's measurement */
+  px_parallel p = par(1, 1, 8, 3, 1, 8);
+  p.offload_opt = PX_OFFLOAD_NVME;
+  p.offload_params = PX_OFFLOAD_NVME;
+  px_plan plan;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  uint64_t shard = plan.programs[0].flat_elems / 8, pb = px_dtype_bytes(plan.param_dtype);
+  PX_ASSERT_EQ_U64(plan.mem[0].host_bytes, PX_HOST_GRAD_BYTES * shard);
+  PX_ASSERT_EQ_U64(plan.mem[0].nvme_bytes, (PX_HOST_OPT_BYTES + pb) * shard);
+  PX_ASSERT_EQ_U64(plan.nvme_node_bytes, 8 * plan.mem[0].nvme_bytes);
+  CU_ASSERT(plan.fits);
+  px_plan_free(&plan);
+  c.host_nvme_bytes = 8 * (PX_HOST_OPT_BYTES + pb) * shard - 1; /* one byte short */
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(!plan.fits);
+  CU_ASSERT(!px_plan_host_fits(&plan));
+  CU_ASSERT(px_plan_stage_fits(&plan, 0));
+  px_plan_free(&plan);
+  /* refused: offload below ZeRO-2, parameters without the optimizer, NVMe without its bandwidth */
+  px_parallel bad[3] = {par(1, 1, 8, 1, 1, 8), par(1, 1, 8, 3, 1, 8), par(1, 1, 8, 3, 1, 8)};
+  bad[0].offload_opt = PX_OFFLOAD_CPU;
+  bad[1].offload_params = PX_OFFLOAD_CPU;
+  bad[2].offload_opt = PX_OFFLOAD_NVME;
+  px_cluster plain = cluster("dgx-a100", 8);
+  for (int i = 0; i < 3; i++) {
+    CU_ASSERT_EQUAL(compile(&plan, &m, &plain, &bad[i], &err), PX_ERR_INPUT);
     px_plan_free(&plan);
   }
 }
@@ -559,6 +656,8 @@ int main(void) {
       {"every tensor is allocated and freed exactly once", test_lifetimes},
       {"uneven layer split and the rank grid", test_layer_split},
       {"impossible plans are refused with a reason", test_refusals},
+      {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},
+      {"offload: host and NVMe placement, and fits weighs them", test_offload_places},
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},

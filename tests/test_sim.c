@@ -274,6 +274,41 @@ static void test_overlap_switches(void) {
   CU_ASSERT(t[1] > t[0]);
 }
 
+/* Offload's costs by hand: each unit's reduced shard crosses the GPU's share
+ * of its PCIe uplink (DGX A100: 32 GB/s a direction, two GPUs an uplink),
+ * the host's AdamW takes the shard at the node's rate over its eight GPUs,
+ * and the new parameters come back over the link; the step slows. */
+static void test_offload_costs(void) {
+  px_model m = gpt(4);
+  px_err err = {0};
+  double step[2];
+  for (int off = 0; off < 2; off++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.zero = 2, p.mbs = 1, p.gbs = 16, p.precision = PX_PREC_BF16;
+    if (off) p.offload_opt = PX_OFFLOAD_CPU;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-a100", 8, &p, &err), PX_OK);
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    step[off] = r.step_time_s;
+    if (off) {
+      const px_program *prog = &plan.programs[0];
+      double link = 32e9 / 2, shard = (double)prog->flat_elems / 8, copies = 0;
+      for (int32_t u = 0; u < prog->nunits; u++) copies += (double)(prog->units[u].padded / 8) * 2; /* bf16 */
+      /* two micro-batches a step, each reduced and copied out */
+      PX_ASSERT_REL(r.comm_host_s, 2 * copies / link, 1e-6);
+      PX_ASSERT_REL(r.stages[0].op_s[PX_OP_COPY_D2H], 2 * copies / link, 1e-6);
+      PX_ASSERT_REL(r.stages[0].op_s[PX_OP_ADAMW_HOST], shard / (13.6e9 / 8), 1e-9);
+      PX_ASSERT_REL(r.stages[0].op_s[PX_OP_COPY_H2D], shard * 2 / link, 1e-9);
+      CU_ASSERT_EQUAL(r.stages[0].op_s[PX_OP_ADAMW], 0);
+    }
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(step[1] > step[0]);
+}
+
 /* What TP overlap saves in one block, by hand: each TP collective runs
  * beside the compute between it and the first op that uses its tensors (the
  * block's end when none does). One collective in flight at a time here. */
@@ -389,6 +424,7 @@ int main(void) {
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
+      {"offload: copies on the host link and the host's AdamW, by hand", test_offload_costs},
       {"TP overlap up to each collective's first consumer", test_tp_overlap_dependencies},
       {"Chrome trace written and readable", test_trace},
   };

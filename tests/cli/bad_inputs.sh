@@ -47,6 +47,12 @@ expect_refusal "needs a value" "$px" model show llama3-8b --seq
 expect_refusal "--seq" "$px" model show llama3-8b --seq 0
 expect_refusal "unknown command" "$px" frobnicate
 expect_refusal "usage" "$px" model
+# offload: the modes it needs, and the cluster fields it reads
+expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 1 --offload-optimizer cpu
+expect_refusal "--offload-params" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 3 --offload-params cpu
+expect_refusal "host.nvme_gb_per_s" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 3 --offload-optimizer nvme
+expect_refusal "host.pcie_gb_per_s" "$px" plan -m llama2-7b -c hgx-h200 -g 8 -z 2 --offload-optimizer cpu
+expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 2 --offload-optimizer disk
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }

@@ -40,7 +40,7 @@ for cfg in "1|-p 1" "2|-p 2" "2|-t 2 -S" "2|-d 2 -z 1"; do
                       else { rows++; sum_m[stage] += m; sum_p[stage] += p; if (p < 0 || m < 0) bad = 1 } }
     /"stage":/      { gsub(/[,\t ]/, ""); split($0, a, ":"); stage = a[2]; stages++ }
     END {
-      if (stages < 1 || rows != 9 * stages) { print "rows " rows " for " stages " stages"; exit 1 }
+      if (stages < 1 || rows != 10 * stages) { print "rows " rows " for " stages " stages"; exit 1 }
       if (bad) { print "negative time"; exit 1 }
       d = (sp - sm) / sm - se; if (d < 0) d = -d; if (d > 1e-9) { print "step error inconsistent"; exit 1 }
       for (s in sum_m) { d = sum_m[s] - sm; if (d < 0) d = -d; if (d > 1e-6 * sm + 1e-12) { print "stage " s " rows do not add up"; exit 1 } }

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # The executor on a matrix of plans, up to 8 MPI ranks: (tp, pp, dp) over
 # {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3 (and ZeRO-2/3's accumulation,
-# resharding and prefetch modes), SP on and off, every schedule and
+# resharding and prefetch modes, and offload to host memory and NVMe), SP on and off, every schedule and
 # recompute mode, both attention kernels and both GELU forms, on the Llama-shaped and the
 # GPT-2-shaped tiny models. Every run's losses and first-step gradients must
 # equal the single-rank run's within a relative error of 1e-5, and every
-# rank's allocated peak must be the plan's prediction for its stage.
+# rank's allocated peak (and offloaded bytes) must be the plan's prediction for its stage.
 set -u
 px=$1
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 runs=0
 zi=0
+oi=0
+export PARALLAX_NVME_DIR=$tmp
 
 run() { # model gbs ranks flags...
   local model=$1 gbs=$2 n=$3
@@ -47,6 +49,12 @@ for model in tiny tiny-gpt; do
               2) [ "$z" -eq 3 ] && flags+=(--no-reshard-after-forward) || flags+=(--grad-accum full) ;;
               3) [ "$z" -eq 3 ] && flags+=(--prefetch 2 --grad-accum full) ;;
             esac
+            # ... and offload at its own rate: none, host memory, NVMe (ZeRO-3: the parameters too)
+            oi=$((oi + 1))
+            case $(( oi % 3 )) in
+              1) flags+=(--offload-optimizer cpu) ;;
+              2) flags+=(--offload-optimizer nvme); [ "$z" -eq 3 ] && flags+=(--offload-params cpu) ;;
+            esac
           fi
           if [ "$pp" -gt 1 ]; then
             case $(( (i + variant) % 3 )) in
@@ -66,6 +74,8 @@ for model in tiny tiny-gpt; do
           "$cmp" "$tmp/ref-$model.bin" "$tmp/g.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
           jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/out.json" >/dev/null ||
             fail "$model ${flags[*]}: measured peak is not the plan's: $(jq -c .stages "$tmp/out.json")"
+          jq -e '.stages | all(.host_bytes == .predicted_host_bytes and .nvme_bytes == .predicted_nvme_bytes)' \
+            "$tmp/out.json" >/dev/null || fail "$model ${flags[*]}: offloaded bytes are not the plan's"
           echo "ok: $model ${flags[*]}: $(cat "$tmp/cmp.txt")"
         done
       done
