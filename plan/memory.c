@@ -67,7 +67,9 @@ static int64_t full_grad_bytes(const px_program *prog, const px_unit *u) {
   return (int64_t)prog->ops[u->grad_op].coll_bytes;
 }
 
-uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)p->par.dp; }
+uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) {
+  return u->padded / (uint64_t)px_parallel_shard_size(&p->par);
+}
 
 uint64_t px_plan_reserve_bytes(uint64_t peak) {
   return peak + peak / PX_RESERVE_SHARE + ((uint64_t)PX_RESERVE_MIB << 20);
@@ -87,7 +89,7 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
 }
 
 static void stage_static(const px_plan *p, const px_program *prog, px_memplan *mp) {
-  uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)p->par.dp;
+  uint64_t flat = prog->flat_elems, shard = flat / (uint64_t)px_parallel_shard_size(&p->par);
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
   int z = p->par.zero;
   mp->at_peak[PX_MEM_PARAMS] = (z >= 3 ? shard : flat) * pb;

@@ -74,6 +74,9 @@ typedef struct {
                         backward (1, FSDP's reshard_after_forward) or keep them (0, SHARD_GRAD_OP), -1 unset */
   int grad_accum;    /* px_grad_accum, -1 unset (sharded with ZeRO-2/3, full otherwise) */
   int main_grad;     /* px_main_grad, -1 unset (param) */
+  int64_t shard_group; /* ZeRO: data-parallel ranks a model state is sharded over (consecutive DP ranks,
+                          replicated across the dp / shard_group groups: FSDP HYBRID_SHARD, MiCS);
+                          0 unset (dp: the whole data-parallel group) */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);
@@ -88,6 +91,12 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from);
 
 /* Whether gradients are reduced every micro-batch (ZeRO-2/3, sharded accumulation). */
 bool px_parallel_reduce_per_mb(const px_parallel *p);
+
+/* Ranks a unit's model states are sharded over: shard_group, or dp when unset. */
+int64_t px_parallel_shard_size(const px_parallel *p);
+/* Whether model states are sharded over part of the DP group and replicated
+ * across the rest (shard_group < dp). */
+bool px_parallel_hybrid(const px_parallel *p);
 
 /* Micro-batches per DP rank per step. */
 int64_t px_parallel_microbatches(const px_parallel *p);

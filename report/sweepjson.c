@@ -87,8 +87,10 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
 }
 
 void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
-  snprintf(buf, cap, "z%d%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
-           p->zero == 3 && !p->reshard ? "k" : "");
+  char hybrid[24] = "";
+  if (px_parallel_hybrid(p)) snprintf(hybrid, sizeof hybrid, "h%lld", (long long)p->shard_group);
+  snprintf(buf, cap, "z%d%s%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
+           p->zero == 3 && !p->reshard ? "k" : "", hybrid);
 }
 
 /* Why the best plan's ZeRO stage and mode (px_sweep_zero_alternatives):
@@ -98,7 +100,7 @@ static cJSON *zero_choice_json(const px_sweep_result *r) {
   int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
-  char label[16];
+  char label[32];
   px_report_zero_label(&r->entries[0].par, label, sizeof label);
   cJSON_AddStringToObject(o, "best", label);
   cJSON *list = cJSON_AddArrayToObject(o, "alternatives");

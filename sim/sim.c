@@ -127,6 +127,8 @@ static px_placement group_place(const px_plan *p, px_group g) {
     case PX_GROUP_DP: return p->grid.dp_place;
     case PX_GROUP_EMB: return px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
     case PX_GROUP_ALL: return px_grid_place(&p->grid, 0, 1, p->grid.world);
+    case PX_GROUP_SHARD: return p->grid.shard_place;
+    case PX_GROUP_REPLICA: return p->grid.replica_place;
     default: return px_grid_place(&p->grid, 0, 1, 1);
   }
 }
@@ -427,6 +429,8 @@ static void try_start(sim *S, int64_t s, int stream) {
   const px_inst *in = &ss->prog->insts[i];
   px_block_kind k = (px_block_kind)in->block;
   if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
+    /* one flow per op, in order (q->seg: the op running): a hybrid reduction's
+     * shard-group reduce-scatter, then its replica all-reduce */
     flow_start(S, &ss->op_cost[in->ops], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
     return;
   }
@@ -472,7 +476,15 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
         inst_done(S, s, q->inst);
       }
       break;
-    case OWN_INST: inst_done(S, s, q->inst); break;
+    case OWN_INST: {
+      const px_inst *in = &ss->prog->insts[q->inst];
+      if (++q->seg < S->plan->blocks[in->block].nops) {
+        flow_start(S, &ss->op_cost[in->ops + q->seg], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
+        break;
+      }
+      inst_done(S, s, q->inst);
+      break;
+    }
     case OWN_P2P:
       inst_done(S, s, q->inst);
       run_segment(S, x, PX_STREAM_PP_RECV); /* the receive's all-gather, if any */
