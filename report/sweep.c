@@ -42,8 +42,13 @@ static void zero_choice(const px_sweep_result *r, FILE *out) {
   int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
   if (!n) return;
   char label[32], mem[32];
-  px_report_zero_label(&r->entries[0].par, label, sizeof label);
-  fprintf(out, "\nZeRO (best plan's split, %s): ", label);
+  const px_parallel *best = &r->entries[0].par;
+  px_report_zero_label(best, label, sizeof label);
+  fprintf(out, "\nZeRO (best plan's split, %s", label);
+  if (px_parallel_hybrid(best))
+    fprintf(out, ": states sharded within groups of %lld DP ranks, replicated %lld times", (long long)best->shard_group,
+            (long long)(best->dp / best->shard_group));
+  fputs("): ", out);
   for (int i = 0; i < n; i++) {
     px_report_zero_label(&alt[i].e->par, label, sizeof label);
     if (alt[i].fits)

@@ -94,7 +94,8 @@ void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
 }
 
 /* Why the best plan's ZeRO stage and mode (px_sweep_zero_alternatives):
- * {"best": "z2", "alternatives": [{"zero", "fits", "tokens_per_s_ratio" | "peak_bytes"}]}. */
+ * {"best": "z2", ["shard_group": 8 when hybrid,] "alternatives": [{"zero", "fits",
+ * "tokens_per_s_ratio" | "peak_bytes"}]}. */
 static cJSON *zero_choice_json(const px_sweep_result *r) {
   px_sweep_alt alt[16];
   int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
@@ -103,6 +104,7 @@ static cJSON *zero_choice_json(const px_sweep_result *r) {
   char label[32];
   px_report_zero_label(&r->entries[0].par, label, sizeof label);
   cJSON_AddStringToObject(o, "best", label);
+  if (px_parallel_hybrid(&r->entries[0].par)) px_json_add_num(o, "shard_group", (double)r->entries[0].par.shard_group);
   cJSON *list = cJSON_AddArrayToObject(o, "alternatives");
   for (int i = 0; list && i < n; i++) {
     cJSON *a = cJSON_CreateObject();

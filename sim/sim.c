@@ -120,8 +120,7 @@ static px_status seg_add_compute(seg_list *l, double s, int wait, px_err *err) {
  * later ones are waited for at the block's end only. */
 #define ASYNC_MAX 64
 
-/* Where a group's collective runs. */
-static px_placement group_place(const px_plan *p, px_group g) {
+px_placement px_sim_group_place(const px_plan *p, px_group g) {
   switch (g) {
     case PX_GROUP_TP: return p->grid.tp_place;
     case PX_GROUP_DP: return p->grid.dp_place;
@@ -154,7 +153,7 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);
     if (st) break;
-    px_placement pl = group_place(p, (px_group)op->group);
+    px_placement pl = px_sim_group_place(p, (px_group)op->group);
     if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 ||
         op->coll_bytes == 0)
       continue;
@@ -204,7 +203,7 @@ static px_status stage_costs(sim *S, int64_t s) {
   for (int32_t k = 0; k < prog->nops; k++) {
     const px_op *o = &prog->ops[k];
     if (o->stream != PX_STREAM_DP) continue;
-    px_placement pl = group_place(p, (px_group)o->group);
+    px_placement pl = px_sim_group_place(p, (px_group)o->group);
     ss->op_cost[k] = px_coll_cost_of(c, (px_coll)o->coll, o->coll_bytes, &pl);
   }
   uint64_t act = p->blocks[PX_BLOCK_SEND_FWD].ops[0].coll_bytes;

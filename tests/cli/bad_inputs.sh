@@ -47,6 +47,10 @@ expect_refusal "needs a value" "$px" model show llama3-8b --seq
 expect_refusal "--seq" "$px" model show llama3-8b --seq 0
 expect_refusal "unknown command" "$px" frobnicate
 expect_refusal "usage" "$px" model
+# hybrid sharding: a shard group must divide dp, and shards only with ZeRO
+expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
+expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2
+expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 0
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }
