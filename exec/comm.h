@@ -1,7 +1,8 @@
 /* Communicators of one rank: its (tp, dp, pp) coordinates and one MPI
  * communicator per group of the plan (TP, DP, the tied-embedding pair of
- * first and last stage, everyone, ZeRO's shard and replica groups), plus its pipeline neighbours; and the
- * generic steps every MPI caller needs (agreeing on failure, gathering bytes). */
+ * first and last stage, everyone, ZeRO's shard and replica groups), plus its
+ * pipeline neighbours; and the generic steps every MPI caller needs (agreeing
+ * on failure, gathering bytes). */
 #ifndef PX_EXEC_COMM_H
 #define PX_EXEC_COMM_H
 
