@@ -22,7 +22,7 @@ typedef struct {
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
-       OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS };
+       OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -51,6 +51,8 @@ static const px_opt opts[] = {
     {"prefetch", required_argument, OPT_PREFETCH, PX_OPT_PLAN, "N", "ZeRO-3: layers gathered ahead of use (1)"},
     {"no-reshard-after-forward", no_argument, OPT_NO_RESHARD, PX_OPT_PLAN, NULL,
      "ZeRO-3: keep gathered parameters from forward to backward (FSDP SHARD_GRAD_OP)"},
+    {"shard-group", required_argument, OPT_SHARD_GROUP, PX_OPT_PLAN, "N",
+     "ZeRO: shard model states over groups of N DP ranks, replicated across the groups (FSDP HYBRID_SHARD; dp)"},
     {"main-grad", required_argument, OPT_MAIN_GRAD, PX_OPT_PLAN, "G",
      "16-bit gradient buffer: param (its dtype, default) | fp32 (Megatron-LM's main_grad)"},
     {"offload-optimizer", required_argument, OPT_OFFLOAD_OPT, PX_OPT_PLAN, "D",
@@ -208,6 +210,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         break;
       case OPT_PREFETCH: st = px_parse_int(optarg, "--prefetch", 0, 64, &p->prefetch, err); break;
       case OPT_NO_RESHARD: p->reshard = 0; break;
+      case OPT_SHARD_GROUP: st = px_parse_int(optarg, "--shard-group", 1, 1 << 24, &p->shard_group, err); break;
       case OPT_MAIN_GRAD: st = parse_enum("main-grad", optarg, px_main_grad_names, PX_MAIN_GRAD_COUNT, &p->main_grad, err); break;
       case OPT_OFFLOAD_OPT:
         st = parse_enum("offload-optimizer", optarg, px_offload_names, PX_OFFLOAD_COUNT, &p->offload_opt, err);

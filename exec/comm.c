@@ -18,7 +18,7 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
 px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
-  c->tp = c->dp = c->emb = MPI_COMM_NULL;
+  c->tp = c->dp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
   MPI_Comm_rank(world, &c->world_rank);
   MPI_Comm_size(world, &c->world_size);
   const px_grid *g = &plan->grid;
@@ -37,6 +37,14 @@ px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *
   int emb_color = plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->dp_rank) : MPI_UNDEFINED;
   if ((st = px_comm_check(MPI_Comm_split(world, emb_color, (int)c->pp_rank, &c->emb), "MPI_Comm_split (emb)", err)))
     return st;
+  if (px_parallel_hybrid(&plan->par)) { /* shard groups: consecutive DP ranks; replicas: shard apart */
+    int64_t n = g->shard, group = c->dp_rank / n, within = c->dp_rank % n;
+    int shard_color = (int)(dp_color + g->tp * g->pp * group), replica_color = (int)(dp_color + g->tp * g->pp * within);
+    if ((st = px_comm_check(MPI_Comm_split(world, shard_color, (int)within, &c->shard), "MPI_Comm_split (shard)", err)) ||
+        (st = px_comm_check(MPI_Comm_split(world, replica_color, (int)group, &c->replica), "MPI_Comm_split (replica)",
+                            err)))
+      return st;
+  }
   c->prev = (int)px_grid_rank(g, c->tp_rank, c->dp_rank, (c->pp_rank - 1 + g->pp) % g->pp);
   c->next = (int)px_grid_rank(g, c->tp_rank, c->dp_rank, (c->pp_rank + 1) % g->pp);
   return PX_OK;
@@ -46,6 +54,8 @@ void px_comm_deinit(px_comm *c) {
   if (c->tp != MPI_COMM_NULL) MPI_Comm_free(&c->tp);
   if (c->dp != MPI_COMM_NULL) MPI_Comm_free(&c->dp);
   if (c->emb != MPI_COMM_NULL) MPI_Comm_free(&c->emb);
+  if (c->shard != MPI_COMM_NULL) MPI_Comm_free(&c->shard);
+  if (c->replica != MPI_COMM_NULL) MPI_Comm_free(&c->replica);
 }
 
 MPI_Comm px_comm_of(const px_comm *c, px_group g) {
@@ -54,6 +64,8 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g) {
     case PX_GROUP_DP: return c->dp;
     case PX_GROUP_EMB: return c->emb;
     case PX_GROUP_ALL: return c->world;
+    case PX_GROUP_SHARD: return c->shard;
+    case PX_GROUP_REPLICA: return c->replica;
     default: return MPI_COMM_NULL;
   }
 }

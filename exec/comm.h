@@ -1,7 +1,8 @@
 /* Communicators of one rank: its (tp, dp, pp) coordinates and one MPI
  * communicator per group of the plan (TP, DP, the tied-embedding pair of
- * first and last stage, everyone), plus its pipeline neighbours; and the
- * generic steps every MPI caller needs (agreeing on failure, gathering bytes). */
+ * first and last stage, everyone, ZeRO's shard and replica groups), plus its
+ * pipeline neighbours; and the generic steps every MPI caller needs (agreeing
+ * on failure, gathering bytes). */
 #ifndef PX_EXEC_COMM_H
 #define PX_EXEC_COMM_H
 
@@ -16,6 +17,8 @@ typedef struct {
   int64_t tp_rank, dp_rank, pp_rank;
   MPI_Comm world;
   MPI_Comm tp, dp, emb; /* emb: MPI_COMM_NULL unless this rank holds a tied embedding copy across stages */
+  MPI_Comm shard, replica; /* hybrid sharding (shard group < dp): the rank's ZeRO shard group and the ranks
+                              holding its shard; MPI_COMM_NULL otherwise */
   int prev, next;       /* world ranks of the same (tp, dp) in the previous / next stage (wrapping) */
 } px_comm;
 

@@ -29,6 +29,8 @@ struct px_exec {
   px_data *data;
   px_train_hparams hp;
   int64_t stage, tp_rank, dp_rank, dp, L;
+  int64_t shard_n, shard_rank, replica_rank; /* ZeRO: ranks a unit is sharded over (dp, or the shard group),
+                                                this rank's place among them, and its replica (0 unless hybrid) */
   bool mixed;
   /* model states: flat (ZeRO 0-2 parameters, ZeRO 0-1 gradients) or shard
    * layouts; parameters and gradients in the plan's dtypes (pb, gb bytes an
@@ -180,7 +182,7 @@ static void owned_range(const px_exec *x, const px_unit *u, uint64_t *lo, uint64
     return;
   }
   uint64_t s = px_plan_unit_shard(x->plan, u);
-  *lo = u->offset + (uint64_t)x->dp_rank * s, *hi = *lo + s;
+  *lo = u->offset + (uint64_t)x->shard_rank * s, *hi = *lo + s;
 }
 
 /* Bytes of unit u's full gradient (what its reduction reads) and of its
@@ -203,7 +205,7 @@ static uint64_t staged_bytes(const px_exec *x, int32_t u, bool param) {
 static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
-  return x->plan->par.zero == 0 ? flat : u->offset / (uint64_t)x->dp + (flat - lo);
+  return x->plan->par.zero == 0 ? flat : u->offset / (uint64_t)x->shard_n + (flat - lo);
 }
 
 static void *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
@@ -293,6 +295,9 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->tp_rank = comm->tp_rank;
   x->dp_rank = comm->dp_rank;
   x->dp = plan->par.dp;
+  x->shard_n = px_parallel_shard_size(&plan->par);
+  x->shard_rank = x->dp_rank % x->shard_n;
+  x->replica_rank = x->dp_rank / x->shard_n;
   x->L = plan->model.layers;
   x->prog = &plan->programs[x->stage];
   x->mixed = plan->par.precision != PX_PREC_FP32;
@@ -716,15 +721,25 @@ static uint64_t owned_grad_bytes(const px_exec *x) { return x->h_grads ? sizeof(
 
 /* A unit's gradient reduction, sized by the plan: an all-reduce of its
  * dim[0] elements (ZeRO-0), or a reduce-scatter to dim[1] (ZeRO-1: into the
- * owned range; ZeRO-2/3: from the full-gradient bucket, summed into the shard). */
-static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, px_err *err) {
+ * owned range; ZeRO-2/3: from the full-gradient bucket, summed into the shard),
+ * over the op's group. With hybrid sharding that reduce-scatter is within the
+ * shard group and a second op all-reduces the owned shard over the replicas
+ * (empty before a step's last micro-batch: the shard accumulates first).
+ * times: the ops' profile entries. */
+static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, double *times, px_err *err) {
   const px_unit *u = &x->prog->units[in->unit];
   px_backend *be = x->be;
   int z = x->plan->par.zero;
   uint64_t full = (uint64_t)o->dim[0], shard = (uint64_t)o->dim[1], gb = x->gb;
   px_dtype dt = x->plan->grad_dtype;
-  if (z == 0)
-    return x->dp > 1 ? be->allreduce(be, PX_GROUP_DP, x->grads + u->offset * gb, full, dt, PX_RED_SUM, err) : PX_OK;
+  px_group g = (px_group)o->group;
+  double t0 = px_clock_s();
+  if (z == 0) {
+    px_status st = x->dp > 1 ? be->allreduce(be, g, x->grads + u->offset * gb, full, dt, PX_RED_SUM, err) : PX_OK;
+    st = op_done(x, st, err);
+    times[0] += px_clock_s() - t0;
+    return st;
+  }
   char *src = z == 1 ? x->grads + u->offset * gb : x->bucket[in->unit];
   if (!src) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
   void *tmp;
@@ -732,7 +747,7 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, px
   if (st) return st;
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
-  if (!(st = be->reduce_scatter(be, PX_GROUP_DP, tmp, src, shard, dt, err))) {
+  if (!(st = be->reduce_scatter(be, g, tmp, src, shard, dt, err))) {
     if (x->h_grads) { /* offload: the shard waits for its copy to the host */
       x->staged_grad[in->unit] = tmp;
       tmp = NULL;
@@ -742,6 +757,14 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, px
       st = backend_op(x, PX_OP_ACC, (void *[4]){owned_grad(x, u, lo)}, tmp, (int64_t)shard, NULL, 0, 1, err);
   }
   if (tmp) mem_free(x, tmp, shard * gb);
+  st = op_done(x, st, err);
+  times[0] += px_clock_s() - t0;
+  if (!st && x->plan->blocks[in->block].nops > 1 && o[1].dim[0] > 0) { /* the replicas' sum of the owned shard */
+    t0 = px_clock_s();
+    st = be->allreduce(be, (px_group)o[1].group, owned_grad(x, u, lo), (uint64_t)o[1].dim[0], dt, PX_RED_SUM, err);
+    st = op_done(x, st, err);
+    times[1] += px_clock_s() - t0;
+  }
   if (z >= 2) {
     if (x->plan->par.overlap & PX_OVERLAP_DP) {
       x->late[x->nlate] = x->bucket[in->unit];
@@ -762,15 +785,15 @@ static px_status run_param_sync(px_exec *x, const px_inst *in, const px_op *o, p
   px_dtype dt = x->plan->param_dtype;
   if (x->plan->par.zero < 3) { /* in place: every rank's shard sits at its place in the unit */
     char *unit = x->params + u->offset * pb;
-    return x->be->allgather(x->be, PX_GROUP_DP, unit, unit, shard, dt, err);
+    return x->be->allgather(x->be, (px_group)o->group, unit, unit, shard, dt, err);
   }
   void *g;
   px_status st = mem_alloc(x, o->coll_bytes, false, &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
-  char *from = x->h_params ? x->staged_param[in->unit] : x->params + u->offset / (uint64_t)x->dp * pb;
+  char *from = x->h_params ? x->staged_param[in->unit] : x->params + u->offset / (uint64_t)x->shard_n * pb;
   if (!from) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d gathered before its fetch", in->unit);
-  st = x->be->allgather(x->be, PX_GROUP_DP, g, from, shard, dt, err);
+  st = x->be->allgather(x->be, (px_group)o->group, g, from, shard, dt, err);
   if (x->h_params) {
     mem_free(x, from, staged_bytes(x, in->unit, true));
     x->staged_param[in->unit] = NULL;
@@ -839,11 +862,11 @@ static void param_owned(const px_exec *x, const px_param_ref *r, uint64_t *lo, u
 
 /* Whether parameter ref i's owned gradient is this rank's to count (each
  * element once: replicated ones on tp rank 0, the tied copy on the first
- * stage, without ZeRO on dp rank 0). */
+ * stage, without ZeRO on dp rank 0, with hybrid sharding on the first replica). */
 static bool counts_once(const px_exec *x, int32_t i) {
   const px_param_ref *r = &x->prog->params[i];
   if ((x->plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) return false;
-  return x->plan->par.zero != 0 || x->dp_rank == 0;
+  return (x->plan->par.zero != 0 || x->dp_rank == 0) && x->replica_rank == 0;
 }
 
 /* Keeps a copy of this rank's reduced gradients in the canonical layout. */
@@ -1092,7 +1115,9 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
     }
     double t0 = px_clock_s();
     switch (k) {
-      case PX_BLOCK_GRAD_SYNC: st = run_grad_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
+      case PX_BLOCK_GRAD_SYNC:
+        st = run_grad_sync(x, in, px_inst_ops(x->plan, prog, in), x->op_time + x->first_op[i], err);
+        break;
       case PX_BLOCK_PARAM_SYNC: st = run_param_sync(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_OFFLOAD_GRAD: st = run_offload_grad(x, in, px_inst_ops(x->plan, prog, in), err); break;
@@ -1111,8 +1136,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
         free_late(x);
         break;
     }
-    if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC || k == PX_BLOCK_OFFLOAD_GRAD ||
-        k == PX_BLOCK_FETCH_PARAM) {
+    if (k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC || k == PX_BLOCK_OFFLOAD_GRAD || k == PX_BLOCK_FETCH_PARAM) {
+      /* (a reduction times its ops itself) */
       st = op_done(x, st, err);
       x->op_time[x->first_op[i]] += px_clock_s() - t0;
     }

@@ -995,14 +995,23 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   /* Blocks sized per stage: the ops here fix kind and group; each stage's
    * copies, sized for its units and shard, are in its program (plan/plan.c). */
   px_op *o;
+  /* With a shard group smaller than dp (hybrid sharding): the gradient is
+   * reduce-scattered within the shard group, then each shard all-reduced
+   * over the replicas holding it; parameters are gathered within the group. */
+  bool hybrid = px_parallel_hybrid(&p->par);
   block_begin(&b, p, PX_BLOCK_GRAD_SYNC, PX_STREAM_DP);
   o = op_new(&b, p->par.zero == 0 ? PX_OP_ALLREDUCE : PX_OP_REDUCE_SCATTER, PX_STREAM_DP, PX_PHASE_COMM);
-  o->group = PX_GROUP_DP;
+  o->group = hybrid ? PX_GROUP_SHARD : PX_GROUP_DP;
   o->coll = p->par.zero == 0 ? PX_COLL_ALLREDUCE : PX_COLL_REDUCE_SCATTER;
+  if (hybrid) {
+    o = op_new(&b, PX_OP_ALLREDUCE, PX_STREAM_DP, PX_PHASE_COMM);
+    o->group = PX_GROUP_REPLICA;
+    o->coll = PX_COLL_ALLREDUCE;
+  }
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP);
   o = op_new(&b, PX_OP_ALLGATHER, PX_STREAM_DP, PX_PHASE_COMM);
-  o->group = PX_GROUP_DP;
+  o->group = hybrid ? PX_GROUP_SHARD : PX_GROUP_DP;
   o->coll = PX_COLL_ALLGATHER;
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_EMB_SYNC, PX_STREAM_DP);

@@ -30,7 +30,10 @@ typedef enum { PX_PHASE_FWD, PX_PHASE_BWD, PX_PHASE_RECOMPUTE, PX_PHASE_OPT, PX_
 
 /* Communication groups of a rank. PREV/NEXT are the neighbouring pipeline
  * stages; EMB joins the first and last stage for tied embeddings; ALL is the
- * whole world (gradient norm). */
+ * whole world (gradient norm). With a ZeRO shard group smaller than dp
+ * (hybrid sharding), SHARD is the shard_group consecutive DP ranks a unit's
+ * states are sharded over, REPLICA the dp / shard_group ranks holding the
+ * same shard (DP ranks shard_group apart). */
 typedef enum {
   PX_GROUP_NONE,
   PX_GROUP_TP,
@@ -39,6 +42,8 @@ typedef enum {
   PX_GROUP_NEXT,
   PX_GROUP_EMB,
   PX_GROUP_ALL,
+  PX_GROUP_SHARD,
+  PX_GROUP_REPLICA,
   PX_GROUP_COUNT
 } px_group;
 
@@ -262,15 +267,20 @@ enum {
 
 /* Parameter units: the granularity of DP reduction, ZeRO sharding and
  * ZeRO-3 gathering. A unit is a contiguous range of the stage's flat
- * parameter buffer, padded to a multiple of dp. */
+ * parameter buffer, padded to a multiple of the ranks it is sharded over
+ * (px_parallel_shard_size: dp, or the shard group). */
 typedef struct {
   uint64_t offset;      /* elements into the flat buffer */
   uint64_t elems;       /* real elements */
-  uint64_t padded;      /* elems rounded up to a multiple of dp */
+  uint64_t padded;      /* elems rounded up to a multiple of the shard size */
   int32_t first_group, last_group; /* parameter groups covered: -1 the embedding,
                                       0..L-1 layers, L the head (and the embedding
                                       when tied on a single stage) */
-  int32_t grad_op;   /* in program->ops: its gradient reduction (all-reduce, ZeRO: reduce-scatter) */
+  int32_t grad_op;   /* in program->ops: its gradient reduction (all-reduce, ZeRO: reduce-scatter; with a
+                        shard group: reduce-scatter in it, then all-reduce of the shard over the replicas) */
+  int32_t grad_op_mb; /* hybrid sharding with sharded accumulation: the reduction of the micro-batches
+                         before the last, whose replica all-reduce is empty (the accumulated shard is
+                         all-reduced once a step, by grad_op, as MiCS does); -1 none */
   int32_t gather_op; /* in program->ops: its parameter all-gather (ZeRO) */
   int32_t offload_op, fetch_op; /* in program->ops: its shard's copies to and from the host (offload) */
 } px_unit;

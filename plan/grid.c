@@ -34,6 +34,14 @@ void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64
   g->tp_place = px_grid_place(g, 0, 1, tp);
   g->dp_place = px_grid_place(g, 0, tp, dp);
   g->pp_place = px_grid_place(g, 0, tp * dp, pp);
+  px_grid_set_shard(g, dp);
+}
+
+void px_grid_set_shard(px_grid *g, int64_t shard) {
+  if (shard < 1 || g->dp % shard) shard = g->dp;
+  g->shard = shard;
+  g->shard_place = shard == g->dp ? g->dp_place : px_grid_place(g, 0, g->tp, shard);
+  g->replica_place = px_grid_place(g, 0, g->tp * shard, g->dp / shard);
 }
 
 int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t dp_rank, int64_t pp_rank) {

@@ -23,10 +23,15 @@ typedef struct {
 
 typedef struct {
   int64_t tp, dp, pp, world, gpus_per_node, nodes_per_leaf;
+  int64_t shard; /* DP ranks a ZeRO shard group holds (dp unless set) */
   px_placement tp_place, dp_place, pp_place;
+  px_placement shard_place;   /* shard consecutive DP ranks: tp apart from rank 0 */
+  px_placement replica_place; /* dp / shard DP ranks holding the same shard: tp x shard apart */
 } px_grid;
 
 void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64_t pp);
+/* ZeRO shard groups of `shard` consecutive DP ranks (shard divides dp). */
+void px_grid_set_shard(px_grid *g, int64_t shard);
 int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t dp_rank, int64_t pp_rank);
 void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *dp_rank, int64_t *pp_rank);
 /* Whether rank r of stage s and its peer in stage s+1 share a node. */

@@ -67,7 +67,9 @@ static int64_t full_grad_bytes(const px_program *prog, const px_unit *u) {
   return (int64_t)prog->ops[u->grad_op].coll_bytes;
 }
 
-uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)p->par.dp; }
+uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) {
+  return u->padded / (uint64_t)px_parallel_shard_size(&p->par);
+}
 
 uint64_t px_plan_reserve_bytes(uint64_t peak) {
   return peak + peak / PX_RESERVE_SHARE + ((uint64_t)PX_RESERVE_MIB << 20);
@@ -88,7 +90,7 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
 
 void px_plan_states(const px_plan *p, int64_t stage, px_states *out) {
   const px_parallel *par = &p->par;
-  uint64_t flat = p->programs[stage].flat_elems, shard = flat / (uint64_t)par->dp;
+  uint64_t flat = p->programs[stage].flat_elems, shard = flat / (uint64_t)px_parallel_shard_size(par);
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
   memset(out, 0, sizeof *out);
   out->opt_elems = par->zero >= 1 ? shard : flat;

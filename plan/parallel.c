@@ -57,11 +57,15 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
-  TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1)
+  TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
 #undef TAKE
 }
 
 bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p->grad_accum == PX_ACCUM_SHARDED; }
+
+int64_t px_parallel_shard_size(const px_parallel *p) { return p->shard_group > 0 ? p->shard_group : p->dp; }
+
+bool px_parallel_hybrid(const px_parallel *p) { return p->shard_group > 0 && p->shard_group < p->dp; }
 
 /* "1, 2, 4, 8" : the divisors of n that are at most limit. */
 static void divisor_hint(int64_t n, int64_t limit, char *buf, size_t cap) {
@@ -114,6 +118,16 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
   if (p->zero > 0 && p->dp < 2)
     return px_err_set(err, PX_ERR_INPUT, "ZeRO-%d shards across data-parallel ranks but dp is 1 (hint: --zero 0)",
                       p->zero);
+  if (p->shard_group < 0 || p->shard_group > p->dp || (p->shard_group > 0 && p->dp % p->shard_group)) {
+    divisor_hint(p->dp, p->dp, hint, sizeof hint);
+    return px_err_set(err, PX_ERR_INPUT, "--shard-group %lld does not divide dp %lld (valid shard groups: %s)",
+                      (long long)p->shard_group, (long long)p->dp, hint);
+  }
+  if (px_parallel_hybrid(p) && p->zero < 1)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--shard-group %lld shards model states within groups of DP ranks, which needs ZeRO "
+                      "(hint: --zero 3, or drop --shard-group)",
+                      (long long)p->shard_group);
   if (p->sp && p->tp < 2)
     return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp > 1 (hint: drop --sp or raise --tp)");
   if (p->mbs < 1 || p->gbs < 1) return px_err_set(err, PX_ERR_INPUT, "--mbs and --gbs must be at least 1");
@@ -179,6 +193,11 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                       "--offload-params keeps ZeRO-3's parameter shard off the GPU, updated where the optimizer runs: "
                       "it needs --zero 3 and --offload-optimizer (hint: --zero 3 --offload-optimizer %s)",
                       px_offload_names[p->offload_params]);
+  if (p->offload_opt && px_parallel_hybrid(p))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--offload-optimizer with --shard-group %lld: offloading hybrid-sharded states is not modelled "
+                      "(hint: drop one of them)",
+                      (long long)p->shard_group);
   if (p->offload_opt && (c->host_pcie_bytes_per_s <= 0 || c->host_cpu_adam_params_per_s <= 0))
     return px_err_set(err, PX_ERR_INPUT,
                       "%s: offload needs the cluster's host.pcie_gb_per_s and host.cpu_adam_gparams_per_s "
@@ -255,6 +274,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "seq", false, 1, (int64_t)1 << 24, &p->seq, err));
   TRY(px_json_int(&c, obj, "vpp", false, 1, 1 << 16, &p->vpp, err));
   TRY(px_json_int(&c, obj, "prefetch", false, 0, 64, &p->prefetch, err));
+  TRY(px_json_int(&c, obj, "shard_group", false, 1, 1 << 24, &p->shard_group, err));
   if (cJSON_GetObjectItemCaseSensitive(obj, "reshard_after_forward")) {
     bool r = true;
     TRY(px_json_bool(&c, obj, "reshard_after_forward", true, &r, err));
@@ -295,6 +315,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "seq", (double)p->seq);
   px_json_add_num(o, "vpp", (double)p->vpp);
   if (p->prefetch >= 0) px_json_add_num(o, "prefetch", (double)p->prefetch);
+  if (p->shard_group > 0) px_json_add_num(o, "shard_group", (double)p->shard_group);
   if (p->reshard >= 0) cJSON_AddBoolToObject(o, "reshard_after_forward", p->reshard > 0);
   if (p->grad_accum >= 0) cJSON_AddStringToObject(o, "grad_accum", px_grad_accum_names[p->grad_accum]);
   if (p->main_grad >= 0) cJSON_AddStringToObject(o, "main_grad", px_main_grad_names[p->main_grad]);

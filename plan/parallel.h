@@ -81,6 +81,9 @@ typedef struct {
   int offload_opt;   /* px_offload: the fp32 gradient shard, master weights and moments, stepped by the
                         host CPU (ZeRO-2/3); -1 unset (none) */
   int offload_params; /* px_offload: ZeRO-3's parameter shard, fetched per unit before its gather; -1 unset */
+  int64_t shard_group; /* ZeRO: data-parallel ranks a model state is sharded over (consecutive DP ranks,
+                          replicated across the dp / shard_group groups: FSDP HYBRID_SHARD, MiCS);
+                          0 unset (dp: the whole data-parallel group) */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);
@@ -95,6 +98,12 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from);
 
 /* Whether gradients are reduced every micro-batch (ZeRO-2/3, sharded accumulation). */
 bool px_parallel_reduce_per_mb(const px_parallel *p);
+
+/* Ranks a unit's model states are sharded over: shard_group, or dp when unset. */
+int64_t px_parallel_shard_size(const px_parallel *p);
+/* Whether model states are sharded over part of the DP group and replicated
+ * across the rest (shard_group < dp). */
+bool px_parallel_hybrid(const px_parallel *p);
 
 /* Micro-batches per DP rank per step. */
 int64_t px_parallel_microbatches(const px_parallel *p);

@@ -28,11 +28,13 @@ static void size_copy(px_op *o, uint64_t elems, int place, uint64_t elem_bytes) 
  * all-reduce, the optimizer over the stage's shard. Every reader (the memory
  * plan, the totals, the simulator, the executor) takes the sizes from here. */
 static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
-  int32_t per_unit = 0;
-  for (int k = PX_BLOCK_GRAD_SYNC; k <= PX_BLOCK_PARAM_SYNC; k++) per_unit += p->blocks[k].nops;
-  per_unit += p->blocks[PX_BLOCK_OFFLOAD_GRAD].nops + p->blocks[PX_BLOCK_FETCH_PARAM].nops;
-  int64_t dp = p->par.dp, n = per_unit * (int64_t)prog->nunits + p->blocks[PX_BLOCK_EMB_SYNC].nops +
-                                 p->blocks[PX_BLOCK_OPTIMIZER].nops;
+  int64_t dp = p->par.dp, shard_n = px_parallel_shard_size(&p->par), replicas = dp / shard_n;
+  /* hybrid sharding with sharded accumulation: a second copy of each unit's
+   * reduction, for the micro-batches before the last (no replica all-reduce) */
+  bool mb_copy = px_parallel_hybrid(&p->par) && px_parallel_reduce_per_mb(&p->par);
+  int64_t per_unit = (mb_copy ? 2 : 1) * p->blocks[PX_BLOCK_GRAD_SYNC].nops + p->blocks[PX_BLOCK_PARAM_SYNC].nops +
+                     p->blocks[PX_BLOCK_OFFLOAD_GRAD].nops + p->blocks[PX_BLOCK_FETCH_PARAM].nops;
+  int64_t n = per_unit * (int64_t)prog->nunits + p->blocks[PX_BLOCK_EMB_SYNC].nops + p->blocks[PX_BLOCK_OPTIMIZER].nops;
   prog->ops = px_calloc((size_t)n, sizeof *prog->ops, err);
   if (!prog->ops) return PX_ERR_RUNTIME;
   px_dtype gd = p->grad_dtype, pd = p->param_dtype;
@@ -40,11 +42,22 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   for (int32_t u = 0; u < prog->nunits; u++) {
     px_unit *un = &prog->units[u];
     uint64_t shard = px_plan_unit_shard(p, un);
-    un->grad_op = own_ops(p, prog, PX_BLOCK_GRAD_SYNC);
-    px_op *g = &prog->ops[un->grad_op];
-    px_op_size_coll(g, (px_coll)g->coll, un->padded, p->par.zero == 0 ? un->padded : shard, gd, dp);
+    un->grad_op_mb = -1;
+    for (int copy = 0; copy < (mb_copy ? 2 : 1); copy++) {
+      int32_t first = own_ops(p, prog, PX_BLOCK_GRAD_SYNC);
+      if (copy) un->grad_op_mb = first;
+      else un->grad_op = first;
+      /* the reduction over the shard group (all of dp unless hybrid) ... */
+      px_op *g = &prog->ops[first];
+      px_op_size_coll(g, (px_coll)g->coll, un->padded, p->par.zero == 0 ? un->padded : shard, gd, shard_n);
+      /* ... and with hybrid sharding the shard's all-reduce over the replicas (empty before the last micro-batch) */
+      if (p->blocks[PX_BLOCK_GRAD_SYNC].nops > 1) {
+        uint64_t e = copy ? 0 : shard;
+        px_op_size_coll(&prog->ops[first + 1], PX_COLL_ALLREDUCE, e, e, gd, replicas);
+      }
+    }
     un->gather_op = own_ops(p, prog, PX_BLOCK_PARAM_SYNC);
-    px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, dp);
+    px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, shard_n);
     /* offload: the reduced shard goes to the host, the parameter shard comes from it */
     un->offload_op = own_ops(p, prog, PX_BLOCK_OFFLOAD_GRAD);
     size_copy(&prog->ops[un->offload_op], shard, p->par.offload_opt, gb);
@@ -64,7 +77,7 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   }
   /* the optimizer over the stage's shard of the flat buffer */
   int32_t opt = own_ops(p, prog, PX_BLOCK_OPTIMIZER);
-  uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)dp : prog->flat_elems, partial = 0;
+  uint64_t shard = p->par.zero >= 1 ? prog->flat_elems / (uint64_t)shard_n : prog->flat_elems, partial = 0;
   for (int32_t i = 0; i < prog->nparams; i++)
     if (p->slots[prog->params[i].slot].sp_partial) partial += prog->params[i].elems;
   for (int32_t k = 0; k < p->blocks[PX_BLOCK_OPTIMIZER].nops; k++) {
@@ -94,10 +107,17 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       default: break;
     }
   }
+  /* a unit's last reduction of the step all-reduces over the replicas, earlier ones do not */
+  int32_t *last = mb_copy ? px_calloc((size_t)prog->nunits + 1, sizeof *last, err) : NULL;
+  if (mb_copy && !last) return PX_ERR_RUNTIME;
+  for (int32_t i = 0; mb_copy && i < prog->ninsts; i++)
+    if (prog->insts[i].block == PX_BLOCK_GRAD_SYNC) last[prog->insts[i].unit] = i;
   for (int32_t i = 0; i < prog->ninsts; i++) {
     px_inst *in = &prog->insts[i];
     switch (in->block) {
-      case PX_BLOCK_GRAD_SYNC: in->ops = prog->units[in->unit].grad_op; break;
+      case PX_BLOCK_GRAD_SYNC:
+        in->ops = mb_copy && last[in->unit] != i ? prog->units[in->unit].grad_op_mb : prog->units[in->unit].grad_op;
+        break;
       case PX_BLOCK_PARAM_SYNC: in->ops = prog->units[in->unit].gather_op; break;
       case PX_BLOCK_EMB_SYNC: in->ops = emb; break;
       case PX_BLOCK_OPTIMIZER: in->ops = opt; break;
@@ -105,10 +125,17 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       case PX_BLOCK_FETCH_PARAM: in->ops = prog->units[in->unit].fetch_op; break;
       default: in->ops = -1; break;
     }
-    if (in->block == PX_BLOCK_EMB_SYNC && emb < 0)
+    if (in->block == PX_BLOCK_EMB_SYNC && emb < 0) {
+      free(last);
       return px_err_set(err, PX_ERR_RUNTIME, "internal: stage without a tied embedding syncs one");
+    }
   }
+  free(last);
   return PX_OK;
+}
+
+double px_totals_dp_wire_bytes(const px_stage_totals *t) {
+  return t->wire_bytes[PX_GROUP_DP] + t->wire_bytes[PX_GROUP_SHARD] + t->wire_bytes[PX_GROUP_REPLICA];
 }
 
 static void stage_totals(px_plan *p) {
@@ -171,6 +198,7 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
   p->cluster = *c;
   p->par = *par;
   px_grid_init(&p->grid, c, par->tp, par->dp, par->pp);
+  px_grid_set_shard(&p->grid, px_parallel_shard_size(par));
   int64_t pad = 128 * par->tp; /* Megatron-LM's make-vocab-size-divisible-by 128, times tp */
   p->vocab_padded = m->vocab % par->tp == 0 ? m->vocab : (m->vocab + pad - 1) / pad * pad;
   p->seq = par->seq;

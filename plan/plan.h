@@ -45,6 +45,10 @@ typedef struct {
   double wire_bytes[PX_GROUP_COUNT]; /* bytes sent per group kind */
 } px_stage_totals;
 
+/* Bytes sent over data-parallel groups: the whole DP group's, and with hybrid
+ * sharding the shard and replica groups' (the figure reported as "dp"). */
+double px_totals_dp_wire_bytes(const px_stage_totals *t);
+
 typedef struct {
   px_model model;
   px_cluster cluster;
@@ -112,7 +116,7 @@ double px_plan_bubble_analytic(const px_plan *plan);
  * micro-batch on one GPU (what Korthikanti et al. count). */
 uint64_t px_plan_layer_activation_bytes(const px_plan *p);
 
-/* Elements of a unit one DP rank owns. */
+/* Elements of a unit one DP rank owns (its shard group's share with ZeRO). */
 uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
 
 /* What the executor reserves on a GPU whose predicted peak is `peak` bytes:

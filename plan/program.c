@@ -176,7 +176,7 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
 }
 
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_of_group, px_err *err) {
-  int64_t L = p->model.layers, dp = p->par.dp;
+  int64_t L = p->model.layers, shard = px_parallel_shard_size(&p->par);
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
   px_param_ref *refs = px_calloc(((size_t)L + 2) * 16, sizeof *refs, err);
   px_unit *units = px_calloc((size_t)L + 2, sizeof *units, err);
@@ -220,7 +220,7 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     units[nu].first_group = groups[g + 1].id;
     units[nu].last_group = groups[last].id;
     units[nu].elems = elems;
-    units[nu].padded = (elems + (uint64_t)dp - 1) / (uint64_t)dp * (uint64_t)dp;
+    units[nu].padded = (elems + (uint64_t)shard - 1) / (uint64_t)shard * (uint64_t)shard;
     for (int k = g + 1; k <= last; k++) group_unit[k] = nu;
     nu++;
   }

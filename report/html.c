@@ -176,7 +176,7 @@ static void sb_time(sbuf *b, double s) {
 
 /* Command-line flags of one plan's "parallel" object. */
 static void sb_plan_flags(sbuf *b, const cJSON *par) {
-  double v;
+  double v, d;
   static const char *const ints[][2] = {{"tp", "--tp"}, {"pp", "--pp"}, {"dp", "--dp"}, {"zero", "--zero"}};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
     if (jnum(par, ints[i][0], &v)) sb_printf(b, "%s %.0f ", ints[i][1], v);
@@ -211,6 +211,7 @@ static void sb_plan_flags(sbuf *b, const cJSON *par) {
   s = jstr(par, "grad_accum");
   if (s && !strcmp(s, "full") && jnum(par, "zero", &v) && v >= 2) sb_puts(b, "--grad-accum full ");
   if (cJSON_IsFalse(jget(par, "reshard_after_forward"))) sb_puts(b, "--no-reshard-after-forward ");
+  if (jnum(par, "shard_group", &v) && jnum(par, "dp", &d) && v < d) sb_printf(b, "--shard-group %.0f ", v);
   s = jstr(par, "main_grad");
   if (s && strcmp(s, "param")) {
     sb_puts(b, "--main-grad ");

@@ -49,6 +49,11 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
     fprintf(out, ", parameters %s, gathered %lld layer%s ahead\n",
             p->reshard ? "resharded after the forward" : "kept from the forward to the backward", (long long)p->prefetch,
             p->prefetch == 1 ? "" : "s");
+  if (px_parallel_hybrid(p))
+    fprintf(out,
+            "  hybrid sharding: model states sharded over %lld DP ranks, replicated %lld times; gradients "
+            "reduce-scattered in the shard group, then all-reduced over the replicas once a step\n",
+            (long long)p->shard_group, (long long)(p->dp / p->shard_group));
   if (plan->grad_dtype != plan->param_dtype)
     fprintf(out, "  gradients in %s (parameters in %s)\n", px_dtype_names[plan->grad_dtype], px_dtype_names[plan->param_dtype]);
   if (plan->vocab_padded != plan->model.vocab)
@@ -57,6 +62,10 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, "\ngrid (rank = tp_rank + tp x (dp_rank + dp x pp_rank)):\n");
   fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
   fprintf(out, "  dp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+  if (px_parallel_hybrid(p)) {
+    fprintf(out, "  shard groups: %s\n", place_text(&plan->grid.shard_place, a, sizeof a));
+    fprintf(out, "  replica groups: %s\n", place_text(&plan->grid.replica_place, a, sizeof a));
+  }
   fprintf(out, "  pp groups: %s\n", place_text(&plan->grid.pp_place, a, sizeof a));
 
   fprintf(out, "\nstages (layers, parameters per GPU):\n");
@@ -95,7 +104,7 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, "\nper step: %s model FLOPs (Megatron accounting), %s with recomputation\n",
           px_fmt_flops(plan->model_flops_per_step, a, sizeof a), px_fmt_flops(plan->hw_flops_per_step, b, sizeof b));
   fprintf(out, "bytes sent per GPU per step (stage 0): tp %s, dp %s, pp %s\n",
-          px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a), px_fmt_bytes(t0->wire_bytes[PX_GROUP_DP], b, sizeof b),
+          px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a), px_fmt_bytes(px_totals_dp_wire_bytes(t0), b, sizeof b),
           px_fmt_bytes(t0->wire_bytes[PX_GROUP_NEXT] + t0->wire_bytes[PX_GROUP_PREV], d, sizeof d));
   fprintf(out, "pipeline bubble (analytic): %.1f%%\n", 100.0 * px_plan_bubble_analytic(plan));
   fprintf(out, "fits: %s\n", plan->fits ? "yes" : "no");
@@ -179,6 +188,10 @@ cJSON *px_report_plan_json(const px_plan *plan) {
   if (grid) {
     cJSON_AddItemToObject(grid, "tp", place_json(&plan->grid.tp_place));
     cJSON_AddItemToObject(grid, "dp", place_json(&plan->grid.dp_place));
+    if (px_parallel_hybrid(&plan->par)) {
+      cJSON_AddItemToObject(grid, "shard", place_json(&plan->grid.shard_place));
+      cJSON_AddItemToObject(grid, "replica", place_json(&plan->grid.replica_place));
+    }
     cJSON_AddItemToObject(grid, "pp", place_json(&plan->grid.pp_place));
   }
   cJSON *stages = cJSON_AddArrayToObject(o, "stages");
@@ -204,7 +217,11 @@ cJSON *px_report_plan_json(const px_plan *plan) {
     cJSON *wb = cJSON_AddObjectToObject(st, "wire_bytes");
     if (wb) {
       px_json_add_num(wb, "tp", t->wire_bytes[PX_GROUP_TP]);
-      px_json_add_num(wb, "dp", t->wire_bytes[PX_GROUP_DP]);
+      px_json_add_num(wb, "dp", px_totals_dp_wire_bytes(t));
+      if (px_parallel_hybrid(&plan->par)) { /* the two levels of the dp figure */
+        px_json_add_num(wb, "shard", t->wire_bytes[PX_GROUP_SHARD]);
+        px_json_add_num(wb, "replica", t->wire_bytes[PX_GROUP_REPLICA]);
+      }
       px_json_add_num(wb, "pp", t->wire_bytes[PX_GROUP_NEXT] + t->wire_bytes[PX_GROUP_PREV]);
       px_json_add_num(wb, "emb", t->wire_bytes[PX_GROUP_EMB]);
     }

@@ -29,7 +29,7 @@ static void plan_label(const px_parallel *p, char *buf, size_t cap) {
     snprintf(sched, sizeof sched, "int%lld", (long long)p->vpp);
   else
     snprintf(sched, sizeof sched, "%s", px_schedule_names[p->schedule]);
-  char zero[16];
+  char zero[32];
   px_report_zero_label(p, zero, sizeof zero);
   snprintf(buf, cap, "tp%lld pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp, zero,
            p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
@@ -41,9 +41,14 @@ static void zero_choice(const px_sweep_result *r, FILE *out) {
   px_sweep_alt alt[16];
   int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
   if (!n) return;
-  char label[16], mem[32];
-  px_report_zero_label(&r->entries[0].par, label, sizeof label);
-  fprintf(out, "\nZeRO (best plan's split, %s): ", label);
+  char label[32], mem[32];
+  const px_parallel *best = &r->entries[0].par;
+  px_report_zero_label(best, label, sizeof label);
+  fprintf(out, "\nZeRO (best plan's split, %s", label);
+  if (px_parallel_hybrid(best))
+    fprintf(out, ": states sharded within groups of %lld DP ranks, replicated %lld times", (long long)best->shard_group,
+            (long long)(best->dp / best->shard_group));
+  fputs("): ", out);
   for (int i = 0; i < n; i++) {
     px_report_zero_label(&alt[i].e->par, label, sizeof label);
     if (alt[i].fits)

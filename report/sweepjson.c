@@ -90,20 +90,24 @@ void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const opt[PX_OFFLOAD_COUNT] = {"", "+oc", "+on"}, *const par[PX_OFFLOAD_COUNT] = {"", "+pc", "+pn"};
   int o = p->offload_opt > 0 && p->offload_opt < PX_OFFLOAD_COUNT ? p->offload_opt : 0;
   int q = p->offload_params > 0 && p->offload_params < PX_OFFLOAD_COUNT ? p->offload_params : 0;
-  snprintf(buf, cap, "z%d%s%s%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
-           p->zero == 3 && !p->reshard ? "k" : "", opt[o], par[q]);
+  char hybrid[24] = "";
+  if (px_parallel_hybrid(p)) snprintf(hybrid, sizeof hybrid, "h%lld", (long long)p->shard_group);
+  snprintf(buf, cap, "z%d%s%s%s%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
+           p->zero == 3 && !p->reshard ? "k" : "", hybrid, opt[o], par[q]);
 }
 
 /* Why the best plan's ZeRO stage and mode (px_sweep_zero_alternatives):
- * {"best": "z2", "alternatives": [{"zero", "fits", "tokens_per_s_ratio" | "peak_bytes"}]}. */
+ * {"best": "z2", ["shard_group": 8 when hybrid,] "alternatives": [{"zero", "fits",
+ * "tokens_per_s_ratio" | "peak_bytes"}]}. */
 static cJSON *zero_choice_json(const px_sweep_result *r) {
   px_sweep_alt alt[16];
   int n = px_sweep_zero_alternatives(r, &r->entries[0], alt, 16);
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
-  char label[16];
+  char label[32];
   px_report_zero_label(&r->entries[0].par, label, sizeof label);
   cJSON_AddStringToObject(o, "best", label);
+  if (px_parallel_hybrid(&r->entries[0].par)) px_json_add_num(o, "shard_group", (double)r->entries[0].par.shard_group);
   cJSON *list = cJSON_AddArrayToObject(o, "alternatives");
   for (int i = 0; list && i < n; i++) {
     cJSON *a = cJSON_CreateObject();

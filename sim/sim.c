@@ -121,13 +121,14 @@ static px_status seg_add_compute(seg_list *l, double s, int wait, px_err *err) {
  * later ones are waited for at the block's end only. */
 #define ASYNC_MAX 64
 
-/* Where a group's collective runs. */
-static px_placement group_place(const px_plan *p, px_group g) {
+px_placement px_sim_group_place(const px_plan *p, px_group g) {
   switch (g) {
     case PX_GROUP_TP: return p->grid.tp_place;
     case PX_GROUP_DP: return p->grid.dp_place;
     case PX_GROUP_EMB: return px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
     case PX_GROUP_ALL: return px_grid_place(&p->grid, 0, 1, p->grid.world);
+    case PX_GROUP_SHARD: return p->grid.shard_place;
+    case PX_GROUP_REPLICA: return p->grid.replica_place;
     default: return px_grid_place(&p->grid, 0, 1, 1);
   }
 }
@@ -153,7 +154,7 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);
     if (st) break;
-    px_placement pl = group_place(p, (px_group)op->group);
+    px_placement pl = px_sim_group_place(p, (px_group)op->group);
     if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 ||
         op->coll_bytes == 0)
       continue;
@@ -206,7 +207,7 @@ static px_status stage_costs(sim *S, int64_t s) {
     const px_op *o = &prog->ops[k];
     if (o->stream == PX_STREAM_HOST) ss->host_ns[k] = S->opts->comm_free ? 0 : px_ns(px_host_op_s(c, o));
     if (o->stream != PX_STREAM_DP) continue;
-    px_placement pl = group_place(p, (px_group)o->group);
+    px_placement pl = px_sim_group_place(p, (px_group)o->group);
     ss->op_cost[k] = px_coll_cost_of(c, (px_coll)o->coll, o->coll_bytes, &pl);
   }
   uint64_t act = p->blocks[PX_BLOCK_SEND_FWD].ops[0].coll_bytes;
@@ -431,6 +432,8 @@ static void try_start(sim *S, int64_t s, int stream) {
   const px_inst *in = &ss->prog->insts[i];
   px_block_kind k = (px_block_kind)in->block;
   if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
+    /* one flow per op, in order (q->seg: the op running): a hybrid reduction's
+     * shard-group reduce-scatter, then its replica all-reduce */
     flow_start(S, &ss->op_cost[in->ops], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
     return;
   }
@@ -483,7 +486,15 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
         inst_done(S, s, q->inst);
       }
       break;
-    case OWN_INST: inst_done(S, s, q->inst); break;
+    case OWN_INST: {
+      const px_inst *in = &ss->prog->insts[q->inst];
+      if (++q->seg < S->plan->blocks[in->block].nops) {
+        flow_start(S, &ss->op_cost[in->ops + q->seg], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
+        break;
+      }
+      inst_done(S, s, q->inst);
+      break;
+    }
     case OWN_P2P:
       inst_done(S, s, q->inst);
       run_segment(S, x, PX_STREAM_PP_RECV); /* the receive's all-gather, if any */

@@ -52,6 +52,8 @@ typedef struct {
 } px_sim_result;
 
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);
+/* Where a group's collectives run (the group holding rank 0), as the simulator costs them. */
+px_placement px_sim_group_place(const px_plan *plan, px_group g);
 void px_sim_result_free(px_sim_result *r);
 
 #endif

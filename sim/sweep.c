@@ -82,6 +82,14 @@ static int dim_values(int64_t fixed, bool is_fixed, const int64_t *all, int nall
   return nall;
 }
 
+/* The least ZeRO stage swept with shard groups of one node. ZeRO-1's are
+ * not: with gradients reduced once a step its inter-node traffic is the same
+ * as full sharding's (an all-reduce of the shard against a reduce-scatter
+ * and an all-gather), for more memory; ZeRO-2/3 save their per-micro-batch
+ * reduce-scatters and ZeRO-3's gathers across nodes. (Sweeping ZeRO-1 and
+ * every ZeRO-2/3 mode with it cost a third more sweep time, 256 GPUs.) */
+#define HYBRID_MIN_ZERO 2
+
 static px_status enumerate(const px_model *m, const px_cluster *c, const px_sweep_opts *o, cand_list *out,
                            int64_t *invalid, px_err *err) {
   const px_parallel *f = &o->fixed;
@@ -155,6 +163,19 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                       continue;
                     }
                     px_parallel_resolve(&q, m, c);
+                    if (px_parallel_validate(&q, m, c, NULL)) {
+                      (*invalid)++;
+                      continue;
+                    }
+                    if (!cand_push(out, &q)) return px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                    /* and sharded within a node, replicated across nodes (hybrid sharding) */
+                    int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
+                    if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp || dp % node) continue;
+                    /* in ZeRO-2/3's default modes only, unless fixed: full accumulation already
+                     * reduces once a step, and kept parameters already gather once */
+                    if ((f->grad_accum < 0 && q.grad_accum != PX_ACCUM_SHARDED) || (f->reshard < 0 && !q.reshard))
+                      continue;
+                    q.shard_group = node;
                     if (px_parallel_validate(&q, m, c, NULL)) {
                       (*invalid)++;
                       continue;

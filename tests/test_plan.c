@@ -1,4 +1,4 @@
-/* Plan compiler: model states against the ZeRO formulas, activations
+/* Plan compiler: model states against the ZeRO formulas (and hybrid sharding), activations
  * against Korthikanti et al., FLOPs against Megatron-LM, pipeline p2p
  * matching and deadlock freedom, lifetimes, layer splits, the rank grid,
  * and refusals of impossible plans. Formulas: tests/data/memory_formulas.md. */
@@ -271,6 +271,73 @@ static void test_offload_places(void) {
     CU_ASSERT_EQUAL(compile(&plan, &m, &plain, &bad[i], &err), PX_ERR_INPUT);
     px_plan_free(&plan);
   }
+}
+
+/* Hybrid sharding: with a shard group of N the model states are those of
+ * full sharding over N ranks ((2 + 2 + 12) Psi / N for ZeRO-3), the
+ * reduction is a reduce-scatter of the unit in the shard group then an
+ * all-reduce of the shard over the dp / N replicas (once a step), and
+ * gathers stay in the shard group, which on 8-GPU nodes is one node. */
+static void test_hybrid_states(void) {
+  px_model m = gpt(36, 4096, 32, 2048, 0.1);
+  double psi = (double)px_model_param_count(&m);
+  px_cluster c16 = cluster("dgx-a100", 16), c8 = cluster("dgx-a100", 8);
+  for (int z = 1; z <= 3; z++) {
+    px_parallel ph = par(1, 1, 16, z, 1, 64), pf = par(1, 1, 8, z, 1, 32);
+    ph.shard_group = 8;
+    px_plan hy, full;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&hy, &m, &c16, &ph, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(compile(&full, &m, &c8, &pf, &err), PX_OK);
+    for (int k = PX_MEM_PARAMS; k <= PX_MEM_OPTIMIZER; k++) PX_ASSERT_EQ_U64(hy.mem[0].at_peak[k], full.mem[0].at_peak[k]);
+    PX_ASSERT_EQ_U64(hy.mem[0].static_bytes, full.mem[0].static_bytes);
+    double want[4] = {0, 4 * psi + 12 * psi / 8, 2 * psi + 14 * psi / 8, 16 * psi / 8};
+    double states = (double)hy.mem[0].static_bytes, slack = 16.0 * 8 * hy.programs[0].nunits;
+    CU_ASSERT(states >= want[z] && states <= want[z] + slack);
+    /* the groups: one node, and one rank in each of the two nodes */
+    CU_ASSERT_EQUAL(hy.grid.shard_place.size, 8);
+    CU_ASSERT(hy.grid.shard_place.intra);
+    CU_ASSERT_EQUAL(hy.grid.replica_place.size, 2);
+    CU_ASSERT_EQUAL(hy.grid.replica_place.nodes, 2);
+    CU_ASSERT_EQUAL(hy.grid.replica_place.stride, 8);
+    const px_program *prog = &hy.programs[0];
+    double replica_wire = 0;
+    for (int32_t u = 0; u < prog->nunits; u++) {
+      const px_unit *un = &prog->units[u];
+      CU_ASSERT_EQUAL(un->padded % 8, 0);
+      const px_op *rs = &prog->ops[un->grad_op], *ar = rs + 1, *ag = &prog->ops[un->gather_op];
+      CU_ASSERT_EQUAL(rs->group, PX_GROUP_SHARD);
+      CU_ASSERT_EQUAL(rs->coll, PX_COLL_REDUCE_SCATTER);
+      PX_ASSERT_EQ_U64(rs->coll_bytes, un->padded * 2);
+      CU_ASSERT_EQUAL(ar->group, PX_GROUP_REPLICA);
+      CU_ASSERT_EQUAL(ar->coll, PX_COLL_ALLREDUCE);
+      PX_ASSERT_EQ_U64(ar->coll_bytes, un->padded / 8 * 2);
+      CU_ASSERT_EQUAL(ag->group, PX_GROUP_SHARD);
+      replica_wire += ar->wire_bytes;
+      /* sharded accumulation (ZeRO-2/3): earlier micro-batches reduce in the shard group only */
+      CU_ASSERT_EQUAL(un->grad_op_mb >= 0, z >= 2);
+      if (un->grad_op_mb >= 0) PX_ASSERT_EQ_U64(prog->ops[un->grad_op_mb + 1].coll_bytes, 0);
+    }
+    /* the replica all-reduce: once a step, 2 (r - 1) / r of the shard with r = 2 replicas */
+    CU_ASSERT_DOUBLE_EQUAL(hy.totals[0].wire_bytes[PX_GROUP_REPLICA], replica_wire, 1e-6 * replica_wire);
+    CU_ASSERT(hy.totals[0].wire_bytes[PX_GROUP_SHARD] > 0);
+    CU_ASSERT_EQUAL(hy.totals[0].wire_bytes[PX_GROUP_DP], 0);
+    px_plan_free(&hy);
+    px_plan_free(&full);
+  }
+  /* a shard group of all of dp is full sharding, op for op */
+  px_parallel pa = par(1, 1, 16, 3, 1, 64), pb = pa;
+  pb.shard_group = 16;
+  px_plan a, b;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(compile(&a, &m, &c16, &pa, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(compile(&b, &m, &c16, &pb, &err), PX_OK);
+  PX_ASSERT_EQ_U64(a.mem[0].peak_bytes, b.mem[0].peak_bytes);
+  CU_ASSERT_EQUAL(a.programs[0].nops, b.programs[0].nops);
+  CU_ASSERT_EQUAL(b.programs[0].ops[b.programs[0].units[0].grad_op].group, PX_GROUP_DP);
+  CU_ASSERT_EQUAL(b.blocks[PX_BLOCK_GRAD_SYNC].nops, 1);
+  px_plan_free(&a);
+  px_plan_free(&b);
 }
 
 /* ---- activations: Korthikanti et al. ---- */
@@ -628,6 +695,12 @@ static void test_refusals(void) {
   p.vpp = 2;
   p.schedule = PX_SCHED_1F1B;
   expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+  p = par(1, 1, 4, 3, 1, 8);
+  p.shard_group = 3;
+  expect_refused("llama3-8b", 4, p, "--shard-group 3 does not divide dp 4");
+  p = par(1, 1, 4, 0, 1, 8);
+  p.shard_group = 2;
+  expect_refused("llama3-8b", 4, p, "needs ZeRO");
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
@@ -647,6 +720,7 @@ static void test_vocab_padding(void) {
 int main(void) {
   static const px_test tests[] = {
       {"model states equal the ZeRO formulas (stages 0-3)", test_zero_states},
+      {"hybrid sharding: states of full sharding over the shard group, two-level reduction", test_hybrid_states},
       {"activations per layer equal Korthikanti et al. within 1%", test_korthikanti},
       {"fused attention: the formula without its S x S terms, plus the log-sum-exp", test_flash_memory},
       {"1F1B holds p micro-batches; interleaving's factor", test_inflight},

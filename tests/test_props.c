@@ -1,5 +1,6 @@
-/* Properties over 200 random valid plans: every instance of a program waits
- * only for earlier instances; a sweep that fixes every dimension reports
+/* Properties over 200 random valid plans (hybrid sharding among them):
+ * every instance of a program waits only for earlier instances; a sweep
+ * that fixes every dimension reports
  * for its one plan exactly what the simulator reports for it (every figure,
  * bit for bit); and the plan's fits verdict is the per-stage rule over its
  * stages. */
@@ -50,6 +51,18 @@ static bool random_plan(px_model *m, px_cluster *c, px_parallel *p) {
   int ov[] = {PX_OVERLAP_DEFAULT, PX_OVERLAP_ALL, PX_OVERLAP_DP | PX_OVERLAP_PP, PX_OVERLAP_PP | PX_OVERLAP_TP,
               PX_OVERLAP_DP, PX_OVERLAP_DP | PX_OVERLAP_ZERO, 0};
   p->overlap = ov[rnd(7)];
+  /* the shard group, fixed (a sweep would try one of a node too): all of dp, or with ZeRO
+   * half the time a divisor of it; from its own generator, so the plans drawn stay the same */
+  static uint64_t shard_rng = 0x2545f4914f6cdd1dull;
+  shard_rng = shard_rng * 6364136223846793005ull + 1442695040888963407ull;
+  p->shard_group = p->dp;
+  if (p->zero >= 1 && (shard_rng >> 40) % 2) {
+    int64_t d[64];
+    int k = 0;
+    for (int64_t i = 1; i <= p->dp && k < 64; i++)
+      if (p->dp % i == 0) d[k++] = i;
+    p->shard_group = d[(shard_rng >> 33) % (uint64_t)k];
+  }
   px_parallel_resolve(p, m, c);
   return px_parallel_validate(p, m, c, NULL) == PX_OK;
 }

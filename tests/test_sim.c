@@ -1,6 +1,7 @@
 /* Simulator: bandwidth sharing by hand, the exact pipeline bubble with free
  * communication and uniform stages, Megatron-LM SC'21 Table 1 within 10%
- * with one set of A100 figures, determinism, and cost flat in DP and TP. */
+ * with one set of A100 figures, determinism, cost flat in DP and TP, and
+ * hybrid sharding's two levels on their own links. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,70 @@ static void test_flat_in_dp_tp(void) {
   px_plan_free(&pa), px_plan_free(&pb), px_plan_free(&pc);
 }
 
+/* Seconds a step's data-parallel collectives of stage 0 spend on each link
+ * class, each costed alone on its group's placement, by group kind. */
+static void dp_link_s(const px_plan *p, double inter_s[PX_GROUP_COUNT], double intra_s[PX_GROUP_COUNT]) {
+  for (int g = 0; g < PX_GROUP_COUNT; g++) inter_s[g] = intra_s[g] = 0;
+  px_op_iter it = px_op_iter_begin(p, 0);
+  for (const px_op *o; (o = px_op_next(&it));) {
+    if (o->stream != PX_STREAM_DP || o->coll == PX_COLL_NONE || o->coll_bytes == 0) continue;
+    px_placement pl = px_sim_group_place(p, (px_group)o->group);
+    px_coll_cost cc = px_coll_cost_of(&p->cluster, (px_coll)o->coll, o->coll_bytes, &pl);
+    if (cc.bw[PX_LINK_INTER] > 0) inter_s[o->group] += cc.bytes[PX_LINK_INTER] / cc.bw[PX_LINK_INTER];
+    if (cc.bw[PX_LINK_INTRA] > 0) intra_s[o->group] += cc.bytes[PX_LINK_INTRA] / cc.bw[PX_LINK_INTRA];
+  }
+}
+
+/* Hybrid sharding on 32 nodes, ZeRO-3, dp 256: with shard groups of one
+ * node the per-micro-batch reduce-scatters and the gathers stay on NVLink
+ * and only the shard's all-reduce (once a step) crosses nodes, so the
+ * inter-node DP time is a fraction of full sharding's; both levels appear. */
+static void test_hybrid_sharding(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  double inter[2][PX_GROUP_COUNT], intra[2][PX_GROUP_COUNT], dp_s[2], step_s[2];
+  uint64_t events[2];
+  for (int h = 0; h < 2; h++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.zero = 3, p.mbs = 1, p.gbs = 1024;
+    if (h) p.shard_group = 8;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 256, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL(plan.par.dp, 256);
+    dp_link_s(&plan, inter[h], intra[h]);
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    dp_s[h] = r.comm_dp_s, step_s[h] = r.step_time_s, events[h] = r.events;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  double full = inter[0][PX_GROUP_DP], hybrid = inter[1][PX_GROUP_SHARD] + inter[1][PX_GROUP_REPLICA];
+  fprintf(stderr, "\n  inter-node DP s: full %.4f, hybrid %.4f (replica %.4f); dp_s %.4f vs %.4f; step %.4f vs %.4f\n",
+          full, hybrid, inter[1][PX_GROUP_REPLICA], dp_s[0], dp_s[1], step_s[0], step_s[1]);
+  CU_ASSERT(full > 0);
+  CU_ASSERT(hybrid < full / 2);
+  CU_ASSERT_EQUAL(inter[1][PX_GROUP_SHARD], 0);   /* one node: NVLink only */
+  CU_ASSERT(intra[1][PX_GROUP_SHARD] > 0);
+  CU_ASSERT(inter[1][PX_GROUP_REPLICA] > 0);      /* across nodes */
+  CU_ASSERT_EQUAL(inter[1][PX_GROUP_DP], 0);
+  CU_ASSERT(dp_s[1] < dp_s[0]);
+  /* (the step is not always faster: each rank's optimizer now updates 1/8 of
+   * the model, not 1/256, and the shard's all-reduce trails the last backward) */
+  /* the simulation stays flat in GPU count: the same plan on 64 GPUs, same micro-batches per rank */
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 1, p.pp = 1, p.zero = 3, p.mbs = 1, p.gbs = 256, p.shard_group = 8;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 64, &p, &err), PX_OK);
+  px_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+  CU_ASSERT(events[1] <= r.events * 11 / 10 && events[1] >= r.events * 9 / 10);
+  px_sim_result_free(&r);
+  px_plan_free(&plan);
+}
+
 /* Overlap switches: exposing the DP reduction cannot make a step faster. */
 static void test_overlap_switches(void) {
   px_model m;
@@ -425,6 +490,7 @@ int main(void) {
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
       {"offload: copies on the host link and the host's AdamW, by hand", test_offload_costs},
+      {"hybrid sharding: less inter-node DP time than full sharding, both levels", test_hybrid_sharding},
       {"TP overlap up to each collective's first consumer", test_tp_overlap_dependencies},
       {"Chrome trace written and readable", test_trace},
   };

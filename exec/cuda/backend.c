@@ -1195,9 +1195,11 @@ static px_status nccl_init(cuda *c, px_err *err) {
                        err)))
     return st;
   c->nc_rank[PX_GROUP_ALL] = m->world_rank;
-  px_group groups[] = {PX_GROUP_TP, PX_GROUP_DP, PX_GROUP_EMB};
+  /* the shard and replica groups exist on every rank or on none (hybrid sharding) */
+  px_group groups[] = {PX_GROUP_TP, PX_GROUP_DP, PX_GROUP_EMB, PX_GROUP_SHARD, PX_GROUP_REPLICA};
   for (size_t i = 0; i < sizeof groups / sizeof *groups && !st; i++) {
     MPI_Comm mc = px_comm_of(m, groups[i]);
+    if ((groups[i] == PX_GROUP_SHARD || groups[i] == PX_GROUP_REPLICA) && m->shard == MPI_COMM_NULL) continue;
     int key = 0;
     if (mc != MPI_COMM_NULL) MPI_Comm_rank(mc, &key);
     st = nccl_check(ncclCommSplit(c->nc[PX_GROUP_ALL], split_color(mc, m->world), key, &c->nc[groups[i]], NULL),

@@ -53,6 +53,11 @@ expect_refusal "--offload-params" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 3 
 expect_refusal "host.nvme_gb_per_s" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 3 --offload-optimizer nvme
 expect_refusal "host.pcie_gb_per_s" "$px" plan -m llama2-7b -c hgx-h200 -g 8 -z 2 --offload-optimizer cpu
 expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 2 --offload-optimizer disk
+expect_refusal "--shard-group" "$px" plan -m llama2-7b -c dgx-a100 -g 16 -z 3 --shard-group 8 --offload-optimizer cpu
+# hybrid sharding: a shard group must divide dp, and shards only with ZeRO
+expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
+expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2
+expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 0
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }

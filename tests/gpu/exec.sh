@@ -72,6 +72,9 @@ same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2
 # ZeRO-3's modes: parameters kept from forward to backward with a deeper prefetch; full accumulation
 same llama-zero3-keep 4 4 -m tiny -B 8 -p 2 -d 2 -z 3 --no-reshard-after-forward --prefetch 2 "${fp32[@]}"
 same gpt-zero3-full 2 2 -m "$gptd" -B 8 -d 2 -z 3 --grad-accum full "${fp32[@]}"
+# hybrid sharding: the NCCL shard and replica communicators (shard groups of 2 of dp 4)
+same llama-hybrid-zero3 4 4 -m tiny -B 16 -d 4 -z 3 --shard-group 2 "${fp32[@]}"
+same gpt-hybrid-zero2 4 4 -m "$gptd" -B 16 -d 4 -z 2 --shard-group 2 "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with
 # the figures (emulated devices only: their memory size can be set)
