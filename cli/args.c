@@ -45,7 +45,7 @@ static const px_opt opts[] = {
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16 (16-bit: fp32 master weights)"},
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
-    {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket (25)"},
+    {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
     {"grad-accum", required_argument, OPT_GRAD_ACCUM, PX_OPT_PLAN, "M",
      "ZeRO-2/3: sharded (reduce every micro-batch, default) | full (reduce once a step, FSDP no_sync)"},
     {"prefetch", required_argument, OPT_PREFETCH, PX_OPT_PLAN, "N", "ZeRO-3: layers gathered ahead of use (1)"},
@@ -201,10 +201,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         st = parse_enum("attention", optarg, px_attention_names, PX_ATTN_COUNT, &p->attention, err);
         break;
       case OPT_GELU: st = parse_enum("gelu", optarg, px_gelu_names, PX_GELU_COUNT, &p->gelu, err); break;
-      case OPT_BUCKET:
-        st = px_parse_int(optarg, "--bucket-mib", 1, 1 << 20, &v, err);
-        p->bucket_bytes = (uint64_t)v << 20;
+      case OPT_BUCKET: {
+        double mib = 0;
+        st = parse_number("--bucket-mib", optarg, 1.0 / 1024, 1 << 20, &mib, err); /* from 1 KiB, as plan files */
+        p->bucket_bytes = (uint64_t)(mib * (1 << 20));
         break;
+      }
       case OPT_GRAD_ACCUM:
         st = parse_enum("grad-accum", optarg, px_grad_accum_names, PX_ACCUM_COUNT, &p->grad_accum, err);
         break;

@@ -587,11 +587,12 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
   px_status st = PX_OK;
   /* ZeRO-2/3: a unit's full gradients exist from its first backward block to its reduce-scatter */
   bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
-  if (bwd && from == 0 && x->plan->par.zero >= 2 && in->unit >= 0 && !x->bucket[in->unit]) {
-    void *p;
-    if ((st = mem_alloc(x, full_grad_bytes(x, in->unit), true, &p, err))) return st;
-    x->bucket[in->unit] = p;
-  }
+  for (int32_t u = in->unit; bwd && from == 0 && x->plan->par.zero >= 2 && u >= 0 && u < in->unit + in->units; u++)
+    if (!x->bucket[u]) {
+      void *p;
+      if ((st = mem_alloc(x, full_grad_bytes(x, u), true, &p, err))) return st;
+      x->bucket[u] = p;
+    }
   x->tp_last = -1;
   for (int32_t k = from; k < b->nops && !st; k++) st = run_op(x, i, k, err);
   if (!st) st = wait_tp(x, x->tp_last, err); /* the block ends with its collectives */

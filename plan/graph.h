@@ -252,8 +252,10 @@ typedef struct {
   int32_t mb;      /* micro-batch, -1 when none */
   int32_t layer;   /* the layer the block binds (first layer of the chunk for embed/recv) */
   int16_t chunk;   /* model chunk (virtual stage index on this rank) */
-  int32_t unit;    /* parameter unit: the one a sync block moves, the one a compute
-                      block reads (ZeRO-3) and writes gradients of; -1 none */
+  int32_t unit;    /* parameter unit: the one a sync block moves, the first of those a
+                      compute block reads (ZeRO-3) and writes gradients of; -1 none */
+  uint16_t units;  /* compute blocks: the units [unit, unit + units) of its layer (more than
+                      one when buckets split it) */
   int32_t batch;   /* p2p batch: consecutive sends/recvs posted together, -1 none */
   int32_t peer;    /* send/recv: index of the matching instance in the peer stage's program */
   int32_t dep_start, ndeps; /* instances (same stage) this one waits for, in program->deps */

@@ -174,11 +174,12 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
         total += gathered_bytes(prog, u);
         gathered[in->unit] = true;
       }
-      if (is_bwd_compute(in) && p->par.zero >= 2 && u && !bucket[in->unit]) {
-        cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, u);
-        total += full_grad_bytes(prog, u);
-        bucket[in->unit] = true;
-      }
+      for (int32_t v = in->unit; is_bwd_compute(in) && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
+        if (!bucket[v]) {
+          cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, &prog->units[v]);
+          total += full_grad_bytes(prog, &prog->units[v]);
+          bucket[v] = true;
+        }
       /* offload: a fetched parameter shard waits for its gather; a reduced
        * gradient shard for its copy to the host */
       int64_t stage_in = 0;

@@ -175,13 +175,17 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
   return n;
 }
 
-static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_of_group, px_err *err) {
+/* The stage's parameters in flat order (embedding, layers chunk by chunk,
+ * head) cut into units, and each group's units [lo, hi] by group id + 1. */
+static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
+                               px_err *err) {
   int64_t L = p->model.layers, shard = px_parallel_shard_size(&p->par);
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
   px_param_ref *refs = px_calloc(((size_t)L + 2) * 16, sizeof *refs, err);
-  px_unit *units = px_calloc((size_t)L + 2, sizeof *units, err);
-  if (!groups || !refs || !units) {
-    free(groups), free(refs), free(units);
+  px_unit *units = px_calloc(((size_t)L + 2) * 16, sizeof *units, err);
+  int32_t *ref_unit = px_calloc(((size_t)L + 2) * 16, sizeof *ref_unit, err);
+  if (!groups || !refs || !units || !ref_unit) {
+    free(groups), free(refs), free(units), free(ref_unit);
     return PX_ERR_RUNTIME;
   }
   int ng = 0;
@@ -201,27 +205,22 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
       groups[g].elems += p->slots[slots[i]].elems;
     }
   }
-  /* Units: one per group with ZeRO-3; otherwise buckets of whole groups filled
-   * from the back (the order gradients complete) up to the bucket size. */
+  /* Units, built from the back (the order gradients complete): with ZeRO-3
+   * one per group (FSDP's unit, a layer); otherwise buckets of whole tensors
+   * filled up to the bucket size, as DDP's and Megatron-LM's are, so a bucket
+   * may end inside a layer (never inside a tensor). */
   int nu = 0;
   uint64_t bucket_elems = p->par.bucket_bytes / px_dtype_bytes(p->grad_dtype);
-  int32_t *group_unit = px_calloc((size_t)ng + 1, sizeof *group_unit, err);
-  if (!group_unit) {
-    free(groups), free(refs), free(units);
-    return PX_ERR_RUNTIME;
-  }
-  int g = ng - 1;
-  while (g >= 0) {
-    int last = g;
-    uint64_t elems = groups[g].elems;
-    g--;
-    if (p->par.zero < 3)
-      while (g >= 0 && elems < bucket_elems) elems += groups[g--].elems;
-    units[nu].first_group = groups[g + 1].id;
-    units[nu].last_group = groups[last].id;
+  for (int r = nrefs - 1; r >= 0;) {
+    int last = r;
+    uint64_t elems = refs[r--].elems;
+    while (r >= 0 && (p->par.zero == 3 ? refs[r].group == refs[last].group : elems < bucket_elems))
+      elems += refs[r--].elems;
+    units[nu].first_group = refs[r + 1].group;
+    units[nu].last_group = refs[last].group;
     units[nu].elems = elems;
     units[nu].padded = (elems + (uint64_t)shard - 1) / (uint64_t)shard * (uint64_t)shard;
-    for (int k = g + 1; k <= last; k++) group_unit[k] = nu;
+    for (int k = r + 1; k <= last; k++) ref_unit[k] = nu;
     nu++;
   }
   /* Built back to front: reverse into flat (forward) order and assign offsets. */
@@ -230,7 +229,6 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     units[i] = units[nu - 1 - i];
     units[nu - 1 - i] = t;
   }
-  for (int k = 0; k < ng; k++) group_unit[k] = nu - 1 - group_unit[k];
   uint64_t off = 0;
   for (int u = 0; u < nu; u++) {
     units[u].offset = off;
@@ -238,25 +236,22 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
   }
   prog->flat_elems = off;
   prog->param_elems = 0;
-  int r = 0;
-  for (int k = 0; k < ng; k++) {
-    int u = group_unit[k];
-    uint64_t in_unit = 0;
-    for (int k2 = 0; k2 < k; k2++)
-      if (group_unit[k2] == u) in_unit += groups[k2].elems;
-    while (r < nrefs && refs[r].group == groups[k].id) {
-      refs[r].unit = u;
-      refs[r].offset = units[u].offset + in_unit;
-      in_unit += refs[r].elems;
-      prog->param_elems += refs[r].elems;
-      r++;
-    }
-    /* unit_of_group is indexed by group id + 1 */
-    unit_of_group[groups[k].id + 1] = u;
-    if (tied_single(p) && groups[k].id == L) unit_of_group[0] = u;
+  for (int g = 0; g < ng; g++) unit_lo[groups[g].id + 1] = nu, unit_hi[groups[g].id + 1] = -1;
+  uint64_t in_unit = 0;
+  for (int r = 0; r < nrefs; r++) {
+    int u = nu - 1 - ref_unit[r];
+    if (r > 0 && refs[r - 1].unit != u) in_unit = 0;
+    refs[r].unit = u;
+    refs[r].offset = units[u].offset + in_unit;
+    in_unit += refs[r].elems;
+    prog->param_elems += refs[r].elems;
+    int32_t gi = refs[r].group + 1;
+    if (u < unit_lo[gi]) unit_lo[gi] = u;
+    if (u > unit_hi[gi]) unit_hi[gi] = u;
   }
+  if (tied_single(p)) unit_lo[0] = unit_lo[L + 1], unit_hi[0] = unit_hi[L + 1]; /* the embedding is in the head's group */
   free(groups);
-  free(group_unit);
+  free(ref_unit);
   prog->units = units;
   prog->nunits = nu;
   prog->params = refs;
@@ -285,7 +280,7 @@ typedef struct {
   int64_t *seq_after;     /* (nseq) the block before it that frees its unit, -1 none */
   int64_t nseq, cursor;   /* ... and the index of the next one emitted */
   int64_t issued;         /* ZeRO-3: gathers issued for seq[0 .. issued) */
-  int32_t *unit_of_group; /* (L + 2), by group id + 1 */
+  int32_t *unit_lo, *unit_hi; /* (L + 2) by group id + 1: the group's units [lo, hi] (one with ZeRO-3) */
   int32_t *gathered;      /* ZeRO-3: per unit, the pending gather instance */
   int32_t last_compute;   /* last compute instance emitted */
   int32_t *grad_sync_last; /* per unit: the last GRAD_SYNC instance */
@@ -299,7 +294,8 @@ typedef struct {
   int32_t batch_lo, batch_hi; /* a p2p batch [lo, hi) the next compute block waits for, whole */
 } emitter;
 
-static int32_t unit_of(const emitter *e, int64_t gid) { return e->unit_of_group[gid + 1]; }
+static int32_t unit_of(const emitter *e, int64_t gid) { return e->unit_lo[gid + 1]; }
+static int32_t unit_last(const emitter *e, int64_t gid) { return e->unit_hi[gid + 1]; }
 
 /* ZeRO-3: before the compute block seq[cursor], the parameter gathers of
  * the blocks up to `prefetch` ahead of it, in the order they are used, each
@@ -343,6 +339,7 @@ static int32_t compute(emitter *e, const blk_ref *b, px_phase ph, int32_t wait) 
   int64_t x = e->cursor++;
   int32_t idx = inst_push(&e->il, b->kind, PX_STREAM_COMPUTE, ph, b->mb, (int32_t)b->layer, b->chunk, u);
   if (idx < 0) return -1;
+  e->il.v[idx].units = (uint16_t)(unit_last(e, b->gid) - u + 1);
   dep_push(&e->il, wait);
   for (int32_t i = e->batch_lo; i < e->batch_hi; i++) dep_push(&e->il, i);
   e->batch_lo = e->batch_hi = 0;
@@ -353,10 +350,12 @@ static int32_t compute(emitter *e, const blk_ref *b, px_phase ph, int32_t wait) 
     }
     if (e->seq_reshard[x]) e->il.v[idx].flags |= PX_INSTF_RESHARD;
   }
-  if (p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO) && !e->unit_fwd_seen[u]) {
-    dep_push(&e->il, e->param_sync[u]);
-    e->unit_fwd_seen[u] = true;
-  }
+  for (int32_t v = u; p->par.zero > 0 && p->par.zero < 3 && (p->par.overlap & PX_OVERLAP_ZERO) && v <= unit_last(e, b->gid);
+       v++)
+    if (!e->unit_fwd_seen[v]) {
+      dep_push(&e->il, e->param_sync[v]);
+      e->unit_fwd_seen[v] = true;
+    }
   e->last_compute = idx;
   return idx;
 }
@@ -440,10 +439,12 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
   for (int i = 0; i < nb; i++) {
     int32_t idx = compute(e, &e->blocks[i], u.bwd ? PX_PHASE_BWD : PX_PHASE_FWD, i == 0 ? wait : -1);
     if (!u.bwd) continue;
-    int32_t unit = unit_of(e, e->blocks[i].gid);
-    bool later = false;
-    for (int j = i + 1; j < nb && !later; j++) later = unit_of(e, e->blocks[j].gid) == unit;
-    if (!later) unit_done(e, unit, (int32_t)k, u.mb, idx);
+    for (int32_t unit = unit_of(e, e->blocks[i].gid); unit <= unit_last(e, e->blocks[i].gid); unit++) {
+      bool later = false;
+      for (int j = i + 1; j < nb && !later; j++)
+        later = unit_of(e, e->blocks[j].gid) <= unit && unit <= unit_last(e, e->blocks[j].gid);
+      if (!later) unit_done(e, unit, (int32_t)k, u.mb, idx);
+    }
   }
   if (u.bwd && px_parallel_reduce_per_mb(&p->par)) flush_syncs(e, u.mb);
 }
@@ -488,9 +489,11 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   if (!sched) return PX_ERR_RUNTIME;
   int64_t ns = schedule_stage(p, s, sched);
   emitter e = {.p = p, .stage = s, .last_compute = -1};
-  e.unit_of_group = px_calloc((size_t)L + 2, sizeof *e.unit_of_group, err);
+  e.unit_lo = px_calloc((size_t)L + 2, sizeof *e.unit_lo, err);
+  e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
   px_status st = PX_OK;
-  if (!e.unit_of_group || (st = layout_params(p, s, prog, e.unit_of_group, err))) goto done;
+  if (!e.unit_lo || !e.unit_hi) st = PX_ERR_RUNTIME;
+  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, err))) goto done;
   int32_t nu = prog->nunits;
   e.nunits = nu;
   e.gathered = px_calloc((size_t)nu, sizeof *e.gathered, err);
@@ -508,7 +511,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = -1;
   e.emb_unit = -1;
   if (p->model.tied_embeddings && pp > 1 && (prog->has_embed || prog->has_head))
-    e.emb_unit = unit_of(&e, prog->has_embed ? -1 : L);
+    for (int32_t i = 0; i < prog->nparams; i++)
+      if (p->slots[prog->params[i].slot].role == PX_ROLE_TIED) e.emb_unit = prog->params[i].unit;
   for (int64_t i = 0; i < (int64_t)nu * m; i++) e.last_bwd_k[i] = -1;
   /* The last schedule entry writing each unit (per micro-batch for ZeRO-2/3). */
   for (int64_t k = 0; k < ns; k++) {
@@ -516,13 +520,13 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
     int64_t vs = sched[k].chunk * pp + s;
     int64_t lo = vs == 0 ? -1 : p->vstage_first[vs];
     int64_t hi = vs == V - 1 ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
-    for (int64_t gid = lo; gid <= hi; gid++) {
-      int32_t u = unit_of(&e, gid);
-      if (px_parallel_reduce_per_mb(&p->par))
-        e.last_bwd_k[u * m + sched[k].mb] = (int32_t)k;
-      else
-        e.last_bwd_k[u] = (int32_t)k;
-    }
+    for (int64_t gid = lo; gid <= hi; gid++)
+      for (int32_t u = unit_of(&e, gid); u <= unit_last(&e, gid); u++) {
+        if (px_parallel_reduce_per_mb(&p->par))
+          e.last_bwd_k[u * m + sched[k].mb] = (int32_t)k;
+        else
+          e.last_bwd_k[u] = (int32_t)k;
+      }
   }
   /* ZeRO-3: every compute block in emission order, for the gathers issued ahead of them */
   if (p->par.zero == 3) {
@@ -621,7 +625,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   e.il.deps = NULL;
 done:
   free(sched);
-  free(e.unit_of_group);
+  free(e.unit_lo);
+  free(e.unit_hi);
   free(e.gathered);
   free(e.grad_sync_last);
   free(e.param_sync);

@@ -177,6 +177,43 @@ static void test_zero_states(void) {
   }
 }
 
+/* Gradient buckets are runs of whole tensors up to the bucket size, filled
+ * from the back (ZeRO-0/1/2, as DDP and Megatron-LM): 1 MiB splits a layer
+ * where 25 MiB does not, no tensor is split, every element is in one unit;
+ * ZeRO-3's units stay whole layers. */
+static void test_buckets_split_layers(void) {
+  px_model m = gpt(4, 1024, 16, 1024, 0);
+  px_cluster c = cluster("dgx-a100", 8);
+  int32_t nunits[3];
+  uint64_t buckets[3] = {1u << 20, 25u << 20, 25u << 20};
+  for (int i = 0; i < 3; i++) {
+    px_parallel p = par(1, 1, 8, i == 2 ? 3 : 1, 1, 8);
+    p.bucket_bytes = buckets[i];
+    p.precision = PX_PREC_BF16;
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    const px_program *prog = &plan.programs[0];
+    nunits[i] = prog->nunits;
+    uint64_t bucket_elems = buckets[i] / 2, sum = 0;
+    for (int32_t u = 0; u < prog->nunits; u++) {
+      const px_unit *un = &prog->units[u];
+      sum += un->elems;
+      if (i < 2 && u > 0) CU_ASSERT(un->elems >= bucket_elems); /* only the front one (filled last) is short */
+      if (i == 2) CU_ASSERT_EQUAL(un->first_group, un->last_group);
+    }
+    PX_ASSERT_EQ_U64(sum, prog->param_elems);
+    for (int32_t r = 0; r < prog->nparams; r++) { /* each tensor inside its unit */
+      const px_unit *un = &prog->units[prog->params[r].unit];
+      CU_ASSERT(prog->params[r].offset >= un->offset && prog->params[r].offset + prog->params[r].elems <= un->offset + un->elems);
+    }
+    px_plan_free(&plan);
+  }
+  /* a layer holds 12.6 M parameters (24 MiB of bf16 gradients): 1 MiB buckets split each */
+  CU_ASSERT(nunits[0] > 2 * nunits[1]);
+  CU_ASSERT_EQUAL(nunits[2], 4 + 1); /* the layers, and the embedding with the tied head */
+}
+
 /* ---- offload: DeepSpeed's published model-state estimates ---- */
 
 /* DeepSpeed's estimate_zero3_model_states_mem_needs and the ZeRO-2 one
@@ -730,6 +767,7 @@ int main(void) {
       {"every tensor is allocated and freed exactly once", test_lifetimes},
       {"uneven layer split and the rank grid", test_layer_split},
       {"impossible plans are refused with a reason", test_refusals},
+      {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},
       {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},
       {"offload: host and NVMe placement, and fits weighs them", test_offload_places},
       {"vocabulary padding as Megatron", test_vocab_padding},

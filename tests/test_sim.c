@@ -244,11 +244,14 @@ static void test_flat_in_dp_tp(void) {
   sim_llama("dgx-h100", 64, 2, 4, 8, &a, &pa);
   sim_llama("dgx-h100", 1024, 2, 4, 128, &b, &pb);
   sim_llama("dgx-h100", 256, 8, 4, 8, &c, &pc);
-  /* Same micro-batches per rank: same programs, same number of events. */
+  /* Same micro-batches per rank: same programs, same number of events. With
+   * more TP a rank's tensors are smaller, so fewer gradient buckets: the
+   * programs differ only there, and the events are no more. */
   CU_ASSERT_EQUAL(pa.programs[0].ninsts, pb.programs[0].ninsts);
-  CU_ASSERT_EQUAL(pa.programs[0].ninsts, pc.programs[0].ninsts);
+  CU_ASSERT_EQUAL(pa.programs[0].ninsts - 2 * pa.programs[0].nunits, pc.programs[0].ninsts - 2 * pc.programs[0].nunits);
+  CU_ASSERT(pc.programs[0].nunits < pa.programs[0].nunits);
   CU_ASSERT(b.events <= a.events * 11 / 10 && b.events >= a.events * 9 / 10);
-  CU_ASSERT(c.events <= a.events * 11 / 10 && c.events >= a.events * 9 / 10);
+  CU_ASSERT(c.events <= a.events * 11 / 10);
   px_sim_result_free(&a), px_sim_result_free(&b), px_sim_result_free(&c);
   px_plan_free(&pa), px_plan_free(&pb), px_plan_free(&pc);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The executor on a matrix of plans, up to 8 MPI ranks: (tp, pp, dp) over
 # {1,2} x {1,2,4} x {1,2}, with ZeRO 0-3 (and ZeRO-2/3's accumulation,
-# resharding and prefetch modes, and offload to host memory and NVMe), SP on and off, every schedule and
+# resharding and prefetch modes, offload to host memory and NVMe, buckets
+# smaller than a layer), SP on and off, every schedule and
 # recompute mode, both attention kernels and both GELU forms, on the Llama-shaped and the
 # GPT-2-shaped tiny models. Every run's losses and first-step gradients must
 # equal the single-rank run's within a relative error of 1e-5, and every
@@ -41,6 +42,8 @@ for model in tiny tiny-gpt; do
           [ "$tp" -gt 1 ] && [ $(( (i / 3) % 2 )) -eq 0 ] && flags+=(-S)
           [ $(( i % 5 )) -eq 1 ] && flags+=(--attention unfused)
           [ $(( i % 4 )) -eq 2 ] && flags+=(--gelu fused)
+          # gradient buckets of 10 KiB: they split the layers (ZeRO-0/1/2)
+          [ $(( i % 6 )) -eq 4 ] && [ "$z" -lt 3 ] && flags+=(--bucket-mib 0.01)
           # ZeRO-2/3's modes in turn: the defaults, full accumulation, parameters kept, a deeper prefetch
           if [ "$z" -ge 2 ]; then
             zi=$((zi + 1))
