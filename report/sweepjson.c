@@ -90,10 +90,11 @@ void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const opt[PX_OFFLOAD_COUNT] = {"", "+oc", "+on"}, *const par[PX_OFFLOAD_COUNT] = {"", "+pc", "+pn"};
   int o = p->offload_opt > 0 && p->offload_opt < PX_OFFLOAD_COUNT ? p->offload_opt : 0;
   int q = p->offload_params > 0 && p->offload_params < PX_OFFLOAD_COUNT ? p->offload_params : 0;
-  char hybrid[24] = "";
+  char hybrid[24] = "", ahead[24] = "";
   if (px_parallel_hybrid(p)) snprintf(hybrid, sizeof hybrid, "h%lld", (long long)p->shard_group);
-  snprintf(buf, cap, "z%d%s%s%s%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
-           p->zero == 3 && !p->reshard ? "k" : "", hybrid, opt[o], par[q]);
+  if (p->zero == 3 && p->prefetch > 1) snprintf(ahead, sizeof ahead, "p%lld", (long long)p->prefetch);
+  snprintf(buf, cap, "z%d%s%s%s%s%s%s", p->zero, p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL ? "f" : "",
+           p->zero == 3 && !p->reshard ? "k" : "", ahead, hybrid, opt[o], par[q]);
 }
 
 /* Why the best plan's ZeRO stage and mode (px_sweep_zero_alternatives):

@@ -20,7 +20,8 @@
 
 /* The whole answer with the `top` best plans. */
 /* "z3k": a ZeRO stage and its modes when not the defaults (f: full gradient
- * accumulation, k: parameters kept from forward to backward, h8: sharded over
+ * accumulation, k: parameters kept from forward to backward, p2: ZeRO-3
+ * gathers two layers ahead, h8: sharded over
  * shard groups of 8 DP ranks, replicated across them; +oc / +on: the
  * optimizer offloaded to host memory / NVMe, +pc / +pn: the parameters). */
 void px_report_zero_label(const px_parallel *p, char *buf, size_t cap);

@@ -51,6 +51,7 @@ typedef struct {
   int32_t n, next;
   bool busy;
   int32_t inst;   /* running */
+  int32_t joined; /* syncs queued behind it that run in its flow: list[next - joined, next) */
   int seg;        /* next segment of a compute block */
   int async_open; /* overlapped TP flows still running */
   uint64_t async_done; /* bit k: the block's async collective k finished */
@@ -275,7 +276,10 @@ static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t sta
 
 static void try_start(sim *S, int64_t s, int stream);
 
-static void inst_done(sim *S, int64_t s, int32_t i) {
+/* Instance i ended now: its stats and trace, its dependents told; release
+ * frees its stream for the next one (an instance that ran joined to the
+ * stream's running one ends without it, before that one). */
+static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
   stage_state *ss = &S->st[s];
   const px_inst *in = &ss->prog->insts[i];
   stream_q *q = &ss->q[in->stream];
@@ -290,14 +294,21 @@ static void inst_done(sim *S, int64_t s, int32_t i) {
   if (now > ss->end_ns) ss->end_ns = now;
   trace_add(S, s, in->stream, 0, q->start_ns, now, in->block, in->mb, in->layer);
   ss->ndone++;
-  q->busy = false;
-  q->inst = -1;
+  if (release) {
+    q->busy = false;
+    q->inst = -1;
+  }
+  /* every dependent told first, then the streams started: syncs made ready together can join one flow */
+  unsigned ready = release ? 1u << in->stream : 0;
   for (int32_t k = ss->rdep_off[i]; k < ss->rdep_off[i + 1]; k++) {
     int32_t d = ss->rdep[k];
-    if (--ss->pending[d] == 0) try_start(S, s, ss->prog->insts[d].stream);
+    if (--ss->pending[d] == 0) ready |= 1u << ss->prog->insts[d].stream;
   }
-  try_start(S, s, in->stream);
+  for (int st = 0; st < PX_STREAM_COUNT; st++)
+    if (ready >> st & 1) try_start(S, s, st);
 }
+
+static void inst_done(sim *S, int64_t s, int32_t i) { inst_end(S, s, i, true); }
 
 static void push_seg_done(sim *S, int64_t s, int stream, uint64_t at_ns) {
   stream_q *q = &S->st[s].q[stream];
@@ -433,8 +444,26 @@ static void try_start(sim *S, int64_t s, int stream) {
   px_block_kind k = (px_block_kind)in->block;
   if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
     /* one flow per op, in order (q->seg: the op running): a hybrid reduction's
-     * shard-group reduce-scatter, then its replica all-reduce */
-    flow_start(S, &ss->op_cost[in->ops], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
+     * shard-group reduce-scatter, then its replica all-reduce. The buckets of
+     * a layer, issued together after its backward block, run back to back:
+     * the one-op reductions queued behind this one with the same dependencies
+     * join its flow (bytes and latencies add up) and end with it. */
+    px_coll_cost cc = ss->op_cost[in->ops];
+    q->joined = 0;
+    while (k == PX_BLOCK_GRAD_SYNC && S->plan->blocks[k].nops == 1 && q->next < q->n) {
+      int32_t j = q->list[q->next];
+      const px_inst *nj = &ss->prog->insts[j];
+      if (nj->block != k || ss->pending[j] > 0 || nj->ndeps != in->ndeps ||
+          memcmp(&ss->prog->deps[nj->dep_start], &ss->prog->deps[in->dep_start], (size_t)in->ndeps * sizeof(int32_t)))
+        break;
+      const px_coll_cost *o = &ss->op_cost[nj->ops];
+      cc.latency_s += o->latency_s;
+      cc.time_s += o->time_s;
+      for (int l = 0; l < PX_LINK_COUNT; l++) cc.bytes[l] += o->bytes[l];
+      q->next++;
+      q->joined++;
+    }
+    flow_start(S, &cc, s, s, OWN_INST, stream, PX_STREAM_DP, 0);
     return;
   }
   if (k == PX_BLOCK_OFFLOAD_GRAD || k == PX_BLOCK_FETCH_PARAM) { /* a copy on the host link: run_segment ends it */
@@ -492,6 +521,7 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
         flow_start(S, &ss->op_cost[in->ops + q->seg], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
         break;
       }
+      for (int32_t k = q->next - q->joined; k < q->next; k++) inst_end(S, s, q->list[k], false);
       inst_done(S, s, q->inst);
       break;
     }

@@ -224,6 +224,18 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
   return false;
 }
 
+/* Whether some offload could make the plan fit: offload removes at most the
+ * gradients and optimizer states (and ZeRO-3's parameters) from the GPU. */
+static bool offload_may_fit(const px_plan *plan) {
+  for (int64_t s = 0; s < plan->par.pp; s++) {
+    const px_memplan *mp = &plan->mem[s];
+    uint64_t left = mp->peak_bytes - mp->at_peak[PX_MEM_GRADS] - mp->at_peak[PX_MEM_OPTIMIZER] -
+                    (plan->par.zero == 3 ? mp->at_peak[PX_MEM_PARAMS] : 0);
+    if (px_plan_reserve_bytes(left) > px_gpu_usable_bytes(&plan->cluster.gpu)) return false;
+  }
+  return true;
+}
+
 static void evaluate(work *w, int64_t i) {
   px_plan plan;
   px_err err = {0};
@@ -242,7 +254,7 @@ static void evaluate(work *w, int64_t i) {
       pthread_mutex_unlock(&w->lock);
       return;
     }
-    if (plan.fits) break;
+    if (plan.fits || !offload_may_fit(&plan)) break;
     px_parallel next = e->par;
     if (!more_offload(&next, w->m, w->c, &w->o->fixed)) break;
     px_plan_free(&plan);
@@ -265,9 +277,9 @@ static void evaluate(work *w, int64_t i) {
     px_plan_free(&plan);
     return;
   }
+  px_sim_result_free(&r); /* the per-stage detail; the summary stays */
   px_train_time_of(&plan, r.tokens_per_s, w->o->tokens, w->o->price_per_gpu_hour, w->o->mtbf_hours, w->o->restart_s,
                    &e->train);
-  px_sim_result_free(&r); /* the per-stage detail; the summary stays */
   e->sim = r;
   w->state[i] = CAND_FITS;
   px_plan_free(&plan);
@@ -306,6 +318,40 @@ static int cmp_entry(const void *a, const void *b) {
 void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj) {
   for (int64_t i = 0; i < n; i++) e[i].score = score_of(&e[i], obj);
   if (n > 1) qsort(e, (size_t)n, sizeof *e, cmp_entry);
+}
+
+/* ZeRO-3's prefetch depth, when not fixed: the best plans are tried with one
+ * layer more in flight, each kept if it fits and is faster (a refinement of
+ * the leaders, not a dimension of the search: it changes little and each
+ * try costs a simulation). */
+#define REFINE_TOP 8
+static void refine_prefetch(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r) {
+  bool changed = false;
+  for (int64_t i = 0; i < r->n && i < REFINE_TOP; i++) {
+    px_sweep_entry *e = &r->entries[i];
+    if (e->par.zero != 3 || o->fixed.prefetch >= 0 || !(e->par.overlap & PX_OVERLAP_ZERO)) continue;
+    px_parallel deeper = e->par;
+    deeper.prefetch++;
+    px_plan plan;
+    px_sim_result sr;
+    px_err err = {0};
+    if (px_plan_compile(&plan, m, c, &deeper, &err)) continue;
+    if (plan.fits && !px_sim_run(&plan, NULL, &sr, &err)) {
+      px_sim_result_free(&sr);
+      if (sr.tokens_per_s > e->sim.tokens_per_s) {
+        int64_t worst = px_plan_peak_stage(&plan);
+        e->par = deeper;
+        e->sim = sr;
+        e->peak_bytes = plan.mem[worst].peak_bytes;
+        memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
+        px_train_time_of(&plan, sr.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
+                         &e->train);
+        changed = true;
+      }
+    }
+    px_plan_free(&plan);
+  }
+  if (changed) px_sweep_rank(r->entries, r->n, o->objective);
 }
 
 px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
@@ -364,6 +410,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
     return st;
   }
   px_sweep_rank(r->entries, r->n, o->objective);
+  refine_prefetch(m, c, o, r);
   return PX_OK;
 }
 
