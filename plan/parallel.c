@@ -123,14 +123,16 @@ static void spread_stage(int64_t n, int64_t s, int64_t pp, int64_t v, bool from_
 /* "a or b": the totals of first + last stage layers nearest `want` that leave
  * the middle chunks whole (the middle takes per x k for a whole k >= 1). */
 static void first_last_hint(int64_t L, int64_t fixed, int64_t per, int64_t want, char *buf, size_t cap) {
-  int64_t k_lo = (L - fixed - want) / per, n = 0;
+  int64_t k_lo = (L - fixed - want) / per, best[2] = {0, 0};
   buf[0] = '\0';
-  for (int64_t k = k_lo - 1; k <= k_lo + 2 && n < 2; k++) {
-    int64_t total = L - fixed - per * k;
+  for (int64_t k = k_lo - 1; k <= k_lo + 2; k++) { /* the two nearest, nearest first */
+    int64_t total = L - fixed - per * k, d = total > want ? total - want : want - total;
     if (k < 1 || total < 1 || total == want) continue;
-    snprintf(buf + strlen(buf), cap - strlen(buf), "%s%lld", n ? " or " : "", (long long)total);
-    n++;
+    if (!best[0] || d < (best[0] > want ? best[0] - want : want - best[0])) best[1] = best[0], best[0] = total;
+    else if (!best[1] || d < (best[1] > want ? best[1] - want : want - best[1])) best[1] = total;
   }
+  if (best[0]) snprintf(buf, cap, "%lld", (long long)best[0]);
+  if (best[1]) snprintf(buf + strlen(buf), cap - strlen(buf), " or %lld", (long long)best[1]);
 }
 
 px_status px_parallel_chunk_layers(const px_parallel *p, int64_t L, int64_t *out, px_err *err) {
