@@ -22,7 +22,8 @@ typedef struct {
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
-       OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP };
+       OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -41,6 +42,13 @@ static const px_opt opts[] = {
     {"gbs", required_argument, 'B', PX_OPT_PLAN, "N", "global batch size, sequences"},
     {"schedule", required_argument, 'e', PX_OPT_PLAN, "S", "pipeline schedule: gpipe|1f1b|interleaved"},
     {"vpp", required_argument, 'v', PX_OPT_PLAN, "N", "model chunks per rank (interleaved)"},
+    {"first-stage-layers", required_argument, OPT_FIRST_STAGE, PX_OPT_PLAN, "N",
+     "layers of the first pipeline stage; the middle stages split the rest evenly (Megatron-Core)"},
+    {"last-stage-layers", required_argument, OPT_LAST_STAGE, PX_OPT_PLAN, "N", "layers of the last pipeline stage"},
+    {"layers-per-chunk", required_argument, OPT_CHUNK_LAYERS, PX_OPT_PLAN, "LIST",
+     "layers of each of the pp x vpp chunks, chunk c of stage s at c pp + s (e.g. 3,4,4,3)"},
+    {"microbatch-group", required_argument, OPT_MB_GROUP, PX_OPT_PLAN, "N",
+     "interleaved: micro-batches per chunk in turn (pp; Megatron-Core's microbatch_group_size_per_vp_stage)"},
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16 (16-bit: fp32 master weights)"},
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
@@ -212,6 +220,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         break;
       case OPT_PREFETCH: st = px_parse_int(optarg, "--prefetch", 0, 64, &p->prefetch, err); break;
       case OPT_NO_RESHARD: p->reshard = 0; break;
+      case OPT_FIRST_STAGE:
+        st = px_parse_int(optarg, "--first-stage-layers", 1, 1 << 24, &p->first_stage_layers, err);
+        break;
+      case OPT_LAST_STAGE: st = px_parse_int(optarg, "--last-stage-layers", 1, 1 << 24, &p->last_stage_layers, err); break;
+      case OPT_CHUNK_LAYERS: st = px_parallel_parse_chunk_list(optarg, p, err); break;
+      case OPT_MB_GROUP: st = px_parse_int(optarg, "--microbatch-group", 1, (int64_t)1 << 40, &p->mb_group, err); break;
       case OPT_SHARD_GROUP: st = px_parse_int(optarg, "--shard-group", 1, 1 << 24, &p->shard_group, err); break;
       case OPT_MAIN_GRAD: st = parse_enum("main-grad", optarg, px_main_grad_names, PX_MAIN_GRAD_COUNT, &p->main_grad, err); break;
       case OPT_OFFLOAD_OPT:

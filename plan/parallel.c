@@ -2,6 +2,7 @@
 #include "plan/parallel.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/fmt.h"
@@ -58,7 +59,12 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
+  TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
 #undef TAKE
+  if (p->nchunk_layers == 0 && from->nchunk_layers > 0) {
+    p->nchunk_layers = from->nchunk_layers;
+    memcpy(p->chunk_layers, from->chunk_layers, sizeof p->chunk_layers);
+  }
 }
 
 bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p->grad_accum == PX_ACCUM_SHARDED; }
@@ -84,6 +90,130 @@ static int64_t gcd64(int64_t a, int64_t b) {
     b = t;
   }
   return a;
+}
+
+/* Whether a group of g micro-batches per chunk works for m micro-batches on
+ * pp stages: Megatron-Core's checks (schedules.py,
+ * forward_backward_pipelining_with_interleaving): pp <= g <= m, and the last
+ * group (m mod g) empty or at least pp, else it has dependency bubbles. */
+static bool mb_group_ok(int64_t g, int64_t m, int64_t pp) { return g >= pp && g <= m && (m % g == 0 || m % g >= pp); }
+
+int64_t px_parallel_mb_group(const px_parallel *p) {
+  int64_t m = px_parallel_microbatches(p), pp = p->pp;
+  if (p->mb_group > 0) return p->mb_group;
+  for (int64_t g = pp; g <= m; g++)
+    if (mb_group_ok(g, m, pp)) return g;
+  return 0;
+}
+
+/* Spreads n layers over a stage's v chunks (out[c pp + s]) evenly, as
+ * Megatron-Core does (transformer_layer.py, get_transformer_layer_offset:
+ * num_layers_in_first_pipeline_stage // vp_size layers in each of the first
+ * stage's chunks). Megatron-Core also requires v to divide n; here the
+ * chunks short of a layer are the ones nearest the embedding (first stage,
+ * from chunk 0 on) or the head (last stage, from the last chunk back). */
+static void spread_stage(int64_t n, int64_t s, int64_t pp, int64_t v, bool from_front, int64_t *out) {
+  int64_t base = n / v, extra = n % v;
+  for (int64_t c = 0; c < v; c++) {
+    bool longer = from_front ? c >= v - extra : c < extra;
+    out[c * pp + s] = base + (longer ? 1 : 0);
+  }
+}
+
+/* "a or b": the totals of first + last stage layers nearest `want` that leave
+ * the middle chunks whole (the middle takes per x k for a whole k >= 1). */
+static void first_last_hint(int64_t L, int64_t fixed, int64_t per, int64_t want, char *buf, size_t cap) {
+  int64_t k_lo = (L - fixed - want) / per, best[2] = {0, 0};
+  buf[0] = '\0';
+  for (int64_t k = k_lo - 1; k <= k_lo + 2; k++) { /* the two nearest, nearest first */
+    int64_t total = L - fixed - per * k, d = total > want ? total - want : want - total;
+    if (k < 1 || total < 1 || total == want) continue;
+    if (!best[0] || d < (best[0] > want ? best[0] - want : want - best[0])) best[1] = best[0], best[0] = total;
+    else if (!best[1] || d < (best[1] > want ? best[1] - want : want - best[1])) best[1] = total;
+  }
+  if (best[0]) snprintf(buf, cap, "%lld", (long long)best[0]);
+  if (best[1]) snprintf(buf + strlen(buf), cap - strlen(buf), " or %lld", (long long)best[1]);
+}
+
+px_status px_parallel_chunk_layers(const px_parallel *p, int64_t L, int64_t *out, px_err *err) {
+  int64_t pp = p->pp, v = p->vpp, V = pp * v;
+  if (p->nchunk_layers > 0) {
+    if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--layers-per-chunk gives every chunk's layers: drop --first-stage-layers and "
+                        "--last-stage-layers");
+    if (p->nchunk_layers != V)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--layers-per-chunk has %d entries, but pp %lld x vpp %lld makes %lld chunks", p->nchunk_layers,
+                        (long long)pp, (long long)v, (long long)V);
+    int64_t sum = 0;
+    for (int64_t i = 0; i < V; i++) sum += out[i] = p->chunk_layers[i];
+    if (sum != L)
+      return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk adds up to %lld layers, the model has %lld",
+                        (long long)sum, (long long)L);
+  } else if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
+    /* Megatron-Core's uneven pipeline: the stages whose count is not given
+     * (the middle ones) share the rest evenly, every chunk alike. */
+    int64_t F = p->first_stage_layers, Ls = p->last_stage_layers;
+    if (pp < 2)
+      return px_err_set(err, PX_ERR_INPUT, "--first-stage-layers and --last-stage-layers need pp > 1");
+    int64_t mid = pp - (F > 0) - (Ls > 0), rest = L - F - Ls;
+    if ((F > 0 && F < v) || (Ls > 0 && Ls < v))
+      return px_err_set(err, PX_ERR_INPUT,
+                        "the first and last stage need at least one layer in each of their %lld chunks (vpp)",
+                        (long long)v);
+    if (mid == 0 && rest != 0)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--first-stage-layers %lld + --last-stage-layers %lld must be the model's %lld layers with pp 2",
+                        (long long)F, (long long)Ls, (long long)L);
+    if (mid > 0 && (rest < mid * v || rest % (mid * v))) {
+      char hint[96];
+      int64_t given = F + Ls;
+      first_last_hint(L, 0, mid * v, given, hint, sizeof hint);
+      return px_err_set(err, PX_ERR_INPUT,
+                        "%lld layers are left for the %lld middle stage%s x %lld chunk%s, which do not split evenly "
+                        "(hint: make %s %s)",
+                        (long long)rest, (long long)mid, mid > 1 ? "s" : "", (long long)v, v > 1 ? "s" : "",
+                        F > 0 && Ls > 0 ? "first + last stage layers" : F > 0 ? "--first-stage-layers" : "--last-stage-layers",
+                        hint[0] ? hint : "smaller");
+    }
+    for (int64_t i = 0; i < V; i++) out[i] = mid > 0 ? rest / (mid * v) : 0;
+    if (F > 0) spread_stage(F, 0, pp, v, true, out);
+    if (Ls > 0) spread_stage(Ls, pp - 1, pp, v, false, out);
+  } else {
+    /* As evenly as possible; when the chunks do not divide the layers, the
+     * ones short of a layer are the last, then the first, then inwards
+     * alternately from both ends: the first and last stages also carry the
+     * embedding and the loss (Llama 3 405B: 126 layers on 16 stages gives 7
+     * on the first and last, 8 elsewhere; with vpp 2, chunk 0 of the first
+     * stage and chunk 1 of the last hold 3, the others 4). */
+    int64_t base = (L + V - 1) / V, deficit = base * V - L;
+    for (int64_t i = 0; i < V; i++) out[i] = base;
+    for (int64_t k = 0; k < deficit; k++) out[(k % 2 == 0) ? V - 1 - k / 2 : k / 2]--;
+  }
+  for (int64_t i = 0; i < V; i++)
+    if (out[i] < 1)
+      return px_err_set(err, PX_ERR_INPUT, "model chunk %lld (stage %lld, chunk %lld) would hold no layer",
+                        (long long)i, (long long)(i % pp), (long long)(i / pp));
+  return PX_OK;
+}
+
+px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *err) {
+  int32_t n = 0;
+  const char *q = s;
+  while (*q) {
+    char *end;
+    long long x = strtoll(q, &end, 10);
+    if (end == q || x < 1 || x > 65535 || (*end && *end != ','))
+      return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: '%.64s' is not a comma list of layer counts", s);
+    if (n == PX_MAX_CHUNK_LIST)
+      return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: more than %d chunks", PX_MAX_CHUNK_LIST);
+    p->chunk_layers[n++] = (uint16_t)x;
+    q = *end ? end + 1 : end;
+  }
+  if (!n) return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: empty list");
+  p->nchunk_layers = n;
+  return PX_OK;
 }
 
 px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err) {
@@ -143,27 +273,45 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
     return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp %lld to divide the sequence length %lld",
                       (long long)p->tp, (long long)p->seq);
   if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
+  int64_t mbs_n = px_parallel_microbatches(p);
   if (p->schedule == PX_SCHED_INTERLEAVED) {
     if (p->pp < 2)
       return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs pp > 1 (hint: --schedule 1f1b)");
     if (p->vpp < 2)
       return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs --vpp 2 or more model chunks per rank");
-    if (m->layers % (p->pp * p->vpp))
+    if (mbs_n < p->pp)
       return px_err_set(err, PX_ERR_INPUT,
-                        "interleaving needs pp %lld x vpp %lld to divide the %lld layers evenly",
-                        (long long)p->pp, (long long)p->vpp, (long long)m->layers);
-    if (px_parallel_microbatches(p) % p->pp)
+                        "the interleaved schedule needs at least pp %lld micro-batches, there are %lld (hint: --gbs %lld)",
+                        (long long)p->pp, (long long)mbs_n, (long long)(p->pp * p->mbs * p->dp));
+    if (p->mb_group > 0 && !mb_group_ok(p->mb_group, mbs_n, p->pp)) {
+      int64_t auto_g = 0;
+      for (int64_t g = p->pp; g <= mbs_n && !auto_g; g++)
+        if (mb_group_ok(g, mbs_n, p->pp)) auto_g = g;
+      if (p->mb_group < p->pp || p->mb_group > mbs_n)
+        return px_err_set(err, PX_ERR_INPUT,
+                          "--microbatch-group %lld must be from pp %lld to the %lld micro-batches (hint: %lld)",
+                          (long long)p->mb_group, (long long)p->pp, (long long)mbs_n, (long long)auto_g);
       return px_err_set(err, PX_ERR_INPUT,
-                        "the interleaved schedule needs the %lld micro-batches to be a multiple of pp %lld "
-                        "(hint: --gbs %lld)",
-                        (long long)px_parallel_microbatches(p), (long long)p->pp,
-                        (long long)(p->pp * p->mbs * p->dp * ((px_parallel_microbatches(p) + p->pp - 1) / p->pp)));
+                        "--microbatch-group %lld leaves a last group of %lld micro-batches, fewer than pp %lld: it "
+                        "would stall the pipeline (Megatron-Core refuses it too; hint: --microbatch-group %lld)",
+                        (long long)p->mb_group, (long long)(mbs_n % p->mb_group), (long long)p->pp,
+                        (long long)auto_g);
+    }
   } else if (p->vpp > 1) {
     return px_err_set(err, PX_ERR_INPUT, "--vpp %lld needs --schedule interleaved", (long long)p->vpp);
+  } else if (p->mb_group > 0) {
+    return px_err_set(err, PX_ERR_INPUT, "--microbatch-group groups micro-batches per chunk: it needs --schedule interleaved");
   }
   if (p->pp * p->vpp > m->layers)
     return px_err_set(err, PX_ERR_INPUT, "pp %lld x vpp %lld stages is more than the %lld layers", (long long)p->pp,
                       (long long)p->vpp, (long long)m->layers);
+  {
+    int64_t *split = px_calloc((size_t)(p->pp * p->vpp), sizeof *split, err);
+    if (!split) return PX_ERR_RUNTIME;
+    px_status st = px_parallel_chunk_layers(p, m->layers, split, err);
+    free(split);
+    if (st) return st;
+  }
   if (p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
       p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT || p->gelu < 0 ||
       p->gelu >= PX_GELU_COUNT)
@@ -275,6 +423,22 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "vpp", false, 1, 1 << 16, &p->vpp, err));
   TRY(px_json_int(&c, obj, "prefetch", false, 0, 64, &p->prefetch, err));
   TRY(px_json_int(&c, obj, "shard_group", false, 1, 1 << 24, &p->shard_group, err));
+  TRY(px_json_int(&c, obj, "first_stage_layers", false, 1, 1 << 24, &p->first_stage_layers, err));
+  TRY(px_json_int(&c, obj, "last_stage_layers", false, 1, 1 << 24, &p->last_stage_layers, err));
+  TRY(px_json_int(&c, obj, "microbatch_group", false, 1, (int64_t)1 << 40, &p->mb_group, err));
+  const cJSON *lpc = cJSON_GetObjectItemCaseSensitive(obj, "layers_per_chunk");
+  if (lpc) {
+    if (!cJSON_IsArray(lpc) || cJSON_GetArraySize(lpc) < 1 || cJSON_GetArraySize(lpc) > PX_MAX_CHUNK_LIST)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel.layers_per_chunk': expected an array of 1 to %d counts",
+                        file, PX_MAX_CHUNK_LIST);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, lpc) {
+      if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 65535 || x->valuedouble != (double)(int64_t)x->valuedouble)
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel.layers_per_chunk': entries must be whole counts from 1",
+                          file);
+      p->chunk_layers[p->nchunk_layers++] = (uint16_t)x->valuedouble;
+    }
+  }
   if (cJSON_GetObjectItemCaseSensitive(obj, "reshard_after_forward")) {
     bool r = true;
     TRY(px_json_bool(&c, obj, "reshard_after_forward", true, &r, err));
@@ -316,6 +480,13 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "vpp", (double)p->vpp);
   if (p->prefetch >= 0) px_json_add_num(o, "prefetch", (double)p->prefetch);
   if (p->shard_group > 0) px_json_add_num(o, "shard_group", (double)p->shard_group);
+  if (p->first_stage_layers > 0) px_json_add_num(o, "first_stage_layers", (double)p->first_stage_layers);
+  if (p->last_stage_layers > 0) px_json_add_num(o, "last_stage_layers", (double)p->last_stage_layers);
+  if (p->mb_group > 0) px_json_add_num(o, "microbatch_group", (double)p->mb_group);
+  if (p->nchunk_layers > 0) {
+    cJSON *a = cJSON_AddArrayToObject(o, "layers_per_chunk");
+    for (int32_t i = 0; a && i < p->nchunk_layers; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(p->chunk_layers[i]));
+  }
   if (p->reshard >= 0) cJSON_AddBoolToObject(o, "reshard_after_forward", p->reshard > 0);
   if (p->grad_accum >= 0) cJSON_AddStringToObject(o, "grad_accum", px_grad_accum_names[p->grad_accum]);
   if (p->main_grad >= 0) cJSON_AddStringToObject(o, "main_grad", px_main_grad_names[p->main_grad]);

@@ -56,6 +56,9 @@ enum {
   PX_OVERLAP_ALL = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP,
 };
 
+/* Longest explicit --layers-per-chunk list (pp x vpp entries). */
+#define PX_MAX_CHUNK_LIST 256
+
 /* Every field 0 (or -1 for enums) means "not set": px_parallel_resolve fills defaults. */
 typedef struct {
   int64_t tp, pp, dp;
@@ -84,6 +87,14 @@ typedef struct {
   int64_t shard_group; /* ZeRO: data-parallel ranks a model state is sharded over (consecutive DP ranks,
                           replicated across the dp / shard_group groups: FSDP HYBRID_SHARD, MiCS);
                           0 unset (dp: the whole data-parallel group) */
+  int64_t first_stage_layers; /* layers of the first pipeline stage, spread over its chunks (Megatron-Core's
+                                 num_layers_in_first_pipeline_stage); 0 unset */
+  int64_t last_stage_layers;  /* ... of the last stage (num_layers_in_last_pipeline_stage); 0 unset */
+  int64_t mb_group;  /* interleaved: micro-batches run on a chunk before the next chunk (Megatron-Core's
+                        microbatch_group_size_per_vp_stage), pp..micro-batches; 0 unset (px_parallel_mb_group) */
+  int32_t nchunk_layers;                         /* entries in chunk_layers; 0 unset */
+  uint16_t chunk_layers[PX_MAX_CHUNK_LIST];      /* (pp x vpp) layers of each model chunk, virtual-stage order
+                                                    (chunk c of stage s is entry c pp + s) */
 } px_parallel;
 
 void px_parallel_unset(px_parallel *p);
@@ -107,6 +118,21 @@ bool px_parallel_hybrid(const px_parallel *p);
 
 /* Micro-batches per DP rank per step. */
 int64_t px_parallel_microbatches(const px_parallel *p);
+
+/* Interleaved: the micro-batches run on one chunk before the next (a group;
+ * the last group takes the rest): mb_group, or unset pp when pp divides the
+ * micro-batches and otherwise the least count from pp whose last group is
+ * empty or at least pp (Megatron-Core refuses a shorter one). 0 when there is
+ * none (fewer micro-batches than pp). */
+int64_t px_parallel_mb_group(const px_parallel *p);
+
+/* Layers of each of the pp x vpp model chunks, in virtual-stage order
+ * (out: pp x vpp entries): chunk_layers; or first/last_stage_layers with the
+ * rest split evenly over the middle stages' chunks; or the default split.
+ * Refuses, with a hint, a split that cannot be made. */
+px_status px_parallel_chunk_layers(const px_parallel *p, int64_t layers, int64_t *out, px_err *err);
+/* Parses "3,4,4,3" into chunk_layers. */
+px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *err);
 px_dtype px_parallel_compute_dtype(const px_parallel *p);
 
 /* JSON: reads the fields present (unset otherwise); file names the source. */

@@ -257,7 +257,20 @@ void px_plan_free(px_plan *p) {
 }
 
 double px_plan_bubble_analytic(const px_plan *plan) {
-  double p = (double)plan->par.pp, m = (double)plan->microbatches;
-  double v = plan->par.schedule == PX_SCHED_INTERLEAVED ? (double)plan->par.vpp : 1.0;
-  return (p - 1) / (v * m + p - 1);
+  int64_t pp = plan->par.pp, v = plan->par.schedule == PX_SCHED_INTERLEAVED ? plan->par.vpp : 1;
+  double m = (double)plan->microbatches, sum = 0, max = 0;
+  /* A stage's work per micro-batch in layers (t_s), equal layers, free
+   * embedding, head and communication: the slowest stage runs m
+   * micro-batches, and the others' work, one chunk deep, fills and drains
+   * the pipeline: T = m t_max + (sum t - t_max) / v. Even stages give
+   * (p-1)/(v m + p-1). */
+  for (int64_t s = 0; s < pp; s++) {
+    double t = 0;
+    for (int64_t c = 0; c < plan->par.vpp; c++) t += (double)plan->vstage_layers[c * pp + s];
+    sum += t;
+    if (t > max) max = t;
+  }
+  if (sum <= 0) return 0;
+  double T = m * max + (sum - max) / (double)v;
+  return 1.0 - m * sum / ((double)pp * T);
 }

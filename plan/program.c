@@ -15,7 +15,7 @@ typedef struct {
   int32_t mb, chunk;
 } sched_unit;
 
-/* Megatron-LM's orders. */
+/* Megatron-LM's orders. Returns the entries, -1 out of memory. */
 static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
   int64_t pp = p->par.pp, m = p->microbatches, v = p->par.vpp, n = 0;
   if (p->par.schedule == PX_SCHED_GPIPE) {
@@ -33,46 +33,56 @@ static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
     for (int64_t i = m - warm; i < m; i++) out[n++] = (sched_unit){true, false, (int32_t)i, 0};
     return n;
   }
-  /* Interleaved: virtual micro-batch k runs chunk (k / pp) % v of micro-batch
-   * (k / (pp v)) pp + k % pp; backwards visit chunks in reverse. In the steady
-   * state a forward and a backward run back to back and their p2p is posted
-   * in one batch after both (send_forward_backward_recv_forward_backward). */
-  int64_t total = m * v;
-  int64_t warm = (pp - s - 1) * 2 + (v - 1) * pp;
-  if (m == pp || warm > total) warm = total;
-#define VMB(k) ((int32_t)(((k) / (pp * v)) * pp + (k) % pp))
-#define FCH(k) ((int32_t)(((k) / pp) % v))
-#define BCH(k) ((int32_t)(v - 1 - ((k) / pp) % v))
-  for (int64_t k = 0; k < warm; k++) out[n++] = (sched_unit){false, false, VMB(k), FCH(k)};
-  for (int64_t i = 0; i < total - warm; i++) {
-    out[n++] = (sched_unit){false, true, VMB(warm + i), FCH(warm + i)};
-    out[n++] = (sched_unit){true, false, VMB(i), BCH(i)};
+  /* Interleaved (Megatron-Core's schedules.py: get_schedule_table,
+   * get_pp_rank_microbatches): virtual micro-batch k runs the k-th entry of
+   * a table that takes the micro-batches in groups of g (the last group the
+   * rest) and, within a group, every chunk in turn over the group's
+   * micro-batches; backwards visit the chunks in reverse. Warm-up is
+   * 2 (pp - s - 1) + (v - 1) g forwards. In the steady state a forward and a
+   * backward run back to back and their p2p is posted in one batch after
+   * both (send_forward_backward_recv_forward_backward). With g = pp this is
+   * Narayanan et al.'s order (SC'21). */
+  int64_t total = m * v, g = px_parallel_mb_group(&p->par);
+  int32_t *tab_mb = malloc((size_t)total * sizeof *tab_mb), *tab_ch = malloc((size_t)total * sizeof *tab_ch);
+  if (!tab_mb || !tab_ch || g < 1) {
+    free(tab_mb), free(tab_ch);
+    return -1;
   }
-  for (int64_t k = total - warm; k < total; k++) out[n++] = (sched_unit){true, false, VMB(k), BCH(k)};
-#undef VMB
-#undef FCH
-#undef BCH
+  for (int64_t lo = 0, k = 0; lo < m; lo += g) {
+    int64_t hi = lo + g >= m ? m : lo + g;
+    for (int64_t c = 0; c < v; c++)
+      for (int64_t mb = lo; mb < hi; mb++) tab_mb[k] = (int32_t)mb, tab_ch[k++] = (int32_t)c;
+  }
+  int64_t warm = (pp - s - 1) * 2 + (v - 1) * g;
+  if (m == pp || warm > total) warm = total;
+#define FWD(k) ((sched_unit){false, false, tab_mb[k], tab_ch[k]})
+#define BWD(k) ((sched_unit){true, false, tab_mb[k], (int32_t)(v - 1 - tab_ch[k])})
+  for (int64_t k = 0; k < warm; k++) out[n++] = FWD(k);
+  for (int64_t i = 0; i < total - warm; i++) {
+    out[n] = FWD(warm + i);
+    out[n++].pair = true;
+    out[n++] = BWD(i);
+  }
+  for (int64_t k = total - warm; k < total; k++) out[n++] = BWD(k);
+#undef FWD
+#undef BWD
+  free(tab_mb);
+  free(tab_ch);
   return n;
 }
 
-/* Splits L layers over V chunks as evenly as possible. When they do not
- * divide, the chunks short of a layer are the last, then the first, then
- * inwards alternately from both ends: the first and last stages also carry
- * the embedding and the loss (Llama 3 405B: 126 layers on 16 stages gives
- * 7 on the first and last, 8 elsewhere). */
-static void split_layers(px_plan *p) {
-  int64_t V = p->vstages, L = p->model.layers;
-  int64_t base = (L + V - 1) / V, deficit = base * V - L;
-  for (int64_t i = 0; i < V; i++) p->vstage_layers[i] = base;
-  for (int64_t k = 0; k < deficit; k++) {
-    int64_t idx = (k % 2 == 0) ? V - 1 - k / 2 : k / 2;
-    p->vstage_layers[idx]--;
-  }
+/* Layers of each model chunk: px_parallel_chunk_layers (the default split,
+ * the first and last stage's counts, or an explicit list), validated before. */
+static px_status split_layers(px_plan *p, px_err *err) {
+  int64_t V = p->vstages;
+  px_status st = px_parallel_chunk_layers(&p->par, p->model.layers, p->vstage_layers, err);
+  if (st) return st;
   int64_t first = 0;
   for (int64_t i = 0; i < V; i++) {
     p->vstage_first[i] = first;
     first += p->vstage_layers[i];
   }
+  return PX_OK;
 }
 
 int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk) {
@@ -483,12 +493,31 @@ static px_status zero3_residency(emitter *e, px_err *err) {
   return st;
 }
 
+/* The receive of schedule entry u's input (forward) or output gradient
+ * (backward) from the neighbouring stage, if it has one: its instance, or -1. */
+static int32_t post_recv(emitter *e, sched_unit u) {
+  px_plan *p = e->p;
+  int64_t pp = p->par.pp, V = p->vstages, vs = u.chunk * pp + e->stage;
+  int32_t first = (int32_t)p->vstage_first[vs], n = (int32_t)p->vstage_layers[vs], r = -1;
+  if (!u.bwd && vs > 0)
+    r = inst_push(&e->il, PX_BLOCK_RECV_FWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first, u.chunk, -1);
+  else if (u.bwd && vs < V - 1)
+    r = inst_push(&e->il, PX_BLOCK_RECV_BWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first + n, u.chunk, -1);
+  /* without p2p overlap a receive is posted only when the stage reaches it */
+  if (r >= 0 && !(p->par.overlap & PX_OVERLAP_PP)) dep_push(&e->il, e->last_compute);
+  return r;
+}
+
 static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
   sched_unit *sched = px_calloc((size_t)(2 * m * p->par.vpp + 2), sizeof *sched, err);
   if (!sched) return PX_ERR_RUNTIME;
   int64_t ns = schedule_stage(p, s, sched);
   emitter e = {.p = p, .stage = s, .last_compute = -1};
+  if (ns < 0) {
+    free(sched);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory ordering stage %lld", (long long)s);
+  }
   e.unit_lo = px_calloc((size_t)L + 2, sizeof *e.unit_lo, err);
   e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
   px_status st = PX_OK;
@@ -545,16 +574,44 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
       e.param_sync[u] = inst_push(&e.il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
 
   /* Groups of schedule entries run without p2p in between; before each group
-   * one batch posts the previous group's sends and this group's receives. */
+   * one batch posts the previous group's sends and this group's receives,
+   * except the receives that wrap around the pipeline (interleaved: the last
+   * stage's forward output into the first stage's next chunk, the first
+   * stage's gradient into the last stage's previous chunk). Those are posted
+   * as Megatron-Core does (recv_tensor_from_previous_stage): the leading
+   * stage is pp - 1 virtual micro-batches ahead of the one sending, so the
+   * output of virtual micro-batch k is received in the batch before virtual
+   * micro-batch k + pp, and kept until its chunk runs (later when the group
+   * of micro-batches is longer than pp). */
   int32_t *recv_of = px_calloc((size_t)ns + 1, sizeof *recv_of, err);
   int32_t *last_of = px_calloc((size_t)ns + 1, sizeof *last_of, err);
-  if (!recv_of || !last_of) {
-    free(recv_of), free(last_of);
+  int64_t *post_at = px_calloc((size_t)ns + 1, sizeof *post_at, err); /* (ns) wrap receives: the entry whose group posts it, else -1 */
+  int64_t *pos_of = px_calloc((size_t)ns + 1, sizeof *pos_of, err);   /* (m v) the entry of forward (backward) k */
+  if (!recv_of || !last_of || !post_at || !pos_of) {
+    free(recv_of), free(last_of), free(post_at), free(pos_of);
     st = PX_ERR_RUNTIME;
     goto done;
   }
+  for (int64_t j = 0; j < ns; j++) post_at[j] = -1;
+  bool lead_fwd = s == 0, lead_bwd = s == pp - 1; /* the wrap-around traffic this stage receives */
+  if (p->par.vpp > 1) {
+    int64_t g = px_parallel_mb_group(&p->par), v = p->par.vpp, nk = 0;
+    for (int64_t j = 0; j < ns; j++)
+      if (sched[j].bwd == !lead_fwd) pos_of[nk++] = j;
+    for (int64_t j = 0, k = 0; j < ns; j++) {
+      if (sched[j].bwd != !lead_fwd) continue;
+      int64_t chunk = sched[j].chunk;
+      bool wrap = lead_fwd ? chunk > 0 : (lead_bwd && chunk < v - 1);
+      if (wrap) {
+        /* virtual micro-batch k's input is the output of virtual micro-batch k - (its group's size) */
+        int64_t grp = sched[j].mb / g * g, size = grp + g >= m ? m - grp : g;
+        post_at[j] = pos_of[k - size + pp];
+      }
+      k++;
+    }
+  }
   int32_t batch = 0;
-  int64_t prev_lo = 0, prev_hi = 0;
+  int64_t prev_lo = 0, prev_hi = 0, wrap_next[2] = {0, 0};
   for (int64_t k = 0;;) {
     int64_t lo = k, hi = k;
     if (k < ns)
@@ -573,17 +630,18 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
         continue;
       dep_push(&e.il, last_of[j]);
     }
-    for (int64_t j = lo; j < hi; j++) {
-      sched_unit u = sched[j];
-      int64_t vs = u.chunk * pp + s;
-      int32_t first = (int32_t)p->vstage_first[vs], n = (int32_t)p->vstage_layers[vs];
-      recv_of[j] = -1;
-      if (!u.bwd && vs > 0)
-        recv_of[j] = inst_push(&e.il, PX_BLOCK_RECV_FWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first, u.chunk, -1);
-      else if (u.bwd && vs < V - 1)
-        recv_of[j] = inst_push(&e.il, PX_BLOCK_RECV_BWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first + n, u.chunk, -1);
-      /* without p2p overlap a receive is posted only when the stage reaches it */
-      if (recv_of[j] >= 0 && !(p->par.overlap & PX_OVERLAP_PP)) dep_push(&e.il, e.last_compute);
+    /* this group's own receives and the wrap-around ones due by its end:
+     * forward activations first, then gradients (as Megatron-Core's batch),
+     * each in schedule order */
+    for (int dir = 0; dir < 2; dir++) {
+      for (; wrap_next[dir] < ns; wrap_next[dir]++) {
+        int64_t w = wrap_next[dir];
+        if (post_at[w] < 0 || sched[w].bwd != dir) continue;
+        if (post_at[w] >= hi) break;
+        recv_of[w] = post_recv(&e, sched[w]);
+      }
+      for (int64_t j = lo; j < hi; j++)
+        if (post_at[j] < 0 && sched[j].bwd == dir) recv_of[j] = post_recv(&e, sched[j]);
     }
     int32_t batch_end = e.il.n;
     if (batch_end > batch_first) {
@@ -603,6 +661,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   }
   free(recv_of);
   free(last_of);
+  free(post_at);
+  free(pos_of);
   flush_syncs(&e, -1);
   /* The unit holding a tied embedding copy is summed with the other stage's
    * copy and reduced once, after every transfer of the step: a collective
@@ -685,7 +745,8 @@ static px_status match_p2p(px_plan *p, px_err *err) {
 
 px_status px_compile_programs(px_plan *p, px_err *err) {
   int64_t pp = p->par.pp;
-  split_layers(p);
+  px_status st0 = split_layers(p, err);
+  if (st0) return st0;
   p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
   if (!p->programs) return PX_ERR_RUNTIME;
   for (int64_t s = 0; s < pp; s++) {

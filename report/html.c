@@ -189,6 +189,16 @@ static void sb_plan_flags(sbuf *b, const cJSON *par) {
     sb_puts(b, " ");
   }
   if (jnum(par, "vpp", &v) && (v > 1 || (sched && !strcmp(sched, "interleaved")))) sb_printf(b, "--vpp %.0f ", v);
+  if (jnum(par, "first_stage_layers", &v)) sb_printf(b, "--first-stage-layers %.0f ", v);
+  if (jnum(par, "last_stage_layers", &v)) sb_printf(b, "--last-stage-layers %.0f ", v);
+  if (jnum(par, "microbatch_group", &v)) sb_printf(b, "--microbatch-group %.0f ", v);
+  const cJSON *lpc = jget(par, "layers_per_chunk");
+  if (cJSON_IsArray(lpc)) {
+    const cJSON *x;
+    sb_puts(b, "--layers-per-chunk ");
+    cJSON_ArrayForEach(x, lpc) sb_printf(b, "%s%.0f", x == lpc->child ? "" : ",", x->valuedouble);
+    sb_puts(b, " ");
+  }
   const char *s = jstr(par, "recompute");
   if (s) {
     sb_puts(b, "--recompute ");

@@ -2,6 +2,8 @@
  * time to train, cost and goodput when there are training tokens. */
 #include "report/sweep.h"
 
+#include <string.h>
+
 #include "core/fileio.h"
 #include "core/fmt.h"
 #include "report/html.h"
@@ -21,14 +23,20 @@ void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
   if (done == total) fputs("\r\033[K", out);
 }
 
-/* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column. */
+/* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column (with
+ * "f7l7" when the first and last stage hold 7 layers each). */
 static void plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc[] = {"none", "sel", "full"};
-  char sched[16];
+  char sched[64];
   if (p->schedule == PX_SCHED_INTERLEAVED)
     snprintf(sched, sizeof sched, "int%lld", (long long)p->vpp);
   else
     snprintf(sched, sizeof sched, "%s", px_schedule_names[p->schedule]);
+  if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
+    snprintf(sched + strlen(sched), sizeof sched - strlen(sched), " f%lldl%lld", (long long)p->first_stage_layers,
+             (long long)p->last_stage_layers);
+  else if (p->nchunk_layers > 0)
+    snprintf(sched + strlen(sched), sizeof sched - strlen(sched), " chunks");
   char zero[32];
   px_report_zero_label(p, zero, sizeof zero);
   snprintf(buf, cap, "tp%lld pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp, zero,

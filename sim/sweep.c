@@ -90,6 +90,25 @@ static int dim_values(int64_t fixed, bool is_fixed, const int64_t *all, int nall
  * every ZeRO-2/3 mode with it cost a third more sweep time, 256 GPUs.) */
 #define HYBRID_MIN_ZERO 2
 
+/* The first and last stage k layers short of the middle stages, whose
+ * layers split evenly over their chunks (Megatron-Core's uneven pipeline):
+ * sets p's first/last_stage_layers; false when not possible, not wanted
+ * (the split is fixed, pp < 3, GPipe) or the same as the default split. */
+static bool short_ends(const px_model *m, px_parallel *p, const px_parallel *f, int64_t k, int64_t *a, int64_t *b) {
+  if (f->first_stage_layers > 0 || f->last_stage_layers > 0 || f->nchunk_layers > 0) return false;
+  if (p->pp < 3 || p->schedule == PX_SCHED_GPIPE) return false;
+  int64_t L = m->layers, pp = p->pp, v = p->vpp, mid = (L + pp - 1) / pp; /* a middle stage's layers */
+  int64_t ends = mid - k;
+  if (ends < v || L - 2 * ends <= 0 || (L - 2 * ends) % ((pp - 2) * v)) return false;
+  px_parallel q = *p;
+  q.first_stage_layers = q.last_stage_layers = 0;
+  p->first_stage_layers = p->last_stage_layers = ends;
+  if (px_parallel_chunk_layers(p, L, a, NULL) || px_parallel_chunk_layers(&q, L, b, NULL)) return false;
+  for (int64_t i = 0; i < pp * v; i++)
+    if (a[i] != b[i]) return true;
+  return false;
+}
+
 static px_status enumerate(const px_model *m, const px_cluster *c, const px_sweep_opts *o, cand_list *out,
                            int64_t *invalid, px_err *err) {
   const px_parallel *f = &o->fixed;
@@ -107,7 +126,10 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
   int nr = dim_values(f->recompute, f->recompute >= 0, recs, 3, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
-  for (int it = 0; it < ntp; it++) {
+  int64_t *split_a = px_calloc((size_t)m->layers * 8 + 8, sizeof *split_a, err); /* (pp vpp) scratch */
+  int64_t *split_b = px_calloc((size_t)m->layers * 8 + 8, sizeof *split_b, err);
+  px_status st = split_a && split_b ? PX_OK : PX_ERR_RUNTIME;
+  for (int it = 0; it < ntp && !st; it++) {
     int64_t tp = tps[it];
     npp = 0;
     for (int64_t q = 1; q <= gpus / tp && q <= m->layers && npp < 64; q++)
@@ -130,15 +152,20 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
               } else {
                 scheds[nsched][0] = PX_SCHED_GPIPE, scheds[nsched++][1] = 1;
                 scheds[nsched][0] = PX_SCHED_1F1B, scheds[nsched++][1] = 1;
+                /* every vpp whose chunks hold a layer each, evenly or not (px_parallel_chunk_layers) */
                 for (int64_t v = 2; v <= 8 && nsched < 16; v++)
-                  if (m->layers % (pp * v) == 0) scheds[nsched][0] = PX_SCHED_INTERLEAVED, scheds[nsched++][1] = v;
+                  if (pp * v <= m->layers) scheds[nsched][0] = PX_SCHED_INTERLEAVED, scheds[nsched++][1] = v;
               }
-              for (int ic = 0; ic < nsched; ic++) {
-                if (f->schedule >= 0 && f->schedule != scheds[ic][0]) continue;
-                if (f->vpp > 0 && f->vpp != scheds[ic][1]) continue;
+              for (int ic = 0; ic < nsched * 3; ic++) {
+                /* each schedule with the default layer split, then (unless the split is fixed) the
+                 * first and last stage k = 1, 2 layers short of the middle ones */
+                int64_t k_short = ic % 3;
+                if (f->schedule >= 0 && f->schedule != scheds[ic / 3][0]) continue;
+                if (f->vpp > 0 && f->vpp != scheds[ic / 3][1]) continue;
                 px_parallel p = *f;
                 p.tp = tp, p.pp = pp, p.dp = dp, p.zero = (int)zv[iz], p.sp = (int)spv[is], p.mbs = mv[im];
-                p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic][0], p.vpp = scheds[ic][1];
+                p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 3][0], p.vpp = scheds[ic / 3][1];
+                if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
                 if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0) continue;
@@ -167,7 +194,10 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                       (*invalid)++;
                       continue;
                     }
-                    if (!cand_push(out, &q)) return px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                    if (!cand_push(out, &q)) {
+                      st = px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                      goto out;
+                    }
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
                     if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp || dp % node) continue;
@@ -180,13 +210,19 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                       (*invalid)++;
                       continue;
                     }
-                    if (!cand_push(out, &q)) return px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                    if (!cand_push(out, &q)) {
+                      st = px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+                      goto out;
+                    }
                   }
               }
             }
     }
   }
-  return PX_OK;
+out:
+  free(split_a);
+  free(split_b);
+  return st;
 }
 
 /* ---- evaluation ---- */
@@ -441,7 +477,8 @@ void px_sweep_result_free(px_sweep_result *r) {
 
 static bool same_split(const px_parallel *a, const px_parallel *b) {
   return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->sp == b->sp && a->mbs == b->mbs &&
-         a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute;
+         a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
+         a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
 }
 
 int px_sweep_zero_alternatives(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out, int cap) {

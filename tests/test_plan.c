@@ -495,6 +495,8 @@ static void test_flops(void) {
 
 /* ---- pipeline p2p ---- */
 
+static void check_lifetimes(const px_plan *plan);
+
 static void test_p2p_deadlock_free(void) {
   px_model m = gpt(128, 64, 4, 64, 0.0);
   int64_t pps[] = {2, 3, 4, 8, 16, 64};
@@ -537,6 +539,61 @@ static void test_p2p_deadlock_free(void) {
     }
   }
   CU_ASSERT(checked > 80);
+}
+
+/* Uneven chunks (126 layers on 16 stages, vpp 2..8, as Llama 3 405B) and
+ * micro-batch counts pp does not divide (Megatron-Core's groups, default and
+ * set): every send meets its receive and nothing deadlocks, with the p2p
+ * overlapped or not; every tensor is allocated and freed once (13 layers). */
+static void test_p2p_uneven(void) {
+  px_model m = gpt(126, 64, 4, 64, 0.0);
+  px_cluster c = cluster("dgx-a100", 16);
+  int64_t ms[] = {16, 17, 19, 23, 31, 32, 33, 48, 50};
+  int checked = 0;
+  for (int64_t v = 2; v <= 7; v++)
+    for (size_t j = 0; j < sizeof ms / sizeof *ms; j++)
+      for (int64_t g = 0; g <= 1; g++)
+        for (int ov = 0; ov <= 1; ov++) {
+          if (v > 3 && (ov || g)) continue; /* keep the suite quick */
+          px_parallel p = par(1, 16, 1, 0, 1, ms[j]);
+          p.schedule = PX_SCHED_INTERLEAVED, p.vpp = v;
+          if (g) p.mb_group = ms[j] >= 32 ? ms[j] : 0; /* one group of every micro-batch */
+          if (ov) p.overlap = PX_OVERLAP_DP;
+          px_plan plan;
+          px_err err = {0};
+          px_status st = compile(&plan, &m, &c, &p, &err);
+          if (st) fprintf(stderr, "\n  v %lld m %lld: %s\n", (long long)v, (long long)ms[j], err.msg);
+          CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+          st = px_plan_check_p2p(&plan, &err);
+          if (st) fprintf(stderr, "\n  v %lld m %lld g %lld: %s\n", (long long)v, (long long)ms[j], (long long)px_parallel_mb_group(&plan.par), err.msg);
+          CU_ASSERT_EQUAL(st, PX_OK);
+          int64_t sum = 0;
+          for (int64_t i = 0; i < 16 * v; i++) sum += plan.vstage_layers[i];
+          CU_ASSERT_EQUAL(sum, 126);
+          checked++;
+          px_plan_free(&plan);
+        }
+  /* vpp 8 would make 128 chunks of 126 layers */
+  px_parallel p = par(1, 16, 1, 0, 1, 16);
+  p.schedule = PX_SCHED_INTERLEAVED, p.vpp = 8;
+  px_plan plan;
+  px_err err = {0};
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT(checked >= 60);
+  /* lifetimes on a small uneven model */
+  px_model small = gpt(13, 64, 4, 64, 0.1);
+  px_cluster c4 = cluster("dgx-a100", 4);
+  for (int64_t v = 1; v <= 3; v++)
+    for (int64_t mm = 4; mm <= 9; mm++)
+      for (int z = 0; z <= 3; z += 3) {
+        px_parallel q = par(1, 4, 1, 0, 1, mm);
+        q.schedule = v > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B, q.vpp = v;
+        if (z) q = par(1, 2, 2, z, 1, 2 * mm), q.schedule = v > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B, q.vpp = v;
+        CU_ASSERT_EQUAL_FATAL(compile(&plan, &small, &c4, &q, &err), PX_OK);
+        check_lifetimes(&plan);
+        CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+        px_plan_free(&plan);
+      }
 }
 
 /* A deliberately broken order is caught. */
@@ -665,6 +722,60 @@ static void test_layer_split(void) {
   CU_ASSERT_EQUAL(plan.grid.dp_place.per_node, 1);
   CU_ASSERT_EQUAL(plan.grid.pp_place.nodes, 16);
   px_plan_free(&plan);
+  /* Interleaved, vpp 2: chunk 0 of the first stage and chunk 1 of the last hold 3 layers, every other 4:
+   * still 7 on the first and last stage, 8 elsewhere; --first/last-stage-layers 7 give the same. */
+  p = par(8, 16, 128, 1, 1, 2048);
+  p.seq = 8192, p.sp = 1, p.schedule = PX_SCHED_INTERLEAVED, p.vpp = 2;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  int64_t want[32];
+  for (int i = 0; i < 32; i++) want[i] = i == 0 || i == 31 ? 3 : 4;
+  for (int i = 0; i < 32; i++) CU_ASSERT_EQUAL(plan.vstage_layers[i], want[i]);
+  CU_ASSERT_EQUAL(plan.programs[0].nlayers, 7);
+  CU_ASSERT_EQUAL(plan.programs[15].nlayers, 7);
+  CU_ASSERT_EQUAL(plan.programs[7].nlayers, 8);
+  CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+  px_plan_free(&plan);
+  p.first_stage_layers = p.last_stage_layers = 7;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  for (int i = 0; i < 32; i++) CU_ASSERT_EQUAL(plan.vstage_layers[i], want[i]);
+  px_plan_free(&plan);
+  /* Megatron-Core's rule when vpp divides them: 6 and 4 layers, 2 + 2 + 2 and 2 + 2 + 2 + ... */
+  p.vpp = 2, p.first_stage_layers = 6, p.last_stage_layers = 8; /* 112 left: 4 per middle chunk */
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(plan.vstage_layers[0] == 3 && plan.vstage_layers[16] == 3);
+  CU_ASSERT(plan.vstage_layers[15] == 4 && plan.vstage_layers[31] == 4);
+  for (int s = 1; s < 15; s++) CU_ASSERT(plan.vstage_layers[s] == 4 && plan.vstage_layers[16 + s] == 4);
+  px_plan_free(&plan);
+  /* 1F1B, only the first stage given: the last counts as a middle stage (Megatron-Core) */
+  p = par(8, 16, 128, 1, 1, 2048);
+  p.seq = 8192, p.first_stage_layers = 6; /* 120 left over 15 stages */
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(plan.vstage_layers[0], 6);
+  for (int s = 1; s < 16; s++) CU_ASSERT_EQUAL(plan.vstage_layers[s], 8);
+  px_plan_free(&plan);
+  /* an explicit list, virtual-stage order */
+  p = par(8, 2, 1024, 1, 1, 2048);
+  p.seq = 8192, p.schedule = PX_SCHED_INTERLEAVED, p.vpp = 2;
+  CU_ASSERT_EQUAL(px_parallel_parse_chunk_list("30,33,33,30", &p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(plan.vstage_layers[0] == 30 && plan.vstage_layers[1] == 33 && plan.vstage_first[3] == 96);
+  CU_ASSERT(plan.programs[0].nlayers == 63 && plan.programs[1].nlayers == 63);
+  /* and the fields survive the plan file */
+  cJSON *j = px_parallel_to_json(&plan.par);
+  px_parallel back;
+  CU_ASSERT_EQUAL(px_parallel_from_json(j, "t", &back, &err), PX_OK);
+  CU_ASSERT(back.nchunk_layers == 4 && back.chunk_layers[1] == 33 && back.chunk_layers[3] == 30);
+  cJSON_Delete(j);
+  px_plan_free(&plan);
+  p = par(8, 16, 128, 1, 1, 2048);
+  p.seq = 8192, p.vpp = 1, p.bucket_bytes = 1 << 20, p.first_stage_layers = 6, p.last_stage_layers = 8, p.mb_group = 17;
+  j = px_parallel_to_json(&p);
+  px_status st0 = px_parallel_from_json(j, "t", &back, &err);
+  if (st0) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL(st0, PX_OK);
+  CU_ASSERT(back.first_stage_layers == 6 && back.last_stage_layers == 8 && back.mb_group == 17 && !back.nchunk_layers);
+  cJSON_Delete(j);
+  CU_ASSERT_EQUAL(px_parallel_parse_chunk_list("3,,4", &p, &err), PX_ERR_INPUT);
   /* TP 4 on 8-GPU nodes: two DP members share a node. */
   CU_ASSERT_EQUAL_FATAL(px_model_load("llama2-7b", &m, &err), PX_OK);
   c = cluster("dgx-a100", 32);
@@ -713,14 +824,41 @@ static void test_refusals(void) {
   p.schedule = PX_SCHED_INTERLEAVED;
   p.vpp = 2;
   expect_refused("llama3-8b", 8, p, "interleaved schedule needs pp > 1");
-  p = par(1, 8, 1, 0, 1, 16);
-  p.schedule = PX_SCHED_INTERLEAVED;
-  p.vpp = 3;
-  expect_refused("llama3-8b", 8, p, "divide the 32 layers evenly");
-  p = par(1, 8, 1, 0, 1, 12);
+  p = par(1, 8, 1, 0, 1, 4);
   p.schedule = PX_SCHED_INTERLEAVED;
   p.vpp = 2;
-  expect_refused("llama3-8b", 8, p, "multiple of pp");
+  expect_refused("llama3-8b", 8, p, "needs at least pp 8 micro-batches");
+  p = par(1, 8, 1, 0, 1, 20);
+  p.schedule = PX_SCHED_INTERLEAVED;
+  p.vpp = 2;
+  p.mb_group = 8;
+  expect_refused("llama3-8b", 8, p, "leaves a last group of 4 micro-batches, fewer than pp 8");
+  p.mb_group = 21;
+  expect_refused("llama3-8b", 8, p, "must be from pp 8 to the 20 micro-batches (hint: 10)");
+  p = par(1, 8, 1, 0, 1, 16);
+  p.mb_group = 8;
+  expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+  /* Megatron-Core's uneven pipeline: the middle stages split the rest evenly */
+  p = par(1, 8, 1, 0, 1, 16);
+  p.schedule = PX_SCHED_INTERLEAVED;
+  p.vpp = 2;
+  p.first_stage_layers = 3, p.last_stage_layers = 4;
+  expect_refused("llama3-8b", 8, p, "25 layers are left for the 6 middle stages x 2 chunks");
+  p.first_stage_layers = 1;
+  expect_refused("llama3-8b", 8, p, "at least one layer in each of their 2 chunks");
+  p = par(1, 1, 8, 0, 1, 8);
+  p.first_stage_layers = 4;
+  expect_refused("llama3-8b", 8, p, "need pp > 1");
+  p = par(1, 2, 4, 0, 1, 8);
+  p.first_stage_layers = 10, p.last_stage_layers = 10;
+  expect_refused("llama3-8b", 8, p, "must be the model's 32 layers with pp 2");
+  p = par(1, 2, 4, 0, 1, 8);
+  p.nchunk_layers = 3, p.chunk_layers[0] = 10, p.chunk_layers[1] = 10, p.chunk_layers[2] = 12;
+  expect_refused("llama3-8b", 8, p, "has 3 entries, but pp 2 x vpp 1 makes 2 chunks");
+  p.nchunk_layers = 2;
+  expect_refused("llama3-8b", 8, p, "adds up to 20 layers, the model has 32");
+  p.first_stage_layers = 10;
+  expect_refused("llama3-8b", 8, p, "drop --first-stage-layers");
   p = par(1, 8, 1, 0, 1, 8);
   expect_refused("tiny", 8, p, "more than the 4 layers");
   p = par(1, 1, 1, 2, 1, 8);
@@ -763,6 +901,7 @@ int main(void) {
       {"1F1B holds p micro-batches; interleaving's factor", test_inflight},
       {"FLOPs per step equal Megatron's formula within 0.5%", test_flops},
       {"sends match receives and no schedule deadlocks", test_p2p_deadlock_free},
+      {"uneven chunks (126 layers / 16 stages / vpp 2..7), any micro-batch count: no deadlock", test_p2p_uneven},
       {"a broken p2p order is reported as a deadlock", test_p2p_detects_deadlock},
       {"every tensor is allocated and freed exactly once", test_lifetimes},
       {"uneven layer split and the rank grid", test_layer_split},

@@ -1,4 +1,4 @@
-/* Properties over 200 random valid plans (hybrid sharding among them):
+/* Properties over 200 random valid plans (hybrid sharding and uneven chunks among them):
  * every instance of a program waits only for earlier instances; a sweep
  * that fixes every dimension reports
  * for its one plan exactly what the simulator reports for it (every figure,
@@ -64,7 +64,13 @@ static bool random_plan(px_model *m, px_cluster *c, px_parallel *p) {
     p->shard_group = d[(shard_rng >> 33) % (uint64_t)k];
   }
   px_parallel_resolve(p, m, c);
-  return px_parallel_validate(p, m, c, NULL) == PX_OK;
+  if (px_parallel_validate(p, m, c, NULL)) return false;
+  /* the layer split too, as an explicit list (a sweep would try the first and last stage shorter) */
+  int64_t split[PX_MAX_CHUNK_LIST];
+  if (p->pp * p->vpp > PX_MAX_CHUNK_LIST || px_parallel_chunk_layers(p, m->layers, split, NULL)) return false;
+  p->nchunk_layers = (int32_t)(p->pp * p->vpp);
+  for (int32_t i = 0; i < p->nchunk_layers; i++) p->chunk_layers[i] = (uint16_t)split[i];
+  return true;
 }
 
 /* Bitwise equality of every summary figure of two sim results. */
