@@ -3,11 +3,15 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PLANNER_BUILD ?= build-planner
+FUZZ_BUILD ?= build-fuzz
+# seconds per fuzz harness: `make fuzz`, and the brief run in `make test`
+FUZZ_SECONDS ?= 60
+TEST_FUZZ_SECONDS ?= 20
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-unit test-asan test-planner bench golden clean
+.PHONY: all deps build demo test test-unit test-asan test-planner test-fuzz fuzz fuzz-build bench golden clean
 
 all: build
 
@@ -25,7 +29,7 @@ demo: build
 # Every test: the suites and CLI tests, then the unit suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (which fail on any report),
 # and the planner alone, built without the executor (no MPI, BLAS or CUDA).
-test: build test-asan test-planner
+test: build test-asan test-planner test-fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
@@ -41,6 +45,19 @@ test-planner: deps
 	@cmake --build $(PLANNER_BUILD) -j $(JOBS)
 	@cd $(PLANNER_BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer harnesses (clang, ASan + UBSan) on every reader of outside input:
+# model, cluster and plan files, the command line, checkpoints, profiles and
+# data files. `make fuzz` runs each for FUZZ_SECONDS; `make test` briefly.
+fuzz-build: deps
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPX_FUZZ=ON -DPX_CUDA=OFF
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_harnesses
+
+fuzz: fuzz-build
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+test-fuzz: fuzz-build
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(TEST_FUZZ_SECONDS)
+
 # Records the simulator's golden figures again (tests/data/golden_sim.tsv):
 # only on purpose, with the diff reviewed in the commit.
 golden: build
@@ -50,4 +67,4 @@ bench: build
 	@bash scripts/bench.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(PLANNER_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(PLANNER_BUILD) $(FUZZ_BUILD)

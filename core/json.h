@@ -19,6 +19,8 @@ typedef struct {
 /* Reads and parses a JSON file (at most 64 MiB); refuses empty, binary and
  * malformed files with the line and column of the error. */
 px_status px_json_load(const char *path, cJSON **out, px_err *err);
+/* Parses len bytes of text, which must be followed by a NUL (text[len] == 0,
+ * as px_json_load leaves it); name is the source for messages. */
 px_status px_json_parse(const char *text, size_t len, const char *name, cJSON **out, px_err *err);
 
 /* Field readers. A missing field is an error when required, otherwise *out

@@ -324,7 +324,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
     x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
-    if (!x->param_of || !x->gathered || !x->bucket || !x->staged_grad || !x->staged_param || !x->late || !x->late_bytes || !x->seq_index || !x->marks ||
+    if (!x->param_of || !x->gathered || !x->bucket || !x->staged_grad || !x->staged_param || !x->late ||
+        !x->late_bytes || !x->seq_index || !x->marks ||
         !x->tp_marks || !x->zero_slot || !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
@@ -810,7 +811,8 @@ static px_status run_offload_grad(px_exec *x, const px_inst *in, const px_op *o,
   uint64_t n = (uint64_t)o->dim[0], lo, hi;
   void *raw = malloc(n * x->gb + 1);
   float *f = malloc(n * sizeof *f + 1);
-  px_status st = raw && f ? x->be->download(x->be, raw, dev, n * x->gb, err) : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  px_status st = raw && f ? x->be->download(x->be, raw, dev, n * x->gb, err)
+                           : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   if (!st) {
     px_dtype_to_fp32(f, raw, x->plan->grad_dtype, n);
     owned_range(x, u, &lo, &hi);
