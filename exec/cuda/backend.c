@@ -895,11 +895,8 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   px_dtype dt = px_support_op_dtype(plan, op);
   const int64_t *d = op->dim;
   const char *kind = px_op_names[op->kind];
-  if (px_op_on_host((px_op_kind)op->kind))
-    return refuse(why, cap, PX_SUPPORT_NO,
-                  "offload (%s) is not in the cuda backend yet: it needs pinned host buffers and a copy stream "
-                  "(hint: --backend cpu, or drop --offload-optimizer / --offload-params)",
-                  kind);
+  /* offload's host side: the interpreter's own code over uploads and downloads */
+  if (px_op_on_host((px_op_kind)op->kind)) return PX_SUPPORT_YES;
   if (!kernel_dtype(dt))
     return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
   if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
