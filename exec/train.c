@@ -127,11 +127,14 @@ typedef struct {
 static px_status ckpt_commit_all(ckpt_run *cs, px_status mine, const px_plan *plan, const px_comm *c, const char *dir,
                                  px_err *err) {
   if (px_ckpt_writer_pending(cs->w)) mine = px_ckpt_writer_wait(cs->w, err);
+  if (mine) px_err_prefix(err, "checkpoint of step %lld not written (the last complete one in %s is untouched)",
+                          (long long)cs->step, dir);
   px_status st = px_comm_agree(mine, c->world, err);
   if (!st && c->world_rank == 0) {
     px_ckpt_meta meta;
     ckpt_meta(plan, c, cs->step, &meta);
     st = px_ckpt_commit(dir, &meta, err);
+    if (st) px_err_prefix(err, "checkpoint of step %lld not committed", (long long)cs->step);
   }
   st = px_comm_agree(st, c->world, err);
   if (!st) cs->count++;
