@@ -23,7 +23,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP };
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -94,6 +94,8 @@ static const px_opt opts[] = {
     {"ckpt", required_argument, 'K', PX_OPT_RUN, "DIR", "checkpoint directory (written at the end)"},
     {"ckpt-every", required_argument, OPT_CKPT_EVERY, PX_OPT_RUN, "K", "also checkpoint every K steps"},
     {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
+    {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SWEEP, NULL,
+     "run: write checkpoints from a host snapshot on a background thread; sweep: cost them so"},
     {"profile", required_argument, 'Q', PX_OPT_RUN, "FILE", "per-op times (JSON) for parallax compare"},
     {"backend", required_argument, 'U', PX_OPT_RUN, "B", "cpu|cuda (default: cuda when a GPU is present)"},
     {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
@@ -267,6 +269,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'K': a->ckpt_dir = optarg; break;
       case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, (int64_t)1 << 40, &a->ckpt_every, err); break;
       case OPT_RESUME: a->resume = true; break;
+      case OPT_CKPT_ASYNC: a->ckpt_async = true; break;
       case 'Q': a->profile_file = optarg; break;
       case 'U': a->backend = optarg; break;
       case OPT_GRADS: a->grads_file = optarg; break;

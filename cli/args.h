@@ -56,6 +56,7 @@ typedef struct {
   const char *ckpt_dir;
   int64_t ckpt_every;
   bool resume;
+  bool ckpt_async;   /* run: background checkpoint writes; sweep: the goodput model counts the snapshot */
   const char *profile_file;
   const char *backend;
   const char *grads_file;

@@ -1,6 +1,7 @@
 /* parallax run: train a compiled plan for real with MPI ranks (mpirun -np N
  * parallax run ...); rank 0 reports losses, step time, tokens/s and memory. */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 
 static const char usage[] =
     "usage: mpirun -np N parallax run --model M [--cluster C] [plan flags] [--steps S] [--data FILE]\n"
-    "                                [--seed K] [--lr X] [--ckpt DIR [--ckpt-every K] [--resume]]\n"
+    "                                [--seed K] [--lr X] [--ckpt DIR [--ckpt-every K] [--ckpt-async] [--resume]]\n"
     "                                [--profile FILE] [--backend cpu|cuda] [--json]\n\n"
     "Runs the plan's programs for real: each rank finds its (tp, pp, dp) coordinates, splits a\n"
     "communicator per group and runs its stage's program. The backend defaults to cuda when\n"
@@ -27,7 +28,11 @@ int px_cmd_run(int argc, char **argv) {
   int code = px_cli_start(&a, "parallax run", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
   px_status st = PX_OK;
-  MPI_Init(NULL, NULL);
+  /* A checkpoint writer thread may run beside the main thread, which alone calls MPI. */
+  int threads = MPI_THREAD_SINGLE;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &threads);
+  /* A file size limit (ulimit -f) fails the write with EFBIG, which the checkpoint reports, instead of a signal. */
+  signal(SIGXFSZ, SIG_IGN);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -58,10 +63,17 @@ int px_cmd_run(int argc, char **argv) {
     o.ckpt_dir = a.ckpt_dir;
     o.ckpt_every = a.ckpt_every;
     o.resume = a.resume;
+    o.ckpt_async = a.ckpt_async;
+    if (a.ckpt_async && !a.ckpt_dir) st = px_err_set(&err, PX_ERR_INPUT, "--ckpt-async needs --ckpt DIR");
+    if (!st && a.ckpt_async && threads < MPI_THREAD_FUNNELED)
+      st = px_err_set(&err, PX_ERR_RUNTIME, "--ckpt-async: the MPI library gives no thread support (needs "
+                      "MPI_THREAD_FUNNELED: only the main thread calls MPI)");
     o.profile_path = a.profile_file;
     o.grads_path = a.grads_file;
-    st = px_train(&plan, &o, MPI_COMM_WORLD, &r, &err);
-    local = st != PX_OK;
+    if (!st) {
+      st = px_train(&plan, &o, MPI_COMM_WORLD, &r, &err);
+      local = st != PX_OK;
+    }
   }
   if (!st && rank == 0) {
     if (a.json) {

@@ -42,7 +42,7 @@ static px_status gather(px_sweep_result *r, px_objective obj, px_err *err) {
 
 static const char usage[] =
     "usage: parallax sweep --model M --cluster C --gpus N --gbs B [--seq S] [--top K] [plan flags to fix]\n"
-    "                      [--objective throughput|time|cost|memory] [--tokens T --price USD --mtbf-hours H]\n"
+    "                      [--objective throughput|time|cost|memory] [--tokens T --price USD --mtbf-hours H [--ckpt-async]]\n"
     "                      [--csv FILE] [--json] [--plot DIR] [--report DIR]\n\n"
     "Enumerates every valid plan (tp, pp, dp, ZeRO, SP, micro-batch, schedule and vpp, recomputation);\n"
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
@@ -87,6 +87,7 @@ int px_cmd_sweep(int argc, char **argv) {
   o.price_per_gpu_hour = a.price;
   if (a.mtbf_hours >= 0) o.mtbf_hours = a.mtbf_hours;
   if (a.restart_min >= 0) o.restart_s = a.restart_min * 60;
+  o.ckpt_async = a.ckpt_async;
   o.threads = (int)a.threads;
   o.max_tp = a.max_tp;
   o.part = rank;

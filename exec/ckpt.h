@@ -13,6 +13,14 @@
  *   <dir>/shard-<rank>.bin   one per rank, written with px_ckpt_write_shard
  *   <dir>/manifest.json      written by rank 0 after every shard exists
  *                            (the executor puts an MPI barrier in between)
+ *   <dir>/.next/             staging: a new checkpoint is written here
+ *                            (shards, then its manifest) and moved into
+ *                            <dir> by px_ckpt_commit, so that the one in
+ *                            <dir> stays whole until the new one is.
+ * A run that stops while writing leaves .next without a manifest (the
+ * checkpoint in <dir> is the last complete one; px_ckpt_recover discards
+ * .next), or, stopped while moving, .next with a manifest (complete and
+ * durable; px_ckpt_recover finishes the move).
  *
  * Shard file format, version 1. Every integer is little-endian, no padding:
  *   offset size  field
@@ -41,6 +49,7 @@
 #define PX_CKPT_HEADER_BYTES 60
 #define PX_CKPT_NAME_MAX 255
 #define PX_CKPT_MANIFEST "manifest.json"
+#define PX_CKPT_STAGING ".next"
 
 typedef struct {
   uint64_t plan_hash;  /* hash of the plan description (px_ckpt_hash_bytes) */
@@ -77,10 +86,16 @@ uint64_t px_ckpt_hash_bytes(const void *p, size_t n, uint64_t seed);
 /* "<dir>/shard-<rank>.bin" into buf. */
 px_status px_ckpt_shard_path(const char *dir, int32_t rank, char *buf, size_t cap, px_err *err);
 
-/* Writes <dir>/shard-<meta->rank>.bin through a temporary file, fsync and
- * rename, creating dir if needed. Names must be 1..255 bytes. */
+/* Writes <dir>/shard-<meta->rank>.bin through a temporary file, fsync,
+ * rename and fsync of dir, creating dir if needed. Names must be 1..255
+ * bytes. A failed write names the file and the system's reason (errno). */
 px_status px_ckpt_write_shard(const char *dir, const px_ckpt_meta *meta, const px_ckpt_tensor *tensors, int n,
                               px_err *err);
+/* The same, sleeping pause_ms after the first tensor's data is written and
+ * flushed: a test hook (PX_CKPT_TEST_DELAY_MS), so that a test can stop a
+ * run in the middle of a write. */
+px_status px_ckpt_write_shard_paced(const char *dir, const px_ckpt_meta *meta, const px_ckpt_tensor *tensors, int n,
+                                    unsigned pause_ms, px_err *err);
 
 /* Reads <dir>/shard-<expect->rank>.bin into the caller's buffers: checks the
  * magic, version, size and checksum (refused as corrupt or truncated), then
@@ -106,5 +121,22 @@ px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, px_e
  * refused as incomplete. */
 px_status px_ckpt_read_manifest(const char *dir, px_ckpt_manifest *out, px_err *err);
 void px_ckpt_manifest_deinit(px_ckpt_manifest *m);
+
+/* "<dir>/.next": where every rank writes its shard of a new checkpoint. */
+px_status px_ckpt_staging_path(const char *dir, char *buf, size_t cap, px_err *err);
+/* Rank 0, after every rank's shard is in staging and durable: writes the
+ * manifest there (checking the shards as px_ckpt_write_manifest does), then
+ * moves the shards and the manifest, last, into dir (fsync of dir after
+ * each), and removes staging. */
+px_status px_ckpt_commit(const char *dir, const px_ckpt_meta *meta, px_err *err);
+
+typedef enum {
+  PX_CKPT_RECOVERY_NONE,      /* no staging directory */
+  PX_CKPT_RECOVERY_DISCARDED, /* a write that had not finished: removed */
+  PX_CKPT_RECOVERY_COMPLETED, /* a commit that had not finished: done now */
+} px_ckpt_recovery;
+/* Rank 0, before anything reads or writes dir: puts in order what a run
+ * that stopped while checkpointing left in staging (see above). */
+px_status px_ckpt_recover(const char *dir, px_ckpt_recovery *what, px_err *err);
 
 #endif

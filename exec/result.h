@@ -24,6 +24,13 @@ typedef struct {
   int64_t nops;
   double loss_scale;        /* fp16: the final loss scale (1 otherwise) */
   int64_t skipped_steps;    /* fp16: steps skipped for overflowing gradients */
+  /* checkpoints (--ckpt): how many were committed, the host snapshot buffer
+   * of the largest rank (not in the plan's memory), and the time rank 0's
+   * training loop spent on them (snapshots, writes or waits for them) */
+  int64_t ckpt_count, ckpt_waits;
+  bool ckpt_async;
+  uint64_t ckpt_snapshot_bytes;
+  double ckpt_blocked_s;
 } px_train_result;
 
 void px_train_result_free(px_train_result *r);

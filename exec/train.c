@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "exec/ckpt.h"
+#include "exec/ckpt_writer.h"
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/data.h"
@@ -48,9 +49,9 @@ static void ckpt_meta(const px_plan *plan, const px_comm *c, int64_t step, px_ck
   meta->dp_rank = (int32_t)c->dp_rank;
 }
 
-/* The model states of this rank to or from host buffers. */
-static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
-                         int64_t step, bool save, int64_t *step_out, px_err *err) {
+/* Reads this rank's model states from the checkpoint in dir. */
+static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
+                           int64_t step, int64_t *step_out, px_err *err) {
   px_exec_state states[8];
   int n = px_exec_states(x, states, 8);
   px_ckpt_tensor t[8];
@@ -62,14 +63,11 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
     t[i] = (px_ckpt_tensor){states[i].name, malloc(cnt * sizeof(float) + 1), cnt};
     raw[i] = states[i].dtype == PX_DTYPE_FP32 ? (void *)t[i].data : malloc(bytes + 1);
     if (!t[i].data || !raw[i]) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    if (!st && save && states[i].host) memcpy(raw[i], states[i].data, bytes);
-    else if (!st && save) st = be->download(be, raw[i], states[i].data, bytes, err);
-    if (!st && save) px_dtype_to_fp32(t[i].data, raw[i], states[i].dtype, cnt);
   }
   px_ckpt_meta meta;
   ckpt_meta(plan, c, step, &meta);
-  if (!st) st = save ? px_ckpt_write_shard(dir, &meta, t, n, err) : px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
-  for (int i = 0; !st && !save && i < n; i++) {
+  if (!st) st = px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
+  for (int i = 0; !st && i < n; i++) {
     px_dtype_from_fp32(raw[i], states[i].dtype, t[i].data, states[i].count);
     uint64_t bytes = states[i].count * px_dtype_bytes(states[i].dtype);
     if (states[i].host)
@@ -82,6 +80,102 @@ static px_status ckpt_io(px_exec *x, px_backend *be, const px_plan *plan, const 
     free(t[i].data);
   }
   return st;
+}
+
+/* A writer whose snapshot buffers fit this rank's states. */
+static px_status ckpt_writer_for(px_exec *x, bool async, px_ckpt_writer **w, px_err *err) {
+  px_exec_state states[8];
+  int n = px_exec_states(x, states, 8);
+  px_ckpt_tensor layout[8];
+  for (int i = 0; i < n; i++) layout[i] = (px_ckpt_tensor){states[i].name, NULL, states[i].count};
+  /* Test hook: a slow write, so that a test can stop the run in the middle of one. */
+  const char *delay = getenv("PX_CKPT_TEST_DELAY_MS");
+  long ms = delay ? strtol(delay, NULL, 10) : 0;
+  return px_ckpt_writer_new(layout, n, async, ms > 0 && ms < 3600000 ? (unsigned)ms : 0, w, err);
+}
+
+/* Copies this rank's model states into the writer's fp32 snapshot (from the
+ * device where they live there). */
+static px_status ckpt_snapshot(px_exec *x, px_backend *be, px_ckpt_writer *w, px_err *err) {
+  px_exec_state states[8];
+  int n = px_exec_states(x, states, 8);
+  px_status st = PX_OK;
+  for (int i = 0; !st && i < n; i++) {
+    float *dst = px_ckpt_writer_buffer(w, i); /* (count) */
+    uint64_t cnt = states[i].count, bytes = cnt * px_dtype_bytes(states[i].dtype);
+    void *raw = states[i].dtype == PX_DTYPE_FP32 ? (void *)dst : malloc(bytes + 1);
+    if (!raw) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    else if (states[i].host) memcpy(raw, states[i].data, bytes);
+    else st = be->download(be, raw, states[i].data, bytes, err);
+    if (!st && raw != dst) px_dtype_to_fp32(dst, raw, states[i].dtype, cnt);
+    if (raw != dst) free(raw);
+  }
+  return st;
+}
+
+/* Checkpoints of one run: the writer and what it did. */
+typedef struct {
+  px_ckpt_writer *w;
+  int64_t step;     /* of the write started last */
+  int64_t count, waits;
+  double blocked_s; /* the training loop's time spent on checkpoints */
+} ckpt_run;
+
+/* Every rank's shard of step cs->step is written (mine: this rank's write's
+ * status, or the async write's to wait for): when all succeeded and are
+ * durable, rank 0 writes the manifest and moves the checkpoint in. Collective. */
+static px_status ckpt_commit_all(ckpt_run *cs, px_status mine, const px_plan *plan, const px_comm *c, const char *dir,
+                                 px_err *err) {
+  if (px_ckpt_writer_pending(cs->w)) mine = px_ckpt_writer_wait(cs->w, err);
+  if (mine) px_err_prefix(err, "checkpoint of step %lld not written (the last complete one in %s is untouched)",
+                          (long long)cs->step, dir);
+  px_status st = px_comm_agree(mine, c->world, err);
+  if (!st && c->world_rank == 0) {
+    px_ckpt_meta meta;
+    ckpt_meta(plan, c, cs->step, &meta);
+    st = px_ckpt_commit(dir, &meta, err);
+    if (st) px_err_prefix(err, "checkpoint of step %lld not committed", (long long)cs->step);
+  }
+  st = px_comm_agree(st, c->world, err);
+  if (!st) cs->count++;
+  return st;
+}
+
+/* The checkpoint of step `step` (the states after it): waits for the write
+ * in flight, snapshots, and writes (sync) or starts writing (async). Collective. */
+static px_status ckpt_save(ckpt_run *cs, px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c,
+                           const char *dir, int64_t step, px_err *err) {
+  px_status st = PX_OK;
+  if (px_ckpt_writer_pending(cs->w)) {
+    int busy = px_ckpt_writer_busy(cs->w), any = 0;
+    MPI_Allreduce(&busy, &any, 1, MPI_INT, MPI_MAX, c->world);
+    if (any) {
+      cs->waits++;
+      if (c->world_rank == 0)
+        fprintf(stderr, "parallax: checkpoint of step %lld waits for the write of step %lld to finish\n",
+                (long long)step, (long long)cs->step);
+    }
+    st = ckpt_commit_all(cs, PX_OK, plan, c, dir, err);
+  }
+  if (!st) st = px_comm_agree(ckpt_snapshot(x, be, cs->w, err), c->world, err);
+  if (st) return st;
+  char staging[4096];
+  px_ckpt_meta meta;
+  ckpt_meta(plan, c, step, &meta);
+  st = px_ckpt_staging_path(dir, staging, sizeof staging, err);
+  if (!st) st = px_ckpt_writer_start(cs->w, staging, &meta, err);
+  cs->step = step;
+  if (!px_ckpt_writer_async(cs->w)) return ckpt_commit_all(cs, st, plan, c, dir, err);
+  return px_comm_agree(st, c->world, err);
+}
+
+/* At a safe point between steps: commits the write in flight when every
+ * rank's has finished (never waits). Collective while a write is pending. */
+static px_status ckpt_poll(ckpt_run *cs, const px_plan *plan, const px_comm *c, const char *dir, px_err *err) {
+  if (!cs->w || !px_ckpt_writer_pending(cs->w)) return PX_OK;
+  int done = !px_ckpt_writer_busy(cs->w), all = 0;
+  MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, c->world);
+  return all ? ckpt_commit_all(cs, PX_OK, plan, c, dir, err) : PX_OK;
 }
 
 /* Refuses, before anything is allocated, a plan with an op the backend
@@ -201,6 +295,20 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     st = px_comm_agree(st, world, err);
   }
   if (!st) st = px_comm_agree(px_exec_new(plan, be, &comm, data, &o->hp, &x, err), world, err);
+  /* What a run stopped while checkpointing left behind is put in order first. */
+  if (!st && o->ckpt_dir) {
+    px_ckpt_recovery what = PX_CKPT_RECOVERY_NONE;
+    if (comm.world_rank == 0) st = px_ckpt_recover(o->ckpt_dir, &what, err);
+    if (what == PX_CKPT_RECOVERY_DISCARDED)
+      fprintf(stderr, "parallax: %s: removed the incomplete checkpoint a stopped run was writing (%s); the last "
+              "complete one is kept\n", o->ckpt_dir, PX_CKPT_STAGING);
+    else if (what == PX_CKPT_RECOVERY_COMPLETED)
+      fprintf(stderr, "parallax: %s: finished moving in the complete checkpoint a stopped run was committing\n",
+              o->ckpt_dir);
+    st = px_comm_agree(st, world, err);
+  }
+  ckpt_run cs = {0};
+  if (!st && o->ckpt_dir) st = px_comm_agree(ckpt_writer_for(x, o->ckpt_async, &cs.w, err), world, err);
   int64_t start = 0;
   if (!st && o->resume) {
     if (!o->ckpt_dir) st = px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
@@ -211,7 +319,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
       long long s0 = man.step;
       MPI_Bcast(&s0, 1, MPI_LONG_LONG, 0, world);
       int64_t got = 0;
-      st = px_comm_agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, s0, false, &got, err), world, err);
+      st = px_comm_agree(ckpt_load(x, be, plan, &comm, o->ckpt_dir, s0, &got, err), world, err);
       start = s0;
     }
     px_ckpt_manifest_deinit(&man);
@@ -234,15 +342,16 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     times[k] = dt;
     if (!st && k == 0 && o->grads_path) st = px_comm_agree(px_exec_write_grads(x, o->grads_path, err), world, err);
     bool save = o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || k == n - 1);
-    if (!st && save) {
-      st = px_comm_agree(ckpt_io(x, be, plan, &comm, o->ckpt_dir, step + 1, true, NULL, err), world, err);
-      if (!st && comm.world_rank == 0) {
-        px_ckpt_meta meta;
-        ckpt_meta(plan, &comm, step + 1, &meta);
-        st = px_ckpt_write_manifest(o->ckpt_dir, &meta, err);
-      }
-      st = px_comm_agree(st, world, err);
-    }
+    double c0 = px_clock_s();
+    if (!st && save) st = ckpt_save(&cs, x, be, plan, &comm, o->ckpt_dir, step + 1, err);
+    if (!st) st = ckpt_poll(&cs, plan, &comm, o->ckpt_dir, err);
+    cs.blocked_s += px_clock_s() - c0;
+  }
+  /* The last write is finished and committed before the run ends. */
+  if (!st && cs.w && px_ckpt_writer_pending(cs.w)) {
+    double c0 = px_clock_s();
+    st = ckpt_commit_all(&cs, PX_OK, plan, &comm, o->ckpt_dir, err);
+    cs.blocked_s += px_clock_s() - c0;
   }
   if (!st) {
     double sum = 0;
@@ -257,6 +366,15 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     MPI_Allreduce(&own, &own_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
     r->backend_bytes = own_max;
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
+    if (cs.w) {
+      unsigned long long snap = px_ckpt_writer_bytes(cs.w), snap_max = 0;
+      MPI_Allreduce(&snap, &snap_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+      r->ckpt_snapshot_bytes = snap_max;
+      r->ckpt_async = o->ckpt_async;
+      r->ckpt_count = cs.count;
+      r->ckpt_waits = cs.waits;
+      r->ckpt_blocked_s = cs.blocked_s;
+    }
     /* per stage, the largest rank's: device peak, host memory and NVMe */
     uint64_t host, nvme;
     px_exec_offload_bytes(x, &host, &nvme);
@@ -281,6 +399,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     if (o->profile_path) st = px_comm_agree(write_profile(plan, x, &comm, be->name, o->profile_path, times, n, err), world, err);
   }
   free(times);
+  px_ckpt_writer_free(cs.w); /* after a failure, a write in flight is finished and left uncommitted */
   px_exec_free(x);
   px_data_close(data);
   if (be) be->destroy(be);

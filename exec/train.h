@@ -19,6 +19,7 @@ typedef struct {
   px_train_hparams hp;
   const char *ckpt_dir;
   int64_t ckpt_every;       /* 0: only at the end when ckpt_dir is set */
+  bool ckpt_async;          /* snapshot to host memory, write on a background thread while training goes on */
   bool resume;
   const char *profile_path; /* per-op times (JSON) */
   bool time_ops;            /* exact per-op times on a device (each op waited for); implied by profile_path */

@@ -24,6 +24,11 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
   if (plan->par.precision == PX_PREC_FP16)
     fprintf(out, "fp16: loss scale %g, %lld step%s skipped for overflow\n", r->loss_scale, (long long)r->skipped_steps,
             r->skipped_steps == 1 ? "" : "s");
+  if (r->ckpt_snapshot_bytes)
+    fprintf(out, "checkpoints: %lld written (%s), host snapshot buffer %s a rank (largest; not in the plan's memory), "
+            "training held up %s in all, %lld wait%s for a previous write\n", (long long)r->ckpt_count,
+            r->ckpt_async ? "async" : "sync", px_fmt_bytes((double)r->ckpt_snapshot_bytes, a, sizeof a),
+            px_fmt_time(r->ckpt_blocked_s, b, sizeof b), (long long)r->ckpt_waits, r->ckpt_waits == 1 ? "" : "s");
 }
 
 cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
@@ -41,6 +46,16 @@ cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
   if (plan->par.precision == PX_PREC_FP16) {
     px_json_add_num(o, "loss_scale", r->loss_scale);
     px_json_add_num(o, "skipped_steps", (double)r->skipped_steps);
+  }
+  if (r->ckpt_snapshot_bytes) {
+    cJSON *ck = cJSON_AddObjectToObject(o, "checkpoints");
+    if (ck) {
+      px_json_add_num(ck, "count", (double)r->ckpt_count);
+      cJSON_AddBoolToObject(ck, "async", r->ckpt_async);
+      px_json_add_num(ck, "snapshot_bytes", (double)r->ckpt_snapshot_bytes);
+      px_json_add_num(ck, "blocked_s", r->ckpt_blocked_s);
+      px_json_add_num(ck, "waits", (double)r->ckpt_waits);
+    }
   }
   cJSON *st = cJSON_AddArrayToObject(o, "stages");
   for (int64_t s = 0; st && s < plan->par.pp; s++) {

@@ -106,7 +106,15 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   }
   zero_choice(r, out);
   const px_train_time *t = &r->entries[0].train;
-  if (ttt && t->cluster_mtbf_s > 0) {
+  if (ttt && t->cluster_mtbf_s > 0 && o->ckpt_async) {
+    char w[32], iv[32], sn[32];
+    fprintf(out,
+            "\nfailures (best plan): cluster MTBF %s (%.0f h per GPU), async checkpoint of %s: training stops %s "
+            "for the host snapshot, written in %s behind, every %s (Young/Daly), goodput %.1f%%\n",
+            px_fmt_time(t->cluster_mtbf_s, a, sizeof a), o->mtbf_hours, px_fmt_bytes(t->checkpoint_bytes, b, sizeof b),
+            px_fmt_time(t->checkpoint_snapshot_s, sn, sizeof sn), px_fmt_time(t->checkpoint_write_s, w, sizeof w),
+            px_fmt_time(t->checkpoint_interval_s, iv, sizeof iv), 100 * t->goodput);
+  } else if (ttt && t->cluster_mtbf_s > 0) {
     char w[32], iv[32];
     fprintf(out,
             "\nfailures (best plan): cluster MTBF %s (%.0f h per GPU), checkpoint of %s written in %s every %s "

@@ -16,6 +16,8 @@ static const px_report_field train_fields[] = {
     {NULL, "checkpoint_write_s", offsetof(px_train_time, checkpoint_write_s)},
     {NULL, "checkpoint_interval_s", offsetof(px_train_time, checkpoint_interval_s)},
     {NULL, "cluster_mtbf_s", offsetof(px_train_time, cluster_mtbf_s)},
+    {NULL, "checkpoint_snapshot_s", offsetof(px_train_time, checkpoint_snapshot_s)},
+    {NULL, "checkpoint_blocked_s", offsetof(px_train_time, checkpoint_blocked_s)},
 };
 
 const px_report_field *px_report_train_fields(size_t *count) {
@@ -84,6 +86,23 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
            "node, interval by Young/Daly.",
            o->mtbf_hours, o->restart_s / 60, c->storage_bytes_per_s / 1e9);
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  if (o->ckpt_async) {
+    if (c->host_pcie_bytes_per_s > 0)
+      snprintf(line, sizeof line,
+               "Asynchronous checkpoints: training stops only to copy each GPU's parameters and optimizer states to "
+               "host memory at %.1f GB/s a GPU (host link), the write going on behind; checkpoints at least one "
+               "write apart, and a failure also loses the write's duration.",
+               c->host_pcie_bytes_per_s / 1e9 /
+                   (double)(c->host_pcie_gpus_per_uplink > 0 ? c->host_pcie_gpus_per_uplink : 1));
+    else
+      snprintf(line, sizeof line,
+               "Asynchronous checkpoints: training stops only to copy each GPU's parameters and optimizer states to "
+               "host memory, timed at HBM bandwidth (%.0f GB/s; the cluster file gives no host link, so this is a "
+               "lower bound), the write going on behind; checkpoints at least one write apart, and a failure also "
+               "loses the write's duration.",
+               c->gpu.hbm_bytes_per_s / 1e9);
+    cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  }
 }
 
 void px_report_zero_label(const px_parallel *p, char *buf, size_t cap) {
@@ -141,6 +160,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(q, "price_usd_per_gpu_hour", o->price_per_gpu_hour);
     px_json_add_num(q, "mtbf_hours", o->mtbf_hours);
     px_json_add_num(q, "restart_s", o->restart_s);
+    cJSON_AddBoolToObject(q, "ckpt_async", o->ckpt_async);
     cJSON_AddItemToObject(q, "fixed", px_report_fixed_json(&o->fixed));
   }
   cJSON *counts = cJSON_AddObjectToObject(root, "counts");

@@ -22,8 +22,30 @@ void px_sweep_opts_init(px_sweep_opts *o) {
   o->parts = 1;
 }
 
+/* Seconds training stops for an asynchronous checkpoint: each GPU copies
+ * its parameters and optimizer states (offloaded ones included) to a host
+ * snapshot buffer, all GPUs at once, over its host link (the cluster's
+ * host_pcie_bytes_per_s shared by host_pcie_gpus_per_uplink GPUs); a
+ * cluster file without a host link gets HBM bandwidth, a lower bound. The
+ * largest stage's GPU sets the time. */
+static double snapshot_s(const px_plan *plan, double *bytes_out) {
+  const px_cluster *c = &plan->cluster;
+  double bytes = 0;
+  for (int64_t s = 0; s < plan->par.pp; s++) {
+    px_states st;
+    px_plan_states(plan, s, &st);
+    double b = (double)st.device[PX_MEM_PARAMS] + (double)st.device[PX_MEM_OPTIMIZER] + (double)st.host_bytes;
+    if (b > bytes) bytes = b;
+  }
+  double bw = c->host_pcie_bytes_per_s > 0
+                  ? c->host_pcie_bytes_per_s / (double)(c->host_pcie_gpus_per_uplink > 0 ? c->host_pcie_gpus_per_uplink : 1)
+                  : c->gpu.hbm_bytes_per_s;
+  *bytes_out = bytes;
+  return bw > 0 ? bytes / bw : 0.0;
+}
+
 void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
-                      double restart_s, px_train_time *t) {
+                      double restart_s, bool ckpt_async, px_train_time *t) {
   memset(t, 0, sizeof *t);
   const px_cluster *c = &plan->cluster;
   double gpus = (double)c->gpus;
@@ -32,16 +54,26 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
                         ((double)px_dtype_bytes(plan->param_dtype) + (double)plan->optimizer_bytes_per_param);
   double write_bw = c->storage_bytes_per_s * (double)c->nodes;
   t->checkpoint_write_s = write_bw > 0 ? t->checkpoint_bytes / write_bw : 0.0;
+  t->checkpoint_snapshot_s = snapshot_s(plan, &t->checkpoint_snapshot_bytes);
+  /* What training stops for at each checkpoint (d), and how long after it
+   * the checkpoint is durable (l): sync, the write for both; async, the
+   * snapshot, the write going on behind (so checkpoints are no closer than
+   * one write apart, the next one waiting for it, and a failure also loses
+   * the work of the write's duration). */
+  double d = ckpt_async ? t->checkpoint_snapshot_s : t->checkpoint_write_s;
+  double l = ckpt_async ? t->checkpoint_write_s : 0.0;
+  t->checkpoint_blocked_s = d;
   t->goodput = 1.0;
   if (mtbf_hours > 0) {
-    double M = mtbf_hours * 3600.0 / gpus, d = t->checkpoint_write_s;
+    double M = mtbf_hours * 3600.0 / gpus;
     t->cluster_mtbf_s = M;
     /* Daly's first-order optimum: tau = sqrt(2 d M) - d, for d < M / 2. */
     double tau = d < M / 2 ? sqrt(2.0 * d * M) - d : M;
     if (tau <= 0) tau = M; /* free checkpoints: every step, nothing lost */
+    if (ckpt_async && tau < l) tau = l; /* one write in flight */
     t->checkpoint_interval_s = tau;
-    double waste = (tau > 0 && d > 0 ? d / tau : 0.0) + (tau / 2.0 + restart_s) / M;
-    if (d <= 0) waste = restart_s / M;
+    double waste = (tau > 0 && d > 0 ? d / tau : 0.0) + (tau / 2.0 + l + restart_s) / M;
+    if (d <= 0) waste = (l + restart_s) / M;
     t->goodput = waste < 1.0 ? 1.0 - waste : 0.0;
   }
   if (tokens > 0 && tokens_per_s > 0) {
@@ -316,7 +348,7 @@ static void evaluate(work *w, int64_t i) {
   }
   px_sim_result_free(&r); /* the per-stage detail; the summary stays */
   px_train_time_of(&plan, r.tokens_per_s, w->o->tokens, w->o->price_per_gpu_hour, w->o->mtbf_hours, w->o->restart_s,
-                   &e->train);
+                   w->o->ckpt_async, &e->train);
   e->sim = r;
   w->state[i] = CAND_FITS;
   px_plan_free(&plan);
@@ -382,7 +414,7 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
         e->peak_bytes = plan.mem[worst].peak_bytes;
         memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
         px_train_time_of(&plan, sr.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
-                         &e->train);
+                         o->ckpt_async, &e->train);
         changed = true;
       }
     }

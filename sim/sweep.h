@@ -27,6 +27,7 @@ typedef struct {
   double price_per_gpu_hour;
   double mtbf_hours;     /* per GPU; 0 disables the failure model */
   double restart_s;      /* lost to each failure besides the work since the last checkpoint */
+  bool ckpt_async;       /* checkpoints cost their host snapshot, the write going on behind (run --ckpt-async) */
   int threads;           /* 0: one per core */
   int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
@@ -42,6 +43,9 @@ typedef struct {
   double checkpoint_bytes;
   double checkpoint_write_s;
   double checkpoint_interval_s; /* Young/Daly optimum */
+  double checkpoint_snapshot_bytes; /* async: the largest GPU's states copied to host memory */
+  double checkpoint_snapshot_s;     /* ... over its host link (HBM bandwidth when the cluster gives none) */
+  double checkpoint_blocked_s;      /* what training stops for at each checkpoint: the write, or async the snapshot */
   double cluster_mtbf_s;
 } px_train_time;
 
@@ -88,8 +92,10 @@ typedef struct {
 int px_sweep_zero_alternatives(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out, int cap);
 
 /* Time to train `tokens` at `tokens_per_s` on the plan's cluster, with checkpoints
- * and failures (mtbf_hours <= 0: none). */
+ * and failures (mtbf_hours <= 0: none). Checkpoints stop training for their
+ * write to storage, or with ckpt_async for the snapshot to host memory only
+ * (interval at least one write; a failure also loses the write's duration). */
 void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
-                      double restart_s, px_train_time *out);
+                      double restart_s, bool ckpt_async, px_train_time *out);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "exec/ckpt.h"
 #include "tests/testutil.h"
 
@@ -385,6 +386,80 @@ static void test_manifest(void) {
   rm_tree(tmpdir);
 }
 
+static void expect_step(const char *dir, int64_t step) {
+  px_ckpt_manifest man;
+  px_err err = {0};
+  px_status st = px_ckpt_read_manifest(dir, &man, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  CU_ASSERT_EQUAL(man.step, step);
+  px_ckpt_manifest_deinit(&man);
+}
+
+/* A new checkpoint is staged in <dir>/.next and moved in whole: the one in
+ * dir stays valid through a partial write (discarded by recovery) and a
+ * commit stopped half-way is finished by recovery. */
+static void test_staging(void) {
+  make_tmpdir();
+  float data[100];
+  fill_bits(data, 100, 5);
+  px_err err = {0};
+  char dir[600], staging[600], path[600]; /* sub()'s buffers are reused */
+  snprintf(dir, sizeof dir, "%s", sub("ck"));
+  snprintf(staging, sizeof staging, "%s", sub("ck/.next"));
+  CU_ASSERT_EQUAL(px_ckpt_staging_path(dir, path, sizeof path, &err), PX_OK);
+  CU_ASSERT_STRING_EQUAL(path, staging);
+  px_ckpt_recovery what;
+  CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK); /* no directory at all: nothing to do */
+  CU_ASSERT_EQUAL(what, PX_CKPT_RECOVERY_NONE);
+
+  /* Written and committed: shards and manifest in dir, staging gone. */
+  write_all(staging, 3, 7, data, 100);
+  px_ckpt_meta m7 = meta_for(0, 3, 7), m9 = meta_for(0, 3, 9);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit(dir, &m7, &err), PX_OK);
+  expect_step(dir, 7);
+  CU_ASSERT_EQUAL(dir_entries(dir, is_checkpoint_file), 4);
+  CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
+  CU_ASSERT_EQUAL(what, PX_CKPT_RECOVERY_NONE);
+
+  /* Step 9 half-written (rank 2's shard missing, a writer's temporary file
+   * left): the commit is refused and nothing in dir changes; recovery
+   * removes the staging directory. */
+  px_ckpt_meta r0 = meta_for(0, 3, 9), r1 = meta_for(1, 3, 9);
+  px_ckpt_tensor t[1] = {{"params", data, 100}};
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r0, t, 1, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r1, t, 1, &err), PX_OK);
+  spit_str(sub("ck/.next/shard-2.bin.tmp.4242"), "half");
+  expect_msg(px_ckpt_commit(dir, &m9, &err), &err, "shard-2.bin: missing");
+  expect_step(dir, 7);
+  CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
+  CU_ASSERT_EQUAL(what, PX_CKPT_RECOVERY_DISCARDED);
+  CU_ASSERT(!px_file_exists(staging));
+  expect_step(dir, 7);
+
+  /* Step 9 complete, its commit stopped after moving one shard: dir is not
+   * a valid checkpoint until recovery finishes the move. */
+  write_all(staging, 3, 9, data, 100);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(staging, &m9, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(rename(sub("ck/.next/shard-0.bin"), sub("ck/shard-0.bin")), 0);
+  px_ckpt_manifest man;
+  expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-0.bin: checksum 0x");
+  CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
+  CU_ASSERT_EQUAL(what, PX_CKPT_RECOVERY_COMPLETED);
+  expect_step(dir, 9);
+  CU_ASSERT(!px_file_exists(staging));
+  CU_ASSERT_EQUAL(dir_entries(dir, is_checkpoint_file), 4);
+
+  /* The test hook's pause changes nothing in the file. */
+  size_t n1, n2;
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(sub("a"), &r0, t, 1, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard_paced(sub("b"), &r0, t, 1, 1, &err), PX_OK);
+  unsigned char *b1 = slurp(sub("a/shard-0.bin"), &n1), *b2 = slurp(sub("b/shard-0.bin"), &n2);
+  CU_ASSERT(n1 == n2 && memcmp(b1, b2, n1) == 0);
+  free(b1), free(b2);
+  rm_tree(tmpdir);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"xxHash64 reference values", test_hash_vectors},
@@ -392,6 +467,7 @@ int main(void) {
       {"every flipped byte and truncation is detected", test_corruption},
       {"plan, model, rank, coordinates and tensors must match", test_mismatches},
       {"manifest: complete, incomplete, replaced, stale", test_manifest},
+      {"staging: a partial write discarded, a stopped commit finished", test_staging},
   };
   return px_test_main("ckpt", tests, sizeof tests / sizeof tests[0]);
 }

@@ -137,7 +137,7 @@ static void test_train_time_by_hand(void) {
   CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
   px_train_time t;
   double mtbf_h = 16384.0 * 54 * 24 / 419, R = 900;
-  px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, &t);
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, false, &t);
   double M = mtbf_h * 3600 / 1024, bytes = 70553706496.0 * 14, d = bytes / (128 * 20e9);
   PX_ASSERT_REL(t.cluster_mtbf_s, M, 1e-12);
   PX_ASSERT_REL(t.checkpoint_bytes, bytes, 1e-12);
@@ -149,10 +149,37 @@ static void test_train_time_by_hand(void) {
   PX_ASSERT_REL(t.days, 15e12 / 1e6 / good / 86400, 1e-12);
   PX_ASSERT_REL(t.gpu_hours, 15e12 / 1e6 / good / 3600 * 1024, 1e-12);
   PX_ASSERT_REL(t.cost_usd, t.gpu_hours * 2.0, 1e-12);
+  PX_ASSERT_REL(t.checkpoint_blocked_s, d, 1e-12);
   /* no failures: goodput 1 */
-  px_train_time_of(&plan, 1e6, 15e12, 2.0, 0, R, &t);
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, 0, R, false, &t);
   PX_ASSERT_REL(t.goodput, 1.0, 1e-15);
   PX_ASSERT_REL(t.days, 15e12 / 1e6 / 86400, 1e-12);
+  /* Async: training stops for the snapshot only. The largest GPU holds a
+   * stage's bf16 parameters / tp 8 and 12 bytes a parameter / tp 8 / dp 32
+   * of optimizer states: 70.55B / 32 x (2 + 12 / 32) = 5.24 GB, a few
+   * percent more on the stage with an embedding; at the dgx-h100 host link
+   * of 64 GB/s a GPU that is ~0.08 s, against the 0.386 s write. */
+  double good_sync = good;
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, true, &t);
+  double snap = t.checkpoint_snapshot_bytes, s = snap / 64e9;
+  CU_ASSERT(snap > 70553706496.0 / 32 * (2 + 12.0 / 32) && snap < 1.1 * 70553706496.0 / 32 * (2 + 12.0 / 32));
+  PX_ASSERT_REL(t.checkpoint_snapshot_s, s, 1e-12);
+  PX_ASSERT_REL(t.checkpoint_blocked_s, s, 1e-12);
+  PX_ASSERT_REL(t.checkpoint_write_s, d, 1e-12); /* still reported */
+  double tau_a = sqrt(2 * s * M) - s;            /* > d: one write in flight is no constraint here */
+  CU_ASSERT(tau_a > d);
+  PX_ASSERT_REL(t.checkpoint_interval_s, tau_a, 1e-12);
+  double good_a = 1 - (s / tau_a + (tau_a / 2 + d + R) / M);
+  PX_ASSERT_REL(t.goodput, good_a, 1e-12);
+  CU_ASSERT(good_a > good_sync);
+  /* a cluster without a host link: HBM bandwidth bounds the copy */
+  plan.cluster.host_pcie_bytes_per_s = 0;
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, true, &t);
+  PX_ASSERT_REL(t.checkpoint_snapshot_s, snap / 3350e9, 1e-12);
+  /* the interval is at least one write: with a free snapshot it is the write */
+  plan.cluster.gpu.hbm_bytes_per_s = 1e30;
+  px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, true, &t);
+  PX_ASSERT_REL(t.checkpoint_interval_s, d, 1e-12);
   px_plan_free(&plan);
 }
 
