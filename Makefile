@@ -6,7 +6,7 @@ PLANNER_BUILD ?= build-planner
 FUZZ_BUILD ?= build-fuzz
 # seconds per fuzz harness: `make fuzz`, and the brief run in `make test`
 FUZZ_SECONDS ?= 60
-TEST_FUZZ_SECONDS ?= 20
+TEST_FUZZ_SECONDS ?= 5
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=

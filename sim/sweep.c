@@ -104,6 +104,16 @@ static bool cand_push(cand_list *l, const px_parallel *p) {
   return true;
 }
 
+/* Adds a candidate when its choices are valid, else counts it invalid. */
+static px_status cand_add(cand_list *l, const px_parallel *p, const px_model *m, const px_cluster *c, int64_t *invalid,
+                          px_err *err) {
+  if (px_parallel_validate(p, m, c, NULL)) {
+    (*invalid)++;
+    return PX_OK;
+  }
+  return cand_push(l, p) ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
+}
+
 /* Values of one dimension: the fixed one, or the list. */
 static int dim_values(int64_t fixed, bool is_fixed, const int64_t *all, int nall, int64_t *out) {
   if (is_fixed) {
@@ -223,14 +233,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                       continue;
                     }
                     px_parallel_resolve(&q, m, c);
-                    if (px_parallel_validate(&q, m, c, NULL)) {
-                      (*invalid)++;
-                      continue;
-                    }
-                    if (!cand_push(out, &q)) {
-                      st = px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
-                      goto out;
-                    }
+                    if ((st = cand_add(out, &q, m, c, invalid, err))) goto out;
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
                     if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp || dp % node) continue;
@@ -239,14 +242,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                     if ((f->grad_accum < 0 && q.grad_accum != PX_ACCUM_SHARDED) || (f->reshard < 0 && !q.reshard))
                       continue;
                     q.shard_group = node;
-                    if (px_parallel_validate(&q, m, c, NULL)) {
-                      (*invalid)++;
-                      continue;
-                    }
-                    if (!cand_push(out, &q)) {
-                      st = px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
-                      goto out;
-                    }
+                    if ((st = cand_add(out, &q, m, c, invalid, err))) goto out;
                   }
               }
             }
