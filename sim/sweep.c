@@ -104,10 +104,11 @@ static bool cand_push(cand_list *l, const px_parallel *p) {
   return true;
 }
 
-/* Adds a candidate when its choices are valid, else counts it invalid. */
+/* Adds a candidate when its choices are valid (*added), else counts it invalid. */
 static px_status cand_add(cand_list *l, const px_parallel *p, const px_model *m, const px_cluster *c, int64_t *invalid,
-                          px_err *err) {
-  if (px_parallel_validate(p, m, c, NULL)) {
+                          bool *added, px_err *err) {
+  *added = px_parallel_validate(p, m, c, NULL) == PX_OK;
+  if (!*added) {
     (*invalid)++;
     return PX_OK;
   }
@@ -233,7 +234,9 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                       continue;
                     }
                     px_parallel_resolve(&q, m, c);
-                    if ((st = cand_add(out, &q, m, c, invalid, err))) goto out;
+                    bool added;
+                    if ((st = cand_add(out, &q, m, c, invalid, &added, err))) goto out;
+                    if (!added) continue;
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
                     if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp || dp % node) continue;
@@ -242,7 +245,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                     if ((f->grad_accum < 0 && q.grad_accum != PX_ACCUM_SHARDED) || (f->reshard < 0 && !q.reshard))
                       continue;
                     q.shard_group = node;
-                    if ((st = cand_add(out, &q, m, c, invalid, err))) goto out;
+                    if ((st = cand_add(out, &q, m, c, invalid, &added, err))) goto out;
                   }
               }
             }
