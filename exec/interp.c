@@ -1042,7 +1042,10 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
       st = backend_op(x, PX_OP_GRAD_NORM, NULL, run, (int64_t)run_n, &sumsq, 0, 1, err);
     run = g, run_n = hi - lo;
   }
-  /* a host scalar: MPI directly (a device backend's collectives take device memory) */
+  /* a host scalar: MPI directly (a device backend's collectives take device memory), once this
+   * rank's device work is done: a rank that counts no norm (another replica) must not enter it
+   * with collectives of the step still queued that the others wait for */
+  if (!st) st = x->be->sync(x->be, err);
   if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
                               "MPI_Allreduce (gradient norm)", err);
   if (!st && x->scaling && !isfinite(sumsq)) { /* overflow: skip the step, halve the scale */

@@ -897,14 +897,6 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   const char *kind = px_op_names[op->kind];
   /* offload's host side: the interpreter's own code over uploads and downloads */
   if (px_op_on_host((px_op_kind)op->kind)) return PX_SUPPORT_YES;
-  /* Hybrid sharding's two-level reductions deadlock on the test emulator
-   * (whose streams run their collectives when drained), so they are not
-   * validated here: refused until they are (the communicators are made). */
-  if (op->group == PX_GROUP_SHARD || op->group == PX_GROUP_REPLICA)
-    return refuse(why, cap, PX_SUPPORT_NO,
-                  "hybrid sharding (--shard-group %lld) is not validated on the cuda backend yet (hint: --backend cpu, "
-                  "or drop --shard-group)",
-                  (long long)plan->par.shard_group);
   if (!kernel_dtype(dt))
     return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
   if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;

@@ -72,14 +72,10 @@ same llama-interleaved-zero2 4 4 -m tiny -B 8 -p 2 -v 2 -e interleaved -d 2 -z 2
 # ZeRO-3's modes: parameters kept from forward to backward with a deeper prefetch; full accumulation
 same llama-zero3-keep 4 4 -m tiny -B 8 -p 2 -d 2 -z 3 --no-reshard-after-forward --prefetch 2 "${fp32[@]}"
 same gpt-zero3-full 2 2 -m "$gptd" -B 8 -d 2 -z 3 --grad-accum full "${fp32[@]}"
-# hybrid sharding: refused (its two-level reductions are not validated on this backend)
-err=$(PX_EMU_DEVICES=4 timeout 120 mpirun -np 4 "$px" run --backend cuda -m tiny -B 16 -d 4 -z 3 --shard-group 2 \
-  "${fp32[@]}" 2>&1 >/dev/null)
-echo "$err" | grep -q "shard-group 2) is not validated" && echo "ok: hybrid sharding refused" ||
-  fail "hybrid sharding on cuda: $err"
+# hybrid sharding: the NCCL shard and replica communicators (shard groups of 2 of dp 4)
+same llama-hybrid-zero3 4 4 -m tiny -B 16 -d 4 -z 3 --shard-group 2 "${fp32[@]}"
 # offload: gradient shards downloaded and summed on the host, AdamW on the host, parameters uploaded
 same llama-offload-zero3 4 4 -m tiny -B 8 -p 2 -d 2 -z 3 --offload-optimizer cpu --offload-params cpu "${fp32[@]}"
-same gpt-offload-zero2 2 2 -m "$gptd" -B 8 -d 2 -z 2 --offload-optimizer cpu "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with
 # the figures (emulated devices only: their memory size can be set)
