@@ -369,16 +369,18 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   for (int i = 0; i < NSTATES && !st; i++)
     if (states[i]) st = pool_alloc(x, states[i], true, PX_POOL_STATES, &p[i], err);
   x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4];
-  /* offloaded: the host arena, as the plan places it (px_plan_states) */
+  /* offloaded: the host arena, where the plan places each state (px_plan_states): the fp32
+   * gradient accumulator, then the fp32 weights and the two moments (PX_HOST_OPT_BYTES a
+   * parameter, 4 each), then the parameter shard */
   if (!st && off) {
-    bool nvme = plan->par.offload_opt == PX_OFFLOAD_NVME;
+    bool opt_nvme = ps.bytes[PX_PLACE_NVME][PX_MEM_OPTIMIZER] > 0;
     uint64_t fb = x->opt_elems * sizeof(float);
     void *h[4] = {0};
-    for (int i = 0; i < 4 && !st; i++) st = px_host_alloc(&x->host, fb, i > 0 && nvme, &h[i], err);
+    for (int i = 0; i < 4 && !st; i++) st = px_host_alloc(&x->host, fb, i > 0 && opt_nvme, &h[i], err);
     x->h_grads = h[0], x->h_w = h[1], x->h_m = h[2], x->h_v = h[3];
-    if (!st && plan->par.offload_params)
-      st = px_host_alloc(&x->host, x->opt_elems * x->pb, plan->par.offload_params == PX_OFFLOAD_NVME,
-                         (void **)&x->h_params, err);
+    uint64_t pbytes = ps.bytes[PX_PLACE_HOST][PX_MEM_PARAMS] + ps.bytes[PX_PLACE_NVME][PX_MEM_PARAMS];
+    if (!st && pbytes)
+      st = px_host_alloc(&x->host, pbytes, ps.bytes[PX_PLACE_NVME][PX_MEM_PARAMS] > 0, (void **)&x->h_params, err);
   }
   if (!st) st = init_params(x, err);
   if (st) {

@@ -314,3 +314,7 @@ int64_t px_cluster_node_size(const px_cluster *c) {
 uint64_t px_gpu_usable_bytes(const px_gpu *g) {
   return g->hbm_bytes > g->reserved_bytes ? g->hbm_bytes - g->reserved_bytes : 0;
 }
+
+double px_cluster_host_link_bytes_per_s(const px_cluster *c) {
+  return c->host_pcie_bytes_per_s / (double)(c->host_pcie_gpus_per_uplink > 0 ? c->host_pcie_gpus_per_uplink : 1);
+}

@@ -95,6 +95,9 @@ cJSON *px_cluster_to_json(const px_cluster *c);
 /* Sets the size from a GPU or node count (0 = keep); more GPUs than one node
  * holds must fill whole nodes. */
 px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err);
+/* One GPU's bandwidth to host memory, per direction, while every GPU of the
+ * node copies (its link's share of the uplink it shares); 0 when not given. */
+double px_cluster_host_link_bytes_per_s(const px_cluster *c);
 /* GPUs that share a node (gpus_per_node, or fewer in a one-node cluster). */
 int64_t px_cluster_node_size(const px_cluster *c);
 

@@ -88,37 +88,41 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
   return px_plan_reserve_bytes(p->mem[stage].peak_bytes) <= px_gpu_usable_bytes(&p->cluster.gpu);
 }
 
-void px_plan_states(const px_plan *p, int64_t stage, px_states *out) {
-  const px_parallel *par = &p->par;
+void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage, px_states *out) {
   uint64_t flat = p->programs[stage].flat_elems, shard = flat / (uint64_t)px_parallel_shard_size(par);
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
   memset(out, 0, sizeof *out);
   out->opt_elems = par->zero >= 1 ? shard : flat;
   out->params_elems = par->offload_params ? 0 : par->zero >= 3 ? shard : flat;
   out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
-  out->device[PX_MEM_PARAMS] = out->params_elems * pb;
-  out->device[PX_MEM_GRADS] = out->grads_elems * gb;
-  out->device[PX_MEM_OPTIMIZER] = par->offload_opt ? 0 : out->opt_elems * p->optimizer_bytes_per_param;
-  uint64_t *grads_at = par->offload_opt ? &out->host_bytes : &out->device[PX_MEM_GRADS];
-  uint64_t *opt_at = par->offload_opt == PX_OFFLOAD_NVME ? &out->nvme_bytes : &out->host_bytes;
-  uint64_t *params_at = par->offload_params == PX_OFFLOAD_NVME ? &out->nvme_bytes : &out->host_bytes;
-  if (par->offload_opt) {
-    *grads_at += shard * PX_HOST_GRAD_BYTES;
-    *opt_at += shard * PX_HOST_OPT_BYTES;
+  uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
+  b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
+  b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
+  if (!par->offload_opt) {
+    b[PX_PLACE_GPU][PX_MEM_OPTIMIZER] = out->opt_elems * p->optimizer_bytes_per_param;
+  } else { /* the fp32 gradient accumulator on the host; weights and moments on the host or NVMe */
+    b[PX_PLACE_HOST][PX_MEM_GRADS] = shard * PX_HOST_GRAD_BYTES;
+    b[par->offload_opt == PX_OFFLOAD_NVME ? PX_PLACE_NVME : PX_PLACE_HOST][PX_MEM_OPTIMIZER] = shard * PX_HOST_OPT_BYTES;
   }
-  if (par->offload_params) *params_at += shard * pb;
+  if (par->offload_params)
+    b[par->offload_params == PX_OFFLOAD_NVME ? PX_PLACE_NVME : PX_PLACE_HOST][PX_MEM_PARAMS] = shard * pb;
+}
+
+void px_plan_states(const px_plan *p, int64_t stage, px_states *out) { px_plan_states_for(p, &p->par, stage, out); }
+
+uint64_t px_states_bytes(const px_states *s, px_place place) {
+  uint64_t n = 0;
+  for (int c = 0; c < PX_MEM_ACTIVATIONS; c++) n += s->bytes[place][c];
+  return n;
 }
 
 static void stage_static(const px_plan *p, int64_t stage, px_memplan *mp) {
   px_states st;
   px_plan_states(p, stage, &st);
-  mp->static_bytes = 0;
-  for (int c = 0; c < PX_MEM_ACTIVATIONS; c++) {
-    mp->at_peak[c] = st.device[c];
-    mp->static_bytes += st.device[c];
-  }
-  mp->host_bytes = st.host_bytes;
-  mp->nvme_bytes = st.nvme_bytes;
+  for (int c = 0; c < PX_MEM_ACTIVATIONS; c++) mp->at_peak[c] = st.bytes[PX_PLACE_GPU][c];
+  mp->static_bytes = px_states_bytes(&st, PX_PLACE_GPU);
+  mp->host_bytes = px_states_bytes(&st, PX_PLACE_HOST);
+  mp->nvme_bytes = px_states_bytes(&st, PX_PLACE_NVME);
 }
 
 /* The most host memory and NVMe one node's GPUs take (ranks are stage-major). */
@@ -184,7 +188,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
        * gradient shard for its copy to the host */
       int64_t stage_in = 0;
       if (in->block == PX_BLOCK_FETCH_PARAM) stage_in = (int64_t)prog->ops[u->fetch_op].bytes;
-      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.offload_opt) stage_in = prog->ops[u->grad_op].dim[1] * (int64_t)gb;
+      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.offload_opt) stage_in = (int64_t)prog->ops[u->offload_op].bytes;
       cur[PX_MEM_BUFFERS] += stage_in;
       total += stage_in;
       if (u) staged[in->unit] += stage_in;

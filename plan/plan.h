@@ -83,17 +83,26 @@ typedef struct {
  * moments (DeepSpeed's 4 + 12 = 16; 18 with the 16-bit parameters too). */
 #define PX_HOST_GRAD_BYTES 4
 #define PX_HOST_OPT_BYTES 12
+_Static_assert(PX_HOST_GRAD_BYTES == 4 && PX_HOST_OPT_BYTES == 3 * 4, "the executor's host arena: fp32 arrays");
 
-/* A rank's model states: how many elements of each it has and where they
- * live. The one account the memory plan and the executor both read. */
+/* Where a model state lives: on the GPU, in host memory, on NVMe. */
+typedef enum { PX_PLACE_GPU, PX_PLACE_HOST, PX_PLACE_NVME, PX_PLACE_COUNT } px_place;
+
+/* A rank's model states: how many elements of each it has and, per place,
+ * the bytes of each (params, grads, optimizer: PX_MEM_PARAMS..OPTIMIZER).
+ * The one account the memory plan, the executor (what it allocates where)
+ * and the checkpoint snapshot all read. */
 typedef struct {
   uint64_t params_elems;  /* on the GPU, param dtype: flat, or the shard (ZeRO-3); 0 when offloaded */
   uint64_t grads_elems;   /* on the GPU, grad dtype: flat, or the shard (ZeRO-2/3); 0 when offloaded */
   uint64_t opt_elems;     /* the optimizer's elements: flat, or the shard (ZeRO >= 1) */
-  uint64_t device[PX_MEM_ACTIVATIONS]; /* bytes on the GPU: params, grads, optimizer */
-  uint64_t host_bytes, nvme_bytes;      /* offloaded bytes in host memory and on NVMe */
+  uint64_t bytes[PX_PLACE_COUNT][PX_MEM_ACTIVATIONS];
 } px_states;
 void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
+/* The same for other choices of the plan's parallel settings (e.g. another offload). */
+void px_plan_states_for(const px_plan *plan, const px_parallel *par, int64_t stage, px_states *out);
+/* Bytes of a place, over the three states. */
+uint64_t px_states_bytes(const px_states *s, px_place place);
 
 /* Validates and compiles. On failure the plan is left empty (safe to free). */
 px_status px_plan_compile(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,

@@ -98,7 +98,7 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
 
 double px_host_op_s(const px_cluster *c, const px_op *op) {
   double node = (double)px_cluster_node_size(c);
-  double pcie = c->host_pcie_bytes_per_s / (double)(c->host_pcie_gpus_per_uplink > 0 ? c->host_pcie_gpus_per_uplink : 1);
+  double pcie = px_cluster_host_link_bytes_per_s(c);
   double nvme = c->host_nvme_bytes_per_s / node, cpu = c->host_cpu_adam_params_per_s / node;
   bool on_nvme = op->dim[1] == PX_OFFLOAD_NVME;
   if (op->kind == PX_OP_ADAMW_HOST) { /* the step streams its states from NVMe while it computes (ZeRO-Infinity) */

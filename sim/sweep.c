@@ -34,12 +34,12 @@ static double snapshot_s(const px_plan *plan, double *bytes_out) {
   for (int64_t s = 0; s < plan->par.pp; s++) {
     px_states st;
     px_plan_states(plan, s, &st);
-    double b = (double)st.device[PX_MEM_PARAMS] + (double)st.device[PX_MEM_OPTIMIZER] + (double)st.host_bytes;
+    double b = 0; /* the parameters and optimizer states, wherever they are (not the gradients) */
+    for (int pl = 0; pl < PX_PLACE_COUNT; pl++)
+      b += (double)st.bytes[pl][PX_MEM_PARAMS] + (double)st.bytes[pl][PX_MEM_OPTIMIZER];
     if (b > bytes) bytes = b;
   }
-  double bw = c->host_pcie_bytes_per_s > 0
-                  ? c->host_pcie_bytes_per_s / (double)(c->host_pcie_gpus_per_uplink > 0 ? c->host_pcie_gpus_per_uplink : 1)
-                  : c->gpu.hbm_bytes_per_s;
+  double link = px_cluster_host_link_bytes_per_s(c), bw = link > 0 ? link : c->gpu.hbm_bytes_per_s;
   *bytes_out = bytes;
   return bw > 0 ? bytes / bw : 0.0;
 }
@@ -292,13 +292,18 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
   return false;
 }
 
-/* Whether some offload could make the plan fit: offload removes at most the
- * gradients and optimizer states (and ZeRO-3's parameters) from the GPU. */
+/* Whether some offload could make the plan fit: its peak with the GPU's
+ * states as the most offload its ZeRO stage allows leaves them
+ * (px_plan_states_for) must fit. */
 static bool offload_may_fit(const px_plan *plan) {
+  px_parallel most = plan->par;
+  most.offload_opt = PX_OFFLOAD_CPU;
+  most.offload_params = plan->par.zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
   for (int64_t s = 0; s < plan->par.pp; s++) {
+    px_states st;
+    px_plan_states_for(plan, &most, s, &st);
     const px_memplan *mp = &plan->mem[s];
-    uint64_t left = mp->peak_bytes - mp->at_peak[PX_MEM_GRADS] - mp->at_peak[PX_MEM_OPTIMIZER] -
-                    (plan->par.zero == 3 ? mp->at_peak[PX_MEM_PARAMS] : 0);
+    uint64_t left = mp->peak_bytes - mp->static_bytes + px_states_bytes(&st, PX_PLACE_GPU);
     if (px_plan_reserve_bytes(left) > px_gpu_usable_bytes(&plan->cluster.gpu)) return false;
   }
   return true;
