@@ -40,7 +40,7 @@ static const px_opt opts[] = {
     {"sp", no_argument, 'S', PX_OPT_PLAN, NULL, "sequence parallelism"},
     {"mbs", required_argument, 'b', PX_OPT_PLAN, "N", "micro-batch size, sequences"},
     {"gbs", required_argument, 'B', PX_OPT_PLAN, "N", "global batch size, sequences"},
-    {"schedule", required_argument, 'e', PX_OPT_PLAN, "S", "pipeline schedule: gpipe|1f1b|interleaved"},
+    {"schedule", required_argument, 'e', PX_OPT_PLAN, "S", "pipeline schedule: gpipe|1f1b|interleaved|zb-h1|zb-h2"},
     {"vpp", required_argument, 'v', PX_OPT_PLAN, "N", "model chunks per rank (interleaved)"},
     {"first-stage-layers", required_argument, OPT_FIRST_STAGE, PX_OPT_PLAN, "N",
      "layers of the first pipeline stage; the middle stages split the rest evenly (Megatron-Core)"},

@@ -589,7 +589,7 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
   const px_block *b = &x->plan->blocks[in->block];
   px_status st = PX_OK;
   /* ZeRO-2/3: a unit's full gradients exist from its first backward block to its reduce-scatter */
-  bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
+  bool bwd = px_block_is_bwd((px_block_kind)in->block);
   for (int32_t u = in->unit; bwd && from == 0 && x->plan->par.zero >= 2 && u >= 0 && u < in->unit + in->units; u++)
     if (!x->bucket[u]) {
       void *p;

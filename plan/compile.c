@@ -36,9 +36,10 @@ typedef struct {
   uint64_t e; /* activation bytes per element */
 } dims;
 
-typedef struct {
+typedef struct bld {
   px_plan *p;
   px_block *b;
+  struct bld *w; /* zero-bubble schedules: where linear layers' weight gradients go (the W block), NULL: here */
   int32_t cap, fcap, acap;
   px_ref keep[64];
   int nkeep;
@@ -213,11 +214,20 @@ static px_ref tp_gather(bld *b, const dims *d, px_phase ph, px_ref shard, px_ref
   return full;
 }
 
+/* The input of a linear layer's weight gradient: with SP, the full sequence
+ * all-gathered from the kept shard where the weight gradient runs (in the W
+ * block when the backward is split, so B neither gathers nor holds it). */
+static px_ref wgrad_input(bld *b, const dims *d, px_ref shard, px_ref full) {
+  return d->sp && !b->w ? tp_gather(b, d, PX_PHASE_BWD, shard, full) : full;
+}
+
 /* dx += dy W, then (reduce_into set) dx's TP reduction into *reduce_into,
  * then dW += dy^T x (+ db): Megatron's order, so the reduction can run on the
- * TP stream while the weight gradient is computed. Returns the reduced dx. */
-static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, int w, int bias, px_ref dy0, px_ref dy1,
-                         px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k,
+ * TP stream while the weight gradient is computed. With a split backward
+ * (b->w) the weight gradient goes to the W block, which gathers x from
+ * x_shard (SP) or reads x, and B keeps what it reads. Returns the reduced dx. */
+static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, px_ref x_shard, int w, int bias, px_ref dy0,
+                         px_ref dy1, px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k,
                          const px_ref *reduce_into) {
   int64_t n = n0 + n1 + n2;
   px_op *o = op_new(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD);
@@ -227,7 +237,18 @@ static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, int w, int 
   o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
   cost_gemm(o, (double)m, (double)k, (double)n, 1, (double)d->e, (double)d->e);
   px_ref reduced = reduce_into ? tp_reduce(b, d, PX_PHASE_BWD, dx, *reduce_into) : dx;
-  o = op_new(b, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  bld *wb = b;
+  if (b->w) {
+    wb = b->w;
+    keep(b, dy0), keep(b, dy1), keep(b, dy2);
+    if (d->sp && x_shard.slot >= 0) {
+      keep(b, x_shard);
+      x = tp_gather(wb, d, PX_PHASE_BWD, x_shard, x);
+    } else {
+      keep(b, x);
+    }
+  }
+  o = op_new(wb, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = x;
   o->out[0] = R(grad_of(b->p, w), 0);
   o->out[1] = bias >= 0 ? R(grad_of(b->p, bias), 0) : NOREF;
@@ -518,8 +539,8 @@ static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmas
   }
   px_ref dfull = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, part), 0));
   int32_t data = b->b->nops; /* linear_bwd's first op */
-  linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), w, bias, dfull, NOREF, NOREF, d->B * d->S, d->H, 0,
-             0, in_width, NULL);
+  linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), NOREF, w, bias, dfull, NOREF, NOREF, d->B * d->S,
+             d->H, 0, 0, in_width, NULL);
   if (pre >= 0) {
     px_op *o = &b->b->ops[data];
     o->flags = PX_OPF_DGELU;
@@ -542,7 +563,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref dact = R(grad_slot(p, L->act), 0);
   px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0), dln2_sh = R(grad_slot(p, L->ln2), 0), dln2;
   /* Megatron-SP keeps the sharded norm output and gathers it again */
-  px_ref ln2_full = d->sp ? tp_gather(b, d, PX_PHASE_BWD, R(L->ln2, 0), R(L->ln2_full, 0)) : R(L->ln2_full, 0);
+  px_ref ln2_full = wgrad_input(b, d, R(L->ln2, 0), R(L->ln2_full, 0));
   if (d->swiglu) {
     px_ref dgate = R(grad_slot(p, L->gate), 0), dup = R(grad_slot(p, L->up), 0);
     px_op *o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
@@ -551,16 +572,16 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     o->flags = PX_OPF_ACCUMULATE;
     o->dim[0] = rows_full * d->F;
     elementwise(o, (double)(3 * rows_full * d->F), (double)(2 * rows_full * d->F), (double)d->e);
-    dln2 = linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dgate, dup, NOREF, rows_full, d->F, d->F, 0, H,
-                      &dln2_sh);
+    dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dgate, dup, NOREF, rows_full, d->F,
+                      d->F, 0, H, &dln2_sh);
   } else {
     px_ref dfc1 = R(grad_slot(p, L->fc1), 0);
     if (!d->gelu_fused) {
       px_op *o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, dfc1, dact, R(L->fc1, 0), rows_full * d->F, (double)d->e);
       o->flags = PX_OPF_ACCUMULATE;
     }
-    dln2 = linear_bwd(b, d, dln2_part, ln2_full, L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F, 0, 0, H,
-                      &dln2_sh);
+    dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F,
+                      0, 0, H, &dln2_sh);
   }
   /* dmid: gradient at the MLP norm's input (x2, or x with a parallel residual) */
   px_ref dmid = d->par_res ? dx : R(grad_slot(p, L->x2), 0);
@@ -593,12 +614,12 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
     elementwise(o, (double)(rows_full * (d->QW + d->KW)), (double)(rows_full * (d->QW + d->KW)), (double)d->e);
   }
-  px_ref ln1_full = R(L->ln1_full, 0);
-  if (d->sp) ln1_full = tp_gather(b, d, PX_PHASE_BWD, R(L->ln1, 0), R(L->ln1_full, 0));
+  px_ref ln1_full = wgrad_input(b, d, R(L->ln1, 0), R(L->ln1_full, 0));
   px_ref dln1_part = R(grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(grad_slot(p, L->ln1), 0);
   px_ref dln1 =
-      linear_bwd(b, d, dln1_part, ln1_full, L->w_qkv, L->b_qkv, dq, dk, dv, rows_full, d->QW, d->KW, d->KW, H, &dln1_sh);
+      linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, dk, dv, rows_full, d->QW, d->KW, d->KW,
+                 H, &dln1_sh);
   if (!d->par_res) {
     o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, dmid, NOREF, rows * H, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
@@ -731,7 +752,8 @@ static void head_backward(bld *b, const dims *d, const layer_slots *L, const sta
   if (d->sp) lnf = tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
   px_ref dlnf_part = R(grad_slot(p, s->lnf_full), 0);
   px_ref dlnf_sh = R(grad_slot(p, s->lnf), 0);
-  px_ref dlnf = linear_bwd(b, d, dlnf_part, lnf, s->w_head, -1, dlogits, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H, &dlnf_sh);
+  px_ref dlnf =
+      linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H, &dlnf_sh);
   norm_bwd(b, d, R(grad_slot(p, L->x), 0), dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF,
            R(s->lnf_rstd, 0), s->w_lnf, s->b_lnf, B * Sl);
 }
@@ -953,10 +975,20 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   keep_layer_saved(&b, &d, &L, rc);
   block_finish(&b);
 
+  /* A zero-bubble schedule's backward is two blocks: B (input gradients;
+   * it keeps what the linear layers' weight gradients read) and W. */
+  bld wb = {.failed = false};
+  bool split = px_parallel_split_w(&p->par);
+  if (split) block_begin(&wb, p, PX_BLOCK_LAYER_BWD_W, PX_STREAM_COMPUTE);
   block_begin(&b, p, PX_BLOCK_LAYER_BWD, PX_STREAM_COMPUTE);
+  b.w = split ? &wb : NULL;
   layer_backward(&b, &d, &L, rc);
   keep(&b, R(grad_slot(p, L.x), 0));
   block_finish(&b);
+  if (split) {
+    block_finish(&wb);
+    b.failed |= wb.failed;
+  }
 
   block_begin(&b, p, PX_BLOCK_EMBED_FWD, PX_STREAM_COMPUTE);
   b.loads_inputs = true;

@@ -26,7 +26,16 @@ PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp
               "replica");
 PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
               "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
-              "optimizer", "offload_grad", "fetch_param");
+              "optimizer", "offload_grad", "fetch_param", "layer_bwd_w");
+
+bool px_block_is_bwd(px_block_kind kind) {
+  return kind == PX_BLOCK_LAYER_BWD || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||
+         kind == PX_BLOCK_LAYER_BWD_W;
+}
+
+bool px_block_is_compute(px_block_kind kind) {
+  return px_block_is_bwd(kind) || kind == PX_BLOCK_EMBED_FWD || kind == PX_BLOCK_LAYER_FWD || kind == PX_BLOCK_HEAD_FWD;
+}
 
 double px_coll_busbw_factor(px_coll kind, int64_t n) {
   if (kind == PX_COLL_P2P) return 1.0;

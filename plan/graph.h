@@ -227,10 +227,15 @@ typedef enum {
   PX_BLOCK_OPTIMIZER,
   PX_BLOCK_OFFLOAD_GRAD, /* offload: one unit's reduced gradient shard to the host */
   PX_BLOCK_FETCH_PARAM,  /* offload: one unit's parameter shard from the host, before its gather */
+  PX_BLOCK_LAYER_BWD_W,  /* zero-bubble schedules: a layer's weight gradients (W), split from LAYER_BWD (B) */
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
 extern const char *const px_block_names[PX_BLOCK_KIND_COUNT];
+
+/* The blocks that compute (forward, backward, W) and those of the backward (B and W). */
+bool px_block_is_compute(px_block_kind kind);
+bool px_block_is_bwd(px_block_kind kind);
 
 typedef struct {
   uint8_t kind;   /* px_block_kind */

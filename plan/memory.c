@@ -49,9 +49,6 @@ static void block_summary(const px_plan *p, const px_block *b, block_mem *bm) {
   memcpy(bm->delta, cur, sizeof cur);
 }
 
-static bool is_bwd_compute(const px_inst *in) {
-  return in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
-}
 
 uint64_t px_plan_layer_activation_bytes(const px_plan *p) {
   block_mem bm;
@@ -178,7 +175,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
         total += gathered_bytes(prog, u);
         gathered[in->unit] = true;
       }
-      for (int32_t v = in->unit; is_bwd_compute(in) && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
+      for (int32_t v = in->unit; px_block_is_bwd((px_block_kind)in->block) && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
         if (!bucket[v]) {
           cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, &prog->units[v]);
           total += full_grad_bytes(prog, &prog->units[v]);
@@ -217,7 +214,10 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       }
       if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
         mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
-      if (in->block == PX_BLOCK_LAYER_BWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight--;
+      /* a micro-batch leaves with its last backward block (W when the backward is split) */
+      if (in->block == (px_parallel_split_w(&p->par) ? PX_BLOCK_LAYER_BWD_W : PX_BLOCK_LAYER_BWD) &&
+          in->layer == p->vstage_first[in->chunk * pp + s])
+        inflight--;
       if ((in->block == PX_BLOCK_OFFLOAD_GRAD || (in->block == PX_BLOCK_PARAM_SYNC && p->par.offload_params)) &&
           staged[in->unit]) {
         cur[PX_MEM_BUFFERS] -= staged[in->unit];

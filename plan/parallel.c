@@ -8,7 +8,7 @@
 #include "core/fmt.h"
 #include "core/json.h"
 
-PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved");
+PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
@@ -68,6 +68,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 }
 
 bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p->grad_accum == PX_ACCUM_SHARDED; }
+
+bool px_parallel_split_w(const px_parallel *p) { return p->schedule == PX_SCHED_ZB_H1 || p->schedule == PX_SCHED_ZB_H2; }
 
 int64_t px_parallel_shard_size(const px_parallel *p) { return p->shard_group > 0 ? p->shard_group : p->dp; }
 
@@ -299,6 +301,14 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
     }
   } else if (p->vpp > 1) {
     return px_err_set(err, PX_ERR_INPUT, "--vpp %lld needs --schedule interleaved", (long long)p->vpp);
+  } else if (px_parallel_split_w(p) && p->pp < 2) {
+    return px_err_set(err, PX_ERR_INPUT, "--schedule %s needs pp > 1: it fills pipeline bubbles (hint: --schedule 1f1b)",
+                      px_schedule_names[p->schedule]);
+  } else if (px_parallel_split_w(p) && p->zero == 3) {
+    return px_err_set(err, PX_ERR_INPUT,
+                      "--schedule %s defers weight gradients, which ZeRO-3's per-layer gathers and reduce-scatters "
+                      "are not planned for (hint: --zero 1 or 2, or --schedule 1f1b)",
+                      px_schedule_names[p->schedule]);
   } else if (p->mb_group > 0) {
     return px_err_set(err, PX_ERR_INPUT, "--microbatch-group groups micro-batches per chunk: it needs --schedule interleaved");
   }

@@ -12,7 +12,19 @@
 #include "plan/cluster.h"
 #include "plan/model.h"
 
-typedef enum { PX_SCHED_GPIPE, PX_SCHED_1F1B, PX_SCHED_INTERLEAVED, PX_SCHED_COUNT } px_schedule;
+/* Pipeline schedules: GPipe, 1F1B, interleaved 1F1B (Narayanan et al.,
+ * SC'21), and the zero-bubble ones (Qi et al., ICLR 2024), which split each
+ * layer's backward into B (input gradient) and W (weight gradient) and
+ * defer W into the bubbles: ZB-H1 (1F1B's memory) and ZB-H2 (up to 2p - 1
+ * micro-batches in flight). */
+typedef enum {
+  PX_SCHED_GPIPE,
+  PX_SCHED_1F1B,
+  PX_SCHED_INTERLEAVED,
+  PX_SCHED_ZB_H1,
+  PX_SCHED_ZB_H2,
+  PX_SCHED_COUNT
+} px_schedule;
 typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
 typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_COUNT } px_precision;
 /* Attention kernel: fused (FlashAttention: no S x S tensor is kept, the
@@ -109,6 +121,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from);
 
 /* Whether gradients are reduced every micro-batch (ZeRO-2/3, sharded accumulation). */
 bool px_parallel_reduce_per_mb(const px_parallel *p);
+/* The schedule runs layers' weight gradients (W) apart from their input gradients (B). */
+bool px_parallel_split_w(const px_parallel *p);
 
 /* Ranks a unit's model states are sharded over: shard_group, or dp when unset. */
 int64_t px_parallel_shard_size(const px_parallel *p);

@@ -256,9 +256,37 @@ void px_plan_free(px_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* Qi et al. (ICLR 2024, Table 2) give (p-1)(f+b-w) for ZB-H1 and
+ * (p-1)(f+b-2w) for ZB-H2 with m >= p (ZB-H2: m >= 2p-1) and w <= b. Two
+ * floors apply: with the optimizer step synchronised (gradient norm), a
+ * stage is idle at least (p-1) f, the time F takes to reach the last stage
+ * (the paper's post-validation removes it; parallax does not model that);
+ * and with fewer micro-batches the fill and drain cost (p-1)(f+b) less the
+ * W that hide in them, min(b, w) for each micro-batch after the first.
+ * Checked against the simulator in tests/test_sim.c. */
+double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2) {
+  double steady = f + b - (h2 ? 2 * w : w), few = (double)(p - 1) * (f + b) - (double)(m - 1) * (b < w ? b : w);
+  if (steady < f) steady = f;
+  steady *= (double)(p - 1);
+  return few > steady ? few : steady;
+}
+
 double px_plan_bubble_analytic(const px_plan *plan) {
   int64_t pp = plan->par.pp, v = plan->par.schedule == PX_SCHED_INTERLEAVED ? plan->par.vpp : 1;
   double m = (double)plan->microbatches, sum = 0, max = 0;
+  if (px_parallel_split_w(&plan->par)) { /* the slowest stage's layers, each F, B, W in proportion to its FLOPs */
+    const px_block *bl = plan->blocks;
+    double f = bl[PX_BLOCK_LAYER_FWD].flops[PX_PHASE_FWD];
+    double b = bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_BWD] + bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_RECOMPUTE];
+    double w = bl[PX_BLOCK_LAYER_BWD_W].flops[PX_PHASE_BWD];
+    for (int64_t s = 0; s < pp; s++) {
+      sum += (double)plan->vstage_layers[s];
+      if ((double)plan->vstage_layers[s] > max) max = (double)plan->vstage_layers[s];
+    }
+    double idle = px_zb_idle(pp, plan->microbatches, max * f, max * b, max * w, plan->par.schedule == PX_SCHED_ZB_H2);
+    double T = m * max * (f + b + w) + idle;
+    return T > 0 ? 1.0 - m * sum * (f + b + w) / ((double)pp * T) : 0.0;
+  }
   /* A stage's work per micro-batch in layers (t_s), equal layers, free
    * embedding, head and communication: the slowest stage runs m
    * micro-batches, and the others' work, one chunk deep, fills and drains

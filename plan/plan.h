@@ -118,8 +118,15 @@ int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk);
 px_status px_plan_check_p2p(const px_plan *plan, px_err *err);
 
 /* Analytic pipeline bubble as a share of the pipeline's time:
- * (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v m + p-1) interleaved. */
+ * (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v m + p-1) interleaved; for the
+ * zero-bubble schedules px_zb_idle with a layer's F, B and W times in
+ * proportion to their FLOPs. */
 double px_plan_bubble_analytic(const px_plan *plan);
+
+/* A stage's idle time in a zero-bubble step of m micro-batches over p
+ * stages whose F, B and W take f, b and w, with free communication and a
+ * synchronised optimizer step: ZB-H1 (h2 false) or ZB-H2. */
+double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2);
 
 /* Activation bytes one layer keeps from its forward to its backward, per
  * micro-batch on one GPU (what Korthikanti et al. count). */

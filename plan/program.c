@@ -8,29 +8,88 @@
 
 #include "plan/compile.h"
 
-/* One entry of a stage's schedule: forward or backward of a micro-batch on a chunk. */
+/* One entry of a stage's schedule: forward or backward of a micro-batch on
+ * a chunk; with a split backward, B (bwd) or W (bwd and w). */
 typedef struct {
   bool bwd;
+  bool w;    /* the weight gradients (W) of a split backward: no p2p */
   bool pair; /* runs with the next entry without p2p in between (interleaved steady state) */
   int32_t mb, chunk;
 } sched_unit;
 
-/* Megatron-LM's orders. Returns the entries, -1 out of memory. */
+#define SCHED_F(i) ((sched_unit){false, false, false, (int32_t)(i), 0})
+#define SCHED_B(i) ((sched_unit){true, false, false, (int32_t)(i), 0})
+#define SCHED_W(i) ((sched_unit){true, true, false, (int32_t)(i), 0})
+
+/* ZB-H1 (Qi et al., ICLR 2024, section 2.1; the authors' DeepSpeed
+ * ZeroBubbleH1Pipeline with exact semantics): 1F1B's warm-up, then s
+ * F-B pairs whose W is deferred, F-B-W in the steady state, B-W in the
+ * drain and the s deferred W last. At most p micro-batches are in flight
+ * on any stage (1F1B's first stage). */
+static int64_t schedule_zb_h1(int64_t pp, int64_t m, int64_t s, sched_unit *out) {
+  int64_t f = 0, b = 0, w = 0, n = 0;
+  int64_t warm = pp - s - 1 < m ? pp - s - 1 : m, pairs = s < m - warm ? s : m - warm;
+  while (f < warm) out[n++] = SCHED_F(f++);
+  for (int64_t i = 0; i < pairs; i++) out[n++] = SCHED_F(f++), out[n++] = SCHED_B(b++);
+  while (f < m) out[n++] = SCHED_F(f++), out[n++] = SCHED_B(b++), out[n++] = SCHED_W(w++);
+  while (b < m) out[n++] = SCHED_B(b++), out[n++] = SCHED_W(w++);
+  while (w < m) out[n++] = SCHED_W(w++);
+  return n;
+}
+
+/* ZB-H2 (Qi et al., section 2.2): every stage runs greedily on a clock of
+ * equal F, B and W times, B first when its gradient has arrived, else F
+ * while fewer than 2p - 1 micro-batches are in flight (forwarded, W not
+ * done), else a deferred W. Warm-up forwards fill the time until the first
+ * gradient returns (2(p - s) - 1 on stage s) and deferred W fill the drain:
+ * the paper's parallelogram. Writes stage `want`'s order; returns its
+ * entries, -1 out of memory. */
+static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *out) {
+  int64_t *f = calloc((size_t)pp, sizeof *f), *b = calloc((size_t)pp, sizeof *b), *w = calloc((size_t)pp, sizeof *w);
+  int64_t *f_end = malloc((size_t)(pp * m) * sizeof *f_end), *b_end = malloc((size_t)(pp * m) * sizeof *b_end);
+  int64_t n = -1;
+  if (f && b && w && f_end && b_end) {
+    n = 0;
+    int64_t limit = 2 * pp - 1, left = 3 * pp * m;
+    /* one slot per time unit; a stage's op ending at t + 1 is visible to the others from t + 1 */
+    for (int64_t t = 0; left > 0 && t < 3 * pp * m + 2 * pp; t++) { /* it ends by 3m + p - 1; the bound is a guard */
+      for (int64_t s = 0; s < pp; s++) {
+        bool b_ok = b[s] < f[s] && f_end[s * m + b[s]] <= t && (s == pp - 1 || (b[s + 1] > b[s] && b_end[(s + 1) * m + b[s]] <= t));
+        bool f_ok = f[s] < m && f[s] - w[s] < limit && (s == 0 || (f[s - 1] > f[s] && f_end[(s - 1) * m + f[s]] <= t));
+        sched_unit u;
+        if (b_ok)
+          b_end[s * m + b[s]] = t + 1, u = SCHED_B(b[s]++);
+        else if (f_ok)
+          f_end[s * m + f[s]] = t + 1, u = SCHED_F(f[s]++);
+        else if (w[s] < b[s])
+          u = SCHED_W(w[s]++);
+        else
+          continue;
+        left--;
+        if (s == want) out[n++] = u;
+      }
+    }
+    if (left > 0) n = -1;
+  }
+  free(f), free(b), free(w), free(f_end), free(b_end);
+  return n;
+}
+
+/* Megatron-LM's orders and the zero-bubble ones. Returns the entries, -1 out of memory. */
 static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
   int64_t pp = p->par.pp, m = p->microbatches, v = p->par.vpp, n = 0;
+  if (p->par.schedule == PX_SCHED_ZB_H1) return schedule_zb_h1(pp, m, s, out);
+  if (p->par.schedule == PX_SCHED_ZB_H2) return schedule_zb_h2(pp, m, s, out);
   if (p->par.schedule == PX_SCHED_GPIPE) {
-    for (int64_t i = 0; i < m; i++) out[n++] = (sched_unit){false, false, (int32_t)i, 0};
-    for (int64_t i = 0; i < m; i++) out[n++] = (sched_unit){true, false, (int32_t)i, 0};
+    for (int64_t i = 0; i < m; i++) out[n++] = SCHED_F(i);
+    for (int64_t i = 0; i < m; i++) out[n++] = SCHED_B(i);
     return n;
   }
   if (p->par.schedule == PX_SCHED_1F1B) {
     int64_t warm = pp - s - 1 < m ? pp - s - 1 : m;
-    for (int64_t i = 0; i < warm; i++) out[n++] = (sched_unit){false, false, (int32_t)i, 0};
-    for (int64_t i = 0; i < m - warm; i++) {
-      out[n++] = (sched_unit){false, false, (int32_t)(warm + i), 0};
-      out[n++] = (sched_unit){true, false, (int32_t)i, 0};
-    }
-    for (int64_t i = m - warm; i < m; i++) out[n++] = (sched_unit){true, false, (int32_t)i, 0};
+    for (int64_t i = 0; i < warm; i++) out[n++] = SCHED_F(i);
+    for (int64_t i = 0; i < m - warm; i++) out[n++] = SCHED_F(warm + i), out[n++] = SCHED_B(i);
+    for (int64_t i = m - warm; i < m; i++) out[n++] = SCHED_B(i);
     return n;
   }
   /* Interleaved (Megatron-Core's schedules.py: get_schedule_table,
@@ -55,8 +114,8 @@ static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
   }
   int64_t warm = (pp - s - 1) * 2 + (v - 1) * g;
   if (m == pp || warm > total) warm = total;
-#define FWD(k) ((sched_unit){false, false, tab_mb[k], tab_ch[k]})
-#define BWD(k) ((sched_unit){true, false, tab_mb[k], (int32_t)(v - 1 - tab_ch[k])})
+#define FWD(k) ((sched_unit){false, false, false, tab_mb[k], tab_ch[k]})
+#define BWD(k) ((sched_unit){true, false, false, tab_mb[k], (int32_t)(v - 1 - tab_ch[k])})
   for (int64_t k = 0; k < warm; k++) out[n++] = FWD(k);
   for (int64_t i = 0; i < total - warm; i++) {
     out[n] = FWD(warm + i);
@@ -426,7 +485,9 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
   int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
   int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
   int k = 0;
-  if (!u.bwd) {
+  if (u.w) { /* W: the chunk's layers in the backward's order */
+    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD_W, l, l, u.mb, u.chunk};
+  } else if (!u.bwd) {
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_FWD, egid, first, u.mb, u.chunk};
     for (int64_t l = first; l < first + n; l++) out[k++] = (blk_ref){PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_FWD, L, L, u.mb, u.chunk};
@@ -478,7 +539,7 @@ static px_status zero3_residency(emitter *e, px_err *err) {
   for (int64_t x = 0; !st && x < e->nseq; x++) {
     const blk_ref *b = &e->seq[x];
     int32_t u = unit_of(e, b->gid);
-    bool bwd = b->kind == PX_BLOCK_LAYER_BWD || b->kind == PX_BLOCK_HEAD_BWD || b->kind == PX_BLOCK_EMBED_BWD;
+    bool bwd = px_block_is_bwd(b->kind);
     e->seq_gather[x] = !resident[u];
     e->seq_after[x] = last_free[u];
     resident[u] = true;
@@ -499,6 +560,7 @@ static int32_t post_recv(emitter *e, sched_unit u) {
   px_plan *p = e->p;
   int64_t pp = p->par.pp, V = p->vstages, vs = u.chunk * pp + e->stage;
   int32_t first = (int32_t)p->vstage_first[vs], n = (int32_t)p->vstage_layers[vs], r = -1;
+  if (u.w) return -1;
   if (!u.bwd && vs > 0)
     r = inst_push(&e->il, PX_BLOCK_RECV_FWD, PX_STREAM_PP_RECV, PX_PHASE_COMM, u.mb, first, u.chunk, -1);
   else if (u.bwd && vs < V - 1)
@@ -510,7 +572,7 @@ static int32_t post_recv(emitter *e, sched_unit u) {
 
 static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
-  sched_unit *sched = px_calloc((size_t)(2 * m * p->par.vpp + 2), sizeof *sched, err);
+  sched_unit *sched = px_calloc((size_t)(3 * m * p->par.vpp + 2), sizeof *sched, err);
   if (!sched) return PX_ERR_RUNTIME;
   int64_t ns = schedule_stage(p, s, sched);
   emitter e = {.p = p, .stage = s, .last_compute = -1};
@@ -547,8 +609,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   for (int64_t k = 0; k < ns; k++) {
     if (!sched[k].bwd) continue;
     int64_t vs = sched[k].chunk * pp + s;
-    int64_t lo = vs == 0 ? -1 : p->vstage_first[vs];
-    int64_t hi = vs == V - 1 ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
+    int64_t lo = vs == 0 && !sched[k].w ? -1 : p->vstage_first[vs]; /* W: the layers only */
+    int64_t hi = vs == V - 1 && !sched[k].w ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
     for (int64_t gid = lo; gid <= hi; gid++)
       for (int32_t u = unit_of(&e, gid); u <= unit_last(&e, gid); u++) {
         if (px_parallel_reduce_per_mb(&p->par))
@@ -620,6 +682,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
     int32_t batch_first = e.il.n;
     for (int64_t j = prev_lo; j < prev_hi; j++) {
       sched_unit pu = sched[j];
+      if (pu.w) continue;
       int64_t pvs = pu.chunk * pp + s;
       int32_t first = (int32_t)p->vstage_first[pvs], n = (int32_t)p->vstage_layers[pvs];
       if (!pu.bwd && pvs < V - 1)

@@ -2,7 +2,7 @@
 # pipeline stage with a lane per stream, boxes coloured by kind; the grey compute
 # lane left showing is idle time (the pipeline bubble).
 # gnuplot -e "dir='DIR'; fmt='png'" plots/timeline.gp   reads DIR/timeline.dat
-# (stage stream start_ms end_ms kind mb; stream 0 compute 1 tp 2 dp 3 pp-send 4 pp-recv; kind fwd|bwd|comm|opt)
+# (stage stream start_ms end_ms kind mb; stream 0 compute 1 tp 2 dp 3 pp-send 4 pp-recv; kind fwd|bwd|wgrad|comm|opt; wgrad: zero-bubble schedules' deferred weight gradients)
 # and writes DIR/timeline.png or .svg (fmt 'png' or 'svg'; out='FILE' overrides the output path).
 
 if (!exists("dir")) dir = "."
@@ -12,7 +12,7 @@ file = dir."/timeline.dat"
 
 # One pass: stages, time span and busy compute time.
 nst = 0; t0 = 1e300; t1 = -1e300; busy = 0; nother = 0
-kinds = " fwd bwd comm opt "
+kinds = " fwd bwd wgrad comm opt "
 stats file using (nother = nother + (strstrt(kinds, " ".strcol(5)." ") ? 0 : 1), nst = ($1 + 1 > nst ? $1 + 1 : nst), t0 = ($3 < t0 ? $3 : t0), t1 = ($4 > t1 ? $4 : t1), \
                   busy = busy + ($2 == 0 ? $4 - $3 : 0), $1) nooutput
 span = t1 - t0
@@ -25,7 +25,7 @@ ylo(st, s) = st == 0 ? s - 0.42 : s + 0.02 + 0.095 * (st - 1) + 0.01
 yhi(st, s) = st == 0 ? s + 0.02 : s + 0.02 + 0.095 * st
 ymid(st, s) = (ylo(st, s) + yhi(st, s)) / 2
 is(k) = strcol(5) eq k
-other(dummy) = !(is("fwd") || is("bwd") || is("comm") || is("opt"))
+other(dummy) = !(is("fwd") || is("bwd") || is("wgrad") || is("comm") || is("opt"))
 
 W = 1200; H = 150 + 110 * nst; H = H > 4000 ? 4000 : H
 if (fmt eq "svg") {
@@ -66,6 +66,7 @@ box(k) = is(k) ? ylo($2, $1) : NaN
 plot NaN with boxes fc rgb "#e8e8e8" title "idle (bubble)", \
      file using 3:(box("fwd")):3:4:(ylo($2, $1)):(yhi($2, $1)) with boxxyerror fc rgb "#1f77b4" title "forward", \
      file using 3:(box("bwd")):3:4:(ylo($2, $1)):(yhi($2, $1)) with boxxyerror fc rgb "#ff7f0e" title "backward", \
+     file using 3:(box("wgrad")):3:4:(ylo($2, $1)):(yhi($2, $1)) with boxxyerror fc rgb "#d62728" title "weight gradient (W)", \
      file using 3:(box("opt")):3:4:(ylo($2, $1)):(yhi($2, $1)) with boxxyerror fc rgb "#9467bd" title "optimizer", \
      file using 3:(box("comm")):3:4:(ylo($2, $1)):(yhi($2, $1)) with boxxyerror fc rgb "#2ca02c" title "communication", \
      file using 3:(other(0) ? ylo($2, $1) : NaN):3:4:(ylo($2, $1)):(yhi($2, $1)) with boxxyerror fc rgb "#7f7f7f" title (nother > 0 ? "other" : ""), \

@@ -179,7 +179,8 @@ static px_status stage_costs(sim *S, int64_t s) {
    * scattered slices) follow its transfer */
   static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                                  PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                                 PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD};
+                                                 PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD,
+                                                 PX_BLOCK_LAYER_BWD_W};
   int32_t opt = -1; /* the stage's own optimizer ops */
   for (int32_t i = 0; i < prog->ninsts && opt < 0; i++)
     if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) opt = i;
@@ -253,11 +254,6 @@ static void flow_start(sim *S, const px_coll_cost *cc, int64_t src, int64_t dst,
 
 /* ---- instances ---- */
 
-static bool is_pipeline_block(px_block_kind k) {
-  return k == PX_BLOCK_EMBED_FWD || k == PX_BLOCK_EMBED_BWD || k == PX_BLOCK_LAYER_FWD || k == PX_BLOCK_LAYER_BWD ||
-         k == PX_BLOCK_HEAD_FWD || k == PX_BLOCK_HEAD_BWD;
-}
-
 static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t start, uint64_t end, int32_t block,
                       int32_t mb, int32_t layer) {
   if ((!S->opts->trace_path && !S->opts->timeline_path) || S->opts->comm_free) return;
@@ -286,7 +282,7 @@ static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
   uint64_t now = S->eng.now_ns;
   if (in->block < PX_BLOCK_KIND_COUNT && ss->costs[in->block].n > 0)
     for (int k = 0; k < PX_OP_COUNT; k++) ss->stats.op_s[k] += ss->costs[in->block].op_s[k];
-  if (is_pipeline_block((px_block_kind)in->block)) {
+  if (px_block_is_compute((px_block_kind)in->block)) {
     ss->stats.busy_s += (double)(now - q->start_ns) * 1e-9;
     if (q->start_ns < ss->pipe_first_ns) ss->pipe_first_ns = q->start_ns;
     if (now > ss->pipe_last_ns) ss->pipe_last_ns = now;
@@ -348,7 +344,7 @@ static void run_segment(sim *S, int64_t s, int stream) {
   stream_q *q = &ss->q[stream];
   const px_inst *in = &ss->prog->insts[q->inst];
   const seg_list *l = &ss->costs[in->block];
-  bool pipe = is_pipeline_block((px_block_kind)in->block);
+  bool pipe = px_block_is_compute((px_block_kind)in->block);
   if (q->fast) { /* the whole block finished uncontended */
     q->fast = false;
     fast_account(S, s, l, 0, l->n, q->fast_t0, pipe);
@@ -398,7 +394,7 @@ static void split_fast(sim *S, int64_t s, int res) {
     uint64_t now = S->eng.now_ns, elapsed = now - q->fast_t0, cum = 0;
     int k = 0;
     while (k < l->n - 1 && cum + l->v[k].t_ns <= elapsed) cum += l->v[k++].t_ns;
-    bool pipe = is_pipeline_block((px_block_kind)in->block);
+    bool pipe = px_block_is_compute((px_block_kind)in->block);
     fast_account(S, s, l, 0, k, q->fast_t0, pipe);
     q->fast = false;
     q->version++;
@@ -650,6 +646,7 @@ static const char *timeline_kind(int32_t block) {
     case PX_BLOCK_EMBED_BWD:
     case PX_BLOCK_LAYER_BWD:
     case PX_BLOCK_HEAD_BWD: return "bwd";
+    case PX_BLOCK_LAYER_BWD_W: return "wgrad";
     case PX_BLOCK_OPTIMIZER: return "opt";
     default: return "comm";
   }

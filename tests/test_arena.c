@@ -135,7 +135,7 @@ static uint64_t replay(const px_plan *p, int64_t stage, uint64_t size, bool *ok)
     const px_inst *in = &prog->insts[i];
     const px_block *b = &p->blocks[in->block];
     const px_unit *u = in->unit >= 0 ? &prog->units[in->unit] : NULL;
-    bool bwd = in->block == PX_BLOCK_LAYER_BWD || in->block == PX_BLOCK_HEAD_BWD || in->block == PX_BLOCK_EMBED_BWD;
+    bool bwd = px_block_is_bwd((px_block_kind)in->block);
     /* the unit buffers, as the memory plan counts them: ZeRO-3 gathered
      * parameters (until the unit's compute block is done), ZeRO-2/3 full
      * gradients (until the reduce-scatter), the reduce-scatter's shard */

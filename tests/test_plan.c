@@ -683,6 +683,7 @@ static void test_lifetimes(void) {
               for (int sched = 0; sched < PX_SCHED_COUNT; sched++)
                 for (int z = 0; z < 4; z++) {
                   if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || 4 % (pp * 2))) continue;
+                  if ((sched == PX_SCHED_ZB_H1 || sched == PX_SCHED_ZB_H2) && (pp == 1 || z == 3)) continue;
                   px_parallel p = par(tp, pp, 2, z, 1, 8);
                   p.sp = sp, p.recompute = rc, p.attention = att, p.schedule = sched;
                   p.precision = PX_PREC_FP32;
@@ -697,6 +698,41 @@ static void test_lifetimes(void) {
                   CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
                   px_plan_free(&plan);
                 }
+}
+
+/* ---- zero-bubble memory ---- */
+
+/* Qi et al. (ICLR 2024, section 2): ZB-H1 keeps p micro-batches in flight
+ * on every stage, 1F1B's first stage (its peak) and no more than it; ZB-H2
+ * 2p - 1, about (2p - 1) / p of 1F1B's peak. From the walk of the op
+ * order, not a formula: Llama 3 70B, TP 8, PP 8, 32 micro-batches. */
+static void test_zero_bubble_memory(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-70b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 512);
+  for (int rc = PX_RECOMPUTE_NONE; rc <= PX_RECOMPUTE_SELECTIVE; rc++) {
+    px_plan plans[3];
+    int scheds[3] = {PX_SCHED_1F1B, PX_SCHED_ZB_H1, PX_SCHED_ZB_H2};
+    for (int k = 0; k < 3; k++) {
+      px_parallel p = par(8, 8, 8, 1, 1, 256);
+      p.schedule = scheds[k], p.recompute = rc;
+      CU_ASSERT_EQUAL_FATAL(compile(&plans[k], &m, &c, &p, &err), PX_OK);
+    }
+    double ref = (double)plans[0].mem[0].at_peak[PX_MEM_ACTIVATIONS];
+    for (int64_t s = 0; s < 8; s++) {
+      double h1 = (double)plans[1].mem[s].at_peak[PX_MEM_ACTIVATIONS];
+      double h2 = (double)plans[2].mem[s].at_peak[PX_MEM_ACTIVATIONS];
+      CU_ASSERT_EQUAL(plans[0].mem[s].peak_mbs_in_flight, 8 - s);
+      CU_ASSERT_EQUAL(plans[1].mem[s].peak_mbs_in_flight, 8);
+      CU_ASSERT_EQUAL(plans[2].mem[s].peak_mbs_in_flight, 15);
+      if (s < 7) { /* the last stage also holds the head's logits */
+        CU_ASSERT(h1 >= ref && h1 < 1.01 * ref);
+        PX_ASSERT_REL(h2, ref * 15.0 / 8.0, 0.01);
+      }
+    }
+    for (int k = 0; k < 3; k++) px_plan_free(&plans[k]);
+  }
 }
 
 /* ---- layers, grid ---- */
@@ -904,6 +940,7 @@ int main(void) {
       {"uneven chunks (126 layers / 16 stages / vpp 2..7), any micro-batch count: no deadlock", test_p2p_uneven},
       {"a broken p2p order is reported as a deadlock", test_p2p_detects_deadlock},
       {"every tensor is allocated and freed exactly once", test_lifetimes},
+      {"zero-bubble memory: ZB-H1 at 1F1B's first-stage peak, ZB-H2 (2p-1)/p of it", test_zero_bubble_memory},
       {"uneven layer split and the rank grid", test_layer_split},
       {"impossible plans are refused with a reason", test_refusals},
       {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},

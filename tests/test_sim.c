@@ -2,6 +2,7 @@
  * communication and uniform stages, Megatron-LM SC'21 Table 1 within 10%
  * with one set of A100 figures, determinism, cost flat in DP and TP, and
  * hybrid sharding's two levels on their own links. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,7 @@ static px_status compile(px_plan *plan, const px_model *m, const char *cluster, 
 static void test_bubble_exact(void) {
   int64_t pps[] = {2, 4, 8};
   int64_t ms[] = {1, 4, 8, 32};
-  for (int sched = 0; sched < PX_SCHED_COUNT; sched++) {
+  for (int sched = 0; sched <= PX_SCHED_INTERLEAVED; sched++) {
     for (size_t i = 0; i < 3; i++) {
       for (size_t j = 0; j < 4; j++) {
         int64_t pp = pps[i], m = ms[j], v = sched == PX_SCHED_INTERLEAVED ? 2 : 1;
@@ -186,6 +187,102 @@ static void test_bubble_uneven(void) {
     px_sim_result_free(&r);
     px_plan_free(&plan);
   }
+}
+
+/* Zero-bubble schedules with free communication, a layer's F, B and W
+ * taking f, b and w (embedding and head free): the simulated bubble is
+ * px_plan_bubble_analytic's, Qi et al.'s (ICLR 2024, Table 2) bubble of
+ * (p-1)(f+b-w) per stage for ZB-H1 and, for ZB-H2, the (p-1) f stagger of
+ * its parallelogram a synchronised optimizer step leaves (the paper's
+ * post-validation removes it). 1F1B's is (p-1)(f+b+w). */
+typedef struct {
+  double f, b, w;
+} fbw_cost;
+
+static double zb_cost(void *ctx, int64_t stage, px_block_kind kind) {
+  const fbw_cost *c = ctx;
+  (void)stage;
+  switch (kind) {
+    case PX_BLOCK_LAYER_FWD: return c->f;
+    case PX_BLOCK_LAYER_BWD: return c->b;
+    case PX_BLOCK_LAYER_BWD_W: return c->w;
+    default: return 0.0;
+  }
+}
+
+static void test_bubble_zero_bubble(void) {
+  static const fbw_cost costs[] = {{1e-3, 1e-3, 1e-3}, {1e-3, 1.4e-3, 0.6e-3}, {1e-3, 1.2e-3, 0.8e-3},
+                                   {1e-3, 2e-3, 0.5e-3}, {1e-3, 1e-3, 2e-3}};
+  static const int64_t pps[] = {2, 4, 8}, ms[] = {1, 3, 5, 8, 11, 16, 33};
+  for (int sched = PX_SCHED_1F1B; sched < PX_SCHED_COUNT; sched++) {
+    if (sched == PX_SCHED_INTERLEAVED) continue;
+    for (size_t c = 0; c < sizeof costs / sizeof *costs; c++)
+      for (size_t i = 0; i < sizeof pps / sizeof *pps; i++)
+        for (size_t j = 0; j < sizeof ms / sizeof *ms; j++) {
+          int64_t pp = pps[i], m = ms[j];
+          px_model model = gpt(pp * 2);
+          px_parallel p;
+          px_parallel_unset(&p);
+          p.pp = pp, p.tp = 1, p.mbs = 1, p.gbs = m, p.schedule = sched;
+          px_plan plan;
+          px_err err = {0};
+          CU_ASSERT_EQUAL_FATAL(compile(&plan, &model, "dgx-a100", pp, &p, &err), PX_OK);
+          CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+          fbw_cost k = costs[c];
+          if (sched == PX_SCHED_1F1B) k.b += k.w, k.w = 0; /* one backward block */
+          px_sim_opts o = {.comm_free = true, .block_cost = zb_cost, .block_cost_ctx = &k};
+          px_sim_result r;
+          CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+          double f = 2 * costs[c].f, b = 2 * costs[c].b, w = 2 * costs[c].w; /* a stage's two layers */
+          /* per stage: the paper's steady-state idle, at least F's (p-1) f to the last stage; with
+           * few micro-batches the fill and drain, less the W hidden in them */
+          double steady = sched == PX_SCHED_1F1B ? f + b + w : sched == PX_SCHED_ZB_H1 ? f + b - w : f + b - 2 * w;
+          double idle = (double)(pp - 1) * (steady > f ? steady : f);
+          double few = (double)(pp - 1) * (f + b) - (double)(m - 1) * (b < w ? b : w);
+          if (sched != PX_SCHED_1F1B && few > idle) idle = few;
+          double want = idle / ((double)m * (f + b + w) + idle);
+          if (fabs(r.bubble_fraction - want) > 1e-9)
+            fprintf(stderr, "\n  %s pp %lld m %lld f %g b %g w %g: bubble %.9f, formula %.9f\n", px_schedule_names[sched],
+                    (long long)pp, (long long)m, f, b, w, r.bubble_fraction, want);
+          PX_ASSERT_REL(r.bubble_fraction + 1.0, want + 1.0, 1e-9);
+          px_sim_result_free(&r);
+          px_plan_free(&plan);
+        }
+  }
+}
+
+/* Layer blocks timed by their FLOPs (1 TFLOP/s), the rest free: the
+ * costs px_plan_bubble_analytic assumes for a zero-bubble schedule. */
+static double flops_cost(void *ctx, int64_t stage, px_block_kind kind) {
+  const px_plan *plan = ctx;
+  (void)stage;
+  const double *fl = plan->blocks[kind].flops;
+  switch (kind) {
+    case PX_BLOCK_LAYER_FWD: return fl[PX_PHASE_FWD] * 1e-12;
+    case PX_BLOCK_LAYER_BWD: return (fl[PX_PHASE_BWD] + fl[PX_PHASE_RECOMPUTE]) * 1e-12;
+    case PX_BLOCK_LAYER_BWD_W: return fl[PX_PHASE_BWD] * 1e-12;
+    default: return 0.0;
+  }
+}
+
+static void test_bubble_zb_analytic(void) {
+  for (int sched = PX_SCHED_ZB_H1; sched <= PX_SCHED_ZB_H2; sched++)
+    for (int64_t m = 2; m <= 18; m += 4)
+      for (int rc = PX_RECOMPUTE_NONE; rc < PX_RECOMPUTE_COUNT; rc++) {
+        px_model model = gpt(8);
+        px_parallel p;
+        px_parallel_unset(&p);
+        p.pp = 4, p.tp = 1, p.mbs = 1, p.gbs = m, p.schedule = sched, p.recompute = rc;
+        px_plan plan;
+        px_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(compile(&plan, &model, "dgx-a100", 4, &p, &err), PX_OK);
+        px_sim_opts o = {.comm_free = true, .block_cost = flops_cost, .block_cost_ctx = &plan};
+        px_sim_result r;
+        CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+        PX_ASSERT_REL(r.bubble_fraction + 1.0, px_plan_bubble_analytic(&plan) + 1.0, 1e-6); /* ns clocks */
+        px_sim_result_free(&r);
+        px_plan_free(&plan);
+      }
 }
 
 /* ---- Megatron-LM SC'21 Table 1 ---- */
@@ -531,6 +628,8 @@ int main(void) {
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
+      {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},
+      {"zero-bubble schedules: analytic bubble from FLOPs equals the simulation", test_bubble_zb_analytic},
       {"Megatron-LM SC'21 Table 1 within 10%", test_megatron_table1},
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interleaving with uneven chunks and micro-batch counts pp does not divide,
-# on the CPU executor (2 and 4 ranks, 7- and 9-layer tiny models): every run's losses
+# and the zero-bubble schedules (backward split into B and W), on the CPU
+# executor (2 and 4 ranks, 7- and 9-layer tiny models): every run's losses
 # equal the 1F1B run of the same tp/pp/dp within 1e-5, its first-step
 # gradients too, and every rank's measured peak is the plan's.
 set -u
@@ -34,6 +35,14 @@ cases=(
   "tiny7 9 -p 4|--first-stage-layers 1 --last-stage-layers 2"
   "tiny9 5 -p 4|-e interleaved -v 2"
   "tiny9 7 -p 4|-e interleaved -v 2 --microbatch-group 7 --no-overlap pp"
+  "tiny7 5 -p 2|-e zb-h1"
+  "tiny7-gpt 6 -p 2|-e zb-h2"
+  "tiny7 9 -p 4|-e zb-h2 --first-stage-layers 1 --last-stage-layers 2"
+  "tiny9 3 -p 4|-e zb-h1 --no-overlap pp"
+  "tiny7-gpt 5 -t 2 -p 2 -S|-e zb-h1 -r full"
+  "tiny7 5 -t 2 -p 2 -S|-e zb-h2 -r selective --attention unfused"
+  "tiny7-gpt 8 -p 2 -d 2 -z 2|-e zb-h2"
+  "tiny7 6 -p 2 -d 2 -z 2 --offload-optimizer cpu|-e zb-h1"
 )
 for c in "${cases[@]}"; do
   head=${c%%|*}
