@@ -221,14 +221,29 @@ static px_ref wgrad_input(bld *b, const dims *d, px_ref shard, px_ref full) {
   return d->sp && !b->w ? tp_gather(b, d, PX_PHASE_BWD, shard, full) : full;
 }
 
+/* A tensor the W block reads: with SP and a sequence shard given, W
+ * all-gathers it again from the shard B keeps (as x of a linear layer, or
+ * the output gradient of a row-parallel one: B then frees the full tensor,
+ * a TP all-gather in W for (tp - 1)/tp of its memory per deferred W);
+ * otherwise B keeps it. */
+static px_ref wgrad_keep(bld *b, const dims *d, px_ref full, px_ref shard) {
+  if (full.slot < 0) return full;
+  if (d->sp && shard.slot >= 0) {
+    keep(b, shard);
+    return tp_gather(b->w, d, PX_PHASE_BWD, shard, full);
+  }
+  keep(b, full);
+  return full;
+}
+
 /* dx += dy W, then (reduce_into set) dx's TP reduction into *reduce_into,
  * then dW += dy^T x (+ db): Megatron's order, so the reduction can run on the
  * TP stream while the weight gradient is computed. With a split backward
- * (b->w) the weight gradient goes to the W block, which gathers x from
- * x_shard (SP) or reads x, and B keeps what it reads. Returns the reduced dx. */
+ * (b->w) the weight gradient goes to the W block: x from x_shard and dy0
+ * from dy_shard as wgrad_keep says. Returns the reduced dx. */
 static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, px_ref x_shard, int w, int bias, px_ref dy0,
-                         px_ref dy1, px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k,
-                         const px_ref *reduce_into) {
+                         px_ref dy_shard, px_ref dy1, px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2,
+                         int64_t k, const px_ref *reduce_into) {
   int64_t n = n0 + n1 + n2;
   px_op *o = op_new(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = R(w, 0);
@@ -240,13 +255,9 @@ static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, px_ref x_sh
   bld *wb = b;
   if (b->w) {
     wb = b->w;
-    keep(b, dy0), keep(b, dy1), keep(b, dy2);
-    if (d->sp && x_shard.slot >= 0) {
-      keep(b, x_shard);
-      x = tp_gather(wb, d, PX_PHASE_BWD, x_shard, x);
-    } else {
-      keep(b, x);
-    }
+    dy0 = wgrad_keep(b, d, dy0, dy_shard);
+    dy1 = wgrad_keep(b, d, dy1, NOREF), dy2 = wgrad_keep(b, d, dy2, NOREF);
+    x = wgrad_keep(b, d, x, x_shard);
   }
   o = op_new(wb, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = x;
@@ -539,8 +550,8 @@ static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmas
   }
   px_ref dfull = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, part), 0));
   int32_t data = b->b->nops; /* linear_bwd's first op */
-  linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), NOREF, w, bias, dfull, NOREF, NOREF, d->B * d->S,
-             d->H, 0, 0, in_width, NULL);
+  linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), NOREF, w, bias, dfull, dbranch, NOREF, NOREF,
+             d->B * d->S, d->H, 0, 0, in_width, NULL);
   if (pre >= 0) {
     px_op *o = &b->b->ops[data];
     o->flags = PX_OPF_DGELU;
@@ -572,7 +583,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     o->flags = PX_OPF_ACCUMULATE;
     o->dim[0] = rows_full * d->F;
     elementwise(o, (double)(3 * rows_full * d->F), (double)(2 * rows_full * d->F), (double)d->e);
-    dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dgate, dup, NOREF, rows_full, d->F,
+    dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dgate, NOREF, dup, NOREF, rows_full, d->F,
                       d->F, 0, H, &dln2_sh);
   } else {
     px_ref dfc1 = R(grad_slot(p, L->fc1), 0);
@@ -580,7 +591,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
       px_op *o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, dfc1, dact, R(L->fc1, 0), rows_full * d->F, (double)d->e);
       o->flags = PX_OPF_ACCUMULATE;
     }
-    dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, rows_full, d->F,
+    dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, NOREF, rows_full, d->F,
                       0, 0, H, &dln2_sh);
   }
   /* dmid: gradient at the MLP norm's input (x2, or x with a parallel residual) */
@@ -618,8 +629,8 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref dln1_part = R(grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(grad_slot(p, L->ln1), 0);
   px_ref dln1 =
-      linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, dk, dv, rows_full, d->QW, d->KW, d->KW,
-                 H, &dln1_sh);
+      linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, NOREF, dk, dv, rows_full, d->QW, d->KW,
+                 d->KW, H, &dln1_sh);
   if (!d->par_res) {
     o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, dmid, NOREF, rows * H, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
@@ -753,7 +764,8 @@ static void head_backward(bld *b, const dims *d, const layer_slots *L, const sta
   px_ref dlnf_part = R(grad_slot(p, s->lnf_full), 0);
   px_ref dlnf_sh = R(grad_slot(p, s->lnf), 0);
   px_ref dlnf =
-      linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H, &dlnf_sh);
+      linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, NOREF, B * S, d->Vl, 0, 0, d->H,
+                 &dlnf_sh);
   norm_bwd(b, d, R(grad_slot(p, L->x), 0), dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF,
            R(s->lnf_rstd, 0), s->w_lnf, s->b_lnf, B * Sl);
 }

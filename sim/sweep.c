@@ -187,14 +187,17 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
         for (int is = 0; is < nsp; is++)
           for (int im = 0; im < nm; im++)
             for (int ir = 0; ir < nr; ir++) {
-              /* schedules: one for pp 1; gpipe, 1f1b and interleaved with every vpp otherwise */
+              /* schedules: one for pp 1; 1f1b, interleaved with every vpp and the two zero-bubble
+               * ones otherwise (GPipe only when asked for: 1F1B's bubble for more memory) */
               int64_t scheds[16][2];
               int nsched = 0;
               if (pp == 1) {
                 scheds[nsched][0] = PX_SCHED_1F1B, scheds[nsched++][1] = 1;
               } else {
-                scheds[nsched][0] = PX_SCHED_GPIPE, scheds[nsched++][1] = 1;
+                if (f->schedule == PX_SCHED_GPIPE) scheds[nsched][0] = PX_SCHED_GPIPE, scheds[nsched++][1] = 1;
                 scheds[nsched][0] = PX_SCHED_1F1B, scheds[nsched++][1] = 1;
+                scheds[nsched][0] = PX_SCHED_ZB_H1, scheds[nsched++][1] = 1;
+                scheds[nsched][0] = PX_SCHED_ZB_H2, scheds[nsched++][1] = 1;
                 /* every vpp whose chunks hold a layer each, evenly or not (px_parallel_chunk_layers) */
                 for (int64_t v = 2; v <= 8 && nsched < 16; v++)
                   if (pp * v <= m->layers) scheds[nsched][0] = PX_SCHED_INTERLEAVED, scheds[nsched++][1] = v;

@@ -13,6 +13,8 @@ runs=0
 
 # and a 9-layer one, for pp 4 x vpp 2
 jq '.layers = 9 | .name = "tiny9"' "$src/tests/data/tiny7.json" >"$tmp/tiny9.json"
+# and GPT-shaped with dropout (the zero-bubble W re-gathers dropout's output gradient under SP)
+jq '.dropout = 0.1 | .name = "tiny7-drop"' "$src/tests/data/tiny7-gpt.json" >"$tmp/tiny7-drop.json"
 
 run() { # out model gbs ranks flags...
   local out=$1 model=$2 gbs=$3 n=$4 file=$src/tests/data/$2.json
@@ -43,6 +45,7 @@ cases=(
   "tiny7 5 -t 2 -p 2 -S|-e zb-h2 -r selective --attention unfused"
   "tiny7-gpt 8 -p 2 -d 2 -z 2|-e zb-h2"
   "tiny7 6 -p 2 -d 2 -z 2 --offload-optimizer cpu|-e zb-h1"
+  "tiny7-drop 5 -t 2 -p 2 -S --gelu fused|-e zb-h2"
 )
 for c in "${cases[@]}"; do
   head=${c%%|*}
