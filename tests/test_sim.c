@@ -572,7 +572,7 @@ static void test_trace(void) {
   CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
   px_parallel p;
   px_parallel_unset(&p);
-  p.tp = 2, p.pp = 2, p.mbs = 1, p.gbs = 8;
+  p.tp = 2, p.pp = 2, p.mbs = 1, p.gbs = 8, p.schedule = PX_SCHED_ZB_H1;
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 8, &p, &err), PX_OK);
   char path[] = "/tmp/px_trace_XXXXXX";
@@ -586,13 +586,19 @@ static void test_trace(void) {
   CU_ASSERT_EQUAL_FATAL(px_json_load(path, &root, &err), PX_OK);
   const cJSON *evs = cJSON_GetObjectItem(root, "traceEvents");
   CU_ASSERT(cJSON_IsArray(evs) && cJSON_GetArraySize(evs) > 50);
-  int stage1_compute = 0;
+  int stage1_compute = 0, b = 0, w = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, evs) {
     const cJSON *pid = cJSON_GetObjectItem(e, "pid"), *tid = cJSON_GetObjectItem(e, "tid");
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
     if (pid && tid && pid->valueint == 1 && tid->valueint == PX_STREAM_COMPUTE) stage1_compute++;
+    /* the zero-bubble backward's B and W, one of each per layer and micro-batch */
+    if (name && !strncmp(name, "layer_bwd mb", 12)) b++;
+    if (name && !strncmp(name, "layer_bwd_w mb", 14)) w++;
   }
   CU_ASSERT(stage1_compute > 8);
+  CU_ASSERT_EQUAL(b, (int)(m.layers * plan.microbatches));
+  CU_ASSERT_EQUAL(w, (int)(m.layers * plan.microbatches));
   cJSON_Delete(root);
   remove(path);
   px_sim_result_free(&r);

@@ -53,8 +53,9 @@ same gpt-3d-nccl 8 8 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 same gpt-3d-mpi 8 1 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 grep -q "staged in host memory" "$tmp/gpt-3d-mpi-cuda.err" || fail "the MPI fallback was not announced"
 same llama-sp-zero3 4 4 -m tiny -B 4 -t 2 -d 2 -z 3 -S "${fp32[@]}"
-# TP collectives on their own stream: compute waits for each only where its tensors are used
-same gpt-tp-overlap 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all "${fp32[@]}"
+# TP collectives on their own stream: compute waits for each only where its tensors are used; in
+# the zero-bubble order, whose W blocks gather their SP inputs and output gradients again
+same gpt-tp-overlap-zb 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all -e zb-h2 "${fp32[@]}"
 # GELU in the fc1 GEMM's epilogue and its gradient in fc2's (cuBLASLt GELU_AUX_BIAS, DGELU)
 same gpt-gelu-fused 2 2 -m "$gptd" -B 4 -t 2 --gelu fused "${fp32[@]}"
 PX_EMU_DEVICES=2 run gpt-gelu-fused-bf16 2 cuda -m "$gptd" -B 4 -t 2 --gelu fused -c dgx-h100 --precision bf16 --steps 2
