@@ -23,7 +23,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC };
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -33,6 +33,8 @@ static const px_opt opts[] = {
     {"cluster", required_argument, 'c', PX_OPT_CLUSTER, "NAME|FILE", "cluster preset or JSON file"},
     {"gpus", required_argument, 'g', PX_OPT_CLUSTER, "N", "number of GPUs"},
     {"nodes", required_argument, 'N', PX_OPT_CLUSTER, "N", "number of nodes (GPUs = nodes x gpus_per_node)"},
+    {"set", required_argument, OPT_SET, PX_OPT_CLUSTER, "FIELD=VALUE",
+     "what-if: override a cluster file field (repeatable), e.g. inter_node.nic_gbit_per_s=200"},
     {"tp", required_argument, 't', PX_OPT_PLAN, "N", "tensor-parallel size"},
     {"pp", required_argument, 'p', PX_OPT_PLAN, "N", "pipeline-parallel size"},
     {"dp", required_argument, 'd', PX_OPT_PLAN, "N", "data-parallel size (default: GPUs / (tp pp))"},
@@ -85,6 +87,8 @@ static const px_opt opts[] = {
     {"restart-min", required_argument, 'W', PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
     {"threads", required_argument, 'x', PX_OPT_SWEEP, "N", "threads (default: one per core)"},
     {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
+    {"vary", required_argument, OPT_VARY, PX_OPT_SWEEP, "FIELD=V1,V2,...",
+     "what-if: the sweep for each value of a cluster field (as --set), best plan per value"},
     {"steps", required_argument, 'i', PX_OPT_RUN, "N", "train until N steps are done (10)"},
     {"data", required_argument, 'a', PX_OPT_RUN, "FILE", "tokens: .u16/.bin (uint16), .u32, or any text file as bytes"},
     {"seed", required_argument, 'E', PX_OPT_RUN, "K", "initialisation, data and dropout seed (1234)"},
@@ -190,6 +194,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'h': a->help = true; break;
       case 'm': a->model = optarg; break;
       case 'c': a->cluster = optarg; break;
+      case OPT_SET:
+        if (a->nsets == PX_ARGS_SETS_MAX)
+          st = px_err_set(err, PX_ERR_INPUT, "--set: at most %d fields", PX_ARGS_SETS_MAX);
+        else
+          a->sets[a->nsets++] = optarg;
+        break;
       case 'g': st = px_parse_int(optarg, "--gpus", 1, 1 << 24, &a->gpus, err); break;
       case 'N': st = px_parse_int(optarg, "--nodes", 1, 1 << 24, &a->nodes, err); break;
       case 's': st = px_parse_int(optarg, "--seq", 1, 1 << 24, &p->seq, err); break;
@@ -254,6 +264,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'k': st = px_parse_int(optarg, "--top", 1, 1000000, &a->top, err); break;
       case 'x': st = px_parse_int(optarg, "--threads", 1, 256, &a->threads, err); break;
       case OPT_MAX_TP: st = px_parse_int(optarg, "--max-tp", 1, 1 << 20, &a->max_tp, err); break;
+      case OPT_VARY: a->vary = optarg; break;
       case 'y': st = parse_enum("objective", optarg, px_objective_names, PX_OBJ_COUNT, &a->objective, err); break;
       case 'n':
         st = px_parse_count(optarg, &a->tokens, err);
@@ -291,6 +302,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   return PX_OK;
 }
 
+px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, px_err *err) {
+  px_status st = PX_OK;
+  for (int i = 0; i < a->nsets && !st; i++) st = px_cluster_set_field(c, a->sets[i], err);
+  return st ? st : px_cluster_set_size(c, gpus, a->nodes, err);
+}
+
 px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
   px_status st;
   px_planfile *pf = NULL;
@@ -319,8 +336,7 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
       st = px_err_set(err, PX_ERR_INPUT, "%s: --cluster is required (see `parallax topologies`)", a->command);
       goto done;
     }
-    int64_t gpus = a->gpus ? a->gpus : (!a->nodes && pf ? pf->gpus : 0);
-    if ((st = px_cluster_set_size(c, gpus, a->nodes, err))) goto done;
+    if ((st = px_args_cluster_finish(a, c, a->gpus ? a->gpus : (!a->nodes && pf ? pf->gpus : 0), err))) goto done;
   }
   if (m && c) px_parallel_resolve(&a->par, m, c);
   st = PX_OK;

@@ -23,6 +23,8 @@ enum {
   PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
 };
 
+#define PX_ARGS_SETS_MAX 16
+
 typedef struct {
   const char *command; /* for messages: "parallax plan" */
   bool json;
@@ -30,6 +32,8 @@ typedef struct {
   const char *model;
   const char *cluster;
   int64_t gpus, nodes;
+  const char *sets[PX_ARGS_SETS_MAX]; /* --set FIELD=VALUE, in order */
+  int nsets;
   px_parallel par; /* unset fields stay unset (see px_parallel_unset) */
   const char *plan_file;
   const char *save_plan;
@@ -47,6 +51,7 @@ typedef struct {
   double restart_min;  /* < 0 unset */
   int64_t threads;
   int64_t max_tp;
+  const char *vary; /* sweep --vary FIELD=V1,V2,... */
   /* run */
   int64_t steps;
   const char *data_file;
@@ -73,6 +78,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
 /* Prints the flags of the given groups, one per line, for --help. */
 void px_args_print_help(int groups);
 
+/* The cluster's --set fields, then its size (gpus, or --nodes; 0: keep). */
+px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, px_err *err);
 /* Loads --model and --cluster (and --plan FILE when given), sizes the cluster
  * from --gpus/--nodes and resolves parallel defaults. Either pointer may be NULL. */
 px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);

@@ -39,7 +39,8 @@ int px_cmd_calibrate(int argc, char **argv) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   px_cluster base, out;
-  if (!(st = px_cluster_load(a.cluster ? a.cluster : "local-cpu", &base, &err))) {
+  if (!(st = px_cluster_load(a.cluster ? a.cluster : "local-cpu", &base, &err)) &&
+      !(st = px_args_cluster_finish(&a, &base, a.gpus, &err))) {
     px_calib_opts o = {.quick = a.quick, .progress = rank == 0 ? stderr : NULL, .table = rank == 0 && !a.json ? stdout : NULL};
     st = px_calibrate(&base, &o, MPI_COMM_WORLD, &out, &err);
   }

@@ -16,14 +16,14 @@ int px_cmd_topology(int argc, char **argv) {
   px_status st = px_args_parse(&a, "parallax topology", PX_OPT_CLUSTER, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help) {
-    printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--json]\n\n");
+    printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--set FIELD=VALUE] [--json]\n\n");
     px_args_print_help(PX_OPT_CLUSTER);
     return 0;
   }
   const char *name = a.npos == 2 && !strcmp(a.pos[0], "show") ? a.pos[1] : NULL;
   if (!name) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "usage: parallax topology show NAME|FILE"), &err);
   px_cluster c;
-  if ((st = px_cluster_load(name, &c, &err)) || (st = px_cluster_set_size(&c, a.gpus, a.nodes, &err)))
+  if ((st = px_cluster_load(name, &c, &err)) || (st = px_args_cluster_finish(&a, &c, a.gpus, &err)))
     return px_cli_fail(st, &err);
   if (!a.json) {
     px_report_cluster_text(&c, stdout);

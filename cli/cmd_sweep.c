@@ -3,6 +3,7 @@
  * mpirun the space is split across ranks and gathered on rank 0. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -12,6 +13,7 @@
 #include "report/csv.h"
 #include "report/sweep.h"
 #include "report/sweepjson.h"
+#include "report/vary.h"
 #include "sim/sweep.h"
 #if PX_HAVE_EXEC
 #include <mpi.h>
@@ -40,13 +42,63 @@ static px_status gather(px_sweep_result *r, px_objective obj, px_err *err) {
 }
 #endif
 
+#define VARY_MAX 32
+
+/* sweep --vary FIELD=V1,V2,...: the sweep on a copy of the cluster with each
+ * value set (px_cluster_set_field), the best plan of each reported. */
+static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_err *err) {
+  const char *eq = strchr(a->vary, '=');
+  char field[128];
+  if (!eq || eq == a->vary || !eq[1] || (size_t)(eq - a->vary) >= sizeof field)
+    return px_err_set(err, PX_ERR_INPUT, "--vary '%s': expected FIELD=V1,V2,... e.g. inter_node.nic_gbit_per_s=100,200,400",
+                      a->vary);
+  memcpy(field, a->vary, (size_t)(eq - a->vary));
+  field[eq - a->vary] = '\0';
+  px_vary_point *pts = px_calloc(VARY_MAX, sizeof *pts, err);
+  if (!pts) return PX_ERR_RUNTIME;
+  px_status st = PX_OK;
+  int n = 0;
+  for (const char *v = eq + 1; !st && *v;) {
+    const char *comma = strchr(v, ',');
+    size_t len = comma ? (size_t)(comma - v) : strlen(v);
+    if (n == VARY_MAX || len == 0 || len >= sizeof pts[n].value) {
+      st = px_err_set(err, PX_ERR_INPUT, "--vary %s: at most %d values, each 1 to %zu characters", a->vary, VARY_MAX,
+                      sizeof pts[n].value - 1);
+      break;
+    }
+    memcpy(pts[n].value, v, len);
+    pts[n].value[len] = '\0';
+    char set[256];
+    snprintf(set, sizeof set, "%s=%s", field, pts[n].value);
+    pts[n].cluster = *c;
+    st = px_cluster_set_field(&pts[n].cluster, set, err);
+    if (!st) st = px_cluster_set_size(&pts[n].cluster, c->gpus, 0, err);
+    if (!st && !(st = px_sweep_run(m, &pts[n].cluster, o, &pts[n].result, err))) n++;
+    v += len + (comma != NULL);
+  }
+  if (!st) {
+    if (a->json)
+      st = px_json_print_free(px_report_vary_json(m, o, field, pts, n), err);
+    else
+      px_report_vary_text(m, o, field, pts, n, stdout);
+  }
+  if (!st && a->plot_dir) {
+    st = px_report_vary_dir(a->plot_dir, field, pts, n, err);
+    if (!st && !a->json) printf("\nplot: %s/vary.png, vary.svg\n", a->plot_dir);
+  }
+  for (int i = 0; i < n; i++) px_sweep_result_free(&pts[i].result);
+  free(pts);
+  return st;
+}
+
 static const char usage[] =
     "usage: parallax sweep --model M --cluster C --gpus N --gbs B [--seq S] [--top K] [plan flags to fix]\n"
     "                      [--objective throughput|time|cost|memory] [--tokens T --price USD --mtbf-hours H [--ckpt-async]]\n"
-    "                      [--csv FILE] [--json] [--plot DIR] [--report DIR]\n\n"
+    "                      [--csv FILE] [--json] [--plot DIR] [--report DIR] [--vary FIELD=V1,V2,...]\n\n"
     "Enumerates every valid plan (tp, pp, dp, ZeRO, SP, micro-batch, schedule and vpp, recomputation);\n"
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
-    "rest are simulated on all cores and ranked. Under mpirun the space is split across ranks.\n\n";
+    "rest are simulated on all cores and ranked. Under mpirun the space is split across ranks.\n"
+    "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n\n";
 
 int px_cmd_sweep(int argc, char **argv) {
   px_args a;
@@ -66,6 +118,11 @@ int px_cmd_sweep(int argc, char **argv) {
 
   int rank = 0, size = 1;
   bool mpi = under_mpirun();
+  if (a.vary && (mpi || a.csv_file || a.report_dir))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
+                                  "parallax sweep --vary: one process, and --json or --plot DIR for its output (not "
+                                  "--csv, --report or mpirun)"),
+                       &err);
 #if PX_HAVE_EXEC
   if (mpi) {
     MPI_Init(NULL, NULL);
@@ -96,6 +153,10 @@ int px_cmd_sweep(int argc, char **argv) {
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   int64_t top = a.top > 0 ? a.top : 10;
 
+  if (a.vary) {
+    st = vary(&a, &m, &c, &o, &err);
+    return st ? px_cli_fail(st, &err) : 0;
+  }
   px_sweep_result r;
   double t0 = px_clock_s();
   st = px_sweep_run(&m, &c, &o, &r, &err);

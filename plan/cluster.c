@@ -1,7 +1,9 @@
 /* Cluster specification: JSON loading and sizing. */
 #include "plan/cluster.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/fileio.h"
@@ -282,6 +284,89 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
   return o;
+}
+
+/* The object a dotted path's last name lives in, and that name; NULL when
+ * a name before it is not an object of root. */
+static cJSON *path_parent(cJSON *root, const char *path, char *leaf, size_t cap) {
+  cJSON *o = root;
+  const char *p = path;
+  for (const char *dot; (dot = strchr(p, '.')); p = dot + 1) {
+    char name[64];
+    size_t n = (size_t)(dot - p);
+    if (n == 0 || n >= sizeof name) return NULL;
+    memcpy(name, p, n);
+    name[n] = '\0';
+    o = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsObject(o)) return NULL;
+  }
+  snprintf(leaf, cap, "%s", p);
+  return *leaf ? o : NULL;
+}
+
+/* "a, b, c": the keys of an object, for messages. */
+static void keys_of(const cJSON *o, char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  const cJSON *e;
+  cJSON_ArrayForEach(e, o) if (e->string && used + strlen(e->string) + 3 < cap) used +=
+      (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", e->string);
+}
+
+px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *err) {
+  const char *eq = strchr(assignment, '=');
+  char path[128], leaf[64], keys[512];
+  if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof path)
+    return px_err_set(err, PX_ERR_INPUT, "'%s': expected FIELD=VALUE, e.g. gpu.hbm_gib=141", assignment);
+  memcpy(path, assignment, (size_t)(eq - assignment));
+  path[eq - assignment] = '\0';
+  const char *text = eq + 1;
+  cJSON *root = px_cluster_to_json(c), *after = NULL;
+  if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  px_status st = PX_OK;
+  cJSON *parent = path_parent(root, path, leaf, sizeof leaf);
+  if (!parent) {
+    keys_of(root, keys, sizeof keys);
+    st = px_err_set(err, PX_ERR_INPUT, "%s: the cluster has no object on the way to '%s' (top-level fields: %s)",
+                    assignment, path, keys);
+    goto done;
+  }
+  /* the value: a number when it reads as one, true/false, else a string */
+  char *end = NULL;
+  double num = strtod(text, &end);
+  cJSON *v = *text && end && !*end ? cJSON_CreateNumber(num)
+             : !strcmp(text, "true") || !strcmp(text, "false") ? cJSON_CreateBool(!strcmp(text, "true"))
+                                                               : cJSON_CreateString(text);
+  if (!v || (cJSON_GetObjectItemCaseSensitive(parent, leaf) ? !cJSON_ReplaceItemInObjectCaseSensitive(parent, leaf, v)
+                                                             : !cJSON_AddItemToObject(parent, leaf, v))) {
+    cJSON_Delete(v);
+    st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    goto done;
+  }
+  px_cluster next;
+  if ((st = px_cluster_from_json(root, assignment, &next, err))) goto done;
+  /* a field the loader does not read would be dropped silently: refuse it */
+  after = px_cluster_to_json(&next);
+  cJSON *np = after ? path_parent(after, path, leaf, sizeof leaf) : NULL;
+  const cJSON *got = np ? cJSON_GetObjectItemCaseSensitive(np, leaf) : NULL;
+  bool same = got && (cJSON_IsNumber(got) ? cJSON_IsNumber(v) && fabs(got->valuedouble - num) <= 1e-6 * fabs(num)
+                      : cJSON_IsString(got) ? cJSON_IsString(v) && !strcmp(got->valuestring, text)
+                                            : cJSON_IsBool(got) && cJSON_IsBool(v) && cJSON_IsTrue(got) == cJSON_IsTrue(v));
+  if (!same) {
+    keys_of(np ? np : after, keys, sizeof keys);
+    st = px_err_set(err, PX_ERR_INPUT, "%s: '%s' is not a cluster field the planner reads, or not that kind of "
+                    "value (fields of its object: %s)", assignment, path, keys);
+    goto done;
+  }
+  if (strcmp(path, "nodes")) { /* the size stays (in GPUs); --gpus / --nodes apply after */
+    next.gpus = c->gpus;
+    next.nodes = (c->gpus + next.gpus_per_node - 1) / next.gpus_per_node;
+  }
+  *c = next;
+done:
+  cJSON_Delete(root);
+  cJSON_Delete(after);
+  return st;
 }
 
 px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err) {

@@ -92,6 +92,12 @@ px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err);
 px_status px_cluster_load(const char *name_or_path, px_cluster *c, px_err *err);
 cJSON *px_cluster_to_json(const px_cluster *c);
 
+/* A what-if: sets one field of the cluster file, "FIELD=VALUE" with FIELD
+ * a dotted path as in the file (gpu.hbm_gib, inter_node.nic_gbit_per_s,
+ * host.nvme_gb_per_s, gpu.peak_tflops.bf16), and validates the result as a
+ * file is; an unknown field is refused with the fields its object has. */
+px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *err);
+
 /* Sets the size from a GPU or node count (0 = keep); more GPUs than one node
  * holds must fill whole nodes. */
 px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err);

@@ -23,9 +23,7 @@ void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
   if (done == total) fputs("\r\033[K", out);
 }
 
-/* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column (with
- * "f7l7" when the first and last stage hold 7 layers each). */
-static void plan_label(const px_parallel *p, char *buf, size_t cap) {
+void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc[] = {"none", "sel", "full"};
   char sched[64];
   if (p->schedule == PX_SCHED_INTERLEAVED)
@@ -93,7 +91,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   for (int64_t i = 0; i < r->n && i < top; i++) {
     const px_sweep_entry *e = &r->entries[i];
     char label[96], step[32], tok[32], mem[32], exp[32];
-    plan_label(&e->par, label, sizeof label);
+    px_report_plan_label(&e->par, label, sizeof label);
     fprintf(out, "%4lld  %-36s %9s %10s %5.1f%% %9s %5.1f%% %8s", (long long)(i + 1), label,
             px_fmt_time(e->sim.step_time_s, step, sizeof step), px_fmt_count(e->sim.tokens_per_s, tok, sizeof tok),
             100 * e->sim.mfu, px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem), 100 * e->sim.bubble_fraction,

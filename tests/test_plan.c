@@ -735,6 +735,48 @@ static void test_zero_bubble_memory(void) {
   }
 }
 
+/* ---- cluster what-ifs ---- */
+
+/* --set: a field of the file changes (an optional one absent from the
+ * preset too), the size stays, and unknown fields, values out of range,
+ * wrong kinds and bad syntax are refused naming the field. */
+static void test_cluster_set_field(void) {
+  px_cluster c = cluster("dgx-h100", 512);
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "inter_node.nic_gbit_per_s=200", &err), PX_OK);
+  PX_ASSERT_REL(c.nic_bytes_per_s, 200e9 / 8, 1e-12);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "gpu.hbm_gib=141", &err), PX_OK);
+  CU_ASSERT_EQUAL(c.gpu.hbm_bytes, 141ull << 30);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "gpu.peak_tflops.bf16=1979", &err), PX_OK);
+  PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_BF16], 1979e12, 1e-12);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "host.nvme_gb_per_s=25", &err), PX_OK);
+  PX_ASSERT_REL(c.host_nvme_bytes_per_s, 25e9, 1e-12);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "inter_node.topology=fat_tree", &err), PX_OK);
+  CU_ASSERT_EQUAL(c.net_kind, PX_NET_FAT_TREE);
+  CU_ASSERT_EQUAL(c.gpus, 512);
+  CU_ASSERT_EQUAL(c.nodes, 64);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "gpus_per_node=4", &err), PX_OK);
+  CU_ASSERT_EQUAL(c.gpus, 512);
+  CU_ASSERT_EQUAL(c.nodes, 128);
+  static const struct {
+    const char *set, *says;
+  } bad[] = {{"gpu.hbm_gibb=141", "'gpu.hbm_gibb' is not a cluster field"},
+             {"gpu.hbm_gib=-1", "field 'gpu.hbm_gib'"},
+             {"gpu.hbm_gib=lots", "gpu.hbm_gib"},
+             {"inter_node.topology=torus", "'torus' is not one of"},
+             {"fabric.speed=1", "no object on the way to 'fabric.speed'"},
+             {"hbm", "expected FIELD=VALUE"},
+             {"=3", "expected FIELD=VALUE"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    px_cluster before = c;
+    memset(&err, 0, sizeof err);
+    CU_ASSERT_EQUAL(px_cluster_set_field(&c, bad[i].set, &err), PX_ERR_INPUT);
+    if (!strstr(err.msg, bad[i].says)) fprintf(stderr, "\n  --set %s: %s\n", bad[i].set, err.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[i].says));
+    CU_ASSERT_EQUAL(memcmp(&before, &c, sizeof c), 0); /* unchanged */
+  }
+}
+
 /* ---- layers, grid ---- */
 
 static void test_layer_split(void) {
@@ -942,6 +984,7 @@ int main(void) {
       {"every tensor is allocated and freed exactly once", test_lifetimes},
       {"zero-bubble memory: ZB-H1 at 1F1B's first-stage peak, ZB-H2 (2p-1)/p of it", test_zero_bubble_memory},
       {"uneven layer split and the rank grid", test_layer_split},
+      {"cluster what-ifs: --set changes one field, refuses unknown ones", test_cluster_set_field},
       {"impossible plans are refused with a reason", test_refusals},
       {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},
       {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},

@@ -18,7 +18,7 @@
 #include "tests/testutil.h"
 
 static const char *const sample_files[] = {"plans.dat",    "heatmap.dat", "memory.dat",
-                                           "timeline.dat", "scaling.dat", "sweep.json"};
+                                           "timeline.dat", "scaling.dat", "vary.dat",   "sweep.json"};
 #define N_SAMPLE (sizeof sample_files / sizeof sample_files[0])
 
 static bool copy_file(const char *from, const char *to) {
@@ -146,7 +146,7 @@ static void test_render_all(void) {
   CU_ASSERT_EQUAL(st, PX_OK);
   size_t n;
   const px_plot_desc *pl = px_plots_list(&n);
-  CU_ASSERT_EQUAL(n, 5);
+  CU_ASSERT_EQUAL(n, 6);
   for (size_t i = 0; i < n; i++) {
     char png[64], svg[64];
     snprintf(png, sizeof png, "%s.png", pl[i].name);
@@ -164,7 +164,7 @@ static void test_render_all(void) {
   CU_ASSERT(no_tmp_left(dir));
 
   char *html = report_html(dir);
-  CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,iVBORw0KGgo"), 5);
+  CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,iVBORw0KGgo"), 6);
   for (size_t i = 0; i < n; i++) {
     char id[64];
     snprintf(id, sizeof id, "id=\"plot-%s\"", pl[i].name);
@@ -208,7 +208,7 @@ static void test_missing_inputs_skipped(void) {
   CU_ASSERT(file_size(dir, "scaling.png") < 0);
   CU_ASSERT_EQUAL(px_html_report(dir, &err), PX_OK);
   char *html = read_text(dir, "index.html");
-  CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,"), 3);
+  CU_ASSERT_EQUAL(count_of(html, "data:image/png;base64,"), 4); /* heatmap, pareto, memory, vary */
   free(html);
   rm_tree(dir);
   free(dir);
@@ -221,6 +221,7 @@ static void test_single_lines(void) {
       {"memory.dat", "0 8.4 16.9 12.7 21.2 2.1 1.3 79\n"},
       {"timeline.dat", "0 0 0.0 81.7 fwd 0\n"},
       {"scaling.dat", "64 61448.9 0.4733\n"},
+      {"vary.dat", "# field: gpu.hbm_gib\n0 80 517231 0.49 NaN\n"},
       {"plans.dat", "8 2 4 1 1 1 2 1 2 62.674 62703.0 0.4830 8.3614 0 1\n"},
   };
   char *dir = new_tmpdir();

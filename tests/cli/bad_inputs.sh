@@ -54,6 +54,16 @@ expect_refusal "host.nvme_gb_per_s" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 
 expect_refusal "host.pcie_gb_per_s" "$px" plan -m llama2-7b -c hgx-h200 -g 8 -z 2 --offload-optimizer cpu
 expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 2 --offload-optimizer disk
 expect_refusal "--shard-group" "$px" plan -m llama2-7b -c dgx-a100 -g 16 -z 3 --shard-group 8 --offload-optimizer cpu
+# what-ifs: --set and --vary name the field and what was wrong
+expect_refusal "'gpu.hbm_gibb' is not a cluster field" "$px" plan -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gibb=141
+expect_refusal "field 'gpu.hbm_gib'" "$px" sim -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gib=-1
+expect_refusal "expected FIELD=VALUE" "$px" plan -m tiny -c dgx-h100 -g 8 --set hbm
+expect_refusal "'torus' is not one of" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary inter_node.topology=fat_tree,torus
+expect_refusal "expected FIELD=V1,V2" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib
+expect_refusal "--vary" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=80,141 --csv "$tmp/v.csv"
+# zero-bubble schedules: a pipeline, and not ZeRO-3
+expect_refusal "needs pp > 1" "$px" plan -m tiny -c dgx-h100 -g 8 -e zb-h1
+expect_refusal "ZeRO-3" "$px" plan -m tiny -c dgx-h100 -g 8 -p 2 -z 3 -e zb-h2
 # hybrid sharding: a shard group must divide dp, and shards only with ZeRO
 expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2

@@ -19,6 +19,18 @@ row=$(grep -o '<th>Fixed choices</th><td>.*</td></tr>' "$tmp/fixed/index.html" |
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --report "$tmp/free" >/dev/null 2>&1 || fail "sweep --report, nothing fixed"
 grep -q '<th>Fixed choices</th><td>none: every dimension swept</td>' "$tmp/free/index.html" ||
   fail "nothing fixed: $(grep -o '<th>Fixed choices</th>.\{0,80\}' "$tmp/free/index.html")"
+# A hardware what-if: one best plan per value, in the table, the JSON and the plot's data;
+# more HBM never makes the best plan slower.
+"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=1.25,80 --json >"$tmp/vary.json" 2>"$tmp/vary.err" ||
+  fail "sweep --vary: $(cat "$tmp/vary.err")"
+jq -e '.field == "gpu.hbm_gib" and (.points | length) == 2 and .points[0].value == "1.25" and
+       (.points[1].sweep.plans[0].tokens_per_s >= (.points[0].sweep.plans[0].tokens_per_s // 0))' "$tmp/vary.json" \
+  >/dev/null || fail "sweep --vary --json: $(head -c 400 "$tmp/vary.json")"
+"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary inter_node.nic_gbit_per_s=100,400 --plot "$tmp/vary" \
+  >"$tmp/vary.txt" 2>&1 || fail "sweep --vary --plot: $(cat "$tmp/vary.txt")"
+[ "$(grep -c '^[0-9]' "$tmp/vary/vary.dat")" -eq 2 ] && [ -s "$tmp/vary/vary.png" ] && [ -s "$tmp/vary/vary.svg" ] ||
+  fail "sweep --vary --plot: $(cat "$tmp/vary.txt"; ls "$tmp/vary")"
+grep -q "^inter_node.nic_gbit_per_s" "$tmp/vary.txt" || fail "sweep --vary table: $(cat "$tmp/vary.txt")"
 [ "$fails" -eq 0 ] || exit 1
 
 browser=
