@@ -64,6 +64,7 @@ int px_cmd_run(int argc, char **argv) {
     o.ckpt_every = a.ckpt_every;
     o.resume = a.resume;
     o.ckpt_async = a.ckpt_async;
+    o.threads = (int)a.threads;
     if (a.ckpt_async && !a.ckpt_dir) st = px_err_set(&err, PX_ERR_INPUT, "--ckpt-async needs --ckpt DIR");
     if (!st && a.ckpt_async && threads < MPI_THREAD_FUNNELED)
       st = px_err_set(&err, PX_ERR_RUNTIME, "--ckpt-async: the MPI library gives no thread support (needs "

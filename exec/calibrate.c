@@ -277,7 +277,7 @@ px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm 
   c->gpus_per_node = size;
   c->gpus = size;
   c->nodes = 1;
-  px_cpu_blas_threads();
+  px_cpu_blas_threads(0);
   px_status st;
   if ((st = calib_gemm(c, o, world, rank, err)) || (st = calib_memory(c, o, world, err)) ||
       (st = calib_kernels(c, o, world, rank, err)))

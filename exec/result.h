@@ -20,6 +20,7 @@ typedef struct {
   uint64_t *stage_nvme_bytes;    /* (pp) ... and to NVMe */
   bool is_root;             /* world rank 0: the one that reports */
   const char *backend;
+  int threads;              /* cpu backend: BLAS threads per rank (rank 0's) */
   double *op_s;             /* (nops) this rank's seconds per step of each op of its stage's program */
   int64_t nops;
   double loss_scale;        /* fp16: the final loss scale (1 otherwise) */

@@ -263,7 +263,7 @@ const char *px_train_default_cluster(const char *backend) {
 
 static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
   const char *want = o->backend ? o->backend : px_train_default_backend();
-  if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, be, err);
+  if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, o->threads, be, err);
   if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
 #ifdef PX_HAVE_CUDA
   return px_cuda_backend_new(c, be, err);
@@ -285,6 +285,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   st = px_comm_agree(make_backend(o, &comm, &be, err), world, err);
   if (!st) {
     r->backend = be->name;
+    r->threads = !strcmp(be->name, "cpu") ? px_cpu_backend_threads(be) : 0;
     be->sync_ops = o->time_ops || o->profile_path;
     st = check_support(plan, be, &comm, err);
   }

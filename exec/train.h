@@ -24,6 +24,7 @@ typedef struct {
   const char *profile_path; /* per-op times (JSON) */
   bool time_ops;            /* exact per-op times on a device (each op waited for); implied by profile_path */
   const char *grads_path;   /* gradients of the first step, canonical layout, raw fp32 */
+  int threads;              /* cpu backend: BLAS threads per rank, 0: px_cpu_blas_threads' choice */
 } px_train_opts;
 
 void px_train_opts_init(px_train_opts *o);

@@ -12,6 +12,9 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
   fprintf(out, "backend %s, %lld ranks (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s\n", r->backend,
           (long long)plan->grid.world, (long long)plan->par.tp, (long long)plan->par.pp, (long long)plan->par.dp,
           px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s);
+  if (r->threads > 0)
+    fprintf(out, "threads: %d BLAS thread%s per rank (--threads N to choose; `mpirun --bind-to none` lets one rank use "
+            "every core)\n", r->threads, r->threads == 1 ? "" : "s");
   fprintf(out, "memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
           px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
   if (plan->par.offload_opt && r->stage_host_bytes && r->stage_nvme_bytes)
@@ -35,6 +38,7 @@ cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
   cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
   cJSON_AddStringToObject(o, "backend", r->backend);
+  if (r->threads > 0) px_json_add_num(o, "threads", r->threads);
   px_json_add_num(o, "first_step", (double)r->first_step);
   cJSON *l = cJSON_AddArrayToObject(o, "losses");
   for (int64_t k = 0; l && k < r->steps; k++) cJSON_AddItemToArray(l, cJSON_CreateNumber(r->losses[k]));

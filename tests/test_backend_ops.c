@@ -1577,7 +1577,7 @@ int main(int argc, char **argv) {
   collectives_only = argc > 1 && !strcmp(argv[1], "--collectives");
   px_err err = {0};
   px_status st = comm_setup(&err);
-  if (!st) st = px_cpu_backend_new(&comm, &backends[0].be, &err);
+  if (!st) st = px_cpu_backend_new(&comm, 0, &backends[0].be, &err);
   if (!st) backends[nbackends++].name = "cpu";
 #ifdef PX_HAVE_CUDA
   if (!st && px_cuda_device_count() > 0) {

@@ -1,8 +1,10 @@
 /* CPU backend: every op of the graph on fp32 host tensors, MPI collectives. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "exec/cpu/backend.h"
 
 #include <cblas.h>
 #include <limits.h>
+#include <sched.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@ typedef struct {
   const px_comm *comm;
   cached cache[CACHE_SLOTS];
   int ncache;
+  int threads; /* OpenBLAS threads */
 } cpu;
 
 /* Memory not asked to be zeroed is filled with 0xff bytes: NaN in every
@@ -394,16 +397,26 @@ static void cpu_destroy(px_backend *b) {
   free(b);
 }
 
-void px_cpu_blas_threads(void) {
-  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = local ? atol(local) : 1;
-  if (getenv("OPENBLAS_NUM_THREADS")) return; /* the user's choice */
-  long t = ranks > 0 ? cores / ranks : cores;
-  openblas_set_num_threads(t > 0 ? (int)t : 1);
+int px_cpu_blas_threads(int requested) {
+  if (requested <= 0 && getenv("OPENBLAS_NUM_THREADS")) return openblas_get_num_threads(); /* the user's choice */
+  long t = requested;
+  if (t <= 0) {
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), ranks = local ? atol(local) : 1, mine = cores;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) mine = CPU_COUNT(&set);
+    /* bound to some cores: those are this rank's; free to run anywhere: a share of the node */
+    t = mine < cores ? mine : (ranks > 0 ? cores / ranks : cores);
+  }
+  if (t < 1) t = 1;
+  openblas_set_num_threads((int)t);
+  return (int)t;
 }
 
-px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err) {
-  px_cpu_blas_threads();
+int px_cpu_backend_threads(const px_backend *b) { return ((const cpu *)b->impl)->threads; }
+
+px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out, px_err *err) {
+  int nthreads = px_cpu_blas_threads(threads);
   px_backend *b = px_calloc(1, sizeof *b, err);
   cpu *c = px_calloc(1, sizeof *c, err);
   if (!b || !c) {
@@ -411,6 +424,7 @@ px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err)
     return PX_ERR_RUNTIME;
   }
   c->comm = comm;
+  c->threads = nthreads;
   b->name = "cpu";
   b->impl = c;
   b->alloc = cpu_alloc;

@@ -7,12 +7,17 @@
 #include "exec/backend.h"
 #include "exec/comm.h"
 
-/* Sets OpenBLAS's threads to this machine's cores shared among the MPI ranks
- * on it (unless OPENBLAS_NUM_THREADS says otherwise): spinning BLAS threads of
- * several ranks on the same cores slow everything by orders of magnitude. */
-void px_cpu_blas_threads(void);
+/* Sets OpenBLAS's threads for this rank and returns how many: `requested`
+ * when above 0, else OPENBLAS_NUM_THREADS when set, else the CPUs the
+ * process may run on (its affinity mask: one core when mpirun bound the rank
+ * to it), shared among the node's ranks when each may run on every core.
+ * More spinning BLAS threads than cores slow everything by orders of
+ * magnitude; fewer leave cores idle. */
+int px_cpu_blas_threads(int requested);
 
-/* The backend keeps a pointer to comm (which must outlive it). */
-px_status px_cpu_backend_new(const px_comm *comm, px_backend **out, px_err *err);
+/* The backend keeps a pointer to comm (which must outlive it); threads as px_cpu_blas_threads. */
+px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out, px_err *err);
+/* The BLAS threads the backend runs with. */
+int px_cpu_backend_threads(const px_backend *b);
 
 #endif
