@@ -66,6 +66,7 @@ typedef struct {
   const char *backend;
   const char *grads_file;
   bool quick;
+  bool import; /* calibrate --import: the positional arguments are measurement files */
   const char *output; /* calibrate: the cluster file */
   /* Positional arguments after the flags. */
   int npos;

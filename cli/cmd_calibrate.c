@@ -1,14 +1,20 @@
 /* parallax calibrate: measure this machine (under mpirun for the
- * collectives) and write a cluster file the simulator can use. */
-#include <mpi.h>
+ * collectives), or import measurements taken elsewhere (--import), and
+ * write a cluster file the simulator can use. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
-#include "exec/calibrate.h"
+#include "plan/import.h"
 #include "report/cluster.h"
+#if PX_HAVE_EXEC
+#include <mpi.h>
+
+#include "exec/calibrate.h"
+#endif
 
 static const char usage[] =
     "usage: mpirun -np N parallax calibrate -o FILE [--quick] [--json] [--cluster BASE]\n\n"
@@ -17,7 +23,36 @@ static const char usage[] =
     "(fitted from profiled runs of reference models through the CPU backend) and, with more\n"
     "than one rank, all-reduce latency and bandwidth (printed like nccl-tests). Writes a\n"
     "cluster file in the topologies/ format (BASE's, local-cpu by default, with the\n"
-    "measured figures) to -o, --output FILE.\n\n";
+    "measured figures) to -o, --output FILE.\n\n"
+    "usage: parallax calibrate --import --cluster BASE -o FILE MEASUREMENT...\n\n"
+    "Reads measurements of a cluster (nccl-tests outputs of all_reduce_perf, all_gather_perf,\n"
+    "reduce_scatter_perf and sendrecv_perf; a GEMM benchmark CSV m,n,k,dtype,tflops) into\n"
+    "BASE's cluster file: the collectives' measured curves replace the model where they\n"
+    "apply, the GEMM rows the efficiency model. Name a file's collective as KIND=FILE when\n"
+    "neither its name nor its last line says it.\n\n";
+
+/* --import: measurements into the base cluster, written to -o. */
+static int import(const px_args *a) {
+  px_err err = {0};
+  px_status st = PX_OK;
+  if (!a->cluster)
+    st = px_err_set(&err, PX_ERR_INPUT, "parallax calibrate --import: --cluster BASE (the file the measurements go into) is required");
+  else if (a->npos < 1)
+    st = px_err_set(&err, PX_ERR_INPUT, "parallax calibrate --import: name the measurement files (nccl-tests outputs, a GEMM CSV)");
+  px_cluster *c = st ? NULL : px_calloc(1, sizeof *c, &err);
+  if (!st && !c) st = PX_ERR_RUNTIME;
+  if (!st) st = px_cluster_load(a->cluster, c, &err);
+  if (!st) st = px_args_cluster_finish(a, c, a->gpus, &err);
+  if (!st) st = px_cluster_import(c, (const char *const *)a->pos, a->npos, &err);
+  cJSON *j = st ? NULL : px_cluster_to_json(c);
+  if (!st && !j) st = px_err_set(&err, PX_ERR_RUNTIME, "out of memory");
+  if (!st) st = px_json_write(a->output, j, &err);
+  if (!st && a->json) st = px_json_print(j, &err);
+  if (!st && !a->json) px_report_cluster_measured(c, a->output, stdout);
+  cJSON_Delete(j);
+  free(c);
+  return st ? px_cli_fail(st, &err) : 0;
+}
 
 int px_cmd_calibrate(int argc, char **argv) {
   px_args a;
@@ -31,10 +66,17 @@ int px_cmd_calibrate(int argc, char **argv) {
                          &err);
   int code = px_cli_start(&a, "parallax calibrate", groups, PX_OPT_CALIB, usage, argc, argv);
   if (code >= 0) return code;
-  px_status st;
   if (!a.output)
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax calibrate: -o, --output FILE (where to write) is required"),
                        &err);
+  if (a.import) return import(&a);
+#if !PX_HAVE_EXEC
+  return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
+                                "parallax was built without the executor (PX_EXEC=OFF): calibrate measures nothing here; "
+                                "calibrate --import still reads measurements"),
+                     &err);
+#else
+  px_status st;
   MPI_Init(NULL, NULL);
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -54,4 +96,5 @@ int px_cmd_calibrate(int argc, char **argv) {
   code = st ? (rank == 0 ? px_cli_fail(st, &err) : (int)st) : 0;
   MPI_Finalize();
   return code;
+#endif
 }

@@ -8,12 +8,11 @@
 #if PX_HAVE_EXEC
 #define EXEC_CMD(f) f
 #else
-/* run and calibrate in a build without the executor (cmake -DPX_EXEC=OFF). */
+/* run in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
 static int no_exec(int argc, char **argv) {
   px_err err = {0};
   return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
-                                "parallax was built without the executor (PX_EXEC=OFF): run and calibrate are not "
-                                "available"),
+                                "parallax was built without the executor (PX_EXEC=OFF): run is not available"),
                      &err);
 }
 #define EXEC_CMD(f) no_exec
@@ -26,7 +25,7 @@ typedef struct {
 } px_command;
 
 static const px_command commands[] = {
-    {"calibrate", EXEC_CMD(px_cmd_calibrate), "measure this machine (mpirun -np N) and write a cluster file"},
+    {"calibrate", px_cmd_calibrate, "measure this machine (mpirun -np N), or import measurements, into a cluster file"},
     {"compare", px_cmd_compare, "a run's profile beside the simulator's prediction of the same plan"},
     {"models", px_cmd_models, "list model presets with their size"},
     {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},

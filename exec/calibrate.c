@@ -62,7 +62,7 @@ static px_status calib_gemm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
         double flops = 2.0 * (double)m * (double)n * (double)k / t;
         if (flops > best) best = flops;
-        c->gpu.gemm_table[npts++] = (px_gemm_point){m, n, k, flops};
+        c->gpu.gemm_table[npts++] = (px_gemm_point){m, n, k, flops, PX_DTYPE_FP32};
         say(o, rank, "\r  calibrate: %s %d/%d", "GEMM shapes", ++done, total);
       }
   free(a), free(b), free(cc);

@@ -12,6 +12,8 @@
 #include "core/paths.h"
 
 PX_NAME_TABLE(px_net_kind_names, PX_NET_COUNT, "rail_fat_tree", "fat_tree");
+const char *const px_busbw_coll_names[PX_COLL_P2P + 1] = {NULL, "all_reduce", "all_gather", "reduce_scatter",
+                                                          "sendrecv"};
 
 #define GIB ((double)(1ull << 30))
 #define TRY(x) \
@@ -81,6 +83,8 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
         TRY(px_json_int(&ec, e, "n", true, 1, (int64_t)1 << 32, &p->n, err));
         TRY(px_json_int(&ec, e, "k", true, 1, (int64_t)1 << 32, &p->k, err));
         TRY(px_json_num(&ec, e, "efficiency", true, 1e-6, 1.0, &p->efficiency, err));
+        p->dtype = -1;
+        TRY(px_json_enum(&ec, e, "dtype", false, px_dtype_names, PX_DTYPE_COUNT, &p->dtype, err));
         i++;
       }
       gpu->gemm_table_len = i;
@@ -119,6 +123,56 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   return PX_OK;
 }
 
+/* A link's measured collective curve: link_obj.busbw, [{coll, ranks, nodes, bytes, gb_per_s}]. */
+static px_status busbw_from_json(const cJSON *link_obj, const char *file, const char *where, px_busbw_point *pts,
+                                 int *len, px_err *err) {
+  px_status st;
+  *len = 0;
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(link_obj, "busbw");
+  if (!arr || cJSON_IsNull(arr)) return PX_OK;
+  if (!cJSON_IsArray(arr)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.busbw': expected an array", file, where);
+  if (cJSON_GetArraySize(arr) > PX_BUSBW_MAX)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.busbw': more than %d points", file, where, PX_BUSBW_MAX);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) {
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s.busbw[%d].", where, *len);
+    px_json_ctx ec = {file, prefix};
+    if (!cJSON_IsObject(e))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.busbw[%d]': expected an object", file, where, *len);
+    px_busbw_point *p = &pts[*len];
+    int coll = 0;
+    int64_t bytes = 0;
+    double gbps = 0;
+    TRY(px_json_enum(&ec, e, "coll", true, px_busbw_coll_names + 1, PX_COLL_P2P, &coll, err));
+    p->coll = coll + 1;
+    TRY(px_json_int(&ec, e, "ranks", true, 2, 1 << 24, &p->ranks, err));
+    p->nodes = 1;
+    TRY(px_json_int(&ec, e, "nodes", false, 1, 1 << 24, &p->nodes, err));
+    TRY(px_json_int(&ec, e, "bytes", true, 1, INT64_MAX, &bytes, err));
+    TRY(px_json_num(&ec, e, "gb_per_s", true, 1e-9, 1e9, &gbps, err));
+    p->bytes = (uint64_t)bytes;
+    p->bytes_per_s = gbps * 1e9;
+    (*len)++;
+  }
+  return PX_OK;
+}
+
+static void busbw_to_json(cJSON *link_obj, const px_busbw_point *pts, int len) {
+  if (len <= 0) return;
+  cJSON *arr = cJSON_AddArrayToObject(link_obj, "busbw");
+  for (int i = 0; arr && i < len; i++) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e) return;
+    cJSON_AddStringToObject(e, "coll", px_busbw_coll_names[pts[i].coll]);
+    px_json_add_num(e, "ranks", (double)pts[i].ranks);
+    px_json_add_num(e, "nodes", (double)pts[i].nodes);
+    px_json_add_num(e, "bytes", (double)pts[i].bytes);
+    px_json_add_num(e, "gb_per_s", pts[i].bytes_per_s / 1e9);
+    cJSON_AddItemToArray(arr, e);
+  }
+}
+
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
   memset(cl, 0, sizeof *cl);
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", file);
@@ -145,6 +199,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->intra_latency_s = us * 1e-6;
   cl->intra_efficiency = 0.8;
   TRY(px_json_num(&ic, intra, "efficiency", false, 0.01, 1.0, &cl->intra_efficiency, err));
+  TRY(busbw_from_json(intra, file, "intra_node", cl->busbw[0], &cl->busbw_len[0], err));
 
   const cJSON *inter;
   TRY(px_json_obj(&c, root, "inter_node", true, &inter, err));
@@ -157,6 +212,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->inter_latency_s = us * 1e-6;
   cl->inter_efficiency = 0.8;
   TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
+  TRY(busbw_from_json(inter, file, "inter_node", cl->busbw[1], &cl->busbw_len[1], err));
   int kind = PX_NET_RAIL_FAT_TREE;
   TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
   cl->net_kind = (px_net_kind)kind;
@@ -244,6 +300,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       px_json_add_num(e, "n", (double)gpu->gemm_table[i].n);
       px_json_add_num(e, "k", (double)gpu->gemm_table[i].k);
       px_json_add_num(e, "efficiency", gpu->gemm_table[i].efficiency);
+      if (gpu->gemm_table[i].dtype >= 0) cJSON_AddStringToObject(e, "dtype", px_dtype_names[gpu->gemm_table[i].dtype]);
       cJSON_AddItemToArray(t, e);
     }
   }
@@ -265,6 +322,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(intra, "gb_per_s", c->intra_bytes_per_s / 1e9);
   px_json_add_num(intra, "latency_us", c->intra_latency_s * 1e6);
   px_json_add_num(intra, "efficiency", c->intra_efficiency);
+  busbw_to_json(intra, c->busbw[0], c->busbw_len[0]);
   cJSON_AddItemToObject(o, "inter_node", inter);
   px_json_add_num(inter, "nics_per_node", (double)c->nics_per_node);
   px_json_add_num(inter, "nic_gbit_per_s", c->nic_bytes_per_s * 8.0 / 1e9);
@@ -273,6 +331,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   cJSON_AddStringToObject(inter, "topology", px_net_kind_names[c->net_kind]);
   px_json_add_num(inter, "oversubscription", c->oversubscription);
   px_json_add_num(inter, "nodes_per_leaf", (double)c->nodes_per_leaf);
+  busbw_to_json(inter, c->busbw[1], c->busbw_len[1]);
   cJSON_AddItemToObject(o, "host", host);
   px_json_add_num(host, "memory_gib", (double)c->host_memory_bytes / GIB);
   px_json_add_num(host, "storage_gb_per_s", c->storage_bytes_per_s / 1e9);

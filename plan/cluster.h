@@ -10,12 +10,26 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "plan/graph.h"
 
 /* One measured GEMM efficiency: achieved / peak for an (m, n, k) shape. */
 typedef struct {
   int64_t m, n, k;
-  double efficiency;
+  double efficiency; /* of the dtype's peak */
+  int dtype;         /* px_dtype the GEMM ran in, -1: any (calibrate's fp32 sweeps, older files) */
 } px_gemm_point;
+
+/* One point of a measured collective curve (nccl-tests: the size column and
+ * the out-of-place busbw), and the ranks and nodes it ran on. */
+typedef struct {
+  int coll; /* px_coll */
+  int64_t ranks, nodes;
+  uint64_t bytes;
+  double bytes_per_s; /* bus bandwidth */
+} px_busbw_point;
+
+/* nccl-tests' names of the collectives parallax uses, by px_coll (NULL: none). */
+extern const char *const px_busbw_coll_names[PX_COLL_P2P + 1];
 
 /* A measured cost of one kind of op: a fixed cost per call plus its HBM
  * bytes at bytes_per_s or, when flops_per_s is set, its FLOPs at that rate. */
@@ -27,6 +41,7 @@ typedef struct {
 } px_kernel_rate;
 
 #define PX_GEMM_TABLE_MAX 256
+#define PX_BUSBW_MAX 256 /* points per link class */
 #define PX_KERNEL_RATES_MAX 32
 
 typedef struct {
@@ -70,6 +85,11 @@ typedef struct {
   double nic_bytes_per_s; /* per NIC per direction */
   double inter_latency_s;
   double inter_efficiency;
+  /* Measured collective curves (intra_node.busbw, inter_node.busbw): inside
+   * one node, and across nodes. Where one covers a collective, it replaces
+   * the model (sim/collective.h). */
+  px_busbw_point busbw[2][PX_BUSBW_MAX];
+  int busbw_len[2];
   px_net_kind net_kind;
   double oversubscription; /* leaf uplink : downlink ratio >= 1 */
   int64_t nodes_per_leaf;  /* nodes under one leaf switch (rail group) */

@@ -1,6 +1,8 @@
 /* Clusters: the show text, the preset list, a calibration's summary. */
 #include "report/cluster.h"
 
+#include <stdint.h>
+
 #include "core/fmt.h"
 
 void px_report_cluster_text(const px_cluster *c, FILE *out) {
@@ -23,6 +25,7 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
           px_net_kind_names[c->net_kind], c->oversubscription);
   fprintf(out, "  host: %s memory, storage %.1f GB/s per node\n", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
           c->storage_bytes_per_s / 1e9);
+  px_report_cluster_measured(c, NULL, out);
 }
 
 void px_report_cluster_list_header(FILE *out) {
@@ -44,6 +47,38 @@ cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c) {
   cJSON *o = px_cluster_to_json(c);
   if (o) cJSON_AddStringToObject(o, "preset", name);
   return o;
+}
+
+void px_report_cluster_measured(const px_cluster *c, const char *path, FILE *out) {
+  static const char *const link[2] = {"inside a node", "across nodes"};
+  char lo[32], hi[32];
+  for (int l = 0; l < 2; l++)
+    for (int k = 1; k <= PX_COLL_P2P; k++) {
+      int n = 0;
+      uint64_t min = UINT64_MAX, max = 0;
+      double best = 0;
+      const px_busbw_point *any = NULL;
+      for (int i = 0; i < c->busbw_len[l]; i++) {
+        const px_busbw_point *p = &c->busbw[l][i];
+        if (p->coll != k) continue;
+        n++, any = p;
+        if (p->bytes < min) min = p->bytes;
+        if (p->bytes > max) max = p->bytes;
+        if (p->bytes_per_s > best) best = p->bytes_per_s;
+      }
+      if (!n) continue;
+      fprintf(out, "  measured %s %s: %d sizes from %s to %s (%lld ranks on %lld node%s), busbw up to %.1f GB/s\n",
+              px_busbw_coll_names[k], link[l], n, px_fmt_bytes((double)min, lo, sizeof lo),
+              px_fmt_bytes((double)max, hi, sizeof hi), (long long)any->ranks, (long long)any->nodes,
+              any->nodes == 1 ? "" : "s", best / 1e9);
+    }
+  if (c->gpu.gemm_table_len) {
+    double best = 0;
+    for (int i = 0; i < c->gpu.gemm_table_len; i++)
+      if (c->gpu.gemm_table[i].efficiency > best) best = c->gpu.gemm_table[i].efficiency;
+    fprintf(out, "  measured GEMMs: %d shapes, up to %.1f%% of peak\n", c->gpu.gemm_table_len, 100 * best);
+  }
+  if (path) fprintf(out, "-> %s\n", path);
 }
 
 void px_report_calibrated_text(const px_cluster *c, const char *path, FILE *out) {

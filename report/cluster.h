@@ -15,6 +15,10 @@ void px_report_cluster_list_header(FILE *out);
 void px_report_cluster_list_row(const char *name, const px_cluster *c, FILE *out);
 /* --json: the cluster's JSON with "preset". */
 cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c);
+/* The measured figures a cluster file holds: its collective curves (per link class and
+ * collective: points, sizes, ranks and nodes, the largest busbw) and its GEMM table,
+ * then "-> PATH" when path is given (calibrate --import), also in topology show. */
+void px_report_cluster_measured(const px_cluster *c, const char *path, FILE *out);
 /* "calibrated: fp32 GEMM peak ..., all-reduce ... -> PATH": what `parallax calibrate` measured. */
 void px_report_calibrated_text(const px_cluster *c, const char *path, FILE *out);
 

@@ -2,6 +2,7 @@
  * algorithms over NVLink and NICs, and the cheapest-algorithm choice. */
 #include "sim/collective.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/fmt.h"
@@ -41,6 +42,34 @@ static int64_t ceil_log2(int64_t n) {
   return r;
 }
 
+double px_coll_measured_busbw(const px_cluster *c, px_link link, px_coll kind, uint64_t size_bytes) {
+  const px_busbw_point *lo = NULL, *hi = NULL; /* the nearest points below and above size_bytes */
+  for (int i = 0; i < c->busbw_len[link]; i++) {
+    const px_busbw_point *p = &c->busbw[link][i];
+    if (p->coll != (int)kind) continue;
+    if (p->bytes <= size_bytes && (!lo || p->bytes > lo->bytes)) lo = p;
+    if (p->bytes >= size_bytes && (!hi || p->bytes < hi->bytes)) hi = p;
+  }
+  if (!lo || !hi) return lo ? lo->bytes_per_s : hi ? hi->bytes_per_s : 0.0;
+  if (hi->bytes == lo->bytes) return lo->bytes_per_s;
+  double t = (log((double)size_bytes) - log((double)lo->bytes)) / (log((double)hi->bytes) - log((double)lo->bytes));
+  return lo->bytes_per_s + t * (hi->bytes_per_s - lo->bytes_per_s);
+}
+
+/* Replaces k's time with the measured curve's, if there is one. */
+static void use_measured(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g, px_coll_cost *k) {
+  int64_t n = g->size;
+  if (n <= 1 || size_bytes == 0 || kind == PX_COLL_NONE) return;
+  px_link link = g->nodes > 1 ? PX_LINK_INTER : PX_LINK_INTRA;
+  double busbw = px_coll_measured_busbw(c, link, kind, size_bytes);
+  if (busbw <= 0) return;
+  double t = px_coll_busbw_factor(kind, kind == PX_COLL_P2P ? 2 : n) * (double)size_bytes / busbw;
+  k->measured = true;
+  k->latency_s = 0;
+  k->time_s = t;
+  for (int l = 0; l < PX_LINK_COUNT; l++) k->bw[l] = k->bytes[l] > 0 && t > 0 ? k->bytes[l] / t : 0;
+}
+
 px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node) {
   px_coll_cost k;
   memset(&k, 0, sizeof k);
@@ -50,6 +79,8 @@ px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_no
   k.latency_s = intra_node ? c->intra_latency_s : c->inter_latency_s;
   k.bytes[l] = (double)bytes;
   finish(c, 1, &k);
+  px_placement pair = {.size = 2, .nodes = intra_node ? 1 : 2};
+  use_measured(c, PX_COLL_P2P, bytes, &pair, &k);
   return k;
 }
 
@@ -100,7 +131,10 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
 
 px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g) {
   px_coll_cost best, k;
-  if (px_coll_cost_algo(c, kind, size_bytes, g, PX_ALGO_DIRECT, &best)) return best;
+  if (px_coll_cost_algo(c, kind, size_bytes, g, PX_ALGO_DIRECT, &best)) {
+    use_measured(c, kind, size_bytes, g, &best);
+    return best;
+  }
   bool found = false;
   for (int a = 0; a < PX_ALGO_DIRECT; a++) {
     if (!px_coll_cost_algo(c, kind, size_bytes, g, (px_algo)a, &k)) continue;
@@ -111,5 +145,6 @@ px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_by
     memset(&best, 0, sizeof best);
     best.algo = PX_ALGO_DIRECT;
   }
+  use_measured(c, kind, size_bytes, g, &best);
   return best;
 }

@@ -65,14 +65,29 @@ extern const char *const px_link_names[PX_LINK_COUNT];
 
 typedef struct {
   px_algo algo;
+  bool measured;               /* time_s from the cluster's measured curve (px_coll_measured_busbw) */
   double latency_s;            /* sum of per-step latencies */
   double bytes[PX_LINK_COUNT]; /* bytes each GPU sends over each link class, one direction */
   double bw[PX_LINK_COUNT];    /* bytes/s each GPU gets on each link class for this collective (0 if unused) */
   double time_s;               /* uncontended: latency_s + max_k bytes[k] / bw[k] (phases are pipelined) */
 } px_coll_cost;
 
+/* A measured collective curve replaces the model: where the cluster file
+ * has busbw points of the kind (nccl-tests' busbw against its size column;
+ * sendrecv for p2p) for the group's link class — inside one node, or across
+ * nodes — the collective takes f S / busbw(S), f its bus-bandwidth factor
+ * for the group's size and busbw interpolated linearly in log S between the
+ * two nearest points (the end point outside them). nccl-tests defines busbw
+ * so that it does not depend on the rank count (its PERFORMANCE.md), so a
+ * curve measured on one group size serves the others; it holds latency and
+ * NCCL's own choice of algorithm. The model's algorithm still says which
+ * links carry how many bytes (for sharing them), at the rate that gives the
+ * measured time. Returns the interpolated bus bandwidth in bytes/s, 0 when
+ * the cluster has no curve for it. */
+double px_coll_measured_busbw(const px_cluster *c, px_link link, px_coll kind, uint64_t size_bytes);
+
 /* The cheapest applicable algorithm for kind over group g (see the rule
- * above). kind PX_COLL_P2P costs one transfer between two members of g
+ * above), or the measured curve where the cluster has one. kind PX_COLL_P2P costs one transfer between two members of g
  * (across nodes when g spans nodes); PX_COLL_NONE costs nothing. */
 px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g);
 /* One algorithm, forced: false (and *out zeroed) when it does not apply to

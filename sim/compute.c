@@ -8,12 +8,13 @@
 
 static double ceil_div(double a, double b) { return ceil(a / b); }
 
-/* Nearest measured point in log space. */
-static double gemm_table_lookup(const px_gpu *g, int64_t m, int64_t n, int64_t k) {
-  double best = INFINITY, eff = g->gemm_max_efficiency;
+/* Nearest measured point of the dtype (or of any) in log space; -1 when none. */
+static double gemm_table_lookup(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, int64_t k) {
+  double best = INFINITY, eff = -1;
   double lm = log((double)m), ln = log((double)n), lk = log((double)k);
   for (int i = 0; i < g->gemm_table_len; i++) {
     const px_gemm_point *p = &g->gemm_table[i];
+    if (p->dtype >= 0 && p->dtype != (int)dt) continue;
     double d = pow(lm - log((double)p->m), 2) + pow(ln - log((double)p->n), 2) + pow(lk - log((double)p->k), 2);
     if (d < best) {
       best = d;
@@ -23,9 +24,10 @@ static double gemm_table_lookup(const px_gpu *g, int64_t m, int64_t n, int64_t k
   return eff;
 }
 
-double px_gemm_efficiency(const px_gpu *g, int64_t m, int64_t n, int64_t k, int64_t batch) {
+double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch) {
   if (m <= 0 || n <= 0 || k <= 0) return g->gemm_max_efficiency;
-  if (g->gemm_table_len > 0) return gemm_table_lookup(g, m, n, k);
+  double measured = g->gemm_table_len > 0 ? gemm_table_lookup(g, dt, m, n, k) : -1;
+  if (measured > 0) return measured;
   double tm = (double)g->gemm_tile_m, tn = (double)g->gemm_tile_n;
   double tiles_m = ceil_div((double)m, tm), tiles_n = ceil_div((double)n, tn);
   double tiles = tiles_m * tiles_n * (double)(batch > 0 ? batch : 1);
@@ -85,7 +87,7 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   double mem_s = op->bytes > 0 ? px_compute_mem_s(g, (px_op_kind)op->kind, op->bytes) : 0.0;
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
   double eff = 0;
-  for (int i = 0; i < n; i++) eff += px_gemm_efficiency(g, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+  for (int i = 0; i < n; i++) eff += px_gemm_efficiency(g, dt, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
   eff /= n;
   double flops = op->flops;
   /* Fused causal attention skips the masked half; its backward recomputes the

@@ -6,6 +6,7 @@
 
 #include "plan/cluster.h"
 #include "plan/grid.h"
+#include "plan/import.h"
 #include "sim/collective.h"
 #include "tests/testutil.h"
 
@@ -322,6 +323,66 @@ static void test_trivial(void) {
   CU_ASSERT_STRING_EQUAL(px_algo_names[PX_ALGO_HIER], "hierarchical");
 }
 
+/* calibrate --import: the shipped nccl-tests samples (tests/data/nccl, their
+ * layout nccl-tests', figures illustrative) become the cluster's curves,
+ * round-trip through the cluster file, and replace the model where they
+ * apply: a collective takes f S / busbw(S), busbw interpolated in log S. */
+static void test_measured_curves(void) {
+  px_cluster c = load("dgx-h100", 4);
+  static const char *const rel[5] = {"tests/data/nccl/node_ar.txt", "tests/data/nccl/node_rs.txt",
+                                     "tests/data/nccl/all_gather_perf.out", "tests/data/nccl/pair_sendrecv.txt",
+                                     "tests/data/nccl/gemm.csv"};
+  char paths[5][4096];
+  const char *files[5];
+  for (int i = 0; i < 5; i++) snprintf(paths[i], sizeof paths[i], "%s", px_test_path(rel[i])), files[i] = paths[i];
+  px_err err = {0};
+  px_status st = px_cluster_import(&c, files, 5, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  CU_ASSERT_EQUAL(c.busbw_len[PX_LINK_INTRA], 22); /* all-reduce and reduce-scatter, 11 sizes each */
+  CU_ASSERT_EQUAL(c.busbw_len[PX_LINK_INTER], 22); /* all-gather on 2 nodes, sendrecv */
+  CU_ASSERT_EQUAL(c.gpu.gemm_table_len, 5);
+  PX_ASSERT_REL(c.gpu.gemm_table[4].efficiency, 1301.4 / 1978.9, 1e-9); /* fp8 against the fp8 peak */
+  CU_ASSERT_EQUAL(c.gpu.gemm_table[4].dtype, PX_DTYPE_FP8);
+  /* the sample's rows: 64 MiB all-reduce 340.20 GB/s; between 64 and 128 MiB, halfway in log size */
+  PX_ASSERT_REL(px_coll_measured_busbw(&c, PX_LINK_INTRA, PX_COLL_ALLREDUCE, 64 * MIB), 340.20e9, 1e-12);
+  PX_ASSERT_REL(px_coll_measured_busbw(&c, PX_LINK_INTRA, PX_COLL_ALLREDUCE, 94906266), (340.20e9 + 360.75e9) / 2, 1e-6);
+  PX_ASSERT_REL(px_coll_measured_busbw(&c, PX_LINK_INTRA, PX_COLL_ALLREDUCE, 4 * GIB), 374.02e9, 1e-12); /* end */
+  CU_ASSERT_EQUAL(px_coll_measured_busbw(&c, PX_LINK_INTRA, PX_COLL_ALLGATHER, 64 * MIB), 0.0); /* not measured */
+  /* a TP-like group of 8 in a node: the all-reduce takes 2 (7/8) S / busbw */
+  px_placement node = place(&c, 8, 1);
+  px_coll_cost k = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 64 * MIB, &node);
+  CU_ASSERT(k.measured);
+  PX_ASSERT_REL(k.time_s, 2.0 * 7.0 / 8.0 * (double)(64 * MIB) / 340.20e9, 1e-12);
+  /* a group of 4 in a node, the same busbw (nccl-tests' busbw is rank-count free): 2 (3/4) S / busbw */
+  px_placement four = place(&c, 4, 1);
+  PX_ASSERT_REL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 64 * MIB, &four).time_s, 1.5 * (double)(64 * MIB) / 340.20e9, 1e-12);
+  /* no intra all-gather curve: the model */
+  CU_ASSERT_FALSE(px_coll_cost_of(&c, PX_COLL_ALLGATHER, 64 * MIB, &node).measured);
+  /* a DP group across 4 nodes (stride 8): the inter-node all-gather curve, 3/4 S / busbw */
+  px_placement dp = place(&c, 4, 8);
+  k = px_coll_cost_of(&c, PX_COLL_ALLGATHER, 256 * MIB, &dp);
+  CU_ASSERT(k.measured);
+  PX_ASSERT_REL(k.time_s, 0.75 * (double)(256 * MIB) / 46.0e9, 1e-12);
+  /* pipeline p2p across nodes: S / sendrecv busbw */
+  PX_ASSERT_REL(px_coll_cost_p2p(&c, 16 * MIB, false).time_s, (double)(16 * MIB) / 43.9e9, 1e-12);
+  /* the cluster file round-trips the curves */
+  cJSON *j = px_cluster_to_json(&c);
+  px_cluster back;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_from_json(j, "round trip", &back, &err), PX_OK);
+  cJSON_Delete(j);
+  for (int l = 0; l < 2; l++) {
+    CU_ASSERT_EQUAL(back.busbw_len[l], c.busbw_len[l]);
+    for (int i = 0; i < c.busbw_len[l] && i < back.busbw_len[l]; i++) {
+      CU_ASSERT_EQUAL(back.busbw[l][i].coll, c.busbw[l][i].coll);
+      CU_ASSERT_EQUAL(back.busbw[l][i].bytes, c.busbw[l][i].bytes);
+      CU_ASSERT_EQUAL(back.busbw[l][i].ranks, c.busbw[l][i].ranks);
+      PX_ASSERT_REL(back.busbw[l][i].bytes_per_s, c.busbw[l][i].bytes_per_s, 1e-12);
+    }
+  }
+  CU_ASSERT_EQUAL(back.gpu.gemm_table[4].dtype, PX_DTYPE_FP8);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"published nccl-tests figures (tests/data/nccl_busbw.csv)", test_published},
@@ -333,6 +394,7 @@ int main(void) {
       {"oversubscription halves NIC bandwidth across leaves", test_oversubscription},
       {"busbw factors", test_busbw_factors},
       {"trivial groups cost nothing", test_trivial},
+      {"measured nccl-tests curves: imported, round-tripped, and used", test_measured_curves},
   };
   return px_test_main("collective", tests, sizeof tests / sizeof tests[0]);
 }

@@ -612,17 +612,21 @@ static void test_gemm_efficiency(void) {
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &c, &err), PX_OK);
   px_gpu g = c.gpu; /* 108 SMs, 128 x 256 tiles, max 0.8, k_half 64 */
   /* 108 full tiles: one full wave; k = 64 halves it */
-  PX_ASSERT_REL(px_gemm_efficiency(&g, 128 * 12, 256 * 9, 64, 1), 0.8 * 0.5, 1e-12);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 12, 256 * 9, 64, 1), 0.8 * 0.5, 1e-12);
   /* 109 tiles: two waves, the second nearly empty: 109 / 216 */
-  PX_ASSERT_REL(px_gemm_efficiency(&g, 128 * 109, 256, 1u << 30, 1), 0.8 * 109.0 / 216.0, 1e-6);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 109, 256, 1u << 30, 1), 0.8 * 109.0 / 216.0, 1e-6);
   /* an edge tile half full: 1.5 tiles of work in 2 */
-  PX_ASSERT_REL(px_gemm_efficiency(&g, 192, 256, 1u << 30, 1), 0.8 * (2.0 / 108.0) * 0.75, 1e-6);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 192, 256, 1u << 30, 1), 0.8 * (2.0 / 108.0) * 0.75, 1e-6);
   /* a measured table replaces the model: nearest point in log space */
-  g.gemm_table[0] = (px_gemm_point){1024, 1024, 1024, 0.5};
-  g.gemm_table[1] = (px_gemm_point){8192, 8192, 8192, 0.9};
+  g.gemm_table[0] = (px_gemm_point){1024, 1024, 1024, 0.5, -1};
+  g.gemm_table[1] = (px_gemm_point){8192, 8192, 8192, 0.9, -1};
   g.gemm_table_len = 2;
-  PX_ASSERT_REL(px_gemm_efficiency(&g, 1000, 1100, 900, 1), 0.5, 1e-12);
-  PX_ASSERT_REL(px_gemm_efficiency(&g, 9000, 8000, 8192, 1), 0.9, 1e-12);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 1000, 1100, 900, 1), 0.5, 1e-12);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 9000, 8000, 8192, 1), 0.9, 1e-12);
+  /* points of a dtype answer for it alone; a dtype without points falls back to the model */
+  g.gemm_table[0].dtype = PX_DTYPE_FP8, g.gemm_table[1].dtype = PX_DTYPE_FP8;
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_FP8, 1000, 1100, 900, 1), 0.5, 1e-12);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 12, 256 * 9, 64, 1), 0.8 * 0.5, 1e-12);
   /* memory-bound op: bytes over HBM x efficiency + overhead */
   px_op op = {.kind = PX_OP_GELU, .bytes = 2.039e12 * 0.85}; /* one second of HBM at 85% */
   PX_ASSERT_REL(px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op), 1.0 + c.gpu.kernel_overhead_s, 1e-9);

@@ -61,6 +61,27 @@ expect_refusal "expected FIELD=VALUE" "$px" plan -m tiny -c dgx-h100 -g 8 --set 
 expect_refusal "'torus' is not one of" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary inter_node.topology=fat_tree,torus
 expect_refusal "expected FIELD=V1,V2" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib
 expect_refusal "--vary" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=80,141 --csv "$tmp/v.csv"
+# calibrate --import: the base cluster, the files, each file's kind, rows and figures
+nccl=$src/tests/data/nccl
+expect_refusal "--cluster BASE" "$px" calibrate --import -o "$tmp/c.json" "$nccl/node_ar.txt"
+expect_refusal "name the measurement files" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json"
+expect_refusal "takes no positional arguments" "$px" calibrate -o "$tmp/c.json" "$nccl/node_ar.txt"
+grep -v "concluded" "$nccl/node_ar.txt" >"$tmp/mystery.txt"
+expect_refusal "mystery.txt: which collective?" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$tmp/mystery.txt"
+expect_refusal "'broadcast' is not all_reduce" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "broadcast=$tmp/mystery.txt"
+grep -v "Rank" "$nccl/node_ar.txt" >"$tmp/norank.txt"
+expect_refusal "norank.txt: no '#  Rank N" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "all_reduce=$tmp/norank.txt"
+printf '%s\n' "$(head -16 "$nccl/node_ar.txt")" "   1048576  oops" >"$tmp/badrow.txt"
+expect_refusal "badrow.txt:17: not an nccl-tests result row" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "all_reduce=$tmp/badrow.txt"
+cp "$nccl/node_ar.txt" "$tmp/alltoall_perf.txt"
+expect_refusal "all-to-all is not an op" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$tmp/alltoall_perf.txt"
+printf 'm,n,k,dtype,tflops\n4096,4096,4096,bf16,1200\n' >"$tmp/fast.csv"
+expect_refusal "fast.csv:2: 1200 TFLOP/s is above" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$tmp/fast.csv"
+printf 'm,n,k,tflops\n4096,4096,4096,700\n' >"$tmp/nodtype.csv"
+expect_refusal "no 'dtype' column" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$tmp/nodtype.csv"
+printf 'm,n,k,dtype,tflops\n4096,4096,4096,int4,700\n' >"$tmp/int4.csv"
+expect_refusal "dtype 'int4'" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$tmp/int4.csv"
+[ ! -e "$tmp/c.json" ] || { echo "FAIL: a refused import wrote $tmp/c.json"; fails=$((fails + 1)); }
 # zero-bubble schedules: a pipeline, and not ZeRO-3
 expect_refusal "needs pp > 1" "$px" plan -m tiny -c dgx-h100 -g 8 -e zb-h1
 expect_refusal "ZeRO-3" "$px" plan -m tiny -c dgx-h100 -g 8 -p 2 -z 3 -e zb-h2

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # The planner built without the executor (cmake -DPX_EXEC=OFF; registered only
-# there): run and calibrate refuse in one line with exit 2, the binary links
-# no MPI, BLAS or CUDA, and the planner's commands work.
+# there): run and calibrate's measuring refuse in one line with exit 2 (calibrate
+# --import still works), the binary links no MPI, BLAS or CUDA, and the planner's
+# commands work.
 set -u
 px=$1
+src=$2
 source "$(dirname "$0")/../tools/clitest.sh"
 
-want="parallax was built without the executor (PX_EXEC=OFF): run and calibrate are not available"
-for cmd in run calibrate; do
-  err=$("$px" "$cmd" -m tiny --steps 1 2>&1 >/dev/null); rc=$?
+refused() { # want cmd...
+  local want=$1 err rc
+  shift
+  err=$("$px" "$@" 2>&1 >/dev/null); rc=$?
   [ "$rc" -eq 2 ] && [ "$(printf '%s\n' "$err" | grep -c '')" -eq 1 ] && printf '%s' "$err" | grep -qF "$want" ||
-    fail "$cmd: exit $rc, '$err'"
-done
+    fail "$*: exit $rc, '$err'"
+}
+refused "parallax was built without the executor (PX_EXEC=OFF): run is not available" run -m tiny --steps 1
+refused "calibrate measures nothing here; calibrate --import still reads measurements" calibrate -o "$tmp/c.json"
+"$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$src/tests/data/nccl/node_ar.txt" >/dev/null &&
+  jq -e '.intra_node.busbw | length == 11' "$tmp/c.json" >/dev/null || fail "calibrate --import without the executor"
 
 libs=$(ldd "$px" 2>&1)
 printf '%s\n' "$libs" | grep -Ei 'libmpi|openblas|libblas|cuda|cublas|nccl' && fail "links the executor's libraries: $libs"

@@ -3,6 +3,7 @@
 # output, and refusals of impossible plans.
 set -u
 px=$1
+src=$2
 source "$(dirname "$0")/../tools/clitest.sh"
 
 "$px" plan -m llama3-70b -c dgx-h100 -g 64 -t 8 -p 2 -z 1 --sp -r selective --json >"$tmp/a.json" || fail "plan --json"
@@ -59,5 +60,18 @@ printf '%s\n' "$out" | grep -qE "^  0 .*  NO$" || fail "stage 0 of that plan sho
 "$px" plan -m llama3-70b -c dgx-h100 -g 16 -t 4 -p 4 -b 1 -B 256 -r full --json |
   jq -e '.fits == ([.memory.stages[].fits] | all) and (.memory.stages[0].fits | not)' >/dev/null ||
   fail "plan --json per-stage fits disagree with fits"
+
+# calibrate --import: the samples into a cluster file that topology show, plan and sim read;
+# measured collectives and GEMMs change the predicted step
+nccl=$src/tests/data/nccl
+"$px" calibrate --import -c dgx-h100 -o "$tmp/measured.json" "$nccl/node_ar.txt" "$nccl/node_rs.txt" \
+  "$nccl/all_gather_perf.out" "sendrecv=$nccl/pair_sendrecv.txt" "$nccl/gemm.csv" >"$tmp/import.txt" 2>&1 ||
+  fail "calibrate --import: $(cat "$tmp/import.txt")"
+[ "$(grep -c '^  measured' "$tmp/import.txt")" -eq 5 ] || fail "calibrate --import summary: $(cat "$tmp/import.txt")"
+"$px" topology show "$tmp/measured.json" | grep -q "measured all_gather across nodes: 11 sizes" ||
+  fail "topology show of an imported file: $("$px" topology show "$tmp/measured.json")"
+a=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 -t 8 -p 2 -B 64 --json | jq .step_time_s)
+b=$("$px" sim -m llama3-70b -c "$tmp/measured.json" -g 64 -t 8 -p 2 -B 64 --json | jq .step_time_s)
+[ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] || fail "sim on the imported cluster: step $b s, the preset's $a s"
 
 finish
