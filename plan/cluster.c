@@ -199,6 +199,12 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->intra_latency_s = us * 1e-6;
   cl->intra_efficiency = 0.8;
   TRY(px_json_num(&ic, intra, "efficiency", false, 0.01, 1.0, &cl->intra_efficiency, err));
+  cl->nvlink_domain = cl->gpus_per_node;
+  TRY(px_json_int(&ic, intra, "nvlink_domain", false, 1, 1 << 20, &cl->nvlink_domain, err));
+  if (cl->nvlink_domain % cl->gpus_per_node)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: field 'intra_node.nvlink_domain': %lld is not a whole number of nodes of %lld GPUs", file,
+                      (long long)cl->nvlink_domain, (long long)cl->gpus_per_node);
   TRY(busbw_from_json(intra, file, "intra_node", cl->busbw[0], &cl->busbw_len[0], err));
 
   const cJSON *inter;
@@ -322,6 +328,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(intra, "gb_per_s", c->intra_bytes_per_s / 1e9);
   px_json_add_num(intra, "latency_us", c->intra_latency_s * 1e6);
   px_json_add_num(intra, "efficiency", c->intra_efficiency);
+  px_json_add_num(intra, "nvlink_domain", (double)c->nvlink_domain);
   busbw_to_json(intra, c->busbw[0], c->busbw_len[0]);
   cJSON_AddItemToObject(o, "inter_node", inter);
   px_json_add_num(inter, "nics_per_node", (double)c->nics_per_node);

@@ -76,7 +76,8 @@ typedef struct {
   int64_t gpus_per_node;
   int64_t gpus;  /* total, from the file, --gpus or --nodes */
   int64_t nodes; /* ceil(gpus / gpus_per_node) */
-  /* Intra-node fabric, per GPU per direction. */
+  int64_t nvlink_domain; /* GPUs on one NVLink/NVSwitch fabric: gpus_per_node, or a rack of nodes (GB200 NVL72: 72) */
+  /* Intra-node (NVLink domain) fabric, per GPU per direction. */
   double intra_bytes_per_s;
   double intra_latency_s;
   double intra_efficiency; /* busbw reached by NCCL-style rings / link rate */

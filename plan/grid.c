@@ -3,20 +3,18 @@
 
 px_placement px_grid_place(const px_grid *g, int64_t first, int64_t stride, int64_t size) {
   px_placement p = {.size = size, .stride = stride, .per_node = 0, .nodes = 0, .leaves = 0};
-  int64_t node_size = g->gpus_per_node;
-  int64_t prev_node = -1, run = 0, prev_leaf = -1;
-  /* Members are in increasing rank order, so nodes and leaves are visited in order. */
+  int64_t prev_dom = -1, run = 0, prev_leaf = -1;
+  /* Members are in increasing rank order, so domains and leaves are visited in order. */
   for (int64_t i = 0; i < size; i++) {
-    int64_t node = (first + i * stride) / node_size;
-    if (node != prev_node) {
+    int64_t rank = first + i * stride, dom = rank / g->domain, leaf = rank / g->gpus_per_node / g->nodes_per_leaf;
+    if (dom != prev_dom) {
       p.nodes++;
       run = 0;
-      prev_node = node;
-      int64_t leaf = node / g->nodes_per_leaf;
-      if (leaf != prev_leaf) {
-        p.leaves++;
-        prev_leaf = leaf;
-      }
+      prev_dom = dom;
+    }
+    if (leaf != prev_leaf) {
+      p.leaves++;
+      prev_leaf = leaf;
     }
     if (++run > p.per_node) p.per_node = run;
   }
@@ -30,6 +28,7 @@ void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64
   g->pp = pp;
   g->world = tp * dp * pp;
   g->gpus_per_node = c->gpus_per_node;
+  g->domain = c->nvlink_domain > 0 ? c->nvlink_domain : c->gpus_per_node;
   g->nodes_per_leaf = c->nodes_per_leaf > 0 ? c->nodes_per_leaf : 1;
   g->tp_place = px_grid_place(g, 0, 1, tp);
   g->dp_place = px_grid_place(g, 0, tp, dp);
@@ -56,5 +55,5 @@ void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *d
 
 bool px_grid_pp_link_intra(const px_grid *g, int64_t stage) {
   int64_t a = stage * g->tp * g->dp, b = a + g->tp * g->dp;
-  return a / g->gpus_per_node == b / g->gpus_per_node;
+  return a / g->domain == b / g->domain;
 }

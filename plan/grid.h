@@ -12,17 +12,22 @@
 /* Where a group's members sit. Groups of one kind are alike up to
  * translation; the figures are those of the group holding rank 0 (and the
  * largest per-node count when groups straddle nodes unevenly). */
+/* "Node" here is the NVLink domain (the cluster's nvlink_domain GPUs: a
+ * node, or a rack of them such as GB200 NVL72): what is inside one talks
+ * over NVLink, what spans them over the NICs. */
 typedef struct {
   int64_t size;     /* members */
   int64_t stride;   /* rank distance between consecutive members */
-  int64_t per_node; /* most members in one node */
-  int64_t nodes;    /* nodes spanned */
+  int64_t per_node; /* most members in one NVLink domain */
+  int64_t nodes;    /* NVLink domains spanned */
   int64_t leaves;   /* leaf switches spanned */
-  bool intra;       /* all members in one node */
+  bool intra;       /* all members in one NVLink domain */
 } px_placement;
 
 typedef struct {
-  int64_t tp, dp, pp, world, gpus_per_node, nodes_per_leaf;
+  int64_t tp, dp, pp, world;
+  int64_t gpus_per_node, nodes_per_leaf; /* the cluster's nodes and leaf switches */
+  int64_t domain;                        /* GPUs in one NVLink domain */
   int64_t shard; /* DP ranks a ZeRO shard group holds (dp unless set) */
   px_placement tp_place, dp_place, pp_place;
   px_placement shard_place;   /* shard consecutive DP ranks: tp apart from rank 0 */

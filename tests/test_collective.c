@@ -383,6 +383,35 @@ static void test_measured_curves(void) {
   CU_ASSERT_EQUAL(back.gpu.gemm_table[4].dtype, PX_DTYPE_FP8);
 }
 
+/* An NVLink domain larger than a node (GB200 NVL72: trays of 4 GPUs, 72 on
+ * one NVLink fabric): groups inside a domain are intra-node for the
+ * collectives whatever trays they span; across racks, the NICs. */
+static void test_nvlink_domain(void) {
+  px_cluster c = load("gb200-nvl72", 36); /* 144 GPUs, two racks */
+  CU_ASSERT_EQUAL(c.gpus_per_node, 4);
+  CU_ASSERT_EQUAL(c.nvlink_domain, 72);
+  px_placement tp8 = place(&c, 8, 1); /* 8 consecutive GPUs on 2 trays */
+  CU_ASSERT(tp8.intra);
+  CU_ASSERT_EQUAL(tp8.per_node, 8);
+  px_placement dp2 = place(&c, 2, 72); /* one GPU in each rack */
+  CU_ASSERT_FALSE(dp2.intra);
+  CU_ASSERT_EQUAL(dp2.nodes, 2);
+  px_coll_cost k = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 256 * MIB, &tp8);
+  CU_ASSERT_EQUAL(k.bytes[PX_LINK_INTER], 0.0);
+  /* the same cluster with 4-GPU NVLink domains: the 8 GPUs span two, the NICs carry bytes and it is slower */
+  px_cluster small = c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&small, "intra_node.nvlink_domain=4", &err), PX_OK);
+  px_placement tp8s = place(&small, 8, 1);
+  CU_ASSERT_FALSE(tp8s.intra);
+  px_coll_cost ks = px_coll_cost_of(&small, PX_COLL_ALLREDUCE, 256 * MIB, &tp8s);
+  CU_ASSERT(ks.bytes[PX_LINK_INTER] > 0);
+  CU_ASSERT(ks.time_s > 2 * k.time_s);
+  /* a domain must be whole nodes */
+  CU_ASSERT_EQUAL(px_cluster_set_field(&small, "intra_node.nvlink_domain=6", &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a whole number of nodes of 4 GPUs"));
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"published nccl-tests figures (tests/data/nccl_busbw.csv)", test_published},
@@ -395,6 +424,7 @@ int main(void) {
       {"busbw factors", test_busbw_factors},
       {"trivial groups cost nothing", test_trivial},
       {"measured nccl-tests curves: imported, round-tripped, and used", test_measured_curves},
+      {"an NVLink domain of 72 GPUs over trays of 4 (GB200 NVL72)", test_nvlink_domain},
   };
   return px_test_main("collective", tests, sizeof tests / sizeof tests[0]);
 }

@@ -19,7 +19,7 @@ static uint64_t rnd(uint64_t n) {
 }
 
 static const char *const models[] = {"gpt2-350m", "gpt2-1.5b", "llama3-8b", "llama2-13b", "llama3-70b", "tiny-gpt"};
-static const char *const clusters[] = {"dgx-a100", "dgx-h100", "hgx-h200", "a3-mega"};
+static const char *const clusters[] = {"dgx-a100", "dgx-h100", "hgx-h200", "a3-mega", "hgx-h800", "dgx-b200", "gb200-nvl72"};
 
 static int64_t pick_divisor(int64_t n, int64_t max) {
   int64_t d[64];
@@ -32,7 +32,7 @@ static int64_t pick_divisor(int64_t n, int64_t max) {
 /* A random plan; false when it is not valid (the caller draws again). */
 static bool random_plan(px_model *m, px_cluster *c, px_parallel *p) {
   px_err err = {0};
-  if (px_model_load(models[rnd(6)], m, &err) || px_cluster_load(clusters[rnd(4)], c, &err)) return false;
+  if (px_model_load(models[rnd(6)], m, &err) || px_cluster_load(clusters[rnd(7)], c, &err)) return false;
   int64_t gpus = (int64_t)8 << rnd(6); /* 8 .. 256 */
   if (px_cluster_set_size(c, gpus, 0, &err)) return false;
   px_parallel_unset(p);
@@ -44,7 +44,7 @@ static bool random_plan(px_model *m, px_cluster *c, px_parallel *p) {
   p->sp = p->tp > 1 ? (int)rnd(2) : 0;
   p->mbs = (int64_t)1 << rnd(3);
   p->gbs = p->mbs * p->dp * p->pp * (int64_t)(1 + rnd(4));
-  p->schedule = p->pp == 1 ? PX_SCHED_1F1B : (int)rnd(3);
+  p->schedule = p->pp == 1 ? PX_SCHED_1F1B : (int)rnd(PX_SCHED_COUNT);
   p->vpp = p->schedule == PX_SCHED_INTERLEAVED ? 2 : 1;
   p->recompute = (int)rnd(3);
   p->attention = (int)rnd(2);
