@@ -23,7 +23,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT };
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -105,6 +105,7 @@ static const px_opt opts[] = {
     {"backend", required_argument, 'U', PX_OPT_RUN, "B", "cpu|cuda (default: cuda when a GPU is present)"},
     {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
     {"quick", no_argument, OPT_QUICK, PX_OPT_CALIB, NULL, "fewer shapes and sizes (seconds, for tests)"},
+    {"sources", no_argument, OPT_SOURCES, PX_OPT_TOPO, NULL, "every figure of the cluster file with its source"},
     {"import", no_argument, OPT_IMPORT, PX_OPT_CALIB, NULL,
      "read the measurement files named after the flags (nccl-tests outputs, a GEMM CSV) into --cluster's file"},
     {"output", required_argument, OPT_OUTPUT, PX_OPT_CALIB, "FILE", "where to write the cluster file"},
@@ -289,6 +290,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_GRADS: a->grads_file = optarg; break;
       case OPT_QUICK: a->quick = true; break;
       case OPT_IMPORT: a->import = true; break;
+      case OPT_SOURCES: a->sources = true; break;
       case OPT_OUTPUT: a->output = optarg; break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;

@@ -21,6 +21,7 @@ enum {
   PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
   PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
+  PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
 };
 
 #define PX_ARGS_SETS_MAX 16
@@ -66,6 +67,7 @@ typedef struct {
   const char *backend;
   const char *grads_file;
   bool quick;
+  bool sources; /* topology show --sources */
   bool import; /* calibrate --import: the positional arguments are measurement files */
   const char *output; /* calibrate: the cluster file */
   /* Positional arguments after the flags. */

@@ -13,11 +13,11 @@
 int px_cmd_topology(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  px_status st = px_args_parse(&a, "parallax topology", PX_OPT_CLUSTER, argc, argv, &err);
+  px_status st = px_args_parse(&a, "parallax topology", PX_OPT_CLUSTER | PX_OPT_TOPO, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help) {
-    printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--set FIELD=VALUE] [--json]\n\n");
-    px_args_print_help(PX_OPT_CLUSTER);
+    printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--set FIELD=VALUE] [--sources] [--json]\n\n");
+    px_args_print_help(PX_OPT_CLUSTER | PX_OPT_TOPO);
     return 0;
   }
   const char *name = a.npos == 2 && !strcmp(a.pos[0], "show") ? a.pos[1] : NULL;
@@ -25,6 +25,10 @@ int px_cmd_topology(int argc, char **argv) {
   px_cluster c;
   if ((st = px_cluster_load(name, &c, &err)) || (st = px_args_cluster_finish(&a, &c, a.gpus, &err)))
     return px_cli_fail(st, &err);
+  if (a.sources && !a.json) {
+    px_report_cluster_sources(&c, stdout);
+    return 0;
+  }
   if (!a.json) {
     px_report_cluster_text(&c, stdout);
     return 0;

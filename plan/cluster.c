@@ -123,6 +123,77 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   return PX_OK;
 }
 
+/* The object a dotted path's last name lives in, and that name; NULL when
+ * a name before it is not an object of root. */
+static cJSON *path_parent(cJSON *root, const char *path, char *leaf, size_t cap) {
+  cJSON *o = root;
+  const char *p = path;
+  for (const char *dot; (dot = strchr(p, '.')); p = dot + 1) {
+    char name[64];
+    size_t n = (size_t)(dot - p);
+    if (n == 0 || n >= sizeof name) return NULL;
+    memcpy(name, p, n);
+    name[n] = '\0';
+    o = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsObject(o)) return NULL;
+  }
+  snprintf(leaf, cap, "%s", p);
+  return *leaf ? o : NULL;
+}
+
+/* "sources": {"gpu.hbm_gb_per_s": "citation", "gpu.peak_tflops": "..."}, each key a field (or object) of the file. */
+static px_status sources_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
+  const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "sources");
+  cl->nsources = 0;
+  if (!src || cJSON_IsNull(src)) return PX_OK;
+  if (!cJSON_IsObject(src)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'sources': expected an object", file);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, src) {
+    char leaf[64];
+    const cJSON *parent = path_parent((cJSON *)root, e->string, leaf, sizeof leaf);
+    if (!parent || !cJSON_GetObjectItemCaseSensitive(parent, leaf) || !strcmp(e->string, "sources"))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'sources.%s' names no field of the file", file, e->string);
+    if (!cJSON_IsString(e)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'sources.%s': expected a string", file, e->string);
+    if (cl->nsources == PX_SOURCES_MAX)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'sources': more than %d entries", file, PX_SOURCES_MAX);
+    if (strlen(e->string) >= sizeof cl->sources[0].field || strlen(e->valuestring) >= sizeof cl->sources[0].text)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'sources.%s': the path or the citation is too long (%zu, %zu)",
+                        file, e->string, sizeof cl->sources[0].field - 1, sizeof cl->sources[0].text - 1);
+    px_source *s = &cl->sources[cl->nsources++];
+    snprintf(s->field, sizeof s->field, "%s", e->string);
+    snprintf(s->text, sizeof s->text, "%s", e->valuestring);
+  }
+  return PX_OK;
+}
+
+const char *px_cluster_source_of(const px_cluster *c, const char *field) {
+  const char *best = NULL;
+  size_t best_len = 0;
+  for (int i = 0; i < c->nsources; i++) {
+    const char *f = c->sources[i].field;
+    size_t n = strlen(f);
+    bool covers = !strncmp(field, f, n) && (field[n] == '\0' || field[n] == '.');
+    if (covers && n > best_len) best = c->sources[i].text, best_len = n;
+  }
+  return best;
+}
+
+px_status px_cluster_add_source(px_cluster *c, const char *field, const char *text, px_err *err) {
+  px_source *s = NULL;
+  for (int i = 0; i < c->nsources && !s; i++)
+    if (!strcmp(c->sources[i].field, field)) s = &c->sources[i];
+  if (!s) {
+    if (c->nsources == PX_SOURCES_MAX || strlen(field) >= sizeof s->field)
+      return px_err_set(err, PX_ERR_INPUT, "cluster %s: no room for the source of '%s'", c->name, field);
+    s = &c->sources[c->nsources++];
+    snprintf(s->field, sizeof s->field, "%s", field);
+    s->text[0] = '\0';
+  }
+  size_t used = strlen(s->text);
+  snprintf(s->text + used, sizeof s->text - used, "%s%s", used ? "; " : "", text);
+  return PX_OK;
+}
+
 /* A link's measured collective curve: link_obj.busbw, [{coll, ranks, nodes, bytes, gb_per_s}]. */
 static px_status busbw_from_json(const cJSON *link_obj, const char *file, const char *where, px_busbw_point *pts,
                                  int *len, px_err *err) {
@@ -181,6 +252,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   px_path_stem(file, cl->name, sizeof cl->name);
   TRY(px_json_str(&c, root, "name", false, cl->name, sizeof cl->name, err));
   TRY(px_json_str(&c, root, "source", false, cl->source, sizeof cl->source, err));
+  TRY(sources_from_json(root, file, cl, err));
   const cJSON *g;
   TRY(px_json_obj(&c, root, "gpu", true, &g, err));
   TRY(gpu_from_json(g, file, &cl->gpu, err));
@@ -281,6 +353,10 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   const px_gpu *gpu = &c->gpu;
   cJSON_AddStringToObject(o, "name", c->name);
   cJSON_AddStringToObject(o, "source", c->source);
+  if (c->nsources) {
+    cJSON *src = cJSON_AddObjectToObject(o, "sources");
+    for (int i = 0; src && i < c->nsources; i++) cJSON_AddStringToObject(src, c->sources[i].field, c->sources[i].text);
+  }
   cJSON_AddItemToObject(o, "gpu", g);
   cJSON_AddStringToObject(g, "name", gpu->name);
   cJSON_AddItemToObject(g, "peak_tflops", peak);
@@ -350,24 +426,6 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
   return o;
-}
-
-/* The object a dotted path's last name lives in, and that name; NULL when
- * a name before it is not an object of root. */
-static cJSON *path_parent(cJSON *root, const char *path, char *leaf, size_t cap) {
-  cJSON *o = root;
-  const char *p = path;
-  for (const char *dot; (dot = strchr(p, '.')); p = dot + 1) {
-    char name[64];
-    size_t n = (size_t)(dot - p);
-    if (n == 0 || n >= sizeof name) return NULL;
-    memcpy(name, p, n);
-    name[n] = '\0';
-    o = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsObject(o)) return NULL;
-  }
-  snprintf(leaf, cap, "%s", p);
-  return *leaf ? o : NULL;
 }
 
 /* "a, b, c": the keys of an object, for messages. */

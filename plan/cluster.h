@@ -41,6 +41,14 @@ typedef struct {
 } px_kernel_rate;
 
 #define PX_GEMM_TABLE_MAX 256
+#define PX_SOURCES_MAX 48 /* per-field sources of a cluster file */
+
+/* Where one figure of a cluster file comes from: the field's dotted path
+ * (or an object's, for all the figures under it) and the citation. */
+typedef struct {
+  char field[64];
+  char text[384];
+} px_source;
 #define PX_BUSBW_MAX 256 /* points per link class */
 #define PX_KERNEL_RATES_MAX 32
 
@@ -71,7 +79,9 @@ extern const char *const px_net_kind_names[PX_NET_COUNT];
 
 typedef struct {
   char name[64];
-  char source[1024];
+  char source[1024];                 /* the file's general source */
+  px_source sources[PX_SOURCES_MAX]; /* "sources": each figure's, by field path */
+  int nsources;
   px_gpu gpu;
   int64_t gpus_per_node;
   int64_t gpus;  /* total, from the file, --gpus or --nodes */
@@ -112,6 +122,13 @@ px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err);
 /* A preset name (topologies/NAME.json) or a file path. */
 px_status px_cluster_load(const char *name_or_path, px_cluster *c, px_err *err);
 cJSON *px_cluster_to_json(const px_cluster *c);
+
+/* The source of the figure at a dotted field path: its own entry in
+ * "sources", else its nearest enclosing object's, else NULL (the file's
+ * general source is all there is). */
+const char *px_cluster_source_of(const px_cluster *c, const char *field);
+/* Adds text to field's own source entry (a new one if it has none; "; " between). */
+px_status px_cluster_add_source(px_cluster *c, const char *field, const char *text, px_err *err);
 
 /* A what-if: sets one field of the cluster file, "FIELD=VALUE" with FIELD
  * a dotted path as in the file (gpu.hbm_gib, inter_node.nic_gbit_per_s,

@@ -117,7 +117,7 @@ static px_status import_nccl(px_cluster *c, const char *path, int coll, char *te
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   snprintf(note, note_cap, "%s (nccl-tests %s, %lld ranks on %d node%s)", base, px_busbw_coll_names[coll],
            (long long)ranks, nhosts, nhosts == 1 ? "" : "s");
-  return PX_OK;
+  return px_cluster_add_source(c, link ? "inter_node.busbw" : "intra_node.busbw", note, err);
 }
 
 /* A GEMM benchmark CSV: header with m, n, k, dtype, tflops (any order). */
@@ -210,6 +210,7 @@ px_status px_cluster_import(px_cluster *c, const char *const *files, int n, px_e
     if (csv) {
       st = import_gemm(next, path, text, table, &ngemm, err);
       snprintf(note, sizeof note, "%s (GEMM benchmark)", base);
+      if (!st) st = px_cluster_add_source(next, "gpu.gemm.table", note, err);
       csvs++;
     } else {
       if (!coll) coll = coll_in(base);

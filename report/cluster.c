@@ -2,6 +2,7 @@
 #include "report/cluster.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #include "core/fmt.h"
 
@@ -26,6 +27,48 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
   fprintf(out, "  host: %s memory, storage %.1f GB/s per node\n", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
           c->storage_bytes_per_s / 1e9);
   px_report_cluster_measured(c, NULL, out);
+}
+
+/* The figures under o (path so far in `path`), depth first. */
+static int sources_walk(const px_cluster *c, const cJSON *o, char *path, size_t len, size_t cap, FILE *out) {
+  int missing = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, o) {
+    if (!strcmp(e->string, "name") || (len == 0 && (!strcmp(e->string, "source") || !strcmp(e->string, "sources"))))
+      continue; /* names, not figures */
+    int n = snprintf(path + len, cap - len, "%s%s", len ? "." : "", e->string);
+    if (n < 0 || (size_t)n >= cap - len) continue;
+    if (cJSON_IsObject(e)) {
+      missing += sources_walk(c, e, path, len + (size_t)n, cap, out);
+    } else {
+      char value[48];
+      if (cJSON_IsNumber(e))
+        snprintf(value, sizeof value, "%g", e->valuedouble);
+      else if (cJSON_IsString(e))
+        snprintf(value, sizeof value, "%s", e->valuestring);
+      else if (cJSON_IsArray(e))
+        snprintf(value, sizeof value, "[%d points]", cJSON_GetArraySize(e));
+      else
+        snprintf(value, sizeof value, "%s", cJSON_IsTrue(e) ? "true" : "false");
+      const char *src = px_cluster_source_of(c, path);
+      if (!src) missing++;
+      fprintf(out, "%-34s %-14s %s\n", path, value, src ? src : "-- no source of its own (see the file's source)");
+    }
+    path[len] = '\0';
+  }
+  return missing;
+}
+
+int px_report_cluster_sources(const px_cluster *c, FILE *out) {
+  cJSON *j = px_cluster_to_json(c);
+  if (!j) return -1;
+  fprintf(out, "cluster %s: every figure and its source\n", c->name);
+  if (c->source[0]) fprintf(out, "the file's source: %s\n\n", c->source);
+  char path[256] = "";
+  int missing = sources_walk(c, j, path, 0, sizeof path, out);
+  cJSON_Delete(j);
+  fprintf(out, "\n%d figure%s without a source of %s own\n", missing, missing == 1 ? "" : "s", missing == 1 ? "its" : "their");
+  return missing;
 }
 
 void px_report_cluster_list_header(FILE *out) {

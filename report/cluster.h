@@ -10,6 +10,10 @@
 #include "plan/cluster.h"
 
 void px_report_cluster_text(const px_cluster *c, FILE *out);
+/* `topology show --sources`: every figure of the cluster file (as its JSON
+ * has it), its value and its source (the field's, or its object's); the
+ * figures with none are marked and counted. Returns how many have none. */
+int px_report_cluster_sources(const px_cluster *c, FILE *out);
 /* `parallax topologies`: the header, then one row per preset. */
 void px_report_cluster_list_header(FILE *out);
 void px_report_cluster_list_row(const char *name, const px_cluster *c, FILE *out);

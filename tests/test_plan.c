@@ -777,6 +777,39 @@ static void test_cluster_set_field(void) {
   }
 }
 
+/* Every preset cites a source for each datasheet figure (its own entry or
+ * its object's); a source naming no field of the file is refused. */
+static void test_cluster_sources(void) {
+  static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200", "hgx-h800", "a3-mega",
+                                        "dgx-b200", "gb200-nvl72", "local-cpu"};
+  static const char *const figures[] = {"gpu.peak_tflops.bf16", "gpu.peak_tflops.fp32", "gpu.hbm_gib",
+                                        "gpu.hbm_gb_per_s", "gpu.sm_count", "gpus_per_node", "intra_node.gb_per_s",
+                                        "inter_node.nics_per_node", "inter_node.nic_gbit_per_s"};
+  for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+    px_cluster c = cluster(presets[i], 8);
+    for (size_t f = 0; f < sizeof figures / sizeof *figures; f++) {
+      if (!strcmp(presets[i], "local-cpu") && !strcmp(figures[f], "gpu.peak_tflops.bf16")) continue; /* fp32 only */
+      const char *src = px_cluster_source_of(&c, figures[f]);
+      if (!src) fprintf(stderr, "\n  %s: %s has no source\n", presets[i], figures[f]);
+      CU_ASSERT_PTR_NOT_NULL(src);
+    }
+  }
+  cJSON *root = cJSON_Parse("{\"gpu\": {\"name\": \"g\", \"peak_tflops\": {\"fp32\": 1}, \"hbm_gib\": 1, \"hbm_gb_per_s\": 1},"
+                            " \"gpus_per_node\": 1, \"intra_node\": {\"gb_per_s\": 1, \"latency_us\": 1},"
+                            " \"inter_node\": {\"nics_per_node\": 1, \"nic_gbit_per_s\": 1, \"latency_us\": 1},"
+                            " \"sources\": {\"gpu.hbm_gib\": \"a datasheet\", \"gpu.hbm_gbps\": \"a typo\"}}");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL(px_cluster_from_json(root, "x.json", &c, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "x.json: field 'sources.gpu.hbm_gbps' names no field of the file"));
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "sources"), "gpu.hbm_gbps");
+  CU_ASSERT_EQUAL_FATAL(px_cluster_from_json(root, "x.json", &c, &err), PX_OK);
+  CU_ASSERT_STRING_EQUAL(px_cluster_source_of(&c, "gpu.hbm_gib"), "a datasheet");
+  CU_ASSERT_PTR_NULL(px_cluster_source_of(&c, "gpu.hbm_gb_per_s"));
+  cJSON_Delete(root);
+}
+
 /* ---- layers, grid ---- */
 
 static void test_layer_split(void) {
@@ -985,6 +1018,7 @@ int main(void) {
       {"zero-bubble memory: ZB-H1 at 1F1B's first-stage peak, ZB-H2 (2p-1)/p of it", test_zero_bubble_memory},
       {"uneven layer split and the rank grid", test_layer_split},
       {"cluster what-ifs: --set changes one field, refuses unknown ones", test_cluster_set_field},
+      {"every preset's datasheet figures have a source", test_cluster_sources},
       {"impossible plans are refused with a reason", test_refusals},
       {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},
       {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},

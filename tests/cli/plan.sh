@@ -61,6 +61,13 @@ printf '%s\n' "$out" | grep -qE "^  0 .*  NO$" || fail "stage 0 of that plan sho
   jq -e '.fits == ([.memory.stages[].fits] | all) and (.memory.stages[0].fits | not)' >/dev/null ||
   fail "plan --json per-stage fits disagree with fits"
 
+# topology show --sources: each figure, its value and its source; the house figures marked
+"$px" topology show dgx-h100 --sources >"$tmp/sources.txt" || fail "topology show --sources"
+grep -qE '^gpu.hbm_gb_per_s +3350 +H100 SXM5 datasheet: 3.35 TB/s' "$tmp/sources.txt" ||
+  fail "--sources: gpu.hbm_gb_per_s: $(grep hbm_gb "$tmp/sources.txt")"
+grep -qE '^gpu.reserved_gib +1 +-- no source of its own' "$tmp/sources.txt" || fail "--sources: unsourced figure not marked"
+grep -qE '^[0-9]+ figures without a source of their own' "$tmp/sources.txt" || fail "--sources: no count"
+
 # calibrate --import: the samples into a cluster file that topology show, plan and sim read;
 # measured collectives and GEMMs change the predicted step
 nccl=$src/tests/data/nccl
