@@ -18,16 +18,22 @@
 #include "core/json.h"
 #include "exec/train.h"
 
-static double sgemm_flops(int n) {
+/* OpenBLAS's sgemm ceiling with the threads the run used: the best single
+ * n^3 product over at least min_s and 5 repetitions (a ceiling is the best
+ * the machine does, so one slow repetition does not lower it). */
+static double sgemm_ceiling(int n, double min_s) {
   float *a = calloc((size_t)n * n, 4), *b = calloc((size_t)n * n, 4), *c = calloc((size_t)n * n, 4);
   for (int i = 0; i < n * n; i++) a[i] = b[i] = 1.0f / (float)(1 + i % 7);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n); /* warm */
-  double t0 = px_clock_s();
-  int reps = 3;
-  for (int r = 0; r < reps; r++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
-  double t = (px_clock_s() - t0) / reps;
+  double best = 0, start = px_clock_s();
+  for (int r = 0; r < 5 || px_clock_s() - start < min_s; r++) {
+    double t0 = px_clock_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, a, n, b, n, 0, c, n);
+    double f = 2.0 * n * (double)n * n / (px_clock_s() - t0);
+    if (f > best) best = f;
+  }
   free(a), free(b), free(c);
-  return 2.0 * n * (double)n * n / t;
+  return best;
 }
 
 static const char *arg(int argc, char **argv, int i, const char *def) { return argc > i ? argv[i] : def; }
@@ -70,12 +76,14 @@ int main(int argc, char **argv) {
   o.steps = steps;
   o.backend = backend;
   px_train_result r;
+  double ceiling = 0; /* CPU: measured in the run's window, before and after it */
   double t0 = px_clock_s();
   if (px_train(&plan, &o, MPI_COMM_WORLD, &r, &err)) { /* step times: no per-op waits */
     fprintf(stderr, "bench_exec: %s\n", err.msg);
     return 1;
   }
   double wall = px_clock_s() - t0;
+  if (!gpu) ceiling = sgemm_ceiling(1024, 1.0); /* with the threads the backend chose */
   px_train_result prof; /* per-op times: each op waited for */
   o.steps = 3;
   o.time_ops = true;
@@ -84,7 +92,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   px_dtype dt = px_parallel_compute_dtype(&plan.par);
-  double peak = gpu ? c.gpu.peak_flops[dt] : sgemm_flops(1024), bw = c.gpu.hbm_bytes_per_s;
+  if (!gpu) {
+    double again = sgemm_ceiling(1024, 1.0);
+    if (again > ceiling) ceiling = again;
+  }
+  double peak = gpu ? c.gpu.peak_flops[dt] : ceiling, bw = c.gpu.hbm_bytes_per_s;
   double kind_s[PX_OP_COUNT] = {0}, kind_bound[PX_OP_COUNT] = {0}, all_s = 0;
   px_op_iter it = px_op_iter_begin(&plan, 0);
   for (const px_op *op; (op = px_op_next(&it));) {
@@ -94,6 +106,9 @@ int main(int argc, char **argv) {
     kind_bound[op->kind] += f > mem ? f : mem;
   }
   double flops = plan.model_flops_per_step / r.step_time_s;
+  /* a measured ceiling the run beat was not the ceiling: say so and use the run's rate, never above 100% */
+  bool raised = !gpu && flops > peak;
+  if (raised) peak = flops;
   printf("# parallax executor, %s backend: %s, seq %lld, %lld micro-batches of %lld, %s, %s attention, %s GELU, "
          "one rank, %lld steps (%.1f s)\n",
          backend, model, (long long)seq, (long long)micro, (long long)mbs, px_dtype_names[dt],
@@ -101,7 +116,9 @@ int main(int argc, char **argv) {
   printf("step time           %.4f s (steps after the first)\n", r.step_time_s);
   printf("tokens/s            %.1f\n", r.tokens_per_s);
   printf("model FLOP/s        %.1f GFLOP/s = %.1f%% of %s %.1f GFLOP/s (MFU)\n", flops / 1e9, 100 * flops / peak,
-         gpu ? c.gpu.name : "OpenBLAS sgemm (1024^3, measured)", peak / 1e9);
+         gpu ? c.gpu.name : raised ? "the run's own rate (it beat the measured sgemm ceiling)"
+                                   : "OpenBLAS sgemm (1024^3, best of >= 1 s before and after the run)",
+         peak / 1e9);
   printf("by op kind          ms/step   share   bound ms   of bound (bound: FLOPs at %.0f GFLOP/s or bytes at %.0f GB/s;\n"
          "                    - where the plan gives the op no cost)\n",
          peak / 1e9, bw / 1e9);
@@ -111,7 +128,9 @@ int main(int argc, char **argv) {
       if (kind_s[k] > kind_s[best]) best = k;
     if (kind_s[best] <= 0) break;
     printf("  %-18s %8.2f  %5.1f%%", px_op_names[best], 1e3 * kind_s[best], 100 * kind_s[best] / all_s);
-    if (kind_bound[best] > 0)
+    if (kind_bound[best] > kind_s[best]) /* faster than its bound: the bound's rate (a preset figure) is low */
+      printf("  %9.2f   above (rate low)\n", 1e3 * kind_bound[best]);
+    else if (kind_bound[best] > 0)
       printf("  %9.2f  %6.1f%%\n", 1e3 * kind_bound[best], 100 * kind_bound[best] / kind_s[best]);
     else
       printf("          -        -\n");
