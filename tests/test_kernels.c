@@ -12,6 +12,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/flash.h"
+#include "kernels/cpu/par.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embed.h"
 #include "kernels/cpu/gemm.h"
@@ -886,6 +887,36 @@ static void test_reduce(void) {
 
 /* The shared per-element math: derivatives by central differences, and the RNG's
  * counter property. */
+/* The elementwise kernels split over threads give the very bits of one
+ * thread (2 and 3 threads, sizes that do and do not split evenly). */
+static void test_threads_bitwise(void) {
+  const int64_t sizes[] = {200003, 131072 * 3};
+  for (size_t si = 0; si < 2; si++) {
+    int64_t n = sizes[si];
+    float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4), *g = malloc((size_t)n * 4);
+    float *out[3], *m[3], *v[3], *p[3], *d2[3];
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 250.0f, y[i] = x[(i * 13) % n] * 0.5f, g[i] = x[(i * 31) % n] * 1e-2f;
+    for (int t = 0; t < 3; t++) {
+      px_k_set_threads(t + 1);
+      out[t] = calloc((size_t)n, 4), m[t] = calloc((size_t)n, 4), v[t] = calloc((size_t)n, 4), p[t] = malloc((size_t)n * 4);
+      d2[t] = calloc((size_t)n, 4);
+      memcpy(p[t], x, (size_t)n * 4);
+      px_k_gelu_fwd(out[t], x, n);
+      px_k_gelu_bwd(out[t], y, x, n);
+      px_k_swiglu_bwd(m[t], d2[t], y, x, g, n);
+      px_k_adamw(p[t], v[t], d2[t], g, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    }
+    for (int t = 1; t < 3; t++) {
+      CU_ASSERT_EQUAL(memcmp(out[t], out[0], (size_t)n * 4), 0);
+      CU_ASSERT_EQUAL(memcmp(m[t], m[0], (size_t)n * 4), 0);
+      CU_ASSERT_EQUAL(memcmp(p[t], p[0], (size_t)n * 4), 0);
+    }
+    for (int t = 0; t < 3; t++) free(out[t]), free(m[t]), free(v[t]), free(p[t]), free(d2[t]);
+    free(x), free(y), free(g);
+  }
+  px_k_set_threads(1);
+}
+
 static void test_math(void) {
   bool ok = true;
   for (int i = -40; i <= 40; i++) {
@@ -923,6 +954,7 @@ int main(void) {
       {"vocab-parallel cross-entropy, padding, ignore, 2 and 4 shards", test_cross_entropy},
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
+      {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},
   };
   return px_test_main("kernels", tests, sizeof tests / sizeof tests[0]);
 }

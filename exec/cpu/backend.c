@@ -21,6 +21,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/par.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/math.h"
@@ -398,7 +399,10 @@ static void cpu_destroy(px_backend *b) {
 }
 
 int px_cpu_blas_threads(int requested) {
-  if (requested <= 0 && getenv("OPENBLAS_NUM_THREADS")) return openblas_get_num_threads(); /* the user's choice */
+  if (requested <= 0 && getenv("OPENBLAS_NUM_THREADS")) { /* the user's choice */
+    px_k_set_threads(openblas_get_num_threads());
+    return openblas_get_num_threads();
+  }
   long t = requested;
   if (t <= 0) {
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -410,6 +414,7 @@ int px_cpu_blas_threads(int requested) {
   }
   if (t < 1) t = 1;
   openblas_set_num_threads((int)t);
+  px_k_set_threads((int)t); /* the elementwise kernels split over as many */
   return (int)t;
 }
 

@@ -3,12 +3,26 @@
 
 #include <math.h>
 
+#include "kernels/cpu/par.h"
 #include "kernels/math.h"
 
+typedef struct {
+  float *param, *m, *v;
+  const float *grad;
+  float lr, beta1, beta2, eps, weight_decay, bc1, bc2;
+} adamw_args;
+
+static void adamw_range(void *ctx, int64_t lo, int64_t hi) {
+  const adamw_args *a = ctx;
+  for (int64_t i = lo; i < hi; i++)
+    px_adamw_update(&a->param[i], &a->m[i], &a->v[i], a->grad[i], a->lr, a->beta1, a->beta2, a->eps, a->weight_decay,
+                    a->bc1, a->bc2);
+}
+
+/* Split over the kernels' threads (kernels/cpu/par.h); each element on its own. */
 void px_k_adamw(float *param, float *m, float *v, const float *grad, int64_t n, float lr, float beta1, float beta2,
                 float eps, float weight_decay, int64_t t) {
-  float bc1 = (float)(1.0 - pow((double)beta1, (double)t));
-  float bc2 = (float)(1.0 - pow((double)beta2, (double)t));
-  for (int64_t i = 0; i < n; i++)
-    px_adamw_update(&param[i], &m[i], &v[i], grad[i], lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+  adamw_args a = {param, m, v, grad, lr, beta1, beta2, eps, weight_decay,
+                  (float)(1.0 - pow((double)beta1, (double)t)), (float)(1.0 - pow((double)beta2, (double)t))};
+  px_k_parallel_for(n, 65536, adamw_range, &a);
 }
