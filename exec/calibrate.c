@@ -274,7 +274,8 @@ px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm 
            "latency and bandwidth.",
            host, when, size, size == 1 ? "" : "s");
   snprintf(c->gpu.name, sizeof c->gpu.name, "cpu-core (calibrated)");
-  c->gpus_per_node = c->nvlink_domain = size;
+  c->gpus_per_node = size;
+  c->nvlink_domain = 0; /* the node */
   c->gpus = size;
   c->nodes = 1;
   px_cpu_blas_threads(0);

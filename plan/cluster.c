@@ -12,6 +12,7 @@
 #include "core/paths.h"
 
 PX_NAME_TABLE(px_net_kind_names, PX_NET_COUNT, "rail_fat_tree", "fat_tree");
+PX_NAME_TABLE(px_link_names, PX_LINK_COUNT, "intra", "inter");
 const char *const px_busbw_coll_names[PX_COLL_P2P + 1] = {NULL, "all_reduce", "all_gather", "reduce_scatter",
                                                           "sendrecv"};
 
@@ -271,13 +272,13 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->intra_latency_s = us * 1e-6;
   cl->intra_efficiency = 0.8;
   TRY(px_json_num(&ic, intra, "efficiency", false, 0.01, 1.0, &cl->intra_efficiency, err));
-  cl->nvlink_domain = cl->gpus_per_node;
+  cl->nvlink_domain = 0; /* the node */
   TRY(px_json_int(&ic, intra, "nvlink_domain", false, 1, 1 << 20, &cl->nvlink_domain, err));
   if (cl->nvlink_domain % cl->gpus_per_node)
     return px_err_set(err, PX_ERR_INPUT,
                       "%s: field 'intra_node.nvlink_domain': %lld is not a whole number of nodes of %lld GPUs", file,
                       (long long)cl->nvlink_domain, (long long)cl->gpus_per_node);
-  TRY(busbw_from_json(intra, file, "intra_node", cl->busbw[0], &cl->busbw_len[0], err));
+  TRY(busbw_from_json(intra, file, "intra_node", cl->busbw[PX_LINK_INTRA], &cl->busbw_len[PX_LINK_INTRA], err));
 
   const cJSON *inter;
   TRY(px_json_obj(&c, root, "inter_node", true, &inter, err));
@@ -290,7 +291,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->inter_latency_s = us * 1e-6;
   cl->inter_efficiency = 0.8;
   TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
-  TRY(busbw_from_json(inter, file, "inter_node", cl->busbw[1], &cl->busbw_len[1], err));
+  TRY(busbw_from_json(inter, file, "inter_node", cl->busbw[PX_LINK_INTER], &cl->busbw_len[PX_LINK_INTER], err));
   int kind = PX_NET_RAIL_FAT_TREE;
   TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
   cl->net_kind = (px_net_kind)kind;
@@ -404,8 +405,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(intra, "gb_per_s", c->intra_bytes_per_s / 1e9);
   px_json_add_num(intra, "latency_us", c->intra_latency_s * 1e6);
   px_json_add_num(intra, "efficiency", c->intra_efficiency);
-  px_json_add_num(intra, "nvlink_domain", (double)c->nvlink_domain);
-  busbw_to_json(intra, c->busbw[0], c->busbw_len[0]);
+  if (c->nvlink_domain) px_json_add_num(intra, "nvlink_domain", (double)c->nvlink_domain);
+  busbw_to_json(intra, c->busbw[PX_LINK_INTRA], c->busbw_len[PX_LINK_INTRA]);
   cJSON_AddItemToObject(o, "inter_node", inter);
   px_json_add_num(inter, "nics_per_node", (double)c->nics_per_node);
   px_json_add_num(inter, "nic_gbit_per_s", c->nic_bytes_per_s * 8.0 / 1e9);
@@ -414,7 +415,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   cJSON_AddStringToObject(inter, "topology", px_net_kind_names[c->net_kind]);
   px_json_add_num(inter, "oversubscription", c->oversubscription);
   px_json_add_num(inter, "nodes_per_leaf", (double)c->nodes_per_leaf);
-  busbw_to_json(inter, c->busbw[1], c->busbw_len[1]);
+  busbw_to_json(inter, c->busbw[PX_LINK_INTER], c->busbw_len[PX_LINK_INTER]);
   cJSON_AddItemToObject(o, "host", host);
   px_json_add_num(host, "memory_gib", (double)c->host_memory_bytes / GIB);
   px_json_add_num(host, "storage_gb_per_s", c->storage_bytes_per_s / 1e9);
@@ -514,6 +515,10 @@ px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err
     c->nodes = (gpus + c->gpus_per_node - 1) / c->gpus_per_node;
   }
   return PX_OK;
+}
+
+int64_t px_cluster_nvlink_domain(const px_cluster *c) {
+  return c->nvlink_domain > 0 ? c->nvlink_domain : c->gpus_per_node;
 }
 
 int64_t px_cluster_node_size(const px_cluster *c) {

@@ -19,6 +19,10 @@ typedef struct {
   int dtype;         /* px_dtype the GEMM ran in, -1: any (calibrate's fp32 sweeps, older files) */
 } px_gemm_point;
 
+/* The link classes of a cluster: inside an NVLink domain (NVLink/NVSwitch), and across domains (the NICs). */
+typedef enum { PX_LINK_INTRA, PX_LINK_INTER, PX_LINK_COUNT } px_link;
+extern const char *const px_link_names[PX_LINK_COUNT];
+
 /* One point of a measured collective curve (nccl-tests: the size column and
  * the out-of-place busbw), and the ranks and nodes it ran on. */
 typedef struct {
@@ -86,7 +90,8 @@ typedef struct {
   int64_t gpus_per_node;
   int64_t gpus;  /* total, from the file, --gpus or --nodes */
   int64_t nodes; /* ceil(gpus / gpus_per_node) */
-  int64_t nvlink_domain; /* GPUs on one NVLink/NVSwitch fabric: gpus_per_node, or a rack of nodes (GB200 NVL72: 72) */
+  int64_t nvlink_domain; /* GPUs on one NVLink/NVSwitch fabric when a rack of nodes (GB200 NVL72: 72); 0: the node.
+                            Read it through px_cluster_nvlink_domain */
   /* Intra-node (NVLink domain) fabric, per GPU per direction. */
   double intra_bytes_per_s;
   double intra_latency_s;
@@ -99,8 +104,8 @@ typedef struct {
   /* Measured collective curves (intra_node.busbw, inter_node.busbw): inside
    * one node, and across nodes. Where one covers a collective, it replaces
    * the model (sim/collective.h). */
-  px_busbw_point busbw[2][PX_BUSBW_MAX];
-  int busbw_len[2];
+  px_busbw_point busbw[PX_LINK_COUNT][PX_BUSBW_MAX]; /* by px_link */
+  int busbw_len[PX_LINK_COUNT];
   px_net_kind net_kind;
   double oversubscription; /* leaf uplink : downlink ratio >= 1 */
   int64_t nodes_per_leaf;  /* nodes under one leaf switch (rail group) */
@@ -142,6 +147,8 @@ px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err
 /* One GPU's bandwidth to host memory, per direction, while every GPU of the
  * node copies (its link's share of the uplink it shares); 0 when not given. */
 double px_cluster_host_link_bytes_per_s(const px_cluster *c);
+/* GPUs on one NVLink fabric: nvlink_domain when the file gives one, else the node's. */
+int64_t px_cluster_nvlink_domain(const px_cluster *c);
 /* GPUs that share a node (gpus_per_node, or fewer in a one-node cluster). */
 int64_t px_cluster_node_size(const px_cluster *c);
 

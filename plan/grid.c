@@ -28,7 +28,7 @@ void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64
   g->pp = pp;
   g->world = tp * dp * pp;
   g->gpus_per_node = c->gpus_per_node;
-  g->domain = c->nvlink_domain > 0 ? c->nvlink_domain : c->gpus_per_node;
+  g->domain = px_cluster_nvlink_domain(c);
   g->nodes_per_leaf = c->nodes_per_leaf > 0 ? c->nodes_per_leaf : 1;
   g->tp_place = px_grid_place(g, 0, 1, tp);
   g->dp_place = px_grid_place(g, 0, tp, dp);

@@ -100,15 +100,15 @@ static px_status import_nccl(px_cluster *c, const char *path, int coll, char *te
     return px_err_set(err, PX_ERR_INPUT, "%s: no '#  Rank N ... on HOST' lines for 2 or more ranks: cannot tell the "
                       "ranks and nodes it ran on (keep nccl-tests' header)", path);
   if (npts == 0) return px_err_set(err, PX_ERR_INPUT, "%s: no result rows with a bus bandwidth above 0", path);
-  int link = nhosts > 1;
+  px_link link = nhosts > 1 ? PX_LINK_INTER : PX_LINK_INTRA;
   /* the file's points replace the cluster's of that collective on that link */
   px_busbw_point *dst = c->busbw[link];
   int kept = 0;
   for (int i = 0; i < c->busbw_len[link]; i++)
     if (dst[i].coll != coll) dst[kept++] = dst[i];
   if (kept + npts > PX_BUSBW_MAX)
-    return px_err_set(err, PX_ERR_INPUT, "%s: the cluster would hold more than %d %s points", path, PX_BUSBW_MAX,
-                      link ? "inter-node" : "intra-node");
+    return px_err_set(err, PX_ERR_INPUT, "%s: the cluster would hold more than %d %s-node points", path, PX_BUSBW_MAX,
+                      px_link_names[link]);
   for (int i = 0; i < npts; i++) {
     pts[i].coll = coll, pts[i].ranks = ranks, pts[i].nodes = nhosts;
     dst[kept++] = pts[i];
@@ -117,7 +117,7 @@ static px_status import_nccl(px_cluster *c, const char *path, int coll, char *te
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   snprintf(note, note_cap, "%s (nccl-tests %s, %lld ranks on %d node%s)", base, px_busbw_coll_names[coll],
            (long long)ranks, nhosts, nhosts == 1 ? "" : "s");
-  return px_cluster_add_source(c, link ? "inter_node.busbw" : "intra_node.busbw", note, err);
+  return px_cluster_add_source(c, link == PX_LINK_INTER ? "inter_node.busbw" : "intra_node.busbw", note, err);
 }
 
 /* A GEMM benchmark CSV: header with m, n, k, dtype, tflops (any order). */

@@ -93,9 +93,9 @@ cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c) {
 }
 
 void px_report_cluster_measured(const px_cluster *c, const char *path, FILE *out) {
-  static const char *const link[2] = {"inside a node", "across nodes"};
+  static const char *const link[PX_LINK_COUNT] = {"inside a node", "across nodes"}; /* by px_link */
   char lo[32], hi[32];
-  for (int l = 0; l < 2; l++)
+  for (int l = 0; l < PX_LINK_COUNT; l++)
     for (int k = 1; k <= PX_COLL_P2P; k++) {
       int n = 0;
       uint64_t min = UINT64_MAX, max = 0;

@@ -8,7 +8,6 @@
 #include "core/fmt.h"
 
 PX_NAME_TABLE(px_algo_names, PX_ALGO_COUNT, "ring", "tree", "hierarchical", "direct");
-PX_NAME_TABLE(px_link_names, PX_LINK_COUNT, "intra", "inter");
 
 double px_coll_link_bytes_per_s(const px_cluster *c, px_link link, int64_t leaves) {
   if (link == PX_LINK_INTRA) return c->intra_bytes_per_s * c->intra_efficiency;

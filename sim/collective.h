@@ -58,10 +58,8 @@
 #include "plan/graph.h"
 #include "plan/grid.h"
 
-typedef enum { PX_LINK_INTRA, PX_LINK_INTER, PX_LINK_COUNT } px_link; /* NVLink/NVSwitch, NIC */
 typedef enum { PX_ALGO_RING, PX_ALGO_TREE, PX_ALGO_HIER, PX_ALGO_DIRECT, PX_ALGO_COUNT } px_algo;
 extern const char *const px_algo_names[PX_ALGO_COUNT];
-extern const char *const px_link_names[PX_LINK_COUNT];
 
 typedef struct {
   px_algo algo;

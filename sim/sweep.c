@@ -156,7 +156,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                            int64_t *invalid, px_err *err) {
   const px_parallel *f = &o->fixed;
   int64_t gpus = c->gpus;
-  int64_t max_tp = o->max_tp > 0 ? o->max_tp : c->nvlink_domain; /* TP stays on NVLink */
+  int64_t max_tp = o->max_tp > 0 ? o->max_tp : px_cluster_nvlink_domain(c); /* TP stays on NVLink */
   int64_t tps[64], pps[64];
   int ntp = 0, npp;
   for (int64_t t = 1; t <= gpus && t <= max_tp && ntp < 64; t++)

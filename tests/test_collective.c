@@ -389,7 +389,7 @@ static void test_measured_curves(void) {
 static void test_nvlink_domain(void) {
   px_cluster c = load("gb200-nvl72", 36); /* 144 GPUs, two racks */
   CU_ASSERT_EQUAL(c.gpus_per_node, 4);
-  CU_ASSERT_EQUAL(c.nvlink_domain, 72);
+  CU_ASSERT_EQUAL(px_cluster_nvlink_domain(&c), 72);
   px_placement tp8 = place(&c, 8, 1); /* 8 consecutive GPUs on 2 trays */
   CU_ASSERT(tp8.intra);
   CU_ASSERT_EQUAL(tp8.per_node, 8);
