@@ -23,7 +23,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES };
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -37,7 +37,10 @@ static const px_opt opts[] = {
      "what-if: override a cluster file field (repeatable), e.g. inter_node.nic_gbit_per_s=200"},
     {"tp", required_argument, 't', PX_OPT_PLAN, "N", "tensor-parallel size"},
     {"pp", required_argument, 'p', PX_OPT_PLAN, "N", "pipeline-parallel size"},
-    {"dp", required_argument, 'd', PX_OPT_PLAN, "N", "data-parallel size (default: GPUs / (tp pp))"},
+    {"dp", required_argument, 'd', PX_OPT_PLAN, "N", "data-parallel size (default: GPUs / (tp cp pp))"},
+    {"cp", required_argument, OPT_CP, PX_OPT_PLAN, "N", "context-parallel size: ranks splitting each sequence (1)"},
+    {"cp-algo", required_argument, OPT_CP_ALGO, PX_OPT_PLAN, "A",
+     "context parallelism's attention: ring (K/V around the ring, default) | all-gather | a2a (Ulysses)"},
     {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},
     {"sp", no_argument, 'S', PX_OPT_PLAN, NULL, "sequence parallelism"},
     {"mbs", required_argument, 'b', PX_OPT_PLAN, "N", "micro-batch size, sequences"},
@@ -210,6 +213,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 't': st = px_parse_int(optarg, "--tp", 1, 1 << 24, &p->tp, err); break;
       case 'p': st = px_parse_int(optarg, "--pp", 1, 1 << 24, &p->pp, err); break;
       case 'd': st = px_parse_int(optarg, "--dp", 1, 1 << 24, &p->dp, err); break;
+      case OPT_CP: st = px_parse_int(optarg, "--cp", 1, 1 << 20, &p->cp, err); break;
+      case OPT_CP_ALGO: st = parse_enum("cp-algo", optarg, px_cp_algo_names, PX_CP_ALGO_COUNT, &p->cp_algo, err); break;
       case 'z':
         st = px_parse_int(optarg, "--zero", 0, 3, &v, err);
         p->zero = (int)v;

@@ -38,7 +38,8 @@ int px_cmd_run(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *backend = a.backend ? a.backend : px_train_default_backend();
   if (!a.cluster && !a.plan_file) a.cluster = px_train_default_cluster(backend);
-  int64_t need = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.dp > 0 ? a.par.dp : 1);
+  int64_t need = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
+                 (a.par.dp > 0 ? a.par.dp : 1);
   if (!a.gpus && !a.nodes && !a.plan_file && (a.par.dp > 0 ? need != size : size % need != 0))
     st = px_err_set(&err, PX_ERR_INPUT, "mpirun started %d rank%s but the plan needs %s%lld (hint: mpirun -np %lld)",
                     size, size == 1 ? "" : "s", a.par.dp > 0 ? "" : "a multiple of ", (long long)need, (long long)need);

@@ -26,6 +26,8 @@ typedef struct {
   void *out[PX_OP_OUTS];
   void *in[PX_OP_INS];        /* const in spirit; some ops work in place */
   int64_t tp_rank;
+  int64_t cp_rank;            /* context parallelism: the rank's place in its CP group (px_cp_position) */
+  int cp_prev, cp_next;       /* ... and the world ranks before and after it on the CP ring */
   int64_t layer;              /* global layer (dropout sites, rope) */
   const uint64_t *seq_index;  /* (mbs) global sequence number of each row of the micro-batch */
   uint64_t seed;              /* run seed */
@@ -57,7 +59,11 @@ static inline uint64_t px_exec_dropout_seed(const px_exec_op *e, int site) {
 }
 
 /* A DROPOUT op on a (B, d1, d2, d3) tensor whose axis 1 may be sharded over
- * tp (sequence positions or heads): B rows of row_elems elements. */
+ * tp (sequence positions or heads): B rows of row_elems elements. With
+ * context parallelism axis 1 is the sequence (the unfused attention, whose
+ * probabilities are dropped along heads, is refused), and its rows are the
+ * rank's two chunks: d1_global is the whole sequence, and a row's index
+ * comes from px_exec_dropout_at. */
 typedef struct {
   int64_t rows, row_elems, d1, d1_global, inner;
   bool sharded;
@@ -71,15 +77,22 @@ static inline px_dropout_geom px_exec_dropout_geom(const px_exec_op *e) {
   px_dropout_geom g = {.rows = d[0], .d1 = d[1], .inner = d[2] * d[3], .sharded = attn || d[4] == 1,
                        .p = (float)e->plan->model.dropout};
   g.row_elems = g.d1 * g.inner;
-  g.d1_global = g.sharded ? g.d1 * e->plan->par.tp : g.d1;
+  g.d1_global = e->plan->par.cp > 1 ? e->plan->seq : g.sharded ? g.d1 * e->plan->par.tp : g.d1;
   g.seed = px_exec_dropout_seed(e, attn ? PX_DROPOUT_SITE_ATTN : (int)d[5]);
   return g;
 }
 
-/* Global index of the first element of row b. */
+/* Global index of element (b, t, 0, 0); without context parallelism the d1
+ * rows of a batch row are contiguous (px_exec_dropout_row gives the first). */
+static inline uint64_t px_exec_dropout_at(const px_exec_op *e, const px_dropout_geom *g, int64_t b, int64_t t) {
+  int64_t row = g->sharded ? e->tp_rank * g->d1 + t : t;
+  if (e->plan->par.cp > 1) row = px_cp_position(e->plan->par.cp, e->cp_rank, e->plan->seq_cp, row);
+  return ((uint64_t)e->seq_index[b] * (uint64_t)g->d1_global + (uint64_t)row) * (uint64_t)g->inner;
+}
+
+/* Global index of the first element of row b (no context parallelism). */
 static inline uint64_t px_exec_dropout_row(const px_exec_op *e, const px_dropout_geom *g, int64_t b) {
-  uint64_t first = g->sharded ? (uint64_t)(e->tp_rank * g->d1) : 0;
-  return ((uint64_t)e->seq_index[b] * (uint64_t)g->d1_global + first) * (uint64_t)g->inner;
+  return px_exec_dropout_at(e, g, b, 0);
 }
 
 /* The fused attention's: global index of element (0, 0) of the (S, S)
@@ -150,6 +163,9 @@ struct px_backend {
                          px_err *err);
   px_status (*reduce_scatter)(px_backend *b, px_group g, void *out, const void *in, uint64_t count_out, px_dtype dt,
                               px_err *err);
+  /* count elements of dt to and from each member, in member order (in: n blocks to send, out: n received);
+   * optional (NULL: the backend refuses all-to-all ops in supports_op) */
+  px_status (*alltoall)(px_backend *b, px_group g, void *out, const void *in, uint64_t count, px_dtype dt, px_err *err);
   /* posts every send and receive, then waits for all (batch_isend_irecv) */
   px_status (*p2p)(px_backend *b, px_p2p *items, int n, px_err *err);
   /* waits until everything issued on every stream is done */

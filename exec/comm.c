@@ -18,40 +18,48 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
 px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
-  c->tp = c->dp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
+  c->tp = c->cp = c->dp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
   MPI_Comm_rank(world, &c->world_rank);
   MPI_Comm_size(world, &c->world_size);
   const px_grid *g = &plan->grid;
   if (c->world_size != g->world)
     return px_err_set(err, PX_ERR_INPUT,
-                      "the plan needs %lld ranks (tp %lld x pp %lld x dp %lld) but mpirun started %d (hint: mpirun -np %lld)",
-                      (long long)g->world, (long long)g->tp, (long long)g->pp, (long long)g->dp, c->world_size,
-                      (long long)g->world);
-  px_grid_coords(g, c->world_rank, &c->tp_rank, &c->dp_rank, &c->pp_rank);
-  int tp_color = (int)(c->dp_rank + g->dp * c->pp_rank), dp_color = (int)(c->tp_rank + g->tp * c->pp_rank);
+                      "the plan needs %lld ranks (tp %lld x cp %lld x pp %lld x dp %lld) but mpirun started %d (hint: "
+                      "mpirun -np %lld)",
+                      (long long)g->world, (long long)g->tp, (long long)g->cp, (long long)g->pp, (long long)g->dp,
+                      c->world_size, (long long)g->world);
+  px_grid_coords(g, c->world_rank, &c->tp_rank, &c->cp_rank, &c->dp_rank, &c->pp_rank);
+  c->wdp_rank = c->cp_rank + g->cp * c->dp_rank;
+  int tp_color = (int)(c->wdp_rank + g->wdp * c->pp_rank), dp_color = (int)(c->tp_rank + g->tp * c->pp_rank);
+  int cp_color = (int)(c->tp_rank + g->tp * (c->dp_rank + g->dp * c->pp_rank));
   px_status st;
   if ((st = px_comm_check(MPI_Comm_split(world, tp_color, (int)c->tp_rank, &c->tp), "MPI_Comm_split (tp)", err)) ||
-      (st = px_comm_check(MPI_Comm_split(world, dp_color, (int)c->dp_rank, &c->dp), "MPI_Comm_split (dp)", err)))
+      (st = px_comm_check(MPI_Comm_split(world, cp_color, (int)c->cp_rank, &c->cp), "MPI_Comm_split (cp)", err)) ||
+      (st = px_comm_check(MPI_Comm_split(world, dp_color, (int)c->wdp_rank, &c->dp), "MPI_Comm_split (dp)", err)))
     return st;
   bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
-  int emb_color = plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->dp_rank) : MPI_UNDEFINED;
+  int emb_color =
+      plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
   if ((st = px_comm_check(MPI_Comm_split(world, emb_color, (int)c->pp_rank, &c->emb), "MPI_Comm_split (emb)", err)))
     return st;
-  if (px_parallel_hybrid(&plan->par)) { /* shard groups: consecutive DP ranks; replicas: shard apart */
-    int64_t n = g->shard, group = c->dp_rank / n, within = c->dp_rank % n;
+  if (px_parallel_hybrid(&plan->par)) { /* shard groups: consecutive DP x CP ranks; replicas: shard apart */
+    int64_t n = g->shard, group = c->wdp_rank / n, within = c->wdp_rank % n;
     int shard_color = (int)(dp_color + g->tp * g->pp * group), replica_color = (int)(dp_color + g->tp * g->pp * within);
     if ((st = px_comm_check(MPI_Comm_split(world, shard_color, (int)within, &c->shard), "MPI_Comm_split (shard)", err)) ||
         (st = px_comm_check(MPI_Comm_split(world, replica_color, (int)group, &c->replica), "MPI_Comm_split (replica)",
                             err)))
       return st;
   }
-  c->prev = (int)px_grid_rank(g, c->tp_rank, c->dp_rank, (c->pp_rank - 1 + g->pp) % g->pp);
-  c->next = (int)px_grid_rank(g, c->tp_rank, c->dp_rank, (c->pp_rank + 1) % g->pp);
+  c->prev = (int)px_grid_rank(g, c->tp_rank, c->cp_rank, c->dp_rank, (c->pp_rank - 1 + g->pp) % g->pp);
+  c->next = (int)px_grid_rank(g, c->tp_rank, c->cp_rank, c->dp_rank, (c->pp_rank + 1) % g->pp);
+  c->cp_prev = (int)px_grid_rank(g, c->tp_rank, (c->cp_rank - 1 + g->cp) % g->cp, c->dp_rank, c->pp_rank);
+  c->cp_next = (int)px_grid_rank(g, c->tp_rank, (c->cp_rank + 1) % g->cp, c->dp_rank, c->pp_rank);
   return PX_OK;
 }
 
 void px_comm_deinit(px_comm *c) {
   if (c->tp != MPI_COMM_NULL) MPI_Comm_free(&c->tp);
+  if (c->cp != MPI_COMM_NULL) MPI_Comm_free(&c->cp);
   if (c->dp != MPI_COMM_NULL) MPI_Comm_free(&c->dp);
   if (c->emb != MPI_COMM_NULL) MPI_Comm_free(&c->emb);
   if (c->shard != MPI_COMM_NULL) MPI_Comm_free(&c->shard);
@@ -61,6 +69,7 @@ void px_comm_deinit(px_comm *c) {
 MPI_Comm px_comm_of(const px_comm *c, px_group g) {
   switch (g) {
     case PX_GROUP_TP: return c->tp;
+    case PX_GROUP_CP: return c->cp;
     case PX_GROUP_DP: return c->dp;
     case PX_GROUP_EMB: return c->emb;
     case PX_GROUP_ALL: return c->world;

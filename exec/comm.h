@@ -1,5 +1,5 @@
-/* Communicators of one rank: its (tp, dp, pp) coordinates and one MPI
- * communicator per group of the plan (TP, DP, the tied-embedding pair of
+/* Communicators of one rank: its (tp, cp, dp, pp) coordinates and one MPI
+ * communicator per group of the plan (TP, CP, DP x CP, the tied-embedding pair of
  * first and last stage, everyone, ZeRO's shard and replica groups), plus its
  * pipeline neighbours; and the generic steps every MPI caller needs (agreeing
  * on failure, gathering bytes). */
@@ -14,12 +14,16 @@
 
 typedef struct {
   int world_rank, world_size;
-  int64_t tp_rank, dp_rank, pp_rank;
+  int64_t tp_rank, cp_rank, dp_rank, pp_rank;
+  int64_t wdp_rank;     /* in the DP x CP group: cp_rank + cp x dp_rank */
   MPI_Comm world;
-  MPI_Comm tp, dp, emb; /* emb: MPI_COMM_NULL unless this rank holds a tied embedding copy across stages */
+  MPI_Comm tp, cp;
+  MPI_Comm dp;          /* the DP x CP group: the ranks holding the same weights */
+  MPI_Comm emb;         /* MPI_COMM_NULL unless this rank holds a tied embedding copy across stages */
   MPI_Comm shard, replica; /* hybrid sharding (shard group < dp): the rank's ZeRO shard group and the ranks
                               holding its shard; MPI_COMM_NULL otherwise */
-  int prev, next;       /* world ranks of the same (tp, dp) in the previous / next stage (wrapping) */
+  int prev, next;       /* world ranks of the same (tp, cp, dp) in the previous / next stage (wrapping) */
+  int cp_prev, cp_next; /* world ranks before and after this one on the CP ring (wrapping) */
 } px_comm;
 
 /* MPI must be initialized; the world size must equal the plan's GPUs. */

@@ -28,8 +28,9 @@ struct px_exec {
   const px_program *prog;
   px_data *data;
   px_train_hparams hp;
-  int64_t stage, tp_rank, dp_rank, dp, L;
-  int64_t shard_n, shard_rank, replica_rank; /* ZeRO: ranks a unit is sharded over (dp, or the shard group),
+  int64_t stage, tp_rank, cp_rank, dp_rank, L;
+  int64_t wdp, wdp_rank;                     /* the DP x CP group holding the same weights, this rank's index in it */
+  int64_t shard_n, shard_rank, replica_rank; /* ZeRO: ranks a unit is sharded over (wdp, or the shard group),
                                                 this rank's place among them, and its replica (0 unless hybrid) */
   bool mixed;
   /* model states: flat (ZeRO 0-2 parameters, ZeRO 0-1 gradients) or shard
@@ -293,11 +294,13 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->hp = *hp;
   x->stage = comm->pp_rank;
   x->tp_rank = comm->tp_rank;
+  x->cp_rank = comm->cp_rank;
   x->dp_rank = comm->dp_rank;
-  x->dp = plan->par.dp;
+  x->wdp = plan->grid.wdp;
+  x->wdp_rank = comm->wdp_rank;
   x->shard_n = px_parallel_shard_size(&plan->par);
-  x->shard_rank = x->dp_rank % x->shard_n;
-  x->replica_rank = x->dp_rank / x->shard_n;
+  x->shard_rank = x->wdp_rank % x->shard_n;
+  x->replica_rank = x->wdp_rank / x->shard_n;
   x->L = plan->model.layers;
   x->prog = &plan->programs[x->stage];
   x->mixed = plan->par.precision != PX_PREC_FP32;
@@ -455,16 +458,21 @@ static px_status resolve(px_exec *x, const px_inst *in, px_ref r, void **out, px
   return PX_OK;
 }
 
-/* Loads a micro-batch's tokens or targets into a fresh tensor. */
+/* Loads a micro-batch's tokens or targets into a fresh tensor: with context
+ * parallelism the rank's seq / cp of each sequence (px_cp_position). */
 static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, void *buf, px_err *err) {
   const px_parallel *p = &x->plan->par;
-  int64_t B = p->mbs, S = x->plan->seq;
+  int64_t B = p->mbs, S = x->plan->seq, Sc = x->plan->seq_cp;
   int32_t *tok = malloc((size_t)(2 * B * S) * sizeof *tok);
   if (!tok) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   uint64_t first = px_data_seq_index(x->step, p->gbs, p->dp, x->dp_rank, p->mbs, in->mb, 0);
   px_status st = px_data_batch(x->data, first, B, S, tok, tok + B * S, err);
+  if (!st && Sc < S) /* keep the rank's tokens, in place: (2B, S) -> (2B, Sc) */
+    for (int64_t r = 0; r < 2 * B; r++)
+      for (int64_t i = 0; i < Sc; i++) tok[r * Sc + i] = tok[r * S + px_cp_position(p->cp, x->cp_rank, Sc, i)];
   if (!st)
-    st = x->be->upload(x->be, buf, s->role == PX_ROLE_TOKENS ? tok : tok + B * S, (uint64_t)(B * S) * sizeof *tok, err);
+    st = x->be->upload(x->be, buf, s->role == PX_ROLE_TOKENS ? tok : tok + B * Sc, (uint64_t)(B * Sc) * sizeof *tok,
+                       err);
   if (!st && s->role == PX_ROLE_TOKENS && in->mb >= 0 && in->mb < x->plan->microbatches) {
     /* kept for the embedding backward (the backend may group positions by row on the host) */
     free(x->host_tokens[in->mb]);
@@ -475,18 +483,50 @@ static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, vo
   return st;
 }
 
-/* Gathers (or reduce-scatters) along the sequence axis of (B, S, H) with B > 1:
- * rank-major chunks (tp, B, S/tp, H) <-> (B, S, H), elements of el bytes. */
-static px_status seq_permute(px_exec *x, char *dst, const char *src, int64_t B, int64_t Sl, int64_t H, uint64_t el,
-                             bool to_bsh, px_err *err) {
-  int64_t T = x->plan->par.tp;
-  uint64_t row = (uint64_t)(Sl * H) * el;
+/* Gathers (or reduce-scatters) along the sequence axis of (B, S, W) with B > 1
+ * over n ranks: rank-major chunks (n, B, S/n, W) <-> (B, S, W); row is one
+ * rank's (S/n, W) of one batch row, in bytes. */
+static px_status seq_permute(px_exec *x, char *dst, const char *src, int64_t n, int64_t B, uint64_t row, bool to_bsh,
+                             px_err *err) {
   px_status st = PX_OK;
-  for (int64_t r = 0; r < T && !st; r++)
+  for (int64_t r = 0; r < n && !st; r++)
     for (int64_t b = 0; b < B && !st; b++) {
-      uint64_t chunk = (uint64_t)(r * B + b) * row, bsh = (uint64_t)(b * T + r) * row;
+      uint64_t chunk = (uint64_t)(r * B + b) * row, bsh = (uint64_t)(b * n + r) * row;
       st = x->be->copy(x->be, dst + (to_bsh ? bsh : chunk), src + (to_bsh ? chunk : bsh), row, err);
     }
+  return st;
+}
+
+/* Context parallelism's all-to-all (DeepSpeed-Ulysses) over the CP group of
+ * n ranks: (B, S, h, D) of the rank's S tokens <-> (B, n S, h / n, D) of
+ * every rank's tokens (rank-major) and 1/n of the heads, through ws: the
+ * blocks sent, (n, B, S, h / n, D), then those received. */
+static px_status cp_alltoall(px_exec *x, const px_op *o, char *out, const char *in, char *ws, px_err *err) {
+  px_backend *be = x->be;
+  int64_t n = x->plan->par.cp, B = o->dim[2], S = o->dim[3], h = o->dim[4], D = o->dim[5], hn = h / n;
+  px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
+  uint64_t el = px_dtype_bytes(dt), piece = (uint64_t)(hn * D) * el, block = (uint64_t)(B * S) * piece;
+  uint64_t count = (uint64_t)(B * S * hn * D); /* elements to each rank */
+  char *send = ws, *recv = ws + (uint64_t)n * block;
+  bool to_heads = o->flags & PX_OPF_TO_HEADS;
+  if (!be->alltoall) return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all", be->name);
+  px_status st = PX_OK;
+  /* head group j of row (b, t) on the sequence-split side <-> row (b, t) of block j on the head-split side */
+  for (int64_t j = 0; j < n && !st; j++)
+    for (int64_t b = 0; b < B && !st; b++)
+      for (int64_t t = 0; t < S && !st; t++) {
+        uint64_t blk = (uint64_t)j * block + (uint64_t)(b * S + t) * piece;
+        st = to_heads ? be->copy(be, send + blk, in + (uint64_t)((b * S + t) * h + j * hn) * D * el, piece, err)
+                      : be->copy(be, send + blk, in + (uint64_t)(b * n * S + j * S + t) * piece, piece, err);
+      }
+  if (!st) st = be->alltoall(be, PX_GROUP_CP, recv, send, count, dt, err);
+  for (int64_t j = 0; j < n && !st; j++)
+    for (int64_t b = 0; b < B && !st; b++)
+      for (int64_t t = 0; t < S && !st; t++) {
+        uint64_t blk = (uint64_t)j * block + (uint64_t)(b * S + t) * piece;
+        st = to_heads ? be->copy(be, out + (uint64_t)(b * n * S + j * S + t) * piece, recv + blk, piece, err)
+                      : be->copy(be, out + (uint64_t)((b * S + t) * h + j * hn) * D * el, recv + blk, piece, err);
+      }
   return st;
 }
 
@@ -494,7 +534,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   px_backend *be = x->be;
   px_group g = (px_group)o->group;
   uint64_t n_in = (uint64_t)o->dim[0], n_out = (uint64_t)o->dim[1];
-  int64_t B = o->dim[2], H = x->plan->model.hidden;
+  int64_t B = o->dim[2], n = g == PX_GROUP_CP ? x->plan->par.cp : x->plan->par.tp;
   bool permute = (o->flags & PX_OPF_SEQ_AXIS) && B > 1;
   px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
   uint64_t el = px_dtype_bytes(dt);
@@ -504,11 +544,12 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
     case PX_OP_ALLGATHER: /* permuted: through the plan's workspace out[1] */
       if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
       if ((st = be->allgather(be, g, outs[1], ins[0], n_in, dt, err))) return st;
-      return seq_permute(x, outs[0], outs[1], B, (int64_t)n_in / B / H, H, el, true, err);
+      return seq_permute(x, outs[0], outs[1], n, B, n_in / (uint64_t)B * el, true, err);
     case PX_OP_REDUCE_SCATTER:
       if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
-      if ((st = seq_permute(x, outs[1], ins[0], B, (int64_t)n_out / B / H, H, el, false, err))) return st;
+      if ((st = seq_permute(x, outs[1], ins[0], n, B, n_out / (uint64_t)B * el, false, err))) return st;
       return be->reduce_scatter(be, g, outs[0], outs[1], n_out, dt, err);
+    case PX_OP_ALLTOALL: return cp_alltoall(x, o, outs[0], ins[0], outs[1], err);
     default: return px_err_set(err, PX_ERR_RUNTIME, "internal: %s is not a collective", px_op_names[o->kind]);
   }
 }
@@ -548,11 +589,12 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     if (!(st = tensor_new(x, r.slot, in->mb, layer, err)) && (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
       st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
   }
-  px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .layer = in->layer, .seq_index = x->seq_index,
+  px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .cp_rank = x->cp_rank,
+                  .cp_prev = x->comm->cp_prev, .cp_next = x->comm->cp_next, .layer = in->layer, .seq_index = x->seq_index,
                   .seed = x->hp.seed, .step = x->step,
                   .loss_scale = (float)(x->scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
   if (o->kind == PX_OP_EMBED_BWD && in->mb >= 0 && in->mb < x->plan->microbatches &&
-      o->dim[0] == x->plan->par.mbs * x->plan->seq)
+      o->dim[0] == x->plan->par.mbs * x->plan->seq_cp)
     e.host_tokens = x->host_tokens[in->mb];
   for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
   for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
@@ -739,7 +781,7 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, do
   px_group g = (px_group)o->group;
   double t0 = px_clock_s();
   if (z == 0) {
-    px_status st = x->dp > 1 ? be->allreduce(be, g, x->grads + u->offset * gb, full, dt, PX_RED_SUM, err) : PX_OK;
+    px_status st = x->wdp > 1 ? be->allreduce(be, g, x->grads + u->offset * gb, full, dt, PX_RED_SUM, err) : PX_OK;
     st = op_done(x, st, err);
     times[0] += px_clock_s() - t0;
     return st;
@@ -867,11 +909,11 @@ static void param_owned(const px_exec *x, const px_param_ref *r, uint64_t *lo, u
 
 /* Whether parameter ref i's owned gradient is this rank's to count (each
  * element once: replicated ones on tp rank 0, the tied copy on the first
- * stage, without ZeRO on dp rank 0, with hybrid sharding on the first replica). */
+ * stage, without ZeRO on DP x CP rank 0, with hybrid sharding on the first replica). */
 static bool counts_once(const px_exec *x, int32_t i) {
   const px_param_ref *r = &x->prog->params[i];
   if ((x->plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) return false;
-  return (x->plan->par.zero != 0 || x->dp_rank == 0) && x->replica_rank == 0;
+  return (x->plan->par.zero != 0 || x->wdp_rank == 0) && x->replica_rank == 0;
 }
 
 /* Keeps a copy of this rank's reduced gradients in the canonical layout. */

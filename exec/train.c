@@ -46,7 +46,7 @@ static void ckpt_meta(const px_plan *plan, const px_comm *c, int64_t step, px_ck
   meta->world = c->world_size;
   meta->tp_rank = (int32_t)c->tp_rank;
   meta->pp_rank = (int32_t)c->pp_rank;
-  meta->dp_rank = (int32_t)c->dp_rank;
+  meta->dp_rank = (int32_t)c->wdp_rank; /* the index in the DP x CP group: which ZeRO shard */
 }
 
 /* Reads this rank's model states from the checkpoint in dir. */
@@ -197,7 +197,7 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
   /* Each stage's tp 0 / dp 0 rank sends its op times to rank 0. */
   int64_t nops, steps;
   const double *t = px_exec_op_times(x, &nops, &steps);
-  bool sender = c->tp_rank == 0 && c->dp_rank == 0;
+  bool sender = c->tp_rank == 0 && c->wdp_rank == 0;
   cJSON *root = NULL, *stages = NULL;
   if (c->world_rank == 0) {
     root = cJSON_CreateObject();
@@ -212,7 +212,7 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
   }
   px_status status = PX_OK;
   for (int64_t s = 0; s < plan->par.pp; s++) {
-    int src = (int)px_grid_rank(&plan->grid, 0, 0, s);
+    int src = (int)px_grid_rank(&plan->grid, 0, 0, 0, s);
     int64_t n = 0;
     const px_program *prog = &plan->programs[s];
     for (int32_t i = 0; i < prog->ninsts; i++) n += plan->blocks[prog->insts[i].block].nops;

@@ -13,8 +13,8 @@
 
 PX_NAME_TABLE(px_net_kind_names, PX_NET_COUNT, "rail_fat_tree", "fat_tree");
 PX_NAME_TABLE(px_link_names, PX_LINK_COUNT, "intra", "inter");
-const char *const px_busbw_coll_names[PX_COLL_P2P + 1] = {NULL, "all_reduce", "all_gather", "reduce_scatter",
-                                                          "sendrecv"};
+const char *const px_busbw_coll_names[PX_COLL_COUNT] = {NULL, "all_reduce", "all_gather", "reduce_scatter",
+                                                        "sendrecv", "alltoall"};
 
 #define GIB ((double)(1ull << 30))
 #define TRY(x) \
@@ -216,7 +216,7 @@ static px_status busbw_from_json(const cJSON *link_obj, const char *file, const 
     int coll = 0;
     int64_t bytes = 0;
     double gbps = 0;
-    TRY(px_json_enum(&ec, e, "coll", true, px_busbw_coll_names + 1, PX_COLL_P2P, &coll, err));
+    TRY(px_json_enum(&ec, e, "coll", true, px_busbw_coll_names + 1, PX_COLL_COUNT - 1, &coll, err));
     p->coll = coll + 1;
     TRY(px_json_int(&ec, e, "ranks", true, 2, 1 << 24, &p->ranks, err));
     p->nodes = 1;

@@ -33,7 +33,7 @@ typedef struct {
 } px_busbw_point;
 
 /* nccl-tests' names of the collectives parallax uses, by px_coll (NULL: none). */
-extern const char *const px_busbw_coll_names[PX_COLL_P2P + 1];
+extern const char *const px_busbw_coll_names[PX_COLL_COUNT];
 
 /* A measured cost of one kind of op: a fixed cost per call plus its HBM
  * bytes at bytes_per_s or, when flops_per_s is set, its FLOPs at that rate. */

@@ -31,6 +31,8 @@
 /* Model-derived sizes of one rank. */
 typedef struct {
   int64_t B, S, Sl, H, T, HQ, HKV, D, QW, KW, F, Vl, V;
+  int64_t C;          /* context-parallel ranks (S is this rank's seq / C tokens of each sequence) */
+  px_cp_algo cp_algo;
   bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
   px_dtype act, param, grad;
   uint64_t e; /* activation bytes per element */
@@ -171,12 +173,13 @@ static void elementwise(px_op *o, double elems_in, double elems_out, double e) {
 /* Collective on a group. elems_in/out are this rank's buffer sizes. */
 static px_op *coll(bld *b, const dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
                    int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n) {
-  px_op *o = op_new(b, kind, g == PX_GROUP_TP ? PX_STREAM_TP : PX_STREAM_DP, ph);
+  px_op *o = op_new(b, kind, g == PX_GROUP_TP || g == PX_GROUP_CP ? PX_STREAM_TP : PX_STREAM_DP, ph);
   o->group = (uint8_t)g;
   o->in[0] = in;
   o->out[0] = out;
   px_coll c = kind == PX_OP_ALLREDUCE   ? PX_COLL_ALLREDUCE
               : kind == PX_OP_ALLGATHER ? PX_COLL_ALLGATHER
+              : kind == PX_OP_ALLTOALL  ? PX_COLL_ALLTOALL
                                         : PX_COLL_REDUCE_SCATTER;
   px_op_size_coll(o, c, (uint64_t)elems_in, (uint64_t)elems_out, dt, n);
   o->dim[2] = d->B;
@@ -321,7 +324,8 @@ static void dropout_bwd(bld *b, const dims *d, px_ref dx, px_ref dy, px_ref mask
 
 /* Slot names of one layer's tensors, shared by forward, recompute and backward. */
 typedef struct {
-  int x, out, ln1, ln1_mean, ln1_rstd, ln1_full, q, k, v, scores, probs, probs_drop, attn_mask, lse, ctx, attn_part,
+  int x, out, ln1, ln1_mean, ln1_rstd, ln1_full, q, k, v, q_cp, k_cp, v_cp, ctx_cp, scores, probs, probs_drop,
+      attn_mask, lse, ctx, attn_part,
       attn_out, attn_drop, attn_dmask, x2, ln2, ln2_mean, ln2_rstd, ln2_full, fc1, gate, up, act, mlp_part, mlp_out,
       mlp_drop, mlp_dmask;
   /* parameters */
@@ -347,6 +351,18 @@ static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   L->attn_mask = udrop ? slot_add(p, "attn_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, d->HQ, S, S) : -1;
   L->lse = d->flash ? slot_add(p, "lse", PX_SLOT_ACT, PX_DTYPE_FP32, B, d->HQ, S, 1) : -1;
   L->ctx = slot_add(p, "ctx", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
+  /* context parallelism: the whole sequence's keys and values (all-gather), or
+   * the whole sequence of 1/cp of the heads (a2a) */
+  L->q_cp = L->k_cp = L->v_cp = L->ctx_cp = -1;
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    L->k_cp = slot_add(p, "k_cp", PX_SLOT_ACT, a, B, S * d->C, d->HKV, d->D);
+    L->v_cp = slot_add(p, "v_cp", PX_SLOT_ACT, a, B, S * d->C, d->HKV, d->D);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    L->q_cp = slot_add(p, "q_cp", PX_SLOT_ACT, a, B, S * d->C, d->HQ / d->C, d->D);
+    L->k_cp = slot_add(p, "k_cp", PX_SLOT_ACT, a, B, S * d->C, d->HKV / d->C, d->D);
+    L->v_cp = slot_add(p, "v_cp", PX_SLOT_ACT, a, B, S * d->C, d->HKV / d->C, d->D);
+    L->ctx_cp = slot_add(p, "ctx_cp", PX_SLOT_ACT, a, B, S * d->C, d->HQ / d->C, d->D);
+  }
   L->attn_part = slot_add(p, "attn_part", PX_SLOT_ACT, a, B, S, H, 1);
   L->attn_out = d->sp ? slot_add(p, "attn_out", PX_SLOT_ACT, a, B, Sl, H, 1) : L->attn_part;
   L->attn_drop = d->drop ? slot_add(p, "attn_drop", PX_SLOT_ACT, a, B, Sl, H, 1) : -1;
@@ -405,6 +421,128 @@ static void attention_core(bld *b, const dims *d, const layer_slots *L, px_phase
     dropout(b, d, ph, R(L->probs_drop, 0), R(L->attn_mask, 0), R(L->probs, 0), NOREF, d->HQ, d->S, d->S, 1, 0);
 }
 
+/* ---- fused attention and context parallelism ----
+ *
+ * With cp > 1 a rank holds S = seq / cp tokens of each sequence (two chunks,
+ * px_cp_position) for the whole layer; only the attention needs the other
+ * ranks' keys and values:
+ *   ring        the flash op itself passes K/V blocks around the CP ring, cp
+ *               steps of (B, S) queries against (B, S) keys, each step's
+ *               transfer overlapped with the previous block; the backward
+ *               passes K/V and their gradient accumulators (2 cp - 1 hops);
+ *   all-gather  K and V all-gathered over CP to (B, S cp) before the flash op,
+ *               their gradients reduce-scattered after its backward;
+ *   a2a         q, k, v all-to-all to the whole sequence of 1/cp of the heads,
+ *               the context back (and the reverse in the backward).
+ * The flash op's dims: B, query rows, query heads, kv heads, head dim, key
+ * rows (over every ring step); its FLOPs those of the full rectangle (the
+ * cost model takes the causal half). */
+
+/* The tensors and shape the flash op works on. */
+typedef struct {
+  px_ref q, k, v, ctx;
+  int64_t sq, sk, hq, hkv;
+} attn_view;
+
+static attn_view attn_view_of(const dims *d, const layer_slots *L) {
+  attn_view a = {R(L->q, 0), R(L->k, 0), R(L->v, 0), R(L->ctx, 0), d->S, d->S, d->HQ, d->HKV};
+  if (d->C == 1) return a;
+  a.sk = d->S * d->C;
+  if (d->cp_algo == PX_CP_ALLGATHER) a.k = R(L->k_cp, 0), a.v = R(L->v_cp, 0);
+  if (d->cp_algo == PX_CP_A2A) {
+    a.q = R(L->q_cp, 0), a.k = R(L->k_cp, 0), a.v = R(L->v_cp, 0), a.ctx = R(L->ctx_cp, 0);
+    a.sq = a.sk, a.hq = d->HQ / d->C, a.hkv = d->HKV / d->C;
+  }
+  return a;
+}
+
+/* A CP collective of a (B, rows, heads, D) activation: an all-gather or
+ * reduce-scatter along the sequence (through a workspace of the gathered
+ * size in rank-major order when B > 1), or an all-to-all. */
+static void cp_coll(bld *b, const dims *d, px_op_kind kind, px_phase ph, px_ref in, px_ref out, int64_t heads,
+                    bool to_heads) {
+  int64_t local = d->B * d->S * heads * d->D, full = local * d->C;
+  int64_t n_in = kind == PX_OP_REDUCE_SCATTER ? full : local, n_out = kind == PX_OP_ALLGATHER ? full : local;
+  px_op *o = coll(b, d, kind, PX_GROUP_CP, ph, in, out, n_in, n_out, d->act, d->C);
+  if (kind == PX_OP_ALLTOALL) { /* through per-rank blocks: what is sent, then what arrives */
+    o->dim[3] = d->S, o->dim[4] = heads, o->dim[5] = d->D;
+    if (to_heads) o->flags |= PX_OPF_TO_HEADS;
+    o->out[1] = R(slot_add(b->p, "a2a_ws", PX_SLOT_WORKSPACE, d->act, 2, d->B * d->S, heads, d->D), 0);
+    o->bytes *= 2.0;
+    return;
+  }
+  o->flags |= PX_OPF_SEQ_AXIS;
+  if (d->B > 1) o->out[1] = R(slot_add(b->p, "cp_ws", PX_SLOT_WORKSPACE, d->act, d->B, d->S * d->C, heads, d->D), 0);
+}
+
+/* The ring's flash op: its transfers (bytes each rank sends over the CP
+ * ring, one block a hop) and the double buffers the blocks arrive in. */
+static void ring_op(bld *b, const dims *d, px_op *o, bool bwd) {
+  double block = (double)(d->B * d->S * 2 * d->KW) * (double)d->e; /* one rank's K and V */
+  o->flags |= PX_OPF_CP_RING;
+  o->group = PX_GROUP_CP;
+  o->coll = PX_COLL_P2P;
+  o->coll_bytes = (uint64_t)block * (bwd ? 2 : 1); /* the backward's hops carry dK, dV too */
+  o->wire_bytes = bwd ? (double)(2 * d->C - 1) * block : (double)(d->C - 1) * block;
+  int64_t per = bwd ? 4 : 2; /* k, v (and dk, dv) of a block */
+  int ws = slot_add(b->p, bwd ? "ring_bwd_ws" : "ring_ws", PX_SLOT_WORKSPACE, d->act, 2 * per,
+                    d->B * d->S, d->HKV, d->D);
+  o->out[bwd ? 3 : 2] = R(ws, 0);
+  if (!bwd) /* a block's partial context and log-sum-exp, merged into the running ones */
+    o->out[3] = R(slot_add(b->p, "ring_part", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, d->B, d->S, d->HQ, d->D + 1), 0);
+}
+
+static void flash_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph) {
+  attn_view a = attn_view_of(d, L);
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    cp_coll(b, d, PX_OP_ALLGATHER, ph, R(L->k, 0), a.k, d->HKV, false);
+    cp_coll(b, d, PX_OP_ALLGATHER, ph, R(L->v, 0), a.v, d->HKV, false);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    cp_coll(b, d, PX_OP_ALLTOALL, ph, R(L->q, 0), a.q, d->HQ, true);
+    cp_coll(b, d, PX_OP_ALLTOALL, ph, R(L->k, 0), a.k, d->HKV, true);
+    cp_coll(b, d, PX_OP_ALLTOALL, ph, R(L->v, 0), a.v, d->HKV, true);
+  }
+  px_op *o = op_new(b, PX_OP_FLASH_ATTN, PX_STREAM_COMPUTE, ph);
+  o->in[0] = a.q, o->in[1] = a.k, o->in[2] = a.v;
+  o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
+  o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
+  o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)d->D;
+  elementwise(o, (double)(d->B * d->D * (2 * a.sq * a.hq + 2 * a.sk * a.hkv)), 0, (double)d->e);
+  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, false);
+  if (d->C > 1 && d->cp_algo == PX_CP_A2A) cp_coll(b, d, PX_OP_ALLTOALL, ph, a.ctx, R(L->ctx, 0), d->HQ, false);
+}
+
+/* The fused attention's backward from dctx to dq, dk, dv (accumulated). */
+static void flash_backward(bld *b, const dims *d, const layer_slots *L, px_ref dctx, px_ref dq, px_ref dk, px_ref dv) {
+  px_plan *p = b->p;
+  attn_view a = attn_view_of(d, L);
+  px_ref gq = dq, gk = dk, gv = dv, gctx = dctx; /* the gradients the flash backward reads and writes */
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    gk = R(grad_slot(p, L->k_cp), 0), gv = R(grad_slot(p, L->v_cp), 0);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    gq = R(grad_slot(p, L->q_cp), 0), gk = R(grad_slot(p, L->k_cp), 0), gv = R(grad_slot(p, L->v_cp), 0);
+    gctx = R(grad_slot(p, L->ctx_cp), 0);
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, dctx, gctx, d->HQ, true);
+  }
+  px_op *o = op_new(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
+  o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
+  o->flops = 8.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)d->D;
+  double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);
+  elementwise(o, 3 * q_el + 2 * kv_el, q_el + 2 * kv_el, (double)d->e);
+  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, true);
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    cp_coll(b, d, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, gk, dk, d->HKV, false);
+    cp_coll(b, d, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, gv, dv, d->HKV, false);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, gq, dq, d->HQ, false);
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, gk, dk, d->HKV, false);
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, gv, dv, d->HKV, false);
+  }
+}
+
 /* One layer's forward. With `recompute` the ops are the recomputation inside
  * the backward block and the layer output is not produced. */
 /* The end of a branch (attention or MLP): the row-parallel linear w on `in`
@@ -440,12 +578,7 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   }
   px_op *o;
   if (d->flash) {
-    o = op_new(b, PX_OP_FLASH_ATTN, PX_STREAM_COMPUTE, ph);
-    o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0), o->in[2] = R(L->v, 0);
-    o->out[0] = R(L->ctx, 0), o->out[1] = R(L->lse, 0);
-    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    o->flops = 4.0 * (double)(B * d->HQ) * (double)S * (double)S * (double)d->D;
-    elementwise(o, (double)(rows_full * (2 * d->QW + 2 * d->KW)), 0, (double)d->e);
+    flash_forward(b, d, L, ph);
   } else {
     attention_core(b, d, L, ph);
     o = op_new(b, PX_OP_ATTN_CONTEXT, PX_STREAM_COMPUTE, ph);
@@ -606,15 +739,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref dctx = R(grad_slot(p, L->ctx), 0);
   px_ref dq = R(grad_slot(p, L->q), 0), dk = R(grad_slot(p, L->k), 0), dv = R(grad_slot(p, L->v), 0);
   if (d->flash) {
-    o = op_new(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-    o->in[0] = dctx, o->in[1] = R(L->q, 0), o->in[2] = R(L->k, 0), o->in[3] = R(L->v, 0), o->in[4] = R(L->ctx, 0);
-    o->in[5] = R(L->lse, 0);
-    o->out[0] = dq, o->out[1] = dk, o->out[2] = dv;
-    o->flags = PX_OPF_ACCUMULATE;
-    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    o->flops = 8.0 * (double)(B * d->HQ) * (double)S * (double)S * (double)d->D;
-    elementwise(o, (double)(rows_full * (3 * d->QW + 2 * d->KW)), (double)(rows_full * (d->QW + 2 * d->KW)),
-                (double)d->e);
+    flash_backward(b, d, L, dctx, dq, dk, dv);
   } else {
     attention_backward(b, d, L, rc, dctx, dq, dk, dv);
   }
@@ -927,10 +1052,13 @@ static void keep_layer_saved(bld *b, const dims *d, const layer_slots *L, px_rec
   keep(b, R(L->x, 0));
   keep(b, R(L->out, 1));
   if (rc == PX_RECOMPUTE_FULL) return;
-  int saved[] = {L->ln1,  L->ln1_mean, L->ln1_rstd, L->q,   L->k,  L->v,   L->lse,      L->ctx, L->attn_dmask,
-                 L->x2,   L->ln2,      L->ln2_mean, L->ln2_rstd, L->fc1, L->gate, L->up, L->act, L->mlp_dmask};
+  int saved[] = {L->ln1,  L->ln1_mean, L->ln1_rstd, L->lse,  L->ctx, L->attn_dmask, L->x2, L->ln2,
+                 L->ln2_mean, L->ln2_rstd, L->fc1, L->gate, L->up, L->act, L->mlp_dmask};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) keep(b, R(saved[i], 0));
+  attn_view a = attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
+  keep(b, a.q), keep(b, a.k), keep(b, a.v);
+  if (a.ctx.slot != L->ctx) keep(b, a.ctx);
   if (!d->sp) keep(b, R(L->ln1_full, 0)), keep(b, R(L->ln2_full, 0));
   if (rc == PX_RECOMPUTE_NONE && !d->flash) {
     keep(b, R(L->probs, 0));
@@ -943,8 +1071,10 @@ static void dims_make(const px_plan *p, dims *d) {
   const px_parallel *par = &p->par;
   memset(d, 0, sizeof *d);
   d->B = par->mbs;
-  d->S = p->seq;
+  d->S = p->seq_cp;
   d->Sl = p->seq_local;
+  d->C = par->cp;
+  d->cp_algo = (px_cp_algo)par->cp_algo;
   d->H = m->hidden;
   d->T = par->tp;
   d->HQ = m->heads / par->tp;

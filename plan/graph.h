@@ -33,7 +33,9 @@ typedef enum { PX_PHASE_FWD, PX_PHASE_BWD, PX_PHASE_RECOMPUTE, PX_PHASE_OPT, PX_
  * whole world (gradient norm). With a ZeRO shard group smaller than dp
  * (hybrid sharding), SHARD is the shard_group consecutive DP ranks a unit's
  * states are sharded over, REPLICA the dp / shard_group ranks holding the
- * same shard (DP ranks shard_group apart). */
+ * same shard (DP ranks shard_group apart). With context parallelism, DP is
+ * the DP x CP group (the ranks holding the same weights) and CP the ranks
+ * sharing each sequence. */
 typedef enum {
   PX_GROUP_NONE,
   PX_GROUP_TP,
@@ -44,6 +46,7 @@ typedef enum {
   PX_GROUP_ALL,
   PX_GROUP_SHARD,
   PX_GROUP_REPLICA,
+  PX_GROUP_CP, /* context-parallel ranks: the same tokens' sequence split, tp apart */
   PX_GROUP_COUNT
 } px_group;
 
@@ -82,6 +85,7 @@ typedef enum {
   X(ALLREDUCE, "allreduce", COLLECTIVE)                                                                            \
   X(ALLGATHER, "allgather", COLLECTIVE)                                                                            \
   X(REDUCE_SCATTER, "reduce_scatter", COLLECTIVE)                                                                  \
+  X(ALLTOALL, "alltoall", COLLECTIVE)                /* CP a2a: sequence-split <-> head-split (PX_OPF_TO_HEADS) */ \
   X(SEND, "send", P2P)                                                                                             \
   X(RECV, "recv", P2P)                                                                                             \
   X(GRAD_NORM, "grad_norm", OPTIMIZER)               /* sum of squares over the local shard + all-reduce */        \
@@ -125,11 +129,19 @@ extern const char *const px_phase_names[PX_PHASE_COUNT];
 extern const char *const px_group_names[PX_GROUP_COUNT];
 
 /* What a collective or p2p op moves. */
-typedef enum { PX_COLL_NONE, PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER, PX_COLL_P2P } px_coll;
+typedef enum {
+  PX_COLL_NONE,
+  PX_COLL_ALLREDUCE,
+  PX_COLL_ALLGATHER,
+  PX_COLL_REDUCE_SCATTER,
+  PX_COLL_P2P,
+  PX_COLL_ALLTOALL,
+  PX_COLL_COUNT
+} px_coll;
 
 /* nccl-tests' bus-bandwidth factor: the share of a collective's buffer size S
- * each of n ranks sends (all-reduce 2(n-1)/n; all-gather, reduce-scatter
- * (n-1)/n; p2p 1; 0 for one rank). The one place it is written. */
+ * each of n ranks sends (all-reduce 2(n-1)/n; all-gather, reduce-scatter,
+ * all-to-all (n-1)/n; p2p 1; 0 for one rank). The one place it is written. */
 double px_coll_busbw_factor(px_coll kind, int64_t n);
 
 typedef enum {
@@ -202,12 +214,15 @@ enum {
   PX_OPF_TP_SLICE = 1 << 3,  /* p2p: this TP rank's 1/tp slice of the tensor only */
   PX_OPF_GELU = 1 << 4,      /* LINEAR (one output): out[0] = gelu(product + bias), out[3] = product + bias */
   PX_OPF_DGELU = 1 << 5,     /* LINEAR_BWD_DATA: out[0] = (dy W) gelu'(in[4]), written, not accumulated */
+  PX_OPF_CP_RING = 1 << 6,   /* FLASH_ATTN(_BWD): the keys and values come around the CP ring a block at a time */
+  PX_OPF_TO_HEADS = 1 << 7,  /* ALLTOALL: (B, S/cp, h, D) sequence-split -> (B, S, h/cp, D) head-split; unset: back */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
  * one rank's buffers in elements of dt (dim[0], dim[1]), n the group size;
- * sets coll_bytes (nccl-tests' size: the input of an all-reduce or
- * reduce-scatter, the output of an all-gather), wire_bytes and HBM bytes. */
+ * sets coll_bytes (nccl-tests' size: the input of an all-reduce,
+ * reduce-scatter or all-to-all, the output of an all-gather), wire_bytes
+ * and HBM bytes. */
 void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n);
 
 typedef enum {

@@ -22,38 +22,43 @@ px_placement px_grid_place(const px_grid *g, int64_t first, int64_t stride, int6
   return p;
 }
 
-void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64_t pp) {
+void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t cp, int64_t dp, int64_t pp) {
   g->tp = tp;
+  g->cp = cp;
   g->dp = dp;
   g->pp = pp;
-  g->world = tp * dp * pp;
+  g->wdp = cp * dp;
+  g->world = tp * cp * dp * pp;
   g->gpus_per_node = c->gpus_per_node;
   g->domain = px_cluster_nvlink_domain(c);
   g->nodes_per_leaf = c->nodes_per_leaf > 0 ? c->nodes_per_leaf : 1;
   g->tp_place = px_grid_place(g, 0, 1, tp);
-  g->dp_place = px_grid_place(g, 0, tp, dp);
-  g->pp_place = px_grid_place(g, 0, tp * dp, pp);
-  px_grid_set_shard(g, dp);
+  g->cp_place = px_grid_place(g, 0, tp, cp);
+  g->dp_place = px_grid_place(g, 0, tp, g->wdp);
+  g->pp_place = px_grid_place(g, 0, tp * g->wdp, pp);
+  px_grid_set_shard(g, g->wdp);
 }
 
 void px_grid_set_shard(px_grid *g, int64_t shard) {
-  if (shard < 1 || g->dp % shard) shard = g->dp;
+  if (shard < 1 || g->wdp % shard) shard = g->wdp;
   g->shard = shard;
-  g->shard_place = shard == g->dp ? g->dp_place : px_grid_place(g, 0, g->tp, shard);
-  g->replica_place = px_grid_place(g, 0, g->tp * shard, g->dp / shard);
+  g->shard_place = shard == g->wdp ? g->dp_place : px_grid_place(g, 0, g->tp, shard);
+  g->replica_place = px_grid_place(g, 0, g->tp * shard, g->wdp / shard);
 }
 
-int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t dp_rank, int64_t pp_rank) {
-  return tp_rank + g->tp * (dp_rank + g->dp * pp_rank);
+int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t cp_rank, int64_t dp_rank, int64_t pp_rank) {
+  return tp_rank + g->tp * (cp_rank + g->cp * (dp_rank + g->dp * pp_rank));
 }
 
-void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *dp_rank, int64_t *pp_rank) {
+void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *cp_rank, int64_t *dp_rank,
+                    int64_t *pp_rank) {
   *tp_rank = rank % g->tp;
-  *dp_rank = (rank / g->tp) % g->dp;
-  *pp_rank = rank / (g->tp * g->dp);
+  *cp_rank = (rank / g->tp) % g->cp;
+  *dp_rank = (rank / (g->tp * g->cp)) % g->dp;
+  *pp_rank = rank / (g->tp * g->wdp);
 }
 
 bool px_grid_pp_link_intra(const px_grid *g, int64_t stage) {
-  int64_t a = stage * g->tp * g->dp, b = a + g->tp * g->dp;
+  int64_t a = stage * g->tp * g->wdp, b = a + g->tp * g->wdp;
   return a / g->domain == b / g->domain;
 }

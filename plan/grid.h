@@ -1,6 +1,10 @@
-/* The rank grid: TP fastest, then DP, then PP (Megatron-LM's order), so a
- * TP group is consecutive ranks and sits inside a node when it fits.
- * rank = tp_rank + tp * (dp_rank + dp * pp_rank). */
+/* The rank grid: TP fastest, then CP, then DP, then PP (Megatron-Core's
+ * order), so a TP group is consecutive ranks and sits inside a node when it
+ * fits, and a CP group is next to it.
+ * rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank)).
+ * The ranks holding the same weights (gradients reduced, ZeRO states
+ * sharded over them) are the DP x CP group: tp apart, cp x dp of them, in
+ * the order of their index cp_rank + cp * dp_rank. */
 #ifndef PX_PLAN_GRID_H
 #define PX_PLAN_GRID_H
 
@@ -25,20 +29,23 @@ typedef struct {
 } px_placement;
 
 typedef struct {
-  int64_t tp, dp, pp, world;
+  int64_t tp, cp, dp, pp, world;
+  int64_t wdp;                           /* ranks holding the same weights: dp x cp */
   int64_t gpus_per_node, nodes_per_leaf; /* the cluster's nodes and leaf switches */
   int64_t domain;                        /* GPUs in one NVLink domain */
-  int64_t shard; /* DP ranks a ZeRO shard group holds (dp unless set) */
-  px_placement tp_place, dp_place, pp_place;
-  px_placement shard_place;   /* shard consecutive DP ranks: tp apart from rank 0 */
-  px_placement replica_place; /* dp / shard DP ranks holding the same shard: tp x shard apart */
+  int64_t shard; /* DP x CP ranks a ZeRO shard group holds (wdp unless set) */
+  px_placement tp_place, cp_place, pp_place;
+  px_placement dp_place;      /* the DP x CP group (the weights' data-parallel group) */
+  px_placement shard_place;   /* shard consecutive DP x CP ranks: tp apart from rank 0 */
+  px_placement replica_place; /* wdp / shard DP x CP ranks holding the same shard: tp x shard apart */
 } px_grid;
 
-void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t dp, int64_t pp);
-/* ZeRO shard groups of `shard` consecutive DP ranks (shard divides dp). */
+void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t cp, int64_t dp, int64_t pp);
+/* ZeRO shard groups of `shard` consecutive DP x CP ranks (shard divides wdp). */
 void px_grid_set_shard(px_grid *g, int64_t shard);
-int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t dp_rank, int64_t pp_rank);
-void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *dp_rank, int64_t *pp_rank);
+int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t cp_rank, int64_t dp_rank, int64_t pp_rank);
+void px_grid_coords(const px_grid *g, int64_t rank, int64_t *tp_rank, int64_t *cp_rank, int64_t *dp_rank,
+                    int64_t *pp_rank);
 /* Whether rank r of stage s and its peer in stage s+1 share a node. */
 bool px_grid_pp_link_intra(const px_grid *g, int64_t stage);
 /* Placement of an arbitrary group: size members at the given stride from first. */

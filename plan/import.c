@@ -40,7 +40,7 @@ static bool parse_num(const char *s, double *out) {
 
 /* The collective a name says (all_reduce, all_reduce_perf, .../all_gather_perf.txt); 0: none. */
 static int coll_in(const char *name) {
-  for (int k = 1; k <= PX_COLL_P2P; k++)
+  for (int k = 1; k < PX_COLL_COUNT; k++)
     if (strstr(name, px_busbw_coll_names[k])) return k;
   return 0;
 }
@@ -94,7 +94,7 @@ static px_status import_nccl(px_cluster *c, const char *path, int coll, char *te
   if (!coll)
     return px_err_set(err, PX_ERR_INPUT,
                       "%s: which collective? no '# Collective test concluded:' line and no all_reduce, all_gather, "
-                      "reduce_scatter or sendrecv in its name (name it: all_reduce=%s)",
+                      "reduce_scatter, sendrecv or alltoall in its name (name it: all_reduce=%s)",
                       path, path);
   if (ranks < 2 || nhosts < 1)
     return px_err_set(err, PX_ERR_INPUT, "%s: no '#  Rank N ... on HOST' lines for 2 or more ranks: cannot tell the "
@@ -187,7 +187,8 @@ px_status px_cluster_import(px_cluster *c, const char *const *files, int n, px_e
       char kind[32];
       snprintf(kind, sizeof kind, "%.*s", (int)(eq - arg < 31 ? eq - arg : 31), arg);
       if (!(coll = coll_in(kind)) || strlen(kind) != strlen(px_busbw_coll_names[coll])) {
-        st = px_err_set(err, PX_ERR_INPUT, "%s: '%s' is not all_reduce, all_gather, reduce_scatter or sendrecv", arg, kind);
+        st = px_err_set(err, PX_ERR_INPUT, "%s: '%s' is not all_reduce, all_gather, reduce_scatter, sendrecv or alltoall", arg,
+                        kind);
         break;
       }
       path = eq + 1;
@@ -196,11 +197,6 @@ px_status px_cluster_import(px_cluster *c, const char *const *files, int n, px_e
     size_t len = 0;
     if ((st = px_file_read(path, IMPORT_MAX_BYTES, &text, &len, err))) break;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    if (strstr(base, "alltoall") || strstr(text, "concluded: alltoall")) {
-      free(text);
-      st = px_err_set(err, PX_ERR_INPUT, "%s: all-to-all is not an op of any plan yet (mixture of experts will add it)", path);
-      break;
-    }
     char note[512] = "";
     /* a CSV: its first line that is not a '#' comment has a comma */
     const char *first = text + strspn(text, " \t\r\n");

@@ -124,7 +124,7 @@ static void stage_static(const px_plan *p, int64_t stage, px_memplan *mp) {
 
 /* The most host memory and NVMe one node's GPUs take (ranks are stage-major). */
 static void node_offload(px_plan *p) {
-  int64_t gpn = px_cluster_node_size(&p->cluster), per_stage = p->par.tp * p->par.dp;
+  int64_t gpn = px_cluster_node_size(&p->cluster), per_stage = p->par.tp * p->grid.wdp;
   p->host_node_bytes = p->nvme_node_bytes = 0;
   if (!p->par.offload_opt) return;
   for (int64_t first = 0; first < p->grid.world; first += gpn) {

@@ -16,12 +16,14 @@ PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
 PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");
+PX_NAME_TABLE(px_cp_algo_names, PX_CP_ALGO_COUNT, "ring", "all-gather", "a2a");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
+  p->cp_algo = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
 }
@@ -30,7 +32,9 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   int64_t gpus = c->gpus;
   if (p->tp <= 0) p->tp = 1;
   if (p->pp <= 0) p->pp = 1;
-  if (p->dp <= 0 && gpus > 0 && gpus % (p->tp * p->pp) == 0) p->dp = gpus / (p->tp * p->pp);
+  if (p->cp <= 0) p->cp = 1;
+  if (p->cp_algo < 0) p->cp_algo = PX_CP_RING;
+  if (p->dp <= 0 && gpus > 0 && gpus % (p->tp * p->cp * p->pp) == 0) p->dp = gpus / (p->tp * p->cp * p->pp);
   if (p->zero < 0) p->zero = 0;
   if (p->sp < 0) p->sp = 0;
   if (p->mbs <= 0) p->mbs = 1;
@@ -55,7 +59,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
-  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
+  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
@@ -71,9 +75,19 @@ bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p-
 
 bool px_parallel_split_w(const px_parallel *p) { return p->schedule == PX_SCHED_ZB_H1 || p->schedule == PX_SCHED_ZB_H2; }
 
-int64_t px_parallel_shard_size(const px_parallel *p) { return p->shard_group > 0 ? p->shard_group : p->dp; }
+int64_t px_parallel_weight_dp(const px_parallel *p) { return p->dp * (p->cp > 0 ? p->cp : 1); }
 
-bool px_parallel_hybrid(const px_parallel *p) { return p->shard_group > 0 && p->shard_group < p->dp; }
+int64_t px_cp_position(int64_t cp, int64_t cp_rank, int64_t s_local, int64_t i) {
+  if (cp <= 1) return i;
+  int64_t chunk = s_local / 2;
+  return i < chunk ? cp_rank * chunk + i : (2 * cp - 1 - cp_rank) * chunk + (i - chunk);
+}
+
+int64_t px_parallel_shard_size(const px_parallel *p) {
+  return p->shard_group > 0 ? p->shard_group : px_parallel_weight_dp(p);
+}
+
+bool px_parallel_hybrid(const px_parallel *p) { return p->shard_group > 0 && p->shard_group < px_parallel_weight_dp(p); }
 
 /* "1, 2, 4, 8" : the divisors of n that are at most limit. */
 static void divisor_hint(int64_t n, int64_t limit, char *buf, size_t cap) {
@@ -221,19 +235,20 @@ px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *er
 px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err) {
   char hint[256];
   int64_t gpus = c->gpus;
-  if (p->tp < 1 || p->pp < 1)
-    return px_err_set(err, PX_ERR_INPUT, "--tp and --pp must be at least 1");
-  if (p->tp > gpus || p->pp > gpus)
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld x pp %lld needs more than the %lld GPUs available",
-                      (long long)p->tp, (long long)p->pp, (long long)gpus);
-  if (p->dp < 1 || p->tp * p->pp * p->dp != gpus) {
+  if (p->tp < 1 || p->pp < 1 || p->cp < 1)
+    return px_err_set(err, PX_ERR_INPUT, "--tp, --pp and --cp must be at least 1");
+  if (p->tp * p->cp > gpus || p->pp > gpus)
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld x cp %lld x pp %lld needs more than the %lld GPUs available",
+                      (long long)p->tp, (long long)p->cp, (long long)p->pp, (long long)gpus);
+  int64_t tcp = p->tp * p->cp * p->pp; /* GPUs of one data-parallel replica */
+  if (p->dp < 1 || tcp * p->dp != gpus) {
     if (p->dp < 1)
       return px_err_set(err, PX_ERR_INPUT,
-                        "tp %lld x pp %lld does not divide the %lld GPUs (hint: pick tp x pp dividing %lld)",
-                        (long long)p->tp, (long long)p->pp, (long long)gpus, (long long)gpus);
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld x pp %lld x dp %lld = %lld, but there are %lld GPUs",
-                      (long long)p->tp, (long long)p->pp, (long long)p->dp,
-                      (long long)(p->tp * p->pp * p->dp), (long long)gpus);
+                        "tp %lld x cp %lld x pp %lld does not divide the %lld GPUs (hint: pick tp x cp x pp dividing %lld)",
+                        (long long)p->tp, (long long)p->cp, (long long)p->pp, (long long)gpus, (long long)gpus);
+    return px_err_set(err, PX_ERR_INPUT, "tp %lld x cp %lld x pp %lld x dp %lld = %lld, but there are %lld GPUs",
+                      (long long)p->tp, (long long)p->cp, (long long)p->pp, (long long)p->dp,
+                      (long long)(tcp * p->dp), (long long)gpus);
   }
   int64_t shardable = gcd64(gcd64(m->heads, m->kv_heads), m->ffn_hidden);
   divisor_hint(shardable, gpus, hint, sizeof hint);
@@ -247,13 +262,15 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
     return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide ffn_hidden %lld (valid tp: %s)",
                       (long long)p->tp, (long long)m->ffn_hidden, hint);
   if (p->zero < 0 || p->zero > 3) return px_err_set(err, PX_ERR_INPUT, "--zero must be 0, 1, 2 or 3");
-  if (p->zero > 0 && p->dp < 2)
-    return px_err_set(err, PX_ERR_INPUT, "ZeRO-%d shards across data-parallel ranks but dp is 1 (hint: --zero 0)",
-                      p->zero);
-  if (p->shard_group < 0 || p->shard_group > p->dp || (p->shard_group > 0 && p->dp % p->shard_group)) {
-    divisor_hint(p->dp, p->dp, hint, sizeof hint);
-    return px_err_set(err, PX_ERR_INPUT, "--shard-group %lld does not divide dp %lld (valid shard groups: %s)",
-                      (long long)p->shard_group, (long long)p->dp, hint);
+  int64_t wdp = px_parallel_weight_dp(p);
+  if (p->zero > 0 && wdp < 2)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "ZeRO-%d shards across data-parallel ranks but dp%s is 1 (hint: --zero 0)", p->zero,
+                      p->cp > 1 ? " x cp" : "");
+  if (p->shard_group < 0 || p->shard_group > wdp || (p->shard_group > 0 && wdp % p->shard_group)) {
+    divisor_hint(wdp, wdp, hint, sizeof hint);
+    return px_err_set(err, PX_ERR_INPUT, "--shard-group %lld does not divide %s %lld (valid shard groups: %s)",
+                      (long long)p->shard_group, p->cp > 1 ? "dp x cp" : "dp", (long long)wdp, hint);
   }
   if (px_parallel_hybrid(p) && p->zero < 1)
     return px_err_set(err, PX_ERR_INPUT,
@@ -274,6 +291,30 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
   if (p->sp && p->seq % p->tp)
     return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp %lld to divide the sequence length %lld",
                       (long long)p->tp, (long long)p->seq);
+  if (p->cp > 1) {
+    if (p->cp_algo < 0 || p->cp_algo >= PX_CP_ALGO_COUNT) return px_err_set(err, PX_ERR_INPUT, "--cp-algo is not set");
+    if (p->attention != PX_ATTN_FLASH)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "context parallelism runs the fused attention block by block; the unfused attention's "
+                        "(S, S) tensors are not split (hint: --attention flash)");
+    if (p->seq % (2 * p->cp))
+      return px_err_set(err, PX_ERR_INPUT,
+                        "cp %lld cuts the sequence into 2 x cp = %lld chunks (two per rank, for the causal load "
+                        "balance), which must divide --seq %lld",
+                        (long long)p->cp, (long long)(2 * p->cp), (long long)p->seq);
+    if (p->sp && (p->seq / p->cp) % p->tp)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "sequence parallelism needs tp %lld to divide each CP rank's %lld tokens (seq / cp)",
+                        (long long)p->tp, (long long)(p->seq / p->cp));
+    int64_t hq = m->heads / p->tp, hkv = m->kv_heads / p->tp;
+    if (p->cp_algo == PX_CP_A2A && (hq % p->cp || hkv % p->cp)) {
+      divisor_hint(gcd64(hq, hkv), hq, hint, sizeof hint);
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--cp-algo a2a gives each CP rank 1/cp of the heads: cp %lld must divide the %lld query and "
+                        "%lld key/value heads per TP rank (valid cp: %s; hint: --cp-algo ring)",
+                        (long long)p->cp, (long long)hq, (long long)hkv, hint);
+    }
+  }
   if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
   int64_t mbs_n = px_parallel_microbatches(p);
   if (p->schedule == PX_SCHED_INTERLEAVED) {
@@ -420,6 +461,8 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "tp", false, 1, 1 << 24, &p->tp, err));
   TRY(px_json_int(&c, obj, "pp", false, 1, 1 << 24, &p->pp, err));
   TRY(px_json_int(&c, obj, "dp", false, 1, 1 << 24, &p->dp, err));
+  TRY(px_json_int(&c, obj, "cp", false, 1, 1 << 20, &p->cp, err));
+  TRY(px_json_enum(&c, obj, "cp_algo", false, px_cp_algo_names, PX_CP_ALGO_COUNT, &p->cp_algo, err));
   TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
   p->zero = (int)v;
   bool sp = false;
@@ -482,6 +525,8 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "tp", (double)p->tp);
   px_json_add_num(o, "pp", (double)p->pp);
   px_json_add_num(o, "dp", (double)p->dp);
+  if (p->cp > 1) px_json_add_num(o, "cp", (double)p->cp);
+  if (p->cp_algo >= 0 && p->cp > 1) cJSON_AddStringToObject(o, "cp_algo", px_cp_algo_names[p->cp_algo]);
   px_json_add_num(o, "zero", p->zero);
   cJSON_AddBoolToObject(o, "sp", p->sp > 0);
   px_json_add_num(o, "mbs", (double)p->mbs);

@@ -48,6 +48,14 @@ typedef enum { PX_MAIN_GRAD_PARAM, PX_MAIN_GRAD_FP32, PX_MAIN_GRAD_COUNT } px_ma
 /* Where offloaded model states live (ZeRO-Offload, ZeRO-Infinity): on the
  * GPU (none), in the node's host memory, or on its NVMe drives. */
 typedef enum { PX_OFFLOAD_NONE, PX_OFFLOAD_CPU, PX_OFFLOAD_NVME, PX_OFFLOAD_COUNT } px_offload;
+/* Context parallelism's attention: how a rank's queries meet the keys and
+ * values of the whole sequence. ring: K/V blocks passed around the CP ring,
+ * each transfer overlapped with the attention on the previous block
+ * (Megatron-Core's P2P context parallelism, ring attention); all-gather: K/V
+ * all-gathered over CP before the attention and their gradients
+ * reduce-scattered after it (Llama 3); a2a: all-to-all from sequence-split
+ * to head-split around the attention (DeepSpeed-Ulysses). */
+typedef enum { PX_CP_RING, PX_CP_ALLGATHER, PX_CP_A2A, PX_CP_ALGO_COUNT } px_cp_algo;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
@@ -57,6 +65,7 @@ extern const char *const px_gelu_names[PX_GELU_COUNT];
 extern const char *const px_grad_accum_names[PX_ACCUM_COUNT];
 extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
 extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
+extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -74,6 +83,8 @@ enum {
 /* Every field 0 (or -1 for enums) means "not set": px_parallel_resolve fills defaults. */
 typedef struct {
   int64_t tp, pp, dp;
+  int64_t cp;        /* context parallelism: ranks splitting each sequence (1: none), 0 unset */
+  int cp_algo;       /* px_cp_algo, -1 unset (ring) */
   int zero;          /* 0-3, -1 unset */
   int sp;            /* sequence parallelism: 0/1, -1 unset */
   int64_t mbs;       /* micro-batch size, sequences */
@@ -124,10 +135,21 @@ bool px_parallel_reduce_per_mb(const px_parallel *p);
 /* The schedule runs layers' weight gradients (W) apart from their input gradients (B). */
 bool px_parallel_split_w(const px_parallel *p);
 
-/* Ranks a unit's model states are sharded over: shard_group, or dp when unset. */
+/* Ranks holding the same weights: data-parallel x context-parallel
+ * (Megatron-Core's data-parallel group with CP). Gradients are reduced and
+ * ZeRO shards model states over them. */
+int64_t px_parallel_weight_dp(const px_parallel *p);
+/* Context parallelism's sequence layout: the sequence is cut into 2 cp
+ * chunks and CP rank r holds chunks r and 2 cp - 1 - r, in that order, so
+ * every rank has the same share of the causal attention (Megatron-Core's
+ * load balancing). The global position of row i of the s_local rows of
+ * rank r (i < s_local = seq / cp). */
+int64_t px_cp_position(int64_t cp, int64_t cp_rank, int64_t s_local, int64_t i);
+
+/* Ranks a unit's model states are sharded over: shard_group, or dp x cp when unset. */
 int64_t px_parallel_shard_size(const px_parallel *p);
-/* Whether model states are sharded over part of the DP group and replicated
- * across the rest (shard_group < dp). */
+/* Whether model states are sharded over part of the DP (x CP) group and
+ * replicated across the rest (shard_group < dp x cp). */
 bool px_parallel_hybrid(const px_parallel *p);
 
 /* Micro-batches per DP rank per step. */

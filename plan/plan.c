@@ -28,7 +28,7 @@ static void size_copy(px_op *o, uint64_t elems, int place, uint64_t elem_bytes) 
  * all-reduce, the optimizer over the stage's shard. Every reader (the memory
  * plan, the totals, the simulator, the executor) takes the sizes from here. */
 static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
-  int64_t dp = p->par.dp, shard_n = px_parallel_shard_size(&p->par), replicas = dp / shard_n;
+  int64_t wdp = p->grid.wdp, shard_n = px_parallel_shard_size(&p->par), replicas = wdp / shard_n;
   /* hybrid sharding with sharded accumulation: a second copy of each unit's
    * reduction, for the micro-batches before the last (no replica all-reduce) */
   bool mb_copy = px_parallel_hybrid(&p->par) && px_parallel_reduce_per_mb(&p->par);
@@ -155,8 +155,8 @@ static void stage_totals(px_plan *p) {
         t->wire_bytes[g] += ops[k].wire_bytes;
       }
     }
-    p->model_flops_per_step += t->model_flops * (double)(p->par.tp * p->par.dp);
-    p->hw_flops_per_step += t->hw_flops * (double)(p->par.tp * p->par.dp);
+    p->model_flops_per_step += t->model_flops * (double)(p->par.tp * p->grid.wdp);
+    p->hw_flops_per_step += t->hw_flops * (double)(p->par.tp * p->grid.wdp);
   }
 }
 
@@ -197,12 +197,13 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
   p->model = *m;
   p->cluster = *c;
   p->par = *par;
-  px_grid_init(&p->grid, c, par->tp, par->dp, par->pp);
+  px_grid_init(&p->grid, c, par->tp, par->cp, par->dp, par->pp);
   px_grid_set_shard(&p->grid, px_parallel_shard_size(par));
   int64_t pad = 128 * par->tp; /* Megatron-LM's make-vocab-size-divisible-by 128, times tp */
   p->vocab_padded = m->vocab % par->tp == 0 ? m->vocab : (m->vocab + pad - 1) / pad * pad;
   p->seq = par->seq;
-  p->seq_local = par->sp ? par->seq / par->tp : par->seq;
+  p->seq_cp = par->seq / par->cp;
+  p->seq_local = par->sp ? p->seq_cp / par->tp : p->seq_cp;
   p->microbatches = px_parallel_microbatches(par);
   p->vstages = par->pp * par->vpp;
   bool mixed = par->precision != PX_PREC_FP32;

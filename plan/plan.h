@@ -56,7 +56,8 @@ typedef struct {
   px_grid grid;
   int64_t vocab_padded;   /* vocab rounded up so tp divides it (Megatron: a multiple of 128 x tp) */
   int64_t seq;            /* sequence length */
-  int64_t seq_local;      /* seq / tp with SP, else seq */
+  int64_t seq_cp;         /* a rank's tokens of each sequence: seq / cp (px_cp_position says which) */
+  int64_t seq_local;      /* seq_cp / tp with SP, else seq_cp */
   int64_t microbatches;   /* per DP rank per step */
   int64_t vstages;        /* pp x vpp model chunks */
   int64_t *vstage_first;  /* (vstages) first layer of each chunk */

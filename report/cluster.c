@@ -96,7 +96,7 @@ void px_report_cluster_measured(const px_cluster *c, const char *path, FILE *out
   static const char *const link[PX_LINK_COUNT] = {"inside a node", "across nodes"}; /* by px_link */
   char lo[32], hi[32];
   for (int l = 0; l < PX_LINK_COUNT; l++)
-    for (int k = 1; k <= PX_COLL_P2P; k++) {
+    for (int k = 1; k < PX_COLL_COUNT; k++) {
       int n = 0;
       uint64_t min = UINT64_MAX, max = 0;
       double best = 0;

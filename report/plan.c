@@ -21,10 +21,13 @@ static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
 
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
   const px_parallel *p = &plan->par;
-  fprintf(out, "%s: %s on %lld x %s (%s): tp %lld pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, recompute %s\n",
+  char cp[48] = "";
+  if (p->cp > 1) snprintf(cp, sizeof cp, " cp %lld (%s)", (long long)p->cp, px_cp_algo_names[p->cp_algo]);
+  fprintf(out, "%s: %s on %lld x %s (%s): tp %lld%s pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, recompute %s\n",
           what, plan->model.name, (long long)plan->cluster.gpus, plan->cluster.gpu.name, plan->cluster.name,
-          (long long)p->tp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "", px_schedule_names[p->schedule],
-          (long long)p->mbs, (long long)p->gbs, (long long)plan->seq, px_recompute_names[p->recompute]);
+          (long long)p->tp, cp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "",
+          px_schedule_names[p->schedule], (long long)p->mbs, (long long)p->gbs, (long long)plan->seq,
+          px_recompute_names[p->recompute]);
 }
 
 void px_report_plan_text(const px_plan *plan, FILE *out) {
@@ -33,8 +36,10 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   char a[160], b[64], d[64];
   fprintf(out, "plan: %s on %lld x %s (%s, %lld node%s)\n", plan->model.name, (long long)c->gpus, c->gpu.name, c->name,
           (long long)c->nodes, c->nodes == 1 ? "" : "s");
-  fprintf(out, "  tp %lld x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->tp, (long long)p->pp, (long long)p->dp,
-          p->zero, p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
+  fprintf(out, "  tp %lld", (long long)p->tp);
+  if (p->cp > 1) fprintf(out, " x cp %lld", (long long)p->cp);
+  fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
+          p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq,
@@ -49,19 +54,31 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
     fprintf(out, ", parameters %s, gathered %lld layer%s ahead\n",
             p->reshard ? "resharded after the forward" : "kept from the forward to the backward", (long long)p->prefetch,
             p->prefetch == 1 ? "" : "s");
+  if (p->cp > 1)
+    fprintf(out,
+            "  context parallel: each sequence split over %lld ranks (%lld tokens each, two chunks for the causal "
+            "balance), attention by %s; gradients reduced over dp x cp = %lld ranks\n",
+            (long long)p->cp, (long long)plan->seq_cp, px_cp_algo_names[p->cp_algo], (long long)plan->grid.wdp);
   if (px_parallel_hybrid(p))
     fprintf(out,
-            "  hybrid sharding: model states sharded over %lld DP ranks, replicated %lld times; gradients "
+            "  hybrid sharding: model states sharded over %lld DP%s ranks, replicated %lld times; gradients "
             "reduce-scattered in the shard group, then all-reduced over the replicas once a step\n",
-            (long long)p->shard_group, (long long)(p->dp / p->shard_group));
+            (long long)p->shard_group, p->cp > 1 ? " x CP" : "", (long long)(plan->grid.wdp / p->shard_group));
   if (plan->grad_dtype != plan->param_dtype)
     fprintf(out, "  gradients in %s (parameters in %s)\n", px_dtype_names[plan->grad_dtype], px_dtype_names[plan->param_dtype]);
   if (plan->vocab_padded != plan->model.vocab)
     fprintf(out, "  vocab %lld padded to %lld (a multiple of 128 x tp, as Megatron-LM does)\n",
             (long long)plan->model.vocab, (long long)plan->vocab_padded);
-  fprintf(out, "\ngrid (rank = tp_rank + tp x (dp_rank + dp x pp_rank)):\n");
-  fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
-  fprintf(out, "  dp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+  if (p->cp > 1) {
+    fprintf(out, "\ngrid (rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x pp_rank))):\n");
+    fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
+    fprintf(out, "  cp groups: %s\n", place_text(&plan->grid.cp_place, a, sizeof a));
+    fprintf(out, "  dp x cp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+  } else {
+    fprintf(out, "\ngrid (rank = tp_rank + tp x (dp_rank + dp x pp_rank)):\n");
+    fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
+    fprintf(out, "  dp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+  }
   if (px_parallel_hybrid(p)) {
     fprintf(out, "  shard groups: %s\n", place_text(&plan->grid.shard_place, a, sizeof a));
     fprintf(out, "  replica groups: %s\n", place_text(&plan->grid.replica_place, a, sizeof a));
@@ -103,8 +120,9 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   const px_stage_totals *t0 = &plan->totals[0];
   fprintf(out, "\nper step: %s model FLOPs (Megatron accounting), %s with recomputation\n",
           px_fmt_flops(plan->model_flops_per_step, a, sizeof a), px_fmt_flops(plan->hw_flops_per_step, b, sizeof b));
-  fprintf(out, "bytes sent per GPU per step (stage 0): tp %s, dp %s, pp %s\n",
-          px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a), px_fmt_bytes(px_totals_dp_wire_bytes(t0), b, sizeof b),
+  fprintf(out, "bytes sent per GPU per step (stage 0): tp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a));
+  if (p->cp > 1) fprintf(out, ", cp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_CP], a, sizeof a));
+  fprintf(out, ", dp %s, pp %s\n", px_fmt_bytes(px_totals_dp_wire_bytes(t0), b, sizeof b),
           px_fmt_bytes(t0->wire_bytes[PX_GROUP_NEXT] + t0->wire_bytes[PX_GROUP_PREV], d, sizeof d));
   fprintf(out, "pipeline bubble (analytic): %.1f%%\n", 100.0 * px_plan_bubble_analytic(plan));
   fprintf(out, "fits: %s\n", plan->fits ? "yes" : "no");
@@ -187,6 +205,7 @@ cJSON *px_report_plan_json(const px_plan *plan) {
   cJSON *grid = cJSON_AddObjectToObject(o, "grid");
   if (grid) {
     cJSON_AddItemToObject(grid, "tp", place_json(&plan->grid.tp_place));
+    if (plan->par.cp > 1) cJSON_AddItemToObject(grid, "cp", place_json(&plan->grid.cp_place));
     cJSON_AddItemToObject(grid, "dp", place_json(&plan->grid.dp_place));
     if (px_parallel_hybrid(&plan->par)) {
       cJSON_AddItemToObject(grid, "shard", place_json(&plan->grid.shard_place));
@@ -217,6 +236,7 @@ cJSON *px_report_plan_json(const px_plan *plan) {
     cJSON *wb = cJSON_AddObjectToObject(st, "wire_bytes");
     if (wb) {
       px_json_add_num(wb, "tp", t->wire_bytes[PX_GROUP_TP]);
+      if (plan->par.cp > 1) px_json_add_num(wb, "cp", t->wire_bytes[PX_GROUP_CP]);
       px_json_add_num(wb, "dp", px_totals_dp_wire_bytes(t));
       if (px_parallel_hybrid(&plan->par)) { /* the two levels of the dp figure */
         px_json_add_num(wb, "shard", t->wire_bytes[PX_GROUP_SHARD]);

@@ -37,8 +37,10 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
     snprintf(sched + strlen(sched), sizeof sched - strlen(sched), " chunks");
   char zero[32];
   px_report_zero_label(p, zero, sizeof zero);
-  snprintf(buf, cap, "tp%lld pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, (long long)p->pp, (long long)p->dp, zero,
-           p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
+  char cp[32] = "";
+  if (p->cp > 1) snprintf(cp, sizeof cp, " cp%lld%s", (long long)p->cp, p->cp_algo == PX_CP_RING ? "" : p->cp_algo == PX_CP_A2A ? "a2a" : "ag");
+  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, cp, (long long)p->pp, (long long)p->dp,
+           zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other
@@ -53,7 +55,7 @@ static void zero_choice(const px_sweep_result *r, FILE *out) {
   fprintf(out, "\nZeRO (best plan's split, %s", label);
   if (px_parallel_hybrid(best))
     fprintf(out, ": states sharded within groups of %lld DP ranks, replicated %lld times", (long long)best->shard_group,
-            (long long)(best->dp / best->shard_group));
+            (long long)(px_parallel_weight_dp(best) / best->shard_group));
   fputs("): ", out);
   for (int i = 0; i < n; i++) {
     px_report_zero_label(&alt[i].e->par, label, sizeof label);

@@ -91,13 +91,22 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
   bool trivial = n <= 1 || size_bytes == 0 || kind == PX_COLL_NONE;
   if (algo == PX_ALGO_DIRECT) {
     if (trivial) return true;
+    if (kind == PX_COLL_ALLTOALL) {
+      /* every member sends S/n to each other member at once (NCCL: grouped
+       * sends and receives): pn - 1 of them over NVLink, n - pn over the NICs */
+      out->latency_s = N > 1 ? c->inter_latency_s : c->intra_latency_s;
+      out->bytes[PX_LINK_INTRA] = (double)size_bytes * (double)(pn - 1) / (double)n;
+      out->bytes[PX_LINK_INTER] = (double)size_bytes * (double)(n - pn) / (double)n;
+      finish(c, g->leaves, out);
+      return true;
+    }
     if (kind != PX_COLL_P2P) return false;
     /* One transfer between two members: across nodes when the group spans them. */
     *out = px_coll_cost_p2p(c, size_bytes, N <= 1);
     if (N > 1 && g->leaves > 1) finish(c, g->leaves, out);
     return true;
   }
-  if (trivial || kind == PX_COLL_P2P) return false;
+  if (trivial || kind == PX_COLL_P2P || kind == PX_COLL_ALLTOALL) return false;
   bool ar = kind == PX_COLL_ALLREDUCE;
   double S = (double)size_bytes, nd = (double)n, pnd = (double)pn, Nd = (double)N;
   double li = c->intra_latency_s, le = c->inter_latency_s;

@@ -37,6 +37,10 @@
  *         intra bytes 2(pn-1)/pn S.
  *   DIRECT a group of size <= 1, a zero-byte collective, or a p2p transfer:
  *         p2p is one step of latency and S bytes on the intra or inter link.
+ *         All-to-all is always direct (NCCL posts a send and a receive per
+ *         peer in one group): each member sends S/n to each other member,
+ *         (pn-1)/n S over NVLink and (n-pn)/n S over the NICs, one step of
+ *         latency (inter when the group spans nodes).
  *
  * Phases are pipelined (chunked), so time_s = latency_s + max_k bytes[k] / bw[k].
  *

@@ -126,12 +126,45 @@ px_placement px_sim_group_place(const px_plan *p, px_group g) {
   switch (g) {
     case PX_GROUP_TP: return p->grid.tp_place;
     case PX_GROUP_DP: return p->grid.dp_place;
-    case PX_GROUP_EMB: return px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->par.dp, 2);
+    case PX_GROUP_EMB: return px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->grid.wdp, 2);
+    case PX_GROUP_CP: return p->grid.cp_place;
     case PX_GROUP_ALL: return px_grid_place(&p->grid, 0, 1, p->grid.world);
     case PX_GROUP_SHARD: return p->grid.shard_place;
     case PX_GROUP_REPLICA: return p->grid.replica_place;
     default: return px_grid_place(&p->grid, 0, 1, 1);
   }
+}
+
+/* Context parallelism's ring attention (an op with PX_OPF_CP_RING): cp
+ * steps of equal work (the load-balanced layout gives every step the same
+ * causal share), each step's K/V block (with its gradients in the backward)
+ * sent on to the next rank while the current one is computed (Megatron-Core
+ * overlaps them so). The hops are asynchronous segments the next step waits
+ * for; the backward's last hop brings each rank its dK, dV after the last
+ * step, exposed. */
+static px_status ring_segments(sim *S, const px_op *op, double t, int *nasync, seg_list *out) {
+  const px_plan *p = S->plan;
+  int64_t cp = p->par.cp;
+  bool bwd = op->kind == PX_OP_FLASH_ATTN_BWD;
+  px_placement pl = px_sim_group_place(p, PX_GROUP_CP);
+  px_coll_cost hop = px_coll_cost_of(&p->cluster, PX_COLL_P2P, op->coll_bytes, &pl);
+  px_status st = PX_OK;
+  int prev = -1; /* the async hop the next step waits for */
+  for (int64_t k = 0; k < cp && !st; k++) {
+    if (k < cp - 1 && !S->opts->comm_free) {
+      int8_t ord = *nasync < ASYNC_MAX ? (int8_t)(*nasync)++ : -1;
+      st = seg_push(out, (seg){.comm = true, .async = true, .ord = ord, .cc = hop}, S->err);
+      if (!st) st = seg_add_compute(out, t / (double)cp, prev, S->err);
+      prev = ord;
+    } else if (!st) {
+      st = seg_add_compute(out, t / (double)cp, prev, S->err);
+    }
+  }
+  if (!st && bwd && !S->opts->comm_free) /* dK, dV home: half the hop's bytes */
+    st = seg_push(out, (seg){.comm = true, .ord = -1,
+                             .cc = px_coll_cost_of(&p->cluster, PX_COLL_P2P, op->coll_bytes / 2, &pl)},
+                  S->err);
+  return st;
 }
 
 /* The segments of a block's ops (the block's, or the stage's own sized copies). */
@@ -151,6 +184,10 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     const px_op *op = &ops[i];
     double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op);
     out->op_s[op->kind] += t;
+    if (op->flags & PX_OPF_CP_RING) {
+      if ((st = ring_segments(S, op, t, &nasync, out))) break;
+      continue;
+    }
     /* an op using an overlapped collective's tensors waits for it */
     int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);

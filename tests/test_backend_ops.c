@@ -938,6 +938,7 @@ static const ref_fn refs[PX_OP_COUNT] = {
     [PX_OP_ALLREDUCE] = ref_collective,
     [PX_OP_ALLGATHER] = ref_collective,
     [PX_OP_REDUCE_SCATTER] = ref_collective,
+    [PX_OP_ALLTOALL] = ref_collective,
     [PX_OP_SEND] = ref_collective,
     [PX_OP_RECV] = ref_collective,
     [PX_OP_GRAD_NORM] = ref_grad_norm,
@@ -1295,9 +1296,9 @@ static bool coll_check(const char *label, const float *got, const double *want, 
 }
 
 /* One backend, one dtype: allreduce (sum, max), allgather (out of place, in
- * place), reduce-scatter over the TP, DP and world groups, and a p2p batch
- * around the world's ring (to itself on one rank). */
-static bool collectives_on(px_backend *be, const char *name, px_dtype dt) {
+ * place), reduce-scatter (and with a2a all-to-all) over the TP, DP and world
+ * groups, and a p2p batch around the world's ring (to itself on one rank). */
+static bool collectives_on(px_backend *be, const char *name, px_dtype dt, bool a2a) {
   bool ok = true;
   const int64_t n = 13;
   px_group groups[] = {PX_GROUP_TP, PX_GROUP_DP, PX_GROUP_ALL};
@@ -1352,6 +1353,19 @@ static bool collectives_on(px_backend *be, const char *name, px_dtype dt) {
     ok &= coll_check(l, st ? host_of(be, out, n, dt, &err) : NULL, sum + me * n, n, sum_t);
     if (in) be->release(be, in, (uint64_t)(n * G) * px_dtype_bytes(dt));
     if (out) be->release(be, out, (uint64_t)n * px_dtype_bytes(dt));
+    if (a2a) { /* all-to-all: block j of rank r goes to rank j, which keeps it as its block r */
+      float *send = px_tfloats(n * G);
+      double *want = px_talloc((size_t)(n * G) * sizeof *want);
+      for (int64_t i = 0; i < n * G; i++) send[i] = round_to(coll_value(me, i, (int)gi + 10), (int)dt);
+      for (int r = 0; r < G; r++)
+        for (int64_t i = 0; i < n; i++) want[r * n + i] = round_to(coll_value(r, me * n + i, (int)gi + 10), (int)dt);
+      in = dev_of(be, send, n * G, dt, &err), out = dev_of(be, NULL, n * G, dt, &err);
+      st = in && out && !be->alltoall(be, g, out, in, (uint64_t)n, dt, &err);
+      snprintf(l, sizeof l, "%s %s alltoall over %s (%d ranks)", name, px_dtype_names[dt], px_group_names[g], G);
+      ok &= coll_check(l, st ? host_of(be, out, n * G, dt, &err) : NULL, want, n * G, exact);
+      if (in) be->release(be, in, (uint64_t)(n * G) * px_dtype_bytes(dt));
+      if (out) be->release(be, out, (uint64_t)(n * G) * px_dtype_bytes(dt));
+    }
     if (err.msg[0]) fprintf(stderr, "\n  %s: %s\n", name, err.msg);
   }
   /* p2p: a forward message (tag 1) to the next rank and a backward one (tag 2) to the previous */
@@ -1408,9 +1422,18 @@ static void test_collectives(void) {
           refused = true;
         }
       }
+      /* all-to-all (context parallelism's a2a) is optional: a backend may refuse it alone */
+      px_op a2a_op = {.kind = PX_OP_ALLTOALL};
+      for (int j = 0; j < PX_OP_OUTS; j++) a2a_op.out[j] = (px_ref){-1, 0};
+      for (int j = 0; j < PX_OP_INS; j++) a2a_op.in[j] = (px_ref){-1, 0};
+      char why[256];
+      bool a2a = px_support_op(backends[bi].be, plan, &a2a_op, why, sizeof why) != PX_SUPPORT_NO;
+      cell *ka = &cells[bi][PX_OP_ALLTOALL][di];
+      if ((!a2a || refused) && !ka->skipped++)
+        snprintf(ka->why, sizeof ka->why, "%s", a2a ? "the other collectives are refused" : why), ka->where = "collectives";
       if (refused) continue;
       worst_seen = 0;
-      bool ok = collectives_on(backends[bi].be, backends[bi].name, dt);
+      bool ok = collectives_on(backends[bi].be, backends[bi].name, dt, a2a);
       int all_ok = ok, agreed = 0;
       MPI_Allreduce(&all_ok, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
       CU_ASSERT(ok);
@@ -1420,8 +1443,10 @@ static void test_collectives(void) {
         else k->failed++;
         if (worst_seen > k->worst) k->worst = worst_seen;
       }
+      if (a2a) agreed ? ka->ok++ : ka->failed++;
       if (bi == 0 && di == 0 && agreed)
         for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) ref_ok[kinds[ki]]++;
+      if (bi == 0 && di == 0 && agreed && a2a) ref_ok[PX_OP_ALLTOALL]++;
     }
 }
 

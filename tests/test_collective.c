@@ -28,7 +28,7 @@ static px_cluster load(const char *preset, int64_t nodes) {
  * group of a grid with tp = stride). */
 static px_placement place(const px_cluster *c, int64_t size, int64_t stride) {
   px_grid g;
-  px_grid_init(&g, c, stride, size, 1);
+  px_grid_init(&g, c, stride, 1, size, 1);
   return g.dp_place;
 }
 
@@ -201,6 +201,23 @@ static void test_hand_computed(void) {
   k = px_coll_cost_of(&h100, PX_COLL_P2P, 64 * MIB, &g);
   PX_ASSERT_REL(k.time_s, 1.584032094118e-3, 1e-11);
 
+  /* 4b. All-to-all (context parallelism's a2a), always direct.
+   *     8 GPUs of one node, S = 1 GiB: each sends 7/8 S = 939524096 B over NVLink -> / 369e9 = 2.546135761518e-3 s,
+   *     one step of 3 us: 2.549135761518e-3 s.
+   *     16 GPUs over 2 nodes: 7/16 S = 469762048 B over NVLink (1.273e-3 s), 8/16 S = 536870912 B over the NICs
+   *     -> / 42.5e9 = 1.263225675294e-2 s, one step of 5 us: 1.263725675294e-2 s. */
+  g = place(&h100, 8, 1);
+  k = px_coll_cost_of(&h100, PX_COLL_ALLTOALL, GIB, &g);
+  CU_ASSERT_EQUAL(k.algo, PX_ALGO_DIRECT);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 939524096.0, 1e-15);
+  CU_ASSERT_EQUAL(k.bytes[PX_LINK_INTER], 0);
+  PX_ASSERT_REL(k.time_s, 2.549135761518e-3, 1e-11);
+  g = place(&h100, 16, 1);
+  k = px_coll_cost_of(&h100, PX_COLL_ALLTOALL, GIB, &g);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 469762048.0, 1e-15);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTER], 536870912.0, 1e-15);
+  PX_ASSERT_REL(k.time_s, 1.263725675294e-2, 1e-11);
+
   /* 5. Tree all-reduce of 1 MiB over 64 dgx-h100 nodes x 8.
    *    latency = 2 x ceil(log2 64) x 5 us + 2 x 7 x 3 us = 60 + 42 = 102 us.
    *    inter bytes = 2 x 1048576 / 8 = 262144 -> / 42.5e9 = 6.168094117647e-6 s.
@@ -298,6 +315,7 @@ static void test_busbw_factors(void) {
   PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_ALLGATHER, 8), 0.875, 1e-15);
   PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_REDUCE_SCATTER, 4), 0.75, 1e-15);
   PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_P2P, 2), 1.0, 1e-15);
+  PX_ASSERT_REL(px_coll_busbw_factor(PX_COLL_ALLTOALL, 4), 0.75, 1e-15);
   CU_ASSERT_EQUAL(px_coll_busbw_factor(PX_COLL_ALLREDUCE, 1), 0.0);
   CU_ASSERT_EQUAL(px_coll_busbw_factor(PX_COLL_NONE, 8), 0.0);
   PX_ASSERT_REL(px_coll_busbw_bytes_per_s(PX_COLL_ALLREDUCE, 8, 1000000000ull, 1.0), 1.75e9, 1e-15);
@@ -329,17 +347,17 @@ static void test_trivial(void) {
  * apply: a collective takes f S / busbw(S), busbw interpolated in log S. */
 static void test_measured_curves(void) {
   px_cluster c = load("dgx-h100", 4);
-  static const char *const rel[5] = {"tests/data/nccl/node_ar.txt", "tests/data/nccl/node_rs.txt",
+  static const char *const rel[6] = {"tests/data/nccl/node_ar.txt",         "tests/data/nccl/node_rs.txt",
                                      "tests/data/nccl/all_gather_perf.out", "tests/data/nccl/pair_sendrecv.txt",
-                                     "tests/data/nccl/gemm.csv"};
-  char paths[5][4096];
-  const char *files[5];
-  for (int i = 0; i < 5; i++) snprintf(paths[i], sizeof paths[i], "%s", px_test_path(rel[i])), files[i] = paths[i];
+                                     "tests/data/nccl/gemm.csv",            "tests/data/nccl/node_a2a.txt"};
+  char paths[6][4096];
+  const char *files[6];
+  for (int i = 0; i < 6; i++) snprintf(paths[i], sizeof paths[i], "%s", px_test_path(rel[i])), files[i] = paths[i];
   px_err err = {0};
-  px_status st = px_cluster_import(&c, files, 5, &err);
+  px_status st = px_cluster_import(&c, files, 6, &err);
   if (st) fprintf(stderr, "\n  %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-  CU_ASSERT_EQUAL(c.busbw_len[PX_LINK_INTRA], 22); /* all-reduce and reduce-scatter, 11 sizes each */
+  CU_ASSERT_EQUAL(c.busbw_len[PX_LINK_INTRA], 33); /* all-reduce, reduce-scatter and all-to-all, 11 sizes each */
   CU_ASSERT_EQUAL(c.busbw_len[PX_LINK_INTER], 22); /* all-gather on 2 nodes, sendrecv */
   CU_ASSERT_EQUAL(c.gpu.gemm_table_len, 5);
   PX_ASSERT_REL(c.gpu.gemm_table[4].efficiency, 1301.4 / 1978.9, 1e-9); /* fp8 against the fp8 peak */
@@ -364,6 +382,8 @@ static void test_measured_curves(void) {
   k = px_coll_cost_of(&c, PX_COLL_ALLGATHER, 256 * MIB, &dp);
   CU_ASSERT(k.measured);
   PX_ASSERT_REL(k.time_s, 0.75 * (double)(256 * MIB) / 46.0e9, 1e-12);
+  /* context parallelism's all-to-all over 4 GPUs of a node: 3/4 S / busbw at the sample's 64 MiB row */
+  PX_ASSERT_REL(px_coll_cost_of(&c, PX_COLL_ALLTOALL, 64 * MIB, &four).time_s, 0.75 * (double)(64 * MIB) / 316.30e9, 1e-12);
   /* pipeline p2p across nodes: S / sendrecv busbw */
   PX_ASSERT_REL(px_coll_cost_p2p(&c, 16 * MIB, false).time_s, (double)(16 * MIB) / 43.9e9, 1e-12);
   /* the cluster file round-trips the curves */

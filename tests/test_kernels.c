@@ -598,7 +598,7 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) 
   px_k_dropout_fwd(drop, mask, probs, ns, p, seed, off);
   px_k_attn_context_fwd(want, drop, v, 1, s, hq, hkv, d);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
-  px_k_flash_fwd(ctx, lse, q, k, v, s, hq, hkv, d, p, seed, off);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
   CU_ASSERT(close_to("flash ctx", ctx, d_of(want, nq), nq, 1e-5, 1e-6, 0.0));
   CU_ASSERT(close_to("flash lse", lse, d_of(lse_want, hq * s), hq * s, 1e-6, 1e-6, 0.0));
 
@@ -609,7 +609,7 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) 
   px_k_attn_softmax_bwd(gs, gp, probs, hq, s);
   px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
   float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
-  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, hq, hkv, d, p, seed, off);
+  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
   CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
@@ -620,6 +620,152 @@ static void test_flash(void) {
   check_flash(5, 4, 2, 3, 0.0f);    /* one partial tile, GQA */
   check_flash(70, 2, 1, 8, 0.0f);   /* two query and key tiles */
   check_flash(130, 4, 4, 16, 0.3f); /* three tiles, dropout */
+  px_tfree();
+}
+
+/* The global positions of rank `rank`'s share of a sequence of s under
+ * load-balanced context parallelism: 2 cp chunks of s / (2 cp), the rank
+ * holding chunk rank, then chunk 2 cp - 1 - rank. */
+static int32_t *cp_positions(int64_t s, int64_t cp, int64_t rank) {
+  const int64_t c = s / (2 * cp);
+  int32_t *pos = px_talloc((size_t)(2 * c) * sizeof *pos);
+  for (int64_t i = 0; i < c; i++) pos[i] = (int32_t)(rank * c + i), pos[c + i] = (int32_t)((2 * cp - 1 - rank) * c + i);
+  return pos;
+}
+
+/* dst (n, width) = rows pos[i] of src (., width). */
+static float *gather_rows(const float *src, const int32_t *pos, int64_t n, int64_t width) {
+  float *dst = px_tfloats(n * width);
+  for (int64_t i = 0; i < n; i++) memcpy(dst + i * width, src + pos[i] * width, (size_t)width * sizeof *dst);
+  return dst;
+}
+
+/* dst (hq, n) = columns pos[i] of the log-sum-exp src (hq, s). */
+static float *gather_lse(const float *src, const int32_t *pos, int64_t n, int64_t hq, int64_t s) {
+  float *dst = px_tfloats(hq * n);
+  for (int64_t h = 0; h < hq; h++)
+    for (int64_t i = 0; i < n; i++) dst[h * n + i] = src[h * s + pos[i]];
+  return dst;
+}
+
+/* Context parallelism on the fused attention: each of cp ranks holds its
+ * load-balanced share of q, k, v; its queries run against every rank's key
+ * block (in ring order, own block first) and the partial results are merged,
+ * then against all the keys gathered in one call. ctx and lse must be the
+ * whole-sequence kernel's rows at those positions, and the backward summed
+ * over key blocks (dq) and over query ranks (dk, dv) the whole-sequence
+ * backward's rows. Only the summation order differs. cp <= 3, s % (2 cp) == 0. */
+static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, int64_t d, float p) {
+  const int64_t nq = s * hq * d, nkv = s * hkv * d, n = s / cp, wq = hq * d, wkv = hkv * d;
+  const uint64_t seed = 78, off = 5000;
+  float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
+  float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  px_k_flash_bwd(gq, gk, gv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  int32_t *pos[3];
+  float *qr[3], *kr[3], *vr[3], *dkr[3], *dvr[3];
+  for (int64_t r = 0; r < cp; r++) {
+    pos[r] = cp_positions(s, cp, r);
+    qr[r] = gather_rows(q, pos[r], n, wq);
+    kr[r] = gather_rows(k, pos[r], n, wkv), vr[r] = gather_rows(v, pos[r], n, wkv);
+    dkr[r] = px_tconst(n * wkv, ACC0), dvr[r] = px_tconst(n * wkv, ACC0);
+  }
+  for (int64_t i = 0; i < cp; i++) {
+    float *c = px_tconst(n * wq, NAN), *l = px_tconst(hq * n, NAN), *c2 = px_tfloats(n * wq), *l2 = px_tfloats(hq * n);
+    for (int64_t step = 0; step < cp; step++) {
+      const int64_t j = (i - step + cp) % cp;
+      px_k_flash_fwd(step ? c2 : c, step ? l2 : l, qr[i], kr[j], vr[j], n, n, hq, hkv, d, pos[i], pos[j], s, p, seed,
+                     off);
+      if (step) px_k_flash_merge(c, l, c2, l2, n, hq, d);
+    }
+    CU_ASSERT(close_to("cp flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
+    CU_ASSERT(close_to("cp flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
+    float *dqi = px_tconst(n * wq, ACC0), *doi = gather_rows(dctx, pos[i], n, wq);
+    for (int64_t j = 0; j < cp; j++)
+      px_k_flash_bwd(dqi, dkr[j], dvr[j], doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d, pos[i], pos[j], s, p, seed,
+                     off);
+    CU_ASSERT(close_to("cp flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
+  }
+  for (int64_t j = 0; j < cp; j++) {
+    double *wk = d_of(gather_rows(gk, pos[j], n, wkv), n * wkv), *wv = d_of(gather_rows(gv, pos[j], n, wkv), n * wkv);
+    CU_ASSERT(close_to("cp flash dk", dkr[j], wk, n * wkv, 1e-5, 1e-5, 0.0));
+    CU_ASSERT(close_to("cp flash dv", dvr[j], wv, n * wkv, 1e-5, 1e-5, 0.0));
+  }
+  /* all-gathered K/V, rank-major: a key tile's positions can fall (rank 0's
+   * last chunk, then rank 1's first), one call per query rank */
+  int32_t *all = px_talloc((size_t)s * sizeof *all);
+  for (int64_t r = 0; r < cp; r++) memcpy(all + r * n, pos[r], (size_t)n * sizeof *all);
+  float *ka = gather_rows(k, all, s, wkv), *va = gather_rows(v, all, s, wkv);
+  float *dka = px_tconst(s * wkv, ACC0), *dva = px_tconst(s * wkv, ACC0);
+  for (int64_t i = 0; i < cp; i++) {
+    float *c = px_tconst(n * wq, NAN), *l = px_tconst(hq * n, NAN), *dqi = px_tconst(n * wq, ACC0);
+    px_k_flash_fwd(c, l, qr[i], ka, va, n, s, hq, hkv, d, pos[i], all, s, p, seed, off);
+    CU_ASSERT(close_to("ag flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
+    CU_ASSERT(close_to("ag flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
+    px_k_flash_bwd(dqi, dka, dva, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s, hq, hkv, d, pos[i], all,
+                   s, p, seed, off);
+    CU_ASSERT(close_to("ag flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
+  }
+  CU_ASSERT(close_to("ag flash dk", dka, d_of(gather_rows(gk, all, s, wkv), s * wkv), s * wkv, 1e-5, 1e-5, 0.0));
+  CU_ASSERT(close_to("ag flash dv", dva, d_of(gather_rows(gv, all, s, wkv), s * wkv), s * wkv, 1e-5, 1e-5, 0.0));
+}
+
+static void test_flash_blocks(void) {
+  px_tseed(13);
+  check_flash_blocks(12, 3, 2, 1, 4, 0.0f);   /* one tile, chunks of 2 */
+  check_flash_blocks(200, 2, 4, 2, 8, 0.0f);  /* GQA; chunks of 50: a tile spans both chunks of a rank */
+  check_flash_blocks(200, 2, 2, 2, 16, 0.3f); /* dropout at global positions */
+  check_flash_blocks(198, 3, 4, 2, 8, 0.3f);  /* three ranks, GQA and dropout */
+  px_tfree();
+}
+
+/* Explicit positions 0..s-1 give the bits of NULL ones; rows that see no key
+ * get ctx 0 and lse -INFINITY and add nothing in the backward; a merge with a
+ * block that saw nothing leaves ctx and lse as they were, one onto a row that
+ * saw nothing takes the other's, and two rows merge by hand. */
+static void test_flash_merge(void) {
+  px_tseed(14);
+  const int64_t s = 70, hq = 2, hkv = 1, d = 4, nq = s * hq * d, nkv = s * hkv * d;
+  float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1);
+  int32_t *pos = px_talloc((size_t)s * sizeof *pos);
+  for (int64_t i = 0; i < s; i++) pos[i] = (int32_t)i;
+  float *c0 = px_tfloats(nq), *l0 = px_tfloats(hq * s), *c1 = px_tfloats(nq), *l1 = px_tfloats(hq * s);
+  px_k_flash_fwd(c0, l0, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, 0.2f, 3, 9);
+  px_k_flash_fwd(c1, l1, q, k, v, s, s, hq, hkv, d, pos, pos, s, 0.2f, 3, 9);
+  CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)nq * sizeof *c0), 0);
+  CU_ASSERT_EQUAL(memcmp(l0, l1, (size_t)(hq * s) * sizeof *l0), 0);
+
+  /* keys all after the queries: every row sees nothing */
+  int32_t *late = px_talloc((size_t)s * sizeof *late);
+  for (int64_t i = 0; i < s; i++) late[i] = (int32_t)(s + i);
+  float *c2 = px_tconst(nq, NAN), *l2 = px_tconst(hq * s, NAN);
+  px_k_flash_fwd(c2, l2, q, k, v, s, s, hq, hkv, d, NULL, late, 2 * s, 0.2f, 3, 9);
+  bool empty = true;
+  for (int64_t i = 0; i < nq; i++) empty = empty && c2[i] == 0.0f;
+  for (int64_t i = 0; i < hq * s; i++) empty = empty && l2[i] == -INFINITY;
+  CU_ASSERT(empty);
+  px_k_flash_merge(c1, l1, c2, l2, s, hq, d);
+  px_k_flash_merge(c1, l1, px_tconst(nq, NAN), l2, s, hq, d); /* whatever the other ctx holds */
+  CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)nq * sizeof *c0), 0);
+  CU_ASSERT_EQUAL(memcmp(l0, l1, (size_t)(hq * s) * sizeof *l0), 0);
+  /* the backward of rows that saw nothing adds nothing, even against keys they could see */
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
+  px_k_flash_bwd(gq, gk, gv, px_trand(nq, -1, 1), q, k, v, c2, l2, s, s, hq, hkv, d, NULL, NULL, s, 0.2f, 3, 9);
+  bool still = true;
+  for (int64_t i = 0; i < nq; i++) still = still && gq[i] == ACC0;
+  for (int64_t i = 0; i < nkv; i++) still = still && gk[i] == ACC0 && gv[i] == ACC0;
+  CU_ASSERT(still);
+  px_k_flash_merge(c2, l2, c0, l0, s, hq, d); /* nothing, then the whole */
+  CU_ASSERT_EQUAL(memcmp(c0, c2, (size_t)nq * sizeof *c0), 0);
+  CU_ASSERT_EQUAL(memcmp(l0, l2, (size_t)(hq * s) * sizeof *l0), 0);
+
+  /* one row, one head, D = 2: lse log(e^0 + e^log 3) = log 4, weights 1/4 and 3/4 */
+  float c[2] = {1.0f, -2.0f}, l[1] = {0.0f}, cb[2] = {5.0f, 2.0f}, lb[1] = {logf(3.0f)};
+  px_k_flash_merge(c, l, cb, lb, 1, 1, 2);
+  PX_ASSERT_REL(l[0], log(4.0), 1e-6);
+  PX_ASSERT_REL(c[0], 0.25 * 1 + 0.75 * 5, 1e-6);
+  PX_ASSERT_REL(c[1], 0.25 * -2 + 0.75 * 2, 1e-6);
   px_tfree();
 }
 
@@ -950,6 +1096,8 @@ int main(void) {
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
       {"fused (flash) attention against the three ops, with dropout", test_flash},
+      {"flash attention by key blocks at global positions (cp 2, 3), merged or gathered = whole", test_flash_blocks},
+      {"flash merge: an empty block, explicit positions", test_flash_merge},
       {"dropout: p = 0, pieces, backward", test_dropout},
       {"vocab-parallel cross-entropy, padding, ignore, 2 and 4 shards", test_cross_entropy},
       {"AdamW by hand and over five steps", test_adamw},

@@ -90,48 +90,146 @@ static px_status cpu_dropout(const px_exec_op *e) {
   if (bias) /* bias of a row-parallel layer, added before the dropout */
     for (int64_t r = 0; r < n / d[2]; r++)
       for (int64_t c = 0; c < d[2]; c++) y[r * d[2] + c] += bias[c];
-  for (int64_t b = 0; b < g.rows; b++) {
-    int64_t off = b * g.row_elems;
-    px_k_dropout_fwd(y + off, mask + off, y + off, g.row_elems, g.p, g.seed, px_exec_dropout_row(e, &g, b));
-  }
+  int64_t per = e->plan->par.cp > 1 ? g.d1 : 1, n_el = g.row_elems / per; /* CP: a sequence row at a time */
+  for (int64_t b = 0; b < g.rows; b++)
+    for (int64_t t = 0; t < per; t++) {
+      int64_t off = b * g.row_elems + t * n_el;
+      px_k_dropout_fwd(y + off, mask + off, y + off, n_el, g.p, g.seed, px_exec_dropout_at(e, &g, b, t));
+    }
   return PX_OK;
 }
 
 /* ---- fused attention, a batch row at a time (each has its dropout offset) ---- */
 
-static px_status cpu_flash(const px_exec_op *e, bool bwd) {
-  const int64_t *d = e->op->dim;
-  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], nq = S * HQ * D, nkv = S * HKV * D;
-  float p = (float)e->plan->model.dropout;
-  uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
-  float **out = (float **)e->out, **in = (float **)e->in;
-  for (int64_t b = 0; b < B; b++) {
-    uint64_t off = px_exec_head_dropout_offset(e, b, 0, S);
-    if (!bwd)
-      px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, HQ,
-                     HKV, D, p, seed, off);
-    else
-      px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
-                     in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, HQ, HKV, D, p, seed,
-                     off);
-  }
-  return PX_OK;
+/* Global positions of CP rank r's seq / cp rows of each sequence. */
+static void cp_rows(const px_plan *p, int64_t r, int32_t *pos) {
+  for (int64_t i = 0; i < p->seq_cp; i++) pos[i] = (int32_t)px_cp_position(p->par.cp, r, p->seq_cp, i);
 }
 
-/* In-place inverse rotation (RoPE backward on a gradient). */
-static void rope_inverse(float *x, int64_t B, int64_t S, int64_t H, int64_t D, double theta) {
+/* Context parallelism's ring (Megatron-Core's P2P context parallelism):
+ * the keys and values go around the CP ring a block (every batch row of one
+ * rank's S tokens) at a time. Forward: the first block is the rank's own;
+ * each later one's result is merged into ctx and lse by the online-softmax
+ * rule. Backward: with the final ctx and lse, each block's dq part is added
+ * here and its dk, dv accumulate in buffers that travel with the block, one
+ * more hop bringing each rank its own. Blocks arrive in the op's workspace:
+ * two buffers of (k, v) forward, (k, v, dk, dv) backward. */
+static px_status cpu_flash_ring(px_backend *be, const px_exec_op *e, bool bwd, const int32_t *qpos, int32_t *kpos,
+                                uint64_t seed, px_err *err) {
+  const px_plan *p = e->plan;
+  const int64_t *d = e->op->dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], cp = p->par.cp, nq = S * HQ * D, nkv = S * HKV * D;
+  int64_t per = bwd ? 4 : 2, blk = B * nkv; /* floats of a k (v, dk, dv) block */
+  float p_drop = (float)p->model.dropout, **out = (float **)e->out, **in = (float **)e->in;
+  float *ws = out[bwd ? 3 : 2], *buf[2] = {ws, ws + per * blk};
+  memcpy(buf[0], in[bwd ? 2 : 1], (size_t)blk * sizeof *ws);
+  memcpy(buf[0] + blk, in[bwd ? 3 : 2], (size_t)blk * sizeof *ws);
+  if (bwd) memset(buf[0] + 2 * blk, 0, (size_t)(2 * blk) * sizeof *ws);
+  float *part = out[3], *part_lse = part + B * nq; /* forward: a block's ctx and lse before the merge */
+  px_status st = PX_OK;
+  for (int64_t s = 0; s < cp && !st; s++) {
+    float *cur = buf[s % 2], *nxt = buf[(s + 1) % 2];
+    cp_rows(p, (e->cp_rank - s + cp) % cp, kpos);
+    for (int64_t b = 0; b < B; b++) {
+      uint64_t off = px_exec_head_dropout_offset(e, b, 0, p->seq);
+      const float *k = cur + b * nkv, *v = cur + blk + b * nkv;
+      if (bwd)
+        px_k_flash_bwd(out[0] + b * nq, cur + 2 * blk + b * nkv, cur + 3 * blk + b * nkv, in[0] + b * nq,
+                       in[1] + b * nq, k, v, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, p->seq,
+                       p_drop, seed, off);
+      else if (s == 0)
+        px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, k, v, S, S, HQ, HKV, D, qpos, kpos,
+                       p->seq, p_drop, seed, off);
+      else {
+        px_k_flash_fwd(part + b * nq, part_lse + b * HQ * S, in[0] + b * nq, k, v, S, S, HQ, HKV, D, qpos, kpos,
+                       p->seq, p_drop, seed, off);
+        px_k_flash_merge(out[0] + b * nq, out[1] + b * HQ * S, part + b * nq, part_lse + b * HQ * S, S, HQ, D);
+      }
+    }
+    if (s == cp - 1 && !bwd) break;
+    /* pass the block on: k and v while others still need them; backward, dk and dv once more at the end */
+    int64_t from = s == cp - 1 ? 2 * blk : 0, n = per * blk - from;
+    px_p2p items[2] = {{true, e->cp_next, cur + from, (uint64_t)n * sizeof *ws, bwd ? 4 : 3},
+                       {false, e->cp_prev, nxt + from, (uint64_t)n * sizeof *ws, bwd ? 4 : 3}};
+    st = be->p2p(be, items, 2, err);
+  }
+  if (!st && bwd) /* the rank's own dk and dv, home after cp hops */
+    for (int64_t i = 0; i < blk; i++) out[1][i] += buf[cp % 2][2 * blk + i], out[2][i] += buf[cp % 2][3 * blk + i];
+  return st;
+}
+
+/* Dims: B, query rows, query heads, kv heads, head dim, key rows. With
+ * context parallelism the rows sit at other positions than 0..S-1: the
+ * rank's chunks (queries; keys too on the ring) or every rank's, rank-major
+ * (keys all-gathered; queries and keys after the all-to-all, whose heads are
+ * the rank's 1/cp of them), and dropout counts in the whole sequence. */
+static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err *err) {
+  const px_plan *p = e->plan;
+  const int64_t *d = e->op->dim;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S, cp = p->par.cp;
+  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S;
+  float pd = (float)p->model.dropout;
+  uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
+  float **out = (float **)e->out, **in = (float **)e->in;
+  int32_t *pos = NULL, *qpos = NULL, *kpos = NULL;
+  if (cp > 1) { /* qpos: S entries; kpos: every rank's rows */
+    pos = malloc((size_t)(S + p->seq) * sizeof *pos);
+    if (!pos) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    qpos = pos, kpos = pos + S, s_full = p->seq;
+    for (int64_t r = 0; r < cp; r++) cp_rows(p, r, kpos + r * p->seq_cp);
+    if (p->par.cp_algo == PX_CP_A2A)
+      memcpy(qpos, kpos, (size_t)S * sizeof *qpos), h0 = e->cp_rank * HQ;
+    else
+      cp_rows(p, e->cp_rank, qpos);
+  }
+  px_status st = PX_OK;
+  if (e->op->flags & PX_OPF_CP_RING) {
+    st = cpu_flash_ring(be, e, bwd, qpos, kpos, seed, err);
+    free(pos);
+    return st;
+  }
+  for (int64_t b = 0; b < B; b++) {
+    uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
+    if (!bwd)
+      px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, SK, HQ,
+                     HKV, D, qpos, kpos, s_full, pd, seed, off);
+    else
+      px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
+                     in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos,
+                     kpos, s_full, pd, seed, off);
+  }
+  free(pos);
+  return st;
+}
+
+/* RoPE on (B, S, H, D) rows at the rank's positions: with context
+ * parallelism its two chunks, each a contiguous run. */
+static void rope_rows(const px_exec_op *e, float *out, const float *in, int64_t B, int64_t S, int64_t H, int64_t D) {
+  int64_t cp = e->plan->par.cp, runs = cp > 1 ? 2 : 1, n = S / runs, row = H * D;
+  for (int64_t r = 0; r < runs; r++) {
+    int64_t pos0 = px_cp_position(cp, e->cp_rank, S, r * n);
+    for (int64_t b = 0; b < (runs > 1 ? B : 1); b++) /* one run: all batch rows in one call */
+      px_k_rope_fwd(out + (b * S + r * n) * row, in + (b * S + r * n) * row, runs > 1 ? 1 : B, n, H, D, pos0,
+                    (float)e->plan->model.rope_theta);
+  }
+}
+
+/* In-place inverse rotation (RoPE backward on a gradient), rows at the rank's positions. */
+static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, int64_t H, int64_t D) {
   int64_t half = D / 2;
   for (int64_t b = 0; b < B; b++)
-    for (int64_t t = 0; t < S; t++)
+    for (int64_t t = 0; t < S; t++) {
+      int64_t pos = px_cp_position(e->plan->par.cp, e->cp_rank, S, t);
       for (int64_t h = 0; h < H; h++) {
         float *r = x + ((b * S + t) * H + h) * D;
         for (int64_t i = 0; i < half; i++) {
-          double a = px_rope_angle(t, i, D, theta);
+          double a = px_rope_angle(pos, i, D, e->plan->model.rope_theta);
           float c = (float)cos(a), s = (float)sin(a), x0 = r[i], x1 = r[i + half];
           r[i] = x0 * c + x1 * s;
           r[i + half] = x1 * c - x0 * s;
         }
       }
+    }
 }
 
 /* ---- the op dispatch ---- */
@@ -155,10 +253,21 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_POS:
     case PX_OP_POS_BWD: {
       int64_t pos0 = p->par.sp ? e->tp_rank * d[1] : 0;
-      if (o->kind == PX_OP_POS)
-        px_k_pos_fwd(out[0], in[1], d[0], d[1], d[2], pos0);
-      else
-        px_k_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0);
+      if (p->par.cp == 1) {
+        if (o->kind == PX_OP_POS)
+          px_k_pos_fwd(out[0], in[1], d[0], d[1], d[2], pos0);
+        else
+          px_k_pos_bwd(out[0], in[0], d[0], d[1], d[2], pos0);
+        return PX_OK;
+      }
+      for (int64_t b = 0; b < d[0]; b++) /* context parallelism: a row at a time, at the rank's positions */
+        for (int64_t t = 0; t < d[1]; t++) {
+          int64_t pos = px_cp_position(p->par.cp, e->cp_rank, p->seq_cp, pos0 + t), row = (b * d[1] + t) * d[2];
+          if (o->kind == PX_OP_POS)
+            px_k_pos_fwd(out[0] + row, in[1], 1, 1, d[2], pos);
+          else
+            px_k_pos_bwd(out[0], in[0] + row, 1, 1, d[2], pos);
+        }
       return PX_OK;
     }
     case PX_OP_NORM:
@@ -206,12 +315,12 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
       return PX_OK;
     }
     case PX_OP_ROPE:
-      px_k_rope_fwd(out[0], in[0], d[0], d[1], d[2], d[4], 0, (float)m->rope_theta);
-      px_k_rope_fwd(out[1], in[1], d[0], d[1], d[3], d[4], 0, (float)m->rope_theta);
+      rope_rows(e, out[0], in[0], d[0], d[1], d[2], d[4]);
+      rope_rows(e, out[1], in[1], d[0], d[1], d[3], d[4]);
       return PX_OK;
     case PX_OP_ROPE_BWD:
-      rope_inverse(out[0], d[0], d[1], d[2], d[4], m->rope_theta);
-      rope_inverse(out[1], d[0], d[1], d[3], d[4], m->rope_theta);
+      rope_inverse(e, out[0], d[0], d[1], d[2], d[4]);
+      rope_inverse(e, out[1], d[0], d[1], d[3], d[4]);
       return PX_OK;
     case PX_OP_ATTN_SCORES:
       px_k_attn_scores_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
@@ -225,8 +334,8 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_ATTN_CONTEXT_BWD:
       px_k_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4]);
       return PX_OK;
-    case PX_OP_FLASH_ATTN: return cpu_flash(e, false);
-    case PX_OP_FLASH_ATTN_BWD: return cpu_flash(e, true);
+    case PX_OP_FLASH_ATTN: return cpu_flash(be, e, false, err);
+    case PX_OP_FLASH_ATTN_BWD: return cpu_flash(be, e, true, err);
     case PX_OP_DROPOUT: return cpu_dropout(e);
     case PX_OP_DROPOUT_BWD: px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)m->dropout); return PX_OK;
     case PX_OP_ADD:
@@ -300,6 +409,7 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
       }
       return PX_SUPPORT_YES;
     case PX_OP_ALLREDUCE:
+    case PX_OP_ALLTOALL:
     case PX_OP_ALLGATHER:
     case PX_OP_REDUCE_SCATTER:
       if (d[0] > INT_MAX || d[1] > INT_MAX) {
@@ -365,6 +475,16 @@ static px_status cpu_reduce_scatter(px_backend *be, px_group g, void *out, const
   if (st) return st;
   return px_comm_check(
       MPI_Reduce_scatter_block(in, out, (int)count_out, MPI_FLOAT, MPI_SUM, group_comm(be, g)), "MPI_Reduce_scatter", err);
+}
+
+static px_status cpu_alltoall(px_backend *be, px_group g, void *out, const void *in, uint64_t count, px_dtype dt,
+                              px_err *err) {
+  int n = 1;
+  MPI_Comm_size(group_comm(be, g), &n);
+  px_status st = coll_ok(dt, count * (uint64_t)n, err);
+  if (st) return st;
+  return px_comm_check(MPI_Alltoall(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, group_comm(be, g)),
+                       "MPI_Alltoall", err);
 }
 
 static px_status cpu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
@@ -443,6 +563,7 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
   b->allreduce = cpu_allreduce;
   b->allgather = cpu_allgather;
   b->reduce_scatter = cpu_reduce_scatter;
+  b->alltoall = cpu_alltoall;
   b->p2p = cpu_p2p;
   b->sync = cpu_sync;
   b->destroy = cpu_destroy;

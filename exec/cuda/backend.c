@@ -900,6 +900,21 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   if (!kernel_dtype(dt))
     return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
   if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
+  switch (plan->par.cp > 1 ? (px_op_kind)op->kind : PX_OP_COUNT) {
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD:
+    case PX_OP_ALLTOALL:
+    case PX_OP_ROPE:
+    case PX_OP_ROPE_BWD:
+    case PX_OP_POS:
+    case PX_OP_POS_BWD:
+    case PX_OP_DROPOUT:
+      return refuse(why, cap, PX_SUPPORT_NO,
+                    "context parallelism (cp %lld) needs attention over key blocks at other ranks' positions, which "
+                    "the CUDA kernels do not have yet (hint: --backend cpu runs it)",
+                    (long long)plan->par.cp);
+    default: break;
+  }
   bool half = dt != PX_DTYPE_FP32;
   if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? refuse(why, cap, PX_SUPPORT_WIDENED,
@@ -940,6 +955,8 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
         return refuse(why, cap, PX_SUPPORT_NO, "%lld elements: beyond the MPI fallback's int counts (NCCL has none)",
                       (long long)(d[0] > d[1] ? d[0] : d[1]));
       return PX_SUPPORT_YES;
+    case PX_OP_ALLTOALL:
+      return refuse(why, cap, PX_SUPPORT_NO, "no all-to-all (context parallelism's a2a runs on the cpu backend)");
     case PX_OP_SEND:
     case PX_OP_RECV:
       if (!c->nccl && (uint64_t)d[0] * px_dtype_bytes(dt) > (uint64_t)INT32_MAX)

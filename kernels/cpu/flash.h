@@ -2,37 +2,64 @@
  * softmax(scale q k^T) v a tile of queries x keys at a time with an online
  * softmax, so the (S, S) probabilities never exist; the backward recomputes
  * them from the forward's row log-sum-exp. One batch row per call (the
- * caller knows each row's dropout offset). fp32; the CUDA twin is
- * kernels/cuda/flash.h. */
+ * caller knows each row's dropout offset), on a block of queries against a
+ * block of keys at any global positions, so that context parallelism (ring
+ * attention, gathered K/V) runs the same kernel per block and merges the
+ * partial results (px_k_flash_merge). fp32; the CUDA twin, kernels/cuda/flash.h,
+ * takes whole sequences only (no positions) so far. */
 
 /* Query head h reads kv head h / (Hq / Hkv); Hq % Hkv == 0; scale = 1/sqrt(D).
- * Dropout of the probabilities with rate p: element (t, s) of query head h is
- * kept when px_dropout_keep(seed, off + (h S + t) S + s, p) and then scaled by
- * 1 / (1 - p); the log-sum-exp is that of the probabilities before dropout. */
+ * q has Sq rows at global positions qpos[i] (NULL: 0..Sq-1), k and v have Sk
+ * rows at kpos[j] (NULL: 0..Sk-1), in any order; query i sees key j when
+ * kpos[j] <= qpos[i] (causal by position). Dropout of the probabilities with
+ * rate p: element (i, j) of query head h is kept when
+ * px_dropout_keep(seed, off + (h S_full + qpos[i]) S_full + kpos[j], p) and
+ * then scaled by 1 / (1 - p), S_full being the sequence length the indices
+ * count in; the log-sum-exp is that of the probabilities before dropout.
+ * With NULL positions and Sq = Sk = S_full this is whole-sequence attention. */
 #ifndef PX_KERNELS_CPU_FLASH_H
 #define PX_KERNELS_CPU_FLASH_H
 
 #include <stdint.h>
 
-/* Writes ctx and lse. */
-void px_k_flash_fwd(float *ctx,     // (S, Hq, D)
-                    float *lse,     // (Hq, S)
-                    const float *q, // (S, Hq, D)
-                    const float *k, // (S, Hkv, D)
-                    const float *v, // (S, Hkv, D)
-                    int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, uint64_t seed, uint64_t off);
+/* Writes ctx and lse; a row that sees no key gets ctx 0 and lse -INFINITY. */
+void px_k_flash_fwd(float *ctx,     // (Sq, Hq, D)
+                    float *lse,     // (Hq, Sq)
+                    const float *q, // (Sq, Hq, D)
+                    const float *k, // (Sk, Hkv, D)
+                    const float *v, // (Sk, Hkv, D)
+                    int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                    const int32_t *qpos, // (Sq) or NULL
+                    const int32_t *kpos, // (Sk) or NULL
+                    int64_t s_full, float p, uint64_t seed, uint64_t off);
 
-/* dq, dk, dv += the gradients of ctx given dctx. ACCUMULATES. ctx and lse
- * are the forward's outputs. */
-void px_k_flash_bwd(float *dq,         // (S, Hq, D)
-                    float *dk,         // (S, Hkv, D)
-                    float *dv,         // (S, Hkv, D)
-                    const float *dctx, // (S, Hq, D)
-                    const float *q,    // (S, Hq, D)
-                    const float *k,    // (S, Hkv, D)
-                    const float *v,    // (S, Hkv, D)
-                    const float *ctx,  // (S, Hq, D)
-                    const float *lse,  // (Hq, S)
-                    int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, uint64_t seed, uint64_t off);
+/* Merges the partial result (ctx2, lse2) of another key block into (ctx, lse),
+ * the online-softmax rule: lse' = log(e^lse + e^lse2),
+ * ctx' = ctx e^(lse - lse') + ctx2 e^(lse2 - lse'). A row where lse2 is
+ * -INFINITY is left as it is (both -INFINITY: ctx 0, lse -INFINITY). */
+void px_k_flash_merge(float *ctx,        // (Sq, Hq, D)
+                      float *lse,        // (Hq, Sq)
+                      const float *ctx2, // (Sq, Hq, D)
+                      const float *lse2, // (Hq, Sq)
+                      int64_t sq, int64_t hq, int64_t d);
+
+/* dq, dk, dv += the gradients of ctx given dctx, for this key block.
+ * ACCUMULATES. ctx and lse are the final forward outputs over all key blocks
+ * (after every merge), so the sums over key blocks of dq (and over query
+ * blocks of dk, dv) are the backward of the whole; a row whose lse is
+ * -INFINITY contributes nothing. */
+void px_k_flash_bwd(float *dq,         // (Sq, Hq, D)
+                    float *dk,         // (Sk, Hkv, D)
+                    float *dv,         // (Sk, Hkv, D)
+                    const float *dctx, // (Sq, Hq, D)
+                    const float *q,    // (Sq, Hq, D)
+                    const float *k,    // (Sk, Hkv, D)
+                    const float *v,    // (Sk, Hkv, D)
+                    const float *ctx,  // (Sq, Hq, D)
+                    const float *lse,  // (Hq, Sq)
+                    int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                    const int32_t *qpos, // (Sq) or NULL
+                    const int32_t *kpos, // (Sk) or NULL
+                    int64_t s_full, float p, uint64_t seed, uint64_t off);
 
 #endif

@@ -1071,14 +1071,14 @@ static void check_flash(px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t
   float *dlse = dev_f(lse_nan, hq * s);
   LAUNCH(px_kc_flash_fwd(dctx, dlse, dq_, dk_, dv_, dt, s, hq, hkv, d, p, seed, off, stream));
   float *ctx = px_tfloats(nq), *lse = px_tfloats(hq * s);
-  px_k_flash_fwd(ctx, lse, q, k, v, s, hq, hkv, d, p, seed, off);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
   float *ctx_got = host_dt(dctx, nq, dt), *lse_got = host_f(dlse, hq * s);
   CU_ASSERT(close_to(NAME("ctx"), ctx_got, ctx, nq, rtol, atol));
   CU_ASSERT(red_close(NAME("lse"), lse_got, lse, hq * s));
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
   void *dgq = dev_dt(gq, nq, dt), *dgk = dev_dt(gk, nkv, dt), *dgv = dev_dt(gv, nkv, dt);
   LAUNCH(px_kc_flash_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dctx, dlse, dt, s, hq, hkv, d, p, seed, off, stream));
-  px_k_flash_bwd(gq, gk, gv, go, q, k, v, ctx_got, lse_got, s, hq, hkv, d, p, seed, off);
+  px_k_flash_bwd(gq, gk, gv, go, q, k, v, ctx_got, lse_got, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
   float *gq_got = host_dt(dgq, nq, dt), *gk_got = host_dt(dgk, nkv, dt), *gv_got = host_dt(dgv, nkv, dt);
   CU_ASSERT(close_to(NAME("dq"), gq_got, gq, nq, rtol, atol));
   CU_ASSERT(close_to(NAME("dk"), gk_got, gk, nkv, rtol, atol));
