@@ -133,6 +133,15 @@ static int dim_values(int64_t fixed, bool is_fixed, const int64_t *all, int nall
  * every ZeRO-2/3 mode with it cost a third more sweep time, 256 GPUs.) */
 #define HYBRID_MIN_ZERO 2
 
+/* The shortest sequence for which a sweep tries context parallelism unless
+ * told (--cp): below it each CP rank's attention block is too short to hide
+ * its K/V transfers and DP splits the tokens with no exchange at all, so CP
+ * only adds plans (a 512-GPU sweep at 8K tokens took 4x longer with it and
+ * chose no CP plan). Long-context runs (Llama 3's 128K stage) need it. */
+#define CP_SWEEP_MIN_SEQ 16384
+/* The largest cp a sweep tries (Llama 3 405B's 128K stage used 16). */
+#define CP_SWEEP_MAX 32
+
 /* The first and last stage k layers short of the middle stages, whose
  * layers split evenly over their chunks (Megatron-Core's uneven pipeline):
  * sets p's first/last_stage_layers; false when not possible, not wanted
@@ -169,22 +178,30 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
   int nr = dim_values(f->recompute, f->recompute >= 0, recs, 3, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
+  /* context parallelism: powers of two (each with every algorithm unless fixed) for long sequences */
+  int64_t seq = f->seq > 0 ? f->seq : m->seq_len, cps[8] = {1};
+  int ncp = 1;
+  for (int64_t k = 2; f->cp <= 0 && seq >= CP_SWEEP_MIN_SEQ && k <= CP_SWEEP_MAX && ncp < 8; k *= 2)
+    if (seq % (2 * k) == 0) cps[ncp++] = k;
+  if (f->cp > 0) cps[0] = f->cp, ncp = 1;
   int64_t *split_a = px_calloc((size_t)m->layers * 8 + 8, sizeof *split_a, err); /* (pp vpp) scratch */
   int64_t *split_b = px_calloc((size_t)m->layers * 8 + 8, sizeof *split_b, err);
   px_status st = split_a && split_b ? PX_OK : PX_ERR_RUNTIME;
-  for (int it = 0; it < ntp && !st; it++) {
-    int64_t tp = tps[it];
+  for (int k = 0; k < ntp * ncp && !st; k++) {
+    int64_t tp = tps[k / ncp], cp = cps[k % ncp];
+    if (gpus % (tp * cp)) continue;
     npp = 0;
-    for (int64_t q = 1; q <= gpus / tp && q <= m->layers && npp < 64; q++)
-      if ((gpus / tp) % q == 0) pps[npp++] = q;
+    for (int64_t q = 1; q <= gpus / (tp * cp) && q <= m->layers && npp < 64; q++)
+      if ((gpus / (tp * cp)) % q == 0) pps[npp++] = q;
     if (f->pp > 0) pps[0] = f->pp, npp = 1;
     for (int ip = 0; ip < npp; ip++) {
       int64_t pp = pps[ip];
-      if (gpus % (tp * pp)) continue;
-      int64_t dp = gpus / (tp * pp);
+      if (gpus % (tp * cp * pp)) continue;
+      int64_t dp = gpus / (tp * cp * pp);
       if (f->dp > 0 && f->dp != dp) continue;
-      for (int iz = 0; iz < nz; iz++)
-        for (int is = 0; is < nsp; is++)
+      int na = cp > 1 && f->cp_algo < 0 ? PX_CP_ALGO_COUNT : 1; /* CP's algorithms */
+      for (int iza = 0; iza < nz * na; iza++)
+        for (int is = 0, iz = iza % nz, ia = iza / nz; is < nsp; is++)
           for (int im = 0; im < nm; im++)
             for (int ir = 0; ir < nr; ir++) {
               /* schedules: one for pp 1; 1f1b, interleaved with every vpp and the two zero-bubble
@@ -211,6 +228,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 if (f->vpp > 0 && f->vpp != scheds[ic / 2][1]) continue;
                 px_parallel p = *f;
                 p.tp = tp, p.pp = pp, p.dp = dp, p.zero = (int)zv[iz], p.sp = (int)spv[is], p.mbs = mv[im];
+                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia;
                 p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 2][0], p.vpp = scheds[ic / 2][1];
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
@@ -242,7 +260,8 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                     if (!added) continue;
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
-                    if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp || dp % node) continue;
+                    if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp * cp || (dp * cp) % node)
+                      continue;
                     /* in ZeRO-2/3's default modes only, unless fixed: full accumulation already
                      * reduces once a step, and kept parameters already gather once */
                     if ((f->grad_accum < 0 && q.grad_accum != PX_ACCUM_SHARDED) || (f->reshard < 0 && !q.reshard))
@@ -516,7 +535,8 @@ void px_sweep_result_free(px_sweep_result *r) {
 }
 
 static bool same_split(const px_parallel *a, const px_parallel *b) {
-  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->sp == b->sp && a->mbs == b->mbs &&
+  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo &&
+         a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
 }

@@ -902,6 +902,75 @@ static void test_layer_split(void) {
   px_plan_free(&plan);
 }
 
+/* ---- context parallelism ---- */
+
+/* A CP plan's layer is the cp=1 layer of seq / cp tokens plus what each
+ * algorithm keeps for the backward: nothing more for the ring (its blocks
+ * are scratch), the gathered K and V instead of the rank's for all-gather
+ * ((cp - 1) x 2 b s/cp kv_width bytes), and for a2a the head-split q, k, v
+ * and context instead of q, k, v (one more context, b s/cp h bytes). The
+ * CP group's bytes on the wire per layer and micro-batch are the README's
+ * formulas, and the step's FLOPs are the cp=1 step's. */
+static void test_context_parallel(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 64);
+  /* the grid: TP fastest, then CP, DP, PP */
+  px_parallel p = par(4, 2, 2, 0, 1, 16);
+  p.cp = 4, p.seq = 32768;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(plan.grid.cp_place.size, 4);
+  CU_ASSERT_EQUAL(plan.grid.cp_place.stride, 4);
+  CU_ASSERT_EQUAL(plan.grid.cp_place.nodes, 2); /* tp 4 x cp 4 spans two 8-GPU nodes */
+  CU_ASSERT_EQUAL(plan.grid.dp_place.size, 8);  /* gradients over dp x cp */
+  CU_ASSERT_EQUAL(plan.grid.pp_place.stride, 32);
+  int64_t t, cr, d, q;
+  px_grid_coords(&plan.grid, 55, &t, &cr, &d, &q);
+  CU_ASSERT(t == 3 && cr == 1 && d == 1 && q == 1);
+  CU_ASSERT_EQUAL(px_grid_rank(&plan.grid, 3, 1, 1, 1), 55);
+  CU_ASSERT_EQUAL(plan.seq_cp, 8192);
+  px_plan_free(&plan);
+  /* the load-balanced layout: rank r holds chunks r and 2 cp - 1 - r */
+  CU_ASSERT_EQUAL(px_cp_position(4, 1, 8, 0), 4);  /* chunk 1 of 8 chunks of 4 */
+  CU_ASSERT_EQUAL(px_cp_position(4, 1, 8, 3), 7);
+  CU_ASSERT_EQUAL(px_cp_position(4, 1, 8, 4), 24); /* chunk 6 = 2 x 4 - 1 - 1 */
+  CU_ASSERT_EQUAL(px_cp_position(4, 0, 8, 7), 31); /* chunk 7 */
+
+  /* memory, bytes on the wire and FLOPs on 16 GPUs, tp 4, bf16, b = 2 */
+  c = cluster("dgx-h100", 16);
+  const int64_t cp = 2, seq = 16384, B = 2, S = seq / cp, KW = 8 / 4 * 128, QW = 32 / 4 * 128, e = 2;
+  px_parallel ref = par(4, 1, 4, 0, B, 8);
+  ref.seq = S; /* the cp=1 layer of seq / cp tokens */
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &ref, &err), PX_OK);
+  double base = (double)px_plan_layer_activation_bytes(&plan);
+  px_plan_free(&plan);
+  px_parallel one = par(4, 1, 4, 0, B, 8);
+  one.seq = seq;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &one, &err), PX_OK);
+  double flops = plan.model_flops_per_step;
+  px_plan_free(&plan);
+  double mb = 8.0 / (double)(B * 2), L = 32; /* micro-batches per rank (dp 2), layers */
+  for (int a = 0; a < PX_CP_ALGO_COUNT; a++) {
+    p = par(4, 1, 2, 0, B, 8);
+    p.cp = cp, p.cp_algo = a, p.seq = seq;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    double extra = a == PX_CP_ALLGATHER ? (double)((cp - 1) * 2 * B * S * KW * e) : a == PX_CP_A2A ? (double)(B * S * QW * e) : 0;
+    PX_ASSERT_REL((double)px_plan_layer_activation_bytes(&plan), base + extra, 1e-12);
+    /* per layer and micro-batch: ring (cp-1) K/V blocks forward, 2cp-1 blocks backward (K/V and their
+     * gradients); all-gather (cp-1)/cp of the gathered K and V each way; a2a (cp-1)/cp of q, k, v and the
+     * context each way */
+    double kv = (double)(2 * B * S * KW * e), f = (double)(cp - 1) / (double)cp, per;
+    if (a == PX_CP_RING) per = (double)(cp - 1) * kv + (double)(2 * cp - 1) * kv;
+    else if (a == PX_CP_ALLGATHER) per = 2.0 * f * kv * (double)cp;
+    else per = 2.0 * f * (double)(B * S * (2 * QW + 2 * KW) * e);
+    PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_CP], per * L * mb, 1e-9);
+    PX_ASSERT_REL(plan.model_flops_per_step, flops, 1e-9);
+    px_plan_free(&plan);
+  }
+}
+
 /* ---- refusals ---- */
 
 static void expect_refused(const char *model, int64_t gpus, px_parallel p, const char *needle) {
@@ -987,6 +1056,20 @@ static void test_refusals(void) {
   p = par(1, 1, 4, 0, 1, 8);
   p.shard_group = 2;
   expect_refused("llama3-8b", 4, p, "needs ZeRO");
+  /* context parallelism */
+  p = par(4, 1, 2, 0, 1, 8);
+  p.cp = 2;
+  p.attention = PX_ATTN_UNFUSED;
+  expect_refused("llama3-8b", 16, p, "runs the fused attention block by block");
+  p = par(4, 1, 2, 0, 1, 8);
+  p.cp = 2, p.seq = 8190;
+  expect_refused("llama3-8b", 16, p, "cuts the sequence into 2 x cp = 4 chunks");
+  p = par(4, 1, 1, 0, 1, 8);
+  p.cp = 4, p.cp_algo = PX_CP_A2A;
+  expect_refused("llama3-8b", 16, p, "must divide the 8 query and 2 key/value heads per TP rank (valid cp: 1, 2;");
+  p = par(4, 1, 1, 0, 1, 8);
+  p.cp = 2;
+  expect_refused("llama3-8b", 16, p, "tp 4 x cp 2 x pp 1 x dp 1 = 8, but there are 16 GPUs");
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
@@ -1024,6 +1107,7 @@ int main(void) {
       {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},
       {"offload: host and NVMe placement, and fits weighs them", test_offload_places},
       {"vocabulary padding as Megatron", test_vocab_padding},
+      {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
   };

@@ -19,6 +19,20 @@ grep -q '"tokens_per_s":' "$tmp/one.json" || fail "json lacks contract fields"
 head -1 "$tmp/all.csv" | grep -q '^rank,tp,pp,dp,zero' || fail "csv header"
 [ "$(grep -c ',true,' "$tmp/all.csv")" -gt 10 ] || fail "csv lacks fitting plans"
 
+# long context: Llama 3 405B at 131,072 tokens on 16,384 H100s (tp 8, pp 16, ZeRO-1, SP fixed to keep it short)
+# finds context-parallel plans with both algorithms that tp 8 leaves (a2a needs 8 kv heads / tp to divide by cp),
+# and the best is over twice as fast as the best without CP (which fits only by recomputing every layer)
+"$px" sweep -m llama3-405b -c dgx-h100 -g 16384 --seq 131072 -B 128 -t 8 -p 16 -z 1 --sp -k 3 -C "$tmp/cp.csv" \
+  >"$tmp/cp.txt" || fail "long-context sweep"
+grep -q '^ *1  tp8 cp[0-9]' "$tmp/cp.txt" || fail "long-context sweep: the best plan has no cp: $(cat "$tmp/cp.txt")"
+for a in ring all-gather; do
+  awk -F, -v a="$a" 'NR > 1 && $14 > 1 && $15 == a && $16 == "true"' "$tmp/cp.csv" | grep -q . ||
+    fail "no fitting --cp-algo $a plan"
+done
+awk -F, 'NR == 2 { best = $18 } NR > 1 && $14 == 1 && $16 == "true" && (nocp == 0 || $18 < nocp) { nocp = $18 }
+  END { exit !(nocp == 0 || nocp > 2 * best) }' "$tmp/cp.csv" || fail "CP plans are not twice as fast as cp=1 ones"
+head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,fits,' || fail "csv lacks cp columns"
+
 # fixing a flag fixes that dimension
 "$px" sweep "${args[@]}" -t 2 -z 1 --json | grep '"tp":' | grep -v '"tp":	2' | grep -q . && fail "--tp 2 not fixed"
 

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Context parallelism on the CPU executor (--cp 2 and 4, ring, all-gather and
+# a2a; with TP, SP, PP, ZeRO, learned positions, tied embeddings, dropout):
+# every run's losses equal the cp=1 run of the same model, batch and flags
+# (the CP ranks removed) within 1e-5 over 8 steps, its first-step gradients
+# too, and every stage's largest measured peak is the plan's. A plan file
+# saved by `parallax plan --cp` runs to the same losses; a2a with a cp that
+# does not divide the heads is refused naming the valid cp values; the CUDA
+# backend refuses CP plans (or, built without it, says it has none).
+set -u
+px=$1
+src=$2
+cmp=$(dirname "$px")/tests/px_gradcmp
+source "$(dirname "$0")/../tools/clitest.sh"
+runs=0
+
+# GPT-shaped with dropout: the masks are functions of global positions, so
+# splitting the sequence must not change them
+jq '.dropout = 0.1 | .name = "tiny-gpt-drop"' "$src/models/tiny-gpt.json" >"$tmp/tiny-gpt-drop.json"
+
+run() { # out model gbs ranks flags...
+  local out=$1 model=$2 gbs=$3 n=$4 file=$src/models/$2.json
+  shift 4
+  [ -f "$tmp/$model.json" ] && file=$tmp/$model.json
+  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$file" --steps 8 -B "$gbs" \
+    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+}
+
+# check what: the losses of got.json equal ref.json's within 1e-5, the first
+# step's gradients too, and each stage's measured peak is the plan's
+check() {
+  local ref got
+  ref=$(losses "$tmp/ref.json")
+  got=$(losses "$tmp/got.json")
+  close "$ref" "$got" 1e-5 || { fail "$1: losses $got, cp=1 $ref"; return; }
+  "$cmp" "$tmp/ref.bin" "$tmp/got.bin" >"$tmp/cmp.txt" || { fail "$1: $(cat "$tmp/cmp.txt")"; return; }
+  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/got.json" >/dev/null ||
+    { fail "$1: measured peak is not the plan's: $(jq -c .stages "$tmp/got.json")"; return; }
+  echo "ok: $1: losses $got"
+}
+
+# model gbs grid | CP flags (the cp=1 reference takes the grid alone, on
+# ranks/cp ranks). 8 steps each: the largest loss difference is ~2e-7 (tiny-gpt).
+cases=(
+  "tiny 4|--cp 2 --cp-algo ring"
+  "tiny 4|--cp 2 --cp-algo all-gather"
+  "tiny 4|--cp 2 --cp-algo a2a"
+  "tiny 4|--cp 4 --cp-algo ring"
+  "tiny 4|--cp 4 --cp-algo all-gather"
+  "tiny 4 -t 2 -p 2|--cp 2 --cp-algo ring"
+  "tiny 4 -t 2 -S --mbs 2|--cp 2 --cp-algo all-gather"
+  "tiny 4 -d 2 -z 1|--cp 2 --cp-algo ring"
+  "tiny-gpt 4|--cp 2 --cp-algo ring"
+  "tiny-gpt-drop 4|--cp 2 --cp-algo a2a"
+)
+for c in "${cases[@]}"; do
+  head=${c%%|*}
+  cpf=${c#*|}
+  read -r model gbs grid <<<"$head"
+  # shellcheck disable=SC2206
+  g=($grid)
+  # shellcheck disable=SC2206
+  f=($cpf)
+  n=1
+  for ((k = 0; k < ${#g[@]}; k++)); do
+    case ${g[k]} in -t | -p | -d) n=$((n * g[k + 1])) ;; esac
+  done
+  cp=${f[1]}
+  what="$model -B $gbs $grid $cpf"
+  run ref "$model" "$gbs" "$n" "${g[@]}" || { fail "$model $grid (cp=1): $(head -3 "$tmp/err.txt")"; continue; }
+  run got "$model" "$gbs" $((n * cp)) "${g[@]}" "${f[@]}" || { fail "$what: $(head -3 "$tmp/err.txt")"; continue; }
+  runs=$((runs + 1))
+  check "$what"
+done
+echo "$runs plans"
+[ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
+
+# A plan file: `parallax plan --cp 2 --cp-algo a2a --save-plan` then `run --plan`
+# gives the cp=1 losses (and those of the same flags given directly).
+if "$px" plan -m tiny -c local-cpu -g 2 -B 4 -P fp32 --cp 2 --cp-algo a2a --save-plan "$tmp/plan.json" >/dev/null 2>"$tmp/err.txt"; then
+  jq -e '.parallel.cp == 2 and .parallel.cp_algo == "a2a"' "$tmp/plan.json" >/dev/null ||
+    fail "the plan file lacks cp 2 a2a: $(jq -c .parallel "$tmp/plan.json")"
+  if run ref tiny 4 1 && run got tiny 4 2 --plan "$tmp/plan.json"; then
+    check "tiny --plan (cp 2 a2a)"
+  else
+    fail "--plan (cp 2 a2a): $(head -3 "$tmp/err.txt")"
+  fi
+else
+  fail "plan --cp 2 --cp-algo a2a --save-plan: $(head -3 "$tmp/err.txt")"
+fi
+
+# a2a splits the heads: tiny's 4 query and 2 key/value heads allow cp 1 or 2;
+# cp 4 is refused before running (the planner and the executor), exit 2, naming them.
+err=$("$px" plan -m tiny -c local-cpu -g 4 -B 4 --cp 4 --cp-algo a2a 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "valid cp: 1, 2" || fail "plan a2a cp 4: $rc $err"
+err=$(mpirun -np 4 "$px" run --backend cpu -m tiny -B 4 --steps 1 --cp 4 --cp-algo a2a 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "valid cp: 1, 2" || fail "run a2a cp 4: $rc $err"
+
+# The CUDA backend runs no CP plan: refused before running, naming context
+# parallelism. A build without it (PX_CUDA=OFF, or no nvcc) says it has none.
+err=$(mpirun -np 2 "$px" run --backend cuda -m tiny -B 4 --steps 1 --cp 2 2>&1 >/dev/null); rc=$?
+if echo "$err" | grep -q "no CUDA backend"; then
+  [ "$rc" -eq 1 ] || fail "cuda in a build without it: $rc $err"
+  echo "skip: no CUDA backend in this build (checked that it says so)"
+elif echo "$err" | grep -q "no CUDA device"; then
+  echo "skip: the CUDA backend, but no device to refuse the plan on"
+else
+  [ "$rc" -ne 0 ] && echo "$err" | grep -q "context parallelism" || fail "cuda with cp 2: $rc $err"
+fi
+
+finish
