@@ -15,7 +15,8 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
           100 * r->hfu);
   fprintf(out, "  pipeline bubble  %.1f%% (analytic %.1f%%)\n", 100 * r->bubble_fraction,
           100 * px_plan_bubble_analytic(plan));
-  fprintf(out, "  communication    tp %s, pp %s, dp %s; exposed %s\n", px_fmt_time(r->comm_tp_s, a, sizeof a),
+  fprintf(out, "  communication    %s %s, pp %s, dp %s; exposed %s\n", plan->par.cp > 1 ? "tp+cp" : "tp",
+          px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
   if (plan->par.offload_opt)
