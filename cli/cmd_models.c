@@ -3,6 +3,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/fmt.h"
 #include "core/json.h"
 #include "core/paths.h"
 #include "report/cluster.h"
@@ -50,10 +51,18 @@ static px_status model_row(const char *name, cJSON *arr, px_err *err) {
   px_model_count_params(&m, &p);
   if (!arr) {
     px_report_model_list_row(name, &m, &p, stdout);
+    if (m.experts > 0) { /* a mixture of experts: its shape and active count under its row */
+      char act[32];
+      printf("%-16s %10s active: %lld experts, top %lld%s\n", "", px_fmt_count((double)p.active, act, sizeof act),
+             (long long)m.experts, (long long)m.experts_per_token, m.shared_experts ? ", shared" : "");
+    }
     return PX_OK;
   }
   cJSON *o = px_report_model_list_json(name, &m, &p);
-  if (!o) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  if (!o || (m.experts > 0 && !px_json_add_num(o, "params_active", (double)p.active))) {
+    cJSON_Delete(o);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
   cJSON_AddItemToArray(arr, o);
   return PX_OK;
 }

@@ -166,6 +166,10 @@ struct px_backend {
   /* count elements of dt to and from each member, in member order (in: n blocks to send, out: n received);
    * optional (NULL: the backend refuses all-to-all ops in supports_op) */
   px_status (*alltoall)(px_backend *b, px_group g, void *out, const void *in, uint64_t count, px_dtype dt, px_err *err);
+  /* per member, elements of dt sent (send[j] to member j, in member order) and received; optional (NULL: the
+   * backend refuses expert parallelism in supports_op) */
+  px_status (*alltoallv)(px_backend *b, px_group g, void *out, const uint64_t *recv, const void *in,
+                         const uint64_t *send, px_dtype dt, px_err *err);
   /* posts every send and receive, then waits for all (batch_isend_irecv) */
   px_status (*p2p)(px_backend *b, px_p2p *items, int n, px_err *err);
   /* waits until everything issued on every stream is done */

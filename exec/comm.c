@@ -18,7 +18,7 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
 px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
-  c->tp = c->cp = c->dp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
+  c->tp = c->cp = c->dp = c->ep = c->edp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
   MPI_Comm_rank(world, &c->world_rank);
   MPI_Comm_size(world, &c->world_size);
   const px_grid *g = &plan->grid;
@@ -37,6 +37,13 @@ px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *
       (st = px_comm_check(MPI_Comm_split(world, cp_color, (int)c->cp_rank, &c->cp), "MPI_Comm_split (cp)", err)) ||
       (st = px_comm_check(MPI_Comm_split(world, dp_color, (int)c->wdp_rank, &c->dp), "MPI_Comm_split (dp)", err)))
     return st;
+  { /* expert groups: ep consecutive DP x CP ranks; those ep apart hold the same experts */
+    int64_t ep = g->ep, group = c->wdp_rank / ep, within = c->wdp_rank % ep;
+    int ep_color = (int)(dp_color + g->tp * g->pp * group), edp_color = (int)(dp_color + g->tp * g->pp * within);
+    if ((st = px_comm_check(MPI_Comm_split(world, ep_color, (int)within, &c->ep), "MPI_Comm_split (ep)", err)) ||
+        (st = px_comm_check(MPI_Comm_split(world, edp_color, (int)group, &c->edp), "MPI_Comm_split (edp)", err)))
+      return st;
+  }
   bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
   int emb_color =
       plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
@@ -60,6 +67,8 @@ px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *
 void px_comm_deinit(px_comm *c) {
   if (c->tp != MPI_COMM_NULL) MPI_Comm_free(&c->tp);
   if (c->cp != MPI_COMM_NULL) MPI_Comm_free(&c->cp);
+  if (c->ep != MPI_COMM_NULL) MPI_Comm_free(&c->ep);
+  if (c->edp != MPI_COMM_NULL) MPI_Comm_free(&c->edp);
   if (c->dp != MPI_COMM_NULL) MPI_Comm_free(&c->dp);
   if (c->emb != MPI_COMM_NULL) MPI_Comm_free(&c->emb);
   if (c->shard != MPI_COMM_NULL) MPI_Comm_free(&c->shard);
@@ -70,6 +79,8 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g) {
   switch (g) {
     case PX_GROUP_TP: return c->tp;
     case PX_GROUP_CP: return c->cp;
+    case PX_GROUP_EP: return c->ep;
+    case PX_GROUP_EDP: return c->edp;
     case PX_GROUP_DP: return c->dp;
     case PX_GROUP_EMB: return c->emb;
     case PX_GROUP_ALL: return c->world;

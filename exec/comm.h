@@ -18,6 +18,7 @@ typedef struct {
   int64_t wdp_rank;     /* in the DP x CP group: cp_rank + cp x dp_rank */
   MPI_Comm world;
   MPI_Comm tp, cp;
+  MPI_Comm ep, edp;     /* expert parallelism: the DP x CP ranks splitting the experts, those holding the same ones */
   MPI_Comm dp;          /* the DP x CP group: the ranks holding the same weights */
   MPI_Comm emb;         /* MPI_COMM_NULL unless this rank holds a tied embedding copy across stages */
   MPI_Comm shard, replica; /* hybrid sharding (shard group < dp): the rank's ZeRO shard group and the ranks

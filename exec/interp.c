@@ -243,7 +243,8 @@ static px_status init_params(px_exec *x, px_err *err) {
   px_status st = PX_OK;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
-    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, &x->maps[i], err))) break;
+    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->wdp_rank % x->plan->par.ep, &x->maps[i], err)))
+      break;
     const px_slot *s = &x->plan->slots[r->slot];
     int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
     for (int64_t a = 0; a < rows; a++)
@@ -530,6 +531,56 @@ static px_status cp_alltoall(px_exec *x, const px_op *o, char *out, const char *
   return st;
 }
 
+/* Mixture of experts: an all-to-all of routed rows over the EP group. The
+ * rows are expert-major, so by destination rank; counts (device memory, 2E
+ * int32) holds the rows sent to each expert, then those taken from each
+ * (source, local expert), which the forward's dispatch exchanges. To the
+ * experts: each member's rows for my experts, source-major; back: the
+ * reverse, into the sender's order. */
+static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void *in, void *counts, px_err *err) {
+  const px_plan *p = x->plan;
+  px_backend *be = x->be;
+  int64_t ep = p->par.ep, E = p->model.experts, el = E / ep, H = p->model.hidden;
+  bool to = o->flags & PX_OPF_TO_EXPERTS;
+  px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
+  if (!be->alltoallv) return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
+  int32_t *c = malloc((size_t)(2 * E) * sizeof *c);
+  uint64_t *v = malloc((size_t)(2 * ep) * sizeof *v); /* elements to each member, from each */
+  if (!c || !v) {
+    free(c), free(v);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  px_status st = be->download(be, c, counts, (uint64_t)(2 * E) * sizeof *c, err);
+  if (!st && to && o->phase != PX_PHASE_BWD) { /* the forward's dispatch: who takes how many rows of mine */
+    st = px_comm_check(MPI_Alltoall(c, (int)el, MPI_INT32_T, c + E, (int)el, MPI_INT32_T, px_comm_of(x->comm, PX_GROUP_EP)),
+                       "MPI_Alltoall (expert counts)", err);
+    if (!st) st = be->upload(be, (int32_t *)counts + E, c + E, (uint64_t)E * sizeof *c, err);
+  }
+  uint64_t rows_in = 0, rows_out = 0;
+  for (int64_t j = 0; j < ep; j++) {
+    uint64_t sent = 0, taken = 0;
+    for (int64_t l = 0; l < el; l++) sent += (uint64_t)c[j * el + l], taken += (uint64_t)c[E + j * el + l];
+    v[j] = (to ? sent : taken) * (uint64_t)H, v[ep + j] = (to ? taken : sent) * (uint64_t)H;
+    rows_in += to ? sent : taken, rows_out += to ? taken : sent;
+  }
+  /* every member learns whether one's rows overflow its buffer (else the others would wait in the exchange) */
+  int over = !st && rows_out * (uint64_t)H > (uint64_t)o->dim[1], any = over;
+  if (!st) st = px_comm_check(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, px_comm_of(x->comm, PX_GROUP_EP)),
+                              "MPI_Allreduce (expert rows)", err);
+  if (!st && any && !over)
+    st = px_err_set(err, PX_ERR_RUNTIME, "another EP rank's experts take more rows than the plan holds (see its message)");
+  if (!st && over)
+    st = px_err_set(err, PX_ERR_RUNTIME,
+                    "EP rank %lld: %llu routed rows arrive for its experts, the plan holds %llu (the busiest rank's "
+                    "at --moe-imbalance %g; hint: raise it)",
+                    (long long)(x->wdp_rank % ep), (unsigned long long)rows_out,
+                    (unsigned long long)((uint64_t)o->dim[1] / (uint64_t)H), p->par.moe_imbalance);
+  if (!st) st = be->alltoallv(be, PX_GROUP_EP, out, v + ep, in, v, dt, err);
+  free(c);
+  free(v);
+  return st;
+}
+
 static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **ins, px_err *err) {
   px_backend *be = x->be;
   px_group g = (px_group)o->group;
@@ -549,7 +600,9 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
       if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
       if ((st = seq_permute(x, outs[1], ins[0], n, B, n_out / (uint64_t)B * el, false, err))) return st;
       return be->reduce_scatter(be, g, outs[0], outs[1], n_out, dt, err);
-    case PX_OP_ALLTOALL: return cp_alltoall(x, o, outs[0], ins[0], outs[1], err);
+    case PX_OP_ALLTOALL:
+      return g == PX_GROUP_CP ? cp_alltoall(x, o, outs[0], ins[0], outs[1], err)
+                              : moe_alltoall(x, o, outs[0], ins[0], ins[1], err);
     default: return px_err_set(err, PX_ERR_RUNTIME, "internal: %s is not a collective", px_op_names[o->kind]);
   }
 }
@@ -913,6 +966,8 @@ static void param_owned(const px_exec *x, const px_param_ref *r, uint64_t *lo, u
 static bool counts_once(const px_exec *x, int32_t i) {
   const px_param_ref *r = &x->prog->params[i];
   if ((x->plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) return false;
+  if (x->plan->slots[r->slot].expert) /* experts: one copy per expert-data-parallel group */
+    return x->plan->par.zero != 0 || x->wdp_rank / x->plan->par.ep == 0;
   return (x->plan->par.zero != 0 || x->wdp_rank == 0) && x->replica_rank == 0;
 }
 

@@ -1,5 +1,5 @@
 /* Where each local parameter element lives in the model's global tensors:
- * the canonical layout (layer by layer, Q/K/V/O, MLP, norms; embedding,
+ * the canonical layout (layer by layer, Q/K/V/O, MLP (or router, experts, shared experts), norms; embedding,
  * positions, final norm, head) that every plan shares. Used to initialise
  * shards identically whatever the parallelism, and to gather gradients for
  * comparison across plans. */
@@ -28,6 +28,9 @@ typedef struct {
   px_param_section sec[3];
   int nsec;
   int64_t col0;         /* global column of local column 0 (column-sharded tensors) */
+  /* experts: the sections describe one local expert's rows (expert_rows of them); local expert x is global
+   * expert expert0 + x, whose rows in each global tensor start expert_grows x (expert0 + x) further */
+  int64_t expert_rows, expert0, expert_grows;
   bool replicated;      /* identical on every TP rank */
   bool tied_copy;       /* the last stage's copy of a tied embedding */
 } px_param_map;
@@ -48,9 +51,9 @@ typedef struct {
 
 px_status px_global_params_build(const px_model *m, px_global_params *g, px_err *err);
 void px_global_params_free(px_global_params *g);
-/* The mapping of one local parameter (a px_param_ref of stage s) on TP rank tp_rank. */
+/* The mapping of one local parameter (a px_param_ref of stage s) on TP rank tp_rank and EP rank ep_rank. */
 px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref, int64_t tp_rank,
-                          px_param_map *out, px_err *err);
+                          int64_t ep_rank, px_param_map *out, px_err *err);
 /* Canonical index of local element (r, c) of a parameter, or -1 for vocabulary padding. */
 int64_t px_param_global_index(const px_plan *plan, const px_global_params *g, const px_param_map *pm,
                               const px_param_ref *ref, int64_t r, int64_t c, int64_t *tensor);

@@ -13,7 +13,8 @@ _Static_assert(sizeof px_support_names / sizeof px_support_names[0] == PX_SUPPOR
 /* The operands of each kind, outputs then inputs, one letter per position:
  *   A required, in the op's dtype       a optional, in the op's dtype
  *   F required, fp32                    f optional, fp32
- *   M required, u8 (dropout masks)      I required, 32-bit integers (tokens, targets)
+ *   M required, u8 (dropout masks)      I required, 32-bit integers (tokens, targets, expert choices)
+ *   i optional, 32-bit integers
  *   . absent
  * (the meaning of each position is in plan/compile.c and kernels/cpu). */
 typedef struct {
@@ -53,7 +54,16 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_ALLREDUCE] = {"A...", "A....."},
     [PX_OP_ALLGATHER] = {"Aa..", "A....."},      /* out[1]: SP's permute workspace with mbs > 1 */
     [PX_OP_REDUCE_SCATTER] = {"Aa..", "A....."},
-    [PX_OP_ALLTOALL] = {"Aa..", "A....."},       /* out[1]: the packed send and receive blocks */
+    [PX_OP_ALLTOALL] = {"Aa..", "Ai...."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row counts */
+    [PX_OP_MOE_ROUTE] = {"FIF.", "F....."},
+    [PX_OP_MOE_ROUTE_BWD] = {"F...", "FFI..."},
+    [PX_OP_MOE_PERMUTE] = {"AI..", "AI...."},     /* out[1]: rows per expert */
+    [PX_OP_MOE_PERMUTE_BWD] = {"A...", "AI...."},
+    [PX_OP_MOE_UNPERMUTE] = {"A...", "AFI..."},
+    [PX_OP_MOE_UNPERMUTE_BWD] = {"AF..", "AAFI.."},
+    [PX_OP_EXPERT_LINEAR] = {"Aa..", "AA..I."},   /* in[4]: rows per local expert */
+    [PX_OP_EXPERT_LINEAR_BWD_DATA] = {"A...", "Aa.AI."},
+    [PX_OP_EXPERT_LINEAR_BWD_WEIGHT] = {"A...", "Aa.AI."},
     [PX_OP_SEND] = {"....", "A....."},
     [PX_OP_RECV] = {"A...", "......"},
     [PX_OP_GRAD_NORM] = {"....", "......"},
@@ -132,9 +142,9 @@ static bool operand_ok(const px_plan *plan, const px_op *op, bool is_out, int j,
       if (have != PX_DTYPE_U8)
         return no(why, cap, "%s: mask %s[%d] (%s) is %s, not u8", kind, side, j, s->name, px_dtype_names[have]);
       return true;
-    default: /* 'I': 32-bit integers, stored in a 4-byte slot */
+    default: /* 'I', 'i': 32-bit integers, stored in a 4-byte slot */
       if (px_dtype_bytes(have) != 4)
-        return no(why, cap, "%s: tokens %s[%d] (%s) are not 32-bit", kind, side, j, s->name);
+        return no(why, cap, "%s: integers %s[%d] (%s) are not 32-bit", kind, side, j, s->name);
       return true;
   }
 }

@@ -33,6 +33,11 @@ typedef struct {
   int64_t B, S, Sl, H, T, HQ, HKV, D, QW, KW, F, Vl, V;
   int64_t C;          /* context-parallel ranks (S is this rank's seq / C tokens of each sequence) */
   px_cp_algo cp_algo;
+  /* mixture of experts: experts, local experts, top-k, EP ranks, an expert's and the shared experts' widths
+   * on this TP rank, routed rows this rank sends (A = B S K) and its local experts take (R, the busiest rank's) */
+  int64_t E, El, K, EP, Fe, Fs, A, R;
+  bool moe;           /* the block being built is a MoE layer's */
+  px_moe_dispatch dispatch;
   bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
   px_dtype act, param, grad;
   uint64_t e; /* activation bytes per element */
@@ -173,7 +178,8 @@ static void elementwise(px_op *o, double elems_in, double elems_out, double e) {
 /* Collective on a group. elems_in/out are this rank's buffer sizes. */
 static px_op *coll(bld *b, const dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
                    int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n) {
-  px_op *o = op_new(b, kind, g == PX_GROUP_TP || g == PX_GROUP_CP ? PX_STREAM_TP : PX_STREAM_DP, ph);
+  bool in_layer = g == PX_GROUP_TP || g == PX_GROUP_CP || g == PX_GROUP_EP; /* a layer's own collectives */
+  px_op *o = op_new(b, kind, in_layer ? PX_STREAM_TP : PX_STREAM_DP, ph);
   o->group = (uint8_t)g;
   o->in[0] = in;
   o->out[0] = out;
@@ -330,7 +336,15 @@ typedef struct {
       mlp_drop, mlp_dmask;
   /* parameters */
   int w_ln1, b_ln1, w_qkv, b_qkv, w_o, b_o, w_ln2, b_ln2, w_fc1, b_fc1, w_fc2, b_fc2;
+  /* mixture of experts (-1 in a dense model): the router's probabilities, each token's experts and weights,
+   * the routed rows sent and received (a2a; all-gather: every EP rank's tokens), the experts' hidden rows,
+   * their outputs and the outputs returned; the shared experts' tensors; parameters */
+  int moe_probs, moe_idx, moe_gates, moe_counts, moe_send, moe_recv, exp_gate, exp_up, exp_fc1, exp_act, exp_out, moe_ret,
+      sh_gate, sh_up, sh_fc1, sh_act;
+  int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
 } layer_slots;
+
+static void moe_slots_make(px_plan *p, const dims *d, layer_slots *L);
 
 static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   px_dtype a = d->act;
@@ -394,6 +408,52 @@ static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   L->b_fc1 = d->bias ? param_add(p, d, "fc1_b", fc1, 1, false, false) : -1;
   L->w_fc2 = param_add(p, d, "fc2_w", H, d->F, false, false);
   L->b_fc2 = d->bias ? param_add(p, d, "fc2_b", H, 1, true, false) : -1;
+  moe_slots_make(p, d, L);
+}
+
+/* An expert parameter: (local experts, rows, cols), split over EP. */
+static int expert_param(px_plan *p, const dims *d, const char *name, int64_t rows, int64_t cols) {
+  int w = param_add(p, d, name, d->El * rows, cols, false, false);
+  int g = grad_of(p, w);
+  p->slots[w].expert = p->slots[g].expert = true;
+  return w;
+}
+
+/* A mixture-of-experts layer's tensors (rows: B S of the layer's tokens; A
+ * routed rows sent, R taken by the local experts). */
+static void moe_slots_make(px_plan *p, const dims *d, layer_slots *L) {
+  int *all[] = {&L->moe_probs, &L->moe_idx, &L->moe_gates, &L->moe_counts, &L->moe_send, &L->moe_recv, &L->exp_gate, &L->exp_up,
+                &L->exp_fc1, &L->exp_act, &L->exp_out, &L->moe_ret, &L->sh_gate, &L->sh_up, &L->sh_fc1, &L->sh_act,
+                &L->w_router, &L->w_exp_fc1, &L->w_exp_fc2, &L->w_sh_fc1, &L->w_sh_fc2};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
+  if (d->E == 0) return;
+  px_dtype a = d->act;
+  int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
+  L->moe_probs = slot_add(p, "moe_probs", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->E, 1, 1);
+  L->moe_idx = slot_add(p, "moe_idx", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1); /* int32 */
+  L->moe_gates = slot_add(p, "moe_gates", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1);
+  /* int32: the rows sent to each expert, then the rows taken from each (source, local expert) */
+  L->moe_counts = slot_add(p, "moe_counts", PX_SLOT_ACT, PX_DTYPE_FP32, 2, d->EP, d->El, 1);
+  L->moe_send = slot_add(p, "moe_send", PX_SLOT_ACT, a, sent, H, 1, 1);
+  L->moe_recv = slot_add(p, "moe_recv", PX_SLOT_ACT, a, d->R, H, 1, 1);
+  L->exp_gate = d->swiglu ? slot_add(p, "exp_gate", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1) : -1;
+  L->exp_up = d->swiglu ? slot_add(p, "exp_up", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1) : -1;
+  L->exp_fc1 = d->swiglu ? -1 : slot_add(p, "exp_fc1", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1);
+  L->exp_act = slot_add(p, "exp_act", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1);
+  L->exp_out = slot_add(p, "exp_out", PX_SLOT_ACT, a, d->R, H, 1, 1);
+  L->moe_ret = slot_add(p, "moe_ret", PX_SLOT_ACT, a, sent, H, 1, 1);
+  int64_t fe1 = d->swiglu ? 2 * d->Fe : d->Fe, fs1 = d->swiglu ? 2 * d->Fs : d->Fs;
+  L->w_router = param_add(p, d, "router_w", d->E, H, true, false);
+  L->w_exp_fc1 = expert_param(p, d, "exp_fc1_w", fe1, H);
+  L->w_exp_fc2 = expert_param(p, d, "exp_fc2_w", H, d->Fe);
+  if (d->Fs > 0) {
+    L->sh_gate = d->swiglu ? slot_add(p, "sh_gate", PX_SLOT_ACT, a, rows, d->Fs, 1, 1) : -1;
+    L->sh_up = d->swiglu ? slot_add(p, "sh_up", PX_SLOT_ACT, a, rows, d->Fs, 1, 1) : -1;
+    L->sh_fc1 = d->swiglu ? -1 : slot_add(p, "sh_fc1", PX_SLOT_ACT, a, rows, d->Fs, 1, 1);
+    L->sh_act = slot_add(p, "sh_act", PX_SLOT_ACT, a, rows, d->Fs, 1, 1);
+    L->w_sh_fc1 = param_add(p, d, "sh_fc1_w", fs1, H, false, false);
+    L->w_sh_fc2 = param_add(p, d, "sh_fc2_w", H, d->Fs, false, false);
+  }
 }
 
 /* An activation-gradient slot named after its activation. */
@@ -543,6 +603,209 @@ static void flash_backward(bld *b, const dims *d, const layer_slots *L, px_ref d
   }
 }
 
+/* ---- mixture of experts ----
+ *
+ * A MoE layer's MLP: the router (a linear layer to one logit per expert,
+ * replicated over TP) picks each token's top-k experts and weights; the
+ * token rows go to the EP ranks holding those experts (all-to-all of the
+ * A = B S k routed rows, or all-gather of every token over EP), the local
+ * experts run as grouped GEMMs on the R rows they take (split over TP like
+ * the dense MLP), the outputs come back (all-to-all, or reduce-scatter of
+ * the weighted partial sums) and each token's k outputs are summed with
+ * their weights; shared experts, a dense MLP every token passes through,
+ * add theirs. The TP reduction that ends the branch is the dense MLP's.
+ * Expert GEMMs count the mean rank's FLOPs (A rows: model FLOPs) and carry
+ * the busiest rank's shape (R rows over its local experts) for their time. */
+
+/* A grouped GEMM over the local experts, from k to n (split into n0 + n1
+ * outputs when two are given). kind: the forward, the data gradient (from
+ * n back to k) or the weight gradient. */
+static px_op *expert_gemm(bld *b, const dims *d, const layer_slots *L, px_op_kind kind, px_phase ph, int64_t n0,
+                          int64_t n1, int64_t k) {
+  px_op *o = op_new(b, kind, PX_STREAM_COMPUTE, ph);
+  int64_t n = n0 + n1;
+  o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[1] = n, o->dim[2] = k, o->dim[3] = d->El, o->dim[4] = n0, o->dim[5] = n1;
+  o->flops = 2.0 * (double)d->A * (double)n * (double)k;
+  o->in[4] = R(L->moe_counts, 0); /* the rows each local expert took */
+  double e = (double)d->e, rows = (double)d->R, w = (double)(d->El * n * k);
+  if (kind == PX_OP_EXPERT_LINEAR) o->bytes = (rows * (double)k + w + rows * (double)n) * e;
+  else if (kind == PX_OP_EXPERT_LINEAR_BWD_DATA) o->bytes = (rows * (double)n + w + rows * (double)k) * e;
+  else o->bytes = (rows * (double)(n + k)) * e + 2.0 * w * (double)px_dtype_bytes(d->grad);
+  if (kind != PX_OP_EXPERT_LINEAR) o->flags = PX_OPF_ACCUMULATE;
+  return o;
+}
+
+/* The experts on the R rows in `rows`: fc1 (gate and up with SwiGLU), the
+ * activation, fc2 into `out`. */
+static void experts_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph) {
+  int64_t fe = d->Fe, nr = d->R;
+  px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, fe, d->swiglu ? fe : 0, d->H);
+  o->in[0] = R(L->moe_recv, 0), o->in[1] = R(L->w_exp_fc1, 0);
+  o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
+  if (d->swiglu)
+    simple(b, PX_OP_SWIGLU, ph, R(L->exp_act, 0), R(L->exp_gate, 0), R(L->exp_up, 0), nr * fe, (double)d->e);
+  else
+    simple(b, PX_OP_GELU, ph, R(L->exp_act, 0), R(L->exp_fc1, 0), NOREF, nr * fe, (double)d->e);
+  o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, d->H, 0, fe);
+  o->in[0] = R(L->exp_act, 0), o->in[1] = R(L->w_exp_fc2, 0);
+  o->out[0] = R(L->exp_out, 0);
+}
+
+static void experts_backward(bld *b, const dims *d, const layer_slots *L) {
+  px_plan *p = b->p;
+  int64_t fe = d->Fe, nr = d->R;
+  px_ref dout = R(grad_slot(p, L->exp_out), 0), dact = R(grad_slot(p, L->exp_act), 0);
+  px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, d->H, 0, fe);
+  o->in[0] = dout, o->in[3] = R(L->w_exp_fc2, 0), o->out[0] = dact;
+  o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, d->H, 0, fe);
+  o->in[0] = dout, o->in[3] = R(L->exp_act, 0), o->out[0] = R(grad_of(p, L->w_exp_fc2), 0);
+  px_ref d1 = R(grad_slot(p, d->swiglu ? L->exp_gate : L->exp_fc1), 0);
+  px_ref d2 = d->swiglu ? R(grad_slot(p, L->exp_up), 0) : NOREF;
+  if (d->swiglu) {
+    o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dact, o->in[1] = R(L->exp_gate, 0), o->in[2] = R(L->exp_up, 0);
+    o->out[0] = d1, o->out[1] = d2;
+    o->flags = PX_OPF_ACCUMULATE;
+    o->dim[0] = nr * fe;
+    elementwise(o, (double)(3 * nr * fe), (double)(2 * nr * fe), (double)d->e);
+  } else {
+    o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->exp_fc1, 0), nr * fe, (double)d->e);
+    o->flags = PX_OPF_ACCUMULATE;
+  }
+  px_ref drecv = R(grad_slot(p, L->moe_recv), 0);
+  o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
+  o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->w_exp_fc1, 0), o->out[0] = drecv;
+  o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
+  o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->moe_recv, 0), o->out[0] = R(grad_of(p, L->w_exp_fc1), 0);
+}
+
+/* An EP all-to-all of routed rows: to the experts (the send counts per
+ * expert to the rows taken per source; the forward's also exchanges the
+ * counts) or back from them. */
+static void ep_exchange(px_op *o, const layer_slots *L, bool to_experts) {
+  o->in[1] = R(L->moe_counts, 0);
+  if (to_experts) o->flags |= PX_OPF_TO_EXPERTS;
+}
+
+/* A routing op over the layer's B S token rows. */
+static px_op *moe_op(bld *b, const dims *d, px_op_kind kind, px_phase ph, double bytes) {
+  px_op *o = op_new(b, kind, PX_STREAM_COMPUTE, ph);
+  o->dim[0] = d->B * d->S, o->dim[1] = d->H, o->dim[2] = d->K, o->dim[3] = d->E;
+  o->dim[4] = d->dispatch == PX_MOE_A2A ? d->A : d->EP * d->B * d->S;
+  o->bytes = bytes;
+  if (kind == PX_OP_MOE_ROUTE_BWD || kind == PX_OP_MOE_PERMUTE_BWD || kind == PX_OP_MOE_UNPERMUTE_BWD)
+    o->flags = PX_OPF_ACCUMULATE;
+  return o;
+}
+
+/* The MoE MLP's forward from the norm's output x (B S rows) into part. */
+static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x, px_ref part) {
+  int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
+  double e = (double)d->e;
+  linear(b, d, ph, x, L->w_router, -1, R(L->moe_probs, 0), NOREF, NOREF, rows, d->E, 0, 0, H);
+  px_op *o = moe_op(b, d, PX_OP_MOE_ROUTE, ph, (double)(rows * d->E) * 8.0 + (double)(rows * d->K) * 8.0);
+  o->in[0] = R(L->moe_probs, 0), o->out[0] = R(L->moe_probs, 0), o->out[1] = R(L->moe_idx, 0),
+  o->out[2] = R(L->moe_gates, 0);
+  if (d->dispatch == PX_MOE_A2A) {
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(rows + d->A) * (double)H * e);
+    o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->moe_send, 0), R(L->moe_recv, 0), d->A * H, d->R * H, d->act,
+             d->EP);
+    ep_exchange(o, L, true);
+  } else { /* every EP rank's tokens, then the local experts' rows among them */
+    coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, ph, x, R(L->moe_send, 0), rows * H, sent * H, d->act, d->EP);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(sent + d->R) * (double)H * e);
+    o->in[0] = R(L->moe_send, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
+  }
+  experts_forward(b, d, L, ph);
+  if (d->dispatch == PX_MOE_A2A) {
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out, 0), R(L->moe_ret, 0), d->R * H, d->A * H, d->act,
+             d->EP);
+    ep_exchange(o, L, false);
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->A + rows) * (double)H * e);
+  } else {
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + sent) * (double)H * e);
+  }
+  o->in[0] = d->dispatch == PX_MOE_A2A ? R(L->moe_ret, 0) : R(L->exp_out, 0), o->in[1] = R(L->moe_gates, 0);
+  o->in[2] = R(L->moe_idx, 0);
+  o->out[0] = d->dispatch == PX_MOE_A2A ? part : R(L->moe_ret, 0);
+  if (d->dispatch == PX_MOE_ALLGATHER) /* the weighted partial sums of every EP rank's tokens, each its own */
+    coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret, 0), part, sent * H, rows * H, d->act, d->EP);
+  if (d->Fs == 0) return;
+  /* the shared experts: a dense MLP every token passes through, added to the routed output */
+  if (d->swiglu) {
+    linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_gate, 0), R(L->sh_up, 0), NOREF, rows, d->Fs, d->Fs, 0, H);
+    simple(b, PX_OP_SWIGLU, ph, R(L->sh_act, 0), R(L->sh_gate, 0), R(L->sh_up, 0), rows * d->Fs, e);
+  } else {
+    linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_fc1, 0), NOREF, NOREF, rows, d->Fs, 0, 0, H);
+    simple(b, PX_OP_GELU, ph, R(L->sh_act, 0), R(L->sh_fc1, 0), NOREF, rows * d->Fs, e);
+  }
+  o = linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
+  o->flags |= PX_OPF_ACCUMULATE;
+}
+
+/* The MoE MLP's backward from dpart (B S rows) into dx (accumulated, before
+ * its TP reduction); x is the norm's output the forward read. */
+static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpart, px_ref x, px_ref x_shard,
+                         px_ref dx) {
+  px_plan *p = b->p;
+  int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
+  double e = (double)d->e;
+  if (d->Fs > 0) { /* the shared experts */
+    px_ref dact = R(grad_slot(p, L->sh_act), 0);
+    linear_bwd(b, d, dact, R(L->sh_act, 0), NOREF, L->w_sh_fc2, -1, dpart, NOREF, NOREF, NOREF, rows, H, 0, 0, d->Fs,
+               NULL);
+    px_ref d1 = R(grad_slot(p, d->swiglu ? L->sh_gate : L->sh_fc1), 0);
+    px_ref d2 = d->swiglu ? R(grad_slot(p, L->sh_up), 0) : NOREF;
+    px_op *o;
+    if (d->swiglu) {
+      o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+      o->in[0] = dact, o->in[1] = R(L->sh_gate, 0), o->in[2] = R(L->sh_up, 0);
+      o->out[0] = d1, o->out[1] = d2;
+      o->flags = PX_OPF_ACCUMULATE;
+      o->dim[0] = rows * d->Fs;
+      elementwise(o, (double)(3 * rows * d->Fs), (double)(2 * rows * d->Fs), e);
+    } else {
+      o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->sh_fc1, 0), rows * d->Fs, e);
+      o->flags = PX_OPF_ACCUMULATE;
+    }
+    linear_bwd(b, d, dx, x, x_shard, L->w_sh_fc1, -1, d1, NOREF, d2, NOREF, rows, d->Fs, d->swiglu ? d->Fs : 0, 0, H,
+               NULL);
+  }
+  px_ref dret = R(grad_slot(p, L->moe_ret), 0), dgates = R(grad_slot(p, L->moe_gates), 0);
+  px_ref dexp = R(grad_slot(p, L->exp_out), 0), dsend = R(grad_slot(p, L->moe_send), 0);
+  px_op *o;
+  if (d->dispatch == PX_MOE_A2A) {
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(rows + 2 * d->A) * (double)H * e);
+    o->in[0] = dpart, o->in[1] = R(L->moe_ret, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
+    o->out[0] = dret, o->out[1] = dgates;
+    ep_exchange(coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp, d->A * H, d->R * H, d->act, d->EP), L,
+                true);
+  } else {
+    coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, PX_PHASE_BWD, dpart, dret, rows * H, sent * H, d->act, d->EP);
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(sent + 2 * d->R) * (double)H * e);
+    o->in[0] = dret, o->in[1] = R(L->exp_out, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
+    o->out[0] = dexp, o->out[1] = dgates;
+  }
+  experts_backward(b, d, L);
+  px_ref drecv = R(grad_slot(p, L->moe_recv), 0);
+  if (d->dispatch == PX_MOE_A2A) {
+    ep_exchange(coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv, dsend, d->R * H, d->A * H, d->act, d->EP), L,
+                false);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->A + rows) * (double)H * e);
+    o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->out[0] = dx;
+  } else {
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->R + sent) * (double)H * e);
+    o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->out[0] = dsend;
+    coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, PX_PHASE_BWD, dsend, dx, sent * H, rows * H, d->act, d->EP);
+    b->b->ops[b->b->nops - 1].flags |= PX_OPF_ACCUMULATE;
+  }
+  px_ref dlogits = R(grad_slot(p, L->moe_probs), 0);
+  o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
+  o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
+  linear_bwd(b, d, dx, x, x_shard, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
+}
+
 /* One layer's forward. With `recompute` the ops are the recomputation inside
  * the backward block and the layer output is not produced. */
 /* The end of a branch (attention or MLP): the row-parallel linear w on `in`
@@ -550,9 +813,18 @@ static void flash_backward(bld *b, const dims *d, const layer_slots *L, px_ref d
  * the bias and the dropout into dropped. Returns the branch's output;
  * *bias_left is the bias the residual add still has to add (none after a
  * dropout, which adds it first). */
+static px_ref branch_tail_fwd(bld *b, const dims *d, px_phase ph, int bias, int part, int out, int dropped, int dmask,
+                              int site, px_ref *bias_left);
+
 static px_ref branch_end_fwd(bld *b, const dims *d, px_phase ph, int in, int w, int bias, int part, int out, int dropped,
                              int dmask, int64_t in_width, int site, px_ref *bias_left) {
   linear(b, d, ph, R(in, 0), w, -1, R(part, 0), NOREF, NOREF, d->B * d->S, d->H, 0, 0, in_width);
+  return branch_tail_fwd(b, d, ph, bias, part, out, dropped, dmask, site, bias_left);
+}
+
+/* A branch's partial output `part` (over TP) reduced into out, then the bias and dropout as branch_end_fwd says. */
+static px_ref branch_tail_fwd(bld *b, const dims *d, px_phase ph, int bias, int part, int out, int dropped, int dmask,
+                              int site, px_ref *bias_left) {
   px_ref y = tp_reduce(b, d, ph, R(part, 0), R(out, 0));
   *bias_left = bias >= 0 ? R(bias, 0) : NOREF;
   if (!d->drop) return y;
@@ -602,7 +874,11 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   norm(b, d, ph, R(L->ln2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), mid, L->w_ln2,
        L->b_ln2, rows);
   px_ref ln2 = tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0));
-  if (d->swiglu) {
+  px_ref bf, mlp;
+  if (d->moe) {
+    moe_forward(b, d, L, ph, ln2, R(L->mlp_part, 0));
+    mlp = branch_tail_fwd(b, d, ph, -1, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask, 2, &bf);
+  } else if (d->swiglu) {
     linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->gate, 0), R(L->up, 0), NOREF, rows_full, d->F, d->F, 0, H);
     o = simple(b, PX_OP_SWIGLU, ph, R(L->act, 0), R(L->gate, 0), R(L->up, 0), rows_full * d->F, (double)d->e);
   } else if (d->gelu_fused) { /* the GEMM's epilogue: act and the pre-activation the backward needs */
@@ -614,9 +890,9 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
     linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->fc1, 0), NOREF, NOREF, rows_full, d->F, 0, 0, H);
     simple(b, PX_OP_GELU, ph, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, (double)d->e);
   }
-  px_ref bf;
-  px_ref mlp = branch_end_fwd(b, d, ph, L->act, L->w_fc2, L->b_fc2, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask,
-                              d->F, 2, &bf);
+  if (!d->moe)
+    mlp = branch_end_fwd(b, d, ph, L->act, L->w_fc2, L->b_fc2, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask, d->F,
+                         2, &bf);
   if (!produce_out) return;
   px_ref out = R(L->out, 1);
   if (d->par_res) {
@@ -667,6 +943,19 @@ static void attention_backward(bld *b, const dims *d, const layer_slots *L, px_r
   cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
 }
 
+/* From the residual's gradient dres through a branch's dropout (with its
+ * mask) and the TP gather: the gradient of its partial output `part`
+ * (*dbranch: the sequence shard's with SP). */
+static px_ref branch_tail_bwd(bld *b, const dims *d, px_ref dres, int out, int dmask, int part, px_ref *dbranch) {
+  px_plan *p = b->p;
+  *dbranch = dres;
+  if (d->drop) {
+    *dbranch = R(grad_slot(p, out), 0);
+    dropout_bwd(b, d, *dbranch, dres, R(dmask, 0), d->B * d->Sl * d->H);
+  }
+  return tp_gather(b, d, PX_PHASE_BWD, *dbranch, R(grad_slot(p, part), 0));
+}
+
 /* Backward of a branch's end (attention or MLP): from the residual's
  * gradient dres through the dropout (with its mask) and the TP gather to the
  * row-parallel linear w (bias), whose input `in` of in_width columns gets its
@@ -675,13 +964,7 @@ static void attention_backward(bld *b, const dims *d, const layer_slots *L, px_r
 static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmask, int part, int in, int w, int bias,
                            int64_t in_width, int pre) {
   px_plan *p = b->p;
-  int64_t rows = d->B * d->Sl;
-  px_ref dbranch = dres;
-  if (d->drop) {
-    dbranch = R(grad_slot(p, out), 0);
-    dropout_bwd(b, d, dbranch, dres, R(dmask, 0), rows * d->H);
-  }
-  px_ref dfull = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, part), 0));
+  px_ref dbranch, dfull = branch_tail_bwd(b, d, dres, out, dmask, part, &dbranch);
   int32_t data = b->b->nops; /* linear_bwd's first op */
   linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), NOREF, w, bias, dfull, dbranch, NOREF, NOREF,
              d->B * d->S, d->H, 0, 0, in_width, NULL);
@@ -693,19 +976,16 @@ static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmas
   }
 }
 
-/* One layer's backward; recomputation first when chosen. */
-static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recompute rc) {
+/* The dense MLP's backward from the residual's gradient dout to the norm
+ * output's gradient (reduced over TP, into dln2_sh with SP). */
+static px_ref mlp_backward(bld *b, const dims *d, const layer_slots *L, px_ref dout, px_ref dln2_part, px_ref dln2_sh) {
   px_plan *p = b->p;
-  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
-  int64_t rows = B * Sl, rows_full = B * S;
-  if (rc == PX_RECOMPUTE_FULL) layer_forward(b, d, L, PX_PHASE_RECOMPUTE, false);
-  px_ref dout = R(grad_slot(p, L->x), 1);
-  px_ref dx = R(grad_slot(p, L->x), 0);
+  int64_t rows_full = d->B * d->S, H = d->H;
+  px_ref dln2;
   /* MLP branch: dout -> (dropout) -> row-parallel fc2 */
   branch_end_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, L->act, L->w_fc2, L->b_fc2, d->F,
                  d->gelu_fused ? L->fc1 : -1);
   px_ref dact = R(grad_slot(p, L->act), 0);
-  px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0), dln2_sh = R(grad_slot(p, L->ln2), 0), dln2;
   /* Megatron-SP keeps the sharded norm output and gathers it again */
   px_ref ln2_full = wgrad_input(b, d, R(L->ln2, 0), R(L->ln2_full, 0));
   if (d->swiglu) {
@@ -726,6 +1006,26 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     }
     dln2 = linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dfc1, NOREF, NOREF, NOREF, rows_full, d->F,
                       0, 0, H, &dln2_sh);
+  }
+  return dln2;
+}
+
+/* One layer's backward; recomputation first when chosen. */
+static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recompute rc) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  int64_t rows = B * Sl, rows_full = B * S;
+  if (rc == PX_RECOMPUTE_FULL) layer_forward(b, d, L, PX_PHASE_RECOMPUTE, false);
+  px_ref dout = R(grad_slot(p, L->x), 1);
+  px_ref dx = R(grad_slot(p, L->x), 0);
+  px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0), dln2_sh = R(grad_slot(p, L->ln2), 0), dln2;
+  if (d->moe) { /* MoE branch: dout -> (dropout) -> the experts' outputs, summed over TP after the router's */
+    px_ref dbranch, dpart = branch_tail_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, &dbranch);
+    px_ref ln2_full = wgrad_input(b, d, R(L->ln2, 0), R(L->ln2_full, 0));
+    moe_backward(b, d, L, dpart, ln2_full, R(L->ln2, 0), dln2_part);
+    dln2 = tp_reduce(b, d, PX_PHASE_BWD, dln2_part, dln2_sh);
+  } else {
+    dln2 = mlp_backward(b, d, L, dout, dln2_part, dln2_sh);
   }
   /* dmid: gradient at the MLP norm's input (x2, or x with a parallel residual) */
   px_ref dmid = d->par_res ? dx : R(grad_slot(p, L->x2), 0);
@@ -1053,9 +1353,19 @@ static void keep_layer_saved(bld *b, const dims *d, const layer_slots *L, px_rec
   keep(b, R(L->out, 1));
   if (rc == PX_RECOMPUTE_FULL) return;
   int saved[] = {L->ln1,  L->ln1_mean, L->ln1_rstd, L->lse,  L->ctx, L->attn_dmask, L->x2, L->ln2,
-                 L->ln2_mean, L->ln2_rstd, L->fc1, L->gate, L->up, L->act, L->mlp_dmask};
+                 L->ln2_mean, L->ln2_rstd, L->mlp_dmask};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) keep(b, R(saved[i], 0));
+  /* the MLP's: the dense one's, or the router's choice, the rows the local experts took and computed, the
+   * outputs they returned, and the shared experts' */
+  int dense[] = {L->fc1, L->gate, L->up, L->act};
+  int moe[] = {L->moe_probs, L->moe_idx, L->moe_gates, L->moe_counts, L->moe_recv, L->exp_gate, L->exp_up,
+               L->exp_fc1,   L->exp_act, L->sh_gate,   L->sh_up,    L->sh_fc1,   L->sh_act,
+               d->dispatch == PX_MOE_A2A ? L->moe_ret : L->exp_out};
+  const int *mlp = d->moe ? moe : dense;
+  size_t nmlp = d->moe ? sizeof moe / sizeof *moe : sizeof dense / sizeof *dense;
+  for (size_t i = 0; i < nmlp; i++)
+    if (mlp[i] >= 0) keep(b, R(mlp[i], 0));
   attn_view a = attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
   keep(b, a.q), keep(b, a.k), keep(b, a.v);
   if (a.ctx.slot != L->ctx) keep(b, a.ctx);
@@ -1075,6 +1385,14 @@ static void dims_make(const px_plan *p, dims *d) {
   d->Sl = p->seq_local;
   d->C = par->cp;
   d->cp_algo = (px_cp_algo)par->cp_algo;
+  if (m->experts > 0) {
+    d->E = m->experts, d->EP = par->ep, d->El = d->E / d->EP, d->K = m->experts_per_token;
+    d->Fe = m->moe_ffn_hidden / par->tp;
+    d->Fs = (m->shared_ffn_hidden > 0 ? m->shared_ffn_hidden : m->shared_experts * m->moe_ffn_hidden) / par->tp;
+    d->A = d->B * d->S * d->K;
+    d->R = px_plan_expert_rows(p);
+    d->dispatch = (px_moe_dispatch)par->moe_dispatch;
+  }
   d->H = m->hidden;
   d->T = par->tp;
   d->HQ = m->heads / par->tp;
@@ -1130,6 +1448,18 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   if (split) {
     block_finish(&wb);
     b.failed |= wb.failed;
+  }
+  if (p->model.experts > 0) { /* mixture-of-experts layers: the same with the router and experts for the MLP */
+    dims dm = d;
+    dm.moe = true;
+    block_begin(&b, p, PX_BLOCK_MOE_FWD, PX_STREAM_COMPUTE);
+    layer_forward(&b, &dm, &L, PX_PHASE_FWD, true);
+    keep_layer_saved(&b, &dm, &L, rc);
+    block_finish(&b);
+    block_begin(&b, p, PX_BLOCK_MOE_BWD, PX_STREAM_COMPUTE);
+    layer_backward(&b, &dm, &L, rc);
+    keep(&b, R(grad_slot(p, L.x), 0));
+    block_finish(&b);
   }
 
   block_begin(&b, p, PX_BLOCK_EMBED_FWD, PX_STREAM_COMPUTE);

@@ -23,18 +23,21 @@ bool px_op_on_host(px_op_kind kind) { return px_op_family_of(kind) == PX_FAM_COP
 PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv", "host");
 PX_NAME_TABLE(px_phase_names, PX_PHASE_COUNT, "forward", "backward", "recompute", "optimizer", "comm");
 PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp-next", "emb", "all", "shard",
-              "replica", "cp");
+              "replica", "cp", "ep", "edp");
 PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
               "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
-              "optimizer", "offload_grad", "fetch_param", "layer_bwd_w");
+              "optimizer", "offload_grad", "fetch_param", "layer_bwd_w", "moe_fwd", "moe_bwd");
+
+bool px_block_is_layer_fwd(px_block_kind kind) { return kind == PX_BLOCK_LAYER_FWD || kind == PX_BLOCK_MOE_FWD; }
+bool px_block_is_layer_bwd(px_block_kind kind) { return kind == PX_BLOCK_LAYER_BWD || kind == PX_BLOCK_MOE_BWD; }
 
 bool px_block_is_bwd(px_block_kind kind) {
-  return kind == PX_BLOCK_LAYER_BWD || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||
+  return px_block_is_layer_bwd(kind) || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||
          kind == PX_BLOCK_LAYER_BWD_W;
 }
 
 bool px_block_is_compute(px_block_kind kind) {
-  return px_block_is_bwd(kind) || kind == PX_BLOCK_EMBED_FWD || kind == PX_BLOCK_LAYER_FWD || kind == PX_BLOCK_HEAD_FWD;
+  return px_block_is_bwd(kind) || kind == PX_BLOCK_EMBED_FWD || px_block_is_layer_fwd(kind) || kind == PX_BLOCK_HEAD_FWD;
 }
 
 double px_coll_busbw_factor(px_coll kind, int64_t n) {
@@ -59,3 +62,5 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
   o->wire_bytes = px_coll_busbw_factor(kind, n) * (double)o->coll_bytes;
   o->bytes = (double)(elems_in + elems_out) * e;
 }
+
+bool px_op_is_moe(px_op_kind kind) { return kind >= PX_OP_MOE_ROUTE && kind <= PX_OP_EXPERT_LINEAR_BWD_WEIGHT; }

@@ -47,6 +47,8 @@ typedef enum {
   PX_GROUP_SHARD,
   PX_GROUP_REPLICA,
   PX_GROUP_CP, /* context-parallel ranks: the same tokens' sequence split, tp apart */
+  PX_GROUP_EP,  /* expert-parallel ranks: consecutive DP x CP ranks holding different experts */
+  PX_GROUP_EDP, /* expert-data-parallel ranks: those holding the same experts (their gradients' group) */
   PX_GROUP_COUNT
 } px_group;
 
@@ -80,6 +82,15 @@ typedef enum {
   X(GELU_BWD, "gelu_bwd", ELEMENTWISE)                                                                             \
   X(SWIGLU, "swiglu", ELEMENTWISE)                                                                                 \
   X(SWIGLU_BWD, "swiglu_bwd", ELEMENTWISE)                                                                         \
+  X(MOE_ROUTE, "moe_route", ELEMENTWISE)             /* router logits -> top-k experts and their weights */        \
+  X(MOE_ROUTE_BWD, "moe_route_bwd", ELEMENTWISE)                                                                   \
+  X(MOE_PERMUTE, "moe_permute", ELEMENTWISE)         /* tokens copied to their experts' rows, expert-major */      \
+  X(MOE_PERMUTE_BWD, "moe_permute_bwd", ELEMENTWISE) /* rows' gradients summed back into their tokens */            \
+  X(MOE_UNPERMUTE, "moe_unpermute", ELEMENTWISE)     /* each token's expert outputs, weighted, summed */           \
+  X(MOE_UNPERMUTE_BWD, "moe_unpermute_bwd", ELEMENTWISE)                                                           \
+  X(EXPERT_LINEAR, "expert_linear", GEMM)            /* per local expert e: y_e = x_e W_e^T */                      \
+  X(EXPERT_LINEAR_BWD_DATA, "expert_linear_bwd_data", GEMM)                                                        \
+  X(EXPERT_LINEAR_BWD_WEIGHT, "expert_linear_bwd_weight", GEMM)                                                    \
   X(LOSS, "loss", LOSS)                              /* vocab-parallel cross-entropy (+ its tp all-reduces) */     \
   X(LOSS_BWD, "loss_bwd", LOSS)                                                                                    \
   X(ALLREDUCE, "allreduce", COLLECTIVE)                                                                            \
@@ -122,6 +133,8 @@ px_op_family px_op_family_of(px_op_kind kind);
  * host's AdamW): the executor runs them itself with the backend's uploads
  * and downloads, the simulator costs them on the host link and CPU. */
 bool px_op_on_host(px_op_kind kind);
+/* Mixture of experts' own ops: routing, the permutations, the experts' GEMMs. */
+bool px_op_is_moe(px_op_kind kind);
 
 extern const char *const px_op_names[PX_OP_COUNT];
 extern const char *const px_stream_names[PX_STREAM_COUNT];
@@ -173,6 +186,7 @@ typedef struct {
   uint8_t role;  /* px_slot_role */
   bool tp_replicated; /* parameter identical on every TP rank (norms, biases of row-parallel layers) */
   bool sp_partial;    /* replicated parameter whose gradient is a partial sum under SP */
+  bool expert;        /* an expert's parameter (or its gradient): split over EP, reduced over EDP */
   int64_t shape[4];   /* unused dims are 1 */
   uint64_t elems;
   uint64_t bytes;
@@ -216,6 +230,7 @@ enum {
   PX_OPF_DGELU = 1 << 5,     /* LINEAR_BWD_DATA: out[0] = (dy W) gelu'(in[4]), written, not accumulated */
   PX_OPF_CP_RING = 1 << 6,   /* FLASH_ATTN(_BWD): the keys and values come around the CP ring a block at a time */
   PX_OPF_TO_HEADS = 1 << 7,  /* ALLTOALL: (B, S/cp, h, D) sequence-split -> (B, S, h/cp, D) head-split; unset: back */
+  PX_OPF_TO_EXPERTS = 1 << 7, /* ALLTOALL over EP: routed rows to the experts (in[1]: the counts); unset: back */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
@@ -243,6 +258,8 @@ typedef enum {
   PX_BLOCK_OFFLOAD_GRAD, /* offload: one unit's reduced gradient shard to the host */
   PX_BLOCK_FETCH_PARAM,  /* offload: one unit's parameter shard from the host, before its gather */
   PX_BLOCK_LAYER_BWD_W,  /* zero-bubble schedules: a layer's weight gradients (W), split from LAYER_BWD (B) */
+  PX_BLOCK_MOE_FWD,      /* a mixture-of-experts layer's forward (its MLP is the router and experts) */
+  PX_BLOCK_MOE_BWD,
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -251,6 +268,9 @@ extern const char *const px_block_names[PX_BLOCK_KIND_COUNT];
 /* The blocks that compute (forward, backward, W) and those of the backward (B and W). */
 bool px_block_is_compute(px_block_kind kind);
 bool px_block_is_bwd(px_block_kind kind);
+/* A transformer layer's forward or backward, dense or mixture of experts. */
+bool px_block_is_layer_fwd(px_block_kind kind);
+bool px_block_is_layer_bwd(px_block_kind kind);
 
 typedef struct {
   uint8_t kind;   /* px_block_kind */
@@ -290,7 +310,7 @@ enum {
 /* Parameter units: the granularity of DP reduction, ZeRO sharding and
  * ZeRO-3 gathering. A unit is a contiguous range of the stage's flat
  * parameter buffer, padded to a multiple of the ranks it is sharded over
- * (px_parallel_shard_size: dp, or the shard group). */
+ * (px_plan_unit_ranks: dp x cp, the shard group, or for experts dp x cp / ep). */
 typedef struct {
   uint64_t offset;      /* elements into the flat buffer */
   uint64_t elems;       /* real elements */
@@ -305,6 +325,7 @@ typedef struct {
                          all-reduced once a step, by grad_op, as MiCS does); -1 none */
   int32_t gather_op; /* in program->ops: its parameter all-gather (ZeRO) */
   int32_t offload_op, fetch_op; /* in program->ops: its shard's copies to and from the host (offload) */
+  bool expert;       /* a MoE layer's experts: reduced and sharded over the expert-data-parallel group */
 } px_unit;
 
 /* Where one parameter (slot, group) lives in the flat buffer. */

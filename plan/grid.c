@@ -37,6 +37,14 @@ void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t cp, int64
   g->dp_place = px_grid_place(g, 0, tp, g->wdp);
   g->pp_place = px_grid_place(g, 0, tp * g->wdp, pp);
   px_grid_set_shard(g, g->wdp);
+  px_grid_set_ep(g, 1);
+}
+
+void px_grid_set_ep(px_grid *g, int64_t ep) {
+  if (ep < 1 || g->wdp % ep) ep = 1;
+  g->ep = ep;
+  g->ep_place = px_grid_place(g, 0, g->tp, ep);
+  g->edp_place = px_grid_place(g, 0, g->tp * ep, g->wdp / ep);
 }
 
 void px_grid_set_shard(px_grid *g, int64_t shard) {

@@ -64,9 +64,11 @@ static int64_t full_grad_bytes(const px_program *prog, const px_unit *u) {
   return (int64_t)prog->ops[u->grad_op].coll_bytes;
 }
 
-uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) {
-  return u->padded / (uint64_t)px_parallel_shard_size(&p->par);
+int64_t px_plan_unit_ranks(const px_plan *p, const px_unit *u) {
+  return u->expert ? px_parallel_expert_dp(&p->par) : px_parallel_shard_size(&p->par);
 }
+
+uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u) { return u->padded / (uint64_t)px_plan_unit_ranks(p, u); }
 
 uint64_t px_plan_reserve_bytes(uint64_t peak) {
   return peak + peak / PX_RESERVE_SHARE + ((uint64_t)PX_RESERVE_MIB << 20);
@@ -86,7 +88,9 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
 }
 
 void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage, px_states *out) {
-  uint64_t flat = p->programs[stage].flat_elems, shard = flat / (uint64_t)px_parallel_shard_size(par);
+  const px_program *prog = &p->programs[stage];
+  uint64_t flat = prog->flat_elems, shard = 0;
+  for (int32_t u = 0; u < prog->nunits; u++) shard += px_plan_unit_shard(p, &prog->units[u]);
   uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
   memset(out, 0, sizeof *out);
   out->opt_elems = par->zero >= 1 ? shard : flat;
@@ -189,7 +193,7 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       cur[PX_MEM_BUFFERS] += stage_in;
       total += stage_in;
       if (u) staged[in->unit] += stage_in;
-      if (in->block == PX_BLOCK_LAYER_FWD && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
+      if (px_block_is_layer_fwd((px_block_kind)in->block) && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
       const block_mem *b = &bm[in->block];
       /* a ZeRO reduce-scatter lands in a temporary shard first */
       if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1 && !p->par.offload_opt) {
@@ -215,8 +219,9 @@ px_status px_compile_memory(px_plan *p, px_err *err) {
       if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
         mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
       /* a micro-batch leaves with its last backward block (W when the backward is split) */
-      if (in->block == (px_parallel_split_w(&p->par) ? PX_BLOCK_LAYER_BWD_W : PX_BLOCK_LAYER_BWD) &&
-          in->layer == p->vstage_first[in->chunk * pp + s])
+      bool last_bwd = px_parallel_split_w(&p->par) ? in->block == PX_BLOCK_LAYER_BWD_W
+                                                    : px_block_is_layer_bwd((px_block_kind)in->block);
+      if (last_bwd && in->layer == p->vstage_first[in->chunk * pp + s])
         inflight--;
       if ((in->block == PX_BLOCK_OFFLOAD_GRAD || (in->block == PX_BLOCK_PARAM_SYNC && p->par.offload_params)) &&
           staged[in->unit]) {

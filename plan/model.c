@@ -12,6 +12,8 @@
 PX_NAME_TABLE(px_norm_names, PX_NORM_COUNT, "layernorm", "rmsnorm");
 PX_NAME_TABLE(px_mlp_names, PX_MLP_COUNT, "gelu", "swiglu");
 PX_NAME_TABLE(px_pos_names, PX_POS_COUNT, "learned", "rope");
+/* the values of DeepSeek's scoring_func, read as they are */
+PX_NAME_TABLE(px_router_names, PX_ROUTER_COUNT, "softmax", "sigmoid");
 
 #define MAX_DIM ((int64_t)1 << 22)
 
@@ -24,11 +26,61 @@ void px_model_init(px_model *m) {
   m->rope_theta = 10000.0;
 }
 
-/* Fills fields that default from others (kv_heads, head_dim, max_positions). */
+/* Fills fields that default from others (kv_heads, head_dim, max_positions, moe_layer_freq). */
 static void model_fill_defaults(px_model *m) {
   if (m->kv_heads == 0) m->kv_heads = m->heads;
+  if (m->head_dim == 0 && m->kv_lora_rank > 0) m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
   if (m->head_dim == 0 && m->heads > 0 && m->hidden % m->heads == 0) m->head_dim = m->hidden / m->heads;
   if (m->max_positions == 0) m->max_positions = m->seq_len;
+  if (m->experts > 0 && m->moe_layer_freq == 0) m->moe_layer_freq = 1;
+}
+
+#define BAD(...) px_err_set(err, PX_ERR_INPUT, __VA_ARGS__)
+
+/* The mixture-of-experts fields; file names the source. */
+static px_status model_validate_moe(const px_model *m, const char *file, px_err *err) {
+  if (m->experts == 0) {
+    const char *set = m->experts_per_token ? "experts_per_token" : m->moe_ffn_hidden ? "moe_ffn_hidden"
+                      : m->shared_experts ? "shared_experts" : m->first_dense_layers ? "first_dense_layers" : NULL;
+    return set ? BAD("%s: field '%s' needs 'experts' (a mixture of experts)", file, set) : PX_OK;
+  }
+  if (m->experts_per_token < 1 || m->experts_per_token > m->experts)
+    return BAD("%s: field 'experts_per_token': %lld is not in [1, experts %lld]", file,
+               (long long)m->experts_per_token, (long long)m->experts);
+  if (m->moe_ffn_hidden < 1) return BAD("%s: field 'moe_ffn_hidden' must be positive with experts", file);
+  if (m->shared_ffn_hidden > 0 && m->shared_experts != 1)
+    return BAD("%s: field 'shared_ffn_hidden': a gated shared expert of its own width needs shared_experts 1, got %lld",
+               file, (long long)m->shared_experts);
+  if (m->first_dense_layers >= m->layers)
+    return BAD("%s: field 'first_dense_layers': %lld leaves none of the %lld layers to the experts", file,
+               (long long)m->first_dense_layers, (long long)m->layers);
+  if (m->moe_layer_freq > m->layers - m->first_dense_layers)
+    return BAD("%s: field 'moe_layer_freq': %lld leaves no MoE layer after the %lld dense ones", file,
+               (long long)m->moe_layer_freq, (long long)m->first_dense_layers);
+  if (!(m->capacity_factor >= 0.0)) return BAD("%s: field 'capacity_factor': %g is negative", file, m->capacity_factor);
+  if (!(m->aux_loss_coef >= 0.0)) return BAD("%s: field 'aux_loss_coef': %g is negative", file, m->aux_loss_coef);
+  return PX_OK;
+}
+
+/* Multi-head latent attention's fields. */
+static px_status model_validate_mla(const px_model *m, const char *file, px_err *err) {
+  if (m->kv_lora_rank == 0) {
+    const char *set = m->q_lora_rank ? "q_lora_rank" : m->qk_rope_head_dim ? "qk_rope_head_dim"
+                      : m->qk_nope_head_dim ? "qk_nope_head_dim" : m->v_head_dim ? "v_head_dim" : NULL;
+    return set ? BAD("%s: field '%s' needs 'kv_lora_rank' (multi-head latent attention)", file, set) : PX_OK;
+  }
+  if (m->qk_rope_head_dim < 2 || m->qk_rope_head_dim % 2 != 0)
+    return BAD("%s: field 'qk_rope_head_dim': latent attention needs an even, positive RoPE part, got %lld", file,
+               (long long)m->qk_rope_head_dim);
+  if (m->v_head_dim < 1) return BAD("%s: field 'v_head_dim' must be positive with kv_lora_rank", file);
+  if (m->head_dim != m->qk_nope_head_dim + m->qk_rope_head_dim)
+    return BAD("%s: field 'head_dim': %lld is not qk_nope_head_dim + qk_rope_head_dim = %lld", file,
+               (long long)m->head_dim, (long long)(m->qk_nope_head_dim + m->qk_rope_head_dim));
+  if (m->kv_heads != m->heads)
+    return BAD("%s: field 'kv_heads': latent attention expands keys and values to every head (%lld), got %lld", file,
+               (long long)m->heads, (long long)m->kv_heads);
+  if (m->qkv_bias || m->bias) return BAD("%s: field 'qkv_bias': biases with kv_lora_rank are not supported", file);
+  return PX_OK;
 }
 
 px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
@@ -50,8 +102,12 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
                       (long long)m->head_dim);
   if (!(m->dropout >= 0.0 && m->dropout < 1.0))
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'dropout': %g is not in [0, 1)", file, m->dropout);
-  return PX_OK;
+  px_status st = model_validate_moe(m, file, err);
+  return st ? st : model_validate_mla(m, file, err);
 }
+
+#define TRY(x) \
+  if ((st = (x))) return st
 
 /* Our schema. */
 static px_status model_from_ours(const cJSON *root, const char *file, px_model *m, px_err *err) {
@@ -59,8 +115,6 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   px_status st;
   int e;
   px_path_stem(file, m->name, sizeof m->name);
-#define TRY(x) \
-  if ((st = (x))) return st
   TRY(px_json_str(&c, root, "name", false, m->name, sizeof m->name, err));
   TRY(px_json_str(&c, root, "source", false, m->source, sizeof m->source, err));
   TRY(px_json_int(&c, root, "layers", true, 1, 100000, &m->layers, err));
@@ -88,7 +142,141 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_num(&c, root, "dropout", false, 0.0, 0.99, &m->dropout, err));
   TRY(px_json_num(&c, root, "norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
   TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
-#undef TRY
+  /* mixture of experts */
+  TRY(px_json_int(&c, root, "experts", false, 0, 1 << 20, &m->experts, err));
+  TRY(px_json_int(&c, root, "experts_per_token", false, 0, 1 << 20, &m->experts_per_token, err));
+  TRY(px_json_int(&c, root, "moe_ffn_hidden", false, 0, MAX_DIM, &m->moe_ffn_hidden, err));
+  TRY(px_json_int(&c, root, "shared_experts", false, 0, 1 << 20, &m->shared_experts, err));
+  TRY(px_json_int(&c, root, "shared_ffn_hidden", false, 0, MAX_DIM, &m->shared_ffn_hidden, err));
+  TRY(px_json_int(&c, root, "first_dense_layers", false, 0, 100000, &m->first_dense_layers, err));
+  TRY(px_json_int(&c, root, "moe_layer_freq", false, 1, 100000, &m->moe_layer_freq, err));
+  e = m->router;
+  TRY(px_json_enum(&c, root, "router", false, px_router_names, PX_ROUTER_COUNT, &e, err));
+  m->router = (px_router)e;
+  TRY(px_json_bool(&c, root, "norm_topk_prob", false, &m->norm_topk_prob, err));
+  TRY(px_json_num(&c, root, "capacity_factor", false, 0.0, 1e6, &m->capacity_factor, err));
+  TRY(px_json_num(&c, root, "aux_loss_coef", false, 0.0, 1e6, &m->aux_loss_coef, err));
+  /* multi-head latent attention, multi-token prediction, gpt-oss's attention */
+  TRY(px_json_int(&c, root, "q_lora_rank", false, 0, MAX_DIM, &m->q_lora_rank, err));
+  TRY(px_json_int(&c, root, "kv_lora_rank", false, 0, MAX_DIM, &m->kv_lora_rank, err));
+  TRY(px_json_int(&c, root, "qk_rope_head_dim", false, 0, 65536, &m->qk_rope_head_dim, err));
+  TRY(px_json_int(&c, root, "qk_nope_head_dim", false, 0, 65536, &m->qk_nope_head_dim, err));
+  TRY(px_json_int(&c, root, "v_head_dim", false, 0, 65536, &m->v_head_dim, err));
+  TRY(px_json_int(&c, root, "mtp_layers", false, 0, 1000, &m->mtp_layers, err));
+  TRY(px_json_int(&c, root, "sliding_window", false, 0, (int64_t)1 << 24, &m->sliding_window, err));
+  TRY(px_json_bool(&c, root, "attention_sinks", false, &m->attention_sinks, err));
+  return PX_OK;
+}
+
+/* The Hugging Face model types we read, and what their configs leave implicit. */
+typedef enum { HF_LLAMA, HF_NEOX, HF_GPT2 } hf_family;
+typedef struct {
+  const char *type;
+  hf_family family;
+  bool qkv_bias;   /* Q/K/V biases without a config key (Qwen2) */
+  bool moe;        /* reads the mixture-of-experts and latent-attention keys */
+  bool norm_topk;  /* the top-k weights sum to 1 without a norm_topk_prob key (Mixtral, gpt-oss, DeepSeek-V3) */
+  px_router router; /* without a scoring_func key */
+  bool gpt_oss;    /* biases on every linear layer, attention sinks, sliding_window on every other layer */
+} hf_type;
+
+/* Sources: each family's configuration_*.py and modeling_*.py in Hugging Face transformers. */
+static const hf_type hf_types[] = {
+    {"llama", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false},
+    {"mistral", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false},
+    {"qwen2", HF_LLAMA, true, false, false, PX_ROUTER_SOFTMAX, false},
+    {"mixtral", HF_LLAMA, false, true, true, PX_ROUTER_SOFTMAX, false},
+    {"qwen2_moe", HF_LLAMA, true, true, false, PX_ROUTER_SOFTMAX, false},
+    {"qwen3_moe", HF_LLAMA, false, true, false, PX_ROUTER_SOFTMAX, false},
+    {"deepseek_v2", HF_LLAMA, false, true, false, PX_ROUTER_SOFTMAX, false},
+    {"deepseek_v3", HF_LLAMA, false, true, true, PX_ROUTER_SIGMOID, false},
+    {"gpt_oss", HF_LLAMA, false, true, true, PX_ROUTER_SOFTMAX, true},
+    {"gpt_neox", HF_NEOX, false, false, false, PX_ROUTER_SOFTMAX, false},
+    {"gpt2", HF_GPT2, false, false, false, PX_ROUTER_SOFTMAX, false},
+};
+#define HF_TYPES (sizeof hf_types / sizeof hf_types[0])
+
+/* Reads the first of keys[] that is present (none required when all are absent). */
+static px_status hf_int_any(const px_json_ctx *c, const cJSON *root, const char *const *keys, int64_t max,
+                            int64_t *out, px_err *err) {
+  for (; *keys; keys++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, *keys);
+    if (v && !cJSON_IsNull(v)) return px_json_int(c, root, *keys, true, 1, max, out, err);
+  }
+  return PX_OK;
+}
+
+/* Qwen-MoE's mlp_only_layers: dense layers by index; only a leading run 0..k-1 (first_dense_layers k) is
+ * expressible, and only with decoder_sparse_step 1. */
+static px_status hf_mlp_only_layers(const cJSON *root, const char *file, px_model *m, px_err *err) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
+  if (!a || cJSON_IsNull(a)) return PX_OK;
+  if (!cJSON_IsArray(a)) return BAD("%s: field 'mlp_only_layers': expected an array of layer indices", file);
+  int64_t k = 0;
+  for (const cJSON *x = a->child; x; x = x->next, k++)
+    if (!cJSON_IsNumber(x) || x->valuedouble != (double)k)
+      return BAD("%s: field 'mlp_only_layers': only the leading layers 0, 1, ..., k-1 can be dense "
+                 "(element %lld is not %lld)", file, (long long)k, (long long)k);
+  if (k > 0 && m->moe_layer_freq > 1)
+    return BAD("%s: field 'mlp_only_layers': dense leading layers with decoder_sparse_step %lld are not supported",
+               file, (long long)m->moe_layer_freq);
+  if (k > 0) m->first_dense_layers = k;
+  return PX_OK;
+}
+
+/* The mixture-of-experts, latent-attention and multi-token-prediction keys of mixtral, qwen2_moe, qwen3_moe,
+ * deepseek_v2/v3 and gpt_oss configs (each family names the expert count its own way). */
+static px_status hf_moe(const cJSON *root, const char *file, const hf_type *t, px_model *m, px_err *err) {
+  px_json_ctx c = {file, ""};
+  px_status st;
+  static const char *const experts[] = {"num_local_experts", "num_experts", "n_routed_experts", NULL};
+  static const char *const topk[] = {"num_experts_per_tok", "experts_per_token", NULL};
+  static const char *const aux[] = {"router_aux_loss_coef", "aux_loss_alpha", NULL};
+  TRY(hf_int_any(&c, root, experts, 1 << 20, &m->experts, err));
+  if (m->experts == 0) return BAD("%s: field 'num_local_experts' (num_experts, n_routed_experts) is missing", file);
+  TRY(hf_int_any(&c, root, topk, 1 << 20, &m->experts_per_token, err));
+  if (m->experts_per_token == 0) return BAD("%s: field 'num_experts_per_tok' is missing", file);
+  m->moe_ffn_hidden = m->ffn_hidden; /* Mixtral's and gpt-oss's experts are intermediate_size wide */
+  TRY(px_json_int(&c, root, "moe_intermediate_size", false, 1, MAX_DIM, &m->moe_ffn_hidden, err));
+  TRY(px_json_int(&c, root, "n_shared_experts", false, 0, 1 << 20, &m->shared_experts, err));
+  int64_t shared_w = 0; /* Qwen2-MoE: one shared expert of its own width, with a sigmoid gate */
+  TRY(px_json_int(&c, root, "shared_expert_intermediate_size", false, 0, MAX_DIM, &shared_w, err));
+  if (shared_w > 0) m->shared_experts = 1, m->shared_ffn_hidden = shared_w;
+  TRY(px_json_int(&c, root, "first_k_dense_replace", false, 0, 100000, &m->first_dense_layers, err));
+  TRY(px_json_int(&c, root, "decoder_sparse_step", false, 1, 100000, &m->moe_layer_freq, err));
+  int64_t ds_freq = 1; /* DeepSeek puts experts where layer % moe_layer_freq == 0, which only 1 matches here */
+  TRY(px_json_int(&c, root, "moe_layer_freq", false, 1, 100000, &ds_freq, err));
+  if (ds_freq != 1) return BAD("%s: field 'moe_layer_freq': only 1 is supported, got %lld", file, (long long)ds_freq);
+  TRY(hf_mlp_only_layers(root, file, m, err));
+  m->norm_topk_prob = t->norm_topk;
+  TRY(px_json_bool(&c, root, "norm_topk_prob", false, &m->norm_topk_prob, err));
+  int e = t->router;
+  TRY(px_json_enum(&c, root, "scoring_func", false, px_router_names, PX_ROUTER_COUNT, &e, err));
+  m->router = (px_router)e;
+  for (const char *const *k = aux; *k; k++) TRY(px_json_num(&c, root, *k, false, 0.0, 1e6, &m->aux_loss_coef, err));
+  TRY(px_json_int(&c, root, "q_lora_rank", false, 0, MAX_DIM, &m->q_lora_rank, err));
+  TRY(px_json_int(&c, root, "kv_lora_rank", false, 0, MAX_DIM, &m->kv_lora_rank, err));
+  TRY(px_json_int(&c, root, "qk_rope_head_dim", false, 0, 65536, &m->qk_rope_head_dim, err));
+  TRY(px_json_int(&c, root, "qk_nope_head_dim", false, 0, 65536, &m->qk_nope_head_dim, err));
+  TRY(px_json_int(&c, root, "v_head_dim", false, 0, 65536, &m->v_head_dim, err));
+  /* transformers' DeepseekV3Config saves head_dim = qk_rope_head_dim; ours is the whole q/k head */
+  if (m->kv_lora_rank > 0) m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+  TRY(px_json_int(&c, root, "num_nextn_predict_layers", false, 0, 1000, &m->mtp_layers, err));
+  if (t->gpt_oss) {
+    bool attention_bias = true; /* its experts and router have biases either way: `bias` holds all of them */
+    TRY(px_json_bool(&c, root, "attention_bias", false, &attention_bias, err));
+    if (!attention_bias)
+      return BAD("%s: field 'attention_bias': gpt_oss without attention biases is not supported", file);
+    m->bias = m->attention_sinks = true;
+    TRY(px_json_int(&c, root, "sliding_window", false, 0, (int64_t)1 << 24, &m->sliding_window, err));
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    int64_t l = 0;
+    for (const cJSON *x = lt && cJSON_IsArray(lt) ? lt->child : NULL; x; x = x->next, l++)
+      if (!cJSON_IsString(x) || strcmp(x->valuestring, px_model_layer_is_sliding(m, l) ? "sliding_attention"
+                                                                                      : "full_attention"))
+        return BAD("%s: field 'layer_types': only sliding_attention on even layers and full_attention on odd ones "
+                   "is supported (element %lld)", file, (long long)l);
+  }
   return PX_OK;
 }
 
@@ -96,11 +284,17 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
 static px_status model_from_hf(const cJSON *root, const char *file, const char *type, px_model *m, px_err *err) {
   px_json_ctx c = {file, ""};
   px_status st;
-#define TRY(x) \
-  if ((st = (x))) return st
-  bool llama_like = !strcmp(type, "llama") || !strcmp(type, "mistral") || !strcmp(type, "qwen2");
+  const hf_type *t = NULL;
+  for (size_t i = 0; i < HF_TYPES && !t; i++)
+    if (!strcmp(type, hf_types[i].type)) t = &hf_types[i];
+  if (!t) {
+    char list[256] = "";
+    for (size_t i = 0; i < HF_TYPES; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", hf_types[i].type);
+    return BAD("%s: field 'model_type': '%.64s' is not supported (%s)", file, type, list);
+  }
   snprintf(m->source, sizeof m->source, "Hugging Face config.json (model_type %s)", type);
-  if (llama_like || !strcmp(type, "gpt_neox")) {
+  if (t->family != HF_GPT2) {
     TRY(px_json_int(&c, root, "num_hidden_layers", true, 1, 100000, &m->layers, err));
     TRY(px_json_int(&c, root, "hidden_size", true, 1, MAX_DIM, &m->hidden, err));
     TRY(px_json_int(&c, root, "num_attention_heads", true, 1, 65536, &m->heads, err));
@@ -109,17 +303,18 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
     TRY(px_json_int(&c, root, "max_position_embeddings", true, 1, (int64_t)1 << 24, &m->seq_len, err));
     TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
     m->position = PX_POS_ROPE;
-    if (llama_like) {
+    if (t->family == HF_LLAMA) {
       m->norm = PX_NORM_RMSNORM;
       m->mlp = PX_MLP_SWIGLU;
       m->tied_embeddings = false;
-      m->qkv_bias = !strcmp(type, "qwen2");
+      m->qkv_bias = t->qkv_bias;
       TRY(px_json_int(&c, root, "num_key_value_heads", false, 1, 65536, &m->kv_heads, err));
       TRY(px_json_int(&c, root, "head_dim", false, 1, 65536, &m->head_dim, err));
       TRY(px_json_bool(&c, root, "attention_bias", false, &m->qkv_bias, err));
       TRY(px_json_bool(&c, root, "mlp_bias", false, &m->bias, err));
       TRY(px_json_num(&c, root, "rms_norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
       TRY(px_json_num(&c, root, "attention_dropout", false, 0.0, 0.99, &m->dropout, err));
+      if (t->moe) TRY(hf_moe(root, file, t, m, err));
     } else {
       m->norm = PX_NORM_LAYERNORM;
       m->mlp = PX_MLP_GELU;
@@ -130,7 +325,7 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
       TRY(px_json_num(&c, root, "hidden_dropout", false, 0.0, 0.99, &m->dropout, err));
     }
     TRY(px_json_bool(&c, root, "tie_word_embeddings", false, &m->tied_embeddings, err));
-  } else if (!strcmp(type, "gpt2")) {
+  } else {
     TRY(px_json_int(&c, root, "n_layer", true, 1, 100000, &m->layers, err));
     TRY(px_json_int(&c, root, "n_embd", true, 1, MAX_DIM, &m->hidden, err));
     TRY(px_json_int(&c, root, "n_head", true, 1, 65536, &m->heads, err));
@@ -149,15 +344,11 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
     m->dropout = 0.1;
     TRY(px_json_num(&c, root, "resid_pdrop", false, 0.0, 0.99, &m->dropout, err));
     TRY(px_json_num(&c, root, "layer_norm_epsilon", false, 0.0, 1.0, &m->norm_eps, err));
-  } else {
-    return px_err_set(err, PX_ERR_INPUT,
-                      "%s: field 'model_type': '%.64s' is not supported (llama, mistral, qwen2, gpt2, gpt_neox)",
-                      file, type);
   }
-#undef TRY
   if (m->bias) m->qkv_bias = true;
   return PX_OK;
 }
+#undef TRY
 
 px_status px_model_from_json(const cJSON *root, const char *file, px_model *m, px_err *err) {
   px_model_init(m);
@@ -219,29 +410,110 @@ cJSON *px_model_to_json(const px_model *m) {
   px_json_add_num(o, "dropout", m->dropout);
   px_json_add_num(o, "norm_eps", m->norm_eps);
   px_json_add_num(o, "rope_theta", m->rope_theta);
+  /* the mixture-of-experts, latent-attention, MTP and gpt-oss fields only where the model has them, so a dense
+   * model's JSON is as it was */
+  if (m->experts > 0) {
+    px_json_add_num(o, "experts", (double)m->experts);
+    px_json_add_num(o, "experts_per_token", (double)m->experts_per_token);
+    px_json_add_num(o, "moe_ffn_hidden", (double)m->moe_ffn_hidden);
+    px_json_add_num(o, "shared_experts", (double)m->shared_experts);
+    if (m->shared_ffn_hidden > 0) px_json_add_num(o, "shared_ffn_hidden", (double)m->shared_ffn_hidden);
+    px_json_add_num(o, "first_dense_layers", (double)m->first_dense_layers);
+    px_json_add_num(o, "moe_layer_freq", (double)m->moe_layer_freq);
+    cJSON_AddStringToObject(o, "router", px_router_names[m->router]);
+    cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk_prob);
+    px_json_add_num(o, "capacity_factor", m->capacity_factor);
+    px_json_add_num(o, "aux_loss_coef", m->aux_loss_coef);
+  }
+  if (m->kv_lora_rank > 0) {
+    px_json_add_num(o, "q_lora_rank", (double)m->q_lora_rank);
+    px_json_add_num(o, "kv_lora_rank", (double)m->kv_lora_rank);
+    px_json_add_num(o, "qk_rope_head_dim", (double)m->qk_rope_head_dim);
+    px_json_add_num(o, "qk_nope_head_dim", (double)m->qk_nope_head_dim);
+    px_json_add_num(o, "v_head_dim", (double)m->v_head_dim);
+  }
+  if (m->mtp_layers > 0) px_json_add_num(o, "mtp_layers", (double)m->mtp_layers);
+  if (m->sliding_window > 0) px_json_add_num(o, "sliding_window", (double)m->sliding_window);
+  if (m->attention_sinks) cJSON_AddBoolToObject(o, "attention_sinks", true);
   cJSON_AddStringToObject(o, "source", m->source);
   return o;
 }
 
+/* One layer's parameters by part. With weights_only, only the matmul weights (what FLOPs count): no biases,
+ * norms, sink logits or DeepSeek's router bias. */
+typedef struct {
+  uint64_t attention, norms, mlp; /* a dense layer: attention, its two norms, the MLP of ffn_hidden */
+  uint64_t router, expert, shared; /* a MoE layer's MLP instead: the router, one routed expert, the shared experts */
+} layer_parts;
+
+/* An MLP of inner width f: up and down (GELU) or gate, up and down (SwiGLU), with their biases. */
+static uint64_t mlp_params(const px_model *m, uint64_t f, bool biases) {
+  uint64_t h = (uint64_t)m->hidden;
+  if (m->mlp == PX_MLP_GELU) return 2 * h * f + (biases ? f + h : 0);
+  return 3 * h * f + (biases ? 2 * f + h : 0);
+}
+
+static void layer_parts_count(const px_model *m, bool weights_only, layer_parts *p) {
+  bool all = !weights_only;
+  uint64_t h = (uint64_t)m->hidden, H = (uint64_t)m->heads, nw = m->norm == PX_NORM_LAYERNORM ? 2 : 1;
+  if (m->kv_lora_rank > 0) { /* MLA: q (through a normed low-rank latent when q_lora_rank > 0), the shared kv
+                              * latent plus the RoPE key, its up-projection to per-head keys and values, o */
+    uint64_t ql = (uint64_t)m->q_lora_rank, kl = (uint64_t)m->kv_lora_rank, rope = (uint64_t)m->qk_rope_head_dim;
+    uint64_t qk = (uint64_t)m->head_dim, v = (uint64_t)m->v_head_dim, nope = (uint64_t)m->qk_nope_head_dim;
+    p->attention = (ql ? h * ql + (all ? nw * ql : 0) + ql * H * qk : h * H * qk) + h * (kl + rope) +
+                   (all ? nw * kl : 0) + kl * H * (nope + v) + H * v * h;
+  } else {
+    uint64_t q = H * (uint64_t)m->head_dim, kv = (uint64_t)(m->kv_heads * m->head_dim);
+    p->attention = h * q + 2 * h * kv + q * h;
+    if (all && m->qkv_bias) p->attention += q + 2 * kv;
+    if (all && m->bias) p->attention += h;
+  }
+  if (all && m->attention_sinks) p->attention += H;
+  p->norms = all ? 2 * nw * h : 0;
+  p->mlp = mlp_params(m, (uint64_t)m->ffn_hidden, all && m->bias);
+  uint64_t E = (uint64_t)m->experts;
+  p->expert = E ? mlp_params(m, (uint64_t)m->moe_ffn_hidden, all && m->bias) : 0;
+  /* router: hidden x experts, with a bias per expert (gpt-oss's linear bias, DeepSeek-V3's e_score_correction_bias) */
+  p->router = E * h + (all && (m->bias || m->router == PX_ROUTER_SIGMOID) ? E : 0);
+  uint64_t sw = m->shared_ffn_hidden > 0 ? (uint64_t)m->shared_ffn_hidden
+                                         : (uint64_t)m->shared_experts * (uint64_t)m->moe_ffn_hidden;
+  /* a shared expert of its own width (Qwen2-MoE) has a sigmoid gate: a hidden x 1 linear layer */
+  p->shared = sw ? mlp_params(m, sw, all && m->bias) + (m->shared_ffn_hidden > 0 ? h : 0) : 0;
+}
+
+static int64_t model_moe_layers(const px_model *m) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < m->layers; l++) n += px_model_layer_is_moe(m, l);
+  return n;
+}
+
 void px_model_count_params(const px_model *m, px_model_params *p) {
   memset(p, 0, sizeof *p);
-  uint64_t h = (uint64_t)m->hidden, f = (uint64_t)m->ffn_hidden, v = (uint64_t)m->vocab;
-  uint64_t q = (uint64_t)(m->heads * m->head_dim), kv = (uint64_t)(m->kv_heads * m->head_dim);
+  layer_parts l = {0};
+  layer_parts_count(m, false, &l);
+  uint64_t h = (uint64_t)m->hidden, v = (uint64_t)m->vocab, norm = m->norm == PX_NORM_LAYERNORM ? 2 * h : h;
   p->embedding = v * h;
   p->position = m->position == PX_POS_LEARNED ? (uint64_t)m->max_positions * h : 0;
-  p->attention = h * q + 2 * h * kv + q * h;
-  if (m->qkv_bias) p->attention += q + 2 * kv;
-  if (m->bias) p->attention += h;
-  if (m->mlp == PX_MLP_GELU)
-    p->mlp = 2 * h * f + (m->bias ? f + h : 0);
-  else
-    p->mlp = 3 * h * f + (m->bias ? 2 * f + h : 0);
-  uint64_t norm = m->norm == PX_NORM_LAYERNORM ? 2 * h : h;
-  p->norms = 2 * norm;
+  p->attention = l.attention;
+  p->mlp = l.mlp;
+  p->norms = l.norms;
   p->per_layer = p->attention + p->mlp + p->norms;
   p->final_norm = norm;
   p->lm_head = m->tied_embeddings ? 0 : v * h;
-  p->total = p->embedding + p->position + (uint64_t)m->layers * p->per_layer + p->final_norm + p->lm_head;
+  p->moe_layers = model_moe_layers(m);
+  uint64_t moe = (uint64_t)p->moe_layers, dense = (uint64_t)m->layers - moe, E = (uint64_t)m->experts;
+  if (moe) {
+    p->expert = l.expert;
+    p->router = l.router;
+    p->shared = l.shared;
+    p->moe_layer = p->attention + p->norms + p->router + E * p->expert + p->shared;
+  }
+  p->total = p->embedding + p->position + dense * p->per_layer + moe * p->moe_layer + p->final_norm + p->lm_head;
+  p->active = p->total - moe * (E - (uint64_t)m->experts_per_token) * p->expert;
+  /* DeepSeek-V3's MTP module k: RMSNorms of the hidden state and of the next token's embedding (enorm, hnorm),
+   * their projection eh_proj (2h -> h), one transformer layer, and the norm before the shared head */
+  for (int64_t k = 0; k < m->mtp_layers; k++)
+    p->mtp += 3 * norm + 2 * h * h + (px_model_layer_is_moe(m, m->layers + k) ? p->moe_layer : p->per_layer);
 }
 
 uint64_t px_model_param_count(const px_model *m) {
@@ -252,14 +524,32 @@ uint64_t px_model_param_count(const px_model *m) {
 
 void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f) {
   if (seq <= 0) seq = m->seq_len;
-  double h = (double)m->hidden, ff = (double)m->ffn_hidden, v = (double)m->vocab;
-  double q = (double)(m->heads * m->head_dim), kv = (double)(m->kv_heads * m->head_dim);
-  double mlp_w = (m->mlp == PX_MLP_GELU ? 2.0 : 3.0) * h * ff;
-  double layer_w = h * q + 2 * h * kv + q * h + mlp_w;
-  double matmul_params = (double)m->layers * layer_w + v * h; /* the LM head GEMM runs even when tied */
-  f->forward_dense_flops = 2.0 * matmul_params;
-  f->forward_attention_flops = 4.0 * (double)seq * q * (double)m->layers;
+  layer_parts w = {0};
+  layer_parts_count(m, true, &w);
+  uint64_t moe = (uint64_t)model_moe_layers(m), dense = (uint64_t)m->layers - moe;
+  uint64_t moe_w = w.attention + w.router + (uint64_t)m->experts_per_token * w.expert + w.shared;
+  /* the LM head GEMM runs even when tied; the embedding is a lookup */
+  uint64_t matmul = dense * (w.attention + w.mlp) + moe * moe_w + (uint64_t)m->vocab * (uint64_t)m->hidden;
+  f->forward_dense_flops = 2.0 * (double)matmul;
+  /* QK^T over the q/k head width and attention x V over the v head width, per head, for the keys in reach */
+  bool mla = m->kv_lora_rank > 0;
+  double per_key = 2.0 * (double)m->heads * (double)(m->head_dim + (mla ? m->v_head_dim : m->head_dim));
+  int64_t sliding = 0;
+  for (int64_t l = 0; l < m->layers; l++) sliding += px_model_layer_is_sliding(m, l);
+  int64_t window = m->sliding_window < seq ? m->sliding_window : seq;
+  f->forward_attention_flops =
+      per_key * ((double)seq * (double)(m->layers - sliding) + (double)window * (double)sliding);
   f->forward_flops = f->forward_dense_flops + f->forward_attention_flops;
   f->train_flops = 3.0 * f->forward_flops;
   f->train_flops_no_attention = 3.0 * f->forward_dense_flops;
+}
+
+bool px_model_layer_is_moe(const px_model *m, int64_t l) {
+  if (m->experts == 0 || l < m->first_dense_layers) return false;
+  int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
+  return (l - m->first_dense_layers + 1) % freq == 0;
+}
+
+bool px_model_layer_is_sliding(const px_model *m, int64_t l) {
+  return m->sliding_window > 0 && l % 2 == 0;
 }

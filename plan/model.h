@@ -13,10 +13,15 @@
 typedef enum { PX_NORM_LAYERNORM, PX_NORM_RMSNORM, PX_NORM_COUNT } px_norm;
 typedef enum { PX_MLP_GELU, PX_MLP_SWIGLU, PX_MLP_COUNT } px_mlp;
 typedef enum { PX_POS_LEARNED, PX_POS_ROPE, PX_POS_COUNT } px_pos;
+/* Mixture-of-experts router: softmax over the experts then top-k (Mixtral,
+ * Qwen-MoE; norm_topk_prob renormalises the k weights), or sigmoid scores
+ * with a per-expert bias used only for the choice (DeepSeek-V3). */
+typedef enum { PX_ROUTER_SOFTMAX, PX_ROUTER_SIGMOID, PX_ROUTER_COUNT } px_router;
 
 extern const char *const px_norm_names[PX_NORM_COUNT];
 extern const char *const px_mlp_names[PX_MLP_COUNT];
 extern const char *const px_pos_names[PX_POS_COUNT];
+extern const char *const px_router_names[PX_ROUTER_COUNT];
 
 typedef struct {
   char name[64];
@@ -40,6 +45,29 @@ typedef struct {
   double dropout;         /* attention and hidden dropout probability */
   double norm_eps;
   double rope_theta;
+  /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
+   * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
+   * moe_ffn_hidden each, and shared experts every token passes through. */
+  int64_t experts;            /* routed experts per MoE layer */
+  int64_t experts_per_token;  /* top-k */
+  int64_t moe_ffn_hidden;     /* one routed expert's inner width */
+  int64_t shared_experts;     /* always-active experts (DeepSeek, Qwen2-MoE); 0 none */
+  int64_t shared_ffn_hidden;  /* their total inner width (0: shared_experts x moe_ffn_hidden, DeepSeek); set, it is
+                              * one shared expert of that width with a sigmoid gate of `hidden` weights (Qwen2-MoE) */
+  int64_t first_dense_layers; /* the first k layers are dense with ffn_hidden (DeepSeek's first_k_dense_replace) */
+  int64_t moe_layer_freq;     /* after those, every n-th layer is MoE (Qwen2-MoE's decoder_sparse_step); 1: all */
+  px_router router;
+  bool norm_topk_prob;        /* softmax router: renormalise the top-k weights to sum to 1 */
+  double capacity_factor;     /* tokens an expert takes, over the even share; 0: dropless */
+  double aux_loss_coef;       /* load-balancing loss weight (0: none, e.g. DeepSeek-V3's bias balancing) */
+  /* Multi-head latent attention (DeepSeek-V2/V3; kv_lora_rank 0: standard attention) */
+  int64_t q_lora_rank;        /* 0: a full-rank query projection */
+  int64_t kv_lora_rank;
+  int64_t qk_rope_head_dim, qk_nope_head_dim, v_head_dim;
+  int64_t mtp_layers;         /* multi-token prediction modules (DeepSeek-V3), counted apart, not trained by default */
+  /* gpt-oss */
+  int64_t sliding_window;     /* the even layers (0, 2, ...) attend to this many tokens back, as gpt-oss; 0 none */
+  bool attention_sinks;       /* a learned per-head sink logit in the softmax */
 } px_model;
 
 /* Parameter counts, exact. */
@@ -53,12 +81,25 @@ typedef struct {
   uint64_t final_norm;
   uint64_t lm_head;   /* 0 when tied to the embedding */
   uint64_t total;
+  /* Mixture of experts (0 for a dense model): per MoE layer */
+  int64_t moe_layers;   /* layers with experts (the rest are dense: per_layer above is a dense layer's) */
+  uint64_t expert;      /* one routed expert */
+  uint64_t router;      /* the router's weights (and a bias per expert: gpt-oss's, DeepSeek-V3's correction bias) */
+  uint64_t shared;      /* the shared experts */
+  uint64_t moe_layer;   /* a whole MoE layer: attention + norms + router + experts x expert + shared */
+  uint64_t active;      /* parameters a token passes through: total less the routed experts it does not use */
+  uint64_t mtp;         /* multi-token prediction modules, not in total */
 } px_model_params;
 
-/* FLOPs per token of a training step (forward + backward = 3x forward). */
+/* FLOPs per token of a training step (forward + backward = 3x forward), Megatron's accounting: forward =
+ * 2 x the matmul weights a token passes through (attention; the dense MLP, or in a MoE layer the router,
+ * experts_per_token routed experts and the shared experts; the LM head, even when tied; not the embedding
+ * lookup, biases, norms or the MTP modules) + the attention's quadratic term per layer: 2 x keys x heads x
+ * (q/k head width + v head width), keys = seq, or min(seq, sliding_window) on a sliding-window layer (MLA:
+ * q/k width qk_nope_head_dim + qk_rope_head_dim, v width v_head_dim). No causal halving, as Megatron. */
 typedef struct {
   double forward_dense_flops;     /* 2 x matmul parameters (embedding lookups excluded) */
-  double forward_attention_flops; /* the quadratic term: QK^T and attention x V, 4*s*heads*head_dim per layer */
+  double forward_attention_flops; /* the quadratic term: QK^T and attention x V, 4*s*heads*head_dim per layer (dense) */
   double forward_flops;           /* dense + attention */
   double train_flops;             /* 3x forward: Megatron's model FLOPs per token */
   double train_flops_no_attention; /* 6 x matmul parameters (the "6N" rule) */
@@ -77,8 +118,16 @@ px_status px_model_load(const char *name_or_path, px_model *m, px_err *err);
 /* Our schema, as written by px_model_to_json. */
 cJSON *px_model_to_json(const px_model *m);
 
+/* Exact counts. Total: embedding, learned positions, the dense layers (per_layer) and the MoE layers
+ * (moe_layer), final norm, untied LM head; not the MTP modules (mtp). Active: total less the
+ * experts - experts_per_token routed experts a token skips in each MoE layer (embedding included). */
 void px_model_count_params(const px_model *m, px_model_params *p);
 uint64_t px_model_param_count(const px_model *m);
+/* Whether layer l (0-based) is a mixture-of-experts layer: after the
+ * first_dense_layers, every moe_layer_freq-th one (all when it is 1). */
+bool px_model_layer_is_moe(const px_model *m, int64_t l);
+/* Whether layer l (0-based) attends within sliding_window (the even layers when it is set, as gpt-oss). */
+bool px_model_layer_is_sliding(const px_model *m, int64_t l);
 /* Per-token FLOPs at sequence length seq (the model's own when seq <= 0). */
 void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f);
 

@@ -17,13 +17,14 @@ PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
 PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");
 PX_NAME_TABLE(px_cp_algo_names, PX_CP_ALGO_COUNT, "ring", "all-gather", "a2a");
+PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
-  p->cp_algo = -1;
+  p->cp_algo = p->moe_dispatch = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
 }
@@ -34,6 +35,9 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->pp <= 0) p->pp = 1;
   if (p->cp <= 0) p->cp = 1;
   if (p->cp_algo < 0) p->cp_algo = PX_CP_RING;
+  if (p->ep <= 0) p->ep = 1;
+  if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
+  if (p->moe_imbalance <= 0) p->moe_imbalance = 1.0;
   if (p->dp <= 0 && gpus > 0 && gpus % (p->tp * p->cp * p->pp) == 0) p->dp = gpus / (p->tp * p->cp * p->pp);
   if (p->zero < 0) p->zero = 0;
   if (p->sp < 0) p->sp = 0;
@@ -59,7 +63,8 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
-  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
+  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(moe_dispatch, -1)
+  TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
@@ -76,6 +81,8 @@ bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p-
 bool px_parallel_split_w(const px_parallel *p) { return p->schedule == PX_SCHED_ZB_H1 || p->schedule == PX_SCHED_ZB_H2; }
 
 int64_t px_parallel_weight_dp(const px_parallel *p) { return p->dp * (p->cp > 0 ? p->cp : 1); }
+
+int64_t px_parallel_expert_dp(const px_parallel *p) { return px_parallel_weight_dp(p) / (p->ep > 0 ? p->ep : 1); }
 
 int64_t px_cp_position(int64_t cp, int64_t cp_rank, int64_t s_local, int64_t i) {
   if (cp <= 1) return i;
@@ -315,6 +322,38 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                         (long long)p->cp, (long long)hq, (long long)hkv, hint);
     }
   }
+  if (p->ep < 1) return px_err_set(err, PX_ERR_INPUT, "--ep must be at least 1");
+  if (m->experts == 0 && p->ep > 1)
+    return px_err_set(err, PX_ERR_INPUT, "--ep %lld splits experts, but %s is a dense model (hint: drop --ep)",
+                      (long long)p->ep, m->name);
+  if (m->experts > 0) {
+    if (wdp % p->ep || m->experts % p->ep) {
+      divisor_hint(gcd64(wdp, m->experts), wdp, hint, sizeof hint);
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--ep %lld must divide the %lld experts and dp%s %lld, the ranks it is carved from "
+                        "(valid ep: %s)",
+                        (long long)p->ep, (long long)m->experts, p->cp > 1 ? " x cp" : "", (long long)wdp, hint);
+    }
+    if (p->moe_imbalance < 1)
+      return px_err_set(err, PX_ERR_INPUT, "--moe-imbalance %g: the busiest rank's tokens over the mean is at least 1",
+                        p->moe_imbalance);
+    if (p->moe_dispatch < 0 || p->moe_dispatch >= PX_MOE_DISPATCH_COUNT)
+      return px_err_set(err, PX_ERR_INPUT, "--moe-dispatch is not set");
+    if (m->kv_lora_rank > 0 || m->sliding_window > 0 || m->attention_sinks)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "%s: %s is counted (parallax model show) but not yet planned: the op graph has standard "
+                        "(grouped-query) attention only",
+                        m->name, m->kv_lora_rank > 0 ? "multi-head latent attention" : "sliding-window attention with sinks");
+    if (p->shard_group > 0)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--shard-group with experts: hybrid sharding of expert states is not modelled (hint: drop "
+                        "--shard-group)");
+    if (px_parallel_split_w(p))
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--schedule %s splits weight gradients off the backward, which the expert layers do not yet "
+                        "(hint: --schedule 1f1b or interleaved)",
+                        px_schedule_names[p->schedule]);
+  }
   if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
   int64_t mbs_n = px_parallel_microbatches(p);
   if (p->schedule == PX_SCHED_INTERLEAVED) {
@@ -463,6 +502,9 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "dp", false, 1, 1 << 24, &p->dp, err));
   TRY(px_json_int(&c, obj, "cp", false, 1, 1 << 20, &p->cp, err));
   TRY(px_json_enum(&c, obj, "cp_algo", false, px_cp_algo_names, PX_CP_ALGO_COUNT, &p->cp_algo, err));
+  TRY(px_json_int(&c, obj, "ep", false, 1, 1 << 20, &p->ep, err));
+  TRY(px_json_enum(&c, obj, "moe_dispatch", false, px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, &p->moe_dispatch, err));
+  TRY(px_json_num(&c, obj, "moe_imbalance", false, 1.0, 1e6, &p->moe_imbalance, err));
   TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
   p->zero = (int)v;
   bool sp = false;
@@ -527,6 +569,9 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "dp", (double)p->dp);
   if (p->cp > 1) px_json_add_num(o, "cp", (double)p->cp);
   if (p->cp_algo >= 0 && p->cp > 1) cJSON_AddStringToObject(o, "cp_algo", px_cp_algo_names[p->cp_algo]);
+  if (p->ep > 1) px_json_add_num(o, "ep", (double)p->ep);
+  if (p->moe_dispatch > 0) cJSON_AddStringToObject(o, "moe_dispatch", px_moe_dispatch_names[p->moe_dispatch]);
+  if (p->moe_imbalance > 1) px_json_add_num(o, "moe_imbalance", p->moe_imbalance);
   px_json_add_num(o, "zero", p->zero);
   cJSON_AddBoolToObject(o, "sp", p->sp > 0);
   px_json_add_num(o, "mbs", (double)p->mbs);

@@ -56,6 +56,11 @@ typedef enum { PX_OFFLOAD_NONE, PX_OFFLOAD_CPU, PX_OFFLOAD_NVME, PX_OFFLOAD_COUN
  * reduce-scattered after it (Llama 3); a2a: all-to-all from sequence-split
  * to head-split around the attention (DeepSpeed-Ulysses). */
 typedef enum { PX_CP_RING, PX_CP_ALLGATHER, PX_CP_A2A, PX_CP_ALGO_COUNT } px_cp_algo;
+/* Mixture of experts: how tokens reach the experts of other EP ranks and
+ * come back: all-to-all of the routed tokens (Megatron-Core's alltoall
+ * dispatcher), or all-gather of every token over EP and reduce-scatter of
+ * the outputs (its allgather dispatcher). */
+typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
@@ -66,6 +71,7 @@ extern const char *const px_grad_accum_names[PX_ACCUM_COUNT];
 extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
 extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
 extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
+extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -85,6 +91,9 @@ typedef struct {
   int64_t tp, pp, dp;
   int64_t cp;        /* context parallelism: ranks splitting each sequence (1: none), 0 unset */
   int cp_algo;       /* px_cp_algo, -1 unset (ring) */
+  int64_t ep;        /* expert parallelism: ranks of the DP x CP group the experts are split over, 0 unset (1) */
+  int moe_dispatch;  /* px_moe_dispatch, -1 unset (a2a) */
+  double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
   int zero;          /* 0-3, -1 unset */
   int sp;            /* sequence parallelism: 0/1, -1 unset */
   int64_t mbs;       /* micro-batch size, sequences */
@@ -145,6 +154,9 @@ int64_t px_parallel_weight_dp(const px_parallel *p);
  * load balancing). The global position of row i of the s_local rows of
  * rank r (i < s_local = seq / cp). */
 int64_t px_cp_position(int64_t cp, int64_t cp_rank, int64_t s_local, int64_t i);
+
+/* Ranks holding the same experts: the expert-data-parallel group, dp x cp / ep. */
+int64_t px_parallel_expert_dp(const px_parallel *p);
 
 /* Ranks a unit's model states are sharded over: shard_group, or dp x cp when unset. */
 int64_t px_parallel_shard_size(const px_parallel *p);

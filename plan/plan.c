@@ -2,6 +2,7 @@
  * the programs, the memory plan and the per-stage totals. */
 #include "plan/plan.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   for (int32_t u = 0; u < prog->nunits; u++) {
     px_unit *un = &prog->units[u];
     uint64_t shard = px_plan_unit_shard(p, un);
+    int64_t ranks = px_plan_unit_ranks(p, un);
+    px_group group = un->expert ? PX_GROUP_EDP : (px_group)p->blocks[PX_BLOCK_GRAD_SYNC].ops[0].group;
     un->grad_op_mb = -1;
     for (int copy = 0; copy < (mb_copy ? 2 : 1); copy++) {
       int32_t first = own_ops(p, prog, PX_BLOCK_GRAD_SYNC);
@@ -49,7 +52,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       else un->grad_op = first;
       /* the reduction over the shard group (all of dp unless hybrid) ... */
       px_op *g = &prog->ops[first];
-      px_op_size_coll(g, (px_coll)g->coll, un->padded, p->par.zero == 0 ? un->padded : shard, gd, shard_n);
+      g->group = (uint8_t)group;
+      px_op_size_coll(g, (px_coll)g->coll, un->padded, p->par.zero == 0 ? un->padded : shard, gd, ranks);
       /* ... and with hybrid sharding the shard's all-reduce over the replicas (empty before the last micro-batch) */
       if (p->blocks[PX_BLOCK_GRAD_SYNC].nops > 1) {
         uint64_t e = copy ? 0 : shard;
@@ -57,7 +61,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       }
     }
     un->gather_op = own_ops(p, prog, PX_BLOCK_PARAM_SYNC);
-    px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, shard_n);
+    prog->ops[un->gather_op].group = (uint8_t)(un->expert ? PX_GROUP_EDP : prog->ops[un->gather_op].group);
+    px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, ranks);
     /* offload: the reduced shard goes to the host, the parameter shard comes from it */
     un->offload_op = own_ops(p, prog, PX_BLOCK_OFFLOAD_GRAD);
     size_copy(&prog->ops[un->offload_op], shard, p->par.offload_opt, gb);
@@ -135,7 +140,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
 }
 
 double px_totals_dp_wire_bytes(const px_stage_totals *t) {
-  return t->wire_bytes[PX_GROUP_DP] + t->wire_bytes[PX_GROUP_SHARD] + t->wire_bytes[PX_GROUP_REPLICA];
+  return t->wire_bytes[PX_GROUP_DP] + t->wire_bytes[PX_GROUP_SHARD] + t->wire_bytes[PX_GROUP_REPLICA] +
+         t->wire_bytes[PX_GROUP_EDP];
 }
 
 static void stage_totals(px_plan *p) {
@@ -158,6 +164,18 @@ static void stage_totals(px_plan *p) {
     p->model_flops_per_step += t->model_flops * (double)(p->par.tp * p->grid.wdp);
     p->hw_flops_per_step += t->hw_flops * (double)(p->par.tp * p->grid.wdp);
   }
+}
+
+int64_t px_plan_expert_rows(const px_plan *p) {
+  const px_model *m = &p->model;
+  if (m->experts == 0) return 0;
+  int64_t ep = p->par.ep, el = m->experts / ep, k = m->experts_per_token, rows = p->par.mbs * p->seq_cp;
+  int64_t a = rows * k, worst = ep * rows * (k < el ? k : el), r;
+  if (m->capacity_factor > 0)
+    r = el * (int64_t)ceil(m->capacity_factor * (double)(a * ep) / (double)m->experts);
+  else
+    r = (int64_t)ceil(p->par.moe_imbalance * (double)a);
+  return r < worst ? r : worst;
 }
 
 const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in) {
@@ -199,6 +217,7 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
   p->par = *par;
   px_grid_init(&p->grid, c, par->tp, par->cp, par->dp, par->pp);
   px_grid_set_shard(&p->grid, px_parallel_shard_size(par));
+  px_grid_set_ep(&p->grid, par->ep);
   int64_t pad = 128 * par->tp; /* Megatron-LM's make-vocab-size-divisible-by 128, times tp */
   p->vocab_padded = m->vocab % par->tp == 0 ? m->vocab : (m->vocab + pad - 1) / pad * pad;
   p->seq = par->seq;

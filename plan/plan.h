@@ -132,8 +132,18 @@ double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2);
 /* Activation bytes one layer keeps from its forward to its backward, per
  * micro-batch on one GPU (what Korthikanti et al. count). */
 uint64_t px_plan_layer_activation_bytes(const px_plan *p);
+/* Mixture of experts: token rows one rank's local experts take per MoE
+ * layer and micro-batch, the busiest rank's: each rank routes A = mbs x
+ * seq_cp x top-k rows; with a capacity factor cf every expert takes at most
+ * ceil(cf x A x ep / experts) of them, dropless the busiest rank takes
+ * --moe-imbalance x A; never more than every token of the ep ranks on as
+ * many of its experts as top-k allows. 0 for a dense model. */
+int64_t px_plan_expert_rows(const px_plan *p);
 
 /* Elements of a unit one DP rank owns (its shard group's share with ZeRO). */
+/* Ranks unit u's states are sharded over (and its gradients reduced over):
+ * dp x cp or the shard group; a MoE layer's experts, dp x cp / ep. */
+int64_t px_plan_unit_ranks(const px_plan *p, const px_unit *u);
 uint64_t px_plan_unit_shard(const px_plan *p, const px_unit *u);
 
 /* What the executor reserves on a GPU whose predicted peak is `peak` bytes:

@@ -214,17 +214,23 @@ typedef struct {
 
 static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p->par.pp == 1; }
 
-/* The parameter slots of a group, and whether the slot is a layer slot. */
+/* The parameter slots of a group, and whether the slot is a layer slot
+ * (a MoE layer's MLP: the router, the shared experts, then the experts). */
 static int group_slots(const px_plan *p, int32_t gid, int *out) {
   static const char *const layer_names[] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "o_w",   "o_b",
                                             "ln2_w", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
+  static const char *const moe_names[] = {"ln1_w",    "ln1_b",    "qkv_w",     "qkv_b",    "o_w", "o_b", "ln2_w",
+                                          "ln2_b",    "router_w", "sh_fc1_w",  "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
   static const char *const embed_names[] = {"emb_w", "pos_w"};
   static const char *const head_names[] = {"lnf_w", "lnf_b", "head_w"};
   int n = 0;
   int64_t L = p->model.layers;
   if (gid >= 0 && gid < L) {
-    for (size_t i = 0; i < sizeof layer_names / sizeof *layer_names; i++) {
-      int s = px_plan_slot(p, layer_names[i]);
+    bool moe = px_model_layer_is_moe(&p->model, gid);
+    const char *const *names = moe ? moe_names : layer_names;
+    size_t count = moe ? sizeof moe_names / sizeof *moe_names : sizeof layer_names / sizeof *layer_names;
+    for (size_t i = 0; i < count; i++) {
+      int s = px_plan_slot(p, names[i]);
       if (s >= 0) out[n++] = s;
     }
     return n;
@@ -248,7 +254,7 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
  * head) cut into units, and each group's units [lo, hi] by group id + 1. */
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
                                px_err *err) {
-  int64_t L = p->model.layers, shard = px_parallel_shard_size(&p->par);
+  int64_t L = p->model.layers;
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
   px_param_ref *refs = px_calloc(((size_t)L + 2) * 16, sizeof *refs, err);
   px_unit *units = px_calloc(((size_t)L + 2) * 16, sizeof *units, err);
@@ -283,12 +289,16 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
   for (int r = nrefs - 1; r >= 0;) {
     int last = r;
     uint64_t elems = refs[r--].elems;
-    while (r >= 0 && (p->par.zero == 3 ? refs[r].group == refs[last].group : elems < bucket_elems))
+    bool expert = p->slots[refs[last].slot].expert; /* experts and the rest are reduced over other groups */
+    while (r >= 0 && p->slots[refs[r].slot].expert == expert &&
+           (p->par.zero == 3 ? refs[r].group == refs[last].group : elems < bucket_elems))
       elems += refs[r--].elems;
     units[nu].first_group = refs[r + 1].group;
     units[nu].last_group = refs[last].group;
     units[nu].elems = elems;
-    units[nu].padded = (elems + (uint64_t)shard - 1) / (uint64_t)shard * (uint64_t)shard;
+    units[nu].expert = expert;
+    uint64_t shard = (uint64_t)px_plan_unit_ranks(p, &units[nu]);
+    units[nu].padded = (elems + shard - 1) / shard * shard;
     for (int k = r + 1; k <= last; k++) ref_unit[k] = nu;
     nu++;
   }
@@ -489,11 +499,13 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
     for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD_W, l, l, u.mb, u.chunk};
   } else if (!u.bwd) {
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_FWD, egid, first, u.mb, u.chunk};
-    for (int64_t l = first; l < first + n; l++) out[k++] = (blk_ref){PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
+    for (int64_t l = first; l < first + n; l++)
+      out[k++] = (blk_ref){px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_FWD : PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_FWD, L, L, u.mb, u.chunk};
   } else {
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_BWD, L, L, u.mb, u.chunk};
-    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD, l, l, u.mb, u.chunk};
+    for (int64_t l = first + n - 1; l >= first; l--)
+      out[k++] = (blk_ref){px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_BWD : PX_BLOCK_LAYER_BWD, l, l, u.mb, u.chunk};
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_BWD, egid, first, u.mb, u.chunk};
   }
   return k;

@@ -59,6 +59,16 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
             "  context parallel: each sequence split over %lld ranks (%lld tokens each, two chunks for the causal "
             "balance), attention by %s; gradients reduced over dp x cp = %lld ranks\n",
             (long long)p->cp, (long long)plan->seq_cp, px_cp_algo_names[p->cp_algo], (long long)plan->grid.wdp);
+  if (plan->model.experts > 0)
+    fprintf(out,
+            "  mixture of experts: %lld experts (top %lld) split over ep %lld (%lld per rank), %s dispatch; "
+            "the busiest rank's experts take %lld rows a micro-batch (%s); expert gradients over dp%s / ep = %lld "
+            "ranks\n",
+            (long long)plan->model.experts, (long long)plan->model.experts_per_token, (long long)p->ep,
+            (long long)(plan->model.experts / p->ep), px_moe_dispatch_names[p->moe_dispatch],
+            (long long)px_plan_expert_rows(plan),
+            plan->model.capacity_factor > 0 ? "capacity factor" : "dropless", p->cp > 1 ? " x cp" : "",
+            (long long)px_parallel_expert_dp(p));
   if (px_parallel_hybrid(p))
     fprintf(out,
             "  hybrid sharding: model states sharded over %lld DP%s ranks, replicated %lld times; gradients "
@@ -82,6 +92,10 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   if (px_parallel_hybrid(p)) {
     fprintf(out, "  shard groups: %s\n", place_text(&plan->grid.shard_place, a, sizeof a));
     fprintf(out, "  replica groups: %s\n", place_text(&plan->grid.replica_place, a, sizeof a));
+  }
+  if (p->ep > 1) {
+    fprintf(out, "  ep groups: %s\n", place_text(&plan->grid.ep_place, a, sizeof a));
+    fprintf(out, "  expert dp groups: %s\n", place_text(&plan->grid.edp_place, a, sizeof a));
   }
   fprintf(out, "  pp groups: %s\n", place_text(&plan->grid.pp_place, a, sizeof a));
 
@@ -122,6 +136,7 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
           px_fmt_flops(plan->model_flops_per_step, a, sizeof a), px_fmt_flops(plan->hw_flops_per_step, b, sizeof b));
   fprintf(out, "bytes sent per GPU per step (stage 0): tp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a));
   if (p->cp > 1) fprintf(out, ", cp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_CP], a, sizeof a));
+  if (plan->model.experts > 0) fprintf(out, ", ep %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_EP], a, sizeof a));
   fprintf(out, ", dp %s, pp %s\n", px_fmt_bytes(px_totals_dp_wire_bytes(t0), b, sizeof b),
           px_fmt_bytes(t0->wire_bytes[PX_GROUP_NEXT] + t0->wire_bytes[PX_GROUP_PREV], d, sizeof d));
   fprintf(out, "pipeline bubble (analytic): %.1f%%\n", 100.0 * px_plan_bubble_analytic(plan));
@@ -206,6 +221,8 @@ cJSON *px_report_plan_json(const px_plan *plan) {
   if (grid) {
     cJSON_AddItemToObject(grid, "tp", place_json(&plan->grid.tp_place));
     if (plan->par.cp > 1) cJSON_AddItemToObject(grid, "cp", place_json(&plan->grid.cp_place));
+    if (plan->par.ep > 1) cJSON_AddItemToObject(grid, "ep", place_json(&plan->grid.ep_place));
+    if (plan->par.ep > 1) cJSON_AddItemToObject(grid, "edp", place_json(&plan->grid.edp_place));
     cJSON_AddItemToObject(grid, "dp", place_json(&plan->grid.dp_place));
     if (px_parallel_hybrid(&plan->par)) {
       cJSON_AddItemToObject(grid, "shard", place_json(&plan->grid.shard_place));
@@ -237,6 +254,7 @@ cJSON *px_report_plan_json(const px_plan *plan) {
     if (wb) {
       px_json_add_num(wb, "tp", t->wire_bytes[PX_GROUP_TP]);
       if (plan->par.cp > 1) px_json_add_num(wb, "cp", t->wire_bytes[PX_GROUP_CP]);
+      if (plan->model.experts > 0) px_json_add_num(wb, "ep", t->wire_bytes[PX_GROUP_EP]);
       px_json_add_num(wb, "dp", px_totals_dp_wire_bytes(t));
       if (px_parallel_hybrid(&plan->par)) { /* the two levels of the dp figure */
         px_json_add_num(wb, "shard", t->wire_bytes[PX_GROUP_SHARD]);

@@ -39,6 +39,8 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   px_report_zero_label(p, zero, sizeof zero);
   char cp[32] = "";
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp%lld%s", (long long)p->cp, p->cp_algo == PX_CP_RING ? "" : p->cp_algo == PX_CP_A2A ? "a2a" : "ag");
+  if (p->ep > 1)
+    snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " ep%lld%s", (long long)p->ep, p->moe_dispatch == PX_MOE_A2A ? "" : "ag");
   snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, cp, (long long)p->pp, (long long)p->dp,
            zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
 }

@@ -64,6 +64,10 @@ static int op_gemms(const px_op *op, int64_t shapes[2][4]) {
       shapes[0][0] = d[1], shapes[0][1] = d[1], shapes[0][2] = d[4], shapes[0][3] = d[0] * d[2];
       return 1;
     case PX_OP_ATTN_CONTEXT: shapes[0][0] = d[1], shapes[0][1] = d[4], shapes[0][2] = d[1], shapes[0][3] = d[0] * d[2]; return 1;
+    /* grouped expert GEMMs: each local expert's rows (the busiest rank's), batched over the experts */
+    case PX_OP_EXPERT_LINEAR: shapes[0][0] = d[0], shapes[0][1] = d[1], shapes[0][2] = d[2], shapes[0][3] = d[3]; return 1;
+    case PX_OP_EXPERT_LINEAR_BWD_DATA: shapes[0][0] = d[0], shapes[0][1] = d[2], shapes[0][2] = d[1], shapes[0][3] = d[3]; return 1;
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: shapes[0][0] = d[1], shapes[0][1] = d[2], shapes[0][2] = d[0], shapes[0][3] = d[3]; return 1;
     case PX_OP_ATTN_SCORES_BWD:
     case PX_OP_ATTN_CONTEXT_BWD:
       shapes[0][0] = d[1], shapes[0][1] = d[4], shapes[0][2] = d[1], shapes[0][3] = d[0] * d[2];
@@ -90,6 +94,10 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   for (int i = 0; i < n; i++) eff += px_gemm_efficiency(g, dt, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
   eff /= n;
   double flops = op->flops;
+  /* Expert GEMMs' FLOPs are the mean rank's; the busiest rank's rows (its shape) set the time. */
+  if (op->kind == PX_OP_EXPERT_LINEAR || op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
+      op->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT)
+    flops = 2.0 * (double)op->dim[0] * (double)op->dim[1] * (double)op->dim[2] * (double)op->dim[3];
   /* Fused causal attention skips the masked half; its backward recomputes the
    * probabilities (five products against the forward's two, 2.5x not 2x). */
   if (op->kind == PX_OP_FLASH_ATTN) flops *= 0.5;

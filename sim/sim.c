@@ -128,6 +128,8 @@ px_placement px_sim_group_place(const px_plan *p, px_group g) {
     case PX_GROUP_DP: return p->grid.dp_place;
     case PX_GROUP_EMB: return px_grid_place(&p->grid, 0, (p->par.pp - 1) * p->par.tp * p->grid.wdp, 2);
     case PX_GROUP_CP: return p->grid.cp_place;
+    case PX_GROUP_EP: return p->grid.ep_place;
+    case PX_GROUP_EDP: return p->grid.edp_place;
     case PX_GROUP_ALL: return px_grid_place(&p->grid, 0, 1, p->grid.world);
     case PX_GROUP_SHARD: return p->grid.shard_place;
     case PX_GROUP_REPLICA: return p->grid.replica_place;
@@ -217,7 +219,7 @@ static px_status stage_costs(sim *S, int64_t s) {
   static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                                  PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
                                                  PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W};
+                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
   int32_t opt = -1; /* the stage's own optimizer ops */
   for (int32_t i = 0; i < prog->ninsts && opt < 0; i++)
     if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) opt = i;
@@ -679,9 +681,11 @@ static const char *timeline_kind(int32_t block) {
   switch (block) {
     case PX_BLOCK_EMBED_FWD:
     case PX_BLOCK_LAYER_FWD:
+    case PX_BLOCK_MOE_FWD:
     case PX_BLOCK_HEAD_FWD: return "fwd";
     case PX_BLOCK_EMBED_BWD:
     case PX_BLOCK_LAYER_BWD:
+    case PX_BLOCK_MOE_BWD:
     case PX_BLOCK_HEAD_BWD: return "bwd";
     case PX_BLOCK_LAYER_BWD_W: return "wgrad";
     case PX_BLOCK_OPTIMIZER: return "opt";

@@ -200,8 +200,14 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
       int64_t dp = gpus / (tp * cp * pp);
       if (f->dp > 0 && f->dp != dp) continue;
       int na = cp > 1 && f->cp_algo < 0 ? PX_CP_ALGO_COUNT : 1; /* CP's algorithms */
-      for (int iza = 0; iza < nz * na; iza++)
-        for (int is = 0, iz = iza % nz, ia = iza / nz; is < nsp; is++)
+      /* expert parallelism: every ep dividing the experts and dp x cp (mixture-of-experts models) */
+      int64_t eps[32] = {1};
+      int nep = 1;
+      for (int64_t e = 2; f->ep <= 0 && m->experts > 0 && e <= m->experts && nep < 32; e++)
+        if (m->experts % e == 0 && (dp * cp) % e == 0) eps[nep++] = e;
+      if (f->ep > 0) eps[0] = f->ep;
+      for (int iza = 0; iza < nz * na * nep; iza++)
+        for (int is = 0, iz = iza % nz, ia = iza / nz % na, ie = iza / (nz * na); is < nsp; is++)
           for (int im = 0; im < nm; im++)
             for (int ir = 0; ir < nr; ir++) {
               /* schedules: one for pp 1; 1f1b, interleaved with every vpp and the two zero-bubble
@@ -228,7 +234,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 if (f->vpp > 0 && f->vpp != scheds[ic / 2][1]) continue;
                 px_parallel p = *f;
                 p.tp = tp, p.pp = pp, p.dp = dp, p.zero = (int)zv[iz], p.sp = (int)spv[is], p.mbs = mv[im];
-                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia;
+                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie];
                 p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 2][0], p.vpp = scheds[ic / 2][1];
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
@@ -535,7 +541,7 @@ void px_sweep_result_free(px_sweep_result *r) {
 }
 
 static bool same_split(const px_parallel *a, const px_parallel *b) {
-  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo &&
+  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo && a->ep == b->ep &&
          a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;

@@ -17,6 +17,7 @@
 #include "kernels/cpu/embed.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/rope.h"
@@ -972,6 +973,153 @@ static void test_cross_entropy(void) {
   px_tfree();
 }
 
+/* ======================= mixture of experts ======================= */
+
+enum { MOE_EMAX = 16 };
+
+typedef struct {
+  int64_t n, E, k;
+  bool sigmoid, norm;
+  double aux;
+  const int32_t *idx; /* (n, k): the choice, held fixed (top-k is piecewise constant) */
+  const double *w;    /* (n, k): the loss's weight of each gate */
+} route_ctx;
+
+/* The router's probabilities of one token's logits: softmax, or each expert's sigmoid score. */
+static void route_probs(double *p, const double *l, int64_t E, bool sigmoid) {
+  double mx = l[0], sum = 0.0;
+  for (int64_t e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+  for (int64_t e = 0; e < E; e++) sum += exp(l[e] - mx);
+  for (int64_t e = 0; e < E; e++) p[e] = sigmoid ? 1.0 / (1.0 + exp(-l[e])) : exp(l[e] - mx) / sum;
+}
+
+/* L = sum_tj w_tj g_tj + aux E sum_e f_e mean_t p_te of the logits (n, E): g the chosen probabilities
+ * (over their sum with the sigmoid router or norm), f_e the share of the n k choices that went to e. */
+static void ref_route_loss(double *out, const double *in, const void *vctx) {
+  const route_ctx *c = vctx;
+  double p[MOE_EMAX], f[MOE_EMAX] = {0}, mean[MOE_EMAX] = {0}, L = 0.0;
+  for (int64_t i = 0; i < c->n * c->k; i++) f[c->idx[i]] += 1.0 / (double)(c->n * c->k);
+  for (int64_t t = 0; t < c->n; t++) {
+    route_probs(p, in + t * c->E, c->E, c->sigmoid);
+    double s = 0.0;
+    for (int64_t j = 0; j < c->k; j++) s += p[c->idx[t * c->k + j]];
+    for (int64_t j = 0; j < c->k; j++) {
+      double g = p[c->idx[t * c->k + j]];
+      L += c->w[t * c->k + j] * (c->sigmoid || c->norm ? g / s : g);
+    }
+    for (int64_t e = 0; e < c->E; e++) mean[e] += p[e] / (double)c->n;
+  }
+  for (int64_t e = 0; e < c->E; e++) L += c->aux * (double)c->E * f[e] * mean[e];
+  out[0] = L;
+}
+
+/* Router forward against the double reference (probabilities, top-k with ties to the lower expert,
+ * gates), and its backward against finite differences of L = sum w g (+ the load-balancing term). */
+static void test_moe_route(void) {
+  struct {
+    bool sigmoid, norm;
+    double aux;
+    int64_t k;
+  } cases[] = {{false, false, 0.01, 2}, {false, true, 0.0, 2}, {false, true, 0.03, 3}, {false, false, 0.05, 1},
+               {true, false, 0.02, 2},  {true, false, 0.0, 3},  {true, true, 0.0, 1}};
+  enum { N = 6, E = 5 };
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    px_tseed(40 + ci);
+    int64_t k = cases[ci].k;
+    float *logits = px_trand(N * E, -2, 2);
+    /* a tie: token 1's two largest logits are equal (experts 1 and 3: 1 first) */
+    logits[E + 1] = logits[E + 3] = 2.5f;
+    float *probs = px_tcopy(logits, N * E), *gates = px_tconst(N * k, NAN);
+    int32_t *idx = px_talloc((size_t)(N * k) * sizeof *idx);
+    px_k_moe_route_fwd(probs, idx, gates, N, E, k, cases[ci].sigmoid, cases[ci].norm);
+    double *in = d_of(logits, N * E), *pw = dalloc(N * E), *gw = dalloc(N * k);
+    bool idx_ok = true;
+    for (int64_t t = 0; t < N; t++) {
+      route_probs(pw + t * E, in + t * E, E, cases[ci].sigmoid);
+      double s = 0.0;
+      for (int64_t j = 0; j < k; j++) { /* place j: the expert with j ahead of it (larger, or equal and lower) */
+        int64_t want = -1;
+        for (int64_t e = 0; e < E; e++) {
+          int64_t ahead = 0;
+          for (int64_t f = 0; f < E; f++) ahead += in[t * E + f] > in[t * E + e] || (in[t * E + f] == in[t * E + e] && f < e);
+          if (ahead == j) want = e;
+        }
+        idx_ok = idx_ok && idx[t * k + j] == want;
+        s += pw[t * E + want];
+      }
+      for (int64_t j = 0; j < k; j++) {
+        double g = pw[t * E + idx[t * k + j]];
+        gw[t * k + j] = cases[ci].sigmoid || cases[ci].norm ? g / s : g;
+      }
+    }
+    if (!idx_ok) fprintf(stderr, "\n  moe route case %zu: top-k differs from the reference\n", ci);
+    CU_ASSERT(idx_ok);
+    CU_ASSERT(idx[k] == 1 && (k < 2 || idx[k + 1] == 3));
+    CU_ASSERT(fwd_close("moe route probs", probs, pw, N * E));
+    CU_ASSERT(fwd_close("moe route gates", gates, gw, N * k));
+    /* backward: dL/dlogits, L = sum w g + aux term */
+    float *w = px_trand(N * k, -1, 1), *dl = px_tconst(N * E, ACC0), *work = px_tfloats(2 * E);
+    px_k_moe_route_bwd(dl, work, w, probs, idx, N, E, k, cases[ci].sigmoid, cases[ci].norm, (float)cases[ci].aux);
+    route_ctx rc = {N, E, k, cases[ci].sigmoid, cases[ci].norm, cases[ci].aux, idx, d_of(w, N * k)};
+    double one = 1.0, *g = dalloc(N * E);
+    fd_grad(g, ref_route_loss, &rc, in, N * E, 1, &one);
+    char what[64];
+    snprintf(what, sizeof what, "moe route dlogits (case %zu)", ci);
+    CU_ASSERT(grad_close(what, dl, g, N * E));
+    px_tfree();
+  }
+}
+
+/* Expert-major positions; unpermute(permute(x)) with each token's gates summing to 1 is x; the
+ * backwards are the adjoints of the forwards (<P x, s> = <x, P^T s>). */
+static void test_moe_permute(void) {
+  px_tseed(50);
+  enum { N = 7, H = 5, E = 4, K = 2 };
+  int32_t idx[N * K], counts[E];
+  int64_t pos[N * K], work[E + 1];
+  for (int64_t t = 0; t < N; t++) { /* two distinct experts of 0..2: expert 3 takes no row */
+    idx[t * K] = (int32_t)(px_tunit() * 3);
+    idx[t * K + 1] = (idx[t * K] + 1 + (int32_t)(px_tunit() * 2)) % 3;
+  }
+  px_k_moe_positions(pos, counts, work, idx, N, E, K);
+  CU_ASSERT(counts[3] == 0 && counts[0] + counts[1] + counts[2] == N * K);
+  bool perm = true, order = true;
+  int64_t seen[N * K] = {0};
+  for (int64_t i = 0; i < N * K; i++) {
+    perm = perm && pos[i] >= 0 && pos[i] < N * K && !seen[pos[i]]++;
+    /* expert-major, then token and choice order: pos is the rank of (expert, i) */
+    int64_t r = 0;
+    for (int64_t i2 = 0; i2 < N * K; i2++) r += idx[i2] < idx[i] || (idx[i2] == idx[i] && i2 < i);
+    order = order && pos[i] == r;
+  }
+  CU_ASSERT(perm);
+  CU_ASSERT(order);
+  float *x = px_trand(N * H, -1, 1), *send = px_tconst(N * K * H, NAN), *gates = px_tfloats(N * K);
+  for (int64_t t = 0; t < N; t++) {
+    float a = 0.1f + 0.8f * (float)px_tunit();
+    gates[t * K] = a, gates[t * K + 1] = 1.0f - a;
+  }
+  px_k_moe_permute_fwd(send, x, pos, N, H, K);
+  float *y = px_tconst(N * H, NAN);
+  px_k_moe_unpermute_fwd(y, send, gates, pos, N, H, K);
+  CU_ASSERT(fwd_close("unpermute(permute(x))", y, d_of(x, N * H), N * H));
+  /* adjoints: <permute(x), s> = <x, permute_bwd(s)>; <unpermute(r, g), dy> = <r, dret> = <g, dgates> */
+  float *s = px_trand(N * K * H, -1, 1), *dx = px_tconst(N * H, ACC0), *dy = px_trand(N * H, -1, 1);
+  float *dret = px_tconst(N * K * H, ACC0), *dg = px_tconst(N * K, ACC0);
+  px_k_moe_permute_bwd(dx, s, pos, N, H, K);
+  px_k_moe_unpermute_bwd(dret, dg, dy, s, gates, pos, N, H, K);
+  px_k_moe_unpermute_fwd(y, s, gates, pos, N, H, K);
+  double a = 0, b = 0, c = 0, d = 0, e = 0;
+  for (int64_t i = 0; i < N * K * H; i++) a += (double)send[i] * s[i], d += ((double)dret[i] - ACC0) * s[i];
+  for (int64_t i = 0; i < N * H; i++) b += (double)x[i] * ((double)dx[i] - ACC0), c += (double)y[i] * dy[i];
+  for (int64_t i = 0; i < N * K; i++) e += (double)gates[i] * ((double)dg[i] - ACC0);
+  PX_ASSERT_REL(b, a, 1e-5);
+  /* <unpermute(s, g), dy> = sum_tj g_tj <s_pos(tj), dy_t> = <s, dret> = <g, dgates> */
+  PX_ASSERT_REL(d, c, 1e-5);
+  PX_ASSERT_REL(e, c, 1e-5);
+  px_tfree();
+}
+
 /* ======================= optimizer and reductions ======================= */
 
 static void test_adamw(void) {
@@ -1100,6 +1248,8 @@ int main(void) {
       {"flash merge: an empty block, explicit positions", test_flash_merge},
       {"dropout: p = 0, pieces, backward", test_dropout},
       {"vocab-parallel cross-entropy, padding, ignore, 2 and 4 shards", test_cross_entropy},
+      {"MoE router: softmax, norm, sigmoid, k 1-3, a tie; backward against finite differences", test_moe_route},
+      {"MoE permute: expert-major positions, unpermute(permute(x)) = x, adjoint backwards", test_moe_permute},
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},

@@ -145,6 +145,259 @@ static void test_roundtrip(void) {
   CU_ASSERT_STRING_EQUAL(a.name, b.name);
 }
 
+/* ---- mixture of experts ---- */
+
+/* One 128x128-block float32 scale per block of an FP8 weight (out x in): DeepSeek-V3's weight_scale_inv. */
+static uint64_t fp8_blocks(int64_t out, int64_t in) {
+  return (uint64_t)((out + 127) / 128) * (uint64_t)((in + 127) / 128);
+}
+
+/* DeepSeek-V3's FP8 safetensors beyond our count: the FP8 weights' block scales (every attention and
+ * expert/MLP projection of the main and MTP layers; not the router, embedding, head, eh_proj or norms, which
+ * are bf16) and the MTP layers' stored copies of the embedding and the head (README_WEIGHTS.md). */
+static uint64_t deepseek_checkpoint_extra(const px_model *m, const px_model_params *p) {
+  int64_t h = m->hidden, H = m->heads, ql = m->q_lora_rank, kl = m->kv_lora_rank, r = m->qk_rope_head_dim;
+  uint64_t attn = fp8_blocks(ql, h) + fp8_blocks(H * m->head_dim, ql) + fp8_blocks(kl + r, h) +
+                  fp8_blocks(H * (m->qk_nope_head_dim + m->v_head_dim), kl) + fp8_blocks(h, H * m->v_head_dim);
+  uint64_t dense = 2 * fp8_blocks(m->ffn_hidden, h) + fp8_blocks(h, m->ffn_hidden);
+  uint64_t expert = 2 * fp8_blocks(m->moe_ffn_hidden, h) + fp8_blocks(h, m->moe_ffn_hidden);
+  uint64_t scales = 0;
+  for (int64_t l = 0; l < m->layers + m->mtp_layers; l++)
+    scales += attn + (px_model_layer_is_moe(m, l) ? (uint64_t)(m->experts + m->shared_experts) * expert : dense);
+  return scales + (uint64_t)m->mtp_layers * (p->embedding + p->lm_head);
+}
+
+/* The quantity a row of moe_params.csv names. */
+static bool moe_quantity(const char *q, const px_model *m, const px_model_params *p, uint64_t *out) {
+  if (!strcmp(q, "total")) *out = p->total;
+  else if (!strcmp(q, "active")) *out = p->active;
+  else if (!strcmp(q, "active_no_embedding")) *out = p->active - p->embedding;
+  else if (!strcmp(q, "total_no_embedding")) *out = p->total - p->embedding - p->lm_head;
+  else if (!strcmp(q, "total_qk_norm")) *out = p->total + (uint64_t)(2 * m->head_dim * m->layers);
+  else if (!strcmp(q, "mtp")) *out = p->mtp;
+  else if (!strcmp(q, "checkpoint")) *out = p->total + p->mtp + deepseek_checkpoint_extra(m, p);
+  else return false;
+  return true;
+}
+
+/* Every row of tests/data/moe_params.csv: our exact count, and the published figure within its rounding
+ * (round: within half a unit; floor: the figure was truncated, [published, published + unit)). */
+static void test_moe_published(void) {
+  FILE *fp = fopen(px_test_path("tests/data/moe_params.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[1024];
+  int rows = 0;
+  while (fgets(line, sizeof line, fp)) {
+    char name[256], q[64], rule[16];
+    unsigned long long exact;
+    double published, unit;
+    if (line[0] == '#' || sscanf(line, "%255[^,],%63[^,],%llu,%lf,%lf,%15[^,]", name, q, &exact, &published, &unit,
+                                 rule) != 6)
+      continue;
+    px_model m;
+    px_err err = {0};
+    px_status st = px_model_load(strchr(name, '/') ? px_test_path(name) : name, &m, &err);
+    if (st) fprintf(stderr, "\n  %s: %s\n", name, err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    px_model_params p;
+    px_model_count_params(&m, &p);
+    uint64_t got = 0;
+    CU_ASSERT_FATAL(moe_quantity(q, &m, &p, &got));
+    bool floor_rule = !strcmp(rule, "floor");
+    double lo = floor_rule ? published : published - unit / 2, hi = published + (floor_rule ? unit : unit / 2);
+    bool in = (double)got >= lo && (floor_rule ? (double)got < hi : (double)got <= hi);
+    if (getenv("PX_TEST_VERBOSE") || got != exact || (published > 0 && !in))
+      fprintf(stderr, "\n  %-44s %-20s %18llu  published %.6g (%s %g)%s", name, q, (unsigned long long)got, published,
+              rule, unit, got != exact ? "  != exact column" : "");
+    PX_ASSERT_EQ_U64(got, exact);
+    if (published > 0) CU_ASSERT(in);
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT(rows >= 20);
+}
+
+/* The parts, by hand: Mixtral 8x7B and DeepSeek-V3's MLA, router bias, shared expert, dense layers and MTP. */
+static void test_moe_parts(void) {
+  px_model m;
+  px_model_params p;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
+  px_model_count_params(&m, &p);
+  CU_ASSERT_EQUAL(p.moe_layers, 32);
+  PX_ASSERT_EQ_U64(p.expert, 3ull * 4096 * 14336);
+  PX_ASSERT_EQ_U64(p.router, 8ull * 4096); /* softmax router: no bias */
+  PX_ASSERT_EQ_U64(p.shared, 0);
+  PX_ASSERT_EQ_U64(p.moe_layer, 2ull * 4096 * 4096 + 2ull * 4096 * 1024 + 2 * 4096 + 8 * 4096 + 8 * p.expert);
+  PX_ASSERT_EQ_U64(p.total, 2ull * 32000 * 4096 + 4096 + 32 * p.moe_layer);
+  PX_ASSERT_EQ_U64(p.active, p.total - 32ull * 6 * p.expert);
+  PX_ASSERT_EQ_U64(p.mtp, 0);
+
+  CU_ASSERT_EQUAL_FATAL(px_model_load("deepseek-v3", &m, &err), PX_OK);
+  px_model_count_params(&m, &p);
+  uint64_t h = 7168;
+  uint64_t mla = h * 1536 + 1536 + 1536ull * 128 * 192 /* q_a, q_a_layernorm, q_b */
+                 + h * (512 + 64) + 512 + 512ull * 128 * (128 + 128) /* kv_a_proj_with_mqa, kv_a_layernorm, kv_b */
+                 + 128ull * 128 * h;                                  /* o_proj */
+  PX_ASSERT_EQ_U64(p.attention, mla);
+  PX_ASSERT_EQ_U64(p.router, 256 * h + 256); /* sigmoid router: e_score_correction_bias */
+  PX_ASSERT_EQ_U64(p.expert, 3 * h * 2048);
+  PX_ASSERT_EQ_U64(p.shared, 3 * h * 2048);
+  CU_ASSERT_EQUAL(p.moe_layers, 58);
+  PX_ASSERT_EQ_U64(p.per_layer, mla + 2 * h + 3 * h * 18432); /* the 3 dense layers */
+  PX_ASSERT_EQ_U64(p.mtp, 3 * h + 2 * h * h + p.moe_layer);   /* enorm, hnorm, shared_head.norm, eh_proj, layer */
+  PX_ASSERT_EQ_U64(p.active, p.total - 58ull * 248 * p.expert);
+
+  /* Qwen2-MoE: one shared expert of its own width with a sigmoid gate of hidden weights, Q/K/V biases */
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/qwen1.5-moe-a2.7b-config.json"), &m, &err), PX_OK);
+  px_model_count_params(&m, &p);
+  PX_ASSERT_EQ_U64(p.shared, 3ull * 2048 * 5632 + 2048);
+  PX_ASSERT_EQ_U64(p.attention, 4ull * 2048 * 2048 + 3 * 2048);
+  CU_ASSERT(!m.norm_topk_prob);
+
+  /* gpt-oss: biases on q, k, v, o, the experts and the router; one sink logit per head */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &m, &err), PX_OK);
+  px_model_count_params(&m, &p);
+  PX_ASSERT_EQ_U64(p.attention, 2880ull * 4096 * 2 + 2880ull * 512 * 2 + 4096 + 2 * 512 + 2880 + 64);
+  PX_ASSERT_EQ_U64(p.expert, 3ull * 2880 * 2880 + 2 * 2880 + 2880);
+  PX_ASSERT_EQ_U64(p.router, 128ull * 2880 + 128);
+}
+
+/* Each Hugging Face sample imports as the preset (shape, MoE and MLA fields; the presets train on their
+ * pre-training sequence length where the config gives the longest context). */
+static void test_moe_hf_matches_presets(void) {
+  static const char *const pairs[][2] = {
+      {"tests/data/hf/mixtral-8x7b-config.json", "mixtral-8x7b"},
+      {"tests/data/hf/qwen3-30b-a3b-config.json", "qwen3-30b-a3b"},
+      {"tests/data/hf/deepseek-v3-config.json", "deepseek-v3"},
+      {"tests/data/hf/gpt-oss-120b-config.json", "gpt-oss-120b"},
+  };
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    px_model a, b;
+    px_err err = {0};
+    px_status st = px_model_load(px_test_path(pairs[i][0]), &a, &err);
+    if (st) fprintf(stderr, "\n  %s: %s\n", pairs[i][0], err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_model_load(pairs[i][1], &b, &err), PX_OK);
+    memcpy(a.name, b.name, sizeof a.name);
+    memcpy(a.source, b.source, sizeof a.source);
+    a.seq_len = b.seq_len;
+    a.max_positions = b.max_positions;
+    cJSON *ja = px_model_to_json(&a), *jb = px_model_to_json(&b);
+    char *sa = cJSON_PrintUnformatted(ja), *sb = cJSON_PrintUnformatted(jb);
+    if (strcmp(sa, sb)) fprintf(stderr, "\n  %s\n  %s\n  %s\n", pairs[i][0], sa, sb);
+    CU_ASSERT_STRING_EQUAL(sa, sb);
+    cJSON_free(sa);
+    cJSON_free(sb);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    CU_ASSERT_EQUAL(px_model_param_count(&a), px_model_param_count(&b));
+  }
+}
+
+/* Activated experts only: 2 x (attention + router + k experts + shared) per MoE layer; MLA's q.k over
+ * nope + rope and attention x V over v_head_dim; gpt-oss's sliding layers attend to 128 keys. */
+static void test_moe_flops(void) {
+  px_model m;
+  px_model_flops f;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
+  px_model_flops_per_token(&m, 4096, &f);
+  double layer = 2 * 4096.0 * 4096 + 2 * 4096.0 * 1024 + 8 * 4096.0 + 2 * 3 * 4096.0 * 14336;
+  PX_ASSERT_REL(f.forward_dense_flops, 2 * (32 * layer + 32000.0 * 4096), 1e-15);
+  PX_ASSERT_REL(f.forward_attention_flops, 4.0 * 4096 * 4096 * 32, 1e-15);
+
+  CU_ASSERT_EQUAL_FATAL(px_model_load("deepseek-v3", &m, &err), PX_OK);
+  px_model_flops_per_token(&m, 4096, &f);
+  px_model_params p;
+  px_model_count_params(&m, &p);
+  double h = 7168, mla = h * 1536 + 1536.0 * 128 * 192 + h * 576 + 512.0 * 128 * 256 + 128.0 * 128 * h;
+  double dense = mla + 3 * h * 18432, moe = mla + 256 * h + 9 * 3 * h * 2048;
+  PX_ASSERT_REL(f.forward_dense_flops, 2 * (3 * dense + 58 * moe + 129280 * h), 1e-15);
+  PX_ASSERT_REL(f.forward_attention_flops, 2.0 * 4096 * 128 * (192 + 128) * 61, 1e-15);
+  /* 6 x activated parameters, as DeepSeek's 37B suggests, to within the biases and norms */
+  PX_ASSERT_REL(f.train_flops_no_attention, 6.0 * (double)(p.active - p.embedding), 1e-4);
+
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &m, &err), PX_OK);
+  px_model_flops_per_token(&m, 4096, &f);
+  PX_ASSERT_REL(f.forward_attention_flops, 2.0 * 64 * (64 + 64) * (18 * 4096 + 18 * 128), 1e-15);
+  CU_ASSERT(px_model_layer_is_sliding(&m, 0));
+  CU_ASSERT(!px_model_layer_is_sliding(&m, 1));
+}
+
+/* A dense model's JSON has no MoE, MLA or gpt-oss keys; MoE presets round-trip. */
+static void test_moe_json(void) {
+  px_model a, b;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &a, &err), PX_OK);
+  cJSON *j = px_model_to_json(&a);
+  static const char *const absent[] = {"experts", "router", "kv_lora_rank", "mtp_layers", "sliding_window",
+                                       "attention_sinks", "capacity_factor"};
+  for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+    CU_ASSERT_PTR_NULL(cJSON_GetObjectItemCaseSensitive(j, absent[i]));
+  cJSON_Delete(j);
+  static const char *const presets[] = {"mixtral-8x7b", "mixtral-8x22b", "deepseek-v3", "qwen3-30b-a3b",
+                                        "qwen3-235b-a22b", "gpt-oss-120b"};
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+    CU_ASSERT_EQUAL_FATAL(px_model_load(presets[i], &a, &err), PX_OK);
+    j = px_model_to_json(&a);
+    CU_ASSERT_EQUAL_FATAL(px_model_from_json(j, "roundtrip", &b, &err), PX_OK);
+    cJSON_Delete(j);
+    CU_ASSERT(memcmp(&a, &b, sizeof a) == 0);
+  }
+}
+
+#define MOE BASE ", \"heads\": 4, \"experts\": 8, \"moe_ffn_hidden\": 32"
+static void test_moe_refusals(void) {
+  expect_refused("{" MOE "}", "field 'experts_per_token': 0 is not in [1, experts 8]");
+  expect_refused("{" MOE ", \"experts_per_token\": 9}", "field 'experts_per_token': 9 is not in [1, experts 8]");
+  expect_refused("{" BASE ", \"heads\": 4, \"experts\": 8, \"experts_per_token\": 2}", "field 'moe_ffn_hidden'");
+  expect_refused("{" BASE ", \"heads\": 4, \"experts_per_token\": 2}", "field 'experts_per_token' needs 'experts'");
+  expect_refused("{" MOE ", \"experts_per_token\": 2, \"first_dense_layers\": 2}", "field 'first_dense_layers'");
+  expect_refused("{" MOE ", \"experts_per_token\": 2, \"moe_layer_freq\": 3}", "field 'moe_layer_freq'");
+  expect_refused("{" MOE ", \"experts_per_token\": 2, \"router\": \"relu\"}", "is not one of softmax|sigmoid");
+  expect_refused("{" MOE ", \"experts_per_token\": 2, \"capacity_factor\": -1}", "field 'capacity_factor'");
+  expect_refused("{" MOE ", \"experts_per_token\": 2, \"shared_experts\": 2, \"shared_ffn_hidden\": 64}",
+                 "field 'shared_ffn_hidden'");
+  expect_refused("{" BASE ", \"heads\": 4, \"q_lora_rank\": 16}", "field 'q_lora_rank' needs 'kv_lora_rank'");
+  expect_refused("{" BASE ", \"heads\": 4, \"kv_lora_rank\": 16, \"v_head_dim\": 16}", "field 'qk_rope_head_dim'");
+  expect_refused("{" BASE ", \"heads\": 4, \"kv_lora_rank\": 16, \"qk_rope_head_dim\": 8, \"qk_nope_head_dim\": 8, "
+                 "\"v_head_dim\": 16, \"head_dim\": 32}", "field 'head_dim': 32 is not qk_nope_head_dim");
+  expect_refused("{" BASE ", \"heads\": 4, \"kv_lora_rank\": 16, \"qk_rope_head_dim\": 8, \"qk_nope_head_dim\": 8}",
+                 "field 'v_head_dim'");
+  px_err err = {0};
+  CU_ASSERT_EQUAL(parse_model("{" MOE ", \"experts_per_token\": 2, \"first_dense_layers\": 1}", &err), PX_OK);
+  CU_ASSERT_EQUAL(parse_model("{" BASE ", \"heads\": 4, \"kv_lora_rank\": 16, \"qk_rope_head_dim\": 8, "
+                              "\"qk_nope_head_dim\": 8, \"v_head_dim\": 16}", &err), PX_OK);
+  /* Hugging Face: the fields named as the config names them */
+#define HF_BASE                                                                                           \
+  "\"num_hidden_layers\": 4, \"hidden_size\": 64, \"num_attention_heads\": 4, \"intermediate_size\": 128, " \
+  "\"vocab_size\": 100, \"max_position_embeddings\": 16"
+  expect_refused("{\"model_type\": \"mixtral\", " HF_BASE "}",
+                 "field 'num_local_experts' (num_experts, n_routed_experts) is missing");
+  expect_refused("{\"model_type\": \"qwen3_moe\", " HF_BASE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                 "\"mlp_only_layers\": [1]}", "field 'mlp_only_layers'");
+  expect_refused("{\"model_type\": \"deepseek_v3\", " HF_BASE ", \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, "
+                 "\"moe_layer_freq\": 2}", "field 'moe_layer_freq': only 1");
+  expect_refused("{\"model_type\": \"qwen3_moe\", " HF_BASE ", \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                 "\"scoring_func\": \"tanh\"}", "field 'scoring_func'");
+  expect_refused("{\"model_type\": \"gpt_oss\", " HF_BASE ", \"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
+                 "\"sliding_window\": 8, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                 "field 'layer_types'");
+  expect_refused("{\"model_type\": \"t5\"}", "(llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, "
+                                             "deepseek_v3, gpt_oss, gpt_neox, gpt2)");
+  /* mlp_only_layers [0, 1] is first_dense_layers 2 */
+  const char *dense2 = "{\"model_type\": \"qwen3_moe\", " HF_BASE ", \"num_experts\": 4, "
+                       "\"moe_intermediate_size\": 32, \"num_experts_per_tok\": 2, \"mlp_only_layers\": [0, 1]}";
+  cJSON *root = cJSON_Parse(dense2);
+  px_model m;
+  CU_ASSERT_EQUAL_FATAL(px_model_from_json(root, "t.json", &m, &err), PX_OK);
+  cJSON_Delete(root);
+  CU_ASSERT_EQUAL(m.first_dense_layers, 2);
+  CU_ASSERT(!px_model_layer_is_moe(&m, 1));
+  CU_ASSERT(px_model_layer_is_moe(&m, 2));
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"published parameter counts, exact", test_published_counts},
@@ -153,6 +406,12 @@ int main(void) {
       {"Hugging Face config defaults", test_hf_defaults},
       {"bad model inputs are refused with the field", test_refusals},
       {"JSON round trip", test_roundtrip},
+      {"MoE: published counts within their rounding", test_moe_published},
+      {"MoE: layer parts by hand (MLA, router bias, shared experts, MTP)", test_moe_parts},
+      {"MoE: Hugging Face configs import as the presets", test_moe_hf_matches_presets},
+      {"MoE: FLOPs per token count activated experts only", test_moe_flops},
+      {"MoE: dense JSON unchanged, MoE presets round-trip", test_moe_json},
+      {"MoE: bad MoE and MLA fields are refused with the field", test_moe_refusals},
   };
   return px_test_main("model", tests, sizeof tests / sizeof tests[0]);
 }

@@ -20,6 +20,7 @@
 #include "kernels/cpu/flash.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
+#include "kernels/cpu/moe.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/par.h"
 #include "kernels/cpu/reduce.h"
@@ -202,6 +203,78 @@ static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err
   return st;
 }
 
+/* ---- mixture of experts ---- */
+
+/* Dims of the routing ops: token rows, hidden, top-k, experts, routed rows. */
+static px_status cpu_moe(const px_exec_op *e, px_err *err) {
+  const px_op *o = e->op;
+  const px_model *m = &e->plan->model;
+  const int64_t *d = o->dim;
+  int64_t n = d[0], h = d[1], k = d[2], E = d[3];
+  float **out = (float **)e->out, **in = (float **)e->in;
+  bool sigmoid = m->router == PX_ROUTER_SIGMOID;
+  if (o->kind == PX_OP_MOE_ROUTE) {
+    if (out[0] != in[0]) memcpy(out[0], in[0], (size_t)(n * E) * sizeof **out);
+    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], n, E, k, sigmoid, m->norm_topk_prob);
+    return PX_OK;
+  }
+  if (o->kind == PX_OP_MOE_ROUTE_BWD) {
+    float *work = malloc((size_t)(2 * E) * sizeof *work);
+    if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    /* the load-balancing loss: coef x the mean of every (micro-batch, rank)'s; as a share of the step's loss
+     * that is coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step) */
+    px_k_moe_route_bwd(out[0], work, in[0], in[1], (const int32_t *)in[2], n, E, k, sigmoid, m->norm_topk_prob,
+                       (float)(m->aux_loss_coef * (double)e->loss_scale * (double)n));
+    free(work);
+    return PX_OK;
+  }
+  /* the permutations: every choice's expert-major row */
+  const int32_t *idx = (const int32_t *)in[o->kind == PX_OP_MOE_UNPERMUTE ? 2 : o->kind == PX_OP_MOE_UNPERMUTE_BWD ? 3 : 1];
+  int64_t *pos = malloc((size_t)(n * k + E + 1) * sizeof *pos);
+  if (!pos) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  px_k_moe_positions(pos, o->kind == PX_OP_MOE_PERMUTE ? (int32_t *)out[1] : NULL, pos + n * k, idx, n, E, k);
+  switch (o->kind) {
+    case PX_OP_MOE_PERMUTE: px_k_moe_permute_fwd(out[0], in[0], pos, n, h, k); break;
+    case PX_OP_MOE_PERMUTE_BWD: px_k_moe_permute_bwd(out[0], in[0], pos, n, h, k); break;
+    case PX_OP_MOE_UNPERMUTE: px_k_moe_unpermute_fwd(out[0], in[0], in[1], pos, n, h, k); break;
+    default: px_k_moe_unpermute_bwd(out[0], out[1], in[0], in[1], in[2], pos, n, h, k); break;
+  }
+  free(pos);
+  return PX_OK;
+}
+
+/* Grouped expert GEMMs: the rows in expert-major segments, counts[s El + e]
+ * rows of local expert e from source s (source-major), each through its
+ * expert's (n, k) weight block; split outputs (gate, up) are row ranges of
+ * the block. Dims: rows per expert (planned), n, k, local experts, n0, n1. */
+static void cpu_expert_linear(const px_exec_op *e) {
+  const px_op *o = e->op;
+  const int64_t *d = o->dim;
+  int64_t n = d[1], k = d[2], el = d[3], ns = e->plan->par.ep, row = 0;
+  float **out = (float **)e->out, **in = (float **)e->in;
+  const int32_t *counts = (const int32_t *)in[4] + ns * el; /* the rows taken from each (source, local expert) */
+  for (int64_t s = 0; s < ns; s++)
+    for (int64_t x = 0; x < el; x++) {
+      int64_t rows = counts[s * el + x], off = 0;
+      const float *w = in[o->kind == PX_OP_EXPERT_LINEAR ? 1 : 3] + x * n * k;
+      for (int i = 0; i < 2 && d[4 + i] > 0; i++) {
+        int64_t ni = d[4 + i];
+        const float *wi = w + off * k;
+        switch (o->kind) {
+          case PX_OP_EXPERT_LINEAR: px_k_linear_fwd(out[i] + row * ni, in[0] + row * k, wi, NULL, rows, k, ni); break;
+          case PX_OP_EXPERT_LINEAR_BWD_DATA:
+            px_k_linear_bwd(out[0] + row * k, NULL, NULL, in[i] + row * ni, NULL, wi, rows, k, ni);
+            break;
+          default: /* the weight gradient of expert x's block */
+            px_k_linear_bwd(NULL, out[0] + x * n * k + off * k, NULL, in[i] + row * ni, in[3] + row * k, NULL, rows, k, ni);
+            break;
+        }
+        off += ni;
+      }
+      row += rows;
+    }
+}
+
 /* RoPE on (B, S, H, D) rows at the rank's positions: with context
  * parallelism its two chunks, each a contiguous run. */
 static void rope_rows(const px_exec_op *e, float *out, const float *in, int64_t B, int64_t S, int64_t H, int64_t D) {
@@ -349,6 +422,15 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_GELU_BWD: px_k_gelu_bwd(out[0], in[0], in[1], d[0]); return PX_OK;
     case PX_OP_SWIGLU: px_k_swiglu_fwd(out[0], in[0], in[1], d[0]); return PX_OK;
     case PX_OP_SWIGLU_BWD: px_k_swiglu_bwd(out[0], out[1], in[0], in[1], in[2], d[0]); return PX_OK;
+    case PX_OP_MOE_ROUTE:
+    case PX_OP_MOE_ROUTE_BWD:
+    case PX_OP_MOE_PERMUTE:
+    case PX_OP_MOE_PERMUTE_BWD:
+    case PX_OP_MOE_UNPERMUTE:
+    case PX_OP_MOE_UNPERMUTE_BWD: return cpu_moe(e, err);
+    case PX_OP_EXPERT_LINEAR:
+    case PX_OP_EXPERT_LINEAR_BWD_DATA:
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: cpu_expert_linear(e); return PX_OK;
     case PX_OP_LOSS: {
       int64_t n = d[0], vl = d[1], vstart = e->tp_rank * vl;
       float *st = malloc((size_t)(3 * n) * sizeof *st);
@@ -401,6 +483,17 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
   }
   if (!px_support_contract(plan, op, PX_DTYPE_FP32, why, cap)) return PX_SUPPORT_NO;
   const int64_t *d = op->dim;
+  if (px_op_is_moe((px_op_kind)op->kind) || (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) {
+    const px_model *m = &plan->model;
+    if (plan->par.tp > 1 || plan->par.moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
+        (plan->par.ep > 1 && plan->par.zero > 0)) {
+      snprintf(why, cap,
+               "mixture of experts runs on the cpu backend with tp 1, a2a dispatch, no capacity factor and, with "
+               "ep > 1, ZeRO-0 (the router's gradient under TP, token dropping and expert shards are planned and "
+               "simulated only)");
+      return PX_SUPPORT_NO;
+    }
+  }
   switch ((px_op_kind)op->kind) {
     case PX_OP_ADAMW:
       if (plan->par.precision != PX_PREC_FP32) {
@@ -487,6 +580,26 @@ static px_status cpu_alltoall(px_backend *be, px_group g, void *out, const void 
                        "MPI_Alltoall", err);
 }
 
+static px_status cpu_alltoallv(px_backend *be, px_group g, void *out, const uint64_t *recv, const void *in,
+                               const uint64_t *send, px_dtype dt, px_err *err) {
+  int n = 1;
+  MPI_Comm comm = group_comm(be, g);
+  MPI_Comm_size(comm, &n);
+  int *v = malloc((size_t)(4 * n) * sizeof *v); /* send counts, displacements, receive counts, displacements */
+  if (!v) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  uint64_t so = 0, ro = 0;
+  for (int j = 0; j < n; j++) {
+    v[j] = (int)send[j], v[n + j] = (int)so, v[2 * n + j] = (int)recv[j], v[3 * n + j] = (int)ro;
+    so += send[j], ro += recv[j];
+  }
+  px_status st = coll_ok(dt, so > ro ? so : ro, err);
+  if (!st)
+    st = px_comm_check(MPI_Alltoallv(in, v, v + n, MPI_FLOAT, out, v + 2 * n, v + 3 * n, MPI_FLOAT, comm),
+                       "MPI_Alltoallv", err);
+  free(v);
+  return st;
+}
+
 static px_status cpu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
   cpu *c = be->impl;
   MPI_Request req[16];
@@ -564,6 +677,7 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
   b->allgather = cpu_allgather;
   b->reduce_scatter = cpu_reduce_scatter;
   b->alltoall = cpu_alltoall;
+  b->alltoallv = cpu_alltoallv;
   b->p2p = cpu_p2p;
   b->sync = cpu_sync;
   b->destroy = cpu_destroy;

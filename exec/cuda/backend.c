@@ -915,6 +915,8 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
                     (long long)plan->par.cp);
     default: break;
   }
+  if (px_op_is_moe((px_op_kind)op->kind))
+    return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;
   if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? refuse(why, cap, PX_SUPPORT_WIDENED,

@@ -26,12 +26,12 @@ head -1 "$tmp/all.csv" | grep -q '^rank,tp,pp,dp,zero' || fail "csv header"
   >"$tmp/cp.txt" || fail "long-context sweep"
 grep -q '^ *1  tp8 cp[0-9]' "$tmp/cp.txt" || fail "long-context sweep: the best plan has no cp: $(cat "$tmp/cp.txt")"
 for a in ring all-gather; do
-  awk -F, -v a="$a" 'NR > 1 && $14 > 1 && $15 == a && $16 == "true"' "$tmp/cp.csv" | grep -q . ||
+  awk -F, -v a="$a" 'NR > 1 && $14 > 1 && $15 == a && $17 == "true"' "$tmp/cp.csv" | grep -q . ||
     fail "no fitting --cp-algo $a plan"
 done
-awk -F, 'NR == 2 { best = $18 } NR > 1 && $14 == 1 && $16 == "true" && (nocp == 0 || $18 < nocp) { nocp = $18 }
+awk -F, 'NR == 2 { best = $19 } NR > 1 && $14 == 1 && $17 == "true" && (nocp == 0 || $19 < nocp) { nocp = $19 }
   END { exit !(nocp == 0 || nocp > 2 * best) }' "$tmp/cp.csv" || fail "CP plans are not twice as fast as cp=1 ones"
-head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,fits,' || fail "csv lacks cp columns"
+head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,fits,' || fail "csv lacks cp and ep columns"
 
 # fixing a flag fixes that dimension
 "$px" sweep "${args[@]}" -t 2 -z 1 --json | grep '"tp":' | grep -v '"tp":	2' | grep -q . && fail "--tp 2 not fixed"

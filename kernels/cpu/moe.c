@@ -1,0 +1,114 @@
+/* Mixture-of-experts routing on the CPU (see moe.h). */
+#include "kernels/cpu/moe.h"
+
+#include <math.h>
+#include <string.h>
+
+void px_k_moe_route_fwd(float *probs, int32_t *idx, float *gates, int64_t n, int64_t E, int64_t k, bool sigmoid,
+                        bool norm) {
+  for (int64_t t = 0; t < n; t++) {
+    float *p = probs + t * E;
+    if (sigmoid) {
+      for (int64_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    } else {
+      float mx = p[0], sum = 0.0f;
+      for (int64_t e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+      for (int64_t e = 0; e < E; e++) sum += p[e] = expf(p[e] - mx);
+      for (int64_t e = 0; e < E; e++) p[e] /= sum;
+    }
+    /* top-k by selection: highest first, the lower expert on a tie */
+    int32_t *ix = idx + t * k;
+    float *g = gates + t * k, total = 0.0f;
+    for (int64_t j = 0; j < k; j++) {
+      int32_t best = -1;
+      for (int64_t e = 0; e < E; e++) {
+        bool taken = false;
+        for (int64_t i = 0; i < j && !taken; i++) taken = ix[i] == (int32_t)e;
+        if (!taken && (best < 0 || p[e] > p[best])) best = (int32_t)e;
+      }
+      ix[j] = best;
+      total += g[j] = p[best];
+    }
+    if (sigmoid || norm)
+      for (int64_t j = 0; j < k; j++) g[j] /= total;
+  }
+}
+
+void px_k_moe_route_bwd(float *dlogits, float *work, const float *dgates, const float *probs, const int32_t *idx,
+                        int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm, float aux) {
+  float *dp = work, *f = work + E; /* a row's d probs; each expert's share of the choices */
+  memset(f, 0, (size_t)E * sizeof *f);
+  for (int64_t i = 0; i < n * k; i++) f[idx[i]] += 1.0f / (float)(n * k);
+  for (int64_t t = 0; t < n; t++) {
+    const float *p = probs + t * E, *dg = dgates + t * k;
+    const int32_t *ix = idx + t * k;
+    for (int64_t e = 0; e < E; e++) dp[e] = aux > 0 ? aux * (float)E * f[e] / (float)n : 0.0f;
+    if (sigmoid || norm) { /* g_j = p_j / s: dp_j = (dg_j - sum_l dg_l g_l) / s */
+      float s = 0.0f, dot = 0.0f;
+      for (int64_t j = 0; j < k; j++) s += p[ix[j]];
+      for (int64_t j = 0; j < k; j++) dot += dg[j] * p[ix[j]] / s;
+      for (int64_t j = 0; j < k; j++) dp[ix[j]] += (dg[j] - dot) / s;
+    } else {
+      for (int64_t j = 0; j < k; j++) dp[ix[j]] += dg[j];
+    }
+    float *dl = dlogits + t * E;
+    if (sigmoid) {
+      for (int64_t e = 0; e < E; e++) dl[e] += dp[e] * p[e] * (1.0f - p[e]);
+    } else { /* softmax: dl = p (dp - sum p dp) */
+      float dot = 0.0f;
+      for (int64_t e = 0; e < E; e++) dot += p[e] * dp[e];
+      for (int64_t e = 0; e < E; e++) dl[e] += p[e] * (dp[e] - dot);
+    }
+  }
+}
+
+void px_k_moe_positions(int64_t *pos, int32_t *counts, int64_t *start, const int32_t *idx, int64_t n, int64_t E,
+                        int64_t k) {
+  memset(start, 0, (size_t)(E + 1) * sizeof *start);
+  for (int64_t i = 0; i < n * k; i++) start[idx[i] + 1]++;
+  if (counts)
+    for (int64_t e = 0; e < E; e++) counts[e] = (int32_t)start[e + 1];
+  for (int64_t e = 0; e < E; e++) start[e + 1] += start[e];
+  for (int64_t i = 0; i < n * k; i++) pos[i] = start[idx[i]]++; /* token order within an expert */
+}
+
+void px_k_moe_permute_fwd(float *send, const float *x, const int64_t *pos, int64_t n, int64_t h, int64_t k) {
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t j = 0; j < k; j++) memcpy(send + pos[t * k + j] * h, x + t * h, (size_t)h * sizeof *send);
+}
+
+void px_k_moe_permute_bwd(float *dx, const float *dsend, const int64_t *pos, int64_t n, int64_t h, int64_t k) {
+  for (int64_t t = 0; t < n; t++)
+    for (int64_t j = 0; j < k; j++) {
+      const float *r = dsend + pos[t * k + j] * h;
+      for (int64_t c = 0; c < h; c++) dx[t * h + c] += r[c];
+    }
+}
+
+void px_k_moe_unpermute_fwd(float *y, const float *ret, const float *gates, const int64_t *pos, int64_t n, int64_t h,
+                            int64_t k) {
+  for (int64_t t = 0; t < n; t++) {
+    float *o = y + t * h;
+    memset(o, 0, (size_t)h * sizeof *o);
+    for (int64_t j = 0; j < k; j++) {
+      const float *r = ret + pos[t * k + j] * h, g = gates[t * k + j];
+      for (int64_t c = 0; c < h; c++) o[c] += g * r[c];
+    }
+  }
+}
+
+void px_k_moe_unpermute_bwd(float *dret, float *dgates, const float *dy, const float *ret, const float *gates,
+                            const int64_t *pos, int64_t n, int64_t h, int64_t k) {
+  for (int64_t t = 0; t < n; t++) {
+    const float *d = dy + t * h;
+    for (int64_t j = 0; j < k; j++) {
+      int64_t r = pos[t * k + j];
+      float g = gates[t * k + j], dot = 0.0f;
+      for (int64_t c = 0; c < h; c++) {
+        dret[r * h + c] += g * d[c];
+        dot += d[c] * ret[r * h + c];
+      }
+      dgates[t * k + j] += dot;
+    }
+  }
+}

@@ -1,0 +1,71 @@
+/* Mixture-of-experts routing on the CPU: the router's top-k choice and
+ * weights, the permutation of token rows to expert-major order and back,
+ * forward and backward. fp32; experts' GEMMs are ordinary linear layers
+ * over each expert's rows (exec/cpu/backend.c).
+ *
+ * Expert-major order: the rows of expert 0 (its tokens in token order, a
+ * token's choices in their order), then expert 1's, ... A token's j-th
+ * choice idx[t k + j] goes to row px_k_moe_positions(...)[t k + j]. */
+#ifndef PX_KERNELS_CPU_MOE_H
+#define PX_KERNELS_CPU_MOE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Router forward, in place on the logits: probs becomes the softmax over
+ * the E experts (sigmoid: each expert's sigmoid score); idx the k experts
+ * of highest probability (score), highest first, ties to the lower expert;
+ * gates their weights: the probabilities (renormalised to sum 1 with norm),
+ * or the sigmoid scores normalised to sum 1 (DeepSeek-V3). */
+void px_k_moe_route_fwd(float *probs,  // (n, E): logits in, probabilities (scores) out
+                        int32_t *idx,  // (n, k)
+                        float *gates,  // (n, k)
+                        int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm);
+
+/* Router backward: dlogits += d gates / d logits . dgates, plus with aux > 0
+ * the gradient of the load-balancing loss aux x E x sum_e f_e mean_t p_te
+ * over these n rows (f_e: the share of the n k choices that went to e,
+ * held constant, as Switch Transformer and Mixtral do). ACCUMULATES. */
+void px_k_moe_route_bwd(float *dlogits,       // (n, E)
+                        float *work,          // (2 E) scratch
+                        const float *dgates,  // (n, k)
+                        const float *probs,   // (n, E)
+                        const int32_t *idx,   // (n, k)
+                        int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm, float aux);
+
+/* The expert-major row of every choice and each expert's row count (NULL to skip). */
+void px_k_moe_positions(int64_t *pos,        // (n k)
+                        int32_t *counts,     // (E) or NULL
+                        int64_t *work,       // (E + 1) scratch
+                        const int32_t *idx,  // (n, k)
+                        int64_t n, int64_t E, int64_t k);
+
+/* send[pos(t, j)] = x[t]: each token's row copied to its k experts' rows. Writes send. */
+void px_k_moe_permute_fwd(float *send,         // (n k, h)
+                          const float *x,      // (n, h)
+                          const int64_t *pos,  // (n k)
+                          int64_t n, int64_t h, int64_t k);
+
+/* dx[t] += sum_j dsend[pos(t, j)]. ACCUMULATES. */
+void px_k_moe_permute_bwd(float *dx,           // (n, h)
+                          const float *dsend,  // (n k, h)
+                          const int64_t *pos,  // (n k)
+                          int64_t n, int64_t h, int64_t k);
+
+/* y[t] = sum_j gates[t, j] ret[pos(t, j)]. Writes y. */
+void px_k_moe_unpermute_fwd(float *y,            // (n, h)
+                            const float *ret,    // (n k, h)
+                            const float *gates,  // (n, k)
+                            const int64_t *pos,  // (n k)
+                            int64_t n, int64_t h, int64_t k);
+
+/* dret[pos(t, j)] += gates[t, j] dy[t]; dgates[t, j] += dy[t] . ret[pos(t, j)]. ACCUMULATES. */
+void px_k_moe_unpermute_bwd(float *dret,         // (n k, h)
+                            float *dgates,       // (n, k)
+                            const float *dy,     // (n, h)
+                            const float *ret,    // (n k, h)
+                            const float *gates,  // (n, k)
+                            const int64_t *pos,  // (n k)
+                            int64_t n, int64_t h, int64_t k);
+
+#endif
