@@ -971,6 +971,55 @@ static void test_context_parallel(void) {
   }
 }
 
+/* ---- mixture of experts ---- */
+
+/* Mixtral 8x7B on 64 H100s, tp 2 x ep 8 (dp 32), ZeRO-1: each rank holds
+ * its TP half of the attention, the router, and one expert's TP half; the
+ * experts' optimizer states are sharded over the 4 ranks holding the same
+ * expert, the rest over all 32; the EP all-to-alls send (ep - 1)/ep of the
+ * B s k routed rows four times a layer and micro-batch; the step's FLOPs
+ * are the model's (2 x the weights a token passes through, the top-2
+ * experts', x 3, plus attention); --moe-imbalance 2 doubles the rows the
+ * experts keep. */
+static void test_moe(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 64);
+  px_parallel p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 8, p.seq = 4096;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(plan.grid.ep_place.size, 8);
+  CU_ASSERT_EQUAL(plan.grid.ep_place.stride, 2);
+  CU_ASSERT_EQUAL(plan.grid.edp_place.size, 4);
+  CU_ASSERT_EQUAL(plan.grid.edp_place.stride, 16);
+  double H = 4096, Q = 4096, KV = 1024, Fe = 14336, E = 8, L = 32, V = 32000, tp = 2;
+  double attn = (H * (Q + 2 * KV) + Q * H) / tp, expert = 3 * H * Fe / tp;
+  double dense = L * (attn + 2 * H + E * H) + 2 * V * H / tp + H, experts = L * expert; /* one local expert */
+  PX_ASSERT_REL((double)plan.programs[0].param_elems, dense + experts, 1e-12);
+  px_states st;
+  px_plan_states(&plan, 0, &st);
+  PX_ASSERT_REL((double)st.opt_elems, dense / 32 + experts / 4, 1e-4); /* units padded to their ranks */
+  int expert_units = 0;
+  for (int32_t u = 0; u < plan.programs[0].nunits; u++) expert_units += plan.programs[0].units[u].expert;
+  CU_ASSERT(expert_units >= 32);
+  double A = 4096 * 2, e = 2, mb = 256.0 / 32;
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
+  px_model_flops f;
+  px_model_flops_per_token(&m, 4096, &f);
+  PX_ASSERT_REL(plan.model_flops_per_step, f.train_flops * 256 * 4096, 5e-3);
+  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 8192);
+  double act = (double)plan.mem[0].activations_peak_bytes;
+  px_plan_free(&plan);
+  p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 8, p.seq = 4096, p.moe_imbalance = 2;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 16384);
+  CU_ASSERT(plan.mem[0].activations_peak_bytes > act);
+  px_plan_free(&plan);
+}
+
 /* ---- refusals ---- */
 
 static void expect_refused(const char *model, int64_t gpus, px_parallel p, const char *needle) {
@@ -1070,6 +1119,14 @@ static void test_refusals(void) {
   p = par(4, 1, 1, 0, 1, 8);
   p.cp = 2;
   expect_refused("llama3-8b", 16, p, "tp 4 x cp 2 x pp 1 x dp 1 = 8, but there are 16 GPUs");
+  /* mixture of experts */
+  p = par(1, 1, 8, 0, 1, 8);
+  p.ep = 2;
+  expect_refused("llama3-8b", 8, p, "is a dense model");
+  p.ep = 3;
+  expect_refused("mixtral-8x7b", 8, p, "must divide the 8 experts and dp 8");
+  p.ep = 1;
+  expect_refused("deepseek-v3", 8, p, "multi-head latent attention is counted");
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
@@ -1108,6 +1165,7 @@ int main(void) {
       {"offload: host and NVMe placement, and fits weighs them", test_offload_places},
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
+      {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
   };

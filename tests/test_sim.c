@@ -409,6 +409,43 @@ static void test_context_parallel_sim(void) {
   for (int a = 0; a < 2; a++) px_sim_result_free(&free_r[a]);
 }
 
+/* Mixture of experts, Mixtral 8x7B on 64 H100s, tp 2: the EP all-to-alls
+ * of ep 4 stay in a node (4 ranks 2 apart), ep 8's cross to the next node
+ * over the NICs and take longer; an imbalanced router (the busiest rank's
+ * experts take 1.5x the mean rows) stretches every step; the all-gather
+ * dispatch moves every token to every EP rank. */
+static void test_moe_sim(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
+  struct {
+    int64_t ep;
+    double imbalance;
+    int dispatch;
+  } k[] = {{4, 1.0, PX_MOE_A2A}, {8, 1.0, PX_MOE_A2A}, {8, 1.5, PX_MOE_A2A}, {8, 1.0, PX_MOE_ALLGATHER}};
+  px_sim_result r[4];
+  double ep_bytes[4];
+  for (size_t i = 0; i < 4; i++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 2, p.pp = 1, p.dp = 32, p.zero = 1, p.mbs = 1, p.gbs = 256, p.seq = 4096;
+    p.ep = k[i].ep, p.moe_imbalance = k[i].imbalance, p.moe_dispatch = k[i].dispatch;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 64, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL(plan.grid.ep_place.intra, k[i].ep == 4);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r[i], &err), PX_OK);
+    ep_bytes[i] = plan.totals[0].wire_bytes[PX_GROUP_EP];
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(r[1].comm_tp_s > 2 * r[0].comm_tp_s); /* in-layer communication: the EP exchanges across nodes */
+  CU_ASSERT(r[1].step_time_s > r[0].step_time_s);
+  CU_ASSERT(r[2].step_time_s > 1.1 * r[1].step_time_s);
+  /* all-gather: each rank sends its tokens to 7 others, against 7/8 of its 2 choices: ep / k = 4x the bytes */
+  PX_ASSERT_REL(ep_bytes[3], 4 * ep_bytes[1], 1e-12);
+  CU_ASSERT(r[3].step_time_s > r[1].step_time_s);
+  for (size_t i = 0; i < 4; i++) px_sim_result_free(&r[i]);
+}
+
 /* One program per stage: the work does not grow with DP or TP. */
 static void test_flat_in_dp_tp(void) {
   px_sim_result a, b, c;
@@ -682,6 +719,7 @@ int main(void) {
       {"TP overlap up to each collective's first consumer", test_tp_overlap_dependencies},
       {"Chrome trace written and readable", test_trace},
       {"context parallelism: the ring hides its hops, all-gather and a2a do not", test_context_parallel_sim},
+      {"mixture of experts: EP exchanges on their links, imbalance, all-gather dispatch", test_moe_sim},
   };
   return px_test_main("sim", tests, sizeof tests / sizeof tests[0]);
 }

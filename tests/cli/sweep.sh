@@ -33,6 +33,12 @@ awk -F, 'NR == 2 { best = $19 } NR > 1 && $14 == 1 && $17 == "true" && (nocp == 
   END { exit !(nocp == 0 || nocp > 2 * best) }' "$tmp/cp.csv" || fail "CP plans are not twice as fast as cp=1 ones"
 head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,fits,' || fail "csv lacks cp and ep columns"
 
+# mixture of experts: Mixtral 8x7B on 64 H100s (tp 2, ZeRO-1 fixed) tries ep 1, 2, 4 and 8 with plans that fit
+"$px" sweep -m mixtral-8x7b -c dgx-h100 -g 64 --seq 4096 -B 256 -t 2 -z 1 -k 3 -C "$tmp/moe.csv" >/dev/null ||
+  fail "MoE sweep"
+[ "$(awk -F, 'NR > 1 && $17 == "true" { print $16 }' "$tmp/moe.csv" | sort -u | tr '\n' ' ')" = "1 2 4 8 " ] ||
+  fail "the MoE sweep did not fit plans with every ep: $(awk -F, 'NR > 1 { print $16, $17 }' "$tmp/moe.csv" | sort | uniq -c)"
+
 # fixing a flag fixes that dimension
 "$px" sweep "${args[@]}" -t 2 -z 1 --json | grep '"tp":' | grep -v '"tp":	2' | grep -q . && fail "--tp 2 not fixed"
 
