@@ -31,6 +31,9 @@
 /* Model-derived sizes of one rank. */
 typedef struct {
   int64_t B, S, Sl, H, T, HQ, HKV, D, QW, KW, F, Vl, V;
+  int64_t Dv, VW, OW; /* value head dim (D but with latent attention), v's and the context's widths */
+  bool mla;           /* multi-head latent attention (DeepSeek-V2/V3) */
+  int64_t QL, KL, Dr, Dn; /* its query and key/value latent ranks, RoPE and non-RoPE query/key dims */
   int64_t C;          /* context-parallel ranks (S is this rank's seq / C tokens of each sequence) */
   px_cp_algo cp_algo;
   /* mixture of experts: experts, local experts, top-k, EP ranks, an expert's and the shared experts' widths
@@ -342,9 +345,13 @@ typedef struct {
   int moe_probs, moe_idx, moe_gates, moe_counts, moe_send, moe_recv, exp_gate, exp_up, exp_fc1, exp_act, exp_out, moe_ret,
       sh_gate, sh_up, sh_fc1, sh_act;
   int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
+  /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics, parameters */
+  int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd;
+  int w_q_down, w_q_norm, w_q_up, w_kv_down, w_kv_norm, w_kv_up;
 } layer_slots;
 
 static void moe_slots_make(px_plan *p, const dims *d, layer_slots *L);
+static void mla_slots_make(px_plan *p, const dims *d, layer_slots *L);
 
 static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   px_dtype a = d->act;
@@ -357,14 +364,14 @@ static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   L->ln1_full = d->sp ? slot_add(p, "ln1_full", PX_SLOT_ACT, a, B, S, H, 1) : L->ln1;
   L->q = slot_add(p, "q", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
   L->k = slot_add(p, "k", PX_SLOT_ACT, a, B, S, d->HKV, d->D);
-  L->v = slot_add(p, "v", PX_SLOT_ACT, a, B, S, d->HKV, d->D);
+  L->v = slot_add(p, "v", PX_SLOT_ACT, a, B, S, d->HKV, d->Dv);
   bool unfused = !d->flash, udrop = unfused && d->drop;
   L->scores = unfused ? slot_add(p, "scores", PX_SLOT_ACT, a, B, d->HQ, S, S) : -1;
   L->probs = unfused ? slot_add(p, "probs", PX_SLOT_ACT, a, B, d->HQ, S, S) : -1;
   L->probs_drop = udrop ? slot_add(p, "probs_drop", PX_SLOT_ACT, a, B, d->HQ, S, S) : L->probs;
   L->attn_mask = udrop ? slot_add(p, "attn_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, d->HQ, S, S) : -1;
   L->lse = d->flash ? slot_add(p, "lse", PX_SLOT_ACT, PX_DTYPE_FP32, B, d->HQ, S, 1) : -1;
-  L->ctx = slot_add(p, "ctx", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
+  L->ctx = slot_add(p, "ctx", PX_SLOT_ACT, a, B, S, d->HQ, d->Dv);
   /* context parallelism: the whole sequence's keys and values (all-gather), or
    * the whole sequence of 1/cp of the heads (a2a) */
   L->q_cp = L->k_cp = L->v_cp = L->ctx_cp = -1;
@@ -398,9 +405,10 @@ static void layer_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   int64_t qkv = d->QW + 2 * d->KW, fc1 = d->swiglu ? 2 * d->F : d->F;
   L->w_ln1 = param_add(p, d, "ln1_w", H, 1, true, true);
   L->b_ln1 = d->layernorm ? param_add(p, d, "ln1_b", H, 1, true, true) : -1;
-  L->w_qkv = param_add(p, d, "qkv_w", qkv, H, false, false);
-  L->b_qkv = d->qkv_bias ? param_add(p, d, "qkv_b", qkv, 1, false, false) : -1;
-  L->w_o = param_add(p, d, "o_w", H, d->QW, false, false);
+  L->w_qkv = d->mla ? -1 : param_add(p, d, "qkv_w", qkv, H, false, false);
+  L->b_qkv = d->qkv_bias && !d->mla ? param_add(p, d, "qkv_b", qkv, 1, false, false) : -1;
+  L->w_o = param_add(p, d, "o_w", H, d->OW, false, false);
+  mla_slots_make(p, d, L);
   L->b_o = d->bias ? param_add(p, d, "o_b", H, 1, true, false) : -1;
   L->w_ln2 = param_add(p, d, "ln2_w", H, 1, true, true);
   L->b_ln2 = d->layernorm ? param_add(p, d, "ln2_b", H, 1, true, true) : -1;
@@ -481,6 +489,104 @@ static void attention_core(bld *b, const dims *d, const layer_slots *L, px_phase
     dropout(b, d, ph, R(L->probs_drop, 0), R(L->attn_mask, 0), R(L->probs, 0), NOREF, d->HQ, d->S, d->S, 1, 0);
 }
 
+/* ---- multi-head latent attention (DeepSeek-V2/V3) ----
+ *
+ * The queries from a low-rank latent (q_down to q_lora_rank, its RMSNorm,
+ * q_up to heads x (nope + rope); or one q projection), keys and values from
+ * a shared latent (kv_down to kv_lora_rank plus one RoPE key head, its
+ * RMSNorm, kv_up to heads x (nope + v)): the down projections and norms
+ * replicated over TP, the up projections column-parallel, the output
+ * projection row-parallel (Megatron-Core's MLA). k's RoPE columns are the
+ * one RoPE head's, the same for every head (costed in the RoPE op); the
+ * latents' gradients are summed over TP before their norms. The executors
+ * refuse it (planned and simulated only). */
+
+static void mla_slots_make(px_plan *p, const dims *d, layer_slots *L) {
+  int *all[] = {&L->q_lat, &L->q_latn, &L->q_rstd, &L->kv_lat, &L->k_pe, &L->kv_latn, &L->kv_rstd, &L->w_q_down,
+                &L->w_q_norm, &L->w_q_up, &L->w_kv_down, &L->w_kv_norm, &L->w_kv_up};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
+  if (!d->mla) return;
+  px_dtype a = d->act;
+  int64_t rows = d->B * d->S, H = d->H;
+  if (d->QL > 0) {
+    L->q_lat = slot_add(p, "q_lat", PX_SLOT_ACT, a, rows, d->QL, 1, 1);
+    L->q_latn = slot_add(p, "q_latn", PX_SLOT_ACT, a, rows, d->QL, 1, 1);
+    L->q_rstd = slot_add(p, "q_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, rows, 1, 1, 1);
+    L->w_q_down = param_add(p, d, "q_down_w", d->QL, H, true, false);
+    L->w_q_norm = param_add(p, d, "q_norm_w", d->QL, 1, true, false);
+    L->w_q_up = param_add(p, d, "q_up_w", d->QW, d->QL, false, false);
+  } else {
+    L->w_q_up = param_add(p, d, "q_up_w", d->QW, H, false, false); /* one query projection */
+  }
+  L->kv_lat = slot_add(p, "kv_lat", PX_SLOT_ACT, a, rows, d->KL, 1, 1);
+  L->k_pe = slot_add(p, "k_pe", PX_SLOT_ACT, a, rows, d->Dr, 1, 1);
+  L->kv_latn = slot_add(p, "kv_latn", PX_SLOT_ACT, a, rows, d->KL, 1, 1);
+  L->kv_rstd = slot_add(p, "kv_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, rows, 1, 1, 1);
+  L->w_kv_down = param_add(p, d, "kv_down_w", d->KL + d->Dr, H, true, false);
+  L->w_kv_norm = param_add(p, d, "kv_norm_w", d->KL, 1, true, false);
+  L->w_kv_up = param_add(p, d, "kv_up_w", d->HKV * d->Dn + d->VW, d->KL, false, false);
+}
+
+/* RMSNorm of a latent (width columns) and its backward. */
+static void latent_norm(bld *b, const dims *d, px_phase ph, px_ref y, px_ref rstd, px_ref x, int w, int64_t width) {
+  px_op *o = op_new(b, PX_OP_NORM, PX_STREAM_COMPUTE, ph);
+  o->in[0] = x, o->in[1] = R(w, 0);
+  o->out[0] = y, o->out[1] = rstd;
+  o->dim[0] = d->B * d->S, o->dim[1] = width;
+  elementwise(o, (double)(d->B * d->S * width), (double)(d->B * d->S * width), (double)d->e);
+}
+
+static void latent_norm_bwd(bld *b, const dims *d, px_ref dx, px_ref dy, px_ref x, px_ref rstd, int w, int64_t width) {
+  px_op *o = op_new(b, PX_OP_NORM_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy, o->in[1] = x, o->in[2] = rstd, o->in[4] = R(w, 0);
+  o->out[0] = dx, o->out[1] = R(grad_of(b->p, w), 0);
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = d->B * d->S, o->dim[1] = width;
+  elementwise(o, (double)(3 * d->B * d->S * width), (double)(d->B * d->S * width), (double)d->e);
+}
+
+/* q, k, v from the norm's output x (B S rows). */
+static void mla_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x) {
+  int64_t rows = d->B * d->S, H = d->H;
+  if (d->QL > 0) {
+    linear(b, d, ph, x, L->w_q_down, -1, R(L->q_lat, 0), NOREF, NOREF, rows, d->QL, 0, 0, H);
+    latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, d->QL);
+    linear(b, d, ph, R(L->q_latn, 0), L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, d->QL);
+  } else {
+    linear(b, d, ph, x, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, H);
+  }
+  linear(b, d, ph, x, L->w_kv_down, -1, R(L->kv_lat, 0), R(L->k_pe, 0), NOREF, rows, d->KL, d->Dr, 0, H);
+  latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, d->KL);
+  linear(b, d, ph, R(L->kv_latn, 0), L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, rows, d->HKV * d->Dn, d->VW, 0,
+         d->KL);
+}
+
+/* From dq, dk, dv to the gradient of the norm's output x (reduced over TP, into sharded with SP). */
+static px_ref mla_backward(bld *b, const dims *d, const layer_slots *L, px_ref x, px_ref x_shard, px_ref dq, px_ref dk,
+                           px_ref dv, px_ref dx, px_ref sharded) {
+  px_plan *p = b->p;
+  int64_t rows = d->B * d->S, H = d->H;
+  px_ref dkv_latn = R(grad_slot(p, L->kv_latn), 0), dkv_lat = R(grad_slot(p, L->kv_lat), 0);
+  px_ref dk_pe = R(grad_slot(p, L->k_pe), 0);
+  linear_bwd(b, d, dkv_latn, R(L->kv_latn, 0), NOREF, L->w_kv_up, -1, dk, NOREF, dv, NOREF, rows, d->HKV * d->Dn,
+             d->VW, 0, d->KL, NULL);
+  if (d->T > 1) /* the latent's gradient: partial over the TP ranks' heads */
+    coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dkv_latn, dkv_latn, rows * d->KL, rows * d->KL, d->act, d->T);
+  latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, d->KL);
+  linear_bwd(b, d, dx, x, x_shard, L->w_kv_down, -1, dkv_lat, NOREF, dk_pe, NOREF, rows, d->KL, d->Dr, 0, H, NULL);
+  if (d->QL > 0) {
+    px_ref dq_latn = R(grad_slot(p, L->q_latn), 0), dq_lat = R(grad_slot(p, L->q_lat), 0);
+    linear_bwd(b, d, dq_latn, R(L->q_latn, 0), NOREF, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, rows, d->QW, 0, 0, d->QL,
+               NULL);
+    if (d->T > 1)
+      coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dq_latn, dq_latn, rows * d->QL, rows * d->QL, d->act, d->T);
+    latent_norm_bwd(b, d, dq_lat, dq_latn, R(L->q_lat, 0), R(L->q_rstd, 0), L->w_q_norm, d->QL);
+    return linear_bwd(b, d, dx, x, x_shard, L->w_q_down, -1, dq_lat, NOREF, NOREF, NOREF, rows, d->QL, 0, 0, H,
+                      &sharded);
+  }
+  return linear_bwd(b, d, dx, x, x_shard, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, rows, d->QW, 0, 0, H, &sharded);
+}
+
 /* ---- fused attention and context parallelism ----
  *
  * With cp > 1 a rank holds S = seq / cp tokens of each sequence (two chunks,
@@ -538,7 +644,7 @@ static void cp_coll(bld *b, const dims *d, px_op_kind kind, px_phase ph, px_ref 
 /* The ring's flash op: its transfers (bytes each rank sends over the CP
  * ring, one block a hop) and the double buffers the blocks arrive in. */
 static void ring_op(bld *b, const dims *d, px_op *o, bool bwd) {
-  double block = (double)(d->B * d->S * 2 * d->KW) * (double)d->e; /* one rank's K and V */
+  double block = (double)(d->B * d->S * (d->KW + d->VW)) * (double)d->e; /* one rank's K and V */
   o->flags |= PX_OPF_CP_RING;
   o->group = PX_GROUP_CP;
   o->coll = PX_COLL_P2P;
@@ -566,8 +672,8 @@ static void flash_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   o->in[0] = a.q, o->in[1] = a.k, o->in[2] = a.v;
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
-  o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)d->D;
-  elementwise(o, (double)(d->B * d->D * (2 * a.sq * a.hq + 2 * a.sk * a.hkv)), 0, (double)d->e);
+  o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv);
+  elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0, (double)d->e);
   if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, false);
   if (d->C > 1 && d->cp_algo == PX_CP_A2A) cp_coll(b, d, PX_OP_ALLTOALL, ph, a.ctx, R(L->ctx, 0), d->HQ, false);
 }
@@ -589,7 +695,7 @@ static void flash_backward(bld *b, const dims *d, const layer_slots *L, px_ref d
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
   o->flags = PX_OPF_ACCUMULATE;
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
-  o->flops = 8.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)d->D;
+  o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv);
   double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);
   elementwise(o, 3 * q_el + 2 * kv_el, q_el + 2 * kv_el, (double)d->e);
   if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, true);
@@ -840,13 +946,17 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   norm(b, d, ph, R(L->ln1, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), x, L->w_ln1,
        L->b_ln1, rows);
   px_ref ln1 = tp_gather(b, d, ph, R(L->ln1, 0), R(L->ln1_full, 0));
-  linear(b, d, ph, ln1, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
+  if (d->mla)
+    mla_forward(b, d, L, ph, ln1);
+  else
+    linear(b, d, ph, ln1, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
   if (d->rope) {
     px_op *o = op_new(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
     o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
     o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    elementwise(o, (double)(rows_full * (d->QW + d->KW)), (double)(rows_full * (d->QW + d->KW)), (double)d->e);
+    double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
+    elementwise(o, rotated, rotated, (double)d->e);
   }
   px_op *o;
   if (d->flash) {
@@ -861,7 +971,7 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   }
   px_ref bo;
   px_ref attn = branch_end_fwd(b, d, ph, L->ctx, L->w_o, L->b_o, L->attn_part, L->attn_out, L->attn_drop, L->attn_dmask,
-                               d->QW, 1, &bo);
+                               d->OW, 1, &bo);
   px_ref mid; /* the MLP's norm input */
   if (d->par_res) {
     mid = x;
@@ -1035,7 +1145,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
            L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), L->w_ln2, L->b_ln2, rows);
   /* Attention branch: the residual's gradient (dout with a parallel residual) */
   branch_end_bwd(b, d, d->par_res ? dout : dmid, L->attn_out, L->attn_dmask, L->attn_part, L->ctx, L->w_o, L->b_o,
-                 d->QW, -1);
+                 d->OW, -1);
   px_ref dctx = R(grad_slot(p, L->ctx), 0);
   px_ref dq = R(grad_slot(p, L->q), 0), dk = R(grad_slot(p, L->k), 0), dv = R(grad_slot(p, L->v), 0);
   if (d->flash) {
@@ -1048,14 +1158,15 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     o->in[0] = dq, o->in[1] = dk;
     o->out[0] = dq, o->out[1] = dk;
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    elementwise(o, (double)(rows_full * (d->QW + d->KW)), (double)(rows_full * (d->QW + d->KW)), (double)d->e);
+    double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
+    elementwise(o, rotated, rotated, (double)d->e);
   }
   px_ref ln1_full = wgrad_input(b, d, R(L->ln1, 0), R(L->ln1_full, 0));
   px_ref dln1_part = R(grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(grad_slot(p, L->ln1), 0);
-  px_ref dln1 =
-      linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, NOREF, dk, dv, rows_full, d->QW, d->KW,
-                 d->KW, H, &dln1_sh);
+  px_ref dln1 = d->mla ? mla_backward(b, d, L, ln1_full, R(L->ln1, 0), dq, dk, dv, dln1_part, dln1_sh)
+                       : linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, NOREF, dk, dv,
+                                    rows_full, d->QW, d->KW, d->KW, H, &dln1_sh);
   if (!d->par_res) {
     o = simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, dmid, NOREF, rows * H, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
@@ -1358,6 +1469,9 @@ static void keep_layer_saved(bld *b, const dims *d, const layer_slots *L, px_rec
     if (saved[i] >= 0) keep(b, R(saved[i], 0));
   /* the MLP's: the dense one's, or the router's choice, the rows the local experts took and computed, the
    * outputs they returned, and the shared experts' */
+  int latent[] = {L->q_lat, L->q_latn, L->q_rstd, L->kv_lat, L->kv_latn, L->kv_rstd}; /* MLA's */
+  for (size_t i = 0; i < sizeof latent / sizeof *latent; i++)
+    if (latent[i] >= 0) keep(b, R(latent[i], 0));
   int dense[] = {L->fc1, L->gate, L->up, L->act};
   int moe[] = {L->moe_probs, L->moe_idx, L->moe_gates, L->moe_counts, L->moe_recv, L->exp_gate, L->exp_up,
                L->exp_fc1,   L->exp_act, L->sh_gate,   L->sh_up,    L->sh_fc1,   L->sh_act,
@@ -1400,6 +1514,10 @@ static void dims_make(const px_plan *p, dims *d) {
   d->D = m->head_dim;
   d->QW = d->HQ * d->D;
   d->KW = d->HKV * d->D;
+  d->mla = m->kv_lora_rank > 0;
+  d->Dv = d->mla ? m->v_head_dim : d->D;
+  d->VW = d->HKV * d->Dv, d->OW = d->HQ * d->Dv;
+  d->QL = m->q_lora_rank, d->KL = m->kv_lora_rank, d->Dr = m->qk_rope_head_dim, d->Dn = m->qk_nope_head_dim;
   d->F = m->ffn_hidden / par->tp;
   d->V = p->vocab_padded;
   d->Vl = p->vocab_padded / par->tp;

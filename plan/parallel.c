@@ -339,11 +339,11 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                         p->moe_imbalance);
     if (p->moe_dispatch < 0 || p->moe_dispatch >= PX_MOE_DISPATCH_COUNT)
       return px_err_set(err, PX_ERR_INPUT, "--moe-dispatch is not set");
-    if (m->kv_lora_rank > 0 || m->sliding_window > 0 || m->attention_sinks)
+    if (m->sliding_window > 0 || m->attention_sinks)
       return px_err_set(err, PX_ERR_INPUT,
-                        "%s: %s is counted (parallax model show) but not yet planned: the op graph has standard "
-                        "(grouped-query) attention only",
-                        m->name, m->kv_lora_rank > 0 ? "multi-head latent attention" : "sliding-window attention with sinks");
+                        "%s: sliding-window attention with sinks is counted (parallax model show) but not yet planned: "
+                        "every layer's attention would be costed as full causal attention",
+                        m->name);
     if (p->shard_group > 0)
       return px_err_set(err, PX_ERR_INPUT,
                         "--shard-group with experts: hybrid sharding of expert states is not modelled (hint: drop "
@@ -354,6 +354,11 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                         "(hint: --schedule 1f1b or interleaved)",
                         px_schedule_names[p->schedule]);
   }
+  if (m->kv_lora_rank > 0 && (p->cp > 1 || p->attention != PX_ATTN_FLASH))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: multi-head latent attention is planned with the fused attention and no context parallelism "
+                      "(hint: --attention flash, --cp 1)",
+                      m->name);
   if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
   int64_t mbs_n = px_parallel_microbatches(p);
   if (p->schedule == PX_SCHED_INTERLEAVED) {

@@ -217,10 +217,12 @@ static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p
 /* The parameter slots of a group, and whether the slot is a layer slot
  * (a MoE layer's MLP: the router, the shared experts, then the experts). */
 static int group_slots(const px_plan *p, int32_t gid, int *out) {
-  static const char *const layer_names[] = {"ln1_w", "ln1_b", "qkv_w", "qkv_b", "o_w",   "o_b",
-                                            "ln2_w", "ln2_b", "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
-  static const char *const moe_names[] = {"ln1_w",    "ln1_b",    "qkv_w",     "qkv_b",    "o_w", "o_b", "ln2_w",
-                                          "ln2_b",    "router_w", "sh_fc1_w",  "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
+  /* the attention's (q, k, v in one, or latent attention's), then the MLP's */
+#define ATTN_NAMES "ln1_w", "ln1_b", "qkv_w", "qkv_b", "q_down_w", "q_norm_w", "q_up_w", "kv_down_w", "kv_norm_w", \
+                   "kv_up_w", "o_w", "o_b", "ln2_w", "ln2_b"
+  static const char *const layer_names[] = {ATTN_NAMES, "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
+  static const char *const moe_names[] = {ATTN_NAMES, "router_w", "sh_fc1_w", "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
+#undef ATTN_NAMES
   static const char *const embed_names[] = {"emb_w", "pos_w"};
   static const char *const head_names[] = {"lnf_w", "lnf_b", "head_w"};
   int n = 0;
@@ -256,9 +258,9 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
                                px_err *err) {
   int64_t L = p->model.layers;
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
-  px_param_ref *refs = px_calloc(((size_t)L + 2) * 16, sizeof *refs, err);
-  px_unit *units = px_calloc(((size_t)L + 2) * 16, sizeof *units, err);
-  int32_t *ref_unit = px_calloc(((size_t)L + 2) * 16, sizeof *ref_unit, err);
+  px_param_ref *refs = px_calloc(((size_t)L + 2) * 32, sizeof *refs, err);
+  px_unit *units = px_calloc(((size_t)L + 2) * 32, sizeof *units, err);
+  int32_t *ref_unit = px_calloc(((size_t)L + 2) * 32, sizeof *ref_unit, err);
   if (!groups || !refs || !units || !ref_unit) {
     free(groups), free(refs), free(units), free(ref_unit);
     return PX_ERR_RUNTIME;
@@ -273,7 +275,7 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
   /* Sizes and parameter references, flat order without padding first. */
   int nrefs = 0;
   for (int g = 0; g < ng; g++) {
-    int slots[16];
+    int slots[32];
     int ns = group_slots(p, groups[g].id, slots);
     for (int i = 0; i < ns; i++) {
       refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};

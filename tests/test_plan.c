@@ -1018,6 +1018,16 @@ static void test_moe(void) {
   CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 16384);
   CU_ASSERT(plan.mem[0].activations_peak_bytes > act);
   px_plan_free(&plan);
+  /* DeepSeek-V3 on one rank (nothing split): the plan holds the model's parameters but the MTP module and the
+   * sigmoid router's correction biases (a buffer the balancing rule sets, not trained: 256 a MoE layer) */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("deepseek-v3", &m, &err), PX_OK);
+  c = cluster("dgx-h100", 1);
+  p = par(1, 1, 1, 0, 1, 1);
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  px_model_params mp;
+  px_model_count_params(&m, &mp);
+  PX_ASSERT_EQ_U64(plan.programs[0].param_elems, mp.total - (uint64_t)(58 * 256));
+  px_plan_free(&plan);
 }
 
 /* ---- refusals ---- */
@@ -1125,8 +1135,10 @@ static void test_refusals(void) {
   expect_refused("llama3-8b", 8, p, "is a dense model");
   p.ep = 3;
   expect_refused("mixtral-8x7b", 8, p, "must divide the 8 experts and dp 8");
-  p.ep = 1;
-  expect_refused("deepseek-v3", 8, p, "multi-head latent attention is counted");
+  p.ep = 1, p.cp = 2, p.seq = 4096;
+  expect_refused("deepseek-v3", 16, p, "multi-head latent attention is planned with the fused attention");
+  p = par(1, 1, 8, 0, 1, 8);
+  expect_refused("gpt-oss-120b", 8, p, "sliding-window attention with sinks is counted");
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */

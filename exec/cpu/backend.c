@@ -483,6 +483,10 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
   }
   if (!px_support_contract(plan, op, PX_DTYPE_FP32, why, cap)) return PX_SUPPORT_NO;
   const int64_t *d = op->dim;
+  if (plan->model.kv_lora_rank > 0 && (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD)) {
+    snprintf(why, cap, "multi-head latent attention is planned and simulated; the executors do not run it yet");
+    return PX_SUPPORT_NO;
+  }
   if (px_op_is_moe((px_op_kind)op->kind) || (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) {
     const px_model *m = &plan->model;
     if (plan->par.tp > 1 || plan->par.moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||

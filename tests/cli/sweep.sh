@@ -39,6 +39,11 @@ head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,fits,' || fail "csv la
 [ "$(awk -F, 'NR > 1 && $17 == "true" { print $16 }' "$tmp/moe.csv" | sort -u | tr '\n' ' ')" = "1 2 4 8 " ] ||
   fail "the MoE sweep did not fit plans with every ep: $(awk -F, 'NR > 1 { print $16, $17 }' "$tmp/moe.csv" | sort | uniq -c)"
 
+# DeepSeek-V3 (latent attention, a dense start, 256 experts) on 1,024 H100s finds plans, the best with experts split
+"$px" sweep -m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 1 -p 4 -z 3 -r full -k 3 >"$tmp/ds.txt" ||
+  fail "DeepSeek-V3 sweep: $(cat "$tmp/ds.txt")"
+grep -q '^ *1  tp1 ep[0-9]' "$tmp/ds.txt" || fail "DeepSeek-V3 sweep: no plan with ep: $(cat "$tmp/ds.txt")"
+
 # fixing a flag fixes that dimension
 "$px" sweep "${args[@]}" -t 2 -z 1 --json | grep '"tp":' | grep -v '"tp":	2' | grep -q . && fail "--tp 2 not fixed"
 
