@@ -804,7 +804,22 @@ static px_op *moe_op(bld *b, const dims *d, px_op_kind kind, px_phase ph, double
   return o;
 }
 
-/* The MoE MLP's forward from the norm's output x (B S rows) into part. */
+/* The shared experts' first half: fc1 (gate and up with SwiGLU) and the activation. */
+static void shared_fc1(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x) {
+  int64_t rows = d->B * d->S;
+  if (d->swiglu) {
+    linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_gate, 0), R(L->sh_up, 0), NOREF, rows, d->Fs, d->Fs, 0, d->H);
+    simple(b, PX_OP_SWIGLU, ph, R(L->sh_act, 0), R(L->sh_gate, 0), R(L->sh_up, 0), rows * d->Fs, (double)d->e);
+  } else {
+    linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_fc1, 0), NOREF, NOREF, rows, d->Fs, 0, 0, d->H);
+    simple(b, PX_OP_GELU, ph, R(L->sh_act, 0), R(L->sh_fc1, 0), NOREF, rows * d->Fs, (double)d->e);
+  }
+}
+
+/* The MoE MLP's forward from the norm's output x (B S rows) into part. The
+ * shared experts, which need no routed row, run while the all-to-alls are in
+ * flight (with --overlap tp): fc1 behind the dispatch, fc2 behind the
+ * combine; the weighted expert outputs are then added to theirs. */
 static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x, px_ref part) {
   int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
   double e = (double)d->e;
@@ -818,8 +833,10 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
     o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->moe_send, 0), R(L->moe_recv, 0), d->A * H, d->R * H, d->act,
              d->EP);
     ep_exchange(o, L, true);
+    if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
   } else { /* every EP rank's tokens, then the local experts' rows among them */
     coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, ph, x, R(L->moe_send, 0), rows * H, sent * H, d->act, d->EP);
+    if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
     o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(sent + d->R) * (double)H * e);
     o->in[0] = R(L->moe_send, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
   }
@@ -828,56 +845,58 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
     o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out, 0), R(L->moe_ret, 0), d->R * H, d->A * H, d->act,
              d->EP);
     ep_exchange(o, L, false);
+    if (d->Fs > 0) linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->A + rows) * (double)H * e);
-  } else {
+    o->in[0] = R(L->moe_ret, 0), o->out[0] = part;
+  } else { /* the weighted partial sums of every EP rank's tokens, each its own after the reduce-scatter */
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + sent) * (double)H * e);
+    o->in[0] = R(L->exp_out, 0), o->out[0] = R(L->moe_ret, 0);
   }
-  o->in[0] = d->dispatch == PX_MOE_A2A ? R(L->moe_ret, 0) : R(L->exp_out, 0), o->in[1] = R(L->moe_gates, 0);
-  o->in[2] = R(L->moe_idx, 0);
-  o->out[0] = d->dispatch == PX_MOE_A2A ? part : R(L->moe_ret, 0);
-  if (d->dispatch == PX_MOE_ALLGATHER) /* the weighted partial sums of every EP rank's tokens, each its own */
-    coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret, 0), part, sent * H, rows * H, d->act, d->EP);
-  if (d->Fs == 0) return;
-  /* the shared experts: a dense MLP every token passes through, added to the routed output */
-  if (d->swiglu) {
-    linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_gate, 0), R(L->sh_up, 0), NOREF, rows, d->Fs, d->Fs, 0, H);
-    simple(b, PX_OP_SWIGLU, ph, R(L->sh_act, 0), R(L->sh_gate, 0), R(L->sh_up, 0), rows * d->Fs, e);
-  } else {
-    linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_fc1, 0), NOREF, NOREF, rows, d->Fs, 0, 0, H);
-    simple(b, PX_OP_GELU, ph, R(L->sh_act, 0), R(L->sh_fc1, 0), NOREF, rows * d->Fs, e);
-  }
-  o = linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
+  o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0);
   o->flags |= PX_OPF_ACCUMULATE;
+  if (d->dispatch == PX_MOE_ALLGATHER) {
+    coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret, 0), part, sent * H, rows * H, d->act, d->EP);
+    if (d->Fs > 0) {
+      o = linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
+      o->flags |= PX_OPF_ACCUMULATE;
+    }
+  }
+}
+
+/* The shared experts' backward from dpart into dx (accumulated). */
+static void shared_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpart, px_ref x, px_ref x_shard,
+                            px_ref dx) {
+  px_plan *p = b->p;
+  int64_t rows = d->B * d->S, H = d->H;
+  double e = (double)d->e;
+  px_ref dact = R(grad_slot(p, L->sh_act), 0);
+  linear_bwd(b, d, dact, R(L->sh_act, 0), NOREF, L->w_sh_fc2, -1, dpart, NOREF, NOREF, NOREF, rows, H, 0, 0, d->Fs, NULL);
+  px_ref d1 = R(grad_slot(p, d->swiglu ? L->sh_gate : L->sh_fc1), 0);
+  px_ref d2 = d->swiglu ? R(grad_slot(p, L->sh_up), 0) : NOREF;
+  px_op *o;
+  if (d->swiglu) {
+    o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dact, o->in[1] = R(L->sh_gate, 0), o->in[2] = R(L->sh_up, 0);
+    o->out[0] = d1, o->out[1] = d2;
+    o->flags = PX_OPF_ACCUMULATE;
+    o->dim[0] = rows * d->Fs;
+    elementwise(o, (double)(3 * rows * d->Fs), (double)(2 * rows * d->Fs), e);
+  } else {
+    o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->sh_fc1, 0), rows * d->Fs, e);
+    o->flags = PX_OPF_ACCUMULATE;
+  }
+  linear_bwd(b, d, dx, x, x_shard, L->w_sh_fc1, -1, d1, NOREF, d2, NOREF, rows, d->Fs, d->swiglu ? d->Fs : 0, 0, H, NULL);
 }
 
 /* The MoE MLP's backward from dpart (B S rows) into dx (accumulated, before
- * its TP reduction); x is the norm's output the forward read. */
+ * its TP reduction); x is the norm's output the forward read. The shared
+ * experts' backward runs behind the first all-to-all, the router's behind
+ * the second. */
 static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpart, px_ref x, px_ref x_shard,
                          px_ref dx) {
   px_plan *p = b->p;
   int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
   double e = (double)d->e;
-  if (d->Fs > 0) { /* the shared experts */
-    px_ref dact = R(grad_slot(p, L->sh_act), 0);
-    linear_bwd(b, d, dact, R(L->sh_act, 0), NOREF, L->w_sh_fc2, -1, dpart, NOREF, NOREF, NOREF, rows, H, 0, 0, d->Fs,
-               NULL);
-    px_ref d1 = R(grad_slot(p, d->swiglu ? L->sh_gate : L->sh_fc1), 0);
-    px_ref d2 = d->swiglu ? R(grad_slot(p, L->sh_up), 0) : NOREF;
-    px_op *o;
-    if (d->swiglu) {
-      o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-      o->in[0] = dact, o->in[1] = R(L->sh_gate, 0), o->in[2] = R(L->sh_up, 0);
-      o->out[0] = d1, o->out[1] = d2;
-      o->flags = PX_OPF_ACCUMULATE;
-      o->dim[0] = rows * d->Fs;
-      elementwise(o, (double)(3 * rows * d->Fs), (double)(2 * rows * d->Fs), e);
-    } else {
-      o = simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->sh_fc1, 0), rows * d->Fs, e);
-      o->flags = PX_OPF_ACCUMULATE;
-    }
-    linear_bwd(b, d, dx, x, x_shard, L->w_sh_fc1, -1, d1, NOREF, d2, NOREF, rows, d->Fs, d->swiglu ? d->Fs : 0, 0, H,
-               NULL);
-  }
   px_ref dret = R(grad_slot(p, L->moe_ret), 0), dgates = R(grad_slot(p, L->moe_gates), 0);
   px_ref dexp = R(grad_slot(p, L->exp_out), 0), dsend = R(grad_slot(p, L->moe_send), 0);
   px_op *o;
@@ -893,11 +912,17 @@ static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpa
     o->in[0] = dret, o->in[1] = R(L->exp_out, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
     o->out[0] = dexp, o->out[1] = dgates;
   }
+  if (d->Fs > 0) shared_backward(b, d, L, dpart, x, x_shard, dx);
   experts_backward(b, d, L);
   px_ref drecv = R(grad_slot(p, L->moe_recv), 0);
+  if (d->dispatch == PX_MOE_A2A)
+    ep_exchange(coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv, dsend, d->R * H, d->A * H, d->act, d->EP),
+                L, false);
+  px_ref dlogits = R(grad_slot(p, L->moe_probs), 0);
+  o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
+  o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
+  linear_bwd(b, d, dx, x, x_shard, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
   if (d->dispatch == PX_MOE_A2A) {
-    ep_exchange(coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv, dsend, d->R * H, d->A * H, d->act, d->EP), L,
-                false);
     o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->A + rows) * (double)H * e);
     o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->out[0] = dx;
   } else {
@@ -906,10 +931,6 @@ static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpa
     coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, PX_PHASE_BWD, dsend, dx, sent * H, rows * H, d->act, d->EP);
     b->b->ops[b->b->nops - 1].flags |= PX_OPF_ACCUMULATE;
   }
-  px_ref dlogits = R(grad_slot(p, L->moe_probs), 0);
-  o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
-  o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
-  linear_bwd(b, d, dx, x, x_shard, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
 }
 
 /* One layer's forward. With `recompute` the ops are the recomputation inside

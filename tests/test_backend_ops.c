@@ -1151,7 +1151,7 @@ static void ref_moe_unpermute(opcase *c) {
     for (int64_t e = 0; e < h; e++) {
       double s = 0;
       for (int64_t j = 0; j < k; j++) s += (double)X(c, 1)[t * k + j] * X(c, 0)[row[t * k + j] * h + e];
-      W(c, 0)[t * h + e] = s;
+      W(c, 0)[t * h + e] += s; /* it accumulates (onto the shared experts' output) */
     }
 }
 

@@ -1100,7 +1100,7 @@ static void test_moe_permute(void) {
     gates[t * K] = a, gates[t * K + 1] = 1.0f - a;
   }
   px_k_moe_permute_fwd(send, x, pos, N, H, K);
-  float *y = px_tconst(N * H, NAN);
+  float *y = px_tconst(N * H, 0.0f); /* it accumulates */
   px_k_moe_unpermute_fwd(y, send, gates, pos, N, H, K);
   CU_ASSERT(fwd_close("unpermute(permute(x))", y, d_of(x, N * H), N * H));
   /* adjoints: <permute(x), s> = <x, permute_bwd(s)>; <unpermute(r, g), dy> = <r, dret> = <g, dgates> */
@@ -1108,6 +1108,7 @@ static void test_moe_permute(void) {
   float *dret = px_tconst(N * K * H, ACC0), *dg = px_tconst(N * K, ACC0);
   px_k_moe_permute_bwd(dx, s, pos, N, H, K);
   px_k_moe_unpermute_bwd(dret, dg, dy, s, gates, pos, N, H, K);
+  memset(y, 0, (size_t)(N * H) * sizeof *y);
   px_k_moe_unpermute_fwd(y, s, gates, pos, N, H, K);
   double a = 0, b = 0, c = 0, d = 0, e = 0;
   for (int64_t i = 0; i < N * K * H; i++) a += (double)send[i] * s[i], d += ((double)dret[i] - ACC0) * s[i];

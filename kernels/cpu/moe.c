@@ -89,7 +89,6 @@ void px_k_moe_unpermute_fwd(float *y, const float *ret, const float *gates, cons
                             int64_t k) {
   for (int64_t t = 0; t < n; t++) {
     float *o = y + t * h;
-    memset(o, 0, (size_t)h * sizeof *o);
     for (int64_t j = 0; j < k; j++) {
       const float *r = ret + pos[t * k + j] * h, g = gates[t * k + j];
       for (int64_t c = 0; c < h; c++) o[c] += g * r[c];

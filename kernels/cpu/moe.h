@@ -52,7 +52,7 @@ void px_k_moe_permute_bwd(float *dx,           // (n, h)
                           const int64_t *pos,  // (n k)
                           int64_t n, int64_t h, int64_t k);
 
-/* y[t] = sum_j gates[t, j] ret[pos(t, j)]. Writes y. */
+/* y[t] += sum_j gates[t, j] ret[pos(t, j)]. ACCUMULATES (onto the shared experts' output, or zeros). */
 void px_k_moe_unpermute_fwd(float *y,            // (n, h)
                             const float *ret,    // (n k, h)
                             const float *gates,  // (n, k)
