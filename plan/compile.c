@@ -788,9 +788,16 @@ static void experts_backward(bld *b, const dims *d, const layer_slots *L) {
 /* An EP all-to-all of routed rows: to the experts (the send counts per
  * expert to the rows taken per source; the forward's also exchanges the
  * counts) or back from them. */
-static void ep_exchange(px_op *o, const layer_slots *L, bool to_experts) {
+static void ep_exchange(bld *b, const dims *d, px_op *o, const layer_slots *L, bool to_experts) {
   o->in[1] = R(L->moe_counts, 0);
   if (to_experts) o->flags |= PX_OPF_TO_EXPERTS;
+  int64_t nodes = px_plan_expert_nodes(b->p);
+  if (nodes > 0 && nodes < d->K && b->p->grid.ep_place.nodes > 1) { /* group-limited: min(k, nodes) copies cross */
+    const px_placement *g = &b->p->grid.ep_place;
+    double n = (double)g->size, pn = (double)g->per_node, f = (double)nodes / (double)d->K;
+    o->dim[3] = d->K, o->dim[4] = nodes;
+    o->wire_bytes = (double)o->coll_bytes * ((pn - 1.0) / n + (n - pn) / n * f);
+  }
 }
 
 /* A routing op over the layer's B S token rows. */
@@ -832,7 +839,7 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
     o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
     o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->moe_send, 0), R(L->moe_recv, 0), d->A * H, d->R * H, d->act,
              d->EP);
-    ep_exchange(o, L, true);
+    ep_exchange(b, d, o, L, true);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
   } else { /* every EP rank's tokens, then the local experts' rows among them */
     coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, ph, x, R(L->moe_send, 0), rows * H, sent * H, d->act, d->EP);
@@ -844,7 +851,7 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
   if (d->dispatch == PX_MOE_A2A) {
     o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out, 0), R(L->moe_ret, 0), d->R * H, d->A * H, d->act,
              d->EP);
-    ep_exchange(o, L, false);
+    ep_exchange(b, d, o, L, false);
     if (d->Fs > 0) linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->A + rows) * (double)H * e);
     o->in[0] = R(L->moe_ret, 0), o->out[0] = part;
@@ -904,8 +911,8 @@ static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpa
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(rows + 2 * d->A) * (double)H * e);
     o->in[0] = dpart, o->in[1] = R(L->moe_ret, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
     o->out[0] = dret, o->out[1] = dgates;
-    ep_exchange(coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp, d->A * H, d->R * H, d->act, d->EP), L,
-                true);
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp, d->A * H, d->R * H, d->act, d->EP);
+    ep_exchange(b, d, o, L, true);
   } else {
     coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, PX_PHASE_BWD, dpart, dret, rows * H, sent * H, d->act, d->EP);
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(sent + 2 * d->R) * (double)H * e);
@@ -916,7 +923,8 @@ static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpa
   experts_backward(b, d, L);
   px_ref drecv = R(grad_slot(p, L->moe_recv), 0);
   if (d->dispatch == PX_MOE_A2A)
-    ep_exchange(coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv, dsend, d->R * H, d->A * H, d->act, d->EP),
+    ep_exchange(b, d, coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv, dsend, d->R * H, d->A * H, d->act,
+                           d->EP),
                 L, false);
   px_ref dlogits = R(grad_slot(p, L->moe_probs), 0);
   o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);

@@ -59,6 +59,11 @@ static px_status model_validate_moe(const px_model *m, const char *file, px_err 
                (long long)m->moe_layer_freq, (long long)m->first_dense_layers);
   if (!(m->capacity_factor >= 0.0)) return BAD("%s: field 'capacity_factor': %g is negative", file, m->capacity_factor);
   if (!(m->aux_loss_coef >= 0.0)) return BAD("%s: field 'aux_loss_coef': %g is negative", file, m->aux_loss_coef);
+  if (m->expert_groups > 0 && (m->experts % m->expert_groups || m->groups_per_token < 1 ||
+                               m->groups_per_token > m->expert_groups))
+    return BAD("%s: fields 'expert_groups' %lld and 'groups_per_token' %lld: the groups must divide the %lld experts "
+               "and a token take 1 to expert_groups of them",
+               file, (long long)m->expert_groups, (long long)m->groups_per_token, (long long)m->experts);
   return PX_OK;
 }
 
@@ -156,6 +161,8 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_bool(&c, root, "norm_topk_prob", false, &m->norm_topk_prob, err));
   TRY(px_json_num(&c, root, "capacity_factor", false, 0.0, 1e6, &m->capacity_factor, err));
   TRY(px_json_num(&c, root, "aux_loss_coef", false, 0.0, 1e6, &m->aux_loss_coef, err));
+  TRY(px_json_int(&c, root, "expert_groups", false, 0, 1 << 20, &m->expert_groups, err));
+  TRY(px_json_int(&c, root, "groups_per_token", false, 0, 1 << 20, &m->groups_per_token, err));
   /* multi-head latent attention, multi-token prediction, gpt-oss's attention */
   TRY(px_json_int(&c, root, "q_lora_rank", false, 0, MAX_DIM, &m->q_lora_rank, err));
   TRY(px_json_int(&c, root, "kv_lora_rank", false, 0, MAX_DIM, &m->kv_lora_rank, err));
@@ -254,6 +261,9 @@ static px_status hf_moe(const cJSON *root, const char *file, const hf_type *t, p
   TRY(px_json_enum(&c, root, "scoring_func", false, px_router_names, PX_ROUTER_COUNT, &e, err));
   m->router = (px_router)e;
   for (const char *const *k = aux; *k; k++) TRY(px_json_num(&c, root, *k, false, 0.0, 1e6, &m->aux_loss_coef, err));
+  TRY(px_json_int(&c, root, "n_group", false, 0, 1 << 20, &m->expert_groups, err)); /* DeepSeek's group-limited routing */
+  TRY(px_json_int(&c, root, "topk_group", false, 0, 1 << 20, &m->groups_per_token, err));
+  if (m->expert_groups <= 1) m->expert_groups = m->groups_per_token = 0; /* one group: no limit */
   TRY(px_json_int(&c, root, "q_lora_rank", false, 0, MAX_DIM, &m->q_lora_rank, err));
   TRY(px_json_int(&c, root, "kv_lora_rank", false, 0, MAX_DIM, &m->kv_lora_rank, err));
   TRY(px_json_int(&c, root, "qk_rope_head_dim", false, 0, 65536, &m->qk_rope_head_dim, err));
@@ -424,6 +434,8 @@ cJSON *px_model_to_json(const px_model *m) {
     cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk_prob);
     px_json_add_num(o, "capacity_factor", m->capacity_factor);
     px_json_add_num(o, "aux_loss_coef", m->aux_loss_coef);
+    if (m->expert_groups > 0) px_json_add_num(o, "expert_groups", (double)m->expert_groups);
+    if (m->expert_groups > 0) px_json_add_num(o, "groups_per_token", (double)m->groups_per_token);
   }
   if (m->kv_lora_rank > 0) {
     px_json_add_num(o, "q_lora_rank", (double)m->q_lora_rank);

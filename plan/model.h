@@ -60,6 +60,8 @@ typedef struct {
   bool norm_topk_prob;        /* softmax router: renormalise the top-k weights to sum to 1 */
   double capacity_factor;     /* tokens an expert takes, over the even share; 0: dropless */
   double aux_loss_coef;       /* load-balancing loss weight (0: none, e.g. DeepSeek-V3's bias balancing) */
+  int64_t expert_groups;      /* group-limited routing (DeepSeek's n_group): the experts in this many groups, */
+  int64_t groups_per_token;   /* and a token's experts from at most this many of them (topk_group); 0: none */
   /* Multi-head latent attention (DeepSeek-V2/V3; kv_lora_rank 0: standard attention) */
   int64_t q_lora_rank;        /* 0: a full-rank query projection */
   int64_t kv_lora_rank;

@@ -178,6 +178,15 @@ int64_t px_plan_expert_rows(const px_plan *p) {
   return r < worst ? r : worst;
 }
 
+int64_t px_plan_expert_nodes(const px_plan *p) {
+  const px_model *m = &p->model;
+  if (m->experts == 0 || m->expert_groups == 0) return 0;
+  const px_placement *ep = &p->grid.ep_place;
+  int64_t ranks = p->par.ep / m->expert_groups, pn = ep->per_node > 0 ? ep->per_node : 1; /* a group's EP ranks */
+  int64_t per_group = ranks <= 1 ? 1 : (ranks + pn - 1) / pn, n = m->groups_per_token * per_group;
+  return n < ep->nodes ? n : ep->nodes;
+}
+
 const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in) {
   return in->ops >= 0 ? &prog->ops[in->ops] : plan->blocks[in->block].ops;
 }

@@ -139,6 +139,12 @@ uint64_t px_plan_layer_activation_bytes(const px_plan *p);
  * --moe-imbalance x A; never more than every token of the ep ranks on as
  * many of its experts as top-k allows. 0 for a dense model. */
 int64_t px_plan_expert_rows(const px_plan *p);
+/* Group-limited routing (DeepSeek-V3's node-limited routing): the most
+ * nodes one token's expert copies reach, min(EP nodes, groups_per_token x
+ * the nodes one group's experts span); 0 without groups. A dispatcher that
+ * sends a token once to each node and fans it out there (DeepEP) moves
+ * min(k, that) copies of it across nodes instead of k. */
+int64_t px_plan_expert_nodes(const px_plan *p);
 
 /* Elements of a unit one DP rank owns (its shard group's share with ZeRO). */
 /* Ranks unit u's states are sharded over (and its gradients reduced over):

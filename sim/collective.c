@@ -69,6 +69,18 @@ static void use_measured(const px_cluster *c, px_coll kind, uint64_t size_bytes,
   for (int l = 0; l < PX_LINK_COUNT; l++) k->bw[l] = k->bytes[l] > 0 && t > 0 ? k->bytes[l] / t : 0;
 }
 
+void px_coll_cost_scale_inter(const px_cluster *c, px_coll_cost *k, double f, int64_t leaves) {
+  double before = k->time_s;
+  k->bytes[PX_LINK_INTER] *= f;
+  if (!k->measured) {
+    finish(c, leaves, k);
+    return;
+  }
+  double total = k->bytes[PX_LINK_INTRA] + k->bytes[PX_LINK_INTER] / f, now = k->bytes[PX_LINK_INTRA] + k->bytes[PX_LINK_INTER];
+  k->time_s = total > 0 ? before * now / total : before;
+  for (int l = 0; l < PX_LINK_COUNT; l++) k->bw[l] = k->bytes[l] > 0 && k->time_s > 0 ? k->bytes[l] / k->time_s : 0;
+}
+
 px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node) {
   px_coll_cost k;
   memset(&k, 0, sizeof k);

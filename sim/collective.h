@@ -96,6 +96,11 @@ px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_by
  * this kind and placement. DIRECT applies to groups of size <= 1 and p2p. */
 bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g, px_algo algo,
                        px_coll_cost *out);
+/* Group-limited routing's all-to-all: only a share f of the copies the
+ * model counts across nodes travel there (one per node, fanned out over
+ * NVLink); the inter-node bytes scaled by f and the time recomputed (a
+ * measured curve's time scales with the bytes it moves). */
+void px_coll_cost_scale_inter(const px_cluster *c, px_coll_cost *k, double f, int64_t leaves);
 /* One point-to-point transfer between two GPUs (pipeline stages), inside a
  * node or across (same leaf: no oversubscription). */
 px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node);

@@ -199,6 +199,8 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
         op->coll_bytes == 0)
       continue;
     px_coll_cost cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
+    if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && op->dim[4] > 0) /* group-limited routing */
+      px_coll_cost_scale_inter(c, &cc, (double)op->dim[4] / (double)op->dim[3], pl.leaves);
     /* a layer's own collectives (TP, CP, EP) overlap the compute up to their first consumer */
     bool async = tp_async && (op->group == PX_GROUP_TP || op->group == PX_GROUP_CP || op->group == PX_GROUP_EP);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
