@@ -437,7 +437,7 @@ static void moe_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   if (d->E == 0) return;
   px_dtype a = d->act;
   int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
-  L->moe_probs = slot_add(p, "moe_probs", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->E, 1, 1);
+  L->moe_probs = slot_add(p, "moe_probs", PX_SLOT_ACT, a, rows, d->E, 1, 1); /* the router's logits, then probabilities */
   L->moe_idx = slot_add(p, "moe_idx", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1); /* int32 */
   L->moe_gates = slot_add(p, "moe_gates", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1);
   /* int32: the rows sent to each expert, then the rows taken from each (source, local expert) */
