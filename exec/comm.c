@@ -38,7 +38,7 @@ px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *
       (st = px_comm_check(MPI_Comm_split(world, dp_color, (int)c->wdp_rank, &c->dp), "MPI_Comm_split (dp)", err)))
     return st;
   { /* expert groups: ep consecutive DP x CP ranks; those ep apart hold the same experts */
-    int64_t ep = g->ep, group = c->wdp_rank / ep, within = c->wdp_rank % ep;
+    int64_t ep = g->ep, group = c->wdp_rank / ep, within = c->ep_rank = c->wdp_rank % ep;
     int ep_color = (int)(dp_color + g->tp * g->pp * group), edp_color = (int)(dp_color + g->tp * g->pp * within);
     if ((st = px_comm_check(MPI_Comm_split(world, ep_color, (int)within, &c->ep), "MPI_Comm_split (ep)", err)) ||
         (st = px_comm_check(MPI_Comm_split(world, edp_color, (int)group, &c->edp), "MPI_Comm_split (edp)", err)))

@@ -16,6 +16,7 @@ typedef struct {
   int world_rank, world_size;
   int64_t tp_rank, cp_rank, dp_rank, pp_rank;
   int64_t wdp_rank;     /* in the DP x CP group: cp_rank + cp x dp_rank */
+  int64_t ep_rank;      /* in its EP group (wdp_rank mod ep): which experts it holds */
   MPI_Comm world;
   MPI_Comm tp, cp;
   MPI_Comm ep, edp;     /* expert parallelism: the DP x CP ranks splitting the experts, those holding the same ones */

@@ -243,8 +243,7 @@ static px_status init_params(px_exec *x, px_err *err) {
   px_status st = PX_OK;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
-    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->wdp_rank % x->plan->par.ep, &x->maps[i], err)))
-      break;
+    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->comm->ep_rank, &x->maps[i], err))) break;
     const px_slot *s = &x->plan->slots[r->slot];
     int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
     for (int64_t a = 0; a < rows; a++)
@@ -540,7 +539,7 @@ static px_status cp_alltoall(px_exec *x, const px_op *o, char *out, const char *
 static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void *in, void *counts, px_err *err) {
   const px_plan *p = x->plan;
   px_backend *be = x->be;
-  int64_t ep = p->par.ep, E = p->model.experts, el = E / ep, H = p->model.hidden;
+  int64_t ep = p->par.ep, E = p->model.experts, el = px_plan_local_experts(p), H = p->model.hidden;
   bool to = o->flags & PX_OPF_TO_EXPERTS;
   px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
   if (!be->alltoallv) return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
@@ -573,7 +572,7 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
     st = px_err_set(err, PX_ERR_RUNTIME,
                     "EP rank %lld: %llu routed rows arrive for its experts, the plan holds %llu (the busiest rank's "
                     "at --moe-imbalance %g; hint: raise it)",
-                    (long long)(x->wdp_rank % ep), (unsigned long long)rows_out,
+                    (long long)x->comm->ep_rank, (unsigned long long)rows_out,
                     (unsigned long long)((uint64_t)o->dim[1] / (uint64_t)H), p->par.moe_imbalance);
   if (!st) st = be->alltoallv(be, PX_GROUP_EP, out, v + ep, in, v, dt, err);
   free(c);

@@ -39,7 +39,7 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
     /* a MoE layer's MLP: the router, the experts (each expert's rows one after another), the shared experts */
     bool moe = px_model_layer_is_moe(m, l);
     int64_t E = moe ? m->experts : 0, Fe = m->moe_ffn_hidden, Fd = moe ? 0 : F;
-    int64_t Fs = !moe ? 0 : m->shared_ffn_hidden > 0 ? m->shared_ffn_hidden : m->shared_experts * m->moe_ffn_hidden;
+    int64_t Fs = moe ? px_model_shared_ffn(m) : 0;
     if ((st = add(g, "ln1.w", l, 1, H, PX_INIT_ONES, 0, cap, err)) ||
         (st = add(g, "ln1.b", l, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
         (st = add(g, "q.w", l, Q, H, PX_INIT_NORMAL, std, cap, err)) ||
@@ -119,7 +119,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
   } else if (!strcmp(n, "fc2_b")) SEC(0, s->shape[0], base + T_FC2B, 0);
   else if (!strcmp(n, "router_w")) SEC(0, s->shape[0], base + T_ROUTER, 0);
   else if (!strcmp(n, "sh_fc1_w") || !strcmp(n, "sh_fc2_w")) {
-    int64_t Fs = (m->shared_ffn_hidden > 0 ? m->shared_ffn_hidden : m->shared_experts * m->moe_ffn_hidden) / tp;
+    int64_t Fs = px_model_shared_ffn(m) / tp;
     if (n[3] == 'f' && n[5] == '1') {
       SEC(0, Fs, base + T_SH_GATE, tp_rank * Fs);
       if (m->mlp == PX_MLP_SWIGLU) SEC(Fs, Fs, base + T_SH_UP, tp_rank * Fs);
@@ -128,7 +128,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
       pm->col0 = tp_rank * Fs;
     }
   } else if (!strcmp(n, "exp_fc1_w") || !strcmp(n, "exp_fc2_w")) { /* one local expert's rows, then the next's */
-    int64_t Fe = m->moe_ffn_hidden / tp, el = m->experts / plan->par.ep, H = m->hidden;
+    int64_t Fe = m->moe_ffn_hidden / tp, el = px_plan_local_experts(plan), H = m->hidden;
     pm->expert0 = ep_rank * el;
     if (!strcmp(n, "exp_fc1_w")) {
       SEC(0, Fe, base + T_EXP_GATE, tp_rank * Fe);

@@ -1529,9 +1529,9 @@ static void dims_make(const px_plan *p, dims *d) {
   d->C = par->cp;
   d->cp_algo = (px_cp_algo)par->cp_algo;
   if (m->experts > 0) {
-    d->E = m->experts, d->EP = par->ep, d->El = d->E / d->EP, d->K = m->experts_per_token;
+    d->E = m->experts, d->EP = par->ep, d->El = px_plan_local_experts(p), d->K = m->experts_per_token;
     d->Fe = m->moe_ffn_hidden / par->tp;
-    d->Fs = (m->shared_ffn_hidden > 0 ? m->shared_ffn_hidden : m->shared_experts * m->moe_ffn_hidden) / par->tp;
+    d->Fs = px_model_shared_ffn(m) / par->tp;
     d->A = d->B * d->S * d->K;
     d->R = px_plan_expert_rows(p);
     d->dispatch = (px_moe_dispatch)par->moe_dispatch;

@@ -487,8 +487,7 @@ static void layer_parts_count(const px_model *m, bool weights_only, layer_parts 
   p->expert = E ? mlp_params(m, (uint64_t)m->moe_ffn_hidden, all && m->bias) : 0;
   /* router: hidden x experts, with a bias per expert (gpt-oss's linear bias, DeepSeek-V3's e_score_correction_bias) */
   p->router = E * h + (all && (m->bias || m->router == PX_ROUTER_SIGMOID) ? E : 0);
-  uint64_t sw = m->shared_ffn_hidden > 0 ? (uint64_t)m->shared_ffn_hidden
-                                         : (uint64_t)m->shared_experts * (uint64_t)m->moe_ffn_hidden;
+  uint64_t sw = (uint64_t)px_model_shared_ffn(m);
   /* a shared expert of its own width (Qwen2-MoE) has a sigmoid gate: a hidden x 1 linear layer */
   p->shared = sw ? mlp_params(m, sw, all && m->bias) + (m->shared_ffn_hidden > 0 ? h : 0) : 0;
 }
@@ -564,4 +563,8 @@ bool px_model_layer_is_moe(const px_model *m, int64_t l) {
 
 bool px_model_layer_is_sliding(const px_model *m, int64_t l) {
   return m->sliding_window > 0 && l % 2 == 0;
+}
+
+int64_t px_model_shared_ffn(const px_model *m) {
+  return m->shared_ffn_hidden > 0 ? m->shared_ffn_hidden : m->shared_experts * m->moe_ffn_hidden;
 }

@@ -125,6 +125,9 @@ cJSON *px_model_to_json(const px_model *m);
  * experts - experts_per_token routed experts a token skips in each MoE layer (embedding included). */
 void px_model_count_params(const px_model *m, px_model_params *p);
 uint64_t px_model_param_count(const px_model *m);
+/* The shared experts' total inner width: shared_ffn_hidden (one gated shared
+ * expert, Qwen2-MoE), else shared_experts x moe_ffn_hidden; 0 without. */
+int64_t px_model_shared_ffn(const px_model *m);
 /* Whether layer l (0-based) is a mixture-of-experts layer: after the
  * first_dense_layers, every moe_layer_freq-th one (all when it is 1). */
 bool px_model_layer_is_moe(const px_model *m, int64_t l);

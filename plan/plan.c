@@ -166,10 +166,12 @@ static void stage_totals(px_plan *p) {
   }
 }
 
+int64_t px_plan_local_experts(const px_plan *p) { return p->model.experts / (p->par.ep > 0 ? p->par.ep : 1); }
+
 int64_t px_plan_expert_rows(const px_plan *p) {
   const px_model *m = &p->model;
   if (m->experts == 0) return 0;
-  int64_t ep = p->par.ep, el = m->experts / ep, k = m->experts_per_token, rows = p->par.mbs * p->seq_cp;
+  int64_t ep = p->par.ep, el = px_plan_local_experts(p), k = m->experts_per_token, rows = p->par.mbs * p->seq_cp;
   int64_t a = rows * k, worst = ep * rows * (k < el ? k : el), r;
   if (m->capacity_factor > 0)
     r = el * (int64_t)ceil(m->capacity_factor * (double)(a * ep) / (double)m->experts);

@@ -132,6 +132,8 @@ double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2);
 /* Activation bytes one layer keeps from its forward to its backward, per
  * micro-batch on one GPU (what Korthikanti et al. count). */
 uint64_t px_plan_layer_activation_bytes(const px_plan *p);
+/* Mixture of experts: the experts one EP rank holds (experts / ep); 0 for a dense model. */
+int64_t px_plan_local_experts(const px_plan *p);
 /* Mixture of experts: token rows one rank's local experts take per MoE
  * layer and micro-batch, the busiest rank's: each rank routes A = mbs x
  * seq_cp x top-k rows; with a capacity factor cf every expert takes at most

@@ -9,6 +9,31 @@ static void param_row(FILE *out, const char *what, uint64_t n, uint64_t total) {
   fprintf(out, "  %-38s %18s  %5.1f%%\n", what, px_fmt_grouped(n, g, sizeof g), 100.0 * (double)n / (double)total);
 }
 
+/* The FLOPs per token rows (what: the title's addition). */
+static void flops_rows(const px_model_flops *f, int64_t seq, const char *what, FILE *out) {
+  char a[64];
+  fprintf(out, "\nFLOPs per token (training = 3 x forward, Megatron accounting%s)\n", what);
+  fprintf(out, "  forward, dense (2 x matmul params)  %s\n", px_fmt_flops(f->forward_dense_flops, a, sizeof a));
+  fprintf(out, "  forward, attention (seq %lld)       %s\n", (long long)seq,
+          px_fmt_flops(f->forward_attention_flops, a, sizeof a));
+  fprintf(out, "  training, without attention (6N)    %s\n", px_fmt_flops(f->train_flops_no_attention, a, sizeof a));
+  fprintf(out, "  training, with attention            %s\n", px_fmt_flops(f->train_flops, a, sizeof a));
+}
+
+/* The model's name, source and shape: the show text's first lines, dense or MoE (the second line ends
+ * without its newline, for what follows to add). */
+static void model_head(const px_model *m, int64_t seq, FILE *out) {
+  fprintf(out, "model %s\n", m->name);
+  if (m->source[0]) fprintf(out, "  source: %s\n", m->source);
+  fprintf(out, "  layers %lld, hidden %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld, vocab %lld, seq %lld\n",
+          (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
+          (long long)m->head_dim, (long long)m->ffn_hidden, (long long)m->vocab, (long long)seq);
+  fprintf(out, "  %s, %s, %s positions, %s embeddings%s%s%s", px_norm_names[m->norm], px_mlp_names[m->mlp],
+          px_pos_names[m->position], m->tied_embeddings ? "tied" : "untied", m->bias ? ", biases" : "",
+          !m->bias && m->qkv_bias ? ", q/k/v biases" : "", m->parallel_residual ? ", parallel residual" : "");
+  if (m->dropout > 0) fprintf(out, ", dropout %g", m->dropout);
+}
+
 /* A mixture-of-experts model's show text: the shape with the experts, then the counts by part (dense and
  * MoE layers apart, the active and MTP counts) and the FLOPs. */
 
@@ -16,14 +41,8 @@ static void moe_text(const px_model *m, const px_model_params *p, const px_model
   char a[96], b[64];
   bool mla = m->kv_lora_rank > 0;
   int64_t dense = m->layers - p->moe_layers;
-  fprintf(out, "model %s\n", m->name);
-  if (m->source[0]) fprintf(out, "  source: %s\n", m->source);
-  fprintf(out, "  layers %lld, hidden %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld, vocab %lld, seq %lld\n",
-          (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
-          (long long)m->head_dim, (long long)m->ffn_hidden, (long long)m->vocab, (long long)seq);
-  fprintf(out, "  %s, %s, %s positions, %s embeddings%s%s\n", px_norm_names[m->norm], px_mlp_names[m->mlp],
-          px_pos_names[m->position], m->tied_embeddings ? "tied" : "untied", m->bias ? ", biases" : "",
-          !m->bias && m->qkv_bias ? ", q/k/v biases" : "");
+  model_head(m, seq, out);
+  fprintf(out, "\n");
   fprintf(out, "  experts: %lld routed of width %lld, top %lld (%s router%s)", (long long)m->experts,
           (long long)m->moe_ffn_hidden, (long long)m->experts_per_token, px_router_names[m->router],
           m->norm_topk_prob ? ", weights renormalised" : "");
@@ -80,12 +99,7 @@ static void moe_text(const px_model *m, const px_model_params *p, const px_model
     snprintf(a, sizeof a, "MTP modules (%lld, not in the total)", (long long)m->mtp_layers);
     param_row(out, a, p->mtp, t);
   }
-  fprintf(out, "\nFLOPs per token (training = 3 x forward, Megatron accounting, activated experts only)\n");
-  fprintf(out, "  forward, dense (2 x matmul params)  %s\n", px_fmt_flops(f->forward_dense_flops, a, sizeof a));
-  fprintf(out, "  forward, attention (seq %lld)       %s\n", (long long)seq,
-          px_fmt_flops(f->forward_attention_flops, a, sizeof a));
-  fprintf(out, "  training, without attention (6N)    %s\n", px_fmt_flops(f->train_flops_no_attention, a, sizeof a));
-  fprintf(out, "  training, with attention            %s\n", px_fmt_flops(f->train_flops, a, sizeof a));
+  flops_rows(f, seq, ", activated experts only", out);
 }
 
 /* --json: the MoE counts next to the dense fields (only for a MoE model, so a dense one's is as it was). */
@@ -113,15 +127,7 @@ void px_report_model_text(const px_model *m, const px_model_params *p, const px_
     return;
   }
   char a[64], b[64];
-  fprintf(out, "model %s\n", m->name);
-  if (m->source[0]) fprintf(out, "  source: %s\n", m->source);
-  fprintf(out, "  layers %lld, hidden %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld, vocab %lld, seq %lld\n",
-          (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
-          (long long)m->head_dim, (long long)m->ffn_hidden, (long long)m->vocab, (long long)seq);
-  fprintf(out, "  %s, %s, %s positions, %s embeddings%s%s%s", px_norm_names[m->norm], px_mlp_names[m->mlp],
-          px_pos_names[m->position], m->tied_embeddings ? "tied" : "untied", m->bias ? ", biases" : "",
-          !m->bias && m->qkv_bias ? ", q/k/v biases" : "", m->parallel_residual ? ", parallel residual" : "");
-  if (m->dropout > 0) fprintf(out, ", dropout %g", m->dropout);
+  model_head(m, seq, out);
   fprintf(out, "\n\nparameters %s (%s)\n", px_fmt_grouped(p->total, a, sizeof a),
           px_fmt_count((double)p->total, b, sizeof b));
   snprintf(a, sizeof a, "embedding (%lld x %lld)", (long long)m->vocab, (long long)m->hidden);
@@ -135,12 +141,7 @@ void px_report_model_text(const px_model *m, const px_model_params *p, const px_
   param_row(out, "    norms", p->norms, p->total);
   param_row(out, "final norm", p->final_norm, p->total);
   if (p->lm_head) param_row(out, "lm head", p->lm_head, p->total);
-  fprintf(out, "\nFLOPs per token (training = 3 x forward, Megatron accounting)\n");
-  fprintf(out, "  forward, dense (2 x matmul params)  %s\n", px_fmt_flops(f->forward_dense_flops, a, sizeof a));
-  fprintf(out, "  forward, attention (seq %lld)       %s\n", (long long)seq,
-          px_fmt_flops(f->forward_attention_flops, a, sizeof a));
-  fprintf(out, "  training, without attention (6N)    %s\n", px_fmt_flops(f->train_flops_no_attention, a, sizeof a));
-  fprintf(out, "  training, with attention            %s\n", px_fmt_flops(f->train_flops, a, sizeof a));
+  flops_rows(f, seq, "", out);
 }
 
 cJSON *px_report_model_json(const px_model *m, const px_model_params *p, const px_model_flops *f, int64_t seq) {

@@ -65,7 +65,7 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
             "the busiest rank's experts take %lld rows a micro-batch (%s); expert gradients over dp%s / ep = %lld "
             "ranks\n",
             (long long)plan->model.experts, (long long)plan->model.experts_per_token, (long long)p->ep,
-            (long long)(plan->model.experts / p->ep), px_moe_dispatch_names[p->moe_dispatch],
+            (long long)px_plan_local_experts(plan), px_moe_dispatch_names[p->moe_dispatch],
             (long long)px_plan_expert_rows(plan),
             plan->model.capacity_factor > 0 ? "capacity factor" : "dropless", p->cp > 1 ? " x cp" : "",
             (long long)px_parallel_expert_dp(p));

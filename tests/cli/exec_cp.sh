@@ -26,18 +26,8 @@ run() { # out model gbs ranks flags...
     --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
 }
 
-# check what: the losses of got.json equal ref.json's within 1e-5, the first
-# step's gradients too, and each stage's measured peak is the plan's
-check() {
-  local ref got
-  ref=$(losses "$tmp/ref.json")
-  got=$(losses "$tmp/got.json")
-  close "$ref" "$got" 1e-5 || { fail "$1: losses $got, cp=1 $ref"; return; }
-  "$cmp" "$tmp/ref.bin" "$tmp/got.bin" >"$tmp/cmp.txt" || { fail "$1: $(cat "$tmp/cmp.txt")"; return; }
-  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/got.json" >/dev/null ||
-    { fail "$1: measured peak is not the plan's: $(jq -c .stages "$tmp/got.json")"; return; }
-  echo "ok: $1: losses $got"
-}
+# check what: the run in got.json / got.bin equals the cp=1 one in ref.json / ref.bin
+check() { same_run "$1" "$tmp/ref" "$tmp/got"; }
 
 # model gbs grid | CP flags (the cp=1 reference takes the grid alone, on
 # ranks/cp ranks). 8 steps each: the largest loss difference is ~2e-7 (tiny-gpt).
@@ -105,14 +95,6 @@ err=$(mpirun -np 4 "$px" run --backend cpu -m tiny -B 4 --steps 1 --cp 4 --cp-al
 
 # The CUDA backend runs no CP plan: refused before running, naming context
 # parallelism. A build without it (PX_CUDA=OFF, or no nvcc) says it has none.
-err=$(mpirun -np 2 "$px" run --backend cuda -m tiny -B 4 --steps 1 --cp 2 2>&1 >/dev/null); rc=$?
-if echo "$err" | grep -q "no CUDA backend"; then
-  [ "$rc" -eq 1 ] || fail "cuda in a build without it: $rc $err"
-  echo "skip: no CUDA backend in this build (checked that it says so)"
-elif echo "$err" | grep -q "no CUDA device"; then
-  echo "skip: the CUDA backend, but no device to refuse the plan on"
-else
-  [ "$rc" -ne 0 ] && echo "$err" | grep -q "context parallelism" || fail "cuda with cp 2: $rc $err"
-fi
+cuda_refuses "context parallelism" 2 -m tiny -B 4 --steps 1 --cp 2
 
 finish

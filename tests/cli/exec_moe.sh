@@ -46,13 +46,7 @@ for c in "${cases[@]}"; do
   what="$model ${f[*]}"
   run got "$model" "$n" "${f[@]}" || { fail "$what: $(head -3 "$tmp/err.txt")"; continue; }
   runs=$((runs + 1))
-  ref=$(losses "$tmp/ref_$model.json")
-  got=$(losses "$tmp/got.json")
-  close "$ref" "$got" 1e-5 || { fail "$what: losses $got, one rank $ref"; continue; }
-  "$cmp" "$tmp/ref_$model.bin" "$tmp/got.bin" >"$tmp/cmp.txt" || { fail "$what: $(cat "$tmp/cmp.txt")"; continue; }
-  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/got.json" >/dev/null ||
-    { fail "$what: measured peak is not the plan's: $(jq -c .stages "$tmp/got.json")"; continue; }
-  echo "ok: $what: losses $got"
+  same_run "$what" "$tmp/ref_$model" "$tmp/got"
 done
 echo "$runs plans"
 [ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
@@ -65,14 +59,6 @@ rc=$?
   fail "ep 2 overflow: $rc $err"
 
 # the CUDA backend has no MoE kernels: refused before running (a build without CUDA says it has none)
-err=$(mpirun -np 1 "$px" run --backend cuda -m "$src/models/tiny-moe.json" -B 4 --steps 1 2>&1 >/dev/null)
-rc=$?
-if echo "$err" | grep -q "no CUDA backend"; then
-  echo "skip: no CUDA backend in this build (checked that it says so)"
-elif echo "$err" | grep -q "no CUDA device"; then
-  echo "skip: the CUDA backend, but no device to refuse the plan on"
-else
-  [ "$rc" -ne 0 ] && echo "$err" | grep -q "mixture-of-experts" || fail "cuda with experts: $rc $err"
-fi
+cuda_refuses "mixture-of-experts" 1 -m "$src/models/tiny-moe.json" -B 4 --steps 1
 
 finish

@@ -62,13 +62,7 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2086
   run got "$model" "$gbs" "$n" "${g[@]}" $inter || { fail "$model $grid $inter: $(head -3 "$tmp/err.txt")"; continue; }
   runs=$((runs + 1))
-  ref=$(losses "$tmp/ref.json")
-  got=$(losses "$tmp/got.json")
-  close "$ref" "$got" 1e-5 || fail "$model $grid $inter: losses $got, 1F1B $ref"
-  "$cmp" "$tmp/ref.bin" "$tmp/got.bin" >"$tmp/cmp.txt" || fail "$model $grid $inter: $(cat "$tmp/cmp.txt")"
-  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/got.json" >/dev/null ||
-    fail "$model $grid $inter: measured peak is not the plan's: $(jq -c .stages "$tmp/got.json")"
-  echo "ok: $model -B $gbs $grid $inter: losses $got"
+  same_run "$model -B $gbs $grid $inter (against 1F1B)" "$tmp/ref" "$tmp/got"
 done
 echo "$runs plans"
 [ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"

@@ -17,6 +17,38 @@ close() {
     for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > r * (x[i] < 0 ? -x[i] : x[i])) exit 1 } }'
 }
 
+# same_run WHAT REF GOT: the run whose --json and --dump-grads went to GOT.json and GOT.bin equals
+# the one in REF.json / REF.bin: losses within 1e-5, first-step gradients ($cmp, px_gradcmp), and
+# every stage's measured peak is its plan's. Says ok or fails; status 0 when equal.
+same_run() {
+  local what=$1 ref got
+  ref=$(losses "$2.json")
+  got=$(losses "$3.json")
+  close "$ref" "$got" 1e-5 || { fail "$what: losses $got, reference $ref"; return 1; }
+  "$cmp" "$2.bin" "$3.bin" >"$tmp/cmp.txt" || { fail "$what: $(cat "$tmp/cmp.txt")"; return 1; }
+  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$3.json" >/dev/null ||
+    { fail "$what: measured peak is not the plan's: $(jq -c .stages "$3.json")"; return 1; }
+  echo "ok: $what: losses $got"
+}
+
+# cuda_refuses WHAT NP ARGS...: `mpirun -np NP parallax run --backend cuda ARGS` is refused before
+# running with a message naming WHAT; in a build without the CUDA backend it must say it has none,
+# and with no device to refuse the plan on, the check is skipped (said so). $px is the binary.
+cuda_refuses() {
+  local what=$1 np=$2 err rc
+  shift 2
+  err=$(mpirun -np "$np" "$px" run --backend cuda "$@" 2>&1 >/dev/null)
+  rc=$?
+  if echo "$err" | grep -q "no CUDA backend"; then
+    [ "$rc" -eq 1 ] || fail "cuda in a build without it: $rc $err"
+    echo "skip: no CUDA backend in this build (checked that it says so)"
+  elif echo "$err" | grep -q "no CUDA device"; then
+    echo "skip: the CUDA backend, but no device to refuse the plan on"
+  else
+    [ "$rc" -ne 0 ] && echo "$err" | grep -q "$what" || fail "cuda $*: $rc $err"
+  fi
+}
+
 # The script's verdict: the failure count, and exit 0 only without failures.
 finish() {
   echo "$fails failures"
