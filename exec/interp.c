@@ -178,12 +178,7 @@ static const px_param_ref *param_ref(const px_exec *x, int16_t slot, int64_t lay
 
 /* Owned flat range of a unit: its shard with ZeRO, all of it without. */
 static void owned_range(const px_exec *x, const px_unit *u, uint64_t *lo, uint64_t *hi) {
-  if (x->plan->par.zero == 0) {
-    *lo = u->offset, *hi = u->offset + u->padded;
-    return;
-  }
-  uint64_t s = px_plan_unit_shard(x->plan, u);
-  *lo = u->offset + (uint64_t)x->shard_rank * s, *hi = *lo + s;
+  px_param_owned_range(x->plan, u, x->shard_rank, lo, hi);
 }
 
 /* Bytes of unit u's full gradient (what its reduction reads) and of its
@@ -204,9 +199,7 @@ static uint64_t staged_bytes(const px_exec *x, int32_t u, bool param) {
 
 /* Shard-layout index of an owned flat index of unit u. */
 static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
-  uint64_t lo, hi;
-  owned_range(x, u, &lo, &hi);
-  return x->plan->par.zero == 0 ? flat : u->offset / (uint64_t)x->shard_n + (flat - lo);
+  return px_param_shard_index(x->plan, u, x->shard_rank, flat);
 }
 
 static void *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
@@ -299,7 +292,9 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->wdp = plan->grid.wdp;
   x->wdp_rank = comm->wdp_rank;
   x->shard_n = px_parallel_shard_size(&plan->par);
-  x->shard_rank = x->wdp_rank % x->shard_n;
+  px_param_rank rk;
+  px_param_rank_of(plan, comm->world_rank, &rk);
+  x->shard_rank = rk.shard_rank;
   x->replica_rank = x->wdp_rank / x->shard_n;
   x->L = plan->model.layers;
   x->prog = &plan->programs[x->stage];
@@ -1284,19 +1279,19 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
 }
 
 int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
-  int n = 0;
-  if (x->h_params && n < cap) out[n++] = (px_exec_state){"params", x->h_params, x->opt_elems, x->plan->param_dtype, true};
-  if (!x->h_params && n < cap) out[n++] = (px_exec_state){"params", x->params, x->params_elems, x->plan->param_dtype, false};
-  if (x->h_w) { /* offloaded: the host's fp32 weights and moments */
-    if (n < cap) out[n++] = (px_exec_state){"master", x->h_w, x->opt_elems, PX_DTYPE_FP32, true};
-    if (n < cap) out[n++] = (px_exec_state){"adam_m", x->h_m, x->opt_elems, PX_DTYPE_FP32, true};
-    if (n < cap) out[n++] = (px_exec_state){"adam_v", x->h_v, x->opt_elems, PX_DTYPE_FP32, true};
-  } else {
-    if (x->master && n < cap) out[n++] = (px_exec_state){"master", x->master, x->opt_elems, PX_DTYPE_FP32, false};
-    if (n < cap) out[n++] = (px_exec_state){"adam_m", x->adam_m, x->opt_elems, PX_DTYPE_FP32, false};
-    if (n < cap) out[n++] = (px_exec_state){"adam_v", x->adam_v, x->opt_elems, PX_DTYPE_FP32, false};
+  px_param_state ps[PX_STATE_COUNT];
+  int k = px_param_states(x->plan, x->stage, ps), n = 0;
+  for (int i = 0; i < k && n < cap; i++) {
+    void *p = NULL;
+    switch (ps[i].kind) {
+      case PX_STATE_PARAMS: p = ps[i].host ? (void *)x->h_params : (void *)x->params; break;
+      case PX_STATE_MASTER: p = ps[i].host ? x->h_w : x->master; break;
+      case PX_STATE_ADAM_M: p = ps[i].host ? x->h_m : x->adam_m; break;
+      case PX_STATE_ADAM_V: p = ps[i].host ? x->h_v : x->adam_v; break;
+      default: p = x->scaler; break;
+    }
+    out[n++] = (px_exec_state){px_state_names[ps[i].kind], p, ps[i].count, ps[i].dtype, ps[i].host};
   }
-  if (x->scaling && n < cap) out[n++] = (px_exec_state){"loss_scaler", x->scaler, 3, PX_DTYPE_FP32, true};
   return n;
 }
 

@@ -178,3 +178,133 @@ float px_param_init_value(const px_global_params *g, int64_t tensor, uint64_t in
   double u2 = (double)(px_rng_u64(seed, 2 * index + 1) >> 11) / 9007199254740992.0;
   return (float)(t->std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
+
+/* ---- a rank's shard of its stage's parameters ---- */
+
+void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *out) {
+  const px_grid *g = &plan->grid;
+  int64_t tp_rank, cp_rank, dp_rank, pp_rank;
+  px_grid_coords(g, world_rank, &tp_rank, &cp_rank, &dp_rank, &pp_rank);
+  out->stage = pp_rank;
+  out->tp_rank = tp_rank;
+  out->wdp_rank = cp_rank + g->cp * dp_rank;
+  out->ep_rank = out->wdp_rank % (g->ep > 0 ? g->ep : 1);
+  out->shard_rank = out->wdp_rank % px_parallel_shard_size(&plan->par);
+}
+
+void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t *lo, uint64_t *hi) {
+  if (plan->par.zero == 0) {
+    *lo = u->offset, *hi = u->offset + u->padded;
+    return;
+  }
+  uint64_t s = px_plan_unit_shard(plan, u);
+  *lo = u->offset + (uint64_t)shard_rank * s, *hi = *lo + s;
+}
+
+uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t flat) {
+  if (plan->par.zero == 0) return flat;
+  uint64_t lo, hi;
+  px_param_owned_range(plan, u, shard_rank, &lo, &hi);
+  return u->offset / (uint64_t)px_parallel_shard_size(&plan->par) + (flat - lo);
+}
+
+const char *const px_state_names[PX_STATE_COUNT] = {"params", "master", "adam_m", "adam_v", "loss_scaler"};
+
+int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_STATE_COUNT]) {
+  px_states ps;
+  px_plan_states(plan, stage, &ps);
+  const px_parallel *par = &plan->par;
+  bool off = par->offload_opt != PX_OFFLOAD_NONE;
+  /* with --offload-params the parameter shard lives on the host too (ZeRO-3 only) */
+  bool host_params = off && ps.bytes[PX_PLACE_HOST][PX_MEM_PARAMS] + ps.bytes[PX_PLACE_NVME][PX_MEM_PARAMS] > 0;
+  int n = 0;
+  px_param_view pv = host_params || par->zero >= 3 ? PX_VIEW_OWNED : par->zero > 0 ? PX_VIEW_FLAT_OWNED : PX_VIEW_FLAT;
+  out[n++] = (px_param_state){PX_STATE_PARAMS, host_params ? ps.opt_elems : ps.params_elems, plan->param_dtype, pv,
+                              host_params};
+  if (off || par->precision != PX_PREC_FP32)
+    out[n++] = (px_param_state){PX_STATE_MASTER, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
+  out[n++] = (px_param_state){PX_STATE_ADAM_M, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
+  out[n++] = (px_param_state){PX_STATE_ADAM_V, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
+  if (plan->act_dtype == PX_DTYPE_FP16)
+    out[n++] = (px_param_state){PX_STATE_LOSS_SCALER, 3, PX_DTYPE_FP32, PX_VIEW_NONE, true};
+  return n;
+}
+
+typedef struct {
+  px_param_span *s;
+  uint64_t n, cap;
+} span_list;
+
+/* Appends state elements [at, at + n) = canonical [canon, canon + n), extending the last span when both follow on. */
+static bool span_add(span_list *l, uint64_t at, uint64_t canon, uint64_t n) {
+  if (l->n) {
+    px_param_span *last = &l->s[l->n - 1];
+    if (last->at + last->n == at && last->canon + last->n == canon) {
+      last->n += n;
+      return true;
+    }
+  }
+  if (l->n == l->cap) {
+    uint64_t cap = l->cap ? 2 * l->cap : 256;
+    px_param_span *ns = realloc(l->s, cap * sizeof *ns);
+    if (!ns) return false;
+    l->s = ns, l->cap = cap;
+  }
+  l->s[l->n++] = (px_param_span){at, canon, n};
+  return true;
+}
+
+static int span_by_at(const void *a, const void *b) {
+  uint64_t x = ((const px_param_span *)a)->at, y = ((const px_param_span *)b)->at;
+  return x < y ? -1 : x > y;
+}
+
+px_status px_param_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk, px_param_view view,
+                         px_param_span **out, uint64_t *n, px_err *err) {
+  *out = NULL, *n = 0;
+  if (view == PX_VIEW_NONE) return PX_OK;
+  const px_program *prog = &plan->programs[rk->stage];
+  span_list l = {0};
+  px_status st = PX_OK;
+  for (int32_t i = 0; i < prog->nparams && !st; i++) {
+    const px_param_ref *r = &prog->params[i];
+    const px_slot *s = &plan->slots[r->slot];
+    const px_unit *u = &prog->units[r->unit];
+    px_param_map pm;
+    if ((st = px_param_map_of(plan, g, r, rk->tp_rank, rk->ep_rank, &pm, err))) break;
+    uint64_t lo = r->offset, hi = r->offset + r->elems; /* the flat elements the state holds */
+    if (view != PX_VIEW_FLAT) {
+      uint64_t ulo, uhi;
+      px_param_owned_range(plan, u, rk->shard_rank, &ulo, &uhi);
+      lo = lo > ulo ? lo : ulo;
+      hi = hi < uhi ? hi : uhi;
+      if (hi <= lo) continue;
+    }
+    uint64_t at0 = view == PX_VIEW_OWNED ? px_param_shard_index(plan, u, rk->shard_rank, lo) : lo;
+    int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
+    bool ok = true;
+    for (uint64_t f = lo; f < hi && ok;) { /* a local row (or what of it is in range) at a time */
+      int64_t e = (int64_t)(f - r->offset), row = e / cols, c = e % cols;
+      uint64_t run = (uint64_t)(cols - c) < hi - f ? (uint64_t)(cols - c) : hi - f;
+      int64_t g0 = px_param_global_index(plan, g, &pm, r, row, c, NULL);
+      int64_t g1 = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)run - 1, NULL);
+      if (g0 >= 0 && g1 >= 0 && (uint64_t)(g1 - g0) == run - 1) { /* columns map to consecutive elements */
+        ok = span_add(&l, at0 + (f - lo), (uint64_t)g0, run);
+      } else { /* vocabulary padding in the row: element by element */
+        for (uint64_t k = 0; k < run && ok; k++) {
+          int64_t gi = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)k, NULL);
+          if (gi >= 0) ok = span_add(&l, at0 + (f - lo) + k, (uint64_t)gi, 1);
+        }
+      }
+      f += run;
+    }
+    if (!ok) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  if (st) {
+    free(l.s);
+    return st;
+  }
+  qsort(l.s, (size_t)l.n, sizeof *l.s, span_by_at);
+  *out = l.s, *n = l.n;
+  return PX_OK;
+}

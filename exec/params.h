@@ -1,8 +1,10 @@
 /* Where each local parameter element lives in the model's global tensors:
  * the canonical layout (layer by layer, Q/K/V/O, MLP (or router, experts, shared experts), norms; embedding,
- * positions, final norm, head) that every plan shares. Used to initialise
- * shards identically whatever the parallelism, and to gather gradients for
- * comparison across plans. */
+ * positions, final norm, head) that every plan shares, and each rank's shard
+ * of it: which elements of a unit it owns, and where its model states keep
+ * them. Used to initialise shards identically whatever the parallelism, to
+ * gather gradients for comparison across plans, and to re-split checkpoints
+ * for another plan. */
 #ifndef PX_EXEC_PARAMS_H
 #define PX_EXEC_PARAMS_H
 
@@ -59,5 +61,63 @@ int64_t px_param_global_index(const px_plan *plan, const px_global_params *g, co
                               const px_param_ref *ref, int64_t r, int64_t c, int64_t *tensor);
 /* Deterministic initial value of canonical element `index` of tensor t. */
 float px_param_init_value(const px_global_params *g, int64_t tensor, uint64_t index, uint64_t seed);
+
+/* ---- a rank's shard of its stage's parameters ---- */
+
+/* What of a rank's place in the grid its model states' layout depends on. */
+typedef struct {
+  int64_t stage, tp_rank;
+  int64_t wdp_rank;   /* in the DP x CP group: cp_rank + cp x dp_rank (as px_comm_init counts it) */
+  int64_t ep_rank;    /* wdp_rank mod ep: which experts it holds */
+  int64_t shard_rank; /* wdp_rank mod the shard group: which ZeRO shard of each unit it owns */
+} px_param_rank;
+void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *out);
+
+/* The flat range [lo, hi) of unit u a rank owns (updates): its shard with
+ * ZeRO, all of it without. */
+void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t *lo, uint64_t *hi);
+/* Where an owned flat index of unit u sits in the rank's shard layout (the
+ * owned ranges of the stage's units one after another; the flat index
+ * itself without ZeRO). */
+uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t flat);
+
+/* The model states a rank checkpoints, in this order, those its plan has. */
+typedef enum {
+  PX_STATE_PARAMS,      /* the model's weights, in the parameter dtype */
+  PX_STATE_MASTER,      /* fp32 weights: mixed precision, or offloaded to the host */
+  PX_STATE_ADAM_M,      /* Adam's moments, fp32 */
+  PX_STATE_ADAM_V,
+  PX_STATE_LOSS_SCALER, /* fp16: {scale, clean steps, optimizer steps} */
+  PX_STATE_COUNT
+} px_state_kind;
+extern const char *const px_state_names[PX_STATE_COUNT];
+
+/* How a state's elements lie: the stage's flat parameter buffer, every
+ * element current (ZeRO-0's parameters) or only the owned ones (ZeRO-1/2's:
+ * the others are gathered from their owners when the next step starts), the
+ * owned shard layout (px_param_shard_index), or not per parameter. */
+typedef enum { PX_VIEW_FLAT, PX_VIEW_FLAT_OWNED, PX_VIEW_OWNED, PX_VIEW_NONE } px_param_view;
+
+typedef struct {
+  px_state_kind kind;
+  uint64_t count;     /* elements */
+  px_dtype dtype;     /* as the executor keeps it (a checkpoint holds fp32) */
+  px_param_view view;
+  bool host;          /* kept in host memory (offload, the loss scaler) rather than on the device */
+} px_param_state;
+/* The states of a rank of `stage`, in checkpoint order; returns how many. */
+int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_STATE_COUNT]);
+
+/* A run of a state's elements holding consecutive canonical elements:
+ * state elements [at, at + n) are canonical [canon, canon + n). */
+typedef struct {
+  uint64_t at, canon, n;
+} px_param_span;
+/* The spans of the current elements of a state laid out as `view` on rank
+ * rk, in increasing `at`; the elements between them hold no parameter (unit
+ * and vocabulary padding) or, in PX_VIEW_FLAT_OWNED, other ranks' parts.
+ * *out is malloc'd (the caller frees it). */
+px_status px_param_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk, px_param_view view,
+                         px_param_span **out, uint64_t *n, px_err *err);
 
 #endif
