@@ -327,6 +327,7 @@ typedef struct {
   FILE *fp;
   const char *path;
   xxh64 h;
+  bool hash; /* hash what is read (and read what is skipped), to check the checksum */
 } hreader;
 
 /* Reads exactly n bytes and hashes them. */
@@ -336,11 +337,16 @@ static px_status hr_get(hreader *r, void *p, size_t n, px_err *err) {
     if (ferror(r->fp)) return px_err_set(err, PX_ERR_RUNTIME, "%s: read error: %s", r->path, strerror(errno));
     return px_err_set(err, PX_ERR_INPUT, "%s: truncated (file ended early; it changed while being read?)", r->path);
   }
-  xxh_update(&r->h, p, n);
+  if (r->hash) xxh_update(&r->h, p, n);
   return PX_OK;
 }
 
 static px_status hr_skip(hreader *r, uint64_t n, px_err *err) {
+  if (!r->hash) { /* the walk's checks bound n by the file's size */
+    if (fseeko(r->fp, (off_t)n, SEEK_CUR) != 0)
+      return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot seek: %s", r->path, strerror(errno));
+    return PX_OK;
+  }
   uint8_t chunk[65536];
   while (n) {
     size_t m = n < sizeof chunk ? (size_t)n : sizeof chunk;
@@ -379,8 +385,15 @@ static px_status file_size(const char *path, const char *missing_why, uint64_t *
   return PX_OK;
 }
 
-static px_status read_shard_body(hreader *r, uint64_t size, const px_ckpt_meta *expect, px_ckpt_tensor *tensors,
-                                 int n, int64_t *step_out, px_err *err) {
+/* Called for each tensor entry of a shard being walked; must consume the
+ * tensor's count x 4 data bytes (hr_get_f32 or hr_skip). */
+typedef px_status (*tensor_fn)(void *ctx, hreader *r, uint32_t i, const char *name, uint32_t k, uint64_t count,
+                               px_err *err);
+
+/* Walks a shard of `size` bytes: its header (into *h), each tensor's entry
+ * (fn reads or skips the data), that the entries account for the size, and,
+ * when r->hash, the checksum. */
+static px_status walk_shard(hreader *r, uint64_t size, shard_header *h, tensor_fn fn, void *ctx, px_err *err) {
   const char *path = r->path;
   if (size < PX_CKPT_HEADER_BYTES + TRAILER_BYTES)
     return px_err_set(err, PX_ERR_INPUT, "%s: truncated or corrupt (%" PRIu64
@@ -389,16 +402,13 @@ static px_status read_shard_body(hreader *r, uint64_t size, const px_ckpt_meta *
   uint8_t hb[PX_CKPT_HEADER_BYTES];
   px_status st = hr_get(r, hb, sizeof hb, err);
   if (st) return st;
-  shard_header h;
-  if ((st = header_decode(path, hb, &h, err))) return st;
+  if ((st = header_decode(path, hb, h, err))) return st;
   uint64_t body = size - PX_CKPT_HEADER_BYTES - TRAILER_BYTES, used = 0;
-  /* The first tensor that is not what the caller asked for. */
-  char mismatch[600] = "";
-  for (uint32_t i = 0; i < h.n_tensors; i++) {
+  for (uint32_t i = 0; i < h->n_tensors; i++) {
     uint8_t b[8];
     if (body - used < 4)
       return px_err_set(err, PX_ERR_INPUT, "%s: truncated or corrupt (%" PRIu64 " bytes; tensor %" PRIu32
-                        " of %" PRIu32 " starts past the end of the data)", path, size, i, h.n_tensors);
+                        " of %" PRIu32 " starts past the end of the data)", path, size, i, h->n_tensors);
     if ((st = hr_get(r, b, 4, err))) return st;
     used += 4;
     uint32_t k = rd32(b);
@@ -416,30 +426,14 @@ static px_status read_shard_body(hreader *r, uint64_t size, const px_ckpt_meta *
     if (count > (body - used) / 4)
       return px_err_set(err, PX_ERR_INPUT, "%s: truncated or corrupt (%" PRIu64 " bytes; tensor %" PRIu32
                         " claims %" PRIu64 " elements, more than the file holds)", path, size, i, count);
-    bool match = (int64_t)i < n && strlen(tensors[i].name) == k && memcmp(tensors[i].name, name, k) == 0 &&
-                 tensors[i].count == count;
-    if (match) {
-      st = hr_get_f32(r, tensors[i].data, count, err);
-    } else {
-      if (!mismatch[0]) {
-        char shown[PX_CKPT_NAME_MAX + 1];
-        printable(name, k, shown);
-        if ((int64_t)i < n)
-          snprintf(mismatch, sizeof mismatch, "tensor %" PRIu32 " is '%s' with %" PRIu64
-                   " elements, this run expects '%s' with %" PRIu64 " elements", i, shown, count, tensors[i].name,
-                   tensors[i].count);
-        else
-          snprintf(mismatch, sizeof mismatch, "holds %" PRIu32 " tensors, this run expects %d", h.n_tensors, n);
-      }
-      st = hr_skip(r, count * 4, err);
-    }
-    if (st) return st;
+    if ((st = fn(ctx, r, i, name, k, count, err))) return st;
     used += count * 4;
   }
   if (used != body)
     return px_err_set(err, PX_ERR_INPUT, "%s: corrupt (%" PRIu64 " bytes, but its %" PRIu32
-                      " tensors account for %" PRIu64 ")", path, size, h.n_tensors,
+                      " tensors account for %" PRIu64 ")", path, size, h->n_tensors,
                       used + PX_CKPT_HEADER_BYTES + TRAILER_BYTES);
+  if (!r->hash) return PX_OK;
   uint8_t tb[TRAILER_BYTES];
   if (fread(tb, 1, sizeof tb, r->fp) != sizeof tb)
     return px_err_set(err, PX_ERR_INPUT, "%s: truncated (no checksum)", path);
@@ -447,6 +441,43 @@ static px_status read_shard_body(hreader *r, uint64_t size, const px_ckpt_meta *
   if (stored != actual)
     return px_err_set(err, PX_ERR_INPUT, "%s: corrupt (stored checksum 0x%016" PRIx64
                       ", the contents hash to 0x%016" PRIx64 ")", path, stored, actual);
+  return PX_OK;
+}
+
+/* px_ckpt_read_shard's walk: the caller's tensors, in order, and the first that differs. */
+typedef struct {
+  px_ckpt_tensor *tensors;
+  int n;
+  const shard_header *h;
+  char mismatch[600];
+} expect_walk;
+
+static px_status read_expected(void *ctx, hreader *r, uint32_t i, const char *name, uint32_t k, uint64_t count,
+                               px_err *err) {
+  expect_walk *w = ctx;
+  px_ckpt_tensor *t = w->tensors;
+  bool match = (int64_t)i < w->n && strlen(t[i].name) == k && memcmp(t[i].name, name, k) == 0 && t[i].count == count;
+  if (match) return hr_get_f32(r, t[i].data, count, err);
+  if (!w->mismatch[0]) {
+    char shown[PX_CKPT_NAME_MAX + 1];
+    printable(name, k, shown);
+    if ((int64_t)i < w->n)
+      snprintf(w->mismatch, sizeof w->mismatch, "tensor %" PRIu32 " is '%s' with %" PRIu64
+               " elements, this run expects '%s' with %" PRIu64 " elements", i, shown, count, t[i].name, t[i].count);
+    else
+      snprintf(w->mismatch, sizeof w->mismatch, "holds %" PRIu32 " tensors, this run expects %d", w->h->n_tensors,
+               w->n);
+  }
+  return hr_skip(r, count * 4, err);
+}
+
+static px_status read_shard_body(hreader *r, uint64_t size, const px_ckpt_meta *expect, px_ckpt_tensor *tensors,
+                                 int n, int64_t *step_out, px_err *err) {
+  const char *path = r->path;
+  shard_header h;
+  expect_walk w = {tensors, n, &h, ""};
+  px_status st = walk_shard(r, size, &h, read_expected, &w, err);
+  if (st) return st;
 
   /* The file is intact: is it the one this run wants? */
   const px_ckpt_meta *m = &h.meta;
@@ -467,7 +498,7 @@ static px_status read_shard_body(hreader *r, uint64_t size, const px_ckpt_meta *
                       "), this rank is at (%" PRId32 ", %" PRId32 ", %" PRId32 ")", path, m->tp_rank, m->pp_rank,
                       m->dp_rank, expect->tp_rank, expect->pp_rank, expect->dp_rank);
   if (m->step < 0) return px_err_set(err, PX_ERR_INPUT, "%s: negative step %" PRId64, path, m->step);
-  if (mismatch[0]) return px_err_set(err, PX_ERR_INPUT, "%s: %s", path, mismatch);
+  if (w.mismatch[0]) return px_err_set(err, PX_ERR_INPUT, "%s: %s", path, w.mismatch);
   if ((int64_t)h.n_tensors != n)
     return px_err_set(err, PX_ERR_INPUT, "%s: holds %" PRIu32 " tensors, this run expects %d", path, h.n_tensors, n);
   if (step_out) *step_out = m->step;
@@ -483,12 +514,112 @@ px_status px_ckpt_read_shard(const char *dir, const px_ckpt_meta *expect, px_ckp
   if ((st = check_tensors(path, tensors, n, err))) return st;
   uint64_t size;
   if ((st = file_size(path, " (no shard for this rank in the checkpoint)", &size, err))) return st;
-  hreader r = {.fp = fopen(path, "rb"), .path = path};
+  hreader r = {.fp = fopen(path, "rb"), .path = path, .hash = true};
   if (!r.fp) return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
   xxh_init(&r.h, 0);
   st = read_shard_body(&r, size, expect, tensors, n, step_out, err);
   fclose(r.fp);
   return st;
+}
+
+/* ---- reading parts of a shard ---------------------------------------------- */
+
+typedef struct {
+  char name[PX_CKPT_NAME_MAX + 1];
+  uint64_t count;
+  uint64_t data_at; /* byte offset of its first element in the file */
+} shard_entry;
+
+struct px_ckpt_shard {
+  char path[4096];
+  FILE *fp; /* NULL while parked */
+  px_ckpt_meta meta;
+  shard_entry *t;
+  uint32_t n, cap;
+};
+
+/* px_ckpt_shard_open's walk: records where each tensor's data lie. */
+static px_status index_tensor(void *ctx, hreader *r, uint32_t i, const char *name, uint32_t k, uint64_t count,
+                              px_err *err) {
+  px_ckpt_shard *s = ctx;
+  if (i >= s->cap) {
+    uint32_t cap = s->cap ? 2 * s->cap : 8;
+    shard_entry *nt = realloc(s->t, (size_t)cap * sizeof *nt);
+    if (!nt) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    s->t = nt, s->cap = cap;
+  }
+  off_t at = ftello(r->fp);
+  if (at < 0) return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot tell the position: %s", r->path, strerror(errno));
+  memcpy(s->t[i].name, name, k + 1);
+  s->t[i].count = count;
+  s->t[i].data_at = (uint64_t)at;
+  return hr_skip(r, count * 4, err);
+}
+
+px_status px_ckpt_shard_open(const char *dir, int32_t rank, bool verify, px_ckpt_shard **out, px_err *err) {
+  *out = NULL;
+  px_ckpt_shard *s = px_calloc(1, sizeof *s, err);
+  if (!s) return PX_ERR_RUNTIME;
+  px_status st = px_ckpt_shard_path(dir, rank, s->path, sizeof s->path, err);
+  uint64_t size = 0;
+  if (!st) st = file_size(s->path, " (listed in the manifest)", &size, err);
+  if (!st && !(s->fp = fopen(s->path, "rb")))
+    st = px_err_set(err, PX_ERR_RUNTIME, "%s: cannot open: %s", s->path, strerror(errno));
+  if (!st) {
+    hreader r = {.fp = s->fp, .path = s->path, .hash = verify};
+    xxh_init(&r.h, 0);
+    shard_header h;
+    if (!(st = walk_shard(&r, size, &h, index_tensor, s, err))) {
+      s->meta = h.meta;
+      s->n = h.n_tensors;
+      if (h.meta.rank != rank)
+        st = px_err_set(err, PX_ERR_INPUT, "%s: written by rank %" PRId32 ", expected rank %" PRId32, s->path,
+                        h.meta.rank, rank);
+    }
+  }
+  if (st) {
+    px_ckpt_shard_close(s);
+    return st;
+  }
+  *out = s;
+  return PX_OK;
+}
+
+void px_ckpt_shard_close(px_ckpt_shard *s) {
+  if (!s) return;
+  if (s->fp) fclose(s->fp);
+  free(s->t);
+  free(s);
+}
+
+void px_ckpt_shard_park(px_ckpt_shard *s) {
+  if (s && s->fp) {
+    fclose(s->fp);
+    s->fp = NULL;
+  }
+}
+
+const px_ckpt_meta *px_ckpt_shard_meta(const px_ckpt_shard *s) { return &s->meta; }
+
+int px_ckpt_shard_find(const px_ckpt_shard *s, const char *name, uint64_t *count) {
+  for (uint32_t i = 0; i < s->n; i++)
+    if (!strcmp(s->t[i].name, name)) {
+      if (count) *count = s->t[i].count;
+      return (int)i;
+    }
+  return -1;
+}
+
+px_status px_ckpt_shard_read(px_ckpt_shard *s, int i, uint64_t first, uint64_t n, float *out, px_err *err) {
+  if (i < 0 || (uint32_t)i >= s->n || first > s->t[i].count || n > s->t[i].count - first)
+    return px_err_set(err, PX_ERR_INPUT, "%s: no elements [%" PRIu64 ", %" PRIu64 ") in tensor %d", s->path, first,
+                      first + n, i);
+  if (!s->fp && !(s->fp = fopen(s->path, "rb")))
+    return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot open: %s", s->path, strerror(errno));
+  if (fseeko(s->fp, (off_t)(s->t[i].data_at + first * 4), SEEK_SET) != 0)
+    return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot seek: %s", s->path, strerror(errno));
+  hreader r = {.fp = s->fp, .path = s->path, .hash = false};
+  return hr_get_f32(&r, out, n, err);
 }
 
 /* Header, size and stored checksum of a shard, without reading its data. */
@@ -538,7 +669,7 @@ static bool add_hex(cJSON *obj, const char *key, uint64_t x) {
   return cJSON_AddStringToObject(obj, key, b) != NULL;
 }
 
-px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, px_err *err) {
+px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, const cJSON *plan, px_err *err) {
   char path[4096], shard[4096];
   px_status st = check_meta(dir ? dir : "checkpoint", meta, err);
   if (st) return st;
@@ -546,9 +677,15 @@ px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, px_e
     return px_err_set(err, PX_ERR_INPUT, "%.64s...: checkpoint path too long", dir);
   cJSON *root = cJSON_CreateObject(), *list = NULL;
   bool ok = root && cJSON_AddStringToObject(root, "format", "parallax-checkpoint") &&
-            px_json_add_num(root, "version", PX_CKPT_VERSION) && px_json_add_num(root, "step", (double)meta->step) &&
-            px_json_add_num(root, "world", meta->world) && add_hex(root, "plan_hash", meta->plan_hash) &&
-            add_hex(root, "model_hash", meta->model_hash) && (list = cJSON_AddArrayToObject(root, "shards"));
+            px_json_add_num(root, "version", PX_CKPT_MANIFEST_VERSION) &&
+            px_json_add_num(root, "step", (double)meta->step) && px_json_add_num(root, "world", meta->world) &&
+            add_hex(root, "plan_hash", meta->plan_hash) && add_hex(root, "model_hash", meta->model_hash);
+  if (ok && plan) {
+    cJSON *copy = cJSON_Duplicate(plan, true);
+    ok = copy && cJSON_AddItemToObject(root, "plan", copy);
+    if (!ok) cJSON_Delete(copy);
+  }
+  ok = ok && (list = cJSON_AddArrayToObject(root, "shards"));
   for (int32_t r = 0; ok && r < meta->world; r++) {
     if ((st = px_ckpt_shard_path(dir, r, shard, sizeof shard, err))) break;
     shard_header h;
@@ -592,6 +729,7 @@ px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, px_e
 void px_ckpt_manifest_deinit(px_ckpt_manifest *m) {
   if (!m) return;
   free(m->shards);
+  cJSON_Delete(m->plan);
   memset(m, 0, sizeof *m);
 }
 
@@ -615,9 +753,10 @@ static px_status manifest_parse(const char *path, const cJSON *root, px_ckpt_man
   if (strcmp(format, "parallax-checkpoint") != 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'format': '%s' is not parallax-checkpoint", path, format);
   if ((st = px_json_int(&c, root, "version", true, 1, 1000000, &version, err))) return st;
-  if (version != PX_CKPT_VERSION)
-    return px_err_set(err, PX_ERR_INPUT, "%s: checkpoint format version %" PRId64 ", this build reads version %u",
-                      path, version, PX_CKPT_VERSION);
+  if (version > PX_CKPT_MANIFEST_VERSION)
+    return px_err_set(err, PX_ERR_INPUT, "%s: checkpoint format version %" PRId64 ", this build reads versions 1 to %u",
+                      path, version, PX_CKPT_MANIFEST_VERSION);
+  out->version = (int32_t)version;
   if ((st = px_json_int(&c, root, "step", true, 0, INT64_C(1) << 53, &step, err)) ||
       (st = px_json_int(&c, root, "world", true, 1, MAX_WORLD, &world, err)) ||
       (st = json_hex(&c, root, "plan_hash", &out->plan_hash, err)) ||
@@ -625,6 +764,9 @@ static px_status manifest_parse(const char *path, const cJSON *root, px_ckpt_man
     return st;
   out->step = step;
   out->world = (int32_t)world;
+  const cJSON *plan = NULL;
+  if (version >= 2 && (st = px_json_obj(&c, root, "plan", false, &plan, err))) return st;
+  if (plan && !(out->plan = cJSON_Duplicate(plan, true))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "shards");
   if (!cJSON_IsArray(list)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'shards' is missing or not an array", path);
   int n = cJSON_GetArraySize(list);
@@ -732,9 +874,29 @@ static px_status move_into(const char *from, const char *to, px_err *err) {
   return PX_OK;
 }
 
+/* Removes the shards of ranks >= world from dir: a checkpoint of a larger
+ * world (another plan's) that the one just moved in replaces. */
+static px_status remove_stale_shards(const char *dir, int32_t world, px_err *err) {
+  DIR *d = opendir(dir);
+  if (!d) return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot open: %s", dir, strerror(errno));
+  px_status st = PX_OK;
+  struct dirent *e;
+  char path[4096 + 300];
+  while (!st && (e = readdir(d))) {
+    long long r = -1;
+    int used = 0;
+    if (sscanf(e->d_name, "shard-%lld.bin%n", &r, &used) != 1 || e->d_name[used] != '\0' || r < world) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (unlink(path) != 0 && errno != ENOENT)
+      st = px_err_set(err, PX_ERR_RUNTIME, "%s: cannot remove: %s", path, strerror(errno));
+  }
+  closedir(d);
+  return st;
+}
+
 /* The second half of a commit, also what recovery redoes: every shard still
- * in staging moves into dir, then the manifest, then staging goes. Each
- * step can be repeated after a crash. */
+ * in staging moves into dir, then the manifest, then staging goes, and the
+ * shards of a former larger world. Each step can be repeated after a crash. */
 static px_status roll_forward(const char *dir, const char *staging, int32_t world, px_err *err) {
   char from[4096], to[4096];
   px_status st = PX_OK;
@@ -750,15 +912,16 @@ static px_status roll_forward(const char *dir, const char *staging, int32_t worl
   if (!st) st = move_into(from, to, err);
   if (!st) st = sync_dir(dir, err);
   if (!st) st = remove_staging(staging, err);
+  if (!st) st = remove_stale_shards(dir, world, err);
   if (!st) st = sync_dir(dir, err);
   return st;
 }
 
-px_status px_ckpt_commit(const char *dir, const px_ckpt_meta *meta, px_err *err) {
+px_status px_ckpt_commit(const char *dir, const px_ckpt_meta *meta, const cJSON *plan, px_err *err) {
   char staging[4096];
   px_status st = px_ckpt_staging_path(dir, staging, sizeof staging, err);
   if (!st) st = check_meta(dir, meta, err);
-  if (!st) st = px_ckpt_write_manifest(staging, meta, err);
+  if (!st) st = px_ckpt_write_manifest(staging, meta, plan, err);
   if (!st) st = sync_dir(staging, err);
   if (!st) st = roll_forward(dir, staging, meta->world, err);
   return st;

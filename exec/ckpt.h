@@ -3,10 +3,13 @@
 #ifndef PX_EXEC_CKPT_H
 #define PX_EXEC_CKPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
+
+struct cJSON;
 
 /*
  * A checkpoint is a directory:
@@ -43,9 +46,17 @@
  *   then   8     uint64 checksum: px_ckpt_hash_bytes(every preceding byte, seed 0)
  * The file size is therefore fully determined by the header and tensor
  * entries; any other size is truncation or corruption.
+ *
+ * Manifest format, version 2 (px_ckpt_write_manifest has its fields): version
+ * 1 plus "plan", the plan that wrote the checkpoint as a plan file records it
+ * (model, cluster, gpus, parallel: plan/planfile.h), from which a reader
+ * rebuilds every rank's layout to re-split the states for another plan
+ * (exec/reshard.h). Version 1 manifests (no plan) are still read: such a
+ * checkpoint resumes its own plan only. The shards are unchanged (version 1).
  */
 #define PX_CKPT_MAGIC "PXCKPT01"
 #define PX_CKPT_VERSION 1u
+#define PX_CKPT_MANIFEST_VERSION 2u
 #define PX_CKPT_HEADER_BYTES 60
 #define PX_CKPT_NAME_MAX 255
 #define PX_CKPT_MANIFEST "manifest.json"
@@ -73,9 +84,11 @@ typedef struct {
 
 /* Caller-owned; release with px_ckpt_manifest_deinit. */
 typedef struct {
+  int32_t version; /* of the manifest: 1 or 2 */
   int64_t step;
   int32_t world;
   uint64_t plan_hash, model_hash;
+  struct cJSON *plan;         /* the plan record (version 2), NULL when the manifest has none */
   px_ckpt_shard_info *shards; /* (world), shards[r].rank == r */
 } px_ckpt_manifest;
 
@@ -110,25 +123,47 @@ px_status px_ckpt_read_shard(const char *dir, const px_ckpt_meta *expect, px_ckp
 /* Rank 0, after every rank's shard exists: reads each shard's header and
  * trailer, checks they belong to this checkpoint (same step, world, plan and
  * model hash as meta), and writes <dir>/manifest.json atomically:
- *   {"format": "parallax-checkpoint", "version": 1, "step": ..., "world": ...,
+ *   {"format": "parallax-checkpoint", "version": 2, "step": ..., "world": ...,
  *    "plan_hash": "0x<16 hex>", "model_hash": "0x<16 hex>",
+ *    "plan": {...},
  *    "shards": [{"file": "shard-0.bin", "rank": 0, "size_bytes": ...,
- *                "checksum": "0x<16 hex>"}, ...]} */
-px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, px_err *err);
+ *                "checksum": "0x<16 hex>"}, ...]}
+ * plan (copied as it is; NULL leaves the field out) is the caller's record
+ * of the plan: this module does not read it. */
+px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, const struct cJSON *plan, px_err *err);
 
-/* Reads <dir>/manifest.json and checks every shard it lists exists with the
- * recorded size and trailer checksum. A directory without a manifest is
- * refused as incomplete. */
+/* Reads <dir>/manifest.json (version 1 or 2) and checks every shard it lists
+ * exists with the recorded size and trailer checksum, and a header that
+ * agrees with it. A directory without a manifest is refused as incomplete. */
 px_status px_ckpt_read_manifest(const char *dir, px_ckpt_manifest *out, px_err *err);
 void px_ckpt_manifest_deinit(px_ckpt_manifest *m);
+
+/* Parts of a shard, for a reader that takes pieces of many (resharding). */
+typedef struct px_ckpt_shard px_ckpt_shard; /* opaque: an open, indexed shard file */
+/* Opens <dir>/shard-<rank>.bin and indexes its tensors (name, count, where
+ * the data lie) from its header and entries, checking its structure as
+ * px_ckpt_read_shard does. verify: reads all of it and checks the checksum
+ * too (else the data read later are as trusted as the caller's other checks:
+ * the manifest's size and stored checksum, or a verifying open elsewhere). */
+px_status px_ckpt_shard_open(const char *dir, int32_t rank, bool verify, px_ckpt_shard **out, px_err *err);
+void px_ckpt_shard_close(px_ckpt_shard *s);
+/* Closes the file but keeps the index; the next read opens it again (to
+ * read from more shards than a process may have open). */
+void px_ckpt_shard_park(px_ckpt_shard *s);
+const px_ckpt_meta *px_ckpt_shard_meta(const px_ckpt_shard *s);
+/* The index of the tensor called name and its element count; -1 when absent. */
+int px_ckpt_shard_find(const px_ckpt_shard *s, const char *name, uint64_t *count);
+/* Elements [first, first + n) of tensor i into out (n). */
+px_status px_ckpt_shard_read(px_ckpt_shard *s, int i, uint64_t first, uint64_t n, float *out, px_err *err);
 
 /* "<dir>/.next": where every rank writes its shard of a new checkpoint. */
 px_status px_ckpt_staging_path(const char *dir, char *buf, size_t cap, px_err *err);
 /* Rank 0, after every rank's shard is in staging and durable: writes the
  * manifest there (checking the shards as px_ckpt_write_manifest does), then
  * moves the shards and the manifest, last, into dir (fsync of dir after
- * each), and removes staging. */
-px_status px_ckpt_commit(const char *dir, const px_ckpt_meta *meta, px_err *err);
+ * each), removes staging, and then the shards of ranks >= meta->world that
+ * a checkpoint of a larger world left in dir. */
+px_status px_ckpt_commit(const char *dir, const px_ckpt_meta *meta, const struct cJSON *plan, px_err *err);
 
 typedef enum {
   PX_CKPT_RECOVERY_NONE,      /* no staging directory */

@@ -15,6 +15,7 @@
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/data.h"
+#include "exec/reshard.h"
 #include "exec/support.h"
 #ifdef PX_HAVE_CUDA
 #include "exec/cuda/backend.h"
@@ -27,31 +28,14 @@ void px_train_opts_init(px_train_opts *o) {
                              .weight_decay = 0.1f, .clip = 1.0f};
 }
 
-/* Identity of what a checkpoint belongs to: the model, and the model with the plan. */
-static void plan_hashes(const px_plan *plan, uint64_t *plan_hash, uint64_t *model_hash) {
-  cJSON *m = px_model_to_json(&plan->model);
-  cJSON *p = px_parallel_to_json(&plan->par);
-  char *ms = m ? cJSON_PrintUnformatted(m) : NULL, *ps = p ? cJSON_PrintUnformatted(p) : NULL;
-  *model_hash = ms ? px_ckpt_hash_bytes(ms, strlen(ms), 0) : 0;
-  *plan_hash = ps ? px_ckpt_hash_bytes(ps, strlen(ps), *model_hash) : 0;
-  cJSON_free(ms), cJSON_free(ps);
-  cJSON_Delete(m), cJSON_Delete(p);
-}
-
 static void ckpt_meta(const px_plan *plan, const px_comm *c, int64_t step, px_ckpt_meta *meta) {
-  memset(meta, 0, sizeof *meta);
-  plan_hashes(plan, &meta->plan_hash, &meta->model_hash);
-  meta->step = step;
-  meta->rank = c->world_rank;
-  meta->world = c->world_size;
-  meta->tp_rank = (int32_t)c->tp_rank;
-  meta->pp_rank = (int32_t)c->pp_rank;
-  meta->dp_rank = (int32_t)c->wdp_rank; /* the index in the DP x CP group: which ZeRO shard */
+  px_reshard_meta(plan, c->world_rank, step, meta);
 }
 
-/* Reads this rank's model states from the checkpoint in dir. */
+/* Reads this rank's model states from the checkpoint in dir: its own shard,
+ * or with `other` (a checkpoint of another plan) what it needs of every shard. */
 static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
-                           int64_t step, int64_t *step_out, px_err *err) {
+                           px_reshard *other, int64_t step, int64_t *step_out, px_err *err) {
   px_exec_state states[8];
   int n = px_exec_states(x, states, 8);
   px_ckpt_tensor t[8];
@@ -66,7 +50,8 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
   }
   px_ckpt_meta meta;
   ckpt_meta(plan, c, step, &meta);
-  if (!st) st = px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
+  if (!st && other) st = px_reshard_fill(other, c->world_rank, t, n, err);
+  else if (!st) st = px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
   for (int i = 0; !st && i < n; i++) {
     px_dtype_from_fp32(raw[i], states[i].dtype, t[i].data, states[i].count);
     uint64_t bytes = states[i].count * px_dtype_bytes(states[i].dtype);
@@ -79,6 +64,54 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
     if (raw[i] != t[i].data) free(raw[i]);
     free(t[i].data);
   }
+  return st;
+}
+
+/* As px_comm_agree, but every rank returns the status of the failure (the
+ * largest), so that a refused input exits 2 on every rank; `msg` is the
+ * message of the ranks that did not fail (run prints only the failing one's). */
+static px_status agree_status(px_status st, MPI_Comm world, const char *msg, px_err *err) {
+  int mine = (int)st, worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, world);
+  if (!st && worst) return px_err_set(err, (px_status)worst, "%s", msg);
+  return st;
+}
+
+/* --resume: loads the checkpoint in dir, this plan's or (re-split on the
+ * fly) another plan's of the same model; *start gets its step. Collective. */
+static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
+                             int64_t *start, px_err *err) {
+  MPI_Comm world = c->world;
+  px_status st = dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
+  px_ckpt_manifest man = {0};
+  uint64_t plan_hash, model_hash;
+  px_reshard_hashes(plan, &plan_hash, &model_hash);
+  if (!st && c->world_rank == 0) st = px_ckpt_read_manifest(dir, &man, err);
+  st = agree_status(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
+  /* the manifest's step, and whether another plan wrote it (the model is checked where it is read) */
+  long long head[2] = {man.step, man.plan_hash != plan_hash};
+  if (!st) MPI_Bcast(head, 2, MPI_LONG_LONG, 0, world);
+  px_ckpt_manifest_deinit(&man);
+  px_reshard *other = NULL;
+  if (!st && head[1]) {
+    /* every rank indexes the old shards, rank r checking the checksums of r, r + world, ...; rank 0 first,
+     * alone to refuse what all would (another model, no plan record) */
+    px_status mine = c->world_rank == 0 ? px_reshard_open(dir, plan, 0, c->world_size, &other, err) : PX_OK;
+    st = agree_status(mine, world, "another rank refused the checkpoint (rank 0 says why)", err);
+    if (!st && c->world_rank != 0) mine = px_reshard_open(dir, plan, c->world_rank, c->world_size, &other, err);
+    if (!st) st = agree_status(mine, world, "another rank refused the checkpoint (see its message)", err);
+    if (!st && c->world_rank == 0) {
+      char from[256], to[256];
+      px_reshard_describe(px_reshard_from(other), from, sizeof from);
+      px_reshard_describe(plan, to, sizeof to);
+      fprintf(stderr, "parallax: %s: the checkpoint of step %lld was written by another plan (%s): its states are "
+              "re-split for this one (%s)\n", dir, head[0], from, to);
+    }
+  }
+  int64_t got = 0;
+  if (!st) st = px_comm_agree(ckpt_load(x, be, plan, c, dir, other, head[0], &got, err), world, err);
+  px_reshard_free(other);
+  if (!st) *start = head[0];
   return st;
 }
 
@@ -133,7 +166,9 @@ static px_status ckpt_commit_all(ckpt_run *cs, px_status mine, const px_plan *pl
   if (!st && c->world_rank == 0) {
     px_ckpt_meta meta;
     ckpt_meta(plan, c, cs->step, &meta);
-    st = px_ckpt_commit(dir, &meta, err);
+    cJSON *record = px_reshard_record(plan); /* what a reader needs to re-split it for another plan */
+    st = record ? px_ckpt_commit(dir, &meta, record, err) : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    cJSON_Delete(record);
     if (st) px_err_prefix(err, "checkpoint of step %lld not committed", (long long)cs->step);
   }
   st = px_comm_agree(st, c->world, err);
@@ -311,20 +346,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   ckpt_run cs = {0};
   if (!st && o->ckpt_dir) st = px_comm_agree(ckpt_writer_for(x, o->ckpt_async, &cs.w, err), world, err);
   int64_t start = 0;
-  if (!st && o->resume) {
-    if (!o->ckpt_dir) st = px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
-    px_ckpt_manifest man = {0};
-    if (!st && comm.world_rank == 0) st = px_ckpt_read_manifest(o->ckpt_dir, &man, err);
-    st = px_comm_agree(st, world, err);
-    if (!st) {
-      long long s0 = man.step;
-      MPI_Bcast(&s0, 1, MPI_LONG_LONG, 0, world);
-      int64_t got = 0;
-      st = px_comm_agree(ckpt_load(x, be, plan, &comm, o->ckpt_dir, s0, &got, err), world, err);
-      start = s0;
-    }
-    px_ckpt_manifest_deinit(&man);
-  }
+  if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, &start, err);
   int64_t n = o->steps > start ? o->steps - start : 0;
   r->first_step = start;
   r->steps = n;

@@ -24,35 +24,51 @@ static px_status planfile_part(const cJSON *root, const char *path, const char *
   return PX_OK;
 }
 
+px_status px_planfile_from_json(const cJSON *root, const char *path, px_planfile *pf, px_err *err) {
+  memset(pf, 0, sizeof *pf);
+  px_parallel_unset(&pf->par);
+  if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", path);
+  px_json_ctx c = {path, ""};
+  const cJSON *par = NULL;
+  px_status st;
+  if (!(st = planfile_part(root, path, "model", &pf->has_model, &pf->model, NULL, err)) &&
+      !(st = planfile_part(root, path, "cluster", &pf->has_cluster, NULL, &pf->cluster, err)) &&
+      !(st = px_json_int(&c, root, "gpus", false, 1, 1 << 24, &pf->gpus, err)) &&
+      !(st = px_json_obj(&c, root, "parallel", false, &par, err)) && par)
+    st = px_parallel_from_json(par, path, &pf->par, err);
+  return st;
+}
+
 px_status px_planfile_load(const char *path, px_planfile *pf, px_err *err) {
   memset(pf, 0, sizeof *pf);
   px_parallel_unset(&pf->par);
   cJSON *root = NULL;
   px_status st = px_json_load(path, &root, err);
   if (st) return st;
-  if (!cJSON_IsObject(root)) {
-    cJSON_Delete(root);
-    return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", path);
-  }
-  px_json_ctx c = {path, ""};
-  const cJSON *par = NULL;
-  if (!(st = planfile_part(root, path, "model", &pf->has_model, &pf->model, NULL, err)) &&
-      !(st = planfile_part(root, path, "cluster", &pf->has_cluster, NULL, &pf->cluster, err)) &&
-      !(st = px_json_int(&c, root, "gpus", false, 1, 1 << 24, &pf->gpus, err)) &&
-      !(st = px_json_obj(&c, root, "parallel", false, &par, err)) && par)
-    st = px_parallel_from_json(par, path, &pf->par, err);
+  st = px_planfile_from_json(root, path, pf, err);
   cJSON_Delete(root);
   return st;
 }
 
+cJSON *px_planfile_to_json(const px_model *m, const px_cluster *c, const px_parallel *p) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root) return NULL;
+  cJSON *parts[3] = {px_model_to_json(m), px_cluster_to_json(c), px_parallel_to_json(p)};
+  bool ok = parts[0] && cJSON_AddItemToObject(root, "model", parts[0]);
+  ok = parts[1] && cJSON_AddItemToObject(root, "cluster", parts[1]) && ok;
+  ok = px_json_add_num(root, "gpus", (double)c->gpus) && ok;
+  ok = parts[2] && cJSON_AddItemToObject(root, "parallel", parts[2]) && ok;
+  if (ok) return root;
+  for (int i = 0; i < 3; i++)
+    if (parts[i] && !parts[i]->next && !parts[i]->prev) cJSON_Delete(parts[i]); /* not attached */
+  cJSON_Delete(root);
+  return NULL;
+}
+
 px_status px_planfile_save(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
                            px_err *err) {
-  cJSON *root = cJSON_CreateObject();
+  cJSON *root = px_planfile_to_json(m, c, p);
   if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  cJSON_AddItemToObject(root, "model", px_model_to_json(m));
-  cJSON_AddItemToObject(root, "cluster", px_cluster_to_json(c));
-  px_json_add_num(root, "gpus", (double)c->gpus);
-  cJSON_AddItemToObject(root, "parallel", px_parallel_to_json(p));
   px_status st = px_json_write(path, root, err);
   cJSON_Delete(root);
   return st;

@@ -337,7 +337,7 @@ static void test_manifest(void) {
              "incomplete (no manifest.json: the run stopped while writing)");
   CU_ASSERT_PTR_NULL(man.shards);
   px_ckpt_meta m0 = meta_for(0, 3, 7);
-  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(dir, &m0, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(dir, &m0, NULL, &err), PX_OK);
   px_status st = px_ckpt_read_manifest(dir, &man, &err);
   if (st) fprintf(stderr, "\n  %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(st, PX_OK);
@@ -371,11 +371,11 @@ static void test_manifest(void) {
   CU_ASSERT_EQUAL(unlink(sub("ck/shard-1.bin")), 0);
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-1.bin: missing");
   /* Rank 0 refuses to write a manifest over a missing or stale shard. */
-  expect_msg(px_ckpt_write_manifest(dir, &m0, &err), &err, "shard-1.bin: missing");
+  expect_msg(px_ckpt_write_manifest(dir, &m0, NULL, &err), &err, "shard-1.bin: missing");
   px_ckpt_meta stale = meta_for(1, 3, 6);
   t[0].count = 100;
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(dir, &stale, t, 1, &err), PX_OK);
-  expect_msg(px_ckpt_write_manifest(dir, &m0, &err), &err, "shard-1.bin: holds step 6, the manifest is for step 7");
+  expect_msg(px_ckpt_write_manifest(dir, &m0, NULL, &err), &err, "shard-1.bin: holds step 6, the manifest is for step 7");
   /* A broken manifest. */
   spit_str(sub("ck/manifest.json"), "{\"format\": \"parallax-checkpoint\", \"version\": 1, \"step\": 7");
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "invalid JSON");
@@ -416,7 +416,7 @@ static void test_staging(void) {
   /* Written and committed: shards and manifest in dir, staging gone. */
   write_all(staging, 3, 7, data, 100);
   px_ckpt_meta m7 = meta_for(0, 3, 7), m9 = meta_for(0, 3, 9);
-  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit(dir, &m7, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit(dir, &m7, NULL, &err), PX_OK);
   expect_step(dir, 7);
   CU_ASSERT_EQUAL(dir_entries(dir, is_checkpoint_file), 4);
   CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
@@ -430,7 +430,7 @@ static void test_staging(void) {
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r0, t, 1, &err), PX_OK);
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r1, t, 1, &err), PX_OK);
   spit_str(sub("ck/.next/shard-2.bin.tmp.4242"), "half");
-  expect_msg(px_ckpt_commit(dir, &m9, &err), &err, "shard-2.bin: missing");
+  expect_msg(px_ckpt_commit(dir, &m9, NULL, &err), &err, "shard-2.bin: missing");
   expect_step(dir, 7);
   CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
   CU_ASSERT_EQUAL(what, PX_CKPT_RECOVERY_DISCARDED);
@@ -440,7 +440,7 @@ static void test_staging(void) {
   /* Step 9 complete, its commit stopped after moving one shard: dir is not
    * a valid checkpoint until recovery finishes the move. */
   write_all(staging, 3, 9, data, 100);
-  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(staging, &m9, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(staging, &m9, NULL, &err), PX_OK);
   CU_ASSERT_EQUAL_FATAL(rename(sub("ck/.next/shard-0.bin"), sub("ck/shard-0.bin")), 0);
   px_ckpt_manifest man;
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-0.bin: checksum 0x");

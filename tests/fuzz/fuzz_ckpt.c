@@ -17,7 +17,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   const char *dir = getenv("PX_FUZZ_SEED_DIR");
   px_err err = {0};
   for (int i = 0; i < 16; i++) a[i] = (float)i;
-  if (dir && !px_ckpt_write_shard(dir, &expect, expect_t, 2, &err)) (void)px_ckpt_write_manifest(dir, &expect, &err);
+  if (dir && !px_ckpt_write_shard(dir, &expect, expect_t, 2, &err)) (void)px_ckpt_write_manifest(dir, &expect, NULL, &err);
   (void)argc, (void)argv;
   return 0;
 }

@@ -1,0 +1,67 @@
+/* Checkpoints across plans: what a checkpoint records of the plan that wrote
+ * it, and the re-splitting of its states for another plan of the same model
+ * (parallax reshard, and run --resume of another plan's checkpoint), as
+ * universal / distributed checkpoints do: every state element is found in
+ * the model's canonical layout (exec/params.h) through the old plan's layout
+ * and put where the new plan's layout wants it. */
+#ifndef PX_EXEC_RESHARD_H
+#define PX_EXEC_RESHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "core/status.h"
+#include "exec/ckpt.h"
+#include "plan/plan.h"
+
+/* What a plan's checkpoints belong to: the model's hash, and the plan's
+ * (the parallel choices, seeded with the model's). */
+void px_reshard_hashes(const px_plan *plan, uint64_t *plan_hash, uint64_t *model_hash);
+/* The shard header of world rank `rank` of a plan at `step`. */
+void px_reshard_meta(const px_plan *plan, int64_t rank, int64_t step, px_ckpt_meta *meta);
+/* The record of a plan a manifest keeps (a plan file's JSON, plan/planfile.h);
+ * NULL when out of memory. The caller deletes it. */
+cJSON *px_reshard_record(const px_plan *plan);
+/* "tp 2 x pp 2 x dp 2, ZeRO-1, fp32, 8 ranks" (cp, ep and a shard group when used). */
+void px_reshard_describe(const px_plan *plan, char *buf, size_t cap);
+
+/* The model of the checkpoint in dir, as its plan record gives it (refused
+ * for a checkpoint that records no plan). */
+px_status px_reshard_recorded_model(const char *dir, px_model *m, px_err *err);
+
+typedef struct px_reshard px_reshard; /* opaque: a checkpoint opened to be re-split for a plan */
+
+/* Opens the checkpoint in dir to re-split it for plan `to`: reads the
+ * manifest (px_ckpt_read_manifest's checks), refuses a checkpoint of another
+ * model, one that records no plan (manifest version 1), a record that does
+ * not rebuild the plan that wrote it (its hash), and a change into or out of
+ * fp16's loss scaling (whose state has no counterpart); compiles the old
+ * plan and indexes every old shard, checking the names and sizes of its
+ * states. The checksums of the shards i with i mod verify_ranks ==
+ * verify_rank are checked in full (0 and 1: all of them; a caller that
+ * splits the checking must agree on its outcome). Every message names the
+ * file and the reason. */
+px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
+                          px_reshard **out, px_err *err);
+void px_reshard_free(px_reshard *r);
+/* The step the checkpoint was taken after, and the plan that wrote it. */
+int64_t px_reshard_step(const px_reshard *r);
+const px_plan *px_reshard_from(const px_reshard *r);
+
+/* The states of world rank `rank` of plan `to`, in fp32: tensors[i] must be
+ * the rank's px_param_states in order (name px_state_names, count). Each
+ * element gets the old value of its canonical element: the weights from the
+ * fp32 master weights where the old plan has them (rounded to the new
+ * parameter dtype for "params" when that is 16-bit), the moments as they
+ * are, the loss scaler from old rank 0; padding gets zeros. */
+px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, int n, px_err *err);
+
+/* parallax reshard: writes into dir a checkpoint of plan `to` (every rank's
+ * shard, then the manifest; staged and committed as a run's checkpoint is,
+ * so a checkpoint already in dir stays whole until the new one is).
+ * *bytes_out (may be NULL) gets the bytes of the shards written. */
+px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, px_err *err);
+
+#endif
