@@ -23,7 +23,8 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE };
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
+       OPT_FROM, OPT_TO };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -117,6 +118,8 @@ static const px_opt opts[] = {
     {"import", no_argument, OPT_IMPORT, PX_OPT_CALIB, NULL,
      "read the measurement files named after the flags (nccl-tests outputs, a GEMM CSV) into --cluster's file"},
     {"output", required_argument, OPT_OUTPUT, PX_OPT_CALIB, "FILE", "where to write the cluster file"},
+    {"from", required_argument, OPT_FROM, PX_OPT_RESHARD, "DIR", "the checkpoint to re-split"},
+    {"to", required_argument, OPT_TO, PX_OPT_RESHARD, "DIR", "where to write it for the plan the flags give"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -307,6 +310,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_IMPORT: a->import = true; break;
       case OPT_SOURCES: a->sources = true; break;
       case OPT_OUTPUT: a->output = optarg; break;
+      case OPT_FROM: a->from_dir = optarg; break;
+      case OPT_TO: a->to_dir = optarg; break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;

@@ -22,6 +22,7 @@ enum {
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
   PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
   PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
+  PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to */
 };
 
 #define PX_ARGS_SETS_MAX 16
@@ -70,6 +71,7 @@ typedef struct {
   bool sources; /* topology show --sources */
   bool import; /* calibrate --import: the positional arguments are measurement files */
   const char *output; /* calibrate: the cluster file */
+  const char *from_dir, *to_dir; /* reshard: the checkpoint, and where its re-split copy goes */
   /* Positional arguments after the flags. */
   int npos;
   char **pos;

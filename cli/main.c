@@ -8,11 +8,12 @@
 #if PX_HAVE_EXEC
 #define EXEC_CMD(f) f
 #else
-/* run in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
+/* run and reshard in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
 static int no_exec(int argc, char **argv) {
+  (void)argc;
   px_err err = {0};
   return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
-                                "parallax was built without the executor (PX_EXEC=OFF): run is not available"),
+                                "parallax was built without the executor (PX_EXEC=OFF): %s is not available", argv[0]),
                      &err);
 }
 #define EXEC_CMD(f) no_exec
@@ -32,6 +33,7 @@ static const px_command commands[] = {
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},
     {"plan", px_cmd_plan, "compile a plan: grid, groups, layers per stage, memory per GPU, FLOPs, bubble"},
     {"plot", px_cmd_plot, "render the plots of a --plot directory again"},
+    {"reshard", EXEC_CMD(px_cmd_reshard), "re-split a checkpoint for another plan of its model: --from DIR --to DIR [plan flags]"},
     {"run", EXEC_CMD(px_cmd_run), "train a plan for real: mpirun -np N parallax run --model M [plan flags] --steps S"},
     {"sim", px_cmd_sim, "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
     {"sweep", px_cmd_sweep, "rank every plan that fits: throughput, time to train, cost, plots, report"},
