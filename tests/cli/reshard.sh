@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Resharding: a checkpoint taken after step 3 on one plan, re-split for
+# another plan of the same model (by `parallax reshard`, or by `run --resume`
+# itself), continues to step 6 with the losses of the old plan run straight
+# through, within 1e-5 (fp32): 8 ranks -> 2, ZeRO-3 -> TP x PP, dp -> tp,
+# pp -> dp, ZeRO-1 -> ZeRO-0, 2 ranks -> 8 with ZeRO-3 and SP, hybrid
+# sharding -> ZeRO-2, experts over 2 ranks -> PP with ZeRO-2, context
+# parallelism -> DP;
+# both ways give the same bits. Refused with exit 2, the file and the
+# reason: another model, a corrupt shard, a checkpoint that records no plan,
+# --to the --from directory. Every mpirun is bounded by `timeout`.
+set -u
+px=$1
+src=$2
+source "$(dirname "$0")/../tools/clitest.sh"
+K=3 N=6
+run() { # ranks flags...: parallax run on the CPU backend, 8 sequences a step
+  local np=$1
+  shift
+  timeout -s KILL 120 mpirun -np "$np" "$px" run --backend cpu -B 8 "$@"
+}
+ranks() { # the ranks a flag list needs
+  local n=1 f=("$@")
+  for ((k = 0; k < ${#f[@]}; k++)); do
+    case ${f[k]} in -t | -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
+  done
+  echo $n
+}
+
+# pair NAME HOW "OLD FLAGS" "NEW FLAGS": HOW is reshard (parallax reshard, then run --resume of
+# its output), resume (run --resume of the old checkpoint) or both (and the two agree bitwise).
+pair() {
+  local name=$1 how=$2 d="$tmp/$1"
+  local -a a b
+  read -r -a a <<<"$3"
+  read -r -a b <<<"$4"
+  local na nb
+  na=$(ranks "${a[@]}")
+  nb=$(ranks "${b[@]}")
+  mkdir -p "$d"
+  run "$na" "${a[@]}" --steps $N --json >"$d/full.json" 2>"$d/err" || { fail "$name: old plan: $(head -3 "$d/err")"; return; }
+  run "$na" "${a[@]}" --steps $K --ckpt "$d/ck" --json >"$d/first.json" 2>"$d/err" ||
+    { fail "$name: old plan to step $K: $(head -3 "$d/err")"; return; }
+  local full tail
+  full=$(losses "$d/full.json")
+  tail=$(echo "$full" | cut -d, -f$((K + 1))-)
+  [ "$(losses "$d/first.json")" = "$(echo "$full" | cut -d, -f1-$K)" ] || fail "$name: the first $K steps differ"
+  local got=() ways=()
+  if [ "$how" != resume ]; then
+    "$px" reshard --from "$d/ck" --to "$d/new" "${b[@]}" -B 8 >"$d/reshard.txt" 2>"$d/err" ||
+      { fail "$name: reshard: $(cat "$d/err")"; return; }
+    grep -q "step $K re-split" "$d/reshard.txt" || fail "$name: reshard says: $(cat "$d/reshard.txt")"
+    run "$nb" "${b[@]}" --steps $N --ckpt "$d/new" --resume --json >"$d/second.json" 2>"$d/err" ||
+      { fail "$name: resume of the re-split checkpoint: $(head -3 "$d/err")"; return; }
+    grep -q "re-split" "$d/err" && fail "$name: the re-split checkpoint was re-split again: $(cat "$d/err")"
+    got+=("$(losses "$d/second.json")") ways+=(reshard)
+  fi
+  if [ "$how" != reshard ]; then
+    cp -r "$d/ck" "$d/ck2"
+    run "$nb" "${b[@]}" --steps $N --ckpt "$d/ck2" --resume --json >"$d/second2.json" 2>"$d/err" ||
+      { fail "$name: resume of the old plan's checkpoint: $(head -3 "$d/err")"; return; }
+    grep -q "step $K was written by another plan.*re-split for this one" "$d/err" ||
+      fail "$name: run --resume did not say it re-splits: $(cat "$d/err")"
+    got+=("$(losses "$d/second2.json")") ways+=(resume)
+  fi
+  [ "$how" = both ] && [ "${got[0]}" != "${got[1]}" ] && fail "$name: reshard then resume ${got[0]}, resume ${got[1]}"
+  for i in "${!got[@]}"; do
+    if close "$tail" "${got[i]}" 1e-5; then
+      echo "ok: $name (${ways[i]}): steps $((K + 1))-$N ${got[i]}, straight $tail"
+    else
+      fail "$name (${ways[i]}): steps $((K + 1))-$N ${got[i]}, the old plan straight $tail"
+    fi
+  done
+}
+
+pair 8-to-2 both "-m tiny-gpt -t 2 -p 2 -d 2 -z 1" "-m tiny-gpt -d 2"
+pair zero3-to-tpxpp resume "-m tiny -d 4 -z 3" "-m tiny -t 2 -p 2"
+pair dp-to-tp reshard "-m tiny -d 2" "-m tiny -t 2"
+pair pp-to-dp resume "-m tiny-gpt -p 2" "-m tiny-gpt -d 2 -z 2"
+pair 2-to-8 reshard "-m tiny -d 2 -z 1" "-m tiny -t 2 -p 2 -d 2 -z 3 --sp"
+pair hybrid-to-zero2 resume "-m tiny -d 4 -z 3 --shard-group 2" "-m tiny -d 4 -z 2"
+pair ep-to-pp resume "-m tiny-moe -d 2 --ep 2 --moe-imbalance 2" "-m tiny-moe -p 2 -d 2 -z 2"
+pair cp-to-dp reshard "-m tiny --cp 2" "-m tiny -d 2 -z 1"
+
+# Refusals: exit 2, the file and the reason.
+refused() { # WHAT WANT CMD...: CMD exits 2 and says WANT
+  local what=$1 want=$2 err rc
+  shift 2
+  err=$("$@" 2>&1 >/dev/null); rc=$?
+  [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "$want" && echo "ok: refused: $what" ||
+    fail "$what: exit $rc, '$err'"
+}
+d="$tmp/8-to-2"
+refused "another model" "ck/manifest.json: a checkpoint of another model" \
+  "$px" reshard --from "$d/ck" --to "$tmp/x" -m tiny -d 2 -B 8
+refused "another model, by run --resume" "a checkpoint of another model" \
+  timeout -s KILL 60 mpirun -np 2 "$px" run --backend cpu -m tiny -d 2 -B 8 --steps 6 --ckpt "$d/ck" --resume
+refused "--to the --from directory" "is the --from directory" "$px" reshard --from "$d/ck" --to "$d/ck/" -d 2 -B 8
+cp -r "$d/ck" "$tmp/bad"
+printf 'X' | dd of="$tmp/bad/shard-5.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
+refused "a corrupt shard" "bad/shard-5.bin: corrupt (stored checksum" \
+  "$px" reshard --from "$tmp/bad" --to "$tmp/x" -d 2 -B 8
+refused "a corrupt shard, by run --resume" "shard-5.bin: corrupt" \
+  timeout -s KILL 60 mpirun -np 2 "$px" run --backend cpu -m tiny-gpt -d 2 -B 8 --steps 6 --ckpt "$tmp/bad" --resume
+[ -e "$tmp/x" ] && fail "a refused reshard left $tmp/x"
+# a checkpoint from before resharding (manifest version 1, no plan): its own plan resumes it, another refuses it
+cp -r "$d/ck" "$tmp/v1"
+jq 'del(.plan) | .version = 1' "$d/ck/manifest.json" >"$tmp/v1/manifest.json"
+refused "a version-1 checkpoint" "records no plan (checkpoint format version 1" \
+  "$px" reshard --from "$tmp/v1" --to "$tmp/x" -m tiny-gpt -d 2 -B 8
+run 8 -m tiny-gpt -t 2 -p 2 -d 2 -z 1 --steps $N --ckpt "$tmp/v1" --resume --json >"$tmp/v1.json" 2>"$tmp/err" &&
+  [ "$(losses "$tmp/v1.json")" = "$(losses "$d/full.json" | cut -d, -f$((K + 1))-)" ] ||
+  fail "a version-1 checkpoint does not resume its own plan bitwise: $(cat "$tmp/err")"
+# resumed on 2 ranks in place, the next checkpoint replaces the 8-rank one whole: no stale shards stay
+[ "$(ls "$d/ck2" | grep -c '^shard-')" -eq 2 ] || fail "stale shards left: $(ls "$d/ck2")"
+jq -e '.version == 2 and .world == 2 and .plan.parallel.dp == 2' "$d/ck2/manifest.json" >/dev/null ||
+  fail "the resumed run's checkpoint: $(head -c 300 "$d/ck2/manifest.json")"
+
+finish
