@@ -1,9 +1,6 @@
-/* Checkpoints across plans: what a checkpoint records of the plan that wrote
- * it, and the re-splitting of its states for another plan of the same model
- * (parallax reshard, and run --resume of another plan's checkpoint), as
- * universal / distributed checkpoints do: every state element is found in
- * the model's canonical layout (exec/params.h) through the old plan's layout
- * and put where the new plan's layout wants it. */
+/* Checkpoints across plans: what a checkpoint records of its plan, and the
+ * re-splitting of its states for another plan of the same model through the
+ * canonical layout (parallax reshard, and run --resume of another plan's). */
 #ifndef PX_EXEC_RESHARD_H
 #define PX_EXEC_RESHARD_H
 

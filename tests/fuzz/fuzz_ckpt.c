@@ -1,5 +1,6 @@
 /* Fuzz harness: a checkpoint's manifest and a shard file (header, tensors,
- * trailer) read back are accepted or refused as corrupt, never a crash. */
+ * trailer) read back, whole or in parts, are accepted or refused as corrupt,
+ * never a crash. */
 #include <string.h>
 
 #include "exec/ckpt.h"
@@ -34,5 +35,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* as the shard of the checkpoint expected */
   int64_t step;
   (void)px_ckpt_read_shard(fuzz_dir(), &expect, expect_t, 2, &step, &err);
+  /* as a shard opened for resharding: indexed (checked in full, and not), then read in parts */
+  for (int verify = 0; verify < 2; verify++) {
+    px_ckpt_shard *sh = NULL;
+    if (px_ckpt_shard_open(fuzz_dir(), 0, verify, &sh, &err)) continue;
+    uint64_t count = 0;
+    int t = px_ckpt_shard_find(sh, "params", &count);
+    if (t >= 0 && count >= 2) (void)px_ckpt_shard_read(sh, t, count - 2, 2, b, &err);
+    px_ckpt_shard_close(sh);
+  }
   return 0;
 }
