@@ -5,10 +5,10 @@
 # through, within 1e-5 (fp32): 8 ranks -> 2, ZeRO-3 -> TP x PP, dp -> tp,
 # pp -> dp, ZeRO-1 -> ZeRO-0, 2 ranks -> 8 with ZeRO-3 and SP, hybrid
 # sharding -> ZeRO-2, experts over 2 ranks -> PP with ZeRO-2, context
-# parallelism -> DP;
-# both ways give the same bits. Refused with exit 2, the file and the
-# reason: another model, a corrupt shard, a checkpoint that records no plan,
-# --to the --from directory. Every mpirun is bounded by `timeout`.
+# parallelism -> DP; both ways give the same bits, and 8 ranks -> 2 -> 8
+# resumes bitwise. Refused with exit 2, the file and the reason: another
+# model, a corrupt shard, a checkpoint that records no plan, --to the --from
+# directory. Every mpirun is bounded by `timeout`.
 set -u
 px=$1
 src=$2
@@ -82,6 +82,21 @@ pair hybrid-to-zero2 resume "-m tiny -d 4 -z 3 --shard-group 2" "-m tiny -d 4 -z
 pair ep-to-pp resume "-m tiny-moe -d 2 --ep 2 --moe-imbalance 2" "-m tiny-moe -p 2 -d 2 -z 2"
 pair cp-to-dp reshard "-m tiny --cp 2" "-m tiny -d 2 -z 1"
 
+# There and back: 8 ranks -> 2 -> 8 copies every state element exactly, so the 8-rank plan
+# resumes to its uninterrupted losses bitwise.
+d="$tmp/8-to-2"
+a8=(-m tiny-gpt -t 2 -p 2 -d 2 -z 1)
+"$px" reshard --from "$d/ck" --to "$tmp/there" -m tiny-gpt -d 2 -B 8 >/dev/null 2>"$tmp/err" &&
+  "$px" reshard --from "$tmp/there" --to "$tmp/back" "${a8[@]}" -B 8 >/dev/null 2>>"$tmp/err" ||
+  fail "there and back: $(cat "$tmp/err")"
+run 8 "${a8[@]}" --steps $N --ckpt "$tmp/back" --resume --json >"$tmp/back.json" 2>"$tmp/err" ||
+  fail "there and back: resume: $(head -3 "$tmp/err")"
+if [ "$(losses "$tmp/back.json")" = "$(losses "$d/full.json" | cut -d, -f$((K + 1))-)" ]; then
+  echo "ok: 8 ranks -> 2 -> 8 resumes bitwise"
+else
+  fail "8 ranks -> 2 -> 8: $(losses "$tmp/back.json"), straight $(losses "$d/full.json")"
+fi
+
 # Refusals: exit 2, the file and the reason.
 refused() { # WHAT WANT CMD...: CMD exits 2 and says WANT
   local what=$1 want=$2 err rc
@@ -90,7 +105,6 @@ refused() { # WHAT WANT CMD...: CMD exits 2 and says WANT
   [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "$want" && echo "ok: refused: $what" ||
     fail "$what: exit $rc, '$err'"
 }
-d="$tmp/8-to-2"
 refused "another model" "ck/manifest.json: a checkpoint of another model" \
   "$px" reshard --from "$d/ck" --to "$tmp/x" -m tiny -d 2 -B 8
 refused "another model, by run --resume" "a checkpoint of another model" \
