@@ -9,17 +9,16 @@
 #include "cli/commands.h"
 #include "core/json.h"
 #include "exec/reshard.h"
-#include "exec/train.h"
 
 static const char usage[] =
     "usage: parallax reshard --from DIR --to DIR [--model M] [--cluster C] [plan flags] [--json]\n\n"
     "Writes into --to a checkpoint of the plan the flags give, holding the states of the checkpoint\n"
     "in --from (parameters, fp32 master weights, Adam's moments, the fp16 loss scaler, the step)\n"
     "re-split for it: any tp, pp, cp, dp, ep, ZeRO stage, shard group or precision of the same model\n"
-    "(fp16's loss scaler only to and from fp16). `mpirun -np N parallax run --resume --ckpt --to ...`\n"
-    "with that plan continues the training; run --resume also takes another plan's checkpoint itself\n"
-    "and re-splits it as it loads. The model defaults to the checkpoint's, the GPU count to\n"
-    "tp x pp x cp x dp, and the rest as `parallax run` resolves it (cluster, precision).\n\n";
+    "(fp16's loss scaler only to and from fp16); `mpirun -np N parallax run PLAN-FLAGS --ckpt TO\n"
+    "--resume` continues the training. run --resume also takes another plan's checkpoint itself and\n"
+    "re-splits it as it loads. The model, the cluster, the precision and the global batch default\n"
+    "to the checkpoint's, the GPU count to tp x pp x cp x dp.\n\n";
 
 int px_cmd_reshard(int argc, char **argv) {
   px_args a;
@@ -35,10 +34,13 @@ int px_cmd_reshard(int argc, char **argv) {
            from_st.st_ino == to_st.st_ino)
     st = px_err_set(&err, PX_ERR_INPUT, "parallax reshard: --to %s is the --from directory: write the re-split "
                     "checkpoint elsewhere (the old one stays as it is)", a.to_dir);
-  /* as run resolves a plan: the backend's cluster and precision, one GPU a rank */
-  const char *backend = px_train_default_backend();
-  if (!a.cluster && !a.plan_file) a.cluster = px_train_default_cluster(backend);
-  if (a.par.precision < 0 && !strcmp(backend, "cpu")) a.par.precision = PX_PREC_FP32;
+  /* the checkpoint's plan gives the model, the cluster, the precision and the global batch the flags
+   * leave out (as run resolved them where the checkpoint was written); one GPU a rank */
+  px_planfile *old = px_calloc(1, sizeof *old, &err);
+  if (!st && !old) st = PX_ERR_RUNTIME;
+  if (!st) st = px_reshard_recorded(a.from_dir, old, &err);
+  if (!st && a.par.precision < 0) a.par.precision = old->par.precision;
+  if (!st && a.par.gbs <= 0) a.par.gbs = old->par.gbs; /* the same batches as before */
   if (!a.gpus && !a.nodes && !a.plan_file)
     a.gpus = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
              (a.par.dp > 0 ? a.par.dp : 1);
@@ -46,28 +48,32 @@ int px_cmd_reshard(int argc, char **argv) {
   px_cluster c;
   px_plan plan;
   bool have_plan = false;
-  if (!st && (a.model || a.plan_file)) {
+  if (!st && a.plan_file) {
     st = px_args_load(&a, &m, &c, &err);
-  } else if (!st) { /* the checkpoint's own model */
-    st = px_reshard_recorded_model(a.from_dir, &m, &err);
-    if (!st) st = px_args_load(&a, NULL, &c, &err);
+  } else if (!st) {
+    if (a.model) st = px_model_load(a.model, &m, &err);
+    else m = old->model;
+    if (!st && a.cluster) st = px_cluster_load(a.cluster, &c, &err);
+    else if (!st) c = old->cluster;
+    if (!st) st = px_args_cluster_finish(&a, &c, a.gpus, &err);
     if (!st) px_parallel_resolve(&a.par, &m, &c);
   }
+  free(old);
   if (!st && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) have_plan = true;
   px_reshard *r = NULL;
   uint64_t bytes = 0;
   if (!st) st = px_reshard_open(a.from_dir, &plan, 0, 1, &r, &err);
   if (!st) st = px_reshard_write(r, a.to_dir, &bytes, &err);
   if (!st) {
-    const px_plan *old = px_reshard_from(r);
+    const px_plan *was = px_reshard_from(r);
     char from[256], to[256];
-    px_reshard_describe(old, from, sizeof from);
+    px_reshard_describe(was, from, sizeof from);
     px_reshard_describe(&plan, to, sizeof to);
     if (a.json) {
       cJSON *root = cJSON_CreateObject(), *f = NULL, *t = NULL;
       bool ok = root && px_json_add_num(root, "step", (double)px_reshard_step(r)) &&
                 (f = cJSON_AddObjectToObject(root, "from")) && cJSON_AddStringToObject(f, "dir", a.from_dir) &&
-                cJSON_AddStringToObject(f, "plan", from) && px_json_add_num(f, "world", (double)old->grid.world) &&
+                cJSON_AddStringToObject(f, "plan", from) && px_json_add_num(f, "world", (double)was->grid.world) &&
                 (t = cJSON_AddObjectToObject(root, "to")) && cJSON_AddStringToObject(t, "dir", a.to_dir) &&
                 cJSON_AddStringToObject(t, "plan", to) && px_json_add_num(t, "world", (double)plan.grid.world) &&
                 px_json_add_num(t, "bytes", (double)bytes);
@@ -78,9 +84,9 @@ int px_cmd_reshard(int argc, char **argv) {
       printf("  from %s: %s\n", a.from_dir, from);
       printf("  to   %s: %s, %.1f MiB\n", a.to_dir, to, (double)bytes / (1 << 20));
     }
-    if (old->par.gbs != plan.par.gbs)
+    if (was->par.gbs != plan.par.gbs)
       fprintf(stderr, "parallax: note: the global batch changes from %lld to %lld sequences: training goes on with "
-              "other batches than the old plan's\n", (long long)old->par.gbs, (long long)plan.par.gbs);
+              "other batches than the old plan's\n", (long long)was->par.gbs, (long long)plan.par.gbs);
   }
   px_reshard_free(r);
   if (have_plan) px_plan_free(&plan);

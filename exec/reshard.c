@@ -10,7 +10,6 @@
 
 #include "core/dtype.h"
 #include "exec/params.h"
-#include "plan/planfile.h"
 
 /* Old shards a reader keeps open at once; the others are parked (closed, indexed). */
 #define OPEN_SHARDS_MAX 64
@@ -80,16 +79,13 @@ static px_status read_record(const px_ckpt_manifest *man, const char *manifest, 
   return st;
 }
 
-px_status px_reshard_recorded_model(const char *dir, px_model *m, px_err *err) {
+px_status px_reshard_recorded(const char *dir, px_planfile *pf, px_err *err) {
   px_ckpt_manifest man;
   char manifest[4200];
   snprintf(manifest, sizeof manifest, "%s/%s", dir ? dir : "", PX_CKPT_MANIFEST);
   px_status st = px_ckpt_read_manifest(dir, &man, err);
   if (st) return st;
-  px_planfile *pf = px_calloc(1, sizeof *pf, err);
-  st = pf ? read_record(&man, manifest, pf, err) : PX_ERR_RUNTIME;
-  if (!st) *m = pf->model;
-  free(pf);
+  st = read_record(&man, manifest, pf, err);
   px_ckpt_manifest_deinit(&man);
   return st;
 }

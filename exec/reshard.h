@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "exec/ckpt.h"
 #include "plan/plan.h"
+#include "plan/planfile.h"
 
 /* What a plan's checkpoints belong to: the model's hash, and the plan's
  * (the parallel choices, seeded with the model's). */
@@ -24,9 +25,9 @@ cJSON *px_reshard_record(const px_plan *plan);
 /* "tp 2 x pp 2 x dp 2, ZeRO-1, fp32, 8 ranks" (cp, ep and a shard group when used). */
 void px_reshard_describe(const px_plan *plan, char *buf, size_t cap);
 
-/* The model of the checkpoint in dir, as its plan record gives it (refused
- * for a checkpoint that records no plan). */
-px_status px_reshard_recorded_model(const char *dir, px_model *m, px_err *err);
+/* The plan record of the checkpoint in dir, read as a plan file (refused for
+ * a checkpoint that records none): what reshard takes its defaults from. */
+px_status px_reshard_recorded(const char *dir, px_planfile *pf, px_err *err);
 
 typedef struct px_reshard px_reshard; /* opaque: a checkpoint opened to be re-split for a plan */
 

@@ -321,7 +321,10 @@ static void test_refusals(void) {
   expect_refused(px_reshard_open(sub("ck"), &p2, 1, 2, &r, &err), &err, "shard-5.bin: corrupt");
   CU_ASSERT_EQUAL(px_reshard_open(sub("ck"), &p2, 0, 2, &r, &err), PX_OK);
   px_reshard_free(r);
-  CU_ASSERT_EQUAL(px_reshard_recorded_model(sub("norec"), &pg.model, &err), PX_ERR_INPUT);
+  px_planfile *pf = px_talloc(sizeof *pf);
+  CU_ASSERT_EQUAL(px_reshard_recorded(sub("norec"), pf, &err), PX_ERR_INPUT);
+  CU_ASSERT_EQUAL(px_reshard_recorded(sub("ck"), pf, &err), PX_OK);
+  CU_ASSERT(pf->has_model && pf->has_cluster && pf->gpus == 8 && pf->par.tp == 2 && pf->par.zero == 1);
   /* re-split into a directory holding a larger world's checkpoint: its extra shards go */
   write_synthetic(&p8, sub("big"), true);
   write_synthetic(&p2, sub("two"), true);

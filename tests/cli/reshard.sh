@@ -83,14 +83,15 @@ pair ep-to-pp resume "-m tiny-moe -d 2 --ep 2 --moe-imbalance 2" "-m tiny-moe -p
 pair cp-to-dp reshard "-m tiny --cp 2" "-m tiny -d 2 -z 1"
 
 # There and back: 8 ranks -> 2 -> 8 copies every state element exactly, so the 8-rank plan
-# resumes to its uninterrupted losses bitwise.
+# resumes to its uninterrupted losses bitwise. Without -m and -B, reshard takes the model and
+# the global batch from the checkpoint: the run resumes it as its own plan's.
 d="$tmp/8-to-2"
-a8=(-m tiny-gpt -t 2 -p 2 -d 2 -z 1)
-"$px" reshard --from "$d/ck" --to "$tmp/there" -m tiny-gpt -d 2 -B 8 >/dev/null 2>"$tmp/err" &&
-  "$px" reshard --from "$tmp/there" --to "$tmp/back" "${a8[@]}" -B 8 >/dev/null 2>>"$tmp/err" ||
+"$px" reshard --from "$d/ck" --to "$tmp/there" -d 2 >/dev/null 2>"$tmp/err" &&
+  "$px" reshard --from "$tmp/there" --to "$tmp/back" -t 2 -p 2 -d 2 -z 1 >/dev/null 2>>"$tmp/err" ||
   fail "there and back: $(cat "$tmp/err")"
-run 8 "${a8[@]}" --steps $N --ckpt "$tmp/back" --resume --json >"$tmp/back.json" 2>"$tmp/err" ||
+run 8 -m tiny-gpt -t 2 -p 2 -d 2 -z 1 --steps $N --ckpt "$tmp/back" --resume --json >"$tmp/back.json" 2>"$tmp/err" ||
   fail "there and back: resume: $(head -3 "$tmp/err")"
+grep -q "re-split" "$tmp/err" && fail "there and back: not the run's own plan: $(cat "$tmp/err")"
 if [ "$(losses "$tmp/back.json")" = "$(losses "$d/full.json" | cut -d, -f$((K + 1))-)" ]; then
   echo "ok: 8 ranks -> 2 -> 8 resumes bitwise"
 else
