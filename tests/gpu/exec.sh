@@ -5,7 +5,8 @@
 # fp32: losses and first-step gradients within 1e-5 (relative), over NCCL
 # (one device per rank) and over the MPI fallback (ranks outnumber devices).
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
-# resumed run equals an uninterrupted one bitwise. fp16: within 2e-3 of fp32,
+# resumed run equals an uninterrupted one bitwise, also when its checkpoint
+# was re-split to fp32 and back. fp16: within 2e-3 of fp32,
 # and an overflowing loss scale skips steps and comes down. Exits 77 (skipped) without
 # a CUDA device.
 #   exec.sh PARALLAX GRADCMP REPO
@@ -122,10 +123,24 @@ run bf16-b 8 cuda "${bf[@]}" --steps 4
 [ "$(losses "$tmp/bf16-a.json")" = "$(losses "$tmp/bf16-b.json")" ] || fail "bf16 runs differ"
 "$cmp" "$tmp/bf16-a.bin" "$tmp/bf16-b.bin" --exact >/dev/null || fail "bf16 runs' gradients differ"
 run bf16-first 8 cuda "${bf[@]}" --steps 2 --ckpt "$tmp/ck"
+cp -r "$tmp/ck" "$tmp/ck-at2"
 run bf16-second 8 cuda "${bf[@]}" --steps 4 --ckpt "$tmp/ck" --resume
 joined="$(losses "$tmp/bf16-first.json"),$(losses "$tmp/bf16-second.json")"
 [ "$joined" = "$(losses "$tmp/bf16-a.json")" ] || fail "bf16 resumed run differs: $joined vs $(losses "$tmp/bf16-a.json")"
 echo "ok: bf16 on 8 ranks: deterministic, resume exact ($joined)"
+
+# Resharding in mixed precision: the bf16 checkpoint re-split for one rank in fp32 and back
+# resumes bitwise (the fp32 master weights go across exactly, the bf16 weights are their
+# rounding), and re-split for tp 2 as the run loads it, within bf16's precision
+tail2=$(losses "$tmp/bf16-a.json" | cut -d, -f3-)
+"$px" reshard --from "$tmp/ck-at2" --to "$tmp/ck-fp32" -d 1 --precision fp32 >/dev/null 2>"$tmp/reshard.err" &&
+  "$px" reshard --from "$tmp/ck-fp32" --to "$tmp/ck-back" -t 2 -p 2 -d 2 -z 1 --precision bf16 >/dev/null \
+    2>>"$tmp/reshard.err" || fail "bf16 -> fp32 -> bf16: $(grep -v WARNING "$tmp/reshard.err")"
+run bf16-back 8 cuda "${bf[@]}" --steps 4 --ckpt "$tmp/ck-back" --resume &&
+  { [ "$(losses "$tmp/bf16-back.json")" = "$tail2" ] || fail "bf16 -> fp32 -> bf16: $(losses "$tmp/bf16-back.json") vs $tail2"; }
+PX_EMU_DEVICES=2 run bf16-tp2 2 cuda -m "$gptd" -B 8 -t 2 --precision bf16 --steps 4 --ckpt "$tmp/ck-at2" --resume &&
+  { close "$tail2" "$(losses "$tmp/bf16-tp2.json")" 2e-3 || fail "bf16 re-split for tp 2: $(losses "$tmp/bf16-tp2.json") vs $tail2"; }
+echo "ok: bf16 resharding: 8 ranks -> 1 in fp32 -> 8 exact; -> tp 2 $(losses "$tmp/bf16-tp2.json") vs $tail2"
 
 # fp16 with dynamic loss scaling: against fp32 (gradients unscaled), and an
 # initial scale that overflows: steps are skipped and the scale halves until
