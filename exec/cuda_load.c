@@ -1,6 +1,8 @@
 /* Loading the CUDA backend module (exec/cuda/module.h). */
 #include "exec/cuda_load.h"
 
+#include <dlfcn.h>
+
 #include "core/module.h"
 
 px_status px_cuda_load(const px_cuda_module **out, px_err *err) {
@@ -17,5 +19,14 @@ px_status px_cuda_load(const px_cuda_module **out, px_err *err) {
     return px_err_prefix(err, "no CUDA backend");
   *out = t;
   return PX_OK;
+#endif
+}
+
+bool px_cuda_driver_present(void) {
+#if PX_CUDA_LINKED
+  return true;
+#else
+  /* kept open: the runtime loads it anyway when there is a device */
+  return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;
 #endif
 }

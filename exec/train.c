@@ -248,6 +248,7 @@ static const px_cuda_module *cuda_module(void) {
 }
 
 const char *px_train_default_backend(void) {
+  if (!px_cuda_driver_present()) return "cpu"; /* no driver, no device: the module is not worth loading */
   const px_cuda_module *m = cuda_module();
   return m && m->device_count() > 0 ? "cuda" : "cpu";
 }

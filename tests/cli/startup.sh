@@ -57,6 +57,13 @@ printf '%s\n' "$libs" | grep -q 'libparallax_exec\.so' && printf '%s\n' "$libs" 
   fail "run: the executor was not loaded: $(echo $libs)"
 ! printf '%s\n' "$libs" | grep -qE 'lib(cudart|cublasLt|nccl|parallax_cuda)\.so' || fail "run --backend cpu loads CUDA: $(echo $libs)"
 echo "ok: run --backend cpu loads the executor module, MPI and OpenBLAS, and nothing of CUDA"
+# without the NVIDIA driver's library the default backend is cpu, found without loading the CUDA module
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  libs=$(loaded "$px" run -m tiny -B 4 --steps 1)
+  ! printf '%s\n' "$libs" | grep -qE 'lib(cudart|cublasLt|nccl|parallax_cuda)\.so' &&
+    echo "ok: no driver: run (default backend) loads nothing of CUDA" ||
+    fail "no driver, yet run's default backend loads CUDA: $(echo $libs)"
+fi
 
 # the executable alone: run says the executor is missing; the planner's commands still work
 mkdir "$tmp/alone"
