@@ -1,6 +1,5 @@
-/* Benchmark: whole-process start-up of the parallax binary (wall time and
- * peak RSS, from spawn to exit) for `--help`, `plan` and `sim` of Llama 3
- * 405B on 16,384 H100s: what a user waits for, libraries loaded included.
+/* Benchmark: whole-process start-up of parallax (wall time from spawn to exit,
+ * peak RSS) for --help, and plan and sim of Llama 3 405B on 16,384 H100s.
  * Usage: bench_startup PARALLAX [REPS]   (median wall time of REPS runs, 11 by default) */
 #define _DEFAULT_SOURCE /* wait4 */
 #include <fcntl.h>

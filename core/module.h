@@ -1,7 +1,6 @@
 /* Shared modules loaded on demand (the executor, the CUDA backend), so that
- * commands which need neither never load their libraries: a module is found
- * where an environment variable says, else next to the running executable,
- * and exports one table, looked up by name. */
+ * commands which need neither never load their libraries: found next to the
+ * executable or where an environment variable says; each exports one table. */
 #ifndef PX_CORE_MODULE_H
 #define PX_CORE_MODULE_H
 

@@ -1,8 +1,6 @@
-/* The executor as a module: libparallax_exec.so (exec/, kernels/cpu, with
- * MPI and OpenBLAS) exports one table, the entry points the CLI's run,
- * calibrate and split sweep call; the CLI loads it only for them, so plan,
- * sim and the rest start without loading MPI or OpenBLAS. Everything here
- * works on MPI_COMM_WORLD. */
+/* The executor as a module: libparallax_exec.so (exec/, kernels/cpu, MPI,
+ * OpenBLAS) exports one table, what the CLI's run, calibrate and split sweep
+ * call (on MPI_COMM_WORLD); no other command loads it. */
 #ifndef PX_EXEC_MODULE_H
 #define PX_EXEC_MODULE_H
 

@@ -1,7 +1,6 @@
 /* The CUDA backend as a module: libparallax_cuda.so (this folder and
  * kernels/cuda, with cudart, cuBLASLt and NCCL) exports one table, which
- * exec/cuda_load.c looks up when a run asks for the GPU. Nothing else of the
- * module is visible outside it. */
+ * exec/cuda_load.c looks up when a run asks for the GPU. */
 #ifndef PX_EXEC_CUDA_MODULE_H
 #define PX_EXEC_CUDA_MODULE_H
 
