@@ -11,9 +11,7 @@
 #include "plan/import.h"
 #include "report/cluster.h"
 #if PX_HAVE_EXEC
-#include <mpi.h>
-
-#include "exec/calibrate.h"
+#include "cli/exec.h"
 #endif
 
 static const char usage[] =
@@ -76,15 +74,16 @@ int px_cmd_calibrate(int argc, char **argv) {
                                 "calibrate --import still reads measurements"),
                      &err);
 #else
+  const px_exec_module *x = px_cli_exec(&err);
+  if (!x) return px_cli_fail(err.status, &err);
   px_status st;
-  MPI_Init(NULL, NULL);
-  int rank;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rank = 0, size = 1;
+  x->mpi_init(false, &rank, &size, NULL);
   px_cluster base, out;
   if (!(st = px_cluster_load(a.cluster ? a.cluster : "local-cpu", &base, &err)) &&
       !(st = px_args_cluster_finish(&a, &base, a.gpus, &err))) {
     px_calib_opts o = {.quick = a.quick, .progress = rank == 0 ? stderr : NULL, .table = rank == 0 && !a.json ? stdout : NULL};
-    st = px_calibrate(&base, &o, MPI_COMM_WORLD, &out, &err);
+    st = x->calibrate(&base, &o, &out, &err);
   }
   if (!st && rank == 0) {
     cJSON *j = px_cluster_to_json(&out);
@@ -94,7 +93,7 @@ int px_cmd_calibrate(int argc, char **argv) {
     if (!st && !a.json) px_report_calibrated_text(&out, a.output, stdout);
   }
   code = st ? (rank == 0 ? px_cli_fail(st, &err) : (int)st) : 0;
-  MPI_Finalize();
+  x->mpi_finalize();
   return code;
 #endif
 }

@@ -8,7 +8,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
-#include "exec/reshard.h"
+#include "cli/exec.h"
 
 static const char usage[] =
     "usage: parallax reshard --from DIR --to DIR [--model M] [--cluster C] [plan flags] [--json]\n\n"
@@ -26,6 +26,8 @@ int px_cmd_reshard(int argc, char **argv) {
   int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RESHARD;
   int code = px_cli_start(&a, "parallax reshard", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
+  const px_exec_module *x = px_cli_exec(&err);
+  if (!x) return px_cli_fail(PX_ERR_INPUT, &err);
   px_status st = PX_OK;
   struct stat from_st, to_st;
   if (!a.from_dir || !a.to_dir)
@@ -38,7 +40,7 @@ int px_cmd_reshard(int argc, char **argv) {
    * leave out (as run resolved them where the checkpoint was written); one GPU a rank */
   px_planfile *old = px_calloc(1, sizeof *old, &err);
   if (!st && !old) st = PX_ERR_RUNTIME;
-  if (!st) st = px_reshard_recorded(a.from_dir, old, &err);
+  if (!st) st = x->reshard_recorded(a.from_dir, old, &err);
   if (!st && a.par.precision < 0) a.par.precision = old->par.precision;
   if (!st && a.par.gbs <= 0) a.par.gbs = old->par.gbs; /* the same batches as before */
   if (!a.gpus && !a.nodes && !a.plan_file)
@@ -62,16 +64,16 @@ int px_cmd_reshard(int argc, char **argv) {
   if (!st && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) have_plan = true;
   px_reshard *r = NULL;
   uint64_t bytes = 0;
-  if (!st) st = px_reshard_open(a.from_dir, &plan, 0, 1, &r, &err);
-  if (!st) st = px_reshard_write(r, a.to_dir, &bytes, &err);
+  if (!st) st = x->reshard_open(a.from_dir, &plan, 0, 1, &r, &err);
+  if (!st) st = x->reshard_write(r, a.to_dir, &bytes, &err);
   if (!st) {
-    const px_plan *was = px_reshard_from(r);
+    const px_plan *was = x->reshard_from(r);
     char from[256], to[256];
-    px_reshard_describe(was, from, sizeof from);
-    px_reshard_describe(&plan, to, sizeof to);
+    x->reshard_describe(was, from, sizeof from);
+    x->reshard_describe(&plan, to, sizeof to);
     if (a.json) {
       cJSON *root = cJSON_CreateObject(), *f = NULL, *t = NULL;
-      bool ok = root && px_json_add_num(root, "step", (double)px_reshard_step(r)) &&
+      bool ok = root && px_json_add_num(root, "step", (double)x->reshard_step(r)) &&
                 (f = cJSON_AddObjectToObject(root, "from")) && cJSON_AddStringToObject(f, "dir", a.from_dir) &&
                 cJSON_AddStringToObject(f, "plan", from) && px_json_add_num(f, "world", (double)was->grid.world) &&
                 (t = cJSON_AddObjectToObject(root, "to")) && cJSON_AddStringToObject(t, "dir", a.to_dir) &&
@@ -80,7 +82,7 @@ int px_cmd_reshard(int argc, char **argv) {
       if (!ok) cJSON_Delete(root), root = NULL;
       st = px_json_print_free(root, &err);
     } else {
-      printf("checkpoint of step %lld re-split\n", (long long)px_reshard_step(r));
+      printf("checkpoint of step %lld re-split\n", (long long)x->reshard_step(r));
       printf("  from %s: %s\n", a.from_dir, from);
       printf("  to   %s: %s, %.1f MiB\n", a.to_dir, to, (double)bytes / (1 << 20));
     }
@@ -88,7 +90,7 @@ int px_cmd_reshard(int argc, char **argv) {
       fprintf(stderr, "parallax: note: the global batch changes from %lld to %lld sequences: training goes on with "
               "other batches than the old plan's\n", (long long)was->par.gbs, (long long)plan.par.gbs);
   }
-  px_reshard_free(r);
+  x->reshard_free(r);
   if (have_plan) px_plan_free(&plan);
   return st ? px_cli_fail(st, &err) : 0;
 }

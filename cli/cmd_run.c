@@ -1,14 +1,13 @@
 /* parallax run: train a compiled plan for real with MPI ranks (mpirun -np N
  * parallax run ...); rank 0 reports losses, step time, tokens/s and memory. */
-#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/exec.h"
 #include "core/json.h"
-#include "exec/train.h"
 #include "report/run.h"
 
 static const char usage[] =
@@ -27,17 +26,18 @@ int px_cmd_run(int argc, char **argv) {
   int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RUN;
   int code = px_cli_start(&a, "parallax run", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
+  /* MPI, OpenBLAS and (for --backend cuda) the GPU's libraries come with the executor */
+  const px_exec_module *x = px_cli_exec(&err);
+  if (!x) return px_cli_fail(err.status, &err);
   px_status st = PX_OK;
   /* A checkpoint writer thread may run beside the main thread, which alone calls MPI. */
-  int threads = MPI_THREAD_SINGLE;
-  MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &threads);
+  bool threads = false;
+  int rank = 0, size = 1;
+  x->mpi_init(true, &rank, &size, &threads);
   /* A file size limit (ulimit -f) fails the write with EFBIG, which the checkpoint reports, instead of a signal. */
   signal(SIGXFSZ, SIG_IGN);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const char *backend = a.backend ? a.backend : px_train_default_backend();
-  if (!a.cluster && !a.plan_file) a.cluster = px_train_default_cluster(backend);
+  const char *backend = a.backend ? a.backend : x->default_backend();
+  if (!a.cluster && !a.plan_file) a.cluster = x->default_cluster(backend);
   int64_t need = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
                  (a.par.dp > 0 ? a.par.dp : 1);
   if (!a.gpus && !a.nodes && !a.plan_file && (a.par.dp > 0 ? need != size : size % need != 0))
@@ -54,7 +54,7 @@ int px_cmd_run(int argc, char **argv) {
   if (!st && !(st = px_args_load(&a, &m, &c, &err)) && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) {
     have_plan = true;
     px_train_opts o;
-    px_train_opts_init(&o);
+    x->train_opts_init(&o);
     o.backend = backend;
     if (a.steps > 0) o.steps = a.steps;
     o.data_path = a.data_file;
@@ -67,13 +67,13 @@ int px_cmd_run(int argc, char **argv) {
     o.ckpt_async = a.ckpt_async;
     o.threads = (int)a.threads;
     if (a.ckpt_async && !a.ckpt_dir) st = px_err_set(&err, PX_ERR_INPUT, "--ckpt-async needs --ckpt DIR");
-    if (!st && a.ckpt_async && threads < MPI_THREAD_FUNNELED)
+    if (!st && a.ckpt_async && !threads)
       st = px_err_set(&err, PX_ERR_RUNTIME, "--ckpt-async: the MPI library gives no thread support (needs "
                       "MPI_THREAD_FUNNELED: only the main thread calls MPI)");
     o.profile_path = a.profile_file;
     o.grads_path = a.grads_file;
     if (!st) {
-      st = px_train(&plan, &o, MPI_COMM_WORLD, &r, &err);
+      st = x->train(&plan, &o, &r, &err);
       local = st != PX_OK;
     }
   }
@@ -84,11 +84,11 @@ int px_cmd_run(int argc, char **argv) {
       px_report_run_text(&plan, &r, stdout);
     }
   }
-  px_train_result_free(&r);
+  x->train_result_free(&r);
   if (have_plan) px_plan_free(&plan);
   /* Bad input is the same on every rank: rank 0 says it; training failures are said where they happen. */
   bool say = local ? !strstr(err.msg, "another rank") : rank == 0;
   code = st ? (say ? px_cli_fail(st, &err) : (int)st) : 0;
-  MPI_Finalize();
+  x->mpi_finalize();
   return code;
 }

@@ -16,9 +16,7 @@
 #include "report/vary.h"
 #include "sim/sweep.h"
 #if PX_HAVE_EXEC
-#include <mpi.h>
-
-#include "exec/comm.h"
+#include "cli/exec.h"
 #endif
 
 static bool under_mpirun(void) {
@@ -29,11 +27,11 @@ static bool under_mpirun(void) {
 
 #if PX_HAVE_EXEC
 /* Every rank's plans to rank 0, which ranks them all; the others keep none. */
-static px_status gather(px_sweep_result *r, px_objective obj, px_err *err) {
+static px_status gather(const px_exec_module *x, px_sweep_result *r, px_objective obj, px_err *err) {
   void *e = NULL, *d = NULL;
   size_t ne = 0, nd = 0;
-  px_status st = px_comm_gather_bytes(r->entries, (size_t)r->n * sizeof *r->entries, 0, MPI_COMM_WORLD, &e, &ne, err);
-  if (!st) st = px_comm_gather_bytes(r->dropped, (size_t)r->ndropped * sizeof *r->dropped, 0, MPI_COMM_WORLD, &d, &nd, err);
+  px_status st = x->gather_bytes(r->entries, (size_t)r->n * sizeof *r->entries, &e, &ne, err);
+  if (!st) st = x->gather_bytes(r->dropped, (size_t)r->ndropped * sizeof *r->dropped, &d, &nd, err);
   if (!st && e)
     px_sweep_merge(r, e, (int64_t)(ne / sizeof *r->entries), d, (int64_t)(nd / sizeof *r->dropped), obj);
   else
@@ -124,10 +122,11 @@ int px_cmd_sweep(int argc, char **argv) {
                                   "--csv, --report or mpirun)"),
                        &err);
 #if PX_HAVE_EXEC
+  /* MPI comes with the executor, loaded only for a split sweep */
+  const px_exec_module *x = NULL;
   if (mpi) {
-    MPI_Init(NULL, NULL);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (!(x = px_cli_exec(&err))) return px_cli_fail(err.status, &err);
+    x->mpi_init(false, &rank, &size, NULL);
   }
 #else
   if (mpi)
@@ -162,8 +161,8 @@ int px_cmd_sweep(int argc, char **argv) {
   st = px_sweep_run(&m, &c, &o, &r, &err);
 #if PX_HAVE_EXEC
   if (mpi) {
-    st = px_comm_agree(st, MPI_COMM_WORLD, &err);
-    if (!st) st = gather(&r, o.objective, &err);
+    st = x->agree(st, &err);
+    if (!st) st = gather(x, &r, o.objective, &err);
   }
 #endif
   double wall = px_clock_s() - t0;
@@ -183,7 +182,7 @@ int px_cmd_sweep(int argc, char **argv) {
   }
   px_sweep_result_free(&r);
 #if PX_HAVE_EXEC
-  if (mpi) MPI_Finalize();
+  if (mpi) x->mpi_finalize();
 #endif
   return st ? px_cli_fail(st, &err) : 0;
 }

@@ -14,12 +14,10 @@
 #include "exec/ckpt_writer.h"
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
+#include "exec/cuda_load.h"
 #include "exec/data.h"
 #include "exec/reshard.h"
 #include "exec/support.h"
-#ifdef PX_HAVE_CUDA
-#include "exec/cuda/backend.h"
-#endif
 
 void px_train_opts_init(px_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -277,20 +275,24 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
   return status;
 }
 
+/* The CUDA module, loaded here only when it is asked for (NULL: none). */
+static const px_cuda_module *cuda_module(void) {
+  const px_cuda_module *m = NULL;
+  px_err e = {0};
+  return px_cuda_load(&m, &e) ? NULL : m;
+}
+
 const char *px_train_default_backend(void) {
-#ifdef PX_HAVE_CUDA
-  return px_cuda_device_count() > 0 ? "cuda" : "cpu";
-#else
-  return "cpu";
-#endif
+  if (!px_cuda_driver_present()) return "cpu"; /* no driver, no device: the module is not worth loading */
+  const px_cuda_module *m = cuda_module();
+  return m && m->device_count() > 0 ? "cuda" : "cpu";
 }
 
 const char *px_train_default_cluster(const char *backend) {
   if (strcmp(backend, "cuda") != 0) return "local-cpu";
   char name[256] = "";
-#ifdef PX_HAVE_CUDA
-  px_cuda_device_name(name, sizeof name);
-#endif
+  const px_cuda_module *m = cuda_module();
+  if (m) m->device_name(name, sizeof name);
   if (strstr(name, "A100")) return "dgx-a100";
   if (strstr(name, "H200")) return "hgx-h200";
   return "dgx-h100";
@@ -300,11 +302,10 @@ static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backe
   const char *want = o->backend ? o->backend : px_train_default_backend();
   if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, o->threads, be, err);
   if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
-#ifdef PX_HAVE_CUDA
-  return px_cuda_backend_new(c, be, err);
-#else
-  return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: this build has no CUDA backend (nvcc was not found at build time)");
-#endif
+  const px_cuda_module *m;
+  px_status st = px_cuda_load(&m, err);
+  if (st) return px_err_prefix(err, "--backend cuda");
+  return m->backend_new(c, be, err);
 }
 
 px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err) {

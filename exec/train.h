@@ -28,7 +28,7 @@ typedef struct {
 } px_train_opts;
 
 void px_train_opts_init(px_train_opts *o);
-/* cuda when this build has the CUDA backend and a device is visible, else cpu. */
+/* cuda when the NVIDIA driver is there and the CUDA module (exec/cuda_load.h) loads and sees a device, else cpu. */
 const char *px_train_default_backend(void);
 /* The cluster preset a run on this backend defaults to: local-cpu, or the
  * DGX / HGX preset of device 0 (A100, H200; H100 otherwise). */

@@ -5,6 +5,9 @@ set -euo pipefail
 build=${1:-build}
 export PARALLAX_HOME=${PARALLAX_HOME:-$(cd "$(dirname "$0")/.." && pwd)}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# bench_exec is linked, not run through parallax: it finds the CUDA module where the build put it
+export PARALLAX_CUDA_MODULE=${PARALLAX_CUDA_MODULE:-$build/libparallax_cuda.so}
+"$build/bench/bench_startup" "$build/parallax"
 "$build/bench/bench_sim"
 "$build/bench/bench_exec" cpu gpt2-124m 256 3
 "$build/bench/bench_exec" cuda gpt2-124m 1024 6 8 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layers (README, "Architecture"): every #include "dir/..." in a folder
-# names a folder that folder may read, and the planner's layers include no
-# MPI, BLAS or CUDA header. (The CMake targets enforce the same at link time.)
+# names a folder that folder may read, and the planner's layers and cli/
+# include no MPI, BLAS or CUDA header. (The CMake targets enforce the same at link time.)
 set -u
 src=${1:-.}
 cd "$src" || exit 1
@@ -38,5 +38,10 @@ while IFS= read -r hit; do
   echo "FAIL: $hit: core/, plan/, sim/ and report/ build without MPI, BLAS and CUDA"
   fails=$((fails + 1))
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(mpi|cblas|openblas[a-z_]*|cuda[a-z_]*|cublas[A-Za-z_]*|nccl)\.h>' core plan sim report)
+# the executable links none of them either: cli/ reaches the executor through its module's table
+while IFS= read -r hit; do
+  echo "FAIL: $hit: cli/ calls the executor through exec/module.h (the parallax executable links no MPI, BLAS or CUDA)"
+  fails=$((fails + 1))
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(mpi|cblas|openblas[a-z_]*|cuda[a-z_]*|cublas[A-Za-z_]*|nccl)\.h>' cli)
 echo "$fails failures"
 [ "$fails" -eq 0 ]

@@ -32,15 +32,15 @@ same_run() {
 }
 
 # cuda_refuses WHAT NP ARGS...: `mpirun -np NP parallax run --backend cuda ARGS` is refused before
-# running with a message naming WHAT; in a build without the CUDA backend it must say it has none,
-# and with no device to refuse the plan on, the check is skipped (said so). $px is the binary.
+# running with a message naming WHAT; in a build without the CUDA backend (or its module) it must
+# say it has none (exit 2), and with no device to refuse the plan on, the check is skipped (said so). $px is the binary.
 cuda_refuses() {
   local what=$1 np=$2 err rc
   shift 2
   err=$(mpirun -np "$np" "$px" run --backend cuda "$@" 2>&1 >/dev/null)
   rc=$?
   if echo "$err" | grep -q "no CUDA backend"; then
-    [ "$rc" -eq 1 ] || fail "cuda in a build without it: $rc $err"
+    [ "$rc" -eq 2 ] || fail "cuda in a build without it: $rc $err"
     echo "skip: no CUDA backend in this build (checked that it says so)"
   elif echo "$err" | grep -q "no CUDA device"; then
     echo "skip: the CUDA backend, but no device to refuse the plan on"

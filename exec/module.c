@@ -1,0 +1,55 @@
+/* The one symbol libparallax_exec.so exports: the executor's entry points for
+ * the CLI, over MPI_COMM_WORLD. */
+#include "exec/module.h"
+
+#include <mpi.h>
+
+#include "exec/comm.h"
+
+static void mpi_init(bool threads, int *rank, int *size, bool *threads_ok) {
+  int got = MPI_THREAD_SINGLE;
+  if (threads)
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &got);
+  else
+    MPI_Init(NULL, NULL);
+  if (threads_ok) *threads_ok = got >= MPI_THREAD_FUNNELED;
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+static void mpi_finalize(void) { MPI_Finalize(); }
+
+static px_status agree(px_status st, px_err *err) { return px_comm_agree(st, MPI_COMM_WORLD, err); }
+
+static px_status gather_bytes(const void *mine, size_t bytes, void **all, size_t *total, px_err *err) {
+  return px_comm_gather_bytes(mine, bytes, 0, MPI_COMM_WORLD, all, total, err);
+}
+
+static px_status train(const px_plan *plan, const px_train_opts *o, px_train_result *r, px_err *err) {
+  return px_train(plan, o, MPI_COMM_WORLD, r, err);
+}
+
+static px_status calibrate(const px_cluster *base, const px_calib_opts *o, px_cluster *out, px_err *err) {
+  return px_calibrate(base, o, MPI_COMM_WORLD, out, err);
+}
+
+__attribute__((visibility("default"))) const px_exec_module px_exec_module_table = {
+    .h = {.version = PX_VERSION, .abi = PX_EXEC_MODULE_ABI},
+    .mpi_init = mpi_init,
+    .mpi_finalize = mpi_finalize,
+    .agree = agree,
+    .gather_bytes = gather_bytes,
+    .default_backend = px_train_default_backend,
+    .default_cluster = px_train_default_cluster,
+    .train_opts_init = px_train_opts_init,
+    .train = train,
+    .train_result_free = px_train_result_free,
+    .calibrate = calibrate,
+    .reshard_recorded = px_reshard_recorded,
+    .reshard_open = px_reshard_open,
+    .reshard_write = px_reshard_write,
+    .reshard_free = px_reshard_free,
+    .reshard_step = px_reshard_step,
+    .reshard_from = px_reshard_from,
+    .reshard_describe = px_reshard_describe,
+};
