@@ -165,6 +165,9 @@ static bool splits_ok(const px_op *op, const px_ref *r, const char *side, char *
 bool px_support_contract(const px_plan *plan, const px_op *op, px_dtype dt, char *why, size_t cap) {
   if (op->kind >= PX_OP_COUNT) return no(why, cap, "op kind %d is not one of the graph's", (int)op->kind);
   const char *kind = px_op_names[op->kind];
+  if (op->flags & PX_OPF_FP8) /* no kernel reads or writes fp8 yet */
+    return no(why, cap, "%s: fp8 operands: precision fp8 is planned and simulated, no executor backend runs it yet "
+              "(hint: --precision bf16)", kind);
   const operands *c = &contract[op->kind];
   if (!c->out || !c->in) return no(why, cap, "%s: no operand contract for this kind (exec/support.c)", kind);
   if (slotless(op)) return true; /* ops on gradient ranges and unit-sized collectives: px_exec_op's contract */

@@ -63,6 +63,9 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_int(&gc, gemm, "tile_m", false, 1, 4096, &gpu->gemm_tile_m, err));
     TRY(px_json_int(&gc, gemm, "tile_n", false, 1, 4096, &gpu->gemm_tile_n, err));
     TRY(px_json_num(&gc, gemm, "k_half", false, 0.0, 1e6, &gpu->gemm_k_half, err));
+    TRY(px_json_num(&gc, gemm, "fp8_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_max_efficiency, err));
+    TRY(px_json_num(&gc, gemm, "fp8_block_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_block_max_efficiency,
+                    err));
     const cJSON *table = cJSON_GetObjectItemCaseSensitive(gemm, "table");
     if (table && !cJSON_IsNull(table)) {
       if (!cJSON_IsArray(table))
@@ -374,6 +377,9 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(gemm, "tile_m", (double)gpu->gemm_tile_m);
   px_json_add_num(gemm, "tile_n", (double)gpu->gemm_tile_n);
   px_json_add_num(gemm, "k_half", gpu->gemm_k_half);
+  if (gpu->gemm_fp8_max_efficiency > 0) px_json_add_num(gemm, "fp8_max_efficiency", gpu->gemm_fp8_max_efficiency);
+  if (gpu->gemm_fp8_block_max_efficiency > 0)
+    px_json_add_num(gemm, "fp8_block_max_efficiency", gpu->gemm_fp8_block_max_efficiency);
   if (gpu->gemm_table_len) {
     cJSON *t = cJSON_AddArrayToObject(gemm, "table");
     for (int i = 0; t && i < gpu->gemm_table_len; i++) {
@@ -523,6 +529,12 @@ int64_t px_cluster_nvlink_domain(const px_cluster *c) {
 
 int64_t px_cluster_node_size(const px_cluster *c) {
   return c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
+}
+
+double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
+  double f8 = fp8_block && g->gemm_fp8_block_max_efficiency > 0 ? g->gemm_fp8_block_max_efficiency
+                                                                 : g->gemm_fp8_max_efficiency;
+  return dt == PX_DTYPE_FP8 && f8 > 0 ? f8 : g->gemm_max_efficiency;
 }
 
 uint64_t px_gpu_usable_bytes(const px_gpu *g) {

@@ -68,12 +68,18 @@ typedef struct {
   double gemm_max_efficiency;
   int64_t gemm_tile_m, gemm_tile_n;
   double gemm_k_half;                /* k at which short-k GEMMs reach half of max efficiency */
+  double gemm_fp8_max_efficiency;    /* max_efficiency of fp8 GEMMs with per-tensor scales (of the fp8 peak) */
+  double gemm_fp8_block_max_efficiency; /* ... with blockwise scales (DeepSeek-V3's 1 x 128 / 128 x 128) */
   double kernel_overhead_s;          /* launch + tail per kernel */
   px_gemm_point gemm_table[PX_GEMM_TABLE_MAX]; /* measured; used instead of the model when given */
   int gemm_table_len;
   px_kernel_rate kernel_rates[PX_KERNEL_RATES_MAX];
   int kernel_rates_len;
 } px_gpu;
+
+/* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
+ * per-tensor), the 16-bit one where the file gives no fp8 figure. */
+double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
 
 /* HBM a plan may use: the capacity less what the runtime keeps (context, allocator). */
 uint64_t px_gpu_usable_bytes(const px_gpu *g);

@@ -44,6 +44,7 @@ typedef struct {
   bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
   px_dtype act, param, grad;
   uint64_t e; /* activation bytes per element */
+  bool f8, f8_block, f8_current, zero3; /* precision fp8: the recipe's block scales / current scaling; ZeRO-3 */
 } dims;
 
 typedef struct bld {
@@ -161,8 +162,68 @@ static void cost_gemm(px_op *o, double m, double n, double k, double batch, doub
   o->bytes = batch * ((m * k + n * k) * e_in + m * n * e_out);
 }
 
+/* ---- fp8 (precision fp8) ----
+ * A linear layer runs in fp8 when its input is an fp8 tensor: the input's
+ * fp8 twin ("<name>_f8", made by a CAST op where the bf16 tensor is
+ * produced, before a sequence-parallel all-gather so that it moves in fp8),
+ * the weight's cached fp8 copy, and in the backward the output gradients
+ * cast to E5M2. The weight gradient reads the twin, which is what the layer
+ * keeps for the backward instead of the bf16 tensor where nothing else
+ * reads that. */
+
+/* The fp8 twin of slot s, made on first use. */
+static int f8_slot(px_plan *p, int s) {
+  char name[2 * PX_NAME_MAX]; /* the names are short enough for slot_add's table */
+  snprintf(name, sizeof name, "%s_f8", p->slots[s].name);
+  int64_t sh[4];
+  memcpy(sh, p->slots[s].shape, sizeof sh); /* slot_add may move the table */
+  return slot_add(p, name, PX_SLOT_ACT, PX_DTYPE_FP8, sh[0], sh[1], sh[2], sh[3]);
+}
+
+/* The tensor a fp8 GEMM reads for r: its twin with fp8, r otherwise. */
+static px_ref q8(px_plan *p, const dims *d, px_ref r) {
+  return d->f8 && r.slot >= 0 && p->slots[r.slot].dtype != PX_DTYPE_FP8 ? R(f8_slot(p, r.slot), r.layer_off) : r;
+}
+
+/* x quantized into its fp8 twin (E4M3, E5M2 for gradients): one pass that
+ * reads x and writes the row-wise and the transposed fp8 copies (Hopper's fp8
+ * GEMMs take K-major operands only, so the forward and the weight gradient
+ * need both); current scaling reads x once more for its amax first. The
+ * twin, or x unchanged without fp8. */
+static px_ref cast8(bld *b, const dims *d, px_phase ph, px_ref x, bool e5m2) {
+  if (!d->f8 || x.slot < 0) return x;
+  px_ref y = q8(b->p, d, x);
+  const px_slot *xs = &b->p->slots[x.slot];
+  double n = (double)xs->elems, e = (double)px_dtype_bytes((px_dtype)xs->dtype);
+  px_op *o = op_new(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);
+  o->in[0] = x, o->out[0] = y;
+  o->dim[0] = (int64_t)n;
+  o->flags = (uint16_t)(PX_OPF_FP8 | (e5m2 ? PX_OPF_E5M2 : 0) | (d->f8_block ? PX_OPF_FP8_BLOCK : 0));
+  o->bytes = n * (e * (d->f8_current ? 2.0 : 1.0) + 2.0);
+  return y;
+}
+
+/* ZeRO-3 with fp8: the gathered weight w cast before its GEMM (the other
+ * stages keep a cast copy for the step, px_plan_fp8_weight_elems). */
+static void weight_cast(bld *b, const dims *d, px_phase ph, int w) {
+  if (!d->zero3) return;
+  px_op *c = op_new(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);
+  c->in[0] = R(w, 0);
+  c->dim[0] = (int64_t)b->p->slots[w].elems;
+  c->flags = (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0));
+  c->bytes = (double)b->p->slots[w].elems * ((double)px_dtype_bytes(d->param) + 2.0);
+}
+
+/* Marks a GEMM op as fp8 and its weight as one with an fp8 copy. */
+static void gemm8(bld *b, const dims *d, px_op *o, int w) {
+  o->flags |= (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0));
+  b->p->slots[w].fp8 = true;
+}
+
 static px_op *linear(bld *b, const dims *d, px_phase ph, px_ref x, int w, int bias, px_ref y0, px_ref y1, px_ref y2,
                      int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k) {
+  bool f8 = x.slot >= 0 && b->p->slots[x.slot].dtype == PX_DTYPE_FP8;
+  if (f8) weight_cast(b, d, ph, w);
   px_op *o = op_new(b, PX_OP_LINEAR, PX_STREAM_COMPUTE, ph);
   int64_t n = n0 + n1 + n2;
   o->in[0] = x;
@@ -172,7 +233,8 @@ static px_op *linear(bld *b, const dims *d, px_phase ph, px_ref x, int w, int bi
   o->out[1] = y1;
   o->out[2] = y2;
   o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
-  cost_gemm(o, (double)m, (double)n, (double)k, 1, (double)d->e, (double)d->e);
+  cost_gemm(o, (double)m, (double)n, (double)k, 1, f8 ? 1.0 : (double)d->e, (double)d->e);
+  if (f8) gemm8(b, d, o, w);
   return o;
 }
 
@@ -221,7 +283,7 @@ static px_ref tp_reduce(bld *b, const dims *d, px_phase ph, px_ref part, px_ref 
 static px_ref tp_gather(bld *b, const dims *d, px_phase ph, px_ref shard, px_ref full) {
   if (!d->sp) return shard;
   px_op *o = coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H,
-                  d->act, d->T);
+                  (px_dtype)b->p->slots[shard.slot].dtype, d->T);
   seq_axis(b, d, o);
   return full;
 }
@@ -257,12 +319,22 @@ static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, px_ref x_sh
                          px_ref dy_shard, px_ref dy1, px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2,
                          int64_t k, const px_ref *reduce_into) {
   int64_t n = n0 + n1 + n2;
+  bool f8 = b->p->slots[w].fp8; /* its forward ran in fp8: E5M2 output gradients, the fp8 input and weight */
+  double e_in = f8 ? 1.0 : (double)d->e;
+  if (f8) {
+    weight_cast(b, d, PX_PHASE_BWD, w);
+    dy0 = cast8(b, d, PX_PHASE_BWD, dy0, true), dy1 = cast8(b, d, PX_PHASE_BWD, dy1, true);
+    dy2 = cast8(b, d, PX_PHASE_BWD, dy2, true);
+    x = q8(b->p, d, x);
+    dy_shard = x_shard = NOREF; /* W keeps the full fp8 tensors */
+  }
   px_op *o = op_new(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dy0, o->in[1] = dy1, o->in[2] = dy2, o->in[3] = R(w, 0);
   o->out[0] = dx;
   o->flags = PX_OPF_ACCUMULATE;
   o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
-  cost_gemm(o, (double)m, (double)k, (double)n, 1, (double)d->e, (double)d->e);
+  cost_gemm(o, (double)m, (double)k, (double)n, 1, e_in, (double)d->e);
+  if (f8) gemm8(b, d, o, w);
   px_ref reduced = reduce_into ? tp_reduce(b, d, PX_PHASE_BWD, dx, *reduce_into) : dx;
   bld *wb = b;
   if (b->w) {
@@ -277,8 +349,9 @@ static px_ref linear_bwd(bld *b, const dims *d, px_ref dx, px_ref x, px_ref x_sh
   o->out[1] = bias >= 0 ? R(grad_of(b->p, bias), 0) : NOREF;
   o->flags = PX_OPF_ACCUMULATE;
   o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
-  cost_gemm(o, (double)n, (double)k, (double)m, 1, (double)d->e, (double)px_dtype_bytes(d->grad));
+  cost_gemm(o, (double)n, (double)k, (double)m, 1, e_in, (double)px_dtype_bytes(d->grad));
   o->bytes += (double)(n * k) * (double)px_dtype_bytes(d->grad); /* read-modify-write of dW */
+  if (f8) gemm8(b, d, o, w);
   return reduced;
 }
 
@@ -733,10 +806,10 @@ static px_op *expert_gemm(bld *b, const dims *d, const layer_slots *L, px_op_kin
   o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[1] = n, o->dim[2] = k, o->dim[3] = d->El, o->dim[4] = n0, o->dim[5] = n1;
   o->flops = 2.0 * (double)d->A * (double)n * (double)k;
   o->in[4] = R(L->moe_counts, 0); /* the rows each local expert took */
-  double e = (double)d->e, rows = (double)d->R, w = (double)(d->El * n * k);
-  if (kind == PX_OP_EXPERT_LINEAR) o->bytes = (rows * (double)k + w + rows * (double)n) * e;
-  else if (kind == PX_OP_EXPERT_LINEAR_BWD_DATA) o->bytes = (rows * (double)n + w + rows * (double)k) * e;
-  else o->bytes = (rows * (double)(n + k)) * e + 2.0 * w * (double)px_dtype_bytes(d->grad);
+  double e = (double)d->e, ei = d->f8 ? 1.0 : e, rows = (double)d->R, w = (double)(d->El * n * k);
+  if (kind == PX_OP_EXPERT_LINEAR) o->bytes = (rows * (double)k + w) * ei + rows * (double)n * e;
+  else if (kind == PX_OP_EXPERT_LINEAR_BWD_DATA) o->bytes = (rows * (double)n + w) * ei + rows * (double)k * e;
+  else o->bytes = (rows * (double)(n + k)) * ei + 2.0 * w * (double)px_dtype_bytes(d->grad);
   if (kind != PX_OP_EXPERT_LINEAR) o->flags = PX_OPF_ACCUMULATE;
   return o;
 }
@@ -745,26 +818,35 @@ static px_op *expert_gemm(bld *b, const dims *d, const layer_slots *L, px_op_kin
  * activation, fc2 into `out`. */
 static void experts_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph) {
   int64_t fe = d->Fe, nr = d->R;
+  if (d->f8) weight_cast(b, d, ph, L->w_exp_fc1);
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, fe, d->swiglu ? fe : 0, d->H);
-  o->in[0] = R(L->moe_recv, 0), o->in[1] = R(L->w_exp_fc1, 0);
+  o->in[0] = q8(b->p, d, R(L->moe_recv, 0)), o->in[1] = R(L->w_exp_fc1, 0);
+  if (d->f8) gemm8(b, d, o, L->w_exp_fc1);
   o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
   if (d->swiglu)
     simple(b, PX_OP_SWIGLU, ph, R(L->exp_act, 0), R(L->exp_gate, 0), R(L->exp_up, 0), nr * fe, (double)d->e);
   else
     simple(b, PX_OP_GELU, ph, R(L->exp_act, 0), R(L->exp_fc1, 0), NOREF, nr * fe, (double)d->e);
+  px_ref act = cast8(b, d, ph, R(L->exp_act, 0), false);
+  if (d->f8) weight_cast(b, d, ph, L->w_exp_fc2);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, d->H, 0, fe);
-  o->in[0] = R(L->exp_act, 0), o->in[1] = R(L->w_exp_fc2, 0);
+  o->in[0] = act, o->in[1] = R(L->w_exp_fc2, 0);
   o->out[0] = R(L->exp_out, 0);
+  if (d->f8) gemm8(b, d, o, L->w_exp_fc2);
 }
 
 static void experts_backward(bld *b, const dims *d, const layer_slots *L) {
   px_plan *p = b->p;
   int64_t fe = d->Fe, nr = d->R;
   px_ref dout = R(grad_slot(p, L->exp_out), 0), dact = R(grad_slot(p, L->exp_act), 0);
+  if (d->f8) weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc2);
+  dout = cast8(b, d, PX_PHASE_BWD, dout, true);
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, d->H, 0, fe);
   o->in[0] = dout, o->in[3] = R(L->w_exp_fc2, 0), o->out[0] = dact;
+  if (d->f8) gemm8(b, d, o, L->w_exp_fc2);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, d->H, 0, fe);
-  o->in[0] = dout, o->in[3] = R(L->exp_act, 0), o->out[0] = R(grad_of(p, L->w_exp_fc2), 0);
+  o->in[0] = dout, o->in[3] = q8(p, d, R(L->exp_act, 0)), o->out[0] = R(grad_of(p, L->w_exp_fc2), 0);
+  if (d->f8) gemm8(b, d, o, L->w_exp_fc2);
   px_ref d1 = R(grad_slot(p, d->swiglu ? L->exp_gate : L->exp_fc1), 0);
   px_ref d2 = d->swiglu ? R(grad_slot(p, L->exp_up), 0) : NOREF;
   if (d->swiglu) {
@@ -779,10 +861,14 @@ static void experts_backward(bld *b, const dims *d, const layer_slots *L) {
     o->flags = PX_OPF_ACCUMULATE;
   }
   px_ref drecv = R(grad_slot(p, L->moe_recv), 0);
+  if (d->f8) weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc1);
+  d1 = cast8(b, d, PX_PHASE_BWD, d1, true), d2 = cast8(b, d, PX_PHASE_BWD, d2, true);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
   o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->w_exp_fc1, 0), o->out[0] = drecv;
+  if (d->f8) gemm8(b, d, o, L->w_exp_fc1);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
-  o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->moe_recv, 0), o->out[0] = R(grad_of(p, L->w_exp_fc1), 0);
+  o->in[0] = d1, o->in[1] = d2, o->in[3] = q8(p, d, R(L->moe_recv, 0)), o->out[0] = R(grad_of(p, L->w_exp_fc1), 0);
+  if (d->f8) gemm8(b, d, o, L->w_exp_fc1);
 }
 
 /* An EP all-to-all of routed rows: to the experts (the send counts per
@@ -814,6 +900,7 @@ static px_op *moe_op(bld *b, const dims *d, px_op_kind kind, px_phase ph, double
 /* The shared experts' first half: fc1 (gate and up with SwiGLU) and the activation. */
 static void shared_fc1(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x) {
   int64_t rows = d->B * d->S;
+  x = cast8(b, d, ph, x, false);
   if (d->swiglu) {
     linear(b, d, ph, x, L->w_sh_fc1, -1, R(L->sh_gate, 0), R(L->sh_up, 0), NOREF, rows, d->Fs, d->Fs, 0, d->H);
     simple(b, PX_OP_SWIGLU, ph, R(L->sh_act, 0), R(L->sh_gate, 0), R(L->sh_up, 0), rows * d->Fs, (double)d->e);
@@ -837,8 +924,9 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
   if (d->dispatch == PX_MOE_A2A) {
     o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(rows + d->A) * (double)H * e);
     o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
-    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->moe_send, 0), R(L->moe_recv, 0), d->A * H, d->R * H, d->act,
-             d->EP);
+    px_ref send = cast8(b, d, ph, R(L->moe_send, 0), false); /* fp8: dispatched in fp8 (DeepSeek-V3) */
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, send, q8(b->p, d, R(L->moe_recv, 0)), d->A * H, d->R * H,
+             (px_dtype)b->p->slots[send.slot].dtype, d->EP);
     ep_exchange(b, d, o, L, true);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
   } else { /* every EP rank's tokens, then the local experts' rows among them */
@@ -846,13 +934,14 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
     o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(sent + d->R) * (double)H * e);
     o->in[0] = R(L->moe_send, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
+    cast8(b, d, ph, R(L->moe_recv, 0), false);
   }
   experts_forward(b, d, L, ph);
   if (d->dispatch == PX_MOE_A2A) {
     o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out, 0), R(L->moe_ret, 0), d->R * H, d->A * H, d->act,
              d->EP);
     ep_exchange(b, d, o, L, false);
-    if (d->Fs > 0) linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
+    if (d->Fs > 0) linear(b, d, ph, cast8(b, d, ph, R(L->sh_act, 0), false), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->A + rows) * (double)H * e);
     o->in[0] = R(L->moe_ret, 0), o->out[0] = part;
   } else { /* the weighted partial sums of every EP rank's tokens, each its own after the reduce-scatter */
@@ -864,7 +953,7 @@ static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph
   if (d->dispatch == PX_MOE_ALLGATHER) {
     coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret, 0), part, sent * H, rows * H, d->act, d->EP);
     if (d->Fs > 0) {
-      o = linear(b, d, ph, R(L->sh_act, 0), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
+      o = linear(b, d, ph, cast8(b, d, ph, R(L->sh_act, 0), false), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
       o->flags |= PX_OPF_ACCUMULATE;
     }
   }
@@ -974,7 +1063,8 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   px_ref x = R(L->x, 0);
   norm(b, d, ph, R(L->ln1, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), x, L->w_ln1,
        L->b_ln1, rows);
-  px_ref ln1 = tp_gather(b, d, ph, R(L->ln1, 0), R(L->ln1_full, 0));
+  px_plan *p = b->p;
+  px_ref ln1 = tp_gather(b, d, ph, cast8(b, d, ph, R(L->ln1, 0), false), q8(p, d, R(L->ln1_full, 0)));
   if (d->mla)
     mla_forward(b, d, L, ph, ln1);
   else
@@ -999,7 +1089,7 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
     cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(B * d->HQ), (double)d->e, (double)d->e);
   }
   px_ref bo;
-  px_ref attn = branch_end_fwd(b, d, ph, L->ctx, L->w_o, L->b_o, L->attn_part, L->attn_out, L->attn_drop, L->attn_dmask,
+  px_ref attn = branch_end_fwd(b, d, ph, cast8(b, d, ph, R(L->ctx, 0), false).slot, L->w_o, L->b_o, L->attn_part, L->attn_out, L->attn_drop, L->attn_dmask,
                                d->OW, 1, &bo);
   px_ref mid; /* the MLP's norm input */
   if (d->par_res) {
@@ -1012,7 +1102,8 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   }
   norm(b, d, ph, R(L->ln2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), mid, L->w_ln2,
        L->b_ln2, rows);
-  px_ref ln2 = tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0));
+  px_ref ln2 = d->moe ? tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0)) /* the router's: bf16 */
+                      : tp_gather(b, d, ph, cast8(b, d, ph, R(L->ln2, 0), false), q8(p, d, R(L->ln2_full, 0)));
   px_ref bf, mlp;
   if (d->moe) {
     moe_forward(b, d, L, ph, ln2, R(L->mlp_part, 0));
@@ -1030,7 +1121,7 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
     simple(b, PX_OP_GELU, ph, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, (double)d->e);
   }
   if (!d->moe)
-    mlp = branch_end_fwd(b, d, ph, L->act, L->w_fc2, L->b_fc2, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask, d->F,
+    mlp = branch_end_fwd(b, d, ph, cast8(b, d, ph, R(L->act, 0), false).slot, L->w_fc2, L->b_fc2, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask, d->F,
                          2, &bf);
   if (!produce_out) return;
   px_ref out = R(L->out, 1);
@@ -1108,8 +1199,9 @@ static void branch_end_bwd(bld *b, const dims *d, px_ref dres, int out, int dmas
   linear_bwd(b, d, R(grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), NOREF, w, bias, dfull, dbranch, NOREF, NOREF,
              d->B * d->S, d->H, 0, 0, in_width, NULL);
   if (pre >= 0) {
+    while (b->b->ops[data].kind != PX_OP_LINEAR_BWD_DATA) data++; /* past fp8's casts */
     px_op *o = &b->b->ops[data];
-    o->flags = PX_OPF_DGELU;
+    o->flags = (uint16_t)((o->flags & (PX_OPF_FP8 | PX_OPF_FP8_BLOCK)) | PX_OPF_DGELU);
     o->in[4] = R(pre, 0);
     o->bytes += (double)(d->B * d->S * in_width) * (double)d->e;
   }
@@ -1126,7 +1218,7 @@ static px_ref mlp_backward(bld *b, const dims *d, const layer_slots *L, px_ref d
                  d->gelu_fused ? L->fc1 : -1);
   px_ref dact = R(grad_slot(p, L->act), 0);
   /* Megatron-SP keeps the sharded norm output and gathers it again */
-  px_ref ln2_full = wgrad_input(b, d, R(L->ln2, 0), R(L->ln2_full, 0));
+  px_ref ln2_full = wgrad_input(b, d, q8(p, d, R(L->ln2, 0)), q8(p, d, R(L->ln2_full, 0)));
   if (d->swiglu) {
     px_ref dgate = R(grad_slot(p, L->gate), 0), dup = R(grad_slot(p, L->up), 0);
     px_op *o = op_new(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
@@ -1190,7 +1282,7 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
     elementwise(o, rotated, rotated, (double)d->e);
   }
-  px_ref ln1_full = wgrad_input(b, d, R(L->ln1, 0), R(L->ln1_full, 0));
+  px_ref ln1_full = wgrad_input(b, d, q8(p, d, R(L->ln1, 0)), q8(p, d, R(L->ln1_full, 0)));
   px_ref dln1_part = R(grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(grad_slot(p, L->ln1), 0);
   px_ref dln1 = d->mla ? mla_backward(b, d, L, ln1_full, R(L->ln1, 0), dq, dk, dv, dln1_part, dln1_sh)
@@ -1492,10 +1584,16 @@ static void keep_layer_saved(bld *b, const dims *d, const layer_slots *L, px_rec
   keep(b, R(L->x, 0));
   keep(b, R(L->out, 1));
   if (rc == PX_RECOMPUTE_FULL) return;
-  int saved[] = {L->ln1,  L->ln1_mean, L->ln1_rstd, L->lse,  L->ctx, L->attn_dmask, L->x2, L->ln2,
-                 L->ln2_mean, L->ln2_rstd, L->mlp_dmask};
+  px_plan *p = b->p;
+  /* with fp8 the linear layers' inputs as their fp8 twins (the weight gradients' operands); the bf16
+   * context only for the fused attention's backward, the bf16 MoE norm output for the router's */
+  int saved[] = {L->ln1_mean, L->ln1_rstd, L->lse, L->attn_dmask, L->x2, L->ln2_mean, L->ln2_rstd, L->mlp_dmask,
+                 d->f8 && d->flash ? L->ctx : -1, d->moe ? L->ln2 : -1};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) keep(b, R(saved[i], 0));
+  keep(b, q8(p, d, R(L->ln1, 0))), keep(b, q8(p, d, R(L->ctx, 0)));
+  if (!d->moe) keep(b, q8(p, d, R(L->ln2, 0)));
+  else if (d->f8 && d->Fs > 0) keep(b, q8(p, d, R(L->ln2_full, 0))); /* the shared experts' */
   /* the MLP's: the dense one's, or the router's choice, the rows the local experts took and computed, the
    * outputs they returned, and the shared experts' */
   int latent[] = {L->q_lat, L->q_latn, L->q_rstd, L->kv_lat, L->kv_latn, L->kv_rstd}; /* MLA's */
@@ -1507,12 +1605,15 @@ static void keep_layer_saved(bld *b, const dims *d, const layer_slots *L, px_rec
                d->dispatch == PX_MOE_A2A ? L->moe_ret : L->exp_out};
   const int *mlp = d->moe ? moe : dense;
   size_t nmlp = d->moe ? sizeof moe / sizeof *moe : sizeof dense / sizeof *dense;
-  for (size_t i = 0; i < nmlp; i++)
-    if (mlp[i] >= 0) keep(b, R(mlp[i], 0));
+  for (size_t i = 0; i < nmlp; i++) {
+    int s = mlp[i];
+    bool gemm_in = s == L->act || s == L->moe_recv || s == L->exp_act || s == L->sh_act; /* read by a weight gradient only */
+    if (s >= 0) keep(b, gemm_in ? q8(p, d, R(s, 0)) : R(s, 0));
+  }
   attn_view a = attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
   keep(b, a.q), keep(b, a.k), keep(b, a.v);
   if (a.ctx.slot != L->ctx) keep(b, a.ctx);
-  if (!d->sp) keep(b, R(L->ln1_full, 0)), keep(b, R(L->ln2_full, 0));
+  if (!d->sp) keep(b, q8(p, d, R(L->ln1_full, 0))), keep(b, d->moe ? R(L->ln2_full, 0) : q8(p, d, R(L->ln2_full, 0)));
   if (rc == PX_RECOMPUTE_NONE && !d->flash) {
     keep(b, R(L->probs, 0));
     if (d->drop) keep(b, R(L->probs_drop, 0)), keep(b, R(L->attn_mask, 0));
@@ -1565,6 +1666,10 @@ static void dims_make(const px_plan *p, dims *d) {
   d->param = p->param_dtype;
   d->grad = p->grad_dtype;
   d->e = px_dtype_bytes(d->act);
+  d->f8 = par->precision == PX_PREC_FP8;
+  d->f8_block = d->f8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
+  d->f8_current = d->f8 && par->fp8_recipe == PX_FP8_CURRENT;
+  d->zero3 = par->zero >= 3;
 }
 
 px_status px_compile_blocks(px_plan *p, px_err *err) {
@@ -1684,6 +1789,10 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
     if (!p->par.offload_params) op_new(&b, PX_OP_COPY_H2D, PX_STREAM_COMPUTE, PX_PHASE_OPT);
   } else {
     op_new(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+  }
+  if (d.f8 && !d.zero3) { /* the updated weights' fp8 copies for the next step (px_plan_fp8_weight_elems) */
+    o = op_new(&b, PX_OP_CAST, PX_STREAM_COMPUTE, PX_PHASE_OPT);
+    o->flags = (uint16_t)(PX_OPF_FP8 | (d.f8_block ? PX_OPF_FP8_BLOCK : 0));
   }
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_OFFLOAD_GRAD, PX_STREAM_HOST);

@@ -78,6 +78,7 @@ typedef enum {
   X(DROPOUT_BWD, "dropout_bwd", ELEMENTWISE)                                                                       \
   X(ADD, "add", ELEMENTWISE)                         /* residual: y = a + b */                                     \
   X(ACC, "acc", ELEMENTWISE)                         /* gradient accumulate: y += a */                             \
+  X(CAST, "cast", ELEMENTWISE)                       /* fp8: y = x quantized (E4M3, E5M2 with PX_OPF_E5M2) */     \
   X(GELU, "gelu", ELEMENTWISE)                                                                                     \
   X(GELU_BWD, "gelu_bwd", ELEMENTWISE)                                                                             \
   X(SWIGLU, "swiglu", ELEMENTWISE)                                                                                 \
@@ -187,6 +188,7 @@ typedef struct {
   bool tp_replicated; /* parameter identical on every TP rank (norms, biases of row-parallel layers) */
   bool sp_partial;    /* replicated parameter whose gradient is a partial sum under SP */
   bool expert;        /* an expert's parameter (or its gradient): split over EP, reduced over EDP */
+  bool fp8;           /* a parameter its GEMMs read in fp8 (precision fp8: a cached fp8 copy, px_plan_fp8_weight_elems) */
   int64_t shape[4];   /* unused dims are 1 */
   uint64_t elems;
   uint64_t bytes;
@@ -208,7 +210,7 @@ typedef struct {
   uint8_t phase;  /* px_phase */
   uint8_t group;  /* px_group for collectives */
   uint8_t coll;   /* px_coll */
-  uint8_t flags;  /* PX_OPF_* */
+  uint16_t flags; /* PX_OPF_* */
   int16_t dep;    /* compute ops: the latest earlier TP collective of the block whose tensors it uses, -1 none */
   px_ref out[PX_OP_OUTS];
   px_ref in[PX_OP_INS];
@@ -231,6 +233,9 @@ enum {
   PX_OPF_CP_RING = 1 << 6,   /* FLASH_ATTN(_BWD): the keys and values come around the CP ring a block at a time */
   PX_OPF_TO_HEADS = 1 << 7,  /* ALLTOALL: (B, S/cp, h, D) sequence-split -> (B, S, h/cp, D) head-split; unset: back */
   PX_OPF_TO_EXPERTS = 1 << 7, /* ALLTOALL over EP: routed rows to the experts (in[1]: the counts); unset: back */
+  PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
+  PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
+  PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are

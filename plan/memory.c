@@ -98,6 +98,8 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
+  if (par->precision == PX_PREC_FP8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed */
+    b[PX_PLACE_GPU][PX_MEM_PARAMS] += 2 * px_plan_fp8_weight_elems(p, stage);
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {
     b[PX_PLACE_GPU][PX_MEM_OPTIMIZER] = out->opt_elems * p->optimizer_bytes_per_param;
@@ -107,6 +109,14 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   }
   if (par->offload_params)
     b[par->offload_params == PX_OFFLOAD_NVME ? PX_PLACE_NVME : PX_PLACE_HOST][PX_MEM_PARAMS] = shard * pb;
+}
+
+uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {
+  const px_program *prog = &p->programs[stage];
+  uint64_t n = 0;
+  for (int32_t i = 0; i < prog->nparams; i++)
+    if (p->slots[prog->params[i].slot].fp8) n += prog->params[i].elems;
+  return n;
 }
 
 void px_plan_states(const px_plan *p, int64_t stage, px_states *out) { px_plan_states_for(p, &p->par, stage, out); }

@@ -26,7 +26,15 @@ typedef enum {
   PX_SCHED_COUNT
 } px_schedule;
 typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
-typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_COUNT } px_precision;
+/* fp8: the transformer layers' linear GEMMs (and the experts') in fp8 with
+ * fp32 accumulation, everything else in bf16 with fp32 master weights
+ * (Transformer Engine's recipe as Megatron-Core runs it). */
+typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_FP8, PX_PREC_COUNT } px_precision;
+/* fp8 scaling: delayed (per-tensor scales from an amax history, TE's
+ * DelayedScaling), current (per-tensor scales from the tensor's own amax,
+ * Float8CurrentScaling) or blockwise (DeepSeek-V3: 1 x 128 tiles of
+ * activations and gradients, 128 x 128 blocks of weights). */
+typedef enum { PX_FP8_DELAYED, PX_FP8_CURRENT, PX_FP8_BLOCKWISE, PX_FP8_RECIPE_COUNT } px_fp8_recipe;
 /* Attention kernel: fused (FlashAttention: no S x S tensor is kept, the
  * probabilities are recomputed in backward) or unfused (Megatron-LM's
  * scores, softmax, dropout and context ops, as in Korthikanti et al.). */
@@ -72,6 +80,7 @@ extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
 extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
 extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
 extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
+extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -103,6 +112,7 @@ typedef struct {
   int64_t vpp;       /* virtual pipeline stages (model chunks) per rank */
   int recompute;     /* px_recompute, -1 unset */
   int precision;     /* px_precision, -1 unset */
+  int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
   int attention;     /* px_attention, -1 unset */
   int gelu;          /* px_gelu_mode, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
@@ -181,7 +191,10 @@ int64_t px_parallel_mb_group(const px_parallel *p);
 px_status px_parallel_chunk_layers(const px_parallel *p, int64_t layers, int64_t *out, px_err *err);
 /* Parses "3,4,4,3" into chunk_layers. */
 px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *err);
+/* The dtype of activations and of every op but fp8's GEMMs: bf16 with fp8. */
 px_dtype px_parallel_compute_dtype(const px_parallel *p);
+/* Elements one fp8 scale covers along a row (blockwise: 128), 0 for per-tensor scales. */
+#define PX_FP8_BLOCK 128
 
 /* JSON: reads the fields present (unset otherwise); file names the source. */
 px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err);

@@ -102,6 +102,14 @@ typedef struct {
 void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
 /* The same for other choices of the plan's parallel settings (e.g. another offload). */
 void px_plan_states_for(const px_plan *plan, const px_parallel *par, int64_t stage, px_states *out);
+/* Precision fp8: the parameters of a stage (one rank's) whose GEMMs read an
+ * fp8 copy (the transformer layers' linear weights and experts; not the
+ * embedding, head, norms, biases, router or MLA's up-projections). Without
+ * ZeRO-3 each rank keeps the copies, row-wise and transposed (2 bytes an
+ * element, in the params' memory), made once a step after the optimizer, as
+ * Transformer Engine caches them from the first micro-batch; ZeRO-3 casts
+ * each gathered weight where it is used. */
+uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage);
 /* Bytes of a place, over the three states. */
 uint64_t px_states_bytes(const px_states *s, px_place place);
 

@@ -19,6 +19,9 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
   fprintf(out, "\n  gemm efficiency: max %.2f, tiles %lldx%lld, k_half %.0f%s\n", g->gemm_max_efficiency,
           (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, g->gemm_k_half,
           g->gemm_table_len ? " (measured table given)" : "");
+  if (g->peak_flops[PX_DTYPE_FP8] > 0)
+    fprintf(out, "  fp8 gemm efficiency: max %.2f per-tensor scales, %.2f blockwise\n", px_gpu_gemm_max(g, PX_DTYPE_FP8, false),
+            px_gpu_gemm_max(g, PX_DTYPE_FP8, true));
   fprintf(out, "  intra-node: %.0f GB/s per GPU per direction, %.1f us, efficiency %.2f\n", c->intra_bytes_per_s / 1e9,
           c->intra_latency_s * 1e6, c->intra_efficiency);
   fprintf(out, "  inter-node: %lld NICs x %.0f Gb/s, %.1f us, efficiency %.2f, %s, oversubscription %.1f:1\n",

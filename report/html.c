@@ -429,7 +429,22 @@ static void zero_choice(sbuf *b, const cJSON *zc) {
   }
 }
 
-static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const char *objective) {
+/* The best plan in the other precision: sweep.json's precision_choice. */
+static void precision_choice(sbuf *b, const cJSON *pc) {
+  double v;
+  if (!jstr(pc, "best") || !jstr(pc, "other")) return;
+  sb_puts(b, "<br>Precision: <code>");
+  sb_esc(b, jstr(pc, "best"));
+  sb_puts(b, "</code>; the same plan in <code>");
+  sb_esc(b, jstr(pc, "other"));
+  sb_puts(b, "</code> ");
+  if (jnum(pc, "tokens_per_s_ratio", &v))
+    sb_printf(b, "%+.1f%% tokens/s", 100 * (v - 1));
+  else if (jnum(pc, "peak_bytes", &v))
+    sb_printf(b, "does not fit (%.1f GiB)", v / (1024.0 * 1024 * 1024));
+}
+
+static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSON *pc, const char *objective) {
   if (!best) return;
   double v;
   sb_puts(b, "<div class=\"best-box\"><b>Best plan");
@@ -458,6 +473,7 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const char
     sb_grouped(b, v);
   }
   zero_choice(b, zc);
+  precision_choice(b, pc);
   sb_puts(b, "</div>\n");
 }
 
@@ -653,7 +669,8 @@ px_status px_html_report(const char *dir, px_err *err) {
               "micro-batch, schedule and recomputation choice, simulated by parallax and ranked.</p>\n");
   section_question(&b, q);
   section_counts(&b, jget(root, "counts"), plans ? cJSON_GetArraySize(plans) : 0);
-  section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jget(root, "zero_choice"), jstr(q, "objective"));
+  section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jget(root, "zero_choice"), jget(root, "precision_choice"),
+               jstr(q, "objective"));
   section_plans(&b, plans);
   st = section_plots(&b, dir, err);
   if (!st) {

@@ -41,8 +41,10 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp%lld%s", (long long)p->cp, p->cp_algo == PX_CP_RING ? "" : p->cp_algo == PX_CP_A2A ? "a2a" : "ag");
   if (p->ep > 1)
     snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " ep%lld%s", (long long)p->ep, p->moe_dispatch == PX_MOE_A2A ? "" : "ag");
-  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s", (long long)p->tp, cp, (long long)p->pp, (long long)p->dp,
-           zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute]);
+  static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
+  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s", (long long)p->tp, cp, (long long)p->pp, (long long)p->dp,
+           zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute],
+           p->precision == PX_PREC_FP8 ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0] : "");
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other
@@ -87,7 +89,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     return;
   }
   bool ttt = o->tokens > 0;
-  fprintf(out, "\n%4s  %-36s %9s %10s %6s %9s %6s %8s", "rank", "plan", "step", "tokens/s", "MFU", "mem/GPU", "bubble",
+  fprintf(out, "\n%4s  %-44s %9s %10s %6s %9s %6s %8s", "rank", "plan", "step", "tokens/s", "MFU", "mem/GPU", "bubble",
           "exposed");
   if (ttt) fprintf(out, " %8s %9s %7s", "days", "GPU-hours", "goodput");
   if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", "cost");
@@ -96,7 +98,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     const px_sweep_entry *e = &r->entries[i];
     char label[96], step[32], tok[32], mem[32], exp[32];
     px_report_plan_label(&e->par, label, sizeof label);
-    fprintf(out, "%4lld  %-36s %9s %10s %5.1f%% %9s %5.1f%% %8s", (long long)(i + 1), label,
+    fprintf(out, "%4lld  %-44s %9s %10s %5.1f%% %9s %5.1f%% %8s", (long long)(i + 1), label,
             px_fmt_time(e->sim.step_time_s, step, sizeof step), px_fmt_count(e->sim.tokens_per_s, tok, sizeof tok),
             100 * e->sim.mfu, px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem), 100 * e->sim.bubble_fraction,
             px_fmt_time(e->sim.comm_exposed_s, exp, sizeof exp));
@@ -107,6 +109,15 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     fprintf(out, "\n");
   }
   zero_choice(r, out);
+  px_sweep_alt pa;
+  if (r->n > 0 && px_sweep_precision_alternative(r, &r->entries[0], &pa)) {
+    fprintf(out, "Precision (best plan, %s): %s ", px_precision_names[r->entries[0].par.precision],
+            px_precision_names[pa.e->par.precision]);
+    if (pa.fits)
+      fprintf(out, "%+.1f%% tokens/s\n", 100 * (pa.e->sim.tokens_per_s / r->entries[0].sim.tokens_per_s - 1));
+    else
+      fprintf(out, "does not fit (%s)\n", px_fmt_bytes((double)pa.e->peak_bytes, b, sizeof b));
+  }
   const px_train_time *t = &r->entries[0].train;
   if (ttt && t->cluster_mtbf_s > 0 && o->ckpt_async) {
     char w[32], iv[32], sn[32];

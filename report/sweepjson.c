@@ -144,6 +144,23 @@ static cJSON *zero_choice_json(const px_sweep_result *r) {
   return o;
 }
 
+/* The best plan in the other precision (px_sweep_precision_alternative):
+ * {"best": "fp8", "other": "bf16", "fits", "tokens_per_s_ratio" | "peak_bytes"}; NULL when none. */
+static cJSON *precision_choice_json(const px_sweep_result *r) {
+  px_sweep_alt alt;
+  if (!px_sweep_precision_alternative(r, &r->entries[0], &alt)) return NULL;
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "best", px_precision_names[r->entries[0].par.precision]);
+  cJSON_AddStringToObject(o, "other", px_precision_names[alt.e->par.precision]);
+  cJSON_AddBoolToObject(o, "fits", alt.fits);
+  if (alt.fits)
+    px_json_add_num(o, "tokens_per_s_ratio", alt.e->sim.tokens_per_s / r->entries[0].sim.tokens_per_s);
+  else
+    px_json_add_num(o, "peak_bytes", (double)alt.e->peak_bytes);
+  return o;
+}
+
 cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                             int64_t top) {
   cJSON *root = cJSON_CreateObject();
@@ -173,6 +190,8 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
   cJSON *plans = cJSON_AddArrayToObject(root, "plans");
   for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1));
   if (r->n > 0) cJSON_AddItemToObject(root, "zero_choice", zero_choice_json(r));
+  cJSON *pc = r->n > 0 ? precision_choice_json(r) : NULL;
+  if (pc) cJSON_AddItemToObject(root, "precision_choice", pc);
   cJSON *as = cJSON_AddArrayToObject(root, "assumptions");
   if (as) add_assumptions(as, m, c, o);
   return root;

@@ -25,7 +25,13 @@ static double gemm_table_lookup(const px_gpu *g, px_dtype dt, int64_t m, int64_t
 }
 
 double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch) {
-  if (m <= 0 || n <= 0 || k <= 0) return g->gemm_max_efficiency;
+  return px_gemm_efficiency8(g, dt, false, m, n, k, batch);
+}
+
+double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
+                           int64_t batch) {
+  double max = px_gpu_gemm_max(g, dt, fp8_block);
+  if (m <= 0 || n <= 0 || k <= 0) return max;
   double measured = g->gemm_table_len > 0 ? gemm_table_lookup(g, dt, m, n, k) : -1;
   if (measured > 0) return measured;
   double tm = (double)g->gemm_tile_m, tn = (double)g->gemm_tile_n;
@@ -36,7 +42,7 @@ double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, in
   double wave_eff = tiles / (waves * sms);                                      /* last wave partly idle */
   double tile_eff = ((double)m * (double)n) / (tiles_m * tm * tiles_n * tn);   /* padding inside edge tiles */
   double k_eff = g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0; /* short k: load-bound */
-  return g->gemm_max_efficiency * wave_eff * tile_eff * k_eff;
+  return max * wave_eff * tile_eff * k_eff;
 }
 
 static const px_kernel_rate *measured(const px_gpu *g, px_op_kind kind) {
@@ -87,11 +93,14 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   if (r && r->flops_per_s > 0) return r->overhead_s + op->flops / r->flops_per_s;
   int64_t shapes[2][4];
   int n = op_gemms(op, shapes);
+  bool f8_block = (op->flags & PX_OPF_FP8_BLOCK) != 0;
+  if (n > 0 && (op->flags & PX_OPF_FP8)) dt = PX_DTYPE_FP8; /* a GEMM on fp8 operands, at the fp8 rate */
   double peak = g->peak_flops[dt] > 0 ? g->peak_flops[dt] : g->peak_flops[PX_DTYPE_FP32];
   double mem_s = op->bytes > 0 ? px_compute_mem_s(g, (px_op_kind)op->kind, op->bytes) : 0.0;
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
   double eff = 0;
-  for (int i = 0; i < n; i++) eff += px_gemm_efficiency(g, dt, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+  for (int i = 0; i < n; i++)
+    eff += px_gemm_efficiency8(g, dt, f8_block, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
   eff /= n;
   double flops = op->flops;
   /* Expert GEMMs' FLOPs are the mean rank's; the busiest rank's rows (its shape) set the time. */

@@ -8,8 +8,11 @@
 #include "plan/cluster.h"
 #include "plan/graph.h"
 
-/* Achieved share of peak for a batch of (m x k) @ (k x n) GEMMs. */
+/* Achieved share of peak for a batch of (m x k) @ (k x n) GEMMs (fp8: with
+ * per-tensor scales; px_gemm_efficiency8 says which). */
 double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch);
+double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
+                           int64_t batch);
 /* Seconds for the op's compute (0 for pure communication ops). dt is the
  * plan's compute dtype; elems scales size-less ops (optimizer: the shard). */
 double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op);

@@ -821,7 +821,9 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
   }
   const px_cluster *c = &plan->cluster;
   double gpus = (double)c->gpus, t = out->step_time_s;
-  double peak = c->gpu.peak_flops[plan->act_dtype] > 0 ? c->gpu.peak_flops[plan->act_dtype] : c->gpu.peak_flops[0];
+  /* MFU's peak: the dtype the linear layers' GEMMs run in (fp8's for an fp8 plan: below 100% as it must be) */
+  px_dtype gemm_dt = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
+  double peak = c->gpu.peak_flops[gemm_dt] > 0 ? c->gpu.peak_flops[gemm_dt] : c->gpu.peak_flops[0];
   out->fits = plan->fits;
   if (t > 0) {
     out->tokens_per_s = (double)plan->par.gbs * (double)plan->seq / t;

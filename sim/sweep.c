@@ -184,6 +184,10 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   for (int64_t k = 2; f->cp <= 0 && seq >= CP_SWEEP_MIN_SEQ && k <= CP_SWEEP_MAX && ncp < 8; k *= 2)
     if (seq % (2 * k) == 0) cps[ncp++] = k;
   if (f->cp > 0) cps[0] = f->cp, ncp = 1;
+  /* precision: the default, and fp8 on a GPU with fp8 tensor cores, unless fixed */
+  int precs[2] = {f->precision}, nprec = 1;
+  if (f->precision < 0 && c->gpu.peak_flops[PX_DTYPE_FP8] > 0 && c->gpu.peak_flops[PX_DTYPE_BF16] > 0)
+    precs[0] = PX_PREC_BF16, precs[1] = PX_PREC_FP8, nprec = 2;
   int64_t *split_a = px_calloc((size_t)m->layers * 8 + 8, sizeof *split_a, err); /* (pp vpp) scratch */
   int64_t *split_b = px_calloc((size_t)m->layers * 8 + 8, sizeof *split_b, err);
   px_status st = split_a && split_b ? PX_OK : PX_ERR_RUNTIME;
@@ -206,8 +210,9 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
       for (int64_t e = 2; f->ep <= 0 && m->experts > 0 && e <= m->experts && nep < 32; e++)
         if (m->experts % e == 0 && (dp * cp) % e == 0) eps[nep++] = e;
       if (f->ep > 0) eps[0] = f->ep;
-      for (int iza = 0; iza < nz * na * nep; iza++)
-        for (int is = 0, iz = iza % nz, ia = iza / nz % na, ie = iza / (nz * na); is < nsp; is++)
+      for (int iza = 0; iza < nz * na * nep * nprec; iza++)
+        for (int is = 0, iz = iza % nz, ia = iza / nz % na, ie = iza / (nz * na) % nep, ipr = iza / (nz * na * nep);
+             is < nsp; is++)
           for (int im = 0; im < nm; im++)
             for (int ir = 0; ir < nr; ir++) {
               /* schedules: one for pp 1; 1f1b, interleaved with every vpp and the two zero-bubble
@@ -234,7 +239,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 if (f->vpp > 0 && f->vpp != scheds[ic / 2][1]) continue;
                 px_parallel p = *f;
                 p.tp = tp, p.pp = pp, p.dp = dp, p.zero = (int)zv[iz], p.sp = (int)spv[is], p.mbs = mv[im];
-                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie];
+                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie], p.precision = precs[ipr];
                 p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 2][0], p.vpp = scheds[ic / 2][1];
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
@@ -540,11 +545,34 @@ void px_sweep_result_free(px_sweep_result *r) {
   r->n = r->ndropped = 0;
 }
 
-static bool same_split(const px_parallel *a, const px_parallel *b) {
+/* The same split in any precision. */
+static bool same_shape(const px_parallel *a, const px_parallel *b) {
   return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo && a->ep == b->ep &&
          a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
+}
+
+static bool same_split(const px_parallel *a, const px_parallel *b) {
+  return same_shape(a, b) && a->precision == b->precision && a->fp8_recipe == b->fp8_recipe;
+}
+
+bool px_sweep_precision_alternative(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out) {
+  const px_parallel *a = &of->par;
+  for (int pass = 0; pass < 2; pass++) {
+    const px_sweep_entry *list = pass ? r->dropped : r->entries;
+    int64_t count = pass ? r->ndropped : r->n;
+    for (int64_t i = 0; i < count; i++) {
+      const px_parallel *b = &list[i].par;
+      if (b->precision != a->precision && same_shape(a, b) && a->zero == b->zero && a->grad_accum == b->grad_accum &&
+          a->reshard == b->reshard && a->shard_group == b->shard_group && a->offload_opt == b->offload_opt &&
+          a->offload_params == b->offload_params) {
+        *out = (px_sweep_alt){&list[i], !pass};
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 int px_sweep_zero_alternatives(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out, int cap) {

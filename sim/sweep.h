@@ -90,6 +90,9 @@ typedef struct {
   bool fits;
 } px_sweep_alt;
 int px_sweep_zero_alternatives(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out, int cap);
+/* The plan `of` in the other precision the sweep tried (bf16 or fp8: the
+ * same split, ZeRO and offload), ranked or dropped; false when none was. */
+bool px_sweep_precision_alternative(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out);
 
 /* Time to train `tokens` at `tokens_per_s` on the plan's cluster, with checkpoints
  * and failures (mtbf_hours <= 0: none). Checkpoints stop training for their

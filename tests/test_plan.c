@@ -1030,6 +1030,91 @@ static void test_moe(void) {
   px_plan_free(&plan);
 }
 
+/* ---- fp8 ---- */
+
+/* fp8 GEMMs in a block: each linear and expert GEMM, and whether any reads a weight that is not a layer's. */
+static int fp8_gemms(const px_plan *plan, px_block_kind k, int *bf16) {
+  const px_block *b = &plan->blocks[k];
+  int n = 0;
+  *bf16 = 0;
+  for (int32_t i = 0; i < b->nops; i++) {
+    const px_op *o = &b->ops[i];
+    if (px_op_family_of((px_op_kind)o->kind) != PX_FAM_GEMM) continue;
+    if (o->flags & PX_OPF_FP8) n++;
+    else (*bf16)++;
+  }
+  return n;
+}
+
+static void test_fp8(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 8);
+  px_parallel p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_BF16;
+  px_plan b16, f8;
+  CU_ASSERT_EQUAL_FATAL(compile(&b16, &m, &c, &p, &err), PX_OK);
+  p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_FP8;
+  CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(f8.act_dtype, PX_DTYPE_BF16);
+  CU_ASSERT_EQUAL(f8.param_dtype, PX_DTYPE_BF16);
+  /* the four linear layers run in fp8 forward and in both backward GEMMs; nothing else is fp8 */
+  int bf16 = 0;
+  CU_ASSERT_EQUAL(fp8_gemms(&f8, PX_BLOCK_LAYER_FWD, &bf16), 4); /* qkv, o, fc1 (gate and up in one), fc2 */
+  CU_ASSERT_EQUAL(bf16, 0);
+  CU_ASSERT_EQUAL(fp8_gemms(&f8, PX_BLOCK_LAYER_BWD, &bf16), 8);
+  CU_ASSERT_EQUAL(bf16, 0);
+  CU_ASSERT_EQUAL(fp8_gemms(&f8, PX_BLOCK_HEAD_FWD, &bf16), 0); /* the head stays bf16 */
+  CU_ASSERT_EQUAL(fp8_gemms(&b16, PX_BLOCK_LAYER_BWD, &bf16), 0);
+  /* the same FLOPs */
+  PX_ASSERT_REL(f8.model_flops_per_step, b16.model_flops_per_step, 1e-12);
+  /* fp8 weights: the layers' linear weights, by hand; a cached copy of 2 bytes each in the parameters' memory */
+  double H = 4096, Q = 4096, KV = 1024, F = 14336, L = 32;
+  double w8 = L * (H * (Q + 2 * KV) + Q * H + 3 * H * F);
+  PX_ASSERT_EQ_U64(px_plan_fp8_weight_elems(&f8, 0), (uint64_t)w8);
+  px_states s16, s8;
+  px_plan_states(&b16, 0, &s16);
+  px_plan_states(&f8, 0, &s8);
+  PX_ASSERT_EQ_U64(s8.bytes[PX_PLACE_GPU][PX_MEM_PARAMS] - s16.bytes[PX_PLACE_GPU][PX_MEM_PARAMS], (uint64_t)(2 * w8));
+  /* a layer keeps its linear inputs in fp8: the norms' outputs and the MLP activation (1 byte for 2), the
+   * context in both (the fused attention's backward reads the bf16 one): B S (H + F) bytes less */
+  double B = 1, S = 8192;
+  PX_ASSERT_EQ_U64(px_plan_layer_activation_bytes(&b16) - px_plan_layer_activation_bytes(&f8), (uint64_t)(B * S * (H + F)));
+  px_plan_free(&f8);
+  /* ZeRO-3: no cached copies; each use casts the gathered weight (a forward and a backward cast per weight) */
+  p.zero = 3;
+  CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
+  px_plan_states(&f8, 0, &s8);
+  px_plan_states(&b16, 0, &s16);
+  int casts = 0;
+  const px_block *fw = &f8.blocks[PX_BLOCK_LAYER_FWD];
+  for (int32_t i = 0; i < fw->nops; i++) casts += fw->ops[i].kind == PX_OP_CAST && fw->ops[i].in[0].slot >= 0 &&
+                                                  f8.slots[fw->ops[i].in[0].slot].kind == PX_SLOT_PARAM;
+  CU_ASSERT_EQUAL(casts, 4);
+  px_plan_free(&f8);
+  px_plan_free(&b16);
+  /* a GPU without fp8 refuses it, naming the field */
+  c = cluster("dgx-a100", 8);
+  CU_ASSERT_EQUAL(compile(&f8, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "fp8"));
+  /* mixture of experts: the experts' GEMMs in fp8, the router's in bf16; the forward's dispatch moves fp8
+   * (one byte of two in one all-to-all of four) */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
+  c = cluster("dgx-h100", 64);
+  p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 8, p.seq = 4096, p.precision = PX_PREC_BF16;
+  CU_ASSERT_EQUAL_FATAL(compile(&b16, &m, &c, &p, &err), PX_OK);
+  p.precision = PX_PREC_FP8;
+  CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
+  fp8_gemms(&f8, PX_BLOCK_MOE_FWD, &bf16);
+  CU_ASSERT_EQUAL(bf16, 1); /* the router */
+  PX_ASSERT_REL(f8.totals[0].wire_bytes[PX_GROUP_EP], 0.875 * b16.totals[0].wire_bytes[PX_GROUP_EP], 1e-9);
+  px_plan_free(&f8);
+  px_plan_free(&b16);
+}
+
 /* ---- refusals ---- */
 
 static void expect_refused(const char *model, int64_t gpus, px_parallel p, const char *needle) {
@@ -1178,6 +1263,7 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
+      {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
   };

@@ -104,7 +104,7 @@ static void test_schedules_searched(void) {
   px_sweep_opts o;
   px_sweep_opts_init(&o);
   o.fixed.gbs = 2048, o.fixed.tp = 8, o.fixed.pp = 16, o.fixed.sp = 1, o.fixed.zero = 1, o.fixed.mbs = 1;
-  o.fixed.recompute = PX_RECOMPUTE_NONE;
+  o.fixed.recompute = PX_RECOMPUTE_NONE, o.fixed.precision = PX_PREC_BF16; /* the bubble's question, in bf16 */
   px_sweep_result r;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
@@ -132,7 +132,7 @@ static void test_parts_merge(void) {
   load("llama3-8b", "dgx-h100", 16, &m, &c);
   px_sweep_opts o;
   px_sweep_opts_init(&o);
-  o.fixed.gbs = 64;
+  o.fixed.gbs = 64, o.fixed.precision = PX_PREC_BF16; /* within merged[]'s 4096 plans */
   px_sweep_result whole, part[3];
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &whole, &err), PX_OK);

@@ -21,6 +21,17 @@ b=$("$px" sim -m gpt3-175b -c dgx-a100 -g 1024 -t 8 -p 8 -B 1536 -r full --json 
 # does not fit: reported, not refused
 "$px" sim -m llama3-70b -c dgx-h100 -g 8 -t 8 --json | grep -q '"fits":	false' || fail "70B on one node should not fit"
 
+# fp8: faster than bf16 on an H100, kept by a saved plan with its recipe; refused on an A100
+b16=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 -t 8 -B 128 -P bf16 --json | jq .step_time_s) || fail "sim bf16"
+f8=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 -t 8 -B 128 -P fp8 --fp8-recipe blockwise --save-plan "$tmp/f8.json" \
+  --json | jq .step_time_s) || fail "sim fp8"
+awk -v a="$b16" -v b="$f8" 'BEGIN { exit !(b < 0.9 * a) }' || fail "fp8 ($f8 s) not faster than bf16 ($b16 s)"
+jq -e '.parallel.precision == "fp8" and .parallel.fp8_recipe == "blockwise"' "$tmp/f8.json" >/dev/null ||
+  fail "the saved plan lost fp8's recipe"
+[ "$("$px" sim --plan "$tmp/f8.json" --json | jq .step_time_s)" = "$f8" ] || fail "the saved fp8 plan simulates otherwise"
+err=$("$px" sim -m llama3-8b -c dgx-a100 -g 8 -P fp8 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "no fp8 tensor cores" || fail "fp8 on A100: $rc $err"
+
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 24 -t 3 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "attention heads" || fail "bad tp: $rc $err"
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 16 --trace /nonexistent/dir/t.json 2>&1 >/dev/null); rc=$?

@@ -11,18 +11,27 @@ args=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
 grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
 [ "$(grep -c '^ *[0-9]  tp' "$tmp/table.txt")" -eq 5 ] || fail "--top 5 did not show 5 rows"
 grep -q "GPU-hours" "$tmp/table.txt" || fail "no time to train columns"
+# the best plan against itself in the other precision: fp8 is faster on H100s
+grep -q "^Precision (best plan, fp8): bf16 -[0-9.]*% tokens/s" "$tmp/table.txt" || fail "no precision line: $(tail -3 "$tmp/table.txt")"
 
 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
 grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
 grep -q '"tokens_per_s":' "$tmp/one.json" || fail "json lacks contract fields"
+jq -e '.precision_choice.best == "fp8" and .precision_choice.other == "bf16" and .precision_choice.tokens_per_s_ratio < 1' \
+  "$tmp/one.json" >/dev/null || fail "json lacks the precision choice"
 "$px" sweep "${args[@]}" -C "$tmp/all.csv" >/dev/null || fail "sweep --csv"
 head -1 "$tmp/all.csv" | grep -q '^rank,tp,pp,dp,zero' || fail "csv header"
+# precision is searched where the GPU has fp8 (H100: bf16 and fp8 plans), fixed with --precision
+[ "$(awk -F, 'NR > 1 { print $12 }' "$tmp/all.csv" | sort -u | tr '\n' ' ')" = "bf16 fp8 " ] ||
+  fail "the H100 sweep did not try bf16 and fp8"
+"$px" sweep "${args[@]}" -P bf16 -C "$tmp/b16.csv" >/dev/null || fail "sweep --precision bf16"
+awk -F, 'NR > 1 && $12 != "bf16"' "$tmp/b16.csv" | grep -q . && fail "--precision bf16 not fixed"
 [ "$(grep -c ',true,' "$tmp/all.csv")" -gt 10 ] || fail "csv lacks fitting plans"
 
 # long context: Llama 3 405B at 131,072 tokens on 16,384 H100s (tp 8, pp 16, ZeRO-1, SP fixed to keep it short)
 # finds context-parallel plans with both algorithms that tp 8 leaves (a2a needs 8 kv heads / tp to divide by cp),
 # and the best is over twice as fast as the best without CP (which fits only by recomputing every layer)
-"$px" sweep -m llama3-405b -c dgx-h100 -g 16384 --seq 131072 -B 128 -t 8 -p 16 -z 1 --sp -k 3 -C "$tmp/cp.csv" \
+"$px" sweep -m llama3-405b -c dgx-h100 -g 16384 --seq 131072 -B 128 -t 8 -p 16 -z 1 --sp -P bf16 -k 3 -C "$tmp/cp.csv" \
   >"$tmp/cp.txt" || fail "long-context sweep"
 grep -q '^ *1  tp8 cp[0-9]' "$tmp/cp.txt" || fail "long-context sweep: the best plan has no cp: $(cat "$tmp/cp.txt")"
 for a in ring all-gather; do
@@ -34,13 +43,13 @@ awk -F, 'NR == 2 { best = $19 } NR > 1 && $14 == 1 && $17 == "true" && (nocp == 
 head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,fits,' || fail "csv lacks cp and ep columns"
 
 # mixture of experts: Mixtral 8x7B on 64 H100s (tp 2, ZeRO-1 fixed) tries ep 1, 2, 4 and 8 with plans that fit
-"$px" sweep -m mixtral-8x7b -c dgx-h100 -g 64 --seq 4096 -B 256 -t 2 -z 1 -k 3 -C "$tmp/moe.csv" >/dev/null ||
+"$px" sweep -m mixtral-8x7b -c dgx-h100 -g 64 --seq 4096 -B 256 -t 2 -z 1 -P bf16 -k 3 -C "$tmp/moe.csv" >/dev/null ||
   fail "MoE sweep"
 [ "$(awk -F, 'NR > 1 && $17 == "true" { print $16 }' "$tmp/moe.csv" | sort -u | tr '\n' ' ')" = "1 2 4 8 " ] ||
   fail "the MoE sweep did not fit plans with every ep: $(awk -F, 'NR > 1 { print $16, $17 }' "$tmp/moe.csv" | sort | uniq -c)"
 
 # DeepSeek-V3 (latent attention, a dense start, 256 experts) on 1,024 H100s finds plans, the best with experts split
-"$px" sweep -m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 1 -p 4 -z 3 -r full -k 3 >"$tmp/ds.txt" ||
+"$px" sweep -m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 1 -p 4 -z 3 -r full -P bf16 -k 3 >"$tmp/ds.txt" ||
   fail "DeepSeek-V3 sweep: $(cat "$tmp/ds.txt")"
 grep -q '^ *1  tp1 ep[0-9]' "$tmp/ds.txt" || fail "DeepSeek-V3 sweep: no plan with ep: $(cat "$tmp/ds.txt")"
 
@@ -68,7 +77,7 @@ printf '%s\n' "$out" | grep -q "^ZeRO (best plan's split, z3): .*z1 does not fit
 # Every row carries what `sim` says of its plan, past the rows printed too.
 "$px" sweep -m llama3-70b -c dgx-h100 -g 64 -B 128 -t 8 -S -k 2 --json >"$tmp/rows.json" || fail "sweep 70B --json"
 row=$(jq -c '.plans[5]' "$tmp/rows.json")
-flags=$(printf '%s' "$row" | jq -r '.parallel | "-t \(.tp) -p \(.pp) -d \(.dp) -z \(.zero) -b \(.mbs) -B \(.gbs) -e \(.schedule) -v \(.vpp) -r \(.recompute) --grad-accum \(.grad_accum) --prefetch \(.prefetch) --main-grad \(.main_grad) --offload-optimizer \(.offload_optimizer) --offload-params \(.offload_params)" + (if .sp then " -S" else "" end) + (if .reshard_after_forward then "" else " --no-reshard-after-forward" end)')
+flags=$(printf '%s' "$row" | jq -r '.parallel | "-t \(.tp) -p \(.pp) -d \(.dp) -z \(.zero) -b \(.mbs) -B \(.gbs) -e \(.schedule) -v \(.vpp) -r \(.recompute) --grad-accum \(.grad_accum) --prefetch \(.prefetch) --main-grad \(.main_grad) --offload-optimizer \(.offload_optimizer) --offload-params \(.offload_params) --precision \(.precision)" + (if .fp8_recipe then " --fp8-recipe \(.fp8_recipe)" else "" end) + (if .sp then " -S" else "" end) + (if .reshard_after_forward then "" else " --no-reshard-after-forward" end)')
 # shellcheck disable=SC2086
 sim=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 $flags --json) || fail "sim of sweep row 6: $flags"
 # every figure of the row (but its rank, flags and time to train) is the same figure in `sim --json`
