@@ -171,6 +171,9 @@ static void cost_gemm(px_op *o, double m, double n, double k, double batch, doub
  * keeps for the backward instead of the bf16 tensor where nothing else
  * reads that. */
 
+/* An fp8 op's flags: fp8, and the recipe's block scales. */
+static uint16_t f8_flags(const dims *d) { return (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0)); }
+
 /* The fp8 twin of slot s, made on first use. */
 static int f8_slot(px_plan *p, int s) {
   char name[2 * PX_NAME_MAX]; /* the names are short enough for slot_add's table */
@@ -198,7 +201,7 @@ static px_ref cast8(bld *b, const dims *d, px_phase ph, px_ref x, bool e5m2) {
   px_op *o = op_new(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);
   o->in[0] = x, o->out[0] = y;
   o->dim[0] = (int64_t)n;
-  o->flags = (uint16_t)(PX_OPF_FP8 | (e5m2 ? PX_OPF_E5M2 : 0) | (d->f8_block ? PX_OPF_FP8_BLOCK : 0));
+  o->flags = (uint16_t)(f8_flags(d) | (e5m2 ? PX_OPF_E5M2 : 0));
   o->bytes = n * (e * (d->f8_current ? 2.0 : 1.0) + 2.0);
   return y;
 }
@@ -210,13 +213,13 @@ static void weight_cast(bld *b, const dims *d, px_phase ph, int w) {
   px_op *c = op_new(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);
   c->in[0] = R(w, 0);
   c->dim[0] = (int64_t)b->p->slots[w].elems;
-  c->flags = (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0));
+  c->flags = f8_flags(d);
   c->bytes = (double)b->p->slots[w].elems * ((double)px_dtype_bytes(d->param) + 2.0);
 }
 
 /* Marks a GEMM op as fp8 and its weight as one with an fp8 copy. */
 static void gemm8(bld *b, const dims *d, px_op *o, int w) {
-  o->flags |= (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0));
+  o->flags |= f8_flags(d);
   b->p->slots[w].fp8 = true;
 }
 
@@ -1792,7 +1795,7 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   }
   if (d.f8 && !d.zero3) { /* the updated weights' fp8 copies for the next step (px_plan_fp8_weight_elems) */
     o = op_new(&b, PX_OP_CAST, PX_STREAM_COMPUTE, PX_PHASE_OPT);
-    o->flags = (uint16_t)(PX_OPF_FP8 | (d.f8_block ? PX_OPF_FP8_BLOCK : 0));
+    o->flags = f8_flags(&d);
   }
   block_finish(&b);
   block_begin(&b, p, PX_BLOCK_OFFLOAD_GRAD, PX_STREAM_HOST);

@@ -13,41 +13,9 @@
 #include "exec/ckpt.h"
 #include "tests/testutil.h"
 
-static char tmpdir[256];
+static const char *tmpdir;
 
-static void make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/px_test_ckpt_XXXXXX");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
-}
-
-static void rm_tree(const char *path) {
-  struct stat sb;
-  if (lstat(path, &sb) != 0) return;
-  if (S_ISDIR(sb.st_mode)) {
-    DIR *dir = opendir(path);
-    if (dir) {
-      struct dirent *e;
-      while ((e = readdir(dir))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        rm_tree(sub);
-      }
-      closedir(dir);
-    }
-    CU_ASSERT_EQUAL(rmdir(path), 0);
-  } else {
-    CU_ASSERT_EQUAL(unlink(path), 0);
-  }
-}
-
-static const char *sub(const char *name) {
-  static char buf[4][512];
-  static int next;
-  char *b = buf[next++ % 4];
-  snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-  return b;
-}
+static void make_tmpdir(void) { tmpdir = px_test_tmpdir("ckpt"); }
 
 static unsigned char *slurp(const char *path, size_t *n) {
   FILE *fp = fopen(path, "rb");
@@ -142,7 +110,7 @@ static void test_roundtrip(void) {
   px_ckpt_tensor t[3] = {{"embed", embed, NE}, {"ln.weight", ln, NL}, {"empty", NULL, 0}};
   px_ckpt_meta m = meta_for(1, 4, 42);
   px_err err = {0};
-  const char *dir = sub("run/ckpt/step-42"); /* created with its parents */
+  const char *dir = px_test_tmp("run/ckpt/step-42"); /* created with its parents */
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(dir, &m, t, 3, &err), PX_OK);
 
   float *embed2 = malloc(NE * sizeof *embed2), ln2[NL];
@@ -177,7 +145,7 @@ static void test_roundtrip(void) {
   CU_ASSERT_EQUAL(dir_entries(dir, is_shard_1), 1);
   free(embed);
   free(embed2);
-  rm_tree(tmpdir);
+  px_test_rm_tree(tmpdir);
 }
 
 /* A small shard: every single-byte change and every truncation is caught. */
@@ -190,7 +158,7 @@ static void test_corruption(void) {
   px_ckpt_tensor r[2] = {{"a", a2, 8}, {"bb", bb2, 5}};
   px_ckpt_meta m = meta_for(0, 1, 3);
   px_err err = {0};
-  const char *dir = sub("c");
+  const char *dir = px_test_tmp("c");
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(dir, &m, t, 2, &err), PX_OK);
   char path[1024];
   CU_ASSERT_EQUAL_FATAL(px_ckpt_shard_path(dir, 0, path, sizeof path, &err), PX_OK);
@@ -241,7 +209,7 @@ static void test_corruption(void) {
   CU_ASSERT_EQUAL(memcmp(bb, bb2, sizeof bb), 0);
   free(b);
   free(orig);
-  rm_tree(tmpdir);
+  px_test_rm_tree(tmpdir);
 }
 
 static void test_mismatches(void) {
@@ -250,7 +218,7 @@ static void test_mismatches(void) {
   px_ckpt_tensor t[2] = {{"w", w, 6}, {"v", v, 2}};
   px_ckpt_meta m = meta_for(3, 8, 10);
   px_err err = {0};
-  const char *dir = sub("checkpoint");
+  const char *dir = px_test_tmp("checkpoint");
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(dir, &m, t, 2, &err), PX_OK);
   char shard[1024];
   snprintf(shard, sizeof shard, "%s/shard-3.bin", dir);
@@ -275,7 +243,7 @@ static void test_mismatches(void) {
   /* Another rank's file under this rank's name. */
   size_t n;
   unsigned char *b = slurp(shard, &n);
-  spit(sub("checkpoint/shard-5.bin"), b, n);
+  spit(px_test_tmp("checkpoint/shard-5.bin"), b, n);
   free(b);
   e = meta_for(5, 8, 10);
   expect_msg(px_ckpt_read_shard(dir, &e, r, 2, NULL, &err), &err, "shard-5.bin: written by rank 3, this is rank 5");
@@ -302,7 +270,7 @@ static void test_mismatches(void) {
   e.rank = 8;
   expect_msg(px_ckpt_write_shard(dir, &e, t, 2, &err), &err, "rank 8 is out of range 0..7");
   /* A file that is not a shard. */
-  spit_str(sub("checkpoint/shard-7.bin"),
+  spit_str(px_test_tmp("checkpoint/shard-7.bin"),
            "this is not a checkpoint shard at all: it is a text file long enough to hold a header and a checksum");
   e = meta_for(7, 8, 10);
   expect_msg(px_ckpt_read_shard(dir, &e, r, 2, NULL, &err), &err, "not a parallax checkpoint shard");
@@ -311,7 +279,7 @@ static void test_mismatches(void) {
   CU_ASSERT_EQUAL(px_ckpt_read_shard(dir, &m, r, 2, &step, &err), PX_OK);
   CU_ASSERT_EQUAL(step, 10);
   CU_ASSERT_EQUAL(memcmp(out, w, sizeof w), 0);
-  rm_tree(tmpdir);
+  px_test_rm_tree(tmpdir);
 }
 
 static void write_all(const char *dir, int32_t world, int64_t step, float *data, uint64_t count) {
@@ -329,7 +297,7 @@ static void test_manifest(void) {
   float data[100];
   fill_bits(data, 100, 3);
   px_err err = {0};
-  const char *dir = sub("ck");
+  const char *dir = px_test_tmp("ck");
   write_all(dir, 3, 7, data, 100);
   px_ckpt_manifest man;
   /* Shards without a manifest: the run stopped while writing. */
@@ -368,7 +336,7 @@ static void test_manifest(void) {
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(dir, &m1, t, 1, &err), PX_OK);
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-1.bin: 482 bytes, the manifest says 486");
   /* Missing. */
-  CU_ASSERT_EQUAL(unlink(sub("ck/shard-1.bin")), 0);
+  CU_ASSERT_EQUAL(unlink(px_test_tmp("ck/shard-1.bin")), 0);
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-1.bin: missing");
   /* Rank 0 refuses to write a manifest over a missing or stale shard. */
   expect_msg(px_ckpt_write_manifest(dir, &m0, NULL, &err), &err, "shard-1.bin: missing");
@@ -377,13 +345,13 @@ static void test_manifest(void) {
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(dir, &stale, t, 1, &err), PX_OK);
   expect_msg(px_ckpt_write_manifest(dir, &m0, NULL, &err), &err, "shard-1.bin: holds step 6, the manifest is for step 7");
   /* A broken manifest. */
-  spit_str(sub("ck/manifest.json"), "{\"format\": \"parallax-checkpoint\", \"version\": 1, \"step\": 7");
+  spit_str(px_test_tmp("ck/manifest.json"), "{\"format\": \"parallax-checkpoint\", \"version\": 1, \"step\": 7");
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "invalid JSON");
-  spit_str(sub("ck/manifest.json"), "{\"format\": \"parallax-checkpoint\", \"version\": 1, \"step\": 7, \"world\": 3, "
+  spit_str(px_test_tmp("ck/manifest.json"), "{\"format\": \"parallax-checkpoint\", \"version\": 1, \"step\": 7, \"world\": 3, "
                                     "\"plan_hash\": \"12\", \"model_hash\": \"0x1\", \"shards\": []}");
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "field 'plan_hash': '12' is not a 64-bit hex number");
-  expect_msg(px_ckpt_read_manifest(sub("nowhere"), &man, &err), &err, "no such checkpoint directory");
-  rm_tree(tmpdir);
+  expect_msg(px_ckpt_read_manifest(px_test_tmp("nowhere"), &man, &err), &err, "no such checkpoint directory");
+  px_test_rm_tree(tmpdir);
 }
 
 static void expect_step(const char *dir, int64_t step) {
@@ -404,9 +372,9 @@ static void test_staging(void) {
   float data[100];
   fill_bits(data, 100, 5);
   px_err err = {0};
-  char dir[600], staging[600], path[600]; /* sub()'s buffers are reused */
-  snprintf(dir, sizeof dir, "%s", sub("ck"));
-  snprintf(staging, sizeof staging, "%s", sub("ck/.next"));
+  char dir[600], staging[600], path[600]; /* px_test_tmp()'s buffers are reused */
+  snprintf(dir, sizeof dir, "%s", px_test_tmp("ck"));
+  snprintf(staging, sizeof staging, "%s", px_test_tmp("ck/.next"));
   CU_ASSERT_EQUAL(px_ckpt_staging_path(dir, path, sizeof path, &err), PX_OK);
   CU_ASSERT_STRING_EQUAL(path, staging);
   px_ckpt_recovery what;
@@ -429,7 +397,7 @@ static void test_staging(void) {
   px_ckpt_tensor t[1] = {{"params", data, 100}};
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r0, t, 1, &err), PX_OK);
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r1, t, 1, &err), PX_OK);
-  spit_str(sub("ck/.next/shard-2.bin.tmp.4242"), "half");
+  spit_str(px_test_tmp("ck/.next/shard-2.bin.tmp.4242"), "half");
   expect_msg(px_ckpt_commit(dir, &m9, NULL, &err), &err, "shard-2.bin: missing");
   expect_step(dir, 7);
   CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
@@ -441,7 +409,7 @@ static void test_staging(void) {
    * a valid checkpoint until recovery finishes the move. */
   write_all(staging, 3, 9, data, 100);
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(staging, &m9, NULL, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(rename(sub("ck/.next/shard-0.bin"), sub("ck/shard-0.bin")), 0);
+  CU_ASSERT_EQUAL_FATAL(rename(px_test_tmp("ck/.next/shard-0.bin"), px_test_tmp("ck/shard-0.bin")), 0);
   px_ckpt_manifest man;
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-0.bin: checksum 0x");
   CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
@@ -452,12 +420,12 @@ static void test_staging(void) {
 
   /* The test hook's pause changes nothing in the file. */
   size_t n1, n2;
-  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(sub("a"), &r0, t, 1, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard_paced(sub("b"), &r0, t, 1, 1, &err), PX_OK);
-  unsigned char *b1 = slurp(sub("a/shard-0.bin"), &n1), *b2 = slurp(sub("b/shard-0.bin"), &n2);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(px_test_tmp("a"), &r0, t, 1, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard_paced(px_test_tmp("b"), &r0, t, 1, 1, &err), PX_OK);
+  unsigned char *b1 = slurp(px_test_tmp("a/shard-0.bin"), &n1), *b2 = slurp(px_test_tmp("b/shard-0.bin"), &n2);
   CU_ASSERT(n1 == n2 && memcmp(b1, b2, n1) == 0);
   free(b1), free(b2);
-  rm_tree(tmpdir);
+  px_test_rm_tree(tmpdir);
 }
 
 int main(void) {

@@ -9,12 +9,9 @@
 #include "exec/data.h"
 #include "tests/testutil.h"
 
-static char tmpdir[256];
+static const char *tmpdir;
 
-static void make_tmpdir(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/px_test_data_XXXXXX");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
-}
+static void make_tmpdir(void) { tmpdir = px_test_tmpdir("data"); }
 
 /* Removes the files this suite wrote, then the directory. */
 static const char *written[32];

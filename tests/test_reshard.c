@@ -28,34 +28,6 @@ typedef struct {
   int zero, precision, offload_opt, offload_params;
 } spec;
 
-static char tmpdir[256];
-
-static const char *sub(const char *name) {
-  static char buf[4][512];
-  static int next;
-  char *b = buf[next++ % 4];
-  snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
-  return b;
-}
-
-static void rm_tree(const char *path) {
-  struct stat sb;
-  if (lstat(path, &sb) != 0) return;
-  if (S_ISDIR(sb.st_mode)) {
-    DIR *dir = opendir(path);
-    struct dirent *e;
-    while (dir && (e = readdir(dir))) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-      char s[1024];
-      snprintf(s, sizeof s, "%s/%s", path, e->d_name);
-      rm_tree(s);
-    }
-    if (dir) closedir(dir);
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
-}
 
 static void compile(const spec *s, px_plan *plan) {
   px_model m;
@@ -92,6 +64,15 @@ static bool has_master(const px_plan *p) {
 }
 
 /* Writes into dir a checkpoint of plan p at STEP whose current elements hold value(). */
+/* World rank r's place, its states and a tensor of each (test buffers filled with v); returns their count. */
+static int rank_states(const px_plan *p, int64_t r, px_param_rank *rk, px_param_state *ps, px_ckpt_tensor *t, float v) {
+  px_param_rank_of(p, r, rk);
+  int k = px_param_states(p, rk->stage, ps);
+  for (int i = 0; i < k; i++)
+    t[i] = (px_ckpt_tensor){px_state_names[ps[i].kind], px_tconst((int64_t)ps[i].count, v), ps[i].count};
+  return k;
+}
+
 static void write_synthetic(const px_plan *p, const char *dir, bool record) {
   px_err err = {0};
   px_global_params g;
@@ -100,12 +81,10 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record) {
   CU_ASSERT_EQUAL_FATAL(px_ckpt_staging_path(dir, staging, sizeof staging, &err), PX_OK);
   for (int64_t q = 0; q < p->grid.world; q++) {
     px_param_rank rk;
-    px_param_rank_of(p, q, &rk);
     px_param_state ps[PX_STATE_COUNT];
-    int k = px_param_states(p, rk.stage, ps);
     px_ckpt_tensor t[PX_STATE_COUNT];
+    int k = rank_states(p, q, &rk, ps, t, POISON);
     for (int i = 0; i < k; i++) {
-      t[i] = (px_ckpt_tensor){px_state_names[ps[i].kind], px_tconst((int64_t)ps[i].count, POISON), ps[i].count};
       if (ps[i].kind == PX_STATE_LOSS_SCALER) {
         t[i].data[0] = 1024, t[i].data[1] = 7, t[i].data[2] = STEP - 1;
         continue;
@@ -183,11 +162,9 @@ static void check_resharded(const px_plan *a, const px_plan *b, const char *dir,
   uint64_t bad = 0;
   for (int64_t r = 0; r < b->grid.world; r++) {
     px_param_rank rk;
-    px_param_rank_of(b, r, &rk);
     px_param_state ps[PX_STATE_COUNT];
-    int k = px_param_states(b, rk.stage, ps);
     px_ckpt_tensor t[PX_STATE_COUNT];
-    for (int i = 0; i < k; i++) t[i] = (px_ckpt_tensor){px_state_names[ps[i].kind], px_tfloats((int64_t)ps[i].count), ps[i].count};
+    int k = rank_states(b, r, &rk, ps, t, 0.0f);
     px_ckpt_meta meta;
     px_reshard_meta(b, r, STEP, &meta);
     int64_t step = -1;
@@ -257,29 +234,28 @@ static void test_pairs(void) {
   };
   char what[64];
   for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/px_test_reshard_XXXXXX");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
+    const char *tmpdir = px_test_tmpdir("reshard");
     px_plan a, b;
     compile(&pairs[i].a, &a);
     compile(&pairs[i].b, &b);
     check_owned(&a);
     check_owned(&b);
-    write_synthetic(&a, sub("old"), true);
+    write_synthetic(&a, px_test_tmp("old"), true);
     px_err err = {0};
     px_reshard *r = NULL;
-    px_status st = px_reshard_open(sub("old"), &b, 0, 1, &r, &err);
-    if (!st) st = px_reshard_write(r, sub("new"), NULL, &err);
+    px_status st = px_reshard_open(px_test_tmp("old"), &b, 0, 1, &r, &err);
+    if (!st) st = px_reshard_write(r, px_test_tmp("new"), NULL, &err);
     if (st) fprintf(stderr, "\n  pair %zu: %s\n", i, err.msg);
     CU_ASSERT_EQUAL(st, PX_OK);
     if (!st) {
       CU_ASSERT_EQUAL(px_reshard_step(r), STEP);
       snprintf(what, sizeof what, "pair %zu", i);
-      check_resharded(&a, &b, sub("new"), what);
+      check_resharded(&a, &b, px_test_tmp("new"), what);
     }
     px_reshard_free(r);
     px_plan_free(&a);
     px_plan_free(&b);
-    rm_tree(tmpdir);
+    px_test_rm_tree(tmpdir);
   }
 }
 
@@ -291,8 +267,7 @@ static void expect_refused(px_status st, const px_err *err, const char *needle) 
 }
 
 static void test_refusals(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/px_test_reshard_XXXXXX");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
+  const char *tmpdir = px_test_tmpdir("reshard");
   spec s8 = {"tiny", 2, 2, 2, 0, 0, 0, 0, 1, PX_PREC_FP32, 0, 0}, s2 = {"tiny", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP32, 0, 0};
   spec gpt = {"tiny-gpt", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP32, 0, 0};
   spec h16 = {"tiny", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP16, 0, 0}, b16 = {"tiny", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_BF16, 0, 0};
@@ -300,16 +275,16 @@ static void test_refusals(void) {
   compile(&s8, &p8), compile(&s2, &p2), compile(&gpt, &pg), compile(&h16, &p16), compile(&b16, &pb16);
   px_err err = {0};
   px_reshard *r = NULL;
-  write_synthetic(&p8, sub("ck"), true);
-  expect_refused(px_reshard_open(sub("ck"), &pg, 0, 1, &r, &err), &err, "ck/manifest.json: a checkpoint of another model");
-  write_synthetic(&p16, sub("h16"), true);
-  expect_refused(px_reshard_open(sub("h16"), &pb16, 0, 1, &r, &err), &err, "loss scaler");
+  write_synthetic(&p8, px_test_tmp("ck"), true);
+  expect_refused(px_reshard_open(px_test_tmp("ck"), &pg, 0, 1, &r, &err), &err, "ck/manifest.json: a checkpoint of another model");
+  write_synthetic(&p16, px_test_tmp("h16"), true);
+  expect_refused(px_reshard_open(px_test_tmp("h16"), &pb16, 0, 1, &r, &err), &err, "loss scaler");
   /* a manifest without a plan record (as format version 1 wrote) */
-  write_synthetic(&p8, sub("norec"), false);
-  expect_refused(px_reshard_open(sub("norec"), &p2, 0, 1, &r, &err), &err, "records no plan");
+  write_synthetic(&p8, px_test_tmp("norec"), false);
+  expect_refused(px_reshard_open(px_test_tmp("norec"), &p2, 0, 1, &r, &err), &err, "records no plan");
   /* a flipped byte in a shard's data: found by the rank that checks that shard, not by the others */
   char path[600];
-  snprintf(path, sizeof path, "%s/shard-5.bin", sub("ck"));
+  snprintf(path, sizeof path, "%s/shard-5.bin", px_test_tmp("ck"));
   FILE *fp = fopen(path, "r+b");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   fseek(fp, 300, SEEK_SET);
@@ -317,31 +292,31 @@ static void test_refusals(void) {
   fseek(fp, 300, SEEK_SET);
   fputc(ch ^ 0x10, fp);
   fclose(fp);
-  expect_refused(px_reshard_open(sub("ck"), &p2, 0, 1, &r, &err), &err, "shard-5.bin: corrupt (stored checksum");
-  expect_refused(px_reshard_open(sub("ck"), &p2, 1, 2, &r, &err), &err, "shard-5.bin: corrupt");
-  CU_ASSERT_EQUAL(px_reshard_open(sub("ck"), &p2, 0, 2, &r, &err), PX_OK);
+  expect_refused(px_reshard_open(px_test_tmp("ck"), &p2, 0, 1, &r, &err), &err, "shard-5.bin: corrupt (stored checksum");
+  expect_refused(px_reshard_open(px_test_tmp("ck"), &p2, 1, 2, &r, &err), &err, "shard-5.bin: corrupt");
+  CU_ASSERT_EQUAL(px_reshard_open(px_test_tmp("ck"), &p2, 0, 2, &r, &err), PX_OK);
   px_reshard_free(r);
   px_planfile *pf = px_talloc(sizeof *pf);
-  CU_ASSERT_EQUAL(px_reshard_recorded(sub("norec"), pf, &err), PX_ERR_INPUT);
-  CU_ASSERT_EQUAL(px_reshard_recorded(sub("ck"), pf, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_reshard_recorded(px_test_tmp("norec"), pf, &err), PX_ERR_INPUT);
+  CU_ASSERT_EQUAL(px_reshard_recorded(px_test_tmp("ck"), pf, &err), PX_OK);
   CU_ASSERT(pf->has_model && pf->has_cluster && pf->gpus == 8 && pf->par.tp == 2 && pf->par.zero == 1);
   /* re-split into a directory holding a larger world's checkpoint: its extra shards go */
-  write_synthetic(&p8, sub("big"), true);
-  write_synthetic(&p2, sub("two"), true);
-  CU_ASSERT_EQUAL_FATAL(px_reshard_open(sub("two"), &p2, 0, 1, &r, &err), PX_OK);
-  CU_ASSERT_EQUAL(px_reshard_write(r, sub("big"), NULL, &err), PX_OK);
+  write_synthetic(&p8, px_test_tmp("big"), true);
+  write_synthetic(&p2, px_test_tmp("two"), true);
+  CU_ASSERT_EQUAL_FATAL(px_reshard_open(px_test_tmp("two"), &p2, 0, 1, &r, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_reshard_write(r, px_test_tmp("big"), NULL, &err), PX_OK);
   px_reshard_free(r);
-  snprintf(path, sizeof path, "%s/shard-2.bin", sub("big"));
+  snprintf(path, sizeof path, "%s/shard-2.bin", px_test_tmp("big"));
   CU_ASSERT_EQUAL(access(path, F_OK), -1);
   px_ckpt_manifest man;
-  CU_ASSERT_EQUAL(px_ckpt_read_manifest(sub("big"), &man, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_ckpt_read_manifest(px_test_tmp("big"), &man, &err), PX_OK);
   CU_ASSERT_EQUAL(man.world, 2);
   CU_ASSERT_EQUAL(man.version, 2);
   CU_ASSERT_PTR_NOT_NULL(man.plan);
   px_ckpt_manifest_deinit(&man);
-  check_resharded(&p2, &p2, sub("big"), "into a larger checkpoint's directory");
+  check_resharded(&p2, &p2, px_test_tmp("big"), "into a larger checkpoint's directory");
   px_plan_free(&p8), px_plan_free(&p2), px_plan_free(&pg), px_plan_free(&p16), px_plan_free(&pb16);
-  rm_tree(tmpdir);
+  px_test_rm_tree(tmpdir);
 }
 
 int main(void) {

@@ -2,11 +2,49 @@
 #include "tests/testutil.h"
 
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/paths.h"
+
+static char tmpdir[256];
+
+const char *px_test_tmpdir(const char *tag) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/px_test_%s_XXXXXX", tag);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmpdir));
+  return tmpdir;
+}
+
+const char *px_test_tmp(const char *name) {
+  static char buf[4][512];
+  static int next;
+  char *b = buf[next++ % 4];
+  snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
+  return b;
+}
+
+void px_test_rm_tree(const char *path) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0) return;
+  if (S_ISDIR(sb.st_mode)) {
+    DIR *dir = opendir(path);
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char sub[1024];
+      snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+      px_test_rm_tree(sub);
+    }
+    if (dir) closedir(dir);
+    CU_ASSERT_EQUAL(rmdir(path), 0);
+  } else {
+    CU_ASSERT_EQUAL(unlink(path), 0);
+  }
+}
 
 int px_test_main(const char *suite, const px_test *tests, size_t n) {
   if (CU_initialize_registry() != CUE_SUCCESS) return 1;

@@ -34,6 +34,14 @@ int px_test_main(const char *suite, const px_test *tests, size_t n);
     CU_ASSERT_EQUAL(pxa_, pxb_);                                                                    \
   } while (0)
 
+/* A test's scratch directory: px_test_tmpdir makes a fresh one under /tmp
+ * (its name from tag) and returns it, px_test_tmp names a file in the last
+ * one made (4 buffers in turn), px_test_rm_tree removes a tree (asserting
+ * each removal). */
+const char *px_test_tmpdir(const char *tag);
+const char *px_test_tmp(const char *name);
+void px_test_rm_tree(const char *path);
+
 /* Path of a file under the source tree (PARALLAX_HOME). */
 const char *px_test_path(const char *rel);
 
