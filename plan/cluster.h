@@ -59,6 +59,7 @@ typedef struct {
 typedef struct {
   char name[64];
   double peak_flops[PX_DTYPE_COUNT]; /* dense FLOP/s per dtype, 0 when unsupported */
+  double peak_fp4_flops;             /* dense fp4 FLOP/s where published: shown, not planned (no fp4 training path) */
   uint64_t hbm_bytes;
   uint64_t reserved_bytes;           /* taken by the runtime (context, allocator slack) */
   double hbm_bytes_per_s;

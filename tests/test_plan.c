@@ -777,11 +777,37 @@ static void test_cluster_set_field(void) {
   }
 }
 
+/* The Blackwell presets' per-GPU figures from the racks' and boards'
+ * published totals (dense): GB300 NVL72 1,080 PFLOP/s fp4, 360 fp8, 180
+ * bf16, 576 TB/s of HBM, 130 TB/s of NVLink for 72 GPUs, one 800 Gb/s
+ * ConnectX-8 each; GB200 NVL72 1,440 PFLOP/s fp4 with sparsity; HGX B200
+ * 9 PFLOP/s fp4. fp4 is read, shown and written back, never planned. */
+static void test_blackwell_presets(void) {
+  px_cluster c = cluster("dgx-gb300", 72);
+  PX_ASSERT_REL(c.gpu.peak_fp4_flops, 1080e15 / 72, 1e-12);
+  PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_FP8], 360e15 / 72, 1e-12);
+  PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_BF16], 180e15 / 72, 1e-12);
+  PX_ASSERT_REL(c.gpu.hbm_bytes_per_s, 576e12 / 72, 1e-12);
+  PX_ASSERT_REL(2 * c.intra_bytes_per_s, 130e12 / 72, 0.01); /* 1.8 TB/s both directions, 130 TB/s rounded */
+  PX_ASSERT_REL(c.nic_bytes_per_s * c.nics_per_node / c.gpus_per_node, 800e9 / 8, 1e-12);
+  CU_ASSERT_EQUAL(px_cluster_nvlink_domain(&c), 72);
+  CU_ASSERT_EQUAL(c.gpus_per_node * c.nodes, 72);
+  PX_ASSERT_REL(cluster("gb200-nvl72", 72).gpu.peak_fp4_flops, 1440e15 / 2 / 72, 1e-12);
+  PX_ASSERT_REL(cluster("dgx-b200", 8).gpu.peak_fp4_flops, 9e15, 1e-12);
+  CU_ASSERT_EQUAL(cluster("dgx-h100", 8).gpu.peak_fp4_flops, 0); /* Hopper has no fp4 */
+  cJSON *j = px_cluster_to_json(&c);
+  px_cluster back;
+  px_err err = {0};
+  CU_ASSERT_EQUAL(px_cluster_from_json(j, "round trip", &back, &err), PX_OK);
+  CU_ASSERT_EQUAL(back.gpu.peak_fp4_flops, c.gpu.peak_fp4_flops);
+  cJSON_Delete(j);
+}
+
 /* Every preset cites a source for each datasheet figure (its own entry or
  * its object's); a source naming no field of the file is refused. */
 static void test_cluster_sources(void) {
   static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200", "hgx-h800", "a3-mega",
-                                        "dgx-b200", "gb200-nvl72", "local-cpu"};
+                                        "dgx-b200", "gb200-nvl72", "dgx-gb300", "local-cpu"};
   static const char *const figures[] = {"gpu.peak_tflops.bf16", "gpu.peak_tflops.fp32", "gpu.hbm_gib",
                                         "gpu.hbm_gb_per_s", "gpu.sm_count", "gpus_per_node", "intra_node.gb_per_s",
                                         "inter_node.nics_per_node", "inter_node.nic_gbit_per_s"};
@@ -1256,6 +1282,7 @@ int main(void) {
       {"uneven layer split and the rank grid", test_layer_split},
       {"cluster what-ifs: --set changes one field, refuses unknown ones", test_cluster_set_field},
       {"every preset's datasheet figures have a source", test_cluster_sources},
+      {"Blackwell presets: per-GPU figures from the published totals", test_blackwell_presets},
       {"impossible plans are refused with a reason", test_refusals},
       {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},
       {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},

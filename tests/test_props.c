@@ -19,7 +19,7 @@ static uint64_t rnd(uint64_t n) {
 }
 
 static const char *const models[] = {"gpt2-350m", "gpt2-1.5b", "llama3-8b", "llama2-13b", "llama3-70b", "tiny-gpt"};
-static const char *const clusters[] = {"dgx-a100", "dgx-h100", "hgx-h200", "a3-mega", "hgx-h800", "dgx-b200", "gb200-nvl72"};
+static const char *const clusters[] = {"dgx-a100", "dgx-h100", "hgx-h200", "a3-mega", "hgx-h800", "dgx-b200", "gb200-nvl72", "dgx-gb300"};
 
 static int64_t pick_divisor(int64_t n, int64_t max) {
   int64_t d[64];
