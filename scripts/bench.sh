@@ -12,3 +12,5 @@ export PARALLAX_CUDA_MODULE=${PARALLAX_CUDA_MODULE:-$build/libparallax_cuda.so}
 "$build/bench/bench_exec" cpu gpt2-124m 256 3
 "$build/bench/bench_exec" cuda gpt2-124m 1024 6 8 2
 "$build/bench/bench_exec" cuda gpt2-1.5b 1024 6 4 2
+# beside PyTorch (when $PYTHON, default python3, imports torch; else parallax alone)
+bash "$(dirname "$0")/../bench/vs_torch.sh" "$build" 3 4
