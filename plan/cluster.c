@@ -20,6 +20,54 @@ const char *const px_busbw_coll_names[PX_COLL_COUNT] = {NULL, "all_reduce", "all
 #define TRY(x) \
   if ((st = (x))) return st
 
+/* gpu.attention: [{"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "seq": [...], "tflops": [...]}]. */
+static px_status attention_from_json(const cJSON *g, const char *file, px_gpu *gpu, px_err *err) {
+  static const char *const passes[] = {"fwd", "bwd"};
+  px_status st;
+  const cJSON *curves = cJSON_GetObjectItemCaseSensitive(g, "attention");
+  if (!curves || cJSON_IsNull(curves)) return PX_OK;
+  if (!cJSON_IsArray(curves)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention': expected an array", file);
+  if (cJSON_GetArraySize(curves) > PX_ATTN_CURVES_MAX)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention': more than %d curves", file, PX_ATTN_CURVES_MAX);
+  int i = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, curves) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "gpu.attention[%d].", i);
+    px_json_ctx ec = {file, prefix};
+    if (!cJSON_IsObject(e))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d]': expected an object", file, i);
+    px_attn_curve *a = &gpu->attention[i];
+    int pass = 0;
+    TRY(px_json_enum(&ec, e, "pass", true, passes, 2, &pass, err));
+    a->bwd = pass == 1;
+    TRY(px_json_int(&ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
+    TRY(px_json_bool(&ec, e, "causal", true, &a->causal, err));
+    const cJSON *seq = cJSON_GetObjectItemCaseSensitive(e, "seq"), *tf = cJSON_GetObjectItemCaseSensitive(e, "tflops");
+    int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
+    if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "%s: field 'gpu.attention[%d]': 'seq' and 'tflops' must be arrays of the same length, 1 to %d",
+                        file, i, PX_ATTN_POINTS_MAX);
+    for (int k = 0; k < n; k++) {
+      const cJSON *sv = cJSON_GetArrayItem(seq, k), *tv = cJSON_GetArrayItem(tf, k);
+      if (!cJSON_IsNumber(sv) || sv->valuedouble < 1 || sv->valuedouble > 1e9 ||
+          (k > 0 && (int64_t)sv->valuedouble <= a->seq[k - 1]))
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].seq[%d]': expected increasing lengths >= 1",
+                          file, i, k);
+      if (!cJSON_IsNumber(tv) || tv->valuedouble <= 0 || tv->valuedouble > 1e6)
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].tflops[%d]': expected a positive TFLOP/s",
+                          file, i, k);
+      a->seq[k] = (int64_t)sv->valuedouble;
+      a->tflops[k] = tv->valuedouble;
+    }
+    a->n = n;
+    i++;
+  }
+  gpu->attention_len = i;
+  return PX_OK;
+}
+
 static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px_err *err) {
   px_json_ctx c = {file, "gpu."};
   px_status st;
@@ -127,7 +175,7 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     }
     gpu->kernel_rates_len = i;
   }
-  return PX_OK;
+  return attention_from_json(g, file, gpu, err);
 }
 
 /* The object a dotted path's last name lives in, and that name; NULL when
@@ -406,6 +454,23 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       if (gpu->kernel_rates[i].bytes_per_s > 0) px_json_add_num(e, "gb_per_s", gpu->kernel_rates[i].bytes_per_s / 1e9);
       if (gpu->kernel_rates[i].flops_per_s > 0) px_json_add_num(e, "gflop_per_s", gpu->kernel_rates[i].flops_per_s / 1e9);
       px_json_add_num(e, "overhead_us", gpu->kernel_rates[i].overhead_s * 1e6);
+      cJSON_AddItemToArray(t, e);
+    }
+  }
+  if (gpu->attention_len) {
+    cJSON *t = cJSON_AddArrayToObject(g, "attention");
+    for (int i = 0; t && i < gpu->attention_len; i++) {
+      const px_attn_curve *a = &gpu->attention[i];
+      cJSON *e = cJSON_CreateObject();
+      if (!e) break;
+      cJSON_AddStringToObject(e, "pass", a->bwd ? "bwd" : "fwd");
+      px_json_add_num(e, "head_dim", (double)a->head_dim);
+      cJSON_AddBoolToObject(e, "causal", a->causal);
+      cJSON *sq = cJSON_AddArrayToObject(e, "seq"), *tf = cJSON_AddArrayToObject(e, "tflops");
+      for (int k = 0; sq && tf && k < a->n; k++) {
+        cJSON_AddItemToArray(sq, cJSON_CreateNumber((double)a->seq[k]));
+        cJSON_AddItemToArray(tf, cJSON_CreateNumber(a->tflops[k]));
+      }
       cJSON_AddItemToArray(t, e);
     }
   }

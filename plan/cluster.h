@@ -44,6 +44,21 @@ typedef struct {
   double overhead_s; /* fixed cost per call */
 } px_kernel_rate;
 
+/* A measured fused-attention curve (FlashAttention's benchmark: batch x seq
+ * tokens fixed, heads x head_dim fixed): TFLOP/s at the 16-bit rate against
+ * the sequence length, for one pass, head dim and mask, with FLOPs counted
+ * as FlashAttention does (4 s^2 d per head forward, halved when causal;
+ * the backward 2.5x the forward). */
+#define PX_ATTN_POINTS_MAX 16
+typedef struct {
+  bool bwd, causal;
+  int64_t head_dim;
+  int n;
+  int64_t seq[PX_ATTN_POINTS_MAX]; /* increasing */
+  double tflops[PX_ATTN_POINTS_MAX];
+} px_attn_curve;
+#define PX_ATTN_CURVES_MAX 16
+
 #define PX_GEMM_TABLE_MAX 256
 #define PX_SOURCES_MAX 48 /* per-field sources of a cluster file */
 
@@ -76,6 +91,8 @@ typedef struct {
   int gemm_table_len;
   px_kernel_rate kernel_rates[PX_KERNEL_RATES_MAX];
   int kernel_rates_len;
+  px_attn_curve attention[PX_ATTN_CURVES_MAX]; /* fused attention (flash); none: costed as GEMMs */
+  int attention_len;
 } px_gpu;
 
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or

@@ -45,6 +45,44 @@ double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t
   return max * wave_eff * tile_eff * k_eff;
 }
 
+/* TFLOP/s of curve a at seq: linear in log(seq) between its points, flat beyond them. */
+static double attn_curve_at(const px_attn_curve *a, int64_t seq) {
+  if (seq <= a->seq[0]) return a->tflops[0];
+  for (int k = 1; k < a->n; k++)
+    if (seq <= a->seq[k]) {
+      double t = (log((double)seq) - log((double)a->seq[k - 1])) / (log((double)a->seq[k]) - log((double)a->seq[k - 1]));
+      return a->tflops[k - 1] + t * (a->tflops[k] - a->tflops[k - 1]);
+    }
+  return a->tflops[a->n - 1];
+}
+
+/* The curve of a pass and mask at the head dim nearest head_dim (in log2); NULL when none. */
+static const px_attn_curve *attn_curve(const px_gpu *g, bool bwd, bool causal, int64_t head_dim) {
+  const px_attn_curve *best = NULL;
+  double dist = INFINITY;
+  for (int i = 0; i < g->attention_len; i++) {
+    const px_attn_curve *a = &g->attention[i];
+    if (a->bwd != bwd || a->causal != causal) continue;
+    double d = fabs(log2((double)a->head_dim) - log2((double)head_dim));
+    if (d < dist) dist = d, best = a;
+  }
+  return best;
+}
+
+double px_attn_efficiency(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t seq) {
+  double peak = g->peak_flops[PX_DTYPE_BF16] > 0 ? g->peak_flops[PX_DTYPE_BF16] : g->peak_flops[PX_DTYPE_FP16];
+  if (peak <= 0) return -1;
+  const px_attn_curve *a = attn_curve(g, bwd, causal, head_dim);
+  if (a) return attn_curve_at(a, seq) * 1e12 / peak;
+  /* FlashAttention-3 publishes its backward without the mask only */
+  const px_attn_curve *nc = attn_curve(g, bwd, !causal, head_dim);
+  if (!nc) return -1;
+  double tf = attn_curve_at(nc, seq);
+  const px_attn_curve *fc = attn_curve(g, false, causal, nc->head_dim), *fn = attn_curve(g, false, !causal, nc->head_dim);
+  if (bwd && fc && fn) tf *= attn_curve_at(fc, seq) / attn_curve_at(fn, seq);
+  return tf * 1e12 / peak;
+}
+
 static const px_kernel_rate *measured(const px_gpu *g, px_op_kind kind) {
   for (int i = 0; i < g->kernel_rates_len; i++)
     if (!strcmp(g->kernel_rates[i].kind, px_op_names[kind])) return &g->kernel_rates[i];
@@ -102,6 +140,15 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   for (int i = 0; i < n; i++)
     eff += px_gemm_efficiency8(g, dt, f8_block, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
   eff /= n;
+  if ((op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD) && px_dtype_bytes(dt) == 2) {
+    /* a measured 16-bit kernel where the GPU has one (every graph's attention is causal), on the
+     * waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
+    double fa = px_attn_efficiency(g, op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, op->dim[5]);
+    if (fa > 0) {
+      double tiles = (double)(op->dim[0] * op->dim[2]) * ceil_div((double)op->dim[1], 128.0), sms = (double)g->sm_count;
+      eff = fa * tiles / (ceil_div(tiles, sms) * sms);
+    }
+  }
   double flops = op->flops;
   /* Expert GEMMs' FLOPs are the mean rank's; the busiest rank's rows (its shape) set the time. */
   if (op->kind == PX_OP_EXPERT_LINEAR || op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||

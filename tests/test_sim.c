@@ -757,11 +757,48 @@ static void test_fp8_gemm(void) {
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &cast), px_compute_mem_s(g, PX_OP_CAST, 1e9), 1e-12);
 }
 
+/* Fused attention on H100 from FlashAttention-3's measurements: every
+ * published point comes back exactly from the curves, and a causal forward
+ * op of the benchmark's shape (batch x seq = 16k tokens, heads x head dim =
+ * 2048) takes its published time within 5% (the wave of 128-row tiles and
+ * the launch overhead are the rest); the causal backward, not published, is
+ * the non-causal one scaled as the mask scales the forward (hd 128, 4k: 542
+ * x 579 / 638 TFLOP/s); a GPU without curves keeps the GEMM model. */
+static void test_attention_kernels(void) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  const px_gpu *g = &c.gpu;
+  double peak = g->peak_flops[PX_DTYPE_BF16];
+  CU_ASSERT_FATAL(g->attention_len >= 7);
+  for (int i = 0; i < g->attention_len; i++) {
+    const px_attn_curve *a = &g->attention[i];
+    for (int k = 0; k < a->n; k++) {
+      int64_t s = a->seq[k], hd = a->head_dim;
+      PX_ASSERT_REL(px_attn_efficiency(g, a->bwd, hd, a->causal, s) * peak, a->tflops[k] * 1e12, 1e-9);
+      if (a->bwd || !a->causal) continue;
+      int64_t b = 16384 / s, h = 2048 / hd;
+      px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, s, h, h, hd, s}};
+      op.flops = 2.0 * (double)(b * h) * (double)s * (double)s * (double)(2 * hd); /* the compiler's: the full square */
+      double published_s = op.flops / 2 / (a->tflops[k] * 1e12);                /* FlashAttention counts causal as half */
+      PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), published_s, 0.05);
+    }
+  }
+  PX_ASSERT_REL(px_attn_efficiency(g, true, 128, true, 4096) * peak, 542e12 * 579 / 638, 1e-9);
+  /* between the points: linear in log(seq); beyond them: flat */
+  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
+  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 131072) * peak, 616e12, 1e-9);
+  px_cluster a100;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
+  CU_ASSERT(px_attn_efficiency(&a100.gpu, false, 128, true, 4096) < 0);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"flows share links as computed by hand", test_network_sharing},
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
+      {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},

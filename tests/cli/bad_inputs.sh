@@ -36,6 +36,7 @@ for f in cluster_string_peak cluster_zero_gpus cluster_gpu_array cluster_missing
   expect_refusal "$f.json" "$px" topology show "$bad/$f.json"
 done
 expect_refusal "garbage.bin" "$px" topology show "$bad/garbage.bin"
+expect_refusal "'gpu.attention[0].seq[1]': expected increasing" "$px" topology show "$bad/cluster_attention_seq.json"
 
 # Flags.
 expect_refusal "--gpus" "$px" topology show dgx-a100 --gpus -5
