@@ -23,6 +23,15 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
   if (g->peak_flops[PX_DTYPE_FP8] > 0)
     fprintf(out, "  fp8 gemm efficiency: max %.2f per-tensor scales, %.2f blockwise\n", px_gpu_gemm_max(g, PX_DTYPE_FP8, false),
             px_gpu_gemm_max(g, PX_DTYPE_FP8, true));
+  if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616 */
+    fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence):");
+    for (int i = 0; i < g->attention_len; i++) {
+      const px_attn_curve *a = &g->attention[i];
+      fprintf(out, "%s %s hd%lld%s %.0f-%.0f", i ? "," : "", a->bwd ? "bwd" : "fwd", (long long)a->head_dim,
+              a->causal ? " causal" : "", a->tflops[0], a->tflops[a->n - 1]);
+    }
+    fputc('\n', out);
+  }
   fprintf(out, "  intra-node: %.0f GB/s per GPU per direction, %.1f us, efficiency %.2f\n", c->intra_bytes_per_s / 1e9,
           c->intra_latency_s * 1e6, c->intra_efficiency);
   fprintf(out, "  inter-node: %lld NICs x %.0f Gb/s, %.1f us, efficiency %.2f, %s, oversubscription %.1f:1\n",
