@@ -26,9 +26,9 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
   if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616 */
     fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence):");
     for (int i = 0; i < g->attention_len; i++) {
-      const px_attn_curve *a = &g->attention[i];
-      fprintf(out, "%s %s hd%lld%s %.0f-%.0f", i ? "," : "", a->bwd ? "bwd" : "fwd", (long long)a->head_dim,
-              a->causal ? " causal" : "", a->tflops[0], a->tflops[a->n - 1]);
+      const px_attn_curve *cv = &g->attention[i];
+      fprintf(out, "%s %s hd%lld%s %.0f-%.0f", i ? "," : "", cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
+              cv->causal ? " causal" : "", cv->tflops[0], cv->tflops[cv->n - 1]);
     }
     fputc('\n', out);
   }
