@@ -109,6 +109,11 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
       out->latency_s = N > 1 ? c->inter_latency_s : c->intra_latency_s;
       out->bytes[PX_LINK_INTRA] = (double)size_bytes * (double)(pn - 1) / (double)n;
       out->bytes[PX_LINK_INTER] = (double)size_bytes * (double)(n - pn) / (double)n;
+      /* rail-optimised: a remote member on another rail (another local rank: all but
+       * the N - 1 on one's own rail) is reached through its rail's GPU in this node,
+       * NVLink first (NCCL's PXN), so its bytes cross NVLink too and never a spine */
+      if (c->net_kind == PX_NET_RAIL_FAT_TREE && N > 1)
+        out->bytes[PX_LINK_INTRA] += (double)size_bytes * (double)(n - pn - (N - 1)) / (double)n;
       finish(c, g->leaves, out);
       return true;
     }

@@ -40,7 +40,12 @@
  *         All-to-all is always direct (NCCL posts a send and a receive per
  *         peer in one group): each member sends S/n to each other member,
  *         (pn-1)/n S over NVLink and (n-pn)/n S over the NICs, one step of
- *         latency (inter when the group spans nodes).
+ *         latency (inter when the group spans nodes). On a rail-optimised
+ *         fabric (inter_node.topology rail_fat_tree: NIC i of every node on
+ *         rail i's leaf) the (n-pn-(N-1))/n S for members on other rails first
+ *         crosses NVLink to this node's GPU on their rail (NCCL's PXN) and
+ *         then stays on that rail; a fat tree (every NIC of a node on one
+ *         leaf) sends it straight from the NIC.
  *
  * Phases are pipelined (chunked), so time_s = latency_s + max_k bytes[k] / bw[k].
  *

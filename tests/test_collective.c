@@ -204,7 +204,9 @@ static void test_hand_computed(void) {
   /* 4b. All-to-all (context parallelism's a2a), always direct.
    *     8 GPUs of one node, S = 1 GiB: each sends 7/8 S = 939524096 B over NVLink -> / 369e9 = 2.546135761518e-3 s,
    *     one step of 3 us: 2.549135761518e-3 s.
-   *     16 GPUs over 2 nodes: 7/16 S = 469762048 B over NVLink (1.273e-3 s), 8/16 S = 536870912 B over the NICs
+   *     16 GPUs over 2 nodes: 7/16 S over NVLink to this node's members, and on this rail-optimised
+   *     preset the 7/16 S for the other node's members on other rails too (relayed by their rail's GPU
+   *     here, NCCL's PXN): 14/16 S = 939524096 B (2.546e-3 s); 8/16 S = 536870912 B over the NICs
    *     -> / 42.5e9 = 1.263225675294e-2 s, one step of 5 us: 1.263725675294e-2 s. */
   g = place(&h100, 8, 1);
   k = px_coll_cost_of(&h100, PX_COLL_ALLTOALL, GIB, &g);
@@ -214,7 +216,7 @@ static void test_hand_computed(void) {
   PX_ASSERT_REL(k.time_s, 2.549135761518e-3, 1e-11);
   g = place(&h100, 16, 1);
   k = px_coll_cost_of(&h100, PX_COLL_ALLTOALL, GIB, &g);
-  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 469762048.0, 1e-15);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 939524096.0, 1e-15);
   PX_ASSERT_REL(k.bytes[PX_LINK_INTER], 536870912.0, 1e-15);
   PX_ASSERT_REL(k.time_s, 1.263725675294e-2, 1e-11);
 
@@ -432,6 +434,20 @@ static void test_nvlink_domain(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a whole number of nodes of 4 GPUs"));
 }
 
+/* The all-to-all of "hand-computed times" (2 nodes of 8, 1 GiB) on a fat
+ * tree, where every NIC of a node is on one leaf: no relay through the
+ * other rails' GPUs, so only the 7/16 S for this node's members crosses
+ * NVLink; the NICs carry the same 8/16 S and set the same time. */
+static void test_alltoall_fat_tree(void) {
+  px_cluster c = load("dgx-h100", 2);
+  c.net_kind = PX_NET_FAT_TREE;
+  px_placement g = place(&c, 16, 1);
+  px_coll_cost k = px_coll_cost_of(&c, PX_COLL_ALLTOALL, GIB, &g);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTRA], 469762048.0, 1e-15);
+  PX_ASSERT_REL(k.bytes[PX_LINK_INTER], 536870912.0, 1e-15);
+  PX_ASSERT_REL(k.time_s, 1.263725675294e-2, 1e-11);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"published nccl-tests figures (tests/data/nccl_busbw.csv)", test_published},
@@ -445,6 +461,7 @@ int main(void) {
       {"trivial groups cost nothing", test_trivial},
       {"measured nccl-tests curves: imported, round-tripped, and used", test_measured_curves},
       {"an NVLink domain of 72 GPUs over trays of 4 (GB200 NVL72)", test_nvlink_domain},
+      {"all-to-all on a fat tree: no relay over the other rails' GPUs", test_alltoall_fat_tree},
   };
   return px_test_main("collective", tests, sizeof tests / sizeof tests[0]);
 }
