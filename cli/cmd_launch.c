@@ -415,7 +415,9 @@ int px_cmd_launch(int argc, char **argv) {
       code = 0;
       break;
     }
-    say("attempt %lld failed after %.1f s: %s", (long long)attempt, out.wall_s, out.cause);
+    if (stopped) say("stopped by signal %d (%s) after %.1f s: the job was ended (%s)", stopped, strsignal(stopped),
+                     out.wall_s, out.cause);
+    else say("attempt %lld failed after %.1f s: %s", (long long)attempt, out.wall_s, out.cause);
     cJSON *f = cJSON_CreateObject();
     if (f) {
       px_json_add_num(f, "exit_code", out.exit_code);
@@ -427,7 +429,7 @@ int px_cmd_launch(int argc, char **argv) {
     }
     log_event(&L, f, "failure", attempt);
     const char *why = NULL;
-    if (stopped) why = "stopped by a signal", code = 128 + stopped;
+    if (stopped) why = "stopped: not relaunched", code = 128 + stopped;
     else if (out.exit_code == 2) why = "the run refused its input (exit 2), which a relaunch would not change", code = 2;
     else if (restarts == max_restarts) why = "--max-restarts reached", code = 1;
     if (why) {

@@ -96,8 +96,9 @@ static void scan_line(scan_state *s, const char *line) {
   }
 }
 
-/* Copies what the job wrote on stderr to ours, feeding whole lines to the scanner. */
-static void relay(int fd, char *line, size_t *used, size_t cap, scan_state *s) {
+/* Copies what the job wrote on stderr to ours, feeding whole lines to the
+ * scanner; true at the end of the stream (every writer closed it). */
+static bool relay(int fd, char *line, size_t *used, size_t cap, scan_state *s) {
   char buf[4096];
   ssize_t n;
   while ((n = read(fd, buf, sizeof buf)) > 0) {
@@ -112,6 +113,7 @@ static void relay(int fd, char *line, size_t *used, size_t cap, scan_state *s) {
     }
   }
   fflush(stderr);
+  return n == 0;
 }
 
 px_status px_launch_attempt(char *const *argv, px_launch_outcome *out, int *stopped_by, px_err *err) {
@@ -164,14 +166,14 @@ px_status px_launch_attempt(char *const *argv, px_launch_outcome *out, int *stop
     size_t used = 0;
     fcntl(errp[0], F_SETFL, fcntl(errp[0], F_GETFL) | O_NONBLOCK);
     int status = 0;
+    bool eof = false;
     for (;;) {
       struct pollfd pfd = {errp[0], POLLIN, 0};
-      poll(&pfd, 1, 200);
-      relay(errp[0], line, &used, sizeof line, &s);
-      pid_t w = waitpid(pid, &status, WNOHANG);
+      if (!eof) poll(&pfd, 1, 200), eof = relay(errp[0], line, &used, sizeof line, &s);
+      pid_t w = waitpid(pid, &status, eof ? 0 : WNOHANG); /* once stderr is closed, just the end */
       if (w == pid || (w < 0 && errno != EINTR)) break;
     }
-    relay(errp[0], line, &used, sizeof line, &s);
+    if (!eof) relay(errp[0], line, &used, sizeof line, &s);
     if (used) {
       line[used] = '\0';
       scan_line(&s, line);

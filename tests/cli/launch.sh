@@ -5,7 +5,8 @@
 # losses, bit for bit; with the slots dropping from 4 to 2 after the failure
 # (PX_LAUNCH_SLOTS), it re-plans for 2 ranks, re-splits the checkpoint and
 # finishes within 1e-5; a fault on every attempt exhausts --max-restarts; a
-# hostfile that shrinks below --min-ranks gives up; bad input exits 2.
+# hostfile that shrinks below --min-ranks gives up; SIGTERM ends it without
+# a relaunch; bad input exits 2.
 # Every launch is bounded by `timeout`.
 set -u
 px=$1
@@ -42,10 +43,19 @@ for seed in 11 30 45; do
     fail "seed $seed: --log: $(cat "$tmp/log-$seed")"
 done
 
-# Fewer slots after the failure: the best 2-rank plan, the checkpoint re-split for it.
+# Fewer slots after the failure: the best 2-rank plan, the checkpoint re-split for it. The plan
+# flags in other spellings (a bundle, --name=value), which the re-planned run leaves out for its
+# --plan file and which the --mpirun wrapper records.
 d="$tmp/ck-shrink"
-PX_LAUNCH_SLOTS=4,2 PX_FAULT_KILL=rank=2,step=3,op=5 launch --min-ranks 2 --log "$tmp/log-shrink" -- "${plan[@]}" \
-  --steps $steps --ckpt "$d" --ckpt-every 2 --json >"$tmp/out.json" 2>"$tmp/err" || fail "shrink: $(cat "$tmp/err")"
+printf '#!/bin/sh\necho "$*" >>"%s"\nexec mpirun "$@"\n' "$tmp/argv" >"$tmp/mpirun-argv.sh"
+chmod +x "$tmp/mpirun-argv.sh"
+PX_LAUNCH_SLOTS=4,2 PX_FAULT_KILL=rank=2,step=3,op=5 launch --min-ranks 2 --log "$tmp/log-shrink" \
+  --mpirun "$tmp/mpirun-argv.sh" -- --backend cpu -m tiny-gpt -jp2 --dp=2 --gbs=8 --steps $steps --ckpt "$d" \
+  --ckpt-every 2 >"$tmp/out.json" 2>"$tmp/err" || fail "shrink: $(cat "$tmp/err")"
+second=$(sed -n 2p "$tmp/argv")
+sed -n 1p "$tmp/argv" | grep -q -- "-np 4 .* run --backend cpu -m tiny-gpt -jp2 --dp=2 --gbs=8 --steps $steps --ckpt-every 2 --ckpt $d\$" &&
+  echo "$second" | grep -q -- "-np 2 .* run --backend cpu -m tiny-gpt -j --steps $steps --ckpt-every 2 --plan $d.2ranks.plan.json --ckpt $d.2ranks --resume\$" ||
+  fail "shrink: the runs' command lines: $(cat "$tmp/argv")"
 grep -q "2 slots (PX_LAUNCH_SLOTS): the plan changes from .*4 ranks to .*2 ranks; the global batch of 8" "$tmp/err" &&
   grep -q "re-split from $d into $d.2ranks" "$tmp/err" || fail "shrink: no re-plan and re-split: $(cat "$tmp/err")"
 [ -f "$d.2ranks.plan.json" ] && grep -q '"to_ranks":2' "$tmp/log-shrink" || fail "shrink: plan file or log missing"
@@ -73,6 +83,16 @@ PX_FAULT_KILL=rank=0,step=0,op=3 launch --hostfile "$tmp/hosts" --min-ranks 2 --
 rc=$?
 [ $rc = 1 ] && grep -q "1 slot ($tmp/hosts), fewer than --min-ranks 2: giving up" "$tmp/err" ||
   fail "hostfile: exit $rc: $(cat "$tmp/err")"
+
+# SIGTERM to launch ends the job and no relaunch follows: exit 128 + 15.
+timeout -s KILL $limit "$px" launch -- "${plan[@]}" --steps 100000 --ckpt "$tmp/ck-term" >/dev/null 2>"$tmp/err" &
+job=$! # timeout, which passes the TERM on to launch
+sleep 2
+kill -TERM $job
+wait $job
+rc=$?
+[ $rc = 143 ] && grep -q "stopped by signal 15" "$tmp/err" && ! grep -q "restart 1" "$tmp/err" ||
+  fail "SIGTERM: exit $rc: $(cat "$tmp/err")"
 
 # Bad input: exit 2 naming the flag, before anything runs.
 refused() { # NEEDLE ARGS...: launch ARGS exits 2 saying NEEDLE
