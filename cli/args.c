@@ -365,6 +365,12 @@ static int find_letter(int c, int groups) {
   return -1;
 }
 
+size_t px_args_without_room(int argc, char **argv) {
+  size_t n = 1;
+  for (int i = 0; i < argc; i++) n += strlen(argv[i]) > 1 ? strlen(argv[i]) : 1; /* a bundle: a token a letter at most */
+  return n;
+}
+
 int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *name), char **out) {
   static char singles[128][3]; /* "-X": a bundle's letters one by one */
   groups |= PX_OPT_COMMON;

@@ -85,12 +85,15 @@ typedef struct {
 /* Parses argv (argv[0] is the command name). Flags outside `groups` are
  * refused as unknown. Returns PX_ERR_INPUT with a message on bad usage. */
 px_status px_args_parse(px_args *a, const char *command, int groups, int argc, char **argv, px_err *err);
-/* Copies argv[0..argc) into out (room for argc + 1; NULL-terminated) without
- * the options, with their values, whose long name drop() accepts, reading
- * the tokens as px_args_parse does with `groups` (long names, unambiguous
- * prefixes, --name=value, short letters, bundles: a bundle's kept letters
- * are split out). Unknown tokens are kept. Returns the count copied. */
+/* Copies argv[0..argc) into out (room for px_args_without_room entries;
+ * NULL-terminated) without the options, with their values, whose long name
+ * drop() accepts, reading the tokens as px_args_parse does with `groups`
+ * (long names, unambiguous prefixes, --name=value, short letters, bundles:
+ * a bundle's kept letters are split out, and may outnumber it). Unknown
+ * tokens are kept. Returns the count copied. */
 int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *name), char **out);
+/* Entries px_args_without may write for argv, the NULL included. */
+size_t px_args_without_room(int argc, char **argv);
 /* Prints the flags of the given groups, one per line, for --help. */
 void px_args_print_help(int groups);
 

@@ -198,7 +198,7 @@ static px_status reshard(launch *L, const char *from, const choice *ch, int64_t 
 /* mpirun's command line for an attempt (argv strings point into L, ch, mp and the buffers given). */
 static char **attempt_argv(launch *L, const choice *ch, char **mp, int nmp, const char *hostfile, bool resume,
                            char *self, char *np) {
-  char **v = calloc((size_t)(nmp + L->argc + 16), sizeof *v);
+  char **v = calloc((size_t)nmp + px_args_without_room(L->argc, L->argv) + 16, sizeof *v);
   if (!v) return NULL;
   int n = 0;
   for (int i = 0; i < nmp; i++) v[n++] = mp[i];
