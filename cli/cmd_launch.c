@@ -1,7 +1,6 @@
-/* parallax launch: runs `mpirun -np N parallax run ...` under supervision and
- * relaunches it from its last complete checkpoint when a rank dies or the job
- * fails; with fewer slots than the plan's ranks, goes on with the planner's
- * best plan for the smaller count, the checkpoint re-split for it. */
+/* parallax launch: `mpirun -np N parallax run ...` under supervision, relaunched
+ * from its last complete checkpoint when it fails; with fewer slots, on the
+ * planner's best plan for fewer ranks, the checkpoint re-split for it. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
