@@ -24,7 +24,8 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
-       OPT_FROM, OPT_TO, OPT_FP8_RECIPE };
+       OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE, OPT_MPIRUN,
+       OPT_LOG };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -121,6 +122,14 @@ static const px_opt opts[] = {
     {"output", required_argument, OPT_OUTPUT, PX_OPT_CALIB, "FILE", "where to write the cluster file"},
     {"from", required_argument, OPT_FROM, PX_OPT_RESHARD, "DIR", "the checkpoint to re-split"},
     {"to", required_argument, OPT_TO, PX_OPT_RESHARD, "DIR", "where to write it for the plan the flags give"},
+    {"max-restarts", required_argument, OPT_MAX_RESTARTS, PX_OPT_LAUNCH, "N", "relaunches after failures before giving up (3)"},
+    {"min-ranks", required_argument, OPT_MIN_RANKS, PX_OPT_LAUNCH, "M",
+     "with fewer slots than the plan's ranks, go on with the best plan for as few as M (default: the plan's: no shrinking)"},
+    {"np", required_argument, OPT_NP, PX_OPT_LAUNCH, "N", "ranks (default: the run flags' GPU count, else the slots)"},
+    {"hostfile", required_argument, OPT_HOSTFILE, PX_OPT_LAUNCH, "FILE",
+     "Open MPI hostfile given to mpirun; its slots= are read again before each attempt"},
+    {"mpirun", required_argument, OPT_MPIRUN, PX_OPT_LAUNCH, "CMD", "the launcher and its own flags (mpirun)"},
+    {"log", required_argument, OPT_LOG, PX_OPT_LAUNCH, "FILE", "append every attempt, failure, re-plan and restart as JSON lines"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -178,6 +187,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->seed = -1;
   a->mtbf_hours = -1;
   a->restart_min = -1;
+  a->max_restarts = -1;
   groups |= PX_OPT_COMMON;
   struct option lopts[NOPTS + 1];
   char shorts[NOPTS * 2 + 2];
@@ -316,6 +326,12 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_OUTPUT: a->output = optarg; break;
       case OPT_FROM: a->from_dir = optarg; break;
       case OPT_TO: a->to_dir = optarg; break;
+      case OPT_MAX_RESTARTS: st = px_parse_int(optarg, "--max-restarts", 0, 1000000, &a->max_restarts, err); break;
+      case OPT_MIN_RANKS: st = px_parse_int(optarg, "--min-ranks", 1, 1 << 24, &a->min_ranks, err); break;
+      case OPT_NP: st = px_parse_int(optarg, "--np", 1, 1 << 24, &a->np, err); break;
+      case OPT_HOSTFILE: a->hostfile = optarg; break;
+      case OPT_MPIRUN: a->mpirun = optarg; break;
+      case OPT_LOG: a->log_file = optarg; break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;
@@ -330,6 +346,90 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->npos = argc - optind;
   a->pos = argv + optind;
   return PX_OK;
+}
+
+/* The option of `groups` a long name (or an unambiguous prefix of one) means; -1: none. */
+static int find_long(const char *name, size_t len, int groups) {
+  int hit = -1, hits = 0;
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (!(opts[i].group & groups) || strncmp(opts[i].name, name, len) != 0) continue;
+    if (strlen(opts[i].name) == len) return (int)i;
+    hit = (int)i, hits++;
+  }
+  return hits == 1 ? hit : -1;
+}
+
+static int find_letter(int c, int groups) {
+  for (size_t i = 0; i < NOPTS; i++)
+    if ((opts[i].group & groups) && letter_of(i) == c) return (int)i;
+  return -1;
+}
+
+size_t px_args_without_room(int argc, char **argv) {
+  size_t n = 1;
+  for (int i = 0; i < argc; i++) n += strlen(argv[i]) > 1 ? strlen(argv[i]) : 1; /* a bundle: a token a letter at most */
+  return n;
+}
+
+int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *name), char **out) {
+  static char singles[128][3]; /* "-X": a bundle's letters one by one */
+  groups |= PX_OPT_COMMON;
+  int n = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *t = argv[i];
+    if (i == 0 || t[0] != '-' || !t[1]) { /* the command, a positional */
+      out[n++] = argv[i];
+      continue;
+    }
+    if (!strcmp(t, "--")) { /* the end of the options */
+      while (i < argc) out[n++] = argv[i++];
+      break;
+    }
+    if (t[1] == '-') {
+      const char *eq = strchr(t + 2, '=');
+      int o = find_long(t + 2, eq ? (size_t)(eq - t - 2) : strlen(t + 2), groups);
+      bool value_next = o >= 0 && opts[o].has_arg == required_argument && !eq && i + 1 < argc;
+      if (o >= 0 && drop(opts[o].name)) {
+        i += value_next;
+      } else {
+        out[n++] = argv[i];
+        if (value_next) out[n++] = argv[++i];
+      }
+      continue;
+    }
+    /* short letters: each a flag, until one that takes a value (the rest of the token, or the next) */
+    bool any_gone = false, value_next = false;
+    for (const char *c = t + 1; *c; c++) {
+      int o = find_letter((unsigned char)*c, groups);
+      any_gone |= o >= 0 && drop(opts[o].name);
+      if (o >= 0 && opts[o].has_arg == required_argument) {
+        value_next = !c[1] && i + 1 < argc;
+        break;
+      }
+    }
+    if (!any_gone) { /* the token as it is */
+      out[n++] = argv[i];
+      if (value_next) out[n++] = argv[++i];
+      continue;
+    }
+    for (const char *c = t + 1; *c; c++) {
+      int o = find_letter((unsigned char)*c, groups);
+      bool takes = o >= 0 && opts[o].has_arg == required_argument, gone = o >= 0 && drop(opts[o].name);
+      bool next = takes && !c[1] && i + 1 < argc; /* its value is the next token */
+      if (!gone) {
+        unsigned char u = (unsigned char)*c & 127;
+        singles[u][0] = '-', singles[u][1] = (char)u;
+        out[n++] = singles[u];
+        if (takes) out[n++] = next ? argv[i + 1] : (char *)(c + 1);
+      }
+      if (takes) {
+        i += next;
+        break;
+      }
+    }
+  }
+  out[n] = NULL;
+  return n;
 }
 
 px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, px_err *err) {

@@ -23,6 +23,7 @@ enum {
   PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
   PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
   PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to */
+  PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log */
 };
 
 #define PX_ARGS_SETS_MAX 16
@@ -72,6 +73,10 @@ typedef struct {
   bool import; /* calibrate --import: the positional arguments are measurement files */
   const char *output; /* calibrate: the cluster file */
   const char *from_dir, *to_dir; /* reshard: the checkpoint, and where its re-split copy goes */
+  /* launch */
+  int64_t max_restarts; /* -1 unset */
+  int64_t min_ranks, np; /* 0 unset */
+  const char *hostfile, *mpirun, *log_file;
   /* Positional arguments after the flags. */
   int npos;
   char **pos;
@@ -80,6 +85,15 @@ typedef struct {
 /* Parses argv (argv[0] is the command name). Flags outside `groups` are
  * refused as unknown. Returns PX_ERR_INPUT with a message on bad usage. */
 px_status px_args_parse(px_args *a, const char *command, int groups, int argc, char **argv, px_err *err);
+/* Copies argv[0..argc) into out (room for px_args_without_room entries;
+ * NULL-terminated) without the options, with their values, whose long name
+ * drop() accepts, reading the tokens as px_args_parse does with `groups`
+ * (long names, unambiguous prefixes, --name=value, short letters, bundles:
+ * a bundle's kept letters are split out, and may outnumber it). Unknown
+ * tokens are kept. Returns the count copied. */
+int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *name), char **out);
+/* Entries px_args_without may write for argv, the NULL included. */
+size_t px_args_without_room(int argc, char **argv);
 /* Prints the flags of the given groups, one per line, for --help. */
 void px_args_print_help(int groups);
 

@@ -36,22 +36,14 @@ int px_cmd_run(int argc, char **argv) {
   x->mpi_init(true, &rank, &size, &threads);
   /* A file size limit (ulimit -f) fails the write with EFBIG, which the checkpoint reports, instead of a signal. */
   signal(SIGXFSZ, SIG_IGN);
-  const char *backend = a.backend ? a.backend : x->default_backend();
-  if (!a.cluster && !a.plan_file) a.cluster = x->default_cluster(backend);
-  int64_t need = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
-                 (a.par.dp > 0 ? a.par.dp : 1);
-  if (!a.gpus && !a.nodes && !a.plan_file && (a.par.dp > 0 ? need != size : size % need != 0))
-    st = px_err_set(&err, PX_ERR_INPUT, "mpirun started %d rank%s but the plan needs %s%lld (hint: mpirun -np %lld)",
-                    size, size == 1 ? "" : "s", a.par.dp > 0 ? "" : "a multiple of ", (long long)need, (long long)need);
-  if (!a.gpus && !a.nodes) a.gpus = size;
-  if (a.par.precision < 0 && !strcmp(backend, "cpu")) a.par.precision = PX_PREC_FP32;
   px_model m;
   px_cluster c;
   px_plan plan;
   bool have_plan = false;
   px_train_result r = {0};
   bool local = false; /* a failure of this rank's training, rather than of the (common) input */
-  if (!st && !(st = px_args_load(&a, &m, &c, &err)) && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) {
+  const char *backend = NULL;
+  if (!(st = px_cli_run_plan(&a, x, size, &backend, &m, &c, &plan, &err))) {
     have_plan = true;
     px_train_opts o;
     x->train_opts_init(&o);

@@ -11,6 +11,7 @@ int px_cmd_sim(int argc, char **argv);
 int px_cmd_sweep(int argc, char **argv);
 int px_cmd_run(int argc, char **argv);
 int px_cmd_reshard(int argc, char **argv);
+int px_cmd_launch(int argc, char **argv);
 int px_cmd_calibrate(int argc, char **argv);
 int px_cmd_compare(int argc, char **argv);
 int px_cmd_plot(int argc, char **argv);

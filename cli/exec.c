@@ -1,6 +1,8 @@
 /* Loading the executor module (exec/module.h). */
 #include "cli/exec.h"
 
+#include <string.h>
+
 const px_exec_module *px_cli_exec(px_err *err) {
 #if PX_EXEC_LINKED
   (void)err;
@@ -13,4 +15,20 @@ const px_exec_module *px_cli_exec(px_err *err) {
   }
   return t;
 #endif
+}
+
+px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const char **backend, px_model *m,
+                          px_cluster *c, px_plan *plan, px_err *err) {
+  *backend = a->backend ? a->backend : x->default_backend();
+  if (!a->cluster && !a->plan_file) a->cluster = x->default_cluster(*backend);
+  int64_t need = (a->par.tp > 0 ? a->par.tp : 1) * (a->par.pp > 0 ? a->par.pp : 1) * (a->par.cp > 0 ? a->par.cp : 1) *
+                 (a->par.dp > 0 ? a->par.dp : 1);
+  if (!a->gpus && !a->nodes && !a->plan_file && (a->par.dp > 0 ? need != size : size % need != 0))
+    return px_err_set(err, PX_ERR_INPUT, "mpirun started %d rank%s but the plan needs %s%lld (hint: mpirun -np %lld)",
+                      size, size == 1 ? "" : "s", a->par.dp > 0 ? "" : "a multiple of ", (long long)need,
+                      (long long)need);
+  if (!a->gpus && !a->nodes) a->gpus = size;
+  if (a->par.precision < 0 && !strcmp(*backend, "cpu")) a->par.precision = PX_PREC_FP32;
+  px_status st = px_args_load(a, m, c, err);
+  return st ? st : px_plan_compile(plan, m, c, &a->par, err);
 }

@@ -3,11 +3,21 @@
 #ifndef PX_CLI_EXEC_H
 #define PX_CLI_EXEC_H
 
+#include "cli/args.h"
 #include "exec/module.h"
 
 /* The executor module's table (exec/module.h), or NULL with err saying why it
  * did not load (PX_ERR_INPUT). Linked in when built with PX_EXEC_LINKED (the
  * GPU emulator's build). */
 const px_exec_module *px_cli_exec(px_err *err);
+
+/* The plan `mpirun -np size parallax run` trains with the flags in a: the
+ * backend (*backend; a's or the module's default), its cluster, the GPU
+ * count (size unless the flags give one; a plan needing another rank count
+ * is refused with the -np hint), fp32 on the CPU; model m, cluster c and
+ * the compiled plan (freed by the caller when PX_OK). Shared by run and
+ * launch, which plans each attempt as its run will. */
+px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const char **backend, px_model *m,
+                          px_cluster *c, px_plan *plan, px_err *err);
 
 #endif

@@ -8,7 +8,7 @@
 #if PX_HAVE_EXEC
 #define EXEC_CMD(f) f
 #else
-/* run and reshard in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
+/* run, reshard and launch in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
 static int no_exec(int argc, char **argv) {
   (void)argc;
   px_err err = {0};
@@ -28,6 +28,8 @@ typedef struct {
 static const px_command commands[] = {
     {"calibrate", px_cmd_calibrate, "measure this machine (mpirun -np N), or import measurements, into a cluster file"},
     {"compare", px_cmd_compare, "a run's profile beside the simulator's prediction of the same plan"},
+    {"launch", EXEC_CMD(px_cmd_launch),
+     "run under supervision: relaunch from the last checkpoint when a rank dies, on fewer ranks if need be"},
     {"models", px_cmd_models, "list model presets with their size"},
     {"topologies", px_cmd_topologies, "list cluster presets with their key figures"},
     {"model", px_cmd_model, "model show NAME|FILE: parameters, FLOPs per token, per-layer breakdown"},

@@ -2,12 +2,15 @@
 #include "exec/interp.h"
 
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/clock.h"
 #include "core/fileio.h"
+#include "core/fmt.h"
 #include "exec/arena.h"
 #include "exec/offload.h"
 #include "exec/params.h"
@@ -79,12 +82,57 @@ struct px_exec {
   /* gradient capture */
   bool capture;
   float *grad_copy;           /* canonical layout, this rank's owned elements; NaN elsewhere */
+  /* fault injection (PX_FAULT_KILL): this rank kills itself before instance fault_inst of step fault_step */
+  int64_t fault_step, fault_inst; /* -1: never */
 };
 
 /* Before reading the clock for an op's time: a backend that queues work
  * finishes it first when per-op times are wanted. */
 static px_status op_done(px_exec *x, px_status st, px_err *err) {
   return !st && x->be->sync_ops ? x->be->sync(x->be, err) : st;
+}
+
+/* ---- fault injection, for the tests of parallax launch ---- */
+
+/* PX_FAULT_KILL="rank=R,step=K,op=I[,attempt=A|*]": rank R raises SIGKILL just
+ * before instance I (taken modulo the instance count; or the p2p batch holding
+ * it) of its stage's program in step K, when PX_LAUNCH_ATTEMPT (0 when unset) is A (default 0; *: every
+ * attempt). Read once here; unset costs one compare per instance. */
+static px_status fault_parse(px_exec *x, px_err *err) {
+  x->fault_step = x->fault_inst = -1;
+  const char *spec = getenv("PX_FAULT_KILL");
+  if (!spec || !*spec) return PX_OK;
+  char buf[256];
+  if (strlen(spec) >= sizeof buf) return px_err_set(err, PX_ERR_INPUT, "PX_FAULT_KILL: longer than %zu characters", sizeof buf - 1);
+  strcpy(buf, spec);
+  int64_t v[4] = {-1, -1, -1, 0}; /* rank, step, op, attempt (-2: every) */
+  static const char *const keys[4] = {"rank", "step", "op", "attempt"};
+  px_status st = PX_OK;
+  char *save = NULL;
+  for (char *kv = strtok_r(buf, ",", &save); kv && !st; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    int k = 0;
+    if (eq) *eq = '\0';
+    while (k < 4 && strcmp(kv, keys[k]) != 0) k++;
+    if (!eq || k == 4) {
+      st = PX_ERR_INPUT;
+    } else if (k == 3 && !strcmp(eq + 1, "*")) {
+      v[3] = -2;
+    } else {
+      px_err e = {0};
+      st = px_parse_int(eq + 1, keys[k], 0, INT64_MAX / 2, &v[k], &e);
+    }
+  }
+  if (st || v[0] < 0 || v[1] < 0 || v[2] < 0)
+    return px_err_set(err, PX_ERR_INPUT, "PX_FAULT_KILL='%.200s': expected rank=R,step=K,op=I[,attempt=A|*] "
+                      "(non-negative integers)", spec);
+  const char *at = getenv("PX_LAUNCH_ATTEMPT");
+  int64_t attempt = at ? strtoll(at, NULL, 10) : 0;
+  if (v[0] == x->comm->world_rank && (v[3] == -2 || v[3] == attempt) && x->prog->ninsts > 0) {
+    x->fault_step = v[1];
+    x->fault_inst = v[2] % x->prog->ninsts;
+  }
+  return PX_OK;
 }
 
 /* ---- tracked memory ---- */
@@ -304,7 +352,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->scaling = plan->act_dtype == PX_DTYPE_FP16;
   x->scaler[0] = x->scaling ? (hp->loss_scale > 0 ? hp->loss_scale : 65536.0f) : 1.0f;
   const px_program *prog = x->prog;
-  px_status st = px_global_params_build(&plan->model, &x->global, err);
+  px_status st = fault_parse(x, err);
+  if (!st) st = px_global_params_build(&plan->model, &x->global, err);
   int64_t stride = x->L + 2;
   if (!st) {
     x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
@@ -1198,6 +1247,12 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   for (int32_t i = 0; i < prog->ninsts && !st;) {
     const px_inst *in = &prog->insts[i];
     px_block_kind k = (px_block_kind)in->block;
+    /* PX_FAULT_KILL: a rank lost mid-step (at op I, or the p2p batch holding it) */
+    if (step == x->fault_step && i >= x->fault_inst) {
+      fprintf(stderr, "parallax: rank %d: PX_FAULT_KILL: killed before op %d of %d of step %lld\n",
+              x->comm->world_rank, i, prog->ninsts, (long long)step);
+      raise(SIGKILL);
+    }
     if (in->mb >= 0)
       for (int64_t r = 0; r < par->mbs; r++)
         x->seq_index[r] = px_data_seq_index(step, par->gbs, par->dp, x->dp_rank, par->mbs, in->mb, r);
