@@ -45,6 +45,7 @@ int px_cmd_run(int argc, char **argv) {
                     size, size == 1 ? "" : "s", a.par.dp > 0 ? "" : "a multiple of ", (long long)need, (long long)need);
   if (!a.gpus && !a.nodes) a.gpus = size;
   if (a.par.precision < 0 && !strcmp(backend, "cpu")) a.par.precision = PX_PREC_FP32;
+  if (a.par.fp8_base < 0 && !strcmp(backend, "cpu")) a.par.fp8_base = PX_FP8_BASE_FP32; /* it computes in fp32 */
   px_model m;
   px_cluster c;
   px_plan plan;
