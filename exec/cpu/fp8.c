@@ -120,12 +120,6 @@ static px_status delayed_scale(px_cpu_fp8 *s, int32_t slot, int64_t layer, int64
   return PX_OK;
 }
 
-/* Elements along a row of a slot's tensor, the axis blockwise tiles run along (and a GEMM's K for an
- * operand): (B, S, H, 1) rows of H, (B, S, heads, D) of heads x D, (rows, H, 1, 1) of H. */
-static int64_t row_elems(const px_slot *s) {
-  return s->shape[3] > 1 ? s->shape[2] * s->shape[3] : s->shape[2] > 1 ? s->shape[2] : s->shape[1];
-}
-
 static bool blockwise(const px_plan *p) { return p->par.fp8_recipe == PX_FP8_BLOCKWISE; }
 
 px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px_err *err) {
@@ -136,7 +130,7 @@ px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px
   uint8_t *q = e->out[0];
   int64_t n = o->dim[0];
   px_fp8_format f = (o->flags & PX_OPF_E5M2) ? PX_FP8_E5M2 : PX_FP8_E4M3;
-  codes k = {.p = q, .n = (uint64_t)n, .cols = row_elems(&p->slots[o->out[0].slot]), .fmt = f, .scale = 1.0f};
+  codes k = {.p = q, .n = (uint64_t)n, .cols = px_slot_row_elems(&p->slots[o->out[0].slot]), .fmt = f, .scale = 1.0f};
   if (blockwise(p)) {
     int64_t rows = n / k.cols, nb = (k.cols + PX_FP8_BLOCK - 1) / PX_FP8_BLOCK;
     if (rows * k.cols != n)
