@@ -27,8 +27,9 @@ int px_cmd_compare(int argc, char **argv) {
   cJSON *prof = NULL;
   if ((st = px_json_load(a.profile_file, &prof, &err))) return px_cli_fail(st, &err);
   const cJSON *be = cJSON_GetObjectItemCaseSensitive(prof, "backend");
-  if (a.par.precision < 0 && be && cJSON_IsString(be) && !strcmp(be->valuestring, "cpu")) a.par.precision = PX_PREC_FP32;
   bool serial = be && cJSON_IsString(be) && !strcmp(be->valuestring, "cpu");
+  if (a.par.precision < 0 && serial) a.par.precision = PX_PREC_FP32;
+  if (a.par.fp8_base < 0 && serial) a.par.fp8_base = PX_FP8_BASE_FP32; /* as run --backend cpu */
   px_model m;
   px_cluster c;
   px_plan plan;

@@ -18,7 +18,7 @@ static const char usage[] =
     "communicator per group and runs its stage's program. The backend defaults to cuda when\n"
     "a GPU is visible, else cpu; the cluster to the backend's (local-cpu, or the DGX/HGX preset\n"
     "of the GPU), the GPU count to the number of ranks and the precision to bf16 on GPUs, fp32\n"
-    "on the CPU.\n\n";
+    "on the CPU (where --precision fp8 is emulated around fp32: --fp8-base fp32).\n\n";
 
 int px_cmd_run(int argc, char **argv) {
   px_args a;

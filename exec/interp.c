@@ -346,7 +346,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->replica_rank = x->wdp_rank / x->shard_n;
   x->L = plan->model.layers;
   x->prog = &plan->programs[x->stage];
-  x->mixed = plan->par.precision != PX_PREC_FP32;
+  x->mixed = px_parallel_mixed(&plan->par);
   x->pb = px_dtype_bytes(plan->param_dtype);
   x->gb = px_dtype_bytes(plan->grad_dtype);
   x->scaling = plan->act_dtype == PX_DTYPE_FP16;

@@ -221,7 +221,7 @@ int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_ST
   px_param_view pv = host_params || par->zero >= 3 ? PX_VIEW_OWNED : par->zero > 0 ? PX_VIEW_FLAT_OWNED : PX_VIEW_FLAT;
   out[n++] = (px_param_state){PX_STATE_PARAMS, host_params ? ps.opt_elems : ps.params_elems, plan->param_dtype, pv,
                               host_params};
-  if (off || par->precision != PX_PREC_FP32)
+  if (off || px_parallel_mixed(par))
     out[n++] = (px_param_state){PX_STATE_MASTER, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
   out[n++] = (px_param_state){PX_STATE_ADAM_M, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
   out[n++] = (px_param_state){PX_STATE_ADAM_V, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};

@@ -14,8 +14,9 @@ _Static_assert(sizeof px_support_names / sizeof px_support_names[0] == PX_SUPPOR
  *   A required, in the op's dtype       a optional, in the op's dtype
  *   F required, fp32                    f optional, fp32
  *   M required, u8 (dropout masks)      I required, 32-bit integers (tokens, targets, expert choices)
- *   i optional, 32-bit integers
+ *   i optional, 32-bit integers        q optional, fp8 codes
  *   . absent
+ * An fp8 GEMM (PX_OPF_FP8) reads fp8 codes where its inputs say A or a.
  * (the meaning of each position is in plan/compile.c and kernels/cpu). */
 typedef struct {
   const char *out, *in;
@@ -71,6 +72,7 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_ADAMW_HOST] = {"....", "......"}, /* the host's: the interpreter runs these three itself */
     [PX_OP_COPY_D2H] = {"....", "......"},
     [PX_OP_COPY_H2D] = {"....", "......"},
+    [PX_OP_CAST] = {"q...", "A....."}, /* no output: a weight's copy that the backend keeps */
 };
 
 static bool no(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -100,6 +102,7 @@ px_dtype px_support_op_dtype(const px_plan *plan, const px_op *op) {
     case PX_OP_ALLREDUCE:
     case PX_OP_ALLGATHER:
     case PX_OP_REDUCE_SCATTER:
+    case PX_OP_ALLTOALL:
       if (op->out[0].slot >= 0) return (px_dtype)plan->slots[op->out[0].slot].dtype;
       return op->kind == PX_OP_ALLGATHER ? plan->param_dtype : plan->grad_dtype;
     case PX_OP_GRAD_NORM:
@@ -129,6 +132,7 @@ static bool operand_ok(const px_plan *plan, const px_op *op, bool is_out, int j,
     case '.': return no(why, cap, "%s: operand %s[%d] (%s) is not one it takes", kind, side, j, s->name);
     case 'A':
     case 'a':
+      if (!is_out && have == PX_DTYPE_FP8 && (op->flags & PX_OPF_FP8)) return true; /* an fp8 GEMM's operand */
       if (have != dt)
         return no(why, cap, "%s: operand %s[%d] (%s) is %s where the op runs in %s", kind, side, j, s->name,
                   px_dtype_names[have], px_dtype_names[dt]);
@@ -137,6 +141,10 @@ static bool operand_ok(const px_plan *plan, const px_op *op, bool is_out, int j,
     case 'f':
       if (have != PX_DTYPE_FP32)
         return no(why, cap, "%s: operand %s[%d] (%s) is %s, not fp32", kind, side, j, s->name, px_dtype_names[have]);
+      return true;
+    case 'q':
+      if (have != PX_DTYPE_FP8)
+        return no(why, cap, "%s: operand %s[%d] (%s) is %s, not fp8", kind, side, j, s->name, px_dtype_names[have]);
       return true;
     case 'M':
       if (have != PX_DTYPE_U8)
@@ -165,9 +173,6 @@ static bool splits_ok(const px_op *op, const px_ref *r, const char *side, char *
 bool px_support_contract(const px_plan *plan, const px_op *op, px_dtype dt, char *why, size_t cap) {
   if (op->kind >= PX_OP_COUNT) return no(why, cap, "op kind %d is not one of the graph's", (int)op->kind);
   const char *kind = px_op_names[op->kind];
-  if (op->flags & PX_OPF_FP8) /* no kernel reads or writes fp8 yet */
-    return no(why, cap, "%s: fp8 operands: precision fp8 is planned and simulated, no executor backend runs it yet "
-              "(hint: --precision bf16)", kind);
   const operands *c = &contract[op->kind];
   if (!c->out || !c->in) return no(why, cap, "%s: no operand contract for this kind (exec/support.c)", kind);
   if (slotless(op)) return true; /* ops on gradient ranges and unit-sized collectives: px_exec_op's contract */
@@ -223,6 +228,15 @@ bool px_support_contract(const px_plan *plan, const px_op *op, px_dtype dt, char
       return true;
     default: return true;
   }
+}
+
+bool px_support_fp8(const px_plan *plan, const px_op *op) {
+  if (op->flags & PX_OPF_FP8) return true;
+  for (int j = 0; j < PX_OP_OUTS; j++)
+    if (op->out[j].slot >= 0 && plan->slots[op->out[j].slot].dtype == PX_DTYPE_FP8) return true;
+  for (int j = 0; j < PX_OP_INS; j++)
+    if (op->in[j].slot >= 0 && plan->slots[op->in[j].slot].dtype == PX_DTYPE_FP8) return true;
+  return false;
 }
 
 px_support px_support_op(px_backend *be, const px_plan *plan, const px_op *op, char *why, size_t cap) {

@@ -25,6 +25,9 @@ px_dtype px_support_op_dtype(const px_plan *plan, const px_op *op);
  * slots pass. On false, why says which operand or field is wrong. */
 bool px_support_contract(const px_plan *plan, const px_op *op, px_dtype dt, char *why, size_t cap);
 
+/* Whether op reads or writes fp8 codes (an fp8 GEMM, a cast, a collective of fp8 tensors). */
+bool px_support_fp8(const px_plan *plan, const px_op *op);
+
 /* be->supports_op, or YES when the backend has no such entry. */
 px_support px_support_op(px_backend *be, const px_plan *plan, const px_op *op, char *why, size_t cap);
 

@@ -174,13 +174,21 @@ static void cost_gemm(px_op *o, double m, double n, double k, double batch, doub
 /* An fp8 op's flags: fp8, and the recipe's block scales. */
 static uint16_t f8_flags(const dims *d) { return (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0)); }
 
-/* The fp8 twin of slot s, made on first use. */
+/* The fp8 twin of slot s, made on first use; with blockwise scaling its
+ * bytes count the tiles' scales (the scales' memory, in one place). */
 static int f8_slot(px_plan *p, int s) {
   char name[2 * PX_NAME_MAX]; /* the names are short enough for slot_add's table */
   snprintf(name, sizeof name, "%s_f8", p->slots[s].name);
   int64_t sh[4];
   memcpy(sh, p->slots[s].shape, sizeof sh); /* slot_add may move the table */
-  return slot_add(p, name, PX_SLOT_ACT, PX_DTYPE_FP8, sh[0], sh[1], sh[2], sh[3]);
+  int32_t before = p->nslots;
+  int t = slot_add(p, name, PX_SLOT_ACT, PX_DTYPE_FP8, sh[0], sh[1], sh[2], sh[3]);
+  if (p->nslots > before && p->par.fp8_recipe == PX_FP8_BLOCKWISE) { /* made now: its fp32 scales, one per 1 x 128 tile */
+    px_slot *y = &p->slots[t];
+    int64_t row = px_slot_row_elems(y);
+    y->bytes += 4 * (y->elems / (uint64_t)row) * (uint64_t)((row + PX_FP8_BLOCK - 1) / PX_FP8_BLOCK);
+  }
+  return t;
 }
 
 /* The tensor a fp8 GEMM reads for r: its twin with fp8, r otherwise. */

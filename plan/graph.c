@@ -64,3 +64,7 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
 }
 
 bool px_op_is_moe(px_op_kind kind) { return kind >= PX_OP_MOE_ROUTE && kind <= PX_OP_EXPERT_LINEAR_BWD_WEIGHT; }
+
+int64_t px_slot_row_elems(const px_slot *s) {
+  return s->shape[3] > 1 ? s->shape[2] * s->shape[3] : s->shape[2] > 1 ? s->shape[2] : s->shape[1];
+}

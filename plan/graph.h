@@ -195,6 +195,11 @@ typedef struct {
   int param;          /* for GRAD: the PARAM slot it belongs to; -1 otherwise */
 } px_slot;
 
+/* Elements along a row of a slot's tensor: the axis a GEMM contracts for it
+ * as an operand, and the one fp8 blockwise tiles run along. (B, S, H, 1):
+ * rows of H; (B, S, heads, D): heads x D; (rows, H, 1, 1): H. */
+int64_t px_slot_row_elems(const px_slot *s);
+
 /* One operand: a slot and a layer offset from the instance's layer. */
 typedef struct {
   int16_t slot; /* -1: none */

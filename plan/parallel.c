@@ -12,6 +12,7 @@ PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved",
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
+PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
@@ -25,7 +26,7 @@ PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather");
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
-  p->cp_algo = p->moe_dispatch = p->fp8_recipe = -1;
+  p->cp_algo = p->moe_dispatch = p->fp8_recipe = p->fp8_base = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
 }
@@ -50,6 +51,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->recompute < 0) p->recompute = PX_RECOMPUTE_NONE;
   if (p->precision < 0) p->precision = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_PREC_BF16 : PX_PREC_FP32;
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
+  if (p->fp8_base < 0) p->fp8_base = PX_FP8_BASE_BF16;
   if (p->attention < 0) p->attention = PX_ATTN_FLASH;
   if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
@@ -67,7 +69,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(moe_dispatch, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
-  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
@@ -454,7 +456,7 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                       "%s: NVMe offload needs the cluster's host.nvme_gb_per_s and host.nvme_tb (add them to the "
                       "cluster file)",
                       c->name);
-  if (p->precision != PX_PREC_FP32 && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
+  if (px_parallel_mixed(p) && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
                       px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8 && c->gpu.peak_flops[PX_DTYPE_FP8] <= 0)
@@ -469,12 +471,14 @@ int64_t px_parallel_microbatches(const px_parallel *p) {
 
 px_dtype px_parallel_compute_dtype(const px_parallel *p) {
   switch (p->precision) {
-    case PX_PREC_BF16:
-    case PX_PREC_FP8: return PX_DTYPE_BF16;
+    case PX_PREC_BF16: return PX_DTYPE_BF16;
+    case PX_PREC_FP8: return p->fp8_base == PX_FP8_BASE_FP32 ? PX_DTYPE_FP32 : PX_DTYPE_BF16;
     case PX_PREC_FP16: return PX_DTYPE_FP16;
     default: return PX_DTYPE_FP32;
   }
 }
+
+bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }
 
 px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
   static const struct {
@@ -558,6 +562,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "fp8_recipe", false, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err));
+  TRY(px_json_enum(&c, obj, "fp8_base", false, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err));
   TRY(px_json_enum(&c, obj, "attention", false, px_attention_names, PX_ATTN_COUNT, &p->attention, err));
   TRY(px_json_enum(&c, obj, "gelu", false, px_gelu_names, PX_GELU_COUNT, &p->gelu, err));
   double mib = 0;
@@ -609,6 +614,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe >= 0)
     cJSON_AddStringToObject(o, "fp8_recipe", px_fp8_recipe_names[p->fp8_recipe]);
+  if (p->precision == PX_PREC_FP8 && p->fp8_base >= 0) cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
   if (p->attention >= 0) cJSON_AddStringToObject(o, "attention", px_attention_names[p->attention]);
   if (p->gelu >= 0) cJSON_AddStringToObject(o, "gelu", px_gelu_names[p->gelu]);
   px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));

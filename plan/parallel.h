@@ -35,6 +35,10 @@ typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_FP8, PX_PREC_CO
  * Float8CurrentScaling) or blockwise (DeepSeek-V3: 1 x 128 tiles of
  * activations and gradients, 128 x 128 blocks of weights). */
 typedef enum { PX_FP8_DELAYED, PX_FP8_CURRENT, PX_FP8_BLOCKWISE, PX_FP8_RECIPE_COUNT } px_fp8_recipe;
+/* fp8: the dtype of everything but the fp8 GEMMs: bf16 with fp32 master
+ * weights (Megatron-Core), or fp32 (Transformer Engine's fp8_autocast around
+ * an fp32 model: what the cpu backend, which computes in fp32, runs). */
+typedef enum { PX_FP8_BASE_BF16, PX_FP8_BASE_FP32, PX_FP8_BASE_COUNT } px_fp8_base;
 /* Attention kernel: fused (FlashAttention: no S x S tensor is kept, the
  * probabilities are recomputed in backward) or unfused (Megatron-LM's
  * scores, softmax, dropout and context ops, as in Korthikanti et al.). */
@@ -81,6 +85,7 @@ extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
 extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
 extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
 extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
+extern const char *const px_fp8_base_names[PX_FP8_BASE_COUNT];
 
 /* Overlap switches (bit set = overlapped). */
 enum {
@@ -113,6 +118,7 @@ typedef struct {
   int recompute;     /* px_recompute, -1 unset */
   int precision;     /* px_precision, -1 unset */
   int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
+  int fp8_base;      /* px_fp8_base with fp8, -1 unset (bf16) */
   int attention;     /* px_attention, -1 unset */
   int gelu;          /* px_gelu_mode, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
@@ -191,10 +197,18 @@ int64_t px_parallel_mb_group(const px_parallel *p);
 px_status px_parallel_chunk_layers(const px_parallel *p, int64_t layers, int64_t *out, px_err *err);
 /* Parses "3,4,4,3" into chunk_layers. */
 px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *err);
-/* The dtype of activations and of every op but fp8's GEMMs: bf16 with fp8. */
+/* The dtype of activations and of every op but fp8's GEMMs: with fp8 its
+ * base (bf16 unless fp8_base says fp32). */
 px_dtype px_parallel_compute_dtype(const px_parallel *p);
+/* Mixed precision: a compute dtype narrower than fp32, so fp32 master
+ * weights (and the optimizer's 12 bytes a parameter). */
+bool px_parallel_mixed(const px_parallel *p);
 /* Elements one fp8 scale covers along a row (blockwise: 128), 0 for per-tensor scales. */
 #define PX_FP8_BLOCK 128
+/* Delayed scaling: a tensor's scale comes from the largest amax of its last
+ * 1024 steps (Transformer Engine's DelayedScaling defaults: amax_history_len
+ * 1024, amax_compute_algo "max", margin 0). */
+#define PX_FP8_AMAX_HISTORY 1024
 
 /* JSON: reads the fields present (unset otherwise); file names the source. */
 px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err);

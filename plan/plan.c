@@ -242,7 +242,7 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
   p->seq_local = par->sp ? p->seq_cp / par->tp : p->seq_cp;
   p->microbatches = px_parallel_microbatches(par);
   p->vstages = par->pp * par->vpp;
-  bool mixed = par->precision != PX_PREC_FP32;
+  bool mixed = px_parallel_mixed(par);
   p->act_dtype = px_parallel_compute_dtype(par);
   p->param_dtype = p->act_dtype;
   p->grad_dtype = mixed && par->main_grad == PX_MAIN_GRAD_FP32 ? PX_DTYPE_FP32 : p->act_dtype;

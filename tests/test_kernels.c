@@ -12,6 +12,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/flash.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/par.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embed.h"
@@ -1230,6 +1231,106 @@ static void test_math(void) {
   CU_ASSERT(u >= 0.0f && u < 1.0f);
 }
 
+/* ---- fp8 (OCP OFP8 rev 1.0): codes derived by hand ---- */
+
+static void test_fp8_codes(void) {
+  const px_fp8_format E4 = PX_FP8_E4M3, E5 = PX_FP8_E5M2;
+  /* E4M3: S.EEEE.MMM, bias 7; 1 = 0.0111.000, max 0.1111.110 = 1.75 x 2^8, min normal 2^-6, min subnormal 2^-9 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.0f, E4), 0x38);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(448.0f, E4), 0x7e);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(-448.0f, E4), 0xfe);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(0x1p-6f, E4), 0x08);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(0x1p-9f, E4), 0x01);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(0x1p-10f, E4), 0x00);          /* half the smallest subnormal: ties to even (0) */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.5f * 0x1p-9f, E4), 0x02);     /* 1.5 units: ties to even (2) */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(7.5f * 0x1p-9f, E4), 0x08);     /* 7.5 units: up into the normals */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.0625f, E4), 0x38);            /* between 1 and 1.125: even mantissa 0 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.1875f, E4), 0x3a);            /* between 1.125 and 1.25: even mantissa 2 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.07f, E4), 0x39);              /* nearer 1.125 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(15.5f, E4), 0x58);              /* 15 (m 7) and 16: ties to even 16 = 0.1011.000 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(464.0f, E4), 0x7e);             /* halfway to 480 (NaN's code): saturates */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1e9f, E4), 0x7e);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(INFINITY, E4), 0x7e);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(-INFINITY, E4), 0xfe);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(-0.0f, E4), 0x80);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(NAN, E4) & 0x7f, 0x7f);
+  CU_ASSERT(px_k_fp8_decode(0x7e, E4) == 448.0f && px_k_fp8_decode(0x01, E4) == 0x1p-9f);
+  CU_ASSERT(px_k_fp8_decode(0x08, E4) == 0x1p-6f && px_k_fp8_decode(0x07, E4) == 7.0f * 0x1p-9f);
+  CU_ASSERT(px_k_fp8_decode(0xb8, E4) == -1.0f && px_k_fp8_decode(0x78, E4) == 256.0f);
+  CU_ASSERT(isnan(px_k_fp8_decode(0x7f, E4)) && isnan(px_k_fp8_decode(0xff, E4)));
+  CU_ASSERT(px_k_fp8_max(E4) == 448.0f);
+  /* E5M2: S.EEEEE.MM, bias 15; 1 = 0.01111.00, max 0.11110.11 = 1.75 x 2^15, min subnormal 2^-16; exponent 31: inf, NaN */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.0f, E5), 0x3c);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(57344.0f, E5), 0x7b);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(61440.0f, E5), 0x7b); /* halfway to 2^16 (infinity's place): saturates */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(INFINITY, E5), 0x7b);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(0x1p-16f, E5), 0x01);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(0x1p-14f, E5), 0x04);
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.125f, E5), 0x3c);  /* between 1 and 1.25: even mantissa 0 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(1.375f, E5), 0x3e);  /* between 1.25 and 1.5: even mantissa 2 */
+  CU_ASSERT_EQUAL(px_k_fp8_encode(-3.0f, E5), 0xc2);   /* 1.5 x 2^1 = 1.10000.10 */
+  CU_ASSERT(px_k_fp8_decode(0x7b, E5) == 57344.0f && px_k_fp8_decode(0x01, E5) == 0x1p-16f);
+  CU_ASSERT(px_k_fp8_decode(0x7c, E5) == INFINITY && px_k_fp8_decode(0xfc, E5) == -INFINITY);
+  CU_ASSERT(isnan(px_k_fp8_decode(0x7d, E5)) && isnan(px_k_fp8_decode(0x7f, E5)));
+  CU_ASSERT(isnan(px_k_fp8_decode(px_k_fp8_encode(NAN, E5), E5)));
+  /* every finite code decodes to a value that encodes back to it (zero: either sign's) */
+  for (int f = 0; f < PX_FP8_FORMAT_COUNT; f++)
+    for (int c = 0; c < 256; c++) {
+      float v = px_k_fp8_decode((uint8_t)c, (px_fp8_format)f);
+      if (isfinite(v)) CU_ASSERT_EQUAL(px_k_fp8_encode(v, (px_fp8_format)f), c);
+    }
+}
+
+/* Round trips: relative error at most half an ulp over the normal range (E4M3 2^-4, E5M2 2^-3); scaled
+ * quantization puts a tensor's (tile's, block's) amax on the largest value exactly. */
+static void test_fp8_scaled(void) {
+  uint64_t rng = 7;
+  for (int f = 0; f < PX_FP8_FORMAT_COUNT; f++) {
+    double bound = f == PX_FP8_E4M3 ? 0x1p-4 : 0x1p-3, lo = f == PX_FP8_E4M3 ? 0x1p-6 : 0x1p-14, worst = 0;
+    for (int i = 0; i < 20000; i++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      double u = (double)(rng >> 11) / 9007199254740992.0; /* [0, 1) */
+      float x = (float)(lo * pow(px_k_fp8_max((px_fp8_format)f) / lo, u)) * ((rng >> 3) & 1 ? 1.0f : -1.0f);
+      float y = px_k_fp8_decode(px_k_fp8_encode(x, (px_fp8_format)f), (px_fp8_format)f);
+      double r = fabs((double)y - (double)x) / fabs((double)x);
+      if (r > worst) worst = r;
+    }
+    CU_ASSERT(worst <= bound);
+    CU_ASSERT(worst > bound / 2); /* the bound is tight: some value lands near a halfway point */
+  }
+  enum { R = 3, C = 130 }; /* two 128-wide tiles a row, the second 2 wide */
+  float x[R * C], y[R * C], sc[R * 2];
+  uint8_t q[R * C];
+  for (int i = 0; i < R * C; i++) x[i] = (float)sin(0.37 * i) * (float)(1 + i % 7);
+  x[5] = -50.0f, x[C + 128] = 1.0f, x[C + 129] = 3.0f;
+  float amax = px_k_fp8_amax(x, R * C), s = px_k_fp8_scale(amax, PX_FP8_E4M3);
+  CU_ASSERT(amax == 50.0f && s == 448.0f / 50.0f);
+  px_k_fp8_quantize(q, x, R * C, s, PX_FP8_E4M3);
+  px_k_fp8_dequantize(y, q, R * C, s, PX_FP8_E4M3);
+  CU_ASSERT(q[5] == 0xfe && y[5] == -50.0f);
+  for (int i = 0; i < R * C; i++) CU_ASSERT(fabsf(y[i] - x[i]) <= 0x1p-4f * fabsf(x[i]) + 0x1p-10f / s);
+  px_k_fp8_roundtrip(y, x, R * C, s, PX_FP8_E4M3); /* the same values in one pass */
+  for (int i = 0; i < R * C; i++) CU_ASSERT(y[i] == px_k_fp8_decode(q[i], PX_FP8_E4M3) / s);
+  px_k_fp8_quantize_rows(q, sc, x, R, C, 128, PX_FP8_E5M2);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < 2; j++) {
+      int w = j ? C - 128 : 128;
+      PX_ASSERT_REL(sc[r * 2 + j], 57344.0f / px_k_fp8_amax(x + r * C + 128 * j, w), 1e-7);
+    }
+  CU_ASSERT(q[C + 129] == 0x7b); /* the short tile's amax */
+  px_k_fp8_dequantize_rows(y, q, sc, R, C, 128, PX_FP8_E5M2);
+  for (int i = 0; i < R * C; i++) CU_ASSERT(y[i] == px_k_fp8_decode(q[i], PX_FP8_E5M2) / sc[(i / C) * 2 + (i % C) / 128]);
+  CU_ASSERT(y[C + 129] == 3.0f);
+  /* 2 x 2 blocks of a (3, 3) matrix: blocks {0,1}x{0,1}, {0,1}x{2}, {2}x{0,1}, {2}x{2} */
+  float w[9] = {1, -2, 0.3f, 0.5f, 0.25f, 7, 100, 10, -0.7f}, v[9];
+  px_k_fp8_roundtrip_blocks(v, w, 3, 3, 2, PX_FP8_E4M3);
+  CU_ASSERT(v[1] == -2.0f && v[5] == 7.0f && v[6] == 100.0f && v[8] == -0.7f); /* each block's amax, exact */
+  for (int i = 0; i < 9; i++) CU_ASSERT(fabsf(v[i] - w[i]) <= 0x1p-4f * fabsf(w[i]));
+  CU_ASSERT(px_k_fp8_scale(0.0f, PX_FP8_E4M3) == 1.0f && px_k_fp8_scale(INFINITY, PX_FP8_E4M3) == 1.0f);
+  float nan3[3] = {NAN, -2.0f, 1.0f};
+  CU_ASSERT(px_k_fp8_amax(nan3, 3) == 2.0f);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"per-element math and the counter RNG", test_math},
@@ -1254,6 +1355,8 @@ int main(void) {
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},
+      {"fp8 codes: E4M3 and E5M2 by hand, ties to even, saturation, NaN, every code back", test_fp8_codes},
+      {"fp8 scaled: round-trip bounds, per-tensor, 1x128 row tiles and square blocks", test_fp8_scaled},
   };
   return px_test_main("kernels", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1109,6 +1109,31 @@ static void test_fp8(void) {
   double B = 1, S = 8192;
   PX_ASSERT_EQ_U64(px_plan_layer_activation_bytes(&b16) - px_plan_layer_activation_bytes(&f8), (uint64_t)(B * S * (H + F)));
   px_plan_free(&f8);
+  /* --fp8-base fp32 (the cpu backend's): fp32 outside the fp8 GEMMs, so no master copy (8 optimizer bytes a
+   * parameter, as fp32 training) and fp32 activations; the same fp8 GEMMs; blockwise twins count their
+   * 1 x 128 tiles' fp32 scales */
+  p.fp8_base = PX_FP8_BASE_FP32;
+  CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(f8.act_dtype == PX_DTYPE_FP32 && f8.param_dtype == PX_DTYPE_FP32 && f8.grad_dtype == PX_DTYPE_FP32);
+  PX_ASSERT_EQ_U64(f8.optimizer_bytes_per_param, 8);
+  CU_ASSERT_EQUAL(fp8_gemms(&f8, PX_BLOCK_LAYER_FWD, &bf16), 4);
+  cJSON *j = px_parallel_to_json(&f8.par);
+  px_parallel back;
+  CU_ASSERT_EQUAL(px_parallel_from_json(j, "test", &back, &err), PX_OK);
+  CU_ASSERT_EQUAL(back.fp8_base, PX_FP8_BASE_FP32);
+  cJSON_Delete(j);
+  px_plan_free(&f8);
+  p.fp8_base = -1, p.fp8_recipe = PX_FP8_BLOCKWISE;
+  CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
+  int found = 0;
+  for (int32_t i = 0; i < f8.nslots; i++)
+    if (!strcmp(f8.slots[i].name, "ln1_f8")) { /* (B, S, H): B S H codes, B S H / 128 scales */
+      PX_ASSERT_EQ_U64(f8.slots[i].bytes, (uint64_t)(B * S * H + 4 * B * S * H / 128));
+      found++;
+    }
+  CU_ASSERT_EQUAL(found, 1);
+  px_plan_free(&f8);
+  p.fp8_recipe = -1;
   /* ZeRO-3: no cached copies; each use casts the gathered weight (a forward and a backward cast per weight) */
   p.zero = 3;
   CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);

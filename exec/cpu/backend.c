@@ -1,4 +1,5 @@
-/* CPU backend: every op of the graph on fp32 host tensors, MPI collectives. */
+/* CPU backend: every op of the graph on fp32 host tensors, MPI collectives;
+ * fp8 emulated (exec/cpu/fp8.h). */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "exec/cpu/backend.h"
 
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec/cpu/fp8.h"
 #include "exec/support.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
@@ -41,6 +43,7 @@ typedef struct {
   cached cache[CACHE_SLOTS];
   int ncache;
   int threads; /* OpenBLAS threads */
+  px_cpu_fp8 *f8; /* the scales of the fp8 codes written, the amax histories */
 } cpu;
 
 /* Memory not asked to be zeroed is filled with 0xff bytes: NaN in every
@@ -63,6 +66,7 @@ static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool poo
 static void cpu_release(px_backend *b, void *p, uint64_t bytes) {
   if (!p) return;
   cpu *c = b->impl;
+  px_cpu_fp8_forget(c->f8, p, bytes);
   if (c->ncache == CACHE_SLOTS) { /* full: drop one */
     free(c->cache[0].p);
     c->cache[0] = c->cache[--c->ncache];
@@ -307,7 +311,7 @@ static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, in
 
 /* ---- the op dispatch ---- */
 
-static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
+static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
   cpu *c = be->impl;
   const px_op *o = e->op;
   const px_plan *p = e->plan;
@@ -471,17 +475,32 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: op %s is not an op it runs", px_op_names[o->kind]);
 }
 
-/* Every op kind in fp32 (the plan's contract, exec/support.c); MPI takes int
+/* fp8: a cast writes codes; a GEMM on fp8 operands runs in fp32 on their decoded values. */
+static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
+  cpu *c = be->impl;
+  if (e->op->kind == PX_OP_CAST) return px_cpu_fp8_cast(c->f8, be, e, err);
+  if (!(e->op->flags & PX_OPF_FP8)) return cpu_op_f32(be, e, err);
+  px_exec_op d;
+  void *scratch[PX_OP_INS];
+  px_status st = px_cpu_fp8_operands(c->f8, e, &d, scratch, err);
+  if (!st) st = cpu_op_f32(be, &d, err);
+  px_cpu_fp8_release(scratch);
+  return st;
+}
+
+/* Every op kind in fp32 (the plan's contract, exec/support.c), and fp8's
+ * casts, GEMMs and collectives of codes (exec/cpu/fp8.h); MPI takes int
  * counts, so a collective or message beyond INT_MAX elements or bytes is
  * refused rather than truncated. */
 static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
   (void)b;
   px_dtype dt = px_support_op_dtype(plan, op);
-  if (dt != PX_DTYPE_FP32) {
+  if (px_support_fp8(plan, op) && !px_cpu_fp8_supports(plan, op, why, cap)) return PX_SUPPORT_NO;
+  if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && op->kind != PX_OP_ALLREDUCE && op->kind != PX_OP_REDUCE_SCATTER)) {
     snprintf(why, cap, "the cpu backend runs fp32 only (hint: --precision fp32)");
     return PX_SUPPORT_NO;
   }
-  if (!px_support_contract(plan, op, PX_DTYPE_FP32, why, cap)) return PX_SUPPORT_NO;
+  if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
   const int64_t *d = op->dim;
   if (plan->model.kv_lora_rank > 0 && (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD)) {
     snprintf(why, cap, "multi-head latent attention is planned and simulated; the executors do not run it yet");
@@ -500,7 +519,7 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
   }
   switch ((px_op_kind)op->kind) {
     case PX_OP_ADAMW:
-      if (plan->par.precision != PX_PREC_FP32) {
+      if (px_parallel_mixed(&plan->par)) {
         snprintf(why, cap, "no mixed-precision AdamW (fp32 master weights) on the cpu backend");
         return PX_SUPPORT_NO;
       }
@@ -535,18 +554,26 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
 
 static MPI_Comm group_comm(px_backend *be, px_group g) { return px_comm_of(((cpu *)be->impl)->comm, g); }
 
-/* fp32, and a count MPI's int takes. */
-static px_status coll_ok(px_dtype dt, uint64_t count, px_err *err) {
-  if (dt != PX_DTYPE_FP32) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 only");
+/* fp32 (fp8 codes: moved as bytes, not reduced), and a count MPI's int takes. */
+static px_status coll_ok(px_dtype dt, bool moves, uint64_t count, px_err *err) {
+  if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && moves))
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 (and move fp8 codes) only");
   if (count > INT_MAX)
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective of %llu elements is beyond MPI's int counts",
                       (unsigned long long)count);
   return PX_OK;
 }
 
+static MPI_Datatype mpi_type(px_dtype dt) { return dt == PX_DTYPE_FP8 ? MPI_BYTE : MPI_FLOAT; }
+
+/* fp8 codes a collective moved into out: decoded with in's scales from now on. */
+static px_status fp8_moved(px_backend *be, px_dtype dt, void *out, const void *in, uint64_t count_out, px_err *err) {
+  return dt == PX_DTYPE_FP8 ? px_cpu_fp8_moved(((cpu *)be->impl)->f8, out, in, count_out, err) : PX_OK;
+}
+
 static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
                                px_err *err) {
-  px_status st = coll_ok(dt, count, err);
+  px_status st = coll_ok(dt, false, count, err);
   if (st) return st;
   return px_comm_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, op == PX_RED_MAX ? MPI_MAX : MPI_SUM,
                                      group_comm(be, g)),
@@ -557,18 +584,20 @@ static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void
                                px_err *err) {
   int n = 1;
   MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, count_in * (uint64_t)n, err);
+  px_status st = coll_ok(dt, true, count_in * (uint64_t)n, err);
   if (st) return st;
-  return px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, MPI_FLOAT, out, (int)count_in,
-                                     MPI_FLOAT, group_comm(be, g)),
-                       "MPI_Allgather", err);
+  MPI_Datatype t = mpi_type(dt);
+  st = px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, t, out, (int)count_in, t,
+                                   group_comm(be, g)),
+                     "MPI_Allgather", err);
+  return st ? st : fp8_moved(be, dt, out, in, count_in * (uint64_t)n, err);
 }
 
 static px_status cpu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
                                     px_dtype dt, px_err *err) {
   int n = 1;
   MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, count_out * (uint64_t)n, err);
+  px_status st = coll_ok(dt, false, count_out * (uint64_t)n, err);
   if (st) return st;
   return px_comm_check(
       MPI_Reduce_scatter_block(in, out, (int)count_out, MPI_FLOAT, MPI_SUM, group_comm(be, g)), "MPI_Reduce_scatter", err);
@@ -578,10 +607,11 @@ static px_status cpu_alltoall(px_backend *be, px_group g, void *out, const void 
                               px_err *err) {
   int n = 1;
   MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, count * (uint64_t)n, err);
+  px_status st = coll_ok(dt, true, count * (uint64_t)n, err);
   if (st) return st;
-  return px_comm_check(MPI_Alltoall(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, group_comm(be, g)),
-                       "MPI_Alltoall", err);
+  MPI_Datatype t = mpi_type(dt);
+  st = px_comm_check(MPI_Alltoall(in, (int)count, t, out, (int)count, t, group_comm(be, g)), "MPI_Alltoall", err);
+  return st ? st : fp8_moved(be, dt, out, in, count * (uint64_t)n, err);
 }
 
 static px_status cpu_alltoallv(px_backend *be, px_group g, void *out, const uint64_t *recv, const void *in,
@@ -596,10 +626,11 @@ static px_status cpu_alltoallv(px_backend *be, px_group g, void *out, const uint
     v[j] = (int)send[j], v[n + j] = (int)so, v[2 * n + j] = (int)recv[j], v[3 * n + j] = (int)ro;
     so += send[j], ro += recv[j];
   }
-  px_status st = coll_ok(dt, so > ro ? so : ro, err);
+  px_status st = coll_ok(dt, true, so > ro ? so : ro, err);
+  MPI_Datatype t = mpi_type(dt);
   if (!st)
-    st = px_comm_check(MPI_Alltoallv(in, v, v + n, MPI_FLOAT, out, v + 2 * n, v + 3 * n, MPI_FLOAT, comm),
-                       "MPI_Alltoallv", err);
+    st = px_comm_check(MPI_Alltoallv(in, v, v + n, t, out, v + 2 * n, v + 3 * n, t, comm), "MPI_Alltoallv", err);
+  if (!st) st = fp8_moved(be, dt, out, in, ro, err);
   free(v);
   return st;
 }
@@ -631,6 +662,7 @@ static void cpu_destroy(px_backend *b) {
   if (!b) return;
   cpu *c = b->impl;
   for (int i = 0; c && i < c->ncache; i++) free(c->cache[i].p);
+  if (c) px_cpu_fp8_free(c->f8);
   free(b->impl);
   free(b);
 }
@@ -667,6 +699,10 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
   }
   c->comm = comm;
   c->threads = nthreads;
+  if (!(c->f8 = px_cpu_fp8_new())) {
+    free(b), free(c);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
   b->name = "cpu";
   b->impl = c;
   b->alloc = cpu_alloc;

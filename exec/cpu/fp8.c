@@ -1,0 +1,254 @@
+/* The cpu backend's fp8 emulation (exec/cpu/fp8.h): the scales of the fp8
+ * codes it wrote, by address, and the amax histories of delayed scaling, by
+ * (slot, layer). */
+#include "exec/cpu/fp8.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/fp8.h"
+
+/* Codes at p: n of them, in format fmt, with one scale or (blockwise) one per
+ * 1 x PX_FP8_BLOCK tile of rows of cols. */
+typedef struct {
+  const uint8_t *p;
+  uint64_t n;
+  int64_t cols;
+  px_fp8_format fmt;
+  float scale;
+  float *scales; /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
+} codes;
+
+/* Delayed scaling of one tensor (a cast's output slot, or a weight) of one
+ * layer: the amaxes of the steps before `step`, newest at hist[at - 1], and
+ * the largest of this step's so far. */
+typedef struct {
+  int32_t slot;
+  int64_t layer, step;
+  float cur;
+  int32_t n, at;
+  float hist[PX_FP8_AMAX_HISTORY];
+} history;
+
+struct px_cpu_fp8 {
+  codes *c;
+  int64_t nc, capc;
+  history *h;
+  int64_t nh, caph;
+};
+
+px_cpu_fp8 *px_cpu_fp8_new(void) { return calloc(1, sizeof(px_cpu_fp8)); }
+
+void px_cpu_fp8_free(px_cpu_fp8 *s) {
+  if (!s) return;
+  for (int64_t i = 0; i < s->nc; i++) free(s->c[i].scales);
+  free(s->c);
+  free(s->h);
+  free(s);
+}
+
+static codes *find(px_cpu_fp8 *s, const void *p) {
+  for (int64_t i = 0; i < s->nc; i++)
+    if (s->c[i].p == p) return &s->c[i];
+  return NULL;
+}
+
+/* Records the scales of the codes at k.p (taking k.scales), replacing what was there. */
+static px_status record(px_cpu_fp8 *s, codes k, px_err *err) {
+  codes *old = find(s, k.p);
+  if (old) {
+    free(old->scales);
+    *old = k;
+    return PX_OK;
+  }
+  if (s->nc == s->capc) {
+    int64_t cap = s->capc ? 2 * s->capc : 64;
+    codes *c = realloc(s->c, (size_t)cap * sizeof *c);
+    if (!c) {
+      free(k.scales);
+      return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    }
+    s->c = c, s->capc = cap;
+  }
+  s->c[s->nc++] = k;
+  return PX_OK;
+}
+
+void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes) {
+  const uint8_t *lo = p, *hi = lo + bytes;
+  for (int64_t i = 0; s && i < s->nc;)
+    if (s->c[i].p >= lo && s->c[i].p < hi) {
+      free(s->c[i].scales);
+      s->c[i] = s->c[--s->nc];
+    } else {
+      i++;
+    }
+}
+
+/* The scale of delayed scaling for tensor (slot, layer) in `step`, whose
+ * amax now is amax: from the largest amax of the previous steps (this one's
+ * own on the first step, as current scaling); amax joins this step's. */
+static px_status delayed_scale(px_cpu_fp8 *s, int32_t slot, int64_t layer, int64_t step, float amax, px_fp8_format f,
+                               float *scale, px_err *err) {
+  history *h = NULL;
+  for (int64_t i = 0; i < s->nh && !h; i++)
+    if (s->h[i].slot == slot && s->h[i].layer == layer) h = &s->h[i];
+  if (!h) {
+    if (s->nh == s->caph) {
+      int64_t cap = s->caph ? 2 * s->caph : 16;
+      history *n = realloc(s->h, (size_t)cap * sizeof *n);
+      if (!n) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+      s->h = n, s->caph = cap;
+    }
+    h = &s->h[s->nh++];
+    memset(h, 0, sizeof *h);
+    h->slot = slot, h->layer = layer, h->step = step;
+  }
+  if (h->step != step) { /* a new step: the last one's amax joins the history */
+    h->hist[h->at] = h->cur;
+    h->at = (h->at + 1) % PX_FP8_AMAX_HISTORY;
+    if (h->n < PX_FP8_AMAX_HISTORY) h->n++;
+    h->cur = 0.0f, h->step = step;
+  }
+  float past = 0.0f;
+  for (int32_t i = 0; i < h->n; i++)
+    if (h->hist[i] > past) past = h->hist[i];
+  *scale = px_k_fp8_scale(past > 0.0f ? past : amax, f);
+  if (amax > h->cur) h->cur = amax;
+  return PX_OK;
+}
+
+static bool blockwise(const px_plan *p) { return p->par.fp8_recipe == PX_FP8_BLOCKWISE; }
+
+px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px_err *err) {
+  const px_op *o = e->op;
+  const px_plan *p = e->plan;
+  if (!e->out[0]) return PX_OK; /* a weight's copy: GEMMs quantize weights at use */
+  const float *x = e->in[0];
+  uint8_t *q = e->out[0];
+  int64_t n = o->dim[0];
+  px_fp8_format f = (o->flags & PX_OPF_E5M2) ? PX_FP8_E5M2 : PX_FP8_E4M3;
+  codes k = {.p = q, .n = (uint64_t)n, .cols = px_slot_row_elems(&p->slots[o->out[0].slot]), .fmt = f, .scale = 1.0f};
+  if (blockwise(p)) {
+    int64_t rows = n / k.cols, nb = (k.cols + PX_FP8_BLOCK - 1) / PX_FP8_BLOCK;
+    if (rows * k.cols != n)
+      return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: cast of %lld elements is not rows of %lld", (long long)n,
+                        (long long)k.cols);
+    k.scales = malloc((size_t)(rows * nb) * sizeof *k.scales);
+    if (!k.scales) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    px_k_fp8_quantize_rows(q, k.scales, x, rows, k.cols, PX_FP8_BLOCK, f);
+    return record(s, k, err);
+  }
+  /* per-tensor: the amax shared by the ranks that may exchange these codes (TE's amax reduction) */
+  float amax = px_k_fp8_amax(x, n);
+  px_status st = PX_OK;
+  if (p->par.tp > 1) st = be->allreduce(be, PX_GROUP_TP, &amax, 1, PX_DTYPE_FP32, PX_RED_MAX, err);
+  if (!st && p->par.ep > 1) st = be->allreduce(be, PX_GROUP_EP, &amax, 1, PX_DTYPE_FP32, PX_RED_MAX, err);
+  if (st) return st;
+  if (p->par.fp8_recipe == PX_FP8_CURRENT)
+    k.scale = px_k_fp8_scale(amax, f);
+  else if ((st = delayed_scale(s, o->out[0].slot, e->layer + o->out[0].layer_off, e->step, amax, f, &k.scale, err)))
+    return st;
+  px_k_fp8_quantize(q, x, n, k.scale, f);
+  return record(s, k, err);
+}
+
+/* The weight operand w (slot ws) of an fp8 GEMM quantized and decoded into y: El matrices of (n, k). */
+static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const float *w, float *y, int64_t El, int64_t n,
+                        int64_t k, px_err *err) {
+  if (blockwise(e->plan)) {
+    for (int64_t x = 0; x < El; x++) px_k_fp8_roundtrip_blocks(y + x * n * k, w + x * n * k, n, k, PX_FP8_BLOCK, PX_FP8_E4M3);
+    return PX_OK;
+  }
+  float amax = px_k_fp8_amax(w, El * n * k), scale = px_k_fp8_scale(amax, PX_FP8_E4M3);
+  px_status st = PX_OK;
+  if (e->plan->par.fp8_recipe == PX_FP8_DELAYED)
+    st = delayed_scale(s, ws, e->layer, e->step, amax, PX_FP8_E4M3, &scale, err);
+  if (!st) px_k_fp8_roundtrip(y, w, El * n * k, scale, PX_FP8_E4M3);
+  return st;
+}
+
+px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err) {
+  const px_op *o = e->op;
+  const px_plan *p = e->plan;
+  *d = *e;
+  memset(scratch, 0, PX_OP_INS * sizeof *scratch);
+  bool expert = o->kind == PX_OP_EXPERT_LINEAR || o->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
+                o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+  px_status st = PX_OK;
+  for (int j = 0; j < PX_OP_INS && !st; j++) {
+    if (o->in[j].slot < 0 || !e->in[j]) continue;
+    const px_slot *sl = &p->slots[o->in[j].slot];
+    bool is_w = sl->kind == PX_SLOT_PARAM && sl->fp8;
+    if (sl->dtype != PX_DTYPE_FP8 && !is_w) continue;
+    int64_t El = expert ? o->dim[3] : 1, n = is_w ? El * o->dim[1] * o->dim[2] : (int64_t)sl->elems;
+    float *y = malloc((size_t)n * sizeof *y);
+    if (!y) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    scratch[j] = y, d->in[j] = y;
+    if (is_w) {
+      st = weight(s, e, o->in[j].slot, e->in[j], y, El, o->dim[1], o->dim[2], err);
+      continue;
+    }
+    const codes *k = find(s, e->in[j]);
+    if (!k)
+      return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s reads fp8 %s, which no cast or collective wrote with "
+                        "its scales", px_op_names[o->kind], sl->name);
+    int64_t have = (int64_t)k->n < n ? (int64_t)k->n : n; /* an all-to-all fills the rows that arrive */
+    if (k->scales)
+      px_k_fp8_dequantize_rows(y, k->p, k->scales, have / k->cols, k->cols, PX_FP8_BLOCK, k->fmt);
+    else
+      px_k_fp8_dequantize(y, k->p, have, k->scale, k->fmt);
+    for (int64_t i = have; i < n; i++) y[i] = NAN; /* never written: as unwritten memory reads */
+  }
+  return st;
+}
+
+void px_cpu_fp8_release(void *scratch[PX_OP_INS]) {
+  for (int j = 0; j < PX_OP_INS; j++) free(scratch[j]), scratch[j] = NULL;
+}
+
+px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint64_t count_out, px_err *err) {
+  const codes *k = find(s, in);
+  if (!k) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective moved fp8 codes that no cast wrote");
+  codes c = *k;
+  c.p = out, c.n = count_out;
+  if (k->scales) { /* blockwise: only a copy within one rank keeps its tiles (px_cpu_fp8_supports) */
+    if (count_out != k->n) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: blockwise fp8 codes moved between ranks");
+    size_t nb = (size_t)(k->n / (uint64_t)k->cols) * (size_t)((k->cols + PX_FP8_BLOCK - 1) / PX_FP8_BLOCK);
+    if (!(c.scales = malloc(nb * sizeof *c.scales))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    memcpy(c.scales, k->scales, nb * sizeof *c.scales);
+  }
+  return record(s, c, err);
+}
+
+static bool no(char *why, size_t cap, const char *msg) {
+  snprintf(why, cap, "%s", msg);
+  return false;
+}
+
+bool px_cpu_fp8_supports(const px_plan *plan, const px_op *op, char *why, size_t cap) {
+  const px_parallel *par = &plan->par;
+  switch ((px_op_kind)op->kind) {
+    case PX_OP_ALLGATHER:
+    case PX_OP_ALLTOALL: {
+      int64_t members = op->group == PX_GROUP_TP ? par->tp : op->group == PX_GROUP_EP ? par->ep : par->cp;
+      if (par->fp8_recipe == PX_FP8_BLOCKWISE && members > 1)
+        return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the "
+                  "cpu backend (sequence or expert parallelism; hint: --fp8-recipe current)");
+      if ((op->flags & PX_OPF_SEQ_AXIS) && op->dim[2] > 1)
+        return no(why, cap, "an fp8 sequence-parallel all-gather with --mbs > 1 goes through a permute that the "
+                  "cpu backend's fp8 scales do not follow (hint: --mbs 1)");
+      return true;
+    }
+    case PX_OP_CAST:
+    case PX_OP_LINEAR:
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT:
+    case PX_OP_EXPERT_LINEAR:
+    case PX_OP_EXPERT_LINEAR_BWD_DATA:
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: return true;
+    default: return no(why, cap, "an fp8 operand of an op that the cpu backend's fp8 emulation does not read");
+  }
+}

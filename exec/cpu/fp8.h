@@ -1,0 +1,40 @@
+/* The cpu backend's fp8 emulation: CAST ops quantize fp32 tensors into fp8
+ * codes with the recipe's scales, which this module keeps by the codes'
+ * address (and moves with them through collectives); fp8 GEMMs get their
+ * operands decoded to fp32 (weights quantized and decoded at use) and run in
+ * fp32 (kernels/cpu/fp8.h has the formats). */
+#ifndef PX_EXEC_CPU_FP8_H
+#define PX_EXEC_CPU_FP8_H
+
+#include "exec/backend.h"
+
+typedef struct px_cpu_fp8 px_cpu_fp8;
+
+/* NULL when out of memory. */
+px_cpu_fp8 *px_cpu_fp8_new(void);
+void px_cpu_fp8_free(px_cpu_fp8 *s);
+
+/* A CAST op: in[0] (fp32) into out[0]'s codes, E5M2 with PX_OPF_E5M2 else
+ * E4M3; per-tensor amaxes are reduced over the TP and EP groups (so that
+ * ranks which exchange the codes share the scale). A cast without an output
+ * (the weights' copies) does nothing: GEMMs quantize weights at use. */
+px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px_err *err);
+
+/* An fp8 GEMM's operands in fp32: *d is e with each fp8 input replaced by
+ * its decoded values and the fp8 weight by its quantized-and-decoded copy,
+ * in buffers the caller frees with px_cpu_fp8_release(scratch). */
+px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err);
+void px_cpu_fp8_release(void *scratch[PX_OP_INS]);
+
+/* A collective moved fp8 codes from in to out: out is decoded with in's
+ * (per-tensor) scale from now on. */
+px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint64_t count_out, px_err *err);
+
+/* Drops the scales of codes in [p, p + bytes) (released memory). */
+void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes);
+
+/* Whether the cpu backend runs fp8 op `op` (a CAST, an fp8 GEMM, or a
+ * collective of fp8 codes); why says what it does not. */
+bool px_cpu_fp8_supports(const px_plan *plan, const px_op *op, char *why, size_t cap);
+
+#endif
