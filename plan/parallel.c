@@ -341,11 +341,6 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                         p->moe_imbalance);
     if (p->moe_dispatch < 0 || p->moe_dispatch >= PX_MOE_DISPATCH_COUNT)
       return px_err_set(err, PX_ERR_INPUT, "--moe-dispatch is not set");
-    if (m->sliding_window > 0 || m->attention_sinks)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "%s: sliding-window attention with sinks is counted (parallax model show) but not yet planned: "
-                        "every layer's attention would be costed as full causal attention",
-                        m->name);
     if (p->shard_group > 0)
       return px_err_set(err, PX_ERR_INPUT,
                         "--shard-group with experts: hybrid sharding of expert states is not modelled (hint: drop "
@@ -355,6 +350,24 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                         "--schedule %s splits weight gradients off the backward, which the expert layers do not yet "
                         "(hint: --schedule 1f1b or interleaved)",
                         px_schedule_names[p->schedule]);
+  }
+  if (m->sliding_window > 0) {
+    /* one compiled layer block stands for a chunk's layers, its attention the
+     * mean of sliding and full ones: exact when each chunk holds as many of each */
+    if (p->cp > 1)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "--cp %lld with %s's sliding-window attention: the CP ranks' share of a windowed causal "
+                        "attention is not modelled (hint: --cp 1)",
+                        (long long)p->cp, m->name);
+    int64_t chunks[PX_MAX_CHUNK_LIST];
+    if (p->pp * p->vpp <= PX_MAX_CHUNK_LIST && px_parallel_chunk_layers(p, m->layers, chunks, NULL) == PX_OK)
+      for (int64_t i = 0; i < p->pp * p->vpp; i++)
+        if (chunks[i] % 2)
+          return px_err_set(err, PX_ERR_INPUT,
+                            "%s alternates sliding-window and full attention layers; each model chunk must hold an "
+                            "even number of layers (chunk %lld has %lld; hint: a --pp/--vpp dividing %lld / 2 "
+                            "layer pairs, or --layers-per-chunk with even counts)",
+                            m->name, (long long)i, (long long)chunks[i], (long long)m->layers);
   }
   if (m->kv_lora_rank > 0 && (p->cp > 1 || p->attention != PX_ATTN_FLASH))
     return px_err_set(err, PX_ERR_INPUT,

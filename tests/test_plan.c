@@ -1030,6 +1030,45 @@ static void test_moe(void) {
   px_plan_free(&plan);
 }
 
+/* gpt-oss: sliding-window layers attend to 128 keys back. The attended pairs
+ * by hand (seq 8, window 3: 1 + 2 + 3 x 6 = 21; causal 8 x 9 / 2 = 36); the
+ * flash op of gpt-oss-120b's layer block is the mean of a sliding and a full
+ * layer; a chunk with an odd layer count and CP are refused. */
+static void test_sliding_window(void) {
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 3), 21.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 0), 36.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 8), 36.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 1), 8.0, 0);
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 64);
+  px_parallel p = par(1, 2, 32, 1, 1, 64);
+  p.ep = 8, p.seq = 4096;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
+  double frac = (516160.0 + 8390656.0) / 2 / 8390656.0;
+  double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
+  const px_block *fb = &plan.blocks[PX_BLOCK_MOE_FWD];
+  int found = 0;
+  for (int32_t i = 0; i < fb->nops; i++)
+    if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
+      PX_ASSERT_REL(fb->ops[i].flops, rect * frac, 1e-12);
+      found++;
+    }
+  CU_ASSERT_EQUAL(found, 1);
+  px_plan_free(&plan);
+  p = par(1, 4, 16, 1, 1, 64); /* 36 / 4 = 9 layers a stage */
+  p.ep = 8;
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "even number of layers"));
+  p = par(1, 2, 16, 1, 1, 64);
+  p.ep = 8, p.cp = 2;
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--cp"));
+}
+
 /* ---- fp8 ---- */
 
 /* fp8 GEMMs in a block: each linear and expert GEMM, and whether any reads a weight that is not a layer's. */
@@ -1222,8 +1261,9 @@ static void test_refusals(void) {
   expect_refused("mixtral-8x7b", 8, p, "must divide the 8 experts and dp 8");
   p.ep = 1, p.cp = 2, p.seq = 4096;
   expect_refused("deepseek-v3", 16, p, "multi-head latent attention is planned with the fused attention");
-  p = par(1, 1, 8, 0, 1, 8);
-  expect_refused("gpt-oss-120b", 8, p, "sliding-window attention with sinks is counted");
+  p = par(1, 3, 8, 0, 1, 8); /* 12 layers a stage: 6 sliding, 6 full */
+  p.cp = 2;
+  expect_refused("gpt-oss-120b", 48, p, "sliding-window attention: the CP ranks' share");
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
@@ -1263,6 +1303,7 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
+      {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs, refusals", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
