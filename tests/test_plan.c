@@ -1264,6 +1264,23 @@ static void test_refusals(void) {
   p = par(1, 3, 8, 0, 1, 8); /* 12 layers a stage: 6 sliding, 6 full */
   p.cp = 2;
   expect_refused("gpt-oss-120b", 48, p, "sliding-window attention: the CP ranks' share");
+  /* expert tensor parallelism: Megatron-Core's folding rule, then the planner's etp = tp */
+  p = par(1, 1, 8, 0, 1, 8);
+  p.etp = 2;
+  expect_refused("llama3-8b", 8, p, "--etp 2 splits experts, but llama3-8b is a dense model");
+  p = par(2, 1, 4, 0, 1, 8);
+  p.ep = 4, p.sp = 1, p.etp = 3; /* etp x ep = 12 does not divide tp x dp = 8 */
+  expect_refused("mixtral-8x7b", 8, p, "etp x ep = 12 must divide tp x cp x dp = 8");
+  p.etp = 1;
+  expect_refused("mixtral-8x7b", 8, p, "--etp 1 differs from --tp 2");
+  /* the expert-DP group folded over tp x cp x dp: 2 x 32 / (1 x 8) = 8 with etp 1, 2 x 32 / (2 x 8) = 4 with etp = tp */
+  p = par(2, 1, 32, 0, 1, 64);
+  p.ep = 8, p.etp = 1;
+  CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 8);
+  p.etp = 2;
+  CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 4);
+  p.etp = 0; /* unset: tp */
+  CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 4);
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
