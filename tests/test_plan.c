@@ -994,6 +994,16 @@ static void test_moe(void) {
   CU_ASSERT_EQUAL(plan.grid.ep_place.stride, 2);
   CU_ASSERT_EQUAL(plan.grid.edp_place.size, 4);
   CU_ASSERT_EQUAL(plan.grid.edp_place.stride, 16);
+  /* folded with etp 1 (Megatron-Core's etp-ep-edp order over the 64 ranks): EP the 8 consecutive ranks, the
+   * expert-DP group 2 x 32 / 8 = 8 ranks 8 apart, each expert's GEMMs unsplit */
+  px_grid g = plan.grid;
+  px_grid_set_ep(&g, 8, 1);
+  CU_ASSERT_EQUAL(g.etp_place.size, 1);
+  CU_ASSERT_EQUAL(g.ep_place.size, 8);
+  CU_ASSERT_EQUAL(g.ep_place.stride, 1);
+  CU_ASSERT_EQUAL(g.edp_place.size, 8);
+  CU_ASSERT_EQUAL(g.edp_place.stride, 8);
+  CU_ASSERT_EQUAL(plan.grid.etp_place.size, 2); /* etp = tp: the TP group */
   double H = 4096, Q = 4096, KV = 1024, Fe = 14336, E = 8, L = 32, V = 32000, tp = 2;
   double attn = (H * (Q + 2 * KV) + Q * H) / tp, expert = 3 * H * Fe / tp;
   double dense = L * (attn + 2 * H + E * H) + 2 * V * H / tp + H, experts = L * expert; /* one local expert */
