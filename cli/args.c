@@ -23,7 +23,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG };
 
@@ -44,6 +44,8 @@ static const px_opt opts[] = {
     {"cp-algo", required_argument, OPT_CP_ALGO, PX_OPT_PLAN, "A",
      "context parallelism's attention: ring (K/V around the ring, default) | all-gather | a2a (Ulysses)"},
     {"ep", required_argument, OPT_EP, PX_OPT_PLAN, "N", "expert parallelism: experts split over N of the dp x cp ranks (1)"},
+    {"etp", required_argument, OPT_ETP, PX_OPT_PLAN, "N",
+     "expert tensor parallelism: each expert's GEMMs split over N ranks (tp; the planner takes etp = tp so far)"},
     {"moe-dispatch", required_argument, OPT_MOE_DISPATCH, PX_OPT_PLAN, "D",
      "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP)"},
     {"moe-imbalance", required_argument, OPT_MOE_IMBALANCE, PX_OPT_PLAN, "F",
@@ -236,6 +238,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_CP: st = px_parse_int(optarg, "--cp", 1, 1 << 20, &p->cp, err); break;
       case OPT_CP_ALGO: st = parse_enum("cp-algo", optarg, px_cp_algo_names, PX_CP_ALGO_COUNT, &p->cp_algo, err); break;
       case OPT_EP: st = px_parse_int(optarg, "--ep", 1, 1 << 20, &p->ep, err); break;
+      case OPT_ETP: st = px_parse_int(optarg, "--etp", 1, 1 << 20, &p->etp, err); break;
       case OPT_MOE_DISPATCH:
         st = parse_enum("moe-dispatch", optarg, px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, &p->moe_dispatch, err);
         break;

@@ -40,6 +40,7 @@ typedef struct {
    * on this TP rank, routed rows this rank sends (A = B S K) and its local experts take (R, the busiest rank's) */
   int64_t E, El, K, EP, Fe, Fs, A, R;
   bool moe;           /* the block being built is a MoE layer's */
+  double attn_frac;   /* sliding windows: the layers' mean attended pairs over the causal pairs (1 without) */
   px_moe_dispatch dispatch;
   bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
   px_dtype act, param, grad;
@@ -686,7 +687,12 @@ static px_ref mla_backward(bld *b, const dims *d, const layer_slots *L, px_ref x
  *               the context back (and the reverse in the backward).
  * The flash op's dims: B, query rows, query heads, kv heads, head dim, key
  * rows (over every ring step); its FLOPs those of the full rectangle (the
- * cost model takes the causal half). */
+ * cost model takes the causal half), times attn_frac with sliding windows:
+ * one layer block stands for every layer of a chunk, and a chunk holds as
+ * many sliding as full layers (px_parallel_validate), so the mean is exact
+ * per chunk. gpt-oss's sink logits (one per head, added to each row's
+ * softmax denominator) are folded into the flash op: a row's one extra
+ * exp against its keys', not costed apart. */
 
 /* The tensors and shape the flash op works on. */
 typedef struct {
@@ -756,7 +762,7 @@ static void flash_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   o->in[0] = a.q, o->in[1] = a.k, o->in[2] = a.v;
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
-  o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv);
+  o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0, (double)d->e);
   if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, false);
   if (d->C > 1 && d->cp_algo == PX_CP_A2A) cp_coll(b, d, PX_OP_ALLTOALL, ph, a.ctx, R(L->ctx, 0), d->HQ, false);
@@ -779,7 +785,7 @@ static void flash_backward(bld *b, const dims *d, const layer_slots *L, px_ref d
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
   o->flags = PX_OPF_ACCUMULATE;
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
-  o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv);
+  o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);
   elementwise(o, 3 * q_el + 2 * kv_el, q_el + 2 * kv_el, (double)d->e);
   if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, true);
@@ -1640,6 +1646,7 @@ static void dims_make(const px_plan *p, dims *d) {
   d->Sl = p->seq_local;
   d->C = par->cp;
   d->cp_algo = (px_cp_algo)par->cp_algo;
+  d->attn_frac = px_model_attention_fraction(m, p->seq_cp);
   if (m->experts > 0) {
     d->E = m->experts, d->EP = par->ep, d->El = px_plan_local_experts(p), d->K = m->experts_per_token;
     d->Fe = m->moe_ffn_hidden / par->tp;

@@ -37,14 +37,17 @@ void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t cp, int64
   g->dp_place = px_grid_place(g, 0, tp, g->wdp);
   g->pp_place = px_grid_place(g, 0, tp * g->wdp, pp);
   px_grid_set_shard(g, g->wdp);
-  px_grid_set_ep(g, 1);
+  px_grid_set_ep(g, 1, tp);
 }
 
-void px_grid_set_ep(px_grid *g, int64_t ep) {
-  if (ep < 1 || g->wdp % ep) ep = 1;
-  g->ep = ep;
-  g->ep_place = px_grid_place(g, 0, g->tp, ep);
-  g->edp_place = px_grid_place(g, 0, g->tp * ep, g->wdp / ep);
+void px_grid_set_ep(px_grid *g, int64_t ep, int64_t etp) {
+  int64_t ranks = g->tp * g->wdp; /* a stage's */
+  if (etp < 1) etp = g->tp;
+  if (ep < 1 || ranks % (etp * ep)) ep = 1, etp = g->tp;
+  g->ep = ep, g->etp = etp;
+  g->etp_place = px_grid_place(g, 0, 1, etp);
+  g->ep_place = px_grid_place(g, 0, etp, ep);
+  g->edp_place = px_grid_place(g, 0, etp * ep, ranks / (etp * ep));
 }
 
 void px_grid_set_shard(px_grid *g, int64_t shard) {

@@ -36,16 +36,20 @@ typedef struct {
   int64_t shard; /* DP x CP ranks a ZeRO shard group holds (wdp unless set) */
   px_placement tp_place, cp_place, pp_place;
   px_placement dp_place;      /* the DP x CP group (the weights' data-parallel group) */
-  int64_t ep;                 /* expert parallelism: consecutive DP x CP ranks splitting the experts */
-  px_placement ep_place;      /* ep of the DP x CP ranks, tp apart */
-  px_placement edp_place;     /* wdp / ep ranks holding the same experts, tp x ep apart */
+  int64_t ep, etp;            /* expert parallelism and expert tensor parallelism (etp = tp unless set) */
+  px_placement etp_place;     /* etp consecutive ranks splitting each expert's GEMMs */
+  px_placement ep_place;      /* ep ranks splitting the experts, etp apart (with etp = tp: ep of the DP x CP ranks) */
+  px_placement edp_place;     /* tp wdp / (etp ep) ranks holding the same experts, etp x ep apart */
   px_placement shard_place;   /* shard consecutive DP x CP ranks: tp apart from rank 0 */
   px_placement replica_place; /* wdp / shard DP x CP ranks holding the same shard: tp x shard apart */
 } px_grid;
 
 void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t cp, int64_t dp, int64_t pp);
-/* Expert-parallel groups of ep consecutive DP x CP ranks (ep divides wdp). */
-void px_grid_set_ep(px_grid *g, int64_t ep);
+/* The MoE layers' grid folded over a stage's tp x cp x dp ranks (Megatron-Core's
+ * parallel folding, order etp-ep-edp): etp fastest, then ep, then the expert-DP
+ * ranks (etp x ep divides tp x wdp; otherwise etp = tp, ep = 1). With etp = tp,
+ * EP is ep consecutive DP x CP ranks. */
+void px_grid_set_ep(px_grid *g, int64_t ep, int64_t etp);
 /* ZeRO shard groups of `shard` consecutive DP x CP ranks (shard divides wdp). */
 void px_grid_set_shard(px_grid *g, int64_t shard);
 int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t cp_rank, int64_t dp_rank, int64_t pp_rank);

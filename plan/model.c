@@ -561,6 +561,21 @@ bool px_model_layer_is_moe(const px_model *m, int64_t l) {
   return (l - m->first_dense_layers + 1) % freq == 0;
 }
 
+double px_attention_pairs(int64_t seq, int64_t window) {
+  double s = (double)seq;
+  if (window <= 0 || window >= seq) return s * (s + 1.0) / 2.0;
+  double w = (double)window;
+  return w * (w + 1.0) / 2.0 + (s - w) * w;
+}
+
+double px_model_attention_fraction(const px_model *m, int64_t seq) {
+  if (m->sliding_window <= 0 || m->layers <= 0 || seq <= 0) return 1.0;
+  double pairs = 0;
+  for (int64_t l = 0; l < m->layers; l++)
+    pairs += px_attention_pairs(seq, px_model_layer_is_sliding(m, l) ? m->sliding_window : 0);
+  return pairs / ((double)m->layers * px_attention_pairs(seq, 0));
+}
+
 bool px_model_layer_is_sliding(const px_model *m, int64_t l) {
   return m->sliding_window > 0 && l % 2 == 0;
 }

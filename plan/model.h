@@ -133,6 +133,14 @@ int64_t px_model_shared_ffn(const px_model *m);
 bool px_model_layer_is_moe(const px_model *m, int64_t l);
 /* Whether layer l (0-based) attends within sliding_window (the even layers when it is set, as gpt-oss). */
 bool px_model_layer_is_sliding(const px_model *m, int64_t l);
+/* Query-key pairs a causal attention over seq tokens computes, each query
+ * attending to itself and the window - 1 tokens before it (window <= 0 or
+ * >= seq: all before it): sum over i < seq of min(i + 1, window), that is
+ * seq (seq + 1) / 2 without a window and w (w + 1) / 2 + (seq - w) w with one. */
+double px_attention_pairs(int64_t seq, int64_t window);
+/* The attended pairs of the model's layers at seq, averaged over its layers,
+ * over the causal pairs seq (seq + 1) / 2: 1 without sliding windows. */
+double px_model_attention_fraction(const px_model *m, int64_t seq);
 /* Per-token FLOPs at sequence length seq (the model's own when seq <= 0). */
 void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f);
 

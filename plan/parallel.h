@@ -106,6 +106,8 @@ typedef struct {
   int64_t cp;        /* context parallelism: ranks splitting each sequence (1: none), 0 unset */
   int cp_algo;       /* px_cp_algo, -1 unset (ring) */
   int64_t ep;        /* expert parallelism: ranks of the DP x CP group the experts are split over, 0 unset (1) */
+  int64_t etp;       /* expert tensor parallelism: ranks each expert's GEMMs are split over (Megatron-Core's
+                        expert_tensor_parallel_size), 0 unset (tp); the planner takes etp = tp only so far */
   int moe_dispatch;  /* px_moe_dispatch, -1 unset (a2a) */
   double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
   int zero;          /* 0-3, -1 unset */
@@ -171,7 +173,10 @@ int64_t px_parallel_weight_dp(const px_parallel *p);
  * rank r (i < s_local = seq / cp). */
 int64_t px_cp_position(int64_t cp, int64_t cp_rank, int64_t s_local, int64_t i);
 
-/* Ranks holding the same experts: the expert-data-parallel group, dp x cp / ep. */
+/* Ranks holding the same experts: the expert-data-parallel group. Megatron-Core
+ * folds a stage's tp x cp x dp ranks into etp x ep x edp for the MoE layers
+ * (etp fastest, then ep), so edp = tp x cp x dp / (etp x ep); dp x cp / ep
+ * with etp = tp. */
 int64_t px_parallel_expert_dp(const px_parallel *p);
 
 /* Ranks a unit's model states are sharded over: shard_group, or dp x cp when unset. */

@@ -234,7 +234,7 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
   p->par = *par;
   px_grid_init(&p->grid, c, par->tp, par->cp, par->dp, par->pp);
   px_grid_set_shard(&p->grid, px_parallel_shard_size(par));
-  px_grid_set_ep(&p->grid, par->ep);
+  px_grid_set_ep(&p->grid, par->ep, par->etp);
   int64_t pad = 128 * par->tp; /* Megatron-LM's make-vocab-size-divisible-by 128, times tp */
   p->vocab_padded = m->vocab % par->tp == 0 ? m->vocab : (m->vocab + pad - 1) / pad * pad;
   p->seq = par->seq;

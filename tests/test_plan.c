@@ -1020,6 +1020,16 @@ static void test_moe(void) {
   CU_ASSERT_EQUAL(plan.grid.ep_place.stride, 2);
   CU_ASSERT_EQUAL(plan.grid.edp_place.size, 4);
   CU_ASSERT_EQUAL(plan.grid.edp_place.stride, 16);
+  /* folded with etp 1 (Megatron-Core's etp-ep-edp order over the 64 ranks): EP the 8 consecutive ranks, the
+   * expert-DP group 2 x 32 / 8 = 8 ranks 8 apart, each expert's GEMMs unsplit */
+  px_grid g = plan.grid;
+  px_grid_set_ep(&g, 8, 1);
+  CU_ASSERT_EQUAL(g.etp_place.size, 1);
+  CU_ASSERT_EQUAL(g.ep_place.size, 8);
+  CU_ASSERT_EQUAL(g.ep_place.stride, 1);
+  CU_ASSERT_EQUAL(g.edp_place.size, 8);
+  CU_ASSERT_EQUAL(g.edp_place.stride, 8);
+  CU_ASSERT_EQUAL(plan.grid.etp_place.size, 2); /* etp = tp: the TP group */
   double H = 4096, Q = 4096, KV = 1024, Fe = 14336, E = 8, L = 32, V = 32000, tp = 2;
   double attn = (H * (Q + 2 * KV) + Q * H) / tp, expert = 3 * H * Fe / tp;
   double dense = L * (attn + 2 * H + E * H) + 2 * V * H / tp + H, experts = L * expert; /* one local expert */
@@ -1054,6 +1064,45 @@ static void test_moe(void) {
   px_model_count_params(&m, &mp);
   PX_ASSERT_EQ_U64(plan.programs[0].param_elems, mp.total - (uint64_t)(58 * 256));
   px_plan_free(&plan);
+}
+
+/* gpt-oss: sliding-window layers attend to 128 keys back. The attended pairs
+ * by hand (seq 8, window 3: 1 + 2 + 3 x 6 = 21; causal 8 x 9 / 2 = 36); the
+ * flash op of gpt-oss-120b's layer block is the mean of a sliding and a full
+ * layer; a chunk with an odd layer count and CP are refused. */
+static void test_sliding_window(void) {
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 3), 21.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 0), 36.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 8), 36.0, 0);
+  CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 1), 8.0, 0);
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 64);
+  px_parallel p = par(1, 2, 32, 1, 1, 64);
+  p.ep = 8, p.seq = 4096;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
+  double frac = (516160.0 + 8390656.0) / 2 / 8390656.0;
+  double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
+  const px_block *fb = &plan.blocks[PX_BLOCK_MOE_FWD];
+  int found = 0;
+  for (int32_t i = 0; i < fb->nops; i++)
+    if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
+      PX_ASSERT_REL(fb->ops[i].flops, rect * frac, 1e-12);
+      found++;
+    }
+  CU_ASSERT_EQUAL(found, 1);
+  px_plan_free(&plan);
+  p = par(1, 4, 16, 1, 1, 64); /* 36 / 4 = 9 layers a stage */
+  p.ep = 8;
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "even number of layers"));
+  p = par(1, 2, 16, 1, 1, 64);
+  p.ep = 8, p.cp = 2;
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--cp"));
 }
 
 /* ---- fp8 ---- */
@@ -1273,8 +1322,26 @@ static void test_refusals(void) {
   expect_refused("mixtral-8x7b", 8, p, "must divide the 8 experts and dp 8");
   p.ep = 1, p.cp = 2, p.seq = 4096;
   expect_refused("deepseek-v3", 16, p, "multi-head latent attention is planned with the fused attention");
+  p = par(1, 3, 8, 0, 1, 8); /* 12 layers a stage: 6 sliding, 6 full */
+  p.cp = 2;
+  expect_refused("gpt-oss-120b", 48, p, "sliding-window attention: the CP ranks' share");
+  /* expert tensor parallelism: Megatron-Core's folding rule, then the planner's etp = tp */
   p = par(1, 1, 8, 0, 1, 8);
-  expect_refused("gpt-oss-120b", 8, p, "sliding-window attention with sinks is counted");
+  p.etp = 2;
+  expect_refused("llama3-8b", 8, p, "--etp 2 splits experts, but llama3-8b is a dense model");
+  p = par(2, 1, 4, 0, 1, 8);
+  p.ep = 4, p.sp = 1, p.etp = 3; /* etp x ep = 12 does not divide tp x dp = 8 */
+  expect_refused("mixtral-8x7b", 8, p, "etp x ep = 12 must divide tp x cp x dp = 8");
+  p.etp = 1;
+  expect_refused("mixtral-8x7b", 8, p, "--etp 1 differs from --tp 2");
+  /* the expert-DP group folded over tp x cp x dp: 2 x 32 / (1 x 8) = 8 with etp 1, 2 x 32 / (2 x 8) = 4 with etp = tp */
+  p = par(2, 1, 32, 0, 1, 64);
+  p.ep = 8, p.etp = 1;
+  CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 8);
+  p.etp = 2;
+  CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 4);
+  p.etp = 0; /* unset: tp */
+  CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 4);
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
@@ -1315,6 +1382,7 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
+      {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs, refusals", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},

@@ -506,6 +506,13 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
     snprintf(why, cap, "multi-head latent attention is planned and simulated; the executors do not run it yet");
     return PX_SUPPORT_NO;
   }
+  if ((plan->model.sliding_window > 0 || plan->model.attention_sinks) &&
+      (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD ||
+       px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION)) {
+    snprintf(why, cap, "sliding-window attention and attention sinks (%s) are planned and simulated; the attention "
+             "kernels do not have them yet", plan->model.name);
+    return PX_SUPPORT_NO;
+  }
   if (px_op_is_moe((px_op_kind)op->kind) || (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) {
     const px_model *m = &plan->model;
     if (plan->par.tp > 1 || plan->par.moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 || m->expert_groups > 0 ||

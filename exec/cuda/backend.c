@@ -920,6 +920,12 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   }
   if (plan->model.kv_lora_rank > 0 && (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD))
     return refuse(why, cap, PX_SUPPORT_NO, "multi-head latent attention is planned and simulated only");
+  if ((plan->model.sliding_window > 0 || plan->model.attention_sinks) &&
+      (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD ||
+       px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION))
+    return refuse(why, cap, PX_SUPPORT_NO,
+                  "sliding-window attention and attention sinks (%s) are planned and simulated; the attention "
+                  "kernels do not have them yet", plan->model.name);
   if (px_op_is_moe((px_op_kind)op->kind))
     return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;

@@ -48,6 +48,10 @@ head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,fits,' || fail "csv la
 [ "$(awk -F, 'NR > 1 && $17 == "true" { print $16 }' "$tmp/moe.csv" | sort -u | tr '\n' ' ')" = "1 2 4 8 " ] ||
   fail "the MoE sweep did not fit plans with every ep: $(awk -F, 'NR > 1 { print $16, $17 }' "$tmp/moe.csv" | sort | uniq -c)"
 
+# gpt-oss-120b (sliding-window layers, sinks) on 8 H100s finds plans that fit, every one with an even layer split
+"$px" sweep -m gpt-oss-120b -c dgx-h100 -g 8 -B 16 -z 3 -P bf16 -k 3 >"$tmp/oss.txt" || fail "gpt-oss sweep"
+grep -q "^   1 .*GiB" "$tmp/oss.txt" || fail "the gpt-oss sweep found no plan: $(head -3 "$tmp/oss.txt")"
+
 # DeepSeek-V3 (latent attention, a dense start, 256 experts) on 1,024 H100s finds plans, the best with experts split
 "$px" sweep -m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 1 -p 4 -z 3 -r full -P bf16 -k 3 >"$tmp/ds.txt" ||
   fail "DeepSeek-V3 sweep: $(cat "$tmp/ds.txt")"
