@@ -20,23 +20,40 @@ const char *const px_busbw_coll_names[PX_COLL_COUNT] = {NULL, "all_reduce", "all
 #define TRY(x) \
   if ((st = (x))) return st
 
+/* A list field of objects at `path` (key of parent): *out is it, or NULL when
+ * absent or null; refused when not an array or longer than max. */
+static px_status list_field(const cJSON *parent, const char *key, const char *file, const char *path, int max,
+                            const cJSON **out, px_err *err) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(parent, key);
+  *out = NULL;
+  if (!a || cJSON_IsNull(a)) return PX_OK;
+  if (!cJSON_IsArray(a)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s': expected an array", file, path);
+  if (cJSON_GetArraySize(a) > max)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s': more than %d entries", file, path, max);
+  *out = a;
+  return PX_OK;
+}
+
+/* Entry i of a list field: an object, its fields named "<path>[i]." in messages (prefix, 64 bytes). */
+static px_status list_entry(const cJSON *e, const char *file, const char *path, int i, char prefix[64], px_err *err) {
+  snprintf(prefix, 64, "%s[%d].", path, i);
+  if (!cJSON_IsObject(e)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected an object", file, path, i);
+  return PX_OK;
+}
+
 /* gpu.attention: [{"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "seq": [...], "tflops": [...]}]. */
 static px_status attention_from_json(const cJSON *g, const char *file, px_gpu *gpu, px_err *err) {
   static const char *const passes[] = {"fwd", "bwd"};
   px_status st;
-  const cJSON *curves = cJSON_GetObjectItemCaseSensitive(g, "attention");
-  if (!curves || cJSON_IsNull(curves)) return PX_OK;
-  if (!cJSON_IsArray(curves)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention': expected an array", file);
-  if (cJSON_GetArraySize(curves) > PX_ATTN_CURVES_MAX)
-    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention': more than %d curves", file, PX_ATTN_CURVES_MAX);
+  const cJSON *curves;
+  TRY(list_field(g, "attention", file, "gpu.attention", PX_ATTN_CURVES_MAX, &curves, err));
+  if (!curves) return PX_OK;
   int i = 0;
   const cJSON *e;
   cJSON_ArrayForEach(e, curves) {
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "gpu.attention[%d].", i);
+    TRY(list_entry(e, file, "gpu.attention", i, prefix, err));
     px_json_ctx ec = {file, prefix};
-    if (!cJSON_IsObject(e))
-      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d]': expected an object", file, i);
     px_attn_curve *a = &gpu->attention[i];
     int pass = 0;
     TRY(px_json_enum(&ec, e, "pass", true, passes, 2, &pass, err));
@@ -117,22 +134,15 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&gc, gemm, "fp8_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_max_efficiency, err));
     TRY(px_json_num(&gc, gemm, "fp8_block_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_block_max_efficiency,
                     err));
-    const cJSON *table = cJSON_GetObjectItemCaseSensitive(gemm, "table");
-    if (table && !cJSON_IsNull(table)) {
-      if (!cJSON_IsArray(table))
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.table': expected an array", file);
-      int n = cJSON_GetArraySize(table);
-      if (n > PX_GEMM_TABLE_MAX)
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.table': more than %d entries", file,
-                          PX_GEMM_TABLE_MAX);
+    const cJSON *table;
+    TRY(list_field(gemm, "table", file, "gpu.gemm.table", PX_GEMM_TABLE_MAX, &table, err));
+    if (table) {
       int i = 0;
       const cJSON *e;
       cJSON_ArrayForEach(e, table) {
         char prefix[64];
-        snprintf(prefix, sizeof prefix, "gpu.gemm.table[%d].", i);
+        TRY(list_entry(e, file, "gpu.gemm.table", i, prefix, err));
         px_json_ctx ec = {file, prefix};
-        if (!cJSON_IsObject(e))
-          return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.table[%d]': expected an object", file, i);
         px_gemm_point *p = &gpu->gemm_table[i];
         TRY(px_json_int(&ec, e, "m", true, 1, (int64_t)1 << 32, &p->m, err));
         TRY(px_json_int(&ec, e, "n", true, 1, (int64_t)1 << 32, &p->n, err));
@@ -145,21 +155,15 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
       gpu->gemm_table_len = i;
     }
   }
-  const cJSON *rates = cJSON_GetObjectItemCaseSensitive(g, "kernel_rates");
-  if (rates && !cJSON_IsNull(rates)) {
-    if (!cJSON_IsArray(rates))
-      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates': expected an array", file);
-    if (cJSON_GetArraySize(rates) > PX_KERNEL_RATES_MAX)
-      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates': more than %d entries", file,
-                        PX_KERNEL_RATES_MAX);
+  const cJSON *rates;
+  TRY(list_field(g, "kernel_rates", file, "gpu.kernel_rates", PX_KERNEL_RATES_MAX, &rates, err));
+  if (rates) {
     int i = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, rates) {
       char prefix[64];
-      snprintf(prefix, sizeof prefix, "gpu.kernel_rates[%d].", i);
+      TRY(list_entry(e, file, "gpu.kernel_rates", i, prefix, err));
       px_json_ctx ec = {file, prefix};
-      if (!cJSON_IsObject(e))
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates[%d]': expected an object", file, i);
       px_kernel_rate *r = &gpu->kernel_rates[i];
       double gbps = 0, gflops = 0, us = 0;
       TRY(px_json_str(&ec, e, "kind", true, r->kind, sizeof r->kind, err));
