@@ -208,43 +208,95 @@ static px_status calib_kernels(px_cluster *c, const px_calib_opts *o, MPI_Comm w
 
 /* ---- collectives ---- */
 
-static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm world, int rank, int size, px_err *err) {
-  uint64_t maxb = o->quick ? ((uint64_t)1 << 20) : ((uint64_t)64 << 20);
-  float *buf = malloc(maxb), *out = malloc(maxb);
-  if (!buf || !out) {
-    free(buf), free(out);
-    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+/* One call of collective kind over world on `bytes` (nccl-tests' size: the
+ * input of an all-reduce, reduce-scatter or all-to-all, the output of an
+ * all-gather, what each rank sends for sendrecv), as the CPU backend
+ * calls it. */
+static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, MPI_Comm world, int rank, int size) {
+  int count = (int)(bytes / sizeof(float)), part = count / size;
+  switch (kind) {
+    case PX_COLL_ALLREDUCE: MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, world); break;
+    case PX_COLL_ALLGATHER: MPI_Allgather(in, part, MPI_FLOAT, out, part, MPI_FLOAT, world); break;
+    case PX_COLL_REDUCE_SCATTER: MPI_Reduce_scatter_block(in, out, part, MPI_FLOAT, MPI_SUM, world); break;
+    case PX_COLL_ALLTOALL: MPI_Alltoall(in, part, MPI_FLOAT, out, part, MPI_FLOAT, world); break;
+    default: /* sendrecv: each rank to the next, from the previous */
+      MPI_Sendrecv(in, count, MPI_FLOAT, (rank + 1) % size, 0, out, count, MPI_FLOAT, (rank + size - 1) % size, 0,
+                   world, MPI_STATUS_IGNORE);
   }
-  memset(buf, 0, maxb);
+}
+
+/* Measures kind from 8 bytes to maxb (x4 a step), printed like nccl-tests,
+ * into c's intra-node busbw curve (the simulator uses it for that
+ * collective at every size, interpolated); *t_out gets the seconds per
+ * call at each size (npts of them). */
+static int coll_curve(px_cluster *c, px_coll kind, const px_calib_opts *o, float *in, float *out, uint64_t maxb,
+                      MPI_Comm world, int rank, int size, double *t_out) {
+  double factor = px_coll_busbw_factor(kind, size);
   if (rank == 0 && o->table)
     fprintf(o->table,
-            "# all-reduce over %d ranks (MPI), nccl-tests style: busbw = algbw x 2(n-1)/n\n"
+            "# %s over %d ranks (MPI), nccl-tests style: busbw = algbw x %.3g\n"
             "#       size    count   type     time_us  algbw_GB/s  busbw_GB/s\n",
-            size);
-  double S1 = 0, Sx = 0, St = 0, Sxx = 0, Sxt = 0, factor = px_coll_busbw_factor(PX_COLL_ALLREDUCE, size);
-  for (uint64_t bytes = 8; bytes <= maxb; bytes *= 4) {
-    int count = (int)(bytes / 4);
+            px_busbw_coll_names[kind], size, factor);
+  int npts = 0;
+  for (uint64_t bytes = 8 * (uint64_t)size; bytes <= maxb; bytes *= 4) {
     MPI_Barrier(world);
-    /* Collectives: every rank must run the same number of repetitions, so
-     * rank 0 sizes them from a first call and tells the others. */
+    /* every rank must run the same number of repetitions, so rank 0 sizes
+     * them from a first call and tells the others */
     double t0 = px_clock_s();
-    MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, world);
+    coll_once(kind, in, out, bytes, world, rank, size);
     int reps = (int)((o->quick ? 0.002 : 0.05) / (px_clock_s() - t0 + 1e-9)) + 1;
     if (reps > 10000) reps = 10000;
     MPI_Bcast(&reps, 1, MPI_INT, 0, world);
     MPI_Barrier(world);
     t0 = px_clock_s();
-    for (int r = 0; r < reps; r++) MPI_Allreduce(buf, out, count, MPI_FLOAT, MPI_SUM, world);
+    for (int r = 0; r < reps; r++) coll_once(kind, in, out, bytes, world, rank, size);
     double t = (px_clock_s() - t0) / reps;
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
-    double algbw = (double)bytes / t / 1e9;
+    double algbw = (double)bytes / t;
     if (rank == 0 && o->table)
-      fprintf(o->table, "%12llu %8d  float %11.2f %11.3f %11.3f\n", (unsigned long long)bytes, count, t * 1e6, algbw,
-              algbw * factor);
-    double x = (double)bytes * factor, w = 1.0 / (t * t); /* bytes each rank moves; relative-error weights */
+      fprintf(o->table, "%12llu %8llu  float %11.2f %11.3f %11.3f\n", (unsigned long long)bytes,
+              (unsigned long long)(bytes / sizeof(float)), t * 1e6, algbw / 1e9, algbw * factor / 1e9);
+    int l = c->busbw_len[PX_LINK_INTRA];
+    if (l < PX_BUSBW_MAX) {
+      c->busbw[PX_LINK_INTRA][l] = (px_busbw_point){kind, size, 1, bytes, algbw * factor};
+      c->busbw_len[PX_LINK_INTRA] = l + 1;
+    }
+    t_out[npts++] = t;
+  }
+  return npts;
+}
+
+/* The collectives the CPU backend runs (MPI all-reduce, all-gather,
+ * reduce-scatter, all-to-all, and the pipeline's sends and receives), each
+ * as a measured curve: one bandwidth cannot hold both the in-cache and the
+ * past-cache regime (one fitted line put the 59 MB ZeRO reduce-scatters of
+ * bench/compare.sh 16-20% fast). The all-reduce's latency and bandwidth
+ * (a weighted line fit) stay the link model for anything without a curve. */
+static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm world, int rank, int size, px_err *err) {
+  static const px_coll kinds[] = {PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER, PX_COLL_ALLTOALL,
+                                  PX_COLL_P2P};
+  uint64_t maxb = o->quick ? ((uint64_t)1 << 20) : ((uint64_t)128 << 20);
+  float *in = malloc(maxb), *out = malloc(maxb); /* [maxb / 4] each */
+  if (!in || !out) {
+    free(in), free(out);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  memset(in, 0, maxb);
+  c->busbw_len[PX_LINK_INTRA] = 0;
+  double t_ar[32];
+  int n_ar = 0;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    double t[32];
+    int n = coll_curve(c, kinds[i], o, in, out, maxb, world, rank, size, t);
+    if (kinds[i] == PX_COLL_ALLREDUCE) memcpy(t_ar, t, sizeof t), n_ar = n;
+  }
+  free(in), free(out);
+  double S1 = 0, Sx = 0, St = 0, Sxx = 0, Sxt = 0, factor = px_coll_busbw_factor(PX_COLL_ALLREDUCE, size);
+  uint64_t bytes = 8 * (uint64_t)size;
+  for (int i = 0; i < n_ar; i++, bytes *= 4) {
+    double x = (double)bytes * factor, t = t_ar[i], w = 1.0 / (t * t); /* bytes each rank moves; relative-error weights */
     S1 += w, Sx += w * x, St += w * t, Sxx += w * x * x, Sxt += w * x * t;
   }
-  free(buf), free(out);
   double den = S1 * Sxx - Sx * Sx;
   double slope = den > 0 ? (S1 * Sxt - Sx * St) / den : 0, icept = (St - slope * Sx) / S1;
   if (slope <= 0) slope = Sxt / Sxx;
@@ -252,7 +304,10 @@ static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
   c->intra_bytes_per_s = 1.0 / slope;
   c->intra_latency_s = icept / (2.0 * (size - 1)); /* a ring all-reduce takes 2 (n-1) steps */
   c->intra_efficiency = 1.0;
-  return PX_OK;
+  char note[160];
+  snprintf(note, sizeof note, "measured by parallax calibrate: MPI all_reduce, all_gather, reduce_scatter, alltoall, "
+           "sendrecv over %d ranks on one machine", size);
+  return px_cluster_add_source(c, "intra_node.busbw", note, err);
 }
 
 px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm world, px_cluster *out, px_err *err) {

@@ -16,6 +16,11 @@ err=$("$px" calibrate --quick 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "-o, --output FILE" || fail "no output: $rc $err"
 "$px" calibrate --help | grep -q -- "-o, --output FILE" || fail "help lacks -o, --output"
 grep -q "busbw_GB/s" "$tmp/cal.txt" || fail "no collective table"
+# every collective the CPU backend calls is a measured curve the simulator reads
+[ "$(jq -r '[.intra_node.busbw[].coll] | unique | join(",")' "$tmp/cal.json")" = \
+  "all_gather,all_reduce,alltoall,reduce_scatter,sendrecv" ] || fail "calibrated curves: $(jq -c '[.intra_node.busbw[].coll] | unique' "$tmp/cal.json")"
+jq -e '[.intra_node.busbw[] | select(.ranks == 2 and .nodes == 1 and .gb_per_s > 0)] | length >= 25' "$tmp/cal.json" >/dev/null ||
+  fail "calibrated curve points"
 [ "$(grep -c '^ *[0-9]\+ \+[0-9]\+ \+float' "$tmp/cal.txt")" -ge 5 ] || fail "collective table too short"
 "$px" topology show "$tmp/cal.json" >"$tmp/show.txt" 2>&1 || fail "the calibrated file does not load: $(cat "$tmp/show.txt")"
 grep -q "measured table given" "$tmp/show.txt" || fail "no GEMM table in the calibrated file"
