@@ -45,7 +45,7 @@ static const px_opt opts[] = {
      "context parallelism's attention: ring (K/V around the ring, default) | all-gather | a2a (Ulysses)"},
     {"ep", required_argument, OPT_EP, PX_OPT_PLAN, "N", "expert parallelism: experts split over N of the dp x cp ranks (1)"},
     {"etp", required_argument, OPT_ETP, PX_OPT_PLAN, "N",
-     "expert tensor parallelism: each expert's GEMMs split over N ranks (tp; the planner takes etp = tp so far)"},
+     "expert tensor parallelism: each expert's GEMMs split over N ranks (default tp; 1: whole experts, EP folded over the TP ranks too)"},
     {"moe-dispatch", required_argument, OPT_MOE_DISPATCH, PX_OPT_PLAN, "D",
      "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP)"},
     {"moe-imbalance", required_argument, OPT_MOE_IMBALANCE, PX_OPT_PLAN, "F",

@@ -36,9 +36,11 @@ typedef struct {
   int64_t QL, KL, Dr, Dn; /* its query and key/value latent ranks, RoPE and non-RoPE query/key dims */
   int64_t C;          /* context-parallel ranks (S is this rank's seq / C tokens of each sequence) */
   px_cp_algo cp_algo;
-  /* mixture of experts: experts, local experts, top-k, EP ranks, an expert's and the shared experts' widths
-   * on this TP rank, routed rows this rank sends (A = B S K) and its local experts take (R, the busiest rank's) */
-  int64_t E, El, K, EP, Fe, Fs, A, R;
+  /* mixture of experts: experts, local experts, top-k, EP and ETP ranks, an expert's width on this ETP rank
+   * and the shared experts' on this TP rank, routed rows this rank sends (A = B Sl K: its sequence shard's),
+   * the EP all-to-all brings (Rep, the busiest rank's) and its local experts take after the ETP all-gather
+   * (R = ETP Rep) */
+  int64_t E, El, K, EP, ETP, Fe, Fs, A, Rep, R;
   bool moe;           /* the block being built is a MoE layer's */
   double attn_frac;   /* sliding windows: the layers' mean attended pairs over the causal pairs (1 without) */
   px_moe_dispatch dispatch;
@@ -255,7 +257,7 @@ static void elementwise(px_op *o, double elems_in, double elems_out, double e) {
 /* Collective on a group. elems_in/out are this rank's buffer sizes. */
 static px_op *coll(bld *b, const dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
                    int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n) {
-  bool in_layer = g == PX_GROUP_TP || g == PX_GROUP_CP || g == PX_GROUP_EP; /* a layer's own collectives */
+  bool in_layer = g == PX_GROUP_TP || g == PX_GROUP_CP || g == PX_GROUP_EP || g == PX_GROUP_ETP; /* a layer's own */
   px_op *o = op_new(b, kind, in_layer ? PX_STREAM_TP : PX_STREAM_DP, ph);
   o->group = (uint8_t)g;
   o->in[0] = in;
@@ -426,9 +428,12 @@ typedef struct {
   int w_ln1, b_ln1, w_qkv, b_qkv, w_o, b_o, w_ln2, b_ln2, w_fc1, b_fc1, w_fc2, b_fc2;
   /* mixture of experts (-1 in a dense model): the router's probabilities, each token's experts and weights,
    * the routed rows sent and received (a2a; all-gather: every EP rank's tokens), the experts' hidden rows,
-   * their outputs and the outputs returned; the shared experts' tensors; parameters */
+   * their outputs and the outputs returned; the shared experts' tensors; parameters. With ETP > 1 the
+   * rows before the ETP all-gather / after the reduce-scatter have their own slots (the _ep ones, and
+   * moe_send_all after the all-gather dispatcher's second gather); otherwise those name the same slots. */
   int moe_probs, moe_idx, moe_gates, moe_counts, moe_send, moe_recv, exp_gate, exp_up, exp_fc1, exp_act, exp_out, moe_ret,
       sh_gate, sh_up, sh_fc1, sh_act;
+  int moe_send_all, moe_recv_ep, exp_out_ep, moe_ret_ep;
   int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
   /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics, parameters */
   int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd;
@@ -517,26 +522,32 @@ static int expert_param(px_plan *p, const dims *d, const char *name, int64_t row
 static void moe_slots_make(px_plan *p, const dims *d, layer_slots *L) {
   int *all[] = {&L->moe_probs, &L->moe_idx, &L->moe_gates, &L->moe_counts, &L->moe_send, &L->moe_recv, &L->exp_gate, &L->exp_up,
                 &L->exp_fc1, &L->exp_act, &L->exp_out, &L->moe_ret, &L->sh_gate, &L->sh_up, &L->sh_fc1, &L->sh_act,
-                &L->w_router, &L->w_exp_fc1, &L->w_exp_fc2, &L->w_sh_fc1, &L->w_sh_fc2};
+                &L->w_router, &L->w_exp_fc1, &L->w_exp_fc2, &L->w_sh_fc1, &L->w_sh_fc2, &L->moe_send_all,
+                &L->moe_recv_ep, &L->exp_out_ep, &L->moe_ret_ep};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
   if (d->E == 0) return;
   px_dtype a = d->act;
-  int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
+  bool a2a = d->dispatch == PX_MOE_A2A, etp = d->ETP > 1;
+  int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   L->moe_probs = slot_add(p, "moe_probs", PX_SLOT_ACT, a, rows, d->E, 1, 1); /* the router's logits, then probabilities */
   L->moe_idx = slot_add(p, "moe_idx", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1); /* int32 */
   L->moe_gates = slot_add(p, "moe_gates", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1);
   /* int32: the rows sent to each expert, then the rows taken from each (source, local expert) */
   L->moe_counts = slot_add(p, "moe_counts", PX_SLOT_ACT, PX_DTYPE_FP32, 2, d->EP, d->El, 1);
   L->moe_send = slot_add(p, "moe_send", PX_SLOT_ACT, a, sent, H, 1, 1);
+  L->moe_send_all = etp && !a2a ? slot_add(p, "moe_send_all", PX_SLOT_ACT, a, d->ETP * sent, H, 1, 1) : L->moe_send;
   L->moe_recv = slot_add(p, "moe_recv", PX_SLOT_ACT, a, d->R, H, 1, 1);
+  L->moe_recv_ep = etp && a2a ? slot_add(p, "moe_recv_ep", PX_SLOT_ACT, a, d->Rep, H, 1, 1) : L->moe_recv;
   L->exp_gate = d->swiglu ? slot_add(p, "exp_gate", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1) : -1;
   L->exp_up = d->swiglu ? slot_add(p, "exp_up", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1) : -1;
   L->exp_fc1 = d->swiglu ? -1 : slot_add(p, "exp_fc1", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1);
   L->exp_act = slot_add(p, "exp_act", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1);
   L->exp_out = slot_add(p, "exp_out", PX_SLOT_ACT, a, d->R, H, 1, 1);
-  L->moe_ret = slot_add(p, "moe_ret", PX_SLOT_ACT, a, sent, H, 1, 1);
+  L->exp_out_ep = etp && a2a ? slot_add(p, "exp_out_ep", PX_SLOT_ACT, a, d->Rep, H, 1, 1) : L->exp_out;
+  L->moe_ret = slot_add(p, "moe_ret", PX_SLOT_ACT, a, a2a ? sent : d->ETP * sent, H, 1, 1);
+  L->moe_ret_ep = etp && !a2a ? slot_add(p, "moe_ret_ep", PX_SLOT_ACT, a, sent, H, 1, 1) : L->moe_ret;
   int64_t fe1 = d->swiglu ? 2 * d->Fe : d->Fe, fs1 = d->swiglu ? 2 * d->Fs : d->Fs;
-  L->w_router = param_add(p, d, "router_w", d->E, H, true, false);
+  L->w_router = param_add(p, d, "router_w", d->E, H, true, true); /* on sequence shards: SP-partial gradients */
   L->w_exp_fc1 = expert_param(p, d, "exp_fc1_w", fe1, H);
   L->w_exp_fc2 = expert_param(p, d, "exp_fc2_w", H, d->Fe);
   if (d->Fs > 0) {
@@ -801,17 +812,21 @@ static void flash_backward(bld *b, const dims *d, const layer_slots *L, px_ref d
 
 /* ---- mixture of experts ----
  *
- * A MoE layer's MLP: the router (a linear layer to one logit per expert,
- * replicated over TP) picks each token's top-k experts and weights; the
- * token rows go to the EP ranks holding those experts (all-to-all of the
- * A = B S k routed rows, or all-gather of every token over EP), the local
- * experts run as grouped GEMMs on the R rows they take (split over TP like
- * the dense MLP), the outputs come back (all-to-all, or reduce-scatter of
- * the weighted partial sums) and each token's k outputs are summed with
- * their weights; shared experts, a dense MLP every token passes through,
- * add theirs. The TP reduction that ends the branch is the dense MLP's.
- * Expert GEMMs count the mean rank's FLOPs (A rows: model FLOPs) and carry
- * the busiest rank's shape (R rows over its local experts) for their time. */
+ * A MoE layer's MLP as Megatron-Core's dispatchers run it: each rank routes
+ * its sequence shard (B Sl rows; SP is required with TP): the router (a
+ * linear layer to one logit per expert, replicated over TP, its gradient a
+ * partial sum like a norm's under SP) picks each token's top-k experts and
+ * weights; the rows go to the EP ranks holding those experts (all-to-all of
+ * the A = B Sl k routed rows, then an all-gather over the ETP group; or the
+ * all-gather dispatcher's gather of every token over EP, then ETP), the
+ * local experts run as grouped GEMMs on the R rows they take, split over
+ * ETP (moe_ffn / etp wide), and the outputs come back the same way reversed
+ * (reduce-scatter over ETP, all-to-all; or reduce-scatters of the weighted
+ * partial sums). Each token's k outputs, summed with their weights, land on
+ * its shard after the shared experts' output (a TP MLP on the gathered
+ * sequence, reduce-scattered as the dense MLP's) is reduced. Expert GEMMs
+ * count the mean rank's FLOPs (A ETP rows: model FLOPs) and carry the
+ * busiest rank's shape (R rows over its local experts) for their time. */
 
 /* A grouped GEMM over the local experts, from k to n (split into n0 + n1
  * outputs when two are given). kind: the forward, the data gradient (from
@@ -821,7 +836,7 @@ static px_op *expert_gemm(bld *b, const dims *d, const layer_slots *L, px_op_kin
   px_op *o = op_new(b, kind, PX_STREAM_COMPUTE, ph);
   int64_t n = n0 + n1;
   o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[1] = n, o->dim[2] = k, o->dim[3] = d->El, o->dim[4] = n0, o->dim[5] = n1;
-  o->flops = 2.0 * (double)d->A * (double)n * (double)k;
+  o->flops = 2.0 * (double)(d->A * d->ETP) * (double)n * (double)k; /* the mean rank's rows after the ETP gather */
   o->in[4] = R(L->moe_counts, 0); /* the rows each local expert took */
   double e = (double)d->e, ei = d->f8 ? 1.0 : e, rows = (double)d->R, w = (double)(d->El * n * k);
   if (kind == PX_OP_EXPERT_LINEAR) o->bytes = (rows * (double)k + w) * ei + rows * (double)n * e;
@@ -903,11 +918,11 @@ static void ep_exchange(bld *b, const dims *d, px_op *o, const layer_slots *L, b
   }
 }
 
-/* A routing op over the layer's B S token rows. */
+/* A routing op over the B Sl token rows of this rank's sequence shard. */
 static px_op *moe_op(bld *b, const dims *d, px_op_kind kind, px_phase ph, double bytes) {
   px_op *o = op_new(b, kind, PX_STREAM_COMPUTE, ph);
-  o->dim[0] = d->B * d->S, o->dim[1] = d->H, o->dim[2] = d->K, o->dim[3] = d->E;
-  o->dim[4] = d->dispatch == PX_MOE_A2A ? d->A : d->EP * d->B * d->S;
+  o->dim[0] = d->B * d->Sl, o->dim[1] = d->H, o->dim[2] = d->K, o->dim[3] = d->E;
+  o->dim[4] = d->dispatch == PX_MOE_A2A ? d->A : d->EP * d->B * d->Sl;
   o->bytes = bytes;
   if (kind == PX_OP_MOE_ROUTE_BWD || kind == PX_OP_MOE_PERMUTE_BWD || kind == PX_OP_MOE_UNPERMUTE_BWD)
     o->flags = PX_OPF_ACCUMULATE;
@@ -927,53 +942,80 @@ static void shared_fc1(bld *b, const dims *d, const layer_slots *L, px_phase ph,
   }
 }
 
-/* The MoE MLP's forward from the norm's output x (B S rows) into part. The
- * shared experts, which need no routed row, run while the all-to-alls are in
- * flight (with --overlap tp): fc1 behind the dispatch, fc2 behind the
- * combine; the weighted expert outputs are then added to theirs. */
-static void moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x, px_ref part) {
-  int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
+static px_ref branch_dropout(bld *b, const dims *d, px_phase ph, px_ref y, int bias, int dropped, int dmask, int site,
+                             px_ref *bias_left);
+
+/* The MoE MLP's forward from the norm's output: x, this rank's sequence
+ * shard (the router's and the dispatcher's input), and x_full, the gathered
+ * sequence the shared experts read (NOREF without them). The shared experts,
+ * which need no routed row, run while the dispatch is in flight (with
+ * --overlap tp): fc1 behind the dispatch, fc2 behind the combine. Returns
+ * the branch's output (after its dropout; *bias_left as branch_end_fwd). */
+static px_ref moe_forward(bld *b, const dims *d, const layer_slots *L, px_phase ph, px_ref x, px_ref x_full,
+                          px_ref *bias_left) {
+  px_plan *p = b->p;
+  bool a2a = d->dispatch == PX_MOE_A2A, etp = d->ETP > 1;
+  int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   double e = (double)d->e;
   linear(b, d, ph, x, L->w_router, -1, R(L->moe_probs, 0), NOREF, NOREF, rows, d->E, 0, 0, H);
   px_op *o = moe_op(b, d, PX_OP_MOE_ROUTE, ph, (double)(rows * d->E) * 8.0 + (double)(rows * d->K) * 8.0);
   o->in[0] = R(L->moe_probs, 0), o->out[0] = R(L->moe_probs, 0), o->out[1] = R(L->moe_idx, 0),
   o->out[2] = R(L->moe_gates, 0);
-  if (d->dispatch == PX_MOE_A2A) {
+  if (a2a) {
     o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(rows + d->A) * (double)H * e);
     o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
     px_ref send = cast8(b, d, ph, R(L->moe_send, 0), false); /* fp8: dispatched in fp8 (DeepSeek-V3) */
-    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, send, q8(b->p, d, R(L->moe_recv, 0)), d->A * H, d->R * H,
-             (px_dtype)b->p->slots[send.slot].dtype, d->EP);
+    px_dtype dt = (px_dtype)p->slots[send.slot].dtype;
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, send, q8(p, d, R(L->moe_recv_ep, 0)), d->A * H, d->Rep * H, dt,
+             d->EP);
     ep_exchange(b, d, o, L, true);
-    if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
-  } else { /* every EP rank's tokens, then the local experts' rows among them */
+    if (etp)
+      coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, q8(p, d, R(L->moe_recv_ep, 0)), q8(p, d, R(L->moe_recv, 0)),
+           d->Rep * H, d->R * H, dt, d->ETP);
+    if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
+  } else { /* every EP (then ETP) rank's tokens, then the local experts' rows among them */
     coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, ph, x, R(L->moe_send, 0), rows * H, sent * H, d->act, d->EP);
-    if (d->Fs > 0) shared_fc1(b, d, L, ph, x);
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(sent + d->R) * (double)H * e);
-    o->in[0] = R(L->moe_send, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
+    if (etp)
+      coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, R(L->moe_send, 0), R(L->moe_send_all, 0), sent * H,
+           d->ETP * sent * H, d->act, d->ETP);
+    if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(d->ETP * sent + d->R) * (double)H * e);
+    o->in[0] = R(L->moe_send_all, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
     cast8(b, d, ph, R(L->moe_recv, 0), false);
   }
   experts_forward(b, d, L, ph);
-  if (d->dispatch == PX_MOE_A2A) {
-    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out, 0), R(L->moe_ret, 0), d->R * H, d->A * H, d->act,
-             d->EP);
+  if (a2a) {
+    if (etp)
+      coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, ph, R(L->exp_out, 0), R(L->exp_out_ep, 0), d->R * H, d->Rep * H,
+           d->act, d->ETP);
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out_ep, 0), R(L->moe_ret, 0), d->Rep * H, d->A * H,
+             d->act, d->EP);
     ep_exchange(b, d, o, L, false);
-    if (d->Fs > 0) linear(b, d, ph, cast8(b, d, ph, R(L->sh_act, 0), false), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
+  } else { /* the weighted partial sums of every gathered token, each rank's own after the reduce-scatters */
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + d->ETP * sent) * (double)H * e);
+    o->in[0] = R(L->exp_out, 0), o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0);
+    o->out[0] = R(L->moe_ret, 0);
+    o->flags |= PX_OPF_ACCUMULATE;
+    if (etp)
+      coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, ph, R(L->moe_ret, 0), R(L->moe_ret_ep, 0), d->ETP * sent * H,
+           sent * H, d->act, d->ETP);
+  }
+  /* the shared experts' output reduced over TP as the dense MLP's; the routed outputs add onto the shard */
+  px_ref part = R(L->mlp_part, 0), y = d->T == 1 ? part : R(L->mlp_out, 0);
+  if (d->Fs > 0) {
+    linear(b, d, ph, cast8(b, d, ph, R(L->sh_act, 0), false), L->w_sh_fc2, -1, part, NOREF, NOREF, d->B * d->S, H, 0,
+           0, d->Fs);
+    y = tp_reduce(b, d, ph, part, R(L->mlp_out, 0));
+  }
+  if (a2a) {
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->A + rows) * (double)H * e);
-    o->in[0] = R(L->moe_ret, 0), o->out[0] = part;
-  } else { /* the weighted partial sums of every EP rank's tokens, each its own after the reduce-scatter */
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + sent) * (double)H * e);
-    o->in[0] = R(L->exp_out, 0), o->out[0] = R(L->moe_ret, 0);
+    o->in[0] = R(L->moe_ret, 0), o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = y;
+    o->flags |= PX_OPF_ACCUMULATE;
+  } else {
+    o = coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret_ep, 0), y, sent * H, rows * H, d->act, d->EP);
+    if (d->Fs > 0) o->flags |= PX_OPF_ACCUMULATE;
   }
-  o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0);
-  o->flags |= PX_OPF_ACCUMULATE;
-  if (d->dispatch == PX_MOE_ALLGATHER) {
-    coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret, 0), part, sent * H, rows * H, d->act, d->EP);
-    if (d->Fs > 0) {
-      o = linear(b, d, ph, cast8(b, d, ph, R(L->sh_act, 0), false), L->w_sh_fc2, -1, part, NOREF, NOREF, rows, H, 0, 0, d->Fs);
-      o->flags |= PX_OPF_ACCUMULATE;
-    }
-  }
+  return branch_dropout(b, d, ph, y, -1, L->mlp_drop, L->mlp_dmask, 2, bias_left);
 }
 
 /* The shared experts' backward from dpart into dx (accumulated). */
@@ -1001,50 +1043,79 @@ static void shared_backward(bld *b, const dims *d, const layer_slots *L, px_ref 
   linear_bwd(b, d, dx, x, x_shard, L->w_sh_fc1, -1, d1, NOREF, d2, NOREF, rows, d->Fs, d->swiglu ? d->Fs : 0, 0, H, NULL);
 }
 
-/* The MoE MLP's backward from dpart (B S rows) into dx (accumulated, before
- * its TP reduction); x is the norm's output the forward read. The shared
- * experts' backward runs behind the first all-to-all, the router's behind
- * the second. */
-static void moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dpart, px_ref x, px_ref x_shard,
-                         px_ref dx) {
+/* The MoE MLP's backward from dbranch, the gradient of the branch's output
+ * (this rank's sequence shard), to the norm output's gradient: the shared
+ * experts' into dln2_part (the gathered sequence, reduced over TP into
+ * dln2_sh), the router's and the dispatch's onto the reduced shard; returns
+ * it. The shared experts' backward runs behind the first all-to-all, the
+ * router's behind the second. */
+static px_ref moe_backward(bld *b, const dims *d, const layer_slots *L, px_ref dbranch, px_ref dln2_part,
+                           px_ref dln2_sh) {
   px_plan *p = b->p;
-  int64_t rows = d->B * d->S, H = d->H, sent = d->dispatch == PX_MOE_A2A ? d->A : d->EP * rows;
+  bool a2a = d->dispatch == PX_MOE_A2A, etp = d->ETP > 1;
+  int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   double e = (double)d->e;
+  px_ref x = R(L->ln2, 0), dpart = NOREF, x_full = NOREF;
+  if (d->Fs > 0) {
+    dpart = tp_gather(b, d, PX_PHASE_BWD, dbranch, R(grad_slot(p, L->mlp_part), 0));
+    x_full = wgrad_input(b, d, x, R(L->ln2_full, 0));
+  }
+  px_ref dx = d->T == 1 ? dln2_part : dln2_sh, dln2 = dx;
   px_ref dret = R(grad_slot(p, L->moe_ret), 0), dgates = R(grad_slot(p, L->moe_gates), 0);
   px_ref dexp = R(grad_slot(p, L->exp_out), 0), dsend = R(grad_slot(p, L->moe_send), 0);
   px_op *o;
-  if (d->dispatch == PX_MOE_A2A) {
+  if (a2a) {
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(rows + 2 * d->A) * (double)H * e);
-    o->in[0] = dpart, o->in[1] = R(L->moe_ret, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
+    o->in[0] = dbranch, o->in[1] = R(L->moe_ret, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
     o->out[0] = dret, o->out[1] = dgates;
-    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp, d->A * H, d->R * H, d->act, d->EP);
+    px_ref dexp_ep = R(grad_slot(p, L->exp_out_ep), 0);
+    o = coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp_ep, d->A * H, d->Rep * H, d->act, d->EP);
     ep_exchange(b, d, o, L, true);
+    if (etp)
+      coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, PX_PHASE_BWD, dexp_ep, dexp, d->Rep * H, d->R * H, d->act, d->ETP);
   } else {
-    coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, PX_PHASE_BWD, dpart, dret, rows * H, sent * H, d->act, d->EP);
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(sent + 2 * d->R) * (double)H * e);
+    px_ref dret_ep = R(grad_slot(p, L->moe_ret_ep), 0);
+    coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, PX_PHASE_BWD, dbranch, dret_ep, rows * H, sent * H, d->act, d->EP);
+    if (etp)
+      coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, PX_PHASE_BWD, dret_ep, dret, sent * H, d->ETP * sent * H, d->act,
+           d->ETP);
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(d->ETP * sent + 2 * d->R) * (double)H * e);
     o->in[0] = dret, o->in[1] = R(L->exp_out, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
     o->out[0] = dexp, o->out[1] = dgates;
   }
-  if (d->Fs > 0) shared_backward(b, d, L, dpart, x, x_shard, dx);
+  if (d->Fs > 0) {
+    shared_backward(b, d, L, dpart, x_full, x, dln2_part);
+    dln2 = tp_reduce(b, d, PX_PHASE_BWD, dln2_part, dln2_sh);
+  }
   experts_backward(b, d, L);
   px_ref drecv = R(grad_slot(p, L->moe_recv), 0);
-  if (d->dispatch == PX_MOE_A2A)
-    ep_exchange(b, d, coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv, dsend, d->R * H, d->A * H, d->act,
-                           d->EP),
+  if (a2a) {
+    px_ref drecv_ep = R(grad_slot(p, L->moe_recv_ep), 0);
+    if (etp)
+      coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, PX_PHASE_BWD, drecv, drecv_ep, d->R * H, d->Rep * H, d->act,
+           d->ETP);
+    ep_exchange(b, d, coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv_ep, dsend, d->Rep * H, d->A * H,
+                           d->act, d->EP),
                 L, false);
+  }
   px_ref dlogits = R(grad_slot(p, L->moe_probs), 0);
   o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
   o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
-  linear_bwd(b, d, dx, x, x_shard, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
-  if (d->dispatch == PX_MOE_A2A) {
+  linear_bwd(b, d, dx, x, NOREF, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
+  if (a2a) {
     o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->A + rows) * (double)H * e);
     o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->out[0] = dx;
   } else {
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->R + sent) * (double)H * e);
-    o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->out[0] = dsend;
+    px_ref dsend_all = R(grad_slot(p, L->moe_send_all), 0);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->R + d->ETP * sent) * (double)H * e);
+    o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->out[0] = dsend_all;
+    if (etp)
+      coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, PX_PHASE_BWD, dsend_all, dsend, d->ETP * sent * H, sent * H,
+           d->act, d->ETP);
     coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, PX_PHASE_BWD, dsend, dx, sent * H, rows * H, d->act, d->EP);
     b->b->ops[b->b->nops - 1].flags |= PX_OPF_ACCUMULATE;
   }
+  return dln2;
 }
 
 /* One layer's forward. With `recompute` the ops are the recomputation inside
@@ -1066,7 +1137,12 @@ static px_ref branch_end_fwd(bld *b, const dims *d, px_phase ph, int in, int w, 
 /* A branch's partial output `part` (over TP) reduced into out, then the bias and dropout as branch_end_fwd says. */
 static px_ref branch_tail_fwd(bld *b, const dims *d, px_phase ph, int bias, int part, int out, int dropped, int dmask,
                               int site, px_ref *bias_left) {
-  px_ref y = tp_reduce(b, d, ph, R(part, 0), R(out, 0));
+  return branch_dropout(b, d, ph, tp_reduce(b, d, ph, R(part, 0), R(out, 0)), bias, dropped, dmask, site, bias_left);
+}
+
+/* A branch's reduced output y through its bias and dropout (at `site`) into dropped. */
+static px_ref branch_dropout(bld *b, const dims *d, px_phase ph, px_ref y, int bias, int dropped, int dmask, int site,
+                             px_ref *bias_left) {
   *bias_left = bias >= 0 ? R(bias, 0) : NOREF;
   if (!d->drop) return y;
   dropout(b, d, ph, R(dropped, 0), R(dmask, 0), y, *bias_left, d->Sl, d->H, 1, d->sp ? 1 : 0, site);
@@ -1119,12 +1195,11 @@ static void layer_forward(bld *b, const dims *d, const layer_slots *L, px_phase 
   }
   norm(b, d, ph, R(L->ln2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), mid, L->w_ln2,
        L->b_ln2, rows);
-  px_ref ln2 = d->moe ? tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0)) /* the router's: bf16 */
+  px_ref ln2 = d->moe ? (d->Fs > 0 ? tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0)) : NOREF) /* shared experts' */
                       : tp_gather(b, d, ph, cast8(b, d, ph, R(L->ln2, 0), false), q8(p, d, R(L->ln2_full, 0)));
   px_ref bf, mlp;
   if (d->moe) {
-    moe_forward(b, d, L, ph, ln2, R(L->mlp_part, 0));
-    mlp = branch_tail_fwd(b, d, ph, -1, L->mlp_part, L->mlp_out, L->mlp_drop, L->mlp_dmask, 2, &bf);
+    mlp = moe_forward(b, d, L, ph, R(L->ln2, 0), ln2, &bf);
   } else if (d->swiglu) {
     linear(b, d, ph, ln2, L->w_fc1, L->b_fc1, R(L->gate, 0), R(L->up, 0), NOREF, rows_full, d->F, d->F, 0, H);
     o = simple(b, PX_OP_SWIGLU, ph, R(L->act, 0), R(L->gate, 0), R(L->up, 0), rows_full * d->F, (double)d->e);
@@ -1190,17 +1265,22 @@ static void attention_backward(bld *b, const dims *d, const layer_slots *L, px_r
   cost_gemm(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
 }
 
-/* From the residual's gradient dres through a branch's dropout (with its
- * mask) and the TP gather: the gradient of its partial output `part`
- * (*dbranch: the sequence shard's with SP). */
+/* From the residual's gradient dres back through a branch's dropout (with
+ * its mask): the gradient of the branch's reduced output (the sequence
+ * shard's with SP). */
+static px_ref branch_dropout_bwd(bld *b, const dims *d, px_ref dres, int out, int dmask) {
+  if (!d->drop) return dres;
+  px_ref dbranch = R(grad_slot(b->p, out), 0);
+  dropout_bwd(b, d, dbranch, dres, R(dmask, 0), d->B * d->Sl * d->H);
+  return dbranch;
+}
+
+/* From the residual's gradient dres through a branch's dropout and the TP
+ * gather: the gradient of its partial output `part` (*dbranch: the sequence
+ * shard's with SP). */
 static px_ref branch_tail_bwd(bld *b, const dims *d, px_ref dres, int out, int dmask, int part, px_ref *dbranch) {
-  px_plan *p = b->p;
-  *dbranch = dres;
-  if (d->drop) {
-    *dbranch = R(grad_slot(p, out), 0);
-    dropout_bwd(b, d, *dbranch, dres, R(dmask, 0), d->B * d->Sl * d->H);
-  }
-  return tp_gather(b, d, PX_PHASE_BWD, *dbranch, R(grad_slot(p, part), 0));
+  *dbranch = branch_dropout_bwd(b, d, dres, out, dmask);
+  return tp_gather(b, d, PX_PHASE_BWD, *dbranch, R(grad_slot(b->p, part), 0));
 }
 
 /* Backward of a branch's end (attention or MLP): from the residual's
@@ -1267,11 +1347,8 @@ static void layer_backward(bld *b, const dims *d, const layer_slots *L, px_recom
   px_ref dout = R(grad_slot(p, L->x), 1);
   px_ref dx = R(grad_slot(p, L->x), 0);
   px_ref dln2_part = R(grad_slot(p, L->ln2_full), 0), dln2_sh = R(grad_slot(p, L->ln2), 0), dln2;
-  if (d->moe) { /* MoE branch: dout -> (dropout) -> the experts' outputs, summed over TP after the router's */
-    px_ref dbranch, dpart = branch_tail_bwd(b, d, dout, L->mlp_out, L->mlp_dmask, L->mlp_part, &dbranch);
-    px_ref ln2_full = wgrad_input(b, d, R(L->ln2, 0), R(L->ln2_full, 0));
-    moe_backward(b, d, L, dpart, ln2_full, R(L->ln2, 0), dln2_part);
-    dln2 = tp_reduce(b, d, PX_PHASE_BWD, dln2_part, dln2_sh);
+  if (d->moe) { /* MoE branch: dout -> (dropout) -> the shard's experts and the shared experts */
+    dln2 = moe_backward(b, d, L, branch_dropout_bwd(b, d, dout, L->mlp_out, L->mlp_dmask), dln2_part, dln2_sh);
   } else {
     dln2 = mlp_backward(b, d, L, dout, dln2_part, dln2_sh);
   }
@@ -1649,10 +1726,12 @@ static void dims_make(const px_plan *p, dims *d) {
   d->attn_frac = px_model_attention_fraction(m, p->seq_cp);
   if (m->experts > 0) {
     d->E = m->experts, d->EP = par->ep, d->El = px_plan_local_experts(p), d->K = m->experts_per_token;
-    d->Fe = m->moe_ffn_hidden / par->tp;
+    d->ETP = p->grid.etp;
+    d->Fe = m->moe_ffn_hidden / d->ETP;
     d->Fs = px_model_shared_ffn(m) / par->tp;
-    d->A = d->B * d->S * d->K;
+    d->A = d->B * d->Sl * d->K;
     d->R = px_plan_expert_rows(p);
+    d->Rep = d->R / d->ETP;
     d->dispatch = (px_moe_dispatch)par->moe_dispatch;
   }
   d->H = m->hidden;

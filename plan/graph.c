@@ -23,7 +23,7 @@ bool px_op_on_host(px_op_kind kind) { return px_op_family_of(kind) == PX_FAM_COP
 PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv", "host");
 PX_NAME_TABLE(px_phase_names, PX_PHASE_COUNT, "forward", "backward", "recompute", "optimizer", "comm");
 PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp-next", "emb", "all", "shard",
-              "replica", "cp", "ep", "edp");
+              "replica", "cp", "ep", "edp", "etp");
 PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
               "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
               "optimizer", "offload_grad", "fetch_param", "layer_bwd_w", "moe_fwd", "moe_bwd");

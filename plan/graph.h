@@ -49,6 +49,7 @@ typedef enum {
   PX_GROUP_CP, /* context-parallel ranks: the same tokens' sequence split, tp apart */
   PX_GROUP_EP,  /* expert-parallel ranks: consecutive DP x CP ranks holding different experts */
   PX_GROUP_EDP, /* expert-data-parallel ranks: those holding the same experts (their gradients' group) */
+  PX_GROUP_ETP, /* expert-tensor-parallel ranks: consecutive ranks splitting the same experts' GEMMs */
   PX_GROUP_COUNT
 } px_group;
 

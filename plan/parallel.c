@@ -338,29 +338,29 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
   if (m->experts == 0 && p->etp != p->tp)
     return px_err_set(err, PX_ERR_INPUT, "--etp %lld splits experts, but %s is a dense model (hint: drop --etp)",
                       (long long)p->etp, m->name);
-  if (m->experts > 0 && p->etp != p->tp) {
-    /* Megatron-Core's parallel folding (parallel_state.initialize_model_parallel): the MoE layers' etp x ep x
-     * edp grid covers the stage's tp x cp x dp ranks, so etp x ep must divide them; etp splits moe_ffn_hidden */
-    if ((p->tp * wdp) % (p->etp * p->ep) || m->moe_ffn_hidden % p->etp)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--etp %lld: etp x ep = %lld must divide tp x cp x dp = %lld (the ranks the expert grid is "
-                        "folded over) and etp the %lld expert FFN width (hint: --etp %lld, the default, or 1)",
-                        (long long)p->etp, (long long)(p->etp * p->ep), (long long)(p->tp * wdp),
-                        (long long)m->moe_ffn_hidden, (long long)p->tp);
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--etp %lld differs from --tp %lld: expert tensor parallelism apart from the attention's TP "
-                      "(the tokens regrouped between the TP and ETP groups, the router's gradient over TP) is not "
-                      "planned yet (hint: drop --etp; it defaults to tp)",
-                      (long long)p->etp, (long long)p->tp);
-  }
   if (m->experts > 0) {
-    if (wdp % p->ep || m->experts % p->ep) {
-      divisor_hint(gcd64(wdp, m->experts), wdp, hint, sizeof hint);
+    /* Megatron-Core's parallel folding (parallel_state.initialize_model_parallel): the MoE layers' etp x ep x
+     * edp grid covers the stage's tp x cp x dp ranks, so etp x ep must divide them (with etp = tp: ep divides
+     * cp x dp); etp splits moe_ffn_hidden */
+    if ((p->tp * wdp) % (p->etp * p->ep) || m->experts % p->ep) {
+      divisor_hint(gcd64(p->tp * wdp / p->etp, m->experts), p->tp * wdp / p->etp, hint, sizeof hint);
       return px_err_set(err, PX_ERR_INPUT,
-                        "--ep %lld must divide the %lld experts and dp%s %lld, the ranks it is carved from "
-                        "(valid ep: %s)",
-                        (long long)p->ep, (long long)m->experts, p->cp > 1 ? " x cp" : "", (long long)wdp, hint);
+                        "--ep %lld --etp %lld: ep must divide the %lld experts, and etp x ep = %lld x %lld the tp x "
+                        "cp x dp = %lld ranks the expert grid is folded over (valid ep with this etp: %s)",
+                        (long long)p->ep, (long long)p->etp, (long long)m->experts, (long long)p->etp, (long long)p->ep,
+                        (long long)(p->tp * wdp), hint);
     }
+    if (m->moe_ffn_hidden % p->etp)
+      return px_err_set(err, PX_ERR_INPUT, "--etp %lld must divide the %lld expert FFN width (hint: --etp 1)",
+                        (long long)p->etp, (long long)m->moe_ffn_hidden);
+    /* Megatron-Core's MoELayer raises "During training, performance may degrade if MoE and tensor
+     * parallelism are enabled without also enabling sequence parallelism": its dispatchers take each TP
+     * rank's sequence shard */
+    if (p->tp > 1 && !p->sp)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "experts with --tp %lld need sequence parallelism, as Megatron-Core requires: the token "
+                        "dispatchers route each TP rank's sequence shard (hint: --sp)",
+                        (long long)p->tp);
     if (p->moe_imbalance < 1)
       return px_err_set(err, PX_ERR_INPUT, "--moe-imbalance %g: the busiest rank's tokens over the mean is at least 1",
                         p->moe_imbalance);

@@ -177,13 +177,15 @@ int64_t px_plan_local_experts(const px_plan *p) { return p->model.experts / (p->
 int64_t px_plan_expert_rows(const px_plan *p) {
   const px_model *m = &p->model;
   if (m->experts == 0) return 0;
-  int64_t ep = p->par.ep, el = px_plan_local_experts(p), k = m->experts_per_token, rows = p->par.mbs * p->seq_cp;
-  int64_t a = rows * k, worst = ep * rows * (k < el ? k : el), r;
+  /* each rank routes its sequence shard (SP: Megatron-Core's dispatchers take [S/TP, B, H]); the EP all-to-all
+   * brings the busiest rank r rows, the ETP all-gather etp times that */
+  int64_t ep = p->par.ep, etp = p->grid.etp, el = px_plan_local_experts(p), k = m->experts_per_token;
+  int64_t rows = p->par.mbs * p->seq_local, a = rows * k, worst = ep * rows * (k < el ? k : el), r;
   if (m->capacity_factor > 0)
     r = el * (int64_t)ceil(m->capacity_factor * (double)(a * ep) / (double)m->experts);
   else
     r = (int64_t)ceil(p->par.moe_imbalance * (double)a);
-  return r < worst ? r : worst;
+  return etp * (r < worst ? r : worst);
 }
 
 int64_t px_plan_expert_nodes(const px_plan *p) {

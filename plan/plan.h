@@ -143,11 +143,13 @@ uint64_t px_plan_layer_activation_bytes(const px_plan *p);
 /* Mixture of experts: the experts one EP rank holds (experts / ep); 0 for a dense model. */
 int64_t px_plan_local_experts(const px_plan *p);
 /* Mixture of experts: token rows one rank's local experts take per MoE
- * layer and micro-batch, the busiest rank's: each rank routes A = mbs x
- * seq_cp x top-k rows; with a capacity factor cf every expert takes at most
- * ceil(cf x A x ep / experts) of them, dropless the busiest rank takes
- * --moe-imbalance x A; never more than every token of the ep ranks on as
- * many of its experts as top-k allows. 0 for a dense model. */
+ * layer and micro-batch, the busiest rank's: each rank routes its sequence
+ * shard's A = mbs x seq_local x top-k rows (Megatron-Core's dispatchers);
+ * the EP all-to-all brings r of them: with a capacity factor cf every
+ * expert takes at most ceil(cf x A x ep / experts), dropless the busiest
+ * rank --moe-imbalance x A, never more than every token of the ep ranks on
+ * as many of its experts as top-k allows; the ETP all-gather makes that
+ * etp x r. 0 for a dense model. */
 int64_t px_plan_expert_rows(const px_plan *p);
 /* Group-limited routing (DeepSeek-V3's node-limited routing): the most
  * nodes one token's expert copies reach, min(EP nodes, groups_per_token x

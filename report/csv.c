@@ -13,7 +13,7 @@ px_status px_report_sweep_csv(const char *path, const px_sweep_result *r, px_err
   if (st) return st;
   size_t nsim, ntrain;
   const px_report_field *sim = px_report_sim_fields(&nsim), *train = px_report_train_fields(&ntrain);
-  fprintf(f.fp, "rank,tp,pp,dp,zero,sp,mbs,gbs,schedule,vpp,recompute,precision,attention,cp,cp_algo,ep,fits,peak_bytes");
+  fprintf(f.fp, "rank,tp,pp,dp,zero,sp,mbs,gbs,schedule,vpp,recompute,precision,attention,cp,cp_algo,ep,etp,fits,peak_bytes");
   px_report_fields_csv_header(f.fp, sim, nsim);
   px_report_fields_csv_header(f.fp, train, ntrain);
   fputc('\n', f.fp);
@@ -23,11 +23,11 @@ px_status px_report_sweep_csv(const char *path, const px_sweep_result *r, px_err
     for (int64_t i = 0; i < n; i++) {
       const px_sweep_entry *e = &list[i];
       const px_parallel *p = &e->par;
-      fprintf(f.fp, "%lld,%lld,%lld,%lld,%d,%d,%lld,%lld,%s,%lld,%s,%s,%s,%lld,%s,%lld,%s,%llu", pass ? 0LL : (long long)(i + 1),
+      fprintf(f.fp, "%lld,%lld,%lld,%lld,%d,%d,%lld,%lld,%s,%lld,%s,%s,%s,%lld,%s,%lld,%lld,%s,%llu", pass ? 0LL : (long long)(i + 1),
               (long long)p->tp, (long long)p->pp, (long long)p->dp, p->zero, p->sp, (long long)p->mbs, (long long)p->gbs,
               px_schedule_names[p->schedule], (long long)p->vpp, px_recompute_names[p->recompute],
               px_precision_names[p->precision], px_attention_names[p->attention], (long long)p->cp,
-              px_cp_algo_names[p->cp_algo], (long long)p->ep, e->sim.fits ? "true" : "false", (unsigned long long)e->peak_bytes);
+              px_cp_algo_names[p->cp_algo], (long long)p->ep, (long long)(p->etp > 0 ? p->etp : p->tp), e->sim.fits ? "true" : "false", (unsigned long long)e->peak_bytes);
       px_report_fields_csv_row(f.fp, sim, nsim, pass ? NULL : &e->sim);
       px_report_fields_csv_row(f.fp, train, ntrain, pass ? NULL : &e->train);
       fputc('\n', f.fp);

@@ -61,11 +61,11 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
             (long long)p->cp, (long long)plan->seq_cp, px_cp_algo_names[p->cp_algo], (long long)plan->grid.wdp);
   if (plan->model.experts > 0)
     fprintf(out,
-            "  mixture of experts: %lld experts (top %lld) split over ep %lld (%lld per rank), %s dispatch; "
-            "the busiest rank's experts take %lld rows a micro-batch (%s); expert gradients over dp%s / ep = %lld "
-            "ranks\n",
+            "  mixture of experts: %lld experts (top %lld) split over ep %lld (%lld per rank), each over etp %lld, "
+            "%s dispatch; the busiest rank's experts take %lld rows a micro-batch (%s); expert gradients over "
+            "tp x dp%s / (etp x ep) = %lld ranks\n",
             (long long)plan->model.experts, (long long)plan->model.experts_per_token, (long long)p->ep,
-            (long long)px_plan_local_experts(plan), px_moe_dispatch_names[p->moe_dispatch],
+            (long long)px_plan_local_experts(plan), (long long)plan->grid.etp, px_moe_dispatch_names[p->moe_dispatch],
             (long long)px_plan_expert_rows(plan),
             plan->model.capacity_factor > 0 ? "capacity factor" : "dropless", p->cp > 1 ? " x cp" : "",
             (long long)px_parallel_expert_dp(p));
@@ -137,6 +137,8 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, "bytes sent per GPU per step (stage 0): tp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_TP], a, sizeof a));
   if (p->cp > 1) fprintf(out, ", cp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_CP], a, sizeof a));
   if (plan->model.experts > 0) fprintf(out, ", ep %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_EP], a, sizeof a));
+  if (plan->model.experts > 0 && plan->grid.etp > 1)
+    fprintf(out, ", etp %s", px_fmt_bytes(t0->wire_bytes[PX_GROUP_ETP], a, sizeof a));
   fprintf(out, ", dp %s, pp %s\n", px_fmt_bytes(px_totals_dp_wire_bytes(t0), b, sizeof b),
           px_fmt_bytes(t0->wire_bytes[PX_GROUP_NEXT] + t0->wire_bytes[PX_GROUP_PREV], d, sizeof d));
   fprintf(out, "pipeline bubble (analytic): %.1f%%\n", 100.0 * px_plan_bubble_analytic(plan));
@@ -255,6 +257,7 @@ cJSON *px_report_plan_json(const px_plan *plan) {
       px_json_add_num(wb, "tp", t->wire_bytes[PX_GROUP_TP]);
       if (plan->par.cp > 1) px_json_add_num(wb, "cp", t->wire_bytes[PX_GROUP_CP]);
       if (plan->model.experts > 0) px_json_add_num(wb, "ep", t->wire_bytes[PX_GROUP_EP]);
+      if (plan->model.experts > 0 && plan->grid.etp > 1) px_json_add_num(wb, "etp", t->wire_bytes[PX_GROUP_ETP]);
       px_json_add_num(wb, "dp", px_totals_dp_wire_bytes(t));
       if (px_parallel_hybrid(&plan->par)) { /* the two levels of the dp figure */
         px_json_add_num(wb, "shard", t->wire_bytes[PX_GROUP_SHARD]);

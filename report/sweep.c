@@ -41,6 +41,7 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp%lld%s", (long long)p->cp, p->cp_algo == PX_CP_RING ? "" : p->cp_algo == PX_CP_A2A ? "a2a" : "ag");
   if (p->ep > 1)
     snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " ep%lld%s", (long long)p->ep, p->moe_dispatch == PX_MOE_A2A ? "" : "ag");
+  if (p->etp > 0 && p->etp != p->tp) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)p->etp);
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
   snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s", (long long)p->tp, cp, (long long)p->pp, (long long)p->dp,
            zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute],

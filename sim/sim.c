@@ -130,6 +130,7 @@ px_placement px_sim_group_place(const px_plan *p, px_group g) {
     case PX_GROUP_CP: return p->grid.cp_place;
     case PX_GROUP_EP: return p->grid.ep_place;
     case PX_GROUP_EDP: return p->grid.edp_place;
+    case PX_GROUP_ETP: return p->grid.etp_place;
     case PX_GROUP_ALL: return px_grid_place(&p->grid, 0, 1, p->grid.world);
     case PX_GROUP_SHARD: return p->grid.shard_place;
     case PX_GROUP_REPLICA: return p->grid.replica_place;
@@ -202,7 +203,8 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && op->dim[4] > 0) /* group-limited routing */
       px_coll_cost_scale_inter(c, &cc, (double)op->dim[4] / (double)op->dim[3], pl.leaves);
     /* a layer's own collectives (TP, CP, EP) overlap the compute up to their first consumer */
-    bool async = tp_async && (op->group == PX_GROUP_TP || op->group == PX_GROUP_CP || op->group == PX_GROUP_EP);
+    bool async = tp_async && (op->group == PX_GROUP_TP || op->group == PX_GROUP_CP || op->group == PX_GROUP_EP ||
+                                op->group == PX_GROUP_ETP);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
     if (i < 256) ord_of[i] = ord;
     st = seg_push(out, (seg){.comm = true, .async = async, .ord = ord, .cc = cc}, S->err);

@@ -204,12 +204,17 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
       int64_t dp = gpus / (tp * cp * pp);
       if (f->dp > 0 && f->dp != dp) continue;
       int na = cp > 1 && f->cp_algo < 0 ? PX_CP_ALGO_COUNT : 1; /* CP's algorithms */
-      /* expert parallelism: every ep dividing the experts and dp x cp (mixture-of-experts models) */
-      int64_t eps[32] = {1};
+      /* expert parallelism (mixture-of-experts models): etp = tp (Megatron-Core's default) and, with TP, etp 1
+       * (whole experts, EP folded over the TP ranks too); with each, every ep dividing the experts and the
+       * tp x dp x cp / etp ranks it folds over (px_parallel_check's rule) */
+      int64_t eps[64][2] = {{f->ep > 0 ? f->ep : 1, f->etp > 0 ? f->etp : tp}};
       int nep = 1;
-      for (int64_t e = 2; f->ep <= 0 && m->experts > 0 && e <= m->experts && nep < 32; e++)
-        if (m->experts % e == 0 && (dp * cp) % e == 0) eps[nep++] = e;
-      if (f->ep > 0) eps[0] = f->ep;
+      for (int t = 0; m->experts > 0 && f->ep <= 0 && t < (tp > 1 ? 2 : 1); t++) {
+        int64_t etp = t ? 1 : tp;
+        if (f->etp > 0 && f->etp != etp) continue;
+        for (int64_t e = t ? 1 : 2; e <= m->experts && nep < 64; e++)
+          if (m->experts % e == 0 && (tp * dp * cp) % (etp * e) == 0) eps[nep][0] = e, eps[nep++][1] = etp;
+      }
       for (int iza = 0; iza < nz * na * nep * nprec; iza++)
         for (int is = 0, iz = iza % nz, ia = iza / nz % na, ie = iza / (nz * na) % nep, ipr = iza / (nz * na * nep);
              is < nsp; is++)
@@ -239,7 +244,8 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 if (f->vpp > 0 && f->vpp != scheds[ic / 2][1]) continue;
                 px_parallel p = *f;
                 p.tp = tp, p.pp = pp, p.dp = dp, p.zero = (int)zv[iz], p.sp = (int)spv[is], p.mbs = mv[im];
-                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie], p.precision = precs[ipr];
+                p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie][0], p.etp = eps[ie][1];
+                p.precision = precs[ipr];
                 p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 2][0], p.vpp = scheds[ic / 2][1];
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
@@ -547,7 +553,7 @@ void px_sweep_result_free(px_sweep_result *r) {
 
 /* The same split in any precision. */
 static bool same_shape(const px_parallel *a, const px_parallel *b) {
-  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo && a->ep == b->ep &&
+  return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo && a->ep == b->ep && a->etp == b->etp &&
          a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;

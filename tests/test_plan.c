@@ -999,21 +999,24 @@ static void test_context_parallel(void) {
 
 /* ---- mixture of experts ---- */
 
-/* Mixtral 8x7B on 64 H100s, tp 2 x ep 8 (dp 32), ZeRO-1: each rank holds
- * its TP half of the attention, the router, and one expert's TP half; the
- * experts' optimizer states are sharded over the 4 ranks holding the same
- * expert, the rest over all 32; the EP all-to-alls send (ep - 1)/ep of the
- * B s k routed rows four times a layer and micro-batch; the step's FLOPs
- * are the model's (2 x the weights a token passes through, the top-2
- * experts', x 3, plus attention); --moe-imbalance 2 doubles the rows the
- * experts keep. */
+/* Mixtral 8x7B on 64 H100s, tp 2 (SP) x ep 8 (dp 32), ZeRO-1: each rank
+ * holds its TP half of the attention, the router, and one expert's ETP half
+ * (etp = tp); the experts' optimizer states are sharded over the 4 ranks
+ * holding the same expert, the rest over all 32; each rank routes its
+ * sequence shard (A = B s/tp k rows), the EP all-to-alls send (ep - 1)/ep of
+ * them four times a layer and micro-batch and the ETP all-gathers and
+ * reduce-scatters (etp - 1)/etp of the etp A rows the experts take; the
+ * step's FLOPs are the model's (2 x the weights a token passes through, the
+ * top-2 experts', x 3, plus attention); --moe-imbalance 2 doubles the rows
+ * the experts keep. With etp 1 (Megatron-Core's folding): EP 8 consecutive
+ * ranks, each a whole expert, no ETP traffic, expert states over 8 ranks. */
 static void test_moe(void) {
   px_model m;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
   px_cluster c = cluster("dgx-h100", 64);
   px_parallel p = par(2, 1, 32, 1, 1, 256);
-  p.ep = 8, p.seq = 4096;
+  p.ep = 8, p.seq = 4096, p.sp = 1;
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
   CU_ASSERT_EQUAL(plan.grid.ep_place.size, 8);
@@ -1040,19 +1043,32 @@ static void test_moe(void) {
   int expert_units = 0;
   for (int32_t u = 0; u < plan.programs[0].nunits; u++) expert_units += plan.programs[0].units[u].expert;
   CU_ASSERT(expert_units >= 32);
-  double A = 4096 * 2, e = 2, mb = 256.0 / 32;
+  double A = 4096 / tp * 2, e = 2, mb = 256.0 / 32;
   PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_ETP], L * mb * 4 * 0.5 * (tp * A) * H * e, 1e-9);
   px_model_flops f;
   px_model_flops_per_token(&m, 4096, &f);
   PX_ASSERT_REL(plan.model_flops_per_step, f.train_flops * 256 * 4096, 5e-3);
   CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 8192);
-  double act = (double)plan.mem[0].activations_peak_bytes;
+  double act = (double)plan.mem[0].activations_peak_bytes, flops = plan.model_flops_per_step;
   px_plan_free(&plan);
   p = par(2, 1, 32, 1, 1, 256);
-  p.ep = 8, p.seq = 4096, p.moe_imbalance = 2;
+  p.ep = 8, p.seq = 4096, p.sp = 1, p.moe_imbalance = 2;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
   CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 16384);
   CU_ASSERT(plan.mem[0].activations_peak_bytes > act);
+  px_plan_free(&plan);
+  p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 8, p.seq = 4096, p.sp = 1, p.etp = 1;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(plan.grid.ep_place.stride, 1);
+  PX_ASSERT_REL((double)plan.programs[0].param_elems, dense + experts * tp, 1e-12); /* a whole expert */
+  px_plan_states(&plan, 0, &st);
+  PX_ASSERT_REL((double)st.opt_elems, dense / 32 + experts * tp / 8, 1e-4);
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
+  CU_ASSERT_EQUAL(plan.totals[0].wire_bytes[PX_GROUP_ETP], 0);
+  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 4096);
+  PX_ASSERT_REL(plan.model_flops_per_step, flops, 1e-12);
   px_plan_free(&plan);
   /* DeepSeek-V3 on one rank (nothing split): the plan holds the model's parameters but the MTP module and the
    * sigmoid router's correction biases (a buffer the balancing rule sets, not trained: 256 a MoE layer) */
@@ -1204,7 +1220,7 @@ static void test_fp8(void) {
   CU_ASSERT_EQUAL_FATAL(px_model_load("mixtral-8x7b", &m, &err), PX_OK);
   c = cluster("dgx-h100", 64);
   p = par(2, 1, 32, 1, 1, 256);
-  p.ep = 8, p.seq = 4096, p.precision = PX_PREC_BF16;
+  p.ep = 8, p.seq = 4096, p.sp = 1, p.precision = PX_PREC_BF16;
   CU_ASSERT_EQUAL_FATAL(compile(&b16, &m, &c, &p, &err), PX_OK);
   p.precision = PX_PREC_FP8;
   CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
@@ -1319,7 +1335,7 @@ static void test_refusals(void) {
   p.ep = 2;
   expect_refused("llama3-8b", 8, p, "is a dense model");
   p.ep = 3;
-  expect_refused("mixtral-8x7b", 8, p, "must divide the 8 experts and dp 8");
+  expect_refused("mixtral-8x7b", 8, p, "--ep 3 --etp 1: ep must divide the 8 experts, and etp x ep = 1 x 3 the tp x cp x dp = 8");
   p.ep = 1, p.cp = 2, p.seq = 4096;
   expect_refused("deepseek-v3", 16, p, "multi-head latent attention is planned with the fused attention");
   p = par(1, 3, 8, 0, 1, 8); /* 12 layers a stage: 6 sliding, 6 full */
@@ -1331,9 +1347,13 @@ static void test_refusals(void) {
   expect_refused("llama3-8b", 8, p, "--etp 2 splits experts, but llama3-8b is a dense model");
   p = par(2, 1, 4, 0, 1, 8);
   p.ep = 4, p.sp = 1, p.etp = 3; /* etp x ep = 12 does not divide tp x dp = 8 */
-  expect_refused("mixtral-8x7b", 8, p, "etp x ep = 12 must divide tp x cp x dp = 8");
-  p.etp = 1;
-  expect_refused("mixtral-8x7b", 8, p, "--etp 1 differs from --tp 2");
+  expect_refused("mixtral-8x7b", 8, p, "etp x ep = 3 x 4 the tp x cp x dp = 8");
+  p = par(2, 1, 12, 0, 1, 12);
+  p.sp = 1, p.etp = 3; /* 14336 / 3 */
+  expect_refused("mixtral-8x7b", 24, p, "--etp 3 must divide the 14336 expert FFN width");
+  p = par(2, 1, 4, 0, 1, 8);
+  p.etp = 1, p.ep = 4; /* Megatron-Core's MoELayer: TP needs SP */
+  expect_refused("mixtral-8x7b", 8, p, "experts with --tp 2 need sequence parallelism");
   /* the expert-DP group folded over tp x cp x dp: 2 x 32 / (1 x 8) = 8 with etp 1, 2 x 32 / (2 x 8) = 4 with etp = tp */
   p = par(2, 1, 32, 0, 1, 64);
   p.ep = 8, p.etp = 1;

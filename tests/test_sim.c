@@ -430,7 +430,7 @@ static void test_moe_sim(void) {
   for (size_t i = 0; i < 5; i++) {
     px_parallel p;
     px_parallel_unset(&p);
-    p.tp = 2, p.pp = 1, p.dp = 32, p.zero = 1, p.mbs = 1, p.gbs = 256, p.seq = 4096;
+    p.tp = 2, p.pp = 1, p.dp = 32, p.zero = 1, p.mbs = 1, p.gbs = 256, p.seq = 4096, p.sp = 1;
     p.ep = k[i].ep, p.moe_imbalance = k[i].imbalance, p.moe_dispatch = k[i].dispatch, p.overlap = k[i].overlap;
     px_plan plan;
     CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 64, &p, &err), PX_OK);

@@ -515,12 +515,13 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
   }
   if (px_op_is_moe((px_op_kind)op->kind) || (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) {
     const px_model *m = &plan->model;
-    if (plan->par.tp > 1 || plan->par.moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 || m->expert_groups > 0 ||
-        (plan->par.ep > 1 && plan->par.zero > 0)) {
+    if (plan->par.tp > 1 || plan->grid.etp > 1 || plan->par.moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
+        m->expert_groups > 0 || (plan->par.ep > 1 && plan->par.zero > 0)) {
       snprintf(why, cap,
-               "mixture of experts runs on the cpu backend with tp 1, a2a dispatch, no capacity factor or expert "
-               "groups and, with ep > 1, ZeRO-0 (the router's gradient under TP, token dropping, group-limited "
-               "routing and expert shards are planned and simulated only)");
+               "mixture of experts runs on the cpu backend with tp 1, etp 1, a2a dispatch, no capacity factor or "
+               "expert groups and, with ep > 1, ZeRO-0 (sequence-sharded routing under TP, expert tensor "
+               "parallelism, token dropping, group-limited routing and expert shards are planned and simulated "
+               "only)");
       return PX_SUPPORT_NO;
     }
   }

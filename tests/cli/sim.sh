@@ -35,14 +35,23 @@ err=$("$px" sim -m llama3-8b -c dgx-a100 -g 8 -P fp8 2>&1 >/dev/null); rc=$?
 # gpt-oss-120b: planned (sliding-window layers cost their 128 keys), fits on 64 H100s; an odd stage is refused
 "$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 2 --ep 8 -z 1 -B 512 -r selective --json |
   jq -e '.fits and .mfu > 0.2' >/dev/null || fail "gpt-oss-120b on 64 H100s"
-# --etp: the default (tp) simulates as without it; a grid it cannot fold, or etp apart from tp, exits 2 naming it
+# --etp: the default (tp) simulates as without it; etp 1 folds EP over the TP pairs (whole experts, no ETP
+# traffic, the plan and json say so); a grid it cannot fold exits 2 naming it; TP without SP is refused
 [ "$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 2 -B 16 -s 4096 --json | jq .step_time_s)" = \
   "$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 -B 16 -s 4096 --json | jq .step_time_s)" ] ||
   fail "--etp = tp changes the plan"
+"$px" plan -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 2 -B 16 -s 4096 >"$tmp/etp2.txt" || fail "plan --etp 2"
+grep -q "each over etp 2" "$tmp/etp2.txt" && grep -q ", etp [0-9.]* [KMG]*i*B" "$tmp/etp2.txt" || fail "plan --etp 2 text"
+"$px" plan -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 1 -B 16 -s 4096 --json >"$tmp/etp1.json" ||
+  fail "plan --etp 1"
+jq -e '.parallel.etp == 1 and ([.stages[].wire_bytes.etp // 0] | add) == 0' "$tmp/etp1.json" >/dev/null ||
+  fail "--etp 1 json: $(jq -c '.parallel' "$tmp/etp1.json")"
+"$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 1 -B 16 -s 4096 --json | jq -e '.step_time_s > 0' \
+  >/dev/null || fail "sim --etp 1"
 err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 3 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--etp 3" || fail "--etp 3: $rc $err"
-err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 1 2>&1 >/dev/null); rc=$?
-[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "differs from --tp 2" || fail "--etp 1: $rc $err"
+err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --ep 8 --etp 1 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "need sequence parallelism" || fail "moe tp without sp: $rc $err"
 err=$("$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 4 --ep 8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "even number of layers" || fail "gpt-oss pp 4: $rc $err"
 

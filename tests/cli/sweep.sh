@@ -35,18 +35,22 @@ awk -F, 'NR > 1 && $12 != "bf16"' "$tmp/b16.csv" | grep -q . && fail "--precisio
   >"$tmp/cp.txt" || fail "long-context sweep"
 grep -q '^ *1  tp8 cp[0-9]' "$tmp/cp.txt" || fail "long-context sweep: the best plan has no cp: $(cat "$tmp/cp.txt")"
 for a in ring all-gather; do
-  awk -F, -v a="$a" 'NR > 1 && $14 > 1 && $15 == a && $17 == "true"' "$tmp/cp.csv" | grep -q . ||
+  awk -F, -v a="$a" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["cp"] > 1 && $c["cp_algo"] == a && $c["fits"] == "true"' "$tmp/cp.csv" | grep -q . ||
     fail "no fitting --cp-algo $a plan"
 done
-awk -F, 'NR == 2 { best = $19 } NR > 1 && $14 == 1 && $17 == "true" && (nocp == 0 || $19 < nocp) { nocp = $19 }
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } NR == 2 { best = $c["step_time_s"] }
+  $c["cp"] == 1 && $c["fits"] == "true" && (nocp == 0 || $c["step_time_s"] < nocp) { nocp = $c["step_time_s"] }
   END { exit !(nocp == 0 || nocp > 2 * best) }' "$tmp/cp.csv" || fail "CP plans are not twice as fast as cp=1 ones"
-head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,fits,' || fail "csv lacks cp and ep columns"
+head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,etp,fits,' || fail "csv lacks cp and ep columns"
 
-# mixture of experts: Mixtral 8x7B on 64 H100s (tp 2, ZeRO-1 fixed) tries ep 1, 2, 4 and 8 with plans that fit
+# mixture of experts: Mixtral 8x7B on 64 H100s (tp 2, ZeRO-1 fixed) tries ep 1, 2, 4 and 8 with plans that fit,
+# with etp = tp and etp 1 (whole experts, EP folded over the TP pairs too)
 "$px" sweep -m mixtral-8x7b -c dgx-h100 -g 64 --seq 4096 -B 256 -t 2 -z 1 -P bf16 -k 3 -C "$tmp/moe.csv" >/dev/null ||
   fail "MoE sweep"
-[ "$(awk -F, 'NR > 1 && $17 == "true" { print $16 }' "$tmp/moe.csv" | sort -u | tr '\n' ' ')" = "1 2 4 8 " ] ||
-  fail "the MoE sweep did not fit plans with every ep: $(awk -F, 'NR > 1 { print $16, $17 }' "$tmp/moe.csv" | sort | uniq -c)"
+[ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["fits"] == "true" { print $c["ep"] }' "$tmp/moe.csv" | sort -nu | tr '\n' ' ')" = "1 2 4 8 " ] ||
+  fail "the MoE sweep did not fit plans with every ep: $(cut -d, -f16-18 "$tmp/moe.csv" | sort | uniq -c)"
+[ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["fits"] == "true" { print $c["etp"] }' "$tmp/moe.csv" | sort -nu | tr '\n' ' ')" = "1 2 " ] ||
+  fail "the MoE sweep did not try etp 1 and 2: $(cut -d, -f16-18 "$tmp/moe.csv" | sort | uniq -c)"
 
 # gpt-oss-120b (sliding-window layers, sinks) on 8 H100s finds plans that fit, every one with an even layer split
 "$px" sweep -m gpt-oss-120b -c dgx-h100 -g 8 -B 16 -z 3 -P bf16 -k 3 >"$tmp/oss.txt" || fail "gpt-oss sweep"
