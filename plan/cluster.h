@@ -97,8 +97,12 @@ typedef struct {
   int attention_len;
 } px_gpu;
 
-/* gpu.jitter when the file gives none: none yet. */
-#define PX_GPU_JITTER_DEFAULT 0.0
+/* gpu.jitter when the file gives none: Sinha et al., SC'22, 8% average spread
+ * between the slowest and the fastest non-outlier GPU of a cluster (the box
+ * plot's whiskers), over the median; for normal speeds the whiskers span
+ * 2 x (0.674 + 1.5 x 1.349) = 5.40 standard deviations: 0.08 / 5.40
+ * (tests/data/gpu_variability.md). */
+#define PX_GPU_JITTER_DEFAULT 0.0148
 
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
  * per-tensor), the 16-bit one where the file gives no fp8 figure. */

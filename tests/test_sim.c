@@ -294,7 +294,9 @@ static void test_megatron_table1(void) {
   char line[512];
   int rows = 0;
   double sum_abs = 0;
-  fprintf(stderr, "\n  %8s %3s %3s %5s  %9s %9s %7s\n", "params_b", "tp", "pp", "gpus", "published", "simulated", "error");
+  double sum_abs_j = 0;
+  fprintf(stderr, "\n  %8s %3s %3s %5s  %9s %9s %7s  %s\n", "params_b", "tp", "pp", "gpus", "published", "simulated",
+          "error", "with the default straggler (not asserted)");
   while (fgets(line, sizeof line, fp)) {
     if (line[0] == '#' || line[0] == 'p') continue;
     double params_b, tflops, pct, agg;
@@ -324,23 +326,35 @@ static void test_megatron_table1(void) {
     px_status st = compile(&plan, &m, "dgx-a100", gpus, &p, &err);
     if (st) fprintf(stderr, "\n  %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-    px_sim_opts o = {.skip_exposed = true};
-    px_sim_result r;
+    /* No straggler (--jitter 0): dgx-a100's GEMM efficiency and latencies
+     * were fitted once to these very runs, so they already hold Selene's
+     * GPU-to-GPU spread; the default straggler on top counts it twice. Its
+     * figures are printed beside, for the README. */
+    px_sim_opts o = {.skip_exposed = true}, oj = o;
+    o.no_straggler = true;
+    px_sim_result r, rj;
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &oj, &rj, &err), PX_OK);
+    CU_ASSERT_DOUBLE_EQUAL(plan.cluster.gpu.jitter, PX_GPU_JITTER_DEFAULT, 0);
+    CU_ASSERT(rj.step_time_s > r.step_time_s);
     /* Table 1's TFLOP/s count the recomputation: our hardware FLOPs. */
     double sim_tflops = r.hfu * plan.cluster.gpu.peak_flops[PX_DTYPE_FP16] / 1e12;
-    double e = (sim_tflops - tflops) / tflops;
-    fprintf(stderr, "  %8.1f %3lld %3lld %5lld  %9.0f %9.1f %+6.1f%%\n", params_b, tp, pp, gpus, tflops, sim_tflops,
-            100 * e);
+    double sim_j = rj.hfu * plan.cluster.gpu.peak_flops[PX_DTYPE_FP16] / 1e12;
+    double e = (sim_tflops - tflops) / tflops, ej = (sim_j - tflops) / tflops;
+    fprintf(stderr, "  %8.1f %3lld %3lld %5lld  %9.0f %9.1f %+6.1f%%  %9.1f %+6.1f%% (x%.4f)\n", params_b, tp, pp, gpus,
+            tflops, sim_tflops, 100 * e, sim_j, 100 * ej, rj.straggler_stretch);
     CU_ASSERT(e > -0.10 && e < 0.10);
     sum_abs += e < 0 ? -e : e;
+    sum_abs_j += ej < 0 ? -ej : ej;
     rows++;
     px_sim_result_free(&r);
+    px_sim_result_free(&rj);
     px_plan_free(&plan);
   }
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 10);
-  fprintf(stderr, "  mean absolute error %.1f%%\n", 100 * sum_abs / rows);
+  fprintf(stderr, "  mean absolute error %.1f%% (with the default straggler %.1f%%)\n", 100 * sum_abs / rows,
+          100 * sum_abs_j / rows);
 }
 
 /* ---- determinism, consistency, symmetry ---- */
