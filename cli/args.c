@@ -25,7 +25,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
-       OPT_MPIRUN, OPT_LOG };
+       OPT_MPIRUN, OPT_LOG, OPT_JITTER };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -37,6 +37,8 @@ static const px_opt opts[] = {
     {"nodes", required_argument, 'N', PX_OPT_CLUSTER, "N", "number of nodes (GPUs = nodes x gpus_per_node)"},
     {"set", required_argument, OPT_SET, PX_OPT_CLUSTER, "FIELD=VALUE",
      "what-if: override a cluster file field (repeatable), e.g. inter_node.nic_gbit_per_s=200"},
+    {"jitter", required_argument, OPT_JITTER, PX_OPT_CLUSTER, "F",
+     "per-GPU speed spread (std dev over the median, e.g. 0.0148); the slowest GPU paces each step; 0: off"},
     {"tp", required_argument, 't', PX_OPT_PLAN, "N", "tensor-parallel size"},
     {"pp", required_argument, 'p', PX_OPT_PLAN, "N", "pipeline-parallel size"},
     {"dp", required_argument, 'd', PX_OPT_PLAN, "N", "data-parallel size (default: GPUs / (tp cp pp))"},
@@ -191,6 +193,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->mtbf_hours = -1;
   a->restart_min = -1;
   a->max_restarts = -1;
+  a->jitter = -1;
   groups |= PX_OPT_COMMON;
   struct option lopts[NOPTS + 1];
   char shorts[NOPTS * 2 + 2];
@@ -229,6 +232,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         else
           a->sets[a->nsets++] = optarg;
         break;
+      case OPT_JITTER: st = parse_number("--jitter", optarg, 0, 0.5, &a->jitter, err); break;
       case 'g': st = px_parse_int(optarg, "--gpus", 1, 1 << 24, &a->gpus, err); break;
       case 'N': st = px_parse_int(optarg, "--nodes", 1, 1 << 24, &a->nodes, err); break;
       case 's': st = px_parse_int(optarg, "--seq", 1, 1 << 24, &p->seq, err); break;
@@ -440,6 +444,7 @@ int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *
 px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, px_err *err) {
   px_status st = PX_OK;
   for (int i = 0; i < a->nsets && !st; i++) st = px_cluster_set_field(c, a->sets[i], err);
+  if (!st && a->jitter >= 0) c->gpu.jitter = a->jitter;
   return st ? st : px_cluster_set_size(c, gpus, a->nodes, err);
 }
 

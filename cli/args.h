@@ -37,6 +37,7 @@ typedef struct {
   int64_t gpus, nodes;
   const char *sets[PX_ARGS_SETS_MAX]; /* --set FIELD=VALUE, in order */
   int nsets;
+  double jitter; /* --jitter: the cluster's gpu.jitter, applied after the --set fields; < 0: the file's */
   px_parallel par; /* unset fields stay unset (see px_parallel_unset) */
   const char *plan_file;
   const char *save_plan;

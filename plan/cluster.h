@@ -87,6 +87,8 @@ typedef struct {
   double gemm_fp8_max_efficiency;    /* max_efficiency of fp8 GEMMs with per-tensor scales (of the fp8 peak) */
   double gemm_fp8_block_max_efficiency; /* ... with blockwise scales (DeepSeek-V3's 1 x 128 / 128 x 128) */
   double kernel_overhead_s;          /* launch + tail per kernel */
+  double jitter;                     /* per-GPU performance spread: the standard deviation of a GPU's compute
+                                        speed over the cluster's median GPU (static), 0: none; see sim/straggler.h */
   px_gemm_point gemm_table[PX_GEMM_TABLE_MAX]; /* measured; used instead of the model when given */
   int gemm_table_len;
   px_kernel_rate kernel_rates[PX_KERNEL_RATES_MAX];
@@ -94,6 +96,13 @@ typedef struct {
   px_attn_curve attention[PX_ATTN_CURVES_MAX]; /* fused attention (flash); none: costed as GEMMs */
   int attention_len;
 } px_gpu;
+
+/* gpu.jitter when the file gives none: Sinha et al., SC'22, 8% average spread
+ * between the slowest and the fastest non-outlier GPU of a cluster (the box
+ * plot's whiskers), over the median; for normal speeds the whiskers span
+ * 2 x (0.674 + 1.5 x 1.349) = 5.40 standard deviations: 0.08 / 5.40
+ * (tests/data/gpu_variability.md). */
+#define PX_GPU_JITTER_DEFAULT 0.0148
 
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
  * per-tensor), the 16-bit one where the file gives no fp8 figure. */

@@ -19,6 +19,10 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
           px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
+  if (r->straggler_stretch > 1)
+    fprintf(out, "  straggler        slowest of %lld GPUs (jitter %.2f%%): compute x%.3f, %s of the step\n",
+            (long long)r->straggler_ranks, 100 * plan->cluster.gpu.jitter, r->straggler_stretch,
+            px_fmt_time(r->straggler_s, a, sizeof a));
   if (plan->par.offload_opt)
     fprintf(out, "  offload          %s on the host link; optimizer step on the host CPU %s\n",
             px_fmt_time(r->comm_host_s, a, sizeof a), px_fmt_time(r->stages[0].op_s[PX_OP_ADAMW_HOST], b, sizeof b));
@@ -58,6 +62,13 @@ cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r) {
   if (!o) return NULL;
   px_report_sim_summary(o, r);
   px_json_add_num(o, "bubble_analytic", px_plan_bubble_analytic(plan));
+  cJSON *sg = cJSON_AddObjectToObject(o, "straggler"); /* sim/straggler.h */
+  if (sg) {
+    px_json_add_num(sg, "jitter", plan->cluster.gpu.jitter);
+    px_json_add_num(sg, "ranks", (double)r->straggler_ranks);
+    px_json_add_num(sg, "compute_stretch", r->straggler_stretch);
+    px_json_add_num(sg, "step_s", r->straggler_s);
+  }
   cJSON_AddItemToObject(o, "memory", px_report_memory_json(plan));
   cJSON *stages = cJSON_AddArrayToObject(o, "stages");
   for (int64_t s = 0; stages && s < r->nstages; s++) {

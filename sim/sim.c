@@ -17,6 +17,7 @@
 #include "sim/compute.h"
 #include "sim/engine.h"
 #include "sim/network.h"
+#include "sim/straggler.h"
 
 enum { R_NVL_OUT, R_NVL_IN, R_NIC_OUT, R_NIC_IN, R_PER_STAGE };
 enum { EV_SEG_DONE, EV_FLOW_JOIN, EV_FLOW_DONE };
@@ -96,6 +97,7 @@ struct px_sim_state {
   int64_t ntrace, cap_trace;
   px_err *err;
   px_status status;
+  double stretch; /* GPU compute time over the median GPU's: the slowest rank's pace */
 };
 
 /* ---- costs, computed once per stage and block ---- */
@@ -185,7 +187,7 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
   for (int32_t i = 0; i < b->nops && !st; i++) {
     if (i < 256) ord_of[i] = -1;
     const px_op *op = &ops[i];
-    double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op);
+    double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op) * S->stretch;
     out->op_s[op->kind] += t;
     if (op->flags & PX_OPF_CP_RING) {
       if ((st = ring_segments(S, op, t, &nasync, out))) break;
@@ -721,6 +723,7 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
   S.opts = opts;
   S.pp = plan->par.pp;
   S.err = err;
+  S.stretch = opts->no_straggler ? 1.0 : px_straggler_plan_stretch(plan);
   px_status st = px_engine_init(&S.eng, 1024, err);
   if (st) return st;
   S.st = px_calloc((size_t)S.pp, sizeof *S.st, err);
@@ -820,6 +823,23 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     px_sim_result_free(&twin);
   } else if (opts->comm_free) {
     out->step_time_comm_free_s = out->step_time_s;
+  }
+  out->straggler_ranks = plan->grid.world;
+  out->straggler_stretch = opts->no_straggler ? 1.0 : px_straggler_plan_stretch(plan);
+  if (out->straggler_stretch > 1 && !opts->skip_exposed && !opts->skip_straggler) {
+    px_sim_opts median = *opts;
+    median.no_straggler = true;
+    median.skip_exposed = true;
+    median.trace_path = NULL;
+    median.timeline_path = NULL;
+    px_sim_result twin;
+    if ((st = sim_once(plan, &median, &twin, err))) {
+      px_sim_result_free(out);
+      return st;
+    }
+    out->straggler_s = out->step_time_s > twin.step_time_s ? out->step_time_s - twin.step_time_s : 0.0;
+    out->events += twin.events;
+    px_sim_result_free(&twin);
   }
   const px_cluster *c = &plan->cluster;
   double gpus = (double)c->gpus, t = out->step_time_s;

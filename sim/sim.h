@@ -17,7 +17,9 @@ typedef double (*px_sim_block_cost_fn)(void *ctx, int64_t stage, px_block_kind k
 
 typedef struct {
   bool comm_free;          /* every collective and transfer takes no time */
-  bool skip_exposed;       /* do not run the comm-free twin (comm.exposed_s stays 0) */
+  bool skip_exposed;       /* do not run the twins (comm.exposed_s and straggler_s stay 0) */
+  bool skip_straggler;     /* do not run the median-pace twin (straggler_s stays 0) */
+  bool no_straggler;       /* every GPU at the median pace: the cluster's gpu.jitter ignored */
   bool serial;             /* each stage runs its program strictly in order, a p2p batch at a
                               time, as the CPU executor does: no overlap between streams */
   const char *trace_path;  /* Chrome trace JSON, NULL for none */
@@ -46,6 +48,12 @@ typedef struct {
   double comm_host_s;     /* offload copies, max over stages */
   double comm_exposed_s;  /* step time minus the step time with free communication */
   double step_time_comm_free_s;
+  /* The straggler (sim/straggler.h): the ranks that synchronise, the slowest
+   * one's compute time over the median GPU's, and the step time it adds (the
+   * step minus the step with every GPU at the median pace; 0 when not run). */
+  int64_t straggler_ranks;
+  double straggler_stretch;
+  double straggler_s;
   uint64_t events;        /* events processed (both runs) */
   int64_t nstages;
   px_sim_stage *stages;   /* (pp) */

@@ -11,6 +11,9 @@
 #include "core/fmt.h"
 #include "sim/sim.h"
 
+/* A sweep ranks plans by step time: the straggler's share (a third simulation) is not reported. */
+static const px_sim_opts sweep_sim_opts = {.skip_straggler = true};
+
 PX_NAME_TABLE(px_objective_names, PX_OBJ_COUNT, "throughput", "time", "cost", "memory");
 
 void px_sweep_opts_init(px_sweep_opts *o) {
@@ -381,7 +384,7 @@ static void evaluate(work *w, int64_t i) {
     return;
   }
   px_sim_result r;
-  if (px_sim_run(&plan, NULL, &r, &err)) {
+  if (px_sim_run(&plan, &sweep_sim_opts, &r, &err)) {
     w->state[i] = CAND_FAILED;
     pthread_mutex_lock(&w->lock);
     if (!w->first_err.msg[0]) w->first_err = err;
@@ -448,7 +451,7 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
     px_sim_result sr;
     px_err err = {0};
     if (px_plan_compile(&plan, m, c, &deeper, &err)) continue;
-    if (plan.fits && !px_sim_run(&plan, NULL, &sr, &err)) {
+    if (plan.fits && !px_sim_run(&plan, &sweep_sim_opts, &sr, &err)) {
       px_sim_result_free(&sr);
       if (sr.tokens_per_s > e->sim.tokens_per_s) {
         int64_t worst = px_plan_peak_stage(&plan);

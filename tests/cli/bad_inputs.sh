@@ -58,6 +58,10 @@ expect_refusal "--shard-group" "$px" plan -m llama2-7b -c dgx-a100 -g 16 -z 3 --
 # what-ifs: --set and --vary name the field and what was wrong
 expect_refusal "'gpu.hbm_gibb' is not a cluster field" "$px" plan -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gibb=141
 expect_refusal "field 'gpu.hbm_gib'" "$px" sim -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gib=-1
+expect_refusal "--jitter: -1 is out of range" "$px" sim -m tiny -c dgx-h100 -g 8 --jitter -1
+expect_refusal "--jitter: 'abc' is not a number" "$px" plan -m tiny -c dgx-h100 -g 8 --jitter abc
+expect_refusal "--jitter" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --jitter 0.9
+expect_refusal "field 'gpu.jitter'" "$px" sim -m tiny -c dgx-h100 -g 8 --set gpu.jitter=-0.01
 expect_refusal "expected FIELD=VALUE" "$px" plan -m tiny -c dgx-h100 -g 8 --set hbm
 expect_refusal "'torus' is not one of" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary inter_node.topology=fat_tree,torus
 expect_refusal "expected FIELD=V1,V2" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib

@@ -14,6 +14,26 @@ grep -q '"name": "layer_fwd mb 0 layer 0"' "$tmp/t.json" || fail "trace lacks th
 grep -q '"thread_name"' "$tmp/t.json" || fail "trace lacks stream names"
 tail -c 4 "$tmp/t.json" | grep -q ']}' || fail "trace not closed"
 "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -B 64 | grep -q "step time" || fail "human summary"
+# the straggler: --jitter F (and gpu.jitter, by --set or a saved plan's cluster) stretches the step by
+# the slowest of the job's GPUs, reported in JSON and the summary; --jitter 0 turns it off
+j0=$("$px" sim -m llama3-8b -c dgx-h100 -g 1024 -t 8 -p 2 -B 64 --jitter 0 --json) || fail "sim --jitter 0"
+j2=$("$px" sim -m llama3-8b -c dgx-h100 -g 1024 -t 8 -p 2 -B 64 --jitter 0.02 --save-plan "$tmp/j.json" --json) ||
+  fail "sim --jitter 0.02"
+jq -e '.straggler.jitter == 0 and .straggler.compute_stretch == 1 and .straggler.step_s == 0' <<<"$j0" >/dev/null ||
+  fail "--jitter 0: a straggler reported"
+# 1 + 0.02 x Phi^-1(1023.625 / 1024.25) = 1.06468135; step_s = the step less the --jitter 0 step
+jq -e --argjson t0 "$(jq .step_time_s <<<"$j0")" '.straggler.ranks == 1024 and
+  (.straggler.compute_stretch - 1.06468135 | fabs) < 1e-8 and (.step_time_s - $t0 - .straggler.step_s | fabs) < 1e-9 and
+  .straggler.step_s > 0' <<<"$j2" >/dev/null || fail "--jitter 0.02: straggler $(jq -c .straggler <<<"$j2")"
+[ "$("$px" sim --plan "$tmp/j.json" --json | jq .step_time_s)" = "$(jq .step_time_s <<<"$j2")" ] ||
+  fail "the saved plan lost its jitter"
+[ "$("$px" sim -m llama3-8b -c dgx-h100 -g 1024 -t 8 -p 2 -B 64 --set gpu.jitter=0.02 --json | jq .step_time_s)" = \
+  "$(jq .step_time_s <<<"$j2")" ] || fail "--set gpu.jitter differs from --jitter"
+"$px" sim -m llama3-8b -c dgx-h100 -g 1024 -t 8 -p 2 -B 64 --jitter 0.02 | grep -q "straggler  *slowest of 1024 GPUs" ||
+  fail "the summary does not mention the straggler"
+"$px" sim -m llama3-8b -c dgx-h100 -g 1024 -t 8 -p 2 -B 64 --jitter 0 | grep -q "straggler" &&
+  fail "the summary mentions a straggler at --jitter 0"
+
 # deterministic: the same input gives the same output
 a=$("$px" sim -m gpt3-175b -c dgx-a100 -g 1024 -t 8 -p 8 -B 1536 -r full --json | grep step_time_s)
 b=$("$px" sim -m gpt3-175b -c dgx-a100 -g 1024 -t 8 -p 8 -B 1536 -r full --json | grep step_time_s)
