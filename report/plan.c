@@ -41,9 +41,15 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
           p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
+  char prec[64];
+  if (p->precision == PX_PREC_FP8) /* the recipe and the dtype of everything but the fp8 GEMMs */
+    snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
+             px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0]);
+  else
+    snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
-          (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq,
-          px_precision_names[p->precision], px_recompute_names[p->recompute], px_attention_names[p->attention],
+          (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq, prec,
+          px_recompute_names[p->recompute], px_attention_names[p->attention],
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
   if (p->zero >= 2)
     fprintf(out, "  ZeRO-%d: gradients %s%s", p->zero,

@@ -81,4 +81,8 @@ a=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 -t 8 -p 2 -B 64 --json | jq .step_
 b=$("$px" sim -m llama3-70b -c "$tmp/measured.json" -g 64 -t 8 -p 2 -B 64 --json | jq .step_time_s)
 [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] || fail "sim on the imported cluster: step $b s, the preset's $a s"
 
+# an fp8 plan names its recipe and the dtype of everything but the fp8 GEMMs
+"$px" plan -m llama3-8b -c dgx-h100 -g 8 -t 8 -P fp8 --fp8-recipe current --fp8-base fp32 | grep -q "fp8 (current scaling, the rest fp32)" ||
+  fail "plan text lacks the fp8 recipe and base"
+
 finish
