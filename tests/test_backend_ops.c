@@ -1873,7 +1873,9 @@ static px_status plan_fp8_sized(px_fp8_recipe recipe, bool by16, px_plan *plan, 
   return px_plan_compile(plan, &m, &c, &p, err);
 }
 
-static px_status plan_fp8(px_fp8_recipe recipe, px_plan *plan, px_err *err) { return plan_fp8_sized(recipe, false, plan, err); }
+static px_status plan_fp8(px_fp8_recipe recipe, px_plan *plan, px_err *err) {
+  return plan_fp8_sized(recipe, false, plan, err);
+}
 
 /* The CAST op of plan that writes slot s. */
 static const px_op *cast_of(const px_plan *plan, int s) {

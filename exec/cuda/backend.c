@@ -1065,24 +1065,23 @@ static bool kernel_dtype(px_dtype dt) { return dt == PX_DTYPE_FP32 || dt == PX_D
  * multiple of 16 (cuBLASLt's fp8 kernels), casts of fp32 or bf16 tensors,
  * and the SP all-gather of codes under the cpu backend's own limits. */
 static px_support fp8_supports(const cuda *c, const px_plan *plan, const px_op *op, char *why, size_t cap) {
-  const char *kind = px_op_names[op->kind];
   const int64_t *d = op->dim;
   if (c->cc < 89)
     return refuse(why, cap, PX_SUPPORT_NO,
-                  "%s: precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
+                  "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
                   "Blackwell); GPU %d (%s) is %d.%d (hint: --precision bf16)",
-                  kind, c->device, c->gpu, c->cc / 10, c->cc % 10);
+                  c->device, c->gpu, c->cc / 10, c->cc % 10);
   if (plan->par.fp8_recipe == PX_FP8_BLOCKWISE)
     return refuse(why, cap, PX_SUPPORT_NO,
-                  "%s: fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
+                  "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
                   "the cuda backend does not drive cuBLASLt's block-scaling modes (CUDA 12.9+, "
                   "CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F) yet (hint: --fp8-recipe delayed or "
-                  "current)", kind);
+                  "current)");
   switch ((px_op_kind)op->kind) {
     case PX_OP_CAST: {
       px_dtype in = op->in[0].slot >= 0 ? (px_dtype)plan->slots[op->in[0].slot].dtype : plan->param_dtype;
       if (in != PX_DTYPE_FP32 && in != PX_DTYPE_BF16)
-        return refuse(why, cap, PX_SUPPORT_NO, "cast: no fp8 cast of %s tensors (fp32 and bf16)", px_dtype_names[in]);
+        return refuse(why, cap, PX_SUPPORT_NO, "no fp8 cast of %s tensors (fp32 and bf16)", px_dtype_names[in]);
       return PX_SUPPORT_YES;
     }
     case PX_OP_ALLGATHER:
@@ -1092,15 +1091,15 @@ static px_support fp8_supports(const cuda *c, const px_plan *plan, const px_op *
     case PX_OP_LINEAR_BWD_WEIGHT:
       if (op->flags & (PX_OPF_GELU | PX_OPF_DGELU))
         return refuse(why, cap, PX_SUPPORT_NO,
-                      "%s: a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: "
-                      "--gelu unfused)", kind);
+                      "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: "
+                      "--gelu unfused)");
       for (int i = 0; i < 6; i++)
         if (i != 1 && d[i] > 0 && d[i] % 16)
           return refuse(why, cap, PX_SUPPORT_NO,
-                        "%s: fp8 GEMM of %lld tokens, %lld inputs and outputs of %lld/%lld/%lld: cuBLASLt's fp8 "
+                        "fp8 GEMM of %lld tokens, %lld inputs and outputs of %lld/%lld/%lld: cuBLASLt's fp8 "
                         "kernels need every dimension a multiple of 16 (hint: --precision bf16, or a batch and "
                         "model whose sizes are)",
-                        kind, (long long)d[0], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5]);
+                        (long long)d[0], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5]);
       return PX_SUPPORT_YES;
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
@@ -1108,8 +1107,8 @@ static px_support fp8_supports(const cuda *c, const px_plan *plan, const px_op *
       return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
     default:
       return refuse(why, cap, PX_SUPPORT_NO,
-                    "%s: an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
-                    "linear layers' GEMMs and the SP all-gather of codes)", kind);
+                    "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
+                    "linear layers' GEMMs and the SP all-gather of codes)");
   }
 }
 

@@ -105,8 +105,8 @@ static uint64_t plan_hits, plan_misses;
 
 static bool same_key(const plan_key *x, const plan_key *y) {
   return x->handle == y->handle && x->m == y->m && x->n == y->n && x->k == y->k && x->trans_a == y->trans_a &&
-         x->trans_b == y->trans_b && x->bias == y->bias && x->epi == y->epi && x->ab == y->ab && x->c == y->c && x->f8 == y->f8 &&
-         x->al_a == y->al_a && x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
+         x->trans_b == y->trans_b && x->bias == y->bias && x->epi == y->epi && x->ab == y->ab && x->c == y->c &&
+         x->f8 == y->f8 && x->al_a == y->al_a && x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
          x->al_aux == y->al_aux && x->workspace_bytes == y->workspace_bytes;
 }
 

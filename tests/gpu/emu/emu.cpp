@@ -651,11 +651,15 @@ static cublasStatus_t check_fp8(const emu_desc *d, const emu_layout *a, const em
     fprintf(stderr, "emu cuBLASLt: fp8 on a device of compute capability %d.%d (fp8 needs 8.9)\n", major, minor);
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  if (!is_fp8(a->type) || !is_fp8(b->type)) LT_FAIL("fp8 with a non-fp8 operand (A %d, B %d)", (int)a->type, (int)b->type);
+  if (!is_fp8(a->type) || !is_fp8(b->type))
+    LT_FAIL("fp8 with a non-fp8 operand (A %d, B %d)", (int)a->type, (int)b->type);
   if (a->type == CUDA_R_8F_E5M2 && b->type == CUDA_R_8F_E5M2) LT_FAIL("fp8: E5M2 x E5M2 has no kernel");
-  if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F) LT_FAIL("fp8: compute %d, scale type %d", (int)d->compute, (int)d->scale);
-  if (d->transa != CUBLAS_OP_T || d->transb != CUBLAS_OP_N) LT_FAIL("fp8: layout %s%s, not TN", d->transa == CUBLAS_OP_T ? "T" : "N", d->transb == CUBLAS_OP_T ? "T" : "N");
-  if (dl->type != CUDA_R_32F && dl->type != CUDA_R_16BF && dl->type != CUDA_R_16F) LT_FAIL("fp8: D of type %d not modelled", (int)dl->type);
+  if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F)
+    LT_FAIL("fp8: compute %d, scale type %d", (int)d->compute, (int)d->scale);
+  if (d->transa != CUBLAS_OP_T || d->transb != CUBLAS_OP_N)
+    LT_FAIL("fp8: layout %s%s, not TN", d->transa == CUBLAS_OP_T ? "T" : "N", d->transb == CUBLAS_OP_T ? "T" : "N");
+  if (dl->type != CUDA_R_32F && dl->type != CUDA_R_16BF && dl->type != CUDA_R_16F)
+    LT_FAIL("fp8: D of type %d not modelled", (int)dl->type);
   if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) LT_FAIL("fp8: epilogue %u not modelled", d->epilogue);
   if (a->ld % 16 || b->ld % 16 || (dl->ld * (int64_t)type_bytes(dl->type)) % 16)
     LT_FAIL("fp8: leading dimensions %lld, %lld, %lld are not multiples of 16 bytes", (long long)a->ld, (long long)b->ld,
@@ -759,7 +763,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
   if (!algo) LT_FAIL("no algorithm");
   const void *ptrs[4] = {A, B, C, D};
   for (int i = 0; i < 4; i++)
-    if (is_fp8(a->type) && (uintptr_t)ptrs[i] % 16 != 0) LT_FAIL("fp8: matrix %c at %p is not 16-byte aligned", "ABCD"[i], ptrs[i]);
+    if (is_fp8(a->type) && (uintptr_t)ptrs[i] % 16 != 0)
+      LT_FAIL("fp8: matrix %c at %p is not 16-byte aligned", "ABCD"[i], ptrs[i]);
   for (int i = 0; i < 4; i++)
     if ((uintptr_t)ptrs[i] % algo->data[i] != 0)
       LT_FAIL("matrix %c at %p is less aligned than the %llu bytes the algorithm was chosen for", "ABCD"[i], ptrs[i],
