@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: install what is missing, configure with the
 # CUDA backend required, build, and run the GPU-labelled tests: every CUDA
-# kernel against its CPU twin (tests/gpu/test_cuda_kernels.c) and the CUDA
-# backend against the CPU backend end to end (tests/gpu/exec.sh).
+# kernel against its CPU twin (tests/gpu/test_cuda_kernels.c, the fp8 casts and
+# cuBLASLt fp8 GEMM included) and the CUDA backend against the CPU backend end
+# to end (tests/gpu/exec.sh: fp32, bf16, fp16 and fp8; on a GPU without fp8,
+# such as an A100, the fp8 runs are replaced by the check that they are refused).
 #   scripts/gpu-tests.sh [build-dir]        (default: build-gpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1853,13 +1853,15 @@ static int f8_code(double v, bool e5) {
 
 /* A one-layer tiny-gpt whose hidden size (136) spans a 128-wide tile and a short one, in fp8 with an fp32
  * base (what run --backend cpu plans), on a GPU with fp8. */
-static px_status plan_fp8(px_fp8_recipe recipe, px_plan *plan, px_err *err) {
+static px_status plan_fp8_sized(px_fp8_recipe recipe, bool by16, px_plan *plan, px_err *err) {
   px_model m;
   px_cluster c;
   px_status st = px_model_load("tiny-gpt", &m, err);
   if (st) return st;
   m.layers = 1, m.hidden = 136, m.heads = 4, m.kv_heads = 4, m.head_dim = 34, m.ffn_hidden = 272, m.vocab = 37;
   m.seq_len = 5, m.max_positions = 8, m.dropout = 0;
+  if (by16) /* every GEMM dimension a multiple of 16, as cuBLASLt's fp8 kernels want (tokens: 2 x 8) */
+    m.hidden = 128, m.head_dim = 32, m.ffn_hidden = 256, m.seq_len = 8;
   if ((st = px_model_validate(&m, "fp8", err)) || (st = px_cluster_load("dgx-h100", &c, err)) ||
       (st = px_cluster_set_size(&c, 1, 0, err)))
     return st;
@@ -1869,6 +1871,10 @@ static px_status plan_fp8(px_fp8_recipe recipe, px_plan *plan, px_err *err) {
   p.fp8_base = PX_FP8_BASE_FP32;
   px_parallel_resolve(&p, &m, &c);
   return px_plan_compile(plan, &m, &c, &p, err);
+}
+
+static px_status plan_fp8(px_fp8_recipe recipe, px_plan *plan, px_err *err) {
+  return plan_fp8_sized(recipe, false, plan, err);
 }
 
 /* The CAST op of plan that writes slot s. */
@@ -2027,11 +2033,104 @@ static void test_fp8(void) {
     CU_ASSERT(ran >= 12); /* qkv, proj, fc1, fc2: forward, data and weight gradients */
     if (r == PX_FP8_DELAYED) fp8_delayed(&plan);
     if (!r && ran) ref_ok[PX_OP_CAST]++;
-    /* any other backend: refuses the plan, naming fp8 */
+    /* any other backend: refuses the plan, naming fp8 (cuda: blockwise, and GEMM sizes that are not multiples of 16) */
     for (int bi = 1; bi < nbackends; bi++) {
       CU_ASSERT_EQUAL(px_support_check(backends[bi].be, &plan, &err), PX_ERR_INPUT);
       CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "fp8"));
     }
+    px_plan_free(&plan);
+  }
+  px_tfree();
+}
+
+/* The cuda backend's fp8 path against the cpu backend's emulation, op for op, on a layer whose GEMM sizes
+ * are multiples of 16 (fp32 base, per-tensor recipes): each cast's codes bit for bit (the same amax, scale and
+ * rounding; delayed scaling's histories kept alike), then each fp8 GEMM (forward, data and weight gradients)
+ * on those codes within RED (fp32 sums in another order, the dequantization factors applied after the sum).
+ * Blockwise scales: refused, naming the recipe. */
+static int fp8_cuda_casts; /* casts the cuda backend ran and matched */
+
+static void test_fp8_cuda(void) {
+  int bi = 1;
+  while (bi < nbackends && strcmp(backends[bi].name, "cuda")) bi++;
+  if (bi == nbackends) return;
+  px_backend *cpu = backends[0].be, *gpu = backends[bi].be;
+  px_err err = {0};
+  for (int r = 0; r < PX_FP8_RECIPE_COUNT; r++) {
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(plan_fp8_sized((px_fp8_recipe)r, true, &plan, &err), PX_OK);
+    if (r == PX_FP8_BLOCKWISE) {
+      CU_ASSERT_EQUAL(px_support_check(gpu, &plan, &err), PX_ERR_INPUT);
+      CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "blockwise"));
+      px_plan_free(&plan);
+      continue;
+    }
+    CU_ASSERT_EQUAL(px_support_check(gpu, &plan, &err), PX_OK);
+    int ran = 0;
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+      for (int32_t i = 0; i < plan.blocks[k].nops; i++) {
+        const px_op *o = &plan.blocks[k].ops[i];
+        if (!(o->flags & PX_OPF_FP8) || px_op_family_of((px_op_kind)o->kind) != PX_FAM_GEMM) continue;
+        px_exec_op ec = {.plan = &plan, .op = o, .layer = 0, .step = 5}, eg = ec;
+        bool ok = true;
+        for (int j = 0; j < PX_OP_INS && ok; j++) {
+          if (o->in[j].slot < 0) continue;
+          const px_slot *sl = &plan.slots[o->in[j].slot];
+          int64_t n = (int64_t)sl->elems;
+          float *x = px_trand(n, -1, 1);
+          void *dx = dev_of(gpu, x, n, PX_DTYPE_FP32, &err);
+          CU_ASSERT_PTR_NOT_NULL_FATAL(dx);
+          if (sl->dtype != PX_DTYPE_FP8) {
+            ec.in[j] = x, eg.in[j] = dx;
+            continue;
+          }
+          const px_op *c = cast_of(&plan, o->in[j].slot);
+          CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+          uint8_t *q = px_talloc((size_t)n), *got = px_talloc((size_t)n);
+          void *dq = NULL;
+          CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, false, PX_POOL_STEP, &dq, &err), PX_OK);
+          px_exec_op cc = {.plan = &plan, .op = c, .layer = 0, .step = 5}, cg = cc;
+          cc.in[0] = x, cc.out[0] = q, cg.in[0] = dx, cg.out[0] = dq;
+          CU_ASSERT_EQUAL_FATAL(cpu->op(cpu, &cc, &err), PX_OK);
+          if (gpu->op(gpu, &cg, &err) || gpu->sync(gpu, &err) || gpu->download(gpu, got, dq, (uint64_t)n, &err)) {
+            fprintf(stderr, "\n  FAIL cuda cast %s: %s\n", sl->name, err.msg);
+            ok = false;
+            break;
+          }
+          int64_t bad = 0;
+          for (int64_t t = 0; t < n; t++) bad += got[t] != q[t];
+          if (bad) fprintf(stderr, "\n  FAIL cuda cast %s (%s): %lld codes differ from the cpu backend's\n", sl->name,
+                           px_fp8_recipe_names[r], (long long)bad);
+          ok &= bad == 0;
+          fp8_cuda_casts += bad == 0;
+          ec.in[j] = q, eg.in[j] = dq;
+        }
+        float *want[PX_OP_OUTS] = {0};
+        for (int j = 0; j < PX_OP_OUTS && ok; j++)
+          if (o->out[j].slot >= 0) { /* zeroed: the gradients accumulate */
+            int64_t n = (int64_t)plan.slots[o->out[j].slot].elems;
+            ec.out[j] = want[j] = px_tfloats(n);
+            eg.out[j] = dev_of(gpu, want[j], n, PX_DTYPE_FP32, &err);
+          }
+        if (ok) CU_ASSERT_EQUAL_FATAL(cpu->op(cpu, &ec, &err), PX_OK);
+        if (ok && gpu->op(gpu, &eg, &err)) {
+          fprintf(stderr, "\n  FAIL cuda %s: %s\n", px_op_names[o->kind], err.msg);
+          ok = false;
+        }
+        for (int j = 0; j < PX_OP_OUTS && ok; j++)
+          if (want[j]) {
+            int64_t n = (int64_t)plan.slots[o->out[j].slot].elems;
+            float *got = host_of(gpu, eg.out[j], n, PX_DTYPE_FP32, &err);
+            double *w = px_talloc((size_t)n * sizeof *w);
+            for (int64_t q = 0; q < n; q++) w[q] = want[j][q];
+            char label[96];
+            snprintf(label, sizeof label, "cuda fp8 %s %s out[%d]", px_fp8_recipe_names[r], px_op_names[o->kind], j);
+            ok &= got && close_enough(label, got, w, n, RED);
+          }
+        CU_ASSERT(ok);
+        ran += ok;
+      }
+    CU_ASSERT(ran >= 12); /* qkv, proj, fc1, fc2: forward, data and weight gradients */
     px_plan_free(&plan);
   }
   px_tfree();
@@ -2100,6 +2199,11 @@ static void test_every_kind_tested(void) {
       for (int i = 0; i < PX_OP_OUTS; i++) op.out[i].slot = -1;
       for (int i = 0; i < PX_OP_INS; i++) op.in[i].slot = -1;
       for (int bi = 1; bi < nbackends; bi++) {
+        if (!strcmp(backends[bi].name, "cuda")) { /* the cuda backend casts: test_fp8_cuda ran them */
+          if (!fp8_cuda_casts) fprintf(stderr, "\n  FAIL op kind cast never ran (and matched) on the cuda backend\n");
+          CU_ASSERT(fp8_cuda_casts > 0);
+          continue;
+        }
         char why[256] = "";
         CU_ASSERT_EQUAL(px_support_op(backends[bi].be, &comm_plan[0], &op, why, sizeof why), PX_SUPPORT_NO);
         CU_ASSERT_PTR_NOT_NULL(strstr(why, "fp8"));
@@ -2172,6 +2276,7 @@ int main(int argc, char **argv) {
       {"collectives and p2p through the backend entries", test_collectives},
       {"supports_op, and the walk of a plan refusing what a backend cannot run", test_support_walk},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
+      {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
       {"every op kind has a test", test_every_kind_tested},
   };
   static const px_test coll[] = {{"collectives and p2p through the backend entries", test_collectives}};

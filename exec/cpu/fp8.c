@@ -146,13 +146,40 @@ px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px
   px_status st = PX_OK;
   if (p->par.tp > 1) st = be->allreduce(be, PX_GROUP_TP, &amax, 1, PX_DTYPE_FP32, PX_RED_MAX, err);
   if (!st && p->par.ep > 1) st = be->allreduce(be, PX_GROUP_EP, &amax, 1, PX_DTYPE_FP32, PX_RED_MAX, err);
+  if (!st) st = px_cpu_fp8_cast_scale(s, e, amax, f, &k.scale, err);
   if (st) return st;
-  if (p->par.fp8_recipe == PX_FP8_CURRENT)
-    k.scale = px_k_fp8_scale(amax, f);
-  else if ((st = delayed_scale(s, o->out[0].slot, e->layer + o->out[0].layer_off, e->step, amax, f, &k.scale, err)))
-    return st;
   px_k_fp8_quantize(q, x, n, k.scale, f);
   return record(s, k, err);
+}
+
+px_status px_cpu_fp8_cast_scale(px_cpu_fp8 *s, const px_exec_op *e, float amax, px_fp8_format f, float *scale,
+                                px_err *err) {
+  const px_op *o = e->op;
+  if (e->plan->par.fp8_recipe == PX_FP8_CURRENT) {
+    *scale = px_k_fp8_scale(amax, f);
+    return PX_OK;
+  }
+  return delayed_scale(s, o->out[0].slot, e->layer + o->out[0].layer_off, e->step, amax, f, scale, err);
+}
+
+px_status px_cpu_fp8_weight_scale(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, float amax, float *scale,
+                                  px_err *err) {
+  *scale = px_k_fp8_scale(amax, PX_FP8_E4M3);
+  if (e->plan->par.fp8_recipe == PX_FP8_DELAYED)
+    return delayed_scale(s, ws, e->layer, e->step, amax, PX_FP8_E4M3, scale, err);
+  return PX_OK;
+}
+
+px_status px_cpu_fp8_note(px_cpu_fp8 *s, const void *p, uint64_t n, px_fp8_format f, float scale, px_err *err) {
+  codes k = {.p = p, .n = n, .cols = 1, .fmt = f, .scale = scale};
+  return record(s, k, err);
+}
+
+bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_format *f) {
+  const codes *k = find(s, p);
+  if (!k || k->scales) return false;
+  *scale = k->scale, *f = k->fmt;
+  return true;
 }
 
 /* The weight operand w (slot ws) of an fp8 GEMM quantized and decoded into y: El matrices of (n, k). */
@@ -162,10 +189,8 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
     for (int64_t x = 0; x < El; x++) px_k_fp8_roundtrip_blocks(y + x * n * k, w + x * n * k, n, k, PX_FP8_BLOCK, PX_FP8_E4M3);
     return PX_OK;
   }
-  float amax = px_k_fp8_amax(w, El * n * k), scale = px_k_fp8_scale(amax, PX_FP8_E4M3);
-  px_status st = PX_OK;
-  if (e->plan->par.fp8_recipe == PX_FP8_DELAYED)
-    st = delayed_scale(s, ws, e->layer, e->step, amax, PX_FP8_E4M3, &scale, err);
+  float amax = px_k_fp8_amax(w, El * n * k), scale;
+  px_status st = px_cpu_fp8_weight_scale(s, e, ws, amax, &scale, err);
   if (!st) px_k_fp8_roundtrip(y, w, El * n * k, scale, PX_FP8_E4M3);
   return st;
 }

@@ -7,6 +7,7 @@
 #define PX_EXEC_CPU_FP8_H
 
 #include "exec/backend.h"
+#include "kernels/cpu/fp8.h"
 
 typedef struct px_cpu_fp8 px_cpu_fp8;
 
@@ -32,6 +33,22 @@ px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint6
 
 /* Drops the scales of codes in [p, p + bytes) (released memory). */
 void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes);
+
+/* The bookkeeping the cuda backend shares (its codes on the device, their
+ * scales here, so that both backends scale alike, op for op). */
+
+/* The per-tensor scale of CAST op e (format f) whose input's amax, reduced
+ * as px_cpu_fp8_cast reduces it, is amax: current scaling's, or delayed
+ * scaling's from the history of (its output slot, layer). */
+px_status px_cpu_fp8_cast_scale(px_cpu_fp8 *s, const px_exec_op *e, float amax, px_fp8_format f, float *scale,
+                                px_err *err);
+/* The E4M3 scale of fp8 GEMM e's weight (slot ws) whose amax is amax. */
+px_status px_cpu_fp8_weight_scale(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, float amax, float *scale,
+                                  px_err *err);
+/* Notes that the n codes at p (format f) were made with one scale. */
+px_status px_cpu_fp8_note(px_cpu_fp8 *s, const void *p, uint64_t n, px_fp8_format f, float scale, px_err *err);
+/* The per-tensor scale and format of the codes at p; false when none was noted (or they are blockwise). */
+bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_format *f);
 
 /* Whether the cpu backend runs fp8 op `op` (a CAST, an fp8 GEMM, or a
  * collective of fp8 codes); why says what it does not. */

@@ -27,6 +27,7 @@
 
 #include "core/clock.h"
 #include "exec/arena.h"
+#include "exec/cpu/fp8.h"
 #include "exec/support.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/adamw.h"
@@ -34,6 +35,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embed.h"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
@@ -88,6 +90,9 @@ typedef struct {
   cudaEvent_t pinned_read;           /* recorded after the last copy out of pinned */
   float *ones;                       /* (nones) device: 1.0f, the loss backward's row sums */
   int64_t nones;
+  int cc;                            /* the device's compute capability, major * 10 + minor (fp8 needs 89) */
+  char gpu[256];                     /* its name (cudaDeviceProp.name) */
+  px_cpu_fp8 *f8;                    /* the scales of the fp8 codes written, the amax histories (host side) */
 } cuda;
 
 static cudaStream_t stream_of(const cuda *c) { return c->streams[c->cur]; }
@@ -344,6 +349,7 @@ static void cu_release(px_backend *b, void *p, uint64_t bytes) {
   int i = 0;
   while (i < c->narenas && !((char *)p >= c->arenas[i].base && (char *)p < c->arenas[i].base + c->arenas[i].a.size)) i++;
   if (i == c->narenas) return;
+  px_cpu_fp8_forget(c->f8, p, bytes);
   mark(c, p, 0, bytes);
   uint64_t tag[PX_ARENA_TAGS] = {0}, m = c->cur == COMPUTE ? 0 : record_mark(c);
   if (m) tag[m % NSTREAMS - 1] = m / NSTREAMS;
@@ -854,9 +860,187 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   }
 }
 
+/* ---- fp8 ----
+ * The cpu backend's recipe (exec/cpu/fp8.h), op for op: a CAST quantizes
+ * with the per-tensor scale of current or delayed scaling, from the amax
+ * reduced (max) over the TP and EP groups; the scales and amax histories are
+ * kept on the host by the same bookkeeping as the cpu backend's (so both
+ * scale alike), which costs a device-to-host copy of each amax (a
+ * synchronization per cast and per fp8 weight: correct, not fast; device-side
+ * scales are what a tuned version would keep). fp8 GEMMs run in cuBLASLt on
+ * the codes (E4M3 forward, E5M2 output gradients), the scales' inverses
+ * passed as its A/B scale pointers, fp32 accumulation, output in the base
+ * dtype; cuBLASLt's fp8 kernels take K-major operands only (the "TN"
+ * layout on Ada and Hopper), so the data gradient reads the weight's codes
+ * transposed and the weight gradient both operands transposed, made here in
+ * scratch (the plan counts the transposed copies but no op makes them).
+ * Weights are quantized at use (E4M3, their own current or delayed scale),
+ * as on the cpu backend. */
+
+/* The largest |x| of n elements of dtype dt, on the host (waits for the stream). */
+static px_status fp8_amax(px_backend *be, const void *x, px_dtype dt, int64_t n, float *amax, px_err *err) {
+  cuda *c = be->impl;
+  float *dev = NULL;
+  px_status st = scratch(c, sizeof *dev, (void **)&dev, err);
+  if (!st) st = kc(px_kc_fp8_amax(dev, x, dt, n, stream_of(c)), err);
+  if (!st) st = be->download(be, amax, dev, sizeof *amax, err);
+  return st;
+}
+
+/* The amax shared by the ranks that may exchange the codes (TE's amax reduction; the cpu backend's). */
+static px_status fp8_amax_reduce(cuda *c, const px_plan *p, float *amax, px_err *err) {
+  px_status st = PX_OK;
+  px_group groups[2] = {PX_GROUP_TP, PX_GROUP_EP};
+  int64_t sizes[2] = {p->par.tp, p->par.ep};
+  for (int i = 0; i < 2 && !st; i++)
+    if (sizes[i] > 1)
+      st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, amax, 1, MPI_FLOAT, MPI_MAX, px_comm_of(c->comm, groups[i])),
+                         "MPI_Allreduce (fp8 amax)", err);
+  return st;
+}
+
+/* A CAST: in[0] (fp32 or bf16) into out[0]'s codes, E5M2 with PX_OPF_E5M2, else E4M3. Without an output
+ * (the weights' cached copies) nothing: the GEMMs quantize weights at use, as on the cpu backend. */
+static px_status fp8_cast(px_backend *be, const px_exec_op *e, px_err *err) {
+  cuda *c = be->impl;
+  const px_op *o = e->op;
+  if (!e->out[0]) return PX_OK;
+  px_dtype dt = operand_dtype(e, o->in[0]);
+  int64_t n = o->dim[0];
+  px_fp8_format f = (o->flags & PX_OPF_E5M2) ? PX_FP8_E5M2 : PX_FP8_E4M3;
+  float amax = 0.0f, scale = 1.0f;
+  px_status st = fp8_amax(be, e->in[0], dt, n, &amax, err);
+  if (!st) st = fp8_amax_reduce(c, e->plan, &amax, err);
+  if (!st) st = px_cpu_fp8_cast_scale(c->f8, e, amax, f, &scale, err);
+  if (!st) st = kc(px_kc_fp8_quantize(e->out[0], e->in[0], dt, n, scale, f == PX_FP8_E5M2, stream_of(c)), err);
+  if (!st) st = px_cpu_fp8_note(c->f8, e->out[0], (uint64_t)n, f, scale, err);
+  return st;
+}
+
+/* The scale and format of fp8 input j (codes a cast or a collective wrote). */
+static px_status fp8_input(cuda *c, const px_exec_op *e, int j, float *scale, bool *e5m2, px_err *err) {
+  px_fp8_format f;
+  if (!px_cpu_fp8_scale_of(c->f8, e->in[j], scale, &f))
+    return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s reads fp8 %s, which no cast or collective wrote with "
+                      "its scale", px_op_names[e->op->kind], e->plan->slots[e->op->in[j].slot].name);
+  *e5m2 = f == PX_FP8_E5M2;
+  return PX_OK;
+}
+
+/* The GEMM's weight in[j] ((rows, k), the parameters' dtype) as E4M3 codes in scratch, and its scale. */
+static px_status fp8_weight(px_backend *be, const px_exec_op *e, int j, int64_t rows, int64_t k, uint8_t **q,
+                            float *scale, px_err *err) {
+  cuda *c = be->impl;
+  px_dtype dt = operand_dtype(e, e->op->in[j]);
+  float amax = 0.0f;
+  px_status st = fp8_amax(be, e->in[j], dt, rows * k, &amax, err);
+  if (!st) st = px_cpu_fp8_weight_scale(c->f8, e, e->op->in[j].slot, amax, scale, err);
+  if (!st) st = scratch(c, (uint64_t)(rows * k), (void **)q, err);
+  if (!st) st = kc(px_kc_fp8_quantize(*q, e->in[j], dt, rows * k, *scale, false, stream_of(c)), err);
+  return st;
+}
+
+/* The dequantization factors 1 / sa and 1 / sb on the device (cuBLASLt's scale pointers). */
+static px_status fp8_factors(px_backend *be, float sa, float sb, float **dev, px_err *err) {
+  float h[2] = {1.0f / sa, 1.0f / sb};
+  px_status st = scratch(be->impl, sizeof h, (void **)dev, err);
+  if (!st) st = be->upload(be, *dev, h, sizeof h, err);
+  return st;
+}
+
+/* (rows, cols) codes transposed into scratch. */
+static px_status fp8_transposed(cuda *c, const void *q, int64_t rows, int64_t cols, uint8_t **out, px_err *err) {
+  px_status st = scratch(c, (uint64_t)(rows * cols), (void **)out, err);
+  if (!st) st = kc(px_kc_fp8_transpose(*out, q, rows, cols, stream_of(c)), err);
+  return st;
+}
+
+/* The linear layer's fp8 GEMMs (the sections of a fused QKV or gate/up
+ * weight one by one, dims as in op_dispatch): forward out_i = x W_i^T (+ b),
+ * data gradient dx += dy_i W_i, weight gradient dW_i += dy_i^T x (+ db: the
+ * column sums of dy_i's values). */
+static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
+  cuda *c = be->impl;
+  cudaStream_t s = stream_of(c);
+  const px_op *o = e->op;
+  const int64_t *d = o->dim;
+  int64_t N = d[0], K = d[2];
+  px_status st = PX_OK;
+  float sw = 1.0f, sx = 1.0f, *f = NULL;
+  bool xe5 = false;
+  uint8_t *qw = NULL;
+  switch ((px_op_kind)o->kind) {
+    case PX_OP_LINEAR: {
+      px_dtype dt = operand_dtype(e, o->out[0]);
+      uint64_t el = px_dtype_bytes(dt);
+      if ((st = fp8_input(c, e, 0, &sx, &xe5, err)) || (st = fp8_weight(be, e, 1, d[1], K, &qw, &sw, err)) ||
+          (st = fp8_factors(be, sx, sw, &f, err)))
+        return st;
+      for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
+        st = kc(px_kc_gemm_fp8(c->lt, e->out[i], e->in[0], qw + off * K, f, f + 1, N, d[3 + i], K, xe5, false, 1.0f,
+                               0.0f, dt, c->workspace, WORKSPACE_BYTES, s),
+                err);
+        if (!st && e->in[2]) /* the bias after the product (cuBLASLt's fp8 bias epilogue wants a bf16 bias) */
+          st = kc(BY_DT(dt, px_kc_add_bias, e->out[i], (const void *)((const char *)e->in[2] + (uint64_t)off * el), N,
+                        d[3 + i], s),
+                  err);
+      }
+      return st;
+    }
+    case PX_OP_LINEAR_BWD_DATA: {
+      px_dtype dt = operand_dtype(e, o->out[0]);
+      if ((st = fp8_weight(be, e, 3, d[1], K, &qw, &sw, err))) return st;
+      for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
+        float sy = 1.0f;
+        bool ye5 = false;
+        uint8_t *wt = NULL; /* W_i^T: (K, n_i) */
+        if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sw, &f, err)) ||
+            (st = fp8_transposed(c, qw + off * K, d[3 + i], K, &wt, err)))
+          return st;
+        st = kc(px_kc_gemm_fp8(c->lt, e->out[0], e->in[i], wt, f, f + 1, N, K, d[3 + i], ye5, false, 1.0f, 1.0f, dt,
+                               c->workspace, WORKSPACE_BYTES, s),
+                err);
+      }
+      return st;
+    }
+    case PX_OP_LINEAR_BWD_WEIGHT: {
+      px_dtype gt = operand_dtype(e, o->out[0]);
+      uint64_t gel = px_dtype_bytes(gt);
+      uint8_t *xt = NULL; /* x^T: (K, N) */
+      if ((st = fp8_input(c, e, 3, &sx, &xe5, err)) || (st = fp8_transposed(c, e->in[3], N, K, &xt, err))) return st;
+      for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
+        float sy = 1.0f;
+        bool ye5 = false;
+        uint8_t *dyt = NULL; /* dy_i^T: (n_i, N) */
+        if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sx, &f, err)) ||
+            (st = fp8_transposed(c, e->in[i], N, d[3 + i], &dyt, err)))
+          return st;
+        st = kc(px_kc_gemm_fp8(c->lt, (char *)e->out[0] + (uint64_t)(off * K) * gel, dyt, xt, f, f + 1, d[3 + i], K, N,
+                               ye5, xe5, 1.0f, 1.0f, gt, c->workspace, WORKSPACE_BYTES, s),
+                err);
+        if (!st && e->out[1]) { /* db_i += column sums of dy_i's values */
+          px_dtype bt = operand_dtype(e, o->out[1]);
+          void *dy = NULL;
+          st = scratch(c, (uint64_t)(N * d[3 + i]) * px_dtype_bytes(bt), &dy, err);
+          if (!st) st = kc(px_kc_fp8_dequantize(dy, e->in[i], bt, N * d[3 + i], sy, ye5, s), err);
+          if (!st)
+            st = kc(px_kc_linear_bwd(c->lt, NULL, NULL, (char *)e->out[1] + (uint64_t)off * px_dtype_bytes(bt), dy,
+                                     NULL, NULL, N, K, d[3 + i], bt, c->workspace, WORKSPACE_BYTES, s),
+                    err);
+        }
+      }
+      return st;
+    }
+    default:
+      return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s has no fp8 kernel", px_op_names[o->kind]);
+  }
+}
+
 static px_status cu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   cuda *c = be->impl;
   scratch_reset(c);
+  if (e->op->kind == PX_OP_CAST) return fp8_cast(be, e, err);
+  if (e->op->flags & PX_OPF_FP8) return fp8_gemm(be, e, err);
   return op_dispatch(be, e, e->plan->act_dtype, err);
 }
 
@@ -873,6 +1057,60 @@ static px_support refuse(char *why, size_t cap, px_support verdict, const char *
 }
 
 static bool kernel_dtype(px_dtype dt) { return dt == PX_DTYPE_FP32 || dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16; }
+
+/* What the fp8 path (fp8_cast, fp8_gemm, the all-gather of codes) runs: on
+ * a GPU with fp8 tensor cores (compute capability 8.9: Ada, Hopper,
+ * Blackwell; an A100 is 8.0), per-tensor scales (current or delayed), the
+ * linear layers' GEMMs (no fused GELU epilogue) with every dimension a
+ * multiple of 16 (cuBLASLt's fp8 kernels), casts of fp32 or bf16 tensors,
+ * and the SP all-gather of codes under the cpu backend's own limits. */
+static px_support fp8_supports(const cuda *c, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+  const int64_t *d = op->dim;
+  if (c->cc < 89)
+    return refuse(why, cap, PX_SUPPORT_NO,
+                  "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
+                  "Blackwell); GPU %d (%s) is %d.%d (hint: --precision bf16)",
+                  c->device, c->gpu, c->cc / 10, c->cc % 10);
+  if (plan->par.fp8_recipe == PX_FP8_BLOCKWISE)
+    return refuse(why, cap, PX_SUPPORT_NO,
+                  "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
+                  "the cuda backend does not drive cuBLASLt's block-scaling modes (CUDA 12.9+, "
+                  "CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F) yet (hint: --fp8-recipe delayed or "
+                  "current)");
+  switch ((px_op_kind)op->kind) {
+    case PX_OP_CAST: {
+      px_dtype in = op->in[0].slot >= 0 ? (px_dtype)plan->slots[op->in[0].slot].dtype : plan->param_dtype;
+      if (in != PX_DTYPE_FP32 && in != PX_DTYPE_BF16)
+        return refuse(why, cap, PX_SUPPORT_NO, "no fp8 cast of %s tensors (fp32 and bf16)", px_dtype_names[in]);
+      return PX_SUPPORT_YES;
+    }
+    case PX_OP_ALLGATHER:
+      return px_cpu_fp8_supports(plan, op, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO; /* the same scales' rules */
+    case PX_OP_LINEAR:
+    case PX_OP_LINEAR_BWD_DATA:
+    case PX_OP_LINEAR_BWD_WEIGHT:
+      if (op->flags & (PX_OPF_GELU | PX_OPF_DGELU))
+        return refuse(why, cap, PX_SUPPORT_NO,
+                      "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: "
+                      "--gelu unfused)");
+      for (int i = 0; i < 6; i++)
+        if (i != 1 && d[i] > 0 && d[i] % 16)
+          return refuse(why, cap, PX_SUPPORT_NO,
+                        "fp8 GEMM of %lld tokens, %lld inputs and outputs of %lld/%lld/%lld: cuBLASLt's fp8 "
+                        "kernels need every dimension a multiple of 16 (hint: --precision bf16, or a batch and "
+                        "model whose sizes are)",
+                        (long long)d[0], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5]);
+      return PX_SUPPORT_YES;
+    case PX_OP_EXPERT_LINEAR:
+    case PX_OP_EXPERT_LINEAR_BWD_DATA:
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
+      return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
+    default:
+      return refuse(why, cap, PX_SUPPORT_NO,
+                    "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
+                    "linear layers' GEMMs and the SP all-gather of codes)");
+  }
+}
 
 /* What op_dispatch and the collectives do with each op, said up front:
  * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
@@ -897,9 +1135,12 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   const char *kind = px_op_names[op->kind];
   /* offload's host side: the interpreter's own code over uploads and downloads */
   if (px_op_on_host((px_op_kind)op->kind)) return PX_SUPPORT_YES;
-  if (px_support_fp8(plan, op))
-    return refuse(why, cap, PX_SUPPORT_NO, "%s: fp8 operands: the cuda backend has no fp8 kernels yet (precision fp8 is "
-                  "planned, simulated and emulated by --backend cpu; hint: --precision bf16)", kind);
+  if (px_support_fp8(plan, op)) {
+    px_support v = fp8_supports(c, plan, op, why, cap);
+    if (v != PX_SUPPORT_YES) return v;
+    if (dt == PX_DTYPE_FP8) /* a cast or a collective of codes */
+      return px_support_contract(plan, op, dt, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO;
+  }
   if (!kernel_dtype(dt))
     return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
   if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
@@ -982,7 +1223,7 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
 
 /* ---- collectives ---- */
 
-/* NCCL's and the MPI fallback's element types. */
+/* NCCL's and the MPI fallback's element types (fp8 codes: all-gathered as bytes). */
 static px_status coll_dtype(px_dtype dt, px_err *err) {
   if (kernel_dtype(dt)) return PX_OK;
   return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: no %s collectives (fp32, bf16 and fp16 only)",
@@ -991,6 +1232,7 @@ static px_status coll_dtype(px_dtype dt, px_err *err) {
 
 static ncclDataType_t nccl_type(px_dtype dt) {
   switch (dt) {
+    case PX_DTYPE_FP8: return ncclUint8;
     case PX_DTYPE_BF16: return ncclBfloat16;
     case PX_DTYPE_FP16: return ncclFloat16;
     default: return ncclFloat32;
@@ -1083,15 +1325,24 @@ static px_status cu_allgather(px_backend *be, px_group g, void *out, const void 
                               px_err *err) {
   cuda *c = be->impl;
   if (!count_in) return PX_OK;
-  if (coll_dtype(dt, err)) return PX_ERR_RUNTIME;
-  if (!c->nccl) return staged(be, STAGED_ALLGATHER, g, out, in, count_in, dt, PX_RED_SUM, err);
-  ncclComm_t nc;
-  px_status st = nccl_comm(c, g, &nc, err);
-  if (st) return st;
-  const void *send = in == out ? (const char *)out + (uint64_t)c->nc_rank[g] * count_in * px_dtype_bytes(dt) : in;
-  int from = tp_enter(c, g);
-  st = nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, stream_of(c)), "ncclAllGather", err);
-  return tp_leave(c, from, st, err);
+  if (dt != PX_DTYPE_FP8 && coll_dtype(dt, err)) return PX_ERR_RUNTIME;
+  px_status st = PX_OK;
+  if (!c->nccl) {
+    st = staged(be, STAGED_ALLGATHER, g, out, in, count_in, dt, PX_RED_SUM, err);
+  } else {
+    ncclComm_t nc;
+    if ((st = nccl_comm(c, g, &nc, err))) return st;
+    const void *send = in == out ? (const char *)out + (uint64_t)c->nc_rank[g] * count_in * px_dtype_bytes(dt) : in;
+    int from = tp_enter(c, g);
+    st = nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, stream_of(c)), "ncclAllGather", err);
+    st = tp_leave(c, from, st, err);
+  }
+  if (!st && dt == PX_DTYPE_FP8) { /* the codes keep their scale (shared over TP: the amax reduction) */
+    int n = 1;
+    MPI_Comm_size(px_comm_of(c->comm, g), &n);
+    st = px_cpu_fp8_moved(c->f8, out, in, count_in * (uint64_t)n, err);
+  }
+  return st;
 }
 
 static px_status cu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
@@ -1183,6 +1434,7 @@ static void cu_destroy(px_backend *b) {
     cudaFree(c->workspace);
     cudaFree(c->dsum);
     cudaFree(c->ones);
+    px_cpu_fp8_free(c->f8);
     for (int g = 0; g < PX_GROUP_COUNT; g++)
       if (c->nc[g]) ncclCommDestroy(c->nc[g]);
     if (c->lt) cublasLtDestroy(c->lt);
@@ -1264,6 +1516,13 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   c->nccl = !all[1] && !(mode && !strcmp(mode, "mpi"));
   c->timeout_s = limit && atof(limit) > 0 ? atof(limit) : 600.0;
   px_status st = cu_check(cudaSetDevice(c->device), "cudaSetDevice", err);
+  struct cudaDeviceProp prop;
+  if (!st) st = cu_check(cudaGetDeviceProperties(&prop, c->device), "cudaGetDeviceProperties", err);
+  if (!st) {
+    c->cc = prop.major * 10 + prop.minor;
+    snprintf(c->gpu, sizeof c->gpu, "%s", prop.name);
+  }
+  if (!st && !(c->f8 = px_cpu_fp8_new())) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   for (int s = 0; s < NSTREAMS && !st; s++)
     st = cu_check(cudaStreamCreateWithFlags(&c->streams[s], cudaStreamNonBlocking), "cudaStreamCreate", err);
   if (!st) st = cu_check(cudaEventCreateWithFlags(&c->switched, cudaEventDisableTiming), "cudaEventCreate", err);

@@ -84,6 +84,7 @@ typedef struct {
   bool trans_a, trans_b, bias;
   px_kc_epilogue epi;
   px_dtype ab, c;
+  int f8; /* fp8 operands: 0 none, else 1 + (A E5M2) + 2 (B E5M2) */
   uint32_t al_a, al_b, al_c, al_bias, al_aux;
   size_t workspace_bytes;
 } plan_key;
@@ -105,7 +106,7 @@ static uint64_t plan_hits, plan_misses;
 static bool same_key(const plan_key *x, const plan_key *y) {
   return x->handle == y->handle && x->m == y->m && x->n == y->n && x->k == y->k && x->trans_a == y->trans_a &&
          x->trans_b == y->trans_b && x->bias == y->bias && x->epi == y->epi && x->ab == y->ab && x->c == y->c &&
-         x->al_a == y->al_a && x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
+         x->f8 == y->f8 && x->al_a == y->al_a && x->al_b == y->al_b && x->al_c == y->al_c && x->al_bias == y->al_bias &&
          x->al_aux == y->al_aux && x->workspace_bytes == y->workspace_bytes;
 }
 
@@ -131,7 +132,8 @@ static cublasLtEpilogue_t epilogue_of(bool bias, px_kc_epilogue epi) {
  * bias and aux: this call's, set before the heuristic as cuBLASLt wants. With
  * a GELU epilogue the heuristic may find nothing: the plan is then made again
  * for the plain product, marked no_epilogue. */
-static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, const void *aux) {
+static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, const void *aux, const float *sa,
+                           const float *sb) {
   px_status st = PX_OK;
   cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t heur;
@@ -140,6 +142,12 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
   cudaDataType_t ab_type = key->ab == PX_DTYPE_BF16 ? CUDA_R_16BF : key->ab == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
   cudaDataType_t c_type = key->c == PX_DTYPE_BF16 ? CUDA_R_16BF : key->c == PX_DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
   cublasComputeType_t compute = key->ab == PX_DTYPE_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  /* fp8: cuBLAS's first operand is our B */
+  cudaDataType_t first_type = ab_type, second_type = ab_type;
+  if (key->f8) {
+    first_type = ((key->f8 - 1) & 2) ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+    second_type = ((key->f8 - 1) & 1) ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+  }
   cublasOperation_t op_first = key->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLAS's A is our B */
   cublasOperation_t op_second = key->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   int64_t m = key->m, n = key->n, k = key->k;
@@ -153,15 +161,19 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
     LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   }
   if (key->bias) LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (key->f8) { /* the dequantization factors: cuBLAS's A is our B */
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+  }
   if (key->epi != PX_KC_EPI_NONE) { /* aux is (n, m) column-major like D */
     int64_t ld = n;
     LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
   }
   /* column-major views: our B (k, n) row-major is (n, k) column-major with ld n, and so on */
-  LT_TRY(cublasLtMatrixLayoutCreate(&g->first, ab_type, (uint64_t)(key->trans_b ? k : n),
+  LT_TRY(cublasLtMatrixLayoutCreate(&g->first, first_type, (uint64_t)(key->trans_b ? k : n),
                                     (uint64_t)(key->trans_b ? n : k), key->trans_b ? k : n));
-  LT_TRY(cublasLtMatrixLayoutCreate(&g->second, ab_type, (uint64_t)(key->trans_a ? m : k),
+  LT_TRY(cublasLtMatrixLayoutCreate(&g->second, second_type, (uint64_t)(key->trans_a ? m : k),
                                     (uint64_t)(key->trans_a ? k : m), key->trans_a ? m : k));
   LT_TRY(cublasLtMatrixLayoutCreate(&g->cl, c_type, (uint64_t)n, (uint64_t)m, n));
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -184,7 +196,7 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
     cublasLtMatmulPreferenceDestroy(pref);
     pref = NULL;
     plan_release(g);
-    st = plan_make(g, &plain, bias, NULL);
+    st = plan_make(g, &plain, bias, NULL, NULL, NULL);
     g->key = *key;
     g->no_epilogue = true;
     return st;
@@ -204,7 +216,8 @@ done:
 }
 
 /* The plan for key: a kept one, or a new one in place of the oldest. */
-static px_status plan_for(const plan_key *key, const void *bias, const void *aux, gemm_plan **out) {
+static px_status plan_for(const plan_key *key, const void *bias, const void *aux, const float *sa, const float *sb,
+                          gemm_plan **out) {
   for (int i = 0; i < GEMM_PLANS; i++)
     if (plans[i].used && same_key(&plans[i].key, key)) {
       plan_hits++;
@@ -215,7 +228,7 @@ static px_status plan_for(const plan_key *key, const void *bias, const void *aux
   gemm_plan *g = &plans[next_victim];
   next_victim = (next_victim + 1) % GEMM_PLANS;
   px_status st = g->used ? plan_release(g) : PX_OK;
-  if (!st) st = plan_make(g, key, bias, aux);
+  if (!st) st = plan_make(g, key, bias, aux, sa, sb);
   *out = g;
   return st;
 }
@@ -250,10 +263,10 @@ extern "C" px_status px_kc_gemm_epi(cublasLtHandle_t handle, void *c, const void
   }
   if (k <= 0) return empty_product(c, bias, m, n, beta, c_dtype, stream);
   plan_key key = {handle,  m,           n,           k,           trans_a, trans_b, bias != NULL, epi, ab_dtype,
-                  c_dtype, alignment(a), alignment(b), alignment(c), bias ? alignment(bias) : 0,
+                  c_dtype, 0, alignment(a), alignment(b), alignment(c), bias ? alignment(bias) : 0,
                   aux ? alignment(aux) : 0, workspace_bytes};
   gemm_plan *g = NULL;
-  px_status st = plan_for(&key, bias, aux, &g);
+  px_status st = plan_for(&key, bias, aux, NULL, NULL, &g);
   if (st) return st;
   void *target = g->no_epilogue && epi == PX_KC_EPI_GELU ? aux : c;
   if (bias) LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -279,6 +292,39 @@ extern "C" px_status px_kc_gemm(cublasLtHandle_t handle, void *c, const void *a,
                                 void *workspace, size_t workspace_bytes, cudaStream_t stream) {
   return px_kc_gemm_ex(handle, c, a, b, NULL, m, n, k, trans_a, trans_b, alpha, beta, dtype, dtype, workspace,
                        workspace_bytes, stream);
+}
+
+extern "C" px_status px_kc_gemm_fp8(cublasLtHandle_t handle, void *c, const uint8_t *a, const uint8_t *b,
+                                    const float *a_scale, const float *b_scale, int64_t m, int64_t n, int64_t k,
+                                    bool a_e5m2, bool b_e5m2, float alpha, float beta, px_dtype c_dtype,
+                                    void *workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (a_e5m2 && b_e5m2) {
+    px_kc_fail(__FILE__, __LINE__, "gemm fp8: E5M2 x E5M2 (cuBLASLt has no such kernel)");
+    return PX_ERR_INPUT;
+  }
+  if (c_dtype != PX_DTYPE_FP32 && c_dtype != PX_DTYPE_BF16) {
+    px_kc_fail(__FILE__, __LINE__, "gemm fp8: C of type %d (fp32 or bf16)", (int)c_dtype);
+    return PX_ERR_INPUT;
+  }
+  if (m <= 0 || n <= 0) return PX_OK;
+  if (m % 16 || n % 16 || k % 16 || alignment(a) < 16 || alignment(b) < 16 || alignment(c) < 16) {
+    px_kc_fail(__FILE__, __LINE__,
+               "gemm fp8: m=%lld n=%lld k=%lld must be multiples of 16 and the operands 16-byte aligned (cuBLASLt's "
+               "fp8 kernels)", (long long)m, (long long)n, (long long)k);
+    return PX_ERR_INPUT;
+  }
+  plan_key key = {handle, m, n, k, false, true, false, PX_KC_EPI_NONE, PX_DTYPE_FP8, c_dtype,
+                  1 + (a_e5m2 ? 1 : 0) + (b_e5m2 ? 2 : 0), alignment(a), alignment(b), alignment(c), 0, 0,
+                  workspace_bytes};
+  gemm_plan *g = NULL;
+  px_status st = plan_for(&key, NULL, NULL, a_scale, b_scale, &g);
+  if (st) return st;
+  LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof b_scale));
+  LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof a_scale));
+  LT_TRY(cublasLtMatmul(handle, g->desc, &alpha, b, g->first, a, g->second, &beta, c, g->cl, c, g->cl, &g->algo,
+                        workspace, workspace_bytes, stream));
+done:
+  return st;
 }
 
 extern "C" px_status px_kc_linear_fwd(cublasLtHandle_t handle, void *out, const void *inp, const void *weight,

@@ -76,6 +76,25 @@ px_status px_kc_gemm_epi(cublasLtHandle_t handle,
  * that found a kept plan and of those that made one (this process, any handle). */
 void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses);
 
+/* C = alpha (A B^T) + beta C on fp8 codes, fp32 accumulation
+ * (CUBLAS_COMPUTE_32F): A (m, k) and B (n, k) row-major, both K-major, which
+ * is cuBLASLt's "TN" layout (its first operand, our B, transposed), the only
+ * one its fp8 kernels take on Ada and Hopper. a_e5m2 / b_e5m2: E5M2 codes,
+ * else E4M3 (not both E5M2: cuBLASLt has no E5M2 x E5M2 kernel). a_scale,
+ * b_scale: device floats, each operand's dequantization factor (1 / the scale
+ * its codes were made with; CUBLASLT_MATMUL_DESC_{B,A}_SCALE_POINTER), so C
+ * gets alpha a_scale b_scale sum(codes' values). C is FP32 or BF16 (no fp8
+ * output, no epilogue). m, n and k must be multiples of 16 and A, B and C
+ * 16-byte aligned (fp8 kernels' requirements); else PX_ERR_INPUT. Plans are
+ * kept per shape as px_kc_gemm_ex's. */
+px_status px_kc_gemm_fp8(cublasLtHandle_t handle,
+                         void *c,          // (m, n) c_dtype
+                         const uint8_t *a, // (m, k) fp8 codes
+                         const uint8_t *b, // (n, k) fp8 codes
+                         const float *a_scale, const float *b_scale, // (1) device each
+                         int64_t m, int64_t n, int64_t k, bool a_e5m2, bool b_e5m2, float alpha, float beta,
+                         px_dtype c_dtype, void *workspace, size_t workspace_bytes, cudaStream_t stream);
+
 /* Linear layer forward: out = inp weight^T + bias (bias may be NULL), every
  * tensor of type dtype. Writes out. */
 px_status px_kc_linear_fwd(cublasLtHandle_t handle,

@@ -6,7 +6,7 @@
 # step's loss is within FP8_TOL (absolute, nats) of the fp32 run's (the
 # README's FP8 section: measured worst 0.013, MoE with delayed scaling).
 # Blockwise scales with SP are refused naming the fix; the CUDA backend
-# refuses fp8 plans by name.
+# refuses blockwise scales by name (its per-tensor fp8 path: tests/gpu/exec.sh).
 set -u
 px=$1
 src=$2
@@ -45,5 +45,5 @@ jq -e '.parallel.fp8_base == "fp32"' "$tmp/moe8.json" >/dev/null || fail "run --
 
 err=$(mpirun -np 2 "$px" run --backend cpu -m tiny-gpt -t 2 --sp --precision fp8 --fp8-recipe blockwise --steps 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "blockwise.*hint: --fp8-recipe current" || fail "blockwise with SP: $err"
-cuda_refuses "fp8" 1 -m tiny-gpt --precision fp8 --steps 1
+cuda_refuses "blockwise" 1 -m tiny-gpt --precision fp8 --fp8-recipe blockwise --steps 1
 finish

@@ -6,7 +6,9 @@
 # (one device per rank) and over the MPI fallback (ranks outnumber devices).
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
 # resumed run equals an uninterrupted one bitwise, also when its checkpoint
-# was re-split to fp32 and back. fp16: within 2e-3 of fp32,
+# was re-split to fp32 and back. fp8 (per-tensor scales): with an fp32 base
+# within 5e-4 of the cpu backend's emulation, with the bf16 base within 0.03
+# nats of bf16, and refused on a GPU without fp8. fp16: within 2e-3 of fp32,
 # and an overflowing loss scale skips steps and comes down. Exits 77 (skipped) without
 # a CUDA device.
 #   exec.sh PARALLAX GRADCMP REPO
@@ -48,7 +50,7 @@ sed 's/"dropout": 0.0/"dropout": 0.1/; s/"name": "tiny-gpt"/"name": "tiny-gpt-dr
 gptd=$tmp/tiny-gpt-dropout.json
 fp32=(-c dgx-h100 --precision fp32 --steps 2)
 
-same llama-1 1 1 -m tiny -B 4 "${fp32[@]}"
+# (one rank of the Llama shape in fp32: every op of it also runs in llama-sp-zero3 and the plans after it)
 same gpt-unfused 1 1 -m "$gptd" -B 4 --attention unfused "${fp32[@]}"
 same gpt-3d-nccl 8 8 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 same gpt-3d-mpi 8 1 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
@@ -114,6 +116,50 @@ a=$(losses "$tmp/bf16-ref.json") b=$(losses "$tmp/bf16-1.json")
 close "$a" "$b" 2e-3 || fail "bf16 losses $b, fp32 $a"
 "$cmp" "$tmp/bf16-ref.bin" "$tmp/bf16-1.bin" 2e-2 >"$tmp/cmp" || fail "bf16 gradients: $(cat "$tmp/cmp")"
 echo "ok: bf16 against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
+
+# fp8 (per-tensor scales, cuBLASLt E4M3 / E5M2 GEMMs): with an fp32 base against the cpu backend's
+# emulation of the same plan (tp 2 with SP: the amax reduced over TP, codes all-gathered), within
+# FP8_CUDA_RTOL (the same codes and scales, fp32 sums in another order: the first step agrees to
+# ~1e-8; after an optimizer step a code at a rounding boundary can flip, 2^-4 of that element,
+# and AdamW's first steps amplify such differences: 8e-5 at step 3); with the bf16 base against
+# the bf16 run within FP8_TOL nats (tests/cli/exec_fp8.sh's tolerance against fp32); and refused by
+# name on a GPU without fp8 (an A100's compute capability)
+FP8_CUDA_RTOL=5e-4 FP8_TOL=0.03
+f8=(-m tiny -B 4 --steps 3 --precision fp8)
+fp8_gpu=1
+if [ -n "${PX_EMU:-}" ]; then # the emulated device as an A100: refused at start-up, exit 2
+  PX_EMU_DEVICES=1 PX_EMU_CC=8.0 timeout 300 mpirun -np 1 "$px" run --backend cuda -m tiny -B 4 --steps 1 \
+    --precision fp8 >"$tmp/a100.out" 2>"$tmp/a100.err"
+  rc=$?
+  if [ "$rc" -eq 2 ] && grep -q "cuda cannot run this plan: .*compute capability 8.9.* is 8.0 (hint: --precision bf16)" "$tmp/a100.err"; then
+    echo "ok: fp8 on an A100 (8.0) is refused at start-up: $(grep "parallax:" "$tmp/a100.err" | head -1)"
+  else
+    fail "fp8 on compute capability 8.0: exit $rc, $(grep -v WARNING "$tmp/a100.err" | head -3)"
+  fi
+elif ! err=$(timeout 300 mpirun -np 1 "$px" run --backend cuda -m tiny -B 4 --steps 1 --precision fp8 2>&1 >/dev/null) &&
+  echo "$err" | grep -q "compute capability 8.9"; then # a real GPU without fp8: the refusal is the test
+  echo "skip: fp8 runs: $(echo "$err" | grep "parallax:" | head -1)"
+  fp8_gpu=0
+fi
+if [ "$fp8_gpu" -eq 1 ]; then
+  run fp8-cpu 2 cpu "${f8[@]}" -t 2 -S --fp8-recipe current
+  PX_EMU_DEVICES=2 run fp8-cuda32 2 cuda "${f8[@]}" -t 2 -S --fp8-recipe current --fp8-base fp32
+  a=$(losses "$tmp/fp8-cpu.json") b=$(losses "$tmp/fp8-cuda32.json")
+  if close "$a" "$b" "$FP8_CUDA_RTOL"; then
+    echo "ok: fp8 tp 2 SP current, fp32 base: cuda $b vs cpu $a"
+  else
+    fail "fp8 (fp32 base) cuda losses $b, cpu $a"
+  fi
+  PX_EMU_DEVICES=1 run fp8-bf16 1 cuda "${f8[@]}" --fp8-recipe delayed
+  a=$(losses "$tmp/bf16-1.json") b=$(losses "$tmp/fp8-bf16.json")
+  gap=$(awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) { print 99; exit }
+    w = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }; printf "%.4f", w }')
+  if awk -v g="$gap" -v t="$FP8_TOL" 'BEGIN { exit !(g <= t) }'; then
+    echo "ok: fp8 delayed, bf16 base, against bf16: worst gap $gap nats ($b vs $a)"
+  else
+    fail "fp8 delayed (bf16 base) losses $b, bf16 $a: gap $gap"
+  fi
+fi
 
 # bf16 on 8 ranks: deterministic, and resume equals no stop
 bf=(-m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 --precision bf16)

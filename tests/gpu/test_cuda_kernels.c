@@ -42,6 +42,7 @@
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/embed.h"
 #include "kernels/cpu/flash.h"
+#include "kernels/cpu/fp8.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
 #include "kernels/cpu/norm.h"
@@ -53,6 +54,7 @@
 #include "kernels/cuda/common.h"
 #include "kernels/cuda/dropout.h"
 #include "kernels/cuda/embed.h"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
@@ -1123,6 +1125,121 @@ static void test_flash(void) {
 }
 
 /* Sizes <= 0 are no-ops that launch nothing (a zero-block launch would fail). */
+/* fp8 (kernels/cuda/fp8.h) against kernels/cpu/fp8.c, bit for bit: codes of
+ * values over both formats' whole range (normals, subnormals, beyond the
+ * largest: saturation), every halfway point between neighbouring codes
+ * (ties to even), zeros, infinities and NaN, from fp32 and bf16, at two
+ * scales; the amax (a NaN skipped); decoded values; the transpose. Then the
+ * fp8 GEMM (cuBLASLt, TN, E4M3 x E4M3 and E5M2 x E4M3, scale pointers) against
+ * sgemm on the decoded values, and its refusals. */
+static void test_fp8(void) {
+  px_tseed(16);
+  const int64_t nr = 3000, n = nr + 4 * 127 + 12;
+  float *x = px_tfloats(n);
+  for (int64_t i = 0; i < nr; i++) {
+    float u = px_trand(1, 0, 1)[0], mant = px_trand(1, 1, 2)[0];
+    x[i] = (i % 2 ? -1.0f : 1.0f) * ldexpf(mant, (int)(u * 40.0f) - 22); /* 2^-22 .. 2^18 */
+  }
+  int64_t at = nr;
+  for (int f = 0; f < 2; f++)
+    for (int c = 0; c < 127; c++) { /* halfway between code c and c + 1, both signs */
+      float mid = (px_k_fp8_decode((uint8_t)c, (px_fp8_format)f) + px_k_fp8_decode((uint8_t)(c + 1), (px_fp8_format)f)) / 2;
+      if (!isfinite(mid)) mid = 1e6f;
+      x[at++] = mid, x[at++] = -mid;
+    }
+  const float special[12] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 448.0f, 464.0f, 480.0f, 57344.0f, 61440.0f, 1e-30f,
+                             -1e-40f};
+  for (int i = 0; i < 12; i++) x[at++] = special[i];
+  float *dx = dev_f(x, n);
+  float *xb = bf16_round(px_tfloats(n), n);
+  memcpy(xb, x, (size_t)n * sizeof *x);
+  bf16_round(xb, n);
+  px_bf16 *dxb = dev_bf(xb, n);
+  uint8_t *dq = dalloc((size_t)n), *got = px_talloc((size_t)n), *want = px_talloc((size_t)n);
+  float *dy = dalloc((size_t)n * sizeof(float)), *y = px_tfloats(n), *yw = px_tfloats(n);
+  const float scales[2] = {1.0f, 0.37f};
+  for (int f = 0; f < 2; f++)
+    for (int si = 0; si < 2; si++) {
+      char what[96];
+      bool e5 = f == PX_FP8_E5M2;
+      LAUNCH(px_kc_fp8_quantize(dq, dx, PX_DTYPE_FP32, n, scales[si], e5, stream));
+      copy(got, dq, (size_t)n, cudaMemcpyDeviceToHost);
+      px_k_fp8_quantize(want, x, n, scales[si], (px_fp8_format)f);
+      snprintf(what, sizeof what, "fp8 %s quantize fp32, scale %g", e5 ? "e5m2" : "e4m3", scales[si]);
+      CU_ASSERT(same_bits(what, got, want, (size_t)n));
+      LAUNCH(px_kc_fp8_dequantize(dy, dq, PX_DTYPE_FP32, n, scales[si], e5, stream));
+      copy(y, dy, (size_t)n * sizeof *y, cudaMemcpyDeviceToHost);
+      px_k_fp8_dequantize(yw, want, n, scales[si], (px_fp8_format)f);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) bad += !(y[i] == yw[i] || (isnan(y[i]) && isnan(yw[i])));
+      if (bad) fprintf(stderr, "\n  fp8 dequantize %s: %lld values differ\n", e5 ? "e5m2" : "e4m3", (long long)bad);
+      CU_ASSERT_EQUAL(bad, 0);
+      LAUNCH(px_kc_fp8_quantize(dq, dxb, PX_DTYPE_BF16, n, scales[si], e5, stream));
+      copy(got, dq, (size_t)n, cudaMemcpyDeviceToHost);
+      px_k_fp8_quantize(want, xb, n, scales[si], (px_fp8_format)f);
+      snprintf(what, sizeof what, "fp8 %s quantize bf16, scale %g", e5 ? "e5m2" : "e4m3", scales[si]);
+      CU_ASSERT(same_bits(what, got, want, (size_t)n));
+    }
+  /* amax: NaN skipped, infinities counted; bf16 */
+  float *da = dalloc(sizeof(float)), amax = 0;
+  LAUNCH(px_kc_fp8_amax(da, dx, PX_DTYPE_FP32, nr, stream));
+  copy(&amax, da, sizeof amax, cudaMemcpyDeviceToHost);
+  CU_ASSERT_EQUAL(amax, px_k_fp8_amax(x, nr));
+  x[17] = NAN;
+  LAUNCH(px_kc_fp8_amax(da, dev_f(x, nr), PX_DTYPE_FP32, nr, stream));
+  copy(&amax, da, sizeof amax, cudaMemcpyDeviceToHost);
+  CU_ASSERT_EQUAL(amax, px_k_fp8_amax(x, nr));
+  LAUNCH(px_kc_fp8_amax(da, dxb, PX_DTYPE_BF16, nr, stream));
+  copy(&amax, da, sizeof amax, cudaMemcpyDeviceToHost);
+  CU_ASSERT_EQUAL(amax, px_k_fp8_amax(xb, nr));
+  /* transpose */
+  const int64_t rows = 37, cols = 53;
+  for (int64_t i = 0; i < rows * cols; i++) want[i] = (uint8_t)(i * 7 + i / 5);
+  uint8_t *dt = dev_copy(want, (size_t)(rows * cols));
+  LAUNCH(px_kc_fp8_transpose(dq, dt, rows, cols, stream));
+  copy(got, dq, (size_t)(rows * cols), cudaMemcpyDeviceToHost);
+  int64_t tbad = 0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) tbad += got[c * rows + r] != want[r * cols + c];
+  CU_ASSERT_EQUAL(tbad, 0);
+
+  /* GEMM: C = (A / sa)(B / sb)^T (+ C) on the codes */
+  const int64_t m = 32, nn = 48, k = 64;
+  float *a = px_trand(m * k, -2, 2), *b = px_trand(nn * k, -2, 2), *c0 = px_trand(m * nn, -1, 1);
+  for (int e5a = 0; e5a < 2; e5a++) {
+    px_fp8_format fa = e5a ? PX_FP8_E5M2 : PX_FP8_E4M3;
+    float sa = px_k_fp8_scale(px_k_fp8_amax(a, m * k), fa), sb = px_k_fp8_scale(px_k_fp8_amax(b, nn * k), PX_FP8_E4M3);
+    uint8_t *qa = px_talloc((size_t)(m * k)), *qb = px_talloc((size_t)(nn * k));
+    px_k_fp8_quantize(qa, a, m * k, sa, fa);
+    px_k_fp8_quantize(qb, b, nn * k, sb, PX_FP8_E4M3);
+    float *ad = px_tfloats(m * k), *bd = px_tfloats(nn * k), *c = px_tfloats(m * nn), inv[2] = {1.0f / sa, 1.0f / sb};
+    px_k_fp8_dequantize(ad, qa, m * k, sa, fa);
+    px_k_fp8_dequantize(bd, qb, nn * k, sb, PX_FP8_E4M3);
+    float *dinv = dev_f(inv, 2), *dc = dev_f(c0, m * nn);
+    memcpy(c, c0, (size_t)(m * nn) * sizeof *c);
+    LAUNCH(px_kc_gemm_fp8(lt, dc, dev_copy(qa, (size_t)(m * k)), dev_copy(qb, (size_t)(nn * k)), dinv, dinv + 1, m, nn,
+                          k, e5a, false, 1.0f, 1.0f, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES, stream));
+    px_k_gemm(c, ad, bd, m, nn, k, false, true, 1.0f, 1.0f);
+    CU_ASSERT(red_close(e5a ? "gemm fp8 e5m2 x e4m3, beta 1" : "gemm fp8 e4m3 x e4m3, beta 1", host_f(dc, m * nn), c,
+                        m * nn));
+    px_bf16 *dcb = dalloc((size_t)(m * nn) * sizeof *dcb);
+    LAUNCH(px_kc_gemm_fp8(lt, dcb, dev_copy(qa, (size_t)(m * k)), dev_copy(qb, (size_t)(nn * k)), dinv, dinv + 1, m,
+                          nn, k, e5a, false, 1.0f, 0.0f, PX_DTYPE_BF16, workspace, WORKSPACE_BYTES, stream));
+    px_k_gemm(c, ad, bd, m, nn, k, false, true, 1.0f, 0.0f);
+    CU_ASSERT(bf16_close("gemm fp8 into bf16", host_bf(dcb, m * nn), c, m * nn));
+  }
+  /* refused: E5M2 x E5M2, a dimension not a multiple of 16 */
+  float *dinv = dev_f(px_tconst(2, 1.0f), 2), *dc = dalloc((size_t)(m * nn) * sizeof(float));
+  uint8_t *qz = dalloc((size_t)(nn * k));
+  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 1, m, nn, k, true, true, 1.0f, 0.0f, PX_DTYPE_FP32,
+                                 workspace, WORKSPACE_BYTES, stream),
+                  PX_ERR_INPUT);
+  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 1, m - 8, nn, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32,
+                                 workspace, WORKSPACE_BYTES, stream),
+                  PX_ERR_INPUT);
+  arena_free();
+}
+
 static void test_empty(void) {
   float *p = dalloc(16);
   LAUNCH(px_kc_gelu_fwd(p, p, 0, stream));
@@ -1159,6 +1276,7 @@ int main(void) {
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},
       {"cross-entropy", test_cross_entropy}, {"adamw", test_adamw},        {"reduce", test_reduce},
       {"fp16 twins", test_fp16},         {"flash attention", test_flash},             {"empty sizes", test_empty},
+      {"fp8 casts and GEMM", test_fp8},
   };
   int rc = px_test_main("cuda_kernels", tests, sizeof tests / sizeof tests[0]);
   cudaFree(workspace);

@@ -316,12 +316,19 @@ cudaError_t cudaSetDevice(int device) {
   return device >= 0 && device < n ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
+/* The emulated device's compute capability: 9.0 (an H100), or PX_EMU_CC
+ * ("8.0": an A100, which has no fp8 tensor cores). */
+static void px_emu_capability(int *major, int *minor) {
+  const char *env = getenv("PX_EMU_CC");
+  *major = 9, *minor = 0;
+  if (env && sscanf(env, "%d.%d", major, minor) < 1) *major = 9, *minor = 0;
+}
+
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device) {
   (void)device;
   memset(prop, 0, sizeof *prop);
   snprintf(prop->name, sizeof prop->name, "CPU emulation (tests/gpu/emu)");
-  prop->major = 0;
-  prop->minor = 0;
+  px_emu_capability(&prop->major, &prop->minor);
   return cudaSuccess;
 }
 
@@ -472,6 +479,7 @@ struct emu_desc {
   const void *bias;
   void *aux; /* GELU_AUX writes the pre-activation there, DGELU reads it */
   int64_t aux_ld;
+  const float *scale_a, *scale_b; /* fp8: the operands' dequantization factors (device floats), NULL: 1 */
 };
 
 struct emu_layout {
@@ -556,6 +564,11 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
       if (bytes != sizeof(void *)) LT_FAIL("BIAS_POINTER attribute of %zu bytes", bytes);
       memcpy(&e->bias, buf, sizeof e->bias);
       return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+      if (bytes != sizeof(void *)) LT_FAIL("A/B_SCALE_POINTER attribute of %zu bytes", bytes);
+      memcpy(attr == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER ? &e->scale_a : &e->scale_b, buf, sizeof e->scale_a);
+      return CUBLAS_STATUS_SUCCESS;
     default:
       LT_FAIL("matmul attribute %d not modelled", (int)attr);
   }
@@ -563,7 +576,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols,
                                           int64_t ld) {
-  if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F) LT_FAIL("type %d not modelled", (int)type);
+  if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F && type != CUDA_R_8F_E4M3 && type != CUDA_R_8F_E5M2)
+    LT_FAIL("type %d not modelled", (int)type);
   if (ld < (int64_t)rows || ld < 1) LT_FAIL("ld %lld < rows %llu (column-major)", (long long)ld, (unsigned long long)rows);
   emu_layout *e = new emu_layout{type, rows, cols, ld};
   *l = (cublasLtMatrixLayout_t)e;
@@ -618,6 +632,41 @@ static bool gelu_epilogue(const emu_desc *d) {
          d->epilogue == CUBLASLT_EPILOGUE_DGELU;
 }
 
+static bool is_fp8(cudaDataType t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
+
+static size_t type_bytes(cudaDataType t) { return t == CUDA_R_32F ? 4 : is_fp8(t) ? 1 : 2; }
+
+/* cuBLASLt's fp8 rules (cublasLtMatmul's documentation, "FP8"), as the
+ * strictest of the devices that have fp8: a device of compute capability
+ * 8.9 or more; A and B fp8, not both E5M2; CUBLAS_COMPUTE_32F and fp32
+ * scales; A transposed and B not ("TN": Ada and Hopper take no other
+ * layout); leading dimensions of 16 bytes' multiples (pointers 16-byte
+ * aligned: checked at the call). Stricter than the library where this code
+ * needs nothing more: C and D of fp32, bf16 or fp16 only (no fp8 output, so
+ * no D scale or amax), no epilogue. */
+static cublasStatus_t check_fp8(const emu_desc *d, const emu_layout *a, const emu_layout *b, const emu_layout *dl) {
+  int major, minor;
+  px_emu_capability(&major, &minor);
+  if (major * 10 + minor < 89) {
+    fprintf(stderr, "emu cuBLASLt: fp8 on a device of compute capability %d.%d (fp8 needs 8.9)\n", major, minor);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (!is_fp8(a->type) || !is_fp8(b->type))
+    LT_FAIL("fp8 with a non-fp8 operand (A %d, B %d)", (int)a->type, (int)b->type);
+  if (a->type == CUDA_R_8F_E5M2 && b->type == CUDA_R_8F_E5M2) LT_FAIL("fp8: E5M2 x E5M2 has no kernel");
+  if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F)
+    LT_FAIL("fp8: compute %d, scale type %d", (int)d->compute, (int)d->scale);
+  if (d->transa != CUBLAS_OP_T || d->transb != CUBLAS_OP_N)
+    LT_FAIL("fp8: layout %s%s, not TN", d->transa == CUBLAS_OP_T ? "T" : "N", d->transb == CUBLAS_OP_T ? "T" : "N");
+  if (dl->type != CUDA_R_32F && dl->type != CUDA_R_16BF && dl->type != CUDA_R_16F)
+    LT_FAIL("fp8: D of type %d not modelled", (int)dl->type);
+  if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) LT_FAIL("fp8: epilogue %u not modelled", d->epilogue);
+  if (a->ld % 16 || b->ld % 16 || (dl->ld * (int64_t)type_bytes(dl->type)) % 16)
+    LT_FAIL("fp8: leading dimensions %lld, %lld, %lld are not multiples of 16 bytes", (long long)a->ld, (long long)b->ld,
+            (long long)dl->ld);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 static cublasStatus_t check_problem(const emu_desc *d, const emu_layout *a, const emu_layout *b, const emu_layout *c,
                                     const emu_layout *dl) {
   uint64_t ar, ac, br, bc;
@@ -627,6 +676,7 @@ static cublasStatus_t check_problem(const emu_desc *d, const emu_layout *a, cons
     LT_FAIL("shapes: op(A) %llux%llu, op(B) %llux%llu, D %llux%llu", (unsigned long long)ar, (unsigned long long)ac,
             (unsigned long long)br, (unsigned long long)bc, (unsigned long long)dl->rows, (unsigned long long)dl->cols);
   if (c->rows != dl->rows || c->cols != dl->cols || c->type != dl->type) LT_FAIL("C and D layouts differ");
+  if (is_fp8(a->type) || is_fp8(b->type)) return check_fp8(d, a, b, dl);
   if (a->type != b->type) LT_FAIL("A and B types differ");
   if (d->scale != CUDA_R_32F) LT_FAIL("scale type %d", (int)d->scale);
   bool ok = (d->compute == CUBLAS_COMPUTE_32F && a->type == CUDA_R_32F && dl->type == CUDA_R_32F) ||
@@ -668,8 +718,19 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The value of an fp8 code, from the formats' definition (OCP OFP8 rev 1.0):
+ * E4M3 bias 7, no infinities, NaN S.1111.111; E5M2 bias 15, IEEE-like. */
+static double fp8_value(uint8_t c, bool e5) {
+  int mb = e5 ? 2 : 3, bias = e5 ? 15 : 7, e = (c >> mb) & (e5 ? 31 : 15), m = c & ((1 << mb) - 1);
+  double s = (c & 0x80) ? -1 : 1;
+  if (!e5 && e == 15 && m == 7) return NAN;
+  if (e5 && e == 31) return m ? NAN : s * INFINITY;
+  return s * (e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m / (double)(1 << mb), 1 - bias));
+}
+
 static double load(const void *p, cudaDataType t, int64_t i) {
   if (t == CUDA_R_32F) return ((const float *)p)[i];
+  if (is_fp8(t)) return fp8_value(((const uint8_t *)p)[i], t == CUDA_R_8F_E5M2);
   if (t == CUDA_R_16F) return (double)__half2float(((const __half *)p)[i]);
   return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
 }
@@ -702,6 +763,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
   if (!algo) LT_FAIL("no algorithm");
   const void *ptrs[4] = {A, B, C, D};
   for (int i = 0; i < 4; i++)
+    if (is_fp8(a->type) && (uintptr_t)ptrs[i] % 16 != 0)
+      LT_FAIL("fp8: matrix %c at %p is not 16-byte aligned", "ABCD"[i], ptrs[i]);
+  for (int i = 0; i < 4; i++)
     if ((uintptr_t)ptrs[i] % algo->data[i] != 0)
       LT_FAIL("matrix %c at %p is less aligned than the %llu bytes the algorithm was chosen for", "ABCD"[i], ptrs[i],
               (unsigned long long)algo->data[i]);
@@ -730,6 +794,8 @@ static void matmul_run(const emu_desc *d, const emu_layout *a, const void *A, co
         sum += load(A, a->type, ai) * load(B, b->type, bi);
       }
       double v = al * sum;
+      if (d->scale_a) v *= (double)*d->scale_a; /* fp8's dequantization factors, read in stream order */
+      if (d->scale_b) v *= (double)*d->scale_b;
       if (be != 0.0f) v += be * load(C, c->type, (int64_t)(i + j * c->ld));
       if (d->epilogue == CUBLASLT_EPILOGUE_BIAS || d->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
         v += load(d->bias, dl->type, (int64_t)i);

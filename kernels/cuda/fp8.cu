@@ -1,0 +1,148 @@
+/* fp8 casts on the GPU (kernels/cuda/fp8.h): the OCP OFP8 rev 1.0 formats
+ * of kernels/cpu/fp8.c, E4M3 (bias 7, largest 448, NaN S.1111.111) and E5M2
+ * (bias 15, largest 57344), encoded with integer arithmetic on the fp32 bits. */
+#include "kernels/cuda/fp8.h"
+
+#include <string.h>
+
+/* The code nearest |a| = x's magnitude (bits: x's), as px_k_fp8_encode:
+ * r = a 2^(mbits - e) rounded to nearest even, e the exponent clamped to the
+ * smallest normal one (subnormals share its unit, and a value rounding up
+ * into the normals carries into the exponent field by itself). */
+static __device__ __forceinline__ uint8_t encode(float x, bool e5m2) {
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+  const uint32_t max_code = e5m2 ? 0x7bu : 0x7eu;
+  const float mx = e5m2 ? 57344.0f : 448.0f;
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  uint32_t abits = bits & 0x7fffffffu;
+  if (abits > 0x7f800000u) return 0x7f; /* NaN: a NaN in both formats */
+  uint8_t sign = (bits >> 31) ? 0x80 : 0;
+  if (fabsf(x) >= mx) return sign | (uint8_t)max_code; /* saturate (infinities too) */
+  int biased = (int)(abits >> 23);
+  /* a = M 2^(E - 23) */
+  uint64_t M = biased ? ((abits & 0x7fffffu) | 0x800000u) : (abits & 0x7fffffu);
+  int E = biased ? biased - 127 : -126, emin = 1 - bias, e = E < emin ? emin : E;
+  int s = 23 - mbits + (e - E); /* r = M / 2^s, s >= 20 */
+  uint64_t r = 0;
+  if (s < 40) {
+    uint64_t q = M >> s, rem = M & ((1ull << s) - 1), half = 1ull << (s - 1);
+    r = q + (rem > half || (rem == half && (q & 1)) ? 1 : 0);
+  }
+  uint32_t code = r < (1u << mbits) ? (uint32_t)r /* subnormal (e == emin) */
+                                    : ((uint32_t)(e + bias) << mbits) + ((uint32_t)r - (1u << mbits));
+  if (code > max_code) code = max_code; /* rounded past the largest finite value */
+  return sign | (uint8_t)code;
+}
+
+/* The value of code c, exact in fp32 (px_k_fp8_decode). */
+static __device__ __forceinline__ float decode(uint8_t c, bool e5m2) {
+  const int mbits = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, ebits = 7 - mbits;
+  int e = (c >> mbits) & ((1 << ebits) - 1), m = c & ((1 << mbits) - 1);
+  float s = (c & 0x80) ? -1.0f : 1.0f;
+  if (!e5m2 && e == 15 && m == 7) return NAN;
+  if (e5m2 && e == 31) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * ldexpf((float)m, 1 - bias - mbits);
+  return s * ldexpf((float)((1 << mbits) + m), e - bias - mbits);
+}
+
+/* ---- amax: two passes, as the sum of squares (kernels/cuda/reduce.cu) ---- */
+
+#define AMAX_THREADS 256
+#define AMAX_MAX_BLOCKS 1024
+
+template <typename T>
+static __global__ void amax_partial_kernel(float *partials, const T *x, int64_t n) {
+  float m = 0.0f;
+  PX_KC_FOR(i, n) m = fmaxf(m, fabsf(px_kc_ld(x + i))); /* fmaxf skips a NaN */
+  m = px_kc_block_max(m);
+  if (threadIdx.x == 0) partials[blockIdx.x] = m;
+}
+
+static __global__ void amax_final_kernel(float *out, const float *partials, int nparts) {
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) m = fmaxf(m, partials[i]);
+  m = px_kc_block_max(m);
+  if (threadIdx.x == 0) *out = m;
+}
+
+template <typename T>
+static px_status amax(float *out, const T *x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return px_kc_cuda_status(cudaMemsetAsync(out, 0, sizeof *out, stream), __FILE__, __LINE__, "memset");
+  int64_t want = (n + (int64_t)AMAX_THREADS * 8 - 1) / ((int64_t)AMAX_THREADS * 8);
+  int nblocks = (int)(want > AMAX_MAX_BLOCKS ? AMAX_MAX_BLOCKS : want);
+  float *partials = NULL;
+  PX_KC_TRY(cudaMallocAsync((void **)&partials, (size_t)nblocks * sizeof *partials, stream));
+  amax_partial_kernel<<<nblocks, AMAX_THREADS, 0, stream>>>(partials, x, n);
+  px_status st = PX_KC_LAUNCHED("amax_partial_kernel");
+  if (st == PX_OK) {
+    amax_final_kernel<<<1, AMAX_THREADS, 0, stream>>>(out, partials, nblocks);
+    st = PX_KC_LAUNCHED("amax_final_kernel");
+  }
+  px_status st_free = px_kc_cuda_status(cudaFreeAsync(partials, stream), __FILE__, __LINE__, "cudaFreeAsync");
+  return st != PX_OK ? st : st_free;
+}
+
+static px_status bad_dtype(px_dtype dt) {
+  return px_kc_fail(__FILE__, __LINE__, "fp8: no kernel for %s elements (fp32 and bf16)", px_dtype_names[dt]);
+}
+
+extern "C" px_status px_kc_fp8_amax(float *out, const void *x, px_dtype dtype, int64_t n, cudaStream_t stream) {
+  if (dtype == PX_DTYPE_FP32) return amax(out, (const float *)x, n, stream);
+  if (dtype == PX_DTYPE_BF16) return amax(out, (const px_bf16 *)x, n, stream);
+  return bad_dtype(dtype);
+}
+
+/* ---- quantize, dequantize, transpose ---- */
+
+template <typename T>
+static __global__ void quantize_kernel(uint8_t *q, const T *x, int64_t n, float scale, bool e5m2) {
+  PX_KC_FOR(i, n) q[i] = encode(px_kc_ld(x + i) * scale, e5m2);
+}
+
+extern "C" px_status px_kc_fp8_quantize(uint8_t *q, const void *x, px_dtype dtype, int64_t n, float scale, bool e5m2,
+                                        cudaStream_t stream) {
+  if (n <= 0) return PX_OK;
+  unsigned blocks = px_kc_blocks(n, PX_KC_THREADS);
+  if (dtype == PX_DTYPE_FP32)
+    quantize_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(q, (const float *)x, n, scale, e5m2);
+  else if (dtype == PX_DTYPE_BF16)
+    quantize_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>(q, (const px_bf16 *)x, n, scale, e5m2);
+  else
+    return bad_dtype(dtype);
+  return PX_KC_LAUNCHED("quantize_kernel");
+}
+
+template <typename T>
+static __global__ void dequantize_kernel(T *y, const uint8_t *q, int64_t n, float scale, bool e5m2) {
+  PX_KC_FOR(i, n) px_kc_st(y + i, decode(q[i], e5m2) / scale);
+}
+
+extern "C" px_status px_kc_fp8_dequantize(void *y, const uint8_t *q, px_dtype dtype, int64_t n, float scale,
+                                          bool e5m2, cudaStream_t stream) {
+  if (n <= 0) return PX_OK;
+  unsigned blocks = px_kc_blocks(n, PX_KC_THREADS);
+  if (dtype == PX_DTYPE_FP32)
+    dequantize_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)y, q, n, scale, e5m2);
+  else if (dtype == PX_DTYPE_BF16)
+    dequantize_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)y, q, n, scale, e5m2);
+  else
+    return bad_dtype(dtype);
+  return PX_KC_LAUNCHED("dequantize_kernel");
+}
+
+/* One element per thread (a byte matrix made once per GEMM operand: simple
+ * over fast; a tiled shared-memory transpose is the known improvement). */
+static __global__ void transpose_kernel(uint8_t *out, const uint8_t *in, int64_t rows, int64_t cols) {
+  PX_KC_FOR(i, rows * cols) {
+    int64_t r = i / cols, c = i % cols;
+    out[c * rows + r] = in[i];
+  }
+}
+
+extern "C" px_status px_kc_fp8_transpose(uint8_t *out, const uint8_t *in, int64_t rows, int64_t cols,
+                                         cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return PX_OK;
+  transpose_kernel<<<px_kc_blocks(rows * cols, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(out, in, rows, cols);
+  return PX_KC_LAUNCHED("transpose_kernel");
+}
