@@ -252,19 +252,20 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
   return n;
 }
 
+/* A layer's parameter slots, dense [0] or MoE [1], looked up by name once
+ * a plan (not per layer and stage); n < 0: not yet. */
+typedef struct {
+  int slots[2][32];
+  int n[2];
+} layer_slots;
+
 /* The stage's parameters in flat order (embedding, layers chunk by chunk,
  * head) cut into units, and each group's units [lo, hi] by group id + 1. */
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
-                               px_err *err) {
+                               layer_slots *ls, px_err *err) {
   int64_t L = p->model.layers;
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
-  px_param_ref *refs = px_calloc(((size_t)L + 2) * 32, sizeof *refs, err);
-  px_unit *units = px_calloc(((size_t)L + 2) * 32, sizeof *units, err);
-  int32_t *ref_unit = px_calloc(((size_t)L + 2) * 32, sizeof *ref_unit, err);
-  if (!groups || !refs || !units || !ref_unit) {
-    free(groups), free(refs), free(units), free(ref_unit);
-    return PX_ERR_RUNTIME;
-  }
+  if (!groups) return PX_ERR_RUNTIME;
   int ng = 0;
   if (prog->has_embed && !tied_single(p)) groups[ng++] = (group){-1, 0};
   for (int64_t c = 0; c < p->par.vpp; c++) {
@@ -272,11 +273,26 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     for (int64_t l = 0; l < p->vstage_layers[vs]; l++) groups[ng++] = (group){(int32_t)(p->vstage_first[vs] + l), 0};
   }
   if (prog->has_head) groups[ng++] = (group){(int32_t)L, 0};
+  /* at most 32 parameters a group (group_slots), and a unit per parameter at most: the stage's groups, not the model's */
+  px_param_ref *refs = px_calloc(((size_t)ng + 1) * 32, sizeof *refs, err);
+  px_unit *units = px_calloc(((size_t)ng + 1) * 32, sizeof *units, err);
+  int32_t *ref_unit = px_calloc(((size_t)ng + 1) * 32, sizeof *ref_unit, err);
+  if (!refs || !units || !ref_unit) {
+    free(groups), free(refs), free(units), free(ref_unit);
+    return PX_ERR_RUNTIME;
+  }
   /* Sizes and parameter references, flat order without padding first. */
   int nrefs = 0;
   for (int g = 0; g < ng; g++) {
-    int slots[32];
-    int ns = group_slots(p, groups[g].id, slots);
+    int own[32], *slots = own, ns;
+    int32_t id = groups[g].id;
+    if (id >= 0 && id < L) {
+      int moe = px_model_layer_is_moe(&p->model, id);
+      if (ls->n[moe] < 0) ls->n[moe] = group_slots(p, id, ls->slots[moe]);
+      slots = ls->slots[moe], ns = ls->n[moe];
+    } else {
+      ns = group_slots(p, id, own);
+    }
     for (int i = 0; i < ns; i++) {
       refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};
       groups[g].elems += p->slots[slots[i]].elems;
@@ -584,7 +600,7 @@ static int32_t post_recv(emitter *e, sched_unit u) {
   return r;
 }
 
-static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
+static px_status emit_program(px_plan *p, int64_t s, px_program *prog, layer_slots *ls, px_err *err) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
   sched_unit *sched = px_calloc((size_t)(3 * m * p->par.vpp + 2), sizeof *sched, err);
   if (!sched) return PX_ERR_RUNTIME;
@@ -598,7 +614,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *e
   e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
   px_status st = PX_OK;
   if (!e.unit_lo || !e.unit_hi) st = PX_ERR_RUNTIME;
-  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, err))) goto done;
+  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, ls, err))) goto done;
   int32_t nu = prog->nunits;
   e.nunits = nu;
   e.gathered = px_calloc((size_t)nu, sizeof *e.gathered, err);
@@ -826,6 +842,7 @@ px_status px_compile_programs(px_plan *p, px_err *err) {
   if (st0) return st0;
   p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
   if (!p->programs) return PX_ERR_RUNTIME;
+  layer_slots ls = {.n = {-1, -1}};
   for (int64_t s = 0; s < pp; s++) {
     px_program *prog = &p->programs[s];
     prog->has_embed = s == 0;
@@ -833,7 +850,7 @@ px_status px_compile_programs(px_plan *p, px_err *err) {
     prog->first_layer = p->vstage_first[s];
     prog->nlayers = 0;
     for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
-    px_status st = emit_program(p, s, prog, err);
+    px_status st = emit_program(p, s, prog, &ls, err);
     if (st) return st;
   }
   return match_p2p(p, err);
