@@ -42,9 +42,10 @@ static int64_t schedule_zb_h1(int64_t pp, int64_t m, int64_t s, sched_unit *out)
  * while fewer than 2p - 1 micro-batches are in flight (forwarded, W not
  * done), else a deferred W. Warm-up forwards fill the time until the first
  * gradient returns (2(p - s) - 1 on stage s) and deferred W fill the drain:
- * the paper's parallelogram. Writes stage `want`'s order; returns its
- * entries, -1 out of memory. */
-static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *out) {
+ * the paper's parallelogram. The clock runs every stage at once, so it
+ * writes every stage's order (3m entries each, stage s's at out + 3 m s);
+ * returns 0, -1 out of memory. */
+static int64_t schedule_zb_h2(int64_t pp, int64_t m, sched_unit *out) {
   int64_t *f = calloc((size_t)pp, sizeof *f), *b = calloc((size_t)pp, sizeof *b), *w = calloc((size_t)pp, sizeof *w);
   int64_t *f_end = malloc((size_t)(pp * m) * sizeof *f_end), *b_end = malloc((size_t)(pp * m) * sizeof *b_end);
   int64_t n = -1;
@@ -66,7 +67,7 @@ static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *o
         else
           continue;
         left--;
-        if (s == want) out[n++] = u;
+        out[3 * m * s + f[s] + b[s] + w[s] - 1] = u;
       }
     }
     if (left > 0) n = -1;
@@ -75,11 +76,29 @@ static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *o
   return n;
 }
 
+/* What the compiler works out once a plan rather than once a stage. */
+typedef struct {
+  int slots[2][32];  /* a layer's parameter slots, dense [0] or MoE [1], looked up by name ... */
+  int nslots[2];     /* ... once (< 0: not yet) */
+  sched_unit *zb_h2; /* (pp, 3m) ZB-H2: every stage's order, from one run of its clock */
+} plan_cache;
+
 /* Megatron-LM's orders and the zero-bubble ones. Returns the entries, -1 out of memory. */
-static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
+static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out, plan_cache *pc) {
   int64_t pp = p->par.pp, m = p->microbatches, v = p->par.vpp, n = 0;
   if (p->par.schedule == PX_SCHED_ZB_H1) return schedule_zb_h1(pp, m, s, out);
-  if (p->par.schedule == PX_SCHED_ZB_H2) return schedule_zb_h2(pp, m, s, out);
+  if (p->par.schedule == PX_SCHED_ZB_H2) {
+    if (!pc->zb_h2) {
+      pc->zb_h2 = malloc((size_t)(3 * pp * m) * sizeof *pc->zb_h2);
+      if (!pc->zb_h2 || schedule_zb_h2(pp, m, pc->zb_h2) < 0) {
+        free(pc->zb_h2);
+        pc->zb_h2 = NULL;
+        return -1;
+      }
+    }
+    memcpy(out, pc->zb_h2 + 3 * m * s, (size_t)(3 * m) * sizeof *out);
+    return 3 * m;
+  }
   if (p->par.schedule == PX_SCHED_GPIPE) {
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_F(i);
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_B(i);
@@ -252,17 +271,10 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
   return n;
 }
 
-/* A layer's parameter slots, dense [0] or MoE [1], looked up by name once
- * a plan (not per layer and stage); n < 0: not yet. */
-typedef struct {
-  int slots[2][32];
-  int n[2];
-} layer_slots;
-
 /* The stage's parameters in flat order (embedding, layers chunk by chunk,
  * head) cut into units, and each group's units [lo, hi] by group id + 1. */
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
-                               layer_slots *ls, px_err *err) {
+                               plan_cache *pc, px_err *err) {
   int64_t L = p->model.layers;
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
   if (!groups) return PX_ERR_RUNTIME;
@@ -288,8 +300,8 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     int32_t id = groups[g].id;
     if (id >= 0 && id < L) {
       int moe = px_model_layer_is_moe(&p->model, id);
-      if (ls->n[moe] < 0) ls->n[moe] = group_slots(p, id, ls->slots[moe]);
-      slots = ls->slots[moe], ns = ls->n[moe];
+      if (pc->nslots[moe] < 0) pc->nslots[moe] = group_slots(p, id, pc->slots[moe]);
+      slots = pc->slots[moe], ns = pc->nslots[moe];
     } else {
       ns = group_slots(p, id, own);
     }
@@ -600,11 +612,11 @@ static int32_t post_recv(emitter *e, sched_unit u) {
   return r;
 }
 
-static px_status emit_program(px_plan *p, int64_t s, px_program *prog, layer_slots *ls, px_err *err) {
+static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cache *pc, px_err *err) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
   sched_unit *sched = px_calloc((size_t)(3 * m * p->par.vpp + 2), sizeof *sched, err);
   if (!sched) return PX_ERR_RUNTIME;
-  int64_t ns = schedule_stage(p, s, sched);
+  int64_t ns = schedule_stage(p, s, sched, pc);
   emitter e = {.p = p, .stage = s, .last_compute = -1};
   if (ns < 0) {
     free(sched);
@@ -614,7 +626,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, layer_slo
   e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
   px_status st = PX_OK;
   if (!e.unit_lo || !e.unit_hi) st = PX_ERR_RUNTIME;
-  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, ls, err))) goto done;
+  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, pc, err))) goto done;
   int32_t nu = prog->nunits;
   e.nunits = nu;
   e.gathered = px_calloc((size_t)nu, sizeof *e.gathered, err);
@@ -842,7 +854,7 @@ px_status px_compile_programs(px_plan *p, px_err *err) {
   if (st0) return st0;
   p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
   if (!p->programs) return PX_ERR_RUNTIME;
-  layer_slots ls = {.n = {-1, -1}};
+  plan_cache pc = {.nslots = {-1, -1}};
   for (int64_t s = 0; s < pp; s++) {
     px_program *prog = &p->programs[s];
     prog->has_embed = s == 0;
@@ -850,8 +862,12 @@ px_status px_compile_programs(px_plan *p, px_err *err) {
     prog->first_layer = p->vstage_first[s];
     prog->nlayers = 0;
     for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
-    px_status st = emit_program(p, s, prog, &ls, err);
-    if (st) return st;
+    px_status st = emit_program(p, s, prog, &pc, err);
+    if (st) {
+      free(pc.zb_h2);
+      return st;
+    }
   }
+  free(pc.zb_h2);
   return match_p2p(p, err);
 }
