@@ -622,6 +622,15 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
     free(sched);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory ordering stage %lld", (long long)s);
   }
+  /* room for what an entry usually emits (its chunk's blocks, transfers and a few reductions), so the
+   * lists seldom grow: growing copies them */
+  int64_t guess = ns * (prog->nlayers / p->par.vpp + 4) + 256;
+  if (guess < INT32_MAX / 2) {
+    e.il.v = malloc((size_t)guess * sizeof *e.il.v);
+    e.il.deps = malloc((size_t)guess * 2 * sizeof *e.il.deps);
+    e.il.cap = e.il.v ? (int32_t)guess : 0;
+    e.il.dcap = e.il.deps ? (int32_t)guess * 2 : 0;
+  }
   e.unit_lo = px_calloc((size_t)L + 2, sizeof *e.unit_lo, err);
   e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
   px_status st = PX_OK;
