@@ -904,6 +904,22 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
   return st;
 }
 
+px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
+  px_sim_opts free_opts = {0};
+  if (opts) free_opts = *opts;
+  free_opts.comm_free = true;
+  free_opts.trace_path = NULL;
+  free_opts.timeline_path = NULL;
+  px_sim_result twin;
+  px_status st = sim_once(plan, &free_opts, &twin, err);
+  if (st) return st;
+  out->step_time_comm_free_s = twin.step_time_s;
+  out->comm_exposed_s = out->step_time_s > twin.step_time_s ? out->step_time_s - twin.step_time_s : 0.0;
+  out->events += twin.events;
+  px_sim_result_free(&twin);
+  return PX_OK;
+}
+
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
   px_sim_opts defaults = {0};
   if (!opts) opts = &defaults;
@@ -911,19 +927,10 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
   px_status st = sim_once(plan, opts, out, err);
   if (st) return st;
   if (!opts->comm_free && !opts->skip_exposed) {
-    px_sim_opts free_opts = *opts;
-    free_opts.comm_free = true;
-    free_opts.trace_path = NULL;
-    free_opts.timeline_path = NULL;
-    px_sim_result twin;
-    if ((st = sim_once(plan, &free_opts, &twin, err))) {
+    if ((st = px_sim_exposed(plan, opts, out, err))) {
       px_sim_result_free(out);
       return st;
     }
-    out->step_time_comm_free_s = twin.step_time_s;
-    out->comm_exposed_s = out->step_time_s > twin.step_time_s ? out->step_time_s - twin.step_time_s : 0.0;
-    out->events += twin.events;
-    px_sim_result_free(&twin);
   } else if (opts->comm_free) {
     out->step_time_comm_free_s = out->step_time_s;
   }

@@ -52,6 +52,10 @@ typedef struct {
 } px_sim_result;
 
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);
+/* The comm-free twin of a plan px_sim_run simulated with opts.skip_exposed:
+ * sets out's step_time_comm_free_s and comm_exposed_s and adds its events,
+ * as px_sim_run does without skip_exposed. */
+px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);
 /* A lower bound on the step_time_s px_sim_run gives the plan (default
  * options), at a fraction of its cost: the longest path through each
  * stage's compute stream (its blocks' compute as the simulator costs them,

@@ -359,10 +359,13 @@ static void failed(work *w, int64_t i, const px_err *err) {
 static double score_of(const px_sweep_entry *e, px_objective obj);
 
 /* Simulates a compiled plan that fits into e: what `parallax sim` says of
- * it, and its time to train. */
-static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, px_sweep_entry *e, px_err *err) {
+ * it, and its time to train; with exposed false, not the comm-free twin
+ * (comm_exposed_s, which ranks nothing: px_sim_exposed adds it later). */
+static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, bool exposed, px_sweep_entry *e,
+                               px_err *err) {
   px_sim_result r;
-  px_status st = px_sim_run(plan, NULL, &r, err);
+  px_sim_opts so = {.skip_exposed = !exposed};
+  px_status st = px_sim_run(plan, &so, &r, err);
   if (st) return st;
   px_sim_result_free(&r); /* the per-stage detail; the summary stays */
   px_train_time_of(plan, r.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s, o->ckpt_async,
@@ -372,12 +375,12 @@ static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, px_s
   return PX_OK;
 }
 
-/* Compiles e->par (a plan the sweep found to fit, offload chosen) and simulates it. */
-static px_status simulate_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_entry *e,
-                                px_err *err) {
+/* Compiles e->par (a plan the sweep found to fit, offload chosen) and simulates it (exposed: as simulate_plan). */
+static px_status simulate_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, bool exposed,
+                                px_sweep_entry *e, px_err *err) {
   px_plan plan;
   px_status st = px_plan_compile(&plan, m, c, &e->par, err);
-  if (!st) st = simulate_plan(&plan, o, e, err);
+  if (!st) st = simulate_plan(&plan, o, exposed, e, err);
   px_plan_free(&plan);
   return st;
 }
@@ -432,7 +435,7 @@ static void evaluate(work *w, int64_t i) {
     if (bound_score(&plan, w->o, e, &w->bound[i], &err)) failed(w, i, &err);
     else w->state[i] = CAND_BOUNDED;
   } else {
-    if (simulate_plan(&plan, w->o, e, &err)) failed(w, i, &err);
+    if (simulate_plan(&plan, w->o, true, e, &err)) failed(w, i, &err);
     else w->state[i] = CAND_FITS;
   }
   px_plan_free(&plan);
@@ -452,7 +455,7 @@ static void *worker(void *arg) {
       continue;
     }
     px_err err = {0};
-    if (simulate_entry(w->m, w->c, o, &w->entries[i], &err)) failed(w, i, &err);
+    if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
     else w->state[i] = CAND_FITS;
   }
   return NULL;
@@ -656,8 +659,8 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
 static bool precision_alt(const px_parallel *a, const px_parallel *b);
 static bool same_split(const px_parallel *a, const px_parallel *b);
 
-px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
-                            px_err *err) {
+static px_status complete_alternatives(const px_model *m, const px_cluster *c, const px_sweep_opts *o,
+                                      px_sweep_result *r, px_err *err) {
   if (r->n == 0 || r->npruned == 0) return PX_OK;
   const px_parallel best = r->entries[0].par;
   int64_t na = 0, kept = 0;
@@ -673,7 +676,7 @@ px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_swe
       r->pruned[kept++] = *e;
       continue;
     }
-    px_status st = simulate_entry(m, c, o, e, err);
+    px_status st = simulate_entry(m, c, o, false, e, err);
     if (st) return st;
     r->entries[r->n++] = *e;
   }
@@ -681,6 +684,29 @@ px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_swe
   r->simulated = r->n;
   px_sweep_rank(r->entries, r->n, o->objective);
   return PX_OK;
+}
+
+/* A pruned sweep simulated without the comm-free twins: the first keep
+ * entries get theirs (comm_exposed_s, the table's "exposed"). */
+static px_status complete_exposed(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                  px_err *err) {
+  for (int64_t i = 0; i < r->n && i < o->keep; i++) {
+    px_sweep_entry *e = &r->entries[i];
+    if (e->sim.step_time_comm_free_s > 0) continue; /* refined: simulated whole */
+    px_plan plan;
+    px_status st = px_plan_compile(&plan, m, c, &e->par, err);
+    if (!st) st = px_sim_exposed(&plan, NULL, &e->sim, err);
+    px_plan_free(&plan);
+    if (st) return st;
+  }
+  return PX_OK;
+}
+
+px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                            px_err *err) {
+  if (o->keep <= 0) return PX_OK;
+  px_status st = complete_alternatives(m, c, o, r, err);
+  return st ? st : complete_exposed(m, c, o, r, err);
 }
 
 static int cmp_index(const void *a, const void *b) {

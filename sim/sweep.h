@@ -33,8 +33,9 @@ typedef struct {
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
   int64_t keep;          /* > 0: only the first keep of the ranking (and the refinement's 8) must be exact,
                             so a plan whose score's lower bound (px_sim_step_bound_s) keeps it out of them
-                            is not simulated but pruned (what the ranking prints is the same); 0: every
-                            plan that fits is simulated */
+                            is not simulated but pruned (what the ranking prints is the same), and past
+                            the first keep entries the comm-free twin is not run (comm_exposed_s,
+                            step_time_comm_free_s 0); 0: every plan that fits is simulated whole */
   void (*progress)(void *ctx, int64_t done, int64_t total);
   void *progress_ctx;
 } px_sweep_opts;
@@ -85,7 +86,7 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
                     px_sweep_entry *pruned, int64_t npruned, px_objective obj);
 /* A pruned sweep (opts.keep): simulates the pruned plans the best plan's
  * ZeRO and precision alternatives (below) name, so that they are those of
- * the sweep that prunes nothing. px_sweep_run does it for one process; a
+ * the sweep that prunes nothing, and the comm-free twins of the first keep. px_sweep_run does it for one process; a
  * split sweep calls it once its parts are merged. */
 px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                             px_err *err);

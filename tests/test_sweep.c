@@ -160,6 +160,9 @@ static void same_top(const px_sweep_result *a, const px_sweep_result *b, int64_t
   for (int64_t i = 0; i < k; i++) {
     CU_ASSERT_EQUAL(a->entries[i].index, b->entries[i].index);
     CU_ASSERT(a->entries[i].sim.step_time_s == b->entries[i].sim.step_time_s);
+    CU_ASSERT(a->entries[i].sim.comm_exposed_s == b->entries[i].sim.comm_exposed_s);
+    CU_ASSERT(a->entries[i].sim.step_time_comm_free_s == b->entries[i].sim.step_time_comm_free_s);
+    CU_ASSERT_EQUAL(a->entries[i].sim.events, b->entries[i].sim.events);
     CU_ASSERT(a->entries[i].score == b->entries[i].score);
   }
 }
