@@ -94,10 +94,11 @@ static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, 
 static const char usage[] =
     "usage: parallax sweep --model M --cluster C --gpus N --gbs B [--seq S] [--top K] [plan flags to fix]\n"
     "                      [--objective throughput|time|cost|memory] [--tokens T --price USD --mtbf-hours H [--ckpt-async]]\n"
-    "                      [--csv FILE] [--json] [--plot DIR] [--report DIR] [--vary FIELD=V1,V2,...]\n\n"
+    "                      [--csv FILE] [--json] [--plot DIR] [--report DIR] [--vary FIELD=V1,V2,...] [--no-prune]\n\n"
     "Enumerates every valid plan (tp, pp, dp, ZeRO, SP, micro-batch, schedule and vpp, recomputation);\n"
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
-    "rest are simulated on all cores and ranked. Under mpirun the space is split across ranks.\n"
+    "rest are simulated on all cores and ranked (for the table alone, those whose step-time bound\n"
+    "keeps them out of the top K are pruned and counted). Under mpirun the space is split across ranks.\n"
     "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n\n";
 
 int px_cmd_sweep(int argc, char **argv) {
