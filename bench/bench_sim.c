@@ -1,6 +1,6 @@
-/* Benchmark: plan compile and simulation time for large plans, and how the
- * simulation time scales with DP, TP and micro-batches (flat, flat, linear).
- * Usage: bench_sim [--quick] */
+/* Benchmark: plan compile, step-time bound and simulation time for large
+ * plans, and how they scale with DP, TP, PP and micro-batches (flat, flat,
+ * linear in the stages' work, linear). Usage: bench_sim [--quick] */
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -17,7 +17,7 @@ static double rss_mib(void) {
 }
 
 typedef struct {
-  double compile_s, sim_s, step_s, mfu;
+  double compile_s, bound_s, sim_s, step_s, mfu, bound_step_s;
   unsigned long long events;
   int insts;
 } result;
@@ -32,7 +32,7 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
     fprintf(stderr, "%s\n", err.msg);
     return 1;
   }
-  double comp[16], simt[16];
+  double comp[16], simt[16], bnd[16];
   if (reps > 16) reps = 16;
   for (int r = 0; r < reps; r++) {
     px_parallel p;
@@ -45,7 +45,14 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
       fprintf(stderr, "%s\n", err.msg);
       return 1;
     }
-    double t1 = px_clock_s();
+    double t1 = px_clock_s(), lb = 0;
+    if (px_sim_step_bound_s(&plan, &lb, &err)) {
+      fprintf(stderr, "%s\n", err.msg);
+      px_plan_free(&plan);
+      return 1;
+    }
+    bnd[r] = px_clock_s() - t1;
+    t1 = px_clock_s();
     px_sim_result res;
     if (px_sim_run(&plan, NULL, &res, &err)) {
       fprintf(stderr, "%s\n", err.msg);
@@ -56,6 +63,7 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
     comp[r] = t1 - t0;
     simt[r] = t2 - t1;
     out->step_s = res.step_time_s;
+    out->bound_step_s = lb;
     out->mfu = res.mfu;
     out->events = (unsigned long long)res.events;
     out->insts = 0;
@@ -68,22 +76,26 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
     for (int j = i + 1; j < reps; j++) {
       if (comp[j] < comp[i]) { double t = comp[i]; comp[i] = comp[j]; comp[j] = t; }
       if (simt[j] < simt[i]) { double t = simt[i]; simt[i] = simt[j]; simt[j] = t; }
+      if (bnd[j] < bnd[i]) { double t = bnd[i]; bnd[i] = bnd[j]; bnd[j] = t; }
     }
   out->compile_s = comp[reps / 2];
   out->sim_s = simt[reps / 2];
+  out->bound_s = bnd[reps / 2];
   return 0;
 }
 
 static void row(const char *label, const result *r) {
-  printf("%-52s %9.2f %9.2f %10llu %8d %9.3f %6.1f%%\n", label, r->compile_s * 1e3, r->sim_s * 1e3, r->events, r->insts,
-         r->step_s, 100 * r->mfu);
+  printf("%-52s %9.2f %9.2f %9.2f %10llu %8d %9.3f %9.3f %6.1f%%\n", label, r->compile_s * 1e3, r->bound_s * 1e3,
+         r->sim_s * 1e3, r->events, r->insts, r->step_s, r->bound_step_s, 100 * r->mfu);
 }
 
 int main(int argc, char **argv) {
   int reps = argc > 1 && !strcmp(argv[1], "--quick") ? 1 : 5;
   result r;
-  printf("# parallax simulator benchmark (median of %d runs; sim includes the comm-free twin run)\n", reps);
-  printf("# %-50s %9s %9s %10s %8s %9s %7s\n", "plan", "compile_ms", "sim_ms", "events", "insts", "step_s", "MFU");
+  printf("# parallax simulator benchmark (median of %d runs; sim includes the comm-free twin run; bound: the\n"
+         "# step-time lower bound a sweep prunes with, px_sim_step_bound_s, and its cost)\n", reps);
+  printf("# %-50s %9s %9s %9s %10s %8s %9s %9s %7s\n", "plan", "compile_ms", "bound_ms", "sim_ms", "events", "insts",
+         "step_s", "bound_s", "MFU");
   if (!measure("llama3-405b", "dgx-h100", 16384, 8, 16, 1, 2048, 8192, PX_RECOMPUTE_NONE, reps, &r))
     row("llama3-405b 16384xH100 tp8 pp16 dp128 gbs2048", &r);
   if (!measure("gpt3-175b", "dgx-a100", 1024, 8, 8, 1, 1536, 2048, PX_RECOMPUTE_FULL, reps, &r))
@@ -99,6 +111,12 @@ int main(int argc, char **argv) {
     char label[96];
     snprintf(label, sizeof label, "llama3-70b tp %lld (%lld GPUs)", (long long)tp, (long long)(32 * tp));
     if (!measure("llama3-70b", "dgx-h100", 32 * tp, tp, 4, 1, 128, 4096, PX_RECOMPUTE_FULL, reps, &r)) row(label, &r);
+  }
+  printf("# PP scaling (llama3-70b, tp8 dp8, 64 micro-batches per rank, 1F1B)\n");
+  for (int64_t pp = 1; pp <= 16; pp *= 2) {
+    char label[96];
+    snprintf(label, sizeof label, "llama3-70b pp %lld (%lld GPUs)", (long long)pp, (long long)(64 * pp));
+    if (!measure("llama3-70b", "dgx-h100", 64 * pp, 8, pp, 1, 512, 8192, PX_RECOMPUTE_FULL, reps, &r)) row(label, &r);
   }
   printf("# micro-batch scaling (llama3-70b, tp8 pp4 dp8)\n");
   for (int64_t m = 8; m <= 256; m *= 2) {

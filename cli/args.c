@@ -23,7 +23,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER };
 
@@ -104,6 +104,8 @@ static const px_opt opts[] = {
     {"threads", required_argument, 'x', PX_OPT_SWEEP | PX_OPT_RUN, "N",
      "sweep: simulation threads (one per core); run: BLAS threads per rank (the rank's cores)"},
     {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
+    {"no-prune", no_argument, OPT_NO_PRUNE, PX_OPT_SWEEP, NULL,
+     "simulate every plan that fits (the table alone skips those its top K rules out; --csv, --json, --plot do not)"},
     {"vary", required_argument, OPT_VARY, PX_OPT_SWEEP, "FIELD=V1,V2,...",
      "what-if: the sweep for each value of a cluster field (as --set), best plan per value"},
     {"steps", required_argument, 'i', PX_OPT_RUN, "N", "train until N steps are done (10)"},
@@ -326,6 +328,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, (int64_t)1 << 40, &a->ckpt_every, err); break;
       case OPT_RESUME: a->resume = true; break;
       case OPT_CKPT_ASYNC: a->ckpt_async = true; break;
+      case OPT_NO_PRUNE: a->no_prune = true; break;
       case 'Q': a->profile_file = optarg; break;
       case 'U': a->backend = optarg; break;
       case OPT_GRADS: a->grads_file = optarg; break;

@@ -65,6 +65,7 @@ typedef struct {
   const char *ckpt_dir;
   int64_t ckpt_every;
   bool resume;
+  bool no_prune;     /* sweep: simulate every plan that fits, even for the table alone */
   bool ckpt_async;   /* run: background checkpoint writes; sweep: the goodput model counts the snapshot */
   const char *profile_file;
   const char *backend;

@@ -1,10 +1,13 @@
-/* Status codes and error messages. */
+/* Status codes, error messages and allocation. */
 #include "core/status.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 px_status px_err_set(px_err *err, px_status st, const char *fmt, ...) {
   if (!err) return st;
@@ -46,4 +49,11 @@ void *px_calloc(size_t count, size_t size, px_err *err) {
   void *p = calloc(count ? count : 1, size ? size : 1);
   if (!p) px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %zu x %zu bytes", count, size);
   return p;
+}
+
+void px_alloc_keep_freed(void) {
+#ifdef __GLIBC__
+  mallopt(M_TRIM_THRESHOLD, 1 << 30); /* free() shrinks the heap only past 1 GiB unused */
+  mallopt(M_MMAP_THRESHOLD, 1 << 28); /* blocks under 256 MiB come from (reused) heap memory, not mmap */
+#endif
 }

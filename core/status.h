@@ -26,5 +26,10 @@ void px_err_clear(px_err *err);
 
 /* Allocation that reports failure through err; size 0 returns a valid pointer. */
 void *px_calloc(size_t count, size_t size, px_err *err);
+/* For a process that builds and frees many large objects one after another
+ * (a sweep's plans): freed memory is kept for the next rather than returned
+ * to the kernel and faulted back in (glibc's trim and mmap thresholds
+ * raised; elsewhere nothing). Called by the CLI, never by the library. */
+void px_alloc_keep_freed(void);
 
 #endif

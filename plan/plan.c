@@ -150,7 +150,23 @@ double px_totals_dp_wire_bytes(const px_stage_totals *t) {
          t->wire_bytes[PX_GROUP_EDP];
 }
 
+/* Adds an instance's ops' bytes on the wire to t, by group (a send's: the next or previous stage). */
+static void add_wire(px_stage_totals *t, const px_inst *in, const px_op *ops, int32_t k) {
+  px_group g = (px_group)ops[k].group;
+  if (ops[k].kind == PX_OP_SEND) g = in->block == PX_BLOCK_SEND_FWD ? PX_GROUP_NEXT : PX_GROUP_PREV;
+  t->wire_bytes[g] += ops[k].wire_bytes;
+}
+
 static void stage_totals(px_plan *p) {
+  /* the block ops that send anything: adding the others' zeros changes no sum, so they are skipped */
+  int32_t wired[PX_BLOCK_KIND_COUNT][32], nwired[PX_BLOCK_KIND_COUNT];
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
+    nwired[k] = 0;
+    for (int32_t j = 0; j < p->blocks[k].nops && nwired[k] >= 0; j++)
+      if (p->blocks[k].ops[j].wire_bytes != 0) nwired[k] = nwired[k] < 32 ? nwired[k] + 1 : -1;
+    for (int32_t j = 0, n = 0; nwired[k] > 0 && j < p->blocks[k].nops; j++)
+      if (p->blocks[k].ops[j].wire_bytes != 0) wired[k][n++] = j;
+  }
   for (int64_t s = 0; s < p->par.pp; s++) {
     const px_program *prog = &p->programs[s];
     px_stage_totals *t = &p->totals[s];
@@ -161,11 +177,10 @@ static void stage_totals(px_plan *p) {
       t->model_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD];
       t->hw_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD] + b->flops[PX_PHASE_RECOMPUTE];
       const px_op *ops = px_inst_ops(p, prog, in);
-      for (int32_t k = 0; k < b->nops; k++) {
-        px_group g = (px_group)ops[k].group;
-        if (ops[k].kind == PX_OP_SEND) g = in->block == PX_BLOCK_SEND_FWD ? PX_GROUP_NEXT : PX_GROUP_PREV;
-        t->wire_bytes[g] += ops[k].wire_bytes;
-      }
+      if (in->ops < 0 && nwired[in->block] >= 0) /* the block's own ops: those that send */
+        for (int32_t j = 0; j < nwired[in->block]; j++) add_wire(t, in, ops, wired[in->block][j]);
+      else
+        for (int32_t k = 0; k < b->nops; k++) add_wire(t, in, ops, k);
     }
     p->model_flops_per_step += t->model_flops * (double)(p->par.tp * p->grid.wdp);
     p->hw_flops_per_step += t->hw_flops * (double)(p->par.tp * p->grid.wdp);

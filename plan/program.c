@@ -42,9 +42,10 @@ static int64_t schedule_zb_h1(int64_t pp, int64_t m, int64_t s, sched_unit *out)
  * while fewer than 2p - 1 micro-batches are in flight (forwarded, W not
  * done), else a deferred W. Warm-up forwards fill the time until the first
  * gradient returns (2(p - s) - 1 on stage s) and deferred W fill the drain:
- * the paper's parallelogram. Writes stage `want`'s order; returns its
- * entries, -1 out of memory. */
-static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *out) {
+ * the paper's parallelogram. The clock runs every stage at once, so it
+ * writes every stage's order (3m entries each, stage s's at out + 3 m s);
+ * returns 0, -1 out of memory. */
+static int64_t schedule_zb_h2(int64_t pp, int64_t m, sched_unit *out) {
   int64_t *f = calloc((size_t)pp, sizeof *f), *b = calloc((size_t)pp, sizeof *b), *w = calloc((size_t)pp, sizeof *w);
   int64_t *f_end = malloc((size_t)(pp * m) * sizeof *f_end), *b_end = malloc((size_t)(pp * m) * sizeof *b_end);
   int64_t n = -1;
@@ -66,7 +67,7 @@ static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *o
         else
           continue;
         left--;
-        if (s == want) out[n++] = u;
+        out[3 * m * s + f[s] + b[s] + w[s] - 1] = u;
       }
     }
     if (left > 0) n = -1;
@@ -75,11 +76,29 @@ static int64_t schedule_zb_h2(int64_t pp, int64_t m, int64_t want, sched_unit *o
   return n;
 }
 
+/* What the compiler works out once a plan rather than once a stage. */
+typedef struct {
+  int slots[2][32];  /* a layer's parameter slots, dense [0] or MoE [1], looked up by name ... */
+  int nslots[2];     /* ... once (< 0: not yet) */
+  sched_unit *zb_h2; /* (pp, 3m) ZB-H2: every stage's order, from one run of its clock */
+} plan_cache;
+
 /* Megatron-LM's orders and the zero-bubble ones. Returns the entries, -1 out of memory. */
-static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out) {
+static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out, plan_cache *pc) {
   int64_t pp = p->par.pp, m = p->microbatches, v = p->par.vpp, n = 0;
   if (p->par.schedule == PX_SCHED_ZB_H1) return schedule_zb_h1(pp, m, s, out);
-  if (p->par.schedule == PX_SCHED_ZB_H2) return schedule_zb_h2(pp, m, s, out);
+  if (p->par.schedule == PX_SCHED_ZB_H2) {
+    if (!pc->zb_h2) {
+      pc->zb_h2 = malloc((size_t)(3 * pp * m) * sizeof *pc->zb_h2);
+      if (!pc->zb_h2 || schedule_zb_h2(pp, m, pc->zb_h2) < 0) {
+        free(pc->zb_h2);
+        pc->zb_h2 = NULL;
+        return -1;
+      }
+    }
+    memcpy(out, pc->zb_h2 + 3 * m * s, (size_t)(3 * m) * sizeof *out);
+    return 3 * m;
+  }
   if (p->par.schedule == PX_SCHED_GPIPE) {
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_F(i);
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_B(i);
@@ -255,16 +274,10 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
 /* The stage's parameters in flat order (embedding, layers chunk by chunk,
  * head) cut into units, and each group's units [lo, hi] by group id + 1. */
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
-                               px_err *err) {
+                               plan_cache *pc, px_err *err) {
   int64_t L = p->model.layers;
   group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
-  px_param_ref *refs = px_calloc(((size_t)L + 2) * 32, sizeof *refs, err);
-  px_unit *units = px_calloc(((size_t)L + 2) * 32, sizeof *units, err);
-  int32_t *ref_unit = px_calloc(((size_t)L + 2) * 32, sizeof *ref_unit, err);
-  if (!groups || !refs || !units || !ref_unit) {
-    free(groups), free(refs), free(units), free(ref_unit);
-    return PX_ERR_RUNTIME;
-  }
+  if (!groups) return PX_ERR_RUNTIME;
   int ng = 0;
   if (prog->has_embed && !tied_single(p)) groups[ng++] = (group){-1, 0};
   for (int64_t c = 0; c < p->par.vpp; c++) {
@@ -272,11 +285,26 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     for (int64_t l = 0; l < p->vstage_layers[vs]; l++) groups[ng++] = (group){(int32_t)(p->vstage_first[vs] + l), 0};
   }
   if (prog->has_head) groups[ng++] = (group){(int32_t)L, 0};
+  /* at most 32 parameters a group (group_slots), and a unit per parameter at most: the stage's groups, not the model's */
+  px_param_ref *refs = px_calloc(((size_t)ng + 1) * 32, sizeof *refs, err);
+  px_unit *units = px_calloc(((size_t)ng + 1) * 32, sizeof *units, err);
+  int32_t *ref_unit = px_calloc(((size_t)ng + 1) * 32, sizeof *ref_unit, err);
+  if (!refs || !units || !ref_unit) {
+    free(groups), free(refs), free(units), free(ref_unit);
+    return PX_ERR_RUNTIME;
+  }
   /* Sizes and parameter references, flat order without padding first. */
   int nrefs = 0;
   for (int g = 0; g < ng; g++) {
-    int slots[32];
-    int ns = group_slots(p, groups[g].id, slots);
+    int own[32], *slots = own, ns;
+    int32_t id = groups[g].id;
+    if (id >= 0 && id < L) {
+      int moe = px_model_layer_is_moe(&p->model, id);
+      if (pc->nslots[moe] < 0) pc->nslots[moe] = group_slots(p, id, pc->slots[moe]);
+      slots = pc->slots[moe], ns = pc->nslots[moe];
+    } else {
+      ns = group_slots(p, id, own);
+    }
     for (int i = 0; i < ns; i++) {
       refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};
       groups[g].elems += p->slots[slots[i]].elems;
@@ -584,21 +612,30 @@ static int32_t post_recv(emitter *e, sched_unit u) {
   return r;
 }
 
-static px_status emit_program(px_plan *p, int64_t s, px_program *prog, px_err *err) {
+static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cache *pc, px_err *err) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
   sched_unit *sched = px_calloc((size_t)(3 * m * p->par.vpp + 2), sizeof *sched, err);
   if (!sched) return PX_ERR_RUNTIME;
-  int64_t ns = schedule_stage(p, s, sched);
+  int64_t ns = schedule_stage(p, s, sched, pc);
   emitter e = {.p = p, .stage = s, .last_compute = -1};
   if (ns < 0) {
     free(sched);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory ordering stage %lld", (long long)s);
   }
+  /* room for what an entry usually emits (its chunk's blocks, transfers and a few reductions), so the
+   * lists seldom grow: growing copies them */
+  int64_t guess = ns * (prog->nlayers / p->par.vpp + 4) + 256;
+  if (guess < INT32_MAX / 2) {
+    e.il.v = malloc((size_t)guess * sizeof *e.il.v);
+    e.il.deps = malloc((size_t)guess * 2 * sizeof *e.il.deps);
+    e.il.cap = e.il.v ? (int32_t)guess : 0;
+    e.il.dcap = e.il.deps ? (int32_t)guess * 2 : 0;
+  }
   e.unit_lo = px_calloc((size_t)L + 2, sizeof *e.unit_lo, err);
   e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
   px_status st = PX_OK;
   if (!e.unit_lo || !e.unit_hi) st = PX_ERR_RUNTIME;
-  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, err))) goto done;
+  if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, pc, err))) goto done;
   int32_t nu = prog->nunits;
   e.nunits = nu;
   e.gathered = px_calloc((size_t)nu, sizeof *e.gathered, err);
@@ -826,6 +863,7 @@ px_status px_compile_programs(px_plan *p, px_err *err) {
   if (st0) return st0;
   p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
   if (!p->programs) return PX_ERR_RUNTIME;
+  plan_cache pc = {.nslots = {-1, -1}};
   for (int64_t s = 0; s < pp; s++) {
     px_program *prog = &p->programs[s];
     prog->has_embed = s == 0;
@@ -833,8 +871,12 @@ px_status px_compile_programs(px_plan *p, px_err *err) {
     prog->first_layer = p->vstage_first[s];
     prog->nlayers = 0;
     for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
-    px_status st = emit_program(p, s, prog, err);
-    if (st) return st;
+    px_status st = emit_program(p, s, prog, &pc, err);
+    if (st) {
+      free(pc.zb_h2);
+      return st;
+    }
   }
+  free(pc.zb_h2);
   return match_p2p(p, err);
 }

@@ -81,10 +81,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
           c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
           px_objective_names[o->objective]);
-  fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated (%s on %d thread%s)\n",
-          (long long)r->enumerated, (long long)r->invalid, (long long)r->dropped_memory,
-          px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a), (long long)r->simulated,
-          px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
+  fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
+          (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
+          (long long)r->simulated);
+  if (r->npruned > 0) fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)r->npruned, (long long)top);
+  fprintf(out, " (%s on %d thread%s)\n", px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
   if (r->n == 0) {
     fprintf(out, "  no plan fits: try more GPUs, ZeRO-3, full recomputation or a smaller micro-batch\n");
     return;

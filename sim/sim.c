@@ -266,6 +266,115 @@ static px_status stage_costs(sim *S, int64_t s) {
   return PX_OK;
 }
 
+/* ---- a lower bound on the step time, without the event engine ---- */
+
+/* A compute block's time on its stream when nothing contends: its compute
+ * segments, as run_segment times them (each px_ns of its duration). */
+static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_op *ops, uint64_t *out) {
+  seg_list l = {0};
+  px_status st = block_segments(S, s, k, ops, &l);
+  *out = 0;
+  for (int i = 0; !st && i < l.n; i++)
+    if (!l.v[i].comm) *out += px_ns(l.v[i].dur_s);
+  free(l.v);
+  return st;
+}
+
+px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
+  px_sim_opts defaults = {0};
+  /* compute at the pace the simulation runs it (the straggler's stretch), as sim_once sets it */
+  sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
+  int64_t pp = p->par.pp, total = 0;
+  *out_s = 0;
+  for (int64_t s = 0; s < pp; s++) total += p->programs[s].ninsts;
+  /* per stage, its compute stream's instances in program order: pos (instance -> place, -1 off the
+   * stream), the instance at each place, its time and the earliest it can end */
+  int32_t *pos = px_calloc((size_t)total + 1, sizeof *pos, err), *inst = px_calloc((size_t)total + 1, sizeof *inst, err);
+  uint64_t *dur = px_calloc((size_t)total + 1, sizeof *dur, err), *end = px_calloc((size_t)total + 1, sizeof *end, err);
+  int64_t *base = px_calloc((size_t)pp * 4 + 1, sizeof *base, err); /* stage s: offset, count, cursor, clock */
+  px_status st = pos && inst && dur && end && base ? PX_OK : PX_ERR_RUNTIME;
+  uint64_t kind_ns[PX_BLOCK_KIND_COUNT] = {0};
+  bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds run_segment times from their segments */
+  static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
+                                                 PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
+                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
+  for (size_t k = 0; !st && k < sizeof compute_blocks / sizeof *compute_blocks; k++) {
+    runs[compute_blocks[k]] = true;
+    st = block_compute_ns(&S, 0, compute_blocks[k], p->blocks[compute_blocks[k]].ops, &kind_ns[compute_blocks[k]]);
+  }
+  for (int64_t s = 0, off = 0; !st && s < pp; s++) {
+    const px_program *prog = &p->programs[s];
+    int64_t n = 0;
+    base[4 * s] = off;
+    /* the optimizer's ops are the stage's own, its first instance's (as stage_costs takes them) */
+    uint64_t opt_ns = 0;
+    for (int32_t i = 0; i < prog->ninsts; i++)
+      if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) {
+        st = block_compute_ns(&S, s, PX_BLOCK_OPTIMIZER, px_inst_ops(p, prog, &prog->insts[i]), &opt_ns);
+        break;
+      }
+    for (int32_t i = 0; !st && i < prog->ninsts; i++) {
+      const px_inst *in = &prog->insts[i];
+      pos[off + i] = -1;
+      if (in->stream != PX_STREAM_COMPUTE) continue;
+      pos[off + i] = (int32_t)n;
+      inst[off + n] = i;
+      dur[off + n] = in->block == PX_BLOCK_OPTIMIZER ? opt_ns : runs[in->block] ? kind_ns[in->block] : 0;
+      n++;
+    }
+    base[4 * s + 1] = n;
+    off += prog->ninsts;
+  }
+  /* Each stream runs its instances in order, so one ends no earlier than the one before it plus
+   * its own time; one that waits for a receive starts no earlier than the instances the peer's
+   * send waits for have ended (a transfer starts when both sides are posted). Stages advance in
+   * turn as far as what they wait for is known: a longest path over the compute streams and the
+   * transfers with everything else free, which the simulation (everything else taking its time,
+   * flows sharing links) cannot beat. */
+  bool progress = true, done = false;
+  while (!st && progress && !done) {
+    progress = false, done = true;
+    for (int64_t s = 0; s < pp; s++) {
+      const px_program *prog = &p->programs[s];
+      int64_t off = base[4 * s], n = base[4 * s + 1];
+      for (; base[4 * s + 2] < n; base[4 * s + 2]++) {
+        int64_t k = base[4 * s + 2];
+        const px_inst *in = &prog->insts[inst[off + k]];
+        uint64_t t = (uint64_t)base[4 * s + 3];
+        bool ready = true;
+        for (int32_t d = 0; d < in->ndeps && ready; d++) {
+          const px_inst *r = &prog->insts[prog->deps[in->dep_start + d]];
+          if (r->block != PX_BLOCK_RECV_FWD && r->block != PX_BLOCK_RECV_BWD) continue;
+          int64_t ps = r->block == PX_BLOCK_RECV_BWD ? (s + 1) % pp : (s - 1 + pp) % pp;
+          const px_program *pprog = &p->programs[ps];
+          const px_inst *send = &pprog->insts[r->peer];
+          int64_t poff = base[4 * ps];
+          for (int32_t e = 0; e < send->ndeps; e++) {
+            int32_t at = pos[poff + pprog->deps[send->dep_start + e]];
+            if (at < 0) continue;
+            if (at >= base[4 * ps + 2]) {
+              ready = false;
+              break;
+            }
+            if (end[poff + at] > t) t = end[poff + at];
+          }
+        }
+        if (!ready) break;
+        end[off + k] = t + dur[off + k];
+        base[4 * s + 3] = (int64_t)end[off + k];
+        progress = true;
+      }
+      if (base[4 * s + 2] < n) done = false;
+    }
+  }
+  uint64_t lb = 0;
+  for (int64_t s = 0; !st && done && s < pp; s++)
+    if ((uint64_t)base[4 * s + 3] > lb) lb = (uint64_t)base[4 * s + 3];
+  *out_s = (double)lb * 1e-9; /* 0 when the walk could not finish: no bound */
+  free(pos), free(inst), free(dur), free(end), free(base);
+  return st;
+}
+
 /* ---- flows ---- */
 
 static void fail(sim *S, px_status st) {
@@ -801,6 +910,22 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
   return st;
 }
 
+px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
+  px_sim_opts free_opts = {0};
+  if (opts) free_opts = *opts;
+  free_opts.comm_free = true;
+  free_opts.trace_path = NULL;
+  free_opts.timeline_path = NULL;
+  px_sim_result twin;
+  px_status st = sim_once(plan, &free_opts, &twin, err);
+  if (st) return st;
+  out->step_time_comm_free_s = twin.step_time_s;
+  out->comm_exposed_s = out->step_time_s > twin.step_time_s ? out->step_time_s - twin.step_time_s : 0.0;
+  out->events += twin.events;
+  px_sim_result_free(&twin);
+  return PX_OK;
+}
+
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
   px_sim_opts defaults = {0};
   if (!opts) opts = &defaults;
@@ -808,19 +933,10 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
   px_status st = sim_once(plan, opts, out, err);
   if (st) return st;
   if (!opts->comm_free && !opts->skip_exposed) {
-    px_sim_opts free_opts = *opts;
-    free_opts.comm_free = true;
-    free_opts.trace_path = NULL;
-    free_opts.timeline_path = NULL;
-    px_sim_result twin;
-    if ((st = sim_once(plan, &free_opts, &twin, err))) {
+    if ((st = px_sim_exposed(plan, opts, out, err))) {
       px_sim_result_free(out);
       return st;
     }
-    out->step_time_comm_free_s = twin.step_time_s;
-    out->comm_exposed_s = out->step_time_s > twin.step_time_s ? out->step_time_s - twin.step_time_s : 0.0;
-    out->events += twin.events;
-    px_sim_result_free(&twin);
   } else if (opts->comm_free) {
     out->step_time_comm_free_s = out->step_time_s;
   }
@@ -848,12 +964,16 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
   double peak = c->gpu.peak_flops[gemm_dt] > 0 ? c->gpu.peak_flops[gemm_dt] : c->gpu.peak_flops[0];
   out->fits = plan->fits;
   if (t > 0) {
-    out->tokens_per_s = (double)plan->par.gbs * (double)plan->seq / t;
+    out->tokens_per_s = px_sim_tokens_per_s(plan, t);
     out->model_tflops_per_gpu = plan->model_flops_per_step / t / gpus / 1e12;
     out->mfu = plan->model_flops_per_step / t / gpus / peak;
     out->hfu = plan->hw_flops_per_step / t / gpus / peak;
   }
   return PX_OK;
+}
+
+double px_sim_tokens_per_s(const px_plan *plan, double step_s) {
+  return (double)plan->par.gbs * (double)plan->seq / step_s;
 }
 
 void px_sim_result_free(px_sim_result *r) {

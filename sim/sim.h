@@ -60,6 +60,19 @@ typedef struct {
 } px_sim_result;
 
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);
+/* The comm-free twin of a plan px_sim_run simulated with opts.skip_exposed:
+ * sets out's step_time_comm_free_s and comm_exposed_s and adds its events,
+ * as px_sim_run does without skip_exposed. */
+px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);
+/* A lower bound on the step_time_s px_sim_run gives the plan (default
+ * options), at a fraction of its cost: the longest path through each
+ * stage's compute stream (its blocks' compute as the simulator costs them,
+ * in program order) and the pipeline transfers between stages, with every
+ * collective, transfer and wait free. A sweep skips the plans whose bound
+ * cannot make its ranking. *out_s is 0 (no bound) when the walk cannot finish. */
+px_status px_sim_step_bound_s(const px_plan *plan, double *out_s, px_err *err);
+/* Tokens a second of the plan at a step time of step_s. */
+double px_sim_tokens_per_s(const px_plan *plan, double step_s);
 /* Where a group's collectives run (the group holding rank 0), as the simulator costs them. */
 px_placement px_sim_group_place(const px_plan *plan, px_group g);
 void px_sim_result_free(px_sim_result *r);

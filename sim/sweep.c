@@ -301,7 +301,10 @@ out:
 
 /* ---- evaluation ---- */
 
-enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED };
+/* A candidate's state: CAND_BOUNDED fits and has its score's lower bound
+ * (bound[i]) but is not simulated yet; CAND_PRUNED never will be, as the
+ * bound keeps it out of the ranking's first opts.keep. */
+enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_BOUNDED, CAND_PRUNED };
 
 typedef struct {
   const px_model *m;
@@ -310,6 +313,10 @@ typedef struct {
   const cand_list *cands;
   px_sweep_entry *entries; /* one per candidate */
   uint8_t *state;
+  double *bound;           /* (cands) the least score a fitting candidate can have (opts.keep > 0) */
+  const int64_t *todo;     /* what the threads take in turn: candidates to compile, or to simulate */
+  int64_t ntodo;
+  bool simulate;           /* the todo list is of bounded candidates to simulate */
   atomic_llong next, done;
   int64_t total; /* candidates of this part */
   px_err first_err;
@@ -351,6 +358,63 @@ static bool offload_may_fit(const px_plan *plan) {
   return true;
 }
 
+static void failed(work *w, int64_t i, const px_err *err) {
+  w->state[i] = CAND_FAILED;
+  pthread_mutex_lock(&w->lock);
+  if (!w->first_err.msg[0]) w->first_err = *err;
+  pthread_mutex_unlock(&w->lock);
+}
+
+static double score_of(const px_sweep_entry *e, px_objective obj);
+
+/* Simulates a compiled plan that fits into e: what `parallax sim` says of
+ * it, and its time to train; with exposed false, not the comm-free twin
+ * (comm_exposed_s, which ranks nothing: px_sim_exposed adds it later). */
+static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, bool exposed, px_sweep_entry *e,
+                               px_err *err) {
+  px_sim_result r;
+  px_sim_opts so = sweep_sim_opts;
+  so.skip_exposed = !exposed;
+  px_status st = px_sim_run(plan, &so, &r, err);
+  if (st) return st;
+  px_sim_result_free(&r); /* the per-stage detail; the summary stays */
+  px_train_time_of(plan, r.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s, o->ckpt_async,
+                   &e->train);
+  e->sim = r;
+  e->score = score_of(e, o->objective);
+  return PX_OK;
+}
+
+/* Compiles e->par (a plan the sweep found to fit, offload chosen) and simulates it (exposed: as simulate_plan). */
+static px_status simulate_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, bool exposed,
+                                px_sweep_entry *e, px_err *err) {
+  px_plan plan;
+  px_status st = px_plan_compile(&plan, m, c, &e->par, err);
+  if (!st) st = simulate_plan(&plan, o, exposed, e, err);
+  px_plan_free(&plan);
+  return st;
+}
+
+/* The least score a plan that fits can get: its score with the step time
+ * at the simulator's lower bound (px_sim_step_bound_s), every other figure
+ * (memory, goodput) its own; -inf when there is no bound. */
+static px_status bound_score(const px_plan *plan, const px_sweep_opts *o, const px_sweep_entry *e, double *out,
+                             px_err *err) {
+  double lb_s;
+  px_status st = px_sim_step_bound_s(plan, &lb_s, err);
+  *out = -INFINITY;
+  if (st || lb_s <= 0) return st;
+  px_sweep_entry b = *e;
+  b.sim.step_time_s = lb_s;
+  b.sim.tokens_per_s = px_sim_tokens_per_s(plan, lb_s);
+  px_train_time_of(plan, b.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
+                   o->ckpt_async, &b.train);
+  *out = score_of(&b, o->objective);
+  return PX_OK;
+}
+
+/* Compiles candidate i, with the least offload that makes it fit if it
+ * needs one, and if it fits simulates it (or with opts.keep, bounds its score). */
 static void evaluate(work *w, int64_t i) {
   px_plan plan;
   px_err err = {0};
@@ -363,10 +427,7 @@ static void evaluate(work *w, int64_t i) {
    * not fit. */
   for (;;) {
     if (px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
-      w->state[i] = CAND_FAILED;
-      pthread_mutex_lock(&w->lock);
-      if (!w->first_err.msg[0]) w->first_err = err;
-      pthread_mutex_unlock(&w->lock);
+      failed(w, i, &err);
       return;
     }
     if (plan.fits || !offload_may_fit(&plan)) break;
@@ -380,23 +441,13 @@ static void evaluate(work *w, int64_t i) {
   memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
   if (!plan.fits) {
     w->state[i] = CAND_NOFIT;
-    px_plan_free(&plan);
-    return;
+  } else if (w->o->keep > 0) {
+    if (bound_score(&plan, w->o, e, &w->bound[i], &err)) failed(w, i, &err);
+    else w->state[i] = CAND_BOUNDED;
+  } else {
+    if (simulate_plan(&plan, w->o, true, e, &err)) failed(w, i, &err);
+    else w->state[i] = CAND_FITS;
   }
-  px_sim_result r;
-  if (px_sim_run(&plan, &sweep_sim_opts, &r, &err)) {
-    w->state[i] = CAND_FAILED;
-    pthread_mutex_lock(&w->lock);
-    if (!w->first_err.msg[0]) w->first_err = err;
-    pthread_mutex_unlock(&w->lock);
-    px_plan_free(&plan);
-    return;
-  }
-  px_sim_result_free(&r); /* the per-stage detail; the summary stays */
-  px_train_time_of(&plan, r.tokens_per_s, w->o->tokens, w->o->price_per_gpu_hour, w->o->mtbf_hours, w->o->restart_s,
-                   w->o->ckpt_async, &e->train);
-  e->sim = r;
-  w->state[i] = CAND_FITS;
   px_plan_free(&plan);
 }
 
@@ -405,13 +456,93 @@ static void *worker(void *arg) {
   const px_sweep_opts *o = w->o;
   for (;;) {
     int64_t k = atomic_fetch_add(&w->next, 1);
-    int64_t i = o->part + k * o->parts; /* this part's k-th candidate */
-    if (i >= w->cands->n) break;
-    evaluate(w, i);
-    int64_t d = atomic_fetch_add(&w->done, 1) + 1;
-    if (o->progress) o->progress(o->progress_ctx, d, w->total);
+    if (k >= w->ntodo) break;
+    int64_t i = w->todo[k];
+    if (!w->simulate) {
+      evaluate(w, i);
+      int64_t d = atomic_fetch_add(&w->done, 1) + 1;
+      if (o->progress) o->progress(o->progress_ctx, d, w->total);
+      continue;
+    }
+    px_err err = {0};
+    if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
+    else w->state[i] = CAND_FITS;
   }
   return NULL;
+}
+
+/* Runs the todo list on the sweep's threads (this one among them). */
+static void run_threads(work *w, const int64_t *todo, int64_t n, bool simulate) {
+  w->todo = todo;
+  w->ntodo = n;
+  w->simulate = simulate;
+  atomic_store(&w->next, 0);
+  int nt = w->o->threads > 0 ? w->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (nt < 1) nt = 1;
+  if (nt > 64) nt = 64;
+  if (nt > n) nt = n > 0 ? (int)n : 1;
+  pthread_t th[64];
+  int started = 0;
+  for (int t = 1; t < nt; t++)
+    if (pthread_create(&th[started], NULL, worker, w) == 0) started++;
+  worker(w);
+  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+}
+
+/* The bounded candidates simulated a chunk at a time, least bound first;
+ * after each chunk the threshold is the keep-th best score so far, and a
+ * candidate whose bound exceeds it cannot be among the best keep: it is
+ * pruned. The chunks do not depend on the threads, so neither do the
+ * plans simulated. */
+#define PRUNE_CHUNK 32
+
+typedef struct {
+  double bound;
+  int64_t i;
+} bounded;
+
+static int cmp_bounded(const void *a, const void *b) {
+  const bounded *x = a, *y = b;
+  if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static px_status prune_and_simulate(work *w, int64_t keep, px_err *err) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < w->cands->n; i++)
+    if (w->state[i] == CAND_BOUNDED) n++;
+  bounded *order = px_calloc((size_t)n + 1, sizeof *order, err);
+  int64_t *sel = px_calloc(PRUNE_CHUNK, sizeof *sel, err);
+  double *best = px_calloc((size_t)keep + 1, sizeof *best, err); /* the keep least scores, ascending */
+  if (!order || !sel || !best) {
+    free(order), free(sel), free(best);
+    return PX_ERR_RUNTIME;
+  }
+  n = 0;
+  for (int64_t i = 0; i < w->cands->n; i++)
+    if (w->state[i] == CAND_BOUNDED) order[n++] = (bounded){w->bound[i], i};
+  qsort(order, (size_t)n, sizeof *order, cmp_bounded);
+  double threshold = INFINITY;
+  int64_t nbest = 0;
+  for (int64_t c = 0; c < n && order[c].bound <= threshold; c += PRUNE_CHUNK) {
+    int64_t nsel = 0;
+    for (int64_t j = c; j < n && j < c + PRUNE_CHUNK; j++)
+      if (order[j].bound <= threshold) sel[nsel++] = order[j].i;
+    run_threads(w, sel, nsel, true);
+    for (int64_t j = 0; j < nsel; j++) {
+      if (w->state[sel[j]] != CAND_FITS) continue;
+      double sc = w->entries[sel[j]].score;
+      if (nbest == keep && sc >= best[keep - 1]) continue;
+      int64_t at = nbest < keep ? nbest++ : keep - 1;
+      for (; at > 0 && best[at - 1] > sc; at--) best[at] = best[at - 1];
+      best[at] = sc;
+    }
+    if (nbest == keep) threshold = best[keep - 1];
+  }
+  for (int64_t j = 0; j < n; j++)
+    if (w->state[order[j].i] == CAND_BOUNDED) w->state[order[j].i] = CAND_PRUNED;
+  free(order), free(sel), free(best);
+  return PX_OK;
 }
 
 static double score_of(const px_sweep_entry *e, px_objective obj) {
@@ -480,38 +611,41 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   }
   r->enumerated = cands.n + r->invalid;
   work w = {.m = m, .c = c, .o = o, .cands = &cands};
-  w.entries = px_calloc((size_t)cands.n + 1, sizeof *w.entries, err);
-  w.state = px_calloc((size_t)cands.n + 1, 1, err);
-  if (!w.entries || !w.state) {
-    free(cands.v), free(w.entries), free(w.state);
-    return PX_ERR_RUNTIME;
-  }
   int64_t parts = o->parts > 0 ? o->parts : 1;
   w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;
+  w.entries = px_calloc((size_t)cands.n + 1, sizeof *w.entries, err);
+  w.state = px_calloc((size_t)cands.n + 1, 1, err);
+  w.bound = px_calloc((size_t)cands.n + 1, sizeof *w.bound, err);
+  int64_t *todo = px_calloc((size_t)w.total + 1, sizeof *todo, err);
+  if (!w.entries || !w.state || !w.bound || !todo) {
+    free(cands.v), free(w.entries), free(w.state), free(w.bound), free(todo);
+    return PX_ERR_RUNTIME;
+  }
+  for (int64_t k = 0; k < w.total; k++) todo[k] = o->part + k * parts; /* this part's k-th candidate */
   atomic_init(&w.next, 0);
   atomic_init(&w.done, 0);
   pthread_mutex_init(&w.lock, NULL);
-  int nt = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (nt < 1) nt = 1;
-  if (nt > 64) nt = 64;
-  pthread_t th[64];
-  int started = 0;
-  for (int t = 1; t < nt; t++)
-    if (pthread_create(&th[started], NULL, worker, &w) == 0) started++;
-  worker(&w);
-  for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
+  run_threads(&w, todo, w.total, false);
+  /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bound needs */
+  int64_t keep = o->keep > 0 ? (o->keep > REFINE_TOP ? o->keep : REFINE_TOP) : 0;
+  if (keep > 0) st = prune_and_simulate(&w, keep, err);
   pthread_mutex_destroy(&w.lock);
-  /* Split into the fitting ones and the dropped ones. */
-  int64_t n = 0, nd = 0;
+  free(todo);
+  free(w.bound);
+  /* Split into the fitting ones, the dropped ones and the pruned ones. */
+  int64_t n = 0, nd = 0, np = 0;
   for (int64_t i = o->part; i < cands.n; i += parts) {
     if (w.state[i] == CAND_NOFIT) nd++;
-    if (w.state[i] == CAND_FAILED)
+    if (w.state[i] == CAND_PRUNED) np++;
+    if (w.state[i] == CAND_FAILED && !st)
       st = px_err_set(err, PX_ERR_RUNTIME, "internal: a valid plan failed to compile or simulate: %s", w.first_err.msg);
   }
   r->dropped = px_calloc((size_t)nd + 1, sizeof *r->dropped, err);
-  if (!r->dropped && !st) st = PX_ERR_RUNTIME;
+  r->pruned = px_calloc((size_t)np + 1, sizeof *r->pruned, err);
+  if ((!r->dropped || !r->pruned) && !st) st = PX_ERR_RUNTIME;
   for (int64_t i = o->part; !st && i < cands.n; i += parts) {
     if (w.state[i] == CAND_NOFIT) r->dropped[r->ndropped++] = w.entries[i];
+    if (w.state[i] == CAND_PRUNED) r->pruned[r->npruned++] = w.entries[i];
     if (w.state[i] == CAND_FITS) w.entries[n++] = w.entries[i];
   }
   r->dropped_memory = r->ndropped;
@@ -526,7 +660,63 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   }
   px_sweep_rank(r->entries, r->n, o->objective);
   refine_prefetch(m, c, o, r);
+  /* a split sweep completes the best plan's alternatives once its parts are merged */
+  if (parts == 1 && (st = px_sweep_complete(m, c, o, r, err))) px_sweep_result_free(r);
+  return st;
+}
+
+/* The best plan in another precision of the same split (px_sweep_precision_alternative's match). */
+static bool precision_alt(const px_parallel *a, const px_parallel *b);
+static bool same_split(const px_parallel *a, const px_parallel *b);
+
+static px_status complete_alternatives(const px_model *m, const px_cluster *c, const px_sweep_opts *o,
+                                      px_sweep_result *r, px_err *err) {
+  if (r->n == 0 || r->npruned == 0) return PX_OK;
+  const px_parallel best = r->entries[0].par;
+  int64_t na = 0, kept = 0;
+  for (int64_t i = 0; i < r->npruned; i++)
+    if (same_split(&r->pruned[i].par, &best) || precision_alt(&best, &r->pruned[i].par)) na++;
+  if (!na) return PX_OK;
+  px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + na) * sizeof *ne);
+  if (!ne) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
+  r->entries = ne;
+  for (int64_t i = 0; i < r->npruned; i++) {
+    px_sweep_entry *e = &r->pruned[i];
+    if (!same_split(&e->par, &best) && !precision_alt(&best, &e->par)) {
+      r->pruned[kept++] = *e;
+      continue;
+    }
+    px_status st = simulate_entry(m, c, o, false, e, err);
+    if (st) return st;
+    r->entries[r->n++] = *e;
+  }
+  r->npruned = kept;
+  r->simulated = r->n;
+  px_sweep_rank(r->entries, r->n, o->objective);
   return PX_OK;
+}
+
+/* A pruned sweep simulated without the comm-free twins: the first keep
+ * entries get theirs (comm_exposed_s, the table's "exposed"). */
+static px_status complete_exposed(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                  px_err *err) {
+  for (int64_t i = 0; i < r->n && i < o->keep; i++) {
+    px_sweep_entry *e = &r->entries[i];
+    if (e->sim.step_time_comm_free_s > 0) continue; /* refined: simulated whole */
+    px_plan plan;
+    px_status st = px_plan_compile(&plan, m, c, &e->par, err);
+    if (!st) st = px_sim_exposed(&plan, NULL, &e->sim, err);
+    px_plan_free(&plan);
+    if (st) return st;
+  }
+  return PX_OK;
+}
+
+px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                            px_err *err) {
+  if (o->keep <= 0) return PX_OK;
+  px_status st = complete_alternatives(m, c, o, r, err);
+  return st ? st : complete_exposed(m, c, o, r, err);
 }
 
 static int cmp_index(const void *a, const void *b) {
@@ -535,14 +725,18 @@ static int cmp_index(const void *a, const void *b) {
 }
 
 void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_sweep_entry *dropped, int64_t ndropped,
-                    px_objective obj) {
+                    px_sweep_entry *pruned, int64_t npruned, px_objective obj) {
   free(r->entries);
   free(r->dropped);
+  free(r->pruned);
   r->entries = entries;
   r->n = r->simulated = n;
   r->dropped = dropped;
   r->ndropped = r->dropped_memory = ndropped;
+  r->pruned = pruned;
+  r->npruned = npruned;
   if (ndropped > 1) qsort(r->dropped, (size_t)ndropped, sizeof *r->dropped, cmp_index);
+  if (npruned > 1) qsort(r->pruned, (size_t)npruned, sizeof *r->pruned, cmp_index);
   px_sweep_rank(r->entries, r->n, obj);
 }
 
@@ -550,8 +744,9 @@ void px_sweep_result_free(px_sweep_result *r) {
   if (!r) return;
   free(r->entries);
   free(r->dropped);
-  r->entries = r->dropped = NULL;
-  r->n = r->ndropped = 0;
+  free(r->pruned);
+  r->entries = r->dropped = r->pruned = NULL;
+  r->n = r->ndropped = r->npruned = 0;
 }
 
 /* The same split in any precision. */
@@ -566,6 +761,12 @@ static bool same_split(const px_parallel *a, const px_parallel *b) {
   return same_shape(a, b) && a->precision == b->precision && a->fp8_recipe == b->fp8_recipe;
 }
 
+static bool precision_alt(const px_parallel *a, const px_parallel *b) {
+  return b->precision != a->precision && same_shape(a, b) && a->zero == b->zero && a->grad_accum == b->grad_accum &&
+         a->reshard == b->reshard && a->shard_group == b->shard_group && a->offload_opt == b->offload_opt &&
+         a->offload_params == b->offload_params;
+}
+
 bool px_sweep_precision_alternative(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out) {
   const px_parallel *a = &of->par;
   for (int pass = 0; pass < 2; pass++) {
@@ -573,9 +774,7 @@ bool px_sweep_precision_alternative(const px_sweep_result *r, const px_sweep_ent
     int64_t count = pass ? r->ndropped : r->n;
     for (int64_t i = 0; i < count; i++) {
       const px_parallel *b = &list[i].par;
-      if (b->precision != a->precision && same_shape(a, b) && a->zero == b->zero && a->grad_accum == b->grad_accum &&
-          a->reshard == b->reshard && a->shard_group == b->shard_group && a->offload_opt == b->offload_opt &&
-          a->offload_params == b->offload_params) {
+      if (precision_alt(a, b)) {
         *out = (px_sweep_alt){&list[i], !pass};
         return true;
       }

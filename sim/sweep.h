@@ -31,6 +31,11 @@ typedef struct {
   int threads;           /* 0: one per core */
   int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
+  int64_t keep;          /* > 0: only the first keep of the ranking (and the refinement's 8) must be exact,
+                            so a plan whose score's lower bound (px_sim_step_bound_s) keeps it out of them
+                            is not simulated but pruned (what the ranking prints is the same), and past
+                            the first keep entries the comm-free twin is not run (comm_exposed_s,
+                            step_time_comm_free_s 0); 0: every plan that fits is simulated whole */
   void (*progress)(void *ctx, int64_t done, int64_t total);
   void *progress_ctx;
 } px_sweep_opts;
@@ -64,6 +69,8 @@ typedef struct {
   int64_t n;
   px_sweep_entry *dropped; /* valid plans that do not fit (peak memory only), enumeration order */
   int64_t ndropped;
+  px_sweep_entry *pruned;  /* plans that fit but were not simulated (opts.keep; memory only), enumeration order */
+  int64_t npruned;
   int64_t enumerated, invalid, dropped_memory, simulated;
 } px_sweep_result;
 
@@ -72,11 +79,17 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
                        px_err *err);
 /* A split sweep put together (opts.parts > 1, one part per process): r holds
  * one part's result and takes over `entries` and `dropped`, every part's
- * together (freed with r), as its own; the counts of simulated and dropped
- * plans become theirs (enumeration counts are the same in every part), the
+ * together (freed with r), as its own; the counts of simulated, dropped
+ * and pruned plans become theirs (enumeration counts are the same in every part), the
  * dropped are put back in enumeration order and the entries ranked. */
 void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_sweep_entry *dropped, int64_t ndropped,
-                    px_objective obj);
+                    px_sweep_entry *pruned, int64_t npruned, px_objective obj);
+/* A pruned sweep (opts.keep): simulates the pruned plans the best plan's
+ * ZeRO and precision alternatives (below) name, so that they are those of
+ * the sweep that prunes nothing, and the comm-free twins of the first keep. px_sweep_run does it for one process; a
+ * split sweep calls it once its parts are merged. */
+px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                            px_err *err);
 /* Sorts entries by the objective (ties: enumeration order). */
 void px_sweep_rank(px_sweep_entry *e, int64_t n, px_objective obj);
 void px_sweep_result_free(px_sweep_result *r);

@@ -3,6 +3,7 @@
  * and the failure model's figures by hand (tests/data/failure_rates.md). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/sweep.h"
@@ -153,6 +154,97 @@ static void test_parts_merge(void) {
   px_sweep_result_free(&whole);
 }
 
+/* Two rankings agree in their first k: the same plans in the same order, the same figures. */
+static void same_top(const px_sweep_result *a, const px_sweep_result *b, int64_t k) {
+  CU_ASSERT_FATAL(a->n >= k && b->n >= k);
+  for (int64_t i = 0; i < k; i++) {
+    CU_ASSERT_EQUAL(a->entries[i].index, b->entries[i].index);
+    CU_ASSERT(a->entries[i].sim.step_time_s == b->entries[i].sim.step_time_s);
+    CU_ASSERT(a->entries[i].sim.comm_exposed_s == b->entries[i].sim.comm_exposed_s);
+    CU_ASSERT(a->entries[i].sim.step_time_comm_free_s == b->entries[i].sim.step_time_comm_free_s);
+    CU_ASSERT_EQUAL(a->entries[i].sim.events, b->entries[i].sim.events);
+    CU_ASSERT(a->entries[i].score == b->entries[i].score);
+  }
+}
+
+/* The best plan's ZeRO and precision alternatives agree (the same plans, figures and order). */
+static void same_alternatives(const px_sweep_result *a, const px_sweep_result *b) {
+  px_sweep_alt x[16], y[16];
+  int nx = px_sweep_zero_alternatives(a, &a->entries[0], x, 16), ny = px_sweep_zero_alternatives(b, &b->entries[0], y, 16);
+  CU_ASSERT_EQUAL(nx, ny);
+  for (int i = 0; i < nx && i < ny; i++) {
+    CU_ASSERT_EQUAL(x[i].e->index, y[i].e->index);
+    CU_ASSERT_EQUAL(x[i].fits, y[i].fits);
+    CU_ASSERT(x[i].e->sim.tokens_per_s == y[i].e->sim.tokens_per_s);
+  }
+  px_sweep_alt pa, pb;
+  bool ha = px_sweep_precision_alternative(a, &a->entries[0], &pa), hb = px_sweep_precision_alternative(b, &b->entries[0], &pb);
+  CU_ASSERT_EQUAL(ha, hb);
+  if (ha && hb) CU_ASSERT(pa.e->index == pb.e->index && pa.e->sim.tokens_per_s == pb.e->sim.tokens_per_s);
+}
+
+/* A sweep that keeps only its best k exact (opts.keep) prunes plans by the
+ * simulator's lower bound and still ranks its first k, and names the best
+ * plan's alternatives, as the sweep that simulates everything does, by
+ * every objective and split in parts; and no plan's bound exceeds its
+ * simulated step time. Llama 3 8B on 16 H100s (bf16 and fp8, every tp, pp,
+ * schedule, ZeRO), one micro-batch size and no recomputation to stay short. */
+static void test_pruned_same_ranking(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-8b", "dgx-h100", 16, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 64, o.fixed.mbs = 1, o.fixed.recompute = PX_RECOMPUTE_NONE;
+  o.tokens = 1e12, o.price_per_gpu_hour = 2.5;
+  o.threads = 2;
+  px_err err = {0};
+  for (int obj = 0; obj < PX_OBJ_COUNT; obj++) {
+    o.objective = (px_objective)obj;
+    px_sweep_result all, pruned;
+    o.keep = 0;
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &all, &err), PX_OK);
+    o.keep = 5;
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &pruned, &err), PX_OK);
+    CU_ASSERT(pruned.npruned > 0 && all.npruned == 0);
+    CU_ASSERT_EQUAL(pruned.simulated + pruned.npruned, all.simulated);
+    CU_ASSERT_EQUAL(pruned.dropped_memory, all.dropped_memory);
+    same_top(&all, &pruned, 5);
+    same_alternatives(&all, &pruned);
+    if (obj == PX_OBJ_THROUGHPUT) {
+      /* split in three parts, merged, completed: the same again */
+      px_sweep_result part[3];
+      px_sweep_entry *e = calloc((size_t)all.simulated, sizeof *e), *d = calloc((size_t)all.ndropped + 1, sizeof *d),
+                     *p = calloc((size_t)all.simulated, sizeof *p);
+      int64_t ne = 0, nd = 0, np = 0;
+      for (int k = 0; k < 3; k++) {
+        o.part = k, o.parts = 3;
+        CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &part[k], &err), PX_OK);
+        memcpy(e + ne, part[k].entries, (size_t)part[k].n * sizeof *e), ne += part[k].n;
+        memcpy(d + nd, part[k].dropped, (size_t)part[k].ndropped * sizeof *d), nd += part[k].ndropped;
+        memcpy(p + np, part[k].pruned, (size_t)part[k].npruned * sizeof *p), np += part[k].npruned;
+      }
+      o.part = 0, o.parts = 1;
+      px_sweep_merge(&part[0], e, ne, d, nd, p, np, o.objective);
+      CU_ASSERT_EQUAL_FATAL(px_sweep_complete(&m, &c, &o, &part[0], &err), PX_OK);
+      same_top(&all, &part[0], 5);
+      same_alternatives(&all, &part[0]);
+      for (int k = 0; k < 3; k++) px_sweep_result_free(&part[k]);
+      /* the bound never exceeds the simulated step */
+      for (int64_t i = 0; i < all.n; i++) {
+        px_plan plan;
+        double lb = -1;
+        CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &all.entries[i].par, &err), PX_OK);
+        CU_ASSERT_EQUAL(px_sim_step_bound_s(&plan, &lb, &err), PX_OK);
+        CU_ASSERT(lb > 0 && lb <= all.entries[i].sim.step_time_s);
+        px_plan_free(&plan);
+      }
+    }
+    px_sweep_result_free(&all);
+    px_sweep_result_free(&pruned);
+  }
+}
+
 /* Failure model by hand: 1024 H100s, MTBF 50,677 h per GPU -> M = 178,161 s;
  * a 70.6B model's checkpoint (2 + 12 bytes a parameter) = 987.75 GB over
  * 128 nodes x 20 GB/s = 0.3859 s; tau = sqrt(2 d M) - d; waste d/tau + (tau/2 + R)/M. */
@@ -246,6 +338,7 @@ int main(void) {
       {"the schedule is searched; zero-bubble beats 1F1B on Llama 3 405B's split", test_schedules_searched},
       {"fixed flags stay fixed; the memory objective", test_fixed_flags},
       {"split in parts and merged: same ranking", test_parts_merge},
+      {"pruned by the bound: the same top plans and alternatives, every objective, split or not", test_pruned_same_ranking},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
       {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
   };

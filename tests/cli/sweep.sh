@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# parallax sweep: table, JSON, CSV, fixed flags, time to train, and the MPI
-# split (mpirun -np 2) giving the same ranking as one process, and every
-# row what `sim` says of its plan.
+# parallax sweep: table, JSON, CSV, fixed flags, time to train, the table
+# pruned by the bound giving --no-prune's, and the MPI split (mpirun -np 2, 3)
+# giving the same ranking as one process, and every row what `sim` says of its plan.
 set -u
 px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
@@ -13,6 +13,14 @@ grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
 grep -q "GPU-hours" "$tmp/table.txt" || fail "no time to train columns"
 # the best plan against itself in the other precision: fp8 is faster on H100s
 grep -q "^Precision (best plan, fp8): bf16 -[0-9.]*% tokens/s" "$tmp/table.txt" || fail "no precision line: $(tail -3 "$tmp/table.txt")"
+
+# the table prunes plans its top K rules out by their bound, and says how many: the same table as --no-prune's
+grep -q "fit but cannot make the top 5 (bound)" "$tmp/table.txt" || fail "no pruned count: $(sed -n 2p "$tmp/table.txt")"
+# (one micro-batch size, no recomputation: 1,225 plans fit)
+"$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t1.txt" || fail "sweep table, one process"
+"$px" sweep "${args[@]}" -k 5 -b 1 -r none --no-prune >"$tmp/all.txt" || fail "sweep --no-prune"
+grep -q "(bound)" "$tmp/all.txt" && fail "--no-prune pruned"
+diff <(sed 2d "$tmp/t1.txt") <(sed 2d "$tmp/all.txt") || fail "the pruned table differs from --no-prune's"
 
 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
 grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
@@ -71,6 +79,12 @@ elif command -v mpirun >/dev/null; then
   mpirun -np 2 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/two.json" 2>"$tmp/mpi.err" || fail "mpirun sweep: $(cat "$tmp/mpi.err")"
   diff <(grep -v '"restart_s"' "$tmp/one.json") <(grep -v '"restart_s"' "$tmp/two.json") >/dev/null ||
     fail "mpirun -np 2 ranking differs from one process"
+  # the table prunes by the bound in each rank's part: the same table (all but the counts line) whatever N
+  for n in 2 3; do
+    mpirun -np $n "$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t$n.txt" 2>"$tmp/mpi.err" ||
+      fail "mpirun -np $n sweep: $(cat "$tmp/mpi.err")"
+    diff <(sed 2d "$tmp/t1.txt") <(sed 2d "$tmp/t$n.txt") >/dev/null || fail "mpirun -np $n table differs from one process"
+  done
 else
   fail "mpirun not installed"
 fi
