@@ -1213,6 +1213,48 @@ static void test_threads_bitwise(void) {
   px_k_set_threads(1);
 }
 
+#define GELU_SCALE_D 0.79788456080286535588 /* sqrt(2 / pi) */
+
+/* The fast forms of kernels/math.h against double over dense grids: the
+ * bounds their comments state (the measured worst case is printed). */
+static void test_fast_math(void) {
+  double e_rel = 0.0;
+  for (double x = -87.0; x <= 88.0; x += 1e-4) { /* 1.75 M points */
+    const float xf = (float)x;
+    const double want = exp((double)xf);
+    e_rel = fmax(e_rel, fabs(px_exp_fast(xf) - want) / want);
+  }
+  CU_ASSERT(px_exp_fast(-1000.0f) > 0.0f && px_exp_fast(-1000.0f) < 2e-38f && isfinite(px_exp_fast(1000.0f)));
+  CU_ASSERT(isnan(px_exp_fast(NAN)));
+  double g_abs = 0.0, g_rel = 0.0, t_abs = 0.0, d_abs = 0.0, s_rel = 0.0, ref_rel = 0.0;
+  for (double x = -20.0; x <= 20.0; x += 1e-5) { /* 4 M points */
+    const float xf = (float)x;
+    const double xd = xf, u = GELU_SCALE_D * (xd + 0.044715 * xd * xd * xd), th = tanh(u);
+    const double want = 0.5 * xd * (1.0 + th);
+    const double dwant = 0.5 * (1.0 + th) + 0.5 * xd * (1.0 - th * th) * GELU_SCALE_D * (1.0 + 3.0 * 0.044715 * xd * xd);
+    const double got = px_gelu_fast(xf), err = fabs(got - want);
+    g_abs = fmax(g_abs, err);
+    if (fabs(want) >= 1e-3) {
+      g_rel = fmax(g_rel, err / fabs(want));
+      ref_rel = fmax(ref_rel, fabs(px_gelu(xf) - want) / fabs(want));
+    }
+    /* the tanh it implies: 2 s - 1, s = gelu / x (s in double, so only px_gelu_fast's error counts) */
+    if (fabs(xd) > 1e-2) t_abs = fmax(t_abs, fabs(2.0 * (got / xd) - 1.0 - th));
+    d_abs = fmax(d_abs, fabs(px_gelu_grad_fast(xf) - dwant));
+    const double sw = 1.0 / (1.0 + exp(-xd));
+    s_rel = fmax(s_rel, fabs(px_sigmoid_fast(xf) - sw) / sw);
+  }
+  printf("\n    fast math, worst over the grid: exp rel %.3g; gelu abs %.3g, rel %.3g (tanhf form %.3g), implied tanh abs "
+         "%.3g, gelu' abs %.3g; sigmoid rel %.3g\n    ",
+         e_rel, g_abs, g_rel, ref_rel, t_abs, d_abs, s_rel);
+  CU_ASSERT(e_rel <= 1e-7);
+  CU_ASSERT(g_abs <= 6e-7);
+  CU_ASSERT(g_rel <= 1.5e-6);
+  CU_ASSERT(t_abs <= 2.5e-7);
+  CU_ASSERT(d_abs <= 3e-7);
+  CU_ASSERT(s_rel <= 2e-7);
+}
+
 static void test_math(void) {
   bool ok = true;
   for (int i = -40; i <= 40; i++) {
@@ -1334,6 +1376,7 @@ static void test_fp8_scaled(void) {
 int main(void) {
   static const px_test tests[] = {
       {"per-element math and the counter RNG", test_math},
+      {"fast exp, GELU, GELU', sigmoid against double: the stated bounds", test_fast_math},
       {"GEMM, four transpose combinations, beta = 0, k = 0", test_gemm},
       {"linear forward and backward", test_linear},
       {"vocab-parallel embedding, 1, 2 and 4 shards", test_embed_vocab_parallel},
