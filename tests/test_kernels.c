@@ -1213,6 +1213,36 @@ static void test_threads_bitwise(void) {
   px_k_set_threads(1);
 }
 
+/* The row kernels (norms forward and backward, the cross-entropy's pieces)
+ * and the sum of squares, split over threads by rows, columns or blocks:
+ * the same bits on 1, 2 and 3 threads. */
+static void test_threads_bitwise_rows(void) {
+  enum { R = 37, C = 3001, V = 5003 }; /* rows of C (norms) and V (logits) columns, odd */
+  const int64_t nn = (int64_t)R * C, nv = (int64_t)R * V;
+  float *x = px_trand(nn, -2, 2), *g = px_trand(nn, -1, 1), *w = px_trand(C, 0.5, 1.5), *b = px_trand(C, -1, 1);
+  float *lg = px_trand(nv, -8, 8);
+  int32_t tg[R];
+  for (int i = 0; i < R; i++) tg[i] = i == 5 ? -1 : (int32_t)((i * 977) % V);
+  float *o[3], *st[3], *dx[3], *dw[3], *db[3], *ce[3], *dl[3];
+  double ss[3];
+  for (int t = 0; t < 3; t++) {
+    px_k_set_threads(t + 1);
+    o[t] = px_tfloats(2 * nn), st[t] = px_tfloats(3 * R), dx[t] = px_tconst(2 * nn, 0.0f);
+    dw[t] = px_tconst(2 * C, 0.0f), db[t] = px_tconst(C, 0.0f), ce[t] = px_tfloats(3 * R), dl[t] = px_tfloats(2 * nv);
+    px_k_layernorm_fwd(o[t], st[t], st[t] + R, x, w, b, R, C, 1e-5f);
+    px_k_layernorm_bwd(dx[t], dw[t], db[t], g, x, w, st[t], st[t] + R, R, C);
+    px_k_rmsnorm_fwd(o[t] + nn, st[t] + 2 * R, x, w, R, C, 1e-5f);
+    px_k_rmsnorm_bwd(dx[t] + nn, dw[t] + C, g, x, w, st[t] + 2 * R, R, C);
+    px_k_ce_max_local(ce[t], lg, R, 0, V, V - 3);
+    px_k_ce_sumexp_local(ce[t] + R, lg, ce[t], R, 0, V, V - 3);
+    px_k_ce_logprobs(dl[t], lg, ce[t], ce[t] + R, R, V);
+    px_k_ce_bwd(dl[t] + nv, lg, ce[t], ce[t] + R, tg, R, 0, V, V - 3, 0.25f);
+    ss[t] = px_k_sumsq(lg, nv);
+  }
+  px_k_set_threads(1);
+  px_tfree();
+}
+
 #define GELU_SCALE_D 0.79788456080286535588 /* sqrt(2 / pi) */
 
 /* The fast forms of kernels/math.h against double over dense grids: the
@@ -1398,6 +1428,7 @@ int main(void) {
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},
+      {"norms, cross-entropy, sum of squares on 1, 2, 3 threads: the same bits", test_threads_bitwise_rows},
       {"fp8 codes: E4M3 and E5M2 by hand, ties to even, saturation, NaN, every code back", test_fp8_codes},
       {"fp8 scaled: round-trip bounds, per-tensor, 1x128 row tiles and square blocks", test_fp8_scaled},
   };
