@@ -1213,9 +1213,9 @@ static void test_threads_bitwise(void) {
   px_k_set_threads(1);
 }
 
-/* The row kernels (norms forward and backward, the cross-entropy's pieces)
- * and the sum of squares, split over threads by rows, columns or blocks:
- * the same bits on 1, 2 and 3 threads. */
+/* The row kernels (norms forward and backward, the cross-entropy's pieces),
+ * the sum of squares and flash attention, split over threads by rows,
+ * columns, blocks or heads: the same bits on 1, 2 and 3 threads. */
 static void test_threads_bitwise_rows(void) {
   enum { R = 37, C = 3001, V = 5003 }; /* rows of C (norms) and V (logits) columns, odd */
   const int64_t nn = (int64_t)R * C, nv = (int64_t)R * V;
@@ -1238,6 +1238,34 @@ static void test_threads_bitwise_rows(void) {
     px_k_ce_logprobs(dl[t], lg, ce[t], ce[t] + R, R, V);
     px_k_ce_bwd(dl[t] + nv, lg, ce[t], ce[t] + R, tg, R, 0, V, V - 3, 0.25f);
     ss[t] = px_k_sumsq(lg, nv);
+  }
+  /* flash attention split by heads (the backward by KV heads: GQA 6 over 3), with and without dropout */
+  enum { S = 130, HQ = 6, HKV = 3, D = 16 };
+  float *q = px_trand(S * HQ * D, -1, 1), *k = px_trand(S * HKV * D, -1, 1), *v = px_trand(S * HKV * D, -1, 1);
+  float *dc = px_trand(S * HQ * D, -1, 1);
+  for (int drop = 0; drop < 2; drop++) {
+    float *fo[3], *fg[3];
+    for (int t = 0; t < 3; t++) {
+      px_k_set_threads(t + 1);
+      fo[t] = px_tfloats(S * HQ * D + HQ * S), fg[t] = px_tconst(S * HQ * D + 2 * S * HKV * D, 0.0f);
+      float *lse = fo[t] + S * HQ * D, *dq = fg[t], *dk = dq + S * HQ * D, *dv = dk + S * HKV * D;
+      px_k_flash_fwd(fo[t], lse, q, k, v, S, S, HQ, HKV, D, NULL, NULL, S, drop ? 0.1f : 0.0f, 7, 0);
+      px_k_flash_bwd(dq, dk, dv, dc, q, k, v, fo[t], lse, S, S, HQ, HKV, D, NULL, NULL, S, drop ? 0.1f : 0.0f, 7, 0);
+    }
+    for (int t = 1; t < 3; t++) {
+      CU_ASSERT_EQUAL(memcmp(fo[t], fo[0], (size_t)(S * HQ * D + HQ * S) * 4), 0);
+      CU_ASSERT_EQUAL(memcmp(fg[t], fg[0], (size_t)(S * HQ * D + 2 * S * HKV * D) * 4), 0);
+    }
+  }
+  for (int t = 1; t < 3; t++) {
+    CU_ASSERT_EQUAL(memcmp(o[t], o[0], (size_t)(2 * nn) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(st[t], st[0], (size_t)(3 * R) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(dx[t], dx[0], (size_t)(2 * nn) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(dw[t], dw[0], (size_t)(2 * C) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(db[t], db[0], (size_t)C * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(ce[t], ce[0], (size_t)(2 * R) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(dl[t], dl[0], (size_t)(2 * nv) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(&ss[t], &ss[0], sizeof ss[0]), 0);
   }
   px_k_set_threads(1);
   px_tfree();
@@ -1428,7 +1456,7 @@ int main(void) {
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},
-      {"norms, cross-entropy, sum of squares on 1, 2, 3 threads: the same bits", test_threads_bitwise_rows},
+      {"norms, cross-entropy, sum of squares, flash attention on 1, 2, 3 threads: the same bits", test_threads_bitwise_rows},
       {"fp8 codes: E4M3 and E5M2 by hand, ties to even, saturation, NaN, every code back", test_fp8_codes},
       {"fp8 scaled: round-trip bounds, per-tensor, 1x128 row tiles and square blocks", test_fp8_scaled},
   };
