@@ -622,6 +622,7 @@ static void test_flash(void) {
   check_flash(5, 4, 2, 3, 0.0f);    /* one partial tile, GQA */
   check_flash(70, 2, 1, 8, 0.0f);   /* two query and key tiles */
   check_flash(130, 4, 4, 16, 0.3f); /* three tiles, dropout */
+  check_flash(300, 2, 1, 8, 0.0f);  /* five tiles: the online softmax's rescale, four times */
   px_tfree();
 }
 

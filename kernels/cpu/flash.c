@@ -3,7 +3,8 @@
  * place in ctx; scratch is two tiles on the stack. Masking is by global
  * position, element by element; a tile pair where every key comes after every
  * query is skipped. Heads (the backward: KV heads, whose dK and dV the group's
- * query heads share) split over the kernels' threads (kernels/cpu/par.h), one
+ * query heads share) split over the kernels' threads (kernels/cpu/par.h)
+ * while the tile products stay on one BLAS thread (head dim <= 64), one
  * head's work the same on any thread, so the bits do not depend on the
  * split; the softmax loops vectorise (PX_K_SIMD, px_exp_fast, fixed lanes). */
 #include "kernels/cpu/flash.h"
@@ -46,6 +47,14 @@ static float drop_mul(float p, uint64_t seed, uint64_t off, int64_t h, int64_t s
   if (p <= 0) return 1.0f;
   return px_dropout_keep(seed, off + (uint64_t)((h * s_full + tq) * s_full + tk), p) ? 1.0f / (1.0f - p) : 0.0f;
 }
+
+/* Heads per thread: OpenBLAS runs a product of m n k <= 65536 x 4 (its
+ * GEMM_MULTITHREAD_THRESHOLD) on the calling thread, so the 64 x 64 x d tile
+ * products of different heads run side by side while d <= 64; above it each
+ * product would start OpenBLAS's own threads from inside ours (measured:
+ * head dim 128, 2 threads, 3-5x slower than one head at a time), so the
+ * heads stay on one thread and BLAS threads each product. */
+static int64_t heads_per_thread(int64_t heads, int64_t d) { return (int64_t)TILE * TILE * d <= 262144 ? 1 : heads; }
 
 /* Lanes of the softmax row reductions. */
 #define LANES 8
@@ -156,7 +165,7 @@ void px_k_flash_fwd(float *ctx, float *lse, const float *q, const float *k, cons
   if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
   flash_args a = {.ctx = ctx, .lse = lse, .q = q, .k = k, .v = v, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d,
                   .s_full = s_full, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
-  px_k_parallel_for(hq, 1, fwd_heads, &a);
+  px_k_parallel_for(hq, heads_per_thread(hq, d), fwd_heads, &a);
 }
 
 void px_k_flash_merge(float *ctx, float *lse, const float *ctx2, const float *lse2, int64_t sq, int64_t hq,
@@ -253,5 +262,5 @@ void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const fl
   flash_args a = {.dq = dq, .dk = dk, .dv = dv, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx, .olse = lse,
                   .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .s_full = s_full, .qpos = qpos, .kpos = kpos,
                   .p = p, .seed = seed, .off = off};
-  px_k_parallel_for(hkv, 1, bwd_kv_heads, &a);
+  px_k_parallel_for(hkv, heads_per_thread(hkv, d), bwd_kv_heads, &a);
 }

@@ -6,8 +6,11 @@
 
 #include "kernels/cpu/par.h"
 
-/* Elements per thread below which a kernel stays on one thread. */
-#define RED_GRAIN 65536
+/* Elements per thread below which a kernel stays on one thread: these
+ * stream memory, a core's worth of bandwidth does a layer's activations
+ * (1024 x 768) in well under a millisecond, and a thread's start, with
+ * OpenBLAS's threads still spinning after a GEMM, cost more than it saved. */
+#define RED_GRAIN (1 << 20)
 /* The sum of squares: double lanes per block, and at most this many blocks
  * (each at least SUMSQ_MIN_BLOCK elements), summed in block order. */
 #define SUMSQ_LANES 8
