@@ -1,6 +1,7 @@
 /* Loading the executor module (exec/module.h). */
 #include "cli/exec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const px_exec_module *px_cli_exec(px_err *err) {
@@ -9,6 +10,11 @@ const px_exec_module *px_cli_exec(px_err *err) {
   return &px_exec_module_table;
 #else
   const void *t = NULL;
+  /* OpenBLAS's idle workers spin up to 2^28 cycles (~0.1 s) after each product
+   * before they sleep, on the cores the CPU kernels' threads need next
+   * (kernels/cpu/par.c): 2^4 cycles unless the user set it. OpenBLAS reads it
+   * once, when the module brings libopenblas in, so it is set before. */
+  setenv("OPENBLAS_THREAD_TIMEOUT", "4", 0);
   if (px_module_open(PX_EXEC_MODULE_FILE, PX_EXEC_MODULE_ENV, PX_EXEC_MODULE_SYMBOL, PX_EXEC_MODULE_ABI, &t, err)) {
     px_err_prefix(err, "the executor is not available");
     return NULL;

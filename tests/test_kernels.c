@@ -622,6 +622,7 @@ static void test_flash(void) {
   check_flash(5, 4, 2, 3, 0.0f);    /* one partial tile, GQA */
   check_flash(70, 2, 1, 8, 0.0f);   /* two query and key tiles */
   check_flash(130, 4, 4, 16, 0.3f); /* three tiles, dropout */
+  check_flash(300, 2, 1, 8, 0.0f);  /* five tiles: the online softmax's rescale, four times */
   px_tfree();
 }
 
@@ -1213,6 +1214,106 @@ static void test_threads_bitwise(void) {
   px_k_set_threads(1);
 }
 
+/* The row kernels (norms forward and backward, the cross-entropy's pieces),
+ * the sum of squares and flash attention, split over threads by rows,
+ * columns, blocks or heads: the same bits on 1, 2 and 3 threads. */
+static void test_threads_bitwise_rows(void) {
+  enum { R = 37, C = 3001, V = 5003 }; /* rows of C (norms) and V (logits) columns, odd */
+  const int64_t nn = (int64_t)R * C, nv = (int64_t)R * V;
+  float *x = px_trand(nn, -2, 2), *g = px_trand(nn, -1, 1), *w = px_trand(C, 0.5, 1.5), *b = px_trand(C, -1, 1);
+  float *lg = px_trand(nv, -8, 8);
+  int32_t tg[R];
+  for (int i = 0; i < R; i++) tg[i] = i == 5 ? -1 : (int32_t)((i * 977) % V);
+  float *o[3], *st[3], *dx[3], *dw[3], *db[3], *ce[3], *dl[3];
+  double ss[3];
+  for (int t = 0; t < 3; t++) {
+    px_k_set_threads(t + 1);
+    o[t] = px_tfloats(2 * nn), st[t] = px_tfloats(3 * R), dx[t] = px_tconst(2 * nn, 0.0f);
+    dw[t] = px_tconst(2 * C, 0.0f), db[t] = px_tconst(C, 0.0f), ce[t] = px_tfloats(3 * R), dl[t] = px_tfloats(2 * nv);
+    px_k_layernorm_fwd(o[t], st[t], st[t] + R, x, w, b, R, C, 1e-5f);
+    px_k_layernorm_bwd(dx[t], dw[t], db[t], g, x, w, st[t], st[t] + R, R, C);
+    px_k_rmsnorm_fwd(o[t] + nn, st[t] + 2 * R, x, w, R, C, 1e-5f);
+    px_k_rmsnorm_bwd(dx[t] + nn, dw[t] + C, g, x, w, st[t] + 2 * R, R, C);
+    px_k_ce_max_local(ce[t], lg, R, 0, V, V - 3);
+    px_k_ce_sumexp_local(ce[t] + R, lg, ce[t], R, 0, V, V - 3);
+    px_k_ce_logprobs(dl[t], lg, ce[t], ce[t] + R, R, V);
+    px_k_ce_bwd(dl[t] + nv, lg, ce[t], ce[t] + R, tg, R, 0, V, V - 3, 0.25f);
+    ss[t] = px_k_sumsq(lg, nv);
+  }
+  /* flash attention split by heads (the backward by KV heads: GQA 6 over 3), with and without dropout */
+  enum { S = 130, HQ = 6, HKV = 3, D = 16 };
+  float *q = px_trand(S * HQ * D, -1, 1), *k = px_trand(S * HKV * D, -1, 1), *v = px_trand(S * HKV * D, -1, 1);
+  float *dc = px_trand(S * HQ * D, -1, 1);
+  for (int drop = 0; drop < 2; drop++) {
+    float *fo[3], *fg[3];
+    for (int t = 0; t < 3; t++) {
+      px_k_set_threads(t + 1);
+      fo[t] = px_tfloats(S * HQ * D + HQ * S), fg[t] = px_tconst(S * HQ * D + 2 * S * HKV * D, 0.0f);
+      float *lse = fo[t] + S * HQ * D, *dq = fg[t], *dk = dq + S * HQ * D, *dv = dk + S * HKV * D;
+      px_k_flash_fwd(fo[t], lse, q, k, v, S, S, HQ, HKV, D, NULL, NULL, S, drop ? 0.1f : 0.0f, 7, 0);
+      px_k_flash_bwd(dq, dk, dv, dc, q, k, v, fo[t], lse, S, S, HQ, HKV, D, NULL, NULL, S, drop ? 0.1f : 0.0f, 7, 0);
+    }
+    for (int t = 1; t < 3; t++) {
+      CU_ASSERT_EQUAL(memcmp(fo[t], fo[0], (size_t)(S * HQ * D + HQ * S) * 4), 0);
+      CU_ASSERT_EQUAL(memcmp(fg[t], fg[0], (size_t)(S * HQ * D + 2 * S * HKV * D) * 4), 0);
+    }
+  }
+  for (int t = 1; t < 3; t++) {
+    CU_ASSERT_EQUAL(memcmp(o[t], o[0], (size_t)(2 * nn) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(st[t], st[0], (size_t)(3 * R) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(dx[t], dx[0], (size_t)(2 * nn) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(dw[t], dw[0], (size_t)(2 * C) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(db[t], db[0], (size_t)C * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(ce[t], ce[0], (size_t)(2 * R) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(dl[t], dl[0], (size_t)(2 * nv) * 4), 0);
+    CU_ASSERT_EQUAL(memcmp(&ss[t], &ss[0], sizeof ss[0]), 0);
+  }
+  px_k_set_threads(1);
+  px_tfree();
+}
+
+#define GELU_SCALE_D 0.79788456080286535588 /* sqrt(2 / pi) */
+
+/* The fast forms of kernels/math.h against double over dense grids: the
+ * bounds their comments state (the measured worst case is printed). */
+static void test_fast_math(void) {
+  double e_rel = 0.0;
+  for (double x = -87.0; x <= 88.0; x += 1e-4) { /* 1.75 M points */
+    const float xf = (float)x;
+    const double want = exp((double)xf);
+    e_rel = fmax(e_rel, fabs(px_exp_fast(xf) - want) / want);
+  }
+  CU_ASSERT(px_exp_fast(-1000.0f) > 0.0f && px_exp_fast(-1000.0f) < 2e-38f && isfinite(px_exp_fast(1000.0f)));
+  CU_ASSERT(isnan(px_exp_fast(NAN)));
+  double g_abs = 0.0, g_rel = 0.0, t_abs = 0.0, d_abs = 0.0, s_rel = 0.0, ref_rel = 0.0;
+  for (double x = -20.0; x <= 20.0; x += 1e-5) { /* 4 M points */
+    const float xf = (float)x;
+    const double xd = xf, u = GELU_SCALE_D * (xd + 0.044715 * xd * xd * xd), th = tanh(u);
+    const double want = 0.5 * xd * (1.0 + th);
+    const double dwant = 0.5 * (1.0 + th) + 0.5 * xd * (1.0 - th * th) * GELU_SCALE_D * (1.0 + 3.0 * 0.044715 * xd * xd);
+    const double got = px_gelu_fast(xf), err = fabs(got - want);
+    g_abs = fmax(g_abs, err);
+    if (fabs(want) >= 1e-3) {
+      g_rel = fmax(g_rel, err / fabs(want));
+      ref_rel = fmax(ref_rel, fabs(px_gelu(xf) - want) / fabs(want));
+    }
+    /* the tanh it implies: 2 s - 1, s = gelu / x (s in double, so only px_gelu_fast's error counts) */
+    if (fabs(xd) > 1e-2) t_abs = fmax(t_abs, fabs(2.0 * (got / xd) - 1.0 - th));
+    d_abs = fmax(d_abs, fabs(px_gelu_grad_fast(xf) - dwant));
+    const double sw = 1.0 / (1.0 + exp(-xd));
+    s_rel = fmax(s_rel, fabs(px_sigmoid_fast(xf) - sw) / sw);
+  }
+  printf("\n    fast math, worst over the grid: exp rel %.3g; gelu abs %.3g, rel %.3g (tanhf form %.3g), implied tanh abs "
+         "%.3g, gelu' abs %.3g; sigmoid rel %.3g\n    ",
+         e_rel, g_abs, g_rel, ref_rel, t_abs, d_abs, s_rel);
+  CU_ASSERT(e_rel <= 1e-7);
+  CU_ASSERT(g_abs <= 6e-7);
+  CU_ASSERT(g_rel <= 1.5e-6);
+  CU_ASSERT(t_abs <= 2.5e-7);
+  CU_ASSERT(d_abs <= 3e-7);
+  CU_ASSERT(s_rel <= 2e-7);
+}
+
 static void test_math(void) {
   bool ok = true;
   for (int i = -40; i <= 40; i++) {
@@ -1334,6 +1435,7 @@ static void test_fp8_scaled(void) {
 int main(void) {
   static const px_test tests[] = {
       {"per-element math and the counter RNG", test_math},
+      {"fast exp, GELU, GELU', sigmoid against double: the stated bounds", test_fast_math},
       {"GEMM, four transpose combinations, beta = 0, k = 0", test_gemm},
       {"linear forward and backward", test_linear},
       {"vocab-parallel embedding, 1, 2 and 4 shards", test_embed_vocab_parallel},
@@ -1355,6 +1457,7 @@ int main(void) {
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},
+      {"norms, cross-entropy, sum of squares, flash attention on 1, 2, 3 threads: the same bits", test_threads_bitwise_rows},
       {"fp8 codes: E4M3 and E5M2 by hand, ties to even, saturation, NaN, every code back", test_fp8_codes},
       {"fp8 scaled: round-trip bounds, per-tensor, 1x128 row tiles and square blocks", test_fp8_scaled},
   };

@@ -2,7 +2,11 @@
  * through cblas on strided head slices (no copies), the output accumulated in
  * place in ctx; scratch is two tiles on the stack. Masking is by global
  * position, element by element; a tile pair where every key comes after every
- * query is skipped. */
+ * query is skipped. Heads (the backward: KV heads, whose dK and dV the group's
+ * query heads share) split over the kernels' threads (kernels/cpu/par.h)
+ * while the tile products stay on one BLAS thread (head dim <= 64), one
+ * head's work the same on any thread, so the bits do not depend on the
+ * split; the softmax loops vectorise (PX_K_SIMD, px_exp_fast, fixed lanes). */
 #include "kernels/cpu/flash.h"
 
 #include <assert.h>
@@ -12,6 +16,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/cpu/par.h"
 #include "kernels/math.h"
 
 #define TILE 64
@@ -27,10 +32,10 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 /* The global positions of rows i0..i0+n-1 into out (n <= TILE); returns their
  * largest (want_max) or smallest. Positions need not be monotone: a rank's
  * load-balanced share is two runs. */
-static int64_t tile_pos(int64_t *out, const int32_t *pos, int64_t i0, int64_t n, int want_max) {
-  int64_t ext = pos ? pos[i0] : i0;
+static int32_t tile_pos(int32_t *out, const int32_t *pos, int64_t i0, int64_t n, int want_max) {
+  int32_t ext = pos ? pos[i0] : (int32_t)i0;
   for (int64_t i = 0; i < n; i++) {
-    out[i] = pos ? pos[i0 + i] : i0 + i;
+    out[i] = pos ? pos[i0 + i] : (int32_t)(i0 + i);
     ext = want_max ? (out[i] > ext ? out[i] : ext) : (out[i] < ext ? out[i] : ext);
   }
   return ext;
@@ -43,64 +48,124 @@ static float drop_mul(float p, uint64_t seed, uint64_t off, int64_t h, int64_t s
   return px_dropout_keep(seed, off + (uint64_t)((h * s_full + tq) * s_full + tk), p) ? 1.0f / (1.0f - p) : 0.0f;
 }
 
-void px_k_flash_fwd(float *ctx, float *lse, const float *q, const float *k, const float *v, int64_t sq, int64_t sk,
-                    int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t s_full,
-                    float p, uint64_t seed, uint64_t off) {
-  if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
-  const int64_t group = hq / hkv, ldq = hq * d, ldk = hkv * d;
-  const float scale = 1.0f / sqrtf((float)d);
+/* Heads per thread: OpenBLAS runs a product of m n k <= 65536 x 4 (its
+ * GEMM_MULTITHREAD_THRESHOLD) on the calling thread, so the 64 x 64 x d tile
+ * products of different heads run side by side while d <= 64; above it each
+ * product would start OpenBLAS's own threads from inside ours (measured:
+ * head dim 128, 2 threads, 3-5x slower than one head at a time), so the
+ * heads stay on one thread and BLAS threads each product. */
+static int64_t heads_per_thread(int64_t heads, int64_t d) { return (int64_t)TILE * TILE * d <= 262144 ? 1 : heads; }
+
+/* Lanes of the softmax row reductions. */
+#define LANES 8
+
+/* max(mx, row[c] over the keys c < nc that query position tq sees). */
+PX_K_SIMD static float seen_max(const float *row, const int32_t *kp, int32_t tq, int64_t nc, float mx) {
+  float acc[LANES];
+  for (int j = 0; j < LANES; j++) acc[j] = mx;
+  int64_t c = 0;
+  for (; c + LANES <= nc; c += LANES)
+    for (int j = 0; j < LANES; j++) {
+      const float x = kp[c + j] <= tq ? row[c + j] : -INFINITY;
+      acc[j] = x > acc[j] ? x : acc[j];
+    }
+  for (; c < nc; c++) {
+    const float x = kp[c] <= tq ? row[c] : -INFINITY;
+    acc[0] = x > acc[0] ? x : acc[0];
+  }
+  float m = acc[0];
+  for (int j = 1; j < LANES; j++) m = acc[j] > m ? acc[j] : m;
+  return m;
+}
+
+/* row[c] = e^(row[c] - mx) where tq sees key c, else 0; returns their sum (fixed lanes). */
+PX_K_SIMD static float seen_exp(float *row, const int32_t *kp, int32_t tq, int64_t nc, float mx) {
+  float acc[LANES] = {0};
+  int64_t c = 0;
+  for (; c + LANES <= nc; c += LANES)
+    for (int j = 0; j < LANES; j++) {
+      const float e = kp[c + j] <= tq ? px_exp_fast(row[c + j] - mx) : 0.0f;
+      acc[j] += e;
+      row[c + j] = e;
+    }
+  for (int j = 0; c < nc; c++, j++) {
+    const float e = kp[c] <= tq ? px_exp_fast(row[c] - mx) : 0.0f;
+    acc[j] += e;
+    row[c] = e;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+PX_K_SIMD static void scale_row(float *o, float s, int64_t d) {
+  for (int64_t i = 0; i < d; i++) o[i] *= s;
+}
+
+typedef struct {
+  float *ctx, *lse, *dq, *dk, *dv;
+  const float *q, *k, *v, *dctx, *octx, *olse;
+  int64_t sq, sk, hq, hkv, d, s_full;
+  const int32_t *qpos, *kpos;
+  float p;
+  uint64_t seed, off;
+} flash_args;
+
+/* The forward of query heads [h0, h1). */
+static void fwd_heads(void *ctx_, int64_t h0, int64_t h1) {
+  const flash_args *a = ctx_;
+  const int64_t sq = a->sq, sk = a->sk, d = a->d, group = a->hq / a->hkv, ldq = a->hq * d, ldk = a->hkv * d;
+  const float scale = 1.0f / sqrtf((float)d), p = a->p;
   float sc[TILE * TILE], m[TILE], l[TILE]; /* scores then probabilities (nr, nc); row max and sum */
-  int64_t qp[TILE], kp[TILE];              /* the tiles' global positions */
-  for (int64_t h = 0; h < hq; h++) {
-    const float *qh = q + h * d, *kh = k + h / group * d, *vh = v + h / group * d;
-    float *ch = ctx + h * d;
+  int32_t qp[TILE], kp[TILE];              /* the tiles' global positions */
+  for (int64_t h = h0; h < h1; h++) {
+    const float *qh = a->q + h * d, *kh = a->k + h / group * d, *vh = a->v + h / group * d;
+    float *ch = a->ctx + h * d;
     for (int64_t t0 = 0; t0 < sq; t0 += TILE) {
-      const int64_t nr = min64(TILE, sq - t0), qmax = tile_pos(qp, qpos, t0, nr, 1);
+      const int64_t nr = min64(TILE, sq - t0);
+      const int32_t qmax = tile_pos(qp, a->qpos, t0, nr, 1);
       for (int64_t r = 0; r < nr; r++) {
         m[r] = -INFINITY, l[r] = 0.0f;
         memset(ch + (t0 + r) * ldq, 0, (size_t)d * sizeof *ch);
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
-        if (tile_pos(kp, kpos, s0, nc, 0) > qmax) continue; /* every key after every query */
+        if (tile_pos(kp, a->kpos, s0, nc, 0) > qmax) continue; /* every key after every query */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), scale,
                     qh + t0 * ldq, as_blas(ldq), kh + s0 * ldk, as_blas(ldk), 0.0f, sc, TILE);
         for (int64_t r = 0; r < nr; r++) {
-          const int64_t tq = qp[r];
-          float *row = sc + r * TILE, mx = m[r];
-          for (int64_t c = 0; c < nc; c++)
-            if (kp[c] <= tq) mx = row[c] > mx ? row[c] : mx;
+          const int32_t tq = qp[r];
+          float *row = sc + r * TILE;
+          const float mx = seen_max(row, kp, tq, nc, m[r]);
           /* mx stays -INFINITY while the row has seen no key: alpha 0, every e 0 */
-          const float alpha = m[r] == -INFINITY ? 0.0f : expf(m[r] - mx);
-          float sum = 0.0f;
-          for (int64_t c = 0; c < nc; c++) {
-            if (kp[c] > tq) {
-              row[c] = 0.0f;
-              continue;
-            }
-            float e = expf(row[c] - mx);
-            sum += e;
-            row[c] = e * drop_mul(p, seed, off, h, s_full, tq, kp[c]);
-          }
+          const float alpha = m[r] == -INFINITY ? 0.0f : px_exp_fast(m[r] - mx);
+          const float sum = seen_exp(row, kp, tq, nc, mx);
+          if (p > 0)
+            for (int64_t c = 0; c < nc; c++) row[c] *= drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
           l[r] = l[r] * alpha + sum;
           m[r] = mx;
-          float *o = ch + (t0 + r) * ldq;
-          for (int64_t i = 0; i < d; i++) o[i] *= alpha;
+          scale_row(ch + (t0 + r) * ldq, alpha, d);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(nr), as_blas(d), as_blas(nc), 1.0f, sc, TILE,
                     vh + s0 * ldk, as_blas(ldk), 1.0f, ch + t0 * ldq, as_blas(ldq));
       }
       for (int64_t r = 0; r < nr; r++) {
         if (m[r] == -INFINITY) { /* saw no key: ctx stays 0 */
-          lse[h * sq + t0 + r] = -INFINITY;
+          a->lse[h * sq + t0 + r] = -INFINITY;
           continue;
         }
-        float *o = ch + (t0 + r) * ldq, inv = 1.0f / l[r];
-        for (int64_t i = 0; i < d; i++) o[i] *= inv;
-        lse[h * sq + t0 + r] = m[r] + logf(l[r]);
+        scale_row(ch + (t0 + r) * ldq, 1.0f / l[r], d);
+        a->lse[h * sq + t0 + r] = m[r] + logf(l[r]);
       }
     }
   }
+}
+
+void px_k_flash_fwd(float *ctx, float *lse, const float *q, const float *k, const float *v, int64_t sq, int64_t sk,
+                    int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t s_full,
+                    float p, uint64_t seed, uint64_t off) {
+  if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
+  flash_args a = {.ctx = ctx, .lse = lse, .q = q, .k = k, .v = v, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d,
+                  .s_full = s_full, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
+  px_k_parallel_for(hq, heads_per_thread(hq, d), fwd_heads, &a);
 }
 
 void px_k_flash_merge(float *ctx, float *lse, const float *ctx2, const float *lse2, int64_t sq, int64_t hq,
@@ -123,22 +188,32 @@ void px_k_flash_merge(float *ctx, float *lse, const float *ctx2, const float *ls
     }
 }
 
-void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k, const float *v,
-                    const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
-                    const int32_t *qpos, const int32_t *kpos, int64_t s_full, float p, uint64_t seed, uint64_t off) {
-  if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
-  const int64_t group = hq / hkv, ldq = hq * d, ldk = hkv * d;
-  const float scale = 1.0f / sqrtf((float)d);
+/* Without dropout: pd = P, ds = P (dP - delta) for the keys tq sees (0 elsewhere). */
+PX_K_SIMD static void bwd_row(float *pd, float *ds, const int32_t *kp, int32_t tq, float lt, float delta, int64_t nc) {
+  for (int64_t c = 0; c < nc; c++) {
+    const float prob = kp[c] <= tq ? px_exp_fast(pd[c] - lt) : 0.0f;
+    pd[c] = prob;
+    ds[c] = prob * (ds[c] - delta);
+  }
+}
+
+/* The backward of KV heads [g0, g1): each one's query heads in order, so dK
+ * and dV add them up in the same order on any split. */
+static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
+  const flash_args *a = ctx_;
+  const int64_t sq = a->sq, sk = a->sk, d = a->d, group = a->hq / a->hkv, ldq = a->hq * d, ldk = a->hkv * d;
+  const float scale = 1.0f / sqrtf((float)d), p = a->p;
   /* pd: scores, then the dropped-out probabilities; ds: d(dropped P), then dS */
   float pd[TILE * TILE], ds[TILE * TILE], delta[TILE];
-  int64_t qp[TILE], kp[TILE]; /* the tiles' global positions */
-  for (int64_t h = 0; h < hq; h++) {
+  int32_t qp[TILE], kp[TILE]; /* the tiles' global positions */
+  for (int64_t h = g0 * group; h < g1 * group; h++) {
     const int64_t g = h / group;
-    const float *qh = q + h * d, *kh = k + g * d, *vh = v + g * d, *doh = dctx + h * d, *oh = ctx + h * d;
-    const float *lh = lse + h * sq;
-    float *dqh = dq + h * d, *dkh = dk + g * d, *dvh = dv + g * d;
+    const float *qh = a->q + h * d, *kh = a->k + g * d, *vh = a->v + g * d, *doh = a->dctx + h * d;
+    const float *oh = a->octx + h * d, *lh = a->olse + h * sq;
+    float *dqh = a->dq + h * d, *dkh = a->dk + g * d, *dvh = a->dv + g * d;
     for (int64_t t0 = 0; t0 < sq; t0 += TILE) {
-      const int64_t nr = min64(TILE, sq - t0), qmax = tile_pos(qp, qpos, t0, nr, 1);
+      const int64_t nr = min64(TILE, sq - t0);
+      const int32_t qmax = tile_pos(qp, a->qpos, t0, nr, 1);
       for (int64_t r = 0; r < nr; r++) { /* delta = rowsum(P * dP) = dO . O */
         double acc = 0.0;
         for (int64_t i = 0; i < d; i++) acc += (double)doh[(t0 + r) * ldq + i] * oh[(t0 + r) * ldq + i];
@@ -146,19 +221,26 @@ void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const fl
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
-        if (tile_pos(kp, kpos, s0, nc, 0) > qmax) continue; /* every key after every query */
+        if (tile_pos(kp, a->kpos, s0, nc, 0) > qmax) continue; /* every key after every query */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), scale,
                     qh + t0 * ldq, as_blas(ldq), kh + s0 * ldk, as_blas(ldk), 0.0f, pd, TILE);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), 1.0f,
                     doh + t0 * ldq, as_blas(ldq), vh + s0 * ldk, as_blas(ldk), 0.0f, ds, TILE);
         for (int64_t r = 0; r < nr; r++) {
-          const int64_t tq = qp[r];
+          const int32_t tq = qp[r];
           const float lt = lh[t0 + r]; /* -INFINITY: the row saw no key anywhere, contributes nothing */
-          for (int64_t c = 0; c < nc; c++) {
-            const bool seen = kp[c] <= tq && lt != -INFINITY;
-            float prob = seen ? expf(pd[r * TILE + c] - lt) : 0.0f, mul = drop_mul(p, seed, off, h, s_full, tq, kp[c]);
-            pd[r * TILE + c] = prob * mul;
-            ds[r * TILE + c] = prob * (ds[r * TILE + c] * mul - delta[r]);
+          if (lt == -INFINITY) {
+            memset(pd + r * TILE, 0, (size_t)nc * sizeof *pd);
+            memset(ds + r * TILE, 0, (size_t)nc * sizeof *ds);
+          } else if (p <= 0) {
+            bwd_row(pd + r * TILE, ds + r * TILE, kp, tq, lt, delta[r], nc);
+          } else {
+            for (int64_t c = 0; c < nc; c++) {
+              const float prob = kp[c] <= tq ? px_exp_fast(pd[r * TILE + c] - lt) : 0.0f;
+              const float mul = drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
+              pd[r * TILE + c] = prob * mul;
+              ds[r * TILE + c] = prob * (ds[r * TILE + c] * mul - delta[r]);
+            }
           }
         }
         /* dV += Pd^T dO, dQ += scale dS K, dK += scale dS^T Q */
@@ -171,4 +253,14 @@ void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const fl
       }
     }
   }
+}
+
+void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k, const float *v,
+                    const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                    const int32_t *qpos, const int32_t *kpos, int64_t s_full, float p, uint64_t seed, uint64_t off) {
+  if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
+  flash_args a = {.dq = dq, .dk = dk, .dv = dv, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx, .olse = lse,
+                  .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .s_full = s_full, .qpos = qpos, .kpos = kpos,
+                  .p = p, .seed = seed, .off = off};
+  px_k_parallel_for(hkv, heads_per_thread(hkv, d), bwd_kv_heads, &a);
 }

@@ -1,5 +1,6 @@
 /* LayerNorm (weight, optional bias) and RMSNorm over the last dimension C,
- * forward and backward; row statistics are reduced in double. */
+ * forward and backward; row statistics are reduced in double (fixed lanes,
+ * so the same bits on any thread count). */
 #ifndef PX_KERNELS_CPU_NORM_H
 #define PX_KERNELS_CPU_NORM_H
 

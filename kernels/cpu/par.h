@@ -6,6 +6,17 @@
 
 #include <stdint.h>
 
+/* On a kernel's inner loop function: compiled twice on x86-64, for AVX2 and
+ * for the baseline, the one the CPU has picked at load time (an ifunc). The
+ * loops are plain C the vectoriser widens (CMakeLists.txt: -O3, no
+ * contraction), so both clones, and a vector body and its scalar remainder,
+ * give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PX_K_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define PX_K_SIMD
+#endif
+
 /* Threads the kernels may use (the backend's BLAS threads); 1 or less: one. */
 void px_k_set_threads(int threads);
 /* Calls fn(ctx, lo, hi) over contiguous ranges covering [0, n): on the

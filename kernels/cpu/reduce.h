@@ -1,11 +1,13 @@
-/* Whole-buffer helpers: sum of squares (gradient-norm clipping), scaling,
+/* Whole-buffer helpers (split over the kernels' threads, kernels/cpu/par.h):
+ * sum of squares (gradient-norm clipping), scaling,
  * elementwise add and the residual accumulate. */
 #ifndef PX_KERNELS_CPU_REDUCE_H
 #define PX_KERNELS_CPU_REDUCE_H
 
 #include <stdint.h>
 
-/* sum of x[i]^2, accumulated in double in index order (deterministic). */
+/* sum of x[i]^2 in double: fixed blocks (a function of n alone), each over
+ * eight lanes, the blocks added in order; the same bits on any thread count. */
 double px_k_sumsq(const float *x, // (n)
                   int64_t n);
 
