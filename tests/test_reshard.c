@@ -41,6 +41,7 @@ static void compile(const spec *s, px_plan *plan) {
   px_parallel_unset(&p);
   p.tp = s->tp, p.pp = s->pp, p.dp = s->dp, p.cp = cp, p.ep = s->ep ? s->ep : 1, p.zero = s->zero;
   p.precision = s->precision, p.gbs = 8 * s->dp * cp, p.mbs = 1, p.shard_group = s->shard_group;
+  if (m.experts > 0 && s->tp > 1) p.sp = 1; /* Megatron-Core's rule: experts with TP need SP */
   if (s->vpp > 1) p.vpp = s->vpp, p.schedule = PX_SCHED_INTERLEAVED;
   if (s->offload_opt) p.offload_opt = s->offload_opt;
   if (s->offload_params) p.offload_params = s->offload_params;
