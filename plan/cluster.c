@@ -20,68 +20,95 @@ const char *const px_busbw_coll_names[PX_COLL_COUNT] = {NULL, "all_reduce", "all
 #define TRY(x) \
   if ((st = (x))) return st
 
-/* A list field of objects at `path` (key of parent): *out is it, or NULL when
- * absent or null; refused when not an array or longer than max. */
-static px_status list_field(const cJSON *parent, const char *key, const char *file, const char *path, int max,
-                            const cJSON **out, px_err *err) {
+/* Reads one entry (entry i of a list field, an object) into gpu; ec names its fields "<path>[i]." in messages. */
+typedef px_status (*list_entry_fn)(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err);
+
+/* A list field of objects at `path` (key of parent), each read by fn; *len
+ * gets the entries read (left as is when the field is absent or null).
+ * Refused when not an array, longer than max, or an entry is no object. */
+static px_status list_read(const cJSON *parent, const char *key, const char *file, const char *path, int max,
+                           list_entry_fn fn, px_gpu *gpu, int *len, px_err *err) {
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(parent, key);
-  *out = NULL;
   if (!a || cJSON_IsNull(a)) return PX_OK;
   if (!cJSON_IsArray(a)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s': expected an array", file, path);
   if (cJSON_GetArraySize(a) > max)
     return px_err_set(err, PX_ERR_INPUT, "%s: field '%s': more than %d entries", file, path, max);
-  *out = a;
-  return PX_OK;
-}
-
-/* Entry i of a list field: an object, its fields named "<path>[i]." in messages (prefix, 64 bytes). */
-static px_status list_entry(const cJSON *e, const char *file, const char *path, int i, char prefix[64], px_err *err) {
-  snprintf(prefix, 64, "%s[%d].", path, i);
-  if (!cJSON_IsObject(e)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected an object", file, path, i);
-  return PX_OK;
-}
-
-/* gpu.attention: [{"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "seq": [...], "tflops": [...]}]. */
-static px_status attention_from_json(const cJSON *g, const char *file, px_gpu *gpu, px_err *err) {
-  static const char *const passes[] = {"fwd", "bwd"};
-  px_status st;
-  const cJSON *curves;
-  TRY(list_field(g, "attention", file, "gpu.attention", PX_ATTN_CURVES_MAX, &curves, err));
-  if (!curves) return PX_OK;
   int i = 0;
   const cJSON *e;
-  cJSON_ArrayForEach(e, curves) {
+  cJSON_ArrayForEach(e, a) {
     char prefix[64];
-    TRY(list_entry(e, file, "gpu.attention", i, prefix, err));
+    snprintf(prefix, sizeof prefix, "%s[%d].", path, i);
+    if (!cJSON_IsObject(e))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected an object", file, path, i);
     px_json_ctx ec = {file, prefix};
-    px_attn_curve *a = &gpu->attention[i];
-    int pass = 0;
-    TRY(px_json_enum(&ec, e, "pass", true, passes, 2, &pass, err));
-    a->bwd = pass == 1;
-    TRY(px_json_int(&ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
-    TRY(px_json_bool(&ec, e, "causal", true, &a->causal, err));
-    const cJSON *seq = cJSON_GetObjectItemCaseSensitive(e, "seq"), *tf = cJSON_GetObjectItemCaseSensitive(e, "tflops");
-    int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
-    if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "%s: field 'gpu.attention[%d]': 'seq' and 'tflops' must be arrays of the same length, 1 to %d",
-                        file, i, PX_ATTN_POINTS_MAX);
-    for (int k = 0; k < n; k++) {
-      const cJSON *sv = cJSON_GetArrayItem(seq, k), *tv = cJSON_GetArrayItem(tf, k);
-      if (!cJSON_IsNumber(sv) || sv->valuedouble < 1 || sv->valuedouble > 1e9 ||
-          (k > 0 && (int64_t)sv->valuedouble <= a->seq[k - 1]))
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].seq[%d]': expected increasing lengths >= 1",
-                          file, i, k);
-      if (!cJSON_IsNumber(tv) || tv->valuedouble <= 0 || tv->valuedouble > 1e6)
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].tflops[%d]': expected a positive TFLOP/s",
-                          file, i, k);
-      a->seq[k] = (int64_t)sv->valuedouble;
-      a->tflops[k] = tv->valuedouble;
-    }
-    a->n = n;
+    px_status st = fn(&ec, e, i, gpu, err);
+    if (st) return st;
     i++;
   }
-  gpu->attention_len = i;
+  *len = i;
+  return PX_OK;
+}
+
+/* gpu.attention[i]: {"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "seq": [...], "tflops": [...]}. */
+static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
+  static const char *const passes[] = {"fwd", "bwd"};
+  const char *file = ec->file;
+  px_status st;
+  px_attn_curve *a = &gpu->attention[i];
+  int pass = 0;
+  TRY(px_json_enum(ec, e, "pass", true, passes, 2, &pass, err));
+  a->bwd = pass == 1;
+  TRY(px_json_int(ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
+  TRY(px_json_bool(ec, e, "causal", true, &a->causal, err));
+  const cJSON *seq = cJSON_GetObjectItemCaseSensitive(e, "seq"), *tf = cJSON_GetObjectItemCaseSensitive(e, "tflops");
+  int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
+  if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: field 'gpu.attention[%d]': 'seq' and 'tflops' must be arrays of the same length, 1 to %d",
+                      file, i, PX_ATTN_POINTS_MAX);
+  for (int k = 0; k < n; k++) {
+    const cJSON *sv = cJSON_GetArrayItem(seq, k), *tv = cJSON_GetArrayItem(tf, k);
+    if (!cJSON_IsNumber(sv) || sv->valuedouble < 1 || sv->valuedouble > 1e9 ||
+        (k > 0 && (int64_t)sv->valuedouble <= a->seq[k - 1]))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].seq[%d]': expected increasing lengths >= 1",
+                        file, i, k);
+    if (!cJSON_IsNumber(tv) || tv->valuedouble <= 0 || tv->valuedouble > 1e6)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].tflops[%d]': expected a positive TFLOP/s",
+                        file, i, k);
+    a->seq[k] = (int64_t)sv->valuedouble;
+    a->tflops[k] = tv->valuedouble;
+  }
+  a->n = n;
+  return PX_OK;
+}
+
+/* gpu.gemm.table[i]: {"m", "n", "k", "efficiency", "dtype"}. */
+static px_status gemm_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
+  px_status st;
+  px_gemm_point *p = &gpu->gemm_table[i];
+  TRY(px_json_int(ec, e, "m", true, 1, (int64_t)1 << 32, &p->m, err));
+  TRY(px_json_int(ec, e, "n", true, 1, (int64_t)1 << 32, &p->n, err));
+  TRY(px_json_int(ec, e, "k", true, 1, (int64_t)1 << 32, &p->k, err));
+  TRY(px_json_num(ec, e, "efficiency", true, 1e-6, 1.0, &p->efficiency, err));
+  p->dtype = -1;
+  return px_json_enum(ec, e, "dtype", false, px_dtype_names, PX_DTYPE_COUNT, &p->dtype, err);
+}
+
+/* gpu.kernel_rates[i]: {"kind", "gb_per_s" and/or "gflop_per_s", "overhead_us"}. */
+static px_status rate_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
+  px_status st;
+  px_kernel_rate *r = &gpu->kernel_rates[i];
+  double gbps = 0, gflops = 0, us = 0;
+  TRY(px_json_str(ec, e, "kind", true, r->kind, sizeof r->kind, err));
+  TRY(px_json_num(ec, e, "gb_per_s", false, 1e-6, 1e9, &gbps, err));
+  TRY(px_json_num(ec, e, "gflop_per_s", false, 1e-6, 1e12, &gflops, err));
+  TRY(px_json_num(ec, e, "overhead_us", false, 0.0, 1e9, &us, err));
+  if (gbps <= 0 && gflops <= 0)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates[%d]': needs gb_per_s or gflop_per_s", ec->file,
+                      i);
+  r->bytes_per_s = gbps * 1e9;
+  r->flops_per_s = gflops * 1e9;
+  r->overhead_s = us * 1e-6;
   return PX_OK;
 }
 
@@ -136,52 +163,13 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&gc, gemm, "fp8_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_max_efficiency, err));
     TRY(px_json_num(&gc, gemm, "fp8_block_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_block_max_efficiency,
                     err));
-    const cJSON *table;
-    TRY(list_field(gemm, "table", file, "gpu.gemm.table", PX_GEMM_TABLE_MAX, &table, err));
-    if (table) {
-      int i = 0;
-      const cJSON *e;
-      cJSON_ArrayForEach(e, table) {
-        char prefix[64];
-        TRY(list_entry(e, file, "gpu.gemm.table", i, prefix, err));
-        px_json_ctx ec = {file, prefix};
-        px_gemm_point *p = &gpu->gemm_table[i];
-        TRY(px_json_int(&ec, e, "m", true, 1, (int64_t)1 << 32, &p->m, err));
-        TRY(px_json_int(&ec, e, "n", true, 1, (int64_t)1 << 32, &p->n, err));
-        TRY(px_json_int(&ec, e, "k", true, 1, (int64_t)1 << 32, &p->k, err));
-        TRY(px_json_num(&ec, e, "efficiency", true, 1e-6, 1.0, &p->efficiency, err));
-        p->dtype = -1;
-        TRY(px_json_enum(&ec, e, "dtype", false, px_dtype_names, PX_DTYPE_COUNT, &p->dtype, err));
-        i++;
-      }
-      gpu->gemm_table_len = i;
-    }
+    TRY(list_read(gemm, "table", file, "gpu.gemm.table", PX_GEMM_TABLE_MAX, gemm_entry, gpu, &gpu->gemm_table_len,
+                  err));
   }
-  const cJSON *rates;
-  TRY(list_field(g, "kernel_rates", file, "gpu.kernel_rates", PX_KERNEL_RATES_MAX, &rates, err));
-  if (rates) {
-    int i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, rates) {
-      char prefix[64];
-      TRY(list_entry(e, file, "gpu.kernel_rates", i, prefix, err));
-      px_json_ctx ec = {file, prefix};
-      px_kernel_rate *r = &gpu->kernel_rates[i];
-      double gbps = 0, gflops = 0, us = 0;
-      TRY(px_json_str(&ec, e, "kind", true, r->kind, sizeof r->kind, err));
-      TRY(px_json_num(&ec, e, "gb_per_s", false, 1e-6, 1e9, &gbps, err));
-      TRY(px_json_num(&ec, e, "gflop_per_s", false, 1e-6, 1e12, &gflops, err));
-      TRY(px_json_num(&ec, e, "overhead_us", false, 0.0, 1e9, &us, err));
-      if (gbps <= 0 && gflops <= 0)
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.kernel_rates[%d]': needs gb_per_s or gflop_per_s", file, i);
-      r->bytes_per_s = gbps * 1e9;
-      r->flops_per_s = gflops * 1e9;
-      r->overhead_s = us * 1e-6;
-      i++;
-    }
-    gpu->kernel_rates_len = i;
-  }
-  return attention_from_json(g, file, gpu, err);
+  TRY(list_read(g, "kernel_rates", file, "gpu.kernel_rates", PX_KERNEL_RATES_MAX, rate_entry, gpu,
+                &gpu->kernel_rates_len, err));
+  return list_read(g, "attention", file, "gpu.attention", PX_ATTN_CURVES_MAX, attention_entry, gpu,
+                   &gpu->attention_len, err);
 }
 
 /* The object a dotted path's last name lives in, and that name; NULL when

@@ -77,6 +77,27 @@ void px_k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, 
   px_k_parallel_for(n, c > 0 ? (NORM_GRAIN + c - 1) / c : 1, layernorm_fwd_range, &a);
 }
 
+/* A row's two backward means, mean(dnorm) and mean(dnorm * xhat) with
+ * dnorm = w g and xhat = (x - m) r, summed in double over the lanes. */
+PX_K_SIMD static void row_grad_means(const float *x, const float *g, const float *w, float m, float r, int64_t c,
+                                     float *md, float *mdx) {
+  double sd[NORM_LANES] = {0}, sdx[NORM_LANES] = {0};
+  int64_t j = 0;
+  for (; j + NORM_LANES <= c; j += NORM_LANES)
+    for (int k = 0; k < NORM_LANES; k++) {
+      const float xhat = (x[j + k] - m) * r, dnorm = w[j + k] * g[j + k];
+      sd[k] += dnorm;
+      sdx[k] += (double)dnorm * xhat;
+    }
+  for (int k = 0; j < c; j++, k++) {
+    const float xhat = (x[j] - m) * r, dnorm = w[j] * g[j];
+    sd[k] += dnorm;
+    sdx[k] += (double)dnorm * xhat;
+  }
+  *md = (float)(lanes_sum(sd) / (double)c);
+  *mdx = (float)(lanes_sum(sdx) / (double)c);
+}
+
 /* The rows' data gradients. */
 PX_K_SIMD static void layernorm_dx_range(void *ctx, int64_t lo, int64_t hi) {
   norm_args *a = ctx;
@@ -86,22 +107,9 @@ PX_K_SIMD static void layernorm_dx_range(void *ctx, int64_t lo, int64_t hi) {
     const float *x = a->inp + i * c, *g = a->dout + i * c;
     float *dx = a->dinp + i * c;
     const float m = a->smean[i], r = a->srstd[i];
-    /* the two row means of the backward: mean(dnorm) and mean(dnorm * xhat) */
-    double sd[NORM_LANES] = {0}, sdx[NORM_LANES] = {0};
-    int64_t j = 0;
-    for (; j + NORM_LANES <= c; j += NORM_LANES)
-      for (int k = 0; k < NORM_LANES; k++) {
-        const float xhat = (x[j + k] - m) * r, dnorm = w[j + k] * g[j + k];
-        sd[k] += dnorm;
-        sdx[k] += (double)dnorm * xhat;
-      }
-    for (int k = 0; j < c; j++, k++) {
-      const float xhat = (x[j] - m) * r, dnorm = w[j] * g[j];
-      sd[k] += dnorm;
-      sdx[k] += (double)dnorm * xhat;
-    }
-    const float md = (float)(lanes_sum(sd) / (double)c), mdx = (float)(lanes_sum(sdx) / (double)c);
-    for (j = 0; j < c; j++) {
+    float md, mdx;
+    row_grad_means(x, g, w, m, r, c, &md, &mdx);
+    for (int64_t j = 0; j < c; j++) {
       const float xhat = (x[j] - m) * r, dnorm = w[j] * g[j];
       dx[j] += r * (dnorm - md - xhat * mdx);
     }
@@ -158,13 +166,9 @@ PX_K_SIMD static void rmsnorm_dx_range(void *ctx, int64_t lo, int64_t hi) {
     const float *x = a->inp + i * c, *g = a->dout + i * c;
     float *dx = a->dinp + i * c;
     const float r = a->srstd[i];
-    double sdx[NORM_LANES] = {0}; /* sum of dnorm * xhat */
-    int64_t j = 0;
-    for (; j + NORM_LANES <= c; j += NORM_LANES)
-      for (int k = 0; k < NORM_LANES; k++) sdx[k] += (double)(w[j + k] * g[j + k]) * (x[j + k] * r);
-    for (int k = 0; j < c; j++, k++) sdx[k] += (double)(w[j] * g[j]) * (x[j] * r);
-    const float mdx = (float)(lanes_sum(sdx) / (double)c);
-    for (j = 0; j < c; j++) {
+    float md, mdx; /* RMSNorm's xhat has no mean: m = 0 (x - 0 is x exactly); md is unused */
+    row_grad_means(x, g, w, 0.0f, r, c, &md, &mdx);
+    for (int64_t j = 0; j < c; j++) {
       const float xhat = x[j] * r;
       dx[j] += r * (w[j] * g[j] - xhat * mdx);
     }
