@@ -98,17 +98,19 @@ PX_K_SIMD static void row_grad_means(const float *x, const float *g, const float
   *mdx = (float)(lanes_sum(sdx) / (double)c);
 }
 
-/* The rows' data gradients. */
-PX_K_SIMD static void layernorm_dx_range(void *ctx, int64_t lo, int64_t hi) {
+/* The rows' data gradients: LayerNorm's, or RMSNorm's without means (a->smean NULL: m = 0 and no
+ * mean(dnorm) term; x - 0 and a - 0 are exact, so the same bits as its own formula). */
+PX_K_SIMD static void norm_dx_range(void *ctx, int64_t lo, int64_t hi) {
   norm_args *a = ctx;
   const int64_t c = a->c;
   const float *w = a->weight;
   for (int64_t i = lo; i < hi; i++) {
     const float *x = a->inp + i * c, *g = a->dout + i * c;
     float *dx = a->dinp + i * c;
-    const float m = a->smean[i], r = a->srstd[i];
+    const float m = a->smean ? a->smean[i] : 0.0f, r = a->srstd[i];
     float md, mdx;
     row_grad_means(x, g, w, m, r, c, &md, &mdx);
+    if (!a->smean) md = 0.0f;
     for (int64_t j = 0; j < c; j++) {
       const float xhat = (x[j] - m) * r, dnorm = w[j] * g[j];
       dx[j] += r * (dnorm - md - xhat * mdx);
@@ -135,7 +137,7 @@ void px_k_layernorm_bwd(float *dinp, float *dweight, float *dbias, const float *
                         const float *weight, const float *mean, const float *rstd, int64_t n, int64_t c) {
   norm_args a = {.dinp = dinp, .dweight = dweight, .dbias = dbias, .dout = dout, .inp = inp, .weight = weight,
                  .smean = mean, .srstd = rstd, .n = n, .c = c};
-  px_k_parallel_for(n, c > 0 ? (NORM_GRAIN + c - 1) / c : 1, layernorm_dx_range, &a);
+  px_k_parallel_for(n, c > 0 ? (NORM_GRAIN + c - 1) / c : 1, norm_dx_range, &a);
   if (dweight || dbias) px_k_parallel_for(c, n > 0 ? (NORM_GRAIN + n - 1) / n : 1, layernorm_dw_range, &a);
 }
 
@@ -158,23 +160,6 @@ void px_k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *we
   px_k_parallel_for(n, c > 0 ? (NORM_GRAIN + c - 1) / c : 1, rmsnorm_fwd_range, &a);
 }
 
-PX_K_SIMD static void rmsnorm_dx_range(void *ctx, int64_t lo, int64_t hi) {
-  norm_args *a = ctx;
-  const int64_t c = a->c;
-  const float *w = a->weight;
-  for (int64_t i = lo; i < hi; i++) {
-    const float *x = a->inp + i * c, *g = a->dout + i * c;
-    float *dx = a->dinp + i * c;
-    const float r = a->srstd[i];
-    float md, mdx; /* RMSNorm's xhat has no mean: m = 0 (x - 0 is x exactly); md is unused */
-    row_grad_means(x, g, w, 0.0f, r, c, &md, &mdx);
-    for (int64_t j = 0; j < c; j++) {
-      const float xhat = x[j] * r;
-      dx[j] += r * (w[j] * g[j] - xhat * mdx);
-    }
-  }
-}
-
 PX_K_SIMD static void rmsnorm_dw_range(void *ctx, int64_t lo, int64_t hi) {
   norm_args *a = ctx;
   const int64_t c = a->c;
@@ -190,6 +175,6 @@ void px_k_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const floa
                       const float *rstd, int64_t n, int64_t c) {
   norm_args a = {.dinp = dinp, .dweight = dweight, .dout = dout, .inp = inp, .weight = weight, .srstd = rstd,
                  .n = n, .c = c};
-  px_k_parallel_for(n, c > 0 ? (NORM_GRAIN + c - 1) / c : 1, rmsnorm_dx_range, &a);
+  px_k_parallel_for(n, c > 0 ? (NORM_GRAIN + c - 1) / c : 1, norm_dx_range, &a);
   if (dweight) px_k_parallel_for(c, n > 0 ? (NORM_GRAIN + n - 1) / n : 1, rmsnorm_dw_range, &a);
 }
