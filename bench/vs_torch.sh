@@ -59,7 +59,7 @@ for model in gpt2 llama; do
   done
 done
 
-printf "%-8s %-22s %12s %10s\n" model run tokens/s "vs torch"
+printf "%-8s %-22s %12s %10s  %s\n" model run tokens/s "vs torch" "each round"
 for model in gpt2 llama; do
   ref=""
   $torch_ok && ref=$(echo "${got[$model/torch]}" | tr ' ' '\n' | grep . | median)
@@ -71,7 +71,7 @@ for model in gpt2 llama; do
     label=$name
     case $name in px-1) label="parallax 1 rank" ;; px-tp2) label="parallax 2 ranks tp" ;;
       px-dp2) label="parallax 2 ranks dp" ;; torch) label="pytorch $cores threads" ;; esac
-    printf "%-8s %-22s %12.1f %10s\n" "$model" "$label" "$m" "$ratio"
+    printf "%-8s %-22s %12.1f %10s  %s\n" "$model" "$label" "$m" "$ratio" "${got[$model/$name]}"
   done
 done
 $torch_ok || echo "(no PyTorch in $python: set PYTHON to an interpreter with torch for the reference)"
