@@ -39,6 +39,15 @@ int px_cmd_compare(int argc, char **argv) {
   px_comparison cmp = {0};
   if (!(st = px_args_load(&a, &m, &c, &err)) && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) {
     compiled = true;
+    /* calibrate makes one node of its ranks: a run with fewer ranks on that machine has
+     * bandwidth, caches and clock boost the calibration's ranks shared */
+    if (serial && plan.cluster.gpus < plan.cluster.gpus_per_node)
+      fprintf(stderr,
+              "parallax compare: note: %s was measured with %lld ranks on the machine and this plan runs %lld: "
+              "a rank sharing the machine with fewer others runs faster than the calibration says (calibrate "
+              "with `mpirun -np %lld` for this plan)\n",
+              a.cluster ? a.cluster : plan.cluster.name, (long long)plan.cluster.gpus_per_node,
+              (long long)plan.cluster.gpus, (long long)plan.cluster.gpus);
     px_sim_opts o = {.skip_exposed = true, .serial = serial};
     if (!(st = px_sim_run(&plan, &o, &r, &err))) {
       simulated = true;
