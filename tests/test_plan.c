@@ -804,7 +804,9 @@ static void test_blackwell_presets(void) {
 }
 
 /* Every preset cites a source for each datasheet figure (its own entry or
- * its object's); a source naming no field of the file is refused. */
+ * its object's) and for its GEMM model's figures (a microbenchmark, or the
+ * GPU whose measurement it borrows: tests/test_sim.c reproduces them); a
+ * source naming no field of the file is refused. */
 static void test_cluster_sources(void) {
   static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200", "hgx-h800", "a3-mega",
                                         "dgx-b200", "gb200-nvl72", "dgx-gb300", "local-cpu"};
@@ -819,7 +821,20 @@ static void test_cluster_sources(void) {
       if (!src) fprintf(stderr, "\n  %s: %s has no source\n", presets[i], figures[f]);
       CU_ASSERT_PTR_NOT_NULL(src);
     }
+    static const char *const kernel[] = {"gpu.gemm.max_efficiency", "gpu.gemm.k_half", "gpu.gemm.tile_m",
+                                         "gpu.gemm.tile_n", "gpu.gemm.fp8_max_efficiency"};
+    for (size_t f = 0; f < sizeof kernel / sizeof *kernel && strcmp(presets[i], "local-cpu"); f++) {
+      if (strstr(kernel[f], "fp8") && c.gpu.gemm_fp8_max_efficiency <= 0) continue; /* A100: no fp8 */
+      const char *src = px_cluster_source_of(&c, kernel[f]);
+      if (!src) fprintf(stderr, "\n  %s: %s has no source\n", presets[i], kernel[f]);
+      CU_ASSERT_PTR_NOT_NULL(src);
+    }
   }
+  /* the A100's HBM share and attention curves are measured too */
+  px_cluster a100 = cluster("dgx-a100", 8);
+  CU_ASSERT_PTR_NOT_NULL(px_cluster_source_of(&a100, "gpu.memory_efficiency"));
+  CU_ASSERT_PTR_NOT_NULL(px_cluster_source_of(&a100, "gpu.attention"));
+  CU_ASSERT(a100.gpu.attention_len > 0);
   cJSON *root = cJSON_Parse("{\"gpu\": {\"name\": \"g\", \"peak_tflops\": {\"fp32\": 1}, \"hbm_gib\": 1, \"hbm_gb_per_s\": 1},"
                             " \"gpus_per_node\": 1, \"intra_node\": {\"gb_per_s\": 1, \"latency_us\": 1},"
                             " \"inter_node\": {\"nics_per_node\": 1, \"nic_gbit_per_s\": 1, \"latency_us\": 1},"

@@ -1,6 +1,6 @@
 /* Simulator: bandwidth sharing by hand, the exact pipeline bubble with free
- * communication and uniform stages, Megatron-LM SC'21 Table 1 within 10%
- * with one set of A100 figures, determinism, cost flat in DP and TP, and
+ * communication and uniform stages, Megatron-LM SC'21 Table 1 within 15%
+ * with one set of A100 figures from microbenchmarks, determinism, cost flat in DP and TP, and
  * hybrid sharding's two levels on their own links. */
 #include <math.h>
 #include <stdio.h>
@@ -295,8 +295,8 @@ static void test_megatron_table1(void) {
   int rows = 0;
   double sum_abs = 0;
   double sum_abs_j = 0;
-  fprintf(stderr, "\n  %8s %3s %3s %5s  %9s %9s %7s  %s\n", "params_b", "tp", "pp", "gpus", "published", "simulated",
-          "error", "with the default straggler (not asserted)");
+  fprintf(stderr, "\n  %8s %3s %3s %5s  %9s %9s %7s  %s\n", "params_b", "tp", "pp", "gpus", "published", "--jitter 0",
+          "error", "with the default straggler (asserted)");
   while (fgets(line, sizeof line, fp)) {
     if (line[0] == '#' || line[0] == 'p') continue;
     double params_b, tflops, pct, agg;
@@ -326,10 +326,12 @@ static void test_megatron_table1(void) {
     px_status st = compile(&plan, &m, "dgx-a100", gpus, &p, &err);
     if (st) fprintf(stderr, "\n  %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-    /* No straggler (--jitter 0): dgx-a100's GEMM efficiency and latencies
-     * were fitted once to these very runs, so they already hold Selene's
-     * GPU-to-GPU spread; the default straggler on top counts it twice. Its
-     * figures are printed beside, for the README. */
+    /* With the default straggler: dgx-a100's kernel figures come from
+     * single-GPU microbenchmarks (MAMF, BabelStream), which hold none of a
+     * cluster's GPU-to-GPU spread. The --jitter 0 figures are printed
+     * beside, for the README. Nothing here is fitted to this table (the
+     * project's rule): the band is a guard against regressions, not a
+     * claim of accuracy; the README reports the errors. */
     px_sim_opts o = {.skip_exposed = true}, oj = o;
     o.no_straggler = true;
     px_sim_result r, rj;
@@ -343,7 +345,7 @@ static void test_megatron_table1(void) {
     double e = (sim_tflops - tflops) / tflops, ej = (sim_j - tflops) / tflops;
     fprintf(stderr, "  %8.1f %3lld %3lld %5lld  %9.0f %9.1f %+6.1f%%  %9.1f %+6.1f%% (x%.4f)\n", params_b, tp, pp, gpus,
             tflops, sim_tflops, 100 * e, sim_j, 100 * ej, rj.straggler_stretch);
-    CU_ASSERT(e > -0.10 && e < 0.10);
+    CU_ASSERT(ej > -0.15 && ej < 0.15);
     sum_abs += e < 0 ? -e : e;
     sum_abs_j += ej < 0 ? -ej : ej;
     rows++;
@@ -353,8 +355,8 @@ static void test_megatron_table1(void) {
   }
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 10);
-  fprintf(stderr, "  mean absolute error %.1f%% (with the default straggler %.1f%%)\n", 100 * sum_abs / rows,
-          100 * sum_abs_j / rows);
+  fprintf(stderr, "  mean absolute error: with the default straggler %.1f%%, --jitter 0 %.1f%%\n", 100 * sum_abs_j / rows,
+          100 * sum_abs / rows);
 }
 
 /* ---- determinism, consistency, symmetry ---- */
@@ -723,13 +725,18 @@ static void test_gemm_efficiency(void) {
   px_cluster c;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &c, &err), PX_OK);
-  px_gpu g = c.gpu; /* 108 SMs, 128 x 256 tiles, max 0.8, k_half 64 */
-  /* 108 full tiles: one full wave; k = 64 halves it */
-  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 12, 256 * 9, 64, 1), 0.8 * 0.5, 1e-12);
+  px_gpu g = c.gpu; /* 108 SMs, 128 x 256 tiles, max efficiency and k_half from the file */
+  double max = g.gemm_max_efficiency, big_k = (double)(1u << 30) / ((double)(1u << 30) + g.gemm_k_half);
+  CU_ASSERT_EQUAL_FATAL(g.sm_count, 108);
+  CU_ASSERT_EQUAL_FATAL(g.gemm_tile_m, 128);
+  CU_ASSERT_EQUAL_FATAL(g.gemm_tile_n, 256);
+  CU_ASSERT_FATAL(g.gemm_k_half == floor(g.gemm_k_half) && g.gemm_k_half > 0);
+  /* 108 full tiles: one full wave; k = k_half halves it */
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 12, 256 * 9, (int64_t)g.gemm_k_half, 1), max * 0.5, 1e-12);
   /* 109 tiles: two waves, the second nearly empty: 109 / 216 */
-  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 109, 256, 1u << 30, 1), 0.8 * 109.0 / 216.0, 1e-6);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 109, 256, 1u << 30, 1), max * big_k * 109.0 / 216.0, 1e-12);
   /* an edge tile half full: 1.5 tiles of work in 2 */
-  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 192, 256, 1u << 30, 1), 0.8 * (2.0 / 108.0) * 0.75, 1e-6);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 192, 256, 1u << 30, 1), max * big_k * (2.0 / 108.0) * 0.75, 1e-12);
   /* a measured table replaces the model: nearest point in log space */
   g.gemm_table[0] = (px_gemm_point){1024, 1024, 1024, 0.5, -1};
   g.gemm_table[1] = (px_gemm_point){8192, 8192, 8192, 0.9, -1};
@@ -739,9 +746,9 @@ static void test_gemm_efficiency(void) {
   /* points of a dtype answer for it alone; a dtype without points falls back to the model */
   g.gemm_table[0].dtype = PX_DTYPE_FP8, g.gemm_table[1].dtype = PX_DTYPE_FP8;
   PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_FP8, 1000, 1100, 900, 1), 0.5, 1e-12);
-  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 12, 256 * 9, 64, 1), 0.8 * 0.5, 1e-12);
+  PX_ASSERT_REL(px_gemm_efficiency(&g, PX_DTYPE_BF16, 128 * 12, 256 * 9, (int64_t)g.gemm_k_half, 1), max * 0.5, 1e-12);
   /* memory-bound op: bytes over HBM x efficiency + overhead */
-  px_op op = {.kind = PX_OP_GELU, .bytes = 2.039e12 * 0.85}; /* one second of HBM at 85% */
+  px_op op = {.kind = PX_OP_GELU, .bytes = 2.039e12 * c.gpu.memory_efficiency}; /* one second of HBM at its share */
   PX_ASSERT_REL(px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op), 1.0 + c.gpu.kernel_overhead_s, 1e-9);
 }
 
@@ -804,9 +811,114 @@ static void test_attention_kernels(void) {
   /* between the points: linear in log(seq); beyond them: flat */
   PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
   PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 131072) * peak, 616e12, 1e-9);
+  px_cluster b200;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &b200, &err), PX_OK);
+  CU_ASSERT(px_attn_efficiency(&b200.gpu, false, 128, true, 4096) < 0);
+  /* a pass without a curve of either mask (A100: forward only) keeps the GEMM model */
   px_cluster a100;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
-  CU_ASSERT(px_attn_efficiency(&a100.gpu, false, 128, true, 4096) < 0);
+  CU_ASSERT(px_attn_efficiency(&a100.gpu, false, 128, true, 4096) > 0);
+  CU_ASSERT(px_attn_efficiency(&a100.gpu, true, 128, true, 4096) < 0);
+}
+
+/* A CSV row of tests/data: its fields split at commas (the last, a source, may hold more). */
+static int csv_fields(char *line, char **f, int max) {
+  int n = 0;
+  line[strcspn(line, "\r\n")] = '\0';
+  for (char *p = line; n < max && p; n++) {
+    f[n] = p;
+    p = n + 1 < max ? strchr(p, ',') : NULL;
+    if (p) *p++ = '\0';
+  }
+  return n;
+}
+
+/* The kernel figures against the microbenchmarks they come from
+ * (tests/data/gemm_microbench.csv, attention_a100_fa2.csv,
+ * hbm_babelstream.csv, each with its source): the model at the benchmark's
+ * shape reproduces the published figure within the row's tolerance. Presets
+ * that borrow a GPU's measurement (same SMs and clocks) carry its figures. */
+static void test_kernel_microbenchmarks(void) {
+  px_err err = {0};
+  char line[512], *f[8];
+  int rows = 0;
+  FILE *fp = fopen(px_test_path("tests/data/gemm_microbench.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || csv_fields(line, f, 8) < 7) continue;
+    px_cluster c;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+    px_dtype dt = !strcmp(f[1], "fp8") ? PX_DTYPE_FP8 : PX_DTYPE_BF16;
+    int64_t m = atoll(f[2]), n = atoll(f[3]), k = atoll(f[4]);
+    double published = atof(f[5]) * 1e12, tol = atof(f[6]);
+    double model = px_gemm_efficiency8(&c.gpu, dt, false, m, n, k, 1) * c.gpu.peak_flops[dt];
+    fprintf(stderr, "\n  %-12s %-4s %6lldx%6lldx%6lld  published %7.1f  model %7.1f TFLOP/s  %+5.1f%%", f[0], f[1],
+            (long long)m, (long long)n, (long long)k, published / 1e12, model / 1e12, 100 * (model / published - 1));
+    PX_ASSERT_REL(model, published, tol);
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 11);
+
+  /* borrowed: the figures of the GPU whose measurement a preset cites */
+  static const char *const borrow[][2] = {{"hgx-h200", "dgx-h100"}, {"hgx-h800", "dgx-h100"}, {"a3-mega", "dgx-h100"},
+                                          {"dgx-gb300", "gb200-nvl72"}};
+  for (size_t i = 0; i < sizeof borrow / sizeof *borrow; i++) {
+    px_cluster b, l;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(borrow[i][0], &b, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(borrow[i][1], &l, &err), PX_OK);
+    CU_ASSERT_EQUAL(b.gpu.gemm_max_efficiency, l.gpu.gemm_max_efficiency);
+    CU_ASSERT_EQUAL(b.gpu.gemm_fp8_max_efficiency, l.gpu.gemm_fp8_max_efficiency);
+    CU_ASSERT_EQUAL(b.gpu.gemm_k_half, l.gpu.gemm_k_half);
+  }
+  /* every Blackwell preset borrows the H100's k_half (no Blackwell short-k table) */
+  px_cluster h100, bw;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &h100, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &bw, &err), PX_OK);
+  CU_ASSERT_EQUAL(bw.gpu.gemm_k_half, h100.gpu.gemm_k_half);
+
+  /* A100 attention: FlashAttention-2's forward points exactly, a causal op of the row's shape in its time */
+  px_cluster a100;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
+  const px_gpu *g = &a100.gpu;
+  rows = 0;
+  fp = fopen(px_test_path("tests/data/attention_a100_fa2.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || csv_fields(line, f, 8) < 8) continue;
+    bool causal = atoi(f[2]) != 0;
+    int64_t hd = atoll(f[1]), b = atoll(f[3]), sq = atoll(f[4]), h = atoll(f[5]);
+    double tflops = atof(f[6]), tol = atof(f[7]);
+    PX_ASSERT_REL(px_attn_efficiency(g, false, hd, causal, sq) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
+    if (causal) { /* the graphs' attention is causal: the op costs half the square */
+      px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, sq, h, h, hd, sq}};
+      op.flops = 2.0 * (double)(b * h) * (double)sq * (double)sq * (double)(2 * hd);
+      double published_s = op.flops / 2 / (tflops * 1e12), model_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
+      fprintf(stderr, "\n  dgx-a100 causal fwd b%lld s%lld: published %.3f ms, model %.3f ms (%+.1f%%)", (long long)b,
+              (long long)sq, published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
+      PX_ASSERT_REL(model_s, published_s, tol);
+    }
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 4);
+
+  /* HBM: a memory-bound op moving BabelStream Triad's bytes at its rate */
+  rows = 0;
+  fp = fopen(px_test_path("tests/data/hbm_babelstream.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || csv_fields(line, f, 8) < 4) continue;
+    px_cluster c;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+    double bytes = atof(f[1]), rate = atof(f[2]) * 1e9;
+    px_op op = {.kind = PX_OP_GELU, .bytes = bytes};
+    PX_ASSERT_REL(px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op), bytes / rate, atof(f[3]));
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 1);
+  fputc('\n', stderr);
 }
 
 /* The straggler model against hand-derived values: the normal quantile at
@@ -891,11 +1003,12 @@ int main(void) {
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
       {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
+      {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},
       {"zero-bubble schedules: analytic bubble from FLOPs equals the simulation", test_bubble_zb_analytic},
-      {"Megatron-LM SC'21 Table 1 within 10%", test_megatron_table1},
+      {"Megatron-LM SC'21 Table 1 within 15% (default straggler)", test_megatron_table1},
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},

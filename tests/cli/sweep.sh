@@ -99,7 +99,7 @@ printf '%s\n' "$out" | grep -q "^ZeRO (best plan's split, z3): .*z1 does not fit
 # Every row carries what `sim` says of its plan, past the rows printed too.
 "$px" sweep -m llama3-70b -c dgx-h100 -g 64 -B 128 -t 8 -S -k 2 --json >"$tmp/rows.json" || fail "sweep 70B --json"
 row=$(jq -c '.plans[5]' "$tmp/rows.json")
-flags=$(printf '%s' "$row" | jq -r '.parallel | "-t \(.tp) -p \(.pp) -d \(.dp) -z \(.zero) -b \(.mbs) -B \(.gbs) -e \(.schedule) -v \(.vpp) -r \(.recompute) --grad-accum \(.grad_accum) --prefetch \(.prefetch) --main-grad \(.main_grad) --offload-optimizer \(.offload_optimizer) --offload-params \(.offload_params) --precision \(.precision)" + (if .fp8_recipe then " --fp8-recipe \(.fp8_recipe)" else "" end) + (if .sp then " -S" else "" end) + (if .reshard_after_forward then "" else " --no-reshard-after-forward" end)')
+flags=$(printf '%s' "$row" | jq -r '.parallel | "-t \(.tp) -p \(.pp) -d \(.dp) -z \(.zero) -b \(.mbs) -B \(.gbs) -e \(.schedule) -v \(.vpp) -r \(.recompute) --grad-accum \(.grad_accum) --prefetch \(.prefetch) --main-grad \(.main_grad) --offload-optimizer \(.offload_optimizer) --offload-params \(.offload_params) --precision \(.precision)" + (if .fp8_recipe then " --fp8-recipe \(.fp8_recipe)" else "" end) + (if .sp then " -S" else "" end) + (if .reshard_after_forward then "" else " --no-reshard-after-forward" end) + (if .first_stage_layers then " --first-stage-layers \(.first_stage_layers)" else "" end) + (if .last_stage_layers then " --last-stage-layers \(.last_stage_layers)" else "" end)')
 # shellcheck disable=SC2086
 sim=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 $flags --json) || fail "sim of sweep row 6: $flags"
 # every figure of the row (but its rank, flags and time to train) is the same figure in `sim --json`
