@@ -1,5 +1,5 @@
 /* Simulator: bandwidth sharing by hand, the exact pipeline bubble with free
- * communication and uniform stages, Megatron-LM SC'21 Table 1 within 20% a row
+ * communication and uniform stages, Megatron-LM SC'21 Table 1 within 10% a row with the runs' era's GEMMs
  * with one set of A100 figures from microbenchmarks, determinism, cost flat in DP and TP, and
  * hybrid sharding's two levels on their own links. */
 #include <math.h>
@@ -391,7 +391,7 @@ static void test_megatron_table1(void) {
     fprintf(stderr, "  %8.1f %3lld %3lld %5lld  %9.0f %9.1f %+6.1f%%  %9.1f %+6.1f%% (x%.4f)  %9.1f %+6.1f%%\n", params_b,
             tp, pp, gpus, tflops, sim_tflops, 100 * e, sim_j, 100 * ej, rj.straggler_stretch, sim_e, 100 * ee);
     CU_ASSERT(ej > -0.20 && ej < 0.20);
-    CU_ASSERT(ee > -0.20 && ee < 0.20);
+    CU_ASSERT(ee > -0.10 && ee < 0.10); /* the validation: the runs' own era's GEMMs, every row within 10% */
     CU_ASSERT(sim_e < sim_j); /* older GEMMs, slower steps */
     sum_abs_e += ee < 0 ? -ee : ee;
     px_sim_result_free(&re);
@@ -407,7 +407,7 @@ static void test_megatron_table1(void) {
   fprintf(stderr, "  mean absolute error: with the default straggler %.1f%%, --jitter 0 %.1f%%, 2020 GEMM %.1f%%\n",
           100 * sum_abs_j / rows, 100 * sum_abs / rows, 100 * sum_abs_e / rows);
   CU_ASSERT(sum_abs_j / rows < 0.15);
-  CU_ASSERT(sum_abs_e / rows < 0.15);
+  CU_ASSERT(sum_abs_e / rows < 0.05);
 }
 
 /* ---- determinism, consistency, symmetry ---- */
@@ -1059,7 +1059,7 @@ int main(void) {
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},
       {"zero-bubble schedules: analytic bubble from FLOPs equals the simulation", test_bubble_zb_analytic},
-      {"Megatron-LM SC'21 Table 1 within 20% a row, 15% mean (default straggler)", test_megatron_table1},
+      {"Megatron-LM SC'21 Table 1: the 2020 GEMM within 10% a row (5% mean), the preset within 20% (15%)", test_megatron_table1},
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
