@@ -109,8 +109,12 @@ static void rerate(px_net *n, int32_t id) {
 
 int32_t px_net_start(px_net *n, const px_flow_spec *spec, uint64_t tag) {
   int32_t id;
+  uint32_t version = 0;
   if (n->nfree > 0) {
     id = n->free_ids[--n->nfree];
+    /* versions go on across an id's flows: an end event left stale by a re-rating
+     * of its last flow must not end this one */
+    version = n->flows[id].version + 1;
   } else {
     if (n->nflows == n->cap) {
       int32_t cap = n->cap ? 2 * n->cap : 64;
@@ -133,6 +137,7 @@ int32_t px_net_start(px_net *n, const px_flow_spec *spec, uint64_t tag) {
   f->remaining = 1.0;
   f->active = true;
   f->start_ns = n->eng->now_ns;
+  f->version = version;
   for (int i = 0; i < spec->nres; i++) n->claims[spec->res[i]]++;
   push(n, n->eng->now_ns + px_ns(spec->latency_s), n->ev_join, id, 0);
   return id;

@@ -82,6 +82,25 @@ static void test_network_sharing(void) {
   }
   PX_ASSERT_REL(end[1] - t0, 1.5, 1e-8);
   PX_ASSERT_REL(end[2] - t0, 2.0, 1e-8);
+  /* A flow on a reused id is not ended by its id's stale events: flows 1 (1 GB) and 2 (2 GB)
+   * share link 0 and flow 2 is re-rated when flow 1 ends at 2 s (its first end event, at
+   * 4 s, goes stale); flow 2 ends at 3 s, and flow 3 (5 GB), started then on flow 2's id,
+   * ends at 8 s, not at 4 s. */
+  t0 = (double)e.now_ns * 1e-9;
+  px_flow_spec two = {.res = {0}, .bytes = {2e9}, .bw = {1e9}, .nres = 1};
+  px_flow_spec five = {.res = {0}, .bytes = {5e9}, .bw = {1e9}, .nres = 1};
+  px_net_start(n, &a, 1);
+  px_net_start(n, &two, 2);
+  while (px_engine_pop(&e, &ev)) {
+    if (ev.kind == EV_JOIN) px_net_on_join(n, (int32_t)ev.a);
+    uint64_t tag, start;
+    if (ev.kind != EV_DONE || !px_net_on_done(n, (int32_t)ev.a, ev.b, &tag, &start)) continue;
+    end[tag] = (double)e.now_ns * 1e-9;
+    if (tag == 2) px_net_start(n, &five, 3);
+  }
+  PX_ASSERT_REL(end[1] - t0, 2.0, 1e-8);
+  PX_ASSERT_REL(end[2] - t0, 3.0, 1e-8);
+  PX_ASSERT_REL(end[3] - t0, 8.0, 1e-8);
   px_net_free(n);
   px_engine_deinit(&e);
 }
