@@ -698,6 +698,65 @@ static void test_tp_overlap_dependencies(void) {
   CU_ASSERT_DOUBLE_EQUAL(t[0] - t[1], expect, 1e-6 * t[0]);
 }
 
+/* The fast path (a block as one event while its links are its own, split
+ * back into segments in its timeline's state when another flow claims
+ * them) gives the segment path's step time, to the nanosecond: the timeline
+ * is the block run through the same steps in the same network code, and a
+ * split carries each open flow's exact state (share left, pace, pending
+ * event) into the shared network. Plans with TP overlap, forward and
+ * backward or the default's, SP on and off, a CP ring, MoE's EP exchanges,
+ * and pipelines whose p2p and DP flows contend for the blocks' links; the
+ * events fall (by more than half over the plans: a block split often, as
+ * MoE's beside the DP reductions on the NICs, may cost a few more). */
+static void test_fast_path_exact(void) {
+  struct {
+    const char *model;
+    int64_t gpus, tp, pp, cp, ep, gbs;
+    int sp, overlap, schedule;
+  } k[] = {
+      {"llama3-8b", 8, 8, 1, 1, 1, 2, 0, PX_OVERLAP_ALL, -1},
+      {"llama3-8b", 8, 8, 1, 1, 1, 2, 1, -1, -1},
+      {"llama3-8b", 16, 2, 2, 1, 1, 16, 0, -1, PX_SCHED_1F1B},
+      {"llama3-8b", 16, 4, 2, 1, 1, 16, 1, PX_OVERLAP_ALL, PX_SCHED_INTERLEAVED},
+      {"llama3-8b", 16, 4, 2, 1, 1, 16, 1, -1, PX_SCHED_INTERLEAVED},
+      {"llama3-8b", 16, 2, 1, 2, 1, 8, 1, PX_OVERLAP_ALL, -1},
+      {"mixtral-8x7b", 16, 2, 1, 1, 4, 8, 1, PX_OVERLAP_ALL, -1},
+      {"mixtral-8x7b", 16, 2, 2, 1, 4, 16, 1, -1, PX_SCHED_1F1B},
+  };
+  px_err err = {0};
+  uint64_t events[2] = {0};
+  for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+    px_model m;
+    CU_ASSERT_EQUAL_FATAL(px_model_load(k[i].model, &m, &err), PX_OK);
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = k[i].tp, p.pp = k[i].pp, p.cp = k[i].cp, p.ep = k[i].ep, p.mbs = 1, p.gbs = k[i].gbs, p.sp = k[i].sp;
+    p.overlap = k[i].overlap, p.schedule = k[i].schedule, p.seq = 4096;
+    p.zero = k[i].gpus > k[i].tp * k[i].pp * k[i].cp; /* ZeRO-1 where there is DP */
+    if (k[i].schedule == PX_SCHED_INTERLEAVED) p.vpp = 2;
+    px_plan plan;
+    px_status st = compile(&plan, &m, "dgx-h100", k[i].gpus, &p, &err);
+    if (st) fprintf(stderr, "\n  %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    px_sim_opts slow = {.no_fast = true}, fast = {0};
+    px_sim_result rs, rf;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &slow, &rs, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &fast, &rf, &err), PX_OK);
+    fprintf(stderr, "\n  %s tp %lld pp %lld cp %lld ep %lld sp %d: step %.9f s, %.9f s fast; events %llu, %llu fast",
+            k[i].model, (long long)k[i].tp, (long long)k[i].pp, (long long)k[i].cp, (long long)k[i].ep, k[i].sp,
+            rs.step_time_s, rf.step_time_s, (unsigned long long)rs.events, (unsigned long long)rf.events);
+    CU_ASSERT_DOUBLE_EQUAL(rf.step_time_s, rs.step_time_s, 0.5e-9);
+    CU_ASSERT_DOUBLE_EQUAL(rf.step_time_comm_free_s, rs.step_time_comm_free_s, 0.5e-9);
+    PX_ASSERT_REL(rf.comm_tp_s, rs.comm_tp_s, 1e-9);
+    CU_ASSERT(rf.events <= rs.events + rs.events / 20);
+    events[0] += rs.events, events[1] += rf.events;
+    px_sim_result_free(&rs);
+    px_sim_result_free(&rf);
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(events[1] < events[0] / 2);
+}
+
 static void test_trace(void) {
   px_model m;
   px_err err = {0};
@@ -921,6 +980,7 @@ int main(void) {
       {"offload: copies on the host link and the host's AdamW, by hand", test_offload_costs},
       {"hybrid sharding: less inter-node DP time than full sharding, both levels", test_hybrid_sharding},
       {"TP overlap up to each collective's first consumer", test_tp_overlap_dependencies},
+      {"fast path: the segment path's step time with overlap and contention, fewer events", test_fast_path_exact},
       {"Chrome trace written and readable", test_trace},
       {"context parallelism: the ring hides its hops, all-gather and a2a do not", test_context_parallel_sim},
       {"mixture of experts: EP exchanges on their links, imbalance, all-gather dispatch", test_moe_sim},
