@@ -207,7 +207,6 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
   px_status st = PX_OK;
   double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
   if (over >= 0) return seg_add_compute(out, over, -1, S->err);
-  bool tp_async = (p->par.overlap & PX_OVERLAP_TP) != 0;
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
   int nasync = 0;
   for (int32_t i = 0; i < b->nops && !st; i++) {
@@ -230,9 +229,8 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     px_coll_cost cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
     if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && op->dim[4] > 0) /* group-limited routing */
       px_coll_cost_scale_inter(c, &cc, (double)op->dim[4] / (double)op->dim[3], pl.leaves);
-    /* a layer's own collectives (TP, CP, EP) overlap the compute up to their first consumer */
-    bool async = tp_async && (op->group == PX_GROUP_TP || op->group == PX_GROUP_CP || op->group == PX_GROUP_EP ||
-                                op->group == PX_GROUP_ETP);
+    /* an overlapped collective runs beside the compute up to its first consumer */
+    bool async = px_plan_op_overlapped(p, ops, b->nops, i);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
     if (i < 256) ord_of[i] = ord;
     st = seg_push(out, (seg){.comm = true, .async = async, .ord = ord, .cc = cc}, S->err);
