@@ -22,9 +22,16 @@ typedef struct {
   int insts;
 } result;
 
+/* Choices beyond the common ones: SP, interleaving, the overlap, the fast path. */
+typedef struct {
+  int sp, overlap; /* overlap -1: the default */
+  int64_t vpp;     /* > 1: interleaved */
+  bool no_fast;
+} extra;
+
 /* Median of `reps` runs of compile + simulate (one step, with the comm-free twin). */
-static int measure(const char *model, const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t mbs,
-                   int64_t gbs, int64_t seq, int recompute, int reps, result *out) {
+static int measure_with(const char *model, const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t mbs,
+                        int64_t gbs, int64_t seq, int recompute, const extra *x, int reps, result *out) {
   px_model m;
   px_cluster c;
   px_err err = {0};
@@ -38,6 +45,8 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
     px_parallel p;
     px_parallel_unset(&p);
     p.tp = tp, p.pp = pp, p.mbs = mbs, p.gbs = gbs, p.seq = seq, p.zero = 1, p.recompute = recompute;
+    p.sp = x->sp, p.overlap = x->overlap;
+    if (x->vpp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = x->vpp;
     px_parallel_resolve(&p, &m, &c);
     px_plan plan;
     double t0 = px_clock_s();
@@ -54,7 +63,8 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
     bnd[r] = px_clock_s() - t1;
     t1 = px_clock_s();
     px_sim_result res;
-    if (px_sim_run(&plan, NULL, &res, &err)) {
+    px_sim_opts o = {.no_fast = x->no_fast};
+    if (px_sim_run(&plan, &o, &res, &err)) {
       fprintf(stderr, "%s\n", err.msg);
       px_plan_free(&plan);
       return 1;
@@ -84,6 +94,12 @@ static int measure(const char *model, const char *cluster, int64_t gpus, int64_t
   return 0;
 }
 
+static int measure(const char *model, const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t mbs,
+                   int64_t gbs, int64_t seq, int recompute, int reps, result *out) {
+  extra x = {.overlap = -1};
+  return measure_with(model, cluster, gpus, tp, pp, mbs, gbs, seq, recompute, &x, reps, out);
+}
+
 static void row(const char *label, const result *r) {
   printf("%-52s %9.2f %9.2f %9.2f %10llu %8d %9.3f %9.3f %6.1f%%\n", label, r->compile_s * 1e3, r->bound_s * 1e3,
          r->sim_s * 1e3, r->events, r->insts, r->step_s, r->bound_step_s, 100 * r->mfu);
@@ -100,6 +116,17 @@ int main(int argc, char **argv) {
     row("llama3-405b 16384xH100 tp8 pp16 dp128 gbs2048", &r);
   if (!measure("gpt3-175b", "dgx-a100", 1024, 8, 8, 1, 1536, 2048, PX_RECOMPUTE_FULL, reps, &r))
     row("gpt3-175b 1024xA100 tp8 pp8 dp16 gbs1536", &r);
+  /* Meta's 405B plan (SP, interleaved): the overlap of every TP collective on the fast path and off it */
+  printf("# TP overlap (llama3-405b 16384xH100 tp8 pp16 dp128 SP interleaved v2 gbs2048)\n");
+  static const struct {
+    const char *label;
+    extra x;
+  } ov[] = {{"llama3-405b SP v2, default overlap (tp-bwd)", {1, -1, 2, false}},
+            {"llama3-405b SP v2, --overlap all", {1, PX_OVERLAP_ALL, 2, false}},
+            {"llama3-405b SP v2, --overlap all, no fast path", {1, PX_OVERLAP_ALL, 2, true}}};
+  for (size_t i = 0; i < sizeof ov / sizeof *ov; i++)
+    if (!measure_with("llama3-405b", "dgx-h100", 16384, 8, 16, 1, 2048, 8192, PX_RECOMPUTE_NONE, &ov[i].x, reps, &r))
+      row(ov[i].label, &r);
   printf("# DP scaling (llama3-70b, tp8 pp4, 16 micro-batches per rank)\n");
   for (int64_t dp = 2; dp <= 512; dp *= 4) {
     char label[96];

@@ -656,12 +656,14 @@ static void enter_stream(px_exec *x, px_stream s) {
 
 static bool is_collective(px_op_kind k) { return px_op_family_of(k) == PX_FAM_COLLECTIVE; }
 
-/* With the plan's TP overlap, a block's TP collectives go on the TP stream
- * (after the compute issued before them), and compute waits for one only at
- * the first op that uses its tensors (the op's dep), or at the block's end. */
-static bool on_tp_stream(const px_exec *x, const px_op *o) {
-  return (x->plan->par.overlap & PX_OVERLAP_TP) && o->stream == PX_STREAM_TP && is_collective((px_op_kind)o->kind) &&
-         x->be->mark;
+/* The TP collectives the plan's overlap runs beside the compute (op k of
+ * the block's ops, px_plan_op_overlapped) go on the TP stream (after the
+ * compute issued before them), and compute waits for one only at the first
+ * op that uses its tensors (the op's dep), or at the block's end. */
+static bool on_tp_stream(const px_exec *x, const px_op *ops, int32_t nops, int32_t k) {
+  const px_op *o = &ops[k];
+  return o->stream == PX_STREAM_TP && is_collective((px_op_kind)o->kind) && x->be->mark &&
+         px_plan_op_overlapped(x->plan, ops, nops, k);
 }
 
 static px_status wait_tp(px_exec *x, int32_t k, px_err *err) {
@@ -673,9 +675,10 @@ static px_status wait_tp(px_exec *x, int32_t k, px_err *err) {
 static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   const px_inst *in = &x->prog->insts[i];
   const px_block *b = &x->plan->blocks[in->block];
-  const px_op *o = &px_inst_ops(x->plan, x->prog, in)[k];
-  bool tp = on_tp_stream(x, o);
-  px_status st = wait_tp(x, o->dep, err);
+  const px_op *ops = px_inst_ops(x->plan, x->prog, in), *o = &ops[k];
+  bool tp = on_tp_stream(x, ops, b->nops, k);
+  /* a collective run in line follows those on the TP stream, as one process group's do */
+  px_status st = wait_tp(x, !tp && is_collective((px_op_kind)o->kind) && x->tp_last > o->dep ? x->tp_last : o->dep, err);
   double t0 = px_clock_s();
   if (tp) enter_stream(x, PX_STREAM_TP);
   for (int32_t a = 0; a < o->alloc_count && !st; a++) {

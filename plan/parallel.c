@@ -11,6 +11,7 @@
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8");
+PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
@@ -517,21 +518,20 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p) {
 bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }
 
 px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
-  static const struct {
-    const char *name;
-    int bit;
-  } names[] = {{"dp", PX_OVERLAP_DP}, {"zero", PX_OVERLAP_ZERO}, {"pp", PX_OVERLAP_PP},
-               {"tp", PX_OVERLAP_TP}, {"all", PX_OVERLAP_ALL},   {"none", 0}};
   int out = 0;
   const char *p = s;
   while (*p) {
     size_t n = strcspn(p, ",");
-    size_t i;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (strlen(names[i].name) == n && !strncmp(p, names[i].name, n)) break;
-    if (i == sizeof names / sizeof names[0])
-      return px_err_set(err, PX_ERR_INPUT, "overlap '%.*s' is not one of dp, zero, pp, tp, all, none", (int)n, p);
-    out |= names[i].bit;
+    int bit = -1;
+    if (n == 3 && !strncmp(p, "all", n)) bit = PX_OVERLAP_ALL;
+    if (n == 4 && !strncmp(p, "none", n)) bit = 0;
+    for (int i = 0; i < PX_OVERLAP_BITS && bit < 0; i++)
+      if (strlen(px_overlap_names[i]) == n && !strncmp(p, px_overlap_names[i], n)) bit = 1 << i;
+    if (bit < 0)
+      return px_err_set(err, PX_ERR_INPUT, "overlap '%.*s' is not one of dp, zero, pp, tp, tp-bwd, all, none", (int)n,
+                        p);
+    if (bit & PX_OVERLAP_TP) bit |= PX_OVERLAP_TP_BWD; /* all TP overlap includes the backward's */
+    out |= bit;
     p += n;
     if (*p == ',') p++;
   }
@@ -658,11 +658,10 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));
   char overlap[64] = "";
   if (p->overlap >= 0) {
-    const char *names[] = {"dp", "zero", "pp", "tp"};
-    for (int i = 0; i < 4; i++)
-      if (p->overlap & (1 << i))
+    for (int i = 0; i < PX_OVERLAP_BITS; i++)
+      if ((p->overlap & (1 << i)) && !((1 << i) == PX_OVERLAP_TP_BWD && (p->overlap & PX_OVERLAP_TP))) /* tp says it */
         snprintf(overlap + strlen(overlap), sizeof overlap - strlen(overlap), "%s%s", overlap[0] ? "," : "",
-                 names[i]);
+                 px_overlap_names[i]);
     if (!overlap[0]) snprintf(overlap, sizeof overlap, "none");
     cJSON_AddStringToObject(o, "overlap", overlap);
   }

@@ -87,15 +87,27 @@ extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
 extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
 extern const char *const px_fp8_base_names[PX_FP8_BASE_COUNT];
 
-/* Overlap switches (bit set = overlapped). */
+/* Overlap switches (bit set = overlapped). The default follows current
+ * Megatron-Core: DP (--overlap-grad-reduce), ZeRO's gathers
+ * (--overlap-param-gather), PP, and the backward TP overlap its column-
+ * parallel linear layers always run (tp-bwd, see px_plan_op_overlapped);
+ * every TP collective (tp) only with --tp-comm-overlap. */
 enum {
   PX_OVERLAP_DP = 1 << 0,    /* gradient reduction in buckets during backward */
   PX_OVERLAP_ZERO = 1 << 1,  /* ZeRO-3 prefetch of the next layer, ZeRO-1/2 gather with next step's forward */
   PX_OVERLAP_PP = 1 << 2,    /* pipeline sends and receives on their own streams */
-  PX_OVERLAP_TP = 1 << 3,    /* tensor-parallel collectives hidden behind independent GEMMs */
-  PX_OVERLAP_DEFAULT = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP,
-  PX_OVERLAP_ALL = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP,
+  PX_OVERLAP_TP = 1 << 3,    /* every collective of a layer's own groups (TP, CP, EP) hidden behind the compute up
+                                to its first consumer, forward and backward (Megatron-LM --tp-comm-overlap); implies
+                                tp-bwd */
+  PX_OVERLAP_TP_BWD = 1 << 4, /* a backward column-parallel linear's TP collectives: its input gradient's all-reduce
+                                 (reduce-scatter with SP) beside the weight-gradient GEMM, with SP the all-gather of
+                                 its saved input beside the data-gradient GEMM (Megatron-Core's default) */
+  PX_OVERLAP_BITS = 5,
+  PX_OVERLAP_DEFAULT = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP_BWD,
+  PX_OVERLAP_ALL = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP | PX_OVERLAP_TP_BWD,
 };
+/* The switches' names, bit i's at [i] (--overlap, plan files). */
+extern const char *const px_overlap_names[PX_OVERLAP_BITS];
 
 /* Longest explicit --layers-per-chunk list (pp x vpp entries). */
 #define PX_MAX_CHUNK_LIST 256
@@ -218,7 +230,7 @@ bool px_parallel_mixed(const px_parallel *p);
 /* JSON: reads the fields present (unset otherwise); file names the source. */
 px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err);
 cJSON *px_parallel_to_json(const px_parallel *p);
-/* Parses "dp,zero,pp,tp", "all", "none" into PX_OVERLAP_* bits. */
+/* Parses "dp,zero,pp,tp,tp-bwd", "all", "none" into PX_OVERLAP_* bits ("tp" sets tp-bwd too). */
 px_status px_overlap_parse(const char *s, int *bits, px_err *err);
 
 #endif

@@ -356,3 +356,22 @@ double px_plan_bubble_analytic(const px_plan *plan) {
   double T = m * max + (sum - max) / (double)v;
   return 1.0 - m * sum / ((double)pp * T);
 }
+
+bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, int32_t i) {
+  const px_op *o = &ops[i];
+  int ov = plan->par.overlap;
+  if (o->group != PX_GROUP_TP && o->group != PX_GROUP_CP && o->group != PX_GROUP_EP && o->group != PX_GROUP_ETP)
+    return false;
+  if (ov & PX_OVERLAP_TP) return true;
+  if (!(ov & PX_OVERLAP_TP_BWD) || o->group != PX_GROUP_TP) return false;
+  if (o->kind == PX_OP_ALLREDUCE || o->kind == PX_OP_REDUCE_SCATTER) /* dx's, between dx = dy W and dW = dy^T x */
+    return i > 0 && ops[i - 1].kind == PX_OP_LINEAR_BWD_DATA && i + 1 < nops &&
+           ops[i + 1].kind == PX_OP_LINEAR_BWD_WEIGHT;
+  if (o->kind != PX_OP_ALLGATHER) return false;
+  bool data = false; /* x's, for the weight gradient: a data-gradient GEMM runs before its first consumer */
+  for (int32_t j = i + 1; j < nops; j++) {
+    if (ops[j].dep == i) return data && ops[j].kind == PX_OP_LINEAR_BWD_WEIGHT;
+    data = data || ops[j].kind == PX_OP_LINEAR_BWD_DATA;
+  }
+  return false;
+}

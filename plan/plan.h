@@ -202,6 +202,18 @@ const px_op *px_op_next(px_op_iter *it); /* NULL after the last */
  * the block's. */
 const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in);
 
+/* Whether the plan's overlap runs op i of a block's ops (nops of them) beside
+ * the block's compute, up to the first op that uses its tensors (op->dep),
+ * rather than in line. With PX_OVERLAP_TP, every collective of a layer's own
+ * groups (TP, CP, EP, expert TP). With PX_OVERLAP_TP_BWD, as Megatron-Core's
+ * LinearWithGradAccumulationAndAsyncCommunication.backward runs a column-
+ * parallel linear (megatron/core/tensor_parallel/layers.py): its input
+ * gradient's TP all-reduce, or reduce-scatter with SP, issued after the
+ * data-gradient GEMM and beside the weight-gradient GEMM that follows it;
+ * with SP, the all-gather of its saved input, beside the data-gradient GEMM,
+ * for the weight gradient. */
+bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, int32_t i);
+
 /* Ops in a stage's program. */
 int64_t px_program_nops(const px_plan *plan, int64_t stage);
 

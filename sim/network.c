@@ -9,7 +9,7 @@ typedef struct {
   px_flow_spec spec;
   double remaining; /* share of the transfer left, 1 -> 0 */
   double rate;      /* share per second */
-  uint64_t last_ns, start_ns, tag;
+  uint64_t last_ns, start_ns, due_ns, tag;
   uint32_t version, stamp;
   bool active, joined;
 } flow;
@@ -66,6 +66,7 @@ px_status px_net_status(const px_net *n, px_err *err) {
 }
 
 static void push(px_net *n, uint64_t t, uint32_t kind, int32_t id, uint64_t v) {
+  n->flows[id].due_ns = t;
   if (px_engine_push(n->eng, t, kind, (uint32_t)id, v, NULL)) n->oom = true;
 }
 
@@ -107,10 +108,15 @@ static void rerate(px_net *n, int32_t id) {
   }
 }
 
-int32_t px_net_start(px_net *n, const px_flow_spec *spec, uint64_t tag) {
+/* A fresh flow of spec (its claims counted); -1 on allocation failure. */
+static int32_t flow_new(px_net *n, const px_flow_spec *spec, uint64_t tag) {
   int32_t id;
+  uint32_t version = 0;
   if (n->nfree > 0) {
     id = n->free_ids[--n->nfree];
+    /* versions go on across an id's flows: an end event left stale by a re-rating
+     * of its last flow must not end this one */
+    version = n->flows[id].version + 1;
   } else {
     if (n->nflows == n->cap) {
       int32_t cap = n->cap ? 2 * n->cap : 64;
@@ -133,8 +139,54 @@ int32_t px_net_start(px_net *n, const px_flow_spec *spec, uint64_t tag) {
   f->remaining = 1.0;
   f->active = true;
   f->start_ns = n->eng->now_ns;
+  f->version = version;
   for (int i = 0; i < spec->nres; i++) n->claims[spec->res[i]]++;
-  push(n, n->eng->now_ns + px_ns(spec->latency_s), n->ev_join, id, 0);
+  return id;
+}
+
+int32_t px_net_start(px_net *n, const px_flow_spec *spec, uint64_t tag) {
+  int32_t id = flow_new(n, spec, tag);
+  if (id >= 0) push(n, n->eng->now_ns + px_ns(spec->latency_s), n->ev_join, id, 0);
+  return id;
+}
+
+/* Puts a joined flow on its resources' lists; false on allocation failure. */
+static bool attach(px_net *n, int32_t id) {
+  const flow *f = &n->flows[id];
+  for (int i = 0; i < f->spec.nres; i++) {
+    int32_t r = f->spec.res[i];
+    if (n->n_on[r] == n->cap_on[r]) {
+      int32_t cap = n->cap_on[r] ? 2 * n->cap_on[r] : 8;
+      int32_t *nv = realloc(n->on[r], (size_t)cap * sizeof *nv);
+      if (!nv) {
+        n->oom = true;
+        return false;
+      }
+      n->on[r] = nv;
+      n->cap_on[r] = cap;
+    }
+    n->on[r][n->n_on[r]++] = id;
+  }
+  return true;
+}
+
+void px_net_state(const px_net *n, int32_t id, px_flow_state *out) {
+  const flow *f = &n->flows[id];
+  *out = (px_flow_state){.remaining = f->remaining, .rate = f->rate, .start_ns = f->start_ns, .last_ns = f->last_ns,
+                         .due_ns = f->due_ns, .joined = f->joined};
+}
+
+int32_t px_net_resume(px_net *n, const px_flow_spec *spec, uint64_t tag, const px_flow_state *st, uint64_t shift_ns) {
+  int32_t id = flow_new(n, spec, tag);
+  if (id < 0) return -1;
+  flow *f = &n->flows[id];
+  f->remaining = st->remaining;
+  f->rate = st->rate;
+  f->start_ns = st->start_ns + shift_ns;
+  f->last_ns = st->last_ns + shift_ns;
+  f->joined = st->joined; /* its version its own (fresh for the id), not the one it had */
+  if (f->joined && spec->nres > 0 && !attach(n, id)) return -1;
+  push(n, st->due_ns + shift_ns, f->joined ? n->ev_done : n->ev_join, id, f->version);
   return id;
 }
 
@@ -148,21 +200,7 @@ void px_net_on_join(px_net *n, int32_t id) {
     push(n, n->eng->now_ns, n->ev_done, id, f->version);
     return;
   }
-  for (int i = 0; i < f->spec.nres; i++) {
-    int32_t r = f->spec.res[i];
-    if (n->n_on[r] == n->cap_on[r]) {
-      int32_t cap = n->cap_on[r] ? 2 * n->cap_on[r] : 8;
-      int32_t *nv = realloc(n->on[r], (size_t)cap * sizeof *nv);
-      if (!nv) {
-        n->oom = true;
-        return;
-      }
-      n->on[r] = nv;
-      n->cap_on[r] = cap;
-    }
-    n->on[r][n->n_on[r]++] = id;
-  }
-  rerate(n, id);
+  if (attach(n, id)) rerate(n, id);
 }
 
 bool px_net_on_done(px_net *n, int32_t id, uint64_t version, uint64_t *tag, uint64_t *start_ns) {

@@ -38,4 +38,21 @@ px_status px_net_status(const px_net *n, px_err *err);
 /* Flows started and not yet finished that use resource r (waiting or moving). */
 int32_t px_net_claims(const px_net *n, int32_t r);
 
+/* Where an unfinished flow stands, to carry it into another network: the
+ * simulator runs a block alone in a network of its own once, and moves its
+ * open flows into the shared one when it stops running as one event. */
+typedef struct {
+  double remaining, rate; /* share of the transfer left at last_ns, and its pace since */
+  uint64_t start_ns, last_ns;
+  uint64_t due_ns;        /* its pending event: the join (latency over) or, joined, its end */
+  bool joined;
+} px_flow_state;
+
+void px_net_state(const px_net *n, int32_t id, px_flow_state *out);
+/* Starts a flow where px_net_state left it, its times shifted by shift_ns:
+ * its pace holds until a flow joins or leaves one of its resources, and its
+ * pending event comes when it would have. Returns its id, or -1 on
+ * allocation failure. */
+int32_t px_net_resume(px_net *n, const px_flow_spec *spec, uint64_t tag, const px_flow_state *st, uint64_t shift_ns);
+
 #endif

@@ -2,10 +2,12 @@
  * pp-send, pp-recv) that run their instances in program order; an instance
  * starts when it heads its stream and its dependencies are done. A compute
  * block runs as segments: compute for a precomputed time, then each TP
- * collective as a flow. Flows (collectives, transfers) first wait their
- * latency, then move bytes over per-GPU link resources (NVLink and NIC, each
- * direction) shared equally with the other flows on them; rates are
- * recomputed whenever a flow joins or leaves. */
+ * collective as a flow (an overlapped one beside the compute that follows).
+ * Flows (collectives, transfers) first wait their latency, then move bytes
+ * over per-GPU link resources (NVLink and NIC, each direction) shared
+ * equally with the other flows on them; rates are recomputed whenever a flow
+ * joins or leaves. The fast path runs a block as one event while its links
+ * are its own, from a timeline of the block run alone once per stage. */
 #include "sim/sim.h"
 
 #include <math.h>
@@ -33,18 +35,44 @@ typedef struct {
   int8_t ord;       /* async: its ordinal in the block */
   double dur_s;     /* compute */
   px_coll_cost cc;  /* TP collective */
-  uint64_t t_ns;    /* uncontended duration */
 } seg;
+
+/* Where a compute block stands in its segments. */
+typedef struct {
+  int seg;             /* the next segment */
+  int async_open;      /* overlapped flows still running */
+  uint64_t async_done; /* bit k: the block's async collective k finished */
+  int waiting;         /* the async collective the next segment waits for, -1 none */
+  bool in_seg;         /* a segment of the block is running (its end moves the block on) */
+} cursor;
+
+/* A block run alone, once every event up to t_ns from its start is handled. */
+typedef struct {
+  uint64_t t_ns;
+  cursor c;
+  uint64_t seg_end_ns;  /* the running compute segment's end (c.in_seg on a compute segment) */
+  int32_t open0, nopen; /* its unfinished flows: seg_list.open[open0, open0 + nopen) */
+} fast_point;
+
+typedef struct {
+  int32_t seg; /* the comm segment the flow runs */
+  px_flow_state st;
+} fast_flow;
 
 typedef struct {
   seg *v;
   int n;
   double op_s[PX_OP_COUNT]; /* compute time by op kind, for reporting */
   /* Fast path: the whole block as one event while nothing else uses the
-   * links its TP collectives need (split back into segments if something does). */
+   * links its collectives need; split back into segments, in the state its
+   * timeline had then, if something does. */
   bool fast_ok;
   uint64_t fast_ns;
   uint8_t res_mask; /* R_* of the stage its collectives use */
+  fast_point *pts;  /* (npts) the timeline, one point per event time */
+  int32_t npts, nopen, cap_pts, cap_open;
+  fast_flow *open;  /* (nopen) the points' unfinished flows */
+  uint64_t *flow_t0, *flow_t1; /* (n) each comm segment's flow start and end */
 } seg_list;
 
 typedef struct {
@@ -53,11 +81,7 @@ typedef struct {
   bool busy;
   int32_t inst;   /* running */
   int32_t joined; /* syncs queued behind it that run in its flow: list[next - joined, next) */
-  int seg;        /* next segment of a compute block */
-  int async_open; /* overlapped TP flows still running */
-  uint64_t async_done; /* bit k: the block's async collective k finished */
-  int waiting;    /* the async collective the next segment waits for, -1 none */
-  bool in_seg;    /* a segment of the block is running (its end calls run_segment) */
+  cursor c;       /* a compute block's segments (c.seg: a sync instance's running op) */
   uint64_t start_ns;
   bool fast;      /* running the whole block as one event since fast_t0 */
   uint64_t fast_t0;
@@ -98,6 +122,8 @@ struct px_sim_state {
   px_err *err;
   px_status status;
   double stretch; /* GPU compute time over the median GPU's: the slowest rank's pace */
+  px_engine tl_eng; /* a block's timeline: the block alone in a stage's links */
+  px_net *tl_net;
 };
 
 /* ---- costs, computed once per stage and block ---- */
@@ -181,7 +207,6 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
   px_status st = PX_OK;
   double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
   if (over >= 0) return seg_add_compute(out, over, -1, S->err);
-  bool tp_async = (p->par.overlap & PX_OVERLAP_TP) != 0;
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
   int nasync = 0;
   for (int32_t i = 0; i < b->nops && !st; i++) {
@@ -204,13 +229,153 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     px_coll_cost cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
     if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && op->dim[4] > 0) /* group-limited routing */
       px_coll_cost_scale_inter(c, &cc, (double)op->dim[4] / (double)op->dim[3], pl.leaves);
-    /* a layer's own collectives (TP, CP, EP) overlap the compute up to their first consumer */
-    bool async = tp_async && (op->group == PX_GROUP_TP || op->group == PX_GROUP_CP || op->group == PX_GROUP_EP ||
-                                op->group == PX_GROUP_ETP);
+    /* an overlapped collective runs beside the compute up to its first consumer */
+    bool async = px_plan_op_overlapped(p, ops, b->nops, i);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
     if (i < 256) ord_of[i] = ord;
     st = seg_push(out, (seg){.comm = true, .async = async, .ord = ord, .cc = cc}, S->err);
   }
+  return st;
+}
+
+/* ---- a block's segments, walked by the event loop and by its timeline ---- */
+
+enum { STEP_COMPUTE, STEP_ASYNC, STEP_SYNC, STEP_WAIT, STEP_END };
+
+/* The block's next step from c: a compute segment or a sync collective to
+ * run (the block goes on when it ends), an async collective to start (then
+ * the next step), a wait for an async collective, or the end. */
+static int cursor_step(const seg_list *l, cursor *c, const seg **g) {
+  c->in_seg = false;
+  while (c->seg < l->n) {
+    *g = &l->v[c->seg];
+    if ((*g)->waits && !(c->async_done >> (*g)->wait & 1)) { /* resumed when that collective ends */
+      c->waiting = (*g)->wait;
+      return STEP_WAIT;
+    }
+    c->seg++;
+    if ((*g)->async) {
+      c->async_open++;
+      return STEP_ASYNC;
+    }
+    c->in_seg = true;
+    return (*g)->comm ? STEP_SYNC : STEP_COMPUTE;
+  }
+  return c->async_open == 0 ? STEP_END : STEP_WAIT;
+}
+
+/* An async collective's flow tag: its ordinal, ASYNC_MAX past the ones tracked. */
+static int64_t async_tag(const seg *g) { return g->ord < 0 ? ASYNC_MAX : g->ord; }
+
+/* Async collective x ended: STEP_SYNC when the block goes on (it waited for
+ * x), STEP_END when the block is done, STEP_WAIT otherwise. */
+static int cursor_async_done(const seg_list *l, cursor *c, int64_t x) {
+  c->async_open--;
+  if (x >= 0 && x < ASYNC_MAX) c->async_done |= (uint64_t)1 << x;
+  if (c->waiting >= 0 && c->waiting == x) {
+    c->waiting = -1;
+    return STEP_SYNC;
+  }
+  return c->async_open == 0 && !c->in_seg && c->seg >= l->n ? STEP_END : STEP_WAIT;
+}
+
+/* The flow of a collective; src/dst are the stages whose link resources it
+ * uses (equal for collectives, neighbours for p2p). */
+static void flow_spec_of(const sim *S, const px_coll_cost *cc, int64_t src, int64_t dst, px_flow_spec *f) {
+  memset(f, 0, sizeof *f);
+  if (S->opts->comm_free) return;
+  f->latency_s = cc->latency_s;
+  for (int l = 0; l < PX_LINK_COUNT; l++) {
+    if (cc->bytes[l] <= 0 || cc->bw[l] <= 0) continue;
+    int out = l == PX_LINK_INTRA ? R_NVL_OUT : R_NIC_OUT, in = l == PX_LINK_INTRA ? R_NVL_IN : R_NIC_IN;
+    f->res[f->nres] = (int32_t)(src * R_PER_STAGE + out), f->bytes[f->nres] = cc->bytes[l], f->bw[f->nres++] = cc->bw[l];
+    f->res[f->nres] = (int32_t)(dst * R_PER_STAGE + in), f->bytes[f->nres] = cc->bytes[l], f->bw[f->nres++] = cc->bw[l];
+  }
+}
+
+/* Appends the point the timeline is at (fid: each segment's open flow, -1 none). */
+static px_status timeline_point(sim *S, seg_list *l, const cursor *c, uint64_t seg_end_ns, const int32_t *fid) {
+  int32_t nopen = 0;
+  for (int k = 0; k < l->n; k++) nopen += fid[k] >= 0;
+  if (l->npts == l->cap_pts) {
+    fast_point *np = realloc(l->pts, (size_t)(2 * l->cap_pts + 16) * sizeof *np);
+    if (!np) return px_err_set(S->err, PX_ERR_RUNTIME, "out of memory");
+    l->pts = np, l->cap_pts = 2 * l->cap_pts + 16;
+  }
+  if (l->nopen + nopen > l->cap_open) {
+    int32_t cap = 2 * (l->nopen + nopen) + 16;
+    fast_flow *nf = realloc(l->open, (size_t)cap * sizeof *nf);
+    if (!nf) return px_err_set(S->err, PX_ERR_RUNTIME, "out of memory");
+    l->open = nf, l->cap_open = cap;
+  }
+  l->pts[l->npts++] = (fast_point){S->tl_eng.now_ns, *c, seg_end_ns, l->nopen, nopen};
+  for (int k = 0; k < l->n; k++)
+    if (fid[k] >= 0) {
+      l->open[l->nopen].seg = k;
+      px_net_state(S->tl_net, fid[k], &l->open[l->nopen++].st);
+    }
+  return PX_OK;
+}
+
+/* The block run alone on one stage's links, as the event loop runs it (the
+ * same steps, the same network): its length, and a point at each event time
+ * for split_fast to resume from. An uncontended block then takes fast_ns to
+ * the nanosecond, whatever its overlapped flows share. */
+static px_status block_timeline(sim *S, seg_list *l) {
+  px_engine *e = &S->tl_eng;
+  e->n = 0, e->now_ns = 0;
+  int32_t *fid = malloc((size_t)l->n * sizeof *fid);
+  l->flow_t0 = calloc((size_t)l->n, sizeof *l->flow_t0);
+  l->flow_t1 = calloc((size_t)l->n, sizeof *l->flow_t1);
+  if (!fid || !l->flow_t0 || !l->flow_t1) {
+    free(fid);
+    return px_err_set(S->err, PX_ERR_RUNTIME, "out of memory");
+  }
+  for (int k = 0; k < l->n; k++) fid[k] = -1;
+  cursor c = {.waiting = -1};
+  uint64_t seg_end = 0;
+  bool go = true, end = false;
+  px_status st = PX_OK;
+  px_event ev;
+  for (;;) {
+    while (go && !st) { /* the block on from c, as run_segment goes */
+      const seg *g = NULL;
+      int step = cursor_step(l, &c, &g), k = c.seg - 1;
+      go = false;
+      if (step == STEP_COMPUTE) {
+        seg_end = e->now_ns + px_ns(g->dur_s);
+        st = px_engine_push(e, seg_end, EV_SEG_DONE, 0, 0, S->err);
+      } else if (step == STEP_ASYNC || step == STEP_SYNC) {
+        px_flow_spec f;
+        flow_spec_of(S, &g->cc, 0, 0, &f);
+        fid[k] = px_net_start(S->tl_net, &f, (uint64_t)k);
+        l->flow_t0[k] = e->now_ns;
+        go = step == STEP_ASYNC;
+      } else if (step == STEP_END) {
+        end = true;
+      }
+    }
+    if (st || end) break;
+    if ((e->n == 0 || e->heap[0].t_ns > e->now_ns) && (st = timeline_point(S, l, &c, seg_end, fid))) break;
+    if (!px_engine_pop(e, &ev)) break; /* stalled: cannot happen, and the block then never goes fast */
+    uint64_t tag, start;
+    if (ev.kind == EV_SEG_DONE) {
+      go = true;
+    } else if (ev.kind == EV_FLOW_JOIN) {
+      px_net_on_join(S->tl_net, (int32_t)ev.a);
+    } else if (px_net_on_done(S->tl_net, (int32_t)ev.a, ev.b, &tag, &start)) {
+      l->flow_t1[tag] = e->now_ns;
+      fid[tag] = -1;
+      int step = l->v[tag].async ? cursor_async_done(l, &c, async_tag(&l->v[tag])) : STEP_SYNC;
+      go = step == STEP_SYNC;
+      end = step == STEP_END;
+    }
+  }
+  free(fid);
+  e->n = 0; /* stale events of re-rated flows */
+  if (!st) st = px_net_status(S->tl_net, S->err);
+  l->fast_ok = !st && end;
+  l->fast_ns = e->now_ns;
   return st;
 }
 
@@ -236,15 +401,12 @@ static px_status stage_costs(sim *S, int64_t s) {
     const px_op *ops =
         kind == PX_BLOCK_OPTIMIZER && opt >= 0 ? px_inst_ops(p, prog, &prog->insts[opt]) : p->blocks[kind].ops;
     if ((st = block_segments(S, s, kind, ops, l))) return st;
-    l->fast_ok = true;
     for (int k = 0; k < l->n; k++) {
-      seg *g = &l->v[k];
-      g->t_ns = px_ns(g->comm ? g->cc.time_s : g->dur_s);
-      l->fast_ns += g->t_ns;
-      if (g->async) l->fast_ok = false;
+      const seg *g = &l->v[k];
       if (g->comm && g->cc.bytes[PX_LINK_INTRA] > 0) l->res_mask |= 1 << R_NVL_OUT | 1 << R_NVL_IN;
       if (g->comm && g->cc.bytes[PX_LINK_INTER] > 0) l->res_mask |= 1 << R_NIC_OUT | 1 << R_NIC_IN;
     }
+    if (l->n > 1 && !S->opts->no_fast && (st = block_timeline(S, l))) return st;
   }
   /* the stage's own sized collectives: unit reductions and gathers, the tied embedding's */
   ss->op_cost = px_calloc((size_t)prog->nops + 1, sizeof *ss->op_cost, S->err);
@@ -393,16 +555,8 @@ static uint64_t tag_of(int owner, int stream, px_stream kind, int64_t stage, int
  * peer stage for p2p. */
 static void flow_start(sim *S, const px_coll_cost *cc, int64_t src, int64_t dst, int owner, int stream,
                        px_stream kind, int64_t x) {
-  px_flow_spec f = {.nres = 0};
-  if (!S->opts->comm_free) {
-    f.latency_s = cc->latency_s;
-    for (int l = 0; l < PX_LINK_COUNT; l++) {
-      if (cc->bytes[l] <= 0 || cc->bw[l] <= 0) continue;
-      int out = l == PX_LINK_INTRA ? R_NVL_OUT : R_NIC_OUT, in = l == PX_LINK_INTRA ? R_NVL_IN : R_NIC_IN;
-      f.res[f.nres] = (int32_t)(src * R_PER_STAGE + out), f.bytes[f.nres] = cc->bytes[l], f.bw[f.nres++] = cc->bw[l];
-      f.res[f.nres] = (int32_t)(dst * R_PER_STAGE + in), f.bytes[f.nres] = cc->bytes[l], f.bw[f.nres++] = cc->bw[l];
-    }
-  }
+  px_flow_spec f;
+  flow_spec_of(S, cc, src, dst, &f);
   for (int i = 0; i < f.nres; i++) split_fast(S, f.res[i] / R_PER_STAGE, f.res[i] % R_PER_STAGE);
   if (px_net_start(S->net, &f, tag_of(owner, stream, kind, src, x)) < 0) fail(S, px_net_status(S->net, S->err));
 }
@@ -468,28 +622,31 @@ static void push_seg_done(sim *S, int64_t s, int stream, uint64_t at_ns) {
   if (st) fail(S, st);
 }
 
-/* Stats and trace for segments [from, to) of a fast block that began at t0
- * (compute time counts for forward/backward blocks only, as in slow mode). */
-static void fast_account(sim *S, int64_t s, const seg_list *l, int from, int to, uint64_t t0, bool pipe) {
+/* Stats and trace of a fast block that began at t0, up to where its
+ * timeline is at upto_ns: the compute segments before nseg (compute time
+ * counts for forward/backward blocks only, as in slow mode) and the flows
+ * ended by then. */
+static void fast_account(sim *S, int64_t s, const seg_list *l, uint64_t t0, int nseg, uint64_t upto_ns, bool pipe) {
   stage_state *ss = &S->st[s];
-  uint64_t t = t0;
-  for (int k = 0; k < l->n && k < to; k++) {
+  for (int k = 0; k < l->n; k++) {
     const seg *g = &l->v[k];
-    if (k >= from) {
-      if (g->comm) {
-        ss->stats.tp_s += (double)g->t_ns * 1e-9;
-        trace_add(S, s, PX_STREAM_TP, 1, t, t + g->t_ns, -1, -1, -1);
-      } else if (pipe) {
-        ss->stats.compute_s += g->dur_s;
-      }
+    if (g->comm && l->flow_t1[k] <= upto_ns) {
+      ss->stats.tp_s += (double)(l->flow_t1[k] - l->flow_t0[k]) * 1e-9;
+      trace_add(S, s, PX_STREAM_TP, 1, t0 + l->flow_t0[k], t0 + l->flow_t1[k], -1, -1, -1);
+    } else if (!g->comm && pipe && k < nseg) {
+      ss->stats.compute_s += g->dur_s;
     }
-    t += g->t_ns;
   }
 }
 
+/* Nothing else of stage s uses the links in mask: no flow claims them and no
+ * other block runs fast on them. */
 static bool links_free(sim *S, int64_t s, uint8_t mask) {
   for (int r = 0; r < R_PER_STAGE; r++)
     if ((mask >> r & 1) && px_net_claims(S->net, (int32_t)(s * R_PER_STAGE + r)) > 0) return false;
+  const stage_state *ss = &S->st[s];
+  for (int k = 0; k < PX_STREAM_COUNT; k++)
+    if (ss->q[k].fast && (ss->costs[ss->prog->insts[ss->q[k].inst].block].res_mask & mask)) return false;
   return true;
 }
 
@@ -502,42 +659,37 @@ static void run_segment(sim *S, int64_t s, int stream) {
   bool pipe = px_block_is_compute((px_block_kind)in->block);
   if (q->fast) { /* the whole block finished uncontended */
     q->fast = false;
-    fast_account(S, s, l, 0, l->n, q->fast_t0, pipe);
-    q->seg = l->n;
-  } else if (q->seg == 0 && l->n > 1 && l->fast_ok && links_free(S, s, l->res_mask)) {
+    fast_account(S, s, l, q->fast_t0, l->n, l->fast_ns, pipe);
+    inst_done(S, s, q->inst);
+    return;
+  }
+  if (q->c.seg == 0 && l->fast_ok && links_free(S, s, l->res_mask)) {
     q->fast = true;
     q->fast_t0 = S->eng.now_ns;
     push_seg_done(S, s, stream, S->eng.now_ns + l->fast_ns);
     return;
   }
-  q->in_seg = false;
-  while (q->seg < l->n) {
-    const seg *g = &l->v[q->seg];
-    if (g->waits && !(q->async_done >> g->wait & 1)) { /* resumed when that collective ends */
-      q->waiting = g->wait;
-      return;
-    }
-    q->seg++;
-    if (!g->comm) {
+  for (;;) {
+    const seg *g = NULL;
+    int step = cursor_step(l, &q->c, &g);
+    if (step == STEP_COMPUTE) {
       ss->stats.compute_s += pipe ? g->dur_s : 0;
-      q->in_seg = true;
       push_seg_done(S, s, stream, S->eng.now_ns + px_ns(g->dur_s));
-      return;
-    }
-    if (g->async) {
-      q->async_open++;
-      flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, g->ord < 0 ? ASYNC_MAX : g->ord);
+    } else if (step == STEP_ASYNC) {
+      flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, async_tag(g));
       continue;
+    } else if (step == STEP_SYNC) {
+      flow_start(S, &g->cc, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
+    } else if (step == STEP_END) {
+      inst_done(S, s, q->inst);
     }
-    q->in_seg = true;
-    flow_start(S, &g->cc, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
     return;
   }
-  if (q->async_open == 0) inst_done(S, s, q->inst);
 }
 
 /* Another flow needs resource `res` of stage s: a block running as one
- * event there goes back to segments from where it is now. */
+ * event there goes back to segments in the state its timeline has now
+ * (the running compute segment's end, its open flows as they stand). */
 static void split_fast(sim *S, int64_t s, int res) {
   stage_state *ss = &S->st[s];
   for (int stream = 0; stream < PX_STREAM_COUNT; stream++) {
@@ -545,32 +697,28 @@ static void split_fast(sim *S, int64_t s, int res) {
     if (!q->fast) continue;
     const px_inst *in = &ss->prog->insts[q->inst];
     const seg_list *l = &ss->costs[in->block];
-    if (!(l->res_mask >> res & 1)) continue;
-    uint64_t now = S->eng.now_ns, elapsed = now - q->fast_t0, cum = 0;
-    int k = 0;
-    while (k < l->n - 1 && cum + l->v[k].t_ns <= elapsed) cum += l->v[k++].t_ns;
-    bool pipe = px_block_is_compute((px_block_kind)in->block);
-    fast_account(S, s, l, 0, k, q->fast_t0, pipe);
+    uint64_t t0 = q->fast_t0, elapsed = S->eng.now_ns - t0;
+    if (!(l->res_mask >> res & 1) || elapsed >= l->fast_ns) continue; /* ending now: its flows are done */
+    int32_t lo = 0, hi = l->npts - 1; /* the last point at or before elapsed (the first is at 0) */
+    while (lo < hi) {
+      int32_t mid = (lo + hi + 1) / 2;
+      if (l->pts[mid].t_ns <= elapsed) lo = mid;
+      else hi = mid - 1;
+    }
+    const fast_point *pt = &l->pts[lo];
+    fast_account(S, s, l, t0, pt->c.seg, pt->t_ns, px_block_is_compute((px_block_kind)in->block));
     q->fast = false;
     q->version++;
-    q->seg = k + 1;
-    const seg *g = &l->v[k];
-    uint64_t into = elapsed - cum;
-    if (!g->comm) {
-      if (pipe) ss->stats.compute_s += g->dur_s;
-      push_seg_done(S, s, stream, now + (g->t_ns > into ? g->t_ns - into : 0));
-      continue;
+    q->c = pt->c;
+    if (pt->c.in_seg && !l->v[pt->c.seg - 1].comm) push_seg_done(S, s, stream, t0 + pt->seg_end_ns);
+    for (int32_t k = pt->open0; k < pt->open0 + pt->nopen; k++) {
+      const seg *g = &l->v[l->open[k].seg];
+      px_flow_spec f;
+      flow_spec_of(S, &g->cc, s, s, &f);
+      uint64_t tag = g->async ? tag_of(OWN_ASYNC, stream, PX_STREAM_TP, s, async_tag(g))
+                              : tag_of(OWN_SEGMENT, stream, PX_STREAM_TP, s, 0);
+      if (px_net_resume(S->net, &f, tag, &l->open[k].st, t0) < 0) fail(S, px_net_status(S->net, S->err));
     }
-    /* mid-collective: the rest of it becomes a flow */
-    px_coll_cost rest = g->cc;
-    double lat = rest.latency_s, t_in = (double)into * 1e-9;
-    double bw_time = g->cc.time_s - lat, left = 1.0;
-    if (t_in > lat && bw_time > 0) left = 1.0 - (t_in - lat) / bw_time;
-    if (left < 0) left = 0;
-    rest.latency_s = t_in < lat ? lat - t_in : 0.0;
-    for (int li = 0; li < PX_LINK_COUNT; li++) rest.bytes[li] *= left;
-    ss->stats.tp_s += t_in;
-    flow_start(S, &rest, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
   }
 }
 
@@ -586,15 +734,12 @@ static void try_start(sim *S, int64_t s, int stream) {
   q->next++;
   q->busy = true;
   q->inst = i;
-  q->seg = 0;
-  q->async_open = 0;
-  q->async_done = 0;
-  q->waiting = -1;
+  q->c = (cursor){.waiting = -1};
   q->start_ns = S->eng.now_ns;
   const px_inst *in = &ss->prog->insts[i];
   px_block_kind k = (px_block_kind)in->block;
   if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
-    /* one flow per op, in order (q->seg: the op running): a hybrid reduction's
+    /* one flow per op, in order (q->c.seg: the op running): a hybrid reduction's
      * shard-group reduce-scatter, then its replica all-reduce. The buckets of
      * a layer, issued together after its backward block, run back to back:
      * the one-op reductions queued behind this one with the same dependencies
@@ -657,19 +802,16 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
   switch (owner) {
     case OWN_SEGMENT: run_segment(S, s, stream); break;
     case OWN_ASYNC:
-      q->async_open--;
-      if (x >= 0 && x < ASYNC_MAX) q->async_done |= (uint64_t)1 << x;
-      if (q->waiting >= 0 && q->waiting == x) {
-        q->waiting = -1;
-        run_segment(S, s, stream);
-      } else if (q->async_open == 0 && !q->in_seg && q->seg >= ss->costs[ss->prog->insts[q->inst].block].n) {
-        inst_done(S, s, q->inst);
+      switch (cursor_async_done(&ss->costs[ss->prog->insts[q->inst].block], &q->c, x)) {
+        case STEP_SYNC: run_segment(S, s, stream); break;
+        case STEP_END: inst_done(S, s, q->inst); break;
+        default: break;
       }
       break;
     case OWN_INST: {
       const px_inst *in = &ss->prog->insts[q->inst];
-      if (++q->seg < S->plan->blocks[in->block].nops) {
-        flow_start(S, &ss->op_cost[in->ops + q->seg], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
+      if (++q->c.seg < S->plan->blocks[in->block].nops) {
+        flow_start(S, &ss->op_cost[in->ops + q->c.seg], s, s, OWN_INST, stream, PX_STREAM_DP, 0);
         break;
       }
       for (int32_t k = q->next - q->joined; k < q->next; k++) inst_end(S, s, q->list[k], false);
@@ -759,10 +901,15 @@ static void sim_free(sim *S) {
     free(ss->op_cost);
     free(ss->host_ns);
     for (int k = 0; k < PX_STREAM_COUNT; k++) free(ss->q[k].list);
-    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) free(ss->costs[k].v);
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
+      seg_list *l = &ss->costs[k];
+      free(l->v), free(l->pts), free(l->open), free(l->flow_t0), free(l->flow_t1);
+    }
   }
   free(S->st);
   px_net_free(S->net);
+  px_net_free(S->tl_net);
+  px_engine_deinit(&S->tl_eng);
   free(S->trace);
   px_engine_deinit(&S->eng);
 }
@@ -837,7 +984,9 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
   if (st) return st;
   S.st = px_calloc((size_t)S.pp, sizeof *S.st, err);
   S.net = px_net_new(&S.eng, (int32_t)(S.pp * R_PER_STAGE), EV_FLOW_JOIN, EV_FLOW_DONE, err);
-  if (!S.st || !S.net) {
+  if (!st) st = px_engine_init(&S.tl_eng, 64, err);
+  if (!st) S.tl_net = px_net_new(&S.tl_eng, R_PER_STAGE, EV_FLOW_JOIN, EV_FLOW_DONE, err);
+  if (st || !S.st || !S.net || !S.tl_net) {
     sim_free(&S);
     return PX_ERR_RUNTIME;
   }

@@ -22,6 +22,7 @@ typedef struct {
   bool no_straggler;       /* every GPU at the median pace: the cluster's gpu.jitter ignored */
   bool serial;             /* each stage runs its program strictly in order, a p2p batch at a
                               time, as the CPU executor does: no overlap between streams */
+  bool no_fast;            /* every block as segments, never as one event (the fast path off: its tests) */
   const char *trace_path;  /* Chrome trace JSON, NULL for none */
   const char *timeline_path; /* gnuplot table: stage stream start_ms end_ms kind mb */
   px_sim_block_cost_fn block_cost;

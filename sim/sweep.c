@@ -659,8 +659,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
     return st;
   }
   px_sweep_rank(r->entries, r->n, o->objective);
-  refine_prefetch(m, c, o, r);
-  /* a split sweep completes the best plan's alternatives once its parts are merged */
+  /* a split sweep refines its leaders and completes the best plan's alternatives once its parts are merged */
   if (parts == 1 && (st = px_sweep_complete(m, c, o, r, err))) px_sweep_result_free(r);
   return st;
 }
@@ -714,6 +713,8 @@ static px_status complete_exposed(const px_model *m, const px_cluster *c, const 
 
 px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                             px_err *err) {
+  /* the whole ranking's leaders: a part's own would refine plans the whole sweep does not */
+  refine_prefetch(m, c, o, r);
   if (o->keep <= 0) return PX_OK;
   px_status st = complete_alternatives(m, c, o, r, err);
   return st ? st : complete_exposed(m, c, o, r, err);

@@ -84,10 +84,11 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
  * dropped are put back in enumeration order and the entries ranked. */
 void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_sweep_entry *dropped, int64_t ndropped,
                     px_sweep_entry *pruned, int64_t npruned, px_objective obj);
-/* A pruned sweep (opts.keep): simulates the pruned plans the best plan's
- * ZeRO and precision alternatives (below) name, so that they are those of
- * the sweep that prunes nothing, and the comm-free twins of the first keep. px_sweep_run does it for one process; a
- * split sweep calls it once its parts are merged. */
+/* Refines the leaders' ZeRO-3 prefetch; then, for a pruned sweep (opts.keep),
+ * simulates the pruned plans the best plan's ZeRO and precision alternatives
+ * (below) name, so that they are those of the sweep that prunes nothing, and
+ * the comm-free twins of the first keep. px_sweep_run does it for one
+ * process; a split sweep calls it once its parts are merged. */
 px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                             px_err *err);
 /* Sorts entries by the objective (ties: enumeration order). */

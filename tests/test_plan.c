@@ -928,6 +928,27 @@ static void test_layer_split(void) {
   CU_ASSERT(back.first_stage_layers == 6 && back.last_stage_layers == 8 && back.mb_group == 17 && !back.nchunk_layers);
   cJSON_Delete(j);
   CU_ASSERT_EQUAL(px_parallel_parse_chunk_list("3,,4", &p, &err), PX_ERR_INPUT);
+  /* overlap: tp-bwd its own switch (in the default), tp implying it; the plan file says the same bits back */
+  int bits = -1;
+  CU_ASSERT_EQUAL(px_overlap_parse("tp-bwd", &bits, &err), PX_OK);
+  CU_ASSERT_EQUAL(bits, PX_OVERLAP_TP_BWD);
+  CU_ASSERT_EQUAL(px_overlap_parse("dp,tp", &bits, &err), PX_OK);
+  CU_ASSERT_EQUAL(bits, PX_OVERLAP_DP | PX_OVERLAP_TP | PX_OVERLAP_TP_BWD);
+  CU_ASSERT_EQUAL(px_overlap_parse("all", &bits, &err), PX_OK);
+  CU_ASSERT_EQUAL(bits, PX_OVERLAP_ALL);
+  CU_ASSERT_EQUAL(px_overlap_parse("tp-fwd", &bits, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "tp-bwd"));
+  CU_ASSERT(PX_OVERLAP_DEFAULT & PX_OVERLAP_TP_BWD && !(PX_OVERLAP_DEFAULT & PX_OVERLAP_TP));
+  int ovs[] = {PX_OVERLAP_DEFAULT, PX_OVERLAP_ALL, PX_OVERLAP_DP | PX_OVERLAP_TP_BWD, 0};
+  const char *said[] = {"dp,zero,pp,tp-bwd", "dp,zero,pp,tp", "dp,tp-bwd", "none"};
+  for (int i = 0; i < 4; i++) {
+    p.overlap = ovs[i];
+    j = px_parallel_to_json(&p);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(j, "overlap")), said[i]);
+    CU_ASSERT_EQUAL(px_parallel_from_json(j, "t", &back, &err), PX_OK);
+    CU_ASSERT_EQUAL(back.overlap, ovs[i]);
+    cJSON_Delete(j);
+  }
   /* TP 4 on 8-GPU nodes: two DP members share a node. */
   CU_ASSERT_EQUAL_FATAL(px_model_load("llama2-7b", &m, &err), PX_OK);
   c = cluster("dgx-a100", 32);

@@ -133,8 +133,8 @@ static void test_parts_merge(void) {
   load("llama3-8b", "dgx-h100", 8, &m, &c); /* 8 GPUs: short under AddressSanitizer too */
   px_sweep_opts o;
   px_sweep_opts_init(&o);
-  /* ZeRO-1 fixed: no ZeRO-3 prefetch refinement, which each part runs on its own best (px_sweep_complete
-   * redoes it after a merge; test_pruned_same_ranking covers that path); within merged[]'s 4096 plans */
+  /* ZeRO-1 fixed: no ZeRO-3 prefetch refinement, which px_sweep_complete runs after a merge (not called
+   * here; test_pruned_same_ranking covers that path); within merged[]'s 4096 plans */
   o.fixed.gbs = 32, o.fixed.precision = PX_PREC_BF16, o.fixed.zero = 1;
   px_sweep_result whole, part[3];
   px_err err = {0};
