@@ -430,6 +430,50 @@ static void test_megatron_table1(void) {
   CU_ASSERT(sum_abs_e / rows < 0.05);
 }
 
+/* ---- Llama 3 405B on H100 (Llama 3 paper, Table 4) ---- */
+
+/* Meta's published TFLOP/s a GPU beside the simulated ones, on dgx-h100's
+ * microbenchmark figures. Printed for the README; the band only guards
+ * against regressions (the model is optimistic here: How accurate is it). */
+static void test_llama3_table4(void) {
+  FILE *fp = fopen(px_test_path("tests/data/llama3_table4.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-405b", &m, &err), PX_OK);
+  char line[256];
+  int rows = 0;
+  fprintf(stderr, "\n  %6s %3s %3s %3s %4s %7s  %9s %9s %7s\n", "gpus", "tp", "cp", "pp", "dp", "seq", "published",
+          "simulated", "error");
+  while (fgets(line, sizeof line, fp)) {
+    long long gpus, tp, cp, pp, dp, seq, gbs;
+    double tflops;
+    if (line[0] == '#' ||
+        sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lf", &gpus, &tp, &cp, &pp, &dp, &seq, &gbs, &tflops) != 8)
+      continue;
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = tp, p.cp = cp, p.pp = pp, p.dp = dp, p.seq = seq, p.gbs = gbs, p.mbs = 1, p.sp = 1, p.zero = 1;
+    p.schedule = PX_SCHED_INTERLEAVED, p.vpp = 2, p.precision = PX_PREC_BF16;
+    if (cp > 1) p.cp_algo = PX_CP_ALLGATHER;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
+    px_sim_opts o = {.skip_exposed = true};
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    /* Table 4 counts model FLOPs (MFU against the bf16 peak) */
+    double sim = r.mfu * plan.cluster.gpu.peak_flops[PX_DTYPE_BF16] / 1e12, e = (sim - tflops) / tflops;
+    fprintf(stderr, "  %6lld %3lld %3lld %3lld %4lld %7lld  %9.0f %9.1f %+6.1f%%\n", gpus, tp, cp, pp, dp, seq, tflops, sim,
+            100 * e);
+    CU_ASSERT(e > -0.10 && e < 0.40);
+    rows++;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 3);
+}
+
 /* ---- determinism, consistency, symmetry ---- */
 
 static void sim_llama(const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t dp, px_sim_result *r,
@@ -1203,6 +1247,7 @@ int main(void) {
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},
       {"zero-bubble schedules: analytic bubble from FLOPs equals the simulation", test_bubble_zb_analytic},
       {"Megatron-LM SC'21 Table 1: the 2020 GEMM within 10% a row (5% mean), the preset within 20% (15%)", test_megatron_table1},
+      {"Llama 3 405B on H100, the Llama 3 paper's Table 4 (printed; optimistic)", test_llama3_table4},
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
