@@ -857,26 +857,28 @@ static px_status match_p2p(px_plan *p, px_err *err) {
   return PX_OK;
 }
 
-px_status px_compile_programs(px_plan *p, px_err *err) {
+px_status px_compile_programs(px_plan *p, px_stage_done_fn done, void *ctx, px_err *err) {
   int64_t pp = p->par.pp;
-  px_status st0 = split_layers(p, err);
-  if (st0) return st0;
+  px_status st = split_layers(p, err);
+  if (st) return st;
   p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
   if (!p->programs) return PX_ERR_RUNTIME;
   plan_cache pc = {.nslots = {-1, -1}};
-  for (int64_t s = 0; s < pp; s++) {
+  bool stop = false;
+  /* the first stage, the last, then the others: the ends hold the most (1F1B's in-flight
+   * micro-batches, the embedding, the head), so a caller that stops at a stage that does
+   * not fit mostly stops at the first */
+  for (int64_t k = 0; k < pp && !st && !stop; k++) {
+    int64_t s = k == 0 ? 0 : k == 1 ? pp - 1 : k - 1;
     px_program *prog = &p->programs[s];
     prog->has_embed = s == 0;
     prog->has_head = s == pp - 1;
     prog->first_layer = p->vstage_first[s];
     prog->nlayers = 0;
     for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
-    px_status st = emit_program(p, s, prog, &pc, err);
-    if (st) {
-      free(pc.zb_h2);
-      return st;
-    }
+    st = emit_program(p, s, prog, &pc, err);
+    if (!st && done) st = done(p, s, &stop, ctx);
   }
   free(pc.zb_h2);
-  return match_p2p(p, err);
+  return st || stop ? st : match_p2p(p, err);
 }
