@@ -174,6 +174,14 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
   }
   int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0, late = 0;
   int64_t best_at[PX_MEM_COUNT] = {0};
+  /* per block kind, once: a backward (ZeRO-2/3 buckets), a layer's forward (a micro-batch arrives with its
+   * chunk's first), the block a micro-batch leaves with (its last backward block, W when split) */
+  bool bwd[PX_BLOCK_KIND_COUNT], arrive[PX_BLOCK_KIND_COUNT], leave[PX_BLOCK_KIND_COUNT];
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
+    bwd[k] = px_block_is_bwd((px_block_kind)k);
+    arrive[k] = px_block_is_layer_fwd((px_block_kind)k);
+    leave[k] = px_parallel_split_w(&p->par) ? k == PX_BLOCK_LAYER_BWD_W : px_block_is_layer_bwd((px_block_kind)k);
+  }
   for (int32_t i = 0; i < prog->ninsts; i++) {
     const px_inst *in = &prog->insts[i];
     const px_unit *u = in->unit >= 0 ? &prog->units[in->unit] : NULL;
@@ -183,7 +191,7 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
       total += gathered_bytes(prog, u);
       gathered[in->unit] = true;
     }
-    for (int32_t v = in->unit; px_block_is_bwd((px_block_kind)in->block) && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
+    for (int32_t v = in->unit; bwd[in->block] && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
       if (!bucket[v]) {
         cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, &prog->units[v]);
         total += full_grad_bytes(prog, &prog->units[v]);
@@ -197,7 +205,7 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
     cur[PX_MEM_BUFFERS] += stage_in;
     total += stage_in;
     if (u) staged[in->unit] += stage_in;
-    if (px_block_is_layer_fwd((px_block_kind)in->block) && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
+    if (arrive[in->block] && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
     const px_block_mem *b = &bm[in->block];
     /* a ZeRO reduce-scatter lands in a temporary shard first */
     if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1 && !p->par.offload_opt) {
@@ -223,9 +231,7 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
     if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
       mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
     /* a micro-batch leaves with its last backward block (W when the backward is split) */
-    bool last_bwd = px_parallel_split_w(&p->par) ? in->block == PX_BLOCK_LAYER_BWD_W
-                                                  : px_block_is_layer_bwd((px_block_kind)in->block);
-    if (last_bwd && in->layer == p->vstage_first[in->chunk * pp + s])
+    if (leave[in->block] && in->layer == p->vstage_first[in->chunk * pp + s])
       inflight--;
     if ((in->block == PX_BLOCK_OFFLOAD_GRAD || (in->block == PX_BLOCK_PARAM_SYNC && p->par.offload_params)) &&
         staged[in->unit]) {
