@@ -468,22 +468,23 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
     const px_program *prog = &p->programs[s];
     int64_t n = 0;
     base[4 * s] = off;
-    /* the optimizer's ops are the stage's own, its first instance's (as stage_costs takes them) */
-    uint64_t opt_ns = 0;
-    for (int32_t i = 0; i < prog->ninsts; i++)
-      if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) {
-        st = block_compute_ns(&S, s, PX_BLOCK_OPTIMIZER, px_inst_ops(p, prog, &prog->insts[i]), &opt_ns);
-        break;
-      }
-    for (int32_t i = 0; !st && i < prog->ninsts; i++) {
+    int32_t opt = -1; /* the first optimizer instance */
+    for (int32_t i = 0; i < prog->ninsts; i++) {
       const px_inst *in = &prog->insts[i];
       pos[off + i] = -1;
       if (in->stream != PX_STREAM_COMPUTE) continue;
+      if (in->block == PX_BLOCK_OPTIMIZER && opt < 0) opt = i;
       pos[off + i] = (int32_t)n;
       inst[off + n] = i;
-      dur[off + n] = in->block == PX_BLOCK_OPTIMIZER ? opt_ns : runs[in->block] ? kind_ns[in->block] : 0;
+      dur[off + n] = runs[in->block] ? kind_ns[in->block] : 0;
       n++;
     }
+    /* the optimizer's ops are the stage's own, its first instance's (as stage_costs takes them): timed
+     * once the walk above has found it (it comes last) */
+    uint64_t opt_ns = 0;
+    if (opt >= 0) st = block_compute_ns(&S, s, PX_BLOCK_OPTIMIZER, px_inst_ops(p, prog, &prog->insts[opt]), &opt_ns);
+    for (int64_t k = pos[off + (opt >= 0 ? opt : 0)]; !st && opt >= 0 && k < n; k++)
+      if (prog->insts[inst[off + k]].block == PX_BLOCK_OPTIMIZER) dur[off + k] = opt_ns;
     base[4 * s + 1] = n;
     off += prog->ninsts;
   }
