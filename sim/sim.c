@@ -430,14 +430,22 @@ static px_status stage_costs(sim *S, int64_t s) {
 
 /* ---- a lower bound on the step time, without the event engine ---- */
 
-/* A compute block's time on its stream when nothing contends: its compute
- * segments, as run_segment times them (each px_ns of its duration). */
+/* A compute block's least time on its stream: its compute segments, as
+ * run_segment times them (each px_ns of its duration), and the collectives
+ * it waits for in turn (not overlapped: async false), each no faster than
+ * alone on its links (px_coll_cost's time_s, as the block's fast path takes
+ * it; a flow that shares a link is slower), less 2 ns for the rounding of
+ * a flow split or re-rated on its way. */
 static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_op *ops, uint64_t *out) {
   seg_list l = {0};
   px_status st = block_segments(S, s, k, ops, &l);
   *out = 0;
-  for (int i = 0; !st && i < l.n; i++)
-    if (!l.v[i].comm) *out += px_ns(l.v[i].dur_s);
+  for (int i = 0; !st && i < l.n; i++) {
+    const seg *g = &l.v[i];
+    uint64_t t = px_ns(g->comm ? g->cc.time_s : g->dur_s);
+    if (!g->comm) *out += t;
+    else if (!g->async && t > 2) *out += t - 2;
+  }
   free(l.v);
   return st;
 }
