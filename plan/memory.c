@@ -18,15 +18,7 @@ static px_mem_cat slot_cat(const px_slot *s) {
   }
 }
 
-/* What one block does to dynamic memory: net change and the largest
- * excursion inside it, with the breakdown at that moment. */
-typedef struct {
-  int64_t delta[PX_MEM_COUNT];
-  int64_t peak;                  /* max over ops of the running total (relative) */
-  int64_t at_peak[PX_MEM_COUNT]; /* relative breakdown at that op */
-} block_mem;
-
-static void block_summary(const px_plan *p, const px_block *b, block_mem *bm) {
+static void block_summary(const px_plan *p, const px_block *b, px_block_mem *bm) {
   memset(bm, 0, sizeof *bm);
   int64_t cur[PX_MEM_COUNT] = {0}, total = 0;
   for (int32_t i = 0; i < b->nops; i++) {
@@ -51,7 +43,7 @@ static void block_summary(const px_plan *p, const px_block *b, block_mem *bm) {
 
 
 uint64_t px_plan_layer_activation_bytes(const px_plan *p) {
-  block_mem bm;
+  px_block_mem bm;
   block_summary(p, &p->blocks[PX_BLOCK_LAYER_FWD], &bm);
   return (uint64_t)(bm.delta[PX_MEM_ACTIVATIONS] + bm.delta[PX_MEM_BUFFERS] + bm.delta[PX_MEM_WORKSPACE]);
 }
@@ -159,112 +151,122 @@ bool px_plan_host_fits(const px_plan *p) {
   return p->host_node_bytes <= p->cluster.host_memory_bytes && p->nvme_node_bytes <= p->cluster.host_nvme_bytes;
 }
 
-px_status px_compile_memory(px_plan *p, px_err *err) {
-  int64_t pp = p->par.pp;
-  p->mem = px_calloc((size_t)pp, sizeof *p->mem, err);
+px_status px_compile_memory_begin(px_plan *p, px_block_mem bm[PX_BLOCK_KIND_COUNT], px_err *err) {
+  p->mem = px_calloc((size_t)p->par.pp, sizeof *p->mem, err);
   if (!p->mem) return PX_ERR_RUNTIME;
-  block_mem bm[PX_BLOCK_KIND_COUNT];
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) block_summary(p, &p->blocks[k], &bm[k]);
-  uint64_t gb = px_dtype_bytes(p->grad_dtype);
   p->fits = true;
-  for (int64_t s = 0; s < pp; s++) {
-    const px_program *prog = &p->programs[s];
-    px_memplan *mp = &p->mem[s];
-    stage_static(p, s, mp);
-    bool *gathered = px_calloc((size_t)prog->nunits, sizeof *gathered, err);
-    bool *bucket = px_calloc((size_t)prog->nunits, sizeof *bucket, err);
-    int64_t *staged = px_calloc((size_t)prog->nunits, sizeof *staged, err); /* offload: a shard between copies */
-    if (!gathered || !bucket || !staged) {
-      free(gathered), free(bucket), free(staged);
-      return PX_ERR_RUNTIME;
+  return PX_OK;
+}
+
+px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[PX_BLOCK_KIND_COUNT], px_err *err) {
+  int64_t pp = p->par.pp;
+  uint64_t gb = px_dtype_bytes(p->grad_dtype);
+  const px_program *prog = &p->programs[s];
+  px_memplan *mp = &p->mem[s];
+  stage_static(p, s, mp);
+  bool *gathered = px_calloc((size_t)prog->nunits, sizeof *gathered, err);
+  bool *bucket = px_calloc((size_t)prog->nunits, sizeof *bucket, err);
+  int64_t *staged = px_calloc((size_t)prog->nunits, sizeof *staged, err); /* offload: a shard between copies */
+  if (!gathered || !bucket || !staged) {
+    free(gathered), free(bucket), free(staged);
+    return PX_ERR_RUNTIME;
+  }
+  int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0, late = 0;
+  int64_t best_at[PX_MEM_COUNT] = {0};
+  /* per block kind, once: a backward (ZeRO-2/3 buckets), a layer's forward (a micro-batch arrives with its
+   * chunk's first), the block a micro-batch leaves with (its last backward block, W when split) */
+  bool bwd[PX_BLOCK_KIND_COUNT], arrive[PX_BLOCK_KIND_COUNT], leave[PX_BLOCK_KIND_COUNT];
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
+    bwd[k] = px_block_is_bwd((px_block_kind)k);
+    arrive[k] = px_block_is_layer_fwd((px_block_kind)k);
+    leave[k] = px_parallel_split_w(&p->par) ? k == PX_BLOCK_LAYER_BWD_W : px_block_is_layer_bwd((px_block_kind)k);
+  }
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_inst *in = &prog->insts[i];
+    const px_unit *u = in->unit >= 0 ? &prog->units[in->unit] : NULL;
+    /* Unit buffers: ZeRO-3 gathered parameters, ZeRO-2/3 full-gradient buckets. */
+    if (in->block == PX_BLOCK_PARAM_SYNC && p->par.zero == 3) {
+      cur[PX_MEM_BUFFERS] += gathered_bytes(prog, u);
+      total += gathered_bytes(prog, u);
+      gathered[in->unit] = true;
     }
-    int64_t cur[PX_MEM_COUNT] = {0}, total = 0, best = -1, inflight = 0, late = 0;
-    int64_t best_at[PX_MEM_COUNT] = {0};
-    for (int32_t i = 0; i < prog->ninsts; i++) {
-      const px_inst *in = &prog->insts[i];
-      const px_unit *u = in->unit >= 0 ? &prog->units[in->unit] : NULL;
-      /* Unit buffers: ZeRO-3 gathered parameters, ZeRO-2/3 full-gradient buckets. */
-      if (in->block == PX_BLOCK_PARAM_SYNC && p->par.zero == 3) {
-        cur[PX_MEM_BUFFERS] += gathered_bytes(prog, u);
-        total += gathered_bytes(prog, u);
-        gathered[in->unit] = true;
+    for (int32_t v = in->unit; bwd[in->block] && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
+      if (!bucket[v]) {
+        cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, &prog->units[v]);
+        total += full_grad_bytes(prog, &prog->units[v]);
+        bucket[v] = true;
       }
-      for (int32_t v = in->unit; px_block_is_bwd((px_block_kind)in->block) && p->par.zero >= 2 && u && v < in->unit + in->units; v++)
-        if (!bucket[v]) {
-          cur[PX_MEM_BUFFERS] += full_grad_bytes(prog, &prog->units[v]);
-          total += full_grad_bytes(prog, &prog->units[v]);
-          bucket[v] = true;
-        }
-      /* offload: a fetched parameter shard waits for its gather; a reduced
-       * gradient shard for its copy to the host */
-      int64_t stage_in = 0;
-      if (in->block == PX_BLOCK_FETCH_PARAM) stage_in = (int64_t)prog->ops[u->fetch_op].bytes;
-      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.offload_opt) stage_in = (int64_t)prog->ops[u->offload_op].bytes;
-      cur[PX_MEM_BUFFERS] += stage_in;
-      total += stage_in;
-      if (u) staged[in->unit] += stage_in;
-      if (px_block_is_layer_fwd((px_block_kind)in->block) && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
-      const block_mem *b = &bm[in->block];
-      /* a ZeRO reduce-scatter lands in a temporary shard first */
-      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1 && !p->par.offload_opt) {
-        int64_t tmp = prog->ops[u->grad_op].dim[1] * (int64_t)gb;
-        if (total + tmp > best) {
-          best = total + tmp;
-          for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c];
-          best_at[PX_MEM_BUFFERS] += tmp;
-          mp->peak_inst = i;
-          mp->peak_mbs_in_flight = (int32_t)inflight;
-        }
-      }
-      if (total + b->peak > best) {
-        best = total + b->peak;
-        for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c] + b->at_peak[c];
+    /* offload: a fetched parameter shard waits for its gather; a reduced
+     * gradient shard for its copy to the host */
+    int64_t stage_in = 0;
+    if (in->block == PX_BLOCK_FETCH_PARAM) stage_in = (int64_t)prog->ops[u->fetch_op].bytes;
+    if (in->block == PX_BLOCK_GRAD_SYNC && p->par.offload_opt) stage_in = (int64_t)prog->ops[u->offload_op].bytes;
+    cur[PX_MEM_BUFFERS] += stage_in;
+    total += stage_in;
+    if (u) staged[in->unit] += stage_in;
+    if (arrive[in->block] && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
+    const px_block_mem *b = &bm[in->block];
+    /* a ZeRO reduce-scatter lands in a temporary shard first */
+    if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 1 && !p->par.offload_opt) {
+      int64_t tmp = prog->ops[u->grad_op].dim[1] * (int64_t)gb;
+      if (total + tmp > best) {
+        best = total + tmp;
+        for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c];
+        best_at[PX_MEM_BUFFERS] += tmp;
         mp->peak_inst = i;
         mp->peak_mbs_in_flight = (int32_t)inflight;
       }
-      for (int c = 0; c < PX_MEM_COUNT; c++) {
-        cur[c] += b->delta[c];
-        total += b->delta[c];
-      }
-      if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
-        mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
-      /* a micro-batch leaves with its last backward block (W when the backward is split) */
-      bool last_bwd = px_parallel_split_w(&p->par) ? in->block == PX_BLOCK_LAYER_BWD_W
-                                                    : px_block_is_layer_bwd((px_block_kind)in->block);
-      if (last_bwd && in->layer == p->vstage_first[in->chunk * pp + s])
-        inflight--;
-      if ((in->block == PX_BLOCK_OFFLOAD_GRAD || (in->block == PX_BLOCK_PARAM_SYNC && p->par.offload_params)) &&
-          staged[in->unit]) {
-        cur[PX_MEM_BUFFERS] -= staged[in->unit];
-        total -= staged[in->unit];
-        staged[in->unit] = 0;
-      }
-      if ((in->flags & PX_INSTF_RESHARD) && gathered[in->unit]) {
-        cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, u);
-        total -= gathered_bytes(prog, u);
-        gathered[in->unit] = false;
-      }
-      if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 2 && bucket[in->unit]) {
-        late += full_grad_bytes(prog, u);
-        bucket[in->unit] = false;
-      }
-      /* An overlapped reduction reads its bucket while the next compute block
-       * runs: the bucket is freed after that block (at once without overlap). */
-      if (in->stream == PX_STREAM_COMPUTE || !(p->par.overlap & PX_OVERLAP_DP)) {
-        cur[PX_MEM_BUFFERS] -= late;
-        total -= late;
-        late = 0;
-      }
     }
-    free(gathered);
-    free(bucket);
-    free(staged);
-    for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->at_peak[c] = best_at[c] > 0 ? (uint64_t)best_at[c] : 0;
-    mp->peak_bytes = mp->static_bytes;
-    for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->peak_bytes += mp->at_peak[c];
-    if (!px_plan_stage_fits(p, s)) p->fits = false;
+    if (total + b->peak > best) {
+      best = total + b->peak;
+      for (int c = 0; c < PX_MEM_COUNT; c++) best_at[c] = cur[c] + b->at_peak[c];
+      mp->peak_inst = i;
+      mp->peak_mbs_in_flight = (int32_t)inflight;
+    }
+    for (int c = 0; c < PX_MEM_COUNT; c++) {
+      cur[c] += b->delta[c];
+      total += b->delta[c];
+    }
+    if ((uint64_t)cur[PX_MEM_ACTIVATIONS] > mp->activations_peak_bytes)
+      mp->activations_peak_bytes = (uint64_t)cur[PX_MEM_ACTIVATIONS];
+    /* a micro-batch leaves with its last backward block (W when the backward is split) */
+    if (leave[in->block] && in->layer == p->vstage_first[in->chunk * pp + s])
+      inflight--;
+    if ((in->block == PX_BLOCK_OFFLOAD_GRAD || (in->block == PX_BLOCK_PARAM_SYNC && p->par.offload_params)) &&
+        staged[in->unit]) {
+      cur[PX_MEM_BUFFERS] -= staged[in->unit];
+      total -= staged[in->unit];
+      staged[in->unit] = 0;
+    }
+    if ((in->flags & PX_INSTF_RESHARD) && gathered[in->unit]) {
+      cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, u);
+      total -= gathered_bytes(prog, u);
+      gathered[in->unit] = false;
+    }
+    if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 2 && bucket[in->unit]) {
+      late += full_grad_bytes(prog, u);
+      bucket[in->unit] = false;
+    }
+    /* An overlapped reduction reads its bucket while the next compute block
+     * runs: the bucket is freed after that block (at once without overlap). */
+    if (in->stream == PX_STREAM_COMPUTE || !(p->par.overlap & PX_OVERLAP_DP)) {
+      cur[PX_MEM_BUFFERS] -= late;
+      total -= late;
+      late = 0;
+    }
   }
+  free(gathered);
+  free(bucket);
+  free(staged);
+  for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->at_peak[c] = best_at[c] > 0 ? (uint64_t)best_at[c] : 0;
+  mp->peak_bytes = mp->static_bytes;
+  for (int c = PX_MEM_ACTIVATIONS; c < PX_MEM_COUNT; c++) mp->peak_bytes += mp->at_peak[c];
+  if (!px_plan_stage_fits(p, s)) p->fits = false;
+  return PX_OK;
+}
+
+void px_compile_memory_end(px_plan *p) {
   node_offload(p);
   if (!px_plan_host_fits(p)) p->fits = false;
-  return PX_OK;
 }

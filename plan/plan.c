@@ -242,7 +242,38 @@ int64_t px_program_nops(const px_plan *plan, int64_t stage) {
   return n;
 }
 
+/* What px_plan_compile_fit's stage callback needs: the blocks' memory, and when to stop. */
+typedef struct {
+  px_block_mem bm[PX_BLOCK_KIND_COUNT];
+  px_plan_stop_fn stop;
+  void *ctx;
+  px_err *err;
+} compile_ctx;
+
+/* A stage's program is made: its own sized ops, its memory walk, and whether the compile goes on. */
+static px_status stage_done(px_plan *p, int64_t s, bool *stop, void *arg) {
+  compile_ctx *x = arg;
+  px_status st = size_stage_ops(p, &p->programs[s], x->err);
+  if (!st) st = px_compile_memory_stage(p, s, x->bm, x->err);
+  p->stages_done++;
+  *stop = !st && x->stop && !px_plan_stage_fits(p, s) && x->stop(p, s, x->ctx);
+  return st;
+}
+
+static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, bool totals,
+                         px_plan_stop_fn stop, void *ctx, px_err *err);
+
 px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, px_err *err) {
+  return compile(p, m, c, par, true, NULL, NULL, err);
+}
+
+px_status px_plan_compile_fit(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par,
+                              px_plan_stop_fn stop, void *ctx, px_err *err) {
+  return compile(p, m, c, par, false, stop, ctx, err);
+}
+
+static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, bool totals,
+                         px_plan_stop_fn stop, void *ctx, px_err *err) {
   memset(p, 0, sizeof *p);
   px_status st = px_parallel_validate(par, m, c, err);
   if (st) return st;
@@ -273,16 +304,18 @@ px_status px_plan_compile(px_plan *p, const px_model *m, const px_cluster *c, co
     px_plan_free(p);
     return PX_ERR_RUNTIME;
   }
-  if ((st = px_compile_blocks(p, err)) || (st = px_compile_programs(p, err))) {
+  compile_ctx x = {.stop = stop, .ctx = ctx, .err = err};
+  if ((st = px_compile_blocks(p, err)) || (st = px_compile_memory_begin(p, x.bm, err)) ||
+      (st = px_compile_programs(p, stage_done, &x, err))) {
     px_plan_free(p);
     return st;
   }
-  for (int64_t s = 0; s < par->pp && !st; s++) st = size_stage_ops(p, &p->programs[s], err);
-  if (st || (st = px_compile_memory(p, err))) {
-    px_plan_free(p);
-    return st;
+  if (p->stages_done < par->pp) { /* stopped at a stage that does not fit */
+    p->fits = false;
+    return PX_OK;
   }
-  stage_totals(p);
+  px_compile_memory_end(p);
+  if (totals) stage_totals(p);
   return PX_OK;
 }
 

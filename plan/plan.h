@@ -70,6 +70,7 @@ typedef struct {
   px_block blocks[PX_BLOCK_KIND_COUNT];
   px_program *programs;   /* (pp) */
   px_memplan *mem;        /* (pp) */
+  int64_t stages_done;    /* stages with a program and memory plan: pp, fewer when px_plan_compile_fit stopped */
   px_stage_totals *totals; /* (pp) */
   uint64_t params_total;  /* the model's parameters (unpadded) */
   double model_flops_per_step; /* all ranks together */
@@ -116,6 +117,19 @@ uint64_t px_states_bytes(const px_states *s, px_place place);
 /* Validates and compiles. On failure the plan is left empty (safe to free). */
 px_status px_plan_compile(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
                           px_err *err);
+/* Whether a compile may stop at `stage`, which does not fit (px_plan_stage_fits). */
+typedef bool (*px_plan_stop_fn)(const px_plan *plan, int64_t stage, void *ctx);
+/* px_plan_compile for a search, which asks whether a plan fits and bounds
+ * its step (px_sim_step_bound_s) before it simulates a few: no per-stage
+ * totals are made (totals, model_flops_per_step and hw_flops_per_step stay
+ * 0: simulate a px_plan_compile'd plan), and stages are compiled one at a
+ * time (the first, the last, then the others), so that after one that does
+ * not fit, stop (may be NULL: never) may end the compile. The plan then
+ * does not fit and is partial: stages_done < pp, only those stages have
+ * programs and memory plans and sends and receives are unpaired (read fits
+ * and mem, then free it). */
+px_status px_plan_compile_fit(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
+                              px_plan_stop_fn stop, void *ctx, px_err *err);
 void px_plan_free(px_plan *plan);
 
 /* The stage a global layer index lives on, and its chunk; -1 when out of range. */

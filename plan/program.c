@@ -524,18 +524,19 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers;
   int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
   int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
+  bool moe = p->model.experts > 0;         /* a dense model's layers are all dense */
   int k = 0;
   if (u.w) { /* W: the chunk's layers in the backward's order */
     for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD_W, l, l, u.mb, u.chunk};
   } else if (!u.bwd) {
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_FWD, egid, first, u.mb, u.chunk};
     for (int64_t l = first; l < first + n; l++)
-      out[k++] = (blk_ref){px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_FWD : PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
+      out[k++] = (blk_ref){moe && px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_FWD : PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_FWD, L, L, u.mb, u.chunk};
   } else {
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_BWD, L, L, u.mb, u.chunk};
     for (int64_t l = first + n - 1; l >= first; l--)
-      out[k++] = (blk_ref){px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_BWD : PX_BLOCK_LAYER_BWD, l, l, u.mb, u.chunk};
+      out[k++] = (blk_ref){moe && px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_BWD : PX_BLOCK_LAYER_BWD, l, l, u.mb, u.chunk};
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_BWD, egid, first, u.mb, u.chunk};
   }
   return k;
@@ -657,6 +658,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
       if (p->slots[prog->params[i].slot].role == PX_ROLE_TIED) e.emb_unit = prog->params[i].unit;
   for (int64_t i = 0; i < (int64_t)nu * m; i++) e.last_bwd_k[i] = -1;
   /* The last schedule entry writing each unit (per micro-batch for ZeRO-2/3). */
+  bool per_mb = px_parallel_reduce_per_mb(&p->par);
   for (int64_t k = 0; k < ns; k++) {
     if (!sched[k].bwd) continue;
     int64_t vs = sched[k].chunk * pp + s;
@@ -664,7 +666,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
     int64_t hi = vs == V - 1 && !sched[k].w ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
     for (int64_t gid = lo; gid <= hi; gid++)
       for (int32_t u = unit_of(&e, gid); u <= unit_last(&e, gid); u++) {
-        if (px_parallel_reduce_per_mb(&p->par))
+        if (per_mb)
           e.last_bwd_k[u * m + sched[k].mb] = (int32_t)k;
         else
           e.last_bwd_k[u] = (int32_t)k;
@@ -857,26 +859,28 @@ static px_status match_p2p(px_plan *p, px_err *err) {
   return PX_OK;
 }
 
-px_status px_compile_programs(px_plan *p, px_err *err) {
+px_status px_compile_programs(px_plan *p, px_stage_done_fn done, void *ctx, px_err *err) {
   int64_t pp = p->par.pp;
-  px_status st0 = split_layers(p, err);
-  if (st0) return st0;
+  px_status st = split_layers(p, err);
+  if (st) return st;
   p->programs = px_calloc((size_t)pp, sizeof *p->programs, err);
   if (!p->programs) return PX_ERR_RUNTIME;
   plan_cache pc = {.nslots = {-1, -1}};
-  for (int64_t s = 0; s < pp; s++) {
+  bool stop = false;
+  /* the first stage, the last, then the others: the ends hold the most (1F1B's in-flight
+   * micro-batches, the embedding, the head), so a caller that stops at a stage that does
+   * not fit mostly stops at the first */
+  for (int64_t k = 0; k < pp && !st && !stop; k++) {
+    int64_t s = k == 0 ? 0 : k == 1 ? pp - 1 : k - 1;
     px_program *prog = &p->programs[s];
     prog->has_embed = s == 0;
     prog->has_head = s == pp - 1;
     prog->first_layer = p->vstage_first[s];
     prog->nlayers = 0;
     for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
-    px_status st = emit_program(p, s, prog, &pc, err);
-    if (st) {
-      free(pc.zb_h2);
-      return st;
-    }
+    st = emit_program(p, s, prog, &pc, err);
+    if (!st && done) st = done(p, s, &stop, ctx);
   }
   free(pc.zb_h2);
-  return match_p2p(p, err);
+  return st || stop ? st : match_p2p(p, err);
 }

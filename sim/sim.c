@@ -430,14 +430,22 @@ static px_status stage_costs(sim *S, int64_t s) {
 
 /* ---- a lower bound on the step time, without the event engine ---- */
 
-/* A compute block's time on its stream when nothing contends: its compute
- * segments, as run_segment times them (each px_ns of its duration). */
+/* A compute block's least time on its stream: its compute segments, as
+ * run_segment times them (each px_ns of its duration), and the collectives
+ * it waits for in turn (not overlapped: async false), each no faster than
+ * alone on its links (px_coll_cost's time_s, as the block's fast path takes
+ * it; a flow that shares a link is slower), less 2 ns for the rounding of
+ * a flow split or re-rated on its way. */
 static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_op *ops, uint64_t *out) {
   seg_list l = {0};
   px_status st = block_segments(S, s, k, ops, &l);
   *out = 0;
-  for (int i = 0; !st && i < l.n; i++)
-    if (!l.v[i].comm) *out += px_ns(l.v[i].dur_s);
+  for (int i = 0; !st && i < l.n; i++) {
+    const seg *g = &l.v[i];
+    uint64_t t = px_ns(g->comm ? g->cc.time_s : g->dur_s);
+    if (!g->comm) *out += t;
+    else if (!g->async && t > 2) *out += t - 2;
+  }
   free(l.v);
   return st;
 }
@@ -468,22 +476,23 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
     const px_program *prog = &p->programs[s];
     int64_t n = 0;
     base[4 * s] = off;
-    /* the optimizer's ops are the stage's own, its first instance's (as stage_costs takes them) */
-    uint64_t opt_ns = 0;
-    for (int32_t i = 0; i < prog->ninsts; i++)
-      if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) {
-        st = block_compute_ns(&S, s, PX_BLOCK_OPTIMIZER, px_inst_ops(p, prog, &prog->insts[i]), &opt_ns);
-        break;
-      }
-    for (int32_t i = 0; !st && i < prog->ninsts; i++) {
+    int32_t opt = -1; /* the first optimizer instance */
+    for (int32_t i = 0; i < prog->ninsts; i++) {
       const px_inst *in = &prog->insts[i];
       pos[off + i] = -1;
       if (in->stream != PX_STREAM_COMPUTE) continue;
+      if (in->block == PX_BLOCK_OPTIMIZER && opt < 0) opt = i;
       pos[off + i] = (int32_t)n;
       inst[off + n] = i;
-      dur[off + n] = in->block == PX_BLOCK_OPTIMIZER ? opt_ns : runs[in->block] ? kind_ns[in->block] : 0;
+      dur[off + n] = runs[in->block] ? kind_ns[in->block] : 0;
       n++;
     }
+    /* the optimizer's ops are the stage's own, its first instance's (as stage_costs takes them): timed
+     * once the walk above has found it (it comes last) */
+    uint64_t opt_ns = 0;
+    if (opt >= 0) st = block_compute_ns(&S, s, PX_BLOCK_OPTIMIZER, px_inst_ops(p, prog, &prog->insts[opt]), &opt_ns);
+    for (int64_t k = pos[off + (opt >= 0 ? opt : 0)]; !st && opt >= 0 && k < n; k++)
+      if (prog->insts[inst[off + k]].block == PX_BLOCK_OPTIMIZER) dur[off + k] = opt_ns;
     base[4 * s + 1] = n;
     off += prog->ninsts;
   }

@@ -68,9 +68,11 @@ px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_re
 /* A lower bound on the step_time_s px_sim_run gives the plan (default
  * options), at a fraction of its cost: the longest path through each
  * stage's compute stream (its blocks' compute as the simulator costs them,
- * in program order) and the pipeline transfers between stages, with every
- * collective, transfer and wait free. A sweep skips the plans whose bound
- * cannot make its ranking. *out_s is 0 (no bound) when the walk cannot finish. */
+ * and the collectives they wait for as each takes alone on its links, in
+ * program order) and the pipeline transfers between stages, with the
+ * overlapped collectives, transfers, data-parallel traffic and waits free.
+ * A sweep skips the plans whose bound cannot make its ranking. *out_s is 0
+ * (no bound) when the walk cannot finish. */
 px_status px_sim_step_bound_s(const px_plan *plan, double *out_s, px_err *err);
 /* Tokens a second of the plan at a step time of step_s. */
 double px_sim_tokens_per_s(const px_plan *plan, double step_s);

@@ -341,21 +341,34 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
   return false;
 }
 
-/* Whether some offload could make the plan fit: its peak with the GPU's
+/* Whether some offload could make a stage fit: its peak with the GPU's
  * states as the most offload its ZeRO stage allows leaves them
  * (px_plan_states_for) must fit. */
-static bool offload_may_fit(const px_plan *plan) {
+static bool stage_offload_may_fit(const px_plan *plan, int64_t s) {
   px_parallel most = plan->par;
   most.offload_opt = PX_OFFLOAD_CPU;
   most.offload_params = plan->par.zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
-  for (int64_t s = 0; s < plan->par.pp; s++) {
-    px_states st;
-    px_plan_states_for(plan, &most, s, &st);
-    const px_memplan *mp = &plan->mem[s];
-    uint64_t left = mp->peak_bytes - mp->static_bytes + px_states_bytes(&st, PX_PLACE_GPU);
-    if (px_plan_reserve_bytes(left) > px_gpu_usable_bytes(&plan->cluster.gpu)) return false;
-  }
+  px_states st;
+  px_plan_states_for(plan, &most, s, &st);
+  const px_memplan *mp = &plan->mem[s];
+  uint64_t left = mp->peak_bytes - mp->static_bytes + px_states_bytes(&st, PX_PLACE_GPU);
+  return px_plan_reserve_bytes(left) <= px_gpu_usable_bytes(&plan->cluster.gpu);
+}
+
+/* ... and the plan: every stage. */
+static bool offload_may_fit(const px_plan *plan) {
+  for (int64_t s = 0; s < plan->par.pp; s++)
+    if (!stage_offload_may_fit(plan, s)) return false;
   return true;
+}
+
+/* A pruned sweep's compile stops at a stage that does not fit when evaluate
+ * would then drop the plan whatever the other stages hold: no offload could
+ * make this stage fit, or none is left to try (px_plan_stop_fn; ctx: the
+ * sweep's fixed choices). */
+static bool stop_unfit(const px_plan *plan, int64_t s, void *fixed) {
+  px_parallel next = plan->par;
+  return !stage_offload_may_fit(plan, s) || !more_offload(&next, &plan->model, &plan->cluster, fixed);
 }
 
 static void failed(work *w, int64_t i, const px_err *err) {
@@ -366,6 +379,14 @@ static void failed(work *w, int64_t i, const px_err *err) {
 }
 
 static double score_of(const px_sweep_entry *e, px_objective obj);
+
+/* A compiled plan's peak memory into e: its largest stage's (of those compiled). */
+static void entry_peak(const px_plan *plan, px_sweep_entry *e) {
+  int64_t worst = px_plan_peak_stage(plan);
+  e->peak_bytes = plan->mem[worst].peak_bytes;
+  memcpy(e->at_peak, plan->mem[worst].at_peak, sizeof e->at_peak);
+  e->peak_partial = plan->stages_done < plan->par.pp;
+}
 
 /* Simulates a compiled plan that fits into e: what `parallax sim` says of
  * it, and its time to train; with exposed false, not the comm-free twin
@@ -426,19 +447,20 @@ static void evaluate(work *w, int64_t i) {
    * faster with it. So it is tried, least first, only when the plan does
    * not fit. */
   for (;;) {
-    if (px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
+    /* pruned (opts.keep): only bounded here (no totals), and a plan found not to fit is dropped, its
+     * peak completed only if printed */
+    if (w->o->keep > 0 ? px_plan_compile_fit(&plan, w->m, w->c, &e->par, stop_unfit, (void *)&w->o->fixed, &err)
+                       : px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
       failed(w, i, &err);
       return;
     }
-    if (plan.fits || !offload_may_fit(&plan)) break;
+    if (plan.fits || plan.stages_done < plan.par.pp || !offload_may_fit(&plan)) break;
     px_parallel next = e->par;
     if (!more_offload(&next, w->m, w->c, &w->o->fixed)) break;
     px_plan_free(&plan);
     e->par = next;
   }
-  int64_t worst = px_plan_peak_stage(&plan);
-  e->peak_bytes = plan.mem[worst].peak_bytes;
-  memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
+  entry_peak(&plan, e);
   if (!plan.fits) {
     w->state[i] = CAND_NOFIT;
   } else if (w->o->keep > 0) {
@@ -585,11 +607,9 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
     if (plan.fits && !px_sim_run(&plan, &sweep_sim_opts, &sr, &err)) {
       px_sim_result_free(&sr);
       if (sr.tokens_per_s > e->sim.tokens_per_s) {
-        int64_t worst = px_plan_peak_stage(&plan);
         e->par = deeper;
         e->sim = sr;
-        e->peak_bytes = plan.mem[worst].peak_bytes;
-        memcpy(e->at_peak, plan.mem[worst].at_peak, sizeof e->at_peak);
+        entry_peak(&plan, e);
         px_train_time_of(&plan, sr.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
                          o->ckpt_async, &e->train);
         changed = true;
@@ -670,8 +690,20 @@ static bool same_split(const px_parallel *a, const px_parallel *b);
 
 static px_status complete_alternatives(const px_model *m, const px_cluster *c, const px_sweep_opts *o,
                                       px_sweep_result *r, px_err *err) {
-  if (r->n == 0 || r->npruned == 0) return PX_OK;
+  if (r->n == 0) return PX_OK;
   const px_parallel best = r->entries[0].par;
+  /* the dropped ones named with their peak: compiled whole (the same plan: the search stopped only where
+   * the rest could not change its fate) */
+  for (int64_t i = 0; i < r->ndropped; i++) {
+    px_sweep_entry *e = &r->dropped[i];
+    if (!e->peak_partial || (!same_split(&e->par, &best) && !precision_alt(&best, &e->par))) continue;
+    px_plan plan;
+    px_status st = px_plan_compile(&plan, m, c, &e->par, err);
+    if (!st) entry_peak(&plan, e);
+    px_plan_free(&plan);
+    if (st) return st;
+  }
+  if (r->npruned == 0) return PX_OK;
   int64_t na = 0, kept = 0;
   for (int64_t i = 0; i < r->npruned; i++)
     if (same_split(&r->pruned[i].par, &best) || precision_alt(&best, &r->pruned[i].par)) na++;

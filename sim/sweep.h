@@ -60,6 +60,8 @@ typedef struct {
   px_sim_result sim;      /* what `parallax sim` reports for the plan (no per-stage detail: stages NULL) */
   uint64_t peak_bytes;    /* the largest stage */
   uint64_t at_peak[PX_MEM_COUNT];
+  bool peak_partial;      /* dropped by a pruned sweep (opts.keep) at its first stage found not to fit: the
+                             peak is that stage's; px_sweep_complete makes the printed ones whole */
   px_train_time train;
   double score;           /* by the objective: lower is better */
 } px_sweep_entry;
@@ -86,9 +88,10 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
                     px_sweep_entry *pruned, int64_t npruned, px_objective obj);
 /* Refines the leaders' ZeRO-3 prefetch; then, for a pruned sweep (opts.keep),
  * simulates the pruned plans the best plan's ZeRO and precision alternatives
- * (below) name, so that they are those of the sweep that prunes nothing, and
- * the comm-free twins of the first keep. px_sweep_run does it for one
- * process; a split sweep calls it once its parts are merged. */
+ * (below) name, so that they are those of the sweep that prunes nothing,
+ * compiles whole the dropped ones they name (their peaks), and runs the
+ * comm-free twins of the first keep. px_sweep_run does it for one process; a
+ * split sweep calls it once its parts are merged. */
 px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                             px_err *err);
 /* Sorts entries by the objective (ties: enumeration order). */

@@ -169,7 +169,9 @@ static void same_top(const px_sweep_result *a, const px_sweep_result *b, int64_t
   }
 }
 
-/* The best plan's ZeRO and precision alternatives agree (the same plans, figures and order). */
+/* The best plan's ZeRO and precision alternatives agree (the same plans, figures, peaks and order: a
+ * pruned sweep stops compiling a plan at its first stage that does not fit, and completes the peaks
+ * these lines print). */
 static void same_alternatives(const px_sweep_result *a, const px_sweep_result *b) {
   px_sweep_alt x[16], y[16];
   int nx = px_sweep_zero_alternatives(a, &a->entries[0], x, 16), ny = px_sweep_zero_alternatives(b, &b->entries[0], y, 16);
@@ -178,11 +180,16 @@ static void same_alternatives(const px_sweep_result *a, const px_sweep_result *b
     CU_ASSERT_EQUAL(x[i].e->index, y[i].e->index);
     CU_ASSERT_EQUAL(x[i].fits, y[i].fits);
     CU_ASSERT(x[i].e->sim.tokens_per_s == y[i].e->sim.tokens_per_s);
+    CU_ASSERT_EQUAL(x[i].e->peak_bytes, y[i].e->peak_bytes);
+    CU_ASSERT(x[i].e->par.zero == y[i].e->par.zero && x[i].e->par.offload_opt == y[i].e->par.offload_opt &&
+              x[i].e->par.offload_params == y[i].e->par.offload_params);
   }
   px_sweep_alt pa, pb;
   bool ha = px_sweep_precision_alternative(a, &a->entries[0], &pa), hb = px_sweep_precision_alternative(b, &b->entries[0], &pb);
   CU_ASSERT_EQUAL(ha, hb);
-  if (ha && hb) CU_ASSERT(pa.e->index == pb.e->index && pa.e->sim.tokens_per_s == pb.e->sim.tokens_per_s);
+  if (ha && hb)
+    CU_ASSERT(pa.e->index == pb.e->index && pa.e->sim.tokens_per_s == pb.e->sim.tokens_per_s &&
+              pa.e->peak_bytes == pb.e->peak_bytes);
 }
 
 /* A sweep that keeps only its best k exact (opts.keep) prunes plans by the
@@ -212,6 +219,18 @@ static void test_pruned_same_ranking(void) {
     CU_ASSERT(pruned.npruned > 0 && all.npruned == 0);
     CU_ASSERT_EQUAL(pruned.simulated + pruned.npruned, all.simulated);
     CU_ASSERT_EQUAL(pruned.dropped_memory, all.dropped_memory);
+    /* the same plans dropped, with the same offload tried; a peak cut short at the first stage found
+     * not to fit is that stage's, at most the whole plan's */
+    int64_t partial = 0;
+    for (int64_t i = 0; i < pruned.ndropped && i < all.ndropped; i++) {
+      const px_sweep_entry *p = &pruned.dropped[i], *q = &all.dropped[i];
+      CU_ASSERT(p->index == q->index && p->par.offload_opt == q->par.offload_opt &&
+                p->par.offload_params == q->par.offload_params);
+      CU_ASSERT(p->peak_partial ? p->peak_bytes <= q->peak_bytes : p->peak_bytes == q->peak_bytes);
+      CU_ASSERT(!q->peak_partial);
+      partial += p->peak_partial;
+    }
+    CU_ASSERT(partial > 0);
     same_top(&all, &pruned, 5);
     same_alternatives(&all, &pruned);
     if (obj == PX_OBJ_THROUGHPUT) {
