@@ -38,6 +38,7 @@
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/support.h"
+#include "tests/fp8_ref.h"
 #include "kernels/math.h"
 #include "plan/plan.h"
 #include "tests/testutil.h"
@@ -1826,16 +1827,6 @@ static void test_support_walk(void) {
 
 /* ======================= fp8 (the cpu backend's emulation) ======================= */
 
-/* The value of an fp8 code from the format's definition (OCP OFP8 rev 1.0), written here: E4M3 (e5 false)
- * bias 7, no infinities, NaN S.1111.111; E5M2 bias 15, exponent 31 infinities and NaNs. */
-static double f8_value(int c, bool e5) {
-  int mb = e5 ? 2 : 3, bias = e5 ? 15 : 7, e = (c >> mb) & (e5 ? 31 : 15), m = c & ((1 << mb) - 1);
-  double s = (c & 0x80) ? -1 : 1;
-  if (!e5 && e == 15 && m == 7) return NAN;
-  if (e5 && e == 31) return m ? NAN : s * INFINITY;
-  return s * (e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m / (double)(1 << mb), 1 - bias));
-}
-
 /* The code nearest v by search over all 256 (a tie: the even code, whose mantissa ends in 0), v clamped
  * to the largest finite value first (saturation). */
 static int f8_code(double v, bool e5) {
@@ -1844,7 +1835,7 @@ static int f8_code(double v, bool e5) {
   int best = -1;
   double bd = INFINITY;
   for (int c = 0; c < 256; c++) {
-    double x = f8_value(c, e5), d = fabs(x - v);
+    double x = px_fp8_ref_value(c, e5), d = fabs(x - v);
     if (!isfinite(x)) continue;
     if (d < bd || (d == bd && !(c & 1) && signbit(x) == signbit(v))) best = c, bd = d;
   }
@@ -1913,7 +1904,7 @@ static bool cast_check(const px_plan *plan, const px_op *cast, const float *x, u
     if (q[i] != want && bad++ < 3)
       fprintf(stderr, "\n  FAIL cast %s [%lld] %.8g x %.8g: code 0x%02x, want 0x%02x\n", s->name, (long long)i, x[i],
               scale, q[i], want);
-    dec[i] = (float)(f8_value(want, e5) / scale);
+    dec[i] = (float)(px_fp8_ref_value(want, e5) / scale);
   }
   return bad == 0;
 }
@@ -1932,7 +1923,7 @@ static void weight_ref(float *y, const float *w, int64_t El, int64_t n, int64_t 
         for (int64_t r = r0; r < r1; r++)
           for (int64_t c = c0; c < c1; c++) {
             int64_t i = (x * n + r) * k + c;
-            y[i] = (float)(f8_value(f8_code((double)(w[i] * scale), false), false) / scale);
+            y[i] = (float)(px_fp8_ref_value(f8_code((double)(w[i] * scale), false), false) / scale);
           }
       }
 }

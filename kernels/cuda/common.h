@@ -153,6 +153,53 @@ static __device__ __forceinline__ float px_kc_block_max(float v) {
   return px_kc_warp_max(v);
 }
 
+/* A deterministic two-pass reduction of n elements: pass 1 runs up to
+ * PX_KC_TWO_PASS_MAX_BLOCKS blocks of PX_KC_TWO_PASS_THREADS, each folding its
+ * grid-stride share into partials[block]; pass 2, one block, folds the
+ * partials in a fixed order into *out. The split depends on n alone, so the
+ * same input gives the same bits. Op: fold and block (px_kc_sum_op, or
+ * px_kc_max_op for non-negative values: both start from 0). */
+#define PX_KC_TWO_PASS_THREADS 256
+#define PX_KC_TWO_PASS_MAX_BLOCKS 1024
+
+struct px_kc_sum_op {
+  template <typename T>
+  static __device__ T fold(T a, T b) { return a + b; }
+  template <typename T>
+  static __device__ T block(T v) { return px_kc_block_sum(v); }
+};
+
+struct px_kc_max_op {
+  static __device__ float fold(float a, float b) { return fmaxf(a, b); }
+  static __device__ float block(float v) { return px_kc_block_max(v); }
+};
+
+template <typename Op, typename Acc>
+static __global__ void px_kc_fold_partials_kernel(Acc *out, const Acc *partials, int nparts) {
+  Acc v = 0;
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) v = Op::fold(v, partials[i]);
+  v = Op::block(v);
+  if (threadIdx.x == 0) *out = v;
+}
+
+/* pass1(nblocks, partials) launches pass 1 (blocks of PX_KC_TWO_PASS_THREADS on
+ * stream) and returns its launch status; n <= 0 writes 0. */
+template <typename Op, typename Acc, typename Pass1>
+static px_status px_kc_two_pass(Acc *out, int64_t n, Pass1 pass1, cudaStream_t stream) {
+  if (n <= 0) return px_kc_cuda_status(cudaMemsetAsync(out, 0, sizeof *out, stream), __FILE__, __LINE__, "memset");
+  int64_t want = (n + (int64_t)PX_KC_TWO_PASS_THREADS * 8 - 1) / ((int64_t)PX_KC_TWO_PASS_THREADS * 8);
+  int nblocks = (int)(want > PX_KC_TWO_PASS_MAX_BLOCKS ? PX_KC_TWO_PASS_MAX_BLOCKS : want);
+  Acc *partials = NULL;
+  PX_KC_TRY(cudaMallocAsync((void **)&partials, (size_t)nblocks * sizeof *partials, stream));
+  px_status st = pass1(nblocks, partials);
+  if (st == PX_OK) {
+    px_kc_fold_partials_kernel<Op><<<1, PX_KC_TWO_PASS_THREADS, 0, stream>>>(out, partials, nblocks);
+    st = PX_KC_LAUNCHED("px_kc_fold_partials_kernel");
+  }
+  px_status st_free = px_kc_cuda_status(cudaFreeAsync(partials, stream), __FILE__, __LINE__, "cudaFreeAsync");
+  return st != PX_OK ? st : st_free;
+}
+
 /* Deterministic column sums of an (N, C) matrix given by a functor f(i, j):
  * out[j] += sum_i f(i, j), for the weight and bias gradients of the norms and
  * the linear layer. A block of (32 columns) x (PX_KC_COLSUM_ROWS row lanes):

@@ -46,10 +46,7 @@ static __device__ __forceinline__ float decode(uint8_t c, bool e5m2) {
   return s * ldexpf((float)((1 << mbits) + m), e - bias - mbits);
 }
 
-/* ---- amax: two passes, as the sum of squares (kernels/cuda/reduce.cu) ---- */
-
-#define AMAX_THREADS 256
-#define AMAX_MAX_BLOCKS 1024
+/* ---- amax: two passes (px_kc_two_pass) ---- */
 
 template <typename T>
 static __global__ void amax_partial_kernel(float *partials, const T *x, int64_t n) {
@@ -59,28 +56,12 @@ static __global__ void amax_partial_kernel(float *partials, const T *x, int64_t 
   if (threadIdx.x == 0) partials[blockIdx.x] = m;
 }
 
-static __global__ void amax_final_kernel(float *out, const float *partials, int nparts) {
-  float m = 0.0f;
-  for (int i = threadIdx.x; i < nparts; i += blockDim.x) m = fmaxf(m, partials[i]);
-  m = px_kc_block_max(m);
-  if (threadIdx.x == 0) *out = m;
-}
-
 template <typename T>
 static px_status amax(float *out, const T *x, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return px_kc_cuda_status(cudaMemsetAsync(out, 0, sizeof *out, stream), __FILE__, __LINE__, "memset");
-  int64_t want = (n + (int64_t)AMAX_THREADS * 8 - 1) / ((int64_t)AMAX_THREADS * 8);
-  int nblocks = (int)(want > AMAX_MAX_BLOCKS ? AMAX_MAX_BLOCKS : want);
-  float *partials = NULL;
-  PX_KC_TRY(cudaMallocAsync((void **)&partials, (size_t)nblocks * sizeof *partials, stream));
-  amax_partial_kernel<<<nblocks, AMAX_THREADS, 0, stream>>>(partials, x, n);
-  px_status st = PX_KC_LAUNCHED("amax_partial_kernel");
-  if (st == PX_OK) {
-    amax_final_kernel<<<1, AMAX_THREADS, 0, stream>>>(out, partials, nblocks);
-    st = PX_KC_LAUNCHED("amax_final_kernel");
-  }
-  px_status st_free = px_kc_cuda_status(cudaFreeAsync(partials, stream), __FILE__, __LINE__, "cudaFreeAsync");
-  return st != PX_OK ? st : st_free;
+  return px_kc_two_pass<px_kc_max_op>(out, n, [&](int nblocks, float *partials) {
+    amax_partial_kernel<<<nblocks, PX_KC_TWO_PASS_THREADS, 0, stream>>>(partials, x, n);
+    return PX_KC_LAUNCHED("amax_partial_kernel");
+  }, stream);
 }
 
 static px_status bad_dtype(px_dtype dt) {

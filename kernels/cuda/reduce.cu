@@ -1,10 +1,8 @@
 /* Sum of squares (two deterministic passes in double), scale, add, accumulate. */
 #include "kernels/cuda/reduce.h"
 
-/* Pass 1 of the sum of squares: block b sums elements b*256 + t, stepping by
- * the grid, in double, and writes partials[b]. The partition depends only on n. */
-#define SUMSQ_THREADS 256
-#define SUMSQ_MAX_BLOCKS 1024
+/* Pass 1 of the sum of squares (px_kc_two_pass): block b sums elements
+ * b*256 + t, stepping by the grid, in double, and writes partials[b]. */
 
 template <typename T>
 static __global__ void sumsq_partial_kernel(double *partials, const T *x, int64_t n) {
@@ -17,29 +15,12 @@ static __global__ void sumsq_partial_kernel(double *partials, const T *x, int64_
   if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-/* Pass 2: one block adds the partials in a fixed order. */
-static __global__ void sumsq_final_kernel(double *out, const double *partials, int nparts) {
-  double s = 0.0;
-  for (int i = threadIdx.x; i < nparts; i += blockDim.x) s += partials[i];
-  s = px_kc_block_sum(s);
-  if (threadIdx.x == 0) *out = s;
-}
-
 template <typename T>
 static px_status sumsq(double *out, const T *x, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return px_kc_cuda_status(cudaMemsetAsync(out, 0, sizeof *out, stream), __FILE__, __LINE__, "memset");
-  int64_t want = (n + (int64_t)SUMSQ_THREADS * 8 - 1) / ((int64_t)SUMSQ_THREADS * 8);
-  int nblocks = (int)(want > SUMSQ_MAX_BLOCKS ? SUMSQ_MAX_BLOCKS : want);
-  double *partials = NULL;
-  PX_KC_TRY(cudaMallocAsync((void **)&partials, (size_t)nblocks * sizeof *partials, stream));
-  sumsq_partial_kernel<<<nblocks, SUMSQ_THREADS, 0, stream>>>(partials, x, n);
-  px_status st = PX_KC_LAUNCHED("sumsq_partial_kernel");
-  if (st == PX_OK) {
-    sumsq_final_kernel<<<1, SUMSQ_THREADS, 0, stream>>>(out, partials, nblocks);
-    st = PX_KC_LAUNCHED("sumsq_final_kernel");
-  }
-  px_status st_free = px_kc_cuda_status(cudaFreeAsync(partials, stream), __FILE__, __LINE__, "cudaFreeAsync");
-  return st != PX_OK ? st : st_free;
+  return px_kc_two_pass<px_kc_sum_op>(out, n, [&](int nblocks, double *partials) {
+    sumsq_partial_kernel<<<nblocks, PX_KC_TWO_PASS_THREADS, 0, stream>>>(partials, x, n);
+    return PX_KC_LAUNCHED("sumsq_partial_kernel");
+  }, stream);
 }
 
 extern "C" px_status px_kc_sumsq(double *out, const float *x, int64_t n, cudaStream_t stream) {

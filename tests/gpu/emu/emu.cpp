@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/math.h"
+#include "tests/fp8_ref.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -718,19 +719,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/* The value of an fp8 code, from the formats' definition (OCP OFP8 rev 1.0):
- * E4M3 bias 7, no infinities, NaN S.1111.111; E5M2 bias 15, IEEE-like. */
-static double fp8_value(uint8_t c, bool e5) {
-  int mb = e5 ? 2 : 3, bias = e5 ? 15 : 7, e = (c >> mb) & (e5 ? 31 : 15), m = c & ((1 << mb) - 1);
-  double s = (c & 0x80) ? -1 : 1;
-  if (!e5 && e == 15 && m == 7) return NAN;
-  if (e5 && e == 31) return m ? NAN : s * INFINITY;
-  return s * (e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m / (double)(1 << mb), 1 - bias));
-}
-
 static double load(const void *p, cudaDataType t, int64_t i) {
   if (t == CUDA_R_32F) return ((const float *)p)[i];
-  if (is_fp8(t)) return fp8_value(((const uint8_t *)p)[i], t == CUDA_R_8F_E5M2);
+  if (is_fp8(t)) return px_fp8_ref_value(((const uint8_t *)p)[i], t == CUDA_R_8F_E5M2);
   if (t == CUDA_R_16F) return (double)__half2float(((const __half *)p)[i]);
   return (double)__bfloat162float(((const __nv_bfloat16 *)p)[i]);
 }
