@@ -243,6 +243,18 @@ px_status px_cluster_add_source(px_cluster *c, const char *field, const char *te
   return PX_OK;
 }
 
+/* link.comm_sms: at most 255 (it travels in a flow's tag) and fewer than the GPU's SMs. */
+static px_status comm_sms_from_json(const px_json_ctx *c, const cJSON *link_obj, int64_t sm_count, int64_t *out,
+                                    px_err *err) {
+  px_status st;
+  *out = 0;
+  TRY(px_json_int(c, link_obj, "comm_sms", false, 0, 255, out, err));
+  if (*out > 0 && *out >= sm_count)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%scomm_sms': %lld is not below gpu.sm_count %lld", c->file,
+                      c->prefix, (long long)*out, (long long)sm_count);
+  return PX_OK;
+}
+
 /* A link's measured collective curve: link_obj.busbw, [{coll, ranks, nodes, bytes, gb_per_s}]. */
 static px_status busbw_from_json(const cJSON *link_obj, const char *file, const char *where, px_busbw_point *pts,
                                  int *len, px_err *err) {
@@ -326,6 +338,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->intra_latency_s = us * 1e-6;
   cl->intra_efficiency = 0.8;
   TRY(px_json_num(&ic, intra, "efficiency", false, 0.01, 1.0, &cl->intra_efficiency, err));
+  TRY(comm_sms_from_json(&ic, intra, cl->gpu.sm_count, &cl->intra_comm_sms, err));
   cl->nvlink_domain = 0; /* the node */
   TRY(px_json_int(&ic, intra, "nvlink_domain", false, 1, 1 << 20, &cl->nvlink_domain, err));
   if (cl->nvlink_domain % cl->gpus_per_node)
@@ -345,6 +358,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->inter_latency_s = us * 1e-6;
   cl->inter_efficiency = 0.8;
   TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
+  TRY(comm_sms_from_json(&nc, inter, cl->gpu.sm_count, &cl->inter_comm_sms, err));
   TRY(busbw_from_json(inter, file, "inter_node", cl->busbw[PX_LINK_INTER], &cl->busbw_len[PX_LINK_INTER], err));
   int kind = PX_NET_RAIL_FAT_TREE;
   TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
@@ -481,6 +495,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(intra, "gb_per_s", c->intra_bytes_per_s / 1e9);
   px_json_add_num(intra, "latency_us", c->intra_latency_s * 1e6);
   px_json_add_num(intra, "efficiency", c->intra_efficiency);
+  px_json_add_num(intra, "comm_sms", (double)c->intra_comm_sms);
   if (c->nvlink_domain) px_json_add_num(intra, "nvlink_domain", (double)c->nvlink_domain);
   busbw_to_json(intra, c->busbw[PX_LINK_INTRA], c->busbw_len[PX_LINK_INTRA]);
   cJSON_AddItemToObject(o, "inter_node", inter);
@@ -488,6 +503,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(inter, "nic_gbit_per_s", c->nic_bytes_per_s * 8.0 / 1e9);
   px_json_add_num(inter, "latency_us", c->inter_latency_s * 1e6);
   px_json_add_num(inter, "efficiency", c->inter_efficiency);
+  px_json_add_num(inter, "comm_sms", (double)c->inter_comm_sms);
   cJSON_AddStringToObject(inter, "topology", px_net_kind_names[c->net_kind]);
   px_json_add_num(inter, "oversubscription", c->oversubscription);
   px_json_add_num(inter, "nodes_per_leaf", (double)c->nodes_per_leaf);

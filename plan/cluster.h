@@ -129,11 +129,14 @@ typedef struct {
   double intra_bytes_per_s;
   double intra_latency_s;
   double intra_efficiency; /* busbw reached by NCCL-style rings / link rate */
+  int64_t intra_comm_sms;  /* SMs a collective over this fabric holds while it runs (NCCL: a CTA per channel,
+                              an SM each, shared with no compute kernel); 0: none. See px_coll_cost.sms */
   /* Inter-node network. */
   int64_t nics_per_node;
   double nic_bytes_per_s; /* per NIC per direction */
   double inter_latency_s;
   double inter_efficiency;
+  int64_t inter_comm_sms;  /* ... over the network (intra_comm_sms) */
   /* Measured collective curves (intra_node.busbw, inter_node.busbw): inside
    * one node, and across nodes. Where one covers a collective, it replaces
    * the model (sim/collective.h). */

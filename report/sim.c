@@ -19,6 +19,9 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
           px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
+  if (r->comm_contention_s > 0)
+    fprintf(out, "  contention       collectives' SMs took %s of compute beside them (in exposed)\n",
+            px_fmt_time(r->comm_contention_s, a, sizeof a));
   if (r->straggler_stretch > 1)
     fprintf(out, "  straggler        slowest of %lld GPUs (jitter %.2f%%): compute x%.3f, %s of the step\n",
             (long long)r->straggler_ranks, 100 * plan->cluster.gpu.jitter, r->straggler_stretch,
@@ -45,6 +48,7 @@ static const px_report_field sim_fields[] = {
     {"comm", "dp_s", offsetof(px_sim_result, comm_dp_s)},
     {"comm", "exposed_s", offsetof(px_sim_result, comm_exposed_s)},
     {"comm", "host_s", offsetof(px_sim_result, comm_host_s)},
+    {"comm", "contention_s", offsetof(px_sim_result, comm_contention_s)},
 };
 
 const px_report_field *px_report_sim_fields(size_t *count) {
@@ -82,6 +86,7 @@ cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r) {
     px_json_add_num(so, "pp_s", ps->pp_s);
     px_json_add_num(so, "dp_s", ps->dp_s);
     px_json_add_num(so, "host_s", ps->host_s);
+    px_json_add_num(so, "contention_s", ps->contention_s);
     cJSON *ops = cJSON_AddObjectToObject(so, "op_s");
     for (int k = 0; ops && k < PX_OP_COUNT; k++)
       if (ps->op_s[k] > 0) px_json_add_num(ops, px_op_names[k], ps->op_s[k]);

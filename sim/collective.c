@@ -35,6 +35,17 @@ static void finish(const px_cluster *c, int64_t leaves, px_coll_cost *k) {
   k->time_s = k->latency_s + t;
 }
 
+int px_coll_held_sms(const px_cluster *c, const px_coll_cost *k, bool p2p) {
+  int64_t sms = 0;
+  if (k->bytes[PX_LINK_INTRA] > 0) sms = c->intra_comm_sms;
+  if (k->bytes[PX_LINK_INTER] > 0) {
+    int64_t net = c->inter_comm_sms;
+    if (p2p && net > PX_NCCL_NET_PEER_CHANNELS) net = PX_NCCL_NET_PEER_CHANNELS;
+    if (net > sms) sms = net;
+  }
+  return (int)sms;
+}
+
 static int64_t ceil_log2(int64_t n) {
   int64_t r = 0;
   while (((int64_t)1 << r) < n) r++;
@@ -90,6 +101,7 @@ px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_no
   k.latency_s = intra_node ? c->intra_latency_s : c->inter_latency_s;
   k.bytes[l] = (double)bytes;
   finish(c, 1, &k);
+  k.sms = px_coll_held_sms(c, &k, true);
   px_placement pair = {.size = 2, .nodes = intra_node ? 1 : 2};
   use_measured(c, PX_COLL_P2P, bytes, &pair, &k);
   return k;
@@ -115,6 +127,7 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
       if (c->net_kind == PX_NET_RAIL_FAT_TREE && N > 1)
         out->bytes[PX_LINK_INTRA] += (double)size_bytes * (double)(n - pn - (N - 1)) / (double)n;
       finish(c, g->leaves, out);
+      out->sms = px_coll_held_sms(c, out, false);
       return true;
     }
     if (kind != PX_COLL_P2P) return false;
@@ -151,6 +164,7 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
   default: return false;
   }
   finish(c, g->leaves, out);
+  out->sms = px_coll_held_sms(c, out, false);
   return true;
 }
 

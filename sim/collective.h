@@ -77,7 +77,21 @@ typedef struct {
   double bytes[PX_LINK_COUNT]; /* bytes each GPU sends over each link class, one direction */
   double bw[PX_LINK_COUNT];    /* bytes/s each GPU gets on each link class for this collective (0 if unused) */
   double time_s;               /* uncontended: latency_s + max_k bytes[k] / bw[k] (phases are pipelined) */
+  int sms;                     /* SMs its kernel holds while it runs, taken from the compute beside it
+                                  (px_coll_held_sms) */
 } px_coll_cost;
+
+/* NCCL runs a collective as one kernel with a CTA per channel, and a CTA
+ * holds its SM alone: "NCCL CTAs won't share an SM with compute kernels"
+ * (S. Jeaugey, NVIDIA/nccl#689, 2023), so compute running beside a
+ * collective gets the GPU's other SMs. A collective holds its link class's
+ * comm_sms (the larger where it uses both: intra_node.comm_sms,
+ * inter_node.comm_sms in the cluster file); a transfer to a peer in another
+ * node holds NCCL's channels per network peer, 2 by default
+ * (NCCL_NCHANNELS_PER_NET_PEER, NCCL's environment documentation; "typically
+ * 2", NVIDIA/nccl#1424), or the link's figure if that is smaller. */
+#define PX_NCCL_NET_PEER_CHANNELS 2
+int px_coll_held_sms(const px_cluster *c, const px_coll_cost *k, bool p2p);
 
 /* A measured collective curve replaces the model: where the cluster file
  * has busbw points of the kind (nccl-tests' busbw against its size column;

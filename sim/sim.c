@@ -52,6 +52,9 @@ typedef struct {
   cursor c;
   uint64_t seg_end_ns;  /* the running compute segment's end (c.in_seg on a compute segment) */
   int32_t open0, nopen; /* its unfinished flows: seg_list.open[open0, open0 + nopen) */
+  int32_t own_sms;      /* SMs its open flows hold */
+  uint64_t compute_ns;  /* compute run by t_ns */
+  uint64_t own_sm_ns;   /* compute its own flows displaced by t_ns: SMs held x compute time beside them */
 } fast_point;
 
 typedef struct {
@@ -73,6 +76,7 @@ typedef struct {
   int32_t npts, nopen, cap_pts, cap_open;
   fast_flow *open;  /* (nopen) the points' unfinished flows */
   uint64_t *flow_t0, *flow_t1; /* (n) each comm segment's flow start and end */
+  uint64_t fast_compute_ns, fast_own_sm_ns; /* a fast_point's figures at fast_ns */
 } seg_list;
 
 typedef struct {
@@ -86,6 +90,7 @@ typedef struct {
   bool fast;      /* running the whole block as one event since fast_t0 */
   uint64_t fast_t0;
   uint32_t version; /* discards segment events of a block that was split */
+  bool paying;    /* the block runs on for the compute collectives' SMs displaced (block_end) */
 } stream_q;
 
 typedef struct {
@@ -101,6 +106,14 @@ typedef struct {
   px_sim_stage stats;
   uint64_t pipe_first_ns, pipe_last_ns, end_ns;
   int32_t ndone;
+  /* Collectives against compute (px_coll_cost.sms): the SMs the flows
+   * running on the stage's GPU hold, whether the compute stream runs a
+   * compute segment (fast blocks: their timeline says), and the SM x ns of
+   * compute they displaced in the running block, integrated up to
+   * contention_ns (contention_tick). */
+  int64_t comm_sms;
+  bool computing;
+  uint64_t contention_ns, contention_sm_ns;
 } stage_state;
 
 typedef struct {
@@ -279,6 +292,9 @@ static int cursor_async_done(const seg_list *l, cursor *c, int64_t x) {
   return c->async_open == 0 && !c->in_seg && c->seg >= l->n ? STEP_END : STEP_WAIT;
 }
 
+/* SMs a collective's kernel holds on each GPU it runs on (none with free communication). */
+static int held_sms(const sim *S, const px_coll_cost *cc) { return S->opts->comm_free ? 0 : cc->sms; }
+
 /* The flow of a collective; src/dst are the stages whose link resources it
  * uses (equal for collectives, neighbours for p2p). */
 static void flow_spec_of(const sim *S, const px_coll_cost *cc, int64_t src, int64_t dst, px_flow_spec *f) {
@@ -293,8 +309,9 @@ static void flow_spec_of(const sim *S, const px_coll_cost *cc, int64_t src, int6
   }
 }
 
-/* Appends the point the timeline is at (fid: each segment's open flow, -1 none). */
-static px_status timeline_point(sim *S, seg_list *l, const cursor *c, uint64_t seg_end_ns, const int32_t *fid) {
+/* Appends the point the timeline is at (fid: each segment's open flow, -1 none; at: its SM figures). */
+static px_status timeline_point(sim *S, seg_list *l, const cursor *c, uint64_t seg_end_ns, const int32_t *fid,
+                                const fast_point *at) {
   int32_t nopen = 0;
   for (int k = 0; k < l->n; k++) nopen += fid[k] >= 0;
   if (l->npts == l->cap_pts) {
@@ -308,7 +325,8 @@ static px_status timeline_point(sim *S, seg_list *l, const cursor *c, uint64_t s
     if (!nf) return px_err_set(S->err, PX_ERR_RUNTIME, "out of memory");
     l->open = nf, l->cap_open = cap;
   }
-  l->pts[l->npts++] = (fast_point){S->tl_eng.now_ns, *c, seg_end_ns, l->nopen, nopen};
+  l->pts[l->npts++] = (fast_point){S->tl_eng.now_ns, *c, seg_end_ns, l->nopen, nopen, at->own_sms, at->compute_ns,
+                                    at->own_sm_ns};
   for (int k = 0; k < l->n; k++)
     if (fid[k] >= 0) {
       l->open[l->nopen].seg = k;
@@ -333,8 +351,9 @@ static px_status block_timeline(sim *S, seg_list *l) {
   }
   for (int k = 0; k < l->n; k++) fid[k] = -1;
   cursor c = {.waiting = -1};
-  uint64_t seg_end = 0;
-  bool go = true, end = false;
+  uint64_t seg_end = 0, last = 0;
+  fast_point at = {0}; /* the SM figures as they stand */
+  bool go = true, end = false, computing = false;
   px_status st = PX_OK;
   px_event ev;
   for (;;) {
@@ -344,28 +363,37 @@ static px_status block_timeline(sim *S, seg_list *l) {
       go = false;
       if (step == STEP_COMPUTE) {
         seg_end = e->now_ns + px_ns(g->dur_s);
+        computing = true;
         st = px_engine_push(e, seg_end, EV_SEG_DONE, 0, 0, S->err);
       } else if (step == STEP_ASYNC || step == STEP_SYNC) {
         px_flow_spec f;
         flow_spec_of(S, &g->cc, 0, 0, &f);
         fid[k] = px_net_start(S->tl_net, &f, (uint64_t)k);
         l->flow_t0[k] = e->now_ns;
+        at.own_sms += held_sms(S, &g->cc);
         go = step == STEP_ASYNC;
       } else if (step == STEP_END) {
         end = true;
       }
     }
     if (st || end) break;
-    if ((e->n == 0 || e->heap[0].t_ns > e->now_ns) && (st = timeline_point(S, l, &c, seg_end, fid))) break;
+    if ((e->n == 0 || e->heap[0].t_ns > e->now_ns) && (st = timeline_point(S, l, &c, seg_end, fid, &at))) break;
     if (!px_engine_pop(e, &ev)) break; /* stalled: cannot happen, and the block then never goes fast */
+    if (computing) { /* as contention_tick integrates it */
+      at.compute_ns += e->now_ns - last;
+      at.own_sm_ns += (uint64_t)at.own_sms * (e->now_ns - last);
+    }
+    last = e->now_ns;
     uint64_t tag, start;
     if (ev.kind == EV_SEG_DONE) {
+      computing = false;
       go = true;
     } else if (ev.kind == EV_FLOW_JOIN) {
       px_net_on_join(S->tl_net, (int32_t)ev.a);
     } else if (px_net_on_done(S->tl_net, (int32_t)ev.a, ev.b, &tag, &start)) {
       l->flow_t1[tag] = e->now_ns;
       fid[tag] = -1;
+      at.own_sms -= held_sms(S, &l->v[tag].cc);
       int step = l->v[tag].async ? cursor_async_done(l, &c, async_tag(&l->v[tag])) : STEP_SYNC;
       go = step == STEP_SYNC;
       end = step == STEP_END;
@@ -376,6 +404,8 @@ static px_status block_timeline(sim *S, seg_list *l) {
   if (!st) st = px_net_status(S->tl_net, S->err);
   l->fast_ok = !st && end;
   l->fast_ns = e->now_ns;
+  l->fast_compute_ns = at.compute_ns;
+  l->fast_own_sm_ns = at.own_sm_ns;
   return st;
 }
 
@@ -554,9 +584,64 @@ static void fail(sim *S, px_status st) {
 
 static void split_fast(sim *S, int64_t s, int res);
 
-/* A flow's owner, packed in its tag: who to tell when it ends. */
-static uint64_t tag_of(int owner, int stream, px_stream kind, int64_t stage, int64_t x) {
-  return (uint64_t)owner | (uint64_t)stream << 2 | (uint64_t)kind << 5 | (uint64_t)stage << 8 | (uint64_t)x << 32;
+/* A flow's owner, packed in its tag: who to tell when it ends, and the SMs it holds. */
+static uint64_t tag_of(int owner, int stream, px_stream kind, int64_t stage, int64_t x, int sms) {
+  return (uint64_t)owner | (uint64_t)stream << 2 | (uint64_t)kind << 5 | (uint64_t)stage << 8 |
+         ((uint64_t)x & 0xffffff) << 32 | (uint64_t)sms << 56;
+}
+
+/* ---- collectives' SMs against compute ---- */
+
+/* The last point of a block's timeline at or before t (the first is at 0). */
+static const fast_point *timeline_at(const seg_list *l, uint64_t t) {
+  int32_t lo = 0, hi = l->npts - 1;
+  while (lo < hi) {
+    int32_t mid = (lo + hi + 1) / 2;
+    if (l->pts[mid].t_ns <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return &l->pts[lo];
+}
+
+static bool point_computing(const seg_list *l, const fast_point *pt) {
+  return pt->c.in_seg && !l->v[pt->c.seg - 1].comm;
+}
+
+/* Compute a fast block has run t ns after its start, and the compute its own
+ * flows displaced by then (SM x ns): between points nothing changes. */
+static uint64_t fast_compute_ns(const seg_list *l, uint64_t t) {
+  if (t >= l->fast_ns) return l->fast_compute_ns;
+  const fast_point *pt = timeline_at(l, t);
+  return pt->compute_ns + (point_computing(l, pt) ? t - pt->t_ns : 0);
+}
+static uint64_t fast_own_sm_ns(const seg_list *l, uint64_t t) {
+  if (t >= l->fast_ns) return l->fast_own_sm_ns;
+  const fast_point *pt = timeline_at(l, t);
+  return pt->own_sm_ns + (point_computing(l, pt) ? (uint64_t)pt->own_sms * (t - pt->t_ns) : 0);
+}
+
+/* Adds to stage s's running block the compute the SMs its flows hold took
+ * since the last tick: the SMs held x the compute run meanwhile (a fast
+ * block's own flows are in its timeline and added when it ends or splits). */
+static void contention_tick(sim *S, int64_t s) {
+  stage_state *ss = &S->st[s];
+  uint64_t now = S->eng.now_ns, from = ss->contention_ns;
+  ss->contention_ns = now;
+  if (ss->comm_sms == 0 || now == from) return;
+  const stream_q *q = &ss->q[PX_STREAM_COMPUTE];
+  uint64_t ran = ss->computing ? now - from : 0;
+  if (q->fast) {
+    const seg_list *l = &ss->costs[ss->prog->insts[q->inst].block];
+    ran = fast_compute_ns(l, now - q->fast_t0) - fast_compute_ns(l, from - q->fast_t0);
+  }
+  ss->contention_sm_ns += (uint64_t)ss->comm_sms * ran;
+}
+
+/* A flow holding sms SMs of stage s's GPU starts (sms > 0) or ends (< 0). */
+static void hold_sms(sim *S, int64_t s, int sms) {
+  if (sms == 0) return;
+  contention_tick(S, s);
+  S->st[s].comm_sms += sms;
 }
 
 /* Starts a flow from a collective cost; src/dst are the stages whose link
@@ -567,7 +652,10 @@ static void flow_start(sim *S, const px_coll_cost *cc, int64_t src, int64_t dst,
   px_flow_spec f;
   flow_spec_of(S, cc, src, dst, &f);
   for (int i = 0; i < f.nres; i++) split_fast(S, f.res[i] / R_PER_STAGE, f.res[i] % R_PER_STAGE);
-  if (px_net_start(S->net, &f, tag_of(owner, stream, kind, src, x)) < 0) fail(S, px_net_status(S->net, S->err));
+  int sms = held_sms(S, cc);
+  hold_sms(S, src, sms);
+  if (dst != src) hold_sms(S, dst, sms);
+  if (px_net_start(S->net, &f, tag_of(owner, stream, kind, src, x, sms)) < 0) fail(S, px_net_status(S->net, S->err));
 }
 
 /* ---- instances ---- */
@@ -659,17 +747,47 @@ static bool links_free(sim *S, int64_t s, uint8_t mask) {
   return true;
 }
 
+/* A block's segments are done. On the compute stream it first runs on for
+ * the compute the collectives beside it displaced: their SM x ns over the
+ * SMs left to it now (the work at the rate it gets now, read once). */
+static void block_end(sim *S, int64_t s, int stream) {
+  stage_state *ss = &S->st[s];
+  stream_q *q = &ss->q[stream];
+  if (stream == PX_STREAM_COMPUTE && ss->contention_sm_ns > 0) {
+    int64_t left = S->plan->cluster.gpu.sm_count - ss->comm_sms;
+    uint64_t t = ss->contention_sm_ns / (uint64_t)(left > 1 ? left : 1);
+    ss->contention_sm_ns = 0;
+    if (t > 0) {
+      ss->stats.contention_s += (double)t * 1e-9;
+      q->paying = true;
+      push_seg_done(S, s, stream, S->eng.now_ns + t);
+      return;
+    }
+  }
+  inst_done(S, s, q->inst);
+}
+
 /* Runs the next segment of the compute block on a stream, or finishes it. */
 static void run_segment(sim *S, int64_t s, int stream) {
   stage_state *ss = &S->st[s];
   stream_q *q = &ss->q[stream];
   const px_inst *in = &ss->prog->insts[q->inst];
   const seg_list *l = &ss->costs[in->block];
-  bool pipe = px_block_is_compute((px_block_kind)in->block);
+  bool pipe = px_block_is_compute((px_block_kind)in->block), main = stream == PX_STREAM_COMPUTE;
+  if (main) { /* whatever ran on the compute stream has ended */
+    contention_tick(S, s);
+    ss->computing = false;
+  }
+  if (q->paying) {
+    q->paying = false;
+    inst_done(S, s, q->inst);
+    return;
+  }
   if (q->fast) { /* the whole block finished uncontended */
     q->fast = false;
     fast_account(S, s, l, q->fast_t0, l->n, l->fast_ns, pipe);
-    inst_done(S, s, q->inst);
+    if (main) ss->contention_sm_ns += l->fast_own_sm_ns;
+    block_end(S, s, stream);
     return;
   }
   if (q->c.seg == 0 && l->fast_ok && links_free(S, s, l->res_mask)) {
@@ -683,6 +801,7 @@ static void run_segment(sim *S, int64_t s, int stream) {
     int step = cursor_step(l, &q->c, &g);
     if (step == STEP_COMPUTE) {
       ss->stats.compute_s += pipe ? g->dur_s : 0;
+      ss->computing = main;
       push_seg_done(S, s, stream, S->eng.now_ns + px_ns(g->dur_s));
     } else if (step == STEP_ASYNC) {
       flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, async_tag(g));
@@ -690,7 +809,7 @@ static void run_segment(sim *S, int64_t s, int stream) {
     } else if (step == STEP_SYNC) {
       flow_start(S, &g->cc, s, s, OWN_SEGMENT, stream, PX_STREAM_TP, 0);
     } else if (step == STEP_END) {
-      inst_done(S, s, q->inst);
+      block_end(S, s, stream);
     }
     return;
   }
@@ -708,24 +827,26 @@ static void split_fast(sim *S, int64_t s, int res) {
     const seg_list *l = &ss->costs[in->block];
     uint64_t t0 = q->fast_t0, elapsed = S->eng.now_ns - t0;
     if (!(l->res_mask >> res & 1) || elapsed >= l->fast_ns) continue; /* ending now: its flows are done */
-    int32_t lo = 0, hi = l->npts - 1; /* the last point at or before elapsed (the first is at 0) */
-    while (lo < hi) {
-      int32_t mid = (lo + hi + 1) / 2;
-      if (l->pts[mid].t_ns <= elapsed) lo = mid;
-      else hi = mid - 1;
+    const fast_point *pt = timeline_at(l, elapsed);
+    bool main = stream == PX_STREAM_COMPUTE;
+    if (main) { /* the timeline's SM-time up to now, then the segments' */
+      contention_tick(S, s);
+      ss->contention_sm_ns += fast_own_sm_ns(l, elapsed);
+      ss->computing = point_computing(l, pt);
     }
-    const fast_point *pt = &l->pts[lo];
     fast_account(S, s, l, t0, pt->c.seg, pt->t_ns, px_block_is_compute((px_block_kind)in->block));
     q->fast = false;
     q->version++;
     q->c = pt->c;
-    if (pt->c.in_seg && !l->v[pt->c.seg - 1].comm) push_seg_done(S, s, stream, t0 + pt->seg_end_ns);
+    if (point_computing(l, pt)) push_seg_done(S, s, stream, t0 + pt->seg_end_ns);
     for (int32_t k = pt->open0; k < pt->open0 + pt->nopen; k++) {
       const seg *g = &l->v[l->open[k].seg];
       px_flow_spec f;
       flow_spec_of(S, &g->cc, s, s, &f);
-      uint64_t tag = g->async ? tag_of(OWN_ASYNC, stream, PX_STREAM_TP, s, async_tag(g))
-                              : tag_of(OWN_SEGMENT, stream, PX_STREAM_TP, s, 0);
+      int sms = held_sms(S, &g->cc);
+      uint64_t tag = g->async ? tag_of(OWN_ASYNC, stream, PX_STREAM_TP, s, async_tag(g), sms)
+                              : tag_of(OWN_SEGMENT, stream, PX_STREAM_TP, s, 0, sms);
+      hold_sms(S, s, sms);
       if (px_net_resume(S->net, &f, tag, &l->open[k].st, t0) < 0) fail(S, px_net_status(S->net, S->err));
     }
   }
@@ -792,10 +913,12 @@ static void try_start(sim *S, int64_t s, int stream) {
 
 /* A flow ended: account for it and tell its owner. */
 static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
-  int owner = (int)(tag & 3), stream = (int)(tag >> 2 & 7);
+  int owner = (int)(tag & 3), stream = (int)(tag >> 2 & 7), sms = (int)(tag >> 56);
   px_stream kind = (px_stream)(tag >> 5 & 7);
-  int64_t s = (int64_t)(tag >> 8 & 0xffffff), x = (int64_t)(tag >> 32);
+  int64_t s = (int64_t)(tag >> 8 & 0xffffff), x = (int64_t)(tag >> 32 & 0xffffff);
   uint64_t now = S->eng.now_ns;
+  hold_sms(S, s, -sms);
+  if (owner == OWN_P2P && x != s) hold_sms(S, x, -sms);
   double dur = (double)(now - start_ns) * 1e-9;
   stage_state *ss = &S->st[s];
   switch (kind) {
@@ -813,7 +936,7 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
     case OWN_ASYNC:
       switch (cursor_async_done(&ss->costs[ss->prog->insts[q->inst].block], &q->c, x)) {
         case STEP_SYNC: run_segment(S, s, stream); break;
-        case STEP_END: inst_done(S, s, q->inst); break;
+        case STEP_END: block_end(S, s, stream); break;
         default: break;
       }
       break;
@@ -1054,6 +1177,7 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
       if (ss->stats.pp_s > out->comm_pp_s) out->comm_pp_s = ss->stats.pp_s;
       if (ss->stats.dp_s > out->comm_dp_s) out->comm_dp_s = ss->stats.dp_s;
       if (ss->stats.host_s > out->comm_host_s) out->comm_host_s = ss->stats.host_s;
+      if (ss->stats.contention_s > out->comm_contention_s) out->comm_contention_s = ss->stats.contention_s;
     }
     out->step_time_s = (double)end * 1e-9;
     double span = last > first ? (double)(last - first) * 1e-9 : 0.0;

@@ -35,6 +35,8 @@ typedef struct {
   double tp_s, pp_s, dp_s; /* time in collectives/transfers of each kind */
   double host_s;   /* offload: copies on the GPU's host link (their own stream) */
   double compute_s; /* pure compute (no TP) in forward/backward blocks */
+  double contention_s; /* compute blocks' added time: the compute the SMs of collectives beside them took
+                          (px_coll_cost.sms) */
   double op_s[PX_OP_COUNT]; /* compute seconds by op kind over the step (uncontended) */
 } px_sim_stage;
 
@@ -47,6 +49,7 @@ typedef struct {
   bool fits;
   double comm_tp_s, comm_pp_s, comm_dp_s; /* max over stages */
   double comm_host_s;     /* offload copies, max over stages */
+  double comm_contention_s; /* contention_s, max over stages (part of comm_exposed_s) */
   double comm_exposed_s;  /* step time minus the step time with free communication */
   double step_time_comm_free_s;
   /* The straggler (sim/straggler.h): the ranks that synchronise, the slowest

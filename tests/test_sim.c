@@ -747,20 +747,22 @@ static void test_offload_costs(void) {
 
 /* What TP overlap saves in one block, by hand: each TP collective the
  * plan overlaps runs beside the compute between it and the first op that
- * uses its tensors (the block's end when none does). One collective in
- * flight at a time here. */
+ * uses its tensors (the block's end when none does), less the compute its
+ * SMs take meanwhile (paid at the block's end, when no collective holds
+ * any). One collective in flight at a time here. */
 static double tp_overlap_saving_s(const px_plan *p, const px_block *b) {
-  double saved = 0;
+  double saved = 0, sms = (double)p->cluster.gpu.sm_count;
   for (int32_t j = 0; j < b->nops; j++) {
     const px_op *c = &b->ops[j];
     if (c->group != PX_GROUP_TP || c->coll == PX_COLL_NONE || c->coll_bytes == 0 ||
         !px_plan_op_overlapped(p, b->ops, b->nops, j))
       continue;
-    double t = px_coll_cost_of(&p->cluster, (px_coll)c->coll, c->coll_bytes, &p->grid.tp_place).time_s, beside = 0;
+    px_coll_cost cc = px_coll_cost_of(&p->cluster, (px_coll)c->coll, c->coll_bytes, &p->grid.tp_place);
+    double t = cc.time_s, beside = 0;
     for (int32_t k = j + 1; k < b->nops && b->ops[k].dep != j; k++)
       if (b->ops[k].stream == PX_STREAM_COMPUTE) /* at the slowest GPU's pace */
         beside += px_compute_op_s(&p->cluster.gpu, p->act_dtype, &b->ops[k]) * px_straggler_plan_stretch(p);
-    saved += t < beside ? t : beside;
+    saved += (t < beside ? t : beside) * (1.0 - (double)cc.sms / sms);
   }
   return saved;
 }
@@ -800,6 +802,57 @@ static void test_tp_overlap_dependencies(void) {
   CU_ASSERT(expect[1] > 0.05 * t[0]);
   CU_ASSERT_DOUBLE_EQUAL(t[0] - t[1], expect[1], 1e-6 * t[0]);
   CU_ASSERT_DOUBLE_EQUAL(t[0] - t[2], expect[2], 1e-6 * t[0]);
+}
+
+/* Every compute block 1 s long: each data-parallel reduction then runs
+ * inside the block that follows the one it reduces, and all are done when
+ * that block ends, but the last ones, which run with the compute stream
+ * idle. */
+static double second_blocks(void *ctx, int64_t stage, px_block_kind kind) {
+  (void)ctx, (void)stage, (void)kind;
+  return 1.0;
+}
+
+/* Collectives hold SMs that compute beside them loses (intra_node.comm_sms):
+ * by hand on a DDP plan whose reductions each run inside one compute block,
+ * where every block ends with none in flight: a block runs on for
+ * comm_sms / sm_count of the reductions beside it, so over the step
+ * contention = comm_sms / sm_count x (dp_s - idle), with the compute stream
+ * idle for step - blocks - contention. No SMs held: no contention, the same
+ * step as before the model. */
+static void test_collective_sm_contention(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  double step[2];
+  for (int held = 0; held < 2; held++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.dp = 8, p.mbs = 1, p.gbs = 8, p.zero = 0;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 8, &p, &err), PX_OK);
+    if (!held) plan.cluster.intra_comm_sms = 0;
+    px_sim_opts o = {.block_cost = second_blocks, .skip_exposed = true};
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    double blocks = 0, share = (double)plan.cluster.intra_comm_sms / (double)plan.cluster.gpu.sm_count;
+    for (int32_t k = 0; k < plan.programs[0].ninsts; k++)
+      blocks += plan.programs[0].insts[k].stream == PX_STREAM_COMPUTE;
+    double c = r.comm_contention_s, idle = r.step_time_s - blocks - c;
+    step[held] = r.step_time_s;
+    if (held) {
+      fprintf(stderr, "\n  %g SMs of %lld: contention %.6f s of dp %.6f s, idle %.6f s ", (double)plan.cluster.intra_comm_sms,
+              (long long)plan.cluster.gpu.sm_count, c, r.comm_dp_s, idle);
+      CU_ASSERT(plan.cluster.intra_comm_sms > 0);
+      CU_ASSERT(c > 0.5 * share * r.comm_dp_s); /* most reductions ran beside a block */
+      CU_ASSERT_DOUBLE_EQUAL(c, share * (r.comm_dp_s - idle), 1e-8 * blocks);
+    } else {
+      CU_ASSERT_EQUAL(c, 0);
+    }
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(step[1] > step[0]);
 }
 
 /* tp-bwd overlaps what Megatron-Core's column-parallel linear overlaps in its
@@ -1254,6 +1307,7 @@ int main(void) {
       {"offload: copies on the host link and the host's AdamW, by hand", test_offload_costs},
       {"hybrid sharding: less inter-node DP time than full sharding, both levels", test_hybrid_sharding},
       {"TP overlap up to each collective's first consumer", test_tp_overlap_dependencies},
+      {"collectives hold SMs: compute beside them slows, by hand", test_collective_sm_contention},
       {"tp-bwd: Megatron-Core's backward overlap, on the compiled order", test_tp_bwd_overlap_ops},
       {"fast path: the segment path's step time with overlap and contention, fewer events", test_fast_path_exact},
       {"Chrome trace written and readable", test_trace},
