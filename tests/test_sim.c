@@ -474,6 +474,99 @@ static void test_llama3_table4(void) {
   CU_ASSERT_EQUAL(rows, 3);
 }
 
+/* ---- Llama 2, 3 and GPT-3 on H100 (NVIDIA's NeMo and Megatron-Bridge performance tables) ---- */
+
+/* Megatron-Bridge's model FLOPs per token (flop_utils.py, transformer_flops;
+ * the CSV's header): the vocabulary padded to a multiple of 128 x tp, causal
+ * attention as half the square (half) or, as NeMo 24.07 counted it, the
+ * whole square. */
+static double nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half) {
+  double h = (double)m->hidden, q = (double)(m->heads * m->head_dim), kv = (double)(m->kv_heads * m->head_dim);
+  int64_t mult = 128 * tp, vocab = (m->vocab + mult - 1) / mult * mult;
+  double mlp = (m->mlp == PX_MLP_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
+  double attn = h * (q + 2 * kv) + q * h + (half ? 1.0 : 2.0) * q * (double)seq;
+  return 6.0 * (double)m->layers * (mlp + attn) + 6.0 * h * (double)vocab;
+}
+
+/* NVIDIA's published tokens/s a GPU beside the simulated ones, on
+ * dgx-h100's microbenchmark figures, each row with its recipe's settings
+ * (the CSV's header): Megatron-Bridge's tables (NeMo 25.09-26.02) and
+ * NeMo 24.07's. Tokens/s are compared: no FLOP accounting touches them;
+ * the TFLOP/s are printed in the tables' accounting. Printed for the
+ * README; the bands only guard against regressions (optimistic:
+ * How accurate is it). */
+static void test_megatron_bridge_h100(void) {
+  FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_h100.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[256];
+  int rows = 0;
+  double sum_e[2] = {0}, min_e[2] = {1e9, 1e9}, max_e[2] = {-1e9, -1e9};
+  int n[2] = {0};
+  fprintf(stderr, "\n  %-7s %-11s %5s %2s %2s %2s %2s %4s %4s  %9s %9s  %9s %9s %7s  %9s %s\n", "release", "model",
+          "gpus", "tp", "pp", "cp", "vp", "gbs", "zero", "tok/s pub", "tok/s sim", "TFLOP pub", "TFLOP sim", "error",
+          "px TFLOP", "fits");
+  while (fgets(line, sizeof line, fp)) {
+    char release[16], name[32], prec[16], count[8];
+    long long gpus, gbs, mbs, seq, fsdp, tp, pp, cp, vp;
+    double tokens, tflops;
+    if (line[0] == '#' ||
+        sscanf(line, "%15[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lf,%lf,%7[a-z]", release,
+               name, &gpus, prec, &gbs, &mbs, &seq, &fsdp, &tp, &pp, &cp, &vp, &tokens, &tflops, count) != 15)
+      continue;
+    px_model m;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
+    /* the tables' TFLOP/s are their tokens/s times this formula (rounding: within 1%) */
+    CU_ASSERT(!strcmp(count, "half") || !strcmp(count, "full"));
+    PX_ASSERT_REL(tflops * 1e12 / tokens, nemo_flops_per_token(&m, seq, tp, !strcmp(count, "half")), 0.01);
+    int old = strcmp(release, "25") < 0; /* NeMo 24.07: mid-2024 software */
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = tp, p.pp = pp, p.cp = cp, p.dp = gpus / (tp * pp * cp), p.seq = seq, p.gbs = gbs, p.mbs = mbs;
+    p.sp = tp > 1, p.zero = fsdp ? 3 : 1, p.overlap = PX_OVERLAP_ALL, p.cp_algo = PX_CP_RING;
+    p.precision = PX_PREC_FP8, p.recompute = PX_RECOMPUTE_NONE;
+    p.fp8_recipe = !strcmp(prec, "fp8-ds") ? PX_FP8_DELAYED : PX_FP8_CURRENT;
+    if (vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vp;
+    /* Megatron's pipeline split counting the embedding and the loss as a
+     * layer each: the first and the last chunk one layer short */
+    int64_t chunks = pp * vp;
+    if (m.layers % chunks && (m.layers + 2) % chunks == 0) {
+      CU_ASSERT_FATAL(chunks <= PX_MAX_CHUNK_LIST);
+      p.nchunk_layers = (int32_t)chunks;
+      for (int64_t c = 0; c < chunks; c++)
+        p.chunk_layers[c] = (uint16_t)((m.layers + 2) / chunks - (c == 0 || c == chunks - 1));
+    }
+    px_plan plan;
+    px_status st = compile(&plan, &m, "dgx-h100", gpus, &p, &err);
+    if (st) fprintf(stderr, "\n  %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    px_sim_opts o = {.skip_exposed = true};
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    double sim_tokens = r.tokens_per_s / (double)gpus, e = sim_tokens / tokens - 1;
+    fprintf(stderr, "  %-7s %-11s %5lld %2lld %2lld %2lld %2lld %4lld %4d  %9.0f %9.0f  %9.0f %9.1f %+6.1f%%  %9.1f %s\n",
+            release, name, gpus, tp, pp, cp, vp, gbs, p.zero, tokens, sim_tokens, tflops, sim_tokens * tflops / tokens,
+            100 * e, r.model_tflops_per_gpu, r.fits ? "yes" : "no");
+    /* measured (2026-11-25) +13.8% to +30.7% on Megatron-Bridge's rows,
+     * +29.5% to +48.6% on 24.07's: each band leaves some 15 points above
+     * its worst row for the cluster figures others are changing, and
+     * fails a row that turns 10% pessimistic */
+    CU_ASSERT(e > -0.10 && e < (old ? 0.65 : 0.45));
+    sum_e[old] += e, n[old]++;
+    min_e[old] = e < min_e[old] ? e : min_e[old], max_e[old] = e > max_e[old] ? e : max_e[old];
+    rows++;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 15);
+  CU_ASSERT_EQUAL(n[1], 7);
+  for (int g = 0; g < 2; g++)
+    if (n[g])
+      fprintf(stderr, "  %s: mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", g ? "NeMo 24.07" : "Megatron-Bridge 25.09-26.02",
+              100 * sum_e[g] / n[g], 100 * min_e[g], 100 * max_e[g]);
+}
+
 /* ---- determinism, consistency, symmetry ---- */
 
 static void sim_llama(const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t dp, px_sim_result *r,
@@ -1301,6 +1394,8 @@ int main(void) {
       {"zero-bubble schedules: analytic bubble from FLOPs equals the simulation", test_bubble_zb_analytic},
       {"Megatron-LM SC'21 Table 1: the 2020 GEMM within 10% a row (5% mean), the preset within 20% (15%)", test_megatron_table1},
       {"Llama 3 405B on H100, the Llama 3 paper's Table 4 (printed; optimistic)", test_llama3_table4},
+      {"Llama 2, 3 and GPT-3 on H100, NeMo and Megatron-Bridge's performance tables (printed; optimistic)",
+       test_megatron_bridge_h100},
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
