@@ -343,6 +343,24 @@ static void test_trivial(void) {
   CU_ASSERT_STRING_EQUAL(px_algo_names[PX_ALGO_HIER], "hierarchical");
 }
 
+/* The SMs a collective holds: its link class's comm_sms, the larger when it
+ * crosses both, a transfer to another node NCCL's channels per net peer;
+ * nothing for a trivial group. */
+static void test_held_sms(void) {
+  px_cluster c = load("dgx-h100", 2);
+  CU_ASSERT(c.intra_comm_sms > 0 && c.inter_comm_sms > PX_NCCL_NET_PEER_CHANNELS);
+  px_placement node = place(&c, 8, 1), across = place(&c, 16, 1), rail = place(&c, 2, 8);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, GIB, &node).sms, c.intra_comm_sms);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLGATHER, GIB, &across).sms,
+                  c.intra_comm_sms > c.inter_comm_sms ? c.intra_comm_sms : c.inter_comm_sms);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_REDUCE_SCATTER, GIB, &rail).sms, c.inter_comm_sms);
+  CU_ASSERT_EQUAL(px_coll_cost_p2p(&c, GIB, true).sms, c.intra_comm_sms);
+  CU_ASSERT_EQUAL(px_coll_cost_p2p(&c, GIB, false).sms, PX_NCCL_NET_PEER_CHANNELS);
+  CU_ASSERT_EQUAL(px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 0, &node).sms, 0);
+  c.inter_comm_sms = 1; /* a link figure below NCCL's default channels bounds a transfer too */
+  CU_ASSERT_EQUAL(px_coll_cost_p2p(&c, GIB, false).sms, 1);
+}
+
 /* calibrate --import: the shipped nccl-tests samples (tests/data/nccl, their
  * layout nccl-tests', figures illustrative) become the cluster's curves,
  * round-trip through the cluster file, and replace the model where they
@@ -459,6 +477,7 @@ int main(void) {
       {"oversubscription halves NIC bandwidth across leaves", test_oversubscription},
       {"busbw factors", test_busbw_factors},
       {"trivial groups cost nothing", test_trivial},
+      {"SMs a collective holds, by link class", test_held_sms},
       {"measured nccl-tests curves: imported, round-tripped, and used", test_measured_curves},
       {"an NVLink domain of 72 GPUs over trays of 4 (GB200 NVL72)", test_nvlink_domain},
       {"all-to-all on a fat tree: no relay over the other rails' GPUs", test_alltoall_fat_tree},
