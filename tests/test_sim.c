@@ -1,6 +1,7 @@
 /* Simulator: bandwidth sharing by hand, the exact pipeline bubble with free
  * communication and uniform stages, Megatron-LM SC'21 Table 1 within 10% a row with the runs' era's GEMMs
- * with one set of A100 figures from microbenchmarks, determinism, cost flat in DP and TP, and
+ * with one set of A100 figures from microbenchmarks, Korthikanti et al. 2022 (SP, selective recomputation)
+ * likewise, determinism, cost flat in DP and TP, and
  * hybrid sharding's two levels on their own links. */
 #include <math.h>
 #include <stdio.h>
