@@ -537,7 +537,8 @@ static void section_plans(sbuf *b, const cJSON *plans) {
     row++;
   }
   sb_puts(b, "</tbody></table>\n<p class=\"sub\">Memory per GPU is the peak of the largest pipeline stage; "
-             "exposed comm is communication time not hidden behind compute.</p></section>\n");
+             "exposed comm is communication time not hidden behind compute, including the compute "
+             "that collectives' SMs take from the kernels beside them.</p></section>\n");
 }
 
 static px_status section_plots(sbuf *b, const char *dir, px_err *err) {
