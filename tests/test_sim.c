@@ -672,6 +672,103 @@ static void test_megatron_bridge_h100(void) {
               100 * sum_e[g] / n[g], 100 * min_e[g], 100 * max_e[g]);
 }
 
+/* ---- Llama 3.1 on H100 with FSDP2, TP and PP (TorchTitan's benchmarks) ---- */
+
+/* torchtitan's default pipeline split (pipelining_utils.py,
+ * generate_split_points): each of the stages gets layers / stages, the
+ * middle ones one more while the remainder lasts, the last the rest. */
+static void torchtitan_split(int64_t layers, int64_t stages, px_parallel *p) {
+  int64_t base = layers / stages, extra = layers % stages, left = layers;
+  CU_ASSERT_FATAL(stages <= PX_MAX_CHUNK_LIST);
+  p->nchunk_layers = (int32_t)stages;
+  for (int64_t c = 0; c < stages - 1; c++) {
+    int64_t n = base + (c > 0 && extra > 0);
+    if (c > 0 && extra > 0) extra--;
+    p->chunk_layers[c] = (uint16_t)n, left -= n;
+  }
+  p->chunk_layers[stages - 1] = (uint16_t)left;
+}
+
+/* The torchtitan team's published tokens/s a GPU (Llama 3.1 8B-405B, FSDP2
+ * on 8-128 GPUs, FSDP2 + TP on 256, + PP on 512) beside the simulated ones
+ * on dgx-h100, each row as torchtitan runs it (the CSV's header: settings,
+ * sources, what parallax cannot express). Their GPUs are 500 W HBM2e H100s,
+ * slower than the preset. Printed for the README; the band only guards
+ * against regressions (optimistic: How accurate is it). */
+static void test_torchtitan_h100(void) {
+  FILE *fp = fopen(px_test_path("tests/data/torchtitan_h100.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[256];
+  int rows = 0, prev_table = 0, prev_compile = 0;
+  double prev_pub = 0, prev_sim = 0, sum_e = 0, min_e = 1e9, max_e = -1e9;
+  fprintf(stderr, "\n  %2s %-11s %4s %4s %4s %3s %4s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb", "model",
+          "gpus", "prec", "comp", "lbs", "fsdp", "tp", "pp", "schedule", "mb", "async", "tok/s pub", "tok/s sim",
+          "error", "GiB pub", "GiB sim");
+  while (fgets(line, sizeof line, fp)) {
+    char name[32], prec[8], sched[16], ac[16];
+    int table, compiled, async_tp;
+    long long gpus, seq, lbs, gbs, fsdp, tp, pp, vp, mb;
+    double tokens, mem_gib;
+    if (line[0] == '#' ||
+        sscanf(line, "%d,%31[^,],%lld,%7[^,],%d,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%lld,%lld,%15[^,],%d,%lf,%lf",
+               &table, name, &gpus, prec, &compiled, &seq, &lbs, &gbs, &fsdp, &tp, &pp, sched, &vp, &mb, ac, &async_tp,
+               &tokens, &mem_gib) != 18)
+      continue;
+    px_model m;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
+    /* the layout adds up: FSDP x TP x PP GPUs, lbs x FSDP sequences, the
+     * micro-batches torchtitan's PP makes (one a stage, none without PP) */
+    CU_ASSERT_EQUAL(fsdp * tp * pp, gpus);
+    CU_ASSERT_EQUAL(lbs * fsdp, gbs);
+    CU_ASSERT_EQUAL(mb, pp > 1 ? pp * vp : 1);
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = tp, p.pp = pp, p.dp = fsdp, p.seq = seq, p.gbs = gbs, p.mbs = lbs / mb, p.sp = tp > 1, p.zero = 3;
+    p.main_grad = PX_MAIN_GRAD_FP32; /* FSDP2's reduce_dtype float32 */
+    p.recompute = !strcmp(ac, "full") ? PX_RECOMPUTE_FULL : PX_RECOMPUTE_SELECTIVE;
+    CU_ASSERT(!strcmp(ac, "full") || !strcmp(ac, "selective-op"));
+    p.overlap = async_tp ? PX_OVERLAP_ALL : PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP;
+    p.precision = !strcmp(prec, "fp8") ? PX_PREC_FP8 : PX_PREC_BF16;
+    if (p.precision == PX_PREC_FP8) p.fp8_recipe = PX_FP8_CURRENT;
+    if (pp > 1) {
+      p.reshard = 0, p.grad_accum = PX_ACCUM_FULL;
+      p.schedule = !strcmp(sched, "interleaved") ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B, p.vpp = vp;
+      torchtitan_split(m.layers, pp * vp, &p);
+    }
+    px_plan plan;
+    px_status st = compile(&plan, &m, "dgx-h100", gpus, &p, &err);
+    if (st) fprintf(stderr, "\n  %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    px_sim_opts o = {.skip_exposed = true};
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    uint64_t peak = 0;
+    for (int64_t s = 0; s < plan.par.pp; s++) peak = plan.mem[s].peak_bytes > peak ? plan.mem[s].peak_bytes : peak;
+    double sim = r.tokens_per_s / (double)gpus, e = sim / tokens - 1;
+    fprintf(stderr,
+            "  %2d %-11s %4lld %4s %4d %3lld %4lld %2lld %2lld %-11s %3lld %5d  %9.0f %9.0f %+6.1f%%  %7.1f %7.1f\n", table,
+            name, gpus, prec, compiled, lbs, fsdp, tp, pp, sched, mb, async_tp, tokens, sim, 100 * e, mem_gib,
+            (double)peak / (1u << 30));
+    /* measured (2026-11-25) +44% to +113%, every row optimistic: the band
+     * leaves some 15 points above the worst row for the cluster figures
+     * others are changing, and fails a row that turns 10% pessimistic */
+    CU_ASSERT(e > -0.10 && e < 1.30);
+    /* each technique the table stacks (Float8, async TP, interleaving) gains
+     * in the simulation as it does in the table; torch.compile is not modelled */
+    if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
+    prev_table = table, prev_compile = compiled, prev_pub = tokens, prev_sim = sim;
+    sum_e += e, min_e = e < min_e ? e : min_e, max_e = e > max_e ? e : max_e;
+    rows++;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 10);
+  if (rows)
+    fprintf(stderr, "  mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", 100 * sum_e / rows, 100 * min_e, 100 * max_e);
+}
+
 /* ---- determinism, consistency, symmetry ---- */
 
 static void sim_llama(const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t dp, px_sim_result *r,
@@ -1504,6 +1601,8 @@ int main(void) {
       {"Llama 3 405B on H100, the Llama 3 paper's Table 4 (printed)", test_llama3_table4},
       {"Llama 2, 3 and GPT-3 on H100, NeMo and Megatron-Bridge's performance tables (printed; optimistic)",
        test_megatron_bridge_h100},
+      {"Llama 3.1 8B-405B on H100 with FSDP2, TP and PP, TorchTitan's benchmarks (printed; optimistic)",
+       test_torchtitan_h100},
       {"deterministic; contract fields consistent", test_determinism_and_contract},
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
