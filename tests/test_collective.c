@@ -95,6 +95,47 @@ static void test_published(void) {
   CU_ASSERT(rows >= 4);
 }
 
+/* Every row of tests/data/nccl_small.csv: groups of part of a node (small-message
+ * times, which give the per-step latencies) and pairs across nodes (a NIC's rate). */
+static void test_published_groups(void) {
+  FILE *fp = fopen(px_test_path("tests/data/nccl_small.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[2048];
+  int rows = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    char topo[64], coll[32], metric[32];
+    long long nodes, rpn;
+    unsigned long long size;
+    double lo, hi, tol;
+    if (sscanf(line, "%63[^,],%31[^,],%lld,%lld,%llu,%31[^,],%lf,%lf,%lf,", topo, coll, &nodes, &rpn, &size, metric, &lo,
+               &hi, &tol) != 9) {
+      fprintf(stderr, "\n  unreadable row: %s", line);
+      CU_FAIL("unreadable row");
+      continue;
+    }
+    px_cluster c = load(topo, nodes);
+    px_coll kind = !strcmp(coll, "sendrecv") ? PX_COLL_P2P : !strcmp(coll, "alltoall") ? PX_COLL_ALLTOALL : kind_of(coll);
+    CU_ASSERT_NOT_EQUAL_FATAL(kind, PX_COLL_NONE);
+    /* rpn consecutive GPUs in each node: a group of nodes x rpn, rpn apart when one a node */
+    px_placement g = place(&c, nodes * rpn, rpn == 1 && nodes > 1 ? c.gpus_per_node : 1);
+    CU_ASSERT_EQUAL(g.nodes, nodes);
+    CU_ASSERT_EQUAL(g.per_node, rpn);
+    px_coll_cost k = px_coll_cost_of(&c, kind, size, &g);
+    check_consistent(&k);
+    double got = !strcmp(metric, "time_us") ? k.time_s * 1e6
+                                             : px_coll_busbw_bytes_per_s(kind, g.size, size, k.time_s) / 1e9;
+    bool ok = got >= lo * (1 - tol) && got <= hi * (1 + tol);
+    fprintf(stderr, "\n  %s %s %lldx%lld %llu B (%s): %s %.4g, published %g-%g (tol %g)%s", topo, coll, nodes, rpn, size,
+            px_algo_names[k.algo], metric, got, lo, hi, tol, ok ? "" : "  <-- OUT OF RANGE");
+    CU_ASSERT(ok);
+    rows++;
+  }
+  fclose(fp);
+  fprintf(stderr, "\n");
+  CU_ASSERT_EQUAL(rows, 6);
+}
+
 /* In one node every collective's large-message busbw is the NVLink rate x
  * efficiency (nccl-tests' busbw is defined so that it is). */
 static void test_one_node_busbw_is_link(void) {
@@ -129,11 +170,11 @@ static void test_a3_mega_two_nodes(void) {
   CU_ASSERT_EQUAL(g.nodes, 2);
   px_coll_cost big = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 8 * GIB, &g);
   CU_ASSERT_EQUAL(big.algo, PX_ALGO_HIER);
-  PX_ASSERT_REL(px_coll_busbw_bytes_per_s(PX_COLL_ALLREDUCE, 16, 8 * GIB, big.time_s), 338.8e9, 0.10);
+  PX_ASSERT_REL(px_coll_busbw_bytes_per_s(PX_COLL_ALLREDUCE, 16, 8 * GIB, big.time_s), 338.8e9, 0.01);
   px_coll_cost small = px_coll_cost_of(&c, PX_COLL_ALLREDUCE, 8, &g);
-  PX_ASSERT_REL(small.time_s, 123e-6, 0.25);
+  PX_ASSERT_REL(small.time_s, 123e-6, 0.01);
   PX_ASSERT_REL(small.time_s, small.latency_s, 1e-3); /* latency-bound */
-  /* 2 x 7 x 3 us + 2 x 1 x 40.5 us = 123 us */
+  /* 2 x 7 x 2.7 us (the H100's measured step) + 2 x 1 x 42.6 us = 123 us */
   PX_ASSERT_REL(small.latency_s, 123e-6, 1e-12);
 }
 
@@ -286,7 +327,7 @@ static void test_latency_bound(void) {
 
 /* A group spanning 2 leaves with oversubscription 2 gets half the NIC bandwidth. */
 static void test_oversubscription(void) {
-  px_cluster c = load("dgx-h100", 4);
+  px_cluster c = load(px_test_path("tests/data/handcalc-h100.json"), 4); /* frozen: NIC-bound at 0.85 */
   c.nodes_per_leaf = 2;
   c.oversubscription = 2.0;
   px_placement one_leaf = place(&c, 16, 1), two_leaves = place(&c, 32, 1);
@@ -446,7 +487,7 @@ static void test_nvlink_domain(void) {
   CU_ASSERT_FALSE(tp8s.intra);
   px_coll_cost ks = px_coll_cost_of(&small, PX_COLL_ALLREDUCE, 256 * MIB, &tp8s);
   CU_ASSERT(ks.bytes[PX_LINK_INTER] > 0);
-  CU_ASSERT(ks.time_s > 2 * k.time_s);
+  CU_ASSERT(ks.time_s > 1.5 * k.time_s); /* 2.0x at the measured NVLink 5 and NIC shares */
   /* a domain must be whole nodes */
   CU_ASSERT_EQUAL(px_cluster_set_field(&small, "intra_node.nvlink_domain=6", &err), PX_ERR_INPUT);
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "not a whole number of nodes of 4 GPUs"));
@@ -457,7 +498,7 @@ static void test_nvlink_domain(void) {
  * other rails' GPUs, so only the 7/16 S for this node's members crosses
  * NVLink; the NICs carry the same 8/16 S and set the same time. */
 static void test_alltoall_fat_tree(void) {
-  px_cluster c = load("dgx-h100", 2);
+  px_cluster c = load(px_test_path("tests/data/handcalc-h100.json"), 2); /* frozen, as the hand-computed times */
   c.net_kind = PX_NET_FAT_TREE;
   px_placement g = place(&c, 16, 1);
   px_coll_cost k = px_coll_cost_of(&c, PX_COLL_ALLTOALL, GIB, &g);
@@ -469,6 +510,7 @@ static void test_alltoall_fat_tree(void) {
 int main(void) {
   static const px_test tests[] = {
       {"published nccl-tests figures (tests/data/nccl_busbw.csv)", test_published},
+      {"published small-message times and link rates (tests/data/nccl_small.csv)", test_published_groups},
       {"one node: busbw = NVLink x efficiency for AR, AG, RS", test_one_node_busbw_is_link},
       {"A3 Mega 2x8: 338.8 GB/s at 8 GiB, 123 us at 8 B", test_a3_mega_two_nodes},
       {"hand-computed times", test_hand_computed},

@@ -1414,6 +1414,37 @@ static void test_vocab_padding(void) {
   px_plan_free(&plan);
 }
 
+/* gpu.reserved_gib against the published pieces it adds (tests/data/runtime_reserve.csv):
+ * the CUDA context, cuBLASLt's workspace and two NCCL communicators' buffers. */
+static void test_runtime_reserve(void) {
+  double sum[2] = {0, 0}; /* hopper and later, ampere */
+  FILE *fp = fopen(px_test_path("tests/data/runtime_reserve.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[512], gpu[32], comp[32];
+  double bytes, count;
+  int rows = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    if (sscanf(line, "%31[^,],%31[^,],%lf,%lf", gpu, comp, &bytes, &count) != 4) continue;
+    sum[strcmp(gpu, "ampere") == 0] += bytes * count;
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 6);
+  static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200", "hgx-h800", "a3-mega",
+                                        "dgx-b200", "gb200-nvl72", "dgx-gb300"};
+  px_err err = {0};
+  for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+    px_cluster c;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(presets[i], &c, &err), PX_OK);
+    double want = sum[i == 0];
+    fprintf(stderr, "\n  %-12s reserved %.2f GiB, published pieces %.2f GiB", presets[i],
+            (double)c.gpu.reserved_bytes / 1073741824.0, want / 1073741824.0);
+    PX_ASSERT_REL((double)c.gpu.reserved_bytes, want, 0.05);
+  }
+  fputc('\n', stderr);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"model states equal the ZeRO formulas (stages 0-3)", test_zero_states},
@@ -1430,6 +1461,7 @@ int main(void) {
       {"uneven layer split and the rank grid", test_layer_split},
       {"cluster what-ifs: --set changes one field, refuses unknown ones", test_cluster_set_field},
       {"every preset's datasheet figures have a source", test_cluster_sources},
+      {"reserved memory: the CUDA context, cuBLASLt workspace and NCCL buffers it adds", test_runtime_reserve},
       {"Blackwell presets: per-GPU figures from the published totals", test_blackwell_presets},
       {"impossible plans are refused with a reason", test_refusals},
       {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},

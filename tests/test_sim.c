@@ -1496,11 +1496,40 @@ static void test_kernel_microbenchmarks(void) {
     CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
     double bytes = atof(f[1]), rate = atof(f[2]) * 1e9;
     px_op op = {.kind = PX_OP_GELU, .bytes = bytes};
-    PX_ASSERT_REL(px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op), bytes / rate, atof(f[3]));
+    double model_s = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+    fprintf(stderr, "\n  %-9s Triad %.3g B: published %7.1f  model %7.1f GB/s  %+5.1f%%", f[0], bytes, rate / 1e9,
+            bytes / model_s / 1e9, 100 * (bytes / model_s / rate - 1));
+    PX_ASSERT_REL(model_s, bytes / rate, atof(f[3]));
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 4);
+  /* kernel overhead: a tiny memory-bound kernel back to back on one stream, in the published time */
+  rows = 0;
+  fp = fopen(px_test_path("tests/data/kernel_overhead.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || csv_fields(line, f, 8) < 4) continue;
+    px_cluster c;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+    px_op op = {.kind = PX_OP_GELU, .bytes = atof(f[1])};
+    double us = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op) * 1e6;
+    fprintf(stderr, "\n  %-9s tiny kernel, %s B: published %s-%s us, model %.3f us", f[0], f[1], f[2], f[3], us);
+    CU_ASSERT(us >= atof(f[2]) && us <= atof(f[3]));
     rows++;
   }
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 1);
+  /* borrowed: H800 and A3 Mega carry the H100's HBM3 (80 GB at 3.35 TB/s) and its measured share */
+  static const char *const hbm_borrow[] = {"hgx-h800", "a3-mega"};
+  px_cluster h100hbm;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &h100hbm, &err), PX_OK);
+  for (size_t i = 0; i < sizeof hbm_borrow / sizeof *hbm_borrow; i++) {
+    px_cluster b;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(hbm_borrow[i], &b, &err), PX_OK);
+    CU_ASSERT_EQUAL(b.gpu.memory_efficiency, h100hbm.gpu.memory_efficiency);
+    CU_ASSERT_EQUAL(b.gpu.hbm_bytes_per_s, h100hbm.gpu.hbm_bytes_per_s);
+  }
   fputc('\n', stderr);
 }
 

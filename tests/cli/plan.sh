@@ -65,7 +65,7 @@ printf '%s\n' "$out" | grep -qE "^  0 .*  NO$" || fail "stage 0 of that plan sho
 "$px" topology show dgx-h100 --sources >"$tmp/sources.txt" || fail "topology show --sources"
 grep -qE '^gpu.hbm_gb_per_s +3350 +H100 SXM5 datasheet: 3.35 TB/s' "$tmp/sources.txt" ||
   fail "--sources: gpu.hbm_gb_per_s: $(grep hbm_gb "$tmp/sources.txt")"
-grep -qE '^gpu.reserved_gib +1 +-- no source of its own' "$tmp/sources.txt" || fail "--sources: unsourced figure not marked"
+grep -qE '^host.storage_gb_per_s +20 +-- no source of its own' "$tmp/sources.txt" || fail "--sources: unsourced figure not marked"
 grep -qE '^[0-9]+ figures without a source of their own' "$tmp/sources.txt" || fail "--sources: no count"
 
 # calibrate --import: the samples into a cluster file that topology show, plan and sim read;

@@ -21,9 +21,9 @@ grep -q '<th>Fixed choices</th><td>none: every dimension swept</td>' "$tmp/free/
   fail "nothing fixed: $(grep -o '<th>Fixed choices</th>.\{0,80\}' "$tmp/free/index.html")"
 # A hardware what-if: one best plan per value, in the table, the JSON and the plot's data;
 # more HBM never makes the best plan slower.
-"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=1.25,80 --json >"$tmp/vary.json" 2>"$tmp/vary.err" ||
+"$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=1.85,80 --json >"$tmp/vary.json" 2>"$tmp/vary.err" ||
   fail "sweep --vary: $(cat "$tmp/vary.err")"
-jq -e '.field == "gpu.hbm_gib" and (.points | length) == 2 and .points[0].value == "1.25" and
+jq -e '.field == "gpu.hbm_gib" and (.points | length) == 2 and .points[0].value == "1.85" and
        (.points[1].sweep.plans[0].tokens_per_s >= (.points[0].sweep.plans[0].tokens_per_s // 0))' "$tmp/vary.json" \
   >/dev/null || fail "sweep --vary --json: $(head -c 400 "$tmp/vary.json")"
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary inter_node.nic_gbit_per_s=100,400 --plot "$tmp/vary" \
