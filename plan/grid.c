@@ -1,22 +1,53 @@
 /* The rank grid and the placement of its groups on nodes. */
 #include "plan/grid.h"
 
+/* Members first + i stride (i < size) in windows of w ranks (NVLink domains,
+ * leaves): they visit every window from the first member's to the last's
+ * when stride <= w, and one window each otherwise. */
+static int64_t windows_spanned(int64_t first, int64_t stride, int64_t size, int64_t w) {
+  int64_t last = first + (size - 1) * stride;
+  return stride <= w ? last / w - first / w + 1 : size;
+}
+
+/* Members in window d, [d w, (d + 1) w). */
+static int64_t members_in(int64_t first, int64_t stride, int64_t size, int64_t w, int64_t d) {
+  int64_t lo = d * w - first, hi = (d + 1) * w - 1 - first;
+  int64_t i0 = lo <= 0 ? 0 : (lo + stride - 1) / stride, i1 = hi / stride;
+  if (i1 > size - 1) i1 = size - 1;
+  return i1 >= i0 ? i1 - i0 + 1 : 0;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
+/* In closed form, so that a group of the whole job costs no more than a pair:
+ * the members per window repeat with the phase (d w - first) mod stride, every
+ * stride / gcd(stride, w) windows, so one period of windows from the first and
+ * the last (partial) one hold every count there is. */
 px_placement px_grid_place(const px_grid *g, int64_t first, int64_t stride, int64_t size) {
   px_placement p = {.size = size, .stride = stride, .per_node = 0, .nodes = 0, .leaves = 0};
-  int64_t prev_dom = -1, run = 0, prev_leaf = -1;
-  /* Members are in increasing rank order, so domains and leaves are visited in order. */
-  for (int64_t i = 0; i < size; i++) {
-    int64_t rank = first + i * stride, dom = rank / g->domain, leaf = rank / g->gpus_per_node / g->nodes_per_leaf;
-    if (dom != prev_dom) {
-      p.nodes++;
-      run = 0;
-      prev_dom = dom;
+  if (size > 0 && stride <= 0) { /* every member on one rank */
+    p.nodes = p.leaves = 1;
+    p.per_node = size;
+  } else if (size > 0) {
+    int64_t w = g->domain, leaf_w = g->gpus_per_node * g->nodes_per_leaf, s = stride;
+    p.nodes = windows_spanned(first, s, size, w);
+    p.leaves = windows_spanned(first, s, size, leaf_w);
+    p.per_node = 1;
+    if (s < w && size > 1) {
+      int64_t d0 = first / w, d1 = (first + (size - 1) * s) / w, period = s / gcd64(s, w);
+      for (int64_t d = d0; d <= d1 && d <= d0 + period; d++) {
+        int64_t n = members_in(first, s, size, w, d);
+        if (n > p.per_node) p.per_node = n;
+      }
+      int64_t n = members_in(first, s, size, w, d1);
+      if (n > p.per_node) p.per_node = n;
     }
-    if (leaf != prev_leaf) {
-      p.leaves++;
-      prev_leaf = leaf;
-    }
-    if (++run > p.per_node) p.per_node = run;
   }
   p.intra = p.nodes <= 1;
   return p;

@@ -384,6 +384,44 @@ static void test_trivial(void) {
   CU_ASSERT_STRING_EQUAL(px_algo_names[PX_ALGO_HIER], "hierarchical");
 }
 
+/* px_grid_place in closed form against walking every member (the rule it
+ * computes): domains of 1-72 GPUs, leaves of 1-4 nodes, strides around and
+ * past the domain, groups from a pair to thousands. */
+static void test_place_closed_form(void) {
+  static const int64_t domains[] = {1, 4, 8, 72}, per_leaf[] = {1, 4}, strides[] = {0, 1, 2, 3, 5, 8, 12, 72, 100};
+  static const int64_t sizes[] = {1, 2, 3, 7, 8, 9, 64, 1000}, firsts[] = {0, 1, 7, 70};
+  int checked = 0;
+  for (size_t a = 0; a < 4; a++)
+    for (size_t b = 0; b < 2; b++) {
+      px_grid g = {.gpus_per_node = domains[a] < 8 ? domains[a] : 8, .nodes_per_leaf = per_leaf[b], .domain = domains[a]};
+      for (size_t c = 0; c < sizeof strides / sizeof *strides; c++)
+        for (size_t d = 0; d < sizeof sizes / sizeof *sizes; d++)
+          for (size_t e = 0; e < sizeof firsts / sizeof *firsts; e++) {
+            int64_t first = firsts[e], stride = strides[c], size = sizes[d];
+            px_placement want = {.size = size, .stride = stride};
+            int64_t prev_dom = -1, prev_leaf = -1, run = 0;
+            for (int64_t i = 0; i < size; i++) {
+              int64_t rank = first + i * stride, dom = rank / g.domain, leaf = rank / g.gpus_per_node / g.nodes_per_leaf;
+              if (dom != prev_dom) want.nodes++, run = 0, prev_dom = dom;
+              if (leaf != prev_leaf) want.leaves++, prev_leaf = leaf;
+              if (++run > want.per_node) want.per_node = run;
+            }
+            px_placement got = px_grid_place(&g, first, stride, size);
+            CU_ASSERT_EQUAL(got.nodes, want.nodes);
+            CU_ASSERT_EQUAL(got.leaves, want.leaves);
+            CU_ASSERT_EQUAL(got.per_node, want.per_node);
+            CU_ASSERT_EQUAL(got.intra, want.nodes <= 1);
+            if (got.nodes != want.nodes || got.per_node != want.per_node || got.leaves != want.leaves)
+              fprintf(stderr, "\n  domain %lld leaf %lld first %lld stride %lld size %lld: %lld/%lld/%lld, walked %lld/%lld/%lld",
+                      (long long)g.domain, (long long)g.nodes_per_leaf, (long long)first, (long long)stride,
+                      (long long)size, (long long)got.nodes, (long long)got.per_node, (long long)got.leaves,
+                      (long long)want.nodes, (long long)want.per_node, (long long)want.leaves);
+            checked++;
+          }
+    }
+  CU_ASSERT_EQUAL(checked, 4 * 2 * 9 * 8 * 4);
+}
+
 /* The SMs a collective holds: its link class's comm_sms, the larger when it
  * crosses both, a transfer to another node NCCL's channels per net peer;
  * nothing for a trivial group. */
@@ -520,6 +558,7 @@ int main(void) {
       {"busbw factors", test_busbw_factors},
       {"trivial groups cost nothing", test_trivial},
       {"SMs a collective holds, by link class", test_held_sms},
+      {"placements in closed form, as walking every member", test_place_closed_form},
       {"measured nccl-tests curves: imported, round-tripped, and used", test_measured_curves},
       {"an NVLink domain of 72 GPUs over trays of 4 (GB200 NVL72)", test_nvlink_domain},
       {"all-to-all on a fat tree: no relay over the other rails' GPUs", test_alltoall_fat_tree},
