@@ -1289,7 +1289,7 @@ static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, doubl
     int dt = twin ? c->b[i].dev32 : c->b[i].dev;
     if (dt < 0) continue; /* not in the twin */
     bytes[i] = (uint64_t)c->b[i].n * el_bytes(dt);
-    st = be->alloc(be, bytes[i], false, PX_POOL_STEP, &dev[i], err);
+    st = be->alloc(be, bytes[i], PX_FILL_POISON, PX_POOL_STEP, &dev[i], err);
     if (!st && c->b[i].init) {
       void *host = px_talloc(bytes[i]);
       pack(host, c->b[i].x, c->b[i].n, dt);
@@ -1585,7 +1585,7 @@ static float coll_value(int r, int64_t i, int salt) {
 static void *dev_of(px_backend *be, const float *x, int64_t n, px_dtype dt, px_err *err) {
   void *d = NULL;
   uint64_t bytes = (uint64_t)n * px_dtype_bytes(dt);
-  if (be->alloc(be, bytes, false, PX_POOL_STEP, &d, err)) return NULL;
+  if (be->alloc(be, bytes, PX_FILL_POISON, PX_POOL_STEP, &d, err)) return NULL;
   if (!x) return d;
   void *h = px_talloc(bytes);
   pack(h, x, n, (int)dt);
@@ -2079,7 +2079,7 @@ static void test_fp8_cuda(void) {
           CU_ASSERT_PTR_NOT_NULL_FATAL(c);
           uint8_t *q = px_talloc((size_t)n), *got = px_talloc((size_t)n);
           void *dq = NULL;
-          CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, false, PX_POOL_STEP, &dq, &err), PX_OK);
+          CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, PX_FILL_POISON, PX_POOL_STEP, &dq, &err), PX_OK);
           px_exec_op cc = {.plan = &plan, .op = c, .layer = 0, .step = 5}, cg = cc;
           cc.in[0] = x, cc.out[0] = q, cg.in[0] = dx, cg.out[0] = dq;
           CU_ASSERT_EQUAL_FATAL(cpu->op(cpu, &cc, &err), PX_OK);

@@ -46,9 +46,9 @@ typedef struct {
   px_cpu_fp8 *f8; /* the scales of the fp8 codes written, the amax histories */
 } cpu;
 
-/* Memory not asked to be zeroed is filled with 0xff bytes: NaN in every
- * float type, so a read before the first write poisons the results. */
-static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
+/* PX_FILL_POISON memory is filled with 0xff bytes: NaN in every float type,
+ * so a read before the first write poisons the results. */
+static px_status cpu_alloc(px_backend *b, uint64_t bytes, px_fill fill, px_pool pool, void **out, px_err *err) {
   (void)pool;
   cpu *c = b->impl;
   *out = NULL;
@@ -59,7 +59,7 @@ static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool poo
     }
   if (!*out) *out = malloc(bytes ? bytes : 1);
   if (!*out) return px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
-  memset(*out, zero ? 0 : 0xff, bytes);
+  if (fill != PX_FILL_NONE) memset(*out, fill == PX_FILL_ZERO ? 0 : 0xff, bytes);
   return PX_OK;
 }
 
