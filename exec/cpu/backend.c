@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <math.h>
 #include <stdio.h>
@@ -697,8 +698,16 @@ int px_cpu_blas_threads(int requested) {
 
 int px_cpu_backend_threads(const px_backend *b) { return ((const cpu *)b->impl)->threads; }
 
+void px_cpu_keep_pages(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_MAX, 0);        /* large blocks from the heap, not mmap (munmap on free) */
+  mallopt(M_TRIM_THRESHOLD, -1); /* and the heap never trimmed */
+#endif
+}
+
 px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out, px_err *err) {
   int nthreads = px_cpu_blas_threads(threads);
+  px_cpu_keep_pages();
   px_backend *b = px_calloc(1, sizeof *b, err);
   cpu *c = px_calloc(1, sizeof *c, err);
   if (!b || !c) {
