@@ -117,6 +117,18 @@ typedef struct {
  * allocated and released as the step runs). */
 typedef enum { PX_POOL_STATES, PX_POOL_STEP, PX_POOLS } px_pool;
 
+/* What a fresh allocation holds. */
+typedef enum {
+  PX_FILL_POISON, /* unspecified: the CPU backend and the GPU emulator fill it with NaN bytes, so an op that reads
+                     what it did not write shows */
+  PX_FILL_ZERO,   /* zeros */
+  PX_FILL_NONE,   /* unspecified and not filled: the next use writes every byte before anything reads it (the
+                     destination of an all-gather, a reduce-scatter, a receive, an upload), so a fill would only
+                     cost time (on the CPU backend ~1.3 ms per 12.6 MB ZeRO-3 gather: ~40 ms a step of
+                     bench/compare.sh's ZeRO-3 plan) */
+  PX_FILL_COUNT
+} px_fill;
+
 /* A backend's answer to supports_op. */
 typedef enum {
   PX_SUPPORT_NO,      /* it cannot run the op (a plan with it is refused before the run starts) */
@@ -136,11 +148,9 @@ struct px_backend {
    * step's tensors with headroom), for a backend that reserves them up front
    * (and so fails at set-up, not mid-step, when they do not fit) */
   px_status (*reserve)(px_backend *b, const uint64_t bytes[PX_POOLS], px_err *err);
-  /* memory on the device from a pool, zeroed when `zero`, else of
-   * unspecified contents (the CPU backend and the GPU emulator fill it with
-   * NaN bytes, so an op that reads what it did not write shows); release
+  /* memory on the device from a pool, its contents as `fill` says; release
    * takes the size it was allocated with */
-  px_status (*alloc)(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err);
+  px_status (*alloc)(px_backend *b, uint64_t bytes, px_fill fill, px_pool pool, void **out, px_err *err);
   void (*release)(px_backend *b, void *p, uint64_t bytes);
   px_status (*zero)(px_backend *b, void *p, uint64_t bytes, px_err *err);
   px_status (*copy)(px_backend *b, void *dst, const void *src, uint64_t bytes, px_err *err);

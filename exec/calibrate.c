@@ -214,11 +214,28 @@ static px_status calib_kernels(px_cluster *c, const px_calib_opts *o, MPI_Comm w
 
 /* ---- collectives ---- */
 
+/* Collective sizes go up by this factor: x4 put 12.6 MB, the ZeRO-3 units
+ * of bench/compare.sh, between 4 MB (in a core's L2 here) and 16 MB
+ * (past it), whose reduce-scatter rates differ 2.5x. */
+#define COLL_STEP 2
+
+/* Consecutive calls use buffers this far apart, at most: a run's
+ * collectives each take other buffers (a unit's gather lands in a buffer
+ * of its own; a reduction reads another bucket), out of the cache the
+ * last call left warm, so a calibration on the same buffers measured
+ * 12.6 MB all-gathers 2x fast. The window is past any core's L2. */
+#define COLL_ROTATE_BYTES ((uint64_t)64 << 20)
+
 /* One call of collective kind over world on `bytes` (nccl-tests' size: the
  * input of an all-reduce, reduce-scatter or all-to-all, the output of an
  * all-gather, what each rank sends for sendrecv), as the CPU backend
- * calls it. */
-static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, MPI_Comm world, int rank, int size) {
+ * calls it, on the call'th place of in and out (each of maxb bytes): the
+ * places rotate through the first COLL_ROTATE_BYTES. */
+static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, uint64_t maxb, uint64_t call, MPI_Comm world,
+                      int rank, int size) {
+  uint64_t window = maxb < COLL_ROTATE_BYTES ? maxb : COLL_ROTATE_BYTES, places = window / bytes;
+  uint64_t at = (call % (places ? places : 1)) * (bytes / sizeof(float));
+  in += at, out += at;
   int count = (int)(bytes / sizeof(float)), part = count / size;
   switch (kind) {
     case PX_COLL_ALLREDUCE: MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, world); break;
@@ -231,7 +248,7 @@ static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, MPI_C
   }
 }
 
-/* Measures kind from 8 bytes to maxb (x4 a step), printed like nccl-tests,
+/* Measures kind from 8 bytes to maxb (xCOLL_STEP a step), printed like nccl-tests,
  * into c's intra-node busbw curve (the simulator uses it for that
  * collective at every size, interpolated); *t_out gets the seconds per
  * call at each size (npts of them). */
@@ -244,18 +261,19 @@ static int coll_curve(px_cluster *c, px_coll kind, const px_calib_opts *o, float
             "#       size    count   type     time_us  algbw_GB/s  busbw_GB/s\n",
             px_busbw_coll_names[kind], size, factor);
   int npts = 0;
-  for (uint64_t bytes = 8 * (uint64_t)size; bytes <= maxb; bytes *= 4) {
+  uint64_t call = 0;
+  for (uint64_t bytes = 8 * (uint64_t)size; bytes <= maxb; bytes *= COLL_STEP) {
     MPI_Barrier(world);
     /* every rank must run the same number of repetitions, so rank 0 sizes
      * them from a first call and tells the others */
     double t0 = px_clock_s();
-    coll_once(kind, in, out, bytes, world, rank, size);
+    coll_once(kind, in, out, bytes, maxb, call++, world, rank, size);
     int reps = (int)((o->quick ? 0.002 : 0.05) / (px_clock_s() - t0 + 1e-9)) + 1;
     if (reps > 10000) reps = 10000;
     MPI_Bcast(&reps, 1, MPI_INT, 0, world);
     MPI_Barrier(world);
     t0 = px_clock_s();
-    for (int r = 0; r < reps; r++) coll_once(kind, in, out, bytes, world, rank, size);
+    for (int r = 0; r < reps; r++) coll_once(kind, in, out, bytes, maxb, call++, world, rank, size);
     double t = (px_clock_s() - t0) / reps;
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
     double algbw = (double)bytes / t;
@@ -289,17 +307,17 @@ static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
   }
   memset(in, 0, maxb);
   c->busbw_len[PX_LINK_INTRA] = 0;
-  double t_ar[32];
+  double t_ar[64];
   int n_ar = 0;
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-    double t[32];
+    double t[64];
     int n = coll_curve(c, kinds[i], o, in, out, maxb, world, rank, size, t);
     if (kinds[i] == PX_COLL_ALLREDUCE) memcpy(t_ar, t, sizeof t), n_ar = n;
   }
   free(in), free(out);
   double S1 = 0, Sx = 0, St = 0, Sxx = 0, Sxt = 0, factor = px_coll_busbw_factor(PX_COLL_ALLREDUCE, size);
   uint64_t bytes = 8 * (uint64_t)size;
-  for (int i = 0; i < n_ar; i++, bytes *= 4) {
+  for (int i = 0; i < n_ar; i++, bytes *= COLL_STEP) {
     double x = (double)bytes * factor, t = t_ar[i], w = 1.0 / (t * t); /* bytes each rank moves; relative-error weights */
     S1 += w, Sx += w * x, St += w * t, Sxx += w * x * x, Sxt += w * x * t;
   }
@@ -340,6 +358,7 @@ px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm 
   c->gpus = size;
   c->nodes = 1;
   px_cpu_blas_threads(0);
+  px_cpu_keep_pages(); /* as the backend: MPI's temporaries stay in the process */
   px_status st;
   if ((st = calib_gemm(c, o, world, rank, err)) || (st = calib_memory(c, o, world, err)) ||
       (st = calib_kernels(c, o, world, rank, err)))

@@ -137,17 +137,25 @@ static px_status fault_parse(px_exec *x, px_err *err) {
 
 /* ---- tracked memory ---- */
 
-static px_status pool_alloc(px_exec *x, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
-  px_status st = x->be->alloc(x->be, bytes, zero, pool, out, err);
+static px_status pool_alloc(px_exec *x, uint64_t bytes, px_fill fill, px_pool pool, void **out, px_err *err) {
+  px_status st = x->be->alloc(x->be, bytes, fill, pool, out, err);
   if (st) return st;
   x->cur_bytes += bytes;
   if (x->cur_bytes > x->peak_bytes) x->peak_bytes = x->cur_bytes;
   return PX_OK;
 }
 
-/* A tensor of the step; zero: the first writer accumulates, or the contents must start at 0 */
-static px_status mem_alloc(px_exec *x, uint64_t bytes, bool zero, void **out, px_err *err) {
-  return pool_alloc(x, bytes, zero, PX_POOL_STEP, out, err);
+/* A tensor of the step; PX_FILL_ZERO: the first writer accumulates, or the contents must start at 0 */
+static px_status mem_alloc(px_exec *x, uint64_t bytes, px_fill fill, void **out, px_err *err) {
+  return pool_alloc(x, bytes, fill, PX_POOL_STEP, out, err);
+}
+
+/* The fill of a buffer of `bytes` whose first use writes `written` bytes of
+ * it from the start before anything reads it: none when that is all of it
+ * (a collective's or a transfer's destination), else the poison that shows
+ * a read of what was never written. */
+static px_fill fill_for(uint64_t written, uint64_t bytes) {
+  return written >= bytes ? PX_FILL_NONE : PX_FILL_POISON;
 }
 
 static void mem_free(px_exec *x, void *p, uint64_t bytes) {
@@ -185,7 +193,8 @@ static tensor *tensor_find(px_exec *x, int16_t slot, int32_t mb, int32_t layer) 
   return NULL;
 }
 
-static px_status tensor_new(px_exec *x, int16_t slot, int32_t mb, int32_t layer, px_err *err) {
+/* written: the bytes of it that the op allocating it writes before reading (coll_writes) */
+static px_status tensor_new(px_exec *x, int16_t slot, int32_t mb, int32_t layer, uint64_t written, px_err *err) {
   if (tensor_find(x, slot, mb, layer))
     return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %d) allocated twice", x->plan->slots[slot].name,
                       mb, layer);
@@ -198,7 +207,7 @@ static px_status tensor_new(px_exec *x, int16_t slot, int32_t mb, int32_t layer,
   }
   tensor *t = &x->t[x->nt];
   *t = (tensor){slot, mb, layer, NULL, x->plan->slots[slot].bytes};
-  px_status st = mem_alloc(x, t->bytes, x->zero_slot[slot], &t->ptr, err);
+  px_status st = mem_alloc(x, t->bytes, x->zero_slot[slot] ? PX_FILL_ZERO : fill_for(written, t->bytes), &t->ptr, err);
   if (st) return st;
   x->nt++;
   return PX_OK;
@@ -265,7 +274,7 @@ static void *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->bucket[r->unit]) {
     void *p;
-    if (mem_alloc(x, full_grad_bytes(x, r->unit), true, &p, err)) return NULL;
+    if (mem_alloc(x, full_grad_bytes(x, r->unit), PX_FILL_ZERO, &p, err)) return NULL;
     x->bucket[r->unit] = p;
   }
   return x->bucket[r->unit] + (r->offset - u->offset) * x->gb;
@@ -414,7 +423,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   }
   void *p[NSTATES] = {0};
   for (int i = 0; i < NSTATES && !st; i++)
-    if (states[i]) st = pool_alloc(x, states[i], true, PX_POOL_STATES, &p[i], err);
+    if (states[i]) st = pool_alloc(x, states[i], PX_FILL_ZERO, PX_POOL_STATES, &p[i], err);
   x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4];
   /* offloaded: the host arena, where the plan places each state (px_plan_states): the fp32
    * gradient accumulator, then the fp32 weights and the two moments (PX_HOST_OPT_BYTES a
@@ -624,11 +633,33 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   return st;
 }
 
+/* Ranks of a TP or CP collective's group. */
+static int64_t coll_ranks(const px_exec *x, const px_op *o) {
+  return (px_group)o->group == PX_GROUP_CP ? x->plan->par.cp : x->plan->par.tp;
+}
+
+/* Bytes of `slot` that op o writes from its start before reading it: an
+ * all-gather's destinations (the permuted one's workspace too), a
+ * reduce-scatter's, a receive's; 0 for every other op and operand. */
+static uint64_t coll_writes(const px_exec *x, const px_op *o, int16_t slot) {
+  if (slot < 0 || o->in[0].slot == slot) return 0; /* in place: it reads its own part */
+  uint64_t el = px_dtype_bytes((px_dtype)x->plan->slots[o->out[0].slot].dtype);
+  bool permute = (o->flags & PX_OPF_SEQ_AXIS) && o->dim[2] > 1;
+  switch (o->kind) {
+    case PX_OP_ALLGATHER:
+      return slot == o->out[0].slot || (permute && slot == o->out[1].slot)
+                 ? (uint64_t)o->dim[0] * (uint64_t)coll_ranks(x, o) * el : 0;
+    case PX_OP_REDUCE_SCATTER: return slot == o->out[0].slot ? (uint64_t)o->dim[1] * el : 0;
+    case PX_OP_RECV: return slot == o->out[0].slot ? (uint64_t)o->dim[0] * el : 0;
+    default: return 0;
+  }
+}
+
 static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **ins, px_err *err) {
   px_backend *be = x->be;
   px_group g = (px_group)o->group;
   uint64_t n_in = (uint64_t)o->dim[0], n_out = (uint64_t)o->dim[1];
-  int64_t B = o->dim[2], n = g == PX_GROUP_CP ? x->plan->par.cp : x->plan->par.tp;
+  int64_t B = o->dim[2], n = coll_ranks(x, o);
   bool permute = (o->flags & PX_OPF_SEQ_AXIS) && B > 1;
   px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
   uint64_t el = px_dtype_bytes(dt);
@@ -685,7 +716,8 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     px_ref r = b->allocs[o->alloc_start + a];
     const px_slot *s = &x->plan->slots[r.slot];
     int32_t layer = in->layer + r.layer_off;
-    if (!(st = tensor_new(x, r.slot, in->mb, layer, err)) && (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
+    if (!(st = tensor_new(x, r.slot, in->mb, layer, coll_writes(x, o, r.slot), err)) &&
+        (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
       st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
   }
   px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .cp_rank = x->cp_rank,
@@ -734,7 +766,7 @@ static px_status run_block(px_exec *x, int32_t i, int32_t from, px_err *err) {
   for (int32_t u = in->unit; bwd && from == 0 && x->plan->par.zero >= 2 && u >= 0 && u < in->unit + in->units; u++)
     if (!x->bucket[u]) {
       void *p;
-      if ((st = mem_alloc(x, full_grad_bytes(x, u), true, &p, err))) return st;
+      if ((st = mem_alloc(x, full_grad_bytes(x, u), PX_FILL_ZERO, &p, err))) return st;
       x->bucket[u] = p;
     }
   x->tp_last = -1;
@@ -802,7 +834,7 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *
     bool send = o->kind == PX_OP_SEND, fwd = in->block == PX_BLOCK_SEND_FWD || in->block == PX_BLOCK_RECV_FWD;
     for (int32_t a = 0; a < o->alloc_count && !st; a++) {
       px_ref r = b->allocs[o->alloc_start + a];
-      st = tensor_new(x, r.slot, in->mb, in->layer + r.layer_off, err);
+      st = tensor_new(x, r.slot, in->mb, in->layer + r.layer_off, coll_writes(x, o, r.slot), err);
     }
     px_ref data = send ? o->in[0] : o->out[0];
     void *buf = NULL;
@@ -888,7 +920,7 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, do
   char *src = z == 1 ? x->grads + u->offset * gb : x->bucket[in->unit];
   if (!src) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d reduced before any gradient", in->unit);
   void *tmp;
-  px_status st = mem_alloc(x, shard * gb, false, &tmp, err);
+  px_status st = mem_alloc(x, shard * gb, PX_FILL_NONE, &tmp, err); /* the reduce-scatter's destination */
   if (st) return st;
   uint64_t lo, hi;
   owned_range(x, u, &lo, &hi);
@@ -933,7 +965,7 @@ static px_status run_param_sync(px_exec *x, const px_inst *in, const px_op *o, p
     return x->be->allgather(x->be, (px_group)o->group, unit, unit, shard, dt, err);
   }
   void *g;
-  px_status st = mem_alloc(x, o->coll_bytes, false, &g, err);
+  px_status st = mem_alloc(x, o->coll_bytes, fill_for(shard * (uint64_t)x->shard_n * pb, o->coll_bytes), &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
   char *from = x->h_params ? x->staged_param[in->unit] : x->params + u->offset / (uint64_t)x->shard_n * pb;
@@ -973,7 +1005,7 @@ static px_status run_fetch_param(px_exec *x, const px_inst *in, px_err *err) {
   const px_unit *u = &x->prog->units[in->unit];
   uint64_t bytes = staged_bytes(x, in->unit, true), lo, hi;
   void *dev;
-  px_status st = mem_alloc(x, bytes, false, &dev, err);
+  px_status st = mem_alloc(x, bytes, PX_FILL_NONE, &dev, err); /* the upload's destination */
   if (st) return st;
   x->staged_param[in->unit] = dev;
   owned_range(x, u, &lo, &hi);

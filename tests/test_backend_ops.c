@@ -43,6 +43,8 @@
 #include "plan/plan.h"
 #include "tests/testutil.h"
 #include "exec/cuda_load.h"
+#include "exec/interp.h"
+#include "exec/train.h"
 
 /* ======================= plans with odd sizes ======================= */
 
@@ -1289,7 +1291,7 @@ static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, doubl
     int dt = twin ? c->b[i].dev32 : c->b[i].dev;
     if (dt < 0) continue; /* not in the twin */
     bytes[i] = (uint64_t)c->b[i].n * el_bytes(dt);
-    st = be->alloc(be, bytes[i], false, PX_POOL_STEP, &dev[i], err);
+    st = be->alloc(be, bytes[i], PX_FILL_POISON, PX_POOL_STEP, &dev[i], err);
     if (!st && c->b[i].init) {
       void *host = px_talloc(bytes[i]);
       pack(host, c->b[i].x, c->b[i].n, dt);
@@ -1585,7 +1587,7 @@ static float coll_value(int r, int64_t i, int salt) {
 static void *dev_of(px_backend *be, const float *x, int64_t n, px_dtype dt, px_err *err) {
   void *d = NULL;
   uint64_t bytes = (uint64_t)n * px_dtype_bytes(dt);
-  if (be->alloc(be, bytes, false, PX_POOL_STEP, &d, err)) return NULL;
+  if (be->alloc(be, bytes, PX_FILL_POISON, PX_POOL_STEP, &d, err)) return NULL;
   if (!x) return d;
   void *h = px_talloc(bytes);
   pack(h, x, n, (int)dt);
@@ -1773,6 +1775,118 @@ static px_support refuse_flash(px_backend *b, const px_plan *plan, const px_op *
   snprintf(why, cap, "a test's refusal");
   return PX_SUPPORT_NO;
 }
+
+/* ======================= allocation fills ======================= */
+
+/* The cpu backend with fill_alloc in place of its alloc: it counts the
+ * bytes asked for with each fill and can swap a fill for another. */
+static px_status (*fill_next)(px_backend *, uint64_t, px_fill, px_pool, void **, px_err *);
+static uint64_t fill_bytes[PX_FILL_COUNT];
+static px_fill fill_swap[PX_FILL_COUNT]; /* the fill given for the fill asked (the step's tensors) */
+
+static px_status fill_alloc(px_backend *b, uint64_t bytes, px_fill fill, px_pool pool, void **out, px_err *err) {
+  fill_bytes[fill] += bytes;
+  return fill_next(b, bytes, pool == PX_POOL_STEP ? fill_swap[fill] : fill, pool, out, err);
+}
+
+/* Two steps of a tiny plan (tp x pp x dp, ZeRO-3, SP when tp > 1) on the
+ * counting cpu backend, fills swapped by swap (NULL: as asked). */
+static void fill_run(int64_t tp, int64_t pp, const px_fill *swap, double loss[2]) {
+  px_err err = {0};
+  px_model m;
+  px_cluster c;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("local-cpu", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, world_size, 0, &err), PX_OK);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = tp, p.pp = pp, p.dp = world_size / (tp * pp), p.zero = 3, p.sp = tp > 1, p.mbs = 1, p.gbs = 2 * p.dp * pp;
+  p.precision = PX_PREC_FP32;
+  px_parallel_resolve(&p, &m, &c);
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
+  px_comm pc;
+  CU_ASSERT_EQUAL_FATAL(px_comm_init(&pc, &plan, MPI_COMM_WORLD, &err), PX_OK);
+  px_backend *cpu = NULL;
+  CU_ASSERT_EQUAL_FATAL(px_cpu_backend_new(&pc, 1, &cpu, &err), PX_OK);
+  px_backend be = *cpu; /* the same backend (impl), another alloc */
+  fill_next = cpu->alloc, be.alloc = fill_alloc;
+  for (int f = 0; f < PX_FILL_COUNT; f++) fill_swap[f] = swap ? swap[f] : (px_fill)f, fill_bytes[f] = 0;
+  px_train_opts o;
+  px_train_opts_init(&o);
+  px_data *data = NULL;
+  px_exec *x = NULL;
+  CU_ASSERT_EQUAL_FATAL(px_data_open_synthetic(m.vocab, o.hp.seed, &data, &err), PX_OK);
+  px_status st = px_exec_new(&plan, &be, &pc, data, &o.hp, &x, &err);
+  for (int k = 0; k < 2 && !st; k++) st = px_exec_step(x, k, &loss[k], &err);
+  if (st) fprintf(stderr, "\n  tp %lld pp %lld: %s\n", (long long)tp, (long long)pp, err.msg);
+  CU_ASSERT_EQUAL(st, PX_OK);
+  px_exec_free(x);
+  px_data_close(data);
+  cpu->destroy(cpu);
+  px_comm_deinit(&pc);
+  px_plan_free(&plan);
+}
+
+/* PX_FILL_NONE leaves memory as it was, PX_FILL_POISON fills it with NaN
+ * bytes every time, PX_FILL_ZERO with zeros (the cpu backend, one rank:
+ * a released block comes back for the next allocation of its size). On 4
+ * ranks (--collectives), the interpreter on ZeRO-3 plans with PP (receives)
+ * and with TP and SP (TP all-gathers): it asks for memory without the fill
+ * (the gathers, reduce-scatters and receives), and poisoning that memory
+ * all the same changes no bit of the losses (so each such buffer is written
+ * whole before it is read), while memory it asks to be zeroed, poisoned
+ * instead, turns the second step's loss into NaN (the poison still catches
+ * a read of what was not written: the gradient buckets). */
+static void test_fills(void) {
+  px_backend *be = backends[0].be;
+  px_err err = {0};
+  enum { N = 1000 };
+  const uint64_t bytes = N * sizeof(float);
+  float *h = px_tfloats(N), *p;
+  CU_ASSERT_EQUAL_FATAL(be->alloc(be, bytes, PX_FILL_POISON, PX_POOL_STEP, (void **)&p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(be->download(be, h, p, bytes, &err), PX_OK);
+  for (int i = 0; i < N; i++) CU_ASSERT_FATAL(isnan(h[i]));
+  for (int i = 0; i < N; i++) h[i] = (float)i;
+  CU_ASSERT_EQUAL_FATAL(be->upload(be, p, h, bytes, &err), PX_OK);
+  be->release(be, p, bytes);
+  CU_ASSERT_EQUAL_FATAL(be->alloc(be, bytes, PX_FILL_NONE, PX_POOL_STEP, (void **)&p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(be->download(be, h, p, bytes, &err), PX_OK);
+  for (int i = 0; i < N; i++) CU_ASSERT_EQUAL_FATAL(h[i], (float)i); /* not filled: the released block as it was */
+  be->release(be, p, bytes);
+  CU_ASSERT_EQUAL_FATAL(be->alloc(be, bytes, PX_FILL_POISON, PX_POOL_STEP, (void **)&p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(be->download(be, h, p, bytes, &err), PX_OK);
+  for (int i = 0; i < N; i++) CU_ASSERT_FATAL(isnan(h[i])); /* the same block, poisoned again */
+  be->release(be, p, bytes);
+  CU_ASSERT_EQUAL_FATAL(be->alloc(be, bytes, PX_FILL_ZERO, PX_POOL_STEP, (void **)&p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(be->download(be, h, p, bytes, &err), PX_OK);
+  for (int i = 0; i < N; i++) CU_ASSERT_EQUAL_FATAL(h[i], 0.0f);
+  be->release(be, p, bytes);
+  if (world_size != 4) return;
+  static const px_fill poison_unfilled[PX_FILL_COUNT] = {PX_FILL_POISON, PX_FILL_ZERO, PX_FILL_POISON};
+  static const px_fill poison_zeroed[PX_FILL_COUNT] = {PX_FILL_POISON, PX_FILL_POISON, PX_FILL_NONE};
+  const int64_t grids[][2] = {{1, 2}, {2, 1}}; /* (tp, pp) with dp 2 */
+  for (int g = 0; g < 2; g++) {
+    double asked[2], poisoned[2], unzeroed[2];
+    fill_run(grids[g][0], grids[g][1], NULL, asked);
+    uint64_t none = fill_bytes[PX_FILL_NONE], poison = fill_bytes[PX_FILL_POISON];
+    fill_run(grids[g][0], grids[g][1], poison_unfilled, poisoned);
+    fill_run(grids[g][0], grids[g][1], poison_zeroed, unzeroed);
+    CU_ASSERT(none > 0);   /* the collectives' destinations skip the fill */
+    CU_ASSERT(poison > 0); /* and the rest keeps it */
+    for (int k = 0; k < 2; k++) {
+      CU_ASSERT(isfinite(asked[k]) && asked[k] > 5.0 && asked[k] < 6.0);
+      CU_ASSERT_EQUAL(memcmp(&poisoned[k], &asked[k], sizeof asked[k]), 0);
+    }
+    CU_ASSERT(isnan(unzeroed[1])); /* the gradients' buckets, not zeroed, poison the update */
+    if (world_rank == 0)
+      printf("\n  fills, tp %lld pp %lld dp 2 ZeRO-3: %.2f MiB a run unfilled, %.2f MiB poisoned; losses %.7f %.7f, "
+             "the same with the unfilled poisoned; the second %s with the zeroed poisoned",
+             (long long)grids[g][0], (long long)grids[g][1], (double)none / 1048576.0, (double)poison / 1048576.0,
+             asked[0], asked[1], isnan(unzeroed[1]) ? "NaN" : "not NaN");
+  }
+}
+
 
 static void test_support_walk(void) {
   px_err err = {0};
@@ -2079,7 +2193,7 @@ static void test_fp8_cuda(void) {
           CU_ASSERT_PTR_NOT_NULL_FATAL(c);
           uint8_t *q = px_talloc((size_t)n), *got = px_talloc((size_t)n);
           void *dq = NULL;
-          CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, false, PX_POOL_STEP, &dq, &err), PX_OK);
+          CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, PX_FILL_POISON, PX_POOL_STEP, &dq, &err), PX_OK);
           px_exec_op cc = {.plan = &plan, .op = c, .layer = 0, .step = 5}, cg = cc;
           cc.in[0] = x, cc.out[0] = q, cg.in[0] = dx, cg.out[0] = dq;
           CU_ASSERT_EQUAL_FATAL(cpu->op(cpu, &cc, &err), PX_OK);
@@ -2265,13 +2379,17 @@ int main(int argc, char **argv) {
       {"the cpu backend against double-precision references (fp32)", test_cpu_against_references},
       {"every backend against the cpu backend (fp32, bf16, fp16)", test_backends_against_cpu},
       {"collectives and p2p through the backend entries", test_collectives},
+      {"allocation fills: none, poison, zero", test_fills},
       {"supports_op, and the walk of a plan refusing what a backend cannot run", test_support_walk},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
       {"every op kind has a test", test_every_kind_tested},
   };
-  static const px_test coll[] = {{"collectives and p2p through the backend entries", test_collectives}};
-  int rc = collectives_only ? px_test_main("backend_ops_collectives", coll, 1)
+  static const px_test coll[] = {
+      {"collectives and p2p through the backend entries", test_collectives},
+      {"allocation fills, and the interpreter's on ZeRO-3 plans with PP and with TP", test_fills},
+  };
+  int rc = collectives_only ? px_test_main("backend_ops_collectives", coll, sizeof coll / sizeof coll[0])
                             : px_test_main("backend_ops", all, sizeof all / sizeof all[0]);
   if (collectives_only) print_table();
   for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);

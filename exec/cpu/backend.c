@@ -5,6 +5,7 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <math.h>
 #include <stdio.h>
@@ -46,9 +47,9 @@ typedef struct {
   px_cpu_fp8 *f8; /* the scales of the fp8 codes written, the amax histories */
 } cpu;
 
-/* Memory not asked to be zeroed is filled with 0xff bytes: NaN in every
- * float type, so a read before the first write poisons the results. */
-static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
+/* PX_FILL_POISON memory is filled with 0xff bytes: NaN in every float type,
+ * so a read before the first write poisons the results. */
+static px_status cpu_alloc(px_backend *b, uint64_t bytes, px_fill fill, px_pool pool, void **out, px_err *err) {
   (void)pool;
   cpu *c = b->impl;
   *out = NULL;
@@ -59,7 +60,7 @@ static px_status cpu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool poo
     }
   if (!*out) *out = malloc(bytes ? bytes : 1);
   if (!*out) return px_err_set(err, PX_ERR_RUNTIME, "out of memory allocating %llu bytes", (unsigned long long)bytes);
-  memset(*out, zero ? 0 : 0xff, bytes);
+  if (fill != PX_FILL_NONE) memset(*out, fill == PX_FILL_ZERO ? 0 : 0xff, bytes);
   return PX_OK;
 }
 
@@ -697,8 +698,16 @@ int px_cpu_blas_threads(int requested) {
 
 int px_cpu_backend_threads(const px_backend *b) { return ((const cpu *)b->impl)->threads; }
 
+void px_cpu_keep_pages(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_MAX, 0);        /* large blocks from the heap, not mmap (munmap on free) */
+  mallopt(M_TRIM_THRESHOLD, -1); /* and the heap never trimmed */
+#endif
+}
+
 px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out, px_err *err) {
   int nthreads = px_cpu_blas_threads(threads);
+  px_cpu_keep_pages();
   px_backend *b = px_calloc(1, sizeof *b, err);
   cpu *c = px_calloc(1, sizeof *c, err);
   if (!b || !c) {

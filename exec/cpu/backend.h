@@ -15,6 +15,16 @@
  * magnitude; fewer leave cores idle. */
 int px_cpu_blas_threads(int requested);
 
+/* Keeps the memory this process frees for its own reuse (glibc: large
+ * blocks from the heap, not mmap; the heap never trimmed), as the backend's
+ * block cache does for tensors: MPI allocates and frees temporaries in its
+ * collectives (Open MPI's reduce-scatter a full-size one on one rank), and
+ * memory given back to the system faults in again, page by page, on the
+ * next call (2,500 faults, ~4 ms, in each 12.6 MB reduce-scatter of the
+ * ZeRO-3 plan of bench/compare.sh). Process-wide; the backend calls it, and
+ * calibrate before it measures the collectives as run calls them. */
+void px_cpu_keep_pages(void);
+
 /* The backend keeps a pointer to comm (which must outlive it); threads as px_cpu_blas_threads. */
 px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out, px_err *err);
 /* The BLAS threads the backend runs with. */

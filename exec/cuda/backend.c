@@ -245,7 +245,7 @@ static void mark(cuda *c, void *p, uint64_t live, uint64_t bytes) {
   cudaLaunchHostFunc(stream_of(c), poison_cb, r);
 }
 #define POISON_ARENA(p, bytes) ASAN_POISON_MEMORY_REGION(p, bytes)
-#define FILL_UNZEROED 1 /* NaN bytes where the contents are unspecified, as the CPU backend */
+#define FILL_UNZEROED 1 /* NaN bytes in PX_FILL_POISON memory, as the CPU backend */
 #else
 #define FILL_UNZEROED 0
 #define mark(c, p, live, bytes) ((void)0)
@@ -310,7 +310,7 @@ static px_status cu_reserve(px_backend *b, const uint64_t pools[PX_POOLS], px_er
 /* Arena i serves `pool`: its own when reserved for it, any grown one. */
 static bool serves(const cuda *c, int i, px_pool pool) { return i >= c->nreserved || i == (int)pool; }
 
-static px_status cu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool pool, void **out, px_err *err) {
+static px_status cu_alloc(px_backend *b, uint64_t bytes, px_fill fill, px_pool pool, void **out, px_err *err) {
   cuda *c = b->impl;
   *out = NULL;
   uint64_t off = 0, tag[PX_ARENA_TAGS] = {0};
@@ -334,8 +334,8 @@ static px_status cu_alloc(px_backend *b, uint64_t bytes, bool zero, px_pool pool
     if (tag[k]) wait_for(c, tag[k] * NSTREAMS + (uint64_t)(k + 1));
   mark(c, p, bytes, bytes);
   px_status st = PX_OK;
-  if (zero || FILL_UNZEROED)
-    st = cu_check(cudaMemsetAsync(p, zero ? 0 : 0xff, bytes, stream_of(c)), "cudaMemsetAsync", err);
+  if (fill == PX_FILL_ZERO || (fill == PX_FILL_POISON && FILL_UNZEROED))
+    st = cu_check(cudaMemsetAsync(p, fill == PX_FILL_ZERO ? 0 : 0xff, bytes, stream_of(c)), "cudaMemsetAsync", err);
   if (!st) *out = p;
   return st;
 }
