@@ -49,56 +49,13 @@ static void check_consistent(const px_coll_cost *k) {
   PX_ASSERT_REL(k->time_s, k->latency_s + t, 1e-12);
 }
 
-/* Every row of tests/data/nccl_busbw.csv. */
-static void test_published(void) {
-  FILE *fp = fopen(px_test_path("tests/data/nccl_busbw.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  char line[2048];
-  int rows = 0;
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || line[0] == '\n') continue;
-    char topo[64], coll[32], metric[32];
-    long long nodes, gpn;
-    unsigned long long size;
-    double lo, hi, tol;
-    if (sscanf(line, "%63[^,],%31[^,],%lld,%lld,%llu,%31[^,],%lf,%lf,%lf,", topo, coll, &nodes, &gpn, &size, metric,
-               &lo, &hi, &tol) != 9) {
-      fprintf(stderr, "\n  unreadable row: %s", line);
-      CU_FAIL("unreadable row");
-      continue;
-    }
-    px_coll kind = kind_of(coll);
-    CU_ASSERT_NOT_EQUAL_FATAL(kind, PX_COLL_NONE);
-    px_cluster c = load(topo, nodes);
-    CU_ASSERT_EQUAL_FATAL(c.gpus_per_node, gpn);
-    px_placement g = place(&c, nodes * gpn, 1);
-    CU_ASSERT_EQUAL(g.nodes, nodes);
-    px_coll_cost k = px_coll_cost_of(&c, kind, size, &g);
-    check_consistent(&k);
-    double got;
-    if (!strcmp(metric, "busbw_gb_per_s"))
-      got = px_coll_busbw_bytes_per_s(kind, g.size, size, k.time_s) / 1e9;
-    else if (!strcmp(metric, "time_us"))
-      got = k.time_s * 1e6;
-    else {
-      CU_FAIL("unknown metric");
-      continue;
-    }
-    bool ok = got >= lo * (1 - tol) && got <= hi * (1 + tol);
-    fprintf(stderr, "\n  %s %s %lldx%lld %llu B (%s): %s %.4g, published %g-%g (tol %g)%s", topo, coll, nodes, gpn,
-            size, px_algo_names[k.algo], metric, got, lo, hi, tol, ok ? "" : "  <-- OUT OF RANGE");
-    CU_ASSERT(ok);
-    rows++;
-  }
-  fclose(fp);
-  fprintf(stderr, "\n");
-  CU_ASSERT(rows >= 4);
-}
-
-/* Every row of tests/data/nccl_small.csv: groups of part of a node (small-message
- * times, which give the per-step latencies) and pairs across nodes (a NIC's rate). */
-static void test_published_groups(void) {
-  FILE *fp = fopen(px_test_path("tests/data/nccl_small.csv"), "r");
+/* Every row of a published-figures file (tests/data/nccl_busbw.csv,
+ * nccl_small.csv: topology, collective, nodes, ranks per node, size, metric,
+ * lo, hi, tol): the group is that many consecutive GPUs in each node (one
+ * GPU of each, gpus_per_node apart, for a rank a node), and the model's
+ * figure must lie in [lo (1 - tol), hi (1 + tol)]. Returns the rows read. */
+static int check_published(const char *rel) {
+  FILE *fp = fopen(px_test_path(rel), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[2048];
   int rows = 0;
@@ -117,14 +74,14 @@ static void test_published_groups(void) {
     px_cluster c = load(topo, nodes);
     px_coll kind = !strcmp(coll, "sendrecv") ? PX_COLL_P2P : !strcmp(coll, "alltoall") ? PX_COLL_ALLTOALL : kind_of(coll);
     CU_ASSERT_NOT_EQUAL_FATAL(kind, PX_COLL_NONE);
-    /* rpn consecutive GPUs in each node: a group of nodes x rpn, rpn apart when one a node */
     px_placement g = place(&c, nodes * rpn, rpn == 1 && nodes > 1 ? c.gpus_per_node : 1);
     CU_ASSERT_EQUAL(g.nodes, nodes);
     CU_ASSERT_EQUAL(g.per_node, rpn);
     px_coll_cost k = px_coll_cost_of(&c, kind, size, &g);
     check_consistent(&k);
-    double got = !strcmp(metric, "time_us") ? k.time_s * 1e6
-                                             : px_coll_busbw_bytes_per_s(kind, g.size, size, k.time_s) / 1e9;
+    bool time = !strcmp(metric, "time_us");
+    CU_ASSERT(time || !strcmp(metric, "busbw_gb_per_s"));
+    double got = time ? k.time_s * 1e6 : px_coll_busbw_bytes_per_s(kind, g.size, size, k.time_s) / 1e9;
     bool ok = got >= lo * (1 - tol) && got <= hi * (1 + tol);
     fprintf(stderr, "\n  %s %s %lldx%lld %llu B (%s): %s %.4g, published %g-%g (tol %g)%s", topo, coll, nodes, rpn, size,
             px_algo_names[k.algo], metric, got, lo, hi, tol, ok ? "" : "  <-- OUT OF RANGE");
@@ -133,8 +90,15 @@ static void test_published_groups(void) {
   }
   fclose(fp);
   fprintf(stderr, "\n");
-  CU_ASSERT_EQUAL(rows, 6);
+  return rows;
 }
+
+/* Whole nodes' large and small messages. */
+static void test_published(void) { CU_ASSERT(check_published("tests/data/nccl_busbw.csv") >= 4); }
+
+/* Groups of part of a node (small-message times, which give the per-step
+ * latencies) and pairs across nodes (a NIC's rate). */
+static void test_published_groups(void) { CU_ASSERT_EQUAL(check_published("tests/data/nccl_small.csv"), 6); }
 
 /* In one node every collective's large-message busbw is the NVLink rate x
  * efficiency (nccl-tests' busbw is defined so that it is). */

@@ -1416,6 +1416,15 @@ static int csv_fields(char *line, char **f, int max) {
   return n;
 }
 
+/* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
+static double mem_op_s(const char *preset, double bytes) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load(preset, &c, &err), PX_OK);
+  px_op op = {.kind = PX_OP_GELU, .bytes = bytes};
+  return px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+}
+
 /* The kernel figures against the microbenchmarks they come from
  * (tests/data/gemm_microbench.csv, attention_a100_fa2.csv,
  * hbm_babelstream.csv, each with its source): the model at the benchmark's
@@ -1492,11 +1501,7 @@ static void test_kernel_microbenchmarks(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   while (fgets(line, sizeof line, fp)) {
     if (line[0] == '#' || csv_fields(line, f, 8) < 4) continue;
-    px_cluster c;
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
-    double bytes = atof(f[1]), rate = atof(f[2]) * 1e9;
-    px_op op = {.kind = PX_OP_GELU, .bytes = bytes};
-    double model_s = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+    double bytes = atof(f[1]), rate = atof(f[2]) * 1e9, model_s = mem_op_s(f[0], bytes);
     fprintf(stderr, "\n  %-9s Triad %.3g B: published %7.1f  model %7.1f GB/s  %+5.1f%%", f[0], bytes, rate / 1e9,
             bytes / model_s / 1e9, 100 * (bytes / model_s / rate - 1));
     PX_ASSERT_REL(model_s, bytes / rate, atof(f[3]));
@@ -1510,10 +1515,7 @@ static void test_kernel_microbenchmarks(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   while (fgets(line, sizeof line, fp)) {
     if (line[0] == '#' || csv_fields(line, f, 8) < 4) continue;
-    px_cluster c;
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
-    px_op op = {.kind = PX_OP_GELU, .bytes = atof(f[1])};
-    double us = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op) * 1e6;
+    double us = mem_op_s(f[0], atof(f[1])) * 1e6;
     fprintf(stderr, "\n  %-9s tiny kernel, %s B: published %s-%s us, model %.3f us", f[0], f[1], f[2], f[3], us);
     CU_ASSERT(us >= atof(f[2]) && us <= atof(f[3]));
     rows++;
