@@ -32,11 +32,13 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
     }
     fputc('\n', out);
   }
-  fprintf(out, "  intra-node: %.0f GB/s per GPU per direction, %.1f us, efficiency %.2f\n", c->intra_bytes_per_s / 1e9,
-          c->intra_latency_s * 1e6, c->intra_efficiency);
-  fprintf(out, "  inter-node: %lld NICs x %.0f Gb/s, %.1f us, efficiency %.2f, %s, oversubscription %.1f:1\n",
+  fprintf(out, "  intra-node: %.0f GB/s per GPU per direction, %.1f us, efficiency %.2f, collectives hold %lld SMs\n",
+          c->intra_bytes_per_s / 1e9, c->intra_latency_s * 1e6, c->intra_efficiency, (long long)c->intra_comm_sms);
+  fprintf(out,
+          "  inter-node: %lld NICs x %.0f Gb/s, %.1f us, efficiency %.2f, collectives hold %lld SMs, %s, "
+          "oversubscription %.1f:1\n",
           (long long)c->nics_per_node, c->nic_bytes_per_s * 8 / 1e9, c->inter_latency_s * 1e6, c->inter_efficiency,
-          px_net_kind_names[c->net_kind], c->oversubscription);
+          (long long)c->inter_comm_sms, px_net_kind_names[c->net_kind], c->oversubscription);
   fprintf(out, "  host: %s memory, storage %.1f GB/s per node\n", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
           c->storage_bytes_per_s / 1e9);
   px_report_cluster_measured(c, NULL, out);
