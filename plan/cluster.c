@@ -147,6 +147,8 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   gpu->kernel_overhead_s = overhead_us * 1e-6;
   gpu->jitter = PX_GPU_JITTER_DEFAULT;
   TRY(px_json_num(&c, g, "jitter", false, 0.0, 0.5, &gpu->jitter, err));
+  gpu->sustained_share = 1.0;
+  TRY(px_json_num(&c, g, "sustained_share", false, 0.1, 1.0, &gpu->sustained_share, err));
 
   gpu->gemm_max_efficiency = 0.8;
   gpu->gemm_tile_m = 128;
@@ -439,6 +441,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(g, "sm_count", (double)gpu->sm_count);
   px_json_add_num(g, "kernel_overhead_us", gpu->kernel_overhead_s * 1e6);
   px_json_add_num(g, "jitter", gpu->jitter);
+  px_json_add_num(g, "sustained_share", gpu->sustained_share);
   cJSON_AddItemToObject(g, "gemm", gemm);
   px_json_add_num(gemm, "max_efficiency", gpu->gemm_max_efficiency);
   px_json_add_num(gemm, "tile_m", (double)gpu->gemm_tile_m);

@@ -87,6 +87,8 @@ typedef struct {
   double gemm_fp8_max_efficiency;    /* max_efficiency of fp8 GEMMs with per-tensor scales (of the fp8 peak) */
   double gemm_fp8_block_max_efficiency; /* ... with blockwise scales (DeepSeek-V3's 1 x 128 / 128 x 128) */
   double kernel_overhead_s;          /* launch + tail per kernel */
+  double sustained_share;            /* tensor-core compute under sustained load over the burst figures the
+                                        GEMM and attention models are built from (power-limited clocks); 1: none */
   double jitter;                     /* per-GPU performance spread: the standard deviation of a GPU's compute
                                         speed over the cluster's median GPU (static), 0: none; see sim/straggler.h */
   px_gemm_point gemm_table[PX_GEMM_TABLE_MAX]; /* measured; used instead of the model when given */

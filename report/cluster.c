@@ -17,9 +17,9 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
   for (int t = 0; t < PX_DTYPE_COUNT; t++)
     if (g->peak_flops[t] > 0) fprintf(out, " %s %.1f", px_dtype_names[t], g->peak_flops[t] / 1e12);
   if (g->peak_fp4_flops > 0) fprintf(out, " fp4 %.1f (not planned: no fp4 training path)", g->peak_fp4_flops / 1e12);
-  fprintf(out, "\n  gemm efficiency: max %.2f, tiles %lldx%lld, k_half %.0f%s\n", g->gemm_max_efficiency,
-          (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, g->gemm_k_half,
-          g->gemm_table_len ? " (measured table given)" : "");
+  fprintf(out, "\n  gemm efficiency: max %.2f, tiles %lldx%lld, k_half %.0f%s; sustained %.2f of it (and of attention)\n",
+          g->gemm_max_efficiency, (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, g->gemm_k_half,
+          g->gemm_table_len ? " (measured table given)" : "", g->sustained_share);
   if (g->peak_flops[PX_DTYPE_FP8] > 0)
     fprintf(out, "  fp8 gemm efficiency: max %.2f per-tensor scales, %.2f blockwise\n", px_gpu_gemm_max(g, PX_DTYPE_FP8, false),
             px_gpu_gemm_max(g, PX_DTYPE_FP8, true));

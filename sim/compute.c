@@ -158,7 +158,8 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
    * probabilities (five products against the forward's two, 2.5x not 2x). */
   if (op->kind == PX_OP_FLASH_ATTN) flops *= 0.5;
   if (op->kind == PX_OP_FLASH_ATTN_BWD) flops *= 0.5 * 1.25;
-  double flop_s = flops / (peak * eff) + g->kernel_overhead_s;
+  /* at the clocks the GPU holds under sustained load, not the burst the figures were measured at */
+  double flop_s = flops / (peak * eff * g->sustained_share) + g->kernel_overhead_s;
   return flop_s > mem_s ? flop_s : mem_s;
 }
 

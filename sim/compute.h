@@ -21,7 +21,10 @@ double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t
  * as the mask scales the forward at that length. */
 double px_attn_efficiency(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t seq);
 /* Seconds for the op's compute (0 for pure communication ops). dt is the
- * plan's compute dtype; elems scales size-less ops (optimizer: the shard). */
+ * plan's compute dtype; elems scales size-less ops (optimizer: the shard).
+ * GEMMs and fused attention run at gpu.sustained_share of their burst
+ * efficiency (the clocks a GPU holds at its power limit under sustained
+ * load); memory-bound passes at the HBM share. */
 double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op);
 /* Seconds for a memory-bound pass over `bytes` by an op of `kind`. */
 double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes);
