@@ -1419,6 +1419,37 @@ static int csv_fields(char *line, char **f, int max) {
   return n;
 }
 
+/* gpu.sustained_share: mamf-finder's sustained (MSMF) over burst (MAMF)
+ * matmul rate on the same GPU, the mid-points of five runs each
+ * (tests/data/gemm_sustained.csv), within 1%; the presets that borrow a
+ * GPU's figure carry the same; A100, with no MSMF published, keeps its bursts. */
+static void test_sustained_share(void) {
+  FILE *fp = fopen(px_test_path("tests/data/gemm_sustained.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[512], *f[8];
+  px_err err = {0};
+  int rows = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || csv_fields(line, f, 8) < 6) continue;
+    px_cluster c;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+    double want = (atof(f[1]) + atof(f[2])) / (atof(f[3]) + atof(f[4]));
+    fprintf(stderr, "\n  %s: MSMF/MAMF %.4f, sustained_share %.2f", f[0], want, c.gpu.sustained_share);
+    PX_ASSERT_REL(c.gpu.sustained_share, want, 0.01);
+    for (char *tok = strtok(f[5], " \r\n"); tok; tok = strtok(NULL, " \r\n")) {
+      px_cluster b;
+      CU_ASSERT_EQUAL_FATAL(px_cluster_load(tok, &b, &err), PX_OK);
+      CU_ASSERT_EQUAL(b.gpu.sustained_share, c.gpu.sustained_share);
+    }
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 2);
+  px_cluster a;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a, &err), PX_OK);
+  CU_ASSERT_EQUAL(a.gpu.sustained_share, 1.0);
+}
+
 /* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
 static double mem_op_s(const char *preset, double bytes) {
   px_cluster c;
@@ -1626,6 +1657,7 @@ int main(void) {
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
       {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
+      {"sustained clocks: mamf-finder's sustained over burst matmul rate", test_sustained_share},
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
