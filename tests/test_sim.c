@@ -1397,9 +1397,6 @@ static void test_attention_kernels(void) {
   /* between the points: linear in log(seq); beyond them: flat */
   PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
   PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 131072) * peak, 616e12, 1e-9);
-  px_cluster b200;
-  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &b200, &err), PX_OK);
-  CU_ASSERT(px_attn_efficiency(&b200.gpu, false, 128, true, 4096) < 0);
   /* a pass without a curve of either mask (A100: forward only) keeps the GEMM model */
   px_cluster a100;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
@@ -1448,6 +1445,56 @@ static void test_sustained_share(void) {
   px_cluster a;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a, &err), PX_OK);
   CU_ASSERT_EQUAL(a.gpu.sustained_share, 1.0);
+}
+
+/* Blackwell's fused attention: cuDNN's published causal hd-128 curves (tests/data/attention_blackwell_cudnn.csv,
+ * with its source), each point exactly from its preset's gpu.attention, and a causal op of the benchmark's shape
+ * (batch 1, 128 query heads, 8 KV heads), forward or backward, in the published time within the row's tol. */
+static void test_attention_kernels_blackwell(void) {
+  char line[512], *f[12];
+  int rows = 0, points = 0;
+  FILE *fp = fopen(px_test_path("tests/data/attention_blackwell_cudnn.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || csv_fields(line, f, 12) < 10) continue;
+    px_cluster c;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+    c.gpu.sustained_share = 1; /* a benchmark's burst against the burst model */
+    const px_gpu *g = &c.gpu;
+    bool bwd = !strcmp(f[1], "bwd"), causal = atoi(f[3]) != 0;
+    int64_t hd = atoll(f[2]), b = atoll(f[4]), s = atoll(f[5]), h = atoll(f[6]), hkv = atoll(f[7]);
+    double tflops = atof(f[8]), tol = atof(f[9]);
+    PX_ASSERT_REL(px_attn_efficiency(g, bwd, hd, causal, s) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
+    /* the row is one of the curve's points, not an interpolation */
+    for (int i = 0; i < g->attention_len; i++)
+      if (g->attention[i].bwd == bwd && g->attention[i].causal == causal && g->attention[i].head_dim == hd)
+        for (int k = 0; k < g->attention[i].n; k++) points += g->attention[i].seq[k] == s;
+    px_op op = {.kind = bwd ? PX_OP_FLASH_ATTN_BWD : PX_OP_FLASH_ATTN, .dim = {b, s, h, hkv, hd, s}};
+    op.flops = 2.0 * (double)(b * h) * (double)s * (double)s * (double)(2 * hd) * (bwd ? 2 : 1); /* the compiler's */
+    /* the benchmark's count: 4 b s^2 h hd, halved for the mask, the backward 2.5x */
+    double published_s = 4.0 * (double)(b * h) * (double)s * (double)s * (double)hd / 2 * (bwd ? 2.5 : 1) / (tflops * 1e12);
+    double model_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
+    fprintf(stderr, "\n  %-11s %s causal s%-6lld published %8.3f ms, model %8.3f ms (%+.1f%%)", f[0], f[1], (long long)s,
+            published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
+    PX_ASSERT_REL(model_s, published_s, tol);
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 42);
+  CU_ASSERT_EQUAL(points, 42);
+  /* every Blackwell preset carries curves for both passes and nothing else */
+  static const char *const bw[] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
+  for (size_t i = 0; i < sizeof bw / sizeof *bw; i++) {
+    px_cluster c;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(bw[i], &c, &err), PX_OK);
+    CU_ASSERT_EQUAL(c.gpu.attention_len, 2);
+    /* no unmasked curve: the causal one answers (no forward pair to scale the backward by) */
+    CU_ASSERT_EQUAL(px_attn_efficiency(&c.gpu, true, 128, false, 8192), px_attn_efficiency(&c.gpu, true, 128, true, 8192));
+    /* below the first point: flat */
+    CU_ASSERT_EQUAL(px_attn_efficiency(&c.gpu, false, 64, true, 256), px_attn_efficiency(&c.gpu, false, 128, true, c.gpu.attention[0].seq[0]));
+  }
 }
 
 /* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
@@ -1658,6 +1705,7 @@ int main(void) {
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
       {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
       {"sustained clocks: mamf-finder's sustained over burst matmul rate", test_sustained_share},
+      {"fused attention on Blackwell: cuDNN's measurements reproduced", test_attention_kernels_blackwell},
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
