@@ -91,7 +91,8 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
   if (par->precision == PX_PREC_FP8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed */
-    b[PX_PLACE_GPU][PX_MEM_PARAMS] += 2 * px_plan_fp8_weight_elems(p, stage);
+    out->fp8_copy_bytes = 2 * px_plan_fp8_weight_elems(p, stage);
+  b[PX_PLACE_GPU][PX_MEM_PARAMS] += out->fp8_copy_bytes;
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {
     b[PX_PLACE_GPU][PX_MEM_OPTIMIZER] = out->opt_elems * p->optimizer_bytes_per_param;

@@ -99,6 +99,8 @@ typedef struct {
   uint64_t grads_elems;   /* on the GPU, grad dtype: flat, or the shard (ZeRO-2/3); 0 when offloaded */
   uint64_t opt_elems;     /* the optimizer's elements: flat, or the shard (ZeRO >= 1) */
   uint64_t bytes[PX_PLACE_COUNT][PX_MEM_ACTIVATIONS];
+  uint64_t fp8_copy_bytes; /* of bytes[GPU][PARAMS]: the cached fp8 copies, remade from the parameters
+                              every step, so not a state a checkpoint keeps */
 } px_states;
 void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
 /* The same for other choices of the plan's parallel settings (e.g. another offload). */

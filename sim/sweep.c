@@ -26,8 +26,8 @@ void px_sweep_opts_init(px_sweep_opts *o) {
 }
 
 /* Seconds training stops for an asynchronous checkpoint: each GPU copies
- * its parameters and optimizer states (offloaded ones included) to a host
- * snapshot buffer, all GPUs at once, over its host link (the cluster's
+ * its parameters and optimizer states (offloaded ones included; not fp8's
+ * cached weight copies, remade every step) to a host snapshot buffer, all GPUs at once, over its host link (the cluster's
  * host_pcie_bytes_per_s shared by host_pcie_gpus_per_uplink GPUs); a
  * cluster file without a host link gets HBM bandwidth, a lower bound. The
  * largest stage's GPU sets the time. */
@@ -37,7 +37,7 @@ static double snapshot_s(const px_plan *plan, double *bytes_out) {
   for (int64_t s = 0; s < plan->par.pp; s++) {
     px_states st;
     px_plan_states(plan, s, &st);
-    double b = 0; /* the parameters and optimizer states, wherever they are (not the gradients) */
+    double b = -(double)st.fp8_copy_bytes; /* the parameters and optimizer states, wherever they are */
     for (int pl = 0; pl < PX_PLACE_COUNT; pl++)
       b += (double)st.bytes[pl][PX_MEM_PARAMS] + (double)st.bytes[pl][PX_MEM_OPTIMIZER];
     if (b > bytes) bytes = b;

@@ -318,6 +318,21 @@ static void test_train_time_by_hand(void) {
   double good_a = 1 - (s / tau_a + (tau_a / 2 + d + R) / M);
   PX_ASSERT_REL(t.goodput, good_a, 1e-12);
   CU_ASSERT(good_a > good_sync);
+  /* fp8 keeps the same states (its weight copies are remade each step, not snapshotted) */
+  {
+    px_parallel p8 = plan.par;
+    p8.precision = PX_PREC_FP8;
+    px_plan plan8;
+    px_err err8 = {0};
+    CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan8, &plan.model, &plan.cluster, &p8, &err8), PX_OK);
+    px_states st8;
+    px_plan_states(&plan8, 0, &st8);
+    CU_ASSERT(st8.fp8_copy_bytes > 0);
+    px_train_time t8;
+    px_train_time_of(&plan8, 1e6, 15e12, 2.0, mtbf_h, R, true, &t8);
+    PX_ASSERT_REL(t8.checkpoint_snapshot_bytes, snap, 1e-12);
+    px_plan_free(&plan8);
+  }
   /* a cluster without a host link: HBM bandwidth bounds the copy */
   plan.cluster.host_pcie_bytes_per_s = 0;
   px_train_time_of(&plan, 1e6, 15e12, 2.0, mtbf_h, R, true, &t);
