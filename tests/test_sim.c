@@ -126,14 +126,41 @@ static px_model gpt(int64_t layers) {
   return m;
 }
 
+/* A plan of a preset cluster's first `gpus` GPUs; says why when it refuses. */
 static px_status compile(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
                          px_err *err) {
   px_cluster c;
   px_status st = px_cluster_load(cluster, &c, err);
   if (!st) st = px_cluster_set_size(&c, gpus, 0, err);
-  if (st) return st;
-  px_parallel_resolve(p, m, &c);
-  return px_plan_compile(plan, m, &c, p, err);
+  if (!st) {
+    px_parallel_resolve(p, m, &c);
+    st = px_plan_compile(plan, m, &c, p, err);
+  }
+  if (st) fprintf(stderr, "\n  %s\n", err->msg);
+  return st;
+}
+
+/* One step of a published run's plan as the validations run it (no comm-free twin). */
+static void sim_row(const px_plan *plan, px_sim_result *r) {
+  px_err err = {0};
+  px_sim_opts o = {.skip_exposed = true};
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(plan, &o, r, &err), PX_OK);
+}
+
+/* The spread of a validation's errors, printed as the README quotes it. */
+typedef struct {
+  double sum, min, max;
+  int n;
+} err_range;
+
+static void err_add(err_range *a, double e) {
+  if (!a->n || e < a->min) a->min = e;
+  if (!a->n || e > a->max) a->max = e;
+  a->sum += e, a->n++;
+}
+
+static void err_print(const char *label, const err_range *a) {
+  if (a->n) fprintf(stderr, "  %smean error %+.1f%% (%+.1f%% to %+.1f%%)\n", label, 100 * a->sum / a->n, 100 * a->min, 100 * a->max);
 }
 
 static void test_bubble_exact(void) {
@@ -188,13 +215,11 @@ static void test_bubble_uneven(void) {
     p.schedule = cases[i].v > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B;
     px_plan plan;
     px_err err = {0};
-    px_status st = compile(&plan, &model, "dgx-a100", cases[i].pp, &p, &err);
-    if (st) fprintf(stderr, "\n  %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &model, "dgx-a100", cases[i].pp, &p, &err), PX_OK);
     CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
     px_sim_opts o = {.comm_free = true, .block_cost = uniform_cost};
     px_sim_result r;
-    st = px_sim_run(&plan, &o, &r, &err);
+    px_status st = px_sim_run(&plan, &o, &r, &err);
     if (st) fprintf(stderr, "\n  %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(st, PX_OK);
     double want = px_plan_bubble_analytic(&plan);
@@ -407,9 +432,7 @@ static void test_megatron_table1(void) {
     if (vpp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vpp;
     px_plan plan;
     px_err err = {0};
-    px_status st = compile(&plan, &m, "dgx-a100", gpus, &p, &err);
-    if (st) fprintf(stderr, "\n  %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-a100", gpus, &p, &err), PX_OK);
     /* With the default straggler: dgx-a100's kernel figures come from
      * single-GPU microbenchmarks (MAMF, BabelStream), which hold none of a
      * cluster's GPU-to-GPU spread. The --jitter 0 figures are printed
@@ -494,9 +517,7 @@ static void test_korthikanti2022(void) {
     if (vpp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vpp;
     px_plan plan;
     px_err err = {0};
-    px_status st = compile(&plan, &m, "dgx-a100", gpus, &p, &err);
-    if (st) fprintf(stderr, "\n  %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-a100", gpus, &p, &err), PX_OK);
     /* Appendix A, Eq. 7: the paper's model FLOPs, B the global batch */
     double B = (double)gbs, L = (double)layers, h = (double)hidden, s = 2048, v = 51200;
     PX_ASSERT_REL(plan.model_flops_per_step, 72 * B * L * s * h * h * (1 + s / (6 * h) + v / (12 * h * L)), 1e-3);
@@ -560,9 +581,8 @@ static void test_llama3_table4(void) {
     if (cp > 1) p.cp_algo = PX_CP_ALLGATHER;
     px_plan plan;
     CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
-    px_sim_opts o = {.skip_exposed = true};
     px_sim_result r;
-    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    sim_row(&plan, &r);
     /* Table 4 counts model FLOPs (MFU against the bf16 peak); the paper does not say whether causal
      * attention counts the whole square, as parallax does, or half (12 s h L a token fwd+bwd either way
      * or half of it: 4% at 8K, 40% at 131K), so the half count is printed beside it */
@@ -607,8 +627,7 @@ static void test_megatron_bridge_h100(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[256];
   int rows = 0;
-  double sum_e[2] = {0}, min_e[2] = {1e9, 1e9}, max_e[2] = {-1e9, -1e9};
-  int n[2] = {0};
+  err_range errs[2] = {{0}};
   fprintf(stderr, "\n  %-7s %-11s %5s %2s %2s %2s %2s %4s %4s  %9s %9s  %9s %9s %7s  %9s %s\n", "release", "model",
           "gpus", "tp", "pp", "cp", "vp", "gbs", "zero", "tok/s pub", "tok/s sim", "TFLOP pub", "TFLOP sim", "error",
           "px TFLOP", "fits");
@@ -644,12 +663,9 @@ static void test_megatron_bridge_h100(void) {
         p.chunk_layers[c] = (uint16_t)((m.layers + 2) / chunks - (c == 0 || c == chunks - 1));
     }
     px_plan plan;
-    px_status st = compile(&plan, &m, "dgx-h100", gpus, &p, &err);
-    if (st) fprintf(stderr, "\n  %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-    px_sim_opts o = {.skip_exposed = true};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
     px_sim_result r;
-    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    sim_row(&plan, &r);
     double sim_tokens = r.tokens_per_s / (double)gpus, e = sim_tokens / tokens - 1;
     fprintf(stderr, "  %-7s %-11s %5lld %2lld %2lld %2lld %2lld %4lld %4d  %9.0f %9.0f  %9.0f %9.1f %+6.1f%%  %9.1f %s\n",
             release, name, gpus, tp, pp, cp, vp, gbs, p.zero, tokens, sim_tokens, tflops, sim_tokens * tflops / tokens,
@@ -659,19 +675,16 @@ static void test_megatron_bridge_h100(void) {
      * its worst row for the cluster figures others are changing, and
      * fails a row that turns 10% pessimistic */
     CU_ASSERT(e > -0.10 && e < (old ? 0.65 : 0.45));
-    sum_e[old] += e, n[old]++;
-    min_e[old] = e < min_e[old] ? e : min_e[old], max_e[old] = e > max_e[old] ? e : max_e[old];
+    err_add(&errs[old], e);
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
   }
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 15);
-  CU_ASSERT_EQUAL(n[1], 7);
-  for (int g = 0; g < 2; g++)
-    if (n[g])
-      fprintf(stderr, "  %s: mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", g ? "NeMo 24.07" : "Megatron-Bridge 25.09-26.02",
-              100 * sum_e[g] / n[g], 100 * min_e[g], 100 * max_e[g]);
+  CU_ASSERT_EQUAL(errs[1].n, 7);
+  err_print("Megatron-Bridge 25.09-26.02: ", &errs[0]);
+  err_print("NeMo 24.07: ", &errs[1]);
 }
 
 /* ---- Llama 3.1 on H100 with FSDP2, TP and PP (TorchTitan's benchmarks) ---- */
@@ -702,7 +715,8 @@ static void test_torchtitan_h100(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[256];
   int rows = 0, prev_table = 0, prev_compile = 0;
-  double prev_pub = 0, prev_sim = 0, sum_e = 0, min_e = 1e9, max_e = -1e9;
+  double prev_pub = 0, prev_sim = 0;
+  err_range errs = {0};
   fprintf(stderr, "\n  %2s %-11s %4s %4s %4s %3s %4s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb", "model",
           "gpus", "prec", "comp", "lbs", "fsdp", "tp", "pp", "schedule", "mb", "async", "tok/s pub", "tok/s sim",
           "error", "GiB pub", "GiB sim");
@@ -739,12 +753,9 @@ static void test_torchtitan_h100(void) {
       torchtitan_split(m.layers, pp * vp, &p);
     }
     px_plan plan;
-    px_status st = compile(&plan, &m, "dgx-h100", gpus, &p, &err);
-    if (st) fprintf(stderr, "\n  %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-    px_sim_opts o = {.skip_exposed = true};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
     px_sim_result r;
-    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    sim_row(&plan, &r);
     uint64_t peak = 0;
     for (int64_t s = 0; s < plan.par.pp; s++) peak = plan.mem[s].peak_bytes > peak ? plan.mem[s].peak_bytes : peak;
     double sim = r.tokens_per_s / (double)gpus, e = sim / tokens - 1;
@@ -760,15 +771,14 @@ static void test_torchtitan_h100(void) {
      * in the simulation as it does in the table; torch.compile is not modelled */
     if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
     prev_table = table, prev_compile = compiled, prev_pub = tokens, prev_sim = sim;
-    sum_e += e, min_e = e < min_e ? e : min_e, max_e = e > max_e ? e : max_e;
+    err_add(&errs, e);
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
   }
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 10);
-  if (rows)
-    fprintf(stderr, "  mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", 100 * sum_e / rows, 100 * min_e, 100 * max_e);
+  err_print("", &errs);
 }
 
 /* ---- determinism, consistency, symmetry ---- */
@@ -1121,34 +1131,33 @@ static void test_collective_sm_contention(void) {
   px_model m;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
-  double step[2];
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 1, p.pp = 1, p.dp = 8, p.mbs = 1, p.gbs = 8, p.zero = 0;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 8, &p, &err), PX_OK);
+  int64_t sms = plan.cluster.intra_comm_sms;
+  CU_ASSERT(sms > 0);
+  double blocks = 0, share = (double)sms / (double)plan.cluster.gpu.sm_count, step[2];
+  for (int32_t k = 0; k < plan.programs[0].ninsts; k++) blocks += plan.programs[0].insts[k].stream == PX_STREAM_COMPUTE;
   for (int held = 0; held < 2; held++) {
-    px_parallel p;
-    px_parallel_unset(&p);
-    p.tp = 1, p.pp = 1, p.dp = 8, p.mbs = 1, p.gbs = 8, p.zero = 0;
-    px_plan plan;
-    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", 8, &p, &err), PX_OK);
-    if (!held) plan.cluster.intra_comm_sms = 0;
+    plan.cluster.intra_comm_sms = held ? sms : 0;
     px_sim_opts o = {.block_cost = second_blocks, .skip_exposed = true};
     px_sim_result r;
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
-    double blocks = 0, share = (double)plan.cluster.intra_comm_sms / (double)plan.cluster.gpu.sm_count;
-    for (int32_t k = 0; k < plan.programs[0].ninsts; k++)
-      blocks += plan.programs[0].insts[k].stream == PX_STREAM_COMPUTE;
     double c = r.comm_contention_s, idle = r.step_time_s - blocks - c;
     step[held] = r.step_time_s;
     if (held) {
-      fprintf(stderr, "\n  %g SMs of %lld: contention %.6f s of dp %.6f s, idle %.6f s ", (double)plan.cluster.intra_comm_sms,
+      fprintf(stderr, "\n  %lld SMs of %lld: contention %.6f s of dp %.6f s, idle %.6f s ", (long long)sms,
               (long long)plan.cluster.gpu.sm_count, c, r.comm_dp_s, idle);
-      CU_ASSERT(plan.cluster.intra_comm_sms > 0);
       CU_ASSERT(c > 0.5 * share * r.comm_dp_s); /* most reductions ran beside a block */
       CU_ASSERT_DOUBLE_EQUAL(c, share * (r.comm_dp_s - idle), 1e-8 * blocks);
     } else {
       CU_ASSERT_EQUAL(c, 0);
     }
     px_sim_result_free(&r);
-    px_plan_free(&plan);
   }
+  px_plan_free(&plan);
   CU_ASSERT(step[1] > step[0]);
 }
 
@@ -1244,9 +1253,7 @@ static void test_fast_path_exact(void) {
     p.zero = k[i].gpus > k[i].tp * k[i].pp * k[i].cp; /* ZeRO-1 where there is DP */
     if (k[i].schedule == PX_SCHED_INTERLEAVED) p.vpp = 2;
     px_plan plan;
-    px_status st = compile(&plan, &m, "dgx-h100", k[i].gpus, &p, &err);
-    if (st) fprintf(stderr, "\n  %s\n", err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, "dgx-h100", k[i].gpus, &p, &err), PX_OK);
     px_sim_opts slow = {.no_fast = true}, fast = {0};
     px_sim_result rs, rf;
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &slow, &rs, &err), PX_OK);
@@ -1404,16 +1411,45 @@ static void test_attention_kernels(void) {
   CU_ASSERT(px_attn_efficiency(&a100.gpu, true, 128, true, 4096) < 0);
 }
 
-/* A CSV row of tests/data: its fields split at commas (the last, a source, may hold more). */
-static int csv_fields(char *line, char **f, int max) {
-  int n = 0;
-  line[strcspn(line, "\r\n")] = '\0';
-  for (char *p = line; n < max && p; n++) {
-    f[n] = p;
-    p = n + 1 < max ? strchr(p, ',') : NULL;
-    if (p) *p++ = '\0';
+/* The rows of a tests/data CSV with at least `need` fields, '#' lines
+ * skipped, split at commas (the last, a source, may hold more): opened on
+ * the first call, closed when it returns false; rows counts them. */
+typedef struct {
+  FILE *fp;
+  char line[512];
+  char *f[12];
+  int rows;
+} csv_rows;
+
+static bool csv_next(csv_rows *r, const char *rel, int need) {
+  if (!r->fp) r->fp = fopen(px_test_path(rel), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->fp);
+  while (fgets(r->line, sizeof r->line, r->fp)) {
+    if (r->line[0] == '#') continue;
+    int n = 0;
+    r->line[strcspn(r->line, "\r\n")] = '\0';
+    for (char *p = r->line; n < 12 && p; n++) {
+      r->f[n] = p;
+      p = n + 1 < 12 ? strchr(p, ',') : NULL;
+      if (p) *p++ = '\0';
+    }
+    if (n < need) continue;
+    r->rows++;
+    return true;
   }
-  return n;
+  fclose(r->fp);
+  r->fp = NULL;
+  return false;
+}
+
+/* A preset cluster file, loaded or the test stops. */
+static px_cluster preset(const char *name) {
+  px_cluster c;
+  px_err err = {0};
+  px_status st = px_cluster_load(name, &c, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  return c;
 }
 
 /* gpu.sustained_share: mamf-finder's sustained (MSMF) over burst (MAMF)
@@ -1421,15 +1457,11 @@ static int csv_fields(char *line, char **f, int max) {
  * (tests/data/gemm_sustained.csv), within 1%; the presets that borrow a
  * GPU's figure carry the same; A100, with no MSMF published, keeps its bursts. */
 static void test_sustained_share(void) {
-  FILE *fp = fopen(px_test_path("tests/data/gemm_sustained.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  char line[512], *f[8];
   px_err err = {0};
-  int rows = 0;
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || csv_fields(line, f, 8) < 6) continue;
-    px_cluster c;
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/gemm_sustained.csv", 6)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
     double want = (atof(f[1]) + atof(f[2])) / (atof(f[3]) + atof(f[4]));
     fprintf(stderr, "\n  %s: MSMF/MAMF %.4f, sustained_share %.2f", f[0], want, c.gpu.sustained_share);
     PX_ASSERT_REL(c.gpu.sustained_share, want, 0.01);
@@ -1438,10 +1470,8 @@ static void test_sustained_share(void) {
       CU_ASSERT_EQUAL_FATAL(px_cluster_load(tok, &b, &err), PX_OK);
       CU_ASSERT_EQUAL(b.gpu.sustained_share, c.gpu.sustained_share);
     }
-    rows++;
   }
-  fclose(fp);
-  CU_ASSERT_EQUAL(rows, 2);
+  CU_ASSERT_EQUAL(r.rows, 2);
   px_cluster a;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a, &err), PX_OK);
   CU_ASSERT_EQUAL(a.gpu.sustained_share, 1.0);
@@ -1451,15 +1481,11 @@ static void test_sustained_share(void) {
  * with its source), each point exactly from its preset's gpu.attention, and a causal op of the benchmark's shape
  * (batch 1, 128 query heads, 8 KV heads), forward or backward, in the published time within the row's tol. */
 static void test_attention_kernels_blackwell(void) {
-  char line[512], *f[12];
-  int rows = 0, points = 0;
-  FILE *fp = fopen(px_test_path("tests/data/attention_blackwell_cudnn.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || csv_fields(line, f, 12) < 10) continue;
-    px_cluster c;
-    px_err err = {0};
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+  int points = 0;
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/attention_blackwell_cudnn.csv", 10)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
     c.gpu.sustained_share = 1; /* a benchmark's burst against the burst model */
     const px_gpu *g = &c.gpu;
     bool bwd = !strcmp(f[1], "bwd"), causal = atoi(f[3]) != 0;
@@ -1478,10 +1504,8 @@ static void test_attention_kernels_blackwell(void) {
     fprintf(stderr, "\n  %-11s %s causal s%-6lld published %8.3f ms, model %8.3f ms (%+.1f%%)", f[0], f[1], (long long)s,
             published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
     PX_ASSERT_REL(model_s, published_s, tol);
-    rows++;
   }
-  fclose(fp);
-  CU_ASSERT_EQUAL(rows, 42);
+  CU_ASSERT_EQUAL(r.rows, 42);
   CU_ASSERT_EQUAL(points, 42);
   /* every Blackwell preset carries curves for both passes and nothing else */
   static const char *const bw[] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
@@ -1498,10 +1522,8 @@ static void test_attention_kernels_blackwell(void) {
 }
 
 /* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
-static double mem_op_s(const char *preset, double bytes) {
-  px_cluster c;
-  px_err err = {0};
-  CU_ASSERT_EQUAL_FATAL(px_cluster_load(preset, &c, &err), PX_OK);
+static double mem_op_s(const char *name, double bytes) {
+  px_cluster c = preset(name);
   px_op op = {.kind = PX_OP_GELU, .bytes = bytes};
   return px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
 }
@@ -1513,14 +1535,10 @@ static double mem_op_s(const char *preset, double bytes) {
  * that borrow a GPU's measurement (same SMs and clocks) carry its figures. */
 static void test_kernel_microbenchmarks(void) {
   px_err err = {0};
-  char line[512], *f[8];
-  int rows = 0;
-  FILE *fp = fopen(px_test_path("tests/data/gemm_microbench.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || csv_fields(line, f, 8) < 7) continue;
-    px_cluster c;
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(f[0], &c, &err), PX_OK);
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/gemm_microbench.csv", 7)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
     px_dtype dt = !strcmp(f[1], "fp8") ? PX_DTYPE_FP8 : PX_DTYPE_BF16;
     int64_t m = atoll(f[2]), n = atoll(f[3]), k = atoll(f[4]);
     double published = atof(f[5]) * 1e12, tol = atof(f[6]);
@@ -1528,10 +1546,8 @@ static void test_kernel_microbenchmarks(void) {
     fprintf(stderr, "\n  %-12s %-4s %6lldx%6lldx%6lld  published %7.1f  model %7.1f TFLOP/s  %+5.1f%%", f[0], f[1],
             (long long)m, (long long)n, (long long)k, published / 1e12, model / 1e12, 100 * (model / published - 1));
     PX_ASSERT_REL(model, published, tol);
-    rows++;
   }
-  fclose(fp);
-  CU_ASSERT_EQUAL(rows, 11);
+  CU_ASSERT_EQUAL(r.rows, 11);
 
   /* borrowed: the figures of the GPU whose measurement a preset cites */
   static const char *const borrow[][2] = {{"hgx-h200", "dgx-h100"}, {"hgx-h800", "dgx-h100"}, {"a3-mega", "dgx-h100"},
@@ -1554,11 +1570,9 @@ static void test_kernel_microbenchmarks(void) {
   px_cluster a100;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
   const px_gpu *g = &a100.gpu;
-  rows = 0;
-  fp = fopen(px_test_path("tests/data/attention_a100_fa2.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || csv_fields(line, f, 8) < 8) continue;
+  csv_rows ra = {0};
+  while (csv_next(&ra, "tests/data/attention_a100_fa2.csv", 8)) {
+    char **f = ra.f;
     bool causal = atoi(f[2]) != 0;
     int64_t hd = atoll(f[1]), b = atoll(f[3]), sq = atoll(f[4]), h = atoll(f[5]);
     double tflops = atof(f[6]), tol = atof(f[7]);
@@ -1571,38 +1585,28 @@ static void test_kernel_microbenchmarks(void) {
               (long long)sq, published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
       PX_ASSERT_REL(model_s, published_s, tol);
     }
-    rows++;
   }
-  fclose(fp);
-  CU_ASSERT_EQUAL(rows, 4);
+  CU_ASSERT_EQUAL(ra.rows, 4);
 
   /* HBM: a memory-bound op moving BabelStream Triad's bytes at its rate */
-  rows = 0;
-  fp = fopen(px_test_path("tests/data/hbm_babelstream.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || csv_fields(line, f, 8) < 4) continue;
+  csv_rows rh = {0};
+  while (csv_next(&rh, "tests/data/hbm_babelstream.csv", 4)) {
+    char **f = rh.f;
     double bytes = atof(f[1]), rate = atof(f[2]) * 1e9, model_s = mem_op_s(f[0], bytes);
     fprintf(stderr, "\n  %-9s Triad %.3g B: published %7.1f  model %7.1f GB/s  %+5.1f%%", f[0], bytes, rate / 1e9,
             bytes / model_s / 1e9, 100 * (bytes / model_s / rate - 1));
     PX_ASSERT_REL(model_s, bytes / rate, atof(f[3]));
-    rows++;
   }
-  fclose(fp);
-  CU_ASSERT_EQUAL(rows, 4);
+  CU_ASSERT_EQUAL(rh.rows, 4);
   /* kernel overhead: a tiny memory-bound kernel back to back on one stream, in the published time */
-  rows = 0;
-  fp = fopen(px_test_path("tests/data/kernel_overhead.csv"), "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  while (fgets(line, sizeof line, fp)) {
-    if (line[0] == '#' || csv_fields(line, f, 8) < 4) continue;
+  csv_rows rk = {0};
+  while (csv_next(&rk, "tests/data/kernel_overhead.csv", 4)) {
+    char **f = rk.f;
     double us = mem_op_s(f[0], atof(f[1])) * 1e6;
     fprintf(stderr, "\n  %-9s tiny kernel, %s B: published %s-%s us, model %.3f us", f[0], f[1], f[2], f[3], us);
     CU_ASSERT(us >= atof(f[2]) && us <= atof(f[3]));
-    rows++;
   }
-  fclose(fp);
-  CU_ASSERT_EQUAL(rows, 1);
+  CU_ASSERT_EQUAL(rk.rows, 1);
   /* borrowed: H800 and A3 Mega carry the H100's HBM3 (80 GB at 3.35 TB/s) and its measured share */
   static const char *const hbm_borrow[] = {"hgx-h800", "a3-mega"};
   px_cluster h100hbm;
