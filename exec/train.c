@@ -290,6 +290,13 @@ const char *px_train_default_cluster(const char *backend) {
   return "dgx-h100";
 }
 
+px_status px_train_support(const px_plan *plan, const char *backend, px_err *err) {
+  if (strcmp(backend, "cpu") != 0) return PX_OK;
+  px_backend probe;
+  px_cpu_backend_probe(&probe);
+  return px_support_check(&probe, plan, err);
+}
+
 static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
   const char *want = o->backend ? o->backend : px_train_default_backend();
   if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, o->threads, be, err);
