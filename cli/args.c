@@ -25,7 +25,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
-       OPT_MPIRUN, OPT_LOG, OPT_JITTER };
+       OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -137,6 +137,8 @@ static const px_opt opts[] = {
      "Open MPI hostfile given to mpirun; its slots= are read again before each attempt"},
     {"mpirun", required_argument, OPT_MPIRUN, PX_OPT_LAUNCH, "CMD", "the launcher and its own flags (mpirun)"},
     {"log", required_argument, OPT_LOG, PX_OPT_LAUNCH, "FILE", "append every attempt, failure, re-plan and restart as JSON lines"},
+    {"backoff-s", required_argument, OPT_BACKOFF, PX_OPT_LAUNCH, "S",
+     "seconds to wait before relaunching after a rank's failure, doubled for each further restart (see launch --help)"},
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
 
@@ -195,6 +197,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->mtbf_hours = -1;
   a->restart_min = -1;
   a->max_restarts = -1;
+  a->backoff_s = -1;
   a->jitter = -1;
   groups |= PX_OPT_COMMON;
   struct option lopts[NOPTS + 1];
@@ -344,6 +347,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_HOSTFILE: a->hostfile = optarg; break;
       case OPT_MPIRUN: a->mpirun = optarg; break;
       case OPT_LOG: a->log_file = optarg; break;
+      case OPT_BACKOFF: st = parse_number("--backoff-s", optarg, 0, 3600, &a->backoff_s, err); break;
       case 'F': st = parse_number("--mtbf-hours", optarg, 0, 1e12, &a->mtbf_hours, err); break;
       case 'W': st = parse_number("--restart-min", optarg, 0, 1e9, &a->restart_min, err); break;
       case ':': st = px_err_set(err, PX_ERR_INPUT, "%s: option %s needs a value", command, argv[optind - 1]); break;

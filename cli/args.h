@@ -23,7 +23,7 @@ enum {
   PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
   PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
   PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to */
-  PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log */
+  PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
 };
 
 #define PX_ARGS_SETS_MAX 16
@@ -78,6 +78,7 @@ typedef struct {
   /* launch */
   int64_t max_restarts; /* -1 unset */
   int64_t min_ranks, np; /* 0 unset */
+  double backoff_s; /* -1 unset */
   const char *hostfile, *mpirun, *log_file;
   /* Positional arguments after the flags. */
   int npos;

@@ -1,6 +1,7 @@
 /* parallax launch: `mpirun -np N parallax run ...` under supervision, relaunched
  * from its last complete checkpoint when it fails; with fewer slots, on the
  * planner's best plan for fewer ranks, the checkpoint re-split for it. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,17 +17,30 @@
 #include "plan/planfile.h"
 #include "sim/sweep.h"
 
+/* The wait before the first relaunch after a rank's failure (--backoff-s),
+ * doubled for each further one up to the cap: a failure that repeats (a node
+ * rebooting, a file system catching up) is not retried in a tight loop. */
+#define BACKOFF_S 2
+#define BACKOFF_CAP_S 300
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 static const char usage[] =
     "usage: parallax launch [--max-restarts N] [--min-ranks M] [--np N | --hostfile FILE] [--mpirun CMD]\n"
-    "                       [--log FILE] -- RUN-FLAGS (parallax run's: --model M ... --ckpt DIR ...)\n\n"
-    "Supervises `mpirun -np N parallax run RUN-FLAGS`: when the job fails (a rank dies, a node is\n"
-    "lost), logs why and which rank, and relaunches it with --resume from the last complete checkpoint\n"
-    "in --ckpt DIR, up to --max-restarts times. The slots are read again before each attempt (the\n"
-    "hostfile's slots=, or PX_LAUNCH_SLOTS=N or N0,N1,... per attempt); with fewer than the plan's\n"
-    "ranks but at least --min-ranks, it goes on with the planner's best plan for that count (keeping\n"
-    "the flags' tp, pp, ... where they fit, and the global batch), the checkpoint re-split into\n"
-    "DIR.<N>ranks. A run that refuses its input (exit 2) is not relaunched. Each attempt's ranks see\n"
-    "PX_LAUNCH_ATTEMPT (0, 1, ...).\n\n";
+    "                       [--backoff-s S] [--log FILE] -- RUN-FLAGS (parallax run's: --model M ... --ckpt DIR ...)\n\n"
+    "Supervises `mpirun -np N parallax run RUN-FLAGS`: when a rank of the job fails (a rank dies, a node\n"
+    "is lost), logs why and which rank, waits --backoff-s S (" STR(BACKOFF_S) ", doubled for each restart up to "
+    STR(BACKOFF_CAP_S) " s) and\n"
+    "relaunches it with --resume from the last complete checkpoint in --ckpt DIR, up to --max-restarts\n"
+    "times. Not relaunched: a run that refuses its input (exit 2, as every rank agrees), a launcher that\n"
+    "fails before any rank started (exit 2, with its message), a run that ends without an error short\n"
+    "of its --steps (its last checkpoint's step; exit 1). The slots are read again before each attempt\n"
+    "(the hostfile's slots=, or PX_LAUNCH_SLOTS=N or N0,N1,... per attempt); with fewer than the plan's\n"
+    "ranks but at least --min-ranks, it goes on with the planner's best plan for that count that the\n"
+    "backend runs (keeping the flags' tp, pp, ... where they fit, and the global batch), the checkpoint\n"
+    "re-split into DIR.<N>ranks. Each attempt's ranks see PX_LAUNCH_ATTEMPT (0, 1, ...); rank 0 says\n"
+    "on stderr when they started. mpirun runs in its own process group and ends when launch does, even\n"
+    "by SIGKILL, as each rank ends with its mpirun.\n\n";
 
 /* The plan of an attempt: the flags' own (the original rank count), or one the planner chose. */
 typedef struct {
@@ -51,6 +65,7 @@ typedef struct {
   px_plan orig;    /* the flags' plan on the original ranks */
   int64_t n0;      /* its ranks */
   const char *ckpt; /* the flags' --ckpt */
+  const char *backend; /* the run's */
 } launch;
 
 /* One JSON line in the --log file; takes obj. */
@@ -120,15 +135,38 @@ static px_status best_plan(launch *L, int64_t ranks, choice *ch, bool *found, px
     o.threads = 1;
     px_sweep_result r;
     if ((st = px_sweep_run(&L->m, &c, &o, &r, err))) break;
-    if (r.n > 0) {
-      px_parallel par = r.entries[0].par;
-      if (!(st = px_plan_compile(&ch->plan, &L->m, &c, &par, err))) {
-        ch->compiled = true;
-        *found = true;
-        st = px_planfile_save(ch->plan_file, &L->m, &c, &par, err);
-        if (relax && !st) say("no plan for %lld ranks keeps the flags' choices; the planner's best keeps the global "
-                              "batch, the sequence length and the precision only", (long long)ranks);
+    /* the best the backend runs: the ranking walked until it takes one */
+    int64_t refused = 0;
+    for (int64_t i = 0; i < r.n && !*found && !st; i++) {
+      px_parallel par = r.entries[i].par;
+      if ((st = px_plan_compile(&ch->plan, &L->m, &c, &par, err))) break;
+      px_err why = {0};
+      px_status sup = L->x->train_support(&ch->plan, L->backend, &why);
+      if (sup == PX_ERR_INPUT) { /* not on this backend: the next one */
+        if (!refused++) {
+          char desc[256];
+          L->x->reshard_describe(&ch->plan, desc, sizeof desc);
+          say("the planner's best plan for %lld ranks (%s) is one the %s backend cannot run: %s", (long long)ranks,
+              desc, L->backend, why.msg);
+        }
+        px_plan_free(&ch->plan);
+        continue;
       }
+      if (sup) {
+        *err = why;
+        st = sup;
+        px_plan_free(&ch->plan);
+        break;
+      }
+      ch->compiled = true;
+      *found = true;
+      if (refused)
+        say("the best plan the %s backend runs is ranked %lld (it cannot run the %lld ahead of it)", L->backend,
+            (long long)refused + 1, (long long)refused);
+      st = px_planfile_save(ch->plan_file, &L->m, &c, &par, err);
+      if (relax && !st) say("no plan for %lld ranks that the %s backend runs keeps the flags' choices; the planner's "
+                            "best keeps the global batch, the sequence length and the precision only", (long long)ranks,
+                            L->backend);
     }
     px_sweep_result_free(&r);
   }
@@ -295,13 +333,26 @@ int px_cmd_launch(int argc, char **argv) {
     if (!st) px_parallel_fill_unset(&L.fixed, &pf->par);
     free(pf);
   }
-  const char *backend = NULL;
   px_args resolved = L.run;
-  if (!st) st = px_cli_run_plan(&resolved, L.x, (int)L.n0, &backend, &L.m, &L.c, &L.orig, &err);
+  if (!st) st = px_cli_run_plan(&resolved, L.x, (int)L.n0, &L.backend, &L.m, &L.c, &L.orig, &err);
   if (st) {
     free(copy);
     return px_cli_fail(st, &err);
   }
+  /* the ranks mpirun will start are the plan's, and the backend runs it */
+  if (L.orig.grid.world != L.n0)
+    st = px_err_set(&err, PX_ERR_INPUT, "parallax launch: %s %lld ranks but the run flags' plan needs %lld (tp %lld x "
+                    "cp %lld x pp %lld x dp %lld)", a.np ? "--np starts" : "the slots give", (long long)L.n0,
+                    (long long)L.orig.grid.world, (long long)L.orig.grid.tp, (long long)L.orig.grid.cp,
+                    (long long)L.orig.grid.pp, (long long)L.orig.grid.dp);
+  if (!st) st = L.x->train_support(&L.orig, L.backend, &err);
+  if (st) {
+    px_plan_free(&L.orig);
+    free(copy);
+    return px_cli_fail(st, &err);
+  }
+  const int64_t steps = px_cli_run_steps(&L.run, L.x);
+  const double backoff_s = a.backoff_s >= 0 ? a.backoff_s : BACKOFF_S;
   if (!L.run.ckpt_every)
     say("note: without --ckpt-every K the run checkpoints only at its end: a relaunch starts from step 0");
   if (a.log_file && !(L.log = fopen(a.log_file, "a")))
@@ -406,7 +457,10 @@ int px_cmd_launch(int argc, char **argv) {
     st = px_launch_attempt(v, &out, &stopped, &err);
     free(v);
     if (st) break;
-    if (out.exit_code == 0) {
+    /* how it ended: done (its checkpoint at --steps), stopped, the launcher's failure, or the run's */
+    int64_t reached = -1;
+    bool ended = !stopped && out.exit_code == 0;
+    if (ended && px_launch_ckpt_step(cur_dir, &reached) && reached >= steps) {
       if (restarts) say("done after %lld restart%s", (long long)restarts, restarts == 1 ? "" : "s");
       cJSON *d = cJSON_CreateObject();
       if (d) px_json_add_num(d, "restarts", (double)restarts);
@@ -414,23 +468,41 @@ int px_cmd_launch(int argc, char **argv) {
       code = 0;
       break;
     }
+    bool short_run = ended && out.started; /* else the launcher's exit 0 (/bin/true) */
+    if (short_run && reached >= 0)
+      snprintf(out.cause, sizeof out.cause, "the run ended (exit status 0) with the checkpoint of step %lld in %.400s, "
+               "short of --steps %lld", (long long)reached, cur_dir, (long long)steps);
+    else if (short_run)
+      snprintf(out.cause, sizeof out.cause, "the run ended (exit status 0) without a complete checkpoint in %.400s "
+               "(--steps %lld)", cur_dir, (long long)steps);
     if (stopped) say("stopped by signal %d (%s) after %.1f s: the job was ended (%s)", stopped, strsignal(stopped),
                      out.wall_s, out.cause);
+    else if (!out.started)
+      say("attempt %lld: no rank of the run started; the launcher ended after %.1f s: %s", (long long)attempt,
+          out.wall_s, out.cause);
     else say("attempt %lld failed after %.1f s: %s", (long long)attempt, out.wall_s, out.cause);
+    const char *why = NULL;
+    if (stopped) why = "stopped: not relaunched", code = 128 + stopped;
+    else if (!out.started) why = "the launcher failed before any rank started, which a relaunch would not change", code = 2;
+    else if (short_run) why = "the run ended before its --steps without an error", code = 1;
+    else if (out.exit_code == 2) why = "the run refused its input (exit 2), which a relaunch would not change", code = 2;
+    else if (restarts == max_restarts) why = "--max-restarts reached", code = 1;
+    /* a relaunch after a rank's failure waits: backoff_s, doubled for each restart before, up to the cap */
+    double wait_s = backoff_s;
+    for (int64_t k = 0; k < restarts && wait_s < BACKOFF_CAP_S; k++)
+      wait_s = wait_s * 2 < BACKOFF_CAP_S ? wait_s * 2 : BACKOFF_CAP_S;
     cJSON *f = cJSON_CreateObject();
     if (f) {
+      cJSON_AddBoolToObject(f, "started", out.started);
       px_json_add_num(f, "exit_code", out.exit_code);
       px_json_add_num(f, "signal", out.signal);
       if (out.rank >= 0) px_json_add_num(f, "rank", (double)out.rank);
       else cJSON_AddNullToObject(f, "rank");
       cJSON_AddStringToObject(f, "cause", out.cause);
       px_json_add_num(f, "wall_s", out.wall_s);
+      if (!why) px_json_add_num(f, "backoff_s", wait_s);
     }
     log_event(&L, f, "failure", attempt);
-    const char *why = NULL;
-    if (stopped) why = "stopped: not relaunched", code = 128 + stopped;
-    else if (out.exit_code == 2) why = "the run refused its input (exit 2), which a relaunch would not change", code = 2;
-    else if (restarts == max_restarts) why = "--max-restarts reached", code = 1;
     if (why) {
       int64_t s = -1;
       bool have = px_launch_ckpt_step(cur_dir, &s);
@@ -445,6 +517,13 @@ int px_cmd_launch(int argc, char **argv) {
       }
       log_event(&L, g, "give_up", attempt);
       break;
+    }
+    if (wait_s > 0) {
+      say("relaunching in %.1f s (--backoff-s %g, doubled for each restart up to %d s)", wait_s, backoff_s,
+          BACKOFF_CAP_S);
+      struct timespec ts = {(time_t)wait_s, (long)((wait_s - (double)(time_t)wait_s) * 1e9)};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
     }
     restarts++;
   }

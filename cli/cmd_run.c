@@ -7,6 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/exec.h"
+#include "cli/launch.h"
 #include "core/json.h"
 #include "report/run.h"
 
@@ -21,6 +22,7 @@ static const char usage[] =
     "on the CPU (where --precision fp8 is emulated around fp32: --fp8-base fp32).\n\n";
 
 int px_cmd_run(int argc, char **argv) {
+  px_launch_rank_tie(); /* no rank outlives its job's launcher */
   px_args a;
   px_err err = {0};
   int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RUN;
@@ -34,6 +36,7 @@ int px_cmd_run(int argc, char **argv) {
   bool threads = false;
   int rank = 0, size = 1;
   x->mpi_init(true, &rank, &size, &threads);
+  px_launch_rank_started(rank, size); /* under launch: the job started (a failure from now on is a rank's) */
   /* A file size limit (ulimit -f) fails the write with EFBIG, which the checkpoint reports, instead of a signal. */
   signal(SIGXFSZ, SIG_IGN);
   px_model m;
@@ -48,7 +51,7 @@ int px_cmd_run(int argc, char **argv) {
     px_train_opts o;
     x->train_opts_init(&o);
     o.backend = backend;
-    if (a.steps > 0) o.steps = a.steps;
+    o.steps = px_cli_run_steps(&a, x);
     o.data_path = a.data_file;
     if (a.seed >= 0) o.hp.seed = (uint64_t)a.seed;
     if (a.lr > 0) o.hp.lr = (float)a.lr;

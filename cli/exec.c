@@ -39,3 +39,9 @@ px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const c
   px_status st = px_args_load(a, m, c, err);
   return st ? st : px_plan_compile(plan, m, c, &a->par, err);
 }
+
+int64_t px_cli_run_steps(const px_args *a, const px_exec_module *x) {
+  px_train_opts o;
+  x->train_opts_init(&o);
+  return a->steps > 0 ? a->steps : o.steps;
+}

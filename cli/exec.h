@@ -20,4 +20,8 @@ const px_exec_module *px_cli_exec(px_err *err);
 px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const char **backend, px_model *m,
                           px_cluster *c, px_plan *plan, px_err *err);
 
+/* The step a run of the flags in a trains to: --steps, else the executor's
+ * default (px_train_opts_init). */
+int64_t px_cli_run_steps(const px_args *a, const px_exec_module *x);
+
 #endif

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "core/clock.h"
 #include "core/fileio.h"
@@ -65,22 +68,44 @@ px_status px_launch_slots(const char *hostfile, int64_t attempt, int64_t fallbac
 
 static volatile sig_atomic_t child_pid, got_signal;
 
-/* SIGINT, SIGTERM, SIGHUP: passed on to the running job (mpirun ends its ranks), and no relaunch. */
+/* SIGINT, SIGTERM, SIGHUP: passed on to the running job's process group
+ * (mpirun ends its ranks), and no relaunch. */
 static void on_signal(int sig) {
   got_signal = sig;
-  if (child_pid > 0) kill((pid_t)child_pid, sig);
+  if (child_pid > 0) kill(-(pid_t)child_pid, sig);
 }
 
-/* What one line of the job's stderr says about the failure. */
+/* What the job's stderr says: whether a rank started, and about the failure. */
 typedef struct {
+  bool started;            /* rank 0's PX_LAUNCH_STARTED line, any other line of the run's, or a rank's exit reported */
   int64_t rank, name_rank; /* from mpirun's report; "Process name: [[j,s],R]" waiting for its exit code */
   char how[128];           /* "exited on signal 9 (Killed)" */
   char first_error[320];   /* the run's first "parallax: ..." line */
+  char first_text[320];    /* the first paragraph of the stream (mpirun's own message when no rank started) */
+  bool text_done;
 } scan_state;
+
+/* Adds a line to the first paragraph: from the first line with text to a
+ * blank line or a line of dashes (Open MPI's frames). */
+static void scan_text(scan_state *s, const char *line) {
+  size_t n = strcspn(line, "\r\n");
+  bool rule = n > 0 && strspn(line, "-") == n, blank = strspn(line, " \t\r\n") == strlen(line);
+  if (s->text_done || ((rule || blank) && !s->first_text[0])) return;
+  if (rule || blank) {
+    s->text_done = true;
+    return;
+  }
+  size_t used = strlen(s->first_text);
+  snprintf(s->first_text + used, sizeof s->first_text - used, "%s%.*s", used ? " " : "", (int)n, line);
+}
 
 static void scan_line(scan_state *s, const char *line) {
   const char *p;
-  if ((p = strstr(line, "process rank ")) && strstr(line, "exited on signal")) {
+  scan_text(s, line);
+  if (!strncmp(line, PX_LAUNCH_STARTED, strlen(PX_LAUNCH_STARTED))) {
+    s->started = true;
+  } else if ((p = strstr(line, "process rank ")) && strstr(line, "exited on signal")) {
+    s->started = true;
     s->rank = strtoll(p + 13, NULL, 10);
     const char *q = strstr(line, "exited on signal");
     snprintf(s->how, sizeof s->how, "%.*s", (int)strcspn(q, ".\n"), q);
@@ -88,9 +113,11 @@ static void scan_line(scan_state *s, const char *line) {
     const char *r = strstr(p, "],");
     s->name_rank = r ? strtoll(r + 2, NULL, 10) : -1;
   } else if ((p = strstr(line, "Exit code:")) && s->name_rank >= 0 && s->rank < 0) {
+    s->started = true;
     s->rank = s->name_rank;
     snprintf(s->how, sizeof s->how, "exited with status %ld", strtol(p + 10, NULL, 10));
   } else if (!strncmp(line, "parallax: ", 10) && !s->first_error[0]) {
+    s->started = true;
     snprintf(s->first_error, sizeof s->first_error, "%.*s", (int)strcspn(line + 10, "\n"), line + 10);
     if (s->rank < 0 && !strncmp(line + 10, "rank ", 5)) s->rank = strtoll(line + 15, NULL, 10);
   }
@@ -134,9 +161,20 @@ px_status px_launch_attempt(char *const *argv, px_launch_outcome *out, int *stop
   for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
   double t0 = px_clock_s();
   fflush(stdout), fflush(stderr);
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    /* its own process group, which launch signals and sweeps after the
+     * attempt; SIGTERM (mpirun ends its ranks) when launch dies, even by SIGKILL */
+    setpgid(0, 0);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127); /* launch died before the line above */
+#endif
+    /* no terminal input: a background process group reading it would be stopped */
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO), close(null);
     dup2(errp[1], STDERR_FILENO);
     close(errp[0]), close(errp[1]), close(execp[0]);
     execvp(argv[0], argv);
@@ -150,8 +188,9 @@ px_status px_launch_attempt(char *const *argv, px_launch_outcome *out, int *stop
     st = px_err_set(err, PX_ERR_RUNTIME, "fork: %s", strerror(errno));
     close(errp[0]), close(execp[0]);
   } else {
+    setpgid(pid, pid); /* as the child does, whichever runs first */
     child_pid = pid;
-    if (got_signal) kill(pid, got_signal); /* came before the child was known */
+    if (got_signal) kill(-pid, got_signal); /* came before the child was known */
     int e = 0;
     ssize_t n;
     while ((n = read(execp[0], &e, sizeof e)) < 0 && errno == EINTR) {
@@ -179,15 +218,19 @@ px_status px_launch_attempt(char *const *argv, px_launch_outcome *out, int *stop
       scan_line(&s, line);
     }
     close(errp[0]);
+    kill(-pid, SIGKILL); /* what is left of the attempt's processes (a rank mpirun did not end) */
     child_pid = 0;
     out->wall_s = px_clock_s() - t0;
     out->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     out->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     out->rank = s.rank;
+    out->started = s.started;
     char mp[64];
     if (out->signal) snprintf(mp, sizeof mp, "mpirun killed by signal %d (%s)", out->signal, strsignal(out->signal));
     else snprintf(mp, sizeof mp, "mpirun exit status %d", out->exit_code);
-    if (s.rank >= 0 && s.how[0])
+    if (!s.started)
+      snprintf(out->cause, sizeof out->cause, s.first_text[0] ? "%s (%s)" : "%s%s", s.first_text, mp);
+    else if (s.rank >= 0 && s.how[0])
       snprintf(out->cause, sizeof out->cause, "rank %lld %s (%s)%s%s", (long long)s.rank, s.how, mp,
                s.first_error[0] ? "; first error: " : "", s.first_error);
     else if (s.first_error[0])
@@ -198,6 +241,24 @@ px_status px_launch_attempt(char *const *argv, px_launch_outcome *out, int *stop
   for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
   *stopped_by = got_signal;
   return st;
+}
+
+/* ---- the ranks' side ---- */
+
+void px_launch_rank_tie(void) {
+#ifdef __linux__
+  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) return;
+  pid_t parent = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) raise(SIGKILL); /* it died before the line above */
+#endif
+}
+
+void px_launch_rank_started(int rank, int size) {
+  const char *attempt = getenv("PX_LAUNCH_ATTEMPT");
+  if (!attempt || rank != 0) return;
+  fprintf(stderr, "%s%.16s: %d rank%s started\n", PX_LAUNCH_STARTED, attempt, size, size == 1 ? "" : "s");
+  fflush(stderr);
 }
 
 /* ---- checkpoints ---- */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/train.h"
 #include "plan/plan.h"
@@ -177,9 +178,7 @@ static px_status calib_kernels(px_cluster *c, const px_calib_opts *o, MPI_Comm w
         st = profile_run(models[mi], mbs, att, o, &f, err);
         say(o, rank, "\r  calibrate: %s %d/%d", "reference runs", ++done, total);
       }
-  int bad = st != PX_OK, any;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, world);
-  if (any) return st ? st : px_err_set(err, PX_ERR_RUNTIME, "a rank failed its reference runs");
+  if ((st = px_comm_agree_as(st, world, "a rank failed its reference runs", err))) return st;
   say(o, rank, "\r  calibrate: %s %d/%d\n", "reference runs", done, total);
   MPI_Allreduce(MPI_IN_PLACE, f.s, PX_OP_COUNT * 5, MPI_DOUBLE, MPI_SUM, world);
   int n = 0;

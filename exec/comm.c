@@ -90,11 +90,16 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g) {
   }
 }
 
+px_status px_comm_agree_as(px_status st, MPI_Comm comm, const char *msg, px_err *err) {
+  int mine = (int)st, worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm);
+  if (!st && worst) return px_err_set(err, (px_status)worst, "%s", msg);
+  if (err && worst) err->status = (px_status)worst; /* its own message, the agreed status */
+  return (px_status)worst;
+}
+
 px_status px_comm_agree(px_status st, MPI_Comm comm, px_err *err) {
-  int bad = st != PX_OK, any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
-  if (!st && any) return px_err_set(err, PX_ERR_RUNTIME, "another rank failed (see its message)");
-  return st;
+  return px_comm_agree_as(st, comm, "another rank failed (see its message)", err);
 }
 
 px_status px_comm_gather_bytes(const void *mine, size_t bytes, int root, MPI_Comm comm, void **all, size_t *total,

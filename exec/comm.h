@@ -35,8 +35,13 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g);
 /* Translates an MPI error code into a status with a message. */
 px_status px_comm_check(int rc, const char *what, px_err *err);
 
-/* Every rank of comm learns whether any failed: st where this rank failed,
- * "another rank failed (see its message)" where another did, PX_OK when none. */
+/* Every rank of comm learns whether any failed, and every one returns the
+ * same status: the largest any rank had (an input error, 2, over a runtime
+ * one, 1), so that the job's exit status does not depend on which rank ends
+ * first. A failed rank keeps its message; the others get msg. PX_OK when none
+ * failed. Collective. */
+px_status px_comm_agree_as(px_status st, MPI_Comm comm, const char *msg, px_err *err);
+/* px_comm_agree_as with "another rank failed (see its message)". */
 px_status px_comm_agree(px_status st, MPI_Comm comm, px_err *err);
 /* Gathers `bytes` bytes from each rank of comm to root, in rank order. On
  * root *all (malloc'd, the caller frees it) holds them and *total their size;

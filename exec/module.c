@@ -44,6 +44,7 @@ __attribute__((visibility("default"))) const px_exec_module px_exec_module_table
     .train_opts_init = px_train_opts_init,
     .train = train,
     .train_result_free = px_train_result_free,
+    .train_support = px_train_support,
     .calibrate = calibrate,
     .reshard_recorded = px_reshard_recorded,
     .reshard_open = px_reshard_open,

@@ -39,6 +39,7 @@ typedef struct {
   void (*train_opts_init)(px_train_opts *o);
   px_status (*train)(const px_plan *plan, const px_train_opts *o, px_train_result *r, px_err *err);
   void (*train_result_free)(px_train_result *r);
+  px_status (*train_support)(const px_plan *plan, const char *backend, px_err *err);
   /* exec/calibrate.h */
   px_status (*calibrate)(const px_cluster *base, const px_calib_opts *o, px_cluster *out, px_err *err);
   /* exec/reshard.h, for parallax reshard (no MPI) */

@@ -65,16 +65,6 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
   return st;
 }
 
-/* As px_comm_agree, but every rank returns the status of the failure (the
- * largest), so that a refused input exits 2 on every rank; `msg` is the
- * message of the ranks that did not fail (run prints only the failing one's). */
-static px_status agree_status(px_status st, MPI_Comm world, const char *msg, px_err *err) {
-  int mine = (int)st, worst = 0;
-  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, world);
-  if (!st && worst) return px_err_set(err, (px_status)worst, "%s", msg);
-  return st;
-}
-
 /* --resume: loads the checkpoint in dir, this plan's or (re-split on the
  * fly) another plan's of the same model; *start gets its step. Collective. */
 static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
@@ -85,7 +75,7 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   uint64_t plan_hash, model_hash;
   px_reshard_hashes(plan, &plan_hash, &model_hash);
   if (!st && c->world_rank == 0) st = px_ckpt_read_manifest(dir, &man, err);
-  st = agree_status(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
+  st = px_comm_agree_as(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
   /* the manifest's step, and whether another plan wrote it (the model is checked where it is read) */
   long long head[2] = {man.step, man.plan_hash != plan_hash};
   if (!st) MPI_Bcast(head, 2, MPI_LONG_LONG, 0, world);
@@ -95,9 +85,9 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
     /* every rank indexes the old shards, rank r checking the checksums of r, r + world, ...; rank 0 first,
      * alone to refuse what all would (another model, no plan record) */
     px_status mine = c->world_rank == 0 ? px_reshard_open(dir, plan, 0, c->world_size, &other, err) : PX_OK;
-    st = agree_status(mine, world, "another rank refused the checkpoint (rank 0 says why)", err);
+    st = px_comm_agree_as(mine, world, "another rank refused the checkpoint (rank 0 says why)", err);
     if (!st && c->world_rank != 0) mine = px_reshard_open(dir, plan, c->world_rank, c->world_size, &other, err);
-    if (!st) st = agree_status(mine, world, "another rank refused the checkpoint (see its message)", err);
+    if (!st) st = px_comm_agree_as(mine, world, "another rank refused the checkpoint (see its message)", err);
     if (!st && c->world_rank == 0) {
       char from[256], to[256];
       px_reshard_describe(px_reshard_from(other), from, sizeof from);
@@ -217,11 +207,13 @@ static px_status ckpt_poll(ckpt_run *cs, const px_plan *plan, const px_comm *c, 
  * it itself). */
 static px_status check_support(const px_plan *plan, px_backend *be, const px_comm *c, px_err *err) {
   px_status st = px_support_check(be, plan, err);
-  int mine[2] = {st != PX_OK, c->world_rank == 0 && st != PX_OK}, all[2] = {0, 0};
+  int mine[2] = {(int)st, c->world_rank == 0 && st != PX_OK}, all[2] = {0, 0};
   MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, c->world);
-  if (st && c->world_rank != 0 && all[1]) return px_err_set(err, st, "another rank refused the plan (rank 0 says why)");
-  if (!st && all[0]) return px_err_set(err, PX_ERR_INPUT, "another rank refused the plan (see its message)");
-  return st;
+  px_status worst = (px_status)all[0];
+  if (st && c->world_rank != 0 && all[1]) return px_err_set(err, worst, "another rank refused the plan (rank 0 says why)");
+  if (!st && worst) return px_err_set(err, worst, "another rank refused the plan (see its message)");
+  if (worst && err) err->status = worst;
+  return worst;
 }
 
 
@@ -296,6 +288,13 @@ const char *px_train_default_cluster(const char *backend) {
   if (strstr(name, "A100")) return "dgx-a100";
   if (strstr(name, "H200")) return "hgx-h200";
   return "dgx-h100";
+}
+
+px_status px_train_support(const px_plan *plan, const char *backend, px_err *err) {
+  if (strcmp(backend, "cpu") != 0) return PX_OK;
+  px_backend probe;
+  px_cpu_backend_probe(&probe);
+  return px_support_check(&probe, plan, err);
 }
 
 static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {

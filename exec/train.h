@@ -30,6 +30,12 @@ typedef struct {
 void px_train_opts_init(px_train_opts *o);
 /* cuda when the NVIDIA driver is there and the CUDA module (exec/cuda_load.h) loads and sees a device, else cpu. */
 const char *px_train_default_backend(void);
+/* Whether `backend` runs every op of plan, asked as a run's first check
+ * does but in this process alone (no MPI, no device): PX_ERR_INPUT naming
+ * the first op refused and why. The cpu backend answers from the plan; the
+ * cuda backend's answer depends on the GPU each rank gets (fp8 needs
+ * compute capability 8.9), so for it PX_OK: its run asks. */
+px_status px_train_support(const px_plan *plan, const char *backend, px_err *err);
 /* The cluster preset a run on this backend defaults to: local-cpu, or the
  * DGX / HGX preset of device 0 (A100, H200; H100 otherwise). */
 const char *px_train_default_cluster(const char *backend);

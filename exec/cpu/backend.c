@@ -696,6 +696,12 @@ int px_cpu_blas_threads(int requested) {
   return (int)t;
 }
 
+void px_cpu_backend_probe(px_backend *b) {
+  memset(b, 0, sizeof *b);
+  b->name = "cpu";
+  b->supports_op = cpu_supports_op;
+}
+
 int px_cpu_backend_threads(const px_backend *b) { return ((const cpu *)b->impl)->threads; }
 
 void px_cpu_keep_pages(void) {

@@ -27,6 +27,9 @@ void px_cpu_keep_pages(void);
 
 /* The backend keeps a pointer to comm (which must outlive it); threads as px_cpu_blas_threads. */
 px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out, px_err *err);
+/* A backend that only answers supports_op (no comm, no memory, no threads):
+ * asking whether the cpu backend runs a plan, outside a run (launch). */
+void px_cpu_backend_probe(px_backend *b);
 /* The BLAS threads the backend runs with. */
 int px_cpu_backend_threads(const px_backend *b);
 

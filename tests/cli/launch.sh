@@ -14,7 +14,7 @@ source "$(dirname "$0")/../tools/clitest.sh"
 plan=(--backend cpu -m tiny-gpt -p 2 -d 2 -B 8)
 steps=6
 limit=60 # seconds for any one launch or mpirun
-launch() { timeout -s KILL $limit "$px" launch "$@"; }
+launch() { timeout -s KILL $limit "$px" launch --backoff-s 0 "$@"; } # relaunch at once (tests/cli/launch_faults.sh: the backoff)
 first_step() { grep -o '"first_step":[^,]*' "$1" | grep -o '[0-9]*'; }
 tail_from() { echo "$1" | cut -d, -f$(($2 + 1))-; } # the losses from step $2 on
 
