@@ -4,9 +4,10 @@
 # its step and model) unless --resume or --overwrite; --overwrite replaces
 # it only once the new one is written; --ckpt-keep K keeps the last K, each
 # resumable; a lock refuses a second job on a directory and is taken over
-# from a job that is gone; every output path is checked before the first
-# step; reshard --from a directory caught mid-commit reads the committed
-# checkpoint. Small model, 2 ranks; every mpirun bounded by `timeout`.
+# from a job that is gone (launch relaunching a job whose rank 0 was killed
+# included); every output path is checked before the first step; reshard
+# --from a directory caught mid-commit reads the committed checkpoint.
+# Small model, 2 ranks; every mpirun bounded by `timeout`.
 set -u
 px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
@@ -111,6 +112,12 @@ echo "{\"host\": \"elsewhere.invalid\", \"pid\": $gone}" >"$b/lock"
 run --steps 3 --ckpt "$b" --resume >"$tmp/out" 2>"$tmp/err"; rc=$?
 refused "is in use by another job: pid $gone on elsewhere.invalid"
 rm "$b/lock"
+
+# launch relaunching a job whose rank 0 was killed (SIGKILL, at step 2): the relaunch takes over its lock
+PX_FAULT_KILL="rank=0,step=2,op=0" timeout -s KILL $limit "$px" launch --max-restarts 1 -- "${plan[@]}" --steps 3 \
+  --ckpt "$tmp/launched" --ckpt-every 1 >/dev/null 2>"$tmp/err" || fail "launch, rank 0 killed: $(cat "$tmp/err")"
+grep -q "took over the lock of a job that is gone" "$tmp/err" && [ "$(step_of "$tmp/launched")" = 3 ] ||
+  fail "launch, rank 0 killed: no lock taken over: $(grep parallax "$tmp/err")"
 
 # ---- every output path checked before the first step
 
