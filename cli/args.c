@@ -25,7 +25,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
-       OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF };
+       OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -114,9 +114,15 @@ static const px_opt opts[] = {
     {"lr", required_argument, 'l', PX_OPT_RUN, "X", "AdamW learning rate (3e-3)"},
     {"loss-scale", required_argument, OPT_LOSS_SCALE, PX_OPT_RUN, "S",
      "fp16: initial loss scale (65536), halved on overflow, doubled after 2000 clean steps"},
-    {"ckpt", required_argument, 'K', PX_OPT_RUN, "DIR", "checkpoint directory (written at the end)"},
+    {"ckpt", required_argument, 'K', PX_OPT_RUN, "DIR",
+     "checkpoint directory (written at the end; locked while the run uses it; one holding a checkpoint needs "
+     "--resume or --overwrite)"},
     {"ckpt-every", required_argument, OPT_CKPT_EVERY, PX_OPT_RUN, "K", "also checkpoint every K steps"},
+    {"ckpt-keep", required_argument, OPT_CKPT_KEEP, PX_OPT_RUN, "K",
+     "keep the last K checkpoints: the latest in --ckpt DIR, the older in DIR/step-<N>/ (default: the latest alone)"},
     {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
+    {"overwrite", no_argument, OPT_OVERWRITE, PX_OPT_RUN | PX_OPT_RESHARD, NULL,
+     "replace the checkpoint(s) --ckpt (run) or --to (reshard) holds; the old one stays until the new one is written"},
     {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SWEEP, NULL,
      "run: write checkpoints from a host snapshot on a background thread; sweep: cost them so"},
     {"profile", required_argument, 'Q', PX_OPT_RUN, "FILE", "per-op times (JSON) for parallax compare"},
@@ -330,6 +336,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'K': a->ckpt_dir = optarg; break;
       case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, (int64_t)1 << 40, &a->ckpt_every, err); break;
       case OPT_RESUME: a->resume = true; break;
+      case OPT_OVERWRITE: a->overwrite = true; break;
+      case OPT_CKPT_KEEP: st = px_parse_int(optarg, "--ckpt-keep", 1, 1000000, &a->ckpt_keep, err); break;
       case OPT_CKPT_ASYNC: a->ckpt_async = true; break;
       case OPT_NO_PRUNE: a->no_prune = true; break;
       case 'Q': a->profile_file = optarg; break;

@@ -22,7 +22,7 @@ enum {
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
   PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
   PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
-  PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to */
+  PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to, --overwrite */
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
 };
 
@@ -65,6 +65,8 @@ typedef struct {
   const char *ckpt_dir;
   int64_t ckpt_every;
   bool resume;
+  bool overwrite;    /* run, reshard: replace the checkpoint --ckpt / --to holds */
+  int64_t ckpt_keep; /* 0 unset */
   bool no_prune;     /* sweep: simulate every plan that fits, even for the table alone */
   bool ckpt_async;   /* run: background checkpoint writes; sweep: the goodput model counts the snapshot */
   const char *profile_file;

@@ -313,6 +313,10 @@ int px_cmd_launch(int argc, char **argv) {
                     (long long)L.n0);
   L.ckpt = L.run.ckpt_dir;
   int64_t step0 = -1;
+  /* --overwrite is not passed on: until the new job's first checkpoint commits, a relaunch would resume the old one */
+  if (!st && L.run.overwrite)
+    st = px_err_set(&err, PX_ERR_INPUT, "parallax launch: --overwrite is not taken (a relaunch before the new job's "
+                    "first checkpoint would resume the old one): move the old checkpoint away, or give another --ckpt");
   if (!st && !L.run.resume && px_launch_ckpt_step(L.ckpt, &step0))
     st = px_err_set(&err, PX_ERR_INPUT, "parallax launch: --ckpt %s already holds a checkpoint (step %lld): add "
                     "--resume to go on from it, or give an empty directory", L.ckpt, (long long)step0);

@@ -13,13 +13,18 @@
 
 static const char usage[] =
     "usage: mpirun -np N parallax run --model M [--cluster C] [plan flags] [--steps S] [--data FILE]\n"
-    "                                [--seed K] [--lr X] [--ckpt DIR [--ckpt-every K] [--ckpt-async] [--resume]]\n"
-    "                                [--profile FILE] [--backend cpu|cuda] [--json]\n\n"
+    "                                [--seed K] [--lr X] [--ckpt DIR [--ckpt-every K] [--ckpt-async] [--ckpt-keep K]\n"
+    "                                [--resume] [--overwrite]] [--profile FILE] [--backend cpu|cuda] [--json]\n\n"
     "Runs the plan's programs for real: each rank finds its (tp, pp, dp) coordinates, splits a\n"
     "communicator per group and runs its stage's program. The backend defaults to cuda when\n"
     "a GPU is visible, else cpu; the cluster to the backend's (local-cpu, or the DGX/HGX preset\n"
     "of the GPU), the GPU count to the number of ranks and the precision to bf16 on GPUs, fp32\n"
-    "on the CPU (where --precision fp8 is emulated around fp32: --fp8-base fp32).\n\n";
+    "on the CPU (where --precision fp8 is emulated around fp32: --fp8-base fp32).\n\n"
+    "--ckpt DIR: rank 0 locks DIR (DIR/lock: a second job on it is refused) and checks every output\n"
+    "path before the first step. A DIR already holding a checkpoint is refused unless --resume goes\n"
+    "on from it or --overwrite replaces it (the old one stays until the run's first checkpoint is\n"
+    "written; with --resume, --overwrite changes nothing). --ckpt-keep K keeps the K - 1 checkpoints\n"
+    "before the latest in DIR/step-<N>/.\n\n";
 
 int px_cmd_run(int argc, char **argv) {
   px_launch_rank_tie(); /* no rank outlives its job's launcher */
@@ -59,9 +64,13 @@ int px_cmd_run(int argc, char **argv) {
     o.ckpt_dir = a.ckpt_dir;
     o.ckpt_every = a.ckpt_every;
     o.resume = a.resume;
+    o.overwrite = a.overwrite;
+    o.ckpt_keep = a.ckpt_keep;
     o.ckpt_async = a.ckpt_async;
     o.threads = (int)a.threads;
     if (a.ckpt_async && !a.ckpt_dir) st = px_err_set(&err, PX_ERR_INPUT, "--ckpt-async needs --ckpt DIR");
+    if (!st && (a.overwrite || a.ckpt_keep) && !a.ckpt_dir)
+      st = px_err_set(&err, PX_ERR_INPUT, "%s needs --ckpt DIR", a.overwrite ? "--overwrite" : "--ckpt-keep");
     if (!st && a.ckpt_async && !threads)
       st = px_err_set(&err, PX_ERR_RUNTIME, "--ckpt-async: the MPI library gives no thread support (needs "
                       "MPI_THREAD_FUNNELED: only the main thread calls MPI)");

@@ -15,11 +15,10 @@
 #include <sys/prctl.h>
 #endif
 
+#include "cli/exec.h"
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/fmt.h"
-#include "core/json.h"
-#include "exec/ckpt.h" /* the file names only: PX_CKPT_MANIFEST, PX_CKPT_STAGING */
 
 px_status px_launch_slots(const char *hostfile, int64_t attempt, int64_t fallback, int64_t *slots, const char **from,
                           px_err *err) {
@@ -263,22 +262,11 @@ void px_launch_rank_started(int rank, int size) {
 
 /* ---- checkpoints ---- */
 
-static bool manifest_step(const char *path, int64_t *step) {
-  if (!px_file_exists(path)) return false;
-  cJSON *root = NULL;
-  px_err e = {0};
-  if (px_json_load(path, &root, &e)) return false;
-  const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "step");
-  bool ok = cJSON_IsNumber(s) && s->valuedouble >= 0;
-  if (ok) *step = (int64_t)s->valuedouble;
-  cJSON_Delete(root);
-  return ok;
-}
-
 bool px_launch_ckpt_step(const char *dir, int64_t *step) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/%s/%s", dir, PX_CKPT_STAGING, PX_CKPT_MANIFEST);
-  if (manifest_step(path, step)) return true;
-  snprintf(path, sizeof path, "%s/%s", dir, PX_CKPT_MANIFEST);
-  return manifest_step(path, step);
+  px_err e = {0};
+  const px_exec_module *x = px_cli_exec(&e); /* the one rule, px_ckpt_probe; launch loads the module anyway */
+  px_ckpt_probe_info p = {.found = false};
+  if (x) x->ckpt_probe(dir, &p);
+  if (p.found && p.step >= 0) *step = p.step;
+  return p.found && p.step >= 0;
 }

@@ -127,3 +127,25 @@ bool px_file_exists(const char *path) {
   struct stat sb;
   return stat(path, &sb) == 0;
 }
+
+px_status px_file_check_writable(const char *path, px_err *err) {
+  struct stat sb;
+  if (!path || !*path) return px_err_set(err, PX_ERR_INPUT, "no file name given");
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return px_err_set(err, PX_ERR_INPUT, "%s: is a directory", path);
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return px_err_set(err, PX_ERR_INPUT, "%s: not a regular file (it would be replaced by one)", path);
+  char parent[4096];
+  if (snprintf(parent, sizeof parent, "%s", path) >= (int)sizeof parent)
+    return px_err_set(err, PX_ERR_INPUT, "%.64s...: path too long", path);
+  char *slash = strrchr(parent, '/');
+  if (!slash) snprintf(parent, sizeof parent, ".");
+  else if (slash == parent) parent[1] = '\0';
+  else *slash = '\0';
+  if (stat(parent, &sb) != 0)
+    return px_err_set(err, PX_ERR_INPUT, "%s: cannot be created: %s: %s", path, parent, strerror(errno));
+  if (!S_ISDIR(sb.st_mode))
+    return px_err_set(err, PX_ERR_INPUT, "%s: cannot be created: %s is not a directory", path, parent);
+  if (access(parent, W_OK | X_OK) != 0)
+    return px_err_set(err, PX_ERR_INPUT, "%s: cannot be created: %s: %s", path, parent, strerror(errno));
+  return PX_OK;
+}

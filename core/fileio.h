@@ -29,5 +29,11 @@ px_status px_file_read(const char *path, size_t max_bytes, char **out, size_t *l
 /* Creates a directory and its parents; fine if it exists. */
 px_status px_mkdir_p(const char *path, px_err *err);
 bool px_file_exists(const char *path);
+/* Whether path can be written as px_file_write writes it (a temporary file
+ * beside it, renamed over it): refuses a directory, anything else but a
+ * regular file, and a parent directory that is missing or that this process
+ * cannot write (PX_ERR_INPUT, naming the path and the reason). Creates
+ * nothing. */
+px_status px_file_check_writable(const char *path, px_err *err);
 
 #endif

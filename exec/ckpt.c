@@ -16,6 +16,7 @@
 
 #include "core/fileio.h"
 #include "core/json.h"
+#include "exec/ckpt_lock.h" /* PX_CKPT_LOCK_FILE: a kept checkpoint in use */
 
 #define TRAILER_BYTES 8
 #define MAX_WORLD (1 << 24)
@@ -219,6 +220,34 @@ px_status px_ckpt_shard_path(const char *dir, int32_t rank, char *buf, size_t ca
   int k = snprintf(buf, cap, "%s/shard-%" PRId32 ".bin", dir, rank);
   if (k < 0 || (size_t)k >= cap) return px_err_set(err, PX_ERR_INPUT, "%.64s...: checkpoint path too long", dir);
   return PX_OK;
+}
+
+/* ---- where a checkpoint is read from -------------------------------------- */
+
+/* The manifest of the checkpoint in dir, into buf: the staged one while a
+ * stopped commit has not moved it in (*staged), else dir's (which may not
+ * exist). */
+static px_status committed_manifest(const char *dir, char *buf, size_t cap, bool *staged, px_err *err) {
+  char staging[4096];
+  px_status st = px_ckpt_staging_path(dir, staging, sizeof staging, err);
+  if (st) return st;
+  int k = snprintf(buf, cap, "%s/%s", staging, PX_CKPT_MANIFEST);
+  if (k < 0 || (size_t)k >= cap) return px_err_set(err, PX_ERR_INPUT, "%.64s...: checkpoint path too long", dir);
+  *staged = px_file_exists(buf);
+  if (!*staged) snprintf(buf, cap, "%s/%s", dir, PX_CKPT_MANIFEST);
+  return PX_OK;
+}
+
+/* Where shard `rank` of the checkpoint in dir is read: in staging while a
+ * stopped commit has not moved it yet, else in dir. */
+static px_status read_shard_path(const char *dir, int32_t rank, char *buf, size_t cap, px_err *err) {
+  char man[4200], staging[4096];
+  bool staged = false;
+  px_status st = committed_manifest(dir, man, sizeof man, &staged, err);
+  if (!st && staged && !(st = px_ckpt_staging_path(dir, staging, sizeof staging, err)) &&
+      !(st = px_ckpt_shard_path(staging, rank, buf, cap, err)) && px_file_exists(buf))
+    return PX_OK;
+  return st ? st : px_ckpt_shard_path(dir, rank, buf, cap, err);
 }
 
 /* ---- writing ----------------------------------------------------------- */
@@ -510,7 +539,7 @@ px_status px_ckpt_read_shard(const char *dir, const px_ckpt_meta *expect, px_ckp
   char path[4096];
   px_status st = check_meta(dir ? dir : "checkpoint", expect, err);
   if (st) return st;
-  if ((st = px_ckpt_shard_path(dir, expect->rank, path, sizeof path, err))) return st;
+  if ((st = read_shard_path(dir, expect->rank, path, sizeof path, err))) return st;
   if ((st = check_tensors(path, tensors, n, err))) return st;
   uint64_t size;
   if ((st = file_size(path, " (no shard for this rank in the checkpoint)", &size, err))) return st;
@@ -560,7 +589,7 @@ px_status px_ckpt_shard_open(const char *dir, int32_t rank, bool verify, px_ckpt
   *out = NULL;
   px_ckpt_shard *s = px_calloc(1, sizeof *s, err);
   if (!s) return PX_ERR_RUNTIME;
-  px_status st = px_ckpt_shard_path(dir, rank, s->path, sizeof s->path, err);
+  px_status st = read_shard_path(dir, rank, s->path, sizeof s->path, err);
   uint64_t size = 0;
   if (!st) st = file_size(s->path, " (listed in the manifest)", &size, err);
   if (!st && !(s->fp = fopen(s->path, "rb")))
@@ -804,21 +833,26 @@ px_status px_ckpt_read_manifest(const char *dir, px_ckpt_manifest *out, px_err *
   struct stat sb;
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return px_err_set(err, PX_ERR_INPUT, "%s: no such checkpoint directory", dir);
-  char path[4096], shard[4096];
-  if (snprintf(path, sizeof path, "%s/%s", dir, PX_CKPT_MANIFEST) >= (int)sizeof path)
-    return px_err_set(err, PX_ERR_INPUT, "%.64s...: checkpoint path too long", dir);
-  if (!px_file_exists(path))
+  char path[4200], shard[4096];
+  bool staged = false;
+  px_status st = committed_manifest(dir, path, sizeof path, &staged, err);
+  if (st) return st;
+  if (!px_file_exists(path)) {
+    if ((st = px_ckpt_shard_path(dir, 0, shard, sizeof shard, err))) return st;
+    if (!px_file_exists(shard))
+      return px_err_set(err, PX_ERR_INPUT, "%s: holds no checkpoint (no %s)", dir, PX_CKPT_MANIFEST);
     return px_err_set(err, PX_ERR_INPUT, "%s: incomplete (no %s: the run stopped while writing)", dir,
                       PX_CKPT_MANIFEST);
+  }
   cJSON *root = NULL;
-  px_status st = px_json_load(path, &root, err);
+  st = px_json_load(path, &root, err);
   if (!st) st = manifest_parse(path, root, out, err);
   cJSON_Delete(root);
   for (int32_t r = 0; !st && r < out->world; r++) {
     const px_ckpt_shard_info *s = &out->shards[r];
     shard_header h;
     uint64_t size, sum;
-    if ((st = px_ckpt_shard_path(dir, r, shard, sizeof shard, err))) break;
+    if ((st = read_shard_path(dir, r, shard, sizeof shard, err))) break;
     if ((st = peek_shard(shard, " (listed in the manifest)", &h, &size, &sum, err))) break;
     if (size != s->size_bytes)
       st = px_err_set(err, PX_ERR_INPUT, "%s: %" PRIu64 " bytes, the manifest says %" PRIu64
@@ -845,9 +879,10 @@ px_status px_ckpt_staging_path(const char *dir, char *buf, size_t cap, px_err *e
   return PX_OK;
 }
 
-/* Removes the staging directory and whatever is in it (shards, temporary
- * files of a writer that died); fine when it does not exist. */
-static px_status remove_staging(const char *staging, px_err *err) {
+/* Removes a directory of files and whatever is in it (staging: shards,
+ * temporary files of a writer that died; a kept checkpoint); fine when it
+ * does not exist. */
+static px_status remove_dir(const char *staging, px_err *err) {
   DIR *d = opendir(staging);
   if (!d) {
     if (errno == ENOENT) return PX_OK;
@@ -911,7 +946,7 @@ static px_status roll_forward(const char *dir, const char *staging, int32_t worl
   snprintf(to, sizeof to, "%s/%s", dir, PX_CKPT_MANIFEST);
   if (!st) st = move_into(from, to, err);
   if (!st) st = sync_dir(dir, err);
-  if (!st) st = remove_staging(staging, err);
+  if (!st) st = remove_dir(staging, err);
   if (!st) st = remove_stale_shards(dir, world, err);
   if (!st) st = sync_dir(dir, err);
   return st;
@@ -937,7 +972,7 @@ px_status px_ckpt_recover(const char *dir, px_ckpt_recovery *what, px_err *err) 
   snprintf(man, sizeof man, "%s/%s", staging, PX_CKPT_MANIFEST);
   if (!px_file_exists(man)) { /* the write had not finished: the checkpoint in dir is the last one */
     *what = PX_CKPT_RECOVERY_DISCARDED;
-    return remove_staging(staging, err);
+    return remove_dir(staging, err);
   }
   /* Complete and durable when its manifest was written: finish moving it in. */
   cJSON *root = NULL;
@@ -949,4 +984,203 @@ px_status px_ckpt_recover(const char *dir, px_ckpt_recovery *what, px_err *err) 
   px_ckpt_manifest_deinit(&m);
   if (!st) *what = PX_CKPT_RECOVERY_COMPLETED;
   return st;
+}
+
+px_status px_ckpt_abandon(const char *dir, px_err *err) {
+  char staging[4096], man[4200];
+  bool staged = false;
+  px_status st = committed_manifest(dir, man, sizeof man, &staged, err);
+  if (!st && !staged) st = px_ckpt_staging_path(dir, staging, sizeof staging, err);
+  return st || staged ? st : remove_dir(staging, err);
+}
+
+/* ---- older checkpoints kept beside the latest ------------------------------ */
+
+/* N of a directory name "step-<N>" (decimal digits), with *tmp for the
+ * "step-<N>.tmp" of a keep that stopped; -1 for any other name. */
+static int64_t kept_step(const char *name, bool *tmp) {
+  size_t k = strlen(PX_CKPT_KEPT_PREFIX);
+  if (strncmp(name, PX_CKPT_KEPT_PREFIX, k) != 0 || !name[k]) return -1;
+  int64_t n = 0;
+  const char *p = name + k;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (n > (INT64_MAX - 9) / 10) return -1;
+    n = n * 10 + (*p - '0');
+  }
+  *tmp = !strcmp(p, ".tmp");
+  return p > name + k && (!*p || *tmp) ? n : -1;
+}
+
+static int desc_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x < y) - (x > y);
+}
+
+/* The steps of the checkpoints kept in dir (its step-<N>/), newest first,
+ * into *steps (malloc'd, the caller frees it; NULL when none); with
+ * complete, only those holding a manifest. Removes the step-<N>.tmp a keep
+ * that stopped left when clean is set. Returns how many, -1 out of memory. */
+static int64_t kept_list(const char *dir, bool complete, bool clean, int64_t **steps) {
+  *steps = NULL;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int64_t n = 0, cap = 0;
+  struct dirent *e;
+  char path[4096 + 300];
+  while ((e = readdir(d))) {
+    bool tmp = false;
+    int64_t step = kept_step(e->d_name, &tmp);
+    if (step < 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    px_err ignored = {0};
+    if (tmp) { /* the next keep makes it again */
+      if (clean) remove_dir(path, &ignored);
+      continue;
+    }
+    snprintf(path, sizeof path, "%s/%s/%s", dir, e->d_name, PX_CKPT_MANIFEST);
+    if (complete && !px_file_exists(path)) continue;
+    if (n == cap) {
+      int64_t *more = realloc(*steps, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *more);
+      if (!more) {
+        n = -1;
+        break;
+      }
+      *steps = more;
+    }
+    (*steps)[n++] = step;
+  }
+  closedir(d);
+  if (n > 1) qsort(*steps, (size_t)n, sizeof **steps, desc_i64);
+  return n;
+}
+
+/* Hard-links from to to (a file system without hard links: copies it through a temporary file). */
+static px_status link_or_copy(const char *from, const char *to, px_err *err) {
+  if (link(from, to) == 0) return PX_OK;
+  if (errno != EPERM && errno != EXDEV && errno != EMLINK && errno != ENOTSUP && errno != EOPNOTSUPP)
+    return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot link to %s: %s", from, to, strerror(errno));
+  FILE *in = fopen(from, "rb");
+  if (!in) return px_err_set(err, PX_ERR_RUNTIME, "%s: cannot open: %s", from, strerror(errno));
+  px_afile f;
+  px_status st = px_afile_open(&f, to, err);
+  char buf[65536];
+  size_t k;
+  while (!st && (k = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, k, f.fp) != k) st = px_err_set(err, PX_ERR_RUNTIME, "%s: write failed: %s", to, strerror(errno));
+  if (!st && ferror(in)) st = px_err_set(err, PX_ERR_RUNTIME, "%s: read error: %s", from, strerror(errno));
+  fclose(in);
+  if (st) px_afile_abort(&f);
+  return st ? st : px_afile_commit(&f, err);
+}
+
+/* Keeps the checkpoint dir holds now as dir/step-<its step>/: its files,
+ * the manifest last, linked into step-<N>.tmp, which is synced and renamed.
+ * Nothing to keep: no manifest in dir, or one that cannot be read (then dir
+ * holds no checkpoint either). */
+static px_status keep_current(const char *dir, px_err *err) {
+  char man[4200], to[4300], from[4096], kept[4096], tmp[4200];
+  snprintf(man, sizeof man, "%s/%s", dir, PX_CKPT_MANIFEST);
+  if (!px_file_exists(man)) return PX_OK;
+  cJSON *root = NULL;
+  px_ckpt_manifest m = {0};
+  px_err ignored = {0};
+  bool readable = !px_json_load(man, &root, &ignored) && !manifest_parse(man, root, &m, &ignored);
+  cJSON_Delete(root);
+  int k = snprintf(kept, sizeof kept, "%s/%s%" PRId64, dir, PX_CKPT_KEPT_PREFIX, m.step);
+  px_status st = PX_OK;
+  if (!readable) goto done;
+  if (k < 0 || (size_t)k >= sizeof kept) {
+    st = px_err_set(err, PX_ERR_INPUT, "%.64s...: checkpoint path too long", dir);
+    goto done;
+  }
+  snprintf(tmp, sizeof tmp, "%s.tmp", kept);
+  if ((st = remove_dir(tmp, err))) goto done;
+  if (mkdir(tmp, 0777) != 0) {
+    st = px_err_set(err, PX_ERR_RUNTIME, "%s: cannot create directory: %s", tmp, strerror(errno));
+    goto done;
+  }
+  for (int32_t r = 0; !st && r < m.world; r++)
+    if (!(st = px_ckpt_shard_path(dir, r, from, sizeof from, err)) &&
+        !(st = px_ckpt_shard_path(tmp, r, to, sizeof to, err)))
+      st = link_or_copy(from, to, err);
+  snprintf(to, sizeof to, "%s/%s", tmp, PX_CKPT_MANIFEST);
+  if (!st) st = link_or_copy(man, to, err);
+  if (!st) st = sync_dir(tmp, err);
+  if (!st) st = remove_dir(kept, err); /* the same step kept before a commit that did not happen */
+  if (!st && rename(tmp, kept) != 0)
+    st = px_err_set(err, PX_ERR_RUNTIME, "%s: cannot move to %s: %s", tmp, kept, strerror(errno));
+  if (!st) st = sync_dir(dir, err);
+done:
+  px_ckpt_manifest_deinit(&m);
+  return st;
+}
+
+/* Removes the kept checkpoints but the `leave` newest, and what a keep that
+ * stopped left. */
+static px_status prune_kept(const char *dir, int64_t leave, px_err *err) {
+  int64_t *steps = NULL, n = kept_list(dir, false, true, &steps);
+  if (n < 0) return px_err_set(err, PX_ERR_RUNTIME, "%s: out of memory listing the kept checkpoints", dir);
+  px_status st = PX_OK;
+  char path[4096];
+  for (int64_t i = leave; !st && i < n; i++) {
+    int k = snprintf(path, sizeof path, "%s/%s%" PRId64 "/%s", dir, PX_CKPT_KEPT_PREFIX, steps[i], PX_CKPT_LOCK_FILE);
+    if (k < 0 || (size_t)k >= sizeof path) {
+      st = px_err_set(err, PX_ERR_INPUT, "%.64s...: checkpoint path too long", dir);
+      break;
+    }
+    if (px_file_exists(path)) continue; /* a job goes on from it there */
+    path[k - strlen(PX_CKPT_LOCK_FILE) - 1] = '\0';
+    st = remove_dir(path, err);
+  }
+  free(steps);
+  if (!st && n > leave) st = sync_dir(dir, err);
+  return st;
+}
+
+px_status px_ckpt_commit_keep(const char *dir, const px_ckpt_meta *meta, const cJSON *plan, int64_t keep, bool fresh,
+                              px_err *err) {
+  px_status st = keep > 1 && !fresh ? keep_current(dir, err) : PX_OK;
+  if (!st) st = px_ckpt_commit(dir, meta, plan, err);
+  if (!st && (fresh || keep > 0)) st = prune_kept(dir, fresh ? 0 : keep - 1, err);
+  return st;
+}
+
+/* ---- what a directory holds ----------------------------------------------- */
+
+void px_ckpt_probe(const char *dir, px_ckpt_probe_info *out) {
+  memset(out, 0, sizeof *out);
+  out->step = out->kept_newest = -1;
+  char man[4200];
+  px_err ignored = {0};
+  if (!dir || !*dir || committed_manifest(dir, man, sizeof man, &out->staged, &ignored)) return;
+  int64_t *steps = NULL;
+  out->kept = kept_list(dir, true, false, &steps);
+  if (out->kept > 0) out->kept_newest = steps[0];
+  if (out->kept < 0) out->kept = 0;
+  free(steps);
+  if (!(out->found = px_file_exists(man))) return;
+  /* read leniently: what it says of itself, not whether it is whole (the readers check that) */
+  cJSON *root = NULL;
+  if (px_json_load(man, &root, &ignored)) return;
+  const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
+  if (cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15)
+    out->step = (int64_t)step->valuedouble;
+  const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(plan, "model");
+  const cJSON *name = cJSON_IsObject(model) ? cJSON_GetObjectItemCaseSensitive(model, "name") : model;
+  if (cJSON_IsString(name)) snprintf(out->model, sizeof out->model, "%s", name->valuestring);
+  cJSON_Delete(root);
+}
+
+void px_ckpt_probe_describe(const px_ckpt_probe_info *p, char *buf, size_t cap) {
+  char what[256] = "", older[160] = "";
+  if (p->found && p->step >= 0)
+    snprintf(what, sizeof what, "the checkpoint of step %" PRId64 "%s%s%s%s", p->step, p->model[0] ? " (model " : "",
+             p->model, p->model[0] ? ")" : "", p->staged ? ", staged in " PX_CKPT_STAGING : "");
+  else if (p->found)
+    snprintf(what, sizeof what, "a checkpoint whose %s cannot be read", PX_CKPT_MANIFEST);
+  if (p->kept)
+    snprintf(older, sizeof older, "%s%" PRId64 " older checkpoint%s in %s<N>/ (the newest of step %" PRId64 ")",
+             p->found ? " and " : "", p->kept, p->kept == 1 ? "" : "s", PX_CKPT_KEPT_PREFIX, p->kept_newest);
+  snprintf(buf, cap, "%s%s", what, p->found || p->kept ? older : "no checkpoint");
 }

@@ -20,10 +20,23 @@ struct cJSON;
  *                            (shards, then its manifest) and moved into
  *                            <dir> by px_ckpt_commit, so that the one in
  *                            <dir> stays whole until the new one is.
+ *   <dir>/step-<N>/          with --ckpt-keep K > 1: the K - 1 checkpoints
+ *                            before the latest, step N's in step-<N>/, each
+ *                            a checkpoint directory of its own (reshard
+ *                            --from <dir>/step-<N>, or run --ckpt
+ *                            <dir>/step-<N> --resume, which then goes on
+ *                            there); made at a commit from the latest's
+ *                            files by hard links (a copy where the file
+ *                            system has none), the oldest removed after it
+ *   <dir>/lock               the job writing <dir> (exec/ckpt_lock.h)
+ * The latest checkpoint is always <dir>'s own: --resume, launch and reshard
+ * --from <dir> read it there.
  * A run that stops while writing leaves .next without a manifest (the
  * checkpoint in <dir> is the last complete one; px_ckpt_recover discards
  * .next), or, stopped while moving, .next with a manifest (complete and
- * durable; px_ckpt_recover finishes the move).
+ * durable; px_ckpt_recover finishes the move, and until then the readers
+ * below read that checkpoint: the staged manifest, and each shard from .next
+ * where it is still there, else from <dir>).
  *
  * Shard file format, version 1. Every integer is little-endian, no padding:
  *   offset size  field
@@ -61,6 +74,7 @@ struct cJSON;
 #define PX_CKPT_NAME_MAX 255
 #define PX_CKPT_MANIFEST "manifest.json"
 #define PX_CKPT_STAGING ".next"
+#define PX_CKPT_KEPT_PREFIX "step-" /* <dir>/step-<N>: a kept older checkpoint */
 
 typedef struct {
   uint64_t plan_hash;  /* hash of the plan description (px_ckpt_hash_bytes) */
@@ -110,7 +124,8 @@ px_status px_ckpt_write_shard(const char *dir, const px_ckpt_meta *meta, const p
 px_status px_ckpt_write_shard_paced(const char *dir, const px_ckpt_meta *meta, const px_ckpt_tensor *tensors, int n,
                                     unsigned pause_ms, px_err *err);
 
-/* Reads <dir>/shard-<expect->rank>.bin into the caller's buffers: checks the
+/* Reads shard expect->rank of the checkpoint in dir (<dir>/shard-<rank>.bin,
+ * or in staging during a stopped commit) into the caller's buffers: checks the
  * magic, version, size and checksum (refused as corrupt or truncated), then
  * that plan_hash, model_hash, rank, world and tp/pp/dp ranks equal expect's
  * (expect->step is not compared), and that the file holds exactly n tensors
@@ -132,15 +147,18 @@ px_status px_ckpt_read_shard(const char *dir, const px_ckpt_meta *expect, px_ckp
  * of the plan: this module does not read it. */
 px_status px_ckpt_write_manifest(const char *dir, const px_ckpt_meta *meta, const struct cJSON *plan, px_err *err);
 
-/* Reads <dir>/manifest.json (version 1 or 2) and checks every shard it lists
- * exists with the recorded size and trailer checksum, and a header that
- * agrees with it. A directory without a manifest is refused as incomplete. */
+/* Reads the manifest of the checkpoint in dir (version 1 or 2; the staged one
+ * of a stopped commit, see above) and checks every shard it lists exists with
+ * the recorded size and trailer checksum, and a header that agrees with it.
+ * A directory without a manifest is refused: as incomplete when it has
+ * shards, else as holding no checkpoint. */
 px_status px_ckpt_read_manifest(const char *dir, px_ckpt_manifest *out, px_err *err);
 void px_ckpt_manifest_deinit(px_ckpt_manifest *m);
 
 /* Parts of a shard, for a reader that takes pieces of many (resharding). */
 typedef struct px_ckpt_shard px_ckpt_shard; /* opaque: an open, indexed shard file */
-/* Opens <dir>/shard-<rank>.bin and indexes its tensors (name, count, where
+/* Opens shard `rank` of the checkpoint in dir (as px_ckpt_read_shard finds
+ * it) and indexes its tensors (name, count, where
  * the data lie) from its header and entries, checking its structure as
  * px_ckpt_read_shard does. verify: reads all of it and checks the checksum
  * too (else the data read later are as trusted as the caller's other checks:
@@ -173,5 +191,38 @@ typedef enum {
 /* Rank 0, before anything reads or writes dir: puts in order what a run
  * that stopped while checkpointing left in staging (see above). */
 px_status px_ckpt_recover(const char *dir, px_ckpt_recovery *what, px_err *err);
+/* Rank 0, after a checkpoint's write or commit failed and every rank's write
+ * has ended: removes staging and what it holds, unless its manifest was
+ * written (that checkpoint is complete: the commit stands, px_ckpt_recover
+ * finishes it). */
+px_status px_ckpt_abandon(const char *dir, px_err *err);
+
+/* Rank 0: px_ckpt_commit, keeping older checkpoints as --ckpt-keep asks.
+ * keep > 1: the checkpoint dir holds now is kept in dir/step-<its step>/
+ * first, and after the commit the kept ones but the keep - 1 newest go;
+ * keep 1: every kept one goes; keep 0 (not asked): they stay as they are.
+ * A kept one that a job is using (its lock: run --ckpt dir/step-<N>) stays.
+ * fresh: the first commit of a run that did not resume what dir holds (or
+ * a reshard): it replaces dir's checkpoints, so none is kept and every
+ * step-<N>/ goes after the commit. */
+px_status px_ckpt_commit_keep(const char *dir, const px_ckpt_meta *meta, const struct cJSON *plan, int64_t keep,
+                              bool fresh, px_err *err);
+
+/* What a directory holds, read only: the one rule for "does dir hold a
+ * checkpoint, and of which step" (run and reshard --to refuse such a
+ * directory unless told to resume or replace it; launch resumes from it). */
+typedef struct {
+  bool found;      /* a complete checkpoint: dir's manifest, or a staged one (a stopped commit) */
+  bool staged;     /* found in staging: a commit stopped midway, which the next run finishes */
+  int64_t step;    /* its step; -1 when its manifest cannot be read */
+  char model[128]; /* the model its plan record names; "" when it records none */
+  int64_t kept;    /* older checkpoints kept in dir/step-<N>/ */
+  int64_t kept_newest; /* the step of the newest of them; -1 none */
+} px_ckpt_probe_info;
+/* Never fails: a directory that is missing or cannot be read holds nothing. */
+void px_ckpt_probe(const char *dir, px_ckpt_probe_info *out);
+/* For messages: "the checkpoint of step 6 (model tiny)", "... and 2 older
+ * checkpoints in step-<N>/ (the newest of step 5)", "no checkpoint". */
+void px_ckpt_probe_describe(const px_ckpt_probe_info *p, char *buf, size_t cap);
 
 #endif

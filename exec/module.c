@@ -53,4 +53,8 @@ __attribute__((visibility("default"))) const px_exec_module px_exec_module_table
     .reshard_step = px_reshard_step,
     .reshard_from = px_reshard_from,
     .reshard_describe = px_reshard_describe,
+    .ckpt_probe = px_ckpt_probe,
+    .ckpt_probe_describe = px_ckpt_probe_describe,
+    .ckpt_lock_take = px_ckpt_lock_take,
+    .ckpt_lock_release = px_ckpt_lock_release,
 };

@@ -10,6 +10,8 @@
 
 #include "core/module.h"
 #include "exec/calibrate.h"
+#include "exec/ckpt.h"
+#include "exec/ckpt_lock.h"
 #include "exec/reshard.h"
 #include "exec/result.h"
 #include "exec/train.h"
@@ -51,6 +53,11 @@ typedef struct {
   int64_t (*reshard_step)(const px_reshard *r);
   const px_plan *(*reshard_from)(const px_reshard *r);
   void (*reshard_describe)(const px_plan *plan, char *buf, size_t cap);
+  /* exec/ckpt.h, exec/ckpt_lock.h: what a checkpoint directory holds, and its lock (no MPI) */
+  void (*ckpt_probe)(const char *dir, px_ckpt_probe_info *out);
+  void (*ckpt_probe_describe)(const px_ckpt_probe_info *p, char *buf, size_t cap);
+  px_status (*ckpt_lock_take)(const char *dir, px_ckpt_lock *lk, char *note, size_t cap, px_err *err);
+  void (*ckpt_lock_release)(px_ckpt_lock *lk);
 } px_exec_module;
 
 extern const px_exec_module px_exec_module_table;

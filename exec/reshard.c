@@ -419,7 +419,7 @@ px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, 
   if (!record) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   px_ckpt_meta meta;
   px_reshard_meta(to, 0, r->man.step, &meta);
-  st = px_ckpt_commit(dir, &meta, record, err);
+  st = px_ckpt_commit_keep(dir, &meta, record, 0, true, err); /* it replaces what dir held, step-<N>/ too */
   cJSON_Delete(record);
   if (!st && bytes_out) *bytes_out = bytes;
   return st;

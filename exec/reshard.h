@@ -58,7 +58,10 @@ px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, 
 
 /* parallax reshard: writes into dir a checkpoint of plan `to` (every rank's
  * shard, then the manifest; staged and committed as a run's checkpoint is,
- * so a checkpoint already in dir stays whole until the new one is).
+ * so a checkpoint already in dir stays whole until the new one is, and the
+ * older ones kept in dir/step-<N>/ go after it: px_ckpt_commit_keep's
+ * fresh). Whether dir may be written is the caller's: its lock, and
+ * whether what it holds may be replaced (px_ckpt_probe).
  * *bytes_out (may be NULL) gets the bytes of the shards written. */
 px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, px_err *err);
 

@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "exec/ckpt.h"
+#include "exec/ckpt_lock.h"
 #include "exec/ckpt_writer.h"
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
@@ -137,10 +138,22 @@ static px_status ckpt_snapshot(px_exec *x, px_backend *be, px_ckpt_writer *w, px
 /* Checkpoints of one run: the writer and what it did. */
 typedef struct {
   px_ckpt_writer *w;
+  int64_t keep;     /* --ckpt-keep (px_ckpt_commit_keep) */
+  bool resumed;     /* the run went on from the checkpoint in the directory (else its first commit replaces it) */
   int64_t step;     /* of the write started last */
   int64_t count, waits;
   double blocked_s; /* the training loop's time spent on checkpoints */
 } ckpt_run;
+
+/* "the last complete one, step 4 in DIR, is untouched", or that there is none: after a failed write. */
+static void say_last(const char *dir, char *buf, size_t cap) {
+  px_ckpt_probe_info p;
+  px_ckpt_probe(dir, &p);
+  if (p.found && p.step >= 0)
+    snprintf(buf, cap, "the last complete one, step %lld in %s, is untouched", (long long)p.step, dir);
+  else if (p.found) snprintf(buf, cap, "the last complete one in %s is untouched", dir);
+  else snprintf(buf, cap, "%s holds no complete checkpoint yet", dir);
+}
 
 /* Every rank's shard of step cs->step is written (mine: this rank's write's
  * status, or the async write's to wait for): when all succeeded and are
@@ -148,18 +161,29 @@ typedef struct {
 static px_status ckpt_commit_all(ckpt_run *cs, px_status mine, const px_plan *plan, const px_comm *c, const char *dir,
                                  px_err *err) {
   if (px_ckpt_writer_pending(cs->w)) mine = px_ckpt_writer_wait(cs->w, err);
-  if (mine) px_err_prefix(err, "checkpoint of step %lld not written (the last complete one in %s is untouched)",
-                          (long long)cs->step, dir);
+  if (mine) {
+    char last[4300];
+    say_last(dir, last, sizeof last);
+    px_err_prefix(err, "checkpoint of step %lld not written (%s)", (long long)cs->step, last);
+  }
   px_status st = px_comm_agree(mine, c->world, err);
+  bool wrote = !st;
   if (!st && c->world_rank == 0) {
     px_ckpt_meta meta;
     ckpt_meta(plan, c, cs->step, &meta);
     cJSON *record = px_reshard_record(plan); /* what a reader needs to re-split it for another plan */
-    st = record ? px_ckpt_commit(dir, &meta, record, err) : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    st = record ? px_ckpt_commit_keep(dir, &meta, record, cs->keep, !cs->resumed && cs->count == 0, err)
+                : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     cJSON_Delete(record);
     if (st) px_err_prefix(err, "checkpoint of step %lld not committed", (long long)cs->step);
   }
-  st = px_comm_agree(st, c->world, err);
+  /* every rank's write has ended: what a failed one left in staging goes (the
+   * next run would remove it; a commit past its manifest stands) */
+  if (st && c->world_rank == 0) {
+    px_err ignored = {0};
+    px_ckpt_abandon(dir, &ignored);
+  }
+  if (wrote) st = px_comm_agree(st, c->world, err);
   if (!st) cs->count++;
   return st;
 }
@@ -267,6 +291,40 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
   return status;
 }
 
+/* Rank 0, before anything reads or writes the checkpoint directory: creates
+ * it and takes its lock (a second job on it is refused), and refuses one
+ * holding a checkpoint the run was not told to resume or replace. */
+static px_status take_ckpt_dir(const px_train_opts *o, px_ckpt_lock *lock, px_err *err) {
+  const char *dir = o->ckpt_dir;
+  char note[4800];
+  px_status st = px_ckpt_lock_take(dir, lock, note, sizeof note, err);
+  if (st) return px_err_prefix(err, "--ckpt");
+  if (note[0]) fprintf(stderr, "parallax: %s\n", note);
+  px_ckpt_probe_info p;
+  px_ckpt_probe(dir, &p);
+  if ((p.found || p.kept) && !o->resume && !o->overwrite) {
+    char what[600];
+    px_ckpt_probe_describe(&p, what, sizeof what);
+    return px_err_set(err, PX_ERR_INPUT, "--ckpt %s already holds %s: add --resume to go on from it, or --overwrite "
+                      "to replace it (it stays until this run's first checkpoint is written), or give another "
+                      "directory", dir, what);
+  }
+  return PX_OK;
+}
+
+/* Every place the run writes, checked before it computes anything: the
+ * checkpoint directory (above), the profile, the gradients file. Rank 0
+ * checks, every rank returns the verdict (2 for a refusal). Collective. */
+static px_status check_outputs(const px_train_opts *o, const px_comm *c, px_ckpt_lock *lock, px_err *err) {
+  px_status st = PX_OK;
+  if (c->world_rank == 0) {
+    if (o->ckpt_dir) st = take_ckpt_dir(o, lock, err);
+    if (!st && o->profile_path && (st = px_file_check_writable(o->profile_path, err))) px_err_prefix(err, "--profile");
+    if (!st && o->grads_path && (st = px_file_check_writable(o->grads_path, err))) px_err_prefix(err, "--dump-grads");
+  }
+  return px_comm_agree_as(st, c->world, "another rank refused the run's outputs (rank 0 says why)", err);
+}
+
 /* The CUDA module, loaded here only when it is asked for (NULL: none). */
 static const px_cuda_module *cuda_module(void) {
   const px_cuda_module *m = NULL;
@@ -317,7 +375,9 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   px_data *data = NULL;
   px_exec *x = NULL;
   double *times = NULL;
-  st = px_comm_agree(make_backend(o, &comm, &be, err), world, err);
+  px_ckpt_lock lock = {0}; /* rank 0's, of the checkpoint directory */
+  st = check_outputs(o, &comm, &lock, err);
+  if (!st) st = px_comm_agree(make_backend(o, &comm, &be, err), world, err);
   if (!st) {
     r->backend = be->name;
     r->threads = !strcmp(be->name, "cpu") ? px_cpu_backend_threads(be) : 0;
@@ -335,15 +395,18 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   if (!st && o->ckpt_dir) {
     px_ckpt_recovery what = PX_CKPT_RECOVERY_NONE;
     if (comm.world_rank == 0) st = px_ckpt_recover(o->ckpt_dir, &what, err);
-    if (what == PX_CKPT_RECOVERY_DISCARDED)
-      fprintf(stderr, "parallax: %s: removed the incomplete checkpoint a stopped run was writing (%s); the last "
-              "complete one is kept\n", o->ckpt_dir, PX_CKPT_STAGING);
+    if (what == PX_CKPT_RECOVERY_DISCARDED) {
+      char last[4300];
+      say_last(o->ckpt_dir, last, sizeof last);
+      fprintf(stderr, "parallax: %s: removed the incomplete checkpoint a stopped run was writing (%s); %s\n",
+              o->ckpt_dir, PX_CKPT_STAGING, last);
+    }
     else if (what == PX_CKPT_RECOVERY_COMPLETED)
       fprintf(stderr, "parallax: %s: finished moving in the complete checkpoint a stopped run was committing\n",
               o->ckpt_dir);
     st = px_comm_agree(st, world, err);
   }
-  ckpt_run cs = {0};
+  ckpt_run cs = {.keep = o->ckpt_keep, .resumed = o->resume};
   if (!st && o->ckpt_dir) st = px_comm_agree(ckpt_writer_for(x, o->ckpt_async, &cs.w, err), world, err);
   int64_t start = 0;
   if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, &start, err);
@@ -423,6 +486,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   }
   free(times);
   px_ckpt_writer_free(cs.w); /* after a failure, a write in flight is finished and left uncommitted */
+  px_ckpt_lock_release(&lock);
   px_exec_free(x);
   px_data_close(data);
   if (be) be->destroy(be);

@@ -21,6 +21,10 @@ typedef struct {
   int64_t ckpt_every;       /* 0: only at the end when ckpt_dir is set */
   bool ckpt_async;          /* snapshot to host memory, write on a background thread while training goes on */
   bool resume;
+  bool overwrite;           /* ckpt_dir may hold a checkpoint, which this run's first one replaces (else refused
+                               unless resume) */
+  int64_t ckpt_keep;        /* keep the last K checkpoints (ckpt_dir/step-<N>/ the older ones); 0: not asked,
+                               the latest alone, older ones left as they are (px_ckpt_commit_keep) */
   const char *profile_path; /* per-op times (JSON) */
   bool time_ops;            /* exact per-op times on a device (each op waited for); implied by profile_path */
   const char *grads_path;   /* gradients of the first step, canonical layout, raw fp32 */

@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
 #include "exec/ckpt.h"
+#include "exec/ckpt_lock.h"
 #include "tests/testutil.h"
 
 static const char *tmpdir;
@@ -351,6 +354,9 @@ static void test_manifest(void) {
                                     "\"plan_hash\": \"12\", \"model_hash\": \"0x1\", \"shards\": []}");
   expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "field 'plan_hash': '12' is not a 64-bit hex number");
   expect_msg(px_ckpt_read_manifest(px_test_tmp("nowhere"), &man, &err), &err, "no such checkpoint directory");
+  CU_ASSERT_EQUAL(mkdir(px_test_tmp("empty"), 0777), 0); /* a directory a run's lock just made */
+  expect_msg(px_ckpt_read_manifest(px_test_tmp("empty"), &man, &err), &err,
+             "empty: holds no checkpoint (no manifest.json)");
   px_test_rm_tree(tmpdir);
 }
 
@@ -405,13 +411,33 @@ static void test_staging(void) {
   CU_ASSERT(!px_file_exists(staging));
   expect_step(dir, 7);
 
-  /* Step 9 complete, its commit stopped after moving one shard: dir is not
-   * a valid checkpoint until recovery finishes the move. */
+  /* A failed write abandoned: staging goes, the checkpoint in dir stays. */
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &r0, t, 1, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_ckpt_abandon(dir, &err), PX_OK);
+  CU_ASSERT(!px_file_exists(staging));
+  expect_step(dir, 7);
+
+  /* Step 9 complete, its commit stopped after moving one shard: the readers
+   * read step 9 as it lies (the staged manifest, shard 0 in dir, the others
+   * in staging), the probe says so, abandoning it keeps it (its commit
+   * stands), and recovery finishes the move. */
   write_all(staging, 3, 9, data, 100);
   CU_ASSERT_EQUAL_FATAL(px_ckpt_write_manifest(staging, &m9, NULL, &err), PX_OK);
   CU_ASSERT_EQUAL_FATAL(rename(px_test_tmp("ck/.next/shard-0.bin"), px_test_tmp("ck/shard-0.bin")), 0);
-  px_ckpt_manifest man;
-  expect_msg(px_ckpt_read_manifest(dir, &man, &err), &err, "shard-0.bin: checksum 0x");
+  expect_step(dir, 9);
+  px_ckpt_meta e1 = meta_for(1, 3, 9);
+  int64_t got_step = -1;
+  CU_ASSERT_EQUAL(px_ckpt_read_shard(dir, &e1, t, 1, &got_step, &err), PX_OK);
+  CU_ASSERT_EQUAL(got_step, 9);
+  px_ckpt_shard *sh = NULL;
+  CU_ASSERT_EQUAL(px_ckpt_shard_open(dir, 2, true, &sh, &err), PX_OK);
+  if (sh) CU_ASSERT_EQUAL(px_ckpt_shard_meta(sh)->step, 9);
+  px_ckpt_shard_close(sh);
+  px_ckpt_probe_info p;
+  px_ckpt_probe(dir, &p);
+  CU_ASSERT(p.found && p.staged && p.step == 9 && p.kept == 0);
+  CU_ASSERT_EQUAL(px_ckpt_abandon(dir, &err), PX_OK);
+  CU_ASSERT(px_file_exists(staging));
   CU_ASSERT_EQUAL(px_ckpt_recover(dir, &what, &err), PX_OK);
   CU_ASSERT_EQUAL(what, PX_CKPT_RECOVERY_COMPLETED);
   expect_step(dir, 9);
@@ -428,6 +454,246 @@ static void test_staging(void) {
   px_test_rm_tree(tmpdir);
 }
 
+/* ---- what a directory holds, older checkpoints kept --------------------- */
+
+static int64_t ino_of(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (int64_t)sb.st_ino : -1;
+}
+
+/* dir holds step `top` and exactly the kept steps listed (newest first, -1 ends). */
+static void expect_kept(const char *dir, int64_t top, const int64_t *kept) {
+  char sub[700];
+  expect_step(dir, top);
+  int64_t n = 0;
+  for (; kept[n] >= 0; n++) {
+    snprintf(sub, sizeof sub, "%s/step-%lld", dir, (long long)kept[n]);
+    expect_step(sub, kept[n]);
+  }
+  px_ckpt_probe_info p;
+  px_ckpt_probe(dir, &p);
+  if (p.kept != n) fprintf(stderr, "\n  %lld kept, expected %lld\n", (long long)p.kept, (long long)n);
+  CU_ASSERT(p.found && !p.staged && p.step == top && p.kept == n && p.kept_newest == (n ? kept[0] : -1));
+}
+
+/* --ckpt-keep: the latest in dir, the K - 1 before it in dir/step-<N>/, hard
+ * links of the files the latest had; keep 0 leaves them, keep 1 and a
+ * fresh commit remove them; the probe and its description. */
+static void test_keep(void) {
+  make_tmpdir();
+  float data[100];
+  fill_bits(data, 100, 9);
+  px_err err = {0};
+  char dir[600], staging[600], shard0[700], kept4[700];
+  snprintf(dir, sizeof dir, "%s", px_test_tmp("ck"));
+  snprintf(staging, sizeof staging, "%s", px_test_tmp("ck/.next"));
+  snprintf(shard0, sizeof shard0, "%s/shard-0.bin", dir);
+  snprintf(kept4, sizeof kept4, "%s/step-4/shard-0.bin", dir);
+  px_ckpt_probe_info p;
+  char what[600];
+  px_ckpt_probe(dir, &p); /* no directory */
+  CU_ASSERT(!p.found && p.step == -1 && p.kept == 0);
+  px_ckpt_probe_describe(&p, what, sizeof what);
+  CU_ASSERT_STRING_EQUAL(what, "no checkpoint");
+
+  /* Steps 1..5 with keep 3, the first fresh. */
+  int64_t ino4 = -1;
+  for (int64_t step = 1; step <= 5; step++) {
+    write_all(staging, 3, step, data, 100);
+    px_ckpt_meta m = meta_for(0, 3, step);
+    CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m, NULL, 3, step == 1, &err), PX_OK);
+    if (step == 4) ino4 = ino_of(shard0);
+  }
+  expect_kept(dir, 5, (const int64_t[]){4, 3, -1});
+  CU_ASSERT(ino4 > 0 && ino_of(kept4) == ino4); /* step 4's own file, not a copy */
+  px_ckpt_probe(dir, &p);
+  px_ckpt_probe_describe(&p, what, sizeof what);
+  CU_ASSERT_STRING_EQUAL(what, "the checkpoint of step 5 and 2 older checkpoints in step-<N>/ (the newest of step 4)");
+
+  /* A keep that stopped half-way left step-9.tmp: the next prune removes it. */
+  CU_ASSERT_EQUAL(mkdir(px_test_tmp("ck/step-9.tmp"), 0777), 0);
+  spit_str(px_test_tmp("ck/step-9.tmp/shard-0.bin"), "half");
+  /* keep 0 (not asked): the kept ones stay as they are, nothing is added. */
+  write_all(staging, 3, 6, data, 100);
+  px_ckpt_meta m6 = meta_for(0, 3, 6);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m6, NULL, 0, false, &err), PX_OK);
+  expect_kept(dir, 6, (const int64_t[]){4, 3, -1});
+  CU_ASSERT(px_file_exists(px_test_tmp("ck/step-9.tmp")));
+  /* keep 2: step 6 kept, the oldest go, and the leftover. */
+  write_all(staging, 3, 7, data, 100);
+  px_ckpt_meta m7 = meta_for(0, 3, 7);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m7, NULL, 2, false, &err), PX_OK);
+  expect_kept(dir, 7, (const int64_t[]){6, -1});
+  CU_ASSERT(!px_file_exists(px_test_tmp("ck/step-9.tmp")));
+  /* Keeping step 7 again (a commit that did not happen after it was kept) replaces the copy. */
+  CU_ASSERT_EQUAL(mkdir(px_test_tmp("ck/step-7"), 0777), 0);
+  spit_str(px_test_tmp("ck/step-7/junk"), "x");
+  write_all(staging, 3, 8, data, 100);
+  px_ckpt_meta m8 = meta_for(0, 3, 8);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m8, NULL, 3, false, &err), PX_OK);
+  expect_kept(dir, 8, (const int64_t[]){7, 6, -1});
+  CU_ASSERT(!px_file_exists(px_test_tmp("ck/step-7/junk")));
+  /* keep 1: the latest alone, but for a kept one a job is using (its lock). */
+  spit_str(px_test_tmp("ck/step-6/lock"), "{}");
+  write_all(staging, 3, 9, data, 100);
+  px_ckpt_meta m9 = meta_for(0, 3, 9);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m9, NULL, 1, false, &err), PX_OK);
+  expect_kept(dir, 9, (const int64_t[]){6, -1});
+  CU_ASSERT_EQUAL(unlink(px_test_tmp("ck/step-6/lock")), 0);
+  /* a commit that fails (nothing staged) removes nothing */
+  CU_ASSERT_EQUAL(px_ckpt_commit_keep(dir, &m9, NULL, 1, true, &err), PX_ERR_INPUT);
+  expect_kept(dir, 9, (const int64_t[]){6, -1});
+  write_all(staging, 3, 9, data, 100);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m9, NULL, 1, false, &err), PX_OK);
+  expect_kept(dir, 9, (const int64_t[]){-1});
+  /* A fresh commit (another run's, or a reshard, replacing dir's) keeps
+   * nothing of the old and removes what was kept. */
+  write_all(staging, 3, 10, data, 100);
+  px_ckpt_meta m10 = meta_for(0, 3, 10);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m10, NULL, 2, false, &err), PX_OK);
+  expect_kept(dir, 10, (const int64_t[]){9, -1});
+  write_all(staging, 3, 2, data, 100);
+  px_ckpt_meta m2 = meta_for(0, 3, 2);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m2, NULL, 2, true, &err), PX_OK);
+  expect_kept(dir, 2, (const int64_t[]){-1});
+
+  /* Kept ones alone (the latest removed by hand) still count as held; an unreadable manifest is held, of no step. */
+  write_all(staging, 3, 3, data, 100);
+  px_ckpt_meta m3 = meta_for(0, 3, 3);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit_keep(dir, &m3, NULL, 2, false, &err), PX_OK);
+  CU_ASSERT_EQUAL(unlink(px_test_tmp("ck/manifest.json")), 0);
+  px_ckpt_probe(dir, &p);
+  px_ckpt_probe_describe(&p, what, sizeof what);
+  CU_ASSERT(!p.found && p.kept == 1);
+  CU_ASSERT_STRING_EQUAL(what, "1 older checkpoint in step-<N>/ (the newest of step 2)");
+  spit_str(px_test_tmp("ck/manifest.json"), "{ not json");
+  px_ckpt_probe(dir, &p);
+  CU_ASSERT(p.found && p.step == -1);
+  px_test_rm_tree(tmpdir);
+}
+
+/* ---- the lock ---------------------------------------------------------- */
+
+/* A pid no process has (a child that ended and was reaped). */
+static pid_t dead_pid(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  CU_ASSERT_FATAL(pid > 0);
+  waitpid(pid, NULL, 0);
+  return pid;
+}
+
+static void write_lock(const char *path, const char *host, long long pid, unsigned long long start) {
+  char text[600];
+  snprintf(text, sizeof text, "{\"host\": \"%s\", \"pid\": %lld, \"pid_start\": %llu, \"since_unix_s\": 1700000000}\n",
+           host, pid, start);
+  spit_str(path, text);
+}
+
+static void expect_refused(const char *dir, const char *needle) {
+  px_ckpt_lock lk;
+  px_err err = {0};
+  char note[600];
+  expect_msg(px_ckpt_lock_take(dir, &lk, note, sizeof note, &err), &err, needle);
+  CU_ASSERT(!lk.held);
+}
+
+static void expect_taken_over(const char *dir, const char *lock, long long pid) {
+  px_ckpt_lock lk;
+  px_err err = {0};
+  char note[600], want[400];
+  px_status st = px_ckpt_lock_take(dir, &lk, note, sizeof note, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  snprintf(want, sizeof want, "took over the lock of a job that is gone (pid %lld on ", pid);
+  CU_ASSERT_PTR_NOT_NULL(strstr(note, want));
+  CU_ASSERT_PTR_NOT_NULL(strstr(note, "since 2023-11-14 22:13:20 UTC"));
+  char text[600];
+  FILE *fp = fopen(lock, "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  size_t n = fread(text, 1, sizeof text - 1, fp);
+  fclose(fp);
+  text[n] = '\0';
+  char mine[64];
+  snprintf(mine, sizeof mine, "\"pid\":%lld,", (long long)getpid());
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, mine)); /* now ours */
+  px_ckpt_lock_release(&lk);
+  CU_ASSERT(!px_file_exists(lock));
+}
+
+/* One job a directory: a second is refused naming the holder; a stale lock
+ * (its pid gone, a zombie, or another process's since) is taken over; one
+ * from another host, or unreadable, stands; release removes only one's own. */
+static void test_lock(void) {
+  make_tmpdir();
+  char dir[600], lock[700], host[256] = "";
+  snprintf(dir, sizeof dir, "%s", px_test_tmp("a/b/ck"));
+  snprintf(lock, sizeof lock, "%s/lock", dir);
+  gethostname(host, sizeof host - 1);
+  px_err err = {0};
+  px_ckpt_lock lk;
+  char note[600], want[400];
+  /* taken: the directory is created, the lock file names this process */
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_lock_take(dir, &lk, note, sizeof note, &err), PX_OK);
+  CU_ASSERT(lk.held && note[0] == '\0' && px_file_exists(lock));
+  /* a second taker (here: this process again) is refused, the holder named */
+  snprintf(want, sizeof want, "is in use by another job: pid %lld on %s since ", (long long)getpid(), host);
+  expect_refused(dir, want);
+  px_ckpt_lock_release(&lk);
+  CU_ASSERT(!lk.held && !px_file_exists(lock));
+  CU_ASSERT(!px_file_exists(dir) && px_file_exists(px_test_tmp("a/b"))); /* made by the take, left empty: removed */
+  px_ckpt_lock_release(&lk); /* twice is fine */
+  CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0777), 0); /* from here on, one that exists: it stays */
+
+  /* stale: a pid no process has */
+  pid_t gone = dead_pid();
+  write_lock(lock, host, gone, 0);
+  expect_taken_over(dir, lock, gone);
+  /* stale: a zombie (killed, not reaped) */
+  pid_t z = fork();
+  if (z == 0) _exit(0);
+  CU_ASSERT_FATAL(z > 0);
+  for (int i = 0; i < 200; i++) { /* until it has ended */
+    char state[64] = "", path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)z);
+    FILE *fp = fopen(path, "r");
+    if (fp && fgets(state, sizeof state, fp) && strstr(state, ") Z")) i = 200;
+    if (fp) fclose(fp);
+    nanosleep(&(struct timespec){0, 5000000}, NULL);
+  }
+  write_lock(lock, host, z, 0);
+  expect_taken_over(dir, lock, z);
+  waitpid(z, NULL, 0);
+  /* stale: the pid runs another process, started at another time than the holder */
+  write_lock(lock, host, getppid(), 1);
+  expect_taken_over(dir, lock, getppid());
+  /* live: the pid runs (start unknown) */
+  write_lock(lock, host, getppid(), 0);
+  snprintf(want, sizeof want, "in use by another job: pid %lld on %s", (long long)getppid(), host);
+  expect_refused(dir, want);
+  /* another host: cannot be checked, stands */
+  write_lock(lock, "elsewhere.invalid", gone, 0);
+  expect_refused(dir, "from another host, which cannot be checked: if that job is gone, remove the lock file");
+  /* unreadable */
+  spit_str(lock, "garbage");
+  expect_refused(dir, "is locked by a lock file that cannot be read");
+  CU_ASSERT_EQUAL(unlink(lock), 0);
+  /* taken over by another meanwhile: release leaves theirs */
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_lock_take(dir, &lk, note, sizeof note, &err), PX_OK);
+  write_lock(lock, "elsewhere.invalid", 4242, 0);
+  px_ckpt_lock_release(&lk);
+  CU_ASSERT(px_file_exists(lock));
+  CU_ASSERT_EQUAL(unlink(lock), 0);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_lock_take(dir, &lk, note, sizeof note, &err), PX_OK);
+  px_ckpt_lock_release(&lk);
+  CU_ASSERT(px_file_exists(dir)); /* it existed before */
+  /* not a directory; cannot be created */
+  spit_str(px_test_tmp("file"), "x");
+  expect_refused(px_test_tmp("file"), "file: not a directory");
+  expect_refused(px_test_tmp("file/sub"), "cannot create directory");
+  px_test_rm_tree(tmpdir);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"xxHash64 reference values", test_hash_vectors},
@@ -435,7 +701,9 @@ int main(void) {
       {"every flipped byte and truncation is detected", test_corruption},
       {"plan, model, rank, coordinates and tensors must match", test_mismatches},
       {"manifest: complete, incomplete, replaced, stale", test_manifest},
-      {"staging: a partial write discarded, a stopped commit finished", test_staging},
+      {"staging: a partial write discarded, a stopped commit read and finished", test_staging},
+      {"keep: the last K checkpoints, the probe", test_keep},
+      {"lock: a second job refused, stale locks taken over", test_lock},
   };
   return px_test_main("ckpt", tests, sizeof tests / sizeof tests[0]);
 }

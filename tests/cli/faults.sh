@@ -6,7 +6,9 @@
 # non-zero, naming the rank, well within PX_COMM_TIMEOUT_S; a checkpoint
 # write that fails (file size limit, full disk, read-only directory) fails
 # the run with the path and the system's reason and keeps the previous
-# checkpoint. Every mpirun is bounded by `timeout`.
+# checkpoint, removes what the other ranks wrote of the failed one, and says
+# whether there is a complete one; a directory that cannot be written is
+# refused before the first step. Every mpirun is bounded by `timeout`.
 set -u
 px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
@@ -57,14 +59,17 @@ for victim in rank job; do
   if [ $victim = rank ]; then
     mp=$(pgrep -P "$job" -x mpirun || pgrep -P "$job")
     kill -KILL "$(pgrep -P "$mp" | head -1)"
-  else
-    kill -KILL -- -"$(ps -o pgid= "$job" | tr -d ' ')"
+  else # mpirun's process group, and each rank's own
+    ranks=$(pgrep -P "$(pgrep -P "$job" -x mpirun || pgrep -P "$job")")
+    kill -KILL -- -"$(ps -o pgid= "$job" | tr -d ' ')" $(for r in $ranks; do echo "-$r"; done)
   fi
   wait $job; rc=$?
   [ $rc -ne 0 ] || fail "$victim: the killed run exited 0"
   [ "$(step_of "$d")" = 2 ] || fail "$victim: the checkpoint is not step 2's after the kill: $(step_of "$d")"
   run --steps 6 --ckpt "$d" --resume --json >"$tmp/resumed.json" 2>"$tmp/err" || fail "$victim: resume: $(cat "$tmp/err")"
   grep -q "removed the incomplete checkpoint" "$tmp/err" || fail "$victim: resume did not say it removed the partial write"
+  [ $victim = job ] && ! grep -q "took over the lock of a job that is gone" "$tmp/err" &&
+    fail "$victim: resume did not take over the killed job's lock: $(cat "$tmp/err")"
   [ "$(losses "$tmp/resumed.json")" = "$tail4" ] || fail "$victim: resumed run differs: $(losses "$tmp/resumed.json") vs $tail4"
 done
 
@@ -86,26 +91,46 @@ grep -q "rank [0-9]" "$tmp/out" || fail "the failure does not name the rank: $(c
 unset PX_COMM_TIMEOUT_S
 
 # A write that fails: the run fails with the path and errno, the previous
-# checkpoint (step 2) stays and resumes bitwise.
+# checkpoint (step 2) stays and resumes bitwise, and nothing of the failed
+# one is left in .next.
 fails_write() { # NAME DIR REASON: the last run (exit status rc) failed writing DIR with REASON
   local name=$1 d=$2 why=$3
   [ $rc -ne 0 ] || fail "$name: the run did not fail"
   grep -q "$d/.next" "$tmp/err" && grep -q "$why" "$tmp/err" || fail "$name: no path and reason: $(cat "$tmp/err")"
+  grep -q "the last complete one, step 2 in $d, is untouched" "$tmp/err" || fail "$name: no word of step 2: $(cat "$tmp/err")"
+  [ "$(step_of "$d")" = 2 ] || fail "$name: previous checkpoint lost: step $(step_of "$d")"
+  [ -e "$d/.next" ] && fail "$name: the failed checkpoint's shards stay in .next: $(ls "$d/.next")"
+}
+# A directory that cannot be written: refused (exit 2) before the first step, naming --ckpt and the reason.
+refused_dir() { # NAME DIR REASON
+  local name=$1 d=$2 why=$3
+  [ $rc = 2 ] && grep -q -- "--ckpt: $d" "$tmp/err" && grep -q "$why" "$tmp/err" ||
+    fail "$name: not refused with --ckpt and the reason (exit $rc): $(cat "$tmp/err")"
+  grep -q "^step " "$tmp/out" && fail "$name: refused only after training"
   [ "$(step_of "$d")" = 2 ] || fail "$name: previous checkpoint lost: step $(step_of "$d")"
 }
 resumes() { # DIR: the checkpoint in DIR (step 2) resumes to the uninterrupted losses
   run --steps 6 --ckpt "$1" --resume --json >"$tmp/resumed.json" 2>"$tmp/err" || fail "$1: resume: $(cat "$tmp/err")"
   [ "$(losses "$tmp/resumed.json")" = "$tail4" ] || fail "$1: resumed run differs"
 }
-# File size limit (ulimit -f, 512 KiB: a shard is larger): EFBIG.
+# File size limit (ulimit -f, 512 KiB: a shard is larger): EFBIG, in rank 1
+# alone, so that the other ranks' shards are written (and then removed).
+# The limit is set in the rank, not in mpirun (whose session files are
+# larger), and the ranks talk over TCP rather than shared-memory files.
+fsize_run() {
+  OMPI_MCA_btl=self,tcp timeout -s KILL $limit mpirun -np $np \
+    bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && ulimit -f 512; exec "$0" "$@"' "$px" run "${plan[@]}" "$@"
+}
 d="$tmp/fsize"
 run --steps 2 --ckpt "$d" >/dev/null 2>"$tmp/err" || fail "fsize: first run: $(cat "$tmp/err")"
-# The limit is set in each rank, not in mpirun (whose session files are
-# larger), and the ranks talk over TCP rather than shared-memory files.
-OMPI_MCA_btl=self,tcp timeout -s KILL $limit mpirun -np $np bash -c 'ulimit -f 512 && exec "$0" "$@"' "$px" run \
-  "${plan[@]}" --steps 4 --ckpt "$d" --resume --ckpt-async >/dev/null 2>"$tmp/err"; rc=$?
+fsize_run --steps 4 --ckpt "$d" --resume --ckpt-async >/dev/null 2>"$tmp/err"; rc=$?
 fails_write fsize "$d" "File too large"
 resumes "$d"
+# The same in a run with no checkpoint before: it says there is none.
+fsize_run --steps 1 --ckpt "$tmp/fsize0" >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -ne 0 ] && grep -q "checkpoint of step 1 not written ($tmp/fsize0 holds no complete checkpoint yet)" "$tmp/err" ||
+  fail "fsize, no checkpoint before: $(cat "$tmp/err")"
+[ -e "$tmp/fsize0/.next" ] && fail "fsize, no checkpoint before: .next left: $(ls "$tmp/fsize0/.next")"
 # A full disk (a tmpfs that holds one checkpoint and not a second beside it)
 # and a read-only directory: where this user may mount one (root); else a
 # directory without write permission (not as root, who may write anyway).
@@ -117,8 +142,8 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=6m tmpfs "$mnt" 2>/dev/null; the
   run --steps 4 --ckpt "$mnt/ck" --resume --ckpt-async >/dev/null 2>"$tmp/err"; rc=$?
   fails_write enospc "$mnt/ck" "No space left on device"
   mount -o remount,ro "$mnt" || fail "cannot remount the tmpfs read-only"
-  run --steps 4 --ckpt "$mnt/ck" --resume >/dev/null 2>"$tmp/err"; rc=$?
-  fails_write rofs "$mnt/ck" "Read-only file system"
+  run --steps 4 --ckpt "$mnt/ck" --resume >"$tmp/out" 2>"$tmp/err"; rc=$?
+  refused_dir rofs "$mnt/ck" "Read-only file system"
   mount -o remount,rw,size=16m "$mnt" # room for the resumed run's checkpoint
   resumes "$mnt/ck"
   umount "$mnt"
@@ -126,9 +151,9 @@ elif [ "$(id -u)" != 0 ]; then
   d="$tmp/ro"
   run --steps 2 --ckpt "$d" >/dev/null 2>"$tmp/err" || fail "read-only: first run: $(cat "$tmp/err")"
   chmod a-w "$d"
-  run --steps 4 --ckpt "$d" --resume >/dev/null 2>"$tmp/err"; rc=$?
+  run --steps 4 --ckpt "$d" --resume >"$tmp/out" 2>"$tmp/err"; rc=$?
   chmod u+w "$d"
-  fails_write read-only "$d" "Permission denied"
+  refused_dir read-only "$d" "Permission denied"
   resumes "$d"
 else
   echo "note: root without permission to mount a tmpfs: the full-disk and read-only cases are left out"
