@@ -13,14 +13,15 @@
 static const char usage[] =
     "usage: parallax reshard --from DIR --to DIR [--model M] [--cluster C] [plan flags] [--json]\n\n"
     "Writes into --to a checkpoint of the plan the flags give, holding the states of the checkpoint\n"
-    "in --from (parameters, fp32 master weights, Adam's moments, the fp16 loss scaler, the step)\n"
-    "re-split for it: any tp, pp, cp, dp, ep, ZeRO stage, shard group or precision of the same model\n"
-    "(fp16's loss scaler only to and from fp16); `mpirun -np N parallax run PLAN-FLAGS --ckpt TO\n"
-    "--resume` continues the training. run --resume also takes another plan's checkpoint itself and\n"
-    "re-splits it as it loads. The model, the cluster, the precision and the global batch default\n"
-    "to the checkpoint's, the GPU count to tp x pp x cp x dp. --to is locked while it is written\n"
-    "(DIR/lock: a job using it refuses the reshard), and one that already holds a checkpoint is\n"
-    "refused unless --overwrite replaces it (the old one stays until the new one is written).\n\n";
+    "in --from (parameters, fp32 master weights, Adam's moments, the fp16 loss scaler, fp8's amax\n"
+    "histories, the step) re-split for it: any tp, pp, cp, dp, ep, ZeRO stage, shard group or\n"
+    "precision of the same model (fp16's loss scaler only to and from fp16); `mpirun -np N parallax\n"
+    "run PLAN-FLAGS --ckpt TO --resume` continues the training. run --resume also takes another\n"
+    "plan's checkpoint itself and re-splits it as it loads. The model, the cluster, the precision and\n"
+    "the global batch default to the checkpoint's, and so do fp8's recipe and base dtype; the GPU\n"
+    "count to tp x pp x cp x dp. --to is locked while it is written (DIR/lock: a job using it refuses\n"
+    "the reshard), and one that already holds a checkpoint is refused unless --overwrite replaces it\n"
+    "(the old one stays until the new one is written).\n\n";
 
 /* --to: created and locked before anything is read (a job using it is
  * refused), and refused when it holds a checkpoint, unless --overwrite. */
@@ -63,6 +64,9 @@ int px_cmd_reshard(int argc, char **argv) {
   if (!st) st = x->reshard_recorded(a.from_dir, old, &err);
   if (!st && a.par.precision < 0) a.par.precision = old->par.precision;
   if (!st && a.par.gbs <= 0) a.par.gbs = old->par.gbs; /* the same batches as before */
+  /* fp8's recipe and base dtype as the run resolved them (run --backend cpu makes the base fp32) */
+  if (!st && a.par.fp8_recipe < 0) a.par.fp8_recipe = old->par.fp8_recipe;
+  if (!st && a.par.fp8_base < 0) a.par.fp8_base = old->par.fp8_base;
   if (!a.gpus && !a.nodes && !a.plan_file)
     a.gpus = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
              (a.par.dp > 0 ? a.par.dp : 1);
@@ -106,6 +110,9 @@ int px_cmd_reshard(int argc, char **argv) {
       printf("  from %s: %s\n", a.from_dir, from);
       printf("  to   %s: %s, %.1f MiB\n", a.to_dir, to, (double)bytes / (1 << 20));
     }
+    if (x->reshard_amax_fresh(r))
+      fprintf(stderr, "parallax: note: the checkpoint holds no fp8 amax history for some of the new plan's tensors: "
+              "delayed scaling starts those afresh\n");
     if (was->par.gbs != plan.par.gbs)
       fprintf(stderr, "parallax: note: the global batch changes from %lld to %lld sequences: training goes on with "
               "other batches than the old plan's\n", (long long)was->par.gbs, (long long)plan.par.gbs);

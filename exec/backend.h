@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "exec/amax.h"
 #include "kernels/math.h"
 #include "plan/plan.h"
 
@@ -198,6 +199,13 @@ struct px_backend {
   uint64_t (*mark)(px_backend *b);
   px_status (*wait_mark)(px_backend *b, uint64_t mark, px_err *err);
   px_status (*join)(px_backend *b, px_err *err);
+  /* fp8 delayed scaling's amax histories (exec/amax.h), a state a step
+   * depends on: those of keys[0..n) as they stand before step `step`, in
+   * px_amax_save's form (hist: n x PX_FP8_AMAX_HISTORY), saved into hist or
+   * (load) taken from it. Optional (NULL: the backend keeps none, and the
+   * executor refuses a plan with delayed scaling). */
+  px_status (*amax_histories)(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step, float *hist,
+                              px_err *err);
   /* optional: device memory the backend holds beyond the tensors it was
    * asked for (conversion scratch, library workspaces, arenas added for
    * fragmentation): what a plan's prediction does not count */

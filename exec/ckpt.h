@@ -59,6 +59,12 @@ struct cJSON;
  *   then   8     uint64 checksum: px_ckpt_hash_bytes(every preceding byte, seed 0)
  * The file size is therefore fully determined by the header and tensor
  * entries; any other size is truncation or corruption.
+ * The executor's shards hold the rank's states px_param_states lists
+ * (exec/params.h), in that order: "params", "master", "adam_m", "adam_v",
+ * "loss_scaler" (fp16) and "fp8_amax" (fp8 delayed scaling's amax
+ * histories: exec/amax.h), those its plan keeps; every other input of a step
+ * is a function of the step and the seed. "fp8_amax" came later within
+ * version 1: a shard without it still loads, its histories afresh.
  *
  * Manifest format, version 2 (px_ckpt_write_manifest has its fields): version
  * 1 plus "plan", the plan that wrote the checkpoint as a plan file records it

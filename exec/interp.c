@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "core/fmt.h"
+#include "exec/amax.h"
 #include "exec/arena.h"
 #include "exec/offload.h"
 #include "exec/params.h"
@@ -79,6 +80,11 @@ struct px_exec {
   float scaler[3];
   int64_t skipped_steps;
   int64_t adam_t;             /* the optimizer step being taken */
+  /* fp8 delayed scaling: the histories' keys (px_amax_keys) and their checkpoint form, (namax x
+   * PX_FP8_AMAX_HISTORY), which px_exec_states_get / _set move to and from the backend */
+  px_amax_key *amax_keys;
+  int64_t namax;
+  float *amax_hist;
   /* gradient capture */
   bool capture;
   float *grad_copy;           /* canonical layout, this rank's owned elements; NaN elsewhere */
@@ -363,6 +369,15 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   const px_program *prog = x->prog;
   px_status st = fault_parse(x, err);
   if (!st) st = px_global_params_build(&plan->model, &x->global, err);
+  if (!st && (x->namax = px_amax_keys(plan, x->stage, NULL, 0)) > 0) {
+    x->amax_keys = px_calloc((size_t)x->namax, sizeof *x->amax_keys, err);
+    x->amax_hist = px_calloc((size_t)x->namax * PX_FP8_AMAX_HISTORY, sizeof *x->amax_hist, err);
+    if (!x->amax_keys || !x->amax_hist) st = PX_ERR_RUNTIME;
+    else px_amax_keys(plan, x->stage, x->amax_keys, x->namax);
+    if (!st && !be->amax_histories)
+      st = px_err_set(err, PX_ERR_INPUT, "the %s backend keeps no fp8 amax histories: it cannot run delayed scaling "
+                      "(hint: --fp8-recipe current)", be->name);
+  }
   int64_t stride = x->L + 2;
   if (!st) {
     x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
@@ -483,6 +498,8 @@ void px_exec_free(px_exec *x) {
   free(x->first_op);
   free(x->op_time);
   free(x->grad_copy);
+  free(x->amax_keys);
+  free(x->amax_hist);
   px_global_params_free(&x->global);
   free(x);
 }
@@ -1378,11 +1395,20 @@ int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
       case PX_STATE_MASTER: p = ps[i].host ? x->h_w : x->master; break;
       case PX_STATE_ADAM_M: p = ps[i].host ? x->h_m : x->adam_m; break;
       case PX_STATE_ADAM_V: p = ps[i].host ? x->h_v : x->adam_v; break;
+      case PX_STATE_FP8_AMAX: p = x->amax_hist; break;
       default: p = x->scaler; break;
     }
     out[n++] = (px_exec_state){px_state_names[ps[i].kind], p, ps[i].count, ps[i].dtype, ps[i].host};
   }
   return n;
+}
+
+px_status px_exec_states_get(px_exec *x, int64_t step, px_err *err) {
+  return x->namax ? x->be->amax_histories(x->be, false, x->amax_keys, x->namax, step, x->amax_hist, err) : PX_OK;
+}
+
+px_status px_exec_states_set(px_exec *x, int64_t step, px_err *err) {
+  return x->namax ? x->be->amax_histories(x->be, true, x->amax_keys, x->namax, step, x->amax_hist, err) : PX_OK;
 }
 
 const double *px_exec_op_times(const px_exec *x, int64_t *nops, int64_t *steps) {

@@ -57,6 +57,13 @@ typedef struct {
   bool host;
 } px_exec_state;
 int px_exec_states(px_exec *x, px_exec_state *out, int cap);
+/* The states a backend keeps in its own form (fp8 delayed scaling's amax
+ * histories) have buffers here: px_exec_states_get fills them with what the
+ * backend holds before step `step` (the steps run so far), before a
+ * checkpoint reads the states; px_exec_states_set hands them back to the
+ * backend, after a resume wrote them, as they stand before step `step`. */
+px_status px_exec_states_get(px_exec *x, int64_t step, px_err *err);
+px_status px_exec_states_set(px_exec *x, int64_t step, px_err *err);
 
 /* Per-op timing over the steps since the last reset (seconds, by stage-local
  * op id = program instance's first op + index in its block). */

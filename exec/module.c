@@ -51,6 +51,7 @@ __attribute__((visibility("default"))) const px_exec_module px_exec_module_table
     .reshard_write = px_reshard_write,
     .reshard_free = px_reshard_free,
     .reshard_step = px_reshard_step,
+    .reshard_amax_fresh = px_reshard_amax_fresh,
     .reshard_from = px_reshard_from,
     .reshard_describe = px_reshard_describe,
     .ckpt_probe = px_ckpt_probe,

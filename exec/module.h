@@ -51,6 +51,7 @@ typedef struct {
   px_status (*reshard_write)(px_reshard *r, const char *dir, uint64_t *bytes_out, px_err *err);
   void (*reshard_free)(px_reshard *r);
   int64_t (*reshard_step)(const px_reshard *r);
+  bool (*reshard_amax_fresh)(const px_reshard *r);
   const px_plan *(*reshard_from)(const px_reshard *r);
   void (*reshard_describe)(const px_plan *plan, char *buf, size_t cap);
   /* exec/ckpt.h, exec/ckpt_lock.h: what a checkpoint directory holds, and its lock (no MPI) */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/amax.h"
 #include "kernels/math.h"
 
 static px_status add(px_global_params *g, const char *name, int64_t layer, int64_t rows, int64_t cols, px_init_kind k,
@@ -208,7 +209,7 @@ uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t sha
   return u->offset / (uint64_t)px_parallel_shard_size(&plan->par) + (flat - lo);
 }
 
-const char *const px_state_names[PX_STATE_COUNT] = {"params", "master", "adam_m", "adam_v", "loss_scaler"};
+const char *const px_state_names[PX_STATE_COUNT] = {"params", "master", "adam_m", "adam_v", "loss_scaler", "fp8_amax"};
 
 int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_STATE_COUNT]) {
   px_states ps;
@@ -227,6 +228,10 @@ int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_ST
   out[n++] = (px_param_state){PX_STATE_ADAM_V, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
   if (plan->act_dtype == PX_DTYPE_FP16)
     out[n++] = (px_param_state){PX_STATE_LOSS_SCALER, 3, PX_DTYPE_FP32, PX_VIEW_NONE, true};
+  int64_t keys = px_amax_keys(plan, stage, NULL, 0);
+  if (keys > 0)
+    out[n++] = (px_param_state){PX_STATE_FP8_AMAX, (uint64_t)keys * PX_FP8_AMAX_HISTORY, PX_DTYPE_FP32, PX_VIEW_NONE,
+                                true};
   return n;
 }
 

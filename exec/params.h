@@ -88,6 +88,8 @@ typedef enum {
   PX_STATE_ADAM_M,      /* Adam's moments, fp32 */
   PX_STATE_ADAM_V,
   PX_STATE_LOSS_SCALER, /* fp16: {scale, clean steps, optimizer steps} */
+  PX_STATE_FP8_AMAX,    /* fp8 delayed scaling: the amax histories (exec/amax.h: px_amax_keys' order,
+                           px_amax_save's form), kept by the backend */
   PX_STATE_COUNT
 } px_state_kind;
 extern const char *const px_state_names[PX_STATE_COUNT];
@@ -103,7 +105,7 @@ typedef struct {
   uint64_t count;     /* elements */
   px_dtype dtype;     /* as the executor keeps it (a checkpoint holds fp32) */
   px_param_view view;
-  bool host;          /* kept in host memory (offload, the loss scaler) rather than on the device */
+  bool host;          /* kept in host memory (offload, the loss scaler, the amax histories) rather than on the device */
 } px_param_state;
 /* The states of a rank of `stage`, in checkpoint order; returns how many. */
 int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_STATE_COUNT]);

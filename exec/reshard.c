@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "exec/amax.h"
 #include "exec/params.h"
 
 /* Old shards a reader keeps open at once; the others are parked (closed, indexed). */
@@ -62,8 +63,10 @@ void px_reshard_describe(const px_plan *plan, char *buf, size_t cap) {
   if (p->ep > 1) append(buf, cap, &n, ", ep %lld", (long long)p->ep);
   append(buf, cap, &n, ", ZeRO-%d", (int)p->zero);
   if (px_parallel_hybrid(p)) append(buf, cap, &n, " in shard groups of %lld", (long long)p->shard_group);
-  append(buf, cap, &n, ", %s, %lld rank%s", px_precision_names[p->precision], (long long)plan->grid.world,
-         plan->grid.world == 1 ? "" : "s");
+  append(buf, cap, &n, ", %s", px_precision_names[p->precision]);
+  if (p->precision == PX_PREC_FP8)
+    append(buf, cap, &n, " (%s, %s base)", px_fp8_recipe_names[p->fp8_recipe], px_fp8_base_names[p->fp8_base]);
+  append(buf, cap, &n, ", %lld rank%s", (long long)plan->grid.world, plan->grid.world == 1 ? "" : "s");
 }
 
 /* A manifest's plan record, read as a plan file. */
@@ -120,9 +123,13 @@ struct px_reshard {
   int64_t open_n;
   bool old_master;        /* the old plan keeps fp32 master weights: the weights' source */
   src_index src[PX_STATE_COUNT];
+  px_amax_key **old_keys; /* (old pp) each old stage's fp8 amax history keys (px_amax_keys), made on first use */
+  int64_t *old_nkeys;
+  bool amax_fresh;        /* some new fp8 amax history had no old one to take */
 };
 
 int64_t px_reshard_step(const px_reshard *r) { return r->man.step; }
+bool px_reshard_amax_fresh(const px_reshard *r) { return r->amax_fresh; }
 const px_plan *px_reshard_from(const px_reshard *r) { return &r->from; }
 
 void px_reshard_free(px_reshard *r) {
@@ -131,6 +138,9 @@ void px_reshard_free(px_reshard *r) {
   free(r->shards);
   free(r->used);
   for (int k = 0; k < PX_STATE_COUNT; k++) free(r->src[k].s);
+  for (int64_t s = 0; r->old_keys && s < r->from.par.pp; s++) free(r->old_keys[s]);
+  free(r->old_keys);
+  free(r->old_nkeys);
   px_global_params_free(&r->g);
   if (r->have_from) px_plan_free(&r->from);
   px_ckpt_manifest_deinit(&r->man);
@@ -181,7 +191,9 @@ static px_status open_shard(px_reshard *r, int32_t q, bool verify, px_err *err) 
   for (int i = 0; i < k; i++) {
     const char *name = px_state_names[ps[i].kind];
     uint64_t count = 0;
-    if (px_ckpt_shard_find(r->shards[q], name, &count) < 0)
+    int t = px_ckpt_shard_find(r->shards[q], name, &count);
+    if (t < 0 && ps[i].kind == PX_STATE_FP8_AMAX) continue; /* a checkpoint from before they were kept */
+    if (t < 0)
       return px_err_set(err, PX_ERR_INPUT, "%s: holds no '%s', which its plan keeps on that rank", path, name);
     if (count != ps[i].count)
       return px_err_set(err, PX_ERR_INPUT, "%s: its '%s' has %" PRIu64 " elements, its plan's layout %" PRIu64
@@ -332,6 +344,88 @@ static px_status copy_canon(px_reshard *r, px_state_kind kind, uint64_t canon, u
   return PX_OK;
 }
 
+/* ---- fp8 amax histories ---- */
+
+/* Each old stage's fp8 amax history keys, once. */
+static px_status old_keys(px_reshard *r, px_err *err) {
+  if (r->old_keys) return PX_OK;
+  int64_t pp = r->from.par.pp;
+  r->old_keys = px_calloc((size_t)pp, sizeof *r->old_keys, err);
+  r->old_nkeys = px_calloc((size_t)pp, sizeof *r->old_nkeys, err);
+  for (int64_t s = 0; r->old_keys && r->old_nkeys && s < pp; s++) {
+    int64_t n = px_amax_keys(&r->from, s, NULL, 0);
+    if (!(r->old_keys[s] = px_calloc((size_t)n + 1, sizeof **r->old_keys, err))) return PX_ERR_RUNTIME;
+    r->old_nkeys[s] = px_amax_keys(&r->from, s, r->old_keys[s], n);
+  }
+  return r->old_keys && r->old_nkeys ? PX_OK : PX_ERR_RUNTIME;
+}
+
+/* The index of the history of slot `name`, layer `layer` among old stage s's keys (ordered by layer, then
+ * slot); -1 when it keeps none. */
+static int64_t old_key(const px_reshard *r, int64_t s, const char *name, int64_t layer) {
+  const px_amax_key *k = r->old_keys[s];
+  int64_t lo = 0, hi = r->old_nkeys[s];
+  while (lo < hi) { /* the first key of the layer */
+    int64_t mid = lo + (hi - lo) / 2;
+    if (k[mid].layer < layer) lo = mid + 1;
+    else hi = mid;
+  }
+  for (; lo < r->old_nkeys[s] && k[lo].layer == layer; lo++)
+    if (!strcmp(r->from.slots[k[lo].slot].name, name)) return lo;
+  return -1;
+}
+
+/* The fp8 amax histories of a rank rk of the new plan, by tensor (slot name) and global layer: the old
+ * histories of that tensor and layer, elementwise the largest, of the old ranks at rk's place along each
+ * axis whose degree the plans share (TP; DP x CP x EP together), and of every place along one that
+ * changes. Casts' amaxes are reduced over TP (and EP), so equal there; a weight's is its TP shard's; an
+ * activation's covers the rank's DP x CP share of the batch. So a rank's histories are its own where
+ * its place keeps its meaning (a PP or ZeRO change), exact where an axis collapses to 1 (the whole
+ * weight, the whole batch), and elsewhere the largest over the whole: a scale never too large, at
+ * worst a little coarse until the history turns over. A history no old rank holds (a plan without
+ * delayed scaling, a checkpoint from before they were kept) starts afresh: zeros. */
+static px_status fill_amax(px_reshard *r, const px_param_rank *rk, float *data, uint64_t count, px_err *err) {
+  const px_plan *to = r->to, *from = &r->from;
+  int64_t n = px_amax_keys(to, rk->stage, NULL, 0);
+  if ((uint64_t)n * PX_FP8_AMAX_HISTORY != count)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: %" PRIu64 " fp8 amax elements for %lld keys", count, (long long)n);
+  bool same_tp = from->par.tp == to->par.tp;
+  bool same_data = from->par.dp == to->par.dp && from->par.cp == to->par.cp && from->par.ep == to->par.ep;
+  px_amax_key *keys = px_calloc((size_t)n + 1, sizeof *keys, err);
+  int32_t *srcs = px_calloc((size_t)r->man.world + 1, sizeof *srcs, err); /* the old ranks at rk's place */
+  int64_t *stage_of = px_calloc((size_t)r->man.world + 1, sizeof *stage_of, err);
+  float *h = px_calloc(PX_FP8_AMAX_HISTORY, sizeof *h, err);
+  px_status st = keys && srcs && stage_of && h ? old_keys(r, err) : PX_ERR_RUNTIME;
+  int32_t nsrc = 0;
+  for (int32_t q = 0; !st && q < r->man.world; q++) {
+    px_param_rank o;
+    px_param_rank_of(from, q, &o);
+    if ((same_tp && o.tp_rank != rk->tp_rank) || (same_data && o.wdp_rank != rk->wdp_rank)) continue;
+    stage_of[nsrc] = o.stage;
+    srcs[nsrc++] = q;
+  }
+  if (!st) px_amax_keys(to, rk->stage, keys, n);
+  const char *name = px_state_names[PX_STATE_FP8_AMAX];
+  for (int64_t i = 0; !st && i < n; i++) {
+    float *out = data + (uint64_t)i * PX_FP8_AMAX_HISTORY;
+    const char *slot = to->slots[keys[i].slot].name;
+    bool found = false;
+    for (int32_t j = 0; !st && j < nsrc; j++) {
+      int64_t at = old_key(r, stage_of[j], slot, keys[i].layer);
+      px_ckpt_shard *sh = at >= 0 ? shard_at(r, srcs[j]) : NULL;
+      int t = sh ? px_ckpt_shard_find(sh, name, NULL) : -1;
+      if (t < 0) continue;
+      st = px_ckpt_shard_read(sh, t, (uint64_t)at * PX_FP8_AMAX_HISTORY, PX_FP8_AMAX_HISTORY, h, err);
+      for (int e = 0; !st && e < PX_FP8_AMAX_HISTORY; e++) /* out starts at zeros */
+        if (h[e] > out[e]) out[e] = h[e];
+      found = true;
+    }
+    if (!found) r->amax_fresh = true;
+  }
+  free(keys), free(srcs), free(stage_of), free(h);
+  return st;
+}
+
 px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, int n, px_err *err) {
   const px_plan *to = r->to;
   if (rank < 0 || rank >= to->grid.world)
@@ -356,6 +450,10 @@ px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, 
       int t = px_ckpt_shard_find(sh, px_state_names[PX_STATE_LOSS_SCALER], &count);
       st = count == ps[i].count ? px_ckpt_shard_read(sh, t, 0, count, data, err)
                                 : px_err_set(err, PX_ERR_RUNTIME, "internal: loss scaler of %" PRIu64 " elements", count);
+      continue;
+    }
+    if (ps[i].kind == PX_STATE_FP8_AMAX) {
+      st = fill_amax(r, &rk, data, ps[i].count, err);
       continue;
     }
     px_state_kind src = ps[i].kind;

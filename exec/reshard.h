@@ -4,6 +4,7 @@
 #ifndef PX_EXEC_RESHARD_H
 #define PX_EXEC_RESHARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,7 +23,8 @@ void px_reshard_meta(const px_plan *plan, int64_t rank, int64_t step, px_ckpt_me
 /* The record of a plan a manifest keeps (a plan file's JSON, plan/planfile.h);
  * NULL when out of memory. The caller deletes it. */
 cJSON *px_reshard_record(const px_plan *plan);
-/* "tp 2 x pp 2 x dp 2, ZeRO-1, fp32, 8 ranks" (cp, ep and a shard group when used). */
+/* "tp 2 x pp 2 x dp 2, ZeRO-1, fp32, 8 ranks" (cp, ep and a shard group when
+ * used; fp8's recipe and base: "fp8 (delayed, bf16 base)"). */
 void px_reshard_describe(const px_plan *plan, char *buf, size_t cap);
 
 /* The plan record of the checkpoint in dir, read as a plan file (refused for
@@ -46,6 +48,10 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
 void px_reshard_free(px_reshard *r);
 /* The step the checkpoint was taken after, and the plan that wrote it. */
 int64_t px_reshard_step(const px_reshard *r);
+/* After px_reshard_fill: whether some fp8 amax history of the new plan had
+ * none in the checkpoint to take (its plan had no delayed scaling, or it is
+ * from before checkpoints kept them) and starts afresh. */
+bool px_reshard_amax_fresh(const px_reshard *r);
 const px_plan *px_reshard_from(const px_reshard *r);
 
 /* The states of world rank `rank` of plan `to`, in fp32: tensors[i] must be
@@ -53,7 +59,9 @@ const px_plan *px_reshard_from(const px_reshard *r);
  * element gets the old value of its canonical element: the weights from the
  * fp32 master weights where the old plan has them (rounded to the new
  * parameter dtype for "params" when that is 16-bit), the moments as they
- * are, the loss scaler from old rank 0; padding gets zeros. */
+ * are, the loss scaler from old rank 0; padding gets zeros. The fp8 amax
+ * histories go by tensor and global layer (exec/reshard.c's fill_amax says
+ * from which old ranks). */
 px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, int n, px_err *err);
 
 /* parallax reshard: writes into dir a checkpoint of plan `to` (every rank's

@@ -17,6 +17,7 @@
 #include "exec/cpu/backend.h"
 #include "exec/cuda_load.h"
 #include "exec/data.h"
+#include "exec/params.h"
 #include "exec/reshard.h"
 #include "exec/support.h"
 
@@ -31,12 +32,24 @@ static void ckpt_meta(const px_plan *plan, const px_comm *c, int64_t step, px_ck
   px_reshard_meta(plan, c->world_rank, step, meta);
 }
 
+/* Whether this rank's shard in dir lacks the fp8 amax histories its plan keeps (a checkpoint from
+ * before they were kept); false when it cannot be read (the read that follows says why). */
+static bool shard_lacks_amax(const char *dir, const px_comm *c) {
+  px_ckpt_shard *s;
+  px_err e = {0};
+  bool lacks = !px_ckpt_shard_open(dir, c->world_rank, false, &s, &e) &&
+               px_ckpt_shard_find(s, px_state_names[PX_STATE_FP8_AMAX], NULL) < 0;
+  px_ckpt_shard_close(s);
+  return lacks;
+}
+
 /* Reads this rank's model states from the checkpoint in dir: its own shard,
- * or with `other` (a checkpoint of another plan) what it needs of every shard. */
+ * or with `other` (a checkpoint of another plan) what it needs of every shard.
+ * *amax_fresh: the checkpoint held no fp8 amax histories for some of them. */
 static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
-                           px_reshard *other, int64_t step, int64_t *step_out, px_err *err) {
+                           px_reshard *other, int64_t step, int64_t *step_out, bool *amax_fresh, px_err *err) {
   px_exec_state states[8];
-  int n = px_exec_states(x, states, 8);
+  int n = px_exec_states(x, states, 8), nread = n;
   px_ckpt_tensor t[8];
   void *raw[8] = {0}; /* device-format copies when the dtype is not fp32 */
   px_status st = PX_OK;
@@ -49,8 +62,15 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
   }
   px_ckpt_meta meta;
   ckpt_meta(plan, c, step, &meta);
+  *amax_fresh = false;
+  if (!st && !other && n && !strcmp(states[n - 1].name, px_state_names[PX_STATE_FP8_AMAX]) &&
+      shard_lacks_amax(dir, c)) { /* the others load; the histories are zeros: afresh */
+    nread = n - 1, *amax_fresh = true;
+    memset(t[n - 1].data, 0, t[n - 1].count * sizeof(float));
+  }
   if (!st && other) st = px_reshard_fill(other, c->world_rank, t, n, err);
-  else if (!st) st = px_ckpt_read_shard(dir, &meta, t, n, step_out, err);
+  else if (!st) st = px_ckpt_read_shard(dir, &meta, t, nread, step_out, err);
+  if (!st && other) *amax_fresh = px_reshard_amax_fresh(other);
   for (int i = 0; !st && i < n; i++) {
     px_dtype_from_fp32(raw[i], states[i].dtype, t[i].data, states[i].count);
     uint64_t bytes = states[i].count * px_dtype_bytes(states[i].dtype);
@@ -63,7 +83,7 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
     if (raw[i] != t[i].data) free(raw[i]);
     free(t[i].data);
   }
-  return st;
+  return st ? st : px_exec_states_set(x, step, err);
 }
 
 /* --resume: loads the checkpoint in dir, this plan's or (re-split on the
@@ -98,8 +118,15 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
     }
   }
   int64_t got = 0;
-  if (!st) st = px_comm_agree(ckpt_load(x, be, plan, c, dir, other, head[0], &got, err), world, err);
+  bool fresh = false;
+  if (!st) st = px_comm_agree(ckpt_load(x, be, plan, c, dir, other, head[0], &got, &fresh, err), world, err);
   px_reshard_free(other);
+  int any = fresh;
+  if (!st) MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, world);
+  if (!st && any && c->world_rank == 0)
+    fprintf(stderr, "parallax: %s: note: the checkpoint holds no fp8 amax history for some of this plan's tensors "
+            "(its plan had no delayed scaling, or it was written before checkpoints kept them): delayed scaling "
+            "starts those afresh, so the run is not the one it continues bit for bit\n", dir);
   if (!st) *start = head[0];
   return st;
 }
@@ -116,12 +143,12 @@ static px_status ckpt_writer_for(px_exec *x, bool async, px_ckpt_writer **w, px_
   return px_ckpt_writer_new(layout, n, async, ms > 0 && ms < 3600000 ? (unsigned)ms : 0, w, err);
 }
 
-/* Copies this rank's model states into the writer's fp32 snapshot (from the
- * device where they live there). */
-static px_status ckpt_snapshot(px_exec *x, px_backend *be, px_ckpt_writer *w, px_err *err) {
+/* Copies this rank's model states before step `step` into the writer's fp32
+ * snapshot (from the device where they live there). */
+static px_status ckpt_snapshot(px_exec *x, px_backend *be, px_ckpt_writer *w, int64_t step, px_err *err) {
   px_exec_state states[8];
   int n = px_exec_states(x, states, 8);
-  px_status st = PX_OK;
+  px_status st = px_exec_states_get(x, step, err);
   for (int i = 0; !st && i < n; i++) {
     float *dst = px_ckpt_writer_buffer(w, i); /* (count) */
     uint64_t cnt = states[i].count, bytes = cnt * px_dtype_bytes(states[i].dtype);
@@ -204,7 +231,7 @@ static px_status ckpt_save(ckpt_run *cs, px_exec *x, px_backend *be, const px_pl
     }
     st = ckpt_commit_all(cs, PX_OK, plan, c, dir, err);
   }
-  if (!st) st = px_comm_agree(ckpt_snapshot(x, be, cs->w, err), c->world, err);
+  if (!st) st = px_comm_agree(ckpt_snapshot(x, be, cs->w, step, err), c->world, err);
   if (st) return st;
   char staging[4096];
   px_ckpt_meta meta;

@@ -1,13 +1,21 @@
 /* The executor in one process (one MPI rank), so the sanitizers see it:
  * every op kind on both model families (dropout, both attention kernels,
  * every recompute mode), the allocated peak equal to the plan's prediction,
- * and training lowering the loss. Multi-rank plans are tested through
+ * training lowering the loss, and fp8 delayed scaling's amax histories:
+ * their keys, their checkpoint form (a history saved and loaded gives the
+ * same scales, past the history's length too), a resume that is the
+ * uninterrupted run bitwise, and a checkpoint without them (from before they
+ * were kept) resumed with them afresh. Multi-rank plans are tested through
  * mpirun in tests/cli/exec_*.sh. */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "exec/amax.h"
+#include "exec/ckpt.h"
+#include "exec/params.h"
+#include "exec/reshard.h"
 #include "exec/train.h"
 #include "tests/testutil.h"
 
@@ -66,12 +74,199 @@ static void test_loss_falls(void) {
   px_train_result_free(&r);
 }
 
+/* tiny in fp8 (fp32 base) with the recipe r, on one rank or (pp > 1) on pp stages with a schedule. */
+static void compile_fp8_pp(int recipe, int64_t pp, int schedule, px_plan *plan) {
+  px_model m;
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, pp, 0, &err), PX_OK);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.gbs = 4, p.mbs = pp > 1 ? 1 : 2, p.precision = PX_PREC_FP8, p.fp8_recipe = recipe, p.fp8_base = PX_FP8_BASE_FP32;
+  p.pp = pp;
+  if (pp > 1) p.schedule = schedule, p.vpp = schedule == PX_SCHED_INTERLEAVED ? 2 : 1;
+  px_parallel_resolve(&p, &m, &c);
+  px_status st = px_plan_compile(plan, &m, &c, &p, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+}
+
+static void compile_fp8(int recipe, px_plan *plan) { compile_fp8_pp(recipe, 1, 0, plan); }
+
+/* The keys: with delayed scaling only, each once, by (layer, slot), each a cast's output or an fp8 weight. */
+static void test_amax_keys(void) {
+  px_plan plan;
+  compile_fp8(PX_FP8_DELAYED, &plan);
+  int64_t n = px_amax_keys(&plan, 0, NULL, 0);
+  CU_ASSERT_FATAL(n > 4 * plan.model.layers);
+  px_amax_key *k = px_talloc((size_t)n * sizeof *k);
+  CU_ASSERT_EQUAL(px_amax_keys(&plan, 0, k, n), n);
+  for (int64_t i = 0; i < n; i++) {
+    const px_slot *s = &plan.slots[k[i].slot];
+    CU_ASSERT((s->kind == PX_SLOT_PARAM && s->fp8) || s->dtype == PX_DTYPE_FP8);
+    CU_ASSERT(k[i].layer >= -1 && k[i].layer <= plan.model.layers); /* an operand's layer offset: one off */
+    if (i) CU_ASSERT(k[i].layer > k[i - 1].layer || (k[i].layer == k[i - 1].layer && k[i].slot > k[i - 1].slot));
+  }
+  px_param_state ps[PX_STATE_COUNT];
+  int m = px_param_states(&plan, 0, ps);
+  CU_ASSERT(ps[m - 1].kind == PX_STATE_FP8_AMAX && ps[m - 1].count == (uint64_t)n * PX_FP8_AMAX_HISTORY);
+  px_plan_free(&plan);
+  /* every micro-batch's casts and fp8 weights are among them, in every schedule (the keys walk micro-batch 0's) */
+  for (int sched = PX_SCHED_GPIPE; sched < PX_SCHED_COUNT; sched++) {
+    compile_fp8_pp(PX_FP8_DELAYED, 2, sched, &plan);
+    for (int64_t st = 0; st < 2; st++) {
+      int64_t nk = px_amax_keys(&plan, st, NULL, 0), missing = 0;
+      px_amax_key *ks = px_talloc((size_t)nk * sizeof *ks + 1);
+      px_amax_keys(&plan, st, ks, nk);
+      px_op_iter it = px_op_iter_begin(&plan, st);
+      for (const px_op *o; (o = px_op_next(&it));)
+        for (int j = -1; j < PX_OP_INS; j++) {
+          bool cast = j < 0 && o->kind == PX_OP_CAST && o->out[0].slot >= 0;
+          bool w = j >= 0 && (o->flags & PX_OPF_FP8) && o->in[j].slot >= 0 &&
+                   plan.slots[o->in[j].slot].kind == PX_SLOT_PARAM && plan.slots[o->in[j].slot].fp8;
+          if (!cast && !w) continue;
+          px_amax_key use = cast ? px_amax_cast_key(o, it.in->layer) : px_amax_weight_key(o->in[j].slot, it.in->layer);
+          bool found = false;
+          for (int64_t i = 0; i < nk && !found; i++) found = ks[i].slot == use.slot && ks[i].layer == use.layer;
+          missing += !found;
+        }
+      if (missing) fprintf(stderr, "\n  %s stage %lld: %lld uses of keys it lacks\n", px_schedule_names[sched],
+                           (long long)st, (long long)missing);
+      CU_ASSERT(nk > 0 && missing == 0);
+    }
+    px_plan_free(&plan);
+  }
+  compile_fp8(PX_FP8_CURRENT, &plan);
+  CU_ASSERT_EQUAL(px_amax_keys(&plan, 0, NULL, 0), 0);
+  px_plan_free(&plan);
+  px_tfree();
+}
+
+/* Two histories over 2600 steps (a few amaxes a step): the scale is from the largest amax of the last
+ * PX_FP8_AMAX_HISTORY steps; saved and loaded into a new table at steps 700 and 1800 (before and after
+ * the history turns over), the new table gives the same scales and saves the same form. */
+static void test_amax_roundtrip(void) {
+  enum { STEPS = 2600, H = PX_FP8_AMAX_HISTORY };
+  px_amax_key keys[2] = {{3, 0}, {5, 1}};
+  px_err err = {0};
+  px_amax *a = px_amax_new(), *b = NULL;
+  float *step_max = px_tconst(2 * STEPS, 0.0f), *ha = px_tfloats(2 * H), *hb = px_tfloats(2 * H);
+  px_tseed(7);
+  for (int64_t s = 0; s < STEPS; s++) {
+    if (s == 700 || s == 1800) { /* a resume */
+      CU_ASSERT_EQUAL_FATAL(px_amax_save(a, keys, 2, s, ha, &err), PX_OK);
+      px_amax_free(b);
+      b = px_amax_new();
+      CU_ASSERT_EQUAL_FATAL(px_amax_load(b, keys, 2, s, ha, &err), PX_OK);
+      CU_ASSERT_EQUAL_FATAL(px_amax_save(b, keys, 2, s, hb, &err), PX_OK);
+      CU_ASSERT(memcmp(ha, hb, 2 * H * sizeof *ha) == 0);
+    }
+    for (int call = 0; call < 3; call++)
+      for (int k = 0; k < 2; k++) {
+        /* mostly small, now and then a spike that must leave the history H steps later */
+        float amax = (float)(px_tunit() * (px_tunit() < 0.01 ? 400.0 : 4.0));
+        float sa, sb;
+        CU_ASSERT_EQUAL_FATAL(px_amax_scale(a, keys[k], s, amax, PX_FP8_E4M3, &sa, &err), PX_OK);
+        float past = 0.0f;
+        for (int64_t t = s - H > 0 ? s - H : 0; t < s; t++) past = step_max[2 * t + k] > past ? step_max[2 * t + k] : past;
+        CU_ASSERT(sa == px_k_fp8_scale(past > 0.0f ? past : amax, PX_FP8_E4M3));
+        if (b) {
+          CU_ASSERT_EQUAL_FATAL(px_amax_scale(b, keys[k], s, amax, PX_FP8_E4M3, &sb, &err), PX_OK);
+          CU_ASSERT(sa == sb);
+        }
+        if (amax > step_max[2 * s + k]) step_max[2 * s + k] = amax;
+      }
+  }
+  CU_ASSERT_EQUAL(px_amax_save(a, keys, 2, STEPS, ha, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_amax_save(b, keys, 2, STEPS, hb, &err), PX_OK);
+  CU_ASSERT(memcmp(ha, hb, 2 * H * sizeof *ha) == 0);
+  CU_ASSERT(ha[H - 1] == step_max[2 * (STEPS - 1)] && ha[0] == step_max[2 * (STEPS - H)]);
+  /* a history no key names would be lost: refused */
+  CU_ASSERT_EQUAL(px_amax_save(a, keys, 1, STEPS, ha, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "slot 5, layer 1"));
+  px_amax_free(a);
+  px_amax_free(b);
+  px_tfree();
+}
+
+static void train_fp8(const px_plan *plan, int64_t steps, const char *ckpt, bool resume, px_train_result *r) {
+  px_train_opts o;
+  px_train_opts_init(&o);
+  o.steps = steps, o.backend = "cpu", o.ckpt_dir = ckpt, o.resume = resume;
+  px_err err = {0};
+  px_status st = px_train(plan, &o, MPI_COMM_WORLD, r, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+}
+
+/* The checkpoint in dir written again without its fp8_amax (as before checkpoints kept them). */
+static void drop_histories(const px_plan *plan, const char *dir) {
+  px_err err = {0};
+  px_ckpt_manifest man;
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_read_manifest(dir, &man, &err), PX_OK);
+  px_ckpt_shard *sh;
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_shard_open(dir, 0, true, &sh, &err), PX_OK);
+  px_param_state ps[PX_STATE_COUNT];
+  px_ckpt_tensor t[PX_STATE_COUNT];
+  int n = px_param_states(plan, 0, ps) - 1;
+  CU_ASSERT_EQUAL_FATAL(ps[n].kind, PX_STATE_FP8_AMAX);
+  for (int i = 0; i < n; i++) {
+    t[i] = (px_ckpt_tensor){px_state_names[ps[i].kind], px_tfloats((int64_t)ps[i].count), ps[i].count};
+    CU_ASSERT_EQUAL_FATAL(px_ckpt_shard_read(sh, px_ckpt_shard_find(sh, t[i].name, NULL), 0, t[i].count, t[i].data, &err),
+                          PX_OK);
+  }
+  px_ckpt_shard_close(sh);
+  char staging[600];
+  px_ckpt_meta meta;
+  px_reshard_meta(plan, 0, man.step, &meta);
+  cJSON *record = px_reshard_record(plan);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_staging_path(dir, staging, sizeof staging, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &meta, t, n, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_ckpt_commit(dir, &meta, record, &err), PX_OK);
+  cJSON_Delete(record);
+  px_ckpt_manifest_deinit(&man);
+  px_tfree();
+}
+
+/* fp8 delayed scaling: 4 steps straight are 2, a resume and 2 more, bitwise; a checkpoint without the
+ * histories still resumes (them afresh: the first step after it scales as current scaling does). */
+static void test_fp8_resume(void) {
+  const char *tmpdir = px_test_tmpdir("exec");
+  px_plan plan;
+  compile_fp8(PX_FP8_DELAYED, &plan);
+  px_train_result full, first, again, second, legacy;
+  train_fp8(&plan, 4, NULL, false, &full);
+  train_fp8(&plan, 2, px_test_tmp("ck"), false, &first);
+  train_fp8(&plan, 2, px_test_tmp("old"), false, &again);
+  train_fp8(&plan, 4, px_test_tmp("ck"), true, &second);
+  CU_ASSERT_EQUAL_FATAL(second.first_step, 2);
+  for (int k = 0; k < 2; k++) {
+    CU_ASSERT(memcmp(&first.losses[k], &full.losses[k], sizeof(double)) == 0);
+    CU_ASSERT(memcmp(&second.losses[k], &full.losses[2 + k], sizeof(double)) == 0);
+  }
+  drop_histories(&plan, px_test_tmp("old"));
+  train_fp8(&plan, 4, px_test_tmp("old"), true, &legacy);
+  CU_ASSERT(isfinite(legacy.losses[0]) && isfinite(legacy.losses[1]));
+  CU_ASSERT(legacy.losses[0] != full.losses[2]); /* the histories did matter */
+  px_train_result_free(&full), px_train_result_free(&first), px_train_result_free(&again);
+  px_train_result_free(&second);
+  px_train_result_free(&legacy);
+  px_plan_free(&plan);
+  px_test_rm_tree(tmpdir);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   static const px_test tests[] = {
       {"every op on both model families and attention kernels", test_all_ops},
       {"recomputation gives the same losses (dropout replayed)", test_recompute_same_losses},
       {"training lowers the loss", test_loss_falls},
+      {"fp8 amax histories: the keys a stage keeps", test_amax_keys},
+      {"fp8 amax histories: the scale's window, saved and loaded past its length", test_amax_roundtrip},
+      {"fp8 delayed: a resume is the uninterrupted run bitwise; a checkpoint without histories resumes",
+       test_fp8_resume},
   };
   int rc = px_test_main("exec", tests, sizeof tests / sizeof tests[0]);
   MPI_Finalize();

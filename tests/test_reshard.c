@@ -5,7 +5,9 @@
  * (the weights from the master weights where there are any, rounded for
  * 16-bit parameters, the moments, the loss scaler, zeros in padding), over
  * pairs of plans that change tp, pp, dp, cp, ep, ZeRO, shard groups,
- * offload, interleaving and precision; every canonical element has an owner
+ * offload, interleaving and precision (fp8's amax histories by tensor and
+ * layer, from the old ranks at the new one's place; afresh where the
+ * checkpoint has none); every canonical element has an owner
  * in each plan; refusals name the file and the reason. That training goes
  * on as before is tests/cli/reshard.sh's. */
 #include <dirent.h>
@@ -15,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exec/amax.h"
 #include "exec/params.h"
 #include "exec/reshard.h"
 #include "tests/testutil.h"
@@ -56,6 +59,14 @@ static float value(px_state_kind kind, uint64_t canon) {
   return (float)((canon * 2654435761u + (uint64_t)kind * 7919u) % 100003u) / 1024.0f - 40.0f;
 }
 
+/* The synthetic amax history element e of tensor `name`, layer `layer` on an old rank at (tp_rank, wdp_rank). */
+static float amax_value(const char *name, int64_t layer, int64_t tp_rank, int64_t wdp_rank, int e) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+  return (float)((h + (uint64_t)layer * 7919u + (uint64_t)tp_rank * 104729u + (uint64_t)wdp_rank * 1299709u +
+                  (uint64_t)e * 15485863u) % 100003u) / 64.0f;
+}
+
 static bool has_master(const px_plan *p) {
   px_param_state ps[PX_STATE_COUNT];
   int k = px_param_states(p, 0, ps);
@@ -74,7 +85,8 @@ static int rank_states(const px_plan *p, int64_t r, px_param_rank *rk, px_param_
   return k;
 }
 
-static void write_synthetic(const px_plan *p, const char *dir, bool record) {
+/* amax: with the fp8 amax histories its plan keeps (without: as checkpoints from before they were kept). */
+static void write_synthetic(const px_plan *p, const char *dir, bool record, bool amax) {
   px_err err = {0};
   px_global_params g;
   CU_ASSERT_EQUAL_FATAL(px_global_params_build(&p->model, &g, &err), PX_OK);
@@ -88,6 +100,16 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record) {
     for (int i = 0; i < k; i++) {
       if (ps[i].kind == PX_STATE_LOSS_SCALER) {
         t[i].data[0] = 1024, t[i].data[1] = 7, t[i].data[2] = STEP - 1;
+        continue;
+      }
+      if (ps[i].kind == PX_STATE_FP8_AMAX) {
+        int64_t nk = px_amax_keys(p, rk.stage, NULL, 0);
+        px_amax_key *keys = px_talloc((size_t)nk * sizeof *keys);
+        px_amax_keys(p, rk.stage, keys, nk);
+        for (int64_t j = 0; j < nk; j++)
+          for (int e = 0; e < PX_FP8_AMAX_HISTORY; e++)
+            t[i].data[j * PX_FP8_AMAX_HISTORY + e] =
+                amax_value(p->slots[keys[j].slot].name, keys[j].layer, rk.tp_rank, rk.wdp_rank, e);
         continue;
       }
       px_param_span *sp;
@@ -106,6 +128,7 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record) {
           if (f < lo || f >= hi) t[i].data[f] = POISON;
       }
     }
+    if (!amax && k && ps[k - 1].kind == PX_STATE_FP8_AMAX) k--;
     px_ckpt_meta meta;
     px_reshard_meta(p, q, STEP, &meta);
     CU_ASSERT_EQUAL_FATAL(px_ckpt_write_shard(staging, &meta, t, k, &err), PX_OK);
@@ -154,8 +177,37 @@ static void check_owned(const px_plan *p) {
   px_global_params_free(&g);
 }
 
-/* Every element of every shard of plan b in dir, re-split from a's synthetic checkpoint. */
-static void check_resharded(const px_plan *a, const px_plan *b, const char *dir, const char *what) {
+/* The fp8 amax histories of rank rk of plan b re-split from a's synthetic ones (a_amax: a's checkpoint holds
+ * them) into want: by tensor name and layer, the largest over the old ranks at rk's place along each axis
+ * the plans share (TP; DP x CP x EP), over every place along an axis that changes (exec/reshard.c). */
+static void want_amax(const px_plan *a, bool a_amax, const px_plan *b, const px_param_rank *rk, float *want) {
+  int64_t n = px_amax_keys(b, rk->stage, NULL, 0);
+  px_amax_key *keys = px_talloc((size_t)n * sizeof *keys + 1);
+  px_amax_keys(b, rk->stage, keys, n);
+  bool same_tp = a->par.tp == b->par.tp;
+  bool same_data = a->par.dp == b->par.dp && a->par.cp == b->par.cp && a->par.ep == b->par.ep;
+  for (int64_t q = 0; a_amax && q < a->grid.world; q++) {
+    px_param_rank o;
+    px_param_rank_of(a, q, &o);
+    if ((same_tp && o.tp_rank != rk->tp_rank) || (same_data && o.wdp_rank != rk->wdp_rank)) continue;
+    int64_t m = px_amax_keys(a, o.stage, NULL, 0);
+    px_amax_key *old = px_talloc((size_t)m * sizeof *old + 1);
+    px_amax_keys(a, o.stage, old, m);
+    for (int64_t i = 0; i < n; i++) {
+      const char *name = b->slots[keys[i].slot].name;
+      for (int64_t j = 0; j < m; j++)
+        if (old[j].layer == keys[i].layer && !strcmp(a->slots[old[j].slot].name, name))
+          for (int e = 0; e < PX_FP8_AMAX_HISTORY; e++) {
+            float v = amax_value(name, keys[i].layer, o.tp_rank, o.wdp_rank, e);
+            if (v > want[i * PX_FP8_AMAX_HISTORY + e]) want[i * PX_FP8_AMAX_HISTORY + e] = v;
+          }
+    }
+  }
+}
+
+/* Every element of every shard of plan b in dir, re-split from a's synthetic checkpoint (a_amax: with its fp8
+ * amax histories). */
+static void check_resharded(const px_plan *a, bool a_amax, const px_plan *b, const char *dir, const char *what) {
   px_err err = {0};
   px_global_params g;
   CU_ASSERT_EQUAL_FATAL(px_global_params_build(&b->model, &g, &err), PX_OK);
@@ -177,6 +229,8 @@ static void check_resharded(const px_plan *a, const px_plan *b, const char *dir,
       float *want = px_tconst((int64_t)ps[i].count, 0.0f);
       if (ps[i].kind == PX_STATE_LOSS_SCALER) {
         want[0] = 1024, want[1] = 7, want[2] = STEP - 1;
+      } else if (ps[i].kind == PX_STATE_FP8_AMAX) {
+        want_amax(a, a_amax, b, &rk, want);
       } else {
         px_state_kind src = ps[i].kind;
         if (src == PX_STATE_PARAMS || src == PX_STATE_MASTER) src = master ? PX_STATE_MASTER : PX_STATE_PARAMS;
@@ -232,16 +286,25 @@ static void test_pairs(void) {
       /* context parallelism -> tp; experts over 2 ranks -> tp 2 */
       {{"tiny", 1, 1, 1, 2, 0, 0, 0, 1, PX_PREC_FP32, 0, 0}, {"tiny", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_FP32, 0, 0}},
       {{"tiny-moe", 1, 1, 2, 0, 2, 0, 0, 0, PX_PREC_FP32, 0, 0}, {"tiny-moe", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_FP32, 0, 0}},
+      /* fp8 delayed scaling's amax histories: TP collapses (DP kept), DP and TP change, PP with experts
+       * (EP kept), into and out of fp8, and from a checkpoint without them */
+      {{"tiny-gpt", 2, 2, 2, 0, 0, 0, 0, 1, PX_PREC_FP8, 0, 0}, {"tiny-gpt", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}},
+      {{"tiny", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}, {"tiny", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}},
+      {{"tiny-moe", 1, 1, 2, 0, 2, 0, 0, 0, PX_PREC_FP8, 0, 0}, {"tiny-moe", 1, 2, 2, 0, 2, 0, 0, 0, PX_PREC_FP8, 0, 0}},
+      {{"tiny", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}, {"tiny", 1, 2, 1, 0, 0, 0, 0, 0, PX_PREC_BF16, 0, 0}},
+      {{"tiny", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_BF16, 0, 0}, {"tiny", 1, 1, 2, 0, 0, 0, 0, 1, PX_PREC_FP8, 0, 0}},
+      {{"tiny", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}, {"tiny", 1, 2, 1, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}},
   };
+  size_t npairs = sizeof pairs / sizeof pairs[0], legacy = npairs - 1; /* the last */
   char what[64];
-  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+  for (size_t i = 0; i < npairs; i++) {
     const char *tmpdir = px_test_tmpdir("reshard");
     px_plan a, b;
     compile(&pairs[i].a, &a);
     compile(&pairs[i].b, &b);
     check_owned(&a);
     check_owned(&b);
-    write_synthetic(&a, px_test_tmp("old"), true);
+    write_synthetic(&a, px_test_tmp("old"), true, i != legacy);
     px_err err = {0};
     px_reshard *r = NULL;
     px_status st = px_reshard_open(px_test_tmp("old"), &b, 0, 1, &r, &err);
@@ -251,7 +314,10 @@ static void test_pairs(void) {
     if (!st) {
       CU_ASSERT_EQUAL(px_reshard_step(r), STEP);
       snprintf(what, sizeof what, "pair %zu", i);
-      check_resharded(&a, &b, px_test_tmp("new"), what);
+      check_resharded(&a, i != legacy, &b, px_test_tmp("new"), what);
+      /* the new plan keeps histories the old checkpoint does not hold: they start afresh, said so */
+      bool fresh = px_amax_keys(&b, 0, NULL, 0) > 0 && (px_amax_keys(&a, 0, NULL, 0) == 0 || i == legacy);
+      CU_ASSERT_EQUAL(px_reshard_amax_fresh(r), fresh);
     }
     px_reshard_free(r);
     px_plan_free(&a);
@@ -276,12 +342,12 @@ static void test_refusals(void) {
   compile(&s8, &p8), compile(&s2, &p2), compile(&gpt, &pg), compile(&h16, &p16), compile(&b16, &pb16);
   px_err err = {0};
   px_reshard *r = NULL;
-  write_synthetic(&p8, px_test_tmp("ck"), true);
+  write_synthetic(&p8, px_test_tmp("ck"), true, true);
   expect_refused(px_reshard_open(px_test_tmp("ck"), &pg, 0, 1, &r, &err), &err, "ck/manifest.json: a checkpoint of another model");
-  write_synthetic(&p16, px_test_tmp("h16"), true);
+  write_synthetic(&p16, px_test_tmp("h16"), true, true);
   expect_refused(px_reshard_open(px_test_tmp("h16"), &pb16, 0, 1, &r, &err), &err, "loss scaler");
   /* a manifest without a plan record (as format version 1 wrote) */
-  write_synthetic(&p8, px_test_tmp("norec"), false);
+  write_synthetic(&p8, px_test_tmp("norec"), false, true);
   expect_refused(px_reshard_open(px_test_tmp("norec"), &p2, 0, 1, &r, &err), &err, "records no plan");
   /* a flipped byte in a shard's data: found by the rank that checks that shard, not by the others */
   char path[600];
@@ -302,8 +368,8 @@ static void test_refusals(void) {
   CU_ASSERT_EQUAL(px_reshard_recorded(px_test_tmp("ck"), pf, &err), PX_OK);
   CU_ASSERT(pf->has_model && pf->has_cluster && pf->gpus == 8 && pf->par.tp == 2 && pf->par.zero == 1);
   /* re-split into a directory holding a larger world's checkpoint: its extra shards go */
-  write_synthetic(&p8, px_test_tmp("big"), true);
-  write_synthetic(&p2, px_test_tmp("two"), true);
+  write_synthetic(&p8, px_test_tmp("big"), true, true);
+  write_synthetic(&p2, px_test_tmp("two"), true, true);
   CU_ASSERT_EQUAL_FATAL(px_reshard_open(px_test_tmp("two"), &p2, 0, 1, &r, &err), PX_OK);
   CU_ASSERT_EQUAL(px_reshard_write(r, px_test_tmp("big"), NULL, &err), PX_OK);
   px_reshard_free(r);
@@ -315,14 +381,14 @@ static void test_refusals(void) {
   CU_ASSERT_EQUAL(man.version, 2);
   CU_ASSERT_PTR_NOT_NULL(man.plan);
   px_ckpt_manifest_deinit(&man);
-  check_resharded(&p2, &p2, px_test_tmp("big"), "into a larger checkpoint's directory");
+  check_resharded(&p2, true, &p2, px_test_tmp("big"), "into a larger checkpoint's directory");
   px_plan_free(&p8), px_plan_free(&p2), px_plan_free(&pg), px_plan_free(&p16), px_plan_free(&pb16);
   px_test_rm_tree(tmpdir);
 }
 
 int main(void) {
   static const px_test tests[] = {
-      {"every element re-split between 14 pairs of plans", test_pairs},
+      {"every element re-split between 20 pairs of plans", test_pairs},
       {"another model, fp16 to bf16, no plan record, a corrupt shard; stale shards removed", test_refusals},
   };
   return px_test_main("reshard", tests, sizeof tests / sizeof tests[0]);

@@ -667,6 +667,11 @@ static px_status cpu_sync(px_backend *b, px_err *err) {
   return PX_OK;
 }
 
+static px_status cpu_amax_histories(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step,
+                                    float *hist, px_err *err) {
+  return px_cpu_fp8_histories(((cpu *)b->impl)->f8, load, keys, n, step, hist, err);
+}
+
 static void cpu_destroy(px_backend *b) {
   if (!b) return;
   cpu *c = b->impl;
@@ -743,6 +748,7 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
   b->alltoallv = cpu_alltoallv;
   b->p2p = cpu_p2p;
   b->sync = cpu_sync;
+  b->amax_histories = cpu_amax_histories;
   b->destroy = cpu_destroy;
   *out = b;
   return PX_OK;

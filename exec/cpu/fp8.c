@@ -1,6 +1,6 @@
 /* The cpu backend's fp8 emulation (exec/cpu/fp8.h): the scales of the fp8
- * codes it wrote, by address, and the amax histories of delayed scaling, by
- * (slot, layer). */
+ * codes it wrote, by address, and the amax histories of delayed scaling
+ * (exec/amax.h). */
 #include "exec/cpu/fp8.h"
 
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/amax.h"
 #include "kernels/cpu/fp8.h"
 
 /* Codes at p: n of them, in format fmt, with one scale or (blockwise) one per
@@ -21,31 +22,26 @@ typedef struct {
   float *scales; /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
 } codes;
 
-/* Delayed scaling of one tensor (a cast's output slot, or a weight) of one
- * layer: the amaxes of the steps before `step`, newest at hist[at - 1], and
- * the largest of this step's so far. */
-typedef struct {
-  int32_t slot;
-  int64_t layer, step;
-  float cur;
-  int32_t n, at;
-  float hist[PX_FP8_AMAX_HISTORY];
-} history;
-
 struct px_cpu_fp8 {
   codes *c;
   int64_t nc, capc;
-  history *h;
-  int64_t nh, caph;
+  px_amax *amax; /* delayed scaling's histories */
 };
 
-px_cpu_fp8 *px_cpu_fp8_new(void) { return calloc(1, sizeof(px_cpu_fp8)); }
+px_cpu_fp8 *px_cpu_fp8_new(void) {
+  px_cpu_fp8 *s = calloc(1, sizeof(px_cpu_fp8));
+  if (s && !(s->amax = px_amax_new())) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
 
 void px_cpu_fp8_free(px_cpu_fp8 *s) {
   if (!s) return;
   for (int64_t i = 0; i < s->nc; i++) free(s->c[i].scales);
   free(s->c);
-  free(s->h);
+  px_amax_free(s->amax);
   free(s);
 }
 
@@ -87,39 +83,6 @@ void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes) {
     }
 }
 
-/* The scale of delayed scaling for tensor (slot, layer) in `step`, whose
- * amax now is amax: from the largest amax of the previous steps (this one's
- * own on the first step, as current scaling); amax joins this step's. */
-static px_status delayed_scale(px_cpu_fp8 *s, int32_t slot, int64_t layer, int64_t step, float amax, px_fp8_format f,
-                               float *scale, px_err *err) {
-  history *h = NULL;
-  for (int64_t i = 0; i < s->nh && !h; i++)
-    if (s->h[i].slot == slot && s->h[i].layer == layer) h = &s->h[i];
-  if (!h) {
-    if (s->nh == s->caph) {
-      int64_t cap = s->caph ? 2 * s->caph : 16;
-      history *n = realloc(s->h, (size_t)cap * sizeof *n);
-      if (!n) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-      s->h = n, s->caph = cap;
-    }
-    h = &s->h[s->nh++];
-    memset(h, 0, sizeof *h);
-    h->slot = slot, h->layer = layer, h->step = step;
-  }
-  if (h->step != step) { /* a new step: the last one's amax joins the history */
-    h->hist[h->at] = h->cur;
-    h->at = (h->at + 1) % PX_FP8_AMAX_HISTORY;
-    if (h->n < PX_FP8_AMAX_HISTORY) h->n++;
-    h->cur = 0.0f, h->step = step;
-  }
-  float past = 0.0f;
-  for (int32_t i = 0; i < h->n; i++)
-    if (h->hist[i] > past) past = h->hist[i];
-  *scale = px_k_fp8_scale(past > 0.0f ? past : amax, f);
-  if (amax > h->cur) h->cur = amax;
-  return PX_OK;
-}
-
 static bool blockwise(const px_plan *p) { return p->par.fp8_recipe == PX_FP8_BLOCKWISE; }
 
 px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px_err *err) {
@@ -159,14 +122,14 @@ px_status px_cpu_fp8_cast_scale(px_cpu_fp8 *s, const px_exec_op *e, float amax, 
     *scale = px_k_fp8_scale(amax, f);
     return PX_OK;
   }
-  return delayed_scale(s, o->out[0].slot, e->layer + o->out[0].layer_off, e->step, amax, f, scale, err);
+  return px_amax_scale(s->amax, px_amax_cast_key(o, e->layer), e->step, amax, f, scale, err);
 }
 
 px_status px_cpu_fp8_weight_scale(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, float amax, float *scale,
                                   px_err *err) {
   *scale = px_k_fp8_scale(amax, PX_FP8_E4M3);
   if (e->plan->par.fp8_recipe == PX_FP8_DELAYED)
-    return delayed_scale(s, ws, e->layer, e->step, amax, PX_FP8_E4M3, scale, err);
+    return px_amax_scale(s->amax, px_amax_weight_key(ws, e->layer), e->step, amax, PX_FP8_E4M3, scale, err);
   return PX_OK;
 }
 
@@ -246,6 +209,11 @@ px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint6
     memcpy(c.scales, k->scales, nb * sizeof *c.scales);
   }
   return record(s, c, err);
+}
+
+px_status px_cpu_fp8_histories(px_cpu_fp8 *s, bool load, const px_amax_key *keys, int64_t n, int64_t step,
+                               float *hist, px_err *err) {
+  return load ? px_amax_load(s->amax, keys, n, step, hist, err) : px_amax_save(s->amax, keys, n, step, hist, err);
 }
 
 static bool no(char *why, size_t cap, const char *msg) {

@@ -50,6 +50,11 @@ px_status px_cpu_fp8_note(px_cpu_fp8 *s, const void *p, uint64_t n, px_fp8_forma
 /* The per-tensor scale and format of the codes at p; false when none was noted (or they are blockwise). */
 bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_format *f);
 
+/* The backends' amax_histories entry (exec/backend.h): delayed scaling's
+ * histories of keys[0..n), saved into hist or (load) taken from it. */
+px_status px_cpu_fp8_histories(px_cpu_fp8 *s, bool load, const px_amax_key *keys, int64_t n, int64_t step,
+                               float *hist, px_err *err);
+
 /* Whether the cpu backend runs fp8 op `op` (a CAST, an fp8 GEMM, or a
  * collective of fp8 codes); why says what it does not. */
 bool px_cpu_fp8_supports(const px_plan *plan, const px_op *op, char *why, size_t cap);

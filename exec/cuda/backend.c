@@ -1419,6 +1419,12 @@ static px_status cu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
 
 /* ---- set-up ---- */
 
+/* The histories are the host's (fp8_cast and fp8_weight wait for each amax), current when a step has ended. */
+static px_status cu_amax_histories(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step,
+                                   float *hist, px_err *err) {
+  return px_cpu_fp8_histories(((cuda *)b->impl)->f8, load, keys, n, step, hist, err);
+}
+
 static void cu_destroy(px_backend *b) {
   if (!b) return;
   cuda *c = b->impl;
@@ -1560,6 +1566,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->wait_mark = cu_wait_mark;
   b->join = cu_join;
   b->own_bytes = cu_own_bytes;
+  b->amax_histories = cu_amax_histories;
   b->destroy = cu_destroy;
   *out = b;
   return PX_OK;

@@ -5,6 +5,7 @@
 # all-to-all) train: the loss falls by at least 0.2 over 8 steps, and each
 # step's loss is within FP8_TOL (absolute, nats) of the fp32 run's (the
 # README's FP8 section: measured worst 0.013, MoE with delayed scaling).
+# A resumed run is the uninterrupted one bitwise, for each recipe.
 # Blockwise scales with SP are refused naming the fix; the CUDA backend
 # refuses blockwise scales by name (its per-tensor fp8 path: tests/gpu/exec.sh).
 set -u
@@ -42,6 +43,31 @@ run gpt_sp tiny-gpt 2 -t 2 --sp --precision fp8 --fp8-recipe current && check "t
 run moe32 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2
 run moe8 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2 --precision fp8 && check "tiny-moe ep 2, delayed" moe32 moe8
 jq -e '.parallel.fp8_base == "fp32"' "$tmp/moe8.json" >/dev/null || fail "run --backend cpu: fp8_base is not fp32"
+
+# Resume: 4 steps straight equal 2 steps, a stop and 2 more, bitwise (losses and the step-4
+# checkpoints, byte for byte), for each recipe: delayed scaling's amax histories are in the
+# checkpoint. tp 2 x dp 2 (the amaxes reduced over TP, each DP replica its own), and tiny-moe
+# with experts over 2 ranks (reduced over EP).
+resume() { # name ranks flags...
+  local name=$1 n=$2 d="$tmp/resume-$1"
+  shift 2
+  local r=(timeout 120 mpirun -np "$n" "$px" run --backend cpu -B 8 --precision fp8 --json "$@")
+  "${r[@]}" --steps 4 --ckpt "$d/straight" >"$d.full.json" 2>"$tmp/err.txt" &&
+    "${r[@]}" --steps 2 --ckpt "$d/ck" >"$d.first.json" 2>>"$tmp/err.txt" &&
+    "${r[@]}" --steps 4 --ckpt "$d/ck" --resume >"$d.second.json" 2>>"$tmp/err.txt" ||
+    { fail "resume $name: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -3)"; return; }
+  local full joined
+  full=$(losses "$d.full.json")
+  joined="$(losses "$d.first.json"),$(losses "$d.second.json")"
+  [ "$full" = "$joined" ] || { fail "resume $name: $joined, straight $full"; return; }
+  for f in "$d/straight"/shard-*.bin; do
+    cmp -s "$f" "$d/ck/$(basename "$f")" || { fail "resume $name: $(basename "$f") differs from the straight run's"; return; }
+  done
+  echo "ok: resume $name: bitwise ($joined)"
+}
+for r in delayed current blockwise; do resume "$r" 4 -m tiny-gpt -t 2 -d 2 --fp8-recipe "$r"; done
+resume "moe delayed" 2 -m tiny-moe -d 2 --ep 2 --moe-imbalance 2
+tr -d '\0' <"$tmp/resume-delayed/ck/shard-0.bin" | grep -q fp8_amax || fail "no fp8_amax in a delayed-scaling checkpoint"
 
 err=$(mpirun -np 2 "$px" run --backend cpu -m tiny-gpt -t 2 --sp --precision fp8 --fp8-recipe blockwise --steps 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "blockwise.*hint: --fp8-recipe current" || fail "blockwise with SP: $err"

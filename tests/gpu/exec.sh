@@ -6,7 +6,8 @@
 # (one device per rank) and over the MPI fallback (ranks outnumber devices).
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
 # resumed run equals an uninterrupted one bitwise, also when its checkpoint
-# was re-split to fp32 and back. fp8 (per-tensor scales): with an fp32 base
+# was re-split to fp32 and back. fp8 (per-tensor scales): resumed with delayed
+# scaling, bitwise (the amax histories checkpointed); with an fp32 base
 # within 5e-4 of the cpu backend's emulation, with the bf16 base within 0.03
 # nats of bf16, and refused on a GPU without fp8. fp16: within 2e-3 of fp32,
 # and an overflowing loss scale skips steps and comes down. Exits 77 (skipped) without
@@ -159,6 +160,13 @@ if [ "$fp8_gpu" -eq 1 ]; then
   else
     fail "fp8 delayed (bf16 base) losses $b, bf16 $a: gap $gap"
   fi
+  # delayed scaling's amax histories are in the checkpoint: 1 step, a stop and 2 more are the 3 straight, bitwise
+  d8=(-m tiny -B 4 --precision fp8 --fp8-recipe delayed)
+  PX_EMU_DEVICES=1 run fp8-first 1 cuda "${d8[@]}" --steps 1 --ckpt "$tmp/ck8" &&
+    PX_EMU_DEVICES=1 run fp8-second 1 cuda "${d8[@]}" --steps 3 --ckpt "$tmp/ck8" --resume &&
+    { joined="$(losses "$tmp/fp8-first.json"),$(losses "$tmp/fp8-second.json")"
+      [ "$joined" = "$b" ] && echo "ok: fp8 delayed on cuda: resume exact ($joined)" ||
+        fail "fp8 delayed resumed on cuda: $joined, straight $b"; }
 fi
 
 # bf16 on 8 ranks: deterministic, and resume equals no stop
