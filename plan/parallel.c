@@ -1,6 +1,7 @@
 /* Parallel choices: defaults, validation with hints, JSON. */
 #include "plan/parallel.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,9 +235,9 @@ px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *er
   int32_t n = 0;
   const char *q = s;
   while (*q) {
-    char *end;
-    long long x = strtoll(q, &end, 10);
-    if (end == q || x < 1 || x > 65535 || (*end && *end != ','))
+    char *end = (char *)q;
+    long long x = isdigit((unsigned char)*q) ? strtoll(q, &end, 10) : 0; /* digits only: no sign, no spaces */
+    if (end == q || x < 1 || x > 65535 || (*end && (*end != ',' || !end[1])))
       return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: '%.64s' is not a comma list of layer counts", s);
     if (n == PX_MAX_CHUNK_LIST)
       return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: more than %d chunks", PX_MAX_CHUNK_LIST);
