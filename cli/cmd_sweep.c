@@ -167,6 +167,10 @@ int px_cmd_sweep(int argc, char **argv) {
   px_alloc_keep_freed(); /* a plan compiled and freed per candidate: a fifth of the CPU time went to page faults */
   double t0 = px_clock_s();
   st = px_sweep_run(&m, &c, &o, &r, &err);
+  if (!st && r.enumerated > 0 && r.invalid == r.enumerated) { /* the flags leave no valid plan: why */
+    st = px_parallel_validate(&r.first_invalid, &m, &c, &err);
+    if (st) px_err_prefix(&err, "parallax sweep: none of the %lld plans enumerated is valid; the first", (long long)r.enumerated);
+  }
 #if PX_HAVE_EXEC
   if (mpi) {
     st = x->agree(st, &err);
