@@ -396,7 +396,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
 
 px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err) {
   cJSON *root = NULL;
-  px_status st = px_json_load(path, &root, err);
+  px_status st = px_json_load_max(path, PX_CLUSTER_FILE_MAX_BYTES, "a cluster file", &root, err);
   if (st) return st;
   st = px_cluster_from_json(root, path, c, err);
   cJSON_Delete(root);
