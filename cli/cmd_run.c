@@ -48,10 +48,10 @@ int px_cmd_run(int argc, char **argv) {
     px_train_opts o;
     x->train_opts_init(&o);
     o.backend = backend;
-    if (a.steps > 0) o.steps = a.steps;
+    if (a.steps > 0) o.steps = a.steps; /* 0: unset, as --steps 0 is refused */
     o.data_path = a.data_file;
     if (a.seed >= 0) o.hp.seed = (uint64_t)a.seed;
-    if (a.lr > 0) o.hp.lr = (float)a.lr;
+    if (a.lr >= 0) o.hp.lr = (float)a.lr; /* 0 too: the weights stay as initialised */
     if (a.loss_scale > 0) o.hp.loss_scale = (float)a.loss_scale;
     o.ckpt_dir = a.ckpt_dir;
     o.ckpt_every = a.ckpt_every;
@@ -59,6 +59,12 @@ int px_cmd_run(int argc, char **argv) {
     o.ckpt_async = a.ckpt_async;
     o.threads = (int)a.threads;
     if (a.ckpt_async && !a.ckpt_dir) st = px_err_set(&err, PX_ERR_INPUT, "--ckpt-async needs --ckpt DIR");
+    /* flags that mean nothing without another are refused, not ignored */
+    if (!st && !a.ckpt_dir && (a.ckpt_every || a.resume))
+      st = px_err_set(&err, PX_ERR_INPUT, "%s needs --ckpt DIR", a.ckpt_every ? "--ckpt-every" : "--resume");
+    if (!st && a.loss_scale > 0 && plan.par.precision != PX_PREC_FP16)
+      st = px_err_set(&err, PX_ERR_INPUT, "--loss-scale is fp16's; the plan's precision is %s (hint: --precision fp16)",
+                      px_precision_names[plan.par.precision]);
     if (!st && a.ckpt_async && !threads)
       st = px_err_set(&err, PX_ERR_RUNTIME, "--ckpt-async: the MPI library gives no thread support (needs "
                       "MPI_THREAD_FUNNELED: only the main thread calls MPI)");
