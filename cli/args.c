@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/fmt.h"
+#include "exec/result.h"
 #include "plan/planfile.h"
 #include "sim/sweep.h"
 
@@ -98,7 +99,7 @@ static const px_opt opts[] = {
     {"objective", required_argument, 'y', PX_OPT_SWEEP, "O", "rank by throughput|time|cost|memory"},
     {"csv", required_argument, 'C', PX_OPT_SWEEP, "FILE", "write every evaluated plan as CSV"},
     {"tokens", required_argument, 'n', PX_OPT_SWEEP, "T", "training tokens, e.g. 15T: days, GPU-hours, cost"},
-    {"price", required_argument, 'u', PX_OPT_SWEEP, "USD", "price per GPU-hour"},
+    {"price", required_argument, 'u', PX_OPT_SWEEP, "USD", "price per GPU-hour, with --tokens: the cost to train"},
     {"mtbf-hours", required_argument, 'F', PX_OPT_SWEEP, "H", "mean time between failures per GPU (0: none)"},
     {"restart-min", required_argument, 'W', PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
     {"threads", required_argument, 'x', PX_OPT_SWEEP | PX_OPT_RUN, "N",
@@ -111,7 +112,7 @@ static const px_opt opts[] = {
     {"steps", required_argument, 'i', PX_OPT_RUN, "N", "train until N steps are done (10)"},
     {"data", required_argument, 'a', PX_OPT_RUN, "FILE", "tokens: .u16/.bin (uint16), .u32, or any text file as bytes"},
     {"seed", required_argument, 'E', PX_OPT_RUN, "K", "initialisation, data and dropout seed (1234)"},
-    {"lr", required_argument, 'l', PX_OPT_RUN, "X", "AdamW learning rate (3e-3)"},
+    {"lr", required_argument, 'l', PX_OPT_RUN, "X", "AdamW learning rate (3e-3; 0: the weights stay as they are)"},
     {"loss-scale", required_argument, OPT_LOSS_SCALE, PX_OPT_RUN, "S",
      "fp16: initial loss scale (65536), halved on overflow, doubled after 2000 clean steps"},
     {"ckpt", required_argument, 'K', PX_OPT_RUN, "DIR",
@@ -205,6 +206,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->max_restarts = -1;
   a->backoff_s = -1;
   a->jitter = -1;
+  a->lr = -1;
   groups |= PX_OPT_COMMON;
   struct option lopts[NOPTS + 1];
   char shorts[NOPTS * 2 + 2];
@@ -327,14 +329,17 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         if (!st && !(a->tokens > 0)) st = px_err_set(err, PX_ERR_INPUT, "--tokens: must be positive");
         if (st) px_err_prefix(err, "--tokens");
         break;
-      case 'u': st = parse_number("--price", optarg, 0, 1e9, &a->price, err); break;
-      case 'i': st = px_parse_int(optarg, "--steps", 0, (int64_t)1 << 40, &a->steps, err); break;
+      case 'u':
+        st = parse_number("--price", optarg, 0, 1e9, &a->price, err);
+        if (!st && !(a->price > 0)) st = px_err_set(err, PX_ERR_INPUT, "--price: must be positive (USD per GPU-hour)");
+        break;
+      case 'i': st = px_parse_int(optarg, "--steps", 1, PX_TRAIN_STEPS_MAX, &a->steps, err); break;
       case 'a': a->data_file = optarg; break;
       case 'E': st = px_parse_int(optarg, "--seed", 0, INT64_MAX / 2, &a->seed, err); break;
       case 'l': st = parse_number("--lr", optarg, 0, 10, &a->lr, err); break;
       case OPT_LOSS_SCALE: st = parse_number("--loss-scale", optarg, 1, 1e30, &a->loss_scale, err); break;
       case 'K': a->ckpt_dir = optarg; break;
-      case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, (int64_t)1 << 40, &a->ckpt_every, err); break;
+      case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, PX_TRAIN_STEPS_MAX, &a->ckpt_every, err); break;
       case OPT_RESUME: a->resume = true; break;
       case OPT_OVERWRITE: a->overwrite = true; break;
       case OPT_CKPT_KEEP: st = px_parse_int(optarg, "--ckpt-keep", 1, 1000000, &a->ckpt_keep, err); break;

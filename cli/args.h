@@ -49,21 +49,21 @@ typedef struct {
   const char *csv_file;
   int64_t top;
   int objective;       /* px_objective, -1 unset */
-  double tokens;       /* 0 unset */
-  double price;        /* USD per GPU-hour */
+  double tokens;       /* 0 unset (--tokens 0 is refused) */
+  double price;        /* USD per GPU-hour; 0 unset (--price 0 is refused) */
   double mtbf_hours;   /* < 0 unset, 0 disables */
   double restart_min;  /* < 0 unset */
   int64_t threads;
   int64_t max_tp;
   const char *vary; /* sweep --vary FIELD=V1,V2,... */
   /* run */
-  int64_t steps;
+  int64_t steps;     /* 0 unset (--steps 0 is refused: it would train nothing) */
   const char *data_file;
   int64_t seed;      /* -1 unset */
-  double lr;         /* 0 unset */
-  double loss_scale; /* 0 unset */
+  double lr;         /* < 0 unset; 0 trains nothing (the weights stay as initialised) */
+  double loss_scale; /* 0 unset (--loss-scale 0 is refused) */
   const char *ckpt_dir;
-  int64_t ckpt_every;
+  int64_t ckpt_every; /* 0 unset */
   bool resume;
   bool overwrite;    /* run, reshard: replace the checkpoint --ckpt / --to holds */
   int64_t ckpt_keep; /* 0 unset */

@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
+#include "exec/result.h"
 #include "report/compare.h"
 #include "sim/compare.h"
 
@@ -25,7 +26,7 @@ int px_cmd_compare(int argc, char **argv) {
   px_status st;
   if (!a.profile_file) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax compare: --profile FILE is required"), &err);
   cJSON *prof = NULL;
-  if ((st = px_json_load(a.profile_file, &prof, &err))) return px_cli_fail(st, &err);
+  if ((st = px_json_load_max(a.profile_file, PX_PROFILE_MAX_BYTES, "a profile", &prof, &err))) return px_cli_fail(st, &err);
   const cJSON *be = cJSON_GetObjectItemCaseSensitive(prof, "backend");
   bool serial = be && cJSON_IsString(be) && !strcmp(be->valuestring, "cpu");
   if (a.par.precision < 0 && serial) a.par.precision = PX_PREC_FP32;

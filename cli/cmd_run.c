@@ -59,7 +59,7 @@ int px_cmd_run(int argc, char **argv) {
     o.steps = px_cli_run_steps(&a, x);
     o.data_path = a.data_file;
     if (a.seed >= 0) o.hp.seed = (uint64_t)a.seed;
-    if (a.lr > 0) o.hp.lr = (float)a.lr;
+    if (a.lr >= 0) o.hp.lr = (float)a.lr; /* 0 too: the weights stay as initialised */
     if (a.loss_scale > 0) o.hp.loss_scale = (float)a.loss_scale;
     o.ckpt_dir = a.ckpt_dir;
     o.ckpt_every = a.ckpt_every;
@@ -68,9 +68,13 @@ int px_cmd_run(int argc, char **argv) {
     o.ckpt_keep = a.ckpt_keep;
     o.ckpt_async = a.ckpt_async;
     o.threads = (int)a.threads;
-    if (a.ckpt_async && !a.ckpt_dir) st = px_err_set(&err, PX_ERR_INPUT, "--ckpt-async needs --ckpt DIR");
-    if (!st && (a.overwrite || a.ckpt_keep) && !a.ckpt_dir)
-      st = px_err_set(&err, PX_ERR_INPUT, "%s needs --ckpt DIR", a.overwrite ? "--overwrite" : "--ckpt-keep");
+    /* flags that mean nothing without --ckpt are refused, not ignored */
+    const char *needs_ckpt = a.ckpt_every ? "--ckpt-every" : a.resume ? "--resume" : a.overwrite ? "--overwrite"
+                             : a.ckpt_keep ? "--ckpt-keep" : a.ckpt_async ? "--ckpt-async" : NULL;
+    if (!a.ckpt_dir && needs_ckpt) st = px_err_set(&err, PX_ERR_INPUT, "%s needs --ckpt DIR", needs_ckpt);
+    if (!st && a.loss_scale > 0 && plan.par.precision != PX_PREC_FP16)
+      st = px_err_set(&err, PX_ERR_INPUT, "--loss-scale is fp16's; the plan's precision is %s (hint: --precision fp16)",
+                      px_precision_names[plan.par.precision]);
     if (!st && a.ckpt_async && !threads)
       st = px_err_set(&err, PX_ERR_RUNTIME, "--ckpt-async: the MPI library gives no thread support (needs "
                       "MPI_THREAD_FUNNELED: only the main thread calls MPI)");

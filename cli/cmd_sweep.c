@@ -108,6 +108,12 @@ int px_cmd_sweep(int argc, char **argv) {
   int code = px_cli_start(&a, "parallax sweep", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
   px_status st;
+  /* flags that mean nothing without another are refused, not ignored */
+  if (a.price > 0 && !(a.tokens > 0))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--price needs --tokens T: the cost is the GPU-hours to train T "
+                                  "tokens times the price"), &err);
+  if (a.objective == PX_OBJ_COST && !(a.price > 0))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--objective cost needs --tokens T and --price USD"), &err);
   px_model m;
   px_cluster c;
   px_parallel fixed = a.par; /* before defaults: unset dimensions are swept */
@@ -167,6 +173,10 @@ int px_cmd_sweep(int argc, char **argv) {
   px_alloc_keep_freed(); /* a plan compiled and freed per candidate: a fifth of the CPU time went to page faults */
   double t0 = px_clock_s();
   st = px_sweep_run(&m, &c, &o, &r, &err);
+  if (!st && r.enumerated > 0 && r.invalid == r.enumerated) { /* the flags leave no valid plan: why */
+    st = px_parallel_validate(&r.first_invalid, &m, &c, &err);
+    if (st) px_err_prefix(&err, "parallax sweep: none of the %lld plans enumerated is valid; the first", (long long)r.enumerated);
+  }
 #if PX_HAVE_EXEC
   if (mpi) {
     st = x->agree(st, &err);

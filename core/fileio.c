@@ -73,13 +73,13 @@ px_status px_file_read(const char *path, size_t max_bytes, char **out, size_t *l
     return px_err_set(err, PX_ERR_RUNTIME, "%s: out of memory", path);
   }
   for (;;) {
+    if (n > max_bytes) { /* one byte past the limit is enough to know */
+      free(buf);
+      fclose(fp);
+      return px_err_set(err, PX_ERR_INPUT, "%s: file is larger than %zu bytes", path, max_bytes);
+    }
     if (n == cap) {
-      if (cap >= max_bytes) {
-        free(buf);
-        fclose(fp);
-        return px_err_set(err, PX_ERR_INPUT, "%s: file is larger than %zu bytes", path, max_bytes);
-      }
-      cap = cap * 2 > max_bytes ? max_bytes : cap * 2;
+      cap = cap * 2 > max_bytes ? max_bytes + 1 : cap * 2;
       char *nb = realloc(buf, cap + 1);
       if (!nb) {
         free(buf);

@@ -74,25 +74,38 @@ char *px_fmt_grouped(uint64_t v, char *buf, size_t cap) {
   return buf;
 }
 
-px_status px_parse_count(const char *s, double *out, px_err *err) {
-  if (!s || !*s) return px_err_set(err, PX_ERR_INPUT, "empty number");
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (end == s) return px_err_set(err, PX_ERR_INPUT, "'%.64s' is not a number", s);
-  double mult = 1.0;
-  if (*end) {
-    switch (toupper((unsigned char)*end)) {
-      case 'K': mult = 1e3; break;
-      case 'M': mult = 1e6; break;
-      case 'B':
-      case 'G': mult = 1e9; break;
-      case 'T': mult = 1e12; break;
-      case 'P': mult = 1e15; break;
-      default: return px_err_set(err, PX_ERR_INPUT, "'%.64s': unknown suffix (use K, M, B/G, T or P)", s);
+size_t px_scan_decimal(const char *s) {
+  size_t i = 0, digits = 0;
+  if (s[i] == '+' || s[i] == '-') i++;
+  for (; isdigit((unsigned char)s[i]); i++) digits++;
+  if (s[i] == '.')
+    for (i++; isdigit((unsigned char)s[i]); i++) digits++;
+  if (!digits) return 0;
+  if (s[i] == 'e' || s[i] == 'E') { /* an exponent only when digits follow: "1e" is 1 and a suffix 'e' */
+    size_t k = i + 1 + (s[i + 1] == '+' || s[i + 1] == '-');
+    if (isdigit((unsigned char)s[k])) {
+      while (isdigit((unsigned char)s[k])) k++;
+      i = k;
     }
-    if (end[1]) return px_err_set(err, PX_ERR_INPUT, "'%.64s' has trailing characters", s);
   }
-  v *= mult;
+  return i;
+}
+
+px_status px_parse_count(const char *s, double *out, px_err *err) {
+  static const char suffixes[] = "KMBGTP";
+  static const double mults[] = {1e3, 1e6, 1e9, 1e9, 1e12, 1e15};
+  if (!s || !*s) return px_err_set(err, PX_ERR_INPUT, "empty number");
+  size_t n = px_scan_decimal(s);
+  const char *end = s + n;
+  double mult = 1.0;
+  if (n && isalpha((unsigned char)end[0]) && !end[1]) { /* one letter after the number: a suffix */
+    const char *k = strchr(suffixes, toupper((unsigned char)end[0]));
+    if (!k) return px_err_set(err, PX_ERR_INPUT, "'%.64s': unknown suffix (use K, M, B/G, T or P)", s);
+    mult = mults[k - suffixes];
+    end++;
+  }
+  if (!n || *end) return px_err_set(err, PX_ERR_INPUT, "'%.64s' is not a decimal number (e.g. 64, 2.5e3, 15T)", s);
+  double v = strtod(s, NULL) * mult; /* s is decimal text up to n: strtod reads exactly that */
   if (!isfinite(v)) return px_err_set(err, PX_ERR_INPUT, "'%.64s' is out of range", s);
   *out = v;
   return PX_OK;

@@ -22,7 +22,13 @@ char *px_fmt_time(double s, char *buf, size_t cap);   /* 12.3 us, 4.56 ms, 7.89 
 char *px_fmt_flops(double flops, char *buf, size_t cap); /* 1.23 PFLOP */
 char *px_fmt_grouped(uint64_t v, char *buf, size_t cap); /* 8,030,261,248 */
 
-/* Parses "15T", "2.5B", "300M", "1e12", "4096"; K/M/B(G)/T/P are powers of 1000. */
+/* The length of the decimal number s starts with: an optional sign, digits
+ * with an optional point (at least one digit), an optional exponent; 0: none.
+ * No hex, inf, nan or spaces, which strtod would take. */
+size_t px_scan_decimal(const char *s);
+/* Parses "15T", "2.5B", "300M", "1e12", "4096": a decimal number
+ * (px_scan_decimal) and an optional suffix, K/M/B(G)/T/P, powers of 1000;
+ * nothing else, no spaces. */
 px_status px_parse_count(const char *s, double *out, px_err *err);
 /* Parses an integer with optional K/M/G suffix (powers of 1000) within [min, max]. */
 px_status px_parse_int(const char *s, const char *flag, int64_t min, int64_t max, int64_t *out, px_err *err);

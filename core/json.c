@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
+#include <sys/stat.h>
 
-#define PX_JSON_MAX_BYTES ((size_t)64 << 20)
+#include "core/fileio.h"
+#include "core/fmt.h"
 
 static const char *json_type_name(const cJSON *v) {
   if (cJSON_IsNumber(v)) return "a number";
@@ -53,14 +54,26 @@ px_status px_json_parse(const char *text, size_t len, const char *name, cJSON **
   return PX_OK;
 }
 
-px_status px_json_load(const char *path, cJSON **out, px_err *err) {
+px_status px_json_load_max(const char *path, size_t max_bytes, const char *what, cJSON **out, px_err *err) {
+  *out = NULL;
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > max_bytes) {
+    char size[32], most[32];
+    return px_err_set(err, PX_ERR_INPUT, "%s: %s bytes, more than %s may have (%s)", path,
+                      px_fmt_grouped((uint64_t)sb.st_size, size, sizeof size), what,
+                      px_fmt_bytes((double)max_bytes, most, sizeof most));
+  }
   char *text = NULL;
   size_t len = 0;
-  px_status st = px_file_read(path, PX_JSON_MAX_BYTES, &text, &len, err);
+  px_status st = px_file_read(path, max_bytes, &text, &len, err);
   if (st) return st;
   st = px_json_parse(text, len, path, out, err);
   free(text);
   return st;
+}
+
+px_status px_json_load(const char *path, cJSON **out, px_err *err) {
+  return px_json_load_max(path, PX_JSON_MAX_BYTES, "a file parallax wrote", out, err);
 }
 
 /* Looks up key; *v is NULL when missing or null. */

@@ -4,6 +4,7 @@
 #define PX_CORE_JSON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cJSON.h>
@@ -16,8 +17,15 @@ typedef struct {
   const char *prefix; /* "" or e.g. "gpu." */
 } px_json_ctx;
 
-/* Reads and parses a JSON file (at most 64 MiB); refuses empty, binary and
- * malformed files with the line and column of the error. */
+/* Reads and parses a JSON file of at most max_bytes, its kind's limit (what
+ * names the kind for the message: "a model file"), so that a file no
+ * legitimate one comes near is refused before it is read; refuses empty,
+ * binary and malformed files with the line and column of the error (nesting
+ * deeper than cJSON's 1000 levels included). */
+px_status px_json_load_max(const char *path, size_t max_bytes, const char *what, cJSON **out, px_err *err);
+/* px_json_load_max for a file parallax wrote for itself (a sweep's JSON):
+ * 64 MiB. */
+#define PX_JSON_MAX_BYTES ((size_t)64 << 20)
 px_status px_json_load(const char *path, cJSON **out, px_err *err);
 /* Parses len bytes of text, which must be followed by a NUL (text[len] == 0,
  * as px_json_load leaves it); name is the source for messages. */

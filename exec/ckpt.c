@@ -17,6 +17,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "exec/ckpt_lock.h" /* PX_CKPT_LOCK_FILE: a kept checkpoint in use */
+#include "plan/planfile.h"
 
 #define TRAILER_BYTES 8
 #define MAX_WORLD (1 << 24)
@@ -772,6 +773,31 @@ static px_status json_hex(const px_json_ctx *c, const cJSON *obj, const char *ke
   return PX_OK;
 }
 
+/* Shard files (shard-N.bin) in dir; 0 when it cannot be read. */
+static size_t count_shards(const char *dir) {
+  DIR *d = opendir(dir);
+  size_t n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    long long r = -1;
+    int used = 0;
+    n += sscanf(e->d_name, "shard-%lld.bin%n", &r, &used) == 1 && e->d_name[used] == '\0' && r >= 0;
+  }
+  if (d) closedir(d);
+  return n;
+}
+
+/* Reads the manifest at path, sized by the world it may list: every shard it
+ * names must be a file in dir (or, mid-commit, in also), so a legitimate one
+ * takes at most a plan file's record, its header and 256 bytes a shard
+ * file there (an entry is 130 at most). */
+static px_status manifest_load(const char *path, const char *dir, const char *also, cJSON **root, px_err *err) {
+  size_t shards = count_shards(dir) + (also ? count_shards(also) : 0);
+  char what[96];
+  snprintf(what, sizeof what, "the manifest of the %zu shard files there", shards);
+  return px_json_load_max(path, PX_PLAN_FILE_MAX_BYTES + 4096 + shards * 256, what, root, err);
+}
+
 static px_status manifest_parse(const char *path, const cJSON *root, px_ckpt_manifest *out, px_err *err) {
   px_json_ctx c = {path, ""};
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object", path);
@@ -845,7 +871,9 @@ px_status px_ckpt_read_manifest(const char *dir, px_ckpt_manifest *out, px_err *
                       PX_CKPT_MANIFEST);
   }
   cJSON *root = NULL;
-  st = px_json_load(path, &root, err);
+  char staging[4200] = "";
+  if (staged && (st = px_ckpt_staging_path(dir, staging, sizeof staging, err))) return st;
+  st = manifest_load(path, dir, staged ? staging : NULL, &root, err); /* a commit caught midway: shards in both */
   if (!st) st = manifest_parse(path, root, out, err);
   cJSON_Delete(root);
   for (int32_t r = 0; !st && r < out->world; r++) {
@@ -977,7 +1005,7 @@ px_status px_ckpt_recover(const char *dir, px_ckpt_recovery *what, px_err *err) 
   /* Complete and durable when its manifest was written: finish moving it in. */
   cJSON *root = NULL;
   px_ckpt_manifest m = {0};
-  st = px_json_load(man, &root, err);
+  st = manifest_load(man, staging, dir, &root, err);
   if (!st) st = manifest_parse(man, root, &m, err);
   cJSON_Delete(root);
   if (!st) st = roll_forward(dir, staging, m.world, err);

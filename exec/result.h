@@ -5,7 +5,20 @@
 #define PX_EXEC_RESULT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+/* The most steps a run trains (--steps), 2^24: it keeps each step's loss and
+ * time (16 bytes a step, 256 MiB at the limit); Llama 3 405B's 15.6 T tokens
+ * at its final 16 M a step are under a million. */
+#define PX_TRAIN_STEPS_MAX ((int64_t)1 << 24)
+
+/* The largest profile (run --profile) parallax compare reads, and so the
+ * most a run writes: 64 MiB, numbers of up to 24 bytes of JSON each (32
+ * counted), a time per step and per op of each stage's program: 2 M of
+ * them. Tiny's 16 micro-batches on 2 stages take 1,878 (45 KB). */
+#define PX_PROFILE_MAX_BYTES ((size_t)64 << 20)
+#define PX_PROFILE_NUMBER_BYTES 32
 
 typedef struct {
   int64_t first_step, steps;

@@ -89,7 +89,7 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
 /* --resume: loads the checkpoint in dir, this plan's or (re-split on the
  * fly) another plan's of the same model; *start gets its step. Collective. */
 static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
-                             int64_t *start, px_err *err) {
+                             int64_t steps, int64_t *start, px_err *err) {
   MPI_Comm world = c->world;
   px_status st = dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
   px_ckpt_manifest man = {0};
@@ -101,6 +101,16 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   long long head[2] = {man.step, man.plan_hash != plan_hash};
   if (!st) MPI_Bcast(head, 2, MPI_LONG_LONG, 0, world);
   px_ckpt_manifest_deinit(&man);
+  /* steps counts from step 0, the resumed ones included: fewer than the checkpoint has done would train
+   * nothing and say nothing (every rank has the same head: they agree) */
+  if (!st && head[0] > steps)
+    st = c->world_rank != 0 ? px_err_set(err, PX_ERR_INPUT, "another rank refused the checkpoint (rank 0 says why)")
+                            : px_err_set(err, PX_ERR_INPUT, "%s: the checkpoint is of step %lld, past --steps %lld "
+                                         "(the steps to be done in all, the resumed ones included): refused, the "
+                                         "checkpoint is kept (hint: --steps %lld or more trains on from it)", dir, head[0],
+                                         (long long)steps, head[0] + 1);
+  if (!st && head[0] == steps && c->world_rank == 0)
+    fprintf(stderr, "parallax: %s: the checkpoint is of step %lld = --steps: nothing left to train\n", dir, head[0]);
   px_reshard *other = NULL;
   if (!st && head[1]) {
     /* every rank indexes the old shards, rank r checking the checksums of r, r + world, ...; rank 0 first,
@@ -268,6 +278,26 @@ static px_status check_support(const px_plan *plan, px_backend *be, const px_com
 }
 
 
+/* The ops of stage s's program, each timed in a profile. */
+static int64_t stage_ops(const px_plan *plan, int64_t s) {
+  int64_t n = 0;
+  const px_program *prog = &plan->programs[s];
+  for (int32_t i = 0; i < prog->ninsts; i++) n += plan->blocks[prog->insts[i].block].nops;
+  return n;
+}
+
+/* A profile of steps steps fits what compare reads: refused before training otherwise. */
+static px_status profile_fits(const px_plan *plan, const px_train_opts *o, const px_comm *c, px_err *err) {
+  int64_t n = o->steps; /* a time per step, and per op of each stage */
+  for (int64_t s = 0; s < plan->par.pp; s++) n += stage_ops(plan, s);
+  int64_t most = (int64_t)(PX_PROFILE_MAX_BYTES / PX_PROFILE_NUMBER_BYTES);
+  if (!o->profile_path || n <= most) return PX_OK;
+  if (c->world_rank != 0) return px_err_set(err, PX_ERR_INPUT, "another rank refused --profile (rank 0 says why)");
+  return px_err_set(err, PX_ERR_INPUT, "--profile %s: %lld steps and %lld ops a step are more than the %lld times a "
+                    "profile may hold (what parallax compare reads); profile fewer steps or micro-batches",
+                    o->profile_path, (long long)o->steps, (long long)(n - o->steps), (long long)most);
+}
+
 static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c, const char *backend, const char *path,
                                const double *step_times, int64_t nsteps, px_err *err) {
   /* Each stage's tp 0 / dp 0 rank sends its op times to rank 0. */
@@ -289,9 +319,7 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
   px_status status = PX_OK;
   for (int64_t s = 0; s < plan->par.pp; s++) {
     int src = (int)px_grid_rank(&plan->grid, 0, 0, 0, s);
-    int64_t n = 0;
-    const px_program *prog = &plan->programs[s];
-    for (int32_t i = 0; i < prog->ninsts; i++) n += plan->blocks[prog->insts[i].block].nops;
+    int64_t n = stage_ops(plan, s);
     double *buf = NULL;
     if (c->world_rank == 0) {
       buf = malloc((size_t)n * sizeof *buf + 1);
@@ -404,6 +432,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   double *times = NULL;
   px_ckpt_lock lock = {0}; /* rank 0's, of the checkpoint directory */
   st = check_outputs(o, &comm, &lock, err);
+  if (!st) st = profile_fits(plan, o, &comm, err); /* the same on every rank */
   if (!st) st = px_comm_agree(make_backend(o, &comm, &be, err), world, err);
   if (!st) {
     r->backend = be->name;
@@ -436,7 +465,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   ckpt_run cs = {.keep = o->ckpt_keep, .resumed = o->resume};
   if (!st && o->ckpt_dir) st = px_comm_agree(ckpt_writer_for(x, o->ckpt_async, &cs.w, err), world, err);
   int64_t start = 0;
-  if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, &start, err);
+  if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, o->steps, &start, err);
   int64_t n = o->steps > start ? o->steps - start : 0;
   r->first_step = start;
   r->steps = n;

@@ -396,7 +396,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
 
 px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err) {
   cJSON *root = NULL;
-  px_status st = px_json_load(path, &root, err);
+  px_status st = px_json_load_max(path, PX_CLUSTER_FILE_MAX_BYTES, "a cluster file", &root, err);
   if (st) return st;
   st = px_cluster_from_json(root, path, c, err);
   cJSON_Delete(root);
@@ -551,10 +551,11 @@ px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *er
                     assignment, path, keys);
     goto done;
   }
-  /* the value: a number when it reads as one, true/false, else a string */
-  char *end = NULL;
-  double num = strtod(text, &end);
-  cJSON *v = *text && end && !*end ? cJSON_CreateNumber(num)
+  /* the value: a number when it reads as a decimal one, true/false, else a string (so "0x10", "inf" or
+   * " 5" meet the field's own type check) */
+  bool is_num = *text && px_scan_decimal(text) == strlen(text);
+  double num = is_num ? strtod(text, NULL) : 0;
+  cJSON *v = is_num ? cJSON_CreateNumber(num)
              : !strcmp(text, "true") || !strcmp(text, "false") ? cJSON_CreateBool(!strcmp(text, "true"))
                                                                : cJSON_CreateString(text);
   if (!v || (cJSON_GetObjectItemCaseSensitive(parent, leaf) ? !cJSON_ReplaceItemInObjectCaseSensitive(parent, leaf, v)

@@ -161,6 +161,12 @@ typedef struct {
 } px_cluster;
 
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *c, px_err *err);
+/* The largest cluster file loaded: 1 MiB, eight times one with every table
+ * full (PX_GEMM_TABLE_MAX GEMM rows, PX_BUSBW_MAX points a link class,
+ * PX_ATTN_CURVES_MAX curves, PX_KERNEL_RATES_MAX rates, PX_SOURCES_MAX
+ * sources, each string at its longest: 134 KB as px_cluster_to_json writes
+ * it); the presets are 9 KB. */
+#define PX_CLUSTER_FILE_MAX_BYTES ((size_t)1 << 20)
 px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err);
 /* A preset name (topologies/NAME.json) or a file path. */
 px_status px_cluster_load(const char *name_or_path, px_cluster *c, px_err *err);

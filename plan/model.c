@@ -381,7 +381,7 @@ px_status px_model_from_json(const cJSON *root, const char *file, px_model *m, p
 
 px_status px_model_load_file(const char *path, px_model *m, px_err *err) {
   cJSON *root = NULL;
-  px_status st = px_json_load(path, &root, err);
+  px_status st = px_json_load_max(path, PX_MODEL_FILE_MAX_BYTES, "a model file", &root, err);
   if (st) return st;
   st = px_model_from_json(root, path, m, err);
   cJSON_Delete(root);

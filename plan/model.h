@@ -114,6 +114,9 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err);
 
 /* Loads our schema or a Hugging Face config.json (detected by "model_type"). */
 px_status px_model_from_json(const cJSON *root, const char *file, px_model *m, px_err *err);
+/* The largest model file loaded: 1 MiB. A Hugging Face config.json is a few
+ * KB, ours under 1 KB. */
+#define PX_MODEL_FILE_MAX_BYTES ((size_t)1 << 20)
 px_status px_model_load_file(const char *path, px_model *m, px_err *err);
 /* A preset name (models/NAME.json under the data directory) or a file path. */
 px_status px_model_load(const char *name_or_path, px_model *m, px_err *err);

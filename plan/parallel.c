@@ -1,6 +1,7 @@
 /* Parallel choices: defaults, validation with hints, JSON. */
 #include "plan/parallel.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,9 +235,9 @@ px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *er
   int32_t n = 0;
   const char *q = s;
   while (*q) {
-    char *end;
-    long long x = strtoll(q, &end, 10);
-    if (end == q || x < 1 || x > 65535 || (*end && *end != ','))
+    char *end = (char *)q;
+    long long x = isdigit((unsigned char)*q) ? strtoll(q, &end, 10) : 0; /* digits only: no sign, no spaces */
+    if (end == q || x < 1 || x > 65535 || (*end && (*end != ',' || !end[1])))
       return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: '%.64s' is not a comma list of layer counts", s);
     if (n == PX_MAX_CHUNK_LIST)
       return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: more than %d chunks", PX_MAX_CHUNK_LIST);
@@ -301,6 +302,16 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                       "global batch %lld is not divisible by mbs %lld x dp %lld (hint: use a multiple of %lld)",
                       (long long)p->gbs, (long long)p->mbs, (long long)p->dp, (long long)(p->mbs * p->dp));
   if (p->seq < 1) return px_err_set(err, PX_ERR_INPUT, "--seq must be at least 1");
+  if (p->mbs > PX_PLAN_MB_TOKENS_MAX / p->seq)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "mbs %lld x seq %lld is more than the %lld tokens a micro-batch may have (its tensors' sizes "
+                      "must stay exact in 64 bits)",
+                      (long long)p->mbs, (long long)p->seq, (long long)PX_PLAN_MB_TOKENS_MAX);
+  if (p->attention != PX_ATTN_FLASH && (double)p->mbs * (double)m->heads * (double)p->seq * (double)p->seq > 0x1p56)
+    return px_err_set(err, PX_ERR_INPUT,
+                      "the unfused attention's scores, mbs %lld x %lld heads x seq %lld x seq, are more than the 2^56 "
+                      "elements a tensor may have (hint: --attention flash)",
+                      (long long)p->mbs, (long long)m->heads, (long long)p->seq);
   if (m->position == PX_POS_LEARNED && p->seq > m->max_positions)
     return px_err_set(err, PX_ERR_INPUT, "--seq %lld exceeds the model's %lld learned positions", (long long)p->seq,
                       (long long)m->max_positions);
@@ -401,7 +412,21 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
                       "(hint: --attention flash, --cp 1)",
                       m->name);
   if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
-  int64_t mbs_n = px_parallel_microbatches(p);
+  if (p->pp * p->vpp > m->layers)
+    return px_err_set(err, PX_ERR_INPUT, "pp %lld x vpp %lld stages is more than the %lld layers", (long long)p->pp,
+                      (long long)p->vpp, (long long)m->layers);
+  int64_t mbs_n = px_parallel_microbatches(p), passes = px_parallel_layer_passes(p, m->layers);
+  if (passes > PX_PLAN_LAYER_PASSES_MAX) {
+    int64_t per = m->layers + p->pp * p->vpp, most = PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp;
+    return px_err_set(err, PX_ERR_INPUT,
+                      "gbs %lld makes %lld micro-batches a step (gbs / (mbs %lld x dp %lld)), each through %lld "
+                      "layers and %lld pipeline chunks: %lld layer passes, more than the %lld a plan may have (up to "
+                      "about 1 GiB and 20 s to compile and simulate at the limit; hint: gbs %lld or less, or a larger "
+                      "mbs)",
+                      (long long)p->gbs, (long long)mbs_n, (long long)p->mbs, (long long)p->dp, (long long)m->layers,
+                      (long long)(p->pp * p->vpp), (long long)passes, (long long)PX_PLAN_LAYER_PASSES_MAX,
+                      (long long)most);
+  }
   if (p->schedule == PX_SCHED_INTERLEAVED) {
     if (p->pp < 2)
       return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs pp > 1 (hint: --schedule 1f1b)");
@@ -438,9 +463,6 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
   } else if (p->mb_group > 0) {
     return px_err_set(err, PX_ERR_INPUT, "--microbatch-group groups micro-batches per chunk: it needs --schedule interleaved");
   }
-  if (p->pp * p->vpp > m->layers)
-    return px_err_set(err, PX_ERR_INPUT, "pp %lld x vpp %lld stages is more than the %lld layers", (long long)p->pp,
-                      (long long)p->vpp, (long long)m->layers);
   {
     int64_t *split = px_calloc((size_t)(p->pp * p->vpp), sizeof *split, err);
     if (!split) return PX_ERR_RUNTIME;
@@ -504,6 +526,11 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
 
 int64_t px_parallel_microbatches(const px_parallel *p) {
   return p->mbs > 0 && p->dp > 0 ? p->gbs / (p->mbs * p->dp) : 0;
+}
+
+int64_t px_parallel_layer_passes(const px_parallel *p, int64_t layers) {
+  int64_t m = px_parallel_microbatches(p), per = layers + p->pp * p->vpp; /* pp < 2^25, vpp < 2^17 */
+  return m > 0 && per > INT64_MAX / m ? INT64_MAX : m * per;
 }
 
 px_dtype px_parallel_compute_dtype(const px_parallel *p) {

@@ -200,6 +200,23 @@ bool px_parallel_hybrid(const px_parallel *p);
 /* Micro-batches per DP rank per step. */
 int64_t px_parallel_microbatches(const px_parallel *p);
 
+/* A step's layer passes, what the size of a plan's programs grows with:
+ * micro-batches x (layers + pp x vpp model chunks); each pass is a block
+ * instance or two of a stage's program (a layer's forward or backward, a
+ * chunk's transfers), which the compiler builds and the simulator runs. */
+int64_t px_parallel_layer_passes(const px_parallel *p, int64_t layers);
+/* The most layer passes a plan may have, 2^21: at the limit a plan takes up
+ * to about 1 GiB and 20 s to compile and simulate (ZeRO-3, which gathers
+ * each layer for each micro-batch, the most; 1F1B a third of that). Llama 3
+ * 405B's 2,048 micro-batches on 16 stages are 2^18.2. px_parallel_validate
+ * refuses more. */
+#define PX_PLAN_LAYER_PASSES_MAX ((int64_t)1 << 21)
+/* The most tokens a micro-batch may have (mbs x seq), so that every tensor
+ * size the compiler works out is exact in 64 bits: 2^32 tokens of logits
+ * over the largest vocabulary a model may have (2^24) are 2^58 bytes in
+ * fp32. A sequence of 1 M tokens is 2^20. */
+#define PX_PLAN_MB_TOKENS_MAX ((int64_t)1 << 32)
+
 /* Interleaved: the micro-batches run on one chunk before the next (a group;
  * the last group takes the rest): mb_group, or unset pp when pp divides the
  * micro-batches and otherwise the least count from pp whose last group is

@@ -43,7 +43,7 @@ px_status px_planfile_load(const char *path, px_planfile *pf, px_err *err) {
   memset(pf, 0, sizeof *pf);
   px_parallel_unset(&pf->par);
   cJSON *root = NULL;
-  px_status st = px_json_load(path, &root, err);
+  px_status st = px_json_load_max(path, PX_PLAN_FILE_MAX_BYTES, "a plan file", &root, err);
   if (st) return st;
   st = px_planfile_from_json(root, path, pf, err);
   cJSON_Delete(root);

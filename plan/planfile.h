@@ -17,6 +17,10 @@ typedef struct {
   px_parallel par;     /* unset fields stay unset */
 } px_planfile;
 
+/* The largest plan file loaded: a model and a cluster file's worth, and
+ * 64 KiB for the size and the parallel choices (256 chunk sizes at most). */
+#define PX_PLAN_FILE_MAX_BYTES (PX_MODEL_FILE_MAX_BYTES + PX_CLUSTER_FILE_MAX_BYTES + ((size_t)64 << 10))
+
 /* "model" and "cluster" may be a preset name, a path, or an inline object. */
 px_status px_planfile_load(const char *path, px_planfile *pf, px_err *err);
 px_status px_planfile_save(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,

@@ -180,16 +180,29 @@ typedef struct {
   int32_t n, cap;
   int32_t *deps;
   int32_t nd, dcap;
+  bool failed; /* a list could not grow: nothing more is added, and the program is refused */
 } inst_list;
+
+/* v (of *cap entries of size bytes, n used) with room for one more: v, or
+ * it grown; NULL (and l->failed) when it cannot grow. */
+static void *grow(inst_list *l, void *v, int32_t n, int32_t *cap, size_t size, int32_t first) {
+  if (l->failed) return NULL;
+  if (n < *cap) return v;
+  int32_t want = *cap ? (*cap <= INT32_MAX / 2 ? 2 * *cap : INT32_MAX) : first;
+  void *nv = want > *cap ? realloc(v, (size_t)want * size) : NULL;
+  if (!nv) {
+    l->failed = true;
+    return NULL;
+  }
+  *cap = want;
+  return nv;
+}
 
 static int32_t inst_push(inst_list *l, px_block_kind b, px_stream st, px_phase ph, int32_t mb, int32_t layer,
                          int32_t chunk, int32_t unit) {
-  if (l->n == l->cap) {
-    l->cap = l->cap ? 2 * l->cap : 256;
-    px_inst *nv = realloc(l->v, (size_t)l->cap * sizeof *nv);
-    if (!nv) return -1;
-    l->v = nv;
-  }
+  px_inst *nv = grow(l, l->v, l->n, &l->cap, sizeof *nv, 256);
+  if (!nv) return -1;
+  l->v = nv;
   px_inst *in = &l->v[l->n];
   memset(in, 0, sizeof *in);
   in->block = (uint16_t)b;
@@ -208,16 +221,13 @@ static int32_t inst_push(inst_list *l, px_block_kind b, px_stream st, px_phase p
 
 /* Adds a dependency of the last pushed instance. */
 static bool dep_push(inst_list *l, int32_t on) {
-  if (on < 0) return true;
+  if (on < 0 || l->failed) return !l->failed;
   px_inst *in = &l->v[l->n - 1];
   for (int32_t i = 0; i < in->ndeps; i++)
     if (l->deps[in->dep_start + i] == on) return true;
-  if (l->nd == l->dcap) {
-    l->dcap = l->dcap ? 2 * l->dcap : 512;
-    int32_t *nd = realloc(l->deps, (size_t)l->dcap * sizeof *nd);
-    if (!nd) return false;
-    l->deps = nd;
-  }
+  int32_t *nd = grow(l, l->deps, l->nd, &l->dcap, sizeof *nd, 512);
+  if (!nd) return false;
+  l->deps = nd;
   l->deps[l->nd++] = on;
   in->ndeps++;
   return true;
@@ -621,7 +631,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   emitter e = {.p = p, .stage = s, .last_compute = -1};
   if (ns < 0) {
     free(sched);
-    return px_err_set(err, PX_ERR_RUNTIME, "out of memory ordering stage %lld", (long long)s);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory ordering the schedule");
   }
   /* room for what an entry usually emits (its chunk's blocks, transfers and a few reductions), so the
    * lists seldom grow: growing copies them */
@@ -793,6 +803,13 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
       inst_push(&e.il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, -1, -1, 0, u);
       dep_push(&e.il, opt);
     }
+  if (e.il.failed) {
+    st = px_err_set(err, PX_ERR_RUNTIME, "out of memory at %d block instances and %d dependencies (%.0f MiB), from "
+                    "%lld schedule entries", e.il.n, e.il.nd,
+                    ((double)e.il.cap * sizeof *e.il.v + (double)e.il.dcap * sizeof *e.il.deps) / (1 << 20),
+                    (long long)ns);
+    goto done;
+  }
   prog->insts = e.il.v;
   prog->ninsts = e.il.n;
   prog->deps = e.il.deps;
@@ -879,6 +896,9 @@ px_status px_compile_programs(px_plan *p, px_stage_done_fn done, void *ctx, px_e
     prog->nlayers = 0;
     for (int64_t c = 0; c < p->par.vpp; c++) prog->nlayers += p->vstage_layers[c * pp + s];
     st = emit_program(p, s, prog, &pc, err);
+    if (st == PX_ERR_RUNTIME) /* out of memory: what for, and how large */
+      px_err_prefix(err, "stage %lld's program (%lld micro-batches, %lld layers)", (long long)s,
+                    (long long)p->microbatches, (long long)prog->nlayers);
     if (!st && done) st = done(p, s, &stop, ctx);
   }
   free(pc.zb_h2);

@@ -93,6 +93,7 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
 typedef struct {
   px_parallel *v;
   int64_t n, cap;
+  px_parallel first_invalid;
 } cand_list;
 
 static bool cand_push(cand_list *l, const px_parallel *p) {
@@ -112,7 +113,7 @@ static px_status cand_add(cand_list *l, const px_parallel *p, const px_model *m,
                           bool *added, px_err *err) {
   *added = px_parallel_validate(p, m, c, NULL) == PX_OK;
   if (!*added) {
-    (*invalid)++;
+    if ((*invalid)++ == 0) l->first_invalid = *p;
     return PX_OK;
   }
   return cand_push(l, p) ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
@@ -630,6 +631,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
     return st;
   }
   r->enumerated = cands.n + r->invalid;
+  r->first_invalid = cands.first_invalid;
   work w = {.m = m, .c = c, .o = o, .cands = &cands};
   int64_t parts = o->parts > 0 ? o->parts : 1;
   w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;

@@ -74,6 +74,7 @@ typedef struct {
   px_sweep_entry *pruned;  /* plans that fit but were not simulated (opts.keep; memory only), enumeration order */
   int64_t npruned;
   int64_t enumerated, invalid, dropped_memory, simulated;
+  px_parallel first_invalid; /* the first plan refused (invalid > 0): px_parallel_validate says why */
 } px_sweep_result;
 
 void px_sweep_opts_init(px_sweep_opts *o);

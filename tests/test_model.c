@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 #include "plan/model.h"
+#include "plan/planfile.h"
 #include "tests/testutil.h"
 
 /* Every row of tests/data/param_counts.csv. */
@@ -131,6 +132,38 @@ static void test_refusals(void) {
   expect_refused("{" BASE ", \"heads\": 4, \"position\": \"learned\", \"max_positions\": 8}", "learned positions");
   px_err err = {0};
   CU_ASSERT_EQUAL(parse_model("{" BASE ", \"heads\": 4}", &err), PX_OK);
+}
+
+/* A model file up to its limit loads; a byte more is refused before it is read, naming the file
+ * and the limit (a plan file's limit holds a model and a cluster file's). */
+static void test_file_limit(void) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", px_test_tmpdir("model_limit"));
+  const char *path = px_test_tmp("big.json");
+  const char *body = "{" BASE ", \"heads\": 4}";
+  size_t n = PX_MODEL_FILE_MAX_BYTES;
+  char *text = malloc(n + 2);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  memset(text, ' ', n + 1);
+  memcpy(text, body, strlen(body));
+  px_err err = {0};
+  px_model m;
+  for (size_t size = n; size <= n + 1; size++) {
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fwrite(text, 1, size, f), size);
+    fclose(f);
+    px_status st = px_model_load_file(path, &m, &err);
+    CU_ASSERT_EQUAL(st, size == n ? PX_OK : PX_ERR_INPUT);
+    if (size > n) {
+      const char *want = "big.json: 1,048,577 bytes, more than a model file may have (1.00 MiB)";
+      if (!strstr(err.msg, want)) fprintf(stderr, "\n  %s\n", err.msg);
+      CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+    }
+  }
+  free(text);
+  CU_ASSERT(PX_PLAN_FILE_MAX_BYTES > PX_MODEL_FILE_MAX_BYTES + PX_CLUSTER_FILE_MAX_BYTES);
+  px_test_rm_tree(dir);
 }
 
 static void test_roundtrip(void) {
@@ -406,6 +439,7 @@ int main(void) {
       {"Hugging Face config defaults", test_hf_defaults},
       {"bad model inputs are refused with the field", test_refusals},
       {"JSON round trip", test_roundtrip},
+      {"a model file up to 1 MiB loads, a byte more is refused", test_file_limit},
       {"MoE: published counts within their rounding", test_moe_published},
       {"MoE: layer parts by hand (MLA, router bias, shared experts, MTP)", test_moe_parts},
       {"MoE: Hugging Face configs import as the presets", test_moe_hf_matches_presets},

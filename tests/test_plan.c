@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "plan/plan.h"
 #include "tests/testutil.h"
 
@@ -766,7 +767,13 @@ static void test_cluster_set_field(void) {
              {"inter_node.topology=torus", "'torus' is not one of"},
              {"fabric.speed=1", "no object on the way to 'fabric.speed'"},
              {"hbm", "expected FIELD=VALUE"},
-             {"=3", "expected FIELD=VALUE"}};
+             {"=3", "expected FIELD=VALUE"},
+             /* decimal numbers only: what strtod would also take is a string, which the field refuses */
+             {"gpu.hbm_gib=0x50", "field 'gpu.hbm_gib': expected a number, got a string"},
+             {"gpu.hbm_gib=inf", "field 'gpu.hbm_gib': expected a number, got a string"},
+             {"gpu.hbm_gib=nan", "field 'gpu.hbm_gib': expected a number, got a string"},
+             {"gpu.hbm_gib= 80", "field 'gpu.hbm_gib': expected a number, got a string"},
+             {"gpu.hbm_gib=1e999", "field 'gpu.hbm_gib': inf is out of range"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     px_cluster before = c;
     memset(&err, 0, sizeof err);
@@ -1398,6 +1405,94 @@ static void test_refusals(void) {
   CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 4);
   p.etp = 0; /* unset: tp */
   CU_ASSERT_EQUAL(px_parallel_expert_dp(&p), 4);
+  /* what the planner can hold: layer passes (micro-batches x (layers + chunks)), a micro-batch's tokens */
+  p = par(1, 2, 1, 0, 1, (int64_t)1 << 24);
+  expect_refused("tiny", 2, p, "gbs 16777216 makes 16777216 micro-batches a step (gbs / (mbs 1 x dp 1)), each through "
+                 "4 layers and 2 pipeline chunks: 100663296 layer passes, more than the 2097152 a plan may have");
+  expect_refused("tiny", 2, p, "hint: gbs 349525 or less");
+  p = par(1, 1, 8, 0, (int64_t)1 << 30, (int64_t)1 << 33);
+  p.seq = 8;
+  expect_refused("llama3-8b", 8, p, "mbs 1073741824 x seq 8 is more than the 4294967296 tokens a micro-batch may have");
+  p = par(1, 1, 8, 0, 256, 2048);
+  p.seq = 1 << 24, p.attention = PX_ATTN_UNFUSED;
+  expect_refused("llama3-8b", 8, p, "unfused attention's scores, mbs 256 x 32 heads x seq 16777216 x seq");
+}
+
+/* The layer-pass limit is exact: a plan at it is valid, one micro-batch more is not (validated
+ * only: a plan at the limit takes seconds to compile). */
+static void test_layer_pass_limit(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-a100", 8);
+  px_parallel p = par(1, 2, 4, 0, 1, 0);
+  px_parallel_resolve(&p, &m, &c);
+  int64_t per = m.layers + 2; /* 4 layers, 2 chunks */
+  p.gbs = PX_PLAN_LAYER_PASSES_MAX / per * 4;
+  CU_ASSERT_EQUAL(px_parallel_layer_passes(&p, m.layers), PX_PLAN_LAYER_PASSES_MAX / per * per);
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_OK);
+  p.gbs += 4;
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "layer passes"));
+  p.gbs = (int64_t)1 << 40; /* the most a flag or plan file gives: no overflow on the way */
+  p.mbs = 1, p.pp = 1 << 24, p.vpp = 1 << 16;
+  CU_ASSERT_EQUAL(px_parallel_layer_passes(&p, m.layers), INT64_MAX);
+}
+
+/* Numbers on the command line are decimal: digits, sign, point, exponent and a K/M/B/G/T/P
+ * suffix; strtod's hex, inf, nan and spaces are refused. */
+static void test_numbers(void) {
+  static const struct {
+    const char *s;
+    double v;
+  } good[] = {{"4096", 4096}, {"+8", 8}, {"-2", -2}, {"2.5", 2.5}, {".5", 0.5}, {"5.", 5}, {"1e3", 1e3},
+              {"1E+3", 1e3}, {"2.5e-1", 0.25}, {"15T", 15e12}, {"2.5B", 2.5e9}, {"300m", 300e6},
+              {"8K", 8e3}, {"1G", 1e9}, {"1P", 1e15}, {"1e3K", 1e6}, {"0", 0}};
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    double v = -1;
+    px_err err = {0};
+    CU_ASSERT_EQUAL(px_parse_count(good[i].s, &v, &err), PX_OK);
+    if (v != good[i].v) fprintf(stderr, "\n  '%s' -> %g, expected %g (%s)\n", good[i].s, v, good[i].v, err.msg);
+    CU_ASSERT_EQUAL(v, good[i].v);
+  }
+  static const struct {
+    const char *s, *says;
+  } bad[] = {{"0x10", "is not a decimal number"}, {"0x1p4", "is not a decimal number"},
+             {"inf", "is not a decimal number"}, {"nan", "is not a decimal number"},
+             {"-inf", "is not a decimal number"}, {" 8", "is not a decimal number"},
+             {"8 ", "is not a decimal number"}, {"8\n", "is not a decimal number"}, {"1,000", "is not a decimal number"},
+             {"8KB", "is not a decimal number"}, {".", "is not a decimal number"}, {"+", "is not a decimal number"},
+             {"e5", "is not a decimal number"}, {"8x", "unknown suffix"}, {"1e999", "out of range"},
+             {"", "empty number"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    double v = 42;
+    px_err err = {0};
+    CU_ASSERT_EQUAL(px_parse_count(bad[i].s, &v, &err), PX_ERR_INPUT);
+    if (!strstr(err.msg, bad[i].says)) fprintf(stderr, "\n  '%s': %s\n", bad[i].s, err.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[i].says));
+    CU_ASSERT_EQUAL(v, 42); /* untouched */
+  }
+  int64_t n = 0;
+  px_err err = {0};
+  CU_ASSERT_EQUAL(px_parse_int("1.5K", "--gpus", 1, 1 << 24, &n, &err), PX_OK);
+  CU_ASSERT_EQUAL(n, 1500);
+  CU_ASSERT_EQUAL(px_parse_int("0x10", "--gpus", 1, 1 << 24, &n, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--gpus: '0x10' is not a decimal number"));
+  CU_ASSERT_EQUAL(px_parse_int("2.5", "--gpus", 1, 1 << 24, &n, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--gpus: '2.5' is not a whole number"));
+  CU_ASSERT_EQUAL(px_parse_int("0", "--gpus", 1, 1 << 24, &n, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--gpus: 0 is out of range [1, 16777216]"));
+  CU_ASSERT_EQUAL(n, 1500);
+  /* the other lists on the command line: layers per chunk are digits only */
+  px_parallel p;
+  px_parallel_unset(&p);
+  CU_ASSERT_EQUAL(px_parallel_parse_chunk_list("3,4,4,3", &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(p.nchunk_layers, 4);
+  const char *chunks[] = {" 3,4", "+3,4", "3, 4", "0x3,4", "3,,4", "3,4,", ""};
+  for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
+    CU_ASSERT_EQUAL(px_parallel_parse_chunk_list(chunks[i], &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--layers-per-chunk"));
+  }
 }
 
 /* Vocabulary padding: GPT-2's 50257 on tp 8 becomes 51200, as Megatron pads. */
@@ -1464,6 +1559,8 @@ int main(void) {
       {"reserved memory: the CUDA context, cuBLASLt workspace and NCCL buffers it adds", test_runtime_reserve},
       {"Blackwell presets: per-GPU figures from the published totals", test_blackwell_presets},
       {"impossible plans are refused with a reason", test_refusals},
+      {"the layer-pass limit: at it valid, past it refused, no overflow", test_layer_pass_limit},
+      {"numbers are decimal: suffixes yes, hex, inf, nan and spaces no", test_numbers},
       {"gradient buckets split layers at tensor boundaries (ZeRO-0/1/2)", test_buckets_split_layers},
       {"offload: DeepSpeed's model-state estimates, to the byte", test_deepspeed_estimates},
       {"offload: host and NVMe placement, and fits weighs them", test_offload_places},

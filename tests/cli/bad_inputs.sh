@@ -61,7 +61,7 @@ expect_refusal "'intra_node.comm_sms': 132 is not below gpu.sm_count 132" "$px" 
 expect_refusal "'inter_node.comm_sms'" "$px" sim -m tiny -c dgx-h100 -g 8 --set inter_node.comm_sms=-1
 expect_refusal "field 'gpu.hbm_gib'" "$px" sim -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gib=-1
 expect_refusal "--jitter: -1 is out of range" "$px" sim -m tiny -c dgx-h100 -g 8 --jitter -1
-expect_refusal "--jitter: 'abc' is not a number" "$px" plan -m tiny -c dgx-h100 -g 8 --jitter abc
+expect_refusal "--jitter: 'abc' is not a decimal number" "$px" plan -m tiny -c dgx-h100 -g 8 --jitter abc
 expect_refusal "--jitter" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --jitter 0.9
 expect_refusal "field 'gpu.jitter'" "$px" sim -m tiny -c dgx-h100 -g 8 --set gpu.jitter=-0.01
 expect_refusal "expected FIELD=VALUE" "$px" plan -m tiny -c dgx-h100 -g 8 --set hbm
@@ -94,6 +94,35 @@ expect_refusal "ZeRO-3" "$px" plan -m tiny -c dgx-h100 -g 8 -p 2 -z 3 -e zb-h2
 expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 0
+# Numbers are decimal, as the user means them (hex, inf, nan and spaces are what strtod also takes).
+expect_refusal "--gpus: '0x10' is not a decimal number" "$px" topology show dgx-a100 --gpus 0x10
+expect_refusal "--gpus: '0x1p4' is not a decimal number" "$px" topology show dgx-a100 --gpus 0x1p4
+expect_refusal "--tokens: 'inf' is not a decimal number" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --tokens inf
+expect_refusal "--jitter: 'nan' is not a decimal number" "$px" sim -m tiny -c dgx-h100 -g 8 --jitter nan
+expect_refusal "--seq: ' 8' is not a decimal number" "$px" plan -m tiny -c dgx-h100 -g 8 --seq " 8"
+expect_refusal "field 'gpu.hbm_gib': expected a number, got a string" "$px" plan -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gib=0x50
+expect_refusal "--layers-per-chunk: '2,2,' is not a comma list" "$px" plan -m tiny -c dgx-h100 -g 8 -p 2 --layers-per-chunk 2,2,
+# sweep's numbers that mean nothing alone, or at 0
+expect_refusal "--price: must be positive" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --tokens 1B --price 0
+expect_refusal "--price needs --tokens" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --price 2.5
+expect_refusal "--objective cost needs --tokens T and --price USD" "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 -y cost --tokens 1B
+# What the planner can hold: refused at once, before any work (the issue's: 16777216 ran past
+# 120 s, 134217728 took 24 GB before the kernel killed it).
+expect_refusal "gbs 16777216 makes 16777216 micro-batches a step" "$px" sim -m tiny -c local-cpu -g 2 -p 2 --gbs 16777216
+expect_refusal "more than the 2097152 a plan may have" "$px" sim -m tiny -c local-cpu -g 2 -p 2 --gbs 134217728
+expect_refusal "layer passes" "$px" plan -m tiny -c local-cpu -g 2 -p 2 -v 2 --gbs 1099511627776 --microbatch-group 2
+expect_refusal "layer passes" "$px" sweep -m tiny -c local-cpu -g 2 -p 2 -b 1 --gbs 16777216
+expect_refusal "tokens a micro-batch may have" "$px" plan -m tiny -c local-cpu -g 1 --mbs 1073741824 --gbs 1073741824 --seq 32
+expect_refusal "--microbatch-group 1099511627776 must be from pp 2" "$px" plan -m tiny -c local-cpu -g 2 -p 2 -v 2 --gbs 64 --microbatch-group 1099511627776
+# Input files past their kind's limit: refused before they are read (the issue's 60 MB array and
+# 3 M keys took 5-7 s to be accepted).
+head -c $((2 << 20)) /dev/zero | tr '\0' ' ' >"$tmp/wide.json"
+printf '{}' >>"$tmp/wide.json"
+expect_refusal "wide.json: 2,097,154 bytes, more than a model file may have (1.00 MiB)" "$px" model show "$tmp/wide.json"
+expect_refusal "wide.json: 2,097,154 bytes, more than a cluster file may have (1.00 MiB)" "$px" topology show "$tmp/wide.json"
+head -c $((3 << 20)) /dev/zero | tr '\0' ' ' >"$tmp/wideplan.json"
+printf '{}' >>"$tmp/wideplan.json"
+expect_refusal "more than a plan file may have (2.06 MiB)" "$px" plan -f "$tmp/wideplan.json"
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }
