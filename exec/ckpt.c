@@ -1112,7 +1112,7 @@ static px_status keep_current(const char *dir, px_err *err) {
   cJSON *root = NULL;
   px_ckpt_manifest m = {0};
   px_err ignored = {0};
-  bool readable = !px_json_load(man, &root, &ignored) && !manifest_parse(man, root, &m, &ignored);
+  bool readable = !manifest_load(man, dir, NULL, &root, &ignored) && !manifest_parse(man, root, &m, &ignored);
   cJSON_Delete(root);
   int k = snprintf(kept, sizeof kept, "%s/%s%" PRId64, dir, PX_CKPT_KEPT_PREFIX, m.step);
   px_status st = PX_OK;
@@ -1189,7 +1189,9 @@ void px_ckpt_probe(const char *dir, px_ckpt_probe_info *out) {
   if (!(out->found = px_file_exists(man))) return;
   /* read leniently: what it says of itself, not whether it is whole (the readers check that) */
   cJSON *root = NULL;
-  if (px_json_load(man, &root, &ignored)) return;
+  char staging[4200] = "";
+  if (out->staged && px_ckpt_staging_path(dir, staging, sizeof staging, &ignored)) return;
+  if (manifest_load(man, dir, out->staged ? staging : NULL, &root, &ignored)) return;
   const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
   if (cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15)
     out->step = (int64_t)step->valuedouble;
