@@ -569,7 +569,8 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
   if (u.bwd && px_parallel_reduce_per_mb(&p->par)) flush_syncs(e, u.mb);
 }
 
-/* ZeRO-3: which blocks of the stage gather their unit, and after which its
+/* ZeRO-3: which blocks of the stage gather their units (kept by the
+ * group's first unit: its others go with it), and after which their
  * gathered parameters are freed. Resharding after the forward, every block
  * gathers and frees; without it (FSDP's SHARD_GRAD_OP), a unit gathered for
  * a forward stays until the backwards of every micro-batch in flight on it
