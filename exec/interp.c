@@ -1334,11 +1334,12 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
         break;
       default:
         st = run_block(x, i, 0, err);
-        /* ZeRO-3: the block after which the unit's gathered parameters go */
-        if (!st && (in->flags & PX_INSTF_RESHARD) && x->gathered[in->unit]) {
-          mem_free(x, x->gathered[in->unit], gathered_bytes(x, in->unit));
-          x->gathered[in->unit] = NULL;
-        }
+        /* ZeRO-3: the block after which its units' gathered parameters go */
+        for (int32_t u = in->unit; !st && (in->flags & PX_INSTF_RESHARD) && u < in->unit + in->units; u++)
+          if (x->gathered[u]) {
+            mem_free(x, x->gathered[u], gathered_bytes(x, u));
+            x->gathered[u] = NULL;
+          }
         free_late(x);
         break;
     }

@@ -306,7 +306,8 @@ typedef struct {
   int32_t unit;    /* parameter unit: the one a sync block moves, the first of those a
                       compute block reads (ZeRO-3) and writes gradients of; -1 none */
   uint16_t units;  /* compute blocks: the units [unit, unit + units) of its layer (more than
-                      one when buckets split it) */
+                      one when buckets split it, or with ZeRO-3 an MoE layer's two: the rest
+                      and the experts) */
   int32_t batch;   /* p2p batch: consecutive sends/recvs posted together, -1 none */
   int32_t peer;    /* send/recv: index of the matching instance in the peer stage's program */
   int32_t dep_start, ndeps; /* instances (same stage) this one waits for, in program->deps */
@@ -315,7 +316,8 @@ typedef struct {
 } px_inst;
 
 enum {
-  PX_INSTF_RESHARD = 1 << 0, /* ZeRO-3: the unit's gathered parameters are freed after this block */
+  PX_INSTF_RESHARD = 1 << 0, /* ZeRO-3: the gathered parameters of the block's units
+                                [unit, unit + units) are freed after it */
 };
 
 /* Parameter units: the granularity of DP reduction, ZeRO sharding and

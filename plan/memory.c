@@ -240,11 +240,12 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
       total -= staged[in->unit];
       staged[in->unit] = 0;
     }
-    if ((in->flags & PX_INSTF_RESHARD) && gathered[in->unit]) {
-      cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, u);
-      total -= gathered_bytes(prog, u);
-      gathered[in->unit] = false;
-    }
+    for (int32_t v = in->unit; (in->flags & PX_INSTF_RESHARD) && v < in->unit + in->units; v++)
+      if (gathered[v]) {
+        cur[PX_MEM_BUFFERS] -= gathered_bytes(prog, &prog->units[v]);
+        total -= gathered_bytes(prog, &prog->units[v]);
+        gathered[v] = false;
+      }
     if (in->block == PX_BLOCK_GRAD_SYNC && p->par.zero >= 2 && bucket[in->unit]) {
       late += full_grad_bytes(prog, u);
       bucket[in->unit] = false;

@@ -420,31 +420,37 @@ static int32_t unit_last(const emitter *e, int64_t gid) { return e->unit_hi[gid 
  * the blocks up to `prefetch` ahead of it, in the order they are used, each
  * issued once the block before is done (so it runs behind the ones between,
  * as FSDP's backward prefetch and its limit on in-flight all-gathers do).
- * A unit has one gather outstanding at a time: its next waits for the use. */
+ * A block gathers every unit of its group (an MoE layer has two: the
+ * experts are sharded over their own group), and the units of a group are
+ * gathered, kept and freed together, so the first one's state stands for
+ * all. A unit has one gather outstanding at a time: its next waits for the use. */
 static void zero3_gathers(emitter *e) {
   px_plan *p = e->p;
   int64_t ahead = (p->par.overlap & PX_OVERLAP_ZERO) ? p->par.prefetch : 0;
   while (e->issued < e->nseq && e->issued <= e->cursor + ahead) {
     const blk_ref *b = &e->seq[e->issued];
-    int32_t u = unit_of(e, b->gid);
+    int32_t lo = unit_of(e, b->gid);
     if (!e->seq_gather[e->issued]) { /* resident since an earlier block's gather */
       e->issued++;
       continue;
     }
     /* one copy of a unit at a time: not before the last user of the previous one */
-    if (e->gathered[u] >= 0 || e->seq_after[e->issued] >= e->cursor) break;
-    int32_t fetch = -1; /* offloaded parameters: the shard comes from the host first */
-    if (p->par.offload_params) {
-      fetch = inst_push(&e->il, PX_BLOCK_FETCH_PARAM, PX_STREAM_HOST, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
-      if (fetch < 0) return;
+    if (e->gathered[lo] >= 0 || e->seq_after[e->issued] >= e->cursor) break;
+    for (int32_t u = lo; u <= unit_last(e, b->gid); u++) {
+      int32_t fetch = -1; /* offloaded parameters: the shard comes from the host first */
+      if (p->par.offload_params) {
+        fetch =
+            inst_push(&e->il, PX_BLOCK_FETCH_PARAM, PX_STREAM_HOST, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
+        if (fetch < 0) return;
+        dep_push(&e->il, e->last_compute);
+      }
+      int32_t idx =
+          inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
+      if (idx < 0) return;
       dep_push(&e->il, e->last_compute);
+      dep_push(&e->il, fetch);
+      e->gathered[u] = idx;
     }
-    int32_t idx =
-        inst_push(&e->il, PX_BLOCK_PARAM_SYNC, PX_STREAM_DP, PX_PHASE_COMM, b->mb, (int32_t)b->gid, b->chunk, u);
-    if (idx < 0) return;
-    dep_push(&e->il, e->last_compute);
-    dep_push(&e->il, fetch);
-    e->gathered[u] = idx;
     e->issued++;
   }
 }
@@ -463,9 +469,9 @@ static int32_t compute(emitter *e, const blk_ref *b, px_phase ph, int32_t wait) 
   for (int32_t i = e->batch_lo; i < e->batch_hi; i++) dep_push(&e->il, i);
   e->batch_lo = e->batch_hi = 0;
   if (p->par.zero == 3) {
-    if (e->seq_gather[x]) {
-      dep_push(&e->il, e->gathered[u]);
-      e->gathered[u] = -1;
+    for (int32_t v = u; e->seq_gather[x] && v <= unit_last(e, b->gid); v++) {
+      dep_push(&e->il, e->gathered[v]);
+      e->gathered[v] = -1;
     }
     if (e->seq_reshard[x]) e->il.v[idx].flags |= PX_INSTF_RESHARD;
   }
@@ -573,7 +579,8 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
   if (u.bwd && px_parallel_reduce_per_mb(&p->par)) flush_syncs(e, u.mb);
 }
 
-/* ZeRO-3: which blocks of the stage gather their unit, and after which its
+/* ZeRO-3: which blocks of the stage gather their units (kept by the
+ * group's first unit: its others go with it), and after which their
  * gathered parameters are freed. Resharding after the forward, every block
  * gathers and frees; without it (FSDP's SHARD_GRAD_OP), a unit gathered for
  * a forward stays until the backwards of every micro-batch in flight on it

@@ -172,10 +172,11 @@ static uint64_t replay(const px_plan *p, int64_t stage, uint64_t size, bool *ok)
         if (*ok) live[at] = live[--n];
       }
     }
-    if (u && z == 3 && in->stream == PX_STREAM_COMPUTE && gathered[in->unit] && *ok) {
-      *ok = px_arena_give(&a, gathered[in->unit] - 1, u->padded * pb, none, &err) == PX_OK;
-      gathered[in->unit] = 0;
-    }
+    for (int32_t v = in->unit; u && z == 3 && (in->flags & PX_INSTF_RESHARD) && v < in->unit + in->units && *ok; v++)
+      if (gathered[v]) {
+        *ok = px_arena_give(&a, gathered[v] - 1, prog->units[v].padded * pb, none, &err) == PX_OK;
+        gathered[v] = 0;
+      }
   }
   uint64_t high = a.high;
   free(gathered);
@@ -198,6 +199,7 @@ static void test_plans_fit(void) {
       {"llama2-70b", "dgx-h100", 64, 8, 4, 2, 1, 64, 1, PX_SCHED_1F1B, PX_RECOMPUTE_SELECTIVE, 1},
       {"llama3-8b", "dgx-h100", 16, 2, 4, 2, 2, 64, 2, PX_SCHED_INTERLEAVED, PX_RECOMPUTE_NONE, 2},
       {"gpt3-175b", "dgx-a100", 256, 8, 8, 4, 1, 256, 1, PX_SCHED_1F1B, PX_RECOMPUTE_FULL, 3},
+      {"mixtral-8x7b", "dgx-h100", 64, 1, 4, 16, 1, 64, 1, PX_SCHED_1F1B, PX_RECOMPUTE_FULL, 3}, /* MoE: two units a layer */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     px_model m;

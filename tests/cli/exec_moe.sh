@@ -5,8 +5,11 @@
 # one-rank run within 1e-5 over 8 steps, its first-step gradients too, and
 # every stage's measured peak is the plan's, with expert parallelism (ep 2
 # and 4: the routed rows go by all-to-all-v) combined with DP, PP, ZeRO and
-# full recomputation. An EP rank taking more routed rows than the plan holds
-# fails naming the fix on every rank (no hang); the CUDA backend refuses MoE.
+# full recomputation; ZeRO-3 gathers an MoE layer's two units (the rest and
+# the experts), with and without resharding after the forward, any prefetch.
+# An EP rank taking more routed rows than the plan holds fails naming the fix
+# on every rank (no hang); ZeRO with ep > 1 and MoE on the CUDA backend are
+# refused with the reason.
 set -u
 px=$1
 src=$2
@@ -29,6 +32,9 @@ cases=(
   "tiny-moe|-d 4 --ep 4 --moe-imbalance 4"
   "tiny-moe|-p 2 -d 2 --ep 2 --moe-imbalance 2"
   "tiny-moe|-d 2 -z 2"
+  "tiny-moe|-d 2 -z 3"
+  "tiny-moe|-d 2 -z 3 --no-reshard-after-forward --prefetch 0"
+  "tiny-moe-shared|-p 2 -d 2 -z 3 --prefetch 2"
   "tiny-moe-shared|-d 4 --ep 4 --moe-imbalance 4"
   "tiny-moe-shared|-d 2 --ep 2 --moe-imbalance 2 -r full"
 )
@@ -57,6 +63,12 @@ err=$(timeout 60 mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-moe.j
 rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "$err" | grep -q "routed rows arrive for its experts.*raise it" ||
   fail "ep 2 overflow: $rc $err"
+
+# the cpu executor shards every unit over the same DP ranks, experts over dp / ep are not: ZeRO with
+# ep > 1 is refused before running, with the reason
+err=$(timeout 60 mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-moe.json" -B 4 -d 2 --ep 2 -z 3 --steps 1 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "with ep > 1, ZeRO-0" || fail "ep 2 ZeRO-3: $rc $err"
 
 # the CUDA backend has no MoE kernels: refused before running (a build without CUDA says it has none)
 cuda_refuses "mixture-of-experts" 1 -m "$src/models/tiny-moe.json" -B 4 --steps 1
