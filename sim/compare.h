@@ -38,6 +38,10 @@ typedef struct {
   int64_t timed_steps;
 } px_comparison;
 
+/* The longest time a profile may hold, seconds: each of its step and op
+ * times is a number from 0 to this, so that their sums stay finite. */
+#define PX_CMP_MAX_S 1e9
+
 /* profile: a parallax-profile/1 document of the same plan; sim: the plan simulated. */
 px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON *profile, const char *profile_name,
                      px_comparison *out, px_err *err);
