@@ -3,9 +3,10 @@
  * plans below are compiled and simulated once, as `compare` does a CPU
  * profile's; each input is compared with every one of them, so a mutation of
  * a real profile (tests/fuzz/seeds/profile: one per plan, written by the
- * command named) still matches its plan and reaches the whole comparison.
- * A profile accepted has only finite, non-negative times, and so has the
- * comparison made of it. */
+ * command named; the harness refuses to start when one no longer matches its
+ * plan, as after a change to the plans' ops: write it again) still matches
+ * its plan and reaches the whole comparison. A profile accepted has only
+ * finite, non-negative times, and so has the comparison made of it. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -16,14 +17,15 @@
 
 #include "tests/fuzz/fuzz_util.h"
 
-/* mpirun -np GPUS parallax run --backend cpu -m tiny -B 2 --steps 2 FLAGS --profile SEED */
+/* mpirun -np GPUS parallax run --backend cpu -m tiny -B 2 --steps 2 FLAGS --profile tests/fuzz/seeds/profile/SEED.json */
 static const struct {
-  const char *flags;
+  const char *flags, *seed;
   int64_t gpus, tp, pp, dp, vpp;
   int zero, sp;
 } plans[] = {
-    {"-p 1", 1, 1, 1, 1, 1, 0, 0},       {"-p 2", 2, 1, 2, 1, 1, 0, 0},       {"-t 2 -S", 2, 2, 1, 1, 1, 0, 1},
-    {"-d 2 -z 1", 2, 1, 1, 2, 1, 1, 0},  {"-d 2 -z 3", 2, 1, 1, 2, 1, 3, 0},  {"-p 2 --vpp 2", 2, 1, 2, 1, 2, 0, 0},
+    {"-p 1", "p1", 1, 1, 1, 1, 1, 0, 0},           {"-p 2", "p2", 2, 1, 2, 1, 1, 0, 0},
+    {"-t 2 -S", "t2-S", 2, 2, 1, 1, 1, 0, 1},      {"-d 2 -z 1", "d2-z1", 2, 1, 1, 2, 1, 1, 0},
+    {"-d 2 -z 3", "d2-z3", 2, 1, 1, 2, 1, 3, 0},   {"-p 2 --vpp 2", "p2-vpp2", 2, 1, 2, 1, 2, 0, 0},
 };
 #define NPLANS (sizeof plans / sizeof *plans)
 static px_plan plan[NPLANS];
@@ -40,12 +42,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     p.tp = plans[i].tp, p.pp = plans[i].pp, p.dp = plans[i].dp, p.vpp = plans[i].vpp;
     p.zero = plans[i].zero, p.sp = plans[i].sp, p.gbs = 2, p.precision = PX_PREC_FP32; /* as run --backend cpu */
     px_sim_opts o = {.skip_exposed = true, .serial = true};                          /* as compare a CPU profile */
+    char seed[4096];
+    snprintf(seed, sizeof seed, "%s/tests/fuzz/seeds/profile/%s.json", PX_SOURCE_DIR, plans[i].seed);
+    cJSON *prof = NULL;
+    px_comparison cmp;
     if (px_model_load("tiny", &m, &err) || px_cluster_load("local-cpu", &c, &err) ||
         px_cluster_set_size(&c, plans[i].gpus, 0, &err) || (px_parallel_resolve(&p, &m, &c), 0) ||
-        px_plan_compile(&plan[i], &m, &c, &p, &err) || px_sim_run(&plan[i], &o, &sim[i], &err)) {
+        px_plan_compile(&plan[i], &m, &c, &p, &err) || px_sim_run(&plan[i], &o, &sim[i], &err) ||
+        px_json_load(seed, &prof, &err) || px_compare(&plan[i], &sim[i], prof, seed, &cmp, &err)) {
       fprintf(stderr, "fuzz_profile: plan '%s': %s\n", plans[i].flags, err.msg);
-      fuzz_check(false, "the harness's plans compile and simulate");
+      fuzz_check(false, "the harness's plans compile and simulate, and each seed matches its plan");
     }
+    px_comparison_free(&cmp);
+    cJSON_Delete(prof);
   }
   (void)argc, (void)argv;
   return 0;
