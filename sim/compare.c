@@ -30,14 +30,16 @@ static px_cmp_row row_of(px_op_kind k, px_block_kind b) {
   }
 }
 
-/* Each item of a list of times (field, for messages) is a number of seconds
- * from 0 to PX_CMP_MAX_S. */
+/* Each item of a list of times (field, for messages) is a number of seconds:
+ * 0, or PX_CMP_MIN_S to PX_CMP_MAX_S. */
 static px_status check_times(const cJSON *list, const char *name, const char *field, px_err *err) {
   int i = 0;
-  for (const cJSON *t = list->child; t; t = t->next, i++)
-    if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble <= PX_CMP_MAX_S))
-      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected a time in seconds, 0 to %g", name, field, i,
-                        PX_CMP_MAX_S);
+  for (const cJSON *t = list->child; t; t = t->next, i++) {
+    double s = cJSON_IsNumber(t) ? t->valuedouble : -1;
+    if (s != 0 && !(s >= PX_CMP_MIN_S && s <= PX_CMP_MAX_S))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected a time in seconds, 0 or %g to %g", name,
+                        field, i, PX_CMP_MIN_S, PX_CMP_MAX_S);
+  }
   return PX_OK;
 }
 

@@ -94,11 +94,14 @@ expect_refusal "ZeRO-3" "$px" plan -m tiny -c dgx-h100 -g 8 -p 2 -z 3 -e zb-h2
 expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 0
-# run profiles (compare): every time a number of seconds; the first found by fuzz_profile
+# run profiles (compare): every time a number of seconds (an infinite one found by fuzz_profile;
+# a subnormal one made the step's error infinite)
 expect_refusal "profile_inf_time.json: field 'stages[1].op_s_per_step[5]': expected a time in seconds" \
   "$px" compare --profile "$bad/profile_inf_time.json" -m tiny -B 2 -p 2 --vpp 2 -c local-cpu -g 2
-expect_refusal "profile_string_time.json: field 'step_times_s[1]': expected a time in seconds" \
-  "$px" compare --profile "$bad/profile_string_time.json" -m tiny -B 2 -p 2 -c local-cpu -g 2
+for f in profile_string_time profile_subnormal_time; do
+  expect_refusal "$f.json: field 'step_times_s[1]': expected a time in seconds" \
+    "$px" compare --profile "$bad/$f.json" -m tiny -B 2 -p 2 -c local-cpu -g 2
+done
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }

@@ -5,13 +5,16 @@
  * a real profile (tests/fuzz/seeds/profile: one per plan, written by the
  * command named; the harness refuses to start when one no longer matches its
  * plan, as after a change to the plans' ops: write it again) still matches
- * its plan and reaches the whole comparison. A profile accepted has only
- * finite, non-negative times, and so has the comparison made of it. */
+ * its plan and reaches the whole comparison, and its report as `compare`
+ * prints it (text and JSON). A profile accepted has only finite,
+ * non-negative times, the comparison made of it too, and its report only
+ * finite numbers. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/json.h"
 #include "plan/plan.h"
+#include "report/compare.h"
 #include "sim/compare.h"
 #include "sim/sim.h"
 
@@ -30,6 +33,7 @@ static const struct {
 #define NPLANS (sizeof plans / sizeof *plans)
 static px_plan plan[NPLANS];
 static px_sim_result sim[NPLANS];
+static FILE *sink; /* the text report's */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -56,6 +60,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     px_comparison_free(&cmp);
     cJSON_Delete(prof);
   }
+  sink = fopen("/dev/null", "w");
+  fuzz_check(sink, "/dev/null opens");
   (void)argc, (void)argv;
   return 0;
 }
@@ -81,6 +87,14 @@ static void check(const cJSON *root, const px_comparison *cmp) {
   fuzz_check(ok, "the comparison's measured times are finite and >= 0");
 }
 
+/* Every number in the tree is finite (cJSON would print another as null). */
+static bool finite(const cJSON *j) {
+  if (cJSON_IsNumber(j) && !isfinite(j->valuedouble)) return false;
+  for (const cJSON *c = j->child; c; c = c->next)
+    if (!finite(c)) return false;
+  return true;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   px_err err = {0};
@@ -90,6 +104,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     px_comparison cmp;
     if (px_compare(&plan[i], &sim[i], root, "profile.json", &cmp, &err)) continue;
     check(root, &cmp);
+    px_report_compare_text(&plan[i], &cmp, sink);
+    cJSON *report = px_report_compare_json(&cmp);
+    fuzz_check(report && finite(report), "the JSON report's numbers are finite");
+    cJSON_Delete(report);
     px_comparison_free(&cmp);
   }
   cJSON_Delete(root);
