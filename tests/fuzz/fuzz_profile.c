@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "core/json.h"
+#include "core/paths.h"
 #include "plan/plan.h"
 #include "report/compare.h"
 #include "sim/compare.h"
@@ -47,7 +48,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     p.zero = plans[i].zero, p.sp = plans[i].sp, p.gbs = 2, p.precision = PX_PREC_FP32; /* as run --backend cpu */
     px_sim_opts o = {.skip_exposed = true, .serial = true};                          /* as compare a CPU profile */
     char seed[4096];
-    snprintf(seed, sizeof seed, "%s/tests/fuzz/seeds/profile/%s.json", PX_SOURCE_DIR, plans[i].seed);
+    snprintf(seed, sizeof seed, "%s/tests/fuzz/seeds/profile/%s.json", px_data_dir(), plans[i].seed);
     cJSON *prof = NULL;
     px_comparison cmp;
     if (px_model_load("tiny", &m, &err) || px_cluster_load("local-cpu", &c, &err) ||
