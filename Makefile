@@ -4,14 +4,15 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 PLANNER_BUILD ?= build-planner
 FUZZ_BUILD ?= build-fuzz
-# seconds per fuzz harness: `make fuzz`, and the brief run in `make test`
+# seconds per fuzz harness: `make fuzz`, the brief run in `make test`, `make fuzz-long`
 FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 5
+FUZZ_LONG_SECONDS ?= 3600
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-unit test-asan test-planner test-fuzz fuzz fuzz-build bench golden clean
+.PHONY: all deps build demo test test-unit test-asan test-planner test-fuzz fuzz fuzz-long fuzz-build bench golden clean
 
 all: build
 
@@ -47,13 +48,17 @@ test-planner: deps
 
 # libFuzzer harnesses (clang, ASan + UBSan) on every reader of outside input:
 # model, cluster and plan files, the command line, checkpoints, profiles and
-# data files. `make fuzz` runs each for FUZZ_SECONDS; `make test` briefly.
+# data files. `make fuzz` runs each for FUZZ_SECONDS, `make fuzz-long` for an
+# hour (FUZZ_LONG_SECONDS; two at a time: four hours), `make test` briefly.
 fuzz-build: deps
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPX_FUZZ=ON -DPX_CUDA=OFF
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_harnesses
 
 fuzz: fuzz-build
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-long: fuzz-build
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_LONG_SECONDS)
 
 test-fuzz: fuzz-build
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(TEST_FUZZ_SECONDS)

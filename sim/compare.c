@@ -2,6 +2,7 @@
 #include "sim/compare.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,19 @@ static px_cmp_row row_of(px_op_kind k, px_block_kind b) {
   }
 }
 
+/* Each item of a list of times (field, for messages) is a number of seconds:
+ * 0, or PX_CMP_MIN_S to PX_CMP_MAX_S. */
+static px_status check_times(const cJSON *list, const char *name, const char *field, px_err *err) {
+  int i = 0;
+  for (const cJSON *t = list->child; t; t = t->next, i++) {
+    double s = cJSON_IsNumber(t) ? t->valuedouble : -1;
+    if (s != 0 && !(s >= PX_CMP_MIN_S && s <= PX_CMP_MAX_S))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected a time in seconds, 0 or %g to %g", name,
+                        field, i, PX_CMP_MIN_S, PX_CMP_MAX_S);
+  }
+  return PX_OK;
+}
+
 px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON *profile, const char *name,
                      px_comparison *out, px_err *err) {
   memset(out, 0, sizeof *out);
@@ -42,10 +56,11 @@ px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON 
                       name, cJSON_IsArray(stages) ? cJSON_GetArraySize(stages) : -1, (long long)plan->par.pp);
   if (!cJSON_IsArray(times) || cJSON_GetArraySize(times) < 1)
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'step_times_s' is missing or empty", name);
+  if (check_times(times, name, "step_times_s", err)) return PX_ERR_INPUT;
   /* measured step: the mean after the first (warm-up) step */
   int nt = cJSON_GetArraySize(times);
   double sum = 0;
-  for (int i = nt > 1 ? 1 : 0; i < nt; i++) sum += cJSON_GetArrayItem(times, i)->valuedouble;
+  for (const cJSON *t = nt > 1 ? times->child->next : times->child; t; t = t->next) sum += t->valuedouble;
   out->timed_steps = nt > 1 ? nt - 1 : 1;
   out->step_measured_s = sum / (double)out->timed_steps;
   out->step_predicted_s = sim->step_time_s;
@@ -59,6 +74,12 @@ px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON 
       px_comparison_free(out);
       return px_err_set(err, PX_ERR_INPUT, "%s: stage %lld has %d op times, the plan %lld ops (another plan?)", name,
                         (long long)s, cJSON_IsArray(ops) ? cJSON_GetArraySize(ops) : -1, (long long)nops);
+    }
+    char field[64];
+    snprintf(field, sizeof field, "stages[%lld].op_s_per_step", (long long)s);
+    if (check_times(ops, name, field, err)) {
+      px_comparison_free(out);
+      return PX_ERR_INPUT;
     }
     px_cmp_stage *cs = &out->stages[s];
     /* measured, by row */

@@ -38,6 +38,12 @@ typedef struct {
   int64_t timed_steps;
 } px_comparison;
 
+/* The times a profile may hold, seconds: each of its step and op times is 0
+ * or a number from PX_CMP_MIN_S to PX_CMP_MAX_S, so that their sums, and the
+ * errors relative to them, stay finite. */
+#define PX_CMP_MIN_S 1e-18
+#define PX_CMP_MAX_S 1e9
+
 /* profile: a parallax-profile/1 document of the same plan; sim: the plan simulated. */
 px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON *profile, const char *profile_name,
                      px_comparison *out, px_err *err);

@@ -123,6 +123,14 @@ expect_refusal "wide.json: 2,097,154 bytes, more than a cluster file may have (1
 head -c $((3 << 20)) /dev/zero | tr '\0' ' ' >"$tmp/wideplan.json"
 printf '{}' >>"$tmp/wideplan.json"
 expect_refusal "more than a plan file may have (2.06 MiB)" "$px" plan -f "$tmp/wideplan.json"
+# run profiles (compare): every time a number of seconds (an infinite one found by fuzz_profile;
+# a subnormal one made the step's error infinite)
+expect_refusal "profile_inf_time.json: field 'stages[1].op_s_per_step[5]': expected a time in seconds" \
+  "$px" compare --profile "$bad/profile_inf_time.json" -m tiny -B 2 -p 2 --vpp 2 -c local-cpu -g 2
+for f in profile_string_time profile_subnormal_time; do
+  expect_refusal "$f.json: field 'step_times_s[1]': expected a time in seconds" \
+    "$px" compare --profile "$bad/$f.json" -m tiny -B 2 -p 2 -c local-cpu -g 2
+done
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "tests/fuzz/fuzz_util.h"
 
 
 #define MAX_ARGS 64
@@ -31,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char **kept = malloc(room * sizeof *kept);
   if (kept) {
     int n = px_args_without(argc, argv, ~0, drop_some, kept);
-    if (n < 0 || (size_t)n >= room || kept[n] != NULL) abort();
+    fuzz_check(n >= 0 && (size_t)n < room && kept[n] == NULL, "px_args_without fits in px_args_without_room");
     free(kept);
   }
   px_args a;

@@ -1,5 +1,6 @@
 /* Fuzz harnesses' helpers: the input written to a file of a private
- * directory, for the readers that take a path, or parsed as JSON. */
+ * directory, for the readers that take a path, or parsed as JSON; a check
+ * that fails as a crash does. */
 #ifndef PX_TESTS_FUZZ_UTIL_H
 #define PX_TESTS_FUZZ_UTIL_H
 
@@ -31,6 +32,13 @@ static inline bool fuzz_file(const char *name, const uint8_t *data, size_t size,
   if (!f) return false;
   bool ok = fwrite(data, 1, size, f) == size;
   return fclose(f) == 0 && ok;
+}
+
+/* A property the code under test must have: a finding when it does not. */
+static inline void fuzz_check(bool ok, const char *what) {
+  if (ok) return;
+  fprintf(stderr, "fuzz check failed: %s\n", what);
+  abort();
 }
 
 /* px_json_parse of the input (which it wants NUL-terminated, as a file read is). */
