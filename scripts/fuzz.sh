@@ -5,7 +5,9 @@
 # (edges covered by the seeds, then at the end). A crash, leak, hang or
 # failed check is reported with the input that caused it (kept in
 # BUILD_DIR/fuzz-crashes; add it to tests/bad as a regression case) and fails
-# the run. Usage: scripts/fuzz.sh BUILD_DIR [SECONDS]
+# the run. The grown corpus stays in BUILD_DIR/fuzz-corpus, so that the next run
+# (an hour's `make fuzz-long` after brief ones) starts where the last ended.
+# Usage: scripts/fuzz.sh BUILD_DIR [SECONDS]
 set -u
 build=$(cd "$1" && pwd)
 secs=${2:-60}
@@ -36,7 +38,7 @@ dicts() { # harness -> its dictionaries: JSON's syntax first for the JSON reader
 }
 
 run_one() { # harness -> 0 when no finding
-  local h=$1 bin=$build/tests/fuzz_$1 corpus=$work/$1
+  local h=$1 bin=$build/tests/fuzz_$1 corpus=$build/fuzz-corpus/$1 # kept: the next run goes on from it
   mkdir -p "$corpus"
   for f in $(seeds "$h"); do [ -f "$f" ] && cp "$f" "$corpus/"; done
   # shellcheck disable=SC2046
