@@ -352,7 +352,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     if (p->nchunk_layers > 0) {
       char lay[2 * PX_MAX_CHUNK_LIST * 8 + 8];
       layout(p, lay, sizeof lay);
-      both(e, "--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "%s", lay);
+      both(e, "--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "\"%s\"", lay); /* | */
     } else {
       if (p->schedule == PX_SCHED_INTERLEAVED)
         both(e, "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size", "%lld",
@@ -511,16 +511,17 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
   if (px_parallel_mixed(p) && p->main_grad == PX_MAIN_GRAD_FP32)
     cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "data_types"), "grad_accum_dtype", "fp32");
   px_json_add_num(z, "stage", p->zero);
+  /* ZeRO-3 reduces and gathers a layer at a time (the plan's unit), the others in the plan's buckets */
+  px_model_params mp;
+  px_model_count_params(m, &mp);
+  uint64_t layer = mp.moe_layers > 0 && mp.moe_layer > mp.per_layer ? mp.moe_layer : mp.per_layer;
   if (p->zero >= 1) {
     cJSON_AddBoolToObject(z, "overlap_comm", (p->overlap & PX_OVERLAP_DP) != 0);
-    px_json_add_num(z, "reduce_bucket_size", (double)bucket_elems(p));
-    px_json_add_num(z, "allgather_bucket_size", (double)bucket_elems(p));
+    px_json_add_num(z, "reduce_bucket_size", (double)(p->zero == 3 ? layer : bucket_elems(p)));
+    px_json_add_num(z, "allgather_bucket_size", (double)(p->zero == 3 ? layer : bucket_elems(p)));
   }
   if (p->zero == 3) {
     /* the prefetch in parameters: `prefetch` of the largest layers (0: none, or the gathers not overlapped) */
-    px_model_params mp;
-    px_model_count_params(m, &mp);
-    uint64_t layer = mp.moe_layers > 0 && mp.moe_layer > mp.per_layer ? mp.moe_layer : mp.per_layer;
     uint64_t ahead = (p->overlap & PX_OVERLAP_ZERO) ? (uint64_t)p->prefetch * layer : 0;
     px_json_add_num(z, "stage3_prefetch_bucket_size", (double)ahead);
     if (px_parallel_hybrid(p)) px_json_add_num(z, "mics_shard_size", (double)p->shard_group);

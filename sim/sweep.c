@@ -610,6 +610,7 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
     if (e->par.zero != 3 || o->fixed.prefetch >= 0 || !(e->par.overlap & PX_OVERLAP_ZERO)) continue;
     px_parallel deeper = e->par;
     deeper.prefetch++;
+    if (!admitted(o, &deeper, m)) continue;
     px_plan plan;
     px_sim_result sr;
     px_err err = {0};
