@@ -4,7 +4,6 @@
 #include "report/export.h"
 
 #include <stdarg.h>
-#include <string.h>
 
 #include <cJSON.h>
 
