@@ -251,16 +251,16 @@ static void flag(emit *e, const char *cli, const char *k, bool on) {
 }
 
 /* Megatron's pipeline layout: a stage per model chunk in virtual-stage order, "E" the embedding, "t" a
- * layer, "L" the loss ("Ettt|tttt|tttL"). */
-static void layout(const px_parallel *p, char *buf, size_t cap) {
-  size_t n = 0;
-  for (int32_t i = 0; i < p->nchunk_layers && n + 4 < cap; i++) {
-    if (i) buf[n++] = '|';
-    if (i == 0) buf[n++] = 'E';
-    for (unsigned k = 0; k < p->chunk_layers[i] && n + 3 < cap; k++) buf[n++] = 't';
-    if (i == p->nchunk_layers - 1) buf[n++] = 'L';
+ * layer, "L" the loss ("Ettt|tttt|tttL"), from the plan's chunk split (n chunks). */
+static void layout(const int64_t *chunk, int64_t n, char *buf, size_t cap) {
+  size_t k = 0;
+  for (int64_t i = 0; i < n && k + 4 < cap; i++) {
+    if (i) buf[k++] = '|';
+    if (i == 0) buf[k++] = 'E';
+    for (int64_t l = 0; l < chunk[i] && k + 3 < cap; l++) buf[k++] = 't';
+    if (i == n - 1) buf[k++] = 'L';
   }
-  buf[n] = '\0';
+  buf[k] = '\0';
 }
 
 /* The model's shape as Megatron-LM's arguments; what they cannot say, noted. */
@@ -346,22 +346,20 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
          p->moe_dispatch == PX_MOE_ALLGATHER ? "allgather" : "alltoall");
   }
   flag(e, "--sequence-parallel", "model.sequence_parallel", p->sp);
-  /* the pipeline's split and schedule */
+  /* the pipeline's split and schedule: an even split as the virtual stages a rank, any other (first and last
+   * stages, an explicit list, layers that pp x vpp does not divide) as the layout, layer by layer */
   if (p->pp > 1) {
-    if (p->nchunk_layers > 0) {
-      char lay[2 * PX_MAX_CHUNK_LIST * 8 + 8];
-      layout(p, lay, sizeof lay);
+    int64_t n = p->pp * p->vpp, chunk[PX_MAX_CHUNK_LIST];
+    bool even = true;
+    if (n <= PX_MAX_CHUNK_LIST && !px_parallel_chunk_layers(p, m->layers, chunk, NULL))
+      for (int64_t i = 1; i < n; i++) even = even && chunk[i] == chunk[0];
+    if (!even) {
+      char lay[PX_MAX_CHUNK_LIST * 2 + 65536];
+      layout(chunk, n, lay, sizeof lay);
       both(e, "--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "\"%s\"", lay); /* | */
-    } else {
-      if (p->schedule == PX_SCHED_INTERLEAVED)
-        both(e, "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size", "%lld",
-             (long long)p->vpp);
-      if (p->first_stage_layers > 0)
-        both(e, "--decoder-first-pipeline-num-layers", "model.num_layers_in_first_pipeline_stage", "%lld",
-             (long long)p->first_stage_layers);
-      if (p->last_stage_layers > 0)
-        both(e, "--decoder-last-pipeline-num-layers", "model.num_layers_in_last_pipeline_stage", "%lld",
-             (long long)p->last_stage_layers);
+    } else if (p->schedule == PX_SCHED_INTERLEAVED) {
+      both(e, "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size", "%lld",
+           (long long)p->vpp);
     }
     if (p->schedule == PX_SCHED_INTERLEAVED && px_parallel_mb_group(p) > 0)
       both(e, "--microbatch-group-size-per-virtual-pipeline-stage", "model.microbatch_group_size_per_vp_stage", "%lld",

@@ -64,6 +64,7 @@ cases=(
   "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
   "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
   "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full"
+  "interleaved_uneven|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 3 -z 1 -B 64"
   "chunks_fp8_delayed|megatron|-m llama3-8b -c dgx-h100 -g 16 -p 2 --vpp 2 --layers-per-chunk 7,9,9,7 -t 2 --sp -z 1 -B 64 -P fp8"
   "hsdp_pp_fp8|torchtitan|-m llama3-8b -c dgx-h100 -g 64 -t 2 --sp -p 2 -z 3 --shard-group 8 --grad-accum full --main-grad fp32 -P fp8 --fp8-recipe current -B 128"
   "interleaved_full|torchtitan|-m llama3-8b -c dgx-h100 -g 16 -t 2 -p 4 --vpp 2 --sp -z 3 --grad-accum full --main-grad fp32 -B 64 -r full"
