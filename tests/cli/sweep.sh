@@ -131,7 +131,7 @@ for k in 1 3; do
 done
 "$px" sweep "${small[@]}" -t 2 -z 1 --runnable-by megatron -o "$tmp/m.json" >/dev/null || fail "sweep --runnable-by -o"
 "$px" export -f "$tmp/m.json" --to megatron | grep -q -- "--tensor-model-parallel-size 2" || fail "export -f of sweep -o"
-err=$("$px" sweep "${small[@]}" -o "$tmp/x.json" --rank 1000000 2>&1); rc=$?
+err=$("$px" sweep "${small[@]}" -t 2 -z 1 -o "$tmp/x.json" --rank 1000000 2>&1); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "none ranked 1000000" && [ ! -e "$tmp/x.json" ] || fail "sweep --rank past the plans: $rc $err"
 err=$("$px" sweep "${small[@]}" --rank 2 2>&1); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q -- "--rank K needs -o FILE" || fail "--rank without -o: $rc $err"
