@@ -10,6 +10,7 @@
 #include "core/fmt.h"
 #include "exec/result.h"
 #include "plan/planfile.h"
+#include "report/export.h"
 #include "sim/sweep.h"
 
 typedef struct {
@@ -26,7 +27,8 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
-       OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP };
+       OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
+       OPT_FRAMEWORK };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -107,6 +109,12 @@ static const px_opt opts[] = {
     {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
     {"no-prune", no_argument, OPT_NO_PRUNE, PX_OPT_SWEEP, NULL,
      "simulate every plan that fits (the table alone skips those its top K rules out; --csv, --json, --plot do not)"},
+    {"rank", required_argument, OPT_RANK, PX_OPT_SWEEP, "K", "with -o FILE: write the plan ranked K (1: the best, default)"},
+    {"runnable-by", required_argument, OPT_RUNNABLE_BY, PX_OPT_SWEEP, "FW",
+     "only plans this framework can run as planned: megatron|nemo|torchtitan|deepspeed (see parallax export)"},
+    {"to", required_argument, OPT_FRAMEWORK, PX_OPT_EXPORT, "FW",
+     "the framework: megatron (Megatron-LM arguments) | nemo (Megatron-Bridge overrides) | torchtitan (TOML) | "
+     "deepspeed (JSON)"},
     {"vary", required_argument, OPT_VARY, PX_OPT_SWEEP, "FIELD=V1,V2,...",
      "what-if: the sweep for each value of a cluster field (as --set), best plan per value"},
     {"steps", required_argument, 'i', PX_OPT_RUN, "N", "train until N steps are done (10)"},
@@ -207,6 +215,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
   a->backoff_s = -1;
   a->jitter = -1;
   a->lr = -1;
+  a->runnable_by = a->framework = -1;
   groups |= PX_OPT_COMMON;
   struct option lopts[NOPTS + 1];
   char shorts[NOPTS * 2 + 2];
@@ -323,6 +332,11 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'x': st = px_parse_int(optarg, "--threads", 1, 256, &a->threads, err); break;
       case OPT_MAX_TP: st = px_parse_int(optarg, "--max-tp", 1, 1 << 20, &a->max_tp, err); break;
       case OPT_VARY: a->vary = optarg; break;
+      case OPT_RANK: st = px_parse_int(optarg, "--rank", 1, 1000000, &a->rank, err); break;
+      case OPT_RUNNABLE_BY:
+        st = parse_enum("runnable-by", optarg, px_framework_names, PX_FW_COUNT, &a->runnable_by, err);
+        break;
+      case OPT_FRAMEWORK: st = parse_enum("to", optarg, px_framework_names, PX_FW_COUNT, &a->framework, err); break;
       case 'y': st = parse_enum("objective", optarg, px_objective_names, PX_OBJ_COUNT, &a->objective, err); break;
       case 'n':
         st = px_parse_count(optarg, &a->tokens, err);

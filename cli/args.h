@@ -24,6 +24,7 @@ enum {
   PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
   PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to, --overwrite */
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
+  PX_OPT_EXPORT = 1 << 12,  /* export: --to FRAMEWORK */
 };
 
 #define PX_ARGS_SETS_MAX 16
@@ -56,6 +57,9 @@ typedef struct {
   int64_t threads;
   int64_t max_tp;
   const char *vary; /* sweep --vary FIELD=V1,V2,... */
+  int64_t rank;     /* sweep -o: the plan of this rank (0 unset: the best) */
+  int runnable_by;  /* sweep: px_framework whose plans alone are kept, -1 unset */
+  int framework;    /* export --to: px_framework, -1 unset */
   /* run */
   int64_t steps;     /* 0 unset (--steps 0 is refused: it would train nothing) */
   const char *data_file;

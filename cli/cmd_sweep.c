@@ -10,7 +10,9 @@
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/json.h"
+#include "plan/planfile.h"
 #include "report/csv.h"
+#include "report/export.h"
 #include "report/sweep.h"
 #include "report/sweepjson.h"
 #include "report/vary.h"
@@ -99,14 +101,27 @@ static const char usage[] =
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
     "rest are simulated on all cores and ranked (for the table alone, those whose step-time bound\n"
     "keeps them out of the top K are pruned and counted). Under mpirun the space is split across ranks.\n"
-    "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n\n";
+    "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n"
+    "-o FILE (--save-plan) writes the best plan as a plan file (--rank K: the K-th) for sim -f, run -f or export -f;\n"
+    "--runnable-by FW keeps to plans that framework runs as planned (the rule parallax export applies).\n\n";
+
+/* sweep --runnable-by: px_export_check's rule as the sweep's filter (ctx: the px_framework). */
+static bool runnable(const px_parallel *p, const px_model *m, void *fw) {
+  return px_export_check(*(const px_framework *)fw, p, m, NULL) == PX_OK;
+}
 
 int px_cmd_sweep(int argc, char **argv) {
   px_args a;
   px_err err = {0};
   int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_SWEEP;
   int code = px_cli_start(&a, "parallax sweep", groups, groups, usage, argc, argv);
-  if (code >= 0) return code;
+  if (code >= 0) {
+    if (a.help) printf("\n%s", px_report_plan_legend);
+    return code;
+  }
+  if (a.rank > 0 && !a.save_plan)
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax sweep: --rank K needs -o FILE (the plan file it writes)"),
+                       &err);
   px_status st;
   /* flags that mean nothing without another are refused, not ignored */
   if (a.price > 0 && !(a.tokens > 0))
@@ -125,10 +140,10 @@ int px_cmd_sweep(int argc, char **argv) {
 
   int rank = 0, size = 1;
   bool mpi = under_mpirun();
-  if (a.vary && (mpi || a.csv_file || a.report_dir))
+  if (a.vary && (mpi || a.csv_file || a.report_dir || a.save_plan))
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
                                   "parallax sweep --vary: one process, and --json or --plot DIR for its output (not "
-                                  "--csv, --report or mpirun)"),
+                                  "--csv, --report, -o or mpirun)"),
                        &err);
 #if PX_HAVE_EXEC
   /* MPI comes with the executor, loaded only for a split sweep */
@@ -157,12 +172,21 @@ int px_cmd_sweep(int argc, char **argv) {
   o.max_tp = a.max_tp;
   o.part = rank;
   o.parts = size;
+  px_framework fw = (px_framework)a.runnable_by;
+  if (a.runnable_by >= 0) {
+    px_export_sweep_fixed(fw, &o.fixed);
+    o.admit = runnable;
+    o.admit_ctx = &fw;
+    o.admit_name = px_framework_names[fw];
+  }
   if (rank == 0 && isatty(fileno(stderr))) o.progress = px_report_sweep_progress;
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   int64_t top = a.top > 0 ? a.top : 10;
+  int64_t save_rank = a.rank > 0 ? a.rank : 1; /* -o: exact as far as this rank */
   /* the table shows the best top plans and their alternatives only: the rest need no simulation
    * when their bound rules them out; every other output lists every plan */
-  if (!a.no_prune && !a.json && !a.csv_file && !a.plot_dir && !a.report_dir && !a.vary) o.keep = top;
+  if (!a.no_prune && !a.json && !a.csv_file && !a.plot_dir && !a.report_dir && !a.vary)
+    o.keep = a.save_plan && save_rank > top ? save_rank : top;
 
   if (a.vary) {
     px_alloc_keep_freed();
@@ -186,7 +210,11 @@ int px_cmd_sweep(int argc, char **argv) {
 #endif
   double wall = px_clock_s() - t0;
   if (!st && rank == 0) {
-    if (a.csv_file) st = px_report_sweep_csv(a.csv_file, &r, &err);
+    if (a.save_plan && r.n < save_rank)
+      st = px_err_set(&err, PX_ERR_INPUT, "parallax sweep -o %s: %lld plan%s fit, none ranked %lld%s", a.save_plan,
+                      (long long)r.n, r.n == 1 ? "" : "s", (long long)save_rank, r.n ? " (see --rank)" : "");
+    if (!st && a.save_plan) st = px_planfile_save(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
+    if (!st && a.csv_file) st = px_report_sweep_csv(a.csv_file, &m, &c, &r, &err);
     const char *dir = a.report_dir ? a.report_dir : a.plot_dir;
     if (!st && dir && r.n > 0) st = px_report_sweep_dir(dir, a.report_dir != NULL, &m, &c, &o, &r, &err);
     if (!st) {
@@ -196,6 +224,20 @@ int px_cmd_sweep(int argc, char **argv) {
         px_report_sweep_text(&m, &c, &o, &r, top, wall, threads * size, stdout);
         if (a.report_dir) printf("\nreport: %s/index.html\n", a.report_dir);
         else if (a.plot_dir) printf("\nplots: %s/*.png, *.svg\n", a.plot_dir);
+        if (a.save_plan) {
+          const px_parallel *best = &r.entries[save_rank - 1].par;
+          char label[96], fws[64] = "";
+          px_report_plan_label(best, label, sizeof label);
+          for (int f = 0; f < PX_FW_COUNT; f++) /* what parallax export can write it for */
+            if (!px_export_check((px_framework)f, best, &m, NULL))
+              snprintf(fws + strlen(fws), sizeof fws - strlen(fws), "%s%s", fws[0] ? "|" : "", px_framework_names[f]);
+          printf("\nplan file: %s (rank %lld, %s): parallax sim -f %s; ", a.save_plan, (long long)save_rank, label,
+                 a.save_plan);
+          if (fws[0])
+            printf("parallax export -f %s --to %s\n", a.save_plan, fws);
+          else
+            printf("no framework parallax export knows runs it as planned (see --runnable-by)\n");
+        }
       }
     }
   }

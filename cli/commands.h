@@ -15,5 +15,6 @@ int px_cmd_launch(int argc, char **argv);
 int px_cmd_calibrate(int argc, char **argv);
 int px_cmd_compare(int argc, char **argv);
 int px_cmd_plot(int argc, char **argv);
+int px_cmd_export(int argc, char **argv);
 
 #endif

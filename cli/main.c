@@ -28,6 +28,7 @@ typedef struct {
 static const px_command commands[] = {
     {"calibrate", px_cmd_calibrate, "measure this machine (mpirun -np N), or import measurements, into a cluster file"},
     {"compare", px_cmd_compare, "a run's profile beside the simulator's prediction of the same plan"},
+    {"export", px_cmd_export, "a plan as Megatron-LM arguments, NeMo overrides, a torchtitan TOML or a DeepSpeed JSON"},
     {"launch", EXEC_CMD(px_cmd_launch),
      "run under supervision: relaunch from the last checkpoint when a rank dies, on fewer ranks if need be"},
     {"models", px_cmd_models, "list model presets with their size"},

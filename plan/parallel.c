@@ -544,6 +544,10 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p) {
 
 bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }
 
+px_dtype px_parallel_grad_dtype(const px_parallel *p) {
+  return px_parallel_mixed(p) && p->main_grad == PX_MAIN_GRAD_FP32 ? PX_DTYPE_FP32 : px_parallel_compute_dtype(p);
+}
+
 px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
   int out = 0;
   const char *p = s;

@@ -237,6 +237,9 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p);
 /* Mixed precision: a compute dtype narrower than fp32, so fp32 master
  * weights (and the optimizer's 12 bytes a parameter). */
 bool px_parallel_mixed(const px_parallel *p);
+/* The gradient buffer's dtype (what DP reduces, what a bucket holds): fp32
+ * with mixed precision and main_grad fp32, else the compute dtype. */
+px_dtype px_parallel_grad_dtype(const px_parallel *p);
 /* Elements one fp8 scale covers along a row (blockwise: 128), 0 for per-tensor scales. */
 #define PX_FP8_BLOCK 128
 /* Delayed scaling: a tensor's scale comes from the largest amax of its last

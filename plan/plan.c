@@ -293,7 +293,7 @@ static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, con
   bool mixed = px_parallel_mixed(par);
   p->act_dtype = px_parallel_compute_dtype(par);
   p->param_dtype = p->act_dtype;
-  p->grad_dtype = mixed && par->main_grad == PX_MAIN_GRAD_FP32 ? PX_DTYPE_FP32 : p->act_dtype;
+  p->grad_dtype = px_parallel_grad_dtype(par);
   /* Adam: fp32 momentum and variance, plus an fp32 master copy with mixed precision. */
   p->optimizer_bytes_per_param = mixed ? 12 : 8;
   p->params_total = px_model_param_count(m);

@@ -5,9 +5,12 @@
 #define PX_REPORT_CSV_H
 
 #include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/model.h"
 #include "sim/sweep.h"
 
-/* Written atomically. */
-px_status px_report_sweep_csv(const char *path, const px_sweep_result *r, px_err *err);
+/* Written atomically; each row's flags column (quoted) gives its plan again with m's and c's flags. */
+px_status px_report_sweep_csv(const char *path, const px_model *m, const px_cluster *c, const px_sweep_result *r,
+                              px_err *err);
 
 #endif

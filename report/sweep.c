@@ -23,6 +23,15 @@ void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
   if (done == total) fputs("\r\033[K", out);
 }
 
+const char px_report_plan_legend[] =
+    "plan labels: tpN cpN ppN dpN the parallel sizes (cpNag: all-gather, cpNa2a: Ulysses; epN experts split N ways,\n"
+    "  epNag allgather dispatch, etpN expert tensor parallelism); zN ZeRO stage, then f full gradient accumulation,\n"
+    "  k parameters kept from forward to backward, pN N layers gathered ahead, hN sharded in groups of N DP ranks,\n"
+    "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
+    "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
+    "  stage layers, chunks an explicit split; none/sel/full recomputation; fp8, fp8cur, fp8blk: fp8 with delayed,\n"
+    "  current or blockwise scaling. The flags of each plan: --json (\"flags\") or --csv (column flags).\n";
+
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc[] = {"none", "sel", "full"};
   char sched[64];
@@ -85,6 +94,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
   if (r->npruned > 0) fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)r->npruned, (long long)top);
+  if (o->admit_name) fprintf(out, ", %lld valid but not runnable by %s", (long long)r->excluded, o->admit_name);
   fprintf(out, " (%s on %d thread%s)\n", px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
   if (r->n == 0) {
     fprintf(out, "  no plan fits: try more GPUs, ZeRO-3, full recomputation or a smaller micro-batch\n");
@@ -110,6 +120,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", px_fmt_count(e->train.cost_usd, b, sizeof b));
     fprintf(out, "\n");
   }
+  fprintf(out, "\n%s", px_report_plan_legend);
   zero_choice(r, out);
   px_sweep_alt pa;
   if (r->n > 0 && px_sweep_precision_alternative(r, &r->entries[0], &pa)) {

@@ -16,6 +16,8 @@
 /* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column (with
  * "f7l7" when the first and last stage hold 7 layers each). */
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap);
+/* What the labels' parts mean, a few lines (printed under the table and in sweep --help). */
+extern const char px_report_plan_legend[];
 /* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads. */
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                           int64_t top, double wall_s, int threads, FILE *out);

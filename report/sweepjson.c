@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "core/json.h"
+#include "report/flags.h"
 #include "report/plan.h"
 #include "report/sim.h"
 
@@ -25,12 +26,15 @@ const px_report_field *px_report_train_fields(size_t *count) {
   return train_fields;
 }
 
-/* One ranked plan: what `parallax sim --json` says of it (the same summary
- * fields), its peak memory and time to train. */
-static cJSON *entry_json(const px_sweep_entry *e, int64_t rank) {
+/* One ranked plan: the flags that give it again, what `parallax sim --json`
+ * says of it (the same summary fields), its peak memory and time to train. */
+static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_model *m, const px_cluster *c) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
   px_json_add_num(o, "rank", (double)rank);
+  char flags[PX_REPORT_FLAGS_MAX];
+  px_report_plan_flags(&e->par, m, c, flags, sizeof flags);
+  cJSON_AddStringToObject(o, "flags", flags);
   cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&e->par));
   px_report_sim_summary(o, &e->sim);
   cJSON *mem = cJSON_AddObjectToObject(o, "memory");
@@ -179,6 +183,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(q, "restart_s", o->restart_s);
     cJSON_AddBoolToObject(q, "ckpt_async", o->ckpt_async);
     cJSON_AddItemToObject(q, "fixed", px_report_fixed_json(&o->fixed));
+    if (o->admit_name) cJSON_AddStringToObject(q, "runnable_by", o->admit_name);
   }
   cJSON *counts = cJSON_AddObjectToObject(root, "counts");
   if (counts) {
@@ -186,9 +191,10 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(counts, "invalid", (double)r->invalid);
     px_json_add_num(counts, "dropped_memory", (double)r->dropped_memory);
     px_json_add_num(counts, "simulated", (double)r->simulated);
+    if (o->admit) px_json_add_num(counts, "not_runnable", (double)r->excluded);
   }
   cJSON *plans = cJSON_AddArrayToObject(root, "plans");
-  for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1));
+  for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1, m, c));
   if (r->n > 0) cJSON_AddItemToObject(root, "zero_choice", zero_choice_json(r));
   cJSON *pc = r->n > 0 ? precision_choice_json(r) : NULL;
   if (pc) cJSON_AddItemToObject(root, "precision_choice", pc);

@@ -93,7 +93,6 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
 typedef struct {
   px_parallel *v;
   int64_t n, cap;
-  px_parallel first_invalid;
 } cand_list;
 
 static bool cand_push(cand_list *l, const px_parallel *p) {
@@ -108,12 +107,21 @@ static bool cand_push(cand_list *l, const px_parallel *p) {
   return true;
 }
 
-/* Adds a candidate when its choices are valid (*added), else counts it invalid. */
-static px_status cand_add(cand_list *l, const px_parallel *p, const px_model *m, const px_cluster *c, int64_t *invalid,
-                          bool *added, px_err *err) {
+/* Whether opts.admit (when set) accepts a valid plan. */
+static bool admitted(const px_sweep_opts *o, const px_parallel *p, const px_model *m) {
+  return !o->admit || o->admit(p, m, o->admit_ctx);
+}
+
+/* Adds a candidate when its choices are valid and admitted (*added), else counts it invalid or excluded. */
+static px_status cand_add(cand_list *l, const px_parallel *p, const px_model *m, const px_cluster *c,
+                          const px_sweep_opts *o, px_sweep_result *r, bool *added, px_err *err) {
   *added = px_parallel_validate(p, m, c, NULL) == PX_OK;
   if (!*added) {
-    if ((*invalid)++ == 0) l->first_invalid = *p;
+    if (r->invalid++ == 0) r->first_invalid = *p;
+    return PX_OK;
+  }
+  if (!(*added = admitted(o, p, m))) {
+    r->excluded++;
     return PX_OK;
   }
   return cand_push(l, p) ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory enumerating plans");
@@ -166,7 +174,7 @@ static bool short_ends(const px_model *m, px_parallel *p, const px_parallel *f, 
 }
 
 static px_status enumerate(const px_model *m, const px_cluster *c, const px_sweep_opts *o, cand_list *out,
-                           int64_t *invalid, px_err *err) {
+                           px_sweep_result *r, px_err *err) {
   const px_parallel *f = &o->fixed;
   int64_t gpus = c->gpus;
   int64_t max_tp = o->max_tp > 0 ? o->max_tp : px_cluster_nvlink_domain(c); /* TP stays on NVLink */
@@ -277,7 +285,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                     }
                     px_parallel_resolve(&q, m, c);
                     bool added;
-                    if ((st = cand_add(out, &q, m, c, invalid, &added, err))) goto out;
+                    if ((st = cand_add(out, &q, m, c, o, r, &added, err))) goto out;
                     if (!added) continue;
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
@@ -288,7 +296,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                     if ((f->grad_accum < 0 && q.grad_accum != PX_ACCUM_SHARDED) || (f->reshard < 0 && !q.reshard))
                       continue;
                     q.shard_group = node;
-                    if ((st = cand_add(out, &q, m, c, invalid, &added, err))) goto out;
+                    if ((st = cand_add(out, &q, m, c, o, r, &added, err))) goto out;
                   }
               }
             }
@@ -325,9 +333,10 @@ typedef struct {
 } work;
 
 /* The next offload, from least to most (optimizer to host memory, the
- * parameters too, then NVMe), that the plan and the cluster allow; false
- * when there is none or the sweep was told which. */
-static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c, const px_parallel *fixed) {
+ * parameters too, then NVMe), that the plan, the cluster and opts.admit
+ * allow; false when there is none or the sweep was told which. */
+static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c, const px_sweep_opts *o) {
+  const px_parallel *fixed = &o->fixed;
   static const int steps[][2] = {{PX_OFFLOAD_CPU, PX_OFFLOAD_NONE}, {PX_OFFLOAD_CPU, PX_OFFLOAD_CPU},
                                  {PX_OFFLOAD_NVME, PX_OFFLOAD_CPU}, {PX_OFFLOAD_NVME, PX_OFFLOAD_NVME}};
   if (fixed->offload_opt >= 0 || fixed->offload_params >= 0 || p->zero < 2) return false;
@@ -335,7 +344,7 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
     if (steps[k][0] < p->offload_opt || (steps[k][0] == p->offload_opt && steps[k][1] <= p->offload_params)) continue;
     px_parallel q = *p;
     q.offload_opt = steps[k][0], q.offload_params = steps[k][1];
-    if (px_parallel_validate(&q, m, c, NULL)) continue;
+    if (px_parallel_validate(&q, m, c, NULL) || !admitted(o, &q, m)) continue;
     *p = q;
     return true;
   }
@@ -366,10 +375,10 @@ static bool offload_may_fit(const px_plan *plan) {
 /* A pruned sweep's compile stops at a stage that does not fit when evaluate
  * would then drop the plan whatever the other stages hold: no offload could
  * make this stage fit, or none is left to try (px_plan_stop_fn; ctx: the
- * sweep's fixed choices). */
-static bool stop_unfit(const px_plan *plan, int64_t s, void *fixed) {
+ * sweep's options). */
+static bool stop_unfit(const px_plan *plan, int64_t s, void *opts) {
   px_parallel next = plan->par;
-  return !stage_offload_may_fit(plan, s) || !more_offload(&next, &plan->model, &plan->cluster, fixed);
+  return !stage_offload_may_fit(plan, s) || !more_offload(&next, &plan->model, &plan->cluster, opts);
 }
 
 static void failed(work *w, int64_t i, const px_err *err) {
@@ -450,14 +459,14 @@ static void evaluate(work *w, int64_t i) {
   for (;;) {
     /* pruned (opts.keep): only bounded here (no totals), and a plan found not to fit is dropped, its
      * peak completed only if printed */
-    if (w->o->keep > 0 ? px_plan_compile_fit(&plan, w->m, w->c, &e->par, stop_unfit, (void *)&w->o->fixed, &err)
+    if (w->o->keep > 0 ? px_plan_compile_fit(&plan, w->m, w->c, &e->par, stop_unfit, (void *)w->o, &err)
                        : px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
       failed(w, i, &err);
       return;
     }
     if (plan.fits || plan.stages_done < plan.par.pp || !offload_may_fit(&plan)) break;
     px_parallel next = e->par;
-    if (!more_offload(&next, w->m, w->c, &w->o->fixed)) break;
+    if (!more_offload(&next, w->m, w->c, w->o)) break;
     px_plan_free(&plan);
     e->par = next;
   }
@@ -601,6 +610,7 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
     if (e->par.zero != 3 || o->fixed.prefetch >= 0 || !(e->par.overlap & PX_OVERLAP_ZERO)) continue;
     px_parallel deeper = e->par;
     deeper.prefetch++;
+    if (!admitted(o, &deeper, m)) continue;
     px_plan plan;
     px_sim_result sr;
     px_err err = {0};
@@ -625,13 +635,12 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
                        px_err *err) {
   memset(r, 0, sizeof *r);
   cand_list cands = {0};
-  px_status st = enumerate(m, c, o, &cands, &r->invalid, err);
+  px_status st = enumerate(m, c, o, &cands, r, err);
   if (st) {
     free(cands.v);
     return st;
   }
-  r->enumerated = cands.n + r->invalid;
-  r->first_invalid = cands.first_invalid;
+  r->enumerated = cands.n + r->invalid + r->excluded;
   work w = {.m = m, .c = c, .o = o, .cands = &cands};
   int64_t parts = o->parts > 0 ? o->parts : 1;
   w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;

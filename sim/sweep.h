@@ -38,6 +38,11 @@ typedef struct {
                             step_time_comm_free_s 0); 0: every plan that fits is simulated whole */
   void (*progress)(void *ctx, int64_t done, int64_t total);
   void *progress_ctx;
+  /* When set, only plans admit() accepts are kept (a framework's rule, sweep --runnable-by): the others,
+   * offloaded variants included, are counted in `excluded`; admit_name says whose rule in outputs */
+  bool (*admit)(const px_parallel *p, const px_model *m, void *ctx);
+  void *admit_ctx;
+  const char *admit_name;
 } px_sweep_opts;
 
 typedef struct {
@@ -75,6 +80,7 @@ typedef struct {
   int64_t npruned;
   int64_t enumerated, invalid, dropped_memory, simulated;
   px_parallel first_invalid; /* the first plan refused (invalid > 0): px_parallel_validate says why */
+  int64_t excluded;        /* valid plans opts.admit refused */
 } px_sweep_result;
 
 void px_sweep_opts_init(px_sweep_opts *o);

@@ -35,6 +35,7 @@ syms=$(nm -u "$px" 2>&1 | grep -E ' (MPI_|PMPI_|cblas_|cuda|cublas|nccl)' | head
 "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 --json | jq -e '.step_time_s > 0' >/dev/null || fail "sim"
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 -k 3 --plot "$tmp/p" >/dev/null || fail "sweep --plot"
 "$px" plot "$tmp/p" >/dev/null || fail "plot"
+"$px" export -m llama3-8b -c dgx-h100 -g 16 -t 2 --to megatron >/dev/null || fail "export"
 # a split sweep needs MPI: refused with the reason, not run N times
 if command -v mpirun >/dev/null; then
   err=$(mpirun -np 2 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 2>&1 >/dev/null); rc=$?

@@ -96,17 +96,50 @@ printf '%s\n' "$out" | grep -q "^ZeRO (best plan's split, z3): .*z1 does not fit
   jq -e '.zero_choice.best == "z3" and ([.zero_choice.alternatives[] | select(.zero == "z1")][0].fits == false)' \
   >/dev/null || fail "sweep --json: no zero_choice saying ZeRO-1 does not fit"
 
-# Every row carries what `sim` says of its plan, past the rows printed too.
+# Every row carries what `sim` says of its plan, past the rows printed too, and the flags that give it again.
 "$px" sweep -m llama3-70b -c dgx-h100 -g 64 -B 128 -t 8 -S -k 2 --json >"$tmp/rows.json" || fail "sweep 70B --json"
 row=$(jq -c '.plans[5]' "$tmp/rows.json")
-flags=$(printf '%s' "$row" | jq -r '.parallel | "-t \(.tp) -p \(.pp) -d \(.dp) -z \(.zero) -b \(.mbs) -B \(.gbs) -e \(.schedule) -v \(.vpp) -r \(.recompute) --grad-accum \(.grad_accum) --prefetch \(.prefetch) --main-grad \(.main_grad) --offload-optimizer \(.offload_optimizer) --offload-params \(.offload_params) --precision \(.precision)" + (if .fp8_recipe then " --fp8-recipe \(.fp8_recipe)" else "" end) + (if .sp then " -S" else "" end) + (if .reshard_after_forward then "" else " --no-reshard-after-forward" end) + (if .first_stage_layers then " --first-stage-layers \(.first_stage_layers)" else "" end) + (if .last_stage_layers then " --last-stage-layers \(.last_stage_layers)" else "" end)')
+flags=$(printf '%s' "$row" | jq -r '.flags // empty')
+[ -n "$flags" ] || fail "sweep --json: row 6 has no flags"
 # shellcheck disable=SC2086
 sim=$("$px" sim -m llama3-70b -c dgx-h100 -g 64 $flags --json) || fail "sim of sweep row 6: $flags"
 # every figure of the row (but its rank, flags and time to train) is the same figure in `sim --json`
-bad=$(jq -nr --argjson row "$row" --argjson sim "$sim" '$row | del(.rank, .parallel, .time_to_train) | paths(scalars) |
+bad=$(jq -nr --argjson row "$row" --argjson sim "$sim" '$row | del(.rank, .flags, .parallel, .time_to_train) | paths(scalars) |
   select(. as $p | ($row | getpath($p)) != ($sim | getpath($p))) | map(tostring) | join(".")') || bad="(jq failed)"
 [ -z "$bad" ] || fail "sweep row 6 differs from sim on: $bad ($flags)"
+# ... and the plan of each row's flags is the row's plan, field by field, for the first 8
+for i in $(seq 0 7); do
+  flags=$(jq -r ".plans[$i].flags" "$tmp/rows.json")
+  # shellcheck disable=SC2086
+  "$px" plan -m llama3-70b -c dgx-h100 -g 64 $flags -o "$tmp/row.json" >/dev/null || fail "plan of row $((i + 1))'s flags: $flags"
+  jq -e --slurpfile f "$tmp/row.json" ".plans[$i].parallel == \$f[0].parallel" "$tmp/rows.json" >/dev/null ||
+    fail "row $((i + 1))'s flags give another plan: $flags: $(jq -c ".plans[$i].parallel" "$tmp/rows.json") vs $(jq -c .parallel "$tmp/row.json")"
+done
 [ "$(printf '%s' "$row" | jq '[paths(scalars)] | length')" -ge 20 ] || fail "sweep row 6 has too few figures: $row"
+
+# -o FILE writes the best plan as a plan file (--rank K the K-th) that sim -f and export -f read; the table's
+# labels have a legend under the table and in --help; --csv carries each plan's flags
+small=(-m llama3-8b -c dgx-h100 -g 8 -B 32 -k 3)
+"$px" sweep "${small[@]}" -o "$tmp/best.json" >"$tmp/o.txt" || fail "sweep -o"
+[ -s "$tmp/best.json" ] || fail "sweep -o wrote no plan file"
+grep -q "^plan file: $tmp/best.json (rank 1, " "$tmp/o.txt" || fail "sweep -o does not say what it wrote: $(tail -2 "$tmp/o.txt")"
+for k in 1 3; do
+  [ "$k" = 1 ] || "$px" sweep "${small[@]}" -o "$tmp/best.json" --rank "$k" >/dev/null || fail "sweep -o --rank $k"
+  want=$(awk -v k="$k" '$1 == k && $2 ~ /^tp/ && match($0, /[0-9.]+ (s|ms) /) { print substr($0, RSTART, RLENGTH - 1) }' "$tmp/o.txt") # its step
+  got=$("$px" sim -f "$tmp/best.json" | awk '/step time/ { print $3, $4 }')
+  [ -n "$want" ] && [ "$want" = "$got" ] || fail "sim -f of sweep -o --rank $k: step $got, the table's rank $k: $want"
+done
+"$px" sweep "${small[@]}" -t 2 -z 1 --runnable-by megatron -o "$tmp/m.json" >/dev/null || fail "sweep --runnable-by -o"
+"$px" export -f "$tmp/m.json" --to megatron | grep -q -- "--tensor-model-parallel-size 2" || fail "export -f of sweep -o"
+err=$("$px" sweep "${small[@]}" -t 2 -z 1 -o "$tmp/x.json" --rank 1000000 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "none ranked 1000000" && [ ! -e "$tmp/x.json" ] || fail "sweep --rank past the plans: $rc $err"
+err=$("$px" sweep "${small[@]}" --rank 2 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q -- "--rank K needs -o FILE" || fail "--rank without -o: $rc $err"
+grep -q "^plan labels: tpN" "$tmp/o.txt" || fail "no legend under the sweep table"
+"$px" sweep --help | grep -q "^plan labels: tpN" || fail "no legend in sweep --help"
+"$px" sweep "${small[@]}" -t 2 -z 1 -C "$tmp/f.csv" >/dev/null || fail "sweep --csv (flags)"
+head -1 "$tmp/f.csv" | grep -q ',flags$' || fail "csv has no flags column: $(head -1 "$tmp/f.csv")"
+sed -n 2p "$tmp/f.csv" | grep -q ',"--tp 2 --pp 1 --zero 1 ' || fail "csv row has no flags: $(sed -n 2p "$tmp/f.csv")"
 
 err=$("$px" sweep -m llama3-8b -c dgx-h100 -g 16 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--gbs is required" || fail "missing --gbs: $rc $err"

@@ -1,0 +1,563 @@
+/* Plans to Megatron-LM, Megatron-Bridge, torchtitan and DeepSpeed: what each
+ * can run (px_export_check), then its text. The versions whose settings are
+ * written are those of tests/data/export (docs/export.md has the tables). */
+#include "report/export.h"
+
+#include <stdarg.h>
+
+#include <cJSON.h>
+
+#include "core/fmt.h"
+#include "core/json.h"
+
+PX_NAME_TABLE(px_framework_names, PX_FW_COUNT, "megatron", "nemo", "torchtitan", "deepspeed");
+
+/* How messages and headers name each framework, with the version whose settings are written. */
+static const char *const fw_label[PX_FW_COUNT] = {
+    "Megatron-LM (cd4afffa, the one Megatron-Bridge v0.6.0 pins)", "Megatron-Bridge v0.6.0 (NeMo)",
+    "torchtitan v0.2.2", "DeepSpeed v0.19.5"};
+static const char *const fw_short[PX_FW_COUNT] = {"Megatron-LM", "Megatron-Bridge", "torchtitan", "DeepSpeed"};
+
+static px_status refuse(px_err *err, px_framework fw, const char *what, const char *why, const char *hint) {
+  return px_err_set(err, PX_ERR_INPUT, "%s cannot run %s: %s (hint: %s)", fw_short[fw], what, why, hint);
+}
+
+/* ---- what each framework can run ---- */
+
+static bool gelu_mlp(const px_model *m) { return m->mlp == PX_MLP_GELU; }
+
+/* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
+static px_status check_megatron(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
+  if (p->pp > 1 && p->schedule == PX_SCHED_GPIPE)
+    return refuse(err, fw, "schedule gpipe", "Megatron-Core's pipelines run 1F1B or interleaved 1F1B, no GPipe",
+                  "schedule 1f1b");
+  if (p->pp > 1 && px_parallel_split_w(p))
+    return refuse(err, fw, p->schedule == PX_SCHED_ZB_H1 ? "schedule zb-h1" : "schedule zb-h2",
+                  "Megatron-Core has no zero-bubble schedule (no backward split into B and W)",
+                  "schedule 1f1b or interleaved");
+  if (gelu_mlp(m) && p->gelu == PX_GELU_FUSED)
+    return refuse(err, fw, "gelu fused", "Megatron-Core runs GELU as its own (bias-GELU) kernel, not in the GEMM's epilogue",
+                  "gelu separate");
+  if (p->tp > 1 && !(p->overlap & PX_OVERLAP_TP_BWD))
+    return refuse(err, fw, "overlap without tp-bwd",
+                  "Megatron-Core always overlaps a column-parallel layer's backward TP collectives with its GEMMs",
+                  "overlap tp-bwd");
+  if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP) && !p->sp)
+    return refuse(err, fw, "overlap tp without sequence parallelism",
+                  "Megatron-LM's --tp-comm-overlap needs --sequence-parallel", "sp, or overlap without tp");
+  if (p->zero >= 1 && (p->overlap & PX_OVERLAP_ZERO) && !(p->overlap & PX_OVERLAP_DP) && px_parallel_weight_dp(p) > 1)
+    return refuse(err, fw, "overlap zero without dp",
+                  "Megatron-LM overlaps the parameter all-gather (--overlap-param-gather) only with --overlap-grad-reduce",
+                  "overlap dp too, or not zero");
+  if (p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL)
+    return refuse(err, fw, "grad_accum full with ZeRO-2/3",
+                  "Megatron-FSDP's optim_grads and optim_grads_params reduce-scatter every micro-batch's gradients",
+                  "grad_accum sharded, or zero 1: the distributed optimizer reduces once a step");
+  if (p->zero == 3 && !p->reshard)
+    return refuse(err, fw, "reshard_after_forward false",
+                  "Megatron-FSDP frees gathered parameters after each forward (keeping them is torch FSDP2's "
+                  "reshard_after_forward=False, which Megatron-LM refuses with pipeline or expert parallelism)",
+                  "reshard after forward, or export to torchtitan");
+  if (p->zero == 3 && p->prefetch != 1)
+    return refuse(err, fw, "prefetch other than 1",
+                  "Megatron-FSDP sizes its prefetch in elements (--suggested-communication-unit-size), not layers",
+                  "prefetch 1");
+  if (p->offload_opt != PX_OFFLOAD_NONE || p->offload_params != PX_OFFLOAD_NONE)
+    return refuse(err, fw, "offload",
+                  "Megatron-LM offloads only its distributed optimizer's states (--optimizer-cpu-offload, ZeRO-1), not "
+                  "ZeRO-2/3's gradient shard, parameters, or to NVMe",
+                  "offload none");
+  if (fw == PX_FW_NEMO && (p->precision == PX_PREC_FP32 || (p->precision == PX_PREC_FP8 && p->fp8_base == PX_FP8_BASE_FP32)))
+    return refuse(err, fw, p->precision == PX_PREC_FP32 ? "precision fp32" : "fp8_base fp32",
+                  "Megatron-Bridge's mixed_precision recipes are bf16 or fp16 based", "precision bf16, or export to megatron");
+  return PX_OK;
+}
+
+/* PyTorch's Interleaved1F1B runs the micro-batches in rounds of pp. */
+static bool interleaved_rounds_of_pp(const px_parallel *p) { return px_parallel_mb_group(p) == p->pp; }
+
+static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_err *err) {
+  px_framework fw = PX_FW_TORCHTITAN;
+  if (p->zero == 1 || p->zero == 2)
+    return refuse(err, fw, p->zero == 1 ? "zero 1" : "zero 2",
+                  "torchtitan shards parameters, gradients and optimizer states together (FSDP2, ZeRO-3) or replicates "
+                  "them (DDP): no ZeRO-1/2",
+                  "zero 3, or zero 0 without other parallelism");
+  if (p->zero == 0 && px_parallel_weight_dp(p) > 1 && (p->tp > 1 || p->pp > 1 || p->cp > 1 || p->ep > 1))
+    return refuse(err, fw, "zero 0 with tp, pp, cp or ep", "torchtitan's DDP runs alone (\"DDP has not supported > 1D parallelism\")",
+                  "zero 3");
+  if (p->tp > 1 && !p->sp)
+    return refuse(err, fw, "tp without sequence parallelism",
+                  "torchtitan's tensor parallelism always shards the norms and dropout along the sequence", "sp");
+  if (p->pp > 1 && px_parallel_split_w(p))
+    return refuse(err, fw, p->schedule == PX_SCHED_ZB_H1 ? "schedule zb-h1" : "schedule zb-h2",
+                  "PyTorch's zero-bubble schedules (InterleavedZeroBubble, ZBVZeroBubble) run several chunks a rank, "
+                  "not ZB-H1/H2's one",
+                  "schedule 1f1b or interleaved");
+  if (p->pp > 1 && p->schedule == PX_SCHED_INTERLEAVED && !interleaved_rounds_of_pp(p))
+    return refuse(err, fw, "microbatch_group other than pp",
+                  "PyTorch's Interleaved1F1B runs the micro-batches on a chunk in rounds of pp",
+                  "a micro-batch count that pp divides, and no microbatch_group");
+  if (p->cp > 1 && p->cp_algo == PX_CP_A2A)
+    return refuse(err, fw, "cp_algo a2a", "PyTorch's context parallelism passes K/V shards (allgather, alltoall); no Ulysses",
+                  "cp_algo ring or all-gather");
+  if (p->ep > 1 && p->moe_dispatch == PX_MOE_ALLGATHER)
+    return refuse(err, fw, "moe_dispatch allgather", "torchtitan sends tokens to experts by all-to-all", "moe_dispatch a2a");
+  if (p->recompute == PX_RECOMPUTE_SELECTIVE)
+    return refuse(err, fw, "recompute selective",
+                  "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
+                  "attention-core recomputation",
+                  "recompute none or full");
+  if (p->precision == PX_PREC_FP16)
+    return refuse(err, fw, "precision fp16", "torchtitan's mixed precision is bfloat16 or float32", "precision bf16");
+  if (p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
+    return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
+                  "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
+                  "fp8-recipe current");
+  if (p->precision == PX_PREC_FP8 && m->experts > 0)
+    return refuse(err, fw, "precision fp8 with experts",
+                  "torchtitan's float8 grouped GEMMs for experts are a prototype (quantize.grouped_mm.float8)",
+                  "precision bf16");
+  if (px_parallel_mixed(p) && p->main_grad != PX_MAIN_GRAD_FP32)
+    return refuse(err, fw, "main_grad param", "torchtitan reduces gradients in float32 (training.mixed_precision_reduce)",
+                  "main-grad fp32");
+  if (p->attention != PX_ATTN_FLASH)
+    return refuse(err, fw, "attention unfused", "torchtitan's attention is fused (SDPA or FlexAttention)", "attention flash");
+  if (gelu_mlp(m) && p->gelu == PX_GELU_FUSED)
+    return refuse(err, fw, "gelu fused", "torchtitan runs the activation as its own op", "gelu separate");
+  if (p->zero == 3) {
+    if (p->offload_opt != p->offload_params || p->offload_opt == PX_OFFLOAD_NVME)
+      return refuse(err, fw, "this offload",
+                    "torchtitan offloads parameters, gradients and optimizer states together, to host memory "
+                    "(training.enable_cpu_offload)",
+                    "offload-optimizer cpu with offload-params cpu, or none");
+    if (p->prefetch != 1)
+      return refuse(err, fw, "prefetch other than 1", "FSDP2 gathers one block ahead and torchtitan has no setting for more",
+                    "prefetch 1");
+    if ((p->overlap & (PX_OVERLAP_DP | PX_OVERLAP_ZERO)) != (PX_OVERLAP_DP | PX_OVERLAP_ZERO))
+      return refuse(err, fw, "overlap without dp or zero", "FSDP2 always overlaps its gathers and reduce-scatters",
+                    "overlap dp,zero");
+    if (px_parallel_hybrid(p) && p->shard_group % p->cp)
+      return refuse(err, fw, "this shard_group", "torchtitan shards over data_parallel_shard_degree x cp ranks, which cp must divide",
+                    "a shard group cp divides");
+    /* FSDP2 reduce-scatters each micro-batch's gradients; PyTorch's pipeline schedules once a step */
+    if (p->pp == 1 && p->grad_accum == PX_ACCUM_FULL && px_parallel_microbatches(p) > 1)
+      return refuse(err, fw, "grad_accum full without pp", "torchtitan's FSDP2 reduce-scatters every micro-batch's gradients",
+                    "grad-accum sharded");
+    if (p->pp > 1 && p->grad_accum == PX_ACCUM_SHARDED && px_parallel_microbatches(p) > 1)
+      return refuse(err, fw, "grad_accum sharded with pp",
+                    "PyTorch's pipeline schedules reduce FSDP2's gradients once a step (the last micro-batch's backward)",
+                    "grad-accum full");
+  }
+  if (p->pp > 1 && !(p->overlap & PX_OVERLAP_PP))
+    return refuse(err, fw, "overlap without pp", "PyTorch's pipeline schedules always send and receive asynchronously",
+                  "overlap pp");
+  return PX_OK;
+}
+
+static px_status check_deepspeed(const px_parallel *p, px_err *err) {
+  px_framework fw = PX_FW_DEEPSPEED;
+  if (p->tp > 1 || p->pp > 1 || p->cp > 1 || p->ep > 1)
+    return refuse(err, fw, p->tp > 1 ? "tp > 1" : p->pp > 1 ? "pp > 1" : p->cp > 1 ? "cp > 1" : "ep > 1",
+                  "DeepSpeed's JSON config has no tensor, pipeline, context or expert parallel size: they are the model "
+                  "code's (Megatron-DeepSpeed, PipelineModule)",
+                  "tp 1, pp 1, cp 1, ep 1, or export to megatron");
+  if (p->precision == PX_PREC_FP8)
+    return refuse(err, fw, "precision fp8", "DeepSpeed's JSON config has no fp8 (Transformer Engine in the model code)",
+                  "precision bf16");
+  if (p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL)
+    return refuse(err, fw, "grad_accum full with ZeRO-2/3", "DeepSpeed's ZeRO-2/3 reduce-scatter every micro-batch's gradients",
+                  "grad-accum sharded");
+  if (p->zero == 3 && !p->reshard)
+    return refuse(err, fw, "reshard_after_forward false",
+                  "DeepSpeed's ZeRO-3 releases gathered parameters after use (stage3_max_reuse_distance keeps them "
+                  "within a distance, not from forward to backward)",
+                  "reshard after forward");
+  if (px_parallel_hybrid(p) && p->zero != 3)
+    return refuse(err, fw, "shard_group with ZeRO-1/2", "DeepSpeed shards within groups (MiCS, mics_shard_size) with ZeRO-3 only",
+                  "zero 3, or no shard group");
+  if (p->zero < 3 && p->offload_params != PX_OFFLOAD_NONE)
+    return refuse(err, fw, "offload_params without ZeRO-3", "DeepSpeed offloads parameters with ZeRO-3 only", "zero 3");
+  return PX_OK;
+}
+
+px_status px_export_check(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
+  switch (fw) {
+    case PX_FW_MEGATRON:
+    case PX_FW_NEMO: return check_megatron(fw, p, m, err);
+    case PX_FW_TORCHTITAN: return check_torchtitan(p, m, err);
+    case PX_FW_DEEPSPEED: return check_deepspeed(p, err);
+    default: return px_err_set(err, PX_ERR_INPUT, "unknown framework %d", (int)fw);
+  }
+}
+
+void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
+  if (fw == PX_FW_TORCHTITAN && fixed->main_grad < 0) fixed->main_grad = PX_MAIN_GRAD_FP32;
+}
+
+/* ---- text ---- */
+
+/* The gradient bucket in elements of the gradient buffer's dtype (Megatron's and DeepSpeed's unit). */
+static uint64_t bucket_elems(const px_parallel *p) { return p->bucket_bytes / px_dtype_bytes(px_parallel_grad_dtype(p)); }
+
+/* Megatron-LM arguments or Megatron-Bridge overrides, one a line of a bash array. */
+typedef struct {
+  FILE *out;
+  px_framework fw;
+} emit;
+
+static void vline(emit *e, const char *name, const char *fmt, va_list ap) {
+  fprintf(e->out, "  %s", name);
+  if (fmt) {
+    fputs(e->fw == PX_FW_NEMO ? "=" : " ", e->out);
+    vfprintf(e->out, fmt, ap);
+  }
+  fputc('\n', e->out);
+}
+
+/* A Megatron-LM argument with a value (fmt) or a flag (fmt NULL); nothing for Megatron-Bridge. */
+static void arg(emit *e, const char *cli, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void arg(emit *e, const char *cli, const char *fmt, ...) {
+  if (e->fw != PX_FW_MEGATRON) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vline(e, cli, fmt, ap);
+  va_end(ap);
+}
+
+/* A Megatron-Bridge override; nothing for Megatron-LM. */
+static void key(emit *e, const char *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void key(emit *e, const char *k, const char *fmt, ...) {
+  if (e->fw != PX_FW_NEMO) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vline(e, k, fmt, ap);
+  va_end(ap);
+}
+
+/* The same setting in both: Megatron-LM's argument with the value, Megatron-Bridge's key=value. */
+static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vline(e, e->fw == PX_FW_NEMO ? k : cli, fmt, ap);
+  va_end(ap);
+}
+
+/* A switch: Megatron-LM's flag when on (nothing when off), Megatron-Bridge's key=true|false. */
+static void flag(emit *e, const char *cli, const char *k, bool on) {
+  if (e->fw == PX_FW_MEGATRON && on) fprintf(e->out, "  %s\n", cli);
+  if (e->fw == PX_FW_NEMO) fprintf(e->out, "  %s=%s\n", k, on ? "true" : "false");
+}
+
+/* Megatron's pipeline layout: a stage per model chunk in virtual-stage order, "E" the embedding, "t" a
+ * layer, "L" the loss ("Ettt|tttt|tttL"), from the plan's chunk split (n chunks). */
+static void layout(const int64_t *chunk, int64_t n, char *buf, size_t cap) {
+  size_t k = 0;
+  for (int64_t i = 0; i < n && k + 4 < cap; i++) {
+    if (i) buf[k++] = '|';
+    if (i == 0) buf[k++] = 'E';
+    for (int64_t l = 0; l < chunk[i] && k + 3 < cap; l++) buf[k++] = 't';
+    if (i == n - 1) buf[k++] = 'L';
+  }
+  buf[k] = '\0';
+}
+
+/* The model's shape as Megatron-LM's arguments; what they cannot say, noted. */
+static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
+  arg(e, "--num-layers", "%lld", (long long)m->layers);
+  arg(e, "--hidden-size", "%lld", (long long)m->hidden);
+  arg(e, "--ffn-hidden-size", "%lld", (long long)m->ffn_hidden);
+  arg(e, "--num-attention-heads", "%lld", (long long)m->heads);
+  if (m->kv_heads != m->heads) {
+    arg(e, "--group-query-attention", NULL);
+    arg(e, "--num-query-groups", "%lld", (long long)m->kv_heads);
+  }
+  if (m->head_dim != m->hidden / m->heads) arg(e, "--kv-channels", "%lld", (long long)m->head_dim);
+  arg(e, "--normalization", "%s", m->norm == PX_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+  arg(e, "--norm-epsilon", "%g", m->norm_eps);
+  if (m->mlp == PX_MLP_SWIGLU) arg(e, "--swiglu", NULL);
+  if (!m->bias) arg(e, "--disable-bias-linear", NULL);
+  if (m->qkv_bias && !m->bias) arg(e, "--add-qkv-bias", NULL);
+  arg(e, "--position-embedding-type", "%s", m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
+  if (m->position == PX_POS_ROPE) arg(e, "--rotary-base", "%.0f", m->rope_theta);
+  arg(e, "--max-position-embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
+  if (!m->tied_embeddings) arg(e, "--untie-embeddings-and-output-weights", NULL);
+  arg(e, "--hidden-dropout", "%g", m->dropout);
+  arg(e, "--attention-dropout", "%g", m->dropout);
+  if (m->experts > 0) {
+    arg(e, "--num-experts", "%lld", (long long)m->experts);
+    arg(e, "--moe-router-topk", "%lld", (long long)m->experts_per_token);
+    arg(e, "--moe-ffn-hidden-size", "%lld", (long long)m->moe_ffn_hidden);
+    if (px_model_shared_ffn(m) > 0) arg(e, "--moe-shared-expert-intermediate-size", "%lld", (long long)px_model_shared_ffn(m));
+    arg(e, "--moe-router-score-function", "%s", m->router == PX_ROUTER_SIGMOID ? "sigmoid" : "softmax");
+    bool all = true;
+    for (int64_t l = 0; l < m->layers; l++) all = all && px_model_layer_is_moe(m, l);
+    if (!all) { /* Megatron's --moe-layer-freq takes a list: 1 a MoE layer */
+      fputs("  --moe-layer-freq \"[", e->out);
+      for (int64_t l = 0; l < m->layers; l++) fprintf(e->out, "%s%d", l ? "," : "", px_model_layer_is_moe(m, l) ? 1 : 0);
+      fputs("]\"\n", e->out);
+    }
+  }
+}
+
+/* What the model has that the arguments above do not say. */
+static void model_notes(FILE *out, const char *prefix, const px_model *m, px_framework fw) {
+  const char *what[8];
+  int n = 0;
+  if (m->kv_lora_rank > 0) what[n++] = "multi-head latent attention";
+  if (m->sliding_window > 0) what[n++] = "sliding-window layers";
+  if (m->attention_sinks) what[n++] = "attention sinks";
+  if (m->parallel_residual) what[n++] = "a parallel residual";
+  if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
+  if (m->mtp_layers > 0) what[n++] = "multi-token prediction";
+  for (int i = 0; i < n; i++)
+    fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],
+            fw_short[fw]);
+}
+
+static void write_megatron(emit *e, const px_model *m, const px_cluster *c, const px_parallel *p) {
+  FILE *out = e->out;
+  bool nemo = e->fw == PX_FW_NEMO;
+  fprintf(out, "# %s: %s on %lld x %s (%s), tp %lld, pp %lld, cp %lld, dp %lld: %lld ranks\n", fw_label[e->fw], m->name,
+          (long long)c->gpus, c->gpu.name, c->name, (long long)p->tp, (long long)p->pp, (long long)p->cp, (long long)p->dp,
+          (long long)(p->tp * p->pp * p->cp * p->dp));
+  if (nemo)
+    fputs("# python scripts/training/run_recipe.py --recipe <your model's pretrain recipe> \"${OVERRIDES[@]}\"\n"
+          "# (the model's shape comes from its recipe; these set the plan)\nOVERRIDES=(\n",
+          out);
+  else
+    fputs("# torchrun --nproc-per-node <GPUs a node> --nnodes <nodes> ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" "
+          "<data, tokenizer, optimizer, checkpoints>\nMEGATRON_ARGS=(\n",
+          out);
+  if (!nemo) megatron_model(e, m, p);
+  /* the grid */
+  both(e, "--tensor-model-parallel-size", "model.tensor_model_parallel_size", "%lld", (long long)p->tp);
+  both(e, "--pipeline-model-parallel-size", "model.pipeline_model_parallel_size", "%lld", (long long)p->pp);
+  both(e, "--context-parallel-size", "model.context_parallel_size", "%lld", (long long)p->cp);
+  if (p->cp > 1) {
+    static const char *const cp_type[PX_CP_ALGO_COUNT] = {"p2p", "all_gather", "a2a"};
+    both(e, "--cp-comm-type", "model.cp_comm_type", "%s", cp_type[p->cp_algo]);
+  }
+  if (m->experts > 0) {
+    both(e, "--expert-model-parallel-size", "model.expert_model_parallel_size", "%lld", (long long)p->ep);
+    both(e, "--expert-tensor-parallel-size", "model.expert_tensor_parallel_size", "%lld", (long long)p->etp);
+    both(e, "--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", "%s",
+         p->moe_dispatch == PX_MOE_ALLGATHER ? "allgather" : "alltoall");
+  }
+  flag(e, "--sequence-parallel", "model.sequence_parallel", p->sp);
+  /* the pipeline's split and schedule: an even split as the virtual stages a rank, any other (first and last
+   * stages, an explicit list, layers that pp x vpp does not divide) as the layout, layer by layer */
+  if (p->pp > 1) {
+    int64_t n = p->pp * p->vpp, chunk[PX_MAX_CHUNK_LIST];
+    bool even = true;
+    if (n <= PX_MAX_CHUNK_LIST && !px_parallel_chunk_layers(p, m->layers, chunk, NULL))
+      for (int64_t i = 1; i < n; i++) even = even && chunk[i] == chunk[0];
+    if (!even) {
+      char lay[PX_MAX_CHUNK_LIST * 2 + 65536];
+      layout(chunk, n, lay, sizeof lay);
+      both(e, "--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "\"%s\"", lay); /* | */
+    } else if (p->schedule == PX_SCHED_INTERLEAVED) {
+      both(e, "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size", "%lld",
+           (long long)p->vpp);
+    }
+    if (p->schedule == PX_SCHED_INTERLEAVED && px_parallel_mb_group(p) > 0)
+      both(e, "--microbatch-group-size-per-virtual-pipeline-stage", "model.microbatch_group_size_per_vp_stage", "%lld",
+           (long long)px_parallel_mb_group(p));
+  }
+  /* the batch */
+  both(e, "--micro-batch-size", "train.micro_batch_size", "%lld", (long long)p->mbs);
+  both(e, "--global-batch-size", "train.global_batch_size", "%lld", (long long)p->gbs);
+  both(e, "--seq-length", "dataset.seq_length", "%lld", (long long)p->seq);
+  /* data parallelism: DDP, the distributed optimizer (ZeRO-1) or Megatron-FSDP (ZeRO-2/3) */
+  flag(e, "--use-distributed-optimizer", "ddp.use_distributed_optimizer", p->zero >= 1);
+  if (p->zero >= 2) {
+    flag(e, "--use-megatron-fsdp", "ddp.use_megatron_fsdp", true);
+    key(e, "dist.use_megatron_fsdp", "true");
+    both(e, "--data-parallel-sharding-strategy", "ddp.data_parallel_sharding_strategy", "%s",
+         p->zero == 3 ? "optim_grads_params" : "optim_grads");
+    both(e, "--ckpt-format", "checkpoint.ckpt_format", "fsdp_dtensor");
+  }
+  if (px_parallel_hybrid(p))
+    both(e, "--num-distributed-optimizer-instances", "ddp.num_distributed_optimizer_instances", "%lld",
+         (long long)(px_parallel_weight_dp(p) / p->shard_group));
+  if (p->zero < 2) both(e, "--ddp-bucket-size", "ddp.bucket_size", "%llu", (unsigned long long)bucket_elems(p));
+  flag(e, "--overlap-grad-reduce", "ddp.overlap_grad_reduce", (p->overlap & PX_OVERLAP_DP) != 0);
+  /* Megatron-LM overlaps the parameter gather only with the gradient reduction (the check refuses the rest) */
+  if (p->zero >= 1)
+    flag(e, "--overlap-param-gather", "ddp.overlap_param_gather",
+         (p->overlap & (PX_OVERLAP_ZERO | PX_OVERLAP_DP)) == (PX_OVERLAP_ZERO | PX_OVERLAP_DP));
+  if (p->tp > 1) flag(e, "--tp-comm-overlap", "comm_overlap.tp_comm_overlap", (p->overlap & PX_OVERLAP_TP) != 0);
+  if (p->pp > 1 && !(p->overlap & PX_OVERLAP_PP)) arg(e, "--no-overlap-p2p-communication", NULL);
+  if (p->pp > 1) key(e, "comm_overlap.overlap_p2p_comm", "%s", p->overlap & PX_OVERLAP_PP ? "true" : "false");
+  /* recomputation */
+  if (p->recompute == PX_RECOMPUTE_FULL) {
+    both(e, "--recompute-granularity", "model.recompute_granularity", "full");
+    both(e, "--recompute-method", "model.recompute_method", "uniform");
+    both(e, "--recompute-num-layers", "model.recompute_num_layers", "1");
+  } else if (p->recompute == PX_RECOMPUTE_SELECTIVE) {
+    both(e, "--recompute-granularity", "model.recompute_granularity", "selective");
+  }
+  both(e, "--attention-backend", "model.attention_backend", "%s", p->attention == PX_ATTN_UNFUSED ? "unfused" : "flash");
+  /* precision: 16-bit, fp8, and the gradient buffer */
+  bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
+  if (nemo) {
+    static const char *const fp8_mp[PX_FP8_RECIPE_COUNT] = {"bf16_with_fp8_delayed_scaling_mixed",
+                                                            "bf16_with_fp8_current_scaling_mixed",
+                                                            "bf16_with_fp8_subchannel_scaling_mixed"};
+    key(e, "mixed_precision", "%s", p->precision == PX_PREC_FP8 ? fp8_mp[p->fp8_recipe] : fp16 ? "fp16_mixed" : "bf16_mixed");
+  } else {
+    if (bf16) arg(e, "--bf16", NULL);
+    if (fp16) arg(e, "--fp16", NULL);
+    if (p->precision == PX_PREC_FP8) {
+      static const char *const recipe[PX_FP8_RECIPE_COUNT] = {"delayed", "tensorwise", "blockwise"};
+      arg(e, "--fp8-format", "%s", p->fp8_recipe == PX_FP8_BLOCKWISE ? "e4m3" : "hybrid");
+      arg(e, "--fp8-recipe", "%s", recipe[p->fp8_recipe]);
+      if (p->fp8_recipe == PX_FP8_DELAYED) {
+        arg(e, "--fp8-amax-history-len", "%d", PX_FP8_AMAX_HISTORY);
+        arg(e, "--fp8-amax-compute-algo", "max");
+      }
+    }
+  }
+  if (px_parallel_mixed(p)) {
+    bool fp32_grads = p->main_grad == PX_MAIN_GRAD_FP32;
+    if (bf16 && !fp32_grads) arg(e, "--grad-reduce-in-bf16", NULL);
+    if (fp16 && fp32_grads) arg(e, "--accumulate-allreduce-grads-in-fp32", NULL);
+    key(e, "ddp.grad_reduce_in_fp32", "%s", fp32_grads ? "true" : "false");
+  }
+  fputs(")\n", out);
+  if (p->zero == 2 && px_parallel_weight_dp(p) > 1)
+    fputs("# note: Megatron-FSDP groups gradients by module, not in buckets of the plan's size\n", out);
+  if (p->moe_imbalance != 1.0)
+    fprintf(out, "# note: moe_imbalance %g is the simulator's assumption about the router, no setting\n", p->moe_imbalance);
+  model_notes(out, "# note: ", m, e->fw);
+}
+
+/* torchtitan: TOML. */
+static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, const px_parallel *p) {
+  fprintf(out, "# %s job config: %s on %lld x %s (%s): %lld ranks\n", fw_label[PX_FW_TORCHTITAN], m->name,
+          (long long)c->gpus, c->gpu.name, c->name, (long long)(p->tp * p->pp * p->cp * p->dp));
+  fputs("# torchrun --nproc-per-node <GPUs a node> --nnodes <nodes> -m torchtitan.train --job.config_file THIS.toml\n"
+        "# (torchtitan's main branch configures in Python; the same fields are its config dataclasses')\n\n",
+        out);
+  fprintf(out, "[model]\n# name and flavor: torchtitan's definition of %s\n", m->name);
+  if (p->precision == PX_PREC_FP8) fputs("converters = [\"quantize.linear.float8\"]\n", out);
+  fputs("\n[training]\n", out);
+  /* with PP the local batch is split into micro-batches; without, each micro-batch is a step of accumulation */
+  fprintf(out, "local_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n",
+          (long long)(p->pp > 1 ? p->gbs / p->dp : p->mbs), (long long)p->gbs, (long long)p->seq);
+  fprintf(out, "mixed_precision_param = \"%s\"\n", px_parallel_compute_dtype(p) == PX_DTYPE_BF16 ? "bfloat16" : "float32");
+  if (px_parallel_mixed(p)) fputs("mixed_precision_reduce = \"float32\"\n", out);
+  if (p->zero == 3) fprintf(out, "enable_cpu_offload = %s\n", p->offload_opt == PX_OFFLOAD_CPU ? "true" : "false");
+  fputs("\n[parallelism]\n", out);
+  int64_t shard = p->zero == 3 ? (px_parallel_hybrid(p) ? p->shard_group / p->cp : p->dp) : 1;
+  fprintf(out, "data_parallel_shard_degree = %lld\ndata_parallel_replicate_degree = %lld\n", (long long)shard,
+          (long long)(p->dp / shard));
+  if (p->zero == 3) fprintf(out, "fsdp_reshard_after_forward = \"%s\"\n", p->reshard ? "always" : "never");
+  fprintf(out, "tensor_parallel_degree = %lld\n", (long long)p->tp);
+  if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP)) fputs("enable_async_tensor_parallel = true\n", out);
+  fprintf(out, "context_parallel_degree = %lld\n", (long long)p->cp);
+  if (p->cp > 1) fprintf(out, "context_parallel_rotate_method = \"%s\"\n", p->cp_algo == PX_CP_RING ? "alltoall" : "allgather");
+  if (m->experts > 0)
+    fprintf(out, "expert_parallel_degree = %lld\nexpert_tensor_parallel_degree = %lld\n", (long long)p->ep, (long long)p->etp);
+  fprintf(out, "pipeline_parallel_degree = %lld\n", (long long)p->pp);
+  if (p->pp > 1) {
+    static const char *const sched[PX_SCHED_COUNT] = {"GPipe", "1F1B", "Interleaved1F1B", "", ""};
+    fprintf(out, "pipeline_parallel_schedule = \"%s\"\npipeline_parallel_microbatch_size = %lld\n", sched[p->schedule],
+            (long long)p->mbs);
+    /* the split, chunk by chunk in virtual-stage order (chunk i on rank i mod pp) */
+    int64_t n = p->pp * p->vpp, chunk[PX_MAX_CHUNK_LIST];
+    if (n <= PX_MAX_CHUNK_LIST && !px_parallel_chunk_layers(p, m->layers, chunk, NULL)) {
+      fputs("module_fqns_per_model_part = [\n", out);
+      for (int64_t i = 0, l = 0; i < n; i++) {
+        fputs("  [", out);
+        int k = 0;
+        if (i == 0) fprintf(out, "%s\"tok_embeddings\"", k++ ? ", " : "");
+        for (int64_t j = 0; j < chunk[i]; j++, l++) fprintf(out, "%s\"layers.%lld\"", k++ ? ", " : "", (long long)l);
+        if (i == n - 1) fprintf(out, "%s\"norm\", \"output\"", k++ ? ", " : "");
+        fprintf(out, "]%s\n", i < n - 1 ? "," : "");
+      }
+      fputs("]\n", out);
+    }
+  }
+  fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", p->recompute == PX_RECOMPUTE_FULL ? "full" : "none");
+  if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP)) fputs("\n[compile]\nenable = true\n", out);
+  if (p->precision == PX_PREC_FP8) fputs("\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n", out);
+  fputs("\n", out);
+  if (p->zero == 3 && px_parallel_weight_dp(p) > 1)
+    fputs("# note: FSDP2 reduces each transformer block's gradients at once, not in buckets of the plan's size\n", out);
+  if (p->zero == 0 && px_parallel_weight_dp(p) > 1)
+    fputs("# note: torchtitan's DDP sets its own gradient bucket size, not the plan's\n", out);
+  if (p->moe_imbalance != 1.0)
+    fprintf(out, "# note: moe_imbalance %g is the simulator's assumption about the router, no setting\n", p->moe_imbalance);
+  model_notes(out, "# note: ", m, PX_FW_TORCHTITAN);
+}
+
+/* DeepSpeed: JSON. */
+static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, const px_parallel *p, px_err *err) {
+  cJSON *root = cJSON_CreateObject(), *z = cJSON_AddObjectToObject(root, "zero_optimization");
+  if (!root || !z) {
+    cJSON_Delete(root);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  px_json_add_num(root, "train_batch_size", (double)p->gbs);
+  px_json_add_num(root, "train_micro_batch_size_per_gpu", (double)p->mbs);
+  px_json_add_num(root, "gradient_accumulation_steps", (double)px_parallel_microbatches(p));
+  if (p->precision == PX_PREC_BF16) cJSON_AddBoolToObject(cJSON_AddObjectToObject(root, "bf16"), "enabled", true);
+  if (p->precision == PX_PREC_FP16) cJSON_AddBoolToObject(cJSON_AddObjectToObject(root, "fp16"), "enabled", true);
+  if (px_parallel_mixed(p) && p->main_grad == PX_MAIN_GRAD_FP32)
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "data_types"), "grad_accum_dtype", "fp32");
+  px_json_add_num(z, "stage", p->zero);
+  /* ZeRO-3 reduces and gathers a layer at a time (the plan's unit), the others in the plan's buckets */
+  px_model_params mp;
+  px_model_count_params(m, &mp);
+  uint64_t layer = mp.moe_layers > 0 && mp.moe_layer > mp.per_layer ? mp.moe_layer : mp.per_layer;
+  if (p->zero >= 1) {
+    cJSON_AddBoolToObject(z, "overlap_comm", (p->overlap & PX_OVERLAP_DP) != 0);
+    px_json_add_num(z, "reduce_bucket_size", (double)(p->zero == 3 ? layer : bucket_elems(p)));
+    px_json_add_num(z, "allgather_bucket_size", (double)(p->zero == 3 ? layer : bucket_elems(p)));
+  }
+  if (p->zero == 3) {
+    /* the prefetch in parameters: `prefetch` of the largest layers (0: none, or the gathers not overlapped) */
+    uint64_t ahead = (p->overlap & PX_OVERLAP_ZERO) ? (uint64_t)p->prefetch * layer : 0;
+    px_json_add_num(z, "stage3_prefetch_bucket_size", (double)ahead);
+    if (px_parallel_hybrid(p)) px_json_add_num(z, "mics_shard_size", (double)p->shard_group);
+  }
+  static const char *const dev[PX_OFFLOAD_COUNT] = {"none", "cpu", "nvme"};
+  const struct {
+    const char *key;
+    int where;
+  } off[] = {{"offload_optimizer", p->offload_opt}, {"offload_param", p->offload_params}};
+  for (int i = 0; i < 2; i++) {
+    if (off[i].where == PX_OFFLOAD_NONE) continue;
+    cJSON *o = cJSON_AddObjectToObject(z, off[i].key);
+    cJSON_AddStringToObject(o, "device", dev[off[i].where]);
+    if (off[i].where == PX_OFFLOAD_NVME) {
+      cJSON_AddStringToObject(o, "nvme_path", "/local_nvme");
+      fprintf(notes, "note: zero_optimization.%s.nvme_path: set your NVMe mount (written as /local_nvme)\n", off[i].key);
+    }
+  }
+  px_status st = px_json_print_free(root, err);
+  if (st) return st;
+  fprintf(notes, "note: %s: the model code's (DeepSpeed's JSON has none): the attention kernel (%s), the MLP, "
+                 "the sequence length (%lld), activation recomputation (%s: deepspeed.checkpointing in the model)\n",
+          m->name, px_attention_names[p->attention], (long long)p->seq, px_recompute_names[p->recompute]);
+  if (p->zero == 0 && px_parallel_weight_dp(p) > 1)
+    fprintf(notes, "note: ZeRO-0: DeepSpeed's engine reduces gradients in its own buckets (not the plan's %g MiB)\n",
+            (double)p->bucket_bytes / (1 << 20));
+  return PX_OK;
+}
+
+px_status px_export_write(px_framework fw, const px_model *m, const px_cluster *c, const px_parallel *p, FILE *out,
+                          FILE *notes, px_err *err) {
+  px_status st = px_export_check(fw, p, m, err);
+  if (st) return st;
+  if (fw == PX_FW_DEEPSPEED) return write_deepspeed(out, notes, m, p, err);
+  if (fw == PX_FW_TORCHTITAN) {
+    write_torchtitan(out, m, c, p);
+  } else {
+    emit e = {out, fw};
+    write_megatron(&e, m, c, p);
+  }
+  return PX_OK;
+}

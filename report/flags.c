@@ -1,0 +1,68 @@
+/* A plan as flags: the swept dimensions, then what differs from the defaults. */
+#include "report/flags.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+typedef struct {
+  char *buf;
+  size_t cap, len;
+} out_buf;
+
+static void add(out_buf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(out_buf *o, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bool room = o->len + 1 < o->cap;
+  int n = vsnprintf(room ? o->buf + o->len : NULL, room ? o->cap - o->len : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) o->len += (size_t)n;
+}
+
+size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cluster *c, char *buf, size_t cap) {
+  out_buf o = {buf, cap, 0};
+  if (cap) buf[0] = '\0';
+  /* what px_parallel_resolve makes of the swept dimensions alone */
+  px_parallel d;
+  px_parallel_unset(&d);
+  d.tp = p->tp, d.pp = p->pp, d.cp = p->cp, d.dp = p->dp, d.zero = p->zero, d.sp = p->sp, d.mbs = p->mbs;
+  d.gbs = p->gbs, d.schedule = p->schedule, d.vpp = p->vpp, d.recompute = p->recompute, d.precision = p->precision;
+  px_parallel_resolve(&d, m, c);
+  add(&o, "--tp %lld --pp %lld", (long long)p->tp, (long long)p->pp);
+  if (p->cp > 1) add(&o, " --cp %lld", (long long)p->cp);
+  if (p->cp_algo != d.cp_algo) add(&o, " --cp-algo %s", px_cp_algo_names[p->cp_algo]);
+  if (p->ep != d.ep) add(&o, " --ep %lld", (long long)p->ep);
+  if (p->etp != d.etp) add(&o, " --etp %lld", (long long)p->etp);
+  if (p->moe_dispatch != d.moe_dispatch) add(&o, " --moe-dispatch %s", px_moe_dispatch_names[p->moe_dispatch]);
+  if (p->moe_imbalance != d.moe_imbalance) add(&o, " --moe-imbalance %.9g", p->moe_imbalance);
+  add(&o, " --zero %d%s --mbs %lld --gbs %lld", p->zero, p->sp ? " --sp" : "", (long long)p->mbs, (long long)p->gbs);
+  if (p->seq != d.seq) add(&o, " --seq %lld", (long long)p->seq);
+  if (p->pp > 1) add(&o, " --schedule %s", px_schedule_names[p->schedule]);
+  if (p->vpp > 1) add(&o, " --vpp %lld", (long long)p->vpp);
+  if (p->first_stage_layers > 0) add(&o, " --first-stage-layers %lld", (long long)p->first_stage_layers);
+  if (p->last_stage_layers > 0) add(&o, " --last-stage-layers %lld", (long long)p->last_stage_layers);
+  for (int32_t i = 0; i < p->nchunk_layers; i++)
+    add(&o, "%s%u", i ? "," : " --layers-per-chunk ", (unsigned)p->chunk_layers[i]);
+  if (p->mb_group > 0) add(&o, " --microbatch-group %lld", (long long)p->mb_group);
+  add(&o, " --recompute %s --precision %s", px_recompute_names[p->recompute], px_precision_names[p->precision]);
+  if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
+  if (p->fp8_base != d.fp8_base) add(&o, " --fp8-base %s", px_fp8_base_names[p->fp8_base]);
+  if (p->attention != d.attention) add(&o, " --attention %s", px_attention_names[p->attention]);
+  if (p->gelu != d.gelu) add(&o, " --gelu %s", px_gelu_names[p->gelu]);
+  if (p->bucket_bytes != d.bucket_bytes) add(&o, " --bucket-mib %.9g", (double)p->bucket_bytes / (1 << 20));
+  if (p->grad_accum != d.grad_accum) add(&o, " --grad-accum %s", px_grad_accum_names[p->grad_accum]);
+  if (p->prefetch != d.prefetch) add(&o, " --prefetch %lld", (long long)p->prefetch);
+  if (!p->reshard && d.reshard) add(&o, " --no-reshard-after-forward");
+  if (p->shard_group > 0 && p->shard_group != px_parallel_weight_dp(p))
+    add(&o, " --shard-group %lld", (long long)p->shard_group);
+  if (p->main_grad != d.main_grad) add(&o, " --main-grad %s", px_main_grad_names[p->main_grad]);
+  if (p->offload_opt != d.offload_opt) add(&o, " --offload-optimizer %s", px_offload_names[p->offload_opt]);
+  if (p->offload_params != d.offload_params) add(&o, " --offload-params %s", px_offload_names[p->offload_params]);
+  if (p->overlap != d.overlap) { /* --overlap sets exactly the bits it names ("none": no bit) */
+    add(&o, " --overlap ");
+    if (!p->overlap) add(&o, "none");
+    for (int i = 0, n = 0; i < PX_OVERLAP_BITS; i++)
+      if (p->overlap & (1 << i)) add(&o, "%s%s", n++ ? "," : "", px_overlap_names[i]);
+  }
+  return o.len;
+}

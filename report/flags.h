@@ -1,0 +1,19 @@
+/* A plan as the command-line flags that give it again: what `sweep --json`
+ * and `--csv` carry per plan, and what a plan label stands for. */
+#ifndef PX_REPORT_FLAGS_H
+#define PX_REPORT_FLAGS_H
+
+#include <stddef.h>
+
+#include "plan/cluster.h"
+#include "plan/model.h"
+#include "plan/parallel.h"
+
+/* "--tp 2 --pp 4 --zero 1 --sp --mbs 1 --gbs 512 --schedule interleaved --vpp 2 ...": the plan flags
+ * that, with the same --model, --cluster and --gpus, resolve to p (a resolved plan): the swept
+ * dimensions always, every other field when it is not what px_parallel_resolve would choose.
+ * Written into buf (truncated to cap); returns the length it needed. */
+#define PX_REPORT_FLAGS_MAX 4096 /* room for every flag with a long --layers-per-chunk */
+size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cluster *c, char *buf, size_t cap);
+
+#endif

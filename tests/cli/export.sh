@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# parallax export: every setting a plan is exported as is one the framework
+# defines (tests/data/export/<framework>_args.tsv, read from the framework's
+# own source), with a value of its type among its choices; a few plans of
+# each kind against their expected text (tests/data/export/expected); what a
+# framework cannot express is refused, naming the choice; sweep
+# --runnable-by keeps to plans export writes. Planner only (no executor).
+set -u
+px=$1
+src=${2:-.}
+source "$(dirname "$0")/../tools/clitest.sh"
+facts=$src/tests/data/export
+
+# settings FW FILE: "name<TAB>value" for each setting FILE sets (quotes taken off values)
+settings() {
+  case $1 in
+    megatron) awk '/^[A-Z_]+=\($/ { on = 1; next } /^\)$/ { on = 0 } on && /^  --/ {
+                 sub(/^  /, ""); n = $1; $1 = ""; sub(/^ /, ""); gsub(/"/, ""); print n "\t" $0 }' "$2" ;;
+    nemo) awk '/^[A-Z_]+=\($/ { on = 1; next } /^\)$/ { on = 0 } on && /^  [a-z]/ {
+                 sub(/^  /, ""); i = index($0, "="); v = substr($0, i + 1); gsub(/"/, "", v); print substr($0, 1, i - 1) "\t" v }' "$2" ;;
+    torchtitan) awk '/^\[.*\]$/ { sec = substr($0, 2, length($0) - 2); next }
+                 skip { if ($0 ~ /^\]/) skip = 0; next }
+                 /^[a-z_0-9]+ = / { k = $1; v = substr($0, length(k) + 4); if (v == "[") { skip = 1; v = "[list]" }
+                   if (v ~ /^\[/ && v != "[list]") { gsub(/[][]/, "", v); gsub(/, /, ",", v) } gsub(/"/, "", v); print sec "." k "\t" v }' "$2" ;;
+    deepspeed) jq -r 'paths(scalars) as $p | [($p | map(tostring) | join(".")), (getpath($p) | tostring)] | @tsv' "$2" ;;
+  esac
+}
+
+# check_settings FW FILE: each setting is FW's, its value of the type and among the choices FW's source gives
+check_settings() {
+  local fw=$1 file=$2 bad
+  bad=$(settings "$fw" "$file" | awk -F'\t' 'NR == FNR { if ($0 !~ /^#/) { type[$1] = $2; ch[$1] = $3 } next }
+    { n = $1; v = $2; count++
+      if (!(n in type)) { print "not a setting: " n; next }
+      t = type[n]
+      if (t == "flag" && v != "") print n ": a flag, given " v
+      if (t == "bool" && v != "true" && v != "false") print n ": not a bool: " v
+      if (t == "int" && v !~ /^-?[0-9]+$/) print n ": not an int: " v
+      if (t == "float" && v !~ /^-?[0-9.]+(e-?[0-9]+)?$/) print n ": not a number: " v
+      if (t != "flag" && v == "") print n ": no value"
+      if (ch[n] != "") { k = split(ch[n], c, ","); m = split(v, vs, ",")
+        for (j = 1; j <= m; j++) { ok = 0; for (i = 1; i <= k; i++) if (vs[j] == c[i]) ok = 1; if (!ok) print n ": " vs[j] " is not one of " ch[n] } } }
+    END { if (!count) print "no settings found" }' "$facts/${fw}_args.tsv" -)
+  [ -z "$bad" ] || fail "$fw $(basename "$file"): $bad"
+}
+
+# the form of each format: bash arrays that bash parses, TOML sections, JSON
+well_formed() {
+  case $1 in
+    megatron | nemo) bash -n "$2" 2>"$tmp/sh.err" || fail "$1 $(basename "$2"): not valid bash: $(cat "$tmp/sh.err")" ;;
+    deepspeed) jq -e 'type == "object"' "$2" >/dev/null || fail "deepspeed $(basename "$2"): not a JSON object" ;;
+    torchtitan) grep -q '^\[parallelism\]$' "$2" || fail "torchtitan $(basename "$2"): no [parallelism]" ;;
+  esac
+}
+
+# The round trips: name, framework, plan flags. Dense TP/PP/VP/SP, CP, MoE EP/ETP, ZeRO-3 (Megatron-FSDP,
+# FSDP2) and HSDP, uneven stages and an explicit split, offload, fp8 (delayed, current, blockwise).
+cases=(
+  "dense_tp_pp_vp_sp|megatron|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
+  "dense_tp_pp_vp_sp|nemo|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
+  "cp_allgather_full|megatron|-m llama3-8b -c dgx-h100 -g 16 --seq 32768 --cp 4 --cp-algo all-gather -t 2 --sp -z 1 -B 16 -r full"
+  "moe_ep_etp|megatron|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096"
+  "moe_ep_etp|nemo|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096"
+  "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
+  "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
+  "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full"
+  "interleaved_uneven|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 3 -z 1 -B 64"
+  "chunks_fp8_delayed|megatron|-m llama3-8b -c dgx-h100 -g 16 -p 2 --vpp 2 --layers-per-chunk 7,9,9,7 -t 2 --sp -z 1 -B 64 -P fp8"
+  "hsdp_pp_fp8|torchtitan|-m llama3-8b -c dgx-h100 -g 64 -t 2 --sp -p 2 -z 3 --shard-group 8 --grad-accum full --main-grad fp32 -P fp8 --fp8-recipe current -B 128"
+  "interleaved_full|torchtitan|-m llama3-8b -c dgx-h100 -g 16 -t 2 -p 4 --vpp 2 --sp -z 3 --grad-accum full --main-grad fp32 -B 64 -r full"
+  "fsdp_cp_ep|torchtitan|-m mixtral-8x7b -c dgx-h100 -g 32 -t 2 --sp --cp 2 --ep 4 -z 3 --main-grad fp32 -B 64 --seq 4096"
+  "zero3_offload|deepspeed|-m llama3-8b -c dgx-h100 -g 16 -z 3 --offload-optimizer cpu --offload-params cpu -B 64 --main-grad fp32"
+  "zero2_fp16|deepspeed|-m gpt2-350m -c dgx-a100 -g 8 -z 2 -P fp16 -b 4 -B 64"
+)
+for c in "${cases[@]}"; do
+  IFS='|' read -r name fw flags <<<"$c"
+  out=$tmp/$name.$fw
+  # shellcheck disable=SC2086
+  "$px" export $flags --to "$fw" >"$out" 2>"$out.err" || { fail "export $name --to $fw: $(cat "$out.err")"; continue; }
+  well_formed "$fw" "$out"
+  check_settings "$fw" "$out"
+  expected=$facts/expected/$name.$fw
+  if [ "${PX_EXPORT_UPDATE:-0}" = 1 ]; then cp "$out" "$expected"; fi
+  diff "$expected" "$out" >"$tmp/diff" || fail "export $name --to $fw differs from $expected: $(head -20 "$tmp/diff")"
+done
+
+# -f: the plan file sweep -o or --save-plan writes gives the same text as the flags
+"$px" plan -m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128 -o "$tmp/p.json" >/dev/null || fail "plan -o"
+"$px" export -f "$tmp/p.json" --to megatron >"$tmp/f.megatron" || fail "export -f"
+diff "$facts/expected/dense_tp_pp_vp_sp.megatron" "$tmp/f.megatron" >/dev/null || fail "export -f differs from the flags' export"
+
+# refusals: exit 2, naming the plan's choice and the reason
+refuses() { # FW WHAT FLAGS...: export --to FW FLAGS exits 2 with WHAT in its message
+  local fw=$1 what=$2 err rc
+  shift 2
+  err=$("$px" export "$@" --to "$fw" 2>&1 >"$tmp/refused.out")
+  rc=$?
+  [ "$rc" -eq 2 ] && echo "$err" | grep -qF -- "$what" || fail "export --to $fw $*: exit $rc, $err (wanted 2 and '$what')"
+  [ -s "$tmp/refused.out" ] && fail "export --to $fw $*: refused but wrote $(head -2 "$tmp/refused.out")"
+}
+base=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
+refuses megatron "cannot run schedule zb-h1" "${base[@]}" -p 2 --schedule zb-h1
+refuses megatron "cannot run schedule gpipe" "${base[@]}" -p 2 --schedule gpipe
+refuses nemo "cannot run reshard_after_forward false" "${base[@]}" -z 3 --no-reshard-after-forward
+refuses megatron "cannot run grad_accum full with ZeRO-2/3" "${base[@]}" -z 3 --grad-accum full
+refuses megatron "cannot run offload" "${base[@]}" -z 2 --offload-optimizer cpu
+refuses nemo "cannot run precision fp32" "${base[@]}" -P fp32
+refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
+refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
+refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
+refuses torchtitan "cannot run cp_algo a2a" -m llama3-8b -c dgx-h100 -g 16 -B 16 --seq 32768 --cp 2 --cp-algo a2a -z 3 --main-grad fp32
+refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad fp32 -P fp8
+refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2
+refuses deepspeed "cannot run precision fp8" "${base[@]}" -z 2 -P fp8
+refuses deepspeed "cannot run shard_group with ZeRO-1/2" "${base[@]}" -z 2 --shard-group 8
+# usage
+err=$("$px" export "${base[@]}" 2>&1); [ $? -eq 2 ] && echo "$err" | grep -q -- "--to is required" || fail "no --to: $err"
+err=$("$px" export "${base[@]}" --to jax 2>&1); [ $? -eq 2 ] && echo "$err" | grep -q "is not one of megatron|nemo|torchtitan|deepspeed" ||
+  fail "--to jax: $err"
+err=$("$px" export "${base[@]}" --to megatron --json 2>&1); [ $? -eq 2 ] || fail "--json accepted: $err"
+err=$("$px" export -f "$tmp/none.json" --to megatron 2>&1); [ $? -eq 2 ] && echo "$err" | grep -q "none.json" || fail "missing -f: $err"
+"$px" export --help | grep -q "torchtitan" || fail "export --help"
+"$px" --help | grep -q "^  export " || fail "export not in parallax --help"
+
+# sweep --runnable-by: every plan it ranks exports (the same rule), and it says how many it left out
+for fw in torchtitan deepspeed megatron; do
+  "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by "$fw" -k 3 --json >"$tmp/rb.json" || fail "sweep --runnable-by $fw"
+  jq -e --arg fw "$fw" '.question.runnable_by == $fw and .counts.not_runnable > 0 and (.plans | length) > 3' "$tmp/rb.json" >/dev/null ||
+    fail "sweep --runnable-by $fw: $(jq -c '.question.runnable_by, .counts' "$tmp/rb.json")"
+  jq -r '.plans[:8][].flags' "$tmp/rb.json" >"$tmp/rb.flags"
+  while read -r flags; do
+    # shellcheck disable=SC2086
+    "$px" export -m llama3-8b -c dgx-h100 -g 8 $flags --to "$fw" >/dev/null 2>"$tmp/rb.err" ||
+      fail "sweep --runnable-by $fw ranked a plan export refuses: $flags: $(cat "$tmp/rb.err")"
+  done <"$tmp/rb.flags"
+done
+"$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by deepspeed -k 3 >"$tmp/rb.txt" || fail "sweep --runnable-by table"
+grep -q "valid but not runnable by deepspeed" "$tmp/rb.txt" || fail "the table does not count the plans left out: $(sed -n 2p "$tmp/rb.txt")"
+grep '^ *[0-9]  tp' "$tmp/rb.txt" | grep -v '^ *[0-9]  tp1 pp1 ' && fail "sweep --runnable-by deepspeed ranked a plan with tp or pp"
+
+finish
