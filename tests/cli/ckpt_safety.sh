@@ -34,7 +34,7 @@ kill_job() {
 slow_job() {
   local d=$1
   shift
-  PX_CKPT_TEST_DELAY_MS=3000 setsid timeout -s KILL $limit mpirun -np 2 -x PX_CKPT_TEST_DELAY_MS "$px" run "${plan[@]}" \
+  PX_CKPT_TEST_DELAY_MS=${slow_ms:-3000} setsid timeout -s KILL $limit mpirun -np 2 -x PX_CKPT_TEST_DELAY_MS "$px" run "${plan[@]}" \
     --ckpt "$d" "$@" >"$tmp/slow.out" 2>"$tmp/slow.err" &
   job=$!
   for _ in $(seq 1 300); do [ -e "$d/lock" ] && break; sleep 0.05; done
@@ -91,7 +91,7 @@ run --steps 6 --ckpt "$k" --resume --ckpt-keep 1 >/dev/null 2>"$tmp/err" || fail
 # ---- the lock: a second job on a directory is refused; a stale lock is taken over
 
 b=$tmp/busy
-slow_job "$b" --steps 1
+slow_ms=10000 slow_job "$b" --steps 1 # long enough for two more jobs to start beside it on a loaded machine
 run --steps 1 --ckpt "$b" >"$tmp/out" 2>"$tmp/err"; rc=$?
 refused "--ckpt: $b is in use by another job: pid "
 "$px" reshard --from "$d" --to "$b" -d 1 >"$tmp/out" 2>"$tmp/err"; rc=$?
