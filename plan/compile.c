@@ -22,11 +22,11 @@
  *   GRAD_NORM, ADAMW  elements of the shard (ADAMW_HOST: and the states' px_offload place)
  *   COPY_D2H/H2D      elements, the host side's px_offload place (host memory or NVMe), bytes
  *                     an element; the op's bytes are those over the GPU's host link */
+#include "plan/compile.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "plan/compile.h"
 
 /* Model-derived sizes of one rank. */
 typedef struct {
@@ -121,11 +121,6 @@ static int grad_of(const px_plan *p, int param) {
   return -1;
 }
 
-int px_plan_slot(const px_plan *plan, const char *name) {
-  for (int i = 0; i < plan->nslots; i++)
-    if (!strcmp(plan->slots[i].name, name)) return i;
-  return -1;
-}
 
 /* ---- ops ---- */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/fmt.h"
+#include "plan/check.h"
 #include "plan/plan.h"
 #include "tests/testutil.h"
 
