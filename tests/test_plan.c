@@ -1162,7 +1162,7 @@ static void test_sliding_window(void) {
   p = par(1, 2, 16, 1, 1, 64);
   p.ep = 8, p.cp = 2;
   CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--cp"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`cp`"));
 }
 
 /* ---- fp8 ---- */
@@ -1321,7 +1321,7 @@ static void test_refusals(void) {
   expect_refused("llama3-8b", 8, p, "must be from pp 8 to the 20 micro-batches (hint: 10)");
   p = par(1, 8, 1, 0, 1, 16);
   p.mb_group = 8;
-  expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+  expect_refused("llama3-8b", 8, p, "needs `schedule` interleaved");
   /* Megatron-Core's uneven pipeline: the middle stages split the rest evenly */
   p = par(1, 8, 1, 0, 1, 16);
   p.schedule = PX_SCHED_INTERLEAVED;
@@ -1342,7 +1342,7 @@ static void test_refusals(void) {
   p.nchunk_layers = 2;
   expect_refused("llama3-8b", 8, p, "adds up to 20 layers, the model has 32");
   p.first_stage_layers = 10;
-  expect_refused("llama3-8b", 8, p, "drop --first-stage-layers");
+  expect_refused("llama3-8b", 8, p, "drop `first_stage_layers`");
   p = par(1, 8, 1, 0, 1, 8);
   expect_refused("tiny", 8, p, "more than the 4 layers");
   p = par(1, 1, 1, 2, 1, 8);
@@ -1353,10 +1353,10 @@ static void test_refusals(void) {
   p = par(1, 2, 4, 0, 1, 8);
   p.vpp = 2;
   p.schedule = PX_SCHED_1F1B;
-  expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+  expect_refused("llama3-8b", 8, p, "needs `schedule` interleaved");
   p = par(1, 1, 4, 3, 1, 8);
   p.shard_group = 3;
-  expect_refused("llama3-8b", 4, p, "--shard-group 3 does not divide dp 4");
+  expect_refused("llama3-8b", 4, p, "`shard_group` 3 does not divide dp 4");
   p = par(1, 1, 4, 0, 1, 8);
   p.shard_group = 2;
   expect_refused("llama3-8b", 4, p, "needs ZeRO");
@@ -1379,7 +1379,7 @@ static void test_refusals(void) {
   p.ep = 2;
   expect_refused("llama3-8b", 8, p, "is a dense model");
   p.ep = 3;
-  expect_refused("mixtral-8x7b", 8, p, "--ep 3 --etp 1: ep must divide the 8 experts, and etp x ep = 1 x 3 the tp x cp x dp = 8");
+  expect_refused("mixtral-8x7b", 8, p, "`ep` 3 `etp` 1: ep must divide the 8 experts, and etp x ep = 1 x 3 the tp x cp x dp = 8");
   p.ep = 1, p.cp = 2, p.seq = 4096;
   expect_refused("deepseek-v3", 16, p, "multi-head latent attention is planned with the fused attention");
   p = par(1, 3, 8, 0, 1, 8); /* 12 layers a stage: 6 sliding, 6 full */
@@ -1388,16 +1388,16 @@ static void test_refusals(void) {
   /* expert tensor parallelism: Megatron-Core's folding rule, then the planner's etp = tp */
   p = par(1, 1, 8, 0, 1, 8);
   p.etp = 2;
-  expect_refused("llama3-8b", 8, p, "--etp 2 splits experts, but llama3-8b is a dense model");
+  expect_refused("llama3-8b", 8, p, "`etp` 2 splits experts, but llama3-8b is a dense model");
   p = par(2, 1, 4, 0, 1, 8);
   p.ep = 4, p.sp = 1, p.etp = 3; /* etp x ep = 12 does not divide tp x dp = 8 */
   expect_refused("mixtral-8x7b", 8, p, "etp x ep = 3 x 4 the tp x cp x dp = 8");
   p = par(2, 1, 12, 0, 1, 12);
   p.sp = 1, p.etp = 3; /* 14336 / 3 */
-  expect_refused("mixtral-8x7b", 24, p, "--etp 3 must divide the 14336 expert FFN width");
+  expect_refused("mixtral-8x7b", 24, p, "`etp` 3 must divide the 14336 expert FFN width");
   p = par(2, 1, 4, 0, 1, 8);
   p.etp = 1, p.ep = 4; /* Megatron-Core's MoELayer: TP needs SP */
-  expect_refused("mixtral-8x7b", 8, p, "experts with --tp 2 need sequence parallelism");
+  expect_refused("mixtral-8x7b", 8, p, "experts with `tp` 2 need sequence parallelism");
   /* the expert-DP group folded over tp x cp x dp: 2 x 32 / (1 x 8) = 8 with etp 1, 2 x 32 / (2 x 8) = 4 with etp = tp */
   p = par(2, 1, 32, 0, 1, 64);
   p.ep = 8, p.etp = 1;
@@ -1492,7 +1492,7 @@ static void test_numbers(void) {
   const char *chunks[] = {" 3,4", "+3,4", "3, 4", "0x3,4", "3,,4", "3,4,", ""};
   for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
     CU_ASSERT_EQUAL(px_parallel_parse_chunk_list(chunks[i], &p, &err), PX_ERR_INPUT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--layers-per-chunk"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`layers_per_chunk`"));
   }
 }
 
