@@ -224,6 +224,9 @@ px_status px_plan_compile_fit(px_plan *p, const px_model *m, const px_cluster *c
 static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, bool totals,
                          px_plan_stop_fn stop, void *ctx, px_err *err) {
   memset(p, 0, sizeof *p);
+  px_parallel resolved = *par; /* the defaults of the choices left unset: no caller need resolve them */
+  px_parallel_resolve(&resolved, m, c);
+  par = &resolved;
   px_status st = px_parallel_validate(par, m, c, err);
   if (st) return st;
   p->model = *m;

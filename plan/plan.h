@@ -10,7 +10,9 @@
 #include "plan/memory.h"
 #include "plan/query.h"
 
-/* Validates and compiles. On failure the plan is left empty (safe to free). */
+/* Resolves the choices par leaves unset (px_parallel_resolve, on a copy:
+ * plan->par holds them), validates and compiles. On failure the plan is
+ * left empty (safe to free). */
 px_status px_plan_compile(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
                           px_err *err);
 /* Whether a compile may stop at `stage`, which does not fit (px_plan_stage_fits). */

@@ -1275,6 +1275,29 @@ static void test_fp8(void) {
   px_plan_free(&b16);
 }
 
+/* A library caller need not resolve the defaults: px_plan_compile does, on its own copy. */
+static void test_compile_resolves(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-a100", 8);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 2;
+  px_parallel given = p;
+  px_plan plan, ref;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(!memcmp(&p, &given, sizeof p)); /* the caller's choices are left as they were */
+  CU_ASSERT_EQUAL(plan.par.dp, 4);
+  px_parallel_resolve(&given, &m, &c);
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&ref, &m, &c, &given, &err), PX_OK);
+  CU_ASSERT(!memcmp(&plan.par, &ref.par, sizeof plan.par));
+  CU_ASSERT_EQUAL(plan.nslots, ref.nslots);
+  CU_ASSERT_EQUAL(plan.mem[0].peak_bytes, ref.mem[0].peak_bytes);
+  px_plan_free(&plan);
+  px_plan_free(&ref);
+}
+
 /* ---- refusals ---- */
 
 static void expect_refused(const char *model, int64_t gpus, px_parallel p, const char *needle) {
@@ -1559,6 +1582,7 @@ int main(void) {
       {"every preset's datasheet figures have a source", test_cluster_sources},
       {"reserved memory: the CUDA context, cuBLASLt workspace and NCCL buffers it adds", test_runtime_reserve},
       {"Blackwell presets: per-GPU figures from the published totals", test_blackwell_presets},
+      {"px_plan_compile resolves the unset choices itself", test_compile_resolves},
       {"impossible plans are refused with a reason", test_refusals},
       {"the layer-pass limit: at it valid, past it refused, no overflow", test_layer_pass_limit},
       {"numbers are decimal: suffixes yes, hex, inf, nan and spaces no", test_numbers},
