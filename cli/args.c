@@ -534,7 +534,45 @@ int px_cli_start(px_args *a, const char *command, int groups, int help_groups, c
   return -1;
 }
 
+/* The fields whose flag is not named after them: the library's words, the flag. */
+static const struct {
+  const char *field, *flag;
+} flag_renamed[] = {{"`reshard_after_forward` false", "--no-reshard-after-forward"}};
+
+void px_cli_flag_names(const char *msg, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *s = msg; *s && n + 1 < cap;) {
+    const char *end = *s == '`' ? strchr(s + 1, '`') : NULL;
+    if (!end) {
+      out[n++] = *s++;
+      continue;
+    }
+    const char *renamed = NULL, *opt = NULL;
+    for (size_t i = 0; i < sizeof flag_renamed / sizeof *flag_renamed && !renamed; i++)
+      if (!strncmp(s, flag_renamed[i].field, strlen(flag_renamed[i].field))) {
+        renamed = flag_renamed[i].flag;
+        end = s + strlen(flag_renamed[i].field) - 1;
+      }
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
+    for (char *c = name; *c; c++) *c = *c == '_' ? '-' : *c;
+    for (size_t i = 0; i < sizeof opts / sizeof *opts && !renamed && !opt; i++)
+      if (!strcmp(opts[i].name, name)) opt = opts[i].name;
+    if (renamed)
+      n += (size_t)snprintf(out + n, cap - n, "%s", renamed);
+    else if (opt)
+      n += (size_t)snprintf(out + n, cap - n, "--%s", opt);
+    else /* no flag sets it: the field's name */
+      n += (size_t)snprintf(out + n, cap - n, "%.*s", (int)(end - s - 1), s + 1);
+    if (n >= cap) n = cap - 1;
+    s = end + 1;
+  }
+  out[n < cap ? n : cap - 1] = '\0';
+}
+
 int px_cli_fail(px_status st, const px_err *err) {
-  fprintf(stderr, "parallax: %s\n", err->msg[0] ? err->msg : "failed");
+  char msg[sizeof err->msg];
+  px_cli_flag_names(err->msg[0] ? err->msg : "failed", msg, sizeof msg);
+  fprintf(stderr, "parallax: %s\n", msg);
   return st ? (int)st : 1;
 }

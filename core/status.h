@@ -1,5 +1,8 @@
 /* Status codes and error messages shared by every module: library code
- * returns a px_status and fills a px_err naming the file, field and reason. */
+ * returns a px_status and fills a px_err naming the file, field and reason.
+ * A field the user sets is named in backquotes (`tp`, `shard_group`), never
+ * as a flag: the CLI shows it as the flag that sets it (--shard-group;
+ * cli/args.h, px_cli_flag_names; tests/flag_names.sh checks). */
 #ifndef PX_CORE_STATUS_H
 #define PX_CORE_STATUS_H
 

@@ -4,9 +4,9 @@
  * followed by a wait). Matching is first-in first-out per (source,
  * destination, direction), and matched pairs must agree on micro-batch and
  * chunk. */
-#include <stdlib.h>
+#include "plan/check.h"
 
-#include "plan/plan.h"
+#include <stdlib.h>
 
 typedef struct {
   int32_t *v;

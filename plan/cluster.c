@@ -591,12 +591,12 @@ done:
 }
 
 px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err) {
-  if (gpus < 0 || nodes < 0) return px_err_set(err, PX_ERR_INPUT, "--gpus and --nodes must be positive");
+  if (gpus < 0 || nodes < 0) return px_err_set(err, PX_ERR_INPUT, "`gpus` and `nodes` must be positive");
   if (gpus > ((int64_t)1 << 24) || nodes > ((int64_t)1 << 24))
-    return px_err_set(err, PX_ERR_INPUT, "--gpus/--nodes: at most %d", 1 << 24);
+    return px_err_set(err, PX_ERR_INPUT, "`gpus`/`nodes`: at most %d", 1 << 24);
   if (nodes > 0) {
     if (gpus > 0 && gpus != nodes * c->gpus_per_node)
-      return px_err_set(err, PX_ERR_INPUT, "--gpus %lld does not equal --nodes %lld x %lld GPUs per node",
+      return px_err_set(err, PX_ERR_INPUT, "`gpus` %lld does not equal `nodes` %lld x %lld GPUs per node",
                         (long long)gpus, (long long)nodes, (long long)c->gpus_per_node);
     c->nodes = nodes;
     c->gpus = nodes * c->gpus_per_node;
@@ -605,7 +605,7 @@ px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err
   if (gpus > 0) {
     if (gpus > c->gpus_per_node && gpus % c->gpus_per_node != 0)
       return px_err_set(err, PX_ERR_INPUT,
-                        "--gpus %lld does not fill whole nodes of %lld GPUs (%s); use a multiple of %lld",
+                        "`gpus` %lld does not fill whole nodes of %lld GPUs (%s); use a multiple of %lld",
                         (long long)gpus, (long long)c->gpus_per_node, c->name, (long long)c->gpus_per_node);
     c->gpus = gpus;
     c->nodes = (gpus + c->gpus_per_node - 1) / c->gpus_per_node;

@@ -2,13 +2,11 @@
  * lifetimes, for the peak bytes per GPU and their breakdown. Model states
  * (parameters, gradients, optimizer) follow from the ZeRO stage; everything
  * else from the ops' allocations and frees. */
+#include "plan/memory.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fmt.h"
-#include "plan/compile.h"
-
-PX_NAME_TABLE(px_mem_cat_names, PX_MEM_COUNT, "params", "grads", "optimizer", "activations", "buffers", "workspace");
 
 static px_mem_cat slot_cat(const px_slot *s) {
   switch (s->kind) {

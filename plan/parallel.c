@@ -173,23 +173,23 @@ px_status px_parallel_chunk_layers(const px_parallel *p, int64_t L, int64_t *out
   if (p->nchunk_layers > 0) {
     if (p->first_stage_layers > 0 || p->last_stage_layers > 0)
       return px_err_set(err, PX_ERR_INPUT,
-                        "--layers-per-chunk gives every chunk's layers: drop --first-stage-layers and "
-                        "--last-stage-layers");
+                        "`layers_per_chunk` gives every chunk's layers: drop `first_stage_layers` and "
+                        "`last_stage_layers`");
     if (p->nchunk_layers != V)
       return px_err_set(err, PX_ERR_INPUT,
-                        "--layers-per-chunk has %d entries, but pp %lld x vpp %lld makes %lld chunks", p->nchunk_layers,
+                        "`layers_per_chunk` has %d entries, but pp %lld x vpp %lld makes %lld chunks", p->nchunk_layers,
                         (long long)pp, (long long)v, (long long)V);
     int64_t sum = 0;
     for (int64_t i = 0; i < V; i++) sum += out[i] = p->chunk_layers[i];
     if (sum != L)
-      return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk adds up to %lld layers, the model has %lld",
+      return px_err_set(err, PX_ERR_INPUT, "`layers_per_chunk` adds up to %lld layers, the model has %lld",
                         (long long)sum, (long long)L);
   } else if (p->first_stage_layers > 0 || p->last_stage_layers > 0) {
     /* Megatron-Core's uneven pipeline: the stages whose count is not given
      * (the middle ones) share the rest evenly, every chunk alike. */
     int64_t F = p->first_stage_layers, Ls = p->last_stage_layers;
     if (pp < 2)
-      return px_err_set(err, PX_ERR_INPUT, "--first-stage-layers and --last-stage-layers need pp > 1");
+      return px_err_set(err, PX_ERR_INPUT, "`first_stage_layers` and `last_stage_layers` need pp > 1");
     int64_t mid = pp - (F > 0) - (Ls > 0), rest = L - F - Ls;
     if ((F > 0 && F < v) || (Ls > 0 && Ls < v))
       return px_err_set(err, PX_ERR_INPUT,
@@ -197,7 +197,7 @@ px_status px_parallel_chunk_layers(const px_parallel *p, int64_t L, int64_t *out
                         (long long)v);
     if (mid == 0 && rest != 0)
       return px_err_set(err, PX_ERR_INPUT,
-                        "--first-stage-layers %lld + --last-stage-layers %lld must be the model's %lld layers with pp 2",
+                        "`first_stage_layers` %lld + `last_stage_layers` %lld must be the model's %lld layers with pp 2",
                         (long long)F, (long long)Ls, (long long)L);
     if (mid > 0 && (rest < mid * v || rest % (mid * v))) {
       char hint[96];
@@ -207,7 +207,7 @@ px_status px_parallel_chunk_layers(const px_parallel *p, int64_t L, int64_t *out
                         "%lld layers are left for the %lld middle stage%s x %lld chunk%s, which do not split evenly "
                         "(hint: make %s %s)",
                         (long long)rest, (long long)mid, mid > 1 ? "s" : "", (long long)v, v > 1 ? "s" : "",
-                        F > 0 && Ls > 0 ? "first + last stage layers" : F > 0 ? "--first-stage-layers" : "--last-stage-layers",
+                        F > 0 && Ls > 0 ? "first + last stage layers" : F > 0 ? "`first_stage_layers`" : "`last_stage_layers`",
                         hint[0] ? hint : "smaller");
     }
     for (int64_t i = 0; i < V; i++) out[i] = mid > 0 ? rest / (mid * v) : 0;
@@ -238,289 +238,355 @@ px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *er
     char *end = (char *)q;
     long long x = isdigit((unsigned char)*q) ? strtoll(q, &end, 10) : 0; /* digits only: no sign, no spaces */
     if (end == q || x < 1 || x > 65535 || (*end && (*end != ',' || !end[1])))
-      return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: '%.64s' is not a comma list of layer counts", s);
+      return px_err_set(err, PX_ERR_INPUT, "`layers_per_chunk`: '%.64s' is not a comma list of layer counts", s);
     if (n == PX_MAX_CHUNK_LIST)
-      return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: more than %d chunks", PX_MAX_CHUNK_LIST);
+      return px_err_set(err, PX_ERR_INPUT, "`layers_per_chunk`: more than %d chunks", PX_MAX_CHUNK_LIST);
     p->chunk_layers[n++] = (uint16_t)x;
     q = *end ? end + 1 : end;
   }
-  if (!n) return px_err_set(err, PX_ERR_INPUT, "--layers-per-chunk: empty list");
+  if (!n) return px_err_set(err, PX_ERR_INPUT, "`layers_per_chunk`: empty list");
   p->nchunk_layers = n;
   return PX_OK;
 }
 
+/* ---- validation: a table of rules ---- */
+
+/* What the rules read; a rule's predicate may note what its message says. */
+typedef struct {
+  const px_parallel *p;
+  const px_model *m;
+  const px_cluster *c;
+  int64_t chunk, chunk_layers; /* sliding windows: the first chunk of an odd number of layers */
+  px_err sub;                  /* the layer split's own refusal (px_parallel_chunk_layers) */
+  px_status sub_st;
+} vctx;
+
+/* One rule: when broken holds, px_parallel_validate refuses the choices with
+ * msg, which names each field the user sets in backquotes (`tp`; the CLI
+ * shows its flag) and each figure as {name} (rule_value). The rules run in
+ * order and the first broken one refuses: a rule may assume every rule above
+ * it holds. */
+typedef struct {
+  bool (*broken)(vctx *x);
+  const char *msg;
+} px_rule;
+
+static int64_t tcp(const vctx *x) { return x->p->tp * x->p->cp * x->p->pp; } /* GPUs of one data-parallel replica */
+static int64_t shardable(const px_model *m) { return gcd64(gcd64(m->heads, m->kv_heads), m->ffn_hidden); }
+static bool interleaved(const px_parallel *p) { return p->schedule == PX_SCHED_INTERLEAVED; }
+/* The micro-batch group px_parallel_mb_group would pick (0: none). */
+static int64_t auto_group(const px_parallel *p) {
+  int64_t mbs_n = px_parallel_microbatches(p);
+  for (int64_t g = p->pp; g <= mbs_n; g++)
+    if (mb_group_ok(g, mbs_n, p->pp)) return g;
+  return 0;
+}
+
+static bool sizes_positive(vctx *x) { return x->p->tp < 1 || x->p->pp < 1 || x->p->cp < 1; }
+static bool too_few_gpus(vctx *x) { return x->p->tp * x->p->cp > x->c->gpus || x->p->pp > x->c->gpus; }
+static bool dp_none(vctx *x) { return x->p->dp < 1; }
+static bool gpus_mismatch(vctx *x) { return tcp(x) * x->p->dp != x->c->gpus; }
+static bool tp_heads(vctx *x) { return x->m->heads % x->p->tp != 0; }
+static bool tp_kv_heads(vctx *x) { return x->m->kv_heads % x->p->tp != 0; }
+static bool tp_ffn(vctx *x) { return x->m->ffn_hidden % x->p->tp != 0; }
+static bool zero_range(vctx *x) { return x->p->zero < 0 || x->p->zero > 3; }
+static bool zero_alone(vctx *x) { return x->p->zero > 0 && px_parallel_weight_dp(x->p) < 2; }
+static bool shard_group_divides(vctx *x) {
+  int64_t g = x->p->shard_group, wdp = px_parallel_weight_dp(x->p);
+  return g < 0 || g > wdp || (g > 0 && wdp % g);
+}
+static bool hybrid_without_zero(vctx *x) { return px_parallel_hybrid(x->p) && x->p->zero < 1; }
+static bool sp_without_tp(vctx *x) { return x->p->sp && x->p->tp < 2; }
+static bool batch_positive(vctx *x) { return x->p->mbs < 1 || x->p->gbs < 1; }
+static bool batch_divides(vctx *x) { return x->p->gbs % (x->p->mbs * x->p->dp) != 0; }
+static bool seq_positive(vctx *x) { return x->p->seq < 1; }
+static bool mb_tokens(vctx *x) { return x->p->mbs > PX_PLAN_MB_TOKENS_MAX / x->p->seq; }
+static bool scores_size(vctx *x) {
+  const px_parallel *p = x->p;
+  return p->attention != PX_ATTN_FLASH && (double)p->mbs * (double)x->m->heads * (double)p->seq * (double)p->seq > 0x1p56;
+}
+static bool seq_positions(vctx *x) { return x->m->position == PX_POS_LEARNED && x->p->seq > x->m->max_positions; }
+static bool sp_seq(vctx *x) { return x->p->sp && x->p->seq % x->p->tp; }
+static bool cp_algo_unset(vctx *x) { return x->p->cp > 1 && (x->p->cp_algo < 0 || x->p->cp_algo >= PX_CP_ALGO_COUNT); }
+static bool cp_unfused(vctx *x) { return x->p->cp > 1 && x->p->attention != PX_ATTN_FLASH; }
+static bool cp_chunks(vctx *x) { return x->p->cp > 1 && x->p->seq % (2 * x->p->cp); }
+static bool cp_sp_seq(vctx *x) { return x->p->cp > 1 && x->p->sp && (x->p->seq / x->p->cp) % x->p->tp; }
+static bool cp_a2a_heads(vctx *x) {
+  const px_parallel *p = x->p;
+  return p->cp > 1 && p->cp_algo == PX_CP_A2A && ((x->m->heads / p->tp) % p->cp || (x->m->kv_heads / p->tp) % p->cp);
+}
+static bool ep_positive(vctx *x) { return x->p->ep < 1; }
+static bool ep_dense(vctx *x) { return x->m->experts == 0 && x->p->ep > 1; }
+static bool etp_positive(vctx *x) { return x->p->etp < 1; }
+static bool etp_dense(vctx *x) { return x->m->experts == 0 && x->p->etp != x->p->tp; }
+/* Megatron-Core's parallel folding (parallel_state.initialize_model_parallel): the MoE layers' etp x ep x edp
+ * grid covers the stage's tp x cp x dp ranks, so etp x ep must divide them (with etp = tp: ep divides cp x dp);
+ * etp splits moe_ffn_hidden */
+static bool ep_fold(vctx *x) {
+  const px_parallel *p = x->p;
+  return x->m->experts > 0 && ((p->tp * px_parallel_weight_dp(p)) % (p->etp * p->ep) || x->m->experts % p->ep);
+}
+static bool etp_ffn(vctx *x) { return x->m->experts > 0 && x->m->moe_ffn_hidden % x->p->etp; }
+/* Megatron-Core's MoELayer raises "During training, performance may degrade if MoE and tensor parallelism are
+ * enabled without also enabling sequence parallelism": its dispatchers take each TP rank's sequence shard */
+static bool moe_sp(vctx *x) { return x->m->experts > 0 && x->p->tp > 1 && !x->p->sp; }
+static bool moe_imbalance(vctx *x) { return x->m->experts > 0 && x->p->moe_imbalance < 1; }
+static bool moe_dispatch_unset(vctx *x) {
+  return x->m->experts > 0 && (x->p->moe_dispatch < 0 || x->p->moe_dispatch >= PX_MOE_DISPATCH_COUNT);
+}
+static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
+static bool moe_split_w(vctx *x) { return x->m->experts > 0 && px_parallel_split_w(x->p); }
+static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
+/* one compiled layer block stands for a chunk's layers, its attention the mean of sliding and full ones: exact
+ * when each chunk holds as many of each */
+static bool window_chunks(vctx *x) {
+  int64_t chunks[PX_MAX_CHUNK_LIST], n = x->p->pp * x->p->vpp;
+  if (x->m->sliding_window <= 0 || n > PX_MAX_CHUNK_LIST || px_parallel_chunk_layers(x->p, x->m->layers, chunks, NULL))
+    return false;
+  for (x->chunk = 0; x->chunk < n; x->chunk++)
+    if (chunks[x->chunk] % 2) return x->chunk_layers = chunks[x->chunk], true;
+  return false;
+}
+static bool mla_attention(vctx *x) {
+  return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
+}
+static bool vpp_positive(vctx *x) { return x->p->vpp < 1; }
+static bool chunks_layers(vctx *x) { return x->p->pp * x->p->vpp > x->m->layers; }
+static bool passes_max(vctx *x) { return px_parallel_layer_passes(x->p, x->m->layers) > PX_PLAN_LAYER_PASSES_MAX; }
+static bool interleaved_pp(vctx *x) { return interleaved(x->p) && x->p->pp < 2; }
+static bool interleaved_vpp(vctx *x) { return interleaved(x->p) && x->p->vpp < 2; }
+static bool interleaved_mbs(vctx *x) { return interleaved(x->p) && px_parallel_microbatches(x->p) < x->p->pp; }
+static bool mb_group_bad(const px_parallel *p) {
+  return interleaved(p) && p->mb_group > 0 && !mb_group_ok(p->mb_group, px_parallel_microbatches(p), p->pp);
+}
+static bool mb_group_range(vctx *x) {
+  return mb_group_bad(x->p) && (x->p->mb_group < x->p->pp || x->p->mb_group > px_parallel_microbatches(x->p));
+}
+static bool mb_group_last(vctx *x) { return mb_group_bad(x->p); }
+static bool vpp_not_interleaved(vctx *x) { return !interleaved(x->p) && x->p->vpp > 1; }
+static bool split_w_pp(vctx *x) { return !interleaved(x->p) && px_parallel_split_w(x->p) && x->p->pp < 2; }
+static bool split_w_zero3(vctx *x) { return !interleaved(x->p) && px_parallel_split_w(x->p) && x->p->zero == 3; }
+static bool mb_group_not_interleaved(vctx *x) { return !interleaved(x->p) && x->p->mb_group > 0; }
+static bool layer_split(vctx *x) {
+  int64_t *split = px_calloc((size_t)(x->p->pp * x->p->vpp), sizeof *split, &x->sub);
+  x->sub_st = split ? px_parallel_chunk_layers(x->p, x->m->layers, split, &x->sub) : PX_ERR_RUNTIME;
+  free(split);
+  return x->sub_st != PX_OK;
+}
+static bool choices_unset(vctx *x) {
+  const px_parallel *p = x->p;
+  return p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
+         p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT ||
+         p->gelu < 0 || p->gelu >= PX_GELU_COUNT;
+}
+static bool prefetch_range(vctx *x) { return x->p->prefetch < 0 || x->p->prefetch > 64; }
+static bool zero_choices_unset(vctx *x) {
+  const px_parallel *p = x->p;
+  return p->reshard < 0 || p->reshard > 1 || p->grad_accum < 0 || p->grad_accum >= PX_ACCUM_COUNT ||
+         p->main_grad < 0 || p->main_grad >= PX_MAIN_GRAD_COUNT;
+}
+static bool keep_gathered(vctx *x) { return !x->p->reshard && x->p->zero != 3; }
+static bool accum_sharded(vctx *x) { return x->p->grad_accum == PX_ACCUM_SHARDED && x->p->zero < 2; }
+static bool offload_unset(vctx *x) {
+  const px_parallel *p = x->p;
+  return p->offload_opt < 0 || p->offload_opt >= PX_OFFLOAD_COUNT || p->offload_params < 0 ||
+         p->offload_params >= PX_OFFLOAD_COUNT;
+}
+static bool offload_zero(vctx *x) { return x->p->offload_opt && x->p->zero < 2; }
+static bool offload_params(vctx *x) { return x->p->offload_params && (x->p->zero != 3 || !x->p->offload_opt); }
+static bool offload_hybrid(vctx *x) { return x->p->offload_opt && px_parallel_hybrid(x->p); }
+static bool offload_host(vctx *x) {
+  return x->p->offload_opt && (x->c->host_pcie_bytes_per_s <= 0 || x->c->host_cpu_adam_params_per_s <= 0);
+}
+static bool offload_nvme(vctx *x) {
+  const px_parallel *p = x->p;
+  return (p->offload_opt == PX_OFFLOAD_NVME || p->offload_params == PX_OFFLOAD_NVME) &&
+         (x->c->host_nvme_bytes_per_s <= 0 || x->c->host_nvme_bytes == 0);
+}
+static bool precision_peak(vctx *x) {
+  return px_parallel_mixed(x->p) && x->c->gpu.peak_flops[px_parallel_compute_dtype(x->p)] <= 0;
+}
+static bool fp8_peak(vctx *x) { return x->p->precision == PX_PREC_FP8 && x->c->gpu.peak_flops[PX_DTYPE_FP8] <= 0; }
+
+static const px_rule rules[] = {
+    {sizes_positive, "`tp`, `pp` and `cp` must be at least 1"},
+    {too_few_gpus, "tp {tp} x cp {cp} x pp {pp} needs more than the {gpus} GPUs available"},
+    {dp_none, "tp {tp} x cp {cp} x pp {pp} does not divide the {gpus} GPUs (hint: pick tp x cp x pp dividing {gpus})"},
+    {gpus_mismatch, "tp {tp} x cp {cp} x pp {pp} x dp {dp} = {replicas_gpus}, but there are {gpus} GPUs"},
+    {tp_heads, "tp {tp} does not divide the {heads} attention heads (valid tp: {tp_choices})"},
+    {tp_kv_heads, "tp {tp} does not divide the {kv_heads} key/value heads (valid tp: {tp_choices})"},
+    {tp_ffn, "tp {tp} does not divide ffn_hidden {ffn_hidden} (valid tp: {tp_choices})"},
+    {zero_range, "`zero` must be 0, 1, 2 or 3"},
+    {zero_alone, "ZeRO-{zero} shards across data-parallel ranks but dp{x_cp} is 1 (hint: `zero` 0)"},
+    {shard_group_divides, "`shard_group` {shard_group} does not divide {dp_x_cp} {wdp} (valid shard groups: {wdp_choices})"},
+    {hybrid_without_zero, "`shard_group` {shard_group} shards model states within groups of DP ranks, which needs ZeRO "
+                          "(hint: `zero` 3, or drop `shard_group`)"},
+    {sp_without_tp, "sequence parallelism needs tp > 1 (hint: drop `sp` or raise `tp`)"},
+    {batch_positive, "`mbs` and `gbs` must be at least 1"},
+    {batch_divides, "global batch {gbs} is not divisible by mbs {mbs} x dp {dp} (hint: use a multiple of {mbs_dp})"},
+    {seq_positive, "`seq` must be at least 1"},
+    {mb_tokens, "mbs {mbs} x seq {seq} is more than the {mb_tokens_max} tokens a micro-batch may have (its tensors' "
+                "sizes must stay exact in 64 bits)"},
+    {scores_size, "the unfused attention's scores, mbs {mbs} x {heads} heads x seq {seq} x seq, are more than the 2^56 "
+                  "elements a tensor may have (hint: `attention` flash)"},
+    {seq_positions, "`seq` {seq} exceeds the model's {max_positions} learned positions"},
+    {sp_seq, "sequence parallelism needs tp {tp} to divide the sequence length {seq}"},
+    {cp_algo_unset, "`cp_algo` is not set"},
+    {cp_unfused, "context parallelism runs the fused attention block by block; the unfused attention's (S, S) "
+                 "tensors are not split (hint: `attention` flash)"},
+    {cp_chunks, "cp {cp} cuts the sequence into 2 x cp = {cp_chunks} chunks (two per rank, for the causal load "
+                "balance), which must divide `seq` {seq}"},
+    {cp_sp_seq, "sequence parallelism needs tp {tp} to divide each CP rank's {seq_cp} tokens (seq / cp)"},
+    {cp_a2a_heads, "`cp_algo` a2a gives each CP rank 1/cp of the heads: cp {cp} must divide the {tp_heads} query and "
+                   "{tp_kv_heads} key/value heads per TP rank (valid cp: {cp_choices}; hint: `cp_algo` ring)"},
+    {ep_positive, "`ep` must be at least 1"},
+    {ep_dense, "`ep` {ep} splits experts, but {model} is a dense model (hint: drop `ep`)"},
+    {etp_positive, "`etp` must be at least 1"},
+    {etp_dense, "`etp` {etp} splits experts, but {model} is a dense model (hint: drop `etp`)"},
+    {ep_fold, "`ep` {ep} `etp` {etp}: ep must divide the {experts} experts, and etp x ep = {etp} x {ep} the tp x cp x "
+              "dp = {tp_x_wdp} ranks the expert grid is folded over (valid ep with this etp: {ep_choices})"},
+    {etp_ffn, "`etp` {etp} must divide the {moe_ffn_hidden} expert FFN width (hint: `etp` 1)"},
+    {moe_sp, "experts with `tp` {tp} need sequence parallelism, as Megatron-Core requires: the token dispatchers "
+             "route each TP rank's sequence shard (hint: `sp`)"},
+    {moe_imbalance, "`moe_imbalance` {moe_imbalance}: the busiest rank's tokens over the mean is at least 1"},
+    {moe_dispatch_unset, "`moe_dispatch` is not set"},
+    {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
+                      "`shard_group`)"},
+    {moe_split_w, "`schedule` {schedule} splits weight gradients off the backward, which the expert layers do not "
+                  "yet (hint: `schedule` 1f1b or interleaved)"},
+    {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
+                "attention is not modelled (hint: `cp` 1)"},
+    {window_chunks, "{model} alternates sliding-window and full attention layers; each model chunk must hold an even "
+                    "number of layers (chunk {chunk} has {chunk_layers}; hint: a `pp`/`vpp` dividing {layers} / 2 "
+                    "layer pairs, or `layers_per_chunk` with even counts)"},
+    {mla_attention, "{model}: multi-head latent attention is planned with the fused attention and no context "
+                    "parallelism (hint: `attention` flash, `cp` 1)"},
+    {vpp_positive, "`vpp` must be at least 1"},
+    {chunks_layers, "pp {pp} x vpp {vpp} stages is more than the {layers} layers"},
+    {passes_max, "gbs {gbs} makes {microbatches} micro-batches a step (gbs / (mbs {mbs} x dp {dp})), each through "
+                 "{layers} layers and {chunks} pipeline chunks: {passes} layer passes, more than the {passes_max} a "
+                 "plan may have (up to about 1 GiB and 20 s to compile and simulate at the limit; hint: gbs "
+                 "{passes_gbs} or less, or a larger mbs)"},
+    {interleaved_pp, "the interleaved schedule needs pp > 1 (hint: `schedule` 1f1b)"},
+    {interleaved_vpp, "the interleaved schedule needs `vpp` 2 or more model chunks per rank"},
+    {interleaved_mbs, "the interleaved schedule needs at least pp {pp} micro-batches, there are {microbatches} "
+                      "(hint: `gbs` {pp_gbs})"},
+    {mb_group_range, "`microbatch_group` {mb_group} must be from pp {pp} to the {microbatches} micro-batches (hint: "
+                     "{auto_group})"},
+    {mb_group_last, "`microbatch_group` {mb_group} leaves a last group of {mb_group_rest} micro-batches, fewer than pp "
+                    "{pp}: it would stall the pipeline (Megatron-Core refuses it too; hint: `microbatch_group` "
+                    "{auto_group})"},
+    {vpp_not_interleaved, "`vpp` {vpp} needs `schedule` interleaved"},
+    {split_w_pp, "`schedule` {schedule} needs pp > 1: it fills pipeline bubbles (hint: `schedule` 1f1b)"},
+    {split_w_zero3, "`schedule` {schedule} defers weight gradients, which ZeRO-3's per-layer gathers and "
+                    "reduce-scatters are not planned for (hint: `zero` 1 or 2, or `schedule` 1f1b)"},
+    {mb_group_not_interleaved, "`microbatch_group` groups micro-batches per chunk: it needs `schedule` interleaved"},
+    {layer_split, "{layer_split}"},
+    {choices_unset, "schedule, recompute, precision, attention or gelu is not set"},
+    {prefetch_range, "`prefetch` must be 0 to 64 units"},
+    {zero_choices_unset, "reshard, grad-accum or main-grad is not set"},
+    {keep_gathered, "`reshard_after_forward` false keeps ZeRO-3's gathered parameters; ZeRO-{zero} has none (hint: "
+                    "`zero` 3)"},
+    {accum_sharded, "`grad_accum` sharded needs ZeRO-2 or 3: ZeRO-{zero} keeps the full gradient (hint: `grad_accum` "
+                    "full)"},
+    {offload_unset, "offload-optimizer or offload-params is not set"},
+    {offload_zero, "`offload_optimizer` streams each reduced gradient shard to the host: it needs ZeRO-2 or 3, not "
+                   "ZeRO-{zero} (hint: `zero` 2)"},
+    {offload_params, "`offload_params` keeps ZeRO-3's parameter shard off the GPU, updated where the optimizer runs: "
+                     "it needs `zero` 3 and `offload_optimizer` (hint: `zero` 3 `offload_optimizer` "
+                     "{offload_params})"},
+    {offload_hybrid, "`offload_optimizer` with `shard_group` {shard_group}: offloading hybrid-sharded states is not "
+                     "modelled (hint: drop one of them)"},
+    {offload_host, "{cluster}: offload needs the cluster's host.pcie_gb_per_s and host.cpu_adam_gparams_per_s (add "
+                   "them to the cluster file)"},
+    {offload_nvme, "{cluster}: NVMe offload needs the cluster's host.nvme_gb_per_s and host.nvme_tb (add them to the "
+                   "cluster file)"},
+    {precision_peak, "{cluster}: the {gpu} has no {precision} peak (hint: `precision` fp32)"},
+    {fp8_peak, "{cluster}: the {gpu} has no fp8 tensor cores (gpu.peak_tflops.fp8) (hint: `precision` bf16)"},
+};
+
+/* The value of a rule message's {name}, as text. */
+static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
+  const px_parallel *p = x->p;
+  const px_model *m = x->m;
+  int64_t wdp = px_parallel_weight_dp(p), tp = p->tp > 0 ? p->tp : 1, cp = p->cp > 0 ? p->cp : 1;
+  int64_t etp = p->etp > 0 ? p->etp : 1, mbs_n = px_parallel_microbatches(p), per = m->layers + p->pp * p->vpp;
+  const struct {
+    const char *name;
+    int64_t v;
+  } ints[] = {{"tp", p->tp}, {"pp", p->pp}, {"cp", p->cp}, {"dp", p->dp}, {"ep", p->ep}, {"etp", p->etp},
+              {"zero", p->zero}, {"mbs", p->mbs}, {"gbs", p->gbs}, {"seq", p->seq}, {"vpp", p->vpp},
+              {"shard_group", p->shard_group}, {"mb_group", p->mb_group}, {"gpus", x->c->gpus},
+              {"heads", m->heads}, {"kv_heads", m->kv_heads}, {"ffn_hidden", m->ffn_hidden}, {"layers", m->layers},
+              {"experts", m->experts}, {"moe_ffn_hidden", m->moe_ffn_hidden}, {"max_positions", m->max_positions},
+              {"wdp", wdp}, {"replicas_gpus", tcp(x) * p->dp}, {"mbs_dp", p->mbs * p->dp},
+              {"mb_tokens_max", PX_PLAN_MB_TOKENS_MAX}, {"cp_chunks", 2 * p->cp}, {"seq_cp", p->seq / cp},
+              {"tp_heads", m->heads / tp}, {"tp_kv_heads", m->kv_heads / tp}, {"tp_x_wdp", p->tp * wdp},
+              {"chunk", x->chunk}, {"chunk_layers", x->chunk_layers}, {"chunks", p->pp * p->vpp},
+              {"microbatches", mbs_n}, {"passes", px_parallel_layer_passes(p, m->layers)},
+              {"passes_max", PX_PLAN_LAYER_PASSES_MAX},
+              {"passes_gbs", per > 0 ? PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp : 0},
+              {"pp_gbs", p->pp * p->mbs * p->dp}, {"auto_group", auto_group(p)},
+              {"mb_group_rest", p->mb_group > 0 ? mbs_n % p->mb_group : 0}};
+  for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+    if (!strcmp(name, ints[i].name)) {
+      snprintf(v, cap, "%lld", (long long)ints[i].v);
+      return;
+    }
+  const char *s = "";
+  if (!strcmp(name, "tp_choices"))
+    divisor_hint(shardable(m), x->c->gpus, v, cap);
+  else if (!strcmp(name, "wdp_choices"))
+    divisor_hint(wdp, wdp, v, cap);
+  else if (!strcmp(name, "cp_choices"))
+    divisor_hint(gcd64(m->heads / tp, m->kv_heads / tp), m->heads / tp, v, cap);
+  else if (!strcmp(name, "ep_choices"))
+    divisor_hint(gcd64(p->tp * wdp / etp, m->experts), p->tp * wdp / etp, v, cap);
+  else if (!strcmp(name, "moe_imbalance"))
+    snprintf(v, cap, "%g", p->moe_imbalance);
+  if (strstr(name, "_choices") || !strcmp(name, "moe_imbalance")) return;
+  if (!strcmp(name, "x_cp")) s = p->cp > 1 ? " x cp" : "";
+  if (!strcmp(name, "dp_x_cp")) s = p->cp > 1 ? "dp x cp" : "dp";
+  if (!strcmp(name, "model")) s = m->name;
+  if (!strcmp(name, "cluster")) s = x->c->name;
+  if (!strcmp(name, "gpu")) s = x->c->gpu.name;
+  if (!strcmp(name, "schedule") && p->schedule >= 0 && p->schedule < PX_SCHED_COUNT) s = px_schedule_names[p->schedule];
+  if (!strcmp(name, "precision") && p->precision >= 0 && p->precision < PX_PREC_COUNT)
+    s = px_precision_names[p->precision];
+  if (!strcmp(name, "offload_params") && p->offload_params >= 0 && p->offload_params < PX_OFFLOAD_COUNT)
+    s = px_offload_names[p->offload_params];
+  if (!strcmp(name, "layer_split")) s = x->sub.msg;
+  snprintf(v, cap, "%s", s);
+}
+
+/* A rule's message with each {name} replaced by its value. */
+static void rule_say(const vctx *x, const char *msg, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (const char *s = msg; *s && n + 1 < cap;) {
+    const char *end = *s == '{' ? strchr(s, '}') : NULL;
+    if (!end) {
+      out[n++] = *s++;
+      out[n] = '\0';
+      continue;
+    }
+    char name[32], v[sizeof x->sub.msg];
+    snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
+    rule_value(x, name, v, sizeof v);
+    n += (size_t)snprintf(out + n, cap - n, "%s", v);
+    if (n >= cap) n = cap - 1;
+    s = end + 1;
+  }
+}
+
 px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px_cluster *c, px_err *err) {
-  char hint[256];
-  int64_t gpus = c->gpus;
-  if (p->tp < 1 || p->pp < 1 || p->cp < 1)
-    return px_err_set(err, PX_ERR_INPUT, "--tp, --pp and --cp must be at least 1");
-  if (p->tp * p->cp > gpus || p->pp > gpus)
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld x cp %lld x pp %lld needs more than the %lld GPUs available",
-                      (long long)p->tp, (long long)p->cp, (long long)p->pp, (long long)gpus);
-  int64_t tcp = p->tp * p->cp * p->pp; /* GPUs of one data-parallel replica */
-  if (p->dp < 1 || tcp * p->dp != gpus) {
-    if (p->dp < 1)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "tp %lld x cp %lld x pp %lld does not divide the %lld GPUs (hint: pick tp x cp x pp dividing %lld)",
-                        (long long)p->tp, (long long)p->cp, (long long)p->pp, (long long)gpus, (long long)gpus);
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld x cp %lld x pp %lld x dp %lld = %lld, but there are %lld GPUs",
-                      (long long)p->tp, (long long)p->cp, (long long)p->pp, (long long)p->dp,
-                      (long long)(tcp * p->dp), (long long)gpus);
+  vctx x = {.p = p, .m = m, .c = c};
+  for (size_t i = 0; i < sizeof rules / sizeof *rules; i++) {
+    if (!rules[i].broken(&x)) continue;
+    char msg[sizeof err->msg];
+    rule_say(&x, rules[i].msg, msg, sizeof msg);
+    return px_err_set(err, x.sub_st ? x.sub_st : PX_ERR_INPUT, "%s", msg);
   }
-  int64_t shardable = gcd64(gcd64(m->heads, m->kv_heads), m->ffn_hidden);
-  divisor_hint(shardable, gpus, hint, sizeof hint);
-  if (m->heads % p->tp)
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide the %lld attention heads (valid tp: %s)",
-                      (long long)p->tp, (long long)m->heads, hint);
-  if (m->kv_heads % p->tp)
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide the %lld key/value heads (valid tp: %s)",
-                      (long long)p->tp, (long long)m->kv_heads, hint);
-  if (m->ffn_hidden % p->tp)
-    return px_err_set(err, PX_ERR_INPUT, "tp %lld does not divide ffn_hidden %lld (valid tp: %s)",
-                      (long long)p->tp, (long long)m->ffn_hidden, hint);
-  if (p->zero < 0 || p->zero > 3) return px_err_set(err, PX_ERR_INPUT, "--zero must be 0, 1, 2 or 3");
-  int64_t wdp = px_parallel_weight_dp(p);
-  if (p->zero > 0 && wdp < 2)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "ZeRO-%d shards across data-parallel ranks but dp%s is 1 (hint: --zero 0)", p->zero,
-                      p->cp > 1 ? " x cp" : "");
-  if (p->shard_group < 0 || p->shard_group > wdp || (p->shard_group > 0 && wdp % p->shard_group)) {
-    divisor_hint(wdp, wdp, hint, sizeof hint);
-    return px_err_set(err, PX_ERR_INPUT, "--shard-group %lld does not divide %s %lld (valid shard groups: %s)",
-                      (long long)p->shard_group, p->cp > 1 ? "dp x cp" : "dp", (long long)wdp, hint);
-  }
-  if (px_parallel_hybrid(p) && p->zero < 1)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--shard-group %lld shards model states within groups of DP ranks, which needs ZeRO "
-                      "(hint: --zero 3, or drop --shard-group)",
-                      (long long)p->shard_group);
-  if (p->sp && p->tp < 2)
-    return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp > 1 (hint: drop --sp or raise --tp)");
-  if (p->mbs < 1 || p->gbs < 1) return px_err_set(err, PX_ERR_INPUT, "--mbs and --gbs must be at least 1");
-  if (p->gbs % (p->mbs * p->dp))
-    return px_err_set(err, PX_ERR_INPUT,
-                      "global batch %lld is not divisible by mbs %lld x dp %lld (hint: use a multiple of %lld)",
-                      (long long)p->gbs, (long long)p->mbs, (long long)p->dp, (long long)(p->mbs * p->dp));
-  if (p->seq < 1) return px_err_set(err, PX_ERR_INPUT, "--seq must be at least 1");
-  if (p->mbs > PX_PLAN_MB_TOKENS_MAX / p->seq)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "mbs %lld x seq %lld is more than the %lld tokens a micro-batch may have (its tensors' sizes "
-                      "must stay exact in 64 bits)",
-                      (long long)p->mbs, (long long)p->seq, (long long)PX_PLAN_MB_TOKENS_MAX);
-  if (p->attention != PX_ATTN_FLASH && (double)p->mbs * (double)m->heads * (double)p->seq * (double)p->seq > 0x1p56)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "the unfused attention's scores, mbs %lld x %lld heads x seq %lld x seq, are more than the 2^56 "
-                      "elements a tensor may have (hint: --attention flash)",
-                      (long long)p->mbs, (long long)m->heads, (long long)p->seq);
-  if (m->position == PX_POS_LEARNED && p->seq > m->max_positions)
-    return px_err_set(err, PX_ERR_INPUT, "--seq %lld exceeds the model's %lld learned positions", (long long)p->seq,
-                      (long long)m->max_positions);
-  if (p->sp && p->seq % p->tp)
-    return px_err_set(err, PX_ERR_INPUT, "sequence parallelism needs tp %lld to divide the sequence length %lld",
-                      (long long)p->tp, (long long)p->seq);
-  if (p->cp > 1) {
-    if (p->cp_algo < 0 || p->cp_algo >= PX_CP_ALGO_COUNT) return px_err_set(err, PX_ERR_INPUT, "--cp-algo is not set");
-    if (p->attention != PX_ATTN_FLASH)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "context parallelism runs the fused attention block by block; the unfused attention's "
-                        "(S, S) tensors are not split (hint: --attention flash)");
-    if (p->seq % (2 * p->cp))
-      return px_err_set(err, PX_ERR_INPUT,
-                        "cp %lld cuts the sequence into 2 x cp = %lld chunks (two per rank, for the causal load "
-                        "balance), which must divide --seq %lld",
-                        (long long)p->cp, (long long)(2 * p->cp), (long long)p->seq);
-    if (p->sp && (p->seq / p->cp) % p->tp)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "sequence parallelism needs tp %lld to divide each CP rank's %lld tokens (seq / cp)",
-                        (long long)p->tp, (long long)(p->seq / p->cp));
-    int64_t hq = m->heads / p->tp, hkv = m->kv_heads / p->tp;
-    if (p->cp_algo == PX_CP_A2A && (hq % p->cp || hkv % p->cp)) {
-      divisor_hint(gcd64(hq, hkv), hq, hint, sizeof hint);
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--cp-algo a2a gives each CP rank 1/cp of the heads: cp %lld must divide the %lld query and "
-                        "%lld key/value heads per TP rank (valid cp: %s; hint: --cp-algo ring)",
-                        (long long)p->cp, (long long)hq, (long long)hkv, hint);
-    }
-  }
-  if (p->ep < 1) return px_err_set(err, PX_ERR_INPUT, "--ep must be at least 1");
-  if (m->experts == 0 && p->ep > 1)
-    return px_err_set(err, PX_ERR_INPUT, "--ep %lld splits experts, but %s is a dense model (hint: drop --ep)",
-                      (long long)p->ep, m->name);
-  if (p->etp < 1) return px_err_set(err, PX_ERR_INPUT, "--etp must be at least 1");
-  if (m->experts == 0 && p->etp != p->tp)
-    return px_err_set(err, PX_ERR_INPUT, "--etp %lld splits experts, but %s is a dense model (hint: drop --etp)",
-                      (long long)p->etp, m->name);
-  if (m->experts > 0) {
-    /* Megatron-Core's parallel folding (parallel_state.initialize_model_parallel): the MoE layers' etp x ep x
-     * edp grid covers the stage's tp x cp x dp ranks, so etp x ep must divide them (with etp = tp: ep divides
-     * cp x dp); etp splits moe_ffn_hidden */
-    if ((p->tp * wdp) % (p->etp * p->ep) || m->experts % p->ep) {
-      divisor_hint(gcd64(p->tp * wdp / p->etp, m->experts), p->tp * wdp / p->etp, hint, sizeof hint);
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--ep %lld --etp %lld: ep must divide the %lld experts, and etp x ep = %lld x %lld the tp x "
-                        "cp x dp = %lld ranks the expert grid is folded over (valid ep with this etp: %s)",
-                        (long long)p->ep, (long long)p->etp, (long long)m->experts, (long long)p->etp, (long long)p->ep,
-                        (long long)(p->tp * wdp), hint);
-    }
-    if (m->moe_ffn_hidden % p->etp)
-      return px_err_set(err, PX_ERR_INPUT, "--etp %lld must divide the %lld expert FFN width (hint: --etp 1)",
-                        (long long)p->etp, (long long)m->moe_ffn_hidden);
-    /* Megatron-Core's MoELayer raises "During training, performance may degrade if MoE and tensor
-     * parallelism are enabled without also enabling sequence parallelism": its dispatchers take each TP
-     * rank's sequence shard */
-    if (p->tp > 1 && !p->sp)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "experts with --tp %lld need sequence parallelism, as Megatron-Core requires: the token "
-                        "dispatchers route each TP rank's sequence shard (hint: --sp)",
-                        (long long)p->tp);
-    if (p->moe_imbalance < 1)
-      return px_err_set(err, PX_ERR_INPUT, "--moe-imbalance %g: the busiest rank's tokens over the mean is at least 1",
-                        p->moe_imbalance);
-    if (p->moe_dispatch < 0 || p->moe_dispatch >= PX_MOE_DISPATCH_COUNT)
-      return px_err_set(err, PX_ERR_INPUT, "--moe-dispatch is not set");
-    if (p->shard_group > 0)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--shard-group with experts: hybrid sharding of expert states is not modelled (hint: drop "
-                        "--shard-group)");
-    if (px_parallel_split_w(p))
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--schedule %s splits weight gradients off the backward, which the expert layers do not yet "
-                        "(hint: --schedule 1f1b or interleaved)",
-                        px_schedule_names[p->schedule]);
-  }
-  if (m->sliding_window > 0) {
-    /* one compiled layer block stands for a chunk's layers, its attention the
-     * mean of sliding and full ones: exact when each chunk holds as many of each */
-    if (p->cp > 1)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--cp %lld with %s's sliding-window attention: the CP ranks' share of a windowed causal "
-                        "attention is not modelled (hint: --cp 1)",
-                        (long long)p->cp, m->name);
-    int64_t chunks[PX_MAX_CHUNK_LIST];
-    if (p->pp * p->vpp <= PX_MAX_CHUNK_LIST && px_parallel_chunk_layers(p, m->layers, chunks, NULL) == PX_OK)
-      for (int64_t i = 0; i < p->pp * p->vpp; i++)
-        if (chunks[i] % 2)
-          return px_err_set(err, PX_ERR_INPUT,
-                            "%s alternates sliding-window and full attention layers; each model chunk must hold an "
-                            "even number of layers (chunk %lld has %lld; hint: a --pp/--vpp dividing %lld / 2 "
-                            "layer pairs, or --layers-per-chunk with even counts)",
-                            m->name, (long long)i, (long long)chunks[i], (long long)m->layers);
-  }
-  if (m->kv_lora_rank > 0 && (p->cp > 1 || p->attention != PX_ATTN_FLASH))
-    return px_err_set(err, PX_ERR_INPUT,
-                      "%s: multi-head latent attention is planned with the fused attention and no context parallelism "
-                      "(hint: --attention flash, --cp 1)",
-                      m->name);
-  if (p->vpp < 1) return px_err_set(err, PX_ERR_INPUT, "--vpp must be at least 1");
-  if (p->pp * p->vpp > m->layers)
-    return px_err_set(err, PX_ERR_INPUT, "pp %lld x vpp %lld stages is more than the %lld layers", (long long)p->pp,
-                      (long long)p->vpp, (long long)m->layers);
-  int64_t mbs_n = px_parallel_microbatches(p), passes = px_parallel_layer_passes(p, m->layers);
-  if (passes > PX_PLAN_LAYER_PASSES_MAX) {
-    int64_t per = m->layers + p->pp * p->vpp, most = PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp;
-    return px_err_set(err, PX_ERR_INPUT,
-                      "gbs %lld makes %lld micro-batches a step (gbs / (mbs %lld x dp %lld)), each through %lld "
-                      "layers and %lld pipeline chunks: %lld layer passes, more than the %lld a plan may have (up to "
-                      "about 1 GiB and 20 s to compile and simulate at the limit; hint: gbs %lld or less, or a larger "
-                      "mbs)",
-                      (long long)p->gbs, (long long)mbs_n, (long long)p->mbs, (long long)p->dp, (long long)m->layers,
-                      (long long)(p->pp * p->vpp), (long long)passes, (long long)PX_PLAN_LAYER_PASSES_MAX,
-                      (long long)most);
-  }
-  if (p->schedule == PX_SCHED_INTERLEAVED) {
-    if (p->pp < 2)
-      return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs pp > 1 (hint: --schedule 1f1b)");
-    if (p->vpp < 2)
-      return px_err_set(err, PX_ERR_INPUT, "the interleaved schedule needs --vpp 2 or more model chunks per rank");
-    if (mbs_n < p->pp)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "the interleaved schedule needs at least pp %lld micro-batches, there are %lld (hint: --gbs %lld)",
-                        (long long)p->pp, (long long)mbs_n, (long long)(p->pp * p->mbs * p->dp));
-    if (p->mb_group > 0 && !mb_group_ok(p->mb_group, mbs_n, p->pp)) {
-      int64_t auto_g = 0;
-      for (int64_t g = p->pp; g <= mbs_n && !auto_g; g++)
-        if (mb_group_ok(g, mbs_n, p->pp)) auto_g = g;
-      if (p->mb_group < p->pp || p->mb_group > mbs_n)
-        return px_err_set(err, PX_ERR_INPUT,
-                          "--microbatch-group %lld must be from pp %lld to the %lld micro-batches (hint: %lld)",
-                          (long long)p->mb_group, (long long)p->pp, (long long)mbs_n, (long long)auto_g);
-      return px_err_set(err, PX_ERR_INPUT,
-                        "--microbatch-group %lld leaves a last group of %lld micro-batches, fewer than pp %lld: it "
-                        "would stall the pipeline (Megatron-Core refuses it too; hint: --microbatch-group %lld)",
-                        (long long)p->mb_group, (long long)(mbs_n % p->mb_group), (long long)p->pp,
-                        (long long)auto_g);
-    }
-  } else if (p->vpp > 1) {
-    return px_err_set(err, PX_ERR_INPUT, "--vpp %lld needs --schedule interleaved", (long long)p->vpp);
-  } else if (px_parallel_split_w(p) && p->pp < 2) {
-    return px_err_set(err, PX_ERR_INPUT, "--schedule %s needs pp > 1: it fills pipeline bubbles (hint: --schedule 1f1b)",
-                      px_schedule_names[p->schedule]);
-  } else if (px_parallel_split_w(p) && p->zero == 3) {
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--schedule %s defers weight gradients, which ZeRO-3's per-layer gathers and reduce-scatters "
-                      "are not planned for (hint: --zero 1 or 2, or --schedule 1f1b)",
-                      px_schedule_names[p->schedule]);
-  } else if (p->mb_group > 0) {
-    return px_err_set(err, PX_ERR_INPUT, "--microbatch-group groups micro-batches per chunk: it needs --schedule interleaved");
-  }
-  {
-    int64_t *split = px_calloc((size_t)(p->pp * p->vpp), sizeof *split, err);
-    if (!split) return PX_ERR_RUNTIME;
-    px_status st = px_parallel_chunk_layers(p, m->layers, split, err);
-    free(split);
-    if (st) return st;
-  }
-  if (p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
-      p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT || p->gelu < 0 ||
-      p->gelu >= PX_GELU_COUNT)
-    return px_err_set(err, PX_ERR_INPUT, "schedule, recompute, precision, attention or gelu is not set");
-  if (p->prefetch < 0 || p->prefetch > 64) return px_err_set(err, PX_ERR_INPUT, "--prefetch must be 0 to 64 units");
-  if (p->reshard < 0 || p->reshard > 1 || p->grad_accum < 0 || p->grad_accum >= PX_ACCUM_COUNT || p->main_grad < 0 ||
-      p->main_grad >= PX_MAIN_GRAD_COUNT)
-    return px_err_set(err, PX_ERR_INPUT, "reshard, grad-accum or main-grad is not set");
-  if (!p->reshard && p->zero != 3)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--no-reshard-after-forward keeps ZeRO-3's gathered parameters; ZeRO-%d has none (hint: --zero 3)",
-                      p->zero);
-  if (p->grad_accum == PX_ACCUM_SHARDED && p->zero < 2)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--grad-accum sharded needs ZeRO-2 or 3: ZeRO-%d keeps the full gradient (hint: --grad-accum full)",
-                      p->zero);
-  if (p->offload_opt < 0 || p->offload_opt >= PX_OFFLOAD_COUNT || p->offload_params < 0 ||
-      p->offload_params >= PX_OFFLOAD_COUNT)
-    return px_err_set(err, PX_ERR_INPUT, "offload-optimizer or offload-params is not set");
-  if (p->offload_opt && p->zero < 2)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--offload-optimizer streams each reduced gradient shard to the host: it needs ZeRO-2 or 3, "
-                      "not ZeRO-%d (hint: --zero 2)",
-                      p->zero);
-  if (p->offload_params && (p->zero != 3 || !p->offload_opt))
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--offload-params keeps ZeRO-3's parameter shard off the GPU, updated where the optimizer runs: "
-                      "it needs --zero 3 and --offload-optimizer (hint: --zero 3 --offload-optimizer %s)",
-                      px_offload_names[p->offload_params]);
-  if (p->offload_opt && px_parallel_hybrid(p))
-    return px_err_set(err, PX_ERR_INPUT,
-                      "--offload-optimizer with --shard-group %lld: offloading hybrid-sharded states is not modelled "
-                      "(hint: drop one of them)",
-                      (long long)p->shard_group);
-  if (p->offload_opt && (c->host_pcie_bytes_per_s <= 0 || c->host_cpu_adam_params_per_s <= 0))
-    return px_err_set(err, PX_ERR_INPUT,
-                      "%s: offload needs the cluster's host.pcie_gb_per_s and host.cpu_adam_gparams_per_s "
-                      "(add them to the cluster file)",
-                      c->name);
-  if ((p->offload_opt == PX_OFFLOAD_NVME || p->offload_params == PX_OFFLOAD_NVME) &&
-      (c->host_nvme_bytes_per_s <= 0 || c->host_nvme_bytes == 0))
-    return px_err_set(err, PX_ERR_INPUT,
-                      "%s: NVMe offload needs the cluster's host.nvme_gb_per_s and host.nvme_tb (add them to the "
-                      "cluster file)",
-                      c->name);
-  if (px_parallel_mixed(p) && c->gpu.peak_flops[px_parallel_compute_dtype(p)] <= 0)
-    return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no %s peak (hint: --precision fp32)", c->name, c->gpu.name,
-                      px_precision_names[p->precision]);
-  if (p->precision == PX_PREC_FP8 && c->gpu.peak_flops[PX_DTYPE_FP8] <= 0)
-    return px_err_set(err, PX_ERR_INPUT, "%s: the %s has no fp8 tensor cores (gpu.peak_tflops.fp8) (hint: --precision bf16)",
-                      c->name, c->gpu.name);
   return PX_OK;
 }
 

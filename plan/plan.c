@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plan/compile.h"
+#include "plan/program.h"
 
 /* Appends a copy of block kind k's ops to the program's own; returns its index. */
 static int32_t own_ops(px_plan *p, px_program *prog, px_block_kind k) {
@@ -145,10 +146,6 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   return PX_OK;
 }
 
-double px_totals_dp_wire_bytes(const px_stage_totals *t) {
-  return t->wire_bytes[PX_GROUP_DP] + t->wire_bytes[PX_GROUP_SHARD] + t->wire_bytes[PX_GROUP_REPLICA] +
-         t->wire_bytes[PX_GROUP_EDP];
-}
 
 /* Adds an instance's ops' bytes on the wire to t, by group (a send's: the next or previous stage). */
 static void add_wire(px_stage_totals *t, const px_inst *in, const px_op *ops, int32_t k) {
@@ -187,60 +184,12 @@ static void stage_totals(px_plan *p) {
   }
 }
 
-int64_t px_plan_local_experts(const px_plan *p) { return p->model.experts / (p->par.ep > 0 ? p->par.ep : 1); }
 
-int64_t px_plan_expert_rows(const px_plan *p) {
-  const px_model *m = &p->model;
-  if (m->experts == 0) return 0;
-  /* each rank routes its sequence shard (SP: Megatron-Core's dispatchers take [S/TP, B, H]); the EP all-to-all
-   * brings the busiest rank r rows, the ETP all-gather etp times that */
-  int64_t ep = p->par.ep, etp = p->grid.etp, el = px_plan_local_experts(p), k = m->experts_per_token;
-  int64_t rows = p->par.mbs * p->seq_local, a = rows * k, worst = ep * rows * (k < el ? k : el), r;
-  if (m->capacity_factor > 0)
-    r = el * (int64_t)ceil(m->capacity_factor * (double)(a * ep) / (double)m->experts);
-  else
-    r = (int64_t)ceil(p->par.moe_imbalance * (double)a);
-  return etp * (r < worst ? r : worst);
-}
 
-int64_t px_plan_expert_nodes(const px_plan *p) {
-  const px_model *m = &p->model;
-  if (m->experts == 0 || m->expert_groups == 0) return 0;
-  const px_placement *ep = &p->grid.ep_place;
-  int64_t ranks = p->par.ep / m->expert_groups, pn = ep->per_node > 0 ? ep->per_node : 1; /* a group's EP ranks */
-  int64_t per_group = ranks <= 1 ? 1 : (ranks + pn - 1) / pn, n = m->groups_per_token * per_group;
-  return n < ep->nodes ? n : ep->nodes;
-}
 
-const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in) {
-  return in->ops >= 0 ? &prog->ops[in->ops] : plan->blocks[in->block].ops;
-}
 
-px_op_iter px_op_iter_begin(const px_plan *plan, int64_t stage) {
-  return (px_op_iter){.plan = plan, .prog = &plan->programs[stage], .id = -1};
-}
 
-const px_op *px_op_next(px_op_iter *it) {
-  while (it->inst < it->prog->ninsts) {
-    const px_inst *in = &it->prog->insts[it->inst];
-    const px_block *b = &it->plan->blocks[in->block];
-    if (it->k < b->nops) {
-      it->in = in;
-      it->block = b;
-      it->id++;
-      return &px_inst_ops(it->plan, it->prog, in)[it->k++];
-    }
-    it->inst++, it->k = 0;
-  }
-  return NULL;
-}
 
-int64_t px_program_nops(const px_plan *plan, int64_t stage) {
-  const px_program *prog = &plan->programs[stage];
-  int64_t n = 0;
-  for (int32_t i = 0; i < prog->ninsts; i++) n += plan->blocks[prog->insts[i].block].nops;
-  return n;
-}
 
 /* What px_plan_compile_fit's stage callback needs: the blocks' memory, and when to stop. */
 typedef struct {
@@ -275,6 +224,9 @@ px_status px_plan_compile_fit(px_plan *p, const px_model *m, const px_cluster *c
 static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, bool totals,
                          px_plan_stop_fn stop, void *ctx, px_err *err) {
   memset(p, 0, sizeof *p);
+  px_parallel resolved = *par; /* the defaults of the choices left unset: no caller need resolve them */
+  px_parallel_resolve(&resolved, m, c);
+  par = &resolved;
   px_status st = px_parallel_validate(par, m, c, err);
   if (st) return st;
   p->model = *m;
@@ -341,70 +293,4 @@ void px_plan_free(px_plan *p) {
   free(p->vstage_first);
   free(p->vstage_layers);
   memset(p, 0, sizeof *p);
-}
-
-/* Qi et al. (ICLR 2024, Table 2) give (p-1)(f+b-w) for ZB-H1 and
- * (p-1)(f+b-2w) for ZB-H2 with m >= p (ZB-H2: m >= 2p-1) and w <= b. Two
- * floors apply: with the optimizer step synchronised (gradient norm), a
- * stage is idle at least (p-1) f, the time F takes to reach the last stage
- * (the paper's post-validation removes it; parallax does not model that);
- * and with fewer micro-batches the fill and drain cost (p-1)(f+b) less the
- * W that hide in them, min(b, w) for each micro-batch after the first.
- * Checked against the simulator in tests/test_sim.c. */
-double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2) {
-  double steady = f + b - (h2 ? 2 * w : w), few = (double)(p - 1) * (f + b) - (double)(m - 1) * (b < w ? b : w);
-  if (steady < f) steady = f;
-  steady *= (double)(p - 1);
-  return few > steady ? few : steady;
-}
-
-double px_plan_bubble_analytic(const px_plan *plan) {
-  int64_t pp = plan->par.pp, v = plan->par.schedule == PX_SCHED_INTERLEAVED ? plan->par.vpp : 1;
-  double m = (double)plan->microbatches, sum = 0, max = 0;
-  if (px_parallel_split_w(&plan->par)) { /* the slowest stage's layers, each F, B, W in proportion to its FLOPs */
-    const px_block *bl = plan->blocks;
-    double f = bl[PX_BLOCK_LAYER_FWD].flops[PX_PHASE_FWD];
-    double b = bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_BWD] + bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_RECOMPUTE];
-    double w = bl[PX_BLOCK_LAYER_BWD_W].flops[PX_PHASE_BWD];
-    for (int64_t s = 0; s < pp; s++) {
-      sum += (double)plan->vstage_layers[s];
-      if ((double)plan->vstage_layers[s] > max) max = (double)plan->vstage_layers[s];
-    }
-    double idle = px_zb_idle(pp, plan->microbatches, max * f, max * b, max * w, plan->par.schedule == PX_SCHED_ZB_H2);
-    double T = m * max * (f + b + w) + idle;
-    return T > 0 ? 1.0 - m * sum * (f + b + w) / ((double)pp * T) : 0.0;
-  }
-  /* A stage's work per micro-batch in layers (t_s), equal layers, free
-   * embedding, head and communication: the slowest stage runs m
-   * micro-batches, and the others' work, one chunk deep, fills and drains
-   * the pipeline: T = m t_max + (sum t - t_max) / v. Even stages give
-   * (p-1)/(v m + p-1). */
-  for (int64_t s = 0; s < pp; s++) {
-    double t = 0;
-    for (int64_t c = 0; c < plan->par.vpp; c++) t += (double)plan->vstage_layers[c * pp + s];
-    sum += t;
-    if (t > max) max = t;
-  }
-  if (sum <= 0) return 0;
-  double T = m * max + (sum - max) / (double)v;
-  return 1.0 - m * sum / ((double)pp * T);
-}
-
-bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, int32_t i) {
-  const px_op *o = &ops[i];
-  int ov = plan->par.overlap;
-  if (o->group != PX_GROUP_TP && o->group != PX_GROUP_CP && o->group != PX_GROUP_EP && o->group != PX_GROUP_ETP)
-    return false;
-  if (ov & PX_OVERLAP_TP) return true;
-  if (!(ov & PX_OVERLAP_TP_BWD) || o->group != PX_GROUP_TP) return false;
-  if (o->kind == PX_OP_ALLREDUCE || o->kind == PX_OP_REDUCE_SCATTER) /* dx's, between dx = dy W and dW = dy^T x */
-    return i > 0 && ops[i - 1].kind == PX_OP_LINEAR_BWD_DATA && i + 1 < nops &&
-           ops[i + 1].kind == PX_OP_LINEAR_BWD_WEIGHT;
-  if (o->kind != PX_OP_ALLGATHER) return false;
-  bool data = false; /* x's, for the weight gradient: a data-gradient GEMM runs before its first consumer */
-  for (int32_t j = i + 1; j < nops; j++) {
-    if (ops[j].dep == i) return data && ops[j].kind == PX_OP_LINEAR_BWD_WEIGHT;
-    data = data || ops[j].kind == PX_OP_LINEAR_BWD_DATA;
-  }
-  return false;
 }

@@ -3,10 +3,12 @@
  * each stage's program by its schedule (GPipe, 1F1B, interleaved 1F1B),
  * batches its sends and receives, places data-parallel synchronisation, and
  * pairs every send with its receive. */
+#include "plan/program.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/compile.h"
+#include "plan/memory.h"
 
 /* One entry of a stage's schedule: forward or backward of a micro-batch on
  * a chunk; with a split backward, B (bwd) or W (bwd and w). */
@@ -163,15 +165,6 @@ static px_status split_layers(px_plan *p, px_err *err) {
   return PX_OK;
 }
 
-int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk) {
-  for (int64_t vs = 0; vs < plan->vstages; vs++) {
-    if (layer >= plan->vstage_first[vs] && layer < plan->vstage_first[vs] + plan->vstage_layers[vs]) {
-      if (chunk) *chunk = vs / plan->par.pp;
-      return vs % plan->par.pp;
-    }
-  }
-  return -1;
-}
 
 /* ---- growable arrays ---- */
 

@@ -43,5 +43,32 @@ while IFS= read -r hit; do
   echo "FAIL: $hit: cli/ calls the executor through exec/module.h (the parallax executable links no MPI, BLAS or CUDA)"
   fails=$((fails + 1))
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(mpi|cblas|openblas[a-z_]*|cuda[a-z_]*|cublas[A-Za-z_]*|nccl)\.h>' cli)
+# No circle of files in plan/: a file (X.c with its X.h) depends on Y when
+# X.c or X.h includes plan/Y.h. Each function or table declared in plan/X.h
+# is defined in plan/X.c (one .h per .c), so the includes are every way one
+# file reaches another, and tsort finds any circle among them.
+for dir in plan; do
+  for h in "$dir"/*.h; do
+    c=${h%.h}.c
+    [ -f "$c" ] || continue
+    names=$(grep -E '^[a-z]' "$h" | grep -vE '^(typedef|static|struct|enum)\b' |
+      sed -nE 's/^[^(]*[^a-zA-Z0-9_](px_[a-z0-9_]+)[[(].*/\1/p')
+    for name in $names; do
+      grep -qE "^([a-z].*[^a-zA-Z0-9_]$name\(|PX_NAME_TABLE\($name,|[a-z].*[^a-zA-Z0-9_]$name\[.*=)" "$c" && continue
+      echo "FAIL: $name is declared in $h but not defined in $c (one .h per .c)"
+      fails=$((fails + 1))
+    done
+  done
+  loop=$(for f in "$dir"/*.[ch]; do
+    from=$(basename "${f%.*}")
+    echo "$from $from"
+    sed -nE "s|^[[:space:]]*#[[:space:]]*include[[:space:]]*\"$dir/([a-z0-9_]+)\.h\".*|\1|p" "$f" |
+      while read -r to; do [ "$to" = "$from" ] || echo "$to $from"; done
+  done | tsort 2>&1 >/dev/null | sed -n 's/^tsort: \([a-z0-9_]*\)$/\1/p' | tr '\n' ' ')
+  if [ -n "$loop" ]; then
+    echo "FAIL: a circle of files in $dir/ (each includes the next's header): $loop"
+    fails=$((fails + 1))
+  fi
+done
 echo "$fails failures"
 [ "$fails" -eq 0 ]

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "exec/arena.h"
-#include "plan/compile.h"
+#include "plan/plan.h"
 #include "tests/testutil.h"
 
 #define A PX_ARENA_ALIGN

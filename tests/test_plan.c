@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/fmt.h"
+#include "plan/check.h"
 #include "plan/plan.h"
 #include "tests/testutil.h"
 
@@ -1161,7 +1162,7 @@ static void test_sliding_window(void) {
   p = par(1, 2, 16, 1, 1, 64);
   p.ep = 8, p.cp = 2;
   CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--cp"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`cp`"));
 }
 
 /* ---- fp8 ---- */
@@ -1274,6 +1275,29 @@ static void test_fp8(void) {
   px_plan_free(&b16);
 }
 
+/* A library caller need not resolve the defaults: px_plan_compile does, on its own copy. */
+static void test_compile_resolves(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-a100", 8);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 2;
+  px_parallel given = p;
+  px_plan plan, ref;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(!memcmp(&p, &given, sizeof p)); /* the caller's choices are left as they were */
+  CU_ASSERT_EQUAL(plan.par.dp, 4);
+  px_parallel_resolve(&given, &m, &c);
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&ref, &m, &c, &given, &err), PX_OK);
+  CU_ASSERT(!memcmp(&plan.par, &ref.par, sizeof plan.par));
+  CU_ASSERT_EQUAL(plan.nslots, ref.nslots);
+  CU_ASSERT_EQUAL(plan.mem[0].peak_bytes, ref.mem[0].peak_bytes);
+  px_plan_free(&plan);
+  px_plan_free(&ref);
+}
+
 /* ---- refusals ---- */
 
 static void expect_refused(const char *model, int64_t gpus, px_parallel p, const char *needle) {
@@ -1320,7 +1344,7 @@ static void test_refusals(void) {
   expect_refused("llama3-8b", 8, p, "must be from pp 8 to the 20 micro-batches (hint: 10)");
   p = par(1, 8, 1, 0, 1, 16);
   p.mb_group = 8;
-  expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+  expect_refused("llama3-8b", 8, p, "needs `schedule` interleaved");
   /* Megatron-Core's uneven pipeline: the middle stages split the rest evenly */
   p = par(1, 8, 1, 0, 1, 16);
   p.schedule = PX_SCHED_INTERLEAVED;
@@ -1341,7 +1365,7 @@ static void test_refusals(void) {
   p.nchunk_layers = 2;
   expect_refused("llama3-8b", 8, p, "adds up to 20 layers, the model has 32");
   p.first_stage_layers = 10;
-  expect_refused("llama3-8b", 8, p, "drop --first-stage-layers");
+  expect_refused("llama3-8b", 8, p, "drop `first_stage_layers`");
   p = par(1, 8, 1, 0, 1, 8);
   expect_refused("tiny", 8, p, "more than the 4 layers");
   p = par(1, 1, 1, 2, 1, 8);
@@ -1352,10 +1376,10 @@ static void test_refusals(void) {
   p = par(1, 2, 4, 0, 1, 8);
   p.vpp = 2;
   p.schedule = PX_SCHED_1F1B;
-  expect_refused("llama3-8b", 8, p, "needs --schedule interleaved");
+  expect_refused("llama3-8b", 8, p, "needs `schedule` interleaved");
   p = par(1, 1, 4, 3, 1, 8);
   p.shard_group = 3;
-  expect_refused("llama3-8b", 4, p, "--shard-group 3 does not divide dp 4");
+  expect_refused("llama3-8b", 4, p, "`shard_group` 3 does not divide dp 4");
   p = par(1, 1, 4, 0, 1, 8);
   p.shard_group = 2;
   expect_refused("llama3-8b", 4, p, "needs ZeRO");
@@ -1378,7 +1402,7 @@ static void test_refusals(void) {
   p.ep = 2;
   expect_refused("llama3-8b", 8, p, "is a dense model");
   p.ep = 3;
-  expect_refused("mixtral-8x7b", 8, p, "--ep 3 --etp 1: ep must divide the 8 experts, and etp x ep = 1 x 3 the tp x cp x dp = 8");
+  expect_refused("mixtral-8x7b", 8, p, "`ep` 3 `etp` 1: ep must divide the 8 experts, and etp x ep = 1 x 3 the tp x cp x dp = 8");
   p.ep = 1, p.cp = 2, p.seq = 4096;
   expect_refused("deepseek-v3", 16, p, "multi-head latent attention is planned with the fused attention");
   p = par(1, 3, 8, 0, 1, 8); /* 12 layers a stage: 6 sliding, 6 full */
@@ -1387,16 +1411,16 @@ static void test_refusals(void) {
   /* expert tensor parallelism: Megatron-Core's folding rule, then the planner's etp = tp */
   p = par(1, 1, 8, 0, 1, 8);
   p.etp = 2;
-  expect_refused("llama3-8b", 8, p, "--etp 2 splits experts, but llama3-8b is a dense model");
+  expect_refused("llama3-8b", 8, p, "`etp` 2 splits experts, but llama3-8b is a dense model");
   p = par(2, 1, 4, 0, 1, 8);
   p.ep = 4, p.sp = 1, p.etp = 3; /* etp x ep = 12 does not divide tp x dp = 8 */
   expect_refused("mixtral-8x7b", 8, p, "etp x ep = 3 x 4 the tp x cp x dp = 8");
   p = par(2, 1, 12, 0, 1, 12);
   p.sp = 1, p.etp = 3; /* 14336 / 3 */
-  expect_refused("mixtral-8x7b", 24, p, "--etp 3 must divide the 14336 expert FFN width");
+  expect_refused("mixtral-8x7b", 24, p, "`etp` 3 must divide the 14336 expert FFN width");
   p = par(2, 1, 4, 0, 1, 8);
   p.etp = 1, p.ep = 4; /* Megatron-Core's MoELayer: TP needs SP */
-  expect_refused("mixtral-8x7b", 8, p, "experts with --tp 2 need sequence parallelism");
+  expect_refused("mixtral-8x7b", 8, p, "experts with `tp` 2 need sequence parallelism");
   /* the expert-DP group folded over tp x cp x dp: 2 x 32 / (1 x 8) = 8 with etp 1, 2 x 32 / (2 x 8) = 4 with etp = tp */
   p = par(2, 1, 32, 0, 1, 64);
   p.ep = 8, p.etp = 1;
@@ -1491,7 +1515,7 @@ static void test_numbers(void) {
   const char *chunks[] = {" 3,4", "+3,4", "3, 4", "0x3,4", "3,,4", "3,4,", ""};
   for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
     CU_ASSERT_EQUAL(px_parallel_parse_chunk_list(chunks[i], &p, &err), PX_ERR_INPUT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--layers-per-chunk"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`layers_per_chunk`"));
   }
 }
 
@@ -1558,6 +1582,7 @@ int main(void) {
       {"every preset's datasheet figures have a source", test_cluster_sources},
       {"reserved memory: the CUDA context, cuBLASLt workspace and NCCL buffers it adds", test_runtime_reserve},
       {"Blackwell presets: per-GPU figures from the published totals", test_blackwell_presets},
+      {"px_plan_compile resolves the unset choices itself", test_compile_resolves},
       {"impossible plans are refused with a reason", test_refusals},
       {"the layer-pass limit: at it valid, past it refused, no overflow", test_layer_pass_limit},
       {"numbers are decimal: suffixes yes, hex, inf, nan and spaces no", test_numbers},

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/json.h"
+#include "plan/check.h"
 #include "plan/plan.h"
 #include "sim/collective.h"
 #include "sim/compute.h"

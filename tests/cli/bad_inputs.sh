@@ -94,6 +94,9 @@ expect_refusal "ZeRO-3" "$px" plan -m tiny -c dgx-h100 -g 8 -p 2 -z 3 -e zb-h2
 expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 0
+# the library names fields (`reshard_after_forward` false), the CLI their flags
+expect_refusal "--no-reshard-after-forward keeps ZeRO-3's gathered parameters; ZeRO-1 has none (hint: --zero 3)" \
+  "$px" plan -m tiny -c local-cpu -g 4 -z 1 --no-reshard-after-forward
 # Numbers are decimal, as the user means them (hex, inf, nan and spaces are what strtod also takes).
 expect_refusal "--gpus: '0x10' is not a decimal number" "$px" topology show dgx-a100 --gpus 0x10
 expect_refusal "--gpus: '0x1p4' is not a decimal number" "$px" topology show dgx-a100 --gpus 0x1p4

@@ -1,0 +1,314 @@
+/* The attention of a layer block: q, k, v from the
+ * norm's output (multi-head latent attention too), RoPE, the unfused or
+ * fused attention with context parallelism, and their backward. */
+#include "plan/attention.h"
+
+#include "plan/fp8.h"
+#include "plan/linear.h"
+
+/* Scores, causal softmax and attention-probability dropout. */
+static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  px_op *o = px_bld_op(b, PX_OP_ATTN_SCORES, PX_STREAM_COMPUTE, ph);
+  o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
+  o->out[0] = R(L->scores, 0);
+  o->dim[0] = d->B, o->dim[1] = d->S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  px_bld_gemm_cost(o, (double)d->S, (double)d->S, (double)d->D, (double)(d->B * d->HQ), (double)d->e, (double)d->e);
+  o = px_bld_op(b, PX_OP_SOFTMAX, PX_STREAM_COMPUTE, ph);
+  o->in[0] = R(L->scores, 0);
+  o->out[0] = R(L->probs, 0);
+  o->dim[0] = d->B * d->HQ, o->dim[1] = d->S;
+  px_bld_elementwise(o, (double)(d->B * d->HQ * d->S * d->S), (double)(d->B * d->HQ * d->S * d->S), (double)d->e);
+  if (d->drop)
+    px_bld_dropout(b, d, ph, R(L->probs_drop, 0), R(L->attn_mask, 0), R(L->probs, 0), NOREF, d->HQ, d->S, d->S, 1, 0);
+}
+
+/* ---- multi-head latent attention (DeepSeek-V2/V3) ----
+ *
+ * The queries from a low-rank latent (q_down to q_lora_rank, its RMSNorm,
+ * q_up to heads x (nope + rope); or one q projection), keys and values from
+ * a shared latent (kv_down to kv_lora_rank plus one RoPE key head, its
+ * RMSNorm, kv_up to heads x (nope + v)): the down projections and norms
+ * replicated over TP, the up projections column-parallel, the output
+ * projection row-parallel (Megatron-Core's MLA). k's RoPE columns are the
+ * one RoPE head's, the same for every head (costed in the RoPE op); the
+ * latents' gradients are summed over TP before their norms. The executors
+ * refuse it (planned and simulated only). */
+
+void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
+  int *all[] = {&L->q_lat,    &L->q_latn,   &L->q_rstd, &L->kv_lat,    &L->k_pe,      &L->kv_latn, &L->kv_rstd,
+                &L->w_q_down, &L->w_q_norm, &L->w_q_up, &L->w_kv_down, &L->w_kv_norm, &L->w_kv_up};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
+  if (!d->mla) return;
+  px_dtype a = d->act;
+  int64_t rows = d->B * d->S, H = d->H;
+  if (d->QL > 0) {
+    L->q_lat = px_bld_slot(p, "q_lat", PX_SLOT_ACT, a, rows, d->QL, 1, 1);
+    L->q_latn = px_bld_slot(p, "q_latn", PX_SLOT_ACT, a, rows, d->QL, 1, 1);
+    L->q_rstd = px_bld_slot(p, "q_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, rows, 1, 1, 1);
+    L->w_q_down = px_bld_param(p, d, "q_down_w", d->QL, H, true, false);
+    L->w_q_norm = px_bld_param(p, d, "q_norm_w", d->QL, 1, true, false);
+    L->w_q_up = px_bld_param(p, d, "q_up_w", d->QW, d->QL, false, false);
+  } else {
+    L->w_q_up = px_bld_param(p, d, "q_up_w", d->QW, H, false, false); /* one query projection */
+  }
+  L->kv_lat = px_bld_slot(p, "kv_lat", PX_SLOT_ACT, a, rows, d->KL, 1, 1);
+  L->k_pe = px_bld_slot(p, "k_pe", PX_SLOT_ACT, a, rows, d->Dr, 1, 1);
+  L->kv_latn = px_bld_slot(p, "kv_latn", PX_SLOT_ACT, a, rows, d->KL, 1, 1);
+  L->kv_rstd = px_bld_slot(p, "kv_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, rows, 1, 1, 1);
+  L->w_kv_down = px_bld_param(p, d, "kv_down_w", d->KL + d->Dr, H, true, false);
+  L->w_kv_norm = px_bld_param(p, d, "kv_norm_w", d->KL, 1, true, false);
+  L->w_kv_up = px_bld_param(p, d, "kv_up_w", d->HKV * d->Dn + d->VW, d->KL, false, false);
+}
+
+/* RMSNorm of a latent (width columns) and its backward. */
+static void latent_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref rstd, px_ref x, int w,
+                        int64_t width) {
+  px_op *o = px_bld_op(b, PX_OP_NORM, PX_STREAM_COMPUTE, ph);
+  o->in[0] = x, o->in[1] = R(w, 0);
+  o->out[0] = y, o->out[1] = rstd;
+  o->dim[0] = d->B * d->S, o->dim[1] = width;
+  px_bld_elementwise(o, (double)(d->B * d->S * width), (double)(d->B * d->S * width), (double)d->e);
+}
+
+static void latent_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x, px_ref rstd, int w,
+                            int64_t width) {
+  px_op *o = px_bld_op(b, PX_OP_NORM_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy, o->in[1] = x, o->in[2] = rstd, o->in[4] = R(w, 0);
+  o->out[0] = dx, o->out[1] = R(px_bld_grad_of(b->p, w), 0);
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = d->B * d->S, o->dim[1] = width;
+  px_bld_elementwise(o, (double)(3 * d->B * d->S * width), (double)(d->B * d->S * width), (double)d->e);
+}
+
+/* q, k, v from the norm's output x (B S rows). */
+static void mla_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x) {
+  int64_t rows = d->B * d->S, H = d->H;
+  if (d->QL > 0) {
+    px_linear(b, d, ph, x, L->w_q_down, -1, R(L->q_lat, 0), NOREF, NOREF, rows, d->QL, 0, 0, H);
+    latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, d->QL);
+    px_linear(b, d, ph, R(L->q_latn, 0), L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, d->QL);
+  } else {
+    px_linear(b, d, ph, x, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, H);
+  }
+  px_linear(b, d, ph, x, L->w_kv_down, -1, R(L->kv_lat, 0), R(L->k_pe, 0), NOREF, rows, d->KL, d->Dr, 0, H);
+  latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, d->KL);
+  px_linear(b, d, ph, R(L->kv_latn, 0), L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, rows, d->HKV * d->Dn, d->VW, 0,
+            d->KL);
+}
+
+/* From dq, dk, dv to the gradient of the norm's output x (reduced over TP, into sharded with SP). */
+static px_ref mla_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref x, px_ref x_shard, px_ref dq,
+                           px_ref dk, px_ref dv, px_ref dx, px_ref sharded) {
+  px_plan *p = b->p;
+  int64_t rows = d->B * d->S, H = d->H;
+  px_ref dkv_latn = R(px_bld_grad_slot(p, L->kv_latn), 0), dkv_lat = R(px_bld_grad_slot(p, L->kv_lat), 0);
+  px_ref dk_pe = R(px_bld_grad_slot(p, L->k_pe), 0);
+  px_linear_bwd(b, d, dkv_latn, R(L->kv_latn, 0), NOREF, L->w_kv_up, -1, dk, NOREF, dv, NOREF, rows, d->HKV * d->Dn,
+                d->VW, 0, d->KL, NULL);
+  if (d->T > 1) /* the latent's gradient: partial over the TP ranks' heads */
+    px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dkv_latn, dkv_latn, rows * d->KL, rows * d->KL,
+                d->act, d->T);
+  latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, d->KL);
+  px_linear_bwd(b, d, dx, x, x_shard, L->w_kv_down, -1, dkv_lat, NOREF, dk_pe, NOREF, rows, d->KL, d->Dr, 0, H, NULL);
+  if (d->QL > 0) {
+    px_ref dq_latn = R(px_bld_grad_slot(p, L->q_latn), 0), dq_lat = R(px_bld_grad_slot(p, L->q_lat), 0);
+    px_linear_bwd(b, d, dq_latn, R(L->q_latn, 0), NOREF, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, rows, d->QW, 0, 0,
+                  d->QL, NULL);
+    if (d->T > 1)
+      px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dq_latn, dq_latn, rows * d->QL, rows * d->QL,
+                  d->act, d->T);
+    latent_norm_bwd(b, d, dq_lat, dq_latn, R(L->q_lat, 0), R(L->q_rstd, 0), L->w_q_norm, d->QL);
+    return px_linear_bwd(b, d, dx, x, x_shard, L->w_q_down, -1, dq_lat, NOREF, NOREF, NOREF, rows, d->QL, 0, 0, H,
+                         &sharded);
+  }
+  return px_linear_bwd(b, d, dx, x, x_shard, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, rows, d->QW, 0, 0, H, &sharded);
+}
+
+px_attn_view px_attn_view_of(const px_dims *d, const px_layer_slots *L) {
+  px_attn_view a = {R(L->q, 0), R(L->k, 0), R(L->v, 0), R(L->ctx, 0), d->S, d->S, d->HQ, d->HKV};
+  if (d->C == 1) return a;
+  a.sk = d->S * d->C;
+  if (d->cp_algo == PX_CP_ALLGATHER) a.k = R(L->k_cp, 0), a.v = R(L->v_cp, 0);
+  if (d->cp_algo == PX_CP_A2A) {
+    a.q = R(L->q_cp, 0), a.k = R(L->k_cp, 0), a.v = R(L->v_cp, 0), a.ctx = R(L->ctx_cp, 0);
+    a.sq = a.sk, a.hq = d->HQ / d->C, a.hkv = d->HKV / d->C;
+  }
+  return a;
+}
+
+/* A CP collective of a (B, rows, heads, D) activation: an all-gather or
+ * reduce-scatter along the sequence (through a workspace of the gathered
+ * size in rank-major order when B > 1), or an all-to-all. */
+static void cp_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_phase ph, px_ref in, px_ref out, int64_t heads,
+                    bool to_heads) {
+  int64_t local = d->B * d->S * heads * d->D, full = local * d->C;
+  int64_t n_in = kind == PX_OP_REDUCE_SCATTER ? full : local, n_out = kind == PX_OP_ALLGATHER ? full : local;
+  px_op *o = px_bld_coll(b, d, kind, PX_GROUP_CP, ph, in, out, n_in, n_out, d->act, d->C);
+  if (kind == PX_OP_ALLTOALL) { /* through per-rank blocks: what is sent, then what arrives */
+    o->dim[3] = d->S, o->dim[4] = heads, o->dim[5] = d->D;
+    if (to_heads) o->flags |= PX_OPF_TO_HEADS;
+    o->out[1] = R(px_bld_slot(b->p, "a2a_ws", PX_SLOT_WORKSPACE, d->act, 2, d->B * d->S, heads, d->D), 0);
+    o->bytes *= 2.0;
+    return;
+  }
+  o->flags |= PX_OPF_SEQ_AXIS;
+  if (d->B > 1) o->out[1] = R(px_bld_slot(b->p, "cp_ws", PX_SLOT_WORKSPACE, d->act, d->B, d->S * d->C, heads, d->D), 0);
+}
+
+/* The ring's flash op: its transfers (bytes each rank sends over the CP
+ * ring, one block a hop) and the double buffers the blocks arrive in. */
+static void ring_op(px_bld *b, const px_dims *d, px_op *o, bool bwd) {
+  double block = (double)(d->B * d->S * (d->KW + d->VW)) * (double)d->e; /* one rank's K and V */
+  o->flags |= PX_OPF_CP_RING;
+  o->group = PX_GROUP_CP;
+  o->coll = PX_COLL_P2P;
+  o->coll_bytes = (uint64_t)block * (bwd ? 2 : 1); /* the backward's hops carry dK, dV too */
+  o->wire_bytes = bwd ? (double)(2 * d->C - 1) * block : (double)(d->C - 1) * block;
+  int64_t per = bwd ? 4 : 2; /* k, v (and dk, dv) of a block */
+  int ws =
+      px_bld_slot(b->p, bwd ? "ring_bwd_ws" : "ring_ws", PX_SLOT_WORKSPACE, d->act, 2 * per, d->B * d->S, d->HKV, d->D);
+  o->out[bwd ? 3 : 2] = R(ws, 0);
+  if (!bwd) /* a block's partial context and log-sum-exp, merged into the running ones */
+    o->out[3] = R(px_bld_slot(b->p, "ring_part", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, d->B, d->S, d->HQ, d->D + 1), 0);
+}
+
+static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  px_attn_view a = px_attn_view_of(d, L);
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    cp_coll(b, d, PX_OP_ALLGATHER, ph, R(L->k, 0), a.k, d->HKV, false);
+    cp_coll(b, d, PX_OP_ALLGATHER, ph, R(L->v, 0), a.v, d->HKV, false);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    cp_coll(b, d, PX_OP_ALLTOALL, ph, R(L->q, 0), a.q, d->HQ, true);
+    cp_coll(b, d, PX_OP_ALLTOALL, ph, R(L->k, 0), a.k, d->HKV, true);
+    cp_coll(b, d, PX_OP_ALLTOALL, ph, R(L->v, 0), a.v, d->HKV, true);
+  }
+  px_op *o = px_bld_op(b, PX_OP_FLASH_ATTN, PX_STREAM_COMPUTE, ph);
+  o->in[0] = a.q, o->in[1] = a.k, o->in[2] = a.v;
+  o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
+  o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
+  o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
+  px_bld_elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0,
+                     (double)d->e);
+  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, false);
+  if (d->C > 1 && d->cp_algo == PX_CP_A2A) cp_coll(b, d, PX_OP_ALLTOALL, ph, a.ctx, R(L->ctx, 0), d->HQ, false);
+}
+
+/* The fused attention's backward from dctx to dq, dk, dv (accumulated). */
+static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref dctx, px_ref dq, px_ref dk,
+                           px_ref dv) {
+  px_plan *p = b->p;
+  px_attn_view a = px_attn_view_of(d, L);
+  px_ref gq = dq, gk = dk, gv = dv, gctx = dctx; /* the gradients the flash backward reads and writes */
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    gk = R(px_bld_grad_slot(p, L->k_cp), 0), gv = R(px_bld_grad_slot(p, L->v_cp), 0);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    gq = R(px_bld_grad_slot(p, L->q_cp), 0), gk = R(px_bld_grad_slot(p, L->k_cp), 0),
+    gv = R(px_bld_grad_slot(p, L->v_cp), 0);
+    gctx = R(px_bld_grad_slot(p, L->ctx_cp), 0);
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, dctx, gctx, d->HQ, true);
+  }
+  px_op *o = px_bld_op(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
+  o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
+  o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
+  double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);
+  px_bld_elementwise(o, 3 * q_el + 2 * kv_el, q_el + 2 * kv_el, (double)d->e);
+  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, true);
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
+    cp_coll(b, d, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, gk, dk, d->HKV, false);
+    cp_coll(b, d, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, gv, dv, d->HKV, false);
+  } else if (d->C > 1 && d->cp_algo == PX_CP_A2A) {
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, gq, dq, d->HQ, false);
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, gk, dk, d->HKV, false);
+    cp_coll(b, d, PX_OP_ALLTOALL, PX_PHASE_BWD, gv, dv, d->HKV, false);
+  }
+}
+
+/* Backward of the unfused attention (with selective recomputation first). */
+static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc, px_ref dctx,
+                               px_ref dq, px_ref dk, px_ref dv) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S;
+  if (rc == PX_RECOMPUTE_SELECTIVE) attention_core(b, d, L, PX_PHASE_RECOMPUTE);
+  px_ref dprobs_drop = R(px_bld_grad_slot(p, L->probs_drop), 0);
+  px_op *o = px_bld_op(b, PX_OP_ATTN_CONTEXT_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dctx, o->in[1] = R(L->probs_drop, 0), o->in[2] = R(L->v, 0);
+  o->out[0] = dprobs_drop, o->out[1] = dv;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  px_bld_gemm_cost(o, (double)S, (double)S, (double)d->D, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
+  px_ref dprobs = dprobs_drop;
+  if (d->drop) {
+    dprobs = R(px_bld_grad_slot(p, L->probs), 0);
+    px_bld_dropout_bwd(b, d, dprobs, dprobs_drop, R(L->attn_mask, 0), B * d->HQ * S * S);
+  }
+  px_ref dscores = R(px_bld_grad_slot(p, L->scores), 0);
+  o = px_bld_op(b, PX_OP_SOFTMAX_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dprobs, o->in[1] = R(L->probs, 0);
+  o->out[0] = dscores;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B * d->HQ, o->dim[1] = S;
+  px_bld_elementwise(o, (double)(2 * B * d->HQ * S * S), (double)(B * d->HQ * S * S), (double)d->e);
+  o = px_bld_op(b, PX_OP_ATTN_SCORES_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dscores, o->in[1] = R(L->q, 0), o->in[2] = R(L->k, 0);
+  o->out[0] = dq, o->out[1] = dk;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  px_bld_gemm_cost(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
+}
+
+void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x) {
+  int64_t B = d->B, S = d->S, H = d->H, rows_full = B * S;
+  if (d->mla)
+    mla_forward(b, d, L, ph, x);
+  else
+    px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
+  if (d->rope) {
+    px_op *o = px_bld_op(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
+    o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
+    o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
+    px_bld_elementwise(o, rotated, rotated, (double)d->e);
+  }
+  if (d->flash) {
+    flash_forward(b, d, L, ph);
+  } else {
+    attention_core(b, d, L, ph);
+    px_op *o = px_bld_op(b, PX_OP_ATTN_CONTEXT, PX_STREAM_COMPUTE, ph);
+    o->in[0] = R(L->probs_drop, 0), o->in[1] = R(L->v, 0);
+    o->out[0] = R(L->ctx, 0);
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    px_bld_gemm_cost(o, (double)S, (double)d->D, (double)S, (double)(B * d->HQ), (double)d->e, (double)d->e);
+  }
+}
+
+px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, H = d->H, rows_full = B * S;
+  px_op *o;
+  px_ref dctx = R(px_bld_grad_slot(p, L->ctx), 0);
+  px_ref dq = R(px_bld_grad_slot(p, L->q), 0), dk = R(px_bld_grad_slot(p, L->k), 0),
+         dv = R(px_bld_grad_slot(p, L->v), 0);
+  if (d->flash) {
+    flash_backward(b, d, L, dctx, dq, dk, dv);
+  } else {
+    attention_backward(b, d, L, rc, dctx, dq, dk, dv);
+  }
+  if (d->rope) {
+    o = px_bld_op(b, PX_OP_ROPE_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dq, o->in[1] = dk;
+    o->out[0] = dq, o->out[1] = dk;
+    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
+    px_bld_elementwise(o, rotated, rotated, (double)d->e);
+  }
+  px_ref ln1_full = px_linear_wgrad_input(b, d, px_fp8_twin(p, d, R(L->ln1, 0)), px_fp8_twin(p, d, R(L->ln1_full, 0)));
+  px_ref dln1_part = R(px_bld_grad_slot(p, L->ln1_full), 0);
+  px_ref dln1_sh = R(px_bld_grad_slot(p, L->ln1), 0);
+  return d->mla ? mla_backward(b, d, L, ln1_full, R(L->ln1, 0), dq, dk, dv, dln1_part, dln1_sh)
+                : px_linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, NOREF, dk, dv,
+                                rows_full, d->QW, d->KW, d->KW, H, &dln1_sh);
+}

@@ -1,0 +1,54 @@
+/* The attention of a layer block (plan/attention.c): q, k, v from the
+ * norm's output (multi-head latent attention too), RoPE, the unfused or
+ * fused attention with context parallelism, and their backward. */
+#ifndef PX_PLAN_ATTENTION_H
+#define PX_PLAN_ATTENTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plan/builder.h"
+
+/* ---- fused attention and context parallelism ----
+ *
+ * With cp > 1 a rank holds S = seq / cp tokens of each sequence (two chunks,
+ * px_cp_position) for the whole layer; only the attention needs the other
+ * ranks' keys and values:
+ *   ring        the flash op itself passes K/V blocks around the CP ring, cp
+ *               steps of (B, S) queries against (B, S) keys, each step's
+ *               transfer overlapped with the previous block; the backward
+ *               passes K/V and their gradient accumulators (2 cp - 1 hops);
+ *   all-gather  K and V all-gathered over CP to (B, S cp) before the flash op,
+ *               their gradients reduce-scattered after its backward;
+ *   a2a         q, k, v all-to-all to the whole sequence of 1/cp of the heads,
+ *               the context back (and the reverse in the backward).
+ * The flash op's dims: B, query rows, query heads, kv heads, head dim, key
+ * rows (over every ring step); its FLOPs those of the full rectangle (the
+ * cost model takes the causal half), times attn_frac with sliding windows:
+ * one layer block stands for every layer of a chunk, and a chunk holds as
+ * many sliding as full layers (px_parallel_validate), so the mean is exact
+ * per chunk. gpt-oss's sink logits (one per head, added to each row's
+ * softmax denominator) are folded into the flash op: a row's one extra
+ * exp against its keys', not costed apart. */
+
+/* The tensors and shape the flash op works on. */
+typedef struct {
+  px_ref q, k, v, ctx;
+  int64_t sq, sk, hq, hkv;
+} px_attn_view;
+
+/* Multi-head latent attention's tensors and parameters in L (-1 without it). */
+void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L);
+
+/* What the flash op reads and writes: with CP, the gathered or head-split tensors. */
+px_attn_view px_attn_view_of(const px_dims *d, const px_layer_slots *L);
+
+/* q, k, v from the norm's output x (the gathered sequence), RoPE, and the
+ * attention into ctx: fused (with context parallelism) or unfused. */
+void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x);
+
+/* From ctx's gradient back to the gradient of the norm's output (reduced
+ * over TP, into its sequence shard with SP); returns it. */
+px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc);
+
+#endif

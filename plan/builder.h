@@ -1,0 +1,133 @@
+/* The block compiler's builder (plan/builder.c): the sizes a block is
+ * built for, tensor slots, ops with their costs, TP collectives along the
+ * sequence, norms, dropout, and each op's allocations and frees; what
+ * plan/fp8.c, linear.c, attention.c, mlp.c, layer.c and compile.c build on.
+ *
+ * Layouts: activations are (B, S, H) row-major; with sequence parallelism a
+ * rank holds (B, S/tp, H). Linear weights are (out, in), column-parallel
+ * layers split `out`, row-parallel layers split `in`. Op dims by kind:
+ *   EMBED/EMBED_BWD   rows, H, vocab_local, vocab_real
+ *   POS/POS_BWD       B, rows per sequence, H
+ *   NORM/NORM_BWD     rows, H
+ *   LINEAR*           m, n (all outputs), k, widths of up to three split outputs
+ *   ROPE, ATTN_*      B, S, heads_q, heads_kv, head_dim (ROPE: in place on q and k)
+ *   SOFTMAX*          B x heads_q, S (causal rows)
+ *   DROPOUT*          B, d1, d2, d3 (the tensor's shape), tp-sharded axis (0: none), site
+ *   ADD/ACC/GELU*     elements, bias width (ADD)
+ *   SWIGLU*           elements
+ *   LOSS*             rows, vocab_local, vocab_real
+ *   collectives       elements in, elements out, B (sequence-axis gathers of (B, S, H))
+ *   SEND/RECV         elements
+ *   GRAD_NORM, ADAMW  elements of the shard (ADAMW_HOST: and the states' px_offload place)
+ *   COPY_D2H/H2D      elements, the host side's px_offload place (host memory or NVMe), bytes
+ *                     an element; the op's bytes are those over the GPU's host link */
+#ifndef PX_PLAN_BUILDER_H
+#define PX_PLAN_BUILDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "plan/query.h"
+
+/* Model-derived sizes of one rank. */
+typedef struct {
+  int64_t B, S, Sl, H, T, HQ, HKV, D, QW, KW, F, Vl, V;
+  int64_t Dv, VW, OW;     /* value head dim (D but with latent attention), v's and the context's widths */
+  bool mla;               /* multi-head latent attention (DeepSeek-V2/V3) */
+  int64_t QL, KL, Dr, Dn; /* its query and key/value latent ranks, RoPE and non-RoPE query/key dims */
+  int64_t C;              /* context-parallel ranks (S is this rank's seq / C tokens of each sequence) */
+  px_cp_algo cp_algo;
+  /* mixture of experts: experts, local experts, top-k, EP and ETP ranks, an expert's width on this ETP rank
+   * and the shared experts' on this TP rank, routed rows this rank sends (A = B Sl K: its sequence shard's),
+   * the EP all-to-all brings (Rep, the busiest rank's) and its local experts take after the ETP all-gather
+   * (R = ETP Rep) */
+  int64_t E, El, K, EP, ETP, Fe, Fs, A, Rep, R;
+  bool moe;         /* the block being built is a MoE layer's */
+  double attn_frac; /* sliding windows: the layers' mean attended pairs over the causal pairs (1 without) */
+  px_moe_dispatch dispatch;
+  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
+  px_dtype act, param, grad;
+  uint64_t e;                           /* activation bytes per element */
+  bool f8, f8_block, f8_current, zero3; /* precision fp8: the recipe's block scales / current scaling; ZeRO-3 */
+} px_dims;
+
+typedef struct px_bld {
+  px_plan *p;
+  px_block *b;
+  struct px_bld *w; /* zero-bubble schedules: where linear layers' weight gradients go (the W block), NULL: here */
+  int32_t cap, fcap, acap;
+  px_ref keep[64];
+  int nkeep;
+  bool loads_inputs; /* tokens or targets first appear in this block */
+  bool failed;       /* out of memory or a capacity exceeded: the block is unusable */
+  px_op scratch;     /* what op_new hands out after a failure, so callers need no check */
+} px_bld;
+
+/* A tensor operand: slot and layer offset (R), and none (NOREF). */
+static inline px_ref R(int slot, int off) { return (px_ref){(int16_t)slot, (int8_t)off}; }
+static const px_ref NOREF = {-1, 0};
+
+/* Slot table capacity: slot operands are int16_t (px_ref). */
+/* Slot table capacity: slot operands are int16_t (px_ref). */
+#define PX_SLOTS_MAX 4096
+
+/* Slot names of one layer's tensors, shared by forward, recompute and backward. */
+typedef struct {
+  int x, out, ln1, ln1_mean, ln1_rstd, ln1_full, q, k, v, q_cp, k_cp, v_cp, ctx_cp, scores, probs, probs_drop,
+      attn_mask, lse, ctx, attn_part, attn_out, attn_drop, attn_dmask, x2, ln2, ln2_mean, ln2_rstd, ln2_full, fc1, gate,
+      up, act, mlp_part, mlp_out, mlp_drop, mlp_dmask;
+  /* parameters */
+  int w_ln1, b_ln1, w_qkv, b_qkv, w_o, b_o, w_ln2, b_ln2, w_fc1, b_fc1, w_fc2, b_fc2;
+  /* mixture of experts (-1 in a dense model): the router's probabilities, each token's experts and weights,
+   * the routed rows sent and received (a2a; all-gather: every EP rank's tokens), the experts' hidden rows,
+   * their outputs and the outputs returned; the shared experts' tensors; parameters. With ETP > 1 the
+   * rows before the ETP all-gather / after the reduce-scatter have their own slots (the _ep ones, and
+   * moe_send_all after the all-gather dispatcher's second gather); otherwise those name the same slots. */
+  int moe_probs, moe_idx, moe_gates, moe_counts, moe_send, moe_recv, exp_gate, exp_up, exp_fc1, exp_act, exp_out,
+      moe_ret, sh_gate, sh_up, sh_fc1, sh_act;
+  int moe_send_all, moe_recv_ep, exp_out_ep, moe_ret_ep;
+  int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
+  /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics, parameters */
+  int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd;
+  int w_q_down, w_q_norm, w_q_up, w_kv_down, w_kv_norm, w_kv_up;
+} px_layer_slots;
+
+int px_bld_slot(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, int64_t d0, int64_t d1, int64_t d2,
+                int64_t d3);
+/* A parameter and its gradient slot. */
+int px_bld_param(px_plan *p, const px_dims *d, const char *name, int64_t rows, int64_t cols, bool replicated,
+                 bool sp_partial);
+int px_bld_grad_of(const px_plan *p, int param);
+px_op *px_bld_op(px_bld *b, px_op_kind kind, px_stream stream, px_phase phase);
+void px_bld_keep(px_bld *b, px_ref r);
+/* GEMM cost: batch x (m, k) @ (k, n). */
+void px_bld_gemm_cost(px_op *o, double m, double n, double k, double batch, double e_in, double e_out);
+void px_bld_elementwise(px_op *o, double elems_in, double elems_out, double e);
+/* Collective on a group. elems_in/out are this rank's buffer sizes. */
+px_op *px_bld_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
+                   int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n);
+/* A TP reduction of a row-parallel output: all-reduce in place, or
+ * reduce-scatter along the sequence with SP. Returns the reduced ref. */
+px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded);
+/* With SP, all-gathers a sequence shard into the full sequence. */
+px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full);
+void px_bld_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref mean, px_ref rstd, px_ref x, int w,
+                 int bias, int64_t rows);
+void px_bld_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x, px_ref mean, px_ref rstd, int w,
+                     int bias, int64_t rows);
+px_op *px_bld_simple(px_bld *b, px_op_kind kind, px_phase ph, px_ref y, px_ref a, px_ref c, int64_t elems,
+                     double e_bytes);
+px_op *px_bld_dropout(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref mask, px_ref x, px_ref bias,
+                      int64_t d1, int64_t d2, int64_t d3, int shard_axis, int site);
+void px_bld_dropout_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref mask, int64_t elems);
+/* An activation-gradient slot named after its activation. */
+int px_bld_grad_slot(px_plan *p, int act);
+/* Records, per op, which slot instances it allocates (first write of a
+ * tensor not live at the block's start) and frees (last use, unless kept
+ * for a later block). Inputs live at the start come from earlier blocks. */
+void px_bld_finish(px_bld *b);
+void px_bld_begin(px_bld *b, px_plan *p, px_block_kind kind, px_stream stream);
+void px_dims_make(const px_plan *p, px_dims *d);
+
+#endif

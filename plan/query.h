@@ -1,0 +1,155 @@
+/* The compiled plan (px_plan: the rank grid, the layers of each stage, the
+ * op-graph templates, one program per pipeline stage, the memory plan) and
+ * the questions its readers ask of it. The parts of the compiler include
+ * this, not plan/plan.h (the compiler's driver, which includes them). */
+#ifndef PX_PLAN_QUERY_H
+#define PX_PLAN_QUERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "plan/cluster.h"
+#include "plan/graph.h"
+#include "plan/grid.h"
+#include "plan/model.h"
+#include "plan/parallel.h"
+
+/* Bytes per category on one GPU of a stage. */
+typedef enum {
+  PX_MEM_PARAMS,
+  PX_MEM_GRADS,
+  PX_MEM_OPTIMIZER,
+  PX_MEM_ACTIVATIONS,
+  PX_MEM_BUFFERS,
+  PX_MEM_WORKSPACE,
+  PX_MEM_COUNT
+} px_mem_cat;
+
+extern const char *const px_mem_cat_names[PX_MEM_COUNT];
+
+typedef struct {
+  uint64_t peak_bytes;          /* at the worst moment of a step */
+  uint64_t at_peak[PX_MEM_COUNT]; /* the breakdown at that moment (sums to peak_bytes) */
+  uint64_t static_bytes;        /* params + grads + optimizer */
+  uint64_t activations_peak_bytes; /* largest activation footprint over the step */
+  int32_t peak_inst;            /* program instance where the peak occurs */
+  int32_t peak_mbs_in_flight;   /* micro-batches with live activations at the peak */
+  uint64_t host_bytes;          /* offload: this GPU's states in host memory */
+  uint64_t nvme_bytes;          /* ... and on NVMe */
+} px_memplan;
+
+/* Per-step totals for one rank of a stage. */
+typedef struct {
+  double model_flops;   /* forward + backward (Megatron's model FLOPs) */
+  double hw_flops;      /* + recomputation */
+  double wire_bytes[PX_GROUP_COUNT]; /* bytes sent per group kind */
+} px_stage_totals;
+
+/* Bytes sent over data-parallel groups: the whole DP group's, and with hybrid
+ * sharding the shard and replica groups' (the figure reported as "dp"). */
+double px_totals_dp_wire_bytes(const px_stage_totals *t);
+
+typedef struct {
+  px_model model;
+  px_cluster cluster;
+  px_parallel par;
+  px_grid grid;
+  int64_t vocab_padded;   /* vocab rounded up so tp divides it (Megatron: a multiple of 128 x tp) */
+  int64_t seq;            /* sequence length */
+  int64_t seq_cp;         /* a rank's tokens of each sequence: seq / cp (px_cp_position says which) */
+  int64_t seq_local;      /* seq_cp / tp with SP, else seq_cp */
+  int64_t microbatches;   /* per DP rank per step */
+  int64_t vstages;        /* pp x vpp model chunks */
+  int64_t *vstage_first;  /* (vstages) first layer of each chunk */
+  int64_t *vstage_layers; /* (vstages) layers in each chunk */
+  px_dtype act_dtype, param_dtype, grad_dtype;
+  uint64_t optimizer_bytes_per_param;
+  px_slot *slots;
+  int32_t nslots, slots_cap;
+  bool slots_full;        /* the compiler could not grow the slot table (compile fails) */
+  px_block blocks[PX_BLOCK_KIND_COUNT];
+  px_program *programs;   /* (pp) */
+  px_memplan *mem;        /* (pp) */
+  int64_t stages_done;    /* stages with a program and memory plan: pp, fewer when px_plan_compile_fit stopped */
+  px_stage_totals *totals; /* (pp) */
+  uint64_t params_total;  /* the model's parameters (unpadded) */
+  double model_flops_per_step; /* all ranks together */
+  double hw_flops_per_step;
+  bool fits;              /* every stage's peak + reserved <= HBM, and offloaded states fit each node */
+  uint64_t host_node_bytes; /* offload: the most host memory one node's GPUs take */
+  uint64_t nvme_node_bytes; /* ... and NVMe */
+} px_plan;
+
+/* The stage a global layer index lives on, and its chunk; -1 when out of range. */
+int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk);
+
+/* Analytic pipeline bubble as a share of the pipeline's time:
+ * (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v m + p-1) interleaved; for the
+ * zero-bubble schedules px_zb_idle with a layer's F, B and W times in
+ * proportion to their FLOPs. */
+double px_plan_bubble_analytic(const px_plan *plan);
+
+/* A stage's idle time in a zero-bubble step of m micro-batches over p
+ * stages whose F, B and W take f, b and w, with free communication and a
+ * synchronised optimizer step: ZB-H1 (h2 false) or ZB-H2. */
+double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2);
+
+/* Mixture of experts: the experts one EP rank holds (experts / ep); 0 for a dense model. */
+int64_t px_plan_local_experts(const px_plan *p);
+/* Mixture of experts: token rows one rank's local experts take per MoE
+ * layer and micro-batch, the busiest rank's: each rank routes its sequence
+ * shard's A = mbs x seq_local x top-k rows (Megatron-Core's dispatchers);
+ * the EP all-to-all brings r of them: with a capacity factor cf every
+ * expert takes at most ceil(cf x A x ep / experts), dropless the busiest
+ * rank --moe-imbalance x A, never more than every token of the ep ranks on
+ * as many of its experts as top-k allows; the ETP all-gather makes that
+ * etp x r. 0 for a dense model. */
+int64_t px_plan_expert_rows(const px_plan *p);
+/* Group-limited routing (DeepSeek-V3's node-limited routing): the most
+ * nodes one token's expert copies reach, min(EP nodes, groups_per_token x
+ * the nodes one group's experts span); 0 without groups. A dispatcher that
+ * sends a token once to each node and fans it out there (DeepEP) moves
+ * min(k, that) copies of it across nodes instead of k. */
+int64_t px_plan_expert_nodes(const px_plan *p);
+
+/* The ops of a stage's program in the order they run (and are profiled):
+ * instance by instance, each block's ops in order.
+ *   px_op_iter it = px_op_iter_begin(plan, stage);
+ *   for (const px_op *op; (op = px_op_next(&it));) ... it.id, it.in, it.block ... */
+typedef struct {
+  const px_plan *plan;
+  const px_program *prog;
+  int32_t inst, k;        /* the next op: instance and op within its block */
+  int64_t id;             /* index of the op px_op_next returned last, counting from 0 */
+  const px_inst *in;      /* its instance */
+  const px_block *block;  /* its block */
+} px_op_iter;
+
+px_op_iter px_op_iter_begin(const px_plan *plan, int64_t stage);
+const px_op *px_op_next(px_op_iter *it); /* NULL after the last */
+
+/* The ops an instance runs (as many as its block has): the stage's own sized
+ * copies for unit syncs, the tied embedding's sync and the optimizer, else
+ * the block's. */
+const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in);
+
+/* Whether the plan's overlap runs op i of a block's ops (nops of them) beside
+ * the block's compute, up to the first op that uses its tensors (op->dep),
+ * rather than in line. With PX_OVERLAP_TP, every collective of a layer's own
+ * groups (TP, CP, EP, expert TP). With PX_OVERLAP_TP_BWD, as Megatron-Core's
+ * LinearWithGradAccumulationAndAsyncCommunication.backward runs a column-
+ * parallel linear (megatron/core/tensor_parallel/layers.py): its input
+ * gradient's TP all-reduce, or reduce-scatter with SP, issued after the
+ * data-gradient GEMM and beside the weight-gradient GEMM that follows it;
+ * with SP, the all-gather of its saved input, beside the data-gradient GEMM,
+ * for the weight gradient. */
+bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, int32_t i);
+
+/* Ops in a stage's program. */
+int64_t px_program_nops(const px_plan *plan, int64_t stage);
+
+/* Slot lookup by name (-1 when absent). */
+int px_plan_slot(const px_plan *plan, const char *name);
+
+#endif
