@@ -4,7 +4,8 @@
 # lines in README.md and docs/*.md, written by the code they describe.
 #   scripts/docs.sh generate PARALLAX TEST_SIM > GEN   every block, from the binaries
 #   scripts/docs.sh write GEN [SRC]                    put GEN's blocks into SRC's docs (make docs)
-#   scripts/docs.sh check GEN [SRC]                    exit 1 where SRC's docs differ from GEN
+#   scripts/docs.sh check GEN [SRC]                    exit 1 where SRC's docs differ from GEN,
+#                                                      or a link among them is broken
 # The timings in the quick start's output (how long a simulation or a sweep
 # took, on how many threads) are not compared, and a change of them alone is
 # not written.
@@ -97,7 +98,49 @@ place() {
   if [ "$mode" = check ] && [ "$status" -ne 0 ]; then
     echo "the docs' generated parts differ from what the code writes now: run \`make docs\` and commit the result" >&2
   fi
+  if [ "$mode" = check ] && ! links "$src"; then
+    echo "scripts/docs.sh: broken links in README.md or docs/*.md" >&2
+    status=1
+  fi
   return "$status"
+}
+
+# Every relative link of README.md and docs/*.md names a file that exists and,
+# after a #, one of its headings (GitHub's anchors: lower case, punctuation
+# dropped, spaces as hyphens, a repeated heading numbered).
+links() {
+  local src=$1
+  (cd "$src" && awk '
+    function slug(t) { t = tolower(t); gsub(/[^a-z0-9 _-]/, "", t); gsub(/ /, "-", t); return t }
+    FNR == 1 { fence = 0; dir = FILENAME ~ /\// ? substr(FILENAME, 1, match(FILENAME, /[^\/]*$/) - 1) : "" }
+    /^```/ { fence = !fence; next }
+    fence { next }
+    pass == 1 && /^#+ / {
+      s = $0; sub(/^#+ +/, "", s); s = slug(s)
+      n = seen[FILENAME, s]++
+      anchor[FILENAME "#" (n ? s "-" n : s)] = 1
+      next
+    }
+    pass == 2 {
+      line = $0
+      while (match(line, /\]\([^)]+\)/)) {
+        target = substr(line, RSTART + 2, RLENGTH - 3)
+        line = substr(line, RSTART + RLENGTH)
+        if (target ~ /^[a-z]+:/) continue
+        file = target; frag = ""
+        if ((i = index(target, "#"))) { file = substr(target, 1, i - 1); frag = substr(target, i + 1) }
+        file = file == "" ? FILENAME : dir file
+        while (sub(/[^\/]+\/\.\.\//, "", file)) {}
+        if (!(file in exists) && (getline dummy < file) < 0) {
+          printf "%s:%d: a link to %s, which does not exist\n", FILENAME, FNR, target; bad = 1; continue
+        }
+        exists[file] = 1; close(file)
+        if (frag != "" && file ~ /\.md$/ && !((file "#" frag) in anchor)) {
+          printf "%s:%d: a link to %s, which has no heading #%s\n", FILENAME, FNR, target, frag; bad = 1
+        }
+      }
+    }
+    END { exit bad }' pass=1 README.md docs/*.md pass=2 README.md docs/*.md) >&2
 }
 
 case ${1:-} in

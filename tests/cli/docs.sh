@@ -3,9 +3,10 @@
 # what the code writes now: the command table, the flag reference, the preset
 # and validation tables and the quick start, regenerated (scripts/docs.sh) and
 # compared with README.md and docs/*.md; a difference fails with the diff and
-# "run `make docs`". Then the check itself, on a copy of the docs: a changed
-# generated line fails, a changed hand-written line passes, a block without
-# its END marker and a marker without a block fail.
+# "run `make docs`"; every relative link names a file and a heading there.
+# Then the check itself, on a copy of the docs: a changed generated line
+# fails, a changed hand-written line passes, a block without its END marker,
+# a marker without a block and a broken link fail.
 # PX_TEST_SIM names the validation suite (tests/CMakeLists.txt), else it is
 # looked for in the build directory of PARALLAX.
 set -u
@@ -42,11 +43,11 @@ copy() {
   cp "$src/README.md" "$tmp/tree/"
   cp "$src"/docs/*.md "$tmp/tree/docs/"
 }
-expect() { # label, expected status (0 passes, 1 fails)
+expect() { # label, expected status (0 passes, 1 fails), what the message says then
   bash "$docs" check "$tmp/gen.md" "$tmp/tree" >"$tmp/out" 2>&1
-  local got=$?
+  local got=$? says=${3:-run \`make docs\`}
   [ "$got" -eq "$2" ] || { fail "$1: check exited $got, not $2"; cat "$tmp/out"; }
-  if [ "$2" -ne 0 ] && ! grep -q 'run `make docs`' "$tmp/out"; then fail "$1: no 'run \`make docs\`' in the message"; fi
+  if [ "$2" -ne 0 ] && ! grep -qF "$says" "$tmp/out"; then fail "$1: no '$says' in the message"; fi
 }
 copy
 sed -i 's/^| `-t`, `--tp` | `N` | tensor-parallel size |$/| `-t`, `--tp` | `N` | tensor-parallel size, stale |/' "$tmp/tree/docs/flags.md"
@@ -67,6 +68,12 @@ expect "a marker without a generated block" 1
 copy
 sed -i '/^<!-- generated: validation-llama3 BEGIN -->$/,/^<!-- generated: validation-llama3 END -->$/d' "$tmp/tree/docs/validation.md"
 expect "a generated block without a place" 1
+copy
+sed -i 's|(simulator.md#stragglers)|(simulator.md#straglers)|' "$tmp/tree/docs/plan-flags.md"
+expect "a link to a heading that is not there" 1 "a link to simulator.md#straglers, which has no heading"
+copy
+printf '\nSee [the architecture](architecture.md#layers) and [nothing](nothing.md).\n' >>"$tmp/tree/docs/testing.md"
+expect "a link to a file that is not there" 1 "a link to nothing.md, which does not exist"
 # make docs (write) puts a changed copy right, and then it checks
 copy
 sed -i 's/^| `-t`, `--tp` | `N` | tensor-parallel size |$/| `-t`, `--tp` | `N` | stale |/' "$tmp/tree/docs/flags.md"
