@@ -12,7 +12,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-unit test-asan test-planner test-fuzz fuzz fuzz-long fuzz-build bench golden clean
+.PHONY: all deps build demo test test-unit test-asan test-planner test-fuzz fuzz fuzz-long fuzz-build bench golden docs clean
 
 all: build
 
@@ -67,6 +67,14 @@ test-fuzz: fuzz-build
 # only on purpose, with the diff reviewed in the commit.
 golden: build
 	@bash tests/cli/golden.sh $(BUILD)/parallax . --update
+
+# Rewrites the docs' generated parts (scripts/docs.sh; docs/testing.md,
+# "Generated documentation"): the command table, the flag reference, the
+# preset and validation tables, the quick start. `make test` fails until they
+# match the code; review the diff in the commit.
+docs: build
+	@PARALLAX_HOME=$(CURDIR) bash scripts/docs.sh generate $(BUILD)/parallax $(BUILD)/tests/test_sim > $(BUILD)/docs-generated.md
+	@bash scripts/docs.sh write $(BUILD)/docs-generated.md .
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)

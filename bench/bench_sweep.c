@@ -1,6 +1,6 @@
 /* Benchmark: plan-search speed, in plans that fit evaluated a second (each
- * simulated, or ruled out of the top K by its bound), for the README's two
- * questions: the demo's (Llama 3 70B on 512 H100s) and GPT-3 175B on 1,024
+ * simulated, or ruled out of the top K by its bound), for the two
+ * questions of docs/simulator.md, "Sweep speed": the demo's (Llama 3 70B on 512 H100s) and GPT-3 175B on 1,024
  * A100s. With --all it also runs the sweep that simulates every plan and
  * checks that both rank the same top K.
  * Usage: bench_sweep [--threads N] [--top K] [--all] [--quick] */

@@ -183,6 +183,42 @@ void px_args_print_help(int groups) {
   }
 }
 
+_Static_assert(PX_OPT_LAUNCH == 1 << (PX_OPT_GROUP_COUNT - 1), "PX_OPT_GROUP_COUNT counts every group");
+
+const char *px_args_group_title(int group) {
+  static const char *const titles[PX_OPT_GROUP_COUNT] = {
+      "Every command", "Model", "Cluster",     "Plan",     "Op graph", "Simulation output",
+      "Sweep",         "Run",   "Calibration", "Topology", "Reshard",  "Launch"};
+  for (int i = 0; i < PX_OPT_GROUP_COUNT; i++)
+    if (group == 1 << i) return titles[i];
+  return "?";
+}
+
+void px_args_md_cell(const char *s, bool code) {
+  for (; *s; s++) {
+    if (*s == '|' || (!code && (*s == '<' || *s == '>'))) putchar('\\');
+    putchar(*s);
+  }
+}
+
+void px_args_print_markdown(int group) {
+  for (size_t i = 0; i < NOPTS; i++) {
+    if (!(opts[i].group & group)) continue;
+    int letter = letter_of(i);
+    printf("| ");
+    if (letter) printf("`-%c`, ", letter);
+    printf("`--%s` | ", opts[i].name);
+    if (opts[i].arg) {
+      putchar('`');
+      px_args_md_cell(opts[i].arg, true);
+      putchar('`');
+    }
+    printf(" | ");
+    px_args_md_cell(opts[i].help, false);
+    printf(" |\n");
+  }
+}
+
 static px_status parse_enum(const char *flag, const char *s, const char *const *names, int n, int *out, px_err *err) {
   for (int i = 0; i < n; i++) {
     if (!strcmp(s, names[i])) {

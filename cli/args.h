@@ -26,6 +26,7 @@ enum {
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
   PX_OPT_EXPORT = 1 << 12,  /* export: --to FRAMEWORK */
 };
+#define PX_OPT_GROUP_COUNT 12 /* the groups above: bits 0 .. 11 */
 
 #define PX_ARGS_SETS_MAX 16
 
@@ -105,6 +106,15 @@ int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *
 size_t px_args_without_room(int argc, char **argv);
 /* Prints the flags of the given groups, one per line, for --help. */
 void px_args_print_help(int groups);
+/* The flag reference of the docs (`parallax help --markdown`): a group's
+ * title (one PX_OPT_* bit), and its flags as the rows of a Markdown table
+ * (flag, value, what it does) on stdout. */
+const char *px_args_group_title(int group);
+void px_args_print_markdown(int group);
+/* Prints s for a Markdown table cell: | escaped (GFM reads \| inside a code
+ * span too), and < > where the cell is text (code: in a code span, where a
+ * backslash would show). */
+void px_args_md_cell(const char *s, bool code);
 
 /* The cluster's --set fields, then its size (gpus, or --nodes; 0: keep). */
 px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, px_err *err);

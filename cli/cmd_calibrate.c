@@ -56,7 +56,7 @@ static int import(const px_args *a) {
 int px_cmd_calibrate(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_CLUSTER | PX_OPT_CALIB;
+  int groups = PX_GROUPS_CALIBRATE;
   for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* what it was called before */
     if (!strncmp(argv[i], "--save-plan", 11))
       return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,

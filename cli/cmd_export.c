@@ -24,7 +24,7 @@ static const char usage[] =
 int px_cmd_export(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_EXPORT;
+  int groups = PX_GROUPS_EXPORT;
   int code = px_cli_start(&a, "parallax export", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
   if (a.framework < 0)

@@ -112,8 +112,6 @@ static bool drop_plan_flag(const char *name) {
 }
 static bool drop_ckpt_flag(const char *name) { return !strcmp(name, "ckpt") || !strcmp(name, "resume"); }
 
-#define RUN_GROUPS (PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RUN)
-
 /* The planner's best plan for `ranks` GPUs: the sweep with the flags' choices
  * fixed (but dp), else with only what keeps the training the same (the global
  * batch, the sequence, the precision) fixed. */
@@ -243,7 +241,7 @@ static char **attempt_argv(launch *L, const choice *ch, char **mp, int nmp, cons
   if (hostfile) v[n++] = "--hostfile", v[n++] = (char *)hostfile;
   v[n++] = self;
   int cmd = n;
-  n += px_args_without(L->argc, L->argv, RUN_GROUPS, ch->original ? drop_ckpt_flag : drop_plan_flag, v + n);
+  n += px_args_without(L->argc, L->argv, PX_GROUPS_RUN, ch->original ? drop_ckpt_flag : drop_plan_flag, v + n);
   v[cmd] = "run"; /* in place of L->argv[0], the "--" */
   if (!ch->original) v[n++] = "--plan", v[n++] = (char *)ch->plan_file;
   v[n++] = "--ckpt", v[n++] = (char *)ch->dir;
@@ -273,7 +271,7 @@ int px_cmd_launch(int argc, char **argv) {
   int sep = 1;
   while (sep < argc && strcmp(argv[sep], "--") != 0) sep++;
   px_args a;
-  int code = px_cli_start(&a, "parallax launch", PX_OPT_LAUNCH, PX_OPT_LAUNCH, usage, sep, argv);
+  int code = px_cli_start(&a, "parallax launch", PX_GROUPS_LAUNCH, PX_GROUPS_LAUNCH, usage, sep, argv);
   if (code >= 0) return code;
   if (a.json)
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax launch: --json goes after -- (the run's report); the "
@@ -288,7 +286,7 @@ int px_cmd_launch(int argc, char **argv) {
   if (!copy) return px_cli_fail(px_err_set(&err, PX_ERR_RUNTIME, "out of memory"), &err);
   memcpy(copy, L.argv, (size_t)L.argc * sizeof *copy);
   copy[0] = "run";
-  px_status st = px_args_parse(&L.run, "parallax run (after --)", RUN_GROUPS, L.argc, copy, &err);
+  px_status st = px_args_parse(&L.run, "parallax run (after --)", PX_GROUPS_RUN, L.argc, copy, &err);
   if (!st && L.run.npos) st = px_err_set(&err, PX_ERR_INPUT, "parallax run (after --) takes no positional arguments");
   if (!st && !L.run.ckpt_dir)
     st = px_err_set(&err, PX_ERR_INPUT, "parallax launch: the run flags need --ckpt DIR: a relaunch resumes from the "

@@ -14,11 +14,11 @@
 int px_cmd_topology(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  px_status st = px_args_parse(&a, "parallax topology", PX_OPT_CLUSTER | PX_OPT_TOPO, argc, argv, &err);
+  px_status st = px_args_parse(&a, "parallax topology", PX_GROUPS_TOPOLOGY, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help) {
     printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--set FIELD=VALUE] [--sources] [--json]\n\n");
-    px_args_print_help(PX_OPT_CLUSTER | PX_OPT_TOPO);
+    px_args_print_help(PX_GROUPS_TOPOLOGY);
     return 0;
   }
   const char *name = a.npos == 2 && !strcmp(a.pos[0], "show") ? a.pos[1] : NULL;
@@ -41,14 +41,14 @@ int px_cmd_topology(int argc, char **argv) {
 int px_cmd_model(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  px_status st = px_args_parse(&a, "parallax model", PX_OPT_MODEL, argc, argv, &err);
+  px_status st = px_args_parse(&a, "parallax model", PX_GROUPS_MODEL, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help) {
     printf("usage: parallax model show NAME|FILE [--seq N] [--json]\n\n"
            "Shows a model preset, our JSON or a Hugging Face config.json: exact parameters,\n"
            "per-layer breakdown and FLOPs per token; for a mixture of experts, the dense and\n"
            "MoE layers apart, the active parameters per token and the MTP modules.\n\n");
-    px_args_print_help(PX_OPT_MODEL);
+    px_args_print_help(PX_GROUPS_MODEL);
     return 0;
   }
   if (a.npos < 1 || strcmp(a.pos[0], "show"))

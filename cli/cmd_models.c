@@ -18,11 +18,11 @@ static int list_presets(const char *kind, int argc, char **argv, preset_row_fn r
   px_err err = {0};
   char cmd[64];
   snprintf(cmd, sizeof cmd, "parallax %s", kind);
-  px_status st = px_args_parse(&a, cmd, 0, argc, argv, &err);
+  px_status st = px_args_parse(&a, cmd, PX_GROUPS_PRESETS, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help) {
     printf("usage: %s [--json]\n\nLists the presets in %s/%s.\n\n", cmd, px_data_dir(), kind);
-    px_args_print_help(0);
+    px_args_print_help(PX_GROUPS_PRESETS);
     return 0;
   }
   if (a.npos) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "%s takes no arguments", cmd), &err);

@@ -10,7 +10,7 @@
 int px_cmd_plot(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  px_status st = px_args_parse(&a, "parallax plot", PX_OPT_SWEEP, argc, argv, &err);
+  px_status st = px_args_parse(&a, "parallax plot", PX_GROUPS_PLOT, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help || a.npos != 1) {
     printf("usage: parallax plot DIR [--report DIR]\n\n"

@@ -42,7 +42,7 @@ static px_status take_to(const px_exec_module *x, const px_args *a, px_ckpt_lock
 int px_cmd_reshard(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RESHARD;
+  int groups = PX_GROUPS_RESHARD;
   int code = px_cli_start(&a, "parallax reshard", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
   const px_exec_module *x = px_cli_exec(&err);

@@ -30,7 +30,7 @@ int px_cmd_run(int argc, char **argv) {
   px_launch_rank_tie(); /* no rank outlives its job's launcher */
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RUN;
+  int groups = PX_GROUPS_RUN;
   int code = px_cli_start(&a, "parallax run", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
   /* MPI, OpenBLAS and (for --backend cuda) the GPU's libraries come with the executor */

@@ -21,7 +21,7 @@ static const char usage[] =
 int px_cmd_sim(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_SIM;
+  int groups = PX_GROUPS_SIM;
   int code = px_cli_start(&a, "parallax sim", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
   px_status st;

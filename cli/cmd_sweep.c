@@ -113,7 +113,7 @@ static bool runnable(const px_parallel *p, const px_model *m, void *fw) {
 int px_cmd_sweep(int argc, char **argv) {
   px_args a;
   px_err err = {0};
-  int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_SWEEP;
+  int groups = PX_GROUPS_SWEEP;
   int code = px_cli_start(&a, "parallax sweep", groups, groups, usage, argc, argv);
   if (code >= 0) {
     if (a.help) printf("\n%s", px_report_plan_legend);

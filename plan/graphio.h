@@ -1,5 +1,5 @@
-/* The op graph on disk: JSON (format "parallax-graph/1", documented in the
- * README) and Graphviz DOT of one micro-batch of one stage. */
+/* The op graph on disk: JSON (format "parallax-graph/1", documented in
+ * docs/compiler.md, "The op graph") and Graphviz DOT of one micro-batch of one stage. */
 #ifndef PX_PLAN_GRAPHIO_H
 #define PX_PLAN_GRAPHIO_H
 

@@ -1,5 +1,5 @@
 /* Data files for the gnuplot scripts in plots/: whitespace-separated
- * columns with '#' headers (see the README's "Plots" section). */
+ * columns with '#' headers (docs/sweeps.md, "Plots and report"). */
 #ifndef PX_REPORT_PLOTDATA_H
 #define PX_REPORT_PLOTDATA_H
 

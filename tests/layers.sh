@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The layers (README, "Architecture"): every #include "dir/..." in a folder
+# The layers (docs/architecture.md, "Layers"): every #include "dir/..." in a folder
 # names a folder that folder may read, and the planner's layers and cli/
 # include no MPI, BLAS or CUDA header. (The CMake targets enforce the same at link time.)
 set -u

@@ -979,8 +979,8 @@ static void test_layer_split(void) {
  * are scratch), the gathered K and V instead of the rank's for all-gather
  * ((cp - 1) x 2 b s/cp kv_width bytes), and for a2a the head-split q, k, v
  * and context instead of q, k, v (one more context, b s/cp h bytes). The
- * CP group's bytes on the wire per layer and micro-batch are the README's
- * formulas, and the step's FLOPs are the cp=1 step's. */
+ * CP group's bytes on the wire per layer and micro-batch are those of
+ * docs/compiler.md's table, and the step's FLOPs are the cp=1 step's. */
 static void test_context_parallel(void) {
   px_model m;
   px_err err = {0};

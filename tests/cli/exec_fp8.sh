@@ -4,7 +4,7 @@
 # parallelism (fp8 all-gathers), and tiny-moe with expert parallelism (fp8
 # all-to-all) train: the loss falls by at least 0.2 over 8 steps, and each
 # step's loss is within FP8_TOL (absolute, nats) of the fp32 run's (the
-# README's FP8 section: measured worst 0.013, MoE with delayed scaling).
+# docs/compiler.md's FP8 section: measured worst 0.013, MoE with delayed scaling).
 # A resumed run is the uninterrupted one bitwise, for each recipe.
 # Blockwise scales with SP are refused naming the fix; the CUDA backend
 # refuses blockwise scales by name (its per-tensor fp8 path: tests/gpu/exec.sh).
