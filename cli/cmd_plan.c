@@ -5,8 +5,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
-#include "plan/graphio.h"
 #include "plan/planfile.h"
+#include "report/graph.h"
 #include "report/plan.h"
 
 static const char usage[] =
@@ -28,8 +28,8 @@ int px_cmd_plan(int argc, char **argv) {
   px_plan plan;
   if ((st = px_plan_compile(&plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
   if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) goto done;
-  if (a.graph_file && (st = px_graph_write_json(&plan, a.graph_file, &err))) goto done;
-  if (a.dot_file && (st = px_graph_write_dot(&plan, a.dot_file, &err))) goto done;
+  if (a.graph_file && (st = px_report_graph_write_json(&plan, a.graph_file, &err))) goto done;
+  if (a.dot_file && (st = px_report_graph_write_dot(&plan, a.dot_file, &err))) goto done;
   if (a.json) {
     st = px_json_print_free(px_report_plan_json(&plan), &err);
   } else {

@@ -9,6 +9,7 @@
 #include "plan/planfile.h"
 #include "report/plots.h"
 #include "report/sim.h"
+#include "report/trace.h"
 #include "sim/sim.h"
 
 static const char usage[] =
@@ -38,17 +39,15 @@ int px_cmd_sim(int argc, char **argv) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
-  px_sim_opts opts = {.trace_path = a.trace_file};
+  px_sim_opts opts = {.record_spans = a.trace_file != NULL};
   px_sim_result r;
   double t0 = px_clock_s();
   st = px_sim_run(&plan, &opts, &r, &err);
   double wall = px_clock_s() - t0;
   if (!st) {
-    if (a.json) {
-      st = px_json_print_free(px_report_sim_json(&plan, &r), &err);
-    } else {
-      px_report_sim_text(&plan, &r, wall, stdout);
-    }
+    if (a.trace_file) st = px_report_trace(&r, a.trace_file, &err);
+    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r), &err);
+    else if (!st) px_report_sim_text(&plan, &r, wall, stdout);
     px_sim_result_free(&r);
   }
   px_plan_free(&plan);
