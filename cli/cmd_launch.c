@@ -15,6 +15,7 @@
 #include "cli/launch.h"
 #include "core/json.h"
 #include "plan/planfile.h"
+#include "report/plan.h"
 #include "sim/sweep.h"
 
 /* The wait before the first relaunch after a rank's failure (--backoff-s),
@@ -163,7 +164,7 @@ static px_status best_plan(launch *L, int64_t ranks, choice *ch, bool *found, px
       if (refused)
         say("the best plan the %s backend runs is ranked %lld (it cannot run the %lld ahead of it)", L->backend,
             (long long)refused + 1, (long long)refused);
-      st = px_planfile_save(ch->plan_file, &L->m, &c, &par, err);
+      st = px_report_plan_file(ch->plan_file, &L->m, &c, &par, err);
       if (relax && !st) say("no plan for %lld ranks that the %s backend runs keeps the flags' choices; the planner's "
                             "best keeps the global batch, the sequence length and the precision only", (long long)ranks,
                             L->backend);

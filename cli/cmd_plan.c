@@ -5,7 +5,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
-#include "plan/planfile.h"
 #include "report/graph.h"
 #include "report/plan.h"
 
@@ -27,7 +26,7 @@ int px_cmd_plan(int argc, char **argv) {
   if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   px_plan plan;
   if ((st = px_plan_compile(&plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
-  if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) goto done;
+  if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) goto done;
   if (a.graph_file && (st = px_report_graph_write_json(&plan, a.graph_file, &err))) goto done;
   if (a.dot_file && (st = px_report_graph_write_dot(&plan, a.dot_file, &err))) goto done;
   if (a.json) {

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/json.h"
-#include "plan/planfile.h"
+#include "report/plan.h"
 #include "report/plots.h"
 #include "report/sim.h"
 #include "report/trace.h"
@@ -31,7 +31,7 @@ int px_cmd_sim(int argc, char **argv) {
   if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   px_plan plan;
   if ((st = px_plan_compile(&plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
-  if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) {
+  if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
