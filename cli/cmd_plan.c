@@ -20,12 +20,11 @@ int px_cmd_plan(int argc, char **argv) {
   int groups = PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_GRAPH;
   int code = px_cli_start(&a, "parallax plan", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
-  px_status st;
   px_model m;
   px_cluster c;
-  if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   px_plan plan;
-  if ((st = px_plan_compile(&plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
+  px_status st = px_args_plan(&a, &m, &c, &plan, &err);
+  if (st) return px_cli_fail(st, &err);
   if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) goto done;
   if (a.graph_file && (st = px_report_graph_write_json(&plan, a.graph_file, &err))) goto done;
   if (a.dot_file && (st = px_report_graph_write_dot(&plan, a.dot_file, &err))) goto done;
