@@ -58,10 +58,10 @@ fuzz: fuzz-build
 test-fuzz: fuzz-build
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(TEST_FUZZ_SECONDS)
 
-# Records the simulator's golden figures again (tests/data/golden_sim.tsv):
+# Records the simulator's golden figures again (tests/golden/golden_sim.tsv):
 # only on purpose, with the diff reviewed in the commit.
 golden: build
-	@bash tests/cli/golden.sh $(BUILD)/parallax . --update
+	@bash tests/golden/golden.sh $(BUILD)/parallax . --update
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)
