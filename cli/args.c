@@ -555,6 +555,11 @@ done:
   return st;
 }
 
+px_status px_args_plan(px_args *a, px_model *m, px_cluster *c, px_plan *plan, px_err *err) {
+  px_status st = px_args_load(a, m, c, err);
+  return st ? st : px_plan_compile(plan, m, c, &a->par, err);
+}
+
 int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
                  char **argv) {
   px_err err = {0};

@@ -10,6 +10,7 @@
 #include "plan/cluster.h"
 #include "plan/model.h"
 #include "plan/parallel.h"
+#include "plan/plan.h"
 
 enum {
   PX_OPT_COMMON = 1 << 0,  /* --json, --help */
@@ -121,6 +122,9 @@ px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, 
 /* Loads --model and --cluster (and --plan FILE when given), sizes the cluster
  * from --gpus/--nodes and resolves parallel defaults. Either pointer may be NULL. */
 px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
+/* The plan the flags give, as every command that compiles one starts:
+ * px_args_load, then the plan compiled (freed by the caller when PX_OK). */
+px_status px_args_plan(px_args *a, px_model *m, px_cluster *c, px_plan *plan, px_err *err);
 
 /* How a command starts: parses argv for `groups`; with --help prints usage
  * and the flags of help_groups; refuses positional arguments (the command

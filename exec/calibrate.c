@@ -254,11 +254,6 @@ static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, uint6
 static int coll_curve(px_cluster *c, px_coll kind, const px_calib_opts *o, float *in, float *out, uint64_t maxb,
                       MPI_Comm world, int rank, int size, double *t_out) {
   double factor = px_coll_busbw_factor(kind, size);
-  if (rank == 0 && o->table)
-    fprintf(o->table,
-            "# %s over %d ranks (MPI), nccl-tests style: busbw = algbw x %.3g\n"
-            "#       size    count   type     time_us  algbw_GB/s  busbw_GB/s\n",
-            px_busbw_coll_names[kind], size, factor);
   int npts = 0;
   uint64_t call = 0;
   for (uint64_t bytes = 8 * (uint64_t)size; bytes <= maxb; bytes *= COLL_STEP) {
@@ -276,9 +271,7 @@ static int coll_curve(px_cluster *c, px_coll kind, const px_calib_opts *o, float
     double t = (px_clock_s() - t0) / reps;
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
     double algbw = (double)bytes / t;
-    if (rank == 0 && o->table)
-      fprintf(o->table, "%12llu %8llu  float %11.2f %11.3f %11.3f\n", (unsigned long long)bytes,
-              (unsigned long long)(bytes / sizeof(float)), t * 1e6, algbw / 1e9, algbw * factor / 1e9);
+    if (rank == 0 && o->coll) o->coll(o->coll_ctx, &(px_calib_coll_point){kind, size, factor, bytes, t, npts == 0});
     int l = c->busbw_len[PX_LINK_INTRA];
     if (l < PX_BUSBW_MAX) {
       c->busbw[PX_LINK_INTRA][l] = (px_busbw_point){kind, size, 1, bytes, algbw * factor};

@@ -23,6 +23,12 @@
  *    tests/CMakeLists.txt and tests/gpu/emu/run.sh run;
  *  - every op kind (PX_OP_KINDS) has a reference here and ran: a new kind
  *    fails the suite until it has one.
+ * Like ggml's test-backend-ops, `-o OP[,OP...]` runs only the ops of those
+ * kinds and `-b BACKEND` (cpu or cuda) only that backend (the cpu backend
+ * still computes what the others are compared with); either leaves out the
+ * whole-suite checks (fills, the support walk, fp8, coverage). `--perf`
+ * times each op case on each backend instead and prints the table, never
+ * asserting a time.
  * The references use the shared definitions of the random streams
  * (px_exec_dropout_seed, px_dropout_keep) and compute every index and
  * value themselves. LOSS at TP rank 1 runs with a TP group of one rank: the
@@ -33,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "exec/backend.h"
 #include "exec/comm.h"
@@ -143,6 +150,14 @@ static px_comm comm;          /* the communicators the backends hold (world: one
 static px_plan comm_plan[NDT]; /* the plan they come from, in each precision */
 static bool collectives_only;
 static int world_rank, world_size;
+
+/* -o and -b: the kinds and the backend the command line asks for (all without them). */
+static bool kind_filtered;
+static bool kind_asked[PX_OP_COUNT];
+static const char *backend_asked;
+
+static bool kind_wanted(px_op_kind k) { return !kind_filtered || kind_asked[k]; }
+static bool backend_wanted(int bi) { return !backend_asked || !strcmp(backends[bi].name, backend_asked); }
 
 /* ======================= results ======================= */
 
@@ -1280,6 +1295,28 @@ static void unpack(float *x, const void *src, int64_t n, int dev) {
     px_dtype_to_fp32(x, src, (px_dtype)dev, (uint64_t)n);
 }
 
+/* --perf: each case's op run again and again on each backend, timed. */
+static bool perf_mode;
+static double perf_op_s; /* the last time_op's seconds a run */
+
+/* The op again until it has run PERF_RUNS times and for PERF_MIN_S, each
+ * run synchronised; perf_op_s gets the mean. */
+#define PERF_RUNS 5
+#define PERF_MIN_S 2e-3
+static px_status time_op(px_backend *be, const px_exec_op *e, px_err *err) {
+  px_status st = PX_OK;
+  int runs = 0;
+  double t0 = px_clock_s(), dt = 0;
+  while (!st && (runs < PERF_RUNS || dt < PERF_MIN_S)) {
+    st = be->op(be, e, err);
+    if (!st) st = be->sync(be, err);
+    runs++;
+    dt = px_clock_s() - t0;
+  }
+  perf_op_s = dt / runs;
+  return st;
+}
+
 /* Runs the case on a backend: the op of the plan under test, or (twin) of
  * its fp32 twin. got[i] receives output buffer i's values (host floats);
  * *sumsq GRAD_NORM's accumulator. */
@@ -1314,6 +1351,7 @@ static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, doubl
   for (int j = 0; j < PX_OP_INS; j++) e.in[j] = c->in[j] >= 0 ? dev[c->in[j]] : NULL;
   if (!st) st = be->op(be, &e, err);
   if (!st) st = be->sync(be, err);
+  if (!st && perf_mode) st = time_op(be, &e, err);
   for (int i = 0; i < c->nb && !st; i++) {
     int dt = twin ? c->b[i].dev32 : c->b[i].dev;
     if (!c->b[i].out || dt < 0) continue;
@@ -1493,6 +1531,7 @@ static void for_each_range_case(const px_plan *plan, const px_plan *plan32, int 
 
 static void check_ref(opcase *c, void *ctx) {
   (void)ctx;
+  if (!kind_wanted((px_op_kind)c->op.kind) || !backend_wanted(0)) return;
   char why[256];
   px_support s = px_support_op(backends[0].be, c->plan, &c->op, why, sizeof why);
   if (s != PX_SUPPORT_YES) {
@@ -1528,12 +1567,13 @@ static void test_cpu_against_references(void) {
 
 static void check_backends(opcase *c, void *ctx) {
   (void)ctx;
+  if (!kind_wanted((px_op_kind)c->op.kind)) return;
   if (!run_cpu(c)) {
     CU_FAIL("the cpu backend failed");
     return;
   }
   for (int bi = 0; bi < nbackends; bi++) {
-    if (bi == 0 && c->dt == PX_DTYPE_FP32) continue; /* test 1 */
+    if ((bi == 0 && c->dt == PX_DTYPE_FP32) || !backend_wanted(bi)) continue; /* fp32 on cpu: test 1 */
     cell *k = &cells[bi][c->op.kind][dt_index(c->dt)];
     char why[256];
     px_support s = px_support_op(backends[bi].be, c->plan, &c->op, why, sizeof why);
@@ -1560,7 +1600,8 @@ static void check_backends(opcase *c, void *ctx) {
   }
 }
 
-static void test_backends_against_cpu(void) {
+/* fn on every case of every plan in each dtype (its fp32 twin beside it), and on the range ops. */
+static void for_each_dtype_case(case_fn fn) {
   for (int g = 0; g < NCONFIGS; g++)
     for (int di = 0; di < NDT; di++) {
       px_plan plan, plan32;
@@ -1569,12 +1610,14 @@ static void test_backends_against_cpu(void) {
       if (!st) st = plan_of(&configs[g], PX_PREC_FP32, &plan32, &err);
       if (st) fprintf(stderr, "\n  %s %s: %s\n", configs[g].name, px_precision_names[precisions[di]], err.msg);
       CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-      for_each_case(&configs[g], &plan, &plan32, 100 * g + di, check_backends, NULL);
-      if (g == 0) for_each_range_case(&plan, &plan32, 100 * g + di, check_backends, NULL);
+      for_each_case(&configs[g], &plan, &plan32, 100 * g + di, fn, NULL);
+      if (g == 0) for_each_range_case(&plan, &plan32, 100 * g + di, fn, NULL);
       px_plan_free(&plan);
       px_plan_free(&plan32);
     }
 }
+
+static void test_backends_against_cpu(void) { for_each_dtype_case(check_backends); }
 
 /* ======================= collectives and p2p ======================= */
 
@@ -1715,6 +1758,9 @@ static bool collectives_on(px_backend *be, const char *name, px_dtype dt, bool a
 
 static void test_collectives(void) {
   px_op_kind kinds[] = {PX_OP_ALLREDUCE, PX_OP_ALLGATHER, PX_OP_REDUCE_SCATTER, PX_OP_SEND, PX_OP_RECV};
+  bool asked = kind_wanted(PX_OP_ALLTOALL); /* -o */
+  for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) asked |= kind_wanted(kinds[ki]);
+  if (!asked) return;
   if (world_rank == 0) {
     int sizes[3] = {1, 1, 1};
     MPI_Comm_size(comm.tp, &sizes[0]);
@@ -1723,7 +1769,7 @@ static void test_collectives(void) {
     printf("(groups: tp of %d, dp of %d, world of %d ranks) ", sizes[0], sizes[1], sizes[2]);
   }
   for (int bi = 0; bi < nbackends; bi++)
-    for (int di = 0; di < NDT; di++) {
+    for (int di = 0; di < NDT && backend_wanted(bi); di++) {
       const px_plan *plan = &comm_plan[di];
       px_dtype dt = plan->act_dtype;
       bool refused = false;
@@ -2258,11 +2304,12 @@ static void cell_text(const cell *k, char *out, size_t cap) {
 static void print_table(void) {
   if (world_rank != 0) return;
   for (int bi = 0; bi < nbackends; bi++) {
+    if (!backend_wanted(bi)) continue;
     printf("\n  backend %-12s fp32             bf16             fp16\n", backends[bi].name);
     for (int kind = 0; kind < PX_OP_COUNT; kind++) {
       char t[NDT][40];
       for (int di = 0; di < NDT; di++) cell_text(&cells[bi][kind][di], t[di], sizeof t[di]);
-      if (collectives_only && !is_comm((px_op_kind)kind)) continue;
+      if ((collectives_only && !is_comm((px_op_kind)kind)) || !kind_wanted((px_op_kind)kind)) continue;
       printf("  %-20s %-16s %-16s %-16s\n", px_op_names[kind], t[0], t[1], t[2]);
     }
     bool said[PX_OP_COUNT][NDT] = {{false}};
@@ -2330,7 +2377,101 @@ static void test_every_kind_tested(void) {
   print_table();
 }
 
+/* ======================= --perf: the ops timed ======================= */
+
+/* A row per case: its kind, dtype, plan and sizes, then each backend's time
+ * a run and rate (GFLOP/s of the op's FLOPs, else GB/s of its bytes; *: run
+ * on fp32 copies, as the backend widens it). Printed, never asserted. */
+static void perf_case(opcase *c, void *ctx) {
+  (void)ctx;
+  if (!kind_wanted((px_op_kind)c->op.kind)) return;
+  char dims[80];
+  snprintf(dims, sizeof dims, "%lld %lld %lld %lld %lld %lld", (long long)c->op.dim[0], (long long)c->op.dim[1],
+           (long long)c->op.dim[2], (long long)c->op.dim[3], (long long)c->op.dim[4], (long long)c->op.dim[5]);
+  char row[512];
+  int n = snprintf(row, sizeof row, "  %-20s %-5s %-14s %-30s", px_op_names[c->op.kind], px_dtype_names[c->dt],
+                   c->cfg ? c->cfg->name : "ranges", dims);
+  for (int bi = 0; bi < nbackends && n < (int)sizeof row; bi++) {
+    if (!backend_wanted(bi)) continue;
+    char why[256];
+    px_support s = px_support_op(backends[bi].be, c->plan, &c->op, why, sizeof why);
+    float *got[MAXB] = {0};
+    double sumsq = 0;
+    px_err err = {0};
+    if (s == PX_SUPPORT_NO || run_on(backends[bi].be, c, false, got, &sumsq, &err)) {
+      n += snprintf(row + n, sizeof row - (size_t)n, "  %-31s", s == PX_SUPPORT_NO ? "skipped" : "failed");
+      continue;
+    }
+    double rate = c->op.flops > 0 ? c->op.flops / perf_op_s / 1e9 : c->op.bytes / perf_op_s / 1e9;
+    n += snprintf(row + n, sizeof row - (size_t)n, "  %10.2f us %8.2f %-7s%c", perf_op_s * 1e6, rate,
+                  c->op.flops > 0 ? "GFLOP/s" : "GB/s", s == PX_SUPPORT_WIDENED ? '*' : ' ');
+  }
+  if (world_rank == 0) printf("%s\n", row);
+}
+
+static void test_perf(void) {
+  if (world_rank == 0) {
+    printf("\n  %-20s %-5s %-14s %-30s", "op", "dtype", "plan", "dims");
+    for (int bi = 0; bi < nbackends; bi++)
+      if (backend_wanted(bi)) printf("  %-31s", backends[bi].name);
+    printf("\n");
+  }
+  for_each_dtype_case(perf_case);
+}
+
 /* ======================= set-up ======================= */
+
+static const char usage[] =
+    "usage: test_backend_ops [-o OP[,OP...]] [-b cpu|cuda] [--perf] [--collectives]\n"
+    "  -o OP        only the ops of these kinds (parallax's op names: linear, flash_attn, ...)\n"
+    "  -b BACKEND   only this backend (cpu, or cuda where a device is); the cpu backend still computes\n"
+    "               what the others are compared with\n"
+    "  --perf       time each op case on each backend and print the table (no checks)\n"
+    "  --collectives  the collectives and fills only, across the ranks of mpirun -np N\n";
+
+/* The command line into the filters; 0 to go on, else the exit status (2: bad usage). */
+static int parse_args(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--collectives")) {
+      collectives_only = true;
+    } else if (!strcmp(a, "--perf")) {
+      perf_mode = true;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      if (world_rank == 0) fputs(usage, stdout);
+      return -1;
+    } else if ((!strcmp(a, "-o") || !strcmp(a, "-b")) && i + 1 == argc) {
+      fprintf(stderr, "test_backend_ops: %s needs a value\n%s", a, usage);
+      return 2;
+    } else if (!strcmp(a, "-b")) {
+      backend_asked = argv[++i];
+      if (strcmp(backend_asked, "cpu") && strcmp(backend_asked, "cuda")) {
+        fprintf(stderr, "test_backend_ops: -b: '%s' is not one of cpu|cuda\n", backend_asked);
+        return 2;
+      }
+    } else if (!strcmp(a, "-o")) {
+      kind_filtered = true;
+      char list[512];
+      snprintf(list, sizeof list, "%s", argv[++i]);
+      char *save = NULL;
+      for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < PX_OP_COUNT && strcmp(px_op_names[k], name)) k++;
+        if (k == PX_OP_COUNT) {
+          fprintf(stderr, "test_backend_ops: -o: '%s' is not an op kind; the kinds:", name);
+          for (k = 0; k < PX_OP_COUNT; k++) fprintf(stderr, " %s", px_op_names[k]);
+          fputc('\n', stderr);
+          return 2;
+        }
+        kind_asked[k] = true;
+      }
+    } else {
+      fprintf(stderr, "test_backend_ops: unknown argument '%s'\n%s", a, usage);
+      return 2;
+    }
+  }
+  return 0;
+}
 
 static px_status comm_setup(px_err *err) {
   /* the communicators: tp 2 x dp N/2 when N > 1 ranks, so TP, DP and world groups all have members */
@@ -2355,7 +2496,11 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  collectives_only = argc > 1 && !strcmp(argv[1], "--collectives");
+  int code = parse_args(argc, argv);
+  if (code) {
+    MPI_Finalize();
+    return code < 0 ? 0 : code;
+  }
   px_err err = {0};
   px_status st = comm_setup(&err);
   if (!st) st = px_cpu_backend_new(&comm, 0, &backends[0].be, &err);
@@ -2370,10 +2515,17 @@ int main(int argc, char **argv) {
     printf("cuda backend: not tested here (tests/gpu/emu/run.sh runs this suite on the emulator): %s\n",
            cuda ? "no CUDA device" : why.msg);
   }
-  if (st) {
-    fprintf(stderr, "test_backend_ops: %s\n", err.msg);
+  bool have = !backend_asked;
+  for (int bi = 0; bi < nbackends; bi++) have |= backend_wanted(bi);
+  if (!st && !have) { /* -b cuda without a device: skipped (77, as ctest's gpu tests) */
+    if (world_rank == 0) printf("test_backend_ops: -b %s: no %s backend here\n", backend_asked, backend_asked);
+    code = 77;
+  }
+  if (st || code) {
+    if (st) fprintf(stderr, "test_backend_ops: %s\n", err.msg);
+    for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);
     MPI_Finalize();
-    return 1;
+    return st ? 1 : code;
   }
   static const px_test all[] = {
       {"the cpu backend against double-precision references (fp32)", test_cpu_against_references},
@@ -2389,9 +2541,18 @@ int main(int argc, char **argv) {
       {"collectives and p2p through the backend entries", test_collectives},
       {"allocation fills, and the interpreter's on ZeRO-3 plans with PP and with TP", test_fills},
   };
-  int rc = collectives_only ? px_test_main("backend_ops_collectives", coll, sizeof coll / sizeof coll[0])
-                            : px_test_main("backend_ops", all, sizeof all / sizeof all[0]);
-  if (collectives_only) print_table();
+  /* -o, -b: the op cases and collectives of those kinds and backends, without the whole-suite checks */
+  static const px_test filtered[] = {
+      {"the cpu backend against double-precision references (fp32)", test_cpu_against_references},
+      {"every backend against the cpu backend (fp32, bf16, fp16)", test_backends_against_cpu},
+      {"collectives and p2p through the backend entries", test_collectives},
+  };
+  static const px_test perf[] = {{"each op case timed on each backend (never asserted)", test_perf}};
+  int rc = perf_mode          ? px_test_main("backend_ops_perf", perf, 1)
+           : collectives_only ? px_test_main("backend_ops_collectives", coll, sizeof coll / sizeof coll[0])
+           : kind_filtered || backend_asked ? px_test_main("backend_ops_filtered", filtered, sizeof filtered / sizeof filtered[0])
+                                            : px_test_main("backend_ops", all, sizeof all / sizeof all[0]);
+  if (collectives_only || ((kind_filtered || backend_asked) && !perf_mode)) print_table();
   for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);
   px_comm_deinit(&comm);
   for (int di = 0; di < NDT; di++) px_plan_free(&comm_plan[di]);

@@ -7,12 +7,12 @@
 # Then the check itself, on a copy of the docs: a changed generated line
 # fails, a changed hand-written line passes, a block without its END marker,
 # a marker without a block and a broken link fail.
-# PX_TEST_SIM names the validation suite (tests/CMakeLists.txt), else it is
+# PX_TEST_VALIDATION names the validation suite (tests/CMakeLists.txt), else it is
 # looked for in the build directory of PARALLAX.
 set -u
 px=$1
 src=${2:-.}
-testsim=${PX_TEST_SIM:-$(dirname "$px")/tests/test_sim}
+testsim=${PX_TEST_VALIDATION:-$(dirname "$px")/tests/test_validation_runs}
 export PARALLAX_HOME=${PARALLAX_HOME:-$src}
 docs="$src/scripts/docs.sh"
 fails=0
