@@ -290,7 +290,7 @@ static void test_megatron_bridge_moe(void) {
     fprintf(stderr, "  %-8s %-15s %5lld %-6s %2lld %2lld %2lld %3lld %-8s %-6s %2d  %9.0f %9.0f %+6.1f%%  %s\n",
             release, name, gpus, prec, tp, pp, vp, ep, dispatch, routing, overlap, tokens, sim, 100 * e,
             r.fits ? "yes" : "no");
-    /* measured (2026-12): BF16 +5%; FP8 -10% to +85% but for 25.11's and 26.02's EP 8 rows of Qwen3-30B-A3B
+    /* measured at this change: BF16 +5%; FP8 -10% to +85% but for 25.11's and 26.02's EP 8 rows of Qwen3-30B-A3B
      * (+181%, +228%: the same layout ran 1.7x faster a point release later); the FP8 rows' kernels miss what
      * docs/validation.md names. No row may turn more than 15% pessimistic; BF16, whose kernels are all modelled,
      * within 10% */
