@@ -52,7 +52,8 @@ static const px_opt opts[] = {
     {"etp", required_argument, OPT_ETP, PX_OPT_PLAN, "N",
      "expert tensor parallelism: each expert's GEMMs split over N ranks (default tp; 1: whole experts, EP folded over the TP ranks too)"},
     {"moe-dispatch", required_argument, OPT_MOE_DISPATCH, PX_OPT_PLAN, "D",
-     "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP)"},
+     "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP) | "
+     "deepep (DeepEP's kernels: a token once a rank and once a node)"},
     {"moe-imbalance", required_argument, OPT_MOE_IMBALANCE, PX_OPT_PLAN, "F",
      "tokens on the busiest EP rank's experts over the mean (1: a balanced router)"},
     {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},

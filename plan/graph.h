@@ -251,6 +251,13 @@ enum {
  * and HBM bytes. */
 void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n);
 
+/* An EP all-to-all of routed rows (dispatch or combine, top-k k): the bytes
+ * of the tokens behind it on the busiest rank, one copy of each: the
+ * dispatch's input (a copy per (token, expert)) over k, times the busiest
+ * rank's rows over the mean; the combine's input is those rows. What
+ * DeepEP's kernels count their copies of. */
+double px_ep_token_bytes(const px_op *o, int64_t k);
+
 typedef enum {
   PX_BLOCK_EMBED_FWD,
   PX_BLOCK_EMBED_BWD,

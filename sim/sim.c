@@ -232,9 +232,15 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 ||
         op->coll_bytes == 0)
       continue;
-    px_coll_cost cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
-    if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && op->dim[4] > 0) /* group-limited routing */
-      px_coll_cost_scale_inter(c, &cc, (double)op->dim[4] / (double)op->dim[3], pl.leaves);
+    px_coll_cost cc;
+    if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && p->par.moe_dispatch == PX_MOE_DEEPEP) {
+      double ranks, nodes; /* DeepEP's kernels: a copy a (token, rank), one a node across */
+      px_plan_ep_copies(p, &ranks, &nodes);
+      cc = px_coll_cost_deepep(c, &pl, px_ep_token_bytes(op, p->model.experts_per_token), ranks, nodes,
+                               !(op->flags & PX_OPF_TO_EXPERTS));
+    } else {
+      cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
+    }
     /* an overlapped collective runs beside the compute up to its first consumer */
     bool async = px_plan_op_overlapped(p, ops, b->nops, i);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;

@@ -400,29 +400,34 @@ static void test_moe_sim(void) {
   /* with the layers' collectives overlapped, the router's and permutation's work hides part of the EP exchanges */
   CU_ASSERT(r[4].step_time_s < r[1].step_time_s && r[4].comm_exposed_s < r[1].comm_exposed_s);
   for (size_t i = 0; i < 5; i++) px_sim_result_free(&r[i]);
-  /* group-limited routing: DeepSeek-V3's tokens reach at most 4 of the 8 nodes of EP 64, so half of each token's 8
-   * copies cross nodes (one a node, fanned out there); without the groups, all */
+  /* group-limited routing: NCCL's all-to-all (a2a) sends a copy per (token, expert) whatever the groups;
+   * DeepEP's kernels (deepep) one per (token, rank) and one a node across (px_plan_ep_copies): DeepSeek-V3's
+   * tokens reach at most 4 of the 8 nodes of EP 64, fewer ranks and nodes than without its groups */
   px_model ds;
   CU_ASSERT_EQUAL_FATAL(px_model_load("deepseek-v3", &ds, &err), PX_OK);
-  px_sim_result g[2];
-  double gbytes[2];
-  for (int i = 0; i < 2; i++) {
-    if (i) ds.expert_groups = ds.groups_per_token = 0;
+  px_sim_result g[4];
+  double gbytes[4], ranks[4], nodes[4];
+  for (int i = 0; i < 4; i++) { /* (groups, no groups) x (a2a, deepep) */
+    ds.expert_groups = i % 2 ? 0 : 8, ds.groups_per_token = i % 2 ? 0 : 4;
     px_parallel p;
     px_parallel_unset(&p);
     p.tp = 1, p.pp = 4, p.dp = 256, p.zero = 3, p.mbs = 1, p.gbs = 1024, p.ep = 64, p.recompute = PX_RECOMPUTE_FULL;
+    p.moe_dispatch = i < 2 ? PX_MOE_A2A : PX_MOE_DEEPEP;
     px_plan plan;
     CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &ds, "dgx-h100", 1024, &p, &err), PX_OK);
-    CU_ASSERT_EQUAL(px_plan_expert_nodes(&plan), i ? 0 : 4);
+    px_plan_ep_copies(&plan, &ranks[i], &nodes[i]);
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &g[i], &err), PX_OK);
     gbytes[i] = plan.totals[1].wire_bytes[PX_GROUP_EP];
     px_plan_free(&plan);
   }
-  /* per exchange each rank sends 63/64 of its copies, 7/64 in its node and 56/64 across; with the groups half of
-   * those cross: 35/64 */
-  PX_ASSERT_REL(gbytes[0], gbytes[1] * (7.0 / 64 + 56.0 / 64 * 0.5) / (63.0 / 64), 1e-9);
-  CU_ASSERT(g[0].step_time_s < g[1].step_time_s);
-  for (int i = 0; i < 2; i++) px_sim_result_free(&g[i]);
+  PX_ASSERT_REL(gbytes[0], gbytes[1], 1e-12); /* the all-to-all: 8 copies a token either way */
+  PX_ASSERT_REL(nodes[2], 4.0, 1e-9);         /* each of its 4 groups (nodes) takes the group's best expert */
+  CU_ASSERT(nodes[3] > 5.0 && ranks[2] < ranks[3] && ranks[3] < 8.0);
+  /* a copy a (token, rank): the all-to-all's bytes x ranks / k, each exchange alike */
+  PX_ASSERT_REL(gbytes[2], gbytes[0] * ranks[2] / 8.0, 1e-9);
+  PX_ASSERT_REL(gbytes[3], gbytes[1] * ranks[3] / 8.0, 1e-9);
+  CU_ASSERT(g[2].step_time_s < g[3].step_time_s && g[2].step_time_s < g[0].step_time_s);
+  for (int i = 0; i < 4; i++) px_sim_result_free(&g[i]);
 }
 
 /* One program per stage: the work does not grow with DP or TP. */
