@@ -17,6 +17,9 @@
 
 typedef enum { PX_RED_SUM, PX_RED_MAX } px_redop;
 
+/* Element types of host memory for the host collectives (the host_* entries, and exec/comm.h's MPI calls). */
+typedef enum { PX_HOST_BYTE, PX_HOST_INT, PX_HOST_FLOAT, PX_HOST_DOUBLE, PX_HOST_LLONG, PX_HOST_ULLONG } px_host_type;
+
 /* Everything an op needs besides the plan: operands and where this rank's
  * shard sits in the global tensors (for vocabulary, sequence and head
  * offsets and for the dropout random numbers, which are functions of global
@@ -183,6 +186,14 @@ struct px_backend {
                          const uint64_t *send, px_dtype dt, px_err *err);
   /* posts every send and receive, then waits for all (batch_isend_irecv) */
   px_status (*p2p)(px_backend *b, px_p2p *items, int n, px_err *err);
+  /* The collectives of what the interpreter computes in host memory (the step's loss and gradient norm, an
+   * MoE layer's row counts, offloaded gradients): count elements of t, in place, once the caller's device work
+   * that they depend on is done. host_alltoall is optional (NULL: the backend refuses expert parallelism in
+   * supports_op). */
+  px_status (*host_allreduce)(px_backend *b, px_group g, void *buf, uint64_t count, px_host_type t, px_redop op,
+                              px_err *err);
+  px_status (*host_alltoall)(px_backend *b, px_group g, void *out, const void *in, uint64_t count, px_host_type t,
+                             px_err *err);
   /* waits until everything issued on every stream is done */
   px_status (*sync)(px_backend *b, px_err *err);
   /* Streams, optional (NULL: one stream, program order). set_stream(s) puts

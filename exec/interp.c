@@ -612,7 +612,8 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   int64_t ep = p->par.ep, E = p->model.experts, el = px_plan_local_experts(p), H = p->model.hidden;
   bool to = o->flags & PX_OPF_TO_EXPERTS;
   px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
-  if (!be->alltoallv) return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
+  if (!be->alltoallv || !be->host_alltoall)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
   int32_t *c = malloc((size_t)(2 * E) * sizeof *c);
   uint64_t *v = malloc((size_t)(2 * ep) * sizeof *v); /* elements to each member, from each */
   if (!c || !v) {
@@ -621,8 +622,7 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   }
   px_status st = be->download(be, c, counts, (uint64_t)(2 * E) * sizeof *c, err);
   if (!st && to && o->phase != PX_PHASE_BWD) { /* the forward's dispatch: who takes how many rows of mine */
-    st = px_comm_check(MPI_Alltoall(c, (int)el, MPI_INT32_T, c + E, (int)el, MPI_INT32_T, px_comm_of(x->comm, PX_GROUP_EP)),
-                       "MPI_Alltoall (expert counts)", err);
+    st = be->host_alltoall(be, PX_GROUP_EP, c + E, c, (uint64_t)el, PX_HOST_INT, err);
     if (!st) st = be->upload(be, (int32_t *)counts + E, c + E, (uint64_t)E * sizeof *c, err);
   }
   uint64_t rows_in = 0, rows_out = 0;
@@ -634,8 +634,7 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   }
   /* every member learns whether one's rows overflow its buffer (else the others would wait in the exchange) */
   int over = !st && rows_out * (uint64_t)H > (uint64_t)o->dim[1], any = over;
-  if (!st) st = px_comm_check(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, px_comm_of(x->comm, PX_GROUP_EP)),
-                              "MPI_Allreduce (expert rows)", err);
+  if (!st) st = be->host_allreduce(be, PX_GROUP_EP, &any, 1, PX_HOST_INT, PX_RED_MAX, err);
   if (!st && any && !over)
     st = px_err_set(err, PX_ERR_RUNTIME, "another EP rank's experts take more rows than the plan holds (see its message)");
   if (!st && over)
@@ -1202,9 +1201,8 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
       uint64_t lo, hi;
       param_owned(x, r, &lo, &hi);
       void *g = hi > lo ? owned_grad(x, &prog->units[r->unit], lo) : NULL;
-      if (g && x->h_grads) /* host memory: MPI directly */
-        st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, g, (int)(hi - lo), MPI_FLOAT, MPI_SUM, x->comm->tp),
-                           "MPI_Allreduce (offloaded partial gradients)", err);
+      if (g && x->h_grads) /* in host memory */
+        st = be->host_allreduce(be, PX_GROUP_TP, g, hi - lo, PX_HOST_FLOAT, PX_RED_SUM, err);
       else if (g)
         st = be->allreduce(be, PX_GROUP_TP, g, hi - lo, plan->grad_dtype, PX_RED_SUM, err);
     }
@@ -1236,12 +1234,10 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
       st = backend_op(x, PX_OP_GRAD_NORM, NULL, run, (int64_t)run_n, &sumsq, 0, 1, err);
     run = g, run_n = hi - lo;
   }
-  /* a host scalar: MPI directly (a device backend's collectives take device memory), once this
-   * rank's device work is done: a rank that counts no norm (another replica) must not enter it
-   * with collectives of the step still queued that the others wait for */
+  /* a host scalar, once this rank's device work is done: a rank that counts no norm (another replica)
+   * must not enter it with collectives of the step still queued that the others wait for */
   if (!st) st = x->be->sync(x->be, err);
-  if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
-                              "MPI_Allreduce (gradient norm)", err);
+  if (!st) st = be->host_allreduce(be, PX_GROUP_ALL, &sumsq, 1, PX_HOST_DOUBLE, PX_RED_SUM, err);
   if (!st && x->scaling && !isfinite(sumsq)) { /* overflow: skip the step, halve the scale */
     x->scaler[0] = x->scaler[0] > 1.0f ? x->scaler[0] / 2 : 1.0f;
     x->scaler[1] = 0;
@@ -1358,8 +1354,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   if (!st) st = x->be->sync(x->be, err); /* the step ends when the device is done */
   /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. */
   double sum = x->loss_sum;
-  if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
-                              "MPI_Allreduce (loss)", err);
+  if (!st) st = x->be->host_allreduce(x->be, PX_GROUP_ALL, &sum, 1, PX_HOST_DOUBLE, PX_RED_SUM, err);
   if (loss) *loss = sum / ((double)par->gbs * (double)x->plan->seq);
   x->timed_steps++;
   return st;
@@ -1376,13 +1371,10 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
   if (!x->grad_copy) return px_err_set(err, PX_ERR_RUNTIME, "no gradients were captured");
   /* Every canonical element is owned by exactly one rank: take the non-NaN ones. */
   uint64_t n = x->global.total;
-  float *all = x->comm->world_rank == 0 ? malloc(n * sizeof *all) : NULL;
   for (uint64_t i = 0; i < n; i++)
     if (isnan(x->grad_copy[i])) x->grad_copy[i] = -INFINITY; /* MAX ignores it */
-  int rc = MPI_Reduce(x->grad_copy, all, (int)n, MPI_FLOAT, MPI_MAX, 0, x->comm->world);
-  px_status st = px_comm_check(rc, "MPI_Reduce (gradients)", err);
-  if (!st && x->comm->world_rank == 0) st = px_file_write(path, all, n * sizeof *all, err);
-  free(all);
+  px_status st = x->be->host_allreduce(x->be, PX_GROUP_ALL, x->grad_copy, n, PX_HOST_FLOAT, PX_RED_MAX, err);
+  if (!st && x->comm->world_rank == 0) st = px_file_write(path, x->grad_copy, n * sizeof *x->grad_copy, err);
   return st;
 }
 

@@ -99,7 +99,7 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   st = px_comm_agree_as(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
   /* the manifest's step, and whether another plan wrote it (the model is checked where it is read) */
   long long head[2] = {man.step, man.plan_hash != plan_hash};
-  if (!st) MPI_Bcast(head, 2, MPI_LONG_LONG, 0, world);
+  if (!st) st = px_comm_bcast(world, head, sizeof head, 0, err);
   px_ckpt_manifest_deinit(&man);
   /* steps counts from step 0, the resumed ones included: fewer than the checkpoint has done would train
    * nothing and say nothing (every rank has the same head: they agree) */
@@ -132,7 +132,7 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   if (!st) st = px_comm_agree(ckpt_load(x, be, plan, c, dir, other, head[0], &got, &fresh, err), world, err);
   px_reshard_free(other);
   int any = fresh;
-  if (!st) MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, world);
+  if (!st) st = px_comm_allreduce(world, &any, &any, 1, PX_HOST_INT, PX_RED_MAX, err);
   if (!st && any && c->world_rank == 0)
     fprintf(stderr, "parallax: %s: note: the checkpoint holds no fp8 amax history for some of this plan's tensors "
             "(its plan had no delayed scaling, or it was written before checkpoints kept them): delayed scaling "
@@ -231,9 +231,9 @@ static px_status ckpt_save(ckpt_run *cs, px_exec *x, px_backend *be, const px_pl
                            const char *dir, int64_t step, px_err *err) {
   px_status st = PX_OK;
   if (px_ckpt_writer_pending(cs->w)) {
-    int busy = px_ckpt_writer_busy(cs->w), any = 0;
-    MPI_Allreduce(&busy, &any, 1, MPI_INT, MPI_MAX, c->world);
-    if (any) {
+    int busy = px_ckpt_writer_busy(cs->w); /* on any rank */
+    if ((st = px_comm_allreduce(c->world, &busy, &busy, 1, PX_HOST_INT, PX_RED_MAX, err))) return st;
+    if (busy) {
       cs->waits++;
       if (c->world_rank == 0)
         fprintf(stderr, "parallax: checkpoint of step %lld waits for the write of step %lld to finish\n",
@@ -257,9 +257,9 @@ static px_status ckpt_save(ckpt_run *cs, px_exec *x, px_backend *be, const px_pl
  * rank's has finished (never waits). Collective while a write is pending. */
 static px_status ckpt_poll(ckpt_run *cs, const px_plan *plan, const px_comm *c, const char *dir, px_err *err) {
   if (!cs->w || !px_ckpt_writer_pending(cs->w)) return PX_OK;
-  int done = !px_ckpt_writer_busy(cs->w), all = 0;
-  MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, c->world);
-  return all ? ckpt_commit_all(cs, PX_OK, plan, c, dir, err) : PX_OK;
+  int busy = px_ckpt_writer_busy(cs->w); /* on any rank */
+  px_status st = px_comm_allreduce(c->world, &busy, &busy, 1, PX_HOST_INT, PX_RED_MAX, err);
+  return st || busy ? st : ckpt_commit_all(cs, PX_OK, plan, c, dir, err);
 }
 
 /* Refuses, before anything is allocated, a plan with an op the backend
@@ -268,8 +268,9 @@ static px_status ckpt_poll(ckpt_run *cs, const px_plan *plan, const px_comm *c, 
  * it itself). */
 static px_status check_support(const px_plan *plan, px_backend *be, const px_comm *c, px_err *err) {
   px_status st = px_support_check(be, plan, err);
-  int mine[2] = {(int)st, c->world_rank == 0 && st != PX_OK}, all[2] = {0, 0};
-  MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, c->world);
+  int all[2] = {(int)st, c->world_rank == 0 && st != PX_OK};
+  px_status agreed = px_comm_allreduce(c->world, all, all, 2, PX_HOST_INT, PX_RED_MAX, err);
+  if (agreed) return agreed;
   px_status worst = (px_status)all[0];
   if (st && c->world_rank != 0 && all[1]) return px_err_set(err, worst, "another rank refused the plan (rank 0 says why)");
   if (!st && worst) return px_err_set(err, worst, "another rank refused the plan (see its message)");
@@ -328,9 +329,9 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
     if (src == 0 && c->world_rank == 0) {
       if (buf) memcpy(buf, t, (size_t)n * sizeof *buf);
     } else if (c->world_rank == src && sender) {
-      MPI_Send(t, (int)nops, MPI_DOUBLE, 0, 77, c->world);
-    } else if (c->world_rank == 0) {
-      MPI_Recv(buf, (int)n, MPI_DOUBLE, src, 77, c->world, MPI_STATUS_IGNORE);
+      status = px_comm_send(c->world, t, (uint64_t)nops * sizeof *t, 0, 77, err);
+    } else if (c->world_rank == 0 && !status) {
+      status = px_comm_recv(c->world, buf, (uint64_t)n * sizeof *buf, src, 77, err);
     }
     if (c->world_rank == 0 && buf) {
       cJSON *so = cJSON_CreateObject();
@@ -476,11 +477,11 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     int64_t step = start + k;
     if (k == 1) px_exec_reset_times(x); /* the first step warms up */
     px_exec_capture_grads(x, o->grads_path && k == 0);
-    MPI_Barrier(world);
+    px_comm_barrier(world);
     double t0 = px_clock_s();
     st = px_comm_agree(px_exec_step(x, step, &r->losses[k], err), world, err);
     double dt = px_clock_s() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
+    if (!st) st = px_comm_allreduce(world, &dt, &dt, 1, PX_HOST_DOUBLE, PX_RED_MAX, err);
     times[k] = dt;
     if (!st && k == 0 && o->grads_path) st = px_comm_agree(px_exec_write_grads(x, o->grads_path, err), world, err);
     bool save = o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || k == n - 1);
@@ -501,17 +502,15 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     for (int64_t k = n > 1 ? 1 : 0; k < n; k++) sum += times[k], cnt++;
     r->step_time_s = cnt ? sum / (double)cnt : 0;
     r->tokens_per_s = r->step_time_s > 0 ? (double)plan->par.gbs * (double)plan->seq / r->step_time_s : 0;
-    unsigned long long mine = px_exec_peak_bytes(x), all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-    r->peak_bytes = all;
-    unsigned long long own = be->own_bytes ? be->own_bytes(be) : 0, own_max = 0;
-    MPI_Allreduce(&own, &own_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-    r->backend_bytes = own_max;
+    /* the largest rank's: device peak, the backend's own memory, the snapshot */
+    unsigned long long mine = px_exec_peak_bytes(x), most[3] = {mine, be->own_bytes ? be->own_bytes(be) : 0,
+                                                                 cs.w ? px_ckpt_writer_bytes(cs.w) : 0};
+    st = px_comm_allreduce(world, most, most, 3, PX_HOST_ULLONG, PX_RED_MAX, err);
+    r->peak_bytes = most[0];
+    r->backend_bytes = most[1];
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
     if (cs.w) {
-      unsigned long long snap = px_ckpt_writer_bytes(cs.w), snap_max = 0;
-      MPI_Allreduce(&snap, &snap_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-      r->ckpt_snapshot_bytes = snap_max;
+      r->ckpt_snapshot_bytes = most[2];
       r->ckpt_async = o->ckpt_async;
       r->ckpt_count = cs.count;
       r->ckpt_waits = cs.waits;
@@ -523,11 +522,11 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     unsigned long long own3[3] = {mine, host, nvme};
     uint64_t **outs[3] = {&r->stage_peak_bytes, &r->stage_host_bytes, &r->stage_nvme_bytes};
     unsigned long long *per = calloc((size_t)plan->par.pp, sizeof *per);
-    for (int k = 0; k < 3 && per; k++) {
+    for (int k = 0; k < 3 && per && !st; k++) {
       *outs[k] = calloc((size_t)plan->par.pp, sizeof **outs[k]);
       memset(per, 0, (size_t)plan->par.pp * sizeof *per);
       per[comm.pp_rank] = own3[k];
-      MPI_Allreduce(MPI_IN_PLACE, per, (int)plan->par.pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+      st = px_comm_allreduce(world, per, per, (uint64_t)plan->par.pp, PX_HOST_ULLONG, PX_RED_MAX, err);
       for (int64_t s = 0; *outs[k] && s < plan->par.pp; s++) (*outs[k])[s] = per[s];
     }
     free(per);

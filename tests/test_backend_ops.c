@@ -1709,6 +1709,17 @@ static bool collectives_on(px_backend *be, const char *name, px_dtype dt, bool a
   uint64_t sizes[] = {n * el, (n + 2) * el, n * el, (n + 2) * el};
   for (int i = 0; i < 4; i++)
     if (bufs[i]) be->release(be, bufs[i], sizes[i]);
+  /* the host entries: sums of doubles and maxima of ints over the world, in host memory (exact) */
+  double hsum[2] = {0.5 + world_rank, 0.25 * world_rank}, ws = world_size;
+  int hmax[2] = {world_rank, -world_rank};
+  st = !be->host_allreduce(be, PX_GROUP_ALL, hsum, 2, PX_HOST_DOUBLE, PX_RED_SUM, &err) &&
+       !be->host_allreduce(be, PX_GROUP_ALL, hmax, 2, PX_HOST_INT, PX_RED_MAX, &err);
+  bool host_ok = st && hsum[0] == 0.5 * ws + ws * (ws - 1) / 2 && hsum[1] == 0.25 * ws * (ws - 1) / 2 &&
+                 hmax[0] == world_size - 1 && hmax[1] == 0;
+  if (!host_ok)
+    fprintf(stderr, "\n  FAIL %s host_allreduce (%d ranks): sums %g %g, maxima %d %d %s\n", name, world_size, hsum[0],
+            hsum[1], hmax[0], hmax[1], err.msg);
+  ok &= host_ok;
   px_tfree();
   return ok;
 }

@@ -559,21 +559,18 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
   }
 }
 
-/* ---- collectives ---- */
+/* ---- collectives: MPI's (exec/comm.h) on fp32, fp8 codes moved as bytes ---- */
 
 static MPI_Comm group_comm(px_backend *be, px_group g) { return px_comm_of(((cpu *)be->impl)->comm, g); }
 
-/* fp32 (fp8 codes: moved as bytes, not reduced), and a count MPI's int takes. */
-static px_status coll_ok(px_dtype dt, bool moves, uint64_t count, px_err *err) {
+/* fp32 (fp8 codes: moved as bytes, not reduced). */
+static px_status coll_ok(px_dtype dt, bool moves, px_err *err) {
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && moves))
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 (and move fp8 codes) only");
-  if (count > INT_MAX)
-    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective of %llu elements is beyond MPI's int counts",
-                      (unsigned long long)count);
   return PX_OK;
 }
 
-static MPI_Datatype mpi_type(px_dtype dt) { return dt == PX_DTYPE_FP8 ? MPI_BYTE : MPI_FLOAT; }
+static px_host_type host_type(px_dtype dt) { return dt == PX_DTYPE_FP8 ? PX_HOST_BYTE : PX_HOST_FLOAT; }
 
 /* fp8 codes a collective moved into out: decoded with in's scales from now on. */
 static px_status fp8_moved(px_backend *be, px_dtype dt, void *out, const void *in, uint64_t count_out, px_err *err) {
@@ -582,84 +579,55 @@ static px_status fp8_moved(px_backend *be, px_dtype dt, void *out, const void *i
 
 static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
                                px_err *err) {
-  px_status st = coll_ok(dt, false, count, err);
-  if (st) return st;
-  return px_comm_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, op == PX_RED_MAX ? MPI_MAX : MPI_SUM,
-                                     group_comm(be, g)),
-                       "MPI_Allreduce", err);
+  px_status st = coll_ok(dt, false, err);
+  return st ? st : px_comm_allreduce(group_comm(be, g), buf, buf, count, PX_HOST_FLOAT, op, err);
 }
 
 static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
                                px_err *err) {
-  int n = 1;
-  MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, true, count_in * (uint64_t)n, err);
-  if (st) return st;
-  MPI_Datatype t = mpi_type(dt);
-  st = px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, t, out, (int)count_in, t,
-                                   group_comm(be, g)),
-                     "MPI_Allgather", err);
-  return st ? st : fp8_moved(be, dt, out, in, count_in * (uint64_t)n, err);
+  MPI_Comm c = group_comm(be, g);
+  px_status st = coll_ok(dt, true, err);
+  if (!st) st = px_comm_allgather(c, out, in, count_in, host_type(dt), err);
+  return st ? st : fp8_moved(be, dt, out, in, count_in * (uint64_t)px_comm_size(c), err);
 }
 
 static px_status cpu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
                                     px_dtype dt, px_err *err) {
-  int n = 1;
-  MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, false, count_out * (uint64_t)n, err);
-  if (st) return st;
-  return px_comm_check(
-      MPI_Reduce_scatter_block(in, out, (int)count_out, MPI_FLOAT, MPI_SUM, group_comm(be, g)), "MPI_Reduce_scatter", err);
+  px_status st = coll_ok(dt, false, err);
+  return st ? st : px_comm_reduce_scatter(group_comm(be, g), out, in, count_out, PX_HOST_FLOAT, PX_RED_SUM, err);
 }
 
 static px_status cpu_alltoall(px_backend *be, px_group g, void *out, const void *in, uint64_t count, px_dtype dt,
                               px_err *err) {
-  int n = 1;
-  MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, true, count * (uint64_t)n, err);
-  if (st) return st;
-  MPI_Datatype t = mpi_type(dt);
-  st = px_comm_check(MPI_Alltoall(in, (int)count, t, out, (int)count, t, group_comm(be, g)), "MPI_Alltoall", err);
-  return st ? st : fp8_moved(be, dt, out, in, count * (uint64_t)n, err);
+  MPI_Comm c = group_comm(be, g);
+  px_status st = coll_ok(dt, true, err);
+  if (!st) st = px_comm_alltoall(c, out, in, count, host_type(dt), err);
+  return st ? st : fp8_moved(be, dt, out, in, count * (uint64_t)px_comm_size(c), err);
 }
 
 static px_status cpu_alltoallv(px_backend *be, px_group g, void *out, const uint64_t *recv, const void *in,
                                const uint64_t *send, px_dtype dt, px_err *err) {
-  int n = 1;
-  MPI_Comm comm = group_comm(be, g);
-  MPI_Comm_size(comm, &n);
-  int *v = malloc((size_t)(4 * n) * sizeof *v); /* send counts, displacements, receive counts, displacements */
-  if (!v) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  uint64_t so = 0, ro = 0;
-  for (int j = 0; j < n; j++) {
-    v[j] = (int)send[j], v[n + j] = (int)so, v[2 * n + j] = (int)recv[j], v[3 * n + j] = (int)ro;
-    so += send[j], ro += recv[j];
-  }
-  px_status st = coll_ok(dt, true, so > ro ? so : ro, err);
-  MPI_Datatype t = mpi_type(dt);
-  if (!st)
-    st = px_comm_check(MPI_Alltoallv(in, v, v + n, t, out, v + 2 * n, v + 3 * n, t, comm), "MPI_Alltoallv", err);
-  if (!st) st = fp8_moved(be, dt, out, in, ro, err);
-  free(v);
-  return st;
+  MPI_Comm c = group_comm(be, g);
+  px_status st = coll_ok(dt, true, err);
+  if (!st) st = px_comm_alltoallv(c, out, recv, in, send, host_type(dt), err);
+  uint64_t received = 0;
+  for (int j = 0, n = px_comm_size(c); j < n; j++) received += recv[j];
+  return st ? st : fp8_moved(be, dt, out, in, received, err);
 }
 
 static px_status cpu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
-  cpu *c = be->impl;
-  MPI_Request req[16];
-  if (n > 16) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: p2p batch of %d is too large", n);
-  for (int i = 0; i < n; i++)
-    if (items[i].bytes > INT_MAX)
-      return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a %llu-byte message is beyond MPI's int counts",
-                        (unsigned long long)items[i].bytes);
-  for (int i = 0; i < n; i++) {
-    int rc = items[i].send ? MPI_Isend(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
-                                       c->comm->world, &req[i])
-                           : MPI_Irecv(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
-                                       c->comm->world, &req[i]);
-    if (rc != MPI_SUCCESS) return px_comm_check(rc, items[i].send ? "MPI_Isend" : "MPI_Irecv", err);
-  }
-  return px_comm_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), "MPI_Waitall (p2p)", err);
+  return px_comm_p2p(((cpu *)be->impl)->comm->world, items, n, err);
+}
+
+/* Host memory is the cpu backend's own: the host collectives are its collectives on any element type. */
+static px_status cpu_host_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_host_type t, px_redop op,
+                                    px_err *err) {
+  return px_comm_allreduce(group_comm(be, g), buf, buf, count, t, op, err);
+}
+
+static px_status cpu_host_alltoall(px_backend *be, px_group g, void *out, const void *in, uint64_t count,
+                                   px_host_type t, px_err *err) {
+  return px_comm_alltoall(group_comm(be, g), out, in, count, t, err);
 }
 
 static px_status cpu_sync(px_backend *b, px_err *err) {
@@ -747,6 +715,8 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
   b->alltoall = cpu_alltoall;
   b->alltoallv = cpu_alltoallv;
   b->p2p = cpu_p2p;
+  b->host_allreduce = cpu_host_allreduce;
+  b->host_alltoall = cpu_host_alltoall;
   b->sync = cpu_sync;
   b->amax_histories = cpu_amax_histories;
   b->destroy = cpu_destroy;

@@ -894,8 +894,7 @@ static px_status fp8_amax_reduce(cuda *c, const px_plan *p, float *amax, px_err 
   int64_t sizes[2] = {p->par.tp, p->par.ep};
   for (int i = 0; i < 2 && !st; i++)
     if (sizes[i] > 1)
-      st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, amax, 1, MPI_FLOAT, MPI_MAX, px_comm_of(c->comm, groups[i])),
-                         "MPI_Allreduce (fp8 amax)", err);
+      st = px_comm_allreduce(px_comm_of(c->comm, groups[i]), amax, amax, 1, PX_HOST_FLOAT, PX_RED_MAX, err);
   return st;
 }
 
@@ -1252,9 +1251,7 @@ static px_status staged(px_backend *be, staged_kind kind, px_group g, void *out,
                         px_dtype dt, px_redop op, px_err *err) {
   cuda *c = be->impl;
   MPI_Comm mc = px_comm_of(c->comm, g);
-  int n = 1, rank = 0;
-  MPI_Comm_size(mc, &n);
-  MPI_Comm_rank(mc, &rank);
+  int n = px_comm_size(mc), rank = px_comm_rank(mc);
   uint64_t el = px_dtype_bytes(dt), total = kind == STAGED_ALLREDUCE ? count : count * (uint64_t)n;
   if (total > (uint64_t)INT32_MAX / 4)
     return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: a %llu-element collective is too large for the MPI fallback",
@@ -1265,18 +1262,13 @@ static px_status staged(px_backend *be, staged_kind kind, px_group g, void *out,
   if (!st && kind == STAGED_ALLGATHER) {
     const char *mine = in == out ? (const char *)out + (uint64_t)rank * count * el : in;
     st = be->download(be, raw + (uint64_t)rank * count * el, mine, count * el, err);
-    if (!st)
-      st = px_comm_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_BYTE, raw, (int)(count * el), MPI_BYTE, mc), "MPI_Allgather", err);
+    if (!st) st = px_comm_allgather(mc, raw, raw, count * el, PX_HOST_BYTE, err);
     if (!st) st = be->upload(be, out, raw, total * el, err);
   } else if (!st) {
     st = be->download(be, raw, kind == STAGED_ALLREDUCE ? out : in, total * el, err);
     if (!st) px_dtype_to_fp32(f, raw, dt, total);
-    MPI_Op mop = op == PX_RED_MAX ? MPI_MAX : MPI_SUM;
-    if (!st && kind == STAGED_ALLREDUCE)
-      st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, f, (int)count, MPI_FLOAT, mop, mc), "MPI_Allreduce", err);
-    if (!st && kind == STAGED_REDUCE_SCATTER)
-      st = px_comm_check(MPI_Reduce_scatter_block(MPI_IN_PLACE, f, (int)count, MPI_FLOAT, mop, mc),
-                         "MPI_Reduce_scatter", err);
+    if (!st && kind == STAGED_ALLREDUCE) st = px_comm_allreduce(mc, f, f, count, PX_HOST_FLOAT, op, err);
+    if (!st && kind == STAGED_REDUCE_SCATTER) st = px_comm_reduce_scatter(mc, f, f, count, PX_HOST_FLOAT, op, err);
     if (!st) px_dtype_from_fp32(raw, dt, f, count);
     if (!st) st = be->upload(be, out, raw, count * el, err);
   }
@@ -1337,11 +1329,8 @@ static px_status cu_allgather(px_backend *be, px_group g, void *out, const void 
     st = nccl_check(ncclAllGather(send, out, count_in, nccl_type(dt), nc, stream_of(c)), "ncclAllGather", err);
     st = tp_leave(c, from, st, err);
   }
-  if (!st && dt == PX_DTYPE_FP8) { /* the codes keep their scale (shared over TP: the amax reduction) */
-    int n = 1;
-    MPI_Comm_size(px_comm_of(c->comm, g), &n);
-    st = px_cpu_fp8_moved(c->f8, out, in, count_in * (uint64_t)n, err);
-  }
+  if (!st && dt == PX_DTYPE_FP8) /* the codes keep their scale (shared over TP: the amax reduction) */
+    st = px_cpu_fp8_moved(c->f8, out, in, count_in * (uint64_t)px_comm_size(px_comm_of(c->comm, g)), err);
   return st;
 }
 
@@ -1387,34 +1376,23 @@ static px_status cu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
     return st ? st : end;
   }
   /* MPI: stage sends through the host, receive into the host, then upload */
-  char *host[16] = {0};
-  MPI_Request req[16];
-  int posted = 0;
+  px_p2p host[16] = {{false}};
+  for (int i = 0; i < n; i++) host[i] = items[i], host[i].buf = NULL;
   for (int i = 0; i < n && !st; i++) {
-    if (items[i].bytes > (uint64_t)INT32_MAX) {
-      st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: a %llu-byte message is too large for the MPI fallback",
-                      (unsigned long long)items[i].bytes);
-      break;
-    }
-    host[i] = malloc(items[i].bytes + 1);
-    if (!host[i]) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    if (!st && items[i].send) st = be->download(be, host[i], items[i].buf, items[i].bytes, err);
-    if (st) break;
-    int rc = items[i].send ? MPI_Isend(host[i], (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
-                                       c->comm->world, &req[i])
-                           : MPI_Irecv(host[i], (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
-                                       c->comm->world, &req[i]);
-    st = px_comm_check(rc, items[i].send ? "MPI_Isend" : "MPI_Irecv", err);
-    if (!st) posted++;
+    if (!(host[i].buf = malloc(items[i].bytes + 1))) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    if (!st && items[i].send) st = be->download(be, host[i].buf, items[i].buf, items[i].bytes, err);
   }
-  if (posted) {
-    px_status w = px_comm_check(MPI_Waitall(posted, req, MPI_STATUSES_IGNORE), "MPI_Waitall (p2p)", err);
-    if (!st) st = w;
-  }
+  if (!st) st = px_comm_p2p(c->comm->world, host, n, err);
   for (int i = 0; i < n && !st; i++)
-    if (!items[i].send) st = be->upload(be, items[i].buf, host[i], items[i].bytes, err);
-  for (int i = 0; i < n; i++) free(host[i]);
+    if (!items[i].send) st = be->upload(be, items[i].buf, host[i].buf, items[i].bytes, err);
+  for (int i = 0; i < n; i++) free(host[i].buf);
   return st;
+}
+
+/* What the interpreter computes in host memory: MPI's collectives on it (exec/comm.h). */
+static px_status cu_host_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_host_type t, px_redop op,
+                                   px_err *err) {
+  return px_comm_allreduce(px_comm_of(((cuda *)be->impl)->comm, g), buf, buf, count, t, op, err);
 }
 
 /* ---- set-up ---- */
@@ -1455,15 +1433,8 @@ static void cu_destroy(px_backend *b) {
 /* The NCCL split colour of a group: the world rank of its first member
  * (NCCL_SPLIT_NOCOLOR when this rank is in none). */
 static int split_color(MPI_Comm group, MPI_Comm world) {
-  if (group == MPI_COMM_NULL) return NCCL_SPLIT_NOCOLOR;
-  MPI_Group gg, wg;
-  int zero = 0, first = 0;
-  MPI_Comm_group(group, &gg);
-  MPI_Comm_group(world, &wg);
-  MPI_Group_translate_ranks(gg, 1, &zero, wg, &first);
-  MPI_Group_free(&gg);
-  MPI_Group_free(&wg);
-  return first;
+  int first = px_comm_first_rank(group, world);
+  return first < 0 ? NCCL_SPLIT_NOCOLOR : first;
 }
 
 /* The world communicator from an id broadcast over MPI, then one split per group. */
@@ -1472,10 +1443,8 @@ static px_status nccl_init(cuda *c, px_err *err) {
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
   px_status st = m->world_rank == 0 ? nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", err) : PX_OK;
-  int bad = st != PX_OK, any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, m->world);
-  if (any) return st ? st : px_err_set(err, PX_ERR_RUNTIME, "cuda backend: rank 0 could not create a NCCL id");
-  MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->world);
+  if ((st = px_comm_agree_as(st, m->world, "cuda backend: rank 0 could not create a NCCL id", err))) return st;
+  if ((st = px_comm_bcast(m->world, &id, sizeof id, 0, err))) return st;
   if ((st = nccl_check(ncclCommInitRank(&c->nc[PX_GROUP_ALL], m->world_size, id, m->world_rank), "ncclCommInitRank",
                        err)))
     return st;
@@ -1485,8 +1454,7 @@ static px_status nccl_init(cuda *c, px_err *err) {
   for (size_t i = 0; i < sizeof groups / sizeof *groups && !st; i++) {
     MPI_Comm mc = px_comm_of(m, groups[i]);
     if ((groups[i] == PX_GROUP_SHARD || groups[i] == PX_GROUP_REPLICA) && m->shard == MPI_COMM_NULL) continue;
-    int key = 0;
-    if (mc != MPI_COMM_NULL) MPI_Comm_rank(mc, &key);
+    int key = px_comm_rank(mc);
     st = nccl_check(ncclCommSplit(c->nc[PX_GROUP_ALL], split_color(mc, m->world), key, &c->nc[groups[i]], NULL),
                     "ncclCommSplit", err);
     c->nc_rank[groups[i]] = key;
@@ -1498,13 +1466,10 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   *out = NULL;
   /* every rank needs a device; ranks of a node share its devices round-robin */
   int ndev = px_cuda_device_count(), lrank = 0, lsize = 1;
-  MPI_Comm local;
-  MPI_Comm_split_type(comm->world, MPI_COMM_TYPE_SHARED, comm->world_rank, MPI_INFO_NULL, &local);
-  MPI_Comm_rank(local, &lrank);
-  MPI_Comm_size(local, &lsize);
-  MPI_Comm_free(&local);
-  int mine[2] = {ndev > 0 ? 0 : 1, lsize > ndev}, all[2] = {0, 0};
-  MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, comm->world);
+  px_comm_node(comm->world, &lrank, &lsize);
+  int all[2] = {ndev > 0 ? 0 : 1, lsize > ndev};
+  px_status st = px_comm_allreduce(comm->world, all, all, 2, PX_HOST_INT, PX_RED_MAX, err);
+  if (st) return st;
   if (all[0])
     return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: %s (hint: --backend cpu)",
                       ndev ? "another rank sees no CUDA device" : "no CUDA device is visible on this machine");
@@ -1521,7 +1486,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   const char *mode = getenv("PX_CUDA_COMM"), *limit = getenv("PX_COMM_TIMEOUT_S");
   c->nccl = !all[1] && !(mode && !strcmp(mode, "mpi"));
   c->timeout_s = limit && atof(limit) > 0 ? atof(limit) : 600.0;
-  px_status st = cu_check(cudaSetDevice(c->device), "cudaSetDevice", err);
+  st = cu_check(cudaSetDevice(c->device), "cudaSetDevice", err);
   struct cudaDeviceProp prop;
   if (!st) st = cu_check(cudaGetDeviceProperties(&prop, c->device), "cudaGetDeviceProperties", err);
   if (!st) {
@@ -1536,9 +1501,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
     st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: cublasLtCreate failed");
   if (!st) st = cu_check(cudaMalloc(&c->workspace, WORKSPACE_BYTES), "cudaMalloc (cuBLASLt workspace)", err);
   if (!st) st = cu_check(cudaMalloc((void **)&c->dsum, sizeof *c->dsum), "cudaMalloc", err);
-  int bad = st != PX_OK, any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm->world);
-  if (!st && any) st = px_err_set(err, PX_ERR_RUNTIME, "cuda backend: another rank failed to set up its device");
+  st = px_comm_agree_as(st, comm->world, "cuda backend: another rank failed to set up its device", err);
   if (!st && c->nccl) st = nccl_init(c, err);
   if (!st && !c->nccl && comm->world_rank == 0)
     fprintf(stderr, "parallax: cuda backend: collectives go through MPI staged in host memory (%s)\n",
@@ -1560,6 +1523,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->allgather = cu_allgather;
   b->reduce_scatter = cu_reduce_scatter;
   b->p2p = cu_p2p;
+  b->host_allreduce = cu_host_allreduce;
   b->sync = cu_sync;
   b->set_stream = cu_set_stream;
   b->mark = cu_mark;
