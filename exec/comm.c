@@ -15,13 +15,12 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "%s failed: %.*s", what, len, msg);
 }
 
-px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err) {
+px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
   c->tp = c->cp = c->dp = c->ep = c->edp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
   MPI_Comm_rank(world, &c->world_rank);
   MPI_Comm_size(world, &c->world_size);
-  const px_grid *g = &plan->grid;
   if (c->world_size != g->world)
     return px_err_set(err, PX_ERR_INPUT,
                       "the plan needs %lld ranks (tp %lld x cp %lld x pp %lld x dp %lld) but mpirun started %d (hint: "
@@ -46,10 +45,10 @@ px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *
   }
   bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
   int emb_color =
-      plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
+      tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
   if ((st = px_comm_check(MPI_Comm_split(world, emb_color, (int)c->pp_rank, &c->emb), "MPI_Comm_split (emb)", err)))
     return st;
-  if (px_parallel_hybrid(&plan->par)) { /* shard groups: consecutive DP x CP ranks; replicas: shard apart */
+  if (g->shard < g->wdp) { /* hybrid sharding: consecutive DP x CP ranks; replicas: shard apart */
     int64_t n = g->shard, group = c->wdp_rank / n, within = c->wdp_rank % n;
     int shard_color = (int)(dp_color + g->tp * g->pp * group), replica_color = (int)(dp_color + g->tp * g->pp * within);
     if ((st = px_comm_check(MPI_Comm_split(world, shard_color, (int)within, &c->shard), "MPI_Comm_split (shard)", err)) ||

@@ -13,7 +13,7 @@
 
 #include "core/status.h"
 #include "exec/backend.h"
-#include "plan/plan.h"
+#include "plan/grid.h"
 
 typedef struct {
   int world_rank, world_size;
@@ -31,8 +31,10 @@ typedef struct {
   int cp_prev, cp_next; /* world ranks before and after this one on the CP ring (wrapping) */
 } px_comm;
 
-/* MPI must be initialized; the world size must equal the plan's GPUs. */
-px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err);
+/* The communicators of grid g (a compiled plan's) over world: MPI must be
+ * initialized, the world size equal to the grid's ranks. tied_embeddings:
+ * the first and last stage hold copies of the embedding (the EMB group). */
+px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_Comm world, px_err *err);
 void px_comm_deinit(px_comm *c);
 MPI_Comm px_comm_of(const px_comm *c, px_group g);
 /* Translates an MPI error code into a status with a message. */

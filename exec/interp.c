@@ -13,6 +13,7 @@
 #include "core/fmt.h"
 #include "exec/amax.h"
 #include "exec/arena.h"
+#include "exec/env.h"
 #include "exec/offload.h"
 #include "exec/optim.h"
 #include "exec/params.h"
@@ -33,6 +34,8 @@ struct px_exec {
   const px_program *prog;
   px_data *data;
   px_optim opt;               /* the hyper-parameters, fp16's loss scaler */
+  px_env env;                 /* what every op reads besides its operands */
+  px_op_comm op_comm;         /* what an op communicates midway */
   int64_t stage, tp_rank, cp_rank, dp_rank, L;
   int64_t wdp, wdp_rank;                     /* the DP x CP group holding the same weights, this rank's index in it */
   int64_t shard_n, shard_rank, replica_rank; /* ZeRO: ranks a unit is sharded over (wdp, or the shard group),
@@ -77,7 +80,7 @@ struct px_exec {
   int64_t *first_op;
   double *op_time;
   int64_t nops, timed_steps;
-  /* fp8 delayed scaling: the histories' keys (px_amax_keys) and their checkpoint form, (namax x
+  /* fp8 delayed scaling: the histories' keys (px_param_amax_keys) and their checkpoint form, (namax x
    * PX_FP8_AMAX_HISTORY), which px_exec_states_get / _set move to and from the backend */
   px_amax_key *amax_keys;
   int64_t namax;
@@ -337,6 +340,8 @@ static px_status init_params(px_exec *x, px_err *err) {
 }
 
 static px_status init_owned(px_exec *x, px_err *err);
+static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err);
+static px_status op_ring(const px_exec_op *e, void *send, void *recv, uint64_t bytes, px_err *err);
 
 px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, px_data *data,
                       const px_train_hparams *hp, px_exec **out, px_err *err) {
@@ -365,13 +370,15 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->pb = px_dtype_bytes(plan->param_dtype);
   x->gb = px_dtype_bytes(plan->grad_dtype);
   const px_program *prog = x->prog;
+  x->op_comm = (px_op_comm){.reduce = op_reduce, .ring = op_ring, .ctx = x};
   px_status st = fault_parse(x, err);
+  if (!st) st = px_env_init(&x->env, plan, x->tp_rank, x->cp_rank, err);
   if (!st) st = px_global_params_build(&plan->model, &x->global, err);
-  if (!st && (x->namax = px_amax_keys(plan, x->stage, NULL, 0)) > 0) {
+  if (!st && (x->namax = px_param_amax_keys(plan, x->stage, NULL, 0)) > 0) {
     x->amax_keys = px_calloc((size_t)x->namax, sizeof *x->amax_keys, err);
     x->amax_hist = px_calloc((size_t)x->namax * PX_FP8_AMAX_HISTORY, sizeof *x->amax_hist, err);
     if (!x->amax_keys || !x->amax_hist) st = PX_ERR_RUNTIME;
-    else px_amax_keys(plan, x->stage, x->amax_keys, x->namax);
+    else px_param_amax_keys(plan, x->stage, x->amax_keys, x->namax);
     if (!st && !be->amax_histories)
       st = px_err_set(err, PX_ERR_INPUT, "the %s backend keeps no fp8 amax histories: it cannot run delayed scaling "
                       "(hint: --fp8-recipe current)", be->name);
@@ -501,6 +508,7 @@ void px_exec_free(px_exec *x) {
   free(x->amax_keys);
   free(x->amax_hist);
   px_global_params_free(&x->global);
+  px_env_free(&x->env);
   free(x);
 }
 
@@ -697,6 +705,31 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   }
 }
 
+/* ---- what an op communicates midway (px_op_comm), through the backend's entries ---- */
+
+/* The loss's row statistics over its vocabulary shards (its group, TP); a
+ * cast's amax over every rank that may exchange its codes (TP, then EP:
+ * Transformer Engine's amax reduction). */
+static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {
+  px_exec *x = e->comm->ctx;
+  const px_parallel *par = &x->plan->par;
+  bool cast = e->op->kind == PX_OP_CAST;
+  px_status st = PX_OK;
+  if (par->tp > 1 && (cast || e->op->group == PX_GROUP_TP))
+    st = x->be->allreduce(x->be, PX_GROUP_TP, buf, n, PX_DTYPE_FP32, op, err);
+  if (!st && cast && par->ep > 1) st = x->be->allreduce(x->be, PX_GROUP_EP, buf, n, PX_DTYPE_FP32, op, err);
+  return st;
+}
+
+/* The CP ring: to the next rank of the CP group, from the previous one; the
+ * forward's and the backward's messages apart. */
+static px_status op_ring(const px_exec_op *e, void *send, void *recv, uint64_t bytes, px_err *err) {
+  px_exec *x = e->comm->ctx;
+  int tag = e->op->kind == PX_OP_FLASH_ATTN ? 3 : 4;
+  px_p2p items[2] = {{true, x->comm->cp_next, send, bytes, tag}, {false, x->comm->cp_prev, recv, bytes, tag}};
+  return x->be->p2p(x->be, items, 2, err);
+}
+
 static void enter_stream(px_exec *x, px_stream s) {
   if (x->be->set_stream) x->be->set_stream(x->be, s);
 }
@@ -736,8 +769,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
         (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
       st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
   }
-  px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .cp_rank = x->cp_rank,
-                  .cp_prev = x->comm->cp_prev, .cp_next = x->comm->cp_next, .layer = in->layer, .seq_index = x->seq_index,
+  px_exec_op e = {.env = &x->env, .op = o, .comm = &x->op_comm, .layer = in->layer, .seq_index = x->seq_index,
                   .seed = x->opt.hp.seed, .step = x->step,
                   .loss_scale = (float)(x->opt.scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
   if (o->kind == PX_OP_EMBED_BWD && in->mb >= 0 && in->mb < x->plan->microbatches &&
@@ -889,7 +921,7 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *
 }
 
 /* The op arguments of the ops on gradient ranges (px_optim_range_op). */
-static px_exec_op range_args(const px_exec *x) { return (px_exec_op){.plan = x->plan, .tp_rank = x->tp_rank}; }
+static px_exec_op range_args(px_exec *x) { return (px_exec_op){.env = &x->env}; }
 
 /* Pointer to the reduced gradient of an owned flat index of unit u (in
  * host memory, fp32, when offloaded). */

@@ -12,6 +12,7 @@
 #include "exec/comm.h"
 #include "exec/data.h"
 #include "exec/optim.h"
+#include "plan/plan.h"
 
 typedef struct px_exec px_exec;
 

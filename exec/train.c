@@ -424,7 +424,7 @@ static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backe
 px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err) {
   memset(r, 0, sizeof *r);
   px_comm comm;
-  px_status st = px_comm_init(&comm, plan, world, err);
+  px_status st = px_comm_init(&comm, &plan->grid, plan->model.tied_embeddings, world, err);
   if (st) return st;
   r->is_root = comm.world_rank == 0;
   px_backend *be = NULL;

@@ -11,7 +11,7 @@
 
 #include "exec/cpu/fp8.h"
 #include "exec/cuda/memory.h"
-#include "exec/support.h"
+#include "exec/contract.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -37,11 +37,13 @@
 /* An operand's dtype, from its slot; the interpreter's synthetic ops (no
  * slot) work on gradients. */
 static px_dtype operand_dtype(const px_exec_op *e, px_ref r) {
-  return r.slot >= 0 ? (px_dtype)e->plan->slots[r.slot].dtype : e->plan->grad_dtype;
+  const px_slot *s = px_exec_slot(e, r);
+  return s ? (px_dtype)s->dtype : e->env->grad_dtype;
 }
 
 static uint64_t operand_elems(const px_exec_op *e, px_ref r) {
-  return r.slot >= 0 ? e->plan->slots[r.slot].elems : (uint64_t)e->count;
+  const px_slot *s = px_exec_slot(e, r);
+  return s ? s->elems : (uint64_t)e->count;
 }
 
 /* Operand bits for widen(): outputs 0..3, inputs 4..9. */
@@ -131,7 +133,7 @@ static px_status embed_bwd_sorted(px_cuda *c, const px_exec_op *e, px_dtype dt, 
   if (!c->pinned_read)
     if (px_cuda_check(cudaEventCreateWithFlags(&c->pinned_read, cudaEventDisableTiming), "cudaEventCreate", err))
       return PX_ERR_RUNTIME;
-  int64_t nrows = px_kc_embed_sort(c->pinned, e->host_tokens, n, e->tp_rank * vl, vl);
+  int64_t nrows = px_kc_embed_sort(c->pinned, e->host_tokens, n, e->env->tp_rank * vl, vl);
   if (nrows < 0) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   int32_t *dev = NULL;
   px_status st = px_cuda_scratch(c, (uint64_t)need * sizeof *dev, (void **)&dev, err);
@@ -149,13 +151,12 @@ static px_status embed_bwd_sorted(px_cuda *c, const px_exec_op *e, px_dtype dt, 
 }
 
 /* Vocabulary-parallel cross-entropy: per-row max, sum of exponentials and
- * target logit, each all-reduced over TP, then the loss and log-probabilities
- * (out[0], fp32). 16-bit logits are widened into out[0] first. */
-static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_err *err) {
-  px_cuda *c = be->impl;
+ * target logit, each reduced over the vocabulary shards (the op's comm: over
+ * TP), then the loss and log-probabilities (out[0], fp32). 16-bit logits are
+ * widened into out[0] first. */
+static px_status loss_fwd(px_cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
   const int64_t *d = e->op->dim;
-  int64_t n = d[0], vl = d[1], vstart = e->tp_rank * vl;
-  bool tp = e->plan->par.tp > 1;
+  int64_t n = d[0], vl = d[1], vstart = e->env->tp_rank * vl;
   const float *logits = e->in[0];
   const int32_t *targets = e->in[1];
   px_status st = PX_OK;
@@ -168,11 +169,11 @@ static px_status loss_fwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   if (st) return st;
   float *sum = mx + n, *tl = mx + 2 * n;
   st = px_cuda_kc(px_kc_ce_max_local(mx, logits, n, vstart, vl, d[2], px_cuda_stream(c)), err);
-  if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, mx, (uint64_t)n, PX_DTYPE_FP32, PX_RED_MAX, err);
+  if (!st) st = px_exec_reduce(e, mx, (uint64_t)n, PX_RED_MAX, err);
   if (!st) st = px_cuda_kc(px_kc_ce_sumexp_local(sum, logits, mx, n, vstart, vl, d[2], px_cuda_stream(c)), err);
-  if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, sum, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+  if (!st) st = px_exec_reduce(e, sum, (uint64_t)n, PX_RED_SUM, err);
   if (!st) st = px_cuda_kc(px_kc_ce_target_local(tl, logits, targets, n, vstart, vl, px_cuda_stream(c)), err);
-  if (!st && tp) st = be->allreduce(be, PX_GROUP_TP, tl, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+  if (!st) st = px_exec_reduce(e, tl, (uint64_t)n, PX_RED_SUM, err);
   if (!st) st = px_cuda_kc(px_kc_ce_loss(e->out[1], mx, sum, tl, targets, n, px_cuda_stream(c)), err);
   if (!st) st = px_cuda_kc(px_kc_ce_logprobs(e->out[0], logits, mx, sum, n, vl, px_cuda_stream(c)), err);
   return st;
@@ -206,7 +207,7 @@ static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
     st = px_cuda_check(cudaMemsetAsync(zeros, 0, (size_t)n * sizeof(float), px_cuda_stream(c)), "cudaMemsetAsync", err);
   float *dlogits = dt != PX_DTYPE_FP32 ? e->in[0] : e->out[0];
   if (!st)
-    st = px_cuda_kc(px_kc_ce_bwd(dlogits, e->in[0], zeros, c->ones, e->in[1], n, e->tp_rank * vl, vl, d[2],
+    st = px_cuda_kc(px_kc_ce_bwd(dlogits, e->in[0], zeros, c->ones, e->in[1], n, e->env->tp_rank * vl, vl, d[2],
                                  e->loss_scale, px_cuda_stream(c)),
                     err);
   if (!st && dt != PX_DTYPE_FP32)
@@ -220,7 +221,7 @@ static px_status flash(px_cuda *c, const px_exec_op *e, px_dtype dt, bool bwd, p
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4];
   uint64_t el = px_dtype_bytes(dt), nq = (uint64_t)(S * HQ * D) * el, nkv = (uint64_t)(S * HKV * D) * el;
-  float p = (float)e->plan->model.dropout;
+  float p = (float)e->env->dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   char *const *out = (char *const *)e->out;
   const char *const *in = (const char *const *)e->in;
@@ -293,7 +294,7 @@ static px_status grad_norm(px_cuda *c, const px_exec_op *e, px_dtype dt, px_err 
 static px_status adamw(px_cuda *c, const px_exec_op *e, px_err *err) {
   if (e->out[3]) /* mixed precision: fp32 master, 16-bit gradient and model copy */
     return px_cuda_kc(
-        px_kc_adamw_mixed(e->out[0], e->out[1], e->out[2], e->in[0], e->out[3], e->plan->grad_dtype, e->count, e->lr,
+        px_kc_adamw_mixed(e->out[0], e->out[1], e->out[2], e->in[0], e->out[3], e->env->grad_dtype, e->count, e->lr,
                           e->beta1, e->beta2, e->eps, e->weight_decay, e->grad_scale, e->adam_t, px_cuda_stream(c)),
         err);
   px_status st = PX_OK;
@@ -334,13 +335,13 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   px_cuda *c = be->impl;
   cudaStream_t s = px_cuda_stream(c);
   const px_op *o = e->op;
-  const px_model *m = &e->plan->model;
+  const px_env *v = e->env;
   const int64_t *d = o->dim;
   void *const *out = e->out, *const *in = e->in;
-  bool half = dt != PX_DTYPE_FP32, ln = m->norm == PX_NORM_LAYERNORM;
+  bool half = dt != PX_DTYPE_FP32, ln = v->layernorm;
   uint64_t el = px_dtype_bytes(dt);
-  float eps = (float)m->norm_eps, theta = (float)m->rope_theta;
-  int64_t vstart = e->tp_rank * d[2];
+  float eps = (float)v->norm_eps, theta = (float)v->rope_theta;
+  int64_t vstart = v->tp_rank * d[2];
   if (px_op_family_of((px_op_kind)o->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? widened(be, e, err) : unfused_attention(c, e, err);
   switch ((px_op_kind)o->kind) {
@@ -351,11 +352,11 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       if (half) return widened(be, e, err);
       return px_cuda_kc(px_kc_embed_bwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
     case PX_OP_POS: {
-      int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
+      int64_t pos0 = v->sp ? v->tp_rank * d[1] : 0;
       return px_cuda_kc(BY_DT(dt, px_kc_pos_fwd, out[0], in[1], d[0], d[1], d[2], pos0, s), err);
     }
     case PX_OP_POS_BWD: {
-      int64_t pos0 = e->plan->par.sp ? e->tp_rank * d[1] : 0;
+      int64_t pos0 = v->sp ? v->tp_rank * d[1] : 0;
       return px_cuda_kc(BY_DT(dt, px_kc_pos_bwd, out[0], in[0], d[0], d[1], d[2], pos0, s), err);
     }
     case PX_OP_NORM:
@@ -438,7 +439,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_FLASH_ATTN_BWD: return flash(c, e, dt, true, err);
     case PX_OP_DROPOUT: return dropout_fwd(c, e, dt, err);
     case PX_OP_DROPOUT_BWD: {
-      float p = (float)m->dropout;
+      float p = (float)v->dropout;
       return px_cuda_kc(BY_DT(dt, px_kc_dropout_bwd, out[0], in[0], in[1], d[0], p, s), err);
     }
     case PX_OP_ADD: {
@@ -454,7 +455,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       return px_cuda_kc(BY_DT(dt, px_kc_swiglu_fwd, out[0], in[0], in[1], d[0], s), err);
     case PX_OP_SWIGLU_BWD:
       return px_cuda_kc(BY_DT(dt, px_kc_swiglu_bwd, out[0], out[1], in[0], in[1], in[2], d[0], s), err);
-    case PX_OP_LOSS: return loss_fwd(be, e, dt, err);
+    case PX_OP_LOSS: return loss_fwd(c, e, dt, err);
     case PX_OP_LOSS_BWD: return loss_bwd(be, e, dt, err);
     case PX_OP_GRAD_NORM: return grad_norm(c, e, dt, err);
     case PX_OP_ADAMW: return adamw(c, e, err);
@@ -479,24 +480,17 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
  * Weights are quantized at use (E4M3, their own current or delayed scale),
  * as on the cpu backend. */
 
-/* The largest |x| of n elements of dtype dt, on the host (waits for the stream). */
-static px_status fp8_amax(px_backend *be, const void *x, px_dtype dt, int64_t n, float *amax, px_err *err) {
+/* The largest |x| of n elements of dtype dt, on the host (waits for the
+ * stream); a cast's (shared by the ranks that may exchange its codes: TE's
+ * amax reduction, the op's comm, as on the cpu backend) when `shared`. */
+static px_status fp8_amax(px_backend *be, const px_exec_op *e, bool shared, const void *x, px_dtype dt, int64_t n,
+                          float *amax, px_err *err) {
   px_cuda *c = be->impl;
   float *dev = NULL;
   px_status st = px_cuda_scratch(c, sizeof *dev, (void **)&dev, err);
   if (!st) st = px_cuda_kc(px_kc_fp8_amax(dev, x, dt, n, px_cuda_stream(c)), err);
+  if (!st && shared) st = px_exec_reduce(e, dev, 1, PX_RED_MAX, err);
   if (!st) st = be->download(be, amax, dev, sizeof *amax, err);
-  return st;
-}
-
-/* The amax shared by the ranks that may exchange the codes (TE's amax reduction; the cpu backend's). */
-static px_status fp8_amax_reduce(px_cuda *c, const px_plan *p, float *amax, px_err *err) {
-  px_status st = PX_OK;
-  px_group groups[2] = {PX_GROUP_TP, PX_GROUP_EP};
-  int64_t sizes[2] = {p->par.tp, p->par.ep};
-  for (int i = 0; i < 2 && !st; i++)
-    if (sizes[i] > 1)
-      st = px_comm_allreduce(px_comm_of(c->comm, groups[i]), amax, amax, 1, PX_HOST_FLOAT, PX_RED_MAX, err);
   return st;
 }
 
@@ -510,8 +504,7 @@ static px_status fp8_cast(px_backend *be, const px_exec_op *e, px_err *err) {
   int64_t n = o->dim[0];
   px_fp8_format f = (o->flags & PX_OPF_E5M2) ? PX_FP8_E5M2 : PX_FP8_E4M3;
   float amax = 0.0f, scale = 1.0f;
-  px_status st = fp8_amax(be, e->in[0], dt, n, &amax, err);
-  if (!st) st = fp8_amax_reduce(c, e->plan, &amax, err);
+  px_status st = fp8_amax(be, e, true, e->in[0], dt, n, &amax, err);
   if (!st) st = px_cpu_fp8_cast_scale(c->f8, e, amax, f, &scale, err);
   if (!st)
     st = px_cuda_kc(px_kc_fp8_quantize(e->out[0], e->in[0], dt, n, scale, f == PX_FP8_E5M2, px_cuda_stream(c)), err);
@@ -524,7 +517,7 @@ static px_status fp8_input(px_cuda *c, const px_exec_op *e, int j, float *scale,
   px_fp8_format f;
   if (!px_cpu_fp8_scale_of(c->f8, e->in[j], scale, &f))
     return px_err_set(err, PX_ERR_RUNTIME, "cuda backend: %s reads fp8 %s, which no cast or collective wrote with "
-                      "its scale", px_op_names[e->op->kind], e->plan->slots[e->op->in[j].slot].name);
+                      "its scale", px_op_names[e->op->kind], px_exec_slot(e, e->op->in[j])->name);
   *e5m2 = f == PX_FP8_E5M2;
   return PX_OK;
 }
@@ -535,7 +528,7 @@ static px_status fp8_weight(px_backend *be, const px_exec_op *e, int j, int64_t 
   px_cuda *c = be->impl;
   px_dtype dt = operand_dtype(e, e->op->in[j]);
   float amax = 0.0f;
-  px_status st = fp8_amax(be, e->in[j], dt, rows * k, &amax, err);
+  px_status st = fp8_amax(be, e, false, e->in[j], dt, rows * k, &amax, err);
   if (!st) st = px_cpu_fp8_weight_scale(c->f8, e, e->op->in[j].slot, amax, scale, err);
   if (!st) st = px_cuda_scratch(c, (uint64_t)(rows * k), (void **)q, err);
   if (!st) st = px_cuda_kc(px_kc_fp8_quantize(*q, e->in[j], dt, rows * k, *scale, false, px_cuda_stream(c)), err);
@@ -645,7 +638,7 @@ px_status px_cuda_op(px_backend *be, const px_exec_op *e, px_err *err) {
   px_cuda_scratch_reset(c);
   if (e->op->kind == PX_OP_CAST) return fp8_cast(be, e, err);
   if (e->op->flags & PX_OPF_FP8) return fp8_gemm(be, e, err);
-  return op_dispatch(be, e, e->plan->act_dtype, err);
+  return op_dispatch(be, e, e->env->act_dtype, err);
 }
 
 /* ---- what it runs ---- */
@@ -667,14 +660,15 @@ static px_support refuse(char *why, size_t cap, px_support verdict, const char *
  * linear layers' GEMMs (no fused GELU epilogue) with every dimension a
  * multiple of 16 (cuBLASLt's fp8 kernels), casts of fp32 or bf16 tensors,
  * and the SP all-gather of codes under the cpu backend's own limits. */
-static px_support fp8_supports(const px_cuda *c, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why, size_t cap) {
+  const px_op *op = e->op;
   const int64_t *d = op->dim;
   if (c->cc < 89)
     return refuse(why, cap, PX_SUPPORT_NO,
                   "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
                   "Blackwell); GPU %d (%s) is %d.%d (hint: --precision bf16)",
                   c->device, c->gpu, c->cc / 10, c->cc % 10);
-  if (plan->par.fp8_recipe == PX_FP8_BLOCKWISE)
+  if (e->env->fp8_blockwise)
     return refuse(why, cap, PX_SUPPORT_NO,
                   "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
                   "the cuda backend does not drive cuBLASLt's block-scaling modes (CUDA 12.9+, "
@@ -682,13 +676,14 @@ static px_support fp8_supports(const px_cuda *c, const px_plan *plan, const px_o
                   "current)");
   switch ((px_op_kind)op->kind) {
     case PX_OP_CAST: {
-      px_dtype in = op->in[0].slot >= 0 ? (px_dtype)plan->slots[op->in[0].slot].dtype : plan->param_dtype;
+      const px_slot *x = px_exec_slot(e, op->in[0]);
+      px_dtype in = x ? (px_dtype)x->dtype : e->env->weight_dtype;
       if (in != PX_DTYPE_FP32 && in != PX_DTYPE_BF16)
         return refuse(why, cap, PX_SUPPORT_NO, "no fp8 cast of %s tensors (fp32 and bf16)", px_dtype_names[in]);
       return PX_SUPPORT_YES;
     }
     case PX_OP_ALLGATHER:
-      return px_cpu_fp8_supports(plan, op, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO; /* the same scales' rules */
+      return px_cpu_fp8_supports(e, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO; /* the same scales' rules */
     case PX_OP_LINEAR:
     case PX_OP_LINEAR_BWD_DATA:
     case PX_OP_LINEAR_BWD_WEIGHT:
@@ -731,23 +726,25 @@ static px_support fp8_supports(const px_cuda *c, const px_plan *plan, const px_o
  *   with bf16 or fp16 gradients and model copy;
  * - collectives through MPI (PX_CUDA_COMM=mpi, or ranks outnumbering GPUs)
  *   up to MPI's int counts. */
-px_support px_cuda_supports_op(px_backend *be, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, size_t cap) {
   const px_cuda *c = be->impl;
-  px_dtype dt = px_support_op_dtype(plan, op);
+  const px_op *op = e->op;
+  const px_env *env = e->env;
+  px_dtype dt = px_contract_dtype(env, op);
   const int64_t *d = op->dim;
   const char *kind = px_op_names[op->kind];
   /* offload's host side: the interpreter's own code over uploads and downloads */
   if (px_op_on_host((px_op_kind)op->kind)) return PX_SUPPORT_YES;
-  if (px_support_fp8(plan, op)) {
-    px_support v = fp8_supports(c, plan, op, why, cap);
+  if (px_contract_fp8(env, op)) {
+    px_support v = fp8_supports(c, e, why, cap);
     if (v != PX_SUPPORT_YES) return v;
     if (dt == PX_DTYPE_FP8) /* a cast or a collective of codes */
-      return px_support_contract(plan, op, dt, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO;
+      return px_contract_check(env, op, dt, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO;
   }
   if (!px_cuda_kernel_dtype(dt))
     return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
-  if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
-  switch (plan->par.cp > 1 ? (px_op_kind)op->kind : PX_OP_COUNT) {
+  if (!px_contract_check(env, op, dt, why, cap)) return PX_SUPPORT_NO;
+  switch (env->cp > 1 ? (px_op_kind)op->kind : PX_OP_COUNT) {
     case PX_OP_FLASH_ATTN:
     case PX_OP_FLASH_ATTN_BWD:
     case PX_OP_ALLTOALL:
@@ -759,17 +756,9 @@ px_support px_cuda_supports_op(px_backend *be, const px_plan *plan, const px_op 
       return refuse(why, cap, PX_SUPPORT_NO,
                     "context parallelism (cp %lld) needs attention over key blocks at other ranks' positions, which "
                     "the CUDA kernels do not have yet (hint: --backend cpu runs it)",
-                    (long long)plan->par.cp);
+                    (long long)env->cp);
     default: break;
   }
-  if (plan->model.kv_lora_rank > 0 && (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD))
-    return refuse(why, cap, PX_SUPPORT_NO, "multi-head latent attention is planned and simulated only");
-  if ((plan->model.sliding_window > 0 || plan->model.attention_sinks) &&
-      (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD ||
-       px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION))
-    return refuse(why, cap, PX_SUPPORT_NO,
-                  "sliding-window attention and attention sinks (%s) are planned and simulated; the attention "
-                  "kernels do not have them yet", plan->model.name);
   if (px_op_is_moe((px_op_kind)op->kind))
     return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;
@@ -781,19 +770,18 @@ px_support px_cuda_supports_op(px_backend *be, const px_plan *plan, const px_op 
   switch ((px_op_kind)op->kind) {
     case PX_OP_ACC:
     case PX_OP_GRAD_NORM:
-      if (dt != plan->act_dtype) /* op_dispatch runs every op in the activations' dtype */
+      if (dt != env->act_dtype) /* op_dispatch runs every op in the activations' dtype */
         return refuse(why, cap, PX_SUPPORT_NO, "%s gradients with %s activations: %s runs in the activations' dtype",
-                      px_dtype_names[dt], px_dtype_names[plan->act_dtype], kind);
+                      px_dtype_names[dt], px_dtype_names[env->act_dtype], kind);
       return PX_SUPPORT_YES;
     case PX_OP_ADAMW:
-      if (!px_parallel_mixed(&plan->par) &&
-          (plan->grad_dtype != PX_DTYPE_FP32 || plan->param_dtype != PX_DTYPE_FP32))
+      if (!env->master_weights && (env->grad_dtype != PX_DTYPE_FP32 || env->weight_dtype != PX_DTYPE_FP32))
         return refuse(why, cap, PX_SUPPORT_NO, "fp32 AdamW needs fp32 weights and gradients, not %s and %s",
-                      px_dtype_names[plan->param_dtype], px_dtype_names[plan->grad_dtype]);
-      if (px_parallel_mixed(&plan->par) && (!half || plan->param_dtype != plan->grad_dtype))
+                      px_dtype_names[env->weight_dtype], px_dtype_names[env->grad_dtype]);
+      if (env->master_weights && (!half || env->weight_dtype != env->grad_dtype))
         return refuse(why, cap, PX_SUPPORT_NO,
                       "mixed-precision AdamW needs bf16 or fp16 gradients and model weights of that dtype, not %s "
-                      "and %s", px_dtype_names[plan->grad_dtype], px_dtype_names[plan->param_dtype]);
+                      "and %s", px_dtype_names[env->grad_dtype], px_dtype_names[env->weight_dtype]);
       return PX_SUPPORT_YES;
     case PX_OP_FLASH_ATTN:
     case PX_OP_FLASH_ATTN_BWD:

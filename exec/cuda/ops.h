@@ -6,6 +6,6 @@
 #include "exec/backend.h"
 
 px_status px_cuda_op(px_backend *be, const px_exec_op *e, px_err *err);
-px_support px_cuda_supports_op(px_backend *be, const px_plan *plan, const px_op *op, char *why, size_t cap);
+px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, size_t cap);
 
 #endif
