@@ -208,10 +208,13 @@ typedef enum {
   PX_SUPPORT_COUNT
 } px_support;
 
+/* A backend: its static table of entries (each backend's is a `static const
+ * px_backend` with named initialisers, optional entries left NULL), copied
+ * into the instance that new() returns with impl set. */
 typedef struct px_backend px_backend;
 struct px_backend {
   const char *name;
-  void *impl;
+  void *impl;    /* the instance's state (NULL in the static table) */
   bool sync_ops; /* set by the caller: the interpreter waits for each op (exact per-op times) */
   /* optional (NULL: none): called once before any alloc with the bytes the
    * plan predicts for each pool at this rank's peak (the states exactly, the

@@ -625,11 +625,32 @@ int px_cpu_blas_threads(int requested) {
   return (int)t;
 }
 
-void px_cpu_backend_probe(px_backend *b) {
-  memset(b, 0, sizeof *b);
-  b->name = "cpu";
-  b->supports_op = cpu_supports_op;
-}
+/* The table; optional entries it leaves out: reserve (nothing is reserved: host memory), the side streams
+ * (one stream, program order), own_bytes. */
+static const px_backend cpu_table = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .op = cpu_op,
+    .supports_op = cpu_supports_op,
+    .allreduce = cpu_allreduce,
+    .allgather = cpu_allgather,
+    .reduce_scatter = cpu_reduce_scatter,
+    .alltoall = cpu_alltoall,
+    .alltoallv = cpu_alltoallv,
+    .p2p = cpu_p2p,
+    .host_allreduce = cpu_host_allreduce,
+    .host_alltoall = cpu_host_alltoall,
+    .sync = cpu_sync,
+    .amax_histories = cpu_amax_histories,
+    .destroy = cpu_destroy,
+};
+
+void px_cpu_backend_probe(px_backend *b) { *b = (px_backend){.name = cpu_table.name, .supports_op = cpu_supports_op}; }
 
 int px_cpu_backend_threads(const px_backend *b) { return ((const cpu *)b->impl)->threads; }
 
@@ -655,27 +676,8 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
     free(b), free(c);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   }
-  b->name = "cpu";
+  *b = cpu_table;
   b->impl = c;
-  b->alloc = cpu_alloc;
-  b->release = cpu_release;
-  b->zero = cpu_zero;
-  b->copy = cpu_copy;
-  b->upload = cpu_copy;
-  b->download = cpu_copy;
-  b->op = cpu_op;
-  b->supports_op = cpu_supports_op;
-  b->allreduce = cpu_allreduce;
-  b->allgather = cpu_allgather;
-  b->reduce_scatter = cpu_reduce_scatter;
-  b->alltoall = cpu_alltoall;
-  b->alltoallv = cpu_alltoallv;
-  b->p2p = cpu_p2p;
-  b->host_allreduce = cpu_host_allreduce;
-  b->host_alltoall = cpu_host_alltoall;
-  b->sync = cpu_sync;
-  b->amax_histories = cpu_amax_histories;
-  b->destroy = cpu_destroy;
   *out = b;
   return PX_OK;
 }

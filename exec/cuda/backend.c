@@ -73,6 +73,34 @@ static void cu_destroy(px_backend *b) {
   free(b);
 }
 
+/* The table; optional entries it leaves out: the all-to-alls (it refuses context parallelism's and expert
+ * parallelism in supports_op). */
+static const px_backend cuda_table = {
+    .name = "cuda",
+    .reserve = px_cuda_reserve,
+    .alloc = px_cuda_alloc,
+    .release = px_cuda_release,
+    .zero = px_cuda_zero,
+    .copy = px_cuda_copy,
+    .upload = px_cuda_upload,
+    .download = px_cuda_download,
+    .op = px_cuda_op,
+    .supports_op = px_cuda_supports_op,
+    .allreduce = px_cuda_allreduce,
+    .allgather = px_cuda_allgather,
+    .reduce_scatter = px_cuda_reduce_scatter,
+    .p2p = px_cuda_p2p,
+    .host_allreduce = px_cuda_host_allreduce,
+    .sync = px_cuda_sync,
+    .set_stream = px_cuda_set_stream,
+    .mark = px_cuda_mark,
+    .wait_mark = px_cuda_wait_mark,
+    .join = px_cuda_join,
+    .amax_histories = cu_amax_histories,
+    .own_bytes = px_cuda_own_bytes,
+    .destroy = cu_destroy,
+};
+
 px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err) {
   *out = NULL;
   /* every rank needs a device; ranks of a node share its devices round-robin */
@@ -90,7 +118,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
     free(b), free(c);
     return PX_ERR_RUNTIME;
   }
-  b->name = "cuda";
+  *b = cuda_table;
   b->impl = c;
   c->comm = comm;
   c->device = lrank % ndev;
@@ -122,28 +150,6 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
     cu_destroy(b);
     return st;
   }
-  b->reserve = px_cuda_reserve;
-  b->alloc = px_cuda_alloc;
-  b->release = px_cuda_release;
-  b->zero = px_cuda_zero;
-  b->copy = px_cuda_copy;
-  b->upload = px_cuda_upload;
-  b->download = px_cuda_download;
-  b->op = px_cuda_op;
-  b->supports_op = px_cuda_supports_op;
-  b->allreduce = px_cuda_allreduce;
-  b->allgather = px_cuda_allgather;
-  b->reduce_scatter = px_cuda_reduce_scatter;
-  b->p2p = px_cuda_p2p;
-  b->host_allreduce = px_cuda_host_allreduce;
-  b->sync = px_cuda_sync;
-  b->set_stream = px_cuda_set_stream;
-  b->mark = px_cuda_mark;
-  b->wait_mark = px_cuda_wait_mark;
-  b->join = px_cuda_join;
-  b->own_bytes = px_cuda_own_bytes;
-  b->amax_histories = cu_amax_histories;
-  b->destroy = cu_destroy;
   *out = b;
   return PX_OK;
 }
