@@ -224,6 +224,14 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
   }
 }
 
+px_support px_contract_refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, cap, fmt, ap);
+  va_end(ap);
+  return verdict;
+}
+
 bool px_contract_fp8(const px_env *v, const px_op *op) {
   if (op->flags & PX_OPF_FP8) return true;
   for (int j = 0; j < PX_OP_OUTS; j++)

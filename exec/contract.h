@@ -28,4 +28,8 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
 /* Whether op reads or writes fp8 codes (an fp8 GEMM, a cast, a collective of fp8 tensors). */
 bool px_contract_fp8(const px_env *v, const px_op *op);
 
+/* A supports_op verdict with its reason: writes the reason into why (cap bytes) and returns verdict. */
+px_support px_contract_refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

@@ -2,7 +2,6 @@
  * executor's own limits with it. */
 #include "exec/support.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +18,6 @@ px_support px_support_op(px_backend *be, const px_env *v, const px_op *op, char 
   return be->supports_op ? be->supports_op(be, &e, why, cap) : PX_SUPPORT_YES;
 }
 
-static px_support refuse(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static px_support refuse(char *why, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, cap, fmt, ap);
-  va_end(ap);
-  return PX_SUPPORT_NO;
-}
-
 /* What the executor runs on any backend: no latent attention, no sliding
  * windows or sinks, and mixture of experts in the one layout its
  * interpreter and kernels have. */
@@ -37,16 +27,17 @@ static px_support executor_runs(const px_plan *plan, const px_op *op, char *why,
   px_op_kind k = (px_op_kind)op->kind;
   bool flash = k == PX_OP_FLASH_ATTN || k == PX_OP_FLASH_ATTN_BWD;
   if (m->kv_lora_rank > 0 && flash)
-    return refuse(why, cap, "multi-head latent attention is planned and simulated; the executors do not run it yet");
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "multi-head latent attention is planned and simulated; the executors do not run it yet");
   if ((m->sliding_window > 0 || m->attention_sinks) && (flash || px_op_family_of(k) == PX_FAM_ATTENTION))
-    return refuse(why, cap, "sliding-window attention and attention sinks (%s) are planned and simulated; the attention "
-                  "kernels do not have them yet", m->name);
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "sliding-window attention and attention sinks (%s) are planned "
+                              "and simulated; the attention kernels do not have them yet", m->name);
   if ((px_op_is_moe(k) || (k == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) &&
       (par->tp > 1 || plan->grid.etp > 1 || par->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
        m->expert_groups > 0 || (par->ep > 1 && par->zero > 0)))
-    return refuse(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert "
-                  "groups and, with ep > 1, ZeRO-0 (sequence-sharded routing under TP, expert tensor parallelism, "
-                  "token dropping, group-limited routing and expert shards are planned and simulated only)");
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no "
+                              "capacity factor or expert groups and, with ep > 1, ZeRO-0 (sequence-sharded routing "
+                              "under TP, expert tensor parallelism, token dropping, group-limited routing and expert "
+                              "shards are planned and simulated only)");
   return PX_SUPPORT_YES;
 }
 

@@ -4,7 +4,6 @@
 #include "exec/cuda/ops.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,17 +642,6 @@ px_status px_cuda_op(px_backend *be, const px_exec_op *e, px_err *err) {
 
 /* ---- what it runs ---- */
 
-static px_support refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static px_support refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, cap, fmt, ap);
-  va_end(ap);
-  return verdict;
-}
-
-
 /* What the fp8 path (fp8_cast, fp8_gemm, the all-gather of codes) runs: on
  * a GPU with fp8 tensor cores (compute capability 8.9: Ada, Hopper,
  * Blackwell; an A100 is 8.0), per-tensor scales (current or delayed), the
@@ -664,22 +652,24 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
   const px_op *op = e->op;
   const int64_t *d = op->dim;
   if (c->cc < 89)
-    return refuse(why, cap, PX_SUPPORT_NO,
-                  "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
-                  "Blackwell); GPU %d (%s) is %d.%d (hint: --precision bf16)",
-                  c->device, c->gpu, c->cc / 10, c->cc % 10);
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
+                              "Blackwell); GPU %d (%s) is %d.%d (hint: --precision bf16)",
+                              c->device, c->gpu, c->cc / 10, c->cc % 10);
   if (e->env->fp8_blockwise)
-    return refuse(why, cap, PX_SUPPORT_NO,
-                  "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
-                  "the cuda backend does not drive cuBLASLt's block-scaling modes (CUDA 12.9+, "
-                  "CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F) yet (hint: --fp8-recipe delayed or "
-                  "current)");
+    return px_contract_refuse(
+        why, cap, PX_SUPPORT_NO,
+        "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
+        "the cuda backend does not drive cuBLASLt's block-scaling modes (CUDA 12.9+, "
+        "CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F) yet (hint: --fp8-recipe delayed or "
+        "current)");
   switch ((px_op_kind)op->kind) {
     case PX_OP_CAST: {
       const px_slot *x = px_exec_slot(e, op->in[0]);
       px_dtype in = x ? (px_dtype)x->dtype : e->env->weight_dtype;
       if (in != PX_DTYPE_FP32 && in != PX_DTYPE_BF16)
-        return refuse(why, cap, PX_SUPPORT_NO, "no fp8 cast of %s tensors (fp32 and bf16)", px_dtype_names[in]);
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no fp8 cast of %s tensors (fp32 and bf16)",
+                                  px_dtype_names[in]);
       return PX_SUPPORT_YES;
     }
     case PX_OP_ALLGATHER:
@@ -688,25 +678,27 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
     case PX_OP_LINEAR_BWD_DATA:
     case PX_OP_LINEAR_BWD_WEIGHT:
       if (op->flags & (PX_OPF_GELU | PX_OPF_DGELU))
-        return refuse(why, cap, PX_SUPPORT_NO,
-                      "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: "
-                      "--gelu unfused)");
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                  "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: "
+                                  "--gelu unfused)");
       for (int i = 0; i < 6; i++)
         if (i != 1 && d[i] > 0 && d[i] % 16)
-          return refuse(why, cap, PX_SUPPORT_NO,
-                        "fp8 GEMM of %lld tokens, %lld inputs and outputs of %lld/%lld/%lld: cuBLASLt's fp8 "
-                        "kernels need every dimension a multiple of 16 (hint: --precision bf16, or a batch and "
-                        "model whose sizes are)",
-                        (long long)d[0], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5]);
+          return px_contract_refuse(
+              why, cap, PX_SUPPORT_NO,
+              "fp8 GEMM of %lld tokens, %lld inputs and outputs of %lld/%lld/%lld: cuBLASLt's fp8 "
+              "kernels need every dimension a multiple of 16 (hint: --precision bf16, or a batch and "
+              "model whose sizes are)",
+              (long long)d[0], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5]);
       return PX_SUPPORT_YES;
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
     case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
-      return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
+      return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
     default:
-      return refuse(why, cap, PX_SUPPORT_NO,
-                    "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
-                    "linear layers' GEMMs and the SP all-gather of codes)");
+      return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
+                                "linear layers' GEMMs and the SP all-gather of codes)");
   }
 }
 
@@ -742,7 +734,7 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
       return px_contract_check(env, op, dt, why, cap) ? PX_SUPPORT_YES : PX_SUPPORT_NO;
   }
   if (!px_cuda_kernel_dtype(dt))
-    return refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no %s kernels (fp32, bf16 and fp16 only)", px_dtype_names[dt]);
   if (!px_contract_check(env, op, dt, why, cap)) return PX_SUPPORT_NO;
   switch (env->cp > 1 ? (px_op_kind)op->kind : PX_OP_COUNT) {
     case PX_OP_FLASH_ATTN:
@@ -753,60 +745,67 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
     case PX_OP_POS:
     case PX_OP_POS_BWD:
     case PX_OP_DROPOUT:
-      return refuse(why, cap, PX_SUPPORT_NO,
-                    "context parallelism (cp %lld) needs attention over key blocks at other ranks' positions, which "
-                    "the CUDA kernels do not have yet (hint: --backend cpu runs it)",
-                    (long long)env->cp);
+      return px_contract_refuse(
+          why, cap, PX_SUPPORT_NO,
+          "context parallelism (cp %lld) needs attention over key blocks at other ranks' positions, which "
+          "the CUDA kernels do not have yet (hint: --backend cpu runs it)",
+          (long long)env->cp);
     default: break;
   }
   if (px_op_is_moe((px_op_kind)op->kind))
-    return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;
   if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
-    return half ? refuse(why, cap, PX_SUPPORT_WIDENED,
-                         "no %s kernels: runs on fp32 copies of its operands (hint: --attention flash)",
-                         px_dtype_names[dt])
+    return half ? px_contract_refuse(why, cap, PX_SUPPORT_WIDENED,
+                                     "no %s kernels: runs on fp32 copies of its operands (hint: --attention flash)",
+                                     px_dtype_names[dt])
                 : PX_SUPPORT_YES;
   switch ((px_op_kind)op->kind) {
     case PX_OP_ACC:
     case PX_OP_GRAD_NORM:
       if (dt != env->act_dtype) /* op_dispatch runs every op in the activations' dtype */
-        return refuse(why, cap, PX_SUPPORT_NO, "%s gradients with %s activations: %s runs in the activations' dtype",
-                      px_dtype_names[dt], px_dtype_names[env->act_dtype], kind);
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                  "%s gradients with %s activations: %s runs in the activations' dtype",
+                                  px_dtype_names[dt], px_dtype_names[env->act_dtype], kind);
       return PX_SUPPORT_YES;
     case PX_OP_ADAMW:
       if (!env->master_weights && (env->grad_dtype != PX_DTYPE_FP32 || env->weight_dtype != PX_DTYPE_FP32))
-        return refuse(why, cap, PX_SUPPORT_NO, "fp32 AdamW needs fp32 weights and gradients, not %s and %s",
-                      px_dtype_names[env->weight_dtype], px_dtype_names[env->grad_dtype]);
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO, "fp32 AdamW needs fp32 weights and gradients, not %s and %s",
+                                  px_dtype_names[env->weight_dtype], px_dtype_names[env->grad_dtype]);
       if (env->master_weights && (!half || env->weight_dtype != env->grad_dtype))
-        return refuse(why, cap, PX_SUPPORT_NO,
-                      "mixed-precision AdamW needs bf16 or fp16 gradients and model weights of that dtype, not %s "
-                      "and %s", px_dtype_names[env->grad_dtype], px_dtype_names[env->weight_dtype]);
+        return px_contract_refuse(
+            why, cap, PX_SUPPORT_NO,
+            "mixed-precision AdamW needs bf16 or fp16 gradients and model weights of that dtype, not %s "
+            "and %s",
+            px_dtype_names[env->grad_dtype], px_dtype_names[env->weight_dtype]);
       return PX_SUPPORT_YES;
     case PX_OP_FLASH_ATTN:
     case PX_OP_FLASH_ATTN_BWD:
       if (d[4] > PX_KC_FLASH_MAX_D)
-        return refuse(why, cap, PX_SUPPORT_NO,
-                      "head dim %lld, the flash kernels take at most %d (hint: --attention unfused)", (long long)d[4],
-                      PX_KC_FLASH_MAX_D);
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                  "head dim %lld, the flash kernels take at most %d (hint: --attention unfused)",
+                                  (long long)d[4], PX_KC_FLASH_MAX_D);
       if (d[2] > 65535)
-        return refuse(why, cap, PX_SUPPORT_NO, "%lld query heads per rank, the flash kernels take at most 65535",
-                      (long long)d[2]);
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                  "%lld query heads per rank, the flash kernels take at most 65535", (long long)d[2]);
       return PX_SUPPORT_YES;
     case PX_OP_ALLREDUCE:
     case PX_OP_ALLGATHER:
     case PX_OP_REDUCE_SCATTER:
       if (!c->nccl && (d[0] > INT32_MAX / 4 || d[1] > INT32_MAX / 4))
-        return refuse(why, cap, PX_SUPPORT_NO, "%lld elements: beyond the MPI fallback's int counts (NCCL has none)",
-                      (long long)(d[0] > d[1] ? d[0] : d[1]));
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                  "%lld elements: beyond the MPI fallback's int counts (NCCL has none)",
+                                  (long long)(d[0] > d[1] ? d[0] : d[1]));
       return PX_SUPPORT_YES;
     case PX_OP_ALLTOALL:
-      return refuse(why, cap, PX_SUPPORT_NO, "no all-to-all (context parallelism's a2a runs on the cpu backend)");
+      return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                "no all-to-all (context parallelism's a2a runs on the cpu backend)");
     case PX_OP_SEND:
     case PX_OP_RECV:
       if (!c->nccl && (uint64_t)d[0] * px_dtype_bytes(dt) > (uint64_t)INT32_MAX)
-        return refuse(why, cap, PX_SUPPORT_NO, "%llu bytes: beyond the MPI fallback's int counts (NCCL has none)",
-                      (unsigned long long)((uint64_t)d[0] * px_dtype_bytes(dt)));
+        return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                  "%llu bytes: beyond the MPI fallback's int counts (NCCL has none)",
+                                  (unsigned long long)((uint64_t)d[0] * px_dtype_bytes(dt)));
       return PX_SUPPORT_YES;
     default: return PX_SUPPORT_YES;
   }
