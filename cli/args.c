@@ -520,7 +520,47 @@ int px_cli_start(px_args *a, const char *command, int groups, int help_groups, c
   return -1;
 }
 
+/* The fields of the library's settings that a flag of another name sets;
+ * every other field is set by the flag of its name with '-' for '_'
+ * (px_parallel.fp8_recipe: --fp8-recipe). */
+static const struct {
+  const char *field, *flag;
+} renamed_fields[] = {{"ckpt_dir", "ckpt"}, {"profile_path", "profile"}, {"grads_path", "dump-grads"}};
+
+/* The flag that sets the field of n bytes at f, or NULL. */
+static const char *flag_of(const char *f, size_t n) {
+  for (size_t i = 0; i < sizeof renamed_fields / sizeof renamed_fields[0]; i++)
+    if (strlen(renamed_fields[i].field) == n && !strncmp(renamed_fields[i].field, f, n)) return renamed_fields[i].flag;
+  char name[64];
+  if (n >= sizeof name) return NULL;
+  for (size_t i = 0; i < n; i++) name[i] = f[i] == '_' ? '-' : f[i];
+  name[n] = '\0';
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (!strcmp(opts[i].name, name)) return opts[i].name;
+  return NULL;
+}
+
+void px_cli_words(const char *msg, char *out, size_t cap) {
+  size_t o = 0;
+  if (!cap) return;
+  for (const char *p = msg; *p && o + 1 < cap;) {
+    const char *end = *p == '`' ? strchr(p + 1, '`') : NULL;
+    size_t n = end ? (size_t)(end - p - 1) : 0;
+    if (!n || strspn(p + 1, "abcdefghijklmnopqrstuvwxyz0123456789_") != n) { /* not a field: as it is */
+      out[o++] = *p++;
+      continue;
+    }
+    const char *flag = flag_of(p + 1, n);
+    int w = flag ? snprintf(out + o, cap - o, "--%s", flag) : snprintf(out + o, cap - o, "%.*s", (int)n, p + 1);
+    o = w < 0 || (size_t)w >= cap - o ? cap - 1 : o + (size_t)w;
+    p = end + 1;
+  }
+  out[o] = '\0';
+}
+
 int px_cli_fail(px_status st, const px_err *err) {
-  fprintf(stderr, "parallax: %s\n", err->msg[0] ? err->msg : "failed");
+  char msg[sizeof err->msg + 256];
+  px_cli_words(err->msg[0] ? err->msg : "failed", msg, sizeof msg);
+  fprintf(stderr, "parallax: %s\n", msg);
   return st ? (int)st : 1;
 }

@@ -114,7 +114,13 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
 int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
                  char **argv);
 
-/* Prints "parallax: <message>" on stderr and returns the exit code of st. */
+/* A library message in the command line's words: the library names the
+ * settings it speaks of by their fields, in backquotes (`fp8_recipe`,
+ * `ckpt_dir`); each becomes the flag that sets it (--fp8-recipe, --ckpt), a
+ * field no flag sets its bare name. The rest is copied as it is. */
+void px_cli_words(const char *msg, char *out, size_t cap);
+
+/* Prints "parallax: <message>" (px_cli_words) on stderr and returns the exit code of st. */
 int px_cli_fail(px_status st, const px_err *err);
 
 #endif

@@ -144,10 +144,11 @@ static px_status best_plan(launch *L, int64_t ranks, choice *ch, bool *found, px
       px_status sup = L->x->train_support(&ch->plan, L->backend, &why);
       if (sup == PX_ERR_INPUT) { /* not on this backend: the next one */
         if (!refused++) {
-          char desc[256];
+          char desc[256], msg[sizeof why.msg + 256];
           L->x->reshard_describe(&ch->plan, desc, sizeof desc);
+          px_cli_words(why.msg, msg, sizeof msg);
           say("the planner's best plan for %lld ranks (%s) is one the %s backend cannot run: %s", (long long)ranks,
-              desc, L->backend, why.msg);
+              desc, L->backend, msg);
         }
         px_plan_free(&ch->plan);
         continue;

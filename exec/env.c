@@ -20,7 +20,8 @@ px_status px_env_init(px_env *v, const px_plan *plan, int64_t tp_rank, int64_t c
   int32_t *pos = px_calloc((size_t)(par->cp * plan->seq_cp), sizeof *pos, err); /* (cp, seq_cp) */
   if (!pos) return PX_ERR_RUNTIME;
   for (int64_t r = 0; r < par->cp; r++)
-    for (int64_t i = 0; i < plan->seq_cp; i++) pos[r * plan->seq_cp + i] = (int32_t)px_cp_position(par->cp, r, plan->seq_cp, i);
+    for (int64_t i = 0; i < plan->seq_cp; i++)
+      pos[r * plan->seq_cp + i] = (int32_t)px_cp_position(par->cp, r, plan->seq_cp, i);
   v->cp_pos = pos;
   return PX_OK;
 }

@@ -381,7 +381,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     else px_param_amax_keys(plan, x->stage, x->amax_keys, x->namax);
     if (!st && !be->amax_histories)
       st = px_err_set(err, PX_ERR_INPUT, "the %s backend keeps no fp8 amax histories: it cannot run delayed scaling "
-                      "(hint: --fp8-recipe current)", be->name);
+                      "(hint: `fp8_recipe` current)", be->name);
   }
   int64_t stride = x->L + 2;
   if (!st) {
@@ -648,7 +648,7 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   if (!st && over)
     st = px_err_set(err, PX_ERR_RUNTIME,
                     "EP rank %lld: %llu routed rows arrive for its experts, the plan holds %llu (the busiest rank's "
-                    "at --moe-imbalance %g; hint: raise it)",
+                    "at `moe_imbalance` %g; hint: raise it)",
                     (long long)x->comm->ep_rank, (unsigned long long)rows_out,
                     (unsigned long long)((uint64_t)o->dim[1] / (uint64_t)H), p->par.moe_imbalance);
   if (!st) st = be->alltoallv(be, PX_GROUP_EP, out, v + ep, in, v, dt, err);

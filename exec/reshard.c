@@ -221,7 +221,7 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
   if (!st && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "
                     "scale and count of optimizer steps) has no counterpart in the other precision (hint: "
-                    "--precision %s)", r->manifest, px_precision_names[r->from.par.precision],
+                    "`precision` %s)", r->manifest, px_precision_names[r->from.par.precision],
                     px_precision_names[to->par.precision], px_precision_names[r->from.par.precision]);
   if (!st) st = px_global_params_build(&to->model, &r->g, err);
   if (!st) {

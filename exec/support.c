@@ -27,7 +27,8 @@ static px_support executor_runs(const px_plan *plan, const px_op *op, char *why,
   px_op_kind k = (px_op_kind)op->kind;
   bool flash = k == PX_OP_FLASH_ATTN || k == PX_OP_FLASH_ATTN_BWD;
   if (m->kv_lora_rank > 0 && flash)
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "multi-head latent attention is planned and simulated; the executors do not run it yet");
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "multi-head latent attention is planned and simulated; the executors do not run it yet");
   if ((m->sliding_window > 0 || m->attention_sinks) && (flash || px_op_family_of(k) == PX_FAM_ATTENTION))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "sliding-window attention and attention sinks (%s) are planned "
                               "and simulated; the attention kernels do not have them yet", m->name);
@@ -111,5 +112,5 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
     n += (size_t)snprintf(also + n, sizeof also - n, "%s%s", listed ? ", " : "; also refused: ", px_op_names[k]);
     listed++;
   }
-  return px_err_set(err, PX_ERR_INPUT, "--backend %s cannot run this plan: %s%s", be->name, r.first, also);
+  return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: %s%s", be->name, r.first, also);
 }

@@ -91,7 +91,8 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
 static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
                              int64_t steps, int64_t *start, px_err *err) {
   MPI_Comm world = c->world;
-  px_status st = dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
+  px_status st =
+      dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "`resume` needs `ckpt_dir` (the directory to resume from)");
   px_ckpt_manifest man = {0};
   uint64_t plan_hash, model_hash;
   px_reshard_hashes(plan, &plan_hash, &model_hash);
@@ -105,12 +106,14 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
    * nothing and say nothing (every rank has the same head: they agree) */
   if (!st && head[0] > steps)
     st = c->world_rank != 0 ? px_err_set(err, PX_ERR_INPUT, "another rank refused the checkpoint (rank 0 says why)")
-                            : px_err_set(err, PX_ERR_INPUT, "%s: the checkpoint is of step %lld, past --steps %lld "
+                            : px_err_set(err, PX_ERR_INPUT,
+                                         "%s: the checkpoint is of step %lld, past `steps` %lld "
                                          "(the steps to be done in all, the resumed ones included): refused, the "
-                                         "checkpoint is kept (hint: --steps %lld or more trains on from it)", dir, head[0],
-                                         (long long)steps, head[0] + 1);
+                                         "checkpoint is kept (hint: `steps` %lld or more trains on from it)",
+                                         dir, head[0], (long long)steps, head[0] + 1);
   if (!st && head[0] == steps && c->world_rank == 0)
-    fprintf(stderr, "parallax: %s: the checkpoint is of step %lld = --steps: nothing left to train\n", dir, head[0]);
+    fprintf(stderr, "parallax: %s: the checkpoint is of step %lld, the last one asked for: nothing left to train\n", dir,
+            head[0]);
   px_reshard *other = NULL;
   if (!st && head[1]) {
     /* every rank indexes the old shards, rank r checking the checksums of r, r + world, ...; rank 0 first,
@@ -293,9 +296,9 @@ static px_status profile_fits(const px_plan *plan, const px_train_opts *o, const
   for (int64_t s = 0; s < plan->par.pp; s++) n += stage_ops(plan, s);
   int64_t most = (int64_t)(PX_PROFILE_MAX_BYTES / PX_PROFILE_NUMBER_BYTES);
   if (!o->profile_path || n <= most) return PX_OK;
-  if (c->world_rank != 0) return px_err_set(err, PX_ERR_INPUT, "another rank refused --profile (rank 0 says why)");
-  return px_err_set(err, PX_ERR_INPUT, "--profile %s: %lld steps and %lld ops a step are more than the %lld times a "
-                    "profile may hold (what parallax compare reads); profile fewer steps or micro-batches",
+  if (c->world_rank != 0) return px_err_set(err, PX_ERR_INPUT, "another rank refused `profile_path` (rank 0 says why)");
+  return px_err_set(err, PX_ERR_INPUT, "`profile_path` %s: %lld steps and %lld ops a step are more than the %lld "
+                    "times a profile may hold (what parallax compare reads); profile fewer steps or micro-batches",
                     o->profile_path, (long long)o->steps, (long long)(n - o->steps), (long long)most);
 }
 
@@ -354,16 +357,16 @@ static px_status take_ckpt_dir(const px_train_opts *o, px_ckpt_lock *lock, px_er
   const char *dir = o->ckpt_dir;
   char note[4800];
   px_status st = px_ckpt_lock_take(dir, lock, note, sizeof note, err);
-  if (st) return px_err_prefix(err, "--ckpt");
+  if (st) return px_err_prefix(err, "`ckpt_dir`");
   if (note[0]) fprintf(stderr, "parallax: %s\n", note);
   px_ckpt_probe_info p;
   px_ckpt_probe(dir, &p);
   if ((p.found || p.kept) && !o->resume && !o->overwrite) {
     char what[600];
     px_ckpt_probe_describe(&p, what, sizeof what);
-    return px_err_set(err, PX_ERR_INPUT, "--ckpt %s already holds %s: add --resume to go on from it, or --overwrite "
-                      "to replace it (it stays until this run's first checkpoint is written), or give another "
-                      "directory", dir, what);
+    return px_err_set(err, PX_ERR_INPUT, "`ckpt_dir` %s already holds %s: add `resume` to go on from it, or "
+                      "`overwrite` to replace it (it stays until this run's first checkpoint is written), or give "
+                      "another directory", dir, what);
   }
   return PX_OK;
 }
@@ -375,8 +378,9 @@ static px_status check_outputs(const px_train_opts *o, const px_comm *c, px_ckpt
   px_status st = PX_OK;
   if (c->world_rank == 0) {
     if (o->ckpt_dir) st = take_ckpt_dir(o, lock, err);
-    if (!st && o->profile_path && (st = px_file_check_writable(o->profile_path, err))) px_err_prefix(err, "--profile");
-    if (!st && o->grads_path && (st = px_file_check_writable(o->grads_path, err))) px_err_prefix(err, "--dump-grads");
+    if (!st && o->profile_path && (st = px_file_check_writable(o->profile_path, err)))
+      px_err_prefix(err, "`profile_path`");
+    if (!st && o->grads_path && (st = px_file_check_writable(o->grads_path, err))) px_err_prefix(err, "`grads_path`");
   }
   return px_comm_agree_as(st, c->world, "another rank refused the run's outputs (rank 0 says why)", err);
 }
@@ -414,10 +418,10 @@ px_status px_train_support(const px_plan *plan, const char *backend, px_err *err
 static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
   const char *want = o->backend ? o->backend : px_train_default_backend();
   if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, o->threads, be, err);
-  if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
+  if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "`backend`: '%s' is not cpu or cuda", want);
   const px_cuda_module *m;
   px_status st = px_cuda_load(&m, err);
-  if (st) return px_err_prefix(err, "--backend cuda");
+  if (st) return px_err_prefix(err, "`backend` cuda");
   return m->backend_new(c, be, err);
 }
 

@@ -1932,7 +1932,7 @@ static void test_support_walk(void) {
       st = px_support_check(&fake, &plan, &err);
       if (configs[g].attention == PX_ATTN_FLASH) {
         char want[96];
-        snprintf(want, sizeof want, "--backend fake cannot run this plan: flash_attn (%s): a test's refusal",
+        snprintf(want, sizeof want, "`backend` fake cannot run this plan: flash_attn (%s): a test's refusal",
                  px_dtype_names[plan.act_dtype]);
         CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
         if (!strstr(err.msg, want)) fprintf(stderr, "\n  walk: %s\n", err.msg);

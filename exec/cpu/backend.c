@@ -395,7 +395,9 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_FLASH_ATTN: return cpu_flash(e, false, err);
     case PX_OP_FLASH_ATTN_BWD: return cpu_flash(e, true, err);
     case PX_OP_DROPOUT: return cpu_dropout(e);
-    case PX_OP_DROPOUT_BWD: px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)v->dropout); return PX_OK;
+    case PX_OP_DROPOUT_BWD:
+      px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)v->dropout);
+      return PX_OK;
     case PX_OP_ADD:
       px_k_add(out[0], in[0], in[1], d[0]);
       if (in[2])
@@ -477,7 +479,7 @@ static px_support cpu_supports_op(px_backend *b, const px_exec_op *e, char *why,
   px_dtype dt = px_contract_dtype(e->env, op);
   if (px_contract_fp8(e->env, op) && !px_cpu_fp8_supports(e, why, cap)) return PX_SUPPORT_NO;
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && op->kind != PX_OP_ALLREDUCE && op->kind != PX_OP_REDUCE_SCATTER)) {
-    snprintf(why, cap, "the cpu backend runs fp32 only (hint: --precision fp32)");
+    snprintf(why, cap, "the cpu backend runs fp32 only (hint: `precision` fp32)");
     return PX_SUPPORT_NO;
   }
   if (!px_contract_check(e->env, op, dt, why, cap)) return PX_SUPPORT_NO;

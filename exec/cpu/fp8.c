@@ -224,10 +224,10 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       int64_t members = op->group == PX_GROUP_TP ? v->tp : op->group == PX_GROUP_EP ? v->ep : v->cp;
       if (v->fp8_blockwise && members > 1)
         return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the "
-                  "cpu backend (sequence or expert parallelism; hint: --fp8-recipe current)");
+                  "cpu backend (sequence or expert parallelism; hint: `fp8_recipe` current)");
       if ((op->flags & PX_OPF_SEQ_AXIS) && op->dim[2] > 1)
-        return no(why, cap, "an fp8 sequence-parallel all-gather with --mbs > 1 goes through a permute that the "
-                  "cpu backend's fp8 scales do not follow (hint: --mbs 1)");
+        return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the "
+                  "cpu backend's fp8 scales do not follow (hint: `mbs` 1)");
       return true;
     }
     case PX_OP_CAST:

@@ -110,7 +110,7 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   px_status st = px_comm_allreduce(comm->world, all, all, 2, PX_HOST_INT, PX_RED_MAX, err);
   if (st) return st;
   if (all[0])
-    return px_err_set(err, PX_ERR_RUNTIME, "--backend cuda: %s (hint: --backend cpu)",
+    return px_err_set(err, PX_ERR_RUNTIME, "`backend` cuda: %s (hint: `backend` cpu)",
                       ndev ? "another rank sees no CUDA device" : "no CUDA device is visible on this machine");
   px_backend *b = px_calloc(1, sizeof *b, err);
   px_cuda *c = px_calloc(1, sizeof *c, err);

@@ -654,14 +654,14 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
   if (c->cc < 89)
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
-                              "Blackwell); GPU %d (%s) is %d.%d (hint: --precision bf16)",
+                              "Blackwell); GPU %d (%s) is %d.%d (hint: `precision` bf16)",
                               c->device, c->gpu, c->cc / 10, c->cc % 10);
   if (e->env->fp8_blockwise)
     return px_contract_refuse(
         why, cap, PX_SUPPORT_NO,
-        "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by --backend cpu only: "
+        "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by `backend` cpu only: "
         "the cuda backend does not drive cuBLASLt's block-scaling modes (CUDA 12.9+, "
-        "CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F) yet (hint: --fp8-recipe delayed or "
+        "CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F / BLK128x128_32F) yet (hint: `fp8_recipe` delayed or "
         "current)");
   switch ((px_op_kind)op->kind) {
     case PX_OP_CAST: {
@@ -680,13 +680,13 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
       if (op->flags & (PX_OPF_GELU | PX_OPF_DGELU))
         return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                   "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: "
-                                  "--gelu unfused)");
+                                  "`gelu` unfused)");
       for (int i = 0; i < 6; i++)
         if (i != 1 && d[i] > 0 && d[i] % 16)
           return px_contract_refuse(
               why, cap, PX_SUPPORT_NO,
               "fp8 GEMM of %lld tokens, %lld inputs and outputs of %lld/%lld/%lld: cuBLASLt's fp8 "
-              "kernels need every dimension a multiple of 16 (hint: --precision bf16, or a batch and "
+              "kernels need every dimension a multiple of 16 (hint: `precision` bf16, or a batch and "
               "model whose sizes are)",
               (long long)d[0], (long long)d[2], (long long)d[3], (long long)d[4], (long long)d[5]);
       return PX_SUPPORT_YES;
@@ -694,7 +694,7 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
     case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
       return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                                "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
+                                "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
     default:
       return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                 "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
@@ -748,16 +748,16 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
       return px_contract_refuse(
           why, cap, PX_SUPPORT_NO,
           "context parallelism (cp %lld) needs attention over key blocks at other ranks' positions, which "
-          "the CUDA kernels do not have yet (hint: --backend cpu runs it)",
+          "the CUDA kernels do not have yet (hint: `backend` cpu runs it)",
           (long long)env->cp);
     default: break;
   }
   if (px_op_is_moe((px_op_kind)op->kind))
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;
   if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? px_contract_refuse(why, cap, PX_SUPPORT_WIDENED,
-                                     "no %s kernels: runs on fp32 copies of its operands (hint: --attention flash)",
+                                     "no %s kernels: runs on fp32 copies of its operands (hint: `attention` flash)",
                                      px_dtype_names[dt])
                 : PX_SUPPORT_YES;
   switch ((px_op_kind)op->kind) {
@@ -783,7 +783,7 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
     case PX_OP_FLASH_ATTN_BWD:
       if (d[4] > PX_KC_FLASH_MAX_D)
         return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                                  "head dim %lld, the flash kernels take at most %d (hint: --attention unfused)",
+                                  "head dim %lld, the flash kernels take at most %d (hint: `attention` unfused)",
                                   (long long)d[4], PX_KC_FLASH_MAX_D);
       if (d[2] > 65535)
         return px_contract_refuse(why, cap, PX_SUPPORT_NO,
