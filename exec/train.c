@@ -333,8 +333,9 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
       if (buf) memcpy(buf, t, (size_t)n * sizeof *buf);
     } else if (c->world_rank == src && sender) {
       status = px_comm_send(c->world, t, (uint64_t)nops * sizeof *t, 0, 77, err);
-    } else if (c->world_rank == 0 && !status) {
-      status = px_comm_recv(c->world, buf, (uint64_t)n * sizeof *buf, src, 77, err);
+    } else if (c->world_rank == 0) {
+      px_status got = px_comm_recv(c->world, buf, (uint64_t)n * sizeof *buf, src, 77, err);
+      if (!status) status = got;
     }
     if (c->world_rank == 0 && buf) {
       cJSON *so = cJSON_CreateObject();
