@@ -91,7 +91,7 @@ static px_status tp_leave(px_cuda *c, int from, px_status st, px_err *err) {
 }
 
 px_status px_cuda_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
-                              px_err *err) {
+                            px_err *err) {
   px_cuda *c = be->impl;
   if (!count) return PX_OK;
   if (coll_dtype(dt, err)) return PX_ERR_RUNTIME;
@@ -108,7 +108,7 @@ px_status px_cuda_allreduce(px_backend *be, px_group g, void *buf, uint64_t coun
 
 /* in == out: in place, this rank's part already at its place in out. */
 px_status px_cuda_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
-                              px_err *err) {
+                            px_err *err) {
   px_cuda *c = be->impl;
   if (!count_in) return PX_OK;
   if (dt != PX_DTYPE_FP8 && coll_dtype(dt, err)) return PX_ERR_RUNTIME;
@@ -128,8 +128,8 @@ px_status px_cuda_allgather(px_backend *be, px_group g, void *out, const void *i
   return st;
 }
 
-px_status px_cuda_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
-                                   px_dtype dt, px_err *err) {
+px_status px_cuda_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out, px_dtype dt,
+                                 px_err *err) {
   px_cuda *c = be->impl;
   if (!count_out) return PX_OK;
   if (coll_dtype(dt, err)) return PX_ERR_RUNTIME;
@@ -185,7 +185,7 @@ px_status px_cuda_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
 
 /* What the interpreter computes in host memory: MPI's collectives on it (exec/comm.h). */
 px_status px_cuda_host_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_host_type t, px_redop op,
-                                   px_err *err) {
+                                 px_err *err) {
   return px_comm_allreduce(px_comm_of(((px_cuda *)be->impl)->comm, g), buf, buf, count, t, op, err);
 }
 
