@@ -25,8 +25,9 @@
  *    fails the suite until it has one.
  * The references use the shared definitions of the random streams
  * (px_exec_dropout_seed, px_dropout_keep) and compute every index and
- * value themselves. LOSS at TP rank 1 runs with a TP group of one rank: the
- * shard's own statistics (the cross-rank loss is tests/cli's and exec.sh's). */
+ * value themselves. LOSS at TP rank 1 runs without the interpreter's
+ * px_op_comm, so nothing reduces its statistics: the shard's own (the
+ * cross-rank loss is tests/cli's and exec.sh's). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
