@@ -125,10 +125,11 @@ static px_status backend_runs(void *ctx, const px_plan *plan, int64_t ranks, int
   launch *L = ctx;
   px_status sup = L->x->train_support(plan, L->backend, why);
   if (sup == PX_ERR_INPUT && !refused) {
-    char desc[256];
+    char desc[256], msg[sizeof why->msg + 256];
     L->x->reshard_describe(plan, desc, sizeof desc);
+    px_cli_words(why->msg, msg, sizeof msg);
     say("the planner's best plan for %lld ranks (%s) is one the %s backend cannot run: %s", (long long)ranks, desc,
-        L->backend, why->msg);
+        L->backend, msg);
   }
   return sup;
 }

@@ -31,8 +31,9 @@
  * asserting a time.
  * The references use the shared definitions of the random streams
  * (px_exec_dropout_seed, px_dropout_keep) and compute every index and
- * value themselves. LOSS at TP rank 1 runs with a TP group of one rank: the
- * shard's own statistics (the cross-rank loss is tests/cli's and exec.sh's). */
+ * value themselves. LOSS at TP rank 1 runs without the interpreter's
+ * px_op_comm, so nothing reduces its statistics: the shard's own (the
+ * cross-rank loss is tests/cli's and exec.sh's). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -43,7 +44,9 @@
 #include "core/dtype.h"
 #include "exec/backend.h"
 #include "exec/comm.h"
+#include "exec/contract.h"
 #include "exec/cpu/backend.h"
+#include "exec/env.h"
 #include "exec/support.h"
 #include "tests/fp8_ref.h"
 #include "kernels/math.h"
@@ -148,6 +151,7 @@ static backend_t backends[2];
 static int nbackends;
 static px_comm comm;          /* the communicators the backends hold (world: one rank, or --collectives' ranks) */
 static px_plan comm_plan[NDT]; /* the plan they come from, in each precision */
+static px_env comm_env[NDT];   /* ... and its op env */
 static bool collectives_only;
 static int world_rank, world_size;
 
@@ -269,6 +273,7 @@ typedef struct {
   const config *cfg;
   const char *where;        /* the block the op comes from */
   const px_plan *plan, *plan32;
+  px_env env, env32;        /* the op envs of both, for the case's TP rank (as the interpreter makes them) */
   px_op op, op32;
   px_dtype dt;              /* the op's dtype in the plan under test */
   buf b[MAXB];
@@ -339,6 +344,9 @@ static int buf_of(opcase *c, px_ref r, int64_t n, int dev, int dev32) {
 
 static void case_common(opcase *c) {
   c->tp_rank = c->cfg ? c->cfg->tp_rank : 0;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_env_init(&c->env, c->plan, c->tp_rank, 0, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_env_init(&c->env32, c->plan32, c->tp_rank, 0, &err), PX_OK);
   c->layer = 1, c->step = 5, c->seed = 1234;
   uint64_t rows[8] = {5, 2, 9, 0, 7, 3, 11, 1}; /* the micro-batch's global sequence numbers */
   memcpy(c->seq_index, rows, sizeof rows);
@@ -356,10 +364,10 @@ static void case_of_op(opcase *c, const config *g, const px_plan *plan, const px
   c->cfg = g, c->plan = plan, c->plan32 = plan32, c->where = px_block_names[blk];
   c->op = plan->blocks[blk].ops[k];
   c->op32 = plan32->blocks[blk].ops[k];
-  c->dt = px_support_op_dtype(plan, &c->op);
   /* the twin is the same op in fp32 */
   CU_ASSERT(c->op32.kind == c->op.kind && !memcmp(c->op32.dim, c->op.dim, sizeof c->op.dim));
   case_common(c);
+  c->dt = px_contract_dtype(&c->env, &c->op);
   for (int j = 0; j < PX_OP_OUTS; j++) c->out[j] = -1;
   for (int j = 0; j < PX_OP_INS; j++) c->in[j] = -1;
   for (int side = 0; side < 2; side++)
@@ -389,7 +397,7 @@ static void case_of_range(opcase *c, px_op_kind kind, const px_plan *plan, const
   op.dim[0] = count;
   c->op = c->op32 = op;
   c->count = count;
-  c->dt = px_support_op_dtype(plan, &op);
+  c->dt = px_contract_dtype(&c->env, &op);
   int g = (int)plan->grad_dtype;
   bool mixed = plan->par.precision != PX_PREC_FP32;
   px_ref none = {-1, 0};
@@ -628,8 +636,8 @@ static double dropout_p(const opcase *c) { return c->plan->model.dropout; }
 
 /* What the backends get from the interpreter, for the shared random streams. */
 static px_exec_op exec_of(const opcase *c) {
-  return (px_exec_op){.plan = c->plan, .op = &c->op, .tp_rank = c->tp_rank, .layer = c->layer,
-                      .seq_index = c->seq_index, .seed = c->seed, .step = c->step};
+  return (px_exec_op){.env = &c->env, .op = &c->op, .layer = c->layer, .seq_index = c->seq_index, .seed = c->seed,
+                      .step = c->step};
 }
 
 static void ref_embed(opcase *c) {
@@ -1342,7 +1350,7 @@ static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, doubl
   }
   *sumsq = c->sumsq0;
   px_exec_op e = exec_of(c);
-  e.plan = twin ? c->plan32 : c->plan;
+  e.env = twin ? &c->env32 : &c->env;
   e.op = twin ? &c->op32 : &c->op;
   e.loss_scale = c->loss_scale, e.host_tokens = toks, e.count = c->count, e.sumsq_out = sumsq;
   e.lr = c->lr, e.beta1 = c->beta1, e.beta2 = c->beta2, e.eps = c->eps, e.weight_decay = c->wd;
@@ -1508,6 +1516,7 @@ static void for_each_case(const config *g, const px_plan *plan, const px_plan *p
         px_tseed((uint64_t)seed * 1000003u + (uint64_t)blk * 1009u + (uint64_t)k * 17u + (uint64_t)variant);
         gen(&c);
         fn(&c, ctx);
+        px_env_free(&c.env), px_env_free(&c.env32);
         px_tfree();
       }
     }
@@ -1523,6 +1532,7 @@ static void for_each_range_case(const px_plan *plan, const px_plan *plan32, int 
     px_tseed((uint64_t)seed * 7919u + i);
     gen(&c);
     fn(&c, ctx);
+    px_env_free(&c.env), px_env_free(&c.env32);
     px_tfree();
   }
 }
@@ -1533,7 +1543,7 @@ static void check_ref(opcase *c, void *ctx) {
   (void)ctx;
   if (!kind_wanted((px_op_kind)c->op.kind) || !backend_wanted(0)) return;
   char why[256];
-  px_support s = px_support_op(backends[0].be, c->plan, &c->op, why, sizeof why);
+  px_support s = px_support_op(backends[0].be, &c->env, &c->op, why, sizeof why);
   if (s != PX_SUPPORT_YES) {
     char l[320];
     label_of(c, "cpu", l, sizeof l, NULL);
@@ -1576,7 +1586,7 @@ static void check_backends(opcase *c, void *ctx) {
     if ((bi == 0 && c->dt == PX_DTYPE_FP32) || !backend_wanted(bi)) continue; /* fp32 on cpu: test 1 */
     cell *k = &cells[bi][c->op.kind][dt_index(c->dt)];
     char why[256];
-    px_support s = px_support_op(backends[bi].be, c->plan, &c->op, why, sizeof why);
+    px_support s = px_support_op(backends[bi].be, &c->env, &c->op, why, sizeof why);
     if (s == PX_SUPPORT_NO) {
       if (!k->skipped++) snprintf(k->why, sizeof k->why, "%s", why), k->where = c->cfg ? c->cfg->name : "ranges";
       continue;
@@ -1752,6 +1762,17 @@ static bool collectives_on(px_backend *be, const char *name, px_dtype dt, bool a
   uint64_t sizes[] = {n * el, (n + 2) * el, n * el, (n + 2) * el};
   for (int i = 0; i < 4; i++)
     if (bufs[i]) be->release(be, bufs[i], sizes[i]);
+  /* the host entries: sums of doubles and maxima of ints over the world, in host memory (exact) */
+  double hsum[2] = {0.5 + world_rank, 0.25 * world_rank}, ws = world_size;
+  int hmax[2] = {world_rank, -world_rank};
+  st = !be->host_allreduce(be, PX_GROUP_ALL, hsum, 2, PX_HOST_DOUBLE, PX_RED_SUM, &err) &&
+       !be->host_allreduce(be, PX_GROUP_ALL, hmax, 2, PX_HOST_INT, PX_RED_MAX, &err);
+  bool host_ok = st && hsum[0] == 0.5 * ws + ws * (ws - 1) / 2 && hsum[1] == 0.25 * ws * (ws - 1) / 2 &&
+                 hmax[0] == world_size - 1 && hmax[1] == 0;
+  if (!host_ok)
+    fprintf(stderr, "\n  FAIL %s host_allreduce (%d ranks): sums %g %g, maxima %d %d %s\n", name, world_size, hsum[0],
+            hsum[1], hmax[0], hmax[1], err.msg);
+  ok &= host_ok;
   px_tfree();
   return ok;
 }
@@ -1770,15 +1791,15 @@ static void test_collectives(void) {
   }
   for (int bi = 0; bi < nbackends; bi++)
     for (int di = 0; di < NDT && backend_wanted(bi); di++) {
-      const px_plan *plan = &comm_plan[di];
-      px_dtype dt = plan->act_dtype;
+      const px_env *env = &comm_env[di];
+      px_dtype dt = env->act_dtype;
       bool refused = false;
       for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) { /* the unit-sized, slotless form: dtype dt */
         px_op op = {.kind = (uint8_t)kinds[ki]};
         for (int j = 0; j < PX_OP_OUTS; j++) op.out[j] = (px_ref){-1, 0};
         for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0};
         char why[256];
-        if (px_support_op(backends[bi].be, plan, &op, why, sizeof why) == PX_SUPPORT_NO) {
+        if (px_support_op(backends[bi].be, env, &op, why, sizeof why) == PX_SUPPORT_NO) {
           cell *k = &cells[bi][kinds[ki]][di];
           if (!k->skipped++) snprintf(k->why, sizeof k->why, "%s", why), k->where = "collectives";
           refused = true;
@@ -1789,7 +1810,7 @@ static void test_collectives(void) {
       for (int j = 0; j < PX_OP_OUTS; j++) a2a_op.out[j] = (px_ref){-1, 0};
       for (int j = 0; j < PX_OP_INS; j++) a2a_op.in[j] = (px_ref){-1, 0};
       char why[256];
-      bool a2a = px_support_op(backends[bi].be, plan, &a2a_op, why, sizeof why) != PX_SUPPORT_NO;
+      bool a2a = px_support_op(backends[bi].be, env, &a2a_op, why, sizeof why) != PX_SUPPORT_NO;
       cell *ka = &cells[bi][PX_OP_ALLTOALL][di];
       if ((!a2a || refused) && !ka->skipped++)
         snprintf(ka->why, sizeof ka->why, "%s", a2a ? "the other collectives are refused" : why), ka->where = "collectives";
@@ -1815,9 +1836,9 @@ static void test_collectives(void) {
 /* ======================= supports_op and the walk of a plan ======================= */
 
 /* A backend that refuses the fused attention's forward: what the walk says of it. */
-static px_support refuse_flash(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
-  (void)b, (void)plan;
-  if (op->kind != PX_OP_FLASH_ATTN) return PX_SUPPORT_YES;
+static px_support refuse_flash(px_backend *b, const px_exec_op *e, char *why, size_t cap) {
+  (void)b;
+  if (e->op->kind != PX_OP_FLASH_ATTN) return PX_SUPPORT_YES;
   snprintf(why, cap, "a test's refusal");
   return PX_SUPPORT_NO;
 }
@@ -1852,7 +1873,7 @@ static void fill_run(int64_t tp, int64_t pp, const px_fill *swap, double loss[2]
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
   px_comm pc;
-  CU_ASSERT_EQUAL_FATAL(px_comm_init(&pc, &plan, MPI_COMM_WORLD, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_comm_init(&pc, &plan.grid, plan.model.tied_embeddings, MPI_COMM_WORLD, &err), PX_OK);
   px_backend *cpu = NULL;
   CU_ASSERT_EQUAL_FATAL(px_cpu_backend_new(&pc, 1, &cpu, &err), PX_OK);
   px_backend be = *cpu; /* the same backend (impl), another alloc */
@@ -1958,7 +1979,7 @@ static void test_support_walk(void) {
       st = px_support_check(&fake, &plan, &err);
       if (configs[g].attention == PX_ATTN_FLASH) {
         char want[96];
-        snprintf(want, sizeof want, "--backend fake cannot run this plan: flash_attn (%s): a test's refusal",
+        snprintf(want, sizeof want, "`backend` fake cannot run this plan: flash_attn (%s): a test's refusal",
                  px_dtype_names[plan.act_dtype]);
         CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
         if (!strstr(err.msg, want)) fprintf(stderr, "\n  walk: %s\n", err.msg);
@@ -2041,11 +2062,11 @@ static const px_op *cast_of(const px_plan *plan, int s) {
 /* Cast x (n elements of slot s's cast) on the cpu backend for `layer` in `step` into q, and check every code against
  * f8_code of x times the recipe's scale (per tensor: 448 or 57344 over amax, delayed: over ref_amax when
  * > 0; blockwise: each 1 x 128 tile of a row's own); dec gets the codes' values, what an fp8 GEMM reads. */
-static bool cast_check(const px_plan *plan, const px_op *cast, const float *x, uint8_t *q, float *dec, int64_t layer,
-                       int64_t step, double ref_amax) {
+static bool cast_check(const px_plan *plan, const px_env *env, const px_op *cast, const float *x, uint8_t *q,
+                       float *dec, int64_t layer, int64_t step, double ref_amax) {
   px_backend *be = backends[0].be;
   px_err err = {0};
-  px_exec_op e = {.plan = plan, .op = cast, .layer = layer, .step = step};
+  px_exec_op e = {.env = env, .op = cast, .layer = layer, .step = step};
   e.in[0] = (void *)x, e.out[0] = q;
   CU_ASSERT_EQUAL_FATAL(be->op(be, &e, &err), PX_OK);
   bool e5 = cast->flags & PX_OPF_E5M2, block = plan->par.fp8_recipe == PX_FP8_BLOCKWISE;
@@ -2091,7 +2112,7 @@ static void weight_ref(float *y, const float *w, int64_t El, int64_t n, int64_t 
 /* Every fp8 GEMM of the plan's layer (forward, data and weight gradients) on the cpu backend: each fp8
  * input made by its cast (checked code by code), the weight given in fp32; its outputs must equal the
  * fp32 op's (the flags cleared) on the inputs' fp8 values computed here, within REF_RED. Returns the ops run. */
-static int fp8_gemms(const px_plan *plan) {
+static int fp8_gemms(const px_plan *plan, const px_env *env) {
   px_backend *be = backends[0].be;
   bool block = plan->par.fp8_recipe == PX_FP8_BLOCKWISE;
   int ran = 0;
@@ -2100,7 +2121,7 @@ static int fp8_gemms(const px_plan *plan) {
       const px_op *o = &plan->blocks[k].ops[i];
       if (!(o->flags & PX_OPF_FP8) || px_op_family_of((px_op_kind)o->kind) != PX_FAM_GEMM || px_op_is_moe((px_op_kind)o->kind))
         continue;
-      px_exec_op e = {.plan = plan, .op = o, .layer = 0, .step = 5}, t = e;
+      px_exec_op e = {.env = env, .op = o, .layer = 0, .step = 5}, t = e;
       px_op twin = *o;
       twin.flags &= (uint16_t)~(PX_OPF_FP8 | PX_OPF_FP8_BLOCK);
       t.op = &twin;
@@ -2114,7 +2135,7 @@ static int fp8_gemms(const px_plan *plan) {
           const px_op *c = cast_of(plan, o->in[j].slot);
           CU_ASSERT_PTR_NOT_NULL_FATAL(c);
           uint8_t *q = px_talloc((size_t)n);
-          ok &= cast_check(plan, c, x, q, dec, 0, 5, 0);
+          ok &= cast_check(plan, env, c, x, q, dec, 0, 5, 0);
           e.in[j] = q, t.in[j] = dec;
         } else if (s->kind == PX_SLOT_PARAM && s->fp8) {
           weight_ref(dec, x, 1, o->dim[1], o->dim[2], block);
@@ -2151,7 +2172,7 @@ static int fp8_gemms(const px_plan *plan) {
 /* Delayed scaling (TE's): a step's scale comes from the largest amax of the steps before it (the first
  * step's own): at step 6 a tensor half as large keeps step 5's scale; at step 7 one twice as large
  * saturates at 448. */
-static void fp8_delayed(const px_plan *plan) {
+static void fp8_delayed(const px_plan *plan, const px_env *env) {
   const px_op *c = NULL;
   for (int k = 0; k < PX_BLOCK_KIND_COUNT && !c; k++)
     for (int32_t i = 0; i < plan->blocks[k].nops && !c; i++)
@@ -2164,11 +2185,11 @@ static void fp8_delayed(const px_plan *plan) {
   uint8_t *q = px_talloc((size_t)n);
   double amax = 0;
   for (int64_t i = 0; i < n; i++) amax = fmax(amax, fabs((double)x[i]));
-  CU_ASSERT(cast_check(plan, c, x, q, dec, 7, 100, 0)); /* layer 7's first cast: no history yet */
+  CU_ASSERT(cast_check(plan, env, c, x, q, dec, 7, 100, 0)); /* layer 7's first cast: no history yet */
   for (int64_t i = 0; i < n; i++) x[i] *= 0.5f;
-  CU_ASSERT(cast_check(plan, c, x, q, dec, 7, 101, amax));
+  CU_ASSERT(cast_check(plan, env, c, x, q, dec, 7, 101, amax));
   for (int64_t i = 0; i < n; i++) x[i] *= 4.0f;
-  CU_ASSERT(cast_check(plan, c, x, q, dec, 7, 102, amax));
+  CU_ASSERT(cast_check(plan, env, c, x, q, dec, 7, 102, amax));
   int64_t top = 0;
   for (int64_t i = 0; i < n; i++) top += (q[i] & 0x7f) == 0x7e;
   CU_ASSERT(top > 1); /* saturated: every value beyond the old amax */
@@ -2178,17 +2199,20 @@ static void test_fp8(void) {
   px_err err = {0};
   for (int r = 0; r < PX_FP8_RECIPE_COUNT; r++) {
     px_plan plan;
+    px_env env;
     CU_ASSERT_EQUAL_FATAL(plan_fp8((px_fp8_recipe)r, &plan, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
     CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK); /* the cpu backend runs the plan */
-    int ran = fp8_gemms(&plan);
+    int ran = fp8_gemms(&plan, &env);
     CU_ASSERT(ran >= 12); /* qkv, proj, fc1, fc2: forward, data and weight gradients */
-    if (r == PX_FP8_DELAYED) fp8_delayed(&plan);
+    if (r == PX_FP8_DELAYED) fp8_delayed(&plan, &env);
     if (!r && ran) ref_ok[PX_OP_CAST]++;
     /* any other backend: refuses the plan, naming fp8 (cuda: blockwise, and GEMM sizes that are not multiples of 16) */
     for (int bi = 1; bi < nbackends; bi++) {
       CU_ASSERT_EQUAL(px_support_check(backends[bi].be, &plan, &err), PX_ERR_INPUT);
       CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "fp8"));
     }
+    px_env_free(&env);
     px_plan_free(&plan);
   }
   px_tfree();
@@ -2217,12 +2241,14 @@ static void test_fp8_cuda(void) {
       continue;
     }
     CU_ASSERT_EQUAL(px_support_check(gpu, &plan, &err), PX_OK);
+    px_env env;
+    CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
     int ran = 0;
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
       for (int32_t i = 0; i < plan.blocks[k].nops; i++) {
         const px_op *o = &plan.blocks[k].ops[i];
         if (!(o->flags & PX_OPF_FP8) || px_op_family_of((px_op_kind)o->kind) != PX_FAM_GEMM) continue;
-        px_exec_op ec = {.plan = &plan, .op = o, .layer = 0, .step = 5}, eg = ec;
+        px_exec_op ec = {.env = &env, .op = o, .layer = 0, .step = 5}, eg = ec;
         bool ok = true;
         for (int j = 0; j < PX_OP_INS && ok; j++) {
           if (o->in[j].slot < 0) continue;
@@ -2240,7 +2266,7 @@ static void test_fp8_cuda(void) {
           uint8_t *q = px_talloc((size_t)n), *got = px_talloc((size_t)n);
           void *dq = NULL;
           CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, PX_FILL_POISON, PX_POOL_STEP, &dq, &err), PX_OK);
-          px_exec_op cc = {.plan = &plan, .op = c, .layer = 0, .step = 5}, cg = cc;
+          px_exec_op cc = {.env = &env, .op = c, .layer = 0, .step = 5}, cg = cc;
           cc.in[0] = x, cc.out[0] = q, cg.in[0] = dx, cg.out[0] = dq;
           CU_ASSERT_EQUAL_FATAL(cpu->op(cpu, &cc, &err), PX_OK);
           if (gpu->op(gpu, &cg, &err) || gpu->sync(gpu, &err) || gpu->download(gpu, got, dq, (uint64_t)n, &err)) {
@@ -2282,6 +2308,7 @@ static void test_fp8_cuda(void) {
         ran += ok;
       }
     CU_ASSERT(ran >= 12); /* qkv, proj, fc1, fc2: forward, data and weight gradients */
+    px_env_free(&env);
     px_plan_free(&plan);
   }
   px_tfree();
@@ -2357,7 +2384,7 @@ static void test_every_kind_tested(void) {
           continue;
         }
         char why[256] = "";
-        CU_ASSERT_EQUAL(px_support_op(backends[bi].be, &comm_plan[0], &op, why, sizeof why), PX_SUPPORT_NO);
+        CU_ASSERT_EQUAL(px_support_op(backends[bi].be, &comm_env[0], &op, why, sizeof why), PX_SUPPORT_NO);
         CU_ASSERT_PTR_NOT_NULL(strstr(why, "fp8"));
       }
       continue;
@@ -2394,7 +2421,7 @@ static void perf_case(opcase *c, void *ctx) {
   for (int bi = 0; bi < nbackends && n < (int)sizeof row; bi++) {
     if (!backend_wanted(bi)) continue;
     char why[256];
-    px_support s = px_support_op(backends[bi].be, c->plan, &c->op, why, sizeof why);
+    px_support s = px_support_op(backends[bi].be, &c->env, &c->op, why, sizeof why);
     float *got[MAXB] = {0};
     double sumsq = 0;
     px_err err = {0};
@@ -2487,8 +2514,9 @@ static px_status comm_setup(px_err *err) {
     p.pp = 1, p.dp = world_size / p.tp, p.mbs = 1, p.gbs = p.dp, p.precision = (int)precisions[di];
     px_parallel_resolve(&p, &m, &c);
     st = px_plan_compile(&comm_plan[di], &m, &c, &p, err);
+    if (!st) st = px_env_init(&comm_env[di], &comm_plan[di], 0, 0, err);
   }
-  if (!st) st = px_comm_init(&comm, &comm_plan[0], MPI_COMM_WORLD, err);
+  if (!st) st = px_comm_init(&comm, &comm_plan[0].grid, comm_plan[0].model.tied_embeddings, MPI_COMM_WORLD, err);
   return st;
 }
 
@@ -2555,7 +2583,7 @@ int main(int argc, char **argv) {
   if (collectives_only || ((kind_filtered || backend_asked) && !perf_mode)) print_table();
   for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);
   px_comm_deinit(&comm);
-  for (int di = 0; di < NDT; di++) px_plan_free(&comm_plan[di]);
+  for (int di = 0; di < NDT; di++) px_env_free(&comm_env[di]), px_plan_free(&comm_plan[di]);
   MPI_Finalize();
   return rc;
 }
