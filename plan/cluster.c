@@ -685,7 +685,8 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
 }
 
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt) {
-  double best = dt == PX_DTYPE_FP8 ? g->gemm_fp8_best_flops : dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16 ? g->gemm_best_flops : 0;
+  bool half = dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16;
+  double best = dt == PX_DTYPE_FP8 ? g->gemm_fp8_best_flops : half ? g->gemm_best_flops : 0;
   return best > 0 && g->peak_flops[dt] > 0 ? fmin(1.0, best / g->peak_flops[dt]) : 1.0;
 }
 
