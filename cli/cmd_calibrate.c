@@ -66,10 +66,23 @@ static int import(const px_args *a) {
 #if PX_HAVE_EXEC
 #define CALIB_PLANS_MAX 8
 
-/* --backend cuda's plans: each model of -m's comma-separated list with the plan flags, on one GPU. */
+/* The plan of a's flags on one GPU into plans[*n]. */
+static px_status calib_plan(const px_args *a, const px_exec_module *x, px_plan *plans, int *n, px_err *err) {
+  if (*n == CALIB_PLANS_MAX)
+    return px_err_set(err, PX_ERR_INPUT, "parallax calibrate: -m, --model: at most %d models", CALIB_PLANS_MAX);
+  px_args one = *a;
+  px_model m;
+  px_cluster c;
+  const char *backend;
+  px_status st = px_cli_run_plan(&one, x, 1, &backend, &m, &c, &plans[*n], err);
+  if (!st) ++*n;
+  return st;
+}
+
+/* --backend cuda's plans: each model of -m's comma-separated list with the plan flags (or --plan's), on one GPU. */
 static px_status calib_plans(const px_args *a, const px_exec_module *x, px_plan *plans, int *n, px_err *err) {
   *n = 0;
-  if (!a->model) return PX_OK;
+  if (!a->model) return a->plan_file ? calib_plan(a, x, plans, n, err) : PX_OK;
   char list[1024];
   if (strlen(a->model) >= sizeof list)
     return px_err_set(err, PX_ERR_INPUT, "parallax calibrate: -m, --model: a list of at most %zu characters",
@@ -77,14 +90,9 @@ static px_status calib_plans(const px_args *a, const px_exec_module *x, px_plan 
   strcpy(list, a->model);
   px_status st = PX_OK;
   for (char *save = NULL, *name = strtok_r(list, ",", &save); name && !st; name = strtok_r(NULL, ",", &save)) {
-    if (*n == CALIB_PLANS_MAX)
-      return px_err_set(err, PX_ERR_INPUT, "parallax calibrate: -m, --model: at most %d models", CALIB_PLANS_MAX);
     px_args one = *a;
     one.model = name;
-    px_model m;
-    px_cluster c;
-    const char *backend;
-    if (!(st = px_cli_run_plan(&one, x, 1, &backend, &m, &c, &plans[*n], err))) ++*n;
+    st = calib_plan(&one, x, plans, n, err);
   }
   return st;
 }

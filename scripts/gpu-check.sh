@@ -252,10 +252,12 @@ build_step() {
     bash "$root/tests/gpu/emu/run.sh" --build-only "$build" && echo "built $px (emulated GPU)"
     return
   fi
-  local arch
+  local arch nccl=()
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   [[ "$arch" =~ ^[0-9]+$ ]] || arch="80;90"
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPX_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch" &&
+  [ -f "$work/nccl.env" ] && . "$work/nccl.env" && nccl=(-DNCCL_INCLUDE_DIR="$NCCL_INC" -DNCCL_LIBRARY="$NCCL_LIB")
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPX_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch" \
+    "${nccl[@]}" &&
     cmake --build "$build" -j"$(nproc)" --target parallax parallax_exec parallax_cuda test_cuda_kernels px_gradcmp &&
     echo "built $px for sm_$arch"
 }
@@ -298,6 +300,19 @@ predict_step() {
 
 exec_step() { bash "$root/tests/gpu/exec.sh" "$px" "$build/tests/px_gradcmp" "$root"; }
 
+# NCCL where the toolkit has none: Python's nvidia-nccl package (libnccl.so.2 and nccl.h), for
+# the build (nccl.env) and the loader
+find_nccl() {
+  [ -f /usr/include/nccl.h ] || [ -f /usr/local/include/nccl.h ] || compgen -G "/usr/local/cuda*/include/nccl.h" >/dev/null &&
+    return 0
+  local d
+  d=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null) || return 0
+  [ -f "$d/include/nccl.h" ] && [ -f "$d/lib/libnccl.so.2" ] || return 0
+  printf 'NCCL_INC=%s\nNCCL_LIB=%s\n' "$d/include" "$d/lib/libnccl.so.2" >"$work/nccl.env"
+  export LD_LIBRARY_PATH=$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "gpu-check: NCCL from $d" >&2
+}
+
 export -f lists env_step missing_deps unpack_debs deps_step build_step kernels_step calibrate_step run_step predict_step exec_step
 export root out work build px mode sustain steps debs
 export models_list="${models[*]}" plan_list="${plan[*]}" calib_list="${calib[*]}"
@@ -315,6 +330,8 @@ case "$gpu_name" in
 esac
 export gpu_preset
 if [ "$mode" = gpu ]; then
+  command -v nvcc >/dev/null || [ ! -x /usr/local/cuda/bin/nvcc ] || export PATH=$PATH:/usr/local/cuda/bin
+  find_nccl
   step deps 90 20 deps_step
   [ ! -f "$work/deps.env" ] || . "$work/deps.env" # --debs: for the build and the runs
 fi
