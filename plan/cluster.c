@@ -249,6 +249,12 @@ px_status px_cluster_add_source(px_cluster *c, const char *field, const char *te
   return PX_OK;
 }
 
+px_status px_cluster_set_source(px_cluster *c, const char *field, const char *text, px_err *err) {
+  for (int i = 0; i < c->nsources; i++)
+    if (!strcmp(c->sources[i].field, field)) c->sources[i].text[0] = '\0';
+  return px_cluster_add_source(c, field, text, err);
+}
+
 /* link.comm_sms: at most 255 (it travels in a flow's tag) and fewer than the GPU's SMs. */
 static px_status comm_sms_from_json(const px_json_ctx *c, const cJSON *link_obj, int64_t sm_count, int64_t *out,
                                     px_err *err) {

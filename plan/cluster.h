@@ -205,6 +205,8 @@ cJSON *px_cluster_to_json(const px_cluster *c);
 const char *px_cluster_source_of(const px_cluster *c, const char *field);
 /* Adds text to field's own source entry (a new one if it has none; "; " between). */
 px_status px_cluster_add_source(px_cluster *c, const char *field, const char *text, px_err *err);
+/* Replaces field's own source entry with text (a new one if it has none): a figure measured anew. */
+px_status px_cluster_set_source(px_cluster *c, const char *field, const char *text, px_err *err);
 
 /* A what-if: sets one field of the cluster file, "FIELD=VALUE" with FIELD
  * a dotted path as in the file (gpu.hbm_gib, inter_node.nic_gbit_per_s,
