@@ -26,8 +26,9 @@ enum {
   PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to, --overwrite */
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
   PX_OPT_EXPORT = 1 << 12,  /* export: --to FRAMEWORK */
+  PX_OPT_COMPARE = 1 << 13, /* compare: --profile (run writes it) */
 };
-#define PX_OPT_GROUP_COUNT 12 /* the groups above: bits 0 .. 11 */
+#define PX_OPT_GROUP_COUNT 14 /* the groups above: bits 0 .. 13 */
 
 #define PX_ARGS_SETS_MAX 16
 
