@@ -141,6 +141,9 @@ int px_cli_start(px_args *a, const char *command, int groups, int help_groups, c
  * is copied as it is. */
 void px_cli_words(const char *msg, char *out, size_t cap);
 
+/* How many of the nearest plans that fit `plan` and `sim` name for one that does not. */
+#define PX_CLI_NEAREST 3
+
 /* Prints "parallax: <message>" (px_cli_words) on stderr and returns the exit code of st. */
 int px_cli_fail(px_status st, const px_err *err);
 

@@ -17,6 +17,7 @@
 #include "report/sweep.h"
 #include "report/sweepjson.h"
 #include "report/vary.h"
+#include "sim/replan.h"
 #include "sim/sweep.h"
 #if PX_HAVE_EXEC
 #include "cli/exec.h"
@@ -210,11 +211,13 @@ int px_cmd_sweep(int argc, char **argv) {
   }
 #endif
   double wall = px_clock_s() - t0;
+  bool none_fits = !st && rank == 0 && r.n == 0;
+  if (none_fits) st = px_replan_least_peak(&m, &c, &r, &err); /* how near the nearest came, exact */
   if (!st && rank == 0) {
-    if (a.save_plan && r.n < save_rank)
+    if (a.save_plan && r.n > 0 && r.n < save_rank)
       st = px_err_set(&err, PX_ERR_INPUT, "parallax sweep -o %s: %lld plan%s fit, none ranked %lld%s", a.save_plan,
                       (long long)r.n, r.n == 1 ? "" : "s", (long long)save_rank, r.n ? " (see --rank)" : "");
-    if (!st && a.save_plan) st = px_report_plan_file(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
+    if (!st && a.save_plan && r.n > 0) st = px_report_plan_file(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
     if (!st && a.csv_file) st = px_report_sweep_csv(a.csv_file, &m, &c, &r, &err);
     const char *dir = a.report_dir ? a.report_dir : a.plot_dir;
     if (!st && dir && r.n > 0) st = px_report_sweep_dir(dir, a.report_dir != NULL, &m, &c, &o, &r, &err);
@@ -225,7 +228,9 @@ int px_cmd_sweep(int argc, char **argv) {
         px_report_sweep_text(&m, &c, &o, &r, top, wall, threads * size, stdout);
         if (a.report_dir) printf("\nreport: %s/index.html\n", a.report_dir);
         else if (a.plot_dir) printf("\nplots: %s/*.png, *.svg\n", a.plot_dir);
-        if (a.save_plan) {
+        if (a.save_plan && r.n == 0) {
+          printf("\nplan file: none written to %s (no plan fits)\n", a.save_plan);
+        } else if (a.save_plan) {
           const px_parallel *best = &r.entries[save_rank - 1].par;
           char label[96], fws[64] = "";
           px_report_plan_label(best, label, sizeof label);
@@ -246,5 +251,5 @@ int px_cmd_sweep(int argc, char **argv) {
 #if PX_HAVE_EXEC
   if (mpi) x->mpi_finalize();
 #endif
-  return st ? px_cli_fail(st, &err) : 0;
+  return st ? px_cli_fail(st, &err) : none_fits ? PX_EXIT_NOFIT : 0;
 }

@@ -134,28 +134,35 @@ static void sb_scalar(sbuf *b, const cJSON *it) {
     sb_puts(b, "null");
 }
 
-/* "key value, key value, nested (k v, ...)" for every member but the skipped ones. */
+/* "key value, key value, nested (k v, ...)" for every member of an object
+ * but the skipped ones; an array's items without keys, "[a, b, (k v)]". */
 static void sb_members(sbuf *b, const cJSON *o, const char *const *skip) {
-  bool first = true;
+  bool first = true, array = cJSON_IsArray(o);
   const cJSON *it;
+  if (array) sb_puts(b, "[");
   cJSON_ArrayForEach(it, o) {
     bool skipped = false;
-    for (const char *const *s = skip; s && *s; s++) skipped = skipped || (it->string && !strcmp(it->string, *s));
+    for (const char *const *s = skip; s && *s && !array; s++) skipped = skipped || (it->string && !strcmp(it->string, *s));
     if (skipped) continue;
     if (!first) sb_puts(b, ", ");
     first = false;
-    sb_puts(b, "<span class=\"k\">");
-    sb_esc(b, it->string ? it->string : "?");
-    sb_puts(b, "</span> ");
-    if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+    if (!array) {
+      sb_puts(b, "<span class=\"k\">");
+      sb_esc(b, it->string ? it->string : "");
+      sb_puts(b, "</span> ");
+    }
+    if (cJSON_IsObject(it)) {
       sb_puts(b, "(");
       sb_members(b, it, NULL);
       sb_puts(b, ")");
+    } else if (cJSON_IsArray(it)) {
+      sb_members(b, it, NULL);
     } else {
       sb_scalar(b, it);
     }
   }
-  if (first) sb_puts(b, "&mdash;");
+  if (array) sb_puts(b, "]");
+  else if (first) sb_puts(b, "&mdash;");
 }
 
 /* ---- formatting ---- */
@@ -355,6 +362,19 @@ static void section_question(sbuf *b, const cJSON *q) {
     sb_puts(b, "not given (no cost)");
   sb_puts(b, "</td></tr>\n");
 
+  const cJSON *precs = jget(q, "precisions");
+  if (cJSON_GetArraySize(precs) > 0) {
+    kv_row(b, "Precisions searched");
+    const cJSON *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, precs) {
+      if (!cJSON_IsString(it)) continue;
+      sb_puts(b, k++ ? ", " : "");
+      sb_esc(b, it->valuestring);
+    }
+    sb_puts(b, "</td></tr>\n");
+  }
+
   kv_row(b, "Objective");
   sb_esc(b, jstr(q, "objective") ? jstr(q, "objective") : "throughput");
   sb_puts(b, "</td></tr>\n");
@@ -389,6 +409,12 @@ static void section_question(sbuf *b, const cJSON *q) {
   sb_puts(b, "</td></tr>\n</table></section>\n");
 }
 
+/* The plans that fit: counts.fit (a sweep.json before it: the plans it holds). */
+static double plans_fit(const cJSON *counts, int nplans) {
+  double v;
+  return jnum(counts, "fit", &v) ? v : nplans;
+}
+
 static void section_counts(sbuf *b, const cJSON *counts, int nplans) {
   static const char *const keys[][2] = {{"enumerated", "plans enumerated"},
                                         {"invalid", "invalid combinations"},
@@ -404,7 +430,9 @@ static void section_counts(sbuf *b, const cJSON *counts, int nplans) {
       sb_puts(b, "&mdash;");
     sb_printf(b, "</b><span>%s</span></div>\n", keys[i][1]);
   }
-  sb_printf(b, "<div class=\"tile\"><b>%d</b><span>plans that fit, ranked</span></div>\n", nplans);
+  sb_puts(b, "<div class=\"tile\"><b>");
+  sb_grouped(b, plans_fit(counts, nplans));
+  sb_puts(b, "</b><span>plans that fit, ranked</span></div>\n");
   sb_puts(b, "</div></section>\n");
 }
 
@@ -464,10 +492,24 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
     sb_time(b, v);
     sb_puts(b, " per step");
   }
-  if (jnum(best, "mfu", &v)) sb_printf(b, ", MFU %.1f%%", 100 * v);
+  if (jnum(best, "mfu", &v)) {
+    const char *peak = jstr(best, "mfu_peak"), *own = jstr(best, "mfu_precision_peak");
+    double w;
+    sb_printf(b, ", MFU %.1f%%", 100 * v);
+    if (peak) {
+      sb_puts(b, " of ");
+      sb_esc(b, peak);
+      sb_puts(b, " peak");
+    }
+    if (peak && own && strcmp(peak, own) && jnum(best, "mfu_precision", &w) && w != v) {
+      sb_printf(b, " (%.1f%% of ", 100 * w);
+      sb_esc(b, own);
+      sb_puts(b, " peak)");
+    }
+  }
   if (jnum(jget(best, "memory"), "peak_bytes_max", &v)) sb_printf(b, ", %.1f GiB per GPU", v / (1024.0 * 1024 * 1024));
   const cJSON *tt = jget(best, "time_to_train");
-  if (jnum(tt, "days", &v)) sb_printf(b, ", %.1f days to train", v);
+  if (jnum(tt, "days", &v) && v > 0) sb_printf(b, ", %.1f days to train", v);
   if (jnum(tt, "cost_usd", &v) && v > 0) {
     sb_puts(b, " for $");
     sb_grouped(b, v);
@@ -477,7 +519,7 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
   sb_puts(b, "</div>\n");
 }
 
-static void section_plans(sbuf *b, const cJSON *plans) {
+static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
   int n = cJSON_IsArray(plans) ? cJSON_GetArraySize(plans) : 0;
   bool days = false, cost = false;
   const cJSON *p;
@@ -487,8 +529,12 @@ static void section_plans(sbuf *b, const cJSON *plans) {
     days = days || jnum(tt, "days", &v);
     cost = cost || (jnum(tt, "cost_usd", &v) && v > 0);
   }
-  sb_printf(b, "<section id=\"plans\"><h2>Ranked plans</h2>\n<p>The %d best of %d plans that fit, best first.</p>\n",
-            n < PX_HTML_TOP_PLANS ? n : PX_HTML_TOP_PLANS, n);
+  double fit = plans_fit(counts, n);
+  sb_printf(b, "<section id=\"plans\"><h2>Ranked plans</h2>\n<p>The %d best of ", n < PX_HTML_TOP_PLANS ? n : PX_HTML_TOP_PLANS);
+  sb_grouped(b, fit);
+  sb_printf(b, " plans that fit, best first%s", fit > n ? " (sweep.json beside this page holds the best " : ".");
+  if (fit > n) sb_printf(b, "%d; <code>parallax sweep --csv FILE</code> writes them all).", n);
+  sb_puts(b, "</p>\n");
   if (n == 0) {
     sb_puts(b, "<p>No plan fits in GPU memory.</p></section>\n");
     return;
@@ -536,7 +582,9 @@ static void section_plans(sbuf *b, const cJSON *plans) {
     sb_puts(b, "</tr>\n");
     row++;
   }
-  sb_puts(b, "</tbody></table>\n<p class=\"sub\">Memory per GPU is the peak of the largest pipeline stage; "
+  sb_puts(b, "</tbody></table>\n<p class=\"sub\">MFU is model FLOP/s per GPU over the GPU&#39;s dense peak the "
+             "best plan names above, whatever a plan&#39;s precision (Megatron-Bridge&#39;s and PaLM&#39;s convention); "
+             "memory per GPU is the peak of the largest pipeline stage; "
              "exposed comm is communication time not hidden behind compute, including the compute "
              "that collectives' SMs take from the kernels beside them.</p></section>\n");
 }
@@ -672,7 +720,7 @@ px_status px_html_report(const char *dir, px_err *err) {
   section_counts(&b, jget(root, "counts"), plans ? cJSON_GetArraySize(plans) : 0);
   section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jget(root, "zero_choice"), jget(root, "precision_choice"),
                jstr(q, "objective"));
-  section_plans(&b, plans);
+  section_plans(&b, plans, jget(root, "counts"));
   st = section_plots(&b, dir, err);
   if (!st) {
     section_assumptions(&b, root);

@@ -5,13 +5,29 @@
 #include "core/json.h"
 #include "report/plan.h"
 
-void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall_s, FILE *out) {
-  char a[64], b[64], c[64], d[64];
+const char *px_report_mfu_text(double mfu, int peak_dtype, double mfu_precision, int precision_dtype, char *buf,
+                               size_t cap) {
+  int n = snprintf(buf, cap, "MFU %.1f%% of %s peak", 100 * mfu, px_dtype_names[peak_dtype]);
+  if (precision_dtype != peak_dtype && mfu_precision != mfu && n > 0 && (size_t)n < cap)
+    snprintf(buf + n, cap - (size_t)n, " (%.1f%% of %s peak)", 100 * mfu_precision, px_dtype_names[precision_dtype]);
+  return buf;
+}
+
+void px_report_mfu_peaks_json(cJSON *o, int peak_dtype, int precision_dtype) {
+  cJSON_AddStringToObject(o, "mfu_peak", px_dtype_names[peak_dtype]);
+  cJSON_AddStringToObject(o, "mfu_precision_peak", px_dtype_names[precision_dtype]);
+}
+
+void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
+                        double wall_s, FILE *out) {
+  char a[64], b[64], c[64], d[64], mfu[96];
   px_report_plan_line(plan, "sim", out);
+  px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  step time        %s\n", px_fmt_time(r->step_time_s, a, sizeof a));
   fprintf(out, "  throughput       %s tokens/s (%.0f per GPU)\n", px_fmt_count(r->tokens_per_s, a, sizeof a),
           r->tokens_per_s / (double)plan->cluster.gpus);
-  fprintf(out, "  model TFLOP/s    %.1f per GPU: MFU %.1f%%, HFU %.1f%%\n", r->model_tflops_per_gpu, 100 * r->mfu,
+  fprintf(out, "  model TFLOP/s    %.1f per GPU: %s, HFU %.1f%%\n", r->model_tflops_per_gpu,
+          px_report_mfu_text(r->mfu, r->mfu_peak_dtype, r->mfu_precision, r->precision_peak_dtype, mfu, sizeof mfu),
           100 * r->hfu);
   fprintf(out, "  pipeline bubble  %.1f%% (analytic %.1f%%)\n", 100 * r->bubble_fraction,
           100 * px_plan_bubble_analytic(plan));
@@ -30,9 +46,9 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
     fprintf(out, "  offload          %s on the host link; optimizer step on the host CPU %s\n",
             px_fmt_time(r->comm_host_s, a, sizeof a), px_fmt_time(r->stages[0].op_s[PX_OP_ADAMW_HOST], b, sizeof b));
   int64_t worst = px_plan_peak_stage(plan);
-  fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s: %s\n",
+  fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s HBM\n",
           px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
-          px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b), r->fits ? "fits" : "DOES NOT FIT");
+          px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b));
   fprintf(out, "  simulated        %llu events in %s\n", (unsigned long long)r->events, px_fmt_time(wall_s, a, sizeof a));
 }
 
@@ -42,6 +58,7 @@ static const px_report_field sim_fields[] = {
     {NULL, "model_tflops_per_gpu", offsetof(px_sim_result, model_tflops_per_gpu)},
     {NULL, "mfu", offsetof(px_sim_result, mfu)},
     {NULL, "hfu", offsetof(px_sim_result, hfu)},
+    {NULL, "mfu_precision", offsetof(px_sim_result, mfu_precision)},
     {NULL, "bubble_fraction", offsetof(px_sim_result, bubble_fraction)},
     {"comm", "tp_s", offsetof(px_sim_result, comm_tp_s)},
     {"comm", "pp_s", offsetof(px_sim_result, comm_pp_s)},
@@ -58,13 +75,15 @@ const px_report_field *px_report_sim_fields(size_t *count) {
 
 void px_report_sim_summary(cJSON *o, const px_sim_result *r) {
   px_report_fields_json(o, sim_fields, sizeof sim_fields / sizeof sim_fields[0], r);
+  px_report_mfu_peaks_json(o, r->mfu_peak_dtype, r->precision_peak_dtype);
   cJSON_AddBoolToObject(o, "fits", r->fits);
 }
 
-cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r) {
+cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits) {
   cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
   px_report_sim_summary(o, r);
+  cJSON_AddItemToObject(o, "verdict", px_report_verdict_json(plan, fits, nfits));
   px_json_add_num(o, "bubble_analytic", px_plan_bubble_analytic(plan));
   cJSON *sg = cJSON_AddObjectToObject(o, "straggler"); /* sim/straggler.h */
   if (sg) {

@@ -18,6 +18,13 @@
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap);
 /* What the labels' parts mean, a few lines (printed under the table and in sweep --help). */
 extern const char px_report_plan_legend[];
+/* The precisions of the plans the sweep evaluated, fitting or not: bit 1 << px_precision for each. */
+int px_report_sweep_precisions(const px_sweep_result *r);
+/* Of the plans a sweep dropped, the one of least peak of those that do not
+ * fit their GPUs (NULL: none; px_replan_least_peak makes it exact), and in
+ * *host how many fit the GPUs (usable bytes each) but not the host memory
+ * their offloaded states need. */
+const px_sweep_entry *px_report_sweep_least(const px_sweep_result *r, uint64_t usable, int64_t *host);
 /* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads. */
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                           int64_t top, double wall_s, int threads, FILE *out);

@@ -1177,19 +1177,32 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     out->events += twin.events;
     px_sim_result_free(&twin);
   }
-  const px_cluster *c = &plan->cluster;
-  double gpus = (double)c->gpus, t = out->step_time_s;
-  /* MFU's peak: the dtype the linear layers' GEMMs run in (fp8's for an fp8 plan: below 100% as it must be) */
-  px_dtype gemm_dt = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
-  double peak = c->gpu.peak_flops[gemm_dt] > 0 ? c->gpu.peak_flops[gemm_dt] : c->gpu.peak_flops[0];
+  double t = out->step_time_s;
   out->fits = plan->fits;
-  if (t > 0) {
-    out->tokens_per_s = px_sim_tokens_per_s(plan, t);
-    out->model_tflops_per_gpu = plan->model_flops_per_step / t / gpus / 1e12;
-    out->mfu = plan->model_flops_per_step / t / gpus / peak;
-    out->hfu = plan->hw_flops_per_step / t / gpus / peak;
-  }
+  if (t > 0) out->tokens_per_s = px_sim_tokens_per_s(plan, t);
+  px_sim_mfu m;
+  px_sim_mfu_of(plan, t, &m);
+  out->model_tflops_per_gpu = m.model_tflops_per_gpu;
+  out->mfu = m.mfu, out->hfu = m.hfu, out->mfu_peak_dtype = m.peak_dtype;
+  out->mfu_precision = m.mfu_precision, out->precision_peak_dtype = m.precision_dtype;
   return PX_OK;
+}
+
+void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out) {
+  const px_gpu *g = &plan->cluster.gpu;
+  memset(out, 0, sizeof *out);
+  px_dtype base = g->peak_flops[PX_DTYPE_BF16] > 0 ? PX_DTYPE_BF16
+                  : g->peak_flops[PX_DTYPE_FP16] > 0 ? PX_DTYPE_FP16 : PX_DTYPE_FP32;
+  /* the dtype the linear layers' GEMMs run in: fp8's for an fp8 plan */
+  px_dtype own = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
+  if (!(g->peak_flops[own] > 0)) own = base;
+  out->peak_dtype = base, out->precision_dtype = own;
+  double per_gpu = step_s > 0 ? 1.0 / step_s / (double)plan->cluster.gpus : 0.0;
+  out->model_tflops_per_gpu = plan->model_flops_per_step * per_gpu / 1e12;
+  if (!(g->peak_flops[base] > 0)) return; /* a cluster file refuses a GPU without an fp32 peak */
+  out->mfu = plan->model_flops_per_step * per_gpu / g->peak_flops[base];
+  out->hfu = plan->hw_flops_per_step * per_gpu / g->peak_flops[base];
+  out->mfu_precision = plan->model_flops_per_step * per_gpu / g->peak_flops[own];
 }
 
 double px_sim_tokens_per_s(const px_plan *plan, double step_s) {

@@ -48,11 +48,33 @@ typedef struct {
   int32_t mb, layer;       /* -1 where none */
 } px_sim_span;
 
+/* Model FLOP/s per GPU against the GPU's peaks, the one place MFU is
+ * computed (sim, sweep, report and run read it). MFU's convention
+ * (Megatron-Bridge, the PaLM paper): model FLOPs (Megatron's accounting, no
+ * recomputation) per second per GPU over the dense bf16 peak whatever the
+ * plan's precision, so that a faster plan never shows a lower MFU; fp16's
+ * peak, else fp32's, on a GPU without bf16. HFU counts recomputation too.
+ * Where the plan's GEMMs run at another peak (fp8's for fp8, fp32's for
+ * fp32 on a GPU with bf16), the MFU against that peak too, labelled with it. */
+typedef struct {
+  double model_tflops_per_gpu;
+  double mfu, hfu;        /* over the dense peak of peak_dtype */
+  int peak_dtype;         /* px_dtype: bf16 (fp16, fp32 where the GPU has none) */
+  double mfu_precision;   /* over the dense peak of precision_dtype; mfu where that peak is peak_dtype's */
+  int precision_dtype;    /* px_dtype the plan's GEMMs run in, as far as the GPU has a peak for it (else peak_dtype) */
+} px_sim_mfu;
+
+/* The MFU figures of plan at a step time of step_s (0 when step_s <= 0). */
+void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out);
+
 typedef struct {
   double step_time_s;
   double tokens_per_s;
   double model_tflops_per_gpu;
-  double mfu, hfu;
+  double mfu, hfu;         /* px_sim_mfu's */
+  int mfu_peak_dtype;      /* px_sim_mfu.peak_dtype */
+  double mfu_precision;    /* px_sim_mfu's */
+  int precision_peak_dtype; /* px_sim_mfu.precision_dtype */
   double bubble_fraction; /* compute idle share of the pipeline phase, all stages */
   bool fits;
   double comm_tp_s, comm_pp_s, comm_dp_s; /* max over stages */
