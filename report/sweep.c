@@ -2,8 +2,11 @@
  * time to train, cost and goodput when there are training tokens. */
 #include "report/sweep.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/fmt.h"
 #include "core/json.h"
@@ -15,13 +18,46 @@
 /* How many of the best plans sweep.json beside the plots holds. */
 #define SWEEP_DIR_PLANS 50
 
-void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
-  FILE *out = ctx ? ctx : stderr;
-  if (total <= 0 || (done % 64 && done != total)) return;
-  int w = 40, fill = (int)(w * done / total);
-  fprintf(out, "\r  [%.*s%*s] %lld/%lld plans", fill, "########################################", w - fill, "",
-          (long long)done, (long long)total);
-  if (done == total) fputs("\r\033[K", out);
+void px_report_progress_init(px_report_progress *p) {
+  memset(p, 0, sizeof *p);
+  p->out = stderr;
+  p->tty = isatty(fileno(stderr));
+  p->interval_s = 5;
+  const char *env = getenv("PX_PROGRESS_INTERVAL_S");
+  double v = env ? strtod(env, NULL) : 0;
+  if (v > 0 && v < 3600) p->interval_s = v;
+}
+
+void px_report_sweep_progress(void *ctx, const px_sweep_progress *sp) {
+  px_report_progress *p = ctx;
+  double now = px_clock_s();
+  if (!p->next_s) p->next_s = now + (p->tty ? 0.1 : p->interval_s);
+  if (now < p->next_s || sp->total <= 0) return;
+  p->next_s = now + (p->tty ? 0.1 : p->interval_s);
+  char best[160] = "", label[96], tok[32];
+  if (sp->best) {
+    px_report_plan_label(&sp->best->par, label, sizeof label);
+    snprintf(best, sizeof best, ", best so far %s tokens/s (%s)", px_fmt_count(sp->best->sim.tokens_per_s, tok, sizeof tok),
+             label);
+  }
+  const char *what = p->what ? p->what : "";
+  if (p->tty) {
+    int w = 30, fill = (int)(w * sp->done / sp->total);
+    fprintf(p->out, "\r\033[K  %s[%.*s%*s] %lld/%lld plans, %lld simulated%s", what, fill,
+            "##############################", w - fill, "", (long long)sp->done, (long long)sp->total,
+            (long long)sp->simulated, best);
+    p->drawn = true;
+  } else {
+    fprintf(p->out, "parallax sweep: %s%lld of %lld plans compiled, %lld simulated%s\n", what, (long long)sp->done,
+            (long long)sp->total, (long long)sp->simulated, best);
+  }
+  fflush(p->out);
+}
+
+void px_report_progress_end(px_report_progress *p) {
+  if (p->drawn) fputs("\r\033[K", p->out);
+  p->drawn = false;
+  p->next_s = 0;
 }
 
 const char px_report_plan_legend[] =

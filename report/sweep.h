@@ -33,7 +33,23 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
  * with the 50 best plans, renders the plots and, with html, index.html. */
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
                               const px_sweep_opts *o, const px_sweep_result *r, px_err *err);
-/* A px_sweep_opts progress callback: a bar on the FILE * ctx (stderr when NULL). */
-void px_report_sweep_progress(void *ctx, int64_t done, int64_t total);
+/* A sweep's progress on stderr (px_sweep_opts.progress with a
+ * px_report_progress as its ctx): on a terminal a bar redrawn in place; else
+ * a line every interval_s: plans compiled of all, simulated, the best so far
+ * (its label and tokens/s), each after `what` ("--vary gpu.hbm_gib=80, value
+ * 2 of 3: ") when set. */
+typedef struct {
+  FILE *out;
+  bool tty;
+  double interval_s;  /* between lines without a terminal (a bar: redrawn at most 10 times a second) */
+  double next_s;      /* px_clock_s when the next is due: 0 to start (the first after interval_s) */
+  const char *what;
+  bool drawn;         /* a bar is on the terminal's line */
+} px_report_progress;
+/* Starts p for stderr; the interval is 5 s, or the environment's PX_PROGRESS_INTERVAL_S (tests). */
+void px_report_progress_init(px_report_progress *p);
+void px_report_sweep_progress(void *ctx, const px_sweep_progress *sp);
+/* Clears a bar left on the terminal's line (call after px_sweep_run). */
+void px_report_progress_end(px_report_progress *p);
 
 #endif
