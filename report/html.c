@@ -519,6 +519,54 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
   sb_puts(b, "</div>\n");
 }
 
+/* Where the best plan's step goes: its row's breakdown as a bar of the step and a table. */
+static void section_breakdown(sbuf *b, const cJSON *best) {
+  const cJSON *bd = jget(best, "breakdown"), *ex = jget(bd, "exposed_s");
+  if (!bd) return;
+  static const char *const colors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f", "#d62728", "#ff7f0e",
+                                       "#e377c2", "#bcbd22", "#17becf", "#aec7e8", "#c49c94"};
+  const char *names[16];
+  bool exposed[16] = {0};
+  double v[16], total = 0;
+  int n = 0;
+  static const char *const own[][2] = {{"forward_s", "forward"},   {"backward_s", "backward"},
+                                       {"recompute_s", "recomputation"}, {"optimizer_s", "optimizer"},
+                                       {"bubble_s", "pipeline bubble"}};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (jnum(bd, own[i][0], &v[n])) names[n++] = own[i][1];
+  const cJSON *it;
+  cJSON_ArrayForEach(it, ex) {
+    if (n < 14 && cJSON_IsNumber(it) && it->string) exposed[n] = true, names[n] = it->string, v[n++] = it->valuedouble;
+  }
+  if (jnum(bd, "contention_s", &v[n])) names[n++] = "SM contention";
+  for (int i = 0; i < n; i++) total += v[i] > 0 ? v[i] : 0;
+  if (total <= 0) return;
+  double stage = 0;
+  jnum(bd, "stage", &stage);
+  sb_printf(b, "<section id=\"breakdown\"><h2>Where the best plan&#39;s step goes</h2>\n<p>Stage %.0f, the last to "
+               "finish: its compute stream from the step&#39;s start to its end, simulated event by event. Exposed "
+               "communication is the time it waits for collectives or transfers of that kind; the bubble, for "
+               "another stage.</p>\n<div style=\"display:flex;height:1.6em;border:1px solid #ccc\">", stage);
+  for (int i = 0; i < n; i++)
+    if (v[i] > 0) {
+      sb_puts(b, exposed[i] ? "<div title=\"exposed " : "<div title=\"");
+      sb_esc(b, names[i]);
+      sb_printf(b, "\" style=\"width:%.3f%%;background:%s\"></div>", 100 * v[i] / total, colors[i % 12]);
+    }
+  sb_puts(b, "</div>\n<table class=\"plans\"><thead><tr><th></th><th>part</th><th class=\"num\">time</th>"
+             "<th class=\"num\">share</th></tr></thead><tbody>\n");
+  for (int i = 0; i < n; i++) {
+    if (v[i] <= 0 && i >= 4) continue; /* the communication a plan of this shape has none of */
+    sb_printf(b, "<tr><td style=\"background:%s;width:1em\"></td><td>", colors[i % 12]);
+    if (exposed[i]) sb_puts(b, "exposed ");
+    sb_esc(b, names[i]);
+    sb_puts(b, "</td><td class=\"num\">");
+    sb_time(b, v[i]);
+    sb_printf(b, "</td><td class=\"num\">%.1f%%</td></tr>\n", 100 * v[i] / total);
+  }
+  sb_puts(b, "</tbody></table></section>\n");
+}
+
 static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
   int n = cJSON_IsArray(plans) ? cJSON_GetArraySize(plans) : 0;
   bool days = false, cost = false;
@@ -721,6 +769,7 @@ px_status px_html_report(const char *dir, px_err *err) {
   section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jget(root, "zero_choice"), jget(root, "precision_choice"),
                jstr(q, "objective"));
   section_plans(&b, plans, jget(root, "counts"));
+  section_breakdown(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL);
   st = section_plots(&b, dir, err);
   if (!st) {
     section_assumptions(&b, root);

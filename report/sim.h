@@ -23,6 +23,15 @@ const char *px_report_mfu_text(double mfu, int peak_dtype, double mfu_precision,
  * "mfu" and "mfu_precision" are over. */
 void px_report_mfu_peaks_json(cJSON *o, int peak_dtype, int precision_dtype);
 
+/* Where the step goes (px_sim_result.breakdown, the stage that ends last):
+ * forward, backward, recomputation, optimizer, pipeline bubble, exposed
+ * communication by kind and SM contention, each with its share; the lines
+ * of `sim`. And the same as the JSON object "breakdown" (stage, forward_s,
+ * backward_s, recompute_s, optimizer_s, bubble_s, exposed_s.{tp, cp, ep,
+ * pp, dp, host}, contention_s), which sweep rows carry too. */
+void px_report_breakdown_text(const px_sim_result *r, FILE *out);
+cJSON *px_report_breakdown_json(const px_sim_result *r);
+
 /* The text of `parallax sim`: the plan, the verdict on memory first (with
  * the nearest plans that fit, px_report_verdict_text), the step's figures;
  * wall_s: how long the simulation took (the last line). */
@@ -36,7 +45,8 @@ cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_
  * (fits, a bool, and the MFU peaks' names are not among them). */
 const px_report_field *px_report_sim_fields(size_t *count);
 /* Adds the contract fields of a simulated step to o: px_report_sim_fields,
- * fits and the MFU peaks. `parallax sim --json` and every sweep row. */
+ * fits, the MFU peaks and the breakdown. `parallax sim --json` and every
+ * sweep row. */
 void px_report_sim_summary(cJSON *o, const px_sim_result *r);
 
 #endif

@@ -28,6 +28,27 @@ typedef struct {
   void *block_cost_ctx;
 } px_sim_opts;
 
+/* The kinds of communication a step's breakdown names: tensor (and expert
+ * tensor) parallel, context parallel, expert parallel (token dispatch),
+ * pipeline transfers, data parallel (gradient reductions, ZeRO gathers, the
+ * tied embedding's), and offload's copies to and from the host. */
+typedef enum { PX_SIM_COMM_TP, PX_SIM_COMM_CP, PX_SIM_COMM_EP, PX_SIM_COMM_PP, PX_SIM_COMM_DP, PX_SIM_COMM_HOST,
+               PX_SIM_COMM_COUNT } px_sim_comm;
+extern const char *const px_sim_comm_names[PX_SIM_COMM_COUNT];
+
+/* Where a stage's step goes (Calculon's breakdown), from the simulated
+ * events of its compute stream, 0 to the stage's end: compute by phase, what
+ * the SMs of collectives beside it took from it, the time it waits for
+ * another stage (bubble: the part of a pipeline wait that is not the
+ * transfer itself), and the time it waits for communication by kind
+ * (exposed). The parts sum to the stage's end. */
+typedef struct {
+  double forward_s, backward_s, recompute_s, optimizer_s;
+  double contention_s;
+  double bubble_s;
+  double exposed_s[PX_SIM_COMM_COUNT];
+} px_sim_breakdown;
+
 typedef struct {
   double busy_s;   /* compute stream busy with forward/backward blocks */
   double end_s;    /* when the stage's last instance finished */
@@ -37,6 +58,7 @@ typedef struct {
   double contention_s; /* compute blocks' added time: the compute the SMs of collectives beside them took
                           (px_coll_cost.sms) */
   double op_s[PX_OP_COUNT]; /* compute seconds by op kind over the step (uncontended) */
+  px_sim_breakdown parts;   /* where the stage's step goes, summing to end_s */
 } px_sim_stage;
 
 /* One span of a simulated step: an instance on its stream, or a TP
@@ -88,6 +110,8 @@ typedef struct {
   int64_t straggler_ranks;
   double straggler_stretch;
   double straggler_s;
+  px_sim_breakdown breakdown; /* where the step goes: the parts of the stage that ends last (summing to the step) */
+  int64_t breakdown_stage;
   uint64_t events;        /* events processed (both runs) */
   int64_t nstages;
   px_sim_stage *stages;   /* (pp) */
