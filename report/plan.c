@@ -175,13 +175,8 @@ void px_report_verdict_text(const px_plan *plan, const px_replan_fit *fits, int 
   uint64_t need, usable;
   int64_t s = verdict_stage(plan, &need, &usable);
   const px_gpu *g = &plan->cluster.gpu;
-  bool gpu_fits = need <= usable;
-  fprintf(out, "  %s stage %lld needs %s per GPU (peak %s and the allocator's headroom) of the %s usable (%s HBM less "
-          "%s reserved): %s %s\n", gpu_fits ? "fits:" : "DOES NOT FIT:", (long long)s, px_fmt_bytes((double)need, a, sizeof a),
-          px_fmt_bytes((double)plan->mem[s].peak_bytes, b, sizeof b), px_fmt_bytes((double)usable, c, sizeof c),
-          px_fmt_bytes((double)g->hbm_bytes, d, sizeof d), px_fmt_bytes((double)g->reserved_bytes, e, sizeof e),
-          px_fmt_bytes((double)(gpu_fits ? usable - need : need - usable), f, sizeof f), gpu_fits ? "to spare" : "over");
-  if (!px_plan_host_fits(plan)) {
+  bool gpu_fits = need <= usable, host_fits = px_plan_host_fits(plan);
+  if (!host_fits) { /* first when the GPUs have room: the verdict leads */
     fprintf(out, "  DOES NOT FIT: the offloaded states need %s of host memory a node, which has %s",
             px_fmt_bytes((double)plan->host_node_bytes, a, sizeof a), px_fmt_bytes((double)plan->cluster.host_memory_bytes, b, sizeof b));
     if (plan->nvme_node_bytes)
@@ -189,6 +184,12 @@ void px_report_verdict_text(const px_plan *plan, const px_replan_fit *fits, int 
               px_fmt_bytes((double)plan->cluster.host_nvme_bytes, b, sizeof b));
     fputc('\n', out);
   }
+  fprintf(out, "  %s stage %lld needs %s per GPU (peak %s and the allocator's headroom) of the %s usable (%s HBM less "
+          "%s reserved): %s %s\n", !gpu_fits ? "DOES NOT FIT:" : host_fits ? "fits:" : "GPU memory:", (long long)s,
+          px_fmt_bytes((double)need, a, sizeof a), px_fmt_bytes((double)plan->mem[s].peak_bytes, b, sizeof b),
+          px_fmt_bytes((double)usable, c, sizeof c), px_fmt_bytes((double)g->hbm_bytes, d, sizeof d),
+          px_fmt_bytes((double)g->reserved_bytes, e, sizeof e),
+          px_fmt_bytes((double)(gpu_fits ? usable - need : need - usable), f, sizeof f), gpu_fits ? "to spare" : "over");
   if (plan->fits) return;
   if (nfits == 0) {
     fprintf(out, "  no change of one or two of the ZeRO stage, recomputation, micro-batch, tp/pp split and offload fits: "
