@@ -556,7 +556,7 @@ static void section_breakdown(sbuf *b, const cJSON *best) {
   sb_puts(b, "</div>\n<table class=\"plans\"><thead><tr><th></th><th>part</th><th class=\"num\">time</th>"
              "<th class=\"num\">share</th></tr></thead><tbody>\n");
   for (int i = 0; i < n; i++) {
-    if (v[i] <= 0 && i >= 4) continue; /* the communication a plan of this shape has none of */
+    if (v[i] <= 0 && i >= 4) continue; /* a bubble or communication this plan has none of */
     sb_printf(b, "<tr><td style=\"background:%s;width:1em\"></td><td>", colors[i % 12]);
     if (exposed[i]) sb_puts(b, "exposed ");
     sb_esc(b, names[i]);

@@ -41,7 +41,7 @@ void px_report_breakdown_text(const px_sim_result *r, FILE *out) {
   fprintf(out, "  where the step goes (stage %lld, the last to finish):\n", (long long)r->breakdown_stage);
   for (int i = 0; i < n; i++) {
     char t[32];
-    if (s[i] <= 0 && i >= 4) continue; /* the communication no plan of this shape has */
+    if (s[i] <= 0 && i >= 4) continue; /* a bubble or communication this plan has none of */
     fprintf(out, "    %-20s %10s %6.1f%%\n", names[i], px_fmt_time(s[i], t, sizeof t), total > 0 ? 100 * s[i] / total : 0.0);
   }
 }

@@ -777,9 +777,8 @@ static void account_block(stage_state *ss, const px_inst *in, const stream_q *q,
     if (l->v[i].comm) wsum += l->v[i].cc.time_s, w[l->v[i].kind] += l->v[i].cc.time_s;
   if (wsum > 0) {
     for (int k = 0; k < PX_SIM_COMM_COUNT; k++) b->exposed_s[k] += rest * w[k] / wsum;
-  } else { /* no collective: the nanoseconds of rounding */
-    double *own[] = {&b->forward_s, &b->backward_s, &b->recompute_s, &b->optimizer_s, &b->forward_s};
-    *own[l->own_phase] += rest;
+  } else { /* no collective: the nanoseconds of rounding, to the block's own phase */
+    *(l->own_phase == PX_PHASE_OPT ? &b->optimizer_s : l->own_phase == PX_PHASE_BWD ? &b->backward_s : &b->forward_s) += rest;
   }
 }
 
