@@ -10,14 +10,19 @@
 #include "report/plots.h"
 #include "report/sim.h"
 #include "report/trace.h"
+#include "sim/replan.h"
 #include "sim/sim.h"
 
 static const char usage[] =
     "usage: parallax sim --model M --cluster C --gpus N [plan flags] [--json] [--trace FILE]\n\n"
-    "Simulates one training step: step time, tokens/s, model TFLOP/s per GPU, MFU and HFU,\n"
-    "pipeline bubble, time in TP/PP/DP communication and how much of it is exposed, and\n"
-    "memory per GPU. --trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the\n"
-    "memory, timeline and scaling plots.\n\n";
+    "Simulates one training step. First whether the plan fits in GPU memory (as parallax plan says\n"
+    "it, with the nearest plans that fit when it does not, and exit status 3); then step time,\n"
+    "tokens/s, model TFLOP/s per GPU, MFU against the GPU's dense bf16 peak (and against the peak\n"
+    "of the plan's precision where that is another: fp8's), HFU, pipeline bubble, time in TP/PP/DP\n"
+    "communication and how much of it is exposed, where the step goes (forward, backward,\n"
+    "recomputation, optimizer, bubble, exposed communication by kind) and memory per GPU.\n"
+    "--trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the memory, timeline\n"
+    "and scaling plots.\n\n";
 
 int px_cmd_sim(int argc, char **argv) {
   px_args a;
@@ -38,6 +43,12 @@ int px_cmd_sim(int argc, char **argv) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
+  px_replan_fit fits[PX_CLI_NEAREST];
+  int nfits = 0;
+  if (!plan.fits && (st = px_replan_nearest(&m, &c, &plan.par, fits, PX_CLI_NEAREST, &nfits, &err))) {
+    px_plan_free(&plan);
+    return px_cli_fail(st, &err);
+  }
   px_sim_opts opts = {.record_spans = a.trace_file != NULL};
   px_sim_result r;
   double t0 = px_clock_s();
@@ -45,10 +56,11 @@ int px_cmd_sim(int argc, char **argv) {
   double wall = px_clock_s() - t0;
   if (!st) {
     if (a.trace_file) st = px_report_trace(&r, a.trace_file, &err);
-    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r), &err);
-    else if (!st) px_report_sim_text(&plan, &r, wall, stdout);
+    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r, fits, nfits), &err);
+    else if (!st) px_report_sim_text(&plan, &r, fits, nfits, wall, stdout);
     px_sim_result_free(&r);
   }
+  bool fits_mem = plan.fits;
   px_plan_free(&plan);
-  return st ? px_cli_fail(st, &err) : 0;
+  return st ? px_cli_fail(st, &err) : fits_mem ? 0 : PX_EXIT_NOFIT;
 }

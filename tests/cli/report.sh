@@ -19,6 +19,13 @@ row=$(grep -o '<th>Fixed choices</th><td>.*</td></tr>' "$tmp/fixed/index.html" |
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --report "$tmp/free" >/dev/null 2>&1 || fail "sweep --report, nothing fixed"
 grep -q '<th>Fixed choices</th><td>none: every dimension swept</td>' "$tmp/free/index.html" ||
   fail "nothing fixed: $(grep -o '<th>Fixed choices</th>.\{0,80\}' "$tmp/free/index.html")"
+# the plans that fit are counted, not the 50 sweep.json keeps; the best plan's step is broken down
+fit=$(jq .counts.fit "$tmp/free/sweep.json")
+grouped=$(sed -E ':a;s/^([0-9]+)([0-9]{3})/\1,\2/;ta' <<<"$fit")
+[ "$fit" -gt 50 ] && grep -q "The 20 best of $grouped plans that fit" "$tmp/free/index.html" ||
+  fail "the report's plan count: $(grep -o 'The [0-9]* best of [0-9,]* plans that fit' "$tmp/free/index.html") (counts.fit $fit)"
+grep -q '<section id="breakdown">' "$tmp/free/index.html" && jq -e '.plans[0].breakdown.backward_s > 0' "$tmp/free/sweep.json" >/dev/null ||
+  fail "the report does not break the best plan's step down"
 # A hardware what-if: one best plan per value, in the table, the JSON and the plot's data;
 # more HBM never makes the best plan slower.
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=1.85,80 --json >"$tmp/vary.json" 2>"$tmp/vary.err" ||
