@@ -93,7 +93,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
-  if (r->npruned > 0) fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)r->npruned, (long long)top);
+  if (r->npruned > r->unsized)
+    fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)(r->npruned - r->unsized), (long long)top);
+  if (r->unsized > 0)
+    fprintf(out, ", %lld cannot make the top %lld whether they fit or not (bound before compiling)", (long long)r->unsized,
+            (long long)top);
   if (o->admit_name) fprintf(out, ", %lld valid but not runnable by %s", (long long)r->excluded, o->admit_name);
   fprintf(out, " (%s on %d thread%s)\n", px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
   if (r->n == 0) {

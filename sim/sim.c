@@ -480,9 +480,24 @@ static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_o
   return st;
 }
 
-px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
+/* The compute blocks of a layer, the embedding and the head, which run_segment times from their segments. */
+static const px_block_kind bound_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
+                                             PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
+                                             PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
+
+px_status px_sim_block_bounds_ns(const px_plan *p, uint64_t out_ns[PX_BLOCK_KIND_COUNT], px_err *err) {
   px_sim_opts defaults = {0};
   /* compute at the pace the simulation runs it (the straggler's stretch), as sim_once sets it */
+  sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
+  px_status st = PX_OK;
+  memset(out_ns, 0, PX_BLOCK_KIND_COUNT * sizeof *out_ns);
+  for (size_t k = 0; !st && k < sizeof bound_blocks / sizeof *bound_blocks; k++)
+    st = block_compute_ns(&S, 0, bound_blocks[k], p->blocks[bound_blocks[k]].ops, &out_ns[bound_blocks[k]]);
+  return st;
+}
+
+px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
+  px_sim_opts defaults = {0};
   sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
   int64_t pp = p->par.pp, total = 0;
   *out_s = 0;
@@ -494,14 +509,9 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
   int64_t *base = px_calloc((size_t)pp * 4 + 1, sizeof *base, err); /* stage s: offset, count, cursor, clock */
   px_status st = pos && inst && dur && end && base ? PX_OK : PX_ERR_RUNTIME;
   uint64_t kind_ns[PX_BLOCK_KIND_COUNT] = {0};
-  bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds run_segment times from their segments */
-  static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
-                                                 PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
-  for (size_t k = 0; !st && k < sizeof compute_blocks / sizeof *compute_blocks; k++) {
-    runs[compute_blocks[k]] = true;
-    st = block_compute_ns(&S, 0, compute_blocks[k], p->blocks[compute_blocks[k]].ops, &kind_ns[compute_blocks[k]]);
-  }
+  bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds timed from their segments */
+  for (size_t k = 0; k < sizeof bound_blocks / sizeof *bound_blocks; k++) runs[bound_blocks[k]] = true;
+  if (!st) st = px_sim_block_bounds_ns(p, kind_ns, err);
   for (int64_t s = 0, off = 0; !st && s < pp; s++) {
     const px_program *prog = &p->programs[s];
     int64_t n = 0;
@@ -1254,9 +1264,9 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
   return PX_OK;
 }
 
-double px_sim_tokens_per_s(const px_plan *plan, double step_s) {
-  return (double)plan->par.gbs * (double)plan->seq / step_s;
-}
+double px_sim_tokens_per_s(const px_plan *plan, double step_s) { return px_sim_tokens_per_s_of(&plan->par, step_s); }
+
+double px_sim_tokens_per_s_of(const px_parallel *par, double step_s) { return (double)par->gbs * (double)par->seq / step_s; }
 
 void px_sim_result_free(px_sim_result *r) {
   if (!r) return;

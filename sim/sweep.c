@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/fmt.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 /* A sweep ranks plans by step time: the straggler's share (a third simulation) is not reported. */
@@ -47,6 +48,17 @@ static double snapshot_s(const px_plan *plan, double *bytes_out) {
   return bw > 0 ? bytes / bw : 0.0;
 }
 
+/* Days, GPU-hours and cost of training `tokens` at tokens_per_s on `gpus` GPUs at t->goodput. */
+static void train_wall(double gpus, double tokens_per_s, double tokens, double price, px_train_time *t) {
+  if (tokens > 0 && tokens_per_s > 0) {
+    double ideal_s = tokens / tokens_per_s;
+    double wall_s = t->goodput > 0 ? ideal_s / t->goodput : INFINITY;
+    t->days = wall_s / 86400.0;
+    t->gpu_hours = wall_s / 3600.0 * gpus;
+    t->cost_usd = t->gpu_hours * price;
+  }
+}
+
 void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
                       double restart_s, bool ckpt_async, px_train_time *t) {
   memset(t, 0, sizeof *t);
@@ -79,13 +91,7 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
     if (d <= 0) waste = (l + restart_s) / M;
     t->goodput = waste < 1.0 ? 1.0 - waste : 0.0;
   }
-  if (tokens > 0 && tokens_per_s > 0) {
-    double ideal_s = tokens / tokens_per_s;
-    double wall_s = t->goodput > 0 ? ideal_s / t->goodput : INFINITY;
-    t->days = wall_s / 86400.0;
-    t->gpu_hours = wall_s / 3600.0 * gpus;
-    t->cost_usd = t->gpu_hours * price;
-  }
+  train_wall(gpus, tokens_per_s, tokens, price, t);
 }
 
 /* ---- enumeration ---- */
@@ -310,10 +316,24 @@ out:
 
 /* ---- evaluation ---- */
 
-/* A candidate's state: CAND_BOUNDED fits and has its score's lower bound
- * (bound[i]) but is not simulated yet; CAND_PRUNED never will be, as the
- * bound keeps it out of the ranking's first opts.keep. */
-enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_BOUNDED, CAND_PRUNED };
+/* A candidate's state. Without opts.keep each is compiled (offload chosen)
+ * and, when it fits, simulated: CAND_FITS or CAND_NOFIT. With it, each first
+ * gets its bounds before any compile (sim/bound.h): CAND_NOFIT when its
+ * memory floor cannot fit, else CAND_FLOORED with the least score it can
+ * reach (floor[i]); those are then compiled least floor first while their
+ * floor can make the best keep, each ending CAND_NOFIT, CAND_FITS
+ * (simulated) or CAND_PRUNED (it fits, and its compiled plan's bound,
+ * px_sim_step_bound_s, keeps it out); the rest end CAND_UNSIZED (pruned
+ * without a compile: whether they fit is not known). */
+enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_FLOORED, CAND_PRUNED, CAND_UNSIZED };
+
+/* What the threads do with each index of their todo list. */
+typedef enum {
+  JOB_EVALUATE,  /* a candidate: compile, and simulate it if it fits */
+  JOB_TEMPLATES, /* a bound cache key: its templates */
+  JOB_FLOOR,     /* a candidate: its bounds */
+  JOB_TRY,       /* a floored candidate: compile, bound, and simulate it if it can make the best keep */
+} job;
 
 typedef struct {
   const px_model *m;
@@ -322,24 +342,39 @@ typedef struct {
   const cand_list *cands;
   px_sweep_entry *entries; /* one per candidate */
   uint8_t *state;
-  double *bound;           /* (cands) the least score a fitting candidate can have (opts.keep > 0) */
-  const int64_t *todo;     /* what the threads take in turn: candidates to compile, or to simulate */
+  px_bound_cache *bounds;  /* opts.keep: the templates the candidates' bounds read ... */
+  int64_t *key;            /* (cands) ... each one's key */
+  double *floor;           /* (cands) the least score each can reach */
+  double threshold;        /* JOB_TRY: a score a candidate must reach (the keep-th best so far) */
+  const int64_t *todo;     /* what the threads take in turn */
   int64_t ntodo;
-  bool simulate;           /* the todo list is of bounded candidates to simulate */
+  job job;
   atomic_llong next, done;
   int64_t total; /* candidates of this part */
   px_err first_err;
   pthread_mutex_t lock;
 } work;
 
+/* The most offload a sweep may give p: the optimizer's states in host
+ * memory, with ZeRO-3 the parameters too (where NVMe puts them is no
+ * different to the GPU). */
+static void offload_most(px_parallel *p) {
+  p->offload_opt = PX_OFFLOAD_CPU;
+  p->offload_params = p->zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+}
+
+/* Whether the sweep tries p with offload when it does not fit (more_offload). */
+static bool offload_swept(const px_parallel *p, const px_parallel *fixed) {
+  return fixed->offload_opt < 0 && fixed->offload_params < 0 && p->zero >= 2;
+}
+
 /* The next offload, from least to most (optimizer to host memory, the
  * parameters too, then NVMe), that the plan, the cluster and opts.admit
  * allow; false when there is none or the sweep was told which. */
 static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c, const px_sweep_opts *o) {
-  const px_parallel *fixed = &o->fixed;
   static const int steps[][2] = {{PX_OFFLOAD_CPU, PX_OFFLOAD_NONE}, {PX_OFFLOAD_CPU, PX_OFFLOAD_CPU},
                                  {PX_OFFLOAD_NVME, PX_OFFLOAD_CPU}, {PX_OFFLOAD_NVME, PX_OFFLOAD_NVME}};
-  if (fixed->offload_opt >= 0 || fixed->offload_params >= 0 || p->zero < 2) return false;
+  if (!offload_swept(p, &o->fixed)) return false;
   for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
     if (steps[k][0] < p->offload_opt || (steps[k][0] == p->offload_opt && steps[k][1] <= p->offload_params)) continue;
     px_parallel q = *p;
@@ -356,8 +391,7 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
  * (px_plan_states_for) must fit. */
 static bool stage_offload_may_fit(const px_plan *plan, int64_t s) {
   px_parallel most = plan->par;
-  most.offload_opt = PX_OFFLOAD_CPU;
-  most.offload_params = plan->par.zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+  offload_most(&most);
   px_states st;
   px_plan_states_for(plan, &most, s, &st);
   const px_memplan *mp = &plan->mem[s];
@@ -444,8 +478,46 @@ static px_status bound_score(const px_plan *plan, const px_sweep_opts *o, const 
   return PX_OK;
 }
 
-/* Compiles candidate i, with the least offload that makes it fit if it
- * needs one, and if it fits simulates it (or with opts.keep, bounds its score). */
+/* The least score a plan can get before it is compiled, whichever offload it
+ * ends with: its score at the bounds' step time and memory floor, with no
+ * time lost to failures or checkpoints (goodput 1); -inf when there is no
+ * bound. */
+static double floor_score(const px_sweep_opts *o, const px_cluster *c, const px_parallel *par, const px_bound *b) {
+  if (!(b->step_s > 0) && o->objective != PX_OBJ_MEMORY) return -INFINITY;
+  px_sweep_entry e = {.peak_bytes = b->peak_bytes};
+  e.sim.step_time_s = b->step_s;
+  e.sim.tokens_per_s = b->step_s > 0 ? px_sim_tokens_per_s_of(par, b->step_s) : 0;
+  e.train.goodput = 1;
+  train_wall((double)c->gpus, e.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, &e.train);
+  return score_of(&e, o->objective);
+}
+
+/* Compiles e->par, with the least offload that makes it fit if it needs
+ * one (into e->par), into plan (the caller frees it), and its peak into e.
+ * Pruned (opts.keep), the compile stops at a stage that does not fit when no
+ * offload can help. Offload only adds work to a plan: one that fits
+ * without it is never faster with it, so it is tried, least first, only
+ * when the plan does not fit. */
+static px_status fit_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_entry *e,
+                           px_plan *plan, px_err *err) {
+  for (;;) {
+    px_status st = o->keep > 0 ? px_plan_compile_fit(plan, m, c, &e->par, stop_unfit, (void *)o, err)
+                               : px_plan_compile(plan, m, c, &e->par, err);
+    if (st) return st;
+    if (plan->fits || plan->stages_done < plan->par.pp || !offload_may_fit(plan)) break;
+    px_parallel next = e->par;
+    if (!more_offload(&next, m, c, o)) break;
+    px_plan_free(plan);
+    e->par = next;
+  }
+  entry_peak(plan, e);
+  e->fit_unknown = false;
+  return PX_OK;
+}
+
+/* Compiles candidate i (offload chosen) and, if it fits, simulates it; with
+ * opts.keep (JOB_TRY) only when its compiled plan's bound can reach the
+ * threshold. */
 static void evaluate(work *w, int64_t i) {
   px_plan plan;
   px_err err = {0};
@@ -453,34 +525,51 @@ static void evaluate(work *w, int64_t i) {
   memset(e, 0, sizeof *e);
   e->index = i;
   e->par = w->cands->v[i];
-  /* Offload only adds work to a plan: one that fits without it is never
-   * faster with it. So it is tried, least first, only when the plan does
-   * not fit. */
-  for (;;) {
-    /* pruned (opts.keep): only bounded here (no totals), and a plan found not to fit is dropped, its
-     * peak completed only if printed */
-    if (w->o->keep > 0 ? px_plan_compile_fit(&plan, w->m, w->c, &e->par, stop_unfit, (void *)w->o, &err)
-                       : px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
-      failed(w, i, &err);
-      return;
-    }
-    if (plan.fits || plan.stages_done < plan.par.pp || !offload_may_fit(&plan)) break;
-    px_parallel next = e->par;
-    if (!more_offload(&next, w->m, w->c, w->o)) break;
-    px_plan_free(&plan);
-    e->par = next;
+  if (fit_entry(w->m, w->c, w->o, e, &plan, &err)) {
+    failed(w, i, &err);
+    return;
   }
-  entry_peak(&plan, e);
+  double b = -INFINITY;
   if (!plan.fits) {
     w->state[i] = CAND_NOFIT;
-  } else if (w->o->keep > 0) {
-    if (bound_score(&plan, w->o, e, &w->bound[i], &err)) failed(w, i, &err);
-    else w->state[i] = CAND_BOUNDED;
+  } else if (w->o->keep > 0) { /* its bound first, then the whole compile's simulation (a fit's has no totals) */
+    if (bound_score(&plan, w->o, e, &b, &err)) failed(w, i, &err);
+    else if (b > w->threshold) w->state[i] = CAND_PRUNED;
+    else if (simulate_entry(w->m, w->c, w->o, false, e, &err)) failed(w, i, &err);
+    else w->state[i] = CAND_FITS;
   } else {
     if (simulate_plan(&plan, w->o, true, e, &err)) failed(w, i, &err);
     else w->state[i] = CAND_FITS;
   }
   px_plan_free(&plan);
+}
+
+/* Candidate i's bounds (opts.keep): dropped when its memory floor cannot
+ * fit whatever offload it is given, else floored. The floor stands in for
+ * its peak (peak_partial: px_sweep_complete compiles whole the dropped plans
+ * it prints). */
+static void floor_candidate(work *w, int64_t i) {
+  px_sweep_entry *e = &w->entries[i];
+  memset(e, 0, sizeof *e);
+  e->index = i;
+  e->par = w->cands->v[i];
+  px_parallel states = e->par;
+  if (offload_swept(&e->par, &w->o->fixed)) offload_most(&states);
+  px_bound b;
+  px_err err = {0};
+  if (px_bound_of(w->bounds, w->key[i], &e->par, &states, &b, &err)) {
+    failed(w, i, &err);
+    return;
+  }
+  e->peak_bytes = b.peak_bytes;
+  e->peak_partial = e->fit_unknown = true;
+  if (px_plan_reserve_bytes(b.peak_bytes) > px_gpu_usable_bytes(&w->c->gpu)) {
+    e->fit_unknown = false; /* it does not fit */
+    w->state[i] = CAND_NOFIT;
+    return;
+  }
+  w->floor[i] = floor_score(w->o, w->c, &e->par, &b);
+  w->state[i] = CAND_FLOORED;
 }
 
 static void *worker(void *arg) {
@@ -490,24 +579,30 @@ static void *worker(void *arg) {
     int64_t k = atomic_fetch_add(&w->next, 1);
     if (k >= w->ntodo) break;
     int64_t i = w->todo[k];
-    if (!w->simulate) {
-      evaluate(w, i);
-      int64_t d = atomic_fetch_add(&w->done, 1) + 1;
-      if (o->progress) o->progress(o->progress_ctx, d, w->total);
-      continue;
-    }
     px_err err = {0};
-    if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
-    else w->state[i] = CAND_FITS;
+    switch (w->job) {
+      case JOB_TEMPLATES:
+        if (px_bound_cache_make(w->bounds, i, &err)) {
+          pthread_mutex_lock(&w->lock);
+          if (!w->first_err.msg[0]) w->first_err = err;
+          pthread_mutex_unlock(&w->lock);
+        }
+        continue;
+      case JOB_FLOOR: floor_candidate(w, i); break;
+      case JOB_EVALUATE:
+      case JOB_TRY: evaluate(w, i); break;
+    }
+    if (w->job == JOB_TRY || !o->progress) continue;
+    o->progress(o->progress_ctx, atomic_fetch_add(&w->done, 1) + 1, w->total);
   }
   return NULL;
 }
 
 /* Runs the todo list on the sweep's threads (this one among them). */
-static void run_threads(work *w, const int64_t *todo, int64_t n, bool simulate) {
+static void run_threads(work *w, const int64_t *todo, int64_t n, job j) {
   w->todo = todo;
   w->ntodo = n;
-  w->simulate = simulate;
+  w->job = j;
   atomic_store(&w->next, 0);
   int nt = w->o->threads > 0 ? w->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (nt < 1) nt = 1;
@@ -521,30 +616,48 @@ static void run_threads(work *w, const int64_t *todo, int64_t n, bool simulate) 
   for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
 }
 
-/* The bounded candidates simulated a chunk at a time, least bound first;
- * after each chunk the threshold is the keep-th best score so far, and a
- * candidate whose bound exceeds it cannot be among the best keep: it is
- * pruned. The chunks do not depend on the threads, so neither do the
- * plans simulated. */
-#define PRUNE_CHUNK 32
+/* Every candidate of the todo list bounded (opts.keep): the templates of
+ * each key made once, on the threads, then each candidate's bounds. */
+static px_status floor_all(work *w, const int64_t *todo, int64_t n, px_err *err) {
+  px_status st = PX_OK;
+  w->bounds = px_bound_cache_new(w->m, w->c, err);
+  if (!w->bounds) return PX_ERR_RUNTIME;
+  for (int64_t k = 0; k < n && !st; k++) st = px_bound_cache_add(w->bounds, &w->cands->v[todo[k]], &w->key[todo[k]], err);
+  int64_t nkeys = px_bound_cache_size(w->bounds);
+  int64_t *keys = st ? NULL : px_calloc((size_t)nkeys + 1, sizeof *keys, err);
+  if (!st && !keys) st = PX_ERR_RUNTIME;
+  for (int64_t k = 0; !st && k < nkeys; k++) keys[k] = k;
+  if (!st) run_threads(w, keys, nkeys, JOB_TEMPLATES);
+  free(keys);
+  if (!st && w->first_err.msg[0]) st = px_err_set(err, PX_ERR_RUNTIME, "internal: a plan's templates: %s", w->first_err.msg);
+  if (!st) run_threads(w, todo, n, JOB_FLOOR);
+  return st;
+}
+
+/* The floored candidates tried a chunk at a time, least floor first; after
+ * each chunk the threshold is the keep-th best score so far, and a
+ * candidate whose floor (or, once compiled, its bound) exceeds it cannot
+ * be among the best keep. The chunks do not depend on the threads, so
+ * neither do the plans compiled and simulated. */
+#define TRY_CHUNK 32
 
 typedef struct {
-  double bound;
+  double floor;
   int64_t i;
-} bounded;
+} floored;
 
-static int cmp_bounded(const void *a, const void *b) {
-  const bounded *x = a, *y = b;
-  if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
+static int cmp_floored(const void *a, const void *b) {
+  const floored *x = a, *y = b;
+  if (x->floor != y->floor) return x->floor < y->floor ? -1 : 1;
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static px_status prune_and_simulate(work *w, int64_t keep, px_err *err) {
+static px_status try_floored(work *w, int64_t keep, px_err *err) {
   int64_t n = 0;
   for (int64_t i = 0; i < w->cands->n; i++)
-    if (w->state[i] == CAND_BOUNDED) n++;
-  bounded *order = px_calloc((size_t)n + 1, sizeof *order, err);
-  int64_t *sel = px_calloc(PRUNE_CHUNK, sizeof *sel, err);
+    if (w->state[i] == CAND_FLOORED) n++;
+  floored *order = px_calloc((size_t)n + 1, sizeof *order, err);
+  int64_t *sel = px_calloc(TRY_CHUNK, sizeof *sel, err);
   double *best = px_calloc((size_t)keep + 1, sizeof *best, err); /* the keep least scores, ascending */
   if (!order || !sel || !best) {
     free(order), free(sel), free(best);
@@ -552,15 +665,15 @@ static px_status prune_and_simulate(work *w, int64_t keep, px_err *err) {
   }
   n = 0;
   for (int64_t i = 0; i < w->cands->n; i++)
-    if (w->state[i] == CAND_BOUNDED) order[n++] = (bounded){w->bound[i], i};
-  qsort(order, (size_t)n, sizeof *order, cmp_bounded);
-  double threshold = INFINITY;
+    if (w->state[i] == CAND_FLOORED) order[n++] = (floored){w->floor[i], i};
+  qsort(order, (size_t)n, sizeof *order, cmp_floored);
+  w->threshold = INFINITY;
   int64_t nbest = 0;
-  for (int64_t c = 0; c < n && order[c].bound <= threshold; c += PRUNE_CHUNK) {
+  for (int64_t c = 0; c < n && order[c].floor <= w->threshold; c += TRY_CHUNK) {
     int64_t nsel = 0;
-    for (int64_t j = c; j < n && j < c + PRUNE_CHUNK; j++)
-      if (order[j].bound <= threshold) sel[nsel++] = order[j].i;
-    run_threads(w, sel, nsel, true);
+    for (int64_t j = c; j < n && j < c + TRY_CHUNK; j++)
+      if (order[j].floor <= w->threshold) sel[nsel++] = order[j].i;
+    run_threads(w, sel, nsel, JOB_TRY);
     for (int64_t j = 0; j < nsel; j++) {
       if (w->state[sel[j]] != CAND_FITS) continue;
       double sc = w->entries[sel[j]].score;
@@ -569,10 +682,10 @@ static px_status prune_and_simulate(work *w, int64_t keep, px_err *err) {
       for (; at > 0 && best[at - 1] > sc; at--) best[at] = best[at - 1];
       best[at] = sc;
     }
-    if (nbest == keep) threshold = best[keep - 1];
+    if (nbest == keep) w->threshold = best[keep - 1];
   }
   for (int64_t j = 0; j < n; j++)
-    if (w->state[order[j].i] == CAND_BOUNDED) w->state[order[j].i] = CAND_PRUNED;
+    if (w->state[order[j].i] == CAND_FLOORED) w->state[order[j].i] = CAND_UNSIZED;
   free(order), free(sel), free(best);
   return PX_OK;
 }
@@ -646,28 +759,35 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;
   w.entries = px_calloc((size_t)cands.n + 1, sizeof *w.entries, err);
   w.state = px_calloc((size_t)cands.n + 1, 1, err);
-  w.bound = px_calloc((size_t)cands.n + 1, sizeof *w.bound, err);
+  w.floor = px_calloc((size_t)cands.n + 1, sizeof *w.floor, err);
+  w.key = px_calloc((size_t)cands.n + 1, sizeof *w.key, err);
   int64_t *todo = px_calloc((size_t)w.total + 1, sizeof *todo, err);
-  if (!w.entries || !w.state || !w.bound || !todo) {
-    free(cands.v), free(w.entries), free(w.state), free(w.bound), free(todo);
+  if (!w.entries || !w.state || !w.floor || !w.key || !todo) {
+    free(cands.v), free(w.entries), free(w.state), free(w.floor), free(w.key), free(todo);
     return PX_ERR_RUNTIME;
   }
   for (int64_t k = 0; k < w.total; k++) todo[k] = o->part + k * parts; /* this part's k-th candidate */
   atomic_init(&w.next, 0);
   atomic_init(&w.done, 0);
   pthread_mutex_init(&w.lock, NULL);
-  run_threads(&w, todo, w.total, false);
-  /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bound needs */
+  /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bounds need */
   int64_t keep = o->keep > 0 ? (o->keep > REFINE_TOP ? o->keep : REFINE_TOP) : 0;
-  if (keep > 0) st = prune_and_simulate(&w, keep, err);
+  if (keep > 0) {
+    st = floor_all(&w, todo, w.total, err);
+    if (!st) st = try_floored(&w, keep, err);
+  } else {
+    run_threads(&w, todo, w.total, JOB_EVALUATE);
+  }
   pthread_mutex_destroy(&w.lock);
+  px_bound_cache_free(w.bounds);
   free(todo);
-  free(w.bound);
+  free(w.floor);
+  free(w.key);
   /* Split into the fitting ones, the dropped ones and the pruned ones. */
   int64_t n = 0, nd = 0, np = 0;
   for (int64_t i = o->part; i < cands.n; i += parts) {
     if (w.state[i] == CAND_NOFIT) nd++;
-    if (w.state[i] == CAND_PRUNED) np++;
+    if (w.state[i] == CAND_PRUNED || w.state[i] == CAND_UNSIZED) np++;
     if (w.state[i] == CAND_FAILED && !st)
       st = px_err_set(err, PX_ERR_RUNTIME, "internal: a valid plan failed to compile or simulate: %s", w.first_err.msg);
   }
@@ -676,7 +796,8 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   if ((!r->dropped || !r->pruned) && !st) st = PX_ERR_RUNTIME;
   for (int64_t i = o->part; !st && i < cands.n; i += parts) {
     if (w.state[i] == CAND_NOFIT) r->dropped[r->ndropped++] = w.entries[i];
-    if (w.state[i] == CAND_PRUNED) r->pruned[r->npruned++] = w.entries[i];
+    if (w.state[i] == CAND_PRUNED || w.state[i] == CAND_UNSIZED) r->pruned[r->npruned++] = w.entries[i];
+    r->unsized += w.state[i] == CAND_UNSIZED;
     if (w.state[i] == CAND_FITS) w.entries[n++] = w.entries[i];
   }
   r->dropped_memory = r->ndropped;
@@ -699,42 +820,73 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
 static bool precision_alt(const px_parallel *a, const px_parallel *b);
 static bool same_split(const px_parallel *a, const px_parallel *b);
 
+/* Whether the best plan's ZeRO or precision line names e: a ZeRO
+ * alternative, or the other precision of the same split (px_sweep_zero_
+ * alternatives, px_sweep_precision_alternative); one never compiled with
+ * whatever offload its compile would choose. */
+static bool named(const px_parallel *best, const px_sweep_entry *e) {
+  if (same_split(&e->par, best)) return true;
+  px_parallel p = e->par;
+  if (e->fit_unknown) p.offload_opt = best->offload_opt, p.offload_params = best->offload_params;
+  return precision_alt(best, &p);
+}
+
+static int cmp_index(const void *a, const void *b);
+
 static px_status complete_alternatives(const px_model *m, const px_cluster *c, const px_sweep_opts *o,
                                       px_sweep_result *r, px_err *err) {
   if (r->n == 0) return PX_OK;
   const px_parallel best = r->entries[0].par;
+  /* the pruned ones named: compiled if they never were (offload chosen), simulated if they fit */
+  int64_t na = 0, kept = 0, nd = r->ndropped;
+  for (int64_t i = 0; i < r->npruned; i++) na += named(&best, &r->pruned[i]);
+  if (na) {
+    px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + na) * sizeof *ne);
+    if (ne) r->entries = ne;
+    px_sweep_entry *nd_ = ne ? realloc(r->dropped, (size_t)(r->ndropped + na) * sizeof *nd_) : NULL;
+    if (!nd_) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
+    r->dropped = nd_;
+  }
+  for (int64_t i = 0; na && i < r->npruned; i++) {
+    px_sweep_entry *e = &r->pruned[i];
+    if (!named(&best, e)) {
+      r->pruned[kept++] = *e;
+      continue;
+    }
+    if (e->fit_unknown) {
+      px_plan plan;
+      px_status st = fit_entry(m, c, o, e, &plan, err);
+      bool fits = plan.fits;
+      px_plan_free(&plan);
+      if (st) return st;
+      r->unsized--;
+      if (!fits) {
+        r->dropped[r->ndropped++] = *e;
+        continue;
+      }
+    }
+    px_status st = simulate_entry(m, c, o, false, e, err);
+    if (st) return st;
+    r->entries[r->n++] = *e;
+  }
+  if (na) {
+    r->npruned = kept;
+    r->simulated = r->n;
+    r->dropped_memory = r->ndropped;
+    if (r->ndropped > nd) qsort(r->dropped, (size_t)r->ndropped, sizeof *r->dropped, cmp_index);
+    px_sweep_rank(r->entries, r->n, o->objective);
+  }
   /* the dropped ones named with their peak: compiled whole (the same plan: the search stopped only where
    * the rest could not change its fate) */
   for (int64_t i = 0; i < r->ndropped; i++) {
     px_sweep_entry *e = &r->dropped[i];
-    if (!e->peak_partial || (!same_split(&e->par, &best) && !precision_alt(&best, &e->par))) continue;
+    if (!e->peak_partial || !named(&best, e)) continue;
     px_plan plan;
     px_status st = px_plan_compile(&plan, m, c, &e->par, err);
     if (!st) entry_peak(&plan, e);
     px_plan_free(&plan);
     if (st) return st;
   }
-  if (r->npruned == 0) return PX_OK;
-  int64_t na = 0, kept = 0;
-  for (int64_t i = 0; i < r->npruned; i++)
-    if (same_split(&r->pruned[i].par, &best) || precision_alt(&best, &r->pruned[i].par)) na++;
-  if (!na) return PX_OK;
-  px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + na) * sizeof *ne);
-  if (!ne) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
-  r->entries = ne;
-  for (int64_t i = 0; i < r->npruned; i++) {
-    px_sweep_entry *e = &r->pruned[i];
-    if (!same_split(&e->par, &best) && !precision_alt(&best, &e->par)) {
-      r->pruned[kept++] = *e;
-      continue;
-    }
-    px_status st = simulate_entry(m, c, o, false, e, err);
-    if (st) return st;
-    r->entries[r->n++] = *e;
-  }
-  r->npruned = kept;
-  r->simulated = r->n;
-  px_sweep_rank(r->entries, r->n, o->objective);
   return PX_OK;
 }
 
@@ -779,6 +931,8 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
   r->ndropped = r->dropped_memory = ndropped;
   r->pruned = pruned;
   r->npruned = npruned;
+  r->unsized = 0;
+  for (int64_t i = 0; i < npruned; i++) r->unsized += pruned[i].fit_unknown;
   if (ndropped > 1) qsort(r->dropped, (size_t)ndropped, sizeof *r->dropped, cmp_index);
   if (npruned > 1) qsort(r->pruned, (size_t)npruned, sizeof *r->pruned, cmp_index);
   px_sweep_rank(r->entries, r->n, obj);
@@ -790,7 +944,7 @@ void px_sweep_result_free(px_sweep_result *r) {
   free(r->dropped);
   free(r->pruned);
   r->entries = r->dropped = r->pruned = NULL;
-  r->n = r->ndropped = r->npruned = 0;
+  r->n = r->ndropped = r->npruned = r->unsized = 0;
 }
 
 /* The same split in any precision. */

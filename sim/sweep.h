@@ -32,10 +32,13 @@ typedef struct {
   int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
   int64_t keep;          /* > 0: only the first keep of the ranking (and the refinement's 8) must be exact,
-                            so a plan whose score's lower bound (px_sim_step_bound_s) keeps it out of them
-                            is not simulated but pruned (what the ranking prints is the same), and past
-                            the first keep entries the comm-free twin is not run (comm_exposed_s,
-                            step_time_comm_free_s 0); 0: every plan that fits is simulated whole */
+                            so a plan whose score's lower bound keeps it out of them is pruned (what the
+                            ranking prints is the same): before it is compiled by its bounds (sim/bound.h:
+                            a memory floor that cannot fit drops it, a score floor past the keep-th best
+                            prunes it, fitting or not), once compiled by the simulator's
+                            (px_sim_step_bound_s); and past the first keep entries the comm-free twin is not
+                            run (comm_exposed_s, step_time_comm_free_s 0); 0: every plan is compiled and
+                            every one that fits simulated whole */
   void (*progress)(void *ctx, int64_t done, int64_t total);
   void *progress_ctx;
   /* When set, only plans admit() accepts are kept (a framework's rule, sweep --runnable-by): the others,
@@ -65,8 +68,11 @@ typedef struct {
   px_sim_result sim;      /* what `parallax sim` reports for the plan (no per-stage detail: stages NULL) */
   uint64_t peak_bytes;    /* the largest stage */
   uint64_t at_peak[PX_MEM_COUNT];
-  bool peak_partial;      /* dropped by a pruned sweep (opts.keep) at its first stage found not to fit: the
-                             peak is that stage's; px_sweep_complete makes the printed ones whole */
+  bool peak_partial;      /* dropped by a pruned sweep (opts.keep) at its first stage found not to fit, or by
+                             its memory floor before a compile: the peak is that stage's, or the floor;
+                             px_sweep_complete makes the printed ones whole */
+  bool fit_unknown;       /* pruned by its bound before it was compiled (opts.keep): whether it fits is not
+                             known, no offload is chosen and the peak is a floor */
   px_train_time train;
   double score;           /* by the objective: lower is better */
 } px_sweep_entry;
@@ -76,8 +82,10 @@ typedef struct {
   int64_t n;
   px_sweep_entry *dropped; /* valid plans that do not fit (peak memory only), enumeration order */
   int64_t ndropped;
-  px_sweep_entry *pruned;  /* plans that fit but were not simulated (opts.keep; memory only), enumeration order */
+  px_sweep_entry *pruned;  /* plans not simulated as their bound keeps them out of the best opts.keep, enumeration
+                              order: those that fit (memory only), and those never compiled (fit_unknown) */
   int64_t npruned;
+  int64_t unsized;         /* of those, the ones never compiled */
   int64_t enumerated, invalid, dropped_memory, simulated;
   px_parallel first_invalid; /* the first plan refused (invalid > 0): px_parallel_validate says why */
   int64_t excluded;        /* valid plans opts.admit refused */
