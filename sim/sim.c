@@ -496,6 +496,52 @@ px_status px_sim_block_bounds_ns(const px_plan *p, uint64_t out_ns[PX_BLOCK_KIND
   return st;
 }
 
+/* The least time of a stage's data-parallel and host streams, each of which
+ * runs its instances one at a time (try_start): a DP collective is a flow
+ * of its latency and bytes on each link at no more than the fastest rate
+ * any of the stage's DP ops gets there (one that joins others carries their
+ * bytes at its own rate), less 2 ns a flow for the rounding; a host copy
+ * takes its time. The more loaded stream's time. */
+static px_status side_streams_ns(const px_plan *p, int64_t s, uint64_t *out_ns, px_err *err) {
+  const px_program *prog = &p->programs[s];
+  const px_cluster *c = &p->cluster;
+  px_coll_cost *cost = px_calloc((size_t)prog->nops + 1, sizeof *cost, err); /* (nops) each DP op alone */
+  if (!cost) return PX_ERR_RUNTIME;
+  double bw[PX_LINK_COUNT] = {0}, bytes[PX_LINK_COUNT] = {0}, dp_s = 0;
+  uint64_t host_ns = 0, flows = 0;
+  for (int32_t k = 0; k < prog->nops; k++) {
+    const px_op *o = &prog->ops[k];
+    if (o->stream != PX_STREAM_DP) continue;
+    px_placement pl = px_sim_group_place(p, (px_group)o->group);
+    cost[k] = px_coll_cost_of(c, (px_coll)o->coll, o->coll_bytes, &pl);
+    for (int l = 0; l < PX_LINK_COUNT; l++)
+      if (cost[k].bw[l] > bw[l]) bw[l] = cost[k].bw[l];
+  }
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_inst *in = &prog->insts[i];
+    if (in->ops < 0 || (in->stream != PX_STREAM_DP && in->stream != PX_STREAM_HOST)) continue;
+    for (int32_t j = 0; j < p->blocks[in->block].nops; j++) {
+      const px_op *o = &prog->ops[in->ops + j];
+      if (in->stream == PX_STREAM_HOST) {
+        host_ns += px_ns(px_host_op_s(c, o));
+        continue;
+      }
+      const px_coll_cost *cc = &cost[in->ops + j];
+      dp_s += cc->latency_s;
+      for (int l = 0; l < PX_LINK_COUNT; l++) bytes[l] += cc->bytes[l];
+      flows++;
+    }
+  }
+  double link_s = 0;
+  for (int l = 0; l < PX_LINK_COUNT; l++)
+    if (bw[l] > 0 && bytes[l] / bw[l] > link_s) link_s = bytes[l] / bw[l];
+  uint64_t dp_ns = (uint64_t)((dp_s + link_s) * 1e9);
+  dp_ns = dp_ns > 2 * flows ? dp_ns - 2 * flows : 0;
+  *out_ns = dp_ns > host_ns ? dp_ns : host_ns;
+  free(cost);
+  return PX_OK;
+}
+
 px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
   px_sim_opts defaults = {0};
   sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
@@ -579,8 +625,12 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
     }
   }
   uint64_t lb = 0;
-  for (int64_t s = 0; !st && done && s < pp; s++)
+  for (int64_t s = 0; !st && done && s < pp; s++) {
+    uint64_t side = 0;
     if ((uint64_t)base[4 * s + 3] > lb) lb = (uint64_t)base[4 * s + 3];
+    if ((st = side_streams_ns(p, s, &side, err))) break;
+    if (side > lb) lb = side;
+  }
   *out_s = (double)lb * 1e-9; /* 0 when the walk could not finish: no bound */
   free(pos), free(inst), free(dur), free(end), free(base);
   return st;
