@@ -154,7 +154,7 @@ static void add_wire(px_stage_totals *t, const px_inst *in, const px_op *ops, in
   t->wire_bytes[g] += ops[k].wire_bytes;
 }
 
-static void stage_totals(px_plan *p) {
+void px_plan_totals(px_plan *p) {
   /* the block ops that send anything: adding the others' zeros changes no sum, so they are skipped */
   int32_t wired[PX_BLOCK_KIND_COUNT][32], nwired[PX_BLOCK_KIND_COUNT];
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
@@ -279,7 +279,7 @@ static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, con
     return PX_OK;
   }
   px_compile_memory_end(p);
-  if (totals) stage_totals(p);
+  if (totals) px_plan_totals(p);
   return PX_OK;
 }
 
@@ -302,6 +302,7 @@ void px_plan_free(px_plan *p) {
   free(p->mem);
   free(p->totals);
   free(p->slots);
+  free(p->slot_index);
   free(p->vstage_first);
   free(p->vstage_layers);
   memset(p, 0, sizeof *p);

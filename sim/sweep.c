@@ -532,11 +532,16 @@ static void evaluate(work *w, int64_t i) {
   double b = -INFINITY;
   if (!plan.fits) {
     w->state[i] = CAND_NOFIT;
-  } else if (w->o->keep > 0) { /* its bound first, then the whole compile's simulation (a fit's has no totals) */
-    if (bound_score(&plan, w->o, e, &b, &err)) failed(w, i, &err);
-    else if (b > w->threshold) w->state[i] = CAND_PRUNED;
-    else if (simulate_entry(w->m, w->c, w->o, false, e, &err)) failed(w, i, &err);
-    else w->state[i] = CAND_FITS;
+  } else if (w->o->keep > 0) { /* its bound first, then the simulation (with the totals a fit's compile skips) */
+    if (bound_score(&plan, w->o, e, &b, &err)) {
+      failed(w, i, &err);
+    } else if (b > w->threshold) {
+      w->state[i] = CAND_PRUNED;
+    } else {
+      px_plan_totals(&plan);
+      if (simulate_plan(&plan, w->o, false, e, &err)) failed(w, i, &err);
+      else w->state[i] = CAND_FITS;
+    }
   } else {
     if (simulate_plan(&plan, w->o, true, e, &err)) failed(w, i, &err);
     else w->state[i] = CAND_FITS;
