@@ -184,9 +184,14 @@ int px_cmd_sweep(int argc, char **argv) {
   int64_t top = a.top > 0 ? a.top : 10;
   int64_t save_rank = a.rank > 0 ? a.rank : 1; /* -o: exact as far as this rank */
   /* the table shows the best top plans and their alternatives only: the rest need no simulation
-   * when their bound rules them out; every other output lists every plan */
-  if (!a.no_prune && !a.json && !a.csv_file && !a.plot_dir && !a.report_dir && !a.vary)
+   * when their bound rules them out; the plots (and sweep.json beside them) need the best 50, each
+   * heatmap cell's best and the Pareto front exact, the rest shown by their bound; --csv and --json
+   * list every plan simulated */
+  if (!a.no_prune && !a.json && !a.csv_file && !a.vary) {
     o.keep = a.save_plan && save_rank > top ? save_rank : top;
+    o.front = a.plot_dir || a.report_dir;
+    if (o.front && o.keep < PX_REPORT_SWEEP_PLANS) o.keep = PX_REPORT_SWEEP_PLANS;
+  }
 
   if (a.vary) {
     px_alloc_keep_freed();

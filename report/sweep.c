@@ -11,9 +11,6 @@
 #include "report/plots.h"
 #include "report/sweepjson.h"
 
-/* How many of the best plans sweep.json beside the plots holds. */
-#define SWEEP_DIR_PLANS 50
-
 void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
   FILE *out = ctx ? ctx : stderr;
   if (total <= 0 || (done % 64 && done != total)) return;
@@ -93,7 +90,10 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
-  if (r->npruned > r->unsized)
+  if (r->npruned > r->unsized && o->front)
+    fprintf(out, ", %lld fit, shown by their bound (neither among the best %lld, the heatmap's nor on the Pareto front)",
+            (long long)(r->npruned - r->unsized), (long long)o->keep);
+  else if (r->npruned > r->unsized)
     fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)(r->npruned - r->unsized), (long long)top);
   if (r->unsized > 0)
     fprintf(out, ", %lld cannot make the top %lld whether they fit or not (bound before compiling)", (long long)r->unsized,
@@ -160,7 +160,7 @@ px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, con
   px_status st = px_mkdir_p(dir, err);
   if (!st) st = px_plotdata_sweep(r, dir, err);
   if (!st && r->n > 0) st = px_plotdata_plan(m, c, &r->entries[0].par, dir, err);
-  if (!st) st = px_report_sweep_write(dir, m, c, o, r, SWEEP_DIR_PLANS, err);
+  if (!st) st = px_report_sweep_write(dir, m, c, o, r, PX_REPORT_SWEEP_PLANS, err);
   if (!st) st = px_plots_render(dir, err);
   if (!st && html) st = px_html_report(dir, err);
   return st;

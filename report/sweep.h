@@ -21,9 +21,12 @@ extern const char px_report_plan_legend[];
 /* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads. */
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                           int64_t top, double wall_s, int threads, FILE *out);
+/* How many of the best plans sweep.json beside the plots holds (a sweep for them keeps as many exact). */
+#define PX_REPORT_SWEEP_PLANS 50
 /* `sweep --plot DIR` (html false) and `--report DIR` (html true): creates
  * DIR, writes the data files of the sweep and of its best plan, sweep.json
- * with the 50 best plans, renders the plots and, with html, index.html. */
+ * with the PX_REPORT_SWEEP_PLANS best plans, renders the plots and, with
+ * html, index.html. */
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
                               const px_sweep_opts *o, const px_sweep_result *r, px_err *err);
 /* A px_sweep_opts progress callback: a bar on the FILE * ctx (stderr when NULL). */

@@ -191,6 +191,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(counts, "invalid", (double)r->invalid);
     px_json_add_num(counts, "dropped_memory", (double)r->dropped_memory);
     px_json_add_num(counts, "simulated", (double)r->simulated);
+    if (o->front) px_json_add_num(counts, "bounded", (double)(r->npruned - r->unsized));
     if (o->admit) px_json_add_num(counts, "not_runnable", (double)r->excluded);
   }
   cJSON *plans = cJSON_AddArrayToObject(root, "plans");

@@ -1299,19 +1299,23 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     out->events += twin.events;
     px_sim_result_free(&twin);
   }
+  out->fits = plan->fits;
+  px_sim_rates(plan, out);
+  return PX_OK;
+}
+
+void px_sim_rates(const px_plan *plan, px_sim_result *out) {
   const px_cluster *c = &plan->cluster;
   double gpus = (double)c->gpus, t = out->step_time_s;
   /* MFU's peak: the dtype the linear layers' GEMMs run in (fp8's for an fp8 plan: below 100% as it must be) */
   px_dtype gemm_dt = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
   double peak = c->gpu.peak_flops[gemm_dt] > 0 ? c->gpu.peak_flops[gemm_dt] : c->gpu.peak_flops[0];
-  out->fits = plan->fits;
   if (t > 0) {
     out->tokens_per_s = px_sim_tokens_per_s(plan, t);
     out->model_tflops_per_gpu = plan->model_flops_per_step / t / gpus / 1e12;
     out->mfu = plan->model_flops_per_step / t / gpus / peak;
     out->hfu = plan->hw_flops_per_step / t / gpus / peak;
   }
-  return PX_OK;
 }
 
 double px_sim_tokens_per_s(const px_plan *plan, double step_s) { return px_sim_tokens_per_s_of(&plan->par, step_s); }

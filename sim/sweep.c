@@ -333,6 +333,7 @@ typedef enum {
   JOB_TEMPLATES, /* a bound cache key: its templates */
   JOB_FLOOR,     /* a candidate: its bounds */
   JOB_TRY,       /* a floored candidate: compile, bound, and simulate it if it can make the best keep */
+  JOB_SIMULATE,  /* a candidate that fits (compiled, offload chosen): simulate it */
 } job;
 
 typedef struct {
@@ -461,21 +462,35 @@ static px_status simulate_entry(const px_model *m, const px_cluster *c, const px
 }
 
 /* The least score a plan that fits can get: its score with the step time
- * at the simulator's lower bound (px_sim_step_bound_s), every other figure
- * (memory, goodput) its own; -inf when there is no bound. */
+ * at the simulator's lower bound (px_sim_step_bound_s, into *step_s), every
+ * other figure (memory, goodput) its own; -inf when there is no bound. */
 static px_status bound_score(const px_plan *plan, const px_sweep_opts *o, const px_sweep_entry *e, double *out,
-                             px_err *err) {
-  double lb_s;
-  px_status st = px_sim_step_bound_s(plan, &lb_s, err);
+                             double *step_s, px_err *err) {
+  px_status st = px_sim_step_bound_s(plan, step_s, err);
   *out = -INFINITY;
-  if (st || lb_s <= 0) return st;
+  if (st || *step_s <= 0) return st;
   px_sweep_entry b = *e;
-  b.sim.step_time_s = lb_s;
-  b.sim.tokens_per_s = px_sim_tokens_per_s(plan, lb_s);
+  b.sim.step_time_s = *step_s;
+  b.sim.tokens_per_s = px_sim_tokens_per_s(plan, *step_s);
   px_train_time_of(plan, b.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
                    o->ckpt_async, &b.train);
   *out = score_of(&b, o->objective);
   return PX_OK;
+}
+
+/* A plan that fits but is not simulated (opts.front) shown by its bound:
+ * the step time at its bound and the rates and time to train that gives
+ * (each as good as the plan can be), its score's floor. */
+static void bound_figures(px_plan *plan, const px_sweep_opts *o, double step_s, double score, px_sweep_entry *e) {
+  px_plan_totals(plan);
+  memset(&e->sim, 0, sizeof e->sim);
+  e->sim.step_time_s = step_s;
+  e->sim.fits = true;
+  px_sim_rates(plan, &e->sim);
+  px_train_time_of(plan, e->sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
+                   o->ckpt_async, &e->train);
+  e->score = score;
+  e->bounded = true;
 }
 
 /* The least score a plan can get before it is compiled, whichever offload it
@@ -529,13 +544,15 @@ static void evaluate(work *w, int64_t i) {
     failed(w, i, &err);
     return;
   }
-  double b = -INFINITY;
+  double b = -INFINITY, step_s = 0;
   if (!plan.fits) {
     w->state[i] = CAND_NOFIT;
   } else if (w->o->keep > 0) { /* its bound first, then the simulation (with the totals a fit's compile skips) */
-    if (bound_score(&plan, w->o, e, &b, &err)) {
+    if (bound_score(&plan, w->o, e, &b, &step_s, &err)) {
       failed(w, i, &err);
     } else if (b > w->threshold) {
+      w->floor[i] = b; /* opts.front: the order they are simulated in */
+      if (w->o->front) bound_figures(&plan, w->o, step_s, b, e);
       w->state[i] = CAND_PRUNED;
     } else {
       px_plan_totals(&plan);
@@ -596,8 +613,12 @@ static void *worker(void *arg) {
       case JOB_FLOOR: floor_candidate(w, i); break;
       case JOB_EVALUATE:
       case JOB_TRY: evaluate(w, i); break;
+      case JOB_SIMULATE:
+        if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
+        else w->state[i] = CAND_FITS, w->entries[i].bounded = false;
+        break;
     }
-    if (w->job == JOB_TRY || !o->progress) continue;
+    if (w->job == JOB_TRY || w->job == JOB_SIMULATE || !o->progress) continue;
     o->progress(o->progress_ctx, atomic_fetch_add(&w->done, 1) + 1, w->total);
   }
   return NULL;
@@ -657,10 +678,20 @@ static int cmp_floored(const void *a, const void *b) {
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static px_status try_floored(work *w, int64_t keep, px_err *err) {
+/* Adds score sc to the keep least (best, ascending, *n of them). */
+static void order_best(double *best, int64_t *n, int64_t keep, double sc) {
+  if (*n == keep && sc >= best[keep - 1]) return;
+  int64_t at = *n < keep ? (*n)++ : keep - 1;
+  for (; at > 0 && best[at - 1] > sc; at--) best[at] = best[at - 1];
+  best[at] = sc;
+}
+
+/* The candidates in state `from` tried (job) least floor first, as long as
+ * their floor can make the best keep; those left end in state `rest`. */
+static px_status try_floored(work *w, int64_t keep, int from, job j, int rest, px_err *err) {
   int64_t n = 0;
   for (int64_t i = 0; i < w->cands->n; i++)
-    if (w->state[i] == CAND_FLOORED) n++;
+    if (w->state[i] == from) n++;
   floored *order = px_calloc((size_t)n + 1, sizeof *order, err);
   int64_t *sel = px_calloc(TRY_CHUNK, sizeof *sel, err);
   double *best = px_calloc((size_t)keep + 1, sizeof *best, err); /* the keep least scores, ascending */
@@ -670,27 +701,24 @@ static px_status try_floored(work *w, int64_t keep, px_err *err) {
   }
   n = 0;
   for (int64_t i = 0; i < w->cands->n; i++)
-    if (w->state[i] == CAND_FLOORED) order[n++] = (floored){w->floor[i], i};
+    if (w->state[i] == from) order[n++] = (floored){w->floor[i], i};
   qsort(order, (size_t)n, sizeof *order, cmp_floored);
   w->threshold = INFINITY;
   int64_t nbest = 0;
+  for (int64_t i = 0; i < w->cands->n; i++) /* the ones simulated already count */
+    if (w->state[i] == CAND_FITS) order_best(best, &nbest, keep, w->entries[i].score);
+  if (nbest == keep) w->threshold = best[keep - 1];
   for (int64_t c = 0; c < n && order[c].floor <= w->threshold; c += TRY_CHUNK) {
     int64_t nsel = 0;
-    for (int64_t j = c; j < n && j < c + TRY_CHUNK; j++)
-      if (order[j].floor <= w->threshold) sel[nsel++] = order[j].i;
-    run_threads(w, sel, nsel, JOB_TRY);
-    for (int64_t j = 0; j < nsel; j++) {
-      if (w->state[sel[j]] != CAND_FITS) continue;
-      double sc = w->entries[sel[j]].score;
-      if (nbest == keep && sc >= best[keep - 1]) continue;
-      int64_t at = nbest < keep ? nbest++ : keep - 1;
-      for (; at > 0 && best[at - 1] > sc; at--) best[at] = best[at - 1];
-      best[at] = sc;
-    }
+    for (int64_t k = c; k < n && k < c + TRY_CHUNK; k++)
+      if (order[k].floor <= w->threshold) sel[nsel++] = order[k].i;
+    run_threads(w, sel, nsel, j);
+    for (int64_t k = 0; k < nsel; k++)
+      if (w->state[sel[k]] == CAND_FITS) order_best(best, &nbest, keep, w->entries[sel[k]].score);
     if (nbest == keep) w->threshold = best[keep - 1];
   }
-  for (int64_t j = 0; j < n; j++)
-    if (w->state[order[j].i] == CAND_FLOORED) w->state[order[j].i] = CAND_UNSIZED;
+  for (int64_t k = 0; k < n; k++)
+    if (w->state[order[k].i] == from) w->state[order[k].i] = rest;
   free(order), free(sel), free(best);
   return PX_OK;
 }
@@ -749,6 +777,9 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
   if (changed) px_sweep_rank(r->entries, r->n, o->objective);
 }
 
+static px_status complete_front(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                px_err *err);
+
 px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                        px_err *err) {
   memset(r, 0, sizeof *r);
@@ -779,7 +810,15 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   int64_t keep = o->keep > 0 ? (o->keep > REFINE_TOP ? o->keep : REFINE_TOP) : 0;
   if (keep > 0) {
     st = floor_all(&w, todo, w.total, err);
-    if (!st) st = try_floored(&w, keep, err);
+    if (!st && !o->front) st = try_floored(&w, keep, CAND_FLOORED, JOB_TRY, CAND_UNSIZED, err);
+    if (!st && o->front) { /* every plan compiled (fit and peak exact) and bounded, then the best keep simulated */
+      int64_t nf = 0;
+      for (int64_t k = 0; k < w.total; k++)
+        if (w.state[todo[k]] == CAND_FLOORED) todo[nf++] = todo[k];
+      w.threshold = -INFINITY;
+      run_threads(&w, todo, nf, JOB_TRY);
+      st = try_floored(&w, keep, CAND_PRUNED, JOB_SIMULATE, CAND_PRUNED, err);
+    }
   } else {
     run_threads(&w, todo, w.total, JOB_EVALUATE);
   }
@@ -816,8 +855,11 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
     return st;
   }
   px_sweep_rank(r->entries, r->n, o->objective);
-  /* a split sweep refines its leaders and completes the best plan's alternatives once its parts are merged */
-  if (parts == 1 && (st = px_sweep_complete(m, c, o, r, err))) px_sweep_result_free(r);
+  /* a split sweep refines its leaders and completes the best plan's alternatives once its parts are merged
+   * (its part's plots first, on its own threads: most of what the whole needs) */
+  if (parts == 1) st = px_sweep_complete(m, c, o, r, err);
+  else if (keep > 0 && o->front) st = complete_front(m, c, o, r, err);
+  if (st) px_sweep_result_free(r);
   return st;
 }
 
@@ -895,6 +937,157 @@ static px_status complete_alternatives(const px_model *m, const px_cluster *c, c
   return PX_OK;
 }
 
+/* ---- the report's plots without every plan simulated (opts.front) ---- */
+
+/* Simulates the pruned plans r->pruned[idx[k]] (compiled, fitting, shown by their bound) on the threads. */
+static px_status simulate_pruned(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                 const int64_t *idx, int64_t n, px_err *err) {
+  if (n == 0) return PX_OK;
+  work w = {.m = m, .c = c, .o = o, .entries = r->pruned};
+  w.state = px_calloc((size_t)r->npruned + 1, 1, err);
+  if (!w.state) return PX_ERR_RUNTIME;
+  atomic_init(&w.next, 0);
+  atomic_init(&w.done, 0);
+  pthread_mutex_init(&w.lock, NULL);
+  run_threads(&w, idx, n, JOB_SIMULATE);
+  pthread_mutex_destroy(&w.lock);
+  free(w.state);
+  return w.first_err.msg[0] ? px_err_set(err, PX_ERR_RUNTIME, "internal: a plan that fits failed to simulate: %s",
+                                         w.first_err.msg)
+                            : PX_OK;
+}
+
+/* Moves the pruned plans simulated since (bounded false) to the ranking. */
+static px_status promote(px_sweep_result *r, const px_sweep_opts *o, px_err *err) {
+  int64_t nm = 0, kept = 0;
+  for (int64_t i = 0; i < r->npruned; i++) nm += !r->pruned[i].bounded && !r->pruned[i].fit_unknown;
+  if (!nm) return PX_OK;
+  px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + nm) * sizeof *ne);
+  if (!ne) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
+  r->entries = ne;
+  for (int64_t i = 0; i < r->npruned; i++) {
+    if (!r->pruned[i].bounded && !r->pruned[i].fit_unknown) r->entries[r->n++] = r->pruned[i];
+    else r->pruned[kept++] = r->pruned[i];
+  }
+  r->npruned = kept;
+  r->simulated = r->n;
+  px_sweep_rank(r->entries, r->n, o->objective);
+  return PX_OK;
+}
+
+/* A bounded plan that may beat its heatmap cell's best: the cell, its tokens/s bound, its place in r->pruned. */
+typedef struct {
+  int64_t cell;
+  double tps;
+  int64_t i;
+} cell_cand;
+
+static int cmp_cell_cand(const void *a, const void *b) {
+  const cell_cand *x = a, *y = b;
+  if (x->cell != y->cell) return x->cell < y->cell ? -1 : 1;
+  if (x->tps != y->tps) return x->tps > y->tps ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The heatmap's cells (tp x pp) exact: the bounded plans whose tokens/s
+ * bound beats their cell's best simulated one are simulated, the highest
+ * bounds first, in rounds of at most a chunk (shared by the cells still
+ * open) until none does. */
+static px_status front_cells(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                             px_err *err) {
+  enum { MAX_CELLS = 4096 };
+  int64_t *tp = px_calloc(MAX_CELLS, sizeof *tp, err), *pp = px_calloc(MAX_CELLS, sizeof *pp, err), ncell = 0;
+  double *best = px_calloc(MAX_CELLS, sizeof *best, err);
+  cell_cand *cand = px_calloc((size_t)r->npruned + 1, sizeof *cand, err);
+  int64_t *pick = px_calloc((size_t)r->npruned + 1, sizeof *pick, err);
+  px_status st = tp && pp && best && cand && pick ? PX_OK : PX_ERR_RUNTIME;
+  for (bool more = !st; more && !st;) {
+    for (int64_t k = 0; k < ncell; k++) best[k] = -INFINITY;
+    int64_t ncand = 0, npick = 0, open = 0;
+    for (int pass = 0; pass < 2; pass++)
+      for (int64_t i = 0; i < (pass ? r->npruned : r->n); i++) {
+        const px_sweep_entry *e = pass ? &r->pruned[i] : &r->entries[i];
+        if (pass && !e->bounded) continue;
+        int64_t k = 0;
+        while (k < ncell && (tp[k] != e->par.tp || pp[k] != e->par.pp)) k++;
+        if (k == ncell && ncell < MAX_CELLS) tp[k] = e->par.tp, pp[k] = e->par.pp, best[k] = -INFINITY, ncell++;
+        if (k == ncell) continue;
+        if (!pass) best[k] = fmax(best[k], e->sim.tokens_per_s);
+        else if (e->sim.tokens_per_s > best[k]) cand[ncand++] = (cell_cand){k, e->sim.tokens_per_s, i};
+      }
+    qsort(cand, (size_t)ncand, sizeof *cand, cmp_cell_cand);
+    for (int64_t j = 0; j < ncand; j++) open += j == 0 || cand[j].cell != cand[j - 1].cell;
+    int64_t quota = open > 0 && TRY_CHUNK / open > 1 ? TRY_CHUNK / open : 1;
+    for (int64_t j = 0, in_cell = 0; j < ncand; j++) {
+      in_cell = j > 0 && cand[j].cell == cand[j - 1].cell ? in_cell + 1 : 0;
+      if (in_cell < quota) pick[npick++] = cand[j].i;
+    }
+    more = npick > 0;
+    if (more && !(st = simulate_pruned(m, c, o, r, pick, npick, err))) st = promote(r, o, err);
+  }
+  free(tp), free(pp), free(best), free(cand), free(pick);
+  return st;
+}
+
+typedef struct {
+  uint64_t peak;
+  int64_t i; /* r->pruned's i, or (entries) -1 - i */
+} by_peak;
+
+static int cmp_peak(const void *a, const void *b) {
+  const by_peak *x = a, *y = b;
+  if (x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The Pareto front of memory and tokens/s exact: a bounded plan is not on
+ * it when a simulated one with less memory is faster than its bound (that
+ * one is then also faster than any plan the bounded one would dominate).
+ * The others are simulated in rounds, each those of them that nothing with
+ * less memory beats (simulated, or by its bound): the front of what is not
+ * yet known, whose simulations settle the most of the rest. */
+static px_status front_pareto(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                              px_err *err) {
+  px_status st = PX_OK;
+  for (bool more = true; more && !st;) {
+    int64_t n = r->n + r->npruned, npick = 0;
+    by_peak *v = px_calloc((size_t)n + 1, sizeof *v, err);
+    int64_t *pick = px_calloc((size_t)n + 1, sizeof *pick, err);
+    if (!v || !pick) {
+      free(v), free(pick);
+      return PX_ERR_RUNTIME;
+    }
+    for (int64_t i = 0; i < r->n; i++) v[i] = (by_peak){r->entries[i].peak_bytes, -1 - i};
+    for (int64_t i = 0; i < r->npruned; i++) v[r->n + i] = (by_peak){r->pruned[i].peak_bytes, i};
+    qsort(v, (size_t)n, sizeof *v, cmp_peak);
+    /* the best simulated tokens/s and the best of all (bounds too) with less memory than the plan at k, and
+     * those of the plans with as much as it */
+    double exact = -INFINITY, all = -INFINITY, exact_grp = -INFINITY, all_grp = -INFINITY;
+    for (int64_t k = 0; k < n; k++) {
+      if (k > 0 && v[k].peak > v[k - 1].peak)
+        exact = fmax(exact, exact_grp), all = fmax(all, all_grp), exact_grp = all_grp = -INFINITY;
+      const px_sweep_entry *e = v[k].i < 0 ? &r->entries[-1 - v[k].i] : &r->pruned[v[k].i];
+      if (v[k].i >= 0 && !e->bounded) continue; /* pruned without figures (never with opts.front) */
+      double tps = e->sim.tokens_per_s;
+      all_grp = fmax(all_grp, tps);
+      if (v[k].i < 0) exact_grp = fmax(exact_grp, tps);
+      else if (!(exact > tps) && !(all > tps)) pick[npick++] = v[k].i;
+    }
+    free(v);
+    more = npick > 0;
+    if (more && !(st = simulate_pruned(m, c, o, r, pick, npick, err))) st = promote(r, o, err);
+    free(pick);
+  }
+  return st;
+}
+
+/* Both, the cells first (their bests certify the most). */
+static px_status complete_front(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                px_err *err) {
+  px_status st = front_cells(m, c, o, r, err);
+  return st ? st : front_pareto(m, c, o, r, err);
+}
+
 /* A pruned sweep simulated without the comm-free twins: the first keep
  * entries get theirs (comm_exposed_s, the table's "exposed"). */
 static px_status complete_exposed(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
@@ -917,6 +1110,7 @@ px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_swe
   refine_prefetch(m, c, o, r);
   if (o->keep <= 0) return PX_OK;
   px_status st = complete_alternatives(m, c, o, r, err);
+  if (!st && o->front) st = complete_front(m, c, o, r, err);
   return st ? st : complete_exposed(m, c, o, r, err);
 }
 

@@ -31,6 +31,10 @@ typedef struct {
   int threads;           /* 0: one per core */
   int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
+  bool front;            /* with keep: the report's plots exact too: every plan is compiled (fit and peak exact)
+                            and, beside the first keep, the best of each tp x pp (the heatmap) and every plan
+                            that can be on the memory/throughput Pareto front is simulated; the other plans
+                            that fit are pruned, shown by their bound (entry.bounded) */
   int64_t keep;          /* > 0: only the first keep of the ranking (and the refinement's 8) must be exact,
                             so a plan whose score's lower bound keeps it out of them is pruned (what the
                             ranking prints is the same): before it is compiled by its bounds (sim/bound.h:
@@ -71,6 +75,8 @@ typedef struct {
   bool peak_partial;      /* dropped by a pruned sweep (opts.keep) at its first stage found not to fit, or by
                              its memory floor before a compile: the peak is that stage's, or the floor;
                              px_sweep_complete makes the printed ones whole */
+  bool bounded;           /* pruned with opts.front: fits, not simulated; sim and train hold the bound's figures
+                             (step_time_s no more than the simulation's, tokens_per_s and mfu no less) */
   bool fit_unknown;       /* pruned by its bound before it was compiled (opts.keep): whether it fits is not
                              known, no offload is chosen and the peak is a floor */
   px_train_time train;
