@@ -52,18 +52,26 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
 
 /* The choices only the programs read (plan/program.c and the stage's own
  * sized ops), normalised: plans equal in the rest share their templates.
- * tests/test_props.c checks that a plan compiled with another plan's
- * templates of the same key is the plan compiled alone. */
+ * tests/test_props.c checks that two plans of one key, each compiled alone,
+ * have the same templates. Copied field by field into a zeroed struct, so
+ * that equal choices have equal bytes (padding too) in every process: the
+ * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  memcpy(key, par, sizeof *key);
-  key->schedule = px_parallel_split_w(par) ? PX_SCHED_ZB_H1 : PX_SCHED_1F1B; /* a split backward is two blocks */
+  _Static_assert(sizeof(px_parallel) == 744, "px_parallel changed: copy (or normalise) its new field here");
+  memset(key, 0, sizeof *key);
+  key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
+  key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_imbalance = par->moe_imbalance;
+  key->zero = par->zero, key->sp = par->sp, key->mbs = par->mbs, key->gbs = par->gbs, key->seq = par->seq;
+  key->recompute = par->recompute, key->precision = par->precision, key->fp8_recipe = par->fp8_recipe;
+  key->fp8_base = par->fp8_base, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
+  key->main_grad = par->main_grad, key->offload_opt = par->offload_opt, key->offload_params = par->offload_params;
+  key->shard_group = par->shard_group;
+  /* normalised: a split backward is two blocks, the rest is the programs' */
+  key->schedule = px_parallel_split_w(par) ? PX_SCHED_ZB_H1 : PX_SCHED_1F1B;
   key->vpp = 1;
-  key->first_stage_layers = key->last_stage_layers = key->mb_group = 0;
-  key->nchunk_layers = 0;
-  memset(key->chunk_layers, 0, sizeof key->chunk_layers);
   key->grad_accum = key->reshard = -1;
   key->prefetch = -1;
-  key->bucket_bytes = 0;
+  /* first_stage_layers, last_stage_layers, mb_group, bucket_bytes, chunk_layers: 0 */
 }
 
 static void sched_key(const px_parallel *par, int64_t k[5]) {
@@ -271,14 +279,15 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
   return st;
 }
 
-px_status px_bound_plan(const px_model *m, const px_cluster *c, const px_parallel *par, px_bound *out, px_err *err) {
+px_status px_bound_plan(const px_model *m, const px_cluster *c, const px_parallel *par, const px_parallel *states,
+                        px_bound *out, px_err *err) {
   px_parallel p = *par;
   px_parallel_resolve(&p, m, c);
   px_bound_cache *bc = px_bound_cache_new(m, c, err);
   int64_t i = 0;
   px_status st = bc ? px_bound_cache_add(bc, &p, &i, err) : PX_ERR_RUNTIME;
   if (!st) st = px_bound_cache_make(bc, i, err);
-  if (!st) st = px_bound_of(bc, i, &p, &p, out, err);
+  if (!st) st = px_bound_of(bc, i, &p, states ? states : &p, out, err);
   px_bound_cache_free(bc);
   return st;
 }

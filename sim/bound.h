@@ -53,7 +53,9 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
                       px_bound *out, px_err *err);
 void px_bound_cache_free(px_bound_cache *bc);
 
-/* The same for one plan (par resolved or not), with its own states. */
-px_status px_bound_plan(const px_model *m, const px_cluster *c, const px_parallel *par, px_bound *out, px_err *err);
+/* The same for one plan (par resolved or not), with its states as `states`
+ * (resolved) puts them, or (NULL) its own. */
+px_status px_bound_plan(const px_model *m, const px_cluster *c, const px_parallel *par, const px_parallel *states,
+                        px_bound *out, px_err *err);
 
 #endif

@@ -324,8 +324,9 @@ out:
  * floor can make the best keep, each ending CAND_NOFIT, CAND_FITS
  * (simulated) or CAND_PRUNED (it fits, and its compiled plan's bound,
  * px_sim_step_bound_s, keeps it out); the rest end CAND_UNSIZED (pruned
- * without a compile: whether they fit is not known). */
-enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_FLOORED, CAND_PRUNED, CAND_UNSIZED };
+ * without a compile: whether they fit is not known). CAND_OTHER: another
+ * part's (opts.parts). */
+enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_FLOORED, CAND_PRUNED, CAND_UNSIZED, CAND_OTHER };
 
 /* What the threads do with each index of their todo list. */
 typedef enum {
@@ -642,19 +643,27 @@ static void run_threads(work *w, const int64_t *todo, int64_t n, job j) {
   for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
 }
 
-/* Every candidate of the todo list bounded (opts.keep): the templates of
- * each key made once, on the threads, then each candidate's bounds. */
-static px_status floor_all(work *w, const int64_t *todo, int64_t n, px_err *err) {
+/* Every candidate's bound cache key (opts.keep), the same in every part of a split sweep. */
+static px_status bound_keys(work *w, px_err *err) {
   px_status st = PX_OK;
   w->bounds = px_bound_cache_new(w->m, w->c, err);
   if (!w->bounds) return PX_ERR_RUNTIME;
-  for (int64_t k = 0; k < n && !st; k++) st = px_bound_cache_add(w->bounds, &w->cands->v[todo[k]], &w->key[todo[k]], err);
-  int64_t nkeys = px_bound_cache_size(w->bounds);
-  int64_t *keys = st ? NULL : px_calloc((size_t)nkeys + 1, sizeof *keys, err);
-  if (!st && !keys) st = PX_ERR_RUNTIME;
-  for (int64_t k = 0; !st && k < nkeys; k++) keys[k] = k;
-  if (!st) run_threads(w, keys, nkeys, JOB_TEMPLATES);
-  free(keys);
+  for (int64_t i = 0; i < w->cands->n && !st; i++) st = px_bound_cache_add(w->bounds, &w->cands->v[i], &w->key[i], err);
+  return st;
+}
+
+/* The candidates of the todo list bounded (opts.keep): the templates of
+ * their keys made once, on the threads, then each candidate's bounds. */
+static px_status floor_all(work *w, const int64_t *todo, int64_t n, px_err *err) {
+  int64_t nkeys = px_bound_cache_size(w->bounds), nk = 0;
+  int64_t *keys = px_calloc((size_t)nkeys + 1, sizeof *keys, err);
+  bool *used = px_calloc((size_t)nkeys + 1, sizeof *used, err);
+  px_status st = keys && used ? PX_OK : PX_ERR_RUNTIME;
+  for (int64_t k = 0; !st && k < n; k++) used[w->key[todo[k]]] = true;
+  for (int64_t k = 0; !st && k < nkeys; k++)
+    if (used[k]) keys[nk++] = k;
+  if (!st) run_threads(w, keys, nk, JOB_TEMPLATES);
+  free(keys), free(used);
   if (!st && w->first_err.msg[0]) st = px_err_set(err, PX_ERR_RUNTIME, "internal: a plan's templates: %s", w->first_err.msg);
   if (!st) run_threads(w, todo, n, JOB_FLOOR);
   return st;
@@ -792,23 +801,29 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   r->enumerated = cands.n + r->invalid + r->excluded;
   work w = {.m = m, .c = c, .o = o, .cands = &cands};
   int64_t parts = o->parts > 0 ? o->parts : 1;
-  w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;
   w.entries = px_calloc((size_t)cands.n + 1, sizeof *w.entries, err);
   w.state = px_calloc((size_t)cands.n + 1, 1, err);
   w.floor = px_calloc((size_t)cands.n + 1, sizeof *w.floor, err);
   w.key = px_calloc((size_t)cands.n + 1, sizeof *w.key, err);
-  int64_t *todo = px_calloc((size_t)w.total + 1, sizeof *todo, err);
+  int64_t *todo = px_calloc((size_t)cands.n + 1, sizeof *todo, err);
   if (!w.entries || !w.state || !w.floor || !w.key || !todo) {
     free(cands.v), free(w.entries), free(w.state), free(w.floor), free(w.key), free(todo);
     return PX_ERR_RUNTIME;
   }
-  for (int64_t k = 0; k < w.total; k++) todo[k] = o->part + k * parts; /* this part's k-th candidate */
   atomic_init(&w.next, 0);
   atomic_init(&w.done, 0);
   pthread_mutex_init(&w.lock, NULL);
   /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bounds need */
   int64_t keep = o->keep > 0 ? (o->keep > REFINE_TOP ? o->keep : REFINE_TOP) : 0;
-  if (keep > 0) {
+  if (keep > 0) st = bound_keys(&w, err);
+  /* this part's candidates: with keep those of its keys (plans sharing templates together), else every
+   * parts-th */
+  w.total = 0;
+  for (int64_t i = 0; !st && i < cands.n; i++)
+    if ((keep > 0 ? w.key[i] : i) % parts == o->part) todo[w.total++] = i;
+    else w.state[i] = CAND_OTHER;
+  if (st) {
+  } else if (keep > 0) {
     st = floor_all(&w, todo, w.total, err);
     if (!st && !o->front) st = try_floored(&w, keep, CAND_FLOORED, JOB_TRY, CAND_UNSIZED, err);
     if (!st && o->front) { /* every plan compiled (fit and peak exact) and bounded, then the best keep simulated */
@@ -829,7 +844,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   free(w.key);
   /* Split into the fitting ones, the dropped ones and the pruned ones. */
   int64_t n = 0, nd = 0, np = 0;
-  for (int64_t i = o->part; i < cands.n; i += parts) {
+  for (int64_t i = 0; i < cands.n; i++) {
     if (w.state[i] == CAND_NOFIT) nd++;
     if (w.state[i] == CAND_PRUNED || w.state[i] == CAND_UNSIZED) np++;
     if (w.state[i] == CAND_FAILED && !st)
@@ -838,7 +853,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   r->dropped = px_calloc((size_t)nd + 1, sizeof *r->dropped, err);
   r->pruned = px_calloc((size_t)np + 1, sizeof *r->pruned, err);
   if ((!r->dropped || !r->pruned) && !st) st = PX_ERR_RUNTIME;
-  for (int64_t i = o->part; !st && i < cands.n; i += parts) {
+  for (int64_t i = 0; !st && i < cands.n; i++) {
     if (w.state[i] == CAND_NOFIT) r->dropped[r->ndropped++] = w.entries[i];
     if (w.state[i] == CAND_PRUNED || w.state[i] == CAND_UNSIZED) r->pruned[r->npruned++] = w.entries[i];
     r->unsized += w.state[i] == CAND_UNSIZED;

@@ -29,7 +29,9 @@ typedef struct {
   double restart_s;      /* lost to each failure besides the work since the last checkpoint */
   bool ckpt_async;       /* checkpoints cost their host snapshot, the write going on behind (run --ckpt-async) */
   int threads;           /* 0: one per core */
-  int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
+  int64_t part, parts;   /* evaluate part `part` of `parts` (MPI split): the candidates i with i % parts == part,
+                            with keep those whose bound key k (sim/bound.h) has k % parts == part, so that
+                            plans sharing block templates are bounded in one part */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
   bool front;            /* with keep: the report's plots exact too: every plan is compiled (fit and peak exact)
                             and, beside the first keep, the best of each tp x pp (the heatmap) and every plan
