@@ -272,6 +272,85 @@ static void test_pruned_same_ranking(void) {
   }
 }
 
+/* Whether entry e of r (exact) is on the Pareto front of r's simulated plans: no other uses less memory and runs faster. */
+static bool on_front(const px_sweep_result *r, const px_sweep_entry *e) {
+  for (int64_t j = 0; j < r->n; j++)
+    if (r->entries[j].peak_bytes < e->peak_bytes && r->entries[j].sim.tokens_per_s > e->sim.tokens_per_s) return false;
+  return true;
+}
+
+/* The entry of r (simulated or pruned) with enumeration index i, or NULL. */
+static const px_sweep_entry *entry_of(const px_sweep_result *r, int64_t i) {
+  for (int64_t j = 0; j < r->n; j++)
+    if (r->entries[j].index == i) return &r->entries[j];
+  for (int64_t j = 0; j < r->npruned; j++)
+    if (r->pruned[j].index == i) return &r->pruned[j];
+  return NULL;
+}
+
+/* A sweep for the plots (opts.front) compiles every plan and simulates the best keep, the best of each tp x
+ * pp and the plans that can be on the memory/throughput Pareto front; the others are shown by their bound.
+ * Against the sweep that simulates every plan: the same plans fit with the same peaks, the same top, the
+ * same best of each cell and the same front; a bounded plan is faster at its bound than simulated, on no
+ * front; split in parts and merged, the same again. Llama 3 8B on 8 H100s. */
+static void test_front_exact(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-8b", "dgx-h100", 8, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 32, o.fixed.mbs = 1, o.fixed.recompute = PX_RECOMPUTE_NONE;
+  o.threads = 2;
+  px_err err = {0};
+  px_sweep_result all, front, part[2];
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &all, &err), PX_OK);
+  o.keep = 5, o.front = true;
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &front, &err), PX_OK);
+  for (int k = 0; k < 2; k++) { /* in two parts, merged and completed */
+    o.part = k, o.parts = 2;
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &part[k], &err), PX_OK);
+  }
+  int64_t ne = part[0].n + part[1].n, nd = part[0].ndropped + part[1].ndropped, np = part[0].npruned + part[1].npruned;
+  px_sweep_entry *e = calloc((size_t)ne + 1, sizeof *e), *d = calloc((size_t)nd + 1, sizeof *d), *p = calloc((size_t)np + 1, sizeof *p);
+  memcpy(e, part[0].entries, (size_t)part[0].n * sizeof *e), memcpy(e + part[0].n, part[1].entries, (size_t)part[1].n * sizeof *e);
+  memcpy(d, part[0].dropped, (size_t)part[0].ndropped * sizeof *d);
+  memcpy(d + part[0].ndropped, part[1].dropped, (size_t)part[1].ndropped * sizeof *d);
+  memcpy(p, part[0].pruned, (size_t)part[0].npruned * sizeof *p), memcpy(p + part[0].npruned, part[1].pruned, (size_t)part[1].npruned * sizeof *p);
+  o.part = 0, o.parts = 1;
+  px_sweep_merge(&part[0], e, ne, d, nd, p, np, o.objective);
+  CU_ASSERT_EQUAL_FATAL(px_sweep_complete(&m, &c, &o, &part[0], &err), PX_OK);
+  for (int v = 0; v < 2; v++) {
+    const px_sweep_result *r = v ? &part[0] : &front;
+    CU_ASSERT(r->npruned > r->n && r->unsized == 0);         /* most shown by their bound, every plan compiled */
+    CU_ASSERT_EQUAL(r->n + r->npruned, all.n);               /* the same plans fit ... */
+    CU_ASSERT_EQUAL(r->ndropped, all.ndropped);              /* ... and do not */
+    same_top(&all, r, 5);
+    int64_t fronts = 0;
+    for (int64_t i = 0; i < all.n; i++) {
+      const px_sweep_entry *x = &all.entries[i], *y = entry_of(r, x->index);
+      CU_ASSERT_FATAL(y != NULL);
+      CU_ASSERT_EQUAL(y->peak_bytes, x->peak_bytes);
+      if (y->bounded) {
+        CU_ASSERT(y->sim.tokens_per_s >= x->sim.tokens_per_s && y->sim.step_time_s <= x->sim.step_time_s);
+        CU_ASSERT(!on_front(&all, x)); /* nothing on the front is left at its bound */
+      } else {
+        CU_ASSERT(y->sim.step_time_s == x->sim.step_time_s);
+        CU_ASSERT_EQUAL(on_front(r, y), on_front(&all, x));
+        fronts += on_front(r, y);
+      }
+      /* the best of each tp x pp is simulated */
+      bool best = true;
+      for (int64_t j = 0; j < all.n && best; j++)
+        if (all.entries[j].par.tp == x->par.tp && all.entries[j].par.pp == x->par.pp &&
+            all.entries[j].sim.tokens_per_s > x->sim.tokens_per_s)
+          best = false;
+      if (best) CU_ASSERT(!y->bounded);
+    }
+    CU_ASSERT(fronts >= 3);
+  }
+  px_sweep_result_free(&all), px_sweep_result_free(&front), px_sweep_result_free(&part[0]), px_sweep_result_free(&part[1]);
+}
+
 /* Failure model by hand: 1024 H100s, MTBF 50,677 h per GPU -> M = 178,161 s;
  * a 70.6B model's checkpoint (2 + 12 bytes a parameter) = 987.75 GB over
  * 128 nodes x 20 GB/s = 0.3859 s; tau = sqrt(2 d M) - d; waste d/tau + (tau/2 + R)/M. */
@@ -381,6 +460,7 @@ int main(void) {
       {"fixed flags stay fixed; the memory objective", test_fixed_flags},
       {"split in parts and merged: same ranking", test_parts_merge},
       {"pruned by the bound: the same top plans and alternatives, every objective, split or not", test_pruned_same_ranking},
+      {"a sweep for the plots: the top, the heatmap's bests and the Pareto front exact, split or not", test_front_exact},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
       {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
   };
