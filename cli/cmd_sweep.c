@@ -99,8 +99,10 @@ static const char usage[] =
     "                      [--csv FILE] [--json] [--plot DIR] [--report DIR] [--vary FIELD=V1,V2,...] [--no-prune]\n\n"
     "Enumerates every valid plan (tp, pp, dp, ZeRO, SP, micro-batch, schedule and vpp, recomputation);\n"
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
-    "rest are simulated on all cores and ranked (for the table alone, those whose step-time bound\n"
-    "keeps them out of the top K are pruned and counted). Under mpirun the space is split across ranks.\n"
+    "rest are simulated on all cores and ranked. For the table, plans whose bounds keep them out of the\n"
+    "top K are pruned and counted, most before they are compiled; for --plot and --report, those that\n"
+    "cannot be among the best 50, a heatmap cell's best or on the Pareto front are shown by their bound.\n"
+    "Under mpirun the space is split across ranks.\n"
     "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n"
     "-o FILE (--save-plan) writes the best plan as a plan file (--rank K: the K-th) for sim -f, run -f or export -f;\n"
     "--runnable-by FW keeps to plans that framework runs as planned (the rule parallax export applies).\n\n";

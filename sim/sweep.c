@@ -417,11 +417,16 @@ static bool stop_unfit(const px_plan *plan, int64_t s, void *opts) {
   return !stage_offload_may_fit(plan, s) || !more_offload(&next, &plan->model, &plan->cluster, opts);
 }
 
-static void failed(work *w, int64_t i, const px_err *err) {
-  w->state[i] = CAND_FAILED;
+/* Keeps the first error the threads meet. */
+static void note_err(work *w, const px_err *err) {
   pthread_mutex_lock(&w->lock);
   if (!w->first_err.msg[0]) w->first_err = *err;
   pthread_mutex_unlock(&w->lock);
+}
+
+static void failed(work *w, int64_t i, const px_err *err) {
+  w->state[i] = CAND_FAILED;
+  note_err(w, err);
 }
 
 static double score_of(const px_sweep_entry *e, px_objective obj);
@@ -448,6 +453,7 @@ static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, bool
   px_train_time_of(plan, r.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s, o->ckpt_async,
                    &e->train);
   e->sim = r;
+  e->bounded = false;
   e->score = score_of(e, o->objective);
   return PX_OK;
 }
@@ -605,18 +611,14 @@ static void *worker(void *arg) {
     px_err err = {0};
     switch (w->job) {
       case JOB_TEMPLATES:
-        if (px_bound_cache_make(w->bounds, i, &err)) {
-          pthread_mutex_lock(&w->lock);
-          if (!w->first_err.msg[0]) w->first_err = err;
-          pthread_mutex_unlock(&w->lock);
-        }
+        if (px_bound_cache_make(w->bounds, i, &err)) note_err(w, &err);
         continue;
       case JOB_FLOOR: floor_candidate(w, i); break;
       case JOB_EVALUATE:
       case JOB_TRY: evaluate(w, i); break;
       case JOB_SIMULATE:
         if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
-        else w->state[i] = CAND_FITS, w->entries[i].bounded = false;
+        else w->state[i] = CAND_FITS;
         break;
     }
     if (w->job == JOB_TRY || w->job == JOB_SIMULATE || !o->progress) continue;
@@ -822,8 +824,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   for (int64_t i = 0; !st && i < cands.n; i++)
     if ((keep > 0 ? w.key[i] : i) % parts == o->part) todo[w.total++] = i;
     else w.state[i] = CAND_OTHER;
-  if (st) {
-  } else if (keep > 0) {
+  if (!st && keep > 0) {
     st = floor_all(&w, todo, w.total, err);
     if (!st && !o->front) st = try_floored(&w, keep, CAND_FLOORED, JOB_TRY, CAND_UNSIZED, err);
     if (!st && o->front) { /* every plan compiled (fit and peak exact) and bounded, then the best keep simulated */
@@ -834,7 +835,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
       run_threads(&w, todo, nf, JOB_TRY);
       st = try_floored(&w, keep, CAND_PRUNED, JOB_SIMULATE, CAND_PRUNED, err);
     }
-  } else {
+  } else if (!st) {
     run_threads(&w, todo, w.total, JOB_EVALUATE);
   }
   pthread_mutex_destroy(&w.lock);
@@ -905,9 +906,9 @@ static px_status complete_alternatives(const px_model *m, const px_cluster *c, c
   if (na) {
     px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + na) * sizeof *ne);
     if (ne) r->entries = ne;
-    px_sweep_entry *nd_ = ne ? realloc(r->dropped, (size_t)(r->ndropped + na) * sizeof *nd_) : NULL;
-    if (!nd_) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
-    r->dropped = nd_;
+    px_sweep_entry *dr = ne ? realloc(r->dropped, (size_t)(r->ndropped + na) * sizeof *dr) : NULL;
+    if (!dr) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
+    r->dropped = dr;
   }
   for (int64_t i = 0; na && i < r->npruned; i++) {
     px_sweep_entry *e = &r->pruned[i];
