@@ -352,7 +352,8 @@ typedef struct {
   int64_t ntodo;
   job job;
   atomic_llong next, done;
-  int64_t total; /* candidates of this part */
+  int64_t total;           /* candidates of this part */
+  job counted;             /* the pass opts.progress follows: the one that takes every candidate (of this part) */
   px_err first_err;
   pthread_mutex_t lock;
 } work;
@@ -621,7 +622,7 @@ static void *worker(void *arg) {
         else w->state[i] = CAND_FITS;
         break;
     }
-    if (w->job == JOB_TRY || w->job == JOB_SIMULATE || !o->progress) continue;
+    if (w->job != w->counted || !o->progress) continue;
     o->progress(o->progress_ctx, atomic_fetch_add(&w->done, 1) + 1, w->total);
   }
   return NULL;
@@ -824,6 +825,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   for (int64_t i = 0; !st && i < cands.n; i++)
     if ((keep > 0 ? w.key[i] : i) % parts == o->part) todo[w.total++] = i;
     else w.state[i] = CAND_OTHER;
+  w.counted = keep == 0 ? JOB_EVALUATE : o->front ? JOB_TRY : JOB_FLOOR;
   if (!st && keep > 0) {
     st = floor_all(&w, todo, w.total, err);
     if (!st && !o->front) st = try_floored(&w, keep, CAND_FLOORED, JOB_TRY, CAND_UNSIZED, err);
@@ -832,6 +834,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
       for (int64_t k = 0; k < w.total; k++)
         if (w.state[todo[k]] == CAND_FLOORED) todo[nf++] = todo[k];
       w.threshold = -INFINITY;
+      w.total = nf;
       run_threads(&w, todo, nf, JOB_TRY);
       st = try_floored(&w, keep, CAND_PRUNED, JOB_SIMULATE, CAND_PRUNED, err);
     }

@@ -126,6 +126,12 @@ elif command -v mpirun >/dev/null; then
   # shellcheck disable=SC2086
   "$px" sweep ${qs[0]} -k 10 >"$tmp/ds1.txt" || fail "sweep ${qs[0]}"
   diff <(sed 2d "$tmp/ds1.txt") <(sed 2d "$tmp/ds4.txt") >/dev/null || fail "mpirun -np 4 MoE table differs from one process"
+  # ... and the plots split in 2: the same heatmap and sweep.json as --no-prune's
+  mpirun -np 2 "$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fp2" -x 1 >/dev/null 2>"$tmp/mpi.err" ||
+    fail "mpirun -np 2 sweep --plot: $(cat "$tmp/mpi.err")"
+  cmp -s "$tmp/fp2/heatmap.dat" "$tmp/fa/heatmap.dat" || fail "mpirun -np 2 sweep --plot: heatmap.dat differs"
+  jq -e --slurpfile a "$tmp/fa/sweep.json" '.plans == $a[0].plans' "$tmp/fp2/sweep.json" >/dev/null ||
+    fail "mpirun -np 2 sweep --plot: sweep.json's plans differ"
 else
   fail "mpirun not installed"
 fi
