@@ -111,8 +111,10 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
                     px_sweep_entry *pruned, int64_t npruned, px_objective obj);
 /* Refines the leaders' ZeRO-3 prefetch; then, for a pruned sweep (opts.keep),
  * simulates the pruned plans the best plan's ZeRO and precision alternatives
- * (below) name, so that they are those of the sweep that prunes nothing,
- * compiles whole the dropped ones they name (their peaks), and runs the
+ * (below) name, so that they are those of the sweep that prunes nothing
+ * (compiling first, offload chosen, those never compiled), compiles whole
+ * the dropped ones they name (their peaks), with opts.front simulates what
+ * the heatmap's cells and the Pareto front still need, and runs the
  * comm-free twins of the first keep. px_sweep_run does it for one process; a
  * split sweep calls it once its parts are merged. */
 px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
