@@ -1194,8 +1194,8 @@ static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
   px_backend *be = x->be;
   px_status st = PX_OK;
   double t0 = px_clock_s();
-  /* 1. With SP, norm and position gradients are partial sums over sequence shards. */
-  if (plan->par.sp && plan->par.tp > 1)
+  /* 1. Gradients that are partial sums over TP (px_slot's sp_partial): SP's norms and positions. */
+  if (plan->par.tp > 1)
     for (int32_t i = 0; i < prog->nparams && !st; i++) {
       const px_param_ref *r = &prog->params[i];
       if (!plan->slots[r->slot].sp_partial) continue;

@@ -337,7 +337,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->Sl = p->seq_local;
   d->C = par->cp;
   d->cp_algo = (px_cp_algo)par->cp_algo;
-  d->attn_frac = px_model_attention_fraction(m, p->seq_cp);
+  d->attn_frac = 1.0; /* full attention; a windowed layer's blocks set window and attn_frac */
   if (m->experts > 0) {
     d->E = m->experts, d->EP = par->ep, d->El = px_plan_local_experts(p), d->K = m->experts_per_token;
     d->ETP = p->grid.etp;
@@ -371,6 +371,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->bias = m->bias;
   d->qkv_bias = m->qkv_bias || m->bias;
   d->par_res = m->parallel_residual;
+  d->qk_norm = m->qk_norm;
   d->flash = par->attention == PX_ATTN_FLASH;
   d->gelu_fused = par->gelu == PX_GELU_FUSED && !d->swiglu;
   d->act = p->act_dtype;

@@ -256,7 +256,6 @@ typedef struct {
   const px_parallel *p;
   const px_model *m;
   const px_cluster *c;
-  int64_t chunk, chunk_layers; /* sliding windows: the first chunk of an odd number of layers */
   px_err sub;                  /* the layer split's own refusal (px_parallel_chunk_layers) */
   px_status sub_st;
 } vctx;
@@ -337,16 +336,6 @@ static bool moe_dispatch_unset(vctx *x) {
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool moe_split_w(vctx *x) { return x->m->experts > 0 && px_parallel_split_w(x->p); }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
-/* one compiled layer block stands for a chunk's layers, its attention the mean of sliding and full ones: exact
- * when each chunk holds as many of each */
-static bool window_chunks(vctx *x) {
-  int64_t chunks[PX_MAX_CHUNK_LIST], n = x->p->pp * x->p->vpp;
-  if (x->m->sliding_window <= 0 || n > PX_MAX_CHUNK_LIST || px_parallel_chunk_layers(x->p, x->m->layers, chunks, NULL))
-    return false;
-  for (x->chunk = 0; x->chunk < n; x->chunk++)
-    if (chunks[x->chunk] % 2) return x->chunk_layers = chunks[x->chunk], true;
-  return false;
-}
 static bool mla_attention(vctx *x) {
   return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
 }
@@ -456,9 +445,6 @@ static const px_rule rules[] = {
                   "yet (hint: `schedule` 1f1b or interleaved)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
                 "attention is not modelled (hint: `cp` 1)"},
-    {window_chunks, "{model} alternates sliding-window and full attention layers; each model chunk must hold an even "
-                    "number of layers (chunk {chunk} has {chunk_layers}; hint: a `pp`/`vpp` dividing {layers} / 2 "
-                    "layer pairs, or `layers_per_chunk` with even counts)"},
     {mla_attention, "{model}: multi-head latent attention is planned with the fused attention and no context "
                     "parallelism (hint: `attention` flash, `cp` 1)"},
     {vpp_positive, "`vpp` must be at least 1"},
@@ -522,7 +508,7 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"wdp", wdp}, {"replicas_gpus", tcp(x) * p->dp}, {"mbs_dp", p->mbs * p->dp},
               {"mb_tokens_max", PX_PLAN_MB_TOKENS_MAX}, {"cp_chunks", 2 * p->cp}, {"seq_cp", p->seq / cp},
               {"tp_heads", m->heads / tp}, {"tp_kv_heads", m->kv_heads / tp}, {"tp_x_wdp", p->tp * wdp},
-              {"chunk", x->chunk}, {"chunk_layers", x->chunk_layers}, {"chunks", p->pp * p->vpp},
+              {"chunks", p->pp * p->vpp},
               {"microbatches", mbs_n}, {"passes", px_parallel_layer_passes(p, m->layers)},
               {"passes_max", PX_PLAN_LAYER_PASSES_MAX},
               {"passes_gbs", per > 0 ? PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp : 0},

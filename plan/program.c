@@ -241,7 +241,7 @@ static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p
 static int group_slots(const px_plan *p, int32_t gid, int *out) {
   /* the attention's (q, k, v in one, or latent attention's), then the MLP's */
 #define ATTN_NAMES "ln1_w", "ln1_b", "qkv_w", "qkv_b", "q_down_w", "q_norm_w", "q_up_w", "kv_down_w", "kv_norm_w", \
-                   "kv_up_w", "o_w", "o_b", "ln2_w", "ln2_b"
+                   "kv_up_w", "q_head_norm_w", "k_head_norm_w", "o_w", "o_b", "ln2_w", "ln2_b"
   static const char *const layer_names[] = {ATTN_NAMES, "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
   static const char *const moe_names[] = {ATTN_NAMES, "router_w", "sh_fc1_w", "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
 #undef ATTN_NAMES
@@ -533,19 +533,21 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers;
   int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
   int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
-  bool moe = p->model.experts > 0;         /* a dense model's layers are all dense */
+  const px_model *m = &p->model;
   int k = 0;
   if (u.w) { /* W: the chunk's layers in the backward's order */
     for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD_W, l, l, u.mb, u.chunk};
   } else if (!u.bwd) {
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_FWD, egid, first, u.mb, u.chunk};
     for (int64_t l = first; l < first + n; l++)
-      out[k++] = (blk_ref){moe && px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_FWD : PX_BLOCK_LAYER_FWD, l, l, u.mb, u.chunk};
+      out[k++] = (blk_ref){px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), false), l, l,
+                           u.mb, u.chunk};
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_FWD, L, L, u.mb, u.chunk};
   } else {
     if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_BWD, L, L, u.mb, u.chunk};
     for (int64_t l = first + n - 1; l >= first; l--)
-      out[k++] = (blk_ref){moe && px_model_layer_is_moe(&p->model, l) ? PX_BLOCK_MOE_BWD : PX_BLOCK_LAYER_BWD, l, l, u.mb, u.chunk};
+      out[k++] = (blk_ref){px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), true), l, l,
+                           u.mb, u.chunk};
     if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_BWD, egid, first, u.mb, u.chunk};
   }
   return k;

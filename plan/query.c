@@ -141,6 +141,10 @@ int px_plan_slot(const px_plan *plan, const char *name) {
   return -1;
 }
 
+int64_t px_op_window(const px_plan *plan, const px_op *op) {
+  return op->flags & PX_OPF_WINDOW ? plan->model.sliding_window : 0;
+}
+
 int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk) {
   for (int64_t vs = 0; vs < plan->vstages; vs++) {
     if (layer >= plan->vstage_first[vs] && layer < plan->vstage_first[vs] + plan->vstage_layers[vs]) {

@@ -81,6 +81,10 @@ typedef struct {
   uint64_t nvme_node_bytes; /* ... and NVMe */
 } px_plan;
 
+/* The tokens an attention op's queries see up to their own: the model's sliding_window on a windowed layer's op
+ * (PX_OPF_WINDOW), 0 (all of them) otherwise. */
+int64_t px_op_window(const px_plan *plan, const px_op *op);
+
 /* The stage a global layer index lives on, and its chunk; -1 when out of range. */
 int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk);
 

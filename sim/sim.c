@@ -421,7 +421,9 @@ static px_status stage_costs(sim *S, int64_t s) {
   static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                                  PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
                                                  PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
+                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
+                                                 PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
+                                                 PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
   int32_t opt = -1; /* the stage's own optimizer ops */
   for (int32_t i = 0; i < prog->ninsts && opt < 0; i++)
     if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) opt = i;
@@ -497,7 +499,9 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
   bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds run_segment times from their segments */
   static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                                  PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
+                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
+                                                 PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
+                                                 PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
   for (size_t k = 0; !st && k < sizeof compute_blocks / sizeof *compute_blocks; k++) {
     runs[compute_blocks[k]] = true;
     st = block_compute_ns(&S, 0, compute_blocks[k], p->blocks[compute_blocks[k]].ops, &kind_ns[compute_blocks[k]]);
@@ -1077,10 +1081,14 @@ static const char *timeline_kind(int32_t block) {
     case PX_BLOCK_EMBED_FWD:
     case PX_BLOCK_LAYER_FWD:
     case PX_BLOCK_MOE_FWD:
+    case PX_BLOCK_LAYER_FWD_WINDOW:
+    case PX_BLOCK_MOE_FWD_WINDOW:
     case PX_BLOCK_HEAD_FWD: return "fwd";
     case PX_BLOCK_EMBED_BWD:
     case PX_BLOCK_LAYER_BWD:
     case PX_BLOCK_MOE_BWD:
+    case PX_BLOCK_LAYER_BWD_WINDOW:
+    case PX_BLOCK_MOE_BWD_WINDOW:
     case PX_BLOCK_HEAD_BWD: return "bwd";
     case PX_BLOCK_LAYER_BWD_W: return "wgrad";
     case PX_BLOCK_OPTIMIZER: return "opt";

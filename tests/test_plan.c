@@ -1128,8 +1128,10 @@ static void test_moe(void) {
 
 /* gpt-oss: sliding-window layers attend to 128 keys back. The attended pairs
  * by hand (seq 8, window 3: 1 + 2 + 3 x 6 = 21; causal 8 x 9 / 2 = 36); the
- * flash op of gpt-oss-120b's layer block is the mean of a sliding and a full
- * layer; a chunk with an odd layer count and CP are refused. */
+ * flash op of gpt-oss-120b's windowed layer block costs a sliding layer's
+ * pairs, the full one's the causal ones; with 9 layers a stage (pp 4, as
+ * Megatron and torchtitan run it) the even layers run the windowed blocks
+ * and the odd ones the full, a stage starting on either; CP is refused. */
 static void test_sliding_window(void) {
   CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 3), 21.0, 0);
   CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 0), 36.0, 0);
@@ -1144,21 +1146,36 @@ static void test_sliding_window(void) {
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
   /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
-  double frac = (516160.0 + 8390656.0) / 2 / 8390656.0;
   double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
-  const px_block *fb = &plan.blocks[PX_BLOCK_MOE_FWD];
-  int found = 0;
-  for (int32_t i = 0; i < fb->nops; i++)
-    if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
-      PX_ASSERT_REL(fb->ops[i].flops, rect * frac, 1e-12);
-      found++;
-    }
-  CU_ASSERT_EQUAL(found, 1);
+  for (int window = 0; window < 2; window++) {
+    const px_block *fb = &plan.blocks[px_layer_block(true, window, false)];
+    int found = 0;
+    for (int32_t i = 0; i < fb->nops; i++)
+      if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
+        PX_ASSERT_REL(fb->ops[i].flops, rect * (window ? 516160.0 / 8390656.0 : 1.0), 1e-12);
+        CU_ASSERT_EQUAL(px_op_window(&plan, &fb->ops[i]), window ? 128 : 0);
+        found++;
+      }
+    CU_ASSERT_EQUAL(found, 1);
+  }
+  CU_ASSERT_EQUAL(plan.blocks[PX_BLOCK_LAYER_FWD_WINDOW].nops, 0); /* every layer is MoE */
   px_plan_free(&plan);
   p = par(1, 4, 16, 1, 1, 64); /* 36 / 4 = 9 layers a stage */
   p.ep = 8;
-  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "even number of layers"));
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  for (int64_t s = 0; s < 4; s++) {
+    const px_program *prog = &plan.programs[s];
+    int windowed = 0, full = 0;
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      const px_inst *in = &prog->insts[i];
+      if (in->mb != 0 || !px_block_is_layer_fwd((px_block_kind)in->block)) continue;
+      CU_ASSERT_EQUAL(in->block, in->layer % 2 == 0 ? PX_BLOCK_MOE_FWD_WINDOW : PX_BLOCK_MOE_FWD);
+      windowed += in->block == PX_BLOCK_MOE_FWD_WINDOW, full += in->block == PX_BLOCK_MOE_FWD;
+    }
+    CU_ASSERT_EQUAL(windowed, s % 2 == 0 ? 5 : 4); /* stages 0 and 2 start on a windowed layer (0, 18) */
+    CU_ASSERT_EQUAL(full, s % 2 == 0 ? 4 : 5);
+  }
+  px_plan_free(&plan);
   p = par(1, 2, 16, 1, 1, 64);
   p.ep = 8, p.cp = 2;
   CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
@@ -1592,7 +1609,7 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
-      {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs, refusals", test_sliding_window},
+      {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},

@@ -126,6 +126,7 @@ static px_status cpu_flash_ring(px_backend *be, const px_exec_op *e, bool bwd, c
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], cp = p->par.cp, nq = S * HQ * D, nkv = S * HKV * D;
   int64_t per = bwd ? 4 : 2, blk = B * nkv; /* floats of a k (v, dk, dv) block */
+  int64_t window = px_op_window(p, e->op);
   float p_drop = (float)p->model.dropout, **out = (float **)e->out, **in = (float **)e->in;
   float *ws = out[bwd ? 3 : 2], *buf[2] = {ws, ws + per * blk};
   memcpy(buf[0], in[bwd ? 2 : 1], (size_t)blk * sizeof *ws);
@@ -141,14 +142,14 @@ static px_status cpu_flash_ring(px_backend *be, const px_exec_op *e, bool bwd, c
       const float *k = cur + b * nkv, *v = cur + blk + b * nkv;
       if (bwd)
         px_k_flash_bwd(out[0] + b * nq, cur + 2 * blk + b * nkv, cur + 3 * blk + b * nkv, in[0] + b * nq,
-                       in[1] + b * nq, k, v, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, p->seq,
-                       p_drop, seed, off);
+                       in[1] + b * nq, k, v, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, window,
+                       p->seq, p_drop, seed, off);
       else if (s == 0)
         px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, k, v, S, S, HQ, HKV, D, qpos, kpos,
-                       p->seq, p_drop, seed, off);
+                       window, p->seq, p_drop, seed, off);
       else {
         px_k_flash_fwd(part + b * nq, part_lse + b * HQ * S, in[0] + b * nq, k, v, S, S, HQ, HKV, D, qpos, kpos,
-                       p->seq, p_drop, seed, off);
+                       window, p->seq, p_drop, seed, off);
         px_k_flash_merge(out[0] + b * nq, out[1] + b * HQ * S, part + b * nq, part_lse + b * HQ * S, S, HQ, D);
       }
     }
@@ -173,7 +174,7 @@ static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err
   const px_plan *p = e->plan;
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S, cp = p->par.cp;
-  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S;
+  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S, window = px_op_window(p, e->op);
   float pd = (float)p->model.dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   float **out = (float **)e->out, **in = (float **)e->in;
@@ -198,11 +199,11 @@ static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err
     uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
     if (!bwd)
       px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, SK, HQ,
-                     HKV, D, qpos, kpos, s_full, pd, seed, off);
+                     HKV, D, qpos, kpos, window, s_full, pd, seed, off);
     else
       px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
                      in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos,
-                     kpos, s_full, pd, seed, off);
+                     kpos, window, s_full, pd, seed, off);
   }
   free(pos);
   return st;
@@ -406,8 +407,10 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_ATTN_SCORES_BWD:
       px_k_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
       return PX_OK;
-    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1]); return PX_OK;
-    case PX_OP_SOFTMAX_BWD: px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1]); return PX_OK;
+    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_op_window(e->plan, o)); return PX_OK;
+    case PX_OP_SOFTMAX_BWD:
+      px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_op_window(e->plan, o));
+      return PX_OK;
     case PX_OP_ATTN_CONTEXT: px_k_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4]); return PX_OK;
     case PX_OP_ATTN_CONTEXT_BWD:
       px_k_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4]);
@@ -507,11 +510,11 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
     snprintf(why, cap, "multi-head latent attention is planned and simulated; the executors do not run it yet");
     return PX_SUPPORT_NO;
   }
-  if ((plan->model.sliding_window > 0 || plan->model.attention_sinks) &&
+  if ((plan->model.attention_sinks || plan->model.qk_norm) &&
       (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD ||
        px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION)) {
-    snprintf(why, cap, "sliding-window attention and attention sinks (%s) are planned and simulated; the attention "
-             "kernels do not have them yet", plan->model.name);
+    snprintf(why, cap, "%s (%s) are planned and simulated; the executors do not run them yet",
+             plan->model.attention_sinks ? "attention sinks" : "per-head q/k norms", plan->model.name);
     return PX_SUPPORT_NO;
   }
   if (px_op_is_moe((px_op_kind)op->kind) || (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) {

@@ -1161,12 +1161,15 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   }
   if (plan->model.kv_lora_rank > 0 && (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD))
     return refuse(why, cap, PX_SUPPORT_NO, "multi-head latent attention is planned and simulated only");
-  if ((plan->model.sliding_window > 0 || plan->model.attention_sinks) &&
+  if ((plan->model.attention_sinks || plan->model.qk_norm) &&
       (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD ||
        px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION))
+    return refuse(why, cap, PX_SUPPORT_NO, "%s (%s) are planned and simulated; the executors do not run them yet",
+                  plan->model.attention_sinks ? "attention sinks" : "per-head q/k norms", plan->model.name);
+  if (op->flags & PX_OPF_WINDOW)
     return refuse(why, cap, PX_SUPPORT_NO,
-                  "sliding-window attention and attention sinks (%s) are planned and simulated; the attention "
-                  "kernels do not have them yet", plan->model.name);
+                  "sliding-window attention (%s's window of %lld): the CUDA attention kernels have no window yet "
+                  "(hint: --backend cpu runs it)", plan->model.name, (long long)plan->model.sliding_window);
   if (px_op_is_moe((px_op_kind)op->kind))
     return refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: --backend cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;

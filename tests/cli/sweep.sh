@@ -60,7 +60,7 @@ head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,etp,fits,' || fail "cs
 [ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["fits"] == "true" { print $c["etp"] }' "$tmp/moe.csv" | sort -nu | tr '\n' ' ')" = "1 2 " ] ||
   fail "the MoE sweep did not try etp 1 and 2: $(cut -d, -f16-18 "$tmp/moe.csv" | sort | uniq -c)"
 
-# gpt-oss-120b (sliding-window layers, sinks) on 8 H100s finds plans that fit, every one with an even layer split
+# gpt-oss-120b (sliding-window layers, sinks) on 8 H100s finds plans that fit
 "$px" sweep -m gpt-oss-120b -c dgx-h100 -g 8 -B 16 -z 3 -P bf16 -k 3 >"$tmp/oss.txt" || fail "gpt-oss sweep"
 grep -q "^   1 .*GiB" "$tmp/oss.txt" || fail "the gpt-oss sweep found no plan: $(head -3 "$tmp/oss.txt")"
 
