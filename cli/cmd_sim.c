@@ -15,7 +15,9 @@ static const char usage[] =
     "usage: parallax sim --model M --cluster C --gpus N [plan flags] [--json] [--trace FILE]\n\n"
     "Simulates one training step: step time, tokens/s, model TFLOP/s per GPU, MFU and HFU,\n"
     "pipeline bubble, time in TP/PP/DP communication and how much of it is exposed, and\n"
-    "memory per GPU. --trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the\n"
+    "memory per GPU, and how far to trust it: the errors the validation tests found on published\n"
+    "runs of the same GPU family, precision and kind of model (dense or MoE), or that none validates\n"
+    "it. --trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the\n"
     "memory, timeline and scaling plots.\n\n";
 
 int px_cmd_sim(int argc, char **argv) {
@@ -38,6 +40,11 @@ int px_cmd_sim(int argc, char **argv) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
+  px_bands bands;
+  if ((st = px_bands_load(NULL, &bands, &err))) {
+    px_plan_free(&plan);
+    return px_cli_fail(st, &err);
+  }
   px_sim_opts opts = {.trace_path = a.trace_file};
   px_sim_result r;
   double t0 = px_clock_s();
@@ -45,12 +52,13 @@ int px_cmd_sim(int argc, char **argv) {
   double wall = px_clock_s() - t0;
   if (!st) {
     if (a.json) {
-      st = px_json_print_free(px_report_sim_json(&plan, &r), &err);
+      st = px_json_print_free(px_report_sim_json(&plan, &r, &bands), &err);
     } else {
-      px_report_sim_text(&plan, &r, wall, stdout);
+      px_report_sim_text(&plan, &r, wall, &bands, stdout);
     }
     px_sim_result_free(&r);
   }
+  px_bands_free(&bands);
   px_plan_free(&plan);
   return st ? px_cli_fail(st, &err) : 0;
 }

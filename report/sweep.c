@@ -83,8 +83,24 @@ static void zero_choice(const px_sweep_result *r, FILE *out) {
   fputs("\n", out);
 }
 
+/* The validated error band of each precision among the shown plans (a sweep's model and cluster are one). */
+static void bands_lines(const px_model *m, const px_cluster *c, const px_sweep_result *r, int64_t top,
+                        const px_bands *bands, FILE *out) {
+  bool seen[PX_PREC_COUNT] = {false};
+  for (int64_t i = 0; bands && i < r->n && i < top; i++) {
+    int prec = r->entries[i].par.precision;
+    if (prec < 0 || prec >= PX_PREC_COUNT || seen[prec]) continue;
+    seen[prec] = true;
+    px_band_key k;
+    char text[512];
+    px_band_key_of(m, c, &r->entries[i].par, &k);
+    px_band_describe(bands, &k, text, sizeof text);
+    fprintf(out, "Validated (simulated over published throughput, less 1): %s\n", text);
+  }
+}
+
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
-                          int64_t top, double wall_s, int threads, FILE *out) {
+                          int64_t top, double wall_s, int threads, const px_bands *bands, FILE *out) {
   char a[64], b[64];
   const px_parallel *f = &o->fixed;
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
@@ -131,6 +147,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     else
       fprintf(out, "does not fit (%s)\n", px_fmt_bytes((double)pa.e->peak_bytes, b, sizeof b));
   }
+  bands_lines(m, c, r, top, bands, out);
   const px_train_time *t = &r->entries[0].train;
   if (ttt && t->cluster_mtbf_s > 0 && o->ckpt_async) {
     char w[32], iv[32], sn[32];
@@ -152,11 +169,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
 }
 
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
-                              const px_sweep_opts *o, const px_sweep_result *r, px_err *err) {
+                              const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err) {
   px_status st = px_mkdir_p(dir, err);
   if (!st) st = px_plotdata_sweep(r, dir, err);
   if (!st && r->n > 0) st = px_plotdata_plan(m, c, &r->entries[0].par, dir, err);
-  if (!st) st = px_report_sweep_write(dir, m, c, o, r, SWEEP_DIR_PLANS, err);
+  if (!st) st = px_report_sweep_write(dir, m, c, o, r, SWEEP_DIR_PLANS, bands, err);
   if (!st) st = px_plots_render(dir, err);
   if (!st && html) st = px_html_report(dir, err);
   return st;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The docs' generated parts (docs/testing.md, "Generated documentation"): blocks
 # between `<!-- generated: NAME BEGIN -->` and `<!-- generated: NAME END -->`
-# lines in README.md and docs/*.md, written by the code they describe.
+# lines in README.md and docs/*.md, written by the code they describe; and the
+# data files the binary reads that the tests write (a block named file:PATH is
+# the whole of PATH: topologies/validation_bands.tsv, the validated error bands).
 #   scripts/docs.sh generate PARALLAX TEST_SIM > GEN   every block, from the binaries
 #   scripts/docs.sh write GEN [SRC]                    put GEN's blocks into SRC's docs (make docs)
 #   scripts/docs.sh check GEN [SRC]                    exit 1 where SRC's docs differ from GEN,
@@ -29,13 +31,16 @@ generate() {
   local px=$1 testsim=$2 tmp
   "$px" help --markdown
   tmp=$(mktemp -d)
-  if ! PX_VALIDATION_MD="$tmp/validation.md" "$testsim" >"$tmp/log" 2>&1; then
+  if ! PX_VALIDATION_MD="$tmp/validation.md" PX_VALIDATION_BANDS="$tmp/bands.tsv" "$testsim" >"$tmp/log" 2>&1; then
     cat "$tmp/log" >&2
     echo "scripts/docs.sh: $testsim failed: the validation tables are its output" >&2
     rm -rf "$tmp"
     return 1
   fi
   cat "$tmp/validation.md"
+  printf '<!-- generated: file:topologies/validation_bands.tsv BEGIN -->\n'
+  cat "$tmp/bands.tsv"
+  printf '<!-- generated: file:topologies/validation_bands.tsv END -->\n'
   rm -rf "$tmp"
   quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
   quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
@@ -86,6 +91,18 @@ place() {
       cp "$tmp/new" "$f.tmp" && mv "$f.tmp" "$f"
       echo "rewrote $f"
     fi
+  done
+  # the data files, each the whole of its block
+  for name in $(awk '$1 == "<!--" && $2 == "generated:" && $3 ~ /^file:/ && $4 == "BEGIN" { print $3 }' "$gen"); do
+    f=$src/${name#file:}
+    awk -v n="$name" '$1 == "<!--" && $2 == "generated:" && $3 == n { on = $4 == "BEGIN"; next } on' "$gen" >"$tmp/new"
+    if [ "$mode" = check ]; then
+      diff -u --label "$f" --label "$f (generated now)" "$f" "$tmp/new" || status=1
+    elif ! cmp -s "$f" "$tmp/new"; then
+      cp "$tmp/new" "$f.tmp" && mv "$f.tmp" "$f"
+      echo "rewrote $f"
+    fi
+    echo "$name" >>"$tmp/used"
   done
   # every block has its place
   for name in $(awk '$1 == "<!--" && $2 == "generated:" && $4 == "BEGIN" { print $3 }' "$gen"); do

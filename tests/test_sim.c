@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "plan/check.h"
 #include "plan/plan.h"
+#include "sim/bands.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
 #include "sim/network.h"
@@ -215,6 +216,39 @@ static const char *doc_count(long long v, char buf[32]) {
   }
   buf[o] = '\0';
   return buf;
+}
+
+/* The validated error bands (sim/bands.h): every validation row's error under its plan's GPU family,
+ * precision and kind of model, written after the tests (main) to PX_VALIDATION_BANDS, the table sim,
+ * sweep and the HTML report read (`make docs` installs it as topologies/validation_bands.tsv), and as
+ * the block validation-bands of docs/validation.md. A validation's rows call band_row. */
+static px_bands bands;
+
+static void band_row(const px_plan *plan, double e, const char *validation) {
+  px_band_key k;
+  px_err err = {0};
+  px_band_key_of(&plan->model, &plan->cluster, &plan->par, &k);
+  CU_ASSERT_EQUAL(px_bands_add(&bands, &k, e, validation, &err), PX_OK);
+}
+
+static void bands_write(void) {
+  const char *path = getenv("PX_VALIDATION_BANDS");
+  FILE *fp = path && *path ? fopen(path, "w") : NULL;
+  if (path && *path && !fp) fprintf(stderr, "\n  PX_VALIDATION_BANDS: %s: cannot write\n", path);
+  doc_failed |= path && *path && !fp;
+  px_bands_write(&bands, fp ? fp : stderr);
+  if (fp && fclose(fp)) doc_failed = true;
+  FILE *md = doc_block("validation-bands", "| GPU | precision | model | runs | error | mean | validations |\n"
+                                           "| --- | --- | --- | ---: | --- | ---: | --- |\n");
+  char b[3][24];
+  for (int i = 0; md && i < bands.n; i++) {
+    const px_band *r = &bands.v[i];
+    fprintf(md, "| %s | %s | %s | %d | %s to %s | %s | %s |\n", r->key.family, r->key.precision,
+            r->key.moe ? "MoE" : "dense", r->runs, doc_pct(r->min, b[0]), doc_pct(r->max, b[1]), doc_pct(r->mean, b[2]),
+            r->sources);
+  }
+  doc_block_end(md, "validation-bands");
+  px_bands_free(&bands);
 }
 
 /* The GPU counts a validation's rows span: 32-3,072. */
@@ -528,6 +562,7 @@ static void test_megatron_table1(void) {
               tp, pp, gpus, mbs, vpp, tflops, sim_j, doc_pct(ej, b[0]), sim_tflops, doc_pct(e, b[1]), sim_e,
               doc_pct(ee, b[2]));
     err_add(&rng_j, ej), err_add(&rng_e, ee), err_add(&gpu_rng, (double)gpus);
+    band_row(&plan, ej, "Megatron-LM SC'21");
     CU_ASSERT(ej > -0.20 && ej < 0.20);
     CU_ASSERT(ee > -0.10 && ee < 0.10); /* the validation: the runs' own era's GEMMs, every row within 10% */
     sum_abs_e += ee < 0 ? -ee : ee;
@@ -641,6 +676,7 @@ static void test_korthikanti2022(void) {
               doc_count(gpus, b[0]), pub_s, pre, doc_pct(e, b[1]), era, doc_pct(ee, b[2]));
     }
     err_add(&rng, e), err_add(&rng_e, ee), err_add(&gpu_rng, (double)gpus);
+    band_row(&plan, e, "Korthikanti et al. 2022");
     /* SC'21's bands, one standard for both validations (measured: preset
      * +6.6% to +17.5%, mean 11.3%; 2020 GEMM -8.2% to +4.5%, mean 3.9%) */
     CU_ASSERT(e > -0.20 && e < 0.20);
@@ -722,6 +758,7 @@ static void test_llama3_table4(void) {
     size_t k = strlen(errs);
     snprintf(errs + k, sizeof errs - k, "%s%s", rows ? ", " : "", doc_pct(e, b[2]));
     err_add(&gpu_rng, (double)gpus);
+    band_row(&plan, e, "Llama 3 paper");
     /* pessimistic to -20%: at 16,384 GPUs 16 micro-batches run on 16 stages, whose interleaved bubble
      * Meta cut with schedule changes this plan does not make (the paper's Section 3.3.2) */
     CU_ASSERT(e > -0.20 && e < 0.40);
@@ -827,6 +864,7 @@ static void test_megatron_bridge_h100(void) {
      * fails a row that turns 10% pessimistic */
     CU_ASSERT(e > -0.10 && e < (old ? 0.65 : 0.45));
     err_add(&errs[old], e), err_add(&gpu_rng, (double)gpus);
+    band_row(&plan, e, old ? "NeMo 24.07" : "Megatron-Bridge");
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -959,6 +997,7 @@ static void test_torchtitan_h100(void) {
     if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
     prev_table = table, prev_compile = compiled, prev_pub = tokens, prev_sim = sim;
     err_add(&errs, e), err_add(&gpu_rng, (double)gpus);
+    band_row(&plan, e, "torchtitan");
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -1941,5 +1980,6 @@ int main(void) {
                        "| --- | ---: | --- |\n");
   for (int i = 0; md && i < DOC_ROWS; i++) fputs(doc_headline[i], md);
   doc_block_end(md, "validation-headline");
+  bands_write();
   return failed || doc_failed;
 }

@@ -6,7 +6,8 @@
 # "run `make docs`"; every relative link names a file and a heading there.
 # Then the check itself, on a copy of the docs: a changed generated line
 # fails, a changed hand-written line passes, a block without its END marker,
-# a marker without a block and a broken link fail.
+# a marker without a block, a changed validated band (topologies/
+# validation_bands.tsv, the data file the binary reads) and a broken link fail.
 # PX_TEST_SIM names the validation suite (tests/CMakeLists.txt), else it is
 # looked for in the build directory of PARALLAX.
 set -u
@@ -24,7 +25,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 bash "$docs" generate "$px" "$testsim" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
-for name in commands flags models topologies validation-sc21 validation-headline quickstart-sim; do
+for name in commands flags models topologies validation-sc21 validation-headline validation-bands quickstart-sim \
+  file:topologies/validation_bands.tsv; do
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"
 done
 bash "$docs" check "$tmp/gen.md" "$src" || fail "the docs differ from what the code writes: run \`make docs\`"
@@ -39,9 +41,10 @@ done
 # the check, on a copy: (name, edit, expected status)
 copy() {
   rm -rf "$tmp/tree"
-  mkdir -p "$tmp/tree/docs"
+  mkdir -p "$tmp/tree/docs" "$tmp/tree/topologies"
   cp "$src/README.md" "$tmp/tree/"
   cp "$src"/docs/*.md "$tmp/tree/docs/"
+  cp "$src/topologies/validation_bands.tsv" "$tmp/tree/topologies/"
 }
 expect() { # label, expected status (0 passes, 1 fails), what the message says then
   bash "$docs" check "$tmp/gen.md" "$tmp/tree" >"$tmp/out" 2>&1
@@ -60,6 +63,10 @@ copy
 sed -i 's/^  step time .*/  step time        9.99 s/' "$tmp/tree/README.md"
 expect "a changed simulated figure in the quick start" 1
 copy
+sed -i 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$tmp/tree/topologies/validation_bands.tsv"
+grep -q "^H100	bf16	dense	[0-9]*	-1.0	" "$tmp/tree/topologies/validation_bands.tsv" || fail "no H100 bf16 band to change"
+expect "a validated band the tests do not give" 1 "validation_bands.tsv (generated now)"
+copy
 sed -i '/^<!-- generated: models END -->$/d' "$tmp/tree/docs/models-and-clusters.md"
 expect "a block without its END marker" 1
 copy
@@ -77,6 +84,7 @@ expect "a link to a file that is not there" 1 "a link to nothing.md, which does 
 # make docs (write) puts a changed copy right, and then it checks
 copy
 sed -i 's/^| `-t`, `--tp` | `N` | tensor-parallel size |$/| `-t`, `--tp` | `N` | stale |/' "$tmp/tree/docs/flags.md"
+sed -i 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$tmp/tree/topologies/validation_bands.tsv"
 bash "$docs" write "$tmp/gen.md" "$tmp/tree" >/dev/null || fail "write"
 expect "the docs after write" 0
 

@@ -78,6 +78,27 @@ err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --ep 8 --etp 1 2>&1 >/dev
 err=$("$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 2 --cp 2 --ep 8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "sliding-window attention" || fail "gpt-oss cp 2: $rc $err"
 
+# How far to trust it: the validated band of the plan's GPU family, precision and kind (topologies/
+# validation_bands.tsv), in the text and the JSON; a family, precision or kind no published run validates says
+# so; the table is read from PARALLAX_HOME, and a bad one is refused naming the file and line
+band=$(awk -F'\t' '$1 == "H100" && $2 == "fp8" && $3 == "dense" { printf "%+.1f..%+.1f%% (%d runs)", $5, $6, $4 }' \
+  "$PARALLAX_HOME/topologies/validation_bands.tsv")
+[ -n "$band" ] || fail "no H100 fp8 dense band in the table"
+"$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep -qF "validated        H100 fp8 dense: published runs $band" ||
+  fail "sim's validated line: $("$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep validated)"
+"$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 --json |
+  jq -e '.validation | .family == "H100" and .precision == "fp8" and .kind == "dense" and .runs > 0 and .min <= .mean
+    and .mean <= .max' >/dev/null || fail "sim --json validation"
+"$px" sim -m mixtral-8x7b -c dgx-b200 -g 8 --ep 8 -P fp8 --json |
+  jq -e '.validation | .runs == 0 and .text == "no published run validates B200 fp8 MoE"' >/dev/null ||
+  fail "an unvalidated plan: $("$px" sim -m mixtral-8x7b -c dgx-b200 -g 8 --ep 8 -P fp8 --json | jq -c .validation)"
+mkdir -p "$tmp/home/topologies" && cp -r "$PARALLAX_HOME/models" "$tmp/home/" &&
+  cp "$PARALLAX_HOME/topologies/dgx-h100.json" "$tmp/home/topologies/"
+sed 's/^H100\tfp8\tdense\t\([0-9]*\)\t/H100\tfp8\tdense\tmany\t/' "$PARALLAX_HOME/topologies/validation_bands.tsv" \
+  >"$tmp/home/topologies/validation_bands.tsv"
+err=$(PARALLAX_HOME=$tmp/home "$px" sim -m llama3-8b -c dgx-h100 -g 8 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "validation_bands.tsv:[0-9]*: field 'runs'" || fail "a bad band table: $rc $err"
+
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 24 -t 3 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "attention heads" || fail "bad tp: $rc $err"
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 16 --trace /nonexistent/dir/t.json 2>&1 >/dev/null); rc=$?
