@@ -382,4 +382,5 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->f8_block = d->f8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
   d->f8_current = d->f8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
+  d->f8_params = d->f8 && par->fp8_params > 0;
 }

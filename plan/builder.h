@@ -51,6 +51,7 @@ typedef struct {
   px_dtype act, param, grad;
   uint64_t e;                           /* activation bytes per element */
   bool f8, f8_block, f8_current, zero3; /* precision fp8: the recipe's block scales / current scaling; ZeRO-3 */
+  bool f8_params;                       /* fp8: the weights held in fp8 (fp8_params) */
 } px_dims;
 
 typedef struct px_bld {

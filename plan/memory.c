@@ -88,8 +88,12 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
-  if (par->precision == PX_PREC_FP8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed */
-    out->fp8_copy_bytes = 2 * px_plan_fp8_weight_elems(p, stage);
+  bool f8 = par->precision == PX_PREC_FP8, primary = f8 && par->fp8_params > 0;
+  uint64_t w8 = f8 ? px_plan_fp8_weight_elems(p, stage) : 0, held8 = w8;
+  if (primary && par->zero >= 3) px_plan_fp8_unit_elems(p, stage, NULL, &held8);
+  if (primary) b[PX_PLACE_GPU][PX_MEM_PARAMS] -= held8 * (pb - 1); /* the fp8 weights: 1 byte, no 16-bit copy */
+  if (f8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed (fp8 weights: the transposed) */
+    out->fp8_copy_bytes = (primary ? 1 : 2) * w8;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] += out->fp8_copy_bytes;
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {
@@ -108,6 +112,18 @@ uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {
   for (int32_t i = 0; i < prog->nparams; i++)
     if (p->slots[prog->params[i].slot].fp8) n += prog->params[i].elems;
   return n;
+}
+
+void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint64_t *shard8) {
+  const px_program *prog = &p->programs[stage];
+  if (u8) memset(u8, 0, (size_t)prog->nunits * sizeof *u8);
+  *shard8 = 0;
+  for (int32_t i = 0; i < prog->nparams; i++) {
+    const px_param_ref *r = &prog->params[i];
+    if (!p->slots[r->slot].fp8) continue;
+    if (u8) u8[r->unit] += r->elems;
+    *shard8 += r->elems / (uint64_t)px_plan_unit_ranks(p, &prog->units[r->unit]);
+  }
 }
 
 void px_plan_states(const px_plan *p, int64_t stage, px_states *out) { px_plan_states_for(p, &p->par, stage, out); }

@@ -1184,6 +1184,60 @@ static void test_sliding_window(void) {
 
 /* ---- fp8 ---- */
 
+/* fp8 primary weights (fp8_params, Megatron's --fp8-param-gather): the fp8 GEMMs' weights held in fp8 (1 byte)
+ * with their transposed copy and no bf16 copy, so 2 bytes an fp8 weight less than the bf16 weight and its two
+ * cached fp8 copies (ZeRO-1); each unit's parameter all-gather moves its fp8 weights at 1 byte (a byte an fp8
+ * element less than in bf16, each layer's about half); ZeRO-3 holds its shard's fp8 weights in fp8; the step's
+ * cast makes the transposed copy only; without fp8 precision and bf16 base it is refused. */
+static void test_fp8_params(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 16);
+  for (int zero = 1; zero <= 3; zero += 2) {
+    px_plan plan[2];
+    for (int f = 0; f < 2; f++) {
+      px_parallel p = par(2, 2, 4, zero, 1, 32);
+      p.sp = 1, p.precision = PX_PREC_FP8, p.fp8_params = f;
+      CU_ASSERT_EQUAL_FATAL(compile(&plan[f], &m, &c, &p, &err), PX_OK);
+    }
+    for (int64_t s = 0; s < 2; s++) {
+      const px_program *a = &plan[0].programs[s], *b = &plan[1].programs[s];
+      CU_ASSERT_EQUAL_FATAL(a->nunits, b->nunits);
+      uint64_t w8 = px_plan_fp8_weight_elems(&plan[1], s), shard8 = 0;
+      uint64_t *u8 = calloc((size_t)b->nunits, sizeof *u8);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(u8);
+      px_plan_fp8_unit_elems(&plan[1], s, u8, &shard8);
+      CU_ASSERT(w8 > 0 && w8 == px_plan_fp8_weight_elems(&plan[0], s));
+      px_states sa, sb;
+      px_plan_states(&plan[0], s, &sa);
+      px_plan_states(&plan[1], s, &sb);
+      uint64_t less = sa.bytes[PX_PLACE_GPU][PX_MEM_PARAMS] - sb.bytes[PX_PLACE_GPU][PX_MEM_PARAMS];
+      PX_ASSERT_EQ_U64(less, zero < 3 ? 2 * w8 : shard8);
+      PX_ASSERT_EQ_U64(sb.fp8_copy_bytes, zero < 3 ? w8 : 0);
+      CU_ASSERT(plan[1].mem[s].peak_bytes < plan[0].mem[s].peak_bytes);
+      for (int32_t u = 0; u < b->nunits; u++) {
+        const px_op *ga = &a->ops[a->units[u].gather_op], *gb = &b->ops[b->units[u].gather_op];
+        PX_ASSERT_EQ_U64(ga->coll_bytes - gb->coll_bytes, u8[u]);
+        if (u8[u] > b->units[u].padded / 2) PX_ASSERT_REL((double)gb->coll_bytes, 0.5 * (double)ga->coll_bytes, 0.01);
+      }
+      free(u8);
+    }
+    for (int f = 0; f < 2; f++) px_plan_free(&plan[f]);
+  }
+  static const struct {
+    int precision, base;
+  } bad[] = {{PX_PREC_BF16, -1}, {PX_PREC_FP8, PX_FP8_BASE_FP32}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    px_parallel p = par(2, 2, 4, 1, 1, 32);
+    p.fp8_params = 1, p.precision = bad[i].precision, p.fp8_base = bad[i].base;
+    px_plan plan;
+    CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 "
+                                           "copy: it needs `precision` fp8 with `fp8_base` bf16"));
+  }
+}
+
 /* fp8 GEMMs in a block: each linear and expert GEMM, and whether any reads a weight that is not a layer's. */
 static int fp8_gemms(const px_plan *plan, px_block_kind k, int *bf16) {
   const px_block *b = &plan->blocks[k];
@@ -1609,6 +1663,7 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
+      {"fp8 primary weights: memory, fp8 all-gathers, refusals", test_fp8_params},
       {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},

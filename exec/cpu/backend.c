@@ -499,6 +499,11 @@ static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
 static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
   (void)b;
   px_dtype dt = px_support_op_dtype(plan, op);
+  if (plan->par.fp8_params > 0) { /* the whole plan: its weights are not what the executors hold */
+    snprintf(why, cap, "fp8 weights (--fp8-params) are planned and simulated: the executors keep their weights in the "
+             "parameter dtype and cast them for the fp8 GEMMs (hint: drop --fp8-params)");
+    return PX_SUPPORT_NO;
+  }
   if (px_support_fp8(plan, op) && !px_cpu_fp8_supports(plan, op, why, cap)) return PX_SUPPORT_NO;
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && op->kind != PX_OP_ALLREDUCE && op->kind != PX_OP_REDUCE_SCATTER)) {
     snprintf(why, cap, "the cpu backend runs fp32 only (hint: --precision fp32)");

@@ -1133,6 +1133,10 @@ static px_support cu_supports_op(px_backend *be, const px_plan *plan, const px_o
   px_dtype dt = px_support_op_dtype(plan, op);
   const int64_t *d = op->dim;
   const char *kind = px_op_names[op->kind];
+  if (plan->par.fp8_params > 0) /* the whole plan: its weights are not what the executors hold */
+    return refuse(why, cap, PX_SUPPORT_NO,
+                  "fp8 weights (--fp8-params) are planned and simulated: the executors keep 16-bit weights and cast "
+                  "them for the fp8 GEMMs (hint: drop --fp8-params)");
   /* offload's host side: the interpreter's own code over uploads and downloads */
   if (px_op_on_host((px_op_kind)op->kind)) return PX_SUPPORT_YES;
   if (px_support_fp8(plan, op)) {
