@@ -203,7 +203,7 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_bld b = {.failed = false};
 
   /* the layers' blocks: dense or mixture-of-experts, with full or sliding-window attention, those the model has
-   * (a dense model's full ones always: the plan's readers take a layer's size from them) */
+   * (the dense full-attention ones always: the plan's readers take a layer's activations from them) */
   bool kinds[2][2] = {{true}};
   for (int64_t l = 0; l < p->model.layers; l++)
     kinds[px_model_layer_is_sliding(&p->model, l)][px_model_layer_is_moe(&p->model, l)] = true;

@@ -649,20 +649,25 @@ double px_attention_window_fraction(int64_t seq, int64_t window) {
 }
 
 void px_model_window_desc(const px_model *m, char *buf, size_t cap) {
-  int64_t n = m->window_layer_freq, from = m->first_full_layers;
-  if (m->sliding_window <= 0)
-    snprintf(buf, cap, "%s", "");
-  else if (n == 1 && from == 0)
+  int64_t shown = 0, n = 0;
+  if (cap) buf[0] = '\0';
+  if (m->sliding_window <= 0) return;
+  if (m->window_layer_freq == 1 && m->first_full_layers == 0) {
     snprintf(buf, cap, "window %lld on every layer", (long long)m->sliding_window);
-  else if (n == 1)
-    snprintf(buf, cap, "window %lld on every layer from layer %lld", (long long)m->sliding_window, (long long)from);
-  else
-    snprintf(buf, cap, "window %lld on every %lld%s layer from layer %lld", (long long)m->sliding_window, (long long)n,
-             n == 2 ? "nd" : n == 3 ? "rd" : "th", (long long)from);
+    return;
+  }
+  int k = snprintf(buf, cap, "window %lld on layers", (long long)m->sliding_window);
+  for (int64_t l = 0; l < m->layers && k >= 0 && (size_t)k < cap; l++) {
+    if (!px_model_layer_is_sliding(m, l)) continue;
+    n++;
+    if (shown < 3) k += snprintf(buf + k, cap - (size_t)k, "%s %lld", shown ? "," : "", (long long)l), shown++;
+  }
+  if (n > shown && k >= 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, ", ...");
 }
 
 bool px_model_layer_is_sliding(const px_model *m, int64_t l) {
-  return m->sliding_window > 0 && l >= m->first_full_layers && (l - m->first_full_layers) % m->window_layer_freq == 0;
+  return m->sliding_window > 0 && m->window_layer_freq > 0 && l >= m->first_full_layers &&
+         (l - m->first_full_layers) % m->window_layer_freq == 0;
 }
 
 int64_t px_model_shared_ffn(const px_model *m) {

@@ -145,8 +145,8 @@ bool px_model_layer_is_moe(const px_model *m, int64_t l);
 /* Whether layer l (0-based) attends within sliding_window: after the first_full_layers, every
  * window_layer_freq-th layer from the first. */
 bool px_model_layer_is_sliding(const px_model *m, int64_t l);
-/* Which layers have the sliding window, in words: "window 128 on every 2nd layer from layer 0", "window 4096 on
- * every layer", "window 4096 on every layer from layer 21"; "" without one. */
+/* Which layers have the sliding window, in words: "window 4096 on every layer", "window 128 on layers 0, 2, 4,
+ * ..." (the first three); "" without one. */
 void px_model_window_desc(const px_model *m, char *buf, size_t cap);
 /* Query-key pairs a causal attention over seq tokens computes, each query
  * attending to itself and the window - 1 tokens before it (window <= 0 or

@@ -2,7 +2,7 @@
 # Sliding-window attention on the CPU executor: a tiny model whose even layers
 # attend to the 8 tokens up to their own (gpt-oss's pattern) runs any layer
 # count per pipeline chunk, a chunk starting on a windowed or a full layer
-# (pp 2: 3 layers a stage; --first-stage-layers 1; vpp 3: a layer a chunk),
+# (pp 2: 3 layers a stage; --first-stage-layers 1; vpp 3: a layer a chunk; ZB-H1's split backward),
 # with TP, SP, the unfused attention and ZeRO-3, to the losses and first-step
 # gradients of its one-rank run within 1e-5 over 8 steps, and every stage's
 # measured peak is its plan's; a model with the window on every layer after
@@ -32,6 +32,7 @@ run() { # out model gbs ranks flags...
 cases=(
   "tiny-window 4 2|-p 2"
   "tiny-window 4 2|-p 2 --first-stage-layers 1"
+  "tiny-window 4 2|-p 2 -e zb-h1"
   "tiny-window 8 2|-p 2 -v 3 -e interleaved"
   "tiny-window 4 2|-t 2"
   "tiny-window 4 4|-t 2 -S -p 2 --attention unfused"
