@@ -63,17 +63,17 @@ fuzz-long: fuzz-build
 test-fuzz: fuzz-build
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(TEST_FUZZ_SECONDS)
 
-# Records the simulator's golden figures again (tests/data/golden_sim.tsv):
+# Records the simulator's golden figures again (tests/golden/golden_sim.tsv):
 # only on purpose, with the diff reviewed in the commit.
 golden: build
-	@bash tests/cli/golden.sh $(BUILD)/parallax . --update
+	@bash tests/golden/golden.sh $(BUILD)/parallax . --update
 
 # Rewrites the docs' generated parts (scripts/docs.sh; docs/testing.md,
 # "Generated documentation"): the command table, the flag reference, the
 # preset and validation tables, the quick start. `make test` fails until they
 # match the code; review the diff in the commit.
 docs: build
-	@PARALLAX_HOME=$(CURDIR) bash scripts/docs.sh generate $(BUILD)/parallax $(BUILD)/tests/test_sim > $(BUILD)/docs-generated.md
+	@PARALLAX_HOME=$(CURDIR) bash scripts/docs.sh generate $(BUILD)/parallax $(BUILD)/tests > $(BUILD)/docs-generated.md
 	@bash scripts/docs.sh write $(BUILD)/docs-generated.md .
 
 bench: build

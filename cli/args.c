@@ -52,7 +52,8 @@ static const px_opt opts[] = {
     {"etp", required_argument, OPT_ETP, PX_OPT_PLAN, "N",
      "expert tensor parallelism: each expert's GEMMs split over N ranks (default tp; 1: whole experts, EP folded over the TP ranks too)"},
     {"moe-dispatch", required_argument, OPT_MOE_DISPATCH, PX_OPT_PLAN, "D",
-     "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP)"},
+     "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP) | "
+     "deepep (DeepEP's kernels: a token once a rank and once a node)"},
     {"moe-imbalance", required_argument, OPT_MOE_IMBALANCE, PX_OPT_PLAN, "F",
      "tokens on the busiest EP rank's experts over the mean (1: a balanced router)"},
     {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},
@@ -559,6 +560,11 @@ done:
   return st;
 }
 
+px_status px_args_plan(px_args *a, px_model *m, px_cluster *c, px_plan *plan, px_err *err) {
+  px_status st = px_args_load(a, m, c, err);
+  return st ? st : px_plan_compile(plan, m, c, &a->par, err);
+}
+
 int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
                  char **argv) {
   px_err err = {0};
@@ -574,45 +580,59 @@ int px_cli_start(px_args *a, const char *command, int groups, int help_groups, c
   return -1;
 }
 
-/* The fields whose flag is not named after them: the library's words, the flag. */
+/* The fields of the library's settings that a flag of another name sets;
+ * every other field is set by the flag of its name with '-' for '_'
+ * (px_parallel.fp8_recipe: --fp8-recipe). */
 static const struct {
   const char *field, *flag;
-} flag_renamed[] = {{"`reshard_after_forward` false", "--no-reshard-after-forward"}};
+} renamed_fields[] = {{"ckpt_dir", "ckpt"}, {"profile_path", "profile"}, {"grads_path", "dump-grads"}};
 
-void px_cli_flag_names(const char *msg, char *out, size_t cap) {
-  size_t n = 0;
-  for (const char *s = msg; *s && n + 1 < cap;) {
-    const char *end = *s == '`' ? strchr(s + 1, '`') : NULL;
-    if (!end) {
-      out[n++] = *s++;
+/* Phrases of a field and its value that one flag says (px_parallel.reshard false). */
+static const struct {
+  const char *phrase, *flag;
+} renamed_phrases[] = {{"`reshard_after_forward` false", "--no-reshard-after-forward"}};
+
+/* The flag that sets the field of n bytes at f, or NULL. */
+static const char *flag_of(const char *f, size_t n) {
+  for (size_t i = 0; i < sizeof renamed_fields / sizeof renamed_fields[0]; i++)
+    if (strlen(renamed_fields[i].field) == n && !strncmp(renamed_fields[i].field, f, n)) return renamed_fields[i].flag;
+  char name[64];
+  if (n >= sizeof name) return NULL;
+  for (size_t i = 0; i < n; i++) name[i] = f[i] == '_' ? '-' : f[i];
+  name[n] = '\0';
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (!strcmp(opts[i].name, name)) return opts[i].name;
+  return NULL;
+}
+
+void px_cli_words(const char *msg, char *out, size_t cap) {
+  size_t o = 0;
+  if (!cap) return;
+  for (const char *p = msg; *p && o + 1 < cap;) {
+    const char *end = *p == '`' ? strchr(p + 1, '`') : NULL;
+    size_t n = end ? (size_t)(end - p - 1) : 0;
+    const char *phrase = NULL;
+    size_t phrase_len = 0;
+    for (size_t i = 0; i < sizeof renamed_phrases / sizeof renamed_phrases[0] && !phrase && end; i++)
+      if (!strncmp(p, renamed_phrases[i].phrase, (phrase_len = strlen(renamed_phrases[i].phrase))))
+        phrase = renamed_phrases[i].flag;
+    if (!phrase && (!n || strspn(p + 1, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)) { /* not a field: as it is */
+      out[o++] = *p++;
       continue;
     }
-    const char *renamed = NULL, *opt = NULL;
-    for (size_t i = 0; i < sizeof flag_renamed / sizeof *flag_renamed && !renamed; i++)
-      if (!strncmp(s, flag_renamed[i].field, strlen(flag_renamed[i].field))) {
-        renamed = flag_renamed[i].flag;
-        end = s + strlen(flag_renamed[i].field) - 1;
-      }
-    char name[64];
-    snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
-    for (char *c = name; *c; c++) *c = *c == '_' ? '-' : *c;
-    for (size_t i = 0; i < sizeof opts / sizeof *opts && !renamed && !opt; i++)
-      if (!strcmp(opts[i].name, name)) opt = opts[i].name;
-    if (renamed)
-      n += (size_t)snprintf(out + n, cap - n, "%s", renamed);
-    else if (opt)
-      n += (size_t)snprintf(out + n, cap - n, "--%s", opt);
-    else /* no flag sets it: the field's name */
-      n += (size_t)snprintf(out + n, cap - n, "%.*s", (int)(end - s - 1), s + 1);
-    if (n >= cap) n = cap - 1;
-    s = end + 1;
+    const char *flag = phrase ? NULL : flag_of(p + 1, n);
+    int w = phrase ? snprintf(out + o, cap - o, "%s", phrase)
+            : flag ? snprintf(out + o, cap - o, "--%s", flag)
+                   : snprintf(out + o, cap - o, "%.*s", (int)n, p + 1);
+    o = w < 0 || (size_t)w >= cap - o ? cap - 1 : o + (size_t)w;
+    p = phrase ? p + phrase_len : end + 1;
   }
-  out[n < cap ? n : cap - 1] = '\0';
+  out[o] = '\0';
 }
 
 int px_cli_fail(px_status st, const px_err *err) {
-  char msg[sizeof err->msg];
-  px_cli_flag_names(err->msg[0] ? err->msg : "failed", msg, sizeof msg);
+  char msg[sizeof err->msg + 256];
+  px_cli_words(err->msg[0] ? err->msg : "failed", msg, sizeof msg);
   fprintf(stderr, "parallax: %s\n", msg);
   return st ? (int)st : 1;
 }

@@ -10,6 +10,7 @@
 #include "plan/cluster.h"
 #include "plan/model.h"
 #include "plan/parallel.h"
+#include "plan/plan.h"
 
 enum {
   PX_OPT_COMMON = 1 << 0,  /* --json, --help */
@@ -121,6 +122,9 @@ px_status px_args_cluster_finish(const px_args *a, px_cluster *c, int64_t gpus, 
 /* Loads --model and --cluster (and --plan FILE when given), sizes the cluster
  * from --gpus/--nodes and resolves parallel defaults. Either pointer may be NULL. */
 px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
+/* The plan the flags give, as every command that compiles one starts:
+ * px_args_load, then the plan compiled (freed by the caller when PX_OK). */
+px_status px_args_plan(px_args *a, px_model *m, px_cluster *c, px_plan *plan, px_err *err);
 
 /* How a command starts: parses argv for `groups`; with --help prints usage
  * and the flags of help_groups; refuses positional arguments (the command
@@ -128,15 +132,15 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
 int px_cli_start(px_args *a, const char *command, int groups, int help_groups, const char *usage, int argc,
                  char **argv);
 
-/* The library names each field the user sets in backquotes (`tp`,
- * `shard_group`); the CLI shows the flag that sets it: the option named
- * after the field with '-' for '_' (--shard-group), or the flag of
- * flag_renamed (`reshard_after_forward` false: --no-reshard-after-forward).
- * A backquoted word that no flag sets loses its quotes. */
-void px_cli_flag_names(const char *msg, char *out, size_t cap);
+/* A library message in the command line's words: the library names the
+ * settings it speaks of by their fields, in backquotes (`fp8_recipe`,
+ * `ckpt_dir`); each becomes the flag that sets it (--fp8-recipe, --ckpt), a
+ * phrase one flag says its flag (`reshard_after_forward` false:
+ * --no-reshard-after-forward), a field no flag sets its bare name. The rest
+ * is copied as it is. */
+void px_cli_words(const char *msg, char *out, size_t cap);
 
-/* Prints "parallax: <message>" (fields named by their flags) on stderr and
- * returns the exit code of st. */
+/* Prints "parallax: <message>" (px_cli_words) on stderr and returns the exit code of st. */
 int px_cli_fail(px_status st, const px_err *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include "report/cluster.h"
 #if PX_HAVE_EXEC
 #include "cli/exec.h"
+#include "report/calibrate.h"
 #endif
 
 static const char usage[] =
@@ -53,6 +54,14 @@ static int import(const px_args *a) {
   return st ? px_cli_fail(st, &err) : 0;
 }
 
+#if PX_HAVE_EXEC
+/* The collective table as rank 0 measures it (px_calib_opts.coll), on the FILE ctx. */
+static void print_coll(void *ctx, const px_calib_coll_point *pt) {
+  if (pt->first) px_report_calib_coll_header(px_busbw_coll_names[pt->kind], pt->ranks, pt->busbw_factor, ctx);
+  px_report_calib_coll_row(pt->bytes, pt->time_s, pt->busbw_factor, ctx);
+}
+#endif
+
 int px_cmd_calibrate(int argc, char **argv) {
   px_args a;
   px_err err = {0};
@@ -83,7 +92,8 @@ int px_cmd_calibrate(int argc, char **argv) {
   px_cluster base, out;
   if (!(st = px_cluster_load(a.cluster ? a.cluster : "local-cpu", &base, &err)) &&
       !(st = px_args_cluster_finish(&a, &base, a.gpus, &err))) {
-    px_calib_opts o = {.quick = a.quick, .progress = rank == 0 ? stderr : NULL, .table = rank == 0 && !a.json ? stdout : NULL};
+    px_calib_opts o = {.quick = a.quick, .progress = rank == 0 ? stderr : NULL};
+    if (rank == 0 && !a.json) o.coll = print_coll, o.coll_ctx = stdout;
     st = x->calibrate(&base, &o, &out, &err);
   }
   if (!st && rank == 0) {

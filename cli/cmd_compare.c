@@ -38,7 +38,7 @@ int px_cmd_compare(int argc, char **argv) {
   px_sim_result r = {0};
   bool simulated = false;
   px_comparison cmp = {0};
-  if (!(st = px_args_load(&a, &m, &c, &err)) && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) {
+  if (!(st = px_args_plan(&a, &m, &c, &plan, &err))) {
     compiled = true;
     /* calibrate makes one node of its ranks: a run with fewer ranks on that machine has
      * bandwidth, caches and clock boost the calibration's ranks shared */

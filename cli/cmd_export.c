@@ -8,6 +8,7 @@
 #include "plan/plan.h"
 #include "plan/planfile.h"
 #include "report/export.h"
+#include "report/plan.h"
 
 static const char usage[] =
     "usage: parallax export --to megatron|nemo|torchtitan|deepspeed PLAN-FLAGS   (or -f PLAN.json, as sweep -o writes)\n\n"
@@ -42,7 +43,7 @@ int px_cmd_export(int argc, char **argv) {
   if (!plan.fits)
     fprintf(stderr, "parallax export: warning: this plan does not fit in %s's memory (see parallax plan)\n", c.gpu.name);
   px_plan_free(&plan);
-  if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
+  if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
   st = px_export_write((px_framework)a.framework, &m, &c, &a.par, stdout, stderr, &err);
   if (st) {
     px_err_prefix(&err, "parallax export --to %s", px_framework_names[a.framework]);

@@ -15,7 +15,8 @@
 #include "cli/launch.h"
 #include "core/json.h"
 #include "plan/planfile.h"
-#include "sim/sweep.h"
+#include "report/plan.h"
+#include "sim/replan.h"
 
 /* The wait before the first relaunch after a rank's failure (--backoff-s),
  * doubled for each further one up to the cap: a failure that repeats (a node
@@ -113,67 +114,30 @@ static bool drop_plan_flag(const char *name) {
 }
 static bool drop_ckpt_flag(const char *name) { return !strcmp(name, "ckpt") || !strcmp(name, "resume"); }
 
-/* The planner's best plan for `ranks` GPUs: the sweep with the flags' choices
- * fixed (but dp), else with only what keeps the training the same (the global
- * batch, the sequence, the precision) fixed. */
-static px_status best_plan(launch *L, int64_t ranks, choice *ch, bool *found, px_err *err) {
-  *found = false;
-  px_cluster c = L->c;
-  px_status st = px_cluster_set_size(&c, ranks, 0, err);
-  if (st) return st;
-  for (int relax = 0; relax < 2 && !*found && !st; relax++) {
-    px_sweep_opts o;
-    px_sweep_opts_init(&o);
-    if (relax) px_parallel_unset(&o.fixed);
-    else o.fixed = L->fixed;
-    o.fixed.dp = 0;
-    o.fixed.gbs = L->orig.par.gbs;
-    o.fixed.seq = L->orig.par.seq;
-    o.fixed.precision = L->orig.par.precision;
-    o.fixed.fp8_recipe = L->orig.par.fp8_recipe;
-    o.threads = 1;
-    px_sweep_result r;
-    if ((st = px_sweep_run(&L->m, &c, &o, &r, err))) break;
-    /* the best the backend runs: the ranking walked until it takes one */
-    int64_t refused = 0;
-    for (int64_t i = 0; i < r.n && !*found && !st; i++) {
-      px_parallel par = r.entries[i].par;
-      if ((st = px_plan_compile(&ch->plan, &L->m, &c, &par, err))) break;
-      px_err why = {0};
-      px_status sup = L->x->train_support(&ch->plan, L->backend, &why);
-      if (sup == PX_ERR_INPUT) { /* not on this backend: the next one */
-        if (!refused++) {
-          char desc[256];
-          L->x->reshard_describe(&ch->plan, desc, sizeof desc);
-          say("the planner's best plan for %lld ranks (%s) is one the %s backend cannot run: %s", (long long)ranks,
-              desc, L->backend, why.msg);
-        }
-        px_plan_free(&ch->plan);
-        continue;
-      }
-      if (sup) {
-        *err = why;
-        st = sup;
-        px_plan_free(&ch->plan);
-        break;
-      }
-      ch->compiled = true;
-      *found = true;
-      if (refused)
-        say("the best plan the %s backend runs is ranked %lld (it cannot run the %lld ahead of it)", L->backend,
-            (long long)refused + 1, (long long)refused);
-      st = px_planfile_save(ch->plan_file, &L->m, &c, &par, err);
-      if (relax && !st) say("no plan for %lld ranks that the %s backend runs keeps the flags' choices; the planner's "
-                            "best keeps the global batch, the sequence length and the precision only", (long long)ranks,
-                            L->backend);
-    }
-    px_sweep_result_free(&r);
+#define RUN_GROUPS (PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RUN)
+
+static void choice_free(choice *ch) {
+  if (ch->compiled) px_plan_free(&ch->plan);
+  ch->compiled = false;
+}
+
+/* px_replan_runs_fn: the run's backend; says why when the best plan of a ranking is not one it runs. */
+static px_status backend_runs(void *ctx, const px_plan *plan, int64_t ranks, int64_t refused, px_err *why) {
+  launch *L = ctx;
+  px_status sup = L->x->train_support(plan, L->backend, why);
+  if (sup == PX_ERR_INPUT && !refused) {
+    char desc[256], msg[sizeof why->msg + 256];
+    L->x->reshard_describe(plan, desc, sizeof desc);
+    px_cli_words(why->msg, msg, sizeof msg);
+    say("the planner's best plan for %lld ranks (%s) is one the %s backend cannot run: %s", (long long)ranks, desc,
+        L->backend, msg);
   }
-  return st;
+  return sup;
 }
 
 /* The plan of an attempt on `slots` slots: the original one when they
- * suffice, else the best for the most ranks from slots down to min_ranks. */
+ * suffice, else the planner's best the backend runs for the most ranks from
+ * slots down to min_ranks (its file written beside the checkpoint). */
 static px_status choose(launch *L, int64_t slots, int64_t min_ranks, choice *ch, px_err *err) {
   memset(ch, 0, sizeof *ch);
   if (slots >= L->n0) {
@@ -183,28 +147,34 @@ static px_status choose(launch *L, int64_t slots, int64_t min_ranks, choice *ch,
     L->x->reshard_describe(&L->orig, ch->desc, sizeof ch->desc);
     return PX_OK;
   }
+  px_replan_opts o = {.fixed = L->fixed, .train = L->orig.par, .max_ranks = slots, .min_ranks = min_ranks,
+                      .runs = backend_runs, .runs_ctx = L};
+  px_replan *r = px_calloc(1, sizeof *r, err);
+  if (!r) return PX_ERR_RUNTIME;
+  px_status st = px_replan_best(&L->m, &L->c, &o, r, err);
+  if (st) {
+    free(r);
+    return st;
+  }
+  ch->ranks = r->ranks;
+  ch->plan = r->plan;
+  ch->compiled = true;
   char base[4096];
   snprintf(base, sizeof base, "%s", L->ckpt);
   for (size_t n = strlen(base); n > 1 && base[n - 1] == '/';) base[--n] = '\0';
-  for (int64_t g = slots; g >= min_ranks; g--) {
-    ch->ranks = g;
-    snprintf(ch->dir, sizeof ch->dir, "%s.%lldranks", base, (long long)g);
-    snprintf(ch->plan_file, sizeof ch->plan_file, "%s.%lldranks.plan.json", base, (long long)g);
-    bool found;
-    px_status st = best_plan(L, g, ch, &found, err);
-    if (st) return st;
-    if (found) {
-      L->x->reshard_describe(&ch->plan, ch->desc, sizeof ch->desc);
-      return PX_OK;
-    }
-  }
-  return px_err_set(err, PX_ERR_RUNTIME, "no plan of %s fits on %lld to %lld ranks", L->m.name, (long long)min_ranks,
-                    (long long)slots);
-}
-
-static void choice_free(choice *ch) {
-  if (ch->compiled) px_plan_free(&ch->plan);
-  ch->compiled = false;
+  snprintf(ch->dir, sizeof ch->dir, "%s.%lldranks", base, (long long)ch->ranks);
+  snprintf(ch->plan_file, sizeof ch->plan_file, "%s.%lldranks.plan.json", base, (long long)ch->ranks);
+  if (r->refused)
+    say("the best plan the %s backend runs is ranked %lld (it cannot run the %lld ahead of it)", L->backend,
+        (long long)r->refused + 1, (long long)r->refused);
+  st = px_report_plan_file(ch->plan_file, &L->m, &r->cluster, &r->par, err);
+  if (r->relaxed && !st)
+    say("no plan for %lld ranks that the %s backend runs keeps the flags' choices; the planner's best keeps the "
+        "global batch, the sequence length and the precision only", (long long)ch->ranks, L->backend);
+  free(r);
+  if (st) choice_free(ch);
+  else L->x->reshard_describe(&ch->plan, ch->desc, sizeof ch->desc);
+  return st;
 }
 
 static const px_plan *plan_of(launch *L, const choice *ch) { return ch->original ? &L->orig : &ch->plan; }

@@ -5,8 +5,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "core/json.h"
-#include "plan/graphio.h"
-#include "plan/planfile.h"
+#include "report/graph.h"
 #include "report/plan.h"
 
 static const char usage[] =
@@ -21,15 +20,14 @@ int px_cmd_plan(int argc, char **argv) {
   int groups = PX_GROUPS_PLAN;
   int code = px_cli_start(&a, "parallax plan", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
-  px_status st;
   px_model m;
   px_cluster c;
-  if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   px_plan plan;
-  if ((st = px_plan_compile(&plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
-  if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) goto done;
-  if (a.graph_file && (st = px_graph_write_json(&plan, a.graph_file, &err))) goto done;
-  if (a.dot_file && (st = px_graph_write_dot(&plan, a.dot_file, &err))) goto done;
+  px_status st = px_args_plan(&a, &m, &c, &plan, &err);
+  if (st) return px_cli_fail(st, &err);
+  if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) goto done;
+  if (a.graph_file && (st = px_report_graph_write_json(&plan, a.graph_file, &err))) goto done;
+  if (a.dot_file && (st = px_report_graph_write_dot(&plan, a.dot_file, &err))) goto done;
   if (a.json) {
     st = px_json_print_free(px_report_plan_json(&plan), &err);
   } else {

@@ -6,9 +6,10 @@
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/json.h"
-#include "plan/planfile.h"
+#include "report/plan.h"
 #include "report/plots.h"
 #include "report/sim.h"
+#include "report/trace.h"
 #include "sim/sim.h"
 
 static const char usage[] =
@@ -26,13 +27,12 @@ int px_cmd_sim(int argc, char **argv) {
   int groups = PX_GROUPS_SIM;
   int code = px_cli_start(&a, "parallax sim", groups, groups, usage, argc, argv);
   if (code >= 0) return code;
-  px_status st;
   px_model m;
   px_cluster c;
-  if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   px_plan plan;
-  if ((st = px_plan_compile(&plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
-  if (a.save_plan && (st = px_planfile_save(a.save_plan, &m, &c, &a.par, &err))) {
+  px_status st = px_args_plan(&a, &m, &c, &plan, &err);
+  if (st) return px_cli_fail(st, &err);
+  if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
@@ -45,17 +45,15 @@ int px_cmd_sim(int argc, char **argv) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
-  px_sim_opts opts = {.trace_path = a.trace_file};
+  px_sim_opts opts = {.record_spans = a.trace_file != NULL};
   px_sim_result r;
   double t0 = px_clock_s();
   st = px_sim_run(&plan, &opts, &r, &err);
   double wall = px_clock_s() - t0;
   if (!st) {
-    if (a.json) {
-      st = px_json_print_free(px_report_sim_json(&plan, &r, &bands), &err);
-    } else {
-      px_report_sim_text(&plan, &r, wall, &bands, stdout);
-    }
+    if (a.trace_file) st = px_report_trace(&r, a.trace_file, &err);
+    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r, &bands), &err);
+    else if (!st) px_report_sim_text(&plan, &r, wall, &bands, stdout);
     px_sim_result_free(&r);
   }
   px_bands_free(&bands);

@@ -13,6 +13,7 @@
 #include "plan/planfile.h"
 #include "report/csv.h"
 #include "report/export.h"
+#include "report/plan.h"
 #include "report/sweep.h"
 #include "report/sweepjson.h"
 #include "report/vary.h"
@@ -222,7 +223,7 @@ int px_cmd_sweep(int argc, char **argv) {
     if (a.save_plan && r.n < save_rank)
       st = px_err_set(&err, PX_ERR_INPUT, "parallax sweep -o %s: %lld plan%s fit, none ranked %lld%s", a.save_plan,
                       (long long)r.n, r.n == 1 ? "" : "s", (long long)save_rank, r.n ? " (see --rank)" : "");
-    if (!st && a.save_plan) st = px_planfile_save(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
+    if (!st && a.save_plan) st = px_report_plan_file(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
     if (!st && a.csv_file) st = px_report_sweep_csv(a.csv_file, &m, &c, &r, &err);
     const char *dir = a.report_dir ? a.report_dir : a.plot_dir;
     if (!st && dir && r.n > 0) st = px_report_sweep_dir(dir, a.report_dir != NULL, &m, &c, &o, &r, &bands, &err);

@@ -36,8 +36,7 @@ px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const c
   if (!a->gpus && !a->nodes) a->gpus = size;
   if (a->par.precision < 0 && !strcmp(*backend, "cpu")) a->par.precision = PX_PREC_FP32;
   if (a->par.fp8_base < 0 && !strcmp(*backend, "cpu")) a->par.fp8_base = PX_FP8_BASE_FP32; /* it computes in fp32 */
-  px_status st = px_args_load(a, m, c, err);
-  return st ? st : px_plan_compile(plan, m, c, &a->par, err);
+  return px_args_plan(a, m, c, plan, err);
 }
 
 int64_t px_cli_run_steps(const px_args *a, const px_exec_module *x) {

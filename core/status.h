@@ -2,7 +2,7 @@
  * returns a px_status and fills a px_err naming the file, field and reason.
  * A field the user sets is named in backquotes (`tp`, `shard_group`), never
  * as a flag: the CLI shows it as the flag that sets it (--shard-group;
- * cli/args.h, px_cli_flag_names; tests/flag_names.sh checks). */
+ * cli/args.h, px_cli_words; tests/flag_names.sh checks). */
 #ifndef PX_CORE_STATUS_H
 #define PX_CORE_STATUS_H
 

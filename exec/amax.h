@@ -3,7 +3,7 @@
  * per-tensor scale, a CAST's output or an fp8 GEMM's weight, of each global
  * layer, keyed by (slot, layer). Both backends keep them here (the cuda
  * backend computes its scales on the host too); the executor checkpoints
- * them as the state "fp8_amax" (exec/params.h), in the order px_amax_keys
+ * them as the state "fp8_amax" (exec/params.h), in the order px_param_amax_keys
  * gives, PX_FP8_AMAX_HISTORY fp32 a key. */
 #ifndef PX_EXEC_AMAX_H
 #define PX_EXEC_AMAX_H
@@ -12,7 +12,8 @@
 
 #include "core/status.h"
 #include "kernels/cpu/fp8.h"
-#include "plan/plan.h"
+#include "plan/graph.h"
+#include "plan/parallel.h" /* PX_FP8_AMAX_HISTORY */
 
 typedef struct {
   int32_t slot;
@@ -24,12 +25,6 @@ static inline px_amax_key px_amax_cast_key(const px_op *o, int64_t layer) {
   return (px_amax_key){o->out[0].slot, layer + o->out[0].layer_off};
 }
 static inline px_amax_key px_amax_weight_key(int32_t slot, int64_t layer) { return (px_amax_key){slot, layer}; }
-
-/* The histories a rank of `stage` keeps under plan: with delayed scaling,
- * the keys of every CAST with an output and every fp8 GEMM's fp8 weights in
- * its program, ordered by (layer, slot), each once (none otherwise). Up to
- * cap into out (may be NULL); returns how many there are. */
-int64_t px_amax_keys(const px_plan *plan, int64_t stage, px_amax_key *out, int64_t cap);
 
 typedef struct px_amax px_amax; /* a rank's histories */
 

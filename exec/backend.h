@@ -1,9 +1,13 @@
-/* The executor's backend interface: one struct of function pointers that a
- * backend (cpu: OpenBLAS kernels + MPI; cuda: cuBLASLt + CUDA kernels +
- * NCCL) fills. The interpreter (exec/interp.c) resolves an op's operands to
- * device pointers and calls `op`; communication ops go to the collective
- * entries. Every entry runs on the current stream in submission order;
- * `sync` waits for all streams. */
+/* The executor's backend interface: one static table of function pointers
+ * that a backend (cpu: OpenBLAS kernels + MPI; cuda: cuBLASLt + CUDA kernels
+ * + NCCL) fills. The interpreter (exec/interp.c) resolves an op's operands
+ * to device pointers and calls `op` with everything the op reads (its
+ * tensors, the model's constants, the rank's groups and offsets: px_env and
+ * px_exec_op), so that a backend reads nothing of the plan; communication
+ * ops go to the collective entries, and what an op communicates midway to
+ * the interpreter (px_op_comm), which runs it through the same entries.
+ * Every entry runs on the current stream in submission order; `sync` waits
+ * for all streams. */
 #ifndef PX_EXEC_BACKEND_H
 #define PX_EXEC_BACKEND_H
 
@@ -13,22 +17,75 @@
 #include "core/status.h"
 #include "exec/amax.h"
 #include "kernels/math.h"
-#include "plan/plan.h"
+#include "plan/graph.h"
 
 typedef enum { PX_RED_SUM, PX_RED_MAX } px_redop;
 
-/* Everything an op needs besides the plan: operands and where this rank's
- * shard sits in the global tensors (for vocabulary, sequence and head
- * offsets and for the dropout random numbers, which are functions of global
- * element indices so that every plan draws the same masks). */
+/* Element types of host memory for the host collectives (the host_* entries, and exec/comm.h's MPI calls). */
+typedef enum { PX_HOST_BYTE, PX_HOST_INT, PX_HOST_FLOAT, PX_HOST_DOUBLE, PX_HOST_LLONG, PX_HOST_ULLONG } px_host_type;
+
+/* What every op of a rank's run reads besides its operands and its own
+ * fields (ggml's op parameters): the graph's tensors, the model's
+ * constants, the run's dtypes and precision, and the rank's place in its
+ * groups. The interpreter fills it once from the plan (exec/env.h). */
 typedef struct {
-  const px_plan *plan;
+  const px_slot *slots;  /* the graph's tensors, which px_ref.slot indexes: dtypes, sizes, names */
+  /* the model */
+  int64_t heads;         /* query heads of the whole model (the attention dropout's indices) */
+  int64_t seq;           /* tokens of a sequence */
+  double dropout;        /* probability */
+  double norm_eps, rope_theta;
+  int64_t sliding_window; /* keys a windowed layer's query sees, up to its own (ops flagged PX_OPF_WINDOW); 0 none */
+  bool layernorm;        /* else RMSNorm */
+  bool router_sigmoid;   /* mixture of experts: sigmoid scores, else a softmax */
+  bool norm_topk_prob;   /* ... the top-k weights renormalised */
+  double aux_loss_coef;  /* ... the load-balancing loss's weight */
+  /* dtypes and precision */
+  px_dtype act_dtype, weight_dtype, grad_dtype; /* the activations', the parameters', the gradients' */
+  bool master_weights;   /* mixed precision: fp32 master weights, the model's copy rounded from them */
+  bool fp8_delayed;      /* fp8 per-tensor scales from the amax histories, else from the current amax */
+  bool fp8_blockwise;    /* fp8 scales per 1 x 128 tile and 128 x 128 weight block */
+  /* the rank's groups */
+  int64_t tp, cp, ep;    /* their sizes */
+  int64_t tp_rank, cp_rank;
+  bool sp;               /* sequence parallelism: a TP rank's rows are its shard of the sequence */
+  bool cp_heads;         /* CP's all-to-all: attention sees every CP rank's rows and 1/cp of the heads */
+  int64_t seq_cp;        /* rows of a sequence each CP rank holds */
+  const int32_t *cp_pos; /* (cp, seq_cp) the global position of each CP rank's rows, rank-major; NULL: cp 1 */
+} px_env;
+
+/* The global position of row i of CP rank r's seq_cp rows of a sequence. */
+static inline int64_t px_env_position(const px_env *v, int64_t r, int64_t i) {
+  return v->cp_pos ? v->cp_pos[r * v->seq_cp + i] : i;
+}
+
+typedef struct px_exec_op px_exec_op;
+
+/* What an op communicates midway, between its own kernels: the
+ * interpreter's, which runs it over the op's groups through the backend's
+ * collective and p2p entries, so that a backend names no group and no peer.
+ * Buffers are the backend's memory. */
+typedef struct {
+  /* n fp32 values all-reduced in place over the op's groups (the loss's row
+   * statistics over TP; a cast's amax over TP and EP, the ranks that may
+   * exchange its codes); nothing where each has one rank */
+  px_status (*reduce)(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err);
+  /* the CP ring: bytes from send to the next CP rank, and from the previous one into recv */
+  px_status (*ring)(const px_exec_op *e, void *send, void *recv, uint64_t bytes, px_err *err);
+  void *ctx; /* the interpreter's */
+} px_op_comm;
+
+/* Everything an op reads: the run's env, the op (kind, flags, dims, operand
+ * slots), its operands, and what varies per call (the layer, the
+ * micro-batch's sequences, the step for the dropout random numbers, which
+ * are functions of global element indices so that every plan draws the same
+ * masks). */
+struct px_exec_op {
+  const px_env *env;
   const px_op *op;
+  const px_op_comm *comm;     /* NULL: the op's groups have one rank each (the backend suite's single ops) */
   void *out[PX_OP_OUTS];
   void *in[PX_OP_INS];        /* const in spirit; some ops work in place */
-  int64_t tp_rank;
-  int64_t cp_rank;            /* context parallelism: the rank's place in its CP group (px_cp_position) */
-  int cp_prev, cp_next;       /* ... and the world ranks before and after it on the CP ring */
   int64_t layer;              /* global layer (dropout sites, rope) */
   const uint64_t *seq_index;  /* (mbs) global sequence number of each row of the micro-batch */
   uint64_t seed;              /* run seed */
@@ -46,7 +103,23 @@ typedef struct {
   float lr, beta1, beta2, eps, weight_decay, grad_scale;
   int64_t adam_t;
   double *sumsq_out;
-} px_exec_op;
+};
+
+/* The keys up to its own that a query of the op sees: the model's window on
+ * a windowed layer's attention ops (PX_OPF_WINDOW), 0 (all of them) otherwise. */
+static inline int64_t px_exec_window(const px_exec_op *e) {
+  return e->op->flags & PX_OPF_WINDOW ? e->env->sliding_window : 0;
+}
+
+/* The op's midway reduction (px_op_comm.reduce); nothing without one. */
+static inline px_status px_exec_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {
+  return e->comm && e->comm->reduce ? e->comm->reduce(e, buf, n, op, err) : PX_OK;
+}
+
+/* The tensor of operand r of the op (NULL: none, or a gradient range). */
+static inline const px_slot *px_exec_slot(const px_exec_op *e, px_ref r) {
+  return r.slot >= 0 ? &e->env->slots[r.slot] : NULL;
+}
 
 /* ---- dropout's random numbers, the same on every backend: functions of
  * the run seed, the step, the layer and global element indices ---- */
@@ -74,11 +147,12 @@ typedef struct {
 
 static inline px_dropout_geom px_exec_dropout_geom(const px_exec_op *e) {
   const int64_t *d = e->op->dim;
+  const px_env *v = e->env;
   bool attn = e->op->flags & PX_OPF_ATTN_PROBS;
   px_dropout_geom g = {.rows = d[0], .d1 = d[1], .inner = d[2] * d[3], .sharded = attn || d[4] == 1,
-                       .p = (float)e->plan->model.dropout};
+                       .p = (float)v->dropout};
   g.row_elems = g.d1 * g.inner;
-  g.d1_global = e->plan->par.cp > 1 ? e->plan->seq : g.sharded ? g.d1 * e->plan->par.tp : g.d1;
+  g.d1_global = v->cp > 1 ? v->seq : g.sharded ? g.d1 * v->tp : g.d1;
   g.seed = px_exec_dropout_seed(e, attn ? PX_DROPOUT_SITE_ATTN : (int)d[5]);
   return g;
 }
@@ -86,8 +160,9 @@ static inline px_dropout_geom px_exec_dropout_geom(const px_exec_op *e) {
 /* Global index of element (b, t, 0, 0); without context parallelism the d1
  * rows of a batch row are contiguous (px_exec_dropout_row gives the first). */
 static inline uint64_t px_exec_dropout_at(const px_exec_op *e, const px_dropout_geom *g, int64_t b, int64_t t) {
-  int64_t row = g->sharded ? e->tp_rank * g->d1 + t : t;
-  if (e->plan->par.cp > 1) row = px_cp_position(e->plan->par.cp, e->cp_rank, e->plan->seq_cp, row);
+  const px_env *v = e->env;
+  int64_t row = g->sharded ? v->tp_rank * g->d1 + t : t;
+  if (v->cp > 1) row = px_env_position(v, v->cp_rank, row);
   return ((uint64_t)e->seq_index[b] * (uint64_t)g->d1_global + (uint64_t)row) * (uint64_t)g->inner;
 }
 
@@ -99,8 +174,9 @@ static inline uint64_t px_exec_dropout_row(const px_exec_op *e, const px_dropout
 /* The fused attention's: global index of element (0, 0) of the (S, S)
  * probabilities of local head h of batch row b. */
 static inline uint64_t px_exec_head_dropout_offset(const px_exec_op *e, int64_t b, int64_t h, int64_t S) {
-  int64_t heads = e->plan->model.heads, HQ = heads / e->plan->par.tp;
-  return ((uint64_t)e->seq_index[b] * (uint64_t)heads + (uint64_t)(e->tp_rank * HQ + h)) * (uint64_t)(S * S);
+  const px_env *v = e->env;
+  int64_t HQ = v->heads / v->tp;
+  return ((uint64_t)e->seq_index[b] * (uint64_t)v->heads + (uint64_t)(v->tp_rank * HQ + h)) * (uint64_t)(S * S);
 }
 
 /* One send or receive of a p2p batch. */
@@ -139,10 +215,13 @@ typedef enum {
   PX_SUPPORT_COUNT
 } px_support;
 
+/* A backend: its static table of entries (each backend's is a `static const
+ * px_backend` with named initialisers, optional entries left NULL), copied
+ * into the instance that new() returns with impl set. */
 typedef struct px_backend px_backend;
 struct px_backend {
   const char *name;
-  void *impl;
+  void *impl;    /* the instance's state (NULL in the static table) */
   bool sync_ops; /* set by the caller: the interpreter waits for each op (exact per-op times) */
   /* optional (NULL: none): called once before any alloc with the bytes the
    * plan predicts for each pool at this rank's peak (the states exactly, the
@@ -159,15 +238,15 @@ struct px_backend {
   px_status (*download)(px_backend *b, void *host, const void *src, uint64_t bytes, px_err *err);
   /* one op of the graph (not the communication kinds) */
   px_status (*op)(px_backend *b, const px_exec_op *e, px_err *err);
-  /* Whether the backend runs `op` of `plan` correctly, from what is known
-   * before a run: the op's kind and dtype (px_support_op_dtype), its
-   * operands' dtypes, and the shapes and flags that matter. The
-   * communication kinds are asked about the collective and p2p entries that
-   * run them; ops without slots (dim[0] elements; the unit-sized collectives,
-   * GRAD_NORM, ADAMW, and ACC on gradient ranges) as px_exec_op documents
-   * them. Anything but YES puts a short reason in why (cap bytes). Optional
-   * (NULL: every op). */
-  px_support (*supports_op)(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap);
+  /* Whether the backend runs op e correctly, from what is known before a
+   * run: e->env and e->op (no buffers): the op's kind and dtype
+   * (px_contract_dtype), its operands' dtypes, and the shapes and flags that
+   * matter. The communication kinds are asked about the collective and p2p
+   * entries that run them; ops without slots (dim[0] elements; the
+   * unit-sized collectives, GRAD_NORM, ADAMW, and ACC on gradient ranges) as
+   * px_exec_op documents them. Anything but YES puts a short reason in why
+   * (cap bytes). Optional (NULL: every op). */
+  px_support (*supports_op)(px_backend *b, const px_exec_op *e, char *why, size_t cap);
   /* collectives over a group of this rank; counts in elements of dt */
   px_status (*allreduce)(px_backend *b, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op, px_err *err);
   px_status (*allgather)(px_backend *b, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
@@ -183,6 +262,14 @@ struct px_backend {
                          const uint64_t *send, px_dtype dt, px_err *err);
   /* posts every send and receive, then waits for all (batch_isend_irecv) */
   px_status (*p2p)(px_backend *b, px_p2p *items, int n, px_err *err);
+  /* The collectives of what the interpreter computes in host memory (the step's loss and gradient norm, an
+   * MoE layer's row counts, offloaded gradients): count elements of t, in place, once the caller's device work
+   * that they depend on is done. host_alltoall is optional (NULL: the backend refuses expert parallelism in
+   * supports_op). */
+  px_status (*host_allreduce)(px_backend *b, px_group g, void *buf, uint64_t count, px_host_type t, px_redop op,
+                              px_err *err);
+  px_status (*host_alltoall)(px_backend *b, px_group g, void *out, const void *in, uint64_t count, px_host_type t,
+                             px_err *err);
   /* waits until everything issued on every stream is done */
   px_status (*sync)(px_backend *b, px_err *err);
   /* Streams, optional (NULL: one stream, program order). set_stream(s) puts

@@ -60,12 +60,12 @@ static px_status calib_gemm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
       for (int in = 0; in < nm; in++)
         for (int ik = 0; ik < nm; ik++, i++) {
           int64_t m = ms[im], n = ns[in], k = ks[ik];
-          MPI_Barrier(world); /* every rank at once: they share the machine */
+          px_comm_barrier(world); /* every rank at once: they share the machine */
           double t;
           TIME_LOOP(t, o->quick ? 0.002 : 0.03,
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b,
                                 (int)k, 0.0f, cc, (int)n));
-          MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
+          px_comm_allreduce(world, &t, &t, 1, PX_HOST_DOUBLE, PX_RED_MAX, NULL);
           double flops = 2.0 * (double)m * (double)n * (double)k / t;
           if (flops > best) best = flops;
           if (pass == 0 || flops > c->gpu.gemm_table[i].efficiency)
@@ -92,10 +92,10 @@ static px_status calib_memory(px_cluster *c, const px_calib_opts *o, MPI_Comm wo
   }
   memset(src, 1, bytes);
   memset(dst, 2, bytes);
-  MPI_Barrier(world);
+  px_comm_barrier(world);
   double t;
   TIME_LOOP(t, o->quick ? 0.01 : 0.3, memcpy(dst, src, bytes));
-  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
+  px_comm_allreduce(world, &t, &t, 1, PX_HOST_DOUBLE, PX_RED_MAX, NULL);
   c->gpu.hbm_bytes_per_s = 2.0 * (double)bytes / t; /* read + write */
   c->gpu.memory_efficiency = 1.0;
   free(src), free(dst);
@@ -174,13 +174,13 @@ static px_status calib_kernels(px_cluster *c, const px_calib_opts *o, MPI_Comm w
   for (int mi = 0; mi < 2 && !st; mi++)
     for (int att = 0; att < PX_ATTN_COUNT && !st; att++)
       for (int64_t mbs = 1; mbs <= 4 && !st; mbs *= 4) {
-        MPI_Barrier(world);
+        px_comm_barrier(world);
         st = profile_run(models[mi], mbs, att, o, &f, err);
         say(o, rank, "\r  calibrate: %s %d/%d", "reference runs", ++done, total);
       }
   if ((st = px_comm_agree_as(st, world, "a rank failed its reference runs", err))) return st;
   say(o, rank, "\r  calibrate: %s %d/%d\n", "reference runs", done, total);
-  MPI_Allreduce(MPI_IN_PLACE, f.s, PX_OP_COUNT * 5, MPI_DOUBLE, MPI_SUM, world);
+  px_comm_allreduce(world, f.s, f.s, PX_OP_COUNT * 5, PX_HOST_DOUBLE, PX_RED_SUM, NULL);
   int n = 0;
   double overheads[PX_OP_COUNT];
   int nover = 0;
@@ -235,15 +235,14 @@ static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, uint6
   uint64_t window = maxb < COLL_ROTATE_BYTES ? maxb : COLL_ROTATE_BYTES, places = window / bytes;
   uint64_t at = (call % (places ? places : 1)) * (bytes / sizeof(float));
   in += at, out += at;
-  int count = (int)(bytes / sizeof(float)), part = count / size;
+  uint64_t count = bytes / sizeof(float), part = count / (uint64_t)size;
   switch (kind) {
-    case PX_COLL_ALLREDUCE: MPI_Allreduce(in, out, count, MPI_FLOAT, MPI_SUM, world); break;
-    case PX_COLL_ALLGATHER: MPI_Allgather(in, part, MPI_FLOAT, out, part, MPI_FLOAT, world); break;
-    case PX_COLL_REDUCE_SCATTER: MPI_Reduce_scatter_block(in, out, part, MPI_FLOAT, MPI_SUM, world); break;
-    case PX_COLL_ALLTOALL: MPI_Alltoall(in, part, MPI_FLOAT, out, part, MPI_FLOAT, world); break;
+    case PX_COLL_ALLREDUCE: px_comm_allreduce(world, out, in, count, PX_HOST_FLOAT, PX_RED_SUM, NULL); break;
+    case PX_COLL_ALLGATHER: px_comm_allgather(world, out, in, part, PX_HOST_FLOAT, NULL); break;
+    case PX_COLL_REDUCE_SCATTER: px_comm_reduce_scatter(world, out, in, part, PX_HOST_FLOAT, PX_RED_SUM, NULL); break;
+    case PX_COLL_ALLTOALL: px_comm_alltoall(world, out, in, part, PX_HOST_FLOAT, NULL); break;
     default: /* sendrecv: each rank to the next, from the previous */
-      MPI_Sendrecv(in, count, MPI_FLOAT, (rank + 1) % size, 0, out, count, MPI_FLOAT, (rank + size - 1) % size, 0,
-                   world, MPI_STATUS_IGNORE);
+      px_comm_sendrecv(world, in, (rank + 1) % size, out, (rank + size - 1) % size, bytes, NULL);
   }
 }
 
@@ -254,31 +253,24 @@ static void coll_once(px_coll kind, float *in, float *out, uint64_t bytes, uint6
 static int coll_curve(px_cluster *c, px_coll kind, const px_calib_opts *o, float *in, float *out, uint64_t maxb,
                       MPI_Comm world, int rank, int size, double *t_out) {
   double factor = px_coll_busbw_factor(kind, size);
-  if (rank == 0 && o->table)
-    fprintf(o->table,
-            "# %s over %d ranks (MPI), nccl-tests style: busbw = algbw x %.3g\n"
-            "#       size    count   type     time_us  algbw_GB/s  busbw_GB/s\n",
-            px_busbw_coll_names[kind], size, factor);
   int npts = 0;
   uint64_t call = 0;
   for (uint64_t bytes = 8 * (uint64_t)size; bytes <= maxb; bytes *= COLL_STEP) {
-    MPI_Barrier(world);
+    px_comm_barrier(world);
     /* every rank must run the same number of repetitions, so rank 0 sizes
      * them from a first call and tells the others */
     double t0 = px_clock_s();
     coll_once(kind, in, out, bytes, maxb, call++, world, rank, size);
     int reps = (int)((o->quick ? 0.002 : 0.05) / (px_clock_s() - t0 + 1e-9)) + 1;
     if (reps > 10000) reps = 10000;
-    MPI_Bcast(&reps, 1, MPI_INT, 0, world);
-    MPI_Barrier(world);
+    px_comm_bcast(world, &reps, sizeof reps, 0, NULL);
+    px_comm_barrier(world);
     t0 = px_clock_s();
     for (int r = 0; r < reps; r++) coll_once(kind, in, out, bytes, maxb, call++, world, rank, size);
     double t = (px_clock_s() - t0) / reps;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, world);
+    px_comm_allreduce(world, &t, &t, 1, PX_HOST_DOUBLE, PX_RED_MAX, NULL);
     double algbw = (double)bytes / t;
-    if (rank == 0 && o->table)
-      fprintf(o->table, "%12llu %8llu  float %11.2f %11.3f %11.3f\n", (unsigned long long)bytes,
-              (unsigned long long)(bytes / sizeof(float)), t * 1e6, algbw / 1e9, algbw * factor / 1e9);
+    if (rank == 0 && o->coll) o->coll(o->coll_ctx, &(px_calib_coll_point){kind, size, factor, bytes, t, npts == 0});
     int l = c->busbw_len[PX_LINK_INTRA];
     if (l < PX_BUSBW_MAX) {
       c->busbw[PX_LINK_INTRA][l] = (px_busbw_point){kind, size, 1, bytes, algbw * factor};
@@ -334,9 +326,7 @@ static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
 }
 
 px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm world, px_cluster *out, px_err *err) {
-  int rank, size;
-  MPI_Comm_rank(world, &rank);
-  MPI_Comm_size(world, &size);
+  int rank = px_comm_rank(world), size = px_comm_size(world);
   *out = *base;
   px_cluster *c = out;
   char host[64] = "this machine";

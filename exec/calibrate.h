@@ -13,10 +13,23 @@
 #include "core/status.h"
 #include "plan/cluster.h"
 
+/* One size of a measured collective curve, as rank 0 hands it to
+ * px_calib_opts.coll (report/calibrate.h prints them nccl-tests style). */
+typedef struct {
+  px_coll kind;
+  int ranks;
+  double busbw_factor; /* busbw = algbw x this */
+  uint64_t bytes;      /* nccl-tests' size */
+  double time_s;       /* a call, the slowest rank's */
+  bool first;          /* the curve's first size */
+} px_calib_coll_point;
+
 typedef struct {
   bool quick;          /* fewer shapes and sizes (the tests) */
   FILE *progress;      /* where rank 0 reports progress, NULL for none */
-  FILE *table;         /* where rank 0 prints the collective table (nccl-tests style), NULL for none */
+  /* Each size of the collective curves as rank 0 measures it, NULL for none. */
+  void (*coll)(void *ctx, const px_calib_coll_point *pt);
+  void *coll_ctx;
 } px_calib_opts;
 
 /* Measures and fills `out`, starting from `base` (names, host, topology). */

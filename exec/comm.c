@@ -15,13 +15,12 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "%s failed: %.*s", what, len, msg);
 }
 
-px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *err) {
+px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
   c->tp = c->cp = c->dp = c->ep = c->edp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
   MPI_Comm_rank(world, &c->world_rank);
   MPI_Comm_size(world, &c->world_size);
-  const px_grid *g = &plan->grid;
   if (c->world_size != g->world)
     return px_err_set(err, PX_ERR_INPUT,
                       "the plan needs %lld ranks (tp %lld x cp %lld x pp %lld x dp %lld) but mpirun started %d (hint: "
@@ -46,10 +45,10 @@ px_status px_comm_init(px_comm *c, const px_plan *plan, MPI_Comm world, px_err *
   }
   bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
   int emb_color =
-      plan->model.tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
+      tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
   if ((st = px_comm_check(MPI_Comm_split(world, emb_color, (int)c->pp_rank, &c->emb), "MPI_Comm_split (emb)", err)))
     return st;
-  if (px_parallel_hybrid(&plan->par)) { /* shard groups: consecutive DP x CP ranks; replicas: shard apart */
+  if (g->shard < g->wdp) { /* hybrid sharding: consecutive DP x CP ranks; replicas: shard apart */
     int64_t n = g->shard, group = c->wdp_rank / n, within = c->wdp_rank % n;
     int shard_color = (int)(dp_color + g->tp * g->pp * group), replica_color = (int)(dp_color + g->tp * g->pp * within);
     if ((st = px_comm_check(MPI_Comm_split(world, shard_color, (int)within, &c->shard), "MPI_Comm_split (shard)", err)) ||
@@ -144,4 +143,164 @@ px_status px_comm_gather_bytes(const void *mine, size_t bytes, int root, MPI_Com
   }
   *all = buf;
   return PX_OK;
+}
+
+/* ---- MPI's calls ---- */
+
+void px_comm_mpi_init(bool threads, int *rank, int *size, bool *threads_ok) {
+  int got = MPI_THREAD_SINGLE;
+  if (threads)
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &got);
+  else
+    MPI_Init(NULL, NULL);
+  if (threads_ok) *threads_ok = got >= MPI_THREAD_FUNNELED;
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+void px_comm_mpi_finalize(void) { MPI_Finalize(); }
+
+int px_comm_size(MPI_Comm c) {
+  int n = 1;
+  if (c != MPI_COMM_NULL) MPI_Comm_size(c, &n);
+  return n;
+}
+
+int px_comm_rank(MPI_Comm c) {
+  int r = 0;
+  if (c != MPI_COMM_NULL) MPI_Comm_rank(c, &r);
+  return r;
+}
+
+void px_comm_barrier(MPI_Comm c) { MPI_Barrier(c); }
+
+void px_comm_node(MPI_Comm c, int *rank, int *size) {
+  MPI_Comm local;
+  MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, px_comm_rank(c), MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, rank);
+  MPI_Comm_size(local, size);
+  MPI_Comm_free(&local);
+}
+
+int px_comm_first_rank(MPI_Comm group, MPI_Comm world) {
+  if (group == MPI_COMM_NULL) return -1;
+  MPI_Group gg, wg;
+  int zero = 0, first = 0;
+  MPI_Comm_group(group, &gg);
+  MPI_Comm_group(world, &wg);
+  MPI_Group_translate_ranks(gg, 1, &zero, wg, &first);
+  MPI_Group_free(&gg);
+  MPI_Group_free(&wg);
+  return first;
+}
+
+static MPI_Datatype mpi_type(px_host_type t) {
+  switch (t) {
+    case PX_HOST_INT: return MPI_INT;
+    case PX_HOST_FLOAT: return MPI_FLOAT;
+    case PX_HOST_DOUBLE: return MPI_DOUBLE;
+    case PX_HOST_LLONG: return MPI_LONG_LONG;
+    case PX_HOST_ULLONG: return MPI_UNSIGNED_LONG_LONG;
+    default: return MPI_BYTE;
+  }
+}
+
+static MPI_Op mpi_op(px_redop op) { return op == PX_RED_MAX ? MPI_MAX : MPI_SUM; }
+
+/* MPI counts are ints: n elements (what is counted) fit one, or a refusal. */
+static px_status int_count(uint64_t n, const char *what, px_err *err) {
+  if (n <= INT_MAX) return PX_OK;
+  return px_err_set(err, PX_ERR_RUNTIME, "%s of %llu elements or bytes: beyond MPI's int counts", what,
+                    (unsigned long long)n);
+}
+
+px_status px_comm_allreduce(MPI_Comm c, void *out, const void *in, uint64_t count, px_host_type t, px_redop op,
+                            px_err *err) {
+  px_status st = int_count(count, "an all-reduce", err);
+  if (st) return st;
+  return px_comm_check(MPI_Allreduce(in == out ? MPI_IN_PLACE : in, out, (int)count, mpi_type(t), mpi_op(op), c),
+                       "MPI_Allreduce", err);
+}
+
+px_status px_comm_allgather(MPI_Comm c, void *out, const void *in, uint64_t count_in, px_host_type t, px_err *err) {
+  px_status st = int_count(count_in * (uint64_t)px_comm_size(c), "an all-gather", err);
+  if (st) return st;
+  MPI_Datatype mt = mpi_type(t);
+  return px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, mt, out, (int)count_in, mt, c),
+                       "MPI_Allgather", err);
+}
+
+px_status px_comm_reduce_scatter(MPI_Comm c, void *out, const void *in, uint64_t count_out, px_host_type t,
+                                 px_redop op, px_err *err) {
+  px_status st = int_count(count_out * (uint64_t)px_comm_size(c), "a reduce-scatter", err);
+  if (st) return st;
+  return px_comm_check(
+      MPI_Reduce_scatter_block(in == out ? MPI_IN_PLACE : in, out, (int)count_out, mpi_type(t), mpi_op(op), c),
+      "MPI_Reduce_scatter", err);
+}
+
+px_status px_comm_alltoall(MPI_Comm c, void *out, const void *in, uint64_t count, px_host_type t, px_err *err) {
+  px_status st = int_count(count * (uint64_t)px_comm_size(c), "an all-to-all", err);
+  if (st) return st;
+  MPI_Datatype mt = mpi_type(t);
+  return px_comm_check(MPI_Alltoall(in, (int)count, mt, out, (int)count, mt, c), "MPI_Alltoall", err);
+}
+
+px_status px_comm_alltoallv(MPI_Comm c, void *out, const uint64_t *recv, const void *in, const uint64_t *send,
+                            px_host_type t, px_err *err) {
+  int n = px_comm_size(c);
+  int *v = malloc((size_t)(4 * n) * sizeof *v); /* send counts, displacements, receive counts, displacements */
+  if (!v) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  uint64_t so = 0, ro = 0;
+  for (int j = 0; j < n; j++) so += send[j], ro += recv[j];
+  px_status st = int_count(so > ro ? so : ro, "an all-to-all", err);
+  so = ro = 0;
+  for (int j = 0; j < n && !st; j++) {
+    v[j] = (int)send[j], v[n + j] = (int)so, v[2 * n + j] = (int)recv[j], v[3 * n + j] = (int)ro;
+    so += send[j], ro += recv[j];
+  }
+  MPI_Datatype mt = mpi_type(t);
+  if (!st) st = px_comm_check(MPI_Alltoallv(in, v, v + n, mt, out, v + 2 * n, v + 3 * n, mt, c), "MPI_Alltoallv", err);
+  free(v);
+  return st;
+}
+
+px_status px_comm_bcast(MPI_Comm c, void *buf, uint64_t bytes, int root, px_err *err) {
+  px_status st = int_count(bytes, "a broadcast", err);
+  return st ? st : px_comm_check(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c), "MPI_Bcast", err);
+}
+
+px_status px_comm_p2p(MPI_Comm c, const px_p2p *items, int n, px_err *err) {
+  MPI_Request req[16];
+  if (n > 16) return px_err_set(err, PX_ERR_RUNTIME, "internal: a p2p batch of %d messages (16 at most)", n);
+  px_status st = PX_OK;
+  for (int i = 0; i < n && !st; i++) st = int_count(items[i].bytes, "a message", err);
+  int posted = 0;
+  for (int i = 0; i < n && !st; i++) {
+    int bytes = (int)items[i].bytes;
+    int rc = items[i].send ? MPI_Isend(items[i].buf, bytes, MPI_BYTE, items[i].peer, items[i].tag, c, &req[i])
+                           : MPI_Irecv(items[i].buf, bytes, MPI_BYTE, items[i].peer, items[i].tag, c, &req[i]);
+    st = px_comm_check(rc, items[i].send ? "MPI_Isend" : "MPI_Irecv", err);
+    if (!st) posted++;
+  }
+  px_status w = posted ? px_comm_check(MPI_Waitall(posted, req, MPI_STATUSES_IGNORE), "MPI_Waitall (p2p)", err) : PX_OK;
+  return st ? st : w;
+}
+
+px_status px_comm_sendrecv(MPI_Comm c, const void *send, int to, void *recv, int from, uint64_t bytes, px_err *err) {
+  px_status st = int_count(bytes, "a message", err);
+  if (st) return st;
+  return px_comm_check(MPI_Sendrecv(send, (int)bytes, MPI_BYTE, to, 0, recv, (int)bytes, MPI_BYTE, from, 0, c,
+                                    MPI_STATUS_IGNORE),
+                       "MPI_Sendrecv", err);
+}
+
+px_status px_comm_send(MPI_Comm c, const void *buf, uint64_t bytes, int to, int tag, px_err *err) {
+  px_status st = int_count(bytes, "a message", err);
+  return st ? st : px_comm_check(MPI_Send(buf, (int)bytes, MPI_BYTE, to, tag, c), "MPI_Send", err);
+}
+
+px_status px_comm_recv(MPI_Comm c, void *buf, uint64_t bytes, int from, int tag, px_err *err) {
+  px_status st = int_count(bytes, "a message", err);
+  return st ? st : px_comm_check(MPI_Recv(buf, (int)bytes, MPI_BYTE, from, tag, c, MPI_STATUS_IGNORE), "MPI_Recv", err);
 }

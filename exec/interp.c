@@ -13,7 +13,9 @@
 #include "core/fmt.h"
 #include "exec/amax.h"
 #include "exec/arena.h"
+#include "exec/env.h"
 #include "exec/offload.h"
+#include "exec/optim.h"
 #include "exec/params.h"
 #include "kernels/math.h"
 
@@ -31,7 +33,9 @@ struct px_exec {
   const px_comm *comm;
   const px_program *prog;
   px_data *data;
-  px_train_hparams hp;
+  px_optim opt;               /* the hyper-parameters, fp16's loss scaler */
+  px_env env;                 /* what every op reads besides its operands */
+  px_op_comm op_comm;         /* what an op communicates midway */
   int64_t stage, tp_rank, cp_rank, dp_rank, L;
   int64_t wdp, wdp_rank;                     /* the DP x CP group holding the same weights, this rank's index in it */
   int64_t shard_n, shard_rank, replica_rank; /* ZeRO: ranks a unit is sharded over (wdp, or the shard group),
@@ -54,6 +58,7 @@ struct px_exec {
   char **staged_grad, **staged_param;
   int32_t *param_of;          /* [slot * (L + 2) + group + 1] -> index into prog->params */
   px_param_map *maps;         /* per param ref */
+  px_optim_range *owned;      /* per param ref: its owned part, for the optimizer */
   px_global_params global;
   /* live tensors */
   tensor *t;
@@ -75,12 +80,7 @@ struct px_exec {
   int64_t *first_op;
   double *op_time;
   int64_t nops, timed_steps;
-  /* fp16 loss scaling: scaler = {scale, clean steps, optimizer steps}, checkpointed */
-  bool scaling;
-  float scaler[3];
-  int64_t skipped_steps;
-  int64_t adam_t;             /* the optimizer step being taken */
-  /* fp8 delayed scaling: the histories' keys (px_amax_keys) and their checkpoint form, (namax x
+  /* fp8 delayed scaling: the histories' keys (px_param_amax_keys) and their checkpoint form, (namax x
    * PX_FP8_AMAX_HISTORY), which px_exec_states_get / _set move to and from the backend */
   px_amax_key *amax_keys;
   int64_t namax;
@@ -306,7 +306,8 @@ static px_status init_params(px_exec *x, px_err *err) {
       for (int64_t b = 0; b < cols; b++) {
         int64_t tensor_id;
         int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, a, b, &tensor_id);
-        host[r->offset + (uint64_t)(a * cols + b)] = gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->hp.seed);
+        host[r->offset + (uint64_t)(a * cols + b)] =
+            gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->opt.hp.seed);
       }
   }
   /* Parameters in their dtype: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
@@ -338,6 +339,10 @@ static px_status init_params(px_exec *x, px_err *err) {
   return st;
 }
 
+static px_status init_owned(px_exec *x, px_err *err);
+static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err);
+static px_status op_ring(const px_exec_op *e, void *send, void *recv, uint64_t bytes, px_err *err);
+
 px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, px_data *data,
                       const px_train_hparams *hp, px_exec **out, px_err *err) {
   *out = NULL;
@@ -347,7 +352,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->be = be;
   x->comm = comm;
   x->data = data;
-  x->hp = *hp;
+  px_optim_init(&x->opt, hp, plan->act_dtype == PX_DTYPE_FP16);
   x->stage = comm->pp_rank;
   x->tp_rank = comm->tp_rank;
   x->cp_rank = comm->cp_rank;
@@ -364,19 +369,19 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->mixed = px_parallel_mixed(&plan->par);
   x->pb = px_dtype_bytes(plan->param_dtype);
   x->gb = px_dtype_bytes(plan->grad_dtype);
-  x->scaling = plan->act_dtype == PX_DTYPE_FP16;
-  x->scaler[0] = x->scaling ? (hp->loss_scale > 0 ? hp->loss_scale : 65536.0f) : 1.0f;
   const px_program *prog = x->prog;
+  x->op_comm = (px_op_comm){.reduce = op_reduce, .ring = op_ring, .ctx = x};
   px_status st = fault_parse(x, err);
+  if (!st) st = px_env_init(&x->env, plan, x->tp_rank, x->cp_rank, err);
   if (!st) st = px_global_params_build(&plan->model, &x->global, err);
-  if (!st && (x->namax = px_amax_keys(plan, x->stage, NULL, 0)) > 0) {
+  if (!st && (x->namax = px_param_amax_keys(plan, x->stage, NULL, 0)) > 0) {
     x->amax_keys = px_calloc((size_t)x->namax, sizeof *x->amax_keys, err);
     x->amax_hist = px_calloc((size_t)x->namax * PX_FP8_AMAX_HISTORY, sizeof *x->amax_hist, err);
     if (!x->amax_keys || !x->amax_hist) st = PX_ERR_RUNTIME;
-    else px_amax_keys(plan, x->stage, x->amax_keys, x->namax);
+    else px_param_amax_keys(plan, x->stage, x->amax_keys, x->namax);
     if (!st && !be->amax_histories)
       st = px_err_set(err, PX_ERR_INPUT, "the %s backend keeps no fp8 amax histories: it cannot run delayed scaling "
-                      "(hint: --fp8-recipe current)", be->name);
+                      "(hint: `fp8_recipe` current)", be->name);
   }
   int64_t stride = x->L + 2;
   if (!st) {
@@ -454,6 +459,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
       st = px_host_alloc(&x->host, pbytes, ps.bytes[PX_PLACE_NVME][PX_MEM_PARAMS] > 0, (void **)&x->h_params, err);
   }
   if (!st) st = init_params(x, err);
+  if (!st) st = init_owned(x, err);
   if (st) {
     px_exec_free(x);
     return st;
@@ -489,6 +495,7 @@ void px_exec_free(px_exec *x) {
   free(x->late_bytes);
   free(x->param_of);
   free(x->maps);
+  free(x->owned);
   free(x->seq_index);
   free(x->marks);
   free(x->tp_marks);
@@ -501,6 +508,7 @@ void px_exec_free(px_exec *x) {
   free(x->amax_keys);
   free(x->amax_hist);
   px_global_params_free(&x->global);
+  px_env_free(&x->env);
   free(x);
 }
 
@@ -612,7 +620,8 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   int64_t ep = p->par.ep, E = p->model.experts, el = px_plan_local_experts(p), H = p->model.hidden;
   bool to = o->flags & PX_OPF_TO_EXPERTS;
   px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
-  if (!be->alltoallv) return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
+  if (!be->alltoallv || !be->host_alltoall)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
   int32_t *c = malloc((size_t)(2 * E) * sizeof *c);
   uint64_t *v = malloc((size_t)(2 * ep) * sizeof *v); /* elements to each member, from each */
   if (!c || !v) {
@@ -621,8 +630,7 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   }
   px_status st = be->download(be, c, counts, (uint64_t)(2 * E) * sizeof *c, err);
   if (!st && to && o->phase != PX_PHASE_BWD) { /* the forward's dispatch: who takes how many rows of mine */
-    st = px_comm_check(MPI_Alltoall(c, (int)el, MPI_INT32_T, c + E, (int)el, MPI_INT32_T, px_comm_of(x->comm, PX_GROUP_EP)),
-                       "MPI_Alltoall (expert counts)", err);
+    st = be->host_alltoall(be, PX_GROUP_EP, c + E, c, (uint64_t)el, PX_HOST_INT, err);
     if (!st) st = be->upload(be, (int32_t *)counts + E, c + E, (uint64_t)E * sizeof *c, err);
   }
   uint64_t rows_in = 0, rows_out = 0;
@@ -634,14 +642,13 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   }
   /* every member learns whether one's rows overflow its buffer (else the others would wait in the exchange) */
   int over = !st && rows_out * (uint64_t)H > (uint64_t)o->dim[1], any = over;
-  if (!st) st = px_comm_check(MPI_Allreduce(&over, &any, 1, MPI_INT, MPI_MAX, px_comm_of(x->comm, PX_GROUP_EP)),
-                              "MPI_Allreduce (expert rows)", err);
+  if (!st) st = be->host_allreduce(be, PX_GROUP_EP, &any, 1, PX_HOST_INT, PX_RED_MAX, err);
   if (!st && any && !over)
     st = px_err_set(err, PX_ERR_RUNTIME, "another EP rank's experts take more rows than the plan holds (see its message)");
   if (!st && over)
     st = px_err_set(err, PX_ERR_RUNTIME,
                     "EP rank %lld: %llu routed rows arrive for its experts, the plan holds %llu (the busiest rank's "
-                    "at --moe-imbalance %g; hint: raise it)",
+                    "at `moe_imbalance` %g; hint: raise it)",
                     (long long)x->comm->ep_rank, (unsigned long long)rows_out,
                     (unsigned long long)((uint64_t)o->dim[1] / (uint64_t)H), p->par.moe_imbalance);
   if (!st) st = be->alltoallv(be, PX_GROUP_EP, out, v + ep, in, v, dt, err);
@@ -698,6 +705,31 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   }
 }
 
+/* ---- what an op communicates midway (px_op_comm), through the backend's entries ---- */
+
+/* The loss's row statistics over its vocabulary shards (its group, TP); a
+ * cast's amax over every rank that may exchange its codes (TP, then EP:
+ * Transformer Engine's amax reduction). */
+static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {
+  px_exec *x = e->comm->ctx;
+  const px_parallel *par = &x->plan->par;
+  bool cast = e->op->kind == PX_OP_CAST;
+  px_status st = PX_OK;
+  if (par->tp > 1 && (cast || e->op->group == PX_GROUP_TP))
+    st = x->be->allreduce(x->be, PX_GROUP_TP, buf, n, PX_DTYPE_FP32, op, err);
+  if (!st && cast && par->ep > 1) st = x->be->allreduce(x->be, PX_GROUP_EP, buf, n, PX_DTYPE_FP32, op, err);
+  return st;
+}
+
+/* The CP ring: to the next rank of the CP group, from the previous one; the
+ * forward's and the backward's messages apart. */
+static px_status op_ring(const px_exec_op *e, void *send, void *recv, uint64_t bytes, px_err *err) {
+  px_exec *x = e->comm->ctx;
+  int tag = e->op->kind == PX_OP_FLASH_ATTN ? 3 : 4;
+  px_p2p items[2] = {{true, x->comm->cp_next, send, bytes, tag}, {false, x->comm->cp_prev, recv, bytes, tag}};
+  return x->be->p2p(x->be, items, 2, err);
+}
+
 static void enter_stream(px_exec *x, px_stream s) {
   if (x->be->set_stream) x->be->set_stream(x->be, s);
 }
@@ -737,10 +769,9 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
         (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
       st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
   }
-  px_exec_op e = {.plan = x->plan, .op = o, .tp_rank = x->tp_rank, .cp_rank = x->cp_rank,
-                  .cp_prev = x->comm->cp_prev, .cp_next = x->comm->cp_next, .layer = in->layer, .seq_index = x->seq_index,
-                  .seed = x->hp.seed, .step = x->step,
-                  .loss_scale = (float)(x->scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
+  px_exec_op e = {.env = &x->env, .op = o, .comm = &x->op_comm, .layer = in->layer, .seq_index = x->seq_index,
+                  .seed = x->opt.hp.seed, .step = x->step,
+                  .loss_scale = (float)(x->opt.scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
   if (o->kind == PX_OP_EMBED_BWD && in->mb >= 0 && in->mb < x->plan->microbatches &&
       o->dim[0] == x->plan->par.mbs * x->plan->seq_cp)
     e.host_tokens = x->host_tokens[in->mb];
@@ -889,29 +920,15 @@ static px_status run_p2p_batch(px_exec *x, int32_t first, px_stream s, int32_t *
   return st;
 }
 
-/* A synthetic op for the backend on gradients (the ZeRO-2/3 shard sum, the
- * norm, the optimizer): out[0..3] and in[0] as px_exec_op documents them. */
-static px_status backend_op(px_exec *x, px_op_kind kind, void *const out[4], void *in0, int64_t count, double *sumsq,
-                            float wd, float grad_scale, px_err *err) {
-  px_op op = {.kind = (uint8_t)kind};
-  op.dim[0] = count;
-  for (int j = 0; j < PX_OP_OUTS; j++) op.out[j] = (px_ref){-1, 0};
-  for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0}; /* no slots: gradient ranges */
-  px_exec_op e = {.plan = x->plan, .op = &op, .tp_rank = x->tp_rank, .count = count, .sumsq_out = sumsq,
-                  .lr = x->hp.lr, .beta1 = x->hp.beta1, .beta2 = x->hp.beta2, .eps = x->hp.eps,
-                  .weight_decay = wd, .grad_scale = grad_scale, .adam_t = x->adam_t};
-  for (int j = 0; j < 4; j++) e.out[j] = out ? out[j] : NULL;
-  e.in[0] = in0;
-  return x->be->op(x->be, &e, err);
-}
+/* The op arguments of the ops on gradient ranges (px_optim_range_op). */
+static px_exec_op range_args(px_exec *x) { return (px_exec_op){.env = &x->env}; }
 
 /* Pointer to the reduced gradient of an owned flat index of unit u (in
- * host memory, fp32, when offloaded), and the bytes of its elements. */
+ * host memory, fp32, when offloaded). */
 static void *owned_grad(px_exec *x, const px_unit *u, uint64_t flat) {
   if (x->h_grads) return x->h_grads + shard_index(x, u, flat);
   return x->grads + (x->plan->par.zero < 2 ? flat : shard_index(x, u, flat)) * x->gb;
 }
-static uint64_t owned_grad_bytes(const px_exec *x) { return x->h_grads ? sizeof(float) : x->gb; }
 
 /* A unit's gradient reduction, sized by the plan: an all-reduce of its
  * dim[0] elements (ZeRO-0), or a reduce-scatter to dim[1] (ZeRO-1: into the
@@ -947,8 +964,11 @@ static px_status run_grad_sync(px_exec *x, const px_inst *in, const px_op *o, do
       tmp = NULL;
     } else if (z == 1)
       st = be->copy(be, x->grads + lo * gb, tmp, shard * gb, err);
-    else
-      st = backend_op(x, PX_OP_ACC, (void *[4]){owned_grad(x, u, lo)}, tmp, (int64_t)shard, NULL, 0, 1, err);
+    else {
+      px_exec_op e = range_args(x);
+      e.out[0] = owned_grad(x, u, lo), e.in[0] = tmp;
+      st = px_optim_range_op(be, &e, PX_OP_ACC, shard, err);
+    }
   }
   if (tmp) mem_free(x, tmp, shard * gb);
   st = op_done(x, st, err);
@@ -1042,7 +1062,7 @@ static px_status run_emb_sync(px_exec *x, const px_op *o, px_err *err) {
   return x->be->allreduce(x->be, PX_GROUP_EMB, g, (uint64_t)o->dim[0], x->plan->grad_dtype, PX_RED_SUM, err);
 }
 
-/* ---- the optimizer ---- */
+/* ---- the optimizer (exec/optim.h), over this rank's owned parts ---- */
 
 static bool is_matrix(const px_slot *s) { return s->shape[1] > 1; }
 
@@ -1066,6 +1086,25 @@ static bool counts_once(const px_exec *x, int32_t i) {
   return (x->plan->par.zero != 0 || x->wdp_rank == 0) && x->replica_rank == 0;
 }
 
+/* Each parameter ref's owned part, as the optimizer reads it (after init_params: the maps). */
+static px_status init_owned(px_exec *x, px_err *err) {
+  const px_program *prog = x->prog;
+  const px_parallel *par = &x->plan->par;
+  if (!(x->owned = px_calloc((size_t)prog->nparams + 1, sizeof *x->owned, err))) return PX_ERR_RUNTIME;
+  for (int32_t i = 0; i < prog->nparams; i++) {
+    const px_param_ref *r = &prog->params[i];
+    const px_slot *sl = &x->plan->slots[r->slot];
+    const px_unit *u = &prog->units[r->unit];
+    uint64_t lo, hi;
+    param_owned(x, r, &lo, &hi);
+    uint64_t si = hi > lo ? shard_index(x, u, lo) : 0;
+    x->owned[i] = (px_optim_range){.grad = hi > lo ? owned_grad(x, u, lo) : NULL, .n = hi - lo, .at = si,
+                                   .model_at = par->zero == 3 ? si : lo, .matrix = is_matrix(sl),
+                                   .counted = counts_once(x, i), .partial = par->tp > 1 && sl->sp_partial};
+  }
+  return PX_OK;
+}
+
 /* Keeps a copy of this rank's reduced gradients in the canonical layout. */
 static px_status capture_grads(px_exec *x, px_err *err) {
   if (!x->grad_copy) {
@@ -1080,7 +1119,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
     const px_slot *s = &x->plan->slots[r->slot];
-    if (!counts_once(x, i)) continue;
+    if (!x->owned[i].counted) continue;
     uint64_t lo, hi;
     param_owned(x, r, &lo, &hi);
     if (hi == lo) continue;
@@ -1092,7 +1131,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
       break;
     }
     raw = nr;
-    void *g = owned_grad(x, &prog->units[r->unit], lo);
+    void *g = x->owned[i].grad;
     if (x->h_grads) {
       memcpy(host, g, (hi - lo) * sizeof *host);
     } else {
@@ -1103,7 +1142,7 @@ static px_status capture_grads(px_exec *x, px_err *err) {
     for (uint64_t f = lo; !st && f < hi; f++) {
       int64_t e = (int64_t)(f - r->offset);
       int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, e / cols, e % cols, NULL);
-      if (gi >= 0) x->grad_copy[gi] = host[f - lo] / x->scaler[0]; /* unscaled (fp16) */
+      if (gi >= 0) x->grad_copy[gi] = host[f - lo] / x->opt.scaler[0]; /* unscaled (fp16) */
     }
   }
   free(host);
@@ -1121,164 +1160,18 @@ static void add_op_time(px_exec *x, int32_t idx, px_op_kind kind, double s) {
     }
 }
 
-/* Adds the time since *t0 to the op of a kind, and restarts the clock. */
-static px_status time_op(px_exec *x, int32_t idx, px_op_kind kind, double *t0, px_status st, px_err *err) {
-  st = op_done(x, st, err);
-  double t = px_clock_s();
-  add_op_time(x, idx, kind, t - *t0);
-  *t0 = t;
-  return st;
-}
-
-/* Offload's step: the host's AdamW over each owned range in a helper thread
- * while this thread rounds each finished range to the parameter dtype and
- * copies it where the model reads it (the device's parameters, or the host's
- * parameter shard with --offload-params). */
-typedef struct {
-  px_exec *x;
-  const px_host_range *ranges;
-  const uint64_t *model_at; /* (nranges) element index of each range in the device's parameters */
-  char *conv;               /* the largest range in the parameter dtype */
-  double copy_s;
-} host_step;
-
-static px_status copy_back(void *ctx, int32_t i, px_err *err) {
-  host_step *h = ctx;
-  px_exec *x = h->x;
-  const px_host_range *r = &h->ranges[i];
-  double t0 = px_clock_s();
-  px_status st = PX_OK;
-  if (x->h_params) {
-    px_dtype_from_fp32(x->h_params + r->at * x->pb, x->plan->param_dtype, x->h_w + r->at, r->n);
-  } else {
-    px_dtype_from_fp32(h->conv, x->plan->param_dtype, x->h_w + r->at, r->n);
-    st = op_done(x, x->be->upload(x->be, x->params + h->model_at[i] * x->pb, h->conv, r->n * x->pb, err), err);
-  }
-  h->copy_s += px_clock_s() - t0;
-  return st;
-}
-
-static px_status run_host_adamw(px_exec *x, int32_t idx, float scale, px_err *err) {
-  const px_program *prog = x->prog;
-  px_host_range *ranges = px_calloc((size_t)prog->nparams + 1, sizeof *ranges, err);
-  uint64_t *model_at = px_calloc((size_t)prog->nparams + 1, sizeof *model_at, err);
-  int32_t n = 0;
-  uint64_t most = 0;
-  for (int32_t i = 0; ranges && model_at && i < prog->nparams; i++) {
-    const px_param_ref *r = &prog->params[i];
-    uint64_t lo, hi;
-    param_owned(x, r, &lo, &hi);
-    if (hi == lo) continue;
-    uint64_t si = shard_index(x, &prog->units[r->unit], lo);
-    float wd = is_matrix(&x->plan->slots[r->slot]) ? x->hp.weight_decay : 0.0f;
-    ranges[n] = (px_host_range){si, hi - lo, wd};
-    model_at[n++] = x->plan->par.zero == 3 ? si : lo;
-    if (hi - lo > most) most = hi - lo;
-  }
-  host_step h = {.x = x, .ranges = ranges, .model_at = model_at, .conv = malloc(most * x->pb + 1)};
-  px_status st = ranges && model_at && h.conv ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  px_host_adamw_job job = {.w = x->h_w, .m = x->h_m, .v = x->h_v, .g = x->h_grads, .ranges = ranges, .nranges = n,
-                           .lr = x->hp.lr, .beta1 = x->hp.beta1, .beta2 = x->hp.beta2, .eps = x->hp.eps,
-                           .grad_scale = scale, .t = x->adam_t};
-  double t0 = px_clock_s();
-  if (!st) st = px_host_adamw(&job, copy_back, &h, err);
-  add_op_time(x, idx, PX_OP_ADAMW_HOST, px_clock_s() - t0 - h.copy_s);
-  add_op_time(x, idx, PX_OP_COPY_H2D, h.copy_s);
-  free(ranges), free(model_at), free(h.conv);
-  return st;
-}
-
 static px_status run_optimizer(px_exec *x, int32_t idx, px_err *err) {
-  const px_program *prog = x->prog;
-  const px_plan *plan = x->plan;
-  px_backend *be = x->be;
-  px_status st = PX_OK;
-  double t0 = px_clock_s();
-  /* 1. Gradients that are partial sums over TP (px_slot's sp_partial): SP's norms and positions. */
-  if (plan->par.tp > 1)
-    for (int32_t i = 0; i < prog->nparams && !st; i++) {
-      const px_param_ref *r = &prog->params[i];
-      if (!plan->slots[r->slot].sp_partial) continue;
-      uint64_t lo, hi;
-      param_owned(x, r, &lo, &hi);
-      void *g = hi > lo ? owned_grad(x, &prog->units[r->unit], lo) : NULL;
-      if (g && x->h_grads) /* host memory: MPI directly */
-        st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, g, (int)(hi - lo), MPI_FLOAT, MPI_SUM, x->comm->tp),
-                           "MPI_Allreduce (offloaded partial gradients)", err);
-      else if (g)
-        st = be->allreduce(be, PX_GROUP_TP, g, hi - lo, plan->grad_dtype, PX_RED_SUM, err);
-    }
-  st = time_op(x, idx, PX_OP_ALLREDUCE, &t0, st, err);
+  px_optim_states s = {.param_dtype = x->plan->param_dtype, .grad_dtype = x->plan->grad_dtype, .params = x->params,
+                       .master = x->master, .adam_m = x->adam_m, .adam_v = x->adam_v, .h_grads = x->h_grads,
+                       .h_w = x->h_w, .h_m = x->h_m, .h_v = x->h_v, .h_params = x->h_params};
+  double op_s[PX_OP_COUNT] = {0};
+  int32_t n = x->prog->nparams;
+  px_status st = px_optim_sum_partials(x->be, x->owned, n, &s, op_s, err);
   if (!st && x->capture) st = capture_grads(x, err);
-  t0 = px_clock_s();
-  /* 2. Global gradient norm: each element once (replicated ones on tp rank 0, the tied copy on the first stage),
-   * adjacent ranges summed in one call (a device backend waits for each). */
-  double sumsq = 0;
-  char *run = NULL;
-  uint64_t run_n = 0;
-  for (int32_t i = 0; i <= prog->nparams && !st; i++) {
-    uint64_t lo = 0, hi = 0;
-    char *g = NULL;
-    if (i < prog->nparams) {
-      const px_param_ref *r = &prog->params[i];
-      if (!counts_once(x, i)) continue;
-      param_owned(x, r, &lo, &hi);
-      if (hi == lo) continue;
-      g = owned_grad(x, &prog->units[r->unit], lo);
-      if (run && g == run + run_n * owned_grad_bytes(x)) {
-        run_n += hi - lo;
-        continue;
-      }
-    }
-    if (run && x->h_grads)
-      for (uint64_t e = 0; e < run_n; e++) sumsq += (double)((float *)run)[e] * ((float *)run)[e];
-    else if (run)
-      st = backend_op(x, PX_OP_GRAD_NORM, NULL, run, (int64_t)run_n, &sumsq, 0, 1, err);
-    run = g, run_n = hi - lo;
-  }
-  /* a host scalar: MPI directly (a device backend's collectives take device memory), once this
-   * rank's device work is done: a rank that counts no norm (another replica) must not enter it
-   * with collectives of the step still queued that the others wait for */
-  if (!st) st = x->be->sync(x->be, err);
-  if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sumsq, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
-                              "MPI_Allreduce (gradient norm)", err);
-  if (!st && x->scaling && !isfinite(sumsq)) { /* overflow: skip the step, halve the scale */
-    x->scaler[0] = x->scaler[0] > 1.0f ? x->scaler[0] / 2 : 1.0f;
-    x->scaler[1] = 0;
-    x->skipped_steps++;
-    return time_op(x, idx, PX_OP_GRAD_NORM, &t0, st, err);
-  }
-  double norm = sqrt(sumsq) / x->scaler[0];
-  /* the clipping factor, and the loss scale taken back out */
-  float scale = x->hp.clip > 0 && norm > x->hp.clip ? (float)(x->hp.clip / norm) : 1.0f;
-  scale = (float)(scale / x->scaler[0]);
-  x->adam_t = x->scaling ? (int64_t)++x->scaler[2] : x->step + 1;
-  st = time_op(x, idx, PX_OP_GRAD_NORM, &t0, st, err);
-  /* 3. AdamW on the owned part; no weight decay on vectors (norms, biases). */
-  if (x->h_w) {
-    st = run_host_adamw(x, idx, scale, err);
-    t0 = px_clock_s();
-  }
-  for (int32_t i = 0; i < prog->nparams && !st && !x->h_w; i++) {
-    const px_param_ref *r = &prog->params[i];
-    const px_unit *u = &prog->units[r->unit];
-    uint64_t lo, hi;
-    param_owned(x, r, &lo, &hi);
-    if (hi == lo) continue;
-    uint64_t si = shard_index(x, u, lo);
-    /* the model's copy of the owned part; with mixed precision the update
-     * runs on the fp32 master and writes the rounded result there */
-    char *model = x->params + (plan->par.zero == 3 ? si : lo) * x->pb;
-    void *outs[4] = {x->master ? (void *)(x->master + si) : model, x->adam_m + si, x->adam_v + si,
-                     x->master ? model : NULL};
-    float wd = is_matrix(&plan->slots[r->slot]) ? x->hp.weight_decay : 0.0f;
-    st = backend_op(x, PX_OP_ADAMW, outs, owned_grad(x, u, lo), (int64_t)(hi - lo), NULL, wd, scale, err);
-  }
-  if (!x->h_w) st = time_op(x, idx, PX_OP_ADAMW, &t0, st, err);
-  if (x->scaling && ++x->scaler[1] >= PX_LOSS_SCALE_GROWTH_STEPS) {
-    x->scaler[0] *= 2;
-    x->scaler[1] = 0;
-  }
+  px_exec_op base = range_args(x);
+  if (!st) st = px_optim_update(&x->opt, x->be, &base, x->owned, n, &s, x->step, op_s, err);
+  for (int k = 0; k < PX_OP_COUNT; k++)
+    if (op_s[k] > 0) add_op_time(x, idx, (px_op_kind)k, op_s[k]);
   return st;
 }
 
@@ -1358,8 +1251,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   if (!st) st = x->be->sync(x->be, err); /* the step ends when the device is done */
   /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. */
   double sum = x->loss_sum;
-  if (!st) st = px_comm_check(MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_DOUBLE, MPI_SUM, x->comm->world),
-                              "MPI_Allreduce (loss)", err);
+  if (!st) st = x->be->host_allreduce(x->be, PX_GROUP_ALL, &sum, 1, PX_HOST_DOUBLE, PX_RED_SUM, err);
   if (loss) *loss = sum / ((double)par->gbs * (double)x->plan->seq);
   x->timed_steps++;
   return st;
@@ -1368,21 +1260,18 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
 void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
 void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped) {
-  *scale = x->scaler[0];
-  *skipped = x->skipped_steps;
+  *scale = x->opt.scaler[0];
+  *skipped = x->opt.skipped_steps;
 }
 
 px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
   if (!x->grad_copy) return px_err_set(err, PX_ERR_RUNTIME, "no gradients were captured");
   /* Every canonical element is owned by exactly one rank: take the non-NaN ones. */
   uint64_t n = x->global.total;
-  float *all = x->comm->world_rank == 0 ? malloc(n * sizeof *all) : NULL;
   for (uint64_t i = 0; i < n; i++)
     if (isnan(x->grad_copy[i])) x->grad_copy[i] = -INFINITY; /* MAX ignores it */
-  int rc = MPI_Reduce(x->grad_copy, all, (int)n, MPI_FLOAT, MPI_MAX, 0, x->comm->world);
-  px_status st = px_comm_check(rc, "MPI_Reduce (gradients)", err);
-  if (!st && x->comm->world_rank == 0) st = px_file_write(path, all, n * sizeof *all, err);
-  free(all);
+  px_status st = x->be->host_allreduce(x->be, PX_GROUP_ALL, x->grad_copy, n, PX_HOST_FLOAT, PX_RED_MAX, err);
+  if (!st && x->comm->world_rank == 0) st = px_file_write(path, x->grad_copy, n * sizeof *x->grad_copy, err);
   return st;
 }
 
@@ -1397,7 +1286,7 @@ int px_exec_states(px_exec *x, px_exec_state *out, int cap) {
       case PX_STATE_ADAM_M: p = ps[i].host ? x->h_m : x->adam_m; break;
       case PX_STATE_ADAM_V: p = ps[i].host ? x->h_v : x->adam_v; break;
       case PX_STATE_FP8_AMAX: p = x->amax_hist; break;
-      default: p = x->scaler; break;
+      default: p = x->opt.scaler; break;
     }
     out[n++] = (px_exec_state){px_state_names[ps[i].kind], p, ps[i].count, ps[i].dtype, ps[i].host};
   }

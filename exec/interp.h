@@ -11,17 +11,8 @@
 #include "exec/backend.h"
 #include "exec/comm.h"
 #include "exec/data.h"
-
-typedef struct {
-  uint64_t seed;
-  float lr, beta1, beta2, eps, weight_decay, clip;
-  float loss_scale; /* fp16: the initial loss scale */
-} px_train_hparams;
-
-/* fp16's dynamic loss scaling: the loss is multiplied by the scale before the
- * backward; a step whose gradients overflow (a non-finite norm) is skipped
- * and halves the scale, which doubles after this many clean steps. */
-#define PX_LOSS_SCALE_GROWTH_STEPS 2000
+#include "exec/optim.h"
+#include "plan/plan.h"
 
 typedef struct px_exec px_exec;
 

@@ -2,22 +2,7 @@
  * the CLI, over MPI_COMM_WORLD. */
 #include "exec/module.h"
 
-#include <mpi.h>
-
 #include "exec/comm.h"
-
-static void mpi_init(bool threads, int *rank, int *size, bool *threads_ok) {
-  int got = MPI_THREAD_SINGLE;
-  if (threads)
-    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &got);
-  else
-    MPI_Init(NULL, NULL);
-  if (threads_ok) *threads_ok = got >= MPI_THREAD_FUNNELED;
-  MPI_Comm_rank(MPI_COMM_WORLD, rank);
-  MPI_Comm_size(MPI_COMM_WORLD, size);
-}
-
-static void mpi_finalize(void) { MPI_Finalize(); }
 
 static px_status agree(px_status st, px_err *err) { return px_comm_agree(st, MPI_COMM_WORLD, err); }
 
@@ -35,8 +20,8 @@ static px_status calibrate(const px_cluster *base, const px_calib_opts *o, px_cl
 
 __attribute__((visibility("default"))) const px_exec_module px_exec_module_table = {
     .h = {.version = PX_VERSION, .abi = PX_EXEC_MODULE_ABI},
-    .mpi_init = mpi_init,
-    .mpi_finalize = mpi_finalize,
+    .mpi_init = px_comm_mpi_init,
+    .mpi_finalize = px_comm_mpi_finalize,
     .agree = agree,
     .gather_bytes = gather_bytes,
     .default_backend = px_train_default_backend,

@@ -209,6 +209,69 @@ uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t sha
   return u->offset / (uint64_t)px_parallel_shard_size(&plan->par) + (flat - lo);
 }
 
+/* ---- fp8 delayed scaling's amax history keys (exec/amax.h) ---- */
+
+/* The keys op o of an instance at `layer` uses under delayed scaling (at most PX_OP_INS + 1). */
+static int op_keys(const px_plan *p, const px_op *o, int64_t layer, px_amax_key *k) {
+  int n = 0;
+  if (o->kind == PX_OP_CAST && o->out[0].slot >= 0) k[n++] = px_amax_cast_key(o, layer);
+  for (int j = 0; j < PX_OP_INS && (o->flags & PX_OPF_FP8); j++) {
+    int16_t s = o->in[j].slot;
+    if (s >= 0 && p->slots[s].kind == PX_SLOT_PARAM && p->slots[s].fp8) k[n++] = px_amax_weight_key(s, layer);
+  }
+  return n;
+}
+
+/* Calls f on every key of the stage's program, in the instances of
+ * micro-batch 0 and of none (every other micro-batch's repeat them). */
+static void each_key(const px_plan *plan, int64_t stage, void (*f)(void *ctx, px_amax_key k), void *ctx) {
+  const px_program *prog = &plan->programs[stage];
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_inst *in = &prog->insts[i];
+    if (in->mb > 0) continue;
+    const px_op *ops = px_inst_ops(plan, prog, in);
+    for (int32_t o = 0; o < plan->blocks[in->block].nops; o++) {
+      px_amax_key k[PX_OP_INS + 1];
+      int n = op_keys(plan, &ops[o], in->layer, k);
+      for (int j = 0; j < n; j++) f(ctx, k[j]);
+    }
+  }
+}
+
+/* The layers the keys name, and for one of them the slots (px_ref's int16_t slots: 2^15 bits). */
+typedef struct {
+  int64_t lo, hi, layer;
+  uint64_t seen[(1 << 15) / 64];
+} key_walk;
+
+static void key_range(void *ctx, px_amax_key k) {
+  key_walk *w = ctx;
+  if (k.layer < w->lo) w->lo = k.layer;
+  if (k.layer > w->hi) w->hi = k.layer;
+}
+
+static void key_mark(void *ctx, px_amax_key k) {
+  key_walk *w = ctx;
+  if (k.layer == w->layer) w->seen[k.slot / 64] |= 1ull << (k.slot % 64);
+}
+
+int64_t px_param_amax_keys(const px_plan *plan, int64_t stage, px_amax_key *out, int64_t cap) {
+  if (plan->par.precision != PX_PREC_FP8 || plan->par.fp8_recipe != PX_FP8_DELAYED) return 0;
+  key_walk w = {.lo = INT64_MAX, .hi = INT64_MIN};
+  each_key(plan, stage, key_range, &w);
+  int64_t n = 0;
+  for (w.layer = w.lo; w.layer <= w.hi; w.layer++) { /* layer by layer, in slot order */
+    memset(w.seen, 0, sizeof w.seen);
+    each_key(plan, stage, key_mark, &w);
+    for (int32_t s = 0; s < plan->nslots; s++)
+      if (w.seen[s / 64] >> (s % 64) & 1) {
+        if (out && n < cap) out[n] = (px_amax_key){s, w.layer};
+        n++;
+      }
+  }
+  return n;
+}
+
 const char *const px_state_names[PX_STATE_COUNT] = {"params", "master", "adam_m", "adam_v", "loss_scaler", "fp8_amax"};
 
 int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_STATE_COUNT]) {
@@ -228,7 +291,7 @@ int px_param_states(const px_plan *plan, int64_t stage, px_param_state out[PX_ST
   out[n++] = (px_param_state){PX_STATE_ADAM_V, ps.opt_elems, PX_DTYPE_FP32, PX_VIEW_OWNED, off};
   if (plan->act_dtype == PX_DTYPE_FP16)
     out[n++] = (px_param_state){PX_STATE_LOSS_SCALER, 3, PX_DTYPE_FP32, PX_VIEW_NONE, true};
-  int64_t keys = px_amax_keys(plan, stage, NULL, 0);
+  int64_t keys = px_param_amax_keys(plan, stage, NULL, 0);
   if (keys > 0)
     out[n++] = (px_param_state){PX_STATE_FP8_AMAX, (uint64_t)keys * PX_FP8_AMAX_HISTORY, PX_DTYPE_FP32, PX_VIEW_NONE,
                                 true};

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "exec/amax.h"
 #include "plan/plan.h"
 
 typedef enum { PX_INIT_NORMAL, PX_INIT_ONES, PX_INIT_ZEROS } px_init_kind;
@@ -81,6 +82,13 @@ void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_r
  * itself without ZeRO). */
 uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t flat);
 
+/* The fp8 amax histories (exec/amax.h) a rank of `stage` keeps under plan:
+ * with delayed scaling, the keys of every CAST with an output and every fp8
+ * GEMM's fp8 weights in its program, ordered by (layer, slot), each once
+ * (none otherwise). Up to cap into out (may be NULL); returns how many
+ * there are. */
+int64_t px_param_amax_keys(const px_plan *plan, int64_t stage, px_amax_key *out, int64_t cap);
+
 /* The model states a rank checkpoints, in this order, those its plan has. */
 typedef enum {
   PX_STATE_PARAMS,      /* the model's weights, in the parameter dtype */
@@ -88,7 +96,7 @@ typedef enum {
   PX_STATE_ADAM_M,      /* Adam's moments, fp32 */
   PX_STATE_ADAM_V,
   PX_STATE_LOSS_SCALER, /* fp16: {scale, clean steps, optimizer steps} */
-  PX_STATE_FP8_AMAX,    /* fp8 delayed scaling: the amax histories (exec/amax.h: px_amax_keys' order,
+  PX_STATE_FP8_AMAX,    /* fp8 delayed scaling: the amax histories (exec/amax.h: px_param_amax_keys' order,
                            px_amax_save's form), kept by the backend */
   PX_STATE_COUNT
 } px_state_kind;

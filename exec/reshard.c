@@ -123,7 +123,7 @@ struct px_reshard {
   int64_t open_n;
   bool old_master;        /* the old plan keeps fp32 master weights: the weights' source */
   src_index src[PX_STATE_COUNT];
-  px_amax_key **old_keys; /* (old pp) each old stage's fp8 amax history keys (px_amax_keys), made on first use */
+  px_amax_key **old_keys; /* (old pp) each old stage's fp8 amax history keys (px_param_amax_keys), made on first use */
   int64_t *old_nkeys;
   bool amax_fresh;        /* some new fp8 amax history had no old one to take */
 };
@@ -221,7 +221,7 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
   if (!st && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "
                     "scale and count of optimizer steps) has no counterpart in the other precision (hint: "
-                    "--precision %s)", r->manifest, px_precision_names[r->from.par.precision],
+                    "`precision` %s)", r->manifest, px_precision_names[r->from.par.precision],
                     px_precision_names[to->par.precision], px_precision_names[r->from.par.precision]);
   if (!st) st = px_global_params_build(&to->model, &r->g, err);
   if (!st) {
@@ -353,9 +353,9 @@ static px_status old_keys(px_reshard *r, px_err *err) {
   r->old_keys = px_calloc((size_t)pp, sizeof *r->old_keys, err);
   r->old_nkeys = px_calloc((size_t)pp, sizeof *r->old_nkeys, err);
   for (int64_t s = 0; r->old_keys && r->old_nkeys && s < pp; s++) {
-    int64_t n = px_amax_keys(&r->from, s, NULL, 0);
+    int64_t n = px_param_amax_keys(&r->from, s, NULL, 0);
     if (!(r->old_keys[s] = px_calloc((size_t)n + 1, sizeof **r->old_keys, err))) return PX_ERR_RUNTIME;
-    r->old_nkeys[s] = px_amax_keys(&r->from, s, r->old_keys[s], n);
+    r->old_nkeys[s] = px_param_amax_keys(&r->from, s, r->old_keys[s], n);
   }
   return r->old_keys && r->old_nkeys ? PX_OK : PX_ERR_RUNTIME;
 }
@@ -386,7 +386,7 @@ static int64_t old_key(const px_reshard *r, int64_t s, const char *name, int64_t
  * delayed scaling, a checkpoint from before they were kept) starts afresh: zeros. */
 static px_status fill_amax(px_reshard *r, const px_param_rank *rk, float *data, uint64_t count, px_err *err) {
   const px_plan *to = r->to, *from = &r->from;
-  int64_t n = px_amax_keys(to, rk->stage, NULL, 0);
+  int64_t n = px_param_amax_keys(to, rk->stage, NULL, 0);
   if ((uint64_t)n * PX_FP8_AMAX_HISTORY != count)
     return px_err_set(err, PX_ERR_RUNTIME, "internal: %" PRIu64 " fp8 amax elements for %lld keys", count, (long long)n);
   bool same_tp = from->par.tp == to->par.tp;
@@ -404,7 +404,7 @@ static px_status fill_amax(px_reshard *r, const px_param_rank *rk, float *data, 
     stage_of[nsrc] = o.stage;
     srcs[nsrc++] = q;
   }
-  if (!st) px_amax_keys(to, rk->stage, keys, n);
+  if (!st) px_param_amax_keys(to, rk->stage, keys, n);
   const char *name = px_state_names[PX_STATE_FP8_AMAX];
   for (int64_t i = 0; !st && i < n; i++) {
     float *out = data + (uint64_t)i * PX_FP8_AMAX_HISTORY;

@@ -1,247 +1,46 @@
-/* Which ops a backend can run: the op contract every backend reads and the
- * check of a whole plan before a run. */
+/* Which ops a backend can run: the check of a whole plan before a run, the
+ * executor's own limits with it. */
 #include "exec/support.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/contract.h"
+#include "exec/env.h"
+
 const char *const px_support_names[PX_SUPPORT_COUNT] = {"no", "yes", "widened"};
 _Static_assert(sizeof px_support_names / sizeof px_support_names[0] == PX_SUPPORT_COUNT, "support names");
 
-/* The operands of each kind, outputs then inputs, one letter per position:
- *   A required, in the op's dtype       a optional, in the op's dtype
- *   F required, fp32                    f optional, fp32
- *   M required, u8 (dropout masks)      I required, 32-bit integers (tokens, targets, expert choices)
- *   i optional, 32-bit integers        q optional, fp8 codes
- *   . absent
- * An fp8 GEMM (PX_OPF_FP8) reads fp8 codes where its inputs say A or a.
- * (the meaning of each position is in plan/compile.c and kernels/cpu). */
-typedef struct {
-  const char *out, *in;
-} operands;
-
-static const operands contract[PX_OP_COUNT] = {
-    [PX_OP_EMBED] = {"A...", "IA...."},
-    [PX_OP_EMBED_BWD] = {"A...", "AI...."},
-    [PX_OP_POS] = {"A...", "AA...."},
-    [PX_OP_POS_BWD] = {"A...", "A....."},
-    [PX_OP_NORM] = {"AFf.", "AAa..."},
-    [PX_OP_NORM_BWD] = {"AAa.", "AAFfA."},
-    [PX_OP_LINEAR] = {"Aaaa", "AAa..."},
-    [PX_OP_LINEAR_BWD_DATA] = {"A...", "AaaAa."},
-    [PX_OP_LINEAR_BWD_WEIGHT] = {"Aa..", "AaaA.."},
-    [PX_OP_ROPE] = {"AA..", "AA...."},
-    [PX_OP_ROPE_BWD] = {"AA..", "AA...."},
-    [PX_OP_ATTN_SCORES] = {"A...", "AA...."},
-    [PX_OP_ATTN_SCORES_BWD] = {"AA..", "AAA..."},
-    [PX_OP_SOFTMAX] = {"A...", "A....."},
-    [PX_OP_SOFTMAX_BWD] = {"A...", "AA...."},
-    [PX_OP_ATTN_CONTEXT] = {"A...", "AA...."},
-    [PX_OP_ATTN_CONTEXT_BWD] = {"AA..", "AAA..."},
-    [PX_OP_FLASH_ATTN] = {"AFaf", "AAA..."},     /* out[2], out[3]: CP ring's K/V blocks, partial ctx and lse */
-    [PX_OP_FLASH_ATTN_BWD] = {"AAAa", "AAAAAF"}, /* out[3]: CP ring's K/V and dK/dV blocks */
-    [PX_OP_DROPOUT] = {"AM..", "Aa...."},
-    [PX_OP_DROPOUT_BWD] = {"A...", "AM...."},
-    [PX_OP_ADD] = {"A...", "AAa..."},
-    [PX_OP_ACC] = {"A...", "A....."},
-    [PX_OP_GELU] = {"A...", "A....."},
-    [PX_OP_GELU_BWD] = {"A...", "AA...."},
-    [PX_OP_SWIGLU] = {"A...", "AA...."},
-    [PX_OP_SWIGLU_BWD] = {"AA..", "AAA..."},
-    [PX_OP_LOSS] = {"FF..", "AI...."},
-    [PX_OP_LOSS_BWD] = {"A...", "FI...."},
-    [PX_OP_ALLREDUCE] = {"A...", "A....."},
-    [PX_OP_ALLGATHER] = {"Aa..", "A....."},      /* out[1]: SP's permute workspace with mbs > 1 */
-    [PX_OP_REDUCE_SCATTER] = {"Aa..", "A....."},
-    [PX_OP_ALLTOALL] = {"Aa..", "Ai...."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row counts */
-    [PX_OP_MOE_ROUTE] = {"AIF.", "A....."},
-    [PX_OP_MOE_ROUTE_BWD] = {"A...", "FAI..."},
-    [PX_OP_MOE_PERMUTE] = {"AI..", "AI...."},     /* out[1]: rows per expert */
-    [PX_OP_MOE_PERMUTE_BWD] = {"A...", "AI...."},
-    [PX_OP_MOE_UNPERMUTE] = {"A...", "AFI..."},
-    [PX_OP_MOE_UNPERMUTE_BWD] = {"AF..", "AAFI.."},
-    [PX_OP_EXPERT_LINEAR] = {"Aa..", "AA..I."},   /* in[4]: rows per local expert */
-    [PX_OP_EXPERT_LINEAR_BWD_DATA] = {"A...", "Aa.AI."},
-    [PX_OP_EXPERT_LINEAR_BWD_WEIGHT] = {"A...", "Aa.AI."},
-    [PX_OP_SEND] = {"....", "A....."},
-    [PX_OP_RECV] = {"A...", "......"},
-    [PX_OP_GRAD_NORM] = {"....", "......"},
-    [PX_OP_ADAMW] = {"....", "......"},
-    [PX_OP_ADAMW_HOST] = {"....", "......"}, /* the host's: the interpreter runs these three itself */
-    [PX_OP_COPY_D2H] = {"....", "......"},
-    [PX_OP_COPY_H2D] = {"....", "......"},
-    [PX_OP_CAST] = {"q...", "A....."}, /* no output: a weight's copy that the backend keeps */
-};
-
-static bool no(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool no(char *why, size_t cap, const char *fmt, ...) {
-  if (why && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-  }
-  return false;
-}
-
-static bool slotless(const px_op *op) {
-  for (int j = 0; j < PX_OP_OUTS; j++)
-    if (op->out[j].slot >= 0) return false;
-  for (int j = 0; j < PX_OP_INS; j++)
-    if (op->in[j].slot >= 0) return false;
-  return true;
-}
-
-px_dtype px_support_op_dtype(const px_plan *plan, const px_op *op) {
-  switch ((px_op_kind)op->kind) {
-    case PX_OP_SEND:
-      return op->in[0].slot >= 0 ? (px_dtype)plan->slots[op->in[0].slot].dtype : plan->act_dtype;
-    case PX_OP_RECV:
-    case PX_OP_ALLREDUCE:
-    case PX_OP_ALLGATHER:
-    case PX_OP_REDUCE_SCATTER:
-    case PX_OP_ALLTOALL:
-      if (op->out[0].slot >= 0) return (px_dtype)plan->slots[op->out[0].slot].dtype;
-      return op->kind == PX_OP_ALLGATHER ? plan->param_dtype : plan->grad_dtype;
-    case PX_OP_GRAD_NORM:
-    case PX_OP_ADAMW:
-    case PX_OP_ADAMW_HOST:
-    case PX_OP_COPY_D2H: return plan->grad_dtype;
-    case PX_OP_COPY_H2D: return plan->param_dtype;
-    case PX_OP_ACC: return slotless(op) ? plan->grad_dtype : plan->act_dtype;
-    default: return plan->act_dtype;
-  }
-}
-
-/* One operand against its letter. */
-static bool operand_ok(const px_plan *plan, const px_op *op, bool is_out, int j, char letter, px_dtype dt, char *why,
-                       size_t cap) {
-  px_ref r = is_out ? op->out[j] : op->in[j];
-  const char *side = is_out ? "out" : "in";
-  const char *kind = px_op_names[op->kind];
-  if (r.slot < 0) {
-    if (letter == 'A' || letter == 'F' || letter == 'M' || letter == 'I')
-      return no(why, cap, "%s: operand %s[%d] is missing", kind, side, j);
-    return true;
-  }
-  const px_slot *s = &plan->slots[r.slot];
-  px_dtype have = (px_dtype)s->dtype;
-  switch (letter) {
-    case '.': return no(why, cap, "%s: operand %s[%d] (%s) is not one it takes", kind, side, j, s->name);
-    case 'A':
-    case 'a':
-      if (!is_out && have == PX_DTYPE_FP8 && (op->flags & PX_OPF_FP8)) return true; /* an fp8 GEMM's operand */
-      if (have != dt)
-        return no(why, cap, "%s: operand %s[%d] (%s) is %s where the op runs in %s", kind, side, j, s->name,
-                  px_dtype_names[have], px_dtype_names[dt]);
-      return true;
-    case 'F':
-    case 'f':
-      if (have != PX_DTYPE_FP32)
-        return no(why, cap, "%s: operand %s[%d] (%s) is %s, not fp32", kind, side, j, s->name, px_dtype_names[have]);
-      return true;
-    case 'q':
-      if (have != PX_DTYPE_FP8)
-        return no(why, cap, "%s: operand %s[%d] (%s) is %s, not fp8", kind, side, j, s->name, px_dtype_names[have]);
-      return true;
-    case 'M':
-      if (have != PX_DTYPE_U8)
-        return no(why, cap, "%s: mask %s[%d] (%s) is %s, not u8", kind, side, j, s->name, px_dtype_names[have]);
-      return true;
-    default: /* 'I', 'i': 32-bit integers, stored in a 4-byte slot */
-      if (px_dtype_bytes(have) != 4)
-        return no(why, cap, "%s: integers %s[%d] (%s) are not 32-bit", kind, side, j, s->name);
-      return true;
-  }
-}
-
-/* The widths of a LINEAR* op's split outputs (dim[3..5]) against its operands i (in or out). */
-static bool splits_ok(const px_op *op, const px_ref *r, const char *side, char *why, size_t cap) {
-  const int64_t *d = op->dim;
-  if (d[3] <= 0 || d[3] + (d[4] > 0 ? d[4] : 0) + (d[5] > 0 ? d[5] : 0) != d[1])
-    return no(why, cap, "%s: split widths %lld + %lld + %lld are not n = %lld", px_op_names[op->kind], (long long)d[3],
-              (long long)d[4], (long long)d[5], (long long)d[1]);
-  for (int i = 0; i < 3; i++)
-    if ((d[3 + i] > 0) != (r[i].slot >= 0))
-      return no(why, cap, "%s: %s[%d] %s with a split width of %lld", px_op_names[op->kind], side, i,
-                r[i].slot >= 0 ? "given" : "missing", (long long)d[3 + i]);
-  return true;
-}
-
-bool px_support_contract(const px_plan *plan, const px_op *op, px_dtype dt, char *why, size_t cap) {
-  if (op->kind >= PX_OP_COUNT) return no(why, cap, "op kind %d is not one of the graph's", (int)op->kind);
-  const char *kind = px_op_names[op->kind];
-  const operands *c = &contract[op->kind];
-  if (!c->out || !c->in) return no(why, cap, "%s: no operand contract for this kind (exec/support.c)", kind);
-  if (slotless(op)) return true; /* ops on gradient ranges and unit-sized collectives: px_exec_op's contract */
-  for (int j = 0; j < PX_OP_OUTS; j++)
-    if (!operand_ok(plan, op, true, j, c->out[j], dt, why, cap)) return false;
-  for (int j = 0; j < PX_OP_INS; j++)
-    if (!operand_ok(plan, op, false, j, c->in[j], dt, why, cap)) return false;
-  const int64_t *d = op->dim;
-  bool ln = plan->model.norm == PX_NORM_LAYERNORM;
-  switch ((px_op_kind)op->kind) {
-    case PX_OP_NORM:
-      if (!ln && (op->in[2].slot >= 0 || op->out[2].slot >= 0))
-        return no(why, cap, "%s: RMSNorm takes no bias and keeps no mean", kind);
-      return true;
-    case PX_OP_NORM_BWD:
-      if (ln && op->in[3].slot < 0) return no(why, cap, "%s: LayerNorm's backward needs the mean (in[3])", kind);
-      if (!ln && (op->in[3].slot >= 0 || op->out[2].slot >= 0))
-        return no(why, cap, "%s: RMSNorm has no mean and no bias", kind);
-      return true;
-    case PX_OP_LINEAR:
-      if (op->flags & PX_OPF_GELU) {
-        if (d[4] > 0 || d[5] > 0 || op->out[1].slot >= 0 || op->out[2].slot >= 0 || op->out[3].slot < 0)
-          return no(why, cap, "%s: a GELU epilogue takes one output and the pre-activation (out[3])", kind);
-      } else if (op->out[3].slot >= 0) {
-        return no(why, cap, "%s: a pre-activation output (out[3]) without the GELU epilogue", kind);
-      }
-      return splits_ok(op, op->out, "out", why, cap);
-    case PX_OP_LINEAR_BWD_DATA:
-      if ((op->flags & PX_OPF_DGELU) && (d[4] > 0 || d[5] > 0 || op->in[4].slot < 0))
-        return no(why, cap, "%s: a GELU-gradient epilogue takes one input and the pre-activation (in[4])", kind);
-      if (!(op->flags & PX_OPF_DGELU) && op->in[4].slot >= 0)
-        return no(why, cap, "%s: a pre-activation input (in[4]) without the GELU-gradient epilogue", kind);
-      return splits_ok(op, op->in, "in", why, cap);
-    case PX_OP_LINEAR_BWD_WEIGHT: return splits_ok(op, op->in, "in", why, cap);
-    case PX_OP_ROPE:
-    case PX_OP_ROPE_BWD:
-      if (d[4] % 2) return no(why, cap, "%s: head dim %lld is odd (RoPE rotates pairs)", kind, (long long)d[4]);
-      /* fall through */
-    case PX_OP_ATTN_SCORES:
-    case PX_OP_ATTN_SCORES_BWD:
-    case PX_OP_ATTN_CONTEXT:
-    case PX_OP_ATTN_CONTEXT_BWD:
-    case PX_OP_FLASH_ATTN:
-    case PX_OP_FLASH_ATTN_BWD:
-      if (d[3] <= 0 || d[2] % d[3] != 0)
-        return no(why, cap, "%s: %lld query heads are not a multiple of %lld kv heads", kind, (long long)d[2],
-                  (long long)d[3]);
-      return true;
-    case PX_OP_ADD:
-      if (op->in[2].slot >= 0 && (d[1] <= 0 || d[0] % d[1] != 0))
-        return no(why, cap, "%s: bias width %lld does not divide %lld elements", kind, (long long)d[1],
-                  (long long)d[0]);
-      return true;
-    default: return true;
-  }
-}
-
-bool px_support_fp8(const px_plan *plan, const px_op *op) {
-  if (op->flags & PX_OPF_FP8) return true;
-  for (int j = 0; j < PX_OP_OUTS; j++)
-    if (op->out[j].slot >= 0 && plan->slots[op->out[j].slot].dtype == PX_DTYPE_FP8) return true;
-  for (int j = 0; j < PX_OP_INS; j++)
-    if (op->in[j].slot >= 0 && plan->slots[op->in[j].slot].dtype == PX_DTYPE_FP8) return true;
-  return false;
-}
-
-px_support px_support_op(px_backend *be, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+px_support px_support_op(px_backend *be, const px_env *v, const px_op *op, char *why, size_t cap) {
   if (why && cap) why[0] = 0;
-  return be->supports_op ? be->supports_op(be, plan, op, why, cap) : PX_SUPPORT_YES;
+  px_exec_op e = {.env = v, .op = op};
+  return be->supports_op ? be->supports_op(be, &e, why, cap) : PX_SUPPORT_YES;
+}
+
+/* What the executor runs on any backend: no latent attention, no sinks or
+ * per-head q/k norms, and mixture of experts in the one layout its
+ * interpreter and kernels have (sliding windows: the backend's say, from the
+ * ops' PX_OPF_WINDOW). */
+static px_support executor_runs(const px_plan *plan, const px_op *op, char *why, size_t cap) {
+  const px_model *m = &plan->model;
+  const px_parallel *par = &plan->par;
+  px_op_kind k = (px_op_kind)op->kind;
+  bool flash = k == PX_OP_FLASH_ATTN || k == PX_OP_FLASH_ATTN_BWD;
+  if (m->kv_lora_rank > 0 && flash)
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "multi-head latent attention is planned and simulated; the executors do not run it yet");
+  if ((m->attention_sinks || m->qk_norm) && (flash || px_op_family_of(k) == PX_FAM_ATTENTION))
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s (%s) are planned and simulated; the executors do not run "
+                              "them yet", m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
+  if ((px_op_is_moe(k) || (k == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) &&
+      (par->tp > 1 || plan->grid.etp > 1 || par->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
+       m->expert_groups > 0 || (par->ep > 1 && par->zero > 0)))
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no "
+                              "capacity factor or expert groups and, with ep > 1, ZeRO-0 (sequence-sharded routing "
+                              "under TP, expert tensor parallelism, token dropping, group-limited routing and expert "
+                              "shards are planned and simulated only)");
+  return PX_SUPPORT_YES;
 }
 
 /* Refusals seen by the walk: the first in full, the other kinds by name. */
@@ -251,23 +50,31 @@ typedef struct {
   int nkinds;
 } refusals;
 
-static void ask(px_backend *be, const px_plan *plan, const px_op *op, refusals *r) {
+/* The backend's verdict on op, then the executor's. */
+static void ask(px_backend *be, const px_plan *plan, const px_env *v, const px_op *op, refusals *r) {
   char why[384];
-  if (px_support_op(be, plan, op, why, sizeof why) != PX_SUPPORT_NO) return;
+  if (px_support_op(be, v, op, why, sizeof why) != PX_SUPPORT_NO && executor_runs(plan, op, why, sizeof why))
+    return;
   if (!r->nkinds)
     snprintf(r->first, sizeof r->first, "%s (%s): %s", px_op_names[op->kind],
-             px_dtype_names[px_support_op_dtype(plan, op)], why[0] ? why : "not supported");
+             px_dtype_names[px_contract_dtype(v, op)], why[0] ? why : "not supported");
   if (!r->kind[op->kind]) r->kind[op->kind] = true, r->nkinds++;
 }
 
 px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
-  if (!be->supports_op) return PX_OK;
+  if (plan->par.fp8_params > 0) /* the whole plan: its weights are not what the executors hold */
+    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: fp8 weights (`fp8_params`) are planned "
+                      "and simulated only; the executors keep the weights in the parameters' dtype and cast them for "
+                      "the fp8 GEMMs (hint: without `fp8_params`)", be->name);
   refusals r = {.nkinds = 0};
+  px_env v;
   bool *seen[PX_BLOCK_KIND_COUNT] = {0};
+  if (px_env_init(&v, plan, 0, 0, err)) return PX_ERR_RUNTIME; /* the verdicts are the same on every rank */
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
     seen[k] = calloc((size_t)plan->blocks[k].nops + 1, sizeof *seen[k]);
     if (!seen[k]) {
       for (int j = 0; j < k; j++) free(seen[j]);
+      px_env_free(&v);
       return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     }
   }
@@ -282,7 +89,7 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
         seen[b][k] = true;
       }
       int before = r.nkinds;
-      ask(be, plan, op, &r);
+      ask(be, plan, &v, op, &r);
       if (!before && r.nkinds) first_kind = op->kind;
       /* ZeRO-2/3: the reduced shard is added to the owned gradients (ACC on a gradient range) */
       if (b == PX_BLOCK_GRAD_SYNC && plan->par.zero >= 2) {
@@ -290,12 +97,13 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
         for (int j = 0; j < PX_OP_OUTS; j++) acc.out[j] = (px_ref){-1, 0};
         for (int j = 0; j < PX_OP_INS; j++) acc.in[j] = (px_ref){-1, 0};
         before = r.nkinds;
-        ask(be, plan, &acc, &r);
+        ask(be, plan, &v, &acc, &r);
         if (!before && r.nkinds) first_kind = PX_OP_ACC;
       }
     }
   }
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) free(seen[k]);
+  px_env_free(&v);
   if (!r.nkinds) return PX_OK;
   char also[256] = "";
   size_t n = 0;
@@ -309,5 +117,5 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
     n += (size_t)snprintf(also + n, sizeof also - n, "%s%s", listed ? ", " : "; also refused: ", px_op_names[k]);
     listed++;
   }
-  return px_err_set(err, PX_ERR_INPUT, "--backend %s cannot run this plan: %s%s", be->name, r.first, also);
+  return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: %s%s", be->name, r.first, also);
 }

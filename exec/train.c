@@ -91,7 +91,8 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
 static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
                              int64_t steps, int64_t *start, px_err *err) {
   MPI_Comm world = c->world;
-  px_status st = dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "--resume needs --ckpt DIR");
+  px_status st =
+      dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "`resume` needs `ckpt_dir` (the directory to resume from)");
   px_ckpt_manifest man = {0};
   uint64_t plan_hash, model_hash;
   px_reshard_hashes(plan, &plan_hash, &model_hash);
@@ -99,18 +100,20 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   st = px_comm_agree_as(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
   /* the manifest's step, and whether another plan wrote it (the model is checked where it is read) */
   long long head[2] = {man.step, man.plan_hash != plan_hash};
-  if (!st) MPI_Bcast(head, 2, MPI_LONG_LONG, 0, world);
+  if (!st) st = px_comm_bcast(world, head, sizeof head, 0, err);
   px_ckpt_manifest_deinit(&man);
   /* steps counts from step 0, the resumed ones included: fewer than the checkpoint has done would train
    * nothing and say nothing (every rank has the same head: they agree) */
   if (!st && head[0] > steps)
     st = c->world_rank != 0 ? px_err_set(err, PX_ERR_INPUT, "another rank refused the checkpoint (rank 0 says why)")
-                            : px_err_set(err, PX_ERR_INPUT, "%s: the checkpoint is of step %lld, past --steps %lld "
+                            : px_err_set(err, PX_ERR_INPUT,
+                                         "%s: the checkpoint is of step %lld, past `steps` %lld "
                                          "(the steps to be done in all, the resumed ones included): refused, the "
-                                         "checkpoint is kept (hint: --steps %lld or more trains on from it)", dir, head[0],
-                                         (long long)steps, head[0] + 1);
+                                         "checkpoint is kept (hint: `steps` %lld or more trains on from it)",
+                                         dir, head[0], (long long)steps, head[0] + 1);
   if (!st && head[0] == steps && c->world_rank == 0)
-    fprintf(stderr, "parallax: %s: the checkpoint is of step %lld = --steps: nothing left to train\n", dir, head[0]);
+    fprintf(stderr, "parallax: %s: the checkpoint is of step %lld, the last one asked for: nothing left to train\n", dir,
+            head[0]);
   px_reshard *other = NULL;
   if (!st && head[1]) {
     /* every rank indexes the old shards, rank r checking the checksums of r, r + world, ...; rank 0 first,
@@ -132,7 +135,7 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   if (!st) st = px_comm_agree(ckpt_load(x, be, plan, c, dir, other, head[0], &got, &fresh, err), world, err);
   px_reshard_free(other);
   int any = fresh;
-  if (!st) MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, world);
+  if (!st) st = px_comm_allreduce(world, &any, &any, 1, PX_HOST_INT, PX_RED_MAX, err);
   if (!st && any && c->world_rank == 0)
     fprintf(stderr, "parallax: %s: note: the checkpoint holds no fp8 amax history for some of this plan's tensors "
             "(its plan had no delayed scaling, or it was written before checkpoints kept them): delayed scaling "
@@ -231,9 +234,9 @@ static px_status ckpt_save(ckpt_run *cs, px_exec *x, px_backend *be, const px_pl
                            const char *dir, int64_t step, px_err *err) {
   px_status st = PX_OK;
   if (px_ckpt_writer_pending(cs->w)) {
-    int busy = px_ckpt_writer_busy(cs->w), any = 0;
-    MPI_Allreduce(&busy, &any, 1, MPI_INT, MPI_MAX, c->world);
-    if (any) {
+    int busy = px_ckpt_writer_busy(cs->w); /* on any rank */
+    if ((st = px_comm_allreduce(c->world, &busy, &busy, 1, PX_HOST_INT, PX_RED_MAX, err))) return st;
+    if (busy) {
       cs->waits++;
       if (c->world_rank == 0)
         fprintf(stderr, "parallax: checkpoint of step %lld waits for the write of step %lld to finish\n",
@@ -257,9 +260,9 @@ static px_status ckpt_save(ckpt_run *cs, px_exec *x, px_backend *be, const px_pl
  * rank's has finished (never waits). Collective while a write is pending. */
 static px_status ckpt_poll(ckpt_run *cs, const px_plan *plan, const px_comm *c, const char *dir, px_err *err) {
   if (!cs->w || !px_ckpt_writer_pending(cs->w)) return PX_OK;
-  int done = !px_ckpt_writer_busy(cs->w), all = 0;
-  MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, c->world);
-  return all ? ckpt_commit_all(cs, PX_OK, plan, c, dir, err) : PX_OK;
+  int busy = px_ckpt_writer_busy(cs->w); /* on any rank */
+  px_status st = px_comm_allreduce(c->world, &busy, &busy, 1, PX_HOST_INT, PX_RED_MAX, err);
+  return st || busy ? st : ckpt_commit_all(cs, PX_OK, plan, c, dir, err);
 }
 
 /* Refuses, before anything is allocated, a plan with an op the backend
@@ -268,8 +271,9 @@ static px_status ckpt_poll(ckpt_run *cs, const px_plan *plan, const px_comm *c, 
  * it itself). */
 static px_status check_support(const px_plan *plan, px_backend *be, const px_comm *c, px_err *err) {
   px_status st = px_support_check(be, plan, err);
-  int mine[2] = {(int)st, c->world_rank == 0 && st != PX_OK}, all[2] = {0, 0};
-  MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, c->world);
+  int all[2] = {(int)st, c->world_rank == 0 && st != PX_OK};
+  px_status agreed = px_comm_allreduce(c->world, all, all, 2, PX_HOST_INT, PX_RED_MAX, err);
+  if (agreed) return agreed;
   px_status worst = (px_status)all[0];
   if (st && c->world_rank != 0 && all[1]) return px_err_set(err, worst, "another rank refused the plan (rank 0 says why)");
   if (!st && worst) return px_err_set(err, worst, "another rank refused the plan (see its message)");
@@ -292,9 +296,9 @@ static px_status profile_fits(const px_plan *plan, const px_train_opts *o, const
   for (int64_t s = 0; s < plan->par.pp; s++) n += stage_ops(plan, s);
   int64_t most = (int64_t)(PX_PROFILE_MAX_BYTES / PX_PROFILE_NUMBER_BYTES);
   if (!o->profile_path || n <= most) return PX_OK;
-  if (c->world_rank != 0) return px_err_set(err, PX_ERR_INPUT, "another rank refused --profile (rank 0 says why)");
-  return px_err_set(err, PX_ERR_INPUT, "--profile %s: %lld steps and %lld ops a step are more than the %lld times a "
-                    "profile may hold (what parallax compare reads); profile fewer steps or micro-batches",
+  if (c->world_rank != 0) return px_err_set(err, PX_ERR_INPUT, "another rank refused `profile_path` (rank 0 says why)");
+  return px_err_set(err, PX_ERR_INPUT, "`profile_path` %s: %lld steps and %lld ops a step are more than the %lld "
+                    "times a profile may hold (what parallax compare reads); profile fewer steps or micro-batches",
                     o->profile_path, (long long)o->steps, (long long)(n - o->steps), (long long)most);
 }
 
@@ -328,9 +332,10 @@ static px_status write_profile(const px_plan *plan, px_exec *x, const px_comm *c
     if (src == 0 && c->world_rank == 0) {
       if (buf) memcpy(buf, t, (size_t)n * sizeof *buf);
     } else if (c->world_rank == src && sender) {
-      MPI_Send(t, (int)nops, MPI_DOUBLE, 0, 77, c->world);
+      status = px_comm_send(c->world, t, (uint64_t)nops * sizeof *t, 0, 77, err);
     } else if (c->world_rank == 0) {
-      MPI_Recv(buf, (int)n, MPI_DOUBLE, src, 77, c->world, MPI_STATUS_IGNORE);
+      px_status got = px_comm_recv(c->world, buf, (uint64_t)n * sizeof *buf, src, 77, err);
+      if (!status) status = got;
     }
     if (c->world_rank == 0 && buf) {
       cJSON *so = cJSON_CreateObject();
@@ -353,16 +358,16 @@ static px_status take_ckpt_dir(const px_train_opts *o, px_ckpt_lock *lock, px_er
   const char *dir = o->ckpt_dir;
   char note[4800];
   px_status st = px_ckpt_lock_take(dir, lock, note, sizeof note, err);
-  if (st) return px_err_prefix(err, "--ckpt");
+  if (st) return px_err_prefix(err, "`ckpt_dir`");
   if (note[0]) fprintf(stderr, "parallax: %s\n", note);
   px_ckpt_probe_info p;
   px_ckpt_probe(dir, &p);
   if ((p.found || p.kept) && !o->resume && !o->overwrite) {
     char what[600];
     px_ckpt_probe_describe(&p, what, sizeof what);
-    return px_err_set(err, PX_ERR_INPUT, "--ckpt %s already holds %s: add --resume to go on from it, or --overwrite "
-                      "to replace it (it stays until this run's first checkpoint is written), or give another "
-                      "directory", dir, what);
+    return px_err_set(err, PX_ERR_INPUT, "`ckpt_dir` %s already holds %s: add `resume` to go on from it, or "
+                      "`overwrite` to replace it (it stays until this run's first checkpoint is written), or give "
+                      "another directory", dir, what);
   }
   return PX_OK;
 }
@@ -374,8 +379,9 @@ static px_status check_outputs(const px_train_opts *o, const px_comm *c, px_ckpt
   px_status st = PX_OK;
   if (c->world_rank == 0) {
     if (o->ckpt_dir) st = take_ckpt_dir(o, lock, err);
-    if (!st && o->profile_path && (st = px_file_check_writable(o->profile_path, err))) px_err_prefix(err, "--profile");
-    if (!st && o->grads_path && (st = px_file_check_writable(o->grads_path, err))) px_err_prefix(err, "--dump-grads");
+    if (!st && o->profile_path && (st = px_file_check_writable(o->profile_path, err)))
+      px_err_prefix(err, "`profile_path`");
+    if (!st && o->grads_path && (st = px_file_check_writable(o->grads_path, err))) px_err_prefix(err, "`grads_path`");
   }
   return px_comm_agree_as(st, c->world, "another rank refused the run's outputs (rank 0 says why)", err);
 }
@@ -413,17 +419,17 @@ px_status px_train_support(const px_plan *plan, const char *backend, px_err *err
 static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backend **be, px_err *err) {
   const char *want = o->backend ? o->backend : px_train_default_backend();
   if (!strcmp(want, "cpu")) return px_cpu_backend_new(c, o->threads, be, err);
-  if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "--backend: '%s' is not cpu or cuda", want);
+  if (strcmp(want, "cuda") != 0) return px_err_set(err, PX_ERR_INPUT, "`backend`: '%s' is not cpu or cuda", want);
   const px_cuda_module *m;
   px_status st = px_cuda_load(&m, err);
-  if (st) return px_err_prefix(err, "--backend cuda");
+  if (st) return px_err_prefix(err, "`backend` cuda");
   return m->backend_new(c, be, err);
 }
 
 px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err) {
   memset(r, 0, sizeof *r);
   px_comm comm;
-  px_status st = px_comm_init(&comm, plan, world, err);
+  px_status st = px_comm_init(&comm, &plan->grid, plan->model.tied_embeddings, world, err);
   if (st) return st;
   r->is_root = comm.world_rank == 0;
   px_backend *be = NULL;
@@ -476,11 +482,11 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     int64_t step = start + k;
     if (k == 1) px_exec_reset_times(x); /* the first step warms up */
     px_exec_capture_grads(x, o->grads_path && k == 0);
-    MPI_Barrier(world);
+    px_comm_barrier(world);
     double t0 = px_clock_s();
     st = px_comm_agree(px_exec_step(x, step, &r->losses[k], err), world, err);
     double dt = px_clock_s() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, world);
+    if (!st) st = px_comm_allreduce(world, &dt, &dt, 1, PX_HOST_DOUBLE, PX_RED_MAX, err);
     times[k] = dt;
     if (!st && k == 0 && o->grads_path) st = px_comm_agree(px_exec_write_grads(x, o->grads_path, err), world, err);
     bool save = o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || k == n - 1);
@@ -501,17 +507,15 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     for (int64_t k = n > 1 ? 1 : 0; k < n; k++) sum += times[k], cnt++;
     r->step_time_s = cnt ? sum / (double)cnt : 0;
     r->tokens_per_s = r->step_time_s > 0 ? (double)plan->par.gbs * (double)plan->seq / r->step_time_s : 0;
-    unsigned long long mine = px_exec_peak_bytes(x), all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-    r->peak_bytes = all;
-    unsigned long long own = be->own_bytes ? be->own_bytes(be) : 0, own_max = 0;
-    MPI_Allreduce(&own, &own_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-    r->backend_bytes = own_max;
+    /* the largest rank's: device peak, the backend's own memory, the snapshot */
+    unsigned long long mine = px_exec_peak_bytes(x), most[3] = {mine, be->own_bytes ? be->own_bytes(be) : 0,
+                                                                 cs.w ? px_ckpt_writer_bytes(cs.w) : 0};
+    st = px_comm_allreduce(world, most, most, 3, PX_HOST_ULLONG, PX_RED_MAX, err);
+    r->peak_bytes = most[0];
+    r->backend_bytes = most[1];
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
     if (cs.w) {
-      unsigned long long snap = px_ckpt_writer_bytes(cs.w), snap_max = 0;
-      MPI_Allreduce(&snap, &snap_max, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
-      r->ckpt_snapshot_bytes = snap_max;
+      r->ckpt_snapshot_bytes = most[2];
       r->ckpt_async = o->ckpt_async;
       r->ckpt_count = cs.count;
       r->ckpt_waits = cs.waits;
@@ -523,11 +527,11 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     unsigned long long own3[3] = {mine, host, nvme};
     uint64_t **outs[3] = {&r->stage_peak_bytes, &r->stage_host_bytes, &r->stage_nvme_bytes};
     unsigned long long *per = calloc((size_t)plan->par.pp, sizeof *per);
-    for (int k = 0; k < 3 && per; k++) {
+    for (int k = 0; k < 3 && per && !st; k++) {
       *outs[k] = calloc((size_t)plan->par.pp, sizeof **outs[k]);
       memset(per, 0, (size_t)plan->par.pp * sizeof *per);
       per[comm.pp_rank] = own3[k];
-      MPI_Allreduce(MPI_IN_PLACE, per, (int)plan->par.pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+      st = px_comm_allreduce(world, per, per, (uint64_t)plan->par.pp, PX_HOST_ULLONG, PX_RED_MAX, err);
       for (int64_t s = 0; *outs[k] && s < plan->par.pp; s++) (*outs[k])[s] = per[s];
     }
     free(per);

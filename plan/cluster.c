@@ -292,6 +292,39 @@ static px_status busbw_from_json(const cJSON *link_obj, const char *file, const 
   return PX_OK;
 }
 
+/* inter_node.deepep: [{ep, dispatch_gb_per_s, combine_gb_per_s}], EP sizes ascending. */
+static px_status deepep_from_json(const cJSON *inter, const char *file, px_cluster *cl, px_err *err) {
+  px_status st;
+  cl->deepep_len = 0;
+  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(inter, "deepep");
+  if (!arr || cJSON_IsNull(arr)) return PX_OK;
+  if (!cJSON_IsArray(arr))
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep': expected an array", file);
+  if (cJSON_GetArraySize(arr) > PX_DEEPEP_MAX)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep': more than %d points", file, PX_DEEPEP_MAX);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, arr) {
+    int i = cl->deepep_len;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "inter_node.deepep[%d].", i);
+    px_json_ctx ec = {file, prefix};
+    if (!cJSON_IsObject(e))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep[%d]': expected an object", file, i);
+    px_deepep_point *p = &cl->deepep[i];
+    double d = 0, c = 0;
+    TRY(px_json_int(&ec, e, "ep", true, 2, 1 << 24, &p->ep, err));
+    TRY(px_json_num(&ec, e, "dispatch_gb_per_s", true, 1e-6, 1e9, &d, err));
+    TRY(px_json_num(&ec, e, "combine_gb_per_s", true, 1e-6, 1e9, &c, err));
+    if (i > 0 && p->ep <= cl->deepep[i - 1].ep)
+      return px_err_set(err, PX_ERR_INPUT,
+                        "%s: field 'inter_node.deepep[%d].ep': %lld after %lld: EP sizes must ascend", file, i,
+                        (long long)p->ep, (long long)cl->deepep[i - 1].ep);
+    p->dispatch_bytes_per_s = d * 1e9, p->combine_bytes_per_s = c * 1e9;
+    cl->deepep_len++;
+  }
+  return PX_OK;
+}
+
 static void busbw_to_json(cJSON *link_obj, const px_busbw_point *pts, int len) {
   if (len <= 0) return;
   cJSON *arr = cJSON_AddArrayToObject(link_obj, "busbw");
@@ -362,6 +395,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
   TRY(comm_sms_from_json(&nc, inter, cl->gpu.sm_count, &cl->inter_comm_sms, err));
   TRY(busbw_from_json(inter, file, "inter_node", cl->busbw[PX_LINK_INTER], &cl->busbw_len[PX_LINK_INTER], err));
+  TRY(deepep_from_json(inter, file, cl, err));
   int kind = PX_NET_RAIL_FAT_TREE;
   TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
   cl->net_kind = (px_net_kind)kind;
@@ -511,6 +545,15 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(inter, "oversubscription", c->oversubscription);
   px_json_add_num(inter, "nodes_per_leaf", (double)c->nodes_per_leaf);
   busbw_to_json(inter, c->busbw[PX_LINK_INTER], c->busbw_len[PX_LINK_INTER]);
+  cJSON *dep = c->deepep_len > 0 ? cJSON_AddArrayToObject(inter, "deepep") : NULL;
+  for (int i = 0; dep && i < c->deepep_len; i++) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e) break;
+    px_json_add_num(e, "ep", (double)c->deepep[i].ep);
+    px_json_add_num(e, "dispatch_gb_per_s", c->deepep[i].dispatch_bytes_per_s / 1e9);
+    px_json_add_num(e, "combine_gb_per_s", c->deepep[i].combine_bytes_per_s / 1e9);
+    cJSON_AddItemToArray(dep, e);
+  }
   cJSON_AddItemToObject(o, "host", host);
   px_json_add_num(host, "memory_gib", (double)c->host_memory_bytes / GIB);
   px_json_add_num(host, "storage_gb_per_s", c->storage_bytes_per_s / 1e9);

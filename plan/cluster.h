@@ -32,6 +32,17 @@ typedef struct {
   double bytes_per_s; /* bus bandwidth */
 } px_busbw_point;
 
+/* DeepEP's normal (high-throughput) kernels across nodes at one EP size,
+ * as its benchmark reports them: the logical RDMA bandwidth, a rank's copies
+ * of its tokens to the nodes they reach (its own included) over the time,
+ * of the dispatch and of the combine (inter_node.deepep). */
+typedef struct {
+  int64_t ep;
+  double dispatch_bytes_per_s, combine_bytes_per_s;
+} px_deepep_point;
+
+#define PX_DEEPEP_MAX 16 /* EP sizes */
+
 /* nccl-tests' names of the collectives parallax uses, by px_coll (NULL: none). */
 extern const char *const px_busbw_coll_names[PX_COLL_COUNT];
 
@@ -144,6 +155,11 @@ typedef struct {
    * the model (sim/collective.h). */
   px_busbw_point busbw[PX_LINK_COUNT][PX_BUSBW_MAX]; /* by px_link */
   int busbw_len[PX_LINK_COUNT];
+  /* DeepEP's measured kernels across nodes by EP size (inter_node.deepep),
+   * in EP order; where given they time the deepep dispatcher's exchanges
+   * across nodes (sim/collective.h, px_coll_cost_deepep). */
+  px_deepep_point deepep[PX_DEEPEP_MAX];
+  int deepep_len;
   px_net_kind net_kind;
   double oversubscription; /* leaf uplink : downlink ratio >= 1 */
   int64_t nodes_per_leaf;  /* nodes under one leaf switch (rail group) */

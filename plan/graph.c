@@ -77,6 +77,11 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
   o->bytes = (double)(elems_in + elems_out) * e;
 }
 
+double px_ep_token_bytes(const px_op *o, int64_t k) {
+  double f = o->dim[0] > 0 && o->dim[1] > o->dim[0] ? (double)o->dim[1] / (double)o->dim[0] : 1.0;
+  return (double)o->coll_bytes / (double)(k > 0 ? k : 1) * f;
+}
+
 bool px_op_is_moe(px_op_kind kind) { return kind >= PX_OP_MOE_ROUTE && kind <= PX_OP_EXPERT_LINEAR_BWD_WEIGHT; }
 
 int64_t px_slot_row_elems(const px_slot *s) {

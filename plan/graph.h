@@ -244,7 +244,7 @@ enum {
   PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
   PX_OPF_WINDOW = 1 << 11,   /* FLASH_ATTN(_BWD), SOFTMAX(_BWD): a query sees only the model's sliding_window
-                                tokens up to its own (px_op_window) */
+                                tokens up to its own */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
@@ -253,6 +253,13 @@ enum {
  * reduce-scatter or all-to-all, the output of an all-gather), wire_bytes
  * and HBM bytes. */
 void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n);
+
+/* An EP all-to-all of routed rows (dispatch or combine, top-k k): the bytes
+ * of the tokens behind it on the busiest rank, one copy of each: the
+ * dispatch's input (a copy per (token, expert)) over k, times the busiest
+ * rank's rows over the mean; the combine's input is those rows. What
+ * DeepEP's kernels count their copies of. */
+double px_ep_token_bytes(const px_op *o, int64_t k);
 
 typedef enum {
   PX_BLOCK_EMBED_FWD,

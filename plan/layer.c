@@ -182,7 +182,7 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
                L->exp_up,    L->exp_fc1,
                L->exp_act,   L->sh_gate,
                L->sh_up,     L->sh_fc1,
-               L->sh_act,    d->dispatch == PX_MOE_A2A ? L->moe_ret : L->exp_out};
+               L->sh_act,    d->dispatch != PX_MOE_ALLGATHER ? L->moe_ret : L->exp_out};
   const int *mlp = d->moe ? moe : dense;
   size_t nmlp = d->moe ? sizeof moe / sizeof *moe : sizeof dense / sizeof *dense;
   for (size_t i = 0; i < nmlp; i++) {

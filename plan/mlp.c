@@ -22,7 +22,7 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
   if (d->E == 0) return;
   px_dtype a = d->act;
-  bool a2a = d->dispatch == PX_MOE_A2A, etp = d->ETP > 1;
+  bool a2a = d->dispatch != PX_MOE_ALLGATHER, etp = d->ETP > 1;
   int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   L->moe_probs =
       px_bld_slot(p, "moe_probs", PX_SLOT_ACT, a, rows, d->E, 1, 1); /* the router's logits, then probabilities */
@@ -156,24 +156,41 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
 
 /* An EP all-to-all of routed rows: to the experts (the send counts per
  * expert to the rows taken per source; the forward's also exchanges the
- * counts) or back from them. */
+ * counts) or back from them. NCCL's all-to-all (the alltoall dispatcher)
+ * sends a copy per (token, expert); DeepEP's kernels one per (token, rank)
+ * and one a node over RDMA (px_plan_ep_copies; the simulator costs them):
+ * a rank sends its tokens, the busiest rank's share (its rows over the
+ * mean) as many times, to the copies' other ranks. */
 static void ep_exchange(px_bld *b, const px_dims *d, px_op *o, const px_layer_slots *L, bool to_experts) {
   o->in[1] = R(L->moe_counts, 0);
   if (to_experts) o->flags |= PX_OPF_TO_EXPERTS;
-  int64_t nodes = px_plan_expert_nodes(b->p);
-  if (nodes > 0 && nodes < d->K && b->p->grid.ep_place.nodes > 1) { /* group-limited: min(k, nodes) copies cross */
-    const px_placement *g = &b->p->grid.ep_place;
-    double n = (double)g->size, pn = (double)g->per_node, f = (double)nodes / (double)d->K;
-    o->dim[3] = d->K, o->dim[4] = nodes;
-    o->wire_bytes = (double)o->coll_bytes * ((pn - 1.0) / n + (n - pn) / n * f);
+  if (d->dispatch != PX_MOE_DEEPEP) return;
+  double ranks, nodes;
+  px_plan_ep_copies(b->p, &ranks, &nodes);
+  o->wire_bytes = px_ep_token_bytes(o, d->K) * ranks * (1.0 - 1.0 / (double)d->EP);
+}
+
+/* HBM bytes of one pass of the permutation into expert-major rows (or of
+ * its inverse) as the dispatcher runs it. alltoall: the rank's rows
+ * gathered into its A routed rows before the exchange, then, with several
+ * local experts, the R rows received sorted by local expert
+ * (sort_chunks_by_idxs: a copy, read and written). DeepEP: the copies it
+ * delivers, one a (token, rank), expanded into the R expert rows. */
+static double permute_bytes(const px_plan *p, const px_dims *d) {
+  double rows = (double)(d->B * d->Sl), he = (double)d->H * (double)d->e;
+  if (d->dispatch == PX_MOE_DEEPEP) {
+    double ranks, nodes;
+    px_plan_ep_copies(p, &ranks, &nodes);
+    return (rows * ranks * (double)d->Rep / (double)d->A + (double)d->R) * he;
   }
+  return (rows + (double)d->A) * he + (d->EP > 1 && d->El > 1 ? 2.0 * (double)d->R * he : 0.0);
 }
 
 /* A routing op over the B Sl token rows of this rank's sequence shard. */
 static px_op *moe_op(px_bld *b, const px_dims *d, px_op_kind kind, px_phase ph, double bytes) {
   px_op *o = px_bld_op(b, kind, PX_STREAM_COMPUTE, ph);
   o->dim[0] = d->B * d->Sl, o->dim[1] = d->H, o->dim[2] = d->K, o->dim[3] = d->E;
-  o->dim[4] = d->dispatch == PX_MOE_A2A ? d->A : d->EP * d->B * d->Sl;
+  o->dim[4] = d->dispatch != PX_MOE_ALLGATHER ? d->A : d->EP * d->B * d->Sl;
   o->bytes = bytes;
   if (kind == PX_OP_MOE_ROUTE_BWD || kind == PX_OP_MOE_PERMUTE_BWD || kind == PX_OP_MOE_UNPERMUTE_BWD)
     o->flags = PX_OPF_ACCUMULATE;
@@ -196,7 +213,7 @@ static void shared_fc1(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
 px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, px_ref x_full,
                       px_ref *bias_left) {
   px_plan *p = b->p;
-  bool a2a = d->dispatch == PX_MOE_A2A, etp = d->ETP > 1;
+  bool a2a = d->dispatch != PX_MOE_ALLGATHER, etp = d->ETP > 1;
   int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   double e = (double)d->e;
   px_linear(b, d, ph, x, L->w_router, -1, R(L->moe_probs, 0), NOREF, NOREF, rows, d->E, 0, 0, H);
@@ -204,16 +221,20 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   o->in[0] = R(L->moe_probs, 0), o->out[0] = R(L->moe_probs, 0), o->out[1] = R(L->moe_idx, 0),
   o->out[2] = R(L->moe_gates, 0);
   if (a2a) {
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(rows + d->A) * (double)H * e);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, permute_bytes(p, d));
     o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
-    px_ref send = px_fp8_cast(b, d, ph, R(L->moe_send, 0), false); /* fp8: dispatched in fp8 (DeepSeek-V3) */
+    /* blockwise fp8 (DeepSeek-V3): dispatched in fp8, each row with its 1 x 128 tiles' scales; per-tensor
+     * recipes quantize the experts' input after the dispatch (Transformer Engine's GroupedLinear) */
+    px_ref send = d->f8_block ? px_fp8_cast(b, d, ph, R(L->moe_send, 0), false) : R(L->moe_send, 0);
     px_dtype dt = (px_dtype)p->slots[send.slot].dtype;
-    o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, send, px_fp8_twin(p, d, R(L->moe_recv_ep, 0)), d->A * H,
-                    d->Rep * H, dt, d->EP);
+    o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, send,
+                    d->f8_block ? px_fp8_twin(p, d, R(L->moe_recv_ep, 0)) : R(L->moe_recv_ep, 0), d->A * H, d->Rep * H,
+                    dt, d->EP);
     ep_exchange(b, d, o, L, true);
-    if (etp)
-      px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, px_fp8_twin(p, d, R(L->moe_recv_ep, 0)),
-                  px_fp8_twin(p, d, R(L->moe_recv, 0)), d->Rep * H, d->R * H, dt, d->ETP);
+    px_ref recv_ep = R(L->moe_recv_ep, 0), recv = R(L->moe_recv, 0);
+    if (d->f8_block) recv_ep = px_fp8_twin(p, d, recv_ep), recv = px_fp8_twin(p, d, recv);
+    if (etp) px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, recv_ep, recv, d->Rep * H, d->R * H, dt, d->ETP);
+    if (!d->f8_block) px_fp8_cast(b, d, ph, recv, false);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
   } else { /* every EP (then ETP) rank's tokens, then the local experts' rows among them */
     px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, ph, x, R(L->moe_send, 0), rows * H, sent * H, d->act, d->EP);
@@ -250,7 +271,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
     y = px_bld_tp_reduce(b, d, ph, part, R(L->mlp_out, 0));
   }
   if (a2a) {
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->A + rows) * (double)H * e);
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, permute_bytes(p, d));
     o->in[0] = R(L->moe_ret, 0), o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = y;
     o->flags |= PX_OPF_ACCUMULATE;
   } else {
@@ -291,7 +312,7 @@ static void shared_backward(px_bld *b, const px_dims *d, const px_layer_slots *L
 px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref dbranch, px_ref dln2_part,
                        px_ref dln2_sh) {
   px_plan *p = b->p;
-  bool a2a = d->dispatch == PX_MOE_A2A, etp = d->ETP > 1;
+  bool a2a = d->dispatch != PX_MOE_ALLGATHER, etp = d->ETP > 1;
   int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   double e = (double)d->e;
   px_ref x = R(L->ln2, 0), dpart = NOREF, x_full = NOREF;
@@ -304,7 +325,8 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   px_ref dexp = R(px_bld_grad_slot(p, L->exp_out), 0), dsend = R(px_bld_grad_slot(p, L->moe_send), 0);
   px_op *o;
   if (a2a) {
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(rows + 2 * d->A) * (double)H * e);
+    /* the inverse's backward, and the saved outputs read again for the weights' gradients */
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d) + (double)(d->A * H) * e);
     o->in[0] = dbranch, o->in[1] = R(L->moe_ret, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
     o->out[0] = dret, o->out[1] = dgates;
     px_ref dexp_ep = R(px_bld_grad_slot(p, L->exp_out_ep), 0);
@@ -345,7 +367,7 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
   px_linear_bwd(b, d, dx, x, NOREF, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
   if (a2a) {
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->A + rows) * (double)H * e);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d));
     o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->out[0] = dx;
   } else {
     px_ref dsend_all = R(px_bld_grad_slot(p, L->moe_send_all), 0);

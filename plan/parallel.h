@@ -69,10 +69,13 @@ typedef enum { PX_OFFLOAD_NONE, PX_OFFLOAD_CPU, PX_OFFLOAD_NVME, PX_OFFLOAD_COUN
  * to head-split around the attention (DeepSpeed-Ulysses). */
 typedef enum { PX_CP_RING, PX_CP_ALLGATHER, PX_CP_A2A, PX_CP_ALGO_COUNT } px_cp_algo;
 /* Mixture of experts: how tokens reach the experts of other EP ranks and
- * come back: all-to-all of the routed tokens (Megatron-Core's alltoall
- * dispatcher), or all-gather of every token over EP and reduce-scatter of
- * the outputs (its allgather dispatcher). */
-typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
+ * come back: all-to-all of the routed tokens, a copy per (token, expert)
+ * (Megatron-Core's alltoall dispatcher, NCCL), all-gather of every token
+ * over EP and reduce-scatter of the outputs (its allgather dispatcher), or
+ * DeepEP's kernels (its flex dispatcher, DeepEP or HybridEP): each token
+ * once to each EP rank holding some of its experts and once over RDMA to
+ * each node among them, fanned out over NVLink there (px_plan_ep_copies). */
+typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DEEPEP, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];

@@ -1,4 +1,4 @@
-/* Plan files: load and save. */
+/* Plan files: read, and their JSON (report/plan.c writes them). */
 #include "plan/planfile.h"
 
 #include <stdio.h>
@@ -63,13 +63,4 @@ cJSON *px_planfile_to_json(const px_model *m, const px_cluster *c, const px_para
     if (parts[i] && !parts[i]->next && !parts[i]->prev) cJSON_Delete(parts[i]); /* not attached */
   cJSON_Delete(root);
   return NULL;
-}
-
-px_status px_planfile_save(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
-                           px_err *err) {
-  cJSON *root = px_planfile_to_json(m, c, p);
-  if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  px_status st = px_json_write(path, root, err);
-  cJSON_Delete(root);
-  return st;
 }

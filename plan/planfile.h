@@ -23,11 +23,9 @@ typedef struct {
 
 /* "model" and "cluster" may be a preset name, a path, or an inline object. */
 px_status px_planfile_load(const char *path, px_planfile *pf, px_err *err);
-px_status px_planfile_save(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
-                           px_err *err);
 /* The same document in memory: a plan file's JSON (NULL when out of memory;
- * the caller deletes it), and one read from a tree (path names it in messages;
- * a checkpoint's manifest records its plan this way). */
+ * the caller deletes it; report/plan.h writes it), and one read from a tree
+ * (path names it in messages; a checkpoint's manifest records its plan this way). */
 cJSON *px_planfile_to_json(const px_model *m, const px_cluster *c, const px_parallel *p);
 px_status px_planfile_from_json(const cJSON *root, const char *path, px_planfile *pf, px_err *err);
 

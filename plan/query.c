@@ -30,13 +30,36 @@ int64_t px_plan_expert_rows(const px_plan *p) {
   return etp * (r < worst ? r : worst);
 }
 
-int64_t px_plan_expert_nodes(const px_plan *p) {
+/* C(a, k) / C(b, k): the chance that k draws without replacement from b
+ * items all fall among a given a of them. */
+static double all_among(double a, double b, int64_t k) {
+  double r = 1.0;
+  for (int64_t i = 0; i < k; i++) r *= a - (double)i > 0 ? (a - (double)i) / (b - (double)i) : 0.0;
+  return r;
+}
+
+/* The chance that a token's copies reach a unit of u consecutive experts (a
+ * rank's, a node's), as px_plan_ep_copies routes them. */
+static double unit_reached(const px_model *m, double u) {
+  double e = (double)m->experts;
+  int64_t k = m->experts_per_token, g = m->expert_groups, c = m->groups_per_token;
+  if (g <= 0 || c <= 0 || c >= g || c > k) return 1.0 - all_among(e - u, e, k); /* uniform over all experts */
+  double gs = e / (double)g, pool = (double)c * gs - (double)c; /* the chosen groups' experts less their best */
+  if (u >= gs) /* whole groups: reached when one of them is chosen */
+    return 1.0 - all_among((double)g - u / gs, (double)g, c);
+  double rest = 1.0 - all_among(pool - u, pool, k - c); /* one of the k - c others among its u */
+  return (double)c / (double)g * (u / gs + (1.0 - u / gs) * rest);
+}
+
+void px_plan_ep_copies(const px_plan *p, double *ranks, double *nodes) {
   const px_model *m = &p->model;
-  if (m->experts == 0 || m->expert_groups == 0) return 0;
-  const px_placement *ep = &p->grid.ep_place;
-  int64_t ranks = p->par.ep / m->expert_groups, pn = ep->per_node > 0 ? ep->per_node : 1; /* a group's EP ranks */
-  int64_t per_group = ranks <= 1 ? 1 : (ranks + pn - 1) / pn, n = m->groups_per_token * per_group;
-  return n < ep->nodes ? n : ep->nodes;
+  *ranks = *nodes = 0.0;
+  if (m->experts == 0) return;
+  const px_placement *g = &p->grid.ep_place;
+  int64_t ep = p->par.ep > 0 ? p->par.ep : 1, pn = g->per_node > 0 ? g->per_node : 1, n = g->nodes > 0 ? g->nodes : 1;
+  double el = (double)px_plan_local_experts(p);
+  *ranks = (double)ep * unit_reached(m, el);
+  *nodes = (double)n * unit_reached(m, el * (double)(pn < ep ? pn : ep));
 }
 
 const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_inst *in) {
@@ -139,10 +162,6 @@ int px_plan_slot(const px_plan *plan, const char *name) {
   for (int i = 0; i < plan->nslots; i++)
     if (!strcmp(plan->slots[i].name, name)) return i;
   return -1;
-}
-
-int64_t px_op_window(const px_plan *plan, const px_op *op) {
-  return op->flags & PX_OPF_WINDOW ? plan->model.sliding_window : 0;
 }
 
 int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk) {

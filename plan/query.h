@@ -81,10 +81,6 @@ typedef struct {
   uint64_t nvme_node_bytes; /* ... and NVMe */
 } px_plan;
 
-/* The tokens an attention op's queries see up to their own: the model's sliding_window on a windowed layer's op
- * (PX_OPF_WINDOW), 0 (all of them) otherwise. */
-int64_t px_op_window(const px_plan *plan, const px_op *op);
-
 /* The stage a global layer index lives on, and its chunk; -1 when out of range. */
 int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk);
 
@@ -110,12 +106,17 @@ int64_t px_plan_local_experts(const px_plan *p);
  * as many of its experts as top-k allows; the ETP all-gather makes that
  * etp x r. 0 for a dense model. */
 int64_t px_plan_expert_rows(const px_plan *p);
-/* Group-limited routing (DeepSeek-V3's node-limited routing): the most
- * nodes one token's expert copies reach, min(EP nodes, groups_per_token x
- * the nodes one group's experts span); 0 without groups. A dispatcher that
- * sends a token once to each node and fans it out there (DeepEP) moves
- * min(k, that) copies of it across nodes instead of k. */
-int64_t px_plan_expert_nodes(const px_plan *p);
+/* Mixture of experts: the distinct EP ranks (*ranks) and nodes (*nodes)
+ * one token's top-k copies reach on average, what DeepEP's kernels send a
+ * token to (one copy a rank, one over RDMA a node: PX_MOE_DEEPEP). Routing
+ * is uniform over the experts, as a force-balanced router's random logits
+ * make it; with group-limited routing (0 < groups_per_token < expert_groups)
+ * the token's groups are those whose best experts score highest, so each
+ * chosen group takes its best expert and the other k - groups_per_token are
+ * uniform over the rest of the chosen groups' experts. Groups and the ranks'
+ * experts are laid in expert order (a rank's experts in one group, or whole
+ * groups). 0 for a dense model. */
+void px_plan_ep_copies(const px_plan *p, double *ranks, double *nodes);
 
 /* The ops of a stage's program in the order they run (and are profiled):
  * instance by instance, each block's ops in order.

@@ -101,8 +101,9 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
   if (p->cp > 1 && p->cp_algo == PX_CP_A2A)
     return refuse(err, fw, "cp_algo a2a", "PyTorch's context parallelism passes K/V shards (allgather, alltoall); no Ulysses",
                   "cp_algo ring or all-gather");
-  if (p->ep > 1 && p->moe_dispatch == PX_MOE_ALLGATHER)
-    return refuse(err, fw, "moe_dispatch allgather", "torchtitan sends tokens to experts by all-to-all", "moe_dispatch a2a");
+  if (p->ep > 1 && p->moe_dispatch != PX_MOE_A2A)
+    return refuse(err, fw, p->moe_dispatch == PX_MOE_ALLGATHER ? "moe_dispatch allgather" : "moe_dispatch deepep",
+                  "torchtitan sends tokens to experts by all-to-all", "moe_dispatch a2a");
   if (p->recompute == PX_RECOMPUTE_SELECTIVE)
     return refuse(err, fw, "recompute selective",
                   "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
@@ -348,8 +349,10 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   if (m->experts > 0) {
     both(e, "--expert-model-parallel-size", "model.expert_model_parallel_size", "%lld", (long long)p->ep);
     both(e, "--expert-tensor-parallel-size", "model.expert_tensor_parallel_size", "%lld", (long long)p->etp);
-    both(e, "--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", "%s",
-         p->moe_dispatch == PX_MOE_ALLGATHER ? "allgather" : "alltoall");
+    static const char *const dispatcher[PX_MOE_DISPATCH_COUNT] = {"alltoall", "allgather", "flex"};
+    both(e, "--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", "%s", dispatcher[p->moe_dispatch]);
+    if (p->moe_dispatch == PX_MOE_DEEPEP)
+      both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s", "deepep");
   }
   flag(e, "--sequence-parallel", "model.sequence_parallel", p->sp);
   /* the pipeline's split and schedule: an even split as the virtual stages a rank, any other (first and last

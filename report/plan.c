@@ -5,6 +5,7 @@
 
 #include "core/fmt.h"
 #include "core/json.h"
+#include "plan/planfile.h"
 
 static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
   if (pl->size <= 1)
@@ -277,4 +278,13 @@ cJSON *px_report_plan_json(const px_plan *plan) {
   }
   cJSON_AddItemToObject(o, "memory", px_report_memory_json(plan));
   return o;
+}
+
+px_status px_report_plan_file(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
+                              px_err *err) {
+  cJSON *root = px_planfile_to_json(m, c, p);
+  if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  px_status st = px_json_write(path, root, err);
+  cJSON_Delete(root);
+  return st;
 }

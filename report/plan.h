@@ -13,6 +13,9 @@
 #include "plan/plan.h"
 
 void px_report_plan_text(const px_plan *plan, FILE *out);
+/* Writes the plan file of model m on cluster c with choices p (plan/planfile.h; --save-plan). */
+px_status px_report_plan_file(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
+                              px_err *err);
 /* "WHAT: llama3-8b on 16 x H100-SXM5-80GB (dgx-h100): tp 2 pp 2 dp 4, ZeRO-1, SP, 1f1b, mbs 1, gbs 64,
  * seq 8192, recompute none" and a newline: the first line of sim and compare. */
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "report/trace.h"
 #include "sim/sim.h"
 
 #define GIB ((double)(1ull << 30))
@@ -132,11 +133,12 @@ px_status px_plotdata_plan(const px_model *m, const px_cluster *c, const px_para
   if (st) return st;
   char path[4200];
   snprintf(path, sizeof path, "%s/timeline.dat", dir);
-  px_sim_opts o = {.skip_exposed = true, .timeline_path = path};
+  px_sim_opts o = {.skip_exposed = true, .record_spans = true};
   px_sim_result r;
   if (!(st = px_plotdata_memory(&plan, dir, err)) && !(st = px_sim_run(&plan, &o, &r, err))) {
+    st = px_report_timeline(&plan, &r, path, err);
     px_sim_result_free(&r);
-    st = px_plotdata_scaling(m, c, par, dir, err);
+    if (!st) st = px_plotdata_scaling(m, c, par, dir, err);
   }
   px_plan_free(&plan);
   return st;

@@ -4,7 +4,8 @@
 # lines in README.md and docs/*.md, written by the code they describe; and the
 # data files the binary reads that the tests write (a block named file:PATH is
 # the whole of PATH: topologies/validation_bands.tsv, the validated error bands).
-#   scripts/docs.sh generate PARALLAX TEST_SIM > GEN   every block, from the binaries
+#   scripts/docs.sh generate PARALLAX TESTS > GEN      every block, from the binaries (TESTS: the build's
+#                                                      tests/, with the validation suites and px_bands_table)
 #   scripts/docs.sh write GEN [SRC]                    put GEN's blocks into SRC's docs (make docs)
 #   scripts/docs.sh check GEN [SRC]                    exit 1 where SRC's docs differ from GEN,
 #                                                      or a link among them is broken
@@ -14,7 +15,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: scripts/docs.sh generate PARALLAX TEST_SIM > GEN | write GEN [SRC] | check GEN [SRC]" >&2
+  echo "usage: scripts/docs.sh generate PARALLAX TESTS > GEN | write GEN [SRC] | check GEN [SRC]" >&2
   exit 2
 }
 
@@ -28,19 +29,24 @@ quick() {
 }
 
 generate() {
-  local px=$1 testsim=$2 tmp
+  local px=$1 tests=$2 tmp suite
   "$px" help --markdown
   tmp=$(mktemp -d)
-  if ! PX_VALIDATION_MD="$tmp/validation.md" PX_VALIDATION_BANDS="$tmp/bands.tsv" "$testsim" >"$tmp/log" 2>&1; then
-    cat "$tmp/log" >&2
-    echo "scripts/docs.sh: $testsim failed: the validation tables are its output" >&2
+  # the validation suites: the tables of whole runs (test_validation_runs), and every row's error from both
+  # suites appended to one file, whose table px_bands_table writes (tests/validation/bands.h)
+  for suite in test_validation_runs test_validation_moe; do
+    if ! PX_VALIDATION_MD="$tmp/$suite.md" PX_VALIDATION_BANDS="$tmp/bands.rows" "$tests/$suite" >"$tmp/log" 2>&1; then
+      cat "$tmp/log" >&2
+      echo "scripts/docs.sh: $tests/$suite failed: the validation tables and bands are its output" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+  done
+  cat "$tmp"/test_validation_*.md
+  if ! "$tests/px_bands_table" "$tmp/bands.rows"; then
     rm -rf "$tmp"
     return 1
   fi
-  cat "$tmp/validation.md"
-  printf '<!-- generated: file:topologies/validation_bands.tsv BEGIN -->\n'
-  cat "$tmp/bands.tsv"
-  printf '<!-- generated: file:topologies/validation_bands.tsv END -->\n'
   rm -rf "$tmp"
   quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
   quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64

@@ -105,8 +105,8 @@ static int band_cmp(const void *a, const void *b) {
 void px_bands_write(px_bands *b, FILE *fp) {
   fputs("# parallax's validated error bands: for each GPU family, precision and kind of model, the errors of the\n"
         "# validation tests' published runs (simulated throughput over the published one, less 1; above 0 the\n"
-        "# simulator was optimistic), in percent. Written by `make docs` from the tests' own rows (tests/test_sim.c\n"
-        "# with PX_VALIDATION_BANDS); tests/cli/docs.sh fails where they differ. Do not edit.\n",
+        "# simulator was optimistic), in percent. Written by `make docs` from the validation suites' own rows\n"
+        "# (tests/validation/, PX_VALIDATION_BANDS); tests/cli/docs.sh fails where they differ. Do not edit.\n",
         fp);
   fprintf(fp, "%s\n", header);
   if (b->n) qsort(b->v, (size_t)b->n, sizeof *b->v, band_cmp);

@@ -2,7 +2,7 @@
  * on published runs of the GPU family, precision and kind of model (dense or
  * mixture of experts) a plan runs on. One table holds them,
  * $PARALLAX_HOME/topologies/validation_bands.tsv, written by `make docs` from
- * the validation tests' own rows (tests/test_sim.c, PX_VALIDATION_BANDS) and
+ * the validation suites' own rows (tests/validation/, PX_VALIDATION_BANDS) and
  * checked against them by tests/cli/docs.sh, so a band never disagrees with
  * the tests. An error is the simulated throughput over the published one,
  * less 1: above 0, the simulator was optimistic. */

@@ -80,16 +80,44 @@ static void use_measured(const px_cluster *c, px_coll kind, uint64_t size_bytes,
   for (int l = 0; l < PX_LINK_COUNT; l++) k->bw[l] = k->bytes[l] > 0 && t > 0 ? k->bytes[l] / t : 0;
 }
 
-void px_coll_cost_scale_inter(const px_cluster *c, px_coll_cost *k, double f, int64_t leaves) {
-  double before = k->time_s;
-  k->bytes[PX_LINK_INTER] *= f;
-  if (!k->measured) {
-    finish(c, leaves, k);
-    return;
+/* DeepEP's logical RDMA bandwidth at EP size ep: linear in log2(ep)
+ * between the two nearest measured sizes, flat beyond the ends; 0 when the
+ * cluster has none. */
+static double deepep_bytes_per_s(const px_cluster *c, int64_t ep, bool combine) {
+  const px_deepep_point *d = c->deepep;
+  int n = c->deepep_len;
+  if (n <= 0) return 0.0;
+#define BW(i) (combine ? d[i].combine_bytes_per_s : d[i].dispatch_bytes_per_s)
+  if (ep <= d[0].ep) return BW(0);
+  for (int i = 1; i < n; i++)
+    if (ep <= d[i].ep) {
+      double t = (log2((double)ep) - log2((double)d[i - 1].ep)) / (log2((double)d[i].ep) - log2((double)d[i - 1].ep));
+      return BW(i - 1) + t * (BW(i) - BW(i - 1));
+    }
+  return BW(n - 1);
+#undef BW
+}
+
+px_coll_cost px_coll_cost_deepep(const px_cluster *c, const px_placement *g, double tok, double ranks, double nodes,
+                                 bool combine) {
+  px_coll_cost k;
+  memset(&k, 0, sizeof k);
+  k.algo = PX_ALGO_DIRECT;
+  int64_t n = g->size, N = g->nodes > 0 ? g->nodes : 1;
+  if (n <= 1 || tok <= 0) return k;
+  k.latency_s = N > 1 ? c->inter_latency_s : c->intra_latency_s;
+  k.bytes[PX_LINK_INTRA] = tok * ranks * (1.0 - 1.0 / (double)n);
+  if (N > 1) k.bytes[PX_LINK_INTER] = tok * nodes * (1.0 - 1.0 / (double)N);
+  finish(c, g->leaves, &k);
+  k.sms = px_coll_held_sms(c, &k, false);
+  double bw = N > 1 ? deepep_bytes_per_s(c, n, combine) : 0.0;
+  if (bw > 0) { /* DeepEP's own time for its logical bytes; the links carry theirs at that pace */
+    k.measured = true;
+    double t = tok * nodes / bw;
+    k.time_s = k.latency_s + t;
+    for (int l = 0; l < PX_LINK_COUNT; l++) k.bw[l] = k.bytes[l] > 0 ? k.bytes[l] / t : 0;
   }
-  double total = k->bytes[PX_LINK_INTRA] + k->bytes[PX_LINK_INTER] / f, now = k->bytes[PX_LINK_INTRA] + k->bytes[PX_LINK_INTER];
-  k->time_s = total > 0 ? before * now / total : before;
-  for (int l = 0; l < PX_LINK_COUNT; l++) k->bw[l] = k->bytes[l] > 0 && k->time_s > 0 ? k->bytes[l] / k->time_s : 0;
+  return k;
 }
 
 px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node) {

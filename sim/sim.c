@@ -11,10 +11,10 @@
 #include "sim/sim.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
 #include "sim/engine.h"
@@ -116,13 +116,6 @@ typedef struct {
   uint64_t contention_ns, contention_sm_ns;
 } stage_state;
 
-typedef struct {
-  int32_t stage, stream, depth;
-  uint64_t ts_ns, dur_ns;
-  int32_t block; /* px_block_kind, -1 for a TP collective */
-  int32_t mb, layer;
-} trace_ev;
-
 struct px_sim_state {
   const px_plan *plan;
   const px_sim_opts *opts;
@@ -130,8 +123,8 @@ struct px_sim_state {
   stage_state *st;
   int64_t pp;
   px_net *net;
-  trace_ev *trace;
-  int64_t ntrace, cap_trace;
+  px_sim_span *spans; /* (nspans of cap_spans) opts.record_spans */
+  int64_t nspans, cap_spans;
   px_err *err;
   px_status status;
   double stretch; /* GPU compute time over the median GPU's: the slowest rank's pace */
@@ -239,9 +232,15 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 ||
         op->coll_bytes == 0)
       continue;
-    px_coll_cost cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
-    if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && op->dim[4] > 0) /* group-limited routing */
-      px_coll_cost_scale_inter(c, &cc, (double)op->dim[4] / (double)op->dim[3], pl.leaves);
+    px_coll_cost cc;
+    if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && p->par.moe_dispatch == PX_MOE_DEEPEP) {
+      double ranks, nodes; /* DeepEP's kernels: a copy a (token, rank), one a node across */
+      px_plan_ep_copies(p, &ranks, &nodes);
+      cc = px_coll_cost_deepep(c, &pl, px_ep_token_bytes(op, p->model.experts_per_token), ranks, nodes,
+                               !(op->flags & PX_OPF_TO_EXPERTS));
+    } else {
+      cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
+    }
     /* an overlapped collective runs beside the compute up to its first consumer */
     bool async = px_plan_op_overlapped(p, ops, b->nops, i);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
@@ -664,20 +663,20 @@ static void flow_start(sim *S, const px_coll_cost *cc, int64_t src, int64_t dst,
 
 /* ---- instances ---- */
 
-static void trace_add(sim *S, int64_t stage, int stream, int depth, uint64_t start, uint64_t end, int32_t block,
-                      int32_t mb, int32_t layer) {
-  if ((!S->opts->trace_path && !S->opts->timeline_path) || S->opts->comm_free) return;
-  if (S->ntrace == S->cap_trace) {
-    int64_t cap = S->cap_trace ? 2 * S->cap_trace : 4096;
-    trace_ev *nt = realloc(S->trace, (size_t)cap * sizeof *nt);
+static void span_add(sim *S, int64_t stage, int stream, uint64_t start, uint64_t end, int32_t block, int32_t mb,
+                     int32_t layer) {
+  if (!S->opts->record_spans || S->opts->comm_free) return;
+  if (S->nspans == S->cap_spans) {
+    int64_t cap = S->cap_spans ? 2 * S->cap_spans : 4096;
+    px_sim_span *nt = realloc(S->spans, (size_t)cap * sizeof *nt);
     if (!nt) {
       fail(S, px_err_set(S->err, PX_ERR_RUNTIME, "out of memory recording the trace"));
       return;
     }
-    S->trace = nt;
-    S->cap_trace = cap;
+    S->spans = nt;
+    S->cap_spans = cap;
   }
-  S->trace[S->ntrace++] = (trace_ev){(int32_t)stage, stream, depth, start, end - start, block, mb, layer};
+  S->spans[S->nspans++] = (px_sim_span){(int32_t)stage, stream, start, end - start, block, mb, layer};
 }
 
 static void try_start(sim *S, int64_t s, int stream);
@@ -698,7 +697,7 @@ static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
     if (now > ss->pipe_last_ns) ss->pipe_last_ns = now;
   }
   if (now > ss->end_ns) ss->end_ns = now;
-  trace_add(S, s, in->stream, 0, q->start_ns, now, in->block, in->mb, in->layer);
+  span_add(S, s, in->stream, q->start_ns, now, in->block, in->mb, in->layer);
   ss->ndone++;
   if (release) {
     q->busy = false;
@@ -733,7 +732,7 @@ static void fast_account(sim *S, int64_t s, const seg_list *l, uint64_t t0, int 
     const seg *g = &l->v[k];
     if (g->comm && l->flow_t1[k] <= upto_ns) {
       ss->stats.tp_s += (double)(l->flow_t1[k] - l->flow_t0[k]) * 1e-9;
-      trace_add(S, s, PX_STREAM_TP, 1, t0 + l->flow_t0[k], t0 + l->flow_t1[k], -1, -1, -1);
+      span_add(S, s, PX_STREAM_TP, t0 + l->flow_t0[k], t0 + l->flow_t1[k], -1, -1, -1);
     } else if (!g->comm && pipe && k < nseg) {
       ss->stats.compute_s += g->dur_s;
     }
@@ -933,7 +932,7 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
       S->st[x].stats.pp_s += dur;
       break;
   }
-  if (kind == PX_STREAM_TP) trace_add(S, s, PX_STREAM_TP, 1, start_ns, now, -1, -1, -1);
+  if (kind == PX_STREAM_TP) span_add(S, s, PX_STREAM_TP, start_ns, now, -1, -1, -1);
   stream_q *q = &ss->q[stream];
   switch (owner) {
     case OWN_SEGMENT: run_segment(S, s, stream); break;
@@ -1046,73 +1045,13 @@ static void sim_free(sim *S) {
   px_net_free(S->net);
   px_net_free(S->tl_net);
   px_engine_deinit(&S->tl_eng);
-  free(S->trace);
+  free(S->spans);
   px_engine_deinit(&S->eng);
-}
-
-static px_status write_trace(sim *S, const char *path) {
-  px_afile f;
-  px_status st = px_afile_open(&f, path, S->err);
-  if (st) return st;
-  FILE *fp = f.fp;
-  fprintf(fp, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-  for (int64_t s = 0; s < S->pp; s++) {
-    fprintf(fp, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %lld, \"args\": {\"name\": \"stage %lld\"}},\n",
-            (long long)s, (long long)s);
-    for (int k = 0; k < PX_STREAM_COUNT; k++)
-      fprintf(fp, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %lld, \"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
-              (long long)s, k, px_stream_names[k]);
-  }
-  for (int64_t i = 0; i < S->ntrace; i++) {
-    const trace_ev *e = &S->trace[i];
-    fprintf(fp, "{\"name\": \"%s", e->block >= 0 ? px_block_names[e->block] : "tp collective");
-    if (e->mb >= 0) fprintf(fp, " mb %d", e->mb);
-    if (e->layer >= 0) fprintf(fp, " layer %d", e->layer);
-    fprintf(fp, "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}%s\n",
-            px_stream_names[e->stream], e->stage, e->stream, (double)e->ts_ns / 1e3, (double)e->dur_ns / 1e3,
-            i + 1 < S->ntrace ? "," : "");
-  }
-  fprintf(fp, "]}\n");
-  return px_afile_commit(&f, S->err);
-}
-
-static const char *timeline_kind(int32_t block) {
-  switch (block) {
-    case PX_BLOCK_EMBED_FWD:
-    case PX_BLOCK_LAYER_FWD:
-    case PX_BLOCK_MOE_FWD:
-    case PX_BLOCK_LAYER_FWD_WINDOW:
-    case PX_BLOCK_MOE_FWD_WINDOW:
-    case PX_BLOCK_HEAD_FWD: return "fwd";
-    case PX_BLOCK_EMBED_BWD:
-    case PX_BLOCK_LAYER_BWD:
-    case PX_BLOCK_MOE_BWD:
-    case PX_BLOCK_LAYER_BWD_WINDOW:
-    case PX_BLOCK_MOE_BWD_WINDOW:
-    case PX_BLOCK_HEAD_BWD: return "bwd";
-    case PX_BLOCK_LAYER_BWD_W: return "wgrad";
-    case PX_BLOCK_OPTIMIZER: return "opt";
-    default: return "comm";
-  }
-}
-
-static px_status write_timeline(sim *S, const char *path) {
-  px_afile f;
-  px_status st = px_afile_open(&f, path, S->err);
-  if (st) return st;
-  fprintf(f.fp, "# one simulated step of %s: stream 0 compute, 1 tp, 2 dp, 3 pp-send, 4 pp-recv, 5 host\n",
-          S->plan->model.name);
-  fprintf(f.fp, "# stage stream start_ms end_ms kind mb\n");
-  for (int64_t i = 0; i < S->ntrace; i++) {
-    const trace_ev *e = &S->trace[i];
-    fprintf(f.fp, "%d %d %.6f %.6f %s %d\n", e->stage, e->stream, (double)e->ts_ns * 1e-6,
-            (double)(e->ts_ns + e->dur_ns) * 1e-6, timeline_kind(e->block), e->mb);
-  }
-  return px_afile_commit(&f, S->err);
 }
 
 /* One pass of the simulation. */
 static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
+  memset(out, 0, sizeof *out); /* a failure frees it */
   sim S;
   memset(&S, 0, sizeof S);
   S.plan = plan;
@@ -1165,7 +1104,6 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
     }
   }
   if (!st) {
-    memset(out, 0, sizeof *out);
     out->nstages = S.pp;
     out->stages = px_calloc((size_t)S.pp, sizeof *out->stages, err);
     if (!out->stages) st = PX_ERR_RUNTIME;
@@ -1192,8 +1130,8 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
     out->bubble_fraction = span > 0 ? 1.0 - busy / ((double)S.pp * span) : 0.0;
     if (out->bubble_fraction < 0) out->bubble_fraction = 0; /* rounding of nanosecond clocks */
     out->events = S.eng.processed;
-    if (opts->trace_path && !opts->comm_free) st = write_trace(&S, opts->trace_path);
-    if (!st && opts->timeline_path && !opts->comm_free) st = write_timeline(&S, opts->timeline_path);
+    out->spans = S.spans, out->nspans = S.nspans;
+    S.spans = NULL;
   }
   sim_free(&S);
   if (st) px_sim_result_free(out);
@@ -1204,8 +1142,6 @@ px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_re
   px_sim_opts free_opts = {0};
   if (opts) free_opts = *opts;
   free_opts.comm_free = true;
-  free_opts.trace_path = NULL;
-  free_opts.timeline_path = NULL;
   px_sim_result twin;
   px_status st = sim_once(plan, &free_opts, &twin, err);
   if (st) return st;
@@ -1219,7 +1155,6 @@ px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_re
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err) {
   px_sim_opts defaults = {0};
   if (!opts) opts = &defaults;
-  memset(out, 0, sizeof *out);
   px_status st = sim_once(plan, opts, out, err);
   if (st) return st;
   if (!opts->comm_free && !opts->skip_exposed) {
@@ -1236,8 +1171,7 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     px_sim_opts median = *opts;
     median.no_straggler = true;
     median.skip_exposed = true;
-    median.trace_path = NULL;
-    median.timeline_path = NULL;
+    median.record_spans = false;
     px_sim_result twin;
     if ((st = sim_once(plan, &median, &twin, err))) {
       px_sim_result_free(out);
@@ -1269,5 +1203,8 @@ double px_sim_tokens_per_s(const px_plan *plan, double step_s) {
 void px_sim_result_free(px_sim_result *r) {
   if (!r) return;
   free(r->stages);
+  free(r->spans);
   r->stages = NULL;
+  r->spans = NULL;
+  r->nspans = 0;
 }

@@ -23,8 +23,7 @@ typedef struct {
   bool serial;             /* each stage runs its program strictly in order, a p2p batch at a
                               time, as the CPU executor does: no overlap between streams */
   bool no_fast;            /* every block as segments, never as one event (the fast path off: its tests) */
-  const char *trace_path;  /* Chrome trace JSON, NULL for none */
-  const char *timeline_path; /* gnuplot table: stage stream start_ms end_ms kind mb */
+  bool record_spans;       /* keep the step's spans in px_sim_result.spans (report/trace.h draws them) */
   px_sim_block_cost_fn block_cost;
   void *block_cost_ctx;
 } px_sim_opts;
@@ -39,6 +38,15 @@ typedef struct {
                           (px_coll_cost.sms) */
   double op_s[PX_OP_COUNT]; /* compute seconds by op kind over the step (uncontended) */
 } px_sim_stage;
+
+/* One span of a simulated step: an instance on its stream, or a TP
+ * collective of a compute block on the tp stream. */
+typedef struct {
+  int32_t stage, stream;   /* px_stream */
+  uint64_t ts_ns, dur_ns;  /* from the step's start */
+  int32_t block;           /* px_block_kind, -1 for a TP collective */
+  int32_t mb, layer;       /* -1 where none */
+} px_sim_span;
 
 typedef struct {
   double step_time_s;
@@ -61,6 +69,8 @@ typedef struct {
   uint64_t events;        /* events processed (both runs) */
   int64_t nstages;
   px_sim_stage *stages;   /* (pp) */
+  px_sim_span *spans;     /* (nspans) as the simulation recorded them; NULL without opts.record_spans */
+  int64_t nspans;
 } px_sim_result;
 
 px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result *out, px_err *err);

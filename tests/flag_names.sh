@@ -2,7 +2,7 @@
 # The library names fields, the CLI names flags: no error message of the
 # library (a string of a px_err_set or px_err_prefix call) names a
 # command-line flag (--tp). A field the user sets is named in backquotes
-# (`tp`), and cli/ shows its flag (px_cli_flag_names).
+# (`tp`), and cli/ shows its flag (px_cli_words).
 # TODO(lead): add exec/ once its messages name fields (16 name flags today).
 set -u
 src=${1:-.}
@@ -14,7 +14,7 @@ perl -e '
     local $/;
     my $text = <$fh>;
     $text =~ s{/\*.*?\*/}{ (my $c = $&) =~ s/[^\n]/ /g; $c }gse; # comments, keeping the lines
-    while ($text =~ /px_err_(?:set|prefix)\s*\(((?:[^;"]|"(?:[^"\\]|\\.)*")*)\)\s*;/g) {
+    while ($text =~ /(?:px_err_(?:set|prefix)|fprintf\s*\(\s*stderr\s*,)\s*\(?((?:[^;"]|"(?:[^"\\]|\\.)*")*)\)\s*;/g) {
       my ($args, $at) = ($1, $-[0]);
       while ($args =~ /"((?:[^"\\]|\\.)*)"/g) {
         my $s = $1;
@@ -27,4 +27,4 @@ perl -e '
   }
   print "$fails failures\n";
   exit($fails ? 1 : 0);
-' $(find plan sim report -name '*.c' -o -name '*.h' | sort)
+' $(find plan sim report exec -name '*.c' -o -name '*.h' | sort)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layers (docs/architecture.md, "Layers"): every #include "dir/..." in a folder
-# names a folder that folder may read, and the planner's layers and cli/
-# include no MPI, BLAS or CUDA header. (The CMake targets enforce the same at link time.)
+# names a folder that folder may read, the planner's layers and cli/
+# include no MPI, BLAS or CUDA header, and the planner's layers write no output. (The CMake targets enforce the same at link time.)
 set -u
 src=${1:-.}
 cd "$src" || exit 1
@@ -70,5 +70,11 @@ for dir in plan; do
     fails=$((fails + 1))
   fi
 done
+# outputs are report/'s to write (cli/ names them): the planner's layers write no file
+while IFS= read -r hit; do
+  echo "FAIL: $hit: core/, plan/ and sim/ write no output (report/ does; core/fileio.c and json.c are its tools)"
+  fails=$((fails + 1))
+done < <(grep -rnE --include='*.c' 'px_afile_open|px_json_write\(|px_file_write\(|fopen\([^)]*"[wa]' core plan sim |
+  grep -vE '^core/(fileio|json)\.c:')
 echo "$fails failures"
 [ "$fails" -eq 0 ]

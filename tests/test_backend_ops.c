@@ -23,20 +23,30 @@
  *    tests/CMakeLists.txt and tests/gpu/emu/run.sh run;
  *  - every op kind (PX_OP_KINDS) has a reference here and ran: a new kind
  *    fails the suite until it has one.
+ * Like ggml's test-backend-ops, `-o OP[,OP...]` runs only the ops of those
+ * kinds and `-b BACKEND` (cpu or cuda) only that backend (the cpu backend
+ * still computes what the others are compared with); either leaves out the
+ * whole-suite checks (fills, the support walk, fp8, coverage). `--perf`
+ * times each op case on each backend instead and prints the table, never
+ * asserting a time.
  * The references use the shared definitions of the random streams
  * (px_exec_dropout_seed, px_dropout_keep) and compute every index and
- * value themselves. LOSS at TP rank 1 runs with a TP group of one rank: the
- * shard's own statistics (the cross-rank loss is tests/cli's and exec.sh's). */
+ * value themselves. LOSS at TP rank 1 runs without the interpreter's
+ * px_op_comm, so nothing reduces its statistics: the shard's own (the
+ * cross-rank loss is tests/cli's and exec.sh's). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 #include "exec/backend.h"
 #include "exec/comm.h"
+#include "exec/contract.h"
 #include "exec/cpu/backend.h"
+#include "exec/env.h"
 #include "exec/support.h"
 #include "tests/fp8_ref.h"
 #include "kernels/math.h"
@@ -141,8 +151,17 @@ static backend_t backends[2];
 static int nbackends;
 static px_comm comm;          /* the communicators the backends hold (world: one rank, or --collectives' ranks) */
 static px_plan comm_plan[NDT]; /* the plan they come from, in each precision */
+static px_env comm_env[NDT];   /* ... and its op env */
 static bool collectives_only;
 static int world_rank, world_size;
+
+/* -o and -b: the kinds and the backend the command line asks for (all without them). */
+static bool kind_filtered;
+static bool kind_asked[PX_OP_COUNT];
+static const char *backend_asked;
+
+static bool kind_wanted(px_op_kind k) { return !kind_filtered || kind_asked[k]; }
+static bool backend_wanted(int bi) { return !backend_asked || !strcmp(backends[bi].name, backend_asked); }
 
 /* ======================= results ======================= */
 
@@ -254,6 +273,7 @@ typedef struct {
   const config *cfg;
   const char *where;        /* the block the op comes from */
   const px_plan *plan, *plan32;
+  px_env env, env32;        /* the op envs of both, for the case's TP rank (as the interpreter makes them) */
   px_op op, op32;
   px_dtype dt;              /* the op's dtype in the plan under test */
   buf b[MAXB];
@@ -324,6 +344,9 @@ static int buf_of(opcase *c, px_ref r, int64_t n, int dev, int dev32) {
 
 static void case_common(opcase *c) {
   c->tp_rank = c->cfg ? c->cfg->tp_rank : 0;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_env_init(&c->env, c->plan, c->tp_rank, 0, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_env_init(&c->env32, c->plan32, c->tp_rank, 0, &err), PX_OK);
   c->layer = 1, c->step = 5, c->seed = 1234;
   uint64_t rows[8] = {5, 2, 9, 0, 7, 3, 11, 1}; /* the micro-batch's global sequence numbers */
   memcpy(c->seq_index, rows, sizeof rows);
@@ -341,10 +364,10 @@ static void case_of_op(opcase *c, const config *g, const px_plan *plan, const px
   c->cfg = g, c->plan = plan, c->plan32 = plan32, c->where = px_block_names[blk];
   c->op = plan->blocks[blk].ops[k];
   c->op32 = plan32->blocks[blk].ops[k];
-  c->dt = px_support_op_dtype(plan, &c->op);
   /* the twin is the same op in fp32 */
   CU_ASSERT(c->op32.kind == c->op.kind && !memcmp(c->op32.dim, c->op.dim, sizeof c->op.dim));
   case_common(c);
+  c->dt = px_contract_dtype(&c->env, &c->op);
   for (int j = 0; j < PX_OP_OUTS; j++) c->out[j] = -1;
   for (int j = 0; j < PX_OP_INS; j++) c->in[j] = -1;
   for (int side = 0; side < 2; side++)
@@ -374,7 +397,7 @@ static void case_of_range(opcase *c, px_op_kind kind, const px_plan *plan, const
   op.dim[0] = count;
   c->op = c->op32 = op;
   c->count = count;
-  c->dt = px_support_op_dtype(plan, &op);
+  c->dt = px_contract_dtype(&c->env, &op);
   int g = (int)plan->grad_dtype;
   bool mixed = plan->par.precision != PX_PREC_FP32;
   px_ref none = {-1, 0};
@@ -613,8 +636,8 @@ static double dropout_p(const opcase *c) { return c->plan->model.dropout; }
 
 /* What the backends get from the interpreter, for the shared random streams. */
 static px_exec_op exec_of(const opcase *c) {
-  return (px_exec_op){.plan = c->plan, .op = &c->op, .tp_rank = c->tp_rank, .layer = c->layer,
-                      .seq_index = c->seq_index, .seed = c->seed, .step = c->step};
+  return (px_exec_op){.env = &c->env, .op = &c->op, .layer = c->layer, .seq_index = c->seq_index, .seed = c->seed,
+                      .step = c->step};
 }
 
 static void ref_embed(opcase *c) {
@@ -1280,6 +1303,28 @@ static void unpack(float *x, const void *src, int64_t n, int dev) {
     px_dtype_to_fp32(x, src, (px_dtype)dev, (uint64_t)n);
 }
 
+/* --perf: each case's op run again and again on each backend, timed. */
+static bool perf_mode;
+static double perf_op_s; /* the last time_op's seconds a run */
+
+/* The op again until it has run PERF_RUNS times and for PERF_MIN_S, each
+ * run synchronised; perf_op_s gets the mean. */
+#define PERF_RUNS 5
+#define PERF_MIN_S 2e-3
+static px_status time_op(px_backend *be, const px_exec_op *e, px_err *err) {
+  px_status st = PX_OK;
+  int runs = 0;
+  double t0 = px_clock_s(), dt = 0;
+  while (!st && (runs < PERF_RUNS || dt < PERF_MIN_S)) {
+    st = be->op(be, e, err);
+    if (!st) st = be->sync(be, err);
+    runs++;
+    dt = px_clock_s() - t0;
+  }
+  perf_op_s = dt / runs;
+  return st;
+}
+
 /* Runs the case on a backend: the op of the plan under test, or (twin) of
  * its fp32 twin. got[i] receives output buffer i's values (host floats);
  * *sumsq GRAD_NORM's accumulator. */
@@ -1305,7 +1350,7 @@ static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, doubl
   }
   *sumsq = c->sumsq0;
   px_exec_op e = exec_of(c);
-  e.plan = twin ? c->plan32 : c->plan;
+  e.env = twin ? &c->env32 : &c->env;
   e.op = twin ? &c->op32 : &c->op;
   e.loss_scale = c->loss_scale, e.host_tokens = toks, e.count = c->count, e.sumsq_out = sumsq;
   e.lr = c->lr, e.beta1 = c->beta1, e.beta2 = c->beta2, e.eps = c->eps, e.weight_decay = c->wd;
@@ -1314,6 +1359,7 @@ static px_status run_on(px_backend *be, opcase *c, bool twin, float **got, doubl
   for (int j = 0; j < PX_OP_INS; j++) e.in[j] = c->in[j] >= 0 ? dev[c->in[j]] : NULL;
   if (!st) st = be->op(be, &e, err);
   if (!st) st = be->sync(be, err);
+  if (!st && perf_mode) st = time_op(be, &e, err);
   for (int i = 0; i < c->nb && !st; i++) {
     int dt = twin ? c->b[i].dev32 : c->b[i].dev;
     if (!c->b[i].out || dt < 0) continue;
@@ -1470,6 +1516,7 @@ static void for_each_case(const config *g, const px_plan *plan, const px_plan *p
         px_tseed((uint64_t)seed * 1000003u + (uint64_t)blk * 1009u + (uint64_t)k * 17u + (uint64_t)variant);
         gen(&c);
         fn(&c, ctx);
+        px_env_free(&c.env), px_env_free(&c.env32);
         px_tfree();
       }
     }
@@ -1485,6 +1532,7 @@ static void for_each_range_case(const px_plan *plan, const px_plan *plan32, int 
     px_tseed((uint64_t)seed * 7919u + i);
     gen(&c);
     fn(&c, ctx);
+    px_env_free(&c.env), px_env_free(&c.env32);
     px_tfree();
   }
 }
@@ -1493,8 +1541,9 @@ static void for_each_range_case(const px_plan *plan, const px_plan *plan32, int 
 
 static void check_ref(opcase *c, void *ctx) {
   (void)ctx;
+  if (!kind_wanted((px_op_kind)c->op.kind) || !backend_wanted(0)) return;
   char why[256];
-  px_support s = px_support_op(backends[0].be, c->plan, &c->op, why, sizeof why);
+  px_support s = px_support_op(backends[0].be, &c->env, &c->op, why, sizeof why);
   if (s != PX_SUPPORT_YES) {
     char l[320];
     label_of(c, "cpu", l, sizeof l, NULL);
@@ -1528,15 +1577,16 @@ static void test_cpu_against_references(void) {
 
 static void check_backends(opcase *c, void *ctx) {
   (void)ctx;
+  if (!kind_wanted((px_op_kind)c->op.kind)) return;
   if (!run_cpu(c)) {
     CU_FAIL("the cpu backend failed");
     return;
   }
   for (int bi = 0; bi < nbackends; bi++) {
-    if (bi == 0 && c->dt == PX_DTYPE_FP32) continue; /* test 1 */
+    if ((bi == 0 && c->dt == PX_DTYPE_FP32) || !backend_wanted(bi)) continue; /* fp32 on cpu: test 1 */
     cell *k = &cells[bi][c->op.kind][dt_index(c->dt)];
     char why[256];
-    px_support s = px_support_op(backends[bi].be, c->plan, &c->op, why, sizeof why);
+    px_support s = px_support_op(backends[bi].be, &c->env, &c->op, why, sizeof why);
     if (s == PX_SUPPORT_NO) {
       if (!k->skipped++) snprintf(k->why, sizeof k->why, "%s", why), k->where = c->cfg ? c->cfg->name : "ranges";
       continue;
@@ -1560,7 +1610,8 @@ static void check_backends(opcase *c, void *ctx) {
   }
 }
 
-static void test_backends_against_cpu(void) {
+/* fn on every case of every plan in each dtype (its fp32 twin beside it), and on the range ops. */
+static void for_each_dtype_case(case_fn fn) {
   for (int g = 0; g < NCONFIGS; g++)
     for (int di = 0; di < NDT; di++) {
       px_plan plan, plan32;
@@ -1569,12 +1620,14 @@ static void test_backends_against_cpu(void) {
       if (!st) st = plan_of(&configs[g], PX_PREC_FP32, &plan32, &err);
       if (st) fprintf(stderr, "\n  %s %s: %s\n", configs[g].name, px_precision_names[precisions[di]], err.msg);
       CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-      for_each_case(&configs[g], &plan, &plan32, 100 * g + di, check_backends, NULL);
-      if (g == 0) for_each_range_case(&plan, &plan32, 100 * g + di, check_backends, NULL);
+      for_each_case(&configs[g], &plan, &plan32, 100 * g + di, fn, NULL);
+      if (g == 0) for_each_range_case(&plan, &plan32, 100 * g + di, fn, NULL);
       px_plan_free(&plan);
       px_plan_free(&plan32);
     }
 }
+
+static void test_backends_against_cpu(void) { for_each_dtype_case(check_backends); }
 
 /* ======================= collectives and p2p ======================= */
 
@@ -1709,12 +1762,26 @@ static bool collectives_on(px_backend *be, const char *name, px_dtype dt, bool a
   uint64_t sizes[] = {n * el, (n + 2) * el, n * el, (n + 2) * el};
   for (int i = 0; i < 4; i++)
     if (bufs[i]) be->release(be, bufs[i], sizes[i]);
+  /* the host entries: sums of doubles and maxima of ints over the world, in host memory (exact) */
+  double hsum[2] = {0.5 + world_rank, 0.25 * world_rank}, ws = world_size;
+  int hmax[2] = {world_rank, -world_rank};
+  st = !be->host_allreduce(be, PX_GROUP_ALL, hsum, 2, PX_HOST_DOUBLE, PX_RED_SUM, &err) &&
+       !be->host_allreduce(be, PX_GROUP_ALL, hmax, 2, PX_HOST_INT, PX_RED_MAX, &err);
+  bool host_ok = st && hsum[0] == 0.5 * ws + ws * (ws - 1) / 2 && hsum[1] == 0.25 * ws * (ws - 1) / 2 &&
+                 hmax[0] == world_size - 1 && hmax[1] == 0;
+  if (!host_ok)
+    fprintf(stderr, "\n  FAIL %s host_allreduce (%d ranks): sums %g %g, maxima %d %d %s\n", name, world_size, hsum[0],
+            hsum[1], hmax[0], hmax[1], err.msg);
+  ok &= host_ok;
   px_tfree();
   return ok;
 }
 
 static void test_collectives(void) {
   px_op_kind kinds[] = {PX_OP_ALLREDUCE, PX_OP_ALLGATHER, PX_OP_REDUCE_SCATTER, PX_OP_SEND, PX_OP_RECV};
+  bool asked = kind_wanted(PX_OP_ALLTOALL); /* -o */
+  for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) asked |= kind_wanted(kinds[ki]);
+  if (!asked) return;
   if (world_rank == 0) {
     int sizes[3] = {1, 1, 1};
     MPI_Comm_size(comm.tp, &sizes[0]);
@@ -1723,16 +1790,16 @@ static void test_collectives(void) {
     printf("(groups: tp of %d, dp of %d, world of %d ranks) ", sizes[0], sizes[1], sizes[2]);
   }
   for (int bi = 0; bi < nbackends; bi++)
-    for (int di = 0; di < NDT; di++) {
-      const px_plan *plan = &comm_plan[di];
-      px_dtype dt = plan->act_dtype;
+    for (int di = 0; di < NDT && backend_wanted(bi); di++) {
+      const px_env *env = &comm_env[di];
+      px_dtype dt = env->act_dtype;
       bool refused = false;
       for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++) { /* the unit-sized, slotless form: dtype dt */
         px_op op = {.kind = (uint8_t)kinds[ki]};
         for (int j = 0; j < PX_OP_OUTS; j++) op.out[j] = (px_ref){-1, 0};
         for (int j = 0; j < PX_OP_INS; j++) op.in[j] = (px_ref){-1, 0};
         char why[256];
-        if (px_support_op(backends[bi].be, plan, &op, why, sizeof why) == PX_SUPPORT_NO) {
+        if (px_support_op(backends[bi].be, env, &op, why, sizeof why) == PX_SUPPORT_NO) {
           cell *k = &cells[bi][kinds[ki]][di];
           if (!k->skipped++) snprintf(k->why, sizeof k->why, "%s", why), k->where = "collectives";
           refused = true;
@@ -1743,7 +1810,7 @@ static void test_collectives(void) {
       for (int j = 0; j < PX_OP_OUTS; j++) a2a_op.out[j] = (px_ref){-1, 0};
       for (int j = 0; j < PX_OP_INS; j++) a2a_op.in[j] = (px_ref){-1, 0};
       char why[256];
-      bool a2a = px_support_op(backends[bi].be, plan, &a2a_op, why, sizeof why) != PX_SUPPORT_NO;
+      bool a2a = px_support_op(backends[bi].be, env, &a2a_op, why, sizeof why) != PX_SUPPORT_NO;
       cell *ka = &cells[bi][PX_OP_ALLTOALL][di];
       if ((!a2a || refused) && !ka->skipped++)
         snprintf(ka->why, sizeof ka->why, "%s", a2a ? "the other collectives are refused" : why), ka->where = "collectives";
@@ -1769,9 +1836,9 @@ static void test_collectives(void) {
 /* ======================= supports_op and the walk of a plan ======================= */
 
 /* A backend that refuses the fused attention's forward: what the walk says of it. */
-static px_support refuse_flash(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
-  (void)b, (void)plan;
-  if (op->kind != PX_OP_FLASH_ATTN) return PX_SUPPORT_YES;
+static px_support refuse_flash(px_backend *b, const px_exec_op *e, char *why, size_t cap) {
+  (void)b;
+  if (e->op->kind != PX_OP_FLASH_ATTN) return PX_SUPPORT_YES;
   snprintf(why, cap, "a test's refusal");
   return PX_SUPPORT_NO;
 }
@@ -1806,7 +1873,7 @@ static void fill_run(int64_t tp, int64_t pp, const px_fill *swap, double loss[2]
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
   px_comm pc;
-  CU_ASSERT_EQUAL_FATAL(px_comm_init(&pc, &plan, MPI_COMM_WORLD, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_comm_init(&pc, &plan.grid, plan.model.tied_embeddings, MPI_COMM_WORLD, &err), PX_OK);
   px_backend *cpu = NULL;
   CU_ASSERT_EQUAL_FATAL(px_cpu_backend_new(&pc, 1, &cpu, &err), PX_OK);
   px_backend be = *cpu; /* the same backend (impl), another alloc */
@@ -1912,7 +1979,7 @@ static void test_support_walk(void) {
       st = px_support_check(&fake, &plan, &err);
       if (configs[g].attention == PX_ATTN_FLASH) {
         char want[96];
-        snprintf(want, sizeof want, "--backend fake cannot run this plan: flash_attn (%s): a test's refusal",
+        snprintf(want, sizeof want, "`backend` fake cannot run this plan: flash_attn (%s): a test's refusal",
                  px_dtype_names[plan.act_dtype]);
         CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
         if (!strstr(err.msg, want)) fprintf(stderr, "\n  walk: %s\n", err.msg);
@@ -1937,6 +2004,53 @@ static void test_support_walk(void) {
       }
       px_plan_free(&plan);
     }
+}
+
+/* What the executor refuses on every backend (exec/support.c), named by field: fp8 weights (the whole plan),
+ * per-head q/k norms and attention sinks (the attention ops); and sliding-window attention (the ops flagged
+ * PX_OPF_WINDOW, the window from the env), which the cpu backend runs and the others refuse. */
+static void test_support_refusals(void) {
+  px_err err = {0};
+  const config *g = &configs[1]; /* gpt-flash */
+  CU_ASSERT_EQUAL_FATAL(g->attention, PX_ATTN_FLASH);
+  static const struct {
+    const char *what, *says;
+  } cases[] = {{"fp8_params", "fp8 weights (`fp8_params`) are planned and simulated only"},
+               {"qk_norm", "flash_attn (fp32): per-head q/k norms (tiny-gpt) are planned and simulated"},
+               {"attention_sinks", "flash_attn (fp32): attention sinks (tiny-gpt) are planned and simulated"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(plan_of(g, precisions[0], &plan, &err), PX_OK);
+    if (!strcmp(cases[i].what, "fp8_params")) plan.par.fp8_params = 1;
+    if (!strcmp(cases[i].what, "qk_norm")) plan.model.qk_norm = true;
+    if (!strcmp(cases[i].what, "attention_sinks")) plan.model.attention_sinks = true;
+    for (int bi = 0; bi < nbackends; bi++) {
+      CU_ASSERT_EQUAL(px_support_check(backends[bi].be, &plan, &err), PX_ERR_INPUT);
+      if (!strstr(err.msg, cases[i].says)) fprintf(stderr, "\n  %s, %s: %s\n", cases[i].what, backends[bi].name, err.msg);
+      CU_ASSERT(strstr(err.msg, cases[i].says) != NULL);
+    }
+    px_plan_free(&plan);
+  }
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(plan_of(g, precisions[0], &plan, &err), PX_OK);
+  plan.model.sliding_window = 3;
+  int flagged = 0;
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+    for (int32_t i = 0; i < plan.blocks[k].nops; i++)
+      if (plan.blocks[k].ops[i].kind == PX_OP_FLASH_ATTN || plan.blocks[k].ops[i].kind == PX_OP_FLASH_ATTN_BWD)
+        plan.blocks[k].ops[i].flags |= PX_OPF_WINDOW, flagged++;
+  CU_ASSERT(flagged >= 2);
+  for (int bi = 0; bi < nbackends; bi++) {
+    px_status st = px_support_check(backends[bi].be, &plan, &err);
+    if (!strcmp(backends[bi].name, "cpu")) {
+      if (st) fprintf(stderr, "\n  cpu refuses a window: %s\n", err.msg);
+      CU_ASSERT_EQUAL(st, PX_OK);
+    } else {
+      CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
+      CU_ASSERT(strstr(err.msg, "sliding-window attention (a window of 3 tokens)") != NULL);
+    }
+  }
+  px_plan_free(&plan);
 }
 
 /* ======================= fp8 (the cpu backend's emulation) ======================= */
@@ -1995,11 +2109,11 @@ static const px_op *cast_of(const px_plan *plan, int s) {
 /* Cast x (n elements of slot s's cast) on the cpu backend for `layer` in `step` into q, and check every code against
  * f8_code of x times the recipe's scale (per tensor: 448 or 57344 over amax, delayed: over ref_amax when
  * > 0; blockwise: each 1 x 128 tile of a row's own); dec gets the codes' values, what an fp8 GEMM reads. */
-static bool cast_check(const px_plan *plan, const px_op *cast, const float *x, uint8_t *q, float *dec, int64_t layer,
-                       int64_t step, double ref_amax) {
+static bool cast_check(const px_plan *plan, const px_env *env, const px_op *cast, const float *x, uint8_t *q,
+                       float *dec, int64_t layer, int64_t step, double ref_amax) {
   px_backend *be = backends[0].be;
   px_err err = {0};
-  px_exec_op e = {.plan = plan, .op = cast, .layer = layer, .step = step};
+  px_exec_op e = {.env = env, .op = cast, .layer = layer, .step = step};
   e.in[0] = (void *)x, e.out[0] = q;
   CU_ASSERT_EQUAL_FATAL(be->op(be, &e, &err), PX_OK);
   bool e5 = cast->flags & PX_OPF_E5M2, block = plan->par.fp8_recipe == PX_FP8_BLOCKWISE;
@@ -2045,7 +2159,7 @@ static void weight_ref(float *y, const float *w, int64_t El, int64_t n, int64_t 
 /* Every fp8 GEMM of the plan's layer (forward, data and weight gradients) on the cpu backend: each fp8
  * input made by its cast (checked code by code), the weight given in fp32; its outputs must equal the
  * fp32 op's (the flags cleared) on the inputs' fp8 values computed here, within REF_RED. Returns the ops run. */
-static int fp8_gemms(const px_plan *plan) {
+static int fp8_gemms(const px_plan *plan, const px_env *env) {
   px_backend *be = backends[0].be;
   bool block = plan->par.fp8_recipe == PX_FP8_BLOCKWISE;
   int ran = 0;
@@ -2054,7 +2168,7 @@ static int fp8_gemms(const px_plan *plan) {
       const px_op *o = &plan->blocks[k].ops[i];
       if (!(o->flags & PX_OPF_FP8) || px_op_family_of((px_op_kind)o->kind) != PX_FAM_GEMM || px_op_is_moe((px_op_kind)o->kind))
         continue;
-      px_exec_op e = {.plan = plan, .op = o, .layer = 0, .step = 5}, t = e;
+      px_exec_op e = {.env = env, .op = o, .layer = 0, .step = 5}, t = e;
       px_op twin = *o;
       twin.flags &= (uint16_t)~(PX_OPF_FP8 | PX_OPF_FP8_BLOCK);
       t.op = &twin;
@@ -2068,7 +2182,7 @@ static int fp8_gemms(const px_plan *plan) {
           const px_op *c = cast_of(plan, o->in[j].slot);
           CU_ASSERT_PTR_NOT_NULL_FATAL(c);
           uint8_t *q = px_talloc((size_t)n);
-          ok &= cast_check(plan, c, x, q, dec, 0, 5, 0);
+          ok &= cast_check(plan, env, c, x, q, dec, 0, 5, 0);
           e.in[j] = q, t.in[j] = dec;
         } else if (s->kind == PX_SLOT_PARAM && s->fp8) {
           weight_ref(dec, x, 1, o->dim[1], o->dim[2], block);
@@ -2105,7 +2219,7 @@ static int fp8_gemms(const px_plan *plan) {
 /* Delayed scaling (TE's): a step's scale comes from the largest amax of the steps before it (the first
  * step's own): at step 6 a tensor half as large keeps step 5's scale; at step 7 one twice as large
  * saturates at 448. */
-static void fp8_delayed(const px_plan *plan) {
+static void fp8_delayed(const px_plan *plan, const px_env *env) {
   const px_op *c = NULL;
   for (int k = 0; k < PX_BLOCK_KIND_COUNT && !c; k++)
     for (int32_t i = 0; i < plan->blocks[k].nops && !c; i++)
@@ -2118,11 +2232,11 @@ static void fp8_delayed(const px_plan *plan) {
   uint8_t *q = px_talloc((size_t)n);
   double amax = 0;
   for (int64_t i = 0; i < n; i++) amax = fmax(amax, fabs((double)x[i]));
-  CU_ASSERT(cast_check(plan, c, x, q, dec, 7, 100, 0)); /* layer 7's first cast: no history yet */
+  CU_ASSERT(cast_check(plan, env, c, x, q, dec, 7, 100, 0)); /* layer 7's first cast: no history yet */
   for (int64_t i = 0; i < n; i++) x[i] *= 0.5f;
-  CU_ASSERT(cast_check(plan, c, x, q, dec, 7, 101, amax));
+  CU_ASSERT(cast_check(plan, env, c, x, q, dec, 7, 101, amax));
   for (int64_t i = 0; i < n; i++) x[i] *= 4.0f;
-  CU_ASSERT(cast_check(plan, c, x, q, dec, 7, 102, amax));
+  CU_ASSERT(cast_check(plan, env, c, x, q, dec, 7, 102, amax));
   int64_t top = 0;
   for (int64_t i = 0; i < n; i++) top += (q[i] & 0x7f) == 0x7e;
   CU_ASSERT(top > 1); /* saturated: every value beyond the old amax */
@@ -2132,17 +2246,20 @@ static void test_fp8(void) {
   px_err err = {0};
   for (int r = 0; r < PX_FP8_RECIPE_COUNT; r++) {
     px_plan plan;
+    px_env env;
     CU_ASSERT_EQUAL_FATAL(plan_fp8((px_fp8_recipe)r, &plan, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
     CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK); /* the cpu backend runs the plan */
-    int ran = fp8_gemms(&plan);
+    int ran = fp8_gemms(&plan, &env);
     CU_ASSERT(ran >= 12); /* qkv, proj, fc1, fc2: forward, data and weight gradients */
-    if (r == PX_FP8_DELAYED) fp8_delayed(&plan);
+    if (r == PX_FP8_DELAYED) fp8_delayed(&plan, &env);
     if (!r && ran) ref_ok[PX_OP_CAST]++;
     /* any other backend: refuses the plan, naming fp8 (cuda: blockwise, and GEMM sizes that are not multiples of 16) */
     for (int bi = 1; bi < nbackends; bi++) {
       CU_ASSERT_EQUAL(px_support_check(backends[bi].be, &plan, &err), PX_ERR_INPUT);
       CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "fp8"));
     }
+    px_env_free(&env);
     px_plan_free(&plan);
   }
   px_tfree();
@@ -2171,12 +2288,14 @@ static void test_fp8_cuda(void) {
       continue;
     }
     CU_ASSERT_EQUAL(px_support_check(gpu, &plan, &err), PX_OK);
+    px_env env;
+    CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
     int ran = 0;
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
       for (int32_t i = 0; i < plan.blocks[k].nops; i++) {
         const px_op *o = &plan.blocks[k].ops[i];
         if (!(o->flags & PX_OPF_FP8) || px_op_family_of((px_op_kind)o->kind) != PX_FAM_GEMM) continue;
-        px_exec_op ec = {.plan = &plan, .op = o, .layer = 0, .step = 5}, eg = ec;
+        px_exec_op ec = {.env = &env, .op = o, .layer = 0, .step = 5}, eg = ec;
         bool ok = true;
         for (int j = 0; j < PX_OP_INS && ok; j++) {
           if (o->in[j].slot < 0) continue;
@@ -2194,7 +2313,7 @@ static void test_fp8_cuda(void) {
           uint8_t *q = px_talloc((size_t)n), *got = px_talloc((size_t)n);
           void *dq = NULL;
           CU_ASSERT_EQUAL_FATAL(gpu->alloc(gpu, (uint64_t)n, PX_FILL_POISON, PX_POOL_STEP, &dq, &err), PX_OK);
-          px_exec_op cc = {.plan = &plan, .op = c, .layer = 0, .step = 5}, cg = cc;
+          px_exec_op cc = {.env = &env, .op = c, .layer = 0, .step = 5}, cg = cc;
           cc.in[0] = x, cc.out[0] = q, cg.in[0] = dx, cg.out[0] = dq;
           CU_ASSERT_EQUAL_FATAL(cpu->op(cpu, &cc, &err), PX_OK);
           if (gpu->op(gpu, &cg, &err) || gpu->sync(gpu, &err) || gpu->download(gpu, got, dq, (uint64_t)n, &err)) {
@@ -2236,6 +2355,7 @@ static void test_fp8_cuda(void) {
         ran += ok;
       }
     CU_ASSERT(ran >= 12); /* qkv, proj, fc1, fc2: forward, data and weight gradients */
+    px_env_free(&env);
     px_plan_free(&plan);
   }
   px_tfree();
@@ -2258,11 +2378,12 @@ static void cell_text(const cell *k, char *out, size_t cap) {
 static void print_table(void) {
   if (world_rank != 0) return;
   for (int bi = 0; bi < nbackends; bi++) {
+    if (!backend_wanted(bi)) continue;
     printf("\n  backend %-12s fp32             bf16             fp16\n", backends[bi].name);
     for (int kind = 0; kind < PX_OP_COUNT; kind++) {
       char t[NDT][40];
       for (int di = 0; di < NDT; di++) cell_text(&cells[bi][kind][di], t[di], sizeof t[di]);
-      if (collectives_only && !is_comm((px_op_kind)kind)) continue;
+      if ((collectives_only && !is_comm((px_op_kind)kind)) || !kind_wanted((px_op_kind)kind)) continue;
       printf("  %-20s %-16s %-16s %-16s\n", px_op_names[kind], t[0], t[1], t[2]);
     }
     bool said[PX_OP_COUNT][NDT] = {{false}};
@@ -2310,7 +2431,7 @@ static void test_every_kind_tested(void) {
           continue;
         }
         char why[256] = "";
-        CU_ASSERT_EQUAL(px_support_op(backends[bi].be, &comm_plan[0], &op, why, sizeof why), PX_SUPPORT_NO);
+        CU_ASSERT_EQUAL(px_support_op(backends[bi].be, &comm_env[0], &op, why, sizeof why), PX_SUPPORT_NO);
         CU_ASSERT_PTR_NOT_NULL(strstr(why, "fp8"));
       }
       continue;
@@ -2330,7 +2451,101 @@ static void test_every_kind_tested(void) {
   print_table();
 }
 
+/* ======================= --perf: the ops timed ======================= */
+
+/* A row per case: its kind, dtype, plan and sizes, then each backend's time
+ * a run and rate (GFLOP/s of the op's FLOPs, else GB/s of its bytes; *: run
+ * on fp32 copies, as the backend widens it). Printed, never asserted. */
+static void perf_case(opcase *c, void *ctx) {
+  (void)ctx;
+  if (!kind_wanted((px_op_kind)c->op.kind)) return;
+  char dims[80];
+  snprintf(dims, sizeof dims, "%lld %lld %lld %lld %lld %lld", (long long)c->op.dim[0], (long long)c->op.dim[1],
+           (long long)c->op.dim[2], (long long)c->op.dim[3], (long long)c->op.dim[4], (long long)c->op.dim[5]);
+  char row[512];
+  int n = snprintf(row, sizeof row, "  %-20s %-5s %-14s %-30s", px_op_names[c->op.kind], px_dtype_names[c->dt],
+                   c->cfg ? c->cfg->name : "ranges", dims);
+  for (int bi = 0; bi < nbackends && n < (int)sizeof row; bi++) {
+    if (!backend_wanted(bi)) continue;
+    char why[256];
+    px_support s = px_support_op(backends[bi].be, &c->env, &c->op, why, sizeof why);
+    float *got[MAXB] = {0};
+    double sumsq = 0;
+    px_err err = {0};
+    if (s == PX_SUPPORT_NO || run_on(backends[bi].be, c, false, got, &sumsq, &err)) {
+      n += snprintf(row + n, sizeof row - (size_t)n, "  %-31s", s == PX_SUPPORT_NO ? "skipped" : "failed");
+      continue;
+    }
+    double rate = c->op.flops > 0 ? c->op.flops / perf_op_s / 1e9 : c->op.bytes / perf_op_s / 1e9;
+    n += snprintf(row + n, sizeof row - (size_t)n, "  %10.2f us %8.2f %-7s%c", perf_op_s * 1e6, rate,
+                  c->op.flops > 0 ? "GFLOP/s" : "GB/s", s == PX_SUPPORT_WIDENED ? '*' : ' ');
+  }
+  if (world_rank == 0) printf("%s\n", row);
+}
+
+static void test_perf(void) {
+  if (world_rank == 0) {
+    printf("\n  %-20s %-5s %-14s %-30s", "op", "dtype", "plan", "dims");
+    for (int bi = 0; bi < nbackends; bi++)
+      if (backend_wanted(bi)) printf("  %-31s", backends[bi].name);
+    printf("\n");
+  }
+  for_each_dtype_case(perf_case);
+}
+
 /* ======================= set-up ======================= */
+
+static const char usage[] =
+    "usage: test_backend_ops [-o OP[,OP...]] [-b cpu|cuda] [--perf] [--collectives]\n"
+    "  -o OP        only the ops of these kinds (parallax's op names: linear, flash_attn, ...)\n"
+    "  -b BACKEND   only this backend (cpu, or cuda where a device is); the cpu backend still computes\n"
+    "               what the others are compared with\n"
+    "  --perf       time each op case on each backend and print the table (no checks)\n"
+    "  --collectives  the collectives and fills only, across the ranks of mpirun -np N\n";
+
+/* The command line into the filters; 0 to go on, else the exit status (2: bad usage). */
+static int parse_args(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--collectives")) {
+      collectives_only = true;
+    } else if (!strcmp(a, "--perf")) {
+      perf_mode = true;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      if (world_rank == 0) fputs(usage, stdout);
+      return -1;
+    } else if ((!strcmp(a, "-o") || !strcmp(a, "-b")) && i + 1 == argc) {
+      fprintf(stderr, "test_backend_ops: %s needs a value\n%s", a, usage);
+      return 2;
+    } else if (!strcmp(a, "-b")) {
+      backend_asked = argv[++i];
+      if (strcmp(backend_asked, "cpu") && strcmp(backend_asked, "cuda")) {
+        fprintf(stderr, "test_backend_ops: -b: '%s' is not one of cpu|cuda\n", backend_asked);
+        return 2;
+      }
+    } else if (!strcmp(a, "-o")) {
+      kind_filtered = true;
+      char list[512];
+      snprintf(list, sizeof list, "%s", argv[++i]);
+      char *save = NULL;
+      for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < PX_OP_COUNT && strcmp(px_op_names[k], name)) k++;
+        if (k == PX_OP_COUNT) {
+          fprintf(stderr, "test_backend_ops: -o: '%s' is not an op kind; the kinds:", name);
+          for (k = 0; k < PX_OP_COUNT; k++) fprintf(stderr, " %s", px_op_names[k]);
+          fputc('\n', stderr);
+          return 2;
+        }
+        kind_asked[k] = true;
+      }
+    } else {
+      fprintf(stderr, "test_backend_ops: unknown argument '%s'\n%s", a, usage);
+      return 2;
+    }
+  }
+  return 0;
+}
 
 static px_status comm_setup(px_err *err) {
   /* the communicators: tp 2 x dp N/2 when N > 1 ranks, so TP, DP and world groups all have members */
@@ -2346,8 +2561,9 @@ static px_status comm_setup(px_err *err) {
     p.pp = 1, p.dp = world_size / p.tp, p.mbs = 1, p.gbs = p.dp, p.precision = (int)precisions[di];
     px_parallel_resolve(&p, &m, &c);
     st = px_plan_compile(&comm_plan[di], &m, &c, &p, err);
+    if (!st) st = px_env_init(&comm_env[di], &comm_plan[di], 0, 0, err);
   }
-  if (!st) st = px_comm_init(&comm, &comm_plan[0], MPI_COMM_WORLD, err);
+  if (!st) st = px_comm_init(&comm, &comm_plan[0].grid, comm_plan[0].model.tied_embeddings, MPI_COMM_WORLD, err);
   return st;
 }
 
@@ -2355,7 +2571,11 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  collectives_only = argc > 1 && !strcmp(argv[1], "--collectives");
+  int code = parse_args(argc, argv);
+  if (code) {
+    MPI_Finalize();
+    return code < 0 ? 0 : code;
+  }
   px_err err = {0};
   px_status st = comm_setup(&err);
   if (!st) st = px_cpu_backend_new(&comm, 0, &backends[0].be, &err);
@@ -2370,10 +2590,17 @@ int main(int argc, char **argv) {
     printf("cuda backend: not tested here (tests/gpu/emu/run.sh runs this suite on the emulator): %s\n",
            cuda ? "no CUDA device" : why.msg);
   }
-  if (st) {
-    fprintf(stderr, "test_backend_ops: %s\n", err.msg);
+  bool have = !backend_asked;
+  for (int bi = 0; bi < nbackends; bi++) have |= backend_wanted(bi);
+  if (!st && !have) { /* -b cuda without a device: skipped (77, as ctest's gpu tests) */
+    if (world_rank == 0) printf("test_backend_ops: -b %s: no %s backend here\n", backend_asked, backend_asked);
+    code = 77;
+  }
+  if (st || code) {
+    if (st) fprintf(stderr, "test_backend_ops: %s\n", err.msg);
+    for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);
     MPI_Finalize();
-    return 1;
+    return st ? 1 : code;
   }
   static const px_test all[] = {
       {"the cpu backend against double-precision references (fp32)", test_cpu_against_references},
@@ -2381,6 +2608,7 @@ int main(int argc, char **argv) {
       {"collectives and p2p through the backend entries", test_collectives},
       {"allocation fills: none, poison, zero", test_fills},
       {"supports_op, and the walk of a plan refusing what a backend cannot run", test_support_walk},
+      {"the executor's own refusals (fp8 weights, q/k norms, sinks) and the window", test_support_refusals},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
       {"every op kind has a test", test_every_kind_tested},
@@ -2389,12 +2617,21 @@ int main(int argc, char **argv) {
       {"collectives and p2p through the backend entries", test_collectives},
       {"allocation fills, and the interpreter's on ZeRO-3 plans with PP and with TP", test_fills},
   };
-  int rc = collectives_only ? px_test_main("backend_ops_collectives", coll, sizeof coll / sizeof coll[0])
-                            : px_test_main("backend_ops", all, sizeof all / sizeof all[0]);
-  if (collectives_only) print_table();
+  /* -o, -b: the op cases and collectives of those kinds and backends, without the whole-suite checks */
+  static const px_test filtered[] = {
+      {"the cpu backend against double-precision references (fp32)", test_cpu_against_references},
+      {"every backend against the cpu backend (fp32, bf16, fp16)", test_backends_against_cpu},
+      {"collectives and p2p through the backend entries", test_collectives},
+  };
+  static const px_test perf[] = {{"each op case timed on each backend (never asserted)", test_perf}};
+  int rc = perf_mode          ? px_test_main("backend_ops_perf", perf, 1)
+           : collectives_only ? px_test_main("backend_ops_collectives", coll, sizeof coll / sizeof coll[0])
+           : kind_filtered || backend_asked ? px_test_main("backend_ops_filtered", filtered, sizeof filtered / sizeof filtered[0])
+                                            : px_test_main("backend_ops", all, sizeof all / sizeof all[0]);
+  if (collectives_only || ((kind_filtered || backend_asked) && !perf_mode)) print_table();
   for (int bi = nbackends - 1; bi >= 0; bi--) backends[bi].be->destroy(backends[bi].be);
   px_comm_deinit(&comm);
-  for (int di = 0; di < NDT; di++) px_plan_free(&comm_plan[di]);
+  for (int di = 0; di < NDT; di++) px_env_free(&comm_env[di]), px_plan_free(&comm_plan[di]);
   MPI_Finalize();
   return rc;
 }

@@ -75,16 +75,20 @@ static void test_round_trip(void) {
   px_test_rm_tree(dir);
 }
 
-/* The installed table reads, and holds the H100 and A100 bands the validation tests make. */
+/* The installed table reads, and holds the H100 and A100 bands the validation suites make: the dense runs'
+ * (test_validation_runs) and the MoE runs' (test_validation_moe). */
 static void test_installed(void) {
   px_bands b;
   px_err err = {0};
   px_status st = px_bands_load(NULL, &b, &err);
   if (st) fprintf(stderr, "\n  %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(st, PX_OK);
-  px_band_key h8 = key("H100", "fp8", false), a16 = key("A100", "fp16", false);
+  px_band_key h8 = key("H100", "fp8", false), a16 = key("A100", "fp16", false), h8m = key("H100", "fp8", true);
+  px_band_key h16m = key("H100", "bf16", true);
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h8));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &a16));
+  CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h8m));
+  CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h16m));
   px_bands_free(&b);
 }
 

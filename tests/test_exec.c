@@ -99,10 +99,10 @@ static void compile_fp8(int recipe, px_plan *plan) { compile_fp8_pp(recipe, 1, 0
 static void test_amax_keys(void) {
   px_plan plan;
   compile_fp8(PX_FP8_DELAYED, &plan);
-  int64_t n = px_amax_keys(&plan, 0, NULL, 0);
+  int64_t n = px_param_amax_keys(&plan, 0, NULL, 0);
   CU_ASSERT_FATAL(n > 4 * plan.model.layers);
   px_amax_key *k = px_talloc((size_t)n * sizeof *k);
-  CU_ASSERT_EQUAL(px_amax_keys(&plan, 0, k, n), n);
+  CU_ASSERT_EQUAL(px_param_amax_keys(&plan, 0, k, n), n);
   for (int64_t i = 0; i < n; i++) {
     const px_slot *s = &plan.slots[k[i].slot];
     CU_ASSERT((s->kind == PX_SLOT_PARAM && s->fp8) || s->dtype == PX_DTYPE_FP8);
@@ -117,9 +117,9 @@ static void test_amax_keys(void) {
   for (int sched = PX_SCHED_GPIPE; sched < PX_SCHED_COUNT; sched++) {
     compile_fp8_pp(PX_FP8_DELAYED, 2, sched, &plan);
     for (int64_t st = 0; st < 2; st++) {
-      int64_t nk = px_amax_keys(&plan, st, NULL, 0), missing = 0;
+      int64_t nk = px_param_amax_keys(&plan, st, NULL, 0), missing = 0;
       px_amax_key *ks = px_talloc((size_t)nk * sizeof *ks + 1);
-      px_amax_keys(&plan, st, ks, nk);
+      px_param_amax_keys(&plan, st, ks, nk);
       px_op_iter it = px_op_iter_begin(&plan, st);
       for (const px_op *o; (o = px_op_next(&it));)
         for (int j = -1; j < PX_OP_INS; j++) {
@@ -139,7 +139,7 @@ static void test_amax_keys(void) {
     px_plan_free(&plan);
   }
   compile_fp8(PX_FP8_CURRENT, &plan);
-  CU_ASSERT_EQUAL(px_amax_keys(&plan, 0, NULL, 0), 0);
+  CU_ASSERT_EQUAL(px_param_amax_keys(&plan, 0, NULL, 0), 0);
   px_plan_free(&plan);
   px_tfree();
 }

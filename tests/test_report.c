@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/paths.h"
 #include "report/html.h"
 #include "report/plots.h"
 #include "report/sweepjson.h"
+#include "report/trace.h"
+#include "sim/sim.h"
 #include "tests/testutil.h"
 
 static const char *const sample_files[] = {"plans.dat",    "heatmap.dat", "memory.dat",
@@ -376,6 +379,61 @@ static void test_fixed_choices(void) {
   free(dir);
 }
 
+/* The simulated step's writers: a Chrome trace with a process per stage, a
+ * thread per stream and an event per span; a timeline with a line per span,
+ * its kinds those the timeline plot colours. */
+static void test_trace_files(void) {
+  px_err err = {0};
+  px_model m;
+  px_cluster c;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 8, 0, &err), PX_OK);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 2, p.pp = 2, p.mbs = 1, p.gbs = 8, p.schedule = PX_SCHED_ZB_H1;
+  px_parallel_resolve(&p, &m, &c);
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
+  px_sim_opts o = {.record_spans = true};
+  px_sim_result r;
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+  CU_ASSERT_FATAL(r.nspans > 0);
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  char trace[4200], timeline[4200];
+  snprintf(trace, sizeof trace, "%s/trace.json", dir);
+  snprintf(timeline, sizeof timeline, "%s/timeline.dat", dir);
+  CU_ASSERT_EQUAL_FATAL(px_report_trace(&r, trace, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_report_timeline(&plan, &r, timeline, &err), PX_OK);
+  cJSON *root = NULL;
+  CU_ASSERT_EQUAL_FATAL(px_json_load(trace, &root, &err), PX_OK);
+  const cJSON *evs = cJSON_GetObjectItem(root, "traceEvents");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(evs), 2 * (1 + PX_STREAM_COUNT) + r.nspans);
+  int spans = 0, named = 0;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, evs) {
+    const char *ph = cJSON_GetStringValue(cJSON_GetObjectItem(e, "ph"));
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+    if (ph && !strcmp(ph, "X")) spans++;
+    if (name && !strcmp(name, "thread_name")) named++;
+  }
+  CU_ASSERT_EQUAL(spans, r.nspans);
+  CU_ASSERT_EQUAL(named, 2 * PX_STREAM_COUNT);
+  cJSON_Delete(root);
+  char *text = read_text(dir, "timeline.dat");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT(!strncmp(text, "# one simulated step of tiny:", 29));
+  CU_ASSERT_EQUAL(count_of(text, "\n"), 2 + r.nspans);
+  CU_ASSERT(strstr(text, " fwd ") && strstr(text, " bwd ") && strstr(text, " wgrad ") && strstr(text, " comm "));
+  free(text);
+  CU_ASSERT(no_tmp_left(dir));
+  rm_tree(dir);
+  free(dir);
+  px_sim_result_free(&r);
+  px_plan_free(&plan);
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--keep")) {
     px_err err = {0};
@@ -399,6 +457,7 @@ int main(int argc, char **argv) {
       {"JSON strings are HTML-escaped", test_escaping},
       {"question.fixed: only what was fixed", test_fixed_json},
       {"Fixed choices: only the fixed flags", test_fixed_choices},
+      {"a simulated step's trace and timeline", test_trace_files},
   };
   return px_test_main("report", tests, sizeof tests / sizeof tests[0]);
 }

@@ -103,9 +103,9 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record, bool
         continue;
       }
       if (ps[i].kind == PX_STATE_FP8_AMAX) {
-        int64_t nk = px_amax_keys(p, rk.stage, NULL, 0);
+        int64_t nk = px_param_amax_keys(p, rk.stage, NULL, 0);
         px_amax_key *keys = px_talloc((size_t)nk * sizeof *keys);
-        px_amax_keys(p, rk.stage, keys, nk);
+        px_param_amax_keys(p, rk.stage, keys, nk);
         for (int64_t j = 0; j < nk; j++)
           for (int e = 0; e < PX_FP8_AMAX_HISTORY; e++)
             t[i].data[j * PX_FP8_AMAX_HISTORY + e] =
@@ -181,18 +181,18 @@ static void check_owned(const px_plan *p) {
  * them) into want: by tensor name and layer, the largest over the old ranks at rk's place along each axis
  * the plans share (TP; DP x CP x EP), over every place along an axis that changes (exec/reshard.c). */
 static void want_amax(const px_plan *a, bool a_amax, const px_plan *b, const px_param_rank *rk, float *want) {
-  int64_t n = px_amax_keys(b, rk->stage, NULL, 0);
+  int64_t n = px_param_amax_keys(b, rk->stage, NULL, 0);
   px_amax_key *keys = px_talloc((size_t)n * sizeof *keys + 1);
-  px_amax_keys(b, rk->stage, keys, n);
+  px_param_amax_keys(b, rk->stage, keys, n);
   bool same_tp = a->par.tp == b->par.tp;
   bool same_data = a->par.dp == b->par.dp && a->par.cp == b->par.cp && a->par.ep == b->par.ep;
   for (int64_t q = 0; a_amax && q < a->grid.world; q++) {
     px_param_rank o;
     px_param_rank_of(a, q, &o);
     if ((same_tp && o.tp_rank != rk->tp_rank) || (same_data && o.wdp_rank != rk->wdp_rank)) continue;
-    int64_t m = px_amax_keys(a, o.stage, NULL, 0);
+    int64_t m = px_param_amax_keys(a, o.stage, NULL, 0);
     px_amax_key *old = px_talloc((size_t)m * sizeof *old + 1);
-    px_amax_keys(a, o.stage, old, m);
+    px_param_amax_keys(a, o.stage, old, m);
     for (int64_t i = 0; i < n; i++) {
       const char *name = b->slots[keys[i].slot].name;
       for (int64_t j = 0; j < m; j++)
@@ -316,7 +316,7 @@ static void test_pairs(void) {
       snprintf(what, sizeof what, "pair %zu", i);
       check_resharded(&a, i != legacy, &b, px_test_tmp("new"), what);
       /* the new plan keeps histories the old checkpoint does not hold: they start afresh, said so */
-      bool fresh = px_amax_keys(&b, 0, NULL, 0) > 0 && (px_amax_keys(&a, 0, NULL, 0) == 0 || i == legacy);
+      bool fresh = px_param_amax_keys(&b, 0, NULL, 0) > 0 && (px_param_amax_keys(&a, 0, NULL, 0) == 0 || i == legacy);
       CU_ASSERT_EQUAL(px_reshard_amax_fresh(r), fresh);
     }
     px_reshard_free(r);

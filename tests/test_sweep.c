@@ -1,11 +1,13 @@
 /* Plan search: hand-derivable best plans are found, nothing that does not
  * fit is ranked, fixed flags stay fixed, the objectives order as they say,
- * and the failure model's figures by hand (tests/data/failure_rates.md). */
+ * and the failure model's figures by hand (tests/data/failure_rates.md);
+ * re-planning for fewer ranks (sim/replan.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/replan.h"
 #include "sim/sweep.h"
 #include "tests/testutil.h"
 
@@ -368,6 +370,151 @@ static void test_gpt3_zero3_fits(void) {
   }
 }
 
+/* ---- re-planning for fewer ranks (sim/replan.h) ---- */
+
+/* A backend for px_replan_best: it logs the plans offered and refuses the
+ * first `refuse` of each ranking (-1: all), with status `fail` instead of
+ * PX_ERR_INPUT when that is set. */
+typedef struct {
+  int refuse;
+  px_status fail;
+  int n;
+  char *seen[4]; /* the first plans offered: their choices as JSON */
+} backend_log;
+
+static char *par_text(const px_parallel *p) {
+  cJSON *j = px_parallel_to_json(p);
+  char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  return s;
+}
+
+static px_status backend(void *ctx, const px_plan *plan, int64_t ranks, int64_t refused, px_err *why) {
+  backend_log *l = ctx;
+  CU_ASSERT_EQUAL(plan->grid.world, ranks);
+  if (l->n < 4) l->seen[l->n] = par_text(&plan->par);
+  l->n++;
+  if (l->refuse >= 0 && refused >= l->refuse) return PX_OK;
+  return px_err_set(why, l->fail ? l->fail : PX_ERR_INPUT, "not on this backend");
+}
+
+static void backend_log_free(backend_log *l) {
+  for (int i = 0; i < 4 && i < l->n; i++) cJSON_free(l->seen[i]);
+}
+
+/* tiny trained on 8 GPUs as tp 2 x pp 2 x dp 2, 16 sequences of 16 tokens
+ * in fp32: o gets that training and keeps tp 2 and pp 2. */
+static void replan_setup(px_model *m, px_cluster *c, px_replan_opts *o) {
+  load("tiny", "dgx-h100", 8, m, c);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.tp = 2, p.pp = 2, p.gbs = 16, p.seq = 16, p.precision = PX_PREC_FP32;
+  px_parallel_resolve(&p, m, c);
+  px_plan plan;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, m, c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(plan.grid.dp, 2);
+  memset(o, 0, sizeof *o);
+  px_parallel_unset(&o->fixed);
+  o->fixed.tp = 2, o->fixed.pp = 2;
+  o->train = plan.par;
+  px_plan_free(&plan);
+}
+
+/* Fewer ranks: the most that a plan fits, the training's global batch,
+ * sequence and precision kept; tp 2 and pp 2 kept where the ranks allow
+ * them (4), dropped where they do not (5, 6). */
+static void test_replan_fewer_ranks(void) {
+  px_model m;
+  px_cluster c;
+  px_replan_opts o;
+  replan_setup(&m, &c, &o);
+  for (int64_t max = 4; max <= 6; max++) {
+    o.max_ranks = max, o.min_ranks = 1;
+    px_replan r;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_replan_best(&m, &c, &o, &r, &err), PX_OK);
+    CU_ASSERT(r.ranks >= 1 && r.ranks <= max);
+    CU_ASSERT_EQUAL(r.plan.grid.world, r.ranks);
+    CU_ASSERT_EQUAL(r.cluster.gpus, r.ranks);
+    CU_ASSERT_EQUAL(r.plan.par.gbs, 16);
+    CU_ASSERT_EQUAL(r.plan.par.seq, 16);
+    CU_ASSERT_EQUAL(r.plan.par.precision, PX_PREC_FP32);
+    CU_ASSERT_EQUAL(r.refused, 0);
+    CU_ASSERT_EQUAL(r.relaxed, r.ranks % 4 != 0);
+    if (!r.relaxed) CU_ASSERT(r.plan.par.tp == 2 && r.plan.par.pp == 2);
+    if (max == 4) CU_ASSERT(r.ranks == 4 && r.plan.grid.dp == 1);
+    px_plan_free(&r.plan);
+  }
+}
+
+/* The backend refuses the best plan: the second of the ranking, and the
+ * count of those refused. */
+static void test_replan_refused(void) {
+  px_model m;
+  px_cluster c;
+  px_replan_opts o;
+  replan_setup(&m, &c, &o);
+  px_parallel_unset(&o.fixed); /* a ranking of many plans */
+  o.max_ranks = 4, o.min_ranks = 4;
+  o.runs = backend;
+  backend_log all = {.refuse = 0}, first = {.refuse = 1};
+  px_replan r;
+  px_err err = {0};
+  o.runs_ctx = &all;
+  CU_ASSERT_EQUAL_FATAL(px_replan_best(&m, &c, &o, &r, &err), PX_OK);
+  CU_ASSERT(all.n == 1 && r.refused == 0);
+  px_plan_free(&r.plan);
+  o.runs_ctx = &first;
+  CU_ASSERT_EQUAL_FATAL(px_replan_best(&m, &c, &o, &r, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(first.n, 2);
+  CU_ASSERT_EQUAL(r.refused, 1);
+  CU_ASSERT_STRING_EQUAL(first.seen[0], all.seen[0]); /* the best, refused */
+  CU_ASSERT(strcmp(first.seen[1], first.seen[0]) != 0);
+  char *taken = par_text(&r.plan.par);
+  CU_ASSERT_STRING_EQUAL(taken, first.seen[1]);
+  CU_ASSERT_EQUAL(r.plan.par.gbs, 16);
+  cJSON_free(taken);
+  px_plan_free(&r.plan);
+  backend_log_free(&all);
+  backend_log_free(&first);
+}
+
+/* No plan: every one refused, none fits, or the backend's own failure. */
+static void test_replan_none(void) {
+  px_model m;
+  px_cluster c;
+  px_replan_opts o;
+  replan_setup(&m, &c, &o);
+  o.max_ranks = 4, o.min_ranks = 1;
+  o.runs = backend;
+  backend_log none = {.refuse = -1};
+  o.runs_ctx = &none;
+  px_replan r;
+  px_err err = {0};
+  CU_ASSERT_EQUAL(px_replan_best(&m, &c, &o, &r, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_STRING_EQUAL(err.msg, "no plan of tiny fits on 1 to 4 ranks");
+  CU_ASSERT(none.n > 4);
+  backend_log_free(&none);
+
+  backend_log failing = {.refuse = -1, .fail = PX_ERR_RUNTIME};
+  o.runs_ctx = &failing;
+  CU_ASSERT_EQUAL(px_replan_best(&m, &c, &o, &r, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_STRING_EQUAL(err.msg, "not on this backend");
+  CU_ASSERT_EQUAL(failing.n, 1); /* the first failure ends it */
+  backend_log_free(&failing);
+
+  px_model big;
+  px_cluster big_c;
+  load("llama3-405b", "dgx-h100", 8, &big, &big_c);
+  o.train.seq = 8192;
+  o.max_ranks = 2, o.min_ranks = 1;
+  o.runs = NULL;
+  CU_ASSERT_EQUAL(px_replan_best(&big, &big_c, &o, &r, &err), PX_ERR_RUNTIME);
+  CU_ASSERT_STRING_EQUAL(err.msg, "no plan of llama3-405b fits on 1 to 2 ranks");
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"a small model on one node: pure data parallel wins", test_small_model_pure_dp},
@@ -378,6 +525,9 @@ int main(void) {
       {"pruned by the bound: the same top plans and alternatives, every objective, split or not", test_pruned_same_ranking},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
       {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
+      {"re-planned for fewer ranks: the global batch, sequence and precision kept", test_replan_fewer_ranks},
+      {"re-planned: a plan the backend refuses gives way to the next", test_replan_refused},
+      {"re-planned: no plan on any rank count, or the backend's failure, is an error", test_replan_none},
   };
   return px_test_main("sweep", tests, sizeof tests / sizeof tests[0]);
 }

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "exec/cpu/fp8.h"
-#include "exec/support.h"
+#include "exec/contract.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
@@ -96,7 +96,7 @@ static px_status cpu_dropout(const px_exec_op *e) {
   if (bias) /* bias of a row-parallel layer, added before the dropout */
     for (int64_t r = 0; r < n / d[2]; r++)
       for (int64_t c = 0; c < d[2]; c++) y[r * d[2] + c] += bias[c];
-  int64_t per = e->plan->par.cp > 1 ? g.d1 : 1, n_el = g.row_elems / per; /* CP: a sequence row at a time */
+  int64_t per = e->env->cp > 1 ? g.d1 : 1, n_el = g.row_elems / per; /* CP: a sequence row at a time */
   for (int64_t b = 0; b < g.rows; b++)
     for (int64_t t = 0; t < per; t++) {
       int64_t off = b * g.row_elems + t * n_el;
@@ -107,11 +107,6 @@ static px_status cpu_dropout(const px_exec_op *e) {
 
 /* ---- fused attention, a batch row at a time (each has its dropout offset) ---- */
 
-/* Global positions of CP rank r's seq / cp rows of each sequence. */
-static void cp_rows(const px_plan *p, int64_t r, int32_t *pos) {
-  for (int64_t i = 0; i < p->seq_cp; i++) pos[i] = (int32_t)px_cp_position(p->par.cp, r, p->seq_cp, i);
-}
-
 /* Context parallelism's ring (Megatron-Core's P2P context parallelism):
  * the keys and values go around the CP ring a block (every batch row of one
  * rank's S tokens) at a time. Forward: the first block is the rank's own;
@@ -120,15 +115,15 @@ static void cp_rows(const px_plan *p, int64_t r, int32_t *pos) {
  * here and its dk, dv accumulate in buffers that travel with the block, one
  * more hop bringing each rank its own. Blocks arrive in the op's workspace:
  * two buffers of (k, v) forward, (k, v, dk, dv) backward. */
-static px_status cpu_flash_ring(px_backend *be, const px_exec_op *e, bool bwd, const int32_t *qpos, int32_t *kpos,
-                                uint64_t seed, px_err *err) {
-  const px_plan *p = e->plan;
+static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qpos, uint64_t seed, px_err *err) {
+  const px_env *v = e->env;
   const int64_t *d = e->op->dim;
-  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], cp = p->par.cp, nq = S * HQ * D, nkv = S * HKV * D;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], cp = v->cp, nq = S * HQ * D, nkv = S * HKV * D;
   int64_t per = bwd ? 4 : 2, blk = B * nkv; /* floats of a k (v, dk, dv) block */
-  int64_t window = px_op_window(p, e->op);
-  float p_drop = (float)p->model.dropout, **out = (float **)e->out, **in = (float **)e->in;
+  int64_t window = px_exec_window(e);
+  float p_drop = (float)v->dropout, **out = (float **)e->out, **in = (float **)e->in;
   float *ws = out[bwd ? 3 : 2], *buf[2] = {ws, ws + per * blk};
+  if (!e->comm || !e->comm->ring) return px_err_set(err, PX_ERR_RUNTIME, "internal: cpu backend: no CP ring");
   memcpy(buf[0], in[bwd ? 2 : 1], (size_t)blk * sizeof *ws);
   memcpy(buf[0] + blk, in[bwd ? 3 : 2], (size_t)blk * sizeof *ws);
   if (bwd) memset(buf[0] + 2 * blk, 0, (size_t)(2 * blk) * sizeof *ws);
@@ -136,29 +131,27 @@ static px_status cpu_flash_ring(px_backend *be, const px_exec_op *e, bool bwd, c
   px_status st = PX_OK;
   for (int64_t s = 0; s < cp && !st; s++) {
     float *cur = buf[s % 2], *nxt = buf[(s + 1) % 2];
-    cp_rows(p, (e->cp_rank - s + cp) % cp, kpos);
+    const int32_t *kpos = v->cp_pos + (v->cp_rank - s + cp) % cp * v->seq_cp; /* the block's rank's rows */
     for (int64_t b = 0; b < B; b++) {
-      uint64_t off = px_exec_head_dropout_offset(e, b, 0, p->seq);
-      const float *k = cur + b * nkv, *v = cur + blk + b * nkv;
+      uint64_t off = px_exec_head_dropout_offset(e, b, 0, v->seq);
+      const float *k = cur + b * nkv, *vv = cur + blk + b * nkv;
       if (bwd)
         px_k_flash_bwd(out[0] + b * nq, cur + 2 * blk + b * nkv, cur + 3 * blk + b * nkv, in[0] + b * nq,
-                       in[1] + b * nq, k, v, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, window,
-                       p->seq, p_drop, seed, off);
+                       in[1] + b * nq, k, vv, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, window,
+                       v->seq, p_drop, seed, off);
       else if (s == 0)
-        px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, k, v, S, S, HQ, HKV, D, qpos, kpos,
-                       window, p->seq, p_drop, seed, off);
+        px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, k, vv, S, S, HQ, HKV, D, qpos, kpos,
+                       window, v->seq, p_drop, seed, off);
       else {
-        px_k_flash_fwd(part + b * nq, part_lse + b * HQ * S, in[0] + b * nq, k, v, S, S, HQ, HKV, D, qpos, kpos,
-                       window, p->seq, p_drop, seed, off);
+        px_k_flash_fwd(part + b * nq, part_lse + b * HQ * S, in[0] + b * nq, k, vv, S, S, HQ, HKV, D, qpos, kpos,
+                       window, v->seq, p_drop, seed, off);
         px_k_flash_merge(out[0] + b * nq, out[1] + b * HQ * S, part + b * nq, part_lse + b * HQ * S, S, HQ, D);
       }
     }
     if (s == cp - 1 && !bwd) break;
     /* pass the block on: k and v while others still need them; backward, dk and dv once more at the end */
     int64_t from = s == cp - 1 ? 2 * blk : 0, n = per * blk - from;
-    px_p2p items[2] = {{true, e->cp_next, cur + from, (uint64_t)n * sizeof *ws, bwd ? 4 : 3},
-                       {false, e->cp_prev, nxt + from, (uint64_t)n * sizeof *ws, bwd ? 4 : 3}};
-    st = be->p2p(be, items, 2, err);
+    st = e->comm->ring(e, cur + from, nxt + from, (uint64_t)n * sizeof *ws, err);
   }
   if (!st && bwd) /* the rank's own dk and dv, home after cp hops */
     for (int64_t i = 0; i < blk; i++) out[1][i] += buf[cp % 2][2 * blk + i], out[2][i] += buf[cp % 2][3 * blk + i];
@@ -170,31 +163,21 @@ static px_status cpu_flash_ring(px_backend *be, const px_exec_op *e, bool bwd, c
  * rank's chunks (queries; keys too on the ring) or every rank's, rank-major
  * (keys all-gathered; queries and keys after the all-to-all, whose heads are
  * the rank's 1/cp of them), and dropout counts in the whole sequence. */
-static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err *err) {
-  const px_plan *p = e->plan;
+static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
+  const px_env *v = e->env;
   const int64_t *d = e->op->dim;
-  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S, cp = p->par.cp;
-  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S, window = px_op_window(p, e->op);
-  float pd = (float)p->model.dropout;
+  int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S;
+  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S, window = px_exec_window(e);
+  float pd = (float)v->dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   float **out = (float **)e->out, **in = (float **)e->in;
-  int32_t *pos = NULL, *qpos = NULL, *kpos = NULL;
-  if (cp > 1) { /* qpos: S entries; kpos: every rank's rows */
-    pos = malloc((size_t)(S + p->seq) * sizeof *pos);
-    if (!pos) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    qpos = pos, kpos = pos + S, s_full = p->seq;
-    for (int64_t r = 0; r < cp; r++) cp_rows(p, r, kpos + r * p->seq_cp);
-    if (p->par.cp_algo == PX_CP_A2A)
-      memcpy(qpos, kpos, (size_t)S * sizeof *qpos), h0 = e->cp_rank * HQ;
-    else
-      cp_rows(p, e->cp_rank, qpos);
+  const int32_t *qpos = NULL, *kpos = NULL;
+  if (v->cp > 1) { /* kpos: every rank's rows; qpos: those too after the all-to-all, else the rank's */
+    kpos = v->cp_pos, s_full = v->seq;
+    qpos = v->cp_heads ? v->cp_pos : v->cp_pos + v->cp_rank * v->seq_cp;
+    if (v->cp_heads) h0 = v->cp_rank * HQ;
   }
-  px_status st = PX_OK;
-  if (e->op->flags & PX_OPF_CP_RING) {
-    st = cpu_flash_ring(be, e, bwd, qpos, kpos, seed, err);
-    free(pos);
-    return st;
-  }
+  if (e->op->flags & PX_OPF_CP_RING) return cpu_flash_ring(e, bwd, qpos, seed, err);
   for (int64_t b = 0; b < B; b++) {
     uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
     if (!bwd)
@@ -205,8 +188,7 @@ static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err
                      in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos,
                      kpos, window, s_full, pd, seed, off);
   }
-  free(pos);
-  return st;
+  return PX_OK;
 }
 
 /* ---- mixture of experts ---- */
@@ -214,14 +196,13 @@ static px_status cpu_flash(px_backend *be, const px_exec_op *e, bool bwd, px_err
 /* Dims of the routing ops: token rows, hidden, top-k, experts, routed rows. */
 static px_status cpu_moe(const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
-  const px_model *m = &e->plan->model;
+  const px_env *v = e->env;
   const int64_t *d = o->dim;
   int64_t n = d[0], h = d[1], k = d[2], E = d[3];
   float **out = (float **)e->out, **in = (float **)e->in;
-  bool sigmoid = m->router == PX_ROUTER_SIGMOID;
   if (o->kind == PX_OP_MOE_ROUTE) {
     if (out[0] != in[0]) memcpy(out[0], in[0], (size_t)(n * E) * sizeof **out);
-    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], n, E, k, sigmoid, m->norm_topk_prob);
+    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], n, E, k, v->router_sigmoid, v->norm_topk_prob);
     return PX_OK;
   }
   if (o->kind == PX_OP_MOE_ROUTE_BWD) {
@@ -229,8 +210,8 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
     if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     /* the load-balancing loss: coef x the mean of every (micro-batch, rank)'s; as a share of the step's loss
      * that is coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step) */
-    px_k_moe_route_bwd(out[0], work, in[0], in[1], (const int32_t *)in[2], n, E, k, sigmoid, m->norm_topk_prob,
-                       (float)(m->aux_loss_coef * (double)e->loss_scale * (double)n));
+    px_k_moe_route_bwd(out[0], work, in[0], in[1], (const int32_t *)in[2], n, E, k, v->router_sigmoid,
+                       v->norm_topk_prob, (float)(v->aux_loss_coef * (double)e->loss_scale * (double)n));
     free(work);
     return PX_OK;
   }
@@ -256,7 +237,7 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
 static void cpu_expert_linear(const px_exec_op *e) {
   const px_op *o = e->op;
   const int64_t *d = o->dim;
-  int64_t n = d[1], k = d[2], el = d[3], ns = e->plan->par.ep, row = 0;
+  int64_t n = d[1], k = d[2], el = d[3], ns = e->env->ep, row = 0;
   float **out = (float **)e->out, **in = (float **)e->in;
   const int32_t *counts = (const int32_t *)in[4] + ns * el; /* the rows taken from each (source, local expert) */
   for (int64_t s = 0; s < ns; s++)
@@ -284,12 +265,13 @@ static void cpu_expert_linear(const px_exec_op *e) {
 /* RoPE on (B, S, H, D) rows at the rank's positions: with context
  * parallelism its two chunks, each a contiguous run. */
 static void rope_rows(const px_exec_op *e, float *out, const float *in, int64_t B, int64_t S, int64_t H, int64_t D) {
-  int64_t cp = e->plan->par.cp, runs = cp > 1 ? 2 : 1, n = S / runs, row = H * D;
+  const px_env *v = e->env;
+  int64_t runs = v->cp > 1 ? 2 : 1, n = S / runs, row = H * D;
   for (int64_t r = 0; r < runs; r++) {
-    int64_t pos0 = px_cp_position(cp, e->cp_rank, S, r * n);
+    int64_t pos0 = px_env_position(v, v->cp_rank, r * n);
     for (int64_t b = 0; b < (runs > 1 ? B : 1); b++) /* one run: all batch rows in one call */
       px_k_rope_fwd(out + (b * S + r * n) * row, in + (b * S + r * n) * row, runs > 1 ? 1 : B, n, H, D, pos0,
-                    (float)e->plan->model.rope_theta);
+                    (float)v->rope_theta);
   }
 }
 
@@ -298,11 +280,11 @@ static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, in
   int64_t half = D / 2;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < S; t++) {
-      int64_t pos = px_cp_position(e->plan->par.cp, e->cp_rank, S, t);
+      int64_t pos = px_env_position(e->env, e->env->cp_rank, t);
       for (int64_t h = 0; h < H; h++) {
         float *r = x + ((b * S + t) * H + h) * D;
         for (int64_t i = 0; i < half; i++) {
-          double a = px_rope_angle(pos, i, D, e->plan->model.rope_theta);
+          double a = px_rope_angle(pos, i, D, e->env->rope_theta);
           float c = (float)cos(a), s = (float)sin(a), x0 = r[i], x1 = r[i + half];
           r[i] = x0 * c + x1 * s;
           r[i + half] = x1 * c - x0 * s;
@@ -313,26 +295,24 @@ static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, in
 
 /* ---- the op dispatch ---- */
 
-static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
-  cpu *c = be->impl;
+static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
-  const px_plan *p = e->plan;
-  const px_model *m = &p->model;
+  const px_env *v = e->env;
   const int64_t *d = o->dim;
   float **out = (float **)e->out;
   float **in = (float **)e->in;
-  bool ln = m->norm == PX_NORM_LAYERNORM;
+  bool ln = v->layernorm;
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
-      px_k_embed_fwd(out[0], (const int32_t *)in[0], in[1], d[0], e->tp_rank * d[2], d[2], d[1]);
+      px_k_embed_fwd(out[0], (const int32_t *)in[0], in[1], d[0], v->tp_rank * d[2], d[2], d[1]);
       return PX_OK;
     case PX_OP_EMBED_BWD:
-      px_k_embed_bwd(out[0], in[0], (const int32_t *)in[1], d[0], e->tp_rank * d[2], d[2], d[1]);
+      px_k_embed_bwd(out[0], in[0], (const int32_t *)in[1], d[0], v->tp_rank * d[2], d[2], d[1]);
       return PX_OK;
     case PX_OP_POS:
     case PX_OP_POS_BWD: {
-      int64_t pos0 = p->par.sp ? e->tp_rank * d[1] : 0;
-      if (p->par.cp == 1) {
+      int64_t pos0 = v->sp ? v->tp_rank * d[1] : 0;
+      if (v->cp == 1) {
         if (o->kind == PX_OP_POS)
           px_k_pos_fwd(out[0], in[1], d[0], d[1], d[2], pos0);
         else
@@ -341,7 +321,7 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
       }
       for (int64_t b = 0; b < d[0]; b++) /* context parallelism: a row at a time, at the rank's positions */
         for (int64_t t = 0; t < d[1]; t++) {
-          int64_t pos = px_cp_position(p->par.cp, e->cp_rank, p->seq_cp, pos0 + t), row = (b * d[1] + t) * d[2];
+          int64_t pos = px_env_position(v, v->cp_rank, pos0 + t), row = (b * d[1] + t) * d[2];
           if (o->kind == PX_OP_POS)
             px_k_pos_fwd(out[0] + row, in[1], 1, 1, d[2], pos);
           else
@@ -351,9 +331,9 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
     }
     case PX_OP_NORM:
       if (ln)
-        px_k_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], (float)m->norm_eps);
+        px_k_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], (float)v->norm_eps);
       else
-        px_k_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], (float)m->norm_eps);
+        px_k_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], (float)v->norm_eps);
       return PX_OK;
     case PX_OP_NORM_BWD:
       if (ln)
@@ -407,18 +387,20 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_ATTN_SCORES_BWD:
       px_k_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
       return PX_OK;
-    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_op_window(e->plan, o)); return PX_OK;
+    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_exec_window(e)); return PX_OK;
     case PX_OP_SOFTMAX_BWD:
-      px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_op_window(e->plan, o));
+      px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_exec_window(e));
       return PX_OK;
     case PX_OP_ATTN_CONTEXT: px_k_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4]); return PX_OK;
     case PX_OP_ATTN_CONTEXT_BWD:
       px_k_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4]);
       return PX_OK;
-    case PX_OP_FLASH_ATTN: return cpu_flash(be, e, false, err);
-    case PX_OP_FLASH_ATTN_BWD: return cpu_flash(be, e, true, err);
+    case PX_OP_FLASH_ATTN: return cpu_flash(e, false, err);
+    case PX_OP_FLASH_ATTN_BWD: return cpu_flash(e, true, err);
     case PX_OP_DROPOUT: return cpu_dropout(e);
-    case PX_OP_DROPOUT_BWD: px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)m->dropout); return PX_OK;
+    case PX_OP_DROPOUT_BWD:
+      px_k_dropout_bwd(out[0], in[0], (const uint8_t *)in[1], d[0], (float)v->dropout);
+      return PX_OK;
     case PX_OP_ADD:
       px_k_add(out[0], in[0], in[1], d[0]);
       if (in[2])
@@ -439,19 +421,18 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
     case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: cpu_expert_linear(e); return PX_OK;
-    case PX_OP_LOSS: {
-      int64_t n = d[0], vl = d[1], vstart = e->tp_rank * vl;
+    case PX_OP_LOSS: { /* the row statistics of the vocabulary shards, each reduced over them (the op's comm) */
+      int64_t n = d[0], vl = d[1], vstart = v->tp_rank * vl;
       float *st = malloc((size_t)(3 * n) * sizeof *st);
       if (!st) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
       float *mx = st, *sum = st + n, *tl = st + 2 * n;
       const int32_t *targets = (const int32_t *)in[1];
-      px_status s = PX_OK;
       px_k_ce_max_local(mx, in[0], n, vstart, vl, d[2]);
-      if (p->par.tp > 1) s = be->allreduce(be, PX_GROUP_TP, mx, (uint64_t)n, PX_DTYPE_FP32, PX_RED_MAX, err);
+      px_status s = px_exec_reduce(e, mx, (uint64_t)n, PX_RED_MAX, err);
       if (!s) px_k_ce_sumexp_local(sum, in[0], mx, n, vstart, vl, d[2]);
-      if (!s && p->par.tp > 1) s = be->allreduce(be, PX_GROUP_TP, sum, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+      if (!s) s = px_exec_reduce(e, sum, (uint64_t)n, PX_RED_SUM, err);
       if (!s) px_k_ce_target_local(tl, in[0], targets, n, vstart, vl);
-      if (!s && p->par.tp > 1) s = be->allreduce(be, PX_GROUP_TP, tl, (uint64_t)n, PX_DTYPE_FP32, PX_RED_SUM, err);
+      if (!s) s = px_exec_reduce(e, tl, (uint64_t)n, PX_RED_SUM, err);
       if (!s) {
         px_k_ce_loss(out[1], mx, sum, tl, targets, n);
         px_k_ce_logprobs(out[0], in[0], mx, sum, n, vl);
@@ -464,7 +445,7 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
       float *st = malloc((size_t)(2 * n) * sizeof *st);
       if (!st) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
       for (int64_t i = 0; i < n; i++) st[i] = 0.0f, st[n + i] = 1.0f; /* log-probs: max 0, sum 1 */
-      px_k_ce_bwd(out[0], in[0], st, st + n, (const int32_t *)in[1], n, e->tp_rank * vl, vl, d[2], e->loss_scale);
+      px_k_ce_bwd(out[0], in[0], st, st + n, (const int32_t *)in[1], n, v->tp_rank * vl, vl, d[2], e->loss_scale);
       free(st);
       return PX_OK;
     }
@@ -475,68 +456,40 @@ static px_status cpu_op_f32(px_backend *be, const px_exec_op *e, px_err *err) {
       return PX_OK;
     default: break;
   }
-  (void)c;
   return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: op %s is not an op it runs", px_op_names[o->kind]);
 }
 
 /* fp8: a cast writes codes; a GEMM on fp8 operands runs in fp32 on their decoded values. */
 static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   cpu *c = be->impl;
-  if (e->op->kind == PX_OP_CAST) return px_cpu_fp8_cast(c->f8, be, e, err);
-  if (!(e->op->flags & PX_OPF_FP8)) return cpu_op_f32(be, e, err);
+  if (e->op->kind == PX_OP_CAST) return px_cpu_fp8_cast(c->f8, e, err);
+  if (!(e->op->flags & PX_OPF_FP8)) return cpu_op_f32(e, err);
   px_exec_op d;
   void *scratch[PX_OP_INS];
   px_status st = px_cpu_fp8_operands(c->f8, e, &d, scratch, err);
-  if (!st) st = cpu_op_f32(be, &d, err);
+  if (!st) st = cpu_op_f32(&d, err);
   px_cpu_fp8_release(scratch);
   return st;
 }
 
-/* Every op kind in fp32 (the plan's contract, exec/support.c), and fp8's
+/* Every op kind in fp32 (the op contract, exec/contract.h), and fp8's
  * casts, GEMMs and collectives of codes (exec/cpu/fp8.h); MPI takes int
  * counts, so a collective or message beyond INT_MAX elements or bytes is
  * refused rather than truncated. */
-static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_op *op, char *why, size_t cap) {
+static px_support cpu_supports_op(px_backend *b, const px_exec_op *e, char *why, size_t cap) {
   (void)b;
-  px_dtype dt = px_support_op_dtype(plan, op);
-  if (plan->par.fp8_params > 0) { /* the whole plan: its weights are not what the executors hold */
-    snprintf(why, cap, "fp8 weights (--fp8-params) are planned and simulated: the executors keep their weights in the "
-             "parameter dtype and cast them for the fp8 GEMMs (hint: drop --fp8-params)");
-    return PX_SUPPORT_NO;
-  }
-  if (px_support_fp8(plan, op) && !px_cpu_fp8_supports(plan, op, why, cap)) return PX_SUPPORT_NO;
+  const px_op *op = e->op;
+  px_dtype dt = px_contract_dtype(e->env, op);
+  if (px_contract_fp8(e->env, op) && !px_cpu_fp8_supports(e, why, cap)) return PX_SUPPORT_NO;
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && op->kind != PX_OP_ALLREDUCE && op->kind != PX_OP_REDUCE_SCATTER)) {
-    snprintf(why, cap, "the cpu backend runs fp32 only (hint: --precision fp32)");
+    snprintf(why, cap, "the cpu backend runs fp32 only (hint: `precision` fp32)");
     return PX_SUPPORT_NO;
   }
-  if (!px_support_contract(plan, op, dt, why, cap)) return PX_SUPPORT_NO;
+  if (!px_contract_check(e->env, op, dt, why, cap)) return PX_SUPPORT_NO;
   const int64_t *d = op->dim;
-  if (plan->model.kv_lora_rank > 0 && (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD)) {
-    snprintf(why, cap, "multi-head latent attention is planned and simulated; the executors do not run it yet");
-    return PX_SUPPORT_NO;
-  }
-  if ((plan->model.attention_sinks || plan->model.qk_norm) &&
-      (op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD ||
-       px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION)) {
-    snprintf(why, cap, "%s (%s) are planned and simulated; the executors do not run them yet",
-             plan->model.attention_sinks ? "attention sinks" : "per-head q/k norms", plan->model.name);
-    return PX_SUPPORT_NO;
-  }
-  if (px_op_is_moe((px_op_kind)op->kind) || (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) {
-    const px_model *m = &plan->model;
-    if (plan->par.tp > 1 || plan->grid.etp > 1 || plan->par.moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
-        m->expert_groups > 0 || (plan->par.ep > 1 && plan->par.zero > 0)) {
-      snprintf(why, cap,
-               "mixture of experts runs on the cpu backend with tp 1, etp 1, a2a dispatch, no capacity factor or "
-               "expert groups and, with ep > 1, ZeRO-0 (sequence-sharded routing under TP, expert tensor "
-               "parallelism, token dropping, group-limited routing and expert shards are planned and simulated "
-               "only)");
-      return PX_SUPPORT_NO;
-    }
-  }
   switch ((px_op_kind)op->kind) {
     case PX_OP_ADAMW:
-      if (px_parallel_mixed(&plan->par)) {
+      if (e->env->master_weights) {
         snprintf(why, cap, "no mixed-precision AdamW (fp32 master weights) on the cpu backend");
         return PX_SUPPORT_NO;
       }
@@ -567,21 +520,18 @@ static px_support cpu_supports_op(px_backend *b, const px_plan *plan, const px_o
   }
 }
 
-/* ---- collectives ---- */
+/* ---- collectives: MPI's (exec/comm.h) on fp32, fp8 codes moved as bytes ---- */
 
 static MPI_Comm group_comm(px_backend *be, px_group g) { return px_comm_of(((cpu *)be->impl)->comm, g); }
 
-/* fp32 (fp8 codes: moved as bytes, not reduced), and a count MPI's int takes. */
-static px_status coll_ok(px_dtype dt, bool moves, uint64_t count, px_err *err) {
+/* fp32 (fp8 codes: moved as bytes, not reduced). */
+static px_status coll_ok(px_dtype dt, bool moves, px_err *err) {
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && moves))
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: collectives run on fp32 (and move fp8 codes) only");
-  if (count > INT_MAX)
-    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective of %llu elements is beyond MPI's int counts",
-                      (unsigned long long)count);
   return PX_OK;
 }
 
-static MPI_Datatype mpi_type(px_dtype dt) { return dt == PX_DTYPE_FP8 ? MPI_BYTE : MPI_FLOAT; }
+static px_host_type host_type(px_dtype dt) { return dt == PX_DTYPE_FP8 ? PX_HOST_BYTE : PX_HOST_FLOAT; }
 
 /* fp8 codes a collective moved into out: decoded with in's scales from now on. */
 static px_status fp8_moved(px_backend *be, px_dtype dt, void *out, const void *in, uint64_t count_out, px_err *err) {
@@ -590,84 +540,55 @@ static px_status fp8_moved(px_backend *be, px_dtype dt, void *out, const void *i
 
 static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_dtype dt, px_redop op,
                                px_err *err) {
-  px_status st = coll_ok(dt, false, count, err);
-  if (st) return st;
-  return px_comm_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, op == PX_RED_MAX ? MPI_MAX : MPI_SUM,
-                                     group_comm(be, g)),
-                       "MPI_Allreduce", err);
+  px_status st = coll_ok(dt, false, err);
+  return st ? st : px_comm_allreduce(group_comm(be, g), buf, buf, count, PX_HOST_FLOAT, op, err);
 }
 
 static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
                                px_err *err) {
-  int n = 1;
-  MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, true, count_in * (uint64_t)n, err);
-  if (st) return st;
-  MPI_Datatype t = mpi_type(dt);
-  st = px_comm_check(MPI_Allgather(in == out ? MPI_IN_PLACE : in, (int)count_in, t, out, (int)count_in, t,
-                                   group_comm(be, g)),
-                     "MPI_Allgather", err);
-  return st ? st : fp8_moved(be, dt, out, in, count_in * (uint64_t)n, err);
+  MPI_Comm c = group_comm(be, g);
+  px_status st = coll_ok(dt, true, err);
+  if (!st) st = px_comm_allgather(c, out, in, count_in, host_type(dt), err);
+  return st ? st : fp8_moved(be, dt, out, in, count_in * (uint64_t)px_comm_size(c), err);
 }
 
 static px_status cpu_reduce_scatter(px_backend *be, px_group g, void *out, const void *in, uint64_t count_out,
                                     px_dtype dt, px_err *err) {
-  int n = 1;
-  MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, false, count_out * (uint64_t)n, err);
-  if (st) return st;
-  return px_comm_check(
-      MPI_Reduce_scatter_block(in, out, (int)count_out, MPI_FLOAT, MPI_SUM, group_comm(be, g)), "MPI_Reduce_scatter", err);
+  px_status st = coll_ok(dt, false, err);
+  return st ? st : px_comm_reduce_scatter(group_comm(be, g), out, in, count_out, PX_HOST_FLOAT, PX_RED_SUM, err);
 }
 
 static px_status cpu_alltoall(px_backend *be, px_group g, void *out, const void *in, uint64_t count, px_dtype dt,
                               px_err *err) {
-  int n = 1;
-  MPI_Comm_size(group_comm(be, g), &n);
-  px_status st = coll_ok(dt, true, count * (uint64_t)n, err);
-  if (st) return st;
-  MPI_Datatype t = mpi_type(dt);
-  st = px_comm_check(MPI_Alltoall(in, (int)count, t, out, (int)count, t, group_comm(be, g)), "MPI_Alltoall", err);
-  return st ? st : fp8_moved(be, dt, out, in, count * (uint64_t)n, err);
+  MPI_Comm c = group_comm(be, g);
+  px_status st = coll_ok(dt, true, err);
+  if (!st) st = px_comm_alltoall(c, out, in, count, host_type(dt), err);
+  return st ? st : fp8_moved(be, dt, out, in, count * (uint64_t)px_comm_size(c), err);
 }
 
 static px_status cpu_alltoallv(px_backend *be, px_group g, void *out, const uint64_t *recv, const void *in,
                                const uint64_t *send, px_dtype dt, px_err *err) {
-  int n = 1;
-  MPI_Comm comm = group_comm(be, g);
-  MPI_Comm_size(comm, &n);
-  int *v = malloc((size_t)(4 * n) * sizeof *v); /* send counts, displacements, receive counts, displacements */
-  if (!v) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  uint64_t so = 0, ro = 0;
-  for (int j = 0; j < n; j++) {
-    v[j] = (int)send[j], v[n + j] = (int)so, v[2 * n + j] = (int)recv[j], v[3 * n + j] = (int)ro;
-    so += send[j], ro += recv[j];
-  }
-  px_status st = coll_ok(dt, true, so > ro ? so : ro, err);
-  MPI_Datatype t = mpi_type(dt);
-  if (!st)
-    st = px_comm_check(MPI_Alltoallv(in, v, v + n, t, out, v + 2 * n, v + 3 * n, t, comm), "MPI_Alltoallv", err);
-  if (!st) st = fp8_moved(be, dt, out, in, ro, err);
-  free(v);
-  return st;
+  MPI_Comm c = group_comm(be, g);
+  px_status st = coll_ok(dt, true, err);
+  if (!st) st = px_comm_alltoallv(c, out, recv, in, send, host_type(dt), err);
+  uint64_t received = 0;
+  for (int j = 0, n = px_comm_size(c); j < n; j++) received += recv[j];
+  return st ? st : fp8_moved(be, dt, out, in, received, err);
 }
 
 static px_status cpu_p2p(px_backend *be, px_p2p *items, int n, px_err *err) {
-  cpu *c = be->impl;
-  MPI_Request req[16];
-  if (n > 16) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: p2p batch of %d is too large", n);
-  for (int i = 0; i < n; i++)
-    if (items[i].bytes > INT_MAX)
-      return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a %llu-byte message is beyond MPI's int counts",
-                        (unsigned long long)items[i].bytes);
-  for (int i = 0; i < n; i++) {
-    int rc = items[i].send ? MPI_Isend(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
-                                       c->comm->world, &req[i])
-                           : MPI_Irecv(items[i].buf, (int)items[i].bytes, MPI_BYTE, items[i].peer, items[i].tag,
-                                       c->comm->world, &req[i]);
-    if (rc != MPI_SUCCESS) return px_comm_check(rc, items[i].send ? "MPI_Isend" : "MPI_Irecv", err);
-  }
-  return px_comm_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), "MPI_Waitall (p2p)", err);
+  return px_comm_p2p(((cpu *)be->impl)->comm->world, items, n, err);
+}
+
+/* Host memory is the cpu backend's own: the host collectives are its collectives on any element type. */
+static px_status cpu_host_allreduce(px_backend *be, px_group g, void *buf, uint64_t count, px_host_type t, px_redop op,
+                                    px_err *err) {
+  return px_comm_allreduce(group_comm(be, g), buf, buf, count, t, op, err);
+}
+
+static px_status cpu_host_alltoall(px_backend *be, px_group g, void *out, const void *in, uint64_t count,
+                                   px_host_type t, px_err *err) {
+  return px_comm_alltoall(group_comm(be, g), out, in, count, t, err);
 }
 
 static px_status cpu_sync(px_backend *b, px_err *err) {
@@ -709,11 +630,32 @@ int px_cpu_blas_threads(int requested) {
   return (int)t;
 }
 
-void px_cpu_backend_probe(px_backend *b) {
-  memset(b, 0, sizeof *b);
-  b->name = "cpu";
-  b->supports_op = cpu_supports_op;
-}
+/* The table; optional entries it leaves out: reserve (nothing is reserved: host memory), the side streams
+ * (one stream, program order), own_bytes. */
+static const px_backend cpu_table = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .op = cpu_op,
+    .supports_op = cpu_supports_op,
+    .allreduce = cpu_allreduce,
+    .allgather = cpu_allgather,
+    .reduce_scatter = cpu_reduce_scatter,
+    .alltoall = cpu_alltoall,
+    .alltoallv = cpu_alltoallv,
+    .p2p = cpu_p2p,
+    .host_allreduce = cpu_host_allreduce,
+    .host_alltoall = cpu_host_alltoall,
+    .sync = cpu_sync,
+    .amax_histories = cpu_amax_histories,
+    .destroy = cpu_destroy,
+};
+
+void px_cpu_backend_probe(px_backend *b) { *b = (px_backend){.name = cpu_table.name, .supports_op = cpu_supports_op}; }
 
 int px_cpu_backend_threads(const px_backend *b) { return ((const cpu *)b->impl)->threads; }
 
@@ -739,25 +681,8 @@ px_status px_cpu_backend_new(const px_comm *comm, int threads, px_backend **out,
     free(b), free(c);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   }
-  b->name = "cpu";
+  *b = cpu_table;
   b->impl = c;
-  b->alloc = cpu_alloc;
-  b->release = cpu_release;
-  b->zero = cpu_zero;
-  b->copy = cpu_copy;
-  b->upload = cpu_copy;
-  b->download = cpu_copy;
-  b->op = cpu_op;
-  b->supports_op = cpu_supports_op;
-  b->allreduce = cpu_allreduce;
-  b->allgather = cpu_allgather;
-  b->reduce_scatter = cpu_reduce_scatter;
-  b->alltoall = cpu_alltoall;
-  b->alltoallv = cpu_alltoallv;
-  b->p2p = cpu_p2p;
-  b->sync = cpu_sync;
-  b->amax_histories = cpu_amax_histories;
-  b->destroy = cpu_destroy;
   *out = b;
   return PX_OK;
 }

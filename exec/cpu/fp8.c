@@ -83,18 +83,15 @@ void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes) {
     }
 }
 
-static bool blockwise(const px_plan *p) { return p->par.fp8_recipe == PX_FP8_BLOCKWISE; }
-
-px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px_err *err) {
+px_status px_cpu_fp8_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
-  const px_plan *p = e->plan;
   if (!e->out[0]) return PX_OK; /* a weight's copy: GEMMs quantize weights at use */
   const float *x = e->in[0];
   uint8_t *q = e->out[0];
   int64_t n = o->dim[0];
   px_fp8_format f = (o->flags & PX_OPF_E5M2) ? PX_FP8_E5M2 : PX_FP8_E4M3;
-  codes k = {.p = q, .n = (uint64_t)n, .cols = px_slot_row_elems(&p->slots[o->out[0].slot]), .fmt = f, .scale = 1.0f};
-  if (blockwise(p)) {
+  codes k = {.p = q, .n = (uint64_t)n, .cols = px_slot_row_elems(px_exec_slot(e, o->out[0])), .fmt = f, .scale = 1.0f};
+  if (e->env->fp8_blockwise) {
     int64_t rows = n / k.cols, nb = (k.cols + PX_FP8_BLOCK - 1) / PX_FP8_BLOCK;
     if (rows * k.cols != n)
       return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: cast of %lld elements is not rows of %lld", (long long)n,
@@ -104,11 +101,9 @@ px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px
     px_k_fp8_quantize_rows(q, k.scales, x, rows, k.cols, PX_FP8_BLOCK, f);
     return record(s, k, err);
   }
-  /* per-tensor: the amax shared by the ranks that may exchange these codes (TE's amax reduction) */
+  /* per-tensor: the amax shared by the ranks that may exchange these codes (TE's amax reduction: the op's comm) */
   float amax = px_k_fp8_amax(x, n);
-  px_status st = PX_OK;
-  if (p->par.tp > 1) st = be->allreduce(be, PX_GROUP_TP, &amax, 1, PX_DTYPE_FP32, PX_RED_MAX, err);
-  if (!st && p->par.ep > 1) st = be->allreduce(be, PX_GROUP_EP, &amax, 1, PX_DTYPE_FP32, PX_RED_MAX, err);
+  px_status st = px_exec_reduce(e, &amax, 1, PX_RED_MAX, err);
   if (!st) st = px_cpu_fp8_cast_scale(s, e, amax, f, &k.scale, err);
   if (st) return st;
   px_k_fp8_quantize(q, x, n, k.scale, f);
@@ -118,7 +113,7 @@ px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px
 px_status px_cpu_fp8_cast_scale(px_cpu_fp8 *s, const px_exec_op *e, float amax, px_fp8_format f, float *scale,
                                 px_err *err) {
   const px_op *o = e->op;
-  if (e->plan->par.fp8_recipe == PX_FP8_CURRENT) {
+  if (!e->env->fp8_delayed) {
     *scale = px_k_fp8_scale(amax, f);
     return PX_OK;
   }
@@ -128,7 +123,7 @@ px_status px_cpu_fp8_cast_scale(px_cpu_fp8 *s, const px_exec_op *e, float amax, 
 px_status px_cpu_fp8_weight_scale(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, float amax, float *scale,
                                   px_err *err) {
   *scale = px_k_fp8_scale(amax, PX_FP8_E4M3);
-  if (e->plan->par.fp8_recipe == PX_FP8_DELAYED)
+  if (e->env->fp8_delayed)
     return px_amax_scale(s->amax, px_amax_weight_key(ws, e->layer), e->step, amax, PX_FP8_E4M3, scale, err);
   return PX_OK;
 }
@@ -148,7 +143,7 @@ bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_form
 /* The weight operand w (slot ws) of an fp8 GEMM quantized and decoded into y: El matrices of (n, k). */
 static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const float *w, float *y, int64_t El, int64_t n,
                         int64_t k, px_err *err) {
-  if (blockwise(e->plan)) {
+  if (e->env->fp8_blockwise) {
     for (int64_t x = 0; x < El; x++) px_k_fp8_roundtrip_blocks(y + x * n * k, w + x * n * k, n, k, PX_FP8_BLOCK, PX_FP8_E4M3);
     return PX_OK;
   }
@@ -160,7 +155,6 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
 
 px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err) {
   const px_op *o = e->op;
-  const px_plan *p = e->plan;
   *d = *e;
   memset(scratch, 0, PX_OP_INS * sizeof *scratch);
   bool expert = o->kind == PX_OP_EXPERT_LINEAR || o->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
@@ -168,7 +162,7 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
   px_status st = PX_OK;
   for (int j = 0; j < PX_OP_INS && !st; j++) {
     if (o->in[j].slot < 0 || !e->in[j]) continue;
-    const px_slot *sl = &p->slots[o->in[j].slot];
+    const px_slot *sl = px_exec_slot(e, o->in[j]);
     bool is_w = sl->kind == PX_SLOT_PARAM && sl->fp8;
     if (sl->dtype != PX_DTYPE_FP8 && !is_w) continue;
     int64_t El = expert ? o->dim[3] : 1, n = is_w ? El * o->dim[1] * o->dim[2] : (int64_t)sl->elems;
@@ -221,18 +215,19 @@ static bool no(char *why, size_t cap, const char *msg) {
   return false;
 }
 
-bool px_cpu_fp8_supports(const px_plan *plan, const px_op *op, char *why, size_t cap) {
-  const px_parallel *par = &plan->par;
+bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
+  const px_op *op = e->op;
+  const px_env *v = e->env;
   switch ((px_op_kind)op->kind) {
     case PX_OP_ALLGATHER:
     case PX_OP_ALLTOALL: {
-      int64_t members = op->group == PX_GROUP_TP ? par->tp : op->group == PX_GROUP_EP ? par->ep : par->cp;
-      if (par->fp8_recipe == PX_FP8_BLOCKWISE && members > 1)
+      int64_t members = op->group == PX_GROUP_TP ? v->tp : op->group == PX_GROUP_EP ? v->ep : v->cp;
+      if (v->fp8_blockwise && members > 1)
         return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the "
-                  "cpu backend (sequence or expert parallelism; hint: --fp8-recipe current)");
+                  "cpu backend (sequence or expert parallelism; hint: `fp8_recipe` current)");
       if ((op->flags & PX_OPF_SEQ_AXIS) && op->dim[2] > 1)
-        return no(why, cap, "an fp8 sequence-parallel all-gather with --mbs > 1 goes through a permute that the "
-                  "cpu backend's fp8 scales do not follow (hint: --mbs 1)");
+        return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the "
+                  "cpu backend's fp8 scales do not follow (hint: `mbs` 1)");
       return true;
     }
     case PX_OP_CAST:

@@ -16,10 +16,11 @@ px_cpu_fp8 *px_cpu_fp8_new(void);
 void px_cpu_fp8_free(px_cpu_fp8 *s);
 
 /* A CAST op: in[0] (fp32) into out[0]'s codes, E5M2 with PX_OPF_E5M2 else
- * E4M3; per-tensor amaxes are reduced over the TP and EP groups (so that
- * ranks which exchange the codes share the scale). A cast without an output
- * (the weights' copies) does nothing: GEMMs quantize weights at use. */
-px_status px_cpu_fp8_cast(px_cpu_fp8 *s, px_backend *be, const px_exec_op *e, px_err *err);
+ * E4M3; per-tensor amaxes are reduced by the op's comm (over the TP and EP
+ * groups, so that ranks which exchange the codes share the scale). A cast
+ * without an output (the weights' copies) does nothing: GEMMs quantize
+ * weights at use. */
+px_status px_cpu_fp8_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err);
 
 /* An fp8 GEMM's operands in fp32: *d is e with each fp8 input replaced by
  * its decoded values and the fp8 weight by its quantized-and-decoded copy,
@@ -55,8 +56,8 @@ bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_form
 px_status px_cpu_fp8_histories(px_cpu_fp8 *s, bool load, const px_amax_key *keys, int64_t n, int64_t step,
                                float *hist, px_err *err);
 
-/* Whether the cpu backend runs fp8 op `op` (a CAST, an fp8 GEMM, or a
- * collective of fp8 codes); why says what it does not. */
-bool px_cpu_fp8_supports(const px_plan *plan, const px_op *op, char *why, size_t cap);
+/* Whether the cpu backend runs fp8 op e (a CAST, an fp8 GEMM, or a
+ * collective of fp8 codes; no buffers); why says what it does not. */
+bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap);
 
 #endif

@@ -18,7 +18,7 @@
  * from a build whose structs differ is refused, not run. */
 #define PX_CUDA_MODULE_ABI                                                                                     \
   ((uint64_t)sizeof(px_backend) | (uint64_t)sizeof(px_exec_op) << 12 | (uint64_t)sizeof(px_comm) << 24 |       \
-   (uint64_t)sizeof(px_plan) << 36 | (uint64_t)sizeof(px_op) << 52)
+   (uint64_t)sizeof(px_env) << 36 | (uint64_t)sizeof(px_op) << 46 | (uint64_t)sizeof(px_slot) << 55)
 
 typedef struct {
   px_module_header h;  /* PX_VERSION, PX_CUDA_MODULE_ABI */

@@ -38,6 +38,7 @@ for f in cluster_string_peak cluster_zero_gpus cluster_gpu_array cluster_missing
 done
 expect_refusal "garbage.bin" "$px" topology show "$bad/garbage.bin"
 expect_refusal "'gpu.attention[0].seq[1]': expected increasing" "$px" topology show "$bad/cluster_attention_seq.json"
+expect_refusal "'inter_node.deepep[1].ep': 16 after 32: EP sizes must ascend" "$px" topology show "$bad/cluster_deepep_order.json"
 
 # Flags.
 expect_refusal "--gpus" "$px" topology show dgx-a100 --gpus -5

@@ -7,13 +7,15 @@
 # Then the check itself, on a copy of the docs: a changed generated line
 # fails, a changed hand-written line passes, a block without its END marker,
 # a marker without a block, a changed validated band (topologies/
-# validation_bands.tsv, the data file the binary reads) and a broken link fail.
-# PX_TEST_SIM names the validation suite (tests/CMakeLists.txt), else it is
+# validation_bands.tsv, the data file the binary reads) and a broken link fail;
+# the bands hold both validation suites' runs (dense and MoE).
+# PX_TEST_DIR names the build's tests/ (the validation suites and
+# px_bands_table; tests/CMakeLists.txt), else it is
 # looked for in the build directory of PARALLAX.
 set -u
 px=$1
 src=${2:-.}
-testsim=${PX_TEST_SIM:-$(dirname "$px")/tests/test_sim}
+tests=${PX_TEST_DIR:-$(dirname "$px")/tests}
 export PARALLAX_HOME=${PARALLAX_HOME:-$src}
 docs="$src/scripts/docs.sh"
 fails=0
@@ -24,10 +26,14 @@ fail() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-bash "$docs" generate "$px" "$testsim" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
+bash "$docs" generate "$px" "$tests" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
 for name in commands flags models topologies validation-sc21 validation-headline validation-bands quickstart-sim \
   file:topologies/validation_bands.tsv; do
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"
+done
+# both suites' runs in the one table: the dense runs' bands and the MoE suite's (Megatron-Bridge's MoE rows)
+for band in "H100	fp8	dense" "H100	fp8	moe" "H100	bf16	moe"; do
+  grep -q "^$band	" "$tmp/gen.md" || fail "no $band band in the generated table"
 done
 bash "$docs" check "$tmp/gen.md" "$src" || fail "the docs differ from what the code writes: run \`make docs\`"
 

@@ -61,6 +61,7 @@ cases=(
   "cp_allgather_full|megatron|-m llama3-8b -c dgx-h100 -g 16 --seq 32768 --cp 4 --cp-algo all-gather -t 2 --sp -z 1 -B 16 -r full"
   "moe_ep_etp|megatron|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096"
   "moe_ep_etp|nemo|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096"
+  "moe_deepep|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch deepep"
   "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
   "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
   "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full"
@@ -113,6 +114,8 @@ refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 
 refuses torchtitan "cannot run cp_algo a2a" -m llama3-8b -c dgx-h100 -g 16 -B 16 --seq 32768 --cp 2 --cp-algo a2a -z 3 --main-grad fp32
 refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad fp32 -P fp8
 refuses torchtitan "cannot run fp8_params" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current --fp8-params
+refuses torchtitan "cannot run moe_dispatch deepep" -m mixtral-8x7b -c dgx-h100 -g 32 --ep 4 -z 3 --main-grad fp32 -B 64 \
+  --seq 4096 --moe-dispatch deepep
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2
 refuses deepspeed "cannot run precision fp8" "${base[@]}" -z 2 -P fp8
 refuses deepspeed "cannot run shard_group with ZeRO-1/2" "${base[@]}" -z 2 --shard-group 8

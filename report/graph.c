@@ -1,5 +1,5 @@
 /* Op graph output: JSON and Graphviz. */
-#include "plan/graphio.h"
+#include "report/graph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +29,7 @@ static cJSON *int_array(const int64_t *v, int n) {
   return a;
 }
 
-int64_t px_graph_op_id(const px_plan *plan, int64_t stage, int32_t inst, int32_t op) {
-  const px_program *prog = &plan->programs[stage];
-  int64_t id = 0;
-  for (int32_t i = 0; i < inst && i < prog->ninsts; i++) id += plan->blocks[prog->insts[i].block].nops;
-  return id + op;
-}
-
-cJSON *px_graph_to_json(const px_plan *plan) {
+cJSON *px_report_graph_json(const px_plan *plan) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   cJSON_AddStringToObject(root, "format", "parallax-graph/1");
@@ -129,15 +122,15 @@ cJSON *px_graph_to_json(const px_plan *plan) {
   return root;
 }
 
-px_status px_graph_write_json(const px_plan *plan, const char *path, px_err *err) {
-  cJSON *root = px_graph_to_json(plan);
+px_status px_report_graph_write_json(const px_plan *plan, const char *path, px_err *err) {
+  cJSON *root = px_report_graph_json(plan);
   if (!root) return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the graph");
   px_status st = px_json_write(path, root, err);
   cJSON_Delete(root);
   return st;
 }
 
-px_status px_graph_write_dot(const px_plan *plan, const char *path, px_err *err) {
+px_status px_report_graph_write_dot(const px_plan *plan, const char *path, px_err *err) {
   int64_t L = plan->model.layers + 2;
   int32_t *producer = malloc((size_t)plan->nslots * (size_t)(L + 2) * sizeof *producer);
   if (!producer) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");

@@ -1,0 +1,33 @@
+/* The op environment of a rank, from the plan. */
+#include "exec/env.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+px_status px_env_init(px_env *v, const px_plan *plan, int64_t tp_rank, int64_t cp_rank, px_err *err) {
+  const px_model *m = &plan->model;
+  const px_parallel *par = &plan->par;
+  *v = (px_env){.slots = plan->slots, .heads = m->heads, .seq = plan->seq, .dropout = m->dropout,
+                .norm_eps = m->norm_eps, .rope_theta = m->rope_theta, .sliding_window = m->sliding_window,
+                .layernorm = m->norm == PX_NORM_LAYERNORM,
+                .router_sigmoid = m->router == PX_ROUTER_SIGMOID, .norm_topk_prob = m->norm_topk_prob,
+                .aux_loss_coef = m->aux_loss_coef, .act_dtype = plan->act_dtype, .weight_dtype = plan->param_dtype,
+                .grad_dtype = plan->grad_dtype, .master_weights = px_parallel_mixed(par),
+                .fp8_delayed = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_DELAYED,
+                .fp8_blockwise = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_BLOCKWISE,
+                .tp = par->tp, .cp = par->cp, .ep = par->ep, .tp_rank = tp_rank, .cp_rank = cp_rank, .sp = par->sp,
+                .cp_heads = par->cp > 1 && par->cp_algo == PX_CP_A2A, .seq_cp = plan->seq_cp};
+  if (par->cp <= 1) return PX_OK;
+  int32_t *pos = px_calloc((size_t)(par->cp * plan->seq_cp), sizeof *pos, err); /* (cp, seq_cp) */
+  if (!pos) return PX_ERR_RUNTIME;
+  for (int64_t r = 0; r < par->cp; r++)
+    for (int64_t i = 0; i < plan->seq_cp; i++)
+      pos[r * plan->seq_cp + i] = (int32_t)px_cp_position(par->cp, r, plan->seq_cp, i);
+  v->cp_pos = pos;
+  return PX_OK;
+}
+
+void px_env_free(px_env *v) {
+  free((void *)v->cp_pos);
+  v->cp_pos = NULL;
+}

@@ -1,0 +1,301 @@
+/* Validation of the kernel figures against the microbenchmarks they come
+ * from: GEMMs (cuBLASLt, DeepGEMM, mamf-finder's sustained rate), fused
+ * attention (FlashAttention-2 and -3, cuDNN on Blackwell), HBM (BabelStream)
+ * and kernel overhead, each point reproduced within its row's tolerance.
+ * Each row's data and source: the tests/data CSV each test names. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/cluster.h"
+#include "sim/compute.h"
+#include "tests/testutil.h"
+
+/* fp8 GEMMs on H100: the model reproduces the cuBLASLt microbenchmark its
+ * figure comes from (8192^3, per-tensor scales: 1,609 TFLOP/s) within 5%,
+ * blockwise scales reach DeepGEMM's 1,350 at most, and an fp8 linear op runs
+ * at the fp8 rate where its bf16 twin runs at the bf16 one. */
+static void test_fp8_gemm(void) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  const px_gpu *g = &c.gpu;
+  double peak = g->peak_flops[PX_DTYPE_FP8];
+  double tensor = px_gemm_efficiency8(g, PX_DTYPE_FP8, false, 8192, 8192, 8192, 1) * peak;
+  PX_ASSERT_REL(tensor, 1609e12, 0.05);
+  double block = px_gemm_efficiency8(g, PX_DTYPE_FP8, true, 8192, 8192, 8192, 1) * peak;
+  CU_ASSERT(block <= 1350e12 && block > 0.9 * 1350e12);
+  /* a 16-bit GEMM keeps its own figure */
+  PX_ASSERT_REL(px_gemm_efficiency8(g, PX_DTYPE_BF16, true, 8192, 8192, 8192, 1),
+                px_gemm_efficiency(g, PX_DTYPE_BF16, 8192, 8192, 8192, 1), 1e-12);
+  px_op op = {.kind = PX_OP_LINEAR, .dim = {8192, 8192, 8192, 8192, 0, 0}, .flops = 2.0 * 8192 * 8192 * 8192};
+  double t16 = px_compute_op_s(g, PX_DTYPE_BF16, &op) - g->kernel_overhead_s;
+  op.flags = PX_OPF_FP8;
+  double t8 = px_compute_op_s(g, PX_DTYPE_BF16, &op) - g->kernel_overhead_s;
+  PX_ASSERT_REL(t16 / t8, (peak * g->gemm_fp8_max_efficiency) / (g->peak_flops[PX_DTYPE_BF16] * g->gemm_max_efficiency),
+                1e-9);
+  /* a cast is a memory-bound pass, whatever its flags */
+  px_op cast = {.kind = PX_OP_CAST, .flags = PX_OPF_FP8, .bytes = 1e9};
+  PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &cast), px_compute_mem_s(g, PX_OP_CAST, 1e9), 1e-12);
+}
+
+/* Fused attention on H100 from FlashAttention-3's measurements: every
+ * published point comes back exactly from the curves, and a causal forward
+ * op of the benchmark's shape (batch x seq = 16k tokens, heads x head dim =
+ * 2048) takes its published time within 5% (the wave of 128-row tiles and
+ * the launch overhead are the rest); the causal backward, not published, is
+ * the non-causal one scaled as the mask scales the forward (hd 128, 4k: 542
+ * x 579 / 638 TFLOP/s); a GPU without curves keeps the GEMM model. */
+static void test_attention_kernels(void) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  c.gpu.sustained_share = 1; /* a benchmark's burst against the burst model */
+  const px_gpu *g = &c.gpu;
+  double peak = g->peak_flops[PX_DTYPE_BF16];
+  CU_ASSERT_FATAL(g->attention_len >= 7);
+  for (int i = 0; i < g->attention_len; i++) {
+    const px_attn_curve *a = &g->attention[i];
+    for (int k = 0; k < a->n; k++) {
+      int64_t s = a->seq[k], hd = a->head_dim;
+      PX_ASSERT_REL(px_attn_efficiency(g, a->bwd, hd, a->causal, s) * peak, a->tflops[k] * 1e12, 1e-9);
+      if (a->bwd || !a->causal) continue;
+      int64_t b = 16384 / s, h = 2048 / hd;
+      px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, s, h, h, hd, s}};
+      op.flops = 2.0 * (double)(b * h) * (double)s * (double)s * (double)(2 * hd); /* the compiler's: the full square */
+      double published_s = op.flops / 2 / (a->tflops[k] * 1e12);                /* FlashAttention counts causal as half */
+      PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), published_s, 0.05);
+    }
+  }
+  PX_ASSERT_REL(px_attn_efficiency(g, true, 128, true, 4096) * peak, 542e12 * 579 / 638, 1e-9);
+  /* between the points: linear in log(seq); beyond them: flat */
+  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
+  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 131072) * peak, 616e12, 1e-9);
+  /* a pass without a curve of either mask (A100: forward only) keeps the GEMM model */
+  px_cluster a100;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
+  CU_ASSERT(px_attn_efficiency(&a100.gpu, false, 128, true, 4096) > 0);
+  CU_ASSERT(px_attn_efficiency(&a100.gpu, true, 128, true, 4096) < 0);
+}
+
+/* The rows of a tests/data CSV with at least `need` fields, '#' lines
+ * skipped, split at commas (the last, a source, may hold more): opened on
+ * the first call, closed when it returns false; rows counts them. */
+typedef struct {
+  FILE *fp;
+  char line[512];
+  char *f[12];
+  int rows;
+} csv_rows;
+
+static bool csv_next(csv_rows *r, const char *rel, int need) {
+  if (!r->fp) r->fp = fopen(px_test_path(rel), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->fp);
+  while (fgets(r->line, sizeof r->line, r->fp)) {
+    if (r->line[0] == '#') continue;
+    int n = 0;
+    r->line[strcspn(r->line, "\r\n")] = '\0';
+    for (char *p = r->line; n < 12 && p; n++) {
+      r->f[n] = p;
+      p = n + 1 < 12 ? strchr(p, ',') : NULL;
+      if (p) *p++ = '\0';
+    }
+    if (n < need) continue;
+    r->rows++;
+    return true;
+  }
+  fclose(r->fp);
+  r->fp = NULL;
+  return false;
+}
+
+/* A preset cluster file, loaded or the test stops. */
+static px_cluster preset(const char *name) {
+  px_cluster c;
+  px_err err = {0};
+  px_status st = px_cluster_load(name, &c, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  return c;
+}
+
+/* gpu.sustained_share: mamf-finder's sustained (MSMF) over burst (MAMF)
+ * matmul rate on the same GPU, the mid-points of five runs each
+ * (tests/data/gemm_sustained.csv), within 1%; the presets that borrow a
+ * GPU's figure carry the same; A100, with no MSMF published, keeps its bursts. */
+static void test_sustained_share(void) {
+  px_err err = {0};
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/gemm_sustained.csv", 6)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
+    double want = (atof(f[1]) + atof(f[2])) / (atof(f[3]) + atof(f[4]));
+    fprintf(stderr, "\n  %s: MSMF/MAMF %.4f, sustained_share %.2f", f[0], want, c.gpu.sustained_share);
+    PX_ASSERT_REL(c.gpu.sustained_share, want, 0.01);
+    for (char *tok = strtok(f[5], " \r\n"); tok; tok = strtok(NULL, " \r\n")) {
+      px_cluster b;
+      CU_ASSERT_EQUAL_FATAL(px_cluster_load(tok, &b, &err), PX_OK);
+      CU_ASSERT_EQUAL(b.gpu.sustained_share, c.gpu.sustained_share);
+    }
+  }
+  CU_ASSERT_EQUAL(r.rows, 2);
+  px_cluster a;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a, &err), PX_OK);
+  CU_ASSERT_EQUAL(a.gpu.sustained_share, 1.0);
+}
+
+/* Blackwell's fused attention: cuDNN's published causal hd-128 curves (tests/data/attention_blackwell_cudnn.csv,
+ * with its source), each point exactly from its preset's gpu.attention, and a causal op of the benchmark's shape
+ * (batch 1, 128 query heads, 8 KV heads), forward or backward, in the published time within the row's tol. */
+static void test_attention_kernels_blackwell(void) {
+  int points = 0;
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/attention_blackwell_cudnn.csv", 10)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
+    c.gpu.sustained_share = 1; /* a benchmark's burst against the burst model */
+    const px_gpu *g = &c.gpu;
+    bool bwd = !strcmp(f[1], "bwd"), causal = atoi(f[3]) != 0;
+    int64_t hd = atoll(f[2]), b = atoll(f[4]), s = atoll(f[5]), h = atoll(f[6]), hkv = atoll(f[7]);
+    double tflops = atof(f[8]), tol = atof(f[9]);
+    PX_ASSERT_REL(px_attn_efficiency(g, bwd, hd, causal, s) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
+    /* the row is one of the curve's points, not an interpolation */
+    for (int i = 0; i < g->attention_len; i++)
+      if (g->attention[i].bwd == bwd && g->attention[i].causal == causal && g->attention[i].head_dim == hd)
+        for (int k = 0; k < g->attention[i].n; k++) points += g->attention[i].seq[k] == s;
+    px_op op = {.kind = bwd ? PX_OP_FLASH_ATTN_BWD : PX_OP_FLASH_ATTN, .dim = {b, s, h, hkv, hd, s}};
+    op.flops = 2.0 * (double)(b * h) * (double)s * (double)s * (double)(2 * hd) * (bwd ? 2 : 1); /* the compiler's */
+    /* the benchmark's count: 4 b s^2 h hd, halved for the mask, the backward 2.5x */
+    double published_s = 4.0 * (double)(b * h) * (double)s * (double)s * (double)hd / 2 * (bwd ? 2.5 : 1) / (tflops * 1e12);
+    double model_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
+    fprintf(stderr, "\n  %-11s %s causal s%-6lld published %8.3f ms, model %8.3f ms (%+.1f%%)", f[0], f[1], (long long)s,
+            published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
+    PX_ASSERT_REL(model_s, published_s, tol);
+  }
+  CU_ASSERT_EQUAL(r.rows, 42);
+  CU_ASSERT_EQUAL(points, 42);
+  /* every Blackwell preset carries curves for both passes and nothing else */
+  static const char *const bw[] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
+  for (size_t i = 0; i < sizeof bw / sizeof *bw; i++) {
+    px_cluster c;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(bw[i], &c, &err), PX_OK);
+    CU_ASSERT_EQUAL(c.gpu.attention_len, 2);
+    /* no unmasked curve: the causal one answers (no forward pair to scale the backward by) */
+    CU_ASSERT_EQUAL(px_attn_efficiency(&c.gpu, true, 128, false, 8192), px_attn_efficiency(&c.gpu, true, 128, true, 8192));
+    /* below the first point: flat */
+    CU_ASSERT_EQUAL(px_attn_efficiency(&c.gpu, false, 64, true, 256), px_attn_efficiency(&c.gpu, false, 128, true, c.gpu.attention[0].seq[0]));
+  }
+}
+
+/* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
+static double mem_op_s(const char *name, double bytes) {
+  px_cluster c = preset(name);
+  px_op op = {.kind = PX_OP_GELU, .bytes = bytes};
+  return px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+}
+
+/* The kernel figures against the microbenchmarks they come from
+ * (tests/data/gemm_microbench.csv, attention_a100_fa2.csv,
+ * hbm_babelstream.csv, each with its source): the model at the benchmark's
+ * shape reproduces the published figure within the row's tolerance. Presets
+ * that borrow a GPU's measurement (same SMs and clocks) carry its figures. */
+static void test_kernel_microbenchmarks(void) {
+  px_err err = {0};
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/gemm_microbench.csv", 7)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
+    px_dtype dt = !strcmp(f[1], "fp8") ? PX_DTYPE_FP8 : PX_DTYPE_BF16;
+    int64_t m = atoll(f[2]), n = atoll(f[3]), k = atoll(f[4]);
+    double published = atof(f[5]) * 1e12, tol = atof(f[6]);
+    double model = px_gemm_efficiency8(&c.gpu, dt, false, m, n, k, 1) * c.gpu.peak_flops[dt];
+    fprintf(stderr, "\n  %-12s %-4s %6lldx%6lldx%6lld  published %7.1f  model %7.1f TFLOP/s  %+5.1f%%", f[0], f[1],
+            (long long)m, (long long)n, (long long)k, published / 1e12, model / 1e12, 100 * (model / published - 1));
+    PX_ASSERT_REL(model, published, tol);
+  }
+  CU_ASSERT_EQUAL(r.rows, 11);
+
+  /* borrowed: the figures of the GPU whose measurement a preset cites */
+  static const char *const borrow[][2] = {{"hgx-h200", "dgx-h100"}, {"hgx-h800", "dgx-h100"}, {"a3-mega", "dgx-h100"},
+                                          {"dgx-gb300", "gb200-nvl72"}};
+  for (size_t i = 0; i < sizeof borrow / sizeof *borrow; i++) {
+    px_cluster b, l;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(borrow[i][0], &b, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(borrow[i][1], &l, &err), PX_OK);
+    CU_ASSERT_EQUAL(b.gpu.gemm_max_efficiency, l.gpu.gemm_max_efficiency);
+    CU_ASSERT_EQUAL(b.gpu.gemm_fp8_max_efficiency, l.gpu.gemm_fp8_max_efficiency);
+    CU_ASSERT_EQUAL(b.gpu.gemm_k_half, l.gpu.gemm_k_half);
+  }
+  /* every Blackwell preset borrows the H100's k_half (no Blackwell short-k table) */
+  px_cluster h100, bw;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &h100, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &bw, &err), PX_OK);
+  CU_ASSERT_EQUAL(bw.gpu.gemm_k_half, h100.gpu.gemm_k_half);
+
+  /* A100 attention: FlashAttention-2's forward points exactly, a causal op of the row's shape in its time */
+  px_cluster a100;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
+  const px_gpu *g = &a100.gpu;
+  csv_rows ra = {0};
+  while (csv_next(&ra, "tests/data/attention_a100_fa2.csv", 8)) {
+    char **f = ra.f;
+    bool causal = atoi(f[2]) != 0;
+    int64_t hd = atoll(f[1]), b = atoll(f[3]), sq = atoll(f[4]), h = atoll(f[5]);
+    double tflops = atof(f[6]), tol = atof(f[7]);
+    PX_ASSERT_REL(px_attn_efficiency(g, false, hd, causal, sq) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
+    if (causal) { /* the graphs' attention is causal: the op costs half the square */
+      px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, sq, h, h, hd, sq}};
+      op.flops = 2.0 * (double)(b * h) * (double)sq * (double)sq * (double)(2 * hd);
+      double published_s = op.flops / 2 / (tflops * 1e12), model_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
+      fprintf(stderr, "\n  dgx-a100 causal fwd b%lld s%lld: published %.3f ms, model %.3f ms (%+.1f%%)", (long long)b,
+              (long long)sq, published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
+      PX_ASSERT_REL(model_s, published_s, tol);
+    }
+  }
+  CU_ASSERT_EQUAL(ra.rows, 4);
+
+  /* HBM: a memory-bound op moving BabelStream Triad's bytes at its rate */
+  csv_rows rh = {0};
+  while (csv_next(&rh, "tests/data/hbm_babelstream.csv", 4)) {
+    char **f = rh.f;
+    double bytes = atof(f[1]), rate = atof(f[2]) * 1e9, model_s = mem_op_s(f[0], bytes);
+    fprintf(stderr, "\n  %-9s Triad %.3g B: published %7.1f  model %7.1f GB/s  %+5.1f%%", f[0], bytes, rate / 1e9,
+            bytes / model_s / 1e9, 100 * (bytes / model_s / rate - 1));
+    PX_ASSERT_REL(model_s, bytes / rate, atof(f[3]));
+  }
+  CU_ASSERT_EQUAL(rh.rows, 4);
+  /* kernel overhead: a tiny memory-bound kernel back to back on one stream, in the published time */
+  csv_rows rk = {0};
+  while (csv_next(&rk, "tests/data/kernel_overhead.csv", 4)) {
+    char **f = rk.f;
+    double us = mem_op_s(f[0], atof(f[1])) * 1e6;
+    fprintf(stderr, "\n  %-9s tiny kernel, %s B: published %s-%s us, model %.3f us", f[0], f[1], f[2], f[3], us);
+    CU_ASSERT(us >= atof(f[2]) && us <= atof(f[3]));
+  }
+  CU_ASSERT_EQUAL(rk.rows, 1);
+  /* borrowed: H800 and A3 Mega carry the H100's HBM3 (80 GB at 3.35 TB/s) and its measured share */
+  static const char *const hbm_borrow[] = {"hgx-h800", "a3-mega"};
+  px_cluster h100hbm;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &h100hbm, &err), PX_OK);
+  for (size_t i = 0; i < sizeof hbm_borrow / sizeof *hbm_borrow; i++) {
+    px_cluster b;
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(hbm_borrow[i], &b, &err), PX_OK);
+    CU_ASSERT_EQUAL(b.gpu.memory_efficiency, h100hbm.gpu.memory_efficiency);
+    CU_ASSERT_EQUAL(b.gpu.hbm_bytes_per_s, h100hbm.gpu.hbm_bytes_per_s);
+  }
+  fputc('\n', stderr);
+}
+
+int main(void) {
+  static const px_test tests[] = {
+      {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
+      {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
+      {"sustained clocks: mamf-finder's sustained over burst matmul rate", test_sustained_share},
+      {"fused attention on Blackwell: cuDNN's measurements reproduced", test_attention_kernels_blackwell},
+      {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
+  };
+  return px_test_main("validation_kernels", tests, sizeof tests / sizeof tests[0]);
+}
