@@ -28,7 +28,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
-       OPT_FRAMEWORK };
+       OPT_FRAMEWORK, OPT_SUSTAIN };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -139,9 +139,12 @@ static const px_opt opts[] = {
     {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SWEEP, NULL,
      "run: write checkpoints from a host snapshot on a background thread; sweep: cost them so"},
     {"profile", required_argument, 'Q', PX_OPT_RUN, "FILE", "per-op times (JSON) for parallax compare"},
-    {"backend", required_argument, 'U', PX_OPT_RUN, "B", "cpu|cuda (default: cuda when a GPU is present)"},
+    {"backend", required_argument, 'U', PX_OPT_RUN | PX_OPT_CALIB, "B",
+     "cpu|cuda (run: default cuda when a GPU is present; calibrate: cpu, the cores, or cuda, one GPU)"},
     {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
     {"quick", no_argument, OPT_QUICK, PX_OPT_CALIB, NULL, "fewer shapes and sizes (seconds, for tests)"},
+    {"sustain-s", required_argument, OPT_SUSTAIN, PX_OPT_CALIB, "S",
+     "--backend cuda: seconds of one GEMM back to back for gpu.sustained_share (60; --quick: 0.5)"},
     {"sources", no_argument, OPT_SOURCES, PX_OPT_TOPO, NULL, "every figure of the cluster file with its source"},
     {"import", no_argument, OPT_IMPORT, PX_OPT_CALIB, NULL,
      "read the measurement files named after the flags (nccl-tests outputs, a GEMM CSV) into --cluster's file"},
@@ -404,6 +407,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'U': a->backend = optarg; break;
       case OPT_GRADS: a->grads_file = optarg; break;
       case OPT_QUICK: a->quick = true; break;
+      case OPT_SUSTAIN: st = parse_number("--sustain-s", optarg, 0.01, 3600, &a->sustain_s, err); break;
       case OPT_IMPORT: a->import = true; break;
       case OPT_SOURCES: a->sources = true; break;
       case OPT_OUTPUT: a->output = optarg; break;

@@ -21,7 +21,7 @@ enum {
   PX_OPT_SIM = 1 << 5,     /* --trace, --plot */
   PX_OPT_SWEEP = 1 << 6,   /* --top, --objective, --csv, --tokens, --price, --mtbf-hours, ... */
   PX_OPT_RUN = 1 << 7,     /* --steps, --data, --seed, --lr, --ckpt, --resume, --profile, --backend, ... */
-  PX_OPT_CALIB = 1 << 8,   /* --quick, --output */
+  PX_OPT_CALIB = 1 << 8,   /* --quick, --output, --import, --sustain-s (and --backend) */
   PX_OPT_TOPO = 1 << 9,    /* topology show: --sources */
   PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to, --overwrite */
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
@@ -79,6 +79,7 @@ typedef struct {
   const char *backend;
   const char *grads_file;
   bool quick;
+  double sustain_s; /* calibrate --backend cuda: 0 unset */
   bool sources; /* topology show --sources */
   bool import; /* calibrate --import: the positional arguments are measurement files */
   const char *output; /* calibrate: the cluster file */

@@ -23,7 +23,7 @@ static int no_exec(int argc, char **argv) {
  * flag reference come from here too (`parallax help --markdown`). */
 static const px_command commands[] = {
     {"calibrate", px_cmd_calibrate, PX_GROUPS_CALIBRATE, 0, "calibration.md",
-     "measure this machine (mpirun -np N), or import measurements, into a cluster file"},
+     "measure this machine (mpirun -np N) or one GPU (--backend cuda), or import measurements, into a cluster file"},
     {"compare", px_cmd_compare, PX_GROUPS_COMPARE, 0, "calibration.md",
      "a run's profile beside the simulator's prediction of the same plan"},
     {"export", px_cmd_export, PX_GROUPS_EXPORT, 0, "export.md",

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "exec/calibrate_gpu.h"
 #include "exec/comm.h"
 #include "exec/cpu/backend.h"
 #include "exec/train.h"
@@ -327,6 +328,10 @@ static px_status calib_comm(px_cluster *c, const px_calib_opts *o, MPI_Comm worl
 
 px_status px_calibrate(const px_cluster *base, const px_calib_opts *o, MPI_Comm world, px_cluster *out, px_err *err) {
   int rank = px_comm_rank(world), size = px_comm_size(world);
+  if (o->cuda && size > 1)
+    return px_err_set(err, PX_ERR_INPUT, "calibrate: `backend` cuda measures one GPU in one process, not %d ranks "
+                      "(measure collectives across GPUs with nccl-tests and import them)", size);
+  if (o->cuda) return px_calibrate_gpu(base, o, out, err);
   *out = *base;
   px_cluster *c = out;
   char host[64] = "this machine";

@@ -165,6 +165,10 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&gc, gemm, "fp8_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_max_efficiency, err));
     TRY(px_json_num(&gc, gemm, "fp8_block_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_block_max_efficiency,
                     err));
+    double best_tf = 0, fp8_best_tf = 0;
+    TRY(px_json_num(&gc, gemm, "best_tflops", false, 1e-3, 1e6, &best_tf, err));
+    TRY(px_json_num(&gc, gemm, "fp8_best_tflops", false, 1e-3, 1e6, &fp8_best_tf, err));
+    gpu->gemm_best_flops = best_tf * 1e12, gpu->gemm_fp8_best_flops = fp8_best_tf * 1e12;
     TRY(list_read(gemm, "table", file, "gpu.gemm.table", PX_GEMM_TABLE_MAX, gemm_entry, gpu, &gpu->gemm_table_len,
                   err));
   }
@@ -243,6 +247,12 @@ px_status px_cluster_add_source(px_cluster *c, const char *field, const char *te
   size_t used = strlen(s->text);
   snprintf(s->text + used, sizeof s->text - used, "%s%s", used ? "; " : "", text);
   return PX_OK;
+}
+
+px_status px_cluster_set_source(px_cluster *c, const char *field, const char *text, px_err *err) {
+  for (int i = 0; i < c->nsources; i++)
+    if (!strcmp(c->sources[i].field, field)) c->sources[i].text[0] = '\0';
+  return px_cluster_add_source(c, field, text, err);
 }
 
 /* link.comm_sms: at most 255 (it travels in a flow's tag) and fewer than the GPU's SMs. */
@@ -374,6 +384,10 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->intra_efficiency = 0.8;
   TRY(px_json_num(&ic, intra, "efficiency", false, 0.01, 1.0, &cl->intra_efficiency, err));
   TRY(comm_sms_from_json(&ic, intra, cl->gpu.sm_count, &cl->intra_comm_sms, err));
+  double nvls_us = 0;
+  TRY(px_json_num(&ic, intra, "nvls_efficiency", false, 0.0, 1.0, &cl->intra_nvls_efficiency, err));
+  TRY(px_json_num(&ic, intra, "nvls_latency_us", false, 0.0, 1e6, &nvls_us, err));
+  cl->intra_nvls_latency_s = nvls_us * 1e-6;
   cl->nvlink_domain = 0; /* the node */
   TRY(px_json_int(&ic, intra, "nvlink_domain", false, 1, 1 << 20, &cl->nvlink_domain, err));
   if (cl->nvlink_domain % cl->gpus_per_node)
@@ -484,6 +498,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (gpu->gemm_fp8_max_efficiency > 0) px_json_add_num(gemm, "fp8_max_efficiency", gpu->gemm_fp8_max_efficiency);
   if (gpu->gemm_fp8_block_max_efficiency > 0)
     px_json_add_num(gemm, "fp8_block_max_efficiency", gpu->gemm_fp8_block_max_efficiency);
+  if (gpu->gemm_best_flops > 0) px_json_add_num(gemm, "best_tflops", gpu->gemm_best_flops / 1e12);
+  if (gpu->gemm_fp8_best_flops > 0) px_json_add_num(gemm, "fp8_best_tflops", gpu->gemm_fp8_best_flops / 1e12);
   if (gpu->gemm_table_len) {
     cJSON *t = cJSON_AddArrayToObject(gemm, "table");
     for (int i = 0; t && i < gpu->gemm_table_len; i++) {
@@ -533,6 +549,10 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(intra, "latency_us", c->intra_latency_s * 1e6);
   px_json_add_num(intra, "efficiency", c->intra_efficiency);
   px_json_add_num(intra, "comm_sms", (double)c->intra_comm_sms);
+  if (c->intra_nvls_efficiency > 0) {
+    px_json_add_num(intra, "nvls_efficiency", c->intra_nvls_efficiency);
+    px_json_add_num(intra, "nvls_latency_us", c->intra_nvls_latency_s * 1e6);
+  }
   if (c->nvlink_domain) px_json_add_num(intra, "nvlink_domain", (double)c->nvlink_domain);
   busbw_to_json(intra, c->busbw[PX_LINK_INTRA], c->busbw_len[PX_LINK_INTRA]);
   cJSON_AddItemToObject(o, "inter_node", inter);
@@ -668,6 +688,12 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
   double f8 = fp8_block && g->gemm_fp8_block_max_efficiency > 0 ? g->gemm_fp8_block_max_efficiency
                                                                  : g->gemm_fp8_max_efficiency;
   return dt == PX_DTYPE_FP8 && f8 > 0 ? f8 : g->gemm_max_efficiency;
+}
+
+double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt) {
+  bool half = dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16;
+  double best = dt == PX_DTYPE_FP8 ? g->gemm_fp8_best_flops : half ? g->gemm_best_flops : 0;
+  return best > 0 && g->peak_flops[dt] > 0 ? fmin(1.0, best / g->peak_flops[dt]) : 1.0;
 }
 
 uint64_t px_gpu_usable_bytes(const px_gpu *g) {

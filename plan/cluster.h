@@ -97,6 +97,9 @@ typedef struct {
   double gemm_k_half;                /* k at which short-k GEMMs reach half of max efficiency */
   double gemm_fp8_max_efficiency;    /* max_efficiency of fp8 GEMMs with per-tensor scales (of the fp8 peak) */
   double gemm_fp8_block_max_efficiency; /* ... with blockwise scales (DeepSeek-V3's 1 x 128 / 128 x 128) */
+  double gemm_best_flops;            /* the best FLOP/s a sweep of 16-bit GEMM shapes measured (MAMF): no
+                                        shape runs faster, the model is held under it; 0: no ceiling */
+  double gemm_fp8_best_flops;        /* ... of fp8 GEMMs (per-tensor or blockwise scales) */
   double kernel_overhead_s;          /* launch + tail per kernel */
   double sustained_share;            /* tensor-core compute under sustained load over the burst figures the
                                         GEMM and attention models are built from (power-limited clocks); 1: none */
@@ -120,6 +123,10 @@ typedef struct {
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
  * per-tensor), the 16-bit one where the file gives no fp8 figure. */
 double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
+/* The ceiling on a dtype's GEMM efficiency (of its peak): the best a sweep
+ * of shapes measured (gpu.gemm.best_tflops, fp8_best_tflops); 1 where the
+ * file gives none. */
+double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt);
 
 /* HBM a plan may use: the capacity less what the runtime keeps (context, allocator). */
 uint64_t px_gpu_usable_bytes(const px_gpu *g);
@@ -144,6 +151,10 @@ typedef struct {
   double intra_efficiency; /* busbw reached by NCCL-style rings / link rate */
   int64_t intra_comm_sms;  /* SMs a collective over this fabric holds while it runs (NCCL: a CTA per channel,
                               an SM each, shared with no compute kernel); 0: none. See px_coll_cost.sms */
+  double intra_nvls_efficiency; /* NVLS (NVLink SHARP: the switch reduces) all-reduce inside the domain: the share
+                                   of the link rate it reaches, each GPU sending and receiving the buffer once;
+                                   0: the fabric has no NVLS (sim/collective.h) */
+  double intra_nvls_latency_s;  /* ... its fixed time */
   /* Inter-node network. */
   int64_t nics_per_node;
   double nic_bytes_per_s; /* per NIC per direction */
@@ -194,6 +205,8 @@ cJSON *px_cluster_to_json(const px_cluster *c);
 const char *px_cluster_source_of(const px_cluster *c, const char *field);
 /* Adds text to field's own source entry (a new one if it has none; "; " between). */
 px_status px_cluster_add_source(px_cluster *c, const char *field, const char *text, px_err *err);
+/* Replaces field's own source entry with text (a new one if it has none): a figure measured anew. */
+px_status px_cluster_set_source(px_cluster *c, const char *field, const char *text, px_err *err);
 
 /* A what-if: sets one field of the cluster file, "FIELD=VALUE" with FIELD
  * a dotted path as in the file (gpu.hbm_gib, inter_node.nic_gbit_per_s,

@@ -150,3 +150,30 @@ void px_report_calibrated_text(const px_cluster *c, const char *path, FILE *out)
   fprintf(out, "all-reduce %.2f GB/s, %.1f us per step -> %s\n", c->intra_bytes_per_s / 1e9, c->intra_latency_s * 1e6,
           path);
 }
+
+void px_report_calibrated_gpu_text(const px_cluster *c, const char *path, FILE *out) {
+  const px_gpu *g = &c->gpu;
+  double best[PX_DTYPE_COUNT] = {0};
+  fprintf(out, "# GEMM (cuBLASLt)       m        n        k  dtype    TFLOP/s  of peak\n");
+  for (int i = 0; i < g->gemm_table_len; i++) {
+    const px_gemm_point *p = &g->gemm_table[i];
+    double tf = p->dtype >= 0 ? p->efficiency * g->peak_flops[p->dtype] / 1e12 : 0;
+    if (p->dtype >= 0 && tf > best[p->dtype]) best[p->dtype] = tf;
+    fprintf(out, "%24lld %8lld %8lld  %-5s %10.4g  %7.3f\n", (long long)p->m, (long long)p->n, (long long)p->k,
+            p->dtype >= 0 ? px_dtype_names[p->dtype] : "any", tf, p->efficiency);
+  }
+  for (int i = 0; i < g->attention_len; i++) {
+    const px_attn_curve *a = &g->attention[i];
+    fprintf(out, "# attention %s, head dim %lld%s, TFLOP/s by sequence length:", a->bwd ? "backward" : "forward",
+            (long long)a->head_dim, a->causal ? ", causal" : "");
+    for (int k = 0; k < a->n; k++) fprintf(out, " %lld: %.4g", (long long)a->seq[k], a->tflops[k]);
+    fputc('\n', out);
+  }
+  const char *mem = px_cluster_source_of(c, "gpu.memory_efficiency"), *sus = px_cluster_source_of(c, "gpu.sustained_share");
+  if (mem) fprintf(out, "# memory: %.4g GB/s, %.3f of gpu.hbm_gb_per_s: %s\n",
+                   g->hbm_bytes_per_s * g->memory_efficiency / 1e9, g->memory_efficiency, mem);
+  if (sus) fprintf(out, "# sustained share %.3f: %s\n", g->sustained_share, sus);
+  fprintf(out, "calibrated: GPU %s: %d GEMM shapes (best bf16 %.4g, fp8 %.4g TFLOP/s), %d attention curves, memory "
+          "%.4g GB/s, sustained share %.3f -> %s\n", g->name, g->gemm_table_len, best[PX_DTYPE_BF16], best[PX_DTYPE_FP8],
+          g->attention_len, g->hbm_bytes_per_s * g->memory_efficiency / 1e9, g->sustained_share, path);
+}

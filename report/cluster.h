@@ -25,5 +25,9 @@ cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c);
 void px_report_cluster_measured(const px_cluster *c, const char *path, FILE *out);
 /* "calibrated: fp32 GEMM peak ..., all-reduce ... -> PATH": what `parallax calibrate` measured. */
 void px_report_calibrated_text(const px_cluster *c, const char *path, FILE *out);
+/* What `parallax calibrate --backend cuda` measured: the GEMM table (TFLOP/s
+ * and share of the peak), the attention curves, the copy bandwidth and the
+ * sustained share with its figures, then "calibrated: GPU ... -> PATH". */
+void px_report_calibrated_gpu_text(const px_cluster *c, const char *path, FILE *out);
 
 #endif

@@ -28,13 +28,17 @@ quick() {
   printf '```\n\n<!-- generated: quickstart-%s END -->\n' "$name"
 }
 
+# The lines of GEN's block NAME, without its markers.
+block_of() { awk -v n="$1" '$1 == "<!--" && $2 == "generated:" && $3 == n { on = $4 == "BEGIN"; next } on' "$2"; }
+
 generate() {
-  local px=$1 tests=$2 tmp suite
+  local px=$1 tests=$2 home tmp suite f st=0
+  home=$(cd "${PARALLAX_HOME:-$(dirname "$0")/..}" && pwd) # absolute: the links below name it
   "$px" help --markdown
   tmp=$(mktemp -d)
-  # the validation suites: the tables of whole runs (test_validation_runs), and every row's error from both
-  # suites appended to one file, whose table px_bands_table writes (tests/validation/bands.h)
-  for suite in test_validation_runs test_validation_moe; do
+  # the validation suites: the tables of whole runs (test_validation_runs), and every row's error from each
+  # suite of whole runs appended to one file, whose table px_bands_table writes (tests/validation/bands.h)
+  for suite in test_validation_runs test_validation_moe test_validation_blackwell; do
     if ! PX_VALIDATION_MD="$tmp/$suite.md" PX_VALIDATION_BANDS="$tmp/bands.rows" "$tests/$suite" >"$tmp/log" 2>&1; then
       cat "$tmp/log" >&2
       echo "scripts/docs.sh: $tests/$suite failed: the validation tables and bands are its output" >&2
@@ -43,14 +47,26 @@ generate() {
     fi
   done
   cat "$tmp"/test_validation_*.md
-  if ! "$tests/px_bands_table" "$tmp/bands.rows"; then
+  if ! "$tests/px_bands_table" "$tmp/bands.rows" >"$tmp/bands.gen"; then
     rm -rf "$tmp"
     return 1
   fi
+  cat "$tmp/bands.gen"
+  # the quick start's runs print their plan's band: from the table just made, not the one installed, so
+  # that one `make docs` writes both alike (PARALLAX_HOME: the installed one's files, that table in its place)
+  mkdir -p "$tmp/home/topologies"
+  for f in "$home"/*; do [ "$f" = "$home/topologies" ] || ln -s "$f" "$tmp/home/"; done
+  for f in "$home"/topologies/*; do ln -s "$f" "$tmp/home/topologies/"; done
+  rm -f "$tmp/home/topologies/validation_bands.tsv"
+  block_of file:topologies/validation_bands.tsv "$tmp/bands.gen" >"$tmp/home/topologies/validation_bands.tsv"
+  (
+    export PARALLAX_HOME=$tmp/home
+    quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
+    quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
+    quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5
+  ) || st=1
   rm -rf "$tmp"
-  quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
-  quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
-  quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5
+  return "$st"
 }
 
 # FILE with GEN's blocks in place of its own, on stdout; the names placed are
@@ -101,7 +117,7 @@ place() {
   # the data files, each the whole of its block
   for name in $(awk '$1 == "<!--" && $2 == "generated:" && $3 ~ /^file:/ && $4 == "BEGIN" { print $3 }' "$gen"); do
     f=$src/${name#file:}
-    awk -v n="$name" '$1 == "<!--" && $2 == "generated:" && $3 == n { on = $4 == "BEGIN"; next } on' "$gen" >"$tmp/new"
+    block_of "$name" "$gen" >"$tmp/new"
     if [ "$mode" = check ]; then
       diff -u --label "$f" --label "$f (generated now)" "$f" "$tmp/new" || status=1
     elif ! cmp -s "$f" "$tmp/new"; then

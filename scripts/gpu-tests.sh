@@ -5,6 +5,8 @@
 # cuBLASLt fp8 GEMM included) and the CUDA backend against the CPU backend end
 # to end (tests/gpu/exec.sh: fp32, bf16, fp16 and fp8; on a GPU without fp8,
 # such as an A100, the fp8 runs are replaced by the check that they are refused).
+# scripts/gpu-check.sh runs these too, measures the GPU and runs two models against
+# their prediction, within a time budget (docs/testing.md, "The GPU check").
 #   scripts/gpu-tests.sh [build-dir]        (default: build-gpu)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libcjson-dev libcunit1-dev libopenblas-dev
-      libopenmpi-dev openmpi-bin gnuplot-nox chromium jq clang libclang-rt-dev)
+      libopenmpi-dev openmpi-bin gnuplot-nox chromium jq python3 clang libclang-rt-dev)
 # Extras named on the command line are installed too.
 pkgs+=("$@")
 

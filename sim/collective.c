@@ -7,7 +7,7 @@
 
 #include "core/fmt.h"
 
-PX_NAME_TABLE(px_algo_names, PX_ALGO_COUNT, "ring", "tree", "hierarchical", "direct");
+PX_NAME_TABLE(px_algo_names, PX_ALGO_COUNT, "ring", "tree", "hierarchical", "nvls", "direct");
 
 double px_coll_link_bytes_per_s(const px_cluster *c, px_link link, int64_t leaves) {
   if (link == PX_LINK_INTRA) return c->intra_bytes_per_s * c->intra_efficiency;
@@ -183,6 +183,14 @@ bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, c
     out->bytes[PX_LINK_INTRA] = px_coll_busbw_factor(kind, pn) * S;
     out->bytes[PX_LINK_INTER] = px_coll_busbw_factor(kind, N) * S / pnd;
     break;
+  case PX_ALGO_NVLS: /* the switch reduces: S out and S back over the GPU's link, at the NVLS share of its rate */
+    if (!ar || N > 1 || c->intra_nvls_efficiency <= 0) return false;
+    out->latency_s = c->intra_nvls_latency_s;
+    out->bytes[PX_LINK_INTRA] = S;
+    out->bw[PX_LINK_INTRA] = c->intra_bytes_per_s * c->intra_nvls_efficiency;
+    out->time_s = out->latency_s + S / out->bw[PX_LINK_INTRA];
+    out->sms = px_coll_held_sms(c, out, false);
+    return true;
   case PX_ALGO_TREE:
     if (!ar || N <= 2) return false;
     out->latency_s = 2.0 * (double)ceil_log2(N) * le + 2.0 * (pnd - 1.0) * li;

@@ -35,6 +35,17 @@
  *         chain of pn ranks, a tree over N nodes: latency
  *         2 ceil(log2 N) inter + 2(pn-1) intra, inter bytes 2 S / pn,
  *         intra bytes 2(pn-1)/pn S.
+ *   NVLS  all-reduce inside one NVLink domain (N = 1) whose switches reduce
+ *         (intra_node.nvls_efficiency > 0: NVSwitch 3 and later, NCCL's
+ *         NVLS algorithm): each GPU sends its buffer to the switch, which
+ *         reduces the members' shards and multicasts the results back, so a
+ *         GPU's link carries S each way (a ring's 2(n-1)/n S) at
+ *         nvls_efficiency of the link rate, after nvls_latency_us. NCCL's
+ *         tuner (src/graph/tuning.cc) charges NVLS a fixed 25 us on NVLink
+ *         and no step latency, so rings and trees keep the small messages and
+ *         NVLS takes the large ones, most in large groups. Reduce-scatter and
+ *         all-gather stay rings (NVLS moves the same (n-1)/n S there at a
+ *         lower rate, and NCCL's model agrees).
  *   DIRECT a group of size <= 1, a zero-byte collective, or a p2p transfer:
  *         p2p is one step of latency and S bytes on the intra or inter link.
  *         All-to-all is always direct (NCCL posts a send and a receive per
@@ -51,7 +62,7 @@
  *
  * Algorithm choice, "as NCCL's tuner would": cost every applicable algorithm
  * under this model and keep the one with the least time_s; ties go to the
- * earlier one in px_algo order (ring, tree, hierarchical). Consequences: in
+ * earlier one in px_algo order (ring, tree, hierarchical, NVLS). Consequences: in
  * one node, or with one GPU per node, the ring wins at large sizes (it moves
  * the fewest bytes: 2(n-1)/n S against the tree's 2 S); the tree wins
  * small all-reduces at many nodes (log2 N steps against 2(n-1));
@@ -67,7 +78,7 @@
 #include "plan/graph.h"
 #include "plan/grid.h"
 
-typedef enum { PX_ALGO_RING, PX_ALGO_TREE, PX_ALGO_HIER, PX_ALGO_DIRECT, PX_ALGO_COUNT } px_algo;
+typedef enum { PX_ALGO_RING, PX_ALGO_TREE, PX_ALGO_HIER, PX_ALGO_NVLS, PX_ALGO_DIRECT, PX_ALGO_COUNT } px_algo;
 extern const char *const px_algo_names[PX_ALGO_COUNT];
 
 typedef struct {

@@ -42,7 +42,9 @@ double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t
   double wave_eff = tiles / (waves * sms);                                      /* last wave partly idle */
   double tile_eff = ((double)m * (double)n) / (tiles_m * tm * tiles_n * tn);   /* padding inside edge tiles */
   double k_eff = g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0; /* short k: load-bound */
-  return max * wave_eff * tile_eff * k_eff;
+  /* never above the best a sweep of shapes measured: max_efficiency is that best over the model's factors at
+   * its shape, so where they are better than there (long k, full waves) the product alone would exceed it */
+  return fmin(max * wave_eff * tile_eff * k_eff, px_gpu_gemm_ceiling(g, dt));
 }
 
 /* TFLOP/s of curve a at seq: linear in log(seq) between its points, flat beyond them. */

@@ -75,8 +75,8 @@ static void test_round_trip(void) {
   px_test_rm_tree(dir);
 }
 
-/* The installed table reads, and holds the H100 and A100 bands the validation suites make: the dense runs'
- * (test_validation_runs) and the MoE runs' (test_validation_moe). */
+/* The installed table reads, and holds the bands the validation suites make: the A100 and H100 dense runs'
+ * (test_validation_runs), Blackwell's (test_validation_blackwell) and the MoE runs' (test_validation_moe). */
 static void test_installed(void) {
   px_bands b;
   px_err err = {0};
@@ -84,11 +84,12 @@ static void test_installed(void) {
   if (st) fprintf(stderr, "\n  %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(st, PX_OK);
   px_band_key h8 = key("H100", "fp8", false), a16 = key("A100", "fp16", false), h8m = key("H100", "fp8", true);
-  px_band_key h16m = key("H100", "bf16", true);
+  px_band_key h16m = key("H100", "bf16", true), gb8 = key("GB200", "fp8", false);
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h8));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &a16));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h8m));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h16m));
+  CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &gb8));
   px_bands_free(&b);
 }
 

@@ -72,12 +72,20 @@ static int check_published(const char *rel) {
       continue;
     }
     px_cluster c = load(topo, nodes);
+    /* "allreduce/ring": a run with NCCL_ALGO forced, against that algorithm */
+    char *forced = strchr(coll, '/');
+    if (forced) *forced++ = '\0';
     px_coll kind = !strcmp(coll, "sendrecv") ? PX_COLL_P2P : !strcmp(coll, "alltoall") ? PX_COLL_ALLTOALL : kind_of(coll);
     CU_ASSERT_NOT_EQUAL_FATAL(kind, PX_COLL_NONE);
     px_placement g = place(&c, nodes * rpn, rpn == 1 && nodes > 1 ? c.gpus_per_node : 1);
     CU_ASSERT_EQUAL(g.nodes, nodes);
     CU_ASSERT_EQUAL(g.per_node, rpn);
     px_coll_cost k = px_coll_cost_of(&c, kind, size, &g);
+    if (forced) {
+      int a = 0;
+      while (a < PX_ALGO_COUNT && strcmp(px_algo_names[a], forced)) a++;
+      CU_ASSERT_FATAL(a < PX_ALGO_COUNT && px_coll_cost_algo(&c, kind, size, &g, (px_algo)a, &k));
+    }
     check_consistent(&k);
     bool time = !strcmp(metric, "time_us");
     CU_ASSERT(time || !strcmp(metric, "busbw_gb_per_s"));
@@ -98,10 +106,12 @@ static void test_published(void) { CU_ASSERT(check_published("tests/data/nccl_bu
 
 /* Groups of part of a node (small-message times, which give the per-step
  * latencies) and pairs across nodes (a NIC's rate). */
-static void test_published_groups(void) { CU_ASSERT_EQUAL(check_published("tests/data/nccl_small.csv"), 6); }
+static void test_published_groups(void) { CU_ASSERT_EQUAL(check_published("tests/data/nccl_small.csv"), 9); }
 
-/* In one node every collective's large-message busbw is the NVLink rate x
- * efficiency (nccl-tests' busbw is defined so that it is). */
+/* In one node every ring's large-message busbw is the NVLink rate x
+ * efficiency (nccl-tests' busbw is defined so that it is); where the
+ * switches reduce (NVLS), the all-reduce takes NVLS instead: S each way at
+ * the link rate x nvls_efficiency, busbw 2(n-1)/n of that. */
 static void test_one_node_busbw_is_link(void) {
   static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200"};
   static const px_coll kinds[] = {PX_COLL_ALLREDUCE, PX_COLL_ALLGATHER, PX_COLL_REDUCE_SCATTER};
@@ -112,6 +122,14 @@ static void test_one_node_busbw_is_link(void) {
     double link = c.intra_bytes_per_s * c.intra_efficiency;
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
       px_coll_cost k = px_coll_cost_of(&c, kinds[i], 8 * GIB, &g);
+      if (kinds[i] == PX_COLL_ALLREDUCE && c.intra_nvls_efficiency > 0) {
+        CU_ASSERT_EQUAL(k.algo, PX_ALGO_NVLS);
+        double nvls = c.intra_bytes_per_s * c.intra_nvls_efficiency;
+        PX_ASSERT_REL(k.bw[PX_LINK_INTRA], nvls, 1e-12);
+        PX_ASSERT_REL(px_coll_busbw_bytes_per_s(kinds[i], 8, 8 * GIB, k.time_s), nvls * 1.75, 0.005);
+        check_consistent(&k);
+        CU_ASSERT_FATAL(px_coll_cost_algo(&c, kinds[i], 8 * GIB, &g, PX_ALGO_RING, &k));
+      }
       CU_ASSERT_EQUAL(k.algo, PX_ALGO_RING);
       CU_ASSERT_EQUAL(k.bytes[PX_LINK_INTER], 0);
       CU_ASSERT_EQUAL(k.bw[PX_LINK_INTER], 0);

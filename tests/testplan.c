@@ -15,3 +15,19 @@ px_status px_test_compile(px_plan *plan, const px_model *m, const char *cluster,
   if (st) fprintf(stderr, "\n  %s\n", err->msg);
   return st;
 }
+
+double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half) {
+  double h = (double)m->hidden, q = (double)(m->heads * m->head_dim), kv = (double)(m->kv_heads * m->head_dim);
+  int64_t mult = 128 * tp, vocab = (m->vocab + mult - 1) / mult * mult;
+  double mlp = (m->mlp == PX_MLP_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
+  double attn = h * (q + 2 * kv) + q * h + (half ? 1.0 : 2.0) * q * (double)seq;
+  return 6.0 * (double)m->layers * (mlp + attn) + 6.0 * h * (double)vocab;
+}
+
+void px_test_megatron_split(const px_model *m, int64_t pp, int64_t vp, px_parallel *p) {
+  int64_t chunks = pp * vp;
+  if (chunks > PX_MAX_CHUNK_LIST || m->layers % chunks == 0 || (m->layers + 2) % chunks) return;
+  p->nchunk_layers = (int32_t)chunks;
+  for (int64_t c = 0; c < chunks; c++)
+    p->chunk_layers[c] = (uint16_t)((m->layers + 2) / chunks - (c == 0 || c == chunks - 1));
+}

@@ -3,6 +3,7 @@
 #ifndef PX_TESTS_TESTPLAN_H
 #define PX_TESTS_TESTPLAN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "plan/plan.h"
@@ -11,5 +12,18 @@
  * resolved first); says why on stderr when it refuses. */
 px_status px_test_compile(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
                           px_err *err);
+
+/* Megatron-Bridge's model FLOPs per token (flop_utils.py, transformer_flops;
+ * tests/data/megatron_bridge_h100.csv's header): 6 x the dense GEMM weights,
+ * the head over the vocabulary padded to a multiple of 128 x tp, and causal
+ * attention as half the square (half) or, as NeMo 24.07 counted it, the
+ * whole square. */
+double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half);
+
+/* Megatron's pipeline split that counts the embedding and the loss as a
+ * layer each (account_for_embedding_in_pipeline_split and ..._loss_...):
+ * where the layers do not fill pp x vp chunks evenly but two more would, the
+ * first and the last chunk one layer short, written into p's chunk list. */
+void px_test_megatron_split(const px_model *m, int64_t pp, int64_t vp, px_parallel *p);
 
 #endif

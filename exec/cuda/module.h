@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core/module.h"
+#include "exec/cuda/calibrate.h"
 #include "exec/backend.h"
 #include "exec/comm.h"
 
@@ -18,7 +19,8 @@
  * from a build whose structs differ is refused, not run. */
 #define PX_CUDA_MODULE_ABI                                                                                     \
   ((uint64_t)sizeof(px_backend) | (uint64_t)sizeof(px_exec_op) << 12 | (uint64_t)sizeof(px_comm) << 24 |       \
-   (uint64_t)sizeof(px_env) << 36 | (uint64_t)sizeof(px_op) << 46 | (uint64_t)sizeof(px_slot) << 55)
+   (uint64_t)sizeof(px_env) << 36 | (uint64_t)sizeof(px_op) << 46 | (uint64_t)sizeof(px_slot) << 55) ^       \
+      ((uint64_t)sizeof(px_cuda_calib) << 20) /* mixed in: the fields above have no room left */
 
 typedef struct {
   px_module_header h;  /* PX_VERSION, PX_CUDA_MODULE_ABI */
@@ -28,6 +30,8 @@ typedef struct {
   void (*device_name)(char *buf, size_t cap);
   /* px_cuda_backend_new (exec/cuda/backend.h) */
   px_status (*backend_new)(const px_comm *comm, px_backend **out, px_err *err);
+  /* px_cuda_calibrate (exec/cuda/calibrate.h): calibrate --backend cuda's measurements */
+  px_status (*calibrate)(px_cuda_calib *c, px_err *err);
 } px_cuda_module;
 
 extern const px_cuda_module px_cuda_module_table;

@@ -15,6 +15,21 @@ err=$("$px" calibrate --quick --save-plan "$tmp/cal3.json" 2>&1 >/dev/null); rc=
 err=$("$px" calibrate --quick 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "-o, --output FILE" || fail "no output: $rc $err"
 "$px" calibrate --help | grep -q -- "-o, --output FILE" || fail "help lacks -o, --output"
+# --backend cuda alone takes a plan and --sustain-s; an unknown backend is named
+for bad in "-m tiny|a plan (-m, --plan): only with --backend cuda" "--sustain-s 5|--sustain-s: only with --backend cuda" \
+  "--backend gpu|--backend: 'gpu' is not one of cpu|cuda"; do
+  err=$("$px" calibrate --quick -o "$tmp/bad.json" ${bad%%|*} 2>&1 >/dev/null); rc=$?
+  [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "${bad#*|}" && [ ! -e "$tmp/bad.json" ] || fail "${bad%%|*}: $rc $err"
+done
+# without the CUDA backend (or a GPU) it says so; the emulator measures one (tests/gpu/check.sh)
+err=$("$px" calibrate --backend cuda --quick -o "$tmp/gpu.json" 2>&1 >/dev/null); rc=$?
+if echo "$err" | grep -q "no CUDA backend"; then
+  [ "$rc" -eq 2 ] || fail "calibrate --backend cuda without the backend: $rc $err"
+elif echo "$err" | grep -q "no CUDA device"; then
+  [ "$rc" -ne 0 ] || fail "calibrate --backend cuda without a device: $rc $err"
+elif [ "$rc" -ne 0 ]; then
+  fail "calibrate --backend cuda: $rc $err"
+fi
 grep -q "busbw_GB/s" "$tmp/cal.txt" || fail "no collective table"
 # every collective the CPU backend calls is a measured curve the simulator reads
 [ "$(jq -r '[.intra_node.busbw[].coll] | unique | join(",")' "$tmp/cal.json")" = \

@@ -8,7 +8,8 @@
 # fails, a changed hand-written line passes, a block without its END marker,
 # a marker without a block, a changed validated band (topologies/
 # validation_bands.tsv, the data file the binary reads) and a broken link fail;
-# the bands hold both validation suites' runs (dense and MoE).
+# the bands hold every validation suite's runs (dense, Blackwell and MoE), and
+# the quick start prints the band generated beside it, not a stale installed one.
 # PX_TEST_DIR names the build's tests/ (the validation suites and
 # px_bands_table; tests/CMakeLists.txt), else it is
 # looked for in the build directory of PARALLAX.
@@ -31,11 +32,24 @@ for name in commands flags models topologies validation-sc21 validation-headline
   file:topologies/validation_bands.tsv; do
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"
 done
-# both suites' runs in the one table: the dense runs' bands and the MoE suite's (Megatron-Bridge's MoE rows)
-for band in "H100	fp8	dense" "H100	fp8	moe" "H100	bf16	moe"; do
+# every suite's runs in the one table: the dense runs' (test_validation_runs), Blackwell's and the MoE suite's
+for band in "H100	fp8	dense" "GB200	fp8	dense" "H100	fp8	moe" "H100	bf16	moe"; do
   grep -q "^$band	" "$tmp/gen.md" || fail "no $band band in the generated table"
 done
 bash "$docs" check "$tmp/gen.md" "$src" || fail "the docs differ from what the code writes: run \`make docs\`"
+# one `make docs` writes the table and the quick start's validated line alike: generated where the installed
+# table is stale (PARALLAX_HOME's H100 bf16 band changed), the quick start says the band generated beside it
+mkdir -p "$tmp/stale/topologies"
+abs=$(cd "$src" && pwd)
+for f in "$abs"/*; do [ "$f" = "$abs/topologies" ] || ln -s "$f" "$tmp/stale/"; done
+for f in "$abs"/topologies/*.json; do ln -s "$f" "$tmp/stale/topologies/"; done
+sed 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$src/topologies/validation_bands.tsv" \
+  >"$tmp/stale/topologies/validation_bands.tsv"
+PARALLAX_HOME=$tmp/stale bash "$docs" generate "$px" "$tests" >"$tmp/gen_stale.md" ||
+  fail "scripts/docs.sh generate, a stale table installed"
+want=$(grep "^  validated        H100 bf16 dense" "$tmp/gen.md")
+got=$(grep "^  validated        H100 bf16 dense" "$tmp/gen_stale.md")
+[ -n "$want" ] && [ "$got" = "$want" ] || fail "the quick start's band from the installed table: '$got', not '$want'"
 
 # the flag reference holds every flag of every command's --help
 for cmd in plan sim sweep calibrate topology; do

@@ -15,8 +15,8 @@
 #include "sim/compute.h"
 #include "sim/sim.h"
 #include "tests/testplan.h"
-#include "tests/validation/bands.h"
 #include "tests/testutil.h"
+#include "tests/validation/bands.h"
 
 /* ---- the copies DeepEP sends: px_plan_ep_copies against the routers themselves ---- */
 
@@ -302,7 +302,7 @@ static void test_megatron_bridge_moe(void) {
               100 * by_dispatch[d].max);
   fprintf(stderr, "  H100 MoE, all %d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", all.n, 100 * all.sum / all.n,
           100 * all.min, 100 * all.max);
-  CU_ASSERT(all.sum / all.n < 0.55); /* +44.9% */
+  CU_ASSERT(all.sum / all.n < 0.55); /* +44.8% */
 }
 
 int main(void) {

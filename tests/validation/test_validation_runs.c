@@ -17,8 +17,8 @@
 #include "sim/compute.h"
 #include "sim/sim.h"
 #include "tests/testplan.h"
-#include "tests/validation/bands.h"
 #include "tests/testutil.h"
+#include "tests/validation/bands.h"
 
 /* One step of a published run's plan as the validations run it (no comm-free twin). */
 static void sim_row(const px_plan *plan, px_sim_result *r) {
@@ -107,7 +107,8 @@ static const char *doc_gpus(const err_range *g, char buf[72]) {
 /* dgx-a100's GEMM max_efficiency as the 2020 measurement of
  * tests/data/gemm_a100_2020.csv says, converted through the model's own
  * wave, tile and k factors at the benchmark's shape: the preset's value
- * scaled by published / modelled there. */
+ * scaled by published / modelled there (the model without the 2025 sweep's
+ * ceiling, gpu.gemm.best_tflops, which is no figure of 2020's software). */
 static double gemm_max_efficiency_2020(void) {
   FILE *fp = fopen(px_test_path("tests/data/gemm_a100_2020.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
@@ -126,6 +127,7 @@ static double gemm_max_efficiency_2020(void) {
     px_cluster c;
     px_err err = {0};
     CU_ASSERT_EQUAL_FATAL(px_cluster_load(preset, &c, &err), PX_OK);
+    c.gpu.gemm_best_flops = 0;
     double model = px_gemm_efficiency(&c.gpu, PX_DTYPE_FP16, m, n, k, 1) * c.gpu.peak_flops[PX_DTYPE_FP16];
     max = c.gpu.gemm_max_efficiency * tflops * 1e12 / model;
     fprintf(stderr, "\n  2020 GEMM: %lldx%lldx%lld fp16 %.1f TFLOP/s (the preset models %.1f): max_efficiency %.3f, not %.3f",
@@ -157,15 +159,16 @@ static px_model megatron_gpt(const char *name, int64_t layers, int64_t hidden, i
 
 /* The plan run again with the GEMMs of its runs' era (late-2020 software,
  * tests/data/gemm_a100_2020.csv, era_max from gemm_max_efficiency_2020) in
- * place of the preset's 2025 figure, nothing else changed (the plan keeps
- * the preset's); the older GEMMs must give a slower step than preset's run. */
+ * place of the preset's 2025 figures (max_efficiency, and no 2025 sweep's
+ * ceiling), nothing else changed (the plan keeps the preset's); the older
+ * GEMMs must give a slower step than preset's run. */
 static void sim_gemm_2020(px_plan *plan, const px_sim_opts *o, double era_max, const px_sim_result *preset,
                           px_sim_result *r) {
-  double keep = plan->cluster.gpu.gemm_max_efficiency;
-  plan->cluster.gpu.gemm_max_efficiency = era_max;
+  px_gpu keep = plan->cluster.gpu;
+  plan->cluster.gpu.gemm_max_efficiency = era_max, plan->cluster.gpu.gemm_best_flops = 0;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_sim_run(plan, o, r, &err), PX_OK);
-  plan->cluster.gpu.gemm_max_efficiency = keep;
+  plan->cluster.gpu = keep;
   CU_ASSERT(r->step_time_s > preset->step_time_s);
 }
 
@@ -453,18 +456,6 @@ static void test_llama3_table4(void) {
 
 /* ---- Llama 2, 3 and GPT-3 on H100 (NVIDIA's NeMo and Megatron-Bridge performance tables) ---- */
 
-/* Megatron-Bridge's model FLOPs per token (flop_utils.py, transformer_flops;
- * the CSV's header): the vocabulary padded to a multiple of 128 x tp, causal
- * attention as half the square (half) or, as NeMo 24.07 counted it, the
- * whole square. */
-static double nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half) {
-  double h = (double)m->hidden, q = (double)(m->heads * m->head_dim), kv = (double)(m->kv_heads * m->head_dim);
-  int64_t mult = 128 * tp, vocab = (m->vocab + mult - 1) / mult * mult;
-  double mlp = (m->mlp == PX_MLP_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
-  double attn = h * (q + 2 * kv) + q * h + (half ? 1.0 : 2.0) * q * (double)seq;
-  return 6.0 * (double)m->layers * (mlp + attn) + 6.0 * h * (double)vocab;
-}
-
 /* NVIDIA's published tokens/s a GPU beside the simulated ones, on
  * dgx-h100's microbenchmark figures, each row with its recipe's settings
  * (the CSV's header): Megatron-Bridge's tables (NeMo 25.09-26.02) and
@@ -499,7 +490,7 @@ static void test_megatron_bridge_h100(void) {
     CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
     /* the tables' TFLOP/s are their tokens/s times this formula (rounding: within 1%) */
     CU_ASSERT(!strcmp(count, "half") || !strcmp(count, "full"));
-    PX_ASSERT_REL(tflops * 1e12 / tokens, nemo_flops_per_token(&m, seq, tp, !strcmp(count, "half")), 0.01);
+    PX_ASSERT_REL(tflops * 1e12 / tokens, px_test_nemo_flops_per_token(&m, seq, tp, !strcmp(count, "half")), 0.01);
     int old = strcmp(release, "25") < 0; /* NeMo 24.07: mid-2024 software */
     px_parallel p;
     px_parallel_unset(&p);
@@ -508,15 +499,7 @@ static void test_megatron_bridge_h100(void) {
     p.precision = PX_PREC_FP8, p.recompute = PX_RECOMPUTE_NONE;
     p.fp8_recipe = !strcmp(prec, "fp8-ds") ? PX_FP8_DELAYED : PX_FP8_CURRENT;
     if (vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vp;
-    /* Megatron's pipeline split counting the embedding and the loss as a
-     * layer each: the first and the last chunk one layer short */
-    int64_t chunks = pp * vp;
-    if (m.layers % chunks && (m.layers + 2) % chunks == 0) {
-      CU_ASSERT_FATAL(chunks <= PX_MAX_CHUNK_LIST);
-      p.nchunk_layers = (int32_t)chunks;
-      for (int64_t c = 0; c < chunks; c++)
-        p.chunk_layers[c] = (uint16_t)((m.layers + 2) / chunks - (c == 0 || c == chunks - 1));
-    }
+    px_test_megatron_split(&m, pp, vp, &p); /* the embedding and the loss a layer each */
     px_plan plan;
     CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
     px_sim_result r;

@@ -11,9 +11,16 @@
 #     8 ranks, over NCCL and over the MPI fallback, fp32 and bf16.
 # Not a substitute for scripts/gpu-tests.sh on a real GPU: no timing, no
 # races, no nvcc code generation.
-#   tests/gpu/emu/run.sh [build-dir]          (default: build-emu)
+#   tests/gpu/emu/run.sh [--build-only] [build-dir]   (default: build-emu)
+# --build-only builds (or brings up to date) BUILD/emu/parallax_emu and the
+# tests and runs nothing (scripts/gpu-check.sh --emu).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 out=${1:-$root/build-emu}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -41,6 +48,7 @@ fi
 # 2. build and run
 cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" >/dev/null
 cmake --build "$out/emu" -j"$(nproc)" >/dev/null
+[ "$build_only" -eq 0 ] || exit 0
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_cuda_kernels_emu"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_backend_ops_emu"

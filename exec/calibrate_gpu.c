@@ -1,0 +1,282 @@
+/* One GPU measured into a cluster file: what to measure (a grid of GEMM
+ * shapes, the plans' own, attention by sequence length, a copy, one GEMM
+ * sustained), measured by the CUDA module, and the figures that follow. */
+#include "exec/calibrate_gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/cuda/calibrate.h"
+#include "exec/cuda_load.h"
+#include "plan/query.h"
+
+/* The grid every calibration measures, each of m, n and k (tokens, and the
+ * widths of the presets' layers from GPT-2's 768 to the largest dense FFNs),
+ * in bf16 and fp8; --quick: sizes the emulator takes in seconds. */
+static const int64_t grid_full[] = {1024, 4096, 16384}, grid_quick[] = {32, 64};
+/* The sustained product: large enough to keep every SM busy. */
+#define SUSTAIN_DIM_FULL 8192
+#define SUSTAIN_DIM_QUICK 64
+/* Attention: FlashAttention's benchmark layout, batch x seq = 16k tokens and
+ * heads x head_dim = 2048, at these lengths; causal, as every graph's. */
+static const int64_t attn_seq_full[] = {512, 1024, 2048, 4096, 8192}, attn_seq_quick[] = {32, 64};
+#define ATTN_TOKENS 16384
+#define ATTN_WIDTH 2048
+#define COPY_BYTES_FULL ((uint64_t)2 << 30)
+#define COPY_BYTES_QUICK ((uint64_t)8 << 20)
+#define SUSTAIN_S_FULL 60.0
+#define SUSTAIN_S_QUICK 0.5
+#define MIN_S_FULL 0.05 /* each figure's calls last at least this */
+
+typedef struct {
+  px_cuda_gemm_probe v[PX_GEMM_TABLE_MAX];
+  int n;
+  int dropped; /* shapes past the table's room */
+} gemm_list;
+
+/* Adds (m, n, k) in dtype once: the table's key is the shape and the dtype. */
+static void add_gemm(gemm_list *l, int64_t m, int64_t n, int64_t k, bool ta, bool tb, int dtype) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i].m == m && l->v[i].n == n && l->v[i].k == k && l->v[i].dtype == dtype) return;
+  if (l->n == PX_GEMM_TABLE_MAX) {
+    l->dropped++;
+    return;
+  }
+  l->v[l->n++] = (px_cuda_gemm_probe){m, n, k, ta, tb, dtype, 0};
+}
+
+/* The matrix products of a plan's linear layers, as the simulator reads their
+ * shapes (sim/compute.c) and the CUDA backend lays them out: forward
+ * inp W^T, data gradient dout W, weight gradient dout^T inp. */
+static void add_plan_gemms(gemm_list *l, const px_plan *plan) {
+  for (int64_t s = 0; s < plan->par.pp; s++) {
+    px_op_iter it = px_op_iter_begin(plan, s);
+    for (const px_op *op; (op = px_op_next(&it));) {
+      const int64_t *d = op->dim;
+      for (int f8 = 0; f8 < 2; f8++) {
+        int dt = f8 ? PX_DTYPE_FP8 : PX_DTYPE_BF16;
+        switch (op->kind) {
+          case PX_OP_LINEAR: add_gemm(l, d[0], d[1], d[2], false, true, dt); break;
+          case PX_OP_LINEAR_BWD_DATA: add_gemm(l, d[0], d[2], d[1], false, false, dt); break;
+          case PX_OP_LINEAR_BWD_WEIGHT: add_gemm(l, d[1], d[2], d[0], true, false, dt); break;
+          default: break;
+        }
+      }
+    }
+  }
+}
+
+#define HEAD_DIMS_MAX 8
+
+static void add_head_dim(int64_t *dims, int *n, int64_t d) {
+  for (int i = 0; i < *n; i++)
+    if (dims[i] == d) return;
+  if (*n < HEAD_DIMS_MAX && d > 0 && d <= ATTN_WIDTH) dims[(*n)++] = d;
+}
+
+static void progress(void *ctx, const char *what, int done, int total) {
+  FILE *f = ctx;
+  if (!f) return;
+  if (isatty(fileno(f))) fprintf(f, "\r  calibrate: %s %d/%d", what, done, total);
+  if (done == total) fprintf(f, "%s  calibrate: %s %d/%d\n", isatty(fileno(f)) ? "\r" : "", what, done, total);
+  fflush(f);
+}
+
+static double gemm_flops(const px_cuda_gemm_probe *p) { return 2.0 * (double)p->m * (double)p->n * (double)p->k; }
+
+/* FlashAttention's count: 4 s^2 d per head and sequence forward, halved when causal; the backward 2.5x. */
+static double attn_flops(const px_cuda_attn_probe *p) {
+  double fwd = 4.0 * (double)p->seq * (double)p->seq * (double)p->head_dim * (double)p->heads * (double)p->rows * 0.5;
+  return p->bwd ? 2.5 * fwd : fwd;
+}
+
+/* The GEMM table from the probes, against base's peak per dtype where every
+ * rate is a share of it the file can hold ([1e-6, 1]); else (a base for another
+ * GPU, an emulated one) the dtype's peak becomes its best measured rate. */
+static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, double min_s, const char *said, px_err *err) {
+  px_gpu *g = &c->gpu;
+  g->gemm_table_len = 0;
+  char note[1024]; /* a source holds the first 383 characters */
+  for (int dt = 0; dt < PX_DTYPE_COUNT; dt++) {
+    double best = 0, worst = INFINITY;
+    for (int i = 0; i < l->n; i++)
+      if (l->v[i].dtype == dt && l->v[i].s > 0) {
+        double r = gemm_flops(&l->v[i]) / l->v[i].s;
+        best = fmax(best, r), worst = fmin(worst, r);
+      }
+    if (best <= 0) continue;
+    double peak = g->peak_flops[dt];
+    if (!(peak > 0 && best <= peak && worst >= 1e-6 * peak)) {
+      snprintf(note, sizeof note, "%s: the best %s GEMM measured (%.4g TFLOP/s), which the base's %.4g TFLOP/s did "
+               "not hold", said, px_dtype_names[dt], best / 1e12, peak / 1e12);
+      g->peak_flops[dt] = peak = best;
+      char field[64];
+      snprintf(field, sizeof field, "gpu.peak_tflops.%s", px_dtype_names[dt]);
+      px_status st = px_cluster_set_source(c, field, note, err);
+      if (st) return st;
+    }
+    for (int i = 0; i < l->n; i++) {
+      const px_cuda_gemm_probe *p = &l->v[i];
+      if (p->dtype == dt && p->s > 0)
+        g->gemm_table[g->gemm_table_len++] = (px_gemm_point){p->m, p->n, p->k, gemm_flops(p) / p->s / peak, dt};
+    }
+  }
+  char timed[48] = "over 2 calls";
+  if (min_s > 0) snprintf(timed, sizeof timed, "for at least %.2f s", min_s);
+  snprintf(note, sizeof note, "%s: cuBLASLt as the CUDA backend calls it, random operands, bf16 out (fp8: E4M3, "
+           "per-tensor scales), each shape timed %s after a warm-up: a %d x %d x %d grid of m, n, k and the "
+           "given plans' linear layers", said, timed, grid, grid, grid);
+  return px_cluster_set_source(c, "gpu.gemm.table", note, err);
+}
+
+static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int n, const char *said, px_err *err) {
+  px_gpu *g = &c->gpu;
+  g->attention_len = 0;
+  for (int i = 0; i < n; i++) {
+    if (a[i].s <= 0) continue;
+    px_attn_curve *cv = NULL;
+    for (int j = 0; j < g->attention_len && !cv; j++)
+      if (g->attention[j].bwd == a[i].bwd && g->attention[j].head_dim == a[i].head_dim) cv = &g->attention[j];
+    if (!cv) {
+      if (g->attention_len == PX_ATTN_CURVES_MAX) continue;
+      cv = &g->attention[g->attention_len++];
+      *cv = (px_attn_curve){.bwd = a[i].bwd, .causal = true, .head_dim = a[i].head_dim};
+    }
+    if (cv->n == PX_ATTN_POINTS_MAX) continue;
+    cv->seq[cv->n] = a[i].seq; /* the probes go up in seq */
+    cv->tflops[cv->n++] = attn_flops(&a[i]) / a[i].s / 1e12;
+  }
+  char note[1024]; /* a source holds the first 383 characters */
+  long long tokens = n ? (long long)(a[0].rows * a[0].seq) : 0, width = n ? (long long)(a[0].heads * a[0].head_dim) : 0;
+  snprintf(note, sizeof note, "%s: parallax's flash kernels (kernels/cuda/flash.cu), bf16, causal, no dropout, batch x "
+           "seq = %lld tokens, heads x head_dim = %lld, FLOPs counted as FlashAttention does (4 s^2 d a head forward, "
+           "halved by the mask; backward 2.5x)", said, tokens, width);
+  return px_cluster_set_source(c, "gpu.attention", note, err);
+}
+
+px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cluster *out, px_err *err) {
+  const px_cuda_module *mod;
+  px_status st = px_cuda_load(&mod, err);
+  if (st) return st;
+  if (mod->device_count() < 1)
+    return px_err_set(err, PX_ERR_RUNTIME, "calibrate: `backend` cuda: no CUDA device is visible on this machine");
+  bool quick = o->quick;
+  gemm_list *gl = calloc(1, sizeof *gl);
+  if (!gl) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int i = 0; i < o->nplans; i++) add_plan_gemms(gl, o->plans[i]);
+  const int64_t *grid = quick ? grid_quick : grid_full;
+  int ng = quick ? 2 : 3;
+  for (int dt = 0; dt < 2; dt++)
+    for (int a = 0; a < ng; a++)
+      for (int b = 0; b < ng; b++)
+        for (int k = 0; k < ng; k++) add_gemm(gl, grid[a], grid[b], grid[k], false, true, dt ? PX_DTYPE_FP8 : PX_DTYPE_BF16);
+
+  int64_t dims[HEAD_DIMS_MAX];
+  int nd = 0;
+  for (int i = 0; i < o->nplans; i++) add_head_dim(dims, &nd, o->plans[i]->model.head_dim);
+  if (quick)
+    add_head_dim(dims, &nd, 16);
+  else
+    add_head_dim(dims, &nd, 64), add_head_dim(dims, &nd, 128);
+  const int64_t *seqs = quick ? attn_seq_quick : attn_seq_full;
+  int ns = quick ? 2 : 5;
+  px_cuda_attn_probe attn[2 * HEAD_DIMS_MAX * 5];
+  int na = 0;
+  for (int bwd = 0; bwd < 2; bwd++)
+    for (int d = 0; d < nd; d++)
+      for (int s = 0; s < ns; s++) {
+        int64_t heads = quick ? 2 : ATTN_WIDTH / dims[d] > 0 ? ATTN_WIDTH / dims[d] : 1;
+        attn[na++] = (px_cuda_attn_probe){seqs[s], heads, heads, dims[d], quick ? 1 : ATTN_TOKENS / seqs[s], bwd, 0};
+      }
+
+  int64_t sd = quick ? SUSTAIN_DIM_QUICK : SUSTAIN_DIM_FULL;
+  double sustain_s = o->sustain_s > 0 ? o->sustain_s : quick ? SUSTAIN_S_QUICK : SUSTAIN_S_FULL;
+  px_cuda_calib *m = calloc(1, sizeof *m);
+  if (!m) {
+    free(gl);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  *m = (px_cuda_calib){.gemm = gl->v, .ngemm = gl->n, .attn = attn, .nattn = na,
+                       .copy_bytes = quick ? COPY_BYTES_QUICK : COPY_BYTES_FULL,
+                       .sustain = {sd, sd, sd, false, true, PX_DTYPE_BF16, 0},
+                       .sustain_s = sustain_s, .window_s = sustain_s >= 10 ? 1.0 : sustain_s / 10,
+                       .min_s = quick ? 0 : MIN_S_FULL, .progress = progress, .progress_ctx = o->progress};
+  if (o->progress && gl->dropped)
+    fprintf(o->progress, "  calibrate: %d GEMM shapes past the table's %d left out\n", gl->dropped, PX_GEMM_TABLE_MAX);
+  st = mod->calibrate(m, err);
+  if (!st && m->failed && o->progress) /* the figures of the rest are written */
+    fprintf(o->progress, "  calibrate: %d measurement%s failed, left out of the file; the first: %s\n", m->failed,
+            m->failed == 1 ? "" : "s", m->failure);
+
+  *out = *base;
+  px_cluster *c = out;
+  char host[64] = "this machine", when[32], said[256];
+  gethostname(host, sizeof host);
+  host[sizeof host - 1] = '\0';
+  time_t now = time(NULL);
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  snprintf(said, sizeof said, "measured by parallax calibrate on %s (compute capability %d.%d) at %s", m->gpu,
+           m->cc / 10, m->cc % 10, when);
+  if (!st) {
+    snprintf(c->name, sizeof c->name, "calibrated");
+    snprintf(c->gpu.name, sizeof c->gpu.name, "%.63s", m->gpu);
+    snprintf(c->source, sizeof c->source, "GPU figures measured by `parallax calibrate --backend cuda` on %.95s "
+             "(%.63s) at %.31s: gpu.gemm.table, gpu.sustained_share, gpu.attention, gpu.memory_efficiency (see "
+             "sources); the rest from %.63s: %.500s", m->gpu, host, when, base->name, base->source);
+    if (m->sms > 0) c->gpu.sm_count = m->sms;
+    st = fill_gemm(c, gl, ng, m->min_s, said, err);
+  }
+  if (!st) st = fill_attention(c, attn, na, said, err);
+  char note[1024]; /* a source holds the first 383 characters */
+  if (!st && m->copy_s > 0) { /* bytes read and written */
+    double bw = 2.0 * (double)m->copy_bytes / m->copy_s, eff = bw / c->gpu.hbm_bytes_per_s;
+    if (eff >= 0.01 && eff <= 1.0) {
+      c->gpu.memory_efficiency = eff;
+      snprintf(note, sizeof note, "%s: a %.0f MiB device-to-device copy, %.4g GB/s read + written, of the %.4g GB/s "
+               "of gpu.hbm_gb_per_s", said, (double)m->copy_bytes / (1 << 20), bw / 1e9, c->gpu.hbm_bytes_per_s / 1e9);
+    } else { /* a base for another GPU, or an emulated one */
+      snprintf(note, sizeof note, "%s: a %.0f MiB device-to-device copy, %.4g GB/s read + written, taken as the "
+               "bandwidth itself (the base's %.4g GB/s did not hold it)", said, (double)m->copy_bytes / (1 << 20),
+               bw / 1e9, c->gpu.hbm_bytes_per_s / 1e9);
+      c->gpu.hbm_bytes_per_s = bw;
+      c->gpu.memory_efficiency = 1.0;
+      st = px_cluster_set_source(c, "gpu.hbm_gb_per_s", note, err);
+    }
+    if (!st) st = px_cluster_set_source(c, "gpu.memory_efficiency", note, err);
+  }
+  if (!st && m->burst_s > 0 && m->nwindows > 0) {
+    double f = gemm_flops(&m->sustain), burst = f / m->burst_s, sum = 0, lo = INFINITY, hi = 0;
+    int from = m->nwindows / 2;
+    for (int i = 0; i < m->nwindows; i++) {
+      double r = f / m->window_s_per_product[i];
+      lo = fmin(lo, r), hi = fmax(hi, r);
+      if (i >= from) sum += m->window_s_per_product[i];
+    }
+    double sustained = f * (m->nwindows - from) / sum, share = sustained / burst;
+    double held = share < 0.1 ? 0.1 : share > 1 ? 1 : share; /* what the file can hold */
+    c->gpu.sustained_share = held;
+    snprintf(note, sizeof note, "%s: %lldx%lldx%lld bf16 GEMMs: %.4g TFLOP/s burst (timed first), back to back %.4g over "
+             "the last %d of %d windows of %.2f s (window rates %.4g-%.4g): %.3f%s", said, (long long)m->sustain.m,
+             (long long)m->sustain.n, (long long)m->sustain.k, burst / 1e12, sustained / 1e12,
+             m->nwindows - from, m->nwindows, m->window_s, lo / 1e12, hi / 1e12, share,
+             held != share ? " (clamped to [0.1, 1])" : "");
+    st = px_cluster_set_source(c, "gpu.sustained_share", note, err);
+  }
+  if (!st && m->hbm_bytes > 0 && m->hbm_bytes > c->gpu.reserved_bytes) {
+    c->gpu.hbm_bytes = m->hbm_bytes;
+    snprintf(note, sizeof note, "%s: the device's memory (cudaMemGetInfo)", said);
+    st = px_cluster_set_source(c, "gpu.hbm_gib", note, err);
+  }
+  if (!st && m->sms > 0) {
+    snprintf(note, sizeof note, "%s: the device's multiprocessors", said);
+    st = px_cluster_set_source(c, "gpu.sm_count", note, err);
+  }
+  free(m);
+  free(gl);
+  return st;
+}

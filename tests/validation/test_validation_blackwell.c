@@ -1,0 +1,219 @@
+/* Blackwell: the presets' GEMM figures against the microbenchmarks they
+ * come from (the ceiling a sweep of shapes measured, fp8 GEMMs held under
+ * load), and NVIDIA's published Megatron-Bridge throughput on DGX-B200,
+ * GB200 NVL72 and GB300 NVL72 against the simulator, each row with its
+ * recipe's settings, each row's signed error and the signed mean per GPU
+ * family printed (docs/validation.md, "Megatron-Bridge on Blackwell"). */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "sim/compute.h"
+#include "sim/sim.h"
+#include "tests/testplan.h"
+#include "tests/testutil.h"
+#include "tests/validation/bands.h"
+
+static px_cluster preset(const char *name) {
+  px_cluster c;
+  px_err err = {0};
+  px_status st = px_cluster_load(name, &c, &err);
+  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+  return c;
+}
+
+/* ---- the GEMM ceiling: the best a sweep of shapes measured ---- */
+
+/* Where a preset gives the best TFLOP/s of a shape sweep (MAMF), no shape
+ * the model costs runs faster, and a training step's shapes, long in k and
+ * whole in waves, run at it: Llama 3 70B's fc1 at mbs 2 (16,384 tokens x
+ * 2 x 28,672 x 8,192) and 8192^3. Without the ceiling the model's factors
+ * there (0.95-0.97) times max_efficiency (fitted at MAMF's own shape, short
+ * in k) would put Blackwell's GEMMs 17-21% above the best measured. */
+static void test_gemm_ceiling(void) {
+  static const char *const presets[] = {"dgx-a100", "dgx-h100", "dgx-b200", "gb200-nvl72", "dgx-gb300"};
+  static const px_dtype dts[] = {PX_DTYPE_BF16, PX_DTYPE_FP8};
+  int capped = 0;
+  for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+    px_cluster c = preset(presets[i]);
+    const px_gpu *g = &c.gpu;
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+      double best = dts[d] == PX_DTYPE_FP8 ? g->gemm_fp8_best_flops : g->gemm_best_flops;
+      if (best <= 0) continue;
+      double ceil_eff = best / g->peak_flops[dts[d]];
+      PX_ASSERT_REL(px_gpu_gemm_ceiling(g, dts[d]), ceil_eff, 1e-12);
+      for (int64_t m = 256; m <= 65536; m *= 2)
+        for (int64_t n = 256; n <= 65536; n *= 4)
+          for (int64_t k = 128; k <= 32768; k *= 2)
+            CU_ASSERT(px_gemm_efficiency8(g, dts[d], false, m, n, k, 1) <= ceil_eff * (1 + 1e-12));
+      double fc1 = px_gemm_efficiency8(g, dts[d], false, 16384, 2 * 28672, 8192, 1);
+      double cube = px_gemm_efficiency8(g, dts[d], false, 8192, 8192, 8192, 1);
+      double free_max = px_gpu_gemm_max(g, dts[d], false) * (8192.0 / (8192.0 + g->gemm_k_half));
+      fprintf(stderr, "\n  %-11s %-4s best %7.1f TFLOP/s: 16384x57344x8192 %7.1f, 8192^3 %7.1f (uncapped up to %7.1f)",
+              presets[i], px_dtype_names[dts[d]], best / 1e12, fc1 * g->peak_flops[dts[d]] / 1e12,
+              cube * g->peak_flops[dts[d]] / 1e12, free_max * g->peak_flops[dts[d]] / 1e12);
+      PX_ASSERT_REL(fc1, ceil_eff, 1e-12);
+      capped += fabs(fc1 - ceil_eff) < 1e-12;
+    }
+  }
+  fprintf(stderr, "\n");
+  CU_ASSERT_EQUAL(capped, 8); /* bf16 on all five, fp8 on B200, GB200, GB300 (H100's fp8 sweep bounds nothing) */
+  /* a preset without the figure keeps the model uncapped */
+  px_cluster h = preset("dgx-h100");
+  CU_ASSERT_EQUAL(px_gpu_gemm_ceiling(&h.gpu, PX_DTYPE_FP8), 1.0);
+  CU_ASSERT_EQUAL(px_gpu_gemm_ceiling(&h.gpu, PX_DTYPE_FP32), 1.0);
+}
+
+/* fp8 GEMMs held at the power limit (tests/data/gemm_fp8_sustained.csv:
+ * cuBLASLt after 10,000 warm-up iterations) against the model's sustained
+ * rate, burst x gpu.sustained_share. A check of the two figures together on
+ * GPUs whose shares are borrowed (H100 from the H200, GB200 from the B200):
+ * printed; measured +4.5% to +12.5% (the model high: docs/validation.md),
+ * held within 15% a row. */
+static void test_fp8_sustained(void) {
+  FILE *fp = fopen(px_test_path("tests/data/gemm_fp8_sustained.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[256];
+  int rows = 0;
+  double sum[2] = {0};
+  int n[2] = {0};
+  while (fgets(line, sizeof line, fp)) {
+    char name[32];
+    long long m, nn, k;
+    double tflops;
+    if (line[0] == '#' || sscanf(line, "%31[^,],%lld,%lld,%lld,%lf,", name, &m, &nn, &k, &tflops) != 5) continue;
+    px_cluster c = preset(name);
+    const px_gpu *g = &c.gpu;
+    double model = px_gemm_efficiency8(g, PX_DTYPE_FP8, false, m, nn, k, 1) * g->peak_flops[PX_DTYPE_FP8] *
+                   g->sustained_share / 1e12;
+    double e = model / tflops - 1;
+    int b = strcmp(name, "dgx-h100") != 0;
+    sum[b] += e, n[b]++;
+    fprintf(stderr, "\n  %-11s fp8 %5lldx%5lldx%5lld  held %7.1f  model %7.1f TFLOP/s  %+5.1f%%", name, m, nn, k, tflops,
+            model, 100 * e);
+    CU_ASSERT(fabs(e) < 0.15);
+    rows++;
+  }
+  fclose(fp);
+  fprintf(stderr, "\n  mean: H100 %+.1f%%, GB200 %+.1f%%\n", 100 * sum[0] / n[0], 100 * sum[1] / n[1]);
+  CU_ASSERT_EQUAL(rows, 8);
+}
+
+/* ---- Megatron-Bridge's published runs on Blackwell ---- */
+
+enum { FAM_B200, FAM_GB200, FAM_GB300, FAMS };
+static const char *const fam_presets[FAMS] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
+
+typedef struct {
+  double sum, min, max;
+  int n;
+} err_range;
+
+static void err_add(err_range *a, double e) {
+  if (!a->n || e < a->min) a->min = e;
+  if (!a->n || e > a->max) a->max = e;
+  a->sum += e, a->n++;
+}
+
+/* Every dense row of tests/data/megatron_bridge_blackwell.csv, as its
+ * recipe runs it (the CSV's header), on the row's preset: published
+ * tokens/s a GPU beside the simulated, the error, whether the plan fits
+ * (the recipes offload some layers' activations to the Grace CPU, which
+ * parallax cannot express), and per GPU family the signed mean. The goal of
+ * issue #34 (each row within +-12%, the mean within 6%) is printed, not
+ * asserted: it is not reached (docs/validation.md); the bands asserted are
+ * what the model reaches, with room for the figures others change, and fail
+ * a row or a family mean that moves 10 points. Each row's error is also a run
+ * of its validated error band (tests/validation/bands.h, PX_VALIDATION_BANDS). */
+static void test_megatron_bridge_blackwell(void) {
+  FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_blackwell.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[512];
+  int rows = 0;
+  err_range fam[FAMS] = {{0}}, all = {0};
+  fprintf(stderr, "\n  %-8s %-11s %-11s %5s %-15s %4s  %9s %9s %7s  %4s %s\n", "release", "system", "model", "gpus",
+          "tp.pp.cp vp fsdp", "gbs", "tok/s pub", "tok/s sim", "error", "fits", "recipe");
+  while (fgets(line, sizeof line, fp)) {
+    char release[16], sys[32], name[32], prec[16], count[8], graph[8];
+    long long gpus, gbs, mbs, seq, fsdp, tp, pp, cp, vp, offload;
+    double tokens, tflops;
+    if (line[0] == '#' ||
+        sscanf(line, "%15[^,],%31[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lf,%lf,%7[a-z],%7[a-z],%lld",
+               release, sys, name, &gpus, prec, &gbs, &mbs, &seq, &fsdp, &tp, &pp, &cp, &vp, &tokens, &tflops, count,
+               graph, &offload) != 18)
+      continue;
+    int f = 0;
+    while (f < FAMS && strcmp(fam_presets[f], sys)) f++;
+    CU_ASSERT_FATAL(f < FAMS);
+    CU_ASSERT_STRING_EQUAL(prec, "fp8-cs");
+    CU_ASSERT(!strcmp(graph, "none") || !strcmp(graph, "full"));
+    px_model m;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
+    /* the tables' TFLOP/s are their tokens/s times Megatron-Bridge's formula (rounding: within 1%; 26.04.01
+     * prints tokens/s in steps of 32, 1,024 and 864 for 405B: within 2%) */
+    CU_ASSERT_STRING_EQUAL(count, "half");
+    PX_ASSERT_REL(tflops * 1e12 / tokens, px_test_nemo_flops_per_token(&m, seq, tp, true), 0.02);
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = tp, p.pp = pp, p.cp = cp, p.dp = gpus / (tp * pp * cp), p.seq = seq, p.gbs = gbs, p.mbs = mbs;
+    p.sp = tp > 1, p.zero = fsdp ? 3 : 1, p.overlap = PX_OVERLAP_ALL, p.cp_algo = PX_CP_RING;
+    p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT, p.recompute = PX_RECOMPUTE_NONE;
+    if (vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vp;
+    px_test_megatron_split(&m, pp, vp, &p);
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, sys, gpus, &p, &err), PX_OK);
+    px_sim_result r;
+    px_sim_opts o = {.skip_exposed = true};
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    double sim_tokens = r.tokens_per_s / (double)gpus, e = sim_tokens / tokens - 1;
+    char layout[32], recipe[48] = "";
+    snprintf(layout, sizeof layout, "%lld.%lld.%lld %lld %lld", tp, pp, cp, vp, fsdp);
+    if (!strcmp(graph, "full")) snprintf(recipe, sizeof recipe, "CUDA graph");
+    if (offload)
+      snprintf(recipe + strlen(recipe), sizeof recipe - strlen(recipe), "%s%lld layers offloaded", *recipe ? ", " : "",
+               offload);
+    fprintf(stderr, "  %-8s %-11s %-11s %5lld %-15s %4lld  %9.0f %9.0f %+6.1f%%  %4s %s\n", release, sys, name, gpus,
+            layout, gbs, tokens, sim_tokens, 100 * e, r.fits ? "yes" : "no", recipe);
+    /* measured at this change: -16.1% to +18.4% (docs/validation.md) */
+    CU_ASSERT(e > -0.27 && e < 0.29);
+    err_add(&fam[f], e), err_add(&all, e);
+    CU_ASSERT(px_test_band(&plan, e, "Megatron-Bridge"));
+    rows++;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 31);
+  int goal = 1;
+  for (int f = 0; f < FAMS; f++) {
+    const err_range *a = &fam[f];
+    double mean = a->sum / a->n;
+    fprintf(stderr, "  %-11s %2d rows: mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", fam_presets[f], a->n, 100 * mean,
+            100 * a->min, 100 * a->max);
+    goal &= fabs(mean) <= 0.06 && a->min >= -0.12 && a->max <= 0.12;
+    /* measured at this change: B200 +9.2%, GB200 +10.1%, GB300 -8.0% */
+    CU_ASSERT(fabs(mean) < 0.20);
+  }
+  fprintf(stderr, "  all %d rows: mean error %+.1f%%; issue #34's goal (each row within +-12%%, each mean within 6%%): %s\n",
+          all.n, 100 * all.sum / all.n, goal ? "reached" : "not reached");
+  CU_ASSERT_EQUAL(fam[FAM_B200].n, 4);
+  CU_ASSERT_EQUAL(fam[FAM_GB200].n, 15);
+  CU_ASSERT_EQUAL(fam[FAM_GB300].n, 12);
+}
+
+int main(void) {
+  static const px_test tests[] = {
+      {"GEMMs never above the best a sweep of shapes measured (MAMF), at it for a training step's shapes",
+       test_gemm_ceiling},
+      {"fp8 GEMMs held at the power limit (cuBLASLt after 10,000 warm-up iterations) against burst x sustained share",
+       test_fp8_sustained},
+      {"Llama 3 8B-405B in FP8 on B200, GB200 and GB300, Megatron-Bridge's performance tables (printed)",
+       test_megatron_bridge_blackwell},
+  };
+  return px_test_main("validation_blackwell", tests, sizeof tests / sizeof tests[0]);
+}
