@@ -53,7 +53,10 @@ PY
 )
   read -r mp ma < <(python3 - "$tmp/run.json" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
+text, dec, at, r = open(sys.argv[1]).read(), json.JSONDecoder(), 0, None
+while text[at:].strip():  # a JSON object a step, then the run's: the last one
+    r, end = dec.raw_decode(text, at)
+    at = end + len(text[end:]) - len(text[end:].lstrip())
 print(r["predicted_peak_bytes"] / 2**20, r["peak_bytes"] / 2**20)
 PY
 )

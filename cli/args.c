@@ -138,7 +138,8 @@ static const px_opt opts[] = {
      "replace the checkpoint(s) --ckpt (run) or --to (reshard) holds; the old one stays until the new one is written"},
     {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SWEEP, NULL,
      "run: write checkpoints from a host snapshot on a background thread; sweep: cost them so"},
-    {"profile", required_argument, 'Q', PX_OPT_RUN, "FILE", "per-op times (JSON) for parallax compare"},
+    {"profile", required_argument, 'Q', PX_OPT_RUN | PX_OPT_COMPARE, "FILE",
+     "per-op times (JSON): run writes them, compare sets the simulator's prediction beside them"},
     {"backend", required_argument, 'U', PX_OPT_RUN | PX_OPT_CALIB, "B",
      "cpu|cuda (run: default cuda when a GPU is present; calibrate: cpu, the cores, or cuda, one GPU)"},
     {"dump-grads", required_argument, OPT_GRADS, PX_OPT_RUN, "FILE", "the first step's gradients, canonical order, fp32"},
@@ -190,12 +191,12 @@ void px_args_print_help(int groups) {
   }
 }
 
-_Static_assert(PX_OPT_LAUNCH == 1 << (PX_OPT_GROUP_COUNT - 1), "PX_OPT_GROUP_COUNT counts every group");
+_Static_assert(PX_OPT_COMPARE == 1 << (PX_OPT_GROUP_COUNT - 1), "PX_OPT_GROUP_COUNT counts every group");
 
 const char *px_args_group_title(int group) {
   static const char *const titles[PX_OPT_GROUP_COUNT] = {
-      "Every command", "Model", "Cluster",     "Plan",     "Op graph", "Simulation output",
-      "Sweep",         "Run",   "Calibration", "Topology", "Reshard",  "Launch"};
+      "Every command", "Model", "Cluster",     "Plan",     "Op graph", "Simulation output", "Sweep",
+      "Run",           "Calibration", "Topology", "Reshard",  "Launch",   "Export",            "Compare"};
   for (int i = 0; i < PX_OPT_GROUP_COUNT; i++)
     if (group == 1 << i) return titles[i];
   return "?";

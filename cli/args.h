@@ -26,8 +26,9 @@ enum {
   PX_OPT_RESHARD = 1 << 10, /* reshard: --from, --to, --overwrite */
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
   PX_OPT_EXPORT = 1 << 12,  /* export: --to FRAMEWORK */
+  PX_OPT_COMPARE = 1 << 13, /* compare: --profile (run writes it) */
 };
-#define PX_OPT_GROUP_COUNT 12 /* the groups above: bits 0 .. 11 */
+#define PX_OPT_GROUP_COUNT 14 /* the groups above: bits 0 .. 13 */
 
 #define PX_ARGS_SETS_MAX 16
 
@@ -140,6 +141,9 @@ int px_cli_start(px_args *a, const char *command, int groups, int help_groups, c
  * --no-reshard-after-forward), a field no flag sets its bare name. The rest
  * is copied as it is. */
 void px_cli_words(const char *msg, char *out, size_t cap);
+
+/* How many of the nearest plans that fit `plan` and `sim` name for one that does not. */
+#define PX_CLI_NEAREST 3
 
 /* Prints "parallax: <message>" (px_cli_words) on stderr and returns the exit code of st. */
 int px_cli_fail(px_status st, const px_err *err);

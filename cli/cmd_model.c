@@ -10,19 +10,26 @@
 #include "report/cluster.h"
 #include "report/model.h"
 
-/* parallax topology show NAME|FILE [--gpus N | --nodes N] */
+/* parallax topology show NAME|FILE [--gpus N | --nodes N]; the cluster may also be --cluster's (its help lists it) */
 int px_cmd_topology(int argc, char **argv) {
   px_args a;
   px_err err = {0};
   px_status st = px_args_parse(&a, "parallax topology", PX_GROUPS_TOPOLOGY, argc, argv, &err);
   if (st) return px_cli_fail(st, &err);
   if (a.help) {
-    printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--set FIELD=VALUE] [--sources] [--json]\n\n");
+    printf("usage: parallax topology show NAME|FILE [--gpus N | --nodes N] [--set FIELD=VALUE] [--sources] [--json]\n"
+           "       parallax topology show --cluster NAME|FILE ...\n\n");
     px_args_print_help(PX_GROUPS_TOPOLOGY);
     return 0;
   }
-  const char *name = a.npos == 2 && !strcmp(a.pos[0], "show") ? a.pos[1] : NULL;
-  if (!name) return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "usage: parallax topology show NAME|FILE"), &err);
+  if (a.npos < 1 || strcmp(a.pos[0], "show"))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "usage: parallax topology show NAME|FILE"), &err);
+  if (a.npos == 2 && a.cluster)
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax topology show: the cluster twice (%s and --cluster %s): "
+                                  "give one", a.pos[1], a.cluster), &err);
+  const char *name = a.npos == 2 ? a.pos[1] : a.cluster;
+  if (!name || a.npos > 2)
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "usage: parallax topology show NAME|FILE"), &err);
   px_cluster c;
   if ((st = px_cluster_load(name, &c, &err)) || (st = px_args_cluster_finish(&a, &c, a.gpus, &err)))
     return px_cli_fail(st, &err);
@@ -53,6 +60,9 @@ int px_cmd_model(int argc, char **argv) {
   }
   if (a.npos < 1 || strcmp(a.pos[0], "show"))
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "usage: parallax model show NAME|FILE"), &err);
+  if (a.npos == 2 && a.model)
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax model show: the model twice (%s and --model %s): give one",
+                                  a.pos[1], a.model), &err);
   const char *name = a.npos >= 2 ? a.pos[1] : a.model;
   if (!name || a.npos > 2)
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "usage: parallax model show NAME|FILE"), &err);

@@ -20,14 +20,39 @@ static const char usage[] =
     "a GPU is visible, else cpu; the cluster to the backend's (local-cpu, or the DGX/HGX preset\n"
     "of the GPU), the GPU count to the number of ranks and the precision to bf16 on GPUs, fp32\n"
     "on the CPU (where --precision fp8 is emulated around fp32: --fp8-base fp32).\n\n"
+    "Rank 0 prints a line per step as it ends (step, loss, gradient norm, step time, tokens/s, model\n"
+    "TFLOP/s per GPU, peak memory; --json: a JSON object a line), flushed, so a log file keeps every\n"
+    "step a run that dies got through; then the summary (--json: the run's JSON object).\n\n"
     "--ckpt DIR: rank 0 locks DIR (DIR/lock: a second job on it is refused) and checks every output\n"
     "path before the first step. A DIR already holding a checkpoint is refused unless --resume goes\n"
     "on from it or --overwrite replaces it (the old one stays until the run's first checkpoint is\n"
     "written; with --resume, --overwrite changes nothing). --ckpt-keep K keeps the K - 1 checkpoints\n"
     "before the latest in DIR/step-<N>/.\n\n";
 
+/* Rank 0's log as the run goes: a line per step (px_train_opts.on_step), flushed, so that a run that
+ * dies keeps every line it printed. */
+typedef struct {
+  const px_plan *plan;
+  bool json;
+} step_log;
+
+static void log_step(void *ctx, const px_train_step *s) {
+  const step_log *l = ctx;
+  if (l->json) {
+    cJSON *o = px_report_run_step_json(l->plan, s);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    if (text) printf("%s\n", text);
+    cJSON_free(text);
+    cJSON_Delete(o);
+  } else {
+    px_report_run_step_text(l->plan, s, stdout);
+  }
+  fflush(stdout);
+}
+
 int px_cmd_run(int argc, char **argv) {
   px_launch_rank_tie(); /* no rank outlives its job's launcher */
+  setvbuf(stdout, NULL, _IOLBF, 0); /* a run's log is read as it goes, from a file or a pipe too */
   px_args a;
   px_err err = {0};
   int groups = PX_GROUPS_RUN;
@@ -80,6 +105,8 @@ int px_cmd_run(int argc, char **argv) {
                       "MPI_THREAD_FUNNELED: only the main thread calls MPI)");
     o.profile_path = a.profile_file;
     o.grads_path = a.grads_file;
+    o.on_step = log_step;
+    o.on_step_ctx = &(step_log){&plan, a.json};
     if (!st) {
       st = x->train(&plan, &o, &r, &err);
       local = st != PX_OK;

@@ -17,6 +17,7 @@
 #include "report/sweep.h"
 #include "report/sweepjson.h"
 #include "report/vary.h"
+#include "sim/replan.h"
 #include "sim/sweep.h"
 #if PX_HAVE_EXEC
 #include "cli/exec.h"
@@ -50,7 +51,7 @@ static px_status gather(const px_exec_module *x, px_sweep_result *r, px_objectiv
 /* sweep --vary FIELD=V1,V2,...: the sweep on a copy of the cluster with each
  * value set (px_cluster_set_field), the best plan of each reported. */
 static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, const px_sweep_opts *o,
-                      const px_bands *bands, px_err *err) {
+                      px_report_progress *prog, const px_bands *bands, px_err *err) {
   const char *eq = strchr(a->vary, '=');
   char field[128];
   if (!eq || eq == a->vary || !eq[1] || (size_t)(eq - a->vary) >= sizeof field)
@@ -61,7 +62,8 @@ static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, 
   px_vary_point *pts = px_calloc(VARY_MAX, sizeof *pts, err);
   if (!pts) return PX_ERR_RUNTIME;
   px_status st = PX_OK;
-  int n = 0;
+  int n = 0, nvalues = 1;
+  for (const char *v = eq + 1; *v; v++) nvalues += *v == ',';
   for (const char *v = eq + 1; !st && *v;) {
     const char *comma = strchr(v, ',');
     size_t len = comma ? (size_t)(comma - v) : strlen(v);
@@ -77,7 +79,12 @@ static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, 
     pts[n].cluster = *c;
     st = px_cluster_set_field(&pts[n].cluster, set, err);
     if (!st) st = px_cluster_set_size(&pts[n].cluster, c->gpus, 0, err);
+    char what[sizeof set + 64];
+    snprintf(what, sizeof what, "--vary %s, value %d of %d: ", set, n + 1, nvalues);
+    prog->what = what;
     if (!st && !(st = px_sweep_run(m, &pts[n].cluster, o, &pts[n].result, err))) n++;
+    px_report_progress_end(prog);
+    prog->what = NULL;
     v += len + (comma != NULL);
   }
   if (!st) {
@@ -104,6 +111,8 @@ static const char usage[] =
     "rest are simulated on all cores and ranked (for the table alone, those whose step-time bound\n"
     "keeps them out of the top K are pruned and counted). Under mpirun the space is split across ranks.\n"
     "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n"
+    "Progress goes to stderr: a bar on a terminal, else a line every 5 s (plans compiled, simulated, the\n"
+    "best so far; with --vary, which value).\n"
     "-o FILE (--save-plan) writes the best plan as a plan file (--rank K: the K-th) for sim -f, run -f or export -f;\n"
     "--runnable-by FW keeps to plans that framework runs as planned (the rule parallax export applies).\n\n";
 
@@ -188,18 +197,23 @@ int px_cmd_sweep(int argc, char **argv) {
     o.admit_ctx = &fw;
     o.admit_name = px_framework_names[fw];
   }
-  if (rank == 0 && isatty(fileno(stderr))) o.progress = px_report_sweep_progress;
+  px_report_progress prog;
+  px_report_progress_init(&prog);
+  if (rank == 0) o.progress = px_report_sweep_progress, o.progress_ctx = &prog;
   int threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   int64_t top = a.top > 0 ? a.top : 10;
   int64_t save_rank = a.rank > 0 ? a.rank : 1; /* -o: exact as far as this rank */
   /* the table shows the best top plans and their alternatives only: the rest need no simulation
-   * when their bound rules them out; every other output lists every plan */
-  if (!a.no_prune && !a.json && !a.csv_file && !a.plot_dir && !a.report_dir && !a.vary)
+   * when their bound rules them out; every other output lists every plan, but --vary's, which show
+   * each value's best */
+  if (!a.no_prune && a.vary)
+    o.keep = 1;
+  else if (!a.no_prune && !a.json && !a.csv_file && !a.plot_dir && !a.report_dir)
     o.keep = a.save_plan && save_rank > top ? save_rank : top;
 
   if (a.vary) {
     px_alloc_keep_freed();
-    st = vary(&a, &m, &c, &o, &bands, &err);
+    st = vary(&a, &m, &c, &o, &prog, &bands, &err);
     px_bands_free(&bands);
     return st ? px_cli_fail(st, &err) : 0;
   }
@@ -207,6 +221,7 @@ int px_cmd_sweep(int argc, char **argv) {
   px_alloc_keep_freed(); /* a plan compiled and freed per candidate: a fifth of the CPU time went to page faults */
   double t0 = px_clock_s();
   st = px_sweep_run(&m, &c, &o, &r, &err);
+  px_report_progress_end(&prog);
   if (!st && r.enumerated > 0 && r.invalid == r.enumerated) { /* the flags leave no valid plan: why */
     st = px_parallel_validate(&r.first_invalid, &m, &c, &err);
     if (st) px_err_prefix(&err, "parallax sweep: none of the %lld plans enumerated is valid; the first", (long long)r.enumerated);
@@ -219,11 +234,13 @@ int px_cmd_sweep(int argc, char **argv) {
   }
 #endif
   double wall = px_clock_s() - t0;
+  bool none_fits = !st && rank == 0 && r.n == 0;
+  if (none_fits) st = px_replan_least_peak(&m, &c, &r, &err); /* how near the nearest came, exact */
   if (!st && rank == 0) {
-    if (a.save_plan && r.n < save_rank)
+    if (a.save_plan && r.n > 0 && r.n < save_rank)
       st = px_err_set(&err, PX_ERR_INPUT, "parallax sweep -o %s: %lld plan%s fit, none ranked %lld%s", a.save_plan,
                       (long long)r.n, r.n == 1 ? "" : "s", (long long)save_rank, r.n ? " (see --rank)" : "");
-    if (!st && a.save_plan) st = px_report_plan_file(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
+    if (!st && a.save_plan && r.n > 0) st = px_report_plan_file(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
     if (!st && a.csv_file) st = px_report_sweep_csv(a.csv_file, &m, &c, &r, &err);
     const char *dir = a.report_dir ? a.report_dir : a.plot_dir;
     if (!st && dir && r.n > 0) st = px_report_sweep_dir(dir, a.report_dir != NULL, &m, &c, &o, &r, &bands, &err);
@@ -234,7 +251,9 @@ int px_cmd_sweep(int argc, char **argv) {
         px_report_sweep_text(&m, &c, &o, &r, top, wall, threads * size, &bands, stdout);
         if (a.report_dir) printf("\nreport: %s/index.html\n", a.report_dir);
         else if (a.plot_dir) printf("\nplots: %s/*.png, *.svg\n", a.plot_dir);
-        if (a.save_plan) {
+        if (a.save_plan && r.n == 0) {
+          printf("\nplan file: none written to %s (no plan fits)\n", a.save_plan);
+        } else if (a.save_plan) {
           const px_parallel *best = &r.entries[save_rank - 1].par;
           char label[96], fws[64] = "";
           px_report_plan_label(best, label, sizeof label);
@@ -256,5 +275,5 @@ int px_cmd_sweep(int argc, char **argv) {
 #if PX_HAVE_EXEC
   if (mpi) x->mpi_finalize();
 #endif
-  return st ? px_cli_fail(st, &err) : 0;
+  return st ? px_cli_fail(st, &err) : none_fits ? PX_EXIT_NOFIT : 0;
 }

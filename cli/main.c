@@ -57,7 +57,8 @@ static void usage(FILE *out) {
           "usage: parallax <command> [options]   (parallax <command> --help for its options)\n\ncommands:\n",
           PX_VERSION);
   for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\nexit codes: 0 ok, 1 runtime failure, 2 bad input or usage\n");
+  fprintf(out, "\nexit codes: 0 ok, 1 runtime failure, 2 bad input or usage, %d the plan does not fit in memory "
+          "(plan, sim; sweep: no plan fits)\n", PX_EXIT_NOFIT);
 }
 
 int main(int argc, char **argv) {

@@ -15,6 +15,11 @@ typedef enum {
   PX_ERR_INPUT = 2,   /* bad input or usage */
 } px_status;
 
+/* The CLI's exit code for a plan it compiled, simulated or searched for
+ * that does not fit in memory (plan, sim; sweep when no plan fits): a
+ * verdict on the input, not a failure, apart from 1 and 2. */
+#define PX_EXIT_NOFIT 3
+
 typedef struct {
   px_status status;
   char msg[1024];

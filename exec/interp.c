@@ -1259,6 +1259,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
 
 void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
+double px_exec_grad_norm(const px_exec *x) { return x->opt.grad_norm; }
+
 void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped) {
   *scale = x->opt.scaler[0];
   *skipped = x->opt.skipped_steps;

@@ -32,6 +32,8 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err);
 
 /* fp16: the current loss scale and the steps skipped for overflow (1 and 0 otherwise). */
 void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped);
+/* The last step's global gradient norm before clipping (the same on every rank; NaN: an fp16 step skipped). */
+double px_exec_grad_norm(const px_exec *x);
 
 /* Bytes allocated through the interpreter now and at most. */
 uint64_t px_exec_peak_bytes(const px_exec *x);

@@ -171,9 +171,11 @@ px_status px_optim_update(px_optim *o, px_backend *be, const px_exec_op *base, c
     o->scaler[0] = o->scaler[0] > 1.0f ? o->scaler[0] / 2 : 1.0f;
     o->scaler[1] = 0;
     o->skipped_steps++;
+    o->grad_norm = NAN;
     return timed(be, PX_OP_GRAD_NORM, &t0, op_s, st, err);
   }
   double norm = sqrt(sumsq) / o->scaler[0];
+  o->grad_norm = norm;
   /* the clipping factor, and the loss scale taken back out */
   float scale = o->hp.clip > 0 && norm > o->hp.clip ? (float)(o->hp.clip / norm) : 1.0f;
   scale = (float)(scale / o->scaler[0]);

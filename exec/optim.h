@@ -51,6 +51,7 @@ typedef struct {
   float scaler[3];       /* {scale, clean steps, optimizer steps}: a checkpointed state (1 without scaling) */
   int64_t skipped_steps; /* for overflow */
   int64_t adam_t;        /* the optimizer step being taken, from 1 */
+  double grad_norm;      /* the last update's global gradient norm before clipping (NaN: overflowed, skipped) */
 } px_optim;
 
 void px_optim_init(px_optim *o, const px_train_hparams *hp, bool fp16);

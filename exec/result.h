@@ -20,6 +20,17 @@
 #define PX_PROFILE_MAX_BYTES ((size_t)64 << 20)
 #define PX_PROFILE_NUMBER_BYTES 32
 
+/* One training step as it ends (px_train_opts.on_step): what rank 0 logs. */
+typedef struct {
+  int64_t step;        /* from 1, counting resumed ones */
+  int64_t last;        /* the step the run trains to (--steps) */
+  double loss;         /* the step's mean loss (the same on every rank) */
+  double grad_norm;    /* the global gradient norm before clipping; NaN: an fp16 step skipped for overflow */
+  double loss_scale;   /* fp16's loss scale after the step (1 otherwise) */
+  double step_time_s;  /* the slowest rank's */
+  uint64_t peak_bytes; /* allocated at peak so far, the largest rank's */
+} px_train_step;
+
 typedef struct {
   int64_t first_step, steps;
   double *losses;           /* (steps) */

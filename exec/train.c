@@ -485,9 +485,18 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     px_comm_barrier(world);
     double t0 = px_clock_s();
     st = px_comm_agree(px_exec_step(x, step, &r->losses[k], err), world, err);
-    double dt = px_clock_s() - t0;
-    if (!st) st = px_comm_allreduce(world, &dt, &dt, 1, PX_HOST_DOUBLE, PX_RED_MAX, err);
+    /* the slowest rank's time and the largest rank's peak (exact in a double) */
+    double most[2] = {px_clock_s() - t0, (double)px_exec_peak_bytes(x)};
+    if (!st) st = px_comm_allreduce(world, most, most, 2, PX_HOST_DOUBLE, PX_RED_MAX, err);
+    double dt = most[0];
     times[k] = dt;
+    if (!st && o->on_step && comm.world_rank == 0) {
+      px_train_step ts = {.step = step + 1, .last = o->steps, .loss = r->losses[k], .grad_norm = px_exec_grad_norm(x),
+                          .step_time_s = dt, .peak_bytes = (uint64_t)most[1]};
+      int64_t skipped;
+      px_exec_loss_scale(x, &ts.loss_scale, &skipped);
+      o->on_step(o->on_step_ctx, &ts);
+    }
     if (!st && k == 0 && o->grads_path) st = px_comm_agree(px_exec_write_grads(x, o->grads_path, err), world, err);
     bool save = o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || k == n - 1);
     double c0 = px_clock_s();

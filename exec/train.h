@@ -29,6 +29,10 @@ typedef struct {
   bool time_ops;            /* exact per-op times on a device (each op waited for); implied by profile_path */
   const char *grads_path;   /* gradients of the first step, canonical layout, raw fp32 */
   int threads;              /* cpu backend: BLAS threads per rank, 0: px_cpu_blas_threads' choice */
+  /* Called on world rank 0 as each step ends (before its checkpoint), with
+   * what the run's log says of it; the caller owns the format (report/run.h). */
+  void (*on_step)(void *ctx, const px_train_step *s);
+  void *on_step_ctx;
 } px_train_opts;
 
 void px_train_opts_init(px_train_opts *o);

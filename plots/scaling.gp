@@ -42,7 +42,15 @@ set logscale y 10
 set xrange [g0 / 1.4 : gmax * 1.4]
 set yrange [bot / ys : top / ys]
 set y2range [0 : 100]
-set ytics nomirror
+# Labelled ticks at 1, 2, 5 x 10^k in the range (1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k where that gives fewer
+# than three): gnuplot's own log ticks label only powers of ten, one or none in a range under a decade.
+ylo = bot / ys; yhi = top / ys
+kmin = floor(log10(ylo)); kmax = ceil(log10(yhi))
+nt = 0
+do for [k = kmin:kmax] { do for [m in "1 2 5"] { v = (m + 0) * 10.0**k; if (v >= ylo && v <= yhi) { nt = nt + 1 } } }
+steps = nt >= 3 ? "1 2 5" : "1 1.5 2 3 4 5 6 8"
+set ytics () nomirror
+do for [k = kmin:kmax] { do for [m in steps] { v = (m + 0) * 10.0**k; if (v >= ylo && v <= yhi) { set ytics add (sprintf("%g", v) v) } } }
 set y2tics 10 nomirror
 set xtics () nomirror
 set format y "%g"

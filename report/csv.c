@@ -18,7 +18,7 @@ px_status px_report_sweep_csv(const char *path, const px_model *m, const px_clus
   fprintf(f.fp, "rank,tp,pp,dp,zero,sp,mbs,gbs,schedule,vpp,recompute,precision,attention,cp,cp_algo,ep,etp,fits,peak_bytes");
   px_report_fields_csv_header(f.fp, sim, nsim);
   px_report_fields_csv_header(f.fp, train, ntrain);
-  fputs(",flags\n", f.fp);
+  fputs(",mfu_peak,mfu_precision_peak,flags\n", f.fp);
   for (int pass = 0; pass < 2; pass++) {
     const px_sweep_entry *list = pass ? r->dropped : r->entries;
     int64_t n = pass ? r->ndropped : r->n;
@@ -32,6 +32,8 @@ px_status px_report_sweep_csv(const char *path, const px_model *m, const px_clus
               px_cp_algo_names[p->cp_algo], (long long)p->ep, (long long)(p->etp > 0 ? p->etp : p->tp), e->sim.fits ? "true" : "false", (unsigned long long)e->peak_bytes);
       px_report_fields_csv_row(f.fp, sim, nsim, pass ? NULL : &e->sim);
       px_report_fields_csv_row(f.fp, train, ntrain, pass ? NULL : &e->train);
+      if (pass) fputs(",,", f.fp);
+      else fprintf(f.fp, ",%s,%s", px_dtype_names[e->sim.mfu_peak_dtype], px_dtype_names[e->sim.precision_peak_dtype]);
       char flags[PX_REPORT_FLAGS_MAX];
       px_report_plan_flags(p, m, c, flags, sizeof flags);
       fprintf(f.fp, ",\"%s\"\n", flags); /* spaces and commas: quoted (it holds no quote) */

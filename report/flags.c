@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef struct {
   char *buf;
@@ -64,6 +65,45 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
     if (!p->overlap) add(&o, "none");
     for (int i = 0, n = 0; i < PX_OVERLAP_BITS; i++)
       if (p->overlap & (1 << i)) add(&o, "%s%s", n++ ? "," : "", px_overlap_names[i]);
+  }
+  return o.len;
+}
+
+/* The flags of a px_report_plan_flags string, split in place: names[i] ("--zero") and values[i] ("2", or
+ * "" for a switch). Returns the count. */
+static int split_flags(char *s, char **names, char **values, int cap) {
+  int n = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(s, " ", &save); t && n < cap; t = strtok_r(NULL, " ", &save)) {
+    if (t[0] == '-' && t[1] == '-') {
+      names[n] = t, values[n++] = "";
+    } else if (n > 0) {
+      values[n - 1] = t;
+    }
+  }
+  return n;
+}
+
+size_t px_report_plan_change(const px_parallel *from, const px_parallel *to, const px_model *m, const px_cluster *c,
+                             char *buf, size_t cap) {
+  char a[PX_REPORT_FLAGS_MAX], b[PX_REPORT_FLAGS_MAX];
+  enum { MAXF = 64 };
+  char *an[MAXF], *av[MAXF], *bn[MAXF], *bv[MAXF];
+  px_report_plan_flags(from, m, c, a, sizeof a);
+  px_report_plan_flags(to, m, c, b, sizeof b);
+  int na = split_flags(a, an, av, MAXF), nb = split_flags(b, bn, bv, MAXF);
+  out_buf o = {buf, cap, 0};
+  if (cap) buf[0] = '\0';
+  for (int i = 0; i < nb; i++) {
+    int j = 0;
+    while (j < na && strcmp(an[j], bn[i])) j++;
+    if (j < na && !strcmp(av[j], bv[i])) continue;
+    add(&o, "%s%s%s%s", o.len ? " " : "", bn[i], bv[i][0] ? " " : "", bv[i]);
+  }
+  for (int j = 0, k = 0; j < na; j++) {
+    int i = 0;
+    while (i < nb && strcmp(an[j], bn[i])) i++;
+    if (i == nb) add(&o, "%s%s", k++ ? ", " : o.len ? ", without " : "without ", an[j]);
   }
   return o.len;
 }

@@ -16,4 +16,11 @@
 #define PX_REPORT_FLAGS_MAX 4096 /* room for every flag with a long --layers-per-chunk */
 size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cluster *c, char *buf, size_t cap);
 
+/* "--zero 2 --tp 2, without --sp": the flags that turn plan `from` into plan
+ * `to` (both resolved, of model m on cluster c): those of px_report_plan_flags
+ * of `to` that `from`'s lack or set otherwise, then those `to`'s lack. Written
+ * into buf (truncated to cap); returns the length it needed. */
+size_t px_report_plan_change(const px_parallel *from, const px_parallel *to, const px_model *m, const px_cluster *c,
+                             char *buf, size_t cap);
+
 #endif

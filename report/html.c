@@ -134,28 +134,35 @@ static void sb_scalar(sbuf *b, const cJSON *it) {
     sb_puts(b, "null");
 }
 
-/* "key value, key value, nested (k v, ...)" for every member but the skipped ones. */
+/* "key value, key value, nested (k v, ...)" for every member of an object
+ * but the skipped ones; an array's items without keys, "[a, b, (k v)]". */
 static void sb_members(sbuf *b, const cJSON *o, const char *const *skip) {
-  bool first = true;
+  bool first = true, array = cJSON_IsArray(o);
   const cJSON *it;
+  if (array) sb_puts(b, "[");
   cJSON_ArrayForEach(it, o) {
     bool skipped = false;
-    for (const char *const *s = skip; s && *s; s++) skipped = skipped || (it->string && !strcmp(it->string, *s));
+    for (const char *const *s = skip; s && *s && !array; s++) skipped = skipped || (it->string && !strcmp(it->string, *s));
     if (skipped) continue;
     if (!first) sb_puts(b, ", ");
     first = false;
-    sb_puts(b, "<span class=\"k\">");
-    sb_esc(b, it->string ? it->string : "?");
-    sb_puts(b, "</span> ");
-    if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+    if (!array) {
+      sb_puts(b, "<span class=\"k\">");
+      sb_esc(b, it->string ? it->string : "");
+      sb_puts(b, "</span> ");
+    }
+    if (cJSON_IsObject(it)) {
       sb_puts(b, "(");
       sb_members(b, it, NULL);
       sb_puts(b, ")");
+    } else if (cJSON_IsArray(it)) {
+      sb_members(b, it, NULL);
     } else {
       sb_scalar(b, it);
     }
   }
-  if (first) sb_puts(b, "&mdash;");
+  if (array) sb_puts(b, "]");
+  else if (first) sb_puts(b, "&mdash;");
 }
 
 /* ---- formatting ---- */
@@ -355,6 +362,19 @@ static void section_question(sbuf *b, const cJSON *q) {
     sb_puts(b, "not given (no cost)");
   sb_puts(b, "</td></tr>\n");
 
+  const cJSON *precs = jget(q, "precisions");
+  if (cJSON_GetArraySize(precs) > 0) {
+    kv_row(b, "Precisions searched");
+    const cJSON *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, precs) {
+      if (!cJSON_IsString(it)) continue;
+      sb_puts(b, k++ ? ", " : "");
+      sb_esc(b, it->valuestring);
+    }
+    sb_puts(b, "</td></tr>\n");
+  }
+
   kv_row(b, "Objective");
   sb_esc(b, jstr(q, "objective") ? jstr(q, "objective") : "throughput");
   sb_puts(b, "</td></tr>\n");
@@ -389,6 +409,12 @@ static void section_question(sbuf *b, const cJSON *q) {
   sb_puts(b, "</td></tr>\n</table></section>\n");
 }
 
+/* The plans that fit: counts.fit (a sweep.json before it: the plans it holds). */
+static double plans_fit(const cJSON *counts, int nplans) {
+  double v;
+  return jnum(counts, "fit", &v) ? v : nplans;
+}
+
 static void section_counts(sbuf *b, const cJSON *counts, int nplans) {
   static const char *const keys[][2] = {{"enumerated", "plans enumerated"},
                                         {"invalid", "invalid combinations"},
@@ -404,7 +430,9 @@ static void section_counts(sbuf *b, const cJSON *counts, int nplans) {
       sb_puts(b, "&mdash;");
     sb_printf(b, "</b><span>%s</span></div>\n", keys[i][1]);
   }
-  sb_printf(b, "<div class=\"tile\"><b>%d</b><span>plans that fit, ranked</span></div>\n", nplans);
+  sb_puts(b, "<div class=\"tile\"><b>");
+  sb_grouped(b, plans_fit(counts, nplans));
+  sb_puts(b, "</b><span>plans that fit, ranked</span></div>\n");
   sb_puts(b, "</div></section>\n");
 }
 
@@ -464,10 +492,24 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
     sb_time(b, v);
     sb_puts(b, " per step");
   }
-  if (jnum(best, "mfu", &v)) sb_printf(b, ", MFU %.1f%%", 100 * v);
+  if (jnum(best, "mfu", &v)) {
+    const char *peak = jstr(best, "mfu_peak"), *own = jstr(best, "mfu_precision_peak");
+    double w;
+    sb_printf(b, ", MFU %.1f%%", 100 * v);
+    if (peak) {
+      sb_puts(b, " of ");
+      sb_esc(b, peak);
+      sb_puts(b, " peak");
+    }
+    if (peak && own && strcmp(peak, own) && jnum(best, "mfu_precision", &w) && w != v) {
+      sb_printf(b, " (%.1f%% of ", 100 * w);
+      sb_esc(b, own);
+      sb_puts(b, " peak)");
+    }
+  }
   if (jnum(jget(best, "memory"), "peak_bytes_max", &v)) sb_printf(b, ", %.1f GiB per GPU", v / (1024.0 * 1024 * 1024));
   const cJSON *tt = jget(best, "time_to_train");
-  if (jnum(tt, "days", &v)) sb_printf(b, ", %.1f days to train", v);
+  if (jnum(tt, "days", &v) && v > 0) sb_printf(b, ", %.1f days to train", v);
   if (jnum(tt, "cost_usd", &v) && v > 0) {
     sb_puts(b, " for $");
     sb_grouped(b, v);
@@ -484,7 +526,55 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
   sb_puts(b, "</div>\n");
 }
 
-static void section_plans(sbuf *b, const cJSON *plans) {
+/* Where the best plan's step goes: its row's breakdown as a bar of the step and a table. */
+static void section_breakdown(sbuf *b, const cJSON *best) {
+  const cJSON *bd = jget(best, "breakdown"), *ex = jget(bd, "exposed_s");
+  if (!bd) return;
+  static const char *const colors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f", "#d62728", "#ff7f0e",
+                                       "#e377c2", "#bcbd22", "#17becf", "#aec7e8", "#c49c94"};
+  const char *names[16];
+  bool exposed[16] = {0};
+  double v[16], total = 0;
+  int n = 0;
+  static const char *const own[][2] = {{"forward_s", "forward"},   {"backward_s", "backward"},
+                                       {"recompute_s", "recomputation"}, {"optimizer_s", "optimizer"},
+                                       {"bubble_s", "pipeline bubble"}};
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+    if (jnum(bd, own[i][0], &v[n])) names[n++] = own[i][1];
+  const cJSON *it;
+  cJSON_ArrayForEach(it, ex) {
+    if (n < 14 && cJSON_IsNumber(it) && it->string) exposed[n] = true, names[n] = it->string, v[n++] = it->valuedouble;
+  }
+  if (jnum(bd, "contention_s", &v[n])) names[n++] = "SM contention";
+  for (int i = 0; i < n; i++) total += v[i] > 0 ? v[i] : 0;
+  if (total <= 0) return;
+  double stage = 0;
+  jnum(bd, "stage", &stage);
+  sb_printf(b, "<section id=\"breakdown\"><h2>Where the best plan&#39;s step goes</h2>\n<p>Stage %.0f, the last to "
+               "finish: its compute stream from the step&#39;s start to its end, simulated event by event. Exposed "
+               "communication is the time it waits for collectives or transfers of that kind; the bubble, for "
+               "another stage.</p>\n<div style=\"display:flex;height:1.6em;border:1px solid #ccc\">", stage);
+  for (int i = 0; i < n; i++)
+    if (v[i] > 0) {
+      sb_puts(b, exposed[i] ? "<div title=\"exposed " : "<div title=\"");
+      sb_esc(b, names[i]);
+      sb_printf(b, "\" style=\"width:%.3f%%;background:%s\"></div>", 100 * v[i] / total, colors[i % 12]);
+    }
+  sb_puts(b, "</div>\n<table class=\"plans\"><thead><tr><th></th><th>part</th><th class=\"num\">time</th>"
+             "<th class=\"num\">share</th></tr></thead><tbody>\n");
+  for (int i = 0; i < n; i++) {
+    if (v[i] <= 0 && i >= 4) continue; /* a bubble or communication this plan has none of */
+    sb_printf(b, "<tr><td style=\"background:%s;width:1em\"></td><td>", colors[i % 12]);
+    if (exposed[i]) sb_puts(b, "exposed ");
+    sb_esc(b, names[i]);
+    sb_puts(b, "</td><td class=\"num\">");
+    sb_time(b, v[i]);
+    sb_printf(b, "</td><td class=\"num\">%.1f%%</td></tr>\n", 100 * v[i] / total);
+  }
+  sb_puts(b, "</tbody></table></section>\n");
+}
+
+static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
   int n = cJSON_IsArray(plans) ? cJSON_GetArraySize(plans) : 0;
   bool days = false, cost = false;
   const cJSON *p;
@@ -494,8 +584,12 @@ static void section_plans(sbuf *b, const cJSON *plans) {
     days = days || jnum(tt, "days", &v);
     cost = cost || (jnum(tt, "cost_usd", &v) && v > 0);
   }
-  sb_printf(b, "<section id=\"plans\"><h2>Ranked plans</h2>\n<p>The %d best of %d plans that fit, best first.</p>\n",
-            n < PX_HTML_TOP_PLANS ? n : PX_HTML_TOP_PLANS, n);
+  double fit = plans_fit(counts, n);
+  sb_printf(b, "<section id=\"plans\"><h2>Ranked plans</h2>\n<p>The %d best of ", n < PX_HTML_TOP_PLANS ? n : PX_HTML_TOP_PLANS);
+  sb_grouped(b, fit);
+  sb_printf(b, " plans that fit, best first%s", fit > n ? " (sweep.json beside this page holds the best " : ".");
+  if (fit > n) sb_printf(b, "%d; <code>parallax sweep --csv FILE</code> writes them all).", n);
+  sb_puts(b, "</p>\n");
   if (n == 0) {
     sb_puts(b, "<p>No plan fits in GPU memory.</p></section>\n");
     return;
@@ -543,7 +637,9 @@ static void section_plans(sbuf *b, const cJSON *plans) {
     sb_puts(b, "</tr>\n");
     row++;
   }
-  sb_puts(b, "</tbody></table>\n<p class=\"sub\">Memory per GPU is the peak of the largest pipeline stage; "
+  sb_puts(b, "</tbody></table>\n<p class=\"sub\">MFU is model FLOP/s per GPU over the GPU&#39;s dense peak the "
+             "best plan names above, whatever a plan&#39;s precision (Megatron-Bridge&#39;s and PaLM&#39;s convention); "
+             "memory per GPU is the peak of the largest pipeline stage; "
              "exposed comm is communication time not hidden behind compute, including the compute "
              "that collectives' SMs take from the kernels beside them.</p></section>\n");
 }
@@ -679,7 +775,8 @@ px_status px_html_report(const char *dir, px_err *err) {
   section_counts(&b, jget(root, "counts"), plans ? cJSON_GetArraySize(plans) : 0);
   section_best(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL, jget(root, "zero_choice"), jget(root, "precision_choice"),
                jstr(q, "objective"));
-  section_plans(&b, plans);
+  section_plans(&b, plans, jget(root, "counts"));
+  section_breakdown(&b, plans ? cJSON_GetArrayItem(plans, 0) : NULL);
   st = section_plots(&b, dir, err);
   if (!st) {
     section_assumptions(&b, root);

@@ -6,6 +6,8 @@
 #include "core/fmt.h"
 #include "core/json.h"
 #include "plan/planfile.h"
+#include "report/flags.h"
+#include "report/sim.h"
 
 static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
   if (pl->size <= 1)
@@ -31,12 +33,13 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
           px_recompute_names[p->recompute]);
 }
 
-void px_report_plan_text(const px_plan *plan, FILE *out) {
+void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out) {
   const px_parallel *p = &plan->par;
   const px_cluster *c = &plan->cluster;
   char a[160], b[64], d[64];
   fprintf(out, "plan: %s on %lld x %s (%s, %lld node%s)\n", plan->model.name, (long long)c->gpus, c->gpu.name, c->name,
           (long long)c->nodes, c->nodes == 1 ? "" : "s");
+  px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  tp %lld", (long long)p->tp);
   if (p->cp > 1) fprintf(out, " x cp %lld", (long long)p->cp);
   fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
@@ -149,7 +152,92 @@ void px_report_plan_text(const px_plan *plan, FILE *out) {
   fprintf(out, ", dp %s, pp %s\n", px_fmt_bytes(px_totals_dp_wire_bytes(t0), b, sizeof b),
           px_fmt_bytes(t0->wire_bytes[PX_GROUP_NEXT] + t0->wire_bytes[PX_GROUP_PREV], d, sizeof d));
   fprintf(out, "pipeline bubble (analytic): %.1f%%\n", 100.0 * px_plan_bubble_analytic(plan));
-  fprintf(out, "fits: %s\n", plan->fits ? "yes" : "no");
+  if (sim) {
+    char mfu[96];
+    fprintf(out, "simulated step: %s, %.1f model TFLOP/s per GPU, %s (parallax sim: where the time goes)\n",
+            px_fmt_time(sim->step_time_s, a, sizeof a), sim->model_tflops_per_gpu,
+            px_report_mfu_text(sim->mfu, sim->mfu_peak_dtype, sim->mfu_precision, sim->precision_peak_dtype, mfu, sizeof mfu));
+  }
+}
+
+static const char *const replan_group_names[PX_REPLAN_GROUPS] = {"zero", "recompute", "mbs", "split", "offload"};
+
+/* The stage with the least room (the largest peak), what it needs with the headroom, and what the GPU leaves. */
+static int64_t verdict_stage(const px_plan *plan, uint64_t *need, uint64_t *usable) {
+  int64_t s = px_plan_peak_stage(plan);
+  *need = px_plan_reserve_bytes(plan->mem[s].peak_bytes);
+  *usable = px_gpu_usable_bytes(&plan->cluster.gpu);
+  return s;
+}
+
+void px_report_verdict_text(const px_plan *plan, const px_replan_fit *fits, int nfits, FILE *out) {
+  char a[64], b[64], c[64], d[64], e[64], f[64];
+  uint64_t need, usable;
+  int64_t s = verdict_stage(plan, &need, &usable);
+  const px_gpu *g = &plan->cluster.gpu;
+  bool gpu_fits = need <= usable, host_fits = px_plan_host_fits(plan);
+  if (!host_fits) { /* first when the GPUs have room: the verdict leads */
+    fprintf(out, "  DOES NOT FIT: the offloaded states need %s of host memory a node, which has %s",
+            px_fmt_bytes((double)plan->host_node_bytes, a, sizeof a), px_fmt_bytes((double)plan->cluster.host_memory_bytes, b, sizeof b));
+    if (plan->nvme_node_bytes)
+      fprintf(out, ", and %s of NVMe of %s", px_fmt_bytes((double)plan->nvme_node_bytes, a, sizeof a),
+              px_fmt_bytes((double)plan->cluster.host_nvme_bytes, b, sizeof b));
+    fputc('\n', out);
+  }
+  fprintf(out, "  %s stage %lld needs %s per GPU (peak %s and the allocator's headroom) of the %s usable (%s HBM less "
+          "%s reserved): %s %s\n", !gpu_fits ? "DOES NOT FIT:" : host_fits ? "fits:" : "GPU memory:", (long long)s,
+          px_fmt_bytes((double)need, a, sizeof a), px_fmt_bytes((double)plan->mem[s].peak_bytes, b, sizeof b),
+          px_fmt_bytes((double)usable, c, sizeof c), px_fmt_bytes((double)g->hbm_bytes, d, sizeof d),
+          px_fmt_bytes((double)g->reserved_bytes, e, sizeof e),
+          px_fmt_bytes((double)(gpu_fits ? usable - need : need - usable), f, sizeof f), gpu_fits ? "to spare" : "over");
+  if (plan->fits) return;
+  if (nfits == 0) {
+    fprintf(out, "  no change of one or two of the ZeRO stage, recomputation, micro-batch, tp/pp split and offload fits: "
+            "more GPUs (parallax sweep --gpus N), or GPUs with more memory\n");
+    return;
+  }
+  fprintf(out, "  nearest plans that fit (%s, fastest first):\n",
+          __builtin_popcount((unsigned)fits[0].changed) == 1 ? "one change" : "two changes");
+  for (int i = 0; i < nfits; i++) {
+    char change[PX_REPORT_FLAGS_MAX], mfu[96];
+    px_report_plan_change(&plan->par, &fits[i].par, &plan->model, &plan->cluster, change, sizeof change);
+    const px_sim_result *r = &fits[i].sim;
+    fprintf(out, "    %-36s %s a step, %s, peak %s\n", change, px_fmt_time(r->step_time_s, a, sizeof a),
+            px_report_mfu_text(r->mfu, r->mfu_peak_dtype, r->mfu_precision, r->precision_peak_dtype, mfu, sizeof mfu),
+            px_fmt_bytes((double)fits[i].peak_bytes, b, sizeof b));
+  }
+}
+
+cJSON *px_report_verdict_json(const px_plan *plan, const px_replan_fit *fits, int nfits) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  uint64_t need, usable;
+  int64_t s = verdict_stage(plan, &need, &usable);
+  cJSON_AddBoolToObject(o, "fits", plan->fits);
+  px_json_add_num(o, "stage", (double)s);
+  px_json_add_num(o, "need_bytes", (double)need);
+  px_json_add_num(o, "usable_bytes", (double)usable);
+  px_json_add_num(o, "over_bytes", need > usable ? (double)(need - usable) : 0.0);
+  cJSON_AddBoolToObject(o, "host_fits", px_plan_host_fits(plan));
+  cJSON *list = cJSON_AddArrayToObject(o, "nearest");
+  for (int i = 0; list && i < nfits; i++) {
+    cJSON *f = cJSON_CreateObject();
+    if (!f) break;
+    char buf[PX_REPORT_FLAGS_MAX];
+    px_report_plan_change(&plan->par, &fits[i].par, &plan->model, &plan->cluster, buf, sizeof buf);
+    cJSON_AddStringToObject(f, "change", buf);
+    px_report_plan_flags(&fits[i].par, &plan->model, &plan->cluster, buf, sizeof buf);
+    cJSON_AddStringToObject(f, "flags", buf);
+    cJSON *ch = cJSON_AddArrayToObject(f, "changed");
+    for (int k = 0; ch && k < PX_REPLAN_GROUPS; k++)
+      if (fits[i].changed >> k & 1) cJSON_AddItemToArray(ch, cJSON_CreateString(replan_group_names[k]));
+    px_json_add_num(f, "step_time_s", fits[i].sim.step_time_s);
+    px_json_add_num(f, "tokens_per_s", fits[i].sim.tokens_per_s);
+    px_json_add_num(f, "mfu", fits[i].sim.mfu);
+    px_json_add_num(f, "peak_bytes", (double)fits[i].peak_bytes);
+    cJSON_AddItemToArray(list, f);
+  }
+  return o;
 }
 
 /* "<category>_bytes" for every category, in px_mem_cat order. */
@@ -216,9 +304,12 @@ cJSON *px_report_plan_head(const px_plan *plan) {
   return o;
 }
 
-cJSON *px_report_plan_json(const px_plan *plan) {
+cJSON *px_report_plan_json(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits) {
   cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
+  cJSON_AddItemToObject(o, "verdict", px_report_verdict_json(plan, fits, nfits));
+  cJSON *step = sim ? cJSON_AddObjectToObject(o, "step") : NULL;
+  if (step) px_report_sim_summary(step, sim);
   px_json_add_num(o, "params", (double)plan->params_total);
   px_json_add_num(o, "vocab_padded", (double)plan->vocab_padded);
   px_json_add_num(o, "microbatches", (double)plan->microbatches);

@@ -11,8 +11,12 @@
 #include <cJSON.h>
 
 #include "plan/plan.h"
+#include "sim/replan.h"
 
-void px_report_plan_text(const px_plan *plan, FILE *out);
+/* The text of `parallax plan`: the plan, the verdict on memory first
+ * (px_report_verdict_text, with the nearest plans that fit), and its
+ * simulated step's time and MFU when sim is not NULL. */
+void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out);
 /* Writes the plan file of model m on cluster c with choices p (plan/planfile.h; --save-plan). */
 px_status px_report_plan_file(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,
                               px_err *err);
@@ -20,9 +24,22 @@ px_status px_report_plan_file(const char *path, const px_model *m, const px_clus
  * seq 8192, recompute none" and a newline: the first line of sim and compare. */
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out);
 
+/* The verdict on memory, the first line of `plan` and `sim` after the one
+ * naming the plan: "fits: stage 1 needs 61.2 GiB of the 78.4 GiB usable
+ * (17.2 GiB to spare)", or "DOES NOT FIT: stage 0 needs 162.2 GiB ... (83.8
+ * GiB over)" (or the host memory the offloaded states need) and then the
+ * nearest plans that fit (px_replan_nearest's fits[0..nfits)) with what
+ * each changes, as flags. */
+void px_report_verdict_text(const px_plan *plan, const px_replan_fit *fits, int nfits, FILE *out);
+/* The same as the JSON object "verdict": fits, stage, need_bytes,
+ * usable_bytes, over_bytes (0 when it fits), host_fits, and nearest[]
+ * ({change, flags, changed[], step_time_s, tokens_per_s, mfu, peak_bytes}). */
+cJSON *px_report_verdict_json(const px_plan *plan, const px_replan_fit *fits, int nfits);
+
 /* A JSON object naming what the plan is of: model, cluster, gpus, parallel. */
 cJSON *px_report_plan_head(const px_plan *plan);
-cJSON *px_report_plan_json(const px_plan *plan);
+/* `plan --json`: the plan, its "verdict" and, when sim is not NULL, its simulated "step" (the sim summary). */
+cJSON *px_report_plan_json(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits);
 /* The "memory" object of the contract: stages[] (each with its fits verdict),
  * peak_bytes_max with the largest stage's categories, capacity and reserve. */
 cJSON *px_report_memory_json(const px_plan *plan);

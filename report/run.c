@@ -1,17 +1,59 @@
 /* The result of `parallax run`: text and JSON. */
 #include "report/run.h"
 
+#include <math.h>
+
 #include "core/fmt.h"
 #include "core/json.h"
 #include "report/plan.h"
+#include "report/sim.h"
+#include "sim/sim.h"
+
+void px_report_run_step_text(const px_plan *plan, const px_train_step *s, FILE *out) {
+  char a[64], b[64];
+  px_sim_mfu m;
+  px_sim_mfu_of(plan, s->step_time_s, &m);
+  int w = snprintf(NULL, 0, "%lld", (long long)s->last);
+  fprintf(out, "step %*lld/%lld | loss %.6f | ", w, (long long)s->step, (long long)s->last, s->loss);
+  if (isfinite(s->grad_norm))
+    fprintf(out, "grad norm %.4g | ", s->grad_norm);
+  else
+    fputs("skipped (gradients overflowed) | ", out);
+  fprintf(out, "%s | %.0f tokens/s | %.3g TFLOP/s/GPU | peak %s", px_fmt_time(s->step_time_s, a, sizeof a),
+          s->step_time_s > 0 ? px_sim_tokens_per_s(plan, s->step_time_s) : 0.0, m.model_tflops_per_gpu,
+          px_fmt_bytes((double)s->peak_bytes, b, sizeof b));
+  if (plan->par.precision == PX_PREC_FP16) fprintf(out, " | loss scale %g", s->loss_scale);
+  fputc('\n', out);
+}
+
+cJSON *px_report_run_step_json(const px_plan *plan, const px_train_step *s) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  px_sim_mfu m;
+  px_sim_mfu_of(plan, s->step_time_s, &m);
+  px_json_add_num(o, "step", (double)s->step);
+  px_json_add_num(o, "steps", (double)s->last);
+  px_json_add_num(o, "loss", s->loss);
+  if (isfinite(s->grad_norm)) px_json_add_num(o, "grad_norm", s->grad_norm);
+  else cJSON_AddNullToObject(o, "grad_norm"); /* skipped for overflow */
+  px_json_add_num(o, "step_time_s", s->step_time_s);
+  px_json_add_num(o, "tokens_per_s", s->step_time_s > 0 ? px_sim_tokens_per_s(plan, s->step_time_s) : 0.0);
+  px_json_add_num(o, "model_tflops_per_gpu", m.model_tflops_per_gpu);
+  px_json_add_num(o, "mfu", m.mfu);
+  px_json_add_num(o, "peak_bytes", (double)s->peak_bytes);
+  if (plan->par.precision == PX_PREC_FP16) px_json_add_num(o, "loss_scale", s->loss_scale);
+  return o;
+}
 
 void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out) {
-  char a[64], b[64], c[64], d[64];
-  for (int64_t k = 0; k < r->steps; k++)
-    fprintf(out, "step %5lld  loss %.6f\n", (long long)(r->first_step + k + 1), r->losses[k]);
-  fprintf(out, "backend %s, %lld ranks (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s\n", r->backend,
-          (long long)plan->grid.world, (long long)plan->par.tp, (long long)plan->par.pp, (long long)plan->par.dp,
-          px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s);
+  char a[64], b[64], c[64], d[64], mfu[96];
+  px_sim_mfu m;
+  px_sim_mfu_of(plan, r->step_time_s, &m);
+  fprintf(out, "backend %s, %lld ranks (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s, %.3g model TFLOP/s per "
+          "GPU, %s of %s\n", r->backend, (long long)plan->grid.world, (long long)plan->par.tp, (long long)plan->par.pp,
+          (long long)plan->par.dp, px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s, m.model_tflops_per_gpu,
+          px_report_mfu_text(m.mfu, m.peak_dtype, m.mfu_precision, m.precision_dtype, mfu, sizeof mfu),
+          plan->cluster.name);
   if (r->threads > 0)
     fprintf(out, "threads: %d BLAS thread%s per rank (--threads N to choose; `mpirun --bind-to none` lets one rank use "
             "every core)\n", r->threads, r->threads == 1 ? "" : "s");
@@ -44,6 +86,12 @@ cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
   for (int64_t k = 0; l && k < r->steps; k++) cJSON_AddItemToArray(l, cJSON_CreateNumber(r->losses[k]));
   px_json_add_num(o, "step_time_s", r->step_time_s);
   px_json_add_num(o, "tokens_per_s", r->tokens_per_s);
+  px_sim_mfu m;
+  px_sim_mfu_of(plan, r->step_time_s, &m);
+  px_json_add_num(o, "model_tflops_per_gpu", m.model_tflops_per_gpu);
+  px_json_add_num(o, "mfu", m.mfu);
+  px_json_add_num(o, "mfu_precision", m.mfu_precision);
+  px_report_mfu_peaks_json(o, m.peak_dtype, m.precision_dtype);
   px_json_add_num(o, "peak_bytes", (double)r->peak_bytes);
   px_json_add_num(o, "predicted_peak_bytes", (double)r->predicted_peak_bytes);
   px_json_add_num(o, "backend_bytes", (double)r->backend_bytes);

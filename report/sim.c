@@ -5,13 +5,73 @@
 #include "core/json.h"
 #include "report/plan.h"
 
-void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall_s, const px_bands *bands, FILE *out) {
-  char a[64], b[64], c[64], d[64];
+const char *px_report_mfu_text(double mfu, int peak_dtype, double mfu_precision, int precision_dtype, char *buf,
+                               size_t cap) {
+  int n = snprintf(buf, cap, "MFU %.1f%% of %s peak", 100 * mfu, px_dtype_names[peak_dtype]);
+  if (precision_dtype != peak_dtype && mfu_precision != mfu && n > 0 && (size_t)n < cap)
+    snprintf(buf + n, cap - (size_t)n, " (%.1f%% of %s peak)", 100 * mfu_precision, px_dtype_names[precision_dtype]);
+  return buf;
+}
+
+void px_report_mfu_peaks_json(cJSON *o, int peak_dtype, int precision_dtype) {
+  cJSON_AddStringToObject(o, "mfu_peak", px_dtype_names[peak_dtype]);
+  cJSON_AddStringToObject(o, "mfu_precision_peak", px_dtype_names[precision_dtype]);
+}
+
+/* The parts of a step's breakdown, in the order they are printed. */
+static int breakdown_parts(const px_sim_breakdown *b, const char **names, double *s) {
+  int n = 0;
+  names[n] = "forward", s[n++] = b->forward_s;
+  names[n] = "backward", s[n++] = b->backward_s;
+  names[n] = "recomputation", s[n++] = b->recompute_s;
+  names[n] = "optimizer", s[n++] = b->optimizer_s;
+  names[n] = "pipeline bubble", s[n++] = b->bubble_s;
+  static const char *const exposed[PX_SIM_COMM_COUNT] = {"exposed tp", "exposed cp", "exposed ep", "exposed pp",
+                                                          "exposed dp", "exposed host copies"};
+  for (int k = 0; k < PX_SIM_COMM_COUNT; k++) names[n] = exposed[k], s[n++] = b->exposed_s[k];
+  names[n] = "SM contention", s[n++] = b->contention_s;
+  return n;
+}
+
+void px_report_breakdown_text(const px_sim_result *r, FILE *out) {
+  const char *names[16];
+  double s[16], total = 0;
+  int n = breakdown_parts(&r->breakdown, names, s);
+  for (int i = 0; i < n; i++) total += s[i];
+  fprintf(out, "  where the step goes (stage %lld, the last to finish):\n", (long long)r->breakdown_stage);
+  for (int i = 0; i < n; i++) {
+    char t[32];
+    if (s[i] <= 0 && i >= 4) continue; /* a bubble or communication this plan has none of */
+    fprintf(out, "    %-20s %10s %6.1f%%\n", names[i], px_fmt_time(s[i], t, sizeof t), total > 0 ? 100 * s[i] / total : 0.0);
+  }
+}
+
+cJSON *px_report_breakdown_json(const px_sim_result *r) {
+  const px_sim_breakdown *b = &r->breakdown;
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  px_json_add_num(o, "stage", (double)r->breakdown_stage);
+  px_json_add_num(o, "forward_s", b->forward_s);
+  px_json_add_num(o, "backward_s", b->backward_s);
+  px_json_add_num(o, "recompute_s", b->recompute_s);
+  px_json_add_num(o, "optimizer_s", b->optimizer_s);
+  px_json_add_num(o, "bubble_s", b->bubble_s);
+  cJSON *ex = cJSON_AddObjectToObject(o, "exposed_s");
+  for (int k = 0; ex && k < PX_SIM_COMM_COUNT; k++) px_json_add_num(ex, px_sim_comm_names[k], b->exposed_s[k]);
+  px_json_add_num(o, "contention_s", b->contention_s);
+  return o;
+}
+
+void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
+                        double wall_s, const px_bands *bands, FILE *out) {
+  char a[64], b[64], c[64], d[64], mfu[96];
   px_report_plan_line(plan, "sim", out);
+  px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  step time        %s\n", px_fmt_time(r->step_time_s, a, sizeof a));
   fprintf(out, "  throughput       %s tokens/s (%.0f per GPU)\n", px_fmt_count(r->tokens_per_s, a, sizeof a),
           r->tokens_per_s / (double)plan->cluster.gpus);
-  fprintf(out, "  model TFLOP/s    %.1f per GPU: MFU %.1f%%, HFU %.1f%%\n", r->model_tflops_per_gpu, 100 * r->mfu,
+  fprintf(out, "  model TFLOP/s    %.1f per GPU: %s, HFU %.1f%%\n", r->model_tflops_per_gpu,
+          px_report_mfu_text(r->mfu, r->mfu_peak_dtype, r->mfu_precision, r->precision_peak_dtype, mfu, sizeof mfu),
           100 * r->hfu);
   fprintf(out, "  pipeline bubble  %.1f%% (analytic %.1f%%)\n", 100 * r->bubble_fraction,
           100 * px_plan_bubble_analytic(plan));
@@ -29,10 +89,11 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, double wall
   if (plan->par.offload_opt)
     fprintf(out, "  offload          %s on the host link; optimizer step on the host CPU %s\n",
             px_fmt_time(r->comm_host_s, a, sizeof a), px_fmt_time(r->stages[0].op_s[PX_OP_ADAMW_HOST], b, sizeof b));
+  px_report_breakdown_text(r, out);
   int64_t worst = px_plan_peak_stage(plan);
-  fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s: %s\n",
+  fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s HBM\n",
           px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
-          px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b), r->fits ? "fits" : "DOES NOT FIT");
+          px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b));
   if (bands) {
     px_band_key k;
     char text[512];
@@ -71,6 +132,7 @@ static const px_report_field sim_fields[] = {
     {NULL, "model_tflops_per_gpu", offsetof(px_sim_result, model_tflops_per_gpu)},
     {NULL, "mfu", offsetof(px_sim_result, mfu)},
     {NULL, "hfu", offsetof(px_sim_result, hfu)},
+    {NULL, "mfu_precision", offsetof(px_sim_result, mfu_precision)},
     {NULL, "bubble_fraction", offsetof(px_sim_result, bubble_fraction)},
     {"comm", "tp_s", offsetof(px_sim_result, comm_tp_s)},
     {"comm", "pp_s", offsetof(px_sim_result, comm_pp_s)},
@@ -87,13 +149,17 @@ const px_report_field *px_report_sim_fields(size_t *count) {
 
 void px_report_sim_summary(cJSON *o, const px_sim_result *r) {
   px_report_fields_json(o, sim_fields, sizeof sim_fields / sizeof sim_fields[0], r);
+  px_report_mfu_peaks_json(o, r->mfu_peak_dtype, r->precision_peak_dtype);
+  cJSON_AddItemToObject(o, "breakdown", px_report_breakdown_json(r));
   cJSON_AddBoolToObject(o, "fits", r->fits);
 }
 
-cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_bands *bands) {
+cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
+                          const px_bands *bands) {
   cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
   px_report_sim_summary(o, r);
+  cJSON_AddItemToObject(o, "verdict", px_report_verdict_json(plan, fits, nfits));
   if (bands) cJSON_AddItemToObject(o, "validation", px_report_band_json(bands, &plan->model, &plan->cluster, &plan->par));
   px_json_add_num(o, "bubble_analytic", px_plan_bubble_analytic(plan));
   cJSON *sg = cJSON_AddObjectToObject(o, "straggler"); /* sim/straggler.h */

@@ -2,10 +2,14 @@
  * time to train, cost and goodput when there are training tokens. */
 #include "report/sweep.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "core/fmt.h"
+#include "core/json.h"
 #include "report/html.h"
 #include "report/plotdata.h"
 #include "report/plots.h"
@@ -14,13 +18,64 @@
 /* How many of the best plans sweep.json beside the plots holds. */
 #define SWEEP_DIR_PLANS 50
 
-void px_report_sweep_progress(void *ctx, int64_t done, int64_t total) {
-  FILE *out = ctx ? ctx : stderr;
-  if (total <= 0 || (done % 64 && done != total)) return;
-  int w = 40, fill = (int)(w * done / total);
-  fprintf(out, "\r  [%.*s%*s] %lld/%lld plans", fill, "########################################", w - fill, "",
-          (long long)done, (long long)total);
-  if (done == total) fputs("\r\033[K", out);
+void px_report_progress_init(px_report_progress *p) {
+  memset(p, 0, sizeof *p);
+  p->out = stderr;
+  p->tty = isatty(fileno(stderr));
+  p->interval_s = 5;
+  const char *env = getenv("PX_PROGRESS_INTERVAL_S");
+  double v = env ? strtod(env, NULL) : 0;
+  if (v > 0 && v < 3600) p->interval_s = v;
+}
+
+/* The latest state: a bar redrawn on a terminal, else a line. */
+static void progress_show(px_report_progress *p) {
+  const px_sweep_progress *sp = &p->last;
+  char best[160] = "", label[96], tok[32];
+  if (p->have_best) {
+    px_report_plan_label(&p->best_par, label, sizeof label);
+    snprintf(best, sizeof best, ", best so far %s tokens/s (%s)", px_fmt_count(p->best_tokens_per_s, tok, sizeof tok),
+             label);
+  }
+  const char *what = p->what ? p->what : "";
+  if (p->tty) {
+    int w = 30, fill = (int)(w * sp->done / sp->total);
+    fprintf(p->out, "\r\033[K  %s[%.*s%*s] %lld/%lld plans, %lld simulated%s", what, fill,
+            "##############################", w - fill, "", (long long)sp->done, (long long)sp->total,
+            (long long)sp->simulated, best);
+    p->drawn = true;
+  } else {
+    fprintf(p->out, "parallax sweep: %s%lld of %lld plans compiled, %lld simulated%s\n", what, (long long)sp->done,
+            (long long)sp->total, (long long)sp->simulated, best);
+    p->printed = true;
+  }
+  p->last_shown = true;
+  fflush(p->out);
+}
+
+void px_report_sweep_progress(void *ctx, const px_sweep_progress *sp) {
+  px_report_progress *p = ctx;
+  if (sp->total <= 0) return;
+  p->last = *sp;
+  p->last.best = NULL; /* valid during the call only: its figures are copied */
+  if (sp->best && (!p->have_best || sp->best->sim.tokens_per_s != p->best_tokens_per_s)) {
+    p->have_best = true;
+    p->best_par = sp->best->par;
+    p->best_tokens_per_s = sp->best->sim.tokens_per_s;
+  }
+  p->last_shown = false;
+  double now = px_clock_s();
+  if (!p->next_s) p->next_s = now + (p->tty ? 0.1 : p->interval_s);
+  if (now < p->next_s) return;
+  p->next_s = now + (p->tty ? 0.1 : p->interval_s);
+  progress_show(p);
+}
+
+void px_report_progress_end(px_report_progress *p) {
+  if (p->printed && !p->last_shown) progress_show(p); /* the log ends with where the sweep ended */
+  if (p->drawn) fputs("\r\033[K", p->out);
+  p->drawn = p->printed = p->have_best = false;
+  p->next_s = 0;
 }
 
 const char px_report_plan_legend[] =
@@ -101,6 +156,118 @@ static void bands_lines(const px_model *m, const px_cluster *c, const px_sweep_r
   }
 }
 
+int px_report_sweep_precisions(const px_sweep_result *r) {
+  int seen = 0;
+  const px_sweep_entry *lists[3] = {r->entries, r->dropped, r->pruned};
+  int64_t counts[3] = {r->n, r->ndropped, r->npruned};
+  for (int l = 0; l < 3; l++)
+    for (int64_t i = 0; i < counts[l]; i++)
+      if (lists[l][i].par.precision >= 0) seen |= 1 << lists[l][i].par.precision;
+  return seen;
+}
+
+/* The values of one choice the dropped plans took, "1,2,4" (ints) into buf. */
+static void values_tried(const px_sweep_result *r, int64_t (*get)(const px_parallel *), const char *const *names,
+                         char *buf, size_t cap) {
+  int64_t seen[64];
+  int n = 0;
+  for (int64_t i = 0; i < r->ndropped; i++) {
+    int64_t v = get(&r->dropped[i].par);
+    int k = 0;
+    while (k < n && seen[k] != v) k++;
+    if (k == n && n < 64) seen[n++] = v;
+  }
+  for (int i = 1; i < n; i++) /* ascending */
+    for (int k = i; k > 0 && seen[k - 1] > seen[k]; k--) {
+      int64_t t = seen[k];
+      seen[k] = seen[k - 1], seen[k - 1] = t;
+    }
+  size_t len = 0;
+  if (cap) buf[0] = '\0';
+  for (int i = 0; i < n && len < cap; i++) {
+    int w = names ? snprintf(buf + len, cap - len, "%s%s", i ? "," : "", names[seen[i]])
+                  : snprintf(buf + len, cap - len, "%s%lld", i ? "," : "", (long long)seen[i]);
+    if (w > 0) len += (size_t)w;
+  }
+}
+
+static int64_t get_tp(const px_parallel *p) { return p->tp; }
+static int64_t get_pp(const px_parallel *p) { return p->pp; }
+static int64_t get_zero(const px_parallel *p) { return p->zero; }
+static int64_t get_recompute(const px_parallel *p) { return p->recompute; }
+static int64_t get_mbs(const px_parallel *p) { return p->mbs; }
+static int64_t get_offload(const px_parallel *p) { return p->offload_opt; }
+static int64_t get_precision(const px_parallel *p) { return p->precision; }
+
+const px_sweep_entry *px_report_sweep_least(const px_sweep_result *r, uint64_t usable, int64_t *host) {
+  const px_sweep_entry *least = NULL;
+  *host = 0;
+  for (int64_t i = 0; i < r->ndropped; i++) {
+    const px_sweep_entry *x = &r->dropped[i];
+    if (px_plan_reserve_bytes(x->peak_bytes) <= usable) (*host)++;
+    else if (!least || x->peak_bytes < least->peak_bytes) least = x;
+  }
+  return least;
+}
+
+/* No plan fits: what the sweep tried, and how near its nearest came (the
+ * least peak of the dropped plans, made exact by px_replan_least_peak). */
+static void no_fit_text(const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r, FILE *out) {
+  char a[64], b[64], d[64], e[64];
+  if (r->ndropped == 0) {
+    fprintf(out, "  no plan fits: no valid plan was left to evaluate%s\n",
+            o->admit_name ? " (see the plans not runnable above)" : "");
+    return;
+  }
+  static const struct {
+    const char *what;
+    int64_t (*get)(const px_parallel *);
+    const char *const *names;
+  } dims[] = {{"tp", get_tp, NULL},       {"pp", get_pp, NULL},
+              {"ZeRO", get_zero, NULL},    {"recompute", get_recompute, px_recompute_names},
+              {"mbs", get_mbs, NULL},      {"optimizer offload", get_offload, px_offload_names},
+              {"precision", get_precision, px_precision_names}};
+  fprintf(out, "  no plan fits. Tried %lld valid plans:", (long long)r->ndropped);
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+    char vals[256];
+    values_tried(r, dims[i].get, dims[i].names, vals, sizeof vals);
+    fprintf(out, "%s %s %s", i ? ";" : "", dims[i].what, vals);
+  }
+  fputs(".\n", out);
+  uint64_t usable = px_gpu_usable_bytes(&c->gpu);
+  int64_t host;
+  const px_sweep_entry *least = px_report_sweep_least(r, usable, &host);
+  if (least) {
+    uint64_t need = px_plan_reserve_bytes(least->peak_bytes);
+    char label[96];
+    px_report_plan_label(&least->par, label, sizeof label);
+    fprintf(out, "  Bound by GPU memory: the least peak, %s (%s), needs %s per GPU with the allocator's headroom of "
+            "the %s usable: %s over.\n", px_fmt_bytes((double)least->peak_bytes, a, sizeof a), label,
+            px_fmt_bytes((double)need, b, sizeof b), px_fmt_bytes((double)usable, d, sizeof d),
+            px_fmt_bytes((double)(need - usable), e, sizeof e));
+  }
+  if (host)
+    fprintf(out, "  %lld of them fit the GPUs only with states offloaded to host memory or NVMe, more than a node has "
+            "(host.memory_gib, host.nvme_tb).\n", (long long)host);
+  cJSON *fixed = px_report_fixed_json(&o->fixed);
+  bool any = fixed && fixed->child;
+  if (any) {
+    fputs("  Fixed by the flags (the sweep searched the rest):", out);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, fixed) {
+      if (cJSON_IsFalse(it)) continue;
+      fputs(" --", out);
+      for (const char *k = it->string; *k; k++) fputc(*k == '_' ? '-' : *k, out); /* the key as its flag */
+      if (cJSON_IsNumber(it)) fprintf(out, " %.6g", it->valuedouble);
+      else if (cJSON_IsString(it)) fprintf(out, " %s", it->valuestring);
+    }
+    fputc('\n', out);
+  }
+  cJSON_Delete(fixed);
+  fprintf(out, "  Try more GPUs (--gpus), a shorter --seq, %sor GPUs with more memory.\n",
+          any ? "fewer fixed choices, " : "");
+}
+
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                           int64_t top, double wall_s, int threads, const px_bands *bands, FILE *out) {
   char a[64], b[64];
@@ -108,6 +275,19 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
           c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
           px_objective_names[o->objective]);
+  int precs = px_report_sweep_precisions(r);
+  if (precs) {
+    fputs("  precisions searched:", out);
+    for (int p = 0, k = 0; p < PX_PREC_COUNT; p++)
+      if (precs >> p & 1) fprintf(out, "%s %s", k++ ? "," : "", px_precision_names[p]);
+    if (f->precision >= 0) fputs(" (fixed by --precision)", out);
+    if (r->n > 0) { /* the peak MFU is over: the cluster's, whatever the plan (px_sim_mfu) */
+      int peak = r->entries[0].sim.mfu_peak_dtype;
+      fprintf(out, "; MFU over the %s dense peak (%.0f TFLOP/s) whatever the plan's precision", px_dtype_names[peak],
+              c->gpu.peak_flops[peak] / 1e12);
+    }
+    fputc('\n', out);
+  }
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
@@ -115,7 +295,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   if (o->admit_name) fprintf(out, ", %lld valid but not runnable by %s", (long long)r->excluded, o->admit_name);
   fprintf(out, " (%s on %d thread%s)\n", px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
   if (r->n == 0) {
-    fprintf(out, "  no plan fits: try more GPUs, ZeRO-3, full recomputation or a smaller micro-batch\n");
+    no_fit_text(c, o, r, out);
     return;
   }
   bool ttt = o->tokens > 0;

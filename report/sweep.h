@@ -19,6 +19,13 @@
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap);
 /* What the labels' parts mean, a few lines (printed under the table and in sweep --help). */
 extern const char px_report_plan_legend[];
+/* The precisions of the plans the sweep evaluated, fitting or not: bit 1 << px_precision for each. */
+int px_report_sweep_precisions(const px_sweep_result *r);
+/* Of the plans a sweep dropped, the one of least peak of those that do not
+ * fit their GPUs (NULL: none; px_replan_least_peak makes it exact), and in
+ * *host how many fit the GPUs (usable bytes each) but not the host memory
+ * their offloaded states need. */
+const px_sweep_entry *px_report_sweep_least(const px_sweep_result *r, uint64_t usable, int64_t *host);
 /* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads; bands:
  * the validated error bands (sim/bands.h) printed for the precisions and kind of model of the plans shown,
  * NULL none. */
@@ -29,7 +36,30 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
  * with the 50 best plans, renders the plots and, with html, index.html. */
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
                               const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err);
-/* A px_sweep_opts progress callback: a bar on the FILE * ctx (stderr when NULL). */
-void px_report_sweep_progress(void *ctx, int64_t done, int64_t total);
+/* A sweep's progress on stderr (px_sweep_opts.progress with a
+ * px_report_progress as its ctx): on a terminal a bar redrawn in place; else
+ * a line every interval_s: plans compiled of all, simulated, the best so far
+ * (its label and tokens/s), each after `what` ("--vary gpu.hbm_gib=80, value
+ * 2 of 3: ") when set. */
+typedef struct {
+  FILE *out;
+  bool tty;
+  double interval_s;  /* between lines without a terminal (a bar: redrawn at most 10 times a second) */
+  double next_s;      /* px_clock_s when the next is due: 0 to start (the first after interval_s) */
+  const char *what;
+  bool drawn;         /* a bar is on the terminal's line */
+  bool printed;       /* a line was printed (no terminal): the last state is printed at the end too */
+  px_sweep_progress last; /* the latest state (last.best: NULL, the best is copied below) */
+  bool have_best, last_shown; /* a best so far; the latest state is the one printed */
+  px_parallel best_par;
+  double best_tokens_per_s;
+} px_report_progress;
+/* Starts p for stderr; the interval is 5 s, or the environment's PX_PROGRESS_INTERVAL_S (tests). */
+void px_report_progress_init(px_report_progress *p);
+void px_report_sweep_progress(void *ctx, const px_sweep_progress *sp);
+/* Clears a bar left on the terminal's line, or, without a terminal, prints
+ * the last state when lines were printed and it is not the last printed
+ * (call after px_sweep_run). */
+void px_report_progress_end(px_report_progress *p);
 
 #endif

@@ -7,6 +7,7 @@
 #include "report/flags.h"
 #include "report/plan.h"
 #include "report/sim.h"
+#include "report/sweep.h"
 
 static const px_report_field train_fields[] = {
     {NULL, "days", offsetof(px_train_time, days)},
@@ -64,10 +65,8 @@ cJSON *px_report_fixed_json(const px_parallel *f) {
 
 static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, const px_sweep_opts *o) {
   char line[1400];
-  snprintf(line, sizeof line, "Cluster %s: %s", c->name, c->source);
-  cJSON_AddItemToArray(as, cJSON_CreateString(line));
-  snprintf(line, sizeof line, "Model %s: %s", m->name, m->source);
-  cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  /* the model's and the cluster's sources are question.model.source and question.cluster.source */
+  (void)m;
   snprintf(line, sizeof line,
            "Compute: roofline per op, GEMM efficiency %.2f x wave and tile quantization on %lld SMs (tiles %lldx%lld, "
            "k_half %.0f), memory-bound ops at %.0f%% of %.0f GB/s, %.1f us per kernel.",
@@ -186,6 +185,9 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     cJSON_AddBoolToObject(q, "ckpt_async", o->ckpt_async);
     cJSON_AddItemToObject(q, "fixed", px_report_fixed_json(&o->fixed));
     if (o->admit_name) cJSON_AddStringToObject(q, "runnable_by", o->admit_name);
+    cJSON *pr = cJSON_AddArrayToObject(q, "precisions"); /* searched */
+    for (int p = 0, seen = px_report_sweep_precisions(r); pr && p < PX_PREC_COUNT; p++)
+      if (seen >> p & 1) cJSON_AddItemToArray(pr, cJSON_CreateString(px_precision_names[p]));
   }
   cJSON *counts = cJSON_AddObjectToObject(root, "counts");
   if (counts) {
@@ -193,7 +195,25 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(counts, "invalid", (double)r->invalid);
     px_json_add_num(counts, "dropped_memory", (double)r->dropped_memory);
     px_json_add_num(counts, "simulated", (double)r->simulated);
+    px_json_add_num(counts, "fit", (double)(r->n + r->npruned)); /* the table's pruned ones fit too */
     if (o->admit) px_json_add_num(counts, "not_runnable", (double)r->excluded);
+  }
+  if (r->n == 0 && r->ndropped > 0) { /* none fits: how near the nearest came */
+    uint64_t usable = px_gpu_usable_bytes(&c->gpu);
+    int64_t host;
+    const px_sweep_entry *least = px_report_sweep_least(r, usable, &host);
+    cJSON *nf = cJSON_AddObjectToObject(root, "no_fit");
+    if (nf) {
+      px_json_add_num(nf, "usable_bytes", (double)usable);
+      px_json_add_num(nf, "host_bound", (double)host);
+    }
+    if (nf && least) {
+      char flags[PX_REPORT_FLAGS_MAX];
+      px_report_plan_flags(&least->par, m, c, flags, sizeof flags);
+      cJSON_AddStringToObject(nf, "least_flags", flags);
+      px_json_add_num(nf, "least_peak_bytes", (double)least->peak_bytes);
+      px_json_add_num(nf, "least_need_bytes", (double)px_plan_reserve_bytes(least->peak_bytes));
+    }
   }
   cJSON *plans = cJSON_AddArrayToObject(root, "plans");
   for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1, m, c, bands));

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
 #include "sim/engine.h"
@@ -22,6 +23,32 @@
 #include "sim/straggler.h"
 
 enum { R_NVL_OUT, R_NVL_IN, R_NIC_OUT, R_NIC_IN, R_PER_STAGE };
+
+PX_NAME_TABLE(px_sim_comm_names, PX_SIM_COMM_COUNT, "tp", "cp", "ep", "pp", "dp", "host");
+
+/* The kind of communication a group's collectives are, in the step's breakdown. */
+static px_sim_comm comm_kind(px_group g) {
+  switch (g) {
+    case PX_GROUP_TP: case PX_GROUP_ETP: return PX_SIM_COMM_TP;
+    case PX_GROUP_CP: return PX_SIM_COMM_CP;
+    case PX_GROUP_EP: return PX_SIM_COMM_EP;
+    case PX_GROUP_PREV: case PX_GROUP_NEXT: return PX_SIM_COMM_PP;
+    default: return PX_SIM_COMM_DP;
+  }
+}
+
+/* What the compute stream waited for when an instance that one ends made it ready: a communication kind,
+ * a pipeline receive (WAIT_PIPE: the transfer, and before it the bubble), or nothing but time (WAIT_IDLE). */
+enum { WAIT_PIPE = PX_SIM_COMM_COUNT, WAIT_IDLE };
+static int wait_cause(px_block_kind k) {
+  switch (k) {
+    case PX_BLOCK_RECV_FWD: case PX_BLOCK_RECV_BWD: return WAIT_PIPE;
+    case PX_BLOCK_SEND_FWD: case PX_BLOCK_SEND_BWD: return PX_SIM_COMM_PP;
+    case PX_BLOCK_GRAD_SYNC: case PX_BLOCK_PARAM_SYNC: case PX_BLOCK_EMB_SYNC: return PX_SIM_COMM_DP;
+    case PX_BLOCK_OFFLOAD_GRAD: case PX_BLOCK_FETCH_PARAM: return PX_SIM_COMM_HOST;
+    default: return WAIT_IDLE;
+  }
+}
 enum { EV_SEG_DONE, EV_FLOW_JOIN, EV_FLOW_DONE };
 enum { OWN_SEGMENT, OWN_ASYNC, OWN_INST, OWN_P2P };
 
@@ -30,6 +57,7 @@ typedef struct px_sim_state sim;
 /* One piece of a compute block. */
 typedef struct {
   bool comm, async;
+  uint8_t kind;     /* comm: px_sim_comm */
   bool waits;       /* compute: first waits for async collective `wait` of the block */
   int8_t wait;
   int8_t ord;       /* async: its ordinal in the block */
@@ -66,6 +94,9 @@ typedef struct {
   seg *v;
   int n;
   double op_s[PX_OP_COUNT]; /* compute time by op kind, for reporting */
+  double phase_s[PX_PHASE_COUNT]; /* compute time by phase (PX_PHASE_COMM's: the block's own) */
+  uint8_t own_phase;               /* px_phase: the block's (forward, backward, optimizer) */
+  double alone_wait_s[PX_SIM_COMM_COUNT]; /* run alone: the time it waits for communication, by kind */
   /* Fast path: the whole block as one event while nothing else uses the
    * links its collectives need; split back into segments, in the state its
    * timeline had then, if something does. */
@@ -91,6 +122,7 @@ typedef struct {
   uint64_t fast_t0;
   uint32_t version; /* discards segment events of a block that was split */
   bool paying;    /* the block runs on for the compute collectives' SMs displaced (block_end) */
+  double contention_start_s; /* the stage's contention_s when the running instance started */
 } stream_q;
 
 typedef struct {
@@ -114,6 +146,13 @@ typedef struct {
   int64_t comm_sms;
   bool computing;
   uint64_t contention_ns, contention_sm_ns;
+  /* The step's breakdown (stats.parts): what each instance waited for last (wait_cause of the one whose end
+   * made it ready, and for a receive when its transfer started), when the compute stream was last free,
+   * the transfer start of the receive running, and what ended last on the stage. */
+  uint8_t *cause;
+  uint64_t *cause_ns;
+  uint64_t compute_free_ns, recv_xfer_ns;
+  int end_cause;
 } stage_state;
 
 struct px_sim_state {
@@ -190,7 +229,7 @@ static px_status ring_segments(sim *S, const px_op *op, double t, int *nasync, s
   for (int64_t k = 0; k < cp && !st; k++) {
     if (k < cp - 1 && !S->opts->comm_free) {
       int8_t ord = *nasync < ASYNC_MAX ? (int8_t)(*nasync)++ : -1;
-      st = seg_push(out, (seg){.comm = true, .async = true, .ord = ord, .cc = hop}, S->err);
+      st = seg_push(out, (seg){.comm = true, .async = true, .kind = PX_SIM_COMM_CP, .ord = ord, .cc = hop}, S->err);
       if (!st) st = seg_add_compute(out, t / (double)cp, prev, S->err);
       prev = ord;
     } else if (!st) {
@@ -198,7 +237,7 @@ static px_status ring_segments(sim *S, const px_op *op, double t, int *nasync, s
     }
   }
   if (!st && bwd && !S->opts->comm_free) /* dK, dV home: half the hop's bytes */
-    st = seg_push(out, (seg){.comm = true, .ord = -1,
+    st = seg_push(out, (seg){.comm = true, .kind = PX_SIM_COMM_CP, .ord = -1,
                              .cc = px_coll_cost_of(&p->cluster, PX_COLL_P2P, op->coll_bytes / 2, &pl)},
                   S->err);
   return st;
@@ -212,7 +251,12 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
   px_dtype dt = p->act_dtype;
   px_status st = PX_OK;
   double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
-  if (over >= 0) return seg_add_compute(out, over, -1, S->err);
+  px_phase own = k == PX_BLOCK_OPTIMIZER ? PX_PHASE_OPT : px_block_is_bwd(k) ? PX_PHASE_BWD : PX_PHASE_FWD;
+  out->own_phase = (uint8_t)own;
+  if (over >= 0) {
+    out->phase_s[own] += over;
+    return seg_add_compute(out, over, -1, S->err);
+  }
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
   int nasync = 0;
   for (int32_t i = 0; i < b->nops && !st; i++) {
@@ -220,6 +264,7 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     const px_op *op = &ops[i];
     double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op) * S->stretch;
     out->op_s[op->kind] += t;
+    out->phase_s[op->phase == PX_PHASE_COMM ? own : op->phase] += t;
     if (op->flags & PX_OPF_CP_RING) {
       if ((st = ring_segments(S, op, t, &nasync, out))) break;
       continue;
@@ -245,8 +290,11 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     bool async = px_plan_op_overlapped(p, ops, b->nops, i);
     int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
     if (i < 256) ord_of[i] = ord;
-    st = seg_push(out, (seg){.comm = true, .async = async, .ord = ord, .cc = cc}, S->err);
+    st = seg_push(out, (seg){.comm = true, .async = async, .kind = (uint8_t)comm_kind((px_group)op->group), .ord = ord,
+                             .cc = cc}, S->err);
   }
+  for (int i = 0; !st && i < out->n; i++) /* without a timeline (block_timeline's): its exposed collectives alone */
+    if (out->v[i].comm && !out->v[i].async) out->alone_wait_s[out->v[i].kind] += out->v[i].cc.time_s;
   return st;
 }
 
@@ -308,6 +356,17 @@ static void flow_spec_of(const sim *S, const px_coll_cost *cc, int64_t src, int6
   }
 }
 
+/* The kind of communication a block whose compute segments are not running waits for: its sync collective,
+ * the async one its next segment needs, or at its end one still open (fid: each segment's open flow); -1 none. */
+static int awaited_kind(const seg_list *l, const cursor *c, const int32_t *fid) {
+  if (c->in_seg && c->seg > 0 && l->v[c->seg - 1].comm) return l->v[c->seg - 1].kind;
+  for (int k = 0; c->waiting >= 0 && k < l->n; k++)
+    if (l->v[k].async && l->v[k].ord == c->waiting) return l->v[k].kind;
+  for (int k = 0; k < l->n; k++)
+    if (fid[k] >= 0) return l->v[k].kind;
+  return -1;
+}
+
 /* Appends the point the timeline is at (fid: each segment's open flow, -1 none; at: its SM figures). */
 static px_status timeline_point(sim *S, seg_list *l, const cursor *c, uint64_t seg_end_ns, const int32_t *fid,
                                 const fast_point *at) {
@@ -352,6 +411,7 @@ static px_status block_timeline(sim *S, seg_list *l) {
   cursor c = {.waiting = -1};
   uint64_t seg_end = 0, last = 0;
   fast_point at = {0}; /* the SM figures as they stand */
+  double wait_s[PX_SIM_COMM_COUNT] = {0}; /* the block's waits for communication, by kind */
   bool go = true, end = false, computing = false;
   px_status st = PX_OK;
   px_event ev;
@@ -381,6 +441,9 @@ static px_status block_timeline(sim *S, seg_list *l) {
     if (computing) { /* as contention_tick integrates it */
       at.compute_ns += e->now_ns - last;
       at.own_sm_ns += (uint64_t)at.own_sms * (e->now_ns - last);
+    } else { /* waiting, since the last event, as the state before this one says */
+      int k = awaited_kind(l, &c, fid);
+      if (k >= 0) wait_s[k] += (double)(e->now_ns - last) * 1e-9;
     }
     last = e->now_ns;
     uint64_t tag, start;
@@ -402,6 +465,7 @@ static px_status block_timeline(sim *S, seg_list *l) {
   e->n = 0; /* stale events of re-rated flows */
   if (!st) st = px_net_status(S->tl_net, S->err);
   l->fast_ok = !st && end;
+  if (l->fast_ok) memcpy(l->alone_wait_s, wait_s, sizeof wait_s);
   l->fast_ns = e->now_ns;
   l->fast_compute_ns = at.compute_ns;
   l->fast_own_sm_ns = at.own_sm_ns;
@@ -681,6 +745,47 @@ static void span_add(sim *S, int64_t stage, int stream, uint64_t start, uint64_t
 
 static void try_start(sim *S, int64_t s, int stream);
 
+/* The compute stream of stage s waited gap ns for what `cause` says (wait_cause; a pipeline receive whose
+ * transfer started at xfer_ns), up to now: the step's breakdown. */
+static void account_wait(stage_state *ss, int cause, uint64_t xfer_ns, uint64_t gap, uint64_t now) {
+  px_sim_breakdown *b = &ss->stats.parts;
+  double g = (double)gap * 1e-9;
+  if (cause < PX_SIM_COMM_COUNT) {
+    b->exposed_s[cause] += g;
+  } else if (cause == WAIT_PIPE) { /* the transfer (and the receive's own collectives), the rest the bubble */
+    double x = now > xfer_ns ? (double)(now - xfer_ns) * 1e-9 : 0.0, pp = x < g ? x : g;
+    b->exposed_s[PX_SIM_COMM_PP] += pp;
+    b->bubble_s += g - pp;
+  } else {
+    b->bubble_s += g;
+  }
+}
+
+/* A compute-stream instance of stage s ran from q->start_ns to now: its compute by phase, the compute
+ * collectives' SMs took from it, and the rest, its waits for its collectives, by kind (as the block alone
+ * waits, else as its collectives take). */
+static void account_block(stage_state *ss, const px_inst *in, const stream_q *q, uint64_t now) {
+  const seg_list *l = &ss->costs[in->block];
+  px_sim_breakdown *b = &ss->stats.parts;
+  double compute = 0, w[PX_SIM_COMM_COUNT], wsum = 0;
+  for (int p = 0; p < PX_PHASE_COUNT; p++) compute += l->phase_s[p];
+  b->forward_s += l->phase_s[PX_PHASE_FWD];
+  b->backward_s += l->phase_s[PX_PHASE_BWD];
+  b->recompute_s += l->phase_s[PX_PHASE_RECOMPUTE];
+  b->optimizer_s += l->phase_s[PX_PHASE_OPT];
+  double cont = ss->stats.contention_s - q->contention_start_s;
+  b->contention_s += cont;
+  double rest = (double)(now - q->start_ns) * 1e-9 - compute - cont;
+  for (int k = 0; k < PX_SIM_COMM_COUNT; k++) wsum += w[k] = l->alone_wait_s[k];
+  for (int i = 0; wsum <= 0 && i < l->n; i++) /* overlapped alone, exposed here */
+    if (l->v[i].comm) wsum += l->v[i].cc.time_s, w[l->v[i].kind] += l->v[i].cc.time_s;
+  if (wsum > 0) {
+    for (int k = 0; k < PX_SIM_COMM_COUNT; k++) b->exposed_s[k] += rest * w[k] / wsum;
+  } else { /* no collective: the nanoseconds of rounding, to the block's own phase */
+    *(l->own_phase == PX_PHASE_OPT ? &b->optimizer_s : l->own_phase == PX_PHASE_BWD ? &b->backward_s : &b->forward_s) += rest;
+  }
+}
+
 /* Instance i ended now: its stats and trace, its dependents told; release
  * frees its stream for the next one (an instance that ran joined to the
  * stream's running one ends without it, before that one). */
@@ -696,6 +801,11 @@ static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
     if (q->start_ns < ss->pipe_first_ns) ss->pipe_first_ns = q->start_ns;
     if (now > ss->pipe_last_ns) ss->pipe_last_ns = now;
   }
+  if (in->stream == PX_STREAM_COMPUTE && release) {
+    account_block(ss, in, q, now);
+    ss->compute_free_ns = now;
+  }
+  if (now >= ss->end_ns) ss->end_cause = wait_cause((px_block_kind)in->block);
   if (now > ss->end_ns) ss->end_ns = now;
   span_add(S, s, in->stream, q->start_ns, now, in->block, in->mb, in->layer);
   ss->ndone++;
@@ -707,7 +817,11 @@ static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
   unsigned ready = release ? 1u << in->stream : 0;
   for (int32_t k = ss->rdep_off[i]; k < ss->rdep_off[i + 1]; k++) {
     int32_t d = ss->rdep[k];
-    if (--ss->pending[d] == 0) ready |= 1u << ss->prog->insts[d].stream;
+    if (--ss->pending[d] == 0) {
+      ready |= 1u << ss->prog->insts[d].stream;
+      ss->cause[d] = (uint8_t)wait_cause((px_block_kind)in->block);
+      ss->cause_ns[d] = ss->cause[d] == WAIT_PIPE ? ss->recv_xfer_ns : now;
+    }
   }
   for (int st = 0; st < PX_STREAM_COUNT; st++)
     if (ready >> st & 1) try_start(S, s, st);
@@ -869,6 +983,11 @@ static void try_start(sim *S, int64_t s, int stream) {
   q->inst = i;
   q->c = (cursor){.waiting = -1};
   q->start_ns = S->eng.now_ns;
+  if (stream == PX_STREAM_COMPUTE) { /* the compute stream waited since it was last free, for what made i ready */
+    if (q->start_ns > ss->compute_free_ns)
+      account_wait(ss, ss->cause[i], ss->cause_ns[i], q->start_ns - ss->compute_free_ns, q->start_ns);
+    q->contention_start_s = ss->stats.contention_s;
+  }
   const px_inst *in = &ss->prog->insts[i];
   px_block_kind k = (px_block_kind)in->block;
   if (k == PX_BLOCK_GRAD_SYNC || k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC) {
@@ -955,6 +1074,7 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
     }
     case OWN_P2P:
       inst_done(S, s, q->inst);
+      S->st[x].recv_xfer_ns = start_ns;
       run_segment(S, x, PX_STREAM_PP_RECV); /* the receive's all-gather, if any */
       break;
   }
@@ -972,7 +1092,11 @@ static px_status stage_init(sim *S, int64_t s) {
   ss->rdep_off = px_calloc((size_t)n + 1, sizeof *ss->rdep_off, S->err);
   ss->rdep = px_calloc((size_t)prog->ndeps + 1, sizeof *ss->rdep, S->err);
   ss->posted = px_calloc((size_t)n, 1, S->err);
-  if (!ss->pending || !ss->rdep_off || !ss->rdep || !ss->posted) return PX_ERR_RUNTIME;
+  ss->cause = px_calloc((size_t)n + 1, 1, S->err);
+  ss->cause_ns = px_calloc((size_t)n + 1, sizeof *ss->cause_ns, S->err);
+  if (!ss->pending || !ss->rdep_off || !ss->rdep || !ss->posted || !ss->cause || !ss->cause_ns) return PX_ERR_RUNTIME;
+  memset(ss->cause, WAIT_IDLE, (size_t)n + 1);
+  ss->end_cause = WAIT_IDLE;
   int32_t counts[PX_STREAM_COUNT] = {0};
   /* Dependencies: the program's, and in serial mode also every instance of
    * the previous group (a p2p batch is one group, everything else alone). */
@@ -1033,6 +1157,8 @@ static void sim_free(sim *S) {
     free(ss->rdep_off);
     free(ss->rdep);
     free(ss->posted);
+    free(ss->cause);
+    free(ss->cause_ns);
     free(ss->op_cost);
     free(ss->host_ns);
     for (int k = 0; k < PX_STREAM_COUNT; k++) free(ss->q[k].list);
@@ -1114,6 +1240,8 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
     for (int64_t s = 0; s < S.pp; s++) {
       stage_state *ss = &S.st[s];
       ss->stats.end_s = (double)ss->end_ns * 1e-9;
+      if (ss->end_ns > ss->compute_free_ns) /* after the compute stream's last block: what ended last */
+        account_wait(ss, ss->end_cause, ss->end_ns, ss->end_ns - ss->compute_free_ns, ss->end_ns);
       out->stages[s] = ss->stats;
       if (ss->end_ns > end) end = ss->end_ns;
       if (ss->pipe_first_ns < first) first = ss->pipe_first_ns;
@@ -1126,6 +1254,8 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
       if (ss->stats.contention_s > out->comm_contention_s) out->comm_contention_s = ss->stats.contention_s;
     }
     out->step_time_s = (double)end * 1e-9;
+    for (int64_t s = S.pp - 1; s >= 0; s--) /* the first stage that ends last */
+      if (S.st[s].end_ns == end) out->breakdown = S.st[s].stats.parts, out->breakdown_stage = s;
     double span = last > first ? (double)(last - first) * 1e-9 : 0.0;
     out->bubble_fraction = span > 0 ? 1.0 - busy / ((double)S.pp * span) : 0.0;
     if (out->bubble_fraction < 0) out->bubble_fraction = 0; /* rounding of nanosecond clocks */
@@ -1181,19 +1311,32 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     out->events += twin.events;
     px_sim_result_free(&twin);
   }
-  const px_cluster *c = &plan->cluster;
-  double gpus = (double)c->gpus, t = out->step_time_s;
-  /* MFU's peak: the dtype the linear layers' GEMMs run in (fp8's for an fp8 plan: below 100% as it must be) */
-  px_dtype gemm_dt = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
-  double peak = c->gpu.peak_flops[gemm_dt] > 0 ? c->gpu.peak_flops[gemm_dt] : c->gpu.peak_flops[0];
+  double t = out->step_time_s;
   out->fits = plan->fits;
-  if (t > 0) {
-    out->tokens_per_s = px_sim_tokens_per_s(plan, t);
-    out->model_tflops_per_gpu = plan->model_flops_per_step / t / gpus / 1e12;
-    out->mfu = plan->model_flops_per_step / t / gpus / peak;
-    out->hfu = plan->hw_flops_per_step / t / gpus / peak;
-  }
+  if (t > 0) out->tokens_per_s = px_sim_tokens_per_s(plan, t);
+  px_sim_mfu m;
+  px_sim_mfu_of(plan, t, &m);
+  out->model_tflops_per_gpu = m.model_tflops_per_gpu;
+  out->mfu = m.mfu, out->hfu = m.hfu, out->mfu_peak_dtype = m.peak_dtype;
+  out->mfu_precision = m.mfu_precision, out->precision_peak_dtype = m.precision_dtype;
   return PX_OK;
+}
+
+void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out) {
+  const px_gpu *g = &plan->cluster.gpu;
+  memset(out, 0, sizeof *out);
+  px_dtype base = g->peak_flops[PX_DTYPE_BF16] > 0 ? PX_DTYPE_BF16
+                  : g->peak_flops[PX_DTYPE_FP16] > 0 ? PX_DTYPE_FP16 : PX_DTYPE_FP32;
+  /* the dtype the linear layers' GEMMs run in: fp8's for an fp8 plan */
+  px_dtype own = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
+  if (!(g->peak_flops[own] > 0)) own = base;
+  out->peak_dtype = base, out->precision_dtype = own;
+  double per_gpu = step_s > 0 ? 1.0 / step_s / (double)plan->cluster.gpus : 0.0;
+  out->model_tflops_per_gpu = plan->model_flops_per_step * per_gpu / 1e12;
+  if (!(g->peak_flops[base] > 0)) return; /* a cluster file refuses a GPU without an fp32 peak */
+  out->mfu = plan->model_flops_per_step * per_gpu / g->peak_flops[base];
+  out->hfu = plan->hw_flops_per_step * per_gpu / g->peak_flops[base];
+  out->mfu_precision = plan->model_flops_per_step * per_gpu / g->peak_flops[own];
 }
 
 double px_sim_tokens_per_s(const px_plan *plan, double step_s) {

@@ -28,6 +28,27 @@ typedef struct {
   void *block_cost_ctx;
 } px_sim_opts;
 
+/* The kinds of communication a step's breakdown names: tensor (and expert
+ * tensor) parallel, context parallel, expert parallel (token dispatch),
+ * pipeline transfers, data parallel (gradient reductions, ZeRO gathers, the
+ * tied embedding's), and offload's copies to and from the host. */
+typedef enum { PX_SIM_COMM_TP, PX_SIM_COMM_CP, PX_SIM_COMM_EP, PX_SIM_COMM_PP, PX_SIM_COMM_DP, PX_SIM_COMM_HOST,
+               PX_SIM_COMM_COUNT } px_sim_comm;
+extern const char *const px_sim_comm_names[PX_SIM_COMM_COUNT];
+
+/* Where a stage's step goes (Calculon's breakdown), from the simulated
+ * events of its compute stream, 0 to the stage's end: compute by phase, what
+ * the SMs of collectives beside it took from it, the time it waits for
+ * another stage (bubble: the part of a pipeline wait that is not the
+ * transfer itself), and the time it waits for communication by kind
+ * (exposed). The parts sum to the stage's end. */
+typedef struct {
+  double forward_s, backward_s, recompute_s, optimizer_s;
+  double contention_s;
+  double bubble_s;
+  double exposed_s[PX_SIM_COMM_COUNT];
+} px_sim_breakdown;
+
 typedef struct {
   double busy_s;   /* compute stream busy with forward/backward blocks */
   double end_s;    /* when the stage's last instance finished */
@@ -37,6 +58,7 @@ typedef struct {
   double contention_s; /* compute blocks' added time: the compute the SMs of collectives beside them took
                           (px_coll_cost.sms) */
   double op_s[PX_OP_COUNT]; /* compute seconds by op kind over the step (uncontended) */
+  px_sim_breakdown parts;   /* where the stage's step goes, summing to end_s */
 } px_sim_stage;
 
 /* One span of a simulated step: an instance on its stream, or a TP
@@ -48,11 +70,33 @@ typedef struct {
   int32_t mb, layer;       /* -1 where none */
 } px_sim_span;
 
+/* Model FLOP/s per GPU against the GPU's peaks, the one place MFU is
+ * computed (sim, sweep, report and run read it). MFU's convention
+ * (Megatron-Bridge, the PaLM paper): model FLOPs (Megatron's accounting, no
+ * recomputation) per second per GPU over the dense bf16 peak whatever the
+ * plan's precision, so that a faster plan never shows a lower MFU; fp16's
+ * peak, else fp32's, on a GPU without bf16. HFU counts recomputation too.
+ * Where the plan's GEMMs run at another peak (fp8's for fp8, fp32's for
+ * fp32 on a GPU with bf16), the MFU against that peak too, labelled with it. */
+typedef struct {
+  double model_tflops_per_gpu;
+  double mfu, hfu;        /* over the dense peak of peak_dtype */
+  int peak_dtype;         /* px_dtype: bf16 (fp16, fp32 where the GPU has none) */
+  double mfu_precision;   /* over the dense peak of precision_dtype; mfu where that peak is peak_dtype's */
+  int precision_dtype;    /* px_dtype the plan's GEMMs run in, as far as the GPU has a peak for it (else peak_dtype) */
+} px_sim_mfu;
+
+/* The MFU figures of plan at a step time of step_s (0 when step_s <= 0). */
+void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out);
+
 typedef struct {
   double step_time_s;
   double tokens_per_s;
   double model_tflops_per_gpu;
-  double mfu, hfu;
+  double mfu, hfu;         /* px_sim_mfu's */
+  int mfu_peak_dtype;      /* px_sim_mfu.peak_dtype */
+  double mfu_precision;    /* px_sim_mfu's */
+  int precision_peak_dtype; /* px_sim_mfu.precision_dtype */
   double bubble_fraction; /* compute idle share of the pipeline phase, all stages */
   bool fits;
   double comm_tp_s, comm_pp_s, comm_dp_s; /* max over stages */
@@ -66,6 +110,8 @@ typedef struct {
   int64_t straggler_ranks;
   double straggler_stretch;
   double straggler_s;
+  px_sim_breakdown breakdown; /* where the step goes: the parts of the stage that ends last (summing to the step) */
+  int64_t breakdown_stage;
   uint64_t events;        /* events processed (both runs) */
   int64_t nstages;
   px_sim_stage *stages;   /* (pp) */

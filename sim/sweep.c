@@ -326,8 +326,9 @@ typedef struct {
   const int64_t *todo;     /* what the threads take in turn: candidates to compile, or to simulate */
   int64_t ntodo;
   bool simulate;           /* the todo list is of bounded candidates to simulate */
-  atomic_llong next, done;
+  atomic_llong next;
   int64_t total; /* candidates of this part */
+  int64_t done, simulated, best; /* for opts.progress (under lock): compiled, simulated, the best (-1 none) */
   px_err first_err;
   pthread_mutex_t lock;
 } work;
@@ -483,6 +484,21 @@ static void evaluate(work *w, int64_t i) {
   px_plan_free(&plan);
 }
 
+/* Tells opts.progress where the sweep stands once candidate i is compiled (or simulated). */
+static void progress(work *w, int64_t i, bool compiled) {
+  const px_sweep_opts *o = w->o;
+  if (!o->progress) return;
+  pthread_mutex_lock(&w->lock);
+  w->done += compiled;
+  if (w->state[i] == CAND_FITS) {
+    w->simulated++;
+    if (w->best < 0 || w->entries[i].score < w->entries[w->best].score) w->best = i;
+  }
+  px_sweep_progress p = {w->done, w->total, w->simulated, w->best >= 0 ? &w->entries[w->best] : NULL};
+  o->progress(o->progress_ctx, &p);
+  pthread_mutex_unlock(&w->lock);
+}
+
 static void *worker(void *arg) {
   work *w = arg;
   const px_sweep_opts *o = w->o;
@@ -492,13 +508,13 @@ static void *worker(void *arg) {
     int64_t i = w->todo[k];
     if (!w->simulate) {
       evaluate(w, i);
-      int64_t d = atomic_fetch_add(&w->done, 1) + 1;
-      if (o->progress) o->progress(o->progress_ctx, d, w->total);
+      progress(w, i, true);
       continue;
     }
     px_err err = {0};
     if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
     else w->state[i] = CAND_FITS;
+    progress(w, i, false);
   }
   return NULL;
 }
@@ -654,7 +670,7 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   }
   for (int64_t k = 0; k < w.total; k++) todo[k] = o->part + k * parts; /* this part's k-th candidate */
   atomic_init(&w.next, 0);
-  atomic_init(&w.done, 0);
+  w.best = -1;
   pthread_mutex_init(&w.lock, NULL);
   run_threads(&w, todo, w.total, false);
   /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bound needs */

@@ -20,6 +20,15 @@ extern const char *const px_objective_names[PX_OBJ_COUNT];
 #define PX_MTBF_HOURS_DEFAULT (16384.0 * 54.0 * 24.0 / 419.0)
 #define PX_RESTART_S_DEFAULT (15.0 * 60.0)
 
+typedef struct px_sweep_entry px_sweep_entry;
+
+/* Where a sweep stands, for opts.progress. */
+typedef struct {
+  int64_t done, total;        /* candidates of this part compiled (each then bounded or simulated) */
+  int64_t simulated;          /* plans simulated so far */
+  const px_sweep_entry *best; /* the best simulated so far by the objective, NULL none (valid during the call) */
+} px_sweep_progress;
+
 typedef struct {
   px_parallel fixed;     /* set fields fix that dimension; unset ones are swept */
   px_objective objective;
@@ -36,7 +45,8 @@ typedef struct {
                             is not simulated but pruned (what the ranking prints is the same), and past
                             the first keep entries the comm-free twin is not run (comm_exposed_s,
                             step_time_comm_free_s 0); 0: every plan that fits is simulated whole */
-  void (*progress)(void *ctx, int64_t done, int64_t total);
+  /* called after each candidate compiled and each plan simulated, from the sweep's threads one at a time */
+  void (*progress)(void *ctx, const px_sweep_progress *p);
   void *progress_ctx;
   /* When set, only plans admit() accepts are kept (a framework's rule, sweep --runnable-by): the others,
    * offloaded variants included, are counted in `excluded`; admit_name says whose rule in outputs */
@@ -59,7 +69,7 @@ typedef struct {
   double cluster_mtbf_s;
 } px_train_time;
 
-typedef struct {
+struct px_sweep_entry {
   int64_t index;          /* enumeration order (deterministic tie-break) */
   px_parallel par;
   px_sim_result sim;      /* what `parallax sim` reports for the plan (no per-stage detail: stages NULL) */
@@ -69,7 +79,7 @@ typedef struct {
                              peak is that stage's; px_sweep_complete makes the printed ones whole */
   px_train_time train;
   double score;           /* by the objective: lower is better */
-} px_sweep_entry;
+};
 
 typedef struct {
   px_sweep_entry *entries; /* simulated plans that fit, best first */

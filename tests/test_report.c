@@ -245,6 +245,52 @@ static void test_single_lines(void) {
     snprintf(png, sizeof png, "%s.png", pl[i].name);
     CU_ASSERT(file_size(dir, png) > 0);
   }
+  /* the scaling plot's log axis is labelled within a decade too (38 to 98 thousand tokens/s: 40, 50, 60, 80;
+   * gnuplot's own log ticks label powers of ten alone) */
+  char *svg = read_text(dir, "scaling.svg");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(svg);
+  expect_strings(svg, (const char *const[]){"<text>40</text>", "<text>50</text>", "<text>60</text>", "<text>80</text>", NULL},
+                 (const char *const[]){NULL});
+  free(svg);
+  rm_tree(dir);
+  free(dir);
+}
+
+/* The report's figures say what they are: the plans that fit counted (counts.fit, not the plans sweep.json
+ * keeps), MFU with its peak and the fp8 peak's beside it, the best plan's step broken down; the
+ * assumptions' arrays without "?" keys, the cluster's and model's sources once. */
+static void test_report_figures(void) {
+  char *dir = new_tmpdir();
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  const char *plan = "{\"rank\": %d, \"parallel\": {\"tp\": 1, \"pp\": 1, \"dp\": 8, \"zero\": 1, \"mbs\": 1}, "
+                     "\"step_time_s\": 2, \"tokens_per_s\": 1000, \"mfu\": 0.9, \"mfu_peak\": \"bf16\", "
+                     "\"mfu_precision\": 0.45, \"mfu_precision_peak\": \"fp8\"%s}";
+  const char *bd = ", \"breakdown\": {\"stage\": 0, \"forward_s\": 0.6, \"backward_s\": 1.2, \"recompute_s\": 0, "
+                   "\"optimizer_s\": 0.01, \"bubble_s\": 0, \"exposed_s\": {\"tp\": 0.15, \"dp\": 0.04, \"cp\": 0}, "
+                   "\"contention_s\": 0}";
+  char json[4096], p1[1024], p2[1024];
+  snprintf(p1, sizeof p1, plan, 1, bd);
+  snprintf(p2, sizeof p2, plan, 2, "");
+  snprintf(json, sizeof json,
+           "{\"question\": {\"model\": {\"name\": \"m\", \"source\": \"the model's paper\"}, \"cluster\": "
+           "{\"name\": \"c\", \"source\": \"the cluster's datasheet\", \"gpu\": {\"name\": \"g\", \"attention\": "
+           "[{\"pass\": \"fwd\", \"seq\": [512, 1024], \"tflops\": [333, 392]}]}}, \"gpus\": 8, "
+           "\"precisions\": [\"bf16\", \"fp8\"]}, \"counts\": {\"enumerated\": 20000, \"fit\": 10046}, "
+           "\"plans\": [%s, %s], \"assumptions\": []}", p1, p2);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/sweep.json", dir);
+  CU_ASSERT_FATAL(px_file_write(path, json, strlen(json), NULL) == PX_OK);
+  char *html = report_html(dir);
+  expect_strings(html,
+                 (const char *const[]){"The 2 best of 10,046 plans that fit", "<b>10,046</b><span>plans that fit",
+                                       "MFU 90.0% of bf16 peak (45.0% of fp8 peak)", "<th>Precisions searched</th><td>bf16, fp8",
+                                       "[512, 1024]", "id=\"breakdown\"", "exposed tp</td><td class=\"num\">150.00 ms",
+                                       "backward</td><td class=\"num\">1.20 s</td><td class=\"num\">60.0%", NULL},
+                 (const char *const[]){"<span class=\"k\">?</span>", "<span class=\"k\"></span>", "exposed cp",
+                                       "days to train", NULL});
+  CU_ASSERT_EQUAL(count_of(html, "the cluster&#39;s datasheet"), 1);
+  CU_ASSERT_EQUAL(count_of(html, "the model&#39;s paper"), 1);
+  free(html);
   rm_tree(dir);
   free(dir);
 }
@@ -455,6 +501,7 @@ int main(int argc, char **argv) {
       {"every script copes with single-line data", test_single_lines},
       {"errors name the script and carry gnuplot's stderr", test_errors},
       {"JSON strings are HTML-escaped", test_escaping},
+      {"the plans that fit, MFU's peaks, the step's breakdown, the assumptions", test_report_figures},
       {"question.fixed: only what was fixed", test_fixed_json},
       {"Fixed choices: only the fixed flags", test_fixed_choices},
       {"a simulated step's trace and timeline", test_trace_files},

@@ -136,10 +136,19 @@ for f in profile_string_time profile_subnormal_time; do
   expect_refusal "$f.json: field 'step_times_s[1]': expected a time in seconds" \
     "$px" compare --profile "$bad/$f.json" -m tiny -B 2 -p 2 -c local-cpu -g 2
 done
+# compare takes the plan flags and --profile, not run's: a run-only flag is refused, not ignored;
+# topology show takes the cluster by name or by --cluster (its help lists it), not both
+expect_refusal "unknown option '--steps'" "$px" compare --profile "$bad/profile_inf_time.json" -m tiny -c local-cpu -g 2 --steps 3
+expect_refusal "unknown option '--ckpt'" "$px" compare --profile "$bad/profile_inf_time.json" -m tiny -c local-cpu -g 2 --ckpt d
+"$px" compare --help | grep -qE -- "^ +(-., )?--(steps|seed|backend) " && { echo "FAIL: compare --help lists run's flags"; fails=$((fails + 1)); }
+expect_refusal "the cluster twice" "$px" topology show dgx-h100 -c dgx-a100
+expect_refusal "the model twice" "$px" model show llama3-8b -m tiny
 
 # The good paths still work.
 "$px" --version >/dev/null || { echo "FAIL: --version"; fails=$((fails + 1)); }
 "$px" model show llama3-8b --json | grep -q '"params":	8030261248' || { echo "FAIL: model show --json params"; fails=$((fails + 1)); }
 "$px" topology show dgx-h100 --nodes 4 --json | grep -q '"nodes":	4' || { echo "FAIL: topology --nodes"; fails=$((fails + 1)); }
+[ "$("$px" topology show -c dgx-h100 --nodes 2 2>&1)" = "$("$px" topology show dgx-h100 --nodes 2)" ] ||
+  { echo "FAIL: topology show -c NAME: $("$px" topology show -c dgx-h100 2>&1 | head -2)"; fails=$((fails + 1)); }
 
 finish

@@ -43,7 +43,7 @@ done
 run gpt_sp tiny-gpt 2 -t 2 --sp --precision fp8 --fp8-recipe current && check "tiny-gpt tp 2 sp, current" gpt32 gpt_sp
 run moe32 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2
 run moe8 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2 --precision fp8 && check "tiny-moe ep 2, delayed" moe32 moe8
-jq -e '.parallel.fp8_base == "fp32"' "$tmp/moe8.json" >/dev/null || fail "run --backend cpu: fp8_base is not fp32"
+jq -se 'last | .parallel.fp8_base == "fp32"' "$tmp/moe8.json" >/dev/null || fail "run --backend cpu: fp8_base is not fp32"
 
 # Resume: 4 steps straight equal 2 steps, a stop and 2 more, bitwise (losses and the step-4
 # checkpoints, byte for byte), for each recipe: delayed scaling's amax histories are in the

@@ -75,9 +75,9 @@ for model in tiny tiny-gpt; do
           got=$(losses "$tmp/out.json")
           close "$ref" "$got" 1e-5 || fail "$model ${flags[*]}: losses $got, single rank $ref"
           "$cmp" "$tmp/ref-$model.bin" "$tmp/g.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
-          jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/out.json" >/dev/null ||
-            fail "$model ${flags[*]}: measured peak is not the plan's: $(jq -c .stages "$tmp/out.json")"
-          jq -e '.stages | all(.host_bytes == .predicted_host_bytes and .nvme_bytes == .predicted_nvme_bytes)' \
+          jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/out.json" >/dev/null ||
+            fail "$model ${flags[*]}: measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/out.json")"
+          jq -se 'last | .stages | all(.host_bytes == .predicted_host_bytes and .nvme_bytes == .predicted_nvme_bytes)' \
             "$tmp/out.json" >/dev/null || fail "$model ${flags[*]}: offloaded bytes are not the plan's"
           echo "ok: $model ${flags[*]}: $(cat "$tmp/cmp.txt")"
         done

@@ -58,8 +58,8 @@ for z in "2" "3" "2 --grad-accum full" "3 --no-reshard-after-forward" "3 --grad-
   close "$(losses "$tmp/h0.json")" "$(losses "$tmp/h1.json")" 1e-5 ||
     fail "hybrid -z $z: losses $(losses "$tmp/h1.json"), ZeRO-0 $(losses "$tmp/h0.json")"
   "$cmp" "$tmp/h0" "$tmp/h1" >"$tmp/cmp.txt" || fail "hybrid -z $z: $(cat "$tmp/cmp.txt")"
-  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/h1.json" >/dev/null ||
-    fail "hybrid -z $z: measured peak is not the plan's: $(jq -c .stages "$tmp/h1.json")"
+  jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/h1.json" >/dev/null ||
+    fail "hybrid -z $z: measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/h1.json")"
 done
 mpirun -np 4 "$px" run "${hyb[@]}" -z 3 --shard-group 2 --steps 2 --ckpt "$tmp/hck" --json >"$tmp/hfirst.json" \
   2>"$tmp/err" || fail "hybrid first half: $(cat "$tmp/err")"
@@ -92,9 +92,9 @@ for o in "-z 2 --offload-optimizer cpu" "-z 2 --offload-optimizer nvme --grad-ac
   mpirun -np 4 "$px" run "${off[@]}" $o --profile "$tmp/off-prof.json" >"$tmp/off.json" 2>"$tmp/err" ||
     { fail "offload $o: $(cat "$tmp/err")"; continue; }
   close "$(losses "$tmp/z0.json")" "$(losses "$tmp/off.json")" 1e-5 || fail "offload $o: losses differ from ZeRO-0"
-  jq -e '.stages | all(.peak_bytes == .predicted_peak_bytes and .host_bytes == .predicted_host_bytes and
+  jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes and .host_bytes == .predicted_host_bytes and
          .nvme_bytes == .predicted_nvme_bytes and .host_bytes > 0)' "$tmp/off.json" >/dev/null ||
-    fail "offload $o: measured bytes are not the plan's: $(jq -c .stages "$tmp/off.json")"
+    fail "offload $o: measured bytes are not the plan's: $(jq -sc 'last | .stages' "$tmp/off.json")"
   # shellcheck disable=SC2086
   "$px" compare --profile "$tmp/off-prof.json" -m tiny-gpt -c local-cpu -g 4 -p 2 -d 2 -B 16 $o --json >"$tmp/off-cmp.json" \
     2>"$tmp/err" || fail "offload $o: compare: $(cat "$tmp/err")"

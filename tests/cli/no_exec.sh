@@ -31,7 +31,7 @@ syms=$(nm -u "$px" 2>&1 | grep -E ' (MPI_|PMPI_|cblas_|cuda|cublas|nccl)' | head
 "$px" topologies >/dev/null || fail "topologies"
 "$px" model show llama3-8b >/dev/null || fail "model show"
 "$px" topology show dgx-h100 >/dev/null || fail "topology show"
-"$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 >/dev/null || fail "plan"
+"$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -z 1 >/dev/null || fail "plan"
 "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 --json | jq -e '.step_time_s > 0' >/dev/null || fail "sim"
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 -k 3 --plot "$tmp/p" >/dev/null || fail "sweep --plot"
 "$px" plot "$tmp/p" >/dev/null || fail "plot"

@@ -55,11 +55,37 @@ check "plan.json" -f "$tmp/nonexistent/plan.json"
 # One fits rule: a stage whose peak fits the HBM but not with the executor's
 # headroom says NO in the table, and the JSON's per-stage verdicts agree.
 out=$("$px" plan -m llama3-70b -c dgx-h100 -g 16 -t 4 -p 4 -b 1 -B 256 -r full)
-printf '%s\n' "$out" | grep -q "^fits: no" || fail "70B on 16 GPUs with full recompute should not fit"
+printf '%s\n' "$out" | sed -n 2p | grep -q "^  DOES NOT FIT: stage 0" || fail "70B on 16 GPUs with full recompute should not fit"
 printf '%s\n' "$out" | grep -qE "^  0 .*  NO$" || fail "stage 0 of that plan should say NO: $out"
 "$px" plan -m llama3-70b -c dgx-h100 -g 16 -t 4 -p 4 -b 1 -B 256 -r full --json |
   jq -e '.fits == ([.memory.stages[].fits] | all) and (.memory.stages[0].fits | not)' >/dev/null ||
   fail "plan --json per-stage fits disagree with fits"
+
+# Verdicts first: the line after the plan's name says whether it fits, the stage, what it needs of the
+# usable HBM and the bytes over (or to spare), then the nearest plans that fit with what each changes;
+# exit status 3 for a plan that does not fit (plan and sim, text and JSON), 0 for one that does.
+out=$("$px" plan -m llama3-8b -c dgx-h100 -g 8); rc=$?
+[ "$rc" -eq 3 ] || fail "plan of a plan that does not fit: exit $rc, not 3"
+printf '%s\n' "$out" | sed -n 2p | grep -qE '^  DOES NOT FIT: stage 0 needs 162.20 GiB per GPU .* of the 78.40 GiB usable .*: 83.80 GiB over$' ||
+  fail "plan's verdict: $(printf '%s\n' "$out" | sed -n 2p)"
+printf '%s\n' "$out" | sed -n 3,4p | grep -qE '^    --zero [0-9]' || fail "plan's nearest plans: $(printf '%s\n' "$out" | sed -n 3,6p)"
+"$px" sim -m llama3-8b -c dgx-h100 -g 8 --json >"$tmp/nofit.json"; rc=$?
+[ "$rc" -eq 3 ] || fail "sim --json of a plan that does not fit: exit $rc, not 3"
+jq -e '.verdict.fits == false and .verdict.stage == 0 and .verdict.over_bytes == .verdict.need_bytes - .verdict.usable_bytes
+       and (.verdict.nearest | length) > 0 and (.verdict.nearest | all(.step_time_s > 0 and .peak_bytes > 0))' \
+  "$tmp/nofit.json" >/dev/null || fail "sim --json's verdict: $(jq -c .verdict "$tmp/nofit.json")"
+# every nearest plan fits when its flags are given, and differs from the plan in the groups it names
+jq -r '.verdict.nearest[].change' "$tmp/nofit.json" >"$tmp/changes"
+while read -r change; do
+  # shellcheck disable=SC2086
+  "$px" plan -m llama3-8b -c dgx-h100 -g 8 ${change%%, without*} >/dev/null || fail "the nearest change '$change' does not fit"
+done <"$tmp/changes"
+out=$("$px" sim -m llama3-8b -c dgx-h100 -g 8 -z 3); rc=$?
+[ "$rc" -eq 0 ] && printf '%s\n' "$out" | sed -n 2p | grep -qE '^  fits: stage 0 needs .* to spare$' ||
+  fail "sim of a plan that fits: exit $rc, $(printf '%s\n' "$out" | sed -n 2p)"
+"$px" plan -m llama3-8b -c dgx-h100 -g 8 -z 3 --json | jq -e '.verdict.fits and .verdict.over_bytes == 0 and
+  .step.step_time_s > 0 and .step.mfu > 0 and .step.mfu_peak == "bf16"' >/dev/null || fail "plan --json of a plan that fits"
+"$px" --help | grep -q "3 the plan does not fit" || fail "parallax --help does not document exit status 3"
 
 # topology show --sources: each figure, its value and its source; the house figures marked
 "$px" topology show dgx-h100 --sources >"$tmp/sources.txt" || fail "topology show --sources"

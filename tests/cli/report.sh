@@ -25,6 +25,13 @@ jq -e '[.plans[] | .validation.family == "H100" and (.validation.text | length) 
   >/dev/null || fail "sweep.json plans without their validation: $(jq -c '.plans[0].validation' "$tmp/free/sweep.json")"
 grep -qF "<b>How far to trust it:</b> $text" "$tmp/free/index.html" ||
   fail "the report's best plan does not say how far to trust it ($text)"
+# the plans that fit are counted, not the 50 sweep.json keeps; the best plan's step is broken down
+fit=$(jq .counts.fit "$tmp/free/sweep.json")
+grouped=$(sed -E ':a;s/^([0-9]+)([0-9]{3})/\1,\2/;ta' <<<"$fit")
+[ "$fit" -gt 50 ] && grep -q "The 20 best of $grouped plans that fit" "$tmp/free/index.html" ||
+  fail "the report's plan count: $(grep -o 'The [0-9]* best of [0-9,]* plans that fit' "$tmp/free/index.html") (counts.fit $fit)"
+grep -q '<section id="breakdown">' "$tmp/free/index.html" && jq -e '.plans[0].breakdown.backward_s > 0' "$tmp/free/sweep.json" >/dev/null ||
+  fail "the report does not break the best plan's step down"
 # A hardware what-if: one best plan per value, in the table, the JSON and the plot's data;
 # more HBM never makes the best plan slower.
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --vary gpu.hbm_gib=1.85,80 --json >"$tmp/vary.json" 2>"$tmp/vary.err" ||

@@ -7,8 +7,17 @@ px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
 
 args=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
-"$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" || fail "sweep table"
+PX_PROGRESS_INTERVAL_S=0.05 "$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" 2>"$tmp/progress.txt" ||
+  fail "sweep table"
 grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
+# the header says which precisions were searched and what MFU is over
+grep -q "^  precisions searched: bf16, fp8; MFU over the bf16 dense peak (989 TFLOP/s)" "$tmp/table.txt" ||
+  fail "sweep header: $(sed -n 2p "$tmp/table.txt")"
+# progress on stderr without a terminal: a line every interval (PX_PROGRESS_INTERVAL_S; 5 s by default)
+grep -qE '^parallax sweep: [0-9]+ of [0-9]+ plans compiled, [0-9]+ simulated' "$tmp/progress.txt" ||
+  fail "no progress lines without a terminal: $(head -3 "$tmp/progress.txt")"
+grep -qE ', best so far [0-9.]+ [KM]? ?tokens/s \(tp[0-9]+ ' "$tmp/progress.txt" ||
+  fail "the progress lines never name the best so far: $(tail -2 "$tmp/progress.txt")"
 [ "$(grep -c '^ *[0-9]  tp' "$tmp/table.txt")" -eq 5 ] || fail "--top 5 did not show 5 rows"
 grep -q "GPU-hours" "$tmp/table.txt" || fail "no time to train columns"
 # the best plan against itself in the other precision: fp8 is faster on H100s
@@ -20,7 +29,8 @@ grep -q "fit but cannot make the top 5 (bound)" "$tmp/table.txt" || fail "no pru
 "$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t1.txt" || fail "sweep table, one process"
 "$px" sweep "${args[@]}" -k 5 -b 1 -r none --no-prune >"$tmp/all.txt" || fail "sweep --no-prune"
 grep -q "(bound)" "$tmp/all.txt" && fail "--no-prune pruned"
-diff <(sed 2d "$tmp/t1.txt") <(sed 2d "$tmp/all.txt") || fail "the pruned table differs from --no-prune's"
+diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tmp/all.txt") ||
+  fail "the pruned table differs from --no-prune's"
 
 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
 grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
@@ -76,7 +86,8 @@ grep -qF "Validated (simulated over published throughput, less 1): H100 bf16 MoE
 grep -q '^ *1  tp1 ep[0-9]' "$tmp/ds.txt" || fail "DeepSeek-V3 sweep: no plan with ep: $(cat "$tmp/ds.txt")"
 
 # fixing a flag fixes that dimension
-"$px" sweep "${args[@]}" -t 2 -z 1 --json | grep '"tp":' | grep -v '"tp":	2' | grep -q . && fail "--tp 2 not fixed"
+"$px" sweep "${args[@]}" -t 2 -z 1 --json | jq -e '[.plans[].parallel.tp] | length > 0 and all(. == 2)' >/dev/null ||
+  fail "--tp 2 not fixed"
 
 # the MPI split gathers the same ranking on rank 0 (with the executor: it has MPI; tests/cli/no_exec.sh otherwise)
 if [ "${PX_EXEC:-1}" = 0 ]; then
@@ -89,7 +100,8 @@ elif command -v mpirun >/dev/null; then
   for n in 2 3; do
     mpirun -np $n "$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t$n.txt" 2>"$tmp/mpi.err" ||
       fail "mpirun -np $n sweep: $(cat "$tmp/mpi.err")"
-    diff <(sed 2d "$tmp/t1.txt") <(sed 2d "$tmp/t$n.txt") >/dev/null || fail "mpirun -np $n table differs from one process"
+    diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tmp/t$n.txt") >/dev/null ||
+      fail "mpirun -np $n table differs from one process"
   done
 else
   fail "mpirun not installed"
@@ -146,6 +158,30 @@ grep -q "^plan labels: tpN" "$tmp/o.txt" || fail "no legend under the sweep tabl
 "$px" sweep "${small[@]}" -t 2 -z 1 -C "$tmp/f.csv" >/dev/null || fail "sweep --csv (flags)"
 head -1 "$tmp/f.csv" | grep -q ',flags$' || fail "csv has no flags column: $(head -1 "$tmp/f.csv")"
 sed -n 2p "$tmp/f.csv" | grep -q ',"--tp 2 --pp 1 --zero 1 ' || fail "csv row has no flags: $(sed -n 2p "$tmp/f.csv")"
+
+# --vary prunes as a plain sweep does (each value's best is --no-prune's) and says which value it is at
+vary=(-m llama3-8b -c dgx-h100 -g 8 -B 32 -z 3 --vary gpu.hbm_gib=40,80 --json)
+PX_PROGRESS_INTERVAL_S=0.01 "$px" sweep "${vary[@]}" >"$tmp/vp.json" 2>"$tmp/vp.err" || fail "sweep --vary: $(cat "$tmp/vp.err")"
+"$px" sweep "${vary[@]}" --no-prune >"$tmp/vn.json" 2>/dev/null || fail "sweep --vary --no-prune"
+jq -e '.points | all(.sweep.counts.simulated < .sweep.counts.fit)' "$tmp/vp.json" >/dev/null ||
+  fail "sweep --vary did not prune: $(jq -c '[.points[].sweep.counts]' "$tmp/vp.json")"
+[ "$(jq -c '[.points[].sweep.plans[0].flags]' "$tmp/vp.json")" = "$(jq -c '[.points[].sweep.plans[0].flags]' "$tmp/vn.json")" ] ||
+  fail "sweep --vary's best plans differ from --no-prune's"
+grep -q "^parallax sweep: --vary gpu.hbm_gib=80, value 2 of 2: " "$tmp/vp.err" || fail "--vary progress: $(tail -2 "$tmp/vp.err")"
+
+# Nothing fits: what the sweep tried, the least peak it saw against the usable HBM, exit 3; -o writes nothing
+out=$("$px" sweep -m llama3-70b -c dgx-h100 -g 8 -B 64 -z 1 -r none -P bf16 -o "$tmp/none.json"); rc=$?
+[ "$rc" -eq 3 ] || fail "sweep with no plan that fits: exit $rc, not 3"
+printf '%s\n' "$out" | grep -q "no plan fits. Tried 200 valid plans: tp 1,2,4; pp 1,2,4; ZeRO 1; recompute none; mbs 1,2,4,8" ||
+  fail "sweep, nothing fits: what it tried: $out"
+printf '%s\n' "$out" | grep -qE "Bound by GPU memory: the least peak, 207.73 GiB \(tp4 pp1 dp2 z1 sp mbs1 - none\), needs 210.99 GiB .* of the 78.40 GiB usable: 132.59 GiB over" ||
+  fail "sweep, nothing fits: the bound: $out"
+printf '%s\n' "$out" | grep -q "Fixed by the flags (the sweep searched the rest): --zero 1 --recompute none --precision bf16" ||
+  fail "sweep, nothing fits: the fixed flags: $out"
+[ ! -e "$tmp/none.json" ] || fail "sweep -o wrote a plan file though nothing fits"
+"$px" sweep -m llama3-70b -c dgx-h100 -g 8 -B 64 -z 1 -r none -P bf16 --json |
+  jq -e '.no_fit.least_peak_bytes == 223043575808 and .no_fit.least_need_bytes > .no_fit.usable_bytes' >/dev/null ||
+  fail "sweep --json, nothing fits: no no_fit"
 
 err=$("$px" sweep -m llama3-8b -c dgx-h100 -g 16 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--gbs is required" || fail "missing --gbs: $rc $err"

@@ -2,6 +2,8 @@
 # Golden figures: every plan in tests/golden/golden_sim.tsv is simulated
 # (`sim --json`: step time, throughput, bubble, communication, peak memory)
 # and compiled (`plan --json`: FLOPs and bytes on the wire of every stage),
+# MFU against the peak of the plan's precision (mfu_precision: the recorded
+# figure; `mfu` is against the bf16 peak whatever the precision, its ratio),
 # and its figures compared with the ones recorded there (relative 1e-9). A change that moves a figure fails here until the file is
 # regenerated on purpose and the diff reviewed in the commit:
 #   make golden            (= bash tests/golden/golden.sh build/parallax . --update)
@@ -11,10 +13,10 @@ src=$2
 update=${3:-}
 source "$(dirname "$0")/../tools/clitest.sh"
 file=$src/tests/golden/golden_sim.tsv
-fields='step_time_s tokens_per_s mfu bubble_fraction comm.tp_s comm.pp_s comm.dp_s comm.exposed_s memory.peak_bytes_max fits |'
+fields='step_time_s tokens_per_s mfu_precision bubble_fraction comm.tp_s comm.pp_s comm.dp_s comm.exposed_s memory.peak_bytes_max fits |'
 fields+=' flops_per_step hw_flops_per_step'
 for s in $(seq 0 63); do fields+=" s$s.model_flops s$s.hw_flops s$s.wire.tp s$s.wire.dp s$s.wire.pp s$s.wire.emb"; done
-jqexpr='[.step_time_s, .tokens_per_s, .mfu, .bubble_fraction, .comm.tp_s, .comm.pp_s, .comm.dp_s, .comm.exposed_s,
+jqexpr='[.step_time_s, .tokens_per_s, .mfu_precision, .bubble_fraction, .comm.tp_s, .comm.pp_s, .comm.dp_s, .comm.exposed_s,
          .memory.peak_bytes_max, .fits] | map(tostring) | join(" ")'
 jqplan='[.flops_per_step, .hw_flops_per_step, (.stages[] | .model_flops, .hw_flops, .wire_bytes.tp, .wire_bytes.dp,
          .wire_bytes.pp, .wire_bytes.emb)] | map(tostring) | join(" ")'
