@@ -1,99 +1,234 @@
-/* Benchmark: plan-search speed, in plans that fit evaluated a second (each
- * simulated, or ruled out of the top K by its bound), for the two
- * questions of docs/simulator.md, "Sweep speed": the demo's (Llama 3 70B on 512 H100s) and GPT-3 175B on 1,024
- * A100s. With --all it also runs the sweep that simulates every plan and
- * checks that both rank the same top K.
- * Usage: bench_sweep [--threads N] [--top K] [--all] [--quick] */
+/* Benchmark: how long a user waits for a sweep. Each question of the
+ * docs' "Sweep speed" table (docs/simulator.md) is answered by a whole
+ * `parallax sweep` process, the table of the best 10 as a user asks for it,
+ * and `make demo`'s sweep with its report (plots rendered, index.html):
+ * wall time from spawn to exit (median, least and most of REPS runs), the
+ * child's CPU time (user + system, median) and peak RSS, with the plans
+ * enumerated and simulated (from its counts line). The load average before
+ * and after says how busy the machine was. With --check each table is also
+ * compared, once, with the sweep that simulates every plan (--no-prune):
+ * every line but the counts line must be the same.
+ * Usage: bench_sweep PARALLAX [--reps N] [--threads N] [--check] [--quick] */
+#define _DEFAULT_SOURCE /* wait4, getloadavg, mkdtemp */
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "core/clock.h"
-#include "sim/sweep.h"
+extern char **environ;
 
-static double cpu_s(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-         (double)ru.ru_stime.tv_usec * 1e-6;
+#define MAX_REPS 21
+#define MAX_ARGS 40
+
+typedef struct {
+  const char *label;
+  const char *args; /* after `parallax sweep`, space-separated */
+  bool report;      /* make demo: --report DIR too */
+} question;
+
+/* The issue's table (docs/simulator.md, "Sweep speed"): the demo's question, GPT-3 on A100s, Llama 3 405B at
+ * 131K tokens, DeepSeek-V3, and make demo (scripts/demo.sh: the demo's question with its report). */
+static const question qs[] = {
+    {"Llama 3 70B / 512 H100", "-m llama3-70b -c dgx-h100 -g 512 -B 512 -n 15T -u 2.5", false},
+    {"GPT-3 175B / 1,024 A100", "-m gpt3-175b -c dgx-a100 -g 1024 -B 1536", false},
+    {"Llama 3 405B 131K / 16,384 H100", "-m llama3-405b -c dgx-h100 -g 16384 -s 131072 -B 128", false},
+    {"DeepSeek-V3 / 1,024 H100", "-m deepseek-v3 -c dgx-h100 -g 1024 -B 1024", false},
+    {"make demo (sweep + report)", "-m llama3-70b -c dgx-h100 -g 512 -B 512 -n 15T -u 2.5", true},
+};
+/* --quick: a small question alone (the README's) */
+static const question quick_q = {"Llama 3 8B / 16 H100 (--quick)", "-m llama3-8b -c dgx-h100 -g 16 -B 64", false};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 typedef struct {
-  const char *label, *model, *cluster;
-  int64_t gpus, gbs;
-  double tokens, price;
-} question;
+  double wall_s, cpu_s;
+  long rss_kib;
+} run_stats;
 
-/* One sweep: prints a row and returns its result (caller frees). */
-static int sweep(const question *q, int threads, int64_t keep, px_sweep_result *r) {
-  px_model m;
-  px_cluster c;
-  px_err err = {0};
-  if (px_model_load(q->model, &m, &err) || px_cluster_load(q->cluster, &c, &err) ||
-      px_cluster_set_size(&c, q->gpus, 0, &err)) {
-    fprintf(stderr, "%s\n", err.msg);
+/* One run of argv, stdout to out_path (stderr to /dev/null). */
+static int run_once(char *const argv[], const char *out_path, run_stats *rs) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  double t0 = now_s();
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    fprintf(stderr, "bench_sweep: cannot start %s: %s\n", argv[0], strerror(rc));
     return 1;
   }
-  px_sweep_opts o;
-  px_sweep_opts_init(&o);
-  o.fixed.gbs = q->gbs;
-  o.tokens = q->tokens, o.price_per_gpu_hour = q->price;
-  o.threads = threads;
-  o.keep = keep;
-  double w0 = px_clock_s(), c0 = cpu_s();
-  if (px_sweep_run(&m, &c, &o, r, &err)) {
-    fprintf(stderr, "%s\n", err.msg);
+  int status = 0;
+  struct rusage ru;
+  if (wait4(pid, &status, 0, &ru) < 0) return 1;
+  rs->wall_s = now_s() - t0;
+  rs->cpu_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+              1e-6 * (double)ru.ru_stime.tv_usec;
+  rs->rss_kib = ru.ru_maxrss;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "bench_sweep: %s sweep ... exited with %d\n", argv[0], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return 1;
   }
-  double wall = px_clock_s() - w0, cpu = cpu_s() - c0;
-  int64_t fit = r->simulated + r->npruned;
-  printf("%-28s %5s %8lld %8lld %9lld %8lld %8.2f %8.2f %9.0f %9.0f\n", q->label, keep ? "top" : "all",
-         (long long)r->enumerated, (long long)fit, (long long)r->simulated, (long long)r->npruned, wall, cpu,
-         (double)fit / wall, (double)fit / cpu * threads);
   return 0;
 }
 
+/* argv of `PX sweep ARGS --top 10 [-x THREADS] [extra...]` in buf (words split in place). */
+static int build_argv(char *px, const question *q, const char *threads, char *buf, size_t cap, char **argv,
+                      const char *extra1, const char *extra2) {
+  int n = 0;
+  argv[n++] = px;
+  argv[n++] = "sweep";
+  snprintf(buf, cap, "%s", q->args);
+  for (char *w = strtok(buf, " "); w && n < MAX_ARGS - 8; w = strtok(NULL, " ")) argv[n++] = w;
+  argv[n++] = "--top";
+  argv[n++] = "10";
+  if (threads) argv[n++] = "-x", argv[n++] = (char *)threads;
+  if (extra1) argv[n++] = (char *)extra1;
+  if (extra2) argv[n++] = (char *)extra2;
+  argv[n] = NULL;
+  return n;
+}
+
+/* The counts line's plans enumerated and simulated. */
+static void counts(const char *path, long long *enumerated, long long *simulated) {
+  *enumerated = *simulated = -1;
+  FILE *f = fopen(path, "r");
+  char line[4096];
+  while (f && fgets(line, sizeof line, f)) {
+    char *e = strstr(line, " plans enumerated:"), *s = strstr(line, " simulated");
+    if (!e || !s) continue;
+    *enumerated = atoll(line);
+    while (s > line && s[-1] != ' ') s--;
+    *simulated = atoll(s);
+    break;
+  }
+  if (f) fclose(f);
+}
+
+/* Whether two tables are the same but for their counts line (the second). */
+static bool same_tables(const char *a, const char *b) {
+  FILE *x = fopen(a, "r"), *y = fopen(b, "r");
+  bool same = x && y;
+  char lx[8192], ly[8192];
+  for (int n = 1; same; n++) {
+    char *gx = fgets(lx, sizeof lx, x), *gy = fgets(ly, sizeof ly, y);
+    if (!gx || !gy) {
+      same = !gx && !gy;
+      break;
+    }
+    if (n != 2 && strcmp(lx, ly)) same = false;
+  }
+  if (x) fclose(x);
+  if (y) fclose(y);
+  return same;
+}
+
+static void machine(void) {
+  char model[256] = "?", line[512];
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+      model[strcspn(model, "\n")] = '\0';
+      break;
+    }
+  if (f) fclose(f);
+  printf("# machine: %ld cores online, %s\n", sysconf(_SC_NPROCESSORS_ONLN), model);
+}
+
+static void load(const char *when) {
+  double l[3] = {0, 0, 0};
+  if (getloadavg(l, 3) == 3) printf("# load average %s: %.2f %.2f %.2f (1, 5, 15 min)\n", when, l[0], l[1], l[2]);
+}
+
 int main(int argc, char **argv) {
-  int threads = 2;
-  int64_t top = 10;
-  bool all = false, quick = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--top") && i + 1 < argc) top = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--all")) all = true;
+  if (argc < 2 || argv[1][0] == '-') {
+    fprintf(stderr, "usage: bench_sweep PARALLAX [--reps N] [--threads N] [--check] [--quick]\n");
+    return 2;
+  }
+  char *px = argv[1];
+  int reps = 5;
+  const char *threads = NULL;
+  bool check = false, quick = false;
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = argv[++i];
+    else if (!strcmp(argv[i], "--check")) check = true;
     else if (!strcmp(argv[i], "--quick")) quick = true;
     else {
-      fprintf(stderr, "usage: bench_sweep [--threads N] [--top K] [--all] [--quick]\n");
+      fprintf(stderr, "usage: bench_sweep PARALLAX [--reps N] [--threads N] [--check] [--quick]\n");
       return 2;
     }
   }
-  static const question qs[] = {
-      {"llama3-70b 512xH100 B512", "llama3-70b", "dgx-h100", 512, 512, 15e12, 2.5},
-      {"gpt3-175b 1024xA100 B1536", "gpt3-175b", "dgx-a100", 1024, 1536, 0, 0},
-      {"llama3-8b 16xH100 B64", "llama3-8b", "dgx-h100", 16, 64, 0, 0}, /* --quick: this one alone */
-  };
-  px_alloc_keep_freed(); /* as parallax sweep does */
-  printf("# parallax sweep benchmark: %d threads, top %lld; fit = simulated + pruned (ruled out of the top by the\n"
-         "# bound); plans/s = fit / wall, and / (CPU s / threads), the rate on %d idle cores\n",
-         threads, (long long)top, threads);
-  printf("# %-26s %5s %8s %8s %9s %8s %8s %8s %9s %9s\n", "question", "sims", "enum", "fit", "simulated", "pruned",
-         "wall_s", "cpu_s", "plans/s", "plans/cpu");
-  int rc = 0;
-  for (size_t k = quick ? 2 : 0; k < (quick ? 3 : 2); k++) {
-    px_sweep_result pruned, every;
-    if (sweep(&qs[k], threads, top, &pruned)) return 1;
-    if (all) {
-      if (sweep(&qs[k], threads, 0, &every)) return 1;
-      bool same = pruned.n >= top && every.n >= top;
-      for (int64_t i = 0; same && i < top; i++)
-        same = pruned.entries[i].index == every.entries[i].index &&
-               pruned.entries[i].sim.step_time_s == every.entries[i].sim.step_time_s;
-      printf("# %s: top %lld %s\n", qs[k].label, (long long)top, same ? "identical" : "DIFFERENT");
-      if (!same) rc = 1;
-      px_sweep_result_free(&every);
-    }
-    px_sweep_result_free(&pruned);
+  if (reps < 1 || reps > MAX_REPS) reps = 5;
+  char dir[] = "/tmp/bench_sweep.XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("bench_sweep: mkdtemp");
+    return 1;
   }
+  char out[64], ref[64], report[64];
+  snprintf(out, sizeof out, "%s/out.txt", dir);
+  snprintf(ref, sizeof ref, "%s/ref.txt", dir);
+  snprintf(report, sizeof report, "%s/report", dir);
+  machine();
+  load("before");
+  printf("# whole `parallax sweep ... --top 10` process%s: median, least and most wall time of %d runs, the median "
+         "CPU time (user + system) and the largest peak RSS\n",
+         threads ? " (-x threads)" : "", reps);
+  printf("# %-32s %10s %9s %8s %8s %8s %8s %8s %s\n", "question", "enumerated", "simulated", "wall_s", "min_s",
+         "max_s", "cpu_s", "rss_mib", check ? "vs --no-prune" : "");
+  const question *list = quick ? &quick_q : qs;
+  size_t nq = quick ? 1 : sizeof qs / sizeof qs[0];
+  int rc = 0;
+  for (size_t k = 0; k < nq; k++) {
+    const question *q = &list[k];
+    char buf[512], *av[MAX_ARGS];
+    build_argv(px, q, threads, buf, sizeof buf, av, q->report ? "--report" : NULL, q->report ? report : NULL);
+    double wall[MAX_REPS], cpu[MAX_REPS];
+    long rss = 0;
+    for (int r = 0; r < reps; r++) {
+      run_stats rs;
+      if (run_once(av, out, &rs)) return 1;
+      wall[r] = rs.wall_s, cpu[r] = rs.cpu_s;
+      if (rs.rss_kib > rss) rss = rs.rss_kib;
+    }
+    long long en, sim;
+    counts(out, &en, &sim);
+    qsort(wall, (size_t)reps, sizeof *wall, cmp_double);
+    qsort(cpu, (size_t)reps, sizeof *cpu, cmp_double);
+    printf("  %-32s %10lld %9lld %8.2f %8.2f %8.2f %8.2f %8.1f", q->label, en, sim, wall[reps / 2], wall[0],
+           wall[reps - 1], cpu[reps / 2], (double)rss / 1024.0);
+    if (check && !q->report) {
+      char buf2[512], *av2[MAX_ARGS];
+      build_argv(px, q, threads, buf2, sizeof buf2, av2, "--no-prune", NULL);
+      run_stats rs;
+      if (run_once(av2, ref, &rs)) return 1;
+      bool same = same_tables(out, ref);
+      printf(" %s (%.1f s)", same ? "identical" : "DIFFERENT", rs.wall_s);
+      if (!same) rc = 1;
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  load("after");
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  if (system(rm) != 0) fprintf(stderr, "bench_sweep: could not remove %s\n", dir);
   return rc;
 }

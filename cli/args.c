@@ -112,7 +112,8 @@ static const px_opt opts[] = {
      "sweep: simulation threads (one per core); run: BLAS threads per rank (the rank's cores)"},
     {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
     {"no-prune", no_argument, OPT_NO_PRUNE, PX_OPT_SWEEP, NULL,
-     "simulate every plan that fits (the table alone skips those its top K rules out; --csv, --json, --plot do not)"},
+     "simulate every plan that fits (else the table simulates what its top K needs, --plot and --report the best 50, "
+     "each heatmap cell's best and the Pareto front, the rest shown by their bound; --csv and --json all)"},
     {"rank", required_argument, OPT_RANK, PX_OPT_SWEEP, "K", "with -o FILE: write the plan ranked K (1: the best, default)"},
     {"runnable-by", required_argument, OPT_RUNNABLE_BY, PX_OPT_SWEEP, "FW",
      "only plans this framework can run as planned: megatron|nemo|torchtitan|deepspeed (see parallax export)"},

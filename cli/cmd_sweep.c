@@ -108,10 +108,12 @@ static const char usage[] =
     "                      [--csv FILE] [--json] [--plot DIR] [--report DIR] [--vary FIELD=V1,V2,...] [--no-prune]\n\n"
     "Enumerates every valid plan (tp, pp, dp, ZeRO, SP, micro-batch, schedule and vpp, recomputation);\n"
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
-    "rest are simulated on all cores and ranked (for the table alone, those whose step-time bound\n"
-    "keeps them out of the top K are pruned and counted). Under mpirun the space is split across ranks.\n"
+    "rest are simulated on all cores and ranked. For the table, plans whose bounds keep them out of the\n"
+    "top K are pruned and counted, most before they are compiled; for --plot and --report, those that\n"
+    "cannot be among the best 50, a heatmap cell's best or on the Pareto front are shown by their bound.\n"
+    "Under mpirun the space is split across ranks.\n"
     "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n"
-    "Progress goes to stderr: a bar on a terminal, else a line every 5 s (plans compiled, simulated, the\n"
+    "Progress goes to stderr: a bar on a terminal, else a line every 5 s (plans checked, simulated, the\n"
     "best so far; with --vary, which value).\n"
     "-o FILE (--save-plan) writes the best plan as a plan file (--rank K: the K-th) for sim -f, run -f or export -f;\n"
     "--runnable-by FW keeps to plans that framework runs as planned (the rule parallax export applies).\n\n";
@@ -204,12 +206,16 @@ int px_cmd_sweep(int argc, char **argv) {
   int64_t top = a.top > 0 ? a.top : 10;
   int64_t save_rank = a.rank > 0 ? a.rank : 1; /* -o: exact as far as this rank */
   /* the table shows the best top plans and their alternatives only: the rest need no simulation
-   * when their bound rules them out; every other output lists every plan, but --vary's, which show
-   * each value's best */
-  if (!a.no_prune && a.vary)
+   * when their bound rules them out; the plots (and sweep.json beside them) need the best 50, each
+   * heatmap cell's best and the Pareto front exact, the rest shown by their bound; --csv and --json
+   * list every plan simulated; --vary shows each value's best */
+  if (!a.no_prune && a.vary) {
     o.keep = 1;
-  else if (!a.no_prune && !a.json && !a.csv_file && !a.plot_dir && !a.report_dir)
+  } else if (!a.no_prune && !a.json && !a.csv_file) {
     o.keep = a.save_plan && save_rank > top ? save_rank : top;
+    o.front = a.plot_dir || a.report_dir;
+    if (o.front && o.keep < PX_REPORT_SWEEP_PLANS) o.keep = PX_REPORT_SWEEP_PLANS;
+  }
 
   if (a.vary) {
     px_alloc_keep_freed();

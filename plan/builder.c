@@ -9,19 +9,31 @@ static bool ref_eq(px_ref a, px_ref b) { return a.slot == b.slot && a.layer_off 
 
 /* ---- slots ---- */
 
+/* Indexes slot i by its name in p->slot_index. */
+static void index_slot(px_plan *p, int i) {
+  uint32_t mask = (uint32_t)(2 * p->slots_cap - 1), h = px_plan_slot_hash(p->slots[i].name) & mask;
+  while (p->slot_index[h] >= 0) h = (h + 1) & mask;
+  p->slot_index[h] = (int16_t)i;
+}
+
 int px_bld_slot(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, int64_t d0, int64_t d1, int64_t d2,
                 int64_t d3) {
-  for (int i = 0; i < p->nslots; i++)
-    if (!strcmp(p->slots[i].name, name)) return i;
-  if (p->nslots == p->slots_cap) { /* grow; on failure the compile fails (px_compile_blocks checks) */
+  int found = px_plan_slot(p, name);
+  if (found >= 0) return found;
+  if (p->nslots == p->slots_cap) { /* grow (the index too); on failure the compile fails (px_compile_blocks checks) */
     int32_t cap = p->slots_cap ? 2 * p->slots_cap : 128;
     px_slot *ns = cap <= PX_SLOTS_MAX ? realloc(p->slots, (size_t)cap * sizeof *ns) : NULL;
-    if (!ns) {
+    int16_t *ni = ns ? malloc((size_t)(2 * cap) * sizeof *ni) : NULL;
+    if (ns) p->slots = ns;
+    if (!ni) {
       p->slots_full = true;
       return 0;
     }
-    p->slots = ns;
+    free(p->slot_index);
+    p->slot_index = ni;
     p->slots_cap = cap;
+    memset(ni, 0xff, (size_t)(2 * cap) * sizeof *ni);
+    for (int i = 0; i < p->nslots; i++) index_slot(p, i);
   }
   px_slot *s = &p->slots[p->nslots];
   memset(s, 0, sizeof *s);
@@ -35,6 +47,7 @@ int px_bld_slot(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, in
   s->elems = (uint64_t)d0 * (uint64_t)d1 * (uint64_t)d2 * (uint64_t)d3;
   s->bytes = s->elems * px_dtype_bytes(dt);
   s->param = -1;
+  index_slot(p, p->nslots);
   return p->nslots++;
 }
 
@@ -251,16 +264,21 @@ static void block_deps(px_block *blk) {
 void px_bld_finish(px_bld *b) {
   px_block *blk = b->b;
   px_plan *p = b->p;
-  /* the distinct tensors the block names: at most every operand of every op */
-  size_t maxr = (size_t)blk->nops * (PX_OP_INS + PX_OP_OUTS) + 1;
+  /* the distinct tensors the block names: at most every operand of every op; where each is among them
+   * (open addressing on slot and layer offset, -1 empty); the op each is last used by, and the tensors
+   * by that op in the order first seen (a counting sort) */
+  size_t maxr = (size_t)blk->nops * (PX_OP_INS + PX_OP_OUTS) + 1, hcap = 64;
+  while (hcap < 2 * maxr) hcap *= 2;
   px_ref *seen = malloc(maxr * sizeof *seen);
-  int *last = malloc(maxr * sizeof *last);
+  int *last = malloc(maxr * sizeof *last), *at = malloc(hcap * sizeof *at);
+  int *by_op = malloc(((size_t)blk->nops + 1) * sizeof *by_op), *order = malloc(maxr * sizeof *order);
   bool *born = malloc(maxr * sizeof *born);
-  if (b->failed || !seen || !last || !born) {
-    free(seen), free(last), free(born);
+  if (b->failed || !seen || !last || !born || !at || !by_op || !order) {
+    free(seen), free(last), free(born), free(at), free(by_op), free(order);
     b->failed = true;
     return;
   }
+  memset(at, 0xff, hcap * sizeof *at);
   int n = 0;
   blk->nallocs = blk->nfrees = 0;
   int32_t acap = 0, fcap = 0;
@@ -277,10 +295,12 @@ void px_bld_finish(px_bld *b) {
       if (o->out[k].slot >= 0) refs[nr] = o->out[k], is_out[nr++] = true;
     for (int k = 0; k < nr; k++) {
       if (is_static(p, refs[k])) continue;
-      int j;
-      for (j = 0; j < n && !ref_eq(seen[j], refs[k]); j++) {
-      }
-      if (j == n) {
+      uint32_t key = (uint32_t)(uint16_t)refs[k].slot << 8 | (uint8_t)refs[k].layer_off;
+      size_t h = (size_t)(key * 2654435761u) & (hcap - 1);
+      while (at[h] >= 0 && !ref_eq(seen[at[h]], refs[k])) h = (h + 1) & (hcap - 1);
+      int j = at[h];
+      if (j < 0) {
+        j = at[h] = n;
         seen[n] = refs[k];
         uint8_t role = p->slots[refs[k].slot].role;
         /* A tensor first seen as an output is born here; the blocks that
@@ -295,12 +315,16 @@ void px_bld_finish(px_bld *b) {
       last[j] = i;
     }
   }
-  for (int i = 0; i < blk->nops; i++) {
+  memset(by_op, 0, ((size_t)blk->nops + 1) * sizeof *by_op);
+  for (int j = 0; j < n; j++) by_op[last[j] + 1]++;
+  for (int i = 0; i < blk->nops; i++) by_op[i + 1] += by_op[i];
+  for (int j = 0; j < n; j++) order[by_op[last[j]]++] = j; /* by_op[i]: now where op i + 1's start */
+  for (int i = 0, x = 0; i < blk->nops; i++) {
     px_op *o = &blk->ops[i];
     o->free_start = blk->nfrees;
     o->free_count = 0;
-    for (int j = 0; j < n; j++) {
-      if (last[j] != i) continue;
+    for (; x < n && last[order[x]] == i; x++) {
+      int j = order[x];
       bool kept = false;
       for (int k = 0; k < b->nkeep; k++) kept |= ref_eq(b->keep[k], seen[j]);
       if (kept) continue;
@@ -308,6 +332,7 @@ void px_bld_finish(px_bld *b) {
       o->free_count++;
     }
   }
+  free(at), free(by_op), free(order);
   free(seen), free(last), free(born);
   block_deps(blk);
   for (int i = 0; i < PX_PHASE_COUNT; i++) blk->flops[i] = 0;

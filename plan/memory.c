@@ -40,6 +40,8 @@ static void block_summary(const px_plan *p, const px_block *b, px_block_mem *bm)
 }
 
 
+void px_plan_block_mem(const px_plan *p, px_block_kind k, px_block_mem *out) { block_summary(p, &p->blocks[k], out); }
+
 uint64_t px_plan_layer_activation_bytes(const px_plan *p) {
   px_block_mem bm;
   block_summary(p, &p->blocks[PX_BLOCK_LAYER_FWD], &bm);
@@ -77,11 +79,9 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
   return px_plan_reserve_bytes(p->mem[stage].peak_bytes) <= px_gpu_usable_bytes(&p->cluster.gpu);
 }
 
-void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage, px_states *out) {
-  const px_program *prog = &p->programs[stage];
-  uint64_t flat = prog->flat_elems, shard = 0;
-  for (int32_t u = 0; u < prog->nunits; u++) shard += px_plan_unit_shard(p, &prog->units[u]);
-  uint64_t pb = px_dtype_bytes(p->param_dtype), gb = px_dtype_bytes(p->grad_dtype);
+void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
+                  px_states *out) {
+  uint64_t pb = px_dtype_bytes(px_parallel_compute_dtype(par)), gb = px_dtype_bytes(px_parallel_grad_dtype(par));
   memset(out, 0, sizeof *out);
   out->opt_elems = par->zero >= 1 ? shard : flat;
   out->params_elems = par->offload_params ? 0 : par->zero >= 3 ? shard : flat;
@@ -89,21 +89,31 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
   bool f8 = par->precision == PX_PREC_FP8, primary = f8 && par->fp8_params > 0;
-  uint64_t w8 = f8 ? px_plan_fp8_weight_elems(p, stage) : 0, held8 = w8;
-  if (primary && par->zero >= 3) px_plan_fp8_unit_elems(p, stage, NULL, &held8);
-  if (primary) b[PX_PLACE_GPU][PX_MEM_PARAMS] -= held8 * (pb - 1); /* the fp8 weights: 1 byte, no 16-bit copy */
+  if (primary) { /* the fp8 weights: 1 byte, no 16-bit copy (ZeRO-3: the shard's) */
+    uint64_t held8 = par->zero >= 3 ? fp8_shard : fp8_elems;
+    b[PX_PLACE_GPU][PX_MEM_PARAMS] -= (held8 < out->params_elems ? held8 : out->params_elems) * (pb - 1);
+  }
   if (f8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed (fp8 weights: the transposed) */
-    out->fp8_copy_bytes = (primary ? 1 : 2) * w8;
+    out->fp8_copy_bytes = (primary ? 1 : 2) * fp8_elems;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] += out->fp8_copy_bytes;
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {
-    b[PX_PLACE_GPU][PX_MEM_OPTIMIZER] = out->opt_elems * p->optimizer_bytes_per_param;
+    b[PX_PLACE_GPU][PX_MEM_OPTIMIZER] = out->opt_elems * px_parallel_optimizer_bytes(par);
   } else { /* the fp32 gradient accumulator on the host; weights and moments on the host or NVMe */
     b[PX_PLACE_HOST][PX_MEM_GRADS] = shard * PX_HOST_GRAD_BYTES;
     b[par->offload_opt == PX_OFFLOAD_NVME ? PX_PLACE_NVME : PX_PLACE_HOST][PX_MEM_OPTIMIZER] = shard * PX_HOST_OPT_BYTES;
   }
   if (par->offload_params)
     b[par->offload_params == PX_OFFLOAD_NVME ? PX_PLACE_NVME : PX_PLACE_HOST][PX_MEM_PARAMS] = shard * pb;
+}
+
+void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage, px_states *out) {
+  const px_program *prog = &p->programs[stage];
+  uint64_t shard = 0;
+  for (int32_t u = 0; u < prog->nunits; u++) shard += px_plan_unit_shard(p, &prog->units[u]);
+  uint64_t shard8;
+  px_plan_fp8_unit_elems(p, stage, NULL, &shard8);
+  px_states_of(par, prog->flat_elems, shard, px_plan_fp8_weight_elems(p, stage), shard8, out);
 }
 
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {

@@ -35,6 +35,12 @@ typedef struct {
 void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
 /* The same for other choices of the plan's parallel settings (e.g. another offload). */
 void px_plan_states_for(const px_plan *plan, const px_parallel *par, int64_t stage, px_states *out);
+/* The rule it applies: the states of a rank holding `flat` elements of the
+ * flat buffer, `shard` of them its ZeRO shard (and fp8_elems read by fp8
+ * GEMMs, fp8_shard of them in its shard: the fp8 weights ZeRO-3 holds with
+ * fp8_params), under par's ZeRO stage, offload and precision. */
+void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
+                  px_states *out);
 /* Precision fp8: the parameters of a stage (one rank's) whose GEMMs read an
  * fp8 copy (the transformer layers' linear weights and experts; not the
  * embedding, head, norms, biases, router or MLA's up-projections). Without
@@ -84,6 +90,8 @@ typedef struct {
   int64_t peak;                  /* max over ops of the running total (relative) */
   int64_t at_peak[PX_MEM_COUNT]; /* relative breakdown at that op */
 } px_block_mem;
+/* ... of block kind k's template: what the memory plan adds up at each of its instances. */
+void px_plan_block_mem(const px_plan *p, px_block_kind k, px_block_mem *out);
 
 /* The memory plan, a stage at a time: begin allocates it and sums up each
  * block (bm), stage walks a stage's program applying lifetimes (its peak,

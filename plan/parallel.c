@@ -606,6 +606,8 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p) {
 
 bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }
 
+uint64_t px_parallel_optimizer_bytes(const px_parallel *p) { return px_parallel_mixed(p) ? 12 : 8; }
+
 px_dtype px_parallel_grad_dtype(const px_parallel *p) {
   return px_parallel_mixed(p) && p->main_grad == PX_MAIN_GRAD_FP32 ? PX_DTYPE_FP32 : px_parallel_compute_dtype(p);
 }

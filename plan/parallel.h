@@ -243,6 +243,8 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p);
 /* Mixed precision: a compute dtype narrower than fp32, so fp32 master
  * weights (and the optimizer's 12 bytes a parameter). */
 bool px_parallel_mixed(const px_parallel *p);
+/* Adam's bytes a parameter: fp32 momentum and variance, plus an fp32 master copy with mixed precision. */
+uint64_t px_parallel_optimizer_bytes(const px_parallel *p);
 /* The gradient buffer's dtype (what DP reduces, what a bucket holds): fp32
  * with mixed precision and main_grad fp32, else the compute dtype. */
 px_dtype px_parallel_grad_dtype(const px_parallel *p);

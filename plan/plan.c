@@ -169,7 +169,7 @@ static void add_wire(px_stage_totals *t, const px_inst *in, const px_op *ops, in
   t->wire_bytes[g] += ops[k].wire_bytes;
 }
 
-static void stage_totals(px_plan *p) {
+void px_plan_totals(px_plan *p) {
   /* the block ops that send anything: adding the others' zeros changes no sum, so they are skipped */
   int32_t wired[PX_BLOCK_KIND_COUNT][32], nwired[PX_BLOCK_KIND_COUNT];
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
@@ -236,8 +236,8 @@ px_status px_plan_compile_fit(px_plan *p, const px_model *m, const px_cluster *c
   return compile(p, m, c, par, false, stop, ctx, err);
 }
 
-static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, bool totals,
-                         px_plan_stop_fn stop, void *ctx, px_err *err) {
+/* What every compile starts with: the resolved, validated choices, the grid and the derived sizes. */
+static px_status prelude(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, px_err *err) {
   memset(p, 0, sizeof *p);
   px_parallel resolved = *par; /* the defaults of the choices left unset: no caller need resolve them */
   px_parallel_resolve(&resolved, m, c);
@@ -257,12 +257,10 @@ static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, con
   p->seq_local = par->sp ? p->seq_cp / par->tp : p->seq_cp;
   p->microbatches = px_parallel_microbatches(par);
   p->vstages = par->pp * par->vpp;
-  bool mixed = px_parallel_mixed(par);
   p->act_dtype = px_parallel_compute_dtype(par);
   p->param_dtype = p->act_dtype;
   p->grad_dtype = px_parallel_grad_dtype(par);
-  /* Adam: fp32 momentum and variance, plus an fp32 master copy with mixed precision. */
-  p->optimizer_bytes_per_param = mixed ? 12 : 8;
+  p->optimizer_bytes_per_param = px_parallel_optimizer_bytes(par);
   p->params_total = px_model_param_count(m);
   p->vstage_first = px_calloc((size_t)p->vstages, sizeof *p->vstage_first, err);
   p->vstage_layers = px_calloc((size_t)p->vstages, sizeof *p->vstage_layers, err);
@@ -271,18 +269,32 @@ static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, con
     px_plan_free(p);
     return PX_ERR_RUNTIME;
   }
+  return PX_OK;
+}
+
+px_status px_plan_compile_blocks(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par,
+                                 px_err *err) {
+  px_status st = prelude(p, m, c, par, err);
+  if (!st && (st = px_compile_blocks(p, err))) px_plan_free(p);
+  return st;
+}
+
+static px_status compile(px_plan *p, const px_model *m, const px_cluster *c, const px_parallel *par, bool totals,
+                         px_plan_stop_fn stop, void *ctx, px_err *err) {
+  px_status st = prelude(p, m, c, par, err);
+  if (st) return st;
   compile_ctx x = {.stop = stop, .ctx = ctx, .err = err};
   if ((st = px_compile_blocks(p, err)) || (st = px_compile_memory_begin(p, x.bm, err)) ||
       (st = px_compile_programs(p, stage_done, &x, err))) {
     px_plan_free(p);
     return st;
   }
-  if (p->stages_done < par->pp) { /* stopped at a stage that does not fit */
+  if (p->stages_done < p->par.pp) { /* stopped at a stage that does not fit */
     p->fits = false;
     return PX_OK;
   }
   px_compile_memory_end(p);
-  if (totals) stage_totals(p);
+  if (totals) px_plan_totals(p);
   return PX_OK;
 }
 
@@ -305,6 +317,7 @@ void px_plan_free(px_plan *p) {
   free(p->mem);
   free(p->totals);
   free(p->slots);
+  free(p->slot_index);
   free(p->vstage_first);
   free(p->vstage_layers);
   memset(p, 0, sizeof *p);

@@ -28,6 +28,15 @@ typedef bool (*px_plan_stop_fn)(const px_plan *plan, int64_t stage, void *ctx);
  * and mem, then free it). */
 px_status px_plan_compile_fit(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
                               px_plan_stop_fn stop, void *ctx, px_err *err);
+/* Makes a whole px_plan_compile_fit'd plan (stages_done == pp) what
+ * px_plan_compile gives: its per-stage totals. */
+void px_plan_totals(px_plan *plan);
+/* The first part of a compile alone: the choices, the grid, the derived
+ * sizes, the slots and the block templates (plan->blocks), without
+ * programs or memory plan (stages_done 0): what a bound on every plan
+ * sharing those templates reads (sim/bound.h). Free it as a plan. */
+px_status px_plan_compile_blocks(px_plan *plan, const px_model *m, const px_cluster *c, const px_parallel *par,
+                                 px_err *err);
 void px_plan_free(px_plan *plan);
 
 #endif

@@ -85,11 +85,12 @@ typedef struct {
   sched_unit *zb_h2; /* (pp, 3m) ZB-H2: every stage's order, from one run of its clock */
 } plan_cache;
 
-/* Megatron-LM's orders and the zero-bubble ones. Returns the entries, -1 out of memory. */
-static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out, plan_cache *pc) {
-  int64_t pp = p->par.pp, m = p->microbatches, v = p->par.vpp, n = 0;
-  if (p->par.schedule == PX_SCHED_ZB_H1) return schedule_zb_h1(pp, m, s, out);
-  if (p->par.schedule == PX_SCHED_ZB_H2) {
+/* Megatron-LM's orders and the zero-bubble ones, of m micro-batches on
+ * stage s (3 m vpp entries at most). Returns the entries, -1 out of memory. */
+static int64_t schedule_stage(const px_parallel *par, int64_t m, int64_t s, sched_unit *out, plan_cache *pc) {
+  int64_t pp = par->pp, v = par->vpp, n = 0;
+  if (par->schedule == PX_SCHED_ZB_H1) return schedule_zb_h1(pp, m, s, out);
+  if (par->schedule == PX_SCHED_ZB_H2) {
     if (!pc->zb_h2) {
       pc->zb_h2 = malloc((size_t)(3 * pp * m) * sizeof *pc->zb_h2);
       if (!pc->zb_h2 || schedule_zb_h2(pp, m, pc->zb_h2) < 0) {
@@ -101,12 +102,12 @@ static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out, plan
     memcpy(out, pc->zb_h2 + 3 * m * s, (size_t)(3 * m) * sizeof *out);
     return 3 * m;
   }
-  if (p->par.schedule == PX_SCHED_GPIPE) {
+  if (par->schedule == PX_SCHED_GPIPE) {
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_F(i);
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_B(i);
     return n;
   }
-  if (p->par.schedule == PX_SCHED_1F1B) {
+  if (par->schedule == PX_SCHED_1F1B) {
     int64_t warm = pp - s - 1 < m ? pp - s - 1 : m;
     for (int64_t i = 0; i < warm; i++) out[n++] = SCHED_F(i);
     for (int64_t i = 0; i < m - warm; i++) out[n++] = SCHED_F(warm + i), out[n++] = SCHED_B(i);
@@ -122,7 +123,7 @@ static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out, plan
    * backward run back to back and their p2p is posted in one batch after
    * both (send_forward_backward_recv_forward_backward). With g = pp this is
    * Narayanan et al.'s order (SC'21). */
-  int64_t total = m * v, g = px_parallel_mb_group(&p->par);
+  int64_t total = m * v, g = px_parallel_mb_group(par);
   int32_t *tab_mb = malloc((size_t)total * sizeof *tab_mb), *tab_ch = malloc((size_t)total * sizeof *tab_ch);
   if (!tab_mb || !tab_ch || g < 1) {
     free(tab_mb), free(tab_ch);
@@ -149,6 +150,24 @@ static int64_t schedule_stage(const px_plan *p, int64_t s, sched_unit *out, plan
   free(tab_mb);
   free(tab_ch);
   return n;
+}
+
+px_status px_schedule_forwards_first(const px_parallel *par, int64_t m, int nstages, const int64_t *stages,
+                                     int64_t *out, px_err *err) {
+  int64_t v = par->vpp;
+  sched_unit *sched = px_calloc((size_t)(3 * m * v + 2), sizeof *sched, err);
+  if (!sched) return PX_ERR_RUNTIME;
+  plan_cache pc = {.nslots = {-1, -1}};
+  px_status st = PX_OK;
+  for (int i = 0; i < nstages && !st; i++) {
+    int64_t *n = out + (int64_t)i * v, ns = schedule_stage(par, m, stages[i], sched, &pc);
+    if (ns < 0) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory ordering the schedule");
+    for (int64_t c = 0; c < v; c++) n[c] = 0;
+    for (int64_t k = 0; k < ns && !sched[k].bwd; k++) n[sched[k].chunk]++;
+  }
+  free(pc.zb_h2);
+  free(sched);
+  return st;
 }
 
 /* Layers of each model chunk: px_parallel_chunk_layers (the default split,
@@ -274,6 +293,20 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
   return n;
 }
 
+bool px_program_embed_group(const px_plan *p) { return !tied_single(p); }
+
+void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out) {
+  int slots[32];
+  int n = group_slots(p, gid, slots);
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < n; i++) {
+    const px_slot *sl = &p->slots[slots[i]];
+    if (sl->expert) out->expert_elems += sl->elems;
+    else out->elems += sl->elems;
+    if (sl->fp8) out->fp8_elems += sl->elems;
+  }
+}
+
 /* The stage's parameters in flat order (embedding, layers chunk by chunk,
  * head) cut into units, and each group's units [lo, hi] by group id + 1. */
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
@@ -386,6 +419,7 @@ typedef struct {
   int64_t stage;
   inst_list il;
   blk_ref *blocks;        /* (L + 2) scratch: the blocks of one entry */
+  px_block_kind *kinds;   /* (L + 2) scratch: their kinds */
   blk_ref *seq;           /* ZeRO-3: every compute block of the stage in emission order (nseq) */
   bool *seq_gather;       /* (nseq) the block's unit must be gathered for it (it is not resident) */
   bool *seq_reshard;      /* (nseq) the unit's gathered parameters are freed after the block */
@@ -529,26 +563,44 @@ static void flush_syncs(emitter *e, int32_t mb) {
 /* The compute blocks of schedule entry u, in order: forward the embedding,
  * the layers, the head; backward the head, the layers last to first, the
  * embedding (whichever of them the entry's chunk holds). */
-static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *out) {
+int px_program_entry_kinds(const px_model *m, int64_t first, int64_t n, bool embed, bool head, int entry,
+                           px_block_kind *out) {
+  int k = 0;
+  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: one block for all) */
+    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = PX_BLOCK_LAYER_BWD_W;
+  } else if (entry == PX_ENTRY_F) {
+    if (embed) out[k++] = PX_BLOCK_EMBED_FWD;
+    for (int64_t l = first; l < first + n; l++)
+      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), false);
+    if (head) out[k++] = PX_BLOCK_HEAD_FWD;
+  } else {
+    if (head) out[k++] = PX_BLOCK_HEAD_BWD;
+    for (int64_t l = first + n - 1; l >= first; l--)
+      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), true);
+    if (embed) out[k++] = PX_BLOCK_EMBED_BWD;
+  }
+  return k;
+}
+
+/* The compute blocks of schedule entry u, in order (px_program_entry_kinds),
+ * with each one's parameter group, layer, micro-batch and chunk (kinds: (L + 2) scratch). */
+static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *out, px_block_kind *kinds) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers;
   int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
   int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
-  const px_model *m = &p->model;
-  int k = 0;
-  if (u.w) { /* W: the chunk's layers in the backward's order */
-    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = (blk_ref){PX_BLOCK_LAYER_BWD_W, l, l, u.mb, u.chunk};
-  } else if (!u.bwd) {
-    if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_FWD, egid, first, u.mb, u.chunk};
-    for (int64_t l = first; l < first + n; l++)
-      out[k++] = (blk_ref){px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), false), l, l,
-                           u.mb, u.chunk};
-    if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_FWD, L, L, u.mb, u.chunk};
-  } else {
-    if (vs == V - 1) out[k++] = (blk_ref){PX_BLOCK_HEAD_BWD, L, L, u.mb, u.chunk};
-    for (int64_t l = first + n - 1; l >= first; l--)
-      out[k++] = (blk_ref){px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), true), l, l,
-                           u.mb, u.chunk};
-    if (vs == 0) out[k++] = (blk_ref){PX_BLOCK_EMBED_BWD, egid, first, u.mb, u.chunk};
+  int entry = u.w ? PX_ENTRY_W : u.bwd ? PX_ENTRY_B : PX_ENTRY_F;
+  int k = px_program_entry_kinds(&p->model, first, n, vs == 0 && !u.w, vs == V - 1 && !u.w, entry, kinds);
+  /* the layers in the entry's order: ascending forward, descending backward */
+  for (int i = 0, l = 0; i < k; i++) {
+    if (kinds[i] == PX_BLOCK_EMBED_FWD || kinds[i] == PX_BLOCK_EMBED_BWD) {
+      out[i] = (blk_ref){kinds[i], egid, first, u.mb, u.chunk};
+    } else if (kinds[i] == PX_BLOCK_HEAD_FWD || kinds[i] == PX_BLOCK_HEAD_BWD) {
+      out[i] = (blk_ref){kinds[i], L, L, u.mb, u.chunk};
+    } else {
+      int64_t layer = entry == PX_ENTRY_F ? first + l : first + n - 1 - l;
+      out[i] = (blk_ref){kinds[i], layer, layer, u.mb, u.chunk};
+      l++;
+    }
   }
   return k;
 }
@@ -560,7 +612,7 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
 static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t wait) {
   px_plan *p = e->p;
   sched_unit u = sched[k];
-  int nb = entry_blocks(p, e->stage, u, e->blocks);
+  int nb = entry_blocks(p, e->stage, u, e->blocks, e->kinds);
   for (int i = 0; i < nb; i++) {
     int32_t idx = compute(e, &e->blocks[i], u.bwd ? PX_PHASE_BWD : PX_PHASE_FWD, i == 0 ? wait : -1);
     if (!u.bwd) continue;
@@ -629,7 +681,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers, m = p->microbatches;
   sched_unit *sched = px_calloc((size_t)(3 * m * p->par.vpp + 2), sizeof *sched, err);
   if (!sched) return PX_ERR_RUNTIME;
-  int64_t ns = schedule_stage(p, s, sched, pc);
+  int64_t ns = schedule_stage(&p->par, m, s, sched, pc);
   emitter e = {.p = p, .stage = s, .last_compute = -1};
   if (ns < 0) {
     free(sched);
@@ -658,8 +710,9 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   e.last_bwd_k = px_calloc((size_t)nu * (size_t)m, sizeof *e.last_bwd_k, err);
   e.pending_sync = px_calloc((size_t)nu, sizeof *e.pending_sync, err);
   e.blocks = px_calloc((size_t)L + 2, sizeof *e.blocks, err);
+  e.kinds = px_calloc((size_t)L + 2, sizeof *e.kinds, err);
   if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.pending_sync ||
-      !e.blocks) {
+      !e.blocks || !e.kinds) {
     st = PX_ERR_RUNTIME;
     goto done;
   }
@@ -686,13 +739,13 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   }
   /* ZeRO-3: every compute block in emission order, for the gathers issued ahead of them */
   if (p->par.zero == 3) {
-    for (int64_t k = 0; k < ns; k++) e.nseq += entry_blocks(p, s, sched[k], e.blocks);
+    for (int64_t k = 0; k < ns; k++) e.nseq += entry_blocks(p, s, sched[k], e.blocks, e.kinds);
     e.seq = px_calloc((size_t)e.nseq + 1, sizeof *e.seq, err);
     if (!e.seq) {
       st = PX_ERR_RUNTIME;
       goto done;
     }
-    for (int64_t k = 0, n = 0; k < ns; k++) n += entry_blocks(p, s, sched[k], e.seq + n);
+    for (int64_t k = 0, n = 0; k < ns; k++) n += entry_blocks(p, s, sched[k], e.seq + n, e.kinds);
     if ((st = zero3_residency(&e, err))) goto done;
   }
   /* ZeRO-1/2, overlapped: the previous step's parameter all-gather runs at the start. */
@@ -829,6 +882,7 @@ done:
   free(e.last_bwd_k);
   free(e.pending_sync);
   free(e.blocks);
+  free(e.kinds);
   free(e.seq);
   free(e.seq_gather);
   free(e.seq_reshard);

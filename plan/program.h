@@ -18,4 +18,32 @@ typedef px_status (*px_stage_done_fn)(px_plan *p, int64_t stage, bool *stop, voi
  * after each; then pairs sends with receives. */
 px_status px_compile_programs(px_plan *p, px_stage_done_fn done, void *ctx, px_err *err);
 
+/* What the programs are made of, for a bound before any is made (sim/bound.h). */
+
+/* The forward entries of each chunk that the stages `stages` (nstages of
+ * them) run before their first backward in par's schedule of m
+ * micro-batches: out[i vpp + c] for stage stages[i] and chunk c. */
+px_status px_schedule_forwards_first(const px_parallel *par, int64_t m, int nstages, const int64_t *stages,
+                                     int64_t *out, px_err *err);
+
+/* A schedule entry: a forward, a backward (B when split), or a split backward's weight gradients (W). */
+enum { PX_ENTRY_F, PX_ENTRY_B, PX_ENTRY_W };
+/* The compute blocks, in order, of an entry on a chunk holding layers
+ * [first, first + n) (embed: the model's first chunk, head: its last; W
+ * has neither): into out (n + 2 at most); returns how many. */
+int px_program_entry_kinds(const px_model *m, int64_t first, int64_t n, bool embed, bool head, int entry,
+                           px_block_kind *out);
+
+/* The parameter elements of a parameter group (-1 the embedding, 0..L-1 a
+ * layer, L the head, with the embedding when it is tied on one stage), on
+ * one rank, as the programs lay them out: the experts' apart, and those
+ * read by fp8 GEMMs (px_plan_fp8_weight_elems) among both. */
+typedef struct {
+  uint64_t elems, expert_elems, fp8_elems;
+} px_group_elems;
+void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out);
+/* Whether the first stage holds the embedding as a group of its own (-1):
+ * not when it is tied to the head on one stage (then in group L). */
+bool px_program_embed_group(const px_plan *p);
+
 #endif

@@ -158,9 +158,17 @@ bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, 
   return false;
 }
 
+uint32_t px_plan_slot_hash(const char *name) {
+  uint32_t h = 2166136261u;
+  for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;
+  return h;
+}
+
 int px_plan_slot(const px_plan *plan, const char *name) {
-  for (int i = 0; i < plan->nslots; i++)
-    if (!strcmp(plan->slots[i].name, name)) return i;
+  if (!plan->slot_index) return -1;
+  uint32_t mask = (uint32_t)(2 * plan->slots_cap - 1);
+  for (uint32_t i = px_plan_slot_hash(name) & mask; plan->slot_index[i] >= 0; i = (i + 1) & mask)
+    if (!strcmp(plan->slots[plan->slot_index[i]].name, name)) return plan->slot_index[i];
   return -1;
 }
 

@@ -67,6 +67,7 @@ typedef struct {
   uint64_t optimizer_bytes_per_param;
   px_slot *slots;
   int32_t nslots, slots_cap;
+  int16_t *slot_index;    /* (2 slots_cap) the slots by name: open addressing on px_plan_slot_hash, -1 empty */
   bool slots_full;        /* the compiler could not grow the slot table (compile fails) */
   px_block blocks[PX_BLOCK_KIND_COUNT];
   px_program *programs;   /* (pp) */
@@ -156,5 +157,7 @@ int64_t px_program_nops(const px_plan *plan, int64_t stage);
 
 /* Slot lookup by name (-1 when absent). */
 int px_plan_slot(const px_plan *plan, const char *name);
+/* Where a name starts its probe in slot_index. */
+uint32_t px_plan_slot_hash(const char *name);
 
 #endif

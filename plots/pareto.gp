@@ -1,7 +1,8 @@
-# Memory against speed for every simulated plan that fits: peak memory per GPU
-# versus tokens/s, with the Pareto front (no plan both smaller and faster) drawn.
+# Memory against speed for every plan that fits: peak memory per GPU versus
+# tokens/s, with the Pareto front (no plan both smaller and faster) drawn; the
+# plans a sweep did not simulate (simulated 0) at their bound, as open points.
 # gnuplot -e "dir='DIR'; fmt='png'" plots/pareto.gp   reads DIR/plans.dat
-# (tp pp dp zero sp mbs vpp recompute schedule peak_gib tokens_per_s mfu step_s pareto rank)
+# (tp pp dp zero sp mbs vpp recompute schedule peak_gib tokens_per_s mfu step_s pareto rank simulated)
 # and writes DIR/pareto.png or .svg (fmt 'png' or 'svg'; out='FILE' overrides the output path).
 
 if (!exists("dir")) dir = "."
@@ -9,11 +10,13 @@ if (!exists("fmt")) fmt = "png"
 if (!exists("out")) out = dir."/pareto.".fmt
 file = dir."/plans.dat"
 
-# One pass: ranges and the best plan (rank 1, else the fastest).
+# One pass: ranges and the best plan (the least rank; 0: not ranked). A file without the
+# simulated column (an older sweep) simulated every plan.
 n = 0; npareto = 0; xmin = 1e300; xmax = 0; ymin = 1e300; ymax = 0; bestrank = 1e300
 stats file using (n = n + 1, npareto = npareto + ($14 == 1), xmin = ($10 < xmin ? $10 : xmin), xmax = ($10 > xmax ? $10 : xmax), \
                   ymin = ($11 < ymin ? $11 : ymin), ymax = ($11 > ymax ? $11 : ymax), \
-                  bestrank = ($15 < bestrank ? $15 : bestrank), $1) nooutput
+                  bestrank = ($15 > 0 && $15 < bestrank ? $15 : bestrank), $1) nooutput
+simulated(c) = !valid(16) || column(16) != 0
 dx = xmax - xmin; dx = dx > 0 ? dx : (xmax > 0 ? xmax * 0.2 : 1)
 dy = ymax - ymin; dy = dy > 0 ? dy : (ymax > 0 ? ymax * 0.2 : 1)
 # Tokens/s shown in thousands or millions so the tics stay short.
@@ -54,7 +57,8 @@ if (npareto > 0) {
 }
 
 # Labels are empty, never undefined: gnuplot 5.4.4 crashes on "with labels" whose points all are.
-plot file using 10:($11 / ys) with points pt 7 ps 0.9 lc rgb "#9fb7d0" title "plan", \
+plot file using 10:(simulated(0) ? $11 / ys : NaN) with points pt 7 ps 0.9 lc rgb "#9fb7d0" title "plan", \
+     file using 10:(simulated(0) ? NaN : $11 / ys) with points pt 6 ps 0.9 lc rgb "#9fb7d0" title "plan at its bound", \
      $Front using ($1 + $2 * 1e-12):($2 / ys) smooth unique with lines lw 2 lc rgb "#d62728" title "Pareto front", \
      file using 10:($14 == 1 ? $11 / ys : NaN) with points pt 7 ps 1.2 lc rgb "#d62728" notitle, \
      file using 10:($15 == bestrank ? $11 / ys : NaN) with points pt 6 ps 2.5 lw 2 lc rgb "black" title "best (rank 1)", \

@@ -419,10 +419,12 @@ static void section_counts(sbuf *b, const cJSON *counts, int nplans) {
   static const char *const keys[][2] = {{"enumerated", "plans enumerated"},
                                         {"invalid", "invalid combinations"},
                                         {"dropped_memory", "dropped: do not fit in memory"},
-                                        {"simulated", "simulated"}};
+                                        {"simulated", "simulated"},
+                                        {"bounded", "fit, shown by their bound"}};
   sb_puts(b, "<section id=\"counts\"><h2>The search</h2>\n<div class=\"tiles\">\n");
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     double v;
+    if (!strcmp(keys[i][0], "bounded") && !jnum(counts, "bounded", &v)) continue; /* a sweep that simulated all */
     sb_puts(b, "<div class=\"tile\"><b>");
     if (jnum(counts, keys[i][0], &v))
       sb_grouped(b, v);

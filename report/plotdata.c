@@ -38,27 +38,32 @@ px_status px_plotdata_sweep(const px_sweep_result *r, const char *dir, px_err *e
   px_afile f;
   px_status st = open_in(&f, dir, "plans.dat", err);
   if (st) return st;
-  fprintf(f.fp, "# every simulated plan that fits, best first\n");
-  fprintf(f.fp, "# tp pp dp zero sp mbs vpp recompute schedule peak_gib tokens_per_s mfu step_s pareto rank\n");
-  for (int64_t i = 0; i < r->n; i++) {
-    const px_sweep_entry *e = &r->entries[i];
-    bool pareto = true; /* no other plan uses less memory and runs faster */
+  fprintf(f.fp, "# every plan that fits: those simulated best first, then those a sweep for the plots shows by\n"
+                "# their bound (simulated 0: step_s at most, tokens_per_s and mfu at least what it would simulate;\n"
+                "# never on the Pareto front, rank 0)\n");
+  fprintf(f.fp, "# tp pp dp zero sp mbs vpp recompute schedule peak_gib tokens_per_s mfu step_s pareto rank simulated\n");
+  for (int64_t i = 0; i < r->n + r->npruned; i++) {
+    const px_sweep_entry *e = i < r->n ? &r->entries[i] : &r->pruned[i - r->n];
+    if (i >= r->n && !e->bounded) continue; /* pruned without figures: not for the plots */
+    /* no other plan uses less memory and runs faster (a bounded one never does when a simulated one
+     * does not: sim/sweep.h, opts.front) */
+    bool pareto = i < r->n;
     for (int64_t j = 0; j < r->n && pareto; j++)
       if (r->entries[j].peak_bytes < e->peak_bytes && r->entries[j].sim.tokens_per_s > e->sim.tokens_per_s) pareto = false;
     const px_parallel *p = &e->par;
-    fprintf(f.fp, "%lld %lld %lld %d %d %lld %lld %d %d %.4f %.2f %.5f %.6f %d %lld\n", (long long)p->tp,
+    fprintf(f.fp, "%lld %lld %lld %d %d %lld %lld %d %d %.4f %.2f %.5f %.6f %d %lld %d\n", (long long)p->tp,
             (long long)p->pp, (long long)p->dp, p->zero, p->sp, (long long)p->mbs, (long long)p->vpp, p->recompute,
             p->schedule, (double)e->peak_bytes / GIB, e->sim.tokens_per_s, e->sim.mfu, e->sim.step_time_s, pareto,
-            (long long)(i + 1));
+            (long long)(i < r->n ? i + 1 : 0), i < r->n);
   }
   if ((st = px_afile_commit(&f, err))) return st;
 
   /* The grid: every tp and pp that appears among valid plans. */
   int64_t tps[64], pps[64];
   int ntp = 0, npp = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    const px_sweep_entry *list = pass ? r->dropped : r->entries;
-    int64_t n = pass ? r->ndropped : r->n;
+  for (int pass = 0; pass < 3; pass++) {
+    const px_sweep_entry *list = pass == 2 ? r->pruned : pass ? r->dropped : r->entries;
+    int64_t n = pass == 2 ? r->npruned : pass ? r->ndropped : r->n;
     for (int64_t i = 0; i < n; i++) {
       int64_t t = list[i].par.tp, q = list[i].par.pp;
       bool have = false;
@@ -88,6 +93,8 @@ px_status px_plotdata_sweep(const px_sweep_result *r, const char *dir, px_err *e
         }
       for (int64_t i = 0; i < r->ndropped && !valid; i++)
         valid = r->dropped[i].par.tp == tps[a] && r->dropped[i].par.pp == pps[b];
+      for (int64_t i = 0; i < r->npruned && !valid; i++)
+        valid = r->pruned[i].par.tp == tps[a] && r->pruned[i].par.pp == pps[b];
       if (!valid) continue; /* no such plan: an empty cell */
       if (isnan(best))
         fprintf(f.fp, "%lld %lld NaN\n", (long long)tps[a], (long long)pps[b]);

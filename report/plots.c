@@ -26,8 +26,10 @@ static const px_plot_desc plots[] = {
      "other choices (ZeRO stage, micro-batch, schedule, recomputation). Hatched cells: no plan of that shape "
      "fits in GPU memory. Red frame: the best cell."},
     {"pareto", "plans.dat", "Memory against throughput",
-     "Every simulated plan that fits: peak memory per GPU against tokens/s. The red line is the Pareto "
-     "front, the plans that no other plan beats on both memory and speed; the circle is the top-ranked plan."},
+     "Every plan that fits: peak memory per GPU against tokens/s. The red line is the Pareto front, the plans "
+     "that no other plan beats on both memory and speed; the circle is the top-ranked plan. Filled points are "
+     "simulated; open ones (a sweep for the plots) are shown at their bound, the most tokens/s they could "
+     "reach: a simulated plan with less memory is faster than that, so none is on the front."},
     {"memory", "memory.dat", "Memory per GPU of the chosen plan",
      "Peak memory per GPU of the chosen plan on each pipeline stage, split into parameters, gradients, "
      "optimizer states, activations, communication buffers and workspace; the dashed line is the usable HBM."},

@@ -15,9 +15,6 @@
 #include "report/plots.h"
 #include "report/sweepjson.h"
 
-/* How many of the best plans sweep.json beside the plots holds. */
-#define SWEEP_DIR_PLANS 50
-
 void px_report_progress_init(px_report_progress *p) {
   memset(p, 0, sizeof *p);
   p->out = stderr;
@@ -45,7 +42,7 @@ static void progress_show(px_report_progress *p) {
             (long long)sp->simulated, best);
     p->drawn = true;
   } else {
-    fprintf(p->out, "parallax sweep: %s%lld of %lld plans compiled, %lld simulated%s\n", what, (long long)sp->done,
+    fprintf(p->out, "parallax sweep: %s%lld of %lld plans checked, %lld simulated%s\n", what, (long long)sp->done,
             (long long)sp->total, (long long)sp->simulated, best);
     p->printed = true;
   }
@@ -74,7 +71,7 @@ void px_report_sweep_progress(void *ctx, const px_sweep_progress *sp) {
 void px_report_progress_end(px_report_progress *p) {
   if (p->printed && !p->last_shown) progress_show(p); /* the log ends with where the sweep ended */
   if (p->drawn) fputs("\r\033[K", p->out);
-  p->drawn = p->printed = p->have_best = false;
+  p->drawn = p->have_best = false; /* printed stays: a log that had lines ends each sweep (--vary's) with one */
   p->next_s = 0;
 }
 
@@ -291,7 +288,14 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
-  if (r->npruned > 0) fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)r->npruned, (long long)top);
+  if (r->npruned > r->unsized && o->front)
+    fprintf(out, ", %lld fit, shown by their bound (neither among the best %lld, the heatmap's nor on the Pareto front)",
+            (long long)(r->npruned - r->unsized), (long long)o->keep);
+  else if (r->npruned > r->unsized)
+    fprintf(out, ", %lld fit but cannot make the top %lld (bound)", (long long)(r->npruned - r->unsized), (long long)top);
+  if (r->unsized > 0)
+    fprintf(out, ", %lld cannot make the top %lld whether they fit or not (bound before compiling)", (long long)r->unsized,
+            (long long)top);
   if (o->admit_name) fprintf(out, ", %lld valid but not runnable by %s", (long long)r->excluded, o->admit_name);
   fprintf(out, " (%s on %d thread%s)\n", px_fmt_time(wall_s, b, sizeof b), threads, threads == 1 ? "" : "s");
   if (r->n == 0) {
@@ -355,7 +359,7 @@ px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, con
   px_status st = px_mkdir_p(dir, err);
   if (!st) st = px_plotdata_sweep(r, dir, err);
   if (!st && r->n > 0) st = px_plotdata_plan(m, c, &r->entries[0].par, dir, err);
-  if (!st) st = px_report_sweep_write(dir, m, c, o, r, SWEEP_DIR_PLANS, bands, err);
+  if (!st) st = px_report_sweep_write(dir, m, c, o, r, PX_REPORT_SWEEP_PLANS, bands, err);
   if (!st) st = px_plots_render(dir, err);
   if (!st && html) st = px_html_report(dir, err);
   return st;

@@ -31,14 +31,17 @@ const px_sweep_entry *px_report_sweep_least(const px_sweep_result *r, uint64_t u
  * NULL none. */
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
                           int64_t top, double wall_s, int threads, const px_bands *bands, FILE *out);
+/* How many of the best plans sweep.json beside the plots holds (a sweep for them keeps as many exact). */
+#define PX_REPORT_SWEEP_PLANS 50
 /* `sweep --plot DIR` (html false) and `--report DIR` (html true): creates
  * DIR, writes the data files of the sweep and of its best plan, sweep.json
- * with the 50 best plans, renders the plots and, with html, index.html. */
+ * with the PX_REPORT_SWEEP_PLANS best plans, renders the plots and, with
+ * html, index.html. */
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
                               const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err);
 /* A sweep's progress on stderr (px_sweep_opts.progress with a
  * px_report_progress as its ctx): on a terminal a bar redrawn in place; else
- * a line every interval_s: plans compiled of all, simulated, the best so far
+ * a line every interval_s: plans checked (bounded or compiled) of all, simulated, the best so far
  * (its label and tokens/s), each after `what` ("--vary gpu.hbm_gib=80, value
  * 2 of 3: ") when set. */
 typedef struct {

@@ -195,7 +195,10 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(counts, "invalid", (double)r->invalid);
     px_json_add_num(counts, "dropped_memory", (double)r->dropped_memory);
     px_json_add_num(counts, "simulated", (double)r->simulated);
-    px_json_add_num(counts, "fit", (double)(r->n + r->npruned)); /* the table's pruned ones fit too */
+    /* the plans known to fit: those simulated and those pruned once compiled (the never compiled: unsized) */
+    px_json_add_num(counts, "fit", (double)(r->n + r->npruned - r->unsized));
+    if (r->unsized) px_json_add_num(counts, "unsized", (double)r->unsized);
+    if (o->front) px_json_add_num(counts, "bounded", (double)(r->npruned - r->unsized));
     if (o->admit) px_json_add_num(counts, "not_runnable", (double)r->excluded);
   }
   if (r->n == 0 && r->ndropped > 0) { /* none fits: how near the nearest came */

@@ -9,7 +9,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PARALLAX_CUDA_MODULE=${PARALLAX_CUDA_MODULE:-$build/libparallax_cuda.so}
 "$build/bench/bench_startup" "$build/parallax"
 "$build/bench/bench_sim"
-"$build/bench/bench_sweep"
+"$build/bench/bench_sweep" "$build/parallax"
 "$build/bench/bench_exec" cpu gpt2-124m 256 3
 "$build/bench/bench_exec" cuda gpt2-124m 1024 6 8 2
 "$build/bench/bench_exec" cuda gpt2-1.5b 1024 6 4 2

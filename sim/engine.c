@@ -42,21 +42,28 @@ px_status px_engine_push(px_engine *e, uint64_t t_ns, uint32_t kind, uint32_t a,
   return PX_OK;
 }
 
+/* Floyd's pop: the hole at the root goes down to a leaf along the lesser
+ * children (one comparison a level), then the last event rises from there
+ * (seldom far: it came from the bottom). */
 bool px_engine_pop(px_engine *e, px_event *out) {
   if (e->n == 0) return false;
   *out = e->heap[0];
-  px_event last = e->heap[--e->n];
-  uint64_t i = 0;
-  for (;;) {
-    uint64_t l = 2 * i + 1, r = l + 1, m = i;
-    const px_event *best = &last;
-    if (l < e->n && ev_less(&e->heap[l], best)) m = l, best = &e->heap[l];
-    if (r < e->n && ev_less(&e->heap[r], best)) m = r;
-    if (m == i) break;
-    e->heap[i] = e->heap[m];
-    i = m;
+  uint64_t n = --e->n, i = 0;
+  if (n > 0) {
+    px_event last = e->heap[n];
+    px_event *h = e->heap;
+    for (uint64_t l; (l = 2 * i + 1) < n; i = l) {
+      if (l + 1 < n && ev_less(&h[l + 1], &h[l])) l++;
+      h[i] = h[l];
+    }
+    while (i > 0) {
+      uint64_t parent = (i - 1) / 2;
+      if (!ev_less(&last, &h[parent])) break;
+      h[i] = h[parent];
+      i = parent;
+    }
+    h[i] = last;
   }
-  if (e->n > 0) e->heap[i] = last;
   e->now_ns = out->t_ns;
   e->processed++;
   return true;

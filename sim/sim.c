@@ -545,9 +545,72 @@ static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_o
   return st;
 }
 
-px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
+/* The compute blocks of a layer, the embedding and the head, which run_segment times from their segments. */
+static const px_block_kind bound_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
+                                             PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
+                                             PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
+                                             PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
+                                             PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
+
+px_status px_sim_block_bounds_ns(const px_plan *p, uint64_t out_ns[PX_BLOCK_KIND_COUNT], px_err *err) {
   px_sim_opts defaults = {0};
   /* compute at the pace the simulation runs it (the straggler's stretch), as sim_once sets it */
+  sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
+  px_status st = PX_OK;
+  memset(out_ns, 0, PX_BLOCK_KIND_COUNT * sizeof *out_ns);
+  for (size_t k = 0; !st && k < sizeof bound_blocks / sizeof *bound_blocks; k++)
+    st = block_compute_ns(&S, 0, bound_blocks[k], p->blocks[bound_blocks[k]].ops, &out_ns[bound_blocks[k]]);
+  return st;
+}
+
+/* The least time of a stage's data-parallel and host streams, each of which
+ * runs its instances one at a time (try_start): a DP collective is a flow
+ * of its latency and bytes on each link at no more than the fastest rate
+ * any of the stage's DP ops gets there (one that joins others carries their
+ * bytes at its own rate), less 2 ns a flow for the rounding; a host copy
+ * takes its time. The more loaded stream's time. */
+static px_status side_streams_ns(const px_plan *p, int64_t s, uint64_t *out_ns, px_err *err) {
+  const px_program *prog = &p->programs[s];
+  const px_cluster *c = &p->cluster;
+  px_coll_cost *cost = px_calloc((size_t)prog->nops + 1, sizeof *cost, err); /* (nops) each DP op alone */
+  if (!cost) return PX_ERR_RUNTIME;
+  double bw[PX_LINK_COUNT] = {0}, bytes[PX_LINK_COUNT] = {0}, dp_s = 0;
+  uint64_t host_ns = 0, flows = 0;
+  for (int32_t k = 0; k < prog->nops; k++) {
+    const px_op *o = &prog->ops[k];
+    if (o->stream != PX_STREAM_DP) continue;
+    px_placement pl = px_sim_group_place(p, (px_group)o->group);
+    cost[k] = px_coll_cost_of(c, (px_coll)o->coll, o->coll_bytes, &pl);
+    for (int l = 0; l < PX_LINK_COUNT; l++)
+      if (cost[k].bw[l] > bw[l]) bw[l] = cost[k].bw[l];
+  }
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_inst *in = &prog->insts[i];
+    if (in->ops < 0 || (in->stream != PX_STREAM_DP && in->stream != PX_STREAM_HOST)) continue;
+    for (int32_t j = 0; j < p->blocks[in->block].nops; j++) {
+      const px_op *o = &prog->ops[in->ops + j];
+      if (in->stream == PX_STREAM_HOST) {
+        host_ns += px_ns(px_host_op_s(c, o));
+        continue;
+      }
+      const px_coll_cost *cc = &cost[in->ops + j];
+      dp_s += cc->latency_s;
+      for (int l = 0; l < PX_LINK_COUNT; l++) bytes[l] += cc->bytes[l];
+      flows++;
+    }
+  }
+  double link_s = 0;
+  for (int l = 0; l < PX_LINK_COUNT; l++)
+    if (bw[l] > 0 && bytes[l] / bw[l] > link_s) link_s = bytes[l] / bw[l];
+  uint64_t dp_ns = (uint64_t)((dp_s + link_s) * 1e9);
+  dp_ns = dp_ns > 2 * flows ? dp_ns - 2 * flows : 0;
+  *out_ns = dp_ns > host_ns ? dp_ns : host_ns;
+  free(cost);
+  return PX_OK;
+}
+
+px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
+  px_sim_opts defaults = {0};
   sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
   int64_t pp = p->par.pp, total = 0;
   *out_s = 0;
@@ -559,16 +622,9 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
   int64_t *base = px_calloc((size_t)pp * 4 + 1, sizeof *base, err); /* stage s: offset, count, cursor, clock */
   px_status st = pos && inst && dur && end && base ? PX_OK : PX_ERR_RUNTIME;
   uint64_t kind_ns[PX_BLOCK_KIND_COUNT] = {0};
-  bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds run_segment times from their segments */
-  static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
-                                                 PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
-                                                 PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
-                                                 PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
-  for (size_t k = 0; !st && k < sizeof compute_blocks / sizeof *compute_blocks; k++) {
-    runs[compute_blocks[k]] = true;
-    st = block_compute_ns(&S, 0, compute_blocks[k], p->blocks[compute_blocks[k]].ops, &kind_ns[compute_blocks[k]]);
-  }
+  bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds timed from their segments */
+  for (size_t k = 0; k < sizeof bound_blocks / sizeof *bound_blocks; k++) runs[bound_blocks[k]] = true;
+  if (!st) st = px_sim_block_bounds_ns(p, kind_ns, err);
   for (int64_t s = 0, off = 0; !st && s < pp; s++) {
     const px_program *prog = &p->programs[s];
     int64_t n = 0;
@@ -636,8 +692,12 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
     }
   }
   uint64_t lb = 0;
-  for (int64_t s = 0; !st && done && s < pp; s++)
+  for (int64_t s = 0; !st && done && s < pp; s++) {
+    uint64_t side = 0;
     if ((uint64_t)base[4 * s + 3] > lb) lb = (uint64_t)base[4 * s + 3];
+    if ((st = side_streams_ns(p, s, &side, err))) break;
+    if (side > lb) lb = side;
+  }
   *out_s = (double)lb * 1e-9; /* 0 when the walk could not finish: no bound */
   free(pos), free(inst), free(dur), free(end), free(base);
   return st;
@@ -1311,15 +1371,19 @@ px_status px_sim_run(const px_plan *plan, const px_sim_opts *opts, px_sim_result
     out->events += twin.events;
     px_sim_result_free(&twin);
   }
-  double t = out->step_time_s;
   out->fits = plan->fits;
+  px_sim_rates(plan, out);
+  return PX_OK;
+}
+
+void px_sim_rates(const px_plan *plan, px_sim_result *out) {
+  double t = out->step_time_s;
   if (t > 0) out->tokens_per_s = px_sim_tokens_per_s(plan, t);
   px_sim_mfu m;
   px_sim_mfu_of(plan, t, &m);
   out->model_tflops_per_gpu = m.model_tflops_per_gpu;
   out->mfu = m.mfu, out->hfu = m.hfu, out->mfu_peak_dtype = m.peak_dtype;
   out->mfu_precision = m.mfu_precision, out->precision_peak_dtype = m.precision_dtype;
-  return PX_OK;
 }
 
 void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out) {
@@ -1339,9 +1403,9 @@ void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out) {
   out->mfu_precision = plan->model_flops_per_step * per_gpu / g->peak_flops[own];
 }
 
-double px_sim_tokens_per_s(const px_plan *plan, double step_s) {
-  return (double)plan->par.gbs * (double)plan->seq / step_s;
-}
+double px_sim_tokens_per_s(const px_plan *plan, double step_s) { return px_sim_tokens_per_s_of(&plan->par, step_s); }
+
+double px_sim_tokens_per_s_of(const px_parallel *par, double step_s) { return (double)par->gbs * (double)par->seq / step_s; }
 
 void px_sim_result_free(px_sim_result *r) {
   if (!r) return;

@@ -133,8 +133,18 @@ px_status px_sim_exposed(const px_plan *plan, const px_sim_opts *opts, px_sim_re
  * A sweep skips the plans whose bound cannot make its ranking. *out_s is 0
  * (no bound) when the walk cannot finish. */
 px_status px_sim_step_bound_s(const px_plan *plan, double *out_s, px_err *err);
+/* The least time of each block kind on its compute stream, as that walk
+ * takes it (its compute, and the collectives it waits for each at its time
+ * alone on its links; 0 for the kinds not timed so: transfers, syncs, the
+ * optimizer): reads only the plan's templates (px_plan_compile_blocks). */
+px_status px_sim_block_bounds_ns(const px_plan *plan, uint64_t out_ns[PX_BLOCK_KIND_COUNT], px_err *err);
+/* Sets out's rates at its step_time_s (tokens/s, model TFLOP/s per GPU,
+ * MFU, HFU), as px_sim_run does: of a bound's step, their bounds. */
+void px_sim_rates(const px_plan *plan, px_sim_result *out);
 /* Tokens a second of the plan at a step time of step_s. */
 double px_sim_tokens_per_s(const px_plan *plan, double step_s);
+/* ... of a plan with those (resolved) choices. */
+double px_sim_tokens_per_s_of(const px_parallel *par, double step_s);
 /* Where a group's collectives run (the group holding rank 0), as the simulator costs them. */
 px_placement px_sim_group_place(const px_plan *plan, px_group g);
 void px_sim_result_free(px_sim_result *r);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/fmt.h"
+#include "sim/bound.h"
 #include "sim/sim.h"
 
 /* A sweep ranks plans by step time: the straggler's share (a third simulation) is not reported. */
@@ -47,6 +48,17 @@ static double snapshot_s(const px_plan *plan, double *bytes_out) {
   return bw > 0 ? bytes / bw : 0.0;
 }
 
+/* Days, GPU-hours and cost of training `tokens` at tokens_per_s on `gpus` GPUs at t->goodput. */
+static void train_wall(double gpus, double tokens_per_s, double tokens, double price, px_train_time *t) {
+  if (tokens > 0 && tokens_per_s > 0) {
+    double ideal_s = tokens / tokens_per_s;
+    double wall_s = t->goodput > 0 ? ideal_s / t->goodput : INFINITY;
+    t->days = wall_s / 86400.0;
+    t->gpu_hours = wall_s / 3600.0 * gpus;
+    t->cost_usd = t->gpu_hours * price;
+  }
+}
+
 void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
                       double restart_s, bool ckpt_async, px_train_time *t) {
   memset(t, 0, sizeof *t);
@@ -79,13 +91,7 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
     if (d <= 0) waste = (l + restart_s) / M;
     t->goodput = waste < 1.0 ? 1.0 - waste : 0.0;
   }
-  if (tokens > 0 && tokens_per_s > 0) {
-    double ideal_s = tokens / tokens_per_s;
-    double wall_s = t->goodput > 0 ? ideal_s / t->goodput : INFINITY;
-    t->days = wall_s / 86400.0;
-    t->gpu_hours = wall_s / 3600.0 * gpus;
-    t->cost_usd = t->gpu_hours * price;
-  }
+  train_wall(gpus, tokens_per_s, tokens, price, t);
 }
 
 /* ---- enumeration ---- */
@@ -310,10 +316,26 @@ out:
 
 /* ---- evaluation ---- */
 
-/* A candidate's state: CAND_BOUNDED fits and has its score's lower bound
- * (bound[i]) but is not simulated yet; CAND_PRUNED never will be, as the
- * bound keeps it out of the ranking's first opts.keep. */
-enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_BOUNDED, CAND_PRUNED };
+/* A candidate's state. Without opts.keep each is compiled (offload chosen)
+ * and, when it fits, simulated: CAND_FITS or CAND_NOFIT. With it, each first
+ * gets its bounds before any compile (sim/bound.h): CAND_NOFIT when its
+ * memory floor cannot fit, else CAND_FLOORED with the least score it can
+ * reach (floor[i]); those are then compiled least floor first while their
+ * floor can make the best keep, each ending CAND_NOFIT, CAND_FITS
+ * (simulated) or CAND_PRUNED (it fits, and its compiled plan's bound,
+ * px_sim_step_bound_s, keeps it out); the rest end CAND_UNSIZED (pruned
+ * without a compile: whether they fit is not known). CAND_OTHER: another
+ * part's (opts.parts). */
+enum { CAND_PENDING, CAND_FITS, CAND_NOFIT, CAND_FAILED, CAND_FLOORED, CAND_PRUNED, CAND_UNSIZED, CAND_OTHER };
+
+/* What the threads do with each index of their todo list. */
+typedef enum {
+  JOB_EVALUATE,  /* a candidate: compile, and simulate it if it fits */
+  JOB_TEMPLATES, /* a bound cache key: its templates */
+  JOB_FLOOR,     /* a candidate: its bounds */
+  JOB_TRY,       /* a floored candidate: compile, bound, and simulate it if it can make the best keep */
+  JOB_SIMULATE,  /* a candidate that fits (compiled, offload chosen): simulate it */
+} job;
 
 typedef struct {
   const px_model *m;
@@ -322,25 +344,41 @@ typedef struct {
   const cand_list *cands;
   px_sweep_entry *entries; /* one per candidate */
   uint8_t *state;
-  double *bound;           /* (cands) the least score a fitting candidate can have (opts.keep > 0) */
-  const int64_t *todo;     /* what the threads take in turn: candidates to compile, or to simulate */
+  px_bound_cache *bounds;  /* opts.keep: the templates the candidates' bounds read ... */
+  int64_t *key;            /* (cands) ... each one's key */
+  double *floor;           /* (cands) the least score each can reach */
+  double threshold;        /* JOB_TRY: a score a candidate must reach (the keep-th best so far) */
+  const int64_t *todo;     /* what the threads take in turn */
   int64_t ntodo;
-  bool simulate;           /* the todo list is of bounded candidates to simulate */
+  job job;
   atomic_llong next;
-  int64_t total; /* candidates of this part */
-  int64_t done, simulated, best; /* for opts.progress (under lock): compiled, simulated, the best (-1 none) */
+  int64_t total;           /* candidates of this part */
+  job counted;             /* the pass opts.progress counts: the one that takes every candidate (of this part) */
+  int64_t done, simulated, best; /* for opts.progress (under lock): counted, simulated, the best (-1 none) */
   px_err first_err;
   pthread_mutex_t lock;
 } work;
+
+/* The most offload a sweep may give p: the optimizer's states in host
+ * memory, with ZeRO-3 the parameters too (where NVMe puts them is no
+ * different to the GPU). */
+static void offload_most(px_parallel *p) {
+  p->offload_opt = PX_OFFLOAD_CPU;
+  p->offload_params = p->zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+}
+
+/* Whether the sweep tries p with offload when it does not fit (more_offload). */
+static bool offload_swept(const px_parallel *p, const px_parallel *fixed) {
+  return fixed->offload_opt < 0 && fixed->offload_params < 0 && p->zero >= 2;
+}
 
 /* The next offload, from least to most (optimizer to host memory, the
  * parameters too, then NVMe), that the plan, the cluster and opts.admit
  * allow; false when there is none or the sweep was told which. */
 static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c, const px_sweep_opts *o) {
-  const px_parallel *fixed = &o->fixed;
   static const int steps[][2] = {{PX_OFFLOAD_CPU, PX_OFFLOAD_NONE}, {PX_OFFLOAD_CPU, PX_OFFLOAD_CPU},
                                  {PX_OFFLOAD_NVME, PX_OFFLOAD_CPU}, {PX_OFFLOAD_NVME, PX_OFFLOAD_NVME}};
-  if (fixed->offload_opt >= 0 || fixed->offload_params >= 0 || p->zero < 2) return false;
+  if (!offload_swept(p, &o->fixed)) return false;
   for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
     if (steps[k][0] < p->offload_opt || (steps[k][0] == p->offload_opt && steps[k][1] <= p->offload_params)) continue;
     px_parallel q = *p;
@@ -357,8 +395,7 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
  * (px_plan_states_for) must fit. */
 static bool stage_offload_may_fit(const px_plan *plan, int64_t s) {
   px_parallel most = plan->par;
-  most.offload_opt = PX_OFFLOAD_CPU;
-  most.offload_params = plan->par.zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+  offload_most(&most);
   px_states st;
   px_plan_states_for(plan, &most, s, &st);
   const px_memplan *mp = &plan->mem[s];
@@ -382,11 +419,16 @@ static bool stop_unfit(const px_plan *plan, int64_t s, void *opts) {
   return !stage_offload_may_fit(plan, s) || !more_offload(&next, &plan->model, &plan->cluster, opts);
 }
 
-static void failed(work *w, int64_t i, const px_err *err) {
-  w->state[i] = CAND_FAILED;
+/* Keeps the first error the threads meet. */
+static void note_err(work *w, const px_err *err) {
   pthread_mutex_lock(&w->lock);
   if (!w->first_err.msg[0]) w->first_err = *err;
   pthread_mutex_unlock(&w->lock);
+}
+
+static void failed(work *w, int64_t i, const px_err *err) {
+  w->state[i] = CAND_FAILED;
+  note_err(w, err);
 }
 
 static double score_of(const px_sweep_entry *e, px_objective obj);
@@ -413,6 +455,7 @@ static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, bool
   px_train_time_of(plan, r.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s, o->ckpt_async,
                    &e->train);
   e->sim = r;
+  e->bounded = false;
   e->score = score_of(e, o->objective);
   return PX_OK;
 }
@@ -428,25 +471,77 @@ static px_status simulate_entry(const px_model *m, const px_cluster *c, const px
 }
 
 /* The least score a plan that fits can get: its score with the step time
- * at the simulator's lower bound (px_sim_step_bound_s), every other figure
- * (memory, goodput) its own; -inf when there is no bound. */
+ * at the simulator's lower bound (px_sim_step_bound_s, into *step_s), every
+ * other figure (memory, goodput) its own; -inf when there is no bound. */
 static px_status bound_score(const px_plan *plan, const px_sweep_opts *o, const px_sweep_entry *e, double *out,
-                             px_err *err) {
-  double lb_s;
-  px_status st = px_sim_step_bound_s(plan, &lb_s, err);
+                             double *step_s, px_err *err) {
+  px_status st = px_sim_step_bound_s(plan, step_s, err);
   *out = -INFINITY;
-  if (st || lb_s <= 0) return st;
+  if (st || *step_s <= 0) return st;
   px_sweep_entry b = *e;
-  b.sim.step_time_s = lb_s;
-  b.sim.tokens_per_s = px_sim_tokens_per_s(plan, lb_s);
+  b.sim.step_time_s = *step_s;
+  b.sim.tokens_per_s = px_sim_tokens_per_s(plan, *step_s);
   px_train_time_of(plan, b.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
                    o->ckpt_async, &b.train);
   *out = score_of(&b, o->objective);
   return PX_OK;
 }
 
-/* Compiles candidate i, with the least offload that makes it fit if it
- * needs one, and if it fits simulates it (or with opts.keep, bounds its score). */
+/* A plan that fits but is not simulated (opts.front) shown by its bound:
+ * the step time at its bound and the rates and time to train that gives
+ * (each as good as the plan can be), its score's floor. */
+static void bound_figures(px_plan *plan, const px_sweep_opts *o, double step_s, double score, px_sweep_entry *e) {
+  px_plan_totals(plan);
+  memset(&e->sim, 0, sizeof e->sim);
+  e->sim.step_time_s = step_s;
+  e->sim.fits = true;
+  px_sim_rates(plan, &e->sim);
+  px_train_time_of(plan, e->sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
+                   o->ckpt_async, &e->train);
+  e->score = score;
+  e->bounded = true;
+}
+
+/* The least score a plan can get before it is compiled, whichever offload it
+ * ends with: its score at the bounds' step time and memory floor, with no
+ * time lost to failures or checkpoints (goodput 1); -inf when there is no
+ * bound. */
+static double floor_score(const px_sweep_opts *o, const px_cluster *c, const px_parallel *par, const px_bound *b) {
+  if (!(b->step_s > 0) && o->objective != PX_OBJ_MEMORY) return -INFINITY;
+  px_sweep_entry e = {.peak_bytes = b->peak_bytes};
+  e.sim.step_time_s = b->step_s;
+  e.sim.tokens_per_s = b->step_s > 0 ? px_sim_tokens_per_s_of(par, b->step_s) : 0;
+  e.train.goodput = 1;
+  train_wall((double)c->gpus, e.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, &e.train);
+  return score_of(&e, o->objective);
+}
+
+/* Compiles e->par, with the least offload that makes it fit if it needs
+ * one (into e->par), into plan (the caller frees it), and its peak into e.
+ * Pruned (opts.keep), the compile stops at a stage that does not fit when no
+ * offload can help. Offload only adds work to a plan: one that fits
+ * without it is never faster with it, so it is tried, least first, only
+ * when the plan does not fit. */
+static px_status fit_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_entry *e,
+                           px_plan *plan, px_err *err) {
+  for (;;) {
+    px_status st = o->keep > 0 ? px_plan_compile_fit(plan, m, c, &e->par, stop_unfit, (void *)o, err)
+                               : px_plan_compile(plan, m, c, &e->par, err);
+    if (st) return st;
+    if (plan->fits || plan->stages_done < plan->par.pp || !offload_may_fit(plan)) break;
+    px_parallel next = e->par;
+    if (!more_offload(&next, m, c, o)) break;
+    px_plan_free(plan);
+    e->par = next;
+  }
+  entry_peak(plan, e);
+  e->fit_unknown = false;
+  return PX_OK;
+}
+
+/* Compiles candidate i (offload chosen) and, if it fits, simulates it; with
+ * opts.keep (JOB_TRY) only when its compiled plan's bound can reach the
+ * threshold. */
 static void evaluate(work *w, int64_t i) {
   px_plan plan;
   px_err err = {0};
@@ -454,29 +549,25 @@ static void evaluate(work *w, int64_t i) {
   memset(e, 0, sizeof *e);
   e->index = i;
   e->par = w->cands->v[i];
-  /* Offload only adds work to a plan: one that fits without it is never
-   * faster with it. So it is tried, least first, only when the plan does
-   * not fit. */
-  for (;;) {
-    /* pruned (opts.keep): only bounded here (no totals), and a plan found not to fit is dropped, its
-     * peak completed only if printed */
-    if (w->o->keep > 0 ? px_plan_compile_fit(&plan, w->m, w->c, &e->par, stop_unfit, (void *)w->o, &err)
-                       : px_plan_compile(&plan, w->m, w->c, &e->par, &err)) {
-      failed(w, i, &err);
-      return;
-    }
-    if (plan.fits || plan.stages_done < plan.par.pp || !offload_may_fit(&plan)) break;
-    px_parallel next = e->par;
-    if (!more_offload(&next, w->m, w->c, w->o)) break;
-    px_plan_free(&plan);
-    e->par = next;
+  if (fit_entry(w->m, w->c, w->o, e, &plan, &err)) {
+    failed(w, i, &err);
+    return;
   }
-  entry_peak(&plan, e);
+  double b = -INFINITY, step_s = 0;
   if (!plan.fits) {
     w->state[i] = CAND_NOFIT;
-  } else if (w->o->keep > 0) {
-    if (bound_score(&plan, w->o, e, &w->bound[i], &err)) failed(w, i, &err);
-    else w->state[i] = CAND_BOUNDED;
+  } else if (w->o->keep > 0) { /* its bound first, then the simulation (with the totals a fit's compile skips) */
+    if (bound_score(&plan, w->o, e, &b, &step_s, &err)) {
+      failed(w, i, &err);
+    } else if (b > w->threshold) {
+      w->floor[i] = b; /* opts.front: the order they are simulated in */
+      if (w->o->front) bound_figures(&plan, w->o, step_s, b, e);
+      w->state[i] = CAND_PRUNED;
+    } else {
+      px_plan_totals(&plan);
+      if (simulate_plan(&plan, w->o, false, e, &err)) failed(w, i, &err);
+      else w->state[i] = CAND_FITS;
+    }
   } else {
     if (simulate_plan(&plan, w->o, true, e, &err)) failed(w, i, &err);
     else w->state[i] = CAND_FITS;
@@ -484,13 +575,41 @@ static void evaluate(work *w, int64_t i) {
   px_plan_free(&plan);
 }
 
-/* Tells opts.progress where the sweep stands once candidate i is compiled (or simulated). */
-static void progress(work *w, int64_t i, bool compiled) {
+/* Candidate i's bounds (opts.keep): dropped when its memory floor cannot
+ * fit whatever offload it is given, else floored. The floor stands in for
+ * its peak (peak_partial: px_sweep_complete compiles whole the dropped plans
+ * it prints). */
+static void floor_candidate(work *w, int64_t i) {
+  px_sweep_entry *e = &w->entries[i];
+  memset(e, 0, sizeof *e);
+  e->index = i;
+  e->par = w->cands->v[i];
+  px_parallel states = e->par;
+  if (offload_swept(&e->par, &w->o->fixed)) offload_most(&states);
+  px_bound b;
+  px_err err = {0};
+  if (px_bound_of(w->bounds, w->key[i], &e->par, &states, &b, &err)) {
+    failed(w, i, &err);
+    return;
+  }
+  e->peak_bytes = b.peak_bytes;
+  e->peak_partial = e->fit_unknown = true;
+  if (px_plan_reserve_bytes(b.peak_bytes) > px_gpu_usable_bytes(&w->c->gpu)) {
+    e->fit_unknown = false; /* it does not fit */
+    w->state[i] = CAND_NOFIT;
+    return;
+  }
+  w->floor[i] = floor_score(w->o, w->c, &e->par, &b);
+  w->state[i] = CAND_FLOORED;
+}
+
+/* Tells opts.progress where the sweep stands once candidate i has been through the current pass. */
+static void progress(work *w, int64_t i) {
   const px_sweep_opts *o = w->o;
   if (!o->progress) return;
   pthread_mutex_lock(&w->lock);
-  w->done += compiled;
-  if (w->state[i] == CAND_FITS) {
+  w->done += w->job == w->counted;
+  if (w->state[i] == CAND_FITS && w->job != JOB_FLOOR) { /* simulated in this pass */
     w->simulated++;
     if (w->best < 0 || w->entries[i].score < w->entries[w->best].score) w->best = i;
   }
@@ -506,24 +625,29 @@ static void *worker(void *arg) {
     int64_t k = atomic_fetch_add(&w->next, 1);
     if (k >= w->ntodo) break;
     int64_t i = w->todo[k];
-    if (!w->simulate) {
-      evaluate(w, i);
-      progress(w, i, true);
-      continue;
-    }
     px_err err = {0};
-    if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
-    else w->state[i] = CAND_FITS;
-    progress(w, i, false);
+    switch (w->job) {
+      case JOB_TEMPLATES:
+        if (px_bound_cache_make(w->bounds, i, &err)) note_err(w, &err);
+        continue;
+      case JOB_FLOOR: floor_candidate(w, i); break;
+      case JOB_EVALUATE:
+      case JOB_TRY: evaluate(w, i); break;
+      case JOB_SIMULATE:
+        if (simulate_entry(w->m, w->c, o, false, &w->entries[i], &err)) failed(w, i, &err);
+        else w->state[i] = CAND_FITS;
+        break;
+    }
+    progress(w, i);
   }
   return NULL;
 }
 
 /* Runs the todo list on the sweep's threads (this one among them). */
-static void run_threads(work *w, const int64_t *todo, int64_t n, bool simulate) {
+static void run_threads(work *w, const int64_t *todo, int64_t n, job j) {
   w->todo = todo;
   w->ntodo = n;
-  w->simulate = simulate;
+  w->job = j;
   atomic_store(&w->next, 0);
   int nt = w->o->threads > 0 ? w->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (nt < 1) nt = 1;
@@ -537,30 +661,66 @@ static void run_threads(work *w, const int64_t *todo, int64_t n, bool simulate) 
   for (int t = 0; t < started; t++) pthread_join(th[t], NULL);
 }
 
-/* The bounded candidates simulated a chunk at a time, least bound first;
- * after each chunk the threshold is the keep-th best score so far, and a
- * candidate whose bound exceeds it cannot be among the best keep: it is
- * pruned. The chunks do not depend on the threads, so neither do the
- * plans simulated. */
-#define PRUNE_CHUNK 32
+/* Every candidate's bound cache key (opts.keep), the same in every part of a split sweep. */
+static px_status bound_keys(work *w, px_err *err) {
+  px_status st = PX_OK;
+  w->bounds = px_bound_cache_new(w->m, w->c, err);
+  if (!w->bounds) return PX_ERR_RUNTIME;
+  for (int64_t i = 0; i < w->cands->n && !st; i++) st = px_bound_cache_add(w->bounds, &w->cands->v[i], &w->key[i], err);
+  return st;
+}
+
+/* The candidates of the todo list bounded (opts.keep): the templates of
+ * their keys made once, on the threads, then each candidate's bounds. */
+static px_status floor_all(work *w, const int64_t *todo, int64_t n, px_err *err) {
+  int64_t nkeys = px_bound_cache_size(w->bounds), nk = 0;
+  int64_t *keys = px_calloc((size_t)nkeys + 1, sizeof *keys, err);
+  bool *used = px_calloc((size_t)nkeys + 1, sizeof *used, err);
+  px_status st = keys && used ? PX_OK : PX_ERR_RUNTIME;
+  for (int64_t k = 0; !st && k < n; k++) used[w->key[todo[k]]] = true;
+  for (int64_t k = 0; !st && k < nkeys; k++)
+    if (used[k]) keys[nk++] = k;
+  if (!st) run_threads(w, keys, nk, JOB_TEMPLATES);
+  free(keys), free(used);
+  if (!st && w->first_err.msg[0]) st = px_err_set(err, PX_ERR_RUNTIME, "internal: a plan's templates: %s", w->first_err.msg);
+  if (!st) run_threads(w, todo, n, JOB_FLOOR);
+  return st;
+}
+
+/* The floored candidates tried a chunk at a time, least floor first; after
+ * each chunk the threshold is the keep-th best score so far, and a
+ * candidate whose floor (or, once compiled, its bound) exceeds it cannot
+ * be among the best keep. The chunks do not depend on the threads, so
+ * neither do the plans compiled and simulated. */
+#define TRY_CHUNK 32
 
 typedef struct {
-  double bound;
+  double floor;
   int64_t i;
-} bounded;
+} floored;
 
-static int cmp_bounded(const void *a, const void *b) {
-  const bounded *x = a, *y = b;
-  if (x->bound != y->bound) return x->bound < y->bound ? -1 : 1;
+static int cmp_floored(const void *a, const void *b) {
+  const floored *x = a, *y = b;
+  if (x->floor != y->floor) return x->floor < y->floor ? -1 : 1;
   return x->i < y->i ? -1 : x->i > y->i;
 }
 
-static px_status prune_and_simulate(work *w, int64_t keep, px_err *err) {
+/* Adds score sc to the keep least (best, ascending, *n of them). */
+static void order_best(double *best, int64_t *n, int64_t keep, double sc) {
+  if (*n == keep && sc >= best[keep - 1]) return;
+  int64_t at = *n < keep ? (*n)++ : keep - 1;
+  for (; at > 0 && best[at - 1] > sc; at--) best[at] = best[at - 1];
+  best[at] = sc;
+}
+
+/* The candidates in state `from` tried (job) least floor first, as long as
+ * their floor can make the best keep; those left end in state `rest`. */
+static px_status try_floored(work *w, int64_t keep, int from, job j, int rest, px_err *err) {
   int64_t n = 0;
   for (int64_t i = 0; i < w->cands->n; i++)
-    if (w->state[i] == CAND_BOUNDED) n++;
-  bounded *order = px_calloc((size_t)n + 1, sizeof *order, err);
-  int64_t *sel = px_calloc(PRUNE_CHUNK, sizeof *sel, err);
+    if (w->state[i] == from) n++;
+  floored *order = px_calloc((size_t)n + 1, sizeof *order, err);
+  int64_t *sel = px_calloc(TRY_CHUNK, sizeof *sel, err);
   double *best = px_calloc((size_t)keep + 1, sizeof *best, err); /* the keep least scores, ascending */
   if (!order || !sel || !best) {
     free(order), free(sel), free(best);
@@ -568,27 +728,24 @@ static px_status prune_and_simulate(work *w, int64_t keep, px_err *err) {
   }
   n = 0;
   for (int64_t i = 0; i < w->cands->n; i++)
-    if (w->state[i] == CAND_BOUNDED) order[n++] = (bounded){w->bound[i], i};
-  qsort(order, (size_t)n, sizeof *order, cmp_bounded);
-  double threshold = INFINITY;
+    if (w->state[i] == from) order[n++] = (floored){w->floor[i], i};
+  qsort(order, (size_t)n, sizeof *order, cmp_floored);
+  w->threshold = INFINITY;
   int64_t nbest = 0;
-  for (int64_t c = 0; c < n && order[c].bound <= threshold; c += PRUNE_CHUNK) {
+  for (int64_t i = 0; i < w->cands->n; i++) /* the ones simulated already count */
+    if (w->state[i] == CAND_FITS) order_best(best, &nbest, keep, w->entries[i].score);
+  if (nbest == keep) w->threshold = best[keep - 1];
+  for (int64_t c = 0; c < n && order[c].floor <= w->threshold; c += TRY_CHUNK) {
     int64_t nsel = 0;
-    for (int64_t j = c; j < n && j < c + PRUNE_CHUNK; j++)
-      if (order[j].bound <= threshold) sel[nsel++] = order[j].i;
-    run_threads(w, sel, nsel, true);
-    for (int64_t j = 0; j < nsel; j++) {
-      if (w->state[sel[j]] != CAND_FITS) continue;
-      double sc = w->entries[sel[j]].score;
-      if (nbest == keep && sc >= best[keep - 1]) continue;
-      int64_t at = nbest < keep ? nbest++ : keep - 1;
-      for (; at > 0 && best[at - 1] > sc; at--) best[at] = best[at - 1];
-      best[at] = sc;
-    }
-    if (nbest == keep) threshold = best[keep - 1];
+    for (int64_t k = c; k < n && k < c + TRY_CHUNK; k++)
+      if (order[k].floor <= w->threshold) sel[nsel++] = order[k].i;
+    run_threads(w, sel, nsel, j);
+    for (int64_t k = 0; k < nsel; k++)
+      if (w->state[sel[k]] == CAND_FITS) order_best(best, &nbest, keep, w->entries[sel[k]].score);
+    if (nbest == keep) w->threshold = best[keep - 1];
   }
-  for (int64_t j = 0; j < n; j++)
-    if (w->state[order[j].i] == CAND_BOUNDED) w->state[order[j].i] = CAND_PRUNED;
+  for (int64_t k = 0; k < n; k++)
+    if (w->state[order[k].i] == from) w->state[order[k].i] = rest;
   free(order), free(sel), free(best);
   return PX_OK;
 }
@@ -647,6 +804,9 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
   if (changed) px_sweep_rank(r->entries, r->n, o->objective);
 }
 
+static px_status complete_front(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                px_err *err);
+
 px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
                        px_err *err) {
   memset(r, 0, sizeof *r);
@@ -659,40 +819,63 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
   r->enumerated = cands.n + r->invalid + r->excluded;
   work w = {.m = m, .c = c, .o = o, .cands = &cands};
   int64_t parts = o->parts > 0 ? o->parts : 1;
-  w.total = cands.n > o->part ? (cands.n - o->part + parts - 1) / parts : 0;
   w.entries = px_calloc((size_t)cands.n + 1, sizeof *w.entries, err);
   w.state = px_calloc((size_t)cands.n + 1, 1, err);
-  w.bound = px_calloc((size_t)cands.n + 1, sizeof *w.bound, err);
-  int64_t *todo = px_calloc((size_t)w.total + 1, sizeof *todo, err);
-  if (!w.entries || !w.state || !w.bound || !todo) {
-    free(cands.v), free(w.entries), free(w.state), free(w.bound), free(todo);
+  w.floor = px_calloc((size_t)cands.n + 1, sizeof *w.floor, err);
+  w.key = px_calloc((size_t)cands.n + 1, sizeof *w.key, err);
+  int64_t *todo = px_calloc((size_t)cands.n + 1, sizeof *todo, err);
+  if (!w.entries || !w.state || !w.floor || !w.key || !todo) {
+    free(cands.v), free(w.entries), free(w.state), free(w.floor), free(w.key), free(todo);
     return PX_ERR_RUNTIME;
   }
-  for (int64_t k = 0; k < w.total; k++) todo[k] = o->part + k * parts; /* this part's k-th candidate */
   atomic_init(&w.next, 0);
   w.best = -1;
   pthread_mutex_init(&w.lock, NULL);
-  run_threads(&w, todo, w.total, false);
-  /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bound needs */
+  /* the best keep exact (and the ZeRO-3 refinement's leaders): the rest only as far as their bounds need */
   int64_t keep = o->keep > 0 ? (o->keep > REFINE_TOP ? o->keep : REFINE_TOP) : 0;
-  if (keep > 0) st = prune_and_simulate(&w, keep, err);
+  if (keep > 0) st = bound_keys(&w, err);
+  /* this part's candidates: with keep those of its keys (plans sharing templates together), else every
+   * parts-th */
+  w.total = 0;
+  for (int64_t i = 0; !st && i < cands.n; i++)
+    if ((keep > 0 ? w.key[i] : i) % parts == o->part) todo[w.total++] = i;
+    else w.state[i] = CAND_OTHER;
+  w.counted = keep == 0 ? JOB_EVALUATE : o->front ? JOB_TRY : JOB_FLOOR;
+  if (!st && keep > 0) {
+    st = floor_all(&w, todo, w.total, err);
+    if (!st && !o->front) st = try_floored(&w, keep, CAND_FLOORED, JOB_TRY, CAND_UNSIZED, err);
+    if (!st && o->front) { /* every plan compiled (fit and peak exact) and bounded, then the best keep simulated */
+      int64_t nf = 0;
+      for (int64_t k = 0; k < w.total; k++)
+        if (w.state[todo[k]] == CAND_FLOORED) todo[nf++] = todo[k];
+      w.threshold = -INFINITY;
+      w.total = nf;
+      run_threads(&w, todo, nf, JOB_TRY);
+      st = try_floored(&w, keep, CAND_PRUNED, JOB_SIMULATE, CAND_PRUNED, err);
+    }
+  } else if (!st) {
+    run_threads(&w, todo, w.total, JOB_EVALUATE);
+  }
   pthread_mutex_destroy(&w.lock);
+  px_bound_cache_free(w.bounds);
   free(todo);
-  free(w.bound);
+  free(w.floor);
+  free(w.key);
   /* Split into the fitting ones, the dropped ones and the pruned ones. */
   int64_t n = 0, nd = 0, np = 0;
-  for (int64_t i = o->part; i < cands.n; i += parts) {
+  for (int64_t i = 0; i < cands.n; i++) {
     if (w.state[i] == CAND_NOFIT) nd++;
-    if (w.state[i] == CAND_PRUNED) np++;
+    if (w.state[i] == CAND_PRUNED || w.state[i] == CAND_UNSIZED) np++;
     if (w.state[i] == CAND_FAILED && !st)
       st = px_err_set(err, PX_ERR_RUNTIME, "internal: a valid plan failed to compile or simulate: %s", w.first_err.msg);
   }
   r->dropped = px_calloc((size_t)nd + 1, sizeof *r->dropped, err);
   r->pruned = px_calloc((size_t)np + 1, sizeof *r->pruned, err);
   if ((!r->dropped || !r->pruned) && !st) st = PX_ERR_RUNTIME;
-  for (int64_t i = o->part; !st && i < cands.n; i += parts) {
+  for (int64_t i = 0; !st && i < cands.n; i++) {
     if (w.state[i] == CAND_NOFIT) r->dropped[r->ndropped++] = w.entries[i];
-    if (w.state[i] == CAND_PRUNED) r->pruned[r->npruned++] = w.entries[i];
+    if (w.state[i] == CAND_PRUNED || w.state[i] == CAND_UNSIZED) r->pruned[r->npruned++] = w.entries[i];
+    r->unsized += w.state[i] == CAND_UNSIZED;
     if (w.state[i] == CAND_FITS) w.entries[n++] = w.entries[i];
   }
   r->dropped_memory = r->ndropped;
@@ -706,8 +889,11 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
     return st;
   }
   px_sweep_rank(r->entries, r->n, o->objective);
-  /* a split sweep refines its leaders and completes the best plan's alternatives once its parts are merged */
-  if (parts == 1 && (st = px_sweep_complete(m, c, o, r, err))) px_sweep_result_free(r);
+  /* a split sweep refines its leaders and completes the best plan's alternatives once its parts are merged
+   * (its part's plots first, on its own threads: most of what the whole needs) */
+  if (parts == 1) st = px_sweep_complete(m, c, o, r, err);
+  else if (keep > 0 && o->front) st = complete_front(m, c, o, r, err);
+  if (st) px_sweep_result_free(r);
   return st;
 }
 
@@ -715,43 +901,225 @@ px_status px_sweep_run(const px_model *m, const px_cluster *c, const px_sweep_op
 static bool precision_alt(const px_parallel *a, const px_parallel *b);
 static bool same_split(const px_parallel *a, const px_parallel *b);
 
+/* Whether the best plan's ZeRO or precision line names e: a ZeRO
+ * alternative, or the other precision of the same split (px_sweep_zero_
+ * alternatives, px_sweep_precision_alternative); one never compiled with
+ * whatever offload its compile would choose. */
+static bool named(const px_parallel *best, const px_sweep_entry *e) {
+  if (same_split(&e->par, best)) return true;
+  px_parallel p = e->par;
+  if (e->fit_unknown) p.offload_opt = best->offload_opt, p.offload_params = best->offload_params;
+  return precision_alt(best, &p);
+}
+
+static int cmp_index(const void *a, const void *b);
+
 static px_status complete_alternatives(const px_model *m, const px_cluster *c, const px_sweep_opts *o,
                                       px_sweep_result *r, px_err *err) {
   if (r->n == 0) return PX_OK;
   const px_parallel best = r->entries[0].par;
+  /* the pruned ones named: compiled if they never were (offload chosen), simulated if they fit */
+  int64_t na = 0, kept = 0, nd = r->ndropped;
+  for (int64_t i = 0; i < r->npruned; i++) na += named(&best, &r->pruned[i]);
+  if (na) {
+    px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + na) * sizeof *ne);
+    if (ne) r->entries = ne;
+    px_sweep_entry *dr = ne ? realloc(r->dropped, (size_t)(r->ndropped + na) * sizeof *dr) : NULL;
+    if (!dr) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
+    r->dropped = dr;
+  }
+  for (int64_t i = 0; na && i < r->npruned; i++) {
+    px_sweep_entry *e = &r->pruned[i];
+    if (!named(&best, e)) {
+      r->pruned[kept++] = *e;
+      continue;
+    }
+    if (e->fit_unknown) {
+      px_plan plan;
+      px_status st = fit_entry(m, c, o, e, &plan, err);
+      bool fits = plan.fits;
+      px_plan_free(&plan);
+      if (st) return st;
+      r->unsized--;
+      if (!fits) {
+        r->dropped[r->ndropped++] = *e;
+        continue;
+      }
+    }
+    px_status st = simulate_entry(m, c, o, false, e, err);
+    if (st) return st;
+    r->entries[r->n++] = *e;
+  }
+  if (na) {
+    r->npruned = kept;
+    r->simulated = r->n;
+    r->dropped_memory = r->ndropped;
+    if (r->ndropped > nd) qsort(r->dropped, (size_t)r->ndropped, sizeof *r->dropped, cmp_index);
+    px_sweep_rank(r->entries, r->n, o->objective);
+  }
   /* the dropped ones named with their peak: compiled whole (the same plan: the search stopped only where
    * the rest could not change its fate) */
   for (int64_t i = 0; i < r->ndropped; i++) {
     px_sweep_entry *e = &r->dropped[i];
-    if (!e->peak_partial || (!same_split(&e->par, &best) && !precision_alt(&best, &e->par))) continue;
+    if (!e->peak_partial || !named(&best, e)) continue;
     px_plan plan;
     px_status st = px_plan_compile(&plan, m, c, &e->par, err);
     if (!st) entry_peak(&plan, e);
     px_plan_free(&plan);
     if (st) return st;
   }
-  if (r->npruned == 0) return PX_OK;
-  int64_t na = 0, kept = 0;
-  for (int64_t i = 0; i < r->npruned; i++)
-    if (same_split(&r->pruned[i].par, &best) || precision_alt(&best, &r->pruned[i].par)) na++;
-  if (!na) return PX_OK;
-  px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + na) * sizeof *ne);
+  return PX_OK;
+}
+
+/* ---- the report's plots without every plan simulated (opts.front) ---- */
+
+/* Simulates the pruned plans r->pruned[idx[k]] (compiled, fitting, shown by their bound) on the threads. */
+static px_status simulate_pruned(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                 const int64_t *idx, int64_t n, px_err *err) {
+  if (n == 0) return PX_OK;
+  work w = {.m = m, .c = c, .o = o, .entries = r->pruned};
+  w.state = px_calloc((size_t)r->npruned + 1, 1, err);
+  if (!w.state) return PX_ERR_RUNTIME;
+  atomic_init(&w.next, 0);
+  w.best = -1;
+  pthread_mutex_init(&w.lock, NULL);
+  run_threads(&w, idx, n, JOB_SIMULATE);
+  pthread_mutex_destroy(&w.lock);
+  free(w.state);
+  return w.first_err.msg[0] ? px_err_set(err, PX_ERR_RUNTIME, "internal: a plan that fits failed to simulate: %s",
+                                         w.first_err.msg)
+                            : PX_OK;
+}
+
+/* Moves the pruned plans simulated since (bounded false) to the ranking. */
+static px_status promote(px_sweep_result *r, const px_sweep_opts *o, px_err *err) {
+  int64_t nm = 0, kept = 0;
+  for (int64_t i = 0; i < r->npruned; i++) nm += !r->pruned[i].bounded && !r->pruned[i].fit_unknown;
+  if (!nm) return PX_OK;
+  px_sweep_entry *ne = realloc(r->entries, (size_t)(r->n + nm) * sizeof *ne);
   if (!ne) return px_err_set(err, PX_ERR_RUNTIME, "out of memory completing the sweep");
   r->entries = ne;
   for (int64_t i = 0; i < r->npruned; i++) {
-    px_sweep_entry *e = &r->pruned[i];
-    if (!same_split(&e->par, &best) && !precision_alt(&best, &e->par)) {
-      r->pruned[kept++] = *e;
-      continue;
-    }
-    px_status st = simulate_entry(m, c, o, false, e, err);
-    if (st) return st;
-    r->entries[r->n++] = *e;
+    if (!r->pruned[i].bounded && !r->pruned[i].fit_unknown) r->entries[r->n++] = r->pruned[i];
+    else r->pruned[kept++] = r->pruned[i];
   }
   r->npruned = kept;
   r->simulated = r->n;
   px_sweep_rank(r->entries, r->n, o->objective);
   return PX_OK;
+}
+
+/* A bounded plan that may beat its heatmap cell's best: the cell, its tokens/s bound, its place in r->pruned. */
+typedef struct {
+  int64_t cell;
+  double tps;
+  int64_t i;
+} cell_cand;
+
+static int cmp_cell_cand(const void *a, const void *b) {
+  const cell_cand *x = a, *y = b;
+  if (x->cell != y->cell) return x->cell < y->cell ? -1 : 1;
+  if (x->tps != y->tps) return x->tps > y->tps ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The heatmap's cells (tp x pp) exact: the bounded plans whose tokens/s
+ * bound beats their cell's best simulated one are simulated, the highest
+ * bounds first, in rounds of at most a chunk (shared by the cells still
+ * open) until none does. */
+static px_status front_cells(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                             px_err *err) {
+  enum { MAX_CELLS = 4096 };
+  int64_t *tp = px_calloc(MAX_CELLS, sizeof *tp, err), *pp = px_calloc(MAX_CELLS, sizeof *pp, err), ncell = 0;
+  double *best = px_calloc(MAX_CELLS, sizeof *best, err);
+  cell_cand *cand = px_calloc((size_t)r->npruned + 1, sizeof *cand, err);
+  int64_t *pick = px_calloc((size_t)r->npruned + 1, sizeof *pick, err);
+  px_status st = tp && pp && best && cand && pick ? PX_OK : PX_ERR_RUNTIME;
+  for (bool more = !st; more && !st;) {
+    for (int64_t k = 0; k < ncell; k++) best[k] = -INFINITY;
+    int64_t ncand = 0, npick = 0, open = 0;
+    for (int pass = 0; pass < 2; pass++)
+      for (int64_t i = 0; i < (pass ? r->npruned : r->n); i++) {
+        const px_sweep_entry *e = pass ? &r->pruned[i] : &r->entries[i];
+        if (pass && !e->bounded) continue;
+        int64_t k = 0;
+        while (k < ncell && (tp[k] != e->par.tp || pp[k] != e->par.pp)) k++;
+        if (k == ncell && ncell < MAX_CELLS) tp[k] = e->par.tp, pp[k] = e->par.pp, best[k] = -INFINITY, ncell++;
+        if (k == ncell) continue;
+        if (!pass) best[k] = fmax(best[k], e->sim.tokens_per_s);
+        else if (e->sim.tokens_per_s > best[k]) cand[ncand++] = (cell_cand){k, e->sim.tokens_per_s, i};
+      }
+    qsort(cand, (size_t)ncand, sizeof *cand, cmp_cell_cand);
+    for (int64_t j = 0; j < ncand; j++) open += j == 0 || cand[j].cell != cand[j - 1].cell;
+    int64_t quota = open > 0 && TRY_CHUNK / open > 1 ? TRY_CHUNK / open : 1;
+    for (int64_t j = 0, in_cell = 0; j < ncand; j++) {
+      in_cell = j > 0 && cand[j].cell == cand[j - 1].cell ? in_cell + 1 : 0;
+      if (in_cell < quota) pick[npick++] = cand[j].i;
+    }
+    more = npick > 0;
+    if (more && !(st = simulate_pruned(m, c, o, r, pick, npick, err))) st = promote(r, o, err);
+  }
+  free(tp), free(pp), free(best), free(cand), free(pick);
+  return st;
+}
+
+typedef struct {
+  uint64_t peak;
+  int64_t i; /* r->pruned's i, or (entries) -1 - i */
+} by_peak;
+
+static int cmp_peak(const void *a, const void *b) {
+  const by_peak *x = a, *y = b;
+  if (x->peak != y->peak) return x->peak < y->peak ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The Pareto front of memory and tokens/s exact: a bounded plan is not on
+ * it when a simulated one with less memory is faster than its bound (that
+ * one is then also faster than any plan the bounded one would dominate).
+ * The others are simulated in rounds, each those of them that nothing with
+ * less memory beats (simulated, or by its bound): the front of what is not
+ * yet known, whose simulations settle the most of the rest. */
+static px_status front_pareto(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                              px_err *err) {
+  px_status st = PX_OK;
+  for (bool more = true; more && !st;) {
+    int64_t n = r->n + r->npruned, npick = 0;
+    by_peak *v = px_calloc((size_t)n + 1, sizeof *v, err);
+    int64_t *pick = px_calloc((size_t)n + 1, sizeof *pick, err);
+    if (!v || !pick) {
+      free(v), free(pick);
+      return PX_ERR_RUNTIME;
+    }
+    for (int64_t i = 0; i < r->n; i++) v[i] = (by_peak){r->entries[i].peak_bytes, -1 - i};
+    for (int64_t i = 0; i < r->npruned; i++) v[r->n + i] = (by_peak){r->pruned[i].peak_bytes, i};
+    qsort(v, (size_t)n, sizeof *v, cmp_peak);
+    /* the best simulated tokens/s and the best of all (bounds too) with less memory than the plan at k, and
+     * those of the plans with as much as it */
+    double exact = -INFINITY, all = -INFINITY, exact_grp = -INFINITY, all_grp = -INFINITY;
+    for (int64_t k = 0; k < n; k++) {
+      if (k > 0 && v[k].peak > v[k - 1].peak)
+        exact = fmax(exact, exact_grp), all = fmax(all, all_grp), exact_grp = all_grp = -INFINITY;
+      const px_sweep_entry *e = v[k].i < 0 ? &r->entries[-1 - v[k].i] : &r->pruned[v[k].i];
+      if (v[k].i >= 0 && !e->bounded) continue; /* pruned without figures (never with opts.front) */
+      double tps = e->sim.tokens_per_s;
+      all_grp = fmax(all_grp, tps);
+      if (v[k].i < 0) exact_grp = fmax(exact_grp, tps);
+      else if (!(exact > tps) && !(all > tps)) pick[npick++] = v[k].i;
+    }
+    free(v);
+    more = npick > 0;
+    if (more && !(st = simulate_pruned(m, c, o, r, pick, npick, err))) st = promote(r, o, err);
+    free(pick);
+  }
+  return st;
+}
+
+/* Both, the cells first (their bests certify the most). */
+static px_status complete_front(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,
+                                px_err *err) {
+  px_status st = front_cells(m, c, o, r, err);
+  return st ? st : front_pareto(m, c, o, r, err);
 }
 
 /* A pruned sweep simulated without the comm-free twins: the first keep
@@ -776,6 +1144,7 @@ px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_swe
   refine_prefetch(m, c, o, r);
   if (o->keep <= 0) return PX_OK;
   px_status st = complete_alternatives(m, c, o, r, err);
+  if (!st && o->front) st = complete_front(m, c, o, r, err);
   return st ? st : complete_exposed(m, c, o, r, err);
 }
 
@@ -795,6 +1164,8 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
   r->ndropped = r->dropped_memory = ndropped;
   r->pruned = pruned;
   r->npruned = npruned;
+  r->unsized = 0;
+  for (int64_t i = 0; i < npruned; i++) r->unsized += pruned[i].fit_unknown;
   if (ndropped > 1) qsort(r->dropped, (size_t)ndropped, sizeof *r->dropped, cmp_index);
   if (npruned > 1) qsort(r->pruned, (size_t)npruned, sizeof *r->pruned, cmp_index);
   px_sweep_rank(r->entries, r->n, obj);
@@ -806,7 +1177,7 @@ void px_sweep_result_free(px_sweep_result *r) {
   free(r->dropped);
   free(r->pruned);
   r->entries = r->dropped = r->pruned = NULL;
-  r->n = r->ndropped = r->npruned = 0;
+  r->n = r->ndropped = r->npruned = r->unsized = 0;
 }
 
 /* The same split in any precision. */

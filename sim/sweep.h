@@ -24,7 +24,7 @@ typedef struct px_sweep_entry px_sweep_entry;
 
 /* Where a sweep stands, for opts.progress. */
 typedef struct {
-  int64_t done, total;        /* candidates of this part compiled (each then bounded or simulated) */
+  int64_t done, total;        /* candidates of this part through the pass that takes them all (bounded or compiled) */
   int64_t simulated;          /* plans simulated so far */
   const px_sweep_entry *best; /* the best simulated so far by the objective, NULL none (valid during the call) */
 } px_sweep_progress;
@@ -38,14 +38,24 @@ typedef struct {
   double restart_s;      /* lost to each failure besides the work since the last checkpoint */
   bool ckpt_async;       /* checkpoints cost their host snapshot, the write going on behind (run --ckpt-async) */
   int threads;           /* 0: one per core */
-  int64_t part, parts;   /* evaluate candidates i with i % parts == part (MPI split) */
+  int64_t part, parts;   /* evaluate part `part` of `parts` (MPI split): the candidates i with i % parts == part,
+                            with keep those whose bound key k (sim/bound.h) has k % parts == part, so that
+                            plans sharing block templates are bounded in one part */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
+  bool front;            /* with keep: the report's plots exact too: every plan is compiled (fit and peak exact)
+                            and, beside the first keep, the best of each tp x pp (the heatmap) and every plan
+                            that can be on the memory/throughput Pareto front is simulated; the other plans
+                            that fit are pruned, shown by their bound (entry.bounded) */
   int64_t keep;          /* > 0: only the first keep of the ranking (and the refinement's 8) must be exact,
-                            so a plan whose score's lower bound (px_sim_step_bound_s) keeps it out of them
-                            is not simulated but pruned (what the ranking prints is the same), and past
-                            the first keep entries the comm-free twin is not run (comm_exposed_s,
-                            step_time_comm_free_s 0); 0: every plan that fits is simulated whole */
-  /* called after each candidate compiled and each plan simulated, from the sweep's threads one at a time */
+                            so a plan whose score's lower bound keeps it out of them is pruned (what the
+                            ranking prints is the same): before it is compiled by its bounds (sim/bound.h:
+                            a memory floor that cannot fit drops it, a score floor past the keep-th best
+                            prunes it, fitting or not), once compiled by the simulator's
+                            (px_sim_step_bound_s); and past the first keep entries the comm-free twin is not
+                            run (comm_exposed_s, step_time_comm_free_s 0); 0: every plan is compiled and
+                            every one that fits simulated whole */
+  /* called as candidates go through the sweep's passes (each counted once, in the pass that takes them all)
+   * and plans are simulated, from the sweep's threads one at a time */
   void (*progress)(void *ctx, const px_sweep_progress *p);
   void *progress_ctx;
   /* When set, only plans admit() accepts are kept (a framework's rule, sweep --runnable-by): the others,
@@ -75,8 +85,13 @@ struct px_sweep_entry {
   px_sim_result sim;      /* what `parallax sim` reports for the plan (no per-stage detail: stages NULL) */
   uint64_t peak_bytes;    /* the largest stage */
   uint64_t at_peak[PX_MEM_COUNT];
-  bool peak_partial;      /* dropped by a pruned sweep (opts.keep) at its first stage found not to fit: the
-                             peak is that stage's; px_sweep_complete makes the printed ones whole */
+  bool peak_partial;      /* dropped by a pruned sweep (opts.keep) at its first stage found not to fit, or by
+                             its memory floor before a compile: the peak is that stage's, or the floor;
+                             px_sweep_complete makes the printed ones whole */
+  bool bounded;           /* pruned with opts.front: fits, not simulated; sim and train hold the bound's figures
+                             (step_time_s no more than the simulation's, tokens_per_s and mfu no less) */
+  bool fit_unknown;       /* pruned by its bound before it was compiled (opts.keep): whether it fits is not
+                             known, no offload is chosen and the peak is a floor */
   px_train_time train;
   double score;           /* by the objective: lower is better */
 };
@@ -86,8 +101,10 @@ typedef struct {
   int64_t n;
   px_sweep_entry *dropped; /* valid plans that do not fit (peak memory only), enumeration order */
   int64_t ndropped;
-  px_sweep_entry *pruned;  /* plans that fit but were not simulated (opts.keep; memory only), enumeration order */
+  px_sweep_entry *pruned;  /* plans not simulated as their bound keeps them out of the best opts.keep, enumeration
+                              order: those that fit (memory only), and those never compiled (fit_unknown) */
   int64_t npruned;
+  int64_t unsized;         /* of those, the ones never compiled */
   int64_t enumerated, invalid, dropped_memory, simulated;
   px_parallel first_invalid; /* the first plan refused (invalid > 0): px_parallel_validate says why */
   int64_t excluded;        /* valid plans opts.admit refused */
@@ -105,8 +122,10 @@ void px_sweep_merge(px_sweep_result *r, px_sweep_entry *entries, int64_t n, px_s
                     px_sweep_entry *pruned, int64_t npruned, px_objective obj);
 /* Refines the leaders' ZeRO-3 prefetch; then, for a pruned sweep (opts.keep),
  * simulates the pruned plans the best plan's ZeRO and precision alternatives
- * (below) name, so that they are those of the sweep that prunes nothing,
- * compiles whole the dropped ones they name (their peaks), and runs the
+ * (below) name, so that they are those of the sweep that prunes nothing
+ * (compiling first, offload chosen, those never compiled), compiles whole
+ * the dropped ones they name (their peaks), with opts.front simulates what
+ * the heatmap's cells and the Pareto front still need, and runs the
  * comm-free twins of the first keep. px_sweep_run does it for one process; a
  * split sweep calls it once its parts are merged. */
 px_status px_sweep_complete(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_result *r,

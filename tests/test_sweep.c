@@ -218,18 +218,23 @@ static void test_pruned_same_ranking(void) {
     CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &all, &err), PX_OK);
     o.keep = 5;
     CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &pruned, &err), PX_OK);
-    CU_ASSERT(pruned.npruned > 0 && all.npruned == 0);
-    CU_ASSERT_EQUAL(pruned.simulated + pruned.npruned, all.simulated);
-    CU_ASSERT_EQUAL(pruned.dropped_memory, all.dropped_memory);
-    /* the same plans dropped, with the same offload tried; a peak cut short at the first stage found
-     * not to fit is that stage's, at most the whole plan's */
+    CU_ASSERT(pruned.npruned > 0 && all.npruned == 0 && all.unsized == 0);
+    CU_ASSERT(pruned.unsized > 0 && pruned.unsized <= pruned.npruned);
+    /* every valid plan once: simulated, pruned (fitting, or never compiled) or dropped; the fitting ones
+     * and the dropped ones of the whole sweep's */
+    CU_ASSERT_EQUAL(pruned.n + pruned.npruned + pruned.ndropped, all.n + all.ndropped);
+    CU_ASSERT(pruned.n + pruned.npruned - pruned.unsized <= all.n && pruned.ndropped <= all.ndropped);
+    /* the plans dropped are dropped by the whole sweep too, with the same offload tried; a peak cut short
+     * (the first stage found not to fit, or the memory floor before any compile) is at most the whole plan's */
     int64_t partial = 0;
-    for (int64_t i = 0; i < pruned.ndropped && i < all.ndropped; i++) {
-      const px_sweep_entry *p = &pruned.dropped[i], *q = &all.dropped[i];
-      CU_ASSERT(p->index == q->index && p->par.offload_opt == q->par.offload_opt &&
-                p->par.offload_params == q->par.offload_params);
+    for (int64_t i = 0, j = 0; i < pruned.ndropped; i++) {
+      const px_sweep_entry *p = &pruned.dropped[i];
+      while (j < all.ndropped && all.dropped[j].index < p->index) j++;
+      CU_ASSERT_FATAL(j < all.ndropped && all.dropped[j].index == p->index);
+      const px_sweep_entry *q = &all.dropped[j];
+      CU_ASSERT(p->par.offload_opt == q->par.offload_opt && p->par.offload_params == q->par.offload_params);
       CU_ASSERT(p->peak_partial ? p->peak_bytes <= q->peak_bytes : p->peak_bytes == q->peak_bytes);
-      CU_ASSERT(!q->peak_partial);
+      CU_ASSERT(!q->peak_partial && !p->fit_unknown);
       partial += p->peak_partial;
     }
     CU_ASSERT(partial > 0);
@@ -267,6 +272,85 @@ static void test_pruned_same_ranking(void) {
     px_sweep_result_free(&all);
     px_sweep_result_free(&pruned);
   }
+}
+
+/* Whether entry e of r (exact) is on the Pareto front of r's simulated plans: no other uses less memory and runs faster. */
+static bool on_front(const px_sweep_result *r, const px_sweep_entry *e) {
+  for (int64_t j = 0; j < r->n; j++)
+    if (r->entries[j].peak_bytes < e->peak_bytes && r->entries[j].sim.tokens_per_s > e->sim.tokens_per_s) return false;
+  return true;
+}
+
+/* The entry of r (simulated or pruned) with enumeration index i, or NULL. */
+static const px_sweep_entry *entry_of(const px_sweep_result *r, int64_t i) {
+  for (int64_t j = 0; j < r->n; j++)
+    if (r->entries[j].index == i) return &r->entries[j];
+  for (int64_t j = 0; j < r->npruned; j++)
+    if (r->pruned[j].index == i) return &r->pruned[j];
+  return NULL;
+}
+
+/* A sweep for the plots (opts.front) compiles every plan and simulates the best keep, the best of each tp x
+ * pp and the plans that can be on the memory/throughput Pareto front; the others are shown by their bound.
+ * Against the sweep that simulates every plan: the same plans fit with the same peaks, the same top, the
+ * same best of each cell and the same front; a bounded plan is faster at its bound than simulated, on no
+ * front; split in parts and merged, the same again. Llama 3 8B on 8 H100s. */
+static void test_front_exact(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-8b", "dgx-h100", 8, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 32, o.fixed.mbs = 1, o.fixed.recompute = PX_RECOMPUTE_NONE;
+  o.threads = 2;
+  px_err err = {0};
+  px_sweep_result all, front, part[2];
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &all, &err), PX_OK);
+  o.keep = 5, o.front = true;
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &front, &err), PX_OK);
+  for (int k = 0; k < 2; k++) { /* in two parts, merged and completed */
+    o.part = k, o.parts = 2;
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &part[k], &err), PX_OK);
+  }
+  int64_t ne = part[0].n + part[1].n, nd = part[0].ndropped + part[1].ndropped, np = part[0].npruned + part[1].npruned;
+  px_sweep_entry *e = calloc((size_t)ne + 1, sizeof *e), *d = calloc((size_t)nd + 1, sizeof *d), *p = calloc((size_t)np + 1, sizeof *p);
+  memcpy(e, part[0].entries, (size_t)part[0].n * sizeof *e), memcpy(e + part[0].n, part[1].entries, (size_t)part[1].n * sizeof *e);
+  memcpy(d, part[0].dropped, (size_t)part[0].ndropped * sizeof *d);
+  memcpy(d + part[0].ndropped, part[1].dropped, (size_t)part[1].ndropped * sizeof *d);
+  memcpy(p, part[0].pruned, (size_t)part[0].npruned * sizeof *p), memcpy(p + part[0].npruned, part[1].pruned, (size_t)part[1].npruned * sizeof *p);
+  o.part = 0, o.parts = 1;
+  px_sweep_merge(&part[0], e, ne, d, nd, p, np, o.objective);
+  CU_ASSERT_EQUAL_FATAL(px_sweep_complete(&m, &c, &o, &part[0], &err), PX_OK);
+  for (int v = 0; v < 2; v++) {
+    const px_sweep_result *r = v ? &part[0] : &front;
+    CU_ASSERT(r->npruned > r->n && r->unsized == 0);         /* most shown by their bound, every plan compiled */
+    CU_ASSERT_EQUAL(r->n + r->npruned, all.n);               /* the same plans fit ... */
+    CU_ASSERT_EQUAL(r->ndropped, all.ndropped);              /* ... and do not */
+    same_top(&all, r, 5);
+    int64_t fronts = 0;
+    for (int64_t i = 0; i < all.n; i++) {
+      const px_sweep_entry *x = &all.entries[i], *y = entry_of(r, x->index);
+      CU_ASSERT_FATAL(y != NULL);
+      CU_ASSERT_EQUAL(y->peak_bytes, x->peak_bytes);
+      if (y->bounded) {
+        CU_ASSERT(y->sim.tokens_per_s >= x->sim.tokens_per_s && y->sim.step_time_s <= x->sim.step_time_s);
+        CU_ASSERT(!on_front(&all, x)); /* nothing on the front is left at its bound */
+      } else {
+        CU_ASSERT(y->sim.step_time_s == x->sim.step_time_s);
+        CU_ASSERT_EQUAL(on_front(r, y), on_front(&all, x));
+        fronts += on_front(r, y);
+      }
+      /* the best of each tp x pp is simulated */
+      bool best = true;
+      for (int64_t j = 0; j < all.n && best; j++)
+        if (all.entries[j].par.tp == x->par.tp && all.entries[j].par.pp == x->par.pp &&
+            all.entries[j].sim.tokens_per_s > x->sim.tokens_per_s)
+          best = false;
+      if (best) CU_ASSERT(!y->bounded);
+    }
+    CU_ASSERT(fronts >= 3);
+  }
+  px_sweep_result_free(&all), px_sweep_result_free(&front), px_sweep_result_free(&part[0]), px_sweep_result_free(&part[1]);
 }
 
 /* Failure model by hand: 1024 H100s, MTBF 50,677 h per GPU -> M = 178,161 s;
@@ -523,6 +607,7 @@ int main(void) {
       {"fixed flags stay fixed; the memory objective", test_fixed_flags},
       {"split in parts and merged: same ranking", test_parts_merge},
       {"pruned by the bound: the same top plans and alternatives, every objective, split or not", test_pruned_same_ranking},
+      {"a sweep for the plots: the top, the heatmap's bests and the Pareto front exact, split or not", test_front_exact},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
       {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
       {"re-planned for fewer ranks: the global batch, sequence and precision kept", test_replan_fewer_ranks},

@@ -7,14 +7,16 @@ px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
 
 args=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
-PX_PROGRESS_INTERVAL_S=0.05 "$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" 2>"$tmp/progress.txt" ||
-  fail "sweep table"
+"$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" || fail "sweep table"
+# (the progress of a sweep long enough to report: every plan simulated)
+PX_PROGRESS_INTERVAL_S=0.05 "$px" sweep "${args[@]}" -k 5 --no-prune >/dev/null 2>"$tmp/progress.txt" ||
+  fail "sweep --no-prune with progress"
 grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
 # the header says which precisions were searched and what MFU is over
 grep -q "^  precisions searched: bf16, fp8; MFU over the bf16 dense peak (989 TFLOP/s)" "$tmp/table.txt" ||
   fail "sweep header: $(sed -n 2p "$tmp/table.txt")"
 # progress on stderr without a terminal: a line every interval (PX_PROGRESS_INTERVAL_S; 5 s by default)
-grep -qE '^parallax sweep: [0-9]+ of [0-9]+ plans compiled, [0-9]+ simulated' "$tmp/progress.txt" ||
+grep -qE '^parallax sweep: [0-9]+ of [0-9]+ plans checked, [0-9]+ simulated' "$tmp/progress.txt" ||
   fail "no progress lines without a terminal: $(head -3 "$tmp/progress.txt")"
 grep -qE ', best so far [0-9.]+ [KM]? ?tokens/s \(tp[0-9]+ ' "$tmp/progress.txt" ||
   fail "the progress lines never name the best so far: $(tail -2 "$tmp/progress.txt")"
@@ -24,13 +26,47 @@ grep -q "GPU-hours" "$tmp/table.txt" || fail "no time to train columns"
 grep -q "^Precision (best plan, fp8): bf16 -[0-9.]*% tokens/s" "$tmp/table.txt" || fail "no precision line: $(tail -3 "$tmp/table.txt")"
 
 # the table prunes plans its top K rules out by their bound, and says how many: the same table as --no-prune's
-grep -q "fit but cannot make the top 5 (bound)" "$tmp/table.txt" || fail "no pruned count: $(sed -n 2p "$tmp/table.txt")"
+grep -q "fit but cannot make the top 5 (bound)" "$tmp/table.txt" || fail "no pruned count: $(grep "plans enumerated" "$tmp/table.txt")"
 # (one micro-batch size, no recomputation: 1,225 plans fit)
 "$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t1.txt" || fail "sweep table, one process"
 "$px" sweep "${args[@]}" -k 5 -b 1 -r none --no-prune >"$tmp/all.txt" || fail "sweep --no-prune"
 grep -q "(bound)" "$tmp/all.txt" && fail "--no-prune pruned"
 diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tmp/all.txt") ||
   fail "the pruned table differs from --no-prune's"
+
+# The docs' questions, a few dimensions fixed to keep them short (DeepSeek-V3, Llama 3 405B at 131K tokens, GPT-3
+# 175B, the demo's Llama 3 70B by cost, Mixtral): the table pruned by the bounds, most plans never compiled, is
+# --no-prune's.
+qs=("-m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 4 -p 16 -z 1 -P fp8"
+  "-m llama3-405b -c dgx-h100 -g 16384 -s 131072 -B 128 -t 8 -p 16 -z 1 -S -P bf16"
+  "-m gpt3-175b -c dgx-a100 -g 1024 -B 1536 -t 8 -p 8"
+  "-m llama3-70b -c dgx-h100 -g 512 -B 512 -t 8 -p 4 -n 15T -u 2.5 -y cost"
+  "-m mixtral-8x7b -c dgx-h100 -g 64 -s 4096 -B 256 -t 2 -z 1 -P bf16")
+for q in "${qs[@]}"; do
+  # shellcheck disable=SC2086
+  { "$px" sweep $q -k 10 >"$tmp/q.txt" && "$px" sweep $q -k 10 --no-prune >"$tmp/qa.txt"; } || fail "sweep $q"
+  diff <(sed '/plans enumerated/d' "$tmp/q.txt") <(sed '/plans enumerated/d' "$tmp/qa.txt") >/dev/null || fail "sweep $q: the pruned table differs from --no-prune's"
+  grep -q "whether they fit or not (bound before compiling)" "$tmp/q.txt" || fail "sweep $q: nothing pruned before compiling"
+done
+
+# --plot (and --report) simulate only the best 50, each heatmap cell's best and the plans that can be on the Pareto
+# front, and show the rest at their bound: the heatmap, the front, sweep.json and every simulated row are
+# --no-prune's, and every other row's tokens/s bound is at least what --no-prune simulates for it.
+"$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fp" >"$tmp/fp.txt" 2>&1 || fail "sweep --plot: $(cat "$tmp/fp.txt")"
+"$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fa" --no-prune >/dev/null 2>&1 || fail "sweep --plot --no-prune"
+grep -q "fit, shown by their bound" "$tmp/fp.txt" || fail "sweep --plot bounded nothing: $(sed -n 2p "$tmp/fp.txt")"
+cmp -s "$tmp/fp/heatmap.dat" "$tmp/fa/heatmap.dat" || fail "sweep --plot: heatmap.dat differs from --no-prune's"
+jq -e --slurpfile a "$tmp/fa/sweep.json" '.plans == $a[0].plans and .zero_choice == $a[0].zero_choice' \
+  "$tmp/fp/sweep.json" >/dev/null || fail "sweep --plot: sweep.json's plans differ from --no-prune's"
+awk 'FNR == 1 { f++ } /^#/ { next }
+  f == 1 { key = $1; for (i = 2; i <= 10; i++) key = key " " $i; row = key; for (i = 11; i <= 14; i++) row = row " " $i
+           full[row] = 1; tps[key] = tps[key] " " $11; if ($14 == 1) front[row] = 1; next }
+  { key = $1; for (i = 2; i <= 10; i++) key = key " " $i; row = key; for (i = 11; i <= 14; i++) row = row " " $i
+    if ($16 == 1) { if (!(row in full)) { print "simulated row not --no-prune'"'"'s: " row; bad = 1 } if ($14 == 1) seen[row] = 1 }
+    else { n = split(tps[key], t, " "); ok = 0; for (i = 1; i <= n; i++) ok = ok || t[i] <= $11 * 1.000001
+           if (!ok || $14 != 0) { print "bound row below --no-prune'"'"'s or on the front: " row; bad = 1 } } }
+  END { for (r in front) if (!(r in seen)) { print "front row missing: " r; bad = 1 } exit bad }' \
+  "$tmp/fa/plans.dat" "$tmp/fp/plans.dat" >"$tmp/rows.txt" || fail "sweep --plot: plans.dat: $(head -3 "$tmp/rows.txt")"
 
 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
 grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
@@ -96,13 +132,26 @@ elif command -v mpirun >/dev/null; then
   mpirun -np 2 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/two.json" 2>"$tmp/mpi.err" || fail "mpirun sweep: $(cat "$tmp/mpi.err")"
   diff <(grep -v '"restart_s"' "$tmp/one.json") <(grep -v '"restart_s"' "$tmp/two.json") >/dev/null ||
     fail "mpirun -np 2 ranking differs from one process"
-  # the table prunes by the bound in each rank's part: the same table (all but the counts line) whatever N
-  for n in 2 3; do
+  # the table prunes by the bound in each rank's part: the same table (all but the counts line) whatever N, up to
+  # two nodes' worth of ranks here (4, on 2 cores)
+  for n in 2 3 4; do
     mpirun -np $n "$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t$n.txt" 2>"$tmp/mpi.err" ||
       fail "mpirun -np $n sweep: $(cat "$tmp/mpi.err")"
     diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tmp/t$n.txt") >/dev/null ||
       fail "mpirun -np $n table differs from one process"
   done
+  # ... and a MoE question split in 4, its parts by the plans' bound keys
+  # shellcheck disable=SC2086
+  mpirun -np 4 "$px" sweep ${qs[0]} -k 10 -x 1 >"$tmp/ds4.txt" 2>"$tmp/mpi.err" || fail "mpirun -np 4 sweep: $(cat "$tmp/mpi.err")"
+  # shellcheck disable=SC2086
+  "$px" sweep ${qs[0]} -k 10 >"$tmp/ds1.txt" || fail "sweep ${qs[0]}"
+  diff <(sed '/plans enumerated/d' "$tmp/ds1.txt") <(sed '/plans enumerated/d' "$tmp/ds4.txt") >/dev/null || fail "mpirun -np 4 MoE table differs from one process"
+  # ... and the plots split in 2: the same heatmap and sweep.json as --no-prune's
+  mpirun -np 2 "$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fp2" -x 1 >/dev/null 2>"$tmp/mpi.err" ||
+    fail "mpirun -np 2 sweep --plot: $(cat "$tmp/mpi.err")"
+  cmp -s "$tmp/fp2/heatmap.dat" "$tmp/fa/heatmap.dat" || fail "mpirun -np 2 sweep --plot: heatmap.dat differs"
+  jq -e --slurpfile a "$tmp/fa/sweep.json" '.plans == $a[0].plans' "$tmp/fp2/sweep.json" >/dev/null ||
+    fail "mpirun -np 2 sweep --plot: sweep.json's plans differ"
 else
   fail "mpirun not installed"
 fi
@@ -161,7 +210,7 @@ sed -n 2p "$tmp/f.csv" | grep -q ',"--tp 2 --pp 1 --zero 1 ' || fail "csv row ha
 
 # --vary prunes as a plain sweep does (each value's best is --no-prune's) and says which value it is at
 vary=(-m llama3-8b -c dgx-h100 -g 8 -B 32 -z 3 --vary gpu.hbm_gib=40,80 --json)
-PX_PROGRESS_INTERVAL_S=0.01 "$px" sweep "${vary[@]}" >"$tmp/vp.json" 2>"$tmp/vp.err" || fail "sweep --vary: $(cat "$tmp/vp.err")"
+PX_PROGRESS_INTERVAL_S=0.001 "$px" sweep "${vary[@]}" >"$tmp/vp.json" 2>"$tmp/vp.err" || fail "sweep --vary: $(cat "$tmp/vp.err")"
 "$px" sweep "${vary[@]}" --no-prune >"$tmp/vn.json" 2>/dev/null || fail "sweep --vary --no-prune"
 jq -e '.points | all(.sweep.counts.simulated < .sweep.counts.fit)' "$tmp/vp.json" >/dev/null ||
   fail "sweep --vary did not prune: $(jq -c '[.points[].sweep.counts]' "$tmp/vp.json")"
