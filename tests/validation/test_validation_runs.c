@@ -4,7 +4,9 @@
  * Table 4, NVIDIA's NeMo and Megatron-Bridge tables and TorchTitan's
  * benchmarks printed beside the simulation, their bands guarding against
  * regressions. Each row's data and source: the tests/data CSV each test
- * names (its header says where the figures come from and how they ran). */
+ * names (its header says where the figures come from and how they ran).
+ * Every row's error is also a run of its validated error band
+ * (tests/validation/bands.h, PX_VALIDATION_BANDS). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "sim/sim.h"
 #include "tests/testplan.h"
 #include "tests/testutil.h"
+#include "tests/validation/bands.h"
 
 /* One step of a published run's plan as the validations run it (no comm-free twin). */
 static void sim_row(const px_plan *plan, px_sim_result *r) {
@@ -238,6 +241,7 @@ static void test_megatron_table1(void) {
               tp, pp, gpus, mbs, vpp, tflops, sim_j, doc_pct(ej, b[0]), sim_tflops, doc_pct(e, b[1]), sim_e,
               doc_pct(ee, b[2]));
     err_add(&rng_j, ej), err_add(&rng_e, ee), err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, ej, "Megatron-LM SC'21"));
     CU_ASSERT(ej > -0.20 && ej < 0.20);
     CU_ASSERT(ee > -0.10 && ee < 0.10); /* the validation: the runs' own era's GEMMs, every row within 10% */
     sum_abs_e += ee < 0 ? -ee : ee;
@@ -351,6 +355,7 @@ static void test_korthikanti2022(void) {
               doc_count(gpus, b[0]), pub_s, pre, doc_pct(e, b[1]), era, doc_pct(ee, b[2]));
     }
     err_add(&rng, e), err_add(&rng_e, ee), err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, "Korthikanti et al. 2022"));
     /* SC'21's bands, one standard for both validations (measured: preset
      * +6.6% to +17.5%, mean 11.3%; 2020 GEMM -8.2% to +4.5%, mean 3.9%) */
     CU_ASSERT(e > -0.20 && e < 0.20);
@@ -432,6 +437,7 @@ static void test_llama3_table4(void) {
     size_t k = strlen(errs);
     snprintf(errs + k, sizeof errs - k, "%s%s", rows ? ", " : "", doc_pct(e, b[2]));
     err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, "Llama 3 paper"));
     /* pessimistic to -20%: at 16,384 GPUs 16 micro-batches run on 16 stages, whose interleaved bubble
      * Meta cut with schedule changes this plan does not make (the paper's Section 3.3.2) */
     CU_ASSERT(e > -0.20 && e < 0.40);
@@ -517,6 +523,7 @@ static void test_megatron_bridge_h100(void) {
      * fails a row that turns 10% pessimistic */
     CU_ASSERT(e > -0.10 && e < (old ? 0.65 : 0.45));
     err_add(&errs[old], e), err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, old ? "NeMo 24.07" : "Megatron-Bridge"));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -649,6 +656,7 @@ static void test_torchtitan_h100(void) {
     if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
     prev_table = table, prev_compile = compiled, prev_pub = tokens, prev_sim = sim;
     err_add(&errs, e), err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, "torchtitan"));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
