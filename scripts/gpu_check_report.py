@@ -25,14 +25,23 @@ def load(path):
         return None
 
 
-def load_summary_line(path):
+def load_last(path):
     """run --json's output: a JSON object a step, then the run's summary last."""
     try:
         with open(path) as f:
-            lines = [l for l in f.read().splitlines() if l.strip()]
-        return json.loads(lines[-1]) if lines else None
-    except (OSError, ValueError):
+            text = f.read()
+    except OSError:
         return None
+    dec, pos, last = json.JSONDecoder(), 0, None
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            return last
+        try:
+            last, pos = dec.raw_decode(text, pos)
+        except ValueError:
+            return None
 
 
 def write(path, text):
@@ -119,7 +128,7 @@ def runs_of(work, meta):
     runs = []
     for m in meta.get("models", "").split():
         base = os.path.join(work, "runs", m)
-        run = load_summary_line(base + ".run.json")
+        run = load_last(base + ".run.json")
         preset, cal, cmp = (load(base + s) for s in (".sim-preset.json", ".sim-calibrated.json", ".compare.json"))
         r = {"model": m, "plan": meta.get("plan", ""), "steps": meta.get("steps")}
         if run:
