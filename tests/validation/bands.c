@@ -41,3 +41,9 @@ px_status px_test_bands_read(FILE *fp, const char *name, px_bands *b, px_err *er
   }
   return PX_OK;
 }
+
+void px_test_err_add(px_test_err_range *a, double e) {
+  if (!a->n || e < a->min) a->min = e;
+  if (!a->n || e > a->max) a->max = e;
+  a->sum += e, a->n++;
+}

@@ -19,6 +19,15 @@
  * written. */
 bool px_test_band(const px_plan *plan, double err_frac, const char *validation);
 
+/* The spread of a validation's errors: their sum, least, greatest and count. */
+typedef struct {
+  double sum, min, max;
+  int n;
+} px_test_err_range;
+
+/* Adds one error to a. */
+void px_test_err_add(px_test_err_range *a, double e);
+
 /* The rows of fp, each added to b (px_bands_add). Errors name the line. */
 px_status px_test_bands_read(FILE *fp, const char *name, px_bands *b, px_err *err);
 

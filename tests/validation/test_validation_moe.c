@@ -212,17 +212,6 @@ static void test_deepgemm_grouped(void) {
 
 /* ---- Megatron-Bridge's MoE rows on H100 (tests/data/megatron_bridge_h100_moe.csv) ---- */
 
-typedef struct {
-  double sum, min, max;
-  int n;
-} err_range;
-
-static void err_add(err_range *a, double e) {
-  if (!a->n || e < a->min) a->min = e;
-  if (!a->n || e > a->max) a->max = e;
-  a->sum += e, a->n++;
-}
-
 /* Each published row beside the simulated tokens/s a GPU on dgx-h100 with
  * its recipe's settings (the CSV's header): dispatcher, routing (force-
  * balanced: uniform, the busiest rank's rows the mean; token drop: every
@@ -235,7 +224,7 @@ static void test_megatron_bridge_moe(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[512];
   int rows = 0;
-  err_range all = {0}, by_dispatch[PX_MOE_DISPATCH_COUNT] = {{0}};
+  px_test_err_range all = {0}, by_dispatch[PX_MOE_DISPATCH_COUNT] = {{0}};
   fprintf(stderr, "\n  %-8s %-15s %5s %-6s %2s %2s %2s %3s %-8s %-6s %2s  %9s %9s %7s  %s\n", "release", "model",
           "gpus", "prec", "tp", "pp", "vp", "ep", "dispatch", "route", "ov", "tok/s pub", "tok/s sim", "error", "fits");
   while (fgets(line, sizeof line, fp)) {
@@ -286,7 +275,7 @@ static void test_megatron_bridge_moe(void) {
      * kernels are all modelled, within 10% */
     CU_ASSERT(e > -0.15 && e < 2.5);
     if (p.precision == PX_PREC_BF16) CU_ASSERT(fabs(e) < 0.10);
-    err_add(&all, e), err_add(&by_dispatch[p.moe_dispatch], e);
+    px_test_err_add(&all, e), px_test_err_add(&by_dispatch[p.moe_dispatch], e);
     const char *source = strcmp(release, "card") ? "Megatron-Bridge" : "NVIDIA's Qwen3-30B-A3B case study";
     CU_ASSERT(px_test_band(&plan, e, source));
     rows++;
