@@ -32,7 +32,8 @@ quick() {
 block_of() { awk -v n="$1" '$1 == "<!--" && $2 == "generated:" && $3 == n { on = $4 == "BEGIN"; next } on' "$2"; }
 
 generate() {
-  local px=$1 tests=$2 home tmp suite f st=0
+  local px tests=$2 home tmp suite f st=0
+  px=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: the quick start runs in a directory of its own
   home=$(cd "${PARALLAX_HOME:-$(dirname "$0")/..}" && pwd) # absolute: the links below name it
   "$px" help --markdown
   tmp=$(mktemp -d)
@@ -63,7 +64,9 @@ generate() {
     export PARALLAX_HOME=$tmp/home
     quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
     quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
-    quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5
+    mkdir "$tmp/work" && cd "$tmp/work" || exit 1 # sweep -o writes best.json here, export reads it
+    quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5 -o best.json
+    quick export "$px" export -f best.json --to megatron
   ) || st=1
   rm -rf "$tmp"
   return "$st"
