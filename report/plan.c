@@ -51,8 +51,9 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");
   else
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
-  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
-          (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq, prec,
+  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
+          (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
+          (long long)p->seq, prec,
           px_recompute_names[p->recompute], px_attention_names[p->attention],
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
   if (p->zero >= 2)

@@ -49,8 +49,8 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
   char a[64], b[64], c[64], d[64], mfu[96];
   px_sim_mfu m;
   px_sim_mfu_of(plan, r->step_time_s, &m);
-  fprintf(out, "backend %s, %lld ranks (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s, %.3g model TFLOP/s per "
-          "GPU, %s of %s\n", r->backend, (long long)plan->grid.world, (long long)plan->par.tp, (long long)plan->par.pp,
+  fprintf(out, "backend %s, %lld rank%s (tp %lld pp %lld dp %lld): %s per step, %.0f tokens/s, %.3g model TFLOP/s per "
+          "GPU, %s of %s\n", r->backend, (long long)plan->grid.world, plan->grid.world == 1 ? "" : "s", (long long)plan->par.tp, (long long)plan->par.pp,
           (long long)plan->par.dp, px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s, m.model_tflops_per_gpu,
           px_report_mfu_text(m.mfu, m.peak_dtype, m.mfu_precision, m.precision_dtype, mfu, sizeof mfu),
           plan->cluster.name);
