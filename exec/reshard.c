@@ -217,6 +217,9 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
     st = px_err_set(err, PX_ERR_INPUT, "%s: a checkpoint of another model (model hash 0x%016" PRIx64
                     ", this plan's 0x%016" PRIx64 "): its states fit only a plan of the same model", r->manifest,
                     r->man.model_hash, mh);
+  char why[256];
+  if (!st && !px_param_layout_defined(to, why, sizeof why))
+    st = px_err_set(err, PX_ERR_INPUT, "no checkpoint can be written for this plan: %s", why);
   if (!st) st = rebuild_old_plan(r, err);
   if (!st && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "

@@ -8,6 +8,7 @@
 
 #include "exec/contract.h"
 #include "exec/env.h"
+#include "exec/params.h"
 
 const char *const px_support_names[PX_SUPPORT_COUNT] = {"no", "yes", "widened"};
 _Static_assert(sizeof px_support_names / sizeof px_support_names[0] == PX_SUPPORT_COUNT, "support names");
@@ -35,7 +36,7 @@ static px_support executor_runs(const px_plan *plan, const px_op *op, char *why,
                               "them yet", m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
   if ((px_op_is_moe(k) || (k == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) &&
       (par->tp > 1 || plan->grid.etp > 1 || par->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
-       m->expert_groups > 0 || (par->ep > 1 && par->zero > 0)))
+       m->expert_groups > 0 || !px_param_layout_defined(plan, NULL, 0)))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no "
                               "capacity factor or expert groups and, with ep > 1, ZeRO-0 (sequence-sharded routing "
                               "under TP, expert tensor parallelism, token dropping, group-limited routing and expert "

@@ -11,7 +11,7 @@
 # the re-split shard), and reshard takes fp8's recipe and base from the
 # checkpoint unless --fp8-recipe / --fp8-base say otherwise. Refused with exit 2, the file and the reason: another
 # model, a corrupt shard, a checkpoint that records no plan, --to the --from
-# directory. Every mpirun is bounded by `timeout`.
+# directory, a plan whose states have no layout (ZeRO with ep > 1). Every mpirun is bounded by `timeout`.
 set -u
 px=$1
 src=$2
@@ -118,6 +118,8 @@ refused "another model" "ck/manifest.json: a checkpoint of another model" \
 refused "another model, by run --resume" "a checkpoint of another model" \
   timeout -s KILL 60 mpirun -np 2 "$px" run --backend cpu -m tiny -d 2 -B 8 --steps 6 --ckpt "$d/ck" --resume
 refused "--to the --from directory" "is the --from directory" "$px" reshard --from "$d/ck" --to "$d/ck/" -d 2 -B 8
+refused "ZeRO with experts over 2 ranks" "no checkpoint can be written for this plan: ZeRO-1 with --ep 2" \
+  "$px" reshard --from "$tmp/ep-to-pp/ck" --to "$tmp/x" -m tiny-moe -d 2 --ep 2 -z 1 --moe-imbalance 2
 cp -r "$d/ck" "$tmp/bad"
 printf 'X' | dd of="$tmp/bad/shard-5.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
 refused "a corrupt shard" "bad/shard-5.bin: corrupt (stored checksum" \
