@@ -23,7 +23,7 @@ typedef struct {
 } px_opt;
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
-       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD,
+       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
@@ -73,6 +73,9 @@ static const px_opt opts[] = {
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16|fp8 (16-bit: fp32 master weights; fp8: the layers' GEMMs)"},
     {"fp8-recipe", required_argument, OPT_FP8_RECIPE, PX_OPT_PLAN, "R", "fp8 scaling: delayed (default) | current | blockwise"},
     {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8: the dtype of all but the fp8 GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
+    {"fp8-params", no_argument, OPT_FP8_PARAMS, PX_OPT_PLAN, NULL,
+     "fp8: the GEMMs' weights held in fp8 only, no bf16 copy, ZeRO's parameter all-gathers in fp8 (Megatron-LM's "
+     "fp8_param_gather; planned and simulated, the executors refuse it)"},
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
@@ -329,6 +332,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         st = parse_enum("fp8-recipe", optarg, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err);
         break;
       case OPT_FP8_BASE: st = parse_enum("fp8-base", optarg, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err); break;
+      case OPT_FP8_PARAMS: p->fp8_params = 1; break;
       case OPT_ATTENTION:
         st = parse_enum("attention", optarg, px_attention_names, PX_ATTN_COUNT, &p->attention, err);
         break;

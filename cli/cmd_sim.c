@@ -20,7 +20,9 @@ static const char usage[] =
     "tokens/s, model TFLOP/s per GPU, MFU against the GPU's dense bf16 peak (and against the peak\n"
     "of the plan's precision where that is another: fp8's), HFU, pipeline bubble, time in TP/PP/DP\n"
     "communication and how much of it is exposed, where the step goes (forward, backward,\n"
-    "recomputation, optimizer, bubble, exposed communication by kind) and memory per GPU.\n"
+    "recomputation, optimizer, bubble, exposed communication by kind), memory per GPU, and how far\n"
+    "to trust it: the errors the validation tests found on published runs of the same GPU family,\n"
+    "precision and kind of model (dense or MoE), or that none validates it.\n"
     "--trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the memory, timeline\n"
     "and scaling plots.\n\n";
 
@@ -45,7 +47,13 @@ int px_cmd_sim(int argc, char **argv) {
   }
   px_replan_fit fits[PX_CLI_NEAREST];
   int nfits = 0;
+  px_bands bands;
+  if ((st = px_bands_load(NULL, &bands, &err))) {
+    px_plan_free(&plan);
+    return px_cli_fail(st, &err);
+  }
   if (!plan.fits && (st = px_replan_nearest(&m, &c, &plan.par, fits, PX_CLI_NEAREST, &nfits, &err))) {
+    px_bands_free(&bands);
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
@@ -56,10 +64,11 @@ int px_cmd_sim(int argc, char **argv) {
   double wall = px_clock_s() - t0;
   if (!st) {
     if (a.trace_file) st = px_report_trace(&r, a.trace_file, &err);
-    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r, fits, nfits), &err);
-    else if (!st) px_report_sim_text(&plan, &r, fits, nfits, wall, stdout);
+    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r, fits, nfits, &bands), &err);
+    else if (!st) px_report_sim_text(&plan, &r, fits, nfits, wall, &bands, stdout);
     px_sim_result_free(&r);
   }
+  px_bands_free(&bands);
   bool fits_mem = plan.fits;
   px_plan_free(&plan);
   return st ? px_cli_fail(st, &err) : fits_mem ? 0 : PX_EXIT_NOFIT;

@@ -51,7 +51,7 @@ static px_status gather(const px_exec_module *x, px_sweep_result *r, px_objectiv
 /* sweep --vary FIELD=V1,V2,...: the sweep on a copy of the cluster with each
  * value set (px_cluster_set_field), the best plan of each reported. */
 static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, const px_sweep_opts *o,
-                      px_report_progress *prog, px_err *err) {
+                      px_report_progress *prog, const px_bands *bands, px_err *err) {
   const char *eq = strchr(a->vary, '=');
   char field[128];
   if (!eq || eq == a->vary || !eq[1] || (size_t)(eq - a->vary) >= sizeof field)
@@ -89,7 +89,7 @@ static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, 
   }
   if (!st) {
     if (a->json)
-      st = px_json_print_free(px_report_vary_json(m, o, field, pts, n), err);
+      st = px_json_print_free(px_report_vary_json(m, o, field, pts, n, bands), err);
     else
       px_report_vary_text(m, o, field, pts, n, stdout);
   }
@@ -170,19 +170,26 @@ int px_cmd_sweep(int argc, char **argv) {
                                   "parallax sweep --vary: one process, and --json or --plot DIR for its output (not "
                                   "--csv, --report, -o or mpirun)"),
                        &err);
+  px_bands bands; /* the validated error bands its outputs print (sim/bands.h) */
+  if ((st = px_bands_load(NULL, &bands, &err))) return px_cli_fail(st, &err);
 #if PX_HAVE_EXEC
   /* MPI comes with the executor, loaded only for a split sweep */
   const px_exec_module *x = NULL;
   if (mpi) {
-    if (!(x = px_cli_exec(&err))) return px_cli_fail(err.status, &err);
+    if (!(x = px_cli_exec(&err))) {
+      px_bands_free(&bands);
+      return px_cli_fail(err.status, &err);
+    }
     x->mpi_init(false, &rank, &size, NULL);
   }
 #else
-  if (mpi)
+  if (mpi) {
+    px_bands_free(&bands);
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT,
                                   "parallax was built without the executor (PX_EXEC=OFF): a sweep split under mpirun "
                                   "is not available; run it as one process"),
                        &err);
+  }
 #endif
   px_sweep_opts o;
   px_sweep_opts_init(&o);
@@ -225,7 +232,8 @@ int px_cmd_sweep(int argc, char **argv) {
 
   if (a.vary) {
     px_alloc_keep_freed();
-    st = vary(&a, &m, &c, &o, &prog, &err);
+    st = vary(&a, &m, &c, &o, &prog, &bands, &err);
+    px_bands_free(&bands);
     return st ? px_cli_fail(st, &err) : 0;
   }
   px_sweep_result r;
@@ -254,12 +262,12 @@ int px_cmd_sweep(int argc, char **argv) {
     if (!st && a.save_plan && r.n > 0) st = px_report_plan_file(a.save_plan, &m, &c, &r.entries[save_rank - 1].par, &err);
     if (!st && a.csv_file) st = px_report_sweep_csv(a.csv_file, &m, &c, &r, &err);
     const char *dir = a.report_dir ? a.report_dir : a.plot_dir;
-    if (!st && dir && r.n > 0) st = px_report_sweep_dir(dir, a.report_dir != NULL, &m, &c, &o, &r, &err);
+    if (!st && dir && r.n > 0) st = px_report_sweep_dir(dir, a.report_dir != NULL, &m, &c, &o, &r, &bands, &err);
     if (!st) {
       if (a.json) {
-        st = px_json_print_free(px_report_sweep_json(&m, &c, &o, &r, r.n), &err);
+        st = px_json_print_free(px_report_sweep_json(&m, &c, &o, &r, r.n, &bands), &err);
       } else {
-        px_report_sweep_text(&m, &c, &o, &r, top, wall, threads * size, stdout);
+        px_report_sweep_text(&m, &c, &o, &r, top, wall, threads * size, &bands, stdout);
         if (a.report_dir) printf("\nreport: %s/index.html\n", a.report_dir);
         else if (a.plot_dir) printf("\nplots: %s/*.png, *.svg\n", a.plot_dir);
         if (a.save_plan && r.n == 0) {
@@ -282,6 +290,7 @@ int px_cmd_sweep(int argc, char **argv) {
     }
   }
   px_sweep_result_free(&r);
+  px_bands_free(&bands);
 #if PX_HAVE_EXEC
   if (mpi) x->mpi_finalize();
 #endif

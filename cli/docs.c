@@ -89,9 +89,12 @@ static px_status model_table(px_err *err) {
         snprintf(experts + k, sizeof experts - (size_t)k, ", %lld shared", (long long)m.shared_experts);
     }
     if (m.kv_lora_rank > 0) snprintf(attention, sizeof attention, "latent (MLA), %lld MTP", (long long)m.mtp_layers);
-    if (m.sliding_window > 0)
-      snprintf(attention, sizeof attention, "window %lld on even layers%s", (long long)m.sliding_window,
-               m.attention_sinks ? ", sinks" : "");
+    if (m.qk_norm) snprintf(attention, sizeof attention, "q/k norms");
+    if (m.sliding_window > 0) {
+      char win[80];
+      px_model_window_desc(&m, win, sizeof win);
+      snprintf(attention, sizeof attention, "%s%s", win, m.attention_sinks ? ", sinks" : "");
+    }
     printf("| `%s` | %s | %s | %lld | %lld | %lld / %lld | %s | %lld | %lld | %s, %s, %s | %s | %s |\n", names[i],
            commas(p.total, total), active, (long long)m.layers, (long long)m.hidden, (long long)m.heads,
            (long long)m.kv_heads, ffn, (long long)m.vocab, (long long)m.seq_len, px_norm_names[m.norm],

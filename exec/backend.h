@@ -35,6 +35,7 @@ typedef struct {
   int64_t seq;           /* tokens of a sequence */
   double dropout;        /* probability */
   double norm_eps, rope_theta;
+  int64_t sliding_window; /* keys a windowed layer's query sees, up to its own (ops flagged PX_OPF_WINDOW); 0 none */
   bool layernorm;        /* else RMSNorm */
   bool router_sigmoid;   /* mixture of experts: sigmoid scores, else a softmax */
   bool norm_topk_prob;   /* ... the top-k weights renormalised */
@@ -103,6 +104,12 @@ struct px_exec_op {
   int64_t adam_t;
   double *sumsq_out;
 };
+
+/* The keys up to its own that a query of the op sees: the model's window on
+ * a windowed layer's attention ops (PX_OPF_WINDOW), 0 (all of them) otherwise. */
+static inline int64_t px_exec_window(const px_exec_op *e) {
+  return e->op->flags & PX_OPF_WINDOW ? e->env->sliding_window : 0;
+}
 
 /* The op's midway reduction (px_op_comm.reduce); nothing without one. */
 static inline px_status px_exec_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {

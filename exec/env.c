@@ -8,7 +8,8 @@ px_status px_env_init(px_env *v, const px_plan *plan, int64_t tp_rank, int64_t c
   const px_model *m = &plan->model;
   const px_parallel *par = &plan->par;
   *v = (px_env){.slots = plan->slots, .heads = m->heads, .seq = plan->seq, .dropout = m->dropout,
-                .norm_eps = m->norm_eps, .rope_theta = m->rope_theta, .layernorm = m->norm == PX_NORM_LAYERNORM,
+                .norm_eps = m->norm_eps, .rope_theta = m->rope_theta, .sliding_window = m->sliding_window,
+                .layernorm = m->norm == PX_NORM_LAYERNORM,
                 .router_sigmoid = m->router == PX_ROUTER_SIGMOID, .norm_topk_prob = m->norm_topk_prob,
                 .aux_loss_coef = m->aux_loss_coef, .act_dtype = plan->act_dtype, .weight_dtype = plan->param_dtype,
                 .grad_dtype = plan->grad_dtype, .master_weights = px_parallel_mixed(par),

@@ -1100,7 +1100,7 @@ static px_status init_owned(px_exec *x, px_err *err) {
     uint64_t si = hi > lo ? shard_index(x, u, lo) : 0;
     x->owned[i] = (px_optim_range){.grad = hi > lo ? owned_grad(x, u, lo) : NULL, .n = hi - lo, .at = si,
                                    .model_at = par->zero == 3 ? si : lo, .matrix = is_matrix(sl),
-                                   .counted = counts_once(x, i), .partial = par->sp && par->tp > 1 && sl->sp_partial};
+                                   .counted = counts_once(x, i), .partial = par->tp > 1 && sl->sp_partial};
   }
   return PX_OK;
 }

@@ -32,7 +32,7 @@ typedef struct {
   uint64_t model_at; /* its place in the model's parameters (the device's, or the host's shard) */
   bool matrix;       /* weight decay applies (not to vectors: norms, biases) */
   bool counted;      /* this rank counts it in the gradient norm (each element once over the ranks) */
-  bool partial;      /* a partial sum over the TP ranks (SP's replicated parameters): completed first */
+  bool partial;      /* a partial sum over the TP ranks (px_slot.sp_partial: SP's norms, q/k norms): completed first */
 } px_optim_range;
 
 /* Where the interpreter keeps the states the optimizer updates. */

@@ -18,9 +18,10 @@ px_support px_support_op(px_backend *be, const px_env *v, const px_op *op, char 
   return be->supports_op ? be->supports_op(be, &e, why, cap) : PX_SUPPORT_YES;
 }
 
-/* What the executor runs on any backend: no latent attention, no sliding
- * windows or sinks, and mixture of experts in the one layout its
- * interpreter and kernels have. */
+/* What the executor runs on any backend: no latent attention, no sinks or
+ * per-head q/k norms, and mixture of experts in the one layout its
+ * interpreter and kernels have (sliding windows: the backend's say, from the
+ * ops' PX_OPF_WINDOW). */
 static px_support executor_runs(const px_plan *plan, const px_op *op, char *why, size_t cap) {
   const px_model *m = &plan->model;
   const px_parallel *par = &plan->par;
@@ -29,9 +30,9 @@ static px_support executor_runs(const px_plan *plan, const px_op *op, char *why,
   if (m->kv_lora_rank > 0 && flash)
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "multi-head latent attention is planned and simulated; the executors do not run it yet");
-  if ((m->sliding_window > 0 || m->attention_sinks) && (flash || px_op_family_of(k) == PX_FAM_ATTENTION))
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "sliding-window attention and attention sinks (%s) are planned "
-                              "and simulated; the attention kernels do not have them yet", m->name);
+  if ((m->attention_sinks || m->qk_norm) && (flash || px_op_family_of(k) == PX_FAM_ATTENTION))
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s (%s) are planned and simulated; the executors do not run "
+                              "them yet", m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
   if ((px_op_is_moe(k) || (k == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) &&
       (par->tp > 1 || plan->grid.etp > 1 || par->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
        m->expert_groups > 0 || (par->ep > 1 && par->zero > 0)))
@@ -61,6 +62,10 @@ static void ask(px_backend *be, const px_plan *plan, const px_env *v, const px_o
 }
 
 px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
+  if (plan->par.fp8_params > 0) /* the whole plan: its weights are not what the executors hold */
+    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: fp8 weights (`fp8_params`) are planned "
+                      "and simulated only; the executors keep the weights in the parameters' dtype and cast them for "
+                      "the fp8 GEMMs (hint: without `fp8_params`)", be->name);
   refusals r = {.nkinds = 0};
   px_env v;
   bool *seen[PX_BLOCK_KIND_COUNT] = {0};

@@ -17,6 +17,7 @@ static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L,
   o->in[0] = R(L->scores, 0);
   o->out[0] = R(L->probs, 0);
   o->dim[0] = d->B * d->HQ, o->dim[1] = d->S;
+  if (d->window > 0) o->flags |= PX_OPF_WINDOW; /* the scores' GEMMs stay whole: Megatron's unfused path */
   px_bld_elementwise(o, (double)(d->B * d->HQ * d->S * d->S), (double)(d->B * d->HQ * d->S * d->S), (double)d->e);
   if (d->drop)
     px_bld_dropout(b, d, ph, R(L->probs_drop, 0), R(L->attn_mask, 0), R(L->probs, 0), NOREF, d->HQ, d->S, d->S, 1, 0);
@@ -60,24 +61,49 @@ void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->w_kv_up = px_bld_param(p, d, "kv_up_w", d->HKV * d->Dn + d->VW, d->KL, false, false);
 }
 
-/* RMSNorm of a latent (width columns) and its backward. */
-static void latent_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref rstd, px_ref x, int w,
+/* RMSNorm of rows of width columns (MLA's latents: B S rows; q/k norms: a row per token and head) and its
+ * backward. */
+static void latent_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref rstd, px_ref x, int w, int64_t rows,
                         int64_t width) {
   px_op *o = px_bld_op(b, PX_OP_NORM, PX_STREAM_COMPUTE, ph);
   o->in[0] = x, o->in[1] = R(w, 0);
   o->out[0] = y, o->out[1] = rstd;
-  o->dim[0] = d->B * d->S, o->dim[1] = width;
-  px_bld_elementwise(o, (double)(d->B * d->S * width), (double)(d->B * d->S * width), (double)d->e);
+  o->dim[0] = rows, o->dim[1] = width;
+  px_bld_elementwise(o, (double)(rows * width), (double)(rows * width), (double)d->e);
 }
 
 static void latent_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x, px_ref rstd, int w,
-                            int64_t width) {
+                            int64_t rows, int64_t width) {
   px_op *o = px_bld_op(b, PX_OP_NORM_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dy, o->in[1] = x, o->in[2] = rstd, o->in[4] = R(w, 0);
   o->out[0] = dx, o->out[1] = R(px_bld_grad_of(b->p, w), 0);
   o->flags = PX_OPF_ACCUMULATE;
-  o->dim[0] = d->B * d->S, o->dim[1] = width;
-  px_bld_elementwise(o, (double)(3 * d->B * d->S * width), (double)(d->B * d->S * width), (double)d->e);
+  o->dim[0] = rows, o->dim[1] = width;
+  px_bld_elementwise(o, (double)(3 * rows * width), (double)(rows * width), (double)d->e);
+}
+
+/* ---- per-head q/k norms (Qwen3; Megatron's qk_layernorm) ----
+ *
+ * An RMSNorm of each head's query and key (head_dim wide, one weight of
+ * head_dim for the query heads and one for the key heads, replicated over
+ * TP: each TP rank's heads give part of its gradient, summed over TP with
+ * the optimizer's) between the q/k projection and RoPE; the projection's
+ * outputs are kept for the norms' backward. The executors refuse it
+ * (planned and simulated only). */
+
+void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
+  L->q_pre = L->k_pre = L->qh_rstd = L->kh_rstd = L->w_q_head_norm = L->w_k_head_norm = -1;
+  if (!d->qk_norm) return;
+  L->q_pre = px_bld_slot(p, "q_pre", PX_SLOT_ACT, d->act, d->B, d->S, d->HQ, d->D);
+  L->k_pre = px_bld_slot(p, "k_pre", PX_SLOT_ACT, d->act, d->B, d->S, d->HKV, d->D);
+  L->qh_rstd = px_bld_slot(p, "q_head_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, d->B * d->S * d->HQ, 1, 1, 1);
+  L->kh_rstd = px_bld_slot(p, "k_head_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, d->B * d->S * d->HKV, 1, 1, 1);
+  int *w[] = {&L->w_q_head_norm, &L->w_k_head_norm};
+  const char *names[] = {"q_head_norm_w", "k_head_norm_w"};
+  for (int i = 0; i < 2; i++) {
+    *w[i] = px_bld_param(p, d, names[i], d->D, 1, true, false);
+    p->slots[*w[i]].sp_partial = p->slots[px_bld_grad_of(p, *w[i])].sp_partial = d->T > 1;
+  }
 }
 
 /* q, k, v from the norm's output x (B S rows). */
@@ -85,13 +111,13 @@ static void mla_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
   int64_t rows = d->B * d->S, H = d->H;
   if (d->QL > 0) {
     px_linear(b, d, ph, x, L->w_q_down, -1, R(L->q_lat, 0), NOREF, NOREF, rows, d->QL, 0, 0, H);
-    latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, d->QL);
+    latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, rows, d->QL);
     px_linear(b, d, ph, R(L->q_latn, 0), L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, d->QL);
   } else {
     px_linear(b, d, ph, x, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, H);
   }
   px_linear(b, d, ph, x, L->w_kv_down, -1, R(L->kv_lat, 0), R(L->k_pe, 0), NOREF, rows, d->KL, d->Dr, 0, H);
-  latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, d->KL);
+  latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, rows, d->KL);
   px_linear(b, d, ph, R(L->kv_latn, 0), L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, rows, d->HKV * d->Dn, d->VW, 0,
             d->KL);
 }
@@ -108,7 +134,7 @@ static px_ref mla_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   if (d->T > 1) /* the latent's gradient: partial over the TP ranks' heads */
     px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dkv_latn, dkv_latn, rows * d->KL, rows * d->KL,
                 d->act, d->T);
-  latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, d->KL);
+  latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, rows, d->KL);
   px_linear_bwd(b, d, dx, x, x_shard, L->w_kv_down, -1, dkv_lat, NOREF, dk_pe, NOREF, rows, d->KL, d->Dr, 0, H, NULL);
   if (d->QL > 0) {
     px_ref dq_latn = R(px_bld_grad_slot(p, L->q_latn), 0), dq_lat = R(px_bld_grad_slot(p, L->q_lat), 0);
@@ -117,7 +143,7 @@ static px_ref mla_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
     if (d->T > 1)
       px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dq_latn, dq_latn, rows * d->QL, rows * d->QL,
                   d->act, d->T);
-    latent_norm_bwd(b, d, dq_lat, dq_latn, R(L->q_lat, 0), R(L->q_rstd, 0), L->w_q_norm, d->QL);
+    latent_norm_bwd(b, d, dq_lat, dq_latn, R(L->q_lat, 0), R(L->q_rstd, 0), L->w_q_norm, rows, d->QL);
     return px_linear_bwd(b, d, dx, x, x_shard, L->w_q_down, -1, dq_lat, NOREF, NOREF, NOREF, rows, d->QL, 0, 0, H,
                          &sharded);
   }
@@ -186,6 +212,7 @@ static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->in[0] = a.q, o->in[1] = a.k, o->in[2] = a.v;
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
+  if (d->window > 0) o->flags |= PX_OPF_WINDOW;
   o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   px_bld_elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0,
                      (double)d->e);
@@ -210,7 +237,7 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_op *o = px_bld_op(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
-  o->flags = PX_OPF_ACCUMULATE;
+  o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);
@@ -248,7 +275,7 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
   o = px_bld_op(b, PX_OP_SOFTMAX_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dprobs, o->in[1] = R(L->probs, 0);
   o->out[0] = dscores;
-  o->flags = PX_OPF_ACCUMULATE;
+  o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0);
   o->dim[0] = B * d->HQ, o->dim[1] = S;
   px_bld_elementwise(o, (double)(2 * B * d->HQ * S * S), (double)(B * d->HQ * S * S), (double)d->e);
   o = px_bld_op(b, PX_OP_ATTN_SCORES_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
@@ -261,10 +288,16 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
 
 void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x) {
   int64_t B = d->B, S = d->S, H = d->H, rows_full = B * S;
-  if (d->mla)
+  if (d->mla) {
     mla_forward(b, d, L, ph, x);
-  else
+  } else if (d->qk_norm) {
+    px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, R(L->q_pre, 0), R(L->k_pre, 0), R(L->v, 0), rows_full, d->QW, d->KW,
+              d->KW, H);
+    latent_norm(b, d, ph, R(L->q, 0), R(L->qh_rstd, 0), R(L->q_pre, 0), L->w_q_head_norm, rows_full * d->HQ, d->D);
+    latent_norm(b, d, ph, R(L->k, 0), R(L->kh_rstd, 0), R(L->k_pre, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
+  } else {
     px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
+  }
   if (d->rope) {
     px_op *o = px_bld_op(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
     o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
@@ -304,6 +337,12 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
+  }
+  if (d->qk_norm) { /* the norms' backward: the gradients of q and k as the projection made them */
+    px_ref dq_pre = R(px_bld_grad_slot(p, L->q_pre), 0), dk_pre = R(px_bld_grad_slot(p, L->k_pre), 0);
+    latent_norm_bwd(b, d, dq_pre, dq, R(L->q_pre, 0), R(L->qh_rstd, 0), L->w_q_head_norm, rows_full * d->HQ, d->D);
+    latent_norm_bwd(b, d, dk_pre, dk, R(L->k_pre, 0), R(L->kh_rstd, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
+    dq = dq_pre, dk = dk_pre;
   }
   px_ref ln1_full = px_linear_wgrad_input(b, d, px_fp8_twin(p, d, R(L->ln1, 0)), px_fp8_twin(p, d, R(L->ln1_full, 0)));
   px_ref dln1_part = R(px_bld_grad_slot(p, L->ln1_full), 0);

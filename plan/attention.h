@@ -24,12 +24,12 @@
  *               the context back (and the reverse in the backward).
  * The flash op's dims: B, query rows, query heads, kv heads, head dim, key
  * rows (over every ring step); its FLOPs those of the full rectangle (the
- * cost model takes the causal half), times attn_frac with sliding windows:
- * one layer block stands for every layer of a chunk, and a chunk holds as
- * many sliding as full layers (px_parallel_validate), so the mean is exact
- * per chunk. gpt-oss's sink logits (one per head, added to each row's
- * softmax denominator) are folded into the flash op: a row's one extra
- * exp against its keys', not costed apart. */
+ * cost model takes the causal half), times attn_frac on a sliding-window
+ * layer: its attended pairs over the causal pairs (px_attention_window_fraction),
+ * each windowed layer having blocks of its own (px_layer_block), so a chunk
+ * may hold any mix of windowed and full layers. gpt-oss's sink logits (one
+ * per head, added to each row's softmax denominator) are folded into the
+ * flash op: a row's one extra exp against its keys', not costed apart. */
 
 /* The tensors and shape the flash op works on. */
 typedef struct {
@@ -39,6 +39,9 @@ typedef struct {
 
 /* Multi-head latent attention's tensors and parameters in L (-1 without it). */
 void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L);
+
+/* The per-head q/k norms' tensors and parameters in L (-1 without them). */
+void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L);
 
 /* What the flash op reads and writes: with CP, the gathered or head-split tensors. */
 px_attn_view px_attn_view_of(const px_dims *d, const px_layer_slots *L);

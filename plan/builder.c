@@ -362,7 +362,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->Sl = p->seq_local;
   d->C = par->cp;
   d->cp_algo = (px_cp_algo)par->cp_algo;
-  d->attn_frac = px_model_attention_fraction(m, p->seq_cp);
+  d->attn_frac = 1.0; /* full attention; a windowed layer's blocks set window and attn_frac */
   if (m->experts > 0) {
     d->E = m->experts, d->EP = par->ep, d->El = px_plan_local_experts(p), d->K = m->experts_per_token;
     d->ETP = p->grid.etp;
@@ -396,6 +396,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->bias = m->bias;
   d->qkv_bias = m->qkv_bias || m->bias;
   d->par_res = m->parallel_residual;
+  d->qk_norm = m->qk_norm;
   d->flash = par->attention == PX_ATTN_FLASH;
   d->gelu_fused = par->gelu == PX_GELU_FUSED && !d->swiglu;
   d->act = p->act_dtype;
@@ -406,4 +407,5 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->f8_block = d->f8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
   d->f8_current = d->f8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
+  d->f8_params = d->f8 && par->fp8_params > 0;
 }

@@ -11,7 +11,7 @@
  *   NORM/NORM_BWD     rows, H
  *   LINEAR*           m, n (all outputs), k, widths of up to three split outputs
  *   ROPE, ATTN_*      B, S, heads_q, heads_kv, head_dim (ROPE: in place on q and k)
- *   SOFTMAX*          B x heads_q, S (causal rows)
+ *   SOFTMAX*          B x heads_q, S (causal rows; PX_OPF_WINDOW: within the sliding window)
  *   DROPOUT*          B, d1, d2, d3 (the tensor's shape), tp-sharded axis (0: none), site
  *   ADD/ACC/GELU*     elements, bias width (ADD)
  *   SWIGLU*           elements
@@ -44,12 +44,14 @@ typedef struct {
    * (R = ETP Rep) */
   int64_t E, El, K, EP, ETP, Fe, Fs, A, Rep, R;
   bool moe;         /* the block being built is a MoE layer's */
-  double attn_frac; /* sliding windows: the layers' mean attended pairs over the causal pairs (1 without) */
+  int64_t window;   /* the block being built is a sliding-window layer's: its window (0: full attention) */
+  double attn_frac; /* its attended pairs over the causal pairs (1 without a window) */
   px_moe_dispatch dispatch;
-  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused;
+  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused, qk_norm;
   px_dtype act, param, grad;
   uint64_t e;                           /* activation bytes per element */
   bool f8, f8_block, f8_current, zero3; /* precision fp8: the recipe's block scales / current scaling; ZeRO-3 */
+  bool f8_params;                       /* fp8: the weights held in fp8 (fp8_params) */
 } px_dims;
 
 typedef struct px_bld {
@@ -91,6 +93,8 @@ typedef struct {
   /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics, parameters */
   int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd;
   int w_q_down, w_q_norm, w_q_up, w_kv_down, w_kv_norm, w_kv_up;
+  /* per-head q/k norms (-1 otherwise): q and k as the linear layer makes them, the norms' statistics, weights */
+  int q_pre, k_pre, qh_rstd, kh_rstd, w_q_head_norm, w_k_head_norm;
 } px_layer_slots;
 
 int px_bld_slot(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, int64_t d0, int64_t d1, int64_t d2,

@@ -5,6 +5,8 @@
  * per-stage programs. */
 #include "plan/compile.h"
 
+#include <stdlib.h>
+
 #include "plan/fp8.h"
 #include "plan/layer.h"
 #include "plan/linear.h"
@@ -164,6 +166,32 @@ static void p2p(px_bld *b, const px_dims *d, px_op_kind kind, px_ref r, int buf)
   if (kind == PX_OP_RECV) px_bld_keep(b, r);
 }
 
+/* A layer's forward and backward blocks (px_layer_block of d's kind). A zero-bubble schedule's backward is two
+ * blocks: B (input gradients; it keeps what the linear layers' weight gradients read) and W, made once (with_w:
+ * this layer kind's W; a MoE layer has none, refused, and a windowed layer's W is the full one's). */
+static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer_slots *L, px_recompute rc,
+                         bool with_w) {
+  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, false), PX_STREAM_COMPUTE);
+  px_layer_forward(b, d, L, PX_PHASE_FWD, true);
+  px_layer_keep_saved(b, d, L, rc);
+  px_bld_finish(b);
+  px_bld wb = {.failed = false};
+  px_block other = {0}; /* the W of a windowed layer, the same as the full one's: built and dropped */
+  bool split = px_parallel_split_w(&p->par) && !d->moe;
+  if (split) px_bld_begin(&wb, p, PX_BLOCK_LAYER_BWD_W, PX_STREAM_COMPUTE);
+  if (split && !with_w) wb.b = &other;
+  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, true), PX_STREAM_COMPUTE);
+  b->w = split ? &wb : NULL;
+  px_layer_backward(b, d, L, rc);
+  px_bld_keep(b, R(px_bld_grad_slot(p, L->x), 0));
+  px_bld_finish(b);
+  if (split) {
+    px_bld_finish(&wb);
+    b->failed |= wb.failed;
+  }
+  free(other.ops), free(other.frees), free(other.allocs);
+}
+
 px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_dims d;
   px_dims_make(p, &d);
@@ -174,37 +202,19 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_recompute rc = (px_recompute)p->par.recompute;
   px_bld b = {.failed = false};
 
-  px_bld_begin(&b, p, PX_BLOCK_LAYER_FWD, PX_STREAM_COMPUTE);
-  px_layer_forward(&b, &d, &L, PX_PHASE_FWD, true);
-  px_layer_keep_saved(&b, &d, &L, rc);
-  px_bld_finish(&b);
-
-  /* A zero-bubble schedule's backward is two blocks: B (input gradients;
-   * it keeps what the linear layers' weight gradients read) and W. */
-  px_bld wb = {.failed = false};
-  bool split = px_parallel_split_w(&p->par);
-  if (split) px_bld_begin(&wb, p, PX_BLOCK_LAYER_BWD_W, PX_STREAM_COMPUTE);
-  px_bld_begin(&b, p, PX_BLOCK_LAYER_BWD, PX_STREAM_COMPUTE);
-  b.w = split ? &wb : NULL;
-  px_layer_backward(&b, &d, &L, rc);
-  px_bld_keep(&b, R(px_bld_grad_slot(p, L.x), 0));
-  px_bld_finish(&b);
-  if (split) {
-    px_bld_finish(&wb);
-    b.failed |= wb.failed;
-  }
-  if (p->model.experts > 0) { /* mixture-of-experts layers: the same with the router and experts for the MLP */
-    px_dims dm = d;
-    dm.moe = true;
-    px_bld_begin(&b, p, PX_BLOCK_MOE_FWD, PX_STREAM_COMPUTE);
-    px_layer_forward(&b, &dm, &L, PX_PHASE_FWD, true);
-    px_layer_keep_saved(&b, &dm, &L, rc);
-    px_bld_finish(&b);
-    px_bld_begin(&b, p, PX_BLOCK_MOE_BWD, PX_STREAM_COMPUTE);
-    px_layer_backward(&b, &dm, &L, rc);
-    px_bld_keep(&b, R(px_bld_grad_slot(p, L.x), 0));
-    px_bld_finish(&b);
-  }
+  /* the layers' blocks: dense or mixture-of-experts, with full or sliding-window attention, those the model has
+   * (the dense full-attention ones always: the plan's readers take a layer's activations from them) */
+  bool kinds[2][2] = {{true}};
+  for (int64_t l = 0; l < p->model.layers; l++)
+    kinds[px_model_layer_is_sliding(&p->model, l)][px_model_layer_is_moe(&p->model, l)] = true;
+  for (int window = 0; window < 2; window++)
+    for (int moe = 0; moe < 2; moe++) {
+      if (!kinds[window][moe]) continue;
+      px_dims dl = d;
+      dl.moe = moe, dl.window = window ? p->model.sliding_window : 0;
+      dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
+      layer_blocks(&b, p, &dl, &L, rc, !window);
+    }
 
   px_bld_begin(&b, p, PX_BLOCK_EMBED_FWD, PX_STREAM_COMPUTE);
   b.loads_inputs = true;
@@ -268,7 +278,8 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   o->coll = PX_COLL_ALLREDUCE;
   px_bld_finish(&b);
   px_bld_begin(&b, p, PX_BLOCK_OPTIMIZER, PX_STREAM_COMPUTE);
-  if (d.sp) { /* norm and position gradients are partial sums over sequence shards */
+  if (d.sp || (d.qk_norm && d.T > 1)) { /* norm and position gradients: partial sums over sequence shards (SP) or
+                                           heads (q/k norms) */
     o = px_bld_op(&b, PX_OP_ALLREDUCE, PX_STREAM_TP, PX_PHASE_OPT);
     o->group = PX_GROUP_TP;
     o->coll = PX_COLL_ALLREDUCE;

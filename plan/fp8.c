@@ -59,7 +59,8 @@ void px_fp8_weight_cast(px_bld *b, const px_dims *d, px_phase ph, int w) {
   c->in[0] = R(w, 0);
   c->dim[0] = (int64_t)b->p->slots[w].elems;
   c->flags = px_fp8_flags(d);
-  c->bytes = (double)b->p->slots[w].elems * ((double)px_dtype_bytes(d->param) + 2.0);
+  /* read in the param dtype, the two fp8 copies written; fp8 weights: read in fp8, the transposed copy written */
+  c->bytes = (double)b->p->slots[w].elems * (d->f8_params ? 2.0 : (double)px_dtype_bytes(d->param) + 2.0);
 }
 
 void px_fp8_gemm(px_bld *b, const px_dims *d, px_op *o, int w) {

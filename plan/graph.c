@@ -26,10 +26,24 @@ PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp
               "replica", "cp", "ep", "edp", "etp");
 PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
               "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
-              "optimizer", "offload_grad", "fetch_param", "layer_bwd_w", "moe_fwd", "moe_bwd");
+              "optimizer", "offload_grad", "fetch_param", "layer_bwd_w", "moe_fwd", "moe_bwd", "layer_fwd_window",
+              "layer_bwd_window", "moe_fwd_window", "moe_bwd_window");
 
-bool px_block_is_layer_fwd(px_block_kind kind) { return kind == PX_BLOCK_LAYER_FWD || kind == PX_BLOCK_MOE_FWD; }
-bool px_block_is_layer_bwd(px_block_kind kind) { return kind == PX_BLOCK_LAYER_BWD || kind == PX_BLOCK_MOE_BWD; }
+bool px_block_is_layer_fwd(px_block_kind kind) {
+  return kind == PX_BLOCK_LAYER_FWD || kind == PX_BLOCK_MOE_FWD || kind == PX_BLOCK_LAYER_FWD_WINDOW ||
+         kind == PX_BLOCK_MOE_FWD_WINDOW;
+}
+bool px_block_is_layer_bwd(px_block_kind kind) {
+  return kind == PX_BLOCK_LAYER_BWD || kind == PX_BLOCK_MOE_BWD || kind == PX_BLOCK_LAYER_BWD_WINDOW ||
+         kind == PX_BLOCK_MOE_BWD_WINDOW;
+}
+
+px_block_kind px_layer_block(bool moe, bool window, bool bwd) {
+  static const px_block_kind kinds[2][2][2] = {
+      {{PX_BLOCK_LAYER_FWD, PX_BLOCK_LAYER_BWD}, {PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW}},
+      {{PX_BLOCK_MOE_FWD, PX_BLOCK_MOE_BWD}, {PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW}}};
+  return kinds[moe][window][bwd];
+}
 
 bool px_block_is_bwd(px_block_kind kind) {
   return px_block_is_layer_bwd(kind) || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||

@@ -187,7 +187,8 @@ typedef struct {
   uint8_t dtype; /* px_dtype */
   uint8_t role;  /* px_slot_role */
   bool tp_replicated; /* parameter identical on every TP rank (norms, biases of row-parallel layers) */
-  bool sp_partial;    /* replicated parameter whose gradient is a partial sum under SP */
+  bool sp_partial;    /* replicated parameter whose gradient is a partial sum over TP: its sequence shards under SP
+                         (norms, positions), its heads (q/k norms) */
   bool expert;        /* an expert's parameter (or its gradient): split over EP, reduced over EDP */
   bool fp8;           /* a parameter its GEMMs read in fp8 (precision fp8: a cached fp8 copy, px_plan_fp8_weight_elems) */
   int64_t shape[4];   /* unused dims are 1 */
@@ -242,6 +243,8 @@ enum {
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
   PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
+  PX_OPF_WINDOW = 1 << 11,   /* FLASH_ATTN(_BWD), SOFTMAX(_BWD): a query sees only the model's sliding_window
+                                tokens up to its own */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
@@ -278,6 +281,12 @@ typedef enum {
   PX_BLOCK_LAYER_BWD_W,  /* zero-bubble schedules: a layer's weight gradients (W), split from LAYER_BWD (B) */
   PX_BLOCK_MOE_FWD,      /* a mixture-of-experts layer's forward (its MLP is the router and experts) */
   PX_BLOCK_MOE_BWD,
+  /* sliding-window attention: the blocks of a windowed layer (px_model_layer_is_sliding), the same but for
+   * their attention's window (its ops flagged PX_OPF_WINDOW); a W block has no attention and serves both */
+  PX_BLOCK_LAYER_FWD_WINDOW,
+  PX_BLOCK_LAYER_BWD_WINDOW,
+  PX_BLOCK_MOE_FWD_WINDOW,
+  PX_BLOCK_MOE_BWD_WINDOW,
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -286,9 +295,11 @@ extern const char *const px_block_names[PX_BLOCK_KIND_COUNT];
 /* The blocks that compute (forward, backward, W) and those of the backward (B and W). */
 bool px_block_is_compute(px_block_kind kind);
 bool px_block_is_bwd(px_block_kind kind);
-/* A transformer layer's forward or backward, dense or mixture of experts. */
+/* A transformer layer's forward or backward, dense or mixture of experts, windowed or not. */
 bool px_block_is_layer_fwd(px_block_kind kind);
 bool px_block_is_layer_bwd(px_block_kind kind);
+/* The forward or backward block of a layer: dense or MoE, with a sliding window or not. */
+px_block_kind px_layer_block(bool moe, bool window, bool bwd);
 
 typedef struct {
   uint8_t kind;   /* px_block_kind */

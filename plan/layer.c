@@ -63,6 +63,7 @@ void px_layer_slots_make(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->b_qkv = d->qkv_bias && !d->mla ? px_bld_param(p, d, "qkv_b", qkv, 1, false, false) : -1;
   L->w_o = px_bld_param(p, d, "o_w", H, d->OW, false, false);
   px_attn_mla_slots(p, d, L);
+  px_attn_qk_norm_slots(p, d, L);
   L->b_o = d->bias ? px_bld_param(p, d, "o_b", H, 1, true, false) : -1;
   L->w_ln2 = px_bld_param(p, d, "ln2_w", H, 1, true, true);
   L->b_ln2 = d->layernorm ? px_bld_param(p, d, "ln2_b", H, 1, true, true) : -1;
@@ -170,7 +171,8 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2_full, 0))); /* the shared experts' */
   /* the MLP's: the dense one's, or the router's choice, the rows the local experts took and computed, the
    * outputs they returned, and the shared experts' */
-  int latent[] = {L->q_lat, L->q_latn, L->q_rstd, L->kv_lat, L->kv_latn, L->kv_rstd}; /* MLA's */
+  int latent[] = {L->q_lat, L->q_latn, L->q_rstd, L->kv_lat, L->kv_latn, L->kv_rstd, /* MLA's, the q/k norms' */
+                  L->q_pre, L->k_pre, L->qh_rstd, L->kh_rstd};
   for (size_t i = 0; i < sizeof latent / sizeof *latent; i++)
     if (latent[i] >= 0) px_bld_keep(b, R(latent[i], 0));
   int dense[] = {L->fc1, L->gate, L->up, L->act};

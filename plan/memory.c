@@ -79,7 +79,8 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
   return px_plan_reserve_bytes(p->mem[stage].peak_bytes) <= px_gpu_usable_bytes(&p->cluster.gpu);
 }
 
-void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, px_states *out) {
+void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
+                  px_states *out) {
   uint64_t pb = px_dtype_bytes(px_parallel_compute_dtype(par)), gb = px_dtype_bytes(px_parallel_grad_dtype(par));
   memset(out, 0, sizeof *out);
   out->opt_elems = par->zero >= 1 ? shard : flat;
@@ -87,8 +88,13 @@ void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_
   out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
-  if (par->precision == PX_PREC_FP8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed */
-    out->fp8_copy_bytes = 2 * fp8_elems;
+  bool f8 = par->precision == PX_PREC_FP8, primary = f8 && par->fp8_params > 0;
+  if (primary) { /* the fp8 weights: 1 byte, no 16-bit copy (ZeRO-3: the shard's) */
+    uint64_t held8 = par->zero >= 3 ? fp8_shard : fp8_elems;
+    b[PX_PLACE_GPU][PX_MEM_PARAMS] -= (held8 < out->params_elems ? held8 : out->params_elems) * (pb - 1);
+  }
+  if (f8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed (fp8 weights: the transposed) */
+    out->fp8_copy_bytes = (primary ? 1 : 2) * fp8_elems;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] += out->fp8_copy_bytes;
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {
@@ -105,7 +111,9 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   const px_program *prog = &p->programs[stage];
   uint64_t shard = 0;
   for (int32_t u = 0; u < prog->nunits; u++) shard += px_plan_unit_shard(p, &prog->units[u]);
-  px_states_of(par, prog->flat_elems, shard, px_plan_fp8_weight_elems(p, stage), out);
+  uint64_t shard8;
+  px_plan_fp8_unit_elems(p, stage, NULL, &shard8);
+  px_states_of(par, prog->flat_elems, shard, px_plan_fp8_weight_elems(p, stage), shard8, out);
 }
 
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {
@@ -114,6 +122,18 @@ uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {
   for (int32_t i = 0; i < prog->nparams; i++)
     if (p->slots[prog->params[i].slot].fp8) n += prog->params[i].elems;
   return n;
+}
+
+void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint64_t *shard8) {
+  const px_program *prog = &p->programs[stage];
+  if (u8) memset(u8, 0, (size_t)prog->nunits * sizeof *u8);
+  *shard8 = 0;
+  for (int32_t i = 0; i < prog->nparams; i++) {
+    const px_param_ref *r = &prog->params[i];
+    if (!p->slots[r->slot].fp8) continue;
+    if (u8) u8[r->unit] += r->elems;
+    *shard8 += r->elems / (uint64_t)px_plan_unit_ranks(p, &prog->units[r->unit]);
+  }
 }
 
 void px_plan_states(const px_plan *p, int64_t stage, px_states *out) { px_plan_states_for(p, &p->par, stage, out); }

@@ -30,15 +30,17 @@ typedef struct {
   uint64_t opt_elems;     /* the optimizer's elements: flat, or the shard (ZeRO >= 1) */
   uint64_t bytes[PX_PLACE_COUNT][PX_MEM_ACTIVATIONS];
   uint64_t fp8_copy_bytes; /* of bytes[GPU][PARAMS]: the cached fp8 copies, remade from the parameters
-                              every step, so not a state a checkpoint keeps */
+                              every step, so not a state a checkpoint keeps (with fp8_params: the transposed) */
 } px_states;
 void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
 /* The same for other choices of the plan's parallel settings (e.g. another offload). */
 void px_plan_states_for(const px_plan *plan, const px_parallel *par, int64_t stage, px_states *out);
 /* The rule it applies: the states of a rank holding `flat` elements of the
  * flat buffer, `shard` of them its ZeRO shard (and fp8_elems read by fp8
- * GEMMs), under par's ZeRO stage, offload and precision. */
-void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, px_states *out);
+ * GEMMs, fp8_shard of them in its shard: the fp8 weights ZeRO-3 holds with
+ * fp8_params), under par's ZeRO stage, offload and precision. */
+void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
+                  px_states *out);
 /* Precision fp8: the parameters of a stage (one rank's) whose GEMMs read an
  * fp8 copy (the transformer layers' linear weights and experts; not the
  * embedding, head, norms, biases, router or MLA's up-projections). Without
@@ -47,6 +49,10 @@ void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_
  * Transformer Engine caches them from the first micro-batch; ZeRO-3 casts
  * each gathered weight where it is used. */
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage);
+/* fp8 primary weights (fp8_params): those elements (px_plan_fp8_weight_elems) are the parameters themselves, 1
+ * byte each in place of the param dtype's (the copies left: the transposed one); of a unit, u8[u] of them, and of
+ * the rank's shard (ZeRO-3) *shard8 (each unit's u8 over its ranks). u8 may be NULL. */
+void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint64_t *shard8);
 /* Bytes of a place, over the three states. */
 uint64_t px_states_bytes(const px_states *s, px_place place);
 

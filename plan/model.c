@@ -85,6 +85,22 @@ static px_status model_validate_mla(const px_model *m, const char *file, px_err 
     return BAD("%s: field 'kv_heads': latent attention expands keys and values to every head (%lld), got %lld", file,
                (long long)m->heads, (long long)m->kv_heads);
   if (m->qkv_bias || m->bias) return BAD("%s: field 'qkv_bias': biases with kv_lora_rank are not supported", file);
+  if (m->qk_norm) return BAD("%s: field 'qk_norm': latent attention normalises its latents, not q and k", file);
+  return PX_OK;
+}
+
+/* Sliding-window attention's fields. */
+static px_status model_validate_window(const px_model *m, const char *file, px_err *err) {
+  if (m->sliding_window == 0) {
+    const char *set = m->window_layer_freq ? "window_layer_freq" : m->first_full_layers ? "first_full_layers" : NULL;
+    return set ? BAD("%s: field '%s' needs 'sliding_window' (sliding-window attention)", file, set) : PX_OK;
+  }
+  if (m->window_layer_freq < 1)
+    return BAD("%s: field 'window_layer_freq' is required with sliding_window: which layers have the window, every "
+               "n-th from the first (1: every layer, as Mistral; 2: layers 0, 2, 4, ..., as gpt-oss)", file);
+  if (m->first_full_layers >= m->layers)
+    return BAD("%s: field 'first_full_layers': %lld leaves none of the %lld layers to the sliding window", file,
+               (long long)m->first_full_layers, (long long)m->layers);
   return PX_OK;
 }
 
@@ -108,6 +124,7 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
   if (!(m->dropout >= 0.0 && m->dropout < 1.0))
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'dropout': %g is not in [0, 1)", file, m->dropout);
   px_status st = model_validate_moe(m, file, err);
+  if (!st) st = model_validate_window(m, file, err);
   return st ? st : model_validate_mla(m, file, err);
 }
 
@@ -171,12 +188,19 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_int(&c, root, "v_head_dim", false, 0, 65536, &m->v_head_dim, err));
   TRY(px_json_int(&c, root, "mtp_layers", false, 0, 1000, &m->mtp_layers, err));
   TRY(px_json_int(&c, root, "sliding_window", false, 0, (int64_t)1 << 24, &m->sliding_window, err));
+  TRY(px_json_int(&c, root, "window_layer_freq", false, 1, 100000, &m->window_layer_freq, err));
+  TRY(px_json_int(&c, root, "first_full_layers", false, 0, 100000, &m->first_full_layers, err));
   TRY(px_json_bool(&c, root, "attention_sinks", false, &m->attention_sinks, err));
+  TRY(px_json_bool(&c, root, "qk_norm", false, &m->qk_norm, err));
   return PX_OK;
 }
 
 /* The Hugging Face model types we read, and what their configs leave implicit. */
 typedef enum { HF_LLAMA, HF_NEOX, HF_GPT2 } hf_family;
+/* Which layers a config's sliding_window covers: none (the family has no window), every layer (Mistral,
+ * Mixtral), the layers after the first max_window_layers and only with use_sliding_window (Qwen), or
+ * every other one from layer 0 (gpt-oss); layer_types, where a config lists them, says it per layer. */
+typedef enum { HF_WINDOW_NONE, HF_WINDOW_ALL, HF_WINDOW_QWEN, HF_WINDOW_ALTERNATE } hf_window;
 typedef struct {
   const char *type;
   hf_family family;
@@ -184,22 +208,26 @@ typedef struct {
   bool moe;        /* reads the mixture-of-experts and latent-attention keys */
   bool norm_topk;  /* the top-k weights sum to 1 without a norm_topk_prob key (Mixtral, gpt-oss, DeepSeek-V3) */
   px_router router; /* without a scoring_func key */
-  bool gpt_oss;    /* biases on every linear layer, attention sinks, sliding_window on every other layer */
+  bool gpt_oss;    /* biases on every linear layer, attention sinks */
+  bool qk_norm;    /* a per-head RMSNorm of q and k (Qwen3) */
+  hf_window window;
+  int64_t window_default; /* the window without a sliding_window key (the family's configuration default) */
 } hf_type;
 
 /* Sources: each family's configuration_*.py and modeling_*.py in Hugging Face transformers. */
 static const hf_type hf_types[] = {
-    {"llama", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false},
-    {"mistral", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false},
-    {"qwen2", HF_LLAMA, true, false, false, PX_ROUTER_SOFTMAX, false},
-    {"mixtral", HF_LLAMA, false, true, true, PX_ROUTER_SOFTMAX, false},
-    {"qwen2_moe", HF_LLAMA, true, true, false, PX_ROUTER_SOFTMAX, false},
-    {"qwen3_moe", HF_LLAMA, false, true, false, PX_ROUTER_SOFTMAX, false},
-    {"deepseek_v2", HF_LLAMA, false, true, false, PX_ROUTER_SOFTMAX, false},
-    {"deepseek_v3", HF_LLAMA, false, true, true, PX_ROUTER_SIGMOID, false},
-    {"gpt_oss", HF_LLAMA, false, true, true, PX_ROUTER_SOFTMAX, true},
-    {"gpt_neox", HF_NEOX, false, false, false, PX_ROUTER_SOFTMAX, false},
-    {"gpt2", HF_GPT2, false, false, false, PX_ROUTER_SOFTMAX, false},
+    {"llama", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_NONE, 0},
+    {"mistral", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_ALL, 4096},
+    {"qwen2", HF_LLAMA, true, false, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_QWEN, 4096},
+    {"qwen3", HF_LLAMA, false, false, false, PX_ROUTER_SOFTMAX, false, true, HF_WINDOW_QWEN, 4096},
+    {"mixtral", HF_LLAMA, false, true, true, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_ALL, 0},
+    {"qwen2_moe", HF_LLAMA, true, true, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_QWEN, 4096},
+    {"qwen3_moe", HF_LLAMA, false, true, false, PX_ROUTER_SOFTMAX, false, true, HF_WINDOW_QWEN, 4096},
+    {"deepseek_v2", HF_LLAMA, false, true, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_NONE, 0},
+    {"deepseek_v3", HF_LLAMA, false, true, true, PX_ROUTER_SIGMOID, false, false, HF_WINDOW_NONE, 0},
+    {"gpt_oss", HF_LLAMA, false, true, true, PX_ROUTER_SOFTMAX, true, false, HF_WINDOW_ALTERNATE, 128},
+    {"gpt_neox", HF_NEOX, false, false, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_NONE, 0},
+    {"gpt2", HF_GPT2, false, false, false, PX_ROUTER_SOFTMAX, false, false, HF_WINDOW_NONE, 0},
 };
 #define HF_TYPES (sizeof hf_types / sizeof hf_types[0])
 
@@ -278,15 +306,55 @@ static px_status hf_moe(const cJSON *root, const char *file, const hf_type *t, p
     if (!attention_bias)
       return BAD("%s: field 'attention_bias': gpt_oss without attention biases is not supported", file);
     m->bias = m->attention_sinks = true;
-    TRY(px_json_int(&c, root, "sliding_window", false, 0, (int64_t)1 << 24, &m->sliding_window, err));
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-    int64_t l = 0;
-    for (const cJSON *x = lt && cJSON_IsArray(lt) ? lt->child : NULL; x; x = x->next, l++)
-      if (!cJSON_IsString(x) || strcmp(x->valuestring, px_model_layer_is_sliding(m, l) ? "sliding_attention"
-                                                                                      : "full_attention"))
-        return BAD("%s: field 'layer_types': only sliding_attention on even layers and full_attention on odd ones "
-                   "is supported (element %lld)", file, (long long)l);
   }
+  return PX_OK;
+}
+
+/* Sliding-window attention (t->window): the window, then which layers have it: layer_types where the config
+ * lists them ("sliding_attention" or "full_attention" per layer; transformers writes them since 4.53), else the
+ * family's rule. Our model has a leading run of full layers, then a window every n-th layer from the first:
+ * other patterns are refused naming the element that breaks it. */
+static px_status hf_window_layers(const cJSON *root, const char *file, const hf_type *t, px_model *m, px_err *err) {
+  px_json_ctx c = {file, ""};
+  px_status st;
+  if (t->window == HF_WINDOW_NONE) return PX_OK;
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+  m->sliding_window = w ? 0 : t->window_default; /* a null window is none */
+  if (w && !cJSON_IsNull(w)) TRY(px_json_int(&c, root, "sliding_window", true, 1, (int64_t)1 << 24, &m->sliding_window, err));
+  if (t->window == HF_WINDOW_QWEN) { /* Qwen2Config: sliding_window only with use_sliding_window */
+    bool use = false;
+    int64_t full = 28; /* max_window_layers' default */
+    TRY(px_json_bool(&c, root, "use_sliding_window", false, &use, err));
+    TRY(px_json_int(&c, root, "max_window_layers", false, 0, 100000, &full, err));
+    if (!use) m->sliding_window = 0;
+    m->first_full_layers = full < m->layers ? full : m->layers; /* all full: no window (below) */
+  }
+  m->window_layer_freq = t->window == HF_WINDOW_ALTERNATE ? 2 : 1;
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != m->layers)
+      return BAD("%s: field 'layer_types': expected an array of the %lld layers' attention types", file,
+                 (long long)m->layers);
+    int64_t l = 0, first = -1, second = -1;
+    for (const cJSON *x = lt->child; x; x = x->next, l++) {
+      bool sliding = cJSON_IsString(x) && !strcmp(x->valuestring, "sliding_attention");
+      if (!sliding && !(cJSON_IsString(x) && !strcmp(x->valuestring, "full_attention")))
+        return BAD("%s: field 'layer_types': element %lld is not \"sliding_attention\" or \"full_attention\"", file,
+                   (long long)l);
+      if (sliding && first >= 0 && second < 0) second = l;
+      if (sliding && first < 0) first = l;
+    }
+    m->first_full_layers = first >= 0 ? first : m->layers;
+    m->window_layer_freq = second >= 0 ? second - first : m->layers - m->first_full_layers;
+    l = 0;
+    for (const cJSON *x = lt->child; x && first >= 0 && m->sliding_window > 0; x = x->next, l++)
+      if (!strcmp(x->valuestring, "sliding_attention") != px_model_layer_is_sliding(m, l))
+        return BAD("%s: field 'layer_types': only full layers, then a sliding window every n-th layer from the first "
+                   "(layers %lld, %lld, ...) can be expressed; element %lld breaks it", file, (long long)first,
+                   (long long)(first + m->window_layer_freq), (long long)l);
+  }
+  if (m->sliding_window == 0 || m->first_full_layers >= m->layers) /* no layer has the window */
+    m->sliding_window = m->window_layer_freq = m->first_full_layers = 0;
   return PX_OK;
 }
 
@@ -324,7 +392,9 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
       TRY(px_json_bool(&c, root, "mlp_bias", false, &m->bias, err));
       TRY(px_json_num(&c, root, "rms_norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
       TRY(px_json_num(&c, root, "attention_dropout", false, 0.0, 0.99, &m->dropout, err));
+      m->qk_norm = t->qk_norm;
       if (t->moe) TRY(hf_moe(root, file, t, m, err));
+      TRY(hf_window_layers(root, file, t, m, err));
     } else {
       m->norm = PX_NORM_LAYERNORM;
       m->mlp = PX_MLP_GELU;
@@ -445,7 +515,12 @@ cJSON *px_model_to_json(const px_model *m) {
     px_json_add_num(o, "v_head_dim", (double)m->v_head_dim);
   }
   if (m->mtp_layers > 0) px_json_add_num(o, "mtp_layers", (double)m->mtp_layers);
-  if (m->sliding_window > 0) px_json_add_num(o, "sliding_window", (double)m->sliding_window);
+  if (m->sliding_window > 0) {
+    px_json_add_num(o, "sliding_window", (double)m->sliding_window);
+    px_json_add_num(o, "window_layer_freq", (double)m->window_layer_freq);
+    if (m->first_full_layers > 0) px_json_add_num(o, "first_full_layers", (double)m->first_full_layers);
+  }
+  if (m->qk_norm) cJSON_AddBoolToObject(o, "qk_norm", true);
   if (m->attention_sinks) cJSON_AddBoolToObject(o, "attention_sinks", true);
   cJSON_AddStringToObject(o, "source", m->source);
   return o;
@@ -481,6 +556,7 @@ static void layer_parts_count(const px_model *m, bool weights_only, layer_parts 
     if (all && m->bias) p->attention += h;
   }
   if (all && m->attention_sinks) p->attention += H;
+  if (all && m->qk_norm) p->attention += 2 * (uint64_t)m->head_dim; /* one RMSNorm weight of head_dim for q, one for k */
   p->norms = all ? 2 * nw * h : 0;
   p->mlp = mlp_params(m, (uint64_t)m->ffn_hidden, all && m->bias);
   uint64_t E = (uint64_t)m->experts;
@@ -568,16 +644,30 @@ double px_attention_pairs(int64_t seq, int64_t window) {
   return w * (w + 1.0) / 2.0 + (s - w) * w;
 }
 
-double px_model_attention_fraction(const px_model *m, int64_t seq) {
-  if (m->sliding_window <= 0 || m->layers <= 0 || seq <= 0) return 1.0;
-  double pairs = 0;
-  for (int64_t l = 0; l < m->layers; l++)
-    pairs += px_attention_pairs(seq, px_model_layer_is_sliding(m, l) ? m->sliding_window : 0);
-  return pairs / ((double)m->layers * px_attention_pairs(seq, 0));
+double px_attention_window_fraction(int64_t seq, int64_t window) {
+  return window > 0 && seq > 0 ? px_attention_pairs(seq, window) / px_attention_pairs(seq, 0) : 1.0;
+}
+
+void px_model_window_desc(const px_model *m, char *buf, size_t cap) {
+  int64_t shown = 0, n = 0;
+  if (cap) buf[0] = '\0';
+  if (m->sliding_window <= 0) return;
+  if (m->window_layer_freq == 1 && m->first_full_layers == 0) {
+    snprintf(buf, cap, "window %lld on every layer", (long long)m->sliding_window);
+    return;
+  }
+  int k = snprintf(buf, cap, "window %lld on layers", (long long)m->sliding_window);
+  for (int64_t l = 0; l < m->layers && k >= 0 && (size_t)k < cap; l++) {
+    if (!px_model_layer_is_sliding(m, l)) continue;
+    n++;
+    if (shown < 3) k += snprintf(buf + k, cap - (size_t)k, "%s %lld", shown ? "," : "", (long long)l), shown++;
+  }
+  if (n > shown && k >= 0 && (size_t)k < cap) snprintf(buf + k, cap - (size_t)k, ", ...");
 }
 
 bool px_model_layer_is_sliding(const px_model *m, int64_t l) {
-  return m->sliding_window > 0 && l % 2 == 0;
+  return m->sliding_window > 0 && m->window_layer_freq > 0 && l >= m->first_full_layers &&
+         (l - m->first_full_layers) % m->window_layer_freq == 0;
 }
 
 int64_t px_model_shared_ffn(const px_model *m) {

@@ -4,6 +4,7 @@
 #define PX_PLAN_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cJSON.h>
@@ -67,16 +68,23 @@ typedef struct {
   int64_t kv_lora_rank;
   int64_t qk_rope_head_dim, qk_nope_head_dim, v_head_dim;
   int64_t mtp_layers;         /* multi-token prediction modules (DeepSeek-V3), counted apart, not trained by default */
-  /* gpt-oss */
-  int64_t sliding_window;     /* the even layers (0, 2, ...) attend to this many tokens back, as gpt-oss; 0 none */
-  bool attention_sinks;       /* a learned per-head sink logit in the softmax */
+  /* Sliding-window attention: a windowed layer's queries attend to the sliding_window tokens up to and including
+   * their own (0: no window). Which layers: after the first_full_layers, every window_layer_freq-th one from the
+   * first (1: all of them, as Mistral; 2: 0, 2, 4, ... as gpt-oss; Qwen2's max_window_layers is
+   * first_full_layers with 1) */
+  int64_t sliding_window;
+  int64_t window_layer_freq;
+  int64_t first_full_layers;
+  bool attention_sinks;       /* a learned per-head sink logit in the softmax (gpt-oss) */
+  bool qk_norm;               /* an RMSNorm of each head's q and k before RoPE, its head_dim weights shared by the
+                               * heads (Qwen3, OLMo 2's per-head variant; Megatron's qk_layernorm) */
 } px_model;
 
 /* Parameter counts, exact. */
 typedef struct {
   uint64_t embedding; /* token embedding table */
   uint64_t position;  /* learned position table (0 with RoPE) */
-  uint64_t attention; /* per layer: Q, K, V, output projections and their biases */
+  uint64_t attention; /* per layer: Q, K, V, output projections and their biases (gpt-oss's sinks, Qwen3's q/k norms) */
   uint64_t mlp;       /* per layer */
   uint64_t norms;     /* per layer: the two norms */
   uint64_t per_layer; /* attention + mlp + norms */
@@ -134,16 +142,20 @@ int64_t px_model_shared_ffn(const px_model *m);
 /* Whether layer l (0-based) is a mixture-of-experts layer: after the
  * first_dense_layers, every moe_layer_freq-th one (all when it is 1). */
 bool px_model_layer_is_moe(const px_model *m, int64_t l);
-/* Whether layer l (0-based) attends within sliding_window (the even layers when it is set, as gpt-oss). */
+/* Whether layer l (0-based) attends within sliding_window: after the first_full_layers, every
+ * window_layer_freq-th layer from the first. */
 bool px_model_layer_is_sliding(const px_model *m, int64_t l);
+/* Which layers have the sliding window, in words: "window 4096 on every layer", "window 128 on layers 0, 2, 4,
+ * ..." (the first three); "" without one. */
+void px_model_window_desc(const px_model *m, char *buf, size_t cap);
 /* Query-key pairs a causal attention over seq tokens computes, each query
  * attending to itself and the window - 1 tokens before it (window <= 0 or
  * >= seq: all before it): sum over i < seq of min(i + 1, window), that is
  * seq (seq + 1) / 2 without a window and w (w + 1) / 2 + (seq - w) w with one. */
 double px_attention_pairs(int64_t seq, int64_t window);
-/* The attended pairs of the model's layers at seq, averaged over its layers,
- * over the causal pairs seq (seq + 1) / 2: 1 without sliding windows. */
-double px_model_attention_fraction(const px_model *m, int64_t seq);
+/* The attended pairs of a sliding-window layer at seq over the causal pairs
+ * seq (seq + 1) / 2 (window <= 0: 1). */
+double px_attention_window_fraction(int64_t seq, int64_t window);
 /* Per-token FLOPs at sequence length seq (the model's own when seq <= 0). */
 void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f);
 

@@ -28,7 +28,7 @@ PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", 
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
-  p->cp_algo = p->moe_dispatch = p->fp8_recipe = p->fp8_base = -1;
+  p->cp_algo = p->moe_dispatch = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
 }
@@ -55,6 +55,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->precision < 0) p->precision = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_PREC_BF16 : PX_PREC_FP32;
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
   if (p->fp8_base < 0) p->fp8_base = PX_FP8_BASE_BF16;
+  if (p->fp8_params < 0) p->fp8_params = 0;
   if (p->attention < 0) p->attention = PX_ATTN_FLASH;
   if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
@@ -72,7 +73,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
-  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
@@ -256,7 +257,6 @@ typedef struct {
   const px_parallel *p;
   const px_model *m;
   const px_cluster *c;
-  int64_t chunk, chunk_layers; /* sliding windows: the first chunk of an odd number of layers */
   px_err sub;                  /* the layer split's own refusal (px_parallel_chunk_layers) */
   px_status sub_st;
 } vctx;
@@ -337,16 +337,6 @@ static bool moe_dispatch_unset(vctx *x) {
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool moe_split_w(vctx *x) { return x->m->experts > 0 && px_parallel_split_w(x->p); }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
-/* one compiled layer block stands for a chunk's layers, its attention the mean of sliding and full ones: exact
- * when each chunk holds as many of each */
-static bool window_chunks(vctx *x) {
-  int64_t chunks[PX_MAX_CHUNK_LIST], n = x->p->pp * x->p->vpp;
-  if (x->m->sliding_window <= 0 || n > PX_MAX_CHUNK_LIST || px_parallel_chunk_layers(x->p, x->m->layers, chunks, NULL))
-    return false;
-  for (x->chunk = 0; x->chunk < n; x->chunk++)
-    if (chunks[x->chunk] % 2) return x->chunk_layers = chunks[x->chunk], true;
-  return false;
-}
 static bool mla_attention(vctx *x) {
   return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
 }
@@ -407,6 +397,11 @@ static bool precision_peak(vctx *x) {
   return px_parallel_mixed(x->p) && x->c->gpu.peak_flops[px_parallel_compute_dtype(x->p)] <= 0;
 }
 static bool fp8_peak(vctx *x) { return x->p->precision == PX_PREC_FP8 && x->c->gpu.peak_flops[PX_DTYPE_FP8] <= 0; }
+static bool fp8_params_range(vctx *x) { return x->p->fp8_params < 0 || x->p->fp8_params > 1; }
+static bool fp8_params_precision(vctx *x) {
+  return x->p->fp8_params && (x->p->precision != PX_PREC_FP8 || x->p->fp8_base != PX_FP8_BASE_BF16);
+}
+static bool fp8_params_offload(vctx *x) { return x->p->fp8_params && x->p->offload_params; }
 
 static const px_rule rules[] = {
     {sizes_positive, "`tp`, `pp` and `cp` must be at least 1"},
@@ -456,9 +451,6 @@ static const px_rule rules[] = {
                   "yet (hint: `schedule` 1f1b or interleaved)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
                 "attention is not modelled (hint: `cp` 1)"},
-    {window_chunks, "{model} alternates sliding-window and full attention layers; each model chunk must hold an even "
-                    "number of layers (chunk {chunk} has {chunk_layers}; hint: a `pp`/`vpp` dividing {layers} / 2 "
-                    "layer pairs, or `layers_per_chunk` with even counts)"},
     {mla_attention, "{model}: multi-head latent attention is planned with the fused attention and no context "
                     "parallelism (hint: `attention` flash, `cp` 1)"},
     {vpp_positive, "`vpp` must be at least 1"},
@@ -503,6 +495,10 @@ static const px_rule rules[] = {
                    "cluster file)"},
     {precision_peak, "{cluster}: the {gpu} has no {precision} peak (hint: `precision` fp32)"},
     {fp8_peak, "{cluster}: the {gpu} has no fp8 tensor cores (gpu.peak_tflops.fp8) (hint: `precision` bf16)"},
+    {fp8_params_range, "`fp8_params` is not set"},
+    {fp8_params_precision, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 copy: it needs "
+                           "`precision` fp8 with `fp8_base` bf16"},
+    {fp8_params_offload, "`fp8_params` with `offload_params`: offloaded fp8 weights are not modelled (hint: drop one)"},
 };
 
 /* The value of a rule message's {name}, as text. */
@@ -522,7 +518,7 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"wdp", wdp}, {"replicas_gpus", tcp(x) * p->dp}, {"mbs_dp", p->mbs * p->dp},
               {"mb_tokens_max", PX_PLAN_MB_TOKENS_MAX}, {"cp_chunks", 2 * p->cp}, {"seq_cp", p->seq / cp},
               {"tp_heads", m->heads / tp}, {"tp_kv_heads", m->kv_heads / tp}, {"tp_x_wdp", p->tp * wdp},
-              {"chunk", x->chunk}, {"chunk_layers", x->chunk_layers}, {"chunks", p->pp * p->vpp},
+              {"chunks", p->pp * p->vpp},
               {"microbatches", mbs_n}, {"passes", px_parallel_layer_passes(p, m->layers)},
               {"passes_max", PX_PLAN_LAYER_PASSES_MAX},
               {"passes_gbs", per > 0 ? PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp : 0},
@@ -699,6 +695,11 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "fp8_recipe", false, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err));
   TRY(px_json_enum(&c, obj, "fp8_base", false, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err));
+  if (cJSON_GetObjectItemCaseSensitive(obj, "fp8_params")) {
+    bool f = false;
+    TRY(px_json_bool(&c, obj, "fp8_params", true, &f, err));
+    p->fp8_params = f;
+  }
   TRY(px_json_enum(&c, obj, "attention", false, px_attention_names, PX_ATTN_COUNT, &p->attention, err));
   TRY(px_json_enum(&c, obj, "gelu", false, px_gelu_names, PX_GELU_COUNT, &p->gelu, err));
   double mib = 0;
@@ -752,6 +753,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe >= 0)
     cJSON_AddStringToObject(o, "fp8_recipe", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->precision == PX_PREC_FP8 && p->fp8_base >= 0) cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
+  if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
   if (p->attention >= 0) cJSON_AddStringToObject(o, "attention", px_attention_names[p->attention]);
   if (p->gelu >= 0) cJSON_AddStringToObject(o, "gelu", px_gelu_names[p->gelu]);
   px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));

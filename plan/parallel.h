@@ -136,6 +136,9 @@ typedef struct {
   int precision;     /* px_precision, -1 unset */
   int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
   int fp8_base;      /* px_fp8_base with fp8, -1 unset (bf16) */
+  int fp8_params;    /* fp8: the layers' GEMM weights held in fp8 only, no 16-bit copy (Transformer Engine's fp8
+                        primary weights, Megatron's --fp8-param-gather): 1 byte each and a transposed fp8 copy,
+                        ZeRO's parameter all-gathers in fp8; the fp32 master in the optimizer; -1 unset (0) */
   int attention;     /* px_attention, -1 unset */
   int gelu;          /* px_gelu_mode, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */

@@ -41,6 +41,11 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   if (!prog->ops) return PX_ERR_RUNTIME;
   px_dtype gd = p->grad_dtype, pd = p->param_dtype;
   uint64_t gb = px_dtype_bytes(gd), pb = px_dtype_bytes(pd);
+  /* fp8 primary weights: each unit's fp8 weights are gathered and written by the optimizer in fp8 */
+  bool primary = p->par.precision == PX_PREC_FP8 && p->par.fp8_params > 0;
+  uint64_t *u8 = primary ? px_calloc((size_t)prog->nunits + 1, sizeof *u8, err) : NULL, shard8 = 0;
+  if (primary && !u8) return PX_ERR_RUNTIME;
+  if (primary) px_plan_fp8_unit_elems(p, prog - p->programs, u8, &shard8);
   for (int32_t u = 0; u < prog->nunits; u++) {
     px_unit *un = &prog->units[u];
     uint64_t shard = px_plan_unit_shard(p, un);
@@ -63,7 +68,13 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
     }
     un->gather_op = own_ops(p, prog, PX_BLOCK_PARAM_SYNC);
     prog->ops[un->gather_op].group = (uint8_t)(un->expert ? PX_GROUP_EDP : prog->ops[un->gather_op].group);
-    px_op_size_coll(&prog->ops[un->gather_op], PX_COLL_ALLGATHER, shard, un->padded, pd, ranks);
+    px_op *gather = &prog->ops[un->gather_op];
+    px_op_size_coll(gather, PX_COLL_ALLGATHER, shard, un->padded, pd, ranks);
+    if (primary && un->padded > 0) { /* its fp8 weights at 1 byte an element */
+      double share = ((double)(un->padded - u8[u]) * (double)pb + (double)u8[u]) / ((double)un->padded * (double)pb);
+      gather->coll_bytes = (uint64_t)((double)gather->coll_bytes * share);
+      gather->wire_bytes *= share, gather->bytes *= share;
+    }
     /* offload: the reduced shard goes to the host, the parameter shard comes from it */
     un->offload_op = own_ops(p, prog, PX_BLOCK_OFFLOAD_GRAD);
     size_copy(&prog->ops[un->offload_op], shard, p->par.offload_opt, gb);
@@ -98,9 +109,11 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
         o->coll_bytes = sizeof(double);
         o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, p->grid.world) * (double)o->coll_bytes;
         break;
-      case PX_OP_ADAMW: /* reads the gradient, reads and writes the states, writes the parameter */
+      case PX_OP_ADAMW: /* reads the gradient, reads and writes the states, writes the parameter (fp8 weights: 1 byte) */
         o->dim[0] = (int64_t)shard;
-        o->bytes = (double)shard * ((double)gb + 2.0 * (double)p->optimizer_bytes_per_param + (double)pb);
+        o->bytes = (double)shard * ((double)gb + 2.0 * (double)p->optimizer_bytes_per_param + (double)pb) -
+                   (double)(p->par.zero >= 1 ? shard8 : px_plan_fp8_weight_elems(p, prog - p->programs)) *
+                       (primary ? (double)(pb - 1) : 0.0);
         break;
       case PX_OP_ADAMW_HOST: /* on the host CPU; on NVMe its states are read and written back (the bytes) */
         o->dim[0] = (int64_t)shard;
@@ -110,15 +123,17 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       case PX_OP_COPY_H2D: /* the updated parameters, from host memory */
         size_copy(o, shard, PX_OFFLOAD_CPU, pb);
         break;
-      case PX_OP_CAST: { /* fp8: the weights cast once a step, read in the parameter dtype, two fp8 copies written */
+      case PX_OP_CAST: { /* fp8: the weights cast once a step, read in the parameter dtype, two fp8 copies written;
+                          * fp8 weights: their transposed copy, read and written in fp8 */
         uint64_t w8 = px_plan_fp8_weight_elems(p, prog - p->programs);
         o->dim[0] = (int64_t)w8;
-        o->bytes = (double)w8 * ((double)pb + 2.0);
+        o->bytes = (double)w8 * (primary ? 2.0 : (double)pb + 2.0);
         break;
       }
       default: break;
     }
   }
+  free(u8);
   /* a unit's last reduction of the step all-reduces over the replicas, earlier ones do not */
   int32_t *last = mb_copy ? px_calloc((size_t)prog->nunits + 1, sizeof *last, err) : NULL;
   if (mb_copy && !last) return PX_ERR_RUNTIME;

@@ -260,7 +260,7 @@ static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p
 static int group_slots(const px_plan *p, int32_t gid, int *out) {
   /* the attention's (q, k, v in one, or latent attention's), then the MLP's */
 #define ATTN_NAMES "ln1_w", "ln1_b", "qkv_w", "qkv_b", "q_down_w", "q_norm_w", "q_up_w", "kv_down_w", "kv_norm_w", \
-                   "kv_up_w", "o_w", "o_b", "ln2_w", "ln2_b"
+                   "kv_up_w", "q_head_norm_w", "k_head_norm_w", "o_w", "o_b", "ln2_w", "ln2_b"
   static const char *const layer_names[] = {ATTN_NAMES, "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
   static const char *const moe_names[] = {ATTN_NAMES, "router_w", "sh_fc1_w", "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
 #undef ATTN_NAMES
@@ -565,19 +565,18 @@ static void flush_syncs(emitter *e, int32_t mb) {
  * embedding (whichever of them the entry's chunk holds). */
 int px_program_entry_kinds(const px_model *m, int64_t first, int64_t n, bool embed, bool head, int entry,
                            px_block_kind *out) {
-  bool moe = m->experts > 0; /* a dense model's layers are all dense */
   int k = 0;
-  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order */
+  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: one block for all) */
     for (int64_t l = first + n - 1; l >= first; l--) out[k++] = PX_BLOCK_LAYER_BWD_W;
   } else if (entry == PX_ENTRY_F) {
     if (embed) out[k++] = PX_BLOCK_EMBED_FWD;
     for (int64_t l = first; l < first + n; l++)
-      out[k++] = moe && px_model_layer_is_moe(m, l) ? PX_BLOCK_MOE_FWD : PX_BLOCK_LAYER_FWD;
+      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), false);
     if (head) out[k++] = PX_BLOCK_HEAD_FWD;
   } else {
     if (head) out[k++] = PX_BLOCK_HEAD_BWD;
     for (int64_t l = first + n - 1; l >= first; l--)
-      out[k++] = moe && px_model_layer_is_moe(m, l) ? PX_BLOCK_MOE_BWD : PX_BLOCK_LAYER_BWD;
+      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), true);
     if (embed) out[k++] = PX_BLOCK_EMBED_BWD;
   }
   return k;

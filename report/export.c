@@ -115,6 +115,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
     return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
                   "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
                   "fp8-recipe current");
+  if (p->fp8_params > 0)
+    return refuse(err, fw, "fp8_params",
+                  "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
+                  "(enable_fsdp_float8_all_gather): no fp8 weights",
+                  "no fp8 params, or export to megatron");
   if (p->precision == PX_PREC_FP8 && m->experts > 0)
     return refuse(err, fw, "precision fp8 with experts",
                   "torchtitan's float8 grouped GEMMs for experts are a prototype (quantize.grouped_mm.float8)",
@@ -280,6 +285,7 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   if (m->mlp == PX_MLP_SWIGLU) arg(e, "--swiglu", NULL);
   if (!m->bias) arg(e, "--disable-bias-linear", NULL);
   if (m->qkv_bias && !m->bias) arg(e, "--add-qkv-bias", NULL);
+  if (m->qk_norm) arg(e, "--qk-layernorm", NULL);
   arg(e, "--position-embedding-type", "%s", m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
   if (m->position == PX_POS_ROPE) arg(e, "--rotary-base", "%.0f", m->rope_theta);
   arg(e, "--max-position-embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
@@ -420,7 +426,12 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
         arg(e, "--fp8-amax-history-len", "%d", PX_FP8_AMAX_HISTORY);
         arg(e, "--fp8-amax-compute-algo", "max");
       }
+      if (p->fp8_params > 0) arg(e, "--fp8-param-gather", NULL); /* fp8 weights (fp8_model_init), gathered in fp8 */
     }
+  }
+  if (p->fp8_params > 0) { /* Megatron-Bridge: the model's fp8 weights and the DDP's fp8 all-gathers */
+    key(e, "model.fp8_param", "true");
+    key(e, "ddp.fp8_param_gather", "true");
   }
   if (px_parallel_mixed(p)) {
     bool fp32_grads = p->main_grad == PX_MAIN_GRAD_FP32;

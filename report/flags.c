@@ -48,6 +48,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   add(&o, " --recompute %s --precision %s", px_recompute_names[p->recompute], px_precision_names[p->precision]);
   if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->fp8_base != d.fp8_base) add(&o, " --fp8-base %s", px_fp8_base_names[p->fp8_base]);
+  if (p->fp8_params > 0) add(&o, " --fp8-params");
   if (p->attention != d.attention) add(&o, " --attention %s", px_attention_names[p->attention]);
   if (p->gelu != d.gelu) add(&o, " --gelu %s", px_gelu_names[p->gelu]);
   if (p->bucket_bytes != d.bucket_bytes) add(&o, " --bucket-mib %.9g", (double)p->bucket_bytes / (1 << 20));

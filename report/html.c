@@ -518,6 +518,13 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
   }
   zero_choice(b, zc);
   precision_choice(b, pc);
+  const char *trust = jstr(jget(best, "validation"), "text"); /* how far to trust the prediction (sim/bands.h) */
+  if (trust) {
+    sb_puts(b, "<br><b>How far to trust it:</b> ");
+    sb_esc(b, trust);
+    sb_puts(b, " (simulated over published throughput, less 1: above 0 the simulator was optimistic; "
+               "docs/validation.md)");
+  }
   sb_puts(b, "</div>\n");
 }
 

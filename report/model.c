@@ -34,6 +34,15 @@ static void model_head(const px_model *m, int64_t seq, FILE *out) {
   if (m->dropout > 0) fprintf(out, ", dropout %g", m->dropout);
 }
 
+/* The attention's variants, a line each: the sliding window's layers, sinks, q/k norms. */
+static void attention_lines(const px_model *m, FILE *out) {
+  char win[96];
+  px_model_window_desc(m, win, sizeof win);
+  if (m->sliding_window > 0) fprintf(out, "  sliding-window attention: %s\n", win);
+  if (m->attention_sinks) fprintf(out, "  attention sinks (one logit per head)\n");
+  if (m->qk_norm) fprintf(out, "  q/k norms: an RMSNorm of each head's queries and keys, before RoPE\n");
+}
+
 /* A mixture-of-experts model's show text: the shape with the experts, then the counts by part (dense and
  * MoE layers apart, the active and MTP counts) and the FLOPs. */
 
@@ -61,9 +70,7 @@ static void moe_text(const px_model *m, const px_model_params *p, const px_model
     fprintf(out, "  latent attention: q_lora_rank %lld, kv_lora_rank %lld, q/k head %lld + %lld RoPE, v head %lld\n",
             (long long)m->q_lora_rank, (long long)m->kv_lora_rank, (long long)m->qk_nope_head_dim,
             (long long)m->qk_rope_head_dim, (long long)m->v_head_dim);
-  if (m->sliding_window > 0)
-    fprintf(out, "  sliding window %lld on the even layers\n", (long long)m->sliding_window);
-  if (m->attention_sinks) fprintf(out, "  attention sinks (one logit per head)\n");
+  attention_lines(m, out);
 
   uint64_t t = p->total;
   fprintf(out, "\nparameters %s (%s)", px_fmt_grouped(t, a, sizeof a), px_fmt_count((double)t, b, sizeof b));
@@ -72,7 +79,9 @@ static void moe_text(const px_model *m, const px_model_params *p, const px_model
   snprintf(a, sizeof a, "embedding (%lld x %lld)", (long long)m->vocab, (long long)m->hidden);
   param_row(out, a, p->embedding, t);
   if (p->position) param_row(out, "learned positions", p->position, t);
-  const char *attn = mla ? "    attention (MLA: q, kv latents, o)" : "    attention (q, k, v, o)";
+  const char *attn = mla ? "    attention (MLA: q, kv latents, o)"
+                     : m->qk_norm ? "    attention (q, k, v, o, q/k norms)"
+                                  : "    attention (q, k, v, o)";
   if (dense > 0) {
     snprintf(a, sizeof a, "%lld dense layers", (long long)dense);
     param_row(out, a, (uint64_t)dense * p->per_layer, t);
@@ -128,7 +137,9 @@ void px_report_model_text(const px_model *m, const px_model_params *p, const px_
   }
   char a[64], b[64];
   model_head(m, seq, out);
-  fprintf(out, "\n\nparameters %s (%s)\n", px_fmt_grouped(p->total, a, sizeof a),
+  fprintf(out, "\n");
+  attention_lines(m, out);
+  fprintf(out, "\nparameters %s (%s)\n", px_fmt_grouped(p->total, a, sizeof a),
           px_fmt_count((double)p->total, b, sizeof b));
   snprintf(a, sizeof a, "embedding (%lld x %lld)", (long long)m->vocab, (long long)m->hidden);
   param_row(out, a, p->embedding, p->total);
@@ -136,7 +147,8 @@ void px_report_model_text(const px_model *m, const px_model_params *p, const px_
   snprintf(a, sizeof a, "%lld layers", (long long)m->layers);
   param_row(out, a, p->per_layer * (uint64_t)m->layers, p->total);
   param_row(out, "  per layer", p->per_layer, p->total);
-  param_row(out, "    attention (q, k, v, o)", p->attention, p->total);
+  param_row(out, m->qk_norm ? "    attention (q, k, v, o, q/k norms)" : "    attention (q, k, v, o)", p->attention,
+            p->total);
   param_row(out, m->mlp == PX_MLP_SWIGLU ? "    mlp (gate, up, down)" : "    mlp (up, down)", p->mlp, p->total);
   param_row(out, "    norms", p->norms, p->total);
   param_row(out, "final norm", p->final_norm, p->total);

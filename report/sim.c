@@ -80,7 +80,7 @@ void px_report_power_text(const px_plan *plan, const px_sim_result *r, FILE *out
 }
 
 void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
-                        double wall_s, FILE *out) {
+                        double wall_s, const px_bands *bands, FILE *out) {
   char a[64], b[64], c[64], d[64], mfu[96];
   px_report_plan_line(plan, "sim", out);
   px_report_verdict_text(plan, fits, nfits, out);
@@ -112,7 +112,36 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
   fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s HBM\n",
           px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
           px_fmt_bytes((double)plan->cluster.gpu.hbm_bytes, b, sizeof b));
+  if (bands) {
+    px_band_key k;
+    char text[512];
+    px_band_key_of(&plan->model, &plan->cluster, &plan->par, &k);
+    px_band_describe(bands, &k, text, sizeof text);
+    fprintf(out, "  validated        %s\n", text);
+  }
   fprintf(out, "  simulated        %llu events in %s\n", (unsigned long long)r->events, px_fmt_time(wall_s, a, sizeof a));
+}
+
+cJSON *px_report_band_json(const px_bands *bands, const px_model *m, const px_cluster *c, const px_parallel *p) {
+  px_band_key k;
+  char text[512];
+  px_band_key_of(m, c, p, &k);
+  px_band_describe(bands, &k, text, sizeof text);
+  const px_band *b = px_bands_find(bands, &k);
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  cJSON_AddStringToObject(o, "family", k.family);
+  cJSON_AddStringToObject(o, "precision", k.precision);
+  cJSON_AddStringToObject(o, "kind", k.moe ? "moe" : "dense");
+  px_json_add_num(o, "runs", b ? b->runs : 0);
+  if (b) {
+    px_json_add_num(o, "min", b->min);
+    px_json_add_num(o, "max", b->max);
+    px_json_add_num(o, "mean", b->mean);
+    cJSON_AddStringToObject(o, "validations", b->sources);
+  }
+  cJSON_AddStringToObject(o, "text", text);
+  return o;
 }
 
 static const px_report_field sim_fields[] = {
@@ -150,11 +179,13 @@ void px_report_sim_summary(cJSON *o, const px_sim_result *r) {
   cJSON_AddBoolToObject(o, "fits", r->fits);
 }
 
-cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits) {
+cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
+                          const px_bands *bands) {
   cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
   px_report_sim_summary(o, r);
   cJSON_AddItemToObject(o, "verdict", px_report_verdict_json(plan, fits, nfits));
+  if (bands) cJSON_AddItemToObject(o, "validation", px_report_band_json(bands, &plan->model, &plan->cluster, &plan->par));
   px_json_add_num(o, "bubble_analytic", px_plan_bubble_analytic(plan));
   cJSON *sg = cJSON_AddObjectToObject(o, "straggler"); /* sim/straggler.h */
   if (sg) {

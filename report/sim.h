@@ -11,6 +11,7 @@
 
 #include "plan/plan.h"
 #include "report/fields.h"
+#include "sim/bands.h"
 #include "sim/replan.h"
 #include "sim/sim.h"
 
@@ -38,11 +39,18 @@ cJSON *px_report_breakdown_json(const px_sim_result *r);
 void px_report_power_text(const px_plan *plan, const px_sim_result *r, FILE *out);
 /* The text of `parallax sim`: the plan, the verdict on memory first (with
  * the nearest plans that fit, px_report_verdict_text), the step's figures;
- * wall_s: how long the simulation took (the last line). */
+ * wall_s: how long the simulation took (the last line); bands: the validated
+ * error bands (sim/bands.h) whose row for the plan's GPU family, precision
+ * and kind of model is printed, NULL none. */
 void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
-                        double wall_s, FILE *out);
-/* `sim --json`: the contract fields, "verdict", "breakdown", memory and the stages. */
-cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits);
+                        double wall_s, const px_bands *bands, FILE *out);
+/* `sim --json`: the contract fields, "verdict", "breakdown", "validation" (with bands), memory and the stages. */
+cJSON *px_report_sim_json(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
+                          const px_bands *bands);
+/* The validated error band of plans of model m on cluster c with choices p:
+ * {"family", "precision", "kind", "runs", ["min", "max", "mean" (fractions), "validations"], "text"} (runs 0
+ * when no published run validates them; text: px_band_describe's). */
+cJSON *px_report_band_json(const px_bands *bands, const px_model *m, const px_cluster *c, const px_parallel *p);
 /* The summary of a simulated step in contract order: step_time_s,
  * tokens_per_s, model_tflops_per_gpu, mfu, hfu, mfu_precision,
  * bubble_fraction, comm.tp_s, comm.pp_s, comm.dp_s, comm.exposed_s, ...

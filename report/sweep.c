@@ -82,7 +82,8 @@ const char px_report_plan_legend[] =
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation; fp8, fp8cur, fp8blk: fp8 with delayed,\n"
-    "  current or blockwise scaling. The flags of each plan: --json (\"flags\") or --csv (column flags).\n";
+    "  current or blockwise scaling (then w: fp8 weights, --fp8-params). The flags of each plan: --json (\"flags\")\n"
+    "  or --csv (column flags).\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc[] = {"none", "sel", "full"};
@@ -105,9 +106,9 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
              p->moe_dispatch == PX_MOE_A2A ? "" : p->moe_dispatch == PX_MOE_ALLGATHER ? "ag" : "dep");
   if (p->etp > 0 && p->etp != p->tp) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)p->etp);
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
-  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s", (long long)p->tp, cp, (long long)p->pp, (long long)p->dp,
-           zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute],
-           p->precision == PX_PREC_FP8 ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0] : "");
+  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s", (long long)p->tp, cp, (long long)p->pp,
+           (long long)p->dp, zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute],
+           p->precision == PX_PREC_FP8 ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0] : "", p->fp8_params > 0 ? "w" : "");
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other
@@ -134,6 +135,22 @@ static void zero_choice(const px_sweep_result *r, FILE *out) {
               px_fmt_bytes((double)alt[i].e->peak_bytes, mem, sizeof mem));
   }
   fputs("\n", out);
+}
+
+/* The validated error band of each precision among the shown plans (a sweep's model and cluster are one). */
+static void bands_lines(const px_model *m, const px_cluster *c, const px_sweep_result *r, int64_t top,
+                        const px_bands *bands, FILE *out) {
+  bool seen[PX_PREC_COUNT] = {false};
+  for (int64_t i = 0; bands && i < r->n && i < top; i++) {
+    int prec = r->entries[i].par.precision;
+    if (prec < 0 || prec >= PX_PREC_COUNT || seen[prec]) continue;
+    seen[prec] = true;
+    px_band_key k;
+    char text[512];
+    px_band_key_of(m, c, &r->entries[i].par, &k);
+    px_band_describe(bands, &k, text, sizeof text);
+    fprintf(out, "Validated (simulated over published throughput, less 1): %s\n", text);
+  }
 }
 
 int px_report_sweep_precisions(const px_sweep_result *r) {
@@ -249,7 +266,7 @@ static void no_fit_text(const px_cluster *c, const px_sweep_opts *o, const px_sw
 }
 
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
-                          int64_t top, double wall_s, int threads, FILE *out) {
+                          int64_t top, double wall_s, int threads, const px_bands *bands, FILE *out) {
   char a[64], b[64];
   const px_parallel *f = &o->fixed;
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
@@ -320,6 +337,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     else
       fprintf(out, "does not fit (%s)\n", px_fmt_bytes((double)pa.e->peak_bytes, b, sizeof b));
   }
+  bands_lines(m, c, r, top, bands, out);
   const px_train_time *t = &r->entries[0].train;
   if (px_power_known(c)) {
     const px_power *p = &r->entries[0].sim.power;
@@ -352,11 +370,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
 }
 
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
-                              const px_sweep_opts *o, const px_sweep_result *r, px_err *err) {
+                              const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err) {
   px_status st = px_mkdir_p(dir, err);
   if (!st) st = px_plotdata_sweep(r, dir, err);
   if (!st && r->n > 0) st = px_plotdata_plan(m, c, &r->entries[0].par, dir, err);
-  if (!st) st = px_report_sweep_write(dir, m, c, o, r, PX_REPORT_SWEEP_PLANS, err);
+  if (!st) st = px_report_sweep_write(dir, m, c, o, r, PX_REPORT_SWEEP_PLANS, bands, err);
   if (!st) st = px_plots_render(dir, err);
   if (!st && html) st = px_html_report(dir, err);
   return st;

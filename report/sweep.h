@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "plan/cluster.h"
 #include "plan/model.h"
+#include "sim/bands.h"
 #include "sim/sweep.h"
 
 /* "tp4 pp2 dp64 z1 sp mbs1 int2 sel": a plan in one short column (with
@@ -25,9 +26,11 @@ int px_report_sweep_precisions(const px_sweep_result *r);
  * *host how many fit the GPUs (usable bytes each) but not the host memory
  * their offloaded states need. */
 const px_sweep_entry *px_report_sweep_least(const px_sweep_result *r, uint64_t usable, int64_t *host);
-/* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads. */
+/* The table of the `top` best plans; wall_s and threads: how long the sweep took, on how many threads; bands:
+ * the validated error bands (sim/bands.h) printed for the precisions and kind of model of the plans shown,
+ * NULL none. */
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
-                          int64_t top, double wall_s, int threads, FILE *out);
+                          int64_t top, double wall_s, int threads, const px_bands *bands, FILE *out);
 /* How many of the best plans sweep.json beside the plots holds (a sweep for them keeps as many exact). */
 #define PX_REPORT_SWEEP_PLANS 50
 /* `sweep --plot DIR` (html false) and `--report DIR` (html true): creates
@@ -35,7 +38,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
  * with the PX_REPORT_SWEEP_PLANS best plans, renders the plots and, with
  * html, index.html. */
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
-                              const px_sweep_opts *o, const px_sweep_result *r, px_err *err);
+                              const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err);
 /* A sweep's progress on stderr (px_sweep_opts.progress with a
  * px_report_progress as its ctx): on a terminal a bar redrawn in place; else
  * a line every interval_s: plans checked (bounded or compiled) of all, simulated, the best so far

@@ -31,7 +31,8 @@ const px_report_field *px_report_train_fields(size_t *count) {
 
 /* One ranked plan: the flags that give it again, what `parallax sim --json`
  * says of it (the same summary fields), its peak memory and time to train. */
-static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_model *m, const px_cluster *c) {
+static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_model *m, const px_cluster *c,
+                         const px_bands *bands) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
   px_json_add_num(o, "rank", (double)rank);
@@ -46,6 +47,7 @@ static cJSON *entry_json(const px_sweep_entry *e, int64_t rank, const px_model *
     cJSON *t = cJSON_AddObjectToObject(o, "time_to_train");
     if (t) px_report_fields_json(t, train_fields, sizeof train_fields / sizeof train_fields[0], &e->train);
   }
+  if (bands) cJSON_AddItemToObject(o, "validation", px_report_band_json(bands, m, c, &e->par));
   return o;
 }
 
@@ -176,7 +178,7 @@ static cJSON *precision_choice_json(const px_sweep_result *r) {
 }
 
 cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
-                            int64_t top) {
+                            int64_t top, const px_bands *bands) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
   cJSON *q = cJSON_AddObjectToObject(root, "question");
@@ -229,7 +231,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     }
   }
   cJSON *plans = cJSON_AddArrayToObject(root, "plans");
-  for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1, m, c));
+  for (int64_t i = 0; plans && i < r->n && i < top; i++) cJSON_AddItemToArray(plans, entry_json(&r->entries[i], i + 1, m, c, bands));
   if (r->n > 0) cJSON_AddItemToObject(root, "zero_choice", zero_choice_json(r));
   cJSON *pc = r->n > 0 ? precision_choice_json(r) : NULL;
   if (pc) cJSON_AddItemToObject(root, "precision_choice", pc);
@@ -245,11 +247,11 @@ static px_status sweep_path(const char *dir, char *path, size_t cap, px_err *err
 }
 
 px_status px_report_sweep_write(const char *dir, const px_model *m, const px_cluster *c, const px_sweep_opts *o,
-                                const px_sweep_result *r, int64_t top, px_err *err) {
+                                const px_sweep_result *r, int64_t top, const px_bands *bands, px_err *err) {
   char path[4096];
   px_status st = sweep_path(dir, path, sizeof path, err);
   if (st) return st;
-  cJSON *j = px_report_sweep_json(m, c, o, r, top);
+  cJSON *j = px_report_sweep_json(m, c, o, r, top, bands);
   st = j ? px_json_write(path, j, err) : px_err_set(err, PX_ERR_RUNTIME, "%s: out of memory", path);
   cJSON_Delete(j);
   return st;

@@ -16,6 +16,7 @@
 #include "plan/model.h"
 #include "plan/parallel.h"
 #include "report/fields.h"
+#include "sim/bands.h"
 #include "sim/sweep.h"
 
 /* The whole answer with the `top` best plans. */
@@ -26,11 +27,12 @@
  * optimizer offloaded to host memory / NVMe, +pc / +pn: the parameters). */
 void px_report_zero_label(const px_parallel *p, char *buf, size_t cap);
 
+/* With bands (sim/bands.h; NULL: none), each plan has its validated error band ("validation", as `sim --json`). */
 cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
-                            int64_t top);
+                            int64_t top, const px_bands *bands);
 /* Writes dir/sweep.json (atomically) with the `top` best plans. */
 px_status px_report_sweep_write(const char *dir, const px_model *m, const px_cluster *c, const px_sweep_opts *o,
-                                const px_sweep_result *r, int64_t top, px_err *err);
+                                const px_sweep_result *r, int64_t top, const px_bands *bands, px_err *err);
 /* Reads dir/sweep.json: a JSON object whose "plans", when present, is an array. */
 px_status px_report_sweep_load(const char *dir, cJSON **root, px_err *err);
 

@@ -42,14 +42,14 @@ void px_report_vary_text(const px_model *m, const px_sweep_opts *o, const char *
 }
 
 cJSON *px_report_vary_json(const px_model *m, const px_sweep_opts *o, const char *field, const px_vary_point *pts,
-                           int n) {
+                           int n, const px_bands *bands) {
   cJSON *root = cJSON_CreateObject(), *arr = root ? cJSON_AddArrayToObject(root, "points") : NULL;
   if (!arr || !cJSON_AddStringToObject(root, "field", field)) {
     cJSON_Delete(root);
     return NULL;
   }
   for (int i = 0; i < n; i++) {
-    cJSON *pt = cJSON_CreateObject(), *sw = px_report_sweep_json(m, &pts[i].cluster, o, &pts[i].result, 1);
+    cJSON *pt = cJSON_CreateObject(), *sw = px_report_sweep_json(m, &pts[i].cluster, o, &pts[i].result, 1, bands);
     if (!pt || !sw || !cJSON_AddStringToObject(pt, "value", pts[i].value)) {
       cJSON_Delete(pt), cJSON_Delete(sw), cJSON_Delete(root);
       return NULL;

@@ -11,6 +11,7 @@
 #include "core/status.h"
 #include "plan/cluster.h"
 #include "plan/model.h"
+#include "sim/bands.h"
 #include "sim/sweep.h"
 
 /* One value of the varied field: the cluster with it and the sweep on that cluster. */
@@ -22,9 +23,10 @@ typedef struct {
 
 void px_report_vary_text(const px_model *m, const px_sweep_opts *o, const char *field, const px_vary_point *pts, int n,
                          FILE *out);
-/* {"field", "points": [{"value", "sweep": the sweep's JSON with its best plan}]} */
+/* {"field", "points": [{"value", "sweep": the sweep's JSON with its best plan (and its validated band, with
+ * bands)}]} */
 cJSON *px_report_vary_json(const px_model *m, const px_sweep_opts *o, const char *field, const px_vary_point *pts,
-                           int n);
+                           int n, const px_bands *bands);
 /* Creates dir, writes dir/vary.dat (index, value, best tokens/s, its MFU and, with training tokens, cost in
  * USD; NaN where no plan fits) and renders plots/vary.gp. */
 px_status px_report_vary_dir(const char *dir, const char *field, const px_vary_point *pts, int n, px_err *err);

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The docs' generated parts (docs/testing.md, "Generated documentation"): blocks
 # between `<!-- generated: NAME BEGIN -->` and `<!-- generated: NAME END -->`
-# lines in README.md and docs/*.md, written by the code they describe.
-#   scripts/docs.sh generate PARALLAX TEST_SIM > GEN   every block, from the binaries
+# lines in README.md and docs/*.md, written by the code they describe; and the
+# data files the binary reads that the tests write (a block named file:PATH is
+# the whole of PATH: topologies/validation_bands.tsv, the validated error bands).
+#   scripts/docs.sh generate PARALLAX TESTS > GEN      every block, from the binaries (TESTS: the build's
+#                                                      tests/, with the validation suites and px_bands_table)
 #   scripts/docs.sh write GEN [SRC]                    put GEN's blocks into SRC's docs (make docs)
 #   scripts/docs.sh check GEN [SRC]                    exit 1 where SRC's docs differ from GEN,
 #                                                      or a link among them is broken
@@ -12,7 +15,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: scripts/docs.sh generate PARALLAX TEST_SIM > GEN | write GEN [SRC] | check GEN [SRC]" >&2
+  echo "usage: scripts/docs.sh generate PARALLAX TESTS > GEN | write GEN [SRC] | check GEN [SRC]" >&2
   exit 2
 }
 
@@ -25,21 +28,48 @@ quick() {
   printf '```\n\n<!-- generated: quickstart-%s END -->\n' "$name"
 }
 
+# The lines of GEN's block NAME, without its markers.
+block_of() { awk -v n="$1" '$1 == "<!--" && $2 == "generated:" && $3 == n { on = $4 == "BEGIN"; next } on' "$2"; }
+
 generate() {
-  local px=$1 testsim=$2 tmp
+  local px tests=$2 home tmp suite f st=0
+  px=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") # absolute: the quick start runs in a directory of its own
+  home=$(cd "${PARALLAX_HOME:-$(dirname "$0")/..}" && pwd) # absolute: the links below name it
   "$px" help --markdown
   tmp=$(mktemp -d)
-  if ! PX_VALIDATION_MD="$tmp/validation.md" "$testsim" >"$tmp/log" 2>&1; then
-    cat "$tmp/log" >&2
-    echo "scripts/docs.sh: $testsim failed: the validation tables are its output" >&2
+  # the validation suites: the tables of whole runs (test_validation_runs), and every row's error from each
+  # suite of whole runs appended to one file, whose table px_bands_table writes (tests/validation/bands.h)
+  for suite in test_validation_runs test_validation_moe test_validation_blackwell; do
+    if ! PX_VALIDATION_MD="$tmp/$suite.md" PX_VALIDATION_BANDS="$tmp/bands.rows" "$tests/$suite" >"$tmp/log" 2>&1; then
+      cat "$tmp/log" >&2
+      echo "scripts/docs.sh: $tests/$suite failed: the validation tables and bands are its output" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+  done
+  cat "$tmp"/test_validation_*.md
+  if ! "$tests/px_bands_table" "$tmp/bands.rows" >"$tmp/bands.gen"; then
     rm -rf "$tmp"
     return 1
   fi
-  cat "$tmp/validation.md"
+  cat "$tmp/bands.gen"
+  # the quick start's runs print their plan's band: from the table just made, not the one installed, so
+  # that one `make docs` writes both alike (PARALLAX_HOME: the installed one's files, that table in its place)
+  mkdir -p "$tmp/home/topologies"
+  for f in "$home"/*; do [ "$f" = "$home/topologies" ] || ln -s "$f" "$tmp/home/"; done
+  for f in "$home"/topologies/*; do ln -s "$f" "$tmp/home/topologies/"; done
+  rm -f "$tmp/home/topologies/validation_bands.tsv"
+  block_of file:topologies/validation_bands.tsv "$tmp/bands.gen" >"$tmp/home/topologies/validation_bands.tsv"
+  (
+    export PARALLAX_HOME=$tmp/home
+    quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
+    quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
+    mkdir "$tmp/work" && cd "$tmp/work" || exit 1 # sweep -o writes best.json here, export reads it
+    quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5 -o best.json
+    quick export "$px" export -f best.json --to megatron
+  ) || st=1
   rm -rf "$tmp"
-  quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
-  quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
-  quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5
+  return "$st"
 }
 
 # FILE with GEN's blocks in place of its own, on stdout; the names placed are
@@ -86,6 +116,18 @@ place() {
       cp "$tmp/new" "$f.tmp" && mv "$f.tmp" "$f"
       echo "rewrote $f"
     fi
+  done
+  # the data files, each the whole of its block
+  for name in $(awk '$1 == "<!--" && $2 == "generated:" && $3 ~ /^file:/ && $4 == "BEGIN" { print $3 }' "$gen"); do
+    f=$src/${name#file:}
+    block_of "$name" "$gen" >"$tmp/new"
+    if [ "$mode" = check ]; then
+      diff -u --label "$f" --label "$f (generated now)" "$f" "$tmp/new" || status=1
+    elif ! cmp -s "$f" "$tmp/new"; then
+      cp "$tmp/new" "$f.tmp" && mv "$f.tmp" "$f"
+      echo "rewrote $f"
+    fi
+    echo "$name" >>"$tmp/used"
   done
   # every block has its place
   for name in $(awk '$1 == "<!--" && $2 == "generated:" && $4 == "BEGIN" { print $3 }' "$gen"); do

@@ -279,7 +279,7 @@ run_step() {
   [ -s "$out/cluster-fragment.json" ] && cl=(-c "$out/cluster-fragment.json")
   mpirun -np 1 "$px" run --backend cuda -m "$m" "${plan[@]}" "${cl[@]}" --steps "$steps" --json \
     --profile "$work/runs/$m.profile.json" >"$work/runs/$m.run.json" &&
-    echo "$m: $(grep -o '"tokens_per_s":[^,]*' "$work/runs/$m.run.json")"
+    echo "$m: $(grep -o '"tokens_per_s":[^,]*' "$work/runs/$m.run.json" | tail -n 1)"
 }
 
 # predict_step MODEL: the simulator on the same plan, with the datasheet preset and the calibrated file, and compare

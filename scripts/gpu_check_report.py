@@ -25,6 +25,25 @@ def load(path):
         return None
 
 
+def load_last(path):
+    """run --json's output: a JSON object a step, then the run's summary last."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    dec, pos, last = json.JSONDecoder(), 0, None
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            return last
+        try:
+            last, pos = dec.raw_decode(text, pos)
+        except ValueError:
+            return None
+
+
 def write(path, text):
     tmp = path + ".new"
     with open(tmp, "w") as f:
@@ -109,8 +128,8 @@ def runs_of(work, meta):
     runs = []
     for m in meta.get("models", "").split():
         base = os.path.join(work, "runs", m)
-        run, preset, cal, cmp = (load(base + s) for s in (".run.json", ".sim-preset.json", ".sim-calibrated.json",
-                                                           ".compare.json"))
+        run = load_last(base + ".run.json")
+        preset, cal, cmp = (load(base + s) for s in (".sim-preset.json", ".sim-calibrated.json", ".compare.json"))
         r = {"model": m, "plan": meta.get("plan", ""), "steps": meta.get("steps")}
         if run:
             r["measured"] = {"step_time_s": num(run, "step_time_s"), "tokens_per_s": num(run, "tokens_per_s"),

@@ -57,13 +57,13 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 744, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 752, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
   key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_imbalance = par->moe_imbalance;
   key->zero = par->zero, key->sp = par->sp, key->mbs = par->mbs, key->gbs = par->gbs, key->seq = par->seq;
   key->recompute = par->recompute, key->precision = par->precision, key->fp8_recipe = par->fp8_recipe;
-  key->fp8_base = par->fp8_base, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
+  key->fp8_base = par->fp8_base, key->fp8_params = par->fp8_params, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
   key->main_grad = par->main_grad, key->offload_opt = par->offload_opt, key->offload_params = par->offload_params;
   key->shard_group = par->shard_group;
   /* normalised: a split backward is two blocks, the rest is the programs' */
@@ -243,7 +243,8 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
       for (int i = 0; i < nk; i++) ns[3 * vs + e] += t->ns[kinds[i]];
       if (e != PX_ENTRY_F) continue;
       int64_t nmoe = 0;
-      for (int i = 0; i < nk; i++) keep[vs] += t->net[kinds[i]], nmoe += kinds[i] == PX_BLOCK_MOE_FWD;
+      for (int i = 0; i < nk; i++)
+        keep[vs] += t->net[kinds[i]], nmoe += kinds[i] == PX_BLOCK_MOE_FWD || kinds[i] == PX_BLOCK_MOE_FWD_WINDOW;
       if (!embed) keep[vs] += t->net[PX_BLOCK_RECV_FWD];
       if (!head) keep[vs] += t->net[PX_BLOCK_SEND_FWD];
       elems_add(&el[vs], &t->moe, nmoe);
@@ -266,8 +267,10 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
     if (s == 0 && t->embed_group) elems_add(&g, &t->embed, 1);
     if (s == pp - 1) elems_add(&g, &t->head, 1);
     px_states sts;
-    px_states_of(states, g.elems + g.expert_elems, g.elems / (uint64_t)shard_n + g.expert_elems / (uint64_t)expert_n,
-                 g.fp8_elems, &sts);
+    uint64_t shard = g.elems / (uint64_t)shard_n + g.expert_elems / (uint64_t)expert_n;
+    /* fp8_params under ZeRO-3: no fewer fp8 weights in the shard than the plan's (each is in it), so that
+     * the 16-bit bytes they save are no fewer and the floor stays one */
+    px_states_of(states, g.elems + g.expert_elems, shard, g.fp8_elems, g.fp8_elems < shard ? g.fp8_elems : shard, &sts);
     int64_t act = 0;
     for (int64_t c = 0; (s == 0 || s == pp - 1) && c < v; c++)
       act += fwd_first[(s == 0 ? 0 : v) + c] * keep[c * pp + s];

@@ -484,7 +484,9 @@ static px_status stage_costs(sim *S, int64_t s) {
   static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                                  PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
                                                  PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
+                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
+                                                 PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
+                                                 PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
   int32_t opt = -1; /* the stage's own optimizer ops */
   for (int32_t i = 0; i < prog->ninsts && opt < 0; i++)
     if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) opt = i;
@@ -546,7 +548,9 @@ static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_o
 /* The compute blocks of a layer, the embedding and the head, which run_segment times from their segments. */
 static const px_block_kind bound_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
                                              PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                             PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD};
+                                             PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
+                                             PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
+                                             PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
 
 px_status px_sim_block_bounds_ns(const px_plan *p, uint64_t out_ns[PX_BLOCK_KIND_COUNT], px_err *err) {
   px_sim_opts defaults = {0};

@@ -2006,6 +2006,53 @@ static void test_support_walk(void) {
     }
 }
 
+/* What the executor refuses on every backend (exec/support.c), named by field: fp8 weights (the whole plan),
+ * per-head q/k norms and attention sinks (the attention ops); and sliding-window attention (the ops flagged
+ * PX_OPF_WINDOW, the window from the env), which the cpu backend runs and the others refuse. */
+static void test_support_refusals(void) {
+  px_err err = {0};
+  const config *g = &configs[1]; /* gpt-flash */
+  CU_ASSERT_EQUAL_FATAL(g->attention, PX_ATTN_FLASH);
+  static const struct {
+    const char *what, *says;
+  } cases[] = {{"fp8_params", "fp8 weights (`fp8_params`) are planned and simulated only"},
+               {"qk_norm", "flash_attn (fp32): per-head q/k norms (tiny-gpt) are planned and simulated"},
+               {"attention_sinks", "flash_attn (fp32): attention sinks (tiny-gpt) are planned and simulated"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(plan_of(g, precisions[0], &plan, &err), PX_OK);
+    if (!strcmp(cases[i].what, "fp8_params")) plan.par.fp8_params = 1;
+    if (!strcmp(cases[i].what, "qk_norm")) plan.model.qk_norm = true;
+    if (!strcmp(cases[i].what, "attention_sinks")) plan.model.attention_sinks = true;
+    for (int bi = 0; bi < nbackends; bi++) {
+      CU_ASSERT_EQUAL(px_support_check(backends[bi].be, &plan, &err), PX_ERR_INPUT);
+      if (!strstr(err.msg, cases[i].says)) fprintf(stderr, "\n  %s, %s: %s\n", cases[i].what, backends[bi].name, err.msg);
+      CU_ASSERT(strstr(err.msg, cases[i].says) != NULL);
+    }
+    px_plan_free(&plan);
+  }
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(plan_of(g, precisions[0], &plan, &err), PX_OK);
+  plan.model.sliding_window = 3;
+  int flagged = 0;
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+    for (int32_t i = 0; i < plan.blocks[k].nops; i++)
+      if (plan.blocks[k].ops[i].kind == PX_OP_FLASH_ATTN || plan.blocks[k].ops[i].kind == PX_OP_FLASH_ATTN_BWD)
+        plan.blocks[k].ops[i].flags |= PX_OPF_WINDOW, flagged++;
+  CU_ASSERT(flagged >= 2);
+  for (int bi = 0; bi < nbackends; bi++) {
+    px_status st = px_support_check(backends[bi].be, &plan, &err);
+    if (!strcmp(backends[bi].name, "cpu")) {
+      if (st) fprintf(stderr, "\n  cpu refuses a window: %s\n", err.msg);
+      CU_ASSERT_EQUAL(st, PX_OK);
+    } else {
+      CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
+      CU_ASSERT(strstr(err.msg, "sliding-window attention (a window of 3 tokens)") != NULL);
+    }
+  }
+  px_plan_free(&plan);
+}
+
 /* ======================= fp8 (the cpu backend's emulation) ======================= */
 
 /* The code nearest v by search over all 256 (a tie: the even code, whose mantissa ends in 0), v clamped
@@ -2561,6 +2608,7 @@ int main(int argc, char **argv) {
       {"collectives and p2p through the backend entries", test_collectives},
       {"allocation fills: none, poison, zero", test_fills},
       {"supports_op, and the walk of a plan refusing what a backend cannot run", test_support_walk},
+      {"the executor's own refusals (fp8 weights, q/k norms, sinks) and the window", test_support_refusals},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
       {"every op kind has a test", test_every_kind_tested},

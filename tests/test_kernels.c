@@ -527,7 +527,7 @@ static void check_attention(int64_t hkv) {
   float *q = px_trand(nq, -1.5, 1.5), *k = px_trand(nkv, -1.5, 1.5), *v = px_trand(nkv, -1, 1);
   float *scores = px_tconst(ns, NAN), *probs = px_tconst(ns, NAN), *ctx = px_tconst(nq, NAN);
   px_k_attn_scores_fwd(scores, q, k, a.b, a.t, a.hq, a.hkv, a.d, (float)a.scale);
-  px_k_attn_softmax_fwd(probs, scores, a.b * a.hq, a.t);
+  px_k_attn_softmax_fwd(probs, scores, a.b * a.hq, a.t, 0);
   px_k_attn_context_fwd(ctx, probs, v, a.b, a.t, a.hq, a.hkv, a.d);
   double *in = dalloc(nq + 2 * nkv), *want = dalloc(nq);
   pack(pack(pack(in, q, nq), k, nkv), v, nkv);
@@ -551,7 +551,7 @@ static void check_attention(int64_t hkv) {
   /* softmax in place */
   float *sp = px_tfloats(ns);
   memcpy(sp, scores, (size_t)ns * sizeof *sp);
-  px_k_attn_softmax_fwd(sp, sp, a.b * a.hq, a.t);
+  px_k_attn_softmax_fwd(sp, sp, a.b * a.hq, a.t, 0);
   CU_ASSERT(memcmp(sp, probs, (size_t)ns * sizeof *sp) == 0);
 
   /* backward through the three ops, against the finite differences of the
@@ -561,7 +561,7 @@ static void check_attention(int64_t hkv) {
   float *dprobs = px_tconst(ns, 0.0f), *dscores = px_tconst(ns, 0.0f);
   float *dq = px_tconst(nq, ACC0), *dk = px_tconst(nkv, ACC0), *dv = px_tconst(nkv, ACC0);
   px_k_attn_context_bwd(dprobs, dv, r, probs, v, a.b, a.t, a.hq, a.hkv, a.d);
-  px_k_attn_softmax_bwd(dscores, dprobs, probs, a.b * a.hq, a.t);
+  px_k_attn_softmax_bwd(dscores, dprobs, probs, a.b * a.hq, a.t, 0);
   px_k_attn_scores_bwd(dq, dk, dscores, q, k, a.b, a.t, a.hq, a.hkv, a.d, (float)a.scale);
   double *g = dalloc(nq + 2 * nkv);
   fd_grad(g, ref_attention, &a, in, nq + 2 * nkv, nq, d_of(r, nq));
@@ -580,8 +580,10 @@ static void test_attention(void) {
 
 /* The fused attention of one batch row against the three ops with the same
  * dropout masks, forward (ctx, lse) and backward (accumulated dq, dk, dv), on
- * one tile and on sequences that span several. */
-static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) {
+ * one tile and on sequences that span several; with a sliding window w > 0
+ * (each query sees the w keys up to its own), the softmax's rows are that
+ * window exactly (zero elsewhere, summing to 1). */
+static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, int64_t w) {
   const int64_t nq = s * hq * d, nkv = s * hkv * d, ns = hq * s * s;
   const float scale = 1.0f / sqrtf((float)d);
   const uint64_t seed = 77, off = 1000;
@@ -592,15 +594,27 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) 
   px_k_attn_scores_fwd(probs, q, k, 1, s, hq, hkv, d, scale);
   for (int64_t r = 0; r < hq * s; r++) { /* lse of the masked scores */
     double mx = -INFINITY, sum = 0.0;
-    for (int64_t j = 0; j <= r % s; j++) mx = fmax(mx, probs[r * s + j]);
-    for (int64_t j = 0; j <= r % s; j++) sum += exp(probs[r * s + j] - mx);
+    int64_t j0 = w > 0 && r % s >= w ? r % s - w + 1 : 0;
+    for (int64_t j = j0; j <= r % s; j++) mx = fmax(mx, probs[r * s + j]);
+    for (int64_t j = j0; j <= r % s; j++) sum += exp(probs[r * s + j] - mx);
     lse_want[r] = (float)(mx + log(sum));
   }
-  px_k_attn_softmax_fwd(probs, probs, hq, s);
+  px_k_attn_softmax_fwd(probs, probs, hq, s, w);
+  for (int64_t r = 0; r < hq * s; r++) { /* the row's window: its own key and the w - 1 before it */
+    double sum = 0.0;
+    bool outside_zero = true;
+    for (int64_t j = 0; j < s; j++) {
+      bool seen = j <= r % s && (w <= 0 || j > r % s - w);
+      sum += probs[r * s + j];
+      outside_zero = outside_zero && (seen || probs[r * s + j] == 0.0f);
+    }
+    CU_ASSERT(outside_zero);
+    CU_ASSERT_DOUBLE_EQUAL(sum, 1.0, 1e-5);
+  }
   px_k_dropout_fwd(drop, mask, probs, ns, p, seed, off);
   px_k_attn_context_fwd(want, drop, v, 1, s, hq, hkv, d);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
-  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
   CU_ASSERT(close_to("flash ctx", ctx, d_of(want, nq), nq, 1e-5, 1e-6, 0.0));
   CU_ASSERT(close_to("flash lse", lse, d_of(lse_want, hq * s), hq * s, 1e-6, 1e-6, 0.0));
 
@@ -608,10 +622,10 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) 
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
   px_k_attn_context_bwd(gpd, gv, dctx, drop, v, 1, s, hq, hkv, d);
   px_k_dropout_bwd(gp, gpd, mask, ns, p);
-  px_k_attn_softmax_bwd(gs, gp, probs, hq, s);
+  px_k_attn_softmax_bwd(gs, gp, probs, hq, s, w);
   px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
   float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
-  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
   CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
@@ -619,10 +633,17 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) 
 
 static void test_flash(void) {
   px_tseed(12);
-  check_flash(5, 4, 2, 3, 0.0f);    /* one partial tile, GQA */
-  check_flash(70, 2, 1, 8, 0.0f);   /* two query and key tiles */
-  check_flash(130, 4, 4, 16, 0.3f); /* three tiles, dropout */
-  check_flash(300, 2, 1, 8, 0.0f);  /* five tiles: the online softmax's rescale, four times */
+  check_flash(5, 4, 2, 3, 0.0f, 0);    /* one partial tile, GQA */
+  check_flash(70, 2, 1, 8, 0.0f, 0);   /* two query and key tiles */
+  check_flash(130, 4, 4, 16, 0.3f, 0); /* three tiles, dropout */
+  check_flash(300, 2, 1, 8, 0.0f, 0);  /* five tiles: the online softmax's rescale, four times */
+  /* sliding windows: within one tile, across tile edges (key tiles before a query tile's windows skipped), with
+   * dropout, and one wider than the sequence (full attention) */
+  check_flash(5, 4, 2, 3, 0.0f, 2);
+  check_flash(70, 2, 1, 8, 0.0f, 9);
+  check_flash(200, 4, 4, 16, 0.3f, 33);
+  check_flash(300, 2, 1, 8, 0.0f, 64);
+  check_flash(40, 2, 1, 8, 0.0f, 1000);
   px_tfree();
 }
 
@@ -664,8 +685,8 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
   float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
-  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
-  px_k_flash_bwd(gq, gk, gv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
+  px_k_flash_bwd(gq, gk, gv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
   int32_t *pos[3];
   float *qr[3], *kr[3], *vr[3], *dkr[3], *dvr[3];
   for (int64_t r = 0; r < cp; r++) {
@@ -678,7 +699,7 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
     float *c = px_tconst(n * wq, NAN), *l = px_tconst(hq * n, NAN), *c2 = px_tfloats(n * wq), *l2 = px_tfloats(hq * n);
     for (int64_t step = 0; step < cp; step++) {
       const int64_t j = (i - step + cp) % cp;
-      px_k_flash_fwd(step ? c2 : c, step ? l2 : l, qr[i], kr[j], vr[j], n, n, hq, hkv, d, pos[i], pos[j], s, p, seed,
+      px_k_flash_fwd(step ? c2 : c, step ? l2 : l, qr[i], kr[j], vr[j], n, n, hq, hkv, d, pos[i], pos[j], 0, s, p, seed,
                      off);
       if (step) px_k_flash_merge(c, l, c2, l2, n, hq, d);
     }
@@ -686,7 +707,7 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
     CU_ASSERT(close_to("cp flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
     float *dqi = px_tconst(n * wq, ACC0), *doi = gather_rows(dctx, pos[i], n, wq);
     for (int64_t j = 0; j < cp; j++)
-      px_k_flash_bwd(dqi, dkr[j], dvr[j], doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d, pos[i], pos[j], s, p, seed,
+      px_k_flash_bwd(dqi, dkr[j], dvr[j], doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d, pos[i], pos[j], 0, s, p, seed,
                      off);
     CU_ASSERT(close_to("cp flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
   }
@@ -703,10 +724,10 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
   float *dka = px_tconst(s * wkv, ACC0), *dva = px_tconst(s * wkv, ACC0);
   for (int64_t i = 0; i < cp; i++) {
     float *c = px_tconst(n * wq, NAN), *l = px_tconst(hq * n, NAN), *dqi = px_tconst(n * wq, ACC0);
-    px_k_flash_fwd(c, l, qr[i], ka, va, n, s, hq, hkv, d, pos[i], all, s, p, seed, off);
+    px_k_flash_fwd(c, l, qr[i], ka, va, n, s, hq, hkv, d, pos[i], all, 0, s, p, seed, off);
     CU_ASSERT(close_to("ag flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
     CU_ASSERT(close_to("ag flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
-    px_k_flash_bwd(dqi, dka, dva, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s, hq, hkv, d, pos[i], all,
+    px_k_flash_bwd(dqi, dka, dva, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s, hq, hkv, d, pos[i], all, 0,
                    s, p, seed, off);
     CU_ASSERT(close_to("ag flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
   }
@@ -734,8 +755,8 @@ static void test_flash_merge(void) {
   int32_t *pos = px_talloc((size_t)s * sizeof *pos);
   for (int64_t i = 0; i < s; i++) pos[i] = (int32_t)i;
   float *c0 = px_tfloats(nq), *l0 = px_tfloats(hq * s), *c1 = px_tfloats(nq), *l1 = px_tfloats(hq * s);
-  px_k_flash_fwd(c0, l0, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, 0.2f, 3, 9);
-  px_k_flash_fwd(c1, l1, q, k, v, s, s, hq, hkv, d, pos, pos, s, 0.2f, 3, 9);
+  px_k_flash_fwd(c0, l0, q, k, v, s, s, hq, hkv, d, NULL, NULL, 0, s, 0.2f, 3, 9);
+  px_k_flash_fwd(c1, l1, q, k, v, s, s, hq, hkv, d, pos, pos, 0, s, 0.2f, 3, 9);
   CU_ASSERT_EQUAL(memcmp(c0, c1, (size_t)nq * sizeof *c0), 0);
   CU_ASSERT_EQUAL(memcmp(l0, l1, (size_t)(hq * s) * sizeof *l0), 0);
 
@@ -743,7 +764,7 @@ static void test_flash_merge(void) {
   int32_t *late = px_talloc((size_t)s * sizeof *late);
   for (int64_t i = 0; i < s; i++) late[i] = (int32_t)(s + i);
   float *c2 = px_tconst(nq, NAN), *l2 = px_tconst(hq * s, NAN);
-  px_k_flash_fwd(c2, l2, q, k, v, s, s, hq, hkv, d, NULL, late, 2 * s, 0.2f, 3, 9);
+  px_k_flash_fwd(c2, l2, q, k, v, s, s, hq, hkv, d, NULL, late, 0, 2 * s, 0.2f, 3, 9);
   bool empty = true;
   for (int64_t i = 0; i < nq; i++) empty = empty && c2[i] == 0.0f;
   for (int64_t i = 0; i < hq * s; i++) empty = empty && l2[i] == -INFINITY;
@@ -754,7 +775,7 @@ static void test_flash_merge(void) {
   CU_ASSERT_EQUAL(memcmp(l0, l1, (size_t)(hq * s) * sizeof *l0), 0);
   /* the backward of rows that saw nothing adds nothing, even against keys they could see */
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
-  px_k_flash_bwd(gq, gk, gv, px_trand(nq, -1, 1), q, k, v, c2, l2, s, s, hq, hkv, d, NULL, NULL, s, 0.2f, 3, 9);
+  px_k_flash_bwd(gq, gk, gv, px_trand(nq, -1, 1), q, k, v, c2, l2, s, s, hq, hkv, d, NULL, NULL, 0, s, 0.2f, 3, 9);
   bool still = true;
   for (int64_t i = 0; i < nq; i++) still = still && gq[i] == ACC0;
   for (int64_t i = 0; i < nkv; i++) still = still && gk[i] == ACC0 && gv[i] == ACC0;
@@ -795,12 +816,12 @@ static void test_attention_softmax_bwd(void) {
   softmax_ctx s = {2 * 5, 5};
   const int64_t n = s.rows * s.t;
   float *x = px_trand(n, -3, 3), *p = px_tfloats(n);
-  px_k_attn_softmax_fwd(p, x, 2, s.t);
+  px_k_attn_softmax_fwd(p, x, 2, s.t, 0);
   double *in = d_of(x, n), *want = dalloc(n);
   ref_softmax(want, in, &s);
   CU_ASSERT(fwd_close("causal softmax", p, want, n));
   float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0);
-  px_k_attn_softmax_bwd(dx, r, p, 2, s.t);
+  px_k_attn_softmax_bwd(dx, r, p, 2, s.t, 0);
   double *g = dalloc(n);
   fd_grad(g, ref_softmax, &s, in, n, n, d_of(r, n));
   CU_ASSERT(grad_close("causal softmax dscores", dx, g, n));
@@ -1250,8 +1271,8 @@ static void test_threads_bitwise_rows(void) {
       px_k_set_threads(t + 1);
       fo[t] = px_tfloats(S * HQ * D + HQ * S), fg[t] = px_tconst(S * HQ * D + 2 * S * HKV * D, 0.0f);
       float *lse = fo[t] + S * HQ * D, *dq = fg[t], *dk = dq + S * HQ * D, *dv = dk + S * HKV * D;
-      px_k_flash_fwd(fo[t], lse, q, k, v, S, S, HQ, HKV, D, NULL, NULL, S, drop ? 0.1f : 0.0f, 7, 0);
-      px_k_flash_bwd(dq, dk, dv, dc, q, k, v, fo[t], lse, S, S, HQ, HKV, D, NULL, NULL, S, drop ? 0.1f : 0.0f, 7, 0);
+      px_k_flash_fwd(fo[t], lse, q, k, v, S, S, HQ, HKV, D, NULL, NULL, 0, S, drop ? 0.1f : 0.0f, 7, 0);
+      px_k_flash_bwd(dq, dk, dv, dc, q, k, v, fo[t], lse, S, S, HQ, HKV, D, NULL, NULL, 0, S, drop ? 0.1f : 0.0f, 7, 0);
     }
     for (int t = 1; t < 3; t++) {
       CU_ASSERT_EQUAL(memcmp(fo[t], fo[0], (size_t)(S * HQ * D + HQ * S) * 4), 0);
@@ -1447,7 +1468,7 @@ int main(void) {
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
-      {"fused (flash) attention against the three ops, with dropout", test_flash},
+      {"fused (flash) attention against the three ops, with dropout and sliding windows", test_flash},
       {"flash attention by key blocks at global positions (cp 2, 3), merged or gathered = whole", test_flash_blocks},
       {"flash merge: an empty block, explicit positions", test_flash_merge},
       {"dropout: p = 0, pieces, backward", test_dropout},

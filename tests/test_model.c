@@ -206,7 +206,6 @@ static bool moe_quantity(const char *q, const px_model *m, const px_model_params
   else if (!strcmp(q, "active")) *out = p->active;
   else if (!strcmp(q, "active_no_embedding")) *out = p->active - p->embedding;
   else if (!strcmp(q, "total_no_embedding")) *out = p->total - p->embedding - p->lm_head;
-  else if (!strcmp(q, "total_qk_norm")) *out = p->total + (uint64_t)(2 * m->head_dim * m->layers);
   else if (!strcmp(q, "mtp")) *out = p->mtp;
   else if (!strcmp(q, "checkpoint")) *out = p->total + p->mtp + deepseek_checkpoint_extra(m, p);
   else return false;
@@ -417,8 +416,8 @@ static void test_moe_refusals(void) {
   expect_refused("{\"model_type\": \"gpt_oss\", " HF_BASE ", \"num_local_experts\": 4, \"num_experts_per_tok\": 2, "
                  "\"sliding_window\": 8, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
                  "field 'layer_types'");
-  expect_refused("{\"model_type\": \"t5\"}", "(llama, mistral, qwen2, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, "
-                                             "deepseek_v3, gpt_oss, gpt_neox, gpt2)");
+  expect_refused("{\"model_type\": \"t5\"}", "(llama, mistral, qwen2, qwen3, mixtral, qwen2_moe, qwen3_moe, "
+                                             "deepseek_v2, deepseek_v3, gpt_oss, gpt_neox, gpt2)");
   /* mlp_only_layers [0, 1] is first_dense_layers 2 */
   const char *dense2 = "{\"model_type\": \"qwen3_moe\", " HF_BASE ", \"num_experts\": 4, "
                        "\"moe_intermediate_size\": 32, \"num_experts_per_tok\": 2, \"mlp_only_layers\": [0, 1]}";
@@ -431,6 +430,96 @@ static void test_moe_refusals(void) {
   CU_ASSERT(px_model_layer_is_moe(&m, 2));
 }
 
+/* The layers a model's sliding window covers, as a string of 's' (windowed) and 'f' (full). */
+static const char *window_layers(const px_model *m, char *buf) {
+  int64_t l = 0;
+  for (; l < m->layers && l < 63; l++) buf[l] = px_model_layer_is_sliding(m, l) ? 's' : 'f';
+  buf[l] = '\0';
+  return buf;
+}
+
+/* Sliding-window attention from Hugging Face configs, as transformers reads them: Mistral's sliding_window on
+ * every layer (v0.1's 4096; Mixtral's null is none), Qwen's only with use_sliding_window and after the first
+ * max_window_layers, gpt-oss's on the even layers, and layer_types where a config lists them (a pattern our
+ * model cannot hold refused naming the element); Qwen3's q/k norms from its model types. */
+static void test_hf_windows(void) {
+  px_model m;
+  px_err err = {0};
+  char b[64];
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/mistral-7b-config.json"), &m, &err), PX_OK);
+  CU_ASSERT_EQUAL(m.sliding_window, 4096);
+  CU_ASSERT_STRING_EQUAL(window_layers(&m, b), "ssssssssssssssssssssssssssssssss");
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/mixtral-8x7b-config.json"), &m, &err), PX_OK);
+  CU_ASSERT_EQUAL(m.sliding_window, 0);
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/qwen2-0.5b-config.json"), &m, &err), PX_OK);
+  CU_ASSERT_EQUAL(m.sliding_window, 0); /* use_sliding_window false */
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/gpt-oss-20b-config.json"), &m, &err), PX_OK);
+  CU_ASSERT_EQUAL(m.sliding_window, 128);
+  CU_ASSERT_STRING_EQUAL(window_layers(&m, b), "sfsfsfsfsfsfsfsfsfsfsfsf");
+  px_model preset;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &preset, &err), PX_OK);
+  CU_ASSERT_EQUAL(preset.window_layer_freq, 2);
+  CU_ASSERT_STRING_EQUAL(window_layers(&preset, b), "sfsfsfsfsfsfsfsfsfsfsfsfsfsfsfsfsfsf");
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/qwen3-8b-base-config.json"), &m, &err), PX_OK);
+  CU_ASSERT(m.qk_norm);
+  CU_ASSERT_EQUAL(m.sliding_window, 0);
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/qwen3-30b-a3b-config.json"), &m, &err), PX_OK);
+  CU_ASSERT(m.qk_norm);
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/llama3-8b-config.json"), &m, &err), PX_OK);
+  CU_ASSERT(!m.qk_norm);
+  static const struct {
+    const char *json, *layers; /* NULL: refused */
+  } cases[] = {
+      /* Qwen2 with the window on: the layers after max_window_layers; its default 28 covers all 4 here */
+      {"\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8, \"max_window_layers\": 1", "fsss"},
+      {"\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 8", "ffff"},
+      {"\"model_type\": \"qwen2\", \"use_sliding_window\": false, \"sliding_window\": 8, \"max_window_layers\": 0", "ffff"},
+      {"\"model_type\": \"mistral\", \"sliding_window\": null", "ffff"},
+      {"\"model_type\": \"mistral\"", "ssss"}, /* MistralConfig's default window, 4096 */
+      {"\"model_type\": \"llama\", \"sliding_window\": 8", "ffff"}, /* Llama has none */
+      {"\"model_type\": \"mistral\", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
+       "\"sliding_attention\", \"full_attention\", \"sliding_attention\"]", "fsfs"},
+      {"\"model_type\": \"mistral\", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
+       "\"full_attention\", \"full_attention\", \"sliding_attention\"]", "fffs"},
+      {"\"model_type\": \"mistral\", \"sliding_window\": 8, \"layer_types\": [\"sliding_attention\", "
+       "\"full_attention\", \"full_attention\", \"sliding_attention\"]", "sffs"},
+      {"\"model_type\": \"mistral\", \"sliding_window\": 8, \"layer_types\": [\"sliding_attention\", "
+       "\"sliding_attention\", \"full_attention\", \"sliding_attention\"]", NULL}, /* Gemma-like: refused */
+      {"\"model_type\": \"mistral\", \"sliding_window\": 8, \"layer_types\": [\"sliding_attention\"]", NULL},
+      {"\"model_type\": \"mistral\", \"sliding_window\": 8, \"layer_types\": [\"local\", \"full_attention\", "
+       "\"full_attention\", \"full_attention\"]", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char text[1024];
+    snprintf(text, sizeof text, "{%s, \"num_hidden_layers\": 4, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+             "\"intermediate_size\": 128, \"vocab_size\": 100, \"max_position_embeddings\": 16}", cases[i].json);
+    cJSON *root = cJSON_Parse(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(root);
+    px_err e = {0};
+    px_status st = px_model_from_json(root, "config.json", &m, &e);
+    cJSON_Delete(root);
+    if (!cases[i].layers) {
+      CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
+      CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "config.json: field 'layer_types'"));
+      continue;
+    }
+    if (st) fprintf(stderr, "\n  %s: %s\n", cases[i].json, e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    if (strcmp(window_layers(&m, b), cases[i].layers))
+      fprintf(stderr, "\n  %s: layers %s, wanted %s\n", cases[i].json, b, cases[i].layers);
+    CU_ASSERT_STRING_EQUAL(b, cases[i].layers);
+  }
+  /* our schema: a window says which layers, and the fields need one */
+  expect_refused("{" BASE ", \"heads\": 4, \"sliding_window\": 8}", "field 'window_layer_freq' is required");
+  expect_refused("{" BASE ", \"heads\": 4, \"window_layer_freq\": 2}", "field 'window_layer_freq' needs 'sliding_window'");
+  expect_refused("{" BASE ", \"heads\": 4, \"sliding_window\": 8, \"window_layer_freq\": 1, \"first_full_layers\": 2}",
+                 "field 'first_full_layers': 2 leaves none of the 2 layers");
+  expect_refused("{" BASE ", \"heads\": 4, \"kv_lora_rank\": 16, \"qk_rope_head_dim\": 8, \"qk_nope_head_dim\": 8, "
+                 "\"v_head_dim\": 16, \"qk_norm\": true}", "field 'qk_norm'");
+  CU_ASSERT_EQUAL(parse_model("{" BASE ", \"heads\": 4, \"sliding_window\": 8, \"window_layer_freq\": 1, "
+                              "\"first_full_layers\": 1}", &err), PX_OK);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"published parameter counts, exact", test_published_counts},
@@ -438,6 +527,7 @@ int main(void) {
       {"FLOPs per token vs Megatron's formula", test_flops_megatron},
       {"Hugging Face config defaults", test_hf_defaults},
       {"bad model inputs are refused with the field", test_refusals},
+      {"sliding windows from Hugging Face configs (Mistral, Qwen2, gpt-oss, layer_types), Qwen3's q/k norms", test_hf_windows},
       {"JSON round trip", test_roundtrip},
       {"a model file up to 1 MiB loads, a byte more is refused", test_file_limit},
       {"MoE: published counts within their rounding", test_moe_published},

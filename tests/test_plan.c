@@ -1128,8 +1128,10 @@ static void test_moe(void) {
 
 /* gpt-oss: sliding-window layers attend to 128 keys back. The attended pairs
  * by hand (seq 8, window 3: 1 + 2 + 3 x 6 = 21; causal 8 x 9 / 2 = 36); the
- * flash op of gpt-oss-120b's layer block is the mean of a sliding and a full
- * layer; a chunk with an odd layer count and CP are refused. */
+ * flash op of gpt-oss-120b's windowed layer block costs a sliding layer's
+ * pairs, the full one's the causal ones; with 9 layers a stage (pp 4, as
+ * Megatron and torchtitan run it) the even layers run the windowed blocks
+ * and the odd ones the full, a stage starting on either; CP is refused. */
 static void test_sliding_window(void) {
   CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 3), 21.0, 0);
   CU_ASSERT_DOUBLE_EQUAL(px_attention_pairs(8, 0), 36.0, 0);
@@ -1144,21 +1146,36 @@ static void test_sliding_window(void) {
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
   /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
-  double frac = (516160.0 + 8390656.0) / 2 / 8390656.0;
   double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
-  const px_block *fb = &plan.blocks[PX_BLOCK_MOE_FWD];
-  int found = 0;
-  for (int32_t i = 0; i < fb->nops; i++)
-    if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
-      PX_ASSERT_REL(fb->ops[i].flops, rect * frac, 1e-12);
-      found++;
-    }
-  CU_ASSERT_EQUAL(found, 1);
+  for (int window = 0; window < 2; window++) {
+    const px_block *fb = &plan.blocks[px_layer_block(true, window, false)];
+    int found = 0;
+    for (int32_t i = 0; i < fb->nops; i++)
+      if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
+        PX_ASSERT_REL(fb->ops[i].flops, rect * (window ? 516160.0 / 8390656.0 : 1.0), 1e-12);
+        CU_ASSERT_EQUAL(!!(fb->ops[i].flags & PX_OPF_WINDOW), window);
+        found++;
+      }
+    CU_ASSERT_EQUAL(found, 1);
+  }
+  CU_ASSERT_EQUAL(plan.blocks[PX_BLOCK_LAYER_FWD_WINDOW].nops, 0); /* every layer is MoE */
   px_plan_free(&plan);
   p = par(1, 4, 16, 1, 1, 64); /* 36 / 4 = 9 layers a stage */
   p.ep = 8;
-  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
-  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "even number of layers"));
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  for (int64_t s = 0; s < 4; s++) {
+    const px_program *prog = &plan.programs[s];
+    int windowed = 0, full = 0;
+    for (int32_t i = 0; i < prog->ninsts; i++) {
+      const px_inst *in = &prog->insts[i];
+      if (in->mb != 0 || !px_block_is_layer_fwd((px_block_kind)in->block)) continue;
+      CU_ASSERT_EQUAL(in->block, in->layer % 2 == 0 ? PX_BLOCK_MOE_FWD_WINDOW : PX_BLOCK_MOE_FWD);
+      windowed += in->block == PX_BLOCK_MOE_FWD_WINDOW, full += in->block == PX_BLOCK_MOE_FWD;
+    }
+    CU_ASSERT_EQUAL(windowed, s % 2 == 0 ? 5 : 4); /* stages 0 and 2 start on a windowed layer (0, 18) */
+    CU_ASSERT_EQUAL(full, s % 2 == 0 ? 4 : 5);
+  }
+  px_plan_free(&plan);
   p = par(1, 2, 16, 1, 1, 64);
   p.ep = 8, p.cp = 2;
   CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
@@ -1166,6 +1183,60 @@ static void test_sliding_window(void) {
 }
 
 /* ---- fp8 ---- */
+
+/* fp8 primary weights (fp8_params, Megatron's --fp8-param-gather): the fp8 GEMMs' weights held in fp8 (1 byte)
+ * with their transposed copy and no bf16 copy, so 2 bytes an fp8 weight less than the bf16 weight and its two
+ * cached fp8 copies (ZeRO-1); each unit's parameter all-gather moves its fp8 weights at 1 byte (a byte an fp8
+ * element less than in bf16, each layer's about half); ZeRO-3 holds its shard's fp8 weights in fp8; the step's
+ * cast makes the transposed copy only; without fp8 precision and bf16 base it is refused. */
+static void test_fp8_params(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 16);
+  for (int zero = 1; zero <= 3; zero += 2) {
+    px_plan plan[2];
+    for (int f = 0; f < 2; f++) {
+      px_parallel p = par(2, 2, 4, zero, 1, 32);
+      p.sp = 1, p.precision = PX_PREC_FP8, p.fp8_params = f;
+      CU_ASSERT_EQUAL_FATAL(compile(&plan[f], &m, &c, &p, &err), PX_OK);
+    }
+    for (int64_t s = 0; s < 2; s++) {
+      const px_program *a = &plan[0].programs[s], *b = &plan[1].programs[s];
+      CU_ASSERT_EQUAL_FATAL(a->nunits, b->nunits);
+      uint64_t w8 = px_plan_fp8_weight_elems(&plan[1], s), shard8 = 0;
+      uint64_t *u8 = calloc((size_t)b->nunits, sizeof *u8);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(u8);
+      px_plan_fp8_unit_elems(&plan[1], s, u8, &shard8);
+      CU_ASSERT(w8 > 0 && w8 == px_plan_fp8_weight_elems(&plan[0], s));
+      px_states sa, sb;
+      px_plan_states(&plan[0], s, &sa);
+      px_plan_states(&plan[1], s, &sb);
+      uint64_t less = sa.bytes[PX_PLACE_GPU][PX_MEM_PARAMS] - sb.bytes[PX_PLACE_GPU][PX_MEM_PARAMS];
+      PX_ASSERT_EQ_U64(less, zero < 3 ? 2 * w8 : shard8);
+      PX_ASSERT_EQ_U64(sb.fp8_copy_bytes, zero < 3 ? w8 : 0);
+      CU_ASSERT(plan[1].mem[s].peak_bytes < plan[0].mem[s].peak_bytes);
+      for (int32_t u = 0; u < b->nunits; u++) {
+        const px_op *ga = &a->ops[a->units[u].gather_op], *gb = &b->ops[b->units[u].gather_op];
+        PX_ASSERT_EQ_U64(ga->coll_bytes - gb->coll_bytes, u8[u]);
+        if (u8[u] > b->units[u].padded / 2) PX_ASSERT_REL((double)gb->coll_bytes, 0.5 * (double)ga->coll_bytes, 0.01);
+      }
+      free(u8);
+    }
+    for (int f = 0; f < 2; f++) px_plan_free(&plan[f]);
+  }
+  static const struct {
+    int precision, base;
+  } bad[] = {{PX_PREC_BF16, -1}, {PX_PREC_FP8, PX_FP8_BASE_FP32}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    px_parallel p = par(2, 2, 4, 1, 1, 32);
+    p.fp8_params = 1, p.precision = bad[i].precision, p.fp8_base = bad[i].base;
+    px_plan plan;
+    CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 "
+                                           "copy: it needs `precision` fp8 with `fp8_base` bf16"));
+  }
+}
 
 /* fp8 GEMMs in a block: each linear and expert GEMM, and whether any reads a weight that is not a layer's. */
 static int fp8_gemms(const px_plan *plan, px_block_kind k, int *bf16) {
@@ -1597,7 +1668,8 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
-      {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs, refusals", test_sliding_window},
+      {"fp8 primary weights: memory, fp8 all-gathers, refusals", test_fp8_params},
+      {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},

@@ -197,8 +197,49 @@ static bool random_sweep_plan(px_model *m, px_cluster *c, px_parallel *p) {
   return !px_parallel_validate(p, m, c, NULL);
 }
 
+/* The bounds of one valid plan against the plan: its memory floor against every stage's peak (and with
+ * the most offload a sweep tries), its step floor against the walk's bound and the simulated step; the
+ * floors over the exact figures added to tight_mem and tight_step (NULL: not). Whether the plan fits. */
+static bool bounds_hold(const px_model *m, const px_cluster *c, const px_parallel *par, double *tight_mem,
+                        double *tight_step) {
+  px_err err = {0};
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, m, c, par, &err), PX_OK);
+  bool fits = plan.fits;
+  px_bound b, most;
+  CU_ASSERT_EQUAL_FATAL(px_bound_plan(m, c, par, NULL, &b, &err), PX_OK);
+  /* memory: no stage's peak is less than the floor on that stage */
+  uint64_t peak = plan.mem[px_plan_peak_stage(&plan)].peak_bytes;
+  CU_ASSERT(b.peak_bytes <= plan.mem[b.stage].peak_bytes);
+  if (tight_mem) *tight_mem += (double)b.peak_bytes / (double)peak;
+  /* ... and with the states of the most offload a sweep tries (what it drops plans by), no more than that
+   * stage's peak with those states */
+  px_parallel q = *par;
+  q.offload_opt = PX_OFFLOAD_CPU, q.offload_params = par->zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
+  CU_ASSERT_EQUAL_FATAL(px_bound_plan(m, c, par, &q, &most, &err), PX_OK);
+  px_states st;
+  px_plan_states_for(&plan, &q, most.stage, &st);
+  const px_memplan *mp = &plan.mem[most.stage];
+  CU_ASSERT(most.peak_bytes <= mp->peak_bytes - mp->static_bytes + px_states_bytes(&st, PX_PLACE_GPU));
+  /* step: the floor is no more than the walk's bound, which is no more than the simulated step */
+  double walk = 0;
+  CU_ASSERT_EQUAL(px_sim_step_bound_s(&plan, &walk, &err), PX_OK);
+  px_sim_opts so = {.skip_exposed = true, .skip_straggler = true};
+  px_sim_result sr;
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &so, &sr, &err), PX_OK);
+  if (!(b.step_s <= walk && walk <= sr.step_time_s))
+    fprintf(stderr, "\n  %s on %lld %s tp %lld cp %lld pp %lld dp %lld ep %lld z%d sched %d: floor %.9g walk %.9g sim %.9g\n",
+            m->name, (long long)c->gpus, c->name, (long long)par->tp, (long long)par->cp, (long long)par->pp,
+            (long long)par->dp, (long long)par->ep, par->zero, par->schedule, b.step_s, walk, sr.step_time_s);
+  CU_ASSERT(b.step_s > 0 && b.step_s <= walk && walk <= sr.step_time_s);
+  if (tight_step) *tight_step += b.step_s / sr.step_time_s;
+  px_sim_result_free(&sr);
+  px_plan_free(&plan);
+  return fits;
+}
+
 static void test_bounds_are_bounds(void) {
-  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fitting = 0;
+  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0;
   double tight_mem = 0, tight_step = 0;
   while (valid < 200 && draws < 20000) {
     draws++;
@@ -209,45 +250,24 @@ static void test_bounds_are_bounds(void) {
     valid++;
     moe += m.experts > 0, cp += par.cp > 1, zb += px_parallel_split_w(&par), offload += par.offload_opt > 0;
     fp8 += par.precision == PX_PREC_FP8;
-    px_err err = {0};
-    px_plan plan;
-    CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &par, &err), PX_OK);
-    fitting += plan.fits;
-    px_bound b, most;
-    CU_ASSERT_EQUAL_FATAL(px_bound_plan(&m, &c, &par, NULL, &b, &err), PX_OK);
-    /* memory: no stage's peak is less than the floor on that stage */
-    uint64_t peak = plan.mem[px_plan_peak_stage(&plan)].peak_bytes;
-    CU_ASSERT(b.peak_bytes <= plan.mem[b.stage].peak_bytes);
-    tight_mem += (double)b.peak_bytes / (double)peak;
-    /* ... and with the states of the most offload a sweep tries (what it drops plans by), no more than that
-     * stage's peak with those states */
-    px_parallel q = par;
-    q.offload_opt = PX_OFFLOAD_CPU, q.offload_params = par.zero == 3 ? PX_OFFLOAD_CPU : PX_OFFLOAD_NONE;
-    CU_ASSERT_EQUAL_FATAL(px_bound_plan(&m, &c, &par, &q, &most, &err), PX_OK);
-    px_states st;
-    px_plan_states_for(&plan, &q, most.stage, &st);
-    const px_memplan *mp = &plan.mem[most.stage];
-    CU_ASSERT(most.peak_bytes <= mp->peak_bytes - mp->static_bytes + px_states_bytes(&st, PX_PLACE_GPU));
-    /* step: the floor is no more than the walk's bound, which is no more than the simulated step */
-    double walk = 0;
-    CU_ASSERT_EQUAL(px_sim_step_bound_s(&plan, &walk, &err), PX_OK);
-    px_sim_opts so = {.skip_exposed = true, .skip_straggler = true};
-    px_sim_result sr;
-    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &so, &sr, &err), PX_OK);
-    if (!(b.step_s <= walk && walk <= sr.step_time_s))
-      fprintf(stderr, "\n  %s on %lld %s tp %lld cp %lld pp %lld dp %lld ep %lld z%d sched %d: floor %.9g walk %.9g sim %.9g\n",
-              m.name, (long long)c.gpus, c.name, (long long)par.tp, (long long)par.cp, (long long)par.pp,
-              (long long)par.dp, (long long)par.ep, par.zero, par.schedule, b.step_s, walk, sr.step_time_s);
-    CU_ASSERT(b.step_s > 0 && b.step_s <= walk && walk <= sr.step_time_s);
-    tight_step += b.step_s / sr.step_time_s;
-    px_sim_result_free(&sr);
-    px_plan_free(&plan);
+    fitting += bounds_hold(&m, &c, &par, &tight_mem, &tight_step);
+    /* the same plan with fp8 weights (fp8_params), and on the model with sliding-window layers on every
+     * other layer, where valid: their blocks and states bounded too */
+    px_parallel w8 = par;
+    w8.fp8_params = 1;
+    if (par.precision == PX_PREC_FP8 && !px_parallel_validate(&w8, &m, &c, NULL))
+      fp8w++, bounds_hold(&m, &c, &w8, NULL, NULL);
+    px_model mw = m;
+    mw.sliding_window = mw.seq_len / 4, mw.window_layer_freq = 2;
+    if (m.sliding_window == 0 && !px_parallel_validate(&par, &mw, &c, NULL))
+      window++, bounds_hold(&mw, &c, &par, NULL, NULL);
   }
   CU_ASSERT_EQUAL(valid, 200);
-  CU_ASSERT(moe >= 40 && cp >= 20 && zb >= 20 && offload >= 10 && fp8 >= 40 && fitting >= 40);
-  printf("\n  %d valid plans (%d draws: %d MoE, %d CP, %d zero-bubble, %d offloaded, %d fp8, %d fit); floor / exact: "
-         "memory %.2f, step %.2f on average\n",
-         valid, draws, moe, cp, zb, offload, fp8, fitting, tight_mem / valid, tight_step / valid);
+  CU_ASSERT(moe >= 40 && cp >= 20 && zb >= 20 && offload >= 10 && fp8 >= 40 && fp8w >= 20 && window >= 40 &&
+            fitting >= 40);
+  printf("\n  %d valid plans (%d draws: %d MoE, %d CP, %d zero-bubble, %d offloaded, %d fp8, %d fit), and %d of them "
+         "with fp8 weights, %d with sliding windows; floor / exact: memory %.2f, step %.2f on average\n",
+         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, tight_mem / valid, tight_step / valid);
 }
 
 static bool same_ref(px_ref a, px_ref b) { return a.slot == b.slot && a.layer_off == b.layer_off; }

@@ -120,6 +120,7 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], cp = v->cp, nq = S * HQ * D, nkv = S * HKV * D;
   int64_t per = bwd ? 4 : 2, blk = B * nkv; /* floats of a k (v, dk, dv) block */
+  int64_t window = px_exec_window(e);
   float p_drop = (float)v->dropout, **out = (float **)e->out, **in = (float **)e->in;
   float *ws = out[bwd ? 3 : 2], *buf[2] = {ws, ws + per * blk};
   if (!e->comm || !e->comm->ring) return px_err_set(err, PX_ERR_RUNTIME, "internal: cpu backend: no CP ring");
@@ -136,14 +137,14 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
       const float *k = cur + b * nkv, *vv = cur + blk + b * nkv;
       if (bwd)
         px_k_flash_bwd(out[0] + b * nq, cur + 2 * blk + b * nkv, cur + 3 * blk + b * nkv, in[0] + b * nq,
-                       in[1] + b * nq, k, vv, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, v->seq,
-                       p_drop, seed, off);
+                       in[1] + b * nq, k, vv, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, window,
+                       v->seq, p_drop, seed, off);
       else if (s == 0)
         px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, k, vv, S, S, HQ, HKV, D, qpos, kpos,
-                       v->seq, p_drop, seed, off);
+                       window, v->seq, p_drop, seed, off);
       else {
         px_k_flash_fwd(part + b * nq, part_lse + b * HQ * S, in[0] + b * nq, k, vv, S, S, HQ, HKV, D, qpos, kpos,
-                       v->seq, p_drop, seed, off);
+                       window, v->seq, p_drop, seed, off);
         px_k_flash_merge(out[0] + b * nq, out[1] + b * HQ * S, part + b * nq, part_lse + b * HQ * S, S, HQ, D);
       }
     }
@@ -166,7 +167,7 @@ static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   const px_env *v = e->env;
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S;
-  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S;
+  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S, window = px_exec_window(e);
   float pd = (float)v->dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   float **out = (float **)e->out, **in = (float **)e->in;
@@ -181,11 +182,11 @@ static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
     uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
     if (!bwd)
       px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, SK, HQ,
-                     HKV, D, qpos, kpos, s_full, pd, seed, off);
+                     HKV, D, qpos, kpos, window, s_full, pd, seed, off);
     else
       px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
                      in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos,
-                     kpos, s_full, pd, seed, off);
+                     kpos, window, s_full, pd, seed, off);
   }
   return PX_OK;
 }
@@ -386,8 +387,10 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_ATTN_SCORES_BWD:
       px_k_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
       return PX_OK;
-    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1]); return PX_OK;
-    case PX_OP_SOFTMAX_BWD: px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1]); return PX_OK;
+    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_exec_window(e)); return PX_OK;
+    case PX_OP_SOFTMAX_BWD:
+      px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_exec_window(e));
+      return PX_OK;
     case PX_OP_ATTN_CONTEXT: px_k_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4]); return PX_OK;
     case PX_OP_ATTN_CONTEXT_BWD:
       px_k_attn_context_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4]);

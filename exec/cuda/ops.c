@@ -706,7 +706,7 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
  * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
  *   activations'; the ops on gradient ranges run in it too);
  * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
- *   query heads (the kernels' limits);
+ *   query heads (the kernels' limits), no sliding window (PX_OPF_WINDOW);
  * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
  *   (B, heads, S, S) operands in scratch memory the plan does not count;
  * - (not flagged) the embedding backward in 16 bits needs the host's copy of
@@ -752,6 +752,11 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
           (long long)env->cp);
     default: break;
   }
+  if (op->flags & PX_OPF_WINDOW)
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no "
+                              "window yet (hint: `backend` cpu runs it)",
+                              (long long)env->sliding_window);
   if (px_op_is_moe((px_op_kind)op->kind))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;

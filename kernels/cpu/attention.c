@@ -52,34 +52,39 @@ void px_k_attn_scores_bwd(float *dq, float *dk, const float *dscores, const floa
   }
 }
 
-void px_k_attn_softmax_fwd(float *probs, const float *scores, int64_t bh, int64_t t) {
+/* The first column query position i sees: 0, or the start of its window. */
+static int64_t first_seen(int64_t i, int64_t window) { return window > 0 && i >= window ? i - window + 1 : 0; }
+
+void px_k_attn_softmax_fwd(float *probs, const float *scores, int64_t bh, int64_t t, int64_t window) {
   for (int64_t r = 0; r < bh * t; r++) {
-    int64_t i = r % t; /* query position: columns 0..i are visible */
+    int64_t i = r % t, j0 = first_seen(i, window); /* query position: columns j0..i are visible */
     const float *s = scores + r * t;
     float *p = probs + r * t;
     float mx = -INFINITY;
-    for (int64_t j = 0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
+    for (int64_t j = j0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
     double sum = 0.0;
-    for (int64_t j = 0; j <= i; j++) {
+    for (int64_t j = j0; j <= i; j++) {
       float e = expf(s[j] - mx);
       p[j] = e;
       sum += e;
     }
     float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j <= i; j++) p[j] *= inv;
+    for (int64_t j = 0; j < j0; j++) p[j] = 0.0f;
+    for (int64_t j = j0; j <= i; j++) p[j] *= inv;
     for (int64_t j = i + 1; j < t; j++) p[j] = 0.0f;
   }
 }
 
-void px_k_attn_softmax_bwd(float *dscores, const float *dprobs, const float *probs, int64_t bh, int64_t t) {
+void px_k_attn_softmax_bwd(float *dscores, const float *dprobs, const float *probs, int64_t bh, int64_t t,
+                           int64_t window) {
   for (int64_t r = 0; r < bh * t; r++) {
-    int64_t i = r % t;
+    int64_t i = r % t, j0 = first_seen(i, window);
     const float *dp = dprobs + r * t, *p = probs + r * t;
     float *ds = dscores + r * t;
     double dot = 0.0;
-    for (int64_t j = 0; j <= i; j++) dot += (double)dp[j] * p[j];
+    for (int64_t j = j0; j <= i; j++) dot += (double)dp[j] * p[j];
     float dotf = (float)dot;
-    for (int64_t j = 0; j <= i; j++) ds[j] += p[j] * (dp[j] - dotf);
+    for (int64_t j = j0; j <= i; j++) ds[j] += p[j] * (dp[j] - dotf);
   }
 }
 

@@ -28,19 +28,20 @@ void px_k_attn_scores_bwd(float *dq,            // (B, T, Hq, D)
                           const float *k,       // (B, T, Hkv, D)
                           int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d, float scale);
 
-/* Causal softmax of each row t over columns s <= t; columns s > t get exactly 0.
- * Writes probs; probs may alias scores (in place). bh = B * Hq. */
+/* Causal softmax of each row t over columns s <= t (with a sliding window > 0,
+ * only t - window < s <= t); the other columns get exactly 0. Writes probs;
+ * probs may alias scores (in place). bh = B * Hq. */
 void px_k_attn_softmax_fwd(float *probs,        // (B, Hq, T, T)
                            const float *scores, // (B, Hq, T, T)
-                           int64_t bh, int64_t t);
+                           int64_t bh, int64_t t, int64_t window);
 
-/* Backward: dscores += probs * (dprobs - sum_s dprobs * probs) on s <= t; the
- * upper triangle of dscores is left untouched and dprobs' upper triangle is not
- * read. ACCUMULATES (the caller zeroes dscores). */
+/* Backward: dscores += probs * (dprobs - sum_s dprobs * probs) on the columns
+ * the forward saw; the others of dscores are left untouched and those of
+ * dprobs are not read. ACCUMULATES (the caller zeroes dscores). */
 void px_k_attn_softmax_bwd(float *dscores,      // (B, Hq, T, T)
                            const float *dprobs, // (B, Hq, T, T)
                            const float *probs,  // (B, Hq, T, T)
-                           int64_t bh, int64_t t);
+                           int64_t bh, int64_t t, int64_t window);
 
 /* ctx[b, t, h] = sum_s probs[b, h, t, s] v[b, s, h / (Hq/Hkv)]. The upper
  * triangle of probs must be 0 (px_k_attn_softmax_fwd makes it so). Writes ctx. */

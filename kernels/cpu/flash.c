@@ -1,8 +1,9 @@
 /* FlashAttention on the CPU: tiles of 64 queries x 64 keys, the products
  * through cblas on strided head slices (no copies), the output accumulated in
  * place in ctx; scratch is two tiles on the stack. Masking is by global
- * position, element by element; a tile pair where every key comes after every
- * query is skipped. Heads (the backward: KV heads, whose dK and dV the group's
+ * position, element by element (causal, and within a sliding window); a tile
+ * pair where every key comes after every query, or before every query's
+ * window, is skipped. Heads (the backward: KV heads, whose dK and dV the group's
  * query heads share) split over the kernels' threads (kernels/cpu/par.h)
  * while the tile products stay on one BLAS thread (head dim <= 64), one
  * head's work the same on any thread, so the bits do not depend on the
@@ -29,16 +30,27 @@ static int as_blas(int64_t x) {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* The global positions of rows i0..i0+n-1 into out (n <= TILE); returns their
- * largest (want_max) or smallest. Positions need not be monotone: a rank's
+/* The global positions of rows i0..i0+n-1 into out (n <= TILE), and their
+ * smallest and largest. Positions need not be monotone: a rank's
  * load-balanced share is two runs. */
-static int32_t tile_pos(int32_t *out, const int32_t *pos, int64_t i0, int64_t n, int want_max) {
-  int32_t ext = pos ? pos[i0] : (int32_t)i0;
+static void tile_pos(int32_t *out, const int32_t *pos, int64_t i0, int64_t n, int32_t *lo, int32_t *hi) {
+  *lo = *hi = pos ? pos[i0] : (int32_t)i0;
   for (int64_t i = 0; i < n; i++) {
     out[i] = pos ? pos[i0 + i] : (int32_t)(i0 + i);
-    ext = want_max ? (out[i] > ext ? out[i] : ext) : (out[i] < ext ? out[i] : ext);
+    *lo = out[i] < *lo ? out[i] : *lo;
+    *hi = out[i] > *hi ? out[i] : *hi;
   }
-  return ext;
+}
+
+/* The last position before query position tq's window: keys at or before it are not seen (INT32_MIN: none). */
+static int32_t window_start(int32_t tq, int64_t window) {
+  return window > 0 ? (int32_t)((int64_t)tq - window) : INT32_MIN;
+}
+
+/* Whether a tile of queries [qlo, qhi] sees none of a tile of keys [klo, khi]: every key after every query, or
+ * at or before every query's window. */
+static bool tile_unseen(int32_t qlo, int32_t qhi, int32_t klo, int32_t khi, int64_t window) {
+  return klo > qhi || khi <= window_start(qlo, window);
 }
 
 /* The dropout multiplier of probability element (tq, tk) of head h, at global
@@ -59,18 +71,18 @@ static int64_t heads_per_thread(int64_t heads, int64_t d) { return (int64_t)TILE
 /* Lanes of the softmax row reductions. */
 #define LANES 8
 
-/* max(mx, row[c] over the keys c < nc that query position tq sees). */
-PX_K_SIMD static float seen_max(const float *row, const int32_t *kp, int32_t tq, int64_t nc, float mx) {
+/* max(mx, row[c] over the keys c < nc that query position tq sees: at positions after lo, up to tq). */
+PX_K_SIMD static float seen_max(const float *row, const int32_t *kp, int32_t tq, int32_t lo, int64_t nc, float mx) {
   float acc[LANES];
   for (int j = 0; j < LANES; j++) acc[j] = mx;
   int64_t c = 0;
   for (; c + LANES <= nc; c += LANES)
     for (int j = 0; j < LANES; j++) {
-      const float x = kp[c + j] <= tq ? row[c + j] : -INFINITY;
+      const float x = kp[c + j] <= tq && kp[c + j] > lo ? row[c + j] : -INFINITY;
       acc[j] = x > acc[j] ? x : acc[j];
     }
   for (; c < nc; c++) {
-    const float x = kp[c] <= tq ? row[c] : -INFINITY;
+    const float x = kp[c] <= tq && kp[c] > lo ? row[c] : -INFINITY;
     acc[0] = x > acc[0] ? x : acc[0];
   }
   float m = acc[0];
@@ -78,18 +90,18 @@ PX_K_SIMD static float seen_max(const float *row, const int32_t *kp, int32_t tq,
   return m;
 }
 
-/* row[c] = e^(row[c] - mx) where tq sees key c, else 0; returns their sum (fixed lanes). */
-PX_K_SIMD static float seen_exp(float *row, const int32_t *kp, int32_t tq, int64_t nc, float mx) {
+/* row[c] = e^(row[c] - mx) where tq sees key c (after lo), else 0; returns their sum (fixed lanes). */
+PX_K_SIMD static float seen_exp(float *row, const int32_t *kp, int32_t tq, int32_t lo, int64_t nc, float mx) {
   float acc[LANES] = {0};
   int64_t c = 0;
   for (; c + LANES <= nc; c += LANES)
     for (int j = 0; j < LANES; j++) {
-      const float e = kp[c + j] <= tq ? px_exp_fast(row[c + j] - mx) : 0.0f;
+      const float e = kp[c + j] <= tq && kp[c + j] > lo ? px_exp_fast(row[c + j] - mx) : 0.0f;
       acc[j] += e;
       row[c + j] = e;
     }
   for (int j = 0; c < nc; c++, j++) {
-    const float e = kp[c] <= tq ? px_exp_fast(row[c] - mx) : 0.0f;
+    const float e = kp[c] <= tq && kp[c] > lo ? px_exp_fast(row[c] - mx) : 0.0f;
     acc[j] += e;
     row[c] = e;
   }
@@ -103,7 +115,7 @@ PX_K_SIMD static void scale_row(float *o, float s, int64_t d) {
 typedef struct {
   float *ctx, *lse, *dq, *dk, *dv;
   const float *q, *k, *v, *dctx, *octx, *olse;
-  int64_t sq, sk, hq, hkv, d, s_full;
+  int64_t sq, sk, hq, hkv, d, s_full, window;
   const int32_t *qpos, *kpos;
   float p;
   uint64_t seed, off;
@@ -121,23 +133,25 @@ static void fwd_heads(void *ctx_, int64_t h0, int64_t h1) {
     float *ch = a->ctx + h * d;
     for (int64_t t0 = 0; t0 < sq; t0 += TILE) {
       const int64_t nr = min64(TILE, sq - t0);
-      const int32_t qmax = tile_pos(qp, a->qpos, t0, nr, 1);
+      int32_t qlo, qhi, klo, khi;
+      tile_pos(qp, a->qpos, t0, nr, &qlo, &qhi);
       for (int64_t r = 0; r < nr; r++) {
         m[r] = -INFINITY, l[r] = 0.0f;
         memset(ch + (t0 + r) * ldq, 0, (size_t)d * sizeof *ch);
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
-        if (tile_pos(kp, a->kpos, s0, nc, 0) > qmax) continue; /* every key after every query */
+        tile_pos(kp, a->kpos, s0, nc, &klo, &khi);
+        if (tile_unseen(qlo, qhi, klo, khi, a->window)) continue;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), scale,
                     qh + t0 * ldq, as_blas(ldq), kh + s0 * ldk, as_blas(ldk), 0.0f, sc, TILE);
         for (int64_t r = 0; r < nr; r++) {
-          const int32_t tq = qp[r];
+          const int32_t tq = qp[r], lo = window_start(tq, a->window);
           float *row = sc + r * TILE;
-          const float mx = seen_max(row, kp, tq, nc, m[r]);
+          const float mx = seen_max(row, kp, tq, lo, nc, m[r]);
           /* mx stays -INFINITY while the row has seen no key: alpha 0, every e 0 */
           const float alpha = m[r] == -INFINITY ? 0.0f : px_exp_fast(m[r] - mx);
-          const float sum = seen_exp(row, kp, tq, nc, mx);
+          const float sum = seen_exp(row, kp, tq, lo, nc, mx);
           if (p > 0)
             for (int64_t c = 0; c < nc; c++) row[c] *= drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
           l[r] = l[r] * alpha + sum;
@@ -160,11 +174,11 @@ static void fwd_heads(void *ctx_, int64_t h0, int64_t h1) {
 }
 
 void px_k_flash_fwd(float *ctx, float *lse, const float *q, const float *k, const float *v, int64_t sq, int64_t sk,
-                    int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t s_full,
-                    float p, uint64_t seed, uint64_t off) {
+                    int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t window,
+                    int64_t s_full, float p, uint64_t seed, uint64_t off) {
   if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
   flash_args a = {.ctx = ctx, .lse = lse, .q = q, .k = k, .v = v, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d,
-                  .s_full = s_full, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
+                  .s_full = s_full, .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
   px_k_parallel_for(hq, heads_per_thread(hq, d), fwd_heads, &a);
 }
 
@@ -188,10 +202,11 @@ void px_k_flash_merge(float *ctx, float *lse, const float *ctx2, const float *ls
     }
 }
 
-/* Without dropout: pd = P, ds = P (dP - delta) for the keys tq sees (0 elsewhere). */
-PX_K_SIMD static void bwd_row(float *pd, float *ds, const int32_t *kp, int32_t tq, float lt, float delta, int64_t nc) {
+/* Without dropout: pd = P, ds = P (dP - delta) for the keys tq sees (after lo; 0 elsewhere). */
+PX_K_SIMD static void bwd_row(float *pd, float *ds, const int32_t *kp, int32_t tq, int32_t lo, float lt, float delta,
+                              int64_t nc) {
   for (int64_t c = 0; c < nc; c++) {
-    const float prob = kp[c] <= tq ? px_exp_fast(pd[c] - lt) : 0.0f;
+    const float prob = kp[c] <= tq && kp[c] > lo ? px_exp_fast(pd[c] - lt) : 0.0f;
     pd[c] = prob;
     ds[c] = prob * (ds[c] - delta);
   }
@@ -213,7 +228,8 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
     float *dqh = a->dq + h * d, *dkh = a->dk + g * d, *dvh = a->dv + g * d;
     for (int64_t t0 = 0; t0 < sq; t0 += TILE) {
       const int64_t nr = min64(TILE, sq - t0);
-      const int32_t qmax = tile_pos(qp, a->qpos, t0, nr, 1);
+      int32_t qlo, qhi, klo, khi;
+      tile_pos(qp, a->qpos, t0, nr, &qlo, &qhi);
       for (int64_t r = 0; r < nr; r++) { /* delta = rowsum(P * dP) = dO . O */
         double acc = 0.0;
         for (int64_t i = 0; i < d; i++) acc += (double)doh[(t0 + r) * ldq + i] * oh[(t0 + r) * ldq + i];
@@ -221,22 +237,23 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
-        if (tile_pos(kp, a->kpos, s0, nc, 0) > qmax) continue; /* every key after every query */
+        tile_pos(kp, a->kpos, s0, nc, &klo, &khi);
+        if (tile_unseen(qlo, qhi, klo, khi, a->window)) continue;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), scale,
                     qh + t0 * ldq, as_blas(ldq), kh + s0 * ldk, as_blas(ldk), 0.0f, pd, TILE);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), 1.0f,
                     doh + t0 * ldq, as_blas(ldq), vh + s0 * ldk, as_blas(ldk), 0.0f, ds, TILE);
         for (int64_t r = 0; r < nr; r++) {
-          const int32_t tq = qp[r];
+          const int32_t tq = qp[r], lo = window_start(tq, a->window);
           const float lt = lh[t0 + r]; /* -INFINITY: the row saw no key anywhere, contributes nothing */
           if (lt == -INFINITY) {
             memset(pd + r * TILE, 0, (size_t)nc * sizeof *pd);
             memset(ds + r * TILE, 0, (size_t)nc * sizeof *ds);
           } else if (p <= 0) {
-            bwd_row(pd + r * TILE, ds + r * TILE, kp, tq, lt, delta[r], nc);
+            bwd_row(pd + r * TILE, ds + r * TILE, kp, tq, lo, lt, delta[r], nc);
           } else {
             for (int64_t c = 0; c < nc; c++) {
-              const float prob = kp[c] <= tq ? px_exp_fast(pd[r * TILE + c] - lt) : 0.0f;
+              const float prob = kp[c] <= tq && kp[c] > lo ? px_exp_fast(pd[r * TILE + c] - lt) : 0.0f;
               const float mul = drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
               pd[r * TILE + c] = prob * mul;
               ds[r * TILE + c] = prob * (ds[r * TILE + c] * mul - delta[r]);
@@ -257,10 +274,11 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
 
 void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k, const float *v,
                     const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
-                    const int32_t *qpos, const int32_t *kpos, int64_t s_full, float p, uint64_t seed, uint64_t off) {
+                    const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p, uint64_t seed,
+                    uint64_t off) {
   if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
   flash_args a = {.dq = dq, .dk = dk, .dv = dv, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx, .olse = lse,
-                  .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .s_full = s_full, .qpos = qpos, .kpos = kpos,
-                  .p = p, .seed = seed, .off = off};
+                  .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .s_full = s_full, .window = window, .qpos = qpos,
+                  .kpos = kpos, .p = p, .seed = seed, .off = off};
   px_k_parallel_for(hkv, heads_per_thread(hkv, d), bwd_kv_heads, &a);
 }

@@ -11,7 +11,8 @@
 /* Query head h reads kv head h / (Hq / Hkv); Hq % Hkv == 0; scale = 1/sqrt(D).
  * q has Sq rows at global positions qpos[i] (NULL: 0..Sq-1), k and v have Sk
  * rows at kpos[j] (NULL: 0..Sk-1), in any order; query i sees key j when
- * kpos[j] <= qpos[i] (causal by position). Dropout of the probabilities with
+ * kpos[j] <= qpos[i] (causal by position) and, with a sliding window > 0,
+ * kpos[j] > qpos[i] - window (the window tokens up to its own). Dropout of the probabilities with
  * rate p: element (i, j) of query head h is kept when
  * px_dropout_keep(seed, off + (h S_full + qpos[i]) S_full + kpos[j], p) and
  * then scaled by 1 / (1 - p), S_full being the sequence length the indices
@@ -31,7 +32,7 @@ void px_k_flash_fwd(float *ctx,     // (Sq, Hq, D)
                     int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                     const int32_t *qpos, // (Sq) or NULL
                     const int32_t *kpos, // (Sk) or NULL
-                    int64_t s_full, float p, uint64_t seed, uint64_t off);
+                    int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off);
 
 /* Merges the partial result (ctx2, lse2) of another key block into (ctx, lse),
  * the online-softmax rule: lse' = log(e^lse + e^lse2),
@@ -60,6 +61,6 @@ void px_k_flash_bwd(float *dq,         // (Sq, Hq, D)
                     int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                     const int32_t *qpos, // (Sq) or NULL
                     const int32_t *kpos, // (Sk) or NULL
-                    int64_t s_full, float p, uint64_t seed, uint64_t off);
+                    int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off);
 
 #endif

@@ -25,7 +25,8 @@ expect_refusal() {
 }
 
 for f in empty truncated array string_number zero_layers negative huge int64max heads_not_dividing \
-         kv_not_dividing unknown_model_type nested bool_as_string enum_as_number hf_missing_field; do
+         kv_not_dividing unknown_model_type nested bool_as_string enum_as_number hf_missing_field \
+         window_without_layers hf_layer_types; do
   expect_refusal "$f.json" "$px" model show "$bad/$f.json"
 done
 expect_refusal "garbage.bin" "$px" model show "$bad/garbage.bin"

@@ -6,13 +6,17 @@
 # "run `make docs`"; every relative link names a file and a heading there.
 # Then the check itself, on a copy of the docs: a changed generated line
 # fails, a changed hand-written line passes, a block without its END marker,
-# a marker without a block and a broken link fail.
-# PX_TEST_VALIDATION names the validation suite (tests/CMakeLists.txt), else it is
+# a marker without a block, a changed validated band (topologies/
+# validation_bands.tsv, the data file the binary reads) and a broken link fail;
+# the bands hold every validation suite's runs (dense, Blackwell and MoE), and
+# the quick start prints the band generated beside it, not a stale installed one.
+# PX_TEST_DIR names the build's tests/ (the validation suites and
+# px_bands_table; tests/CMakeLists.txt), else it is
 # looked for in the build directory of PARALLAX.
 set -u
 px=$1
 src=${2:-.}
-testsim=${PX_TEST_VALIDATION:-$(dirname "$px")/tests/test_validation_runs}
+tests=${PX_TEST_DIR:-$(dirname "$px")/tests}
 export PARALLAX_HOME=${PARALLAX_HOME:-$src}
 docs="$src/scripts/docs.sh"
 fails=0
@@ -23,11 +27,29 @@ fail() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-bash "$docs" generate "$px" "$testsim" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
-for name in commands flags models topologies validation-sc21 validation-headline quickstart-sim; do
+bash "$docs" generate "$px" "$tests" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
+for name in commands flags models topologies validation-sc21 validation-headline validation-bands quickstart-sim \
+  file:topologies/validation_bands.tsv; do
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"
 done
+# every suite's runs in the one table: the dense runs' (test_validation_runs), Blackwell's and the MoE suite's
+for band in "H100	fp8	dense" "GB200	fp8	dense" "H100	fp8	moe" "H100	bf16	moe"; do
+  grep -q "^$band	" "$tmp/gen.md" || fail "no $band band in the generated table"
+done
 bash "$docs" check "$tmp/gen.md" "$src" || fail "the docs differ from what the code writes: run \`make docs\`"
+# one `make docs` writes the table and the quick start's validated line alike: generated where the installed
+# table is stale (PARALLAX_HOME's H100 bf16 band changed), the quick start says the band generated beside it
+mkdir -p "$tmp/stale/topologies"
+abs=$(cd "$src" && pwd)
+for f in "$abs"/*; do [ "$f" = "$abs/topologies" ] || ln -s "$f" "$tmp/stale/"; done
+for f in "$abs"/topologies/*.json; do ln -s "$f" "$tmp/stale/topologies/"; done
+sed 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$src/topologies/validation_bands.tsv" \
+  >"$tmp/stale/topologies/validation_bands.tsv"
+PARALLAX_HOME=$tmp/stale bash "$docs" generate "$px" "$tests" >"$tmp/gen_stale.md" ||
+  fail "scripts/docs.sh generate, a stale table installed"
+want=$(grep "^  validated        H100 bf16 dense" "$tmp/gen.md")
+got=$(grep "^  validated        H100 bf16 dense" "$tmp/gen_stale.md")
+[ -n "$want" ] && [ "$got" = "$want" ] || fail "the quick start's band from the installed table: '$got', not '$want'"
 
 # the flag reference holds every flag of every command's --help
 for cmd in plan sim sweep calibrate topology; do
@@ -39,9 +61,10 @@ done
 # the check, on a copy: (name, edit, expected status)
 copy() {
   rm -rf "$tmp/tree"
-  mkdir -p "$tmp/tree/docs"
+  mkdir -p "$tmp/tree/docs" "$tmp/tree/topologies"
   cp "$src/README.md" "$tmp/tree/"
   cp "$src"/docs/*.md "$tmp/tree/docs/"
+  cp "$src/topologies/validation_bands.tsv" "$tmp/tree/topologies/"
 }
 expect() { # label, expected status (0 passes, 1 fails), what the message says then
   bash "$docs" check "$tmp/gen.md" "$tmp/tree" >"$tmp/out" 2>&1
@@ -60,6 +83,10 @@ copy
 sed -i 's/^  step time .*/  step time        9.99 s/' "$tmp/tree/README.md"
 expect "a changed simulated figure in the quick start" 1
 copy
+sed -i 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$tmp/tree/topologies/validation_bands.tsv"
+grep -q "^H100	bf16	dense	[0-9]*	-1.0	" "$tmp/tree/topologies/validation_bands.tsv" || fail "no H100 bf16 band to change"
+expect "a validated band the tests do not give" 1 "validation_bands.tsv (generated now)"
+copy
 sed -i '/^<!-- generated: models END -->$/d' "$tmp/tree/docs/models-and-clusters.md"
 expect "a block without its END marker" 1
 copy
@@ -77,6 +104,7 @@ expect "a link to a file that is not there" 1 "a link to nothing.md, which does 
 # make docs (write) puts a changed copy right, and then it checks
 copy
 sed -i 's/^| `-t`, `--tp` | `N` | tensor-parallel size |$/| `-t`, `--tp` | `N` | stale |/' "$tmp/tree/docs/flags.md"
+sed -i 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$tmp/tree/topologies/validation_bands.tsv"
 bash "$docs" write "$tmp/gen.md" "$tmp/tree" >/dev/null || fail "write"
 expect "the docs after write" 0
 

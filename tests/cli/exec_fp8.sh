@@ -7,7 +7,8 @@
 # docs/compiler.md's FP8 section: measured worst 0.013, MoE with delayed scaling).
 # A resumed run is the uninterrupted one bitwise, for each recipe.
 # Blockwise scales with SP are refused naming the fix; the CUDA backend
-# refuses blockwise scales by name (its per-tensor fp8 path: tests/gpu/exec.sh).
+# refuses blockwise scales by name (its per-tensor fp8 path: tests/gpu/exec.sh)
+# and fp8 weights (--fp8-params), naming the flag.
 set -u
 px=$1
 src=$2
@@ -72,4 +73,7 @@ tr -d '\0' <"$tmp/resume-delayed/ck/shard-0.bin" | grep -q fp8_amax || fail "no 
 err=$(mpirun -np 2 "$px" run --backend cpu -m tiny-gpt -t 2 --sp --precision fp8 --fp8-recipe blockwise --steps 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "blockwise.*hint: --fp8-recipe current" || fail "blockwise with SP: $err"
 cuda_refuses "blockwise" 1 -m tiny-gpt --precision fp8 --fp8-recipe blockwise --steps 1
+# fp8 weights (--fp8-params) are planned and simulated: the executor refuses the plan on every backend, naming
+# the flag (the cpu backend's fp32 weights refuse them earlier: sim.sh; the walk itself: test_backend_ops)
+cuda_refuses "fp8 weights (--fp8-params)" 1 -m tiny-gpt --precision fp8 --fp8-recipe current --fp8-params --steps 1
 finish

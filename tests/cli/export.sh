@@ -72,6 +72,8 @@ cases=(
   "fsdp_cp_ep|torchtitan|-m mixtral-8x7b -c dgx-h100 -g 32 -t 2 --sp --cp 2 --ep 4 -z 3 --main-grad fp32 -B 64 --seq 4096"
   "zero3_offload|deepspeed|-m llama3-8b -c dgx-h100 -g 16 -z 3 --offload-optimizer cpu --offload-params cpu -B 64 --main-grad fp32"
   "zero2_fp16|deepspeed|-m gpt2-350m -c dgx-a100 -g 8 -z 2 -P fp16 -b 4 -B 64"
+  "fp8_params_qk_norm|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
+  "fp8_params_qk_norm|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name fw flags <<<"$c"
@@ -111,6 +113,7 @@ refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
 refuses torchtitan "cannot run cp_algo a2a" -m llama3-8b -c dgx-h100 -g 16 -B 16 --seq 32768 --cp 2 --cp-algo a2a -z 3 --main-grad fp32
 refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad fp32 -P fp8
+refuses torchtitan "cannot run fp8_params" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current --fp8-params
 refuses torchtitan "cannot run moe_dispatch deepep" -m mixtral-8x7b -c dgx-h100 -g 32 --ep 4 -z 3 --main-grad fp32 -B 64 \
   --seq 4096 --moe-dispatch deepep
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2

@@ -19,6 +19,12 @@ row=$(grep -o '<th>Fixed choices</th><td>.*</td></tr>' "$tmp/fixed/index.html" |
 "$px" sweep -m tiny -c dgx-h100 -g 8 -B 16 --report "$tmp/free" >/dev/null 2>&1 || fail "sweep --report, nothing fixed"
 grep -q '<th>Fixed choices</th><td>none: every dimension swept</td>' "$tmp/free/index.html" ||
   fail "nothing fixed: $(grep -o '<th>Fixed choices</th>.\{0,80\}' "$tmp/free/index.html")"
+# How far to trust it: each plan of sweep.json carries its validated band, and the report's best plan says it
+text=$(jq -r '.plans[0].validation.text' "$tmp/free/sweep.json")
+jq -e '[.plans[] | .validation.family == "H100" and (.validation.text | length) > 0] | all' "$tmp/free/sweep.json" \
+  >/dev/null || fail "sweep.json plans without their validation: $(jq -c '.plans[0].validation' "$tmp/free/sweep.json")"
+grep -qF "<b>How far to trust it:</b> $text" "$tmp/free/index.html" ||
+  fail "the report's best plan does not say how far to trust it ($text)"
 # the plans that fit are counted, not the 50 sweep.json keeps; the best plan's step is broken down
 fit=$(jq .counts.fit "$tmp/free/sweep.json")
 grouped=$(sed -E ':a;s/^([0-9]+)([0-9]{3})/\1,\2/;ta' <<<"$fit")

@@ -78,10 +78,22 @@ awk -v a="$b16" -v b="$f8" 'BEGIN { exit !(b < 0.9 * a) }' || fail "fp8 ($f8 s) 
 jq -e '.parallel.precision == "fp8" and .parallel.fp8_recipe == "blockwise"' "$tmp/f8.json" >/dev/null ||
   fail "the saved plan lost fp8's recipe"
 [ "$("$px" sim --plan "$tmp/f8.json" --json | jq .step_time_s)" = "$f8" ] || fail "the saved fp8 plan simulates otherwise"
+# --fp8-params (fp8 weights, no bf16 copy, fp8 parameter all-gathers): less memory and DP time than the same
+# fp8 plan; saved in a plan file; without fp8 it is refused
+f8p="-m llama3-70b -c dgx-h100 -g 64 -t 8 -S -z 3 -B 128 -P fp8"
+"$px" sim $f8p --json >"$tmp/f8w0.json" && "$px" sim $f8p --fp8-params --json >"$tmp/f8w1.json" || fail "sim --fp8-params"
+jq -e -s '.[1].memory.peak_bytes_max < .[0].memory.peak_bytes_max and .[1].comm.dp_s < .[0].comm.dp_s' \
+  "$tmp/f8w0.json" "$tmp/f8w1.json" >/dev/null || fail "--fp8-params does not save memory and DP time"
+"$px" plan $f8p --fp8-params -o "$tmp/f8w.json" >/dev/null && jq -e '.parallel.fp8_params' "$tmp/f8w.json" >/dev/null &&
+  [ "$("$px" sim -f "$tmp/f8w.json" --json | jq .step_time_s)" = "$(jq .step_time_s "$tmp/f8w1.json")" ] ||
+  fail "the plan file lost --fp8-params"
+err=$("$px" sim -m llama3-8b -c dgx-h100 -g 8 --fp8-params 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--fp8-params holds .* it needs --precision fp8" || fail "bf16 --fp8-params: $rc $err"
 err=$("$px" sim -m llama3-8b -c dgx-a100 -g 8 -P fp8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "no fp8 tensor cores" || fail "fp8 on A100: $rc $err"
 
-# gpt-oss-120b: planned (sliding-window layers cost their 128 keys), fits on 64 H100s; an odd stage is refused
+# gpt-oss-120b: planned (sliding-window layers cost their 128 keys), fits on 64 H100s; 9 layers a stage too (pp 4,
+# as Megatron and torchtitan run it: stages start on a windowed or a full layer); CP with the window is refused
 "$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 2 --ep 8 -z 1 -B 512 -r selective --json |
   jq -e '.fits and .mfu > 0.2' >/dev/null || fail "gpt-oss-120b on 64 H100s"
 # --etp: the default (tp) simulates as without it; etp 1 folds EP over the TP pairs (whole experts, no ETP
@@ -111,8 +123,31 @@ err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 3 2>&1 
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--etp 3" || fail "--etp 3: $rc $err"
 err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --ep 8 --etp 1 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "need sequence parallelism" || fail "moe tp without sp: $rc $err"
-err=$("$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 4 --ep 8 2>&1 >/dev/null); rc=$?
-[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "even number of layers" || fail "gpt-oss pp 4: $rc $err"
+"$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 4 --ep 8 -z 1 -B 512 -r selective --json |
+  jq -e '.fits and .mfu > 0.2' >/dev/null || fail "gpt-oss-120b with 9 layers a stage"
+err=$("$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 2 --cp 2 --ep 8 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "sliding-window attention" || fail "gpt-oss cp 2: $rc $err"
+
+# How far to trust it: the validated band of the plan's GPU family, precision and kind (topologies/
+# validation_bands.tsv), in the text and the JSON; a family, precision or kind no published run validates says
+# so; the table is read from PARALLAX_HOME, and a bad one is refused naming the file and line
+band=$(awk -F'\t' '$1 == "H100" && $2 == "fp8" && $3 == "dense" { printf "%+.1f..%+.1f%% (%d runs)", $5, $6, $4 }' \
+  "$PARALLAX_HOME/topologies/validation_bands.tsv")
+[ -n "$band" ] || fail "no H100 fp8 dense band in the table"
+"$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep -qF "validated        H100 fp8 dense: published runs $band" ||
+  fail "sim's validated line: $("$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep validated)"
+"$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 --json |
+  jq -e '.validation | .family == "H100" and .precision == "fp8" and .kind == "dense" and .runs > 0 and .min <= .mean
+    and .mean <= .max' >/dev/null || fail "sim --json validation"
+"$px" sim -m mixtral-8x7b -c dgx-b200 -g 8 --ep 8 -P fp8 --json |
+  jq -e '.validation | .runs == 0 and .text == "no published run validates B200 fp8 MoE"' >/dev/null ||
+  fail "an unvalidated plan: $("$px" sim -m mixtral-8x7b -c dgx-b200 -g 8 --ep 8 -P fp8 --json | jq -c .validation)"
+mkdir -p "$tmp/home/topologies" && cp -r "$PARALLAX_HOME/models" "$tmp/home/" &&
+  cp "$PARALLAX_HOME/topologies/dgx-h100.json" "$tmp/home/topologies/"
+sed 's/^H100\tfp8\tdense\t\([0-9]*\)\t/H100\tfp8\tdense\tmany\t/' "$PARALLAX_HOME/topologies/validation_bands.tsv" \
+  >"$tmp/home/topologies/validation_bands.tsv"
+err=$(PARALLAX_HOME=$tmp/home "$px" sim -m llama3-8b -c dgx-h100 -g 8 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "validation_bands.tsv:[0-9]*: field 'runs'" || fail "a bad band table: $rc $err"
 
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 24 -t 3 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "attention heads" || fail "bad tp: $rc $err"

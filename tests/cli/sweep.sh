@@ -106,9 +106,15 @@ head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,etp,fits,' || fail "cs
 [ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } $c["fits"] == "true" { print $c["etp"] }' "$tmp/moe.csv" | sort -nu | tr '\n' ' ')" = "1 2 " ] ||
   fail "the MoE sweep did not try etp 1 and 2: $(cut -d, -f16-18 "$tmp/moe.csv" | sort | uniq -c)"
 
-# gpt-oss-120b (sliding-window layers, sinks) on 8 H100s finds plans that fit, every one with an even layer split
+# gpt-oss-120b (sliding-window layers, sinks) on 8 H100s finds plans that fit, and says how far the MoE
+# validation's H100 bf16 runs (test_validation_moe) trust it
 "$px" sweep -m gpt-oss-120b -c dgx-h100 -g 8 -B 16 -z 3 -P bf16 -k 3 >"$tmp/oss.txt" || fail "gpt-oss sweep"
 grep -q "^   1 .*GiB" "$tmp/oss.txt" || fail "the gpt-oss sweep found no plan: $(head -3 "$tmp/oss.txt")"
+band=$(awk -F'\t' '$1 == "H100" && $2 == "bf16" && $3 == "moe" { printf "%+.1f..%+.1f%% (%d run%s)", $5, $6, $4, $4 == 1 ? "" : "s" }' \
+  "$PARALLAX_HOME/topologies/validation_bands.tsv")
+[ -n "$band" ] || fail "no H100 bf16 MoE band in the table"
+grep -qF "Validated (simulated over published throughput, less 1): H100 bf16 MoE: published runs $band" \
+  "$tmp/oss.txt" || fail "the gpt-oss sweep's validated line: $(grep -i validated "$tmp/oss.txt")"
 
 # DeepSeek-V3 (latent attention, a dense start, 256 experts) on 1,024 H100s finds plans, the best with experts split
 "$px" sweep -m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 1 -p 4 -z 3 -r full -P bf16 -k 3 >"$tmp/ds.txt" ||

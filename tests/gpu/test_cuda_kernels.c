@@ -744,7 +744,7 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
   /* softmax in place, from the CPU's scores */
   float *probs = px_tcopy(scores, ns), *dprobs_ = dev_f(scores, ns);
   LAUNCH(px_kc_attn_softmax_fwd(dprobs_, dprobs_, b * hq, t, stream));
-  px_k_attn_softmax_fwd(probs, probs, b * hq, t);
+  px_k_attn_softmax_fwd(probs, probs, b * hq, t, 0);
   CU_ASSERT(red_close(NAME("attn probs"), host_f(dprobs_, ns), probs, ns));
   float *dprobs = dev_f(probs, ns);
   /* context */
@@ -766,7 +766,7 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
   /* softmax backward into a zeroed buffer, from the CPU's dprobs */
   float *gs = px_tconst(ns, 0.0f), *dgs = dev_f(gs, ns);
   LAUNCH(px_kc_attn_softmax_bwd(dgs, dev_f(gp, ns), dprobs, b * hq, t, stream));
-  px_k_attn_softmax_bwd(gs, gp, probs, b * hq, t);
+  px_k_attn_softmax_bwd(gs, gp, probs, b * hq, t, 0);
   CU_ASSERT(red_close(NAME("attn dscores"), host_f(dgs, ns), gs, ns));
   /* scores backward from the CPU's dscores (upper triangle 0) */
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nk, ACC0), *dgq = dev_f(gq, nq), *dgk = dev_f(gk, nk);
@@ -1073,14 +1073,14 @@ static void check_flash(px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t
   float *dlse = dev_f(lse_nan, hq * s);
   LAUNCH(px_kc_flash_fwd(dctx, dlse, dq_, dk_, dv_, dt, s, hq, hkv, d, p, seed, off, stream));
   float *ctx = px_tfloats(nq), *lse = px_tfloats(hq * s);
-  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
   float *ctx_got = host_dt(dctx, nq, dt), *lse_got = host_f(dlse, hq * s);
   CU_ASSERT(close_to(NAME("ctx"), ctx_got, ctx, nq, rtol, atol));
   CU_ASSERT(red_close(NAME("lse"), lse_got, lse, hq * s));
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
   void *dgq = dev_dt(gq, nq, dt), *dgk = dev_dt(gk, nkv, dt), *dgv = dev_dt(gv, nkv, dt);
   LAUNCH(px_kc_flash_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dctx, dlse, dt, s, hq, hkv, d, p, seed, off, stream));
-  px_k_flash_bwd(gq, gk, gv, go, q, k, v, ctx_got, lse_got, s, s, hq, hkv, d, NULL, NULL, s, p, seed, off);
+  px_k_flash_bwd(gq, gk, gv, go, q, k, v, ctx_got, lse_got, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
   float *gq_got = host_dt(dgq, nq, dt), *gk_got = host_dt(dgk, nkv, dt), *gv_got = host_dt(dgv, nkv, dt);
   CU_ASSERT(close_to(NAME("dq"), gq_got, gq, nq, rtol, atol));
   CU_ASSERT(close_to(NAME("dk"), gk_got, gk, nkv, rtol, atol));

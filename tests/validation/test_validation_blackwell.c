@@ -15,6 +15,7 @@
 #include "sim/sim.h"
 #include "tests/testplan.h"
 #include "tests/testutil.h"
+#include "tests/validation/bands.h"
 
 static px_cluster preset(const char *name) {
   px_cluster c;
@@ -107,17 +108,6 @@ static void test_fp8_sustained(void) {
 enum { FAM_B200, FAM_GB200, FAM_GB300, FAMS };
 static const char *const fam_presets[FAMS] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
 
-typedef struct {
-  double sum, min, max;
-  int n;
-} err_range;
-
-static void err_add(err_range *a, double e) {
-  if (!a->n || e < a->min) a->min = e;
-  if (!a->n || e > a->max) a->max = e;
-  a->sum += e, a->n++;
-}
-
 /* Every dense row of tests/data/megatron_bridge_blackwell.csv, as its
  * recipe runs it (the CSV's header), on the row's preset: published
  * tokens/s a GPU beside the simulated, the error, whether the plan fits
@@ -126,13 +116,14 @@ static void err_add(err_range *a, double e) {
  * issue #34 (each row within +-12%, the mean within 6%) is printed, not
  * asserted: it is not reached (docs/validation.md); the bands asserted are
  * what the model reaches, with room for the figures others change, and fail
- * a row or a family mean that moves 10 points. */
+ * a row or a family mean that moves 10 points. Each row's error is also a run
+ * of its validated error band (tests/validation/bands.h, PX_VALIDATION_BANDS). */
 static void test_megatron_bridge_blackwell(void) {
   FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_blackwell.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[512];
   int rows = 0;
-  err_range fam[FAMS] = {{0}}, all = {0};
+  px_test_err_range fam[FAMS] = {{0}}, all = {0};
   fprintf(stderr, "\n  %-8s %-11s %-11s %5s %-15s %4s  %9s %9s %7s  %4s %s\n", "release", "system", "model", "gpus",
           "tp.pp.cp vp fsdp", "gbs", "tok/s pub", "tok/s sim", "error", "fits", "recipe");
   while (fgets(line, sizeof line, fp)) {
@@ -179,7 +170,8 @@ static void test_megatron_bridge_blackwell(void) {
             layout, gbs, tokens, sim_tokens, 100 * e, r.fits ? "yes" : "no", recipe);
     /* measured at this change: -16.1% to +18.4% (docs/validation.md) */
     CU_ASSERT(e > -0.27 && e < 0.29);
-    err_add(&fam[f], e), err_add(&all, e);
+    px_test_err_add(&fam[f], e), px_test_err_add(&all, e);
+    CU_ASSERT(px_test_band(&plan, e, "Megatron-Bridge"));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -188,7 +180,7 @@ static void test_megatron_bridge_blackwell(void) {
   CU_ASSERT_EQUAL(rows, 31);
   int goal = 1;
   for (int f = 0; f < FAMS; f++) {
-    const err_range *a = &fam[f];
+    const px_test_err_range *a = &fam[f];
     double mean = a->sum / a->n;
     fprintf(stderr, "  %-11s %2d rows: mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", fam_presets[f], a->n, 100 * mean,
             100 * a->min, 100 * a->max);

@@ -4,7 +4,9 @@
  * Table 4, NVIDIA's NeMo and Megatron-Bridge tables and TorchTitan's
  * benchmarks printed beside the simulation, their bands guarding against
  * regressions. Each row's data and source: the tests/data CSV each test
- * names (its header says where the figures come from and how they ran). */
+ * names (its header says where the figures come from and how they ran).
+ * Every row's error is also a run of its validated error band
+ * (tests/validation/bands.h, PX_VALIDATION_BANDS). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "sim/sim.h"
 #include "tests/testplan.h"
 #include "tests/testutil.h"
+#include "tests/validation/bands.h"
 
 /* One step of a published run's plan as the validations run it (no comm-free twin). */
 static void sim_row(const px_plan *plan, px_sim_result *r) {
@@ -25,18 +28,7 @@ static void sim_row(const px_plan *plan, px_sim_result *r) {
 }
 
 /* The spread of a validation's errors, printed as docs/validation.md quotes it. */
-typedef struct {
-  double sum, min, max;
-  int n;
-} err_range;
-
-static void err_add(err_range *a, double e) {
-  if (!a->n || e < a->min) a->min = e;
-  if (!a->n || e > a->max) a->max = e;
-  a->sum += e, a->n++;
-}
-
-static void err_print(const char *label, const err_range *a) {
+static void err_print(const char *label, const px_test_err_range *a) {
   if (a->n) fprintf(stderr, "  %smean error %+.1f%% (%+.1f%% to %+.1f%%)\n", label, 100 * a->sum / a->n, 100 * a->min, 100 * a->max);
 }
 
@@ -93,7 +85,7 @@ static const char *doc_count(long long v, char buf[32]) {
 }
 
 /* The GPU counts a validation's rows span: 32-3,072. */
-static const char *doc_gpus(const err_range *g, char buf[72]) {
+static const char *doc_gpus(const px_test_err_range *g, char buf[72]) {
   char lo[32], hi[32];
   snprintf(buf, 72, "%s-%s", doc_count((long long)g->min, lo), doc_count((long long)g->max, hi));
   return buf;
@@ -185,7 +177,7 @@ static void test_megatron_table1(void) {
                 "| params | tp | pp | GPUs | mbs | vpp | published TFLOP/s/GPU | simulated, default straggler | error "
                 "| `--jitter 0` | error | 2020 GEMM, default straggler | error |\n"
                 "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  err_range rng_j = {0}, rng_e = {0}, gpu_rng = {0};
+  px_test_err_range rng_j = {0}, rng_e = {0}, gpu_rng = {0};
   while (fgets(line, sizeof line, fp)) {
     if (line[0] == '#' || line[0] == 'p') continue;
     double params_b, tflops, pct, agg;
@@ -237,7 +229,8 @@ static void test_megatron_table1(void) {
       fprintf(md, "| %.1fB | %lld | %lld | %lld | %lld | %lld | %.0f | %.1f | %s | %.1f | %s | %.1f | %s |\n", params_b,
               tp, pp, gpus, mbs, vpp, tflops, sim_j, doc_pct(ej, b[0]), sim_tflops, doc_pct(e, b[1]), sim_e,
               doc_pct(ee, b[2]));
-    err_add(&rng_j, ej), err_add(&rng_e, ee), err_add(&gpu_rng, (double)gpus);
+    px_test_err_add(&rng_j, ej), px_test_err_add(&rng_e, ee), px_test_err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, ej, "Megatron-LM SC'21"));
     CU_ASSERT(ej > -0.20 && ej < 0.20);
     CU_ASSERT(ee > -0.10 && ee < 0.10); /* the validation: the runs' own era's GEMMs, every row within 10% */
     sum_abs_e += ee < 0 ? -ee : ee;
@@ -293,7 +286,7 @@ static void test_korthikanti2022(void) {
   FILE *md = doc_block("validation-korthikanti2022",
                        "| model | recompute | SP | GPUs | published | preset | error | 2020 GEMM | error |\n"
                        "| --- | --- | :-: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  err_range rng = {0}, rng_e = {0}, gpu_rng = {0};
+  px_test_err_range rng = {0}, rng_e = {0}, gpu_rng = {0};
   while (fgets(line, sizeof line, fp)) {
     char name[16], rc_name[16];
     long long heads, hidden, layers, tp, pp, gpus, gbs, mbs, vpp, sp;
@@ -350,7 +343,8 @@ static void test_korthikanti2022(void) {
       fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", model, rc_name, sp ? "yes" : "no",
               doc_count(gpus, b[0]), pub_s, pre, doc_pct(e, b[1]), era, doc_pct(ee, b[2]));
     }
-    err_add(&rng, e), err_add(&rng_e, ee), err_add(&gpu_rng, (double)gpus);
+    px_test_err_add(&rng, e), px_test_err_add(&rng_e, ee), px_test_err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, "Korthikanti et al. 2022"));
     /* SC'21's bands, one standard for both validations (measured: preset
      * +6.6% to +17.5%, mean 11.3%; 2020 GEMM -8.2% to +4.5%, mean 3.9%) */
     CU_ASSERT(e > -0.20 && e < 0.20);
@@ -397,7 +391,7 @@ static void test_llama3_table4(void) {
   fprintf(stderr, "\n  %6s %3s %3s %3s %4s %7s  %9s %9s %7s  %9s %7s\n", "gpus", "tp", "cp", "pp", "dp", "seq",
           "published", "simulated", "error", "half sq.", "error");
   char errs[128] = ""; /* each row's error, for the headline */
-  err_range gpu_rng = {0};
+  px_test_err_range gpu_rng = {0};
   FILE *md = doc_block("validation-llama3",
                        "| GPUs | tp | cp | pp | dp | seq | published TFLOP/s/GPU | simulated | error "
                        "| simulated, attention as half the square | error |\n"
@@ -431,7 +425,8 @@ static void test_llama3_table4(void) {
               doc_pct((half - tflops) / tflops, b[3]));
     size_t k = strlen(errs);
     snprintf(errs + k, sizeof errs - k, "%s%s", rows ? ", " : "", doc_pct(e, b[2]));
-    err_add(&gpu_rng, (double)gpus);
+    px_test_err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, "Llama 3 paper"));
     /* pessimistic to -20%: at 16,384 GPUs 16 micro-batches run on 16 stages, whose interleaved bubble
      * Meta cut with schedule changes this plan does not make (the paper's Section 3.3.2) */
     CU_ASSERT(e > -0.20 && e < 0.40);
@@ -462,7 +457,7 @@ static void test_megatron_bridge_h100(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[256];
   int rows = 0;
-  err_range errs[2] = {{0}}, gpu_rng = {0};
+  px_test_err_range errs[2] = {{0}}, gpu_rng = {0};
   fprintf(stderr, "\n  %-7s %-11s %5s %2s %2s %2s %2s %4s %4s  %9s %9s  %9s %9s %7s  %9s %s\n", "release", "model",
           "gpus", "tp", "pp", "cp", "vp", "gbs", "zero", "tok/s pub", "tok/s sim", "TFLOP pub", "TFLOP sim", "error",
           "px TFLOP", "fits");
@@ -516,7 +511,8 @@ static void test_megatron_bridge_h100(void) {
      * its worst row for the cluster figures others are changing, and
      * fails a row that turns 10% pessimistic */
     CU_ASSERT(e > -0.10 && e < (old ? 0.65 : 0.45));
-    err_add(&errs[old], e), err_add(&gpu_rng, (double)gpus);
+    px_test_err_add(&errs[old], e), px_test_err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, old ? "NeMo 24.07" : "Megatron-Bridge"));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -570,7 +566,7 @@ static void test_torchtitan_h100(void) {
   char line[256];
   int rows = 0, prev_table = 0, prev_compile = 0;
   double prev_pub = 0, prev_sim = 0;
-  err_range errs = {0}, gpu_rng = {0};
+  px_test_err_range errs = {0}, gpu_rng = {0};
   fprintf(stderr, "\n  %2s %-11s %4s %4s %4s %3s %4s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb", "model",
           "gpus", "prec", "comp", "lbs", "fsdp", "tp", "pp", "schedule", "mb", "async", "tok/s pub", "tok/s sim",
           "error", "GiB pub", "GiB sim");
@@ -648,7 +644,8 @@ static void test_torchtitan_h100(void) {
      * in the simulation as it does in the table; torch.compile is not modelled */
     if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
     prev_table = table, prev_compile = compiled, prev_pub = tokens, prev_sim = sim;
-    err_add(&errs, e), err_add(&gpu_rng, (double)gpus);
+    px_test_err_add(&errs, e), px_test_err_add(&gpu_rng, (double)gpus);
+    CU_ASSERT(px_test_band(&plan, e, "torchtitan"));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
