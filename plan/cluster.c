@@ -518,8 +518,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(g, "kernel_overhead_us", gpu->kernel_overhead_s * 1e6);
   px_json_add_num(g, "jitter", gpu->jitter);
   px_json_add_num(g, "sustained_share", gpu->sustained_share);
-  px_json_add_num(g, "power_w", gpu->power_w);
-  px_json_add_num(g, "idle_power_w", gpu->idle_power_w);
+  if (gpu->power_w > 0) px_json_add_num(g, "power_w", gpu->power_w); /* none: no power figures (px_power_known) */
+  if (gpu->idle_power_w > 0) px_json_add_num(g, "idle_power_w", gpu->idle_power_w);
   cJSON_AddItemToObject(g, "gemm", gemm);
   px_json_add_num(gemm, "max_efficiency", gpu->gemm_max_efficiency);
   px_json_add_num(gemm, "tile_m", (double)gpu->gemm_tile_m);
@@ -614,7 +614,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_cpu_adam_params_per_s > 0) px_json_add_num(host, "cpu_adam_gparams_per_s", c->host_cpu_adam_params_per_s / 1e9);
   if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
-  cJSON *pw = cJSON_AddObjectToObject(o, "power");
+  cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
   if (pw) {
     px_json_add_num(pw, "node_overhead_w", c->node_overhead_w);
     px_json_add_num(pw, "network_w_per_node", c->network_w_per_node);

@@ -72,7 +72,7 @@ void px_report_power_text(const px_plan *plan, const px_sim_result *r, FILE *out
   char a[32], b[32], d[32], e[32];
   fprintf(out, "  power            %.0f W per GPU (computing %.0f%% of the step at %.0f W, else %.0f W), %s per node, "
                "%s the job, %s at the site (PUE %.2f)\n",
-          p->gpu_w, 100 * r->compute_share, c->gpu.power_w, c->gpu.idle_power_w > 0 ? c->gpu.idle_power_w : c->gpu.power_w,
+          p->gpu_w, 100 * r->compute_share, c->gpu.power_w, px_power_wait_w(c),
           px_fmt_si(p->node_w, "W", a, sizeof a), px_fmt_si(p->it_w, "W", b, sizeof b),
           px_fmt_si(p->facility_w, "W", d, sizeof d), c->pue);
   fprintf(out, "  energy           %s a step at the site, %.3g J a token\n", px_fmt_si(p->step_j / 3600, "Wh", e, sizeof e),

@@ -98,7 +98,7 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
              "Power: a GPU draws %.0f W while it computes and %.0f W while it waits (bubbles, exposed communication), "
              "a node %.0f W besides its GPUs and %.0f W of network switches, the site %.2f times the IT power (PUE); "
              "the energy to train is the site's draw over the wall-clock days. No power cap is modelled.",
-             c->gpu.power_w, c->gpu.idle_power_w > 0 ? c->gpu.idle_power_w : c->gpu.power_w, c->node_overhead_w,
+             c->gpu.power_w, px_power_wait_w(c), c->node_overhead_w,
              c->network_w_per_node, c->pue);
     cJSON_AddItemToArray(as, cJSON_CreateString(line));
   }

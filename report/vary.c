@@ -20,7 +20,7 @@ void px_report_vary_text(const px_model *m, const px_sweep_opts *o, const char *
   fprintf(out, "%-*s  %-40s %9s %10s %6s %9s", w, field, "best plan", "step", "tokens/s", "MFU", "mem/GPU");
   if (ttt) fprintf(out, " %8s", "days");
   if (cost) fprintf(out, " %10s", "cost");
-  if (energy) fprintf(out, " %9s", "MWh");
+  if (energy) fprintf(out, " %10s", "energy");
   fputc('\n', out);
   for (int i = 0; i < n; i++) {
     const px_sweep_result *r = &pts[i].result;
@@ -36,7 +36,7 @@ void px_report_vary_text(const px_model *m, const px_sweep_opts *o, const char *
             100 * e->sim.mfu, px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem));
     if (ttt) fprintf(out, " %8.1f", e->train.days);
     if (cost) fprintf(out, " %10s", px_fmt_count(e->train.cost_usd, usd, sizeof usd));
-    if (energy) fprintf(out, " %9s", px_fmt_count(e->train.energy_mwh, usd, sizeof usd));
+    if (energy) fprintf(out, " %10s", px_fmt_si(e->train.energy_mwh * 1e6, "Wh", usd, sizeof usd));
     fputc('\n', out);
   }
 }

@@ -5,12 +5,13 @@
 
 bool px_power_known(const px_cluster *c) { return c->gpu.power_w > 0; }
 
+double px_power_wait_w(const px_cluster *c) { return c->gpu.idle_power_w > 0 ? c->gpu.idle_power_w : c->gpu.power_w; }
+
 void px_power_of(const px_cluster *c, double compute_share, double step_s, double tokens_per_step, px_power *out) {
   memset(out, 0, sizeof *out);
   if (!px_power_known(c) || c->gpus <= 0 || c->nodes <= 0) return;
   double share = compute_share < 0 ? 0 : compute_share > 1 ? 1 : compute_share;
-  double busy_w = c->gpu.power_w, wait_w = c->gpu.idle_power_w > 0 ? c->gpu.idle_power_w : busy_w;
-  out->gpu_w = share * busy_w + (1 - share) * wait_w;
+  out->gpu_w = share * c->gpu.power_w + (1 - share) * px_power_wait_w(c);
   double nodes = (double)c->nodes;
   out->it_w = (double)c->gpus * out->gpu_w + nodes * (c->node_overhead_w + c->network_w_per_node);
   out->node_w = out->it_w / nodes;

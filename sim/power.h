@@ -29,6 +29,10 @@ typedef struct {
  * every figure is 0. */
 bool px_power_known(const px_cluster *c);
 
+/* A GPU's board power while it waits: gpu.idle_power_w, or gpu.power_w
+ * where the file gives no idle figure. */
+double px_power_wait_w(const px_cluster *c);
+
 /* The figures of a step of step_s seconds whose GPUs compute for
  * compute_share of it (0 to 1; px_sim_result.compute_share) and train
  * tokens_per_step tokens. All 0 without gpu.power_w. The figures rise with

@@ -37,7 +37,8 @@ static void test_preset_power(void) {
     PX_ASSERT_REL(c.gpu.power_w, tdp, 1e-12);
     CU_ASSERT_EQUAL(c.gpu.idle_power_w, idle);
     PX_ASSERT_REL(c.node_overhead_w, system_w * gpn / system_gpus - gpn * tdp, 1e-5);
-    CU_ASSERT_EQUAL(c.network_w_per_node, 0);
+    CU_ASSERT_EQUAL(c.network_w_per_node, 0); /* not counted, and the file says so */
+    CU_ASSERT_PTR_NOT_NULL(px_cluster_source_of(&c, "power.network_w_per_node"));
     CU_ASSERT_EQUAL(c.pue, PX_PUE_DEFAULT);
     CU_ASSERT_PTR_NOT_NULL(px_cluster_source_of(&c, "gpu.power_w"));
     CU_ASSERT_PTR_NOT_NULL(px_cluster_source_of(&c, "power.node_overhead_w"));
