@@ -2,8 +2,8 @@
 # Power and energy from the CLI (sim/power.h): sim prints a GPU's, a node's, the job's and the site's
 # average power and a step's energy, and its JSON holds them as the cluster's figures make them; --set
 # gpu.power_w and power.pue are what-ifs of the energy, not of the step; sweep --tokens gives the energy to
-# train and its cost at --price-per-kwh, --objective energy ranks by it (by a token's energy without
-# --tokens); a cluster without power figures says so, and bad flags exit 2 naming the flag.
+# train and its cost at --price-per-kwh (the HTML report too), --objective energy ranks by it (by a token's
+# energy without --tokens); a cluster without power figures says so, and bad flags exit 2 naming the flag.
 set -u
 px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
@@ -57,6 +57,10 @@ grep -Eq '^rank .* cost +energy +energy \$$' <<<"$out" || fail "sweep: no energy
 grep -Eq '^   1 .* [0-9.]+ MWh +[0-9.]+$' <<<"$out" || fail "sweep: rank 1 has no energy: $(grep '^   1 ' <<<"$out")"
 grep -Eq '^power \(best plan\): .* at the site \(.* IT, PUE 1\.56; [0-9]+ W a GPU, .* a node\), .* a step; 100\.00 B tokens: [0-9.]+ MWh, \$[0-9.]+ at \$0\.1 a kWh$' \
   <<<"$out" || fail "sweep: no power line: $(grep '^power' <<<"$out")"
+# the HTML report: the best plan's energy and its cost, an energy column
+"$px" sweep "${small[@]}" --tokens 100B --price-per-kwh 0.1 --report "$tmp/rep" >/dev/null 2>&1 || fail "sweep --report"
+grep -Eq ', [0-9.]+ MWh at the site \(\$[0-9,]+\)' "$tmp/rep/index.html" || fail "report: no energy for the best plan"
+grep -q '<th class="num">energy (MWh)</th>' "$tmp/rep/index.html" || fail "report: no energy column"
 # without --tokens: ranked by a token's energy, shown
 out=$("$px" sweep "${small[@]}" --objective energy 2>/dev/null) || fail "sweep --objective energy without --tokens"
 grep -Eq '^rank .* J/token$' <<<"$out" || fail "sweep --objective energy: no J/token column"
