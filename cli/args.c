@@ -28,7 +28,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
-       OPT_FRAMEWORK, OPT_SUSTAIN };
+       OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -102,10 +102,13 @@ static const px_opt opts[] = {
     {"plot", required_argument, 'L', PX_OPT_SIM | PX_OPT_SWEEP, "DIR", "write plot data and PNG/SVG plots into DIR"},
     {"report", required_argument, 'R', PX_OPT_SWEEP, "DIR", "write plots and a self-contained HTML report into DIR"},
     {"top", required_argument, 'k', PX_OPT_SWEEP, "K", "plans to show (10)"},
-    {"objective", required_argument, 'y', PX_OPT_SWEEP, "O", "rank by throughput|time|cost|memory"},
+    {"objective", required_argument, 'y', PX_OPT_SWEEP, "O",
+     "rank by throughput|time|cost|memory|energy (energy: the site's MWh to train, with --tokens; else J a token)"},
     {"csv", required_argument, 'C', PX_OPT_SWEEP, "FILE", "write every evaluated plan as CSV"},
     {"tokens", required_argument, 'n', PX_OPT_SWEEP, "T", "training tokens, e.g. 15T: days, GPU-hours, cost"},
     {"price", required_argument, 'u', PX_OPT_SWEEP, "USD", "price per GPU-hour, with --tokens: the cost to train"},
+    {"price-per-kwh", required_argument, OPT_PRICE_KWH, PX_OPT_SWEEP, "USD",
+     "price of a kWh at the site, with --tokens: the energy's cost (needs the cluster's gpu.power_w)"},
     {"mtbf-hours", required_argument, 'F', PX_OPT_SWEEP, "H", "mean time between failures per GPU (0: none)"},
     {"restart-min", required_argument, 'W', PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
     {"threads", required_argument, 'x', PX_OPT_SWEEP | PX_OPT_RUN, "N",
@@ -392,6 +395,10 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'u':
         st = parse_number("--price", optarg, 0, 1e9, &a->price, err);
         if (!st && !(a->price > 0)) st = px_err_set(err, PX_ERR_INPUT, "--price: must be positive (USD per GPU-hour)");
+        break;
+      case OPT_PRICE_KWH:
+        st = parse_number("--price-per-kwh", optarg, 0, 1e6, &a->price_per_kwh, err);
+        if (!st && !(a->price_per_kwh > 0)) st = px_err_set(err, PX_ERR_INPUT, "--price-per-kwh: must be positive (USD per kWh)");
         break;
       case 'i': st = px_parse_int(optarg, "--steps", 1, PX_TRAIN_STEPS_MAX, &a->steps, err); break;
       case 'a': a->data_file = optarg; break;

@@ -55,6 +55,7 @@ typedef struct {
   int objective;       /* px_objective, -1 unset */
   double tokens;       /* 0 unset (--tokens 0 is refused) */
   double price;        /* USD per GPU-hour; 0 unset (--price 0 is refused) */
+  double price_per_kwh; /* USD per kWh of the site's energy; 0 unset (--price-per-kwh 0 is refused) */
   double mtbf_hours;   /* < 0 unset, 0 disables */
   double restart_min;  /* < 0 unset */
   int64_t threads;

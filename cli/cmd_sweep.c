@@ -104,7 +104,8 @@ static px_status vary(const px_args *a, const px_model *m, const px_cluster *c, 
 
 static const char usage[] =
     "usage: parallax sweep --model M --cluster C --gpus N --gbs B [--seq S] [--top K] [plan flags to fix]\n"
-    "                      [--objective throughput|time|cost|memory] [--tokens T --price USD --mtbf-hours H [--ckpt-async]]\n"
+    "                      [--objective throughput|time|cost|memory|energy]\n"
+    "                      [--tokens T --price USD --price-per-kwh USD --mtbf-hours H [--ckpt-async]]\n"
     "                      [--csv FILE] [--json] [--plot DIR] [--report DIR] [--vary FIELD=V1,V2,...] [--no-prune]\n\n"
     "Enumerates every valid plan (tp, pp, dp, ZeRO, SP, micro-batch, schedule and vpp, recomputation);\n"
     "any plan flag given fixes that dimension. Plans that do not fit are dropped and counted; the\n"
@@ -112,6 +113,8 @@ static const char usage[] =
     "top K are pruned and counted, most before they are compiled; for --plot and --report, those that\n"
     "cannot be among the best 50, a heatmap cell's best or on the Pareto front are shown by their bound.\n"
     "Under mpirun the space is split across ranks.\n"
+    "With --tokens: days, GPU-hours and goodput; with the cluster's power figures (gpu.power_w) the site's MWh, and\n"
+    "their cost at --price-per-kwh beside the GPU-hours' at --price (--objective cost ranks by the two together).\n"
     "--vary sweeps once per value of a cluster field (a hardware what-if) and reports each one's best plan.\n"
     "Progress goes to stderr: a bar on a terminal, else a line every 5 s (plans checked, simulated, the\n"
     "best so far; with --vary, which value).\n"
@@ -140,14 +143,23 @@ int px_cmd_sweep(int argc, char **argv) {
   if (a.price > 0 && !(a.tokens > 0))
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--price needs --tokens T: the cost is the GPU-hours to train T "
                                   "tokens times the price"), &err);
-  if (a.objective == PX_OBJ_COST && !(a.price > 0))
-    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--objective cost needs --tokens T and --price USD"), &err);
+  if (a.price_per_kwh > 0 && !(a.tokens > 0))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--price-per-kwh needs --tokens T: the cost is the energy to "
+                                  "train T tokens times the price"), &err);
+  if (a.objective == PX_OBJ_COST && !(a.price > 0) && !(a.price_per_kwh > 0))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--objective cost needs --tokens T and --price USD (or "
+                                  "--price-per-kwh USD)"), &err);
   px_model m;
   px_cluster c;
   px_parallel fixed = a.par; /* before defaults: unset dimensions are swept */
   if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   if (fixed.gbs <= 0 && !a.plan_file)
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax sweep: --gbs is required"), &err);
+  if ((a.objective == PX_OBJ_ENERGY || a.price_per_kwh > 0) && !px_power_known(&c))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "%s: cluster %s gives no gpu.power_w (the GPUs' draw), so no "
+                                  "energy; add its power figures to the file or --set gpu.power_w=W",
+                                  a.objective == PX_OBJ_ENERGY ? "--objective energy" : "--price-per-kwh", c.name),
+                       &err);
   fixed.gbs = a.par.gbs; /* from the flag or the plan file */
   fixed.seq = a.par.seq;
 
@@ -185,6 +197,7 @@ int px_cmd_sweep(int argc, char **argv) {
   o.objective = a.objective >= 0 ? (px_objective)a.objective : PX_OBJ_THROUGHPUT;
   o.tokens = a.tokens;
   o.price_per_gpu_hour = a.price;
+  o.price_per_kwh = a.price_per_kwh;
   if (a.mtbf_hours >= 0) o.mtbf_hours = a.mtbf_hours;
   if (a.restart_min >= 0) o.restart_s = a.restart_min * 60;
   o.ckpt_async = a.ckpt_async;

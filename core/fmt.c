@@ -23,6 +23,15 @@ char *px_fmt_count(double v, char *buf, size_t cap) {
   return buf;
 }
 
+char *px_fmt_si(double v, const char *unit, char *buf, size_t cap) {
+  static const char *prefix[] = {"", "k", "M", "G", "T", "P"};
+  int u = 0;
+  while (fabs(v) >= 999.5 && u < 5) v /= 1000.0, u++;
+  double a = fabs(v);
+  snprintf(buf, cap, a >= 99.95 ? "%.0f %s%s" : a >= 9.995 ? "%.1f %s%s" : "%.2f %s%s", v, prefix[u], unit);
+  return buf;
+}
+
 char *px_fmt_bytes(double bytes, char *buf, size_t cap) {
   static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   int u = 0;

@@ -21,6 +21,7 @@ char *px_fmt_bytes(double bytes, char *buf, size_t cap); /* binary units: 1.50 G
 char *px_fmt_time(double s, char *buf, size_t cap);   /* 12.3 us, 4.56 ms, 7.89 s, 3.2 h, 12.5 d */
 char *px_fmt_flops(double flops, char *buf, size_t cap); /* 1.23 PFLOP */
 char *px_fmt_grouped(uint64_t v, char *buf, size_t cap); /* 8,030,261,248 */
+char *px_fmt_si(double v, const char *unit, char *buf, size_t cap); /* SI prefixes, 3 digits: 640 W, 9.70 kW, 19.9 MW */
 
 /* The length of the decimal number s starts with: an optional sign, digits
  * with an optional point (at least one digit), an optional exponent; 0: none.

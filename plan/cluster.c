@@ -149,6 +149,11 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   TRY(px_json_num(&c, g, "jitter", false, 0.0, 0.5, &gpu->jitter, err));
   gpu->sustained_share = 1.0;
   TRY(px_json_num(&c, g, "sustained_share", false, 0.1, 1.0, &gpu->sustained_share, err));
+  TRY(px_json_num(&c, g, "power_w", false, 0.0, 1e5, &gpu->power_w, err));
+  TRY(px_json_num(&c, g, "idle_power_w", false, 0.0, 1e5, &gpu->idle_power_w, err));
+  if (gpu->power_w > 0 && gpu->idle_power_w > gpu->power_w)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.idle_power_w': %g W is above gpu.power_w %g W (a GPU "
+                      "draws less waiting than computing)", file, gpu->idle_power_w, gpu->power_w);
 
   gpu->gemm_max_efficiency = 0.8;
   gpu->gemm_tile_m = 128;
@@ -350,6 +355,29 @@ static void busbw_to_json(cJSON *link_obj, const px_busbw_point *pts, int len) {
   }
 }
 
+/* power: {node_overhead_w, network_w_per_node, pue}, beside gpu.power_w (read before it). */
+static px_status power_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
+  px_json_ctx c = {file, ""}, pc = {file, "power."};
+  px_status st;
+  const cJSON *pw;
+  cl->pue = PX_PUE_DEFAULT;
+  TRY(px_json_obj(&c, root, "power", false, &pw, err));
+  if (pw) {
+    TRY(px_json_num(&pc, pw, "node_overhead_w", false, 0.0, 1e7, &cl->node_overhead_w, err));
+    TRY(px_json_num(&pc, pw, "network_w_per_node", false, 0.0, 1e7, &cl->network_w_per_node, err));
+    TRY(px_json_num(&pc, pw, "pue", false, 1.0, 10.0, &cl->pue, err));
+  }
+  if (!(cl->gpu.power_w > 0) && (cl->node_overhead_w > 0 || cl->network_w_per_node > 0 || cl->gpu.idle_power_w > 0))
+    return px_err_set(err, PX_ERR_INPUT, "%s: power figures without field 'gpu.power_w' (the GPUs' draw, which the "
+                      "others are added to)", file);
+  if (cl->gpu.power_w > 0 && !cJSON_GetObjectItemCaseSensitive(pw, "pue") && cl->nsources < PX_SOURCES_MAX)
+    TRY(px_cluster_add_source(cl, "power.pue",
+                              "the default where the file gives none: Uptime Institute Global Data Center Survey 2024, "
+                              "average annual PUE 1.56 at operators' largest data center (tests/data/power.csv)",
+                              err));
+  return PX_OK;
+}
+
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
   memset(cl, 0, sizeof *cl);
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", file);
@@ -439,7 +467,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     cl->host_nvme_bytes_per_s = nvme * 1e9;
     cl->host_nvme_bytes = (uint64_t)(nvme_tb * 1e12);
   }
-  return PX_OK;
+  return power_from_json(root, file, cl, err);
 }
 
 px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err) {
@@ -490,6 +518,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(g, "kernel_overhead_us", gpu->kernel_overhead_s * 1e6);
   px_json_add_num(g, "jitter", gpu->jitter);
   px_json_add_num(g, "sustained_share", gpu->sustained_share);
+  if (gpu->power_w > 0) px_json_add_num(g, "power_w", gpu->power_w); /* none: no power figures (px_power_known) */
+  if (gpu->idle_power_w > 0) px_json_add_num(g, "idle_power_w", gpu->idle_power_w);
   cJSON_AddItemToObject(g, "gemm", gemm);
   px_json_add_num(gemm, "max_efficiency", gpu->gemm_max_efficiency);
   px_json_add_num(gemm, "tile_m", (double)gpu->gemm_tile_m);
@@ -584,6 +614,12 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_cpu_adam_params_per_s > 0) px_json_add_num(host, "cpu_adam_gparams_per_s", c->host_cpu_adam_params_per_s / 1e9);
   if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
+  cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
+  if (pw) {
+    px_json_add_num(pw, "node_overhead_w", c->node_overhead_w);
+    px_json_add_num(pw, "network_w_per_node", c->network_w_per_node);
+    px_json_add_num(pw, "pue", c->pue);
+  }
   return o;
 }
 

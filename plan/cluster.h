@@ -111,6 +111,10 @@ typedef struct {
   int kernel_rates_len;
   px_attn_curve attention[PX_ATTN_CURVES_MAX]; /* fused attention (flash); none: costed as GEMMs */
   int attention_len;
+  /* Board power (sim/power.h): while the GPU computes (its TDP where no training measurement is cited: an
+   * upper bound), and while it waits for communication or another stage (0: at power_w). 0: not given, no
+   * power figures. A draw, not a limit: the speed models do not read it (no power cap is modelled). */
+  double power_w, idle_power_w;
 } px_gpu;
 
 /* gpu.jitter when the file gives none: Sinha et al., SC'22, 8% average spread
@@ -119,6 +123,11 @@ typedef struct {
  * 2 x (0.674 + 1.5 x 1.349) = 5.40 standard deviations: 0.08 / 5.40
  * (tests/data/gpu_variability.md). */
 #define PX_GPU_JITTER_DEFAULT 0.0148
+
+/* power.pue when the file gives none: Uptime Institute Global Data Center
+ * Survey 2024, the average annual PUE operators reported for their largest
+ * data center (tests/data/power.csv). */
+#define PX_PUE_DEFAULT 1.56
 
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
  * per-tensor), the 16-bit one where the file gives no fp8 figure. */
@@ -185,6 +194,12 @@ typedef struct {
   double host_cpu_adam_params_per_s;
   double host_nvme_bytes_per_s;
   uint64_t host_nvme_bytes;
+  /* Power besides the GPUs' (power.*, read with gpu.power_w by sim/power.h): a node's draw besides its GPUs
+   * (CPUs, memory, NICs, NVSwitches, fans, drives, power supply losses), the network's switches per node,
+   * and the site's power usage effectiveness (facility over IT power, >= 1). */
+  double node_overhead_w;
+  double network_w_per_node;
+  double pue;
 } px_cluster;
 
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *c, px_err *err);

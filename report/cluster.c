@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/fmt.h"
+#include "sim/power.h"
 
 void px_report_cluster_text(const px_cluster *c, FILE *out) {
   char a[32];
@@ -41,6 +42,13 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
           (long long)c->inter_comm_sms, px_net_kind_names[c->net_kind], c->oversubscription);
   fprintf(out, "  host: %s memory, storage %.1f GB/s per node\n", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
           c->storage_bytes_per_s / 1e9);
+  if (g->power_w > 0)
+    fprintf(out, "  power: a GPU %.0f W computing, %.0f W waiting%s; a node %.0f W besides its GPUs and %.0f W of network "
+                 "switches; PUE %.2f\n",
+            g->power_w, px_power_wait_w(c), g->idle_power_w > 0 ? "" : " (no idle figure)",
+            c->node_overhead_w, c->network_w_per_node, c->pue);
+  else
+    fprintf(out, "  power: not given (no gpu.power_w): no power or energy figures\n");
   px_report_cluster_measured(c, NULL, out);
 }
 

@@ -516,6 +516,14 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
     sb_puts(b, " for $");
     sb_grouped(b, v);
   }
+  if (jnum(tt, "energy_mwh", &v) && v > 0) { /* with the cluster's power figures (sim/power.h) */
+    sb_printf(b, ", %.3g MWh at the site", v);
+    if (jnum(tt, "energy_cost_usd", &v) && v > 0) {
+      sb_puts(b, " ($");
+      sb_grouped(b, v);
+      sb_puts(b, ")");
+    }
+  }
   zero_choice(b, zc);
   precision_choice(b, pc);
   const char *trust = jstr(jget(best, "validation"), "text"); /* how far to trust the prediction (sim/bands.h) */
@@ -578,13 +586,14 @@ static void section_breakdown(sbuf *b, const cJSON *best) {
 
 static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
   int n = cJSON_IsArray(plans) ? cJSON_GetArraySize(plans) : 0;
-  bool days = false, cost = false;
+  bool days = false, cost = false, energy = false;
   const cJSON *p;
   double v;
   cJSON_ArrayForEach(p, plans) {
     const cJSON *tt = jget(p, "time_to_train");
     days = days || jnum(tt, "days", &v);
     cost = cost || (jnum(tt, "cost_usd", &v) && v > 0);
+    energy = energy || (jnum(tt, "energy_mwh", &v) && v > 0);
   }
   double fit = plans_fit(counts, n);
   sb_printf(b, "<section id=\"plans\"><h2>Ranked plans</h2>\n<p>The %d best of ", n < PX_HTML_TOP_PLANS ? n : PX_HTML_TOP_PLANS);
@@ -601,6 +610,7 @@ static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
              "<th class=\"num\">memory per GPU</th><th class=\"num\">bubble</th><th class=\"num\">exposed comm</th>");
   if (days) sb_puts(b, "<th class=\"num\">days</th>");
   if (cost) sb_puts(b, "<th class=\"num\">cost</th>");
+  if (energy) sb_puts(b, "<th class=\"num\">energy (MWh)</th>");
   sb_puts(b, "</tr></thead>\n<tbody>\n");
   int row = 0;
   cJSON_ArrayForEach(p, plans) {
@@ -634,6 +644,11 @@ static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
         sb_puts(b, "$");
         sb_grouped(b, v);
       }
+      sb_puts(b, "</td>");
+    }
+    if (energy) {
+      sb_puts(b, "<td class=\"num\">");
+      if (jnum(tt, "energy_mwh", &v)) sb_printf(b, "%.3g", v);
       sb_puts(b, "</td>");
     }
     sb_puts(b, "</tr>\n");

@@ -62,6 +62,23 @@ cJSON *px_report_breakdown_json(const px_sim_result *r) {
   return o;
 }
 
+void px_report_power_text(const px_plan *plan, const px_sim_result *r, FILE *out) {
+  const px_cluster *c = &plan->cluster;
+  const px_power *p = &r->power;
+  if (!px_power_known(c)) {
+    fprintf(out, "  power            not known: the cluster file gives no gpu.power_w\n");
+    return;
+  }
+  char a[32], b[32], d[32], e[32];
+  fprintf(out, "  power            %.0f W per GPU (computing %.0f%% of the step at %.0f W, else %.0f W), %s per node, "
+               "%s the job, %s at the site (PUE %.2f)\n",
+          p->gpu_w, 100 * r->compute_share, c->gpu.power_w, px_power_wait_w(c),
+          px_fmt_si(p->node_w, "W", a, sizeof a), px_fmt_si(p->it_w, "W", b, sizeof b),
+          px_fmt_si(p->facility_w, "W", d, sizeof d), c->pue);
+  fprintf(out, "  energy           %s a step at the site, %.3g J a token\n", px_fmt_si(p->step_j / 3600, "Wh", e, sizeof e),
+          p->j_per_token);
+}
+
 void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_replan_fit *fits, int nfits,
                         double wall_s, const px_bands *bands, FILE *out) {
   char a[64], b[64], c[64], d[64], mfu[96];
@@ -90,6 +107,7 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
     fprintf(out, "  offload          %s on the host link; optimizer step on the host CPU %s\n",
             px_fmt_time(r->comm_host_s, a, sizeof a), px_fmt_time(r->stages[0].op_s[PX_OP_ADAMW_HOST], b, sizeof b));
   px_report_breakdown_text(r, out);
+  px_report_power_text(plan, r, out);
   int64_t worst = px_plan_peak_stage(plan);
   fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s HBM\n",
           px_fmt_bytes((double)plan->mem[worst].peak_bytes, a, sizeof a), (long long)worst,
@@ -140,6 +158,13 @@ static const px_report_field sim_fields[] = {
     {"comm", "exposed_s", offsetof(px_sim_result, comm_exposed_s)},
     {"comm", "host_s", offsetof(px_sim_result, comm_host_s)},
     {"comm", "contention_s", offsetof(px_sim_result, comm_contention_s)},
+    {NULL, "compute_share", offsetof(px_sim_result, compute_share)},
+    {"power", "gpu_w", offsetof(px_sim_result, power.gpu_w)}, /* sim/power.h; 0 without gpu.power_w */
+    {"power", "node_w", offsetof(px_sim_result, power.node_w)},
+    {"power", "it_w", offsetof(px_sim_result, power.it_w)},
+    {"power", "facility_w", offsetof(px_sim_result, power.facility_w)},
+    {"power", "step_j", offsetof(px_sim_result, power.step_j)},
+    {"power", "j_per_token", offsetof(px_sim_result, power.j_per_token)},
 };
 
 const px_report_field *px_report_sim_fields(size_t *count) {

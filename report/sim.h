@@ -33,6 +33,10 @@ void px_report_mfu_peaks_json(cJSON *o, int peak_dtype, int precision_dtype);
 void px_report_breakdown_text(const px_sim_result *r, FILE *out);
 cJSON *px_report_breakdown_json(const px_sim_result *r);
 
+/* The step's power and energy (px_sim_result.power): a GPU's average draw
+ * and its busy share, a node's, the job's and the site's, and the site's
+ * energy a step and a token; the lines of `sim`. */
+void px_report_power_text(const px_plan *plan, const px_sim_result *r, FILE *out);
 /* The text of `parallax sim`: the plan, the verdict on memory first (with
  * the nearest plans that fit, px_report_verdict_text), the step's figures;
  * wall_s: how long the simulation took (the last line); bands: the validated

@@ -302,11 +302,15 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     no_fit_text(c, o, r, out);
     return;
   }
-  bool ttt = o->tokens > 0;
+  bool ttt = o->tokens > 0, energy = ttt && px_power_known(c);
+  bool j_token = !ttt && o->objective == PX_OBJ_ENERGY; /* what that objective ranks by without tokens */
   fprintf(out, "\n%4s  %-44s %9s %10s %6s %9s %6s %8s", "rank", "plan", "step", "tokens/s", "MFU", "mem/GPU", "bubble",
           "exposed");
   if (ttt) fprintf(out, " %8s %9s %7s", "days", "GPU-hours", "goodput");
   if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", "cost");
+  if (energy) fprintf(out, " %10s", "energy");
+  if (energy && o->price_per_kwh > 0) fprintf(out, " %10s", "energy $");
+  if (j_token) fprintf(out, " %8s", "J/token");
   fprintf(out, "\n");
   for (int64_t i = 0; i < r->n && i < top; i++) {
     const px_sweep_entry *e = &r->entries[i];
@@ -320,6 +324,9 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
       fprintf(out, " %8.1f %9s %6.1f%%", e->train.days, px_fmt_count(e->train.gpu_hours, a, sizeof a),
               100 * e->train.goodput);
     if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", px_fmt_count(e->train.cost_usd, b, sizeof b));
+    if (energy) fprintf(out, " %10s", px_fmt_si(e->train.energy_mwh * 1e6, "Wh", a, sizeof a));
+    if (energy && o->price_per_kwh > 0) fprintf(out, " %10s", px_fmt_count(e->train.energy_cost_usd, b, sizeof b));
+    if (j_token) fprintf(out, " %8.3g", e->sim.power.j_per_token);
     fprintf(out, "\n");
   }
   fprintf(out, "\n%s", px_report_plan_legend);
@@ -335,6 +342,18 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   }
   bands_lines(m, c, r, top, bands, out);
   const px_train_time *t = &r->entries[0].train;
+  if (px_power_known(c)) {
+    const px_power *p = &r->entries[0].sim.power;
+    char w[32], it[32], st[32];
+    fprintf(out, "\npower (best plan): %s at the site (%s IT, PUE %.2f; %.0f W a GPU, %s a node), %s a step",
+            px_fmt_si(p->facility_w, "W", w, sizeof w), px_fmt_si(p->it_w, "W", it, sizeof it), c->pue, p->gpu_w,
+            px_fmt_si(p->node_w, "W", a, sizeof a), px_fmt_si(p->step_j / 3600, "Wh", st, sizeof st));
+    if (ttt)
+      fprintf(out, "; %s tokens: %s", px_fmt_count(o->tokens, b, sizeof b), px_fmt_si(t->energy_mwh * 1e6, "Wh", a, sizeof a));
+    if (ttt && o->price_per_kwh > 0)
+      fprintf(out, ", $%s at $%g a kWh", px_fmt_count(t->energy_cost_usd, b, sizeof b), o->price_per_kwh);
+    fputc('\n', out);
+  }
   if (ttt && t->cluster_mtbf_s > 0 && o->ckpt_async) {
     char w[32], iv[32], sn[32];
     fprintf(out,

@@ -13,6 +13,8 @@ static const px_report_field train_fields[] = {
     {NULL, "days", offsetof(px_train_time, days)},
     {NULL, "gpu_hours", offsetof(px_train_time, gpu_hours)},
     {NULL, "cost_usd", offsetof(px_train_time, cost_usd)},
+    {NULL, "energy_mwh", offsetof(px_train_time, energy_mwh)}, /* 0 without the cluster's gpu.power_w */
+    {NULL, "energy_cost_usd", offsetof(px_train_time, energy_cost_usd)},
     {NULL, "goodput", offsetof(px_train_time, goodput)},
     {NULL, "checkpoint_bytes", offsetof(px_train_time, checkpoint_bytes)},
     {NULL, "checkpoint_write_s", offsetof(px_train_time, checkpoint_write_s)},
@@ -91,6 +93,15 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
            "node, interval by Young/Daly.",
            o->mtbf_hours, o->restart_s / 60, c->storage_bytes_per_s / 1e9);
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  if (px_power_known(c)) {
+    snprintf(line, sizeof line,
+             "Power: a GPU draws %.0f W while it computes and %.0f W while it waits (bubbles, exposed communication), "
+             "a node %.0f W besides its GPUs and %.0f W of network switches, the site %.2f times the IT power (PUE); "
+             "the energy to train is the site's draw over the wall-clock days. No power cap is modelled.",
+             c->gpu.power_w, px_power_wait_w(c), c->node_overhead_w,
+             c->network_w_per_node, c->pue);
+    cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  }
   if (o->ckpt_async) {
     if (c->host_pcie_bytes_per_s > 0)
       snprintf(line, sizeof line,
@@ -180,6 +191,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     cJSON_AddStringToObject(q, "objective", px_objective_names[o->objective]);
     px_json_add_num(q, "tokens", o->tokens);
     px_json_add_num(q, "price_usd_per_gpu_hour", o->price_per_gpu_hour);
+    px_json_add_num(q, "price_usd_per_kwh", o->price_per_kwh);
     px_json_add_num(q, "mtbf_hours", o->mtbf_hours);
     px_json_add_num(q, "restart_s", o->restart_s);
     cJSON_AddBoolToObject(q, "ckpt_async", o->ckpt_async);

@@ -13,13 +13,14 @@
 void px_report_vary_text(const px_model *m, const px_sweep_opts *o, const char *field, const px_vary_point *pts, int n,
                          FILE *out) {
   if (n <= 0) return;
-  bool ttt = o->tokens > 0, cost = ttt && o->price_per_gpu_hour > 0;
+  bool ttt = o->tokens > 0, cost = ttt && o->price_per_gpu_hour > 0, energy = ttt && px_power_known(&pts[0].cluster);
   fprintf(out, "what-if: %s on %lld x %s (%s), gbs %lld: the best plan for each %s\n\n", m->name,
           (long long)pts[0].cluster.gpus, pts[0].cluster.gpu.name, pts[0].cluster.name, (long long)o->fixed.gbs, field);
   int w = (int)strlen(field) > 12 ? (int)strlen(field) : 12;
   fprintf(out, "%-*s  %-40s %9s %10s %6s %9s", w, field, "best plan", "step", "tokens/s", "MFU", "mem/GPU");
   if (ttt) fprintf(out, " %8s", "days");
   if (cost) fprintf(out, " %10s", "cost");
+  if (energy) fprintf(out, " %10s", "energy");
   fputc('\n', out);
   for (int i = 0; i < n; i++) {
     const px_sweep_result *r = &pts[i].result;
@@ -35,6 +36,7 @@ void px_report_vary_text(const px_model *m, const px_sweep_opts *o, const char *
             100 * e->sim.mfu, px_fmt_bytes((double)e->peak_bytes, mem, sizeof mem));
     if (ttt) fprintf(out, " %8.1f", e->train.days);
     if (cost) fprintf(out, " %10s", px_fmt_count(e->train.cost_usd, usd, sizeof usd));
+    if (energy) fprintf(out, " %10s", px_fmt_si(e->train.energy_mwh * 1e6, "Wh", usd, sizeof usd));
     fputc('\n', out);
   }
 }

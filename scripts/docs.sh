@@ -64,6 +64,10 @@ generate() {
     export PARALLAX_HOME=$tmp/home
     quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
     quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
+    # docs/sweeps.md, "Power and energy": Meta's Llama 3 405B plan on 16,384 H100s, its power, and its energy to train
+    quick power-sim "$px" sim -m llama3-405b -c dgx-h100 -g 16384 -t 8 -p 16 -S -b 1 -B 2048 -z 1 -e interleaved -v 2
+    quick power-sweep "$px" sweep -m llama3-405b -c dgx-h100 -g 16384 -B 2048 -t 8 -p 16 --tokens 15.6T --price 2 \
+      --price-per-kwh 0.08 --top 3
     mkdir "$tmp/work" && cd "$tmp/work" || exit 1 # sweep -o writes best.json here, export reads it
     quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5 -o best.json
     quick export "$px" export -f best.json --to megatron

@@ -1296,7 +1296,7 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
   }
   if (!st) {
     uint64_t end = 0, first = UINT64_MAX, last = 0;
-    double busy = 0;
+    double busy = 0, compute = 0;
     for (int64_t s = 0; s < S.pp; s++) {
       stage_state *ss = &S.st[s];
       ss->stats.end_s = (double)ss->end_ns * 1e-9;
@@ -1307,6 +1307,8 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
       if (ss->pipe_first_ns < first) first = ss->pipe_first_ns;
       if (ss->pipe_last_ns > last) last = ss->pipe_last_ns;
       busy += ss->stats.busy_s;
+      const px_sim_breakdown *b = &ss->stats.parts;
+      compute += b->forward_s + b->backward_s + b->recompute_s + b->optimizer_s + b->contention_s;
       if (ss->stats.tp_s > out->comm_tp_s) out->comm_tp_s = ss->stats.tp_s;
       if (ss->stats.pp_s > out->comm_pp_s) out->comm_pp_s = ss->stats.pp_s;
       if (ss->stats.dp_s > out->comm_dp_s) out->comm_dp_s = ss->stats.dp_s;
@@ -1314,6 +1316,7 @@ static px_status sim_once(const px_plan *plan, const px_sim_opts *opts, px_sim_r
       if (ss->stats.contention_s > out->comm_contention_s) out->comm_contention_s = ss->stats.contention_s;
     }
     out->step_time_s = (double)end * 1e-9;
+    out->compute_share = end > 0 ? fmin(1.0, compute / ((double)S.pp * out->step_time_s)) : 0.0;
     for (int64_t s = S.pp - 1; s >= 0; s--) /* the first stage that ends last */
       if (S.st[s].end_ns == end) out->breakdown = S.st[s].stats.parts, out->breakdown_stage = s;
     double span = last > first ? (double)(last - first) * 1e-9 : 0.0;
@@ -1384,6 +1387,7 @@ void px_sim_rates(const px_plan *plan, px_sim_result *out) {
   out->model_tflops_per_gpu = m.model_tflops_per_gpu;
   out->mfu = m.mfu, out->hfu = m.hfu, out->mfu_peak_dtype = m.peak_dtype;
   out->mfu_precision = m.mfu_precision, out->precision_peak_dtype = m.precision_dtype;
+  px_power_of(&plan->cluster, out->compute_share, t, (double)plan->par.gbs * (double)plan->par.seq, &out->power);
 }
 
 void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out) {

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "plan/plan.h"
+#include "sim/power.h"
 
 /* Test hook: replaces a compute block's duration (seconds; < 0 keeps the model's). */
 typedef double (*px_sim_block_cost_fn)(void *ctx, int64_t stage, px_block_kind kind);
@@ -112,6 +113,9 @@ typedef struct {
   double straggler_s;
   px_sim_breakdown breakdown; /* where the step goes: the parts of the stage that ends last (summing to the step) */
   int64_t breakdown_stage;
+  double compute_share;   /* GPU-time computing over GPU-time, every stage over the whole step: the parts of the
+                             breakdowns that compute (forward, backward, recomputation, optimizer, contention) */
+  px_power power;         /* the step's power and energy at compute_share (sim/power.h) */
   uint64_t events;        /* events processed (both runs) */
   int64_t nstages;
   px_sim_stage *stages;   /* (pp) */
@@ -139,7 +143,8 @@ px_status px_sim_step_bound_s(const px_plan *plan, double *out_s, px_err *err);
  * optimizer): reads only the plan's templates (px_plan_compile_blocks). */
 px_status px_sim_block_bounds_ns(const px_plan *plan, uint64_t out_ns[PX_BLOCK_KIND_COUNT], px_err *err);
 /* Sets out's rates at its step_time_s (tokens/s, model TFLOP/s per GPU,
- * MFU, HFU), as px_sim_run does: of a bound's step, their bounds. */
+ * MFU, HFU) and its power at its compute_share, as px_sim_run does: of a
+ * bound's step (compute_share 0), their bounds. */
 void px_sim_rates(const px_plan *plan, px_sim_result *out);
 /* Tokens a second of the plan at a step time of step_s. */
 double px_sim_tokens_per_s(const px_plan *plan, double step_s);

@@ -15,7 +15,7 @@
 /* A sweep ranks plans by step time: the straggler's share (a third simulation) is not reported. */
 static const px_sim_opts sweep_sim_opts = {.skip_straggler = true};
 
-PX_NAME_TABLE(px_objective_names, PX_OBJ_COUNT, "throughput", "time", "cost", "memory");
+PX_NAME_TABLE(px_objective_names, PX_OBJ_COUNT, "throughput", "time", "cost", "memory", "energy");
 
 void px_sweep_opts_init(px_sweep_opts *o) {
   memset(o, 0, sizeof *o);
@@ -92,6 +92,13 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
     t->goodput = waste < 1.0 ? 1.0 - waste : 0.0;
   }
   train_wall(gpus, tokens_per_s, tokens, price, t);
+}
+
+/* Time to train at sim's rate (px_train_time_of) and the site's energy for that time at sim's draw. */
+static void train_of(const px_plan *plan, const px_sweep_opts *o, const px_sim_result *sim, px_train_time *t) {
+  px_train_time_of(plan, sim->tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
+                   o->ckpt_async, t);
+  px_power_run(&sim->power, t->days * 86400.0, o->price_per_kwh, &t->energy_mwh, &t->energy_cost_usd);
 }
 
 /* ---- enumeration ---- */
@@ -452,8 +459,7 @@ static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, bool
   px_status st = px_sim_run(plan, &so, &r, err);
   if (st) return st;
   px_sim_result_free(&r); /* the per-stage detail; the summary stays */
-  px_train_time_of(plan, r.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s, o->ckpt_async,
-                   &e->train);
+  train_of(plan, o, &r, &e->train);
   e->sim = r;
   e->bounded = false;
   e->score = score_of(e, o->objective);
@@ -481,8 +487,8 @@ static px_status bound_score(const px_plan *plan, const px_sweep_opts *o, const 
   px_sweep_entry b = *e;
   b.sim.step_time_s = *step_s;
   b.sim.tokens_per_s = px_sim_tokens_per_s(plan, *step_s);
-  px_train_time_of(plan, b.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
-                   o->ckpt_async, &b.train);
+  px_power_of(&plan->cluster, 0, *step_s, (double)plan->par.gbs * (double)plan->par.seq, &b.sim.power);
+  train_of(plan, o, &b.sim, &b.train);
   *out = score_of(&b, o->objective);
   return PX_OK;
 }
@@ -495,9 +501,8 @@ static void bound_figures(px_plan *plan, const px_sweep_opts *o, double step_s, 
   memset(&e->sim, 0, sizeof e->sim);
   e->sim.step_time_s = step_s;
   e->sim.fits = true;
-  px_sim_rates(plan, &e->sim);
-  px_train_time_of(plan, e->sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
-                   o->ckpt_async, &e->train);
+  px_sim_rates(plan, &e->sim); /* compute_share 0: the power's floor */
+  train_of(plan, o, &e->sim, &e->train);
   e->score = score;
   e->bounded = true;
 }
@@ -511,8 +516,10 @@ static double floor_score(const px_sweep_opts *o, const px_cluster *c, const px_
   px_sweep_entry e = {.peak_bytes = b->peak_bytes};
   e.sim.step_time_s = b->step_s;
   e.sim.tokens_per_s = b->step_s > 0 ? px_sim_tokens_per_s_of(par, b->step_s) : 0;
+  px_power_of(c, 0, b->step_s, (double)par->gbs * (double)par->seq, &e.sim.power);
   e.train.goodput = 1;
   train_wall((double)c->gpus, e.sim.tokens_per_s, o->tokens, o->price_per_gpu_hour, &e.train);
+  px_power_run(&e.sim.power, e.train.days * 86400.0, o->price_per_kwh, &e.train.energy_mwh, &e.train.energy_cost_usd);
   return score_of(&e, o->objective);
 }
 
@@ -753,8 +760,14 @@ static px_status try_floored(work *w, int64_t keep, int from, job j, int rest, p
 static double score_of(const px_sweep_entry *e, px_objective obj) {
   switch (obj) {
     case PX_OBJ_TIME: return e->train.days > 0 ? e->train.days : e->sim.step_time_s / (e->train.goodput > 0 ? e->train.goodput : 1e-9);
-    case PX_OBJ_COST: return e->train.cost_usd > 0 ? e->train.cost_usd : e->sim.step_time_s;
+    case PX_OBJ_COST: {
+      double usd = e->train.cost_usd + e->train.energy_cost_usd;
+      return usd > 0 ? usd : e->sim.step_time_s;
+    }
     case PX_OBJ_MEMORY: return (double)e->peak_bytes;
+    case PX_OBJ_ENERGY:
+      return e->train.energy_mwh > 0 ? e->train.energy_mwh
+                                     : e->sim.power.j_per_token / (e->train.goodput > 0 ? e->train.goodput : 1e-9);
     default: return -e->sim.tokens_per_s;
   }
 }
@@ -794,8 +807,7 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
         e->par = deeper;
         e->sim = sr;
         entry_peak(&plan, e);
-        px_train_time_of(&plan, sr.tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
-                         o->ckpt_async, &e->train);
+        train_of(&plan, o, &sr, &e->train);
         changed = true;
       }
     }

@@ -12,7 +12,9 @@
 #include "plan/plan.h"
 #include "sim/sim.h"
 
-typedef enum { PX_OBJ_THROUGHPUT, PX_OBJ_TIME, PX_OBJ_COST, PX_OBJ_MEMORY, PX_OBJ_COUNT } px_objective;
+/* What a sweep ranks by: tokens/s, days to train, cost (GPU-hours and energy), peak memory, or the site's energy
+ * to train (a token's without training tokens). */
+typedef enum { PX_OBJ_THROUGHPUT, PX_OBJ_TIME, PX_OBJ_COST, PX_OBJ_MEMORY, PX_OBJ_ENERGY, PX_OBJ_COUNT } px_objective;
 extern const char *const px_objective_names[PX_OBJ_COUNT];
 
 /* Per-GPU mean time between failures from the Llama 3 paper (section 3.3.4):
@@ -34,6 +36,7 @@ typedef struct {
   px_objective objective;
   double tokens;         /* training tokens (0: no time to train) */
   double price_per_gpu_hour;
+  double price_per_kwh;  /* USD a kWh of the site's energy (0: no energy cost; needs the cluster's gpu.power_w) */
   double mtbf_hours;     /* per GPU; 0 disables the failure model */
   double restart_s;      /* lost to each failure besides the work since the last checkpoint */
   bool ckpt_async;       /* checkpoints cost their host snapshot, the write going on behind (run --ckpt-async) */
@@ -68,7 +71,9 @@ typedef struct {
 typedef struct {
   double days;            /* wall-clock days including failures and checkpoints */
   double gpu_hours;
-  double cost_usd;
+  double cost_usd;        /* the GPU-hours at price_per_gpu_hour */
+  double energy_mwh;      /* the site's energy over the wall-clock time at the step's draw (sim/power.h) */
+  double energy_cost_usd; /* ... at price_per_kwh */
   double goodput;         /* share of wall-clock time that trains */
   double checkpoint_bytes;
   double checkpoint_write_s;
