@@ -74,6 +74,12 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
   px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
+  if (!px_bld_param_trained(p, s->w_emb)) { /* a frozen table: the gradient arriving here is dropped, unread */
+    px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dx, o->in[1] = R(s->tokens, 0);
+    o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
+    return;
+  }
   px_ref demb = dx;
   if (d->drop) {
     demb = R(px_bld_grad_slot(p, s->emb), 0);
