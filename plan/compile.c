@@ -67,7 +67,7 @@ static void embed_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   }
   if (d->drop) px_bld_dropout(b, d, PX_PHASE_FWD, x, R(s->emb_mask, 0), target, NOREF, Sl, H, 1, d->sp ? 1 : 0, 0);
   px_bld_keep(b, x);
-  if (d->drop) px_bld_keep(b, R(s->emb_mask, 0));
+  if (d->drop && px_bld_param_trained(b->p, s->w_emb)) px_bld_keep(b, R(s->emb_mask, 0)); /* a frozen table's backward reads none */
 }
 
 static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
@@ -122,7 +122,7 @@ static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, c
     o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * (double)o->coll_bytes;
   }
   px_bld_keep(b, x);
-  px_bld_keep(b, R(s->lnf, 0));
+  if (px_linear_needs_input(b->p, s->w_head)) px_bld_keep(b, R(s->lnf, 0)); /* the head's weight gradient's */
   px_bld_keep(b, R(s->lnf_rstd, 0));
   if (s->lnf_mean >= 0) px_bld_keep(b, R(s->lnf_mean, 0));
   px_bld_keep(b, R(s->ce_probs, 0));
@@ -138,8 +138,8 @@ static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->out[0] = dlogits;
   o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = p->model.vocab;
   px_bld_elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
-  px_ref lnf = R(s->lnf_full, 0);
-  if (d->sp) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
+  px_ref lnf = px_linear_needs_input(p, s->w_head) ? R(s->lnf_full, 0) : NOREF;
+  if (d->sp && lnf.slot >= 0) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
   px_ref dlnf_part = R(px_bld_grad_slot(p, s->lnf_full), 0);
   px_ref dlnf_sh = R(px_bld_grad_slot(p, s->lnf), 0);
   px_ref dlnf = px_linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, NOREF, B * S, d->Vl, 0,

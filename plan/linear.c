@@ -151,13 +151,13 @@ static void adapters_bwd_weight(px_bld *b, const px_dims *d, px_ref x, int w, in
   }
 }
 
-/* Weight w as a GEMM reads it: a frozen one stored in fp8 or nf4 is first
+/* Weight w as a GEMM reads it: a frozen layer weight stored in fp8 or nf4 is first
  * dequantised into a workspace of the compute dtype (bitsandbytes'
  * dequantize_4bit before each matmul, forward and backward), read from its
  * storage (px_lora_frozen_bytes) and written in full. */
 static px_ref weight_read(px_bld *b, const px_dims *d, px_phase ph, int w) {
   px_plan *p = b->p;
-  if (!p->slots[w].frozen || p->par.base_precision == PX_BASE_BF16) return R(w, 0);
+  if (!p->slots[w].frozen || p->par.base_precision == PX_BASE_BF16 || !px_lora_quantized(p->slots[w].name)) return R(w, 0);
   char name[PX_NAME_MAX];
   snprintf(name, sizeof name, "%.18s.deq", p->slots[w].name);
   int64_t rows = p->slots[w].shape[0], cols = p->slots[w].shape[1];
@@ -167,7 +167,7 @@ static px_ref weight_read(px_bld *b, const px_dims *d, px_phase ph, int w) {
   o->in[0] = R(w, 0), o->out[0] = R(ws, 0);
   o->flags = PX_OPF_DEQUANT;
   o->dim[0] = (int64_t)elems;
-  o->bytes = (double)px_lora_frozen_bytes(&p->par, elems) + (double)elems * (double)d->e;
+  o->bytes = (double)px_lora_frozen_bytes(&p->par, elems, true) + (double)elems * (double)d->e;
   return R(ws, 0);
 }
 

@@ -39,8 +39,15 @@ char *px_lora_targets_str(int bits, char *buf, size_t cap) {
   return buf;
 }
 
-uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems) {
-  switch (par->base_precision) {
+bool px_lora_quantized(const char *slot_name) {
+  static const char *const linear[] = {"qkv_w", "o_w", "fc1_w", "fc2_w"};
+  for (size_t i = 0; i < sizeof linear / sizeof *linear; i++)
+    if (!strcmp(slot_name, linear[i])) return true;
+  return false;
+}
+
+uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems, bool quantized) {
+  switch (quantized ? par->base_precision : PX_BASE_BF16) {
     case PX_BASE_FP8: return elems + 4;
     case PX_BASE_NF4: {
       uint64_t blocks = (elems + 63) / 64; /* 8-bit absmax each */

@@ -6,6 +6,7 @@
 #ifndef PX_PLAN_LORA_H
 #define PX_PLAN_LORA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,11 +50,17 @@ char *px_lora_targets_str(int bits, char *buf, size_t cap);
  * otherwise (swiglu). */
 px_status px_lora_adapter_read(const char *file, bool swiglu, px_parallel *p, px_err *err);
 
-/* Bytes of one frozen base tensor of `elems` elements (one rank's shard)
- * under par's base_precision: bf16 2 a weight; fp8 1 a weight and a 4-byte
- * fp32 scale; nf4 (Dettmers et al. 2023, section 3) 4-bit codes, one 8-bit
- * absmax a block of 64 weights, one fp32 constant a block of 256 absmaxes
- * (double quantisation): 4 + 8/64 + 32/(64 x 256) = 4.127 bits a weight. */
-uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems);
+/* Whether a frozen base tensor is held in base_precision: the transformer
+ * layers' linear weights (qkv_w, o_w, fc1_w, fc2_w), which bitsandbytes'
+ * Linear4bit replaces; the embedding, the output layer, norms and biases
+ * stay in the compute dtype, as QLoRA keeps them. */
+bool px_lora_quantized(const char *slot_name);
+/* Bytes of one frozen base tensor of `elems` elements (one rank's shard):
+ * the compute dtype's unless quantized, then by par's base_precision: bf16 2
+ * a weight; fp8 1 a weight and a 4-byte fp32 scale; nf4 (Dettmers et al.
+ * 2023, section 3) 4-bit codes, one 8-bit absmax a block of 64 weights, one
+ * fp32 constant a block of 256 absmaxes (double quantisation): 4 + 8/64 +
+ * 32/(64 x 256) = 4.127 bits a weight. */
+uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems, bool quantized);
 
 #endif

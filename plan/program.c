@@ -314,7 +314,7 @@ void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out) 
   for (int i = 0; i < n; i++) {
     const px_slot *sl = &p->slots[slots[i]];
     if (sl->frozen) {
-      out->frozen_bytes += px_lora_frozen_bytes(&p->par, sl->elems);
+      out->frozen_bytes += px_lora_frozen_bytes(&p->par, sl->elems, px_lora_quantized(sl->name));
       continue;
     }
     if (sl->expert) out->expert_elems += sl->elems;
@@ -360,7 +360,7 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     for (int i = 0; i < ns; i++) {
       if (p->slots[slots[i]].frozen) { /* not trained: outside the flat buffer, held in its base precision */
         prog->frozen_elems += p->slots[slots[i]].elems;
-        prog->frozen_bytes += px_lora_frozen_bytes(&p->par, p->slots[slots[i]].elems);
+        prog->frozen_bytes += px_lora_frozen_bytes(&p->par, p->slots[slots[i]].elems, px_lora_quantized(p->slots[slots[i]].name));
         continue;
       }
       refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};
