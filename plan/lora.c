@@ -57,6 +57,16 @@ uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems, bool quant
   }
 }
 
+char *px_lora_describe(const px_parallel *p, char *buf, size_t cap) {
+  char t[96];
+  buf[0] = '\0';
+  if (p->finetune == PX_FT_FULL) snprintf(buf, cap, ", full fine-tuning");
+  if (px_parallel_lora(p))
+    snprintf(buf, cap, ", %s rank %lld on %s (%s base)", px_finetune_names[p->finetune], (long long)p->lora_rank,
+             px_lora_targets_str(p->lora_targets, t, sizeof t), px_base_precision_names[p->base_precision]);
+  return buf;
+}
+
 /* PEFT module names (HF Llama, Mistral, Qwen; Megatron-Core; GPT-2, Falcon, GPT-NeoX) and the target each is. */
 static const struct {
   const char *name;

@@ -40,6 +40,9 @@ px_status px_lora_targets_parse(const char *s, int *bits, px_err *err);
 /* "qkv,o,fc1,fc2": the names of bits, comma-separated. */
 char *px_lora_targets_str(int bits, char *buf, size_t cap);
 
+/* ", lora rank 16 on qkv,o,fc1,fc2 (bf16 base)", ", full fine-tuning", or "" (none): a resolved plan's. */
+char *px_lora_describe(const px_parallel *p, char *buf, size_t cap);
+
 /* Reads an HF PEFT adapter_config.json into p's lora fields: finetune lora,
  * lora_rank (r), lora_alpha, lora_targets (target_modules: Llama's q_proj
  * ... down_proj, Megatron's linear_qkv ... linear_fc2, GPT-2's c_attn and
