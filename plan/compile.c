@@ -284,8 +284,9 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   o->coll = PX_COLL_ALLREDUCE;
   px_bld_finish(&b);
   px_bld_begin(&b, p, PX_BLOCK_OPTIMIZER, PX_STREAM_COMPUTE);
-  if (d.sp || (d.qk_norm && d.T > 1)) { /* norm and position gradients: partial sums over sequence shards (SP) or
-                                           heads (q/k norms) */
+  if (d.sp || ((d.qk_norm || d.lora) && d.T > 1)) { /* norm and position gradients: partial sums over sequence
+                                                         shards (SP) or heads (q/k norms); adapters' replicated A or B
+                                                         (px_linear_adapter_slots) */
     o = px_bld_op(&b, PX_OP_ALLREDUCE, PX_STREAM_TP, PX_PHASE_OPT);
     o->group = PX_GROUP_TP;
     o->coll = PX_COLL_ALLREDUCE;
@@ -313,5 +314,16 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   if (b.failed || p->slots_full)
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the op templates (or more than %d slots)",
                       PX_SLOTS_MAX);
+  /* what is trained over the model: every parameter, or fine-tuning's adapters (each layer's alike: refused
+   * with experts), TP-split ones once a rank, replicated ones once */
+  p->trained_total = p->params_total;
+  if (d.lora) {
+    uint64_t layer = 0;
+    for (int i = 0; i < p->nslots; i++) {
+      const px_slot *sl = &p->slots[i];
+      if (sl->kind == PX_SLOT_PARAM && !sl->frozen) layer += sl->elems * (uint64_t)(sl->tp_replicated ? 1 : d.T);
+    }
+    p->trained_total = layer * (uint64_t)p->model.layers;
+  }
   return PX_OK;
 }

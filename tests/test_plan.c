@@ -1717,6 +1717,15 @@ static void test_lora_small(void) {
   pl = lora_par(2, 1, 0, 4, 0);
   CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
   PX_ASSERT_EQ_U64(lora.programs[0].param_elems, 4 * ((256 + 512 / 2) + (256 / 2 + 256) + (256 + 1024 / 2) + (512 / 2 + 256)));
+  PX_ASSERT_EQ_U64(lora.trained_total, trained);
+  /* the replicated halves' gradients are partial sums over TP, completed once a step before the optimizer */
+  const px_block *opt = &lora.blocks[PX_BLOCK_OPTIMIZER];
+  CU_ASSERT(count_ops(opt, PX_OP_ALLREDUCE) == 1 && opt->ops[0].group == PX_GROUP_TP);
+  uint64_t partial = 0;
+  for (int32_t i = 0; i < lora.programs[0].nops; i++)
+    if (lora.programs[0].ops[i].kind == PX_OP_ALLREDUCE && lora.programs[0].ops[i].group == PX_GROUP_TP)
+      partial += lora.programs[0].ops[i].coll_bytes;
+  PX_ASSERT_EQ_U64(partial, 2 * 4 * (256 + 256 + 256 + 256)); /* qkv's and fc1's A, o's and fc2's B, 4 layers */
   px_plan_free(&lora);
   /* qlora: the layers' linear weights in nf4 and dequantised before each GEMM (into a bf16 workspace) */
   pl = lora_par(1, 2, 0, 4, 0);
@@ -1806,6 +1815,7 @@ static void test_lora_70b(void) {
   p.sp = 1;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
   CU_ASSERT(plan.fits);
+  PX_ASSERT_EQ_U64(plan.trained_total, 207093760u); /* what a checkpoint holds */
   px_plan_free(&plan);
   CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/llama-65b.json"), &m, &err), PX_OK);
   px_cluster one = cluster("dgx-a100", 1);
