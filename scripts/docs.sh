@@ -64,6 +64,8 @@ generate() {
     quick plan "$px" plan -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
     quick sim "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64
     quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5
+    quick finetune-sweep "$px" sweep -m llama2-70b -c dgx-h100 -g 8 -B 8 --finetune lora --tokens 1B --top 5
+    quick finetune-sim "$px" sim -m llama2-70b -c dgx-h100 -g 8 -t 8 --sp -B 8 --finetune lora
   ) || st=1
   rm -rf "$tmp"
   return "$st"
