@@ -345,7 +345,8 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     latent_norm_bwd(b, d, dk_pre, dk, R(L->k_pre, 0), R(L->kh_rstd, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
     dq = dq_pre, dk = dk_pre;
   }
-  px_ref ln1_full = px_linear_wgrad_input(b, d, d->mla ? L->w_kv_down : L->w_qkv, px_fp8_twin(p, d, R(L->ln1, 0)), px_fp8_twin(p, d, R(L->ln1_full, 0)));
+  px_ref ln1_full = px_linear_wgrad_input(b, d, d->mla ? L->w_kv_down : L->w_qkv, px_fp8_twin(p, d, R(L->ln1, 0)),
+                                          px_fp8_twin(p, d, R(L->ln1_full, 0)));
   px_ref dln1_part = R(px_bld_grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(px_bld_grad_slot(p, L->ln1), 0);
   return d->mla ? mla_backward(b, d, L, ln1_full, R(L->ln1, 0), dq, dk, dv, dln1_part, dln1_sh)

@@ -67,14 +67,16 @@ static void embed_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   }
   if (d->drop) px_bld_dropout(b, d, PX_PHASE_FWD, x, R(s->emb_mask, 0), target, NOREF, Sl, H, 1, d->sp ? 1 : 0, 0);
   px_bld_keep(b, x);
-  if (d->drop && px_bld_param_trained(b->p, s->w_emb)) px_bld_keep(b, R(s->emb_mask, 0)); /* a frozen table's backward reads none */
+  if (d->drop && px_bld_param_trained(b->p, s->w_emb)) /* a frozen table's backward reads no mask */
+    px_bld_keep(b, R(s->emb_mask, 0));
 }
 
 static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
   px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
-  if (!px_bld_param_trained(p, s->w_emb)) { /* a frozen table: the gradient arriving here is dropped, unread */
+  if (!px_bld_param_trained(p, s->w_emb)) { /* a frozen table: the gradient arriving here (and the tokens the
+                                               forward kept) are dropped, nothing computed */
     px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
     o->in[0] = dx, o->in[1] = R(s->tokens, 0);
     o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;

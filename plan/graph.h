@@ -245,10 +245,10 @@ enum {
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
   PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
-  PX_OPF_WINDOW = 1 << 11,
-  PX_OPF_DEQUANT = 1 << 12,  /* CAST: a frozen weight from its base_precision storage (fp8, nf4) to the compute dtype,
-                                into a workspace the GEMM after it reads (QLoRA's dequantise-then-matmul) */   /* FLASH_ATTN(_BWD), SOFTMAX(_BWD): a query sees only the model's sliding_window
+  PX_OPF_WINDOW = 1 << 11,   /* FLASH_ATTN(_BWD), SOFTMAX(_BWD): a query sees only the model's sliding_window
                                 tokens up to its own */
+  PX_OPF_DEQUANT = 1 << 12,  /* CAST: a frozen weight from its base_precision storage (fp8, nf4) to the compute dtype,
+                                into a workspace the GEMM after it reads (QLoRA's dequantise-then-matmul) */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are

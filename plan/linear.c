@@ -12,19 +12,6 @@
 
 /* ---- adapters (fine-tuning with lora/qlora) ---- */
 
-/* The adapters lora_targets puts on a linear layer, by its weight's name:
- * bit j of targets[j] for an adapter on output j (j < 3), targets[3] for one
- * over all its outputs. */
-static const struct {
-  const char *weight;
-  int targets[4];
-} adapted[] = {
-    {"qkv_w", {PX_LORA_Q, PX_LORA_K, PX_LORA_V, PX_LORA_QKV}},
-    {"o_w", {0, 0, 0, PX_LORA_O}},
-    {"fc1_w", {PX_LORA_GATE, PX_LORA_UP, 0, PX_LORA_FC1}},
-    {"fc2_w", {0, 0, 0, PX_LORA_FC2}},
-};
-
 /* Adapter j of linear w: its A, B and h slots; false when it has none. */
 typedef struct {
   int a, b, h;
@@ -45,10 +32,10 @@ void px_linear_adapter_slots(px_plan *p, const px_dims *d, int w, const int64_t 
   if (!d->lora || w < 0) return;
   char wname[PX_NAME_MAX], name[PX_NAME_MAX];
   snprintf(wname, sizeof wname, "%s", p->slots[w].name);
-  for (size_t i = 0; i < sizeof adapted / sizeof *adapted; i++) {
-    if (strcmp(wname, adapted[i].weight)) continue;
+  for (int i = 0; i < PX_LORA_LINEARS; i++) {
+    if (strcmp(wname, px_lora_linears[i].weight)) continue;
     for (int j = 0; j < 4; j++) {
-      if (!(d->lora_targets & adapted[i].targets[j])) continue;
+      if (!(d->lora_targets & px_lora_linears[i].targets[j])) continue;
       int64_t r = d->lora_rank, nj = j == 3 ? n[0] + n[1] + n[2] : n[j];
       snprintf(name, sizeof name, "%.18s.A%d", wname, j);
       int a = px_bld_param(p, d, name, r, k, !row_parallel, false);
@@ -157,7 +144,8 @@ static void adapters_bwd_weight(px_bld *b, const px_dims *d, px_ref x, int w, in
  * storage (px_lora_frozen_bytes) and written in full. */
 static px_ref weight_read(px_bld *b, const px_dims *d, px_phase ph, int w) {
   px_plan *p = b->p;
-  if (!p->slots[w].frozen || p->par.base_precision == PX_BASE_BF16 || !px_lora_quantized(p->slots[w].name)) return R(w, 0);
+  if (!p->slots[w].frozen || p->par.base_precision == PX_BASE_BF16 || !px_lora_quantized(p->slots[w].name))
+    return R(w, 0);
   char name[PX_NAME_MAX];
   snprintf(name, sizeof name, "%.18s.deq", p->slots[w].name);
   int64_t rows = p->slots[w].shape[0], cols = p->slots[w].shape[1];

@@ -11,6 +11,13 @@
 
 PX_NAME_TABLE(px_lora_target_names, PX_LORA_TARGET_BITS, "q", "k", "v", "qkv", "o", "fc1", "gate", "up", "fc2");
 
+const px_lora_linear px_lora_linears[PX_LORA_LINEARS] = {
+    {"qkv_w", {PX_LORA_Q, PX_LORA_K, PX_LORA_V, PX_LORA_QKV}},
+    {"o_w", {0, 0, 0, PX_LORA_O}},
+    {"fc1_w", {PX_LORA_GATE, PX_LORA_UP, 0, PX_LORA_FC1}},
+    {"fc2_w", {0, 0, 0, PX_LORA_FC2}},
+};
+
 px_status px_lora_targets_parse(const char *s, int *bits, px_err *err) {
   int out = 0;
   for (const char *p = s; *p;) {
@@ -40,9 +47,8 @@ char *px_lora_targets_str(int bits, char *buf, size_t cap) {
 }
 
 bool px_lora_quantized(const char *slot_name) {
-  static const char *const linear[] = {"qkv_w", "o_w", "fc1_w", "fc2_w"};
-  for (size_t i = 0; i < sizeof linear / sizeof *linear; i++)
-    if (!strcmp(slot_name, linear[i])) return true;
+  for (int i = 0; i < PX_LORA_LINEARS; i++)
+    if (!strcmp(slot_name, px_lora_linears[i].weight)) return true;
   return false;
 }
 

@@ -32,6 +32,17 @@ enum {
   PX_LORA_DEFAULT_TARGETS = PX_LORA_QKV | PX_LORA_O | PX_LORA_FC1 | PX_LORA_FC2,
 };
 extern const char *const px_lora_target_names[PX_LORA_TARGET_BITS];
+
+/* The blocks' linear layers adapters may sit beside, by their weight's slot
+ * name, and the target bits of each adapter on one: targets[j] for one on
+ * output j alone (j < 3: q, k, v; gate, up), targets[3] for one over all
+ * its outputs. */
+#define PX_LORA_LINEARS 4
+typedef struct {
+  const char *weight;
+  int targets[4];
+} px_lora_linear;
+extern const px_lora_linear px_lora_linears[PX_LORA_LINEARS];
 #define PX_LORA_DEFAULT_RANK 16
 #define PX_LORA_RANK_MAX 65536
 
@@ -54,7 +65,7 @@ char *px_lora_describe(const px_parallel *p, char *buf, size_t cap);
 px_status px_lora_adapter_read(const char *file, bool swiglu, px_parallel *p, px_err *err);
 
 /* Whether a frozen base tensor is held in base_precision: the transformer
- * layers' linear weights (qkv_w, o_w, fc1_w, fc2_w), which bitsandbytes'
+ * layers' linear weights (px_lora_linears), which bitsandbytes'
  * Linear4bit replaces; the embedding, the output layer, norms and biases
  * stay in the compute dtype, as QLoRA keeps them. */
 bool px_lora_quantized(const char *slot_name);

@@ -392,7 +392,8 @@ px_ref px_mlp_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
                     d->gelu_fused ? L->fc1 : -1);
   px_ref dact = R(px_bld_grad_slot(p, L->act), 0);
   /* Megatron-SP keeps the sharded norm output and gathers it again */
-  px_ref ln2_full = px_linear_wgrad_input(b, d, L->w_fc1, px_fp8_twin(p, d, R(L->ln2, 0)), px_fp8_twin(p, d, R(L->ln2_full, 0)));
+  px_ref ln2_full =
+      px_linear_wgrad_input(b, d, L->w_fc1, px_fp8_twin(p, d, R(L->ln2, 0)), px_fp8_twin(p, d, R(L->ln2_full, 0)));
   if (d->swiglu) {
     px_ref dgate = R(px_bld_grad_slot(p, L->gate), 0), dup = R(px_bld_grad_slot(p, L->up), 0);
     px_op *o = px_bld_op(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);

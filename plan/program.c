@@ -278,13 +278,13 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
       int s = px_plan_slot(p, names[i]);
       if (s >= 0) out[n++] = s;
     }
-    /* fine-tuning's adapters, A then B, named after their linear layer's weight (px_linear_adapter_slots) */
-    static const char *const adapted[] = {"qkv_w", "o_w", "fc1_w", "fc2_w"};
-    for (size_t i = 0; px_parallel_lora(&p->par) && i < sizeof adapted / sizeof *adapted; i++)
+    /* fine-tuning's adapters, A then B, named after their linear layer's weight (px_linear_adapter_slots): 14
+     * at most (q, k, v, o, gate, up, fc2), 26 slots beside a biased model's 12 (MoE and MLA are refused) */
+    for (int i = 0; px_parallel_lora(&p->par) && i < PX_LORA_LINEARS; i++)
       for (int j = 0; j < 4; j++)
         for (int ab = 0; ab < 2; ab++) {
           char name[PX_NAME_MAX];
-          snprintf(name, sizeof name, "%s.%c%d", adapted[i], ab ? 'B' : 'A', j);
+          snprintf(name, sizeof name, "%s.%c%d", px_lora_linears[i].weight, ab ? 'B' : 'A', j);
           int s = px_plan_slot(p, name);
           if (s >= 0) out[n++] = s;
         }
@@ -359,8 +359,9 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     }
     for (int i = 0; i < ns; i++) {
       if (p->slots[slots[i]].frozen) { /* not trained: outside the flat buffer, held in its base precision */
-        prog->frozen_elems += p->slots[slots[i]].elems;
-        prog->frozen_bytes += px_lora_frozen_bytes(&p->par, p->slots[slots[i]].elems, px_lora_quantized(p->slots[slots[i]].name));
+        const px_slot *sl = &p->slots[slots[i]];
+        prog->frozen_elems += sl->elems;
+        prog->frozen_bytes += px_lora_frozen_bytes(&p->par, sl->elems, px_lora_quantized(sl->name));
         continue;
       }
       refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};
@@ -416,7 +417,8 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     if (u > unit_hi[gi]) unit_hi[gi] = u;
   }
   for (int g = 0; g < ng; g++) /* a group with nothing trained (fine-tuning's embedding, head): no unit */
-    if (unit_hi[groups[g].id + 1] < unit_lo[groups[g].id + 1]) unit_lo[groups[g].id + 1] = -1, unit_hi[groups[g].id + 1] = -2;
+    if (unit_hi[groups[g].id + 1] < unit_lo[groups[g].id + 1])
+      unit_lo[groups[g].id + 1] = -1, unit_hi[groups[g].id + 1] = -2;
   if (tied_single(p)) unit_lo[0] = unit_lo[L + 1], unit_hi[0] = unit_hi[L + 1]; /* the embedding is in the head's group */
   free(groups);
   free(ref_unit);

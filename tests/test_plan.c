@@ -1716,7 +1716,8 @@ static void test_lora_small(void) {
   /* tp 2: A of a column-parallel layer and B of a row-parallel one are replicated, the rest split */
   pl = lora_par(2, 1, 0, 4, 0);
   CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
-  PX_ASSERT_EQ_U64(lora.programs[0].param_elems, 4 * ((256 + 512 / 2) + (256 / 2 + 256) + (256 + 1024 / 2) + (512 / 2 + 256)));
+  PX_ASSERT_EQ_U64(lora.programs[0].param_elems,
+                   4 * ((256 + 512 / 2) + (256 / 2 + 256) + (256 + 1024 / 2) + (512 / 2 + 256)));
   PX_ASSERT_EQ_U64(lora.trained_total, trained);
   /* the replicated halves' gradients are partial sums over TP, completed once a step before the optimizer */
   const px_block *opt = &lora.blocks[PX_BLOCK_OPTIMIZER];
