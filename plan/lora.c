@@ -143,6 +143,9 @@ static px_status read_targets(const char *file, const cJSON *t, bool swiglu, int
 }
 
 px_status px_lora_adapter_read(const char *file, bool swiglu, px_parallel *p, px_err *err) {
+  if (p->finetune == PX_FT_NONE || p->finetune == PX_FT_FULL)
+    return px_err_set(err, PX_ERR_INPUT, "%s: LoRA adapters, but `finetune` is %s (hint: `finetune` lora or qlora)",
+                      file, px_finetune_names[p->finetune]);
   cJSON *root = NULL;
   px_status st = px_json_load_max(file, 1 << 20, "an adapter config", &root, err);
   if (st) return st;

@@ -58,7 +58,8 @@ char *px_lora_describe(const px_parallel *p, char *buf, size_t cap);
  * lora_rank (r), lora_alpha, lora_targets (target_modules: Llama's q_proj
  * ... down_proj, Megatron's linear_qkv ... linear_fc2, GPT-2's c_attn and
  * c_fc, "all-linear"). Refuses, naming the file and key, what the planner
- * cannot express: another peft_type, adapter dropout, DoRA, trained biases
+ * cannot express (and with `finetune` none or full, adapters at all):
+ * another peft_type, adapter dropout, DoRA, trained biases
  * or whole modules, per-layer ranks or layers, a regular expression. A
  * SwiGLU model's gate_proj and up_proj map to gate and up, its fused fc1
  * otherwise (swiglu). */

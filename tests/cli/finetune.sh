@@ -39,6 +39,8 @@ jq -e '.parallel.finetune == "lora" and .parallel.lora_rank == 8 and .parallel.l
   .parallel.lora_targets == "q,v,fc2"' <<<"$j" >/dev/null || fail "--adapter: $(jq -c .parallel <<<"$j")"
 [ "$("$px" plan -m tiny -c dgx-h100 -g 2 --adapter "$tmp/adapter_config.json" --lora-rank 2 --json |
   jq .parallel.lora_rank)" = 2 ] || fail "--lora-rank does not override the adapter config"
+refused "adapter_config.json: LoRA adapters, but --finetune is full" \
+  "$px" plan -m tiny -c dgx-h100 -g 2 --adapter "$tmp/adapter_config.json" --finetune full
 printf '{"peft_type": "LORA", "r": 8, "target_modules": ["q_proj"], "lora_dropout": 0.05}' >"$tmp/drop.json"
 refused "drop.json: key 'lora_dropout'" "$px" plan -m tiny -c dgx-h100 -g 2 --adapter "$tmp/drop.json"
 printf '{"peft_type": "LORA", "r": 8, "target_modules": ["q_proj", "lm_head"]}' >"$tmp/head.json"
