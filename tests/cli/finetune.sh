@@ -21,6 +21,9 @@ jq -e '.parallel.finetune == "lora" and .parallel.lora_rank == 4 and .parallel.l
   .parallel.base_precision == "bf16" and .stages[0].params_per_gpu == 13312 and
   .stages[0].frozen_params_per_gpu == .params and .stages[0].wire_bytes.dp == 2 * 13312' <<<"$j" >/dev/null ||
   fail "plan --finetune lora: $(jq -c '.parallel, .stages[0]' <<<"$j")"
+"$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora --graph "$tmp/g.json" >/dev/null || fail "plan --finetune qlora --graph"
+[ "$(jq '[.blocks[] | select(.kind == "layer_fwd") | .ops[] | select(.dequant)] | length' "$tmp/g.json")" = 4 ] ||
+  fail "qlora: not a dequantising cast before each of a layer's 4 linear GEMMs in --graph"
 "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora | grep -q "fine-tuning: qlora rank 16 (alpha 32) on qkv,o,fc1,fc2" ||
   fail "plan --finetune qlora: no fine-tuning line"
 s=$("$px" sim -m tiny -c dgx-h100 -g 2 --finetune lora --lora-targets q,v --save-plan "$tmp/l.json" --json) ||
