@@ -28,12 +28,12 @@ px_status px_lora_targets_parse(const char *s, int *bits, px_err *err) {
       if (strlen(px_lora_target_names[i]) == n && !strncmp(p, px_lora_target_names[i], n)) bit = 1 << i;
     if (bit < 0)
       return px_err_set(err, PX_ERR_INPUT,
-                        "`lora_targets` '%.*s' is not one of qkv, q, k, v, o, fc1, gate, up, fc2, all", (int)n, p);
+                        "'%.*s' is not one of qkv, q, k, v, o, fc1, gate, up, fc2, all", (int)n, p);
     out |= bit;
     p += n;
     if (*p == ',') p++;
   }
-  if (!out) return px_err_set(err, PX_ERR_INPUT, "`lora_targets`: empty list");
+  if (!out) return px_err_set(err, PX_ERR_INPUT, "empty list");
   *bits = out;
   return PX_OK;
 }

@@ -46,7 +46,8 @@ extern const px_lora_linear px_lora_linears[PX_LORA_LINEARS];
 #define PX_LORA_DEFAULT_RANK 16
 #define PX_LORA_RANK_MAX 65536
 
-/* Parses "qkv,o,fc1,fc2" (or "all") into PX_LORA_* bits. */
+/* Parses "qkv,o,fc1,fc2" (or "all") into PX_LORA_* bits; the message says
+ * what is wrong with the list, the caller names the field or flag. */
 px_status px_lora_targets_parse(const char *s, int *bits, px_err *err);
 /* "qkv,o,fc1,fc2": the names of bits, comma-separated. */
 char *px_lora_targets_str(int bits, char *buf, size_t cap);
