@@ -9,6 +9,7 @@
 
 #include "core/fmt.h"
 #include "exec/result.h"
+#include "plan/lora.h"
 #include "plan/planfile.h"
 #include "report/export.h"
 #include "sim/sweep.h"
@@ -28,7 +29,8 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
-       OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH };
+       OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
+       OPT_ADAPTER, OPT_BASE_PRECISION };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -76,6 +78,20 @@ static const px_opt opts[] = {
     {"fp8-params", no_argument, OPT_FP8_PARAMS, PX_OPT_PLAN, NULL,
      "fp8: the GEMMs' weights held in fp8 only, no bf16 copy, ZeRO's parameter all-gathers in fp8 (Megatron-LM's "
      "fp8_param_gather; planned and simulated, the executors refuse it)"},
+    {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
+     "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
+     "qlora (lora on an NF4 base); planned and simulated, the executors refuse lora and qlora"},
+    {"lora-rank", required_argument, OPT_LORA_RANK, PX_OPT_PLAN, "R", "lora/qlora: the adapters' rank r (16)"},
+    {"lora-alpha", required_argument, OPT_LORA_ALPHA, PX_OPT_PLAN, "A",
+     "lora/qlora: the adapters' scale is alpha / r (2 r); recorded, it changes no memory or time"},
+    {"lora-targets", required_argument, OPT_LORA_TARGETS, PX_OPT_PLAN, "LIST",
+     "lora/qlora: the linear layers given adapters: qkv,o,fc1,fc2 (default, fused as Megatron's) or q,k,v and "
+     "gate,up one each (HF PEFT's), all"},
+    {"adapter", required_argument, OPT_ADAPTER, PX_OPT_PLAN, "FILE",
+     "lora from an HF PEFT adapter_config.json: its r, lora_alpha and target_modules (flags override)"},
+    {"base-precision", required_argument, OPT_BASE_PRECISION, PX_OPT_PLAN, "P",
+     "lora/qlora: the frozen weights' storage: bf16 (lora's default) | fp8 | nf4 (qlora's: 4.127 bits a weight), "
+     "dequantised to bf16 before each GEMM"},
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
@@ -333,6 +349,16 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         break;
       case OPT_FP8_BASE: st = parse_enum("fp8-base", optarg, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err); break;
       case OPT_FP8_PARAMS: p->fp8_params = 1; break;
+      case OPT_FINETUNE: st = parse_enum("finetune", optarg, px_finetune_names, PX_FT_COUNT, &p->finetune, err); break;
+      case OPT_LORA_RANK: st = px_parse_int(optarg, "--lora-rank", 1, PX_LORA_RANK_MAX, &p->lora_rank, err); break;
+      case OPT_LORA_ALPHA: st = parse_number("--lora-alpha", optarg, 1e-6, 1e9, &p->lora_alpha, err); break;
+      case OPT_LORA_TARGETS:
+        if ((st = px_lora_targets_parse(optarg, &p->lora_targets, err))) px_err_prefix(err, "--lora-targets");
+        break;
+      case OPT_ADAPTER: a->adapter_file = optarg; break;
+      case OPT_BASE_PRECISION:
+        st = parse_enum("base-precision", optarg, px_base_precision_names, PX_BASE_COUNT, &p->base_precision, err);
+        break;
       case OPT_ATTENTION:
         st = parse_enum("attention", optarg, px_attention_names, PX_ATTN_COUNT, &p->attention, err);
         break;
@@ -566,6 +592,8 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
     }
     if ((st = px_args_cluster_finish(a, c, a->gpus ? a->gpus : (!a->nodes && pf ? pf->gpus : 0), err))) goto done;
   }
+  if (m && a->adapter_file && (st = px_lora_adapter_read(a->adapter_file, m->mlp == PX_MLP_SWIGLU, &a->par, err)))
+    goto done;
   if (m && c) px_parallel_resolve(&a->par, m, c);
   st = PX_OK;
 done:

@@ -44,6 +44,7 @@ typedef struct {
   double jitter; /* --jitter: the cluster's gpu.jitter, applied after the --set fields; < 0: the file's */
   px_parallel par; /* unset fields stay unset (see px_parallel_unset) */
   const char *plan_file;
+  const char *adapter_file; /* --adapter: an HF PEFT adapter_config.json */
   const char *save_plan;
   const char *graph_file;
   const char *dot_file;

@@ -205,6 +205,10 @@ static px_status open_shard(px_reshard *r, int32_t q, bool verify, px_err *err) 
 px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
                           px_reshard **out, px_err *err) {
   *out = NULL;
+  if (px_parallel_lora(&to->par)) /* a frozen base and adapters: no executor trains it, so no checkpoint is its */
+    return px_err_set(err, PX_ERR_INPUT, "`finetune` %s: checkpoints hold every weight's states, a plan with adapters "
+                      "on a frozen base has no layout for them (hint: `finetune` full or none)",
+                      px_finetune_names[to->par.finetune]);
   px_reshard *r = px_calloc(1, sizeof *r, err);
   if (!r) return PX_ERR_RUNTIME;
   r->to = to;

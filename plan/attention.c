@@ -102,7 +102,8 @@ void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   const char *names[] = {"q_head_norm_w", "k_head_norm_w"};
   for (int i = 0; i < 2; i++) {
     *w[i] = px_bld_param(p, d, names[i], d->D, 1, true, false);
-    p->slots[*w[i]].sp_partial = p->slots[px_bld_grad_of(p, *w[i])].sp_partial = d->T > 1;
+    int g = px_bld_grad_of(p, *w[i]); /* none when frozen */
+    if (g >= 0) p->slots[*w[i]].sp_partial = p->slots[g].sp_partial = d->T > 1;
   }
 }
 
@@ -344,7 +345,8 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     latent_norm_bwd(b, d, dk_pre, dk, R(L->k_pre, 0), R(L->kh_rstd, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
     dq = dq_pre, dk = dk_pre;
   }
-  px_ref ln1_full = px_linear_wgrad_input(b, d, px_fp8_twin(p, d, R(L->ln1, 0)), px_fp8_twin(p, d, R(L->ln1_full, 0)));
+  px_ref ln1_full = px_linear_wgrad_input(b, d, d->mla ? L->w_kv_down : L->w_qkv, px_fp8_twin(p, d, R(L->ln1, 0)),
+                                          px_fp8_twin(p, d, R(L->ln1_full, 0)));
   px_ref dln1_part = R(px_bld_grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(px_bld_grad_slot(p, L->ln1), 0);
   return d->mla ? mla_backward(b, d, L, ln1_full, R(L->ln1, 0), dq, dk, dv, dln1_part, dln1_sh)

@@ -56,6 +56,11 @@ int px_bld_param(px_plan *p, const px_dims *d, const char *name, int64_t rows, i
   int w = px_bld_slot(p, name, PX_SLOT_PARAM, d->param, rows, cols, 1, 1);
   p->slots[w].tp_replicated = replicated;
   p->slots[w].sp_partial = sp_partial && d->sp;
+  if (d->lora && !strchr(name, '.')) { /* the base (adapters are named after their weight: "qkv_w.A3") */
+    p->slots[w].frozen = true;
+    p->slots[w].sp_partial = false; /* no gradient to complete */
+    return w;
+  }
   char gname[PX_NAME_MAX];
   snprintf(gname, sizeof gname, "d%s", name);
   int g = px_bld_slot(p, gname, PX_SLOT_GRAD, d->grad, rows, cols, 1, 1);
@@ -72,6 +77,8 @@ int px_bld_grad_of(const px_plan *p, int param) {
 }
 
 /* ---- ops ---- */
+
+bool px_bld_param_trained(const px_plan *p, int param) { return param >= 0 && !p->slots[param].frozen; }
 
 px_op *px_bld_op(px_bld *b, px_op_kind kind, px_stream stream, px_phase phase) {
   px_block *blk = b->b;
@@ -408,4 +415,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->f8_current = d->f8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
   d->f8_params = d->f8 && par->fp8_params > 0;
+  d->lora = px_parallel_lora(par);
+  d->lora_rank = d->lora ? par->lora_rank : 0;
+  d->lora_targets = d->lora ? par->lora_targets : 0;
 }

@@ -52,6 +52,9 @@ typedef struct {
   uint64_t e;                           /* activation bytes per element */
   bool f8, f8_block, f8_current, zero3; /* precision fp8: the recipe's block scales / current scaling; ZeRO-3 */
   bool f8_params;                       /* fp8: the weights held in fp8 (fp8_params) */
+  bool lora;                            /* fine-tuning with adapters: the base's parameters frozen */
+  int64_t lora_rank;                    /* their rank r */
+  int lora_targets;                     /* PX_LORA_* bits */
 } px_dims;
 
 typedef struct px_bld {
@@ -103,6 +106,8 @@ int px_bld_slot(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, in
 int px_bld_param(px_plan *p, const px_dims *d, const char *name, int64_t rows, int64_t cols, bool replicated,
                  bool sp_partial);
 int px_bld_grad_of(const px_plan *p, int param);
+/* A parameter trained in this plan (a gradient slot of its own): not a frozen base weight. */
+bool px_bld_param_trained(const px_plan *p, int param);
 px_op *px_bld_op(px_bld *b, px_op_kind kind, px_stream stream, px_phase phase);
 void px_bld_keep(px_bld *b, px_ref r);
 /* GEMM cost: batch x (m, k) @ (k, n). */

@@ -67,13 +67,21 @@ static void embed_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   }
   if (d->drop) px_bld_dropout(b, d, PX_PHASE_FWD, x, R(s->emb_mask, 0), target, NOREF, Sl, H, 1, d->sp ? 1 : 0, 0);
   px_bld_keep(b, x);
-  if (d->drop) px_bld_keep(b, R(s->emb_mask, 0));
+  if (d->drop && px_bld_param_trained(b->p, s->w_emb)) /* a frozen table's backward reads no mask */
+    px_bld_keep(b, R(s->emb_mask, 0));
 }
 
 static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
   px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
+  if (!px_bld_param_trained(p, s->w_emb)) { /* a frozen table: the gradient arriving here (and the tokens the
+                                               forward kept) are dropped, nothing computed */
+    px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+    o->in[0] = dx, o->in[1] = R(s->tokens, 0);
+    o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
+    return;
+  }
   px_ref demb = dx;
   if (d->drop) {
     demb = R(px_bld_grad_slot(p, s->emb), 0);
@@ -116,7 +124,7 @@ static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, c
     o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * (double)o->coll_bytes;
   }
   px_bld_keep(b, x);
-  px_bld_keep(b, R(s->lnf, 0));
+  if (px_linear_needs_input(b->p, s->w_head)) px_bld_keep(b, R(s->lnf, 0)); /* the head's weight gradient's */
   px_bld_keep(b, R(s->lnf_rstd, 0));
   if (s->lnf_mean >= 0) px_bld_keep(b, R(s->lnf_mean, 0));
   px_bld_keep(b, R(s->ce_probs, 0));
@@ -132,8 +140,8 @@ static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->out[0] = dlogits;
   o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = p->model.vocab;
   px_bld_elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
-  px_ref lnf = R(s->lnf_full, 0);
-  if (d->sp) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
+  px_ref lnf = px_linear_needs_input(p, s->w_head) ? R(s->lnf_full, 0) : NOREF;
+  if (d->sp && lnf.slot >= 0) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
   px_ref dlnf_part = R(px_bld_grad_slot(p, s->lnf_full), 0);
   px_ref dlnf_sh = R(px_bld_grad_slot(p, s->lnf), 0);
   px_ref dlnf = px_linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, NOREF, B * S, d->Vl, 0,
@@ -278,8 +286,9 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   o->coll = PX_COLL_ALLREDUCE;
   px_bld_finish(&b);
   px_bld_begin(&b, p, PX_BLOCK_OPTIMIZER, PX_STREAM_COMPUTE);
-  if (d.sp || (d.qk_norm && d.T > 1)) { /* norm and position gradients: partial sums over sequence shards (SP) or
-                                           heads (q/k norms) */
+  if (d.sp || ((d.qk_norm || d.lora) && d.T > 1)) { /* norm and position gradients: partial sums over sequence
+                                                         shards (SP) or heads (q/k norms); adapters' replicated A or B
+                                                         (px_linear_adapter_slots) */
     o = px_bld_op(&b, PX_OP_ALLREDUCE, PX_STREAM_TP, PX_PHASE_OPT);
     o->group = PX_GROUP_TP;
     o->coll = PX_COLL_ALLREDUCE;
@@ -307,5 +316,16 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   if (b.failed || p->slots_full)
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the op templates (or more than %d slots)",
                       PX_SLOTS_MAX);
+  /* what is trained over the model: every parameter, or fine-tuning's adapters (each layer's alike: refused
+   * with experts), TP-split ones once a rank, replicated ones once */
+  p->trained_total = p->params_total;
+  if (d.lora) {
+    uint64_t layer = 0;
+    for (int i = 0; i < p->nslots; i++) {
+      const px_slot *sl = &p->slots[i];
+      if (sl->kind == PX_SLOT_PARAM && !sl->frozen) layer += sl->elems * (uint64_t)(sl->tp_replicated ? 1 : d.T);
+    }
+    p->trained_total = layer * (uint64_t)p->model.layers;
+  }
   return PX_OK;
 }

@@ -190,6 +190,8 @@ typedef struct {
   bool sp_partial;    /* replicated parameter whose gradient is a partial sum over TP: its sequence shards under SP
                          (norms, positions), its heads (q/k norms) */
   bool expert;        /* an expert's parameter (or its gradient): split over EP, reduced over EDP */
+  bool frozen;        /* a parameter not trained (fine-tuning's base, px_parallel_lora): no gradient, not in the
+                         flat buffer of trained parameters; held in base_precision (px_lora_frozen_bytes) */
   bool fp8;           /* a parameter its GEMMs read in fp8 (precision fp8: a cached fp8 copy, px_plan_fp8_weight_elems) */
   int64_t shape[4];   /* unused dims are 1 */
   uint64_t elems;
@@ -245,6 +247,8 @@ enum {
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
   PX_OPF_WINDOW = 1 << 11,   /* FLASH_ATTN(_BWD), SOFTMAX(_BWD): a query sees only the model's sliding_window
                                 tokens up to its own */
+  PX_OPF_DEQUANT = 1 << 12,  /* CAST: a frozen weight from its base_precision storage (fp8, nf4) to the compute dtype,
+                                into a workspace the GEMM after it reads (QLoRA's dequantise-then-matmul) */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
@@ -381,7 +385,8 @@ typedef struct {
                             embedding's all-reduce, the optimizer's over this stage's shard */
   int32_t nops;
   uint64_t flat_elems;   /* sum of unit padded sizes */
-  uint64_t param_elems;  /* real parameters held by one rank of this stage (its TP shard) */
+  uint64_t param_elems;  /* real parameters held by one rank of this stage (its TP shard), trained ones */
+  uint64_t frozen_elems, frozen_bytes; /* fine-tuning: the frozen base weights it holds too, in base_precision */
   int64_t first_layer, nlayers; /* over all chunks */
   bool has_embed, has_head;
 } px_program;

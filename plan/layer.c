@@ -71,6 +71,12 @@ void px_layer_slots_make(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->b_fc1 = d->bias ? px_bld_param(p, d, "fc1_b", fc1, 1, false, false) : -1;
   L->w_fc2 = px_bld_param(p, d, "fc2_w", H, d->F, false, false);
   L->b_fc2 = d->bias ? px_bld_param(p, d, "fc2_b", H, 1, true, false) : -1;
+  if (d->lora && !d->mla) { /* the adapters: column-parallel qkv and fc1, row-parallel o and fc2 */
+    px_linear_adapter_slots(p, d, L->w_qkv, (const int64_t[3]){d->QW, d->KW, d->KW}, H, false);
+    px_linear_adapter_slots(p, d, L->w_o, (const int64_t[3]){H, 0, 0}, d->OW, true);
+    px_linear_adapter_slots(p, d, L->w_fc1, (const int64_t[3]){d->F, d->swiglu ? d->F : 0, 0}, H, false);
+    px_linear_adapter_slots(p, d, L->w_fc2, (const int64_t[3]){H, 0, 0}, d->F, true);
+  }
   px_moe_slots(p, d, L);
 }
 
@@ -164,8 +170,12 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
                  d->moe ? L->ln2 : -1};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) px_bld_keep(b, R(saved[i], 0));
-  px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1, 0))), px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
-  if (!d->moe)
+  /* a linear layer's input, for its weight's or its adapters' gradients: not a frozen one's without adapters */
+  bool qkv_in = px_linear_needs_input(p, d->mla ? L->w_kv_down : L->w_qkv), fc1_in = px_linear_needs_input(p, L->w_fc1);
+  if (qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1, 0)));
+  if (px_linear_needs_input(p, L->w_o) || d->flash) px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
+  for (int w = 0; w < 4; w++) px_linear_adapter_keep(b, (int[]){L->w_qkv, L->w_o, L->w_fc1, L->w_fc2}[w]);
+  if (!d->moe && fc1_in)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2, 0)));
   else if (d->f8 && d->Fs > 0)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2_full, 0))); /* the shared experts' */
@@ -189,14 +199,14 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
     int s = mlp[i];
     bool gemm_in =
         s == L->act || s == L->moe_recv || s == L->exp_act || s == L->sh_act; /* read by a weight gradient only */
+    if (s == L->act && !px_linear_needs_input(p, L->w_fc2)) continue;
     if (s >= 0) px_bld_keep(b, gemm_in ? px_fp8_twin(p, d, R(s, 0)) : R(s, 0));
   }
   px_attn_view a = px_attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
   px_bld_keep(b, a.q), px_bld_keep(b, a.k), px_bld_keep(b, a.v);
   if (a.ctx.slot != L->ctx) px_bld_keep(b, a.ctx);
-  if (!d->sp)
-    px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1_full, 0))),
-        px_bld_keep(b, d->moe ? R(L->ln2_full, 0) : px_fp8_twin(p, d, R(L->ln2_full, 0)));
+  if (!d->sp && qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1_full, 0)));
+  if (!d->sp && (fc1_in || d->moe)) px_bld_keep(b, d->moe ? R(L->ln2_full, 0) : px_fp8_twin(p, d, R(L->ln2_full, 0)));
   if (rc == PX_RECOMPUTE_NONE && !d->flash) {
     px_bld_keep(b, R(L->probs, 0));
     if (d->drop) px_bld_keep(b, R(L->probs_drop, 0)), px_bld_keep(b, R(L->attn_mask, 0));

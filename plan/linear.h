@@ -16,9 +16,24 @@ px_op *px_linear(px_bld *b, const px_dims *d, px_phase ph, px_ref x, int w, int 
 /* The input of a linear layer's weight gradient: with SP, the full sequence
  * all-gathered from the kept shard where the weight gradient runs (in the W
  * block when the backward is split, so B neither gathers nor holds it). */
-px_ref px_linear_wgrad_input(px_bld *b, const px_dims *d, px_ref shard, px_ref full);
+px_ref px_linear_wgrad_input(px_bld *b, const px_dims *d, int w, px_ref shard, px_ref full);
+/* Whether linear w's backward reads its input: for its own weight gradient
+ * (w trained) or an adapter's (px_linear_adapter_slots). Not for a frozen
+ * weight without adapters: its forward need not keep the input. */
+bool px_linear_needs_input(const px_plan *p, int w);
 
-/* dx += dy W, then (reduce_into set) dx's TP reduction into *reduce_into,
+/* Fine-tuning with adapters: the slots of the adapters lora_targets puts
+ * beside linear w of k input columns and outputs of widths n[0..2] (one
+ * rank's): adapter j < 3 on output j alone, adapter 3 on all of them; each
+ * A (r, k) and B (n_j, r) parameters, and h = x A^T (B, S, r) kept for B's
+ * gradient. A column-parallel layer's A is replicated over TP with a partial
+ * gradient (each rank's B gives part of dh), a row-parallel one's B (each
+ * rank's A gives part of h, completed by the output's TP reduction). */
+void px_linear_adapter_slots(px_plan *p, const px_dims *d, int w, const int64_t n[3], int64_t k, bool row_parallel);
+/* Keeps each adapter's h of linear w from the forward for the backward. */
+void px_linear_adapter_keep(px_bld *b, int w);
+
+/* dx += dy W (+ the adapters' dh A), then (reduce_into set) dx's TP reduction into *reduce_into,
  * then dW += dy^T x (+ db): Megatron's order, so the reduction can run on the
  * TP stream while the weight gradient is computed. With a split backward
  * (b->w) the weight gradient goes to the W block: x from x_shard and dy0

@@ -114,6 +114,12 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   uint64_t shard8;
   px_plan_fp8_unit_elems(p, stage, NULL, &shard8);
   px_states_of(par, prog->flat_elems, shard, px_plan_fp8_weight_elems(p, stage), shard8, out);
+  px_states_add_frozen(out, prog->frozen_bytes);
+}
+
+void px_states_add_frozen(px_states *s, uint64_t frozen_bytes) {
+  s->frozen_bytes = frozen_bytes;
+  s->bytes[PX_PLACE_GPU][PX_MEM_PARAMS] += frozen_bytes;
 }
 
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {

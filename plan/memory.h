@@ -29,6 +29,7 @@ typedef struct {
   uint64_t grads_elems;   /* on the GPU, grad dtype: flat, or the shard (ZeRO-2/3); 0 when offloaded */
   uint64_t opt_elems;     /* the optimizer's elements: flat, or the shard (ZeRO >= 1) */
   uint64_t bytes[PX_PLACE_COUNT][PX_MEM_ACTIVATIONS];
+  uint64_t frozen_bytes;   /* of bytes[GPU][PARAMS]: fine-tuning's frozen base weights (px_states_add_frozen) */
   uint64_t fp8_copy_bytes; /* of bytes[GPU][PARAMS]: the cached fp8 copies, remade from the parameters
                               every step, so not a state a checkpoint keeps (with fp8_params: the transposed) */
 } px_states;
@@ -41,6 +42,8 @@ void px_plan_states_for(const px_plan *plan, const px_parallel *par, int64_t sta
  * fp8_params), under par's ZeRO stage, offload and precision. */
 void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
                   px_states *out);
+/* Adds frozen base weights (fine-tuning: no gradient, no optimizer state, not sharded by ZeRO) to the GPU's params. */
+void px_states_add_frozen(px_states *s, uint64_t frozen_bytes);
 /* Precision fp8: the parameters of a stage (one rank's) whose GEMMs read an
  * fp8 copy (the transformer layers' linear weights and experts; not the
  * embedding, head, norms, biases, router or MLA's up-projections). Without

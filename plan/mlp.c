@@ -318,7 +318,7 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   px_ref x = R(L->ln2, 0), dpart = NOREF, x_full = NOREF;
   if (d->Fs > 0) {
     dpart = px_bld_tp_gather(b, d, PX_PHASE_BWD, dbranch, R(px_bld_grad_slot(p, L->mlp_part), 0));
-    x_full = px_linear_wgrad_input(b, d, x, R(L->ln2_full, 0));
+    x_full = px_linear_wgrad_input(b, d, L->w_sh_fc1, x, R(L->ln2_full, 0));
   }
   px_ref dx = d->T == 1 ? dln2_part : dln2_sh, dln2 = dx;
   px_ref dret = R(px_bld_grad_slot(p, L->moe_ret), 0), dgates = R(px_bld_grad_slot(p, L->moe_gates), 0);
@@ -392,7 +392,8 @@ px_ref px_mlp_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
                     d->gelu_fused ? L->fc1 : -1);
   px_ref dact = R(px_bld_grad_slot(p, L->act), 0);
   /* Megatron-SP keeps the sharded norm output and gathers it again */
-  px_ref ln2_full = px_linear_wgrad_input(b, d, px_fp8_twin(p, d, R(L->ln2, 0)), px_fp8_twin(p, d, R(L->ln2_full, 0)));
+  px_ref ln2_full =
+      px_linear_wgrad_input(b, d, L->w_fc1, px_fp8_twin(p, d, R(L->ln2, 0)), px_fp8_twin(p, d, R(L->ln2_full, 0)));
   if (d->swiglu) {
     px_ref dgate = R(px_bld_grad_slot(p, L->gate), 0), dup = R(px_bld_grad_slot(p, L->up), 0);
     px_op *o = px_bld_op(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);

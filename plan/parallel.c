@@ -8,6 +8,7 @@
 
 #include "core/fmt.h"
 #include "core/json.h"
+#include "plan/lora.h"
 
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
@@ -21,6 +22,8 @@ PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
 PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");
 PX_NAME_TABLE(px_cp_algo_names, PX_CP_ALGO_COUNT, "ring", "all-gather", "a2a");
+PX_NAME_TABLE(px_finetune_names, PX_FT_COUNT, "none", "full", "lora", "qlora");
+PX_NAME_TABLE(px_base_precision_names, PX_BASE_COUNT, "bf16", "fp8", "nf4");
 PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
@@ -31,6 +34,7 @@ void px_parallel_unset(px_parallel *p) {
   p->cp_algo = p->moe_dispatch = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
+  p->finetune = p->base_precision = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -66,7 +70,16 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->main_grad < 0) p->main_grad = PX_MAIN_GRAD_PARAM;
   if (p->offload_opt < 0) p->offload_opt = PX_OFFLOAD_NONE;
   if (p->offload_params < 0) p->offload_params = PX_OFFLOAD_NONE;
+  if (p->finetune < 0) p->finetune = PX_FT_NONE;
+  if (px_parallel_lora(p)) {
+    if (p->lora_rank <= 0) p->lora_rank = PX_LORA_DEFAULT_RANK;
+    if (p->lora_alpha <= 0) p->lora_alpha = 2.0 * (double)p->lora_rank;
+    if (!p->lora_targets) p->lora_targets = PX_LORA_DEFAULT_TARGETS;
+    if (p->base_precision < 0) p->base_precision = p->finetune == PX_FT_QLORA ? PX_BASE_NF4 : PX_BASE_BF16;
+  }
 }
+
+bool px_parallel_lora(const px_parallel *p) { return p->finetune == PX_FT_LORA || p->finetune == PX_FT_QLORA; }
 
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
@@ -77,6 +90,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
+  TAKE(finetune, -1) TAKE(lora_rank, 0) TAKE(lora_alpha, 0.0) TAKE(lora_targets, 0) TAKE(base_precision, -1)
 #undef TAKE
   if (p->nchunk_layers == 0 && from->nchunk_layers > 0) {
     p->nchunk_layers = from->nchunk_layers;
@@ -403,6 +417,36 @@ static bool fp8_params_precision(vctx *x) {
 }
 static bool fp8_params_offload(vctx *x) { return x->p->fp8_params && x->p->offload_params; }
 
+static bool lora_fields(vctx *x) {
+  const px_parallel *p = x->p;
+  return !px_parallel_lora(p) && (p->lora_rank > 0 || p->lora_alpha > 0 || p->lora_targets || p->base_precision >= 0);
+}
+static bool lora_unset(vctx *x) {
+  const px_parallel *p = x->p;
+  return px_parallel_lora(p) && (p->lora_rank < 1 || p->lora_rank > PX_LORA_RANK_MAX || p->base_precision < 0 ||
+                                 p->base_precision >= PX_BASE_COUNT || !p->lora_targets);
+}
+static bool lora_rank_width(vctx *x) { return px_parallel_lora(x->p) && x->p->lora_rank > x->m->hidden; }
+static bool qlora_base(vctx *x) { return x->p->finetune == PX_FT_QLORA && x->p->base_precision != PX_BASE_NF4; }
+static bool lora_model(vctx *x) { return px_parallel_lora(x->p) && (x->m->experts > 0 || x->m->kv_lora_rank > 0); }
+static bool lora_precision(vctx *x) {
+  return px_parallel_lora(x->p) && (x->p->precision == PX_PREC_FP8 || x->p->precision == PX_PREC_FP32);
+}
+static bool lora_zero3(vctx *x) { return px_parallel_lora(x->p) && x->p->zero == 3; }
+static bool lora_split_w(vctx *x) { return px_parallel_lora(x->p) && px_parallel_split_w(x->p); }
+static bool lora_swiglu_targets(vctx *x) {
+  return px_parallel_lora(x->p) && x->m->mlp != PX_MLP_SWIGLU && (x->p->lora_targets & (PX_LORA_GATE | PX_LORA_UP));
+}
+static bool lora_overlap(vctx *x) {
+  int t = x->p->lora_targets;
+  return px_parallel_lora(x->p) && (((t & PX_LORA_QKV) && (t & (PX_LORA_Q | PX_LORA_K | PX_LORA_V))) ||
+                                    ((t & PX_LORA_FC1) && (t & (PX_LORA_GATE | PX_LORA_UP))));
+}
+static bool lora_gelu_fused(vctx *x) {
+  return px_parallel_lora(x->p) && x->p->gelu == PX_GELU_FUSED && x->m->mlp != PX_MLP_SWIGLU &&
+         (x->p->lora_targets & PX_LORA_FC1);
+}
+
 static const px_rule rules[] = {
     {sizes_positive, "`tp`, `pp` and `cp` must be at least 1"},
     {too_few_gpus, "tp {tp} x cp {cp} x pp {pp} needs more than the {gpus} GPUs available"},
@@ -499,6 +543,26 @@ static const px_rule rules[] = {
     {fp8_params_precision, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 copy: it needs "
                            "`precision` fp8 with `fp8_base` bf16"},
     {fp8_params_offload, "`fp8_params` with `offload_params`: offloaded fp8 weights are not modelled (hint: drop one)"},
+    {lora_fields, "`lora_rank`, `lora_alpha`, `lora_targets` and `base_precision` describe adapters on a frozen base: "
+                  "they need `finetune` lora or qlora"},
+    {lora_unset, "lora_rank, lora_targets or base_precision is not set"},
+    {lora_rank_width, "`lora_rank` {lora_rank} is more than the model's hidden size {hidden}: a low-rank adapter's "
+                      "rank is below its layers' widths (hint: 8 to 64)"},
+    {qlora_base, "`finetune` qlora is LoRA on an NF4 base: `base_precision` must be nf4 (hint: `finetune` lora for a "
+                 "{base_precision} base)"},
+    {lora_model, "`finetune` {finetune} on {model}: adapters on experts and latent attention are not planned (hint: "
+                 "`finetune` full)"},
+    {lora_precision, "`finetune` {finetune} runs the adapters and the frozen base's GEMMs in 16 bits, not `precision` "
+                     "{precision} (hint: `precision` bf16; `base_precision` fp8 stores the frozen weights in fp8)"},
+    {lora_zero3, "`finetune` {finetune} with `zero` 3: ZeRO shards the adapters' states only (the frozen base is split "
+                 "by tp and pp), and gathering adapters per layer is not planned (hint: `zero` 1 or 2)"},
+    {lora_split_w, "`schedule` {schedule} splits weight gradients off the backward, which the adapters' are not "
+                   "planned for (hint: `schedule` 1f1b or interleaved)"},
+    {lora_swiglu_targets, "`lora_targets` gate and up are a SwiGLU MLP's; {model}'s first MLP linear is fc1"},
+    {lora_overlap, "`lora_targets` names a fused projection and its parts (qkv with q, k or v; fc1 with gate or up): "
+                   "pick one"},
+    {lora_gelu_fused, "`gelu` fused writes gelu(x W^T) from the fc1 GEMM's epilogue, before an fc1 adapter could add "
+                      "its output (hint: `gelu` separate)"},
 };
 
 /* The value of a rule message's {name}, as text. */
@@ -523,7 +587,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"passes_max", PX_PLAN_LAYER_PASSES_MAX},
               {"passes_gbs", per > 0 ? PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp : 0},
               {"pp_gbs", p->pp * p->mbs * p->dp}, {"auto_group", auto_group(p)},
-              {"mb_group_rest", p->mb_group > 0 ? mbs_n % p->mb_group : 0}};
+              {"mb_group_rest", p->mb_group > 0 ? mbs_n % p->mb_group : 0}, {"hidden", m->hidden},
+              {"lora_rank", p->lora_rank}};
   for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
     if (!strcmp(name, ints[i].name)) {
       snprintf(v, cap, "%lld", (long long)ints[i].v);
@@ -552,6 +617,9 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
   if (!strcmp(name, "offload_params") && p->offload_params >= 0 && p->offload_params < PX_OFFLOAD_COUNT)
     s = px_offload_names[p->offload_params];
   if (!strcmp(name, "layer_split")) s = x->sub.msg;
+  if (!strcmp(name, "finetune") && p->finetune >= 0 && p->finetune < PX_FT_COUNT) s = px_finetune_names[p->finetune];
+  if (!strcmp(name, "base_precision") && p->base_precision >= 0 && p->base_precision < PX_BASE_COUNT)
+    s = px_base_precision_names[p->base_precision];
   snprintf(v, cap, "%s", s);
 }
 
@@ -700,6 +768,14 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
     TRY(px_json_bool(&c, obj, "fp8_params", true, &f, err));
     p->fp8_params = f;
   }
+  TRY(px_json_enum(&c, obj, "finetune", false, px_finetune_names, PX_FT_COUNT, &p->finetune, err));
+  TRY(px_json_int(&c, obj, "lora_rank", false, 1, PX_LORA_RANK_MAX, &p->lora_rank, err));
+  TRY(px_json_num(&c, obj, "lora_alpha", false, 1e-6, 1e9, &p->lora_alpha, err));
+  char targets[96] = "";
+  TRY(px_json_str(&c, obj, "lora_targets", false, targets, sizeof targets, err));
+  if (targets[0] && (st = px_lora_targets_parse(targets, &p->lora_targets, err)))
+    return px_err_prefix(err, "%s: field 'parallel.lora_targets'", file);
+  TRY(px_json_enum(&c, obj, "base_precision", false, px_base_precision_names, PX_BASE_COUNT, &p->base_precision, err));
   TRY(px_json_enum(&c, obj, "attention", false, px_attention_names, PX_ATTN_COUNT, &p->attention, err));
   TRY(px_json_enum(&c, obj, "gelu", false, px_gelu_names, PX_GELU_COUNT, &p->gelu, err));
   double mib = 0;
@@ -754,6 +830,14 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
     cJSON_AddStringToObject(o, "fp8_recipe", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->precision == PX_PREC_FP8 && p->fp8_base >= 0) cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
+  if (p->finetune > 0) cJSON_AddStringToObject(o, "finetune", px_finetune_names[p->finetune]);
+  if (p->lora_rank > 0) px_json_add_num(o, "lora_rank", (double)p->lora_rank);
+  if (p->lora_alpha > 0) px_json_add_num(o, "lora_alpha", p->lora_alpha);
+  if (p->lora_targets) {
+    char t[96];
+    cJSON_AddStringToObject(o, "lora_targets", px_lora_targets_str(p->lora_targets, t, sizeof t));
+  }
+  if (p->base_precision >= 0) cJSON_AddStringToObject(o, "base_precision", px_base_precision_names[p->base_precision]);
   if (p->attention >= 0) cJSON_AddStringToObject(o, "attention", px_attention_names[p->attention]);
   if (p->gelu >= 0) cJSON_AddStringToObject(o, "gelu", px_gelu_names[p->gelu]);
   px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));

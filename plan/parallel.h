@@ -76,6 +76,16 @@ typedef enum { PX_CP_RING, PX_CP_ALLGATHER, PX_CP_A2A, PX_CP_ALGO_COUNT } px_cp_
  * once to each EP rank holding some of its experts and once over RDMA to
  * each node among them, fanned out over NVLink there (px_plan_ep_copies). */
 typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DEEPEP, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
+/* Fine-tuning: none (pre-training), full (every weight trained, as
+ * pre-training plans it), lora (Hu et al. 2021: the base frozen, low-rank
+ * adapters A (r x in) and B (out x r) beside the targeted linear layers
+ * trained) and qlora (Dettmers et al. 2023: lora on an NF4 base). */
+typedef enum { PX_FT_NONE, PX_FT_FULL, PX_FT_LORA, PX_FT_QLORA, PX_FT_COUNT } px_finetune;
+/* The frozen base weights' storage with lora/qlora: bf16 (the compute
+ * dtype), fp8 (E4M3, a scale a tensor) or nf4 (QLoRA's 4-bit NormalFloat
+ * with double-quantised block scales, px_lora_frozen_bytes); fp8 and nf4
+ * are dequantised to the compute dtype before each GEMM that reads them. */
+typedef enum { PX_BASE_BF16, PX_BASE_FP8, PX_BASE_NF4, PX_BASE_COUNT } px_base_precision;
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
@@ -89,6 +99,8 @@ extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
 extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
 extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
 extern const char *const px_fp8_base_names[PX_FP8_BASE_COUNT];
+extern const char *const px_finetune_names[PX_FT_COUNT];
+extern const char *const px_base_precision_names[PX_BASE_COUNT];
 
 /* Overlap switches (bit set = overlapped). The default follows current
  * Megatron-Core: DP (--overlap-grad-reduce), ZeRO's gathers
@@ -160,6 +172,11 @@ typedef struct {
   int64_t last_stage_layers;  /* ... of the last stage (num_layers_in_last_pipeline_stage); 0 unset */
   int64_t mb_group;  /* interleaved: micro-batches run on a chunk before the next chunk (Megatron-Core's
                         microbatch_group_size_per_vp_stage), pp..micro-batches; 0 unset (px_parallel_mb_group) */
+  int finetune;      /* px_finetune, -1 unset (none) */
+  int64_t lora_rank; /* lora/qlora: the adapters' rank r, 0 unset (16) */
+  double lora_alpha; /* lora/qlora: the adapters' scale is alpha / r (the math only, not the plan), 0 unset (2 r) */
+  int lora_targets;  /* lora/qlora: PX_LORA_* bits of the linear layers given adapters, 0 unset (qkv,o,fc1,fc2) */
+  int base_precision; /* lora/qlora: px_base_precision of the frozen weights, -1 unset (lora bf16, qlora nf4) */
   int32_t nchunk_layers;                         /* entries in chunk_layers; 0 unset */
   uint16_t chunk_layers[PX_MAX_CHUNK_LIST];      /* (pp x vpp) layers of each model chunk, virtual-stage order
                                                     (chunk c of stage s is entry c pp + s) */
@@ -254,6 +271,9 @@ px_dtype px_parallel_grad_dtype(const px_parallel *p);
  * 1024 steps (Transformer Engine's DelayedScaling defaults: amax_history_len
  * 1024, amax_compute_algo "max", margin 0). */
 #define PX_FP8_AMAX_HISTORY 1024
+
+/* Fine-tuning with adapters (lora or qlora): the base frozen. */
+bool px_parallel_lora(const px_parallel *p);
 
 /* JSON: reads the fields present (unset otherwise); file names the source. */
 px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err);

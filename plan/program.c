@@ -5,9 +5,11 @@
  * pairs every send with its receive. */
 #include "plan/program.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/lora.h"
 #include "plan/memory.h"
 
 /* One entry of a stage's schedule: forward or backward of a micro-batch on
@@ -276,6 +278,16 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
       int s = px_plan_slot(p, names[i]);
       if (s >= 0) out[n++] = s;
     }
+    /* fine-tuning's adapters, A then B, named after their linear layer's weight (px_linear_adapter_slots): 14
+     * at most (q, k, v, o, gate, up, fc2), 26 slots beside a biased model's 12 (MoE and MLA are refused) */
+    for (int i = 0; px_parallel_lora(&p->par) && i < PX_LORA_LINEARS; i++)
+      for (int j = 0; j < 4; j++)
+        for (int ab = 0; ab < 2; ab++) {
+          char name[PX_NAME_MAX];
+          snprintf(name, sizeof name, "%s.%c%d", px_lora_linears[i].weight, ab ? 'B' : 'A', j);
+          int s = px_plan_slot(p, name);
+          if (s >= 0) out[n++] = s;
+        }
     return n;
   }
   if (gid == L || tied_single(p)) {
@@ -301,6 +313,10 @@ void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out) 
   memset(out, 0, sizeof *out);
   for (int i = 0; i < n; i++) {
     const px_slot *sl = &p->slots[slots[i]];
+    if (sl->frozen) {
+      out->frozen_bytes += px_lora_frozen_bytes(&p->par, sl->elems, px_lora_quantized(sl->name));
+      continue;
+    }
     if (sl->expert) out->expert_elems += sl->elems;
     else out->elems += sl->elems;
     if (sl->fp8) out->fp8_elems += sl->elems;
@@ -342,6 +358,12 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
       ns = group_slots(p, id, own);
     }
     for (int i = 0; i < ns; i++) {
+      if (p->slots[slots[i]].frozen) { /* not trained: outside the flat buffer, held in its base precision */
+        const px_slot *sl = &p->slots[slots[i]];
+        prog->frozen_elems += sl->elems;
+        prog->frozen_bytes += px_lora_frozen_bytes(&p->par, sl->elems, px_lora_quantized(sl->name));
+        continue;
+      }
       refs[nrefs++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, 0, p->slots[slots[i]].elems};
       groups[g].elems += p->slots[slots[i]].elems;
     }
@@ -394,6 +416,9 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     if (u < unit_lo[gi]) unit_lo[gi] = u;
     if (u > unit_hi[gi]) unit_hi[gi] = u;
   }
+  for (int g = 0; g < ng; g++) /* a group with nothing trained (fine-tuning's embedding, head): no unit */
+    if (unit_hi[groups[g].id + 1] < unit_lo[groups[g].id + 1])
+      unit_lo[groups[g].id + 1] = -1, unit_hi[groups[g].id + 1] = -2;
   if (tied_single(p)) unit_lo[0] = unit_lo[L + 1], unit_hi[0] = unit_hi[L + 1]; /* the embedding is in the head's group */
   free(groups);
   free(ref_unit);

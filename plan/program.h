@@ -36,10 +36,11 @@ int px_program_entry_kinds(const px_model *m, int64_t first, int64_t n, bool emb
 
 /* The parameter elements of a parameter group (-1 the embedding, 0..L-1 a
  * layer, L the head, with the embedding when it is tied on one stage), on
- * one rank, as the programs lay them out: the experts' apart, and those
+ * one rank, as the programs lay them out (trained ones; the frozen apart): the experts' apart, and those
  * read by fp8 GEMMs (px_plan_fp8_weight_elems) among both. */
 typedef struct {
   uint64_t elems, expert_elems, fp8_elems;
+  uint64_t frozen_bytes; /* fine-tuning's frozen base weights (in none of the above), px_lora_frozen_bytes */
 } px_group_elems;
 void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out);
 /* Whether the first stage holds the embedding as a group of its own (-1):

@@ -75,6 +75,7 @@ typedef struct {
   int64_t stages_done;    /* stages with a program and memory plan: pp, fewer when px_plan_compile_fit stopped */
   px_stage_totals *totals; /* (pp) */
   uint64_t params_total;  /* the model's parameters (unpadded) */
+  uint64_t trained_total; /* those trained: params_total, or fine-tuning's adapters (the rest frozen) */
   double model_flops_per_step; /* all ranks together */
   double hw_flops_per_step;
   bool fits;              /* every stage's peak + reserved <= HBM, and offloaded states fit each node */

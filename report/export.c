@@ -188,6 +188,10 @@ static px_status check_deepspeed(const px_parallel *p, px_err *err) {
 }
 
 px_status px_export_check(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
+  if (px_parallel_lora(p)) /* every exporter writes a pre-training job's settings */
+    return refuse(err, fw, p->finetune == PX_FT_QLORA ? "finetune qlora" : "finetune lora",
+                  "the export writes pre-training settings, not a PEFT or Megatron-Bridge LoRA recipe",
+                  "finetune full or none");
   switch (fw) {
     case PX_FW_MEGATRON:
     case PX_FW_NEMO: return check_megatron(fw, p, m, err);

@@ -1,6 +1,8 @@
 /* A plan as flags: the swept dimensions, then what differs from the defaults. */
 #include "report/flags.h"
 
+#include "plan/lora.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,6 +51,12 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->fp8_base != d.fp8_base) add(&o, " --fp8-base %s", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) add(&o, " --fp8-params");
+  if (p->finetune > 0) add(&o, " --finetune %s", px_finetune_names[p->finetune]);
+  if (px_parallel_lora(p)) {
+    char t[96];
+    add(&o, " --lora-rank %lld --lora-alpha %.9g --lora-targets %s --base-precision %s", (long long)p->lora_rank,
+        p->lora_alpha, px_lora_targets_str(p->lora_targets, t, sizeof t), px_base_precision_names[p->base_precision]);
+  }
   if (p->attention != d.attention) add(&o, " --attention %s", px_attention_names[p->attention]);
   if (p->gelu != d.gelu) add(&o, " --gelu %s", px_gelu_names[p->gelu]);
   if (p->bucket_bytes != d.bucket_bytes) add(&o, " --bucket-mib %.9g", (double)p->bucket_bytes / (1 << 20));

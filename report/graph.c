@@ -66,6 +66,7 @@ cJSON *px_report_graph_json(const px_plan *plan) {
       if (op->dep >= 0) cJSON_AddNumberToObject(oo, "dep", op->dep);
       if (op->flags & (PX_OPF_GELU | PX_OPF_DGELU))
         cJSON_AddStringToObject(oo, "epilogue", op->flags & PX_OPF_GELU ? "gelu" : "dgelu");
+      if (op->flags & PX_OPF_DEQUANT) cJSON_AddBoolToObject(oo, "dequant", true); /* a frozen weight's fp8/nf4 */
       cJSON_AddItemToObject(oo, "in", refs_json(op->in, PX_OP_INS));
       cJSON_AddItemToObject(oo, "out", refs_json(op->out, PX_OP_OUTS));
       cJSON_AddItemToObject(oo, "dim", int_array(op->dim, 6));

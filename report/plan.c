@@ -5,6 +5,7 @@
 
 #include "core/fmt.h"
 #include "core/json.h"
+#include "plan/lora.h"
 #include "plan/planfile.h"
 #include "report/flags.h"
 #include "report/sim.h"
@@ -26,11 +27,30 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
   const px_parallel *p = &plan->par;
   char cp[48] = "";
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp %lld (%s)", (long long)p->cp, px_cp_algo_names[p->cp_algo]);
-  fprintf(out, "%s: %s on %lld x %s (%s): tp %lld%s pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, recompute %s\n",
+  char ft[128];
+  fprintf(out,
+          "%s: %s on %lld x %s (%s): tp %lld%s pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, "
+          "recompute %s%s\n",
           what, plan->model.name, (long long)plan->cluster.gpus, plan->cluster.gpu.name, plan->cluster.name,
           (long long)p->tp, cp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "",
           px_schedule_names[p->schedule], (long long)p->mbs, (long long)p->gbs, (long long)plan->seq,
-          px_recompute_names[p->recompute]);
+          px_recompute_names[p->recompute], px_lora_describe(p, ft, sizeof ft));
+}
+
+void px_report_finetune_text(const px_plan *plan, FILE *out) {
+  const px_parallel *p = &plan->par;
+  if (p->finetune == PX_FT_FULL) fprintf(out, "  fine-tuning: full (every weight trained)\n");
+  if (!px_parallel_lora(p)) return;
+  char t[96], fb[32], tb[32];
+  int64_t s = px_plan_peak_stage(plan);
+  const px_program *prog = &plan->programs[s];
+  fprintf(out,
+          "  fine-tuning: %s rank %lld (alpha %g) on %s; on a GPU of stage %lld the frozen base takes %s (%s), the "
+          "%s trained adapter parameters have the gradients, optimizer states and DP reductions\n",
+          px_finetune_names[p->finetune], (long long)p->lora_rank, p->lora_alpha,
+          px_lora_targets_str(p->lora_targets, t, sizeof t), (long long)s,
+          px_fmt_bytes((double)prog->frozen_bytes, fb, sizeof fb), px_base_precision_names[p->base_precision],
+          px_fmt_count((double)prog->param_elems, tb, sizeof tb));
 }
 
 void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out) {
@@ -56,6 +76,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
           (long long)p->seq, prec,
           px_recompute_names[p->recompute], px_attention_names[p->attention],
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
+  px_report_finetune_text(plan, out);
   if (p->zero >= 2)
     fprintf(out, "  ZeRO-%d: gradients %s%s", p->zero,
             p->grad_accum == PX_ACCUM_FULL ? "kept full over the micro-batches, reduced once a step"
@@ -348,7 +369,11 @@ cJSON *px_report_plan_json(const px_plan *plan, const px_sim_result *sim, const 
     }
     cJSON_AddBoolToObject(st, "embedding", prog->has_embed);
     cJSON_AddBoolToObject(st, "head", prog->has_head);
-    px_json_add_num(st, "params_per_gpu", (double)prog->param_elems);
+    px_json_add_num(st, "params_per_gpu", (double)prog->param_elems); /* trained ones */
+    if (px_parallel_lora(&plan->par)) { /* fine-tuning's frozen base, in its base precision */
+      px_json_add_num(st, "frozen_params_per_gpu", (double)prog->frozen_elems);
+      px_json_add_num(st, "frozen_bytes_per_gpu", (double)prog->frozen_bytes);
+    }
     px_json_add_num(st, "model_flops", t->model_flops);
     px_json_add_num(st, "hw_flops", t->hw_flops);
     cJSON *wb = cJSON_AddObjectToObject(st, "wire_bytes");

@@ -16,6 +16,8 @@
 /* The text of `parallax plan`: the plan, the verdict on memory first
  * (px_report_verdict_text, with the nearest plans that fit), and its
  * simulated step's time and MFU when sim is not NULL. */
+/* Fine-tuning's line (none without it): the adapters, the frozen base's bytes, what is trained. */
+void px_report_finetune_text(const px_plan *plan, FILE *out);
 void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out);
 /* Writes the plan file of model m on cluster c with choices p (plan/planfile.h; --save-plan). */
 px_status px_report_plan_file(const char *path, const px_model *m, const px_cluster *c, const px_parallel *p,

@@ -10,6 +10,7 @@
 #include "core/fileio.h"
 #include "core/fmt.h"
 #include "core/json.h"
+#include "plan/lora.h"
 #include "report/html.h"
 #include "report/plotdata.h"
 #include "report/plots.h"
@@ -269,9 +270,12 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
                           int64_t top, double wall_s, int threads, const px_bands *bands, FILE *out) {
   char a[64], b[64];
   const px_parallel *f = &o->fixed;
-  fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
+  char ft[128];
+  px_parallel resolved = *f; /* the fine-tuning choices, fixed over the sweep, with their defaults */
+  px_parallel_resolve(&resolved, m, c);
+  fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld%s, objective %s\n", m->name, (long long)c->gpus,
           c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
-          px_objective_names[o->objective]);
+          px_lora_describe(&resolved, ft, sizeof ft), px_objective_names[o->objective]);
   int precs = px_report_sweep_precisions(r);
   if (precs) {
     fputs("  precisions searched:", out);

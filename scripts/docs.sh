@@ -68,6 +68,9 @@ generate() {
     quick power-sim "$px" sim -m llama3-405b -c dgx-h100 -g 16384 -t 8 -p 16 -S -b 1 -B 2048 -z 1 -e interleaved -v 2
     quick power-sweep "$px" sweep -m llama3-405b -c dgx-h100 -g 16384 -B 2048 -t 8 -p 16 --tokens 15.6T --price 2 \
       --price-per-kwh 0.08 --top 3
+    # docs/finetuning.md: Llama 2 70B with LoRA on one DGX H100
+    quick finetune-sweep "$px" sweep -m llama2-70b -c dgx-h100 -g 8 -B 8 --finetune lora --tokens 1B --top 5
+    quick finetune-sim "$px" sim -m llama2-70b -c dgx-h100 -g 8 -t 8 --sp -B 8 --finetune lora
     mkdir "$tmp/work" && cd "$tmp/work" || exit 1 # sweep -o writes best.json here, export reads it
     quick sweep "$px" sweep -m llama3-8b -c dgx-h100 -g 16 -B 64 --top 5 -o best.json
     quick export "$px" export -f best.json --to megatron

@@ -57,7 +57,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 752, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 784, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
   key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_imbalance = par->moe_imbalance;
@@ -66,6 +66,8 @@ static void tmpl_key(const px_parallel *par, px_parallel *key) {
   key->fp8_base = par->fp8_base, key->fp8_params = par->fp8_params, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
   key->main_grad = par->main_grad, key->offload_opt = par->offload_opt, key->offload_params = par->offload_params;
   key->shard_group = par->shard_group;
+  key->finetune = par->finetune, key->lora_rank = par->lora_rank, key->lora_alpha = par->lora_alpha;
+  key->lora_targets = par->lora_targets, key->base_precision = par->base_precision;
   /* normalised: a split backward is two blocks, the rest is the programs' */
   key->schedule = px_parallel_split_w(par) ? PX_SCHED_ZB_H1 : PX_SCHED_1F1B;
   key->vpp = 1;
@@ -213,6 +215,7 @@ static void elems_add(px_group_elems *to, const px_group_elems *g, int64_t times
   to->elems += (uint64_t)times * g->elems;
   to->expert_elems += (uint64_t)times * g->expert_elems;
   to->fp8_elems += (uint64_t)times * g->fp8_elems;
+  to->frozen_bytes += (uint64_t)times * g->frozen_bytes;
 }
 
 px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel *par, const px_parallel *states,
@@ -271,6 +274,7 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
     /* fp8_params under ZeRO-3: no fewer fp8 weights in the shard than the plan's (each is in it), so that
      * the 16-bit bytes they save are no fewer and the floor stays one */
     px_states_of(states, g.elems + g.expert_elems, shard, g.fp8_elems, g.fp8_elems < shard ? g.fp8_elems : shard, &sts);
+    px_states_add_frozen(&sts, g.frozen_bytes);
     int64_t act = 0;
     for (int64_t c = 0; (s == 0 || s == pp - 1) && c < v; c++)
       act += fwd_first[(s == 0 ? 0 : v) + c] * keep[c * pp + s];

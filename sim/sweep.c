@@ -38,7 +38,8 @@ static double snapshot_s(const px_plan *plan, double *bytes_out) {
   for (int64_t s = 0; s < plan->par.pp; s++) {
     px_states st;
     px_plan_states(plan, s, &st);
-    double b = -(double)st.fp8_copy_bytes; /* the parameters and optimizer states, wherever they are */
+    double b = -(double)st.fp8_copy_bytes - (double)st.frozen_bytes; /* the trained parameters and optimizer
+                                                                            states, wherever they are */
     for (int pl = 0; pl < PX_PLACE_COUNT; pl++)
       b += (double)st.bytes[pl][PX_MEM_PARAMS] + (double)st.bytes[pl][PX_MEM_OPTIMIZER];
     if (b > bytes) bytes = b;
@@ -64,8 +65,9 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
   memset(t, 0, sizeof *t);
   const px_cluster *c = &plan->cluster;
   double gpus = (double)c->gpus;
-  /* A checkpoint holds the model states once: parameters and optimizer. */
-  t->checkpoint_bytes = (double)plan->params_total *
+  /* A checkpoint holds the model states once: parameters and optimizer (fine-tuning: the adapters', the frozen
+   * base already on storage). */
+  t->checkpoint_bytes = (double)plan->trained_total *
                         ((double)px_dtype_bytes(plan->param_dtype) + (double)plan->optimizer_bytes_per_param);
   double write_bw = c->storage_bytes_per_s * (double)c->nodes;
   t->checkpoint_write_s = write_bw > 0 ? t->checkpoint_bytes / write_bw : 0.0;

@@ -9,6 +9,7 @@
 
 #include "core/fmt.h"
 #include "plan/check.h"
+#include "plan/lora.h"
 #include "plan/plan.h"
 #include "tests/testutil.h"
 
@@ -1640,6 +1641,221 @@ static void test_runtime_reserve(void) {
   fputc('\n', stderr);
 }
 
+
+/* ---- fine-tuning with adapters (tests/data/lora_facts.md) ---- */
+
+static px_parallel lora_par(int64_t tp, int64_t dp, int zero, int64_t rank, int targets) {
+  px_parallel p = par(tp, 1, dp, zero, 1, dp);
+  p.precision = PX_PREC_BF16;
+  p.finetune = PX_FT_LORA, p.lora_rank = rank, p.lora_targets = targets;
+  return p;
+}
+
+static int count_ops(const px_block *b, px_op_kind kind) {
+  int n = 0;
+  for (int32_t i = 0; i < b->nops; i++) n += b->ops[i].kind == kind;
+  return n;
+}
+
+/* tiny (h 64, 4 heads, 2 kv heads of 32, ffn 128, SwiGLU, 4 layers), rank 4 on qkv, o, fc1, fc2, by hand:
+ * qkv 4 (64 + 128) = 768, o 4 (64 + 64) = 512, fc1 4 (64 + 256) = 1280, fc2 4 (128 + 64) = 768: 3,328 a
+ * layer, 13,312 in all; states 2 bytes a frozen weight and 2 + 2 + 12 an adapter weight; each adapter
+ * keeps h (B, S, r) for its B's gradient; the backward has no weight-gradient GEMM but the adapters'. */
+static void test_lora_small(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 2);
+  const uint64_t trained = 4 * (768 + 512 + 1280 + 768), base = px_model_param_count(&m);
+  px_plan full, lora;
+  px_parallel pf = par(1, 1, 2, 0, 1, 2), pl = lora_par(1, 2, 0, 4, 0);
+  pf.precision = PX_PREC_BF16;
+  CU_ASSERT_EQUAL_FATAL(compile(&full, &m, &c, &pf, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
+  const px_program *prog = &lora.programs[0];
+  PX_ASSERT_EQ_U64(prog->param_elems, trained);
+  PX_ASSERT_EQ_U64(prog->flat_elems, trained); /* dp 2 divides every unit: no padding */
+  PX_ASSERT_EQ_U64(prog->frozen_elems, base);
+  const px_memplan *mp = &lora.mem[0];
+  PX_ASSERT_EQ_U64(mp->at_peak[PX_MEM_PARAMS], 2 * base + 2 * trained);
+  PX_ASSERT_EQ_U64(mp->at_peak[PX_MEM_GRADS], 2 * trained);
+  PX_ASSERT_EQ_U64(mp->at_peak[PX_MEM_OPTIMIZER], 12 * trained);
+  /* data parallelism reduces the adapters' gradients only */
+  uint64_t reduced = 0;
+  for (int32_t u = 0; u < prog->nunits; u++) reduced += prog->ops[prog->units[u].grad_op].coll_bytes;
+  PX_ASSERT_EQ_U64(reduced, 2 * trained);
+  /* activations: four adapters' h, 1 x 32 x 4 bf16 each, a layer more than full training */
+  const uint64_t h = 1 * 32 * 4 * 2;
+  PX_ASSERT_EQ_U64(px_plan_layer_activation_bytes(&lora), px_plan_layer_activation_bytes(&full) + 4 * h);
+  /* the backward: weight-gradient GEMMs for the adapters only (dB, dA), input-gradient GEMMs for all */
+  const px_block *bw = &lora.blocks[PX_BLOCK_LAYER_BWD];
+  CU_ASSERT_EQUAL(count_ops(&full.blocks[PX_BLOCK_LAYER_BWD], PX_OP_LINEAR_BWD_WEIGHT), 4);
+  CU_ASSERT_EQUAL(count_ops(bw, PX_OP_LINEAR_BWD_WEIGHT), 8);
+  CU_ASSERT_EQUAL(count_ops(bw, PX_OP_LINEAR_BWD_DATA), 4 + 8);
+  for (int32_t i = 0; i < bw->nops; i++)
+    if (bw->ops[i].kind == PX_OP_LINEAR_BWD_WEIGHT) {
+      const px_slot *g = &lora.slots[bw->ops[i].out[0].slot];
+      CU_ASSERT(g->kind == PX_SLOT_GRAD && strchr(lora.slots[g->param].name, '.') != NULL);
+    }
+  CU_ASSERT_EQUAL(count_ops(&lora.blocks[PX_BLOCK_HEAD_BWD], PX_OP_LINEAR_BWD_WEIGHT), 0);
+  CU_ASSERT(lora.model_flops_per_step < full.model_flops_per_step);
+  px_plan_free(&lora);
+  /* an adapter on qkv alone: the MLP's inputs (ln2, act) are no longer kept, only qkv's h is */
+  pl = lora_par(1, 2, 0, 4, PX_LORA_QKV);
+  CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
+  PX_ASSERT_EQ_U64(lora.programs[0].param_elems, 4 * 768);
+  PX_ASSERT_EQ_U64(px_plan_layer_activation_bytes(&lora) + 32 * 64 * 2 + 32 * 128 * 2,
+                   px_plan_layer_activation_bytes(&full) + h);
+  px_plan_free(&lora);
+  /* ZeRO-1 shards the adapters' optimizer states only; the frozen base stays whole */
+  pl = lora_par(1, 2, 1, 4, 0);
+  CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
+  PX_ASSERT_EQ_U64(lora.mem[0].at_peak[PX_MEM_OPTIMIZER], 12 * trained / 2);
+  PX_ASSERT_EQ_U64(lora.mem[0].at_peak[PX_MEM_PARAMS], 2 * base + 2 * trained);
+  px_plan_free(&lora);
+  /* tp 2: A of a column-parallel layer and B of a row-parallel one are replicated, the rest split */
+  pl = lora_par(2, 1, 0, 4, 0);
+  CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
+  PX_ASSERT_EQ_U64(lora.programs[0].param_elems,
+                   4 * ((256 + 512 / 2) + (256 / 2 + 256) + (256 + 1024 / 2) + (512 / 2 + 256)));
+  PX_ASSERT_EQ_U64(lora.trained_total, trained);
+  /* the replicated halves' gradients are partial sums over TP, completed once a step before the optimizer */
+  const px_block *opt = &lora.blocks[PX_BLOCK_OPTIMIZER];
+  CU_ASSERT(count_ops(opt, PX_OP_ALLREDUCE) == 1 && opt->ops[0].group == PX_GROUP_TP);
+  uint64_t partial = 0;
+  for (int32_t i = 0; i < lora.programs[0].nops; i++)
+    if (lora.programs[0].ops[i].kind == PX_OP_ALLREDUCE && lora.programs[0].ops[i].group == PX_GROUP_TP)
+      partial += lora.programs[0].ops[i].coll_bytes;
+  PX_ASSERT_EQ_U64(partial, 2 * 4 * (256 + 256 + 256 + 256)); /* qkv's and fc1's A, o's and fc2's B, 4 layers */
+  px_plan_free(&lora);
+  /* qlora: the layers' linear weights in nf4 and dequantised before each GEMM (into a bf16 workspace) */
+  pl = lora_par(1, 2, 0, 4, 0);
+  pl.finetune = PX_FT_QLORA;
+  CU_ASSERT_EQUAL_FATAL(compile(&lora, &m, &c, &pl, &err), PX_OK);
+  int casts = 0;
+  for (int32_t i = 0; i < lora.blocks[PX_BLOCK_LAYER_FWD].nops; i++)
+    casts += (lora.blocks[PX_BLOCK_LAYER_FWD].ops[i].flags & PX_OPF_DEQUANT) != 0;
+  CU_ASSERT_EQUAL(casts, 4);
+  CU_ASSERT_EQUAL(count_ops(&lora.blocks[PX_BLOCK_LAYER_BWD], PX_OP_CAST), 4);
+  uint64_t lin = 64 * 128 + 64 * 64 + 128 * 2 * 64 + 64 * 128, nf4 = 0; /* a layer's qkv, o, fc1, fc2 */
+  const uint64_t sizes[4] = {64 * 128, 64 * 64, 256 * 64, 64 * 128};
+  for (int i = 0; i < 4; i++) nf4 += px_lora_frozen_bytes(&lora.par, sizes[i], true);
+  PX_ASSERT_EQ_U64(lora.programs[0].frozen_bytes, 2 * (base - 4 * lin) + 4 * nf4);
+  px_plan_free(&lora);
+  px_plan_free(&full);
+}
+
+/* Every tensor of a LoRA or QLoRA plan is allocated and freed once, whatever adapters, split and recomputation:
+ * what the frozen layers no longer keep is never read. */
+static void test_lora_lifetimes(void) {
+  px_model models[2];
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &models[0], &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-gpt", &models[1], &err), PX_OK);
+  models[1].dropout = 0.1;
+  const int targets[3] = {0, PX_LORA_QKV, PX_LORA_O | PX_LORA_FC2};
+  for (int mi = 0; mi < 2; mi++)
+    for (int64_t tp = 1; tp <= 2; tp++)
+      for (int64_t pp = 1; pp <= 2; pp++)
+        for (int sp = 0; sp <= (tp > 1); sp++)
+          for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++)
+            for (int att = 0; att < PX_ATTN_COUNT; att++)
+              for (int t = 0; t < 3; t++)
+                for (int ft = PX_FT_LORA; ft <= PX_FT_QLORA; ft++) {
+                  px_parallel p = lora_par(tp, 2, ft == PX_FT_QLORA ? 2 : 1, 4, targets[t]);
+                  p.pp = pp, p.gbs = 8, p.sp = sp, p.recompute = rc, p.attention = att, p.finetune = ft;
+                  px_cluster c = cluster("dgx-h100", tp * pp * 2);
+                  px_plan plan;
+                  px_status st = compile(&plan, &models[mi], &c, &p, &err);
+                  if (st) fprintf(stderr, "\n  %s\n", err.msg);
+                  CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+                  check_lifetimes(&plan);
+                  CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+                  px_plan_free(&plan);
+                }
+}
+
+/* NF4 with double quantisation: 4 + 8/64 + 32/(64 x 256) = 4.127 bits a weight (QLoRA section 3), 0.373 bits
+ * fewer than 32-bit block constants: about 3 GB over LLaMA 65B's quantised weights (section 1). */
+static void test_lora_nf4_bytes(void) {
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.precision = PX_PREC_BF16, p.base_precision = PX_BASE_NF4;
+  uint64_t n = (uint64_t)64 * 256 * 1000;
+  CU_ASSERT_DOUBLE_EQUAL((double)px_lora_frozen_bytes(&p, n, true) * 8 / (double)n, 4.0 + 8.0 / 64 + 32.0 / (64 * 256),
+                         1e-12);
+  CU_ASSERT_EQUAL(px_lora_frozen_bytes(&p, n, false), 2 * n); /* not a layer's linear weight: bf16 */
+  p.base_precision = PX_BASE_FP8;
+  CU_ASSERT_EQUAL(px_lora_frozen_bytes(&p, n, true), n + 4);
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/llama-65b.json"), &m, &err), PX_OK);
+  PX_ASSERT_REL((double)px_model_param_count(&m), 65.2e9, 0.005);
+  double linear = 80.0 * (4.0 * 8192 * 8192 + 3.0 * 8192 * 22016);
+  PX_ASSERT_REL(linear * (0.5 - 0.127) / 8 / 1e9, 3.0, 0.02);
+}
+
+/* Llama 2 70B, LoRA rank 16 on every linear layer (PEFT's all-linear), frozen bf16 base, Adam: the hand
+ * derivation of tests/data/lora_facts.md to the byte; QLoRA's 65B on one 48 GB GPU (r 64, all linear,
+ * NF4 base, full recomputation, 512 tokens). */
+static void test_lora_70b(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama2-70b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 8);
+  int all = PX_LORA_Q | PX_LORA_K | PX_LORA_V | PX_LORA_O | PX_LORA_GATE | PX_LORA_UP | PX_LORA_FC2;
+  px_parallel p = lora_par(1, 8, 0, 16, all);
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  PX_ASSERT_EQ_U64(plan.programs[0].param_elems, 207093760u);
+  PX_ASSERT_EQ_U64(plan.programs[0].frozen_elems, 68976648192u);
+  PX_ASSERT_EQ_U64(plan.mem[0].static_bytes, 141266796544u);
+  CU_ASSERT(!plan.fits); /* one GPU cannot hold the 138 GB base */
+  px_plan_free(&plan);
+  p = lora_par(8, 1, 0, 16, all); /* tp 8 on one node: it fits */
+  p.sp = 1;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT(plan.fits);
+  PX_ASSERT_EQ_U64(plan.trained_total, 207093760u); /* what a checkpoint holds */
+  px_plan_free(&plan);
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/llama-65b.json"), &m, &err), PX_OK);
+  px_cluster one = cluster("dgx-a100", 1);
+  p = lora_par(1, 1, 0, 64, all);
+  p.finetune = PX_FT_QLORA, p.recompute = PX_RECOMPUTE_FULL, p.seq = 512;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &one, &p, &err), PX_OK);
+  CU_ASSERT(plan.mem[0].peak_bytes < (uint64_t)48 << 30);
+  px_plan_free(&plan);
+}
+
+/* The refusals of what adapters are not planned for, each naming the field. */
+static void test_lora_refusals(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 2);
+  px_parallel p = lora_par(1, 2, 3, 4, 0);
+  px_parallel_resolve(&p, &m, &c);
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_ERR_INPUT);
+  CU_ASSERT(strstr(err.msg, "`zero` 3") != NULL);
+  p = lora_par(1, 2, 0, 65, 0); /* rank above hidden 64 */
+  px_parallel_resolve(&p, &m, &c);
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_ERR_INPUT);
+  CU_ASSERT(strstr(err.msg, "`lora_rank` 65") != NULL);
+  p = lora_par(1, 2, 0, 4, PX_LORA_QKV | PX_LORA_Q);
+  px_parallel_resolve(&p, &m, &c);
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_ERR_INPUT);
+  p = lora_par(1, 2, 0, 4, 0);
+  p.finetune = PX_FT_QLORA, p.base_precision = PX_BASE_BF16;
+  px_parallel_resolve(&p, &m, &c);
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_ERR_INPUT);
+  CU_ASSERT(strstr(err.msg, "nf4") != NULL);
+  p = par(1, 1, 2, 0, 1, 2);
+  p.lora_rank = 8; /* without finetune lora */
+  px_parallel_resolve(&p, &m, &c);
+  CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &c, &err), PX_ERR_INPUT);
+  CU_ASSERT(strstr(err.msg, "`finetune` lora") != NULL);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"model states equal the ZeRO formulas (stages 0-3)", test_zero_states},
@@ -1673,6 +1889,12 @@ int main(void) {
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
+      {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",
+       test_lora_small},
+      {"LoRA and QLoRA plans: every tensor allocated and freed once", test_lora_lifetimes},
+      {"NF4 with double quantisation: 4.127 bits a weight, 3 GB saved on LLaMA 65B (QLoRA)", test_lora_nf4_bytes},
+      {"Llama 2 70B LoRA r16 to the byte; QLoRA 65B under 48 GB", test_lora_70b},
+      {"adapters' refusals name their fields", test_lora_refusals},
   };
   return px_test_main("plan", tests, sizeof tests / sizeof tests[0]);
 }

@@ -239,7 +239,7 @@ static bool bounds_hold(const px_model *m, const px_cluster *c, const px_paralle
 }
 
 static void test_bounds_are_bounds(void) {
-  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0;
+  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0, lora = 0;
   double tight_mem = 0, tight_step = 0;
   while (valid < 200 && draws < 20000) {
     draws++;
@@ -261,13 +261,19 @@ static void test_bounds_are_bounds(void) {
     mw.sliding_window = mw.seq_len / 4, mw.window_layer_freq = 2;
     if (m.sliding_window == 0 && !px_parallel_validate(&par, &mw, &c, NULL))
       window++, bounds_hold(&mw, &c, &par, NULL, NULL);
+    /* fine-tuning the same split with adapters (LoRA or QLoRA, bf16 GEMMs), where valid: a frozen base */
+    px_parallel ft = par;
+    ft.finetune = rnd(2) ? PX_FT_LORA : PX_FT_QLORA, ft.precision = PX_PREC_BF16, ft.fp8_recipe = -1;
+    px_parallel_resolve(&ft, &m, &c);
+    if (!px_parallel_validate(&ft, &m, &c, NULL)) lora++, bounds_hold(&m, &c, &ft, NULL, NULL);
   }
   CU_ASSERT_EQUAL(valid, 200);
   CU_ASSERT(moe >= 40 && cp >= 20 && zb >= 20 && offload >= 10 && fp8 >= 40 && fp8w >= 20 && window >= 40 &&
-            fitting >= 40);
+            fitting >= 40 && lora >= 20);
   printf("\n  %d valid plans (%d draws: %d MoE, %d CP, %d zero-bubble, %d offloaded, %d fp8, %d fit), and %d of them "
-         "with fp8 weights, %d with sliding windows; floor / exact: memory %.2f, step %.2f on average\n",
-         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, tight_mem / valid, tight_step / valid);
+         "with fp8 weights, %d with sliding windows, %d fine-tuned with adapters; floor / exact: memory %.2f, step "
+         "%.2f on average\n",
+         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, lora, tight_mem / valid, tight_step / valid);
 }
 
 static bool same_ref(px_ref a, px_ref b) { return a.slot == b.slot && a.layer_off == b.layer_off; }
