@@ -403,9 +403,10 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->param = p->param_dtype;
   d->grad = p->grad_dtype;
   d->e = px_dtype_bytes(d->act);
-  d->f8 = par->precision == PX_PREC_FP8;
-  d->f8_block = d->f8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
-  d->f8_current = d->f8 && par->fp8_recipe == PX_FP8_CURRENT;
+  d->f8 = px_precision_quantized(par->precision);
+  d->f8_format = par->precision == PX_PREC_MXFP8 ? PX_OPF_MXFP8 : par->precision == PX_PREC_NVFP4 ? PX_OPF_NVFP4 : 0;
+  d->f8_block = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
+  d->f8_current = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
   d->f8_params = d->f8 && par->fp8_params > 0;
 }

@@ -218,6 +218,9 @@ static bool no(char *why, size_t cap, const char *msg) {
 bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
   const px_op *op = e->op;
   const px_env *v = e->env;
+  if (v->block_format)
+    return no(why, cap, "precision mxfp8 and nvfp4 are planned and simulated; the cpu backend does not emulate their "
+              "GEMMs yet (hint: `precision` fp8)");
   switch ((px_op_kind)op->kind) {
     case PX_OP_ALLGATHER:
     case PX_OP_ALLTOALL: {

@@ -12,10 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/dtype.h" /* PX_MX_BLOCK, PX_NVFP4_BLOCK */
 #include "kernels/cpu/fp8.h"
 
-#define PX_MX_BLOCK 32    /* MXFP8: elements one E8M0 scale covers, along a row */
-#define PX_NVFP4_BLOCK 16 /* NVFP4: elements one E4M3 scale covers along a row (and rows, for 16 x 16 blocks) */
 #define PX_E8M0_NAN 0xff  /* the E8M0 code of NaN: every element of its block is NaN */
 
 /* ---- E8M0 scales: 2^(c - 127), c in 0..254; 255 NaN ---- */
