@@ -50,7 +50,7 @@ px_ref px_fp8_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2
   o->dim[0] = (int64_t)n;
   o->flags = (uint16_t)(px_fp8_flags(d) | (e5m2 ? PX_OPF_E5M2 : 0));
   /* x read (twice where its scale comes from its own amax first: current scaling, and nvfp4's per-tensor
-   * scale, whose pass takes the amax of x's Hadamard transform too), two quantized copies written */
+   * scales, of x and of its Hadamard transform, in one pass), two quantized copies written */
   bool amax_pass = d->f8_current || d->f8_format == PX_OPF_NVFP4;
   double copy = d->f8_format ? (double)px_parallel_quant_bytes(&b->p->par, xs->elems, px_slot_row_elems(xs)) : n;
   o->bytes = n * e * (amax_pass ? 2.0 : 1.0) + 2.0 * copy;

@@ -3,7 +3,7 @@
  * elements, one E8M0 power-of-two scale per 32 consecutive elements) and
  * NVFP4 (E2M1 elements, one E4M3 scale per 16 elements, 1 x 16 or 16 x 16,
  * and one fp32 scale per tensor: NVIDIA, "Pretraining Large Language Models
- * with NVFP4", arXiv 2509.25149, section 2 and appendix), with round to
+ * with NVFP4", arXiv 2509.25149), with round to
  * nearest even or stochastic rounding, and the 16-point random Hadamard
  * transform that recipe applies to the weight gradient's inputs. */
 #ifndef PX_KERNELS_CPU_MX_H
@@ -44,7 +44,7 @@ typedef struct {
   uint64_t seed, offset;
 } px_k_sr;
 
-/* ---- MXFP8 (OCP MX v1.0 section 6.3): per block of 32 along a row, the
+/* ---- MXFP8 (OCP MX v1.0, its conversion of floats to MX): per block of 32 along a row, the
  * shared exponent floor(log2(amax)) - emax of the element format (8 for
  * E4M3, 15 for E5M2), clamped to E8M0's [-127, 127]; elements x / 2^shared
  * rounded to nearest even, saturating (the spec's clamp to the largest
@@ -61,7 +61,7 @@ void px_k_mxfp8_dequantize(float *y,              // (rows, cols)
                            const uint8_t *scales, // (rows, ceil(cols / 32))
                            int64_t rows, int64_t cols, px_fp8_format f);
 
-/* ---- NVFP4 (arXiv 2509.25149 appendix, in fp32 arithmetic): the tensor's
+/* ---- NVFP4 (arXiv 2509.25149, in fp32 arithmetic): the tensor's
  * encode scale s = 6 x 448 / amax (1 when amax is 0 or not finite, fp32's
  * largest when the quotient overflows); a block's scale code
  * e4m3((amax_b s) / 6) (nearest even, saturating), its decode scale d the
@@ -81,9 +81,8 @@ void px_k_nvfp4_dequantize(float *y,              // (rows, cols)
                            const uint8_t *scales, // (ceil(rows / block_rows), ceil(cols / 16))
                            int64_t rows, int64_t cols, int64_t block_rows, float s);
 
-/* ---- The 16-point random Hadamard transform (arXiv 2509.25149 section
- * 4.2: on both inputs of the weight gradient's GEMM, along the dimension it
- * contracts): y = (H16 diag(signs) / 4) x on each group of 16 consecutive
+/* ---- The 16-point random Hadamard transform (arXiv 2509.25149: on both
+ * inputs of the weight gradient's GEMM, along the dimension it contracts): y = (H16 diag(signs) / 4) x on each group of 16 consecutive
  * rows of every column, H16 the Sylvester Hadamard matrix (entry (i, j) is
  * (-1)^popcount(i & j)), sign j of seed's draw px_k_sr_bits(seed, 0) bit j.
  * Orthogonal, so y_a^T y_b = x_a^T x_b in exact arithmetic. rows a
