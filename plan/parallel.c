@@ -397,6 +397,9 @@ static bool precision_peak(vctx *x) {
   return px_parallel_mixed(x->p) && x->c->gpu.peak_flops[px_parallel_compute_dtype(x->p)] <= 0;
 }
 static bool fp8_peak(vctx *x) { return x->p->precision == PX_PREC_FP8 && x->c->gpu.peak_flops[PX_DTYPE_FP8] <= 0; }
+static bool block_recipe(vctx *x) {
+  return (x->p->precision == PX_PREC_MXFP8 || x->p->precision == PX_PREC_NVFP4) && x->p->fp8_recipe > PX_FP8_DELAYED;
+}
 static bool block_scaled(vctx *x) {
   return (x->p->precision == PX_PREC_MXFP8 || x->p->precision == PX_PREC_NVFP4) && !px_gpu_block_scaled(&x->c->gpu);
 }
@@ -500,6 +503,7 @@ static const px_rule rules[] = {
     {fp8_peak, "{cluster}: the {gpu} has no fp8 tensor cores (gpu.peak_tflops.fp8) (hint: `precision` bf16)"},
     {block_scaled, "{cluster}: the {gpu} has no block-scaled tensor cores for {precision} (MXFP8 and NVFP4 GEMMs are "
                    "Blackwell's: a GPU with gpu.peak_tflops.fp4) (hint: `precision` fp8)"},
+    {block_recipe, "`fp8_recipe` chooses fp8's scaling; {precision} scales its own blocks (hint: drop `fp8_recipe`)"},
     {fp8_params_range, "`fp8_params` is not set"},
     {fp8_params_precision, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 copy: it needs "
                            "`precision` fp8 with `fp8_base` bf16"},

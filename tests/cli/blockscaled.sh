@@ -2,8 +2,8 @@
 # --precision mxfp8 and nvfp4 planned and simulated (docs/compiler.md, "Block-scaled precisions"): on a
 # GB200 the same plan's step is faster in nvfp4 than in mxfp8 and in mxfp8 than in bf16, the MFU of the
 # plan's precision is against the fp4 (nvfp4) or fp8 (mxfp8) peak, the precision survives a saved plan;
-# GPUs without block-scaled tensor cores (H100, A100) refuse both naming the GPU, exit 2; the export
-# refuses them rather than write a bf16 run.
+# GPUs without block-scaled tensor cores (H100, A100) refuse both naming the GPU, exit 2, and so does an
+# fp8 recipe with them; the export refuses them rather than write a bf16 run.
 set -u
 px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
@@ -29,6 +29,9 @@ for c in dgx-h100 dgx-a100; do
       fail "$c $p: $rc $err"
   done
 done
+err=$("$px" sim "${plan[@]}" --precision nvfp4 --fp8-recipe current 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q "fp8-recipe chooses fp8's scaling; nvfp4 scales its own blocks" ||
+  fail "nvfp4 with an fp8 recipe: $err"
 err=$("$px" export --to megatron "${plan[@]}" --precision nvfp4 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "precision nvfp4 is not exported" || fail "export nvfp4: $err"
 finish
