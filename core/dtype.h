@@ -11,7 +11,7 @@ typedef enum {
   PX_DTYPE_FP16,
   PX_DTYPE_FP8,
   PX_DTYPE_U8,  /* masks */
-  PX_DTYPE_FP4, /* E2M1: a GPU's fp4 peak (nvfp4's GEMMs); no tensor is stored as it (plan/fp8.h counts the codes' bytes) */
+  PX_DTYPE_FP4, /* E2M1: a GPU's fp4 peak (nvfp4's GEMMs); no tensor is stored as it (px_parallel_quant_bytes counts the codes' bytes) */
   PX_DTYPE_COUNT
 } px_dtype;
 

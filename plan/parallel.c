@@ -397,11 +397,9 @@ static bool precision_peak(vctx *x) {
   return px_parallel_mixed(x->p) && x->c->gpu.peak_flops[px_parallel_compute_dtype(x->p)] <= 0;
 }
 static bool fp8_peak(vctx *x) { return x->p->precision == PX_PREC_FP8 && x->c->gpu.peak_flops[PX_DTYPE_FP8] <= 0; }
-static bool block_recipe(vctx *x) {
-  return (x->p->precision == PX_PREC_MXFP8 || x->p->precision == PX_PREC_NVFP4) && x->p->fp8_recipe > PX_FP8_DELAYED;
-}
+static bool block_recipe(vctx *x) { return px_precision_block_scaled(x->p->precision) && x->p->fp8_recipe > PX_FP8_DELAYED; }
 static bool block_scaled(vctx *x) {
-  return (x->p->precision == PX_PREC_MXFP8 || x->p->precision == PX_PREC_NVFP4) && !px_gpu_block_scaled(&x->c->gpu);
+  return px_precision_block_scaled(x->p->precision) && !px_gpu_block_scaled(&x->c->gpu);
 }
 static bool fp8_params_range(vctx *x) { return x->p->fp8_params < 0 || x->p->fp8_params > 1; }
 static bool fp8_params_precision(vctx *x) {
@@ -616,9 +614,8 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p) {
 }
 
 px_dtype px_parallel_gemm_dtype(const px_parallel *p) {
-  return p->precision == PX_PREC_NVFP4                                          ? PX_DTYPE_FP4
-         : p->precision == PX_PREC_FP8 || p->precision == PX_PREC_MXFP8 ? PX_DTYPE_FP8
-                                                                          : px_parallel_compute_dtype(p);
+  if (p->precision == PX_PREC_NVFP4) return PX_DTYPE_FP4;
+  return px_precision_quantized(p->precision) ? PX_DTYPE_FP8 : px_parallel_compute_dtype(p);
 }
 
 static uint64_t ceil_div_u(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

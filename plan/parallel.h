@@ -44,10 +44,9 @@ typedef enum {
   PX_PREC_NVFP4,
   PX_PREC_COUNT
 } px_precision;
-/* The precisions whose layers' GEMMs read quantized operands (fp8, mxfp8, nvfp4). */
-static inline bool px_precision_quantized(int prec) {
-  return prec == PX_PREC_FP8 || prec == PX_PREC_MXFP8 || prec == PX_PREC_NVFP4;
-}
+/* The block-scaled precisions (mxfp8, nvfp4), and those whose layers' GEMMs read quantized operands (fp8 too). */
+static inline bool px_precision_block_scaled(int prec) { return prec == PX_PREC_MXFP8 || prec == PX_PREC_NVFP4; }
+static inline bool px_precision_quantized(int prec) { return prec == PX_PREC_FP8 || px_precision_block_scaled(prec); }
 /* fp8 scaling: delayed (per-tensor scales from an amax history, TE's
  * DelayedScaling), current (per-tensor scales from the tensor's own amax,
  * Float8CurrentScaling) or blockwise (DeepSeek-V3: 1 x 128 tiles of

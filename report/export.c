@@ -188,7 +188,7 @@ static px_status check_deepspeed(const px_parallel *p, px_err *err) {
 }
 
 px_status px_export_check(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
-  if (p->precision == PX_PREC_MXFP8 || p->precision == PX_PREC_NVFP4) /* rather than a bf16 run in its name */
+  if (px_precision_block_scaled(p->precision)) /* rather than a bf16 run in its name */
     return px_err_set(err, PX_ERR_INPUT,
                       "%s: `precision` %s is not exported: the arguments of Transformer Engine's block-scaled recipes "
                       "(MXFP8BlockScaling, NVFP4BlockScaling) are not written yet (hint: export `precision` fp8 and "

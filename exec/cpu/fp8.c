@@ -119,7 +119,7 @@ static size_t block_bytes(int64_t rows, int64_t cols, bool nv) {
   return (size_t)(code_bytes(rows * cols, nv) + scale_bytes(rows, cols, nv) + (nv ? 4 : 0));
 }
 
-#define PX_RHT_SEED 0x52485431ull /* the run's random Hadamard signs (any fixed value: both operands share it) */
+#define RHT_SEED 0x52485431ull /* the run's random Hadamard signs (any fixed value: both operands share it) */
 
 static uint64_t mix64(uint64_t z) { /* splitmix64's finalizer */
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -162,8 +162,8 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
   const float *x = e->in[0];
   int64_t n = o->dim[0], cols = px_slot_row_elems(px_exec_slot(e, o->out[0])), rows = n / cols;
-  bool nv = e->env->block_format == PX_OPF_NVFP4, grad = (o->flags & PX_OPF_E5M2) != 0;
-  if (rows * cols != n || (nv && rows % 16))
+  bool nv = e->env->block_format == PX_PREC_NVFP4, grad = (o->flags & PX_OPF_E5M2) != 0;
+  if (rows * cols != n || (nv && rows % 16)) /* refused before the run (px_cpu_fp8_supports) */
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled cast of %lld elements is not rows (a multiple "
                       "of 16 for nvfp4) of %lld", (long long)n, (long long)cols);
   codes k = {.p = e->out[0], .n = (uint64_t)n, .cols = cols, .fmt = PX_FP8_E4M3, .scale = 1.0f};
@@ -179,7 +179,7 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   float amax[2] = {0.0f, 0.0f};
   const float *src = x;
   if (nv) {
-    px_k_rht16(t, x, rows, cols, PX_RHT_SEED);
+    px_k_rht16(t, x, rows, cols, RHT_SEED);
     src = t;
     amax[0] = px_k_fp8_amax(x, n), amax[1] = px_k_fp8_amax(t, n);
   }
@@ -270,7 +270,7 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
                         int64_t k, px_err *err) {
   if (e->env->block_format) { /* mxfp8: blocks along the contracted dimension (the data gradient's: down the
                                * columns); nvfp4: 16 x 16 blocks, the same values both ways */
-    bool nv = e->env->block_format == PX_OPF_NVFP4, cols = !nv && e->op->kind == PX_OP_LINEAR_BWD_DATA;
+    bool nv = e->env->block_format == PX_PREC_NVFP4, cols = !nv && e->op->kind == PX_OP_LINEAR_BWD_DATA;
     float *t = malloc((size_t)(n * k) * sizeof *t);
     size_t qb = block_bytes(n, k, nv), qt = block_bytes(k, n, nv);
     uint8_t *q = malloc(qb > qt ? qb : qt);
@@ -330,7 +330,7 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
     if (k->colwise && o->kind == PX_OP_LINEAR_BWD_WEIGHT) { /* the weight gradient contracts the rows */
       memcpy(y, k->colwise, (size_t)have * sizeof *y);
     } else if (k->colwise) {
-      bool nv = e->env->block_format == PX_OPF_NVFP4;
+      bool nv = e->env->block_format == PX_PREC_NVFP4;
       int64_t rows = have / k->cols;
       block_layout b = layout_of((uint8_t *)k->p, rows, k->cols, nv);
       float ts = 1.0f;
@@ -379,7 +379,16 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
   const px_env *v = e->env;
   if (v->block_format) /* the casts and the linear layers' GEMMs; the codes stay on their rank */
     switch ((px_op_kind)op->kind) {
-      case PX_OP_CAST:
+      case PX_OP_CAST: {
+        const px_slot *y = op->out[0].slot >= 0 ? px_exec_slot(e, op->out[0]) : NULL;
+        int64_t rows = y ? (int64_t)y->elems / px_slot_row_elems(y) : 0;
+        if (v->block_format == PX_PREC_NVFP4 && rows % 16) {
+          snprintf(why, cap, "nvfp4's random Hadamard transform takes the tokens 16 at a time: %s has %lld rows "
+                   "(hint: a micro-batch of a multiple of 16 tokens)", y->name, (long long)rows);
+          return false;
+        }
+        return true;
+      }
       case PX_OP_LINEAR:
       case PX_OP_LINEAR_BWD_DATA:
       case PX_OP_LINEAR_BWD_WEIGHT: return true;

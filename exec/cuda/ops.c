@@ -662,7 +662,7 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
         "precision %s: its block-scaled GEMMs need cuBLASLt's block-scaling modes (CUDA 12.8+, compute "
         "capability 10.0: CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 for MXFP8, VEC16_UE4M3 for NVFP4), which the cuda "
         "backend does not drive (hint: `backend` cpu emulates it, or `precision` fp8)",
-        e->env->block_format == PX_OPF_NVFP4 ? "nvfp4" : "mxfp8");
+        px_precision_names[e->env->block_format]);
   if (e->env->fp8_blockwise)
     return px_contract_refuse(
         why, cap, PX_SUPPORT_NO,
