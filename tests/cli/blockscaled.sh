@@ -20,6 +20,7 @@ jq -e '.mfu_precision_peak == "fp4" and .parallel.precision == "nvfp4"' "$tmp/nv
 jq -e '.mfu_precision_peak == "fp8"' "$tmp/mxfp8.json" >/dev/null || fail "mxfp8: not against the fp8 peak"
 [ "$("$px" sim --plan "$tmp/nvfp4.plan.json" --json | jq .step_time_s)" = "$(t nvfp4)" ] || fail "saved nvfp4 plan"
 "$px" sim "${plan[@]}" --precision nvfp4 | grep -q "of fp4 peak" || fail "the summary's MFU of the fp4 peak"
+"$px" plan "${plan[@]}" --precision mxfp8 | grep -q "seq 8192, mxfp8 (the rest bf16)" || fail "plan: the precision line"
 
 for c in dgx-h100 dgx-a100; do
   for p in mxfp8 nvfp4; do
