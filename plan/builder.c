@@ -153,6 +153,12 @@ px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, 
   if (!d->sp) return shard;
   px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H,
                          (px_dtype)b->p->slots[shard.slot].dtype, d->T);
+  if (d->f8_format && b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) { /* block-scaled codes move with their scales */
+    const px_parallel *par = &b->p->par;
+    o->coll_bytes = px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * d->H), d->H);
+    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLGATHER, d->T) * (double)o->coll_bytes;
+    o->bytes = (double)(px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * d->H), d->H) + o->coll_bytes);
+  }
   seq_axis(b, d, o);
   return full;
 }

@@ -1427,6 +1427,21 @@ static void test_block_scaled(void) {
     p = par(1, 1, 8, 1, 1, 64);
     p.precision = cases[i].precision, p.fp8_params = 1; /* fp8 primary weights are fp8's */
     CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
+    /* tp 2 with SP: the norm's twin is all-gathered with its scales (the whole tensor's bytes, a twin's) */
+    p = par(2, 1, 4, 1, 1, 64);
+    p.precision = cases[i].precision, p.sp = 1;
+    CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+    int gathers = 0;
+    fw = &q.blocks[PX_BLOCK_LAYER_FWD];
+    for (int32_t k = 0; k < fw->nops; k++) {
+      const px_op *o = &fw->ops[k];
+      if (o->kind == PX_OP_ALLGATHER && o->in[0].slot >= 0 && !strcmp(q.slots[o->in[0].slot].name, "ln1_f8")) {
+        PX_ASSERT_EQ_U64(o->coll_bytes, cases[i].twin);
+        gathers++;
+      }
+    }
+    CU_ASSERT_EQUAL(gathers, 1);
+    px_plan_free(&q);
   }
   px_plan_free(&b16);
 }
