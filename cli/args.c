@@ -72,9 +72,9 @@ static const px_opt opts[] = {
     {"microbatch-group", required_argument, OPT_MB_GROUP, PX_OPT_PLAN, "N",
      "interleaved: micro-batches per chunk in turn (pp; Megatron-Core's microbatch_group_size_per_vp_stage)"},
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
-    {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16|fp8 (16-bit: fp32 master weights; fp8: the layers' GEMMs)"},
+    {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16|fp8|mxfp8|nvfp4 (16-bit: fp32 master weights; fp8: the layers' GEMMs; mxfp8, nvfp4: those GEMMs in Blackwell's block-scaled formats)"},
     {"fp8-recipe", required_argument, OPT_FP8_RECIPE, PX_OPT_PLAN, "R", "fp8 scaling: delayed (default) | current | blockwise"},
-    {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8: the dtype of all but the fp8 GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
+    {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8, mxfp8, nvfp4: the dtype of all but the quantized GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
     {"fp8-params", no_argument, OPT_FP8_PARAMS, PX_OPT_PLAN, NULL,
      "fp8: the GEMMs' weights held in fp8 only, no bf16 copy, ZeRO's parameter all-gathers in fp8 (Megatron-LM's "
      "fp8_param_gather; planned and simulated, the executors refuse it)"},

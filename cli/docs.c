@@ -129,7 +129,7 @@ static px_status cluster_table(px_err *err) {
     px_dtype fast = c.gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_DTYPE_BF16 : PX_DTYPE_FP32;
     char hbm[32], dense[24], f8[24] = "", f4[24] = "";
     if (c.gpu.peak_flops[PX_DTYPE_FP8] > 0) tflops(c.gpu.peak_flops[PX_DTYPE_FP8], f8);
-    if (c.gpu.peak_fp4_flops > 0) tflops(c.gpu.peak_fp4_flops, f4);
+    if (c.gpu.peak_flops[PX_DTYPE_FP4] > 0) tflops(c.gpu.peak_flops[PX_DTYPE_FP4], f4);
     printf("| `%s` | %s | %lld | %lld | %s %s | %s | %s | %s | %.0f | %.0f | %lld × %.0f | %s |\n", names[i],
            c.gpu.name, (long long)c.gpus_per_node, (long long)px_cluster_nvlink_domain(&c),
            tflops(c.gpu.peak_flops[fast], dense), px_dtype_names[fast], f8, f4,

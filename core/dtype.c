@@ -6,7 +6,7 @@
 
 #include "core/fmt.h"
 
-PX_NAME_TABLE(px_dtype_names, PX_DTYPE_COUNT, "fp32", "tf32", "bf16", "fp16", "fp8", "u8");
+PX_NAME_TABLE(px_dtype_names, PX_DTYPE_COUNT, "fp32", "tf32", "bf16", "fp16", "fp8", "u8", "fp4");
 
 static uint16_t bf16_of(float f) {
   uint32_t u;

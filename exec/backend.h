@@ -45,6 +45,7 @@ typedef struct {
   bool master_weights;   /* mixed precision: fp32 master weights, the model's copy rounded from them */
   bool fp8_delayed;      /* fp8 per-tensor scales from the amax histories, else from the current amax */
   bool fp8_blockwise;    /* fp8 scales per 1 x 128 tile and 128 x 128 weight block */
+  int block_format;      /* the block-scaled precision (PX_PREC_MXFP8 or PX_PREC_NVFP4), else 0 */
   /* the rank's groups */
   int64_t tp, cp, ep;    /* their sizes */
   int64_t tp_rank, cp_rank;

@@ -160,6 +160,12 @@ px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, 
   if (!d->sp) return shard;
   px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H,
                          (px_dtype)b->p->slots[shard.slot].dtype, d->T);
+  if (d->f8_format && b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) { /* block-scaled codes move with their scales */
+    const px_parallel *par = &b->p->par;
+    o->coll_bytes = px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * d->H), d->H);
+    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLGATHER, d->T) * (double)o->coll_bytes;
+    o->bytes = (double)(px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * d->H), d->H) + o->coll_bytes);
+  }
   seq_axis(b, d, o);
   return full;
 }
@@ -410,9 +416,10 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->param = p->param_dtype;
   d->grad = p->grad_dtype;
   d->e = px_dtype_bytes(d->act);
-  d->f8 = par->precision == PX_PREC_FP8;
-  d->f8_block = d->f8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
-  d->f8_current = d->f8 && par->fp8_recipe == PX_FP8_CURRENT;
+  d->f8 = px_precision_quantized(par->precision);
+  d->f8_format = par->precision == PX_PREC_MXFP8 ? PX_OPF_MXFP8 : par->precision == PX_PREC_NVFP4 ? PX_OPF_NVFP4 : 0;
+  d->f8_block = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_BLOCKWISE;
+  d->f8_current = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
   d->f8_params = d->f8 && par->fp8_params > 0;
   d->lora = px_parallel_lora(par);

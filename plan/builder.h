@@ -50,7 +50,9 @@ typedef struct {
   bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused, qk_norm;
   px_dtype act, param, grad;
   uint64_t e;                           /* activation bytes per element */
-  bool f8, f8_block, f8_current, zero3; /* precision fp8: the recipe's block scales / current scaling; ZeRO-3 */
+  bool f8, f8_block, f8_current, zero3; /* quantized GEMMs (fp8, mxfp8, nvfp4): fp8's recipe's block scales /
+                                           current scaling; ZeRO-3 */
+  uint16_t f8_format;                   /* quantized GEMMs: 0 (fp8), PX_OPF_MXFP8 or PX_OPF_NVFP4 */
   bool f8_params;                       /* fp8: the weights held in fp8 (fp8_params) */
   bool lora;                            /* fine-tuning with adapters: the base's parameters frozen */
   int64_t lora_rank;                    /* their rank r */

@@ -124,9 +124,6 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&pc, peak, px_dtype_names[t], false, 0.0, 1e6, &tf, err));
     gpu->peak_flops[t] = tf * 1e12;
   }
-  double fp4 = 0;
-  TRY(px_json_num(&pc, peak, "fp4", false, 0.0, 1e6, &fp4, err));
-  gpu->peak_fp4_flops = fp4 * 1e12;
   if (gpu->peak_flops[PX_DTYPE_FP32] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.peak_tflops.fp32' is missing or zero", file);
   double hbm_gib = 0, reserved_gib = 0, hbm_gbps = 0, overhead_us = 0;
@@ -509,7 +506,6 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   cJSON_AddItemToObject(g, "peak_tflops", peak);
   for (int t = 0; t < PX_DTYPE_COUNT; t++)
     if (gpu->peak_flops[t] > 0) px_json_add_num(peak, px_dtype_names[t], gpu->peak_flops[t] / 1e12);
-  if (gpu->peak_fp4_flops > 0) px_json_add_num(peak, "fp4", gpu->peak_fp4_flops / 1e12);
   px_json_add_num(g, "hbm_gib", (double)gpu->hbm_bytes / GIB);
   px_json_add_num(g, "reserved_gib", (double)gpu->reserved_bytes / GIB);
   px_json_add_num(g, "hbm_gb_per_s", gpu->hbm_bytes_per_s / 1e9);
@@ -723,7 +719,8 @@ int64_t px_cluster_node_size(const px_cluster *c) {
 double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
   double f8 = fp8_block && g->gemm_fp8_block_max_efficiency > 0 ? g->gemm_fp8_block_max_efficiency
                                                                  : g->gemm_fp8_max_efficiency;
-  return dt == PX_DTYPE_FP8 && f8 > 0 ? f8 : g->gemm_max_efficiency;
+  if (dt == PX_DTYPE_FP4) f8 = g->gemm_fp8_max_efficiency;
+  return (dt == PX_DTYPE_FP8 || dt == PX_DTYPE_FP4) && f8 > 0 ? f8 : g->gemm_max_efficiency;
 }
 
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt) {

@@ -84,8 +84,7 @@ typedef struct {
 
 typedef struct {
   char name[64];
-  double peak_flops[PX_DTYPE_COUNT]; /* dense FLOP/s per dtype, 0 when unsupported */
-  double peak_fp4_flops;             /* dense fp4 FLOP/s where published: shown, not planned (no fp4 training path) */
+  double peak_flops[PX_DTYPE_COUNT]; /* dense FLOP/s per dtype, 0 when unsupported (fp4: nvfp4's GEMMs) */
   uint64_t hbm_bytes;
   uint64_t reserved_bytes;           /* taken by the runtime (context, allocator slack) */
   double hbm_bytes_per_s;
@@ -129,8 +128,14 @@ typedef struct {
  * data center (tests/data/power.csv). */
 #define PX_PUE_DEFAULT 1.56
 
+/* Whether the GPU has block-scaled tensor cores (MXFP8, NVFP4): Blackwell's
+ * fifth-generation tensor cores brought them with fp4 (NVIDIA Blackwell
+ * architecture technical brief), so a GPU with an fp4 peak has them. */
+static inline bool px_gpu_block_scaled(const px_gpu *g) { return g->peak_flops[PX_DTYPE_FP4] > 0; }
+
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
- * per-tensor), the 16-bit one where the file gives no fp8 figure. */
+ * per-tensor; fp4's GEMMs take fp8's per-tensor figure: no fp4 measurement
+ * is held), the 16-bit one where the file gives no fp8 figure. */
 double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
 /* The ceiling on a dtype's GEMM efficiency (of its peak): the best a sweep
  * of shapes measured (gpu.gemm.best_tflops, fp8_best_tflops); 1 where the

@@ -16,10 +16,12 @@
 
 /* An fp8 op's flags: fp8, and the recipe's block scales. */
 
-uint16_t px_fp8_flags(const px_dims *d) { return (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0)); }
+uint16_t px_fp8_flags(const px_dims *d) {
+  return (uint16_t)(PX_OPF_FP8 | (d->f8_block ? PX_OPF_FP8_BLOCK : 0) | d->f8_format);
+}
 
-/* The fp8 twin of slot s, made on first use; with blockwise scaling its
- * bytes count the tiles' scales (the scales' memory, in one place). */
+/* The fp8 twin of slot s, made on first use: its bytes are one quantized
+ * copy's, codes and scales (px_parallel_quant_bytes). */
 static int f8_slot(px_plan *p, int s) {
   char name[2 * PX_NAME_MAX]; /* the names are short enough for slot_add's table */
   snprintf(name, sizeof name, "%s_f8", p->slots[s].name);
@@ -27,11 +29,9 @@ static int f8_slot(px_plan *p, int s) {
   memcpy(sh, p->slots[s].shape, sizeof sh); /* slot_add may move the table */
   int32_t before = p->nslots;
   int t = px_bld_slot(p, name, PX_SLOT_ACT, PX_DTYPE_FP8, sh[0], sh[1], sh[2], sh[3]);
-  if (p->nslots > before &&
-      p->par.fp8_recipe == PX_FP8_BLOCKWISE) { /* made now: its fp32 scales, one per 1 x 128 tile */
+  if (p->nslots > before) { /* made now */
     px_slot *y = &p->slots[t];
-    int64_t row = px_slot_row_elems(y);
-    y->bytes += 4 * (y->elems / (uint64_t)row) * (uint64_t)((row + PX_FP8_BLOCK - 1) / PX_FP8_BLOCK);
+    y->bytes = px_parallel_quant_bytes(&p->par, y->elems, px_slot_row_elems(y));
   }
   return t;
 }
@@ -49,7 +49,11 @@ px_ref px_fp8_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2
   o->in[0] = x, o->out[0] = y;
   o->dim[0] = (int64_t)n;
   o->flags = (uint16_t)(px_fp8_flags(d) | (e5m2 ? PX_OPF_E5M2 : 0));
-  o->bytes = n * (e * (d->f8_current ? 2.0 : 1.0) + 2.0);
+  /* x read (twice where its scale comes from its own amax first: current scaling, and nvfp4's per-tensor
+   * scales, of x and of its Hadamard transform, in one pass), two quantized copies written */
+  bool amax_pass = d->f8_current || d->f8_format == PX_OPF_NVFP4;
+  double copy = d->f8_format ? (double)px_parallel_quant_bytes(&b->p->par, xs->elems, px_slot_row_elems(xs)) : n;
+  o->bytes = n * e * (amax_pass ? 2.0 : 1.0) + 2.0 * copy;
   return y;
 }
 
@@ -59,8 +63,11 @@ void px_fp8_weight_cast(px_bld *b, const px_dims *d, px_phase ph, int w) {
   c->in[0] = R(w, 0);
   c->dim[0] = (int64_t)b->p->slots[w].elems;
   c->flags = px_fp8_flags(d);
-  /* read in the param dtype, the two fp8 copies written; fp8 weights: read in fp8, the transposed copy written */
-  c->bytes = (double)b->p->slots[w].elems * (d->f8_params ? 2.0 : (double)px_dtype_bytes(d->param) + 2.0);
+  /* read in the param dtype, the two quantized copies written; fp8 weights: read in fp8, the transposed copy written */
+  uint64_t n = b->p->slots[w].elems;
+  c->bytes = d->f8_params ? 2.0 * (double)n
+                          : (double)n * (double)px_dtype_bytes(d->param) +
+                                2.0 * (double)px_parallel_quant_weight_bytes(&b->p->par, n);
 }
 
 void px_fp8_gemm(px_bld *b, const px_dims *d, px_op *o, int w) {

@@ -249,6 +249,10 @@ enum {
                                 tokens up to its own */
   PX_OPF_DEQUANT = 1 << 12,  /* CAST: a frozen weight from its base_precision storage (fp8, nf4) to the compute dtype,
                                 into a workspace the GEMM after it reads (QLoRA's dequantise-then-matmul) */
+  PX_OPF_MXFP8 = 1 << 13,    /* with PX_OPF_FP8 (GEMMs, CASTs): MXFP8 blocks (E4M3, E8M0 scales per 1 x 32) */
+  PX_OPF_NVFP4 = 1 << 14,    /* with PX_OPF_FP8: NVFP4 blocks (E2M1, E4M3 scales per 1 x 16, weights 16 x 16, a
+                                per-tensor scale; CASTs: stochastic rounding with E5M2, random Hadamard transforms
+                                on the weight gradient's copies), GEMMs at the fp4 peak */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are

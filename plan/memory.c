@@ -88,13 +88,13 @@ void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_
   out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
-  bool f8 = par->precision == PX_PREC_FP8, primary = f8 && par->fp8_params > 0;
+  bool f8 = px_precision_quantized(par->precision), primary = f8 && par->fp8_params > 0;
   if (primary) { /* the fp8 weights: 1 byte, no 16-bit copy (ZeRO-3: the shard's) */
     uint64_t held8 = par->zero >= 3 ? fp8_shard : fp8_elems;
     b[PX_PLACE_GPU][PX_MEM_PARAMS] -= (held8 < out->params_elems ? held8 : out->params_elems) * (pb - 1);
   }
-  if (f8 && par->zero < 3) /* the cached fp8 copies, row-wise and transposed (fp8 weights: the transposed) */
-    out->fp8_copy_bytes = (primary ? 1 : 2) * fp8_elems;
+  if (f8 && par->zero < 3) /* the cached quantized copies, row-wise and transposed (fp8 weights: the transposed) */
+    out->fp8_copy_bytes = (primary ? 1 : 2) * px_parallel_quant_weight_bytes(par, fp8_elems);
   b[PX_PLACE_GPU][PX_MEM_PARAMS] += out->fp8_copy_bytes;
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {

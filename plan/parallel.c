@@ -12,7 +12,7 @@
 
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
-PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8");
+PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4");
 PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
@@ -411,6 +411,10 @@ static bool precision_peak(vctx *x) {
   return px_parallel_mixed(x->p) && x->c->gpu.peak_flops[px_parallel_compute_dtype(x->p)] <= 0;
 }
 static bool fp8_peak(vctx *x) { return x->p->precision == PX_PREC_FP8 && x->c->gpu.peak_flops[PX_DTYPE_FP8] <= 0; }
+static bool block_recipe(vctx *x) { return px_precision_block_scaled(x->p->precision) && x->p->fp8_recipe > PX_FP8_DELAYED; }
+static bool block_scaled(vctx *x) {
+  return px_precision_block_scaled(x->p->precision) && !px_gpu_block_scaled(&x->c->gpu);
+}
 static bool fp8_params_range(vctx *x) { return x->p->fp8_params < 0 || x->p->fp8_params > 1; }
 static bool fp8_params_precision(vctx *x) {
   return x->p->fp8_params && (x->p->precision != PX_PREC_FP8 || x->p->fp8_base != PX_FP8_BASE_BF16);
@@ -430,7 +434,8 @@ static bool lora_rank_width(vctx *x) { return px_parallel_lora(x->p) && x->p->lo
 static bool qlora_base(vctx *x) { return x->p->finetune == PX_FT_QLORA && x->p->base_precision != PX_BASE_NF4; }
 static bool lora_model(vctx *x) { return px_parallel_lora(x->p) && (x->m->experts > 0 || x->m->kv_lora_rank > 0); }
 static bool lora_precision(vctx *x) {
-  return px_parallel_lora(x->p) && (x->p->precision == PX_PREC_FP8 || x->p->precision == PX_PREC_FP32);
+  return px_parallel_lora(x->p) && (x->p->precision == PX_PREC_FP8 || x->p->precision == PX_PREC_FP32 ||
+                                    px_precision_block_scaled(x->p->precision));
 }
 static bool lora_zero3(vctx *x) { return px_parallel_lora(x->p) && x->p->zero == 3; }
 static bool lora_split_w(vctx *x) { return px_parallel_lora(x->p) && px_parallel_split_w(x->p); }
@@ -539,6 +544,9 @@ static const px_rule rules[] = {
                    "cluster file)"},
     {precision_peak, "{cluster}: the {gpu} has no {precision} peak (hint: `precision` fp32)"},
     {fp8_peak, "{cluster}: the {gpu} has no fp8 tensor cores (gpu.peak_tflops.fp8) (hint: `precision` bf16)"},
+    {block_scaled, "{cluster}: the {gpu} has no block-scaled tensor cores for {precision} (MXFP8 and NVFP4 GEMMs are "
+                   "Blackwell's: a GPU with gpu.peak_tflops.fp4) (hint: `precision` fp8)"},
+    {block_recipe, "`fp8_recipe` chooses fp8's scaling; {precision} scales its own blocks (hint: drop `fp8_recipe`)"},
     {fp8_params_range, "`fp8_params` is not set"},
     {fp8_params_precision, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 copy: it needs "
                            "`precision` fp8 with `fp8_base` bf16"},
@@ -666,9 +674,37 @@ int64_t px_parallel_layer_passes(const px_parallel *p, int64_t layers) {
 px_dtype px_parallel_compute_dtype(const px_parallel *p) {
   switch (p->precision) {
     case PX_PREC_BF16: return PX_DTYPE_BF16;
-    case PX_PREC_FP8: return p->fp8_base == PX_FP8_BASE_FP32 ? PX_DTYPE_FP32 : PX_DTYPE_BF16;
+    case PX_PREC_FP8:
+    case PX_PREC_MXFP8:
+    case PX_PREC_NVFP4: return p->fp8_base == PX_FP8_BASE_FP32 ? PX_DTYPE_FP32 : PX_DTYPE_BF16;
     case PX_PREC_FP16: return PX_DTYPE_FP16;
     default: return PX_DTYPE_FP32;
+  }
+}
+
+px_dtype px_parallel_gemm_dtype(const px_parallel *p) {
+  if (p->precision == PX_PREC_NVFP4) return PX_DTYPE_FP4;
+  return px_precision_quantized(p->precision) ? PX_DTYPE_FP8 : px_parallel_compute_dtype(p);
+}
+
+static uint64_t ceil_div_u(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+uint64_t px_parallel_quant_bytes(const px_parallel *p, uint64_t elems, int64_t row) {
+  uint64_t rows = row > 0 ? elems / (uint64_t)row : 0, r = (uint64_t)(row > 0 ? row : 1);
+  switch (p->precision) {
+    case PX_PREC_FP8: return elems + (p->fp8_recipe == PX_FP8_BLOCKWISE ? 4 * rows * ceil_div_u(r, PX_FP8_BLOCK) : 0);
+    case PX_PREC_MXFP8: return elems + rows * ceil_div_u(r, PX_MX_BLOCK);
+    case PX_PREC_NVFP4: return ceil_div_u(elems, 2) + rows * ceil_div_u(r, PX_NVFP4_BLOCK) + 4;
+    default: return 0;
+  }
+}
+
+uint64_t px_parallel_quant_weight_bytes(const px_parallel *p, uint64_t elems) {
+  switch (p->precision) {
+    case PX_PREC_FP8: return elems;
+    case PX_PREC_MXFP8: return elems + ceil_div_u(elems, PX_MX_BLOCK);
+    case PX_PREC_NVFP4: return ceil_div_u(elems, 2) + ceil_div_u(elems, PX_NVFP4_BLOCK);
+    default: return 0;
   }
 }
 
@@ -828,7 +864,8 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe >= 0)
     cJSON_AddStringToObject(o, "fp8_recipe", px_fp8_recipe_names[p->fp8_recipe]);
-  if (p->precision == PX_PREC_FP8 && p->fp8_base >= 0) cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
+  if (px_precision_quantized(p->precision) && p->fp8_base >= 0)
+    cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
   if (p->finetune > 0) cJSON_AddStringToObject(o, "finetune", px_finetune_names[p->finetune]);
   if (p->lora_rank > 0) px_json_add_num(o, "lora_rank", (double)p->lora_rank);

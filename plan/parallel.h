@@ -28,8 +28,25 @@ typedef enum {
 typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
 /* fp8: the transformer layers' linear GEMMs (and the experts') in fp8 with
  * fp32 accumulation, everything else in bf16 with fp32 master weights
- * (Transformer Engine's recipe as Megatron-Core runs it). */
-typedef enum { PX_PREC_FP32, PX_PREC_BF16, PX_PREC_FP16, PX_PREC_FP8, PX_PREC_COUNT } px_precision;
+ * (Transformer Engine's recipe as Megatron-Core runs it). mxfp8 and nvfp4:
+ * the same GEMMs in Blackwell's block-scaled formats (kernels/cpu/mx.h):
+ * MXFP8 (E4M3 codes, an E8M0 scale per 1 x 32; E4M3 for gradients too, as
+ * NVIDIA's MXFP8 recipe, arXiv 2506.08027) and NVFP4 (E2M1 codes, an E4M3
+ * scale per 1 x 16, 16 x 16 for weights, a per-tensor fp32 scale; random
+ * Hadamard transforms on the weight gradient's inputs and stochastic
+ * rounding of gradients, arXiv 2509.25149). */
+typedef enum {
+  PX_PREC_FP32,
+  PX_PREC_BF16,
+  PX_PREC_FP16,
+  PX_PREC_FP8,
+  PX_PREC_MXFP8,
+  PX_PREC_NVFP4,
+  PX_PREC_COUNT
+} px_precision;
+/* The block-scaled precisions (mxfp8, nvfp4), and those whose layers' GEMMs read quantized operands (fp8 too). */
+static inline bool px_precision_block_scaled(int prec) { return prec == PX_PREC_MXFP8 || prec == PX_PREC_NVFP4; }
+static inline bool px_precision_quantized(int prec) { return prec == PX_PREC_FP8 || px_precision_block_scaled(prec); }
 /* fp8 scaling: delayed (per-tensor scales from an amax history, TE's
  * DelayedScaling), current (per-tensor scales from the tensor's own amax,
  * Float8CurrentScaling) or blockwise (DeepSeek-V3: 1 x 128 tiles of
@@ -257,6 +274,9 @@ px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *er
 /* The dtype of activations and of every op but fp8's GEMMs: with fp8 its
  * base (bf16 unless fp8_base says fp32). */
 px_dtype px_parallel_compute_dtype(const px_parallel *p);
+/* The dtype whose peak the layers' GEMMs run at: fp8 for fp8 and mxfp8,
+ * fp4 for nvfp4, the compute dtype otherwise. */
+px_dtype px_parallel_gemm_dtype(const px_parallel *p);
 /* Mixed precision: a compute dtype narrower than fp32, so fp32 master
  * weights (and the optimizer's 12 bytes a parameter). */
 bool px_parallel_mixed(const px_parallel *p);
@@ -267,6 +287,17 @@ uint64_t px_parallel_optimizer_bytes(const px_parallel *p);
 px_dtype px_parallel_grad_dtype(const px_parallel *p);
 /* Elements one fp8 scale covers along a row (blockwise: 128), 0 for per-tensor scales. */
 #define PX_FP8_BLOCK 128
+/* The bytes of one quantized copy (codes and scales) of a tensor of elems
+ * elements in rows of `row` under p's precision: fp8 1 B an element (blockwise
+ * and an fp32 scale per 1 x 128 of a row); mxfp8 1 B and an E8M0 byte per
+ * 1 x 32; nvfp4 half a byte (two E2M1 codes a byte), an E4M3 byte per 1 x 16
+ * and the fp32 tensor scale. 0 without quantized GEMMs. */
+uint64_t px_parallel_quant_bytes(const px_parallel *p, uint64_t elems, int64_t row);
+/* The same for a sum of GEMM weights of elems elements (rows a multiple of
+ * every block): nvfp4's 16 x 16 blocks keep their scale once per 1 x 16 as
+ * the GEMM reads it; not counted: fp8 blockwise weights' 128 x 128 scales and
+ * nvfp4's per-tensor ones (4 B a tensor). */
+uint64_t px_parallel_quant_weight_bytes(const px_parallel *p, uint64_t elems);
 /* Delayed scaling: a tensor's scale comes from the largest amax of its last
  * 1024 steps (Transformer Engine's DelayedScaling defaults: amax_history_len
  * 1024, amax_compute_algo "max", margin 0). */

@@ -17,7 +17,6 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
           px_fmt_bytes((double)g->hbm_bytes, a, sizeof a), g->hbm_bytes_per_s / 1e9, (long long)g->sm_count);
   for (int t = 0; t < PX_DTYPE_COUNT; t++)
     if (g->peak_flops[t] > 0) fprintf(out, " %s %.1f", px_dtype_names[t], g->peak_flops[t] / 1e12);
-  if (g->peak_fp4_flops > 0) fprintf(out, " fp4 %.1f (not planned: no fp4 training path)", g->peak_fp4_flops / 1e12);
   fprintf(out, "\n  gemm efficiency: max %.2f, tiles %lldx%lld, k_half %.0f%s; sustained %.2f of it (and of attention)\n",
           g->gemm_max_efficiency, (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, g->gemm_k_half,
           g->gemm_table_len ? " (measured table given)" : "", g->sustained_share);
@@ -105,7 +104,7 @@ void px_report_cluster_list_row(const char *name, const px_cluster *c, FILE *out
   char hbm[32];
   char f8[16] = "-", f4[16] = "-";
   if (c->gpu.peak_flops[PX_DTYPE_FP8] > 0) snprintf(f8, sizeof f8, "%.0f", c->gpu.peak_flops[PX_DTYPE_FP8] / 1e12);
-  if (c->gpu.peak_fp4_flops > 0) snprintf(f4, sizeof f4, "%.0f", c->gpu.peak_fp4_flops / 1e12);
+  if (c->gpu.peak_flops[PX_DTYPE_FP4] > 0) snprintf(f4, sizeof f4, "%.0f", c->gpu.peak_flops[PX_DTYPE_FP4] / 1e12);
   fprintf(out, "%-14s %-22s %5lld %8.1f %-4s %7s %7s %10s %8.0f %7.0f %5lld x %.0f\n", name, c->gpu.name,
           (long long)c->gpus_per_node, c->gpu.peak_flops[fast] / 1e12, px_dtype_names[fast], f8, f4,
           px_fmt_bytes((double)c->gpu.hbm_bytes, hbm, sizeof hbm), c->gpu.hbm_bytes_per_s / 1e9,

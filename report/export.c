@@ -192,6 +192,12 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
     return refuse(err, fw, p->finetune == PX_FT_QLORA ? "finetune qlora" : "finetune lora",
                   "the export writes pre-training settings, not a PEFT or Megatron-Bridge LoRA recipe",
                   "finetune full or none");
+  if (px_precision_block_scaled(p->precision)) /* rather than a bf16 run in its name */
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: `precision` %s is not exported: the arguments of Transformer Engine's block-scaled recipes "
+                      "(MXFP8BlockScaling, NVFP4BlockScaling) are not written yet (hint: export `precision` fp8 and "
+                      "set the recipe by hand)",
+                      fw_short[fw], px_precision_names[p->precision]);
   switch (fw) {
     case PX_FW_MEGATRON:
     case PX_FW_NEMO: return check_megatron(fw, p, m, err);

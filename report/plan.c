@@ -69,6 +69,9 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   if (p->precision == PX_PREC_FP8) /* the recipe and the dtype of everything but the fp8 GEMMs */
     snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s%s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");
+  else if (px_precision_block_scaled(p->precision)) /* the dtype of everything but the block-scaled GEMMs */
+    snprintf(prec, sizeof prec, "%s (the rest %s)", px_precision_names[p->precision],
+             px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0]);
   else
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",

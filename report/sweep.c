@@ -83,8 +83,8 @@ const char px_report_plan_legend[] =
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation; fp8, fp8cur, fp8blk: fp8 with delayed,\n"
-    "  current or blockwise scaling (then w: fp8 weights, --fp8-params). The flags of each plan: --json (\"flags\")\n"
-    "  or --csv (column flags).\n";
+    "  current or blockwise scaling (then w: fp8 weights, --fp8-params); mxfp8, nvfp4 the block-scaled precisions.\n"
+    "  The flags of each plan: --json (\"flags\") or --csv (column flags).\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc[] = {"none", "sel", "full"};
@@ -109,7 +109,11 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
   snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s", (long long)p->tp, cp, (long long)p->pp,
            (long long)p->dp, zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute],
-           p->precision == PX_PREC_FP8 ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0] : "", p->fp8_params > 0 ? "w" : "");
+           p->precision == PX_PREC_FP8     ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0]
+           : p->precision == PX_PREC_MXFP8 ? " mxfp8"
+           : p->precision == PX_PREC_NVFP4 ? " nvfp4"
+                                           : "",
+           p->fp8_params > 0 ? "w" : "");
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other

@@ -134,7 +134,9 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   int64_t shapes[2][4];
   int n = op_gemms(op, shapes);
   bool f8_block = (op->flags & PX_OPF_FP8_BLOCK) != 0;
-  if (n > 0 && (op->flags & PX_OPF_FP8)) dt = PX_DTYPE_FP8; /* a GEMM on fp8 operands, at the fp8 rate */
+  /* a GEMM on fp8 operands at the fp8 rate (MXFP8's too: Blackwell's tensor cores apply its scales at that
+   * rate), on NVFP4 operands at the fp4 rate */
+  if (n > 0 && (op->flags & PX_OPF_FP8)) dt = (op->flags & PX_OPF_NVFP4) ? PX_DTYPE_FP4 : PX_DTYPE_FP8;
   double peak = g->peak_flops[dt] > 0 ? g->peak_flops[dt] : g->peak_flops[PX_DTYPE_FP32];
   double mem_s = op->bytes > 0 ? px_compute_mem_s(g, (px_op_kind)op->kind, op->bytes) : 0.0;
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);

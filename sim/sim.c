@@ -1395,8 +1395,8 @@ void px_sim_mfu_of(const px_plan *plan, double step_s, px_sim_mfu *out) {
   memset(out, 0, sizeof *out);
   px_dtype base = g->peak_flops[PX_DTYPE_BF16] > 0 ? PX_DTYPE_BF16
                   : g->peak_flops[PX_DTYPE_FP16] > 0 ? PX_DTYPE_FP16 : PX_DTYPE_FP32;
-  /* the dtype the linear layers' GEMMs run in: fp8's for an fp8 plan */
-  px_dtype own = plan->par.precision == PX_PREC_FP8 ? PX_DTYPE_FP8 : plan->act_dtype;
+  /* the dtype the linear layers' GEMMs run in: fp8's for an fp8 or mxfp8 plan, fp4's for nvfp4 */
+  px_dtype own = px_parallel_gemm_dtype(&plan->par);
   if (!(g->peak_flops[own] > 0)) own = base;
   out->peak_dtype = base, out->precision_dtype = own;
   double per_gpu = step_s > 0 ? 1.0 / step_s / (double)plan->cluster.gpus : 0.0;

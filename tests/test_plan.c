@@ -790,10 +790,10 @@ static void test_cluster_set_field(void) {
  * published totals (dense): GB300 NVL72 1,080 PFLOP/s fp4, 360 fp8, 180
  * bf16, 576 TB/s of HBM, 130 TB/s of NVLink for 72 GPUs, one 800 Gb/s
  * ConnectX-8 each; GB200 NVL72 1,440 PFLOP/s fp4 with sparsity; HGX B200
- * 9 PFLOP/s fp4. fp4 is read, shown and written back, never planned. */
+ * 9 PFLOP/s fp4 (the peak of nvfp4's GEMMs). */
 static void test_blackwell_presets(void) {
   px_cluster c = cluster("dgx-gb300", 72);
-  PX_ASSERT_REL(c.gpu.peak_fp4_flops, 1080e15 / 72, 1e-12);
+  PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_FP4], 1080e15 / 72, 1e-12);
   PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_FP8], 360e15 / 72, 1e-12);
   PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_BF16], 180e15 / 72, 1e-12);
   PX_ASSERT_REL(c.gpu.hbm_bytes_per_s, 576e12 / 72, 1e-12);
@@ -801,14 +801,14 @@ static void test_blackwell_presets(void) {
   PX_ASSERT_REL(c.nic_bytes_per_s * c.nics_per_node / c.gpus_per_node, 800e9 / 8, 1e-12);
   CU_ASSERT_EQUAL(px_cluster_nvlink_domain(&c), 72);
   CU_ASSERT_EQUAL(c.gpus_per_node * c.nodes, 72);
-  PX_ASSERT_REL(cluster("gb200-nvl72", 72).gpu.peak_fp4_flops, 1440e15 / 2 / 72, 1e-12);
-  PX_ASSERT_REL(cluster("dgx-b200", 8).gpu.peak_fp4_flops, 9e15, 1e-12);
-  CU_ASSERT_EQUAL(cluster("dgx-h100", 8).gpu.peak_fp4_flops, 0); /* Hopper has no fp4 */
+  PX_ASSERT_REL(cluster("gb200-nvl72", 72).gpu.peak_flops[PX_DTYPE_FP4], 1440e15 / 2 / 72, 1e-12);
+  PX_ASSERT_REL(cluster("dgx-b200", 8).gpu.peak_flops[PX_DTYPE_FP4], 9e15, 1e-12);
+  CU_ASSERT_EQUAL(cluster("dgx-h100", 8).gpu.peak_flops[PX_DTYPE_FP4], 0); /* Hopper has no fp4 */
   cJSON *j = px_cluster_to_json(&c);
   px_cluster back;
   px_err err = {0};
   CU_ASSERT_EQUAL(px_cluster_from_json(j, "round trip", &back, &err), PX_OK);
-  CU_ASSERT_EQUAL(back.gpu.peak_fp4_flops, c.gpu.peak_fp4_flops);
+  CU_ASSERT_EQUAL(back.gpu.peak_flops[PX_DTYPE_FP4], c.gpu.peak_flops[PX_DTYPE_FP4]);
   cJSON_Delete(j);
 }
 
@@ -1352,6 +1352,101 @@ static void test_fp8(void) {
   px_plan_free(&b16);
 }
 
+/* mxfp8 and nvfp4: the same GEMMs as fp8, flagged with their format; the bytes of codes and scales by hand
+ * (MXFP8: 1 B an element and an E8M0 byte per 32; NVFP4: half a byte, an E4M3 byte per 16 and the fp32
+ * tensor scale), in the twins, the weights' two cached copies and the casts (nvfp4's reads its input twice:
+ * the per-tensor amax first); a GPU without block-scaled tensor cores refuses them, naming itself. */
+static void test_block_scaled(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("gb200-nvl72", 8);
+  px_parallel p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_BF16;
+  px_plan b16, q;
+  CU_ASSERT_EQUAL_FATAL(compile(&b16, &m, &c, &p, &err), PX_OK);
+  px_states s16, sq;
+  px_plan_states(&b16, 0, &s16);
+  double B = 1, S = 8192, H = 4096, Q = 4096, KV = 1024, F = 14336, L = 32, n = B * S * H;
+  uint64_t w8 = (uint64_t)(L * (H * (Q + 2 * KV) + Q * H + 3 * H * F));
+  const struct {
+    int precision;
+    uint16_t flag;
+    uint64_t twin, weights; /* ln1_f8's bytes, the cached copies' */
+    double cast;            /* ln1's cast, bytes */
+  } cases[] = {
+      {PX_PREC_MXFP8, PX_OPF_MXFP8, (uint64_t)(n + n / 32), 2 * (w8 + w8 / 32), 2 * n + 2 * (n + n / 32)},
+      {PX_PREC_NVFP4, PX_OPF_NVFP4, (uint64_t)(n / 2 + n / 16 + 4), 2 * (w8 / 2 + w8 / 16),
+       2 * 2 * n + 2 * (n / 2 + n / 16 + 4)},
+  };
+  for (int i = 0; i < 2; i++) {
+    p = par(1, 1, 8, 1, 1, 64);
+    p.precision = cases[i].precision;
+    CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL(q.act_dtype, PX_DTYPE_BF16);
+    int gemms = 0, flagged = 0, found = 0, casts = 0;
+    const px_block *fw = &q.blocks[PX_BLOCK_LAYER_FWD];
+    for (int32_t k = 0; k < fw->nops; k++) {
+      const px_op *o = &fw->ops[k];
+      if (px_op_family_of((px_op_kind)o->kind) == PX_FAM_GEMM)
+        gemms++, flagged += (o->flags & (PX_OPF_FP8 | cases[i].flag)) == (PX_OPF_FP8 | cases[i].flag);
+      if (o->kind == PX_OP_CAST && o->out[0].slot >= 0 && !strcmp(q.slots[o->out[0].slot].name, "ln1_f8")) {
+        PX_ASSERT_REL(o->bytes, cases[i].cast, 1e-12);
+        casts++;
+      }
+    }
+    CU_ASSERT(gemms == 4 && flagged == 4 && casts == 1);
+    for (int32_t k = 0; k < q.nslots; k++)
+      if (!strcmp(q.slots[k].name, "ln1_f8")) {
+        PX_ASSERT_EQ_U64(q.slots[k].bytes, cases[i].twin);
+        found++;
+      }
+    CU_ASSERT_EQUAL(found, 1);
+    PX_ASSERT_EQ_U64(px_plan_fp8_weight_elems(&q, 0), w8);
+    px_plan_states(&q, 0, &sq);
+    PX_ASSERT_EQ_U64(sq.fp8_copy_bytes, cases[i].weights);
+    PX_ASSERT_EQ_U64(sq.bytes[PX_PLACE_GPU][PX_MEM_PARAMS] - s16.bytes[PX_PLACE_GPU][PX_MEM_PARAMS], cases[i].weights);
+    PX_ASSERT_REL(q.model_flops_per_step, b16.model_flops_per_step, 1e-12);
+    CU_ASSERT_EQUAL(px_parallel_gemm_dtype(&q.par), i ? PX_DTYPE_FP4 : PX_DTYPE_FP8);
+    cJSON *j = px_parallel_to_json(&q.par);
+    px_parallel back;
+    px_parallel_unset(&back);
+    CU_ASSERT_EQUAL(px_parallel_from_json(j, "test", &back, &err), PX_OK);
+    CU_ASSERT_EQUAL(back.precision, cases[i].precision);
+    cJSON_Delete(j);
+    px_plan_free(&q);
+    /* Hopper and Ampere refuse them, naming the GPU and the precision */
+    const char *gpus[] = {"dgx-h100", "dgx-a100"};
+    for (int g = 0; g < 2; g++) {
+      px_cluster h = cluster(gpus[g], 8);
+      p = par(1, 1, 8, 1, 1, 64);
+      p.precision = cases[i].precision;
+      CU_ASSERT_EQUAL(compile(&q, &m, &h, &p, &err), PX_ERR_INPUT);
+      CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, h.gpu.name));
+      CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, px_precision_names[cases[i].precision]));
+    }
+    p = par(1, 1, 8, 1, 1, 64);
+    p.precision = cases[i].precision, p.fp8_params = 1; /* fp8 primary weights are fp8's */
+    CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
+    /* tp 2 with SP: the norm's twin is all-gathered with its scales (the whole tensor's bytes, a twin's) */
+    p = par(2, 1, 4, 1, 1, 64);
+    p.precision = cases[i].precision, p.sp = 1;
+    CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+    int gathers = 0;
+    fw = &q.blocks[PX_BLOCK_LAYER_FWD];
+    for (int32_t k = 0; k < fw->nops; k++) {
+      const px_op *o = &fw->ops[k];
+      if (o->kind == PX_OP_ALLGATHER && o->in[0].slot >= 0 && !strcmp(q.slots[o->in[0].slot].name, "ln1_f8")) {
+        PX_ASSERT_EQ_U64(o->coll_bytes, cases[i].twin);
+        gathers++;
+      }
+    }
+    CU_ASSERT_EQUAL(gathers, 1);
+    px_plan_free(&q);
+  }
+  px_plan_free(&b16);
+}
+
 /* A library caller need not resolve the defaults: px_plan_compile does, on its own copy. */
 static void test_compile_resolves(void) {
   px_model m;
@@ -1887,6 +1982,7 @@ int main(void) {
       {"fp8 primary weights: memory, fp8 all-gathers, refusals", test_fp8_params},
       {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
+      {"mxfp8 and nvfp4: flagged GEMMs, bytes of codes and scales, casts, refused without block-scaled tensor cores", test_block_scaled},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",

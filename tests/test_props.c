@@ -239,7 +239,7 @@ static bool bounds_hold(const px_model *m, const px_cluster *c, const px_paralle
 }
 
 static void test_bounds_are_bounds(void) {
-  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0, lora = 0;
+  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0, lora = 0, bs = 0;
   double tight_mem = 0, tight_step = 0;
   while (valid < 200 && draws < 20000) {
     draws++;
@@ -257,6 +257,12 @@ static void test_bounds_are_bounds(void) {
     w8.fp8_params = 1;
     if (par.precision == PX_PREC_FP8 && !px_parallel_validate(&w8, &m, &c, NULL))
       fp8w++, bounds_hold(&m, &c, &w8, NULL, NULL);
+    /* ... in the block-scaled precisions where the GPU has them (Blackwell) */
+    for (int q = PX_PREC_MXFP8; q <= PX_PREC_NVFP4; q++) {
+      px_parallel b = par;
+      b.precision = q;
+      if (!px_parallel_validate(&b, &m, &c, NULL)) bs++, bounds_hold(&m, &c, &b, NULL, NULL);
+    }
     px_model mw = m;
     mw.sliding_window = mw.seq_len / 4, mw.window_layer_freq = 2;
     if (m.sliding_window == 0 && !px_parallel_validate(&par, &mw, &c, NULL))
@@ -269,11 +275,12 @@ static void test_bounds_are_bounds(void) {
   }
   CU_ASSERT_EQUAL(valid, 200);
   CU_ASSERT(moe >= 40 && cp >= 20 && zb >= 20 && offload >= 10 && fp8 >= 40 && fp8w >= 20 && window >= 40 &&
-            fitting >= 40 && lora >= 20);
+            fitting >= 40 && lora >= 20 && bs >= 40);
   printf("\n  %d valid plans (%d draws: %d MoE, %d CP, %d zero-bubble, %d offloaded, %d fp8, %d fit), and %d of them "
-         "with fp8 weights, %d with sliding windows, %d fine-tuned with adapters; floor / exact: memory %.2f, step "
-         "%.2f on average\n",
-         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, lora, tight_mem / valid, tight_step / valid);
+         "with fp8 weights, %d with sliding windows, %d fine-tuned with adapters, %d in mxfp8 or nvfp4; floor / exact: "
+         "memory %.2f, step %.2f on average\n",
+         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, lora, bs, tight_mem / valid,
+         tight_step / valid);
 }
 
 static bool same_ref(px_ref a, px_ref b) { return a.slot == b.slot && a.layer_off == b.layer_off; }

@@ -857,6 +857,31 @@ static void test_gemm_efficiency(void) {
   PX_ASSERT_REL(px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op), 1.0 + c.gpu.kernel_overhead_s, 1e-9);
 }
 
+/* Block-scaled GEMMs: an nvfp4 GEMM at the fp4 peak and an mxfp8 one at the fp8 peak, each with fp8's
+ * per-tensor efficiency model (the same share of its own peak); an op without the fp8 flag at bf16's. */
+static void test_block_scaled_gemm(void) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("gb200-nvl72", &c, &err), PX_OK);
+  const px_gpu *g = &c.gpu;
+  int64_t m = 8192, n = 14336, k = 4096;
+  px_op op = {.kind = PX_OP_LINEAR, .dim = {m, n, k}, .flops = 2.0 * (double)m * (double)n * (double)k};
+  double e8 = px_gemm_efficiency8(g, PX_DTYPE_FP8, false, m, n, k, 1), e4 = px_gemm_efficiency8(g, PX_DTYPE_FP4, false, m, n, k, 1);
+  CU_ASSERT(e8 > 0 && px_gpu_gemm_max(g, PX_DTYPE_FP4, false) == px_gpu_gemm_max(g, PX_DTYPE_FP8, false));
+  const struct {
+    uint16_t flags;
+    double peak, eff;
+  } cases[] = {{PX_OPF_FP8 | PX_OPF_NVFP4, g->peak_flops[PX_DTYPE_FP4], e4},
+               {PX_OPF_FP8 | PX_OPF_MXFP8, g->peak_flops[PX_DTYPE_FP8], e8},
+               {PX_OPF_FP8, g->peak_flops[PX_DTYPE_FP8], e8}};
+  for (int i = 0; i < 3; i++) {
+    op.flags = cases[i].flags;
+    PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op),
+                  op.flops / (cases[i].peak * cases[i].eff * g->sustained_share) + g->kernel_overhead_s, 1e-12);
+  }
+  CU_ASSERT(g->peak_flops[PX_DTYPE_FP4] == 2 * g->peak_flops[PX_DTYPE_FP8]);
+}
+
 /* The straggler model against hand-derived values: the normal quantile at
  * tabulated points, Blom's expected maximum against the exact means (n = 2:
  * 1/sqrt(pi); n = 3: 3/(2 sqrt(pi)); Harter 1961 for 10, 100, 1000), the
@@ -943,6 +968,7 @@ int main(void) {
   static const px_test tests[] = {
       {"flows share links as computed by hand", test_network_sharing},
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
+      {"block-scaled GEMMs: nvfp4 at the fp4 peak, mxfp8 at the fp8 peak", test_block_scaled_gemm},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},

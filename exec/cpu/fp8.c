@@ -10,16 +10,20 @@
 
 #include "exec/amax.h"
 #include "kernels/cpu/fp8.h"
+#include "kernels/cpu/mx.h"
 
 /* Codes at p: n of them, in format fmt, with one scale or (blockwise) one per
- * 1 x PX_FP8_BLOCK tile of rows of cols. */
+ * 1 x PX_FP8_BLOCK tile of rows of cols; or (mxfp8, nvfp4) a block-scaled
+ * tensor: its row-wise copy at p as the GEMM reads it (layout_of), and
+ * the values of its column-wise copy. */
 typedef struct {
   const uint8_t *p;
   uint64_t n;
   int64_t cols;
   px_fp8_format fmt;
   float scale;
-  float *scales; /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
+  float *scales;  /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
+  float *colwise; /* block-scaled: (n / cols, cols) the values of the copy quantized along the columns, or NULL */
 } codes;
 
 struct px_cpu_fp8 {
@@ -39,7 +43,7 @@ px_cpu_fp8 *px_cpu_fp8_new(void) {
 
 void px_cpu_fp8_free(px_cpu_fp8 *s) {
   if (!s) return;
-  for (int64_t i = 0; i < s->nc; i++) free(s->c[i].scales);
+  for (int64_t i = 0; i < s->nc; i++) free(s->c[i].scales), free(s->c[i].colwise);
   free(s->c);
   px_amax_free(s->amax);
   free(s);
@@ -55,7 +59,7 @@ static codes *find(px_cpu_fp8 *s, const void *p) {
 static px_status record(px_cpu_fp8 *s, codes k, px_err *err) {
   codes *old = find(s, k.p);
   if (old) {
-    free(old->scales);
+    free(old->scales), free(old->colwise);
     *old = k;
     return PX_OK;
   }
@@ -63,7 +67,7 @@ static px_status record(px_cpu_fp8 *s, codes k, px_err *err) {
     int64_t cap = s->capc ? 2 * s->capc : 64;
     codes *c = realloc(s->c, (size_t)cap * sizeof *c);
     if (!c) {
-      free(k.scales);
+      free(k.scales), free(k.colwise);
       return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     }
     s->c = c, s->capc = cap;
@@ -76,16 +80,137 @@ void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes) {
   const uint8_t *lo = p, *hi = lo + bytes;
   for (int64_t i = 0; s && i < s->nc;)
     if (s->c[i].p >= lo && s->c[i].p < hi) {
-      free(s->c[i].scales);
+      free(s->c[i].scales), free(s->c[i].colwise);
       s->c[i] = s->c[--s->nc];
     } else {
       i++;
     }
 }
 
+/* ---- block-scaled tensors (mxfp8, nvfp4) ----
+ * A cast writes the tensor's row-wise copy (blocks along its rows, the
+ * forward's and the data gradient's operand) into its buffer as the plan
+ * sizes it (px_parallel_quant_bytes), and keeps the values of its column-wise
+ * copy (blocks down its columns: the weight gradient contracts the rows),
+ * which a GPU would hold as a second buffer. nvfp4's column-wise copy is of
+ * the random Hadamard transform of the rows (16 at a time, one sign vector
+ * for the run, so that the weight gradient's two operands' transforms
+ * cancel), and gradients (the E5M2-flagged casts) round stochastically. */
+
+/* The buffer of a (rows, cols) block-scaled row-wise copy: codes, then the
+ * scales (rows, ceil(cols / block)), then nvfp4's fp32 tensor scale. */
+typedef struct {
+  uint8_t *codes, *scales, *tensor_scale;
+} block_layout;
+
+static int64_t code_bytes(int64_t n, bool nv) { return nv ? (n + 1) / 2 : n; }
+static int64_t scale_bytes(int64_t rows, int64_t cols, bool nv) {
+  int64_t blk = nv ? PX_NVFP4_BLOCK : PX_MX_BLOCK;
+  return rows * ((cols + blk - 1) / blk);
+}
+
+static block_layout layout_of(uint8_t *p, int64_t rows, int64_t cols, bool nv) {
+  uint8_t *sc = p + code_bytes(rows * cols, nv);
+  return (block_layout){p, sc, sc + scale_bytes(rows, cols, nv)};
+}
+
+/* Its bytes (px_parallel_quant_bytes's, for the plan's slot). */
+static size_t block_bytes(int64_t rows, int64_t cols, bool nv) {
+  return (size_t)(code_bytes(rows * cols, nv) + scale_bytes(rows, cols, nv) + (nv ? 4 : 0));
+}
+
+#define RHT_SEED 0x52485431ull /* the run's random Hadamard signs (any fixed value: both operands share it) */
+
+static uint64_t mix64(uint64_t z) { /* splitmix64's finalizer */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Stochastic rounding's stream for copy `copy` of cast e's output: apart for each run seed, micro-batch
+ * (its first sequence's global number), tensor, layer and TP rank, so no two roundings share draws. */
+static px_k_sr sr_stream(const px_exec_op *e, int copy) {
+  uint64_t h = mix64(e->seed ^ 0x5352ull);
+  h = mix64(h ^ (e->seq_index ? e->seq_index[0] : (uint64_t)e->step));
+  h = mix64(h ^ ((uint64_t)(uint16_t)e->op->out[0].slot << 40 ^ (uint64_t)(e->layer + e->op->out[0].layer_off) << 8 ^
+                 (uint64_t)copy));
+  return (px_k_sr){mix64(h ^ (uint64_t)e->env->tp_rank), 0};
+}
+
+/* y (cols, rows) = x (rows, cols) transposed. */
+static void transpose(float *y, const float *x, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) y[c * rows + r] = x[r * cols + c];
+}
+
+/* y = the values of x (rows, cols) quantized along its rows and decoded (nvfp4: block_rows 1 or 16, its
+ * per-tensor scale from amax, stochastic rounding with sr); codes and scales in scratch q. */
+static void block_roundtrip(float *y, const float *x, int64_t rows, int64_t cols, bool nv, int64_t block_rows,
+                            float amax, const px_k_sr *sr, uint8_t *q) {
+  block_layout b = layout_of(q, rows, cols, nv);
+  if (nv) {
+    float ts = px_k_nvfp4_tensor_scale(amax);
+    px_k_nvfp4_quantize(b.codes, b.scales, x, rows, cols, block_rows, ts, sr);
+    px_k_nvfp4_dequantize(y, b.codes, b.scales, rows, cols, block_rows, ts);
+  } else {
+    px_k_mxfp8_quantize(b.codes, b.scales, x, rows, cols, PX_FP8_E4M3);
+    px_k_mxfp8_dequantize(y, b.codes, b.scales, rows, cols, PX_FP8_E4M3);
+  }
+}
+
+static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
+  const px_op *o = e->op;
+  const float *x = e->in[0];
+  int64_t n = o->dim[0], cols = px_slot_row_elems(px_exec_slot(e, o->out[0])), rows = n / cols;
+  bool nv = e->env->block_format == PX_PREC_NVFP4, grad = (o->flags & PX_OPF_E5M2) != 0;
+  if (rows * cols != n || (nv && rows % 16)) /* refused before the run (px_cpu_fp8_supports) */
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled cast of %lld elements is not rows (a multiple "
+                      "of 16 for nvfp4) of %lld", (long long)n, (long long)cols);
+  codes k = {.p = e->out[0], .n = (uint64_t)n, .cols = cols, .fmt = PX_FP8_E4M3, .scale = 1.0f};
+  float *t = malloc(2 * (size_t)n * sizeof *t);                /* (2, n) the transform, the transposed copy */
+  uint8_t *q = malloc(block_bytes(cols, rows, nv));            /* the column-wise copy's codes and scales */
+  k.colwise = malloc((size_t)n * sizeof *k.colwise);
+  if (!t || !q || !k.colwise) {
+    free(t), free(q), free(k.colwise);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  /* the row-wise copy, into the buffer; nvfp4's tensor scales from amaxes reduced as fp8's (the op's comm) */
+  block_layout b = layout_of(e->out[0], rows, cols, nv);
+  float amax[2] = {0.0f, 0.0f};
+  const float *src = x;
+  if (nv) {
+    px_k_rht16(t, x, rows, cols, RHT_SEED);
+    src = t;
+    amax[0] = px_k_fp8_amax(x, n), amax[1] = px_k_fp8_amax(t, n);
+  }
+  px_status st = nv ? px_exec_reduce(e, amax, 2, PX_RED_MAX, err) : PX_OK;
+  if (!st) {
+    px_k_sr sr0 = sr_stream(e, 0), sr1 = sr_stream(e, 1);
+    if (nv) {
+      float ts = px_k_nvfp4_tensor_scale(amax[0]);
+      px_k_nvfp4_quantize(b.codes, b.scales, x, rows, cols, 1, ts, grad ? &sr0 : NULL);
+      memcpy(b.tensor_scale, &ts, sizeof ts);
+    } else {
+      px_k_mxfp8_quantize(b.codes, b.scales, x, rows, cols, PX_FP8_E4M3);
+    }
+    /* the column-wise copy: the rows contracted, so blocks down the columns (of the transposed tensor's rows) */
+    float *tr = t + n;
+    transpose(tr, src, rows, cols);
+    block_roundtrip(tr, tr, cols, rows, nv, 1, amax[1], grad ? &sr1 : NULL, q);
+    transpose(k.colwise, tr, cols, rows);
+  }
+  free(t), free(q);
+  if (st) {
+    free(k.colwise);
+    return st;
+  }
+  return record(s, k, err);
+}
+
 px_status px_cpu_fp8_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
   if (!e->out[0]) return PX_OK; /* a weight's copy: GEMMs quantize weights at use */
+  if (e->env->block_format) return block_cast(s, e, err);
   const float *x = e->in[0];
   uint8_t *q = e->out[0];
   int64_t n = o->dim[0];
@@ -143,6 +268,30 @@ bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_form
 /* The weight operand w (slot ws) of an fp8 GEMM quantized and decoded into y: El matrices of (n, k). */
 static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const float *w, float *y, int64_t El, int64_t n,
                         int64_t k, px_err *err) {
+  if (e->env->block_format) { /* mxfp8: blocks along the contracted dimension (the data gradient's: down the
+                               * columns); nvfp4: 16 x 16 blocks, the same values both ways */
+    bool nv = e->env->block_format == PX_PREC_NVFP4, cols = !nv && e->op->kind == PX_OP_LINEAR_BWD_DATA;
+    float *t = malloc((size_t)(n * k) * sizeof *t);
+    size_t qb = block_bytes(n, k, nv), qt = block_bytes(k, n, nv);
+    uint8_t *q = malloc(qb > qt ? qb : qt);
+    if (!t || !q) {
+      free(t), free(q);
+      return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    }
+    for (int64_t x = 0; x < El; x++) {
+      const float *wx = w + x * n * k;
+      float *yx = y + x * n * k;
+      if (cols) {
+        transpose(t, wx, n, k);
+        block_roundtrip(t, t, k, n, false, 1, 0.0f, NULL, q);
+        transpose(yx, t, k, n);
+      } else {
+        block_roundtrip(yx, wx, n, k, nv, nv ? PX_NVFP4_BLOCK : 1, px_k_fp8_amax(wx, n * k), NULL, q);
+      }
+    }
+    free(t), free(q);
+    return PX_OK;
+  }
   if (e->env->fp8_blockwise) {
     for (int64_t x = 0; x < El; x++) px_k_fp8_roundtrip_blocks(y + x * n * k, w + x * n * k, n, k, PX_FP8_BLOCK, PX_FP8_E4M3);
     return PX_OK;
@@ -178,7 +327,17 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
       return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s reads fp8 %s, which no cast or collective wrote with "
                         "its scales", px_op_names[o->kind], sl->name);
     int64_t have = (int64_t)k->n < n ? (int64_t)k->n : n; /* an all-to-all fills the rows that arrive */
-    if (k->scales)
+    if (k->colwise && o->kind == PX_OP_LINEAR_BWD_WEIGHT) { /* the weight gradient contracts the rows */
+      memcpy(y, k->colwise, (size_t)have * sizeof *y);
+    } else if (k->colwise) {
+      bool nv = e->env->block_format == PX_PREC_NVFP4;
+      int64_t rows = have / k->cols;
+      block_layout b = layout_of((uint8_t *)k->p, rows, k->cols, nv);
+      float ts = 1.0f;
+      if (nv) memcpy(&ts, b.tensor_scale, sizeof ts);
+      if (nv) px_k_nvfp4_dequantize(y, b.codes, b.scales, rows, k->cols, 1, ts);
+      else px_k_mxfp8_dequantize(y, b.codes, b.scales, rows, k->cols, PX_FP8_E4M3);
+    } else if (k->scales)
       px_k_fp8_dequantize_rows(y, k->p, k->scales, have / k->cols, k->cols, PX_FP8_BLOCK, k->fmt);
     else
       px_k_fp8_dequantize(y, k->p, have, k->scale, k->fmt);
@@ -218,6 +377,30 @@ static bool no(char *why, size_t cap, const char *msg) {
 bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
   const px_op *op = e->op;
   const px_env *v = e->env;
+  if (v->block_format) /* the casts and the linear layers' GEMMs; the codes stay on their rank */
+    switch ((px_op_kind)op->kind) {
+      case PX_OP_CAST: {
+        const px_slot *y = op->out[0].slot >= 0 ? px_exec_slot(e, op->out[0]) : NULL;
+        int64_t rows = y ? (int64_t)y->elems / px_slot_row_elems(y) : 0;
+        if (v->block_format == PX_PREC_NVFP4 && rows % 16) {
+          snprintf(why, cap, "nvfp4's random Hadamard transform takes the tokens 16 at a time: %s has %lld rows "
+                   "(hint: a micro-batch of a multiple of 16 tokens)", y->name, (long long)rows);
+          return false;
+        }
+        return true;
+      }
+      case PX_OP_LINEAR:
+      case PX_OP_LINEAR_BWD_DATA:
+      case PX_OP_LINEAR_BWD_WEIGHT: return true;
+      case PX_OP_EXPERT_LINEAR:
+      case PX_OP_EXPERT_LINEAR_BWD_DATA:
+      case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
+        return no(why, cap, "mxfp8 and nvfp4 experts: the cpu backend emulates the block-scaled formats in the dense "
+                  "layers' GEMMs only (hint: `precision` fp8)");
+      default:
+        return no(why, cap, "mxfp8 and nvfp4 codes moved between ranks: the cpu backend keeps a block-scaled tensor's "
+                  "column-wise copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)");
+    }
   switch ((px_op_kind)op->kind) {
     case PX_OP_ALLGATHER:
     case PX_OP_ALLTOALL: {

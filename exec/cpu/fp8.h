@@ -2,7 +2,9 @@
  * codes with the recipe's scales, which this module keeps by the codes'
  * address (and moves with them through collectives); fp8 GEMMs get their
  * operands decoded to fp32 (weights quantized and decoded at use) and run in
- * fp32 (kernels/cpu/fp8.h has the formats). */
+ * fp32 (kernels/cpu/fp8.h has the formats). mxfp8 and nvfp4 (kernels/cpu/mx.h)
+ * likewise: a cast writes the row-wise block-scaled copy into its buffer and
+ * keeps the column-wise copy's values for the weight gradient (fp8.c). */
 #ifndef PX_EXEC_CPU_FP8_H
 #define PX_EXEC_CPU_FP8_H
 
@@ -57,7 +59,8 @@ px_status px_cpu_fp8_histories(px_cpu_fp8 *s, bool load, const px_amax_key *keys
                                float *hist, px_err *err);
 
 /* Whether the cpu backend runs fp8 op e (a CAST, an fp8 GEMM, or a
- * collective of fp8 codes; no buffers); why says what it does not. */
+ * collective of fp8 codes; with mxfp8 and nvfp4 the casts and the dense
+ * layers' GEMMs; no buffers); why says what it does not. */
 bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap);
 
 #endif

@@ -656,6 +656,13 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
                               "precision fp8 needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, "
                               "Blackwell); GPU %d (%s) is %d.%d (hint: `precision` bf16)",
                               c->device, c->gpu, c->cc / 10, c->cc % 10);
+  if (e->env->block_format)
+    return px_contract_refuse(
+        why, cap, PX_SUPPORT_NO,
+        "precision %s: its block-scaled GEMMs need cuBLASLt's block-scaling modes (CUDA 12.8+, compute "
+        "capability 10.0: CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 for MXFP8, VEC16_UE4M3 for NVFP4), which the cuda "
+        "backend does not drive (hint: `backend` cpu emulates it, or `precision` fp8)",
+        px_precision_names[e->env->block_format]);
   if (e->env->fp8_blockwise)
     return px_contract_refuse(
         why, cap, PX_SUPPORT_NO,

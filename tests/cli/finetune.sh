@@ -61,6 +61,8 @@ refused "--lora-targets" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune lora --l
 refused "--finetune lora or qlora" "$px" plan -m tiny -c dgx-h100 -g 2 --lora-rank 8
 refused "--base-precision must be nf4" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora --base-precision bf16
 refused "--finetune" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune prefix
+refused "runs the adapters and the frozen base's GEMMs in 16 bits, not --precision nvfp4" "$px" plan -m tiny -c dgx-b200 -g 2 --finetune lora --precision nvfp4
+refused "not --precision fp8" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune lora --precision fp8
 
 # the sweep keeps the fine-tuning as given and searches the split
 out=$("$px" sweep -m tiny -c dgx-h100 -g 4 -B 8 --finetune lora --lora-rank 8 --top 3 --json) || fail "sweep --finetune lora"
