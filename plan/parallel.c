@@ -8,7 +8,7 @@
 
 #include "core/fmt.h"
 #include "core/json.h"
-#include "plan/lora.h"
+#include "plan/lora_targets.h"
 
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
