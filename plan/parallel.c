@@ -47,7 +47,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->zero < 0) p->zero = 0;
   if (p->sp < 0) p->sp = 0;
   if (p->mbs <= 0) p->mbs = 1;
-  if (p->seq <= 0) p->seq = m->seq_len;
+  if (p->seq <= 0 && !(m->seq_from_positions && m->seq_len > PX_MODEL_HF_SEQ_MAX)) p->seq = m->seq_len;
   if (p->vpp <= 0) p->vpp = 1;
   if (p->schedule < 0) p->schedule = p->vpp > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B;
   if (p->gbs <= 0 && p->dp > 0) p->gbs = p->mbs * p->dp * (p->pp > 1 ? 4 * p->pp : 1);
@@ -299,6 +299,9 @@ static bool hybrid_without_zero(vctx *x) { return px_parallel_hybrid(x->p) && x-
 static bool sp_without_tp(vctx *x) { return x->p->sp && x->p->tp < 2; }
 static bool batch_positive(vctx *x) { return x->p->mbs < 1 || x->p->gbs < 1; }
 static bool batch_divides(vctx *x) { return x->p->gbs % (x->p->mbs * x->p->dp) != 0; }
+static bool seq_hf_long(vctx *x) {
+  return x->p->seq < 1 && x->m->seq_from_positions && x->m->seq_len > PX_MODEL_HF_SEQ_MAX;
+}
 static bool seq_positive(vctx *x) { return x->p->seq < 1; }
 static bool mb_tokens(vctx *x) { return x->p->mbs > PX_PLAN_MB_TOKENS_MAX / x->p->seq; }
 static bool scores_size(vctx *x) {
@@ -419,6 +422,9 @@ static const px_rule rules[] = {
     {sp_without_tp, "sequence parallelism needs tp > 1 (hint: drop `sp` or raise `tp`)"},
     {batch_positive, "`mbs` and `gbs` must be at least 1"},
     {batch_divides, "global batch {gbs} is not divisible by mbs {mbs} x dp {dp} (hint: use a multiple of {mbs_dp})"},
+    {seq_hf_long, "`seq` is not set and the model's Hugging Face config gives only max_position_embeddings "
+                  "{model_seq}, the longest context it may see, above the {hf_seq_max} tokens taken as a training "
+                  "length without asking (hint: set `seq`, e.g. 4096 or 8192)"},
     {seq_positive, "`seq` must be at least 1"},
     {mb_tokens, "mbs {mbs} x seq {seq} is more than the {mb_tokens_max} tokens a micro-batch may have (its tensors' "
                 "sizes must stay exact in 64 bits)"},
@@ -514,7 +520,7 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"zero", p->zero}, {"mbs", p->mbs}, {"gbs", p->gbs}, {"seq", p->seq}, {"vpp", p->vpp},
               {"shard_group", p->shard_group}, {"mb_group", p->mb_group}, {"gpus", x->c->gpus},
               {"heads", m->heads}, {"kv_heads", m->kv_heads}, {"ffn_hidden", m->ffn_hidden}, {"layers", m->layers},
-              {"experts", m->experts}, {"moe_ffn_hidden", m->moe_ffn_hidden}, {"max_positions", m->max_positions},
+              {"model_seq", m->seq_len}, {"hf_seq_max", PX_MODEL_HF_SEQ_MAX}, {"experts", m->experts}, {"moe_ffn_hidden", m->moe_ffn_hidden}, {"max_positions", m->max_positions},
               {"wdp", wdp}, {"replicas_gpus", tcp(x) * p->dp}, {"mbs_dp", p->mbs * p->dp},
               {"mb_tokens_max", PX_PLAN_MB_TOKENS_MAX}, {"cp_chunks", 2 * p->cp}, {"seq_cp", p->seq / cp},
               {"tp_heads", m->heads / tp}, {"tp_kv_heads", m->kv_heads / tp}, {"tp_x_wdp", p->tp * wdp},
@@ -640,7 +646,8 @@ px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
 px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err) {
   px_parallel_unset(p);
   if (!cJSON_IsObject(obj)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel': expected an object", file);
-  px_json_ctx c = {file, "parallel."};
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {file, "parallel.", &keys};
   px_status st;
   int64_t v = -1;
   TRY(px_json_int(&c, obj, "tp", false, 1, 1 << 24, &p->tp, err));
@@ -655,7 +662,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
   p->zero = (int)v;
   bool sp = false;
-  if (cJSON_GetObjectItemCaseSensitive(obj, "sp")) {
+  if (px_json_get(&c, obj, "sp")) {
     TRY(px_json_bool(&c, obj, "sp", true, &sp, err));
     p->sp = sp;
   }
@@ -668,7 +675,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "first_stage_layers", false, 1, 1 << 24, &p->first_stage_layers, err));
   TRY(px_json_int(&c, obj, "last_stage_layers", false, 1, 1 << 24, &p->last_stage_layers, err));
   TRY(px_json_int(&c, obj, "microbatch_group", false, 1, (int64_t)1 << 40, &p->mb_group, err));
-  const cJSON *lpc = cJSON_GetObjectItemCaseSensitive(obj, "layers_per_chunk");
+  const cJSON *lpc = px_json_get(&c, obj, "layers_per_chunk");
   if (lpc) {
     if (!cJSON_IsArray(lpc) || cJSON_GetArraySize(lpc) < 1 || cJSON_GetArraySize(lpc) > PX_MAX_CHUNK_LIST)
       return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel.layers_per_chunk': expected an array of 1 to %d counts",
@@ -681,7 +688,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
       p->chunk_layers[p->nchunk_layers++] = (uint16_t)x->valuedouble;
     }
   }
-  if (cJSON_GetObjectItemCaseSensitive(obj, "reshard_after_forward")) {
+  if (px_json_get(&c, obj, "reshard_after_forward")) {
     bool r = true;
     TRY(px_json_bool(&c, obj, "reshard_after_forward", true, &r, err));
     p->reshard = r;
@@ -695,7 +702,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "fp8_recipe", false, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err));
   TRY(px_json_enum(&c, obj, "fp8_base", false, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err));
-  if (cJSON_GetObjectItemCaseSensitive(obj, "fp8_params")) {
+  if (px_json_get(&c, obj, "fp8_params")) {
     bool f = false;
     TRY(px_json_bool(&c, obj, "fp8_params", true, &f, err));
     p->fp8_params = f;
@@ -712,7 +719,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   } else if (cJSON_GetObjectItemCaseSensitive(obj, "overlap")) {
     p->overlap = 0;
   }
-  return PX_OK;
+  return px_json_refuse_unknown(&c, obj, NULL, 0, err);
 }
 
 cJSON *px_parallel_to_json(const px_parallel *p) {

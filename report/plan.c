@@ -33,12 +33,29 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
           px_recompute_names[p->recompute]);
 }
 
+static bool seq_from_positions(const px_model *m, int64_t seq) { return m->seq_from_positions && seq == m->seq_len; }
+
+void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out) {
+  char buf[PX_CLUSTER_OVERRIDES_MAX * 130];
+  if (c->noverrides) fprintf(out, "  cluster fields set: %s\n", px_cluster_overrides_text(c, buf, sizeof buf));
+  if (seq_from_positions(m, seq))
+    fprintf(out, "  seq %lld is the Hugging Face config's max_position_embeddings (no sequence length was given)\n",
+            (long long)seq);
+}
+
+void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq) {
+  cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
+  for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
+  if (seq_from_positions(m, seq)) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
+}
+
 void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out) {
   const px_parallel *p = &plan->par;
   const px_cluster *c = &plan->cluster;
   char a[160], b[64], d[64];
   fprintf(out, "plan: %s on %lld x %s (%s, %lld node%s)\n", plan->model.name, (long long)c->gpus, c->gpu.name, c->name,
           (long long)c->nodes, c->nodes == 1 ? "" : "s");
+  px_report_inputs_text(&plan->model, c, p->seq, out);
   px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  tp %lld", (long long)p->tp);
   if (p->cp > 1) fprintf(out, " x cp %lld", (long long)p->cp);
@@ -300,6 +317,7 @@ cJSON *px_report_plan_head(const px_plan *plan) {
   cJSON_AddStringToObject(o, "model", plan->model.name);
   cJSON_AddStringToObject(o, "cluster", plan->cluster.name);
   px_json_add_num(o, "gpus", (double)plan->cluster.gpus);
+  px_report_inputs_json(o, &plan->model, &plan->cluster, plan->par.seq);
   cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&plan->par));
   return o;
 }

@@ -11,6 +11,7 @@
 #include "core/fmt.h"
 #include "core/json.h"
 #include "report/html.h"
+#include "report/plan.h"
 #include "report/plotdata.h"
 #include "report/plots.h"
 #include "report/sweepjson.h"
@@ -272,6 +273,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld, objective %s\n", m->name, (long long)c->gpus,
           c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
           px_objective_names[o->objective]);
+  px_report_inputs_text(m, c, f->seq > 0 ? f->seq : m->seq_len, out);
   int precs = px_report_sweep_precisions(r);
   if (precs) {
     fputs("  precisions searched:", out);

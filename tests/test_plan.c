@@ -760,9 +760,20 @@ static void test_cluster_set_field(void) {
   CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "gpus_per_node=4", &err), PX_OK);
   CU_ASSERT_EQUAL(c.gpus, 512);
   CU_ASSERT_EQUAL(c.nodes, 128);
+  /* each set is recorded, in order, for the outputs (and kept by a plan file's cluster) */
+  char text[512];
+  CU_ASSERT_STRING_EQUAL(px_cluster_overrides_text(&c, text, sizeof text),
+                         "inter_node.nic_gbit_per_s=200, gpu.hbm_gib=141, gpu.peak_tflops.bf16=1979, "
+                         "host.nvme_gb_per_s=25, inter_node.topology=fat_tree, gpus_per_node=4");
+  cJSON *j = px_cluster_to_json(&c);
+  px_cluster back;
+  CU_ASSERT_EQUAL(px_cluster_from_json(j, "back.json", &back, &err), PX_OK);
+  cJSON_Delete(j);
+  CU_ASSERT_EQUAL(back.noverrides, 6);
+  CU_ASSERT_STRING_EQUAL(back.overrides[5], "gpus_per_node=4");
   static const struct {
     const char *set, *says;
-  } bad[] = {{"gpu.hbm_gibb=141", "'gpu.hbm_gibb' is not a cluster field"},
+  } bad[] = {{"gpu.hbm_gibb=141", "unknown field 'gpu.hbm_gibb' (did you mean 'gpu.hbm_gib'?)"},
              {"gpu.hbm_gib=-1", "field 'gpu.hbm_gib'"},
              {"gpu.hbm_gib=lots", "gpu.hbm_gib"},
              {"inter_node.topology=torus", "'torus' is not one of"},
