@@ -212,6 +212,11 @@ static void sb_plan_flags(sbuf *b, const cJSON *par) {
     sb_esc(b, s);
     sb_puts(b, " ");
   }
+  if ((s = jstr(par, "recompute_method")) && jnum(par, "recompute_layers", &v)) {
+    sb_puts(b, "--recompute-method ");
+    sb_esc(b, s);
+    sb_printf(b, " --recompute-layers %.0f ", v);
+  }
   s = jstr(par, "precision");
   if (s && strcmp(s, "bf16")) {
     sb_puts(b, "--precision ");

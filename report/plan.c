@@ -22,15 +22,24 @@ static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
   return buf;
 }
 
+const char *px_report_recompute_text(const px_parallel *p, char *buf, size_t cap) {
+  if (px_parallel_recompute_partial(p))
+    snprintf(buf, cap, "full of %lld layer%s a chunk (block)", (long long)p->recompute_layers,
+             p->recompute_layers == 1 ? "" : "s");
+  else
+    snprintf(buf, cap, "%s", px_recompute_names[p->recompute]);
+  return buf;
+}
+
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
   const px_parallel *p = &plan->par;
-  char cp[48] = "";
+  char cp[48] = "", rc[64];
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp %lld (%s)", (long long)p->cp, px_cp_algo_names[p->cp_algo]);
   fprintf(out, "%s: %s on %lld x %s (%s): tp %lld%s pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, recompute %s\n",
           what, plan->model.name, (long long)plan->cluster.gpus, plan->cluster.gpu.name, plan->cluster.name,
           (long long)p->tp, cp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "",
           px_schedule_names[p->schedule], (long long)p->mbs, (long long)p->gbs, (long long)plan->seq,
-          px_recompute_names[p->recompute]);
+          px_report_recompute_text(p, rc, sizeof rc));
 }
 
 static bool seq_from_positions(const px_model *m, int64_t seq) { return m->seq_from_positions && seq == m->seq_len; }
@@ -62,7 +71,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
           p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
-  char prec[64];
+  char prec[64], rc[64];
   if (p->precision == PX_PREC_FP8) /* the recipe and the dtype of everything but the fp8 GEMMs */
     snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s%s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");
@@ -70,7 +79,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batches per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, (long long)p->seq, prec,
-          px_recompute_names[p->recompute], px_attention_names[p->attention],
+          px_report_recompute_text(p, rc, sizeof rc), px_attention_names[p->attention],
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
   if (p->zero >= 2)
     fprintf(out, "  ZeRO-%d: gradients %s%s", p->zero,

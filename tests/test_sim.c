@@ -294,6 +294,30 @@ static void test_bubble_zb_analytic(void) {
       }
 }
 
+/* Partial recomputation (Megatron's block method): the step recomputes only the layers it covers, so its
+ * recomputation time is N of the stage's 32 layers' share of full recomputation's (the same blocks, TP-free). */
+static void test_recompute_block_time(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  double full_s = 0;
+  for (int64_t n = 0; n <= 24; n += 8) { /* 0: every layer (full) */
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.dp = 8, p.zero = 1, p.mbs = 1, p.gbs = 16, p.recompute = PX_RECOMPUTE_FULL;
+    if (n) p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = n;
+    px_plan plan;
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 8, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    if (!n) full_s = r.breakdown.recompute_s;
+    CU_ASSERT(full_s > 0);
+    if (n) PX_ASSERT_REL(r.breakdown.recompute_s, full_s * (double)n / 32.0, 1e-6);
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+}
+
 /* ---- determinism, consistency, symmetry ---- */
 
 static void sim_llama(const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t dp, px_sim_result *r,
@@ -960,6 +984,7 @@ int main(void) {
       {"context parallelism: the ring hides its hops, all-gather and a2a do not", test_context_parallel_sim},
       {"mixture of experts: EP exchanges on their links, imbalance, all-gather dispatch", test_moe_sim},
       {"straggler: order statistic by hand, the step at the slowest GPU's pace", test_straggler},
+      {"partial recomputation: the recomputed layers' share of full recomputation's time", test_recompute_block_time},
   };
   return px_test_main("sim", tests, sizeof tests / sizeof tests[0]);
 }
