@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "plan/planfile.h"
 #include "report/flags.h"
+#include "report/model.h"
 #include "report/sim.h"
 
 static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
@@ -42,20 +43,16 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
           px_report_recompute_text(p, rc, sizeof rc));
 }
 
-static bool seq_from_positions(const px_model *m, int64_t seq) { return m->seq_from_positions && seq == m->seq_len; }
-
 void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out) {
   char buf[PX_CLUSTER_OVERRIDES_MAX * 130];
   if (c->noverrides) fprintf(out, "  cluster fields set: %s\n", px_cluster_overrides_text(c, buf, sizeof buf));
-  if (seq_from_positions(m, seq))
-    fprintf(out, "  seq %lld is the Hugging Face config's max_position_embeddings (no sequence length was given)\n",
-            (long long)seq);
+  px_report_seq_from_text(m, seq, out);
 }
 
 void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq) {
   cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
   for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
-  if (seq_from_positions(m, seq)) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
+  if (m->seq_from_positions && seq == m->seq_len) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
 }
 
 void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out) {

@@ -52,6 +52,9 @@ refused "--seq is not set" "$px" sim -m tests/data/hf/qwen2-0.5b-config.json -c 
 "$px" plan -m tests/data/hf/qwen2-0.5b-config.json -c dgx-h100 -g 8 --seq 4096 >"$tmp/q.txt" ||
   fail "qwen2 with --seq 4096: $(cat "$tmp/q.txt")"
 grep -q max_position_embeddings "$tmp/q.txt" && fail "a given --seq is said to be the config's: $(head -3 "$tmp/q.txt")"
+"$px" model show tests/data/hf/qwen2-0.5b-config.json | grep -q \
+  "seq 131072 is the Hugging Face config's max_position_embeddings (no sequence length was given; above 16384" ||
+  fail "model show does not say where its seq came from"
 # ... 8,192 (Llama 3) is, and the output says where it came from
 "$px" plan -m tests/data/hf/llama3-8b-config.json -c dgx-h100 -g 8 -z 3 >"$tmp/l.txt" || fail "llama3 HF plan"
 grep -q "^  seq 8192 is the Hugging Face config's max_position_embeddings" "$tmp/l.txt" ||
