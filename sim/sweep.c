@@ -197,7 +197,9 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   int64_t zv[4], spv[2], rv[4], mv[4];
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
-  int nr = dim_values(f->recompute, f->recompute >= 0, recs, 4, rv);
+  /* recompute_layers alone fixes full recomputation (of those layers) */
+  int nr = dim_values(f->recompute >= 0 ? f->recompute : PX_RECOMPUTE_FULL, f->recompute >= 0 || f->recompute_layers > 0,
+                      recs, 4, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
   /* context parallelism: powers of two (each with every algorithm unless fixed) for long sequences */
   int64_t seq = f->seq > 0 ? f->seq : m->seq_len, cps[8] = {1};
