@@ -267,8 +267,10 @@ static double flops_cost(void *ctx, int64_t stage, px_block_kind kind) {
   (void)stage;
   const double *fl = plan->blocks[kind].flops;
   switch (kind) {
-    case PX_BLOCK_LAYER_FWD: return fl[PX_PHASE_FWD] * 1e-12;
-    case PX_BLOCK_LAYER_BWD: return (fl[PX_PHASE_BWD] + fl[PX_PHASE_RECOMPUTE]) * 1e-12;
+    case PX_BLOCK_LAYER_FWD:
+    case PX_BLOCK_LAYER_FWD_KEPT: return fl[PX_PHASE_FWD] * 1e-12;
+    case PX_BLOCK_LAYER_BWD:
+    case PX_BLOCK_LAYER_BWD_KEPT: return (fl[PX_PHASE_BWD] + fl[PX_PHASE_RECOMPUTE]) * 1e-12;
     case PX_BLOCK_LAYER_BWD_W: return fl[PX_PHASE_BWD] * 1e-12;
     default: return 0.0;
   }
@@ -277,11 +279,13 @@ static double flops_cost(void *ctx, int64_t stage, px_block_kind kind) {
 static void test_bubble_zb_analytic(void) {
   for (int sched = PX_SCHED_ZB_H1; sched <= PX_SCHED_ZB_H2; sched++)
     for (int64_t m = 2; m <= 18; m += 4)
-      for (int rc = PX_RECOMPUTE_NONE; rc < PX_RECOMPUTE_COUNT; rc++) {
+      for (int rc = PX_RECOMPUTE_NONE; rc <= PX_RECOMPUTE_COUNT; rc++) { /* COUNT: full of 1 layer a stage */
         px_model model = gpt(8);
         px_parallel p;
         px_parallel_unset(&p);
         p.pp = 4, p.tp = 1, p.mbs = 1, p.gbs = m, p.schedule = sched, p.recompute = rc;
+        if (rc == PX_RECOMPUTE_COUNT)
+          p.recompute = PX_RECOMPUTE_FULL, p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = 1;
         px_plan plan;
         px_err err = {0};
         CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &model, "dgx-a100", 4, &p, &err), PX_OK);
