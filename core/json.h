@@ -13,7 +13,8 @@
 
 /* The keys of one object that a reader looked up (px_json_ctx.keys): what
  * px_json_refuse_unknown accepts and suggests from. The key strings are
- * the reader's (string literals), not copies. */
+ * the reader's (string literals), not copies. At most 96, twice what the
+ * largest reader looks up (our model schema's 45 keys). */
 #define PX_JSON_KEYS_MAX 96
 typedef struct {
   const char *key[PX_JSON_KEYS_MAX];
