@@ -30,7 +30,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
-       OPT_ADAPTER, OPT_BASE_PRECISION };
+       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -72,6 +72,10 @@ static const px_opt opts[] = {
     {"microbatch-group", required_argument, OPT_MB_GROUP, PX_OPT_PLAN, "N",
      "interleaved: micro-batches per chunk in turn (pp; Megatron-Core's microbatch_group_size_per_vp_stage)"},
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
+    {"recompute-layers", required_argument, OPT_RECOMPUTE_LAYERS, PX_OPT_PLAN, "N",
+     "full recomputation of N layers (Megatron's recompute_num_layers): with block, the first N of each model chunk"},
+    {"recompute-method", required_argument, OPT_RECOMPUTE_METHOD, PX_OPT_PLAN, "M",
+     "which layers full recomputation covers: uniform (default; every layer) | block (--recompute-layers per chunk)"},
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16|fp8|mxfp8|nvfp4 (16-bit: fp32 master weights; fp8: the layers' GEMMs; mxfp8, nvfp4: those GEMMs in Blackwell's block-scaled formats)"},
     {"fp8-recipe", required_argument, OPT_FP8_RECIPE, PX_OPT_PLAN, "R", "fp8 scaling: delayed (default) | current | blockwise"},
     {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8, mxfp8, nvfp4: the dtype of all but the quantized GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
@@ -343,6 +347,13 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'v': st = px_parse_int(optarg, "--vpp", 1, 1 << 16, &p->vpp, err); break;
       case 'e': st = parse_enum("schedule", optarg, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err); break;
       case 'r': st = parse_enum("recompute", optarg, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err); break;
+      case OPT_RECOMPUTE_LAYERS:
+        st = px_parse_int(optarg, "--recompute-layers", 1, 1 << 24, &p->recompute_layers, err);
+        break;
+      case OPT_RECOMPUTE_METHOD:
+        st = parse_enum("recompute-method", optarg, px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT,
+                        &p->recompute_method, err);
+        break;
       case 'P': st = parse_enum("precision", optarg, px_precision_names, PX_PREC_COUNT, &p->precision, err); break;
       case OPT_FP8_RECIPE:
         st = parse_enum("fp8-recipe", optarg, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err);

@@ -30,7 +30,7 @@ enum {
 };
 #define PX_OPT_GROUP_COUNT 14 /* the groups above: bits 0 .. 13 */
 
-#define PX_ARGS_SETS_MAX 16
+#define PX_ARGS_SETS_MAX PX_CLUSTER_OVERRIDES_MAX
 
 typedef struct {
   const char *command; /* for messages: "parallax plan" */

@@ -76,11 +76,67 @@ px_status px_json_load(const char *path, cJSON **out, px_err *err) {
   return px_json_load_max(path, PX_JSON_MAX_BYTES, "a file parallax wrote", out, err);
 }
 
+void px_json_known(const px_json_ctx *c, const char *const *keys, size_t n) {
+  if (!c->keys) return;
+  for (size_t i = 0; i < n; i++) {
+    int k = 0;
+    while (k < c->keys->n && strcmp(c->keys->key[k], keys[i])) k++;
+    if (k == c->keys->n && k < PX_JSON_KEYS_MAX) c->keys->key[c->keys->n++] = keys[i];
+  }
+}
+
+const cJSON *px_json_get(const px_json_ctx *c, const cJSON *obj, const char *key) {
+  px_json_known(c, &key, 1);
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return item && !cJSON_IsNull(item) ? item : NULL;
+}
+
+int px_json_edit_distance(const char *a, const char *b) {
+  enum { N = 64 };
+  int la = (int)strnlen(a, N), lb = (int)strnlen(b, N);
+  int d[N + 1][N + 1];
+  for (int i = 0; i <= la; i++) d[i][0] = i;
+  for (int j = 0; j <= lb; j++) d[0][j] = j;
+  for (int i = 1; i <= la; i++)
+    for (int j = 1; j <= lb; j++) {
+      int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[la][lb];
+}
+
+px_status px_json_refuse_unknown(const px_json_ctx *c, const cJSON *obj, const char *const *ignored, size_t nignored,
+                                 px_err *err) {
+  if (!c->keys || !cJSON_IsObject(obj)) return PX_OK;
+  for (const cJSON *e = obj->child; e; e = e->next) {
+    if (!e->string) continue;
+    bool known = false;
+    for (int k = 0; k < c->keys->n && !known; k++) known = !strcmp(e->string, c->keys->key[k]);
+    for (size_t k = 0; k < nignored && !known; k++) known = !strcmp(e->string, ignored[k]);
+    if (known) continue;
+    /* the nearest known key, when a third of the key's characters or fewer (at least 2) differ */
+    const char *near = NULL;
+    int len = (int)strlen(e->string), best = (len / 3 > 2 ? len / 3 : 2) + 1;
+    for (int k = 0; k < c->keys->n; k++) {
+      int d = px_json_edit_distance(e->string, c->keys->key[k]);
+      if (d < best) best = d, near = c->keys->key[k];
+    }
+    if (near)
+      return px_err_set(err, PX_ERR_INPUT, "%s: unknown field '%s%.64s' (did you mean '%s%s'?)", c->file, c->prefix,
+                        e->string, c->prefix, near);
+    return px_err_set(err, PX_ERR_INPUT, "%s: unknown field '%s%.64s'", c->file, c->prefix, e->string);
+  }
+  return PX_OK;
+}
+
 /* Looks up key; *v is NULL when missing or null. */
 static px_status json_field(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
                             const cJSON **v, px_err *err) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (item && cJSON_IsNull(item)) item = NULL;
+  const cJSON *item = px_json_get(c, obj, key);
   *v = item;
   if (!item && required)
     return px_err_set(err, PX_ERR_INPUT, "%s: field '%s%s' is missing", c->file, c->prefix, key);

@@ -11,10 +11,22 @@
 
 #include "core/status.h"
 
-/* Where a field lives, for messages: "<file>: field '<prefix><key>'". */
+/* The keys of one object that a reader looked up (px_json_ctx.keys): what
+ * px_json_refuse_unknown accepts and suggests from. The key strings are
+ * the reader's (string literals), not copies. At most 96, twice what the
+ * largest reader looks up (our model schema's 45 keys). */
+#define PX_JSON_KEYS_MAX 96
+typedef struct {
+  const char *key[PX_JSON_KEYS_MAX];
+  int n;
+} px_json_keys;
+
+/* Where a field lives, for messages: "<file>: field '<prefix><key>'". With
+ * keys, every field reader records the key it looks up there. */
 typedef struct {
   const char *file;
   const char *prefix; /* "" or e.g. "gpu." */
+  px_json_keys *keys; /* NULL: not recorded */
 } px_json_ctx;
 
 /* Reads and parses a JSON file of at most max_bytes, its kind's limit (what
@@ -47,6 +59,22 @@ px_status px_json_enum(const px_json_ctx *c, const cJSON *obj, const char *key, 
 /* An object member that must itself be an object (NULL when absent and not required). */
 px_status px_json_obj(const px_json_ctx *c, const cJSON *obj, const char *key, bool required,
                       const cJSON **out, px_err *err);
+
+/* Looks up key (recording it as known, as the field readers do); NULL when
+ * missing or null. For readers that take the value apart themselves. */
+const cJSON *px_json_get(const px_json_ctx *c, const cJSON *obj, const char *key);
+/* Records keys as known without reading them (a family of aliases). */
+void px_json_known(const px_json_ctx *c, const char *const *keys, size_t n);
+/* Refuses a member of obj that the reader did not look up (c->keys) and that
+ * is not in ignored[0..nignored): "<file>: unknown field '<prefix><key>' (did
+ * you mean '<nearest>'?)", the nearest known key by edit distance when it is
+ * near. Call it after reading obj, so that a misspelt key is not silently
+ * left at its default. */
+px_status px_json_refuse_unknown(const px_json_ctx *c, const cJSON *obj, const char *const *ignored, size_t nignored,
+                                 px_err *err);
+/* The edit distance between a and b (insertions, deletions, substitutions
+ * and swaps of adjacent characters), at most 64 characters of each. */
+int px_json_edit_distance(const char *a, const char *b);
 
 /* Adds a number, or fails with err on allocation failure. */
 bool px_json_add_num(cJSON *obj, const char *key, double v);

@@ -799,7 +799,7 @@ static px_status manifest_load(const char *path, const char *dir, const char *al
 }
 
 static px_status manifest_parse(const char *path, const cJSON *root, px_ckpt_manifest *out, px_err *err) {
-  px_json_ctx c = {path, ""};
+  px_json_ctx c = {path, "", NULL};
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object", path);
   char format[64];
   int64_t version = 0, step = 0, world = 0;
@@ -833,7 +833,7 @@ static px_status manifest_parse(const char *path, const cJSON *root, px_ckpt_man
   for (const cJSON *e = list->child; e; e = e->next, r++) {
     char prefix[48], file[64], want[64];
     snprintf(prefix, sizeof prefix, "shards[%d].", r);
-    px_json_ctx ce = {path, prefix};
+    px_json_ctx ce = {path, prefix, NULL};
     if (!cJSON_IsObject(e)) return px_err_set(err, PX_ERR_INPUT, "%s: shards[%d]: expected an object", path, r);
     int64_t rank = -1, size = 0;
     px_ckpt_shard_info *s = &out->shards[r];

@@ -78,7 +78,7 @@ static read_result read_holder(const char *path, px_ckpt_holder *h, px_err *err)
   cJSON *root = NULL;
   if (!px_file_exists(path)) return READ_GONE;
   px_status st = px_json_load(path, &root, err);
-  px_json_ctx c = {path, ""};
+  px_json_ctx c = {path, "", NULL};
   int64_t pid = 0, start = 0, since = 0;
   if (!st && !cJSON_IsObject(root)) st = px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object", path);
   if (!st) st = px_json_str(&c, root, "host", true, h->host, sizeof h->host, err);

@@ -23,13 +23,14 @@ const char *const px_busbw_coll_names[PX_COLL_COUNT] = {NULL, "all_reduce", "all
 /* Reads one entry (entry i of a list field, an object) into gpu; ec names its fields "<path>[i]." in messages. */
 typedef px_status (*list_entry_fn)(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err);
 
-/* A list field of objects at `path` (key of parent), each read by fn; *len
+/* A list field of objects at `path` (key of parent, read through pc), each read by fn; *len
  * gets the entries read (left as is when the field is absent or null).
- * Refused when not an array, longer than max, or an entry is no object. */
-static px_status list_read(const cJSON *parent, const char *key, const char *file, const char *path, int max,
+ * Refused when not an array, longer than max, or an entry is no object or has a key fn does not read. */
+static px_status list_read(const px_json_ctx *pc, const cJSON *parent, const char *key, const char *path, int max,
                            list_entry_fn fn, px_gpu *gpu, int *len, px_err *err) {
-  const cJSON *a = cJSON_GetObjectItemCaseSensitive(parent, key);
-  if (!a || cJSON_IsNull(a)) return PX_OK;
+  const char *file = pc->file;
+  const cJSON *a = px_json_get(pc, parent, key);
+  if (!a) return PX_OK;
   if (!cJSON_IsArray(a)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s': expected an array", file, path);
   if (cJSON_GetArraySize(a) > max)
     return px_err_set(err, PX_ERR_INPUT, "%s: field '%s': more than %d entries", file, path, max);
@@ -40,8 +41,10 @@ static px_status list_read(const cJSON *parent, const char *key, const char *fil
     snprintf(prefix, sizeof prefix, "%s[%d].", path, i);
     if (!cJSON_IsObject(e))
       return px_err_set(err, PX_ERR_INPUT, "%s: field '%s[%d]': expected an object", file, path, i);
-    px_json_ctx ec = {file, prefix};
+    px_json_keys keys = {.n = 0};
+    px_json_ctx ec = {file, prefix, &keys};
     px_status st = fn(&ec, e, i, gpu, err);
+    if (!st) st = px_json_refuse_unknown(&ec, e, NULL, 0, err);
     if (st) return st;
     i++;
   }
@@ -60,7 +63,7 @@ static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, p
   a->bwd = pass == 1;
   TRY(px_json_int(ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
   TRY(px_json_bool(ec, e, "causal", true, &a->causal, err));
-  const cJSON *seq = cJSON_GetObjectItemCaseSensitive(e, "seq"), *tf = cJSON_GetObjectItemCaseSensitive(e, "tflops");
+  const cJSON *seq = px_json_get(ec, e, "seq"), *tf = px_json_get(ec, e, "tflops");
   int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
   if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
     return px_err_set(err, PX_ERR_INPUT,
@@ -113,17 +116,19 @@ static px_status rate_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu
 }
 
 static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px_err *err) {
-  px_json_ctx c = {file, "gpu."};
+  px_json_keys keys = {.n = 0}, peak_keys = {.n = 0}, gemm_keys = {.n = 0};
+  px_json_ctx c = {file, "gpu.", &keys};
   px_status st;
   TRY(px_json_str(&c, g, "name", true, gpu->name, sizeof gpu->name, err));
   const cJSON *peak;
   TRY(px_json_obj(&c, g, "peak_tflops", true, &peak, err));
-  px_json_ctx pc = {file, "gpu.peak_tflops."};
+  px_json_ctx pc = {file, "gpu.peak_tflops.", &peak_keys};
   for (int t = 0; t < PX_DTYPE_COUNT; t++) {
     double tf = 0;
     TRY(px_json_num(&pc, peak, px_dtype_names[t], false, 0.0, 1e6, &tf, err));
     gpu->peak_flops[t] = tf * 1e12;
   }
+  TRY(px_json_refuse_unknown(&pc, peak, NULL, 0, err));
   if (gpu->peak_flops[PX_DTYPE_FP32] <= 0)
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.peak_tflops.fp32' is missing or zero", file);
   double hbm_gib = 0, reserved_gib = 0, hbm_gbps = 0, overhead_us = 0;
@@ -159,7 +164,7 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   const cJSON *gemm;
   TRY(px_json_obj(&c, g, "gemm", false, &gemm, err));
   if (gemm) {
-    px_json_ctx gc = {file, "gpu.gemm."};
+    px_json_ctx gc = {file, "gpu.gemm.", &gemm_keys};
     TRY(px_json_num(&gc, gemm, "max_efficiency", false, 0.01, 1.0, &gpu->gemm_max_efficiency, err));
     TRY(px_json_int(&gc, gemm, "tile_m", false, 1, 4096, &gpu->gemm_tile_m, err));
     TRY(px_json_int(&gc, gemm, "tile_n", false, 1, 4096, &gpu->gemm_tile_n, err));
@@ -171,13 +176,15 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&gc, gemm, "best_tflops", false, 1e-3, 1e6, &best_tf, err));
     TRY(px_json_num(&gc, gemm, "fp8_best_tflops", false, 1e-3, 1e6, &fp8_best_tf, err));
     gpu->gemm_best_flops = best_tf * 1e12, gpu->gemm_fp8_best_flops = fp8_best_tf * 1e12;
-    TRY(list_read(gemm, "table", file, "gpu.gemm.table", PX_GEMM_TABLE_MAX, gemm_entry, gpu, &gpu->gemm_table_len,
+    TRY(list_read(&gc, gemm, "table", "gpu.gemm.table", PX_GEMM_TABLE_MAX, gemm_entry, gpu, &gpu->gemm_table_len,
                   err));
+    TRY(px_json_refuse_unknown(&gc, gemm, NULL, 0, err));
   }
-  TRY(list_read(g, "kernel_rates", file, "gpu.kernel_rates", PX_KERNEL_RATES_MAX, rate_entry, gpu,
+  TRY(list_read(&c, g, "kernel_rates", "gpu.kernel_rates", PX_KERNEL_RATES_MAX, rate_entry, gpu,
                 &gpu->kernel_rates_len, err));
-  return list_read(g, "attention", file, "gpu.attention", PX_ATTN_CURVES_MAX, attention_entry, gpu,
-                   &gpu->attention_len, err);
+  TRY(list_read(&c, g, "attention", "gpu.attention", PX_ATTN_CURVES_MAX, attention_entry, gpu, &gpu->attention_len,
+                err));
+  return px_json_refuse_unknown(&c, g, NULL, 0, err);
 }
 
 /* The object a dotted path's last name lives in, and that name; NULL when
@@ -270,12 +277,13 @@ static px_status comm_sms_from_json(const px_json_ctx *c, const cJSON *link_obj,
 }
 
 /* A link's measured collective curve: link_obj.busbw, [{coll, ranks, nodes, bytes, gb_per_s}]. */
-static px_status busbw_from_json(const cJSON *link_obj, const char *file, const char *where, px_busbw_point *pts,
-                                 int *len, px_err *err) {
+static px_status busbw_from_json(const px_json_ctx *lc, const cJSON *link_obj, const char *where,
+                                 px_busbw_point *pts, int *len, px_err *err) {
+  const char *file = lc->file;
   px_status st;
   *len = 0;
-  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(link_obj, "busbw");
-  if (!arr || cJSON_IsNull(arr)) return PX_OK;
+  const cJSON *arr = px_json_get(lc, link_obj, "busbw");
+  if (!arr) return PX_OK;
   if (!cJSON_IsArray(arr)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.busbw': expected an array", file, where);
   if (cJSON_GetArraySize(arr) > PX_BUSBW_MAX)
     return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.busbw': more than %d points", file, where, PX_BUSBW_MAX);
@@ -283,7 +291,8 @@ static px_status busbw_from_json(const cJSON *link_obj, const char *file, const 
   cJSON_ArrayForEach(e, arr) {
     char prefix[96];
     snprintf(prefix, sizeof prefix, "%s.busbw[%d].", where, *len);
-    px_json_ctx ec = {file, prefix};
+    px_json_keys keys = {.n = 0};
+    px_json_ctx ec = {file, prefix, &keys};
     if (!cJSON_IsObject(e))
       return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.busbw[%d]': expected an object", file, where, *len);
     px_busbw_point *p = &pts[*len];
@@ -297,6 +306,7 @@ static px_status busbw_from_json(const cJSON *link_obj, const char *file, const 
     TRY(px_json_int(&ec, e, "nodes", false, 1, 1 << 24, &p->nodes, err));
     TRY(px_json_int(&ec, e, "bytes", true, 1, INT64_MAX, &bytes, err));
     TRY(px_json_num(&ec, e, "gb_per_s", true, 1e-9, 1e9, &gbps, err));
+    TRY(px_json_refuse_unknown(&ec, e, NULL, 0, err));
     p->bytes = (uint64_t)bytes;
     p->bytes_per_s = gbps * 1e9;
     (*len)++;
@@ -305,11 +315,12 @@ static px_status busbw_from_json(const cJSON *link_obj, const char *file, const 
 }
 
 /* inter_node.deepep: [{ep, dispatch_gb_per_s, combine_gb_per_s}], EP sizes ascending. */
-static px_status deepep_from_json(const cJSON *inter, const char *file, px_cluster *cl, px_err *err) {
+static px_status deepep_from_json(const px_json_ctx *nc, const cJSON *inter, px_cluster *cl, px_err *err) {
+  const char *file = nc->file;
   px_status st;
   cl->deepep_len = 0;
-  const cJSON *arr = cJSON_GetObjectItemCaseSensitive(inter, "deepep");
-  if (!arr || cJSON_IsNull(arr)) return PX_OK;
+  const cJSON *arr = px_json_get(nc, inter, "deepep");
+  if (!arr) return PX_OK;
   if (!cJSON_IsArray(arr))
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep': expected an array", file);
   if (cJSON_GetArraySize(arr) > PX_DEEPEP_MAX)
@@ -319,7 +330,8 @@ static px_status deepep_from_json(const cJSON *inter, const char *file, px_clust
     int i = cl->deepep_len;
     char prefix[64];
     snprintf(prefix, sizeof prefix, "inter_node.deepep[%d].", i);
-    px_json_ctx ec = {file, prefix};
+    px_json_keys keys = {.n = 0};
+    px_json_ctx ec = {file, prefix, &keys};
     if (!cJSON_IsObject(e))
       return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep[%d]': expected an object", file, i);
     px_deepep_point *p = &cl->deepep[i];
@@ -327,6 +339,7 @@ static px_status deepep_from_json(const cJSON *inter, const char *file, px_clust
     TRY(px_json_int(&ec, e, "ep", true, 2, 1 << 24, &p->ep, err));
     TRY(px_json_num(&ec, e, "dispatch_gb_per_s", true, 1e-6, 1e9, &d, err));
     TRY(px_json_num(&ec, e, "combine_gb_per_s", true, 1e-6, 1e9, &c, err));
+    TRY(px_json_refuse_unknown(&ec, e, NULL, 0, err));
     if (i > 0 && p->ep <= cl->deepep[i - 1].ep)
       return px_err_set(err, PX_ERR_INPUT,
                         "%s: field 'inter_node.deepep[%d].ep': %lld after %lld: EP sizes must ascend", file, i,
@@ -353,16 +366,19 @@ static void busbw_to_json(cJSON *link_obj, const px_busbw_point *pts, int len) {
 }
 
 /* power: {node_overhead_w, network_w_per_node, pue}, beside gpu.power_w (read before it). */
-static px_status power_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
-  px_json_ctx c = {file, ""}, pc = {file, "power."};
+static px_status power_from_json(const px_json_ctx *rc, const cJSON *root, px_cluster *cl, px_err *err) {
+  const char *file = rc->file;
+  px_json_keys keys = {.n = 0};
+  px_json_ctx pc = {file, "power.", &keys};
   px_status st;
   const cJSON *pw;
   cl->pue = PX_PUE_DEFAULT;
-  TRY(px_json_obj(&c, root, "power", false, &pw, err));
+  TRY(px_json_obj(rc, root, "power", false, &pw, err));
   if (pw) {
     TRY(px_json_num(&pc, pw, "node_overhead_w", false, 0.0, 1e7, &cl->node_overhead_w, err));
     TRY(px_json_num(&pc, pw, "network_w_per_node", false, 0.0, 1e7, &cl->network_w_per_node, err));
     TRY(px_json_num(&pc, pw, "pue", false, 1.0, 10.0, &cl->pue, err));
+    TRY(px_json_refuse_unknown(&pc, pw, NULL, 0, err));
   }
   if (!(cl->gpu.power_w > 0) && (cl->node_overhead_w > 0 || cl->network_w_per_node > 0 || cl->gpu.idle_power_w > 0))
     return px_err_set(err, PX_ERR_INPUT, "%s: power figures without field 'gpu.power_w' (the GPUs' draw, which the "
@@ -378,9 +394,21 @@ static px_status power_from_json(const cJSON *root, const char *file, px_cluster
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
   memset(cl, 0, sizeof *cl);
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", file);
-  px_json_ctx c = {file, ""};
+  px_json_keys keys = {.n = 0}, intra_keys = {.n = 0}, inter_keys = {.n = 0}, host_keys = {.n = 0};
+  px_json_ctx c = {file, "", &keys};
   px_status st;
   px_path_stem(file, cl->name, sizeof cl->name);
+  px_json_get(&c, root, "sources"); /* read by sources_from_json */
+  const cJSON *ov = px_json_get(&c, root, "overrides"), *o;
+  if (ov && (!cJSON_IsArray(ov) || cJSON_GetArraySize(ov) > PX_CLUSTER_OVERRIDES_MAX))
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'overrides': expected an array of at most %d strings", file,
+                      PX_CLUSTER_OVERRIDES_MAX);
+  cJSON_ArrayForEach(o, ov) {
+    if (!cJSON_IsString(o) || strlen(o->valuestring) >= sizeof cl->overrides[0])
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'overrides[%d]': expected a string of at most %zu characters",
+                        file, cl->noverrides, sizeof cl->overrides[0] - 1);
+    snprintf(cl->overrides[cl->noverrides++], sizeof cl->overrides[0], "%s", o->valuestring);
+  }
   TRY(px_json_str(&c, root, "name", false, cl->name, sizeof cl->name, err));
   TRY(px_json_str(&c, root, "source", false, cl->source, sizeof cl->source, err));
   TRY(sources_from_json(root, file, cl, err));
@@ -400,7 +428,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
 
   const cJSON *intra;
   TRY(px_json_obj(&c, root, "intra_node", true, &intra, err));
-  px_json_ctx ic = {file, "intra_node."};
+  px_json_ctx ic = {file, "intra_node.", &intra_keys};
   double gbps = 0, us = 0;
   TRY(px_json_num(&ic, intra, "gb_per_s", true, 1e-6, 1e9, &gbps, err));
   TRY(px_json_num(&ic, intra, "latency_us", true, 0.0, 1e6, &us, err));
@@ -419,11 +447,12 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     return px_err_set(err, PX_ERR_INPUT,
                       "%s: field 'intra_node.nvlink_domain': %lld is not a whole number of nodes of %lld GPUs", file,
                       (long long)cl->nvlink_domain, (long long)cl->gpus_per_node);
-  TRY(busbw_from_json(intra, file, "intra_node", cl->busbw[PX_LINK_INTRA], &cl->busbw_len[PX_LINK_INTRA], err));
+  TRY(busbw_from_json(&ic, intra, "intra_node", cl->busbw[PX_LINK_INTRA], &cl->busbw_len[PX_LINK_INTRA], err));
+  TRY(px_json_refuse_unknown(&ic, intra, NULL, 0, err));
 
   const cJSON *inter;
   TRY(px_json_obj(&c, root, "inter_node", true, &inter, err));
-  px_json_ctx nc = {file, "inter_node."};
+  px_json_ctx nc = {file, "inter_node.", &inter_keys};
   double gbit = 0;
   TRY(px_json_int(&nc, inter, "nics_per_node", true, 1, 1024, &cl->nics_per_node, err));
   TRY(px_json_num(&nc, inter, "nic_gbit_per_s", true, 1e-6, 1e9, &gbit, err));
@@ -433,8 +462,8 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   cl->inter_efficiency = 0.8;
   TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
   TRY(comm_sms_from_json(&nc, inter, cl->gpu.sm_count, &cl->inter_comm_sms, err));
-  TRY(busbw_from_json(inter, file, "inter_node", cl->busbw[PX_LINK_INTER], &cl->busbw_len[PX_LINK_INTER], err));
-  TRY(deepep_from_json(inter, file, cl, err));
+  TRY(busbw_from_json(&nc, inter, "inter_node", cl->busbw[PX_LINK_INTER], &cl->busbw_len[PX_LINK_INTER], err));
+  TRY(deepep_from_json(&nc, inter, cl, err));
   int kind = PX_NET_RAIL_FAT_TREE;
   TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
   cl->net_kind = (px_net_kind)kind;
@@ -442,12 +471,13 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   TRY(px_json_num(&nc, inter, "oversubscription", false, 1.0, 1024.0, &cl->oversubscription, err));
   cl->nodes_per_leaf = 32;
   TRY(px_json_int(&nc, inter, "nodes_per_leaf", false, 1, 1 << 20, &cl->nodes_per_leaf, err));
+  TRY(px_json_refuse_unknown(&nc, inter, NULL, 0, err));
 
   cl->host_pcie_gpus_per_uplink = 1;
   const cJSON *host;
   TRY(px_json_obj(&c, root, "host", false, &host, err));
   if (host) {
-    px_json_ctx hc = {file, "host."};
+    px_json_ctx hc = {file, "host.", &host_keys};
     double gib = 0, sgbps = 0;
     TRY(px_json_num(&hc, host, "memory_gib", false, 0.0, 1e9, &gib, err));
     TRY(px_json_num(&hc, host, "storage_gb_per_s", false, 0.0, 1e9, &sgbps, err));
@@ -463,8 +493,10 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     cl->host_cpu_adam_params_per_s = adam * 1e9;
     cl->host_nvme_bytes_per_s = nvme * 1e9;
     cl->host_nvme_bytes = (uint64_t)(nvme_tb * 1e12);
+    TRY(px_json_refuse_unknown(&hc, host, NULL, 0, err));
   }
-  return power_from_json(root, file, cl, err);
+  TRY(power_from_json(&c, root, cl, err));
+  return px_json_refuse_unknown(&c, root, NULL, 0, err);
 }
 
 px_status px_cluster_load_file(const char *path, px_cluster *c, px_err *err) {
@@ -497,6 +529,10 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   const px_gpu *gpu = &c->gpu;
   cJSON_AddStringToObject(o, "name", c->name);
   cJSON_AddStringToObject(o, "source", c->source);
+  if (c->noverrides) {
+    cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
+    for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
+  }
   if (c->nsources) {
     cJSON *src = cJSON_AddObjectToObject(o, "sources");
     for (int i = 0; src && i < c->nsources; i++) cJSON_AddStringToObject(src, c->sources[i].field, c->sources[i].text);
@@ -633,6 +669,9 @@ px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *er
   char path[128], leaf[64], keys[512];
   if (!eq || eq == assignment || (size_t)(eq - assignment) >= sizeof path)
     return px_err_set(err, PX_ERR_INPUT, "'%s': expected FIELD=VALUE, e.g. gpu.hbm_gib=141", assignment);
+  if (c->noverrides == PX_CLUSTER_OVERRIDES_MAX || strlen(assignment) >= sizeof c->overrides[0])
+    return px_err_set(err, PX_ERR_INPUT, "'%.64s': at most %d fields of at most %zu characters may be set", assignment,
+                      PX_CLUSTER_OVERRIDES_MAX, sizeof c->overrides[0] - 1);
   memcpy(path, assignment, (size_t)(eq - assignment));
   path[eq - assignment] = '\0';
   const char *text = eq + 1;
@@ -678,11 +717,20 @@ px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *er
     next.gpus = c->gpus;
     next.nodes = (c->gpus + next.gpus_per_node - 1) / next.gpus_per_node;
   }
+  snprintf(next.overrides[next.noverrides++], sizeof next.overrides[0], "%s", assignment);
   *c = next;
 done:
   cJSON_Delete(root);
   cJSON_Delete(after);
   return st;
+}
+
+const char *px_cluster_overrides_text(const px_cluster *c, char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < c->noverrides && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", c->overrides[i]);
+  return buf;
 }
 
 px_status px_cluster_set_size(px_cluster *c, int64_t gpus, int64_t nodes, px_err *err) {

@@ -148,9 +148,15 @@ uint64_t px_gpu_usable_bytes(const px_gpu *g);
 typedef enum { PX_NET_RAIL_FAT_TREE, PX_NET_FAT_TREE, PX_NET_COUNT } px_net_kind;
 extern const char *const px_net_kind_names[PX_NET_COUNT];
 
+/* Fields a cluster may have set over its file's (px_cluster_set_field). */
+#define PX_CLUSTER_OVERRIDES_MAX 16
+
 typedef struct {
   char name[64];
   char source[1024];                 /* the file's general source */
+  char overrides[PX_CLUSTER_OVERRIDES_MAX][128]; /* "FIELD=VALUE" set over the file's figures, in order: every
+                                                    output states them ("overrides" in its JSON) */
+  int noverrides;
   px_source sources[PX_SOURCES_MAX]; /* "sources": each figure's, by field path */
   int nsources;
   px_gpu gpu;
@@ -231,8 +237,11 @@ px_status px_cluster_set_source(px_cluster *c, const char *field, const char *te
 /* A what-if: sets one field of the cluster file, "FIELD=VALUE" with FIELD
  * a dotted path as in the file (gpu.hbm_gib, inter_node.nic_gbit_per_s,
  * host.nvme_gb_per_s, gpu.peak_tflops.bf16), and validates the result as a
- * file is; an unknown field is refused with the fields its object has. */
+ * file is; an unknown field is refused with the fields its object has.
+ * The assignment is added to c->overrides. */
 px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *err);
+/* The overrides as one line, "gpu.hbm_gib=141, nodes=4", "" when none. */
+const char *px_cluster_overrides_text(const px_cluster *c, char *buf, size_t cap);
 
 /* Sets the size from a GPU or node count (0 = keep); more GPUs than one node
  * holds must fill whole nodes. */

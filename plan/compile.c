@@ -177,9 +177,9 @@ static void p2p(px_bld *b, const px_dims *d, px_op_kind kind, px_ref r, int buf)
 /* A layer's forward and backward blocks (px_layer_block of d's kind). A zero-bubble schedule's backward is two
  * blocks: B (input gradients; it keeps what the linear layers' weight gradients read) and W, made once (with_w:
  * this layer kind's W; a MoE layer has none, refused, and a windowed layer's W is the full one's). */
-static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer_slots *L, px_recompute rc,
+static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer_slots *L, px_recompute rc, bool kept,
                          bool with_w) {
-  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, false), PX_STREAM_COMPUTE);
+  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, false), PX_STREAM_COMPUTE);
   px_layer_forward(b, d, L, PX_PHASE_FWD, true);
   px_layer_keep_saved(b, d, L, rc);
   px_bld_finish(b);
@@ -188,7 +188,7 @@ static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer
   bool split = px_parallel_split_w(&p->par) && !d->moe;
   if (split) px_bld_begin(&wb, p, PX_BLOCK_LAYER_BWD_W, PX_STREAM_COMPUTE);
   if (split && !with_w) wb.b = &other;
-  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, true), PX_STREAM_COMPUTE);
+  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, true), PX_STREAM_COMPUTE);
   b->w = split ? &wb : NULL;
   px_layer_backward(b, d, L, rc);
   px_bld_keep(b, R(px_bld_grad_slot(p, L->x), 0));
@@ -221,7 +221,9 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
       px_dims dl = d;
       dl.moe = moe, dl.window = window ? p->model.sliding_window : 0;
       dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
-      layer_blocks(&b, p, &dl, &L, rc, !window);
+      layer_blocks(&b, p, &dl, &L, rc, false, !window);
+      /* partial recomputation: the layers that keep their activations, as without recomputation */
+      if (px_parallel_recompute_partial(&p->par)) layer_blocks(&b, p, &dl, &L, PX_RECOMPUTE_NONE, true, false);
     }
 
   px_bld_begin(&b, p, PX_BLOCK_EMBED_FWD, PX_STREAM_COMPUTE);

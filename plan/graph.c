@@ -27,22 +27,42 @@ PX_NAME_TABLE(px_group_names, PX_GROUP_COUNT, "none", "tp", "dp", "pp-prev", "pp
 PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "layer_fwd", "layer_bwd", "head_fwd",
               "head_bwd", "send_fwd", "recv_fwd", "send_bwd", "recv_bwd", "grad_sync", "param_sync", "emb_sync",
               "optimizer", "offload_grad", "fetch_param", "layer_bwd_w", "moe_fwd", "moe_bwd", "layer_fwd_window",
-              "layer_bwd_window", "moe_fwd_window", "moe_bwd_window");
+              "layer_bwd_window", "moe_fwd_window", "moe_bwd_window", "layer_fwd_kept", "layer_bwd_kept",
+              "moe_fwd_kept", "moe_bwd_kept", "layer_fwd_window_kept", "layer_bwd_window_kept", "moe_fwd_window_kept",
+              "moe_bwd_window_kept");
+
+static const px_block_kind layer_kinds[2][2][2][2] = { /* [moe][window][kept][bwd] */
+    {{{PX_BLOCK_LAYER_FWD, PX_BLOCK_LAYER_BWD}, {PX_BLOCK_LAYER_FWD_KEPT, PX_BLOCK_LAYER_BWD_KEPT}},
+     {{PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW},
+      {PX_BLOCK_LAYER_FWD_WINDOW_KEPT, PX_BLOCK_LAYER_BWD_WINDOW_KEPT}}},
+    {{{PX_BLOCK_MOE_FWD, PX_BLOCK_MOE_BWD}, {PX_BLOCK_MOE_FWD_KEPT, PX_BLOCK_MOE_BWD_KEPT}},
+     {{PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW},
+      {PX_BLOCK_MOE_FWD_WINDOW_KEPT, PX_BLOCK_MOE_BWD_WINDOW_KEPT}}}};
 
 bool px_block_is_layer_fwd(px_block_kind kind) {
-  return kind == PX_BLOCK_LAYER_FWD || kind == PX_BLOCK_MOE_FWD || kind == PX_BLOCK_LAYER_FWD_WINDOW ||
-         kind == PX_BLOCK_MOE_FWD_WINDOW;
-}
-bool px_block_is_layer_bwd(px_block_kind kind) {
-  return kind == PX_BLOCK_LAYER_BWD || kind == PX_BLOCK_MOE_BWD || kind == PX_BLOCK_LAYER_BWD_WINDOW ||
-         kind == PX_BLOCK_MOE_BWD_WINDOW;
+  switch (kind) {
+    case PX_BLOCK_LAYER_FWD: case PX_BLOCK_LAYER_FWD_WINDOW: case PX_BLOCK_LAYER_FWD_KEPT:
+    case PX_BLOCK_LAYER_FWD_WINDOW_KEPT: return true;
+    default: return px_block_is_moe_fwd(kind);
+  }
 }
 
-px_block_kind px_layer_block(bool moe, bool window, bool bwd) {
-  static const px_block_kind kinds[2][2][2] = {
-      {{PX_BLOCK_LAYER_FWD, PX_BLOCK_LAYER_BWD}, {PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW}},
-      {{PX_BLOCK_MOE_FWD, PX_BLOCK_MOE_BWD}, {PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW}}};
-  return kinds[moe][window][bwd];
+bool px_block_is_moe_fwd(px_block_kind kind) {
+  return kind == PX_BLOCK_MOE_FWD || kind == PX_BLOCK_MOE_FWD_WINDOW || kind == PX_BLOCK_MOE_FWD_KEPT ||
+         kind == PX_BLOCK_MOE_FWD_WINDOW_KEPT;
+}
+
+bool px_block_is_layer_bwd(px_block_kind kind) {
+  switch (kind) {
+    case PX_BLOCK_LAYER_BWD: case PX_BLOCK_MOE_BWD: case PX_BLOCK_LAYER_BWD_WINDOW: case PX_BLOCK_MOE_BWD_WINDOW:
+    case PX_BLOCK_LAYER_BWD_KEPT: case PX_BLOCK_MOE_BWD_KEPT: case PX_BLOCK_LAYER_BWD_WINDOW_KEPT:
+    case PX_BLOCK_MOE_BWD_WINDOW_KEPT: return true;
+    default: return false;
+  }
+}
+
+px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bwd) {
+  return layer_kinds[moe][window][kept][bwd];
 }
 
 bool px_block_is_bwd(px_block_kind kind) {

@@ -295,6 +295,16 @@ typedef enum {
   PX_BLOCK_LAYER_BWD_WINDOW,
   PX_BLOCK_MOE_FWD_WINDOW,
   PX_BLOCK_MOE_BWD_WINDOW,
+  /* full recomputation of some layers only (px_parallel_recompute_partial): the blocks of the layers that keep
+   * their activations, built as without recomputation, beside the others' (the kinds above) */
+  PX_BLOCK_LAYER_FWD_KEPT,
+  PX_BLOCK_LAYER_BWD_KEPT,
+  PX_BLOCK_MOE_FWD_KEPT,
+  PX_BLOCK_MOE_BWD_KEPT,
+  PX_BLOCK_LAYER_FWD_WINDOW_KEPT,
+  PX_BLOCK_LAYER_BWD_WINDOW_KEPT,
+  PX_BLOCK_MOE_FWD_WINDOW_KEPT,
+  PX_BLOCK_MOE_BWD_WINDOW_KEPT,
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -303,11 +313,14 @@ extern const char *const px_block_names[PX_BLOCK_KIND_COUNT];
 /* The blocks that compute (forward, backward, W) and those of the backward (B and W). */
 bool px_block_is_compute(px_block_kind kind);
 bool px_block_is_bwd(px_block_kind kind);
-/* A transformer layer's forward or backward, dense or mixture of experts, windowed or not. */
+/* A transformer layer's forward or backward, dense or mixture of experts, windowed or not, kept or not. */
 bool px_block_is_layer_fwd(px_block_kind kind);
 bool px_block_is_layer_bwd(px_block_kind kind);
-/* The forward or backward block of a layer: dense or MoE, with a sliding window or not. */
-px_block_kind px_layer_block(bool moe, bool window, bool bwd);
+/* A mixture-of-experts layer's forward. */
+bool px_block_is_moe_fwd(px_block_kind kind);
+/* The forward or backward block of a layer: dense or MoE, with a sliding window or not, keeping its
+ * activations where the plan recomputes some layers (kept) or as the plan's recomputation has it. */
+px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bwd);
 
 typedef struct {
   uint8_t kind;   /* px_block_kind */

@@ -140,7 +140,7 @@ px_status px_lora_adapter_read(const char *file, bool swiglu, px_parallel *p, px
       st = px_err_set(err, PX_ERR_INPUT, "%s: key '%s': %s", file, refused[i].key, refused[i].why);
       goto done;
     }
-  px_json_ctx c = {file, ""};
+  px_json_ctx c = {file, "", NULL}; /* PEFT writes many keys the plan has no use for: not refused */
   int64_t r = 0;
   double alpha = 0;
   if ((st = px_json_int(&c, root, "r", true, 1, PX_LORA_RANK_MAX, &r, err))) goto done;

@@ -133,7 +133,8 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
 
 /* Our schema. */
 static px_status model_from_ours(const cJSON *root, const char *file, px_model *m, px_err *err) {
-  px_json_ctx c = {file, ""};
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {file, "", &keys};
   px_status st;
   int e;
   px_path_stem(file, m->name, sizeof m->name);
@@ -192,7 +193,7 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_int(&c, root, "first_full_layers", false, 0, 100000, &m->first_full_layers, err));
   TRY(px_json_bool(&c, root, "attention_sinks", false, &m->attention_sinks, err));
   TRY(px_json_bool(&c, root, "qk_norm", false, &m->qk_norm, err));
-  return PX_OK;
+  return px_json_refuse_unknown(&c, root, NULL, 0, err);
 }
 
 /* The Hugging Face model types we read, and what their configs leave implicit. */
@@ -234,18 +235,20 @@ static const hf_type hf_types[] = {
 /* Reads the first of keys[] that is present (none required when all are absent). */
 static px_status hf_int_any(const px_json_ctx *c, const cJSON *root, const char *const *keys, int64_t max,
                             int64_t *out, px_err *err) {
-  for (; *keys; keys++) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, *keys);
-    if (v && !cJSON_IsNull(v)) return px_json_int(c, root, *keys, true, 1, max, out, err);
-  }
+  size_t n = 0;
+  while (keys[n]) n++;
+  px_json_known(c, keys, n); /* every family's name for it */
+  for (; *keys; keys++)
+    if (px_json_get(c, root, *keys)) return px_json_int(c, root, *keys, true, 1, max, out, err);
   return PX_OK;
 }
 
 /* Qwen-MoE's mlp_only_layers: dense layers by index; only a leading run 0..k-1 (first_dense_layers k) is
  * expressible, and only with decoder_sparse_step 1. */
-static px_status hf_mlp_only_layers(const cJSON *root, const char *file, px_model *m, px_err *err) {
-  const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
-  if (!a || cJSON_IsNull(a)) return PX_OK;
+static px_status hf_mlp_only_layers(const px_json_ctx *c, const cJSON *root, px_model *m, px_err *err) {
+  const char *file = c->file;
+  const cJSON *a = px_json_get(c, root, "mlp_only_layers");
+  if (!a) return PX_OK;
   if (!cJSON_IsArray(a)) return BAD("%s: field 'mlp_only_layers': expected an array of layer indices", file);
   int64_t k = 0;
   for (const cJSON *x = a->child; x; x = x->next, k++)
@@ -261,8 +264,9 @@ static px_status hf_mlp_only_layers(const cJSON *root, const char *file, px_mode
 
 /* The mixture-of-experts, latent-attention and multi-token-prediction keys of mixtral, qwen2_moe, qwen3_moe,
  * deepseek_v2/v3 and gpt_oss configs (each family names the expert count its own way). */
-static px_status hf_moe(const cJSON *root, const char *file, const hf_type *t, px_model *m, px_err *err) {
-  px_json_ctx c = {file, ""};
+static px_status hf_moe(const px_json_ctx *cp, const cJSON *root, const hf_type *t, px_model *m, px_err *err) {
+  const px_json_ctx c = *cp;
+  const char *file = c.file;
   px_status st;
   static const char *const experts[] = {"num_local_experts", "num_experts", "n_routed_experts", NULL};
   static const char *const topk[] = {"num_experts_per_tok", "experts_per_token", NULL};
@@ -282,7 +286,7 @@ static px_status hf_moe(const cJSON *root, const char *file, const hf_type *t, p
   int64_t ds_freq = 1; /* DeepSeek puts experts where layer % moe_layer_freq == 0, which only 1 matches here */
   TRY(px_json_int(&c, root, "moe_layer_freq", false, 1, 100000, &ds_freq, err));
   if (ds_freq != 1) return BAD("%s: field 'moe_layer_freq': only 1 is supported, got %lld", file, (long long)ds_freq);
-  TRY(hf_mlp_only_layers(root, file, m, err));
+  TRY(hf_mlp_only_layers(&c, root, m, err));
   m->norm_topk_prob = t->norm_topk;
   TRY(px_json_bool(&c, root, "norm_topk_prob", false, &m->norm_topk_prob, err));
   int e = t->router;
@@ -314,9 +318,12 @@ static px_status hf_moe(const cJSON *root, const char *file, const hf_type *t, p
  * lists them ("sliding_attention" or "full_attention" per layer; transformers writes them since 4.53), else the
  * family's rule. Our model has a leading run of full layers, then a window every n-th layer from the first:
  * other patterns are refused naming the element that breaks it. */
-static px_status hf_window_layers(const cJSON *root, const char *file, const hf_type *t, px_model *m, px_err *err) {
-  px_json_ctx c = {file, ""};
+static px_status hf_window_layers(const px_json_ctx *cp, const cJSON *root, const hf_type *t, px_model *m,
+                                  px_err *err) {
+  const px_json_ctx c = *cp;
+  const char *file = c.file;
   px_status st;
+  px_json_get(&c, root, "sliding_window"); /* recorded (a family without windows ignores it); null is none */
   if (t->window == HF_WINDOW_NONE) return PX_OK;
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
   m->sliding_window = w ? 0 : t->window_default; /* a null window is none */
@@ -330,8 +337,8 @@ static px_status hf_window_layers(const cJSON *root, const char *file, const hf_
     m->first_full_layers = full < m->layers ? full : m->layers; /* all full: no window (below) */
   }
   m->window_layer_freq = t->window == HF_WINDOW_ALTERNATE ? 2 : 1;
-  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-  if (lt && !cJSON_IsNull(lt)) {
+  const cJSON *lt = px_json_get(&c, root, "layer_types");
+  if (lt) {
     if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != m->layers)
       return BAD("%s: field 'layer_types': expected an array of the %lld layers' attention types", file,
                  (long long)m->layers);
@@ -358,9 +365,34 @@ static px_status hf_window_layers(const cJSON *root, const char *file, const hf_
   return PX_OK;
 }
 
+/* Keys of Hugging Face configs that say nothing about training cost or memory, accepted and not read (any other
+ * key parallax does not read is refused, so that a misspelt one is not silently left at its default): */
+static const char *const hf_ignored[] = {
+    /* bookkeeping and inference settings */
+    "architectures", "auto_map", "_name_or_path", "model_type", "transformers_version", "torch_dtype", "dtype",
+    "use_cache", "bos_token_id", "eos_token_id", "pad_token_id", "tokenizer_class", "initializer_range",
+    "output_router_logits", "quantization_config", "ep_size",
+    /* the activation is the family's (SwiGLU with SiLU, GELU for GPT-2 and NeoX) */
+    "hidden_act", "activation_function",
+    /* RoPE variants: position scaling (YaRN, Llama 3's), the rotated share of a head, the base a scaling starts
+     * from: the same ops and FLOPs up to the rotation's elementwise work */
+    "rope_scaling", "rotary_pct", "rotary_emb_base", "partial_rotary_factor", "initial_context_length",
+    /* Llama's emulation of a TP-sliced checkpoint's GEMMs (the same products) */
+    "pretraining_tp",
+    /* GPT-2: embedding and attention dropouts (resid_pdrop is read) and the classification head's settings */
+    "attn_pdrop", "embd_pdrop", "summary_activation", "summary_first_dropout", "summary_proj_to_labels",
+    "summary_type", "summary_use_proj",
+    /* routing details that change no cost: DeepSeek's output scale, top-k method and sequence-wise aux loss,
+     * gpt-oss's SwiGLU clamp, Mixtral's router jitter */
+    "routed_scaling_factor", "topk_method", "seq_aux", "swiglu_limit", "router_jitter_noise",
+    /* NeoX's attention dropout (its hidden_dropout is read; the Llama family's attention_dropout is) */
+    "attention_dropout",
+};
+
 /* Hugging Face config.json for the families we know. */
 static px_status model_from_hf(const cJSON *root, const char *file, const char *type, px_model *m, px_err *err) {
-  px_json_ctx c = {file, ""};
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {file, "", &keys};
   px_status st;
   const hf_type *t = NULL;
   for (size_t i = 0; i < HF_TYPES && !t; i++)
@@ -393,8 +425,8 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
       TRY(px_json_num(&c, root, "rms_norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
       TRY(px_json_num(&c, root, "attention_dropout", false, 0.0, 0.99, &m->dropout, err));
       m->qk_norm = t->qk_norm;
-      if (t->moe) TRY(hf_moe(root, file, t, m, err));
-      TRY(hf_window_layers(root, file, t, m, err));
+      if (t->moe) TRY(hf_moe(&c, root, t, m, err));
+      TRY(hf_window_layers(&c, root, t, m, err));
     } else {
       m->norm = PX_NORM_LAYERNORM;
       m->mlp = PX_MLP_GELU;
@@ -426,7 +458,8 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
     TRY(px_json_num(&c, root, "layer_norm_epsilon", false, 0.0, 1.0, &m->norm_eps, err));
   }
   if (m->bias) m->qkv_bias = true;
-  return PX_OK;
+  m->seq_from_positions = true;
+  return px_json_refuse_unknown(&c, root, hf_ignored, sizeof hf_ignored / sizeof *hf_ignored, err);
 }
 #undef TRY
 

@@ -24,6 +24,12 @@ extern const char *const px_mlp_names[PX_MLP_COUNT];
 extern const char *const px_pos_names[PX_POS_COUNT];
 extern const char *const px_router_names[PX_ROUTER_COUNT];
 
+/* The longest sequence a Hugging Face config's max_position_embeddings is
+ * taken as the training length (seq_from_positions): 16K tokens. Above it
+ * (Qwen2.5's 131,072, DeepSeek-V3's 163,840: the context the model was
+ * extended to, not a pretraining length) `seq` must be given. */
+#define PX_MODEL_HF_SEQ_MAX 16384
+
 typedef struct {
   char name[64];
   char source[512];
@@ -35,6 +41,8 @@ typedef struct {
   int64_t ffn_hidden;    /* MLP inner width (per branch for SwiGLU) */
   int64_t vocab;
   int64_t seq_len;       /* training sequence length */
+  bool seq_from_positions; /* seq_len is a Hugging Face config's max_position_embeddings (n_positions): the longest
+                              the model may see, not a length anybody chose to train at (px_parallel_resolve) */
   int64_t max_positions; /* rows of the learned position table */
   px_norm norm;
   px_mlp mlp;

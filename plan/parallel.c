@@ -12,6 +12,7 @@
 
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
+PX_NAME_TABLE(px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT, "uniform", "block");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4");
 PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
@@ -30,7 +31,8 @@ PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", 
 
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
-  p->zero = p->sp = p->schedule = p->recompute = p->precision = p->attention = p->gelu = p->overlap = -1;
+  p->zero = p->sp = p->schedule = p->recompute = p->recompute_method = p->precision = p->attention = p->gelu = -1;
+  p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
@@ -51,11 +53,12 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->zero < 0) p->zero = 0;
   if (p->sp < 0) p->sp = 0;
   if (p->mbs <= 0) p->mbs = 1;
-  if (p->seq <= 0) p->seq = m->seq_len;
+  if (p->seq <= 0 && !(m->seq_from_positions && m->seq_len > PX_MODEL_HF_SEQ_MAX)) p->seq = m->seq_len;
   if (p->vpp <= 0) p->vpp = 1;
   if (p->schedule < 0) p->schedule = p->vpp > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B;
   if (p->gbs <= 0 && p->dp > 0) p->gbs = p->mbs * p->dp * (p->pp > 1 ? 4 * p->pp : 1);
   if (p->recompute < 0) p->recompute = PX_RECOMPUTE_NONE;
+  if (p->recompute_method < 0) p->recompute_method = PX_RECOMPUTE_UNIFORM;
   if (p->precision < 0) p->precision = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_PREC_BF16 : PX_PREC_FP32;
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
   if (p->fp8_base < 0) p->fp8_base = PX_FP8_BASE_BF16;
@@ -86,7 +89,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
-  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
+  TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
@@ -96,6 +100,14 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
     p->nchunk_layers = from->nchunk_layers;
     memcpy(p->chunk_layers, from->chunk_layers, sizeof p->chunk_layers);
   }
+}
+
+bool px_parallel_recompute_partial(const px_parallel *p) {
+  return p->recompute == PX_RECOMPUTE_FULL && p->recompute_method == PX_RECOMPUTE_BLOCK && p->recompute_layers > 0;
+}
+
+bool px_parallel_layer_recomputed(const px_parallel *p, int64_t index) {
+  return p->recompute == PX_RECOMPUTE_FULL && (!px_parallel_recompute_partial(p) || index < p->recompute_layers);
 }
 
 bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p->grad_accum == PX_ACCUM_SHARDED; }
@@ -313,6 +325,21 @@ static bool hybrid_without_zero(vctx *x) { return px_parallel_hybrid(x->p) && x-
 static bool sp_without_tp(vctx *x) { return x->p->sp && x->p->tp < 2; }
 static bool batch_positive(vctx *x) { return x->p->mbs < 1 || x->p->gbs < 1; }
 static bool batch_divides(vctx *x) { return x->p->gbs % (x->p->mbs * x->p->dp) != 0; }
+static bool recompute_layers_full(vctx *x) {
+  return x->p->recompute_layers > 0 && x->p->recompute != PX_RECOMPUTE_FULL;
+}
+static bool recompute_uniform_group(vctx *x) {
+  return x->p->recompute_method == PX_RECOMPUTE_UNIFORM && x->p->recompute_layers > 1;
+}
+static bool recompute_block_layers(vctx *x) {
+  return x->p->recompute_method == PX_RECOMPUTE_BLOCK && x->p->recompute_layers < 1;
+}
+static bool recompute_layers_stage(vctx *x) {
+  return x->p->pp > 0 && x->p->recompute_layers > x->m->layers / x->p->pp;
+}
+static bool seq_hf_long(vctx *x) {
+  return x->p->seq < 1 && x->m->seq_from_positions && x->m->seq_len > PX_MODEL_HF_SEQ_MAX;
+}
 static bool seq_positive(vctx *x) { return x->p->seq < 1; }
 static bool mb_tokens(vctx *x) { return x->p->mbs > PX_PLAN_MB_TOKENS_MAX / x->p->seq; }
 static bool scores_size(vctx *x) {
@@ -380,7 +407,8 @@ static bool layer_split(vctx *x) {
 static bool choices_unset(vctx *x) {
   const px_parallel *p = x->p;
   return p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
-         p->precision < 0 || p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT ||
+         p->recompute_method < 0 || p->recompute_method >= PX_RECOMPUTE_METHOD_COUNT || p->precision < 0 ||
+         p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT ||
          p->gelu < 0 || p->gelu >= PX_GELU_COUNT;
 }
 static bool prefetch_range(vctx *x) { return x->p->prefetch < 0 || x->p->prefetch > 64; }
@@ -468,6 +496,18 @@ static const px_rule rules[] = {
     {sp_without_tp, "sequence parallelism needs tp > 1 (hint: drop `sp` or raise `tp`)"},
     {batch_positive, "`mbs` and `gbs` must be at least 1"},
     {batch_divides, "global batch {gbs} is not divisible by mbs {mbs} x dp {dp} (hint: use a multiple of {mbs_dp})"},
+    {recompute_layers_full, "`recompute_layers` {recompute_layers} counts layers of full recomputation: it needs "
+                            "`recompute` full"},
+    {recompute_uniform_group, "`recompute_method` uniform with `recompute_layers` {recompute_layers}: groups of more "
+                              "than one layer, recomputed together before the last one's backward, are not planned "
+                              "(hint: `recompute_method` block, or `recompute_layers` 1, which is what full alone is)"},
+    {recompute_block_layers, "`recompute_method` block needs `recompute_layers`: the layers of each model chunk to "
+                             "recompute"},
+    {recompute_layers_stage, "`recompute_layers` {recompute_layers} is more than the {stage_layers} layers of a "
+                             "pipeline stage (layers / pp; Megatron-Core refuses it too)"},
+    {seq_hf_long, "`seq` is not set and the model's Hugging Face config gives only max_position_embeddings "
+                  "{model_seq}, the longest context it may see, above the {hf_seq_max} tokens taken as a training "
+                  "length without asking (hint: set `seq`, e.g. 4096 or 8192)"},
     {seq_positive, "`seq` must be at least 1"},
     {mb_tokens, "mbs {mbs} x seq {seq} is more than the {mb_tokens_max} tokens a micro-batch may have (its tensors' "
                 "sizes must stay exact in 64 bits)"},
@@ -586,7 +626,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"zero", p->zero}, {"mbs", p->mbs}, {"gbs", p->gbs}, {"seq", p->seq}, {"vpp", p->vpp},
               {"shard_group", p->shard_group}, {"mb_group", p->mb_group}, {"gpus", x->c->gpus},
               {"heads", m->heads}, {"kv_heads", m->kv_heads}, {"ffn_hidden", m->ffn_hidden}, {"layers", m->layers},
-              {"experts", m->experts}, {"moe_ffn_hidden", m->moe_ffn_hidden}, {"max_positions", m->max_positions},
+              {"recompute_layers", p->recompute_layers}, {"stage_layers", p->pp > 0 ? m->layers / p->pp : 0},
+              {"model_seq", m->seq_len}, {"hf_seq_max", PX_MODEL_HF_SEQ_MAX}, {"experts", m->experts}, {"moe_ffn_hidden", m->moe_ffn_hidden}, {"max_positions", m->max_positions},
               {"wdp", wdp}, {"replicas_gpus", tcp(x) * p->dp}, {"mbs_dp", p->mbs * p->dp},
               {"mb_tokens_max", PX_PLAN_MB_TOKENS_MAX}, {"cp_chunks", 2 * p->cp}, {"seq_cp", p->seq / cp},
               {"tp_heads", m->heads / tp}, {"tp_kv_heads", m->kv_heads / tp}, {"tp_x_wdp", p->tp * wdp},
@@ -744,7 +785,8 @@ px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
 px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel *p, px_err *err) {
   px_parallel_unset(p);
   if (!cJSON_IsObject(obj)) return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel': expected an object", file);
-  px_json_ctx c = {file, "parallel."};
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {file, "parallel.", &keys};
   px_status st;
   int64_t v = -1;
   TRY(px_json_int(&c, obj, "tp", false, 1, 1 << 24, &p->tp, err));
@@ -759,7 +801,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
   p->zero = (int)v;
   bool sp = false;
-  if (cJSON_GetObjectItemCaseSensitive(obj, "sp")) {
+  if (px_json_get(&c, obj, "sp")) {
     TRY(px_json_bool(&c, obj, "sp", true, &sp, err));
     p->sp = sp;
   }
@@ -772,7 +814,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "first_stage_layers", false, 1, 1 << 24, &p->first_stage_layers, err));
   TRY(px_json_int(&c, obj, "last_stage_layers", false, 1, 1 << 24, &p->last_stage_layers, err));
   TRY(px_json_int(&c, obj, "microbatch_group", false, 1, (int64_t)1 << 40, &p->mb_group, err));
-  const cJSON *lpc = cJSON_GetObjectItemCaseSensitive(obj, "layers_per_chunk");
+  const cJSON *lpc = px_json_get(&c, obj, "layers_per_chunk");
   if (lpc) {
     if (!cJSON_IsArray(lpc) || cJSON_GetArraySize(lpc) < 1 || cJSON_GetArraySize(lpc) > PX_MAX_CHUNK_LIST)
       return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel.layers_per_chunk': expected an array of 1 to %d counts",
@@ -785,7 +827,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
       p->chunk_layers[p->nchunk_layers++] = (uint16_t)x->valuedouble;
     }
   }
-  if (cJSON_GetObjectItemCaseSensitive(obj, "reshard_after_forward")) {
+  if (px_json_get(&c, obj, "reshard_after_forward")) {
     bool r = true;
     TRY(px_json_bool(&c, obj, "reshard_after_forward", true, &r, err));
     p->reshard = r;
@@ -796,10 +838,13 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "offload_params", false, px_offload_names, PX_OFFLOAD_COUNT, &p->offload_params, err));
   TRY(px_json_enum(&c, obj, "schedule", false, px_schedule_names, PX_SCHED_COUNT, &p->schedule, err));
   TRY(px_json_enum(&c, obj, "recompute", false, px_recompute_names, PX_RECOMPUTE_COUNT, &p->recompute, err));
+  TRY(px_json_enum(&c, obj, "recompute_method", false, px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT,
+                   &p->recompute_method, err));
+  TRY(px_json_int(&c, obj, "recompute_layers", false, 1, 1 << 24, &p->recompute_layers, err));
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "fp8_recipe", false, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err));
   TRY(px_json_enum(&c, obj, "fp8_base", false, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err));
-  if (cJSON_GetObjectItemCaseSensitive(obj, "fp8_params")) {
+  if (px_json_get(&c, obj, "fp8_params")) {
     bool f = false;
     TRY(px_json_bool(&c, obj, "fp8_params", true, &f, err));
     p->fp8_params = f;
@@ -824,7 +869,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   } else if (cJSON_GetObjectItemCaseSensitive(obj, "overlap")) {
     p->overlap = 0;
   }
-  return PX_OK;
+  return px_json_refuse_unknown(&c, obj, NULL, 0, err);
 }
 
 cJSON *px_parallel_to_json(const px_parallel *p) {
@@ -861,6 +906,11 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->offload_params >= 0) cJSON_AddStringToObject(o, "offload_params", px_offload_names[p->offload_params]);
   if (p->schedule >= 0) cJSON_AddStringToObject(o, "schedule", px_schedule_names[p->schedule]);
   if (p->recompute >= 0) cJSON_AddStringToObject(o, "recompute", px_recompute_names[p->recompute]);
+  if (p->recompute_layers > 0) {
+    int method = p->recompute_method >= 0 ? p->recompute_method : PX_RECOMPUTE_UNIFORM;
+    cJSON_AddStringToObject(o, "recompute_method", px_recompute_method_names[method]);
+    px_json_add_num(o, "recompute_layers", (double)p->recompute_layers);
+  }
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe >= 0)
     cJSON_AddStringToObject(o, "fp8_recipe", px_fp8_recipe_names[p->fp8_recipe]);

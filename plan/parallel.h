@@ -26,6 +26,13 @@ typedef enum {
   PX_SCHED_COUNT
 } px_schedule;
 typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
+/* Which layers full recomputation covers, as Megatron-Core's recompute_method
+ * with recompute_num_layers N (megatron/core/recompute.py; the facts in
+ * tests/data/megatron_recompute.md): uniform, every layer of a model chunk,
+ * in groups of N whose inputs alone are kept (N 1: every layer's input, what
+ * `full` alone is); block, the first N layers of each model chunk, one at a
+ * time, the chunk's other layers keeping their activations. */
+typedef enum { PX_RECOMPUTE_UNIFORM, PX_RECOMPUTE_BLOCK, PX_RECOMPUTE_METHOD_COUNT } px_recompute_method;
 /* fp8: the transformer layers' linear GEMMs (and the experts') in fp8 with
  * fp32 accumulation, everything else in bf16 with fp32 master weights
  * (Transformer Engine's recipe as Megatron-Core runs it). mxfp8 and nvfp4:
@@ -106,6 +113,7 @@ typedef enum { PX_BASE_BF16, PX_BASE_FP8, PX_BASE_NF4, PX_BASE_COUNT } px_base_p
 
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
+extern const char *const px_recompute_method_names[PX_RECOMPUTE_METHOD_COUNT];
 extern const char *const px_precision_names[PX_PREC_COUNT];
 extern const char *const px_attention_names[PX_ATTN_COUNT];
 extern const char *const px_gelu_names[PX_GELU_COUNT];
@@ -162,6 +170,8 @@ typedef struct {
   int schedule;      /* px_schedule, -1 unset */
   int64_t vpp;       /* virtual pipeline stages (model chunks) per rank */
   int recompute;     /* px_recompute, -1 unset */
+  int recompute_method;     /* px_recompute_method with full recomputation, -1 unset (uniform) */
+  int64_t recompute_layers; /* its N (Megatron's recompute_num_layers), 0 unset (1 uniform: every layer) */
   int precision;     /* px_precision, -1 unset */
   int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
   int fp8_base;      /* px_fp8_base with fp8, -1 unset (bf16) */
@@ -208,6 +218,13 @@ px_status px_parallel_validate(const px_parallel *p, const px_model *m, const px
 
 /* Sets every unset field of p to from's (flags over a plan file's choices). */
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from);
+
+/* Whether layer `index` of its model chunk (0 the chunk's first) is fully
+ * recomputed (px_recompute_method); false without full recomputation. */
+bool px_parallel_layer_recomputed(const px_parallel *p, int64_t index);
+/* Full recomputation of some layers only (block with N set): the plan has
+ * blocks for the layers that keep their activations beside the others'. */
+bool px_parallel_recompute_partial(const px_parallel *p);
 
 /* Whether gradients are reduced every micro-batch (ZeRO-2/3, sharded accumulation). */
 bool px_parallel_reduce_per_mb(const px_parallel *p);

@@ -6,10 +6,11 @@
 
 #include "core/json.h"
 
-static px_status planfile_part(const cJSON *root, const char *path, const char *key, bool *has, px_model *m,
+static px_status planfile_part(const px_json_ctx *pc, const cJSON *root, const char *key, bool *has, px_model *m,
                                px_cluster *c, px_err *err) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-  if (!v || cJSON_IsNull(v)) return PX_OK;
+  const char *path = pc->file;
+  const cJSON *v = px_json_get(pc, root, key);
+  if (!v) return PX_OK;
   px_status st;
   char where[4200];
   snprintf(where, sizeof where, "%s: field '%s'", path, key);
@@ -28,14 +29,16 @@ px_status px_planfile_from_json(const cJSON *root, const char *path, px_planfile
   memset(pf, 0, sizeof *pf);
   px_parallel_unset(&pf->par);
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", path);
-  px_json_ctx c = {path, ""};
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {path, "", &keys};
   const cJSON *par = NULL;
   px_status st;
-  if (!(st = planfile_part(root, path, "model", &pf->has_model, &pf->model, NULL, err)) &&
-      !(st = planfile_part(root, path, "cluster", &pf->has_cluster, NULL, &pf->cluster, err)) &&
+  if (!(st = planfile_part(&c, root, "model", &pf->has_model, &pf->model, NULL, err)) &&
+      !(st = planfile_part(&c, root, "cluster", &pf->has_cluster, NULL, &pf->cluster, err)) &&
       !(st = px_json_int(&c, root, "gpus", false, 1, 1 << 24, &pf->gpus, err)) &&
       !(st = px_json_obj(&c, root, "parallel", false, &par, err)) && par)
     st = px_parallel_from_json(par, path, &pf->par, err);
+  if (!st) st = px_json_refuse_unknown(&c, root, NULL, 0, err);
   return st;
 }
 

@@ -588,20 +588,23 @@ static void flush_syncs(emitter *e, int32_t mb) {
 /* The compute blocks of schedule entry u, in order: forward the embedding,
  * the layers, the head; backward the head, the layers last to first, the
  * embedding (whichever of them the entry's chunk holds). */
-int px_program_entry_kinds(const px_model *m, int64_t first, int64_t n, bool embed, bool head, int entry,
-                           px_block_kind *out) {
+int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t first, int64_t n, bool embed, bool head,
+                           int entry, px_block_kind *out) {
+  bool partial = px_parallel_recompute_partial(par); /* the layers not recomputed have blocks of their own */
   int k = 0;
   if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: one block for all) */
     for (int64_t l = first + n - 1; l >= first; l--) out[k++] = PX_BLOCK_LAYER_BWD_W;
   } else if (entry == PX_ENTRY_F) {
     if (embed) out[k++] = PX_BLOCK_EMBED_FWD;
     for (int64_t l = first; l < first + n; l++)
-      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), false);
+      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
+                                partial && !px_parallel_layer_recomputed(par, l - first), false);
     if (head) out[k++] = PX_BLOCK_HEAD_FWD;
   } else {
     if (head) out[k++] = PX_BLOCK_HEAD_BWD;
     for (int64_t l = first + n - 1; l >= first; l--)
-      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l), true);
+      out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
+                                partial && !px_parallel_layer_recomputed(par, l - first), true);
     if (embed) out[k++] = PX_BLOCK_EMBED_BWD;
   }
   return k;
@@ -614,7 +617,7 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
   int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
   int64_t egid = tied_single(p) ? L : -1; /* the embedding's parameter group */
   int entry = u.w ? PX_ENTRY_W : u.bwd ? PX_ENTRY_B : PX_ENTRY_F;
-  int k = px_program_entry_kinds(&p->model, first, n, vs == 0 && !u.w, vs == V - 1 && !u.w, entry, kinds);
+  int k = px_program_entry_kinds(&p->model, &p->par, first, n, vs == 0 && !u.w, vs == V - 1 && !u.w, entry, kinds);
   /* the layers in the entry's order: ascending forward, descending backward */
   for (int i = 0, l = 0; i < k; i++) {
     if (kinds[i] == PX_BLOCK_EMBED_FWD || kinds[i] == PX_BLOCK_EMBED_BWD) {

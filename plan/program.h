@@ -30,9 +30,10 @@ px_status px_schedule_forwards_first(const px_parallel *par, int64_t m, int nsta
 enum { PX_ENTRY_F, PX_ENTRY_B, PX_ENTRY_W };
 /* The compute blocks, in order, of an entry on a chunk holding layers
  * [first, first + n) (embed: the model's first chunk, head: its last; W
- * has neither): into out (n + 2 at most); returns how many. */
-int px_program_entry_kinds(const px_model *m, int64_t first, int64_t n, bool embed, bool head, int entry,
-                           px_block_kind *out);
+ * has neither), each layer's as par recomputes it: into out (n + 2 at
+ * most); returns how many. */
+int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t first, int64_t n, bool embed, bool head,
+                           int entry, px_block_kind *out);
 
 /* The parameter elements of a parameter group (-1 the embedding, 0..L-1 a
  * layer, L the head, with the embedding when it is tied on one stage), on

@@ -107,30 +107,47 @@ double px_zb_idle(int64_t p, int64_t m, double f, double b, double w, bool h2) {
   return few > steady ? few : steady;
 }
 
+/* A chunk's work per micro-batch, its layers' forward, backward (B) and W FLOPs as the dense layer's blocks
+ * have them: with partial recomputation the layers that keep their activations have a backward without the
+ * recomputed forward. */
+static void chunk_work(const px_plan *p, int64_t vs, double fbw[3]) {
+  const px_block *bl = p->blocks;
+  double b_redo = bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_BWD] + bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_RECOMPUTE];
+  double b_kept = bl[PX_BLOCK_LAYER_BWD_KEPT].flops[PX_PHASE_BWD];
+  bool partial = px_parallel_recompute_partial(&p->par);
+  for (int64_t i = 0; i < p->vstage_layers[vs]; i++) {
+    fbw[0] += bl[PX_BLOCK_LAYER_FWD].flops[PX_PHASE_FWD];
+    fbw[1] += partial && !px_parallel_layer_recomputed(&p->par, i) ? b_kept : b_redo;
+    fbw[2] += bl[PX_BLOCK_LAYER_BWD_W].flops[PX_PHASE_BWD];
+  }
+}
+
 double px_plan_bubble_analytic(const px_plan *plan) {
   int64_t pp = plan->par.pp, v = plan->par.schedule == PX_SCHED_INTERLEAVED ? plan->par.vpp : 1;
   double m = (double)plan->microbatches, sum = 0, max = 0;
-  if (px_parallel_split_w(&plan->par)) { /* the slowest stage's layers, each F, B, W in proportion to its FLOPs */
-    const px_block *bl = plan->blocks;
-    double f = bl[PX_BLOCK_LAYER_FWD].flops[PX_PHASE_FWD];
-    double b = bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_BWD] + bl[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_RECOMPUTE];
-    double w = bl[PX_BLOCK_LAYER_BWD_W].flops[PX_PHASE_BWD];
+  if (px_parallel_split_w(&plan->par)) { /* the slowest stage's F, B, W in proportion to its FLOPs */
+    double slow[3] = {0};
     for (int64_t s = 0; s < pp; s++) {
-      sum += (double)plan->vstage_layers[s];
-      if ((double)plan->vstage_layers[s] > max) max = (double)plan->vstage_layers[s];
+      double fbw[3] = {0};
+      chunk_work(plan, s, fbw);
+      double t = fbw[0] + fbw[1] + fbw[2];
+      sum += t;
+      if (t > max) max = t, memcpy(slow, fbw, sizeof slow);
     }
-    double idle = px_zb_idle(pp, plan->microbatches, max * f, max * b, max * w, plan->par.schedule == PX_SCHED_ZB_H2);
-    double T = m * max * (f + b + w) + idle;
-    return T > 0 ? 1.0 - m * sum * (f + b + w) / ((double)pp * T) : 0.0;
+    double idle = px_zb_idle(pp, plan->microbatches, slow[0], slow[1], slow[2], plan->par.schedule == PX_SCHED_ZB_H2);
+    double T = m * max + idle;
+    return T > 0 ? 1.0 - m * sum / ((double)pp * T) : 0.0;
   }
-  /* A stage's work per micro-batch in layers (t_s), equal layers, free
-   * embedding, head and communication: the slowest stage runs m
-   * micro-batches, and the others' work, one chunk deep, fills and drains
-   * the pipeline: T = m t_max + (sum t - t_max) / v. Even stages give
-   * (p-1)/(v m + p-1). */
+  /* A stage's work per micro-batch (t_s, its chunks' forward and backward FLOPs), free embedding, head and
+   * communication: the slowest stage runs m micro-batches, and the others' work, one chunk deep, fills and
+   * drains the pipeline: T = m t_max + (sum t - t_max) / v. Even stages give (p-1)/(v m + p-1). */
   for (int64_t s = 0; s < pp; s++) {
     double t = 0;
-    for (int64_t c = 0; c < plan->par.vpp; c++) t += (double)plan->vstage_layers[c * pp + s];
+    for (int64_t c = 0; c < plan->par.vpp; c++) {
+      double fbw[3] = {0};
+      chunk_work(plan, c * pp + s, fbw);
+      t += fbw[0] + fbw[1];
+    }
     sum += t;
     if (t > max) max = t;
   }

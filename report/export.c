@@ -9,6 +9,7 @@
 
 #include "core/fmt.h"
 #include "core/json.h"
+#include "report/plan.h"
 
 PX_NAME_TABLE(px_framework_names, PX_FW_COUNT, "megatron", "nemo", "torchtitan", "deepspeed");
 
@@ -109,6 +110,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
                   "attention-core recomputation",
                   "recompute none or full");
+  if (px_parallel_recompute_partial(p))
+    return refuse(err, fw, "recompute_method block",
+                  "torchtitan's full activation checkpointing covers every layer, and its layer-wise selective one "
+                  "every n-th, not the first n of each model chunk",
+                  "recompute full of every layer, or none");
   if (p->precision == PX_PREC_FP16)
     return refuse(err, fw, "precision fp16", "torchtitan's mixed precision is bfloat16 or float32", "precision bf16");
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
@@ -412,8 +418,11 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   /* recomputation */
   if (p->recompute == PX_RECOMPUTE_FULL) {
     both(e, "--recompute-granularity", "model.recompute_granularity", "full");
-    both(e, "--recompute-method", "model.recompute_method", "uniform");
-    both(e, "--recompute-num-layers", "model.recompute_num_layers", "1");
+    /* Megatron-Core's method and count (block: the first N layers of each model chunk; uniform 1: every layer) */
+    bool block = px_parallel_recompute_partial(p);
+    both(e, "--recompute-method", "model.recompute_method", "%s", block ? "block" : "uniform");
+    both(e, "--recompute-num-layers", "model.recompute_num_layers", "%lld",
+         block ? (long long)p->recompute_layers : 1LL);
   } else if (p->recompute == PX_RECOMPUTE_SELECTIVE) {
     both(e, "--recompute-granularity", "model.recompute_granularity", "selective");
   }
@@ -563,9 +572,11 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
   }
   px_status st = px_json_print_free(root, err);
   if (st) return st;
+  char rc[64];
   fprintf(notes, "note: %s: the model code's (DeepSpeed's JSON has none): the attention kernel (%s), the MLP, "
                  "the sequence length (%lld), activation recomputation (%s: deepspeed.checkpointing in the model)\n",
-          m->name, px_attention_names[p->attention], (long long)p->seq, px_recompute_names[p->recompute]);
+          m->name, px_attention_names[p->attention], (long long)p->seq,
+          px_report_recompute_text(p, rc, sizeof rc));
   if (p->zero == 0 && px_parallel_weight_dp(p) > 1)
     fprintf(notes, "note: ZeRO-0: DeepSpeed's engine reduces gradients in its own buckets (not the plan's %g MiB)\n",
             (double)p->bucket_bytes / (1 << 20));

@@ -47,7 +47,11 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   for (int32_t i = 0; i < p->nchunk_layers; i++)
     add(&o, "%s%u", i ? "," : " --layers-per-chunk ", (unsigned)p->chunk_layers[i]);
   if (p->mb_group > 0) add(&o, " --microbatch-group %lld", (long long)p->mb_group);
-  add(&o, " --recompute %s --precision %s", px_recompute_names[p->recompute], px_precision_names[p->precision]);
+  add(&o, " --recompute %s", px_recompute_names[p->recompute]);
+  if (px_parallel_recompute_partial(p))
+    add(&o, " --recompute-method %s --recompute-layers %lld", px_recompute_method_names[p->recompute_method],
+        (long long)p->recompute_layers);
+  add(&o, " --precision %s", px_precision_names[p->precision]);
   if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->fp8_base != d.fp8_base) add(&o, " --fp8-base %s", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) add(&o, " --fp8-params");

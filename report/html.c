@@ -212,6 +212,11 @@ static void sb_plan_flags(sbuf *b, const cJSON *par) {
     sb_esc(b, s);
     sb_puts(b, " ");
   }
+  if ((s = jstr(par, "recompute_method")) && jnum(par, "recompute_layers", &v)) {
+    sb_puts(b, "--recompute-method ");
+    sb_esc(b, s);
+    sb_printf(b, " --recompute-layers %.0f ", v);
+  }
   s = jstr(par, "precision");
   if (s && strcmp(s, "bf16")) {
     sb_puts(b, "--precision ");
@@ -315,6 +320,18 @@ static void section_question(sbuf *b, const cJSON *q) {
   if (jnum(cluster, "gpus_per_node", &gpn)) sb_printf(b, ", %.0f GPUs per node", gpn);
   sb_puts(b, "</td></tr>\n");
 
+  const cJSON *ov = jget(q, "overrides"), *o;
+  if (cJSON_GetArraySize(ov) > 0) { /* the cluster fields set over the file's */
+    kv_row(b, "Cluster fields set");
+    int i = 0;
+    cJSON_ArrayForEach(o, ov) if (cJSON_IsString(o)) {
+      sb_puts(b, i++ ? ", <code>" : "<code>");
+      sb_esc(b, o->valuestring);
+      sb_puts(b, "</code>");
+    }
+    sb_puts(b, "</td></tr>\n");
+  }
+
   kv_row(b, "GPUs");
   if (jnum(q, "gpus", &gpus)) {
     sb_grouped(b, gpus);
@@ -344,7 +361,9 @@ static void section_question(sbuf *b, const cJSON *q) {
     sb_grouped(b, seq);
   else
     sb_puts(b, "&mdash;");
-  sb_puts(b, " tokens</td></tr>\n");
+  sb_puts(b, " tokens");
+  if (jstr(q, "seq_from")) sb_puts(b, " (the Hugging Face config's max_position_embeddings: no sequence length was given)");
+  sb_puts(b, "</td></tr>\n");
 
   kv_row(b, "Training tokens");
   if (jnum(q, "tokens", &v) && v > 0) {

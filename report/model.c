@@ -20,11 +20,20 @@ static void flops_rows(const px_model_flops *f, int64_t seq, const char *what, F
   fprintf(out, "  training, with attention            %s\n", px_fmt_flops(f->train_flops, a, sizeof a));
 }
 
+void px_report_seq_from_text(const px_model *m, int64_t seq, FILE *out) {
+  if (!m->seq_from_positions || seq != m->seq_len) return;
+  char above[64] = "";
+  if (seq > PX_MODEL_HF_SEQ_MAX) snprintf(above, sizeof above, "; above %d a plan asks for one", PX_MODEL_HF_SEQ_MAX);
+  fprintf(out, "  seq %lld is the Hugging Face config's max_position_embeddings (no sequence length was given%s)\n",
+          (long long)seq, above);
+}
+
 /* The model's name, source and shape: the show text's first lines, dense or MoE (the second line ends
  * without its newline, for what follows to add). */
 static void model_head(const px_model *m, int64_t seq, FILE *out) {
   fprintf(out, "model %s\n", m->name);
   if (m->source[0]) fprintf(out, "  source: %s\n", m->source);
+  px_report_seq_from_text(m, seq, out);
   fprintf(out, "  layers %lld, hidden %lld, heads %lld (kv %lld, head_dim %lld), ffn %lld, vocab %lld, seq %lld\n",
           (long long)m->layers, (long long)m->hidden, (long long)m->heads, (long long)m->kv_heads,
           (long long)m->head_dim, (long long)m->ffn_hidden, (long long)m->vocab, (long long)seq);

@@ -8,6 +8,7 @@
 #include "plan/lora.h"
 #include "plan/planfile.h"
 #include "report/flags.h"
+#include "report/model.h"
 #include "report/sim.h"
 
 static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
@@ -23,9 +24,18 @@ static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
   return buf;
 }
 
+const char *px_report_recompute_text(const px_parallel *p, char *buf, size_t cap) {
+  if (px_parallel_recompute_partial(p))
+    snprintf(buf, cap, "full of %lld layer%s a chunk (block)", (long long)p->recompute_layers,
+             p->recompute_layers == 1 ? "" : "s");
+  else
+    snprintf(buf, cap, "%s", px_recompute_names[p->recompute]);
+  return buf;
+}
+
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
   const px_parallel *p = &plan->par;
-  char cp[48] = "";
+  char cp[48] = "", rc[64];
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp %lld (%s)", (long long)p->cp, px_cp_algo_names[p->cp_algo]);
   char ft[128];
   fprintf(out,
@@ -34,7 +44,7 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
           what, plan->model.name, (long long)plan->cluster.gpus, plan->cluster.gpu.name, plan->cluster.name,
           (long long)p->tp, cp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "",
           px_schedule_names[p->schedule], (long long)p->mbs, (long long)p->gbs, (long long)plan->seq,
-          px_recompute_names[p->recompute], px_lora_describe(p, ft, sizeof ft));
+          px_report_recompute_text(p, rc, sizeof rc), px_lora_describe(p, ft, sizeof ft));
 }
 
 void px_report_finetune_text(const px_plan *plan, FILE *out) {
@@ -53,19 +63,32 @@ void px_report_finetune_text(const px_plan *plan, FILE *out) {
           px_fmt_count((double)prog->param_elems, tb, sizeof tb));
 }
 
+void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out) {
+  char buf[PX_CLUSTER_OVERRIDES_MAX * 130];
+  if (c->noverrides) fprintf(out, "  cluster fields set: %s\n", px_cluster_overrides_text(c, buf, sizeof buf));
+  px_report_seq_from_text(m, seq, out);
+}
+
+void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq) {
+  cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
+  for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
+  if (m->seq_from_positions && seq == m->seq_len) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
+}
+
 void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out) {
   const px_parallel *p = &plan->par;
   const px_cluster *c = &plan->cluster;
   char a[160], b[64], d[64];
   fprintf(out, "plan: %s on %lld x %s (%s, %lld node%s)\n", plan->model.name, (long long)c->gpus, c->gpu.name, c->name,
           (long long)c->nodes, c->nodes == 1 ? "" : "s");
+  px_report_inputs_text(&plan->model, c, p->seq, out);
   px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  tp %lld", (long long)p->tp);
   if (p->cp > 1) fprintf(out, " x cp %lld", (long long)p->cp);
   fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
           p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
-  char prec[64];
+  char prec[64], rc[64];
   if (p->precision == PX_PREC_FP8) /* the recipe and the dtype of everything but the fp8 GEMMs */
     snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s%s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");
@@ -77,7 +100,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
           (long long)p->seq, prec,
-          px_recompute_names[p->recompute], px_attention_names[p->attention],
+          px_report_recompute_text(p, rc, sizeof rc), px_attention_names[p->attention],
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
   px_report_finetune_text(plan, out);
   if (p->zero >= 2)
@@ -325,6 +348,7 @@ cJSON *px_report_plan_head(const px_plan *plan) {
   cJSON_AddStringToObject(o, "model", plan->model.name);
   cJSON_AddStringToObject(o, "cluster", plan->cluster.name);
   px_json_add_num(o, "gpus", (double)plan->cluster.gpus);
+  px_report_inputs_json(o, &plan->model, &plan->cluster, plan->par.seq);
   cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&plan->par));
   return o;
 }

@@ -25,6 +25,16 @@ px_status px_report_plan_file(const char *path, const px_model *m, const px_clus
 /* "WHAT: llama3-8b on 16 x H100-SXM5-80GB (dgx-h100): tp 2 pp 2 dp 4, ZeRO-1, SP, 1f1b, mbs 1, gbs 64,
  * seq 8192, recompute none" and a newline: the first line of sim and compare. */
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out);
+/* The plan's recomputation in words: "none", "full", "full of 2 layers a
+ * chunk (block)". */
+const char *px_report_recompute_text(const px_parallel *p, char *buf, size_t cap);
+/* What the output rests on that its reader may not know was taken, a line
+ * each (none when neither): the cluster fields set over the file's, and a
+ * sequence length that is a Hugging Face config's max_position_embeddings. */
+void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out);
+/* The same as members of o: "overrides" (["FIELD=VALUE", ...]) and
+ * "seq_from" ("max_position_embeddings"). */
+void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq);
 
 /* The verdict on memory, the first line of `plan` and `sim` after the one
  * naming the plan: "fits: stage 1 needs 61.2 GiB of the 78.4 GiB usable

@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "plan/lora.h"
 #include "report/html.h"
+#include "report/plan.h"
 #include "report/plotdata.h"
 #include "report/plots.h"
 #include "report/sweepjson.h"
@@ -82,13 +83,16 @@ const char px_report_plan_legend[] =
     "  k parameters kept from forward to backward, pN N layers gathered ahead, hN sharded in groups of N DP ranks,\n"
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
-    "  stage layers, chunks an explicit split; none/sel/full recomputation; fp8, fp8cur, fp8blk: fp8 with delayed,\n"
-    "  current or blockwise scaling (then w: fp8 weights, --fp8-params); mxfp8, nvfp4 the block-scaled precisions.\n"
-    "  The flags of each plan: --json (\"flags\") or --csv (column flags).\n";
+    "  stage layers, chunks an explicit split; none/sel/full recomputation (fullN: of the first N layers of each\n"
+    "  chunk, Megatron's block method); fp8, fp8cur, fp8blk: fp8 with delayed, current or blockwise scaling (then w:\n"
+    "  fp8 weights, --fp8-params); mxfp8, nvfp4 the block-scaled precisions. The flags of each plan: --json\n"
+    "  (\"flags\") or --csv (column flags).\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
-  static const char *const rc[] = {"none", "sel", "full"};
-  char sched[64];
+  static const char *const rc_names[] = {"none", "sel", "full"};
+  char sched[64], rc[32];
+  snprintf(rc, sizeof rc, "%s", rc_names[p->recompute]);
+  if (px_parallel_recompute_partial(p)) snprintf(rc, sizeof rc, "full%lld", (long long)p->recompute_layers);
   if (p->schedule == PX_SCHED_INTERLEAVED)
     snprintf(sched, sizeof sched, "int%lld", (long long)p->vpp);
   else
@@ -108,7 +112,7 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   if (p->etp > 0 && p->etp != p->tp) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)p->etp);
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
   snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s", (long long)p->tp, cp, (long long)p->pp,
-           (long long)p->dp, zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc[p->recompute],
+           (long long)p->dp, zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc,
            p->precision == PX_PREC_FP8     ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0]
            : p->precision == PX_PREC_MXFP8 ? " mxfp8"
            : p->precision == PX_PREC_NVFP4 ? " nvfp4"
@@ -280,6 +284,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld%s, objective %s\n", m->name, (long long)c->gpus,
           c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
           px_lora_describe(&resolved, ft, sizeof ft), px_objective_names[o->objective]);
+  px_report_inputs_text(m, c, f->seq > 0 ? f->seq : m->seq_len, out);
   int precs = px_report_sweep_precisions(r);
   if (precs) {
     fputs("  precisions searched:", out);

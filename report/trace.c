@@ -38,12 +38,20 @@ static const char *timeline_kind(int32_t block) {
     case PX_BLOCK_MOE_FWD:
     case PX_BLOCK_LAYER_FWD_WINDOW:
     case PX_BLOCK_MOE_FWD_WINDOW:
+    case PX_BLOCK_LAYER_FWD_KEPT:
+    case PX_BLOCK_MOE_FWD_KEPT:
+    case PX_BLOCK_LAYER_FWD_WINDOW_KEPT:
+    case PX_BLOCK_MOE_FWD_WINDOW_KEPT:
     case PX_BLOCK_HEAD_FWD: return "fwd";
     case PX_BLOCK_EMBED_BWD:
     case PX_BLOCK_LAYER_BWD:
     case PX_BLOCK_MOE_BWD:
     case PX_BLOCK_LAYER_BWD_WINDOW:
     case PX_BLOCK_MOE_BWD_WINDOW:
+    case PX_BLOCK_LAYER_BWD_KEPT:
+    case PX_BLOCK_MOE_BWD_KEPT:
+    case PX_BLOCK_LAYER_BWD_WINDOW_KEPT:
+    case PX_BLOCK_MOE_BWD_WINDOW_KEPT:
     case PX_BLOCK_HEAD_BWD: return "bwd";
     case PX_BLOCK_LAYER_BWD_W: return "wgrad";
     case PX_BLOCK_OPTIMIZER: return "opt";

@@ -57,7 +57,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 784, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 792, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
   key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_imbalance = par->moe_imbalance;
@@ -71,6 +71,9 @@ static void tmpl_key(const px_parallel *par, px_parallel *key) {
   /* normalised: a split backward is two blocks, the rest is the programs' */
   key->schedule = px_parallel_split_w(par) ? PX_SCHED_ZB_H1 : PX_SCHED_1F1B;
   key->vpp = 1;
+  /* partial recomputation's blocks are the same whatever its N (the programs pick them per layer) */
+  bool partial = px_parallel_recompute_partial(par);
+  key->recompute_method = partial ? PX_RECOMPUTE_BLOCK : PX_RECOMPUTE_UNIFORM, key->recompute_layers = partial;
   key->grad_accum = key->reshard = -1;
   key->prefetch = -1;
   /* first_stage_layers, last_stage_layers, mb_group, bucket_bytes, chunk_layers: 0 */
@@ -242,12 +245,13 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
   for (int64_t vs = 0, first = 0; !st && vs < V; first += layers[vs++]) {
     bool embed = vs == 0, head = vs == V - 1;
     for (int e = PX_ENTRY_F; e <= (split ? PX_ENTRY_W : PX_ENTRY_B); e++) {
-      int nk = px_program_entry_kinds(m, first, layers[vs], embed && e != PX_ENTRY_W, head && e != PX_ENTRY_W, e, kinds);
+      int nk = px_program_entry_kinds(m, par, first, layers[vs], embed && e != PX_ENTRY_W, head && e != PX_ENTRY_W, e,
+                                      kinds);
       for (int i = 0; i < nk; i++) ns[3 * vs + e] += t->ns[kinds[i]];
       if (e != PX_ENTRY_F) continue;
       int64_t nmoe = 0;
       for (int i = 0; i < nk; i++)
-        keep[vs] += t->net[kinds[i]], nmoe += kinds[i] == PX_BLOCK_MOE_FWD || kinds[i] == PX_BLOCK_MOE_FWD_WINDOW;
+        keep[vs] += t->net[kinds[i]], nmoe += px_block_is_moe_fwd(kinds[i]);
       if (!embed) keep[vs] += t->net[PX_BLOCK_RECV_FWD];
       if (!head) keep[vs] += t->net[PX_BLOCK_SEND_FWD];
       elems_add(&el[vs], &t->moe, nmoe);

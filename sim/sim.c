@@ -481,17 +481,14 @@ static px_status stage_costs(sim *S, int64_t s) {
   px_status st;
   /* blocks run as segments; a receive's segments (the TP all-gather of
    * scattered slices) follow its transfer */
-  static const px_block_kind compute_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
-                                                 PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                                 PX_BLOCK_OPTIMIZER, PX_BLOCK_RECV_FWD,  PX_BLOCK_RECV_BWD,
-                                                 PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
-                                                 PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
-                                                 PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
   int32_t opt = -1; /* the stage's own optimizer ops */
   for (int32_t i = 0; i < prog->ninsts && opt < 0; i++)
     if (prog->insts[i].block == PX_BLOCK_OPTIMIZER) opt = i;
-  for (size_t i = 0; i < sizeof compute_blocks / sizeof *compute_blocks; i++) {
-    px_block_kind kind = compute_blocks[i];
+  for (int kk = 0; kk < PX_BLOCK_KIND_COUNT; kk++) {
+    px_block_kind kind = (px_block_kind)kk;
+    if (!px_block_is_compute(kind) && kind != PX_BLOCK_OPTIMIZER && kind != PX_BLOCK_RECV_FWD &&
+        kind != PX_BLOCK_RECV_BWD)
+      continue;
     seg_list *l = &ss->costs[kind];
     const px_op *ops =
         kind == PX_BLOCK_OPTIMIZER && opt >= 0 ? px_inst_ops(p, prog, &prog->insts[opt]) : p->blocks[kind].ops;
@@ -545,21 +542,15 @@ static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_o
   return st;
 }
 
-/* The compute blocks of a layer, the embedding and the head, which run_segment times from their segments. */
-static const px_block_kind bound_blocks[] = {PX_BLOCK_EMBED_FWD, PX_BLOCK_EMBED_BWD, PX_BLOCK_LAYER_FWD,
-                                             PX_BLOCK_LAYER_BWD, PX_BLOCK_HEAD_FWD,  PX_BLOCK_HEAD_BWD,
-                                             PX_BLOCK_LAYER_BWD_W, PX_BLOCK_MOE_FWD,  PX_BLOCK_MOE_BWD,
-                                             PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW,
-                                             PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW};
-
 px_status px_sim_block_bounds_ns(const px_plan *p, uint64_t out_ns[PX_BLOCK_KIND_COUNT], px_err *err) {
   px_sim_opts defaults = {0};
   /* compute at the pace the simulation runs it (the straggler's stretch), as sim_once sets it */
   sim S = {.plan = p, .opts = &defaults, .pp = p->par.pp, .err = err, .stretch = px_straggler_plan_stretch(p)};
   px_status st = PX_OK;
   memset(out_ns, 0, PX_BLOCK_KIND_COUNT * sizeof *out_ns);
-  for (size_t k = 0; !st && k < sizeof bound_blocks / sizeof *bound_blocks; k++)
-    st = block_compute_ns(&S, 0, bound_blocks[k], p->blocks[bound_blocks[k]].ops, &out_ns[bound_blocks[k]]);
+  for (int k = 0; !st && k < PX_BLOCK_KIND_COUNT; k++) /* the compute blocks: layers, embedding, head */
+    if (px_block_is_compute((px_block_kind)k))
+      st = block_compute_ns(&S, 0, (px_block_kind)k, p->blocks[k].ops, &out_ns[k]);
   return st;
 }
 
@@ -623,7 +614,7 @@ px_status px_sim_step_bound_s(const px_plan *p, double *out_s, px_err *err) {
   px_status st = pos && inst && dur && end && base ? PX_OK : PX_ERR_RUNTIME;
   uint64_t kind_ns[PX_BLOCK_KIND_COUNT] = {0};
   bool runs[PX_BLOCK_KIND_COUNT] = {0}; /* kinds timed from their segments */
-  for (size_t k = 0; k < sizeof bound_blocks / sizeof *bound_blocks; k++) runs[bound_blocks[k]] = true;
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) runs[k] = px_block_is_compute((px_block_kind)k);
   if (!st) st = px_sim_block_bounds_ns(p, kind_ns, err);
   for (int64_t s = 0, off = 0; !st && s < pp; s++) {
     const px_program *prog = &p->programs[s];

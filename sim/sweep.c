@@ -198,12 +198,17 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   for (int64_t t = 1; t <= gpus && t <= max_tp && ntp < 64; t++)
     if (gpus % t == 0 && m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn_hidden % t == 0) tps[ntp++] = t;
   if (f->tp > 0) tps[0] = f->tp, ntp = 1;
-  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2};
+  /* recomputation: none, selective, full, and full of half of each model chunk's layers (Megatron's block
+   * method, RECOMPUTE_HALF): half the activations full recomputation drops, for half its extra FLOPs */
+  enum { RECOMPUTE_HALF = PX_RECOMPUTE_COUNT };
+  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2, RECOMPUTE_HALF};
   static const int64_t mbss[] = {1, 2, 4, 8};
-  int64_t zv[4], spv[2], rv[3], mv[4];
+  int64_t zv[4], spv[2], rv[4], mv[4];
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
-  int nr = dim_values(f->recompute, f->recompute >= 0, recs, 3, rv);
+  /* recompute_layers alone fixes full recomputation (of those layers) */
+  int nr = dim_values(f->recompute >= 0 ? f->recompute : PX_RECOMPUTE_FULL, f->recompute >= 0 || f->recompute_layers > 0,
+                      recs, 4, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
   /* context parallelism: powers of two (each with every algorithm unless fixed) for long sequences */
   int64_t seq = f->seq > 0 ? f->seq : m->seq_len, cps[8] = {1};
@@ -274,6 +279,11 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie][0], p.etp = eps[ie][1];
                 p.precision = precs[ipr];
                 p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 2][0], p.vpp = scheds[ic / 2][1];
+                if (rv[ir] == RECOMPUTE_HALF) { /* half of the layers of a chunk of the even split, if it has two */
+                  int64_t half = m->layers / (p.pp * p.vpp) / 2;
+                  if (half < 1) continue;
+                  p.recompute = PX_RECOMPUTE_FULL, p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = half;
+                }
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
@@ -1199,6 +1209,7 @@ static bool same_shape(const px_parallel *a, const px_parallel *b) {
   return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo && a->ep == b->ep && a->etp == b->etp &&
          a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
+         a->recompute_method == b->recompute_method && a->recompute_layers == b->recompute_layers &&
          a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
 }
 

@@ -418,6 +418,96 @@ static void test_korthikanti(void) {
   }
 }
 
+/* Partial recomputation, Megatron's block method (tests/data/megatron_recompute.md): of each model chunk's
+ * layers the first N are fully recomputed and keep their input (2 s b h bytes in fp16, Korthikanti's full),
+ * the others keep every activation (his none); the backward recomputes N layers' forwards a chunk, each
+ * 24 b s h^2 + 4 b s^2 h FLOPs (Megatron's per-layer forward: the GEMMs, 2 x 12 b s h^2, and the attention's
+ * two s x s products, 2 x 2 b s^2 h). */
+static void test_recompute_block(void) {
+  px_model m = gpt(8, 4096, 32, 2048, 0.1);
+  px_cluster c = cluster("dgx-a100", 8);
+  double s = 2048, b = 2, h = 4096, a = 32;
+  double kept = korthikanti(s, b, h, a, 1, false, PX_RECOMPUTE_NONE);
+  double redo = korthikanti(s, b, h, a, 1, false, PX_RECOMPUTE_FULL);
+  double layer_fwd = 24 * b * s * h * h + 4 * b * s * s * h;
+  px_plan none = {0}, part = {0};
+  px_err err = {0};
+  px_parallel pn = par(1, 1, 8, 0, 2, 16);
+  pn.attention = PX_ATTN_UNFUSED, pn.precision = PX_PREC_FP16;
+  CU_ASSERT_EQUAL_FATAL(compile(&none, &m, &c, &pn, &err), PX_OK);
+  for (int64_t n = 1; n <= 8; n += 3) { /* 1, 4, 7 of the 8 layers */
+    px_parallel pb = pn;
+    pb.recompute = PX_RECOMPUTE_FULL, pb.recompute_method = PX_RECOMPUTE_BLOCK, pb.recompute_layers = n;
+    CU_ASSERT_EQUAL_FATAL(compile(&part, &m, &c, &pb, &err), PX_OK);
+    /* what each layer keeps: the recomputed ones their input, the others all (the formulas within 1%) */
+    px_block_mem fr, fk;
+    px_plan_block_mem(&part, PX_BLOCK_LAYER_FWD, &fr);
+    px_plan_block_mem(&part, PX_BLOCK_LAYER_FWD_KEPT, &fk);
+    double got_r = (double)fr.delta[PX_MEM_ACTIVATIONS], got_k = (double)fk.delta[PX_MEM_ACTIVATIONS];
+    CU_ASSERT(got_r >= redo && got_r <= redo * 1.01);
+    CU_ASSERT(got_k >= kept && got_k <= kept * 1.01);
+    /* the memory plan: n layers fewer kept whole at the peak (the backward's start, the last layer a kept one) */
+    int64_t saved = (int64_t)none.mem[0].activations_peak_bytes - (int64_t)part.mem[0].activations_peak_bytes;
+    if (n < 8) CU_ASSERT_EQUAL(saved, n * (int64_t)(got_k - got_r));
+    /* FLOPs: n layers' forwards again, per micro-batch (16 / (2 x 8) = 1) */
+    PX_ASSERT_REL(part.hw_flops_per_step - part.model_flops_per_step, (double)n * layer_fwd * 8, 0.005);
+    PX_ASSERT_REL(part.model_flops_per_step, none.model_flops_per_step, 1e-12);
+    /* the stage's backward: n recomputing layer blocks, 8 - n keeping theirs */
+    int nr = 0, nk = 0;
+    for (int32_t i = 0; i < part.programs[0].ninsts; i++)
+      nr += part.programs[0].insts[i].block == PX_BLOCK_LAYER_BWD,
+          nk += part.programs[0].insts[i].block == PX_BLOCK_LAYER_BWD_KEPT;
+    CU_ASSERT_EQUAL(nr, n);
+    CU_ASSERT_EQUAL(nk, 8 - n);
+    px_plan_free(&part);
+  }
+  /* every layer of the chunk: full recomputation's plan, byte for byte and FLOP for FLOP */
+  px_plan full = {0};
+  px_parallel pf = pn, pb = pn;
+  pf.recompute = PX_RECOMPUTE_FULL;
+  pb.recompute = PX_RECOMPUTE_FULL, pb.recompute_method = PX_RECOMPUTE_BLOCK, pb.recompute_layers = 8;
+  CU_ASSERT_EQUAL_FATAL(compile(&full, &m, &c, &pf, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(compile(&part, &m, &c, &pb, &err), PX_OK);
+  PX_ASSERT_EQ_U64(part.mem[0].peak_bytes, full.mem[0].peak_bytes);
+  CU_ASSERT_EQUAL(part.hw_flops_per_step, full.hw_flops_per_step);
+  px_plan_free(&part);
+  px_plan_free(&full);
+  /* per model chunk: pp 2 x vpp 2, 2 layers a chunk, N 1: layers 0, 2, 4 and 6 recomputed */
+  px_cluster c4 = cluster("dgx-a100", 4);
+  px_parallel pv = par(1, 2, 2, 0, 1, 8);
+  pv.schedule = PX_SCHED_INTERLEAVED, pv.vpp = 2, pv.attention = PX_ATTN_UNFUSED, pv.precision = PX_PREC_FP16;
+  pv.recompute = PX_RECOMPUTE_FULL, pv.recompute_method = PX_RECOMPUTE_BLOCK, pv.recompute_layers = 1;
+  CU_ASSERT_EQUAL_FATAL(compile(&part, &m, &c4, &pv, &err), PX_OK);
+  for (int64_t st = 0; st < 2; st++)
+    for (int32_t i = 0; i < part.programs[st].ninsts; i++) {
+      const px_inst *in = &part.programs[st].insts[i];
+      if (in->block == PX_BLOCK_LAYER_BWD) CU_ASSERT_EQUAL(in->layer % 2, 0);
+      if (in->block == PX_BLOCK_LAYER_BWD_KEPT) CU_ASSERT_EQUAL(in->layer % 2, 1);
+    }
+  PX_ASSERT_REL(part.hw_flops_per_step - part.model_flops_per_step, 4 * (24 * 1 * s * h * h + 4 * 1 * s * s * h) * 8,
+                0.005);
+  px_plan_free(&part);
+  /* refused: without full recomputation, uniform groups of several layers, more than a stage's layers */
+  static const struct {
+    int rc, method;
+    int64_t n;
+    const char *says;
+  } bad[] = {{PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_BLOCK, 2, "it needs `recompute` full"},
+             {PX_RECOMPUTE_FULL, PX_RECOMPUTE_UNIFORM, 2, "groups of more than one layer"},
+             {PX_RECOMPUTE_FULL, PX_RECOMPUTE_BLOCK, 0, "`recompute_method` block needs `recompute_layers`"},
+             {PX_RECOMPUTE_FULL, PX_RECOMPUTE_BLOCK, 9, "more than the 8 layers of a pipeline stage"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    px_parallel pr = pn;
+    pr.recompute = bad[i].rc, pr.recompute_method = bad[i].method, pr.recompute_layers = bad[i].n;
+    px_parallel_resolve(&pr, &m, &c);
+    memset(&err, 0, sizeof err);
+    CU_ASSERT_EQUAL(px_parallel_validate(&pr, &m, &c, &err), PX_ERR_INPUT);
+    if (!strstr(err.msg, bad[i].says)) fprintf(stderr, "\n  %s\n", err.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[i].says));
+  }
+  px_plan_free(&none);
+}
+
 /* The fused attention keeps no S x S tensor, not even as scratch (the one
  * workspace is SP's (b, s, h) buffer for sequence-axis collectives): without
  * recomputation a layer holds the formula's terms without 5 a s / h, plus the
@@ -761,9 +851,20 @@ static void test_cluster_set_field(void) {
   CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "gpus_per_node=4", &err), PX_OK);
   CU_ASSERT_EQUAL(c.gpus, 512);
   CU_ASSERT_EQUAL(c.nodes, 128);
+  /* each set is recorded, in order, for the outputs (and kept by a plan file's cluster) */
+  char text[512];
+  CU_ASSERT_STRING_EQUAL(px_cluster_overrides_text(&c, text, sizeof text),
+                         "inter_node.nic_gbit_per_s=200, gpu.hbm_gib=141, gpu.peak_tflops.bf16=1979, "
+                         "host.nvme_gb_per_s=25, inter_node.topology=fat_tree, gpus_per_node=4");
+  cJSON *j = px_cluster_to_json(&c);
+  px_cluster back;
+  CU_ASSERT_EQUAL(px_cluster_from_json(j, "back.json", &back, &err), PX_OK);
+  cJSON_Delete(j);
+  CU_ASSERT_EQUAL(back.noverrides, 6);
+  CU_ASSERT_STRING_EQUAL(back.overrides[5], "gpus_per_node=4");
   static const struct {
     const char *set, *says;
-  } bad[] = {{"gpu.hbm_gibb=141", "'gpu.hbm_gibb' is not a cluster field"},
+  } bad[] = {{"gpu.hbm_gibb=141", "unknown field 'gpu.hbm_gibb' (did you mean 'gpu.hbm_gib'?)"},
              {"gpu.hbm_gib=-1", "field 'gpu.hbm_gib'"},
              {"gpu.hbm_gib=lots", "gpu.hbm_gib"},
              {"inter_node.topology=torus", "'torus' is not one of"},
@@ -1149,7 +1250,7 @@ static void test_sliding_window(void) {
   /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
   double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
   for (int window = 0; window < 2; window++) {
-    const px_block *fb = &plan.blocks[px_layer_block(true, window, false)];
+    const px_block *fb = &plan.blocks[px_layer_block(true, window, false, false)];
     int found = 0;
     for (int32_t i = 0; i < fb->nops; i++)
       if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
@@ -1991,6 +2092,8 @@ int main(void) {
       {"NF4 with double quantisation: 4.127 bits a weight, 3 GB saved on LLaMA 65B (QLoRA)", test_lora_nf4_bytes},
       {"Llama 2 70B LoRA r16 to the byte; QLoRA 65B under 48 GB", test_lora_70b},
       {"adapters' refusals name their fields", test_lora_refusals},
+      {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
+       test_recompute_block},
   };
   return px_test_main("plan", tests, sizeof tests / sizeof tests[0]);
 }

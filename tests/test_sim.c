@@ -267,8 +267,10 @@ static double flops_cost(void *ctx, int64_t stage, px_block_kind kind) {
   (void)stage;
   const double *fl = plan->blocks[kind].flops;
   switch (kind) {
-    case PX_BLOCK_LAYER_FWD: return fl[PX_PHASE_FWD] * 1e-12;
-    case PX_BLOCK_LAYER_BWD: return (fl[PX_PHASE_BWD] + fl[PX_PHASE_RECOMPUTE]) * 1e-12;
+    case PX_BLOCK_LAYER_FWD:
+    case PX_BLOCK_LAYER_FWD_KEPT: return fl[PX_PHASE_FWD] * 1e-12;
+    case PX_BLOCK_LAYER_BWD:
+    case PX_BLOCK_LAYER_BWD_KEPT: return (fl[PX_PHASE_BWD] + fl[PX_PHASE_RECOMPUTE]) * 1e-12;
     case PX_BLOCK_LAYER_BWD_W: return fl[PX_PHASE_BWD] * 1e-12;
     default: return 0.0;
   }
@@ -277,11 +279,13 @@ static double flops_cost(void *ctx, int64_t stage, px_block_kind kind) {
 static void test_bubble_zb_analytic(void) {
   for (int sched = PX_SCHED_ZB_H1; sched <= PX_SCHED_ZB_H2; sched++)
     for (int64_t m = 2; m <= 18; m += 4)
-      for (int rc = PX_RECOMPUTE_NONE; rc < PX_RECOMPUTE_COUNT; rc++) {
+      for (int rc = PX_RECOMPUTE_NONE; rc <= PX_RECOMPUTE_COUNT; rc++) { /* COUNT: full of 1 layer a stage */
         px_model model = gpt(8);
         px_parallel p;
         px_parallel_unset(&p);
         p.pp = 4, p.tp = 1, p.mbs = 1, p.gbs = m, p.schedule = sched, p.recompute = rc;
+        if (rc == PX_RECOMPUTE_COUNT)
+          p.recompute = PX_RECOMPUTE_FULL, p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = 1;
         px_plan plan;
         px_err err = {0};
         CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &model, "dgx-a100", 4, &p, &err), PX_OK);
@@ -292,6 +296,30 @@ static void test_bubble_zb_analytic(void) {
         px_sim_result_free(&r);
         px_plan_free(&plan);
       }
+}
+
+/* Partial recomputation (Megatron's block method): the step recomputes only the layers it covers, so its
+ * recomputation time is N of the stage's 32 layers' share of full recomputation's (the same blocks, TP-free). */
+static void test_recompute_block_time(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  double full_s = 0;
+  for (int64_t n = 0; n <= 24; n += 8) { /* 0: every layer (full) */
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.dp = 8, p.zero = 1, p.mbs = 1, p.gbs = 16, p.recompute = PX_RECOMPUTE_FULL;
+    if (n) p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = n;
+    px_plan plan;
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 8, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    if (!n) full_s = r.breakdown.recompute_s;
+    CU_ASSERT(full_s > 0);
+    if (n) PX_ASSERT_REL(r.breakdown.recompute_s, full_s * (double)n / 32.0, 1e-6);
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
 }
 
 /* ---- determinism, consistency, symmetry ---- */
@@ -986,6 +1014,7 @@ int main(void) {
       {"context parallelism: the ring hides its hops, all-gather and a2a do not", test_context_parallel_sim},
       {"mixture of experts: EP exchanges on their links, imbalance, all-gather dispatch", test_moe_sim},
       {"straggler: order statistic by hand, the step at the slowest GPU's pace", test_straggler},
+      {"partial recomputation: the recomputed layers' share of full recomputation's time", test_recompute_block_time},
   };
   return px_test_main("sim", tests, sizeof tests / sizeof tests[0]);
 }

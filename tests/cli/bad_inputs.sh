@@ -58,7 +58,7 @@ expect_refusal "host.pcie_gb_per_s" "$px" plan -m llama2-7b -c hgx-h200 -g 8 -z 
 expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 2 --offload-optimizer disk
 expect_refusal "--shard-group" "$px" plan -m llama2-7b -c dgx-a100 -g 16 -z 3 --shard-group 8 --offload-optimizer cpu
 # what-ifs: --set and --vary name the field and what was wrong
-expect_refusal "'gpu.hbm_gibb' is not a cluster field" "$px" plan -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gibb=141
+expect_refusal "unknown field 'gpu.hbm_gibb' (did you mean 'gpu.hbm_gib'?)" "$px" plan -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gibb=141
 expect_refusal "'intra_node.comm_sms': 132 is not below gpu.sm_count 132" "$px" sim -m tiny -c dgx-h100 -g 8 --set intra_node.comm_sms=132
 expect_refusal "'inter_node.comm_sms'" "$px" sim -m tiny -c dgx-h100 -g 8 --set inter_node.comm_sms=-1
 expect_refusal "field 'gpu.hbm_gib'" "$px" sim -m tiny -c dgx-h100 -g 8 --set gpu.hbm_gib=-1

@@ -54,7 +54,8 @@ well_formed() {
 }
 
 # The round trips: name, framework, plan flags. Dense TP/PP/VP/SP, CP, MoE EP/ETP, ZeRO-3 (Megatron-FSDP,
-# FSDP2) and HSDP, uneven stages and an explicit split, offload, fp8 (delayed, current, blockwise).
+# FSDP2) and HSDP, uneven stages and an explicit split, offload, fp8 (delayed, current, blockwise), partial
+# recomputation (the block method).
 cases=(
   "dense_tp_pp_vp_sp|megatron|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
   "dense_tp_pp_vp_sp|nemo|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
@@ -74,6 +75,8 @@ cases=(
   "zero2_fp16|deepspeed|-m gpt2-350m -c dgx-a100 -g 8 -z 2 -P fp16 -b 4 -B 64"
   "fp8_params_qk_norm|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
   "fp8_params_qk_norm|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
+  "recompute_block|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
+  "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name fw flags <<<"$c"
