@@ -73,7 +73,7 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP, window or MoE kernels, fp8 with per-tensor scales and
+ * fp16 kernels, no CP or window kernels (nor MoE: px_runnable), fp8 with per-tensor scales and
  * unfused GELU, the ops on gradient ranges in the activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->cp > 1)
@@ -82,7 +82,6 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->sliding_window > 0)
     return no(why, cap, "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no window "
               "yet (hint: `backend` cpu runs it)", (long long)m->sliding_window);
-  if (m->experts > 0) return no(why, cap, "no mixture-of-experts kernels (hint: `backend` cpu runs it)");
   if (px_parallel_grad_dtype(p) != px_parallel_compute_dtype(p))
     return no(why, cap, "%s gradients with %s activations: the cuda backend accumulates and steps in the activations' "
               "dtype (hint: `main_grad` param)", px_dtype_names[px_parallel_grad_dtype(p)],
@@ -100,6 +99,8 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
 
 bool px_runnable(px_run_backend b, const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (why && cap) why[0] = 0;
+  if (b == PX_RUN_CUDA && m->experts > 0) /* before the executor's layout of experts, which it has no kernels for */
+    return no(why, cap, "no mixture-of-experts kernels (hint: `backend` cpu runs it)");
   if (!executor_runs(p, m, why, cap)) return false;
   return b == PX_RUN_CPU ? cpu_runs(p, m, why, cap) : cuda_runs(p, m, why, cap);
 }
