@@ -10,7 +10,8 @@
 # the plan. The cuda column is the planner's alone (no device here; the
 # emulator, tests/gpu/emu, is no quick test).
 # make test runs each choice alone (and each model); `make test-parity`
-# (PX_PARITY=full) every pair, up to 12 ranks a cell.
+# (PX_PARITY=full) every pair, up to 12 ranks a cell. Then sweep
+# --runnable-by cpu|cuda: what it ranks, plan --json says that backend runs.
 set -u
 px=$1
 src=$2
@@ -89,6 +90,21 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
     "$tmp/cell.json" >/dev/null ||
     fail "$label ($model $flags): measured peak and the fp8 copies $copies are not the plan's: $(jq -sc 'last | .stages' "$tmp/cell.json")"
 done < <(tr '\t' '\037' <"$tmp/cells.tsv")
+# sweep --runnable-by cpu|cuda keeps to the plans that backend runs (the same rule): some left out and counted,
+# and each plan it ranks (its first 12) one plan --json says the backend runs
+for spec in "cpu tiny-moe local-cpu 4" "cuda tiny dgx-h100 8"; do
+  read -r b model cluster g <<<"$spec"
+  "$px" sweep -m "$model" -c "$cluster" -g "$g" -B 8 --runnable-by "$b" --json >"$tmp/sweep.json" ||
+    { fail "sweep --runnable-by $b"; continue; }
+  jq -e --arg b "$b" '.question.runnable_by == $b and .counts.not_runnable > 0 and (.plans | length) > 0' \
+    "$tmp/sweep.json" >/dev/null || fail "sweep --runnable-by $b: $(jq -c '.counts' "$tmp/sweep.json")"
+  while read -r flags; do
+    # shellcheck disable=SC2086
+    "$px" plan -m "$model" -c "$cluster" -g "$g" $flags --json | jq -e --arg b "$b" '.backends[$b].runs' >/dev/null ||
+      fail "sweep --runnable-by $b ranked $flags, which plan --json says $b does not run"
+  done < <(jq -r '.plans[:12][].flags' "$tmp/sweep.json")
+done
+
 echo "parity ($mode): $ran cells run on the cpu backend, $refused refused by it (each reason checked with run), $invalid not valid plans; fp8's worst gap $worst8"
 [ "$ran" -ge 20 ] || fail "only $ran cells ran"
 finish
