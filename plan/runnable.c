@@ -48,18 +48,14 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
 }
 
 /* fp8 codes in a collective (exec/cpu/fp8.h, which the cuda backend's
- * all-gather of codes shares): their per-tensor scales follow a plain
- * all-gather or all-to-all, not blockwise scales, nor the permute of a
- * sequence-parallel all-gather of more than one sequence. */
+ * all-gather of codes shares): their per-tensor scales follow an all-gather
+ * or all-to-all (and the permute after a sequence-parallel all-gather of
+ * more than one sequence, on the cpu backend), blockwise scales do not. */
 static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *why, size_t cap) {
-  if (p->precision != PX_PREC_FP8) return true;
   bool sp_gather = p->sp && p->tp > 1; /* the layers' inputs all-gathered in fp8 over TP */
-  if (p->fp8_recipe == PX_FP8_BLOCKWISE && (sp_gather || (m->experts > 0 && p->ep > 1)))
+  if (p->precision == PX_PREC_FP8 && p->fp8_recipe == PX_FP8_BLOCKWISE && (sp_gather || (m->experts > 0 && p->ep > 1)))
     return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the cpu "
               "backend (sequence or expert parallelism; hint: `fp8_recipe` current)");
-  if (sp_gather && p->mbs > 1)
-    return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the cpu "
-              "backend's fp8 scales do not follow (hint: `mbs` 1)");
   return true;
 }
 
@@ -73,8 +69,9 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP or window kernels (nor MoE: px_runnable), fp8 with per-tensor scales and
- * unfused GELU, the ops on gradient ranges in the activations' dtype. */
+ * fp16 kernels, no CP or window kernels (nor MoE: px_runnable), fp8 with
+ * per-tensor scales and unfused GELU, the ops on gradient ranges in the
+ * activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
@@ -94,6 +91,9 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->mlp == PX_MLP_GELU && p->gelu == PX_GELU_FUSED)
     return no(why, cap, "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: `gelu` "
               "separate)");
+  if (p->sp && p->tp > 1 && p->mbs > 1) /* exec/cuda/ops.c: it has no codes_moved (exec/backend.h) */
+    return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the cuda "
+              "backend's fp8 scales do not follow (hint: `mbs` 1)");
   return fp8_collectives_run(p, m, why, cap);
 }
 

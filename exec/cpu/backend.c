@@ -596,6 +596,10 @@ static px_status cpu_sync(px_backend *b, px_err *err) {
   return PX_OK;
 }
 
+static px_status cpu_codes_moved(px_backend *b, void *out, const void *in, uint64_t count, px_err *err) {
+  return px_cpu_fp8_moved(((cpu *)b->impl)->f8, out, in, count, err);
+}
+
 static px_status cpu_amax_histories(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step,
                                     float *hist, px_err *err) {
   return px_cpu_fp8_histories(((cpu *)b->impl)->f8, load, keys, n, step, hist, err);
@@ -652,6 +656,7 @@ static const px_backend cpu_table = {
     .host_alltoall = cpu_host_alltoall,
     .sync = cpu_sync,
     .amax_histories = cpu_amax_histories,
+    .codes_moved = cpu_codes_moved,
     .destroy = cpu_destroy,
 };
 

@@ -30,6 +30,7 @@ GBS=8
 choices=(
   "tp|tp2|-t 2"
   "tp|tp2 sp|-t 2 -S"
+  "tp|tp2 sp mbs2|-t 2 -S -b 2"
   "pp|pp2 1f1b|-p 2"
   "pp|pp2 gpipe|-p 2 -e gpipe"
   "pp|pp2 zb-h1|-p 2 -e zb-h1"
