@@ -712,7 +712,8 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
 
 /* The loss's row statistics over its vocabulary shards (its group, TP); a
  * cast's amax over every rank that may exchange its codes (TP, then EP:
- * Transformer Engine's amax reduction). */
+ * Transformer Engine's amax reduction); the router's expert shares over
+ * the CP ranks that split its micro-batch. */
 static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {
   px_exec *x = e->comm->ctx;
   const px_parallel *par = &x->plan->par;
@@ -721,6 +722,8 @@ static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop
   if (par->tp > 1 && (cast || e->op->group == PX_GROUP_TP))
     st = x->be->allreduce(x->be, PX_GROUP_TP, buf, n, PX_DTYPE_FP32, op, err);
   if (!st && cast && par->ep > 1) st = x->be->allreduce(x->be, PX_GROUP_EP, buf, n, PX_DTYPE_FP32, op, err);
+  if (!st && e->op->kind == PX_OP_MOE_ROUTE_BWD && par->cp > 1)
+    st = x->be->allreduce(x->be, PX_GROUP_CP, buf, n, PX_DTYPE_FP32, op, err);
   return st;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The parity matrix (docs/parity.md, tests/parity/matrix.sh) on the cpu
 # backend: each cell the planner says it runs is run (3 steps, gbs 8) and
-# must equal its model's one-rank run: fp32 losses within 1e-5 and the
+# must equal its model's one-rank run of the same micro-batch size (a mixture
+# of experts' load-balancing loss is the micro-batch's, as in Megatron-Core):
+# fp32 losses within 1e-5 and the
 # first-step gradients (px_gradcmp), fp8 losses within FP8_TOL of the one-rank
 # fp8 run; every stage's measured peak is its plan's (fp8: less the cached
 # fp8 weight copies, which the cpu backend does not keep). Each cell it says the
@@ -34,10 +36,10 @@ run() { # out model ranks flags...
     "$@" >"$tmp/$out.json" 2>"$tmp/err.txt" </dev/null # (mpirun would read the cells)
 }
 
-# the one-rank references, fp32 and fp8, of each model a cell runs
-ref() { # model fp8(0|1): the reference's name, run once
-  local name="ref-$1-$2" extra=()
-  [ "$2" = 1 ] && extra=(-P fp8)
+# the one-rank references, fp32 and fp8, of each model and micro-batch size a cell runs
+ref() { # model fp8(0|1) mbs: the reference's name, run once
+  local name="ref-$1-$2-$3" extra=(-b "$3")
+  [ "$2" = 1 ] && extra+=(-P fp8)
   if [ ! -f "$tmp/$name.json" ]; then
     run "$name" "$1" 1 "${extra[@]}" || { fail "$1 one rank ${extra[*]}: $(head -3 "$tmp/err.txt")"; return 1; }
   fi
@@ -63,9 +65,10 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
       ;;
   esac
   [ "$n" -le 12 ] || { echo "skip: $label: $n ranks"; continue; }
-  fp8=0
+  fp8=0 mbs=1
   [[ " $flags " == *" -P fp8 "* ]] && fp8=1
-  r=$(ref "$model" "$fp8") || continue
+  [[ " $flags " =~ .*\ -b\ ([0-9]+)\  ]] && mbs=${BASH_REMATCH[1]}
+  r=$(ref "$model" "$fp8" "$mbs") || continue
   ran=$((ran + 1))
   # shellcheck disable=SC2086
   if ! run cell "$model" "$n" $flags; then
@@ -73,7 +76,8 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
     continue
   fi
   if [ "$fp8" = 0 ]; then
-    same_run "$label ($model $flags)" "$tmp/$r" "$tmp/cell" >/dev/null
+    same_run "$label ($model $flags)" "$tmp/$r" "$tmp/cell" >"$tmp/same.txt"
+    grep -v '^ok:' "$tmp/same.txt" # its failures (counted in this shell)
     continue
   fi
   gap=$(awk -v a="$(losses "$tmp/$r.json")" -v b="$(losses "$tmp/cell.json")" 'BEGIN { n = split(a, x, ",");
