@@ -12,7 +12,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-unit test-asan test-planner test-fuzz fuzz fuzz-long fuzz-build bench golden docs clean
+.PHONY: all deps build demo test test-unit test-asan test-planner test-parity test-fuzz fuzz fuzz-long fuzz-build bench golden docs clean
 
 all: build
 
@@ -45,6 +45,12 @@ test-planner: deps
 	@cmake -S . -B $(PLANNER_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPX_CUDA=OFF -DPX_EXEC=OFF
 	@cmake --build $(PLANNER_BUILD) -j $(JOBS)
 	@cd $(PLANNER_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The parity matrix whole (docs/parity.md): every cell the planner says the
+# cpu backend runs is run against its one-rank run, every cell it refuses is
+# refused by parallax run with its reason (make test runs each choice alone).
+test-parity: build
+	@PARALLAX_HOME=$(CURDIR) PX_PARITY=full bash tests/cli/parity.sh $(BUILD)/parallax .
 
 # libFuzzer harnesses (clang, ASan + UBSan) on every reader of outside input:
 # model, cluster and plan files, the command line, checkpoints, profiles and

@@ -11,6 +11,7 @@
 #include "exec/result.h"
 #include "plan/lora.h"
 #include "plan/planfile.h"
+#include "plan/runnable.h"
 #include "report/export.h"
 #include "sim/sweep.h"
 
@@ -139,7 +140,8 @@ static const px_opt opts[] = {
      "each heatmap cell's best and the Pareto front, the rest shown by their bound; --csv and --json all)"},
     {"rank", required_argument, OPT_RANK, PX_OPT_SWEEP, "K", "with -o FILE: write the plan ranked K (1: the best, default)"},
     {"runnable-by", required_argument, OPT_RUNNABLE_BY, PX_OPT_SWEEP, "FW",
-     "only plans this framework can run as planned: megatron|nemo|torchtitan|deepspeed (see parallax export)"},
+     "only plans this framework can run as planned: megatron|nemo|torchtitan|deepspeed (see parallax export), or this "
+     "backend of parallax run: cpu|cuda (docs/parity.md)"},
     {"to", required_argument, OPT_FRAMEWORK, PX_OPT_EXPORT, "FW",
      "the framework: megatron (Megatron-LM arguments) | nemo (Megatron-Bridge overrides) | torchtitan (TOML) | "
      "deepspeed (JSON)"},
@@ -419,9 +421,13 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_MAX_TP: st = px_parse_int(optarg, "--max-tp", 1, 1 << 20, &a->max_tp, err); break;
       case OPT_VARY: a->vary = optarg; break;
       case OPT_RANK: st = px_parse_int(optarg, "--rank", 1, 1000000, &a->rank, err); break;
-      case OPT_RUNNABLE_BY:
-        st = parse_enum("runnable-by", optarg, px_framework_names, PX_FW_COUNT, &a->runnable_by, err);
+      case OPT_RUNNABLE_BY: { /* a framework, or a backend after them */
+        const char *names[PX_FW_COUNT + PX_RUN_BACKEND_COUNT];
+        for (int i = 0; i < PX_FW_COUNT + PX_RUN_BACKEND_COUNT; i++)
+          names[i] = i < PX_FW_COUNT ? px_framework_names[i] : px_run_backend_names[i - PX_FW_COUNT];
+        st = parse_enum("runnable-by", optarg, names, PX_FW_COUNT + PX_RUN_BACKEND_COUNT, &a->runnable_by, err);
         break;
+      }
       case OPT_FRAMEWORK: st = parse_enum("to", optarg, px_framework_names, PX_FW_COUNT, &a->framework, err); break;
       case 'y': st = parse_enum("objective", optarg, px_objective_names, PX_OBJ_COUNT, &a->objective, err); break;
       case 'n':

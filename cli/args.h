@@ -63,7 +63,7 @@ typedef struct {
   int64_t max_tp;
   const char *vary; /* sweep --vary FIELD=V1,V2,... */
   int64_t rank;     /* sweep -o: the plan of this rank (0 unset: the best) */
-  int runnable_by;  /* sweep: px_framework whose plans alone are kept, -1 unset */
+  int runnable_by;  /* sweep: px_framework whose plans alone are kept, or PX_FW_COUNT + a px_run_backend, -1 unset */
   int framework;    /* export --to: px_framework, -1 unset */
   /* run */
   int64_t steps;     /* 0 unset (--steps 0 is refused: it would train nothing) */

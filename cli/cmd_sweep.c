@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "plan/planfile.h"
+#include "plan/runnable.h"
 #include "report/csv.h"
 #include "report/export.h"
 #include "report/plan.h"
@@ -119,11 +120,17 @@ static const char usage[] =
     "Progress goes to stderr: a bar on a terminal, else a line every 5 s (plans checked, simulated, the\n"
     "best so far; with --vary, which value).\n"
     "-o FILE (--save-plan) writes the best plan as a plan file (--rank K: the K-th) for sim -f, run -f or export -f;\n"
-    "--runnable-by FW keeps to plans that framework runs as planned (the rule parallax export applies).\n\n";
+    "--runnable-by FW keeps to plans that framework runs as planned (the rule parallax export applies);\n"
+    "--runnable-by cpu|cuda to plans that backend of parallax run runs (the rule run checks first).\n\n";
 
 /* sweep --runnable-by: px_export_check's rule as the sweep's filter (ctx: the px_framework). */
 static bool runnable(const px_parallel *p, const px_model *m, void *fw) {
   return px_export_check(*(const px_framework *)fw, p, m, NULL) == PX_OK;
+}
+
+/* sweep --runnable-by cpu|cuda: px_runnable's rule (ctx: the px_run_backend). */
+static bool backend_runs(const px_parallel *p, const px_model *m, void *b) {
+  return px_runnable(*(const px_run_backend *)b, p, m, NULL, 0);
 }
 
 int px_cmd_sweep(int argc, char **argv) {
@@ -206,7 +213,12 @@ int px_cmd_sweep(int argc, char **argv) {
   o.part = rank;
   o.parts = size;
   px_framework fw = (px_framework)a.runnable_by;
-  if (a.runnable_by >= 0) {
+  px_run_backend be = (px_run_backend)(a.runnable_by - PX_FW_COUNT);
+  if (a.runnable_by >= PX_FW_COUNT) {
+    o.admit = backend_runs;
+    o.admit_ctx = &be;
+    o.admit_name = px_run_backend_names[be];
+  } else if (a.runnable_by >= 0) {
     px_export_sweep_fixed(fw, &o.fixed);
     o.admit = runnable;
     o.admit_ctx = &fw;

@@ -294,6 +294,10 @@ struct px_backend {
    * executor refuses a plan with delayed scaling). */
   px_status (*amax_histories)(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step, float *hist,
                               px_err *err);
+  /* fp8 codes the interpreter moved itself (the permute after a sequence-parallel all-gather of more than one
+   * sequence): out holds `count` codes of in's, in another order, with in's per-tensor scales. Optional (NULL:
+   * the backend refuses such an all-gather of fp8 codes in supports_op). */
+  px_status (*codes_moved)(px_backend *b, void *out, const void *in, uint64_t count, px_err *err);
   /* optional: device memory the backend holds beyond the tensors it was
    * asked for (conversion scratch, library workspaces, arenas added for
    * fragmentation): what a plan's prediction does not count */

@@ -127,6 +127,8 @@ static bool operand_ok(const px_env *v, const px_op *op, bool is_out, int j, cha
     case 'A':
     case 'a':
       if (!is_out && have == PX_DTYPE_FP8 && (op->flags & PX_OPF_FP8)) return true; /* an fp8 GEMM's operand */
+      /* the SP permute's workspace, the plan's one in the activations' dtype: bytes enough for fp8 codes */
+      if (is_out && j == 1 && op->kind == PX_OP_ALLGATHER && dt == PX_DTYPE_FP8) return true;
       if (have != dt)
         return no(why, cap, "%s: operand %s[%d] (%s) is %s where the op runs in %s", kind, side, j, s->name,
                   px_dtype_names[have], px_dtype_names[dt]);

@@ -693,7 +693,10 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
     case PX_OP_ALLGATHER: /* permuted: through the plan's workspace out[1] */
       if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
       if ((st = be->allgather(be, g, outs[1], ins[0], n_in, dt, err))) return st;
-      return seq_permute(x, outs[0], outs[1], n, B, n_in / (uint64_t)B * el, true, err);
+      if ((st = seq_permute(x, outs[0], outs[1], n, B, n_in / (uint64_t)B * el, true, err))) return st;
+      if (dt != PX_DTYPE_FP8) return PX_OK; /* fp8 codes: their scales follow them (supports_op asked for the entry) */
+      return be->codes_moved ? be->codes_moved(be, outs[0], outs[1], n_in * (uint64_t)n, err)
+                             : px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no codes_moved", be->name);
     case PX_OP_REDUCE_SCATTER:
       if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
       if ((st = seq_permute(x, outs[1], ins[0], n, B, n_out / (uint64_t)B * el, false, err))) return st;
@@ -709,7 +712,8 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
 
 /* The loss's row statistics over its vocabulary shards (its group, TP); a
  * cast's amax over every rank that may exchange its codes (TP, then EP:
- * Transformer Engine's amax reduction). */
+ * Transformer Engine's amax reduction); the router's expert shares over
+ * the CP ranks that split its micro-batch. */
 static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {
   px_exec *x = e->comm->ctx;
   const px_parallel *par = &x->plan->par;
@@ -718,6 +722,8 @@ static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop
   if (par->tp > 1 && (cast || e->op->group == PX_GROUP_TP))
     st = x->be->allreduce(x->be, PX_GROUP_TP, buf, n, PX_DTYPE_FP32, op, err);
   if (!st && cast && par->ep > 1) st = x->be->allreduce(x->be, PX_GROUP_EP, buf, n, PX_DTYPE_FP32, op, err);
+  if (!st && e->op->kind == PX_OP_MOE_ROUTE_BWD && par->cp > 1)
+    st = x->be->allreduce(x->be, PX_GROUP_CP, buf, n, PX_DTYPE_FP32, op, err);
   return st;
 }
 

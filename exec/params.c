@@ -193,15 +193,6 @@ void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *ou
   out->shard_rank = out->wdp_rank % px_parallel_shard_size(&plan->par);
 }
 
-bool px_param_layout_defined(const px_plan *plan, char *why, size_t cap) {
-  if (plan->par.ep <= 1 || plan->par.zero == 0) return true;
-  if (why && cap)
-    snprintf(why, cap, "ZeRO-%d with `ep` %lld: the expert units' states would be sharded over the expert-data-"
-             "parallel group, a layout the executor does not build (ZeRO-0 with experts, or ZeRO without them)",
-             plan->par.zero, (long long)plan->par.ep);
-  return false;
-}
-
 void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t *lo, uint64_t *hi) {
   if (plan->par.zero == 0) {
     *lo = u->offset, *hi = u->offset + u->padded;

@@ -74,13 +74,6 @@ typedef struct {
 } px_param_rank;
 void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *out);
 
-/* Whether the ranks' model states have a defined layout under plan: not
- * with ZeRO and ep > 1, where a unit's shards would be owned across the
- * whole DP group though only the ranks of one EP rank hold its experts
- * (shards over the expert-DP group are not built). False, saying so in why
- * (may be NULL), when not. */
-bool px_param_layout_defined(const px_plan *plan, char *why, size_t cap);
-
 /* The flat range [lo, hi) of unit u a rank owns (updates): its shard with
  * ZeRO, all of it without. */
 void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t *lo, uint64_t *hi);

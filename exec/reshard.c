@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "exec/amax.h"
 #include "exec/params.h"
+#include "plan/runnable.h"
 
 /* Old shards a reader keeps open at once; the others are parked (closed, indexed). */
 #define OPEN_SHARDS_MAX 64
@@ -222,7 +223,7 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
                     ", this plan's 0x%016" PRIx64 "): its states fit only a plan of the same model", r->manifest,
                     r->man.model_hash, mh);
   char why[256];
-  if (!st && !px_param_layout_defined(to, why, sizeof why))
+  if (!st && !px_runnable_states(&to->par, why, sizeof why))
     st = px_err_set(err, PX_ERR_INPUT, "no checkpoint can be written for this plan: %s", why);
   if (!st) st = rebuild_old_plan(r, err);
   if (!st && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))

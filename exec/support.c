@@ -1,5 +1,5 @@
 /* Which ops a backend can run: the check of a whole plan before a run, the
- * executor's own limits with it. */
+ * plan-level rules (plan/runnable.h) first. */
 #include "exec/support.h"
 
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "exec/contract.h"
 #include "exec/env.h"
-#include "exec/params.h"
+#include "plan/runnable.h"
 
 const char *const px_support_names[PX_SUPPORT_COUNT] = {"no", "yes", "widened"};
 _Static_assert(sizeof px_support_names / sizeof px_support_names[0] == PX_SUPPORT_COUNT, "support names");
@@ -19,31 +19,6 @@ px_support px_support_op(px_backend *be, const px_env *v, const px_op *op, char 
   return be->supports_op ? be->supports_op(be, &e, why, cap) : PX_SUPPORT_YES;
 }
 
-/* What the executor runs on any backend: no latent attention, no sinks or
- * per-head q/k norms, and mixture of experts in the one layout its
- * interpreter and kernels have (sliding windows: the backend's say, from the
- * ops' PX_OPF_WINDOW). */
-static px_support executor_runs(const px_plan *plan, const px_op *op, char *why, size_t cap) {
-  const px_model *m = &plan->model;
-  const px_parallel *par = &plan->par;
-  px_op_kind k = (px_op_kind)op->kind;
-  bool flash = k == PX_OP_FLASH_ATTN || k == PX_OP_FLASH_ATTN_BWD;
-  if (m->kv_lora_rank > 0 && flash)
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                              "multi-head latent attention is planned and simulated; the executors do not run it yet");
-  if ((m->attention_sinks || m->qk_norm) && (flash || px_op_family_of(k) == PX_FAM_ATTENTION))
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s (%s) are planned and simulated; the executors do not run "
-                              "them yet", m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
-  if ((px_op_is_moe(k) || (k == PX_OP_ALLTOALL && op->group == PX_GROUP_EP)) &&
-      (par->tp > 1 || plan->grid.etp > 1 || par->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
-       m->expert_groups > 0 || !px_param_layout_defined(plan, NULL, 0)))
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no "
-                              "capacity factor or expert groups and, with ep > 1, ZeRO-0 (sequence-sharded routing "
-                              "under TP, expert tensor parallelism, token dropping, group-limited routing and expert "
-                              "shards are planned and simulated only)");
-  return PX_SUPPORT_YES;
-}
-
 /* Refusals seen by the walk: the first in full, the other kinds by name. */
 typedef struct {
   char first[512];
@@ -51,11 +26,10 @@ typedef struct {
   int nkinds;
 } refusals;
 
-/* The backend's verdict on op, then the executor's. */
-static void ask(px_backend *be, const px_plan *plan, const px_env *v, const px_op *op, refusals *r) {
+/* The backend's verdict on op. */
+static void ask(px_backend *be, const px_env *v, const px_op *op, refusals *r) {
   char why[384];
-  if (px_support_op(be, v, op, why, sizeof why) != PX_SUPPORT_NO && executor_runs(plan, op, why, sizeof why))
-    return;
+  if (px_support_op(be, v, op, why, sizeof why) != PX_SUPPORT_NO) return;
   if (!r->nkinds)
     snprintf(r->first, sizeof r->first, "%s (%s): %s", px_op_names[op->kind],
              px_dtype_names[px_contract_dtype(v, op)], why[0] ? why : "not supported");
@@ -63,14 +37,11 @@ static void ask(px_backend *be, const px_plan *plan, const px_env *v, const px_o
 }
 
 px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
-  if (plan->par.fp8_params > 0) /* the whole plan: its weights are not what the executors hold */
-    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: fp8 weights (`fp8_params`) are planned "
-                      "and simulated only; the executors keep the weights in the parameters' dtype and cast them for "
-                      "the fp8 GEMMs (hint: without `fp8_params`)", be->name);
-  if (px_parallel_lora(&plan->par)) /* the whole plan: a frozen base and adapters, which no executor trains yet */
-    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: `finetune` %s (a frozen base with "
-                      "adapters) is planned and simulated only; the executors train every weight (hint: `finetune` "
-                      "full or none)", be->name, px_finetune_names[plan->par.finetune]);
+  /* the plan's choices first (plan/runnable.h: what sweep --runnable-by reads), then each op */
+  int rb = px_run_backend_of(be->name);
+  char why[512];
+  if (rb >= 0 && !px_runnable((px_run_backend)rb, &plan->par, &plan->model, why, sizeof why))
+    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: %s", be->name, why);
   refusals r = {.nkinds = 0};
   px_env v;
   bool *seen[PX_BLOCK_KIND_COUNT] = {0};
@@ -94,7 +65,7 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
         seen[b][k] = true;
       }
       int before = r.nkinds;
-      ask(be, plan, &v, op, &r);
+      ask(be, &v, op, &r);
       if (!before && r.nkinds) first_kind = op->kind;
       /* ZeRO-2/3: the reduced shard is added to the owned gradients (ACC on a gradient range) */
       if (b == PX_BLOCK_GRAD_SYNC && plan->par.zero >= 2) {
@@ -102,7 +73,7 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
         for (int j = 0; j < PX_OP_OUTS; j++) acc.out[j] = (px_ref){-1, 0};
         for (int j = 0; j < PX_OP_INS; j++) acc.in[j] = (px_ref){-1, 0};
         before = r.nkinds;
-        ask(be, plan, &v, &acc, &r);
+        ask(be, &v, &acc, &r);
         if (!before && r.nkinds) first_kind = PX_OP_ACC;
       }
     }

@@ -162,11 +162,13 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
   px_bld_keep(b, R(L->out, 1));
   if (rc == PX_RECOMPUTE_FULL) return;
   px_plan *p = b->p;
+  px_attn_view a = px_attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
   /* with fp8 the linear layers' inputs as their fp8 twins (the weight gradients' operands); the bf16
-   * context only for the fused attention's backward, the bf16 MoE norm output for the router's */
+   * context only for the fused attention's backward where it reads it (not CP a2a's: the head-split one, a.ctx),
+   * the bf16 MoE norm output for the router's */
   int saved[] = {L->ln1_mean,         L->ln1_rstd,  L->lse,
                  L->attn_dmask,       L->x2,        L->ln2_mean,
-                 L->ln2_rstd,         L->mlp_dmask, d->f8 && d->flash ? L->ctx : -1,
+                 L->ln2_rstd,         L->mlp_dmask, d->f8 && d->flash && a.ctx.slot == L->ctx ? L->ctx : -1,
                  d->moe ? L->ln2 : -1};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) px_bld_keep(b, R(saved[i], 0));
@@ -202,7 +204,6 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
     if (s == L->act && !px_linear_needs_input(p, L->w_fc2)) continue;
     if (s >= 0) px_bld_keep(b, gemm_in ? px_fp8_twin(p, d, R(s, 0)) : R(s, 0));
   }
-  px_attn_view a = px_attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
   px_bld_keep(b, a.q), px_bld_keep(b, a.k), px_bld_keep(b, a.v);
   if (a.ctx.slot != L->ctx) px_bld_keep(b, a.ctx);
   if (!d->sp && qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1_full, 0)));

@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "plan/lora.h"
 #include "plan/planfile.h"
+#include "plan/runnable.h"
 #include "report/flags.h"
 #include "report/model.h"
 #include "report/sim.h"
@@ -316,6 +317,9 @@ cJSON *px_report_memory_json(const px_plan *plan) {
     px_json_add_num(o, "microbatches_in_flight", mp->peak_mbs_in_flight);
     px_json_add_num(o, "host_bytes", (double)mp->host_bytes);
     px_json_add_num(o, "nvme_bytes", (double)mp->nvme_bytes);
+    px_states st;
+    px_plan_states(plan, s, &st);
+    px_json_add_num(o, "fp8_copy_bytes", (double)st.fp8_copy_bytes); /* of params_bytes: the cached fp8 weight copies */
     cJSON_AddBoolToObject(o, "fits", px_plan_stage_fits(plan, s));
     cJSON_AddItemToArray(stages, o);
   }
@@ -357,6 +361,14 @@ cJSON *px_report_plan_json(const px_plan *plan, const px_sim_result *sim, const 
   cJSON *o = px_report_plan_head(plan);
   if (!o) return NULL;
   cJSON_AddItemToObject(o, "verdict", px_report_verdict_json(plan, fits, nfits));
+  cJSON *backends = cJSON_AddObjectToObject(o, "backends"); /* whether parallax run's backends run it (plan/runnable.h) */
+  for (int b = 0; backends && b < PX_RUN_BACKEND_COUNT; b++) {
+    char why[512];
+    cJSON *v = cJSON_AddObjectToObject(backends, px_run_backend_names[b]);
+    bool runs = px_runnable((px_run_backend)b, &plan->par, &plan->model, why, sizeof why);
+    if (v) cJSON_AddBoolToObject(v, "runs", runs);
+    if (v && !runs) cJSON_AddStringToObject(v, "why", why);
+  }
   cJSON *step = sim ? cJSON_AddObjectToObject(o, "step") : NULL;
   if (step) px_report_sim_summary(step, sim);
   px_json_add_num(o, "params", (double)plan->params_total);

@@ -53,6 +53,8 @@ generate() {
     return 1
   fi
   cat "$tmp/bands.gen"
+  # the parity matrix (docs/parity.md): every cell planned for each backend, with the models of this home
+  PARALLAX_HOME=$home bash "$home/tests/parity/matrix.sh" table "$px" || { rm -rf "$tmp"; return 1; }
   # the quick start's runs print their plan's band: from the table just made, not the one installed, so
   # that one `make docs` writes both alike (PARALLAX_HOME: the installed one's files, that table in its place)
   mkdir -p "$tmp/home/topologies"

@@ -1961,14 +1961,15 @@ static void test_support_walk(void) {
     for (int di = 0; di < NDT; di++) {
       px_plan plan;
       CU_ASSERT_EQUAL_FATAL(plan_of(&configs[g], precisions[di], &plan, &err), PX_OK);
-      /* the cpu backend: every fp32 plan; no 16-bit one, said with the first op, its dtype and the reason */
+      /* the cpu backend: every fp32 plan; no 16-bit one, said by the plan-level rule (plan/runnable.h) */
       px_status st = px_support_check(backends[0].be, &plan, &err);
       if (di == 0) {
         if (st) fprintf(stderr, "\n  cpu refuses %s: %s\n", configs[g].name, err.msg);
         CU_ASSERT_EQUAL(st, PX_OK);
       } else {
-        char want[64];
-        snprintf(want, sizeof want, "cannot run this plan: embed (%s): ", px_dtype_names[plan.act_dtype]);
+        char want[96];
+        snprintf(want, sizeof want, "cannot run this plan: the cpu backend runs fp32 only, not %s",
+                 px_dtype_names[plan.act_dtype]);
         CU_ASSERT_EQUAL(st, PX_ERR_INPUT);
         CU_ASSERT(strstr(err.msg, want) && strstr(err.msg, "fp32 only") && !strchr(err.msg, '\n'));
       }
@@ -1997,6 +1998,7 @@ static void test_support_walk(void) {
           snprintf(name, sizeof name, ": %s (", px_op_names[k]);
           moe_refused |= px_op_is_moe((px_op_kind)k) && strstr(err.msg, name);
         }
+        moe_refused |= configs[g].experts > 0 && st && strstr(err.msg, "mixture-of-experts"); /* plan/runnable.h */
         if (st && !big && !moe_refused)
           fprintf(stderr, "\n  %s refuses %s: %s\n", backends[bi].name, configs[g].name, err.msg);
         CU_ASSERT(big ? st == PX_ERR_INPUT : st == PX_OK || (moe_refused && st == PX_ERR_INPUT));
@@ -2006,8 +2008,8 @@ static void test_support_walk(void) {
     }
 }
 
-/* What the executor refuses on every backend (exec/support.c), named by field: fp8 weights (the whole plan),
- * per-head q/k norms and attention sinks (the attention ops); and sliding-window attention (the ops flagged
+/* What the executor refuses on every backend (plan/runnable.h, asked first by exec/support.c), named by field:
+ * fp8 weights, per-head q/k norms and attention sinks; and sliding-window attention (the ops flagged
  * PX_OPF_WINDOW, the window from the env), which the cpu backend runs and the others refuse. */
 static void test_support_refusals(void) {
   px_err err = {0};
@@ -2016,8 +2018,8 @@ static void test_support_refusals(void) {
   static const struct {
     const char *what, *says;
   } cases[] = {{"fp8_params", "fp8 weights (`fp8_params`) are planned and simulated only"},
-               {"qk_norm", "flash_attn (fp32): per-head q/k norms (tiny-gpt) are planned and simulated"},
-               {"attention_sinks", "flash_attn (fp32): attention sinks (tiny-gpt) are planned and simulated"}};
+               {"qk_norm", "per-head q/k norms (tiny-gpt) are planned and simulated"},
+               {"attention_sinks", "attention sinks (tiny-gpt) are planned and simulated"}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     px_plan plan;
     CU_ASSERT_EQUAL_FATAL(plan_of(g, precisions[0], &plan, &err), PX_OK);

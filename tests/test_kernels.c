@@ -1082,7 +1082,7 @@ static void test_moe_route(void) {
     CU_ASSERT(fwd_close("moe route gates", gates, gw, N * k));
     /* backward: dL/dlogits, L = sum w g + aux term */
     float *w = px_trand(N * k, -1, 1), *dl = px_tconst(N * E, ACC0), *work = px_tfloats(2 * E);
-    px_k_moe_route_bwd(dl, work, w, probs, idx, N, E, k, cases[ci].sigmoid, cases[ci].norm, (float)cases[ci].aux);
+    px_k_moe_route_bwd(dl, work, w, probs, idx, NULL, N, E, k, cases[ci].sigmoid, cases[ci].norm, (float)cases[ci].aux);
     route_ctx rc = {N, E, k, cases[ci].sigmoid, cases[ci].norm, cases[ci].aux, idx, d_of(w, N * k)};
     double one = 1.0, *g = dalloc(N * E);
     fd_grad(g, ref_route_loss, &rc, in, N * E, 1, &one);

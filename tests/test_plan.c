@@ -11,6 +11,7 @@
 #include "plan/check.h"
 #include "plan/lora.h"
 #include "plan/plan.h"
+#include "plan/runnable.h"
 #include "tests/testutil.h"
 
 static px_cluster cluster(const char *name, int64_t gpus) {
@@ -2052,6 +2053,93 @@ static void test_lora_refusals(void) {
   CU_ASSERT(strstr(err.msg, "`finetune` lora") != NULL);
 }
 
+/* ---- which backend runs a plan (plan/runnable.h) ---- */
+
+/* Each backend's plan-level rules, with the reason's words; and fp8 plans with each CP algorithm allocate
+ * and free every tensor once (CP a2a kept the bf16 context it no longer reads: the parity matrix's find). */
+static void test_runnable(void) {
+  px_err err = {0};
+  static const char *names[] = {"tiny", "tiny-gpt", "tiny-moe", "tiny-mla", "tiny-window"};
+  px_model ms[5];
+  for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL_FATAL(px_model_load(names[i], &ms[i], &err), PX_OK);
+  enum { TINY, GPT, MOE, MLA, WINDOW };
+  static const struct {
+    int model;
+    int64_t tp, dp, cp, ep, mbs;
+    int zero, sp, precision, recipe, base, gelu, main_grad, fp8_params;
+    const char *cpu, *cuda; /* NULL: runs; else words of the reason */
+  } cases[] = {
+      {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
+      {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_BF16, -1, -1, -1, -1, 0, "fp32 only, not bf16", NULL},
+      {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_BF16, -1, -1, -1, PX_MAIN_GRAD_FP32, 0, "fp32 only",
+       "fp32 gradients with bf16 activations"},
+      {MOE, 1, 2, 1, 2, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
+      {MOE, 1, 2, 1, 2, 1, 1, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "mixture of experts runs with tp 1",
+       "no mixture-of-experts kernels"},
+      {MLA, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "multi-head latent attention",
+       "multi-head latent attention"},
+      {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "sliding-window attention"},
+      {TINY, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism (`cp` 2)"},
+      {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, NULL},
+      {TINY, 2, 1, 1, 1, 2, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`mbs` > 1"},
+      {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_BLOCKWISE, PX_FP8_BASE_FP32, -1, -1, 0, "fp8 blockwise",
+       "fp8 blockwise"},
+      {GPT, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP8, PX_FP8_CURRENT, PX_FP8_BASE_BF16, PX_GELU_FUSED, -1, 0, "fp32 only",
+       "fused GELU epilogue"},
+      {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP8, PX_FP8_CURRENT, PX_FP8_BASE_BF16, -1, -1, 1, "fp8 weights",
+       "fp8 weights"},
+      {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_NVFP4, -1, PX_FP8_BASE_FP32, -1, -1, 0, "nvfp4 codes moved between ranks",
+       "block-scaled matmul"},
+      {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_MXFP8, -1, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`precision` mxfp8"},
+      {MOE, 1, 2, 1, 2, 1, 0, 0, PX_PREC_MXFP8, -1, PX_FP8_BASE_FP32, -1, -1, 0, "mxfp8 experts",
+       "no mixture-of-experts kernels"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    px_cluster c = cluster("local-cpu", 2);
+    px_parallel p = par(cases[i].tp, 1, cases[i].dp, cases[i].zero, cases[i].mbs, 8);
+    p.cp = cases[i].cp, p.ep = cases[i].ep, p.sp = cases[i].sp, p.precision = cases[i].precision;
+    p.fp8_recipe = cases[i].recipe, p.fp8_base = cases[i].base, p.gelu = cases[i].gelu;
+    p.main_grad = cases[i].main_grad, p.fp8_params = cases[i].fp8_params;
+    px_parallel_resolve(&p, &ms[cases[i].model], &c);
+    const char *want[PX_RUN_BACKEND_COUNT] = {cases[i].cpu, cases[i].cuda};
+    for (int b = 0; b < PX_RUN_BACKEND_COUNT; b++) {
+      char why[512];
+      bool runs = px_runnable((px_run_backend)b, &p, &ms[cases[i].model], why, sizeof why);
+      bool ok = want[b] ? !runs && strstr(why, want[b]) : runs;
+      if (!ok) fprintf(stderr, "\n  case %zu, %s: %s (wanted %s)\n", i, px_run_backend_names[b], runs ? "runs" : why,
+                       want[b] ? want[b] : "runs");
+      CU_ASSERT(ok);
+    }
+  }
+  { /* adapters on a frozen base: neither backend trains them; ZeRO with ep > 1: no states' layout */
+    px_cluster c = cluster("local-cpu", 2);
+    px_parallel p = par(1, 1, 2, 0, 1, 8);
+    p.precision = PX_PREC_FP32, p.finetune = PX_FT_LORA;
+    px_parallel_resolve(&p, &ms[TINY], &c);
+    char why[512];
+    for (int b = 0; b < PX_RUN_BACKEND_COUNT; b++)
+      CU_ASSERT(!px_runnable((px_run_backend)b, &p, &ms[TINY], why, sizeof why) && strstr(why, "`finetune` lora"));
+    p = par(1, 1, 2, 1, 1, 8);
+    p.ep = 2;
+    CU_ASSERT(!px_runnable_states(&p, why, sizeof why) && strstr(why, "ZeRO-1 with `ep` 2"));
+    p.zero = 0;
+    CU_ASSERT(px_runnable_states(&p, why, sizeof why));
+  }
+  CU_ASSERT_EQUAL(px_run_backend_of("cuda"), PX_RUN_CUDA);
+  CU_ASSERT_EQUAL(px_run_backend_of("tpu"), -1);
+  for (int algo = 0; algo < PX_CP_ALGO_COUNT; algo++) {
+    px_cluster c = cluster("local-cpu", 2);
+    px_parallel p = par(1, 1, 1, 0, 1, 8);
+    p.cp = 2, p.cp_algo = algo, p.precision = PX_PREC_FP8, p.fp8_base = PX_FP8_BASE_FP32;
+    px_plan plan;
+    px_status st = compile(&plan, &ms[TINY], &c, &p, &err);
+    if (st) fprintf(stderr, "\n  cp %s fp8: %s\n", px_cp_algo_names[algo], err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+    check_lifetimes(&plan);
+    px_plan_free(&plan);
+  }
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"model states equal the ZeRO formulas (stages 0-3)", test_zero_states},
@@ -2094,6 +2182,8 @@ int main(void) {
       {"adapters' refusals name their fields", test_lora_refusals},
       {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
        test_recompute_block},
+      {"which backend runs a plan: each one's plan-level rules; fp8 under each CP algorithm frees every tensor",
+       test_runnable},
   };
   return px_test_main("plan", tests, sizeof tests / sizeof tests[0]);
 }

@@ -206,14 +206,20 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
     return PX_OK;
   }
   if (o->kind == PX_OP_MOE_ROUTE_BWD) {
-    float *work = malloc((size_t)(2 * E) * sizeof *work);
+    float *work = malloc((size_t)(3 * E) * sizeof *work), *f = work + 2 * E; /* (2 E) scratch, (E) shares */
     if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    /* the load-balancing loss: coef x the mean of every (micro-batch, rank)'s; as a share of the step's loss
-     * that is coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step) */
-    px_k_moe_route_bwd(out[0], work, in[0], in[1], (const int32_t *)in[2], n, E, k, v->router_sigmoid,
-                       v->norm_topk_prob, (float)(v->aux_loss_coef * (double)e->loss_scale * (double)n));
+    /* the load-balancing loss: coef x the mean of every micro-batch's; as a share of the step's loss that is
+     * coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step). The experts'
+     * shares are the micro-batch's: with CP its rows are split over the CP ranks, n each, so the mean of theirs
+     * (Megatron-Core reduces the tokens per expert over its TP x CP group) */
+    px_k_moe_shares(f, (const int32_t *)in[2], n, E, k);
+    px_status st = v->cp > 1 ? px_exec_reduce(e, f, (uint64_t)E, PX_RED_SUM, err) : PX_OK;
+    for (int64_t i = 0; !st && v->cp > 1 && i < E; i++) f[i] /= (float)v->cp;
+    if (!st)
+      px_k_moe_route_bwd(out[0], work, in[0], in[1], (const int32_t *)in[2], f, n, E, k, v->router_sigmoid,
+                         v->norm_topk_prob, (float)(v->aux_loss_coef * (double)e->loss_scale * (double)n));
     free(work);
-    return PX_OK;
+    return st;
   }
   /* the permutations: every choice's expert-major row */
   const int32_t *idx = (const int32_t *)in[o->kind == PX_OP_MOE_UNPERMUTE ? 2 : o->kind == PX_OP_MOE_UNPERMUTE_BWD ? 3 : 1];
@@ -596,6 +602,10 @@ static px_status cpu_sync(px_backend *b, px_err *err) {
   return PX_OK;
 }
 
+static px_status cpu_codes_moved(px_backend *b, void *out, const void *in, uint64_t count, px_err *err) {
+  return px_cpu_fp8_moved(((cpu *)b->impl)->f8, out, in, count, err);
+}
+
 static px_status cpu_amax_histories(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step,
                                     float *hist, px_err *err) {
   return px_cpu_fp8_histories(((cpu *)b->impl)->f8, load, keys, n, step, hist, err);
@@ -652,6 +662,7 @@ static const px_backend cpu_table = {
     .host_alltoall = cpu_host_alltoall,
     .sync = cpu_sync,
     .amax_histories = cpu_amax_histories,
+    .codes_moved = cpu_codes_moved,
     .destroy = cpu_destroy,
 };
 

@@ -408,10 +408,7 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       if (v->fp8_blockwise && members > 1)
         return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the "
                   "cpu backend (sequence or expert parallelism; hint: `fp8_recipe` current)");
-      if ((op->flags & PX_OPF_SEQ_AXIS) && op->dim[2] > 1)
-        return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the "
-                  "cpu backend's fp8 scales do not follow (hint: `mbs` 1)");
-      return true;
+      return true; /* (a sequence-parallel one with mbs > 1: its permute through codes_moved) */
     }
     case PX_OP_CAST:
     case PX_OP_LINEAR:

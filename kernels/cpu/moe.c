@@ -34,11 +34,16 @@ void px_k_moe_route_fwd(float *probs, int32_t *idx, float *gates, int64_t n, int
   }
 }
 
-void px_k_moe_route_bwd(float *dlogits, float *work, const float *dgates, const float *probs, const int32_t *idx,
-                        int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm, float aux) {
-  float *dp = work, *f = work + E; /* a row's d probs; each expert's share of the choices */
+void px_k_moe_shares(float *f, const int32_t *idx, int64_t n, int64_t E, int64_t k) {
   memset(f, 0, (size_t)E * sizeof *f);
   for (int64_t i = 0; i < n * k; i++) f[idx[i]] += 1.0f / (float)(n * k);
+}
+
+void px_k_moe_route_bwd(float *dlogits, float *work, const float *dgates, const float *probs, const int32_t *idx,
+                        const float *shares, int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm, float aux) {
+  float *dp = work, *f = work + E; /* a row's d probs; each expert's share of the choices */
+  if (shares) memcpy(f, shares, (size_t)E * sizeof *f);
+  else px_k_moe_shares(f, idx, n, E, k);
   for (int64_t t = 0; t < n; t++) {
     const float *p = probs + t * E, *dg = dgates + t * k;
     const int32_t *ix = idx + t * k;

@@ -22,15 +22,22 @@ void px_k_moe_route_fwd(float *probs,  // (n, E): logits in, probabilities (scor
                         float *gates,  // (n, k)
                         int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm);
 
+/* Each expert's share of the n k choices of idx. */
+void px_k_moe_shares(float *f,            // (E)
+                     const int32_t *idx,  // (n, k)
+                     int64_t n, int64_t E, int64_t k);
+
 /* Router backward: dlogits += d gates / d logits . dgates, plus with aux > 0
  * the gradient of the load-balancing loss aux x E x sum_e f_e mean_t p_te
- * over these n rows (f_e: the share of the n k choices that went to e,
- * held constant, as Switch Transformer and Mixtral do). ACCUMULATES. */
+ * over these n rows (f_e: the share of the choices that went to e, held
+ * constant, as Switch Transformer and Mixtral do: `shares`, or NULL for
+ * these rows' own, px_k_moe_shares). ACCUMULATES. */
 void px_k_moe_route_bwd(float *dlogits,       // (n, E)
                         float *work,          // (2 E) scratch
                         const float *dgates,  // (n, k)
                         const float *probs,   // (n, E)
                         const int32_t *idx,   // (n, k)
+                        const float *shares,  // (E) or NULL
                         int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm, float aux);
 
 /* The expert-major row of every choice and each expert's row count (NULL to skip). */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fp8 on the CPU executor (the emulation: exec/cpu/fp8.h): tiny-gpt with
 # each recipe (delayed, current, blockwise; dp 2), with tp 2 and sequence
-# parallelism (fp8 all-gathers), and tiny-moe with expert parallelism (fp8
+# parallelism (fp8 all-gathers; with two sequences a micro-batch, their
+# permute too), and tiny-moe with expert parallelism (fp8
 # all-to-all) train: the loss falls by at least 0.2 over 8 steps, and each
 # step's loss is within FP8_TOL (absolute, nats) of the fp32 run's (the
 # docs/compiler.md's FP8 section: measured worst 0.013, MoE with delayed scaling).
@@ -41,6 +42,8 @@ for r in delayed current blockwise; do
 done
 # (fp32 runs of any plan agree within 1e-5: exec_matrix.sh; one reference serves)
 run gpt_sp tiny-gpt 2 -t 2 --sp --precision fp8 --fp8-recipe current && check "tiny-gpt tp 2 sp, current" gpt32 gpt_sp
+# two sequences a micro-batch: the SP all-gather's permute carries the codes' scales (codes_moved)
+run gpt_sp2 tiny-gpt 2 -t 2 --sp --mbs 2 --precision fp8 && check "tiny-gpt tp 2 sp mbs 2, delayed" gpt32 gpt_sp2
 run moe32 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2
 run moe8 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2 --precision fp8 && check "tiny-moe ep 2, delayed" moe32 moe8
 jq -se 'last | .parallel.fp8_base == "fp32"' "$tmp/moe8.json" >/dev/null || fail "run --backend cpu: fp8_base is not fp32"

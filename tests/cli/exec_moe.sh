@@ -5,7 +5,9 @@
 # one-rank run within 1e-5 over 8 steps, its first-step gradients too, and
 # every stage's measured peak is the plan's, with expert parallelism (ep 2
 # and 4: the routed rows go by all-to-all-v) combined with DP, PP, ZeRO and
-# full recomputation; ZeRO-3 gathers an MoE layer's two units (the rest and
+# full recomputation, and with context parallelism (the router's expert
+# shares, which the load-balancing loss reads, are the micro-batch's over
+# the CP ranks); ZeRO-3 gathers an MoE layer's two units (the rest and
 # the experts), with and without resharding after the forward, any prefetch.
 # An EP rank taking more routed rows than the plan holds fails naming the fix
 # on every rank (no hang); ZeRO with ep > 1 and MoE on the CUDA backend are
@@ -37,6 +39,8 @@ cases=(
   "tiny-moe-shared|-p 2 -d 2 -z 3 --prefetch 2"
   "tiny-moe-shared|-d 4 --ep 4 --moe-imbalance 4"
   "tiny-moe-shared|-d 2 --ep 2 --moe-imbalance 2 -r full"
+  "tiny-moe|--cp 2 --cp-algo a2a"
+  "tiny-moe|--cp 2 -d 2 --ep 2 --moe-imbalance 2"
 )
 for c in "${cases[@]}"; do
   model=${c%%|*}
@@ -44,7 +48,7 @@ for c in "${cases[@]}"; do
   f=(${c#*|})
   n=1
   for ((k = 0; k < ${#f[@]}; k++)); do
-    case ${f[k]} in -p | -d) n=$((n * f[k + 1])) ;; esac
+    case ${f[k]} in -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
   done
   if [ ! -f "$tmp/ref_$model.json" ]; then
     run "ref_$model" "$model" 1 || { fail "$model on one rank: $(head -3 "$tmp/err.txt")"; continue; }

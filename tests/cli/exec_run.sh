@@ -113,9 +113,9 @@ err=$(mpirun -np 2 "$px" run -m tiny -t 2 -p 2 -B 4 --steps 1 2>&1 >/dev/null); 
 [ "$rc" -ne 0 ] && echo "$err" | grep -q "hint: mpirun -np 4" || fail "wrong rank count: $rc $err"
 err=$("$px" run --backend cpu -m tiny -c dgx-h100 -B 4 --steps 1 -P bf16 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "fp32 only" || fail "bf16 on the cpu backend: $rc $err"
-# refused before the run by the backend's supports_op: one line (from rank 0 of 2) naming the op, its dtype, why
+# refused before the run by the backend's plan-level rule (plan/runnable.h): one line (from rank 0 of 2) saying why
 err=$(mpirun -np 2 "$px" run --backend cpu -m tiny -c dgx-h100 -p 2 -B 4 --steps 1 -P bf16 2>&1 >/dev/null | grep parallax:)
-[ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "cpu cannot run this plan: embed (bf16): .*fp32 only" ||
+[ "$(echo "$err" | wc -l)" -eq 1 ] && echo "$err" | grep -q "cpu cannot run this plan: the cpu backend runs fp32 only, not bf16" ||
   fail "bf16 on the cpu backend, 2 ranks: $err"
 err=$("$px" run -m tiny -B 4 --steps 1 --backend tpu 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "not cpu or cuda" || fail "unknown backend: $rc $err"

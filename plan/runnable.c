@@ -1,0 +1,134 @@
+/* The plan-level rules of the executor's backends (plan/runnable.h). */
+#include "plan/runnable.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/fmt.h"
+
+PX_NAME_TABLE(px_run_backend_names, PX_RUN_BACKEND_COUNT, "cpu", "cuda");
+
+int px_run_backend_of(const char *name) {
+  for (int b = 0; name && b < PX_RUN_BACKEND_COUNT; b++)
+    if (!strcmp(name, px_run_backend_names[b])) return b;
+  return -1;
+}
+
+static bool no(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool no(char *why, size_t cap, const char *fmt, ...) {
+  if (why && cap) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+bool px_runnable_states(const px_parallel *p, char *why, size_t cap) {
+  if (p->ep <= 1 || p->zero == 0) return true;
+  return no(why, cap, "ZeRO-%d with `ep` %lld: the expert units' states would be sharded over the expert-data-"
+            "parallel group, a layout the executor does not build (ZeRO-0 with experts, or ZeRO without them)",
+            p->zero, (long long)p->ep);
+}
+
+/* What the executor runs on any backend: weights in the parameters' dtype,
+ * no latent attention, no sinks or per-head q/k norms, and mixture of
+ * experts in the one layout its interpreter and kernels have. */
+static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
+  if (p->fp8_params > 0)
+    return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
+              "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
+  if (px_parallel_lora(p)) /* a frozen base and adapters */
+    return no(why, cap, "`finetune` %s (a frozen base with adapters) is planned and simulated only; the executors "
+              "train every weight (hint: `finetune` full or none)", px_finetune_names[p->finetune]);
+  if (m->kv_lora_rank > 0)
+    return no(why, cap, "multi-head latent attention (%s) is planned and simulated; the executors do not run it yet",
+              m->name);
+  if (m->attention_sinks || m->qk_norm)
+    return no(why, cap, "%s (%s) are planned and simulated; the executors do not run them yet",
+              m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
+  if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
+                         m->expert_groups > 0 || !px_runnable_states(p, NULL, 0)))
+    return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
+              "and, with ep > 1, ZeRO-0 (sequence-sharded routing under TP, expert tensor parallelism, token dropping, "
+              "group-limited routing and expert shards are planned and simulated only)");
+  return true;
+}
+
+/* fp8 codes in a collective (exec/cpu/fp8.h, which the cuda backend's
+ * all-gather of codes shares): their per-tensor scales follow an all-gather
+ * or all-to-all (and the permute after a sequence-parallel all-gather of
+ * more than one sequence, on the cpu backend), blockwise scales do not. */
+static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *why, size_t cap) {
+  bool sp_gather = p->sp && p->tp > 1; /* the layers' inputs all-gathered in fp8 over TP */
+  if (p->precision == PX_PREC_FP8 && p->fp8_recipe == PX_FP8_BLOCKWISE && (sp_gather || (m->experts > 0 && p->ep > 1)))
+    return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the cpu "
+              "backend (sequence or expert parallelism; hint: `fp8_recipe` current)");
+  return true;
+}
+
+/* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
+ * the block-scaled formats' in the dense layers on codes kept on their rank
+ * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
+static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
+  px_dtype dt = px_parallel_compute_dtype(p);
+  if (dt != PX_DTYPE_FP32)
+    return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
+              px_dtype_names[dt]);
+  if (px_precision_block_scaled(p->precision)) {
+    const char *prec = px_precision_names[p->precision];
+    if (m->experts > 0)
+      return no(why, cap, "%s experts: the cpu backend emulates the block-scaled formats in the dense layers' GEMMs "
+                "only (hint: `precision` fp8)", prec);
+    if (p->sp && p->tp > 1)
+      return no(why, cap, "%s codes moved between ranks: the cpu backend keeps a block-scaled tensor's column-wise "
+                "copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)", prec);
+    int64_t tokens = p->mbs * p->seq / (p->cp > 1 ? p->cp : 1);
+    if (p->precision == PX_PREC_NVFP4 && tokens % 16)
+      return no(why, cap, "nvfp4's random Hadamard transform takes the tokens 16 at a time: a micro-batch holds %lld "
+                "on a rank (hint: `mbs` x `seq` a multiple of 16)", (long long)tokens);
+  }
+  return fp8_collectives_run(p, m, why, cap);
+}
+
+/* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
+ * fp16 kernels, no CP or window kernels (nor MoE: px_runnable), fp8 with
+ * per-tensor scales and unfused GELU, the ops on gradient ranges in the
+ * activations' dtype. */
+static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
+  if (p->cp > 1)
+    return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
+              "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
+  if (m->sliding_window > 0)
+    return no(why, cap, "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no window "
+              "yet (hint: `backend` cpu runs it)", (long long)m->sliding_window);
+  if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
+    return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
+              "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);
+  if (px_parallel_grad_dtype(p) != px_parallel_compute_dtype(p))
+    return no(why, cap, "%s gradients with %s activations: the cuda backend accumulates and steps in the activations' "
+              "dtype (hint: `main_grad` param)", px_dtype_names[px_parallel_grad_dtype(p)],
+              px_dtype_names[px_parallel_compute_dtype(p)]);
+  if (p->precision != PX_PREC_FP8) return true;
+  if (p->fp8_recipe == PX_FP8_BLOCKWISE)
+    return no(why, cap, "fp8 blockwise scales (1x128 tiles, 128x128 weight blocks) are emulated by the cpu backend "
+              "only: the cuda backend does not drive cuBLASLt's block-scaling modes yet (hint: `fp8_recipe` delayed "
+              "or current)");
+  if (m->mlp == PX_MLP_GELU && p->gelu == PX_GELU_FUSED)
+    return no(why, cap, "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: `gelu` "
+              "separate)");
+  if (p->sp && p->tp > 1 && p->mbs > 1) /* exec/cuda/ops.c: it has no codes_moved (exec/backend.h) */
+    return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the cuda "
+              "backend's fp8 scales do not follow (hint: `mbs` 1)");
+  return fp8_collectives_run(p, m, why, cap);
+}
+
+bool px_runnable(px_run_backend b, const px_parallel *p, const px_model *m, char *why, size_t cap) {
+  if (why && cap) why[0] = 0;
+  if (b == PX_RUN_CUDA && m->experts > 0) /* before the executor's layout of experts, which it has no kernels for */
+    return no(why, cap, "no mixture-of-experts kernels (hint: `backend` cpu runs it)");
+  if (!executor_runs(p, m, why, cap)) return false;
+  return b == PX_RUN_CPU ? cpu_runs(p, m, why, cap) : cuda_runs(p, m, why, cap);
+}

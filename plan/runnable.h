@@ -1,0 +1,36 @@
+/* Which backend of the executor runs a plan: the rules that follow from the
+ * plan's choices and its model alone, in one place. The executor asks them
+ * first when it checks a plan (exec/support.c), before it asks the backend
+ * about each op (supports_op: the op-level limits, such as MPI's int counts);
+ * `sweep --runnable-by cpu|cuda`, `plan`'s verdict and the parity matrix
+ * (tests/parity) read them without running anything. */
+#ifndef PX_PLAN_RUNNABLE_H
+#define PX_PLAN_RUNNABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "plan/model.h"
+#include "plan/parallel.h"
+
+typedef enum { PX_RUN_CPU, PX_RUN_CUDA, PX_RUN_BACKEND_COUNT } px_run_backend;
+extern const char *const px_run_backend_names[PX_RUN_BACKEND_COUNT]; /* "cpu", "cuda" */
+
+/* The backend named `name`, or -1 when none is. */
+int px_run_backend_of(const char *name);
+
+/* Whether the executor lays out the ranks' model states for p (which
+ * reshard writes and a run reads): not under ZeRO with ep > 1, where a
+ * unit's shards would be owned across the whole DP group though only the
+ * ranks of one EP rank hold its experts (shards over the expert-DP group are
+ * not built). False with the reason in why (may be NULL). */
+bool px_runnable_states(const px_parallel *p, char *why, size_t cap);
+
+/* Whether backend b runs the plan of p (resolved: px_parallel_resolve) on
+ * model m as planned; false with the reason in why (cap bytes; fields named,
+ * a hint where one helps). The cuda backend's rules are those of every GPU
+ * with fp8 tensor cores (fp8 needs compute capability 8.9, which the run
+ * checks on its device). */
+bool px_runnable(px_run_backend b, const px_parallel *p, const px_model *m, char *why, size_t cap);
+
+#endif
