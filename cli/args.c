@@ -80,10 +80,10 @@ static const px_opt opts[] = {
      "fp8_param_gather; planned and simulated, the executors refuse it)"},
     {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
      "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
-     "qlora (lora on an NF4 base); planned and simulated, the executors refuse lora and qlora"},
+     "qlora (lora on an NF4 base); run trains lora on the cpu backend (fp32), qlora is planned and simulated"},
     {"lora-rank", required_argument, OPT_LORA_RANK, PX_OPT_PLAN, "R", "lora/qlora: the adapters' rank r (16)"},
     {"lora-alpha", required_argument, OPT_LORA_ALPHA, PX_OPT_PLAN, "A",
-     "lora/qlora: the adapters' scale is alpha / r (2 r); recorded, it changes no memory or time"},
+     "lora/qlora: the adapters' output is scaled by alpha / r (2 r); it changes no memory or time"},
     {"lora-targets", required_argument, OPT_LORA_TARGETS, PX_OPT_PLAN, "LIST",
      "lora/qlora: the linear layers given adapters: qkv,o,fc1,fc2 (default, fused as Megatron's) or q,k,v and "
      "gate,up one each (HF PEFT's), all"},

@@ -205,9 +205,10 @@ static px_status open_shard(px_reshard *r, int32_t q, bool verify, px_err *err) 
 px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
                           px_reshard **out, px_err *err) {
   *out = NULL;
-  if (px_parallel_lora(&to->par)) /* a frozen base and adapters: no executor trains it, so no checkpoint is its */
-    return px_err_set(err, PX_ERR_INPUT, "`finetune` %s: checkpoints hold every weight's states, a plan with adapters "
-                      "on a frozen base has no layout for them (hint: `finetune` full or none)",
+  if (px_parallel_lora(&to->par)) /* its checkpoints hold the adapters alone, resumed by the plan that wrote them */
+    return px_err_set(err, PX_ERR_INPUT, "`finetune` %s: a checkpoint is not re-split into a plan with adapters on a "
+                      "frozen base (its adapters' states are resumed by the plan that wrote them; a full run's "
+                      "weights are not read as a base yet) (hint: the checkpoint's own plan)",
                       px_finetune_names[to->par.finetune]);
   px_reshard *r = px_calloc(1, sizeof *r, err);
   if (!r) return PX_ERR_RUNTIME;
@@ -224,6 +225,10 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
   char why[256];
   if (!st && !px_param_layout_defined(to, why, sizeof why))
     st = px_err_set(err, PX_ERR_INPUT, "no checkpoint can be written for this plan: %s", why);
+  if (!st && r->man.plan && cJSON_GetObjectItemCaseSensitive(r->man.plan, PX_RESHARD_FROZEN_HASH))
+    st = px_err_set(err, PX_ERR_INPUT, "%s: holds the adapters of a fine-tuning run (`finetune` lora) and not its "
+                    "frozen base: only the plan that wrote it resumes it, no other plan is re-split from it",
+                    r->manifest);
   if (!st) st = rebuild_old_plan(r, err);
   if (!st && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "

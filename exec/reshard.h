@@ -23,6 +23,9 @@ void px_reshard_meta(const px_plan *plan, int64_t rank, int64_t step, px_ckpt_me
 /* The record of a plan a manifest keeps (a plan file's JSON, plan/planfile.h);
  * NULL when out of memory. The caller deletes it. */
 cJSON *px_reshard_record(const px_plan *plan);
+/* The record's key of a fine-tuning run's frozen base ("0x" and 16 hex digits: px_exec_frozen_hash summed over
+ * the ranks): the base its adapters were trained on, which the checkpoint does not hold. */
+#define PX_RESHARD_FROZEN_HASH "frozen_base_hash"
 /* "tp 2 x pp 2 x dp 2, ZeRO-1, fp32, 8 ranks" (cp, ep and a shard group when
  * used; fp8's recipe and base: "fp8 (delayed, bf16 base)"). */
 void px_reshard_describe(const px_plan *plan, char *buf, size_t cap);

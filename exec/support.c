@@ -67,10 +67,11 @@ px_status px_support_check(px_backend *be, const px_plan *plan, px_err *err) {
     return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: fp8 weights (`fp8_params`) are planned "
                       "and simulated only; the executors keep the weights in the parameters' dtype and cast them for "
                       "the fp8 GEMMs (hint: without `fp8_params`)", be->name);
-  if (px_parallel_lora(&plan->par)) /* the whole plan: a frozen base and adapters, which no executor trains yet */
-    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: `finetune` %s (a frozen base with "
-                      "adapters) is planned and simulated only; the executors train every weight (hint: `finetune` "
-                      "full or none)", be->name, px_finetune_names[plan->par.finetune]);
+  if (px_parallel_lora(&plan->par) && plan->par.base_precision != PX_BASE_BF16) /* the whole plan: its base's storage */
+    return px_err_set(err, PX_ERR_INPUT, "`backend` %s cannot run this plan: `finetune` %s with a %s base is planned "
+                      "and simulated only; the executors hold the frozen base in the compute dtype (hint: `finetune` "
+                      "lora with `base_precision` bf16)", be->name, px_finetune_names[plan->par.finetune],
+                      px_base_precision_names[plan->par.base_precision]);
   refusals r = {.nkinds = 0};
   px_env v;
   bool *seen[PX_BLOCK_KIND_COUNT] = {0};

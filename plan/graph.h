@@ -249,6 +249,8 @@ enum {
                                 tokens up to its own */
   PX_OPF_DEQUANT = 1 << 12,  /* CAST: a frozen weight from its base_precision storage (fp8, nf4) to the compute dtype,
                                 into a workspace the GEMM after it reads (QLoRA's dequantise-then-matmul) */
+  PX_OPF_LORA_SCALE = 1 << 13, /* LINEAR*: an adapter's B GEMM, its product times alpha / r (lora_alpha / lora_rank):
+                                  y += s h B^T, dh = s dy B, dB += s dy^T h */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
@@ -387,6 +389,8 @@ typedef struct {
   uint64_t flat_elems;   /* sum of unit padded sizes */
   uint64_t param_elems;  /* real parameters held by one rank of this stage (its TP shard), trained ones */
   uint64_t frozen_elems, frozen_bytes; /* fine-tuning: the frozen base weights it holds too, in base_precision */
+  px_param_ref *frozen;  /* ... each (slot, group), offset in elements into their own buffer (unit -1) */
+  int32_t nfrozen;
   int64_t first_layer, nlayers; /* over all chunks */
   bool has_embed, has_head;
 } px_program;

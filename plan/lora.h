@@ -52,6 +52,9 @@ px_status px_lora_targets_parse(const char *s, int *bits, px_err *err);
 /* "qkv,o,fc1,fc2": the names of bits, comma-separated. */
 char *px_lora_targets_str(int bits, char *buf, size_t cap);
 
+/* The frozen base's storage as a name: base_precision bf16 is the compute dtype's (bf16, fp16; fp32 on a CPU
+ * cluster), fp8 and nf4 their own. */
+const char *px_lora_base_name(const px_parallel *p);
 /* ", lora rank 16 on qkv,o,fc1,fc2 (bf16 base)", ", full fine-tuning", or "" (none): a resolved plan's. */
 char *px_lora_describe(const px_parallel *p, char *buf, size_t cap);
 

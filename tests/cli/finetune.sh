@@ -71,9 +71,10 @@ jq -e '(.plans | length) > 0 and all(.plans[]; .flags | test("--finetune lora --
 
 # what cannot run a LoRA plan refuses it
 if [ "${PX_EXEC:-1}" != 0 ]; then # the planner-only build refuses run itself
-  refused "cannot run this plan: --finetune lora" "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune lora --precision bf16
+  refused "cannot run this plan: --finetune qlora with a nf4 base" \
+    "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune qlora --precision bf16
   "$px" run -m tiny -B 1 --steps 1 --ckpt "$tmp/ck" >/dev/null 2>&1 || fail "run --ckpt (a checkpoint to re-split)"
-  refused "--finetune lora: checkpoints hold every weight's states" \
+  refused "--finetune lora: a checkpoint is not re-split into a plan with adapters" \
     "$px" reshard --from "$tmp/ck" --to "$tmp/to" -c dgx-h100 -g 1 --finetune lora --precision bf16
 fi
 refused "finetune lora" "$px" export -m tiny -c dgx-h100 -g 2 --finetune lora --to megatron
