@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # parallax run --finetune lora (CPU backend): LoRA adapters trained on a frozen base. Step 0's loss is the
 # base model's (B starts at zero); every split (TP, SP, PP, DP with ZeRO-1/2, CP) gives the 1-rank run's
-# losses within 1e-5 and its first-step adapter gradients, with each rank's measured peak the plan's; the
-# frozen base is the same after 1 step and after 4 (and each rank checks its own before and after); the
-# loss falls on text.
+# losses within 1e-5 and its first-step adapter gradients, with each rank's measured peak the plan's, on
+# the Llama- and GPT-2-shaped tiny models; alpha / r scales the adapters; the frozen base is the same after 1
+# step and after 4 (and each rank checks its own before and after); the loss falls on text; adapter-only
+# checkpoints resume bitwise and are refused by a run on another base or plan.
 set -u
 px=$1
 src=$2
@@ -38,6 +39,20 @@ for split in "-t 2" "-t 2 --sp" "-p 2" "-d 2 -z 1" "-d 2 -z 2" "-t 2 -p 2 -d 2 -
   "$cmp" "$tmp/g1" "$tmp/g2" >"$tmp/cmp.txt" || fail "$split: adapter gradients: $(cat "$tmp/cmp.txt")"
   jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/s.json" >/dev/null ||
     fail "$split: measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/s.json")"
+done
+
+# GPT-2-shaped (LayerNorm, biases, GELU, learned positions, a tied embedding across stages) and HF PEFT's
+# per-projection adapters (q, k, v, gate, up one each)
+for other in "-m tiny-gpt" "-m tiny --lora-targets q,k,v,o,gate,up,fc2"; do
+  # shellcheck disable=SC2086
+  "$px" run "${lora[@]}" $other --steps 3 --json --dump-grads "$tmp/o1" >"$tmp/o1.json" 2>"$tmp/err" ||
+    fail "$other: $(cat "$tmp/err")"
+  # shellcheck disable=SC2086
+  mpirun -np 8 "$px" run "${lora[@]}" $other -t 2 -p 2 -d 2 -z 2 --sp --steps 3 --json --dump-grads "$tmp/o2" \
+    >"$tmp/o2.json" 2>"$tmp/err" || fail "$other on 8 ranks: $(head -3 "$tmp/err")"
+  close "$(losses "$tmp/o1.json")" "$(losses "$tmp/o2.json")" 1e-5 ||
+    fail "$other: losses $(losses "$tmp/o2.json"), 1 rank $(losses "$tmp/o1.json")"
+  "$cmp" "$tmp/o1" "$tmp/o2" >"$tmp/cmp.txt" || fail "$other: adapter gradients: $(cat "$tmp/cmp.txt")"
 done
 
 # the frozen base: the same after 1 step as after 4 (the runs check each rank's before and after themselves)
