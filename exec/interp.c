@@ -293,6 +293,20 @@ static void *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
 
 /* ---- setup ---- */
 
+/* The initial values of parameter r (mapped by pm) into host[r->offset ...]: its canonical elements'
+ * (px_param_init_value), 0 for vocabulary padding. */
+static void init_values(const px_exec *x, const px_param_ref *r, const px_param_map *pm, float *host) {
+  const px_slot *s = &x->plan->slots[r->slot];
+  int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
+  for (int64_t a = 0; a < rows; a++)
+    for (int64_t b = 0; b < cols; b++) {
+      int64_t tensor_id;
+      int64_t gi = px_param_global_index(x->plan, &x->global, pm, r, a, b, &tensor_id);
+      host[r->offset + (uint64_t)(a * cols + b)] =
+          gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->opt.hp.seed);
+    }
+}
+
 /* Fine-tuning's frozen base: its weights as a run from scratch initialises them (the model's canonical values,
  * whatever the split), in the parameter dtype. */
 static px_status init_frozen(px_exec *x, px_err *err) {
@@ -301,18 +315,9 @@ static px_status init_frozen(px_exec *x, px_err *err) {
   char *conv = px_calloc((size_t)x->frozen_bytes + 1, 1, err);
   px_status st = host && conv ? PX_OK : PX_ERR_RUNTIME;
   for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
-    const px_param_ref *r = &prog->frozen[i];
     px_param_map pm;
-    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->comm->ep_rank, &pm, err))) break;
-    const px_slot *s = &x->plan->slots[r->slot];
-    int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
-    for (int64_t a = 0; a < rows; a++)
-      for (int64_t b = 0; b < cols; b++) {
-        int64_t tensor_id;
-        int64_t gi = px_param_global_index(x->plan, &x->global, &pm, r, a, b, &tensor_id);
-        host[r->offset + (uint64_t)(a * cols + b)] =
-            gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->opt.hp.seed);
-      }
+    st = px_param_map_of(x->plan, &x->global, &prog->frozen[i], x->tp_rank, x->comm->ep_rank, &pm, err);
+    if (!st) init_values(x, &prog->frozen[i], &pm, host);
   }
   if (!st) px_dtype_from_fp32(conv, x->plan->param_dtype, host, prog->frozen_elems);
   if (!st) st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
@@ -333,15 +338,7 @@ static px_status init_params(px_exec *x, px_err *err) {
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
     if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->comm->ep_rank, &x->maps[i], err))) break;
-    const px_slot *s = &x->plan->slots[r->slot];
-    int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
-    for (int64_t a = 0; a < rows; a++)
-      for (int64_t b = 0; b < cols; b++) {
-        int64_t tensor_id;
-        int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, a, b, &tensor_id);
-        host[r->offset + (uint64_t)(a * cols + b)] =
-            gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->opt.hp.seed);
-      }
+    init_values(x, r, &x->maps[i], host);
   }
   /* Parameters in their dtype: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
   char *conv = st ? NULL : px_calloc((size_t)(prog->flat_elems * x->pb) + 1, 1, err);
@@ -471,7 +468,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->grads_elems = ps.grads_elems;
   x->opt_elems = ps.opt_elems;
   bool off = plan->par.offload_opt != PX_OFFLOAD_NONE;
-  /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments */
+  /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments,
+   * fine-tuning's frozen base */
   enum { NSTATES = 6 };
   uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
   x->frozen_bytes = prog->frozen_bytes; /* in the compute dtype (px_support_check refuses another base_precision) */

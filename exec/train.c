@@ -544,11 +544,12 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     r->backend_bytes = most[1];
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
     uint64_t frozen1 = 0;
-    st = px_comm_agree(px_exec_frozen_hash(x, &frozen1, err), world, err);
-    if (!st && frozen1 != frozen0)
-      st = px_err_set(err, PX_ERR_RUNTIME, "internal: rank %lld's frozen base weights changed while training",
-                      (long long)comm.world_rank);
-    st = px_comm_agree(st, world, err);
+    if (!st) st = px_comm_agree(px_exec_frozen_hash(x, &frozen1, err), world, err);
+    if (!st)
+      st = px_comm_agree(frozen1 == frozen0 ? PX_OK
+                                            : px_err_set(err, PX_ERR_RUNTIME, "internal: rank %lld's frozen base "
+                                                         "weights changed while training", (long long)comm.world_rank),
+                         world, err);
     r->frozen_hash = cs.base_hash;
     if (cs.w) {
       r->ckpt_snapshot_bytes = most[2];
