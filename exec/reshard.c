@@ -66,6 +66,7 @@ void px_reshard_describe(const px_plan *plan, char *buf, size_t cap) {
   append(buf, cap, &n, ", %s", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8)
     append(buf, cap, &n, " (%s, %s base)", px_fp8_recipe_names[p->fp8_recipe], px_fp8_base_names[p->fp8_base]);
+  if (p->finetune == PX_FT_FULL) append(buf, cap, &n, ", full fine-tuning");
   append(buf, cap, &n, ", %lld rank%s", (long long)plan->grid.world, plan->grid.world == 1 ? "" : "s");
 }
 

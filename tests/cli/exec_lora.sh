@@ -4,7 +4,8 @@
 # losses within 1e-5 and its first-step adapter gradients, with each rank's measured peak the plan's, on
 # the Llama- and GPT-2-shaped tiny models; alpha / r scales the adapters; the frozen base is the same after 1
 # step and after 4 (and each rank checks its own before and after); the loss falls on text; adapter-only
-# checkpoints resume bitwise and are refused by a run on another base or plan.
+# checkpoints resume bitwise and are refused by a run on another base or plan; --finetune full is the
+# pre-training run and resumes a pre-training checkpoint.
 set -u
 px=$1
 src=$2
@@ -68,6 +69,19 @@ h4=$(jq -rs 'last | .frozen_base_hash' "$tmp/ref.json")
   --data "$src/tests/data/tinyshakespeare.txt" --json >"$tmp/text.json" 2>"$tmp/err" || fail "text: $(cat "$tmp/err")"
 awk -v l="$(losses "$tmp/text.json")" 'BEGIN { n = split(l, x, ","); a = (x[1] + x[2] + x[3]) / 3;
   b = (x[n] + x[n-1] + x[n-2]) / 3; exit !(b < a - 0.2) }' || fail "the loss did not fall: $(losses "$tmp/text.json")"
+
+# --finetune full is the pre-training path, bitwise, and takes a pre-training run's checkpoint as its start
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --steps 2 --ckpt "$tmp/pre" >/dev/null 2>"$tmp/err" ||
+  fail "pre-training: $(cat "$tmp/err")"
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --steps 4 --ckpt "$tmp/pre" --resume --json \
+  >"$tmp/pre4.json" 2>"$tmp/err" || fail "pre-training resumed: $(cat "$tmp/err")"
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --steps 2 --ckpt "$tmp/ft" >/dev/null 2>"$tmp/err" ||
+  fail "pre-training for full: $(cat "$tmp/err")"
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --finetune full --steps 4 --ckpt "$tmp/ft" --resume \
+  --json >"$tmp/ft4.json" 2>"$tmp/err" || fail "--finetune full from a pre-training checkpoint: $(cat "$tmp/err")"
+grep -q "full fine-tuning" "$tmp/err" || fail "the re-split does not say full fine-tuning: $(cat "$tmp/err")"
+[ "$(losses "$tmp/ft4.json")" = "$(losses "$tmp/pre4.json")" ] ||
+  fail "--finetune full: $(losses "$tmp/ft4.json"), pre-training $(losses "$tmp/pre4.json")"
 
 refused() { # want cmd...: exit 2 and the message
   local want=$1 out rc
