@@ -473,6 +473,10 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   enum { NSTATES = 6 };
   uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
   x->frozen_bytes = prog->frozen_bytes; /* in the compute dtype (px_support_check refuses another base_precision) */
+  if (!st && x->frozen_bytes != prog->frozen_elems * x->pb)
+    st = px_err_set(err, PX_ERR_RUNTIME, "internal: the frozen base's %llu bytes are not its %llu weights in %s",
+                    (unsigned long long)x->frozen_bytes, (unsigned long long)prog->frozen_elems,
+                    px_dtype_names[plan->param_dtype]);
   uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->mixed ? ob : 0, ob, ob,
                               x->frozen_bytes};
   if (!st && be->reserve) { /* the states as they are taken (whole arena units); the step's tensors to the peak */
