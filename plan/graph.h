@@ -249,7 +249,7 @@ enum {
                                 tokens up to its own */
   PX_OPF_DEQUANT = 1 << 12,  /* CAST: a frozen weight from its base_precision storage (fp8, nf4) to the compute dtype,
                                 into a workspace the GEMM after it reads (QLoRA's dequantise-then-matmul) */
-  PX_OPF_LORA_SCALE = 1 << 13, /* LINEAR*: an adapter's B GEMM, its product times alpha / r (lora_alpha / lora_rank):
+  PX_OPF_LORA_SCALE = 1 << 15, /* LINEAR*: an adapter's B GEMM, its product times alpha / r (lora_alpha / lora_rank):
                                   y += s h B^T, dh = s dy B, dB += s dy^T h */
 };
 

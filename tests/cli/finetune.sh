@@ -24,6 +24,9 @@ jq -e '.parallel.finetune == "lora" and .parallel.lora_rank == 4 and .parallel.l
 "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora --graph "$tmp/g.json" >/dev/null || fail "plan --finetune qlora --graph"
 [ "$(jq '[.blocks[] | select(.kind == "layer_fwd") | .ops[] | select(.dequant)] | length' "$tmp/g.json")" = 4 ] ||
   fail "qlora: not a dequantising cast before each of a layer's 4 linear GEMMs in --graph"
+# alpha / r on each adapter's B GEMMs: y += s h B^T forward; dh = s dy B and dB += s dy^T h backward
+[ "$(jq -c '[.blocks[] | select(.kind == "layer_fwd" or .kind == "layer_bwd") | [.ops[] | select(.lora_scale)] | length]' \
+  "$tmp/g.json")" = "[4,8]" ] || fail "qlora: not 4 forward and 8 backward GEMMs scaled by alpha / r in --graph"
 "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora | grep -q "fine-tuning: qlora rank 16 (alpha 32) on qkv,o,fc1,fc2" ||
   fail "plan --finetune qlora: no fine-tuning line"
 s=$("$px" sim -m tiny -c dgx-h100 -g 2 --finetune lora --lora-targets q,v --save-plan "$tmp/l.json" --json) ||
