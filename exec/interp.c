@@ -307,22 +307,29 @@ static void init_values(const px_exec *x, const px_param_ref *r, const px_param_
     }
 }
 
+px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err) {
+  if (!x->frozen) return PX_OK;
+  char *conv = px_calloc((size_t)x->frozen_bytes + 1, 1, err);
+  if (!conv) return PX_ERR_RUNTIME;
+  px_dtype_from_fp32(conv, x->plan->param_dtype, values, x->prog->frozen_elems);
+  px_status st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
+  free(conv);
+  return st;
+}
+
 /* Fine-tuning's frozen base: its weights as a run from scratch initialises them (the model's canonical values,
  * whatever the split), in the parameter dtype. */
 static px_status init_frozen(px_exec *x, px_err *err) {
   const px_program *prog = x->prog;
   float *host = px_calloc((size_t)prog->frozen_elems + 1, sizeof *host, err);
-  char *conv = px_calloc((size_t)x->frozen_bytes + 1, 1, err);
-  px_status st = host && conv ? PX_OK : PX_ERR_RUNTIME;
+  px_status st = host ? PX_OK : PX_ERR_RUNTIME;
   for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
     px_param_map pm;
     st = px_param_map_of(x->plan, &x->global, &prog->frozen[i], x->tp_rank, x->comm->ep_rank, &pm, err);
     if (!st) init_values(x, &prog->frozen[i], &pm, host);
   }
-  if (!st) px_dtype_from_fp32(conv, x->plan->param_dtype, host, prog->frozen_elems);
-  if (!st) st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
+  if (!st) st = px_exec_frozen_set(x, host, err);
   free(host);
-  free(conv);
   return st;
 }
 

@@ -408,6 +408,33 @@ static int span_by_at(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The spans of parameter r's elements [lo, hi) (offsets as r->offset counts them), the first at state element at0. */
+static px_status ref_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
+                           const px_param_ref *r, uint64_t lo, uint64_t hi, uint64_t at0, span_list *l, px_err *err) {
+  px_param_map pm;
+  px_status st = px_param_map_of(plan, g, r, rk->tp_rank, rk->ep_rank, &pm, err);
+  if (st) return st;
+  const px_slot *s = &plan->slots[r->slot];
+  int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
+  bool ok = true;
+  for (uint64_t f = lo; f < hi && ok;) { /* a local row (or what of it is in range) at a time */
+    int64_t e = (int64_t)(f - r->offset), row = e / cols, c = e % cols;
+    uint64_t run = (uint64_t)(cols - c) < hi - f ? (uint64_t)(cols - c) : hi - f;
+    int64_t g0 = px_param_global_index(plan, g, &pm, r, row, c, NULL);
+    int64_t g1 = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)run - 1, NULL);
+    if (g0 >= 0 && g1 >= 0 && (uint64_t)(g1 - g0) == run - 1) { /* columns map to consecutive elements */
+      ok = span_add(l, at0 + (f - lo), (uint64_t)g0, run);
+    } else { /* vocabulary padding in the row: element by element */
+      for (uint64_t k = 0; k < run && ok; k++) {
+        int64_t gi = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)k, NULL);
+        if (gi >= 0) ok = span_add(l, at0 + (f - lo) + k, (uint64_t)gi, 1);
+      }
+    }
+    f += run;
+  }
+  return ok ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+}
+
 px_status px_param_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk, px_param_view view,
                          px_param_span **out, uint64_t *n, px_err *err) {
   *out = NULL, *n = 0;
@@ -417,10 +444,7 @@ px_status px_param_spans(const px_plan *plan, const px_global_params *g, const p
   px_status st = PX_OK;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
-    const px_slot *s = &plan->slots[r->slot];
     const px_unit *u = &prog->units[r->unit];
-    px_param_map pm;
-    if ((st = px_param_map_of(plan, g, r, rk->tp_rank, rk->ep_rank, &pm, err))) break;
     uint64_t lo = r->offset, hi = r->offset + r->elems; /* the flat elements the state holds */
     if (view != PX_VIEW_FLAT) {
       uint64_t ulo, uhi;
@@ -430,30 +454,30 @@ px_status px_param_spans(const px_plan *plan, const px_global_params *g, const p
       if (hi <= lo) continue;
     }
     uint64_t at0 = view == PX_VIEW_OWNED ? px_param_shard_index(plan, u, rk->shard_rank, lo) : lo;
-    int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
-    bool ok = true;
-    for (uint64_t f = lo; f < hi && ok;) { /* a local row (or what of it is in range) at a time */
-      int64_t e = (int64_t)(f - r->offset), row = e / cols, c = e % cols;
-      uint64_t run = (uint64_t)(cols - c) < hi - f ? (uint64_t)(cols - c) : hi - f;
-      int64_t g0 = px_param_global_index(plan, g, &pm, r, row, c, NULL);
-      int64_t g1 = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)run - 1, NULL);
-      if (g0 >= 0 && g1 >= 0 && (uint64_t)(g1 - g0) == run - 1) { /* columns map to consecutive elements */
-        ok = span_add(&l, at0 + (f - lo), (uint64_t)g0, run);
-      } else { /* vocabulary padding in the row: element by element */
-        for (uint64_t k = 0; k < run && ok; k++) {
-          int64_t gi = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)k, NULL);
-          if (gi >= 0) ok = span_add(&l, at0 + (f - lo) + k, (uint64_t)gi, 1);
-        }
-      }
-      f += run;
-    }
-    if (!ok) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    st = ref_spans(plan, g, rk, r, lo, hi, at0, &l, err);
   }
   if (st) {
     free(l.s);
     return st;
   }
   qsort(l.s, (size_t)l.n, sizeof *l.s, span_by_at);
+  *out = l.s, *n = l.n;
+  return PX_OK;
+}
+
+px_status px_param_frozen_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
+                                px_param_span **out, uint64_t *n, px_err *err) {
+  const px_program *prog = &plan->programs[rk->stage];
+  span_list l = {0};
+  px_status st = PX_OK;
+  for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
+    const px_param_ref *r = &prog->frozen[i];
+    st = ref_spans(plan, g, rk, r, r->offset, r->offset + r->elems, r->offset, &l, err);
+  }
+  if (st) {
+    free(l.s);
+    return st;
+  }
   *out = l.s, *n = l.n;
   return PX_OK;
 }

@@ -145,5 +145,9 @@ typedef struct {
  * *out is malloc'd (the caller frees it). */
 px_status px_param_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk, px_param_view view,
                          px_param_span **out, uint64_t *n, px_err *err);
+/* The same for fine-tuning's frozen base of rank rk (prog->frozen: `at` counts elements of its buffer), in
+ * increasing `at`. */
+px_status px_param_frozen_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
+                                px_param_span **out, uint64_t *n, px_err *err);
 
 #endif

@@ -185,6 +185,35 @@ static px_status ckpt_snapshot(px_exec *x, px_backend *be, px_ckpt_writer *w, in
   return st;
 }
 
+/* Fine-tuning: the frozen base from the checkpoint in dir (a run that trained every weight), re-split for this
+ * plan. Collective. */
+static px_status load_base(px_exec *x, const px_plan *plan, const px_comm *c, const char *dir, px_err *err) {
+  MPI_Comm world = c->world;
+  px_reshard *b = NULL;
+  /* rank 0 first, alone to refuse what all would; then every rank, checking a share of the shards */
+  px_status mine = c->world_rank == 0 ? px_reshard_open_base(dir, plan, 0, c->world_size, &b, err) : PX_OK;
+  px_status st = px_comm_agree_as(mine, world, "another rank refused the base checkpoint (rank 0 says why)", err);
+  if (!st && c->world_rank != 0) mine = px_reshard_open_base(dir, plan, c->world_rank, c->world_size, &b, err);
+  if (!st) st = px_comm_agree_as(mine, world, "another rank refused the base checkpoint (see its message)", err);
+  uint64_t n = plan->programs[c->pp_rank].frozen_elems;
+  float *w = NULL;
+  if (!st) {
+    w = px_calloc((size_t)n + 1, sizeof *w, err);
+    mine = w ? px_reshard_fill_base(b, c->world_rank, w, n, err) : PX_ERR_RUNTIME;
+    if (!mine) mine = px_exec_frozen_set(x, w, err);
+    st = px_comm_agree(mine, world, err);
+  }
+  if (!st && c->world_rank == 0) {
+    char from[256];
+    px_reshard_describe(px_reshard_from(b), from, sizeof from);
+    fprintf(stderr, "parallax: %s: the frozen base is the weights of its checkpoint of step %lld (%s)\n", dir,
+            (long long)px_reshard_step(b), from);
+  }
+  free(w);
+  px_reshard_free(b);
+  return st;
+}
+
 /* Checkpoints of one run: the writer and what it did. */
 typedef struct {
   px_ckpt_writer *w;
@@ -486,6 +515,7 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   ckpt_run cs = {.keep = o->ckpt_keep, .resumed = o->resume};
   if (!st && o->ckpt_dir) st = px_comm_agree(ckpt_writer_for(x, o->ckpt_async, &cs.w, err), world, err);
   int64_t start = 0;
+  if (!st && o->base_ckpt) st = load_base(x, plan, &comm, o->base_ckpt, err);
   uint64_t frozen0 = 0; /* fine-tuning: the frozen base as the run starts, this rank's and summed over the ranks */
   if (!st) st = px_comm_agree(px_exec_frozen_hash(x, &frozen0, err), world, err);
   unsigned long long base_sum = frozen0;

@@ -12,6 +12,12 @@ src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 lora=(--backend cpu -m tiny -B 8 --finetune lora --lora-rank 4 --lora-alpha 16)
+refused() { # want cmd...: exit 2 and the message
+  local want=$1 out rc
+  shift
+  out=$("$@" 2>&1 >/dev/null); rc=$?
+  [ "$rc" -eq 2 ] && grep -qF -- "$want" <<<"$out" || fail "$* (rc $rc): $out"
+}
 
 "$px" run "${lora[@]}" --steps 4 --json --dump-grads "$tmp/g1" >"$tmp/ref.json" 2>"$tmp/err" || fail "1 rank: $(cat "$tmp/err")"
 ref=$(losses "$tmp/ref.json")
@@ -70,6 +76,35 @@ h4=$(jq -rs 'last | .frozen_base_hash' "$tmp/ref.json")
 awk -v l="$(losses "$tmp/text.json")" 'BEGIN { n = split(l, x, ","); a = (x[1] + x[2] + x[3]) / 3;
   b = (x[n] + x[n-1] + x[n-2]) / 3; exit !(b < a - 0.2) }' || fail "the loss did not fall: $(losses "$tmp/text.json")"
 
+# --base-ckpt: the frozen base from a run that trained every weight, any split. A checkpoint of weights as
+# initialised (--lr 0) gives the run without it, bitwise; a pre-trained one starts low on text, equal across splits;
+# resuming needs the same base
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --steps 1 --lr 0 --ckpt "$tmp/init" >/dev/null \
+  2>"$tmp/err" || fail "lr 0: $(cat "$tmp/err")"
+"$px" run "${lora[@]}" --steps 4 --base-ckpt "$tmp/init" --json >"$tmp/b0.json" 2>"$tmp/err" || fail "--base-ckpt: $(cat "$tmp/err")"
+grep -q "the frozen base is the weights of its checkpoint of step 1 (tp 1 x pp 1 x dp 2" "$tmp/err" ||
+  fail "--base-ckpt does not say where the base comes from: $(cat "$tmp/err")"
+[ "$(losses "$tmp/b0.json")" = "$ref" ] && [ "$(jq -rs 'last | .frozen_base_hash' "$tmp/b0.json")" = "$h4" ] ||
+  fail "--base-ckpt of the initial weights: $(losses "$tmp/b0.json") vs $ref"
+text=(--data "$src/tests/data/tinyshakespeare.txt" --lr 3e-3)
+mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --steps 40 "${text[@]}" --ckpt "$tmp/pre40" >/dev/null \
+  2>"$tmp/err" || fail "pre-training 40 steps: $(cat "$tmp/err")"
+"$px" run "${lora[@]}" --steps 3 "${text[@]}" --base-ckpt "$tmp/pre40" --json >"$tmp/p1.json" 2>"$tmp/err" ||
+  fail "--base-ckpt pre-trained: $(cat "$tmp/err")"
+mpirun -np 4 "$px" run "${lora[@]}" -t 2 -p 2 --steps 3 "${text[@]}" --base-ckpt "$tmp/pre40" --ckpt "$tmp/lb" --json \
+  >"$tmp/p4.json" 2>"$tmp/err" || fail "--base-ckpt pre-trained on 4 ranks: $(cat "$tmp/err")"
+close "$(losses "$tmp/p1.json")" "$(losses "$tmp/p4.json")" 1e-5 ||
+  fail "--base-ckpt across splits: $(losses "$tmp/p4.json"), 1 rank $(losses "$tmp/p1.json")"
+awk -v l="$(losses "$tmp/p1.json")" 'BEGIN { split(l, x, ","); exit !(x[1] < 3.5) }' ||
+  fail "a pre-trained base does not start low: $(losses "$tmp/p1.json")"
+mpirun -np 4 "$px" run "${lora[@]}" -t 2 -p 2 --steps 4 "${text[@]}" --base-ckpt "$tmp/pre40" --ckpt "$tmp/lb" --resume \
+  >/dev/null 2>"$tmp/err" || fail "resume with the base: $(cat "$tmp/err")"
+refused "its adapters were trained on another frozen base" \
+  mpirun -np 4 "$px" run "${lora[@]}" -t 2 -p 2 --steps 5 "${text[@]}" --ckpt "$tmp/lb" --resume
+refused "and it is no base" "$px" run "${lora[@]}" --steps 1 --base-ckpt "$tmp/lb"
+refused "--base-ckpt is the frozen base of a fine-tuning run with adapters" \
+  "$px" run --backend cpu -m tiny -B 8 --steps 1 --base-ckpt "$tmp/init"
+
 # --finetune full is the pre-training path, bitwise, and takes a pre-training run's checkpoint as its start
 mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --steps 2 --ckpt "$tmp/pre" >/dev/null 2>"$tmp/err" ||
   fail "pre-training: $(cat "$tmp/err")"
@@ -82,13 +117,6 @@ mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -d 2 -z 1 --finetune full --st
 grep -q "full fine-tuning" "$tmp/err" || fail "the re-split does not say full fine-tuning: $(cat "$tmp/err")"
 [ "$(losses "$tmp/ft4.json")" = "$(losses "$tmp/pre4.json")" ] ||
   fail "--finetune full: $(losses "$tmp/ft4.json"), pre-training $(losses "$tmp/pre4.json")"
-
-refused() { # want cmd...: exit 2 and the message
-  local want=$1 out rc
-  shift
-  out=$("$@" 2>&1 >/dev/null); rc=$?
-  [ "$rc" -eq 2 ] && grep -qF -- "$want" <<<"$out" || fail "$* (rc $rc): $out"
-}
 
 # adapter-only checkpoints: 3 steps, stop, resume to 6 equals 6 straight, bitwise; the shard of a 1-rank run
 # holds the adapters' weights and Adam's two moments (fp32), not the base
