@@ -104,7 +104,7 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
     snprintf(mine, sizeof mine, "0x%016llx", (unsigned long long)base_hash);
     if (!cJSON_IsString(h) || strcmp(h->valuestring, mine))
       st = px_err_set(err, PX_ERR_INPUT, "%s: its adapters were trained on another frozen base (%s %s, this run's "
-                      "%s: another `seed`?): refused, the checkpoint is kept", dir, PX_RESHARD_FROZEN_HASH,
+                      "%s: another `seed` or `base_ckpt`?): refused, the checkpoint is kept", dir, PX_RESHARD_FROZEN_HASH,
                       cJSON_IsString(h) ? h->valuestring : "missing", mine);
   }
   st = px_comm_agree_as(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
