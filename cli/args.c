@@ -31,7 +31,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
-       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD };
+       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_BASE_CKPT };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -85,10 +85,10 @@ static const px_opt opts[] = {
      "fp8_param_gather; planned and simulated, the executors refuse it)"},
     {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
      "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
-     "qlora (lora on an NF4 base); planned and simulated, the executors refuse lora and qlora"},
+     "qlora (lora on an NF4 base); run trains lora on the cpu backend (fp32), qlora is planned and simulated"},
     {"lora-rank", required_argument, OPT_LORA_RANK, PX_OPT_PLAN, "R", "lora/qlora: the adapters' rank r (16)"},
     {"lora-alpha", required_argument, OPT_LORA_ALPHA, PX_OPT_PLAN, "A",
-     "lora/qlora: the adapters' scale is alpha / r (2 r); recorded, it changes no memory or time"},
+     "lora/qlora: the adapters' output is scaled by alpha / r (2 r); it changes no memory or time"},
     {"lora-targets", required_argument, OPT_LORA_TARGETS, PX_OPT_PLAN, "LIST",
      "lora/qlora: the linear layers given adapters: qkv,o,fc1,fc2 (default, fused as Megatron's) or q,k,v and "
      "gate,up one each (HF PEFT's), all"},
@@ -160,6 +160,9 @@ static const px_opt opts[] = {
     {"ckpt-keep", required_argument, OPT_CKPT_KEEP, PX_OPT_RUN, "K",
      "keep the last K checkpoints: the latest in --ckpt DIR, the older in DIR/step-<N>/ (default: the latest alone)"},
     {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
+    {"base-ckpt", required_argument, OPT_BASE_CKPT, PX_OPT_RUN, "DIR",
+     "--finetune lora: the frozen base is the weights of this checkpoint (a pre-training or full run's, any split "
+     "of the model), not the initialisation's"},
     {"overwrite", no_argument, OPT_OVERWRITE, PX_OPT_RUN | PX_OPT_RESHARD, NULL,
      "replace the checkpoint(s) --ckpt (run) or --to (reshard) holds; the old one stays until the new one is written"},
     {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SWEEP, NULL,
@@ -451,6 +454,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case 'K': a->ckpt_dir = optarg; break;
       case OPT_CKPT_EVERY: st = px_parse_int(optarg, "--ckpt-every", 1, PX_TRAIN_STEPS_MAX, &a->ckpt_every, err); break;
       case OPT_RESUME: a->resume = true; break;
+      case OPT_BASE_CKPT: a->base_ckpt = optarg; break;
       case OPT_OVERWRITE: a->overwrite = true; break;
       case OPT_CKPT_KEEP: st = px_parse_int(optarg, "--ckpt-keep", 1, 1000000, &a->ckpt_keep, err); break;
       case OPT_CKPT_ASYNC: a->ckpt_async = true; break;

@@ -72,6 +72,7 @@ typedef struct {
   double lr;         /* < 0 unset; 0 trains nothing (the weights stay as initialised) */
   double loss_scale; /* 0 unset (--loss-scale 0 is refused) */
   const char *ckpt_dir;
+  const char *base_ckpt; /* run --finetune lora: the frozen base's checkpoint */
   int64_t ckpt_every; /* 0 unset */
   bool resume;
   bool overwrite;    /* run, reshard: replace the checkpoint --ckpt / --to holds */

@@ -87,6 +87,7 @@ int px_cmd_run(int argc, char **argv) {
     if (a.lr >= 0) o.hp.lr = (float)a.lr; /* 0 too: the weights stay as initialised */
     if (a.loss_scale > 0) o.hp.loss_scale = (float)a.loss_scale;
     o.ckpt_dir = a.ckpt_dir;
+    o.base_ckpt = a.base_ckpt;
     o.ckpt_every = a.ckpt_every;
     o.resume = a.resume;
     o.overwrite = a.overwrite;

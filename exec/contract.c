@@ -18,11 +18,11 @@ typedef struct {
 
 static const operands contract[PX_OP_COUNT] = {
     [PX_OP_EMBED] = {"A...", "IA...."},
-    [PX_OP_EMBED_BWD] = {"A...", "AI...."},
+    [PX_OP_EMBED_BWD] = {"a...", "AI...."},      /* no out[0]: a frozen table (fine-tuning) */
     [PX_OP_POS] = {"A...", "AA...."},
     [PX_OP_POS_BWD] = {"A...", "A....."},
     [PX_OP_NORM] = {"AFf.", "AAa..."},
-    [PX_OP_NORM_BWD] = {"AAa.", "AAFfA."},
+    [PX_OP_NORM_BWD] = {"Aaa.", "AAFfA."},       /* no out[1]: a frozen weight */
     [PX_OP_LINEAR] = {"Aaaa", "AAa..."},
     [PX_OP_LINEAR_BWD_DATA] = {"A...", "AaaAa."},
     [PX_OP_LINEAR_BWD_WEIGHT] = {"Aa..", "AaaA.."},

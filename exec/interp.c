@@ -13,6 +13,7 @@
 #include "core/fmt.h"
 #include "exec/amax.h"
 #include "exec/arena.h"
+#include "exec/ckpt.h"
 #include "exec/env.h"
 #include "exec/offload.h"
 #include "exec/optim.h"
@@ -46,6 +47,8 @@ struct px_exec {
    * element), master weights and moments in fp32 */
   char *params, *grads;
   float *master, *adam_m, *adam_v;
+  char *frozen;               /* fine-tuning: the frozen base weights (prog->frozen), in the parameter dtype */
+  uint64_t frozen_bytes;
   uint64_t pb, gb;
   uint64_t params_elems, grads_elems, opt_elems;
   char **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
@@ -236,6 +239,7 @@ static const px_param_ref *param_ref(const px_exec *x, int16_t slot, int64_t lay
   int32_t i = x->param_of[slot * stride + layer + 1];
   if (i < 0) i = x->param_of[slot * stride]; /* stage-level parameters: one per slot */
   if (index) *index = i;
+  if (i >= x->prog->nparams) return &x->prog->frozen[i - x->prog->nparams]; /* a frozen base weight */
   return i >= 0 ? &x->prog->params[i] : NULL;
 }
 
@@ -266,6 +270,7 @@ static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
 }
 
 static void *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
+  if (r->unit < 0) return x->frozen + r->offset * x->pb; /* frozen: its own buffer, never sharded */
   if (x->plan->par.zero < 3) return x->params + r->offset * x->pb;
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->gathered[r->unit]) {
@@ -288,6 +293,46 @@ static void *grad_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
 
 /* ---- setup ---- */
 
+/* The initial values of parameter r (mapped by pm) into host[r->offset ...]: its canonical elements'
+ * (px_param_init_value), 0 for vocabulary padding. */
+static void init_values(const px_exec *x, const px_param_ref *r, const px_param_map *pm, float *host) {
+  const px_slot *s = &x->plan->slots[r->slot];
+  int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
+  for (int64_t a = 0; a < rows; a++)
+    for (int64_t b = 0; b < cols; b++) {
+      int64_t tensor_id;
+      int64_t gi = px_param_global_index(x->plan, &x->global, pm, r, a, b, &tensor_id);
+      host[r->offset + (uint64_t)(a * cols + b)] =
+          gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->opt.hp.seed);
+    }
+}
+
+px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err) {
+  if (!x->frozen) return PX_OK;
+  char *conv = px_calloc((size_t)x->frozen_bytes + 1, 1, err);
+  if (!conv) return PX_ERR_RUNTIME;
+  px_dtype_from_fp32(conv, x->plan->param_dtype, values, x->prog->frozen_elems);
+  px_status st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
+  free(conv);
+  return st;
+}
+
+/* Fine-tuning's frozen base: its weights as a run from scratch initialises them (the model's canonical values,
+ * whatever the split), in the parameter dtype. */
+static px_status init_frozen(px_exec *x, px_err *err) {
+  const px_program *prog = x->prog;
+  float *host = px_calloc((size_t)prog->frozen_elems + 1, sizeof *host, err);
+  px_status st = host ? PX_OK : PX_ERR_RUNTIME;
+  for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
+    px_param_map pm;
+    st = px_param_map_of(x->plan, &x->global, &prog->frozen[i], x->tp_rank, x->comm->ep_rank, &pm, err);
+    if (!st) init_values(x, &prog->frozen[i], &pm, host);
+  }
+  if (!st) st = px_exec_frozen_set(x, host, err);
+  free(host);
+  return st;
+}
+
 static px_status init_params(px_exec *x, px_err *err) {
   const px_program *prog = x->prog;
   x->maps = px_calloc((size_t)prog->nparams + 1, sizeof *x->maps, err);
@@ -300,15 +345,7 @@ static px_status init_params(px_exec *x, px_err *err) {
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
     if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->comm->ep_rank, &x->maps[i], err))) break;
-    const px_slot *s = &x->plan->slots[r->slot];
-    int64_t rows = s->shape[0], cols = (int64_t)(s->elems / (uint64_t)rows);
-    for (int64_t a = 0; a < rows; a++)
-      for (int64_t b = 0; b < cols; b++) {
-        int64_t tensor_id;
-        int64_t gi = px_param_global_index(x->plan, &x->global, &x->maps[i], r, a, b, &tensor_id);
-        host[r->offset + (uint64_t)(a * cols + b)] =
-            gi < 0 ? 0.0f : px_param_init_value(&x->global, tensor_id, (uint64_t)gi, x->opt.hp.seed);
-      }
+    init_values(x, r, &x->maps[i], host);
   }
   /* Parameters in their dtype: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
   char *conv = st ? NULL : px_calloc((size_t)(prog->flat_elems * x->pb) + 1, 1, err);
@@ -325,6 +362,7 @@ static px_status init_params(px_exec *x, px_err *err) {
       st = x->be->upload(x->be, x->params + at, conv + lo * x->pb, (hi - lo) * x->pb, err);
   }
   free(conv);
+  if (!st && x->frozen) st = init_frozen(x, err);
   /* fp32 master weights of the owned part (mixed precision; the host's with offload) */
   for (int32_t u = 0; !st && (x->master || x->h_w) && u < prog->nunits; u++) {
     uint64_t lo, hi;
@@ -374,6 +412,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   px_status st = fault_parse(x, err);
   if (!st) st = px_env_init(&x->env, plan, x->tp_rank, x->cp_rank, err);
   if (!st) st = px_global_params_build(&plan->model, &x->global, err);
+  if (!st) st = px_global_params_add_adapters(plan, &x->global, err);
   if (!st && (x->namax = px_param_amax_keys(plan, x->stage, NULL, 0)) > 0) {
     x->amax_keys = px_calloc((size_t)x->namax, sizeof *x->amax_keys, err);
     x->amax_hist = px_calloc((size_t)x->namax * PX_FP8_AMAX_HISTORY, sizeof *x->amax_hist, err);
@@ -412,6 +451,11 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
       bool layer_slot = r->group >= 0 && r->group < x->L;
       x->param_of[r->slot * stride + (layer_slot ? r->group + 1 : 0)] = i;
     }
+    for (int32_t i = 0; i < prog->nfrozen; i++) { /* after the trained ones (param_ref) */
+      const px_param_ref *r = &prog->frozen[i];
+      bool layer_slot = r->group >= 0 && r->group < x->L;
+      x->param_of[r->slot * stride + (layer_slot ? r->group + 1 : 0)] = prog->nparams + i;
+    }
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
       for (int32_t o = 0; o < plan->blocks[k].nops; o++) {
         const px_op *op = &plan->blocks[k].ops[o];
@@ -431,10 +475,17 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->grads_elems = ps.grads_elems;
   x->opt_elems = ps.opt_elems;
   bool off = plan->par.offload_opt != PX_OFFLOAD_NONE;
-  /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments */
-  enum { NSTATES = 5 };
+  /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments,
+   * fine-tuning's frozen base */
+  enum { NSTATES = 6 };
   uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
-  uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->mixed ? ob : 0, ob, ob};
+  x->frozen_bytes = prog->frozen_bytes; /* in the compute dtype (px_support_check refuses another base_precision) */
+  if (!st && x->frozen_bytes != prog->frozen_elems * x->pb)
+    st = px_err_set(err, PX_ERR_RUNTIME, "internal: the frozen base's %llu bytes are not its %llu weights in %s",
+                    (unsigned long long)x->frozen_bytes, (unsigned long long)prog->frozen_elems,
+                    px_dtype_names[plan->param_dtype]);
+  uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->mixed ? ob : 0, ob, ob,
+                              x->frozen_bytes};
   if (!st && be->reserve) { /* the states as they are taken (whole arena units); the step's tensors to the peak */
     const px_memplan *mp = &plan->mem[x->stage];
     uint64_t pools[PX_POOLS] = {0, px_plan_reserve_bytes(mp->peak_bytes) - mp->static_bytes};
@@ -444,7 +495,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   void *p[NSTATES] = {0};
   for (int i = 0; i < NSTATES && !st; i++)
     if (states[i]) st = pool_alloc(x, states[i], PX_FILL_ZERO, PX_POOL_STATES, &p[i], err);
-  x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4];
+  x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4], x->frozen = p[5];
   /* offloaded: the host arena, where the plan places each state (px_plan_states): the fp32
    * gradient accumulator, then the fp32 weights and the two moments (PX_HOST_OPT_BYTES a
    * parameter, 4 each), then the parameter shard */
@@ -476,9 +527,9 @@ void px_exec_free(px_exec *x) {
     if (x->bucket[u]) x->be->release(x->be, x->bucket[u], full_grad_bytes(x, u));
   }
   for (int32_t i = 0; x->late && i < x->nlate; i++) x->be->release(x->be, x->late[i], x->late_bytes[i]);
-  void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v};
+  void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v, x->frozen};
   uint64_t ob = x->h_w ? 0 : x->opt_elems * sizeof(float);
-  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, ob, ob, ob};
+  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, ob, ob, ob, x->frozen_bytes};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     if (bufs[i]) x->be->release(x->be, bufs[i], bytes[i]);
   for (int32_t u = 0; x->staged_grad && x->staged_param && u < x->prog->nunits; u++) {
@@ -1267,6 +1318,17 @@ void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
 double px_exec_grad_norm(const px_exec *x) { return x->opt.grad_norm; }
 
+px_status px_exec_frozen_hash(px_exec *x, uint64_t *hash, px_err *err) {
+  *hash = 0;
+  if (!x->frozen) return PX_OK;
+  char *host = px_calloc((size_t)x->frozen_bytes, 1, err);
+  if (!host) return PX_ERR_RUNTIME;
+  px_status st = x->be->download(x->be, host, x->frozen, x->frozen_bytes, err);
+  if (!st) *hash = px_ckpt_hash_bytes(host, (size_t)x->frozen_bytes, 0);
+  free(host);
+  return st;
+}
+
 void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped) {
   *scale = x->opt.scaler[0];
   *skipped = x->opt.skipped_steps;
@@ -1279,7 +1341,10 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err) {
   for (uint64_t i = 0; i < n; i++)
     if (isnan(x->grad_copy[i])) x->grad_copy[i] = -INFINITY; /* MAX ignores it */
   px_status st = x->be->host_allreduce(x->be, PX_GROUP_ALL, x->grad_copy, n, PX_HOST_FLOAT, PX_RED_MAX, err);
-  if (!st && x->comm->world_rank == 0) st = px_file_write(path, x->grad_copy, n * sizeof *x->grad_copy, err);
+  /* fine-tuning: the adapters' gradients only (the frozen base has none), in their canonical order */
+  const px_global_params *g = &x->global;
+  uint64_t lo = g->model_n < g->n ? g->t[g->model_n].offset : 0;
+  if (!st && x->comm->world_rank == 0) st = px_file_write(path, x->grad_copy + lo, (n - lo) * sizeof *x->grad_copy, err);
   return st;
 }
 

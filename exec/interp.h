@@ -35,6 +35,12 @@ void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped);
 /* The last step's global gradient norm before clipping (the same on every rank; NaN: an fp16 step skipped). */
 double px_exec_grad_norm(const px_exec *x);
 
+/* Fine-tuning: a hash of this rank's frozen base weights as they are now (px_ckpt_hash_bytes of their bytes; 0
+ * without a frozen base), to show that training left them as they were. */
+px_status px_exec_frozen_hash(px_exec *x, uint64_t *hash, px_err *err);
+/* Fine-tuning: replaces the frozen base with `values` (prog->frozen's elements in fp32, px_reshard_fill_base). */
+px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err);
+
 /* Bytes allocated through the interpreter now and at most. */
 uint64_t px_exec_peak_bytes(const px_exec *x);
 uint64_t px_exec_current_bytes(const px_exec *x);

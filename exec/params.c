@@ -8,6 +8,7 @@
 
 #include "exec/amax.h"
 #include "kernels/math.h"
+#include "plan/lora.h"
 
 static px_status add(px_global_params *g, const char *name, int64_t layer, int64_t rows, int64_t cols, px_init_kind k,
                      double std, int64_t cap, px_err *err) {
@@ -74,7 +75,76 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
   if (!st) st = add(g, "lnf.b", -1, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err);
   if (!st) st = add(g, "head.w", -1, m->tied_embeddings ? 0 : m->vocab, H, PX_INIT_NORMAL, std, cap, err);
   if (st) px_global_params_free(g);
+  g->model_n = g->n;
   return st;
+}
+
+/* The global widths of linear i of px_lora_linears (its outputs' parts n, its input k) and whether it is row-parallel. */
+static bool lora_linear_dims(const px_model *m, int i, int64_t n[3], int64_t *k) {
+  int64_t H = m->hidden, Q = m->heads * m->head_dim, KV = m->kv_heads * m->head_dim, F = m->ffn_hidden;
+  bool swi = m->mlp == PX_MLP_SWIGLU;
+  const int64_t dims[PX_LORA_LINEARS][4] = {{Q, KV, KV, H}, {H, 0, 0, Q}, {F, swi ? F : 0, 0, H}, {H, 0, 0, F}};
+  for (int j = 0; j < 3; j++) n[j] = dims[i][j];
+  *k = dims[i][3];
+  return i == 1 || i == 3; /* o, fc2 */
+}
+
+px_status px_global_params_add_adapters(const px_plan *plan, px_global_params *g, px_err *err) {
+  const px_model *m = &plan->model;
+  const px_parallel *par = &plan->par;
+  if (!px_parallel_lora(par)) return PX_OK;
+  int64_t cap = g->n + m->layers * PX_LORA_LINEARS * 8;
+  px_global_tensor *t = realloc(g->t, (size_t)cap * sizeof *t);
+  if (!t) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  g->t = t;
+  px_status st = PX_OK;
+  for (int64_t l = 0; l < m->layers && !st; l++)
+    for (int i = 0; i < PX_LORA_LINEARS && !st; i++) {
+      int64_t n[3], k, r = par->lora_rank;
+      lora_linear_dims(m, i, n, &k);
+      for (int j = 0; j < 4 && !st; j++) {
+        if (!(par->lora_targets & px_lora_linears[i].targets[j])) continue;
+        char name[32];
+        snprintf(name, sizeof name, "%s.A%d", px_lora_linears[i].weight, j);
+        st = add(g, name, l, r, k, PX_INIT_UNIFORM, 1.0 / sqrt((double)k), cap, err);
+        snprintf(name, sizeof name, "%s.B%d", px_lora_linears[i].weight, j);
+        if (!st) st = add(g, name, l, j == 3 ? n[0] + n[1] + n[2] : n[j], r, PX_INIT_ZEROS, 0, cap, err);
+      }
+    }
+  return st;
+}
+
+/* The mapping of adapter slot n ("qkv_w.B3") of layer l: its global tensor's rows and columns on TP rank tp_rank. */
+static px_status adapter_map(const px_plan *plan, const px_global_params *g, const char *n, int64_t l,
+                             int64_t tp_rank, px_param_map *pm, px_err *err) {
+  char want[64];
+  snprintf(want, sizeof want, "layer%lld.%.24s", (long long)l, n);
+  int64_t ti = -1;
+  for (int64_t i = g->model_n; i < g->n && ti < 0; i++)
+    if (!strcmp(g->t[i].name, want)) ti = i;
+  int li = -1;
+  for (int i = 0; i < PX_LORA_LINEARS; i++)
+    if (!strncmp(n, px_lora_linears[i].weight, strlen(px_lora_linears[i].weight))) li = i;
+  if (ti < 0 || li < 0) return px_err_set(err, PX_ERR_RUNTIME, "internal: no global adapter tensor %s", want);
+  int64_t tp = plan->par.tp, ng[3], k, r = plan->par.lora_rank;
+  bool row_parallel = lora_linear_dims(&plan->model, li, ng, &k);
+  int j = n[strlen(n) - 1] - '0';
+  bool a = n[strlen(n) - 2] == 'A';
+#define SEC(r0, rows, g0) (pm->sec[pm->nsec++] = (px_param_section){(r0), (rows), ti, (g0)})
+  if (a) { /* (r, in): a row-parallel layer's split with its input columns */
+    SEC(0, r, 0);
+    if (row_parallel) pm->col0 = tp_rank * (k / tp);
+  } else if (row_parallel) { /* (out, r) replicated */
+    SEC(0, ng[0], 0);
+  } else { /* (out / tp, r): output j's rows, or each output's, of this rank */
+    int64_t local = 0, global = 0;
+    for (int i = 0; i < 3; i++) {
+      if ((j == 3 || j == i) && ng[i] > 0) SEC(local, ng[i] / tp, global + tp_rank * (ng[i] / tp)), local += ng[i] / tp;
+      if (j == 3) global += ng[i];
+    }
+  }
+#undef SEC
+  return PX_OK;
 }
 
 void px_global_params_free(px_global_params *g) {
@@ -82,7 +152,7 @@ void px_global_params_free(px_global_params *g) {
   memset(g, 0, sizeof *g);
 }
 
-static int64_t stage_tensor(const px_global_params *g, int k) { return g->n - 5 + k; } /* emb, pos, lnf.w, lnf.b, head */
+static int64_t stage_tensor(const px_global_params *g, int k) { return g->model_n - 5 + k; } /* emb, pos, lnf.w, lnf.b, head */
 
 px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref, int64_t tp_rank,
                           int64_t ep_rank, px_param_map *pm, px_err *err) {
@@ -97,6 +167,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
   pm->replicated = s->tp_replicated;
 #define SEC(r0, n, t, g0) (pm->sec[pm->nsec++] = (px_param_section){(r0), (n), (t), (g0)})
   const char *n = s->name;
+  if (strchr(n, '.')) return adapter_map(plan, g, n, l, tp_rank, pm, err); /* fine-tuning's adapters */
   if (!strcmp(n, "ln1_w")) SEC(0, s->shape[0], base + T_LN1W, 0);
   else if (!strcmp(n, "ln1_b")) SEC(0, s->shape[0], base + T_LN1B, 0);
   else if (!strcmp(n, "ln2_w")) SEC(0, s->shape[0], base + T_LN2W, 0);
@@ -174,6 +245,7 @@ float px_param_init_value(const px_global_params *g, int64_t tensor, uint64_t in
   const px_global_tensor *t = &g->t[tensor];
   if (t->init == PX_INIT_ONES) return 1.0f;
   if (t->init == PX_INIT_ZEROS) return 0.0f;
+  if (t->init == PX_INIT_UNIFORM) return (float)(t->std * (2.0 * (double)(px_rng_u64(seed, index) >> 11) / 9007199254740992.0 - 1.0));
   /* Box-Muller on two counter-based uniforms */
   double u1 = ((double)(px_rng_u64(seed, 2 * index) >> 11) + 1.0) / 9007199254740993.0;
   double u2 = (double)(px_rng_u64(seed, 2 * index + 1) >> 11) / 9007199254740992.0;
@@ -327,6 +399,33 @@ static int span_by_at(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The spans of parameter r's elements [lo, hi) (offsets as r->offset counts them), the first at state element at0. */
+static px_status ref_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
+                           const px_param_ref *r, uint64_t lo, uint64_t hi, uint64_t at0, span_list *l, px_err *err) {
+  px_param_map pm;
+  px_status st = px_param_map_of(plan, g, r, rk->tp_rank, rk->ep_rank, &pm, err);
+  if (st) return st;
+  const px_slot *s = &plan->slots[r->slot];
+  int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
+  bool ok = true;
+  for (uint64_t f = lo; f < hi && ok;) { /* a local row (or what of it is in range) at a time */
+    int64_t e = (int64_t)(f - r->offset), row = e / cols, c = e % cols;
+    uint64_t run = (uint64_t)(cols - c) < hi - f ? (uint64_t)(cols - c) : hi - f;
+    int64_t g0 = px_param_global_index(plan, g, &pm, r, row, c, NULL);
+    int64_t g1 = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)run - 1, NULL);
+    if (g0 >= 0 && g1 >= 0 && (uint64_t)(g1 - g0) == run - 1) { /* columns map to consecutive elements */
+      ok = span_add(l, at0 + (f - lo), (uint64_t)g0, run);
+    } else { /* vocabulary padding in the row: element by element */
+      for (uint64_t k = 0; k < run && ok; k++) {
+        int64_t gi = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)k, NULL);
+        if (gi >= 0) ok = span_add(l, at0 + (f - lo) + k, (uint64_t)gi, 1);
+      }
+    }
+    f += run;
+  }
+  return ok ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+}
+
 px_status px_param_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk, px_param_view view,
                          px_param_span **out, uint64_t *n, px_err *err) {
   *out = NULL, *n = 0;
@@ -336,10 +435,7 @@ px_status px_param_spans(const px_plan *plan, const px_global_params *g, const p
   px_status st = PX_OK;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
-    const px_slot *s = &plan->slots[r->slot];
     const px_unit *u = &prog->units[r->unit];
-    px_param_map pm;
-    if ((st = px_param_map_of(plan, g, r, rk->tp_rank, rk->ep_rank, &pm, err))) break;
     uint64_t lo = r->offset, hi = r->offset + r->elems; /* the flat elements the state holds */
     if (view != PX_VIEW_FLAT) {
       uint64_t ulo, uhi;
@@ -349,30 +445,30 @@ px_status px_param_spans(const px_plan *plan, const px_global_params *g, const p
       if (hi <= lo) continue;
     }
     uint64_t at0 = view == PX_VIEW_OWNED ? px_param_shard_index(plan, u, rk->shard_rank, lo) : lo;
-    int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);
-    bool ok = true;
-    for (uint64_t f = lo; f < hi && ok;) { /* a local row (or what of it is in range) at a time */
-      int64_t e = (int64_t)(f - r->offset), row = e / cols, c = e % cols;
-      uint64_t run = (uint64_t)(cols - c) < hi - f ? (uint64_t)(cols - c) : hi - f;
-      int64_t g0 = px_param_global_index(plan, g, &pm, r, row, c, NULL);
-      int64_t g1 = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)run - 1, NULL);
-      if (g0 >= 0 && g1 >= 0 && (uint64_t)(g1 - g0) == run - 1) { /* columns map to consecutive elements */
-        ok = span_add(&l, at0 + (f - lo), (uint64_t)g0, run);
-      } else { /* vocabulary padding in the row: element by element */
-        for (uint64_t k = 0; k < run && ok; k++) {
-          int64_t gi = px_param_global_index(plan, g, &pm, r, row, c + (int64_t)k, NULL);
-          if (gi >= 0) ok = span_add(&l, at0 + (f - lo) + k, (uint64_t)gi, 1);
-        }
-      }
-      f += run;
-    }
-    if (!ok) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    st = ref_spans(plan, g, rk, r, lo, hi, at0, &l, err);
   }
   if (st) {
     free(l.s);
     return st;
   }
   qsort(l.s, (size_t)l.n, sizeof *l.s, span_by_at);
+  *out = l.s, *n = l.n;
+  return PX_OK;
+}
+
+px_status px_param_frozen_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
+                                px_param_span **out, uint64_t *n, px_err *err) {
+  const px_program *prog = &plan->programs[rk->stage];
+  span_list l = {0};
+  px_status st = PX_OK;
+  for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
+    const px_param_ref *r = &prog->frozen[i];
+    st = ref_spans(plan, g, rk, r, r->offset, r->offset + r->elems, r->offset, &l, err);
+  }
+  if (st) {
+    free(l.s);
+    return st;
+  }
   *out = l.s, *n = l.n;
   return PX_OK;
 }

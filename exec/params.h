@@ -14,7 +14,8 @@
 #include "exec/amax.h"
 #include "plan/plan.h"
 
-typedef enum { PX_INIT_NORMAL, PX_INIT_ONES, PX_INIT_ZEROS } px_init_kind;
+/* NORMAL: N(0, std^2); UNIFORM: U(-std, std) (std holds the bound) */
+typedef enum { PX_INIT_NORMAL, PX_INIT_ONES, PX_INIT_ZEROS, PX_INIT_UNIFORM } px_init_kind;
 
 /* Local rows [row0, row0 + rows) of a parameter go to global tensor
  * `tensor` starting at its row grow0. */
@@ -49,10 +50,18 @@ typedef struct {
 typedef struct {
   px_global_tensor *t;
   int64_t n;
+  int64_t model_n;      /* the model's tensors, t[0 .. model_n); fine-tuning's adapters after them */
   uint64_t total;       /* = the model's parameter count */
 } px_global_params;
 
 px_status px_global_params_build(const px_model *m, px_global_params *g, px_err *err);
+/* Fine-tuning with adapters (px_parallel_lora): appends each layer's
+ * adapters, "layerN.qkv_w.A3", "layerN.qkv_w.B3" ... (A (r, in), B (out, r)
+ * of the whole model, in px_lora_linears' order, A then B), after the
+ * model's tensors, whose canonical indices stay. A is initialised as HF
+ * PEFT's LoRA layers are (nn.Linear's kaiming_uniform_(a = sqrt 5):
+ * U(-1/sqrt(in), 1/sqrt(in))), B to zero: a step-0 model is its base. */
+px_status px_global_params_add_adapters(const px_plan *plan, px_global_params *g, px_err *err);
 void px_global_params_free(px_global_params *g);
 /* The mapping of one local parameter (a px_param_ref of stage s) on TP rank tp_rank and EP rank ep_rank. */
 px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref, int64_t tp_rank,
@@ -129,5 +138,9 @@ typedef struct {
  * *out is malloc'd (the caller frees it). */
 px_status px_param_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk, px_param_view view,
                          px_param_span **out, uint64_t *n, px_err *err);
+/* The same for fine-tuning's frozen base of rank rk (prog->frozen: `at` counts elements of its buffer), in
+ * increasing `at`. */
+px_status px_param_frozen_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
+                                px_param_span **out, uint64_t *n, px_err *err);
 
 #endif

@@ -67,6 +67,7 @@ void px_reshard_describe(const px_plan *plan, char *buf, size_t cap) {
   append(buf, cap, &n, ", %s", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8)
     append(buf, cap, &n, " (%s, %s base)", px_fp8_recipe_names[p->fp8_recipe], px_fp8_base_names[p->fp8_base]);
+  if (p->finetune == PX_FT_FULL) append(buf, cap, &n, ", full fine-tuning");
   append(buf, cap, &n, ", %lld rank%s", (long long)plan->grid.world, plan->grid.world == 1 ? "" : "s");
 }
 
@@ -203,13 +204,18 @@ static px_status open_shard(px_reshard *r, int32_t q, bool verify, px_err *err) 
   return PX_OK;
 }
 
-px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
+/* px_reshard_open, or with `base` px_reshard_open_base. */
+static px_status open_for(const char *dir, const px_plan *to, bool base, int64_t verify_rank, int64_t verify_ranks,
                           px_reshard **out, px_err *err) {
   *out = NULL;
-  if (px_parallel_lora(&to->par)) /* a frozen base and adapters: no executor trains it, so no checkpoint is its */
-    return px_err_set(err, PX_ERR_INPUT, "`finetune` %s: checkpoints hold every weight's states, a plan with adapters "
-                      "on a frozen base has no layout for them (hint: `finetune` full or none)",
+  if (!base && px_parallel_lora(&to->par)) /* its checkpoints hold the adapters alone, resumed by the plan that wrote them */
+    return px_err_set(err, PX_ERR_INPUT, "`finetune` %s: a checkpoint is not re-split into a plan with adapters on a "
+                      "frozen base (its adapters' states are resumed by the plan that wrote them; a full run's "
+                      "checkpoint is read as the base by `base_ckpt`) (hint: the checkpoint's own plan)",
                       px_finetune_names[to->par.finetune]);
+  if (base && !px_parallel_lora(&to->par))
+    return px_err_set(err, PX_ERR_INPUT, "`base_ckpt` is the frozen base of a fine-tuning run with adapters: it needs "
+                      "`finetune` lora (hint: `resume` goes on from a checkpoint)");
   px_reshard *r = px_calloc(1, sizeof *r, err);
   if (!r) return PX_ERR_RUNTIME;
   r->to = to;
@@ -225,8 +231,12 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
   char why[256];
   if (!st && !px_runnable_states(&to->par, why, sizeof why))
     st = px_err_set(err, PX_ERR_INPUT, "no checkpoint can be written for this plan: %s", why);
+  if (!st && r->man.plan && cJSON_GetObjectItemCaseSensitive(r->man.plan, PX_RESHARD_FROZEN_HASH))
+    st = px_err_set(err, PX_ERR_INPUT, "%s: holds the adapters of a fine-tuning run (`finetune` lora) and not its "
+                    "frozen base: only the plan that wrote it resumes it, no other plan is re-split from it%s",
+                    r->manifest, base ? " and it is no base (hint: a pre-training or full fine-tuning run's)" : "");
   if (!st) st = rebuild_old_plan(r, err);
-  if (!st && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
+  if (!st && !base && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "
                     "scale and count of optimizer steps) has no counterpart in the other precision (hint: "
                     "`precision` %s)", r->manifest, px_precision_names[r->from.par.precision],
@@ -250,6 +260,16 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
   }
   *out = r;
   return PX_OK;
+}
+
+px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
+                          px_reshard **out, px_err *err) {
+  return open_for(dir, to, false, verify_rank, verify_ranks, out, err);
+}
+
+px_status px_reshard_open_base(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
+                               px_reshard **out, px_err *err) {
+  return open_for(dir, to, true, verify_rank, verify_ranks, out, err);
 }
 
 /* Old shard q, opened again if it was parked (parking the least recently read beyond the limit). */
@@ -484,6 +504,24 @@ px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, 
       }
     }
   }
+  return st;
+}
+
+px_status px_reshard_fill_base(px_reshard *r, int64_t rank, float *data, uint64_t n, px_err *err) {
+  const px_plan *to = r->to;
+  px_param_rank rk;
+  px_param_rank_of(to, rank, &rk);
+  if (n != to->programs[rk.stage].frozen_elems)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: %" PRIu64 " frozen weights to fill, the plan's %" PRIu64, n,
+                      to->programs[rk.stage].frozen_elems);
+  memset(data, 0, n * sizeof *data);
+  px_state_kind src = r->old_master ? PX_STATE_MASTER : PX_STATE_PARAMS;
+  px_param_span *sp = NULL;
+  uint64_t nsp = 0;
+  px_status st = src_build(r, src, err);
+  if (!st) st = px_param_frozen_spans(to, &r->g, &rk, &sp, &nsp, err);
+  for (uint64_t j = 0; !st && j < nsp; j++) st = copy_canon(r, src, sp[j].canon, sp[j].n, data + sp[j].at, err);
+  free(sp);
   return st;
 }
 

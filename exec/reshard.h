@@ -23,6 +23,9 @@ void px_reshard_meta(const px_plan *plan, int64_t rank, int64_t step, px_ckpt_me
 /* The record of a plan a manifest keeps (a plan file's JSON, plan/planfile.h);
  * NULL when out of memory. The caller deletes it. */
 cJSON *px_reshard_record(const px_plan *plan);
+/* The record's key of a fine-tuning run's frozen base ("0x" and 16 hex digits: px_exec_frozen_hash summed over
+ * the ranks): the base its adapters were trained on, which the checkpoint does not hold. */
+#define PX_RESHARD_FROZEN_HASH "frozen_base_hash"
 /* "tp 2 x pp 2 x dp 2, ZeRO-1, fp32, 8 ranks" (cp, ep and a shard group when
  * used; fp8's recipe and base: "fp8 (delayed, bf16 base)"). */
 void px_reshard_describe(const px_plan *plan, char *buf, size_t cap);
@@ -45,6 +48,11 @@ typedef struct px_reshard px_reshard; /* opaque: a checkpoint opened to be re-sp
  * file and the reason. */
 px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
                           px_reshard **out, px_err *err);
+/* The same for the frozen base of a fine-tuning plan `to` (finetune lora): the checkpoint of a run that trained
+ * every weight (pre-training or full fine-tuning, any plan of the same model), read by px_reshard_fill_base;
+ * refused for an adapters' checkpoint or a `to` without adapters. */
+px_status px_reshard_open_base(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
+                               px_reshard **out, px_err *err);
 void px_reshard_free(px_reshard *r);
 /* The step the checkpoint was taken after, and the plan that wrote it. */
 int64_t px_reshard_step(const px_reshard *r);
@@ -63,6 +71,9 @@ const px_plan *px_reshard_from(const px_reshard *r);
  * histories go by tensor and global layer (exec/reshard.c's fill_amax says
  * from which old ranks). */
 px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, int n, px_err *err);
+/* After px_reshard_open_base: the frozen base of world rank `rank` of `to` (its prog->frozen, n elements in
+ * fp32), each weight the checkpoint's (from its fp32 master weights where the old plan has them). */
+px_status px_reshard_fill_base(px_reshard *r, int64_t rank, float *data, uint64_t n, px_err *err);
 
 /* parallax reshard: writes into dir a checkpoint of plan `to` (every rank's
  * shard, then the manifest; staged and committed as a run's checkpoint is,

@@ -89,7 +89,7 @@ static px_status ckpt_load(px_exec *x, px_backend *be, const px_plan *plan, cons
 /* --resume: loads the checkpoint in dir, this plan's or (re-split on the
  * fly) another plan's of the same model; *start gets its step. Collective. */
 static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, const px_comm *c, const char *dir,
-                             int64_t steps, int64_t *start, px_err *err) {
+                             int64_t steps, uint64_t base_hash, int64_t *start, px_err *err) {
   MPI_Comm world = c->world;
   px_status st =
       dir ? PX_OK : px_err_set(err, PX_ERR_INPUT, "`resume` needs `ckpt_dir` (the directory to resume from)");
@@ -97,6 +97,16 @@ static px_status ckpt_resume(px_exec *x, px_backend *be, const px_plan *plan, co
   uint64_t plan_hash, model_hash;
   px_reshard_hashes(plan, &plan_hash, &model_hash);
   if (!st && c->world_rank == 0) st = px_ckpt_read_manifest(dir, &man, err);
+  if (!st && c->world_rank == 0 && px_parallel_lora(&plan->par) && man.plan_hash == plan_hash) {
+    /* the adapters were trained on a base the checkpoint does not hold: this run's must be it */
+    const cJSON *h = man.plan ? cJSON_GetObjectItemCaseSensitive(man.plan, PX_RESHARD_FROZEN_HASH) : NULL;
+    char mine[24];
+    snprintf(mine, sizeof mine, "0x%016llx", (unsigned long long)base_hash);
+    if (!cJSON_IsString(h) || strcmp(h->valuestring, mine))
+      st = px_err_set(err, PX_ERR_INPUT, "%s: its adapters were trained on another frozen base (%s %s, this run's "
+                      "%s: another `seed` or `base_ckpt`?): refused, the checkpoint is kept", dir, PX_RESHARD_FROZEN_HASH,
+                      cJSON_IsString(h) ? h->valuestring : "missing", mine);
+  }
   st = px_comm_agree_as(st, world, "another rank refused the checkpoint (rank 0 says why)", err);
   /* the manifest's step, and whether another plan wrote it (the model is checked where it is read) */
   long long head[2] = {man.step, man.plan_hash != plan_hash};
@@ -175,11 +185,41 @@ static px_status ckpt_snapshot(px_exec *x, px_backend *be, px_ckpt_writer *w, in
   return st;
 }
 
+/* Fine-tuning: the frozen base from the checkpoint in dir (a run that trained every weight), re-split for this
+ * plan. Collective. */
+static px_status load_base(px_exec *x, const px_plan *plan, const px_comm *c, const char *dir, px_err *err) {
+  MPI_Comm world = c->world;
+  px_reshard *b = NULL;
+  /* rank 0 first, alone to refuse what all would; then every rank, checking a share of the shards */
+  px_status mine = c->world_rank == 0 ? px_reshard_open_base(dir, plan, 0, c->world_size, &b, err) : PX_OK;
+  px_status st = px_comm_agree_as(mine, world, "another rank refused the base checkpoint (rank 0 says why)", err);
+  if (!st && c->world_rank != 0) mine = px_reshard_open_base(dir, plan, c->world_rank, c->world_size, &b, err);
+  if (!st) st = px_comm_agree_as(mine, world, "another rank refused the base checkpoint (see its message)", err);
+  uint64_t n = plan->programs[c->pp_rank].frozen_elems;
+  float *w = NULL;
+  if (!st) {
+    w = px_calloc((size_t)n + 1, sizeof *w, err);
+    mine = w ? px_reshard_fill_base(b, c->world_rank, w, n, err) : PX_ERR_RUNTIME;
+    if (!mine) mine = px_exec_frozen_set(x, w, err);
+    st = px_comm_agree(mine, world, err);
+  }
+  if (!st && c->world_rank == 0) {
+    char from[256];
+    px_reshard_describe(px_reshard_from(b), from, sizeof from);
+    fprintf(stderr, "parallax: %s: the frozen base is the weights of its checkpoint of step %lld (%s)\n", dir,
+            (long long)px_reshard_step(b), from);
+  }
+  free(w);
+  px_reshard_free(b);
+  return st;
+}
+
 /* Checkpoints of one run: the writer and what it did. */
 typedef struct {
   px_ckpt_writer *w;
   int64_t keep;     /* --ckpt-keep (px_ckpt_commit_keep) */
   bool resumed;     /* the run went on from the checkpoint in the directory (else its first commit replaces it) */
+  uint64_t base_hash; /* fine-tuning: the frozen base's hash summed over the ranks (PX_RESHARD_FROZEN_HASH) */
   int64_t step;     /* of the write started last */
   int64_t count, waits;
   double blocked_s; /* the training loop's time spent on checkpoints */
@@ -212,6 +252,10 @@ static px_status ckpt_commit_all(ckpt_run *cs, px_status mine, const px_plan *pl
     px_ckpt_meta meta;
     ckpt_meta(plan, c, cs->step, &meta);
     cJSON *record = px_reshard_record(plan); /* what a reader needs to re-split it for another plan */
+    char h[24];
+    snprintf(h, sizeof h, "0x%016llx", (unsigned long long)cs->base_hash);
+    if (record && px_parallel_lora(&plan->par) && !cJSON_AddStringToObject(record, PX_RESHARD_FROZEN_HASH, h))
+      cJSON_Delete(record), record = NULL;
     st = record ? px_ckpt_commit_keep(dir, &meta, record, cs->keep, !cs->resumed && cs->count == 0, err)
                 : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     cJSON_Delete(record);
@@ -471,7 +515,13 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   ckpt_run cs = {.keep = o->ckpt_keep, .resumed = o->resume};
   if (!st && o->ckpt_dir) st = px_comm_agree(ckpt_writer_for(x, o->ckpt_async, &cs.w, err), world, err);
   int64_t start = 0;
-  if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, o->steps, &start, err);
+  if (!st && o->base_ckpt) st = load_base(x, plan, &comm, o->base_ckpt, err);
+  uint64_t frozen0 = 0; /* fine-tuning: the frozen base as the run starts, this rank's and summed over the ranks */
+  if (!st) st = px_comm_agree(px_exec_frozen_hash(x, &frozen0, err), world, err);
+  unsigned long long base_sum = frozen0;
+  if (!st) st = px_comm_allreduce(world, &base_sum, &base_sum, 1, PX_HOST_ULLONG, PX_RED_SUM, err);
+  cs.base_hash = base_sum;
+  if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, o->steps, cs.base_hash, &start, err);
   int64_t n = o->steps > start ? o->steps - start : 0;
   r->first_step = start;
   r->steps = n;
@@ -523,6 +573,14 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     r->peak_bytes = most[0];
     r->backend_bytes = most[1];
     px_exec_loss_scale(x, &r->loss_scale, &r->skipped_steps);
+    uint64_t frozen1 = 0;
+    if (!st) st = px_comm_agree(px_exec_frozen_hash(x, &frozen1, err), world, err);
+    if (!st)
+      st = px_comm_agree(frozen1 == frozen0 ? PX_OK
+                                            : px_err_set(err, PX_ERR_RUNTIME, "internal: rank %lld's frozen base "
+                                                         "weights changed while training", (long long)comm.world_rank),
+                         world, err);
+    r->frozen_hash = cs.base_hash;
     if (cs.w) {
       r->ckpt_snapshot_bytes = most[2];
       r->ckpt_async = o->ckpt_async;

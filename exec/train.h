@@ -18,6 +18,8 @@ typedef struct {
   const char *data_path;    /* NULL: the built-in synthetic stream */
   px_train_hparams hp;
   const char *ckpt_dir;
+  const char *base_ckpt;    /* fine-tuning: the frozen base is this checkpoint's weights (a run that trained every
+                               weight, any plan of the model; px_reshard_open_base), not the initialisation's */
   int64_t ckpt_every;       /* 0: only at the end when ckpt_dir is set */
   bool ckpt_async;          /* snapshot to host memory, write on a background thread while training goes on */
   bool resume;

@@ -253,6 +253,8 @@ enum {
   PX_OPF_NVFP4 = 1 << 14,    /* with PX_OPF_FP8: NVFP4 blocks (E2M1, E4M3 scales per 1 x 16, weights 16 x 16, a
                                 per-tensor scale; CASTs: stochastic rounding with E5M2, random Hadamard transforms
                                 on the weight gradient's copies), GEMMs at the fp4 peak */
+  PX_OPF_LORA_SCALE = 1 << 15, /* LINEAR*: an adapter's B GEMM, its product times alpha / r (lora_alpha / lora_rank):
+                                  y += s h B^T, dh = s dy B, dB += s dy^T h */
 };
 
 /* Sizes collective op o of kind `kind` (its coll): elems_in / elems_out are
@@ -404,6 +406,8 @@ typedef struct {
   uint64_t flat_elems;   /* sum of unit padded sizes */
   uint64_t param_elems;  /* real parameters held by one rank of this stage (its TP shard), trained ones */
   uint64_t frozen_elems, frozen_bytes; /* fine-tuning: the frozen base weights it holds too, in base_precision */
+  px_param_ref *frozen;  /* ... each (slot, group), offset in elements into their own buffer (unit -1) */
+  int32_t nfrozen;
   int64_t first_layer, nlayers; /* over all chunks */
   bool has_embed, has_head;
 } px_program;

@@ -69,7 +69,7 @@ static int64_t adapter_outputs(int j, const px_ref y[3], const int64_t n[3], px_
   return no[0] + no[1] + no[2];
 }
 
-/* y += (x A^T) B^T for each adapter of w (the scale alpha / r folded into B's GEMM). */
+/* y += s (x A^T) B^T for each adapter of w, s = alpha / r on B's GEMM (PX_OPF_LORA_SCALE). */
 static void adapters_fwd(px_bld *b, const px_dims *d, px_phase ph, px_ref x, int w, const px_ref y[3],
                          const int64_t n[3], int64_t m, int64_t k) {
   adapter ad;
@@ -85,7 +85,7 @@ static void adapters_fwd(px_bld *b, const px_dims *d, px_phase ph, px_ref x, int
     o = px_bld_op(b, PX_OP_LINEAR, PX_STREAM_COMPUTE, ph); /* y += h B^T */
     o->in[0] = R(ad.h, 0), o->in[1] = R(ad.b, 0);
     o->out[0] = yo[0], o->out[1] = yo[1], o->out[2] = yo[2];
-    o->flags = PX_OPF_ACCUMULATE;
+    o->flags = PX_OPF_ACCUMULATE | PX_OPF_LORA_SCALE;
     o->dim[0] = m, o->dim[1] = nj, o->dim[2] = d->lora_rank, o->dim[3] = no[0], o->dim[4] = no[1], o->dim[5] = no[2];
     px_bld_gemm_cost(o, (double)m, (double)nj, r, 1, e, e);
     o->bytes += (double)(m * nj) * e; /* y read to add to */
@@ -104,12 +104,13 @@ static void adapters_bwd_data(px_bld *b, const px_dims *d, px_ref dx, int w, con
     px_op *o = px_bld_op(b, PX_OP_LINEAR_BWD_DATA, PX_STREAM_COMPUTE, PX_PHASE_BWD); /* dh = dy B */
     o->in[0] = yo[0], o->in[1] = yo[1], o->in[2] = yo[2], o->in[3] = R(ad.b, 0);
     o->out[0] = dh;
+    o->flags = PX_OPF_LORA_SCALE;
     o->dim[0] = m, o->dim[1] = nj, o->dim[2] = d->lora_rank, o->dim[3] = no[0], o->dim[4] = no[1], o->dim[5] = no[2];
     px_bld_gemm_cost(o, (double)m, r, (double)nj, 1, e, e);
     o = px_bld_op(b, PX_OP_LINEAR_BWD_WEIGHT, PX_STREAM_COMPUTE, PX_PHASE_BWD); /* dB += dy^T h */
     o->in[0] = yo[0], o->in[1] = yo[1], o->in[2] = yo[2], o->in[3] = R(ad.h, 0);
     o->out[0] = R(px_bld_grad_of(b->p, ad.b), 0);
-    o->flags = PX_OPF_ACCUMULATE;
+    o->flags = PX_OPF_ACCUMULATE | PX_OPF_LORA_SCALE;
     o->dim[0] = m, o->dim[1] = nj, o->dim[2] = d->lora_rank, o->dim[3] = no[0], o->dim[4] = no[1], o->dim[5] = no[2];
     px_bld_gemm_cost(o, (double)nj, r, (double)m, 1, e, gb);
     o->bytes += (double)nj * r * gb;

@@ -26,13 +26,18 @@ uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems, bool quant
   }
 }
 
+const char *px_lora_base_name(const px_parallel *p) {
+  return p->base_precision == PX_BASE_BF16 ? px_dtype_names[px_parallel_compute_dtype(p)]
+                                           : px_base_precision_names[p->base_precision];
+}
+
 char *px_lora_describe(const px_parallel *p, char *buf, size_t cap) {
   char t[96];
   buf[0] = '\0';
   if (p->finetune == PX_FT_FULL) snprintf(buf, cap, ", full fine-tuning");
   if (px_parallel_lora(p))
     snprintf(buf, cap, ", %s rank %lld on %s (%s base)", px_finetune_names[p->finetune], (long long)p->lora_rank,
-             px_lora_targets_str(p->lora_targets, t, sizeof t), px_base_precision_names[p->base_precision]);
+             px_lora_targets_str(p->lora_targets, t, sizeof t), px_lora_base_name(p));
   return buf;
 }
 

@@ -14,6 +14,9 @@
 #include "plan/lora_targets.h"
 #include "plan/parallel.h"
 
+/* The frozen base's storage as a name: base_precision bf16 is the compute dtype's (bf16, fp16; fp32 on a CPU
+ * cluster), fp8 and nf4 their own. */
+const char *px_lora_base_name(const px_parallel *p);
 /* ", lora rank 16 on qkv,o,fc1,fc2 (bf16 base)", ", full fine-tuning", or "" (none): a resolved plan's. */
 char *px_lora_describe(const px_parallel *p, char *buf, size_t cap);
 

@@ -312,6 +312,7 @@ void px_plan_free(px_plan *p) {
     free(prog->deps);
     free(prog->units);
     free(prog->params);
+    free(prog->frozen);
     free(prog->ops);
   }
   free(p->programs);

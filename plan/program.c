@@ -341,8 +341,9 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
   px_param_ref *refs = px_calloc(((size_t)ng + 1) * 32, sizeof *refs, err);
   px_unit *units = px_calloc(((size_t)ng + 1) * 32, sizeof *units, err);
   int32_t *ref_unit = px_calloc(((size_t)ng + 1) * 32, sizeof *ref_unit, err);
-  if (!refs || !units || !ref_unit) {
-    free(groups), free(refs), free(units), free(ref_unit);
+  px_param_ref *frozen = px_parallel_lora(&p->par) ? px_calloc(((size_t)ng + 1) * 32, sizeof *frozen, err) : NULL;
+  if (!refs || !units || !ref_unit || (px_parallel_lora(&p->par) && !frozen)) {
+    free(groups), free(refs), free(units), free(ref_unit), free(frozen);
     return PX_ERR_RUNTIME;
   }
   /* Sizes and parameter references, flat order without padding first. */
@@ -360,6 +361,7 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     for (int i = 0; i < ns; i++) {
       if (p->slots[slots[i]].frozen) { /* not trained: outside the flat buffer, held in its base precision */
         const px_slot *sl = &p->slots[slots[i]];
+        frozen[prog->nfrozen++] = (px_param_ref){(int16_t)slots[i], groups[g].id, -1, prog->frozen_elems, sl->elems};
         prog->frozen_elems += sl->elems;
         prog->frozen_bytes += px_lora_frozen_bytes(&p->par, sl->elems, px_lora_quantized(sl->name));
         continue;
@@ -426,6 +428,7 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
   prog->nunits = nu;
   prog->params = refs;
   prog->nparams = nrefs;
+  prog->frozen = frozen;
   return PX_OK;
 }
 

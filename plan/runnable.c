@@ -40,9 +40,10 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
-  if (px_parallel_lora(p)) /* a frozen base and adapters */
-    return no(why, cap, "`finetune` %s (a frozen base with adapters) is planned and simulated only; the executors "
-              "train every weight (hint: `finetune` full or none)", px_finetune_names[p->finetune]);
+  if (px_parallel_lora(p) && p->base_precision != PX_BASE_BF16) /* the base's storage */
+    return no(why, cap, "`finetune` %s with a %s base is planned and simulated only; the executors hold the frozen "
+              "base in the compute dtype (hint: `finetune` lora with `base_precision` bf16)",
+              px_finetune_names[p->finetune], px_base_precision_names[p->base_precision]);
   if (m->kv_lora_rank > 0)
     return no(why, cap, "multi-head latent attention (%s) is planned and simulated; the executors do not run it yet",
               m->name);
@@ -104,6 +105,9 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->sliding_window > 0)
     return no(why, cap, "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no window "
               "yet (hint: `backend` cpu runs it)", (long long)m->sliding_window);
+  if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) */
+    return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs yet (hint: `backend` cpu "
+              "trains them)", px_finetune_names[p->finetune]);
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

@@ -60,7 +60,7 @@ void px_report_finetune_text(const px_plan *plan, FILE *out) {
           "%s trained adapter parameters have the gradients, optimizer states and DP reductions\n",
           px_finetune_names[p->finetune], (long long)p->lora_rank, p->lora_alpha,
           px_lora_targets_str(p->lora_targets, t, sizeof t), (long long)s,
-          px_fmt_bytes((double)prog->frozen_bytes, fb, sizeof fb), px_base_precision_names[p->base_precision],
+          px_fmt_bytes((double)prog->frozen_bytes, fb, sizeof fb), px_lora_base_name(p),
           px_fmt_count((double)prog->param_elems, tb, sizeof tb));
 }
 

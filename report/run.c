@@ -69,6 +69,10 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
   if (plan->par.precision == PX_PREC_FP16)
     fprintf(out, "fp16: loss scale %g, %lld step%s skipped for overflow\n", r->loss_scale, (long long)r->skipped_steps,
             r->skipped_steps == 1 ? "" : "s");
+  if (px_parallel_lora(&plan->par))
+    fprintf(out, "fine-tuning: the frozen base (%s a rank of stage 0) unchanged by training (hash 0x%016llx summed "
+            "over the ranks); the adapters trained\n", px_fmt_bytes((double)plan->programs[0].frozen_bytes, a, sizeof a),
+            (unsigned long long)r->frozen_hash);
   if (r->ckpt_snapshot_bytes)
     fprintf(out, "checkpoints: %lld written (%s), host snapshot buffer %s a rank (largest; not in the plan's memory), "
             "training held up %s in all, %lld wait%s for a previous write\n", (long long)r->ckpt_count,
@@ -98,6 +102,11 @@ cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
   if (plan->par.precision == PX_PREC_FP16) {
     px_json_add_num(o, "loss_scale", r->loss_scale);
     px_json_add_num(o, "skipped_steps", (double)r->skipped_steps);
+  }
+  if (px_parallel_lora(&plan->par)) {
+    char h[24];
+    snprintf(h, sizeof h, "0x%016llx", (unsigned long long)r->frozen_hash);
+    cJSON_AddStringToObject(o, "frozen_base_hash", h);
   }
   if (r->ckpt_snapshot_bytes) {
     cJSON *ck = cJSON_AddObjectToObject(o, "checkpoints");

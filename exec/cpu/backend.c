@@ -299,6 +299,28 @@ static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, in
     }
 }
 
+/* An adapter's B GEMM (PX_OPF_LORA_SCALE), times s = alpha / r, over the
+ * outputs' sections (B's rows): y_i += s h B_i^T; dh = s sum_i dy_i B_i
+ * (added to dh with PX_OPF_ACCUMULATE); dB_i += s dy_i^T h. d: m, n, r,
+ * then the sections' widths. */
+static void lora_gemm(const px_exec_op *e, float **out, float **in) {
+  const px_op *o = e->op;
+  const int64_t *d = o->dim;
+  float s = (float)e->env->lora_scale;
+  int64_t off = 0;
+  for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
+    switch ((px_op_kind)o->kind) {
+      case PX_OP_LINEAR: px_k_gemm(out[i], in[0], in[1] + off * d[2], d[0], d[3 + i], d[2], false, true, s, 1.0f); break;
+      case PX_OP_LINEAR_BWD_DATA: /* in[3]: B */
+        px_k_gemm(out[0], in[i], in[3] + off * d[2], d[0], d[2], d[3 + i], false, false, s,
+                  i > 0 || (o->flags & PX_OPF_ACCUMULATE) ? 1.0f : 0.0f);
+        break;
+      default: px_k_gemm(out[0] + off * d[2], in[i], in[3], d[3 + i], d[2], d[0], true, false, s, 1.0f); break;
+    }
+    off += d[3 + i];
+  }
+}
+
 /* ---- the op dispatch ---- */
 
 static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
@@ -313,6 +335,7 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
       px_k_embed_fwd(out[0], (const int32_t *)in[0], in[1], d[0], v->tp_rank * d[2], d[2], d[1]);
       return PX_OK;
     case PX_OP_EMBED_BWD:
+      if (!out[0]) return PX_OK; /* a frozen table (fine-tuning): the gradient is dropped */
       px_k_embed_bwd(out[0], in[0], (const int32_t *)in[1], d[0], v->tp_rank * d[2], d[2], d[1]);
       return PX_OK;
     case PX_OP_POS:
@@ -348,6 +371,10 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
         px_k_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1]);
       return PX_OK;
     case PX_OP_LINEAR: {
+      if (o->flags & PX_OPF_LORA_SCALE) {
+        lora_gemm(e, out, in);
+        return PX_OK;
+      }
       if (o->flags & PX_OPF_GELU) { /* the pre-activation, then its GELU */
         px_k_linear_fwd(out[3], in[0], in[1], in[2], d[0], d[2], d[3]);
         px_k_gelu_fwd(out[0], out[3], d[0] * d[3]);
@@ -363,6 +390,10 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_LINEAR_BWD_DATA:
     case PX_OP_LINEAR_BWD_WEIGHT: {
       bool data = o->kind == PX_OP_LINEAR_BWD_DATA;
+      if (o->flags & PX_OPF_LORA_SCALE) {
+        lora_gemm(e, out, in);
+        return PX_OK;
+      }
       if (data && (o->flags & PX_OPF_DGELU)) { /* dy W, written, then times gelu'(pre) */
         px_k_gemm(out[0], in[0], in[3], d[0], d[2], d[3], false, false, 1.0f, 0.0f);
         px_k_dgelu_inplace(out[0], in[4], d[0] * d[2]);

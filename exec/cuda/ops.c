@@ -763,6 +763,10 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
           (long long)env->cp);
     default: break;
   }
+  if (op->flags & PX_OPF_LORA_SCALE)
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "an adapter's GEMM scaled by alpha / r (`finetune` lora): the CUDA backend does not train "
+                              "adapters yet (hint: `backend` cpu runs it)");
   if (op->flags & PX_OPF_WINDOW)
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no "

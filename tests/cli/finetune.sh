@@ -24,6 +24,9 @@ jq -e '.parallel.finetune == "lora" and .parallel.lora_rank == 4 and .parallel.l
 "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora --graph "$tmp/g.json" >/dev/null || fail "plan --finetune qlora --graph"
 [ "$(jq '[.blocks[] | select(.kind == "layer_fwd") | .ops[] | select(.dequant)] | length' "$tmp/g.json")" = 4 ] ||
   fail "qlora: not a dequantising cast before each of a layer's 4 linear GEMMs in --graph"
+# alpha / r on each adapter's B GEMMs: y += s h B^T forward; dh = s dy B and dB += s dy^T h backward
+[ "$(jq -c '[.blocks[] | select(.kind == "layer_fwd" or .kind == "layer_bwd") | [.ops[] | select(.lora_scale)] | length]' \
+  "$tmp/g.json")" = "[4,8]" ] || fail "qlora: not 4 forward and 8 backward GEMMs scaled by alpha / r in --graph"
 "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora | grep -q "fine-tuning: qlora rank 16 (alpha 32) on qkv,o,fc1,fc2" ||
   fail "plan --finetune qlora: no fine-tuning line"
 s=$("$px" sim -m tiny -c dgx-h100 -g 2 --finetune lora --lora-targets q,v --save-plan "$tmp/l.json" --json) ||
@@ -61,7 +64,7 @@ refused "--lora-targets" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune lora --l
 refused "--finetune lora or qlora" "$px" plan -m tiny -c dgx-h100 -g 2 --lora-rank 8
 refused "--base-precision must be nf4" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora --base-precision bf16
 refused "--finetune" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune prefix
-refused "runs the adapters and the frozen base's GEMMs in 16 bits, not --precision nvfp4" "$px" plan -m tiny -c dgx-b200 -g 2 --finetune lora --precision nvfp4
+refused "not --precision nvfp4 with a bf16 base" "$px" plan -m tiny -c dgx-b200 -g 2 --finetune lora --precision nvfp4
 refused "not --precision fp8" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune lora --precision fp8
 
 # the sweep keeps the fine-tuning as given and searches the split
@@ -73,9 +76,10 @@ jq -e '(.plans | length) > 0 and all(.plans[]; .flags | test("--finetune lora --
 
 # what cannot run a LoRA plan refuses it
 if [ "${PX_EXEC:-1}" != 0 ]; then # the planner-only build refuses run itself
-  refused "cannot run this plan: --finetune lora" "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune lora --precision bf16
+  refused "cannot run this plan: --finetune qlora with a nf4 base" \
+    "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune qlora --precision bf16
   "$px" run -m tiny -B 1 --steps 1 --ckpt "$tmp/ck" >/dev/null 2>&1 || fail "run --ckpt (a checkpoint to re-split)"
-  refused "--finetune lora: checkpoints hold every weight's states" \
+  refused "--finetune lora: a checkpoint is not re-split into a plan with adapters" \
     "$px" reshard --from "$tmp/ck" --to "$tmp/to" -c dgx-h100 -g 1 --finetune lora --precision bf16
 fi
 refused "finetune lora" "$px" export -m tiny -c dgx-h100 -g 2 --finetune lora --to megatron

@@ -2,7 +2,8 @@
  * same model from different plans. Passes (exit 0) when the relative L2
  * error and the largest absolute difference relative to the largest
  * gradient are both within the tolerance; prints both. Usage:
- * gradcmp A B [TOL=1e-5] [--exact] */
+ * gradcmp A B [TOL=1e-5] [--exact] [--scale S]; with --scale, B is compared
+ * with S x A (with --exact: bitwise, S a power of 2). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,13 +31,20 @@ int main(int argc, char **argv) {
     return 2;
   }
   double tol = argc > 3 && strcmp(argv[3], "--exact") ? atof(argv[3]) : 1e-5;
-  int exact = argc > 3 && !strcmp(argv[argc - 1], "--exact");
+  int exact = 0;
+  float scale = 1.0f;
+  for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "--exact")) exact = 1;
+    if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = (float)atof(argv[++i]);
+  }
+  if (argc > 3 && argv[3][0] == '-') tol = 1e-5;
   long na, nb;
   float *a = load(argv[1], &na), *b = load(argv[2], &nb);
   if (!a || !b || na != nb || na == 0) {
     fprintf(stderr, "gradcmp: cannot compare %s (%ld) and %s (%ld)\n", argv[1], a ? na : -1, argv[2], b ? nb : -1);
     return 1;
   }
+  for (long i = 0; i < na; i++) a[i] *= scale;
   if (exact) {
     int same = memcmp(a, b, (size_t)na * 4) == 0;
     printf("gradcmp: %ld gradients %s\n", na, same ? "bitwise equal" : "DIFFER");
