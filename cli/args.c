@@ -13,6 +13,7 @@
 #include "plan/planfile.h"
 #include "plan/runnable.h"
 #include "report/export.h"
+#include "sim/power.h"
 #include "sim/sweep.h"
 
 typedef struct {
@@ -126,12 +127,12 @@ static const px_opt opts[] = {
     {"objective", required_argument, 'y', PX_OPT_SWEEP, "O",
      "rank by throughput|time|cost|memory|energy (energy: the site's MWh to train, with --tokens; else J a token)"},
     {"csv", required_argument, 'C', PX_OPT_SWEEP, "FILE", "write every evaluated plan as CSV"},
-    {"tokens", required_argument, 'n', PX_OPT_SWEEP, "T", "training tokens, e.g. 15T: days, GPU-hours, cost"},
-    {"price", required_argument, 'u', PX_OPT_SWEEP, "USD", "price per GPU-hour, with --tokens: the cost to train"},
-    {"price-per-kwh", required_argument, OPT_PRICE_KWH, PX_OPT_SWEEP, "USD",
+    {"tokens", required_argument, 'n', PX_OPT_SIM | PX_OPT_SWEEP, "T", "training tokens, e.g. 15T: days, GPU-hours, cost"},
+    {"price", required_argument, 'u', PX_OPT_SIM | PX_OPT_SWEEP, "USD", "price per GPU-hour, with --tokens: the cost to train"},
+    {"price-per-kwh", required_argument, OPT_PRICE_KWH, PX_OPT_SIM | PX_OPT_SWEEP, "USD",
      "price of a kWh at the site, with --tokens: the energy's cost (needs the cluster's gpu.power_w)"},
-    {"mtbf-hours", required_argument, 'F', PX_OPT_SWEEP, "H", "mean time between failures per GPU (0: none)"},
-    {"restart-min", required_argument, 'W', PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
+    {"mtbf-hours", required_argument, 'F', PX_OPT_SIM | PX_OPT_SWEEP, "H", "mean time between failures per GPU (0: none)"},
+    {"restart-min", required_argument, 'W', PX_OPT_SIM | PX_OPT_SWEEP, "MIN", "minutes lost to each restart (15)"},
     {"threads", required_argument, 'x', PX_OPT_SWEEP | PX_OPT_RUN, "N",
      "sweep: simulation threads (one per core); run: BLAS threads per rank (the rank's cores)"},
     {"max-tp", required_argument, OPT_MAX_TP, PX_OPT_SWEEP, "N", "largest tp to sweep (default: GPUs per node)"},
@@ -165,8 +166,8 @@ static const px_opt opts[] = {
      "of the model), not the initialisation's"},
     {"overwrite", no_argument, OPT_OVERWRITE, PX_OPT_RUN | PX_OPT_RESHARD, NULL,
      "replace the checkpoint(s) --ckpt (run) or --to (reshard) holds; the old one stays until the new one is written"},
-    {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SWEEP, NULL,
-     "run: write checkpoints from a host snapshot on a background thread; sweep: cost them so"},
+    {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SIM | PX_OPT_SWEEP, NULL,
+     "run: write checkpoints from a host snapshot on a background thread; sim --tokens, sweep: cost them so"},
     {"profile", required_argument, 'Q', PX_OPT_RUN | PX_OPT_COMPARE, "FILE",
      "per-op times (JSON): run writes them, compare sets the simulator's prediction beside them"},
     {"backend", required_argument, 'U', PX_OPT_RUN | PX_OPT_CALIB, "B",
@@ -620,6 +621,25 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err) {
 done:
   free(pf);
   return st;
+}
+
+px_status px_args_train(const px_args *a, const px_cluster *c, px_sweep_opts *o, px_err *err) {
+  if (a->price > 0 && !(a->tokens > 0))
+    return px_err_set(err, PX_ERR_INPUT, "--price needs --tokens T: the cost is the GPU-hours to train T tokens times "
+                      "the price");
+  if (a->price_per_kwh > 0 && !(a->tokens > 0))
+    return px_err_set(err, PX_ERR_INPUT, "--price-per-kwh needs --tokens T: the cost is the energy to train T tokens "
+                      "times the price");
+  if (a->price_per_kwh > 0 && !px_power_known(c))
+    return px_err_set(err, PX_ERR_INPUT, "--price-per-kwh: cluster %s gives no gpu.power_w (the GPUs' draw), so no "
+                      "energy; add its power figures to the file or --set gpu.power_w=W", c->name);
+  o->tokens = a->tokens;
+  o->price_per_gpu_hour = a->price;
+  o->price_per_kwh = a->price_per_kwh;
+  if (a->mtbf_hours >= 0) o->mtbf_hours = a->mtbf_hours;
+  if (a->restart_min >= 0) o->restart_s = a->restart_min * 60;
+  o->ckpt_async = a->ckpt_async;
+  return PX_OK;
 }
 
 px_status px_args_plan(px_args *a, px_model *m, px_cluster *c, px_plan *plan, px_err *err) {

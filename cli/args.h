@@ -11,6 +11,7 @@
 #include "plan/model.h"
 #include "plan/parallel.h"
 #include "plan/plan.h"
+#include "sim/sweep.h"
 
 enum {
   PX_OPT_COMMON = 1 << 0,  /* --json, --help */
@@ -130,6 +131,12 @@ px_status px_args_load(px_args *a, px_model *m, px_cluster *c, px_err *err);
 /* The plan the flags give, as every command that compiles one starts:
  * px_args_load, then the plan compiled (freed by the caller when PX_OK). */
 px_status px_args_plan(px_args *a, px_model *m, px_cluster *c, px_plan *plan, px_err *err);
+
+/* The time-to-train flags (--tokens, --price, --price-per-kwh,
+ * --mtbf-hours, --restart-min, --ckpt-async) into o (px_sweep_opts_init'd),
+ * refusing one that means nothing without another, and an energy price on a
+ * cluster c without power figures. */
+px_status px_args_train(const px_args *a, const px_cluster *c, px_sweep_opts *o, px_err *err);
 
 /* How a command starts: parses argv for `groups`; with --help prints usage
  * and the flags of help_groups; refuses positional arguments (the command

@@ -9,12 +9,16 @@
 #include "report/plan.h"
 #include "report/plots.h"
 #include "report/sim.h"
+#include "report/sweep.h"
+#include "report/sweepjson.h"
 #include "report/trace.h"
 #include "sim/replan.h"
 #include "sim/sim.h"
+#include "sim/sweep.h"
 
 static const char usage[] =
-    "usage: parallax sim --model M --cluster C --gpus N [plan flags] [--json] [--trace FILE]\n\n"
+    "usage: parallax sim --model M --cluster C --gpus N [plan flags] [--json] [--trace FILE]\n"
+    "                    [--tokens T [--price USD] [--price-per-kwh USD] [--mtbf-hours H] [--ckpt-async]]\n\n"
     "Simulates one training step. First whether the plan fits in GPU memory (as parallax plan says\n"
     "it, with the nearest plans that fit when it does not, and exit status 3); then step time,\n"
     "tokens/s, model TFLOP/s per GPU, MFU against the GPU's dense bf16 peak (and against the peak\n"
@@ -23,6 +27,8 @@ static const char usage[] =
     "recomputation, optimizer, bubble, exposed communication by kind), memory per GPU, and how far\n"
     "to trust it: the errors the validation tests found on published runs of the same GPU family,\n"
     "precision and kind of model (dense or MoE), or that none validates it.\n"
+    "--tokens T: the time to train T tokens at this step's rate with checkpoints and failures (as a\n"
+    "sweep counts them), its GPU-hours and energy, at --price and --price-per-kwh their cost.\n"
     "--trace writes a Chrome trace (open it in Perfetto); --plot DIR writes the memory, timeline\n"
     "and scaling plots.\n\n";
 
@@ -45,6 +51,12 @@ int px_cmd_sim(int argc, char **argv) {
     px_plan_free(&plan);
     return px_cli_fail(st, &err);
   }
+  px_sweep_opts train_opts; /* --tokens: the time to train, as a sweep counts it */
+  px_sweep_opts_init(&train_opts);
+  if ((st = px_args_train(&a, &c, &train_opts, &err))) {
+    px_plan_free(&plan);
+    return px_cli_fail(st, &err);
+  }
   px_replan_fit fits[PX_CLI_NEAREST];
   int nfits = 0;
   px_bands bands;
@@ -64,8 +76,19 @@ int px_cmd_sim(int argc, char **argv) {
   double wall = px_clock_s() - t0;
   if (!st) {
     if (a.trace_file) st = px_report_trace(&r, a.trace_file, &err);
-    if (!st && a.json) st = px_json_print_free(px_report_sim_json(&plan, &r, fits, nfits, &bands), &err);
-    else if (!st) px_report_sim_text(&plan, &r, fits, nfits, wall, &bands, stdout);
+    px_train_time t = {0};
+    if (train_opts.tokens > 0) px_sweep_train_of(&plan, &train_opts, &r, &t);
+    if (!st && a.json) {
+      cJSON *o = px_report_sim_json(&plan, &r, fits, nfits, &bands);
+      size_t nf;
+      const px_report_field *f = px_report_train_fields(&nf);
+      cJSON *tt = o && train_opts.tokens > 0 ? cJSON_AddObjectToObject(o, "time_to_train") : NULL;
+      if (tt) px_json_add_num(tt, "tokens", train_opts.tokens), px_report_fields_json(tt, f, nf, &t);
+      st = px_json_print_free(o, &err);
+    } else if (!st) {
+      px_report_sim_text(&plan, &r, fits, nfits, wall, &bands, stdout);
+      if (train_opts.tokens > 0) px_report_train_text(&train_opts, &t, stdout);
+    }
     px_sim_result_free(&r);
   }
   px_bands_free(&bands);

@@ -147,12 +147,6 @@ int px_cmd_sweep(int argc, char **argv) {
                        &err);
   px_status st;
   /* flags that mean nothing without another are refused, not ignored */
-  if (a.price > 0 && !(a.tokens > 0))
-    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--price needs --tokens T: the cost is the GPU-hours to train T "
-                                  "tokens times the price"), &err);
-  if (a.price_per_kwh > 0 && !(a.tokens > 0))
-    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--price-per-kwh needs --tokens T: the cost is the energy to "
-                                  "train T tokens times the price"), &err);
   if (a.objective == PX_OBJ_COST && !(a.price > 0) && !(a.price_per_kwh > 0))
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--objective cost needs --tokens T and --price USD (or "
                                   "--price-per-kwh USD)"), &err);
@@ -162,11 +156,14 @@ int px_cmd_sweep(int argc, char **argv) {
   if ((st = px_args_load(&a, &m, &c, &err))) return px_cli_fail(st, &err);
   if (fixed.gbs <= 0 && !a.plan_file)
     return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "parallax sweep: --gbs is required"), &err);
-  if ((a.objective == PX_OBJ_ENERGY || a.price_per_kwh > 0) && !px_power_known(&c))
-    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "%s: cluster %s gives no gpu.power_w (the GPUs' draw), so no "
-                                  "energy; add its power figures to the file or --set gpu.power_w=W",
-                                  a.objective == PX_OBJ_ENERGY ? "--objective energy" : "--price-per-kwh", c.name),
+  if (a.objective == PX_OBJ_ENERGY && !px_power_known(&c))
+    return px_cli_fail(px_err_set(&err, PX_ERR_INPUT, "--objective energy: cluster %s gives no gpu.power_w (the GPUs' "
+                                  "draw), so no energy; add its power figures to the file or --set gpu.power_w=W",
+                                  c.name),
                        &err);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  if ((st = px_args_train(&a, &c, &o, &err))) return px_cli_fail(st, &err);
   fixed.gbs = a.par.gbs; /* from the flag or the plan file */
   fixed.seq = a.par.seq;
 
@@ -198,16 +195,8 @@ int px_cmd_sweep(int argc, char **argv) {
                        &err);
   }
 #endif
-  px_sweep_opts o;
-  px_sweep_opts_init(&o);
   o.fixed = fixed;
   o.objective = a.objective >= 0 ? (px_objective)a.objective : PX_OBJ_THROUGHPUT;
-  o.tokens = a.tokens;
-  o.price_per_gpu_hour = a.price;
-  o.price_per_kwh = a.price_per_kwh;
-  if (a.mtbf_hours >= 0) o.mtbf_hours = a.mtbf_hours;
-  if (a.restart_min >= 0) o.restart_s = a.restart_min * 60;
-  o.ckpt_async = a.ckpt_async;
   o.threads = (int)a.threads;
   o.max_tp = a.max_tp;
   o.part = rank;

@@ -386,6 +386,23 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   }
 }
 
+void px_report_train_text(const px_sweep_opts *o, const px_train_time *t, FILE *out) {
+  char a[32], b[32], c[32], d[32];
+  fprintf(out, "  to train         %s tokens: %.1f days, goodput %.1f%%", px_fmt_count(o->tokens, a, sizeof a), t->days,
+          100 * t->goodput);
+  if (t->cluster_mtbf_s > 0)
+    fprintf(out, " (cluster MTBF %s at %.0f h a GPU; a checkpoint of %s every %s, training held %s each)",
+            px_fmt_time(t->cluster_mtbf_s, a, sizeof a), o->mtbf_hours, px_fmt_bytes(t->checkpoint_bytes, b, sizeof b),
+            px_fmt_time(t->checkpoint_interval_s, c, sizeof c), px_fmt_time(t->checkpoint_blocked_s, d, sizeof d));
+  fprintf(out, "\n                   %s GPU-hours", px_fmt_count(t->gpu_hours, a, sizeof a));
+  if (o->price_per_gpu_hour > 0)
+    fprintf(out, ", $%s at $%g a GPU-hour", px_fmt_count(t->cost_usd, a, sizeof a), o->price_per_gpu_hour);
+  if (t->energy_mwh > 0) fprintf(out, "; %s at the site", px_fmt_si(t->energy_mwh * 1e6, "Wh", a, sizeof a));
+  if (o->price_per_kwh > 0)
+    fprintf(out, ", $%s at $%g a kWh", px_fmt_count(t->energy_cost_usd, a, sizeof a), o->price_per_kwh);
+  fputc('\n', out);
+}
+
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
                               const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err) {
   px_status st = px_mkdir_p(dir, err);

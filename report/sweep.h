@@ -37,6 +37,10 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
  * DIR, writes the data files of the sweep and of its best plan, sweep.json
  * with the PX_REPORT_SWEEP_PLANS best plans, renders the plots and, with
  * html, index.html. */
+/* A plan's time to train o->tokens (t: px_sweep_train_of) as sim prints it: days and goodput with the
+ * checkpoints and failures behind it, GPU-hours and their cost, the site's energy and its cost. */
+void px_report_train_text(const px_sweep_opts *o, const px_train_time *t, FILE *out);
+
 px_status px_report_sweep_dir(const char *dir, bool html, const px_model *m, const px_cluster *c,
                               const px_sweep_opts *o, const px_sweep_result *r, const px_bands *bands, px_err *err);
 /* A sweep's progress on stderr (px_sweep_opts.progress with a

@@ -96,8 +96,7 @@ void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, d
   train_wall(gpus, tokens_per_s, tokens, price, t);
 }
 
-/* Time to train at sim's rate (px_train_time_of) and the site's energy for that time at sim's draw. */
-static void train_of(const px_plan *plan, const px_sweep_opts *o, const px_sim_result *sim, px_train_time *t) {
+void px_sweep_train_of(const px_plan *plan, const px_sweep_opts *o, const px_sim_result *sim, px_train_time *t) {
   px_train_time_of(plan, sim->tokens_per_s, o->tokens, o->price_per_gpu_hour, o->mtbf_hours, o->restart_s,
                    o->ckpt_async, t);
   px_power_run(&sim->power, t->days * 86400.0, o->price_per_kwh, &t->energy_mwh, &t->energy_cost_usd);
@@ -471,7 +470,7 @@ static px_status simulate_plan(const px_plan *plan, const px_sweep_opts *o, bool
   px_status st = px_sim_run(plan, &so, &r, err);
   if (st) return st;
   px_sim_result_free(&r); /* the per-stage detail; the summary stays */
-  train_of(plan, o, &r, &e->train);
+  px_sweep_train_of(plan, o, &r, &e->train);
   e->sim = r;
   e->bounded = false;
   e->score = score_of(e, o->objective);
@@ -500,7 +499,7 @@ static px_status bound_score(const px_plan *plan, const px_sweep_opts *o, const 
   b.sim.step_time_s = *step_s;
   b.sim.tokens_per_s = px_sim_tokens_per_s(plan, *step_s);
   px_power_of(&plan->cluster, 0, *step_s, (double)plan->par.gbs * (double)plan->par.seq, &b.sim.power);
-  train_of(plan, o, &b.sim, &b.train);
+  px_sweep_train_of(plan, o, &b.sim, &b.train);
   *out = score_of(&b, o->objective);
   return PX_OK;
 }
@@ -514,7 +513,7 @@ static void bound_figures(px_plan *plan, const px_sweep_opts *o, double step_s, 
   e->sim.step_time_s = step_s;
   e->sim.fits = true;
   px_sim_rates(plan, &e->sim); /* compute_share 0: the power's floor */
-  train_of(plan, o, &e->sim, &e->train);
+  px_sweep_train_of(plan, o, &e->sim, &e->train);
   e->score = score;
   e->bounded = true;
 }
@@ -819,7 +818,7 @@ static void refine_prefetch(const px_model *m, const px_cluster *c, const px_swe
         e->par = deeper;
         e->sim = sr;
         entry_peak(&plan, e);
-        train_of(&plan, o, &sr, &e->train);
+        px_sweep_train_of(&plan, o, &sr, &e->train);
         changed = true;
       }
     }

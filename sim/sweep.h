@@ -159,4 +159,8 @@ bool px_sweep_precision_alternative(const px_sweep_result *r, const px_sweep_ent
 void px_train_time_of(const px_plan *plan, double tokens_per_s, double tokens, double price, double mtbf_hours,
                       double restart_s, bool ckpt_async, px_train_time *out);
 
+/* Time to train o->tokens at sim's rate (px_train_time_of with o's price, failures and checkpoints) and the site's
+ * energy for that time at sim's draw (o->price_per_kwh). */
+void px_sweep_train_of(const px_plan *plan, const px_sweep_opts *o, const px_sim_result *sim, px_train_time *t);
+
 #endif

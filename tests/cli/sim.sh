@@ -154,4 +154,26 @@ err=$("$px" sim -m llama3-8b -c dgx-h100 -g 24 -t 3 2>&1 >/dev/null); rc=$?
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 16 --trace /nonexistent/dir/t.json 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 1 ] && printf '%s' "$err" | grep -q "cannot create" || fail "unwritable trace: $rc $err"
 
+# --tokens: the time to train at this plan's rate, as the sweep counts it (one function, px_sweep_train_of):
+# the same days, GPU-hours, cost, energy and goodput as the sweep's row of the same plan, fixed in every choice;
+# by hand, the GPU-hours are the GPUs times the days' hours
+plan=(-m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -d 4 -z 1 --sp -b 1 -B 64 -e 1f1b -r none -P bf16)
+train=(--tokens 1T --price 2 --price-per-kwh 0.1)
+s=$("$px" sim "${plan[@]}" "${train[@]}" --json) || fail "sim --tokens"
+w=$("$px" sweep "${plan[@]}" "${train[@]}" --no-prune --json) || fail "sweep of the same plan"
+jq -e -n --argjson s "$s" --argjson w "$w" '[$w.plans[] | select(.parallel.zero == 1 and .parallel.tp == 2 and
+  .parallel.pp == 2 and .parallel.sp == true and .parallel.mbs == 1 and .parallel.precision == "bf16")][0].time_to_train
+  as $r | $r != null and ([ "days", "gpu_hours", "cost_usd", "energy_mwh", "energy_cost_usd", "goodput" ] |
+  all(. as $k | ($s.time_to_train[$k] - $r[$k]) | fabs <= 1e-9 * ($r[$k] | fabs) + 1e-12))' >/dev/null ||
+  fail "sim's time to train differs from the sweep's: $(jq -c .time_to_train <<<"$s")"
+jq -e '.time_to_train.tokens == 1e12 and ((.time_to_train.gpu_hours - 16 * 24 * .time_to_train.days) | fabs) < 1e-6 and
+  .time_to_train.days > 1e12 / .tokens_per_s / 86400 and .time_to_train.goodput < 1' <<<"$s" >/dev/null ||
+  fail "--tokens by hand: $(jq -c .time_to_train <<<"$s")"
+"$px" sim "${plan[@]}" "${train[@]}" | grep -q "^  to train         1.00 T tokens: .* days, goodput" ||
+  fail "the summary's time to train"
+err=$("$px" sim "${plan[@]}" --price 2 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "price needs --tokens" || fail "--price alone: $rc $err"
+err=$("$px" sim -m tiny -c local-cpu -g 1 --tokens 1B --price-per-kwh 0.1 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "gives no gpu.power_w" || fail "--price-per-kwh without power: $rc $err"
+
 finish
