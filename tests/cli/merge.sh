@@ -83,4 +83,6 @@ refused "already holds the checkpoint of step 5" "$px" merge --adapters "$tmp/ad
 refused "the merged checkpoint is of a plan that trains every weight" \
   "$px" merge --adapters "$tmp/ad" --to "$tmp/x" --finetune lora
 refused "is the --adapters directory" "$px" merge --adapters "$tmp/ad" --to "$tmp/ad" --overwrite
+refused "--base-ckpt and --seed: the base is one or the other" \
+  "$px" merge --adapters "$tmp/adb" --base-ckpt "$tmp/pre" --seed 1234 --to "$tmp/x"
 finish
