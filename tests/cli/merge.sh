@@ -25,6 +25,8 @@ mpirun -np 2 "$px" run "${lora[@]}" -t 2 --steps 4 --ckpt "$tmp/ad" >/dev/null 2
 # merged into pp 2 and into one rank: step 5 of the merged model is the LoRA run's
 "$px" merge --adapters "$tmp/ad" --to "$tmp/mg" -p 2 >"$tmp/out" 2>"$tmp/err" || fail "merge: $(cat "$tmp/err")"
 grep -q "^16 adapters of step 4 merged into the initialisation of seed 1234" "$tmp/out" || fail "merge says: $(cat "$tmp/out")"
+"$px" run --backend cpu -m tiny -B 8 --steps 1 --lr 0 --ckpt "$tmp/init" >/dev/null 2>"$tmp/err" || fail "init: $(cat "$tmp/err")"
+"$diff" "$tmp/init" "$tmp/mg" >"$tmp/mg.diff" || fail "ckptdiff: $(cat "$tmp/mg.diff")" # before a run writes mg
 mpirun -np 2 "$px" run --backend cpu -m tiny -B 8 -p 2 --steps 5 --lr 0 --ckpt "$tmp/mg" --resume --json \
   >"$tmp/m5.json" 2>"$tmp/err" || fail "the merged model: $(cat "$tmp/err")"
 close "$(last "$tmp/l5.json")" "$(losses "$tmp/m5.json")" 1e-5 ||
@@ -37,11 +39,9 @@ close "$(last "$tmp/l5.json")" "$(losses "$tmp/f5.json")" 1e-5 ||
   fail "merged, full: loss $(losses "$tmp/f5.json"), the LoRA run's $(last "$tmp/l5.json")"
 
 # only the adapted weights change, each in every element: the base is a checkpoint of the initial weights (lr 0)
-"$px" run --backend cpu -m tiny -B 8 --steps 1 --lr 0 --ckpt "$tmp/init" >/dev/null 2>"$tmp/err" || fail "init: $(cat "$tmp/err")"
 want=$(for l in 0 1 2 3; do for w in q k v o gate up fc2; do echo "layer$l.$w.w"; done; done)
-"$diff" "$tmp/init" "$tmp/mg1" >"$tmp/d" || fail "ckptdiff: $(cat "$tmp/d")"
-[ "$(cut -d' ' -f1 "$tmp/d")" = "$want" ] || fail "the merged weights that differ: $(cat "$tmp/d")"
-awk '{ split($2, n, "/"); if (n[1] != n[2]) exit 1 }' "$tmp/d" || fail "an adapted weight changed in part: $(cat "$tmp/d")"
+[ "$(cut -d' ' -f1 "$tmp/mg.diff")" = "$want" ] || fail "the merged weights that differ: $(cat "$tmp/mg.diff")"
+awk '{ split($2, n, "/"); if (n[1] != n[2]) exit 1 }' "$tmp/mg.diff" || fail "an adapted weight changed in part: $(cat "$tmp/mg.diff")"
 # HF PEFT's per-projection adapters on tp 2 x pp 2, merged into dp 2 with ZeRO-1
 mpirun -np 4 "$px" run "${lora[@]}" --lora-targets q,v,gate,fc2 -t 2 -p 2 --steps 3 --ckpt "$tmp/ad4" >/dev/null \
   2>"$tmp/err" || fail "lora tp 2 x pp 2: $(cat "$tmp/err")"
