@@ -29,7 +29,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_IMBALANCE,
-       OPT_FROM, OPT_TO, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
+       OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
        OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_BASE_CKPT };
@@ -150,7 +150,8 @@ static const px_opt opts[] = {
      "what-if: the sweep for each value of a cluster field (as --set), best plan per value"},
     {"steps", required_argument, 'i', PX_OPT_RUN, "N", "train until N steps are done (10)"},
     {"data", required_argument, 'a', PX_OPT_RUN, "FILE", "tokens: .u16/.bin (uint16), .u32, or any text file as bytes"},
-    {"seed", required_argument, 'E', PX_OPT_RUN, "K", "initialisation, data and dropout seed (1234)"},
+    {"seed", required_argument, 'E', PX_OPT_RUN | PX_OPT_MERGE, "K",
+     "initialisation, data and dropout seed (1234; merge: the seed of the adapters' run, whose base it initialises)"},
     {"lr", required_argument, 'l', PX_OPT_RUN, "X", "AdamW learning rate (3e-3; 0: the weights stay as they are)"},
     {"loss-scale", required_argument, OPT_LOSS_SCALE, PX_OPT_RUN, "S",
      "fp16: initial loss scale (65536), halved on overflow, doubled after 2000 clean steps"},
@@ -161,11 +162,12 @@ static const px_opt opts[] = {
     {"ckpt-keep", required_argument, OPT_CKPT_KEEP, PX_OPT_RUN, "K",
      "keep the last K checkpoints: the latest in --ckpt DIR, the older in DIR/step-<N>/ (default: the latest alone)"},
     {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
-    {"base-ckpt", required_argument, OPT_BASE_CKPT, PX_OPT_RUN, "DIR",
+    {"base-ckpt", required_argument, OPT_BASE_CKPT, PX_OPT_RUN | PX_OPT_MERGE, "DIR",
      "--finetune lora: the frozen base is the weights of this checkpoint (a pre-training or full run's, any split "
-     "of the model), not the initialisation's"},
-    {"overwrite", no_argument, OPT_OVERWRITE, PX_OPT_RUN | PX_OPT_RESHARD, NULL,
-     "replace the checkpoint(s) --ckpt (run) or --to (reshard) holds; the old one stays until the new one is written"},
+     "of the model), not the initialisation's (merge: the adapters' run's)"},
+    {"overwrite", no_argument, OPT_OVERWRITE, PX_OPT_RUN | PX_OPT_RESHARD | PX_OPT_MERGE, NULL,
+     "replace the checkpoint(s) --ckpt (run) or --to (reshard, merge) holds; the old one stays until the new one is "
+     "written"},
     {"ckpt-async", no_argument, OPT_CKPT_ASYNC, PX_OPT_RUN | PX_OPT_SIM | PX_OPT_SWEEP, NULL,
      "run: write checkpoints from a host snapshot on a background thread; sim --tokens, sweep: cost them so"},
     {"profile", required_argument, 'Q', PX_OPT_RUN | PX_OPT_COMPARE, "FILE",
@@ -181,7 +183,9 @@ static const px_opt opts[] = {
      "read the measurement files named after the flags (nccl-tests outputs, a GEMM CSV) into --cluster's file"},
     {"output", required_argument, OPT_OUTPUT, PX_OPT_CALIB, "FILE", "where to write the cluster file"},
     {"from", required_argument, OPT_FROM, PX_OPT_RESHARD, "DIR", "the checkpoint to re-split"},
-    {"to", required_argument, OPT_TO, PX_OPT_RESHARD, "DIR", "where to write it for the plan the flags give"},
+    {"to", required_argument, OPT_TO, PX_OPT_RESHARD | PX_OPT_MERGE, "DIR", "where to write it for the plan the flags give"},
+    {"adapters", required_argument, OPT_ADAPTERS, PX_OPT_MERGE, "DIR",
+     "the checkpoint of a run with adapters (run --finetune lora --ckpt DIR) to merge into its base"},
     {"max-restarts", required_argument, OPT_MAX_RESTARTS, PX_OPT_LAUNCH, "N", "relaunches after failures before giving up (3)"},
     {"min-ranks", required_argument, OPT_MIN_RANKS, PX_OPT_LAUNCH, "M",
      "with fewer slots than the plan's ranks, go on with the best plan for as few as M (default: the plan's: no shrinking)"},
@@ -221,12 +225,13 @@ void px_args_print_help(int groups) {
   }
 }
 
-_Static_assert(PX_OPT_COMPARE == 1 << (PX_OPT_GROUP_COUNT - 1), "PX_OPT_GROUP_COUNT counts every group");
+_Static_assert(PX_OPT_MERGE == 1 << (PX_OPT_GROUP_COUNT - 1), "PX_OPT_GROUP_COUNT counts every group");
 
 const char *px_args_group_title(int group) {
   static const char *const titles[PX_OPT_GROUP_COUNT] = {
       "Every command", "Model", "Cluster",     "Plan",     "Op graph", "Simulation output", "Sweep",
-      "Run",           "Calibration", "Topology", "Reshard",  "Launch",   "Export",            "Compare"};
+      "Run",           "Calibration", "Topology", "Reshard",  "Launch",   "Export",            "Compare",
+      "Merge"};
   for (int i = 0; i < PX_OPT_GROUP_COUNT; i++)
     if (group == 1 << i) return titles[i];
   return "?";
@@ -470,6 +475,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_OUTPUT: a->output = optarg; break;
       case OPT_FROM: a->from_dir = optarg; break;
       case OPT_TO: a->to_dir = optarg; break;
+      case OPT_ADAPTERS: a->adapters_dir = optarg; break;
       case OPT_MAX_RESTARTS: st = px_parse_int(optarg, "--max-restarts", 0, 1000000, &a->max_restarts, err); break;
       case OPT_MIN_RANKS: st = px_parse_int(optarg, "--min-ranks", 1, 1 << 24, &a->min_ranks, err); break;
       case OPT_NP: st = px_parse_int(optarg, "--np", 1, 1 << 24, &a->np, err); break;

@@ -28,8 +28,9 @@ enum {
   PX_OPT_LAUNCH = 1 << 11,  /* launch: --max-restarts, --min-ranks, --np, --hostfile, --mpirun, --log, --backoff-s */
   PX_OPT_EXPORT = 1 << 12,  /* export: --to FRAMEWORK */
   PX_OPT_COMPARE = 1 << 13, /* compare: --profile (run writes it) */
+  PX_OPT_MERGE = 1 << 14,   /* merge: --adapters, --base-ckpt, --seed, --to, --overwrite */
 };
-#define PX_OPT_GROUP_COUNT 14 /* the groups above: bits 0 .. 13 */
+#define PX_OPT_GROUP_COUNT 15 /* the groups above: bits 0 .. 14 */
 
 #define PX_ARGS_SETS_MAX PX_CLUSTER_OVERRIDES_MAX
 
@@ -73,10 +74,10 @@ typedef struct {
   double lr;         /* < 0 unset; 0 trains nothing (the weights stay as initialised) */
   double loss_scale; /* 0 unset (--loss-scale 0 is refused) */
   const char *ckpt_dir;
-  const char *base_ckpt; /* run --finetune lora: the frozen base's checkpoint */
+  const char *base_ckpt; /* run --finetune lora, merge: the frozen base's checkpoint */
   int64_t ckpt_every; /* 0 unset */
   bool resume;
-  bool overwrite;    /* run, reshard: replace the checkpoint --ckpt / --to holds */
+  bool overwrite;    /* run, reshard, merge: replace the checkpoint --ckpt / --to holds */
   int64_t ckpt_keep; /* 0 unset */
   bool no_prune;     /* sweep: simulate every plan that fits, even for the table alone */
   bool ckpt_async;   /* run: background checkpoint writes; sweep: the goodput model counts the snapshot */
@@ -88,7 +89,8 @@ typedef struct {
   bool sources; /* topology show --sources */
   bool import; /* calibrate --import: the positional arguments are measurement files */
   const char *output; /* calibrate: the cluster file */
-  const char *from_dir, *to_dir; /* reshard: the checkpoint, and where its re-split copy goes */
+  const char *from_dir, *to_dir; /* reshard: the checkpoint, and where its re-split copy goes (merge: --to too) */
+  const char *adapters_dir;      /* merge: the adapters' checkpoint */
   /* launch */
   int64_t max_restarts; /* -1 unset */
   int64_t min_ranks, np; /* 0 unset */

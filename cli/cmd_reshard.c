@@ -23,22 +23,6 @@ static const char usage[] =
     "the reshard), and one that already holds a checkpoint is refused unless --overwrite replaces it\n"
     "(the old one stays until the new one is written).\n\n";
 
-/* --to: created and locked before anything is read (a job using it is
- * refused), and refused when it holds a checkpoint, unless --overwrite. */
-static px_status take_to(const px_exec_module *x, const px_args *a, px_ckpt_lock *lock, px_err *err) {
-  char note[4800], what[600];
-  if (x->ckpt_lock_take(a->to_dir, lock, note, sizeof note, err)) return px_err_prefix(err, "--to");
-  if (note[0]) fprintf(stderr, "parallax: %s\n", note);
-  px_ckpt_probe_info p;
-  x->ckpt_probe(a->to_dir, &p);
-  if ((p.found || p.kept) && !a->overwrite) {
-    x->ckpt_probe_describe(&p, what, sizeof what);
-    return px_err_set(err, PX_ERR_INPUT, "--to %s already holds %s: add --overwrite to replace it (it stays until "
-                      "the re-split one is written), or give another directory", a->to_dir, what);
-  }
-  return PX_OK;
-}
-
 int px_cmd_reshard(int argc, char **argv) {
   px_args a;
   px_err err = {0};
@@ -56,7 +40,7 @@ int px_cmd_reshard(int argc, char **argv) {
     st = px_err_set(&err, PX_ERR_INPUT, "parallax reshard: --to %s is the --from directory: write the re-split "
                     "checkpoint elsewhere (the old one stays as it is)", a.to_dir);
   px_ckpt_lock lock = {0};
-  if (!st) st = take_to(x, &a, &lock, &err);
+  if (!st) st = px_cli_take_to(x, a.to_dir, a.overwrite, "re-split", &lock, &err);
   /* the checkpoint's plan gives the model, the cluster, the precision and the global batch the flags
    * leave out (as run resolved them where the checkpoint was written); one GPU a rank */
   px_planfile *old = px_calloc(1, sizeof *old, &err);

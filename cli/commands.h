@@ -17,6 +17,7 @@
 #define PX_GROUPS_RUN (PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RUN)
 #define PX_GROUPS_COMPARE (PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_COMPARE)
 #define PX_GROUPS_RESHARD (PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_RESHARD)
+#define PX_GROUPS_MERGE (PX_OPT_MODEL | PX_OPT_CLUSTER | PX_OPT_PLAN | PX_OPT_MERGE)
 #define PX_GROUPS_LAUNCH PX_OPT_LAUNCH /* and the run's, PX_GROUPS_RUN, after its `--` */
 #define PX_GROUPS_CALIBRATE (PX_OPT_CLUSTER | PX_OPT_CALIB | PX_OPT_MODEL | PX_OPT_PLAN) /* a plan: --backend cuda's shapes */
 #define PX_GROUPS_PLOT PX_OPT_SWEEP
@@ -42,6 +43,7 @@ int px_cmd_sim(int argc, char **argv);
 int px_cmd_sweep(int argc, char **argv);
 int px_cmd_run(int argc, char **argv);
 int px_cmd_reshard(int argc, char **argv);
+int px_cmd_merge(int argc, char **argv);
 int px_cmd_launch(int argc, char **argv);
 int px_cmd_calibrate(int argc, char **argv);
 int px_cmd_compare(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* Loading the executor module (exec/module.h). */
 #include "cli/exec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,4 +44,19 @@ int64_t px_cli_run_steps(const px_args *a, const px_exec_module *x) {
   px_train_opts o;
   x->train_opts_init(&o);
   return a->steps > 0 ? a->steps : o.steps;
+}
+
+px_status px_cli_take_to(const px_exec_module *x, const char *dir, bool overwrite, const char *what, px_ckpt_lock *lock,
+                         px_err *err) {
+  char note[4800], holds[600];
+  if (x->ckpt_lock_take(dir, lock, note, sizeof note, err)) return px_err_prefix(err, "--to");
+  if (note[0]) fprintf(stderr, "parallax: %s\n", note);
+  px_ckpt_probe_info p;
+  x->ckpt_probe(dir, &p);
+  if ((p.found || p.kept) && !overwrite) {
+    x->ckpt_probe_describe(&p, holds, sizeof holds);
+    return px_err_set(err, PX_ERR_INPUT, "--to %s already holds %s: add --overwrite to replace it (it stays until "
+                      "the %s one is written), or give another directory", dir, holds, what);
+  }
+  return PX_OK;
 }

@@ -8,7 +8,7 @@
 #if PX_HAVE_EXEC
 #define EXEC_CMD(f) f
 #else
-/* run, reshard and launch in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
+/* run, reshard, merge and launch in a build without the executor (cmake -DPX_EXEC=OFF); calibrate says what it can do there. */
 static int no_exec(int argc, char **argv) {
   (void)argc;
   px_err err = {0};
@@ -30,6 +30,8 @@ static const px_command commands[] = {
      "a plan as Megatron-LM arguments, NeMo overrides, a torchtitan TOML or a DeepSpeed JSON"},
     {"launch", EXEC_CMD(px_cmd_launch), PX_GROUPS_LAUNCH, PX_GROUPS_RUN, "checkpoints-and-launch.md",
      "run under supervision: relaunch from the last checkpoint when a rank dies, on fewer ranks if need be"},
+    {"merge", EXEC_CMD(px_cmd_merge), PX_GROUPS_MERGE, 0, "finetuning.md",
+     "merge LoRA adapters into their base as a full checkpoint: --adapters DIR [--base-ckpt DIR] --to DIR"},
     {"models", px_cmd_models, PX_GROUPS_PRESETS, 0, "models-and-clusters.md", "list model presets with their size"},
     {"topologies", px_cmd_topologies, PX_GROUPS_PRESETS, 0, "models-and-clusters.md",
      "list cluster presets with their key figures"},

@@ -1,5 +1,5 @@
 /* The executor as a module: libparallax_exec.so (exec/, kernels/cpu, MPI,
- * OpenBLAS) exports one table, what the CLI's run, reshard, calibrate and split sweep
+ * OpenBLAS) exports one table, what the CLI's run, reshard, merge, calibrate and split sweep
  * call (on MPI_COMM_WORLD); no other command loads it. */
 #ifndef PX_EXEC_MODULE_H
 #define PX_EXEC_MODULE_H
@@ -12,6 +12,7 @@
 #include "exec/calibrate.h"
 #include "exec/ckpt.h"
 #include "exec/ckpt_lock.h"
+#include "exec/merge.h"
 #include "exec/reshard.h"
 #include "exec/result.h"
 #include "exec/train.h"
@@ -54,6 +55,14 @@ typedef struct {
   bool (*reshard_amax_fresh)(const px_reshard *r);
   const px_plan *(*reshard_from)(const px_reshard *r);
   void (*reshard_describe)(const px_plan *plan, char *buf, size_t cap);
+  /* exec/merge.h, for parallax merge (no MPI) */
+  px_status (*merge_open)(const px_merge_opts *o, px_merge **out, px_err *err);
+  px_status (*merge_write)(px_merge *m, const px_plan *to, const char *dir, uint64_t *bytes_out, px_err *err);
+  void (*merge_free)(px_merge *m);
+  const px_plan *(*merge_from)(const px_merge *m);
+  int64_t (*merge_step)(const px_merge *m);
+  int64_t (*merge_count)(const px_merge *m);
+  const char *(*merge_base)(const px_merge *m);
   /* exec/ckpt.h, exec/ckpt_lock.h: what a checkpoint directory holds, and its lock (no MPI) */
   void (*ckpt_probe)(const char *dir, px_ckpt_probe_info *out);
   void (*ckpt_probe_describe)(const px_ckpt_probe_info *p, char *buf, size_t cap);

@@ -114,6 +114,27 @@ px_status px_global_params_add_adapters(const px_plan *plan, px_global_params *g
   return st;
 }
 
+int64_t px_global_adapters(const px_plan *plan, const px_global_params *g, px_global_adapter *out, int64_t cap) {
+  const px_parallel *par = &plan->par;
+  if (!px_parallel_lora(par)) return 0;
+  /* each linear's parts (px_lora_linears' order), the weights whose rows its fused output concatenates */
+  static const int parts[PX_LORA_LINEARS][3] = {{T_QW, T_KW, T_VW}, {T_OW, -1, -1}, {T_FC1W, T_UPW, -1}, {T_FC2W, -1, -1}};
+  int64_t n = 0, at = g->model_n;
+  for (int64_t l = 0; l < plan->model.layers; l++)
+    for (int i = 0; i < PX_LORA_LINEARS; i++)
+      for (int j = 0; j < 4; j++) {
+        if (!(par->lora_targets & px_lora_linears[i].targets[j])) continue;
+        if (out && n < cap) {
+          px_global_adapter *a = &out[n];
+          *a = (px_global_adapter){.a = at, .b = at + 1};
+          for (int k = 0; k < 3; k++)
+            if (parts[i][k] >= 0 && (j == 3 || j == k)) a->base[a->nbase++] = l * T_PER_LAYER + parts[i][k];
+        }
+        n++, at += 2;
+      }
+  return n;
+}
+
 /* The mapping of adapter slot n ("qkv_w.B3") of layer l: its global tensor's rows and columns on TP rank tp_rank. */
 static px_status adapter_map(const px_plan *plan, const px_global_params *g, const char *n, int64_t l,
                              int64_t tp_rank, px_param_map *pm, px_err *err) {

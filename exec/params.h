@@ -62,6 +62,14 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
  * PEFT's LoRA layers are (nn.Linear's kaiming_uniform_(a = sqrt 5):
  * U(-1/sqrt(in), 1/sqrt(in))), B to zero: a step-0 model is its base. */
 px_status px_global_params_add_adapters(const px_plan *plan, px_global_params *g, px_err *err);
+/* One adapter of px_global_params_add_adapters: its A (r, in) and B (out, r) as indices of g->t, and the layer's
+ * weights (each (rows, in)) that B's rows belong to, one after another: base[0 .. nbase). */
+typedef struct {
+  int64_t a, b, base[3];
+  int nbase;
+} px_global_adapter;
+/* The plan's adapters in their canonical order, up to cap into out (may be NULL); returns how many there are. */
+int64_t px_global_adapters(const px_plan *plan, const px_global_params *g, px_global_adapter *out, int64_t cap);
 void px_global_params_free(px_global_params *g);
 /* The mapping of one local parameter (a px_param_ref of stage s) on TP rank tp_rank and EP rank ep_rank. */
 px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref, int64_t tp_rank,

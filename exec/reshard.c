@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "exec/amax.h"
 #include "exec/params.h"
+#include "plan/lora.h"
 #include "plan/runnable.h"
 
 /* Old shards a reader keeps open at once; the others are parked (closed, indexed). */
@@ -67,7 +68,8 @@ void px_reshard_describe(const px_plan *plan, char *buf, size_t cap) {
   append(buf, cap, &n, ", %s", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8)
     append(buf, cap, &n, " (%s, %s base)", px_fp8_recipe_names[p->fp8_recipe], px_fp8_base_names[p->fp8_base]);
-  if (p->finetune == PX_FT_FULL) append(buf, cap, &n, ", full fine-tuning");
+  char ft[160];
+  append(buf, cap, &n, "%s", px_lora_describe(p, ft, sizeof ft)); /* ", full fine-tuning", ", lora rank 4 on ..." */
   append(buf, cap, &n, ", %lld rank%s", (long long)plan->grid.world, plan->grid.world == 1 ? "" : "s");
 }
 
@@ -78,7 +80,12 @@ static px_status read_record(const px_ckpt_manifest *man, const char *manifest, 
                       "resharding): it resumes only the plan that wrote it", manifest, (int)man->version);
   char where[4300];
   snprintf(where, sizeof where, "%s: field 'plan'", manifest);
-  px_status st = px_planfile_from_json(man->plan, where, pf, err);
+  /* a plan file, and an adapters' checkpoint's frozen base's hash beside it */
+  cJSON *rec = cJSON_Duplicate(man->plan, true);
+  if (!rec) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  cJSON_DeleteItemFromObjectCaseSensitive(rec, PX_RESHARD_FROZEN_HASH);
+  px_status st = px_planfile_from_json(rec, where, pf, err);
+  cJSON_Delete(rec);
   if (!st && (!pf->has_model || !pf->has_cluster || pf->gpus < 1))
     st = px_err_set(err, PX_ERR_INPUT, "%s: the plan record lacks its model, cluster or gpus", where);
   return st;
@@ -204,11 +211,15 @@ static px_status open_shard(px_reshard *r, int32_t q, bool verify, px_err *err) 
   return PX_OK;
 }
 
-/* px_reshard_open, or with `base` px_reshard_open_base. */
-static px_status open_for(const char *dir, const px_plan *to, bool base, int64_t verify_rank, int64_t verify_ranks,
+/* What a checkpoint is opened for: re-split for another plan (px_reshard_open), as the frozen base of one
+ * (px_reshard_open_base), or its adapters read for merging (px_reshard_open_adapters: `to` is its own plan). */
+typedef enum { OPEN_RESPLIT, OPEN_BASE, OPEN_ADAPTERS } open_mode;
+
+static px_status open_for(const char *dir, const px_plan *to, open_mode mode, int64_t verify_rank, int64_t verify_ranks,
                           px_reshard **out, px_err *err) {
   *out = NULL;
-  if (!base && px_parallel_lora(&to->par)) /* its checkpoints hold the adapters alone, resumed by the plan that wrote them */
+  bool base = mode == OPEN_BASE, adapters = mode == OPEN_ADAPTERS;
+  if (mode == OPEN_RESPLIT && px_parallel_lora(&to->par)) /* its checkpoints hold the adapters alone, resumed by the plan that wrote them */
     return px_err_set(err, PX_ERR_INPUT, "`finetune` %s: a checkpoint is not re-split into a plan with adapters on a "
                       "frozen base (its adapters' states are resumed by the plan that wrote them; a full run's "
                       "checkpoint is read as the base by `base_ckpt`) (hint: the checkpoint's own plan)",
@@ -223,25 +234,31 @@ static px_status open_for(const char *dir, const px_plan *to, bool base, int64_t
   snprintf(r->manifest, sizeof r->manifest, "%s/%s", r->dir, PX_CKPT_MANIFEST);
   px_status st = px_ckpt_read_manifest(dir, &r->man, err);
   uint64_t ph, mh;
-  px_reshard_hashes(to, &ph, &mh);
-  if (!st && r->man.model_hash != mh)
+  if (to) px_reshard_hashes(to, &ph, &mh);
+  if (!st && to && r->man.model_hash != mh)
     st = px_err_set(err, PX_ERR_INPUT, "%s: a checkpoint of another model (model hash 0x%016" PRIx64
                     ", this plan's 0x%016" PRIx64 "): its states fit only a plan of the same model", r->manifest,
                     r->man.model_hash, mh);
   char why[256];
-  if (!st && !px_runnable_states(&to->par, why, sizeof why))
+  if (!st && to && !px_runnable_states(&to->par, why, sizeof why))
     st = px_err_set(err, PX_ERR_INPUT, "no checkpoint can be written for this plan: %s", why);
-  if (!st && r->man.plan && cJSON_GetObjectItemCaseSensitive(r->man.plan, PX_RESHARD_FROZEN_HASH))
+  bool has_adapters = r->man.plan && cJSON_GetObjectItemCaseSensitive(r->man.plan, PX_RESHARD_FROZEN_HASH);
+  if (!st && adapters && !has_adapters)
+    st = px_err_set(err, PX_ERR_INPUT, "%s: holds no adapters (its plan records no `finetune` lora and no frozen "
+                    "base's hash): merging takes the checkpoint of a fine-tuning run with adapters", r->manifest);
+  if (!st && !adapters && has_adapters)
     st = px_err_set(err, PX_ERR_INPUT, "%s: holds the adapters of a fine-tuning run (`finetune` lora) and not its "
                     "frozen base: only the plan that wrote it resumes it, no other plan is re-split from it%s",
                     r->manifest, base ? " and it is no base (hint: a pre-training or full fine-tuning run's)" : "");
   if (!st) st = rebuild_old_plan(r, err);
-  if (!st && !base && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
+  if (!st && adapters) r->to = to = &r->from;
+  if (!st && mode == OPEN_RESPLIT && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "
                     "scale and count of optimizer steps) has no counterpart in the other precision (hint: "
                     "`precision` %s)", r->manifest, px_precision_names[r->from.par.precision],
                     px_precision_names[to->par.precision], px_precision_names[r->from.par.precision]);
   if (!st) st = px_global_params_build(&to->model, &r->g, err);
+  if (!st && adapters) st = px_global_params_add_adapters(to, &r->g, err);
   if (!st) {
     r->shards = px_calloc((size_t)r->man.world, sizeof *r->shards, err);
     r->used = px_calloc((size_t)r->man.world, sizeof *r->used, err);
@@ -264,12 +281,29 @@ static px_status open_for(const char *dir, const px_plan *to, bool base, int64_t
 
 px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
                           px_reshard **out, px_err *err) {
-  return open_for(dir, to, false, verify_rank, verify_ranks, out, err);
+  return open_for(dir, to, OPEN_RESPLIT, verify_rank, verify_ranks, out, err);
 }
 
 px_status px_reshard_open_base(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
                                px_reshard **out, px_err *err) {
-  return open_for(dir, to, true, verify_rank, verify_ranks, out, err);
+  return open_for(dir, to, OPEN_BASE, verify_rank, verify_ranks, out, err);
+}
+
+px_status px_reshard_open_adapters(const char *dir, px_reshard **out, px_err *err) {
+  return open_for(dir, NULL, OPEN_ADAPTERS, 0, 1, out, err);
+}
+
+const px_global_params *px_reshard_global(const px_reshard *r) { return &r->g; }
+
+px_status px_reshard_frozen_hash(const px_reshard *r, uint64_t *hash, px_err *err) {
+  const cJSON *h = r->man.plan ? cJSON_GetObjectItemCaseSensitive(r->man.plan, PX_RESHARD_FROZEN_HASH) : NULL;
+  char *end = NULL;
+  unsigned long long v = cJSON_IsString(h) ? strtoull(h->valuestring, &end, 16) : 0;
+  if (!cJSON_IsString(h) || strncmp(h->valuestring, "0x", 2) || !end || *end || strlen(h->valuestring) != 18)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'plan.%s' is not \"0x\" and 16 hex digits", r->manifest,
+                      PX_RESHARD_FROZEN_HASH);
+  *hash = v;
+  return PX_OK;
 }
 
 /* Old shard q, opened again if it was parked (parking the least recently read beyond the limit). */
@@ -370,6 +404,12 @@ static px_status copy_canon(px_reshard *r, px_state_kind kind, uint64_t canon, u
     out += take, canon += take, n -= take;
   }
   return PX_OK;
+}
+
+px_status px_reshard_weights(px_reshard *r, uint64_t canon, uint64_t n, float *out, px_err *err) {
+  px_state_kind src = r->old_master ? PX_STATE_MASTER : PX_STATE_PARAMS;
+  px_status st = src_build(r, src, err);
+  return st ? st : copy_canon(r, src, canon, n, out, err);
 }
 
 /* ---- fp8 amax histories ---- */
@@ -515,18 +555,24 @@ px_status px_reshard_fill_base(px_reshard *r, int64_t rank, float *data, uint64_
     return px_err_set(err, PX_ERR_RUNTIME, "internal: %" PRIu64 " frozen weights to fill, the plan's %" PRIu64, n,
                       to->programs[rk.stage].frozen_elems);
   memset(data, 0, n * sizeof *data);
-  px_state_kind src = r->old_master ? PX_STATE_MASTER : PX_STATE_PARAMS;
   px_param_span *sp = NULL;
   uint64_t nsp = 0;
-  px_status st = src_build(r, src, err);
-  if (!st) st = px_param_frozen_spans(to, &r->g, &rk, &sp, &nsp, err);
-  for (uint64_t j = 0; !st && j < nsp; j++) st = copy_canon(r, src, sp[j].canon, sp[j].n, data + sp[j].at, err);
+  px_status st = px_param_frozen_spans(to, &r->g, &rk, &sp, &nsp, err);
+  for (uint64_t j = 0; !st && j < nsp; j++) st = px_reshard_weights(r, sp[j].canon, sp[j].n, data + sp[j].at, err);
   free(sp);
   return st;
 }
 
+static px_status fill_resplit(void *r, int64_t rank, px_ckpt_tensor *tensors, int n, px_err *err) {
+  return px_reshard_fill(r, rank, tensors, n, err);
+}
+
 px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, px_err *err) {
-  const px_plan *to = r->to;
+  return px_reshard_write_states(r->to, r->man.step, fill_resplit, r, dir, bytes_out, err);
+}
+
+px_status px_reshard_write_states(const px_plan *to, int64_t step, px_reshard_filler fill, void *ctx, const char *dir,
+                                  uint64_t *bytes_out, px_err *err) {
   char staging[4096];
   px_ckpt_recovery what;
   px_status st = px_ckpt_recover(dir, &what, err);
@@ -553,8 +599,8 @@ px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, 
       bytes += 4 + strlen(t[i].name) + 8 + 4 * ps[i].count;
     }
     px_ckpt_meta meta;
-    px_reshard_meta(to, rank, r->man.step, &meta);
-    if (!st) st = px_reshard_fill(r, rank, t, k, err);
+    px_reshard_meta(to, rank, step, &meta);
+    if (!st) st = fill(ctx, rank, t, k, err);
     if (!st) st = px_ckpt_write_shard(staging, &meta, t, k, err);
   }
   for (int i = 0; i < PX_STATE_COUNT; i++) free(t[i].data);
@@ -562,7 +608,7 @@ px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, 
   cJSON *record = px_reshard_record(to);
   if (!record) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   px_ckpt_meta meta;
-  px_reshard_meta(to, 0, r->man.step, &meta);
+  px_reshard_meta(to, 0, step, &meta);
   st = px_ckpt_commit_keep(dir, &meta, record, 0, true, err); /* it replaces what dir held, step-<N>/ too */
   cJSON_Delete(record);
   if (!st && bytes_out) *bytes_out = bytes;

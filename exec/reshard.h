@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "exec/ckpt.h"
+#include "exec/params.h"
 #include "plan/plan.h"
 #include "plan/planfile.h"
 
@@ -53,6 +54,9 @@ px_status px_reshard_open(const char *dir, const px_plan *to, int64_t verify_ran
  * refused for an adapters' checkpoint or a `to` without adapters. */
 px_status px_reshard_open_base(const char *dir, const px_plan *to, int64_t verify_rank, int64_t verify_ranks,
                                px_reshard **out, px_err *err);
+/* The same for merging (parallax merge): the checkpoint of a fine-tuning run with adapters, opened for its own plan
+ * (px_reshard_from), its canonical layout with the adapters (px_reshard_global); refused for one without. */
+px_status px_reshard_open_adapters(const char *dir, px_reshard **out, px_err *err);
 void px_reshard_free(px_reshard *r);
 /* The step the checkpoint was taken after, and the plan that wrote it. */
 int64_t px_reshard_step(const px_reshard *r);
@@ -75,6 +79,14 @@ px_status px_reshard_fill(px_reshard *r, int64_t rank, px_ckpt_tensor *tensors, 
  * fp32), each weight the checkpoint's (from its fp32 master weights where the old plan has them). */
 px_status px_reshard_fill_base(px_reshard *r, int64_t rank, float *data, uint64_t n, px_err *err);
 
+/* The checkpoint's weights of canonical elements [canon, canon + n) (px_reshard_global's layout) into out (n), in
+ * fp32: from its fp32 master weights where its plan keeps them. */
+px_status px_reshard_weights(px_reshard *r, uint64_t canon, uint64_t n, float *out, px_err *err);
+/* The canonical layout the checkpoint is read in: the model's tensors, and px_reshard_open_adapters' adapters. */
+const px_global_params *px_reshard_global(const px_reshard *r);
+/* The frozen base's hash an adapters' checkpoint records (PX_RESHARD_FROZEN_HASH); refused when malformed. */
+px_status px_reshard_frozen_hash(const px_reshard *r, uint64_t *hash, px_err *err);
+
 /* parallax reshard: writes into dir a checkpoint of plan `to` (every rank's
  * shard, then the manifest; staged and committed as a run's checkpoint is,
  * so a checkpoint already in dir stays whole until the new one is, and the
@@ -83,5 +95,10 @@ px_status px_reshard_fill_base(px_reshard *r, int64_t rank, float *data, uint64_
  * whether what it holds may be replaced (px_ckpt_probe).
  * *bytes_out (may be NULL) gets the bytes of the shards written. */
 px_status px_reshard_write(px_reshard *r, const char *dir, uint64_t *bytes_out, px_err *err);
+/* The states of world rank `rank` of the plan being written, as px_reshard_fill fills them. */
+typedef px_status (*px_reshard_filler)(void *ctx, int64_t rank, px_ckpt_tensor *tensors, int n, px_err *err);
+/* The same writing (and commit) for any source: each rank's states of plan `to` from fill, the checkpoint of `step`. */
+px_status px_reshard_write_states(const px_plan *to, int64_t step, px_reshard_filler fill, void *ctx, const char *dir,
+                                  uint64_t *bytes_out, px_err *err);
 
 #endif

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The planner built without the executor (cmake -DPX_EXEC=OFF; registered only
-# there): run, reshard, launch and calibrate's measuring refuse in one line with exit 2
+# there): run, reshard, merge, launch and calibrate's measuring refuse in one line with exit 2
 # (calibrate --import still works), the binary links no MPI, BLAS or CUDA, and
 # the planner's commands work.
 set -u
@@ -17,6 +17,7 @@ refused() { # want cmd...
 }
 refused "parallax was built without the executor (PX_EXEC=OFF): run is not available" run -m tiny --steps 1
 refused "parallax was built without the executor (PX_EXEC=OFF): reshard is not available" reshard --from a --to b
+refused "parallax was built without the executor (PX_EXEC=OFF): merge is not available" merge --adapters a --to b
 refused "parallax was built without the executor (PX_EXEC=OFF): launch is not available" launch -- -m tiny --ckpt c
 refused "calibrate measures nothing here; calibrate --import still reads measurements" calibrate -o "$tmp/c.json"
 "$px" calibrate --import -c dgx-h100 -o "$tmp/c.json" "$src/tests/data/nccl/node_ar.txt" >/dev/null &&
