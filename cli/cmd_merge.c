@@ -51,30 +51,9 @@ int px_cmd_merge(int argc, char **argv) {
   px_ckpt_lock lock = {0};
   if (!st) st = px_cli_take_to(x, a.to_dir, a.overwrite, "merged", &lock, &err);
   /* the adapters' plan gives the model, the cluster, the precision and the global batch the flags leave out */
-  px_planfile *old = px_calloc(1, sizeof *old, &err);
-  if (!st && !old) st = PX_ERR_RUNTIME;
-  if (!st) st = x->reshard_recorded(a.adapters_dir, old, &err);
-  if (!st && a.par.precision < 0) a.par.precision = old->par.precision;
-  if (!st && a.par.gbs <= 0) a.par.gbs = old->par.gbs;
-  if (!a.gpus && !a.nodes && !a.plan_file)
-    a.gpus = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
-             (a.par.dp > 0 ? a.par.dp : 1);
-  px_model m;
-  px_cluster c;
   px_plan plan;
   bool have_plan = false;
-  if (!st && a.plan_file) {
-    st = px_args_load(&a, &m, &c, &err);
-  } else if (!st) {
-    if (a.model) st = px_model_load(a.model, &m, &err);
-    else m = old->model;
-    if (!st && a.cluster) st = px_cluster_load(a.cluster, &c, &err);
-    else if (!st) c = old->cluster;
-    if (!st) st = px_args_cluster_finish(&a, &c, a.gpus, &err);
-    if (!st) px_parallel_resolve(&a.par, &m, &c);
-  }
-  free(old);
-  if (!st && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) have_plan = true;
+  if (!st && !(st = px_cli_plan_after(x, &a, a.adapters_dir, &plan, &err))) have_plan = true;
   px_train_opts defaults;
   x->train_opts_init(&defaults);
   px_merge_opts mo = {.adapters = a.adapters_dir, .base_ckpt = a.base_ckpt,

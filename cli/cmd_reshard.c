@@ -43,33 +43,9 @@ int px_cmd_reshard(int argc, char **argv) {
   if (!st) st = px_cli_take_to(x, a.to_dir, a.overwrite, "re-split", &lock, &err);
   /* the checkpoint's plan gives the model, the cluster, the precision and the global batch the flags
    * leave out (as run resolved them where the checkpoint was written); one GPU a rank */
-  px_planfile *old = px_calloc(1, sizeof *old, &err);
-  if (!st && !old) st = PX_ERR_RUNTIME;
-  if (!st) st = x->reshard_recorded(a.from_dir, old, &err);
-  if (!st && a.par.precision < 0) a.par.precision = old->par.precision;
-  if (!st && a.par.gbs <= 0) a.par.gbs = old->par.gbs; /* the same batches as before */
-  /* fp8's recipe and base dtype as the run resolved them (run --backend cpu makes the base fp32) */
-  if (!st && a.par.fp8_recipe < 0) a.par.fp8_recipe = old->par.fp8_recipe;
-  if (!st && a.par.fp8_base < 0) a.par.fp8_base = old->par.fp8_base;
-  if (!a.gpus && !a.nodes && !a.plan_file)
-    a.gpus = (a.par.tp > 0 ? a.par.tp : 1) * (a.par.pp > 0 ? a.par.pp : 1) * (a.par.cp > 0 ? a.par.cp : 1) *
-             (a.par.dp > 0 ? a.par.dp : 1);
-  px_model m;
-  px_cluster c;
   px_plan plan;
   bool have_plan = false;
-  if (!st && a.plan_file) {
-    st = px_args_load(&a, &m, &c, &err);
-  } else if (!st) {
-    if (a.model) st = px_model_load(a.model, &m, &err);
-    else m = old->model;
-    if (!st && a.cluster) st = px_cluster_load(a.cluster, &c, &err);
-    else if (!st) c = old->cluster;
-    if (!st) st = px_args_cluster_finish(&a, &c, a.gpus, &err);
-    if (!st) px_parallel_resolve(&a.par, &m, &c);
-  }
-  free(old);
-  if (!st && !(st = px_plan_compile(&plan, &m, &c, &a.par, &err))) have_plan = true;
+  if (!st && !(st = px_cli_plan_after(x, &a, a.from_dir, &plan, &err))) have_plan = true;
   px_reshard *r = NULL;
   uint64_t bytes = 0;
   if (!st) st = x->reshard_open(a.from_dir, &plan, 0, 1, &r, &err);

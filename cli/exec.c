@@ -60,3 +60,31 @@ px_status px_cli_take_to(const px_exec_module *x, const char *dir, bool overwrit
   }
   return PX_OK;
 }
+
+px_status px_cli_plan_after(const px_exec_module *x, px_args *a, const char *dir, px_plan *plan, px_err *err) {
+  px_planfile *old = px_calloc(1, sizeof *old, err);
+  if (!old) return PX_ERR_RUNTIME;
+  px_status st = x->reshard_recorded(dir, old, err);
+  if (!st && a->par.precision < 0) a->par.precision = old->par.precision;
+  if (!st && a->par.gbs <= 0) a->par.gbs = old->par.gbs; /* the same batches as before */
+  /* fp8's recipe and base dtype as the run resolved them (run --backend cpu makes the base fp32) */
+  if (!st && a->par.fp8_recipe < 0) a->par.fp8_recipe = old->par.fp8_recipe;
+  if (!st && a->par.fp8_base < 0) a->par.fp8_base = old->par.fp8_base;
+  if (!a->gpus && !a->nodes && !a->plan_file)
+    a->gpus = (a->par.tp > 0 ? a->par.tp : 1) * (a->par.pp > 0 ? a->par.pp : 1) * (a->par.cp > 0 ? a->par.cp : 1) *
+              (a->par.dp > 0 ? a->par.dp : 1);
+  px_model m;
+  px_cluster c;
+  if (!st && a->plan_file) {
+    st = px_args_load(a, &m, &c, err);
+  } else if (!st) {
+    if (a->model) st = px_model_load(a->model, &m, err);
+    else m = old->model;
+    if (!st && a->cluster) st = px_cluster_load(a->cluster, &c, err);
+    else if (!st) c = old->cluster;
+    if (!st) st = px_args_cluster_finish(a, &c, a->gpus, err);
+    if (!st) px_parallel_resolve(&a->par, &m, &c);
+  }
+  free(old);
+  return st ? st : px_plan_compile(plan, &m, &c, &a->par, err);
+}
