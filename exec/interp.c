@@ -691,17 +691,20 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
     v[j] = (to ? sent : taken) * (uint64_t)H, v[ep + j] = (to ? taken : sent) * (uint64_t)H;
     rows_in += to ? sent : taken, rows_out += to ? taken : sent;
   }
-  /* every member learns whether one's rows overflow its buffer (else the others would wait in the exchange) */
-  int over = !st && rows_out * (uint64_t)H > (uint64_t)o->dim[1], any = over;
+  /* every member learns whether one's rows overflow its buffer (else the others would wait in the exchange); the
+   * buffer holds the plan's px_plan_expert_buffer_rows (the exchange's dims carry the busiest rank's, its cost) */
+  uint64_t cap_rows = p->slots[o->out[0].slot].elems / (uint64_t)H;
+  int over = !st && rows_out > cap_rows, any = over;
   if (!st) st = be->host_allreduce(be, PX_GROUP_EP, &any, 1, PX_HOST_INT, PX_RED_MAX, err);
   if (!st && any && !over)
     st = px_err_set(err, PX_ERR_RUNTIME, "another EP rank's experts take more rows than the plan holds (see its message)");
   if (!st && over)
     st = px_err_set(err, PX_ERR_RUNTIME,
-                    "EP rank %lld: %llu routed rows arrive for its experts, the plan holds %llu (the busiest rank's "
-                    "at `moe_imbalance` %g; hint: raise it)",
-                    (long long)x->comm->ep_rank, (unsigned long long)rows_out,
-                    (unsigned long long)((uint64_t)o->dim[1] / (uint64_t)H), p->par.moe_imbalance);
+                    "EP rank %lld: %llu routed rows arrive for its experts, the plan holds %llu (`moe_buffers` %s: "
+                    "the busiest rank's at `moe_imbalance` %g; hint: `moe_buffers` worst holds every routing, or "
+                    "raise `moe_imbalance`)",
+                    (long long)x->comm->ep_rank, (unsigned long long)rows_out, (unsigned long long)cap_rows,
+                    px_moe_buffers_names[p->par.moe_buffers], p->par.moe_imbalance);
   if (!st) st = be->alltoallv(be, PX_GROUP_EP, out, v + ep, in, v, dt, err);
   free(c);
   free(v);

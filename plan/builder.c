@@ -384,6 +384,8 @@ void px_dims_make(const px_plan *p, px_dims *d) {
     d->A = d->B * d->Sl * d->K;
     d->R = px_plan_expert_rows(p);
     d->Rep = d->R / d->ETP;
+    d->Rb = px_plan_expert_buffer_rows(p);
+    d->Rbep = d->Rb / d->ETP;
     d->dispatch = (px_moe_dispatch)par->moe_dispatch;
   }
   d->H = m->hidden;

@@ -41,8 +41,9 @@ typedef struct {
   /* mixture of experts: experts, local experts, top-k, EP and ETP ranks, an expert's width on this ETP rank
    * and the shared experts' on this TP rank, routed rows this rank sends (A = B Sl K: its sequence shard's),
    * the EP all-to-all brings (Rep, the busiest rank's) and its local experts take after the ETP all-gather
-   * (R = ETP Rep) */
-  int64_t E, El, K, EP, ETP, Fe, Fs, A, Rep, R;
+   * (R = ETP Rep); Rb and Rbep the rows their buffers hold (px_plan_expert_buffer_rows: R, or the worst
+   * routing's): the slots and the sizes the executor works on, while the costs take R */
+  int64_t E, El, K, EP, ETP, Fe, Fs, A, Rep, R, Rb, Rbep;
   bool moe;         /* the block being built is a MoE layer's */
   int64_t window;   /* the block being built is a sliding-window layer's: its window (0: full attention) */
   double attn_frac; /* its attended pairs over the causal pairs (1 without a window) */

@@ -32,14 +32,14 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->moe_counts = px_bld_slot(p, "moe_counts", PX_SLOT_ACT, PX_DTYPE_FP32, 2, d->EP, d->El, 1);
   L->moe_send = px_bld_slot(p, "moe_send", PX_SLOT_ACT, a, sent, H, 1, 1);
   L->moe_send_all = etp && !a2a ? px_bld_slot(p, "moe_send_all", PX_SLOT_ACT, a, d->ETP * sent, H, 1, 1) : L->moe_send;
-  L->moe_recv = px_bld_slot(p, "moe_recv", PX_SLOT_ACT, a, d->R, H, 1, 1);
-  L->moe_recv_ep = etp && a2a ? px_bld_slot(p, "moe_recv_ep", PX_SLOT_ACT, a, d->Rep, H, 1, 1) : L->moe_recv;
-  L->exp_gate = d->swiglu ? px_bld_slot(p, "exp_gate", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1) : -1;
-  L->exp_up = d->swiglu ? px_bld_slot(p, "exp_up", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1) : -1;
-  L->exp_fc1 = d->swiglu ? -1 : px_bld_slot(p, "exp_fc1", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1);
-  L->exp_act = px_bld_slot(p, "exp_act", PX_SLOT_ACT, a, d->R, d->Fe, 1, 1);
-  L->exp_out = px_bld_slot(p, "exp_out", PX_SLOT_ACT, a, d->R, H, 1, 1);
-  L->exp_out_ep = etp && a2a ? px_bld_slot(p, "exp_out_ep", PX_SLOT_ACT, a, d->Rep, H, 1, 1) : L->exp_out;
+  L->moe_recv = px_bld_slot(p, "moe_recv", PX_SLOT_ACT, a, d->Rb, H, 1, 1);
+  L->moe_recv_ep = etp && a2a ? px_bld_slot(p, "moe_recv_ep", PX_SLOT_ACT, a, d->Rbep, H, 1, 1) : L->moe_recv;
+  L->exp_gate = d->swiglu ? px_bld_slot(p, "exp_gate", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1) : -1;
+  L->exp_up = d->swiglu ? px_bld_slot(p, "exp_up", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1) : -1;
+  L->exp_fc1 = d->swiglu ? -1 : px_bld_slot(p, "exp_fc1", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1);
+  L->exp_act = px_bld_slot(p, "exp_act", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1);
+  L->exp_out = px_bld_slot(p, "exp_out", PX_SLOT_ACT, a, d->Rb, H, 1, 1);
+  L->exp_out_ep = etp && a2a ? px_bld_slot(p, "exp_out_ep", PX_SLOT_ACT, a, d->Rbep, H, 1, 1) : L->exp_out;
   L->moe_ret = px_bld_slot(p, "moe_ret", PX_SLOT_ACT, a, a2a ? sent : d->ETP * sent, H, 1, 1);
   L->moe_ret_ep = etp && !a2a ? px_bld_slot(p, "moe_ret_ep", PX_SLOT_ACT, a, sent, H, 1, 1) : L->moe_ret;
   int64_t fe1 = d->swiglu ? 2 * d->Fe : d->Fe, fs1 = d->swiglu ? 2 * d->Fs : d->Fs;
@@ -106,9 +106,10 @@ static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
   o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
   if (d->swiglu)
-    px_bld_simple(b, PX_OP_SWIGLU, ph, R(L->exp_act, 0), R(L->exp_gate, 0), R(L->exp_up, 0), nr * fe, (double)d->e);
+    o = px_bld_simple(b, PX_OP_SWIGLU, ph, R(L->exp_act, 0), R(L->exp_gate, 0), R(L->exp_up, 0), nr * fe, (double)d->e);
   else
-    px_bld_simple(b, PX_OP_GELU, ph, R(L->exp_act, 0), R(L->exp_fc1, 0), NOREF, nr * fe, (double)d->e);
+    o = px_bld_simple(b, PX_OP_GELU, ph, R(L->exp_act, 0), R(L->exp_fc1, 0), NOREF, nr * fe, (double)d->e);
+  o->dim[0] = d->Rb * fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref act = px_fp8_cast(b, d, ph, R(L->exp_act, 0), false);
   if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc2);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, d->H, 0, fe);
@@ -136,12 +137,12 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
     o->in[0] = dact, o->in[1] = R(L->exp_gate, 0), o->in[2] = R(L->exp_up, 0);
     o->out[0] = d1, o->out[1] = d2;
     o->flags = PX_OPF_ACCUMULATE;
-    o->dim[0] = nr * fe;
     px_bld_elementwise(o, (double)(3 * nr * fe), (double)(2 * nr * fe), (double)d->e);
   } else {
     o = px_bld_simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->exp_fc1, 0), nr * fe, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
   }
+  o->dim[0] = d->Rb * fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc1);
   d1 = px_fp8_cast(b, d, PX_PHASE_BWD, d1, true), d2 = px_fp8_cast(b, d, PX_PHASE_BWD, d2, true);

@@ -26,6 +26,7 @@ PX_NAME_TABLE(px_cp_algo_names, PX_CP_ALGO_COUNT, "ring", "all-gather", "a2a");
 PX_NAME_TABLE(px_finetune_names, PX_FT_COUNT, "none", "full", "lora", "qlora");
 PX_NAME_TABLE(px_base_precision_names, PX_BASE_COUNT, "bf16", "fp8", "nf4");
 PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep");
+PX_NAME_TABLE(px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, "busiest", "worst");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
@@ -33,7 +34,7 @@ void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->recompute_method = p->precision = p->attention = p->gelu = -1;
   p->overlap = -1;
-  p->cp_algo = p->moe_dispatch = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
+  p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
   p->finetune = p->base_precision = -1;
@@ -48,6 +49,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->ep <= 0) p->ep = 1;
   if (p->etp <= 0) p->etp = p->tp; /* Megatron-Core's default: expert_tensor_parallel_size = tensor_model_parallel_size */
   if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
+  if (p->moe_buffers < 0) p->moe_buffers = PX_MOE_BUF_BUSIEST;
   if (p->moe_imbalance <= 0) p->moe_imbalance = 1.0;
   if (p->dp <= 0 && gpus > 0 && gpus % (p->tp * p->cp * p->pp) == 0) p->dp = gpus / (p->tp * p->cp * p->pp);
   if (p->zero < 0) p->zero = 0;
@@ -87,7 +89,7 @@ bool px_parallel_lora(const px_parallel *p) { return p->finetune == PX_FT_LORA |
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
-  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1)
+  TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1) TAKE(moe_buffers, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
@@ -800,6 +802,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "ep", false, 1, 1 << 20, &p->ep, err));
   TRY(px_json_int(&c, obj, "etp", false, 1, 1 << 20, &p->etp, err));
   TRY(px_json_enum(&c, obj, "moe_dispatch", false, px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, &p->moe_dispatch, err));
+  TRY(px_json_enum(&c, obj, "moe_buffers", false, px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, &p->moe_buffers, err));
   TRY(px_json_num(&c, obj, "moe_imbalance", false, 1.0, 1e6, &p->moe_imbalance, err));
   TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
   p->zero = (int)v;
@@ -886,6 +889,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->ep > 1) px_json_add_num(o, "ep", (double)p->ep);
   if (p->etp > 0 && p->etp != p->tp) px_json_add_num(o, "etp", (double)p->etp);
   if (p->moe_dispatch > 0) cJSON_AddStringToObject(o, "moe_dispatch", px_moe_dispatch_names[p->moe_dispatch]);
+  if (p->moe_buffers > 0) cJSON_AddStringToObject(o, "moe_buffers", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance > 1) px_json_add_num(o, "moe_imbalance", p->moe_imbalance);
   px_json_add_num(o, "zero", p->zero);
   cJSON_AddBoolToObject(o, "sp", p->sp > 0);

@@ -100,6 +100,10 @@ typedef enum { PX_CP_RING, PX_CP_ALLGATHER, PX_CP_A2A, PX_CP_ALGO_COUNT } px_cp_
  * once to each EP rank holding some of its experts and once over RDMA to
  * each node among them, fanned out over NVLink there (px_plan_ep_copies). */
 typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DEEPEP, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
+/* What a dropless router's expert buffers hold: the busiest EP rank's rows at
+ * moe_imbalance (what the simulator expects a caching allocator to see), or
+ * every routing the router can make (a fixed arena that never overflows). */
+typedef enum { PX_MOE_BUF_BUSIEST, PX_MOE_BUF_WORST, PX_MOE_BUFFERS_COUNT } px_moe_buffers;
 /* Fine-tuning: none (pre-training), full (every weight trained, as
  * pre-training plans it), lora (Hu et al. 2021: the base frozen, low-rank
  * adapters A (r x in) and B (out x r) beside the targeted linear layers
@@ -122,6 +126,7 @@ extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
 extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
 extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
 extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
+extern const char *const px_moe_buffers_names[PX_MOE_BUFFERS_COUNT];
 extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
 extern const char *const px_fp8_base_names[PX_FP8_BASE_COUNT];
 extern const char *const px_finetune_names[PX_FT_COUNT];
@@ -161,6 +166,7 @@ typedef struct {
   int64_t etp;       /* expert tensor parallelism: ranks each expert's GEMMs are split over (Megatron-Core's
                         expert_tensor_parallel_size), 0 unset (tp); the planner takes etp = tp only so far */
   int moe_dispatch;  /* px_moe_dispatch, -1 unset (a2a) */
+  int moe_buffers;   /* px_moe_buffers, -1 unset (busiest; the run's default: worst) */
   double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
   int zero;          /* 0-3, -1 unset */
   int sp;            /* sequence parallelism: 0/1, -1 unset */

@@ -16,7 +16,8 @@ double px_totals_dp_wire_bytes(const px_stage_totals *t) {
 
 int64_t px_plan_local_experts(const px_plan *p) { return p->model.experts / (p->par.ep > 0 ? p->par.ep : 1); }
 
-int64_t px_plan_expert_rows(const px_plan *p) {
+/* The expert rows of the busiest rank (worst false) or of the worst routing. */
+static int64_t expert_rows(const px_plan *p, bool worst_case) {
   const px_model *m = &p->model;
   if (m->experts == 0) return 0;
   /* each rank routes its sequence shard (SP: Megatron-Core's dispatchers take [S/TP, B, H]); the EP all-to-all
@@ -26,8 +27,14 @@ int64_t px_plan_expert_rows(const px_plan *p) {
   if (m->capacity_factor > 0)
     r = el * (int64_t)ceil(m->capacity_factor * (double)(a * ep) / (double)m->experts);
   else
-    r = (int64_t)ceil(p->par.moe_imbalance * (double)a);
+    r = worst_case ? worst : (int64_t)ceil(p->par.moe_imbalance * (double)a);
   return etp * (r < worst ? r : worst);
+}
+
+int64_t px_plan_expert_rows(const px_plan *p) { return expert_rows(p, false); }
+
+int64_t px_plan_expert_buffer_rows(const px_plan *p) {
+  return expert_rows(p, p->par.moe_buffers == PX_MOE_BUF_WORST);
 }
 
 /* C(a, k) / C(b, k): the chance that k draws without replacement from b

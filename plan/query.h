@@ -108,6 +108,12 @@ int64_t px_plan_local_experts(const px_plan *p);
  * as many of its experts as top-k allows; the ETP all-gather makes that
  * etp x r. 0 for a dense model. */
 int64_t px_plan_expert_rows(const px_plan *p);
+/* Mixture of experts: the token rows one rank's expert buffers hold (the
+ * routed rows' slots and the ops that fill them): px_plan_expert_rows, or
+ * with moe_buffers worst and no capacity factor every routing a dropless
+ * router can make, all ep ranks' tokens on min(top-k, local experts) of
+ * its experts (x etp), so no router overflows them. 0 for a dense model. */
+int64_t px_plan_expert_buffer_rows(const px_plan *p);
 /* Mixture of experts: the distinct EP ranks (*ranks) and nodes (*nodes)
  * one token's top-k copies reach on average, what DeepEP's kernels send a
  * token to (one copy a rank, one over RDMA a node: PX_MOE_DEEPEP). Routing

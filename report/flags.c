@@ -37,6 +37,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->ep != d.ep) add(&o, " --ep %lld", (long long)p->ep);
   if (p->etp != d.etp) add(&o, " --etp %lld", (long long)p->etp);
   if (p->moe_dispatch != d.moe_dispatch) add(&o, " --moe-dispatch %s", px_moe_dispatch_names[p->moe_dispatch]);
+  if (p->moe_buffers != d.moe_buffers) add(&o, " --moe-buffers %s", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance != d.moe_imbalance) add(&o, " --moe-imbalance %.9g", p->moe_imbalance);
   add(&o, " --zero %d%s --mbs %lld --gbs %lld", p->zero, p->sp ? " --sp" : "", (long long)p->mbs, (long long)p->gbs);
   if (p->seq != d.seq) add(&o, " --seq %lld", (long long)p->seq);

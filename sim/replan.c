@@ -22,6 +22,7 @@ static px_status best_for(const px_model *m, const px_replan_opts *o, int64_t ra
     so.fixed.seq = o->train.seq;
     so.fixed.precision = o->train.precision;
     so.fixed.fp8_recipe = o->train.fp8_recipe;
+    so.fixed.moe_buffers = o->train.moe_buffers; /* the run's (worst by default): its router never overflows them */
     so.threads = 1;
     px_sweep_result r;
     px_status st = px_sweep_run(m, &out->cluster, &so, &r, err);

@@ -21,7 +21,7 @@ typedef px_status (*px_replan_runs_fn)(void *ctx, const px_plan *plan, int64_t r
 
 typedef struct {
   px_parallel fixed;      /* choices kept where a plan for the ranks has them, unset where none (dp is swept) */
-  px_parallel train;      /* the training's (resolved): its gbs, seq, precision and fp8 recipe are always kept */
+  px_parallel train;      /* the training's (resolved): its gbs, seq, precision, fp8 recipe and MoE buffers are always kept */
   int64_t max_ranks, min_ranks; /* tried from the most down */
   px_replan_runs_fn runs; /* NULL: every plan runs */
   void *runs_ctx;

@@ -1205,6 +1205,43 @@ static void test_moe(void) {
   CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 16384);
   CU_ASSERT(plan.mem[0].activations_peak_bytes > act);
   px_plan_free(&plan);
+  /* moe_buffers worst: the buffers hold every routing a dropless router can make, by hand: each of the 8 EP
+   * ranks routes mbs x s / tp = 2048 tokens, each sends at most min(top-2, 1 local expert) = 1 copy of each to
+   * a rank's experts, so 8 x 2048 x 1 rows, x etp 2 after the ETP gather: 32768 rows of H in every expert-row
+   * slot (8192 at the busiest rank's moe_imbalance 1). The costs keep the busiest rank's rows: the same FLOPs
+   * and expert GEMM shapes, more activation memory. With ep 2 (4 local experts), min(2, 4) = 2 copies of each
+   * of 2 x 2048 tokens: 8192 rows, x etp 2. */
+  p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 8, p.seq = 4096, p.sp = 1, p.moe_buffers = PX_MOE_BUF_WORST;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 8192);
+  CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), 32768);
+  int rows_slots = 0;
+  for (int32_t i = 0; i < plan.nslots; i++) {
+    const char *nm = plan.slots[i].name;
+    if (!strcmp(nm, "moe_recv") || !strcmp(nm, "exp_gate") || !strcmp(nm, "exp_up") || !strcmp(nm, "exp_act") ||
+        !strcmp(nm, "exp_out")) {
+      CU_ASSERT_EQUAL(plan.slots[i].shape[0], 32768);
+      rows_slots++;
+    } else if (!strcmp(nm, "moe_recv_ep") || !strcmp(nm, "exp_out_ep")) {
+      CU_ASSERT_EQUAL(plan.slots[i].shape[0], 16384);
+      rows_slots++;
+    }
+  }
+  CU_ASSERT_EQUAL(rows_slots, 7);
+  PX_ASSERT_REL(plan.model_flops_per_step, flops, 1e-12);
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
+  const px_block *fwd = &plan.blocks[PX_BLOCK_LAYER_FWD];
+  for (const px_op *o = fwd->ops; o < fwd->ops + fwd->nops; o++)
+    if (o->kind == PX_OP_EXPERT_LINEAR) CU_ASSERT_EQUAL(o->dim[0], 8192); /* the busiest rank's 8192 rows, 1 expert */
+  CU_ASSERT(plan.mem[0].activations_peak_bytes > act);
+  px_plan_free(&plan);
+  p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 2, p.seq = 4096, p.sp = 1, p.moe_buffers = PX_MOE_BUF_WORST;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 8192);
+  CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), 16384);
+  px_plan_free(&plan);
   p = par(2, 1, 32, 1, 1, 256);
   p.ep = 8, p.seq = 4096, p.sp = 1, p.etp = 1;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);

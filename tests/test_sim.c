@@ -393,7 +393,8 @@ static void test_context_parallel_sim(void) {
  * of ep 4 stay in a node (4 ranks 2 apart), ep 8's cross to the next node
  * over the NICs and take longer; an imbalanced router (the busiest rank's
  * experts take 1.5x the mean rows) stretches every step; the all-gather
- * dispatch moves every token to every EP rank. */
+ * dispatch moves every token to every EP rank; buffers for the worst
+ * routing (moe_buffers worst, a run's) take more memory, not more time. */
 static void test_moe_sim(void) {
   px_model m;
   px_err err = {0};
@@ -403,20 +404,22 @@ static void test_moe_sim(void) {
     double imbalance;
     int dispatch;
     int overlap;
-  } k[] = {{4, 1.0, PX_MOE_A2A, -1}, {8, 1.0, PX_MOE_A2A, -1}, {8, 1.5, PX_MOE_A2A, -1}, {8, 1.0, PX_MOE_ALLGATHER, -1},
-           {8, 1.0, PX_MOE_A2A, PX_OVERLAP_ALL}};
-  px_sim_result r[5];
-  double ep_bytes[5];
-  for (size_t i = 0; i < 5; i++) {
+  } k[] = {{4, 1.0, PX_MOE_A2A, -1},       {8, 1.0, PX_MOE_A2A, -1}, {8, 1.5, PX_MOE_A2A, -1},
+           {8, 1.0, PX_MOE_ALLGATHER, -1}, {8, 1.0, PX_MOE_A2A, PX_OVERLAP_ALL}, {8, 1.0, PX_MOE_A2A, -1}};
+  px_sim_result r[6];
+  double ep_bytes[6], act_bytes[6];
+  for (size_t i = 0; i < 6; i++) {
     px_parallel p;
     px_parallel_unset(&p);
     p.tp = 2, p.pp = 1, p.dp = 32, p.zero = 1, p.mbs = 1, p.gbs = 256, p.seq = 4096, p.sp = 1;
     p.ep = k[i].ep, p.moe_imbalance = k[i].imbalance, p.moe_dispatch = k[i].dispatch, p.overlap = k[i].overlap;
+    if (i == 5) p.moe_buffers = PX_MOE_BUF_WORST;
     px_plan plan;
     CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 64, &p, &err), PX_OK);
     CU_ASSERT_EQUAL(plan.grid.ep_place.intra, k[i].ep == 4);
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r[i], &err), PX_OK);
     ep_bytes[i] = plan.totals[0].wire_bytes[PX_GROUP_EP];
+    act_bytes[i] = (double)plan.mem[0].activations_peak_bytes;
     px_plan_free(&plan);
   }
   CU_ASSERT(r[1].comm_tp_s > 2 * r[0].comm_tp_s); /* in-layer communication: the EP exchanges across nodes */
@@ -427,7 +430,11 @@ static void test_moe_sim(void) {
   CU_ASSERT(r[3].step_time_s > r[1].step_time_s);
   /* with the layers' collectives overlapped, the router's and permutation's work hides part of the EP exchanges */
   CU_ASSERT(r[4].step_time_s < r[1].step_time_s && r[4].comm_exposed_s < r[1].comm_exposed_s);
-  for (size_t i = 0; i < 5; i++) px_sim_result_free(&r[i]);
+  /* worst-case buffers (8 ranks x 2048 tokens x min(2, 1) x etp 2 = 4x the busiest rank's rows): the same
+   * step, more activation memory */
+  PX_ASSERT_REL(r[5].step_time_s, r[1].step_time_s, 1e-12);
+  CU_ASSERT(act_bytes[5] > 1.2 * act_bytes[1]);
+  for (size_t i = 0; i < 6; i++) px_sim_result_free(&r[i]);
   /* group-limited routing: NCCL's all-to-all (a2a) sends a copy per (token, expert) whatever the groups;
    * DeepEP's kernels (deepep) one per (token, rank) and one a node across (px_plan_ep_copies): DeepSeek-V3's
    * tokens reach at most 4 of the 8 nodes of EP 64, fewer ranks and nodes than without its groups */

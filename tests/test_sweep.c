@@ -488,12 +488,13 @@ static void backend_log_free(backend_log *l) {
 }
 
 /* tiny trained on 8 GPUs as tp 2 x pp 2 x dp 2, 16 sequences of 16 tokens
- * in fp32: o gets that training and keeps tp 2 and pp 2. */
+ * in fp32 with worst-case MoE buffers (a run's): o gets that training and
+ * keeps tp 2 and pp 2. */
 static void replan_setup(px_model *m, px_cluster *c, px_replan_opts *o) {
   load("tiny", "dgx-h100", 8, m, c);
   px_parallel p;
   px_parallel_unset(&p);
-  p.tp = 2, p.pp = 2, p.gbs = 16, p.seq = 16, p.precision = PX_PREC_FP32;
+  p.tp = 2, p.pp = 2, p.gbs = 16, p.seq = 16, p.precision = PX_PREC_FP32, p.moe_buffers = PX_MOE_BUF_WORST;
   px_parallel_resolve(&p, m, c);
   px_plan plan;
   px_err err = {0};
@@ -507,7 +508,7 @@ static void replan_setup(px_model *m, px_cluster *c, px_replan_opts *o) {
 }
 
 /* Fewer ranks: the most that a plan fits, the training's global batch,
- * sequence and precision kept; tp 2 and pp 2 kept where the ranks allow
+ * sequence, precision and MoE buffers kept; tp 2 and pp 2 kept where the ranks allow
  * them (4), dropped where they do not (5, 6). */
 static void test_replan_fewer_ranks(void) {
   px_model m;
@@ -525,6 +526,7 @@ static void test_replan_fewer_ranks(void) {
     CU_ASSERT_EQUAL(r.plan.par.gbs, 16);
     CU_ASSERT_EQUAL(r.plan.par.seq, 16);
     CU_ASSERT_EQUAL(r.plan.par.precision, PX_PREC_FP32);
+    CU_ASSERT_EQUAL(r.plan.par.moe_buffers, PX_MOE_BUF_WORST);
     CU_ASSERT_EQUAL(r.refused, 0);
     CU_ASSERT_EQUAL(r.relaxed, r.ranks % 4 != 0);
     if (!r.relaxed) CU_ASSERT(r.plan.par.tp == 2 && r.plan.par.pp == 2);
@@ -610,7 +612,7 @@ int main(void) {
       {"a sweep for the plots: the top, the heatmap's bests and the Pareto front exact, split or not", test_front_exact},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
       {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
-      {"re-planned for fewer ranks: the global batch, sequence and precision kept", test_replan_fewer_ranks},
+      {"re-planned for fewer ranks: the global batch, sequence, precision and MoE buffers kept", test_replan_fewer_ranks},
       {"re-planned: a plan the backend refuses gives way to the next", test_replan_refused},
       {"re-planned: no plan on any rank count, or the backend's failure, is an error", test_replan_none},
   };

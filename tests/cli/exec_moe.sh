@@ -9,9 +9,12 @@
 # shares, which the load-balancing loss reads, are the micro-batch's over
 # the CP ranks); ZeRO-3 gathers an MoE layer's two units (the rest and
 # the experts), with and without resharding after the forward, any prefetch.
-# An EP rank taking more routed rows than the plan holds fails naming the fix
-# on every rank (no hang); ZeRO with ep > 1 and MoE on the CUDA backend are
-# refused with the reason.
+# A run's expert buffers hold every routing a dropless router can make
+# (--moe-buffers worst, its default): the untrained router runs to the end
+# at --moe-imbalance 1. Buffers sized for the busiest rank (--moe-buffers
+# busiest) that an EP rank overflows fail naming the fix on every rank (no
+# hang); ZeRO with ep > 1 and MoE on the CUDA backend are refused with the
+# reason.
 set -u
 px=$1
 src=$2
@@ -26,12 +29,13 @@ run() { # out model ranks flags...
     --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
 }
 
-# model | flags (the reference: the model on one rank). --moe-imbalance ep sizes every EP rank's
-# buffer for the worst case (each of ep ranks sending all its tokens' choices to it)
+# model | flags (the reference: the model on one rank). The run's default --moe-buffers worst sizes every
+# EP rank's buffer for the worst case (each of ep ranks sending all its tokens' choices to it), whatever
+# --moe-imbalance (the simulator's busiest rank, its time) says; --moe-imbalance ep did that before
 cases=(
   "tiny-moe|-d 2"
-  "tiny-moe|-d 2 --ep 2 --moe-imbalance 2"
-  "tiny-moe|-d 4 --ep 4 --moe-imbalance 4"
+  "tiny-moe|-d 2 --ep 2 --moe-imbalance 1"
+  "tiny-moe|-d 4 --ep 4"
   "tiny-moe|-p 2 -d 2 --ep 2 --moe-imbalance 2"
   "tiny-moe|-d 2 -z 2"
   "tiny-moe|-d 2 -z 3"
@@ -61,11 +65,13 @@ done
 echo "$runs plans"
 [ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
 
-# a balanced router's buffers (--moe-imbalance 1) overflow on tiny-moe ep 2: every rank stops, one
-# naming the rows and the fix
-err=$(timeout 60 mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-moe.json" -B 4 -d 2 --ep 2 --steps 2 2>&1 >/dev/null)
+# buffers for a balanced router's busiest rank (--moe-buffers busiest --moe-imbalance 1) overflow on
+# tiny-moe ep 2: every rank stops, one naming the rows and the fix
+err=$(timeout 60 mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-moe.json" -B 4 -d 2 --ep 2 --steps 2 \
+  --moe-buffers busiest 2>&1 >/dev/null)
 rc=$?
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && echo "$err" | grep -q "routed rows arrive for its experts.*raise it" ||
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+  echo "$err" | grep -q "routed rows arrive for its experts.*hint: --moe-buffers worst holds every routing" ||
   fail "ep 2 overflow: $rc $err"
 
 # the cpu executor shards every unit over the same DP ranks, experts over dp / ep are not: ZeRO with
