@@ -73,6 +73,7 @@ px_status px_cli_plan_after(const px_exec_module *x, px_args *a, const char *dir
   /* fp8's recipe and base dtype as the run resolved them (run --backend cpu makes the base fp32) */
   if (!st && a->par.fp8_recipe < 0) a->par.fp8_recipe = old->par.fp8_recipe;
   if (!st && a->par.fp8_base < 0) a->par.fp8_base = old->par.fp8_base;
+  if (!st && a->par.moe_buffers < 0) a->par.moe_buffers = old->par.moe_buffers; /* run's worst-case expert buffers */
   if (!a->gpus && !a->nodes && !a->plan_file)
     a->gpus = (a->par.tp > 0 ? a->par.tp : 1) * (a->par.pp > 0 ? a->par.pp : 1) * (a->par.cp > 0 ? a->par.cp : 1) *
               (a->par.dp > 0 ? a->par.dp : 1);
