@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -24,12 +23,6 @@ static const char usage[] =
     "--to is locked while it is written, and one that already holds a checkpoint is refused unless --overwrite\n"
     "replaces it (the old one stays until the merged one is written).\n\n";
 
-/* Whether paths a and b are the same directory. */
-static bool same_dir(const char *a, const char *b) {
-  struct stat sa, sb;
-  return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 int px_cmd_merge(int argc, char **argv) {
   px_args a;
   px_err err = {0};
@@ -41,10 +34,10 @@ int px_cmd_merge(int argc, char **argv) {
   px_status st = PX_OK;
   if (!a.adapters_dir || !a.to_dir)
     st = px_err_set(&err, PX_ERR_INPUT, "parallax merge: --adapters DIR and --to DIR are required (see --help)");
-  else if (same_dir(a.adapters_dir, a.to_dir) || same_dir(a.base_ckpt, a.to_dir))
+  else if (px_cli_same_dir(a.adapters_dir, a.to_dir) || px_cli_same_dir(a.base_ckpt, a.to_dir))
     st = px_err_set(&err, PX_ERR_INPUT, "parallax merge: --to %s is the %s directory: write the merged checkpoint "
                     "elsewhere (the old one stays as it is)", a.to_dir,
-                    same_dir(a.adapters_dir, a.to_dir) ? "--adapters" : "--base-ckpt");
+                    px_cli_same_dir(a.adapters_dir, a.to_dir) ? "--adapters" : "--base-ckpt");
   else if (a.base_ckpt && a.seed >= 0)
     st = px_err_set(&err, PX_ERR_INPUT, "parallax merge: --base-ckpt and --seed: the base is one or the other (--seed "
                     "initialises it as the adapters' run did without --base-ckpt)");

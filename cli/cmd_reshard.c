@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -32,11 +31,9 @@ int px_cmd_reshard(int argc, char **argv) {
   const px_exec_module *x = px_cli_exec(&err);
   if (!x) return px_cli_fail(PX_ERR_INPUT, &err);
   px_status st = PX_OK;
-  struct stat from_st, to_st;
   if (!a.from_dir || !a.to_dir)
     st = px_err_set(&err, PX_ERR_INPUT, "parallax reshard: --from DIR and --to DIR are required (see --help)");
-  else if (!stat(a.from_dir, &from_st) && !stat(a.to_dir, &to_st) && from_st.st_dev == to_st.st_dev &&
-           from_st.st_ino == to_st.st_ino)
+  else if (px_cli_same_dir(a.from_dir, a.to_dir))
     st = px_err_set(&err, PX_ERR_INPUT, "parallax reshard: --to %s is the --from directory: write the re-split "
                     "checkpoint elsewhere (the old one stays as it is)", a.to_dir);
   px_ckpt_lock lock = {0};

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const px_exec_module *px_cli_exec(px_err *err) {
 #if PX_EXEC_LINKED
@@ -47,6 +48,11 @@ int64_t px_cli_run_steps(const px_args *a, const px_exec_module *x) {
   px_train_opts o;
   x->train_opts_init(&o);
   return a->steps > 0 ? a->steps : o.steps;
+}
+
+bool px_cli_same_dir(const char *a, const char *b) {
+  struct stat sa, sb;
+  return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 px_status px_cli_take_to(const px_exec_module *x, const char *dir, bool overwrite, const char *what, px_ckpt_lock *lock,

@@ -24,6 +24,10 @@ px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const c
  * default (px_train_opts_init). */
 int64_t px_cli_run_steps(const px_args *a, const px_exec_module *x);
 
+/* Whether paths a and b (either may be NULL) are the same directory: reshard's and merge's --to against what
+ * they read. */
+bool px_cli_same_dir(const char *a, const char *b);
+
 /* --to DIR of reshard and merge: created and locked before anything is read (a job using it is refused), and
  * refused when it holds a checkpoint unless overwrite; `what` names the new one ("re-split", "merged"). */
 px_status px_cli_take_to(const px_exec_module *x, const char *dir, bool overwrite, const char *what, px_ckpt_lock *lock,

@@ -181,66 +181,11 @@ static void sb_time(sbuf *b, double s) {
   sb_puts(b, px_fmt_time(s, buf, sizeof buf));
 }
 
-/* Command-line flags of one plan's "parallel" object. */
-static void sb_plan_flags(sbuf *b, const cJSON *par) {
-  double v, d;
-  static const char *const ints[][2] = {{"tp", "--tp"}, {"pp", "--pp"}, {"dp", "--dp"}, {"zero", "--zero"}};
-  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-    if (jnum(par, ints[i][0], &v)) sb_printf(b, "%s %.0f ", ints[i][1], v);
-  if (cJSON_IsTrue(jget(par, "sp"))) sb_puts(b, "--sp ");
-  if (jnum(par, "mbs", &v)) sb_printf(b, "--mbs %.0f ", v);
-  const char *sched = jstr(par, "schedule");
-  if (sched) {
-    sb_puts(b, "--schedule ");
-    sb_esc(b, sched);
-    sb_puts(b, " ");
-  }
-  if (jnum(par, "vpp", &v) && (v > 1 || (sched && !strcmp(sched, "interleaved")))) sb_printf(b, "--vpp %.0f ", v);
-  if (jnum(par, "first_stage_layers", &v)) sb_printf(b, "--first-stage-layers %.0f ", v);
-  if (jnum(par, "last_stage_layers", &v)) sb_printf(b, "--last-stage-layers %.0f ", v);
-  if (jnum(par, "microbatch_group", &v)) sb_printf(b, "--microbatch-group %.0f ", v);
-  const cJSON *lpc = jget(par, "layers_per_chunk");
-  if (cJSON_IsArray(lpc)) {
-    const cJSON *x;
-    sb_puts(b, "--layers-per-chunk ");
-    cJSON_ArrayForEach(x, lpc) sb_printf(b, "%s%.0f", x == lpc->child ? "" : ",", x->valuedouble);
-    sb_puts(b, " ");
-  }
-  const char *s = jstr(par, "recompute");
-  if (s) {
-    sb_puts(b, "--recompute ");
-    sb_esc(b, s);
-    sb_puts(b, " ");
-  }
-  if ((s = jstr(par, "recompute_method")) && jnum(par, "recompute_layers", &v)) {
-    sb_puts(b, "--recompute-method ");
-    sb_esc(b, s);
-    sb_printf(b, " --recompute-layers %.0f ", v);
-  }
-  s = jstr(par, "precision");
-  if (s && strcmp(s, "bf16")) {
-    sb_puts(b, "--precision ");
-    sb_esc(b, s);
-    sb_puts(b, " ");
-  }
-  s = jstr(par, "attention");
-  if (s && strcmp(s, "flash")) {
-    sb_puts(b, "--attention ");
-    sb_esc(b, s);
-    sb_puts(b, " ");
-  }
-  /* ZeRO-2/3's modes when not the defaults */
-  s = jstr(par, "grad_accum");
-  if (s && !strcmp(s, "full") && jnum(par, "zero", &v) && v >= 2) sb_puts(b, "--grad-accum full ");
-  if (cJSON_IsFalse(jget(par, "reshard_after_forward"))) sb_puts(b, "--no-reshard-after-forward ");
-  if (jnum(par, "shard_group", &v) && jnum(par, "dp", &d) && v < d) sb_printf(b, "--shard-group %.0f ", v);
-  s = jstr(par, "main_grad");
-  if (s && strcmp(s, "param")) {
-    sb_puts(b, "--main-grad ");
-    sb_esc(b, s);
-    sb_puts(b, " ");
-  }
-  if (b->n && b->p[b->n - 1] == ' ') b->p[--b->n] = '\0';
+/* The flags that give one plan again: its "flags" (report/flags.c, px_report_plan_flags, the one mapping from
+ * a plan's choices to the command line). */
+static void sb_plan_flags(sbuf *b, const cJSON *plan) {
+  const char *f = jstr(plan, "flags");
+  if (f) sb_esc(b, f);
 }
 
 static const char css[] =
@@ -502,7 +447,7 @@ static void section_best(sbuf *b, const cJSON *best, const cJSON *zc, const cJSO
     sb_esc(b, objective);
   }
   sb_puts(b, ":</b> <code>");
-  sb_plan_flags(b, jget(best, "parallel"));
+  sb_plan_flags(b, best);
   sb_puts(b, "</code><br>");
   if (jnum(best, "tokens_per_s", &v)) {
     sb_grouped(b, v);
@@ -637,7 +582,7 @@ static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
     double rank = row + 1;
     jnum(p, "rank", &rank);
     sb_printf(b, "<tr%s><td class=\"num\">%.0f</td><td><code>", row == 0 ? " class=\"best\"" : "", rank);
-    sb_plan_flags(b, jget(p, "parallel"));
+    sb_plan_flags(b, p);
     sb_puts(b, "</code></td><td class=\"num\">");
     if (jnum(p, "step_time_s", &v)) sb_time(b, v);
     sb_puts(b, "</td><td class=\"num\">");

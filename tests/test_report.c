@@ -178,7 +178,7 @@ static void test_render_all(void) {
    * image fallback; self-contained: no external resources. */
   expect_strings(html,
                  (const char *const[]){"llama3-70b", "H100-SXM5-80GB",
-                                       "--tp 8 --pp 2 --dp 4 --zero 1 --sp --mbs 1 --schedule interleaved --vpp 2",
+                                       "--tp 8 --pp 2 --zero 1 --sp --mbs 1 --gbs 64 --schedule interleaved --vpp 2 --recompute selective",
                                        "62,703", "The Llama 3 Herd of Models", "NVIDIA H100 SXM5 datasheet",
                                        "max_efficiency",
                                        "usable HBM (hbm_gib - reserved_gib = 79 GiB) are dropped &amp; not simulated",
