@@ -52,8 +52,12 @@ die() { # a usage error: exit 2, as parallax does
 }
 
 # the build requirements scripts/install-deps.sh installs that a GPU image may lack, as .debs
+# and Open MPI with the libraries it loads (about 7 MB more), unpacked only on an image without MPI
 deb_pkgs=(libcjson1 libcjson-dev libcunit1 libcunit1-dev libopenblas0 libopenblas0-pthread libopenblas-pthread-dev
-          libopenblas-dev libgfortran5 libquadmath0)
+          libopenblas-dev libgfortran5 libquadmath0 pkgconf pkgconf-bin libpkgconf3)
+mpi_pkgs=(openmpi-bin libopenmpi-dev libopenmpi3 openmpi-common libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7
+          libevent-2.1-7 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm2-2
+          libpsm-infinipath1 libnuma1 libmunge2 libltdl7 libpciaccess0 libxnvctrl0)
 
 out= mode=gpu budget=480 build= sustain= debs=
 while [ $# -gt 0 ]; do
@@ -61,7 +65,7 @@ while [ $# -gt 0 ]; do
     --fetch-debs)
       [ $# -ge 2 ] || die "--fetch-debs: needs a directory"
       mkdir -p "$2" && cd "$2" || die "$2: cannot create it"
-      apt-get download "${deb_pkgs[@]}" || die "apt-get download failed (run apt-get update first?)"
+      apt-get download "${deb_pkgs[@]}" "${mpi_pkgs[@]}" || die "apt-get download failed (run apt-get update first?)"
       echo "gpu-check: $(ls ./*.deb | wc -l) packages, $(du -sh . | cut -f1), in $(pwd): pass --debs $(pwd) on the GPU machine"
       exit 0 ;;
     --debs) [ $# -ge 2 ] && [ -d "$2" ] || die "--debs: needs a directory of .deb files"; debs=$(cd "$2" && pwd); shift ;;
@@ -218,14 +222,26 @@ missing_deps() {
 # --debs: the packages unpacked into a private root, their pkg-config files pointed at it, and
 # the variables that find them written to deps.env (which the later steps read)
 unpack_debs() {
-  local r=$build/debs-root lib d
+  local r=$build/debs-root lib d mpi=0
   rm -rf "$r" && mkdir -p "$r" || return 1
-  for d in "$debs"/*.deb; do dpkg-deb -x "$d" "$r" || return 1; done
+  command -v mpicc >/dev/null || mpi=1
+  for d in "$debs"/*.deb; do
+    [ "$mpi" = 1 ] || [[ " $mpi_pkgs_list " != *" $(dpkg-deb -f "$d" Package) "* ]] || continue
+    dpkg-deb -x "$d" "$r" || return 1
+  done
   lib=$r/usr/lib/x86_64-linux-gnu
   find "$r" -name '*.pc' -exec sed -i -E "s#^(prefix|libdir|includedir)=/usr#\1=$r/usr#" {} +
   {
     echo "export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig\${PKG_CONFIG_PATH:+:\$PKG_CONFIG_PATH}"
-    echo "export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+    echo "export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:$lib/openmpi/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+    # pkg-config and Open MPI from the private root only where the image has none: MPI's commands
+    # under their plain names (Debian leaves those to update-alternatives), relocated by OPAL_PREFIX
+    command -v pkg-config >/dev/null || echo "export PATH=\$PATH:$r/usr/bin"
+    if [ "$mpi" = 1 ] && [ -x "$r/usr/bin/mpicc.openmpi" ]; then
+      for t in mpicc mpirun mpiexec; do ln -sf "$t.openmpi" "$r/usr/bin/$t"; done
+      echo "export PATH=$r/usr/bin:\$PATH OPAL_PREFIX=$r/usr OPAL_LIBDIR=$lib/openmpi/lib"
+      echo "export PMIX_INSTALL_PREFIX=$lib/pmix2 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1"
+    fi
   } >"$work/deps.env"
   echo "unpacked $(ls "$debs"/*.deb | wc -l) packages of $debs into $r"
 }
@@ -314,7 +330,7 @@ find_nccl() {
 }
 
 export -f lists env_step missing_deps unpack_debs deps_step build_step kernels_step calibrate_step run_step predict_step exec_step
-export root out work build px mode sustain steps debs
+export root out work build px mode sustain steps debs mpi_pkgs_list="${mpi_pkgs[*]}"
 export models_list="${models[*]}" plan_list="${plan[*]}" calib_list="${calib[*]}"
 
 echo "gpu-check: $mode mode, budget ${budget}s, results in $out (work files in $work)" >&2

@@ -307,6 +307,10 @@ extern "C" px_status px_kc_gemm_fp8(cublasLtHandle_t handle, void *c, const uint
     return PX_ERR_INPUT;
   }
   if (m <= 0 || n <= 0) return PX_OK;
+  if (alignment(a_scale) < 16 || alignment(b_scale) < 16) { /* cuBLASLt 13.1 on an H200: NOT_SUPPORTED */
+    px_kc_fail(__FILE__, __LINE__, "gemm fp8: the scale factors must be 16-byte aligned (cuBLASLt's fp8 kernels)");
+    return PX_ERR_INPUT;
+  }
   if (m % 16 || n % 16 || k % 16 || alignment(a) < 16 || alignment(b) < 16 || alignment(c) < 16) {
     px_kc_fail(__FILE__, __LINE__,
                "gemm fp8: m=%lld n=%lld k=%lld must be multiples of 16 and the operands 16-byte aligned (cuBLASLt's "

@@ -84,8 +84,9 @@ void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses);
  * b_scale: device floats, each operand's dequantization factor (1 / the scale
  * its codes were made with; CUBLASLT_MATMUL_DESC_{B,A}_SCALE_POINTER), so C
  * gets alpha a_scale b_scale sum(codes' values). C is FP32 or BF16 (no fp8
- * output, no epilogue). m, n and k must be multiples of 16 and A, B and C
- * 16-byte aligned (fp8 kernels' requirements); else PX_ERR_INPUT. Plans are
+ * output, no epilogue). m, n and k must be multiples of 16 and A, B, C and
+ * both factors 16-byte aligned (fp8 kernels' requirements: an H200's cuBLASLt
+ * 13.1 answers NOT_SUPPORTED for a factor 4 bytes past another); else PX_ERR_INPUT. Plans are
  * kept per shape as px_kc_gemm_ex's. */
 px_status px_kc_gemm_fp8(cublasLtHandle_t handle,
                          void *c,          // (m, n) c_dtype

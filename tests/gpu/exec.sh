@@ -102,7 +102,8 @@ sed 's/"heads": 4,/"heads": 4, "head_dim": 320,/; s/"name": "tiny-gpt"/"name": "
 PX_EMU_DEVICES=2 timeout 300 mpirun -np 2 "$px" run --backend cuda -m "$tmp/tiny-gpt-d320.json" -c dgx-h100 -t 2 -B 2 \
   --steps 1 --attention flash >"$tmp/d320.out" 2>"$tmp/d320.err"
 rc=$?
-said=$(grep "parallax:" "$tmp/d320.err")
+# (less a notice that ranks outnumber devices, as on a machine with one GPU)
+said=$(grep "parallax:" "$tmp/d320.err" | grep -v "staged in host memory")
 if [ "$rc" -eq 2 ] && [ "$(echo "$said" | wc -l)" -eq 1 ] &&
   echo "$said" | grep -q "cuda cannot run this plan: flash_attn (bf16): head dim 320.*--attention unfused"; then
   echo "ok: an op the backend cannot run is refused at start-up: $said"

@@ -756,6 +756,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
   for (int i = 0; i < 4; i++)
     if (is_fp8(a->type) && (uintptr_t)ptrs[i] % 16 != 0)
       LT_FAIL("fp8: matrix %c at %p is not 16-byte aligned", "ABCD"[i], ptrs[i]);
+  /* as an H200's cuBLASLt 13.1 did (bench/gpu/h200-2026-11-28): NOT_SUPPORTED for a scale
+   * factor 4 bytes past a 16-byte boundary */
+  const float *scales[2] = {d->scale_a, d->scale_b};
+  for (int i = 0; i < 2; i++)
+    if (is_fp8(a->type) && (uintptr_t)scales[i] % 16 != 0)
+      LT_FAIL("fp8: the %c scale factor at %p is not 16-byte aligned", "AB"[i], (const void *)scales[i]);
   for (int i = 0; i < 4; i++)
     if ((uintptr_t)ptrs[i] % algo->data[i] != 0)
       LT_FAIL("matrix %c at %p is less aligned than the %llu bytes the algorithm was chosen for", "ABCD"[i], ptrs[i],
