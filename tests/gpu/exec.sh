@@ -125,8 +125,16 @@ echo "ok: bf16 against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 # ~1e-8; after an optimizer step a code at a rounding boundary can flip, 2^-4 of that element,
 # and AdamW's first steps amplify such differences: 8e-5 at step 3); with the bf16 base against
 # the bf16 run within FP8_TOL nats (tests/cli/exec_fp8.sh's tolerance against fp32); and refused by
-# name on a GPU without fp8 (an A100's compute capability)
+# name on a GPU without fp8 (an A100's compute capability). On a real GPU the fp32 base is held to
+# FP8_TOL nats of the emulation too: Hopper's fp8 tensor cores keep about 14 bits of the running sum
+# (DeepSeek-V3 technical report, arXiv:2412.19437, section 3.3.2), not fp32's 24, so the sums differ
+# from the first step on (an H200, 2026-11-28: 2.9e-6 at step 1, 6.3e-4 relative at step 3)
 FP8_CUDA_RTOL=5e-4 FP8_TOL=0.03
+# worst_gap A B: the largest |a_i - b_i| of two loss lists, 99 where they differ in length
+worst_gap() {
+  awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) { print 99; exit }
+    w = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }; printf "%.4f", w }'
+}
 f8=(-m tiny -B 4 --steps 3 --precision fp8)
 fp8_gpu=1
 if [ -n "${PX_EMU:-}" ]; then # the emulated device as an A100: refused at start-up, exit 2
@@ -147,15 +155,15 @@ if [ "$fp8_gpu" -eq 1 ]; then
   run fp8-cpu 2 cpu "${f8[@]}" -t 2 -S --fp8-recipe current
   PX_EMU_DEVICES=2 run fp8-cuda32 2 cuda "${f8[@]}" -t 2 -S --fp8-recipe current --fp8-base fp32
   a=$(losses "$tmp/fp8-cpu.json") b=$(losses "$tmp/fp8-cuda32.json")
-  if close "$a" "$b" "$FP8_CUDA_RTOL"; then
+  if { [ -n "${PX_EMU:-}" ] && close "$a" "$b" "$FP8_CUDA_RTOL"; } ||
+    { [ -z "${PX_EMU:-}" ] && awk -v g="$(worst_gap "$a" "$b")" -v t="$FP8_TOL" 'BEGIN { exit !(g <= t) }'; }; then
     echo "ok: fp8 tp 2 SP current, fp32 base: cuda $b vs cpu $a"
   else
     fail "fp8 (fp32 base) cuda losses $b, cpu $a"
   fi
   PX_EMU_DEVICES=1 run fp8-bf16 1 cuda "${f8[@]}" --fp8-recipe delayed
   a=$(losses "$tmp/bf16-1.json") b=$(losses "$tmp/fp8-bf16.json")
-  gap=$(awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) { print 99; exit }
-    w = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }; printf "%.4f", w }')
+  gap=$(worst_gap "$a" "$b")
   if awk -v g="$gap" -v t="$FP8_TOL" 'BEGIN { exit !(g <= t) }'; then
     echo "ok: fp8 delayed, bf16 base, against bf16: worst gap $gap nats ($b vs $a)"
   else
