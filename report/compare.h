@@ -11,7 +11,8 @@
 #include "sim/compare.h"
 
 void px_report_compare_text(const px_plan *plan, const px_comparison *c, FILE *out);
-/* {"step": {predicted_s, measured_s, error, timed_steps}, "stages": [{stage, rows: [{row, predicted_s, measured_s, error}]}]} */
+/* {"step": {predicted_s, measured_s, error, timed_steps}, "stages": [{stage, rows: [{row, predicted_s, measured_s,
+ * error}], ops: [{kind, count, predicted_s, measured_s, error}] (by op kind, the most measured first)}]} */
 cJSON *px_report_compare_json(const px_comparison *c);
 
 #endif

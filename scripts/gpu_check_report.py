@@ -230,6 +230,14 @@ def markdown(s):
                 for row in stage.get("rows", []):
                     out.append("| %s | %s | %s | %s |" % (row["row"], fmt(row["predicted_s"]), fmt(row["measured_s"]),
                                                          pct(row.get("error"))))
+            ops = [o for stage in cmp.get("stages", []) for o in stage.get("ops", [])][:12]
+            if ops:  # the kernels behind the rows, the longest measured first
+                out.append("")
+                out.append("| op kind | ops | predicted s | measured s | error |")
+                out.append("|---|---:|---:|---:|---:|")
+                for o in ops:
+                    out.append("| %s | %d | %s | %s | %s |" % (o["kind"], o["count"], fmt(o["predicted_s"]),
+                                                              fmt(o["measured_s"]), pct(o.get("error"))))
     out.append("")
     out.append("Logs, the runs' JSON, profiles and predictions: `details.tar.gz` (work directory `%s`)." % s["work"])
     return "\n".join(out) + "\n"

@@ -85,11 +85,17 @@ px_status px_compare(const px_plan *plan, const px_sim_result *sim, const cJSON 
     /* measured, by row */
     const cJSON *t = ops->child;
     px_op_iter it = px_op_iter_begin(plan, s);
-    for (const px_op *op; (op = px_op_next(&it)); t = t->next)
+    for (const px_op *op; (op = px_op_next(&it)); t = t->next) {
       cs->measured_s[row_of((px_op_kind)op->kind, (px_block_kind)it.block->kind)] += t->valuedouble;
+      cs->op_measured_s[op->kind] += t->valuedouble;
+      cs->op_count[op->kind]++;
+    }
     /* predicted: compute by op kind, collectives from the flows */
     const px_sim_stage *ss = &sim->stages[s];
-    for (int k = 0; k < PX_OP_COUNT; k++) cs->predicted_s[row_of((px_op_kind)k, PX_BLOCK_LAYER_FWD)] += ss->op_s[k];
+    for (int k = 0; k < PX_OP_COUNT; k++) {
+      cs->predicted_s[row_of((px_op_kind)k, PX_BLOCK_LAYER_FWD)] += ss->op_s[k];
+      cs->op_predicted_s[k] = ss->op_s[k];
+    }
     cs->predicted_s[PX_CMP_TP] = ss->tp_s;
     cs->predicted_s[PX_CMP_DP] = ss->dp_s;
     /* the rest of each step: transfers and waiting for other stages */

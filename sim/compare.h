@@ -29,6 +29,9 @@ extern const char *const px_cmp_row_names[PX_CMP_COUNT];
 
 typedef struct {
   double predicted_s[PX_CMP_COUNT], measured_s[PX_CMP_COUNT];
+  /* the same by op kind (px_op_names), compute ops only: which kernel is off */
+  double op_predicted_s[PX_OP_COUNT], op_measured_s[PX_OP_COUNT];
+  int64_t op_count[PX_OP_COUNT]; /* ops of that kind in the stage's program */
 } px_cmp_stage;
 
 typedef struct {

@@ -202,22 +202,40 @@ static px_status px_kc_two_pass(Acc *out, int64_t n, Pass1 pass1, cudaStream_t s
 
 /* Deterministic column sums of an (N, C) matrix given by a functor f(i, j):
  * out[j] += sum_i f(i, j), for the weight and bias gradients of the norms and
- * the linear layer. A block of (32 columns) x (PX_KC_COLSUM_ROWS row lanes):
- * lane y sums rows y, y + ROWS, ... in order, then lane 0 adds the lanes'
- * partials in lane order. No atomics: the same input gives the same bits. */
+ * the linear layer. Pass 1: a block of (32 columns) x (PX_KC_COLSUM_ROWS row
+ * lanes) per 32 columns and chunk of rows; lane y sums its chunk's rows y,
+ * y + ROWS, ... in order, lane 0 adds the lanes' partials in lane order into
+ * part[chunk][j]. Pass 2 adds the chunks in order (one chunk: pass 1 adds into
+ * out itself). No atomics: the same input gives the same bits. Chunks, not one
+ * block per 32 columns: on an H200 that left most SMs idle, the norms'
+ * backward 12-20x its bytes' time (bench/gpu/h200-2026-11-28). */
 #define PX_KC_COLSUM_ROWS 32
+#define PX_KC_COLSUM_CHUNK 256 /* rows a block sums, at least (8 a lane) */
 template <typename T, typename F>
-static __global__ void px_kc_colsum_kernel(T *out, int64_t n, int64_t c, F f) {
-  __shared__ float part[PX_KC_COLSUM_ROWS][33];
+static __global__ void px_kc_colsum_kernel(T *out, float *part, int64_t n, int64_t c, int64_t chunk, F f) {
+  __shared__ float sh[PX_KC_COLSUM_ROWS][33];
   const int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x;
+  const int64_t r0 = (int64_t)blockIdx.y * chunk, r1 = r0 + chunk < n ? r0 + chunk : n;
   float s = 0.0f;
   if (j < c)
-    for (int64_t i = threadIdx.y; i < n; i += PX_KC_COLSUM_ROWS) s += f(i, j);
-  part[threadIdx.y][threadIdx.x] = s;
+    for (int64_t i = r0 + threadIdx.y; i < r1; i += PX_KC_COLSUM_ROWS) s += f(i, j);
+  sh[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && j < c) {
     float acc = 0.0f;
-    for (int y = 0; y < PX_KC_COLSUM_ROWS; y++) acc += part[y][threadIdx.x];
+    for (int y = 0; y < PX_KC_COLSUM_ROWS; y++) acc += sh[y][threadIdx.x];
+    if (part)
+      part[(int64_t)blockIdx.y * c + j] = acc;
+    else
+      px_kc_st(out + j, px_kc_ld(out + j) + acc);
+  }
+}
+
+template <typename T>
+static __global__ void px_kc_colsum_fold_kernel(T *out, const float *part, int64_t chunks, int64_t c) {
+  PX_KC_FOR(j, c) {
+    float acc = 0.0f;
+    for (int64_t k = 0; k < chunks; k++) acc += part[k * c + j];
     px_kc_st(out + j, px_kc_ld(out + j) + acc);
   }
 }
@@ -225,9 +243,24 @@ static __global__ void px_kc_colsum_kernel(T *out, int64_t n, int64_t c, F f) {
 template <typename T, typename F>
 static px_status px_kc_colsum(T *out, int64_t n, int64_t c, F f, cudaStream_t stream) {
   if (n <= 0 || c <= 0) return PX_OK;
-  dim3 block(32, PX_KC_COLSUM_ROWS);
-  px_kc_colsum_kernel<<<(unsigned)((c + 31) / 32), block, 0, stream>>>(out, n, c, f);
-  return PX_KC_LAUNCHED("px_kc_colsum_kernel");
+  /* at most 65535 chunks (the grid's y limit): past ~16M rows, longer ones */
+  int64_t chunk = PX_KC_COLSUM_CHUNK, least = (n + 65534) / 65535;
+  if (least > chunk) chunk = (least + PX_KC_COLSUM_ROWS - 1) / PX_KC_COLSUM_ROWS * PX_KC_COLSUM_ROWS;
+  int64_t chunks = (n + chunk - 1) / chunk;
+  float *part = NULL; /* (chunks, c) */
+  if (chunks > 1) PX_KC_TRY(cudaMallocAsync((void **)&part, (size_t)(chunks * c) * sizeof *part, stream));
+  dim3 block(32, PX_KC_COLSUM_ROWS), grid((unsigned)((c + 31) / 32), (unsigned)chunks);
+  px_kc_colsum_kernel<<<grid, block, 0, stream>>>(out, part, n, c, chunk, f);
+  px_status st = PX_KC_LAUNCHED("px_kc_colsum_kernel");
+  if (part) {
+    if (st == PX_OK) {
+      px_kc_colsum_fold_kernel<<<px_kc_blocks(c, PX_KC_THREADS), PX_KC_THREADS, 0, stream>>>(out, part, chunks, c);
+      st = PX_KC_LAUNCHED("px_kc_colsum_fold_kernel");
+    }
+    px_status st_free = px_kc_cuda_status(cudaFreeAsync(part, stream), __FILE__, __LINE__, "cudaFreeAsync");
+    if (st == PX_OK) st = st_free;
+  }
+  return st;
 }
 
 #endif /* __CUDACC__ */

@@ -107,6 +107,19 @@ done
 mpirun -np 2 "$px" run --backend cpu -m tiny -p 2 -B 4 --steps 3 --profile "$tmp/prof.json" >/dev/null 2>"$tmp/err" || fail "profile: $(cat "$tmp/err")"
 grep -q '"format":	"parallax-profile/1"' "$tmp/prof.json" || fail "profile format"
 [ "$(grep -c '"stage":' "$tmp/prof.json")" -eq 2 ] || fail "profile lacks a stage"
+# compare by op kind: every op of the profile counted once, its time in its kind, the longest first
+"$px" compare --profile "$tmp/prof.json" -m tiny -p 2 -B 4 -c local-cpu -g 2 --json >"$tmp/cmp.json" 2>"$tmp/err" ||
+  fail "compare: $(cat "$tmp/err")"
+for s in 0 1; do
+  jq -e --slurpfile p "$tmp/prof.json" --argjson s "$s" '.stages[$s].ops as $o | $p[0].stages[$s].op_s_per_step as $t
+    | ([$o[].count] | add) == ($t | length)
+    and ((([$o[].measured_s] | add) - ($t | add)) | fabs) <= 1e-12 * ($t | add)
+    and ([$o[].measured_s] == ([$o[].measured_s] | sort | reverse))' "$tmp/cmp.json" >/dev/null ||
+    fail "compare by op kind, stage $s: $(jq -c ".stages[$s].ops" "$tmp/cmp.json")"
+done
+"$px" compare --profile "$tmp/prof.json" -m tiny -p 2 -B 4 -c local-cpu -g 2 | grep -q "^stage 1 by op kind" ||
+  fail "compare's text lacks the op kinds"
+echo "ok: compare by op kind"
 
 # Plans the executor cannot run.
 err=$(mpirun -np 2 "$px" run -m tiny -t 2 -p 2 -B 4 --steps 1 2>&1 >/dev/null); rc=$?

@@ -647,6 +647,7 @@ static void test_layernorm(void) {
   px_tseed(6);
   check_norm(false, true, 37, 300);
   check_norm(false, false, 5, 20); /* C < 32: idle lanes */
+  check_norm(false, true, 1000, 70); /* the weight and bias sums in 4 chunks of rows, the last partial */
   arena_free();
 }
 
@@ -654,6 +655,7 @@ static void test_rmsnorm(void) {
   px_tseed(7);
   check_norm(true, false, 37, 300);
   check_norm(true, false, 5, 20);
+  check_norm(true, false, 600, 40);
   arena_free();
 }
 
