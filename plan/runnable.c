@@ -95,16 +95,13 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP or window kernels (nor MoE: px_runnable), fp8 with
+ * fp16 kernels, no CP kernels (nor MoE: px_runnable), fp8 with
  * per-tensor scales and unfused GELU, the ops on gradient ranges in the
  * activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
-  if (m->sliding_window > 0)
-    return no(why, cap, "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no window "
-              "yet (hint: `backend` cpu runs it)", (long long)m->sliding_window);
   if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) */
     return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs yet (hint: `backend` cpu "
               "trains them)", px_finetune_names[p->finetune]);

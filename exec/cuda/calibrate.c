@@ -136,15 +136,12 @@ typedef struct {
 static px_status attn_pass(dev *d, void *ctx, bool bwd) {
   attn_ctx *a = ctx;
   const px_cuda_attn_probe *p = a->p;
-  int64_t s = p->seq, h = p->heads, hkv = p->kv_heads, dd = p->head_dim, q_row = s * h * dd, kv_row = s * hkv * dd;
-  px_status st = PX_OK;
-  for (int64_t r = 0; r < p->rows && !st; r++) {
-    px_bf16 *q = a->q + r * q_row, *k = a->k + r * kv_row, *v = a->v + r * kv_row, *c = a->ctx + r * q_row;
-    float *lse = a->lse + r * h * s;
-    st = bwd ? px_kc_flash_bwd(a->dq + r * q_row, a->dk + r * kv_row, a->dv + r * kv_row, a->dctx + r * q_row, q, k, v,
-                               c, lse, PX_DTYPE_BF16, s, h, hkv, dd, 0.0f, 0, 0, d->stream)
-             : px_kc_flash_fwd(c, lse, q, k, v, PX_DTYPE_BF16, s, h, hkv, dd, 0.0f, 0, 0, d->stream);
-  }
+  int64_t s = p->seq, h = p->heads, hkv = p->kv_heads, dd = p->head_dim, b = p->rows;
+  /* the rows in one launch, as the executor runs a micro-batch without dropout */
+  px_status st = bwd ? px_kc_flash_bwd(a->dq, a->dk, a->dv, a->dctx, a->q, a->k, a->v, a->ctx, a->lse, PX_DTYPE_BF16,
+                                       b, s, h, hkv, dd, 0, 0.0f, 0, 0, d->stream)
+                     : px_kc_flash_fwd(a->ctx, a->lse, a->q, a->k, a->v, PX_DTYPE_BF16, b, s, h, hkv, dd, 0, 0.0f, 0, 0,
+                                       d->stream);
   return px_cuda_kc(st, d->err);
 }
 static px_status attn_fwd(dev *d, void *ctx) { return attn_pass(d, ctx, false); }

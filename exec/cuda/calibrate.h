@@ -20,7 +20,7 @@ typedef struct {
                             dimension that is not a multiple of 16) */
 } px_cuda_gemm_probe;
 
-/* rows causal flash-attention calls (px_kc_flash_fwd, or _bwd) of one sequence each, bf16, no dropout. */
+/* rows sequences of causal flash attention in one call (px_kc_flash_fwd, or _bwd), bf16, no dropout. */
 typedef struct {
   int64_t seq, heads, kv_heads, head_dim, rows;
   bool bwd;

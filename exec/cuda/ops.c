@@ -214,8 +214,9 @@ static px_status loss_bwd(px_backend *be, const px_exec_op *e, px_dtype dt, px_e
   return st;
 }
 
-/* Fused attention, a batch row at a time (each row has its dropout offset),
- * in the plan's dtype (fp32, bf16 or fp16). */
+/* Fused attention, every batch row in one launch (a row at a time with
+ * dropout: each row has its offset), in the plan's dtype (fp32, bf16 or fp16),
+ * within the layer's sliding window where it has one. */
 static px_status flash(px_cuda *c, const px_exec_op *e, px_dtype dt, bool bwd, px_err *err) {
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4];
@@ -224,18 +225,21 @@ static px_status flash(px_cuda *c, const px_exec_op *e, px_dtype dt, bool bwd, p
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   char *const *out = (char *const *)e->out;
   const char *const *in = (const char *const *)e->in;
+  /* batch rows a launch: all (the grid's z takes 65535), one with dropout */
+  int64_t W = px_exec_window(e), most = p > 0.0f ? 1 : 65535;
   px_status st = PX_OK;
-  for (int64_t b = 0; b < B && !st; b++) {
+  for (int64_t b = 0, rows; b < B && !st; b += rows) {
+    rows = B - b < most ? B - b : most;
     uint64_t off = px_exec_head_dropout_offset(e, b, 0, S), bq = (uint64_t)b * nq, bkv = (uint64_t)b * nkv;
     if (!bwd)
       st = px_cuda_kc(px_kc_flash_fwd(out[0] + bq, (float *)e->out[1] + b * HQ * S, in[0] + bq, in[1] + bkv,
-                                      in[2] + bkv, dt, S, HQ, HKV, D, p, seed, off, px_cuda_stream(c)),
+                                      in[2] + bkv, dt, rows, S, HQ, HKV, D, W, p, seed, off, px_cuda_stream(c)),
                       err);
     else
       st = px_cuda_kc(px_kc_flash_bwd(out[0] + bq, out[1] + bkv, out[2] + bkv, in[0] + bq, in[1] + bq, in[2] + bkv,
-                              in[3] + bkv, in[4] + bq, (const float *)e->in[5] + b * HQ * S, dt, S, HQ, HKV, D, p,
-                              seed, off, px_cuda_stream(c)),
-              err);
+                                      in[3] + bkv, in[4] + bq, (const float *)e->in[5] + b * HQ * S, dt, rows, S, HQ,
+                                      HKV, D, W, p, seed, off, px_cuda_stream(c)),
+                      err);
   }
   return st;
 }
@@ -317,8 +321,9 @@ static px_status unfused_attention(px_cuda *c, const px_exec_op *e, px_err *err)
     case PX_OP_ATTN_SCORES_BWD:
       return px_cuda_kc(px_kc_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], sc, s),
                         err);
-    case PX_OP_SOFTMAX: return px_cuda_kc(px_kc_attn_softmax_fwd(out[0], in[0], d[0], d[1], s), err);
-    case PX_OP_SOFTMAX_BWD: return px_cuda_kc(px_kc_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], s), err);
+    case PX_OP_SOFTMAX: return px_cuda_kc(px_kc_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_exec_window(e), s), err);
+    case PX_OP_SOFTMAX_BWD:
+      return px_cuda_kc(px_kc_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_exec_window(e), s), err);
     case PX_OP_ATTN_CONTEXT:
       return px_cuda_kc(px_kc_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], s), err);
     default:
@@ -719,7 +724,7 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
  * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
  *   activations'; the ops on gradient ranges run in it too);
  * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
- *   query heads (the kernels' limits), no sliding window (PX_OPF_WINDOW);
+ *   query heads and batch rows (the kernels' limits), sliding windows too;
  * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
  *   (B, heads, S, S) operands in scratch memory the plan does not count;
  * - (not flagged) the embedding backward in 16 bits needs the host's copy of
@@ -769,11 +774,6 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "an adapter's GEMM scaled by alpha / r (`finetune` lora): the CUDA backend does not train "
                               "adapters yet (hint: `backend` cpu runs it)");
-  if (op->flags & PX_OPF_WINDOW)
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                              "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no "
-                              "window yet (hint: `backend` cpu runs it)",
-                              (long long)env->sliding_window);
   if (px_op_is_moe((px_op_kind)op->kind))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;

@@ -32,18 +32,20 @@ px_status px_kc_attn_scores_bwd(float *dq,            // (B, T, Hq, D)
                                 int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d, float scale,
                                 cudaStream_t stream);
 
-/* Causal softmax of each row t over columns s <= t; columns s > t get exactly 0.
- * Writes probs; probs may alias scores. bh = B * Hq. */
+/* Causal softmax of each row t over columns s <= t (and, with a sliding window
+ * (window > 0), s > t - window); the other columns get exactly 0. Writes
+ * probs; probs may alias scores. bh = B * Hq. */
 px_status px_kc_attn_softmax_fwd(float *probs,        // (B, Hq, T, T)
                                  const float *scores, // (B, Hq, T, T)
-                                 int64_t bh, int64_t t, cudaStream_t stream);
+                                 int64_t bh, int64_t t, int64_t window, cudaStream_t stream);
 
-/* dscores += probs * (dprobs - sum_s dprobs * probs) on s <= t; the upper
- * triangle of dscores is untouched and dprobs' is not read. ACCUMULATES. */
+/* dscores += probs * (dprobs - sum_s dprobs * probs) on the columns row t
+ * sees (as the forward's); the others of dscores are untouched and dprobs'
+ * are not read. ACCUMULATES. */
 px_status px_kc_attn_softmax_bwd(float *dscores,      // (B, Hq, T, T)
                                  const float *dprobs, // (B, Hq, T, T)
                                  const float *probs,  // (B, Hq, T, T)
-                                 int64_t bh, int64_t t, cudaStream_t stream);
+                                 int64_t bh, int64_t t, int64_t window, cudaStream_t stream);
 
 /* ctx[b, t, h] = sum_s probs[b, h, t, s] v[b, s, h / (Hq/Hkv)]. The upper
  * triangle of probs must be 0 (it is not read). Writes ctx. */

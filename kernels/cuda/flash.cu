@@ -53,21 +53,38 @@ static __device__ __forceinline__ float drop_mul(float p, uint64_t seed, uint64_
   return px_dropout_keep(seed, off + (uint64_t)((h * s + t) * s + key), p) ? 1.0f / (1.0f - p) : 0.0f;
 }
 
+/* Whether query position t sees key position key: causal, and within the
+ * sliding window of the last `window` positions (window 0: no window). */
+static __device__ __forceinline__ bool seen(int64_t t, int64_t key, int64_t window) {
+  return key <= t && (window <= 0 || t - key < window);
+}
+
+/* The first key tile (of `tile` keys) a query tile from t0 sees: 0, or the one holding its first row's window start. */
+static __device__ __forceinline__ int64_t first_key_tile(int64_t t0, int64_t window, int64_t tile) {
+  return window > 0 && t0 - window + 1 > 0 ? (t0 - window + 1) / tile * tile : 0;
+}
+
+/* One past the last query a key tile from s0 is seen by: s, or the window's end after its last key. */
+static __device__ __forceinline__ int64_t query_end(int64_t s0, int64_t window, int64_t tile, int64_t s) {
+  return window > 0 && s0 + tile - 1 + window < s ? s0 + tile - 1 + window : s;
+}
+
 template <typename T, int NI>
 static __global__ void __launch_bounds__(THREADS)
     fwd_kernel(T *ctx, float *lse, const T *q, const T *k, const T *v, int64_t s, int64_t hq, int64_t hkv, int d,
-               float p, uint64_t seed, uint64_t off) {
+               int64_t window, float p, uint64_t seed, uint64_t off) {
   PX_KC_DYNAMIC_SMEM(float, smem);
   const int pd = d + 1, tid = threadIdx.x, r = tid >> 3, l8 = tid & 7;
   float *Qs = smem, *KVs = Qs + TILE * pd, *Ps = KVs + TILE * pd; /* Q, then K or V (TILE, D); P (TILE, TILE) */
   const int64_t h = blockIdx.y, g = h / (hq / hkv), t0 = (int64_t)blockIdx.x * TILE, t = t0 + r;
-  const int64_t ldq = hq * d, ldk = hkv * d, kend = t0 + TILE < s ? t0 + TILE : s;
+  const int64_t ldq = hq * d, ldk = hkv * d, kend = t0 + TILE < s ? t0 + TILE : s, z = blockIdx.z;
   const float scale = (1.0f / sqrtf((float)d));
+  q += z * s * ldq, k += z * s * ldk, v += z * s * ldk, ctx += z * s * ldq, lse += z * hq * s; /* batch row z */
   load_tile(Qs, q, t0, s, ldq, h, d);
   float acc[NI], m = -INFINITY, l = 0.0f;
 #pragma unroll
   for (int i = 0; i < NI; i++) acc[i] = 0.0f;
-  for (int64_t s0 = 0; s0 < kend; s0 += TILE) {
+  for (int64_t s0 = first_key_tile(t0, window, TILE); s0 < kend; s0 += TILE) {
     __syncthreads(); /* the last tile's V is read */
     load_tile(KVs, k, s0, s, ldk, g, d);
     __syncthreads();
@@ -75,7 +92,7 @@ static __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int j = 0; j < TILE / 8; j++) {
       int c = l8 + 8 * j;
-      sc[j] = s0 + c <= t && t < s ? scale * dot(Qs + r * pd, KVs + c * pd, d) : -INFINITY;
+      sc[j] = seen(t, s0 + c, window) && t < s ? scale * dot(Qs + r * pd, KVs + c * pd, d) : -INFINITY;
       mx = fmaxf(mx, sc[j]);
     }
     const float mnew = fmaxf(m, row_max(mx));
@@ -133,7 +150,7 @@ static __device__ void load_rows(float *rows, const T *dctx, const T *ctx, const
  * dS = P (dP - delta) into dSs, from Q, dO, K, V tiles and the rows' lse, delta. */
 static __device__ void probs_and_ds(float *Ps, float *dSs, const float *Qs, const float *dOs, const float *Ks,
                                     const float *Vs, const float *rows, int64_t t0, int64_t s0, int64_t s, int64_t h,
-                                    int d, float p, uint64_t seed, uint64_t off) {
+                                    int d, int64_t window, float p, uint64_t seed, uint64_t off) {
   const int pd = d + 1, r = threadIdx.x >> 3, l8 = threadIdx.x & 7;
   const int64_t t = t0 + r;
   const float scale = (1.0f / sqrtf((float)d));
@@ -141,7 +158,7 @@ static __device__ void probs_and_ds(float *Ps, float *dSs, const float *Qs, cons
   for (int j = 0; j < TILE / 8; j++) {
     const int c = l8 + 8 * j;
     float pdrop = 0.0f, ds = 0.0f;
-    if (s0 + c <= t && t < s) {
+    if (seen(t, s0 + c, window) && t < s) {
       float prob = expf(scale * dot(Qs + r * pd, Ks + c * pd, d) - rows[r]);
       float mul = drop_mul(p, seed, off, h, s, t, s0 + c);
       pdrop = prob * mul;
@@ -169,25 +186,28 @@ static __device__ void add_row(T *dst, const float *acc, float scale, int64_t ro
 template <typename T, int NI>
 static __global__ void __launch_bounds__(THREADS)
     bwd_kv_kernel(T *dk, T *dv, const T *dctx, const T *q, const T *k, const T *v, const T *ctx, const float *lse,
-                  int64_t s, int64_t hq, int64_t hkv, int d, float p, uint64_t seed, uint64_t off) {
+                  int64_t s, int64_t hq, int64_t hkv, int d, int64_t window, float p, uint64_t seed, uint64_t off) {
   PX_KC_DYNAMIC_SMEM(float, smem);
   const int pd = d + 1, c = threadIdx.x >> 3, l8 = threadIdx.x & 7;
   float *Ks = smem, *Vs = Ks + TILE * pd, *Qs = Vs + TILE * pd, *dOs = Qs + TILE * pd, *Ps = dOs + TILE * pd,
         *dSs = Ps + TILE * PROW, *rows = dSs + TILE * PROW;
   const int64_t g = blockIdx.y, group = hq / hkv, s0 = (int64_t)blockIdx.x * TILE, ldq = hq * d, ldk = hkv * d;
+  const int64_t z = blockIdx.z, tend = query_end(s0, window, TILE, s);
+  q += z * s * ldq, dctx += z * s * ldq, ctx += z * s * ldq, lse += z * hq * s; /* batch row z */
+  k += z * s * ldk, v += z * s * ldk, dk += z * s * ldk, dv += z * s * ldk;
   load_tile(Ks, k, s0, s, ldk, g, d);
   load_tile(Vs, v, s0, s, ldk, g, d);
   float ak[NI], av[NI];
 #pragma unroll
   for (int i = 0; i < NI; i++) ak[i] = av[i] = 0.0f;
   for (int64_t h = g * group; h < (g + 1) * group; h++)
-    for (int64_t t0 = s0; t0 < s; t0 += TILE) {
+    for (int64_t t0 = s0; t0 < tend; t0 += TILE) {
       __syncthreads(); /* the last tiles are read */
       load_tile(Qs, q, t0, s, ldq, h, d);
       load_tile(dOs, dctx, t0, s, ldq, h, d);
       load_rows<TILE, 8>(rows, dctx, ctx, lse, t0, s, ldq, h, d);
       __syncthreads();
-      probs_and_ds(Ps, dSs, Qs, dOs, Ks, Vs, rows, t0, s0, s, h, d, p, seed, off);
+      probs_and_ds(Ps, dSs, Qs, dOs, Ks, Vs, rows, t0, s0, s, h, d, window, p, seed, off);
       __syncthreads();
       /* dV[c] += sum_r Pd[r, c] dO[r], dK[c] += sum_r dS[r, c] Q[r] (scaled at the end) */
       for (int r = 0; r < TILE; r++) {
@@ -209,25 +229,27 @@ static __global__ void __launch_bounds__(THREADS)
 template <typename T, int NI>
 static __global__ void __launch_bounds__(THREADS)
     bwd_q_kernel(T *dq, const T *dctx, const T *q, const T *k, const T *v, const T *ctx, const float *lse, int64_t s,
-                 int64_t hq, int64_t hkv, int d, float p, uint64_t seed, uint64_t off) {
+                 int64_t hq, int64_t hkv, int d, int64_t window, float p, uint64_t seed, uint64_t off) {
   PX_KC_DYNAMIC_SMEM(float, smem);
   const int pd = d + 1, r = threadIdx.x >> 3, l8 = threadIdx.x & 7;
   float *Ks = smem, *Vs = Ks + TILE * pd, *Qs = Vs + TILE * pd, *dOs = Qs + TILE * pd, *dSs = dOs + TILE * pd,
         *rows = dSs + TILE * PROW;
   const int64_t h = blockIdx.y, g = h / (hq / hkv), t0 = (int64_t)blockIdx.x * TILE, ldq = hq * d, ldk = hkv * d;
-  const int64_t kend = t0 + TILE < s ? t0 + TILE : s;
+  const int64_t kend = t0 + TILE < s ? t0 + TILE : s, z = blockIdx.z;
+  q += z * s * ldq, dctx += z * s * ldq, ctx += z * s * ldq, dq += z * s * ldq, lse += z * hq * s; /* batch row z */
+  k += z * s * ldk, v += z * s * ldk;
   load_tile(Qs, q, t0, s, ldq, h, d);
   load_tile(dOs, dctx, t0, s, ldq, h, d);
   load_rows<TILE, 8>(rows, dctx, ctx, lse, t0, s, ldq, h, d);
   float aq[NI];
 #pragma unroll
   for (int i = 0; i < NI; i++) aq[i] = 0.0f;
-  for (int64_t s0 = 0; s0 < kend; s0 += TILE) {
+  for (int64_t s0 = first_key_tile(t0, window, TILE); s0 < kend; s0 += TILE) {
     __syncthreads(); /* rows are written; the last K is read */
     load_tile(Ks, k, s0, s, ldk, g, d);
     load_tile(Vs, v, s0, s, ldk, g, d);
     __syncthreads();
-    probs_and_ds(NULL, dSs, Qs, dOs, Ks, Vs, rows, t0, s0, s, h, d, p, seed, off);
+    probs_and_ds(NULL, dSs, Qs, dOs, Ks, Vs, rows, t0, s0, s, h, d, window, p, seed, off);
     __syncthreads();
     for (int c = 0; c < TILE; c++) {
       float dr = dSs[r * PROW + c];
@@ -337,8 +359,8 @@ static size_t tc_bwd_smem(int d) {
 
 template <typename T, int NF>
 static __global__ void __launch_bounds__(TC_THREADS)
-    tc_fwd_kernel(T *ctx, float *lse, const T *q, const T *k, const T *v, int64_t s, int64_t hq, int64_t hkv, float p,
-                  uint64_t seed, uint64_t off) {
+    tc_fwd_kernel(T *ctx, float *lse, const T *q, const T *k, const T *v, int64_t s, int64_t hq, int64_t hkv,
+                  int64_t window, float p, uint64_t seed, uint64_t off) {
   constexpr int D = 16 * NF, LD = D + 8, LO = D + 4;
   PX_KC_DYNAMIC_SMEM(float, smem);
   T *Qs = (T *)smem, *Ks = Qs + TC * LD, *Vs = Ks + TC * LD; /* (TC, LD) */
@@ -346,14 +368,15 @@ static __global__ void __launch_bounds__(TC_THREADS)
   T *Ps = (T *)(Os + TC * LO);                                /* probabilities (TC, TC_LP) */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
   const int64_t h = blockIdx.y, g = h / (hq / hkv), t0 = (int64_t)blockIdx.x * TC, t = t0 + warp * 16 + r;
-  const int64_t ldq = hq * D, ldk = hkv * D, kend = t0 + TC < s ? t0 + TC : s;
+  const int64_t ldq = hq * D, ldk = hkv * D, kend = t0 + TC < s ? t0 + TC : s, z = blockIdx.z;
   const float scale = 1.0f / sqrtf((float)D);
   float *Sw = Ss + warp * 16 * TC_LS, *Ow = Os + warp * 16 * LO; /* the warp's 16 rows */
   T *Pw = Ps + warp * 16 * TC_LP;
+  q += z * s * ldq, k += z * s * ldk, v += z * s * ldk, ctx += z * s * ldq, lse += z * hq * s; /* batch row z */
   tc_load(Qs, q, t0, s, ldq, h, D);
   for (int i = half * (D / 2); i < (half + 1) * (D / 2); i++) Ow[r * LO + i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  for (int64_t s0 = 0; s0 < kend; s0 += TC) {
+  for (int64_t s0 = first_key_tile(t0, window, TC); s0 < kend; s0 += TC) {
     __syncthreads(); /* the last K and V are read */
     tc_load(Ks, k, s0, s, ldk, g, D);
     tc_load(Vs, v, s0, s, ldk, g, D);
@@ -363,7 +386,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
     /* online softmax of row r, columns half * 32 .. + 32 (two lanes per row) */
     float *srow = Sw + r * TC_LS + half * 32, mx = -INFINITY;
     for (int c = 0; c < 32; c++) {
-      float x = s0 + half * 32 + c <= t && t < s ? scale * srow[c] : -INFINITY;
+      float x = seen(t, s0 + half * 32 + c, window) && t < s ? scale * srow[c] : -INFINITY;
       srow[c] = x;
       mx = fmaxf(mx, x);
     }
@@ -408,15 +431,15 @@ static __global__ void __launch_bounds__(TC_THREADS)
  * kernel's transposed tile), the other way round otherwise. */
 template <typename T>
 static __device__ void tc_ds(T *Pd, T *dS, const float *S, const float *dP, const float *rows, bool keys_rows,
-                             int64_t row0, int64_t col0, int64_t s, int64_t h, int d, float p, uint64_t seed,
-                             uint64_t off) {
+                             int64_t row0, int64_t col0, int64_t s, int64_t h, int d, int64_t window, float p,
+                             uint64_t seed, uint64_t off) {
   const int lane = threadIdx.x & 31, r = lane >> 1, half = lane & 1;
   const float scale = 1.0f / sqrtf((float)d);
   for (int c = half * 32; c < half * 32 + 32; c++) {
     const int64_t t = keys_rows ? col0 + c : row0 + r, key = keys_rows ? row0 + r : col0 + c;
     const int qi = keys_rows ? c : (int)(row0 % TC) + r; /* the query's index in rows[] */
     float pdrop = 0.0f, ds = 0.0f;
-    if (key <= t && t < s) {
+    if (seen(t, key, window) && t < s) {
       float prob = expf(scale * S[r * TC_LS + c] - rows[qi]), mul = drop_mul(p, seed, off, h, s, t, key);
       pdrop = prob * mul;
       ds = prob * (dP[r * TC_LS + c] * mul - rows[TC + qi]);
@@ -430,7 +453,7 @@ static __device__ void tc_ds(T *Pd, T *dS, const float *S, const float *dP, cons
 template <typename T, int NF>
 static __global__ void __launch_bounds__(TC_THREADS)
     tc_bwd_kv_kernel(T *dk, T *dv, const T *dctx, const T *q, const T *k, const T *v, const T *ctx, const float *lse,
-                     int64_t s, int64_t hq, int64_t hkv, float p, uint64_t seed, uint64_t off) {
+                     int64_t s, int64_t hq, int64_t hkv, int64_t window, float p, uint64_t seed, uint64_t off) {
   constexpr int D = 16 * NF, LD = D + 8;
   PX_KC_DYNAMIC_SMEM(float, smem);
   T *Ks = (T *)smem, *Vs = Ks + TC * LD, *Qs = Vs + TC * LD, *dOs = Qs + TC * LD;
@@ -439,9 +462,11 @@ static __global__ void __launch_bounds__(TC_THREADS)
   float *rows = (float *)(dSt + TC * TC_LP);
   const int warp = threadIdx.x >> 5;
   const int64_t g = blockIdx.y, group = hq / hkv, s0 = (int64_t)blockIdx.x * TC, ldq = hq * D, ldk = hkv * D;
-  const int64_t key0 = s0 + warp * 16;
+  const int64_t key0 = s0 + warp * 16, z = blockIdx.z, tend = query_end(s0, window, TC, s);
   float *Stw = St + warp * 16 * TC_LS, *dPtw = dPt + warp * 16 * TC_LS;
   T *Ptw = Pt + warp * 16 * TC_LP, *dStw = dSt + warp * 16 * TC_LP;
+  q += z * s * ldq, dctx += z * s * ldq, ctx += z * s * ldq, lse += z * hq * s; /* batch row z */
+  k += z * s * ldk, v += z * s * ldk, dk += z * s * ldk, dv += z * s * ldk;
   tc_load(Ks, k, s0, s, ldk, g, D);
   tc_load(Vs, v, s0, s, ldk, g, D);
   acc_t ak[NF], av[NF];
@@ -450,7 +475,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
     wmma::fill_fragment(av[n], 0.0f);
   }
   for (int64_t h = g * group; h < (g + 1) * group; h++)
-    for (int64_t t0 = s0; t0 < s; t0 += TC) {
+    for (int64_t t0 = s0; t0 < tend; t0 += TC) {
       __syncthreads(); /* the last tiles are read */
       tc_load(Qs, q, t0, s, ldq, h, D);
       tc_load(dOs, dctx, t0, s, ldq, h, D);
@@ -459,7 +484,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
       tc_abt<T, NF>(Stw, Ks + warp * 16 * LD, Qs, LD);   /* S^T: the warp's keys x the tile's queries */
       tc_abt<T, NF>(dPtw, Vs + warp * 16 * LD, dOs, LD); /* dP^T */
       __syncwarp();
-      tc_ds(Ptw, dStw, Stw, dPtw, rows, true, key0, t0, s, h, D, p, seed, off);
+      tc_ds(Ptw, dStw, Stw, dPtw, rows, true, key0, t0, s, h, D, window, p, seed, off);
       __syncwarp();
       tc_ab_acc<T, NF>(av, Ptw, dOs, LD); /* dV += P^T dO */
       tc_ab_acc<T, NF>(ak, dStw, Qs, LD); /* dK += dS^T Q (scaled at the end) */
@@ -472,7 +497,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
 template <typename T, int NF>
 static __global__ void __launch_bounds__(TC_THREADS)
     tc_bwd_q_kernel(T *dq, const T *dctx, const T *q, const T *k, const T *v, const T *ctx, const float *lse,
-                    int64_t s, int64_t hq, int64_t hkv, float p, uint64_t seed, uint64_t off) {
+                    int64_t s, int64_t hq, int64_t hkv, int64_t window, float p, uint64_t seed, uint64_t off) {
   constexpr int D = 16 * NF, LD = D + 8;
   PX_KC_DYNAMIC_SMEM(float, smem);
   T *Qs = (T *)smem, *dOs = Qs + TC * LD, *Ks = dOs + TC * LD, *Vs = Ks + TC * LD;
@@ -481,15 +506,17 @@ static __global__ void __launch_bounds__(TC_THREADS)
   float *rows = (float *)(dS + TC * TC_LP);
   const int warp = threadIdx.x >> 5;
   const int64_t h = blockIdx.y, g = h / (hq / hkv), t0 = (int64_t)blockIdx.x * TC, ldq = hq * D, ldk = hkv * D;
-  const int64_t kend = t0 + TC < s ? t0 + TC : s, row0 = t0 + warp * 16;
+  const int64_t kend = t0 + TC < s ? t0 + TC : s, row0 = t0 + warp * 16, z = blockIdx.z;
   float *Sw = S + warp * 16 * TC_LS, *dPw = dP + warp * 16 * TC_LS;
   T *dSw = dS + warp * 16 * TC_LP;
+  q += z * s * ldq, dctx += z * s * ldq, ctx += z * s * ldq, dq += z * s * ldq, lse += z * hq * s; /* batch row z */
+  k += z * s * ldk, v += z * s * ldk;
   tc_load(Qs, q, t0, s, ldq, h, D);
   tc_load(dOs, dctx, t0, s, ldq, h, D);
   load_rows<TC, 2>(rows, dctx, ctx, lse, t0, s, ldq, h, D);
   acc_t aq[NF];
   for (int n = 0; n < NF; n++) wmma::fill_fragment(aq[n], 0.0f);
-  for (int64_t s0 = 0; s0 < kend; s0 += TC) {
+  for (int64_t s0 = first_key_tile(t0, window, TC); s0 < kend; s0 += TC) {
     __syncthreads(); /* rows are written; the last K and V are read */
     tc_load(Ks, k, s0, s, ldk, g, D);
     tc_load(Vs, v, s0, s, ldk, g, D);
@@ -497,7 +524,7 @@ static __global__ void __launch_bounds__(TC_THREADS)
     tc_abt<T, NF>(Sw, Qs + warp * 16 * LD, Ks, LD);
     tc_abt<T, NF>(dPw, dOs + warp * 16 * LD, Vs, LD);
     __syncwarp();
-    tc_ds((T *)NULL, dSw, Sw, dPw, rows, false, row0, s0, s, h, D, p, seed, off);
+    tc_ds((T *)NULL, dSw, Sw, dPw, rows, false, row0, s0, s, h, D, window, p, seed, off);
     __syncwarp();
     tc_ab_acc<T, NF>(aq, dSw, Ks, LD); /* dQ += dS K */
   }
@@ -516,72 +543,77 @@ static size_t fwd_smem(int d) { return (size_t)(2 * TILE * (d + 1) + TILE * PROW
 static size_t bwd_smem(int d) { return (size_t)(4 * TILE * (d + 1) + 2 * TILE * PROW + 2 * TILE) * sizeof(float); }
 
 template <typename T, int NI>
-static px_status fwd(void *ctx, float *lse, const void *q, const void *k, const void *v, int64_t s, int64_t hq,
-                     int64_t hkv, int d, float p, uint64_t seed, uint64_t off, cudaStream_t stream) {
+static px_status fwd(void *ctx, float *lse, const void *q, const void *k, const void *v, int64_t b, int64_t s,
+                     int64_t hq, int64_t hkv, int d, int64_t w, float p, uint64_t seed, uint64_t off,
+                     cudaStream_t stream) {
   size_t bytes = fwd_smem(d);
   px_status st = smem_for(fwd_kernel<T, NI>, bytes);
   if (st) return st;
-  dim3 grid((unsigned)((s + TILE - 1) / TILE), (unsigned)hq);
+  dim3 grid((unsigned)((s + TILE - 1) / TILE), (unsigned)hq, (unsigned)b);
   fwd_kernel<T, NI><<<grid, THREADS, bytes, stream>>>((T *)ctx, lse, (const T *)q, (const T *)k, (const T *)v, s, hq,
-                                                      hkv, d, p, seed, off);
+                                                      hkv, d, w, p, seed, off);
   return PX_KC_LAUNCHED("flash fwd_kernel");
 }
 
 template <typename T, int NI>
 static px_status bwd(void *dq, void *dk, void *dv, const void *dctx, const void *q, const void *k, const void *v,
-                     const void *ctx, const float *lse, int64_t s, int64_t hq, int64_t hkv, int d, float p,
-                     uint64_t seed, uint64_t off, cudaStream_t stream) {
+                     const void *ctx, const float *lse, int64_t b, int64_t s, int64_t hq, int64_t hkv, int d,
+                     int64_t w, float p, uint64_t seed, uint64_t off, cudaStream_t stream) {
   size_t bytes = bwd_smem(d);
   px_status st = smem_for(bwd_kv_kernel<T, NI>, bytes);
   if (!st) st = smem_for(bwd_q_kernel<T, NI>, bytes);
   if (st) return st;
   unsigned tiles = (unsigned)((s + TILE - 1) / TILE);
-  bwd_kv_kernel<T, NI><<<dim3(tiles, (unsigned)hkv), THREADS, bytes, stream>>>(
+  bwd_kv_kernel<T, NI><<<dim3(tiles, (unsigned)hkv, (unsigned)b), THREADS, bytes, stream>>>(
       (T *)dk, (T *)dv, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, d,
-      p, seed, off);
+      w, p, seed, off);
   st = PX_KC_LAUNCHED("flash bwd_kv_kernel");
   if (st) return st;
-  bwd_q_kernel<T, NI><<<dim3(tiles, (unsigned)hq), THREADS, bytes, stream>>>(
-      (T *)dq, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, d, p, seed,
-      off);
+  bwd_q_kernel<T, NI><<<dim3(tiles, (unsigned)hq, (unsigned)b), THREADS, bytes, stream>>>(
+      (T *)dq, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, d, w, p,
+      seed, off);
   return PX_KC_LAUNCHED("flash bwd_q_kernel");
 }
 
 template <typename T, int NF>
-static px_status tc_fwd(void *ctx, float *lse, const void *q, const void *k, const void *v, int64_t s, int64_t hq,
-                        int64_t hkv, float p, uint64_t seed, uint64_t off, cudaStream_t stream) {
+static px_status tc_fwd(void *ctx, float *lse, const void *q, const void *k, const void *v, int64_t b, int64_t s,
+                        int64_t hq, int64_t hkv, int64_t w, float p, uint64_t seed, uint64_t off, cudaStream_t stream) {
   size_t bytes = tc_fwd_smem(16 * NF);
   px_status st = smem_for(tc_fwd_kernel<T, NF>, bytes);
   if (st) return st;
-  dim3 grid((unsigned)((s + TC - 1) / TC), (unsigned)hq);
+  dim3 grid((unsigned)((s + TC - 1) / TC), (unsigned)hq, (unsigned)b);
   tc_fwd_kernel<T, NF><<<grid, TC_THREADS, bytes, stream>>>((T *)ctx, lse, (const T *)q, (const T *)k, (const T *)v,
-                                                            s, hq, hkv, p, seed, off);
+                                                            s, hq, hkv, w, p, seed, off);
   return PX_KC_LAUNCHED("flash tc_fwd_kernel");
 }
 
 template <typename T, int NF>
 static px_status tc_bwd(void *dq, void *dk, void *dv, const void *dctx, const void *q, const void *k, const void *v,
-                        const void *ctx, const float *lse, int64_t s, int64_t hq, int64_t hkv, float p, uint64_t seed,
-                        uint64_t off, cudaStream_t stream) {
+                        const void *ctx, const float *lse, int64_t b, int64_t s, int64_t hq, int64_t hkv, int64_t w,
+                        float p, uint64_t seed, uint64_t off, cudaStream_t stream) {
   size_t bytes = tc_bwd_smem(16 * NF);
   px_status st = smem_for(tc_bwd_kv_kernel<T, NF>, bytes);
   if (!st) st = smem_for(tc_bwd_q_kernel<T, NF>, bytes);
   if (st) return st;
   unsigned tiles = (unsigned)((s + TC - 1) / TC);
-  tc_bwd_kv_kernel<T, NF><<<dim3(tiles, (unsigned)hkv), TC_THREADS, bytes, stream>>>(
-      (T *)dk, (T *)dv, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, p,
-      seed, off);
+  tc_bwd_kv_kernel<T, NF><<<dim3(tiles, (unsigned)hkv, (unsigned)b), TC_THREADS, bytes, stream>>>(
+      (T *)dk, (T *)dv, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, w,
+      p, seed, off);
   st = PX_KC_LAUNCHED("flash tc_bwd_kv_kernel");
   if (st) return st;
-  tc_bwd_q_kernel<T, NF><<<dim3(tiles, (unsigned)hq), TC_THREADS, bytes, stream>>>(
-      (T *)dq, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, p, seed,
+  tc_bwd_q_kernel<T, NF><<<dim3(tiles, (unsigned)hq, (unsigned)b), TC_THREADS, bytes, stream>>>(
+      (T *)dq, (const T *)dctx, (const T *)q, (const T *)k, (const T *)v, (const T *)ctx, lse, s, hq, hkv, w, p, seed,
       off);
   return PX_KC_LAUNCHED("flash tc_bwd_q_kernel");
 }
 
 /* Refuses what the kernels cannot take; sets *empty for a no-op. */
-static px_status check(const char *who, px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t d, bool *empty) {
-  *empty = s <= 0 || hq <= 0 || d <= 0;
+static px_status check(const char *who, px_dtype dt, int64_t b, int64_t s, int64_t hq, int64_t hkv, int64_t d,
+                       float p, bool *empty) {
+  *empty = b <= 0 || s <= 0 || hq <= 0 || d <= 0;
+  if (b > 65535 || (b > 1 && p > 0.0f))
+    return px_kc_fail(__FILE__, __LINE__, "%s: %lld batch rows in one call (at most 65535, and one with dropout: each "
+                      "row has its own dropout offset)", who, (long long)b);
   if (dt != PX_DTYPE_FP32 && dt != PX_DTYPE_BF16 && dt != PX_DTYPE_FP16)
     return px_kc_fail(__FILE__, __LINE__, "%s: dtype %d is not fp32, bf16 or fp16", who, (int)dt);
   if (d > PX_KC_FLASH_MAX_D || hkv <= 0 || hq % hkv != 0 || hq > 65535)
@@ -602,32 +634,35 @@ static px_status check(const char *who, px_dtype dt, int64_t s, int64_t hq, int6
                          : (ni_for(d) == 16 ? F<float, 16>(__VA_ARGS__) : F<float, 32>(__VA_ARGS__)))
 
 extern "C" px_status px_kc_flash_fwd(void *ctx, float *lse, const void *q, const void *k, const void *v, px_dtype dtype,
-                                     int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, uint64_t seed,
-                                     uint64_t off, cudaStream_t stream) {
+                                     int64_t b, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t window, float p,
+                                     uint64_t seed, uint64_t off, cudaStream_t stream) {
   bool empty;
-  px_status st = check("px_kc_flash_fwd", dtype, s, hq, hkv, d, &empty);
+  px_status st = check("px_kc_flash_fwd", dtype, b, s, hq, hkv, d, p, &empty);
   if (st || empty) return st;
   const void *ptrs[] = {ctx, q, k, v};
   bool tc = tc_head_dim(d) && tc_aligned(ptrs, 4);
   if (tc && dtype == PX_DTYPE_BF16)
-    return TC_DISPATCH(tc_fwd, __nv_bfloat16, d, ctx, lse, q, k, v, s, hq, hkv, p, seed, off, stream);
+    return TC_DISPATCH(tc_fwd, __nv_bfloat16, d, ctx, lse, q, k, v, b, s, hq, hkv, window, p, seed, off, stream);
   if (tc && dtype == PX_DTYPE_FP16)
-    return TC_DISPATCH(tc_fwd, __half, d, ctx, lse, q, k, v, s, hq, hkv, p, seed, off, stream);
-  return DISPATCH(fwd, dtype, d, ctx, lse, q, k, v, s, hq, hkv, (int)d, p, seed, off, stream);
+    return TC_DISPATCH(tc_fwd, __half, d, ctx, lse, q, k, v, b, s, hq, hkv, window, p, seed, off, stream);
+  return DISPATCH(fwd, dtype, d, ctx, lse, q, k, v, b, s, hq, hkv, (int)d, window, p, seed, off, stream);
 }
 
 extern "C" px_status px_kc_flash_bwd(void *dq, void *dk, void *dv, const void *dctx, const void *q, const void *k,
-                                     const void *v, const void *ctx, const float *lse, px_dtype dtype, int64_t s,
-                                     int64_t hq, int64_t hkv, int64_t d, float p, uint64_t seed, uint64_t off,
-                                     cudaStream_t stream) {
+                                     const void *v, const void *ctx, const float *lse, px_dtype dtype, int64_t b,
+                                     int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t window, float p,
+                                     uint64_t seed, uint64_t off, cudaStream_t stream) {
   bool empty;
-  px_status st = check("px_kc_flash_bwd", dtype, s, hq, hkv, d, &empty);
+  px_status st = check("px_kc_flash_bwd", dtype, b, s, hq, hkv, d, p, &empty);
   if (st || empty) return st;
   const void *ptrs[] = {dq, dk, dv, dctx, q, k, v, ctx};
   bool tc = tc_head_dim(d) && tc_aligned(ptrs, 8);
   if (tc && dtype == PX_DTYPE_BF16)
-    return TC_DISPATCH(tc_bwd, __nv_bfloat16, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, p, seed, off, stream);
+    return TC_DISPATCH(tc_bwd, __nv_bfloat16, d, dq, dk, dv, dctx, q, k, v, ctx, lse, b, s, hq, hkv, window, p, seed,
+                       off, stream);
   if (tc && dtype == PX_DTYPE_FP16)
-    return TC_DISPATCH(tc_bwd, __half, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, p, seed, off, stream);
-  return DISPATCH(bwd, dtype, d, dq, dk, dv, dctx, q, k, v, ctx, lse, s, hq, hkv, (int)d, p, seed, off, stream);
+    return TC_DISPATCH(tc_bwd, __half, d, dq, dk, dv, dctx, q, k, v, ctx, lse, b, s, hq, hkv, window, p, seed, off,
+                       stream);
+  return DISPATCH(bwd, dtype, d, dq, dk, dv, dctx, q, k, v, ctx, lse, b, s, hq, hkv, (int)d, window, p, seed, off,
+                  stream);
 }

@@ -60,6 +60,9 @@ same llama-sp-zero3 4 4 -m tiny -B 4 -t 2 -d 2 -z 3 -S "${fp32[@]}"
 # TP collectives on their own stream: compute waits for each only where its tensors are used; in
 # the zero-bubble order, whose W blocks gather their SP inputs and output gradients again
 same gpt-tp-overlap-zb 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all -e zb-h2 "${fp32[@]}"
+# an 8-token sliding window on every other layer, fused (two batch rows in a launch) and unfused
+same window-flash 2 2 -m tiny-window -B 4 -b 2 -t 2 "${fp32[@]}"
+same window-unfused 1 1 -m tiny-window -B 2 --attention unfused "${fp32[@]}"
 # GELU in the fc1 GEMM's epilogue and its gradient in fc2's (cuBLASLt GELU_AUX_BIAS, DGELU)
 same gpt-gelu-fused 2 2 -m "$gptd" -B 4 -t 2 --gelu fused "${fp32[@]}"
 PX_EMU_DEVICES=2 run gpt-gelu-fused-bf16 2 cuda -m "$gptd" -B 4 -t 2 --gelu fused -c dgx-h100 --precision bf16 --steps 2

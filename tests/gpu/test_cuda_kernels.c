@@ -758,12 +758,12 @@ static void lower_only(float *x, int64_t bh, int64_t t) {
     for (int64_t j = r % t + 1; j < t; j++) x[r * t + j] = 0.0f;
 }
 
-static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d) {
+static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t d, int64_t w) {
   const int64_t nq = b * t * hq * d, nk = b * t * hkv * d, ns = b * hq * t * t;
   const float scale = 1.0f / sqrtf((float)d);
   char what[96];
-#define NAME(s) (snprintf(what, sizeof what, "%s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld)", s, (long long)b, \
-                          (long long)t, (long long)hq, (long long)hkv, (long long)d), what)
+#define NAME(s) (snprintf(what, sizeof what, "%s (B=%lld T=%lld Hq=%lld Hkv=%lld D=%lld W=%lld)", s, (long long)b, \
+                          (long long)t, (long long)hq, (long long)hkv, (long long)d, (long long)w), what)
   float *q = px_trand(nq, -1, 1), *k = px_trand(nk, -1, 1), *v = px_trand(nk, -1, 1);
   float *dq_ = dev_f(q, nq), *dk_ = dev_f(k, nk), *dv_ = dev_f(v, nk);
   /* scores over a NaN-filled buffer: every entry, upper triangle included, is written */
@@ -773,8 +773,8 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
   CU_ASSERT(red_close(NAME("attn scores"), host_f(dscores, ns), scores, ns));
   /* softmax in place, from the CPU's scores */
   float *probs = px_tcopy(scores, ns), *dprobs_ = dev_f(scores, ns);
-  LAUNCH(px_kc_attn_softmax_fwd(dprobs_, dprobs_, b * hq, t, stream));
-  px_k_attn_softmax_fwd(probs, probs, b * hq, t, 0);
+  LAUNCH(px_kc_attn_softmax_fwd(dprobs_, dprobs_, b * hq, t, w, stream));
+  px_k_attn_softmax_fwd(probs, probs, b * hq, t, w);
   CU_ASSERT(red_close(NAME("attn probs"), host_f(dprobs_, ns), probs, ns));
   float *dprobs = dev_f(probs, ns);
   /* context */
@@ -795,8 +795,8 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
   CU_ASSERT(red_close(NAME("attn dv"), host_f(dgv, nk), gv, nk));
   /* softmax backward into a zeroed buffer, from the CPU's dprobs */
   float *gs = px_tconst(ns, 0.0f), *dgs = dev_f(gs, ns);
-  LAUNCH(px_kc_attn_softmax_bwd(dgs, dev_f(gp, ns), dprobs, b * hq, t, stream));
-  px_k_attn_softmax_bwd(gs, gp, probs, b * hq, t, 0);
+  LAUNCH(px_kc_attn_softmax_bwd(dgs, dev_f(gp, ns), dprobs, b * hq, t, w, stream));
+  px_k_attn_softmax_bwd(gs, gp, probs, b * hq, t, w);
   CU_ASSERT(red_close(NAME("attn dscores"), host_f(dgs, ns), gs, ns));
   /* scores backward from the CPU's dscores (upper triangle 0) */
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nk, ACC0), *dgq = dev_f(gq, nq), *dgk = dev_f(gk, nk);
@@ -809,9 +809,10 @@ static void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64
 
 static void test_attention(void) {
   px_tseed(11);
-  check_attention(2, 70, 4, 2, 24);  /* GQA, T across two 64-tiles */
-  check_attention(1, 130, 2, 2, 40); /* multi-head, three tiles, diagonal tiles partly masked */
-  check_attention(2, 5, 3, 1, 8);    /* multi-query, tiny */
+  check_attention(2, 70, 4, 2, 24, 0);  /* GQA, T across two 64-tiles */
+  check_attention(1, 130, 2, 2, 40, 0); /* multi-head, three tiles, diagonal tiles partly masked */
+  check_attention(2, 5, 3, 1, 8, 0);    /* multi-query, tiny */
+  check_attention(2, 70, 4, 2, 24, 33); /* a sliding window: the softmaxes see 33 keys at most */
   arena_free();
 }
 
@@ -1085,32 +1086,38 @@ static void test_fp16(void) {
 
 /* ======================= fused (flash) attention ======================= */
 
-/* One batch row against the CPU twin; the backward runs on the GPU's own ctx
- * and lse, which the CPU side is given too (the same inputs on both). fp32
- * within RED, 16-bit types within BF16 (fp16 keeps 3 more bits). */
-static void check_flash(px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t d, float p) {
-  const int64_t nq = s * hq * d, nkv = s * hkv * d;
+/* B batch rows in one call (one with dropout) against the CPU twin row by
+ * row, within a sliding window of w keys (0: none); the backward runs on the
+ * GPU's own ctx and lse, which the CPU side is given too (the same inputs on
+ * both). fp32 within RED, 16-bit types within BF16 (fp16 keeps 3 more bits). */
+static void check_flash(px_dtype dt, int64_t bn, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t w, float p) {
+  const int64_t rq = s * hq * d, rkv = s * hkv * d, nq = bn * rq, nkv = bn * rkv, nl = bn * hq * s;
   const uint64_t seed = 99, off = 123456;
   bool wide = dt == PX_DTYPE_FP32, tc = !wide && !dev_shift && (d == 16 || d == 32 || d == 64 || d == 128);
   double rtol = wide ? RED_RTOL : tc ? TC_RTOL : BF16_RTOL, atol = wide ? RED_ATOL : tc ? TC_ATOL : BF16_ATOL;
-  char what[96];
-#define NAME(x) (snprintf(what, sizeof what, "flash %s (%s S=%lld Hq=%lld Hkv=%lld D=%lld p=%.2f)", x, \
-                          px_dtype_names[dt], (long long)s, (long long)hq, (long long)hkv, (long long)d, p), what)
+  char what[112];
+#define NAME(x) (snprintf(what, sizeof what, "flash %s (%s B=%lld S=%lld Hq=%lld Hkv=%lld D=%lld W=%lld p=%.2f)", x, \
+                          px_dtype_names[dt], (long long)bn, (long long)s, (long long)hq, (long long)hkv, (long long)d, \
+                          (long long)w, p), what)
   float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *go = px_trand(nq, -1, 1);
   void *dq_ = dev_dt(q, nq, dt), *dk_ = dev_dt(k, nkv, dt), *dv_ = dev_dt(v, nkv, dt), *dgo = dev_dt(go, nq, dt);
-  float *nan = px_tconst(nq, NAN), *lse_nan = px_tconst(hq * s, NAN);
+  float *nan = px_tconst(nq, NAN), *lse_nan = px_tconst(nl, NAN);
   void *dctx = dev_dt(nan, nq, dt);
-  float *dlse = dev_f(lse_nan, hq * s);
-  LAUNCH(px_kc_flash_fwd(dctx, dlse, dq_, dk_, dv_, dt, s, hq, hkv, d, p, seed, off, stream));
-  float *ctx = px_tfloats(nq), *lse = px_tfloats(hq * s);
-  px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
-  float *ctx_got = host_dt(dctx, nq, dt), *lse_got = host_f(dlse, hq * s);
+  float *dlse = dev_f(lse_nan, nl);
+  LAUNCH(px_kc_flash_fwd(dctx, dlse, dq_, dk_, dv_, dt, bn, s, hq, hkv, d, w, p, seed, off, stream));
+  float *ctx = px_tfloats(nq), *lse = px_tfloats(nl);
+  for (int64_t b = 0; b < bn; b++)
+    px_k_flash_fwd(ctx + b * rq, lse + b * hq * s, q + b * rq, k + b * rkv, v + b * rkv, s, s, hq, hkv, d, NULL, NULL,
+                   w, s, p, seed, off);
+  float *ctx_got = host_dt(dctx, nq, dt), *lse_got = host_f(dlse, nl);
   CU_ASSERT(close_to(NAME("ctx"), ctx_got, ctx, nq, rtol, atol));
-  CU_ASSERT(red_close(NAME("lse"), lse_got, lse, hq * s));
+  CU_ASSERT(red_close(NAME("lse"), lse_got, lse, nl));
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
   void *dgq = dev_dt(gq, nq, dt), *dgk = dev_dt(gk, nkv, dt), *dgv = dev_dt(gv, nkv, dt);
-  LAUNCH(px_kc_flash_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dctx, dlse, dt, s, hq, hkv, d, p, seed, off, stream));
-  px_k_flash_bwd(gq, gk, gv, go, q, k, v, ctx_got, lse_got, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
+  LAUNCH(px_kc_flash_bwd(dgq, dgk, dgv, dgo, dq_, dk_, dv_, dctx, dlse, dt, bn, s, hq, hkv, d, w, p, seed, off, stream));
+  for (int64_t b = 0; b < bn; b++)
+    px_k_flash_bwd(gq + b * rq, gk + b * rkv, gv + b * rkv, go + b * rq, q + b * rq, k + b * rkv, v + b * rkv,
+                   ctx_got + b * rq, lse_got + b * hq * s, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
   float *gq_got = host_dt(dgq, nq, dt), *gk_got = host_dt(dgk, nkv, dt), *gv_got = host_dt(dgv, nkv, dt);
   CU_ASSERT(close_to(NAME("dq"), gq_got, gq, nq, rtol, atol));
   CU_ASSERT(close_to(NAME("dk"), gk_got, gk, nkv, rtol, atol));
@@ -1127,30 +1134,39 @@ static void check_flash(px_dtype dt, int64_t s, int64_t hq, int64_t hkv, int64_t
   void *dgq2 = dev_dt(px_tconst(nq, ACC0), nq, dt), *dgk2 = dev_dt(px_tconst(nkv, ACC0), nkv, dt);
   void *dgv2 = dev_dt(px_tconst(nkv, ACC0), nkv, dt);
   float *once = host_dt(dgq, nq, dt);
-  LAUNCH(px_kc_flash_bwd(dgq2, dgk2, dgv2, dgo, dq_, dk_, dv_, dctx, dlse, dt, s, hq, hkv, d, p, seed, off, stream));
+  LAUNCH(px_kc_flash_bwd(dgq2, dgk2, dgv2, dgo, dq_, dk_, dv_, dctx, dlse, dt, bn, s, hq, hkv, d, w, p, seed, off,
+                         stream));
   CU_ASSERT(same_bits(NAME("dq, run twice"), host_dt(dgq2, nq, dt), once, (size_t)nq * sizeof(float)));
 #undef NAME
 }
 
 static void test_flash(void) {
   px_tseed(16);
-  check_flash(PX_DTYPE_FP32, 70, 4, 2, 24, 0.0f);  /* GQA, three 32-tiles, the last partial */
-  check_flash(PX_DTYPE_FP32, 45, 2, 2, 5, 0.25f);  /* odd head dim, dropout */
-  check_flash(PX_DTYPE_FP32, 33, 2, 1, 136, 0.0f); /* D > 128: the wide variant, multi-query */
-  check_flash(PX_DTYPE_BF16, 50, 4, 1, 40, 0.1f);  /* 16-bit on CUDA cores (D not a tensor-core size) */
+  check_flash(PX_DTYPE_FP32, 1, 70, 4, 2, 24, 0, 0.0f);  /* GQA, three 32-tiles, the last partial */
+  check_flash(PX_DTYPE_FP32, 1, 45, 2, 2, 5, 0, 0.25f);  /* odd head dim, dropout */
+  check_flash(PX_DTYPE_FP32, 1, 33, 2, 1, 136, 0, 0.0f); /* D > 128: the wide variant, multi-query */
+  check_flash(PX_DTYPE_BF16, 1, 50, 4, 1, 40, 0, 0.1f);  /* 16-bit on CUDA cores (D not a tensor-core size) */
   /* tensor cores: D in {16, 32, 64, 128}, 64-tiles */
-  check_flash(PX_DTYPE_BF16, 130, 4, 2, 64, 0.1f); /* GPT-2's head dim, three tiles, GQA, dropout */
-  check_flash(PX_DTYPE_BF16, 70, 2, 1, 128, 0.0f); /* Llama's */
-  check_flash(PX_DTYPE_FP16, 40, 2, 2, 32, 0.0f);
-  check_flash(PX_DTYPE_FP16, 64, 2, 2, 16, 0.2f);
+  check_flash(PX_DTYPE_BF16, 1, 130, 4, 2, 64, 0, 0.1f); /* GPT-2's head dim, three tiles, GQA, dropout */
+  check_flash(PX_DTYPE_BF16, 1, 70, 2, 1, 128, 0, 0.0f); /* Llama's */
+  check_flash(PX_DTYPE_FP16, 1, 40, 2, 2, 32, 0, 0.0f);
+  check_flash(PX_DTYPE_FP16, 1, 64, 2, 2, 16, 0, 0.2f);
+  /* batch rows in one launch; sliding windows shorter than a tile, across tiles, and past the sequence */
+  check_flash(PX_DTYPE_FP32, 3, 70, 4, 2, 24, 0, 0.0f);
+  check_flash(PX_DTYPE_FP32, 2, 100, 2, 1, 16, 40, 0.0f);  /* 32-tiles: windows reach back across two */
+  check_flash(PX_DTYPE_FP32, 1, 45, 2, 2, 5, 7, 0.25f);    /* a window inside a tile, dropout */
+  check_flash(PX_DTYPE_BF16, 2, 200, 4, 2, 64, 70, 0.0f);  /* 64-tiles on tensor cores */
+  check_flash(PX_DTYPE_BF16, 1, 130, 2, 2, 32, 3, 0.1f);   /* a window of three inside a tile */
+  check_flash(PX_DTYPE_FP16, 2, 50, 2, 2, 16, 500, 0.0f);  /* a window longer than the sequence: causal */
   dev_shift = 1; /* tensors off the 16-byte grid: the CUDA-core kernel takes them */
-  check_flash(PX_DTYPE_BF16, 40, 2, 2, 64, 0.0f);
+  check_flash(PX_DTYPE_BF16, 1, 40, 2, 2, 64, 0, 0.0f);
   dev_shift = 0;
-  /* refused: fp8 and head dims past the limit */
+  /* refused: fp8, head dims past the limit, several batch rows with dropout */
   float *x = dalloc(64);
-  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP8, 1, 1, 1, 1, 0, 0, 0, stream), PX_ERR_RUNTIME);
-  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP32, 1, 1, 1, PX_KC_FLASH_MAX_D + 1, 0, 0, 0, stream),
+  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP8, 1, 1, 1, 1, 1, 0, 0, 0, 0, stream), PX_ERR_RUNTIME);
+  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP32, 1, 1, 1, 1, PX_KC_FLASH_MAX_D + 1, 0, 0, 0, 0, stream),
                   PX_ERR_RUNTIME);
+  CU_ASSERT_EQUAL(px_kc_flash_fwd(x, x, x, x, x, PX_DTYPE_FP32, 2, 1, 1, 1, 1, 0, 0.1f, 0, 0, stream), PX_ERR_RUNTIME);
   arena_free();
 }
 
@@ -1284,7 +1300,7 @@ static void test_empty(void) {
   LAUNCH(px_kc_gelu_fwd(p, p, 0, stream));
   LAUNCH(px_kc_layernorm_fwd(p, NULL, NULL, p, p, NULL, 0, 4, 1e-5f, stream));
   LAUNCH(px_kc_attn_scores_fwd(p, p, p, 0, 4, 2, 2, 4, 1.0f, stream));
-  LAUNCH(px_kc_attn_softmax_fwd(p, p, 0, 4, stream));
+  LAUNCH(px_kc_attn_softmax_fwd(p, p, 0, 4, 0, stream));
   LAUNCH(px_kc_ce_bwd(p, p, p, p, NULL, 0, 0, 4, 4, 1.0f, stream));
   LAUNCH(px_kc_embed_bwd(p, p, NULL, 0, 0, 4, 4, stream));
   LAUNCH(px_kc_gemm(lt, p, p, p, 0, 4, 4, false, false, 1.0f, 0.0f, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES,
