@@ -15,6 +15,7 @@
 
 #include "exec/cpu/fp8.h"
 #include "exec/contract.h"
+#include "exec/params.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
@@ -496,9 +497,14 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: op %s is not an op it runs", px_op_names[o->kind]);
 }
 
-/* fp8: a cast writes codes; a GEMM on fp8 operands runs in fp32 on their decoded values. */
+/* fp8: a cast writes codes; a GEMM on fp8 operands runs in fp32 on their decoded values. A frozen weight stored in
+ * nf4 or fp8 is dequantised into fp32 (PX_OPF_DEQUANT) for the GEMM after it. */
 static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   cpu *c = be->impl;
+  if (e->op->kind == PX_OP_CAST && (e->op->flags & PX_OPF_DEQUANT)) {
+    px_param_frozen_decode(e->env->base_precision, e->in[0], (uint64_t)e->op->dim[0], e->out[0]);
+    return PX_OK;
+  }
   if (e->op->kind == PX_OP_CAST) return px_cpu_fp8_cast(c->f8, e, err);
   if (!(e->op->flags & PX_OPF_FP8)) return cpu_op_f32(e, err);
   px_exec_op d;
@@ -517,7 +523,12 @@ static px_support cpu_supports_op(px_backend *b, const px_exec_op *e, char *why,
   (void)b;
   const px_op *op = e->op;
   px_dtype dt = px_contract_dtype(e->env, op);
-  if (px_contract_fp8(e->env, op) && !px_cpu_fp8_supports(e, why, cap)) return PX_SUPPORT_NO;
+  bool dequant = op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT);
+  if (dequant && e->env->base_precision != PX_BASE_NF4 && e->env->base_precision != PX_BASE_FP8) {
+    snprintf(why, cap, "a dequantising cast of a frozen weight held in %s", px_base_precision_names[e->env->base_precision]);
+    return PX_SUPPORT_NO;
+  }
+  if (!dequant && px_contract_fp8(e->env, op) && !px_cpu_fp8_supports(e, why, cap)) return PX_SUPPORT_NO;
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && op->kind != PX_OP_ALLREDUCE && op->kind != PX_OP_REDUCE_SCATTER)) {
     snprintf(why, cap, "the cpu backend runs fp32 only (hint: `precision` fp32)");
     return PX_SUPPORT_NO;

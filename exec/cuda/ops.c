@@ -769,6 +769,10 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "an adapter's GEMM scaled by alpha / r (`finetune` lora): the CUDA backend does not train "
                               "adapters yet (hint: `backend` cpu runs it)");
+  if (op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT))
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "a frozen weight stored in nf4 or fp8 (`base_precision`): the CUDA backend has no "
+                              "dequantising kernels yet (hint: `backend` cpu runs it)");
   if (op->flags & PX_OPF_WINDOW)
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no "
