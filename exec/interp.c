@@ -19,6 +19,7 @@
 #include "exec/optim.h"
 #include "exec/params.h"
 #include "kernels/math.h"
+#include "plan/lora.h"
 
 /* A live tensor: (slot, micro-batch, layer) -> buffer. */
 typedef struct {
@@ -50,6 +51,7 @@ struct px_exec {
   char *frozen;               /* fine-tuning: the frozen base weights (prog->frozen) in their storage */
   uint64_t frozen_bytes;
   uint64_t *frozen_at;        /* (nfrozen) each frozen weight's byte offset into frozen (px_param_frozen_layout) */
+  double quant_sums[2];       /* ... its quantised weights' squared quantisation error and squares, summed */
   uint64_t pb, gb;
   uint64_t params_elems, grads_elems, opt_elems;
   char **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
@@ -314,6 +316,19 @@ px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err) {
   if (!conv) return PX_ERR_RUNTIME;
   px_status st = px_param_frozen_encode(x->plan, x->stage, values, conv, err); /* quantized at load */
   if (!st) st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
+  x->quant_sums[0] = x->quant_sums[1] = 0;
+  for (int32_t i = 0; i < x->prog->nfrozen && !st && x->plan->par.base_precision != PX_BASE_BF16; i++) {
+    const px_param_ref *r = &x->prog->frozen[i];
+    if (!px_lora_quantized(x->plan->slots[r->slot].name)) continue;
+    float *back = px_calloc((size_t)r->elems + 1, sizeof *back, err); /* (elems) the weight as the GEMMs see it */
+    if (!back) st = PX_ERR_RUNTIME;
+    else px_param_frozen_decode(x->plan->par.base_precision, conv + x->frozen_at[i], r->elems, back);
+    for (uint64_t j = 0; back && j < r->elems; j++) {
+      double v = values[r->offset + j], d = (double)back[j] - v;
+      x->quant_sums[0] += d * d, x->quant_sums[1] += v * v;
+    }
+    free(back);
+  }
   free(conv);
   return st;
 }
@@ -1320,6 +1335,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
 void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
 double px_exec_grad_norm(const px_exec *x) { return x->opt.grad_norm; }
+
+void px_exec_frozen_quant_sums(const px_exec *x, double sums[2]) { sums[0] = x->quant_sums[0], sums[1] = x->quant_sums[1]; }
 
 px_status px_exec_frozen_hash(px_exec *x, uint64_t *hash, px_err *err) {
   *hash = 0;
