@@ -19,7 +19,6 @@
 #include "exec/optim.h"
 #include "exec/params.h"
 #include "kernels/math.h"
-#include "plan/lora.h"
 
 /* A live tensor: (slot, micro-batch, layer) -> buffer. */
 typedef struct {
@@ -314,21 +313,8 @@ px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err) {
   if (!x->frozen) return PX_OK;
   char *conv = px_calloc((size_t)x->frozen_bytes + 1, 1, err);
   if (!conv) return PX_ERR_RUNTIME;
-  px_status st = px_param_frozen_encode(x->plan, x->stage, values, conv, err); /* quantized at load */
+  px_status st = px_param_frozen_encode(x->plan, x->stage, values, conv, x->quant_sums, err); /* quantized at load */
   if (!st) st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
-  x->quant_sums[0] = x->quant_sums[1] = 0;
-  for (int32_t i = 0; i < x->prog->nfrozen && !st && x->plan->par.base_precision != PX_BASE_BF16; i++) {
-    const px_param_ref *r = &x->prog->frozen[i];
-    if (!px_lora_quantized(x->plan->slots[r->slot].name)) continue;
-    float *back = px_calloc((size_t)r->elems + 1, sizeof *back, err); /* (elems) the weight as the GEMMs see it */
-    if (!back) st = PX_ERR_RUNTIME;
-    else px_param_frozen_decode(x->plan->par.base_precision, conv + x->frozen_at[i], r->elems, back);
-    for (uint64_t j = 0; back && j < r->elems; j++) {
-      double v = values[r->offset + j], d = (double)back[j] - v;
-      x->quant_sums[0] += d * d, x->quant_sums[1] += v * v;
-    }
-    free(back);
-  }
   free(conv);
   return st;
 }

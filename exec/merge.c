@@ -74,7 +74,7 @@ static px_status base_hash(const px_merge *m, uint64_t *sum, px_err *err) {
     uint64_t nsp = 0;
     st = w && raw ? px_param_frozen_spans(p, m->g, &rk, &sp, &nsp, err) : PX_ERR_RUNTIME;
     for (uint64_t j = 0; !st && j < nsp; j++) memcpy(w + sp[j].at, m->canon + sp[j].canon, sp[j].n * sizeof *w);
-    if (!st) st = px_param_frozen_encode(p, rk.stage, w, raw, err);
+    if (!st) st = px_param_frozen_encode(p, rk.stage, w, raw, NULL, err);
     if (!st) *sum += px_ckpt_hash_bytes(raw, (size_t)bytes, 0);
     free(sp), free(w), free(raw);
   }

@@ -529,14 +529,18 @@ px_status px_param_frozen_layout(const px_plan *plan, int64_t stage, uint64_t *a
   return PX_OK;
 }
 
-px_status px_param_frozen_encode(const px_plan *plan, int64_t stage, const float *values, char *out, px_err *err) {
+px_status px_param_frozen_encode(const px_plan *plan, int64_t stage, const float *values, char *out, double sums[2],
+                                 px_err *err) {
   const px_program *prog = &plan->programs[stage];
   uint64_t *at = px_calloc((size_t)prog->nfrozen + 1, sizeof *at, err);
-  float *scratch = NULL; /* (blocks of the largest weight) nf4's absmaxes */
+  float *scratch = NULL, *back = NULL; /* (blocks of the largest weight) nf4's absmaxes; (largest) a weight decoded */
   px_status st = at ? px_param_frozen_layout(plan, stage, at, err) : PX_ERR_RUNTIME;
   uint64_t most = 0;
   for (int32_t i = 0; i < prog->nfrozen; i++) most = prog->frozen[i].elems > most ? prog->frozen[i].elems : most;
-  if (!st && !(scratch = px_calloc((size_t)(most / PX_NF4_BLOCK + 2), sizeof *scratch, err))) st = PX_ERR_RUNTIME;
+  if (!st && (!(scratch = px_calloc((size_t)(most / PX_NF4_BLOCK + 2), sizeof *scratch, err)) ||
+              !(back = px_calloc((size_t)most + 1, sizeof *back, err))))
+    st = PX_ERR_RUNTIME;
+  if (sums) sums[0] = sums[1] = 0;
   for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
     const px_param_ref *r = &prog->frozen[i];
     const float *x = values + r->offset;
@@ -550,9 +554,16 @@ px_status px_param_frozen_encode(const px_plan *plan, int64_t stage, const float
       memcpy(o + r->elems, &scale, sizeof scale);
     } else {
       px_dtype_from_fp32(o, plan->param_dtype, x, r->elems);
+      continue;
+    }
+    if (!sums) continue;
+    px_param_frozen_decode(base, o, r->elems, back);
+    for (uint64_t j = 0; j < r->elems; j++) {
+      double d = (double)back[j] - x[j];
+      sums[0] += d * d, sums[1] += (double)x[j] * x[j];
     }
   }
-  free(at), free(scratch);
+  free(at), free(scratch), free(back);
   return st;
 }
 

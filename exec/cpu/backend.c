@@ -523,12 +523,7 @@ static px_support cpu_supports_op(px_backend *b, const px_exec_op *e, char *why,
   (void)b;
   const px_op *op = e->op;
   px_dtype dt = px_contract_dtype(e->env, op);
-  bool dequant = op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT);
-  if (dequant && e->env->base_precision != PX_BASE_NF4 && e->env->base_precision != PX_BASE_FP8) {
-    snprintf(why, cap, "a dequantising cast of a frozen weight held in %s", px_base_precision_names[e->env->base_precision]);
-    return PX_SUPPORT_NO;
-  }
-  if (!dequant && px_contract_fp8(e->env, op) && !px_cpu_fp8_supports(e, why, cap)) return PX_SUPPORT_NO;
+  if (px_contract_fp8(e->env, op) && !px_cpu_fp8_supports(e, why, cap)) return PX_SUPPORT_NO;
   if (dt != PX_DTYPE_FP32 && !(dt == PX_DTYPE_FP8 && op->kind != PX_OP_ALLREDUCE && op->kind != PX_OP_REDUCE_SCATTER)) {
     snprintf(why, cap, "the cpu backend runs fp32 only (hint: `precision` fp32)");
     return PX_SUPPORT_NO;
