@@ -2,7 +2,7 @@
 # parallax run --finetune qlora and --base-precision fp8 (CPU backend): adapters trained on a frozen base whose
 # linear weights are stored in NF4 with double quantisation (or per-tensor E4M3) and dequantised into fp32 before
 # each GEMM. Each rank's measured peak is the plan's to the byte (the storage is the plan's px_lora_frozen_bytes);
-# PP and DP with ZeRO-1/2 give the 1-rank run's losses within 1e-5 (the same shards quantised); TP quantises each
+# PP, CP and DP with ZeRO-1/2 give the 1-rank run's losses within 1e-5 (the same shards quantised); TP quantises each
 # rank's shard on its own (its blocks of 64, the absmaxes' groups of 256 and their mean are the shard's, as
 # bitsandbytes quantises the tensor it is given), another quantisation of the same weights, so it is held to the
 # NF4 tolerance below. QLoRA against LoRA on the same pre-trained base: within the tolerance derived from the
@@ -22,9 +22,9 @@ for base in "--finetune qlora" "--finetune lora --base-precision fp8"; do
   "$px" run "${run[@]}" >"$tmp/r1.json" 2>"$tmp/err" || fail "$base, 1 rank: $(cat "$tmp/err")"
   peak_ok "$tmp/r1.json" || fail "$base: measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/r1.json")"
   ref=$(losses "$tmp/r1.json")
-  for split in "-p 2" "-d 2 -z 1" "-d 2 -z 2" "-p 2 -d 2 -z 2" "-t 2" "-t 2 -p 2 --sp"; do
+  for split in "-p 2" "-d 2 -z 1" "-d 2 -z 2" "-p 2 -d 2 -z 2" "--cp 2" "-t 2" "-t 2 -p 2 --sp"; do
     # shellcheck disable=SC2086
-    n=$(awk '{ n = 1; for (i = 1; i < NF; i++) if ($i ~ /^-(t|p|d)$/) n *= $(i + 1); print n }' <<<"$split")
+    n=$(awk '{ n = 1; for (i = 1; i < NF; i++) if ($i ~ /^-(t|p|d)$|^--cp$/) n *= $(i + 1); print n }' <<<"$split")
     # shellcheck disable=SC2086
     if ! mpirun -np "$n" "$px" run "${run[@]}" $split >"$tmp/s.json" 2>"$tmp/err"; then
       fail "$base $split: $(head -3 "$tmp/err")"
@@ -35,6 +35,17 @@ for base in "--finetune qlora" "--finetune lora --base-precision fp8"; do
     close "$ref" "$(losses "$tmp/s.json")" "$tol" || fail "$base $split: losses $(losses "$tmp/s.json"), 1 rank $ref (rtol $tol)"
     peak_ok "$tmp/s.json" || fail "$base $split: measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/s.json")"
   done
+done
+
+# GPT-2-shaped (LayerNorm, biases, GELU) and HF PEFT's per-projection adapters on an nf4 base, across a split
+for other in "-m tiny-gpt" "-m tiny --lora-targets q,k,v,o,gate,up,fc2"; do
+  # shellcheck disable=SC2086
+  "$px" run "${ql[@]}" $other --steps 2 --json >"$tmp/o1.json" 2>"$tmp/err" || fail "$other: $(cat "$tmp/err")"
+  # shellcheck disable=SC2086
+  mpirun -np 4 "$px" run "${ql[@]}" $other -p 2 -d 2 -z 2 --steps 2 --json >"$tmp/o4.json" 2>"$tmp/err" ||
+    fail "$other on 4 ranks: $(head -3 "$tmp/err")"
+  close "$(losses "$tmp/o1.json")" "$(losses "$tmp/o4.json")" 1e-5 && peak_ok "$tmp/o4.json" ||
+    fail "$other: losses $(losses "$tmp/o4.json"), 1 rank $(losses "$tmp/o1.json"), or the peak is not the plan's"
 done
 
 # QLoRA against LoRA on a base pre-trained 40 steps on text (its weights matter: loss 2.85 where a random
