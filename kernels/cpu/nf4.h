@@ -1,9 +1,10 @@
 /* NF4, 4-bit NormalFloat (Dettmers et al. 2023, "QLoRA", section 3) as bitsandbytes stores a frozen weight
- * (quantize_4bit / dequantize_4bit with quant_type "nf4", blocksize 64, no double quantisation): per block of
- * 64 consecutive elements an fp32 absmax, each element x coded as the nearest of 16 values to x / absmax
- * (bitsandbytes' decision tree on x * (1 / absmax)), two codes a byte, the block's first element in the high
- * nibble; decoded as value[code] x absmax. The values and the tree are bitsandbytes' (csrc/kernels.cu, cited with
- * its commit in tests/data/nf4_bitsandbytes.md). */
+ * (quantize_4bit / dequantize_4bit with quant_type "nf4", blocksize 64): per block of 64 consecutive elements an
+ * fp32 absmax, each element x coded as the nearest of 16 values to x / absmax (bitsandbytes' decision tree on
+ * x * (1 / absmax)), two codes a byte, the block's first element in the high nibble; decoded as value[code] x
+ * absmax. The values and the tree are bitsandbytes' (csrc/kernels.cu, cited with its commit in
+ * tests/data/nf4_bitsandbytes.md). With double quantisation (compress_statistics=True, px_k_nf4_pack below) the
+ * absmaxes are stored in 8 bits, as the executor holds an nf4 base. */
 #ifndef PX_KERNELS_CPU_NF4_H
 #define PX_KERNELS_CPU_NF4_H
 
