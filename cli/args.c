@@ -90,7 +90,7 @@ static const px_opt opts[] = {
      "fp8_param_gather; planned and simulated, the executors refuse it)"},
     {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
      "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
-     "qlora (lora on an NF4 base); run trains lora on the cpu backend (fp32), qlora is planned and simulated"},
+     "qlora (lora on an NF4 base); run trains lora and qlora on the cpu backend (fp32)"},
     {"lora-rank", required_argument, OPT_LORA_RANK, PX_OPT_PLAN, "R", "lora/qlora: the adapters' rank r (16)"},
     {"lora-alpha", required_argument, OPT_LORA_ALPHA, PX_OPT_PLAN, "A",
      "lora/qlora: the adapters' output is scaled by alpha / r (2 r); it changes no memory or time"},
@@ -100,8 +100,8 @@ static const px_opt opts[] = {
     {"adapter", required_argument, OPT_ADAPTER, PX_OPT_PLAN, "FILE",
      "lora from an HF PEFT adapter_config.json: its r, lora_alpha and target_modules (flags override)"},
     {"base-precision", required_argument, OPT_BASE_PRECISION, PX_OPT_PLAN, "P",
-     "lora/qlora: the frozen weights' storage: bf16 (lora's default) | fp8 | nf4 (qlora's: 4.127 bits a weight), "
-     "dequantised to bf16 before each GEMM"},
+     "lora/qlora: the frozen weights' storage: bf16 (lora's default: the compute dtype) | fp8 (per-tensor E4M3) | nf4 "
+     "(qlora's: 4.127 bits a weight, double quantisation), dequantised to the compute dtype before each GEMM"},
     {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
@@ -167,8 +167,9 @@ static const px_opt opts[] = {
      "keep the last K checkpoints: the latest in --ckpt DIR, the older in DIR/step-<N>/ (default: the latest alone)"},
     {"resume", no_argument, OPT_RESUME, PX_OPT_RUN, NULL, "continue from the checkpoint in --ckpt"},
     {"base-ckpt", required_argument, OPT_BASE_CKPT, PX_OPT_RUN | PX_OPT_MERGE, "DIR",
-     "--finetune lora: the frozen base is the weights of this checkpoint (a pre-training or full run's, any split "
-     "of the model), not the initialisation's (merge: the adapters' run's)"},
+     "--finetune lora/qlora: the frozen base is the weights of this checkpoint (a pre-training or full run's, any "
+     "split of the model; quantised at load for an nf4 or fp8 base), not the initialisation's (merge: the adapters' "
+     "run's)"},
     {"overwrite", no_argument, OPT_OVERWRITE, PX_OPT_RUN | PX_OPT_RESHARD | PX_OPT_MERGE, NULL,
      "replace the checkpoint(s) --ckpt (run) or --to (reshard, merge) holds; the old one stays until the new one is "
      "written"},

@@ -41,6 +41,7 @@ typedef struct {
   bool norm_topk_prob;   /* ... the top-k weights renormalised */
   double aux_loss_coef;  /* ... the load-balancing loss's weight */
   double lora_scale;     /* fine-tuning's adapters: alpha / r, the factor of PX_OPF_LORA_SCALE GEMMs (0 without) */
+  int base_precision;    /* ... the frozen linear weights' storage (px_base_precision), which PX_OPF_DEQUANT casts read */
   /* dtypes and precision */
   px_dtype act_dtype, weight_dtype, grad_dtype; /* the activations', the parameters', the gradients' */
   bool master_weights;   /* mixed precision: fp32 master weights, the model's copy rounded from them */

@@ -69,6 +69,10 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_CAST] = {"q...", "A....."}, /* no output: a weight's copy that the backend keeps */
 };
 
+/* A cast of a frozen weight from its base_precision storage (PX_OPF_DEQUANT): the weight in, its values out in the
+ * op's dtype. */
+static const operands dequant = {"A...", "A....."};
+
 static bool no(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bool no(char *why, size_t cap, const char *fmt, ...) {
   if (why && cap) {
@@ -169,7 +173,7 @@ static bool splits_ok(const px_op *op, const px_ref *r, const char *side, char *
 bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why, size_t cap) {
   if (op->kind >= PX_OP_COUNT) return no(why, cap, "op kind %d is not one of the graph's", (int)op->kind);
   const char *kind = px_op_names[op->kind];
-  const operands *c = &contract[op->kind];
+  const operands *c = op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT) ? &dequant : &contract[op->kind];
   if (!c->out || !c->in) return no(why, cap, "%s: no operand contract for this kind (exec/support.c)", kind);
   if (slotless(op)) return true; /* ops on gradient ranges and unit-sized collectives: px_exec_op's contract */
   for (int j = 0; j < PX_OP_OUTS; j++)

@@ -47,8 +47,10 @@ struct px_exec {
    * element), master weights and moments in fp32 */
   char *params, *grads;
   float *master, *adam_m, *adam_v;
-  char *frozen;               /* fine-tuning: the frozen base weights (prog->frozen), in the parameter dtype */
+  char *frozen;               /* fine-tuning: the frozen base weights (prog->frozen) in their storage */
   uint64_t frozen_bytes;
+  uint64_t *frozen_at;        /* (nfrozen) each frozen weight's byte offset into frozen (px_param_frozen_layout) */
+  double quant_sums[2];       /* ... its quantised weights' squared quantisation error and squares, summed */
   uint64_t pb, gb;
   uint64_t params_elems, grads_elems, opt_elems;
   char **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
@@ -270,7 +272,7 @@ static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
 }
 
 static void *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
-  if (r->unit < 0) return x->frozen + r->offset * x->pb; /* frozen: its own buffer, never sharded */
+  if (r->unit < 0) return x->frozen + x->frozen_at[r - x->prog->frozen]; /* frozen: its own buffer, never sharded */
   if (x->plan->par.zero < 3) return x->params + r->offset * x->pb;
   const px_unit *u = &x->prog->units[r->unit];
   if (!x->gathered[r->unit]) {
@@ -311,8 +313,8 @@ px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err) {
   if (!x->frozen) return PX_OK;
   char *conv = px_calloc((size_t)x->frozen_bytes + 1, 1, err);
   if (!conv) return PX_ERR_RUNTIME;
-  px_dtype_from_fp32(conv, x->plan->param_dtype, values, x->prog->frozen_elems);
-  px_status st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
+  px_status st = px_param_frozen_encode(x->plan, x->stage, values, conv, x->quant_sums, err); /* quantized at load */
+  if (!st) st = x->be->upload(x->be, x->frozen, conv, x->frozen_bytes, err);
   free(conv);
   return st;
 }
@@ -479,11 +481,9 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
    * fine-tuning's frozen base */
   enum { NSTATES = 6 };
   uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
-  x->frozen_bytes = prog->frozen_bytes; /* in the compute dtype (px_support_check refuses another base_precision) */
-  if (!st && x->frozen_bytes != prog->frozen_elems * x->pb)
-    st = px_err_set(err, PX_ERR_RUNTIME, "internal: the frozen base's %llu bytes are not its %llu weights in %s",
-                    (unsigned long long)x->frozen_bytes, (unsigned long long)prog->frozen_elems,
-                    px_dtype_names[plan->param_dtype]);
+  x->frozen_bytes = prog->frozen_bytes; /* in base_precision (px_lora_frozen_bytes) */
+  if (!st && !(x->frozen_at = px_calloc((size_t)prog->nfrozen + 1, sizeof *x->frozen_at, err))) st = PX_ERR_RUNTIME;
+  if (!st) st = px_param_frozen_layout(plan, x->stage, x->frozen_at, err);
   uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->mixed ? ob : 0, ob, ob,
                               x->frozen_bytes};
   if (!st && be->reserve) { /* the states as they are taken (whole arena units); the step's tensors to the peak */
@@ -545,6 +545,7 @@ void px_exec_free(px_exec *x) {
   free(x->late);
   free(x->late_bytes);
   free(x->param_of);
+  free(x->frozen_at);
   free(x->maps);
   free(x->owned);
   free(x->seq_index);
@@ -1320,6 +1321,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
 void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
 double px_exec_grad_norm(const px_exec *x) { return x->opt.grad_norm; }
+
+void px_exec_frozen_quant_sums(const px_exec *x, double sums[2]) { sums[0] = x->quant_sums[0], sums[1] = x->quant_sums[1]; }
 
 px_status px_exec_frozen_hash(px_exec *x, uint64_t *hash, px_err *err) {
   *hash = 0;

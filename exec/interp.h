@@ -40,6 +40,9 @@ double px_exec_grad_norm(const px_exec *x);
 px_status px_exec_frozen_hash(px_exec *x, uint64_t *hash, px_err *err);
 /* Fine-tuning: replaces the frozen base with `values` (prog->frozen's elements in fp32, px_reshard_fill_base). */
 px_status px_exec_frozen_set(px_exec *x, const float *values, px_err *err);
+/* Fine-tuning with an nf4 or fp8 base: the rank's quantised frozen weights' squared quantisation error (the stored
+ * weight dequantised, less the value it was given) and their squares, each summed over the elements, as last set. */
+void px_exec_frozen_quant_sums(const px_exec *x, double sums[2]);
 
 /* Bytes allocated through the interpreter now and at most. */
 uint64_t px_exec_peak_bytes(const px_exec *x);

@@ -57,8 +57,8 @@ static px_status read_base(px_merge *m, const px_merge_opts *o, px_err *err) {
   return st;
 }
 
-/* The base's hash as the adapters' run computed it: each rank's frozen buffer in the parameter dtype
- * (px_exec_frozen_hash), summed over the ranks of its plan. */
+/* The base's hash as the adapters' run computed it: each rank's frozen buffer in its storage (px_exec_frozen_hash;
+ * an nf4 or fp8 base quantised as the run quantised it, px_param_frozen_encode), summed over the ranks of its plan. */
 static px_status base_hash(const px_merge *m, uint64_t *sum, px_err *err) {
   const px_plan *p = m->from;
   *sum = 0;
@@ -66,7 +66,7 @@ static px_status base_hash(const px_merge *m, uint64_t *sum, px_err *err) {
   for (int64_t q = 0; q < p->grid.world && !st; q++) {
     px_param_rank rk;
     px_param_rank_of(p, q, &rk);
-    uint64_t n = p->programs[rk.stage].frozen_elems, bytes = n * px_dtype_bytes(p->param_dtype);
+    uint64_t n = p->programs[rk.stage].frozen_elems, bytes = p->programs[rk.stage].frozen_bytes;
     if (!n) continue; /* no frozen buffer: the run's hash is 0 */
     float *w = px_calloc((size_t)n, sizeof *w, err); /* (n) the rank's frozen buffer, its padding zeros */
     char *raw = px_calloc((size_t)bytes, 1, err);
@@ -74,10 +74,8 @@ static px_status base_hash(const px_merge *m, uint64_t *sum, px_err *err) {
     uint64_t nsp = 0;
     st = w && raw ? px_param_frozen_spans(p, m->g, &rk, &sp, &nsp, err) : PX_ERR_RUNTIME;
     for (uint64_t j = 0; !st && j < nsp; j++) memcpy(w + sp[j].at, m->canon + sp[j].canon, sp[j].n * sizeof *w);
-    if (!st) {
-      px_dtype_from_fp32(raw, p->param_dtype, w, n);
-      *sum += px_ckpt_hash_bytes(raw, (size_t)bytes, 0);
-    }
+    if (!st) st = px_param_frozen_encode(p, rk.stage, w, raw, NULL, err);
+    if (!st) *sum += px_ckpt_hash_bytes(raw, (size_t)bytes, 0);
     free(sp), free(w), free(raw);
   }
   return st;

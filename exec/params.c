@@ -1,12 +1,15 @@
 /* Canonical global parameter layout and the local-to-global mapping. */
 #include "exec/params.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/amax.h"
+#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/math.h"
 #include "plan/lora.h"
 
@@ -492,4 +495,84 @@ px_status px_param_frozen_spans(const px_plan *plan, const px_global_params *g, 
   }
   *out = l.s, *n = l.n;
   return PX_OK;
+}
+
+/* ---- fine-tuning's frozen base in its storage ---- */
+
+/* Bytes of frozen weight r in its storage: nf4 and fp8 as kernels/cpu lays them out (the plan's
+ * px_lora_frozen_bytes, checked equal), the others in the parameter dtype. */
+static uint64_t frozen_storage_bytes(const px_plan *plan, const px_param_ref *r) {
+  if (!px_lora_quantized(plan->slots[r->slot].name)) return r->elems * px_dtype_bytes(plan->param_dtype);
+  switch (plan->par.base_precision) {
+    case PX_BASE_NF4: return px_k_nf4_storage_bytes(r->elems);
+    case PX_BASE_FP8: return r->elems + sizeof(float); /* E4M3 codes, then the fp32 scale */
+    default: return r->elems * px_dtype_bytes(plan->param_dtype);
+  }
+}
+
+px_status px_param_frozen_layout(const px_plan *plan, int64_t stage, uint64_t *at, px_err *err) {
+  const px_program *prog = &plan->programs[stage];
+  uint64_t sum = 0;
+  for (int32_t i = 0; i < prog->nfrozen; i++) {
+    const px_param_ref *r = &prog->frozen[i];
+    const px_slot *s = &plan->slots[r->slot];
+    uint64_t b = frozen_storage_bytes(plan, r), want = px_lora_frozen_bytes(&plan->par, r->elems, px_lora_quantized(s->name));
+    if (b != want)
+      return px_err_set(err, PX_ERR_RUNTIME, "internal: frozen %s: %" PRIu64 " bytes stored, the plan's %" PRIu64, s->name,
+                        b, want);
+    if (at) at[i] = sum;
+    sum += b;
+  }
+  if (sum != prog->frozen_bytes)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: the frozen base's %" PRIu64 " bytes are not the plan's %" PRIu64,
+                      sum, prog->frozen_bytes);
+  return PX_OK;
+}
+
+px_status px_param_frozen_encode(const px_plan *plan, int64_t stage, const float *values, char *out, double sums[2],
+                                 px_err *err) {
+  const px_program *prog = &plan->programs[stage];
+  uint64_t *at = px_calloc((size_t)prog->nfrozen + 1, sizeof *at, err);
+  float *scratch = NULL, *back = NULL; /* (blocks of the largest weight) nf4's absmaxes; (largest) a weight decoded */
+  px_status st = at ? px_param_frozen_layout(plan, stage, at, err) : PX_ERR_RUNTIME;
+  uint64_t most = 0;
+  for (int32_t i = 0; i < prog->nfrozen; i++) most = prog->frozen[i].elems > most ? prog->frozen[i].elems : most;
+  if (!st && (!(scratch = px_calloc((size_t)(most / PX_NF4_BLOCK + 2), sizeof *scratch, err)) ||
+              !(back = px_calloc((size_t)most + 1, sizeof *back, err))))
+    st = PX_ERR_RUNTIME;
+  if (sums) sums[0] = sums[1] = 0;
+  for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
+    const px_param_ref *r = &prog->frozen[i];
+    const float *x = values + r->offset;
+    uint8_t *o = (uint8_t *)out + at[i];
+    int base = px_lora_quantized(plan->slots[r->slot].name) ? plan->par.base_precision : PX_BASE_BF16;
+    if (base == PX_BASE_NF4) {
+      px_k_nf4_pack(x, r->elems, o, scratch);
+    } else if (base == PX_BASE_FP8) { /* per-tensor scaling: amax onto E4M3's 448 */
+      float scale = px_k_fp8_scale(px_k_fp8_amax(x, (int64_t)r->elems), PX_FP8_E4M3);
+      px_k_fp8_quantize(o, x, (int64_t)r->elems, scale, PX_FP8_E4M3);
+      memcpy(o + r->elems, &scale, sizeof scale);
+    } else {
+      px_dtype_from_fp32(o, plan->param_dtype, x, r->elems);
+      continue;
+    }
+    if (!sums) continue;
+    px_param_frozen_decode(base, o, r->elems, back);
+    for (uint64_t j = 0; j < r->elems; j++) {
+      double d = (double)back[j] - x[j];
+      sums[0] += d * d, sums[1] += (double)x[j] * x[j];
+    }
+  }
+  free(at), free(scratch), free(back);
+  return st;
+}
+
+void px_param_frozen_decode(int base_precision, const void *storage, uint64_t n, float *out) {
+  if (base_precision == PX_BASE_NF4) {
+    px_k_nf4_unpack(storage, n, out);
+  } else { /* fp8 */
+    float scale;
+    memcpy(&scale, (const uint8_t *)storage + n, sizeof scale);
+    px_k_fp8_dequantize(out, storage, (int64_t)n, scale, PX_FP8_E4M3);
+  }
 }

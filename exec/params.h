@@ -151,4 +151,19 @@ px_status px_param_spans(const px_plan *plan, const px_global_params *g, const p
 px_status px_param_frozen_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
                                 px_param_span **out, uint64_t *n, px_err *err);
 
+/* Fine-tuning's frozen base of a stage in its storage (prog->frozen_bytes): the frozen weights one after another,
+ * a layer's linear weights (px_lora_quantized) in base_precision (nf4: kernels/cpu/nf4.h's px_k_nf4_pack; fp8:
+ * E4M3 codes scaled per tensor, amax onto 448, then the fp32 scale), the others in the parameter dtype. The byte
+ * offset of each frozen weight into at (nfrozen; may be NULL); refused (internal) where a weight's storage is not
+ * the plan's px_lora_frozen_bytes. */
+px_status px_param_frozen_layout(const px_plan *plan, int64_t stage, uint64_t *at, px_err *err);
+/* values (prog->frozen's elements in fp32) into out (prog->frozen_bytes) as px_param_frozen_layout lays it out:
+ * the run's frozen buffer, and what its hash is of (exec/merge.c). sums (may be NULL): the quantised weights'
+ * squared quantisation errors (decoded less given) and their squares, each summed over their elements. */
+px_status px_param_frozen_encode(const px_plan *plan, int64_t stage, const float *values, char *out, double sums[2],
+                                 px_err *err);
+/* One quantized frozen weight of n elements (base_precision nf4 or fp8, as px_param_frozen_encode stores it)
+ * back into out (n) in fp32: what a PX_OPF_DEQUANT cast writes. */
+void px_param_frozen_decode(int base_precision, const void *storage, uint64_t n, float *out);
+
 #endif

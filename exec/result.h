@@ -51,6 +51,8 @@ typedef struct {
   int64_t skipped_steps;    /* fp16: steps skipped for overflowing gradients */
   uint64_t frozen_hash;     /* fine-tuning: the frozen base weights' hashes (px_exec_frozen_hash) summed over the
                                ranks; the run fails if any rank's changed while training */
+  double base_quant_error;  /* ... an nf4 or fp8 base: the relative RMS error of its quantised weights, sqrt(sum of
+                               squared errors / sum of squares) over every rank's (px_exec_frozen_quant_sums); 0 else */
   /* checkpoints (--ckpt): how many were committed, the host snapshot buffer
    * of the largest rank (not in the plan's memory), and the time rank 0's
    * training loop spent on them (snapshots, writes or waits for them) */

@@ -521,6 +521,10 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
   unsigned long long base_sum = frozen0;
   if (!st) st = px_comm_allreduce(world, &base_sum, &base_sum, 1, PX_HOST_ULLONG, PX_RED_SUM, err);
   cs.base_hash = base_sum;
+  double qs[2] = {0, 0}; /* an nf4 or fp8 base's quantisation error and squares, summed over the ranks */
+  if (!st) px_exec_frozen_quant_sums(x, qs);
+  if (!st) st = px_comm_allreduce(world, qs, qs, 2, PX_HOST_DOUBLE, PX_RED_SUM, err);
+  r->base_quant_error = qs[1] > 0 ? sqrt(qs[0] / qs[1]) : 0;
   if (!st && o->resume) st = ckpt_resume(x, be, plan, &comm, o->ckpt_dir, o->steps, cs.base_hash, &start, err);
   int64_t n = o->steps > start ? o->steps - start : 0;
   r->first_step = start;

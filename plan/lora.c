@@ -20,7 +20,7 @@ uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems, bool quant
     case PX_BASE_FP8: return elems + 4;
     case PX_BASE_NF4: {
       uint64_t blocks = (elems + 63) / 64; /* 8-bit absmax each */
-      return (elems + 1) / 2 + blocks + 4 * ((blocks + 255) / 256);
+      return (elems + 1) / 2 + blocks + 4 * ((blocks + 255) / 256) + 4; /* and the absmaxes' fp32 mean */
     }
     default: return elems * px_dtype_bytes(px_parallel_compute_dtype(par));
   }

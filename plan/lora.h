@@ -41,7 +41,8 @@ bool px_lora_quantized(const char *slot_name);
  * a weight; fp8 1 a weight and a 4-byte fp32 scale; nf4 (Dettmers et al.
  * 2023, section 3) 4-bit codes, one 8-bit absmax a block of 64 weights, one
  * fp32 constant a block of 256 absmaxes (double quantisation): 4 + 8/64 +
- * 32/(64 x 256) = 4.127 bits a weight. */
+ * 32/(64 x 256) = 4.127 bits a weight, and the absmaxes' mean, subtracted
+ * before their quantisation, one fp32 a tensor (bitsandbytes' `offset`). */
 uint64_t px_lora_frozen_bytes(const px_parallel *par, uint64_t elems, bool quantized);
 
 #endif

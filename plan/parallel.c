@@ -465,8 +465,7 @@ static bool qlora_base(vctx *x) { return x->p->finetune == PX_FT_QLORA && x->p->
 static bool lora_model(vctx *x) { return px_parallel_lora(x->p) && (x->m->experts > 0 || x->m->kv_lora_rank > 0); }
 static bool lora_precision(vctx *x) {
   const px_parallel *p = x->p;
-  return px_parallel_lora(p) && (p->precision == PX_PREC_FP8 || px_precision_block_scaled(p->precision) ||
-                                 (p->precision == PX_PREC_FP32 && p->base_precision != PX_BASE_BF16));
+  return px_parallel_lora(p) && (p->precision == PX_PREC_FP8 || px_precision_block_scaled(p->precision));
 }
 static bool lora_zero3(vctx *x) { return px_parallel_lora(x->p) && x->p->zero == 3; }
 static bool lora_split_w(vctx *x) { return px_parallel_lora(x->p) && px_parallel_split_w(x->p); }
@@ -603,10 +602,9 @@ static const px_rule rules[] = {
                  "{base_precision} base)"},
     {lora_model, "`finetune` {finetune} on {model}: adapters on experts and latent attention are not planned (hint: "
                  "`finetune` full)"},
-    {lora_precision, "`finetune` {finetune} runs the adapters and the frozen base's GEMMs in 16 bits, or in fp32 "
-                     "with the base held in the compute dtype (`base_precision` bf16), not `precision` {precision} with "
-                     "a {base_precision} base (hint: `precision` bf16; `base_precision` fp8 stores the frozen weights "
-                     "in fp8)"},
+    {lora_precision, "`finetune` {finetune} runs the adapters and the frozen base's GEMMs in the compute dtype "
+                     "(bf16, fp16 or fp32; an fp8 or nf4 base dequantised into it), not `precision` {precision} "
+                     "(hint: `precision` bf16; `base_precision` fp8 stores the frozen weights in fp8)"},
     {lora_zero3, "`finetune` {finetune} with `zero` 3: ZeRO shards the adapters' states only (the frozen base is split "
                  "by tp and pp), and gathering adapters per layer is not planned (hint: `zero` 1 or 2)"},
     {lora_split_w, "`schedule` {schedule} splits weight gradients off the backward, which the adapters' are not "

@@ -33,17 +33,14 @@ bool px_runnable_states(const px_parallel *p, char *why, size_t cap) {
             p->zero, (long long)p->ep);
 }
 
-/* What the executor runs on any backend: weights in the parameters' dtype,
+/* What the executor runs on any backend: trained weights in the parameters' dtype (a frozen base in its
+ * base_precision),
  * no latent attention, no sinks or per-head q/k norms, and mixture of
  * experts in the one layout its interpreter and kernels have. */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
-  if (px_parallel_lora(p) && p->base_precision != PX_BASE_BF16) /* the base's storage */
-    return no(why, cap, "`finetune` %s with a %s base is planned and simulated only; the executors hold the frozen "
-              "base in the compute dtype (hint: `finetune` lora with `base_precision` bf16)",
-              px_finetune_names[p->finetune], px_base_precision_names[p->base_precision]);
   if (m->kv_lora_rank > 0)
     return no(why, cap, "multi-head latent attention (%s) is planned and simulated; the executors do not run it yet",
               m->name);
@@ -102,9 +99,11 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
-  if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) */
-    return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs yet (hint: `backend` cpu "
-              "trains them)", px_finetune_names[p->finetune]);
+  if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) and the
+                             * casts of an nf4 or fp8 base (PX_OPF_DEQUANT) */
+    return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs%s yet (hint: `backend` cpu "
+              "trains them)", px_finetune_names[p->finetune],
+              p->base_precision == PX_BASE_BF16 ? "" : " and no dequantising kernels for an nf4 or fp8 base");
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

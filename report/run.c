@@ -5,6 +5,7 @@
 
 #include "core/fmt.h"
 #include "core/json.h"
+#include "plan/lora.h"
 #include "report/plan.h"
 #include "report/sim.h"
 #include "sim/sim.h"
@@ -73,6 +74,9 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
     fprintf(out, "fine-tuning: the frozen base (%s a rank of stage 0) unchanged by training (hash 0x%016llx summed "
             "over the ranks); the adapters trained\n", px_fmt_bytes((double)plan->programs[0].frozen_bytes, a, sizeof a),
             (unsigned long long)r->frozen_hash);
+  if (px_parallel_lora(&plan->par) && plan->par.base_precision != PX_BASE_BF16)
+    fprintf(out, "fine-tuning: the %s base's linear weights hold their values within a relative RMS error of %.3g "
+            "(dequantised as each GEMM reads them)\n", px_lora_base_name(&plan->par), r->base_quant_error);
   if (r->ckpt_snapshot_bytes)
     fprintf(out, "checkpoints: %lld written (%s), host snapshot buffer %s a rank (largest; not in the plan's memory), "
             "training held up %s in all, %lld wait%s for a previous write\n", (long long)r->ckpt_count,
@@ -107,6 +111,7 @@ cJSON *px_report_run_json(const px_plan *plan, const px_train_result *r) {
     char h[24];
     snprintf(h, sizeof h, "0x%016llx", (unsigned long long)r->frozen_hash);
     cJSON_AddStringToObject(o, "frozen_base_hash", h);
+    if (plan->par.base_precision != PX_BASE_BF16) px_json_add_num(o, "base_quant_error", r->base_quant_error);
   }
   if (r->ckpt_snapshot_bytes) {
     cJSON *ck = cJSON_AddObjectToObject(o, "checkpoints");

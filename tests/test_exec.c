@@ -10,6 +10,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/amax.h"
@@ -17,6 +18,9 @@
 #include "exec/params.h"
 #include "exec/reshard.h"
 #include "exec/train.h"
+#include "kernels/cpu/fp8.h"
+#include "kernels/cpu/nf4.h"
+#include "plan/lora.h"
 #include "tests/testutil.h"
 
 static void train(const char *model, double dropout, int attention, int recompute, int64_t steps, px_train_result *r) {
@@ -257,6 +261,78 @@ static void test_fp8_resume(void) {
   px_test_rm_tree(tmpdir);
 }
 
+/* The executor's frozen base in its storage (px_param_frozen_encode / _decode, what a run holds and its dequantising
+ * casts write), for tiny at tp 2 with qlora and with an fp8 base: each weight at the offset the layout gives, its
+ * bytes the plan's; an nf4 weight's codes bitwise kernels/cpu/nf4.c's reference quantisation (px_k_nf4_quantize,
+ * tests/test_nf4.c checks it and the double quantisation against bitsandbytes'), its storage px_k_nf4_pack's and
+ * its values px_k_nf4_unpack's; an fp8 weight's values its E4M3 round trip at the per-tensor scale; the others
+ * their fp32 values; the error sums those of the values decoded. */
+static void test_frozen_storage(void) {
+  for (int base = PX_BASE_FP8; base <= PX_BASE_NF4; base++) {
+    px_model m;
+    px_cluster c;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load("local-cpu", &c, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 2, 0, &err), PX_OK);
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.gbs = 4, p.mbs = 2, p.tp = 2, p.precision = PX_PREC_FP32, p.lora_rank = 4;
+    p.finetune = base == PX_BASE_NF4 ? PX_FT_QLORA : PX_FT_LORA, p.base_precision = base;
+    px_parallel_resolve(&p, &m, &c);
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
+    const px_program *prog = &plan.programs[0];
+    uint64_t n = prog->frozen_elems, at[64];
+    CU_ASSERT_FATAL(prog->nfrozen <= 64);
+    float *x = calloc(n, sizeof *x), *y = calloc(n, sizeof *y), *r = calloc(n, sizeof *r);
+    uint8_t *store = calloc(prog->frozen_bytes, 1), *want = calloc(prog->frozen_bytes, 1), *codes = calloc(n, 1);
+    float *absmax = calloc(n / 64 + 2, sizeof *absmax);
+    CU_ASSERT_FATAL(x && y && r && store && want && codes && absmax);
+    uint64_t s = 0x853c49e6748fea9bull;
+    for (uint64_t i = 0; i < n; i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      x[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 0.1f;
+    }
+    double sums[2];
+    CU_ASSERT_EQUAL_FATAL(px_param_frozen_layout(&plan, 0, at, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_param_frozen_encode(&plan, 0, x, (char *)store, sums, &err), PX_OK);
+    int quantized = 0, bad = 0;
+    double e2 = 0, x2 = 0;
+    for (int32_t i = 0; i < prog->nfrozen; i++) {
+      const px_param_ref *f = &prog->frozen[i];
+      const float *xi = x + f->offset;
+      uint64_t next = i + 1 < prog->nfrozen ? at[i + 1] : prog->frozen_bytes;
+      bool q = px_lora_quantized(plan.slots[f->slot].name);
+      CU_ASSERT_EQUAL(next - at[i], px_lora_frozen_bytes(&plan.par, f->elems, q));
+      if (!q) {
+        bad += memcmp(store + at[i], xi, f->elems * sizeof *xi) != 0;
+        continue;
+      }
+      quantized++;
+      px_param_frozen_decode(base, store + at[i], f->elems, y);
+      if (base == PX_BASE_NF4) {
+        px_k_nf4_quantize(xi, f->elems, codes, absmax);
+        bad += memcmp(store + at[i], codes, (f->elems + 1) / 2) != 0;
+        px_k_nf4_pack(xi, f->elems, want, absmax);
+        bad += memcmp(store + at[i], want, next - at[i]) != 0;
+        px_k_nf4_unpack(want, f->elems, r);
+      } else {
+        float scale = px_k_fp8_scale(px_k_fp8_amax(xi, (int64_t)f->elems), PX_FP8_E4M3);
+        px_k_fp8_roundtrip(r, xi, (int64_t)f->elems, scale, PX_FP8_E4M3);
+      }
+      bad += memcmp(y, r, f->elems * sizeof *y) != 0;
+      for (uint64_t j = 0; j < f->elems; j++) e2 += ((double)y[j] - xi[j]) * ((double)y[j] - xi[j]), x2 += (double)xi[j] * xi[j];
+    }
+    CU_ASSERT_EQUAL(quantized, 4 * (int)m.layers); /* qkv, o, fc1, fc2 of every layer */
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_DOUBLE_EQUAL(sums[0], e2, 1e-9 * e2);
+    CU_ASSERT_DOUBLE_EQUAL(sums[1], x2, 1e-9 * x2);
+    free(x), free(y), free(r), free(store), free(want), free(codes), free(absmax);
+    px_plan_free(&plan);
+  }
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   static const px_test tests[] = {
@@ -267,6 +343,8 @@ int main(int argc, char **argv) {
       {"fp8 amax histories: the scale's window, saved and loaded past its length", test_amax_roundtrip},
       {"fp8 delayed: a resume is the uninterrupted run bitwise; a checkpoint without histories resumes",
        test_fp8_resume},
+      {"a frozen base in nf4 and fp8 as the executor stores and dequantises it, bitwise against the kernels' "
+       "reference", test_frozen_storage},
   };
   int rc = px_test_main("exec", tests, sizeof tests / sizeof tests[0]);
   MPI_Finalize();

@@ -2010,14 +2010,15 @@ static void test_lora_lifetimes(void) {
 }
 
 /* NF4 with double quantisation: 4 + 8/64 + 32/(64 x 256) = 4.127 bits a weight (QLoRA section 3), 0.373 bits
- * fewer than 32-bit block constants: about 3 GB over LLaMA 65B's quantised weights (section 1). */
+ * fewer than 32-bit block constants: about 3 GB over LLaMA 65B's quantised weights (section 1); and one fp32 a
+ * tensor, the absmaxes' mean subtracted before they are quantised (section 3, bitsandbytes' offset). */
 static void test_lora_nf4_bytes(void) {
   px_parallel p;
   px_parallel_unset(&p);
   p.precision = PX_PREC_BF16, p.base_precision = PX_BASE_NF4;
   uint64_t n = (uint64_t)64 * 256 * 1000;
-  CU_ASSERT_DOUBLE_EQUAL((double)px_lora_frozen_bytes(&p, n, true) * 8 / (double)n, 4.0 + 8.0 / 64 + 32.0 / (64 * 256),
-                         1e-12);
+  CU_ASSERT_DOUBLE_EQUAL((double)px_lora_frozen_bytes(&p, n, true) * 8 / (double)n,
+                         4.0 + 8.0 / 64 + 32.0 / (64 * 256) + 32.0 / (double)n, 1e-12);
   CU_ASSERT_EQUAL(px_lora_frozen_bytes(&p, n, false), 2 * n); /* not a layer's linear weight: bf16 */
   p.base_precision = PX_BASE_FP8;
   CU_ASSERT_EQUAL(px_lora_frozen_bytes(&p, n, true), n + 4);
@@ -2148,8 +2149,9 @@ static void test_runnable(void) {
       CU_ASSERT(ok);
     }
   }
-  { /* adapters on a frozen base: the cpu backend trains them on a base in the compute dtype, the cuda backend
-     * not at all; ZeRO with ep > 1: no states' layout */
+  { /* adapters on a frozen base: the cpu backend trains them on a base in the compute dtype, nf4 or fp8, the cuda
+     * backend not at all (naming the dequantising kernels it lacks for nf4 and fp8); ZeRO with ep > 1: no states'
+     * layout */
     px_cluster c = cluster("local-cpu", 2);
     px_parallel p = par(1, 1, 2, 0, 1, 8);
     p.precision = PX_PREC_FP32, p.finetune = PX_FT_LORA;
@@ -2158,7 +2160,11 @@ static void test_runnable(void) {
     CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[TINY], why, sizeof why));
     CU_ASSERT(!px_runnable(PX_RUN_CUDA, &p, &ms[TINY], why, sizeof why) && strstr(why, "`finetune` lora: the cuda"));
     p.base_precision = PX_BASE_NF4, p.finetune = PX_FT_QLORA;
-    CU_ASSERT(!px_runnable(PX_RUN_CPU, &p, &ms[TINY], why, sizeof why) && strstr(why, "with a nf4 base"));
+    CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[TINY], why, sizeof why));
+    CU_ASSERT(!px_runnable(PX_RUN_CUDA, &p, &ms[TINY], why, sizeof why) && strstr(why, "no dequantising kernels"));
+    p.base_precision = PX_BASE_FP8, p.finetune = PX_FT_LORA;
+    CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[TINY], why, sizeof why));
+    CU_ASSERT(!px_runnable(PX_RUN_CUDA, &p, &ms[TINY], why, sizeof why) && strstr(why, "nf4 or fp8 base"));
     p = par(1, 1, 2, 1, 1, 8);
     p.ep = 2;
     CU_ASSERT(!px_runnable_states(&p, why, sizeof why) && strstr(why, "ZeRO-1 with `ep` 2"));

@@ -15,6 +15,7 @@
 
 #include "exec/cpu/fp8.h"
 #include "exec/contract.h"
+#include "exec/params.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
@@ -496,9 +497,14 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: op %s is not an op it runs", px_op_names[o->kind]);
 }
 
-/* fp8: a cast writes codes; a GEMM on fp8 operands runs in fp32 on their decoded values. */
+/* fp8: a cast writes codes; a GEMM on fp8 operands runs in fp32 on their decoded values. A frozen weight stored in
+ * nf4 or fp8 is dequantised into fp32 (PX_OPF_DEQUANT) for the GEMM after it. */
 static px_status cpu_op(px_backend *be, const px_exec_op *e, px_err *err) {
   cpu *c = be->impl;
+  if (e->op->kind == PX_OP_CAST && (e->op->flags & PX_OPF_DEQUANT)) {
+    px_param_frozen_decode(e->env->base_precision, e->in[0], (uint64_t)e->op->dim[0], e->out[0]);
+    return PX_OK;
+  }
   if (e->op->kind == PX_OP_CAST) return px_cpu_fp8_cast(c->f8, e, err);
   if (!(e->op->flags & PX_OPF_FP8)) return cpu_op_f32(e, err);
   px_exec_op d;

@@ -774,6 +774,10 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "an adapter's GEMM scaled by alpha / r (`finetune` lora): the CUDA backend does not train "
                               "adapters yet (hint: `backend` cpu runs it)");
+  if (op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT))
+    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                              "a frozen weight stored in nf4 or fp8 (`base_precision`): the CUDA backend has no "
+                              "dequantising kernels yet (hint: `backend` cpu runs it)");
   if (px_op_is_moe((px_op_kind)op->kind))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
   bool half = dt != PX_DTYPE_FP32;

@@ -142,9 +142,5 @@ refused "a checkpoint is not re-split into a plan with adapters" \
 refused "holds the adapters of a fine-tuning run" \
   mpirun -np 4 "$px" run --backend cpu -m tiny -B 8 "${split[@]}" --steps 8 --ckpt "$tmp/ck" --resume
 
-# what the executors do not run is refused with the reason
-refused "with a nf4 base is planned and simulated only" \
-  "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune qlora --precision bf16
-refused "with a fp8 base is planned and simulated only" \
-  "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune lora --base-precision fp8 --precision bf16
+# an nf4 or fp8 base: tests/cli/exec_qlora.sh
 finish

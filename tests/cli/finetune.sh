@@ -64,7 +64,7 @@ refused "--lora-targets" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune lora --l
 refused "--finetune lora or qlora" "$px" plan -m tiny -c dgx-h100 -g 2 --lora-rank 8
 refused "--base-precision must be nf4" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune qlora --base-precision bf16
 refused "--finetune" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune prefix
-refused "not --precision nvfp4 with a bf16 base" "$px" plan -m tiny -c dgx-b200 -g 2 --finetune lora --precision nvfp4
+refused "not --precision nvfp4 (hint" "$px" plan -m tiny -c dgx-b200 -g 2 --finetune lora --precision nvfp4
 refused "not --precision fp8" "$px" plan -m tiny -c dgx-h100 -g 2 --finetune lora --precision fp8
 
 # the sweep keeps the fine-tuning as given and searches the split
@@ -76,7 +76,7 @@ jq -e '(.plans | length) > 0 and all(.plans[]; .flags | test("--finetune lora --
 
 # what cannot run a LoRA plan refuses it
 if [ "${PX_EXEC:-1}" != 0 ]; then # the planner-only build refuses run itself
-  refused "cannot run this plan: --finetune qlora with a nf4 base" \
+  refused "cannot run this plan: the cpu backend runs fp32 only, not bf16" \
     "$px" run -m tiny -c dgx-h100 -g 1 -B 1 --steps 1 --finetune qlora --precision bf16
   "$px" run -m tiny -B 1 --steps 1 --ckpt "$tmp/ck" >/dev/null 2>&1 || fail "run --ckpt (a checkpoint to re-split)"
   refused "--finetune lora: a checkpoint is not re-split into a plan with adapters" \
