@@ -111,13 +111,16 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
              p->moe_dispatch == PX_MOE_A2A ? "" : p->moe_dispatch == PX_MOE_ALLGATHER ? "ag" : "dep");
   if (p->etp > 0 && p->etp != p->tp) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)p->etp);
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
-  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s", (long long)p->tp, cp, (long long)p->pp,
+  char hp[48] = ""; /* the first and last layers kept unquantized */
+  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0)
+    snprintf(hp, sizeof hp, " bf16:%lld+%lld", (long long)p->bf16_layers_start, (long long)p->bf16_layers_end);
+  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s%s", (long long)p->tp, cp, (long long)p->pp,
            (long long)p->dp, zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc,
            p->precision == PX_PREC_FP8     ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0]
            : p->precision == PX_PREC_MXFP8 ? " mxfp8"
            : p->precision == PX_PREC_NVFP4 ? " nvfp4"
                                            : "",
-           p->fp8_params > 0 ? "w" : "");
+           p->fp8_params > 0 ? "w" : "", hp);
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other

@@ -1288,7 +1288,7 @@ static void test_sliding_window(void) {
   /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
   double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
   for (int window = 0; window < 2; window++) {
-    const px_block *fb = &plan.blocks[px_layer_block(true, window, false, false)];
+    const px_block *fb = &plan.blocks[px_layer_block(true, window, false, false, false)];
     int found = 0;
     for (int32_t i = 0; i < fb->nops; i++)
       if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
