@@ -98,9 +98,13 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0]);
   else
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
-  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) /* the layers whose GEMMs stay unquantized */
-    snprintf(prec + strlen(prec), sizeof prec - strlen(prec), ", first %lld and last %lld layers unquantized",
-             (long long)p->bf16_layers_start, (long long)p->bf16_layers_end);
+  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* the layers whose GEMMs stay unquantized */
+    char first[32] = "", last[32] = "";
+    if (p->bf16_layers_start > 0) snprintf(first, sizeof first, "first %lld", (long long)p->bf16_layers_start);
+    if (p->bf16_layers_end > 0) snprintf(last, sizeof last, "last %lld", (long long)p->bf16_layers_end);
+    snprintf(prec + strlen(prec), sizeof prec - strlen(prec), ", the %s%s%s layers unquantized", first,
+             first[0] && last[0] ? " and " : "", last);
+  }
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
           (long long)p->seq, prec,
