@@ -91,10 +91,10 @@ static const px_opt opts[] = {
      "fp8_param_gather; planned and simulated, the executors refuse it)"},
     {"bf16-layers-start", required_argument, OPT_BF16_START, PX_OPT_PLAN, "N",
      "fp8 (current or blockwise), mxfp8, nvfp4: the model's first N layers' GEMMs in the compute dtype, unquantized "
-     "(Megatron-Core's --num-layers-at-start-in-bf16; 0 default)"},
+     "(Megatron-Core's num_layers_at_start_in_bf16; 0 default)"},
     {"bf16-layers-end", required_argument, OPT_BF16_END, PX_OPT_PLAN, "N",
      "fp8 (current or blockwise), mxfp8, nvfp4: the model's last N layers' GEMMs unquantized (Megatron-Core's "
-     "--num-layers-at-end-in-bf16; NVIDIA's NVFP4 recipe keeps mostly final layers in BF16)"},
+     "num_layers_at_end_in_bf16; NVIDIA's NVFP4 recipe keeps mostly final layers in BF16)"},
     {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
      "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
      "qlora (lora on an NF4 base); run trains lora on the cpu backend (fp32), qlora is planned and simulated"},
