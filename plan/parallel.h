@@ -308,7 +308,7 @@ px_dtype px_parallel_gemm_dtype(const px_parallel *p);
  * bf16_layers_start or last bf16_layers_end layers (Megatron-Core's
  * is_first_last_bf16_layer, megatron/core/fp8_utils.py). NVIDIA's NVFP4
  * recipe keeps about 16% of the linear layers in BF16, most of them in the
- * final blocks (arXiv 2509.25149, section 4). False without quantized GEMMs. */
+ * final blocks (arXiv 2509.25149). False without quantized GEMMs. */
 bool px_parallel_layer_bf16(const px_parallel *p, int64_t layers, int64_t l);
 /* Mixed precision: a compute dtype narrower than fp32, so fp32 master
  * weights (and the optimizer's 12 bytes a parameter). */
