@@ -32,7 +32,8 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
-       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_BASE_CKPT };
+       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_BASE_CKPT, OPT_BF16_START,
+       OPT_BF16_END };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -88,6 +89,12 @@ static const px_opt opts[] = {
     {"fp8-params", no_argument, OPT_FP8_PARAMS, PX_OPT_PLAN, NULL,
      "fp8: the GEMMs' weights held in fp8 only, no bf16 copy, ZeRO's parameter all-gathers in fp8 (Megatron-LM's "
      "fp8_param_gather; planned and simulated, the executors refuse it)"},
+    {"bf16-layers-start", required_argument, OPT_BF16_START, PX_OPT_PLAN, "N",
+     "fp8 (current or blockwise), mxfp8, nvfp4: the model's first N layers' GEMMs in the compute dtype, unquantized "
+     "(Megatron-Core's num_layers_at_start_in_bf16; 0 default)"},
+    {"bf16-layers-end", required_argument, OPT_BF16_END, PX_OPT_PLAN, "N",
+     "fp8 (current or blockwise), mxfp8, nvfp4: the model's last N layers' GEMMs unquantized (Megatron-Core's "
+     "num_layers_at_end_in_bf16; NVIDIA's NVFP4 recipe keeps mostly final layers in BF16)"},
     {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
      "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
      "qlora (lora on an NF4 base); run trains lora and qlora on the cpu backend (fp32)"},
@@ -379,6 +386,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         break;
       case OPT_FP8_BASE: st = parse_enum("fp8-base", optarg, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err); break;
       case OPT_FP8_PARAMS: p->fp8_params = 1; break;
+      case OPT_BF16_START: st = px_parse_int(optarg, "--bf16-layers-start", 0, 1 << 24, &p->bf16_layers_start, err); break;
+      case OPT_BF16_END: st = px_parse_int(optarg, "--bf16-layers-end", 0, 1 << 24, &p->bf16_layers_end, err); break;
       case OPT_FINETUNE: st = parse_enum("finetune", optarg, px_finetune_names, PX_FT_COUNT, &p->finetune, err); break;
       case OPT_LORA_RANK: st = px_parse_int(optarg, "--lora-rank", 1, PX_LORA_RANK_MAX, &p->lora_rank, err); break;
       case OPT_LORA_ALPHA: st = parse_number("--lora-alpha", optarg, 1e-6, 1e9, &p->lora_alpha, err); break;

@@ -428,3 +428,8 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->lora_rank = d->lora ? par->lora_rank : 0;
   d->lora_targets = d->lora ? par->lora_targets : 0;
 }
+
+void px_dims_unquantized(px_dims *d) {
+  d->f8 = d->f8_block = d->f8_current = d->f8_params = false;
+  d->f8_format = 0;
+}

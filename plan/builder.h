@@ -141,5 +141,8 @@ int px_bld_grad_slot(px_plan *p, int act);
 void px_bld_finish(px_bld *b);
 void px_bld_begin(px_bld *b, px_plan *p, px_block_kind kind, px_stream stream);
 void px_dims_make(const px_plan *p, px_dims *d);
+/* The sizes of a layer kept in the compute dtype under a quantized precision (px_parallel_layer_bf16): no
+ * quantized GEMMs, so no casts, fp8 twins or quantized weight copies. */
+void px_dims_unquantized(px_dims *d);
 
 #endif

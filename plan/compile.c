@@ -174,21 +174,22 @@ static void p2p(px_bld *b, const px_dims *d, px_op_kind kind, px_ref r, int buf)
   if (kind == PX_OP_RECV) px_bld_keep(b, r);
 }
 
-/* A layer's forward and backward blocks (px_layer_block of d's kind). A zero-bubble schedule's backward is two
- * blocks: B (input gradients; it keeps what the linear layers' weight gradients read) and W, made once (with_w:
- * this layer kind's W; a MoE layer has none, refused, and a windowed layer's W is the full one's). */
+/* A layer's forward and backward blocks (px_layer_block of d's kind; bf16: a layer kept in the compute dtype,
+ * d without quantized GEMMs). A zero-bubble schedule's backward is two blocks: B (input gradients; it keeps what
+ * the linear layers' weight gradients read) and W, made once (with_w: this layer kind's W; a MoE layer has none,
+ * refused, and a windowed layer's W is the full one's). */
 static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer_slots *L, px_recompute rc, bool kept,
-                         bool with_w) {
-  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, false), PX_STREAM_COMPUTE);
+                         bool bf16, bool with_w) {
+  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, bf16, false), PX_STREAM_COMPUTE);
   px_layer_forward(b, d, L, PX_PHASE_FWD, true);
   px_layer_keep_saved(b, d, L, rc);
   px_bld_finish(b);
   px_bld wb = {.failed = false};
   px_block other = {0}; /* the W of a windowed layer, the same as the full one's: built and dropped */
   bool split = px_parallel_split_w(&p->par) && !d->moe;
-  if (split) px_bld_begin(&wb, p, PX_BLOCK_LAYER_BWD_W, PX_STREAM_COMPUTE);
+  if (split) px_bld_begin(&wb, p, px_layer_w_block(bf16), PX_STREAM_COMPUTE);
   if (split && !with_w) wb.b = &other;
-  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, true), PX_STREAM_COMPUTE);
+  px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, bf16, true), PX_STREAM_COMPUTE);
   b->w = split ? &wb : NULL;
   px_layer_backward(b, d, L, rc);
   px_bld_keep(b, R(px_bld_grad_slot(p, L->x), 0));
@@ -210,21 +211,27 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_recompute rc = (px_recompute)p->par.recompute;
   px_bld b = {.failed = false};
 
-  /* the layers' blocks: dense or mixture-of-experts, with full or sliding-window attention, those the model has
-   * (the dense full-attention ones always: the plan's readers take a layer's activations from them) */
-  bool kinds[2][2] = {{true}};
-  for (int64_t l = 0; l < p->model.layers; l++)
-    kinds[px_model_layer_is_sliding(&p->model, l)][px_model_layer_is_moe(&p->model, l)] = true;
-  for (int window = 0; window < 2; window++)
-    for (int moe = 0; moe < 2; moe++) {
-      if (!kinds[window][moe]) continue;
-      px_dims dl = d;
-      dl.moe = moe, dl.window = window ? p->model.sliding_window : 0;
-      dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
-      layer_blocks(&b, p, &dl, &L, rc, false, !window);
-      /* partial recomputation: the layers that keep their activations, as without recomputation */
-      if (px_parallel_recompute_partial(&p->par)) layer_blocks(&b, p, &dl, &L, PX_RECOMPUTE_NONE, true, false);
-    }
+  /* the layers' blocks: dense or mixture-of-experts, with full or sliding-window attention, in the plan's
+   * precision or kept in the compute dtype, those the model has (the dense full-attention ones of each
+   * precision it has always: the plan's readers take a layer's activations from them, W is theirs) */
+  bool kinds[2][2][2] = {{{true}}}; /* [bf16][window][moe] */
+  for (int64_t l = 0; l < p->model.layers; l++) {
+    bool bf16 = px_parallel_layer_bf16(&p->par, p->model.layers, l);
+    kinds[bf16][0][0] = true;
+    kinds[bf16][px_model_layer_is_sliding(&p->model, l)][px_model_layer_is_moe(&p->model, l)] = true;
+  }
+  for (int bf16 = 0; bf16 < 2; bf16++)
+    for (int window = 0; window < 2; window++)
+      for (int moe = 0; moe < 2; moe++) {
+        if (!kinds[bf16][window][moe]) continue;
+        px_dims dl = d;
+        if (bf16) px_dims_unquantized(&dl);
+        dl.moe = moe, dl.window = window ? p->model.sliding_window : 0;
+        dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
+        layer_blocks(&b, p, &dl, &L, rc, false, bf16, !window);
+        /* partial recomputation: the layers that keep their activations, as without recomputation */
+        if (px_parallel_recompute_partial(&p->par)) layer_blocks(&b, p, &dl, &L, PX_RECOMPUTE_NONE, true, bf16, false);
+      }
 
   px_bld_begin(&b, p, PX_BLOCK_EMBED_FWD, PX_STREAM_COMPUTE);
   b.loads_inputs = true;

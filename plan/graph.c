@@ -29,8 +29,13 @@ PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "la
               "optimizer", "offload_grad", "fetch_param", "layer_bwd_w", "moe_fwd", "moe_bwd", "layer_fwd_window",
               "layer_bwd_window", "moe_fwd_window", "moe_bwd_window", "layer_fwd_kept", "layer_bwd_kept",
               "moe_fwd_kept", "moe_bwd_kept", "layer_fwd_window_kept", "layer_bwd_window_kept", "moe_fwd_window_kept",
-              "moe_bwd_window_kept");
+              "moe_bwd_window_kept", "layer_fwd_bf16", "layer_bwd_bf16", "moe_fwd_bf16", "moe_bwd_bf16",
+              "layer_fwd_window_bf16", "layer_bwd_window_bf16", "moe_fwd_window_bf16", "moe_bwd_window_bf16",
+              "layer_fwd_kept_bf16", "layer_bwd_kept_bf16", "moe_fwd_kept_bf16", "moe_bwd_kept_bf16",
+              "layer_fwd_window_kept_bf16", "layer_bwd_window_kept_bf16", "moe_fwd_window_kept_bf16",
+              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16");
 
+/* The layer blocks of the plan's precision, and those of the layers kept in the compute dtype. */
 static const px_block_kind layer_kinds[2][2][2][2] = { /* [moe][window][kept][bwd] */
     {{{PX_BLOCK_LAYER_FWD, PX_BLOCK_LAYER_BWD}, {PX_BLOCK_LAYER_FWD_KEPT, PX_BLOCK_LAYER_BWD_KEPT}},
      {{PX_BLOCK_LAYER_FWD_WINDOW, PX_BLOCK_LAYER_BWD_WINDOW},
@@ -38,36 +43,68 @@ static const px_block_kind layer_kinds[2][2][2][2] = { /* [moe][window][kept][bw
     {{{PX_BLOCK_MOE_FWD, PX_BLOCK_MOE_BWD}, {PX_BLOCK_MOE_FWD_KEPT, PX_BLOCK_MOE_BWD_KEPT}},
      {{PX_BLOCK_MOE_FWD_WINDOW, PX_BLOCK_MOE_BWD_WINDOW},
       {PX_BLOCK_MOE_FWD_WINDOW_KEPT, PX_BLOCK_MOE_BWD_WINDOW_KEPT}}}};
+static const px_block_kind bf16_kinds[2][2][2][2] = {
+    {{{PX_BLOCK_LAYER_FWD_BF16, PX_BLOCK_LAYER_BWD_BF16}, {PX_BLOCK_LAYER_FWD_KEPT_BF16, PX_BLOCK_LAYER_BWD_KEPT_BF16}},
+     {{PX_BLOCK_LAYER_FWD_WINDOW_BF16, PX_BLOCK_LAYER_BWD_WINDOW_BF16},
+      {PX_BLOCK_LAYER_FWD_WINDOW_KEPT_BF16, PX_BLOCK_LAYER_BWD_WINDOW_KEPT_BF16}}},
+    {{{PX_BLOCK_MOE_FWD_BF16, PX_BLOCK_MOE_BWD_BF16}, {PX_BLOCK_MOE_FWD_KEPT_BF16, PX_BLOCK_MOE_BWD_KEPT_BF16}},
+     {{PX_BLOCK_MOE_FWD_WINDOW_BF16, PX_BLOCK_MOE_BWD_WINDOW_BF16},
+      {PX_BLOCK_MOE_FWD_WINDOW_KEPT_BF16, PX_BLOCK_MOE_BWD_WINDOW_KEPT_BF16}}}};
 
-bool px_block_is_layer_fwd(px_block_kind kind) {
-  switch (kind) {
-    case PX_BLOCK_LAYER_FWD: case PX_BLOCK_LAYER_FWD_WINDOW: case PX_BLOCK_LAYER_FWD_KEPT:
-    case PX_BLOCK_LAYER_FWD_WINDOW_KEPT: return true;
-    default: return px_block_is_moe_fwd(kind);
-  }
-}
+enum { LK_FWD = 1, LK_BWD = 2, LK_MOE = 4, LK_BF16 = 8, LK_W = 16 };
+/* Each layer block's bits (0: not a layer's). */
+static const uint8_t layer_bits[PX_BLOCK_KIND_COUNT] = {
+    [PX_BLOCK_LAYER_FWD] = LK_FWD,
+    [PX_BLOCK_LAYER_BWD] = LK_BWD,
+    [PX_BLOCK_LAYER_FWD_KEPT] = LK_FWD,
+    [PX_BLOCK_LAYER_BWD_KEPT] = LK_BWD,
+    [PX_BLOCK_LAYER_FWD_WINDOW] = LK_FWD,
+    [PX_BLOCK_LAYER_BWD_WINDOW] = LK_BWD,
+    [PX_BLOCK_LAYER_FWD_WINDOW_KEPT] = LK_FWD,
+    [PX_BLOCK_LAYER_BWD_WINDOW_KEPT] = LK_BWD,
+    [PX_BLOCK_MOE_FWD] = LK_FWD | LK_MOE,
+    [PX_BLOCK_MOE_BWD] = LK_BWD | LK_MOE,
+    [PX_BLOCK_MOE_FWD_KEPT] = LK_FWD | LK_MOE,
+    [PX_BLOCK_MOE_BWD_KEPT] = LK_BWD | LK_MOE,
+    [PX_BLOCK_MOE_FWD_WINDOW] = LK_FWD | LK_MOE,
+    [PX_BLOCK_MOE_BWD_WINDOW] = LK_BWD | LK_MOE,
+    [PX_BLOCK_MOE_FWD_WINDOW_KEPT] = LK_FWD | LK_MOE,
+    [PX_BLOCK_MOE_BWD_WINDOW_KEPT] = LK_BWD | LK_MOE,
+    [PX_BLOCK_LAYER_FWD_BF16] = LK_FWD | LK_BF16,
+    [PX_BLOCK_LAYER_BWD_BF16] = LK_BWD | LK_BF16,
+    [PX_BLOCK_LAYER_FWD_KEPT_BF16] = LK_FWD | LK_BF16,
+    [PX_BLOCK_LAYER_BWD_KEPT_BF16] = LK_BWD | LK_BF16,
+    [PX_BLOCK_LAYER_FWD_WINDOW_BF16] = LK_FWD | LK_BF16,
+    [PX_BLOCK_LAYER_BWD_WINDOW_BF16] = LK_BWD | LK_BF16,
+    [PX_BLOCK_LAYER_FWD_WINDOW_KEPT_BF16] = LK_FWD | LK_BF16,
+    [PX_BLOCK_LAYER_BWD_WINDOW_KEPT_BF16] = LK_BWD | LK_BF16,
+    [PX_BLOCK_MOE_FWD_BF16] = LK_FWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_BWD_BF16] = LK_BWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_FWD_KEPT_BF16] = LK_FWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_BWD_KEPT_BF16] = LK_BWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_FWD_WINDOW_BF16] = LK_FWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_BWD_WINDOW_BF16] = LK_BWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_FWD_WINDOW_KEPT_BF16] = LK_FWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_MOE_BWD_WINDOW_KEPT_BF16] = LK_BWD | LK_MOE | LK_BF16,
+    [PX_BLOCK_LAYER_BWD_W] = LK_W,
+    [PX_BLOCK_LAYER_BWD_W_BF16] = LK_W | LK_BF16,
+};
 
-bool px_block_is_moe_fwd(px_block_kind kind) {
-  return kind == PX_BLOCK_MOE_FWD || kind == PX_BLOCK_MOE_FWD_WINDOW || kind == PX_BLOCK_MOE_FWD_KEPT ||
-         kind == PX_BLOCK_MOE_FWD_WINDOW_KEPT;
-}
+static unsigned bits_of(px_block_kind kind) { return kind < PX_BLOCK_KIND_COUNT ? layer_bits[kind] : 0; }
+bool px_block_is_layer_fwd(px_block_kind kind) { return bits_of(kind) & LK_FWD; }
+bool px_block_is_moe_fwd(px_block_kind kind) { return (bits_of(kind) & (LK_FWD | LK_MOE)) == (LK_FWD | LK_MOE); }
+bool px_block_is_layer_bwd(px_block_kind kind) { return bits_of(kind) & LK_BWD; }
+bool px_block_is_layer_w(px_block_kind kind) { return bits_of(kind) & LK_W; }
+bool px_block_is_bf16(px_block_kind kind) { return bits_of(kind) & LK_BF16; }
 
-bool px_block_is_layer_bwd(px_block_kind kind) {
-  switch (kind) {
-    case PX_BLOCK_LAYER_BWD: case PX_BLOCK_MOE_BWD: case PX_BLOCK_LAYER_BWD_WINDOW: case PX_BLOCK_MOE_BWD_WINDOW:
-    case PX_BLOCK_LAYER_BWD_KEPT: case PX_BLOCK_MOE_BWD_KEPT: case PX_BLOCK_LAYER_BWD_WINDOW_KEPT:
-    case PX_BLOCK_MOE_BWD_WINDOW_KEPT: return true;
-    default: return false;
-  }
+px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bf16, bool bwd) {
+  return (bf16 ? bf16_kinds : layer_kinds)[moe][window][kept][bwd];
 }
-
-px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bwd) {
-  return layer_kinds[moe][window][kept][bwd];
-}
+px_block_kind px_layer_w_block(bool bf16) { return bf16 ? PX_BLOCK_LAYER_BWD_W_BF16 : PX_BLOCK_LAYER_BWD_W; }
 
 bool px_block_is_bwd(px_block_kind kind) {
   return px_block_is_layer_bwd(kind) || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||
-         kind == PX_BLOCK_LAYER_BWD_W;
+         px_block_is_layer_w(kind);
 }
 
 bool px_block_is_compute(px_block_kind kind) {

@@ -307,6 +307,25 @@ typedef enum {
   PX_BLOCK_LAYER_BWD_WINDOW_KEPT,
   PX_BLOCK_MOE_FWD_WINDOW_KEPT,
   PX_BLOCK_MOE_BWD_WINDOW_KEPT,
+  /* quantized precisions: the blocks of the layers kept in the compute dtype (px_parallel_layer_bf16), each
+   * the same as its kind above but for GEMMs without quantized operands (no casts, no fp8 twins) */
+  PX_BLOCK_LAYER_FWD_BF16,
+  PX_BLOCK_LAYER_BWD_BF16,
+  PX_BLOCK_MOE_FWD_BF16,
+  PX_BLOCK_MOE_BWD_BF16,
+  PX_BLOCK_LAYER_FWD_WINDOW_BF16,
+  PX_BLOCK_LAYER_BWD_WINDOW_BF16,
+  PX_BLOCK_MOE_FWD_WINDOW_BF16,
+  PX_BLOCK_MOE_BWD_WINDOW_BF16,
+  PX_BLOCK_LAYER_FWD_KEPT_BF16,
+  PX_BLOCK_LAYER_BWD_KEPT_BF16,
+  PX_BLOCK_MOE_FWD_KEPT_BF16,
+  PX_BLOCK_MOE_BWD_KEPT_BF16,
+  PX_BLOCK_LAYER_FWD_WINDOW_KEPT_BF16,
+  PX_BLOCK_LAYER_BWD_WINDOW_KEPT_BF16,
+  PX_BLOCK_MOE_FWD_WINDOW_KEPT_BF16,
+  PX_BLOCK_MOE_BWD_WINDOW_KEPT_BF16,
+  PX_BLOCK_LAYER_BWD_W_BF16,
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -320,9 +339,16 @@ bool px_block_is_layer_fwd(px_block_kind kind);
 bool px_block_is_layer_bwd(px_block_kind kind);
 /* A mixture-of-experts layer's forward. */
 bool px_block_is_moe_fwd(px_block_kind kind);
+/* A zero-bubble schedule's W block, of either precision. */
+bool px_block_is_layer_w(px_block_kind kind);
+/* The block of a layer kept in the compute dtype under a quantized precision. */
+bool px_block_is_bf16(px_block_kind kind);
 /* The forward or backward block of a layer: dense or MoE, with a sliding window or not, keeping its
- * activations where the plan recomputes some layers (kept) or as the plan's recomputation has it. */
-px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bwd);
+ * activations where the plan recomputes some layers (kept) or as the plan's recomputation has it, its GEMMs
+ * in the plan's precision or kept in the compute dtype (bf16). */
+px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bf16, bool bwd);
+/* The W block of a layer (zero-bubble schedules), its GEMMs in the plan's precision or the compute dtype. */
+px_block_kind px_layer_w_block(bool bf16);
 
 typedef struct {
   uint8_t kind;   /* px_block_kind */

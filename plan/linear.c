@@ -209,7 +209,7 @@ px_ref px_linear_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref x, px_ref x_
                      px_ref dy_shard, px_ref dy1, px_ref dy2, int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k,
                      const px_ref *reduce_into) {
   int64_t n = n0 + n1 + n2;
-  bool f8 = b->p->slots[w].fp8; /* its forward ran in fp8: E5M2 output gradients, the fp8 input and weight */
+  bool f8 = d->f8 && b->p->slots[w].fp8; /* its forward ran in fp8: E5M2 output gradients, the fp8 input and weight */
   double e_in = f8 ? 1.0 : (double)d->e;
   if (f8) {
     px_fp8_weight_cast(b, d, PX_PHASE_BWD, w);

@@ -122,11 +122,17 @@ void px_states_add_frozen(px_states *s, uint64_t frozen_bytes) {
   s->bytes[PX_PLACE_GPU][PX_MEM_PARAMS] += frozen_bytes;
 }
 
+/* Whether a parameter of the stage is read by quantized GEMMs: its slot's are, in a layer not kept in the
+ * compute dtype (px_parallel_layer_bf16; the slots are every layer's). */
+static bool param_quantized(const px_plan *p, const px_param_ref *r) {
+  return p->slots[r->slot].fp8 && !px_parallel_layer_bf16(&p->par, p->model.layers, r->group);
+}
+
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {
   const px_program *prog = &p->programs[stage];
   uint64_t n = 0;
   for (int32_t i = 0; i < prog->nparams; i++)
-    if (p->slots[prog->params[i].slot].fp8) n += prog->params[i].elems;
+    if (param_quantized(p, &prog->params[i])) n += prog->params[i].elems;
   return n;
 }
 
@@ -136,7 +142,7 @@ void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint6
   *shard8 = 0;
   for (int32_t i = 0; i < prog->nparams; i++) {
     const px_param_ref *r = &prog->params[i];
-    if (!p->slots[r->slot].fp8) continue;
+    if (!param_quantized(p, r)) continue;
     if (u8) u8[r->unit] += r->elems;
     *shard8 += r->elems / (uint64_t)px_plan_unit_ranks(p, &prog->units[r->unit]);
   }
@@ -211,7 +217,8 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
   for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
     bwd[k] = px_block_is_bwd((px_block_kind)k);
     arrive[k] = px_block_is_layer_fwd((px_block_kind)k);
-    leave[k] = px_parallel_split_w(&p->par) ? k == PX_BLOCK_LAYER_BWD_W : px_block_is_layer_bwd((px_block_kind)k);
+    leave[k] = px_parallel_split_w(&p->par) ? px_block_is_layer_w((px_block_kind)k)
+                                            : px_block_is_layer_bwd((px_block_kind)k);
   }
   for (int32_t i = 0; i < prog->ninsts; i++) {
     const px_inst *in = &prog->insts[i];

@@ -46,7 +46,8 @@ void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_
 void px_states_add_frozen(px_states *s, uint64_t frozen_bytes);
 /* Precision fp8: the parameters of a stage (one rank's) whose GEMMs read an
  * fp8 copy (the transformer layers' linear weights and experts; not the
- * embedding, head, norms, biases, router or MLA's up-projections). Without
+ * embedding, head, norms, biases, router or MLA's up-projections, nor the
+ * layers kept in the compute dtype, px_parallel_layer_bf16). Without
  * ZeRO-3 each rank keeps the copies, row-wise and transposed (2 bytes an
  * element, in the params' memory), made once a step after the optimizer, as
  * Transformer Engine caches them from the first micro-batch; ZeRO-3 casts

@@ -38,6 +38,7 @@ void px_parallel_unset(px_parallel *p) {
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
   p->finetune = p->base_precision = -1;
+  p->bf16_layers_start = p->bf16_layers_end = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -65,6 +66,8 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
   if (p->fp8_base < 0) p->fp8_base = PX_FP8_BASE_BF16;
   if (p->fp8_params < 0) p->fp8_params = 0;
+  if (p->bf16_layers_start < 0) p->bf16_layers_start = 0;
+  if (p->bf16_layers_end < 0) p->bf16_layers_end = 0;
   if (p->attention < 0) p->attention = PX_ATTN_FLASH;
   if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
@@ -96,6 +99,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
+  TAKE(bf16_layers_start, -1) TAKE(bf16_layers_end, -1)
   TAKE(finetune, -1) TAKE(lora_rank, 0) TAKE(lora_alpha, 0.0) TAKE(lora_targets, 0) TAKE(base_precision, -1)
 #undef TAKE
   if (p->nchunk_layers == 0 && from->nchunk_layers > 0) {
@@ -450,6 +454,19 @@ static bool fp8_params_precision(vctx *x) {
   return x->p->fp8_params && (x->p->precision != PX_PREC_FP8 || x->p->fp8_base != PX_FP8_BASE_BF16);
 }
 static bool fp8_params_offload(vctx *x) { return x->p->fp8_params && x->p->offload_params; }
+static bool bf16_layers(const px_parallel *p) { return p->bf16_layers_start > 0 || p->bf16_layers_end > 0; }
+static bool bf16_layers_precision(vctx *x) { return bf16_layers(x->p) && !px_precision_quantized(x->p->precision); }
+/* Megatron-Core refuses first/last bf16 layers with delayed scaling, whose recipe spans every layer
+ * (transformer_config.py: "Delayed scaling does not support first / last layer in BF16") */
+static bool bf16_layers_delayed(vctx *x) {
+  return bf16_layers(x->p) && x->p->precision == PX_PREC_FP8 && x->p->fp8_recipe == PX_FP8_DELAYED;
+}
+static bool bf16_layers_count(vctx *x) { return x->p->bf16_layers_start + x->p->bf16_layers_end > x->m->layers; }
+/* ... and either count above a pipeline stage's layers (layers / pp) */
+static bool bf16_layers_stage(vctx *x) {
+  int64_t per = x->p->pp > 0 ? x->m->layers / x->p->pp : x->m->layers;
+  return x->p->bf16_layers_start > per || x->p->bf16_layers_end > per;
+}
 
 static bool lora_fields(vctx *x) {
   const px_parallel *p = x->p;
@@ -593,6 +610,15 @@ static const px_rule rules[] = {
     {fp8_params_precision, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 copy: it needs "
                            "`precision` fp8 with `fp8_base` bf16"},
     {fp8_params_offload, "`fp8_params` with `offload_params`: offloaded fp8 weights are not modelled (hint: drop one)"},
+    {bf16_layers_precision, "`bf16_layers_start` and `bf16_layers_end` keep layers' GEMMs out of a quantized precision: "
+                            "they need `precision` fp8, mxfp8 or nvfp4, not {precision}"},
+    {bf16_layers_delayed, "`bf16_layers_start` and `bf16_layers_end` with fp8's delayed scaling: its amax histories "
+                          "span every layer, and Megatron-Core refuses first and last layers in bf16 with it (hint: "
+                          "`fp8_recipe` current)"},
+    {bf16_layers_count, "`bf16_layers_start` {bf16_layers_start} + `bf16_layers_end` {bf16_layers_end} is more than "
+                        "the model's {layers} layers"},
+    {bf16_layers_stage, "`bf16_layers_start` {bf16_layers_start} or `bf16_layers_end` {bf16_layers_end} is more than "
+                        "a pipeline stage's {stage_layers} layers (layers / pp), which Megatron-Core refuses"},
     {lora_fields, "`lora_rank`, `lora_alpha`, `lora_targets` and `base_precision` describe adapters on a frozen base: "
                   "they need `finetune` lora or qlora"},
     {lora_unset, "lora_rank, lora_targets or base_precision is not set"},
@@ -640,7 +666,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"passes_gbs", per > 0 ? PX_PLAN_LAYER_PASSES_MAX / per * p->mbs * p->dp : 0},
               {"pp_gbs", p->pp * p->mbs * p->dp}, {"auto_group", auto_group(p)},
               {"mb_group_rest", p->mb_group > 0 ? mbs_n % p->mb_group : 0}, {"hidden", m->hidden},
-              {"lora_rank", p->lora_rank}};
+              {"lora_rank", p->lora_rank}, {"bf16_layers_start", p->bf16_layers_start},
+              {"bf16_layers_end", p->bf16_layers_end}};
   for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
     if (!strcmp(name, ints[i].name)) {
       snprintf(v, cap, "%lld", (long long)ints[i].v);
@@ -713,6 +740,10 @@ int64_t px_parallel_microbatches(const px_parallel *p) {
 int64_t px_parallel_layer_passes(const px_parallel *p, int64_t layers) {
   int64_t m = px_parallel_microbatches(p), per = layers + p->pp * p->vpp; /* pp < 2^25, vpp < 2^17 */
   return m > 0 && per > INT64_MAX / m ? INT64_MAX : m * per;
+}
+
+bool px_parallel_layer_bf16(const px_parallel *p, int64_t layers, int64_t l) {
+  return px_precision_quantized(p->precision) && (l < p->bf16_layers_start || l >= layers - p->bf16_layers_end);
 }
 
 px_dtype px_parallel_compute_dtype(const px_parallel *p) {
@@ -818,6 +849,8 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "first_stage_layers", false, 1, 1 << 24, &p->first_stage_layers, err));
   TRY(px_json_int(&c, obj, "last_stage_layers", false, 1, 1 << 24, &p->last_stage_layers, err));
   TRY(px_json_int(&c, obj, "microbatch_group", false, 1, (int64_t)1 << 40, &p->mb_group, err));
+  TRY(px_json_int(&c, obj, "bf16_layers_start", false, 0, 1 << 24, &p->bf16_layers_start, err));
+  TRY(px_json_int(&c, obj, "bf16_layers_end", false, 0, 1 << 24, &p->bf16_layers_end, err));
   const cJSON *lpc = px_json_get(&c, obj, "layers_per_chunk");
   if (lpc) {
     if (!cJSON_IsArray(lpc) || cJSON_GetArraySize(lpc) < 1 || cJSON_GetArraySize(lpc) > PX_MAX_CHUNK_LIST)
@@ -922,6 +955,8 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (px_precision_quantized(p->precision) && p->fp8_base >= 0)
     cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
+  if (p->bf16_layers_start > 0) px_json_add_num(o, "bf16_layers_start", (double)p->bf16_layers_start);
+  if (p->bf16_layers_end > 0) px_json_add_num(o, "bf16_layers_end", (double)p->bf16_layers_end);
   if (p->finetune > 0) cJSON_AddStringToObject(o, "finetune", px_finetune_names[p->finetune]);
   if (p->lora_rank > 0) px_json_add_num(o, "lora_rank", (double)p->lora_rank);
   if (p->lora_alpha > 0) px_json_add_num(o, "lora_alpha", p->lora_alpha);

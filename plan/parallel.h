@@ -203,6 +203,9 @@ typedef struct {
   int64_t first_stage_layers; /* layers of the first pipeline stage, spread over its chunks (Megatron-Core's
                                  num_layers_in_first_pipeline_stage); 0 unset */
   int64_t last_stage_layers;  /* ... of the last stage (num_layers_in_last_pipeline_stage); 0 unset */
+  int64_t bf16_layers_start;  /* quantized precisions: the model's first layers whose GEMMs stay in the compute
+                                 dtype (Megatron-Core's num_layers_at_start_in_bf16), -1 unset (0) */
+  int64_t bf16_layers_end;    /* ... its last layers (num_layers_at_end_in_bf16), -1 unset (0) */
   int64_t mb_group;  /* interleaved: micro-batches run on a chunk before the next chunk (Megatron-Core's
                         microbatch_group_size_per_vp_stage), pp..micro-batches; 0 unset (px_parallel_mb_group) */
   int finetune;      /* px_finetune, -1 unset (none) */
@@ -300,6 +303,13 @@ px_dtype px_parallel_compute_dtype(const px_parallel *p);
 /* The dtype whose peak the layers' GEMMs run at: fp8 for fp8 and mxfp8,
  * fp4 for nvfp4, the compute dtype otherwise. */
 px_dtype px_parallel_gemm_dtype(const px_parallel *p);
+/* Whether layer l (0-based) of a model of `layers` layers keeps its GEMMs out
+ * of the quantized precision, in the compute dtype: one of the first
+ * bf16_layers_start or last bf16_layers_end layers (Megatron-Core's
+ * is_first_last_bf16_layer, megatron/core/fp8_utils.py). NVIDIA's NVFP4
+ * recipe keeps about 16% of the linear layers in BF16, most of them in the
+ * final blocks (arXiv 2509.25149). False without quantized GEMMs. */
+bool px_parallel_layer_bf16(const px_parallel *p, int64_t layers, int64_t l);
 /* Mixed precision: a compute dtype narrower than fp32, so fp32 master
  * weights (and the optimizer's 12 bytes a parameter). */
 bool px_parallel_mixed(const px_parallel *p);

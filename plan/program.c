@@ -595,21 +595,23 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
                            int entry, px_block_kind *out) {
   bool partial = px_parallel_recompute_partial(par); /* the layers not recomputed have blocks of their own */
   int k = 0;
+#define BF16(l) px_parallel_layer_bf16(par, m->layers, l) /* the layers kept in the compute dtype have theirs too */
   if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: one block for all) */
-    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = PX_BLOCK_LAYER_BWD_W;
+    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = px_layer_w_block(BF16(l));
   } else if (entry == PX_ENTRY_F) {
     if (embed) out[k++] = PX_BLOCK_EMBED_FWD;
     for (int64_t l = first; l < first + n; l++)
       out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
-                                partial && !px_parallel_layer_recomputed(par, l - first), false);
+                                partial && !px_parallel_layer_recomputed(par, l - first), BF16(l), false);
     if (head) out[k++] = PX_BLOCK_HEAD_FWD;
   } else {
     if (head) out[k++] = PX_BLOCK_HEAD_BWD;
     for (int64_t l = first + n - 1; l >= first; l--)
       out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
-                                partial && !px_parallel_layer_recomputed(par, l - first), true);
+                                partial && !px_parallel_layer_recomputed(par, l - first), BF16(l), true);
     if (embed) out[k++] = PX_BLOCK_EMBED_BWD;
   }
+#undef BF16
   return k;
 }
 

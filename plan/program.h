@@ -38,7 +38,8 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
 /* The parameter elements of a parameter group (-1 the embedding, 0..L-1 a
  * layer, L the head, with the embedding when it is tied on one stage), on
  * one rank, as the programs lay them out (trained ones; the frozen apart): the experts' apart, and those
- * read by fp8 GEMMs (px_plan_fp8_weight_elems) among both. */
+ * read by fp8 GEMMs (px_plan_fp8_weight_elems) among both, in a layer of the plan's precision (one kept in
+ * the compute dtype, px_parallel_layer_bf16, has the same parameters and none of them quantized). */
 typedef struct {
   uint64_t elems, expert_elems, fp8_elems;
   uint64_t frozen_bytes; /* fine-tuning's frozen base weights (in none of the above), px_lora_frozen_bytes */

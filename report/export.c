@@ -121,6 +121,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
     return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
                   "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
                   "fp8-recipe current");
+  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0)
+    return refuse(err, fw, "bf16_layers_start/end",
+                  "torchtitan's float8 converter quantizes every linear layer but those its filter_fqns names, with no "
+                  "setting for the first or last transformer layers",
+                  "no bf16 layers, or export to megatron");
   if (p->fp8_params > 0)
     return refuse(err, fw, "fp8_params",
                   "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
@@ -447,6 +452,14 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       }
       if (p->fp8_params > 0) arg(e, "--fp8-param-gather", NULL); /* fp8 weights (fp8_model_init), gathered in fp8 */
     }
+  }
+  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* TransformerConfig's fields, both counts (each
+                                                               defaults to 1 there) */
+    arg(e, "--first-last-layers-bf16", NULL);
+    key(e, "model.first_last_layers_bf16", "true");
+    both(e, "--num-layers-at-start-in-bf16", "model.num_layers_at_start_in_bf16", "%lld",
+         (long long)p->bf16_layers_start);
+    both(e, "--num-layers-at-end-in-bf16", "model.num_layers_at_end_in_bf16", "%lld", (long long)p->bf16_layers_end);
   }
   if (p->fp8_params > 0) { /* Megatron-Bridge: the model's fp8 weights and the DDP's fp8 all-gathers */
     key(e, "model.fp8_param", "true");

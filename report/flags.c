@@ -56,6 +56,8 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->fp8_base != d.fp8_base) add(&o, " --fp8-base %s", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) add(&o, " --fp8-params");
+  if (p->bf16_layers_start > 0) add(&o, " --bf16-layers-start %lld", (long long)p->bf16_layers_start);
+  if (p->bf16_layers_end > 0) add(&o, " --bf16-layers-end %lld", (long long)p->bf16_layers_end);
   if (p->finetune > 0) add(&o, " --finetune %s", px_finetune_names[p->finetune]);
   if (px_parallel_lora(p)) {
     char t[96];

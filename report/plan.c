@@ -89,7 +89,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
           p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
-  char prec[64], rc[64];
+  char prec[128], rc[64];
   if (p->precision == PX_PREC_FP8) /* the recipe and the dtype of everything but the fp8 GEMMs */
     snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s%s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");
@@ -98,6 +98,13 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0]);
   else
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
+  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* the layers whose GEMMs stay unquantized */
+    char first[32] = "", last[32] = "";
+    if (p->bf16_layers_start > 0) snprintf(first, sizeof first, "first %lld", (long long)p->bf16_layers_start);
+    if (p->bf16_layers_end > 0) snprintf(last, sizeof last, "last %lld", (long long)p->bf16_layers_end);
+    snprintf(prec + strlen(prec), sizeof prec - strlen(prec), ", the %s%s%s layers unquantized", first,
+             first[0] && last[0] ? " and " : "", last);
+  }
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
           (long long)p->seq, prec,

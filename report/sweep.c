@@ -85,8 +85,9 @@ const char px_report_plan_legend[] =
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation (fullN: of the first N layers of each\n"
     "  chunk, Megatron's block method); fp8, fp8cur, fp8blk: fp8 with delayed, current or blockwise scaling (then w:\n"
-    "  fp8 weights, --fp8-params); mxfp8, nvfp4 the block-scaled precisions. The flags of each plan: --json\n"
-    "  (\"flags\") or --csv (column flags).\n";
+    "  fp8 weights, --fp8-params); mxfp8, nvfp4 the block-scaled precisions (bf16:N+M: the first N and last M\n"
+    "  layers unquantized, --bf16-layers-start/end). The flags of each plan: --json (\"flags\") or --csv (column\n"
+    "  flags).\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc_names[] = {"none", "sel", "full"};
@@ -111,13 +112,16 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
              p->moe_dispatch == PX_MOE_A2A ? "" : p->moe_dispatch == PX_MOE_ALLGATHER ? "ag" : "dep");
   if (p->etp > 0 && p->etp != p->tp) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)p->etp);
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */
-  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s", (long long)p->tp, cp, (long long)p->pp,
+  char hp[48] = ""; /* the first and last layers kept unquantized */
+  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0)
+    snprintf(hp, sizeof hp, " bf16:%lld+%lld", (long long)p->bf16_layers_start, (long long)p->bf16_layers_end);
+  snprintf(buf, cap, "tp%lld%s pp%lld dp%lld %s%s mbs%lld %s %s%s%s%s", (long long)p->tp, cp, (long long)p->pp,
            (long long)p->dp, zero, p->sp ? " sp" : "", (long long)p->mbs, p->pp > 1 ? sched : "-", rc,
            p->precision == PX_PREC_FP8     ? f8[p->fp8_recipe >= 0 ? p->fp8_recipe : 0]
            : p->precision == PX_PREC_MXFP8 ? " mxfp8"
            : p->precision == PX_PREC_NVFP4 ? " nvfp4"
                                            : "",
-           p->fp8_params > 0 ? "w" : "");
+           p->fp8_params > 0 ? "w" : "", hp);
 }
 
 /* Why the best plan's ZeRO stage and mode: the same split with each other

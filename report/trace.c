@@ -32,28 +32,14 @@ px_status px_report_trace(const px_sim_result *r, const char *path, px_err *err)
 }
 
 static const char *timeline_kind(int32_t block) {
+  if (px_block_is_layer_fwd((px_block_kind)block)) return "fwd";
+  if (px_block_is_layer_bwd((px_block_kind)block)) return "bwd";
+  if (px_block_is_layer_w((px_block_kind)block)) return "wgrad";
   switch (block) {
     case PX_BLOCK_EMBED_FWD:
-    case PX_BLOCK_LAYER_FWD:
-    case PX_BLOCK_MOE_FWD:
-    case PX_BLOCK_LAYER_FWD_WINDOW:
-    case PX_BLOCK_MOE_FWD_WINDOW:
-    case PX_BLOCK_LAYER_FWD_KEPT:
-    case PX_BLOCK_MOE_FWD_KEPT:
-    case PX_BLOCK_LAYER_FWD_WINDOW_KEPT:
-    case PX_BLOCK_MOE_FWD_WINDOW_KEPT:
     case PX_BLOCK_HEAD_FWD: return "fwd";
     case PX_BLOCK_EMBED_BWD:
-    case PX_BLOCK_LAYER_BWD:
-    case PX_BLOCK_MOE_BWD:
-    case PX_BLOCK_LAYER_BWD_WINDOW:
-    case PX_BLOCK_MOE_BWD_WINDOW:
-    case PX_BLOCK_LAYER_BWD_KEPT:
-    case PX_BLOCK_MOE_BWD_KEPT:
-    case PX_BLOCK_LAYER_BWD_WINDOW_KEPT:
-    case PX_BLOCK_MOE_BWD_WINDOW_KEPT:
     case PX_BLOCK_HEAD_BWD: return "bwd";
-    case PX_BLOCK_LAYER_BWD_W: return "wgrad";
     case PX_BLOCK_OPTIMIZER: return "opt";
     default: return "comm";
   }

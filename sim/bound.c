@@ -57,7 +57,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 792, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 808, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
   key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_buffers = par->moe_buffers,
@@ -69,6 +69,7 @@ static void tmpl_key(const px_parallel *par, px_parallel *key) {
   key->shard_group = par->shard_group;
   key->finetune = par->finetune, key->lora_rank = par->lora_rank, key->lora_alpha = par->lora_alpha;
   key->lora_targets = par->lora_targets, key->base_precision = par->base_precision;
+  key->bf16_layers_start = par->bf16_layers_start, key->bf16_layers_end = par->bf16_layers_end;
   /* normalised: a split backward is two blocks, the rest is the programs' */
   key->schedule = px_parallel_split_w(par) ? PX_SCHED_ZB_H1 : PX_SCHED_1F1B;
   key->vpp = 1;
@@ -215,10 +216,11 @@ px_status px_bound_cache_make(px_bound_cache *bc, int64_t index, px_err *err) {
   return st;
 }
 
-static void elems_add(px_group_elems *to, const px_group_elems *g, int64_t times) {
+/* Adds `times` groups g (of layers kept in the compute dtype: bf16, without quantized weights). */
+static void elems_add(px_group_elems *to, const px_group_elems *g, int64_t times, bool bf16) {
   to->elems += (uint64_t)times * g->elems;
   to->expert_elems += (uint64_t)times * g->expert_elems;
-  to->fp8_elems += (uint64_t)times * g->fp8_elems;
+  if (!bf16) to->fp8_elems += (uint64_t)times * g->fp8_elems;
   to->frozen_bytes += (uint64_t)times * g->frozen_bytes;
 }
 
@@ -250,13 +252,15 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
                                       kinds);
       for (int i = 0; i < nk; i++) ns[3 * vs + e] += t->ns[kinds[i]];
       if (e != PX_ENTRY_F) continue;
-      int64_t nmoe = 0;
-      for (int i = 0; i < nk; i++)
-        keep[vs] += t->net[kinds[i]], nmoe += px_block_is_moe_fwd(kinds[i]);
+      int64_t n[2][2] = {{0}}; /* [moe][bf16] layers */
+      for (int i = 0; i < nk; i++) {
+        keep[vs] += t->net[kinds[i]];
+        if (px_block_is_layer_fwd(kinds[i])) n[px_block_is_moe_fwd(kinds[i])][px_block_is_bf16(kinds[i])]++;
+      }
       if (!embed) keep[vs] += t->net[PX_BLOCK_RECV_FWD];
       if (!head) keep[vs] += t->net[PX_BLOCK_SEND_FWD];
-      elems_add(&el[vs], &t->moe, nmoe);
-      elems_add(&el[vs], &t->dense, layers[vs] - nmoe);
+      for (int bf16 = 0; bf16 < 2; bf16++)
+        elems_add(&el[vs], &t->moe, n[1][bf16], bf16), elems_add(&el[vs], &t->dense, n[0][bf16], bf16);
     }
   }
   uint64_t head_ns = 0, tail_ns = 0, step_ns = 0;
@@ -271,9 +275,9 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
     head_ns += ns[3 * s], tail_ns += ns[3 * s + 1];
     /* memory: the stage's states; on the first and last stage the forwards before the first backward */
     px_group_elems g = {0};
-    for (int64_t c = 0; c < v; c++) elems_add(&g, &el[c * pp + s], 1);
-    if (s == 0 && t->embed_group) elems_add(&g, &t->embed, 1);
-    if (s == pp - 1) elems_add(&g, &t->head, 1);
+    for (int64_t c = 0; c < v; c++) elems_add(&g, &el[c * pp + s], 1, false);
+    if (s == 0 && t->embed_group) elems_add(&g, &t->embed, 1, false);
+    if (s == pp - 1) elems_add(&g, &t->head, 1, false);
     px_states sts;
     uint64_t shard = g.elems / (uint64_t)shard_n + g.expert_elems / (uint64_t)expert_n;
     /* fp8_params under ZeRO-3: no fewer fp8 weights in the shard than the plan's (each is in it), so that

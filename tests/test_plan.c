@@ -1288,7 +1288,7 @@ static void test_sliding_window(void) {
   /* 128 x 129 / 2 + (4096 - 128) x 128 = 516,160 pairs on a sliding layer, 4096 x 4097 / 2 = 8,390,656 on a full one */
   double rect = 2.0 * 64 * 4096.0 * 4096.0 * (64 + 64); /* B heads S S (q/k + v head widths) */
   for (int window = 0; window < 2; window++) {
-    const px_block *fb = &plan.blocks[px_layer_block(true, window, false, false)];
+    const px_block *fb = &plan.blocks[px_layer_block(true, window, false, false, false)];
     int found = 0;
     for (int32_t i = 0; i < fb->nops; i++)
       if (fb->ops[i].kind == PX_OP_FLASH_ATTN) {
@@ -1584,6 +1584,119 @@ static void test_block_scaled(void) {
     px_plan_free(&q);
   }
   px_plan_free(&b16);
+}
+
+/* --bf16-layers-start/end (Megatron-Core's first_last_layers_bf16): the first 2 and last 8 of llama3-8b's 32
+ * layers keep their GEMMs unquantized under nvfp4 in blocks of their own: no casts, no twins, no flagged GEMM;
+ * the programs pick them per layer (forward, backward and a zero-bubble W); the memory plan holds the cached
+ * codes and scales of the other 22 layers' weights only, by hand; every layer kept so is the bf16 plan's memory
+ * and FLOPs; refusals name the fields. */
+static void test_bf16_layers(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("gb200-nvl72", 8);
+  px_parallel p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_BF16;
+  px_plan b16, q;
+  CU_ASSERT_EQUAL_FATAL(compile(&b16, &m, &c, &p, &err), PX_OK);
+  double H = 4096, Q = 4096, KV = 1024, F = 14336, layer = H * (Q + 2 * KV) + Q * H + 3 * H * F;
+  uint64_t w8 = (uint64_t)(22 * layer); /* the quantized layers' linear weights */
+  p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_NVFP4, p.bf16_layers_start = 2, p.bf16_layers_end = 8;
+  CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+  int bf16 = 0;
+  CU_ASSERT_EQUAL(fp8_gemms(&q, PX_BLOCK_LAYER_FWD, &bf16), 4);
+  CU_ASSERT_EQUAL(fp8_gemms(&q, PX_BLOCK_LAYER_FWD_BF16, &bf16), 0);
+  CU_ASSERT_EQUAL(bf16, 4);
+  CU_ASSERT_EQUAL(fp8_gemms(&q, PX_BLOCK_LAYER_BWD_BF16, &bf16), 0);
+  CU_ASSERT_EQUAL(bf16, 8);
+  for (int k = PX_BLOCK_LAYER_FWD_BF16; k <= PX_BLOCK_LAYER_BWD_BF16; k++)
+    for (int32_t i = 0; i < q.blocks[k].nops; i++) {
+      const px_op *o = &q.blocks[k].ops[i];
+      CU_ASSERT(o->kind != PX_OP_CAST && !(o->flags & PX_OPF_FP8));
+      for (int j = 0; j < PX_OP_INS; j++) CU_ASSERT(o->in[j].slot < 0 || q.slots[o->in[j].slot].dtype != PX_DTYPE_FP8);
+    }
+  int fwd[32] = {0};
+  for (int32_t i = 0; i < q.programs[0].ninsts; i++) {
+    const px_inst *in = &q.programs[0].insts[i];
+    if (in->mb == 0 && px_block_is_layer_fwd((px_block_kind)in->block)) fwd[in->layer] = in->block;
+  }
+  for (int l = 0; l < 32; l++) CU_ASSERT_EQUAL(fwd[l], l < 2 || l >= 24 ? PX_BLOCK_LAYER_FWD_BF16 : PX_BLOCK_LAYER_FWD);
+  /* the cached copies: 2 (row-wise and transposed) x (half a byte and an E4M3 scale per 16) of 22 layers */
+  PX_ASSERT_EQ_U64(px_plan_fp8_weight_elems(&q, 0), w8);
+  px_states s16, sq;
+  px_plan_states(&b16, 0, &s16);
+  px_plan_states(&q, 0, &sq);
+  PX_ASSERT_EQ_U64(sq.fp8_copy_bytes, 2 * (w8 / 2 + w8 / 16));
+  PX_ASSERT_EQ_U64(sq.bytes[PX_PLACE_GPU][PX_MEM_PARAMS] - s16.bytes[PX_PLACE_GPU][PX_MEM_PARAMS], sq.fp8_copy_bytes);
+  /* the optimizer's cast writes those copies only */
+  int casts = 0;
+  for (int32_t i = 0; i < q.programs[0].nops; i++)
+    if (q.programs[0].ops[i].kind == PX_OP_CAST) {
+      PX_ASSERT_EQ_U64((uint64_t)q.programs[0].ops[i].dim[0], w8);
+      casts++;
+    }
+  CU_ASSERT_EQUAL(casts, 1);
+  cJSON *j = px_parallel_to_json(&q.par);
+  px_parallel back;
+  px_parallel_unset(&back);
+  CU_ASSERT_EQUAL(px_parallel_from_json(j, "test", &back, &err), PX_OK);
+  CU_ASSERT(back.bf16_layers_start == 2 && back.bf16_layers_end == 8);
+  cJSON_Delete(j);
+  px_plan_free(&q);
+  /* every layer kept: the bf16 plan's memory, to the byte, and FLOPs */
+  p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_NVFP4, p.bf16_layers_end = 32;
+  CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+  PX_ASSERT_EQ_U64(px_plan_fp8_weight_elems(&q, 0), 0);
+  PX_ASSERT_EQ_U64(q.mem[0].peak_bytes, b16.mem[0].peak_bytes);
+  PX_ASSERT_REL(q.hw_flops_per_step, b16.hw_flops_per_step, 1e-12);
+  px_plan_free(&q);
+  /* zero-bubble on 2 stages: the kept layers' W blocks are theirs, unquantized */
+  p = par(1, 2, 4, 1, 1, 64);
+  p.precision = PX_PREC_NVFP4, p.schedule = PX_SCHED_ZB_H1, p.bf16_layers_start = 1, p.bf16_layers_end = 1;
+  CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(fp8_gemms(&q, PX_BLOCK_LAYER_BWD_W, &bf16), 4);
+  CU_ASSERT_EQUAL(fp8_gemms(&q, PX_BLOCK_LAYER_BWD_W_BF16, &bf16), 0);
+  CU_ASSERT_EQUAL(bf16, 4);
+  int w_bf16[2] = {0};
+  for (int s = 0; s < 2; s++)
+    for (int32_t i = 0; i < q.programs[s].ninsts; i++) {
+      const px_inst *in = &q.programs[s].insts[i];
+      if (in->block == PX_BLOCK_LAYER_BWD_W_BF16) {
+        w_bf16[s]++;
+        CU_ASSERT(in->layer == 0 || in->layer == 31);
+      }
+    }
+  CU_ASSERT(w_bf16[0] == q.microbatches && w_bf16[1] == q.microbatches); /* layer 0 on stage 0, 31 on stage 1 */
+  px_plan_free(&q);
+  px_plan_free(&b16);
+  /* refusals, naming the fields */
+  const struct {
+    int precision, recipe;
+    int64_t pp, start, end;
+    const char *why;
+  } bad[] = {
+      {PX_PREC_BF16, -1, 1, 2, 0, "need `precision` fp8, mxfp8 or nvfp4, not bf16"},
+      {PX_PREC_FP8, PX_FP8_DELAYED, 1, 0, 2, "fp8's delayed scaling"},
+      {PX_PREC_NVFP4, -1, 1, 20, 13, "`bf16_layers_start` 20 + `bf16_layers_end` 13 is more than the model's 32"},
+      {PX_PREC_MXFP8, -1, 2, 17, 0, "a pipeline stage's 16 layers"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    p = par(1, bad[i].pp, 8 / bad[i].pp, 1, 1, 64);
+    p.precision = bad[i].precision, p.fp8_recipe = bad[i].recipe;
+    p.bf16_layers_start = bad[i].start, p.bf16_layers_end = bad[i].end;
+    CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[i].why));
+    if (!strstr(err.msg, bad[i].why)) fprintf(stderr, "\n  %s\n", err.msg);
+  }
+  /* fp8 with current scaling: allowed */
+  p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT, p.bf16_layers_end = 4;
+  CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+  PX_ASSERT_EQ_U64(px_plan_fp8_weight_elems(&q, 0), (uint64_t)(28 * layer));
+  px_plan_free(&q);
 }
 
 /* A library caller need not resolve the defaults: px_plan_compile does, on its own copy. */
@@ -2218,6 +2331,8 @@ int main(void) {
       {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"mxfp8 and nvfp4: flagged GEMMs, bytes of codes and scales, casts, refused without block-scaled tensor cores", test_block_scaled},
+      {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",
+       test_bf16_layers},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",

@@ -239,7 +239,7 @@ static bool bounds_hold(const px_model *m, const px_cluster *c, const px_paralle
 }
 
 static void test_bounds_are_bounds(void) {
-  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0, lora = 0, bs = 0;
+  int valid = 0, draws = 0, moe = 0, cp = 0, zb = 0, offload = 0, fp8 = 0, fp8w = 0, window = 0, fitting = 0, lora = 0, bs = 0, hp = 0;
   double tight_mem = 0, tight_step = 0;
   while (valid < 200 && draws < 20000) {
     draws++;
@@ -262,6 +262,9 @@ static void test_bounds_are_bounds(void) {
       px_parallel b = par;
       b.precision = q;
       if (!px_parallel_validate(&b, &m, &c, NULL)) bs++, bounds_hold(&m, &c, &b, NULL, NULL);
+      /* ... with some first and last layers kept unquantized (their blocks and states apart) */
+      b.bf16_layers_start = rnd(3), b.bf16_layers_end = 1 + rnd(4);
+      if (!px_parallel_validate(&b, &m, &c, NULL)) hp++, bounds_hold(&m, &c, &b, NULL, NULL);
     }
     px_model mw = m;
     mw.sliding_window = mw.seq_len / 4, mw.window_layer_freq = 2;
@@ -275,11 +278,11 @@ static void test_bounds_are_bounds(void) {
   }
   CU_ASSERT_EQUAL(valid, 200);
   CU_ASSERT(moe >= 40 && cp >= 20 && zb >= 20 && offload >= 10 && fp8 >= 40 && fp8w >= 20 && window >= 40 &&
-            fitting >= 40 && lora >= 20 && bs >= 40);
+            fitting >= 40 && lora >= 20 && bs >= 40 && hp >= 40);
   printf("\n  %d valid plans (%d draws: %d MoE, %d CP, %d zero-bubble, %d offloaded, %d fp8, %d fit), and %d of them "
-         "with fp8 weights, %d with sliding windows, %d fine-tuned with adapters, %d in mxfp8 or nvfp4; floor / exact: "
-         "memory %.2f, step %.2f on average\n",
-         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, lora, bs, tight_mem / valid,
+         "with fp8 weights, %d with sliding windows, %d fine-tuned with adapters, %d in mxfp8 or nvfp4 (%d with bf16 "
+         "layers); floor / exact: memory %.2f, step %.2f on average\n",
+         valid, draws, moe, cp, zb, offload, fp8, fitting, fp8w, window, lora, bs, hp, tight_mem / valid,
          tight_step / valid);
 }
 

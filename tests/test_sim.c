@@ -322,6 +322,34 @@ static void test_recompute_block_time(void) {
   }
 }
 
+/* --bf16-layers-start/end under nvfp4: the layers kept unquantized run their GEMMs at the bf16 peak, so the step
+ * lies strictly between all-nvfp4's and bf16's, and with every layer kept it is bf16's to the nanosecond. */
+static void test_bf16_layers_time(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  const struct {
+    int precision;
+    int64_t start, end;
+  } runs[] = {{PX_PREC_BF16, 0, 0}, {PX_PREC_NVFP4, 0, 0}, {PX_PREC_NVFP4, 2, 8}, {PX_PREC_NVFP4, 0, 32}};
+  double t[4] = {0};
+  for (int i = 0; i < 4; i++) {
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.dp = 8, p.zero = 1, p.mbs = 1, p.gbs = 16, p.precision = runs[i].precision;
+    p.bf16_layers_start = runs[i].start, p.bf16_layers_end = runs[i].end;
+    px_plan plan;
+    px_sim_result r;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "gb200-nvl72", 8, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    t[i] = r.step_time_s;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(t[1] < t[2] && t[2] < t[0]);
+  CU_ASSERT_EQUAL(t[3], t[0]);
+}
+
 /* ---- determinism, consistency, symmetry ---- */
 
 static void sim_llama(const char *cluster, int64_t gpus, int64_t tp, int64_t pp, int64_t dp, px_sim_result *r,
@@ -1022,6 +1050,8 @@ int main(void) {
       {"mixture of experts: EP exchanges on their links, imbalance, all-gather dispatch", test_moe_sim},
       {"straggler: order statistic by hand, the step at the slowest GPU's pace", test_straggler},
       {"partial recomputation: the recomputed layers' share of full recomputation's time", test_recompute_block_time},
+      {"bf16 layers under nvfp4: a step between all-nvfp4's and bf16's, bf16's with every layer kept",
+       test_bf16_layers_time},
   };
   return px_test_main("sim", tests, sizeof tests / sizeof tests[0]);
 }

@@ -9,7 +9,8 @@
 # was re-split to fp32 and back. fp8 (per-tensor scales): resumed with delayed
 # scaling, bitwise (the amax histories checkpointed); with an fp32 base
 # within 5e-4 of the cpu backend's emulation, with the bf16 base within 0.03
-# nats of bf16, and refused on a GPU without fp8. fp16: within 2e-3 of fp32,
+# nats of bf16, with every layer kept in bf16 (--bf16-layers-end) the bf16 run bitwise, and refused
+# on a GPU without fp8. fp16: within 2e-3 of fp32,
 # and an overflowing loss scale skips steps and comes down. Exits 77 (skipped) without
 # a CUDA device.
 #   exec.sh PARALLAX GRADCMP REPO
@@ -172,6 +173,10 @@ if [ "$fp8_gpu" -eq 1 ]; then
   else
     fail "fp8 delayed (bf16 base) losses $b, bf16 $a: gap $gap"
   fi
+  # every layer kept out of fp8 (--bf16-layers-end, current scaling): no op flagged fp8, so the bf16 run bitwise
+  PX_EMU_DEVICES=1 run fp8-kept 1 cuda "${f8[@]}" --fp8-recipe current --bf16-layers-end 4
+  [ "$(losses "$tmp/fp8-kept.json")" = "$a" ] && echo "ok: fp8 with every layer kept in bf16: the bf16 run's losses" ||
+    fail "fp8 with every layer kept in bf16: $(losses "$tmp/fp8-kept.json"), bf16 $a"
   # delayed scaling's amax histories are in the checkpoint: 1 step, a stop and 2 more are the 3 straight, bitwise
   d8=(-m tiny -B 4 --precision fp8 --fp8-recipe delayed)
   PX_EMU_DEVICES=1 run fp8-first 1 cuda "${d8[@]}" --steps 1 --ckpt "$tmp/ck8" &&
