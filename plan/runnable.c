@@ -99,11 +99,10 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
-  if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) and the
-                             * casts of an nf4 or fp8 base (PX_OPF_DEQUANT) */
-    return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs%s yet (hint: `backend` cpu "
-              "trains them)", px_finetune_names[p->finetune],
-              p->base_precision == PX_BASE_BF16 ? "" : " and no dequantising kernels for an nf4 or fp8 base");
+  if (px_parallel_lora(p) && p->base_precision != PX_BASE_BF16) /* exec/cuda/ops.c refuses the casts (PX_OPF_DEQUANT) */
+    return no(why, cap, "`finetune` %s with the frozen base in %s: the cuda backend has no dequantising kernels yet (hint: "
+              "`base_precision` bf16, or `backend` cpu trains it)", px_finetune_names[p->finetune],
+              px_base_precision_names[p->base_precision]);
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

@@ -332,6 +332,41 @@ static px_status unfused_attention(px_cuda *c, const px_exec_op *e, px_err *err)
   }
 }
 
+/* An adapter's B GEMM (PX_OPF_LORA_SCALE), times s = alpha / r, over the
+ * outputs' sections (B's rows), as the cpu backend's lora_gemm: y_i += s h B_i^T;
+ * dh = s sum_i dy_i B_i (added to dh with PX_OPF_ACCUMULATE); dB_i += s dy_i^T h.
+ * d: m, n, r, then the sections' widths. */
+static px_status lora_gemm(px_cuda *c, const px_exec_op *e, px_dtype dt, px_err *err) {
+  const px_op *o = e->op;
+  const int64_t *d = o->dim;
+  void *const *out = e->out, *const *in = e->in;
+  float sc = (float)e->env->lora_scale;
+  uint64_t el = px_dtype_bytes(dt);
+  px_status st = PX_OK;
+  int64_t off = 0;
+  for (int i = 0; i < 3 && d[3 + i] > 0 && !st; i++) {
+    uint64_t bo = (uint64_t)(off * d[2]) * el; /* section i of B (n, r), or of dB */
+    switch ((px_op_kind)o->kind) {
+      case PX_OP_LINEAR:
+        st = px_kc_gemm(c->lt, out[i], in[0], (const char *)in[1] + bo, d[0], d[3 + i], d[2], false, true, sc, 1.0f,
+                        dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, px_cuda_stream(c));
+        break;
+      case PX_OP_LINEAR_BWD_DATA: /* in[3]: B */
+        st = px_kc_gemm(c->lt, out[0], in[i], (const char *)in[3] + bo, d[0], d[2], d[3 + i], false, false, sc,
+                        i > 0 || (o->flags & PX_OPF_ACCUMULATE) ? 1.0f : 0.0f, dt, c->workspace,
+                        PX_CUDA_WORKSPACE_BYTES, px_cuda_stream(c));
+        break;
+      default:
+        st = px_kc_gemm(c->lt, (char *)out[0] + bo, in[i], in[3], d[3 + i], d[2], d[0], true, false, sc, 1.0f, dt,
+                        c->workspace, PX_CUDA_WORKSPACE_BYTES, px_cuda_stream(c));
+        break;
+    }
+    st = px_cuda_kc(st, err);
+    off += d[3 + i];
+  }
+  return st;
+}
+
 /* ---- the op dispatch ---- */
 
 /* dt: the op's activation dtype (fp32 on widened copies). */
@@ -352,6 +387,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_EMBED:
       return px_cuda_kc(BY_DT(dt, px_kc_embed_fwd, out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
     case PX_OP_EMBED_BWD:
+      if (!out[0]) return PX_OK; /* a frozen table (fine-tuning): the gradient is dropped */
       if (half && e->host_tokens) return embed_bwd_sorted(c, e, dt, err);
       if (half) return widened(be, e, err);
       return px_cuda_kc(px_kc_embed_bwd(out[0], in[0], in[1], d[0], vstart, d[2], d[1], s), err);
@@ -390,6 +426,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       return st;
     }
     case PX_OP_LINEAR: {
+      if (o->flags & PX_OPF_LORA_SCALE) return lora_gemm(c, e, dt, err);
       if (o->flags & PX_OPF_GELU) /* act = gelu(x W^T + b) and the pre-activation, in one GEMM */
         return px_cuda_kc(px_kc_gemm_epi(c->lt, out[0], in[0], in[1], in[2], out[3], PX_KC_EPI_GELU, d[0], d[3], d[2],
                                          false, true, 1.0f, 0.0f, dt, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
@@ -409,6 +446,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
     case PX_OP_LINEAR_BWD_DATA:
     case PX_OP_LINEAR_BWD_WEIGHT: {
       bool data = o->kind == PX_OP_LINEAR_BWD_DATA;
+      if (o->flags & PX_OPF_LORA_SCALE) return lora_gemm(c, e, dt, err);
       if (data && (o->flags & PX_OPF_DGELU)) /* the pre-activation's gradient: (dy W) gelu'(pre) */
         return px_cuda_kc(px_kc_gemm_epi(c->lt, out[0], in[0], in[3], NULL, in[4], PX_KC_EPI_DGELU, d[0], d[2], d[3],
                                          false, false, 1.0f, 0.0f, dt, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
@@ -770,10 +808,6 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
           (long long)env->cp);
     default: break;
   }
-  if (op->flags & PX_OPF_LORA_SCALE)
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                              "an adapter's GEMM scaled by alpha / r (`finetune` lora): the CUDA backend does not train "
-                              "adapters yet (hint: `backend` cpu runs it)");
   if (op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                               "a frozen weight stored in nf4 or fp8 (`base_precision`): the CUDA backend has no "

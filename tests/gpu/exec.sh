@@ -64,6 +64,9 @@ same gpt-tp-overlap-zb 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all -e zb-h2 "
 # an 8-token sliding window on every other layer, fused (two batch rows in a launch) and unfused
 same window-flash 2 2 -m tiny-window -B 4 -b 2 -t 2 "${fp32[@]}"
 same window-unfused 1 1 -m tiny-window -B 2 --attention unfused "${fp32[@]}"
+# LoRA adapters on a frozen base (every projection's, TP-split with the layers), the GPT-2 shape too
+same lora-tp 2 2 -m tiny -B 4 -t 2 --finetune lora --lora-targets qkv,o,fc1,fc2 "${fp32[@]}"
+same lora-gpt 1 1 -m "$gptd" -B 2 --finetune lora "${fp32[@]}"
 # GELU in the fc1 GEMM's epilogue and its gradient in fc2's (cuBLASLt GELU_AUX_BIAS, DGELU)
 same gpt-gelu-fused 2 2 -m "$gptd" -B 4 -t 2 --gelu fused "${fp32[@]}"
 PX_EMU_DEVICES=2 run gpt-gelu-fused-bf16 2 cuda -m "$gptd" -B 4 -t 2 --gelu fused -c dgx-h100 --precision bf16 --steps 2
@@ -122,6 +125,13 @@ a=$(losses "$tmp/bf16-ref.json") b=$(losses "$tmp/bf16-1.json")
 close "$a" "$b" 2e-3 || fail "bf16 losses $b, fp32 $a"
 "$cmp" "$tmp/bf16-ref.bin" "$tmp/bf16-1.bin" 2e-2 >"$tmp/cmp" || fail "bf16 gradients: $(cat "$tmp/cmp")"
 echo "ok: bf16 against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
+# bf16 LoRA (a bf16 frozen base, the adapters' master weights fp32) against the fp32 run
+run lora-ref 1 cpu -m tiny -B 4 --finetune lora --precision fp32 --steps 3
+PX_EMU_DEVICES=1 run lora-bf16 1 cuda -m tiny -B 4 --finetune lora --precision bf16 --steps 3
+a=$(losses "$tmp/lora-ref.json") b=$(losses "$tmp/lora-bf16.json")
+close "$a" "$b" 2e-3 || fail "bf16 LoRA losses $b, fp32 $a"
+"$cmp" "$tmp/lora-ref.bin" "$tmp/lora-bf16.bin" 2e-2 >"$tmp/cmp" || fail "bf16 LoRA gradients: $(cat "$tmp/cmp")"
+echo "ok: bf16 LoRA against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 
 # fp8 (per-tensor scales, cuBLASLt E4M3 / E5M2 GEMMs): with an fp32 base against the cpu backend's
 # emulation of the same plan (tp 2 with SP: the amax reduced over TP, codes all-gathered), within
