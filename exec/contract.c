@@ -177,16 +177,15 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
   for (int j = 0; j < PX_OP_INS; j++)
     if (!operand_ok(v, op, false, j, c->in[j], dt, why, cap)) return false;
   const int64_t *d = op->dim;
-  bool ln = v->layernorm;
+  bool ln = px_contract_layernorm(op);
   switch ((px_op_kind)op->kind) {
     case PX_OP_NORM:
-      if (!ln && (op->in[2].slot >= 0 || op->out[2].slot >= 0))
-        return no(why, cap, "%s: RMSNorm takes no bias and keeps no mean", kind);
+      if (ln && !v->layernorm) return no(why, cap, "%s: a LayerNorm's mean (out[2]) in an RMSNorm model", kind);
+      if (!ln && op->in[2].slot >= 0) return no(why, cap, "%s: an RMSNorm (no mean) takes no bias", kind);
       return true;
     case PX_OP_NORM_BWD:
-      if (ln && op->in[3].slot < 0) return no(why, cap, "%s: LayerNorm's backward needs the mean (in[3])", kind);
-      if (!ln && (op->in[3].slot >= 0 || op->out[2].slot >= 0))
-        return no(why, cap, "%s: RMSNorm has no mean and no bias", kind);
+      if (ln && !v->layernorm) return no(why, cap, "%s: a LayerNorm's mean (in[3]) in an RMSNorm model", kind);
+      if (!ln && op->out[2].slot >= 0) return no(why, cap, "%s: an RMSNorm (no mean) has no bias gradient", kind);
       return true;
     case PX_OP_LINEAR:
       if (op->flags & PX_OPF_GELU) {
@@ -232,6 +231,10 @@ px_support px_contract_refuse(char *why, size_t cap, px_support verdict, const c
   vsnprintf(why, cap, fmt, ap);
   va_end(ap);
   return verdict;
+}
+
+bool px_contract_layernorm(const px_op *op) {
+  return (op->kind == PX_OP_NORM ? op->out[2] : op->in[3]).slot >= 0;
 }
 
 bool px_contract_fp8(const px_env *v, const px_op *op) {

@@ -34,7 +34,7 @@ bool px_runnable_states(const px_parallel *p, char *why, size_t cap) {
 }
 
 /* What the executor runs on any backend: weights in the parameters' dtype,
- * no latent attention, no sinks or per-head q/k norms, and mixture of
+ * no latent attention or sinks, and mixture of
  * experts in the one layout its interpreter and kernels have. */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
@@ -47,9 +47,8 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (m->kv_lora_rank > 0)
     return no(why, cap, "multi-head latent attention (%s) is planned and simulated; the executors do not run it yet",
               m->name);
-  if (m->attention_sinks || m->qk_norm)
-    return no(why, cap, "%s (%s) are planned and simulated; the executors do not run them yet",
-              m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
+  if (m->attention_sinks)
+    return no(why, cap, "attention sinks (%s) are planned and simulated; the executors do not run them yet", m->name);
   if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
                          m->expert_groups > 0 || !px_runnable_states(p, NULL, 0)))
     return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
@@ -95,9 +94,9 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP or window kernels (nor MoE: px_runnable), fp8 with
- * per-tensor scales and unfused GELU, the ops on gradient ranges in the
- * activations' dtype. */
+ * fp16 kernels, no CP, window or per-head q/k norm kernels (nor MoE:
+ * px_runnable), fp8 with per-tensor scales and unfused GELU, the ops on
+ * gradient ranges in the activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
@@ -105,6 +104,9 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->sliding_window > 0)
     return no(why, cap, "sliding-window attention (a window of %lld tokens): the CUDA attention kernels have no window "
               "yet (hint: `backend` cpu runs it)", (long long)m->sliding_window);
+  if (m->qk_norm) /* exec/cuda/ops.c picks the model's norm for every norm op */
+    return no(why, cap, "per-head q/k norms (%s): the cuda backend does not run them yet (hint: `backend` cpu runs them)",
+              m->name);
   if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) */
     return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs yet (hint: `backend` cpu "
               "trains them)", px_finetune_names[p->finetune]);

@@ -310,8 +310,10 @@ static void ref_norm(double *out, const double *in, const void *vctx) {
   }
 }
 
-static void check_norm(bool rms, bool with_bias) {
-  norm_ctx k = {3, 8, (double)1e-5f, rms};
+/* A norm of n rows of c (one weight for all): a layer's tokens of hidden, or the per-head q/k norms' (tokens x
+ * heads) rows of head_dim, whose one weight takes every head's gradient. */
+static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
+  norm_ctx k = {n, c, (double)1e-5f, rms};
   const int64_t nx = k.n * k.c, nin = nx + 2 * k.c;
   float *x = px_trand(nx, -2, 2), *w = px_trand(k.c, 0.5, 1.5), *b = with_bias ? px_trand(k.c, -0.5, 0.5) : px_tconst(k.c, 0);
   double *in = dalloc(nin);
@@ -351,14 +353,15 @@ static void check_norm(bool rms, bool with_bias) {
 
 static void test_layernorm(void) {
   px_tseed(5);
-  check_norm(false, true);
-  check_norm(false, false);
+  check_norm(false, true, 3, 8);
+  check_norm(false, false, 3, 8);
   px_tfree();
 }
 
 static void test_rmsnorm(void) {
   px_tseed(6);
-  check_norm(true, false);
+  check_norm(true, false, 3, 8);
+  check_norm(true, false, 3 * 4, 6); /* Qwen3's q/k norms: 3 tokens of 4 heads of head_dim 6 */
   px_tfree();
 }
 

@@ -329,7 +329,6 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
   const int64_t *d = o->dim;
   float **out = (float **)e->out;
   float **in = (float **)e->in;
-  bool ln = v->layernorm;
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
       px_k_embed_fwd(out[0], (const int32_t *)in[0], in[1], d[0], v->tp_rank * d[2], d[2], d[1]);
@@ -359,13 +358,13 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
       return PX_OK;
     }
     case PX_OP_NORM:
-      if (ln)
+      if (px_contract_layernorm(o))
         px_k_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], (float)v->norm_eps);
       else
         px_k_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], (float)v->norm_eps);
       return PX_OK;
     case PX_OP_NORM_BWD:
-      if (ln)
+      if (px_contract_layernorm(o))
         px_k_layernorm_bwd(out[0], out[1], out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1]);
       else
         px_k_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1]);
