@@ -30,12 +30,13 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_ROPE_BWD] = {"AA..", "AA...."},
     [PX_OP_ATTN_SCORES] = {"A...", "AA...."},
     [PX_OP_ATTN_SCORES_BWD] = {"AA..", "AAA..."},
-    [PX_OP_SOFTMAX] = {"A...", "A....."},
-    [PX_OP_SOFTMAX_BWD] = {"A...", "AA...."},
+    [PX_OP_SOFTMAX] = {"A...", "Aa...."},     /* in[1]: sink logits */
+    [PX_OP_SOFTMAX_BWD] = {"Aa..", "AA...."}, /* out[1]: their gradient */
     [PX_OP_ATTN_CONTEXT] = {"A...", "AA...."},
     [PX_OP_ATTN_CONTEXT_BWD] = {"AA..", "AAA..."},
-    [PX_OP_FLASH_ATTN] = {"AFaf", "AAA..."},     /* out[2], out[3]: CP ring's K/V blocks, partial ctx and lse */
-    [PX_OP_FLASH_ATTN_BWD] = {"AAAa", "AAAAAF"}, /* out[3]: CP ring's K/V and dK/dV blocks */
+    [PX_OP_FLASH_ATTN] = {"AFaf", "AAAa.."},     /* out[2], out[3]: CP ring's K/V blocks, partial ctx and lse; in[3]: sink
+                                                    logits */
+    [PX_OP_FLASH_ATTN_BWD] = {"AAAa", "AAAAAF"}, /* out[3]: CP ring's K/V and dK/dV blocks, or the sinks' gradient */
     [PX_OP_DROPOUT] = {"AM..", "Aa...."},
     [PX_OP_DROPOUT_BWD] = {"A...", "AM...."},
     [PX_OP_ADD] = {"A...", "AAa..."},

@@ -26,7 +26,7 @@ static px_status add(px_global_params *g, const char *name, int64_t layer, int64
 /* Tensor order per layer (index within a layer's block of tensors). */
 enum { T_LN1W, T_LN1B, T_QW, T_KW, T_VW, T_QB, T_KB, T_VB, T_OW, T_OB, T_LN2W, T_LN2B, T_FC1W, T_UPW, T_FC1B, T_UPB,
        T_FC2W, T_FC2B, T_ROUTER, T_EXP_GATE, T_EXP_UP, T_EXP_FC2, T_SH_GATE, T_SH_UP, T_SH_FC2, T_QNORM, T_KNORM,
-       T_PER_LAYER };
+       T_SINKS, T_PER_LAYER };
 
 px_status px_global_params_build(const px_model *m, px_global_params *g, px_err *err) {
   memset(g, 0, sizeof *g);
@@ -70,7 +70,9 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
         (st = add(g, "shared.fc2.w", l, Fs > 0 ? H : 0, Fs, PX_INIT_NORMAL, out_std, cap, err)) ||
         /* per-head q/k norms (Qwen3): one RMSNorm weight of head_dim for every query head, one for every key head */
         (st = add(g, "q_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
-        (st = add(g, "k_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)))
+        (st = add(g, "k_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
+        /* attention sinks (gpt-oss): a logit per query head, drawn as its other weights are */
+        (st = add(g, "sinks", l, 1, m->attention_sinks ? m->heads : 0, PX_INIT_NORMAL, std, cap, err)))
       break;
   }
   if (!st) st = add(g, "emb.w", -1, m->vocab, H, PX_INIT_NORMAL, std, cap, err);
@@ -199,6 +201,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
   else if (!strcmp(n, "ln2_b")) SEC(0, s->shape[0], base + T_LN2B, 0);
   else if (!strcmp(n, "q_head_norm_w")) SEC(0, s->shape[0], base + T_QNORM, 0);
   else if (!strcmp(n, "k_head_norm_w")) SEC(0, s->shape[0], base + T_KNORM, 0);
+  else if (!strcmp(n, "sinks")) SEC(0, s->shape[0], base + T_SINKS, tp_rank * s->shape[0]); /* this rank's heads */
   else if (!strcmp(n, "qkv_w") || !strcmp(n, "qkv_b")) {
     bool w = n[4] == 'w';
     SEC(0, QW, base + (w ? T_QW : T_QB), tp_rank * QW);

@@ -34,7 +34,7 @@ bool px_runnable_states(const px_parallel *p, char *why, size_t cap) {
 }
 
 /* What the executor runs on any backend: weights in the parameters' dtype,
- * no latent attention or sinks, and mixture of
+ * no latent attention, and mixture of
  * experts in the one layout its interpreter and kernels have. */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
@@ -47,8 +47,6 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (m->kv_lora_rank > 0)
     return no(why, cap, "multi-head latent attention (%s) is planned and simulated; the executors do not run it yet",
               m->name);
-  if (m->attention_sinks)
-    return no(why, cap, "attention sinks (%s) are planned and simulated; the executors do not run them yet", m->name);
   if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
                          m->expert_groups > 0 || !px_runnable_states(p, NULL, 0)))
     return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
@@ -71,12 +69,17 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
 
 /* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
  * the block-scaled formats' in the dense layers on codes kept on their rank
- * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
+ * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same);
+ * attention sinks with every CP algorithm but the ring. */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
     return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
               px_dtype_names[dt]);
+  if (m->attention_sinks && p->cp > 1 && p->cp_algo == PX_CP_RING) /* plan/attention.h: the ring's out[3] */
+    return no(why, cap, "attention sinks (%s) with `cp_algo` ring: the sink logits' gradient needs each row's "
+              "probabilities over every key block at once, which the ring's backward never holds (hint: `cp_algo` "
+              "all-gather or a2a)", m->name);
   if (px_precision_block_scaled(p->precision)) {
     const char *prec = px_precision_names[p->precision];
     if (m->experts > 0)
@@ -94,7 +97,7 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP, window or per-head q/k norm kernels (nor MoE:
+ * fp16 kernels, no CP, window, per-head q/k norm or sink kernels (nor MoE:
  * px_runnable), fp8 with per-tensor scales and unfused GELU, the ops on
  * gradient ranges in the activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
@@ -107,6 +110,9 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->qk_norm) /* exec/cuda/ops.c picks the model's norm for every norm op */
     return no(why, cap, "per-head q/k norms (%s): the cuda backend does not run them yet (hint: `backend` cpu runs them)",
               m->name);
+  if (m->attention_sinks) /* exec/cuda/ops.c's attention reads no sink logits */
+    return no(why, cap, "attention sinks (%s): the cuda attention kernels have no sink logits yet (hint: `backend` cpu "
+              "runs them)", m->name);
   if (px_parallel_lora(p)) /* exec/cuda/ops.c refuses the adapters' scaled GEMMs (PX_OPF_LORA_SCALE) */
     return no(why, cap, "`finetune` %s: the cuda backend has no adapters' scaled GEMMs yet (hint: `backend` cpu "
               "trains them)", px_finetune_names[p->finetune]);

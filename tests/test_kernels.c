@@ -586,25 +586,27 @@ static void test_attention(void) {
  * one tile and on sequences that span several; with a sliding window w > 0
  * (each query sees the w keys up to its own), the softmax's rows are that
  * window exactly (zero elsewhere, summing to 1). */
-static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, int64_t w) {
+static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, int64_t w, bool with_sinks) {
   const int64_t nq = s * hq * d, nkv = s * hkv * d, ns = hq * s * s;
   const float scale = 1.0f / sqrtf((float)d);
   const uint64_t seed = 77, off = 1000;
   float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
+  float *sinks = with_sinks ? px_trand(hq, -1, 2) : NULL; /* gpt-oss: a logit per head in each row's denominator */
   /* the reference: probabilities, dropped per head with the flash counters */
   float *probs = px_tfloats(ns), *drop = px_tfloats(ns), *want = px_tfloats(nq), *lse_want = px_tfloats(hq * s);
   uint8_t *mask = px_talloc((size_t)ns);
   px_k_attn_scores_fwd(probs, q, k, 1, s, hq, hkv, d, scale);
   for (int64_t r = 0; r < hq * s; r++) { /* lse of the masked scores */
-    double mx = -INFINITY, sum = 0.0;
+    double mx = sinks ? sinks[r / s] : -INFINITY, sum = 0.0;
     int64_t j0 = w > 0 && r % s >= w ? r % s - w + 1 : 0;
     for (int64_t j = j0; j <= r % s; j++) mx = fmax(mx, probs[r * s + j]);
     for (int64_t j = j0; j <= r % s; j++) sum += exp(probs[r * s + j] - mx);
+    if (sinks) sum += exp(sinks[r / s] - mx);
     lse_want[r] = (float)(mx + log(sum));
   }
-  px_k_attn_softmax_fwd(probs, probs, hq, s, w);
+  px_k_attn_softmax_sink_fwd(probs, probs, sinks, hq, hq, s, w);
   for (int64_t r = 0; r < hq * s; r++) { /* the row's window: its own key and the w - 1 before it */
-    double sum = 0.0;
+    double sum = sinks ? exp(sinks[r / s] - lse_want[r]) : 0.0; /* and the sink's share */
     bool outside_zero = true;
     for (int64_t j = 0; j < s; j++) {
       bool seen = j <= r % s && (w <= 0 || j > r % s - w);
@@ -618,6 +620,7 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, 
   px_k_attn_context_fwd(want, drop, v, 1, s, hq, hkv, d);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
   px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
+  if (sinks) px_k_flash_sink_fold(ctx, lse, sinks, s, hq, d);
   CU_ASSERT(close_to("flash ctx", ctx, d_of(want, nq), nq, 1e-5, 1e-6, 0.0));
   CU_ASSERT(close_to("flash lse", lse, d_of(lse_want, hq * s), hq * s, 1e-6, 1e-6, 0.0));
 
@@ -625,28 +628,35 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, 
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
   px_k_attn_context_bwd(gpd, gv, dctx, drop, v, 1, s, hq, hkv, d);
   px_k_dropout_bwd(gp, gpd, mask, ns, p);
-  px_k_attn_softmax_bwd(gs, gp, probs, hq, s, w);
+  float *gsink = with_sinks ? px_tconst(hq, 0.0f) : NULL, *fsink = with_sinks ? px_tconst(hq, 0.0f) : NULL;
+  px_k_attn_softmax_sink_bwd(gs, gsink, gp, probs, hq, hq, s, w);
   px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
   float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
-  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
+  px_k_flash_sink_bwd(fq, fk, fv, fsink, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
   CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
+  if (sinks) CU_ASSERT(close_to("flash dsinks", fsink, d_of(gsink, hq), hq, 1e-4, 1e-5, 0.0));
 }
 
 static void test_flash(void) {
   px_tseed(12);
-  check_flash(5, 4, 2, 3, 0.0f, 0);    /* one partial tile, GQA */
-  check_flash(70, 2, 1, 8, 0.0f, 0);   /* two query and key tiles */
-  check_flash(130, 4, 4, 16, 0.3f, 0); /* three tiles, dropout */
-  check_flash(300, 2, 1, 8, 0.0f, 0);  /* five tiles: the online softmax's rescale, four times */
+  check_flash(5, 4, 2, 3, 0.0f, 0, false);    /* one partial tile, GQA */
+  check_flash(70, 2, 1, 8, 0.0f, 0, false);   /* two query and key tiles */
+  check_flash(130, 4, 4, 16, 0.3f, 0, false); /* three tiles, dropout */
+  check_flash(300, 2, 1, 8, 0.0f, 0, false);  /* five tiles: the online softmax's rescale, four times */
   /* sliding windows: within one tile, across tile edges (key tiles before a query tile's windows skipped), with
    * dropout, and one wider than the sequence (full attention) */
-  check_flash(5, 4, 2, 3, 0.0f, 2);
-  check_flash(70, 2, 1, 8, 0.0f, 9);
-  check_flash(200, 4, 4, 16, 0.3f, 33);
-  check_flash(300, 2, 1, 8, 0.0f, 64);
-  check_flash(40, 2, 1, 8, 0.0f, 1000);
+  check_flash(5, 4, 2, 3, 0.0f, 2, false);
+  check_flash(70, 2, 1, 8, 0.0f, 9, false);
+  check_flash(200, 4, 4, 16, 0.3f, 33, false);
+  check_flash(300, 2, 1, 8, 0.0f, 64, false);
+  check_flash(40, 2, 1, 8, 0.0f, 1000, false);
+  /* attention sinks (gpt-oss; the unfused softmax's against finite differences in test_attention_softmax_sinks):
+   * one tile, several with dropout, a window */
+  check_flash(5, 4, 2, 3, 0.0f, 0, true);
+  check_flash(130, 4, 4, 16, 0.3f, 0, true);
+  check_flash(70, 2, 1, 8, 0.0f, 9, true);
   px_tfree();
 }
 
@@ -797,17 +807,19 @@ static void test_flash_merge(void) {
 }
 
 typedef struct {
-  int64_t rows, t;
+  int64_t rows, t, hq; /* hq > 0: with sink logits, one per head of hq, after the scores in `in` */
 } softmax_ctx;
 
-/* Causal softmax alone: in = scores (rows, T), row r sees columns 0..r % T. */
+/* Causal softmax alone: in = scores (rows, T), row r sees columns 0..r % T; with sinks (gpt-oss), in = [scores,
+ * sinks (hq)], the sink of row r's head (r / T % hq) one more logit of the denominator. */
 static void ref_softmax(double *out, const double *in, const void *vctx) {
   const softmax_ctx *s = vctx;
   for (int64_t r = 0; r < s->rows; r++) {
     int64_t i = r % s->t;
-    const double *x = in + r * s->t;
-    double mx = -INFINITY, sum = 0.0;
+    const double *x = in + r * s->t, *sink = s->hq > 0 ? in + s->rows * s->t + r / s->t % s->hq : NULL;
+    double mx = sink ? *sink : -INFINITY, sum = 0.0;
     for (int64_t j = 0; j <= i; j++) mx = x[j] > mx ? x[j] : mx;
+    if (sink) sum = exp(*sink - mx);
     for (int64_t j = 0; j <= i; j++) sum += exp(x[j] - mx);
     for (int64_t j = 0; j < s->t; j++) out[r * s->t + j] = j <= i ? exp(x[j] - mx) / sum : 0.0;
   }
@@ -816,7 +828,7 @@ static void ref_softmax(double *out, const double *in, const void *vctx) {
 /* The softmax backward on its own: dscores in the upper triangle stays as it was. */
 static void test_attention_softmax_bwd(void) {
   px_tseed(11);
-  softmax_ctx s = {2 * 5, 5};
+  softmax_ctx s = {2 * 5, 5, 0};
   const int64_t n = s.rows * s.t;
   float *x = px_trand(n, -3, 3), *p = px_tfloats(n);
   px_k_attn_softmax_fwd(p, x, 2, s.t, 0);
@@ -828,6 +840,28 @@ static void test_attention_softmax_bwd(void) {
   double *g = dalloc(n);
   fd_grad(g, ref_softmax, &s, in, n, n, d_of(r, n));
   CU_ASSERT(grad_close("causal softmax dscores", dx, g, n));
+  px_tfree();
+}
+
+/* gpt-oss's attention sinks in the unfused softmax: 2 batch rows of 3 heads, each head's sink logit in every
+ * row's denominator (the first rows see one key, so the sink takes much of them), against finite differences of
+ * the scores and the sinks (their gradient summed over the head's rows of both batch rows). */
+static void test_attention_softmax_sinks(void) {
+  px_tseed(13);
+  softmax_ctx s = {2 * 3 * 5, 5, 3};
+  const int64_t n = s.rows * s.t;
+  float *x = px_trand(n, -3, 3), *sinks = px_trand(s.hq, -1, 2), *p = px_tfloats(n);
+  px_k_attn_softmax_sink_fwd(p, x, sinks, s.rows / s.t, s.hq, s.t, 0);
+  double *in = dalloc(n + s.hq), *want = dalloc(n);
+  pack(pack(in, x, n), sinks, s.hq);
+  ref_softmax(want, in, &s);
+  CU_ASSERT(fwd_close("softmax with sinks", p, want, n));
+  float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0), *ds = px_tconst(s.hq, ACC0);
+  px_k_attn_softmax_sink_bwd(dx, ds, r, p, s.rows / s.t, s.hq, s.t, 0);
+  double *g = dalloc(n + s.hq);
+  fd_grad(g, ref_softmax, &s, in, n + s.hq, n, d_of(r, n));
+  CU_ASSERT(grad_close("softmax with sinks dscores", dx, g, n));
+  CU_ASSERT(grad_close("softmax with sinks dsinks", ds, g + n, s.hq));
   px_tfree();
 }
 
@@ -1471,6 +1505,7 @@ int main(void) {
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
+      {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},
       {"fused (flash) attention against the three ops, with dropout and sliding windows", test_flash},
       {"flash attention by key blocks at global positions (cp 2, 3), merged or gathered = whole", test_flash_blocks},
       {"flash merge: an empty block, explicit positions", test_flash_merge},

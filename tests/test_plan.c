@@ -2096,8 +2096,8 @@ static void test_lora_refusals(void) {
  * and free every tensor once (CP a2a kept the bf16 context it no longer reads: the parity matrix's find). */
 static void test_runnable(void) {
   px_err err = {0};
-  static const char *names[] = {"tiny", "tiny-gpt", "tiny-moe", "tiny-mla", "tiny-window", "tiny-qknorm"};
-  enum { TINY, GPT, MOE, MLA, WINDOW, QKNORM, NMODELS };
+  static const char *names[] = {"tiny", "tiny-gpt", "tiny-moe", "tiny-mla", "tiny-window", "tiny-qknorm", "tiny-sinks"};
+  enum { TINY, GPT, MOE, MLA, WINDOW, QKNORM, SINKS, NMODELS };
   px_model ms[NMODELS];
   for (int i = 0; i < NMODELS; i++) CU_ASSERT_EQUAL_FATAL(px_model_load(names[i], &ms[i], &err), PX_OK);
   static const struct {
@@ -2117,6 +2117,9 @@ static void test_runnable(void) {
        "multi-head latent attention"},
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "sliding-window attention"},
       {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "per-head q/k norms (tiny-qknorm)"},
+      {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "attention sinks (tiny-sinks)"},
+      {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "attention sinks (tiny-sinks) with `cp_algo` ring",
+       "context parallelism"},
       {TINY, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism (`cp` 2)"},
       {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, NULL},
       {TINY, 2, 1, 1, 1, 2, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`mbs` > 1"},

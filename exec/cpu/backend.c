@@ -148,7 +148,11 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
         px_k_flash_merge(out[0] + b * nq, out[1] + b * HQ * S, part + b * nq, part_lse + b * HQ * S, S, HQ, D);
       }
     }
-    if (s == cp - 1 && !bwd) break;
+    if (s == cp - 1 && !bwd) {
+      for (int64_t b = 0; in[3] && b < B; b++) /* the sink logits, once every block is merged */
+        px_k_flash_sink_fold(out[0] + b * nq, out[1] + b * HQ * S, in[3], S, HQ, D);
+      break;
+    }
     /* pass the block on: k and v while others still need them; backward, dk and dv once more at the end */
     int64_t from = s == cp - 1 ? 2 * blk : 0, n = per * blk - from;
     st = e->comm->ring(e, cur + from, nxt + from, (uint64_t)n * sizeof *ws, err);
@@ -162,7 +166,9 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
  * context parallelism the rows sit at other positions than 0..S-1: the
  * rank's chunks (queries; keys too on the ring) or every rank's, rank-major
  * (keys all-gathered; queries and keys after the all-to-all, whose heads are
- * the rank's 1/cp of them), and dropout counts in the whole sequence. */
+ * the rank's 1/cp of them), and dropout counts in the whole sequence. With
+ * sinks (in[3], this TP rank's heads) the forward folds them in and the
+ * backward adds their gradient (out[3]). */
 static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   const px_env *v = e->env;
   const int64_t *d = e->op->dim;
@@ -180,13 +186,15 @@ static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   if (e->op->flags & PX_OPF_CP_RING) return cpu_flash_ring(e, bwd, qpos, seed, err);
   for (int64_t b = 0; b < B; b++) {
     uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
-    if (!bwd)
+    if (!bwd) {
       px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, SK, HQ,
                      HKV, D, qpos, kpos, window, s_full, pd, seed, off);
-    else
-      px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
-                     in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos,
-                     kpos, window, s_full, pd, seed, off);
+      if (in[3]) px_k_flash_sink_fold(out[0] + b * nq, out[1] + b * HQ * S, in[3] + h0, S, HQ, D);
+    } else {
+      px_k_flash_sink_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, out[3] ? out[3] + h0 : NULL,
+                          in[0] + b * nq, in[1] + b * nq, in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq,
+                          in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos, kpos, window, s_full, pd, seed, off);
+    }
   }
   return PX_OK;
 }
@@ -423,9 +431,11 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_ATTN_SCORES_BWD:
       px_k_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
       return PX_OK;
-    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_exec_window(e)); return PX_OK;
+    case PX_OP_SOFTMAX: /* in[1]: sink logits of the d[2] heads */
+      px_k_attn_softmax_sink_fwd(out[0], in[0], in[1], d[0], d[2], d[1], px_exec_window(e));
+      return PX_OK;
     case PX_OP_SOFTMAX_BWD:
-      px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_exec_window(e));
+      px_k_attn_softmax_sink_bwd(out[0], out[1], in[0], in[1], d[0], d[2], d[1], px_exec_window(e));
       return PX_OK;
     case PX_OP_ATTN_CONTEXT: px_k_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4]); return PX_OK;
     case PX_OP_ATTN_CONTEXT_BWD:

@@ -113,7 +113,7 @@ PX_K_SIMD static void scale_row(float *o, float s, int64_t d) {
 }
 
 typedef struct {
-  float *ctx, *lse, *dq, *dk, *dv;
+  float *ctx, *lse, *dq, *dk, *dv, *dsink;
   const float *q, *k, *v, *dctx, *octx, *olse;
   int64_t sq, sk, hq, hkv, d, s_full, window;
   const int32_t *qpos, *kpos;
@@ -220,6 +220,7 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
   const float scale = 1.0f / sqrtf((float)d), p = a->p;
   /* pd: scores, then the dropped-out probabilities; ds: d(dropped P), then dS */
   float pd[TILE * TILE], ds[TILE * TILE], delta[TILE];
+  double seen[TILE];          /* with sinks: the probability of the keys each row sees (the sink's is 1 - it) */
   int32_t qp[TILE], kp[TILE]; /* the tiles' global positions */
   for (int64_t h = g0 * group; h < g1 * group; h++) {
     const int64_t g = h / group;
@@ -234,6 +235,7 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
         double acc = 0.0;
         for (int64_t i = 0; i < d; i++) acc += (double)doh[(t0 + r) * ldq + i] * oh[(t0 + r) * ldq + i];
         delta[r] = (float)acc;
+        seen[r] = 0.0;
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
@@ -251,12 +253,14 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
             memset(ds + r * TILE, 0, (size_t)nc * sizeof *ds);
           } else if (p <= 0) {
             bwd_row(pd + r * TILE, ds + r * TILE, kp, tq, lo, lt, delta[r], nc);
+            for (int64_t c = 0; a->dsink && c < nc; c++) seen[r] += pd[r * TILE + c];
           } else {
             for (int64_t c = 0; c < nc; c++) {
               const float prob = kp[c] <= tq && kp[c] > lo ? px_exp_fast(pd[r * TILE + c] - lt) : 0.0f;
               const float mul = drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
               pd[r * TILE + c] = prob * mul;
               ds[r * TILE + c] = prob * (ds[r * TILE + c] * mul - delta[r]);
+              seen[r] += prob;
             }
           }
         }
@@ -268,6 +272,11 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(nc), as_blas(d), as_blas(nr), scale, ds, TILE,
                     qh + t0 * ldq, as_blas(ldq), 1.0f, dkh + s0 * ldk, as_blas(ldk));
       }
+      if (!a->dsink) continue;
+      double gs = 0.0; /* the sink's column: probability 1 - seen, gradient 0: its logit's is -p_sink delta */
+      for (int64_t r = 0; r < nr; r++)
+        if (lh[t0 + r] != -INFINITY) gs -= (1.0 - seen[r]) * delta[r];
+      a->dsink[h] += (float)gs;
     }
   }
 }
@@ -276,8 +285,31 @@ void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const fl
                     const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                     const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p, uint64_t seed,
                     uint64_t off) {
+  px_k_flash_sink_bwd(dq, dk, dv, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, qpos, kpos, window, s_full, p,
+                      seed, off);
+}
+
+void px_k_flash_sink_fold(float *ctx, float *lse, const float *sinks, int64_t sq, int64_t hq, int64_t d) {
+  for (int64_t h = 0; h < hq; h++)
+    for (int64_t t = 0; t < sq; t++) {
+      const float a = lse[h * sq + t], b = sinks[h];
+      float *o = ctx + (t * hq + h) * d;
+      if (a == -INFINITY) { /* saw no key: the sink takes the whole row, ctx stays 0 */
+        lse[h * sq + t] = b;
+        continue;
+      }
+      const float mx = a > b ? a : b, ls = mx + log1pf(expf(-fabsf(a - b)));
+      scale_row(o, expf(a - ls), d);
+      lse[h * sq + t] = ls;
+    }
+}
+
+void px_k_flash_sink_bwd(float *dq, float *dk, float *dv, float *dsink, const float *dctx, const float *q,
+                         const float *k, const float *v, const float *ctx, const float *lse, int64_t sq, int64_t sk,
+                         int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t window,
+                         int64_t s_full, float p, uint64_t seed, uint64_t off) {
   if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
-  flash_args a = {.dq = dq, .dk = dk, .dv = dv, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx, .olse = lse,
+  flash_args a = {.dq = dq, .dk = dk, .dv = dv, .dsink = dsink, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx, .olse = lse,
                   .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .s_full = s_full, .window = window, .qpos = qpos,
                   .kpos = kpos, .p = p, .seed = seed, .off = off};
   px_k_parallel_for(hkv, heads_per_thread(hkv, d), bwd_kv_heads, &a);

@@ -63,4 +63,25 @@ void px_k_flash_bwd(float *dq,         // (Sq, Hq, D)
                     const int32_t *kpos, // (Sk) or NULL
                     int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off);
 
+/* Attention sinks (gpt-oss): folds sinks[h] (Hq), one more logit of every
+ * row of query head h with no value, into a finished forward: lse' =
+ * log(e^lse + e^sink), ctx' = ctx e^(lse - lse') (a row that saw no key: ctx
+ * 0, lse' = sink). After every key block's merge (the ring's too). */
+void px_k_flash_sink_fold(float *ctx,         // (Sq, Hq, D)
+                          float *lse,         // (Hq, Sq)
+                          const float *sinks, // (Hq)
+                          int64_t sq, int64_t hq, int64_t d);
+
+/* px_k_flash_bwd of a forward folded with sinks (its lse the folded one,
+ * which is all dq, dk and dv need), and dsink[h] -= the sum over head h's
+ * rows of p_sink (dctx . ctx), p_sink = 1 - the probability of the keys the
+ * row sees: every key block at once, so not for a block of the ring. dsink
+ * (Hq) ACCUMULATES; NULL: px_k_flash_bwd. */
+void px_k_flash_sink_bwd(float *dq, float *dk, float *dv,
+                         float *dsink, // (Hq) or NULL
+                         const float *dctx, const float *q, const float *k, const float *v, const float *ctx,
+                         const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                         const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p,
+                         uint64_t seed, uint64_t off);
+
 #endif

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The attention variants the planner prices, on the CPU executor: Qwen3's
-# per-head q/k norms (tiny-qknorm). Each model's multi-rank plans (TP with
-# its heads split, SP, PP, ZeRO-3, CP with each algorithm, the unfused
+# per-head q/k norms (tiny-qknorm) and gpt-oss's attention sinks
+# (tiny-sinks). Each model's multi-rank plans (TP with its heads split, SP,
+# PP, ZeRO-3, CP with each algorithm the variant allows, the unfused
 # attention with selective recomputation) reach the losses and first-step
 # gradients of its one-rank run within 1e-5 over 8 steps, and every stage's
-# measured peak is its plan's. The variant changes the losses (against tiny
-# without it); the CUDA backend refuses it by name.
+# measured peak is its plan's; the sinks' fused and unfused attention reach
+# the same losses. Each variant changes the losses (against tiny without
+# it); sinks with CP's ring are refused with the reason, and the CUDA backend
+# refuses each variant by name.
 set -u
 px=$1
 src=$2
@@ -29,6 +32,13 @@ cases=(
   "tiny-qknorm 2|--cp 2 --cp-algo all-gather"
   "tiny-qknorm 2|--cp 2 --cp-algo a2a"
   "tiny-qknorm 2|-t 2 -S --attention unfused -r selective"
+  "tiny-sinks 2|-t 2"
+  "tiny-sinks 4|-t 2 -S -p 2"
+  "tiny-sinks 2|-d 2 -z 3"
+  "tiny-sinks 2|--cp 2 --cp-algo all-gather"
+  "tiny-sinks 2|--cp 2 --cp-algo a2a"
+  "tiny-sinks 1|--attention unfused"
+  "tiny-sinks 2|-t 2 -S --attention unfused -r selective"
 )
 for c in "${cases[@]}"; do
   read -r model n <<<"${c%%|*}"
@@ -46,7 +56,7 @@ echo "$runs plans"
 
 # each variant is there: without it the same model trains to other losses
 if run base tiny 4 1; then
-  for model in tiny-qknorm; do
+  for model in tiny-qknorm tiny-sinks; do
     close "$(losses "$tmp/base.json")" "$(losses "$tmp/ref_$model.json")" 1e-3 &&
       fail "$model's losses are tiny's: $(losses "$tmp/base.json")"
   done
@@ -54,5 +64,12 @@ else
   fail "tiny: $(head -3 "$tmp/err.txt")"
 fi
 
+# the sinks' gradient is not planned for the ring's blocks: refused before the first step, naming the flag
+err=$(mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-sinks.json" --steps 1 -B 4 --cp 2 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "attention sinks (tiny-sinks) with --cp-algo ring" ||
+  fail "sinks with the CP ring: exit $rc: $(echo "$err" | grep parallax: | head -1)"
+
 cuda_refuses "per-head q/k norms (tiny-qknorm)" 1 -m "$src/models/tiny-qknorm.json" --steps 1 -B 4
+cuda_refuses "attention sinks (tiny-sinks)" 1 -m "$src/models/tiny-sinks.json" --steps 1 -B 4
 finish
