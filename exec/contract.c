@@ -26,8 +26,8 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_LINEAR] = {"Aaaa", "AAa..."},
     [PX_OP_LINEAR_BWD_DATA] = {"A...", "AaaAa."},
     [PX_OP_LINEAR_BWD_WEIGHT] = {"Aa..", "AaaA.."},
-    [PX_OP_ROPE] = {"AA..", "AA...."},
-    [PX_OP_ROPE_BWD] = {"AA..", "AA...."},
+    [PX_OP_ROPE] = {"AA..", "AAa..."},     /* in[2]: latent attention's RoPE key */
+    [PX_OP_ROPE_BWD] = {"AAa.", "AA...."}, /* out[2]: its gradient */
     [PX_OP_ATTN_SCORES] = {"A...", "AA...."},
     [PX_OP_ATTN_SCORES_BWD] = {"AA..", "AAA..."},
     [PX_OP_SOFTMAX] = {"A...", "Aa...."},     /* in[1]: sink logits */
@@ -204,8 +204,12 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
       return splits_ok(op, op->in, "in", why, cap);
     case PX_OP_LINEAR_BWD_WEIGHT: return splits_ok(op, op->in, "in", why, cap);
     case PX_OP_ROPE:
-    case PX_OP_ROPE_BWD:
-      if (d[4] % 2) return no(why, cap, "%s: head dim %lld is odd (RoPE rotates pairs)", kind, (long long)d[4]);
+    case PX_OP_ROPE_BWD: {
+      int64_t rotated = (op->kind == PX_OP_ROPE ? op->in[2] : op->out[2]).slot >= 0 ? d[5] : d[4]; /* MLA: its part */
+      if (rotated % 2 || rotated > d[4])
+        return no(why, cap, "%s: %lld rotated dims of head dim %lld (RoPE rotates pairs of a head's)", kind,
+                  (long long)rotated, (long long)d[4]);
+    }
       /* fall through */
     case PX_OP_ATTN_SCORES:
     case PX_OP_ATTN_SCORES_BWD:

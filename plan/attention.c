@@ -38,9 +38,12 @@ static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L,
  * RMSNorm, kv_up to heads x (nope + v)): the down projections and norms
  * replicated over TP, the up projections column-parallel, the output
  * projection row-parallel (Megatron-Core's MLA). k's RoPE columns are the
- * one RoPE head's, the same for every head (costed in the RoPE op); the
- * latents' gradients are summed over TP before their norms. The executors
- * refuse it (planned and simulated only). */
+ * one RoPE head's, the same for every head: the RoPE op reads k_pe (in[2],
+ * the RoPE dims in dim[5]) and widens k, which kv_up writes as (rows, heads
+ * x nope), to (rows, heads, nope + rope) in place; its backward narrows dk
+ * back and writes k_pe's gradient (out[2]). The latents' gradients are
+ * summed over TP before their norms. The cpu executor runs it with tp 1
+ * (plan/runnable.c says why not with TP). */
 
 void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   int *all[] = {&L->q_lat,    &L->q_latn,   &L->q_rstd, &L->kv_lat,    &L->k_pe,      &L->kv_latn, &L->kv_rstd,
@@ -313,6 +316,7 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
     o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
     o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    if (d->mla) o->in[2] = R(L->k_pe, 0), o->dim[5] = d->Dr; /* k from its heads' parts and the one RoPE key */
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
   }
@@ -345,6 +349,7 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     o->in[0] = dq, o->in[1] = dk;
     o->out[0] = dq, o->out[1] = dk;
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    if (d->mla) o->out[2] = R(px_bld_grad_slot(p, L->k_pe), 0), o->dim[5] = d->Dr; /* and the RoPE key's gradient */
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
   }

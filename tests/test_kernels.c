@@ -486,6 +486,64 @@ static void test_rope(void) {
   px_tfree();
 }
 
+typedef struct {
+  int64_t b, t, hq, hkv, dn, dr, pos0;
+  double theta;
+} mla_rope_ctx;
+
+/* Latent attention's decoupled RoPE (DeepSeek-V2/V3): in = [q (B, T, Hq, dn + dr), k_nope (B, T, Hkv * dn), k_pe
+ * (B, T, dr)]; out = [q with each head's last dr rotated, k (B, T, Hkv, dn + dr): each head's k_nope, then the
+ * rotated k_pe]. */
+static void ref_mla_rope(double *out, const double *in, const void *vctx) {
+  const mla_rope_ctx *p = vctx;
+  int64_t d = p->dn + p->dr, rows = p->b * p->t, nq = rows * p->hq * d;
+  const double *q = in, *kn = q + nq, *pe = kn + rows * p->hkv * p->dn;
+  double *qo = out, *ko = out + nq;
+  for (int64_t r = 0; r < rows; r++) {
+    rope_ctx one = {1, 1, 1, p->dr, p->pos0 + r % p->t, p->theta};
+    for (int64_t h = 0; h < p->hq; h++) {
+      const double *x = q + (r * p->hq + h) * d;
+      double *y = qo + (r * p->hq + h) * d;
+      memcpy(y, x, (size_t)p->dn * sizeof *y);
+      ref_rope(y + p->dn, x + p->dn, &one);
+    }
+    for (int64_t h = 0; h < p->hkv; h++) {
+      double *y = ko + (r * p->hkv + h) * d;
+      memcpy(y, kn + (r * p->hkv + h) * p->dn, (size_t)p->dn * sizeof *y);
+      ref_rope(y + p->dn, pe + r * p->dr, &one);
+    }
+  }
+}
+
+/* px_k_mla_rope_fwd in place against the reference (k widened from its heads' parts), and its backward (dk narrowed
+ * back, dk_pe summed over the heads) against finite differences of q, k_nope and k_pe. */
+static void test_mla_rope(void) {
+  px_tseed(14);
+  mla_rope_ctx p = {2, 5, 3, 3, 4, 6, 2, 10000.0};
+  const int64_t d = p.dn + p.dr, rows = p.b * p.t, nq = rows * p.hq * d, nk = rows * p.hkv * d;
+  const int64_t nkn = rows * p.hkv * p.dn, npe = rows * p.dr, nin = nq + nkn + npe;
+  float *q = px_trand(nq, -1, 1), *kn = px_trand(nkn, -1, 1), *pe = px_trand(npe, -1, 1);
+  double *in = dalloc(nin), *want = dalloc(nq + nk);
+  pack(pack(pack(in, q, nq), kn, nkn), pe, npe);
+  ref_mla_rope(want, in, &p);
+  float *qo = px_tfloats(nq), *ko = px_tconst(nk, NAN);
+  memcpy(qo, q, (size_t)nq * sizeof *qo);
+  memcpy(ko, kn, (size_t)nkn * sizeof *ko);
+  px_k_mla_rope_fwd(qo, ko, pe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, (float)p.theta);
+  CU_ASSERT(fwd_close("mla rope q", qo, want, nq));
+  CU_ASSERT(fwd_close("mla rope k", ko, want + nq, nk));
+
+  float *dq = px_trand(nq, -1, 1), *dk = px_trand(nk, -1, 1), *dpe = px_tconst(npe, NAN);
+  double *r = dalloc(nq + nk), *g = dalloc(nin);
+  pack(pack(r, dq, nq), dk, nk);
+  fd_grad(g, ref_mla_rope, &p, in, nin, nq + nk, r);
+  px_k_mla_rope_bwd(dq, dk, dpe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, (float)p.theta);
+  CU_ASSERT(close_to("mla rope dq", dq, g, nq, BWD_RTOL, BWD_ATOL, 0.0));
+  CU_ASSERT(close_to("mla rope dk_nope", dk, g + nq, nkn, BWD_RTOL, BWD_ATOL, 0.0));
+  CU_ASSERT(close_to("mla rope dk_pe", dpe, g + nq + nkn, npe, BWD_RTOL, BWD_ATOL, 0.0));
+  px_tfree();
+}
+
 /* ======================= attention ======================= */
 
 typedef struct {
@@ -1503,6 +1561,7 @@ int main(void) {
       {"GELU (tanh)", test_gelu},
       {"SwiGLU", test_swiglu},
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
+      {"latent attention's decoupled RoPE (DeepSeek): k widened in place, dk_pe summed over heads", test_mla_rope},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
       {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},

@@ -418,10 +418,18 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
       return PX_OK;
     }
     case PX_OP_ROPE:
+      if (in[2]) { /* latent attention (no CP: the rows are positions 0..S-1): q's RoPE parts, k from k_pe (in[2]) */
+        px_k_mla_rope_fwd(out[0], out[1], in[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, (float)v->rope_theta);
+        return PX_OK;
+      }
       rope_rows(e, out[0], in[0], d[0], d[1], d[2], d[4]);
       rope_rows(e, out[1], in[1], d[0], d[1], d[3], d[4]);
       return PX_OK;
     case PX_OP_ROPE_BWD:
+      if (out[2]) {
+        px_k_mla_rope_bwd(out[0], out[1], out[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, (float)v->rope_theta);
+        return PX_OK;
+      }
       rope_inverse(e, out[0], d[0], d[1], d[2], d[4]);
       rope_inverse(e, out[1], d[0], d[1], d[3], d[4]);
       return PX_OK;

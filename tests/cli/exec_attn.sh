@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The attention variants the planner prices, on the CPU executor: Qwen3's
-# per-head q/k norms (tiny-qknorm) and gpt-oss's attention sinks
-# (tiny-sinks). Each model's multi-rank plans (TP with its heads split, SP,
-# PP, ZeRO-3, CP with each algorithm the variant allows, the unfused
-# attention with selective recomputation) reach the losses and first-step
-# gradients of its one-rank run within 1e-5 over 8 steps, and every stage's
-# measured peak is its plan's; the sinks' fused and unfused attention reach
-# the same losses. Each variant changes the losses (against tiny without
-# it); sinks with CP's ring are refused with the reason, and the CUDA backend
-# refuses each variant by name.
+# per-head q/k norms (tiny-qknorm), gpt-oss's attention sinks (tiny-sinks)
+# and DeepSeek's multi-head latent attention (tiny-mla). Each model's
+# multi-rank plans (TP with its heads split, SP, PP, ZeRO, CP with each
+# algorithm, the unfused attention with selective recomputation, where the
+# variant allows them) reach the losses and first-step gradients of its
+# one-rank run within 1e-5 over 8 steps, and every stage's measured peak is
+# its plan's; the sinks' fused and unfused attention reach the same losses.
+# Each variant changes the losses (against tiny without it); sinks with CP's
+# ring and latent attention with TP are refused with the reason, and the CUDA
+# backend refuses each variant by name.
 set -u
 px=$1
 src=$2
@@ -39,6 +40,10 @@ cases=(
   "tiny-sinks 2|--cp 2 --cp-algo a2a"
   "tiny-sinks 1|--attention unfused"
   "tiny-sinks 2|-t 2 -S --attention unfused -r selective"
+  "tiny-mla 2|-p 2"
+  "tiny-mla 2|-d 2 -z 3"
+  "tiny-mla 4|-p 2 -d 2 -z 1 -r full"
+  "tiny-mla 1|-b 2"
 )
 for c in "${cases[@]}"; do
   read -r model n <<<"${c%%|*}"
@@ -56,7 +61,7 @@ echo "$runs plans"
 
 # each variant is there: without it the same model trains to other losses
 if run base tiny 4 1; then
-  for model in tiny-qknorm tiny-sinks; do
+  for model in tiny-qknorm tiny-sinks tiny-mla; do
     close "$(losses "$tmp/base.json")" "$(losses "$tmp/ref_$model.json")" 1e-3 &&
       fail "$model's losses are tiny's: $(losses "$tmp/base.json")"
   done
@@ -64,12 +69,19 @@ else
   fail "tiny: $(head -3 "$tmp/err.txt")"
 fi
 
-# the sinks' gradient is not planned for the ring's blocks: refused before the first step, naming the flag
-err=$(mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-sinks.json" --steps 1 -B 4 --cp 2 2>&1 >/dev/null)
-rc=$?
-[ "$rc" -eq 2 ] && echo "$err" | grep -q "attention sinks (tiny-sinks) with --cp-algo ring" ||
-  fail "sinks with the CP ring: exit $rc: $(echo "$err" | grep parallax: | head -1)"
+# refused before the first step, naming the flag: the sinks' gradient is not planned for the ring's blocks, and
+# latent attention's plan under TP counts the latents' input gradient tp times
+refused() { # what model ranks flags...
+  local what=$1 model=$2 n=$3 err rc
+  shift 3
+  err=$(mpirun -np "$n" "$px" run --backend cpu -m "$src/models/$model.json" --steps 1 -B 4 "$@" 2>&1 >/dev/null)
+  rc=$?
+  [ "$rc" -eq 2 ] && echo "$err" | grep -qF "$what" || fail "$model $*: exit $rc: $(echo "$err" | grep parallax: | head -1)"
+}
+refused "attention sinks (tiny-sinks) with --cp-algo ring" tiny-sinks 2 --cp 2
+refused "multi-head latent attention (tiny-mla) with --tp 2" tiny-mla 2 -t 2
 
 cuda_refuses "per-head q/k norms (tiny-qknorm)" 1 -m "$src/models/tiny-qknorm.json" --steps 1 -B 4
 cuda_refuses "attention sinks (tiny-sinks)" 1 -m "$src/models/tiny-sinks.json" --steps 1 -B 4
+cuda_refuses "multi-head latent attention (tiny-mla)" 1 -m "$src/models/tiny-mla.json" --steps 1 -B 4
 finish
