@@ -68,7 +68,7 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
  * the block-scaled formats' in the dense layers on codes kept on their rank
  * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same);
  * attention sinks with every CP algorithm but the ring; latent attention
- * with tp 1 and values of the query/key head dim. */
+ * with tp 1. */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
@@ -79,10 +79,6 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
               "over TP and then sums the down projections' input gradient over TP again (counting it tp times), and "
               "leaves the RoPE key's gradient partial over the TP ranks' heads; the cpu backend runs it with tp 1",
               m->name, (long long)p->tp);
-  if (m->kv_lora_rank > 0 && m->v_head_dim != m->head_dim) /* kernels/cpu/flash.h: one head dim */
-    return no(why, cap, "multi-head latent attention (%s) with `v_head_dim` %lld and a query/key head dim of %lld: "
-              "the cpu flash kernels take one head dim for queries, keys and values", m->name,
-              (long long)m->v_head_dim, (long long)m->head_dim);
   if (m->attention_sinks && p->cp > 1 && p->cp_algo == PX_CP_RING) /* plan/attention.h: the ring's out[3] */
     return no(why, cap, "attention sinks (%s) with `cp_algo` ring: the sink logits' gradient needs each row's "
               "probabilities over every key block at once, which the ring's backward never holds (hint: `cp_algo` "

@@ -549,14 +549,16 @@ static void test_mla_rope(void) {
 typedef struct {
   int64_t b, t, hq, hkv, d;
   double scale;
+  int64_t dv; /* the values' head dim (latent attention's v_head_dim); 0: d */
 } attn_ctx;
 
-/* Naive causal GQA attention, per (b, h): softmax(scale Q K^T, masked) V.
- * in = [q (B, T, Hq, D), k (B, T, Hkv, D), v (B, T, Hkv, D)]; out = ctx (B, T, Hq, D). */
+/* Naive causal GQA attention, per (b, h): softmax(scale Q K^T, masked) V; T <= 128.
+ * in = [q (B, T, Hq, D), k (B, T, Hkv, D), v (B, T, Hkv, Dv)]; out = ctx (B, T, Hq, Dv). */
 static void ref_attention(double *out, const double *in, const void *vctx) {
   const attn_ctx *a = vctx;
+  const int64_t dv = a->dv > 0 ? a->dv : a->d;
   const double *q = in, *k = q + a->b * a->t * a->hq * a->d, *v = k + a->b * a->t * a->hkv * a->d;
-  double p[64];
+  double p[128];
   for (int64_t b = 0; b < a->b; b++)
     for (int64_t h = 0; h < a->hq; h++) {
       int64_t kh = h / (a->hq / a->hkv);
@@ -571,10 +573,10 @@ static void ref_attention(double *out, const double *in, const void *vctx) {
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j <= i; j++) sum += p[j] = exp(p[j] - mx);
-        double *o = out + ((b * a->t + i) * a->hq + h) * a->d;
-        for (int64_t e = 0; e < a->d; e++) {
+        double *o = out + ((b * a->t + i) * a->hq + h) * dv;
+        for (int64_t e = 0; e < dv; e++) {
           double s = 0.0;
-          for (int64_t j = 0; j <= i; j++) s += p[j] / sum * v[((b * a->t + j) * a->hkv + kh) * a->d + e];
+          for (int64_t j = 0; j <= i; j++) s += p[j] / sum * v[((b * a->t + j) * a->hkv + kh) * dv + e];
           o[e] = s;
         }
       }
@@ -582,7 +584,7 @@ static void ref_attention(double *out, const double *in, const void *vctx) {
 }
 
 static void check_attention(int64_t hkv) {
-  attn_ctx a = {2, 6, 4, hkv, 3, 0.0};
+  attn_ctx a = {2, 6, 4, hkv, 3, 0.0, 0};
   a.scale = 1.0 / sqrt((double)a.d);
   const int64_t nq = a.b * a.t * a.hq * a.d, nkv = a.b * a.t * a.hkv * a.d, ns = a.b * a.hq * a.t * a.t;
   float *q = px_trand(nq, -1.5, 1.5), *k = px_trand(nkv, -1.5, 1.5), *v = px_trand(nkv, -1, 1);
@@ -690,11 +692,43 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, 
   px_k_attn_softmax_sink_bwd(gs, gsink, gp, probs, hq, hq, s, w);
   px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
   float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
-  px_k_flash_sink_bwd(fq, fk, fv, fsink, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
+  px_k_flash_sink_bwd(fq, fk, fv, fsink, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, d, NULL, NULL, w, s, p, seed, off);
   CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
   if (sinks) CU_ASSERT(close_to("flash dsinks", fsink, d_of(gsink, hq), hq, 1e-4, 1e-5, 0.0));
+}
+
+/* The fused attention with values of another head dim than the queries' and keys' (latent attention: nope + rope
+ * against v_head_dim) against the double reference: forward on one tile and on two, backward (dq, dk, dv
+ * accumulated) against finite differences. */
+static void check_flash_dv(int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t dv, bool grads) {
+  attn_ctx a = {1, s, hq, hkv, d, 1.0 / sqrt((double)d), dv};
+  const int64_t nq = s * hq * d, nk = s * hkv * d, nv = s * hkv * dv, no = s * hq * dv;
+  float *q = px_trand(nq, -1.5, 1.5), *k = px_trand(nk, -1.5, 1.5), *v = px_trand(nv, -1, 1);
+  float *ctx = px_tconst(no, NAN), *lse = px_tconst(hq * s, NAN);
+  px_k_flash_fwd_dv(ctx, lse, q, k, v, s, s, hq, hkv, d, dv, NULL, NULL, 0, s, 0.0f, 0, 0);
+  double *in = dalloc(nq + nk + nv), *want = dalloc(no);
+  pack(pack(pack(in, q, nq), k, nk), v, nv);
+  ref_attention(want, in, &a);
+  CU_ASSERT(fwd_close("flash ctx, dv", ctx, want, no));
+  if (!grads) return;
+  float *r = px_trand(no, -1, 1);
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nk, ACC0), *gv = px_tconst(nv, ACC0);
+  px_k_flash_sink_bwd(gq, gk, gv, NULL, r, q, k, v, ctx, lse, s, s, hq, hkv, d, dv, NULL, NULL, 0, s, 0.0f, 0, 0);
+  double *g = dalloc(nq + nk + nv);
+  fd_grad(g, ref_attention, &a, in, nq + nk + nv, no, d_of(r, no));
+  CU_ASSERT(grad_close("flash dq, dv", gq, g, nq));
+  CU_ASSERT(grad_close("flash dk, dv", gk, g + nq, nk));
+  CU_ASSERT(grad_close("flash dv, dv", gv, g + nq + nk, nv));
+}
+
+static void test_flash_dv(void) {
+  px_tseed(15);
+  check_flash_dv(9, 4, 2, 6, 4, true);     /* values narrower (DeepSeek-V3: 192 against 128) */
+  check_flash_dv(7, 2, 2, 4, 10, true);    /* and wider */
+  check_flash_dv(100, 2, 1, 12, 8, false); /* two tiles: the online softmax rescales the narrower context */
+  px_tfree();
 }
 
 static void test_flash(void) {
@@ -1566,6 +1600,7 @@ int main(void) {
       {"causal softmax backward alone", test_attention_softmax_bwd},
       {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},
       {"fused (flash) attention against the three ops, with dropout and sliding windows", test_flash},
+      {"flash attention with values of another head dim (latent attention), against finite differences", test_flash_dv},
       {"flash attention by key blocks at global positions (cp 2, 3), merged or gathered = whole", test_flash_blocks},
       {"flash merge: an empty block, explicit positions", test_flash_merge},
       {"dropout: p = 0, pieces, backward", test_dropout},

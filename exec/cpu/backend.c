@@ -168,12 +168,15 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
  * (keys all-gathered; queries and keys after the all-to-all, whose heads are
  * the rank's 1/cp of them), and dropout counts in the whole sequence. With
  * sinks (in[3], this TP rank's heads) the forward folds them in and the
- * backward adds their gradient (out[3]). */
+ * backward adds their gradient (out[3]). The values' head dim is v's slot's
+ * (latent attention's v_head_dim; the ring's blocks take D). */
 static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   const px_env *v = e->env;
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S;
-  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S, window = px_exec_window(e);
+  int64_t DV = v->slots[e->op->in[bwd ? 3 : 2].slot].shape[3]; /* (B, S, heads, Dv) */
+  int64_t nq = S * HQ * D, nkv = SK * HKV * D, no = S * HQ * DV, nv = SK * HKV * DV, h0 = 0, s_full = S;
+  int64_t window = px_exec_window(e);
   float pd = (float)v->dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   float **out = (float **)e->out, **in = (float **)e->in;
@@ -187,13 +190,13 @@ static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   for (int64_t b = 0; b < B; b++) {
     uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
     if (!bwd) {
-      px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, SK, HQ,
-                     HKV, D, qpos, kpos, window, s_full, pd, seed, off);
-      if (in[3]) px_k_flash_sink_fold(out[0] + b * nq, out[1] + b * HQ * S, in[3] + h0, S, HQ, D);
+      px_k_flash_fwd_dv(out[0] + b * no, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nv, S, SK,
+                        HQ, HKV, D, DV, qpos, kpos, window, s_full, pd, seed, off);
+      if (in[3]) px_k_flash_sink_fold(out[0] + b * no, out[1] + b * HQ * S, in[3] + h0, S, HQ, DV);
     } else {
-      px_k_flash_sink_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, out[3] ? out[3] + h0 : NULL,
-                          in[0] + b * nq, in[1] + b * nq, in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq,
-                          in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos, kpos, window, s_full, pd, seed, off);
+      px_k_flash_sink_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nv, out[3] ? out[3] + h0 : NULL,
+                          in[0] + b * no, in[1] + b * nq, in[2] + b * nkv, in[3] + b * nv, in[4] + b * no,
+                          in[5] + b * HQ * S, S, SK, HQ, HKV, D, DV, qpos, kpos, window, s_full, pd, seed, off);
     }
   }
   return PX_OK;

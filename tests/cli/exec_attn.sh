@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The attention variants the planner prices, on the CPU executor: Qwen3's
 # per-head q/k norms (tiny-qknorm), gpt-oss's attention sinks (tiny-sinks)
-# and DeepSeek's multi-head latent attention (tiny-mla). Each model's
+# and DeepSeek's multi-head latent attention (tiny-mla; tiny-mla-v8: one
+# query projection and values narrower than the queries' heads, as
+# DeepSeek-V2-Lite's and V3's 128 against 192). Each model's
 # multi-rank plans (TP with its heads split, SP, PP, ZeRO, CP with each
 # algorithm, the unfused attention with selective recomputation, where the
 # variant allows them) reach the losses and first-step gradients of its
@@ -16,11 +18,13 @@ src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 runs=0
+jq '.name = "tiny-mla-v8" | .q_lora_rank = 0 | .v_head_dim = 8' "$src/models/tiny-mla.json" >"$tmp/tiny-mla-v8.json"
 
-run() { # out model gbs ranks flags...
-  local out=$1 model=$2 gbs=$3 n=$4
+run() { # out model gbs ranks flags... (the model in $tmp, else in models/)
+  local out=$1 model=$2 gbs=$3 n=$4 file=$tmp/$2.json
   shift 4
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$src/models/$model.json" --steps 8 -B "$gbs" \
+  [ -f "$file" ] || file=$src/models/$model.json
+  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$file" --steps 8 -B "$gbs" \
     --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
 }
 
@@ -44,6 +48,8 @@ cases=(
   "tiny-mla 2|-d 2 -z 3"
   "tiny-mla 4|-p 2 -d 2 -z 1 -r full"
   "tiny-mla 1|-b 2"
+  "tiny-mla-v8 2|-p 2"
+  "tiny-mla-v8 2|-d 2 -z 2"
 )
 for c in "${cases[@]}"; do
   read -r model n <<<"${c%%|*}"
