@@ -731,6 +731,35 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
  *   with bf16 or fp16 gradients and model copy;
  * - collectives through MPI (PX_CUDA_COMM=mpi, or ranks outnumbering GPUs)
  *   up to MPI's int counts. */
+/* What the cpu backend runs of the attention variants and these kernels do not (plan/runnable.c refuses their
+ * plans first, by name): an op's extra operands say which; NULL when none. */
+static const char *variant_refused(const px_env *env, const px_op *op) {
+  const char *sinks = "attention sinks: the CUDA attention kernels have no sink logits yet";
+  const char *dv = "values of another head dim than the queries' and keys' (latent attention): the CUDA flash "
+                   "kernels take one head dim";
+  switch ((px_op_kind)op->kind) {
+    case PX_OP_FLASH_ATTN:
+      if (op->in[3].slot >= 0) return sinks;
+      return env->slots[op->in[2].slot].shape[3] != op->dim[4] ? dv : NULL;
+    case PX_OP_FLASH_ATTN_BWD:
+      if (!(op->flags & PX_OPF_CP_RING) && op->out[3].slot >= 0) return sinks;
+      return env->slots[op->in[3].slot].shape[3] != op->dim[4] ? dv : NULL;
+    case PX_OP_SOFTMAX: return op->in[1].slot >= 0 ? sinks : NULL;
+    case PX_OP_SOFTMAX_BWD: return op->out[1].slot >= 0 ? sinks : NULL;
+    case PX_OP_ROPE:
+    case PX_OP_ROPE_BWD:
+      return (op->kind == PX_OP_ROPE ? op->in[2] : op->out[2]).slot >= 0
+                 ? "multi-head latent attention's RoPE key: the CUDA RoPE kernel does not build the keys from it yet"
+                 : NULL;
+    case PX_OP_NORM:
+    case PX_OP_NORM_BWD: /* op_dispatch takes the model's norm for every norm op */
+      return px_contract_layernorm(op) != env->layernorm
+                 ? "an RMSNorm in a LayerNorm model (per-head q/k norms): the CUDA norm ops take the model's norm"
+                 : NULL;
+    default: return NULL;
+  }
+}
+
 px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, size_t cap) {
   const px_cuda *c = be->impl;
   const px_op *op = e->op;
@@ -776,6 +805,8 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
                               (long long)env->sliding_window);
   if (px_op_is_moe((px_op_kind)op->kind))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
+  const char *variant = variant_refused(env, op);
+  if (variant) return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s (hint: `backend` cpu runs it)", variant);
   bool half = dt != PX_DTYPE_FP32;
   if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? px_contract_refuse(why, cap, PX_SUPPORT_WIDENED,
