@@ -692,7 +692,7 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, 
   px_k_attn_softmax_sink_bwd(gs, gsink, gp, probs, hq, hq, s, w);
   px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
   float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
-  px_k_flash_sink_bwd(fq, fk, fv, fsink, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, d, NULL, NULL, w, s, p, seed, off);
+  px_k_flash_bwd_dv(fq, fk, fv, fsink, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, d, NULL, NULL, w, s, p, seed, off);
   CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
@@ -715,7 +715,7 @@ static void check_flash_dv(int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_
   if (!grads) return;
   float *r = px_trand(no, -1, 1);
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nk, ACC0), *gv = px_tconst(nv, ACC0);
-  px_k_flash_sink_bwd(gq, gk, gv, NULL, r, q, k, v, ctx, lse, s, s, hq, hkv, d, dv, NULL, NULL, 0, s, 0.0f, 0, 0);
+  px_k_flash_bwd_dv(gq, gk, gv, NULL, r, q, k, v, ctx, lse, s, s, hq, hkv, d, dv, NULL, NULL, 0, s, 0.0f, 0, 0);
   double *g = dalloc(nq + nk + nv);
   fd_grad(g, ref_attention, &a, in, nq + nk + nv, no, d_of(r, no));
   CU_ASSERT(grad_close("flash dq, dv", gq, g, nq));

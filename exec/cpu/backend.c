@@ -194,7 +194,7 @@ static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
                         HQ, HKV, D, DV, qpos, kpos, window, s_full, pd, seed, off);
       if (in[3]) px_k_flash_sink_fold(out[0] + b * no, out[1] + b * HQ * S, in[3] + h0, S, HQ, DV);
     } else {
-      px_k_flash_sink_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nv, out[3] ? out[3] + h0 : NULL,
+      px_k_flash_bwd_dv(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nv, out[3] ? out[3] + h0 : NULL,
                           in[0] + b * no, in[1] + b * nq, in[2] + b * nkv, in[3] + b * nv, in[4] + b * no,
                           in[5] + b * HQ * S, S, SK, HQ, HKV, D, DV, qpos, kpos, window, s_full, pd, seed, off);
     }

@@ -715,22 +715,6 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
   }
 }
 
-/* What op_dispatch and the collectives do with each op, said up front:
- * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
- *   activations'; the ops on gradient ranges run in it too);
- * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
- *   query heads (the kernels' limits), no sliding window (PX_OPF_WINDOW);
- * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
- *   (B, heads, S, S) operands in scratch memory the plan does not count;
- * - (not flagged) the embedding backward in 16 bits needs the host's copy of
- *   the tokens, which the interpreter passes (without, it widens the table);
- *   the norms' 16-bit backward sums the weight gradients in fp32 copies (H
- *   elements); the GELU epilogues fall back to a second kernel where
- *   cuBLASLt has none: all exact;
- * - AdamW on fp32 weights with fp32 gradients, or mixed: fp32 master weights
- *   with bf16 or fp16 gradients and model copy;
- * - collectives through MPI (PX_CUDA_COMM=mpi, or ranks outnumbering GPUs)
- *   up to MPI's int counts. */
 /* What the cpu backend runs of the attention variants and these kernels do not (plan/runnable.c refuses their
  * plans first, by name): an op's extra operands say which; NULL when none. */
 static const char *variant_refused(const px_env *env, const px_op *op) {
@@ -760,6 +744,24 @@ static const char *variant_refused(const px_env *env, const px_op *op) {
   }
 }
 
+/* What op_dispatch and the collectives do with each op, said up front:
+ * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
+ *   activations'; the ops on gradient ranges run in it too);
+ * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
+ *   query heads (the kernels' limits), no sliding window (PX_OPF_WINDOW);
+ * - no sink logits, latent attention's RoPE key or values of another head
+ *   dim, nor an RMSNorm in a LayerNorm model (variant_refused);
+ * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
+ *   (B, heads, S, S) operands in scratch memory the plan does not count;
+ * - (not flagged) the embedding backward in 16 bits needs the host's copy of
+ *   the tokens, which the interpreter passes (without, it widens the table);
+ *   the norms' 16-bit backward sums the weight gradients in fp32 copies (H
+ *   elements); the GELU epilogues fall back to a second kernel where
+ *   cuBLASLt has none: all exact;
+ * - AdamW on fp32 weights with fp32 gradients, or mixed: fp32 master weights
+ *   with bf16 or fp16 gradients and model copy;
+ * - collectives through MPI (PX_CUDA_COMM=mpi, or ranks outnumbering GPUs)
+ *   up to MPI's int counts. */
 px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, size_t cap) {
   const px_cuda *c = be->impl;
   const px_op *op = e->op;

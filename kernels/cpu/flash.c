@@ -185,7 +185,8 @@ void px_k_flash_fwd_dv(float *ctx, float *lse, const float *q, const float *k, c
                        int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off) {
   if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || dval <= 0) return;
   flash_args a = {.ctx = ctx, .lse = lse, .q = q, .k = k, .v = v, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d,
-                  .dv = dval, .s_full = s_full, .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
+                  .dv = dval, .s_full = s_full, .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed,
+                  .off = off};
   px_k_parallel_for(hq, heads_per_thread(hq, d > dval ? d : dval), fwd_heads, &a);
 }
 
@@ -293,7 +294,7 @@ void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const fl
                     const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                     const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p, uint64_t seed,
                     uint64_t off) {
-  px_k_flash_sink_bwd(dq, dk, dv, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, d, qpos, kpos, window, s_full,
+  px_k_flash_bwd_dv(dq, dk, dv, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, d, qpos, kpos, window, s_full,
                       p, seed, off);
 }
 
@@ -312,7 +313,7 @@ void px_k_flash_sink_fold(float *ctx, float *lse, const float *sinks, int64_t sq
     }
 }
 
-void px_k_flash_sink_bwd(float *dq, float *dk, float *dv, float *dsink, const float *dctx, const float *q,
+void px_k_flash_bwd_dv(float *dq, float *dk, float *dv, float *dsink, const float *dctx, const float *q,
                          const float *k, const float *v, const float *ctx, const float *lse, int64_t sq, int64_t sk,
                          int64_t hq, int64_t hkv, int64_t d, int64_t dval, const int32_t *qpos, const int32_t *kpos,
                          int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off) {

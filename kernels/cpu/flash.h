@@ -86,11 +86,11 @@ void px_k_flash_sink_fold(float *ctx,         // (Sq, Hq, D)
 
 /* px_k_flash_bwd with values, the context and their gradients of head dim
  * dval (px_k_flash_fwd_dv), of a forward folded with sinks or not (its lse
- * the folded one, which is all dq, dk and dv need), and with dsink: dsink[h]
+ * the folded one, which is all dq, dk and dv need), and with sinks' dsink[h]
  * -= the sum over head h's rows of p_sink (dctx . ctx), p_sink = 1 - the
  * probability of the keys the row sees: every key block at once, so not for
  * a block of the ring. dsink (Hq) ACCUMULATES; NULL: no sinks. */
-void px_k_flash_sink_bwd(float *dq, float *dk, float *dv,
+void px_k_flash_bwd_dv(float *dq, float *dk, float *dv,
                          float *dsink, // (Hq) or NULL
                          const float *dctx, const float *q, const float *k, const float *v, const float *ctx,
                          const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t dval,
