@@ -279,7 +279,8 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
       if (s >= 0) out[n++] = s;
     }
     /* fine-tuning's adapters, A then B, named after their linear layer's weight (px_linear_adapter_slots): 14
-     * at most (q, k, v, o, gate, up, fc2), 26 slots beside a biased model's 12 (MoE and MLA are refused) */
+     * at most (q, k, v, o, gate, up, fc2), 26 slots beside a biased model's 12 (29 with q/k norms and sinks; MoE and MLA
+     * are refused) */
     for (int i = 0; px_parallel_lora(&p->par) && i < PX_LORA_LINEARS; i++)
       for (int j = 0; j < 4; j++)
         for (int ab = 0; ab < 2; ab++) {
