@@ -9,7 +9,10 @@
 # variant allows them) reach the losses and first-step gradients of its
 # one-rank run within 1e-5 over 8 steps, and every stage's measured peak is
 # its plan's; the sinks' fused and unfused attention reach the same losses.
-# Each variant changes the losses (against tiny without it); sinks with CP's
+# A checkpoint of each, written under one plan (TP splitting the sinks and the
+# heads), resumes under another (re-split through the global layout) to the
+# straight run's losses. Each variant changes the losses (against tiny without
+# it); sinks with CP's
 # ring and latent attention with TP are refused with the reason, and the CUDA
 # backend refuses each variant by name.
 set -u
@@ -74,6 +77,23 @@ if run base tiny 4 1; then
 else
   fail "tiny: $(head -3 "$tmp/err.txt")"
 fi
+
+# a checkpoint re-split for another plan: steps 4-6 as the straight run's (model | old plan | new plan)
+for c in "tiny-sinks|-t 2|-p 2" "tiny-qknorm|-t 2 -S|-d 2" "tiny-mla-v8|-p 2|-d 2 -z 1"; do
+  IFS='|' read -r model a b <<<"$c"
+  # shellcheck disable=SC2086 # the flags split into words
+  if run straight "$model" 4 2 $a && run first "$model" 4 2 $a --steps 3 --ckpt "$tmp/ck-$model" &&
+    run second "$model" 4 2 $b --steps 6 --ckpt "$tmp/ck-$model" --resume; then
+    want=$(losses "$tmp/straight.json" | cut -d, -f4-6)
+    if close "$want" "$(losses "$tmp/second.json")" 1e-5; then
+      echo "ok: $model $a, resumed with $b: steps 4-6 $(losses "$tmp/second.json")"
+    else
+      fail "$model $a to $b: $(losses "$tmp/second.json"), straight $want"
+    fi
+  else
+    fail "$model $a to $b: $(head -3 "$tmp/err.txt")"
+  fi
+done
 
 # refused before the first step, naming the flag: the sinks' gradient is not planned for the ring's blocks, and
 # latent attention's plan under TP counts the latents' input gradient tp times
