@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The attention variants the planner prices, on the CPU executor: Qwen3's
-# per-head q/k norms (tiny-qknorm), gpt-oss's attention sinks (tiny-sinks)
+# per-head q/k norms (tiny-qknorm), gpt-oss's attention sinks (tiny-sinks;
+# tiny-oss: with a window on every other layer and q, k, v biases, as gpt-oss)
 # and DeepSeek's multi-head latent attention (tiny-mla; tiny-mla-v8: one
 # query projection and values narrower than the queries' heads, as
 # DeepSeek-V2-Lite's and V3's 128 against 192). Each model's
@@ -22,6 +23,7 @@ cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 runs=0
 jq '.name = "tiny-mla-v8" | .q_lora_rank = 0 | .v_head_dim = 8' "$src/models/tiny-mla.json" >"$tmp/tiny-mla-v8.json"
+jq '.name = "tiny-oss" | .attention_sinks = true | .qkv_bias = true' "$src/models/tiny-window.json" >"$tmp/tiny-oss.json"
 
 run() { # out model gbs ranks flags... (the model in $tmp, else in models/)
   local out=$1 model=$2 gbs=$3 n=$4 file=$tmp/$2.json
@@ -47,6 +49,7 @@ cases=(
   "tiny-sinks 2|--cp 2 --cp-algo a2a"
   "tiny-sinks 1|--attention unfused"
   "tiny-sinks 2|-t 2 -S --attention unfused -r selective"
+  "tiny-oss 2|-t 2 -S"
   "tiny-mla 2|-p 2"
   "tiny-mla 2|-d 2 -z 3"
   "tiny-mla 4|-p 2 -d 2 -z 1 -r full"
