@@ -94,6 +94,8 @@ static px_status model_table(px_err *err) {
       char win[80];
       px_model_window_desc(&m, win, sizeof win);
       snprintf(attention, sizeof attention, "%s%s", win, m.attention_sinks ? ", sinks" : "");
+    } else if (m.attention_sinks) {
+      snprintf(attention, sizeof attention, "sinks");
     }
     printf("| `%s` | %s | %s | %lld | %lld | %lld / %lld | %s | %lld | %lld | %s, %s, %s | %s | %s |\n", names[i],
            commas(p.total, total), active, (long long)m.layers, (long long)m.hidden, (long long)m.heads,

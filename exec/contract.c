@@ -26,16 +26,17 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_LINEAR] = {"Aaaa", "AAa..."},
     [PX_OP_LINEAR_BWD_DATA] = {"A...", "AaaAa."},
     [PX_OP_LINEAR_BWD_WEIGHT] = {"Aa..", "AaaA.."},
-    [PX_OP_ROPE] = {"AA..", "AA...."},
-    [PX_OP_ROPE_BWD] = {"AA..", "AA...."},
+    [PX_OP_ROPE] = {"AA..", "AAa..."},     /* in[2]: latent attention's RoPE key */
+    [PX_OP_ROPE_BWD] = {"AAa.", "AA...."}, /* out[2]: its gradient */
     [PX_OP_ATTN_SCORES] = {"A...", "AA...."},
     [PX_OP_ATTN_SCORES_BWD] = {"AA..", "AAA..."},
-    [PX_OP_SOFTMAX] = {"A...", "A....."},
-    [PX_OP_SOFTMAX_BWD] = {"A...", "AA...."},
+    [PX_OP_SOFTMAX] = {"A...", "Aa...."},     /* in[1]: sink logits */
+    [PX_OP_SOFTMAX_BWD] = {"Aa..", "AA...."}, /* out[1]: their gradient */
     [PX_OP_ATTN_CONTEXT] = {"A...", "AA...."},
     [PX_OP_ATTN_CONTEXT_BWD] = {"AA..", "AAA..."},
-    [PX_OP_FLASH_ATTN] = {"AFaf", "AAA..."},     /* out[2], out[3]: CP ring's K/V blocks, partial ctx and lse */
-    [PX_OP_FLASH_ATTN_BWD] = {"AAAa", "AAAAAF"}, /* out[3]: CP ring's K/V and dK/dV blocks */
+    [PX_OP_FLASH_ATTN] = {"AFaf", "AAAa.."},     /* out[2], out[3]: CP ring's K/V blocks, partial ctx and lse; in[3]: sink
+                                                    logits */
+    [PX_OP_FLASH_ATTN_BWD] = {"AAAa", "AAAAAF"}, /* out[3]: CP ring's K/V and dK/dV blocks, or the sinks' gradient */
     [PX_OP_DROPOUT] = {"AM..", "Aa...."},
     [PX_OP_DROPOUT_BWD] = {"A...", "AM...."},
     [PX_OP_ADD] = {"A...", "AAa..."},
@@ -181,16 +182,15 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
   for (int j = 0; j < PX_OP_INS; j++)
     if (!operand_ok(v, op, false, j, c->in[j], dt, why, cap)) return false;
   const int64_t *d = op->dim;
-  bool ln = v->layernorm;
+  bool ln = px_contract_layernorm(op);
   switch ((px_op_kind)op->kind) {
     case PX_OP_NORM:
-      if (!ln && (op->in[2].slot >= 0 || op->out[2].slot >= 0))
-        return no(why, cap, "%s: RMSNorm takes no bias and keeps no mean", kind);
+      if (ln && !v->layernorm) return no(why, cap, "%s: a LayerNorm's mean (out[2]) in an RMSNorm model", kind);
+      if (!ln && op->in[2].slot >= 0) return no(why, cap, "%s: an RMSNorm (no mean) takes no bias", kind);
       return true;
     case PX_OP_NORM_BWD:
-      if (ln && op->in[3].slot < 0) return no(why, cap, "%s: LayerNorm's backward needs the mean (in[3])", kind);
-      if (!ln && (op->in[3].slot >= 0 || op->out[2].slot >= 0))
-        return no(why, cap, "%s: RMSNorm has no mean and no bias", kind);
+      if (ln && !v->layernorm) return no(why, cap, "%s: a LayerNorm's mean (in[3]) in an RMSNorm model", kind);
+      if (!ln && op->out[2].slot >= 0) return no(why, cap, "%s: an RMSNorm (no mean) has no bias gradient", kind);
       return true;
     case PX_OP_LINEAR:
       if (op->flags & PX_OPF_GELU) {
@@ -208,8 +208,12 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
       return splits_ok(op, op->in, "in", why, cap);
     case PX_OP_LINEAR_BWD_WEIGHT: return splits_ok(op, op->in, "in", why, cap);
     case PX_OP_ROPE:
-    case PX_OP_ROPE_BWD:
-      if (d[4] % 2) return no(why, cap, "%s: head dim %lld is odd (RoPE rotates pairs)", kind, (long long)d[4]);
+    case PX_OP_ROPE_BWD: {
+      int64_t rotated = (op->kind == PX_OP_ROPE ? op->in[2] : op->out[2]).slot >= 0 ? d[5] : d[4]; /* MLA: its part */
+      if (rotated % 2 || rotated > d[4])
+        return no(why, cap, "%s: %lld rotated dims of head dim %lld (RoPE rotates pairs of a head's)", kind,
+                  (long long)rotated, (long long)d[4]);
+    }
       /* fall through */
     case PX_OP_ATTN_SCORES:
     case PX_OP_ATTN_SCORES_BWD:
@@ -236,6 +240,10 @@ px_support px_contract_refuse(char *why, size_t cap, px_support verdict, const c
   vsnprintf(why, cap, fmt, ap);
   va_end(ap);
   return verdict;
+}
+
+bool px_contract_layernorm(const px_op *op) {
+  return (op->kind == PX_OP_NORM ? op->out[2] : op->in[3]).slot >= 0;
 }
 
 bool px_contract_fp8(const px_env *v, const px_op *op) {

@@ -25,6 +25,12 @@ px_dtype px_contract_dtype(const px_env *v, const px_op *op);
  * slots pass. On false, why says which operand or field is wrong. */
 bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why, size_t cap);
 
+/* Whether a NORM or NORM_BWD op is a LayerNorm: it keeps (NORM's out[2]) or
+ * reads (NORM_BWD's in[3]) the rows' means. The layers' norms follow the
+ * model's norm; the per-head q/k norms and latent attention's latent norms
+ * are RMSNorms in any model (plan/attention.c). */
+bool px_contract_layernorm(const px_op *op);
+
 /* Whether op reads or writes fp8 codes (an fp8 GEMM, a cast, a collective of fp8 tensors). */
 bool px_contract_fp8(const px_env *v, const px_op *op);
 

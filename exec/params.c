@@ -28,7 +28,8 @@ static px_status add(px_global_params *g, const char *name, int64_t layer, int64
 
 /* Tensor order per layer (index within a layer's block of tensors). */
 enum { T_LN1W, T_LN1B, T_QW, T_KW, T_VW, T_QB, T_KB, T_VB, T_OW, T_OB, T_LN2W, T_LN2B, T_FC1W, T_UPW, T_FC1B, T_UPB,
-       T_FC2W, T_FC2B, T_ROUTER, T_EXP_GATE, T_EXP_UP, T_EXP_FC2, T_SH_GATE, T_SH_UP, T_SH_FC2, T_PER_LAYER };
+       T_FC2W, T_FC2B, T_ROUTER, T_EXP_GATE, T_EXP_UP, T_EXP_FC2, T_SH_GATE, T_SH_UP, T_SH_FC2, T_QNORM, T_KNORM,
+       T_SINKS, T_QDOWN, T_QLATNORM, T_QUP, T_KVDOWN, T_KVLATNORM, T_KVUP, T_PER_LAYER };
 
 px_status px_global_params_build(const px_model *m, px_global_params *g, px_err *err) {
   memset(g, 0, sizeof *g);
@@ -37,6 +38,9 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
   if (!g->t) return PX_ERR_RUNTIME;
   int64_t H = m->hidden, Q = m->heads * m->head_dim, KV = m->kv_heads * m->head_dim, F = m->ffn_hidden;
   bool ln = m->norm == PX_NORM_LAYERNORM, qb = m->qkv_bias || m->bias, swi = m->mlp == PX_MLP_SWIGLU;
+  /* multi-head latent attention: no q, k, v weights; the context's width is heads x v_head_dim */
+  bool mla = m->kv_lora_rank > 0;
+  int64_t QL = m->q_lora_rank, KL = m->kv_lora_rank, O = mla ? m->heads * m->v_head_dim : Q;
   double std = 0.02, out_std = 0.02 / sqrt(2.0 * (double)m->layers); /* GPT-2's scaled residual projections */
   px_status st = PX_OK;
   /* Every layer has every entry (absent ones with zero size) so indices are fixed. */
@@ -47,13 +51,13 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
     int64_t Fs = moe ? px_model_shared_ffn(m) : 0;
     if ((st = add(g, "ln1.w", l, 1, H, PX_INIT_ONES, 0, cap, err)) ||
         (st = add(g, "ln1.b", l, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "q.w", l, Q, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "k.w", l, KV, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "v.w", l, KV, H, PX_INIT_NORMAL, std, cap, err)) ||
+        (st = add(g, "q.w", l, mla ? 0 : Q, H, PX_INIT_NORMAL, std, cap, err)) ||
+        (st = add(g, "k.w", l, mla ? 0 : KV, H, PX_INIT_NORMAL, std, cap, err)) ||
+        (st = add(g, "v.w", l, mla ? 0 : KV, H, PX_INIT_NORMAL, std, cap, err)) ||
         (st = add(g, "q.b", l, qb ? Q : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
         (st = add(g, "k.b", l, qb ? KV : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
         (st = add(g, "v.b", l, qb ? KV : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "o.w", l, H, Q, PX_INIT_NORMAL, out_std, cap, err)) ||
+        (st = add(g, "o.w", l, H, O, PX_INIT_NORMAL, out_std, cap, err)) ||
         (st = add(g, "o.b", l, m->bias ? H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
         (st = add(g, "ln2.w", l, 1, H, PX_INIT_ONES, 0, cap, err)) ||
         (st = add(g, "ln2.b", l, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
@@ -69,7 +73,22 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
         (st = add(g, "experts.fc2.w", l, E * H, Fe, PX_INIT_NORMAL, out_std, cap, err)) ||
         (st = add(g, swi ? "shared.gate.w" : "shared.fc1.w", l, Fs, H, PX_INIT_NORMAL, std, cap, err)) ||
         (st = add(g, "shared.up.w", l, swi ? Fs : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "shared.fc2.w", l, Fs > 0 ? H : 0, Fs, PX_INIT_NORMAL, out_std, cap, err)))
+        (st = add(g, "shared.fc2.w", l, Fs > 0 ? H : 0, Fs, PX_INIT_NORMAL, out_std, cap, err)) ||
+        /* per-head q/k norms (Qwen3): one RMSNorm weight of head_dim for every query head, one for every key head */
+        (st = add(g, "q_head_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
+        (st = add(g, "k_head_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
+        /* attention sinks (gpt-oss): a logit per query head, drawn as its other weights are */
+        (st = add(g, "sinks", l, 1, m->attention_sinks ? m->heads : 0, PX_INIT_NORMAL, std, cap, err)) ||
+        /* multi-head latent attention: q's down projection and latent norm (q_lora_rank > 0) and up projection
+         * (heads x (nope + rope)); kv's down projection (the latent, then the RoPE key), latent norm and up
+         * projection (every head's non-RoPE key, then every head's value) */
+        (st = add(g, "q_down.w", l, mla ? QL : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+        (st = add(g, "q_latent_norm.w", l, 1, mla ? QL : 0, PX_INIT_ONES, 0, cap, err)) ||
+        (st = add(g, "q_up.w", l, mla ? Q : 0, QL > 0 ? QL : H, PX_INIT_NORMAL, std, cap, err)) ||
+        (st = add(g, "kv_down.w", l, mla ? KL + m->qk_rope_head_dim : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+        (st = add(g, "kv_latent_norm.w", l, 1, KL, PX_INIT_ONES, 0, cap, err)) ||
+        (st = add(g, "kv_up.w", l, mla ? m->heads * (m->qk_nope_head_dim + m->v_head_dim) : 0, KL, PX_INIT_NORMAL,
+                  std, cap, err)))
       break;
   }
   if (!st) st = add(g, "emb.w", -1, m->vocab, H, PX_INIT_NORMAL, std, cap, err);
@@ -185,6 +204,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
   const px_model *m = &plan->model;
   int64_t tp = plan->par.tp, l = ref->group, base = l * T_PER_LAYER;
   int64_t QW = m->heads * m->head_dim / tp, KW = m->kv_heads * m->head_dim / tp, F = m->ffn_hidden / tp;
+  int64_t OW = m->kv_lora_rank > 0 ? m->heads * m->v_head_dim / tp : QW; /* the context's columns of this rank */
   int64_t Vl = plan->vocab_padded / tp;
   pm->slot = ref->slot;
   pm->group = ref->group;
@@ -196,6 +216,19 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
   else if (!strcmp(n, "ln1_b")) SEC(0, s->shape[0], base + T_LN1B, 0);
   else if (!strcmp(n, "ln2_w")) SEC(0, s->shape[0], base + T_LN2W, 0);
   else if (!strcmp(n, "ln2_b")) SEC(0, s->shape[0], base + T_LN2B, 0);
+  else if (!strcmp(n, "q_head_norm_w")) SEC(0, s->shape[0], base + T_QNORM, 0);
+  else if (!strcmp(n, "k_head_norm_w")) SEC(0, s->shape[0], base + T_KNORM, 0);
+  else if (!strcmp(n, "sinks")) SEC(0, s->shape[0], base + T_SINKS, tp_rank * s->shape[0]); /* this rank's heads */
+  else if (!strcmp(n, "q_down_w")) SEC(0, s->shape[0], base + T_QDOWN, 0); /* latent attention's, replicated */
+  else if (!strcmp(n, "q_norm_w")) SEC(0, s->shape[0], base + T_QLATNORM, 0);
+  else if (!strcmp(n, "kv_down_w")) SEC(0, s->shape[0], base + T_KVDOWN, 0);
+  else if (!strcmp(n, "kv_norm_w")) SEC(0, s->shape[0], base + T_KVLATNORM, 0);
+  else if (!strcmp(n, "q_up_w")) SEC(0, QW, base + T_QUP, tp_rank * QW); /* this rank's heads */
+  else if (!strcmp(n, "kv_up_w")) { /* this rank's heads' non-RoPE keys, then their values */
+    int64_t kn = m->heads * m->qk_nope_head_dim, vn = m->heads * m->v_head_dim;
+    SEC(0, kn / tp, base + T_KVUP, tp_rank * (kn / tp));
+    SEC(kn / tp, vn / tp, base + T_KVUP, kn + tp_rank * (vn / tp));
+  }
   else if (!strcmp(n, "qkv_w") || !strcmp(n, "qkv_b")) {
     bool w = n[4] == 'w';
     SEC(0, QW, base + (w ? T_QW : T_QB), tp_rank * QW);
@@ -203,7 +236,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
     SEC(QW + KW, KW, base + (w ? T_VW : T_VB), tp_rank * KW);
   } else if (!strcmp(n, "o_w")) {
     SEC(0, s->shape[0], base + T_OW, 0);
-    pm->col0 = tp_rank * QW;
+    pm->col0 = tp_rank * OW;
   } else if (!strcmp(n, "o_b")) SEC(0, s->shape[0], base + T_OB, 0);
   else if (!strcmp(n, "fc1_w") || !strcmp(n, "fc1_b")) {
     bool w = n[4] == 'w';

@@ -6,6 +6,12 @@
 #include "plan/fp8.h"
 #include "plan/linear.h"
 
+/* The sinks' gradient (gpt-oss's sink logits, trained), or none. */
+static px_ref sinks_grad(const px_plan *p, const px_layer_slots *L) {
+  int g = L->w_sinks >= 0 ? px_bld_grad_of(p, L->w_sinks) : -1;
+  return g >= 0 ? R(g, 0) : NOREF;
+}
+
 /* Scores, causal softmax and attention-probability dropout. */
 static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
   px_op *o = px_bld_op(b, PX_OP_ATTN_SCORES, PX_STREAM_COMPUTE, ph);
@@ -15,8 +21,9 @@ static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_bld_gemm_cost(o, (double)d->S, (double)d->S, (double)d->D, (double)(d->B * d->HQ), (double)d->e, (double)d->e);
   o = px_bld_op(b, PX_OP_SOFTMAX, PX_STREAM_COMPUTE, ph);
   o->in[0] = R(L->scores, 0);
+  o->in[1] = L->w_sinks >= 0 ? R(L->w_sinks, 0) : NOREF; /* gpt-oss: a logit of the denominator's alone */
   o->out[0] = R(L->probs, 0);
-  o->dim[0] = d->B * d->HQ, o->dim[1] = d->S;
+  o->dim[0] = d->B * d->HQ, o->dim[1] = d->S, o->dim[2] = d->HQ;
   if (d->window > 0) o->flags |= PX_OPF_WINDOW; /* the scores' GEMMs stay whole: Megatron's unfused path */
   px_bld_elementwise(o, (double)(d->B * d->HQ * d->S * d->S), (double)(d->B * d->HQ * d->S * d->S), (double)d->e);
   if (d->drop)
@@ -31,9 +38,12 @@ static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L,
  * RMSNorm, kv_up to heads x (nope + v)): the down projections and norms
  * replicated over TP, the up projections column-parallel, the output
  * projection row-parallel (Megatron-Core's MLA). k's RoPE columns are the
- * one RoPE head's, the same for every head (costed in the RoPE op); the
- * latents' gradients are summed over TP before their norms. The executors
- * refuse it (planned and simulated only). */
+ * one RoPE head's, the same for every head: the RoPE op reads k_pe (in[2],
+ * the RoPE dims in dim[5]) and widens k, which kv_up writes as (rows, heads
+ * x nope), to (rows, heads, nope + rope) in place; its backward narrows dk
+ * back and writes k_pe's gradient (out[2]). The latents' gradients are
+ * summed over TP before their norms. The cpu executor runs it with tp 1
+ * (plan/runnable.c says why not with TP). */
 
 void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   int *all[] = {&L->q_lat,    &L->q_latn,   &L->q_rstd, &L->kv_lat,    &L->k_pe,      &L->kv_latn, &L->kv_rstd,
@@ -211,6 +221,7 @@ static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   }
   px_op *o = px_bld_op(b, PX_OP_FLASH_ATTN, PX_STREAM_COMPUTE, ph);
   o->in[0] = a.q, o->in[1] = a.k, o->in[2] = a.v;
+  if (L->w_sinks >= 0) o->in[3] = R(L->w_sinks, 0); /* folded into each row's log-sum-exp */
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   if (d->window > 0) o->flags |= PX_OPF_WINDOW;
@@ -238,6 +249,7 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_op *o = px_bld_op(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
+  o->out[3] = sinks_grad(p, L); /* the ring's blocks take out[3] below: its sinks' gradient is not planned */
   o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
@@ -275,9 +287,9 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
   px_ref dscores = R(px_bld_grad_slot(p, L->scores), 0);
   o = px_bld_op(b, PX_OP_SOFTMAX_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dprobs, o->in[1] = R(L->probs, 0);
-  o->out[0] = dscores;
+  o->out[0] = dscores, o->out[1] = sinks_grad(p, L);
   o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0);
-  o->dim[0] = B * d->HQ, o->dim[1] = S;
+  o->dim[0] = B * d->HQ, o->dim[1] = S, o->dim[2] = d->HQ;
   px_bld_elementwise(o, (double)(2 * B * d->HQ * S * S), (double)(B * d->HQ * S * S), (double)d->e);
   o = px_bld_op(b, PX_OP_ATTN_SCORES_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dscores, o->in[1] = R(L->q, 0), o->in[2] = R(L->k, 0);
@@ -304,6 +316,7 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
     o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
     o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    if (d->mla) o->in[2] = R(L->k_pe, 0), o->dim[5] = d->Dr; /* k from its heads' parts and the one RoPE key */
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
   }
@@ -336,6 +349,7 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     o->in[0] = dq, o->in[1] = dk;
     o->out[0] = dq, o->out[1] = dk;
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+    if (d->mla) o->out[2] = R(px_bld_grad_slot(p, L->k_pe), 0), o->dim[5] = d->Dr; /* and the RoPE key's gradient */
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
   }

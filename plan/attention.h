@@ -27,9 +27,12 @@
  * cost model takes the causal half), times attn_frac on a sliding-window
  * layer: its attended pairs over the causal pairs (px_attention_window_fraction),
  * each windowed layer having blocks of its own (px_layer_block), so a chunk
- * may hold any mix of windowed and full layers. gpt-oss's sink logits (one
- * per head, added to each row's softmax denominator) are folded into the
- * flash op: a row's one extra exp against its keys', not costed apart. */
+ * may hold any mix of windowed and full layers. gpt-oss's sink logits (a
+ * parameter of one per query head, split over TP with the heads; one more
+ * logit in each row's softmax denominator) are the flash op's in[3] and its
+ * backward's out[3] (their gradient; not with the ring, whose blocks take
+ * out[3]), the unfused softmax's in[1] and its backward's out[1]: a row's
+ * one extra exp against its keys', not costed apart. */
 
 /* The tensors and shape the flash op works on. */
 typedef struct {

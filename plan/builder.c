@@ -412,6 +412,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->qkv_bias = m->qkv_bias || m->bias;
   d->par_res = m->parallel_residual;
   d->qk_norm = m->qk_norm;
+  d->sinks = m->attention_sinks;
   d->flash = par->attention == PX_ATTN_FLASH;
   d->gelu_fused = par->gelu == PX_GELU_FUSED && !d->swiglu;
   d->act = p->act_dtype;

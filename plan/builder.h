@@ -48,7 +48,7 @@ typedef struct {
   int64_t window;   /* the block being built is a sliding-window layer's: its window (0: full attention) */
   double attn_frac; /* its attended pairs over the causal pairs (1 without a window) */
   px_moe_dispatch dispatch;
-  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused, qk_norm;
+  bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused, qk_norm, sinks;
   px_dtype act, param, grad;
   uint64_t e;                           /* activation bytes per element */
   bool f8, f8_block, f8_current, zero3; /* quantized GEMMs (fp8, mxfp8, nvfp4): fp8's recipe's block scales /
@@ -101,6 +101,8 @@ typedef struct {
   int w_q_down, w_q_norm, w_q_up, w_kv_down, w_kv_norm, w_kv_up;
   /* per-head q/k norms (-1 otherwise): q and k as the linear layer makes them, the norms' statistics, weights */
   int q_pre, k_pre, qh_rstd, kh_rstd, w_q_head_norm, w_k_head_norm;
+  /* attention sinks (-1 otherwise): one logit per query head of this TP rank */
+  int w_sinks;
 } px_layer_slots;
 
 int px_bld_slot(px_plan *p, const char *name, px_slot_kind kind, px_dtype dt, int64_t d0, int64_t d1, int64_t d2,

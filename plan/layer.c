@@ -64,6 +64,7 @@ void px_layer_slots_make(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->w_o = px_bld_param(p, d, "o_w", H, d->OW, false, false);
   px_attn_mla_slots(p, d, L);
   px_attn_qk_norm_slots(p, d, L);
+  L->w_sinks = d->sinks ? px_bld_param(p, d, "sinks", d->HQ, 1, false, false) : -1; /* split over TP with the heads */
   L->b_o = d->bias ? px_bld_param(p, d, "o_b", H, 1, true, false) : -1;
   L->w_ln2 = px_bld_param(p, d, "ln2_w", H, 1, true, true);
   L->b_ln2 = d->layernorm ? px_bld_param(p, d, "ln2_b", H, 1, true, true) : -1;

@@ -262,7 +262,7 @@ static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p
 static int group_slots(const px_plan *p, int32_t gid, int *out) {
   /* the attention's (q, k, v in one, or latent attention's), then the MLP's */
 #define ATTN_NAMES "ln1_w", "ln1_b", "qkv_w", "qkv_b", "q_down_w", "q_norm_w", "q_up_w", "kv_down_w", "kv_norm_w", \
-                   "kv_up_w", "q_head_norm_w", "k_head_norm_w", "o_w", "o_b", "ln2_w", "ln2_b"
+                   "kv_up_w", "q_head_norm_w", "k_head_norm_w", "sinks", "o_w", "o_b", "ln2_w", "ln2_b"
   static const char *const layer_names[] = {ATTN_NAMES, "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
   static const char *const moe_names[] = {ATTN_NAMES, "router_w", "sh_fc1_w", "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
 #undef ATTN_NAMES
@@ -279,7 +279,8 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
       if (s >= 0) out[n++] = s;
     }
     /* fine-tuning's adapters, A then B, named after their linear layer's weight (px_linear_adapter_slots): 14
-     * at most (q, k, v, o, gate, up, fc2), 26 slots beside a biased model's 12 (MoE and MLA are refused) */
+     * at most (q, k, v, o, gate, up, fc2), 26 slots beside a biased model's 12 (29 with q/k norms and sinks; MoE and MLA
+     * are refused) */
     for (int i = 0; px_parallel_lora(&p->par) && i < PX_LORA_LINEARS; i++)
       for (int j = 0; j < 4; j++)
         for (int ab = 0; ab < 2; ab++) {

@@ -34,19 +34,12 @@ bool px_runnable_states(const px_parallel *p, char *why, size_t cap) {
 }
 
 /* What the executor runs on any backend: trained weights in the parameters' dtype (a frozen base in its
- * base_precision),
- * no latent attention, no sinks or per-head q/k norms, and mixture of
+ * base_precision), and mixture of
  * experts in the one layout its interpreter and kernels have. */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
-  if (m->kv_lora_rank > 0)
-    return no(why, cap, "multi-head latent attention (%s) is planned and simulated; the executors do not run it yet",
-              m->name);
-  if (m->attention_sinks || m->qk_norm)
-    return no(why, cap, "%s (%s) are planned and simulated; the executors do not run them yet",
-              m->attention_sinks ? "attention sinks" : "per-head q/k norms", m->name);
   if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
                          m->expert_groups > 0 || !px_runnable_states(p, NULL, 0)))
     return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
@@ -69,12 +62,23 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
 
 /* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
  * the block-scaled formats' in the dense layers on codes kept on their rank
- * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
+ * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same);
+ * attention sinks with every CP algorithm but the ring; latent attention
+ * with tp 1. */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
     return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
               px_dtype_names[dt]);
+  if (m->kv_lora_rank > 0 && p->tp > 1) /* plan/attention.c, mla_backward */
+    return no(why, cap, "multi-head latent attention (%s) with `tp` %lld: the plan all-reduces the latents' gradients "
+              "over TP and then sums the down projections' input gradient over TP again (counting it tp times), and "
+              "leaves the RoPE key's gradient partial over the TP ranks' heads; the cpu backend runs it with tp 1",
+              m->name, (long long)p->tp);
+  if (m->attention_sinks && p->cp > 1 && p->cp_algo == PX_CP_RING) /* plan/attention.h: the ring's out[3] */
+    return no(why, cap, "attention sinks (%s) with `cp_algo` ring: the sink logits' gradient needs each row's "
+              "probabilities over every key block at once, which the ring's backward never holds (hint: `cp_algo` "
+              "all-gather or a2a)", m->name);
   if (px_precision_block_scaled(p->precision)) {
     const char *prec = px_precision_names[p->precision];
     if (m->experts > 0)
@@ -92,13 +96,22 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP kernels (nor MoE: px_runnable), fp8 with
- * per-tensor scales and unfused GELU, the ops on gradient ranges in the
- * activations' dtype. */
+ * fp16 kernels, no CP, per-head q/k norm, sink or latent attention
+ * kernels (nor MoE: px_runnable), fp8 with per-tensor scales and unfused GELU, the ops on
+ * gradient ranges in the activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
+  if (m->qk_norm) /* exec/cuda/ops.c picks the model's norm for every norm op */
+    return no(why, cap, "per-head q/k norms (%s): the cuda backend does not run them yet (hint: `backend` cpu runs them)",
+              m->name);
+  if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
+    return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
+              "runs it with tp 1)", m->name);
+  if (m->attention_sinks) /* exec/cuda/ops.c's attention reads no sink logits */
+    return no(why, cap, "attention sinks (%s): the cuda attention kernels have no sink logits yet (hint: `backend` cpu "
+              "runs them)", m->name);
   if (px_parallel_lora(p) && p->base_precision != PX_BASE_BF16) /* exec/cuda/ops.c refuses the casts (PX_OPF_DEQUANT) */
     return no(why, cap, "`finetune` %s with the frozen base in %s: the cuda backend has no dequantising kernels yet (hint: "
               "`base_precision` bf16, or `backend` cpu trains it)", px_finetune_names[p->finetune],

@@ -310,8 +310,10 @@ static void ref_norm(double *out, const double *in, const void *vctx) {
   }
 }
 
-static void check_norm(bool rms, bool with_bias) {
-  norm_ctx k = {3, 8, (double)1e-5f, rms};
+/* A norm of n rows of c (one weight for all): a layer's tokens of hidden, or the per-head q/k norms' (tokens x
+ * heads) rows of head_dim, whose one weight takes every head's gradient. */
+static void check_norm(bool rms, bool with_bias, int64_t n, int64_t c) {
+  norm_ctx k = {n, c, (double)1e-5f, rms};
   const int64_t nx = k.n * k.c, nin = nx + 2 * k.c;
   float *x = px_trand(nx, -2, 2), *w = px_trand(k.c, 0.5, 1.5), *b = with_bias ? px_trand(k.c, -0.5, 0.5) : px_tconst(k.c, 0);
   double *in = dalloc(nin);
@@ -351,14 +353,15 @@ static void check_norm(bool rms, bool with_bias) {
 
 static void test_layernorm(void) {
   px_tseed(5);
-  check_norm(false, true);
-  check_norm(false, false);
+  check_norm(false, true, 3, 8);
+  check_norm(false, false, 3, 8);
   px_tfree();
 }
 
 static void test_rmsnorm(void) {
   px_tseed(6);
-  check_norm(true, false);
+  check_norm(true, false, 3, 8);
+  check_norm(true, false, 3 * 4, 6); /* Qwen3's q/k norms: 3 tokens of 4 heads of head_dim 6 */
   px_tfree();
 }
 
@@ -483,19 +486,79 @@ static void test_rope(void) {
   px_tfree();
 }
 
+typedef struct {
+  int64_t b, t, hq, hkv, dn, dr, pos0;
+  double theta;
+} mla_rope_ctx;
+
+/* Latent attention's decoupled RoPE (DeepSeek-V2/V3): in = [q (B, T, Hq, dn + dr), k_nope (B, T, Hkv * dn), k_pe
+ * (B, T, dr)]; out = [q with each head's last dr rotated, k (B, T, Hkv, dn + dr): each head's k_nope, then the
+ * rotated k_pe]. */
+static void ref_mla_rope(double *out, const double *in, const void *vctx) {
+  const mla_rope_ctx *p = vctx;
+  int64_t d = p->dn + p->dr, rows = p->b * p->t, nq = rows * p->hq * d;
+  const double *q = in, *kn = q + nq, *pe = kn + rows * p->hkv * p->dn;
+  double *qo = out, *ko = out + nq;
+  for (int64_t r = 0; r < rows; r++) {
+    rope_ctx one = {1, 1, 1, p->dr, p->pos0 + r % p->t, p->theta};
+    for (int64_t h = 0; h < p->hq; h++) {
+      const double *x = q + (r * p->hq + h) * d;
+      double *y = qo + (r * p->hq + h) * d;
+      memcpy(y, x, (size_t)p->dn * sizeof *y);
+      ref_rope(y + p->dn, x + p->dn, &one);
+    }
+    for (int64_t h = 0; h < p->hkv; h++) {
+      double *y = ko + (r * p->hkv + h) * d;
+      memcpy(y, kn + (r * p->hkv + h) * p->dn, (size_t)p->dn * sizeof *y);
+      ref_rope(y + p->dn, pe + r * p->dr, &one);
+    }
+  }
+}
+
+/* px_k_mla_rope_fwd in place against the reference (k widened from its heads' parts), and its backward (dk narrowed
+ * back, dk_pe summed over the heads) against finite differences of q, k_nope and k_pe. */
+static void test_mla_rope(void) {
+  px_tseed(14);
+  mla_rope_ctx p = {2, 5, 3, 3, 4, 6, 2, 10000.0};
+  const int64_t d = p.dn + p.dr, rows = p.b * p.t, nq = rows * p.hq * d, nk = rows * p.hkv * d;
+  const int64_t nkn = rows * p.hkv * p.dn, npe = rows * p.dr, nin = nq + nkn + npe;
+  float *q = px_trand(nq, -1, 1), *kn = px_trand(nkn, -1, 1), *pe = px_trand(npe, -1, 1);
+  double *in = dalloc(nin), *want = dalloc(nq + nk);
+  pack(pack(pack(in, q, nq), kn, nkn), pe, npe);
+  ref_mla_rope(want, in, &p);
+  float *qo = px_tfloats(nq), *ko = px_tconst(nk, NAN);
+  memcpy(qo, q, (size_t)nq * sizeof *qo);
+  memcpy(ko, kn, (size_t)nkn * sizeof *ko);
+  px_k_mla_rope_fwd(qo, ko, pe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, (float)p.theta);
+  CU_ASSERT(fwd_close("mla rope q", qo, want, nq));
+  CU_ASSERT(fwd_close("mla rope k", ko, want + nq, nk));
+
+  float *dq = px_trand(nq, -1, 1), *dk = px_trand(nk, -1, 1), *dpe = px_tconst(npe, NAN);
+  double *r = dalloc(nq + nk), *g = dalloc(nin);
+  pack(pack(r, dq, nq), dk, nk);
+  fd_grad(g, ref_mla_rope, &p, in, nin, nq + nk, r);
+  px_k_mla_rope_bwd(dq, dk, dpe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, (float)p.theta);
+  CU_ASSERT(close_to("mla rope dq", dq, g, nq, BWD_RTOL, BWD_ATOL, 0.0));
+  CU_ASSERT(close_to("mla rope dk_nope", dk, g + nq, nkn, BWD_RTOL, BWD_ATOL, 0.0));
+  CU_ASSERT(close_to("mla rope dk_pe", dpe, g + nq + nkn, npe, BWD_RTOL, BWD_ATOL, 0.0));
+  px_tfree();
+}
+
 /* ======================= attention ======================= */
 
 typedef struct {
   int64_t b, t, hq, hkv, d;
   double scale;
+  int64_t dv; /* the values' head dim (latent attention's v_head_dim); 0: d */
 } attn_ctx;
 
-/* Naive causal GQA attention, per (b, h): softmax(scale Q K^T, masked) V.
- * in = [q (B, T, Hq, D), k (B, T, Hkv, D), v (B, T, Hkv, D)]; out = ctx (B, T, Hq, D). */
+/* Naive causal GQA attention, per (b, h): softmax(scale Q K^T, masked) V; T <= 128.
+ * in = [q (B, T, Hq, D), k (B, T, Hkv, D), v (B, T, Hkv, Dv)]; out = ctx (B, T, Hq, Dv). */
 static void ref_attention(double *out, const double *in, const void *vctx) {
   const attn_ctx *a = vctx;
+  const int64_t dv = a->dv > 0 ? a->dv : a->d;
   const double *q = in, *k = q + a->b * a->t * a->hq * a->d, *v = k + a->b * a->t * a->hkv * a->d;
-  double p[64];
+  double p[128];
   for (int64_t b = 0; b < a->b; b++)
     for (int64_t h = 0; h < a->hq; h++) {
       int64_t kh = h / (a->hq / a->hkv);
@@ -510,10 +573,10 @@ static void ref_attention(double *out, const double *in, const void *vctx) {
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j <= i; j++) sum += p[j] = exp(p[j] - mx);
-        double *o = out + ((b * a->t + i) * a->hq + h) * a->d;
-        for (int64_t e = 0; e < a->d; e++) {
+        double *o = out + ((b * a->t + i) * a->hq + h) * dv;
+        for (int64_t e = 0; e < dv; e++) {
           double s = 0.0;
-          for (int64_t j = 0; j <= i; j++) s += p[j] / sum * v[((b * a->t + j) * a->hkv + kh) * a->d + e];
+          for (int64_t j = 0; j <= i; j++) s += p[j] / sum * v[((b * a->t + j) * a->hkv + kh) * dv + e];
           o[e] = s;
         }
       }
@@ -521,7 +584,7 @@ static void ref_attention(double *out, const double *in, const void *vctx) {
 }
 
 static void check_attention(int64_t hkv) {
-  attn_ctx a = {2, 6, 4, hkv, 3, 0.0};
+  attn_ctx a = {2, 6, 4, hkv, 3, 0.0, 0};
   a.scale = 1.0 / sqrt((double)a.d);
   const int64_t nq = a.b * a.t * a.hq * a.d, nkv = a.b * a.t * a.hkv * a.d, ns = a.b * a.hq * a.t * a.t;
   float *q = px_trand(nq, -1.5, 1.5), *k = px_trand(nkv, -1.5, 1.5), *v = px_trand(nkv, -1, 1);
@@ -583,25 +646,27 @@ static void test_attention(void) {
  * one tile and on sequences that span several; with a sliding window w > 0
  * (each query sees the w keys up to its own), the softmax's rows are that
  * window exactly (zero elsewhere, summing to 1). */
-static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, int64_t w) {
+static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, int64_t w, bool with_sinks) {
   const int64_t nq = s * hq * d, nkv = s * hkv * d, ns = hq * s * s;
   const float scale = 1.0f / sqrtf((float)d);
   const uint64_t seed = 77, off = 1000;
   float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
+  float *sinks = with_sinks ? px_trand(hq, -1, 2) : NULL; /* gpt-oss: a logit per head in each row's denominator */
   /* the reference: probabilities, dropped per head with the flash counters */
   float *probs = px_tfloats(ns), *drop = px_tfloats(ns), *want = px_tfloats(nq), *lse_want = px_tfloats(hq * s);
   uint8_t *mask = px_talloc((size_t)ns);
   px_k_attn_scores_fwd(probs, q, k, 1, s, hq, hkv, d, scale);
   for (int64_t r = 0; r < hq * s; r++) { /* lse of the masked scores */
-    double mx = -INFINITY, sum = 0.0;
+    double mx = sinks ? sinks[r / s] : -INFINITY, sum = 0.0;
     int64_t j0 = w > 0 && r % s >= w ? r % s - w + 1 : 0;
     for (int64_t j = j0; j <= r % s; j++) mx = fmax(mx, probs[r * s + j]);
     for (int64_t j = j0; j <= r % s; j++) sum += exp(probs[r * s + j] - mx);
+    if (sinks) sum += exp(sinks[r / s] - mx);
     lse_want[r] = (float)(mx + log(sum));
   }
-  px_k_attn_softmax_fwd(probs, probs, hq, s, w);
+  px_k_attn_softmax_sink_fwd(probs, probs, sinks, hq, hq, s, w);
   for (int64_t r = 0; r < hq * s; r++) { /* the row's window: its own key and the w - 1 before it */
-    double sum = 0.0;
+    double sum = sinks ? exp(sinks[r / s] - lse_want[r]) : 0.0; /* and the sink's share */
     bool outside_zero = true;
     for (int64_t j = 0; j < s; j++) {
       bool seen = j <= r % s && (w <= 0 || j > r % s - w);
@@ -615,6 +680,7 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, 
   px_k_attn_context_fwd(want, drop, v, 1, s, hq, hkv, d);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
   px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
+  if (sinks) px_k_flash_sink_fold(ctx, lse, sinks, s, hq, d);
   CU_ASSERT(close_to("flash ctx", ctx, d_of(want, nq), nq, 1e-5, 1e-6, 0.0));
   CU_ASSERT(close_to("flash lse", lse, d_of(lse_want, hq * s), hq * s, 1e-6, 1e-6, 0.0));
 
@@ -622,28 +688,67 @@ static void check_flash(int64_t s, int64_t hq, int64_t hkv, int64_t d, float p, 
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
   px_k_attn_context_bwd(gpd, gv, dctx, drop, v, 1, s, hq, hkv, d);
   px_k_dropout_bwd(gp, gpd, mask, ns, p);
-  px_k_attn_softmax_bwd(gs, gp, probs, hq, s, w);
+  float *gsink = with_sinks ? px_tconst(hq, 0.0f) : NULL, *fsink = with_sinks ? px_tconst(hq, 0.0f) : NULL;
+  px_k_attn_softmax_sink_bwd(gs, gsink, gp, probs, hq, hq, s, w);
   px_k_attn_scores_bwd(gq, gk, gs, q, k, 1, s, hq, hkv, d, scale);
   float *fq = px_tconst(nq, ACC0), *fk = px_tconst(nkv, ACC0), *fv = px_tconst(nkv, ACC0);
-  px_k_flash_bwd(fq, fk, fv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, w, s, p, seed, off);
+  px_k_flash_bwd_dv(fq, fk, fv, fsink, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, d, NULL, NULL, w, s, p, seed, off);
   CU_ASSERT(close_to("flash dq", fq, d_of(gq, nq), nq, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dk", fk, d_of(gk, nkv), nkv, 1e-4, 1e-5, 0.0));
   CU_ASSERT(close_to("flash dv", fv, d_of(gv, nkv), nkv, 1e-4, 1e-5, 0.0));
+  if (sinks) CU_ASSERT(close_to("flash dsinks", fsink, d_of(gsink, hq), hq, 1e-4, 1e-5, 0.0));
+}
+
+/* The fused attention with values of another head dim than the queries' and keys' (latent attention: nope + rope
+ * against v_head_dim) against the double reference: forward on one tile and on two, backward (dq, dk, dv
+ * accumulated) against finite differences. */
+static void check_flash_dv(int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t dv, bool grads) {
+  attn_ctx a = {1, s, hq, hkv, d, 1.0 / sqrt((double)d), dv};
+  const int64_t nq = s * hq * d, nk = s * hkv * d, nv = s * hkv * dv, no = s * hq * dv;
+  float *q = px_trand(nq, -1.5, 1.5), *k = px_trand(nk, -1.5, 1.5), *v = px_trand(nv, -1, 1);
+  float *ctx = px_tconst(no, NAN), *lse = px_tconst(hq * s, NAN);
+  px_k_flash_fwd_dv(ctx, lse, q, k, v, s, s, hq, hkv, d, dv, NULL, NULL, 0, s, 0.0f, 0, 0);
+  double *in = dalloc(nq + nk + nv), *want = dalloc(no);
+  pack(pack(pack(in, q, nq), k, nk), v, nv);
+  ref_attention(want, in, &a);
+  CU_ASSERT(fwd_close("flash ctx, dv", ctx, want, no));
+  if (!grads) return;
+  float *r = px_trand(no, -1, 1);
+  float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nk, ACC0), *gv = px_tconst(nv, ACC0);
+  px_k_flash_bwd_dv(gq, gk, gv, NULL, r, q, k, v, ctx, lse, s, s, hq, hkv, d, dv, NULL, NULL, 0, s, 0.0f, 0, 0);
+  double *g = dalloc(nq + nk + nv);
+  fd_grad(g, ref_attention, &a, in, nq + nk + nv, no, d_of(r, no));
+  CU_ASSERT(grad_close("flash dq, dv", gq, g, nq));
+  CU_ASSERT(grad_close("flash dk, dv", gk, g + nq, nk));
+  CU_ASSERT(grad_close("flash dv, dv", gv, g + nq + nk, nv));
+}
+
+static void test_flash_dv(void) {
+  px_tseed(15);
+  check_flash_dv(9, 4, 2, 6, 4, true);     /* values narrower (DeepSeek-V3: 192 against 128) */
+  check_flash_dv(7, 2, 2, 4, 10, true);    /* and wider */
+  check_flash_dv(100, 2, 1, 12, 8, false); /* two tiles: the online softmax rescales the narrower context */
+  px_tfree();
 }
 
 static void test_flash(void) {
   px_tseed(12);
-  check_flash(5, 4, 2, 3, 0.0f, 0);    /* one partial tile, GQA */
-  check_flash(70, 2, 1, 8, 0.0f, 0);   /* two query and key tiles */
-  check_flash(130, 4, 4, 16, 0.3f, 0); /* three tiles, dropout */
-  check_flash(300, 2, 1, 8, 0.0f, 0);  /* five tiles: the online softmax's rescale, four times */
+  check_flash(5, 4, 2, 3, 0.0f, 0, false);    /* one partial tile, GQA */
+  check_flash(70, 2, 1, 8, 0.0f, 0, false);   /* two query and key tiles */
+  check_flash(130, 4, 4, 16, 0.3f, 0, false); /* three tiles, dropout */
+  check_flash(300, 2, 1, 8, 0.0f, 0, false);  /* five tiles: the online softmax's rescale, four times */
   /* sliding windows: within one tile, across tile edges (key tiles before a query tile's windows skipped), with
    * dropout, and one wider than the sequence (full attention) */
-  check_flash(5, 4, 2, 3, 0.0f, 2);
-  check_flash(70, 2, 1, 8, 0.0f, 9);
-  check_flash(200, 4, 4, 16, 0.3f, 33);
-  check_flash(300, 2, 1, 8, 0.0f, 64);
-  check_flash(40, 2, 1, 8, 0.0f, 1000);
+  check_flash(5, 4, 2, 3, 0.0f, 2, false);
+  check_flash(70, 2, 1, 8, 0.0f, 9, false);
+  check_flash(200, 4, 4, 16, 0.3f, 33, false);
+  check_flash(300, 2, 1, 8, 0.0f, 64, false);
+  check_flash(40, 2, 1, 8, 0.0f, 1000, false);
+  /* attention sinks (gpt-oss; the unfused softmax's against finite differences in test_attention_softmax_sinks):
+   * one tile, several with dropout, a window */
+  check_flash(5, 4, 2, 3, 0.0f, 0, true);
+  check_flash(130, 4, 4, 16, 0.3f, 0, true);
+  check_flash(70, 2, 1, 8, 0.0f, 9, true);
   px_tfree();
 }
 
@@ -794,17 +899,19 @@ static void test_flash_merge(void) {
 }
 
 typedef struct {
-  int64_t rows, t;
+  int64_t rows, t, hq; /* hq > 0: with sink logits, one per head of hq, after the scores in `in` */
 } softmax_ctx;
 
-/* Causal softmax alone: in = scores (rows, T), row r sees columns 0..r % T. */
+/* Causal softmax alone: in = scores (rows, T), row r sees columns 0..r % T; with sinks (gpt-oss), in = [scores,
+ * sinks (hq)], the sink of row r's head (r / T % hq) one more logit of the denominator. */
 static void ref_softmax(double *out, const double *in, const void *vctx) {
   const softmax_ctx *s = vctx;
   for (int64_t r = 0; r < s->rows; r++) {
     int64_t i = r % s->t;
-    const double *x = in + r * s->t;
-    double mx = -INFINITY, sum = 0.0;
+    const double *x = in + r * s->t, *sink = s->hq > 0 ? in + s->rows * s->t + r / s->t % s->hq : NULL;
+    double mx = sink ? *sink : -INFINITY, sum = 0.0;
     for (int64_t j = 0; j <= i; j++) mx = x[j] > mx ? x[j] : mx;
+    if (sink) sum = exp(*sink - mx);
     for (int64_t j = 0; j <= i; j++) sum += exp(x[j] - mx);
     for (int64_t j = 0; j < s->t; j++) out[r * s->t + j] = j <= i ? exp(x[j] - mx) / sum : 0.0;
   }
@@ -813,7 +920,7 @@ static void ref_softmax(double *out, const double *in, const void *vctx) {
 /* The softmax backward on its own: dscores in the upper triangle stays as it was. */
 static void test_attention_softmax_bwd(void) {
   px_tseed(11);
-  softmax_ctx s = {2 * 5, 5};
+  softmax_ctx s = {2 * 5, 5, 0};
   const int64_t n = s.rows * s.t;
   float *x = px_trand(n, -3, 3), *p = px_tfloats(n);
   px_k_attn_softmax_fwd(p, x, 2, s.t, 0);
@@ -825,6 +932,28 @@ static void test_attention_softmax_bwd(void) {
   double *g = dalloc(n);
   fd_grad(g, ref_softmax, &s, in, n, n, d_of(r, n));
   CU_ASSERT(grad_close("causal softmax dscores", dx, g, n));
+  px_tfree();
+}
+
+/* gpt-oss's attention sinks in the unfused softmax: 2 batch rows of 3 heads, each head's sink logit in every
+ * row's denominator (the first rows see one key, so the sink takes much of them), against finite differences of
+ * the scores and the sinks (their gradient summed over the head's rows of both batch rows). */
+static void test_attention_softmax_sinks(void) {
+  px_tseed(13);
+  softmax_ctx s = {2 * 3 * 5, 5, 3};
+  const int64_t n = s.rows * s.t;
+  float *x = px_trand(n, -3, 3), *sinks = px_trand(s.hq, -1, 2), *p = px_tfloats(n);
+  px_k_attn_softmax_sink_fwd(p, x, sinks, s.rows / s.t, s.hq, s.t, 0);
+  double *in = dalloc(n + s.hq), *want = dalloc(n);
+  pack(pack(in, x, n), sinks, s.hq);
+  ref_softmax(want, in, &s);
+  CU_ASSERT(fwd_close("softmax with sinks", p, want, n));
+  float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0), *ds = px_tconst(s.hq, ACC0);
+  px_k_attn_softmax_sink_bwd(dx, ds, r, p, s.rows / s.t, s.hq, s.t, 0);
+  double *g = dalloc(n + s.hq);
+  fd_grad(g, ref_softmax, &s, in, n + s.hq, n, d_of(r, n));
+  CU_ASSERT(grad_close("softmax with sinks dscores", dx, g, n));
+  CU_ASSERT(grad_close("softmax with sinks dsinks", ds, g + n, s.hq));
   px_tfree();
 }
 
@@ -1466,9 +1595,12 @@ int main(void) {
       {"GELU (tanh)", test_gelu},
       {"SwiGLU", test_swiglu},
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
+      {"latent attention's decoupled RoPE (DeepSeek): k widened in place, dk_pe summed over heads", test_mla_rope},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
+      {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},
       {"fused (flash) attention against the three ops, with dropout and sliding windows", test_flash},
+      {"flash attention with values of another head dim (latent attention), against finite differences", test_flash_dv},
       {"flash attention by key blocks at global positions (cp 2, 3), merged or gathered = whole", test_flash_blocks},
       {"flash merge: an empty block, explicit positions", test_flash_merge},
       {"dropout: p = 0, pieces, backward", test_dropout},

@@ -2210,10 +2210,10 @@ static void test_lora_refusals(void) {
  * and free every tensor once (CP a2a kept the bf16 context it no longer reads: the parity matrix's find). */
 static void test_runnable(void) {
   px_err err = {0};
-  static const char *names[] = {"tiny", "tiny-gpt", "tiny-moe", "tiny-mla", "tiny-window"};
-  px_model ms[5];
-  for (int i = 0; i < 5; i++) CU_ASSERT_EQUAL_FATAL(px_model_load(names[i], &ms[i], &err), PX_OK);
-  enum { TINY, GPT, MOE, MLA, WINDOW };
+  static const char *names[] = {"tiny", "tiny-gpt", "tiny-moe", "tiny-mla", "tiny-window", "tiny-qknorm", "tiny-sinks"};
+  enum { TINY, GPT, MOE, MLA, WINDOW, QKNORM, SINKS, NMODELS };
+  px_model ms[NMODELS];
+  for (int i = 0; i < NMODELS; i++) CU_ASSERT_EQUAL_FATAL(px_model_load(names[i], &ms[i], &err), PX_OK);
   static const struct {
     int model;
     int64_t tp, dp, cp, ep, mbs;
@@ -2227,9 +2227,14 @@ static void test_runnable(void) {
       {MOE, 1, 2, 1, 2, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
       {MOE, 1, 2, 1, 2, 1, 1, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "mixture of experts runs with tp 1",
        "no mixture-of-experts kernels"},
-      {MLA, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "multi-head latent attention",
-       "multi-head latent attention"},
+      {MLA, 1, 2, 1, 1, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
+      {MLA, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, "multi-head latent attention (tiny-mla) with `tp` 2",
+       "multi-head latent attention (tiny-mla)"},
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
+      {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "per-head q/k norms (tiny-qknorm)"},
+      {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "attention sinks (tiny-sinks)"},
+      {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "attention sinks (tiny-sinks) with `cp_algo` ring",
+       "context parallelism"},
       {TINY, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism (`cp` 2)"},
       {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, NULL},
       {TINY, 2, 1, 1, 1, 2, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`mbs` > 1"},

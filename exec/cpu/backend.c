@@ -149,7 +149,11 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
         px_k_flash_merge(out[0] + b * nq, out[1] + b * HQ * S, part + b * nq, part_lse + b * HQ * S, S, HQ, D);
       }
     }
-    if (s == cp - 1 && !bwd) break;
+    if (s == cp - 1 && !bwd) {
+      for (int64_t b = 0; in[3] && b < B; b++) /* the sink logits, once every block is merged */
+        px_k_flash_sink_fold(out[0] + b * nq, out[1] + b * HQ * S, in[3], S, HQ, D);
+      break;
+    }
     /* pass the block on: k and v while others still need them; backward, dk and dv once more at the end */
     int64_t from = s == cp - 1 ? 2 * blk : 0, n = per * blk - from;
     st = e->comm->ring(e, cur + from, nxt + from, (uint64_t)n * sizeof *ws, err);
@@ -163,12 +167,17 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
  * context parallelism the rows sit at other positions than 0..S-1: the
  * rank's chunks (queries; keys too on the ring) or every rank's, rank-major
  * (keys all-gathered; queries and keys after the all-to-all, whose heads are
- * the rank's 1/cp of them), and dropout counts in the whole sequence. */
+ * the rank's 1/cp of them), and dropout counts in the whole sequence. With
+ * sinks (in[3], this TP rank's heads) the forward folds them in and the
+ * backward adds their gradient (out[3]). The values' head dim is v's slot's
+ * (latent attention's v_head_dim; the ring's blocks take D). */
 static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   const px_env *v = e->env;
   const int64_t *d = e->op->dim;
   int64_t B = d[0], S = d[1], HQ = d[2], HKV = d[3], D = d[4], SK = d[5] > 0 ? d[5] : S;
-  int64_t nq = S * HQ * D, nkv = SK * HKV * D, h0 = 0, s_full = S, window = px_exec_window(e);
+  int64_t DV = v->slots[e->op->in[bwd ? 3 : 2].slot].shape[3]; /* (B, S, heads, Dv) */
+  int64_t nq = S * HQ * D, nkv = SK * HKV * D, no = S * HQ * DV, nv = SK * HKV * DV, h0 = 0, s_full = S;
+  int64_t window = px_exec_window(e);
   float pd = (float)v->dropout;
   uint64_t seed = px_exec_dropout_seed(e, PX_DROPOUT_SITE_ATTN);
   float **out = (float **)e->out, **in = (float **)e->in;
@@ -181,13 +190,15 @@ static px_status cpu_flash(const px_exec_op *e, bool bwd, px_err *err) {
   if (e->op->flags & PX_OPF_CP_RING) return cpu_flash_ring(e, bwd, qpos, seed, err);
   for (int64_t b = 0; b < B; b++) {
     uint64_t off = px_exec_head_dropout_offset(e, b, h0, s_full);
-    if (!bwd)
-      px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nkv, S, SK, HQ,
-                     HKV, D, qpos, kpos, window, s_full, pd, seed, off);
-    else
-      px_k_flash_bwd(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nkv, in[0] + b * nq, in[1] + b * nq,
-                     in[2] + b * nkv, in[3] + b * nkv, in[4] + b * nq, in[5] + b * HQ * S, S, SK, HQ, HKV, D, qpos,
-                     kpos, window, s_full, pd, seed, off);
+    if (!bwd) {
+      px_k_flash_fwd_dv(out[0] + b * no, out[1] + b * HQ * S, in[0] + b * nq, in[1] + b * nkv, in[2] + b * nv, S, SK,
+                        HQ, HKV, D, DV, qpos, kpos, window, s_full, pd, seed, off);
+      if (in[3]) px_k_flash_sink_fold(out[0] + b * no, out[1] + b * HQ * S, in[3] + h0, S, HQ, DV);
+    } else {
+      px_k_flash_bwd_dv(out[0] + b * nq, out[1] + b * nkv, out[2] + b * nv, out[3] ? out[3] + h0 : NULL,
+                          in[0] + b * no, in[1] + b * nq, in[2] + b * nkv, in[3] + b * nv, in[4] + b * no,
+                          in[5] + b * HQ * S, S, SK, HQ, HKV, D, DV, qpos, kpos, window, s_full, pd, seed, off);
+    }
   }
   return PX_OK;
 }
@@ -330,7 +341,6 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
   const int64_t *d = o->dim;
   float **out = (float **)e->out;
   float **in = (float **)e->in;
-  bool ln = v->layernorm;
   switch ((px_op_kind)o->kind) {
     case PX_OP_EMBED:
       px_k_embed_fwd(out[0], (const int32_t *)in[0], in[1], d[0], v->tp_rank * d[2], d[2], d[1]);
@@ -360,13 +370,13 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
       return PX_OK;
     }
     case PX_OP_NORM:
-      if (ln)
+      if (px_contract_layernorm(o))
         px_k_layernorm_fwd(out[0], out[2], out[1], in[0], in[1], in[2], d[0], d[1], (float)v->norm_eps);
       else
         px_k_rmsnorm_fwd(out[0], out[1], in[0], in[1], d[0], d[1], (float)v->norm_eps);
       return PX_OK;
     case PX_OP_NORM_BWD:
-      if (ln)
+      if (px_contract_layernorm(o))
         px_k_layernorm_bwd(out[0], out[1], out[2], in[0], in[1], in[4], in[3], in[2], d[0], d[1]);
       else
         px_k_rmsnorm_bwd(out[0], out[1], in[0], in[1], in[4], in[2], d[0], d[1]);
@@ -412,10 +422,18 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
       return PX_OK;
     }
     case PX_OP_ROPE:
+      if (in[2]) { /* latent attention (no CP: the rows are positions 0..S-1): q's RoPE parts, k from k_pe (in[2]) */
+        px_k_mla_rope_fwd(out[0], out[1], in[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, (float)v->rope_theta);
+        return PX_OK;
+      }
       rope_rows(e, out[0], in[0], d[0], d[1], d[2], d[4]);
       rope_rows(e, out[1], in[1], d[0], d[1], d[3], d[4]);
       return PX_OK;
     case PX_OP_ROPE_BWD:
+      if (out[2]) {
+        px_k_mla_rope_bwd(out[0], out[1], out[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, (float)v->rope_theta);
+        return PX_OK;
+      }
       rope_inverse(e, out[0], d[0], d[1], d[2], d[4]);
       rope_inverse(e, out[1], d[0], d[1], d[3], d[4]);
       return PX_OK;
@@ -425,9 +443,11 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_ATTN_SCORES_BWD:
       px_k_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], 1.0f / sqrtf((float)d[4]));
       return PX_OK;
-    case PX_OP_SOFTMAX: px_k_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_exec_window(e)); return PX_OK;
+    case PX_OP_SOFTMAX: /* in[1]: sink logits of the d[2] heads */
+      px_k_attn_softmax_sink_fwd(out[0], in[0], in[1], d[0], d[2], d[1], px_exec_window(e));
+      return PX_OK;
     case PX_OP_SOFTMAX_BWD:
-      px_k_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_exec_window(e));
+      px_k_attn_softmax_sink_bwd(out[0], out[1], in[0], in[1], d[0], d[2], d[1], px_exec_window(e));
       return PX_OK;
     case PX_OP_ATTN_CONTEXT: px_k_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4]); return PX_OK;
     case PX_OP_ATTN_CONTEXT_BWD:

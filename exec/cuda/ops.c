@@ -758,11 +758,42 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
   }
 }
 
+/* What the cpu backend runs of the attention variants and these kernels do not (plan/runnable.c refuses their
+ * plans first, by name): an op's extra operands say which; NULL when none. */
+static const char *variant_refused(const px_env *env, const px_op *op) {
+  const char *sinks = "attention sinks: the CUDA attention kernels have no sink logits yet";
+  const char *dv = "values of another head dim than the queries' and keys' (latent attention): the CUDA flash "
+                   "kernels take one head dim";
+  switch ((px_op_kind)op->kind) {
+    case PX_OP_FLASH_ATTN:
+      if (op->in[3].slot >= 0) return sinks;
+      return env->slots[op->in[2].slot].shape[3] != op->dim[4] ? dv : NULL;
+    case PX_OP_FLASH_ATTN_BWD:
+      if (!(op->flags & PX_OPF_CP_RING) && op->out[3].slot >= 0) return sinks;
+      return env->slots[op->in[3].slot].shape[3] != op->dim[4] ? dv : NULL;
+    case PX_OP_SOFTMAX: return op->in[1].slot >= 0 ? sinks : NULL;
+    case PX_OP_SOFTMAX_BWD: return op->out[1].slot >= 0 ? sinks : NULL;
+    case PX_OP_ROPE:
+    case PX_OP_ROPE_BWD:
+      return (op->kind == PX_OP_ROPE ? op->in[2] : op->out[2]).slot >= 0
+                 ? "multi-head latent attention's RoPE key: the CUDA RoPE kernel does not build the keys from it yet"
+                 : NULL;
+    case PX_OP_NORM:
+    case PX_OP_NORM_BWD: /* op_dispatch takes the model's norm for every norm op */
+      return px_contract_layernorm(op) != env->layernorm
+                 ? "an RMSNorm in a LayerNorm model (per-head q/k norms): the CUDA norm ops take the model's norm"
+                 : NULL;
+    default: return NULL;
+  }
+}
+
 /* What op_dispatch and the collectives do with each op, said up front:
  * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
  *   activations'; the ops on gradient ranges run in it too);
  * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
  *   query heads and batch rows (the kernels' limits), sliding windows too;
+ * - no sink logits, latent attention's RoPE key or values of another head
+ *   dim, nor an RMSNorm in a LayerNorm model (variant_refused);
  * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
  *   (B, heads, S, S) operands in scratch memory the plan does not count;
  * - (not flagged) the embedding backward in 16 bits needs the host's copy of
@@ -814,6 +845,8 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
                               "dequantising kernels yet (hint: `backend` cpu runs it)");
   if (px_op_is_moe((px_op_kind)op->kind))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
+  const char *variant = variant_refused(env, op);
+  if (variant) return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s (hint: `backend` cpu runs it)", variant);
   bool half = dt != PX_DTYPE_FP32;
   if (px_op_family_of((px_op_kind)op->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? px_contract_refuse(why, cap, PX_SUPPORT_WIDENED,

@@ -56,13 +56,18 @@ void px_k_attn_scores_bwd(float *dq, float *dk, const float *dscores, const floa
 static int64_t first_seen(int64_t i, int64_t window) { return window > 0 && i >= window ? i - window + 1 : 0; }
 
 void px_k_attn_softmax_fwd(float *probs, const float *scores, int64_t bh, int64_t t, int64_t window) {
+  px_k_attn_softmax_sink_fwd(probs, scores, NULL, bh, 1, t, window);
+}
+
+void px_k_attn_softmax_sink_fwd(float *probs, const float *scores, const float *sinks, int64_t bh, int64_t hq,
+                                int64_t t, int64_t window) {
   for (int64_t r = 0; r < bh * t; r++) {
     int64_t i = r % t, j0 = first_seen(i, window); /* query position: columns j0..i are visible */
     const float *s = scores + r * t;
     float *p = probs + r * t;
-    float mx = -INFINITY;
+    float mx = sinks ? sinks[r / t % hq] : -INFINITY; /* the sink: one more logit, no value */
     for (int64_t j = j0; j <= i; j++) mx = s[j] > mx ? s[j] : mx;
-    double sum = 0.0;
+    double sum = sinks ? exp((double)sinks[r / t % hq] - mx) : 0.0;
     for (int64_t j = j0; j <= i; j++) {
       float e = expf(s[j] - mx);
       p[j] = e;
@@ -77,14 +82,21 @@ void px_k_attn_softmax_fwd(float *probs, const float *scores, int64_t bh, int64_
 
 void px_k_attn_softmax_bwd(float *dscores, const float *dprobs, const float *probs, int64_t bh, int64_t t,
                            int64_t window) {
+  px_k_attn_softmax_sink_bwd(dscores, NULL, dprobs, probs, bh, 1, t, window);
+}
+
+void px_k_attn_softmax_sink_bwd(float *dscores, float *dsinks, const float *dprobs, const float *probs, int64_t bh,
+                                int64_t hq, int64_t t, int64_t window) {
   for (int64_t r = 0; r < bh * t; r++) {
     int64_t i = r % t, j0 = first_seen(i, window);
     const float *dp = dprobs + r * t, *p = probs + r * t;
     float *ds = dscores + r * t;
-    double dot = 0.0;
-    for (int64_t j = j0; j <= i; j++) dot += (double)dp[j] * p[j];
+    double dot = 0.0, seen = 0.0;
+    for (int64_t j = j0; j <= i; j++) dot += (double)dp[j] * p[j], seen += p[j];
     float dotf = (float)dot;
     for (int64_t j = j0; j <= i; j++) ds[j] += p[j] * (dp[j] - dotf);
+    /* the sink's column: probability 1 - the keys', gradient 0, so its logit's is -p_sink dot */
+    if (dsinks) dsinks[r / t % hq] -= (float)((1.0 - seen) * dot);
   }
 }
 

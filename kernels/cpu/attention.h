@@ -43,6 +43,23 @@ void px_k_attn_softmax_bwd(float *dscores,      // (B, Hq, T, T)
                            const float *probs,  // (B, Hq, T, T)
                            int64_t bh, int64_t t, int64_t window);
 
+/* The same with attention sinks (gpt-oss): sinks[h] (Hq) is one more logit in
+ * every row of query head h (bh = B * Hq), in the denominator only (the sink
+ * has no value); its probability is 1 - the row's. */
+void px_k_attn_softmax_sink_fwd(float *probs,        // (B, Hq, T, T)
+                                const float *scores, // (B, Hq, T, T)
+                                const float *sinks,  // (Hq) or NULL
+                                int64_t bh, int64_t hq, int64_t t, int64_t window);
+
+/* Its backward: dscores as px_k_attn_softmax_bwd, and dsinks[h] -= the sum
+ * over head h's rows of p_sink (dprobs . probs). ACCUMULATES (dsinks NULL:
+ * without sinks). */
+void px_k_attn_softmax_sink_bwd(float *dscores,      // (B, Hq, T, T)
+                                float *dsinks,       // (Hq) or NULL
+                                const float *dprobs, // (B, Hq, T, T)
+                                const float *probs,  // (B, Hq, T, T)
+                                int64_t bh, int64_t hq, int64_t t, int64_t window);
+
 /* ctx[b, t, h] = sum_s probs[b, h, t, s] v[b, s, h / (Hq/Hkv)]. The upper
  * triangle of probs must be 0 (px_k_attn_softmax_fwd makes it so). Writes ctx. */
 void px_k_attn_context_fwd(float *ctx,         // (B, T, Hq, D)

@@ -113,9 +113,9 @@ PX_K_SIMD static void scale_row(float *o, float s, int64_t d) {
 }
 
 typedef struct {
-  float *ctx, *lse, *dq, *dk, *dv;
+  float *ctx, *lse, *dq, *dk, *dvv, *dsink; /* dvv: the values' gradient */
   const float *q, *k, *v, *dctx, *octx, *olse;
-  int64_t sq, sk, hq, hkv, d, s_full, window;
+  int64_t sq, sk, hq, hkv, d, dv, s_full, window; /* dv: the values' (and the context's) head dim */
   const int32_t *qpos, *kpos;
   float p;
   uint64_t seed, off;
@@ -124,20 +124,21 @@ typedef struct {
 /* The forward of query heads [h0, h1). */
 static void fwd_heads(void *ctx_, int64_t h0, int64_t h1) {
   const flash_args *a = ctx_;
-  const int64_t sq = a->sq, sk = a->sk, d = a->d, group = a->hq / a->hkv, ldq = a->hq * d, ldk = a->hkv * d;
+  const int64_t sq = a->sq, sk = a->sk, d = a->d, dv = a->dv, group = a->hq / a->hkv, ldq = a->hq * d,
+                ldk = a->hkv * d, ldo = a->hq * dv, ldv = a->hkv * dv;
   const float scale = 1.0f / sqrtf((float)d), p = a->p;
   float sc[TILE * TILE], m[TILE], l[TILE]; /* scores then probabilities (nr, nc); row max and sum */
   int32_t qp[TILE], kp[TILE];              /* the tiles' global positions */
   for (int64_t h = h0; h < h1; h++) {
-    const float *qh = a->q + h * d, *kh = a->k + h / group * d, *vh = a->v + h / group * d;
-    float *ch = a->ctx + h * d;
+    const float *qh = a->q + h * d, *kh = a->k + h / group * d, *vh = a->v + h / group * dv;
+    float *ch = a->ctx + h * dv;
     for (int64_t t0 = 0; t0 < sq; t0 += TILE) {
       const int64_t nr = min64(TILE, sq - t0);
       int32_t qlo, qhi, klo, khi;
       tile_pos(qp, a->qpos, t0, nr, &qlo, &qhi);
       for (int64_t r = 0; r < nr; r++) {
         m[r] = -INFINITY, l[r] = 0.0f;
-        memset(ch + (t0 + r) * ldq, 0, (size_t)d * sizeof *ch);
+        memset(ch + (t0 + r) * ldo, 0, (size_t)dv * sizeof *ch);
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
@@ -156,17 +157,17 @@ static void fwd_heads(void *ctx_, int64_t h0, int64_t h1) {
             for (int64_t c = 0; c < nc; c++) row[c] *= drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
           l[r] = l[r] * alpha + sum;
           m[r] = mx;
-          scale_row(ch + (t0 + r) * ldq, alpha, d);
+          scale_row(ch + (t0 + r) * ldo, alpha, dv);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(nr), as_blas(d), as_blas(nc), 1.0f, sc, TILE,
-                    vh + s0 * ldk, as_blas(ldk), 1.0f, ch + t0 * ldq, as_blas(ldq));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(nr), as_blas(dv), as_blas(nc), 1.0f, sc, TILE,
+                    vh + s0 * ldv, as_blas(ldv), 1.0f, ch + t0 * ldo, as_blas(ldo));
       }
       for (int64_t r = 0; r < nr; r++) {
         if (m[r] == -INFINITY) { /* saw no key: ctx stays 0 */
           a->lse[h * sq + t0 + r] = -INFINITY;
           continue;
         }
-        scale_row(ch + (t0 + r) * ldq, 1.0f / l[r], d);
+        scale_row(ch + (t0 + r) * ldo, 1.0f / l[r], dv);
         a->lse[h * sq + t0 + r] = m[r] + logf(l[r]);
       }
     }
@@ -176,10 +177,17 @@ static void fwd_heads(void *ctx_, int64_t h0, int64_t h1) {
 void px_k_flash_fwd(float *ctx, float *lse, const float *q, const float *k, const float *v, int64_t sq, int64_t sk,
                     int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t window,
                     int64_t s_full, float p, uint64_t seed, uint64_t off) {
-  if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
+  px_k_flash_fwd_dv(ctx, lse, q, k, v, sq, sk, hq, hkv, d, d, qpos, kpos, window, s_full, p, seed, off);
+}
+
+void px_k_flash_fwd_dv(float *ctx, float *lse, const float *q, const float *k, const float *v, int64_t sq, int64_t sk,
+                       int64_t hq, int64_t hkv, int64_t d, int64_t dval, const int32_t *qpos, const int32_t *kpos,
+                       int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off) {
+  if (sq <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || dval <= 0) return;
   flash_args a = {.ctx = ctx, .lse = lse, .q = q, .k = k, .v = v, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d,
-                  .s_full = s_full, .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
-  px_k_parallel_for(hq, heads_per_thread(hq, d), fwd_heads, &a);
+                  .dv = dval, .s_full = s_full, .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed,
+                  .off = off};
+  px_k_parallel_for(hq, heads_per_thread(hq, d > dval ? d : dval), fwd_heads, &a);
 }
 
 void px_k_flash_merge(float *ctx, float *lse, const float *ctx2, const float *lse2, int64_t sq, int64_t hq,
@@ -216,24 +224,27 @@ PX_K_SIMD static void bwd_row(float *pd, float *ds, const int32_t *kp, int32_t t
  * and dV add them up in the same order on any split. */
 static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
   const flash_args *a = ctx_;
-  const int64_t sq = a->sq, sk = a->sk, d = a->d, group = a->hq / a->hkv, ldq = a->hq * d, ldk = a->hkv * d;
+  const int64_t sq = a->sq, sk = a->sk, d = a->d, dv = a->dv, group = a->hq / a->hkv, ldq = a->hq * d,
+                ldk = a->hkv * d, ldo = a->hq * dv, ldv = a->hkv * dv;
   const float scale = 1.0f / sqrtf((float)d), p = a->p;
   /* pd: scores, then the dropped-out probabilities; ds: d(dropped P), then dS */
   float pd[TILE * TILE], ds[TILE * TILE], delta[TILE];
+  double seen[TILE];          /* with sinks: the probability of the keys each row sees (the sink's is 1 - it) */
   int32_t qp[TILE], kp[TILE]; /* the tiles' global positions */
   for (int64_t h = g0 * group; h < g1 * group; h++) {
     const int64_t g = h / group;
-    const float *qh = a->q + h * d, *kh = a->k + g * d, *vh = a->v + g * d, *doh = a->dctx + h * d;
-    const float *oh = a->octx + h * d, *lh = a->olse + h * sq;
-    float *dqh = a->dq + h * d, *dkh = a->dk + g * d, *dvh = a->dv + g * d;
+    const float *qh = a->q + h * d, *kh = a->k + g * d, *vh = a->v + g * dv, *doh = a->dctx + h * dv;
+    const float *oh = a->octx + h * dv, *lh = a->olse + h * sq;
+    float *dqh = a->dq + h * d, *dkh = a->dk + g * d, *dvh = a->dvv + g * dv;
     for (int64_t t0 = 0; t0 < sq; t0 += TILE) {
       const int64_t nr = min64(TILE, sq - t0);
       int32_t qlo, qhi, klo, khi;
       tile_pos(qp, a->qpos, t0, nr, &qlo, &qhi);
       for (int64_t r = 0; r < nr; r++) { /* delta = rowsum(P * dP) = dO . O */
         double acc = 0.0;
-        for (int64_t i = 0; i < d; i++) acc += (double)doh[(t0 + r) * ldq + i] * oh[(t0 + r) * ldq + i];
+        for (int64_t i = 0; i < dv; i++) acc += (double)doh[(t0 + r) * ldo + i] * oh[(t0 + r) * ldo + i];
         delta[r] = (float)acc;
+        seen[r] = 0.0;
       }
       for (int64_t s0 = 0; s0 < sk; s0 += TILE) {
         const int64_t nc = min64(TILE, sk - s0);
@@ -241,8 +252,8 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
         if (tile_unseen(qlo, qhi, klo, khi, a->window)) continue;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), scale,
                     qh + t0 * ldq, as_blas(ldq), kh + s0 * ldk, as_blas(ldk), 0.0f, pd, TILE);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(d), 1.0f,
-                    doh + t0 * ldq, as_blas(ldq), vh + s0 * ldk, as_blas(ldk), 0.0f, ds, TILE);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_blas(nr), as_blas(nc), as_blas(dv), 1.0f,
+                    doh + t0 * ldo, as_blas(ldo), vh + s0 * ldv, as_blas(ldv), 0.0f, ds, TILE);
         for (int64_t r = 0; r < nr; r++) {
           const int32_t tq = qp[r], lo = window_start(tq, a->window);
           const float lt = lh[t0 + r]; /* -INFINITY: the row saw no key anywhere, contributes nothing */
@@ -251,23 +262,30 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
             memset(ds + r * TILE, 0, (size_t)nc * sizeof *ds);
           } else if (p <= 0) {
             bwd_row(pd + r * TILE, ds + r * TILE, kp, tq, lo, lt, delta[r], nc);
+            for (int64_t c = 0; a->dsink && c < nc; c++) seen[r] += pd[r * TILE + c];
           } else {
             for (int64_t c = 0; c < nc; c++) {
               const float prob = kp[c] <= tq && kp[c] > lo ? px_exp_fast(pd[r * TILE + c] - lt) : 0.0f;
               const float mul = drop_mul(p, a->seed, a->off, h, a->s_full, tq, kp[c]);
               pd[r * TILE + c] = prob * mul;
               ds[r * TILE + c] = prob * (ds[r * TILE + c] * mul - delta[r]);
+              seen[r] += prob;
             }
           }
         }
         /* dV += Pd^T dO, dQ += scale dS K, dK += scale dS^T Q */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(nc), as_blas(d), as_blas(nr), 1.0f, pd, TILE,
-                    doh + t0 * ldq, as_blas(ldq), 1.0f, dvh + s0 * ldk, as_blas(ldk));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(nc), as_blas(dv), as_blas(nr), 1.0f, pd, TILE,
+                    doh + t0 * ldo, as_blas(ldo), 1.0f, dvh + s0 * ldv, as_blas(ldv));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_blas(nr), as_blas(d), as_blas(nc), scale, ds, TILE,
                     kh + s0 * ldk, as_blas(ldk), 1.0f, dqh + t0 * ldq, as_blas(ldq));
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(nc), as_blas(d), as_blas(nr), scale, ds, TILE,
                     qh + t0 * ldq, as_blas(ldq), 1.0f, dkh + s0 * ldk, as_blas(ldk));
       }
+      if (!a->dsink) continue;
+      double gs = 0.0; /* the sink's column: probability 1 - seen, gradient 0: its logit's is -p_sink delta */
+      for (int64_t r = 0; r < nr; r++)
+        if (lh[t0 + r] != -INFINITY) gs -= (1.0 - seen[r]) * delta[r];
+      a->dsink[h] += (float)gs;
     }
   }
 }
@@ -276,9 +294,32 @@ void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const fl
                     const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                     const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p, uint64_t seed,
                     uint64_t off) {
-  if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0) return;
-  flash_args a = {.dq = dq, .dk = dk, .dv = dv, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx, .olse = lse,
-                  .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .s_full = s_full, .window = window, .qpos = qpos,
-                  .kpos = kpos, .p = p, .seed = seed, .off = off};
-  px_k_parallel_for(hkv, heads_per_thread(hkv, d), bwd_kv_heads, &a);
+  px_k_flash_bwd_dv(dq, dk, dv, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, d, qpos, kpos, window, s_full,
+                      p, seed, off);
+}
+
+void px_k_flash_sink_fold(float *ctx, float *lse, const float *sinks, int64_t sq, int64_t hq, int64_t d) {
+  for (int64_t h = 0; h < hq; h++)
+    for (int64_t t = 0; t < sq; t++) {
+      const float a = lse[h * sq + t], b = sinks[h];
+      float *o = ctx + (t * hq + h) * d;
+      if (a == -INFINITY) { /* saw no key: the sink takes the whole row, ctx stays 0 */
+        lse[h * sq + t] = b;
+        continue;
+      }
+      const float mx = a > b ? a : b, ls = mx + log1pf(expf(-fabsf(a - b)));
+      scale_row(o, expf(a - ls), d);
+      lse[h * sq + t] = ls;
+    }
+}
+
+void px_k_flash_bwd_dv(float *dq, float *dk, float *dv, float *dsink, const float *dctx, const float *q,
+                         const float *k, const float *v, const float *ctx, const float *lse, int64_t sq, int64_t sk,
+                         int64_t hq, int64_t hkv, int64_t d, int64_t dval, const int32_t *qpos, const int32_t *kpos,
+                         int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off) {
+  if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || dval <= 0) return;
+  flash_args a = {.dq = dq, .dk = dk, .dvv = dv, .dsink = dsink, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx,
+                  .olse = lse, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .dv = dval, .s_full = s_full,
+                  .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
+  px_k_parallel_for(hkv, heads_per_thread(hkv, d > dval ? d : dval), bwd_kv_heads, &a);
 }

@@ -34,6 +34,18 @@ void px_k_flash_fwd(float *ctx,     // (Sq, Hq, D)
                     const int32_t *kpos, // (Sk) or NULL
                     int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off);
 
+/* px_k_flash_fwd with values (and the context) of head dim dval, the queries
+ * and keys of d (latent attention: nope + rope against v_head_dim); the
+ * scale stays 1/sqrt(d). */
+void px_k_flash_fwd_dv(float *ctx,     // (Sq, Hq, dval)
+                       float *lse,     // (Hq, Sq)
+                       const float *q, // (Sq, Hq, D)
+                       const float *k, // (Sk, Hkv, D)
+                       const float *v, // (Sk, Hkv, dval)
+                       int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t dval,
+                       const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p,
+                       uint64_t seed, uint64_t off);
+
 /* Merges the partial result (ctx2, lse2) of another key block into (ctx, lse),
  * the online-softmax rule: lse' = log(e^lse + e^lse2),
  * ctx' = ctx e^(lse - lse') + ctx2 e^(lse2 - lse'). A row where lse2 is
@@ -62,5 +74,27 @@ void px_k_flash_bwd(float *dq,         // (Sq, Hq, D)
                     const int32_t *qpos, // (Sq) or NULL
                     const int32_t *kpos, // (Sk) or NULL
                     int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off);
+
+/* Attention sinks (gpt-oss): folds sinks[h] (Hq), one more logit of every
+ * row of query head h with no value, into a finished forward: lse' =
+ * log(e^lse + e^sink), ctx' = ctx e^(lse - lse') (a row that saw no key: ctx
+ * 0, lse' = sink). After every key block's merge (the ring's too). */
+void px_k_flash_sink_fold(float *ctx,         // (Sq, Hq, D)
+                          float *lse,         // (Hq, Sq)
+                          const float *sinks, // (Hq)
+                          int64_t sq, int64_t hq, int64_t d);
+
+/* px_k_flash_bwd with values, the context and their gradients of head dim
+ * dval (px_k_flash_fwd_dv), of a forward folded with sinks or not (its lse
+ * the folded one, which is all dq, dk and dv need), and with sinks' dsink[h]
+ * -= the sum over head h's rows of p_sink (dctx . ctx), p_sink = 1 - the
+ * probability of the keys the row sees: every key block at once, so not for
+ * a block of the ring. dsink (Hq) ACCUMULATES; NULL: no sinks. */
+void px_k_flash_bwd_dv(float *dq, float *dk, float *dv,
+                         float *dsink, // (Hq) or NULL
+                         const float *dctx, const float *q, const float *k, const float *v, const float *ctx,
+                         const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int64_t dval,
+                         const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p,
+                         uint64_t seed, uint64_t off);
 
 #endif

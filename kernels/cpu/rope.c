@@ -3,6 +3,7 @@
 #include "kernels/cpu/rope.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "kernels/math.h"
 
@@ -41,4 +42,53 @@ void px_k_rope_fwd(float *out, const float *inp, int64_t b, int64_t t, int64_t h
 void px_k_rope_bwd(float *dinp, const float *dout, int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0,
                    float theta) {
   rope(dinp, dout, b, t, h, d, pos0, theta, -1.0f, 1);
+}
+
+/* Rotates the dr values of x into y (y may be x) at position pos: sign +1 forward, -1 inverse; accumulate adds
+ * them to y. */
+static void rotate(float *y, const float *x, int64_t dr, int64_t pos, float theta, float sign, int accumulate) {
+  int64_t half = dr / 2;
+  for (int64_t i = 0; i < half; i++) {
+    double ang = px_rope_angle(pos, i, dr, (double)theta);
+    float cs = (float)cos(ang), sn = sign * (float)sin(ang), x1 = x[i], x2 = x[i + half];
+    float y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+    y[i] = accumulate ? y[i] + y1 : y1;
+    y[i + half] = accumulate ? y[i + half] + y2 : y2;
+  }
+}
+
+void px_k_mla_rope_fwd(float *q, float *k, const float *k_pe, int64_t b, int64_t t, int64_t hq, int64_t hkv,
+                       int64_t dn, int64_t dr, int64_t pos0, float theta) {
+  int64_t d = dn + dr;
+  for (int64_t row = b * t - 1; row >= 0; row--) { /* backwards: k widens in place, (dn) -> (dn + dr) a head */
+    int64_t pos = pos0 + row % t;
+    for (int64_t h = 0; h < hq; h++) {
+      float *qh = q + (row * hq + h) * d + dn;
+      rotate(qh, qh, dr, pos, theta, 1, 0);
+    }
+    for (int64_t h = hkv - 1; h >= 0; h--) {
+      float *kh = k + (row * hkv + h) * d;
+      memmove(kh, k + (row * hkv + h) * dn, (size_t)dn * sizeof *k);
+      rotate(kh + dn, k_pe + row * dr, dr, pos, theta, 1, 0);
+    }
+  }
+}
+
+void px_k_mla_rope_bwd(float *dq, float *dk, float *dk_pe, int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t dn,
+                       int64_t dr, int64_t pos0, float theta) {
+  int64_t d = dn + dr;
+  for (int64_t row = 0; row < b * t; row++) { /* forwards: dk narrows in place, (dn + dr) -> (dn) a head */
+    int64_t pos = pos0 + row % t;
+    for (int64_t h = 0; h < hq; h++) {
+      float *qh = dq + (row * hq + h) * d + dn;
+      rotate(qh, qh, dr, pos, theta, -1, 0);
+    }
+    float *pe = dk_pe + row * dr;
+    memset(pe, 0, (size_t)dr * sizeof *pe);
+    for (int64_t h = 0; h < hkv; h++) {
+      const float *kh = dk + (row * hkv + h) * d;
+      rotate(pe, kh + dn, dr, pos, theta, -1, 1); /* every head's key shares the one RoPE key */
+      memmove(dk + (row * hkv + h) * dn, kh, (size_t)dn * sizeof *dk);
+    }
+  }
 }

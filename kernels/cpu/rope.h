@@ -20,4 +20,25 @@ void px_k_rope_bwd(float *dinp,       // (B, T, H, D)
                    const float *dout, // (B, T, H, D)
                    int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, float theta);
 
+/* Multi-head latent attention's decoupled RoPE (DeepSeek-V2/V3), in place on
+ * rows at positions pos0 .. pos0 + T - 1: each query head's last dr values
+ * are rotated (its first dn are not), and k, which arrives as the latent's
+ * up projection (B, T, Hkv * dn) of the heads' non-rotated parts, widens to
+ * (B, T, Hkv, dn + dr), each head's last dr the one rotated RoPE key k_pe of
+ * its row. dr even. */
+void px_k_mla_rope_fwd(float *q,          // (B, T, Hq, dn + dr)
+                       float *k,          // (B, T, Hkv * dn) in, (B, T, Hkv, dn + dr) out
+                       const float *k_pe, // (B, T, dr)
+                       int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t dn, int64_t dr, int64_t pos0,
+                       float theta);
+
+/* Backward, in place: dq's rotated parts rotated back; dk narrows to its
+ * heads' non-rotated parts (B, T, Hkv * dn), and dk_pe is written: the sum
+ * over the heads of their rotated parts' inverse rotation. */
+void px_k_mla_rope_bwd(float *dq,    // (B, T, Hq, dn + dr)
+                       float *dk,    // (B, T, Hkv, dn + dr) in, (B, T, Hkv * dn) out
+                       float *dk_pe, // (B, T, dr)
+                       int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t dn, int64_t dr, int64_t pos0,
+                       float theta);
+
 #endif

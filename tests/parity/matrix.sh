@@ -4,8 +4,8 @@
 # stages, dp with each ZeRO stage and mode, hybrid sharding and offload, cp with
 # each algorithm, ep with etp tp or 1, the micro-batch, recomputation, fp8) and
 # the small models (GQA, dense, MoE with and without shared experts, latent
-# attention, a sliding window), in combinations of two: every choice alone on
-# tiny (GQA), every pair of choices of different kinds on it (tiny-moe where
+# attention, a sliding window, per-head q/k norms, attention sinks), in
+# combinations of two: every choice alone on tiny (GQA), every pair of choices of different kinds on it (tiny-moe where
 # one is expert parallelism), and every choice on each other model. Each cell
 # is planned (parallax plan --json) as each backend of parallax run would run it
 # (cpu: on local-cpu, fp8 with an fp32 base as run --backend cpu takes it;
@@ -57,7 +57,7 @@ choices=(
   "rec|full|-r full"
   "prec|fp8|-P fp8"
 )
-models=(tiny-gpt tiny-moe tiny-moe-shared tiny-mla tiny-window) # beside tiny, the base
+models=(tiny-gpt tiny-moe tiny-moe-shared tiny-mla tiny-window tiny-qknorm tiny-sinks) # beside tiny, the base
 moe() { case $1 in tiny-moe*) return 0 ;; esac; return 1; }
 
 # The ranks a flag list asks for: tp x pp x dp x cp (the last of each flag).
