@@ -52,19 +52,11 @@ for cfg in "1|-p 1" "2|-p 2" "2|-t 2 -S" "2|-d 2 -z 1"; do
   "$px" compare --profile "$tmp/p.json" -m tiny -B 4 $flags -c "$tmp/cal.json" -g "$n" --json >"$tmp/c.json" 2>"$tmp/err" ||
     { fail "compare $flags: $(cat "$tmp/err")"; continue; }
   # every stage has every row; step error = (predicted - measured) / measured; rows add up to the step
-  awk -v flags="$flags" '
-    /"predicted_s"/ { gsub(/[,\t ]/, ""); split($0, a, ":"); p = a[2] }
-    /"measured_s"/  { gsub(/[,\t ]/, ""); split($0, a, ":"); m = a[2] }
-    /"error"/       { gsub(/[,\t ]/, ""); split($0, a, ":"); e = a[2];
-                      if (!step_done) { sp = p; sm = m; se = e; step_done = 1 }
-                      else { rows++; sum_m[stage] += m; sum_p[stage] += p; if (p < 0 || m < 0) bad = 1 } }
-    /"stage":/      { gsub(/[,\t ]/, ""); split($0, a, ":"); stage = a[2]; stages++ }
-    END {
-      if (stages < 1 || rows != 10 * stages) { print "rows " rows " for " stages " stages"; exit 1 }
-      if (bad) { print "negative time"; exit 1 }
-      d = (sp - sm) / sm - se; if (d < 0) d = -d; if (d > 1e-9) { print "step error inconsistent"; exit 1 }
-      for (s in sum_m) { d = sum_m[s] - sm; if (d < 0) d = -d; if (d > 1e-6 * sm + 1e-12) { print "stage " s " rows do not add up"; exit 1 } }
-    }' "$tmp/c.json" || fail "compare $flags: inconsistent table"
+  jq -e '.step as $s | ($s.error - ($s.predicted_s - $s.measured_s) / $s.measured_s | fabs) <= 1e-9
+    and (.stages | length) >= 1
+    and all(.stages[]; (.rows | length) == 10 and all(.rows[]; .predicted_s >= 0 and .measured_s >= 0)
+        and (([.rows[].measured_s] | add) - $s.measured_s | fabs) <= 1e-6 * $s.measured_s + 1e-12)' "$tmp/c.json" \
+    >/dev/null || fail "compare $flags: inconsistent table: $(jq -c '[.step, (.stages[] | [.rows[].measured_s])]' "$tmp/c.json")"
   "$px" compare --profile "$tmp/p.json" -m tiny -B 4 $flags -c "$tmp/cal.json" -g "$n" 2>"$tmp/note" |
     grep -q "step time: predicted" || fail "compare $flags: human table"
   # a 2-rank calibration of a 1-rank run says so; a matching one says nothing
