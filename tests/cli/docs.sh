@@ -66,6 +66,10 @@ copy() {
   cp "$src/README.md" "$tmp/tree/"
   cp "$src"/docs/*.md "$tmp/tree/docs/"
   cp "$src/topologies/validation_bands.tsv" "$tmp/tree/topologies/"
+  local f # the GPU checks' notes, which the README links to
+  for f in "$src"/bench/gpu/*/README.md; do
+    [ -f "$f" ] && mkdir -p "$tmp/tree/$(dirname "${f#"$src"/}")" && cp "$f" "$tmp/tree/${f#"$src"/}"
+  done
 }
 expect() { # label, expected status (0 passes, 1 fails), what the message says then
   bash "$docs" check "$tmp/gen.md" "$tmp/tree" >"$tmp/out" 2>&1
