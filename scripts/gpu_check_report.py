@@ -186,6 +186,9 @@ def markdown(s):
         out.append("")
         out.append("## Calibration (`cluster-fragment.json`)")
         out.append("")
+        if s.get("fast_accum"):  # calibrate's progress: not in the file's table
+            out.append("fp8 with fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): %s" % s["fast_accum"])
+            out.append("")
         out.append("Memory: %s GB/s (%s of the datasheet's). %s" %
                    (fmt(cal["memory_gb_per_s"]), fmt(cal["memory_efficiency"], "%.3f"), cal.get("memory") or ""))
         out.append("")
@@ -243,6 +246,18 @@ def markdown(s):
     return "\n".join(out) + "\n"
 
 
+def fast_accum_of(work):
+    """calibrate's summary line of fp8 with fast accumulation (its log), or None."""
+    try:
+        with open(os.path.join(work, "logs", "calibrate.log")) as f:
+            for line in f:
+                if "fp8 with fast accumulation:" in line:
+                    return line.split("fp8 with fast accumulation:", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def main():
     if len(sys.argv) != 3:
         sys.stderr.write("usage: gpu_check_report.py WORK_DIR OUT_DIR\n")
@@ -259,7 +274,7 @@ def main():
         "suggested_dir": "bench/gpu/%s%s-%s" % ("emulated-" if meta.get("mode") == "emu" else "", slug(name),
                                                  meta.get("started", "?")[:10]),
         "gpu": gpu, "calibration_gpu": (cal or {}).get("gpu"), "steps": steps_of(work), "calibration": cal,
-        "runs": runs_of(work, meta), "work": meta.get("work", work),
+        "runs": runs_of(work, meta), "work": meta.get("work", work), "fast_accum": fast_accum_of(work),
     }
     write(os.path.join(out, "summary.json"), json.dumps(s, indent=1) + "\n")
     write(os.path.join(out, "summary.md"), markdown(s))

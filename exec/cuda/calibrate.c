@@ -112,8 +112,9 @@ static px_status gemm_once(dev *d, void *ctx) {
   gemm_ctx *g = ctx;
   const px_cuda_gemm_probe *p = g->p;
   px_status st = p->dtype == PX_DTYPE_FP8
-                     ? px_kc_gemm_fp8(d->lt, g->c, g->a8, g->b8, g->one, g->one, p->m, p->n, p->k, false, false, 1.0f,
-                                      0.0f, PX_DTYPE_BF16, d->ws, PX_CUDA_WORKSPACE_BYTES, d->stream)
+                     ? px_kc_gemm_fp8(d->lt, g->c, g->a8, g->b8, g->one, g->one, p->m, p->n, p->k, false, false,
+                                      p->fast_accum, 1.0f, 0.0f, PX_DTYPE_BF16, d->ws, PX_CUDA_WORKSPACE_BYTES,
+                                      d->stream)
                      : px_kc_gemm_ex(d->lt, g->c, g->a, g->b, NULL, p->m, p->n, p->k, p->trans_a, p->trans_b, 1.0f,
                                      0.0f, PX_DTYPE_BF16, PX_DTYPE_BF16, d->ws, PX_CUDA_WORKSPACE_BYTES, d->stream);
   return px_cuda_kc(st, d->err);

@@ -18,6 +18,7 @@ typedef struct {
   int dtype;             /* PX_DTYPE_BF16 (bf16 out), or PX_DTYPE_FP8: E4M3 codes, per-tensor scales, bf16 out */
   double s;              /* out: seconds per product; 0 when not run (fp8 without fp8 tensor cores, or a
                             dimension that is not a multiple of 16) */
+  bool fast_accum;       /* fp8: cuBLASLt's fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM) */
 } px_cuda_gemm_probe;
 
 /* rows sequences of causal flash attention in one call (px_kc_flash_fwd, or _bwd), bf16, no dropout. */

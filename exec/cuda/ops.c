@@ -617,7 +617,7 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
         return st;
       for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
         st = px_cuda_kc(px_kc_gemm_fp8(c->lt, e->out[i], e->in[0], qw + off * K, f, g, N, d[3 + i], K, xe5, false,
-                                       1.0f, 0.0f, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
+                                       false, 1.0f, 0.0f, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
                         err);
         if (!st && e->in[2]) /* the bias after the product (cuBLASLt's fp8 bias epilogue wants a bf16 bias) */
           st = px_cuda_kc(BY_DT(dt, px_kc_add_bias, e->out[i],
@@ -636,8 +636,8 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
         if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sw, &f, &g, err)) ||
             (st = fp8_transposed(c, qw + off * K, d[3 + i], K, &wt, err)))
           return st;
-        st = px_cuda_kc(px_kc_gemm_fp8(c->lt, e->out[0], e->in[i], wt, f, g, N, K, d[3 + i], ye5, false, 1.0f, 1.0f,
-                                       dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
+        st = px_cuda_kc(px_kc_gemm_fp8(c->lt, e->out[0], e->in[i], wt, f, g, N, K, d[3 + i], ye5, false, false, 1.0f,
+                                       1.0f, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
                         err);
       }
       return st;
@@ -656,7 +656,8 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
           return st;
         st =
             px_cuda_kc(px_kc_gemm_fp8(c->lt, (char *)e->out[0] + (uint64_t)(off * K) * gel, dyt, xt, f, g, d[3 + i],
-                                      K, N, ye5, xe5, 1.0f, 1.0f, gt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
+                                      K, N, ye5, xe5, false, 1.0f, 1.0f, gt, c->workspace, PX_CUDA_WORKSPACE_BYTES,
+                                      s),
                        err);
         if (!st && e->out[1]) { /* db_i += column sums of dy_i's values */
           px_dtype bt = operand_dtype(e, o->out[1]);

@@ -84,7 +84,7 @@ typedef struct {
   bool trans_a, trans_b, bias;
   px_kc_epilogue epi;
   px_dtype ab, c;
-  int f8; /* fp8 operands: 0 none, else 1 + (A E5M2) + 2 (B E5M2) */
+  int f8; /* fp8 operands: 0 none, else 1 + (A E5M2) + 2 (B E5M2) + 4 (fast accumulation) */
   uint32_t al_a, al_b, al_c, al_bias, al_aux;
   size_t workspace_bytes;
 } plan_key;
@@ -164,6 +164,10 @@ static px_status plan_make(gemm_plan *g, const plan_key *key, const void *bias, 
   if (key->f8) { /* the dequantization factors: cuBLAS's A is our B */
     LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
     LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+  }
+  if (key->f8 && ((key->f8 - 1) & 4)) {
+    int8_t fast = 1;
+    LT_TRY(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
   }
   if (key->epi != PX_KC_EPI_NONE) { /* aux is (n, m) column-major like D */
     int64_t ld = n;
@@ -296,8 +300,8 @@ extern "C" px_status px_kc_gemm(cublasLtHandle_t handle, void *c, const void *a,
 
 extern "C" px_status px_kc_gemm_fp8(cublasLtHandle_t handle, void *c, const uint8_t *a, const uint8_t *b,
                                     const float *a_scale, const float *b_scale, int64_t m, int64_t n, int64_t k,
-                                    bool a_e5m2, bool b_e5m2, float alpha, float beta, px_dtype c_dtype,
-                                    void *workspace, size_t workspace_bytes, cudaStream_t stream) {
+                                    bool a_e5m2, bool b_e5m2, bool fast_accum, float alpha, float beta,
+                                    px_dtype c_dtype, void *workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (a_e5m2 && b_e5m2) {
     px_kc_fail(__FILE__, __LINE__, "gemm fp8: E5M2 x E5M2 (cuBLASLt has no such kernel)");
     return PX_ERR_INPUT;
@@ -318,7 +322,8 @@ extern "C" px_status px_kc_gemm_fp8(cublasLtHandle_t handle, void *c, const uint
     return PX_ERR_INPUT;
   }
   plan_key key = {handle, m, n, k, false, true, false, PX_KC_EPI_NONE, PX_DTYPE_FP8, c_dtype,
-                  1 + (a_e5m2 ? 1 : 0) + (b_e5m2 ? 2 : 0), alignment(a), alignment(b), alignment(c), 0, 0,
+                  1 + (a_e5m2 ? 1 : 0) + (b_e5m2 ? 2 : 0) + (fast_accum ? 4 : 0), alignment(a), alignment(b),
+                  alignment(c), 0, 0,
                   workspace_bytes};
   gemm_plan *g = NULL;
   px_status st = plan_for(&key, NULL, NULL, a_scale, b_scale, &g);

@@ -86,15 +86,18 @@ void px_kc_gemm_plan_stats(uint64_t *hits, uint64_t *misses);
  * gets alpha a_scale b_scale sum(codes' values). C is FP32 or BF16 (no fp8
  * output, no epilogue). m, n and k must be multiples of 16 and A, B, C and
  * both factors 16-byte aligned (fp8 kernels' requirements: an H200's cuBLASLt
- * 13.1 answers NOT_SUPPORTED for a factor 4 bytes past another); else PX_ERR_INPUT. Plans are
+ * 13.1 answers NOT_SUPPORTED for a factor 4 bytes past another); else PX_ERR_INPUT.
+ * fast_accum: CUBLASLT_MATMUL_DESC_FAST_ACCUM, Hopper's fp8 sums kept in the
+ * tensor cores' own precision (faster, less exact; Transformer Engine and
+ * torchao use it for the forward GEMM only); else promoted to fp32 as they go. Plans are
  * kept per shape as px_kc_gemm_ex's. */
 px_status px_kc_gemm_fp8(cublasLtHandle_t handle,
                          void *c,          // (m, n) c_dtype
                          const uint8_t *a, // (m, k) fp8 codes
                          const uint8_t *b, // (n, k) fp8 codes
                          const float *a_scale, const float *b_scale, // (1) device each
-                         int64_t m, int64_t n, int64_t k, bool a_e5m2, bool b_e5m2, float alpha, float beta,
-                         px_dtype c_dtype, void *workspace, size_t workspace_bytes, cudaStream_t stream);
+                         int64_t m, int64_t n, int64_t k, bool a_e5m2, bool b_e5m2, bool fast_accum, float alpha,
+                         float beta, px_dtype c_dtype, void *workspace, size_t workspace_bytes, cudaStream_t stream);
 
 /* Linear layer forward: out = inp weight^T + bias (bias may be NULL), every
  * tensor of type dtype. Writes out. */

@@ -1265,7 +1265,7 @@ static void test_fp8(void) {
     float *dinv = dev_f(inv, 8), *dc = dev_f(c0, m * nn);
     memcpy(c, c0, (size_t)(m * nn) * sizeof *c);
     LAUNCH(px_kc_gemm_fp8(lt, dc, dev_copy(qa, (size_t)(m * k)), dev_copy(qb, (size_t)(nn * k)), dinv, dinv + 4, m, nn,
-                          k, e5a, false, 1.0f, 1.0f, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES, stream));
+                          k, e5a, false, false, 1.0f, 1.0f, PX_DTYPE_FP32, workspace, WORKSPACE_BYTES, stream));
     px_k_gemm(c, ad, bd, m, nn, k, false, true, 1.0f, 1.0f);
     /* sum_p |a_ip b_jp|: the scale of the tensor cores' accumulation error */
     float *aa = px_tfloats(m * k), *ba = px_tfloats(nn * k), *mag = px_tfloats(m * nn);
@@ -1276,20 +1276,20 @@ static void test_fp8(void) {
                         mag, m * nn, k, RED_RTOL, RED_ATOL));
     px_bf16 *dcb = dalloc((size_t)(m * nn) * sizeof *dcb);
     LAUNCH(px_kc_gemm_fp8(lt, dcb, dev_copy(qa, (size_t)(m * k)), dev_copy(qb, (size_t)(nn * k)), dinv, dinv + 4, m,
-                          nn, k, e5a, false, 1.0f, 0.0f, PX_DTYPE_BF16, workspace, WORKSPACE_BYTES, stream));
+                          nn, k, e5a, false, e5a, 1.0f, 0.0f, PX_DTYPE_BF16, workspace, WORKSPACE_BYTES, stream));
     px_k_gemm(c, ad, bd, m, nn, k, false, true, 1.0f, 0.0f);
     CU_ASSERT(fp8_close("gemm fp8 into bf16", host_bf(dcb, m * nn), c, mag, m * nn, k, BF16_RTOL, BF16_ATOL));
   }
   /* refused: E5M2 x E5M2, a dimension not a multiple of 16, a factor not 16-byte aligned */
   float *dinv = dev_f(px_tconst(8, 1.0f), 8), *dc = dalloc((size_t)(m * nn) * sizeof(float));
   uint8_t *qz = dalloc((size_t)(nn * k));
-  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 1, m, nn, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32,
+  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 1, m, nn, k, false, false, false, 1.0f, 0.0f, PX_DTYPE_FP32,
                                  workspace, WORKSPACE_BYTES, stream),
                   PX_ERR_INPUT);
-  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 4, m, nn, k, true, true, 1.0f, 0.0f, PX_DTYPE_FP32,
+  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 4, m, nn, k, true, true, false, 1.0f, 0.0f, PX_DTYPE_FP32,
                                  workspace, WORKSPACE_BYTES, stream),
                   PX_ERR_INPUT);
-  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 4, m - 8, nn, k, false, false, 1.0f, 0.0f, PX_DTYPE_FP32,
+  CU_ASSERT_EQUAL(px_kc_gemm_fp8(lt, dc, qz, qz, dinv, dinv + 4, m - 8, nn, k, false, false, false, 1.0f, 0.0f, PX_DTYPE_FP32,
                                  workspace, WORKSPACE_BYTES, stream),
                   PX_ERR_INPUT);
   arena_free();

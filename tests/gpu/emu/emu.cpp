@@ -570,6 +570,9 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
       if (bytes != sizeof(void *)) LT_FAIL("A/B_SCALE_POINTER attribute of %zu bytes", bytes);
       memcpy(attr == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER ? &e->scale_a : &e->scale_b, buf, sizeof e->scale_a);
       return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_FAST_ACCUM: /* a speed setting: the emulation sums exactly either way */
+      if (bytes != sizeof(int8_t)) LT_FAIL("FAST_ACCUM attribute of %zu bytes", bytes);
+      return CUBLAS_STATUS_SUCCESS;
     default:
       LT_FAIL("matmul attribute %d not modelled", (int)attr);
   }
