@@ -123,7 +123,7 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record, bool
       const px_program *prog = &p->programs[rk.stage];
       for (int32_t u = 0; flat_owned && u < prog->nunits; u++) {
         uint64_t lo, hi, f0 = prog->units[u].offset, f1 = f0 + prog->units[u].padded;
-        px_param_owned_range(p, &prog->units[u], rk.shard_rank, &lo, &hi);
+        px_param_owned_range(p, &prog->units[u], &rk, &lo, &hi);
         for (uint64_t f = f0; f < f1; f++)
           if (f < lo || f >= hi) t[i].data[f] = POISON;
       }
