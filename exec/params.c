@@ -320,7 +320,8 @@ void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *ou
   out->wdp_rank = cp_rank + g->cp * dp_rank;
   out->ep_rank = out->wdp_rank % (g->ep > 0 ? g->ep : 1);
   out->shard_rank = out->wdp_rank % px_parallel_shard_size(&plan->par);
-  out->edp_rank = out->wdp_rank / (g->ep > 0 ? g->ep : 1);
+  /* the MoE layers' fold of the stage's tp x wdp ranks (px_grid_set_ep): etp, then ep, then the expert-DP ranks */
+  out->edp_rank = (tp_rank + g->tp * out->wdp_rank) / (g->etp * (g->ep > 0 ? g->ep : 1));
 }
 
 void px_param_owned_range(const px_plan *plan, const px_unit *u, const px_param_rank *rk, uint64_t *lo, uint64_t *hi) {

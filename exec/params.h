@@ -88,7 +88,8 @@ typedef struct {
   int64_t wdp_rank;   /* in the DP x CP group: cp_rank + cp x dp_rank (as px_comm_init counts it) */
   int64_t ep_rank;    /* wdp_rank mod ep: which experts it holds */
   int64_t shard_rank; /* wdp_rank mod the shard group: which ZeRO shard of each dense unit it owns */
-  int64_t edp_rank;   /* wdp_rank / ep, in its expert-data-parallel group: which ZeRO shard of each expert unit */
+  int64_t edp_rank;   /* in its expert-data-parallel group (wdp_rank / ep with etp = tp): which ZeRO shard of each
+                         expert unit it owns */
 } px_param_rank;
 void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *out);
 
