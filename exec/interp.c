@@ -39,8 +39,8 @@ struct px_exec {
   px_op_comm op_comm;         /* what an op communicates midway */
   int64_t stage, tp_rank, cp_rank, dp_rank, L;
   int64_t wdp, wdp_rank;                     /* the DP x CP group holding the same weights, this rank's index in it */
-  int64_t shard_n, shard_rank, replica_rank; /* ZeRO: ranks a unit is sharded over (wdp, or the shard group),
-                                                this rank's place among them, and its replica (0 unless hybrid) */
+  px_param_rank rk;     /* its place in the grid its model states' layout depends on (which ZeRO shards it owns) */
+  int64_t replica_rank; /* ZeRO: its replica of the shard group (0 unless hybrid) */
   bool mixed;
   /* model states: flat (ZeRO 0-2 parameters, ZeRO 0-1 gradients) or shard
    * layouts; parameters and gradients in the plan's dtypes (pb, gb bytes an
@@ -247,7 +247,7 @@ static const px_param_ref *param_ref(const px_exec *x, int16_t slot, int64_t lay
 
 /* Owned flat range of a unit: its shard with ZeRO, all of it without. */
 static void owned_range(const px_exec *x, const px_unit *u, uint64_t *lo, uint64_t *hi) {
-  px_param_owned_range(x->plan, u, x->shard_rank, lo, hi);
+  px_param_owned_range(x->plan, u, &x->rk, lo, hi);
 }
 
 /* Bytes of unit u's full gradient (what its reduction reads) and of its
@@ -268,7 +268,7 @@ static uint64_t staged_bytes(const px_exec *x, int32_t u, bool param) {
 
 /* Shard-layout index of an owned flat index of unit u. */
 static uint64_t shard_index(const px_exec *x, const px_unit *u, uint64_t flat) {
-  return px_param_shard_index(x->plan, u, x->shard_rank, flat);
+  return px_param_shard_index(x->plan, u, &x->rk, flat);
 }
 
 static void *param_ptr(px_exec *x, const px_param_ref *r, px_err *err) {
@@ -399,11 +399,8 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->dp_rank = comm->dp_rank;
   x->wdp = plan->grid.wdp;
   x->wdp_rank = comm->wdp_rank;
-  x->shard_n = px_parallel_shard_size(&plan->par);
-  px_param_rank rk;
-  px_param_rank_of(plan, comm->world_rank, &rk);
-  x->shard_rank = rk.shard_rank;
-  x->replica_rank = x->wdp_rank / x->shard_n;
+  px_param_rank_of(plan, comm->world_rank, &x->rk);
+  x->replica_rank = x->wdp_rank / px_parallel_shard_size(&plan->par);
   x->L = plan->model.layers;
   x->prog = &plan->programs[x->stage];
   x->mixed = px_parallel_mixed(&plan->par);
@@ -1063,10 +1060,10 @@ static px_status run_param_sync(px_exec *x, const px_inst *in, const px_op *o, p
     return x->be->allgather(x->be, (px_group)o->group, unit, unit, shard, dt, err);
   }
   void *g;
-  px_status st = mem_alloc(x, o->coll_bytes, fill_for(shard * (uint64_t)x->shard_n * pb, o->coll_bytes), &g, err);
+  px_status st = mem_alloc(x, o->coll_bytes, fill_for(u->padded * pb, o->coll_bytes), &g, err);
   if (st) return st;
   x->gathered[in->unit] = g;
-  char *from = x->h_params ? x->staged_param[in->unit] : x->params + u->offset / (uint64_t)x->shard_n * pb;
+  char *from = x->h_params ? x->staged_param[in->unit] : x->params + u->shard_offset * pb;
   if (!from) return px_err_set(err, PX_ERR_RUNTIME, "internal: unit %d gathered before its fetch", in->unit);
   st = x->be->allgather(x->be, (px_group)o->group, g, from, shard, dt, err);
   if (x->h_params) {

@@ -320,22 +320,24 @@ void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *ou
   out->wdp_rank = cp_rank + g->cp * dp_rank;
   out->ep_rank = out->wdp_rank % (g->ep > 0 ? g->ep : 1);
   out->shard_rank = out->wdp_rank % px_parallel_shard_size(&plan->par);
+  /* the MoE layers' fold of the stage's tp x wdp ranks (px_grid_set_ep): etp, then ep, then the expert-DP ranks */
+  out->edp_rank = (tp_rank + g->tp * out->wdp_rank) / (g->etp * (g->ep > 0 ? g->ep : 1));
 }
 
-void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t *lo, uint64_t *hi) {
+void px_param_owned_range(const px_plan *plan, const px_unit *u, const px_param_rank *rk, uint64_t *lo, uint64_t *hi) {
   if (plan->par.zero == 0) {
     *lo = u->offset, *hi = u->offset + u->padded;
     return;
   }
   uint64_t s = px_plan_unit_shard(plan, u);
-  *lo = u->offset + (uint64_t)shard_rank * s, *hi = *lo + s;
+  *lo = u->offset + (uint64_t)(u->expert ? rk->edp_rank : rk->shard_rank) * s, *hi = *lo + s;
 }
 
-uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t flat) {
+uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, const px_param_rank *rk, uint64_t flat) {
   if (plan->par.zero == 0) return flat;
   uint64_t lo, hi;
-  px_param_owned_range(plan, u, shard_rank, &lo, &hi);
-  return u->offset / (uint64_t)px_parallel_shard_size(&plan->par) + (flat - lo);
+  px_param_owned_range(plan, u, rk, &lo, &hi);
+  return u->shard_offset + (flat - lo);
 }
 
 /* ---- fp8 delayed scaling's amax history keys (exec/amax.h) ---- */
@@ -496,12 +498,12 @@ px_status px_param_spans(const px_plan *plan, const px_global_params *g, const p
     uint64_t lo = r->offset, hi = r->offset + r->elems; /* the flat elements the state holds */
     if (view != PX_VIEW_FLAT) {
       uint64_t ulo, uhi;
-      px_param_owned_range(plan, u, rk->shard_rank, &ulo, &uhi);
+      px_param_owned_range(plan, u, rk, &ulo, &uhi);
       lo = lo > ulo ? lo : ulo;
       hi = hi < uhi ? hi : uhi;
       if (hi <= lo) continue;
     }
-    uint64_t at0 = view == PX_VIEW_OWNED ? px_param_shard_index(plan, u, rk->shard_rank, lo) : lo;
+    uint64_t at0 = view == PX_VIEW_OWNED ? px_param_shard_index(plan, u, rk, lo) : lo;
     st = ref_spans(plan, g, rk, r, lo, hi, at0, &l, err);
   }
   if (st) {

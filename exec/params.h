@@ -87,17 +87,21 @@ typedef struct {
   int64_t stage, tp_rank;
   int64_t wdp_rank;   /* in the DP x CP group: cp_rank + cp x dp_rank (as px_comm_init counts it) */
   int64_t ep_rank;    /* wdp_rank mod ep: which experts it holds */
-  int64_t shard_rank; /* wdp_rank mod the shard group: which ZeRO shard of each unit it owns */
+  int64_t shard_rank; /* wdp_rank mod the shard group: which ZeRO shard of each dense unit it owns */
+  int64_t edp_rank;   /* in its expert-data-parallel group (wdp_rank / ep with etp = tp): which ZeRO shard of each
+                         expert unit it owns */
 } px_param_rank;
 void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *out);
 
 /* The flat range [lo, hi) of unit u a rank owns (updates): its shard with
- * ZeRO, all of it without. */
-void px_param_owned_range(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t *lo, uint64_t *hi);
+ * ZeRO (of a dense unit over the shard group, of an expert unit over the
+ * expert-data-parallel group, as Megatron-Core's distributed optimizer
+ * shards them), all of it without. */
+void px_param_owned_range(const px_plan *plan, const px_unit *u, const px_param_rank *rk, uint64_t *lo, uint64_t *hi);
 /* Where an owned flat index of unit u sits in the rank's shard layout (the
- * owned ranges of the stage's units one after another; the flat index
- * itself without ZeRO). */
-uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, int64_t shard_rank, uint64_t flat);
+ * owned ranges of the stage's units one after another, from the unit's
+ * shard_offset; the flat index itself without ZeRO). */
+uint64_t px_param_shard_index(const px_plan *plan, const px_unit *u, const px_param_rank *rk, uint64_t flat);
 
 /* The fp8 amax histories (exec/amax.h) a rank of `stage` keeps under plan:
  * with delayed scaling, the keys of every CAST with an output and every fp8

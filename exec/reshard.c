@@ -12,7 +12,6 @@
 #include "exec/amax.h"
 #include "exec/params.h"
 #include "plan/lora.h"
-#include "plan/runnable.h"
 
 /* Old shards a reader keeps open at once; the others are parked (closed, indexed). */
 #define OPEN_SHARDS_MAX 64
@@ -239,9 +238,6 @@ static px_status open_for(const char *dir, const px_plan *to, open_mode mode, in
     st = px_err_set(err, PX_ERR_INPUT, "%s: a checkpoint of another model (model hash 0x%016" PRIx64
                     ", this plan's 0x%016" PRIx64 "): its states fit only a plan of the same model", r->manifest,
                     r->man.model_hash, mh);
-  char why[256];
-  if (!st && to && !px_runnable_states(&to->par, why, sizeof why))
-    st = px_err_set(err, PX_ERR_INPUT, "no checkpoint can be written for this plan: %s", why);
   bool has_adapters = r->man.plan && cJSON_GetObjectItemCaseSensitive(r->man.plan, PX_RESHARD_FROZEN_HASH);
   if (!st && adapters && !has_adapters)
     st = px_err_set(err, PX_ERR_INPUT, "%s: holds no adapters (its plan records no `finetune` lora and no frozen "

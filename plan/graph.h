@@ -395,6 +395,8 @@ typedef struct {
   uint64_t offset;      /* elements into the flat buffer */
   uint64_t elems;       /* real elements */
   uint64_t padded;      /* elems rounded up to a multiple of the shard size */
+  uint64_t shard_offset; /* elements into a rank's shard layout: the shards (px_plan_unit_shard) of the units
+                            before it, one after another */
   int32_t first_group, last_group; /* parameter groups covered: -1 the embedding,
                                       0..L-1 layers, L the head (and the embedding
                                       when tied on a single stage) */

@@ -399,10 +399,11 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     units[i] = units[nu - 1 - i];
     units[nu - 1 - i] = t;
   }
-  uint64_t off = 0;
+  uint64_t off = 0, shard_off = 0;
   for (int u = 0; u < nu; u++) {
-    units[u].offset = off;
+    units[u].offset = off, units[u].shard_offset = shard_off;
     off += units[u].padded;
+    shard_off += px_plan_unit_shard(p, &units[u]);
   }
   prog->flat_elems = off;
   prog->param_elems = 0;

@@ -26,13 +26,6 @@ static bool no(char *why, size_t cap, const char *fmt, ...) {
   return false;
 }
 
-bool px_runnable_states(const px_parallel *p, char *why, size_t cap) {
-  if (p->ep <= 1 || p->zero == 0) return true;
-  return no(why, cap, "ZeRO-%d with `ep` %lld: the expert units' states would be sharded over the expert-data-"
-            "parallel group, a layout the executor does not build (ZeRO-0 with experts, or ZeRO without them)",
-            p->zero, (long long)p->ep);
-}
-
 /* What the executor runs on any backend: trained weights in the parameters' dtype (a frozen base in its
  * base_precision), and mixture of
  * experts in the one layout its interpreter and kernels have. */
@@ -41,10 +34,10 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
   if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
-                         m->expert_groups > 0 || !px_runnable_states(p, NULL, 0)))
+                         m->expert_groups > 0))
     return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
-              "and, with ep > 1, ZeRO-0 (sequence-sharded routing under TP, expert tensor parallelism, token dropping, "
-              "group-limited routing and expert shards are planned and simulated only)");
+              "(sequence-sharded routing under TP, expert tensor parallelism, token dropping and group-limited routing "
+              "are planned and simulated only)");
   return true;
 }
 

@@ -19,13 +19,6 @@ extern const char *const px_run_backend_names[PX_RUN_BACKEND_COUNT]; /* "cpu", "
 /* The backend named `name`, or -1 when none is. */
 int px_run_backend_of(const char *name);
 
-/* Whether the executor lays out the ranks' model states for p (which
- * reshard writes and a run reads): not under ZeRO with ep > 1, where a
- * unit's shards would be owned across the whole DP group though only the
- * ranks of one EP rank hold its experts (shards over the expert-DP group are
- * not built). False with the reason in why (may be NULL). */
-bool px_runnable_states(const px_parallel *p, char *why, size_t cap);
-
 /* Whether backend b runs the plan of p (resolved: px_parallel_resolve) on
  * model m as planned; false with the reason in why (cap bytes; fields named,
  * a hint where one helps). The cuda backend's rules are those of every GPU

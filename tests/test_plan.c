@@ -2225,7 +2225,9 @@ static void test_runnable(void) {
       {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_BF16, -1, -1, -1, PX_MAIN_GRAD_FP32, 0, "fp32 only",
        "fp32 gradients with bf16 activations"},
       {MOE, 1, 2, 1, 2, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
-      {MOE, 1, 2, 1, 2, 1, 1, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "mixture of experts runs with tp 1",
+      {MOE, 1, 2, 1, 2, 1, 1, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
+      {MOE, 1, 4, 1, 2, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
+      {MOE, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, "mixture of experts runs with tp 1",
        "no mixture-of-experts kernels"},
       {MLA, 1, 2, 1, 1, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
       {MLA, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, "multi-head latent attention (tiny-mla) with `tp` 2",
@@ -2268,8 +2270,7 @@ static void test_runnable(void) {
     }
   }
   { /* adapters on a frozen base: the cpu backend trains them on a base in the compute dtype, nf4 or fp8, the cuda
-     * backend on one in the compute dtype only (naming the dequantising kernels it lacks for nf4 and fp8); ZeRO with
-     * ep > 1: no states' layout */
+     * backend on one in the compute dtype only (naming the dequantising kernels it lacks for nf4 and fp8) */
     px_cluster c = cluster("local-cpu", 2);
     px_parallel p = par(1, 1, 2, 0, 1, 8);
     p.precision = PX_PREC_FP32, p.finetune = PX_FT_LORA;
@@ -2283,11 +2284,6 @@ static void test_runnable(void) {
     p.base_precision = PX_BASE_FP8, p.finetune = PX_FT_LORA;
     CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[TINY], why, sizeof why));
     CU_ASSERT(!px_runnable(PX_RUN_CUDA, &p, &ms[TINY], why, sizeof why) && strstr(why, "frozen base in fp8"));
-    p = par(1, 1, 2, 1, 1, 8);
-    p.ep = 2;
-    CU_ASSERT(!px_runnable_states(&p, why, sizeof why) && strstr(why, "ZeRO-1 with `ep` 2"));
-    p.zero = 0;
-    CU_ASSERT(px_runnable_states(&p, why, sizeof why));
   }
   CU_ASSERT_EQUAL(px_run_backend_of("cuda"), PX_RUN_CUDA);
   CU_ASSERT_EQUAL(px_run_backend_of("tpu"), -1);

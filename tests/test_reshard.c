@@ -123,7 +123,7 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record, bool
       const px_program *prog = &p->programs[rk.stage];
       for (int32_t u = 0; flat_owned && u < prog->nunits; u++) {
         uint64_t lo, hi, f0 = prog->units[u].offset, f1 = f0 + prog->units[u].padded;
-        px_param_owned_range(p, &prog->units[u], rk.shard_rank, &lo, &hi);
+        px_param_owned_range(p, &prog->units[u], &rk, &lo, &hi);
         for (uint64_t f = f0; f < f1; f++)
           if (f < lo || f >= hi) t[i].data[f] = POISON;
       }
@@ -286,6 +286,10 @@ static void test_pairs(void) {
       /* context parallelism -> tp; experts over 2 ranks -> tp 2 */
       {{"tiny", 1, 1, 1, 2, 0, 0, 0, 1, PX_PREC_FP32, 0, 0}, {"tiny", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_FP32, 0, 0}},
       {{"tiny-moe", 1, 1, 2, 0, 2, 0, 0, 0, PX_PREC_FP32, 0, 0}, {"tiny-moe", 2, 1, 1, 0, 0, 0, 0, 0, PX_PREC_FP32, 0, 0}},
+      /* ZeRO with experts: expert units sharded over the expert-DP group (dp 4 / ep 2), the rest over dp */
+      {{"tiny-moe", 1, 1, 4, 0, 2, 0, 0, 2, PX_PREC_BF16, 0, 0}, {"tiny-moe", 1, 1, 2, 0, 2, 0, 0, 3, PX_PREC_FP32, 0, 0}},
+      {{"tiny-moe", 1, 1, 2, 0, 2, 0, 0, 3, PX_PREC_FP32, PX_OFFLOAD_CPU, PX_OFFLOAD_CPU},
+       {"tiny-moe", 1, 2, 4, 0, 4, 0, 0, 1, PX_PREC_BF16, 0, 0}},
       /* fp8 delayed scaling's amax histories: TP collapses (DP kept), DP and TP change, PP with experts
        * (EP kept), into and out of fp8, and from a checkpoint without them */
       {{"tiny-gpt", 2, 2, 2, 0, 0, 0, 0, 1, PX_PREC_FP8, 0, 0}, {"tiny-gpt", 1, 1, 2, 0, 0, 0, 0, 0, PX_PREC_FP8, 0, 0}},
@@ -388,7 +392,7 @@ static void test_refusals(void) {
 
 int main(void) {
   static const px_test tests[] = {
-      {"every element re-split between 20 pairs of plans", test_pairs},
+      {"every element re-split between 22 pairs of plans", test_pairs},
       {"another model, fp16 to bf16, no plan record, a corrupt shard; stale shards removed", test_refusals},
   };
   return px_test_main("reshard", tests, sizeof tests / sizeof tests[0]);

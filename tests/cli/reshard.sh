@@ -4,14 +4,16 @@
 # itself), continues to step 6 with the losses of the old plan run straight
 # through, within 1e-5 (fp32): 8 ranks -> 2, ZeRO-3 -> TP x PP, dp -> tp,
 # pp -> dp, ZeRO-1 -> ZeRO-0, 2 ranks -> 8 with ZeRO-3 and SP, hybrid
-# sharding -> ZeRO-2, experts over 2 ranks -> PP with ZeRO-2, context
+# sharding -> ZeRO-2, experts over 2 ranks -> PP with ZeRO-2, ZeRO-2 with
+# experts over 2 ranks (their states sharded over the expert-DP group) ->
+# ZeRO-3 with experts over 4, context
 # parallelism -> DP, fp8 delayed scaling PP -> DP (within 1e-6); both ways
 # give the same bits, and 8 ranks -> 2 -> 8 resumes bitwise. fp8's amax
 # histories are carried across TP (tp 2 -> 1: the old TP ranks' largest, in
 # the re-split shard), and reshard takes fp8's recipe and base from the
 # checkpoint unless --fp8-recipe / --fp8-base say otherwise. Refused with exit 2, the file and the reason: another
 # model, a corrupt shard, a checkpoint that records no plan, --to the --from
-# directory, a plan whose states have no layout (ZeRO with ep > 1). Every mpirun is bounded by `timeout`.
+# directory. Every mpirun is bounded by `timeout`.
 set -u
 px=$1
 src=$2
@@ -84,6 +86,8 @@ pair pp-to-dp resume "-m tiny-gpt -p 2" "-m tiny-gpt -d 2 -z 2"
 pair 2-to-8 reshard "-m tiny -d 2 -z 1" "-m tiny -t 2 -p 2 -d 2 -z 3 --sp"
 pair hybrid-to-zero2 resume "-m tiny -d 4 -z 3 --shard-group 2" "-m tiny -d 4 -z 2"
 pair ep-to-pp resume "-m tiny-moe -d 2 --ep 2 --moe-imbalance 2" "-m tiny-moe -p 2 -d 2 -z 2"
+# ZeRO with experts: expert units sharded over the expert-DP group (dp 4 / ep 2 = 2 ranks) -> over 1 (ep 4), ZeRO-3
+pair ep-zero2-to-ep4-zero3 both "-m tiny-moe -d 4 --ep 2 -z 2" "-m tiny-moe -d 4 --ep 4 -z 3"
 pair cp-to-dp reshard "-m tiny --cp 2" "-m tiny -d 2 -z 1"
 # fp8 delayed scaling: the amax histories go along (without them the first steps after the change
 # would scale as current scaling does: 4e-5 off); a PP and ZeRO change leaves every scale as it was
@@ -118,8 +122,6 @@ refused "another model" "ck/manifest.json: a checkpoint of another model" \
 refused "another model, by run --resume" "a checkpoint of another model" \
   timeout -s KILL 60 mpirun -np 2 "$px" run --backend cpu -m tiny -d 2 -B 8 --steps 6 --ckpt "$d/ck" --resume
 refused "--to the --from directory" "is the --from directory" "$px" reshard --from "$d/ck" --to "$d/ck/" -d 2 -B 8
-refused "ZeRO with experts over 2 ranks" "no checkpoint can be written for this plan: ZeRO-1 with --ep 2" \
-  "$px" reshard --from "$tmp/ep-to-pp/ck" --to "$tmp/x" -m tiny-moe -d 2 --ep 2 -z 1 --moe-imbalance 2
 cp -r "$d/ck" "$tmp/bad"
 printf 'X' | dd of="$tmp/bad/shard-5.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
 refused "a corrupt shard" "bad/shard-5.bin: corrupt (stored checksum" \
