@@ -44,13 +44,14 @@ extern "C" px_status px_kc_nf4_unpack(void *out, const uint8_t *storage, px_dtyp
                                       const px_kc_nf4_tables *tables, cudaStream_t stream) {
   if (n <= 0) return PX_OK;
   px_nf4_layout l = px_k_nf4_layout((uint64_t)n);
+  px_kc_nf4_tables t = *tables; /* by value into the launch (the emulator's runs after the caller's returns) */
   unsigned blocks = px_kc_blocks(n, PX_KC_THREADS);
   if (dtype == PX_DTYPE_FP32)
-    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)out, storage, n, l, *tables);
+    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)out, storage, n, l, t);
   else if (dtype == PX_DTYPE_BF16)
-    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)out, storage, n, l, *tables);
+    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)out, storage, n, l, t);
   else if (dtype == PX_DTYPE_FP16)
-    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_fp16 *)out, storage, n, l, *tables);
+    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_fp16 *)out, storage, n, l, t);
   else
     return px_kc_fail(__FILE__, __LINE__, "nf4: no kernel for %s elements (fp32, bf16 and fp16)",
                       px_dtype_names[dtype]);
