@@ -687,10 +687,12 @@ static px_status dequant(px_cuda *c, const px_exec_op *e, px_err *err) {
   int64_t n = e->op->dim[0];
   if (e->env->base_precision == PX_BASE_FP8)
     return px_cuda_kc(px_kc_fp8_unpack(e->out[0], e->in[0], dt, n, px_cuda_stream(c)), err);
-  px_kc_nf4_tables t;
-  memcpy(t.values, px_nf4_values, sizeof t.values);
-  px_k_nf4_dynamic_map(t.map);
-  return px_cuda_kc(px_kc_nf4_unpack(e->out[0], e->in[0], dt, n, &t, px_cuda_stream(c)), err);
+  if (!c->nf4_filled) {
+    memcpy(c->nf4.values, px_nf4_values, sizeof c->nf4.values);
+    px_k_nf4_dynamic_map(c->nf4.map);
+    c->nf4_filled = true;
+  }
+  return px_cuda_kc(px_kc_nf4_unpack(e->out[0], e->in[0], dt, n, &c->nf4, px_cuda_stream(c)), err);
 }
 
 px_status px_cuda_op(px_backend *be, const px_exec_op *e, px_err *err) {
