@@ -23,7 +23,8 @@ static __device__ __forceinline__ float mul_add_rn(float a, float b, float c) {
 #endif
 }
 
-/* One element per thread (a grid-stride loop); the tables in shared memory, as the codes index them per lane. */
+/* One element per thread (a grid-stride loop). The tables are copied to shared memory: the 4-bit codes index
+ * values[] differently in each lane, which reads from the kernel's parameters would serialise. */
 template <typename T>
 static __global__ void unpack_kernel(T *out, const uint8_t *storage, int64_t n, px_nf4_layout l, px_kc_nf4_tables t) {
   __shared__ float values[16], map[256];
