@@ -97,8 +97,7 @@ static const px_opt opts[] = {
      "num_layers_at_end_in_bf16; NVIDIA's NVFP4 recipe keeps mostly final layers in BF16)"},
     {"finetune", required_argument, OPT_FINETUNE, PX_OPT_PLAN, "F",
      "none (pre-training, default) | full (every weight trained) | lora (frozen base, low-rank adapters trained) | "
-     "qlora (lora on an NF4 base); run trains lora and qlora on the cpu backend (fp32), lora on a base in the compute "
-     "dtype on cuda"},
+     "qlora (lora on an NF4 base); run trains lora and qlora on the cpu backend (fp32) and on cuda"},
     {"lora-rank", required_argument, OPT_LORA_RANK, PX_OPT_PLAN, "R", "lora/qlora: the adapters' rank r (16)"},
     {"lora-alpha", required_argument, OPT_LORA_ALPHA, PX_OPT_PLAN, "A",
      "lora/qlora: the adapters' output is scaled by alpha / r (2 r); it changes no memory or time"},

@@ -105,10 +105,6 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->attention_sinks) /* exec/cuda/ops.c's attention reads no sink logits */
     return no(why, cap, "attention sinks (%s): the cuda attention kernels have no sink logits yet (hint: `backend` cpu "
               "runs them)", m->name);
-  if (px_parallel_lora(p) && p->base_precision != PX_BASE_BF16) /* exec/cuda/ops.c refuses the casts (PX_OPF_DEQUANT) */
-    return no(why, cap, "`finetune` %s with the frozen base in %s: the cuda backend has no dequantising kernels yet (hint: "
-              "`base_precision` bf16, or `backend` cpu trains it)", px_finetune_names[p->finetune],
-              px_base_precision_names[p->base_precision]);
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

@@ -16,6 +16,7 @@
 #include "exec/backend.h"
 #include "exec/comm.h"
 #include "exec/cpu/fp8.h"
+#include "kernels/cuda/nf4.h"
 
 #define PX_CUDA_ARENAS 16       /* the reserved ones (a pool each) and the rest grown for fragmentation */
 #define PX_CUDA_MARK_EVENTS 256 /* per stream, a ring: re-recording one later only makes a wait longer */
@@ -67,6 +68,8 @@ typedef struct {
   int cc;                            /* the device's compute capability, major * 10 + minor (fp8 needs 89) */
   char gpu[256];                     /* its name (cudaDeviceProp.name) */
   px_cpu_fp8 *f8;                    /* the scales of the fp8 codes written, the amax histories (host side) */
+  px_kc_nf4_tables nf4;              /* an nf4 base's decode tables (host side), filled at its first cast */
+  bool nf4_filled;
 } px_cuda;
 
 static inline cudaStream_t px_cuda_stream(const px_cuda *c) { return c->streams[c->cur]; }

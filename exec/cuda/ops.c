@@ -11,6 +11,7 @@
 #include "exec/cpu/fp8.h"
 #include "exec/cuda/memory.h"
 #include "exec/contract.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/cuda/act.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -21,6 +22,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
+#include "kernels/cuda/nf4.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/rope.h"
@@ -678,9 +680,26 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
   }
 }
 
+/* A frozen weight from its base_precision storage into the op's dtype (PX_OPF_DEQUANT), as the cpu backend's
+ * px_param_frozen_decode and bit for bit (kernels/cuda/nf4.h, fp8.h): bitsandbytes' dequantize_4bit before each
+ * GEMM that reads it. */
+static px_status dequant(px_cuda *c, const px_exec_op *e, px_err *err) {
+  px_dtype dt = operand_dtype(e, e->op->out[0]);
+  int64_t n = e->op->dim[0];
+  if (e->env->base_precision == PX_BASE_FP8)
+    return px_cuda_kc(px_kc_fp8_unpack(e->out[0], e->in[0], dt, n, px_cuda_stream(c)), err);
+  if (!c->nf4_filled) {
+    memcpy(c->nf4.values, px_nf4_values, sizeof c->nf4.values);
+    px_k_nf4_dynamic_map(c->nf4.map);
+    c->nf4_filled = true;
+  }
+  return px_cuda_kc(px_kc_nf4_unpack(e->out[0], e->in[0], dt, n, &c->nf4, px_cuda_stream(c)), err);
+}
+
 px_status px_cuda_op(px_backend *be, const px_exec_op *e, px_err *err) {
   px_cuda *c = be->impl;
   px_cuda_scratch_reset(c);
+  if (e->op->kind == PX_OP_CAST && (e->op->flags & PX_OPF_DEQUANT)) return dequant(c, e, err);
   if (e->op->kind == PX_OP_CAST) return fp8_cast(be, e, err);
   if (e->op->flags & PX_OPF_FP8) return fp8_gemm(be, e, err);
   return op_dispatch(be, e, e->env->act_dtype, err);
@@ -791,6 +810,7 @@ static const char *variant_refused(const px_env *env, const px_op *op) {
 /* What op_dispatch and the collectives do with each op, said up front:
  * - every kind in fp32, bf16 and fp16, one dtype per op (the plan's
  *   activations'; the ops on gradient ranges run in it too);
+ * - a frozen base weight stored in nf4 or fp8 dequantised into it (dequant);
  * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
  *   query heads and batch rows (the kernels' limits), sliding windows too;
  * - no sink logits, latent attention's RoPE key or values of another head
@@ -840,10 +860,6 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
           (long long)env->cp);
     default: break;
   }
-  if (op->kind == PX_OP_CAST && (op->flags & PX_OPF_DEQUANT))
-    return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                              "a frozen weight stored in nf4 or fp8 (`base_precision`): the CUDA backend has no "
-                              "dequantising kernels yet (hint: `backend` cpu runs it)");
   if (px_op_is_moe((px_op_kind)op->kind))
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
   const char *variant = variant_refused(env, op);

@@ -98,24 +98,10 @@ uint8_t px_k_q8_encode(const float code[256], float x) {
   return (uint8_t)(x < (lower + val) * 0.5f ? lower_pivot : pivot);
 }
 
-/* the parts of a storage of n elements */
-typedef struct {
-  uint64_t blocks, groups, absmax_at, consts_at, offset_at;
-} layout;
-static layout layout_of(uint64_t n) {
-  layout l;
-  l.blocks = (n + PX_NF4_BLOCK - 1) / PX_NF4_BLOCK;
-  l.groups = (l.blocks + PX_NF4_DQ_BLOCK - 1) / PX_NF4_DQ_BLOCK;
-  l.absmax_at = (n + 1) / 2;
-  l.consts_at = l.absmax_at + l.blocks;
-  l.offset_at = l.consts_at + 4 * l.groups;
-  return l;
-}
-
-uint64_t px_k_nf4_storage_bytes(uint64_t n) { return layout_of(n).offset_at + 4; }
+uint64_t px_k_nf4_storage_bytes(uint64_t n) { return px_k_nf4_layout(n).offset_at + 4; }
 
 void px_k_nf4_pack(const float *x, uint64_t n, uint8_t *storage, float *absmax) {
-  layout l = layout_of(n);
+  px_nf4_layout l = px_k_nf4_layout(n);
   float map[256];
   px_k_nf4_quantize(x, n, storage, absmax);
   double sum = 0;
@@ -135,7 +121,7 @@ void px_k_nf4_pack(const float *x, uint64_t n, uint8_t *storage, float *absmax) 
 }
 
 void px_k_nf4_unpack(const uint8_t *storage, uint64_t n, float *out) {
-  layout l = layout_of(n);
+  px_nf4_layout l = px_k_nf4_layout(n);
   float map[256], offset, c = 0;
   px_k_nf4_dynamic_map(map);
   memcpy(&offset, storage + l.offset_at, 4);

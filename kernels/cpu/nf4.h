@@ -43,6 +43,20 @@ uint8_t px_k_q8_encode(const float code[256], float x);
  * fp32 constants (4 x ceil(absmaxes / 256) bytes) and the fp32 offset (4 bytes), in that order, the fp32 ones
  * unaligned (written and read byte by byte). */
 uint64_t px_k_nf4_storage_bytes(uint64_t n);
+/* Its parts for n elements (header-only: kernels/cuda/nf4.cu reads the same storage): `blocks` absmaxes in
+ * `groups` of 256, each part's byte offset. */
+typedef struct {
+  uint64_t blocks, groups, absmax_at, consts_at, offset_at;
+} px_nf4_layout;
+static inline px_nf4_layout px_k_nf4_layout(uint64_t n) {
+  px_nf4_layout l;
+  l.blocks = (n + PX_NF4_BLOCK - 1) / PX_NF4_BLOCK;
+  l.groups = (l.blocks + PX_NF4_DQ_BLOCK - 1) / PX_NF4_DQ_BLOCK;
+  l.absmax_at = (n + 1) / 2;
+  l.consts_at = l.absmax_at + l.blocks;
+  l.offset_at = l.consts_at + 4 * l.groups;
+  return l;
+}
 /* x (n) into storage (px_k_nf4_storage_bytes(n)), absmax (ceil(n / 64)) its scratch: px_k_nf4_quantize, then the absmaxes double-quantised as
  * bitsandbytes does: offset = their mean (in fp32: summed in double, rounded once; torch's reduction order
  * may differ in the last bit), each absmax - offset coded with px_k_q8_encode(the dynamic map, .) times

@@ -112,6 +112,31 @@ extern "C" px_status px_kc_fp8_dequantize(void *y, const uint8_t *q, px_dtype dt
   return PX_KC_LAUNCHED("dequantize_kernel");
 }
 
+template <typename T>
+static __global__ void unpack_kernel(T *y, const uint8_t *storage, int64_t n) {
+  const uint8_t *at = storage + n; /* the scale, little-endian, as the CPU's memcpy stores it */
+  uint32_t bits = (uint32_t)at[0] | (uint32_t)at[1] << 8 | (uint32_t)at[2] << 16 | (uint32_t)at[3] << 24;
+  float scale;
+  memcpy(&scale, &bits, sizeof scale);
+  PX_KC_FOR(i, n) px_kc_st(y + i, decode(storage[i], false) / scale);
+}
+
+extern "C" px_status px_kc_fp8_unpack(void *y, const uint8_t *storage, px_dtype dtype, int64_t n,
+                                      cudaStream_t stream) {
+  if (n <= 0) return PX_OK;
+  unsigned blocks = px_kc_blocks(n, PX_KC_THREADS);
+  if (dtype == PX_DTYPE_FP32)
+    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((float *)y, storage, n);
+  else if (dtype == PX_DTYPE_BF16)
+    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_bf16 *)y, storage, n);
+  else if (dtype == PX_DTYPE_FP16)
+    unpack_kernel<<<blocks, PX_KC_THREADS, 0, stream>>>((px_fp16 *)y, storage, n);
+  else
+    return px_kc_fail(__FILE__, __LINE__, "fp8: no unpacking into %s elements (fp32, bf16 and fp16)",
+                      px_dtype_names[dtype]);
+  return PX_KC_LAUNCHED("unpack_kernel");
+}
+
 /* One element per thread (a byte matrix made once per GEMM operand: simple
  * over fast; a tiled shared-memory transpose is the known improvement). */
 static __global__ void transpose_kernel(uint8_t *out, const uint8_t *in, int64_t rows, int64_t cols) {

@@ -37,6 +37,13 @@ px_status px_kc_fp8_dequantize(void *y,          // (n) dtype
                                const uint8_t *q, // (n)
                                px_dtype dtype, int64_t n, float scale, bool e5m2, cudaStream_t stream);
 
+/* y[i] = decode(codes[i]) / scale in E4M3, as px_k_fp8_dequantize, from a frozen weight's fp8 storage (exec/params.h's
+ * px_param_frozen_encode): n codes, then the fp32 scale (4 bytes, read on the device at any alignment). Stored as
+ * dtype: FP32, BF16 or FP16 (rounded to nearest even). */
+px_status px_kc_fp8_unpack(void *y,                // (n) dtype
+                           const uint8_t *storage, // (n + 4)
+                           px_dtype dtype, int64_t n, cudaStream_t stream);
+
 /* out = in^T: a (rows, cols) row-major byte matrix into (cols, rows). */
 px_status px_kc_fp8_transpose(uint8_t *out,      // (cols, rows)
                               const uint8_t *in, // (rows, cols)

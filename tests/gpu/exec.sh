@@ -6,7 +6,9 @@
 # (one device per rank) and over the MPI fallback (ranks outnumber devices).
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
 # resumed run equals an uninterrupted one bitwise, also when its checkpoint
-# was re-split to fp32 and back. fp8 (per-tensor scales): resumed with delayed
+# was re-split to fp32 and back. LoRA on a frozen base in the compute dtype,
+# nf4 (QLoRA) or fp8: as the cpu backend in fp32, bf16 QLoRA within bf16's
+# precision of fp32. fp8 (per-tensor scales): resumed with delayed
 # scaling, bitwise (the amax histories checkpointed); with an fp32 base
 # within 5e-4 of the cpu backend's emulation, with the bf16 base within 0.03
 # nats of bf16, with every layer kept in bf16 (--bf16-layers-end) the bf16 run bitwise, and refused
@@ -67,6 +69,12 @@ same window-unfused 1 1 -m tiny-window -B 2 --attention unfused "${fp32[@]}"
 # LoRA adapters on a frozen base (every projection's, TP-split with the layers), the GPT-2 shape too
 same lora-tp 2 2 -m tiny -B 4 -t 2 --finetune lora --lora-targets qkv,o,fc1,fc2 "${fp32[@]}"
 same lora-gpt 1 1 -m "$gptd" -B 2 --finetune lora "${fp32[@]}"
+# the frozen base stored in nf4 (QLoRA: double-quantised absmaxes) or fp8 (E4M3, a per-tensor scale), dequantised
+# before each GEMM that reads it: the same values as the cpu backend's decode, bit for bit
+same qlora-tp 2 2 -m tiny -B 4 -t 2 --finetune qlora --lora-targets qkv,o,fc1,fc2 "${fp32[@]}"
+same qlora-gpt 1 1 -m "$gptd" -B 2 --finetune qlora "${fp32[@]}"
+same lora-fp8-base-tp 2 2 -m tiny -B 4 -t 2 --finetune lora --base-precision fp8 --lora-targets qkv,o,fc1,fc2 "${fp32[@]}"
+same lora-fp8-base-gpt 1 1 -m "$gptd" -B 2 --finetune lora --base-precision fp8 "${fp32[@]}"
 # GELU in the fc1 GEMM's epilogue and its gradient in fc2's (cuBLASLt GELU_AUX_BIAS, DGELU)
 same gpt-gelu-fused 2 2 -m "$gptd" -B 4 -t 2 --gelu fused "${fp32[@]}"
 PX_EMU_DEVICES=2 run gpt-gelu-fused-bf16 2 cuda -m "$gptd" -B 4 -t 2 --gelu fused -c dgx-h100 --precision bf16 --steps 2
@@ -132,6 +140,13 @@ a=$(losses "$tmp/lora-ref.json") b=$(losses "$tmp/lora-bf16.json")
 close "$a" "$b" 2e-3 || fail "bf16 LoRA losses $b, fp32 $a"
 "$cmp" "$tmp/lora-ref.bin" "$tmp/lora-bf16.bin" 2e-2 >"$tmp/cmp" || fail "bf16 LoRA gradients: $(cat "$tmp/cmp")"
 echo "ok: bf16 LoRA against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
+# bf16 QLoRA (the nf4 base dequantised into bf16) against the fp32 run
+run qlora-ref 1 cpu -m tiny -B 4 --finetune qlora --precision fp32 --steps 3
+PX_EMU_DEVICES=1 run qlora-bf16 1 cuda -m tiny -B 4 --finetune qlora --precision bf16 --steps 3
+a=$(losses "$tmp/qlora-ref.json") b=$(losses "$tmp/qlora-bf16.json")
+close "$a" "$b" 2e-3 || fail "bf16 QLoRA losses $b, fp32 $a"
+"$cmp" "$tmp/qlora-ref.bin" "$tmp/qlora-bf16.bin" 2e-2 >"$tmp/cmp" || fail "bf16 QLoRA gradients: $(cat "$tmp/cmp")"
+echo "ok: bf16 QLoRA against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 
 # fp8 (per-tensor scales, cuBLASLt E4M3 / E5M2 GEMMs): with an fp32 base against the cpu backend's
 # emulation of the same plan (tp 2 with SP: the amax reduced over TP, codes all-gathered), within

@@ -45,6 +45,7 @@
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/loss.h"
+#include "kernels/cpu/nf4.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/rope.h"
@@ -58,6 +59,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
+#include "kernels/cuda/nf4.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/rope.h"
@@ -1295,6 +1297,62 @@ static void test_fp8(void) {
   arena_free();
 }
 
+/* ======================= a frozen base's nf4 and fp8 storage ======================= */
+
+/* A decode of a stored weight (dev, at an odd address) against the CPU's (want, fp32), rounded to each dtype: bitwise. */
+static bool unpack_same(const char *what, px_dtype dt, const void *dev, const float *want, int64_t n) {
+  size_t bytes = (size_t)n * px_dtype_bytes(dt);
+  void *got = px_talloc(bytes + 1), *w = px_talloc(bytes + 1);
+  copy(got, dev, bytes, cudaMemcpyDeviceToHost);
+  px_dtype_from_fp32(w, dt, want, (uint64_t)n);
+  char name[96];
+  snprintf(name, sizeof name, "%s into %s, n %lld", what, px_dtype_names[dt], (long long)n);
+  return same_bits(name, got, w, bytes);
+}
+
+/* px_kc_nf4_unpack and px_kc_fp8_unpack against px_k_nf4_unpack and px_k_fp8_dequantize (what the cpu backend's
+ * PX_OPF_DEQUANT cast runs, exec/params.c) into fp32, bf16 and fp16: odd sizes, partial 64-element blocks and
+ * 256-absmax groups, a block of zeros, storage at an odd address (the frozen buffer packs weights byte by byte). */
+static void test_frozen_unpack(void) {
+  px_tseed(11);
+  const int64_t sizes[] = {1, 63, 64, 129, 1001, 64 * 256 + 100, 64 * 512 + 777};
+  const px_dtype dts[] = {PX_DTYPE_FP32, PX_DTYPE_BF16, PX_DTYPE_FP16};
+  px_kc_nf4_tables t;
+  memcpy(t.values, px_nf4_values, sizeof t.values);
+  px_k_nf4_dynamic_map(t.map);
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+    int64_t n = sizes[si];
+    float *x = px_trand(n, -0.3, 0.3), *want = px_tfloats(n);
+    for (int64_t i = 0; i < n; i++) x[i] *= (float)(1 + (i / PX_NF4_BLOCK) % 7); /* absmaxes that differ */
+    for (int64_t i = 64; i < 128 && i < n; i++) x[i] = 0.0f;                    /* a block of zeros */
+    void *dout = dalloc((size_t)n * sizeof(float));
+    /* nf4 */
+    uint64_t sb = px_k_nf4_storage_bytes((uint64_t)n);
+    uint8_t *st = px_talloc(sb + 1);
+    px_k_nf4_pack(x, (uint64_t)n, st + 1, px_tfloats((n + PX_NF4_BLOCK - 1) / PX_NF4_BLOCK));
+    px_k_nf4_unpack(st + 1, (uint64_t)n, want);
+    uint8_t *dst = dev_copy(st, sb + 1);
+    for (int d = 0; d < 3; d++) {
+      LAUNCH(px_kc_nf4_unpack(dout, dst + 1, dts[d], n, &t, stream));
+      CU_ASSERT(unpack_same("nf4 unpack", dts[d], dout, want, n));
+    }
+    /* fp8: E4M3 codes and their per-tensor scale */
+    float scale = px_k_fp8_scale(px_k_fp8_amax(x, n), PX_FP8_E4M3);
+    uint8_t *f8 = px_talloc((size_t)n + 5);
+    px_k_fp8_quantize(f8 + 1, x, n, scale, PX_FP8_E4M3);
+    memcpy(f8 + 1 + n, &scale, sizeof scale);
+    px_k_fp8_dequantize(want, f8 + 1, n, scale, PX_FP8_E4M3);
+    uint8_t *df8 = dev_copy(f8, (size_t)n + 5);
+    for (int d = 0; d < 3; d++) {
+      LAUNCH(px_kc_fp8_unpack(dout, df8 + 1, dts[d], n, stream));
+      CU_ASSERT(unpack_same("fp8 unpack", dts[d], dout, want, n));
+    }
+  }
+  CU_ASSERT_EQUAL(px_kc_nf4_unpack(NULL, NULL, PX_DTYPE_FP32, 0, &t, stream), PX_OK); /* empty: nothing read */
+  CU_ASSERT_EQUAL(px_kc_fp8_unpack(NULL, NULL, PX_DTYPE_FP32, 0, stream), PX_OK);
+  arena_free();
+}
+
 static void test_empty(void) {
   float *p = dalloc(16);
   LAUNCH(px_kc_gelu_fwd(p, p, 0, stream));
@@ -1331,7 +1389,7 @@ int main(void) {
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},
       {"cross-entropy", test_cross_entropy}, {"adamw", test_adamw},        {"reduce", test_reduce},
       {"fp16 twins", test_fp16},         {"flash attention", test_flash},             {"empty sizes", test_empty},
-      {"fp8 casts and GEMM", test_fp8},
+      {"fp8 casts and GEMM", test_fp8}, {"frozen nf4 and fp8 unpack", test_frozen_unpack},
   };
   int rc = px_test_main("cuda_kernels", tests, sizeof tests / sizeof tests[0]);
   cudaFree(workspace);
