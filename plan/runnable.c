@@ -102,7 +102,7 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
               m->name);
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
-              "runs it with tp 1)", m->name);
+              "runs it)", m->name);
   if (m->attention_sinks) /* exec/cuda/ops.c's attention reads no sink logits */
     return no(why, cap, "attention sinks (%s): the cuda attention kernels have no sink logits yet (hint: `backend` cpu "
               "runs them)", m->name);
