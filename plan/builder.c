@@ -145,7 +145,7 @@ static void seq_axis(px_bld *b, const px_dims *d, px_op *o, int64_t cols) {
   if (cols == d->H)
     snprintf(name, sizeof name, "seq_ws");
   else
-    snprintf(name, sizeof name, "seq_ws.%lld", (long long)cols); /* MLA's latents: one a width */
+    snprintf(name, sizeof name, "seq_ws.%lld", (long long)cols); /* MLA's latents: a workspace a width */
   o->out[1] = R(px_bld_slot(b->p, name, PX_SLOT_WORKSPACE, d->act, d->B, d->S, cols, 1), 0);
 }
 
