@@ -13,12 +13,12 @@
 # A checkpoint of each, written under one plan (TP splitting the sinks and the
 # heads), resumes under another (re-split through the global layout) to the
 # straight run's losses. Each variant changes the losses (against tiny without
-# it); sinks with CP's
-# ring are refused with the reason, and the CUDA backend refuses each variant
-# by name. Latent attention under TP (with SP, with PP, micro-batches of 2:
-# the sequence-axis gathers through their workspaces) runs Megatron-Core's
-# layout (plan/attention.c): the latents and the RoPE key gathered, their
-# gradients reduced over TP, the layer input's gradient whole.
+# it); sinks with CP's ring are refused with the reason, and the CUDA backend
+# refuses each variant by name. Latent attention under TP (with SP, PP, full
+# recomputation, micro-batches of 2: the sequence-axis gathers through their
+# workspaces) runs Megatron-Core's layout (plan/attention.c): the latents and
+# the RoPE key gathered, their gradients reduced over TP, the layer input's
+# gradient whole.
 set -u
 px=$1
 src=$2
@@ -56,6 +56,7 @@ cases=(
   "tiny-mla 2|-t 2"
   "tiny-mla 2|-t 2 -S -b 2"
   "tiny-mla 4|-t 2 -S -p 2"
+  "tiny-mla 4|-t 2 -p 2 -r full"
   "tiny-mla 2|-p 2"
   "tiny-mla 2|-d 2 -z 3"
   "tiny-mla 4|-p 2 -d 2 -z 1 -r full"
