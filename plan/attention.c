@@ -35,39 +35,65 @@ static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L,
  * The queries from a low-rank latent (q_down to q_lora_rank, its RMSNorm,
  * q_up to heads x (nope + rope); or one q projection), keys and values from
  * a shared latent (kv_down to kv_lora_rank plus one RoPE key head, its
- * RMSNorm, kv_up to heads x (nope + v)): the down projections and norms
- * replicated over TP, the up projections column-parallel, the output
- * projection row-parallel (Megatron-Core's MLA). k's RoPE columns are the
- * one RoPE head's, the same for every head: the RoPE op reads k_pe (in[2],
- * the RoPE dims in dim[5]) and widens k, which kv_up writes as (rows, heads
- * x nope), to (rows, heads, nope + rope) in place; its backward narrows dk
- * back and writes k_pe's gradient (out[2]). The latents' gradients are
- * summed over TP before their norms. The cpu executor runs it with tp 1
- * (plan/runnable.c says why not with TP). */
+ * RMSNorm, kv_up to heads x (nope + v)). Under TP, Megatron-Core's layout
+ * (megatron/core/transformer/multi_latent_attention.py, MLASelfAttention,
+ * and gpt_layer_specs.py's MLA spec, NVIDIA/Megatron-LM at
+ * d98e8a64ddf34856e74b24714e3bedb2f5a39553): the down projections
+ * (backend.linear(): TELinear, parallel_mode "duplicated") and the latent
+ * norms replicated and run on the layer input as it comes, its sequence
+ * shard with SP; the up projections (and the one q projection)
+ * column-parallel; the output projection row-parallel. So with SP the
+ * forward all-gathers the normed latents (q_lora_rank and kv_lora_rank
+ * wide) and the RoPE key (gather_from_sequence_parallel_region), not the
+ * hidden states, and the backward reduce-scatters their gradients; without
+ * SP the column-parallel up projections' input gradients are all-reduced
+ * (copy_to_tensor_model_parallel_region's backward) and so is the RoPE
+ * key's (each rank's heads give part of it: Megatron-LM issue #1699, the
+ * all-reduce of pull request #6839), and the layer input's gradient is then
+ * whole on every rank: no further reduction. The down projections' and
+ * norms' weight gradients are partial over the sequence shards with SP
+ * (summed over TP with the optimizer's, as the layer norms'). Only the one
+ * q projection (no q_lora_rank) reads the gathered hidden states and
+ * reduces its input gradient over TP, as the dense qkv does.
+ *
+ * k's RoPE columns are the one RoPE head's, the same for every head: the
+ * RoPE op reads k_pe (in[2], the RoPE dims in dim[5]) and widens k, which
+ * kv_up writes as (rows, heads x nope), to (rows, heads, nope + rope) in
+ * place; its backward narrows dk back and writes k_pe's gradient (out[2]). */
 
 void px_attn_mla_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
-  int *all[] = {&L->q_lat,    &L->q_latn,   &L->q_rstd, &L->kv_lat,    &L->k_pe,      &L->kv_latn, &L->kv_rstd,
-                &L->w_q_down, &L->w_q_norm, &L->w_q_up, &L->w_kv_down, &L->w_kv_norm, &L->w_kv_up};
+  int *all[] = {&L->q_lat,     &L->q_latn,    &L->q_rstd,     &L->kv_lat,      &L->k_pe,
+                &L->kv_latn,   &L->kv_rstd,   &L->q_latn_full, &L->kv_latn_full, &L->k_pe_full,
+                &L->w_q_down,  &L->w_q_norm,  &L->w_q_up,     &L->w_kv_down,   &L->w_kv_norm,
+                &L->w_kv_up};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
   if (!d->mla) return;
   px_dtype a = d->act;
-  int64_t rows = d->B * d->S, H = d->H;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  /* (B, Sl, width): the shard the replicated down projections and norms make; (B, S, width): gathered */
+#define MLA_ACT(name, width) px_bld_slot(p, name, PX_SLOT_ACT, a, B, Sl, width, 1)
+#define MLA_FULL(shard, name, width) (d->sp ? px_bld_slot(p, name, PX_SLOT_ACT, a, B, S, width, 1) : (shard))
   if (d->QL > 0) {
-    L->q_lat = px_bld_slot(p, "q_lat", PX_SLOT_ACT, a, rows, d->QL, 1, 1);
-    L->q_latn = px_bld_slot(p, "q_latn", PX_SLOT_ACT, a, rows, d->QL, 1, 1);
-    L->q_rstd = px_bld_slot(p, "q_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, rows, 1, 1, 1);
-    L->w_q_down = px_bld_param(p, d, "q_down_w", d->QL, H, true, false);
-    L->w_q_norm = px_bld_param(p, d, "q_norm_w", d->QL, 1, true, false);
+    L->q_lat = MLA_ACT("q_lat", d->QL);
+    L->q_latn = MLA_ACT("q_latn", d->QL);
+    L->q_rstd = px_bld_slot(p, "q_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+    L->q_latn_full = MLA_FULL(L->q_latn, "q_latn_full", d->QL);
+    L->w_q_down = px_bld_param(p, d, "q_down_w", d->QL, H, true, true);
+    L->w_q_norm = px_bld_param(p, d, "q_norm_w", d->QL, 1, true, true);
     L->w_q_up = px_bld_param(p, d, "q_up_w", d->QW, d->QL, false, false);
   } else {
     L->w_q_up = px_bld_param(p, d, "q_up_w", d->QW, H, false, false); /* one query projection */
   }
-  L->kv_lat = px_bld_slot(p, "kv_lat", PX_SLOT_ACT, a, rows, d->KL, 1, 1);
-  L->k_pe = px_bld_slot(p, "k_pe", PX_SLOT_ACT, a, rows, d->Dr, 1, 1);
-  L->kv_latn = px_bld_slot(p, "kv_latn", PX_SLOT_ACT, a, rows, d->KL, 1, 1);
-  L->kv_rstd = px_bld_slot(p, "kv_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, rows, 1, 1, 1);
-  L->w_kv_down = px_bld_param(p, d, "kv_down_w", d->KL + d->Dr, H, true, false);
-  L->w_kv_norm = px_bld_param(p, d, "kv_norm_w", d->KL, 1, true, false);
+  L->kv_lat = MLA_ACT("kv_lat", d->KL);
+  L->k_pe = MLA_ACT("k_pe", d->Dr);
+  L->kv_latn = MLA_ACT("kv_latn", d->KL);
+  L->kv_rstd = px_bld_slot(p, "kv_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  L->kv_latn_full = MLA_FULL(L->kv_latn, "kv_latn_full", d->KL);
+  L->k_pe_full = MLA_FULL(L->k_pe, "k_pe_full", d->Dr);
+#undef MLA_ACT
+#undef MLA_FULL
+  L->w_kv_down = px_bld_param(p, d, "kv_down_w", d->KL + d->Dr, H, true, true);
+  L->w_kv_norm = px_bld_param(p, d, "kv_norm_w", d->KL, 1, true, true);
   L->w_kv_up = px_bld_param(p, d, "kv_up_w", d->HKV * d->Dn + d->VW, d->KL, false, false);
 }
 
@@ -117,48 +143,62 @@ void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   }
 }
 
-/* q, k, v from the norm's output x (B S rows). */
-static void mla_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x) {
-  int64_t rows = d->B * d->S, H = d->H;
+/* q, k, v from the norm's output: x its shard (B Sl rows), x_full the whole sequence (the one q projection's). */
+static void mla_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, px_ref x_full) {
+  int64_t rows = d->B * d->Sl, rows_full = d->B * d->S, H = d->H;
   if (d->QL > 0) {
     px_linear(b, d, ph, x, L->w_q_down, -1, R(L->q_lat, 0), NOREF, NOREF, rows, d->QL, 0, 0, H);
     latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, rows, d->QL);
-    px_linear(b, d, ph, R(L->q_latn, 0), L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, d->QL);
+    px_ref q_latn = px_bld_tp_gather(b, d, ph, R(L->q_latn, 0), R(L->q_latn_full, 0));
+    px_linear(b, d, ph, q_latn, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, d->QL);
   } else {
-    px_linear(b, d, ph, x, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows, d->QW, 0, 0, H);
+    px_linear(b, d, ph, x_full, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, H);
   }
   px_linear(b, d, ph, x, L->w_kv_down, -1, R(L->kv_lat, 0), R(L->k_pe, 0), NOREF, rows, d->KL, d->Dr, 0, H);
   latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, rows, d->KL);
-  px_linear(b, d, ph, R(L->kv_latn, 0), L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, rows, d->HKV * d->Dn, d->VW, 0,
+  px_ref kv_latn = px_bld_tp_gather(b, d, ph, R(L->kv_latn, 0), R(L->kv_latn_full, 0));
+  px_bld_tp_gather(b, d, ph, R(L->k_pe, 0), R(L->k_pe_full, 0));
+  px_linear(b, d, ph, kv_latn, L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, rows_full, d->HKV * d->Dn, d->VW, 0,
             d->KL);
 }
 
-/* From dq, dk, dv to the gradient of the norm's output x (reduced over TP, into sharded with SP). */
-static px_ref mla_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref x, px_ref x_shard, px_ref dq,
-                           px_ref dk, px_ref dv, px_ref dx, px_ref sharded) {
+/* A column-parallel up projection's backward from its output gradient dy to
+ * its input's (a latent's, partial over the TP ranks' heads), reduced over
+ * TP into the shard's gradient (reduce-scattered with SP); returns it. The
+ * weight gradient reads the gathered latent (gathered again with SP). */
+static px_ref mla_up_bwd(px_bld *b, const px_dims *d, int w, int shard, int full, px_ref dy0, px_ref dy1, int64_t n0,
+                         int64_t n1, int64_t cols) {
   px_plan *p = b->p;
-  int64_t rows = d->B * d->S, H = d->H;
-  px_ref dkv_latn = R(px_bld_grad_slot(p, L->kv_latn), 0), dkv_lat = R(px_bld_grad_slot(p, L->kv_lat), 0);
-  px_ref dk_pe = R(px_bld_grad_slot(p, L->k_pe), 0);
-  px_linear_bwd(b, d, dkv_latn, R(L->kv_latn, 0), NOREF, L->w_kv_up, -1, dk, NOREF, dv, NOREF, rows, d->HKV * d->Dn,
-                d->VW, 0, d->KL, NULL);
-  if (d->T > 1) /* the latent's gradient: partial over the TP ranks' heads */
-    px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dkv_latn, dkv_latn, rows * d->KL, rows * d->KL,
-                d->act, d->T);
-  latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, rows, d->KL);
-  px_linear_bwd(b, d, dx, x, x_shard, L->w_kv_down, -1, dkv_lat, NOREF, dk_pe, NOREF, rows, d->KL, d->Dr, 0, H, NULL);
+  px_ref dfull = R(px_bld_grad_slot(p, full), 0), dshard = R(px_bld_grad_slot(p, shard), 0);
+  px_ref x = px_linear_wgrad_input(b, d, w, R(shard, 0), R(full, 0));
+  px_linear_bwd(b, d, dfull, x, R(shard, 0), w, -1, dy0, NOREF, dy1, NOREF, d->B * d->S, n0, n1, 0, cols, NULL);
+  return px_bld_tp_reduce_cols(b, d, PX_PHASE_BWD, dfull, dshard, cols);
+}
+
+/* From dq, dk, dv and the RoPE key's gradient to the gradient of the norm's
+ * output: dx its shard's (whole over TP), x its shard, x_full and dx_part the
+ * whole sequence's (the one q projection's). */
+static px_ref mla_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref x, px_ref x_full, px_ref dq,
+                           px_ref dk, px_ref dv, px_ref dx_part, px_ref dx) {
+  px_plan *p = b->p;
+  int64_t rows = d->B * d->Sl, H = d->H;
+  px_ref dq_lat = NOREF;
   if (d->QL > 0) {
-    px_ref dq_latn = R(px_bld_grad_slot(p, L->q_latn), 0), dq_lat = R(px_bld_grad_slot(p, L->q_lat), 0);
-    px_linear_bwd(b, d, dq_latn, R(L->q_latn, 0), NOREF, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, rows, d->QW, 0, 0,
-                  d->QL, NULL);
-    if (d->T > 1)
-      px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, PX_PHASE_BWD, dq_latn, dq_latn, rows * d->QL, rows * d->QL,
-                  d->act, d->T);
+    px_ref dq_latn = mla_up_bwd(b, d, L->w_q_up, L->q_latn, L->q_latn_full, dq, NOREF, d->QW, 0, d->QL);
+    dq_lat = R(px_bld_grad_slot(p, L->q_lat), 0);
     latent_norm_bwd(b, d, dq_lat, dq_latn, R(L->q_lat, 0), R(L->q_rstd, 0), L->w_q_norm, rows, d->QL);
-    return px_linear_bwd(b, d, dx, x, x_shard, L->w_q_down, -1, dq_lat, NOREF, NOREF, NOREF, rows, d->QL, 0, 0, H,
-                         &sharded);
+  } else { /* first: its reduction writes dx, which the down projection's backward then adds to */
+    px_linear_bwd(b, d, dx_part, x_full, x, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, d->B * d->S, d->QW, 0, 0, H, &dx);
   }
-  return px_linear_bwd(b, d, dx, x, x_shard, L->w_q_up, -1, dq, NOREF, NOREF, NOREF, rows, d->QW, 0, 0, H, &sharded);
+  px_ref dkv_latn = mla_up_bwd(b, d, L->w_kv_up, L->kv_latn, L->kv_latn_full, dk, dv, d->HKV * d->Dn, d->VW, d->KL);
+  px_ref dk_pe = px_bld_tp_reduce_cols(b, d, PX_PHASE_BWD, R(px_bld_grad_slot(p, L->k_pe_full), 0),
+                                       R(px_bld_grad_slot(p, L->k_pe), 0), d->Dr);
+  px_ref dkv_lat = R(px_bld_grad_slot(p, L->kv_lat), 0);
+  latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, rows, d->KL);
+  px_linear_bwd(b, d, dx, x, NOREF, L->w_kv_down, -1, dkv_lat, NOREF, dk_pe, NOREF, rows, d->KL, d->Dr, 0, H, NULL);
+  if (d->QL > 0)
+    px_linear_bwd(b, d, dx, x, NOREF, L->w_q_down, -1, dq_lat, NOREF, NOREF, NOREF, rows, d->QL, 0, 0, H, NULL);
+  return dx;
 }
 
 px_attn_view px_attn_view_of(const px_dims *d, const px_layer_slots *L) {
@@ -299,10 +339,12 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
   px_bld_gemm_cost(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
 }
 
-void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x) {
+void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x_shard) {
   int64_t B = d->B, S = d->S, H = d->H, rows_full = B * S;
+  px_ref x = NOREF; /* the whole sequence: MLA's down projections read the shard */
+  if (!d->mla || d->QL == 0) x = px_bld_tp_gather(b, d, ph, x_shard, px_fp8_twin(b->p, d, R(L->ln1_full, 0)));
   if (d->mla) {
-    mla_forward(b, d, L, ph, x);
+    mla_forward(b, d, L, ph, x_shard, x);
   } else if (d->qk_norm) {
     px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, R(L->q_pre, 0), R(L->k_pre, 0), R(L->v, 0), rows_full, d->QW, d->KW,
               d->KW, H);
@@ -316,7 +358,7 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
     o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
     o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    if (d->mla) o->in[2] = R(L->k_pe, 0), o->dim[5] = d->Dr; /* k from its heads' parts and the one RoPE key */
+    if (d->mla) o->in[2] = R(L->k_pe_full, 0), o->dim[5] = d->Dr; /* k from its heads' parts and the one RoPE key */
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
   }
@@ -349,7 +391,8 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     o->in[0] = dq, o->in[1] = dk;
     o->out[0] = dq, o->out[1] = dk;
     o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    if (d->mla) o->out[2] = R(px_bld_grad_slot(p, L->k_pe), 0), o->dim[5] = d->Dr; /* and the RoPE key's gradient */
+    if (d->mla) /* and the RoPE key's gradient: partial over the TP ranks' heads */
+      o->out[2] = R(px_bld_grad_slot(p, L->k_pe_full), 0), o->dim[5] = d->Dr;
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
   }
@@ -359,11 +402,12 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px
     latent_norm_bwd(b, d, dk_pre, dk, R(L->k_pre, 0), R(L->kh_rstd, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
     dq = dq_pre, dk = dk_pre;
   }
-  px_ref ln1_full = px_linear_wgrad_input(b, d, d->mla ? L->w_kv_down : L->w_qkv, px_fp8_twin(p, d, R(L->ln1, 0)),
-                                          px_fp8_twin(p, d, R(L->ln1_full, 0)));
+  px_ref ln1 = px_fp8_twin(p, d, R(L->ln1, 0));
   px_ref dln1_part = R(px_bld_grad_slot(p, L->ln1_full), 0);
   px_ref dln1_sh = R(px_bld_grad_slot(p, L->ln1), 0);
-  return d->mla ? mla_backward(b, d, L, ln1_full, R(L->ln1, 0), dq, dk, dv, dln1_part, dln1_sh)
+  if (d->mla && d->QL > 0) return mla_backward(b, d, L, ln1, NOREF, dq, dk, dv, dln1_part, dln1_sh);
+  px_ref ln1_full = px_linear_wgrad_input(b, d, d->mla ? L->w_q_up : L->w_qkv, ln1, px_fp8_twin(p, d, R(L->ln1_full, 0)));
+  return d->mla ? mla_backward(b, d, L, ln1, ln1_full, dq, dk, dv, dln1_part, dln1_sh)
                 : px_linear_bwd(b, d, dln1_part, ln1_full, R(L->ln1, 0), L->w_qkv, L->b_qkv, dq, NOREF, dk, dv,
                                 rows_full, d->QW, d->KW, d->KW, H, &dln1_sh);
 }

@@ -49,8 +49,9 @@ void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L);
 /* What the flash op reads and writes: with CP, the gathered or head-split tensors. */
 px_attn_view px_attn_view_of(const px_dims *d, const px_layer_slots *L);
 
-/* q, k, v from the norm's output x (the gathered sequence), RoPE, and the
- * attention into ctx: fused (with context parallelism) or unfused. */
+/* q, k, v from the norm's output x (its sequence shard with SP: gathered
+ * here, or MLA's latents gathered), RoPE, and the attention into ctx: fused
+ * (with context parallelism) or unfused. */
 void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x);
 
 /* From ctx's gradient back to the gradient of the norm's output (reduced

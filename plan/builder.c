@@ -135,38 +135,49 @@ px_op *px_bld_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_group g, px_
   return o;
 }
 
-/* Marks a TP collective as running along the sequence axis of (B, S, H).
+/* Marks a TP collective as running along the sequence axis of (B, S, cols).
  * With B > 1 the ranks' shards are not contiguous: the collective goes
  * through a full-size workspace (out[1]) in rank-major order. */
-static void seq_axis(px_bld *b, const px_dims *d, px_op *o) {
+static void seq_axis(px_bld *b, const px_dims *d, px_op *o, int64_t cols) {
   o->flags |= PX_OPF_SEQ_AXIS;
-  if (d->B > 1) o->out[1] = R(px_bld_slot(b->p, "seq_ws", PX_SLOT_WORKSPACE, d->act, d->B, d->S, d->H, 1), 0);
+  if (d->B == 1) return;
+  char name[PX_NAME_MAX];
+  if (cols == d->H)
+    snprintf(name, sizeof name, "seq_ws");
+  else
+    snprintf(name, sizeof name, "seq_ws.%lld", (long long)cols); /* MLA's latents: a workspace a width */
+  o->out[1] = R(px_bld_slot(b->p, name, PX_SLOT_WORKSPACE, d->act, d->B, d->S, cols, 1), 0);
 }
 
-px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded) {
+px_ref px_bld_tp_reduce_cols(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded, int64_t cols) {
   if (d->T == 1) return part;
   if (!d->sp) {
-    px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, ph, part, part, d->B * d->S * d->H, d->B * d->S * d->H, d->act,
+    px_bld_coll(b, d, PX_OP_ALLREDUCE, PX_GROUP_TP, ph, part, part, d->B * d->S * cols, d->B * d->S * cols, d->act,
                 d->T);
     return part;
   }
-  px_op *o = px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_TP, ph, part, sharded, d->B * d->S * d->H,
-                         d->B * d->Sl * d->H, d->act, d->T);
-  seq_axis(b, d, o);
+  px_op *o = px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_TP, ph, part, sharded, d->B * d->S * cols,
+                         d->B * d->Sl * cols, d->act, d->T);
+  seq_axis(b, d, o, cols);
   return sharded;
+}
+
+px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded) {
+  return px_bld_tp_reduce_cols(b, d, ph, part, sharded, d->H);
 }
 
 px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full) {
   if (!d->sp) return shard;
-  px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * d->H, d->B * d->S * d->H,
+  int64_t cols = px_slot_row_elems(&b->p->slots[full.slot]); /* H; MLA's latents: their widths */
+  px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * cols, d->B * d->S * cols,
                          (px_dtype)b->p->slots[shard.slot].dtype, d->T);
   if (d->f8_format && b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) { /* block-scaled codes move with their scales */
     const px_parallel *par = &b->p->par;
-    o->coll_bytes = px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * d->H), d->H);
+    o->coll_bytes = px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * cols), cols);
     o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLGATHER, d->T) * (double)o->coll_bytes;
-    o->bytes = (double)(px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * d->H), d->H) + o->coll_bytes);
+    o->bytes = (double)(px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * cols), cols) + o->coll_bytes);
   }
-  seq_axis(b, d, o);
+  seq_axis(b, d, o, cols);
   return full;
 }
 

@@ -96,8 +96,9 @@ typedef struct {
       moe_ret, sh_gate, sh_up, sh_fc1, sh_act;
   int moe_send_all, moe_recv_ep, exp_out_ep, moe_ret_ep;
   int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
-  /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics, parameters */
-  int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd;
+  /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics (a sequence shard
+   * with SP), the norms' outputs and the RoPE key over the whole sequence (gathered with SP, else the same), parameters */
+  int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd, q_latn_full, kv_latn_full, k_pe_full;
   int w_q_down, w_q_norm, w_q_up, w_kv_down, w_kv_norm, w_kv_up;
   /* per-head q/k norms (-1 otherwise): q and k as the linear layer makes them, the norms' statistics, weights */
   int q_pre, k_pre, qh_rstd, kh_rstd, w_q_head_norm, w_k_head_norm;
@@ -124,7 +125,9 @@ px_op *px_bld_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_group g, px_
 /* A TP reduction of a row-parallel output: all-reduce in place, or
  * reduce-scatter along the sequence with SP. Returns the reduced ref. */
 px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded);
-/* With SP, all-gathers a sequence shard into the full sequence. */
+/* The same of a (B, S, cols) tensor (MLA's latents and RoPE key). */
+px_ref px_bld_tp_reduce_cols(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded, int64_t cols);
+/* With SP, all-gathers a sequence shard into the full sequence (B, S, cols): cols full's row width. */
 px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full);
 void px_bld_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref mean, px_ref rstd, px_ref x, int w,
                  int bias, int64_t rows);

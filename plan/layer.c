@@ -15,7 +15,9 @@ void px_layer_slots_make(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->ln1 = px_bld_slot(p, "ln1", PX_SLOT_ACT, a, B, Sl, H, 1);
   L->ln1_rstd = px_bld_slot(p, "ln1_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
   L->ln1_mean = d->layernorm ? px_bld_slot(p, "ln1_mean", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1) : -1;
-  L->ln1_full = d->sp ? px_bld_slot(p, "ln1_full", PX_SLOT_ACT, a, B, S, H, 1) : L->ln1;
+  L->ln1_full = d->sp && (!d->mla || d->QL == 0) /* MLA's down projections read the shard */
+                    ? px_bld_slot(p, "ln1_full", PX_SLOT_ACT, a, B, S, H, 1)
+                    : L->ln1;
   L->q = px_bld_slot(p, "q", PX_SLOT_ACT, a, B, S, d->HQ, d->D);
   L->k = px_bld_slot(p, "k", PX_SLOT_ACT, a, B, S, d->HKV, d->D);
   L->v = px_bld_slot(p, "v", PX_SLOT_ACT, a, B, S, d->HKV, d->Dv);
@@ -87,9 +89,7 @@ void px_layer_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   px_bld_norm(b, d, ph, R(L->ln1, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), x, L->w_ln1,
               L->b_ln1, rows);
   px_plan *p = b->p;
-  px_ref ln1 =
-      px_bld_tp_gather(b, d, ph, px_fp8_cast(b, d, ph, R(L->ln1, 0), false), px_fp8_twin(p, d, R(L->ln1_full, 0)));
-  px_attn_forward(b, d, L, ph, ln1);
+  px_attn_forward(b, d, L, ph, px_fp8_cast(b, d, ph, R(L->ln1, 0), false));
   px_op *o;
   px_ref bo;
   px_ref attn = px_branch_end_fwd(b, d, ph, px_fp8_cast(b, d, ph, R(L->ctx, 0), false).slot, L->w_o, L->b_o,

@@ -56,18 +56,12 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
 /* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
  * the block-scaled formats' in the dense layers on codes kept on their rank
  * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same);
- * attention sinks with every CP algorithm but the ring; latent attention
- * with tp 1. */
+ * attention sinks with every CP algorithm but the ring. */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
     return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
               px_dtype_names[dt]);
-  if (m->kv_lora_rank > 0 && p->tp > 1) /* plan/attention.c, mla_backward */
-    return no(why, cap, "multi-head latent attention (%s) with `tp` %lld: the plan all-reduces the latents' gradients "
-              "over TP and then sums the down projections' input gradient over TP again (counting it tp times), and "
-              "leaves the RoPE key's gradient partial over the TP ranks' heads; the cpu backend runs it with tp 1",
-              m->name, (long long)p->tp);
   if (m->attention_sinks && p->cp > 1 && p->cp_algo == PX_CP_RING) /* plan/attention.h: the ring's out[3] */
     return no(why, cap, "attention sinks (%s) with `cp_algo` ring: the sink logits' gradient needs each row's "
               "probabilities over every key block at once, which the ring's backward never holds (hint: `cp_algo` "
@@ -101,7 +95,7 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
               m->name);
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
-              "runs it with tp 1)", m->name);
+              "runs it)", m->name);
   if (m->attention_sinks) /* exec/cuda/ops.c's attention reads no sink logits */
     return no(why, cap, "attention sinks (%s): the cuda attention kernels have no sink logits yet (hint: `backend` cpu "
               "runs them)", m->name);

@@ -2204,6 +2204,76 @@ static void test_lora_refusals(void) {
   CU_ASSERT(strstr(err.msg, "`finetune` lora") != NULL);
 }
 
+/* ---- multi-head latent attention under TP (plan/attention.c) ---- */
+
+/* A layer block's TP collectives in order: kind and bytes a rank hands the collective. */
+typedef struct {
+  px_op_kind kind;
+  uint64_t bytes;
+} tp_coll;
+
+static void expect_tp_colls(const px_block *b, const char *what, const tp_coll *want, int n) {
+  int got = 0;
+  for (int32_t i = 0; i < b->nops; i++) {
+    const px_op *o = &b->ops[i];
+    if (o->group != PX_GROUP_TP || (o->kind != PX_OP_ALLGATHER && o->kind != PX_OP_ALLREDUCE &&
+                                    o->kind != PX_OP_REDUCE_SCATTER))
+      continue;
+    bool ok = got < n && o->kind == want[got].kind && o->coll_bytes == want[got].bytes &&
+              o->wire_bytes == px_coll_busbw_factor((px_coll)o->coll, 2) * (double)o->coll_bytes;
+    if (!ok)
+      fprintf(stderr, "\n  %s, TP collective %d: %s of %llu bytes (wanted %s of %llu)\n", what, got,
+              px_op_names[o->kind], (unsigned long long)o->coll_bytes, got < n ? px_op_names[want[got].kind] : "none",
+              got < n ? (unsigned long long)want[got].bytes : 0ull);
+    CU_ASSERT(ok);
+    got++;
+  }
+  CU_ASSERT_EQUAL(got, n);
+}
+
+/* tiny-mla (h 64, 4 heads, q and kv latents of 32, a RoPE key of 8; fp32, one sequence of 32) on tp 2, by
+ * hand, in Megatron-Core's layout: the down projections run on the layer input as it comes. Without SP
+ * the forward's only TP collectives are the row-parallel o's and fc2's all-reduces (32 x 64 x 4 = 8,192
+ * bytes) and the backward all-reduces the latents' gradients (32 x 32 x 4 = 4,096 each) and the RoPE
+ * key's (32 x 8 x 4 = 1,024), then the MLP norm input's, never the layer input's. With SP the forward
+ * all-gathers the latents and the RoPE key (the whole sequence's bytes), not the hidden states, and the
+ * backward gathers the latents again for the up projections' weight gradients and reduce-scatters their
+ * gradients and the key's; the down projections' and latent norms' weight gradients are partial over
+ * the sequence shards (summed over TP with the optimizer's). */
+static void test_mla_tp(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-mla", &m, &err), PX_OK);
+  const uint64_t hid = 32 * 64 * 4, lat = 32 * 32 * 4, pe = 32 * 8 * 4;
+  const px_op_kind AG = PX_OP_ALLGATHER, AR = PX_OP_ALLREDUCE, RS = PX_OP_REDUCE_SCATTER;
+  for (int sp = 0; sp < 2; sp++) {
+    px_cluster c = cluster("local-cpu", 2);
+    px_parallel p = par(2, 1, 1, 0, 1, 1);
+    p.sp = sp, p.precision = PX_PREC_FP32;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    const px_block *fwd = &plan.blocks[PX_BLOCK_LAYER_FWD], *bwd = &plan.blocks[PX_BLOCK_LAYER_BWD];
+    if (!sp) {
+      const tp_coll f[] = {{AR, hid}, {AR, hid}};
+      const tp_coll b[] = {{AR, hid}, {AR, lat}, {AR, lat}, {AR, pe}};
+      expect_tp_colls(fwd, "tp 2, forward", f, 2);
+      expect_tp_colls(bwd, "tp 2, backward", b, 4);
+    } else {
+      const tp_coll f[] = {{AG, lat}, {AG, lat}, {AG, pe}, {RS, hid}, {AG, hid}, {RS, hid}};
+      const tp_coll b[] = {{AG, hid}, {AG, hid}, {RS, hid}, {AG, hid}, {AG, lat}, {RS, lat}, {AG, lat}, {RS, lat},
+                           {RS, pe}};
+      expect_tp_colls(fwd, "tp 2 sp, forward", f, 6);
+      expect_tp_colls(bwd, "tp 2 sp, backward", b, 9);
+    }
+    const char *replicated[] = {"q_down_w", "q_norm_w", "kv_down_w", "kv_norm_w"};
+    for (int i = 0; i < 4; i++) {
+      int w = px_plan_slot(&plan, replicated[i]);
+      CU_ASSERT(w >= 0 && plan.slots[w].tp_replicated && plan.slots[w].sp_partial == (bool)sp);
+    }
+    px_plan_free(&plan);
+  }
+}
+
 /* ---- which backend runs a plan (plan/runnable.h) ---- */
 
 /* Each backend's plan-level rules, with the reason's words; and fp8 plans with each CP algorithm allocate
@@ -2230,8 +2300,7 @@ static void test_runnable(void) {
       {MOE, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, "mixture of experts runs with tp 1",
        "no mixture-of-experts kernels"},
       {MLA, 1, 2, 1, 1, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
-      {MLA, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, "multi-head latent attention (tiny-mla) with `tp` 2",
-       "multi-head latent attention (tiny-mla)"},
+      {MLA, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
       {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "per-head q/k norms (tiny-qknorm)"},
       {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "attention sinks (tiny-sinks)"},
@@ -2338,6 +2407,7 @@ int main(void) {
       {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",
        test_bf16_layers},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
+      {"multi-head latent attention under TP: Megatron-Core's collectives by hand", test_mla_tp},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",
        test_lora_small},

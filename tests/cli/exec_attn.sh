@@ -13,9 +13,12 @@
 # A checkpoint of each, written under one plan (TP splitting the sinks and the
 # heads), resumes under another (re-split through the global layout) to the
 # straight run's losses. Each variant changes the losses (against tiny without
-# it); sinks with CP's
-# ring and latent attention with TP are refused with the reason, and the CUDA
-# backend refuses each variant by name.
+# it); sinks with CP's ring are refused with the reason, and the CUDA backend
+# refuses each variant by name. Latent attention under TP (with SP, PP, full
+# recomputation, micro-batches of 2: the sequence-axis gathers through their
+# workspaces) runs Megatron-Core's layout (plan/attention.c): the latents and
+# the RoPE key gathered, their gradients reduced over TP, the layer input's
+# gradient whole.
 set -u
 px=$1
 src=$2
@@ -50,12 +53,17 @@ cases=(
   "tiny-sinks 1|--attention unfused"
   "tiny-sinks 2|-t 2 -S --attention unfused -r selective"
   "tiny-oss 2|-t 2 -S"
+  "tiny-mla 2|-t 2"
+  "tiny-mla 2|-t 2 -S -b 2"
+  "tiny-mla 4|-t 2 -S -p 2"
+  "tiny-mla 4|-t 2 -p 2 -r full"
   "tiny-mla 2|-p 2"
   "tiny-mla 2|-d 2 -z 3"
   "tiny-mla 4|-p 2 -d 2 -z 1 -r full"
   "tiny-mla 1|-b 2"
   "tiny-mla-v8 2|-p 2"
   "tiny-mla-v8 2|-d 2 -z 2"
+  "tiny-mla-v8 2|-t 2 -S"
 )
 for c in "${cases[@]}"; do
   read -r model n <<<"${c%%|*}"
@@ -82,7 +90,7 @@ else
 fi
 
 # a checkpoint re-split for another plan: steps 4-6 as the straight run's (model | old plan | new plan)
-for c in "tiny-sinks|-t 2|-p 2" "tiny-qknorm|-t 2 -S|-d 2" "tiny-mla-v8|-p 2|-d 2 -z 1"; do
+for c in "tiny-sinks|-t 2|-p 2" "tiny-qknorm|-t 2 -S|-d 2" "tiny-mla-v8|-p 2|-d 2 -z 1" "tiny-mla|-t 2 -S|-p 2"; do
   IFS='|' read -r model a b <<<"$c"
   # shellcheck disable=SC2086 # the flags split into words
   if run straight "$model" 4 2 $a && run first "$model" 4 2 $a --steps 3 --ckpt "$tmp/ck-$model" &&
@@ -98,8 +106,7 @@ for c in "tiny-sinks|-t 2|-p 2" "tiny-qknorm|-t 2 -S|-d 2" "tiny-mla-v8|-p 2|-d 
   fi
 done
 
-# refused before the first step, naming the flag: the sinks' gradient is not planned for the ring's blocks, and
-# latent attention's plan under TP counts the latents' input gradient tp times
+# refused before the first step, naming the flag: the sinks' gradient is not planned for the ring's blocks
 refused() { # what model ranks flags...
   local what=$1 model=$2 n=$3 err rc
   shift 3
@@ -108,7 +115,6 @@ refused() { # what model ranks flags...
   [ "$rc" -eq 2 ] && echo "$err" | grep -qF "$what" || fail "$model $*: exit $rc: $(echo "$err" | grep parallax: | head -1)"
 }
 refused "attention sinks (tiny-sinks) with --cp-algo ring" tiny-sinks 2 --cp 2
-refused "multi-head latent attention (tiny-mla) with --tp 2" tiny-mla 2 -t 2
 
 cuda_refuses "per-head q/k norms (tiny-qknorm)" 1 -m "$src/models/tiny-qknorm.json" --steps 1 -B 4
 cuda_refuses "attention sinks (tiny-sinks)" 1 -m "$src/models/tiny-sinks.json" --steps 1 -B 4
