@@ -36,8 +36,10 @@ px_status px_cli_run_plan(px_args *a, const px_exec_module *x, int size, const c
                       size, size == 1 ? "" : "s", a->par.dp > 0 ? "" : "a multiple of ", (long long)need,
                       (long long)need);
   if (!a->gpus && !a->nodes) a->gpus = size;
-  if (a->par.precision < 0 && !strcmp(*backend, "cpu")) a->par.precision = PX_PREC_FP32;
-  if (a->par.fp8_base < 0 && !strcmp(*backend, "cpu")) a->par.fp8_base = PX_FP8_BASE_FP32; /* it computes in fp32 */
+  /* the cpu backend computes in fp32: its defaults, where no plan file says otherwise (a saved plan's
+   * precision is the plan's: set here, it would replace the file's, and a run would silently train another) */
+  if (a->par.precision < 0 && !a->plan_file && !strcmp(*backend, "cpu")) a->par.precision = PX_PREC_FP32;
+  if (a->par.fp8_base < 0 && !a->plan_file && !strcmp(*backend, "cpu")) a->par.fp8_base = PX_FP8_BASE_FP32;
   /* a dropless router's expert buffers hold every routing it can make: an imbalanced router never stops the run
    * (Megatron-Core's dropless MoE runs on), and the plan counts them, so the measured peak stays the plan's */
   if (a->par.moe_buffers < 0 && !a->plan_file) a->par.moe_buffers = PX_MOE_BUF_WORST;

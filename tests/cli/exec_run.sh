@@ -107,6 +107,13 @@ done
 mpirun -np 2 "$px" run --backend cpu -m tiny -p 2 -B 4 --steps 3 --profile "$tmp/prof.json" >/dev/null 2>"$tmp/err" || fail "profile: $(cat "$tmp/err")"
 grep -q '"format":	"parallax-profile/1"' "$tmp/prof.json" || fail "profile format"
 [ "$(grep -c '"stage":' "$tmp/prof.json")" -eq 2 ] || fail "profile lacks a stage"
+# a saved plan runs as saved: its precision is not replaced by the cpu backend's fp32 default
+"$px" plan -m tiny -g 2 -d 2 -B 4 -c local-cpu --precision fp8 --fp8-recipe current --fp8-base fp32 \
+  --save-plan "$tmp/fp8.plan.json" >/dev/null 2>"$tmp/err" || fail "save an fp8 plan: $(cat "$tmp/err")"
+mpirun -np 2 "$px" run --backend cpu --plan "$tmp/fp8.plan.json" --steps 1 --json >"$tmp/fp8.run.json" 2>"$tmp/err" ||
+  fail "run the saved fp8 plan: $(cat "$tmp/err")"
+jq -se 'last | .parallel | .precision == "fp8" and .fp8_recipe == "current"' "$tmp/fp8.run.json" >/dev/null ||
+  fail "the saved fp8 plan ran as $(jq -sc 'last | .parallel | {precision, fp8_recipe}' "$tmp/fp8.run.json")"
 # compare by op kind: every op of the profile counted once, its time in its kind, the longest first
 "$px" compare --profile "$tmp/prof.json" -m tiny -p 2 -B 4 -c local-cpu -g 2 --json >"$tmp/cmp.json" 2>"$tmp/err" ||
   fail "compare: $(cat "$tmp/err")"

@@ -78,14 +78,17 @@ before=$(cat "$d/manifest.json")
 sleep 1
 [ "$(cat "$d/manifest.json")" = "$before" ] || fail "orphans: the checkpoint still changes after launch was killed"
 
-# Fewer slots, and the planner's best plan for them (ep 2 with ZeRO-2) is one the cpu backend
-# cannot run: launch takes the best it runs (ep 1) and finishes.
-moe=(--backend cpu -m tiny-moe -d 4 -z 2 -B 8 -b 1) # mbs 1: where ep 2 ranks first for 2 ranks (7.50 against 7.53 ms)
+# Fewer slots, and the planner's best plan for them (ep 2 with ZeRO-2, fp8 blockwise) is one the cpu
+# backend cannot run (blockwise scales do not travel with expert parallelism's codes): launch takes the
+# best it runs (ep 1) and finishes.
+# mbs 1 and the busiest rank's expert buffers: where ep 2 ranks first for 2 ranks (8.24 against 8.39 ms)
+moe=(--backend cpu -m tiny-moe -d 4 -z 2 -B 8 -b 1 --precision fp8 --fp8-recipe blockwise --fp8-base fp32
+  --moe-buffers busiest)
 PX_LAUNCH_SLOTS=4,2 PX_FAULT_KILL=rank=2,step=3,op=5 launch --min-ranks 2 -- "${moe[@]}" --steps 4 \
   --ckpt "$tmp/moe" --ckpt-every 2 >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc = 0 ] && grep -q "best plan for 2 ranks (.*ep 2.*) is one the cpu backend cannot run" "$tmp/err" &&
-  grep -q "the plan changes from .* to tp 1 x pp 1 x dp 2, ZeRO-2, fp32, 2 ranks" "$tmp/err" &&
+  grep -q "the plan changes from .* to tp 1 x pp 1 x dp 2, ZeRO-2, fp8 (blockwise, fp32 base), 2 ranks" "$tmp/err" &&
   ! grep -q '"ep":[[:space:]]*2' "$tmp/moe.2ranks.plan.json" || fail "re-plan past a refused plan: exit $rc: $(cat "$tmp/err")"
 
 # Refused before mpirun (which --mpirun /bin/false stands for): exit 2 naming why.
@@ -99,7 +102,7 @@ refused() { # NEEDLE ARGS...: launch ARGS exits 2 saying NEEDLE, no attempt made
 }
 refused "--np starts 2 ranks but the run flags' plan needs 4" --np 2 -- "${plan[@]}" -g 4 --ckpt "$tmp/x"
 refused "--np starts 8 ranks but the run flags' plan needs 4" --np 8 -- --backend cpu -m tiny-gpt -g 4 --ckpt "$tmp/x"
-refused "--backend cpu cannot run this plan: mixture of experts runs with" -- --backend cpu -m tiny-moe -d 2 --ep 2 -z 2 --ckpt "$tmp/x"
+refused "--backend cpu cannot run this plan: mixture of experts runs with" -- --backend cpu -m tiny-moe -g 2 -t 2 -S --ep 2 --etp 1 --ckpt "$tmp/x"
 refused "--backoff-s" --backoff-s -1 -- "${plan[@]}" --ckpt "$tmp/x"
 refused "--overwrite is not taken" -- "${plan[@]}" --ckpt "$tmp/x" --overwrite
 
