@@ -251,8 +251,13 @@ static px_status prelude(px_plan *p, const px_model *m, const px_cluster *c, con
   px_grid_init(&p->grid, c, par->tp, par->cp, par->dp, par->pp);
   px_grid_set_shard(&p->grid, px_parallel_shard_size(par));
   px_grid_set_ep(&p->grid, par->ep, par->etp);
-  int64_t pad = 128 * par->tp; /* Megatron-LM's make-vocab-size-divisible-by 128, times tp */
-  p->vocab_padded = m->vocab % par->tp == 0 ? m->vocab : (m->vocab + pad - 1) / pad * pad;
+  /* Megatron-LM's make-vocab-size-divisible-by 128, times tp, always (vocab_size_with_padding in
+   * megatron/core/tokenizers/utils/build_tokenizer.py at d98e8a6): GPT-2's 50,257 becomes 50,304 on one
+   * GPU too, Llama 3's 128,256 129,024 at tp 8, where an
+   * unaligned vocabulary ran the logits' GEMMs at 82-147 TFLOP/s on an H200 against ~600 aligned
+   * (bench/gpu/h200-2026-11-28); the losses skip the padded columns */
+  int64_t pad = 128 * par->tp;
+  p->vocab_padded = (m->vocab + pad - 1) / pad * pad;
   p->seq = par->seq;
   p->seq_cp = par->seq / par->cp;
   p->seq_local = par->sp ? p->seq_cp / par->tp : p->seq_cp;
