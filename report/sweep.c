@@ -85,9 +85,8 @@ const char px_report_plan_legend[] =
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation (fullN: of the first N layers of each\n"
     "  chunk, Megatron's block method); fp8, fp8cur, fp8blk: fp8 with delayed, current or blockwise scaling (then w:\n"
-    "  fp8 weights, --fp8-params); mxfp8, nvfp4 the block-scaled precisions (bf16:N+M: the first N and last M\n"
-    "  layers unquantized, --bf16-layers-start/end). The flags of each plan: --json (\"flags\") or --csv (column\n"
-    "  flags).\n";
+    "  fp8 weights only); mxfp8, nvfp4 the block-scaled precisions (bf16:N+M: the first N and last M layers\n"
+    "  unquantized). The flags of each plan: the JSON's \"flags\", the CSV's column flags.\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc_names[] = {"none", "sel", "full"};
