@@ -29,11 +29,9 @@ jq '.name = "tiny-mla-v8" | .q_lora_rank = 0 | .v_head_dim = 8' "$src/models/tin
 jq '.name = "tiny-oss" | .attention_sinks = true | .qkv_bias = true' "$src/models/tiny-window.json" >"$tmp/tiny-oss.json"
 
 run() { # out model gbs ranks flags... (the model in $tmp, else in models/)
-  local out=$1 model=$2 gbs=$3 n=$4 file=$tmp/$2.json
+  local out=$1 model=$2 gbs=$3 n=$4
   shift 4
-  [ -f "$file" ] || file=$src/models/$model.json
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$file" --steps 8 -B "$gbs" \
-    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+  cpu_run "$out" "$n" -m "$(model_file "$model")" --steps 8 -B "$gbs" "$@"
 }
 
 # model ranks | flags: each against the model's one-rank run (gbs 4)

@@ -12,8 +12,8 @@ source "$(dirname "$0")/../tools/clitest.sh"
 run() { # out ranks flags...
   local out=$1 n=$2
   shift 2
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$src/models/tiny-gpt.json" --steps 8 -B 8 --json "$@" \
-    >"$tmp/$out.json" 2>"$tmp/err.txt" || { fail "$out: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -3)"; return 1; }
+  cpu_run "$out" "$n" -m "$src/models/tiny-gpt.json" --steps 8 -B 8 "$@" ||
+    { fail "$out: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -3)"; return 1; }
 }
 peaks() { # every stage of run $1 measured its plan's peak
   jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/$1.json" >/dev/null ||

@@ -16,8 +16,8 @@ declare -A TOL=([mxfp8]=0.01 [nvfp4]=0.05)
 run() { # out ranks flags...
   local out=$1 n=$2
   shift 2
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$src/models/tiny-gpt.json" --steps 8 -B 8 --json "$@" \
-    >"$tmp/$out.json" 2>"$tmp/err.txt" || { fail "$out: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -3)"; return 1; }
+  cpu_run "$out" "$n" -m "$src/models/tiny-gpt.json" --steps 8 -B 8 "$@" ||
+    { fail "$out: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -3)"; return 1; }
 }
 
 check() { # WHAT REF GOT TOL

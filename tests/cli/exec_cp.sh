@@ -19,11 +19,9 @@ runs=0
 jq '.dropout = 0.1 | .name = "tiny-gpt-drop"' "$src/models/tiny-gpt.json" >"$tmp/tiny-gpt-drop.json"
 
 run() { # out model gbs ranks flags...
-  local out=$1 model=$2 gbs=$3 n=$4 file=$src/models/$2.json
+  local out=$1 model=$2 gbs=$3 n=$4
   shift 4
-  [ -f "$tmp/$model.json" ] && file=$tmp/$model.json
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$file" --steps 8 -B "$gbs" \
-    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+  cpu_run "$out" "$n" -m "$(model_file "$model")" --steps 8 -B "$gbs" "$@"
 }
 
 # check what: the run in got.json / got.bin equals the cp=1 one in ref.json / ref.bin

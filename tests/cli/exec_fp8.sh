@@ -19,8 +19,7 @@ FP8_TOL=0.03
 run() { # out model ranks flags...
   local out=$1 model=$2 n=$3
   shift 3
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$src/models/$model.json" --steps 8 -B 8 --json "$@" \
-    >"$tmp/$out.json" 2>"$tmp/err.txt" || { fail "$out: $(cat "$tmp/err.txt")"; return 1; }
+  cpu_run "$out" "$n" -m "$src/models/$model.json" --steps 8 -B 8 "$@" || { fail "$out: $(cat "$tmp/err.txt")"; return 1; }
 }
 
 # check WHAT REF GOT: GOT's loss falls by 0.2 and stays within FP8_TOL of REF's at every step

@@ -16,17 +16,16 @@ zi=0
 oi=0
 export PARALLAX_NVME_DIR=$tmp
 
-run() { # model gbs ranks flags...
+run() { # model gbs ranks flags... (to $tmp/out.json, out.bin)
   local model=$1 gbs=$2 n=$3
   shift 3
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$model" --steps 3 -B "$gbs" --dump-grads "$tmp/g.bin" --json "$@" \
-    >"$tmp/out.json" 2>"$tmp/err.txt"
+  cpu_run out "$n" -m "$model" --steps 3 -B "$gbs" "$@"
 }
 
 for model in tiny tiny-gpt; do
   run "$model" 8 1 || { fail "$model single rank: $(cat "$tmp/err.txt")"; continue; }
   ref=$(losses "$tmp/out.json")
-  cp "$tmp/g.bin" "$tmp/ref-$model.bin"
+  cp "$tmp/out.bin" "$tmp/ref-$model.bin"
   i=0
   for tp in 1 2; do
     for pp in 1 2 4; do
@@ -74,7 +73,7 @@ for model in tiny tiny-gpt; do
           fi
           got=$(losses "$tmp/out.json")
           close "$ref" "$got" 1e-5 || fail "$model ${flags[*]}: losses $got, single rank $ref"
-          "$cmp" "$tmp/ref-$model.bin" "$tmp/g.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
+          "$cmp" "$tmp/ref-$model.bin" "$tmp/out.bin" >"$tmp/cmp.txt" || fail "$model ${flags[*]}: $(cat "$tmp/cmp.txt")"
           jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/out.json" >/dev/null ||
             fail "$model ${flags[*]}: measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/out.json")"
           jq -se 'last | .stages | all(.host_bytes == .predicted_host_bytes and .nvme_bytes == .predicted_nvme_bytes)' \

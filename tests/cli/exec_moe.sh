@@ -28,8 +28,7 @@ runs=0
 run() { # out model ranks flags...
   local out=$1 model=$2 n=$3
   shift 3
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$src/models/$model.json" --steps 8 -B 4 \
-    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+  cpu_run "$out" "$n" -m "$src/models/$model.json" --steps 8 -B 4 "$@"
 }
 
 # model | flags (the reference: the model on one rank). The run's default --moe-buffers worst sizes every

@@ -16,8 +16,7 @@ source "$(dirname "$0")/../tools/clitest.sh"
 run() { # out model gbs ranks flags...
   local out=$1 model=$2 gbs=$3 n=$4
   shift 4
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$model" --steps 4 -B "$gbs" \
-    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+  cpu_run "$out" "$n" -m "$model" --steps 4 -B "$gbs" "$@"
 }
 block=(-r full --recompute-method block)
 

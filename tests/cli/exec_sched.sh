@@ -17,11 +17,9 @@ jq '.layers = 9 | .name = "tiny9"' "$src/tests/data/tiny7.json" >"$tmp/tiny9.jso
 jq '.dropout = 0.1 | .name = "tiny7-drop"' "$src/tests/data/tiny7-gpt.json" >"$tmp/tiny7-drop.json"
 
 run() { # out model gbs ranks flags...
-  local out=$1 model=$2 gbs=$3 n=$4 file=$src/tests/data/$2.json
+  local out=$1 model=$2 gbs=$3 n=$4
   shift 4
-  [ -f "$tmp/$model.json" ] && file=$tmp/$model.json
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$file" --steps 3 -B "$gbs" \
-    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+  cpu_run "$out" "$n" -m "$(model_file "$model")" --steps 3 -B "$gbs" "$@"
 }
 
 # model gbs grid | interleaved flags (the 1F1B reference takes the grid alone)

@@ -24,8 +24,7 @@ jq '.name = "tiny-full" | .layers = 6' "$src/models/tiny.json" >"$tmp/tiny-full.
 run() { # out model gbs ranks flags...
   local out=$1 model=$2 gbs=$3 n=$4
   shift 4
-  timeout 120 mpirun -np "$n" "$px" run --backend cpu -m "$tmp/$model.json" --steps 8 -B "$gbs" \
-    --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
+  cpu_run "$out" "$n" -m "$tmp/$model.json" --steps 8 -B "$gbs" "$@"
 }
 
 # model gbs ranks | flags: each against the model's one-rank run at that gbs

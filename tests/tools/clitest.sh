@@ -17,6 +17,25 @@ close() {
     for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > r * (x[i] < 0 ? -x[i] : x[i])) exit 1 } }'
 }
 
+# model_file NAME: the model file a test names: its own in $tmp, else models/, else tests/data/ ($src is the
+# source tree), else NAME as given (a path, or a name `parallax` resolves).
+model_file() {
+  local f
+  for f in "$tmp/$1.json" "$src/models/$1.json" "$src/tests/data/$1.json"; do
+    [ -f "$f" ] && { echo "$f"; return; }
+  done
+  echo "$1"
+}
+
+# cpu_run OUT NP ARGS...: `parallax run --backend cpu ARGS` on NP ranks (killed after 120 s), its --json
+# output in $tmp/OUT.json, its first-step gradients in $tmp/OUT.bin, its errors in $tmp/err.txt.
+cpu_run() {
+  local out=$1 n=$2
+  shift 2
+  timeout 120 mpirun -np "$n" "$px" run --backend cpu --json --dump-grads "$tmp/$out.bin" "$@" \
+    >"$tmp/$out.json" 2>"$tmp/err.txt"
+}
+
 # same_run WHAT REF GOT: the run whose --json and --dump-grads went to GOT.json and GOT.bin equals
 # the one in REF.json / REF.bin: losses within 1e-5, first-step gradients ($cmp, px_gradcmp), and
 # every stage's measured peak is its plan's. Says ok or fails; status 0 when equal.
