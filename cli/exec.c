@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "plan/runnable.h"
+
 const px_exec_module *px_cli_exec(px_err *err) {
 #if PX_EXEC_LINKED
   (void)err;
@@ -98,5 +100,14 @@ px_status px_cli_plan_after(const px_exec_module *x, px_args *a, const char *dir
     if (!st) px_parallel_resolve(&a->par, &m, &c);
   }
   free(old);
-  return st ? st : px_plan_compile(plan, &m, &c, &a->par, err);
+  if (!st) st = px_plan_compile(plan, &m, &c, &a->par, err);
+  /* a checkpoint written for a plan no backend runs would be resumed by none: refused with the cpu backend's reason */
+  char why[512];
+  if (!st && !px_runnable(PX_RUN_CPU, &plan->par, &plan->model, why, sizeof why) &&
+      !px_runnable(PX_RUN_CUDA, &plan->par, &plan->model, NULL, 0)) {
+    px_plan_free(plan);
+    st = px_err_set(err, PX_ERR_INPUT, "the plan the flags give runs on no backend, so no run would resume its "
+                    "checkpoint: %s", why);
+  }
+  return st;
 }

@@ -35,7 +35,7 @@ px_status px_cli_take_to(const px_exec_module *x, const char *dir, bool overwrit
 
 /* The plan reshard and merge write for: the flags', with what they leave out (the model, the cluster, the precision,
  * the global batch, fp8's recipe and base, the expert buffers) from the plan recorded in the checkpoint dir (as run resolved it there),
- * one GPU a rank. On PX_OK *plan is compiled (the caller frees it). */
+ * one GPU a rank; refused when no backend runs it. On PX_OK *plan is compiled (the caller frees it). */
 px_status px_cli_plan_after(const px_exec_module *x, px_args *a, const char *dir, px_plan *plan, px_err *err);
 
 #endif

@@ -13,7 +13,7 @@
 # the re-split shard), and reshard takes fp8's recipe and base from the
 # checkpoint unless --fp8-recipe / --fp8-base say otherwise. Refused with exit 2, the file and the reason: another
 # model, a corrupt shard, a checkpoint that records no plan, --to the --from
-# directory. Every mpirun is bounded by `timeout`.
+# directory, a plan no backend runs. Every mpirun is bounded by `timeout`.
 set -u
 px=$1
 src=$2
@@ -122,6 +122,8 @@ refused "another model" "ck/manifest.json: a checkpoint of another model" \
 refused "another model, by run --resume" "a checkpoint of another model" \
   timeout -s KILL 60 mpirun -np 2 "$px" run --backend cpu -m tiny -d 2 -B 8 --steps 6 --ckpt "$d/ck" --resume
 refused "--to the --from directory" "is the --from directory" "$px" reshard --from "$d/ck" --to "$d/ck/" -d 2 -B 8
+refused "a plan no backend runs" "runs on no backend, so no run would resume its checkpoint: fp8 weights" \
+  "$px" reshard --from "$d/ck" --to "$tmp/x" -d 2 -B 8 -c dgx-h100 -P fp8 --fp8-params
 cp -r "$d/ck" "$tmp/bad"
 printf 'X' | dd of="$tmp/bad/shard-5.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
 refused "a corrupt shard" "bad/shard-5.bin: corrupt (stored checksum" \
