@@ -129,8 +129,8 @@ static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, double m
   char timed[48] = "over 2 calls";
   if (min_s > 0) snprintf(timed, sizeof timed, "for at least %.2f s", min_s);
   snprintf(note, sizeof note, "%s: cuBLASLt as the CUDA backend calls it, random operands, bf16 out (fp8: E4M3, "
-           "per-tensor scales), each shape timed %s after a warm-up: a %d x %d x %d grid of m, n, k and the "
-           "given plans' linear layers", said, timed, grid, grid, grid);
+           "per-tensor scales, fast accumulation), each shape timed %s after a warm-up: a %d x %d x %d grid of m, n, "
+           "k and the given plans' linear layers", said, timed, grid, grid, grid);
   return px_cluster_set_source(c, "gpu.gemm.table", note, err);
 }
 
@@ -159,23 +159,37 @@ static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int 
   return px_cluster_set_source(c, "gpu.attention", note, err);
 }
 
-/* fp8 with fast accumulation beside the promoted sums at the same shapes: probes [n, nall) are the
- * fast twins of the fp8 probes before n, in order. */
-static void report_fast_accum(const px_cuda_gemm_probe *p, int n, int nall, FILE *f) {
-  double best = 0, ratio_sum = 0;
+/* fp8 with fast accumulation beside the promoted (split) sums at the same shapes: probes [n, nall) are the
+ * fast twins of the fp8 probes before n, in order. The table's fp8 points become the fast twins' (the rate
+ * gpu.gemm's fp8 figures mean: Transformer Engine's and torchao's forward GEMMs), and the mean of the
+ * promoted rates over the fast ones is gpu.gemm.fp8_split_accumulation_share (their backward GEMMs). */
+static px_status fill_fast_accum(px_cluster *c, px_cuda_gemm_probe *p, int n, int nall, const char *said, FILE *f,
+                                 px_err *err) {
+  double best = 0, share_sum = 0;
   int pairs = 0;
   for (int i = 0, j = n; i < n && j < nall; i++) {
     if (p[i].dtype != PX_DTYPE_FP8) continue;
-    const px_cuda_gemm_probe *x = &p[i], *y = &p[j++];
-    if (x->s <= 0 || y->s <= 0) continue;
-    fprintf(f, "  calibrate: fp8 %lldx%lldx%lld: %.4g TFLOP/s promoted, %.4g with fast accumulation (%.3fx)\n",
-            (long long)x->m, (long long)x->n, (long long)x->k, gemm_flops(x) / x->s / 1e12,
-            gemm_flops(y) / y->s / 1e12, x->s / y->s);
-    best = fmax(best, gemm_flops(y) / y->s), ratio_sum += x->s / y->s, pairs++;
+    px_cuda_gemm_probe *x = &p[i];
+    const px_cuda_gemm_probe *y = &p[j++];
+    if (x->s > 0 && y->s > 0) {
+      if (f)
+        fprintf(f, "  calibrate: fp8 %lldx%lldx%lld: %.4g TFLOP/s promoted, %.4g with fast accumulation (%.3fx)\n",
+                (long long)x->m, (long long)x->n, (long long)x->k, gemm_flops(x) / x->s / 1e12,
+                gemm_flops(y) / y->s / 1e12, x->s / y->s);
+      best = fmax(best, gemm_flops(y) / y->s), share_sum += y->s / x->s, pairs++;
+    }
+    x->s = y->s; /* the table's point is the fast twin's (none where it failed) */
   }
-  if (pairs)
-    fprintf(f, "  calibrate: fp8 with fast accumulation: best %.4g TFLOP/s, %.3fx the promoted sums' rate (mean of %d "
-            "shapes; not in the file's table)\n", best / 1e12, ratio_sum / pairs, pairs);
+  if (!pairs) return PX_OK;
+  double share = fmin(1.0, fmax(0.01, share_sum / pairs)); /* what the file holds */
+  c->gpu.gemm_fp8_split_share = share;
+  if (f)
+    fprintf(f, "  calibrate: fp8 with fast accumulation: best %.4g TFLOP/s; the promoted sums run at %.3f of its "
+            "rate (mean of %d shapes): gpu.gemm.fp8_split_accumulation_share\n", best / 1e12, share, pairs);
+  char note[512];
+  snprintf(note, sizeof note, "%s: the mean over %d fp8 GEMM shapes of the rate with promoted sums over the rate "
+           "with cuBLASLt's fast accumulation (the table's fp8 points)", said, pairs);
+  return px_cluster_set_source(c, "gpu.gemm.fp8_split_accumulation_share", note, err);
 }
 
 px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cluster *out, px_err *err) {
@@ -215,9 +229,8 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
 
   int64_t sd = quick ? SUSTAIN_DIM_QUICK : SUSTAIN_DIM_FULL;
   add_gemm(gl, sd, sd, sd, false, true, PX_DTYPE_FP8); /* beside the sustained bf16 product */
-  /* the fp8 shapes again with fast accumulation (Transformer Engine's and torchao's forward GEMMs):
-   * measured for the record (progress), not in the table, whose fp8 points are the promoted sums'
-   * that the data and weight gradients use */
+  /* the fp8 shapes again with fast accumulation (Transformer Engine's and torchao's forward GEMMs): the
+   * table's fp8 points; the promoted sums (their data and weight gradients) give the split share */
   px_cuda_gemm_probe *probes = malloc((size_t)(2 * gl->n) * sizeof *probes);
   px_cuda_calib *m = calloc(1, sizeof *m);
   if (!m || !probes) {
@@ -240,10 +253,6 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
   if (!st && m->failed && o->progress) /* the figures of the rest are written */
     fprintf(o->progress, "  calibrate: %d measurement%s failed, left out of the file; the first: %s\n", m->failed,
             m->failed == 1 ? "" : "s", m->failure);
-  memcpy(gl->v, probes, (size_t)gl->n * sizeof *probes);
-  if (!st && o->progress) report_fast_accum(probes, gl->n, nprobes, o->progress);
-  free(probes);
-
   *out = *base;
   px_cluster *c = out;
   char host[64] = "this machine", when[32], said[256];
@@ -253,12 +262,15 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
   strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
   snprintf(said, sizeof said, "measured by parallax calibrate on %s (compute capability %d.%d) at %s", m->gpu,
            m->cc / 10, m->cc % 10, when);
+  if (!st) st = fill_fast_accum(c, probes, gl->n, nprobes, said, o->progress, err);
+  memcpy(gl->v, probes, (size_t)gl->n * sizeof *probes);
+  free(probes);
   if (!st) {
     snprintf(c->name, sizeof c->name, "calibrated");
     snprintf(c->gpu.name, sizeof c->gpu.name, "%.63s", m->gpu);
     snprintf(c->source, sizeof c->source, "GPU figures measured by `parallax calibrate --backend cuda` on %.95s "
-             "(%.63s) at %.31s: gpu.gemm.table, gpu.sustained_share, gpu.attention, gpu.memory_efficiency (see "
-             "sources); the rest from %.63s: %.500s", m->gpu, host, when, base->name, base->source);
+             "(%.63s) at %.31s: gpu.gemm.table, gpu.gemm.fp8_split_accumulation_share, gpu.sustained_share, "
+             "gpu.attention, gpu.memory_efficiency (see sources); the rest from %.63s: %.500s", m->gpu, host, when, base->name, base->source);
     if (m->sms > 0) c->gpu.sm_count = m->sms;
     st = fill_gemm(c, gl, ng, m->min_s, said, err);
   }

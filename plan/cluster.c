@@ -172,6 +172,7 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&gc, gemm, "fp8_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_max_efficiency, err));
     TRY(px_json_num(&gc, gemm, "fp8_block_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_block_max_efficiency,
                     err));
+    TRY(px_json_num(&gc, gemm, "fp8_split_accumulation_share", false, 0.01, 1.0, &gpu->gemm_fp8_split_share, err));
     double best_tf = 0, fp8_best_tf = 0;
     TRY(px_json_num(&gc, gemm, "best_tflops", false, 1e-3, 1e6, &best_tf, err));
     TRY(px_json_num(&gc, gemm, "fp8_best_tflops", false, 1e-3, 1e6, &fp8_best_tf, err));
@@ -560,6 +561,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (gpu->gemm_fp8_max_efficiency > 0) px_json_add_num(gemm, "fp8_max_efficiency", gpu->gemm_fp8_max_efficiency);
   if (gpu->gemm_fp8_block_max_efficiency > 0)
     px_json_add_num(gemm, "fp8_block_max_efficiency", gpu->gemm_fp8_block_max_efficiency);
+  if (gpu->gemm_fp8_split_share > 0) px_json_add_num(gemm, "fp8_split_accumulation_share", gpu->gemm_fp8_split_share);
   if (gpu->gemm_best_flops > 0) px_json_add_num(gemm, "best_tflops", gpu->gemm_best_flops / 1e12);
   if (gpu->gemm_fp8_best_flops > 0) px_json_add_num(gemm, "fp8_best_tflops", gpu->gemm_fp8_best_flops / 1e12);
   if (gpu->gemm_table_len) {
@@ -770,6 +772,8 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
   if (dt == PX_DTYPE_FP4) f8 = g->gemm_fp8_max_efficiency;
   return (dt == PX_DTYPE_FP8 || dt == PX_DTYPE_FP4) && f8 > 0 ? f8 : g->gemm_max_efficiency;
 }
+
+double px_gpu_fp8_split_share(const px_gpu *g) { return g->gemm_fp8_split_share > 0 ? g->gemm_fp8_split_share : 1.0; }
 
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt) {
   bool half = dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16;

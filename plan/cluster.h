@@ -96,6 +96,9 @@ typedef struct {
   double gemm_k_half;                /* k at which short-k GEMMs reach half of max efficiency */
   double gemm_fp8_max_efficiency;    /* max_efficiency of fp8 GEMMs with per-tensor scales (of the fp8 peak) */
   double gemm_fp8_block_max_efficiency; /* ... with blockwise scales (DeepSeek-V3's 1 x 128 / 128 x 128) */
+  double gemm_fp8_split_share;       /* an fp8 GEMM's rate with split (promoted) accumulation over its rate with
+                                        fast accumulation, which fp8_max_efficiency measures; 0: the GPU has one
+                                        mode (Blackwell) */
   double gemm_best_flops;            /* the best FLOP/s a sweep of 16-bit GEMM shapes measured (MAMF): no
                                         shape runs faster, the model is held under it; 0: no ceiling */
   double gemm_fp8_best_flops;        /* ... of fp8 GEMMs (per-tensor or blockwise scales) */
@@ -141,6 +144,10 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
  * of shapes measured (gpu.gemm.best_tflops, fp8_best_tflops); 1 where the
  * file gives none. */
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt);
+/* The share of an fp8 GEMM's fast-accumulation rate it keeps with split
+ * accumulation (gpu.gemm.fp8_split_accumulation_share; 1 where the file gives
+ * none). Transformer Engine and torchao split the backward's fp8 GEMMs only. */
+double px_gpu_fp8_split_share(const px_gpu *g);
 
 /* HBM a plan may use: the capacity less what the runtime keeps (context, allocator). */
 uint64_t px_gpu_usable_bytes(const px_gpu *g);

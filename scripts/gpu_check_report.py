@@ -186,7 +186,7 @@ def markdown(s):
         out.append("")
         out.append("## Calibration (`cluster-fragment.json`)")
         out.append("")
-        if s.get("fast_accum"):  # calibrate's progress: not in the file's table
+        if s.get("fast_accum"):  # calibrate's progress line; the share is gpu.gemm.fp8_split_accumulation_share
             out.append("fp8 with fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): %s" % s["fast_accum"])
             out.append("")
         out.append("Memory: %s GB/s (%s of the datasheet's). %s" %

@@ -144,6 +144,14 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   for (int i = 0; i < n; i++)
     eff += px_gemm_efficiency8(g, dt, f8_block, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
   eff /= n;
+  /* fp8 with per-tensor scales: Transformer Engine (recipe MMParams: fprop use_split_accumulator False, dgrad and
+   * wgrad True) and torchao (use_fast_accum in the forward only) promote the backward's sums out of the tensor
+   * cores (split accumulation) at the GPU's measured share of the fast rate; blockwise scales' figure is
+   * DeepGEMM's, promoted already, and the block-scaled formats have one mode (Blackwell) */
+  bool bwd_gemm = op->kind == PX_OP_LINEAR_BWD_DATA || op->kind == PX_OP_LINEAR_BWD_WEIGHT ||
+                  op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA || op->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+  if (bwd_gemm && (op->flags & PX_OPF_FP8) && !(op->flags & (PX_OPF_FP8_BLOCK | PX_OPF_MXFP8 | PX_OPF_NVFP4)))
+    eff *= px_gpu_fp8_split_share(g);
   if ((op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD) && px_dtype_bytes(dt) == 2) {
     /* a measured 16-bit kernel where the GPU has one (every graph's attention is causal), on the
      * waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */

@@ -945,6 +945,49 @@ static void test_block_scaled_gemm(void) {
   CU_ASSERT(g->peak_flops[PX_DTYPE_FP4] == 2 * g->peak_flops[PX_DTYPE_FP8]);
 }
 
+/* fp8 split accumulation: on a Hopper preset the backward's per-tensor fp8 GEMMs (data and weight gradients,
+ * dense and expert) run at gpu.gemm.fp8_split_accumulation_share of the forward's rate, by hand; blockwise
+ * scales and 16-bit GEMMs keep theirs; a file without the share (Blackwell's) has one rate. */
+static void test_fp8_split_accumulation(void) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  px_gpu *g = &c.gpu;
+  CU_ASSERT_FATAL(g->gemm_fp8_split_share > 0.8 && g->gemm_fp8_split_share < 0.9);
+  g->kernel_overhead_s = 0;
+  int64_t m = 8192, n = 8192, k = 8192; /* the same shape every way round: one efficiency for every pass */
+  double flops = 2.0 * (double)m * (double)n * (double)k;
+  double fwd8 = flops / (g->peak_flops[PX_DTYPE_FP8] * px_gemm_efficiency8(g, PX_DTYPE_FP8, false, m, n, k, 1) *
+                         g->sustained_share);
+  const struct {
+    px_op_kind kind;
+    uint16_t flags;
+    double want_s;
+  } cases[] = {
+      {PX_OP_LINEAR, PX_OPF_FP8, fwd8},
+      {PX_OP_LINEAR_BWD_DATA, PX_OPF_FP8, fwd8 / g->gemm_fp8_split_share},
+      {PX_OP_LINEAR_BWD_WEIGHT, PX_OPF_FP8, fwd8 / g->gemm_fp8_split_share},
+      {PX_OP_LINEAR_BWD_DATA, PX_OPF_FP8 | PX_OPF_FP8_BLOCK,
+       flops / (g->peak_flops[PX_DTYPE_FP8] * px_gemm_efficiency8(g, PX_DTYPE_FP8, true, m, n, k, 1) * g->sustained_share)},
+      {PX_OP_LINEAR_BWD_DATA, 0,
+       flops / (g->peak_flops[PX_DTYPE_BF16] * px_gemm_efficiency8(g, PX_DTYPE_BF16, false, m, n, k, 1) *
+                g->sustained_share)},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    px_op op = {.kind = cases[i].kind, .flags = cases[i].flags, .dim = {m, n, k}, .flops = flops};
+    PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), cases[i].want_s, 1e-12);
+  }
+  /* expert GEMMs (dims: rows, n, k, local experts): the backward's at the share too */
+  px_op fe = {.kind = PX_OP_EXPERT_LINEAR, .flags = PX_OPF_FP8, .dim = {4096, 2048, 2048, 8}};
+  px_op be = {.kind = PX_OP_EXPERT_LINEAR_BWD_WEIGHT, .flags = PX_OPF_FP8, .dim = {2048, 4096, 2048, 8}}; /* fe's GEMM */
+  PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &be) * g->gemm_fp8_split_share, px_compute_op_s(g, PX_DTYPE_BF16, &fe),
+                1e-12);
+  px_gpu one = *g;
+  one.gemm_fp8_split_share = 0; /* none in the file: one mode */
+  px_op bd = {.kind = PX_OP_LINEAR_BWD_DATA, .flags = PX_OPF_FP8, .dim = {m, n, k}, .flops = flops};
+  PX_ASSERT_REL(px_compute_op_s(&one, PX_DTYPE_BF16, &bd), fwd8, 1e-12);
+}
+
 /* The straggler model against hand-derived values: the normal quantile at
  * tabulated points, Blom's expected maximum against the exact means (n = 2:
  * 1/sqrt(pi); n = 3: 3/(2 sqrt(pi)); Harter 1961 for 10, 100, 1000), the
@@ -1032,6 +1075,7 @@ int main(void) {
       {"flows share links as computed by hand", test_network_sharing},
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"block-scaled GEMMs: nvfp4 at the fp4 peak, mxfp8 at the fp8 peak", test_block_scaled_gemm},
+      {"fp8 split accumulation: the backward's per-tensor fp8 GEMMs at the share, by hand", test_fp8_split_accumulation},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},

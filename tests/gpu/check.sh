@@ -42,7 +42,10 @@ jq -e '[.gpu.gemm.table[] | select(.m == 64 and .n == 192 and .k == 64 and .dtyp
   "$o/cluster-fragment.json" >/dev/null || fail "no row for tiny-gpt's qkv GEMM"
 jq -e '[.gpu.gemm.table[] | select(.m == 192 and .n == 64 and .k == 64)] | length == 2' \
   "$o/cluster-fragment.json" >/dev/null || fail "no rows for tiny-gpt's qkv weight gradient"
-for field in gpu.gemm.table gpu.attention gpu.memory_efficiency gpu.sustained_share; do
+# the promoted fp8 sums' share of the fast rate (the table's fp8 points), from the twin probes
+jq -e '.gpu.gemm.fp8_split_accumulation_share > 0 and .gpu.gemm.fp8_split_accumulation_share <= 1' \
+  "$o/cluster-fragment.json" >/dev/null || fail "no fp8 split accumulation share: $(jq -c '.gpu.gemm | del(.table)' "$o/cluster-fragment.json")"
+for field in gpu.gemm.table gpu.gemm.fp8_split_accumulation_share gpu.attention gpu.memory_efficiency gpu.sustained_share; do
   jq -r --arg f "$field" '.sources[$f]' "$o/cluster-fragment.json" | grep -q "^measured by parallax calibrate on CPU emulation" ||
     fail "$field: $(jq -r --arg f "$field" '.sources[$f]' "$o/cluster-fragment.json")"
 done
