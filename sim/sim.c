@@ -283,8 +283,9 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
     if (issue > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
       double nk = (double)px_host_kernels(p, ops, b->nops, i), first = host_s + c->host_op_s;
       host_s += issue;
-      double end = fmax(gpu_s + t, fmax(first + t, host_s + t / nk)), idle = end - t - gpu_s;
-      if (idle > 0) { /* after the wait for the collective it needs, if any: the host restarts behind it */
+      double idle = fmax(first - gpu_s, host_s - gpu_s - t * (1.0 - 1.0 / nk));
+      if (idle >= 1e-9) { /* (a nanosecond, the clock's tick) after the wait for the collective it needs, if
+                           * any: the host restarts behind it */
         if (wait >= 0 && !(st = seg_add_compute(out, 0, wait, S->err))) wait = -1;
         if (!st) st = seg_push(out, (seg){.launch = true, .ord = -1, .dur_s = idle}, S->err);
         out->launch_s += idle;
@@ -333,6 +334,8 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
  * repeats each block kind (a layer's forward, micro-batch after micro-batch and layer after layer), so the
  * host's lead over the GPU entering one is about the lead the one before it left. */
 static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op *ops, seg_list *out) {
+  const px_cluster *c = &S->plan->cluster;
+  if (c->host_op_s <= 0 && c->host_launch_s <= 0) return block_segments_led(S, s, k, ops, 0.0, out); /* no lane */
   seg_list first = {0};
   px_status st = block_segments_led(S, s, k, ops, 0.0, &first);
   double lead = first.host_lead_s;
