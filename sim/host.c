@@ -5,6 +5,12 @@ static bool is_expert_gemm(px_op_kind k) {
   return k == PX_OP_EXPERT_LINEAR || k == PX_OP_EXPERT_LINEAR_BWD_DATA || k == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
 }
 
+/* The exchange that brings the tokens to the experts (an EP all-to-all to them, or the allgather dispatcher's). */
+static bool is_dispatch(const px_op *op) {
+  return op->group == PX_GROUP_EP &&
+         ((op->kind == PX_OP_ALLTOALL && (op->flags & PX_OPF_TO_EXPERTS)) || op->kind == PX_OP_ALLGATHER);
+}
+
 static bool same_ref(px_ref a, px_ref b) { return a.slot >= 0 && a.slot == b.slot && a.layer_off == b.layer_off; }
 
 /* The local experts of the expert GEMM that reads what cast i writes (or the weight it casts); 0: none. */
@@ -30,7 +36,7 @@ int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i
      * (Float8CurrentScalingQuantizer::quantize_impl, transformer_engine/pytorch/csrc/quantizer.cpp at d0067d0);
      * delayed scaling's cast-transpose takes its amax inside, and the other recipes' casts are one kernel */
     bool current = p->par.precision == PX_PREC_FP8 && p->par.fp8_recipe == PX_FP8_CURRENT;
-    bool delayed = p->par.precision == PX_PREC_FP8 && (p->par.fp8_recipe < 0 || p->par.fp8_recipe == PX_FP8_DELAYED);
+    bool delayed = p->par.precision == PX_PREC_FP8 && p->par.fp8_recipe == PX_FP8_DELAYED;
     int64_t per = current ? 3 : 1, experts = cast_experts(ops, n, i);
     /* experts' rows: split_quantize quantizes each local expert's rows apart (its multi-tensor cast-transpose
      * fuses them into one kernel for delayed scaling only: multi_tensor_quantize_impl, extensions/cast.cpp) */
@@ -45,20 +51,11 @@ double px_host_issue_s(const px_plan *p, const px_op *ops, int32_t n, int32_t i)
   return c->host_op_s + (double)(px_host_kernels(p, ops, n, i) - 1) * c->host_launch_s;
 }
 
-bool px_host_waits(const px_plan *p, const px_op *ops, int32_t i, bool before) {
-  const px_op *op = &ops[i];
+bool px_host_waits(const px_plan *p, const px_op *op, bool before) {
   if (op->phase == PX_PHASE_BWD) return false; /* the backward reuses the counts the forward brought */
   /* the dispatch to the experts: the alltoall dispatcher waits for the counts before its exchange
    * ("before_ep_alltoall", megatron/core/transformer/moe/token_dispatcher.py at d98e8a6), DeepEP's and
-   * HybridEP's after theirs (the received tokens' count sizes the permuted buffer, tokens_per_expert.sum()) */
-  bool dispatch = op->group == PX_GROUP_EP && ((op->kind == PX_OP_ALLTOALL && (op->flags & PX_OPF_TO_EXPERTS)) ||
-                                               op->kind == PX_OP_ALLGATHER);
-  if (dispatch) return before == (p->par.moe_dispatch != PX_MOE_DEEPEP && op->kind == PX_OP_ALLTOALL);
-  /* without an exchange, the first expert GEMM's m_splits.tolist() (grouped_linear.py) */
-  if (op->kind != PX_OP_EXPERT_LINEAR || !before) return false;
-  for (int32_t j = 0; j < i; j++)
-    if (ops[j].kind == PX_OP_EXPERT_LINEAR || (ops[j].group == PX_GROUP_EP && ops[j].phase != PX_PHASE_BWD &&
-                                              (ops[j].kind == PX_OP_ALLTOALL || ops[j].kind == PX_OP_ALLGATHER)))
-      return false;
-  return true;
+   * HybridEP's after theirs (the received tokens' count sizes the permuted buffer, tokens_per_expert.sum());
+   * at EP 1 the graph keeps the exchange, a no-op, where the dispatcher ends its preprocessing ("before_finish") */
+  return is_dispatch(op) && before == (p->par.moe_dispatch != PX_MOE_DEEPEP && op->kind == PX_OP_ALLTOALL);
 }

@@ -19,10 +19,10 @@ int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i
 /* Seconds the host takes to issue op i: the cluster's host.op_us with its
  * first kernel, host.launch_us each further one; 0 without them. */
 double px_host_issue_s(const px_plan *p, const px_op *ops, int32_t n, int32_t i);
-/* The host waits for the GPU before issuing op i (before) or after op i
+/* The host waits for the GPU before issuing op (before) or after it
  * ends (!before): Megatron-Core's MoE dispatchers copy the tokens' counts to
- * the host once a layer's forward, and Transformer Engine's grouped GEMM
- * needs them there (m_splits.tolist()). */
-bool px_host_waits(const px_plan *p, const px_op *ops, int32_t i, bool before);
+ * the host once a layer's forward, at their exchange to the experts
+ * (Transformer Engine's grouped GEMM needs them there: m_splits.tolist()). */
+bool px_host_waits(const px_plan *p, const px_op *op, bool before);
 
 #endif

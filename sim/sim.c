@@ -278,7 +278,7 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
     /* an op using an overlapped collective's tensors waits for it */
     int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (wait >= 0 && async_end[wait] > gpu_s) gpu_s = async_end[wait];
-    if (px_host_waits(p, ops, i, true) && gpu_s > host_s) host_s = gpu_s;
+    if (px_host_waits(p, op, true) && gpu_s > host_s) host_s = gpu_s;
     double issue = lane ? px_host_issue_s(p, ops, b->nops, i) : 0.0;
     if (issue > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
       double nk = (double)px_host_kernels(p, ops, b->nops, i), first = host_s + c->host_op_s;
@@ -321,7 +321,7 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
                              .cc = cc}, S->err);
     if (!async) gpu_s += cc.time_s;
     else if (ord >= 0) async_end[ord] = gpu_s + cc.time_s;
-    if (px_host_waits(p, ops, i, false) && (ord < 0 ? gpu_s : async_end[ord]) > host_s)
+    if (px_host_waits(p, op, false) && (ord < 0 ? gpu_s : async_end[ord]) > host_s)
       host_s = ord < 0 ? gpu_s : async_end[ord];
   }
   out->host_lead_s = gpu_s > host_s ? gpu_s - host_s : 0;

@@ -1103,8 +1103,8 @@ static void test_host_launches(void) {
       }
       if (o->kind == PX_OP_LINEAR) CU_ASSERT_EQUAL(k, 1);
       if (k > 1) PX_ASSERT_REL(px_host_issue_s(&plan, b->ops, b->nops, i), 13.48e-6 + (double)(k - 1) * 3e-6, 1e-9);
-      CU_ASSERT(!px_host_waits(&plan, b->ops, i, true)); /* DeepEP: after its dispatch, not before */
-      if (px_host_waits(&plan, b->ops, i, false)) {
+      CU_ASSERT(!px_host_waits(&plan, &b->ops[i], true)); /* DeepEP: after its dispatch, not before */
+      if (px_host_waits(&plan, &b->ops[i], false)) {
         CU_ASSERT(o->kind == PX_OP_ALLTOALL && o->group == PX_GROUP_EP && (o->flags & PX_OPF_TO_EXPERTS));
         waits++;
       }
@@ -1113,12 +1113,31 @@ static void test_host_launches(void) {
     CU_ASSERT_EQUAL(casts, rec ? 2 : 0);
     CU_ASSERT_EQUAL(waits, 1);
     for (int32_t i = 0; i < plan.blocks[PX_BLOCK_MOE_BWD].nops; i++) /* the backward keeps the forward's counts */
-      CU_ASSERT(!px_host_waits(&plan, plan.blocks[PX_BLOCK_MOE_BWD].ops, i, false));
+      CU_ASSERT(!px_host_waits(&plan, &plan.blocks[PX_BLOCK_MOE_BWD].ops[i], false));
     /* after the wait the host issues the layer's rest while the GPU idles: at least one op's dispatch a
      * forward (48 MoE layers, 4 micro-batches a rank) */
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
     CU_ASSERT(r.breakdown.launch_s >= 48 * 4 * 13.48e-6 * 0.999);
     px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  /* the alltoall dispatcher waits before its exchange, at EP 1 too (a no-op exchange: Megatron-Core's
+   * "before_finish", the end of its preprocessing) */
+  for (int ep = 1; ep <= 16; ep += 15) {
+    px_parallel_unset(&p);
+    p.ep = ep, p.etp = 1, p.zero = 1, p.mbs = 1, p.gbs = 64, p.moe_dispatch = PX_MOE_A2A;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+    const px_block *b = &plan.blocks[PX_BLOCK_MOE_FWD];
+    int before = 0, after = 0;
+    for (int32_t i = 0; i < b->nops; i++) {
+      if (px_host_waits(&plan, &b->ops[i], true)) {
+        CU_ASSERT(b->ops[i].kind == PX_OP_ALLTOALL && b->ops[i].group == PX_GROUP_EP);
+        before++;
+      }
+      after += px_host_waits(&plan, &b->ops[i], false);
+    }
+    CU_ASSERT_EQUAL(before, 1);
+    CU_ASSERT_EQUAL(after, 0);
     px_plan_free(&plan);
   }
 }
