@@ -45,10 +45,35 @@ int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i
   return 1;
 }
 
-double px_host_issue_s(const px_plan *p, const px_op *ops, int32_t n, int32_t i) {
+/* An EP exchange of the tokens, to the experts or back (the combine: an all-to-all, or the allgather
+ * dispatcher's reduce-scatter), either way in the backward. */
+static bool is_exchange(const px_op *op) {
+  return op->group == PX_GROUP_EP &&
+         (op->kind == PX_OP_ALLTOALL || op->kind == PX_OP_ALLGATHER || op->kind == PX_OP_REDUCE_SCATTER);
+}
+
+bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
+  if (p->par.cuda_graph != PX_GRAPH_LAYERS || !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k) || px_block_is_layer_w(k)))
+    return false;
+  /* the experts' part (dynamic shapes: Megatron-Core captures a MoE layer's attn, moe_router and
+   * moe_preprocess only, --cuda-graph-modules) runs eager, its exchanges included */
+  int32_t first = -1, last = -1;
+  for (int32_t j = 0; j < n; j++)
+    if (is_exchange(&ops[j])) last = j, first = first < 0 ? j : first;
+  return first < 0 || i < first || i > last;
+}
+
+px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
   const px_cluster *c = &p->cluster;
-  if (c->host_op_s <= 0 && c->host_launch_s <= 0) return 0.0;
-  return c->host_op_s + (double)(px_host_kernels(p, ops, n, i) - 1) * c->host_launch_s;
+  px_host_issue h = {0, 0};
+  if (c->host_op_s <= 0 && c->host_launch_s <= 0 && c->host_graph_s <= 0) return h;
+  if (px_host_graphed(p, k, ops, n, i)) { /* the graphed module's call (an op's dispatch) and its replay */
+    if (i == 0 || !px_host_graphed(p, k, ops, n, i - 1)) h.issue_s = h.first_s = c->host_op_s + c->host_graph_s;
+    return h;
+  }
+  h.first_s = c->host_op_s;
+  h.issue_s = c->host_op_s + (double)(px_host_kernels(p, ops, n, i) - 1) * c->host_launch_s;
+  return h;
 }
 
 bool px_host_waits(const px_plan *p, const px_op *op, bool before) {

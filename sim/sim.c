@@ -279,10 +279,10 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
     int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (wait >= 0 && async_end[wait] > gpu_s) gpu_s = async_end[wait];
     if (px_host_waits(p, op, true) && gpu_s > host_s) host_s = gpu_s;
-    double issue = lane ? px_host_issue_s(p, ops, b->nops, i) : 0.0;
-    if (issue > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
-      double nk = (double)px_host_kernels(p, ops, b->nops, i), first = host_s + c->host_op_s;
-      host_s += issue;
+    px_host_issue h = lane ? px_host_issue_of(p, k, ops, b->nops, i) : (px_host_issue){0, 0};
+    if (h.issue_s > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
+      double nk = (double)px_host_kernels(p, ops, b->nops, i), first = host_s + h.first_s;
+      host_s += h.issue_s;
       double idle = fmax(first - gpu_s, host_s - gpu_s - t * (1.0 - 1.0 / nk));
       if (idle >= 1e-9) { /* (a nanosecond, the clock's tick) after the wait for the collective it needs, if
                            * any: the host restarts behind it */
