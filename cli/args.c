@@ -28,7 +28,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE,
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE, OPT_CUDA_GRAPH,
        OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
@@ -65,6 +65,9 @@ static const px_opt opts[] = {
      "stops it)"},
     {"moe-imbalance", required_argument, OPT_MOE_IMBALANCE, PX_OPT_PLAN, "F",
      "tokens on the busiest EP rank's experts over the mean (1: a balanced router)"},
+    {"cuda-graph", required_argument, OPT_CUDA_GRAPH, PX_OPT_PLAN, "G",
+     "CUDA graphs: none (every kernel launched by the host, default) | layers (Megatron-Core's per-layer graphs: a "
+     "layer's forward and backward one graph launch each; a MoE layer's attention and router, its experts eager)"},
     {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},
     {"sp", no_argument, 'S', PX_OPT_PLAN, NULL, "sequence parallelism"},
     {"mbs", required_argument, 'b', PX_OPT_PLAN, "N", "micro-batch size, sequences"},
@@ -363,6 +366,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         st = parse_enum("moe-buffers", optarg, px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, &p->moe_buffers, err);
         break;
       case OPT_MOE_IMBALANCE: st = parse_number("--moe-imbalance", optarg, 1, 1e6, &p->moe_imbalance, err); break;
+      case OPT_CUDA_GRAPH: st = parse_enum("cuda-graph", optarg, px_cuda_graph_names, PX_GRAPH_COUNT, &p->cuda_graph, err); break;
       case 'z':
         st = px_parse_int(optarg, "--zero", 0, 3, &v, err);
         p->zero = (int)v;

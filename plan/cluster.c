@@ -484,12 +484,18 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     TRY(px_json_num(&hc, host, "storage_gb_per_s", false, 0.0, 1e9, &sgbps, err));
     cl->host_memory_bytes = (uint64_t)(gib * GIB);
     cl->storage_bytes_per_s = sgbps * 1e9;
-    double pcie = 0, adam = 0, nvme = 0, nvme_tb = 0;
+    double pcie = 0, adam = 0, nvme = 0, nvme_tb = 0, op_us = 0, launch_us = 0, graph_us = 0;
     TRY(px_json_num(&hc, host, "pcie_gb_per_s", false, 0.0, 1e6, &pcie, err));
     TRY(px_json_int(&hc, host, "pcie_gpus_per_uplink", false, 1, 1024, &cl->host_pcie_gpus_per_uplink, err));
     TRY(px_json_num(&hc, host, "cpu_adam_gparams_per_s", false, 0.0, 1e6, &adam, err));
     TRY(px_json_num(&hc, host, "nvme_gb_per_s", false, 0.0, 1e6, &nvme, err));
     TRY(px_json_num(&hc, host, "nvme_tb", false, 0.0, 1e6, &nvme_tb, err));
+    TRY(px_json_num(&hc, host, "op_us", false, 0.0, 1e6, &op_us, err));
+    TRY(px_json_num(&hc, host, "launch_us", false, 0.0, 1e6, &launch_us, err));
+    TRY(px_json_num(&hc, host, "graph_launch_us", false, 0.0, 1e6, &graph_us, err));
+    cl->host_op_s = op_us * 1e-6;
+    cl->host_launch_s = launch_us * 1e-6;
+    cl->host_graph_s = graph_us * 1e-6;
     cl->host_pcie_bytes_per_s = pcie * 1e9;
     cl->host_cpu_adam_params_per_s = adam * 1e9;
     cl->host_nvme_bytes_per_s = nvme * 1e9;
@@ -648,6 +654,9 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_cpu_adam_params_per_s > 0) px_json_add_num(host, "cpu_adam_gparams_per_s", c->host_cpu_adam_params_per_s / 1e9);
   if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
+  if (c->host_op_s > 0) px_json_add_num(host, "op_us", c->host_op_s * 1e6);
+  if (c->host_launch_s > 0) px_json_add_num(host, "launch_us", c->host_launch_s * 1e6);
+  if (c->host_graph_s > 0) px_json_add_num(host, "graph_launch_us", c->host_graph_s * 1e6);
   cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
   if (pw) {
     px_json_add_num(pw, "node_overhead_w", c->node_overhead_w);

@@ -212,6 +212,10 @@ typedef struct {
   double host_cpu_adam_params_per_s;
   double host_nvme_bytes_per_s;
   uint64_t host_nvme_bytes;
+  /* The host's issue cost of the kernels (sim/host.h): a framework op's dispatch with its first kernel's launch
+   * (Python module, autograd, ATen dispatcher, cudaLaunchKernel), and each further kernel the op launches from
+   * C++, and a CUDA graph's replay (cudaGraphLaunch); 0: launches are free (no host lane). */
+  double host_op_s, host_launch_s, host_graph_s;
   /* Power besides the GPUs' (power.*, read with gpu.power_w by sim/power.h): a node's draw besides its GPUs
    * (CPUs, memory, NICs, NVSwitches, fans, drives, power supply losses), the network's switches per node,
    * and the site's power usage effectiveness (facility over IT power, >= 1). */

@@ -27,6 +27,7 @@ PX_NAME_TABLE(px_finetune_names, PX_FT_COUNT, "none", "full", "lora", "qlora");
 PX_NAME_TABLE(px_base_precision_names, PX_BASE_COUNT, "bf16", "fp8", "nf4");
 PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep");
 PX_NAME_TABLE(px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, "busiest", "worst");
+PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
@@ -35,6 +36,7 @@ void px_parallel_unset(px_parallel *p) {
   p->zero = p->sp = p->schedule = p->recompute = p->recompute_method = p->precision = p->attention = p->gelu = -1;
   p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
+  p->cuda_graph = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
   p->finetune = p->base_precision = -1;
@@ -52,6 +54,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
   if (p->moe_buffers < 0) p->moe_buffers = PX_MOE_BUF_BUSIEST;
   if (p->moe_imbalance <= 0) p->moe_imbalance = 1.0;
+  if (p->cuda_graph < 0) p->cuda_graph = PX_GRAPH_NONE;
   if (p->dp <= 0 && gpus > 0 && gpus % (p->tp * p->cp * p->pp) == 0) p->dp = gpus / (p->tp * p->cp * p->pp);
   if (p->zero < 0) p->zero = 0;
   if (p->sp < 0) p->sp = 0;
@@ -93,6 +96,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1) TAKE(moe_buffers, -1)
+  TAKE(cuda_graph, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
@@ -833,6 +837,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "moe_dispatch", false, px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, &p->moe_dispatch, err));
   TRY(px_json_enum(&c, obj, "moe_buffers", false, px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, &p->moe_buffers, err));
   TRY(px_json_num(&c, obj, "moe_imbalance", false, 1.0, 1e6, &p->moe_imbalance, err));
+  TRY(px_json_enum(&c, obj, "cuda_graph", false, px_cuda_graph_names, PX_GRAPH_COUNT, &p->cuda_graph, err));
   TRY(px_json_int(&c, obj, "zero", false, 0, 3, &v, err));
   p->zero = (int)v;
   bool sp = false;
@@ -922,6 +927,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->moe_dispatch > 0) cJSON_AddStringToObject(o, "moe_dispatch", px_moe_dispatch_names[p->moe_dispatch]);
   if (p->moe_buffers > 0) cJSON_AddStringToObject(o, "moe_buffers", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance > 1) px_json_add_num(o, "moe_imbalance", p->moe_imbalance);
+  if (p->cuda_graph > 0) cJSON_AddStringToObject(o, "cuda_graph", px_cuda_graph_names[p->cuda_graph]);
   px_json_add_num(o, "zero", p->zero);
   cJSON_AddBoolToObject(o, "sp", p->sp > 0);
   px_json_add_num(o, "mbs", (double)p->mbs);

@@ -104,6 +104,11 @@ typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DEEPEP, PX_MOE_DISPATCH_COUN
  * moe_imbalance (what the simulator expects a caching allocator to see), or
  * every routing the router can make (a fixed arena that never overflows). */
 typedef enum { PX_MOE_BUF_BUSIEST, PX_MOE_BUF_WORST, PX_MOE_BUFFERS_COUNT } px_moe_buffers;
+/* CUDA graphs: none (every kernel launched by the host, eager), or layers (Megatron-Core's per-layer graphs,
+ * --cuda-graph-impl transformer_engine: each layer's forward and backward of a micro-batch replayed as one
+ * graph; a MoE layer's attention and router only, --cuda-graph-modules attn moe_router moe_preprocess, its
+ * experts' part eager). What the host issues, not what the GPU runs (sim/host.h). */
+typedef enum { PX_GRAPH_NONE, PX_GRAPH_LAYERS, PX_GRAPH_COUNT } px_cuda_graph;
 /* Fine-tuning: none (pre-training), full (every weight trained, as
  * pre-training plans it), lora (Hu et al. 2021: the base frozen, low-rank
  * adapters A (r x in) and B (out x r) beside the targeted linear layers
@@ -127,6 +132,7 @@ extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
 extern const char *const px_cp_algo_names[PX_CP_ALGO_COUNT];
 extern const char *const px_moe_dispatch_names[PX_MOE_DISPATCH_COUNT];
 extern const char *const px_moe_buffers_names[PX_MOE_BUFFERS_COUNT];
+extern const char *const px_cuda_graph_names[PX_GRAPH_COUNT];
 extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
 extern const char *const px_fp8_base_names[PX_FP8_BASE_COUNT];
 extern const char *const px_finetune_names[PX_FT_COUNT];
@@ -168,6 +174,7 @@ typedef struct {
   int moe_dispatch;  /* px_moe_dispatch, -1 unset (a2a) */
   int moe_buffers;   /* px_moe_buffers, -1 unset (busiest; the run's default: worst) */
   double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
+  int cuda_graph;    /* px_cuda_graph, -1 unset (none) */
   int zero;          /* 0-3, -1 unset */
   int sp;            /* sequence parallelism: 0/1, -1 unset */
   int64_t mbs;       /* micro-batch size, sequences */

@@ -209,6 +209,9 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
                       "(MXFP8BlockScaling, NVFP4BlockScaling) are not written yet (hint: export `precision` fp8 and "
                       "set the recipe by hand)",
                       fw_short[fw], px_precision_names[p->precision]);
+  if (p->cuda_graph == PX_GRAPH_LAYERS && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED))
+    return refuse(err, fw, "cuda_graph layers", "it captures no per-layer CUDA graphs of a training step",
+                  "cuda_graph none");
   switch (fw) {
     case PX_FW_MEGATRON:
     case PX_FW_NEMO: return check_megatron(fw, p, m, err);
@@ -374,6 +377,13 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     both(e, "--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", "%s", dispatcher[p->moe_dispatch]);
     if (p->moe_dispatch == PX_MOE_DEEPEP)
       both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s", "deepep");
+  }
+  if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
+    both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");
+    if (m->experts > 0) {
+      arg(e, "--cuda-graph-modules", "%s", "attn moe_router moe_preprocess");
+      key(e, "model.cuda_graph_modules", "%s", "[attn,moe_router,moe_preprocess]");
+    }
   }
   flag(e, "--sequence-parallel", "model.sequence_parallel", p->sp);
   /* the pipeline's split and schedule: an even split as the virtual stages a rank, any other (first and last

@@ -39,6 +39,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->moe_dispatch != d.moe_dispatch) add(&o, " --moe-dispatch %s", px_moe_dispatch_names[p->moe_dispatch]);
   if (p->moe_buffers != d.moe_buffers) add(&o, " --moe-buffers %s", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance != d.moe_imbalance) add(&o, " --moe-imbalance %.9g", p->moe_imbalance);
+  if (p->cuda_graph != d.cuda_graph) add(&o, " --cuda-graph %s", px_cuda_graph_names[p->cuda_graph]);
   add(&o, " --zero %d%s --mbs %lld --gbs %lld", p->zero, p->sp ? " --sp" : "", (long long)p->mbs, (long long)p->gbs);
   if (p->seq != d.seq) add(&o, " --seq %lld", (long long)p->seq);
   if (p->pp > 1) add(&o, " --schedule %s", px_schedule_names[p->schedule]);

@@ -520,6 +520,7 @@ static void section_breakdown(sbuf *b, const cJSON *best) {
     if (n < 14 && cJSON_IsNumber(it) && it->string) exposed[n] = true, names[n] = it->string, v[n++] = it->valuedouble;
   }
   if (jnum(bd, "contention_s", &v[n])) names[n++] = "SM contention";
+  if (jnum(bd, "launch_s", &v[n])) names[n++] = "host launches";
   for (int i = 0; i < n; i++) total += v[i] > 0 ? v[i] : 0;
   if (total <= 0) return;
   double stage = 0;

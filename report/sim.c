@@ -30,6 +30,7 @@ static int breakdown_parts(const px_sim_breakdown *b, const char **names, double
                                                           "exposed dp", "exposed host copies"};
   for (int k = 0; k < PX_SIM_COMM_COUNT; k++) names[n] = exposed[k], s[n++] = b->exposed_s[k];
   names[n] = "SM contention", s[n++] = b->contention_s;
+  names[n] = "host launches", s[n++] = b->launch_s;
   return n;
 }
 
@@ -59,6 +60,7 @@ cJSON *px_report_breakdown_json(const px_sim_result *r) {
   cJSON *ex = cJSON_AddObjectToObject(o, "exposed_s");
   for (int k = 0; ex && k < PX_SIM_COMM_COUNT; k++) px_json_add_num(ex, px_sim_comm_names[k], b->exposed_s[k]);
   px_json_add_num(o, "contention_s", b->contention_s);
+  px_json_add_num(o, "launch_s", b->launch_s);
   return o;
 }
 

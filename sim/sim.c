@@ -19,6 +19,7 @@
 #include "sim/collective.h"
 #include "sim/compute.h"
 #include "sim/engine.h"
+#include "sim/host.h"
 #include "sim/network.h"
 #include "sim/straggler.h"
 
@@ -57,6 +58,7 @@ typedef struct px_sim_state sim;
 /* One piece of a compute block. */
 typedef struct {
   bool comm, async;
+  bool launch;      /* not comm: the GPU idle, waiting for the host to launch the next op's kernels */
   uint8_t kind;     /* comm: px_sim_comm */
   bool waits;       /* compute: first waits for async collective `wait` of the block */
   int8_t wait;
@@ -95,6 +97,8 @@ typedef struct {
   int n;
   double op_s[PX_OP_COUNT]; /* compute time by op kind, for reporting */
   double phase_s[PX_PHASE_COUNT]; /* compute time by phase (PX_PHASE_COMM's: the block's own) */
+  double launch_s;                 /* its launch segments: the GPU waiting for the host's launches */
+  double host_lead_s;              /* how far the host is ahead of the GPU at the block's end */
   uint8_t own_phase;               /* px_phase: the block's (forward, backward, optimizer) */
   double alone_wait_s[PX_SIM_COMM_COUNT]; /* run alone: the time it waits for communication, by kind */
   /* Fast path: the whole block as one event while nothing else uses the
@@ -184,7 +188,7 @@ static px_status seg_push(seg_list *l, seg s, px_err *err) {
 /* Adds compute time to the list's open compute segment, or opens one that
  * first waits for async collective `wait` (-1: none). */
 static px_status seg_add_compute(seg_list *l, double s, int wait, px_err *err) {
-  if (l->n > 0 && !l->v[l->n - 1].comm && wait < 0) {
+  if (l->n > 0 && !l->v[l->n - 1].comm && !l->v[l->n - 1].launch && wait < 0) {
     l->v[l->n - 1].dur_s += s;
     return PX_OK;
   }
@@ -243,8 +247,10 @@ static px_status ring_segments(sim *S, const px_op *op, double t, int *nasync, s
   return st;
 }
 
-/* The segments of a block's ops (the block's, or the stage's own sized copies). */
-static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op *ops, seg_list *out) {
+/* The segments of a block's ops (the block's, or the stage's own sized copies), the host lead_s ahead of the
+ * GPU at its start; out->host_lead_s: how far ahead it is at the end. */
+static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px_op *ops, double lead_s,
+                                    seg_list *out) {
   const px_plan *p = S->plan;
   const px_block *b = &p->blocks[k];
   const px_cluster *c = &p->cluster;
@@ -259,18 +265,39 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
   }
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
   int nasync = 0;
+  /* the host lane (sim/host.h) from the block's start: when it has issued its ops so far, and when the compute
+   * stream is through them (its collectives alone on the links; async_end: when each overlapped one ends) */
+  double host_s = -lead_s, gpu_s = 0, async_end[ASYNC_MAX] = {0};
+  bool lane = px_block_is_compute(k) || k == PX_BLOCK_OPTIMIZER; /* the compute stream's (a receive's: posted before) */
   for (int32_t i = 0; i < b->nops && !st; i++) {
     if (i < 256) ord_of[i] = -1;
     const px_op *op = &ops[i];
     double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op) * S->stretch;
     out->op_s[op->kind] += t;
     out->phase_s[op->phase == PX_PHASE_COMM ? own : op->phase] += t;
+    /* an op using an overlapped collective's tensors waits for it */
+    int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
+    if (wait >= 0 && async_end[wait] > gpu_s) gpu_s = async_end[wait];
+    if (px_host_waits(p, op, true) && gpu_s > host_s) host_s = gpu_s;
+    px_host_issue h = lane ? px_host_issue_of(p, k, ops, b->nops, i) : (px_host_issue){0, 0};
+    if (h.issue_s > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
+      double nk = (double)px_host_kernels(p, ops, b->nops, i), first = host_s + h.first_s;
+      host_s += h.issue_s;
+      double idle = fmax(first - gpu_s, host_s - gpu_s - t * (1.0 - 1.0 / nk));
+      if (idle >= 1e-9) { /* (a nanosecond, the clock's tick) after the wait for the collective it needs, if
+                           * any: the host restarts behind it */
+        if (wait >= 0 && !(st = seg_add_compute(out, 0, wait, S->err))) wait = -1;
+        if (!st) st = seg_push(out, (seg){.launch = true, .ord = -1, .dur_s = idle}, S->err);
+        out->launch_s += idle;
+        gpu_s += idle;
+      }
+    }
+    if (st) break;
+    gpu_s += t;
     if (op->flags & PX_OPF_CP_RING) {
       if ((st = ring_segments(S, op, t, &nasync, out))) break;
       continue;
     }
-    /* an op using an overlapped collective's tensors waits for it */
-    int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
     if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);
     if (st) break;
     px_placement pl = px_sim_group_place(p, (px_group)op->group);
@@ -292,10 +319,28 @@ static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op 
     if (i < 256) ord_of[i] = ord;
     st = seg_push(out, (seg){.comm = true, .async = async, .kind = (uint8_t)comm_kind((px_group)op->group), .ord = ord,
                              .cc = cc}, S->err);
+    if (!async) gpu_s += cc.time_s;
+    else if (ord >= 0) async_end[ord] = gpu_s + cc.time_s;
+    if (px_host_waits(p, op, false) && (ord < 0 ? gpu_s : async_end[ord]) > host_s)
+      host_s = ord < 0 ? gpu_s : async_end[ord];
   }
+  out->host_lead_s = gpu_s > host_s ? gpu_s - host_s : 0;
   for (int i = 0; !st && i < out->n; i++) /* without a timeline (block_timeline's): its exposed collectives alone */
     if (out->v[i].comm && !out->v[i].async) out->alone_wait_s[out->v[i].kind] += out->v[i].cc.time_s;
   return st;
+}
+
+/* A block's segments, the host as far ahead at its start as the block alone leaves it at its end: the step
+ * repeats each block kind (a layer's forward, micro-batch after micro-batch and layer after layer), so the
+ * host's lead over the GPU entering one is about the lead the one before it left. */
+static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op *ops, seg_list *out) {
+  const px_cluster *c = &S->plan->cluster;
+  if (c->host_op_s <= 0 && c->host_launch_s <= 0) return block_segments_led(S, s, k, ops, 0.0, out); /* no lane */
+  seg_list first = {0};
+  px_status st = block_segments_led(S, s, k, ops, 0.0, &first);
+  double lead = first.host_lead_s;
+  free(first.v);
+  return st ? st : block_segments_led(S, s, k, ops, lead, out);
 }
 
 /* ---- a block's segments, walked by the event loop and by its timeline ---- */
@@ -412,7 +457,7 @@ static px_status block_timeline(sim *S, seg_list *l) {
   uint64_t seg_end = 0, last = 0;
   fast_point at = {0}; /* the SM figures as they stand */
   double wait_s[PX_SIM_COMM_COUNT] = {0}; /* the block's waits for communication, by kind */
-  bool go = true, end = false, computing = false;
+  bool go = true, end = false, computing = false, launching = false;
   px_status st = PX_OK;
   px_event ev;
   for (;;) {
@@ -422,7 +467,7 @@ static px_status block_timeline(sim *S, seg_list *l) {
       go = false;
       if (step == STEP_COMPUTE) {
         seg_end = e->now_ns + px_ns(g->dur_s);
-        computing = true;
+        computing = !g->launch, launching = g->launch;
         st = px_engine_push(e, seg_end, EV_SEG_DONE, 0, 0, S->err);
       } else if (step == STEP_ASYNC || step == STEP_SYNC) {
         px_flow_spec f;
@@ -441,14 +486,14 @@ static px_status block_timeline(sim *S, seg_list *l) {
     if (computing) { /* as contention_tick integrates it */
       at.compute_ns += e->now_ns - last;
       at.own_sm_ns += (uint64_t)at.own_sms * (e->now_ns - last);
-    } else { /* waiting, since the last event, as the state before this one says */
+    } else if (!launching) { /* waiting, since the last event, as the state before this one says */
       int k = awaited_kind(l, &c, fid);
       if (k >= 0) wait_s[k] += (double)(e->now_ns - last) * 1e-9;
     }
     last = e->now_ns;
     uint64_t tag, start;
     if (ev.kind == EV_SEG_DONE) {
-      computing = false;
+      computing = launching = false;
       go = true;
     } else if (ev.kind == EV_FLOW_JOIN) {
       px_net_on_join(S->tl_net, (int32_t)ev.a);
@@ -721,8 +766,12 @@ static const fast_point *timeline_at(const seg_list *l, uint64_t t) {
   return &l->pts[lo];
 }
 
-static bool point_computing(const seg_list *l, const fast_point *pt) {
+static bool point_running(const seg_list *l, const fast_point *pt) {
   return pt->c.in_seg && !l->v[pt->c.seg - 1].comm;
+}
+/* ... and it is compute, not a wait for the host's launches */
+static bool point_computing(const seg_list *l, const fast_point *pt) {
+  return point_running(l, pt) && !l->v[pt->c.seg - 1].launch;
 }
 
 /* Compute a fast block has run t ns after its start, and the compute its own
@@ -824,9 +873,10 @@ static void account_block(stage_state *ss, const px_inst *in, const stream_q *q,
   b->backward_s += l->phase_s[PX_PHASE_BWD];
   b->recompute_s += l->phase_s[PX_PHASE_RECOMPUTE];
   b->optimizer_s += l->phase_s[PX_PHASE_OPT];
+  b->launch_s += l->launch_s;
   double cont = ss->stats.contention_s - q->contention_start_s;
   b->contention_s += cont;
-  double rest = (double)(now - q->start_ns) * 1e-9 - compute - cont;
+  double rest = (double)(now - q->start_ns) * 1e-9 - compute - cont - l->launch_s;
   for (int k = 0; k < PX_SIM_COMM_COUNT; k++) wsum += w[k] = l->alone_wait_s[k];
   for (int i = 0; wsum <= 0 && i < l->n; i++) /* overlapped alone, exposed here */
     if (l->v[i].comm) wsum += l->v[i].cc.time_s, w[l->v[i].kind] += l->v[i].cc.time_s;
@@ -898,7 +948,7 @@ static void fast_account(sim *S, int64_t s, const seg_list *l, uint64_t t0, int 
     if (g->comm && l->flow_t1[k] <= upto_ns) {
       ss->stats.tp_s += (double)(l->flow_t1[k] - l->flow_t0[k]) * 1e-9;
       span_add(S, s, PX_STREAM_TP, t0 + l->flow_t0[k], t0 + l->flow_t1[k], -1, -1, -1);
-    } else if (!g->comm && pipe && k < nseg) {
+    } else if (!g->comm && !g->launch && pipe && k < nseg) {
       ss->stats.compute_s += g->dur_s;
     }
   }
@@ -968,8 +1018,8 @@ static void run_segment(sim *S, int64_t s, int stream) {
     const seg *g = NULL;
     int step = cursor_step(l, &q->c, &g);
     if (step == STEP_COMPUTE) {
-      ss->stats.compute_s += pipe ? g->dur_s : 0;
-      ss->computing = main;
+      ss->stats.compute_s += pipe && !g->launch ? g->dur_s : 0;
+      ss->computing = main && !g->launch;
       push_seg_done(S, s, stream, S->eng.now_ns + px_ns(g->dur_s));
     } else if (step == STEP_ASYNC) {
       flow_start(S, &g->cc, s, s, OWN_ASYNC, stream, PX_STREAM_TP, async_tag(g));
@@ -1006,7 +1056,7 @@ static void split_fast(sim *S, int64_t s, int res) {
     q->fast = false;
     q->version++;
     q->c = pt->c;
-    if (point_computing(l, pt)) push_seg_done(S, s, stream, t0 + pt->seg_end_ns);
+    if (point_running(l, pt)) push_seg_done(S, s, stream, t0 + pt->seg_end_ns);
     for (int32_t k = pt->open0; k < pt->open0 + pt->nopen; k++) {
       const seg *g = &l->v[l->open[k].seg];
       px_flow_spec f;

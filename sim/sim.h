@@ -41,13 +41,15 @@ extern const char *const px_sim_comm_names[PX_SIM_COMM_COUNT];
  * events of its compute stream, 0 to the stage's end: compute by phase, what
  * the SMs of collectives beside it took from it, the time it waits for
  * another stage (bubble: the part of a pipeline wait that is not the
- * transfer itself), and the time it waits for communication by kind
- * (exposed). The parts sum to the stage's end. */
+ * transfer itself), the time it waits for communication by kind
+ * (exposed), and its waits for the host to launch kernels (launch).
+ * The parts sum to the stage's end. */
 typedef struct {
   double forward_s, backward_s, recompute_s, optimizer_s;
   double contention_s;
   double bubble_s;
   double exposed_s[PX_SIM_COMM_COUNT];
+  double launch_s; /* the compute stream idle, waiting for the host to launch kernels (sim/host.h) */
 } px_sim_breakdown;
 
 typedef struct {

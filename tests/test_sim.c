@@ -12,6 +12,7 @@
 #include "plan/plan.h"
 #include "sim/collective.h"
 #include "sim/compute.h"
+#include "sim/host.h"
 #include "sim/network.h"
 #include "sim/sim.h"
 #include "sim/straggler.h"
@@ -1070,6 +1071,158 @@ static void test_straggler(void) {
   PX_ASSERT_REL(free_step[1] / free_step[0], stretch, 1e-6); /* nanosecond clocks */
 }
 
+/* Step parts summed: they make the stage's end. */
+static double breakdown_sum(const px_sim_breakdown *b) {
+  double t = b->forward_s + b->backward_s + b->recompute_s + b->optimizer_s + b->contention_s + b->bubble_s + b->launch_s;
+  for (int k = 0; k < PX_SIM_COMM_COUNT; k++) t += b->exposed_s[k];
+  return t;
+}
+
+/* The host lane (sim/host.h): a small model on one H100 waits for the host's launches (its kernels take
+ * microseconds, the host 13.48 us an op), a step no shorter than the host's issue of every op once its
+ * ops cost the host far more than the GPU; a large dense model hides them behind long kernels. Kernel
+ * counts as Transformer Engine launches them: an expert GEMM a local expert, current scaling's cast three
+ * kernels a local expert, delayed scaling's one; the MoE forward's host waits for the dispatch's counts. */
+static void test_host_launches(void) {
+  px_err err = {0};
+  px_model m;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.mbs = 1, p.gbs = 4;
+  px_plan plan;
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 1, &p, &err), PX_OK);
+  PX_ASSERT_REL(plan.cluster.host_op_s, 13.48e-6, 1e-12);
+  px_sim_result r, none, slow;
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+  CU_ASSERT(r.breakdown.launch_s > 0.3 * r.step_time_s); /* launch-bound */
+  PX_ASSERT_REL(breakdown_sum(&r.breakdown), r.step_time_s, 1e-6);
+  /* 1 ms an op: the host's issue of every compute-stream op, one after another, is the step */
+  double host_s = 0;
+  plan.cluster.host_op_s = 1e-3;
+  const px_program *prog = &plan.programs[0];
+  for (int32_t i = 0; i < prog->ninsts; i++)
+    if (prog->insts[i].stream == PX_STREAM_COMPUTE) host_s += 1e-3 * (double)plan.blocks[prog->insts[i].block].nops;
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &slow, &err), PX_OK);
+  CU_ASSERT(slow.step_time_s >= host_s && slow.step_time_s < 1.02 * host_s);
+  plan.cluster.host_op_s = plan.cluster.host_launch_s = 0; /* launches free: no wait */
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &none, &err), PX_OK);
+  CU_ASSERT_EQUAL(none.breakdown.launch_s, 0.0);
+  CU_ASSERT(none.step_time_s < 0.7 * r.step_time_s);
+  px_sim_result_free(&r), px_sim_result_free(&none), px_sim_result_free(&slow);
+  px_plan_free(&plan);
+
+  /* llama3-70b, tp 8 pp 4 on 64 H100s: a layer's kernels run milliseconds, its launches hide behind them */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-70b", &m, &err), PX_OK);
+  px_parallel_unset(&p);
+  p.tp = 8, p.pp = 4, p.dp = 2, p.zero = 1, p.mbs = 1, p.gbs = 64, p.sp = 1;
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 64, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+  CU_ASSERT(r.breakdown.launch_s < 1e-3 * r.step_time_s);
+  px_sim_result_free(&r);
+  px_plan_free(&plan);
+
+  /* Qwen3-30B-A3B, EP 16 (8 local experts), DeepEP: the kernels of its MoE forward by recipe */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("qwen3-30b-a3b", &m, &err), PX_OK);
+  for (int rec = 0; rec < 3; rec++) { /* bf16, fp8 current scaling, fp8 delayed */
+    px_parallel_unset(&p);
+    p.ep = 16, p.etp = 1, p.zero = 1, p.mbs = 1, p.gbs = 64, p.moe_dispatch = PX_MOE_DEEPEP;
+    p.precision = rec ? PX_PREC_FP8 : PX_PREC_BF16;
+    if (rec) p.fp8_recipe = rec == 1 ? PX_FP8_CURRENT : PX_FP8_DELAYED;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+    const px_block *b = &plan.blocks[PX_BLOCK_MOE_FWD];
+    int gemms = 0, casts = 0, waits = 0;
+    for (int32_t i = 0; i < b->nops; i++) {
+      const px_op *o = &b->ops[i];
+      int64_t k = px_host_kernels(&plan, b->ops, b->nops, i);
+      if (o->kind == PX_OP_EXPERT_LINEAR) {
+        CU_ASSERT_EQUAL(k, 8);
+        gemms++;
+      }
+      bool expert_cast = o->kind == PX_OP_CAST && i + 1 < b->nops && b->ops[i + 1].kind == PX_OP_EXPERT_LINEAR;
+      if (expert_cast) {
+        CU_ASSERT_EQUAL(k, rec == 1 ? 24 : 1);
+        casts++;
+      }
+      if (o->kind == PX_OP_LINEAR) CU_ASSERT_EQUAL(k, 1);
+      if (k > 1) PX_ASSERT_REL(px_host_issue_of(&plan, PX_BLOCK_MOE_FWD, b->ops, b->nops, i).issue_s, 13.48e-6 + (double)(k - 1) * 3e-6, 1e-9);
+      CU_ASSERT(!px_host_waits(&plan, &b->ops[i], true)); /* DeepEP: after its dispatch, not before */
+      if (px_host_waits(&plan, &b->ops[i], false)) {
+        CU_ASSERT(o->kind == PX_OP_ALLTOALL && o->group == PX_GROUP_EP && (o->flags & PX_OPF_TO_EXPERTS));
+        waits++;
+      }
+    }
+    CU_ASSERT_EQUAL(gemms, 2);
+    CU_ASSERT_EQUAL(casts, rec ? 2 : 0);
+    CU_ASSERT_EQUAL(waits, 1);
+    for (int32_t i = 0; i < plan.blocks[PX_BLOCK_MOE_BWD].nops; i++) /* the backward keeps the forward's counts */
+      CU_ASSERT(!px_host_waits(&plan, &plan.blocks[PX_BLOCK_MOE_BWD].ops[i], false));
+    /* after the wait the host issues the layer's rest while the GPU idles: at least one op's dispatch a
+     * forward (48 MoE layers, 4 micro-batches a rank) */
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    CU_ASSERT(r.breakdown.launch_s >= 48 * 4 * 13.48e-6 * 0.999);
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  /* the alltoall dispatcher waits before its exchange, at EP 1 too (a no-op exchange: Megatron-Core's
+   * "before_finish", the end of its preprocessing) */
+  for (int ep = 1; ep <= 16; ep += 15) {
+    px_parallel_unset(&p);
+    p.ep = ep, p.etp = 1, p.zero = 1, p.mbs = 1, p.gbs = 64, p.moe_dispatch = PX_MOE_A2A;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+    const px_block *b = &plan.blocks[PX_BLOCK_MOE_FWD];
+    int before = 0, after = 0;
+    for (int32_t i = 0; i < b->nops; i++) {
+      if (px_host_waits(&plan, &b->ops[i], true)) {
+        CU_ASSERT(b->ops[i].kind == PX_OP_ALLTOALL && b->ops[i].group == PX_GROUP_EP);
+        before++;
+      }
+      after += px_host_waits(&plan, &b->ops[i], false);
+    }
+    CU_ASSERT_EQUAL(before, 1);
+    CU_ASSERT_EQUAL(after, 0);
+    px_plan_free(&plan);
+  }
+
+  /* CUDA graphs per layer (cuda_graph layers): a MoE layer's attention and router replayed, its experts' part
+   * (the exchanges and what is between them) eager; a dense layer one replay, its issue the module's call and
+   * the replay's; the embedding eager. The small model waits less for its host, the MoE one as before */
+  px_parallel_unset(&p);
+  p.ep = 16, p.etp = 1, p.zero = 1, p.mbs = 1, p.gbs = 64, p.moe_dispatch = PX_MOE_DEEPEP, p.cuda_graph = PX_GRAPH_LAYERS;
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+  for (int bk = 0; bk < 2; bk++) {
+    px_block_kind kind = bk ? PX_BLOCK_MOE_BWD : PX_BLOCK_MOE_FWD;
+    const px_block *b = &plan.blocks[kind];
+    int32_t first = -1, last = -1;
+    for (int32_t i = 0; i < b->nops; i++)
+      if (b->ops[i].group == PX_GROUP_EP) last = i, first = first < 0 ? i : first;
+    CU_ASSERT_FATAL(first > 0 && last > first);
+    for (int32_t i = 0; i < b->nops; i++) {
+      bool g = px_host_graphed(&plan, kind, b->ops, b->nops, i);
+      CU_ASSERT_EQUAL(g, i < first || i > last);
+      if (b->ops[i].kind == PX_OP_EXPERT_LINEAR || b->ops[i].kind == PX_OP_FLASH_ATTN) CU_ASSERT_EQUAL(g, b->ops[i].kind == PX_OP_FLASH_ATTN);
+    }
+    PX_ASSERT_REL(px_host_issue_of(&plan, kind, b->ops, b->nops, 0).issue_s, (13.48 + 15.0) * 1e-6, 1e-9);
+    if (first > 1) CU_ASSERT_EQUAL(px_host_issue_of(&plan, kind, b->ops, b->nops, 1).issue_s, 0.0); /* the same replay */
+  }
+  CU_ASSERT(!px_host_graphed(&plan, PX_BLOCK_EMBED_FWD, plan.blocks[PX_BLOCK_EMBED_FWD].ops, 1, 0));
+  px_plan_free(&plan);
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  double step[2], wait[2];
+  for (int g = 0; g < 2; g++) {
+    px_parallel_unset(&p);
+    p.mbs = 1, p.gbs = 4, p.cuda_graph = g ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 1, &p, &err), PX_OK);
+    const px_block *b = &plan.blocks[PX_BLOCK_LAYER_FWD];
+    for (int32_t i = 0; i < b->nops; i++) CU_ASSERT_EQUAL(px_host_graphed(&plan, PX_BLOCK_LAYER_FWD, b->ops, b->nops, i), g == 1);
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+    step[g] = r.step_time_s, wait[g] = r.breakdown.launch_s;
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(step[1] < 0.5 * step[0] && wait[1] < 0.2 * wait[0] && wait[1] > 0);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"flows share links as computed by hand", test_network_sharing},
@@ -1092,6 +1245,7 @@ int main(void) {
       {"the step's spans recorded when asked", test_trace},
       {"context parallelism: the ring hides its hops, all-gather and a2a do not", test_context_parallel_sim},
       {"mixture of experts: EP exchanges on their links, imbalance, all-gather dispatch", test_moe_sim},
+      {"host launches: a lane issuing each block's ops, the kernels Transformer Engine launches", test_host_launches},
       {"straggler: order statistic by hand, the step at the slowest GPU's pace", test_straggler},
       {"partial recomputation: the recomputed layers' share of full recomputation's time", test_recompute_block_time},
       {"bf16 layers under nvfp4: a step between all-nvfp4's and bf16's, bf16's with every layer kept",

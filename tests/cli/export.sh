@@ -77,6 +77,9 @@ cases=(
   "fp8_params_qk_norm|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
   "recompute_block|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
   "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
+  "cuda_graph_moe|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
+  "cuda_graph_moe|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
+  "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name fw flags <<<"$c"
@@ -119,6 +122,8 @@ refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad
 refuses torchtitan "cannot run fp8_params" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current --fp8-params
 refuses torchtitan "cannot run moe_dispatch deepep" -m mixtral-8x7b -c dgx-h100 -g 32 --ep 4 -z 3 --main-grad fp32 -B 64 \
   --seq 4096 --moe-dispatch deepep
+refuses torchtitan "cannot run cuda_graph layers" "${base[@]}" -z 3 --main-grad fp32 --cuda-graph layers
+refuses deepspeed "cannot run cuda_graph layers" "${base[@]}" -z 2 --cuda-graph layers
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2
 refuses deepspeed "cannot run precision fp8" "${base[@]}" -z 2 -P fp8
 refuses deepspeed "cannot run shard_group with ZeRO-1/2" "${base[@]}" -z 2 --shard-group 8

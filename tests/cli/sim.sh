@@ -34,9 +34,36 @@ jq -e --argjson t0 "$(jq .step_time_s <<<"$j0")" '.straggler.ranks == 1024 and
 "$px" sim -m llama3-8b -c dgx-h100 -g 1024 -t 8 -p 2 -B 64 --jitter 0 | grep -q "straggler" &&
   fail "the summary mentions a straggler at --jitter 0"
 
-# Where the step goes: forward, backward, recomputation, optimizer, bubble, exposed communication by kind and
-# SM contention of the stage that ends last sum to the step time, for plans of every kind of parallelism
-sumexpr='.breakdown | [.forward_s, .backward_s, .recompute_s, .optimizer_s, .bubble_s, .contention_s, (.exposed_s | add)] | add'
+# Host launches (sim/host.h): a small model on an H100 waits for the host to launch its kernels, and says so;
+# with the host's costs set to 0 (--set host.op_us=0 host.launch_us=0) it does not, and its step is shorter
+out=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4)
+grep -Eq "^    host launches .* [3-9][0-9]\.[0-9]%$" <<<"$out" || fail "tiny on an H100: no launch-bound share: $out"
+t1=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --json | jq .step_time_s)
+j0=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --set host.op_us=0 --set host.launch_us=0 --json)
+jq -e --argjson t1 "$t1" '.breakdown.launch_s == 0 and .step_time_s < 0.7 * $t1' <<<"$j0" >/dev/null ||
+  fail "free launches: $(jq -c '[.step_time_s, .breakdown.launch_s]' <<<"$j0") against $t1"
+"$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --set host.op_us=-1 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "host.op_us" "$tmp/err" || fail "a negative host.op_us: $(cat "$tmp/err")"
+# --cuda-graph layers: a layer's ops one graph replay; the plan line says so, the step is shorter, a saved plan
+# keeps it; an unknown value is refused naming the flag
+out=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph layers)
+grep -q "CUDA graphs per layer" <<<"$out" || fail "--cuda-graph layers: not on the plan line: $out"
+jg=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph layers --save-plan "$tmp/g.json" --json)
+jq -e --argjson t1 "$t1" '.step_time_s < 0.5 * $t1 and .breakdown.launch_s > 0' <<<"$jg" >/dev/null ||
+  fail "--cuda-graph layers: $(jq -c '[.step_time_s, .breakdown.launch_s]' <<<"$jg") against $t1"
+[ "$("$px" sim --plan "$tmp/g.json" --json | jq .step_time_s)" = "$(jq .step_time_s <<<"$jg")" ] ||
+  fail "the saved plan lost its CUDA graphs"
+"$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph all >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--cuda-graph" "$tmp/err" || fail "--cuda-graph all: $(cat "$tmp/err")"
+# planned and simulated only: the executor refuses it, naming the flag
+"$px" run -m tiny -c local-cpu -g 1 -B 4 --steps 1 --backend cpu --cuda-graph layers >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--cuda-graph layers" "$tmp/err" || fail "run --cuda-graph layers: $(cat "$tmp/err")"
+
+# Where the step goes: forward, backward, recomputation, optimizer, bubble, exposed communication by kind, SM
+# contention and the waits for the host's launches of the stage that ends last sum to the step time, for plans
+# of every kind of parallelism
+sumexpr='.breakdown | [.forward_s, .backward_s, .recompute_s, .optimizer_s, .bubble_s, .contention_s, .launch_s,
+  (.exposed_s | add)] | add'
 for p in "-m llama3-70b -c dgx-h100 -g 64 -t 8 -p 4 -B 128 -e interleaved -v 2 -r full" \
          "-m llama3-8b -c dgx-h100 -g 16 -t 2 -p 4 -B 64 -e zb-h1" \
          "-m llama3-8b -c dgx-h100 -g 16 -z 3 -B 64 -P fp8" \

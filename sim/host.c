@@ -1,0 +1,86 @@
+/* The host's issue cost of an op's kernels and its waits for the GPU. */
+#include "sim/host.h"
+
+static bool is_expert_gemm(px_op_kind k) {
+  return k == PX_OP_EXPERT_LINEAR || k == PX_OP_EXPERT_LINEAR_BWD_DATA || k == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+}
+
+/* The exchange that brings the tokens to the experts (an EP all-to-all to them, or the allgather dispatcher's). */
+static bool is_dispatch(const px_op *op) {
+  return op->group == PX_GROUP_EP &&
+         ((op->kind == PX_OP_ALLTOALL && (op->flags & PX_OPF_TO_EXPERTS)) || op->kind == PX_OP_ALLGATHER);
+}
+
+static bool same_ref(px_ref a, px_ref b) { return a.slot >= 0 && a.slot == b.slot && a.layer_off == b.layer_off; }
+
+/* The local experts of the expert GEMM that reads what cast i writes (or the weight it casts); 0: none. */
+static int64_t cast_experts(const px_op *ops, int32_t n, int32_t i) {
+  const px_op *c = &ops[i];
+  for (int32_t j = 0; j < n; j++) {
+    if (!is_expert_gemm((px_op_kind)ops[j].kind)) continue;
+    for (int k = 0; k < PX_OP_INS; k++)
+      if (same_ref(ops[j].in[k], c->out[0]) || same_ref(ops[j].in[k], c->in[0])) return ops[j].dim[3] > 0 ? ops[j].dim[3] : 1;
+  }
+  return 0;
+}
+
+int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i) {
+  const px_op *op = &ops[i];
+  px_op_kind kind = (px_op_kind)op->kind;
+  /* Transformer Engine's GroupedLinear runs a cuBLAS GEMM a local expert (general_grouped_gemm over
+   * nvte_multi_stream_cublas_gemm, transformer_engine/pytorch/module/grouped_linear.py at d0067d0), BF16 and
+   * FP8 alike, in the forward, the data gradient and the weight gradient */
+  if (is_expert_gemm(kind)) return op->dim[3] > 0 ? op->dim[3] : 1;
+  if (kind == PX_OP_CAST && (op->flags & PX_OPF_FP8) && !(op->flags & PX_OPF_DEQUANT)) {
+    /* current scaling quantizes in three kernels: the amax, the scale from it, the cast
+     * (Float8CurrentScalingQuantizer::quantize_impl, transformer_engine/pytorch/csrc/quantizer.cpp at d0067d0);
+     * delayed scaling's cast-transpose takes its amax inside, and the other recipes' casts are one kernel */
+    bool current = p->par.precision == PX_PREC_FP8 && p->par.fp8_recipe == PX_FP8_CURRENT;
+    bool delayed = p->par.precision == PX_PREC_FP8 && p->par.fp8_recipe == PX_FP8_DELAYED;
+    int64_t per = current ? 3 : 1, experts = cast_experts(ops, n, i);
+    /* experts' rows: split_quantize quantizes each local expert's rows apart (its multi-tensor cast-transpose
+     * fuses them into one kernel for delayed scaling only: multi_tensor_quantize_impl, extensions/cast.cpp) */
+    return experts > 0 && !delayed ? per * experts : per;
+  }
+  return 1;
+}
+
+/* An EP exchange of the tokens, to the experts or back (the combine: an all-to-all, or the allgather
+ * dispatcher's reduce-scatter), either way in the backward. */
+static bool is_exchange(const px_op *op) {
+  return op->group == PX_GROUP_EP &&
+         (op->kind == PX_OP_ALLTOALL || op->kind == PX_OP_ALLGATHER || op->kind == PX_OP_REDUCE_SCATTER);
+}
+
+bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
+  if (p->par.cuda_graph != PX_GRAPH_LAYERS || !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k) || px_block_is_layer_w(k)))
+    return false;
+  /* the experts' part (dynamic shapes: Megatron-Core captures a MoE layer's attn, moe_router and
+   * moe_preprocess only, --cuda-graph-modules) runs eager, its exchanges included */
+  int32_t first = -1, last = -1;
+  for (int32_t j = 0; j < n; j++)
+    if (is_exchange(&ops[j])) last = j, first = first < 0 ? j : first;
+  return first < 0 || i < first || i > last;
+}
+
+px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
+  const px_cluster *c = &p->cluster;
+  px_host_issue h = {0, 0};
+  if (c->host_op_s <= 0 && c->host_launch_s <= 0 && c->host_graph_s <= 0) return h;
+  if (px_host_graphed(p, k, ops, n, i)) { /* the graphed module's call (an op's dispatch) and its replay */
+    if (i == 0 || !px_host_graphed(p, k, ops, n, i - 1)) h.issue_s = h.first_s = c->host_op_s + c->host_graph_s;
+    return h;
+  }
+  h.first_s = c->host_op_s;
+  h.issue_s = c->host_op_s + (double)(px_host_kernels(p, ops, n, i) - 1) * c->host_launch_s;
+  return h;
+}
+
+bool px_host_waits(const px_plan *p, const px_op *op, bool before) {
+  if (op->phase == PX_PHASE_BWD) return false; /* the backward reuses the counts the forward brought */
+  /* the dispatch to the experts: the alltoall dispatcher waits for the counts before its exchange
+   * ("before_ep_alltoall", megatron/core/transformer/moe/token_dispatcher.py at d98e8a6), DeepEP's and
+   * HybridEP's after theirs (the received tokens' count sizes the permuted buffer, tokens_per_expert.sum());
+   * at EP 1 the graph keeps the exchange, a no-op, where the dispatcher ends its preprocessing ("before_finish") */
+  return is_dispatch(op) && before == (p->par.moe_dispatch != PX_MOE_DEEPEP && op->kind == PX_OP_ALLTOALL);
+}
