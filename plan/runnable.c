@@ -55,17 +55,12 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
 
 /* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
  * the block-scaled formats' in the dense layers on codes kept on their rank
- * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same);
- * attention sinks with every CP algorithm but the ring. */
+ * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
     return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
               px_dtype_names[dt]);
-  if (m->attention_sinks && p->cp > 1 && p->cp_algo == PX_CP_RING) /* plan/attention.h: the ring's out[3] */
-    return no(why, cap, "attention sinks (%s) with `cp_algo` ring: the sink logits' gradient needs each row's "
-              "probabilities over every key block at once, which the ring's backward never holds (hint: `cp_algo` "
-              "all-gather or a2a)", m->name);
   if (px_precision_block_scaled(p->precision)) {
     const char *prec = px_precision_names[p->precision];
     if (m->experts > 0)

@@ -783,15 +783,23 @@ static float *gather_lse(const float *src, const int32_t *pos, int64_t n, int64_
  * then against all the keys gathered in one call. ctx and lse must be the
  * whole-sequence kernel's rows at those positions, and the backward summed
  * over key blocks (dq) and over query ranks (dk, dv) the whole-sequence
- * backward's rows. Only the summation order differs. cp <= 3, s % (2 cp) == 0. */
-static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, int64_t d, float p) {
+ * backward's rows. Only the summation order differs. With sinks, folded in
+ * once every block is merged, their gradient is the whole one summed over
+ * the ranks: over key blocks from each row's probability seen in every block
+ * (px_k_flash_bwd_seen), or in one call over the gathered keys. cp <= 3,
+ * s % (2 cp) == 0. */
+static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, int64_t d, float p, bool with_sinks) {
   const int64_t nq = s * hq * d, nkv = s * hkv * d, n = s / cp, wq = hq * d, wkv = hkv * d;
   const uint64_t seed = 78, off = 5000;
   float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
+  float *sinks = with_sinks ? px_trand(hq, -1, 2) : NULL, *gsink = px_tconst(hq, 0.0f);
+  float *rsink = px_tconst(hq, 0.0f), *asink = px_tconst(hq, 0.0f); /* the ring's and the gathered keys' */
   px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
-  px_k_flash_bwd(gq, gk, gv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
+  if (sinks) px_k_flash_sink_fold(ctx, lse, sinks, s, hq, d);
+  px_k_flash_bwd_dv(gq, gk, gv, sinks ? gsink : NULL, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, d, NULL, NULL, 0, s, p,
+                    seed, off);
   int32_t *pos[3];
   float *qr[3], *kr[3], *vr[3], *dkr[3], *dvr[3];
   for (int64_t r = 0; r < cp; r++) {
@@ -808,12 +816,14 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
                      off);
       if (step) px_k_flash_merge(c, l, c2, l2, n, hq, d);
     }
+    if (sinks) px_k_flash_sink_fold(c, l, sinks, n, hq, d);
     CU_ASSERT(close_to("cp flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
     CU_ASSERT(close_to("cp flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
-    float *dqi = px_tconst(n * wq, ACC0), *doi = gather_rows(dctx, pos[i], n, wq);
+    float *dqi = px_tconst(n * wq, ACC0), *doi = gather_rows(dctx, pos[i], n, wq), *seen = px_tconst(hq * n, 0.0f);
     for (int64_t j = 0; j < cp; j++)
-      px_k_flash_bwd(dqi, dkr[j], dvr[j], doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d, pos[i], pos[j], 0, s, p, seed,
-                     off);
+      px_k_flash_bwd_seen(dqi, dkr[j], dvr[j], sinks ? seen : NULL, doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d,
+                          pos[i], pos[j], 0, s, p, seed, off);
+    if (sinks) px_k_flash_sink_bwd(rsink, seen, doi, c, l, n, hq, d);
     CU_ASSERT(close_to("cp flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
   }
   for (int64_t j = 0; j < cp; j++) {
@@ -830,22 +840,30 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
   for (int64_t i = 0; i < cp; i++) {
     float *c = px_tconst(n * wq, NAN), *l = px_tconst(hq * n, NAN), *dqi = px_tconst(n * wq, ACC0);
     px_k_flash_fwd(c, l, qr[i], ka, va, n, s, hq, hkv, d, pos[i], all, 0, s, p, seed, off);
+    if (sinks) px_k_flash_sink_fold(c, l, sinks, n, hq, d);
     CU_ASSERT(close_to("ag flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
     CU_ASSERT(close_to("ag flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
-    px_k_flash_bwd(dqi, dka, dva, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s, hq, hkv, d, pos[i], all, 0,
-                   s, p, seed, off);
+    px_k_flash_bwd_dv(dqi, dka, dva, sinks ? asink : NULL, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s,
+                      hq, hkv, d, d, pos[i], all, 0, s, p, seed, off);
     CU_ASSERT(close_to("ag flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
   }
   CU_ASSERT(close_to("ag flash dk", dka, d_of(gather_rows(gk, all, s, wkv), s * wkv), s * wkv, 1e-5, 1e-5, 0.0));
   CU_ASSERT(close_to("ag flash dv", dva, d_of(gather_rows(gv, all, s, wkv), s * wkv), s * wkv, 1e-5, 1e-5, 0.0));
+  if (!sinks) return;
+  CU_ASSERT(close_to("cp flash dsinks", rsink, d_of(gsink, hq), hq, 1e-5, 1e-5, 0.0));
+  CU_ASSERT(close_to("ag flash dsinks", asink, d_of(gsink, hq), hq, 1e-5, 1e-5, 0.0));
 }
 
 static void test_flash_blocks(void) {
   px_tseed(13);
-  check_flash_blocks(12, 3, 2, 1, 4, 0.0f);   /* one tile, chunks of 2 */
-  check_flash_blocks(200, 2, 4, 2, 8, 0.0f);  /* GQA; chunks of 50: a tile spans both chunks of a rank */
-  check_flash_blocks(200, 2, 2, 2, 16, 0.3f); /* dropout at global positions */
-  check_flash_blocks(198, 3, 4, 2, 8, 0.3f);  /* three ranks, GQA and dropout */
+  check_flash_blocks(12, 3, 2, 1, 4, 0.0f, false);   /* one tile, chunks of 2 */
+  check_flash_blocks(200, 2, 4, 2, 8, 0.0f, false);  /* GQA; chunks of 50: a tile spans both chunks of a rank */
+  check_flash_blocks(200, 2, 2, 2, 16, 0.3f, false); /* dropout at global positions */
+  check_flash_blocks(198, 3, 4, 2, 8, 0.3f, false);  /* three ranks, GQA and dropout */
+  /* attention sinks (gpt-oss): folded after the merge, their gradient from every block's rows */
+  check_flash_blocks(12, 3, 2, 1, 4, 0.0f, true);
+  check_flash_blocks(200, 2, 4, 2, 8, 0.0f, true);
+  check_flash_blocks(198, 3, 4, 2, 8, 0.3f, true);
   px_tfree();
 }
 

@@ -2304,8 +2304,7 @@ static void test_runnable(void) {
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
       {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "per-head q/k norms (tiny-qknorm)"},
       {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "attention sinks (tiny-sinks)"},
-      {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "attention sinks (tiny-sinks) with `cp_algo` ring",
-       "context parallelism"},
+      {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism"}, /* the ring */
       {TINY, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism (`cp` 2)"},
       {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, NULL},
       {TINY, 2, 1, 1, 1, 2, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`mbs` > 1"},
