@@ -1291,6 +1291,111 @@ static void test_moe_permute(void) {
   px_tfree();
 }
 
+/* Token dropping's reference: expert e keeps the first `cap` of its choices sorted by (gate descending, token
+ * ascending), or by token alone (position), by qsort; *kept (n, k) says which. */
+static const float *drop_gates; /* qsort's context */
+static int by_gate(const void *a, const void *b) {
+  int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+  if (drop_gates && drop_gates[i] != drop_gates[j]) return drop_gates[i] > drop_gates[j] ? -1 : 1;
+  return (i > j) - (i < j);
+}
+static void ref_drop(bool *kept, const int32_t *idx, const float *gates, int64_t n, int64_t E, int64_t k, int64_t cap,
+                     bool by_probs) {
+  int64_t *list = px_talloc((size_t)(n * k) * sizeof *list);
+  for (int64_t e = 0; e < E; e++) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n * k; i++)
+      if (idx[i] == e) list[m++] = i;
+    drop_gates = by_probs ? gates : NULL;
+    qsort(list, (size_t)m, sizeof *list, by_gate);
+    for (int64_t r = 0; r < m; r++) kept[list[r]] = r < cap || cap >= n;
+  }
+}
+
+/* Token dropping (Megatron-Core's apply_router_token_dropping, without padding): a hand case of each policy, with a
+ * tie at the capacity; random routings against the sorting reference; capacity >= n drops nothing; then the
+ * dropped choices take no row (positions -1, counts of the kept), permute and unpermute pass them by, and the
+ * router's backward with them marked is the one with the original choices and their gates' gradients 0. */
+static void test_moe_drop(void) {
+  enum { N = 5, E = 3, K = 2 };
+  /* expert 0: tokens 0 (0.2), 1 (0.7), 2 (0.5), 3 (0.9); expert 1: tokens 0 (0.8), 2 (0.5), 4 (0.5); expert 2:
+   * tokens 1 (0.3), 3 (0.1), 4 (0.5). Capacity 2: probs keeps 3 and 1 of expert 0, 0 and 2 of expert 1 (the tie at
+   * 0.5 to the earlier token), all of expert 2's but token 3's; position keeps the first two tokens of each */
+  const int32_t idx0[N * K] = {0, 1, 0, 2, 0, 1, 0, 2, 1, 2};
+  const float g0[N * K] = {0.2f, 0.8f, 0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f, 0.5f, 0.5f};
+  const bool want_probs[N * K] = {false, true, true, true, false, true, true, false, false, true};
+  const bool want_pos[N * K] = {true, true, true, true, false, true, false, true, false, false};
+  int64_t work[N];
+  for (int policy = 0; policy < 2; policy++) {
+    int32_t idx[N * K];
+    float g[N * K];
+    memcpy(idx, idx0, sizeof idx), memcpy(g, g0, sizeof g);
+    int64_t dropped = px_k_moe_drop(idx, g, work, N, E, K, 2, policy == 0);
+    const bool *want = policy == 0 ? want_probs : want_pos;
+    int64_t want_dropped = 0;
+    for (int64_t i = 0; i < N * K; i++) {
+      want_dropped += !want[i];
+      CU_ASSERT(idx[i] == (want[i] ? idx0[i] : ~idx0[i]) && px_k_moe_expert(idx[i]) == idx0[i]);
+      CU_ASSERT(g[i] == (want[i] ? g0[i] : 0.0f));
+    }
+    CU_ASSERT(dropped == want_dropped);
+  }
+  /* random routings of 40 tokens, top 2 of 4, at capacities 1 to 41 (41: none dropped) */
+  px_tseed(51);
+  enum { RN = 40, RE = 4, RK = 2 };
+  int64_t rwork[RN];
+  for (int rep = 0; rep < 20; rep++) {
+    int64_t cap = 1 + rep * 2;
+    cap = rep == 19 ? RN + 1 : cap;
+    float *logits = px_trand(RN * RE, -2, 2), *gates = px_tfloats(RN * RK);
+    int32_t *idx = px_talloc((size_t)(RN * RK) * sizeof *idx), *orig = px_talloc((size_t)(RN * RK) * sizeof *orig);
+    if (rep % 3 == 0) /* ties: gates of a few values */
+      for (int64_t i = 0; i < RN * RE; i++) logits[i] = (float)(int)(logits[i] * 2.0f);
+    px_k_moe_route_fwd(logits, idx, gates, RN, RE, RK, false, true);
+    memcpy(orig, idx, (size_t)(RN * RK) * sizeof *idx);
+    float *g = px_tcopy(gates, RN * RK);
+    bool kept[RN * RK], by_probs = rep % 2 == 0;
+    ref_drop(kept, orig, gates, RN, RE, RK, cap, by_probs);
+    px_k_moe_drop(idx, g, rwork, RN, RE, RK, cap, by_probs);
+    bool same = true;
+    for (int64_t i = 0; i < RN * RK; i++)
+      same = same && idx[i] == (kept[i] ? orig[i] : ~orig[i]) && g[i] == (kept[i] ? gates[i] : 0.0f);
+    if (!same) fprintf(stderr, "\n  moe drop: capacity %lld (%s) differs from the reference\n", (long long)cap,
+                       by_probs ? "probs" : "position");
+    CU_ASSERT(same);
+  }
+  /* the hand case dropped by probs: no row for a dropped choice, the others expert-major in token order */
+  int32_t idx[N * K], counts[E];
+  int64_t pos[N * K], pwork[E + 1];
+  float g[N * K];
+  memcpy(idx, idx0, sizeof idx), memcpy(g, g0, sizeof g);
+  px_k_moe_drop(idx, g, work, N, E, K, 2, true);
+  px_k_moe_positions(pos, counts, pwork, idx, N, E, K);
+  const int64_t want_rows[N * K] = {-1, 2, 0, 4, -1, 3, 1, -1, -1, 5};
+  for (int64_t i = 0; i < N * K; i++) CU_ASSERT(pos[i] == want_rows[i]);
+  CU_ASSERT(counts[0] == 2 && counts[1] == 2 && counts[2] == 2);
+  enum { H = 3 };
+  float *x = px_trand(N * H, -1, 1), *send = px_tconst(6 * H, NAN), *y = px_tconst(N * H, 0.0f);
+  px_k_moe_permute_fwd(send, x, pos, N, H, K);
+  px_k_moe_unpermute_fwd(y, send, g, pos, N, H, K);
+  double *yw = dalloc(N * H); /* each token: its kept gates' sum times its row */
+  for (int64_t t = 0; t < N; t++)
+    for (int64_t c = 0; c < H; c++) yw[t * H + c] = ((double)g[t * K] + g[t * K + 1]) * x[t * H + c];
+  CU_ASSERT(fwd_close("unpermute(permute(x)) with drops", y, yw, N * H));
+  float *dx = px_tconst(N * H, 0.0f), *dret = px_tconst(6 * H, 0.0f), *dg = px_tconst(N * K, 0.0f);
+  px_k_moe_permute_bwd(dx, send, pos, N, H, K);
+  px_k_moe_unpermute_bwd(dret, dg, y, send, g, pos, N, H, K);
+  for (int64_t i = 0; i < N * K; i++) CU_ASSERT(want_rows[i] >= 0 || dg[i] == 0.0f);
+  /* router backward: the dropped choices' experts still count in the renormalisation and the shares */
+  float *logits = px_trand(N * E, -2, 2), *probs = px_tcopy(logits, N * E), *dl = px_tconst(N * E, 0.0f);
+  float *dl0 = px_tconst(N * E, 0.0f), *rw = px_tfloats(2 * E);
+  px_k_moe_route_fwd(probs, (int32_t[N * K]){0}, px_tfloats(N * K), N, E, K, false, true);
+  px_k_moe_route_bwd(dl, rw, dg, probs, idx, NULL, N, E, K, false, true, 0.01f);
+  px_k_moe_route_bwd(dl0, rw, dg, probs, idx0, NULL, N, E, K, false, true, 0.01f);
+  CU_ASSERT(fwd_close("route backward with dropped choices", dl, d_of(dl0, N * E), N * E));
+  px_tfree();
+}
+
 /* ======================= optimizer and reductions ======================= */
 
 static void test_adamw(void) {
@@ -1625,6 +1730,7 @@ int main(void) {
       {"vocab-parallel cross-entropy, padding, ignore, 2 and 4 shards", test_cross_entropy},
       {"MoE router: softmax, norm, sigmoid, k 1-3, a tie; backward against finite differences", test_moe_route},
       {"MoE permute: expert-major positions, unpermute(permute(x)) = x, adjoint backwards", test_moe_permute},
+      {"MoE token dropping: each policy by hand and against a sort, no row for a dropped choice", test_moe_drop},
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},

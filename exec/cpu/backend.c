@@ -16,6 +16,7 @@
 #include "exec/cpu/fp8.h"
 #include "exec/contract.h"
 #include "exec/params.h"
+#include "plan/model.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
@@ -221,6 +222,13 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
   if (o->kind == PX_OP_MOE_ROUTE) {
     if (out[0] != in[0]) memcpy(out[0], in[0], (size_t)(n * E) * sizeof **out);
     px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], n, E, k, v->router_sigmoid, v->norm_topk_prob);
+    if (v->capacity_factor <= 0) return PX_OK;
+    /* token dropping: the capacity of the n tokens this rank routes, as Megatron-Core's router computes it */
+    int64_t *work = malloc((size_t)n * sizeof *work); /* an expert's choices: a token's once at most */
+    if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    px_k_moe_drop((int32_t *)out[1], out[2], work, n, E, k, px_moe_capacity(v->capacity_factor, n * k, E),
+                  !v->drop_by_position);
+    free(work);
     return PX_OK;
   }
   if (o->kind == PX_OP_MOE_ROUTE_BWD) {

@@ -5,7 +5,13 @@
  *
  * Expert-major order: the rows of expert 0 (its tokens in token order, a
  * token's choices in their order), then expert 1's, ... A token's j-th
- * choice idx[t k + j] goes to row px_k_moe_positions(...)[t k + j]. */
+ * choice idx[t k + j] goes to row px_k_moe_positions(...)[t k + j].
+ *
+ * A choice that token dropping dropped (px_k_moe_drop) holds ~e in idx
+ * (negative; px_k_moe_expert gives e back) and gate 0: it takes no row and
+ * adds nothing, while the router's backward and the load-balancing shares
+ * still count it, as Megatron-Core's (its auxiliary loss takes the routing
+ * before the drop). */
 #ifndef PX_KERNELS_CPU_MOE_H
 #define PX_KERNELS_CPU_MOE_H
 
@@ -22,7 +28,22 @@ void px_k_moe_route_fwd(float *probs,  // (n, E): logits in, probabilities (scor
                         float *gates,  // (n, k)
                         int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm);
 
-/* Each expert's share of the n k choices of idx. */
+/* The expert of a choice of idx, dropped (~e) or not. */
+static inline int32_t px_k_moe_expert(int32_t i) { return i < 0 ? ~i : i; }
+
+/* Token dropping at an expert capacity (Megatron-Core's
+ * apply_router_token_dropping, moe_utils.py, without padding): each expert
+ * keeps at most `capacity` of the n tokens' choices: those of the highest
+ * gates (by_probs, the `probs` policy; a tie to the earlier token) or of the
+ * earliest tokens (the `position` policy). capacity >= n drops nothing (as
+ * Megatron's). Each dropped choice's idx becomes ~e, its gate 0; the kept
+ * gates stay as they are (not renormalised). Returns the dropped choices. */
+int64_t px_k_moe_drop(int32_t *idx,    // (n, k)
+                      float *gates,    // (n, k)
+                      int64_t *work,   // (n) scratch
+                      int64_t n, int64_t E, int64_t k, int64_t capacity, bool by_probs);
+
+/* Each expert's share of the n k choices of idx (the dropped ones too). */
 void px_k_moe_shares(float *f,            // (E)
                      const int32_t *idx,  // (n, k)
                      int64_t n, int64_t E, int64_t k);
@@ -40,7 +61,7 @@ void px_k_moe_route_bwd(float *dlogits,       // (n, E)
                         const float *shares,  // (E) or NULL
                         int64_t n, int64_t E, int64_t k, bool sigmoid, bool norm, float aux);
 
-/* The expert-major row of every choice and each expert's row count (NULL to skip). */
+/* The expert-major row of every choice (-1: dropped) and each expert's row count (NULL to skip). */
 void px_k_moe_positions(int64_t *pos,        // (n k)
                         int32_t *counts,     // (E) or NULL
                         int64_t *work,       // (E + 1) scratch
