@@ -13,6 +13,7 @@ px_status px_env_init(px_env *v, const px_plan *plan, int64_t tp_rank, int64_t c
                 .router_sigmoid = m->router == PX_ROUTER_SIGMOID, .norm_topk_prob = m->norm_topk_prob,
                 .aux_loss_coef = m->aux_loss_coef, .capacity_factor = m->capacity_factor,
                 .drop_by_position = m->token_drop_policy == PX_DROP_POSITION,
+                .expert_groups = m->expert_groups, .groups_per_token = m->groups_per_token,
                 .lora_scale = px_parallel_lora(par) ? par->lora_alpha / (double)par->lora_rank : 0,
                 .base_precision = px_parallel_lora(par) ? par->base_precision : PX_BASE_BF16, .act_dtype = plan->act_dtype, .weight_dtype = plan->param_dtype,
                 .grad_dtype = plan->grad_dtype, .master_weights = px_parallel_mixed(par),

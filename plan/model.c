@@ -66,6 +66,11 @@ static px_status model_validate_moe(const px_model *m, const char *file, px_err 
     return BAD("%s: fields 'expert_groups' %lld and 'groups_per_token' %lld: the groups must divide the %lld experts "
                "and a token take 1 to expert_groups of them",
                file, (long long)m->expert_groups, (long long)m->groups_per_token, (long long)m->experts);
+  if (m->expert_groups > 0 && m->groups_per_token * (m->experts / m->expert_groups) < m->experts_per_token)
+    return BAD("%s: field 'groups_per_token': %lld groups of %lld experts hold fewer than a token's %lld "
+               "(experts_per_token)",
+               file, (long long)m->groups_per_token, (long long)(m->experts / m->expert_groups),
+               (long long)m->experts_per_token);
   return PX_OK;
 }
 

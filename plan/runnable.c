@@ -33,9 +33,9 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
-  if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->expert_groups > 0))
-    return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no expert groups (sequence-sharded "
-              "routing under TP, expert tensor parallelism and group-limited routing are planned and simulated only)");
+  if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A))
+    return no(why, cap, "mixture of experts runs with tp 1, etp 1 and a2a dispatch (sequence-sharded routing under TP "
+              "and expert tensor parallelism are planned and simulated only)");
   return true;
 }
 

@@ -1153,6 +1153,7 @@ typedef struct {
   double aux;
   const int32_t *idx; /* (n, k): the choice, held fixed (top-k is piecewise constant) */
   const double *w;    /* (n, k): the loss's weight of each gate */
+  const int32_t *plain; /* (n, k): the load-balancing loss's choice (a plain top-k), or NULL: idx */
 } route_ctx;
 
 /* The router's probabilities of one token's logits: softmax, or each expert's sigmoid score. */
@@ -1168,7 +1169,7 @@ static void route_probs(double *p, const double *l, int64_t E, bool sigmoid) {
 static void ref_route_loss(double *out, const double *in, const void *vctx) {
   const route_ctx *c = vctx;
   double p[MOE_EMAX], f[MOE_EMAX] = {0}, mean[MOE_EMAX] = {0}, L = 0.0;
-  for (int64_t i = 0; i < c->n * c->k; i++) f[c->idx[i]] += 1.0 / (double)(c->n * c->k);
+  for (int64_t i = 0; i < c->n * c->k; i++) f[(c->plain ? c->plain : c->idx)[i]] += 1.0 / (double)(c->n * c->k);
   for (int64_t t = 0; t < c->n; t++) {
     route_probs(p, in + t * c->E, c->E, c->sigmoid);
     double s = 0.0;
@@ -1201,7 +1202,7 @@ static void test_moe_route(void) {
     logits[E + 1] = logits[E + 3] = 2.5f;
     float *probs = px_tcopy(logits, N * E), *gates = px_tconst(N * k, NAN);
     int32_t *idx = px_talloc((size_t)(N * k) * sizeof *idx);
-    px_k_moe_route_fwd(probs, idx, gates, N, E, k, cases[ci].sigmoid, cases[ci].norm);
+    px_k_moe_route_fwd(probs, idx, gates, NULL, N, E, k, cases[ci].sigmoid, cases[ci].norm, 0, 0);
     double *in = d_of(logits, N * E), *pw = dalloc(N * E), *gw = dalloc(N * k);
     bool idx_ok = true;
     for (int64_t t = 0; t < N; t++) {
@@ -1230,7 +1231,7 @@ static void test_moe_route(void) {
     /* backward: dL/dlogits, L = sum w g + aux term */
     float *w = px_trand(N * k, -1, 1), *dl = px_tconst(N * E, ACC0), *work = px_tfloats(2 * E);
     px_k_moe_route_bwd(dl, work, w, probs, idx, NULL, N, E, k, cases[ci].sigmoid, cases[ci].norm, (float)cases[ci].aux);
-    route_ctx rc = {N, E, k, cases[ci].sigmoid, cases[ci].norm, cases[ci].aux, idx, d_of(w, N * k)};
+    route_ctx rc = {N, E, k, cases[ci].sigmoid, cases[ci].norm, cases[ci].aux, idx, d_of(w, N * k), NULL};
     double one = 1.0, *g = dalloc(N * E);
     fd_grad(g, ref_route_loss, &rc, in, N * E, 1, &one);
     char what[64];
@@ -1289,6 +1290,73 @@ static void test_moe_permute(void) {
   PX_ASSERT_REL(d, c, 1e-5);
   PX_ASSERT_REL(e, c, 1e-5);
   px_tfree();
+}
+
+/* Group-limited routing (Megatron-Core's group_limited_topk) against a reference by sorting: 8 experts in 4 groups,
+ * top 4 from 2 groups, each group scored by its top 2 (of the logits with the softmax router's renormalised gates,
+ * else of the probabilities or sigmoid scores); the gates as without groups over the chosen experts; some tokens'
+ * plain top-4 leaves their groups; the backward against finite differences, the load-balancing shares those of the
+ * plain top-k. */
+static int by_value_desc(const void *a, const void *b) { /* (value, index) pairs: the value descending, then index */
+  const double *x = a, *y = b;
+  if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+  return (x[1] > y[1]) - (x[1] < y[1]);
+}
+static void test_moe_groups(void) {
+  enum { N = 24, E = 8, K = 4, G = 4, GT = 2, GS = E / G };
+  struct {
+    bool sigmoid, norm;
+  } cases[] = {{false, true}, {false, false}, {true, false}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    px_tseed(60 + ci);
+    const bool sg = cases[ci].sigmoid, nm = cases[ci].norm;
+    float *logits = px_trand(N * E, -2, 2), *probs = px_tcopy(logits, N * E), *gates = px_tconst(N * K, NAN);
+    float *work = px_tfloats(3 * G + K);
+    int32_t *idx = px_talloc((size_t)(N * K) * sizeof *idx), *plain = px_talloc((size_t)(N * K) * sizeof *plain);
+    px_k_moe_route_fwd(probs, idx, gates, work, N, E, K, sg, nm, G, GT);
+    bool same = true;
+    int left = 0; /* tokens whose plain top-k leaves their groups */
+    for (int64_t t = 0; t < N; t++) {
+      double p[E], s[E], gsc[G][2], ex[E][2], sum = 0.0;
+      route_probs(p, d_of(logits + t * E, E), E, sg);
+      for (int64_t e = 0; e < E; e++) s[e] = !sg && nm ? (double)logits[t * E + e] : p[e];
+      for (int64_t g = 0; g < G; g++) { /* its top K / GT = 2 */
+        double a = fmax(s[g * GS], s[g * GS + 1]), b = fmin(s[g * GS], s[g * GS + 1]);
+        gsc[g][0] = a + b, gsc[g][1] = (double)g; /* GS = 2: the group's both */
+      }
+      qsort(gsc, G, sizeof gsc[0], by_value_desc);
+      bool chosen[G] = {false};
+      for (int64_t j = 0; j < GT; j++) chosen[(int)gsc[j][1]] = true;
+      int64_t m = 0;
+      for (int64_t e = 0; e < E; e++)
+        if (chosen[e / GS]) ex[m][0] = p[e], ex[m][1] = (double)e, m++;
+      qsort(ex, (size_t)m, sizeof ex[0], by_value_desc);
+      for (int64_t j = 0; j < K; j++) sum += ex[j][0];
+      for (int64_t j = 0; j < K; j++) {
+        same = same && idx[t * K + j] == (int32_t)ex[j][1];
+        double want = sg || nm ? ex[j][0] / sum : ex[j][0];
+        same = same && fabs(gates[t * K + j] - want) <= 1e-6;
+      }
+      for (int64_t e = 0; e < E; e++) ex[e][0] = p[e], ex[e][1] = (double)e;
+      qsort(ex, E, sizeof ex[0], by_value_desc);
+      bool out = false;
+      for (int64_t j = 0; j < K; j++) {
+        plain[t * K + j] = (int32_t)ex[j][1];
+        out = out || !chosen[(int)ex[j][1] / GS];
+      }
+      left += out;
+    }
+    if (!same) fprintf(stderr, "\n  moe groups case %zu: the choice or gates differ from the reference\n", ci);
+    CU_ASSERT(same);
+    CU_ASSERT(left > 0);
+    float *w = px_trand(N * K, -1, 1), *dl = px_tconst(N * E, ACC0), *rw = px_tfloats(2 * E);
+    px_k_moe_route_bwd(dl, rw, w, probs, idx, NULL, N, E, K, sg, nm, 0.02f);
+    route_ctx rc = {N, E, K, sg, nm, 0.02, idx, d_of(w, N * K), plain};
+    double one = 1.0, *g = dalloc(N * E);
+    fd_grad(g, ref_route_loss, &rc, d_of(logits, N * E), N * E, 1, &one);
+    CU_ASSERT(grad_close("moe groups dlogits", dl, g, N * E));
+    px_tfree();
+  }
 }
 
 /* Token dropping's reference: expert e keeps the first `cap` of its choices sorted by (gate descending, token
@@ -1351,7 +1419,7 @@ static void test_moe_drop(void) {
     int32_t *idx = px_talloc((size_t)(RN * RK) * sizeof *idx), *orig = px_talloc((size_t)(RN * RK) * sizeof *orig);
     if (rep % 3 == 0) /* ties: gates of a few values */
       for (int64_t i = 0; i < RN * RE; i++) logits[i] = (float)(int)(logits[i] * 2.0f);
-    px_k_moe_route_fwd(logits, idx, gates, RN, RE, RK, false, true);
+    px_k_moe_route_fwd(logits, idx, gates, NULL, RN, RE, RK, false, true, 0, 0);
     memcpy(orig, idx, (size_t)(RN * RK) * sizeof *idx);
     float *g = px_tcopy(gates, RN * RK);
     bool kept[RN * RK], by_probs = rep % 2 == 0;
@@ -1389,7 +1457,7 @@ static void test_moe_drop(void) {
   /* router backward: the dropped choices' experts still count in the renormalisation and the shares */
   float *logits = px_trand(N * E, -2, 2), *probs = px_tcopy(logits, N * E), *dl = px_tconst(N * E, 0.0f);
   float *dl0 = px_tconst(N * E, 0.0f), *rw = px_tfloats(2 * E);
-  px_k_moe_route_fwd(probs, (int32_t[N * K]){0}, px_tfloats(N * K), N, E, K, false, true);
+  px_k_moe_route_fwd(probs, (int32_t[N * K]){0}, px_tfloats(N * K), NULL, N, E, K, false, true, 0, 0);
   px_k_moe_route_bwd(dl, rw, dg, probs, idx, NULL, N, E, K, false, true, 0.01f);
   px_k_moe_route_bwd(dl0, rw, dg, probs, idx0, NULL, N, E, K, false, true, 0.01f);
   CU_ASSERT(fwd_close("route backward with dropped choices", dl, d_of(dl0, N * E), N * E));
@@ -1731,6 +1799,7 @@ int main(void) {
       {"MoE router: softmax, norm, sigmoid, k 1-3, a tie; backward against finite differences", test_moe_route},
       {"MoE permute: expert-major positions, unpermute(permute(x)) = x, adjoint backwards", test_moe_permute},
       {"MoE token dropping: each policy by hand and against a sort, no row for a dropped choice", test_moe_drop},
+      {"MoE group-limited routing against a sort, each router; backward against finite differences", test_moe_groups},
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},

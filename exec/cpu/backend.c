@@ -221,13 +221,15 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
   float **out = (float **)e->out, **in = (float **)e->in;
   if (o->kind == PX_OP_MOE_ROUTE) {
     if (out[0] != in[0]) memcpy(out[0], in[0], (size_t)(n * E) * sizeof **out);
-    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], n, E, k, v->router_sigmoid, v->norm_topk_prob);
-    if (v->capacity_factor <= 0) return PX_OK;
-    /* token dropping: the capacity of the n tokens this rank routes, as Megatron-Core's router computes it */
-    int64_t *work = malloc((size_t)n * sizeof *work); /* an expert's choices: a token's once at most */
+    /* scratch: group-limited routing's (3 groups + k) floats, token dropping's (n) choices of an expert (a token's
+     * once at most) */
+    int64_t *work = malloc((size_t)(n + 3 * v->expert_groups + k) * sizeof *work);
     if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    px_k_moe_drop((int32_t *)out[1], out[2], work, n, E, k, px_moe_capacity(v->capacity_factor, n * k, E),
-                  !v->drop_by_position);
+    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], (float *)work, n, E, k, v->router_sigmoid,
+                       v->norm_topk_prob, v->expert_groups, v->groups_per_token);
+    if (v->capacity_factor > 0) /* token dropping at the capacity of the n tokens this rank routes (Megatron-Core's) */
+      px_k_moe_drop((int32_t *)out[1], out[2], work, n, E, k, px_moe_capacity(v->capacity_factor, n * k, E),
+                    !v->drop_by_position);
     free(work);
     return PX_OK;
   }
@@ -238,7 +240,7 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
      * coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step). The experts'
      * shares are the micro-batch's: with CP its rows are split over the CP ranks, n each, so the mean of theirs
      * (Megatron-Core reduces the tokens per expert over its TP x CP group) */
-    px_k_moe_shares(f, (const int32_t *)in[2], n, E, k);
+    px_k_moe_shares(f, (int32_t *)work, in[1], n, E, k);
     px_status st = v->cp > 1 ? px_exec_reduce(e, f, (uint64_t)E, PX_RED_SUM, err) : PX_OK;
     for (int64_t i = 0; !st && v->cp > 1 && i < E; i++) f[i] /= (float)v->cp;
     if (!st)

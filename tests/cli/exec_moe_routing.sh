@@ -3,14 +3,18 @@
 # Megatron-Core's router (moe_utils.py): token dropping at a capacity factor
 # (tiny-moe with capacity_factor 1: each expert keeps ceil(tokens x top-k /
 # experts x cf) of a rank's choices, by gate or by position with
-# token_drop_policy). Dropping changes the losses (against dropless tiny-moe,
+# token_drop_policy), and group-limited routing (DeepSeek's node-limited
+# routing: expert_groups, groups_per_token; tiny-moe's softmax router with 2
+# groups of 2, a token's top 2 from 1 of them, also with token dropping;
+# tiny-moe-shared's sigmoid router, DeepSeek-V3's, with 4 groups of 2, a
+# token's top 2 from 1). Each changes the losses (against tiny-moe and tiny-moe-shared,
 # and the policies against each other); a plan whose ranks each route whole
 # micro-batches (EP with DP, PP, ZeRO-3) reaches the one-rank run's losses
 # within 1e-5 over 8 steps and its first-step gradients, and every stage's
 # measured peak is its plan's; under CP each rank drops at the capacity of
 # its own share of the sequence (Megatron-Core's router sees the rank's
-# tokens), so the run goes on to other losses. A bad policy is an input error
-# naming the field.
+# tokens), so the run goes on to other losses. A bad policy, and groups that
+# cannot hold a token's experts, are input errors naming the field.
 set -u
 px=$1
 src=$2
@@ -19,7 +23,13 @@ source "$(dirname "$0")/../tools/clitest.sh"
 jq '.name = "tiny-moe-cf" | .capacity_factor = 1' "$src/models/tiny-moe.json" >"$tmp/tiny-moe-cf.json"
 jq '.name = "tiny-moe-cfpos" | .capacity_factor = 1 | .token_drop_policy = "position"' "$src/models/tiny-moe.json" \
   >"$tmp/tiny-moe-cfpos.json"
-cp "$src/models/tiny-moe.json" "$tmp/tiny-moe.json"
+jq '.name = "tiny-moe-grp" | .expert_groups = 2 | .groups_per_token = 1' "$src/models/tiny-moe.json" \
+  >"$tmp/tiny-moe-grp.json"
+jq '.name = "tiny-moe-cfgrp" | .expert_groups = 2 | .groups_per_token = 1 | .capacity_factor = 1' \
+  "$src/models/tiny-moe.json" >"$tmp/tiny-moe-cfgrp.json"
+jq '.name = "tiny-moe-shared-grp" | .expert_groups = 4 | .groups_per_token = 1' "$src/models/tiny-moe-shared.json" \
+  >"$tmp/tiny-moe-shared-grp.json"
+cp "$src/models/tiny-moe.json" "$src/models/tiny-moe-shared.json" "$tmp/"
 runs=0
 
 run() { # out model ranks flags... (the model in $tmp)
@@ -29,14 +39,16 @@ run() { # out model ranks flags... (the model in $tmp)
     --dump-grads "$tmp/$out.bin" --json "$@" >"$tmp/$out.json" 2>"$tmp/err.txt"
 }
 
-for model in tiny-moe tiny-moe-cf tiny-moe-cfpos; do
+for model in tiny-moe tiny-moe-cf tiny-moe-cfpos tiny-moe-grp tiny-moe-cfgrp tiny-moe-shared tiny-moe-shared-grp; do
   run "ref_$model" "$model" 1 || fail "$model on one rank: $(head -3 "$tmp/err.txt")"
 done
-# dropping is there: the capacity, and then the policy, change the losses
-close "$(losses "$tmp/ref_tiny-moe.json")" "$(losses "$tmp/ref_tiny-moe-cf.json")" 1e-5 &&
-  fail "capacity factor 1 drops nothing: $(losses "$tmp/ref_tiny-moe-cf.json")"
-close "$(losses "$tmp/ref_tiny-moe-cf.json")" "$(losses "$tmp/ref_tiny-moe-cfpos.json")" 1e-5 &&
-  fail "the position policy drops as the probs one: $(losses "$tmp/ref_tiny-moe-cfpos.json")"
+# each is there: the capacity, the policy, the groups (with and without dropping) change the losses
+for pair in "tiny-moe tiny-moe-cf" "tiny-moe-cf tiny-moe-cfpos" "tiny-moe tiny-moe-grp" "tiny-moe-grp tiny-moe-cfgrp" \
+  "tiny-moe-shared tiny-moe-shared-grp"; do
+  read -r a b <<<"$pair"
+  close "$(losses "$tmp/ref_$a.json")" "$(losses "$tmp/ref_$b.json")" 1e-5 &&
+    fail "$b trains as $a: $(losses "$tmp/ref_$b.json")"
+done
 
 # model | flags: each rank routes whole micro-batches, so it drops what the one-rank run drops
 cases=(
@@ -44,6 +56,10 @@ cases=(
   "tiny-moe-cf|-p 2"
   "tiny-moe-cf|-d 4 --ep 2 -z 3"
   "tiny-moe-cfpos|-d 2 --ep 2"
+  "tiny-moe-grp|-d 2 --ep 2"
+  "tiny-moe-grp|-p 2"
+  "tiny-moe-cfgrp|-d 2 --ep 2"
+  "tiny-moe-shared-grp|-d 4 --ep 4"
 )
 for c in "${cases[@]}"; do
   model=${c%%|*}
@@ -73,5 +89,9 @@ jq '.token_drop_policy = "random"' "$tmp/tiny-moe-cf.json" >"$tmp/bad.json"
 err=$(mpirun -np 1 "$px" run --backend cpu -m "$tmp/bad.json" --steps 1 -B 4 2>&1 >/dev/null)
 rc=$?
 [ "$rc" -eq 2 ] && echo "$err" | grep -q "token_drop_policy" || fail "bad token_drop_policy: exit $rc: $err"
+jq '.expert_groups = 8 | .groups_per_token = 1' "$tmp/tiny-moe-shared-grp.json" >"$tmp/bad.json" # 1 of 1: not 2
+err=$(mpirun -np 1 "$px" run --backend cpu -m "$tmp/bad.json" --steps 1 -B 4 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 2 ] && echo "$err" | grep -q "field 'groups_per_token'" || fail "groups short of top-k: exit $rc: $err"
 
 finish
