@@ -40,6 +40,9 @@ typedef struct {
   bool router_sigmoid;   /* mixture of experts: sigmoid scores, else a softmax */
   bool norm_topk_prob;   /* ... the top-k weights renormalised */
   double aux_loss_coef;  /* ... the load-balancing loss's weight */
+  double capacity_factor; /* ... token dropping at each rank's capacity (px_moe_capacity); 0: dropless */
+  bool drop_by_position; /* ... an expert over capacity keeps the earliest tokens' choices, else the highest gates */
+  int64_t expert_groups, groups_per_token; /* ... group-limited routing (0: none) */
   double lora_scale;     /* fine-tuning's adapters: alpha / r, the factor of PX_OPF_LORA_SCALE GEMMs (0 without) */
   int base_precision;    /* ... the frozen linear weights' storage (px_base_precision), which PX_OPF_DEQUANT casts read */
   /* dtypes and precision */

@@ -3,13 +3,14 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The operands of each kind, outputs then inputs, one letter per position:
  *   A required, in the op's dtype       a optional, in the op's dtype
  *   F required, fp32                    f optional, fp32
  *   M required, u8 (dropout masks)      I required, 32-bit integers (tokens, targets, expert choices)
  *   i optional, 32-bit integers        q optional, fp8 codes
- *   . absent
+ *   . absent (so is every position past the string's end)
  * An fp8 GEMM (PX_OPF_FP8) reads fp8 codes where its inputs say A or a.
  * (the meaning of each position is in plan/compile.c and kernels/cpu). */
 typedef struct {
@@ -36,7 +37,8 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_ATTN_CONTEXT_BWD] = {"AA..", "AAA..."},
     [PX_OP_FLASH_ATTN] = {"AFaf", "AAAa.."},     /* out[2], out[3]: CP ring's K/V blocks, partial ctx and lse; in[3]: sink
                                                     logits */
-    [PX_OP_FLASH_ATTN_BWD] = {"AAAa", "AAAAAF"}, /* out[3]: CP ring's K/V and dK/dV blocks, or the sinks' gradient */
+    [PX_OP_FLASH_ATTN_BWD] = {"AAAaa", "AAAAAF"}, /* out[3]: the sinks' gradient; out[4]: CP ring's K/V and dK/dV
+                                                     blocks (and the rows' probabilities seen, with sinks) */
     [PX_OP_DROPOUT] = {"AM..", "Aa...."},
     [PX_OP_DROPOUT_BWD] = {"A...", "AM...."},
     [PX_OP_ADD] = {"A...", "AAa..."},
@@ -178,9 +180,9 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
   if (!c->out || !c->in) return no(why, cap, "%s: no operand contract for this kind (exec/support.c)", kind);
   if (slotless(op)) return true; /* ops on gradient ranges and unit-sized collectives: px_exec_op's contract */
   for (int j = 0; j < PX_OP_OUTS; j++)
-    if (!operand_ok(v, op, true, j, c->out[j], dt, why, cap)) return false;
+    if (!operand_ok(v, op, true, j, j < (int)strlen(c->out) ? c->out[j] : '.', dt, why, cap)) return false;
   for (int j = 0; j < PX_OP_INS; j++)
-    if (!operand_ok(v, op, false, j, c->in[j], dt, why, cap)) return false;
+    if (!operand_ok(v, op, false, j, j < (int)strlen(c->in) ? c->in[j] : '.', dt, why, cap)) return false;
   const int64_t *d = op->dim;
   bool ln = px_contract_layernorm(op);
   switch ((px_op_kind)op->kind) {

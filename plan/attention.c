@@ -234,7 +234,7 @@ static void cp_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_phase ph, p
 
 /* The ring's flash op: its transfers (bytes each rank sends over the CP
  * ring, one block a hop) and the double buffers the blocks arrive in. */
-static void ring_op(px_bld *b, const px_dims *d, px_op *o, bool bwd) {
+static void ring_op(px_bld *b, const px_dims *d, const px_layer_slots *L, px_op *o, bool bwd) {
   double block = (double)(d->B * d->S * (d->KW + d->VW)) * (double)d->e; /* one rank's K and V */
   o->flags |= PX_OPF_CP_RING;
   o->group = PX_GROUP_CP;
@@ -242,9 +242,11 @@ static void ring_op(px_bld *b, const px_dims *d, px_op *o, bool bwd) {
   o->coll_bytes = (uint64_t)block * (bwd ? 2 : 1); /* the backward's hops carry dK, dV too */
   o->wire_bytes = bwd ? (double)(2 * d->C - 1) * block : (double)(d->C - 1) * block;
   int64_t per = bwd ? 4 : 2; /* k, v (and dk, dv) of a block */
-  int ws =
-      px_bld_slot(b->p, bwd ? "ring_bwd_ws" : "ring_ws", PX_SLOT_WORKSPACE, d->act, 2 * per, d->B * d->S, d->HKV, d->D);
-  o->out[bwd ? 3 : 2] = R(ws, 0);
+  /* per token row: two buffers of a block's rows of k, v (and dk, dv), then backward with sinks each query head's
+   * probability of the keys seen so far (B, HQ, S) */
+  int64_t row = 2 * per * d->HKV * d->D + (bwd && L->w_sinks >= 0 ? d->HQ : 0);
+  int ws = px_bld_slot(b->p, bwd ? "ring_bwd_ws" : "ring_ws", PX_SLOT_WORKSPACE, d->act, d->B * d->S, row, 1, 1);
+  o->out[bwd ? 4 : 2] = R(ws, 0);
   if (!bwd) /* a block's partial context and log-sum-exp, merged into the running ones */
     o->out[3] = R(px_bld_slot(b->p, "ring_part", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, d->B, d->S, d->HQ, d->D + 1), 0);
 }
@@ -268,7 +270,7 @@ static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   px_bld_elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0,
                      (double)d->e);
-  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, false);
+  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, L, o, false);
   if (d->C > 1 && d->cp_algo == PX_CP_A2A) cp_coll(b, d, PX_OP_ALLTOALL, ph, a.ctx, R(L->ctx, 0), d->HQ, false);
 }
 
@@ -289,13 +291,13 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_op *o = px_bld_op(b, PX_OP_FLASH_ATTN_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
-  o->out[3] = sinks_grad(p, L); /* the ring's blocks take out[3] below: its sinks' gradient is not planned */
+  o->out[3] = sinks_grad(p, L);
   o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);
   px_bld_elementwise(o, 3 * q_el + 2 * kv_el, q_el + 2 * kv_el, (double)d->e);
-  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, o, true);
+  if (d->C > 1 && d->cp_algo == PX_CP_RING) ring_op(b, d, L, o, true);
   if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) {
     cp_coll(b, d, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, gk, dk, d->HKV, false);
     cp_coll(b, d, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, gv, dv, d->HKV, false);

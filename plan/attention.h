@@ -30,9 +30,10 @@
  * may hold any mix of windowed and full layers. gpt-oss's sink logits (a
  * parameter of one per query head, split over TP with the heads; one more
  * logit in each row's softmax denominator) are the flash op's in[3] and its
- * backward's out[3] (their gradient; not with the ring, whose blocks take
- * out[3]), the unfused softmax's in[1] and its backward's out[1]: a row's
- * one extra exp against its keys', not costed apart. */
+ * backward's out[3] (their gradient; with the ring, from each row's
+ * probability of every block's keys, which its workspace out[4] keeps), the
+ * unfused softmax's in[1] and its backward's out[1]: a row's one extra exp
+ * against its keys', not costed apart. */
 
 /* The tensors and shape the flash op works on. */
 typedef struct {

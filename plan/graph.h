@@ -210,7 +210,7 @@ typedef struct {
   int8_t layer_off;
 } px_ref;
 
-#define PX_OP_OUTS 4
+#define PX_OP_OUTS 5
 #define PX_OP_INS 6
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* Model specification: JSON and Hugging Face loading, parameter and FLOP counts. */
 #include "plan/model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ PX_NAME_TABLE(px_mlp_names, PX_MLP_COUNT, "gelu", "swiglu");
 PX_NAME_TABLE(px_pos_names, PX_POS_COUNT, "learned", "rope");
 /* the values of DeepSeek's scoring_func, read as they are */
 PX_NAME_TABLE(px_router_names, PX_ROUTER_COUNT, "softmax", "sigmoid");
+PX_NAME_TABLE(px_drop_policy_names, PX_DROP_COUNT, "probs", "position");
 
 #define MAX_DIM ((int64_t)1 << 22)
 
@@ -64,6 +66,11 @@ static px_status model_validate_moe(const px_model *m, const char *file, px_err 
     return BAD("%s: fields 'expert_groups' %lld and 'groups_per_token' %lld: the groups must divide the %lld experts "
                "and a token take 1 to expert_groups of them",
                file, (long long)m->expert_groups, (long long)m->groups_per_token, (long long)m->experts);
+  if (m->expert_groups > 0 && m->groups_per_token * (m->experts / m->expert_groups) < m->experts_per_token)
+    return BAD("%s: field 'groups_per_token': %lld groups of %lld experts hold fewer than a token's %lld "
+               "(experts_per_token)",
+               file, (long long)m->groups_per_token, (long long)(m->experts / m->expert_groups),
+               (long long)m->experts_per_token);
   return PX_OK;
 }
 
@@ -178,6 +185,9 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   m->router = (px_router)e;
   TRY(px_json_bool(&c, root, "norm_topk_prob", false, &m->norm_topk_prob, err));
   TRY(px_json_num(&c, root, "capacity_factor", false, 0.0, 1e6, &m->capacity_factor, err));
+  e = m->token_drop_policy;
+  TRY(px_json_enum(&c, root, "token_drop_policy", false, px_drop_policy_names, PX_DROP_COUNT, &e, err));
+  m->token_drop_policy = (px_drop_policy)e;
   TRY(px_json_num(&c, root, "aux_loss_coef", false, 0.0, 1e6, &m->aux_loss_coef, err));
   TRY(px_json_int(&c, root, "expert_groups", false, 0, 1 << 20, &m->expert_groups, err));
   TRY(px_json_int(&c, root, "groups_per_token", false, 0, 1 << 20, &m->groups_per_token, err));
@@ -536,6 +546,7 @@ cJSON *px_model_to_json(const px_model *m) {
     cJSON_AddStringToObject(o, "router", px_router_names[m->router]);
     cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk_prob);
     px_json_add_num(o, "capacity_factor", m->capacity_factor);
+    if (m->capacity_factor > 0) cJSON_AddStringToObject(o, "token_drop_policy", px_drop_policy_names[m->token_drop_policy]);
     px_json_add_num(o, "aux_loss_coef", m->aux_loss_coef);
     if (m->expert_groups > 0) px_json_add_num(o, "expert_groups", (double)m->expert_groups);
     if (m->expert_groups > 0) px_json_add_num(o, "groups_per_token", (double)m->groups_per_token);
@@ -662,6 +673,10 @@ void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f)
   f->forward_flops = f->forward_dense_flops + f->forward_attention_flops;
   f->train_flops = 3.0 * f->forward_flops;
   f->train_flops_no_attention = 3.0 * f->forward_dense_flops;
+}
+
+int64_t px_moe_capacity(double cf, int64_t routed, int64_t experts) {
+  return (int64_t)ceil((double)routed / (double)experts * cf);
 }
 
 bool px_model_layer_is_moe(const px_model *m, int64_t l) {

@@ -18,11 +18,16 @@ typedef enum { PX_POS_LEARNED, PX_POS_ROPE, PX_POS_COUNT } px_pos;
  * Qwen-MoE; norm_topk_prob renormalises the k weights), or sigmoid scores
  * with a per-expert bias used only for the choice (DeepSeek-V3). */
 typedef enum { PX_ROUTER_SOFTMAX, PX_ROUTER_SIGMOID, PX_ROUTER_COUNT } px_router;
+/* Token dropping at a capacity factor: the choices an expert over its
+ * capacity keeps, those of the highest gates or of the earliest tokens
+ * (Megatron-Core's --moe-token-drop-policy probs | position). */
+typedef enum { PX_DROP_PROBS, PX_DROP_POSITION, PX_DROP_COUNT } px_drop_policy;
 
 extern const char *const px_norm_names[PX_NORM_COUNT];
 extern const char *const px_mlp_names[PX_MLP_COUNT];
 extern const char *const px_pos_names[PX_POS_COUNT];
 extern const char *const px_router_names[PX_ROUTER_COUNT];
+extern const char *const px_drop_policy_names[PX_DROP_COUNT];
 
 /* The longest sequence a Hugging Face config's max_position_embeddings is
  * taken as the training length (seq_from_positions): 16K tokens. Above it
@@ -68,6 +73,7 @@ typedef struct {
   px_router router;
   bool norm_topk_prob;        /* softmax router: renormalise the top-k weights to sum to 1 */
   double capacity_factor;     /* tokens an expert takes, over the even share; 0: dropless */
+  px_drop_policy token_drop_policy; /* with a capacity factor: which choices an expert over capacity keeps */
   double aux_loss_coef;       /* load-balancing loss weight (0: none, e.g. DeepSeek-V3's bias balancing) */
   int64_t expert_groups;      /* group-limited routing (DeepSeek's n_group): the experts in this many groups, */
   int64_t groups_per_token;   /* and a token's experts from at most this many of them (topk_group); 0: none */
@@ -147,6 +153,10 @@ uint64_t px_model_param_count(const px_model *m);
 /* The shared experts' total inner width: shared_ffn_hidden (one gated shared
  * expert, Qwen2-MoE), else shared_experts x moe_ffn_hidden; 0 without. */
 int64_t px_model_shared_ffn(const px_model *m);
+/* The choices one expert takes of a rank's `routed` (its tokens x top-k)
+ * with capacity factor cf: ceil(routed / experts x cf), Megatron-Core's
+ * get_capacity (moe_utils.py) over the tokens the rank routes. */
+int64_t px_moe_capacity(double cf, int64_t routed, int64_t experts);
 /* Whether layer l (0-based) is a mixture-of-experts layer: after the
  * first_dense_layers, every moe_layer_freq-th one (all when it is 1). */
 bool px_model_layer_is_moe(const px_model *m, int64_t l);

@@ -24,8 +24,10 @@ static int64_t expert_rows(const px_plan *p, bool worst_case) {
    * brings the busiest rank r rows, the ETP all-gather etp times that */
   int64_t ep = p->par.ep, etp = p->grid.etp, el = px_plan_local_experts(p), k = m->experts_per_token;
   int64_t rows = p->par.mbs * p->seq_local, a = rows * k, worst = ep * rows * (k < el ? k : el), r;
-  if (m->capacity_factor > 0)
-    r = el * (int64_t)ceil(m->capacity_factor * (double)(a * ep) / (double)m->experts);
+  if (m->capacity_factor > 0) { /* each of the ep ranks sends an expert at most its capacity, a token once */
+    int64_t cap = px_moe_capacity(m->capacity_factor, a, m->experts);
+    r = el * ep * (cap < rows ? cap : rows);
+  }
   else
     r = worst_case ? worst : (int64_t)ceil(p->par.moe_imbalance * (double)a);
   return etp * (r < worst ? r : worst);

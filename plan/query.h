@@ -102,8 +102,9 @@ int64_t px_plan_local_experts(const px_plan *p);
 /* Mixture of experts: token rows one rank's local experts take per MoE
  * layer and micro-batch, the busiest rank's: each rank routes its sequence
  * shard's A = mbs x seq_local x top-k rows (Megatron-Core's dispatchers);
- * the EP all-to-all brings r of them: with a capacity factor cf every
- * expert takes at most ceil(cf x A x ep / experts), dropless the busiest
+ * the EP all-to-all brings r of them: with a capacity factor every
+ * expert takes at most ep x px_moe_capacity(A) (each rank's own drop: a
+ * token once), dropless the busiest
  * rank --moe-imbalance x A, never more than every token of the ep ranks on
  * as many of its experts as top-k allows; the ETP all-gather makes that
  * etp x r. 0 for a dense model. */

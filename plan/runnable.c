@@ -36,11 +36,9 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->cuda_graph == PX_GRAPH_LAYERS)
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");
-  if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
-                         m->expert_groups > 0))
-    return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
-              "(sequence-sharded routing under TP, expert tensor parallelism, token dropping and group-limited routing "
-              "are planned and simulated only)");
+  if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A))
+    return no(why, cap, "mixture of experts runs with tp 1, etp 1 and a2a dispatch (sequence-sharded routing under TP "
+              "and expert tensor parallelism are planned and simulated only)");
   return true;
 }
 
@@ -58,17 +56,12 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
 
 /* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
  * the block-scaled formats' in the dense layers on codes kept on their rank
- * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same);
- * attention sinks with every CP algorithm but the ring. */
+ * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
     return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
               px_dtype_names[dt]);
-  if (m->attention_sinks && p->cp > 1 && p->cp_algo == PX_CP_RING) /* plan/attention.h: the ring's out[3] */
-    return no(why, cap, "attention sinks (%s) with `cp_algo` ring: the sink logits' gradient needs each row's "
-              "probabilities over every key block at once, which the ring's backward never holds (hint: `cp_algo` "
-              "all-gather or a2a)", m->name);
   if (px_precision_block_scaled(p->precision)) {
     const char *prec = px_precision_names[p->precision];
     if (m->experts > 0)

@@ -70,7 +70,7 @@ static void moe_text(const px_model *m, const px_model_params *p, const px_model
   if (m->first_dense_layers) fprintf(out, " after %lld dense", (long long)m->first_dense_layers);
   if (m->moe_layer_freq > 1) fprintf(out, ", every %lld", (long long)m->moe_layer_freq);
   if (m->capacity_factor > 0)
-    fprintf(out, "; capacity factor %g", m->capacity_factor);
+    fprintf(out, "; capacity factor %g (drop by %s)", m->capacity_factor, px_drop_policy_names[m->token_drop_policy]);
   else
     fprintf(out, "; dropless");
   if (m->aux_loss_coef > 0) fprintf(out, ", aux loss %g", m->aux_loss_coef);

@@ -783,15 +783,23 @@ static float *gather_lse(const float *src, const int32_t *pos, int64_t n, int64_
  * then against all the keys gathered in one call. ctx and lse must be the
  * whole-sequence kernel's rows at those positions, and the backward summed
  * over key blocks (dq) and over query ranks (dk, dv) the whole-sequence
- * backward's rows. Only the summation order differs. cp <= 3, s % (2 cp) == 0. */
-static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, int64_t d, float p) {
+ * backward's rows. Only the summation order differs. With sinks, folded in
+ * once every block is merged, their gradient is the whole one summed over
+ * the ranks: over key blocks from each row's probability seen in every block
+ * (px_k_flash_bwd_seen), or in one call over the gathered keys. cp <= 3,
+ * s % (2 cp) == 0. */
+static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, int64_t d, float p, bool with_sinks) {
   const int64_t nq = s * hq * d, nkv = s * hkv * d, n = s / cp, wq = hq * d, wkv = hkv * d;
   const uint64_t seed = 78, off = 5000;
   float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *dctx = px_trand(nq, -1, 1);
   float *ctx = px_tconst(nq, NAN), *lse = px_tconst(hq * s, NAN);
   float *gq = px_tconst(nq, ACC0), *gk = px_tconst(nkv, ACC0), *gv = px_tconst(nkv, ACC0);
+  float *sinks = with_sinks ? px_trand(hq, -1, 2) : NULL, *gsink = px_tconst(hq, 0.0f);
+  float *rsink = px_tconst(hq, 0.0f), *asink = px_tconst(hq, 0.0f); /* the ring's and the gathered keys' */
   px_k_flash_fwd(ctx, lse, q, k, v, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
-  px_k_flash_bwd(gq, gk, gv, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, NULL, NULL, 0, s, p, seed, off);
+  if (sinks) px_k_flash_sink_fold(ctx, lse, sinks, s, hq, d);
+  px_k_flash_bwd_dv(gq, gk, gv, sinks ? gsink : NULL, dctx, q, k, v, ctx, lse, s, s, hq, hkv, d, d, NULL, NULL, 0, s, p,
+                    seed, off);
   int32_t *pos[3];
   float *qr[3], *kr[3], *vr[3], *dkr[3], *dvr[3];
   for (int64_t r = 0; r < cp; r++) {
@@ -808,12 +816,14 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
                      off);
       if (step) px_k_flash_merge(c, l, c2, l2, n, hq, d);
     }
+    if (sinks) px_k_flash_sink_fold(c, l, sinks, n, hq, d);
     CU_ASSERT(close_to("cp flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
     CU_ASSERT(close_to("cp flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
-    float *dqi = px_tconst(n * wq, ACC0), *doi = gather_rows(dctx, pos[i], n, wq);
+    float *dqi = px_tconst(n * wq, ACC0), *doi = gather_rows(dctx, pos[i], n, wq), *seen = px_tconst(hq * n, 0.0f);
     for (int64_t j = 0; j < cp; j++)
-      px_k_flash_bwd(dqi, dkr[j], dvr[j], doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d, pos[i], pos[j], 0, s, p, seed,
-                     off);
+      px_k_flash_bwd_seen(dqi, dkr[j], dvr[j], sinks ? seen : NULL, doi, qr[i], kr[j], vr[j], c, l, n, n, hq, hkv, d,
+                          pos[i], pos[j], 0, s, p, seed, off);
+    if (sinks) px_k_flash_sink_bwd(rsink, seen, doi, c, l, n, hq, d);
     CU_ASSERT(close_to("cp flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
   }
   for (int64_t j = 0; j < cp; j++) {
@@ -830,22 +840,30 @@ static void check_flash_blocks(int64_t s, int64_t cp, int64_t hq, int64_t hkv, i
   for (int64_t i = 0; i < cp; i++) {
     float *c = px_tconst(n * wq, NAN), *l = px_tconst(hq * n, NAN), *dqi = px_tconst(n * wq, ACC0);
     px_k_flash_fwd(c, l, qr[i], ka, va, n, s, hq, hkv, d, pos[i], all, 0, s, p, seed, off);
+    if (sinks) px_k_flash_sink_fold(c, l, sinks, n, hq, d);
     CU_ASSERT(close_to("ag flash ctx", c, d_of(gather_rows(ctx, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-6, 0.0));
     CU_ASSERT(close_to("ag flash lse", l, d_of(gather_lse(lse, pos[i], n, hq, s), hq * n), hq * n, 1e-6, 1e-6, 0.0));
-    px_k_flash_bwd(dqi, dka, dva, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s, hq, hkv, d, pos[i], all, 0,
-                   s, p, seed, off);
+    px_k_flash_bwd_dv(dqi, dka, dva, sinks ? asink : NULL, gather_rows(dctx, pos[i], n, wq), qr[i], ka, va, c, l, n, s,
+                      hq, hkv, d, d, pos[i], all, 0, s, p, seed, off);
     CU_ASSERT(close_to("ag flash dq", dqi, d_of(gather_rows(gq, pos[i], n, wq), n * wq), n * wq, 1e-5, 1e-5, 0.0));
   }
   CU_ASSERT(close_to("ag flash dk", dka, d_of(gather_rows(gk, all, s, wkv), s * wkv), s * wkv, 1e-5, 1e-5, 0.0));
   CU_ASSERT(close_to("ag flash dv", dva, d_of(gather_rows(gv, all, s, wkv), s * wkv), s * wkv, 1e-5, 1e-5, 0.0));
+  if (!sinks) return;
+  CU_ASSERT(close_to("cp flash dsinks", rsink, d_of(gsink, hq), hq, 1e-5, 1e-5, 0.0));
+  CU_ASSERT(close_to("ag flash dsinks", asink, d_of(gsink, hq), hq, 1e-5, 1e-5, 0.0));
 }
 
 static void test_flash_blocks(void) {
   px_tseed(13);
-  check_flash_blocks(12, 3, 2, 1, 4, 0.0f);   /* one tile, chunks of 2 */
-  check_flash_blocks(200, 2, 4, 2, 8, 0.0f);  /* GQA; chunks of 50: a tile spans both chunks of a rank */
-  check_flash_blocks(200, 2, 2, 2, 16, 0.3f); /* dropout at global positions */
-  check_flash_blocks(198, 3, 4, 2, 8, 0.3f);  /* three ranks, GQA and dropout */
+  check_flash_blocks(12, 3, 2, 1, 4, 0.0f, false);   /* one tile, chunks of 2 */
+  check_flash_blocks(200, 2, 4, 2, 8, 0.0f, false);  /* GQA; chunks of 50: a tile spans both chunks of a rank */
+  check_flash_blocks(200, 2, 2, 2, 16, 0.3f, false); /* dropout at global positions */
+  check_flash_blocks(198, 3, 4, 2, 8, 0.3f, false);  /* three ranks, GQA and dropout */
+  /* attention sinks (gpt-oss): folded after the merge, their gradient from every block's rows */
+  check_flash_blocks(12, 3, 2, 1, 4, 0.0f, true);
+  check_flash_blocks(200, 2, 4, 2, 8, 0.0f, true);
+  check_flash_blocks(198, 3, 4, 2, 8, 0.3f, true);
   px_tfree();
 }
 
@@ -1135,6 +1153,7 @@ typedef struct {
   double aux;
   const int32_t *idx; /* (n, k): the choice, held fixed (top-k is piecewise constant) */
   const double *w;    /* (n, k): the loss's weight of each gate */
+  const int32_t *plain; /* (n, k): the load-balancing loss's choice (a plain top-k), or NULL: idx */
 } route_ctx;
 
 /* The router's probabilities of one token's logits: softmax, or each expert's sigmoid score. */
@@ -1150,7 +1169,7 @@ static void route_probs(double *p, const double *l, int64_t E, bool sigmoid) {
 static void ref_route_loss(double *out, const double *in, const void *vctx) {
   const route_ctx *c = vctx;
   double p[MOE_EMAX], f[MOE_EMAX] = {0}, mean[MOE_EMAX] = {0}, L = 0.0;
-  for (int64_t i = 0; i < c->n * c->k; i++) f[c->idx[i]] += 1.0 / (double)(c->n * c->k);
+  for (int64_t i = 0; i < c->n * c->k; i++) f[(c->plain ? c->plain : c->idx)[i]] += 1.0 / (double)(c->n * c->k);
   for (int64_t t = 0; t < c->n; t++) {
     route_probs(p, in + t * c->E, c->E, c->sigmoid);
     double s = 0.0;
@@ -1183,7 +1202,7 @@ static void test_moe_route(void) {
     logits[E + 1] = logits[E + 3] = 2.5f;
     float *probs = px_tcopy(logits, N * E), *gates = px_tconst(N * k, NAN);
     int32_t *idx = px_talloc((size_t)(N * k) * sizeof *idx);
-    px_k_moe_route_fwd(probs, idx, gates, N, E, k, cases[ci].sigmoid, cases[ci].norm);
+    px_k_moe_route_fwd(probs, idx, gates, NULL, N, E, k, cases[ci].sigmoid, cases[ci].norm, 0, 0);
     double *in = d_of(logits, N * E), *pw = dalloc(N * E), *gw = dalloc(N * k);
     bool idx_ok = true;
     for (int64_t t = 0; t < N; t++) {
@@ -1212,7 +1231,7 @@ static void test_moe_route(void) {
     /* backward: dL/dlogits, L = sum w g + aux term */
     float *w = px_trand(N * k, -1, 1), *dl = px_tconst(N * E, ACC0), *work = px_tfloats(2 * E);
     px_k_moe_route_bwd(dl, work, w, probs, idx, NULL, N, E, k, cases[ci].sigmoid, cases[ci].norm, (float)cases[ci].aux);
-    route_ctx rc = {N, E, k, cases[ci].sigmoid, cases[ci].norm, cases[ci].aux, idx, d_of(w, N * k)};
+    route_ctx rc = {N, E, k, cases[ci].sigmoid, cases[ci].norm, cases[ci].aux, idx, d_of(w, N * k), NULL};
     double one = 1.0, *g = dalloc(N * E);
     fd_grad(g, ref_route_loss, &rc, in, N * E, 1, &one);
     char what[64];
@@ -1270,6 +1289,178 @@ static void test_moe_permute(void) {
   /* <unpermute(s, g), dy> = sum_tj g_tj <s_pos(tj), dy_t> = <s, dret> = <g, dgates> */
   PX_ASSERT_REL(d, c, 1e-5);
   PX_ASSERT_REL(e, c, 1e-5);
+  px_tfree();
+}
+
+/* Group-limited routing (Megatron-Core's group_limited_topk) against a reference by sorting: 8 experts in 4 groups,
+ * top 4 from 2 groups, each group scored by its top 2 (of the logits with the softmax router's renormalised gates,
+ * else of the probabilities or sigmoid scores); the gates as without groups over the chosen experts; some tokens'
+ * plain top-4 leaves their groups; the backward against finite differences, the load-balancing shares those of the
+ * plain top-k. */
+static int by_value_desc(const void *a, const void *b) { /* (value, index) pairs: the value descending, then index */
+  const double *x = a, *y = b;
+  if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+  return (x[1] > y[1]) - (x[1] < y[1]);
+}
+static void test_moe_groups(void) {
+  enum { N = 24, E = 8, K = 4, G = 4, GT = 2, GS = E / G };
+  struct {
+    bool sigmoid, norm;
+  } cases[] = {{false, true}, {false, false}, {true, false}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    px_tseed(60 + ci);
+    const bool sg = cases[ci].sigmoid, nm = cases[ci].norm;
+    float *logits = px_trand(N * E, -2, 2), *probs = px_tcopy(logits, N * E), *gates = px_tconst(N * K, NAN);
+    float *work = px_tfloats(3 * G + K);
+    int32_t *idx = px_talloc((size_t)(N * K) * sizeof *idx), *plain = px_talloc((size_t)(N * K) * sizeof *plain);
+    px_k_moe_route_fwd(probs, idx, gates, work, N, E, K, sg, nm, G, GT);
+    bool same = true;
+    int left = 0; /* tokens whose plain top-k leaves their groups */
+    for (int64_t t = 0; t < N; t++) {
+      double p[E], s[E], gsc[G][2], ex[E][2], sum = 0.0;
+      route_probs(p, d_of(logits + t * E, E), E, sg);
+      for (int64_t e = 0; e < E; e++) s[e] = !sg && nm ? (double)logits[t * E + e] : p[e];
+      for (int64_t g = 0; g < G; g++) { /* its top K / GT = 2 */
+        double a = fmax(s[g * GS], s[g * GS + 1]), b = fmin(s[g * GS], s[g * GS + 1]);
+        gsc[g][0] = a + b, gsc[g][1] = (double)g; /* GS = 2: the group's both */
+      }
+      qsort(gsc, G, sizeof gsc[0], by_value_desc);
+      bool chosen[G] = {false};
+      for (int64_t j = 0; j < GT; j++) chosen[(int)gsc[j][1]] = true;
+      int64_t m = 0;
+      for (int64_t e = 0; e < E; e++)
+        if (chosen[e / GS]) ex[m][0] = p[e], ex[m][1] = (double)e, m++;
+      qsort(ex, (size_t)m, sizeof ex[0], by_value_desc);
+      for (int64_t j = 0; j < K; j++) sum += ex[j][0];
+      for (int64_t j = 0; j < K; j++) {
+        same = same && idx[t * K + j] == (int32_t)ex[j][1];
+        double want = sg || nm ? ex[j][0] / sum : ex[j][0];
+        same = same && fabs(gates[t * K + j] - want) <= 1e-6;
+      }
+      for (int64_t e = 0; e < E; e++) ex[e][0] = p[e], ex[e][1] = (double)e;
+      qsort(ex, E, sizeof ex[0], by_value_desc);
+      bool out = false;
+      for (int64_t j = 0; j < K; j++) {
+        plain[t * K + j] = (int32_t)ex[j][1];
+        out = out || !chosen[(int)ex[j][1] / GS];
+      }
+      left += out;
+    }
+    if (!same) fprintf(stderr, "\n  moe groups case %zu: the choice or gates differ from the reference\n", ci);
+    CU_ASSERT(same);
+    CU_ASSERT(left > 0);
+    float *w = px_trand(N * K, -1, 1), *dl = px_tconst(N * E, ACC0), *rw = px_tfloats(2 * E);
+    px_k_moe_route_bwd(dl, rw, w, probs, idx, NULL, N, E, K, sg, nm, 0.02f);
+    route_ctx rc = {N, E, K, sg, nm, 0.02, idx, d_of(w, N * K), plain};
+    double one = 1.0, *g = dalloc(N * E);
+    fd_grad(g, ref_route_loss, &rc, d_of(logits, N * E), N * E, 1, &one);
+    CU_ASSERT(grad_close("moe groups dlogits", dl, g, N * E));
+    px_tfree();
+  }
+}
+
+/* Token dropping's reference: expert e keeps the first `cap` of its choices sorted by (gate descending, token
+ * ascending), or by token alone (position), by qsort; *kept (n, k) says which. */
+static const float *drop_gates; /* qsort's context */
+static int by_gate(const void *a, const void *b) {
+  int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+  if (drop_gates && drop_gates[i] != drop_gates[j]) return drop_gates[i] > drop_gates[j] ? -1 : 1;
+  return (i > j) - (i < j);
+}
+static void ref_drop(bool *kept, const int32_t *idx, const float *gates, int64_t n, int64_t E, int64_t k, int64_t cap,
+                     bool by_probs) {
+  int64_t *list = px_talloc((size_t)(n * k) * sizeof *list);
+  for (int64_t e = 0; e < E; e++) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n * k; i++)
+      if (idx[i] == e) list[m++] = i;
+    drop_gates = by_probs ? gates : NULL;
+    qsort(list, (size_t)m, sizeof *list, by_gate);
+    for (int64_t r = 0; r < m; r++) kept[list[r]] = r < cap || cap >= n;
+  }
+}
+
+/* Token dropping (Megatron-Core's apply_router_token_dropping, without padding): a hand case of each policy, with a
+ * tie at the capacity; random routings against the sorting reference; capacity >= n drops nothing; then the
+ * dropped choices take no row (positions -1, counts of the kept), permute and unpermute pass them by, and the
+ * router's backward with them marked is the one with the original choices and their gates' gradients 0. */
+static void test_moe_drop(void) {
+  enum { N = 5, E = 3, K = 2 };
+  /* expert 0: tokens 0 (0.2), 1 (0.7), 2 (0.5), 3 (0.9); expert 1: tokens 0 (0.8), 2 (0.5), 4 (0.5); expert 2:
+   * tokens 1 (0.3), 3 (0.1), 4 (0.5). Capacity 2: probs keeps 3 and 1 of expert 0, 0 and 2 of expert 1 (the tie at
+   * 0.5 to the earlier token), all of expert 2's but token 3's; position keeps the first two tokens of each */
+  const int32_t idx0[N * K] = {0, 1, 0, 2, 0, 1, 0, 2, 1, 2};
+  const float g0[N * K] = {0.2f, 0.8f, 0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f, 0.5f, 0.5f};
+  const bool want_probs[N * K] = {false, true, true, true, false, true, true, false, false, true};
+  const bool want_pos[N * K] = {true, true, true, true, false, true, false, true, false, false};
+  int64_t work[N];
+  for (int policy = 0; policy < 2; policy++) {
+    int32_t idx[N * K];
+    float g[N * K];
+    memcpy(idx, idx0, sizeof idx), memcpy(g, g0, sizeof g);
+    int64_t dropped = px_k_moe_drop(idx, g, work, N, E, K, 2, policy == 0);
+    const bool *want = policy == 0 ? want_probs : want_pos;
+    int64_t want_dropped = 0;
+    for (int64_t i = 0; i < N * K; i++) {
+      want_dropped += !want[i];
+      CU_ASSERT(idx[i] == (want[i] ? idx0[i] : ~idx0[i]) && px_k_moe_expert(idx[i]) == idx0[i]);
+      CU_ASSERT(g[i] == (want[i] ? g0[i] : 0.0f));
+    }
+    CU_ASSERT(dropped == want_dropped);
+  }
+  /* random routings of 40 tokens, top 2 of 4, at capacities 1 to 41 (41: none dropped) */
+  px_tseed(51);
+  enum { RN = 40, RE = 4, RK = 2 };
+  int64_t rwork[RN];
+  for (int rep = 0; rep < 20; rep++) {
+    int64_t cap = 1 + rep * 2;
+    cap = rep == 19 ? RN + 1 : cap;
+    float *logits = px_trand(RN * RE, -2, 2), *gates = px_tfloats(RN * RK);
+    int32_t *idx = px_talloc((size_t)(RN * RK) * sizeof *idx), *orig = px_talloc((size_t)(RN * RK) * sizeof *orig);
+    if (rep % 3 == 0) /* ties: gates of a few values */
+      for (int64_t i = 0; i < RN * RE; i++) logits[i] = (float)(int)(logits[i] * 2.0f);
+    px_k_moe_route_fwd(logits, idx, gates, NULL, RN, RE, RK, false, true, 0, 0);
+    memcpy(orig, idx, (size_t)(RN * RK) * sizeof *idx);
+    float *g = px_tcopy(gates, RN * RK);
+    bool kept[RN * RK], by_probs = rep % 2 == 0;
+    ref_drop(kept, orig, gates, RN, RE, RK, cap, by_probs);
+    px_k_moe_drop(idx, g, rwork, RN, RE, RK, cap, by_probs);
+    bool same = true;
+    for (int64_t i = 0; i < RN * RK; i++)
+      same = same && idx[i] == (kept[i] ? orig[i] : ~orig[i]) && g[i] == (kept[i] ? gates[i] : 0.0f);
+    if (!same) fprintf(stderr, "\n  moe drop: capacity %lld (%s) differs from the reference\n", (long long)cap,
+                       by_probs ? "probs" : "position");
+    CU_ASSERT(same);
+  }
+  /* the hand case dropped by probs: no row for a dropped choice, the others expert-major in token order */
+  int32_t idx[N * K], counts[E];
+  int64_t pos[N * K], pwork[E + 1];
+  float g[N * K];
+  memcpy(idx, idx0, sizeof idx), memcpy(g, g0, sizeof g);
+  px_k_moe_drop(idx, g, work, N, E, K, 2, true);
+  px_k_moe_positions(pos, counts, pwork, idx, N, E, K);
+  const int64_t want_rows[N * K] = {-1, 2, 0, 4, -1, 3, 1, -1, -1, 5};
+  for (int64_t i = 0; i < N * K; i++) CU_ASSERT(pos[i] == want_rows[i]);
+  CU_ASSERT(counts[0] == 2 && counts[1] == 2 && counts[2] == 2);
+  enum { H = 3 };
+  float *x = px_trand(N * H, -1, 1), *send = px_tconst(6 * H, NAN), *y = px_tconst(N * H, 0.0f);
+  px_k_moe_permute_fwd(send, x, pos, N, H, K);
+  px_k_moe_unpermute_fwd(y, send, g, pos, N, H, K);
+  double *yw = dalloc(N * H); /* each token: its kept gates' sum times its row */
+  for (int64_t t = 0; t < N; t++)
+    for (int64_t c = 0; c < H; c++) yw[t * H + c] = ((double)g[t * K] + g[t * K + 1]) * x[t * H + c];
+  CU_ASSERT(fwd_close("unpermute(permute(x)) with drops", y, yw, N * H));
+  float *dx = px_tconst(N * H, 0.0f), *dret = px_tconst(6 * H, 0.0f), *dg = px_tconst(N * K, 0.0f);
+  px_k_moe_permute_bwd(dx, send, pos, N, H, K);
+  px_k_moe_unpermute_bwd(dret, dg, y, send, g, pos, N, H, K);
+  for (int64_t i = 0; i < N * K; i++) CU_ASSERT(want_rows[i] >= 0 || dg[i] == 0.0f);
+  /* router backward: the dropped choices' experts still count in the renormalisation and the shares */
+  float *logits = px_trand(N * E, -2, 2), *probs = px_tcopy(logits, N * E), *dl = px_tconst(N * E, 0.0f);
+  float *dl0 = px_tconst(N * E, 0.0f), *rw = px_tfloats(2 * E);
+  px_k_moe_route_fwd(probs, (int32_t[N * K]){0}, px_tfloats(N * K), NULL, N, E, K, false, true, 0, 0);
+  px_k_moe_route_bwd(dl, rw, dg, probs, idx, NULL, N, E, K, false, true, 0.01f);
+  px_k_moe_route_bwd(dl0, rw, dg, probs, idx0, NULL, N, E, K, false, true, 0.01f);
+  CU_ASSERT(fwd_close("route backward with dropped choices", dl, d_of(dl0, N * E), N * E));
   px_tfree();
 }
 
@@ -1607,6 +1798,8 @@ int main(void) {
       {"vocab-parallel cross-entropy, padding, ignore, 2 and 4 shards", test_cross_entropy},
       {"MoE router: softmax, norm, sigmoid, k 1-3, a tie; backward against finite differences", test_moe_route},
       {"MoE permute: expert-major positions, unpermute(permute(x)) = x, adjoint backwards", test_moe_permute},
+      {"MoE token dropping: each policy by hand and against a sort, no row for a dropped choice", test_moe_drop},
+      {"MoE group-limited routing against a sort, each router; backward against finite differences", test_moe_groups},
       {"AdamW by hand and over five steps", test_adamw},
       {"sum of squares, scale, add, accumulate", test_reduce},
       {"elementwise kernels on 1, 2, 3 threads: the same bits", test_threads_bitwise},

@@ -389,6 +389,8 @@ static void test_moe_refusals(void) {
   expect_refused("{" MOE ", \"experts_per_token\": 2, \"moe_layer_freq\": 3}", "field 'moe_layer_freq'");
   expect_refused("{" MOE ", \"experts_per_token\": 2, \"router\": \"relu\"}", "is not one of softmax|sigmoid");
   expect_refused("{" MOE ", \"experts_per_token\": 2, \"capacity_factor\": -1}", "field 'capacity_factor'");
+  expect_refused("{" MOE ", \"experts_per_token\": 2, \"capacity_factor\": 1, \"token_drop_policy\": \"random\"}",
+                 "is not one of probs|position");
   expect_refused("{" MOE ", \"experts_per_token\": 2, \"shared_experts\": 2, \"shared_ffn_hidden\": 64}",
                  "field 'shared_ffn_hidden'");
   expect_refused("{" BASE ", \"heads\": 4, \"q_lora_rank\": 16}", "field 'q_lora_rank' needs 'kv_lora_rank'");

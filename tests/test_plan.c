@@ -1242,6 +1242,19 @@ static void test_moe(void) {
   CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 8192);
   CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), 16384);
   px_plan_free(&plan);
+  /* a capacity factor: each EP rank keeps at most Megatron-Core's capacity of its A = 4096 choices for an expert,
+   * ceil(4096 / 8 x 1.1) = 564, and sends them to the expert's rank: 8 x 564 rows for its one expert, x etp 2 =
+   * 9024, worst buffers or not (ceil(1.1 x 4096 x 8 / 8) = 4506 x 2 would be a capacity over the EP group) */
+  CU_ASSERT_EQUAL(px_moe_capacity(1.1, 4096, 8), 564);
+  CU_ASSERT_EQUAL(px_moe_capacity(1.5, 10, 3), 5); /* (10 / 3) x 1.5 = 5.0 in double, as in Python */
+  m.capacity_factor = 1.1;
+  p = par(2, 1, 32, 1, 1, 256);
+  p.ep = 8, p.seq = 4096, p.sp = 1, p.moe_buffers = PX_MOE_BUF_WORST;
+  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 9024);
+  CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), 9024);
+  px_plan_free(&plan);
+  m.capacity_factor = 0;
   p = par(2, 1, 32, 1, 1, 256);
   p.ep = 8, p.seq = 4096, p.sp = 1, p.etp = 1;
   CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
@@ -2304,8 +2317,7 @@ static void test_runnable(void) {
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
       {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "per-head q/k norms (tiny-qknorm)"},
       {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "attention sinks (tiny-sinks)"},
-      {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, "attention sinks (tiny-sinks) with `cp_algo` ring",
-       "context parallelism"},
+      {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism"}, /* the ring */
       {TINY, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism (`cp` 2)"},
       {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, NULL},
       {TINY, 2, 1, 1, 1, 2, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`mbs` > 1"},

@@ -16,6 +16,7 @@
 #include "exec/cpu/fp8.h"
 #include "exec/contract.h"
 #include "exec/params.h"
+#include "plan/model.h"
 #include "kernels/cpu/act.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
@@ -114,8 +115,10 @@ static px_status cpu_dropout(const px_exec_op *e) {
  * each later one's result is merged into ctx and lse by the online-softmax
  * rule. Backward: with the final ctx and lse, each block's dq part is added
  * here and its dk, dv accumulate in buffers that travel with the block, one
- * more hop bringing each rank its own. Blocks arrive in the op's workspace:
- * two buffers of (k, v) forward, (k, v, dk, dv) backward. */
+ * more hop bringing each rank its own; with sinks, each row's probability of
+ * every block's keys adds up (they stay with the rank's queries) for their
+ * gradient at the end. Blocks arrive in the op's workspace: two buffers of
+ * (k, v) forward, (k, v, dk, dv) backward, then (B, HQ, S) those sums. */
 static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qpos, uint64_t seed, px_err *err) {
   const px_env *v = e->env;
   const int64_t *d = e->op->dim;
@@ -123,11 +126,13 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
   int64_t per = bwd ? 4 : 2, blk = B * nkv; /* floats of a k (v, dk, dv) block */
   int64_t window = px_exec_window(e);
   float p_drop = (float)v->dropout, **out = (float **)e->out, **in = (float **)e->in;
-  float *ws = out[bwd ? 3 : 2], *buf[2] = {ws, ws + per * blk};
+  float *ws = out[bwd ? 4 : 2], *buf[2] = {ws, ws + per * blk};
+  float *seen = bwd && out[3] ? ws + 2 * per * blk : NULL; /* (B, HQ, S) */
   if (!e->comm || !e->comm->ring) return px_err_set(err, PX_ERR_RUNTIME, "internal: cpu backend: no CP ring");
   memcpy(buf[0], in[bwd ? 2 : 1], (size_t)blk * sizeof *ws);
   memcpy(buf[0] + blk, in[bwd ? 3 : 2], (size_t)blk * sizeof *ws);
   if (bwd) memset(buf[0] + 2 * blk, 0, (size_t)(2 * blk) * sizeof *ws);
+  if (seen) memset(seen, 0, (size_t)(B * HQ * S) * sizeof *seen);
   float *part = out[3], *part_lse = part + B * nq; /* forward: a block's ctx and lse before the merge */
   px_status st = PX_OK;
   for (int64_t s = 0; s < cp && !st; s++) {
@@ -137,9 +142,9 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
       uint64_t off = px_exec_head_dropout_offset(e, b, 0, v->seq);
       const float *k = cur + b * nkv, *vv = cur + blk + b * nkv;
       if (bwd)
-        px_k_flash_bwd(out[0] + b * nq, cur + 2 * blk + b * nkv, cur + 3 * blk + b * nkv, in[0] + b * nq,
-                       in[1] + b * nq, k, vv, in[4] + b * nq, in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, window,
-                       v->seq, p_drop, seed, off);
+        px_k_flash_bwd_seen(out[0] + b * nq, cur + 2 * blk + b * nkv, cur + 3 * blk + b * nkv,
+                            seen ? seen + b * HQ * S : NULL, in[0] + b * nq, in[1] + b * nq, k, vv, in[4] + b * nq,
+                            in[5] + b * HQ * S, S, S, HQ, HKV, D, qpos, kpos, window, v->seq, p_drop, seed, off);
       else if (s == 0)
         px_k_flash_fwd(out[0] + b * nq, out[1] + b * HQ * S, in[0] + b * nq, k, vv, S, S, HQ, HKV, D, qpos, kpos,
                        window, v->seq, p_drop, seed, off);
@@ -160,6 +165,8 @@ static px_status cpu_flash_ring(const px_exec_op *e, bool bwd, const int32_t *qp
   }
   if (!st && bwd) /* the rank's own dk and dv, home after cp hops */
     for (int64_t i = 0; i < blk; i++) out[1][i] += buf[cp % 2][2 * blk + i], out[2][i] += buf[cp % 2][3 * blk + i];
+  for (int64_t b = 0; !st && seen && b < B; b++) /* every block seen: the sinks' gradient */
+    px_k_flash_sink_bwd(out[3], seen + b * HQ * S, in[0] + b * nq, in[4] + b * nq, in[5] + b * HQ * S, S, HQ, D);
   return st;
 }
 
@@ -214,7 +221,16 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
   float **out = (float **)e->out, **in = (float **)e->in;
   if (o->kind == PX_OP_MOE_ROUTE) {
     if (out[0] != in[0]) memcpy(out[0], in[0], (size_t)(n * E) * sizeof **out);
-    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], n, E, k, v->router_sigmoid, v->norm_topk_prob);
+    /* scratch: group-limited routing's (3 groups + k) floats, token dropping's (n) choices of an expert (a token's
+     * once at most) */
+    int64_t *work = malloc((size_t)(n + 3 * v->expert_groups + k) * sizeof *work);
+    if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    px_k_moe_route_fwd(out[0], (int32_t *)out[1], out[2], (float *)work, n, E, k, v->router_sigmoid,
+                       v->norm_topk_prob, v->expert_groups, v->groups_per_token);
+    if (v->capacity_factor > 0) /* token dropping at the capacity of the n tokens this rank routes (Megatron-Core's) */
+      px_k_moe_drop((int32_t *)out[1], out[2], work, n, E, k, px_moe_capacity(v->capacity_factor, n * k, E),
+                    !v->drop_by_position);
+    free(work);
     return PX_OK;
   }
   if (o->kind == PX_OP_MOE_ROUTE_BWD) {
@@ -224,7 +240,7 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
      * coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step). The experts'
      * shares are the micro-batch's: with CP its rows are split over the CP ranks, n each, so the mean of theirs
      * (Megatron-Core reduces the tokens per expert over its TP x CP group) */
-    px_k_moe_shares(f, (const int32_t *)in[2], n, E, k);
+    px_k_moe_shares(f, (int32_t *)work, in[1], n, E, k);
     px_status st = v->cp > 1 ? px_exec_reduce(e, f, (uint64_t)E, PX_RED_SUM, err) : PX_OK;
     for (int64_t i = 0; !st && v->cp > 1 && i < E; i++) f[i] /= (float)v->cp;
     if (!st)

@@ -789,7 +789,7 @@ static const char *variant_refused(const px_env *env, const px_op *op) {
       if (op->in[3].slot >= 0) return sinks;
       return env->slots[op->in[2].slot].shape[3] != op->dim[4] ? dv : NULL;
     case PX_OP_FLASH_ATTN_BWD:
-      if (!(op->flags & PX_OPF_CP_RING) && op->out[3].slot >= 0) return sinks;
+      if (op->out[3].slot >= 0) return sinks;
       return env->slots[op->in[3].slot].shape[3] != op->dim[4] ? dv : NULL;
     case PX_OP_SOFTMAX: return op->in[1].slot >= 0 ? sinks : NULL;
     case PX_OP_SOFTMAX_BWD: return op->out[1].slot >= 0 ? sinks : NULL;

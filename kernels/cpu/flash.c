@@ -113,7 +113,7 @@ PX_K_SIMD static void scale_row(float *o, float s, int64_t d) {
 }
 
 typedef struct {
-  float *ctx, *lse, *dq, *dk, *dvv, *dsink; /* dvv: the values' gradient */
+  float *ctx, *lse, *dq, *dk, *dvv, *dsink, *seen; /* dvv: the values' gradient; seen (Hq, Sq) accumulates */
   const float *q, *k, *v, *dctx, *octx, *olse;
   int64_t sq, sk, hq, hkv, d, dv, s_full, window; /* dv: the values' (and the context's) head dim */
   const int32_t *qpos, *kpos;
@@ -220,6 +220,10 @@ PX_K_SIMD static void bwd_row(float *pd, float *ds, const int32_t *kp, int32_t t
   }
 }
 
+/* A row's share of its sink logit's gradient, given the probability `seen` of every key it sees and delta = dO . O:
+ * the sink's column has probability 1 - seen and gradient 0 (no value), so its logit's is -(1 - seen) delta. */
+static double sink_grad(double seen, float delta) { return -(1.0 - seen) * delta; }
+
 /* The backward of KV heads [g0, g1): each one's query heads in order, so dK
  * and dV add them up in the same order on any split. */
 static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
@@ -229,7 +233,7 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
   const float scale = 1.0f / sqrtf((float)d), p = a->p;
   /* pd: scores, then the dropped-out probabilities; ds: d(dropped P), then dS */
   float pd[TILE * TILE], ds[TILE * TILE], delta[TILE];
-  double seen[TILE];          /* with sinks: the probability of the keys each row sees (the sink's is 1 - it) */
+  double seen[TILE];          /* with sinks: the probability of this block's keys each row sees */
   int32_t qp[TILE], kp[TILE]; /* the tiles' global positions */
   for (int64_t h = g0 * group; h < g1 * group; h++) {
     const int64_t g = h / group;
@@ -262,7 +266,7 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
             memset(ds + r * TILE, 0, (size_t)nc * sizeof *ds);
           } else if (p <= 0) {
             bwd_row(pd + r * TILE, ds + r * TILE, kp, tq, lo, lt, delta[r], nc);
-            for (int64_t c = 0; a->dsink && c < nc; c++) seen[r] += pd[r * TILE + c];
+            for (int64_t c = 0; (a->dsink || a->seen) && c < nc; c++) seen[r] += pd[r * TILE + c];
           } else {
             for (int64_t c = 0; c < nc; c++) {
               const float prob = kp[c] <= tq && kp[c] > lo ? px_exp_fast(pd[r * TILE + c] - lt) : 0.0f;
@@ -281,21 +285,57 @@ static void bwd_kv_heads(void *ctx_, int64_t g0, int64_t g1) {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_blas(nc), as_blas(d), as_blas(nr), scale, ds, TILE,
                     qh + t0 * ldq, as_blas(ldq), 1.0f, dkh + s0 * ldk, as_blas(ldk));
       }
+      for (int64_t r = 0; a->seen && r < nr; r++) a->seen[h * sq + t0 + r] += (float)seen[r];
       if (!a->dsink) continue;
-      double gs = 0.0; /* the sink's column: probability 1 - seen, gradient 0: its logit's is -p_sink delta */
+      double gs = 0.0;
       for (int64_t r = 0; r < nr; r++)
-        if (lh[t0 + r] != -INFINITY) gs -= (1.0 - seen[r]) * delta[r];
+        if (lh[t0 + r] != -INFINITY) gs += sink_grad(seen[r], delta[r]);
       a->dsink[h] += (float)gs;
     }
   }
+}
+
+/* The backward of one key block: sinks' gradient into dsink, or each row's probability of the block's keys into
+ * seen (for a sinks' gradient over blocks, px_k_flash_sink_bwd), or neither. */
+static void flash_bwd(float *dq, float *dk, float *dv, float *dsink, float *seen, const float *dctx, const float *q,
+                      const float *k, const float *v, const float *ctx, const float *lse, int64_t sq, int64_t sk,
+                      int64_t hq, int64_t hkv, int64_t d, int64_t dval, const int32_t *qpos, const int32_t *kpos,
+                      int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off) {
+  if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || dval <= 0) return;
+  flash_args a = {.dq = dq, .dk = dk, .dvv = dv, .dsink = dsink, .seen = seen, .dctx = dctx, .q = q, .k = k, .v = v,
+                  .octx = ctx, .olse = lse, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .dv = dval,
+                  .s_full = s_full, .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
+  px_k_parallel_for(hkv, heads_per_thread(hkv, d > dval ? d : dval), bwd_kv_heads, &a);
 }
 
 void px_k_flash_bwd(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k, const float *v,
                     const float *ctx, const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
                     const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p, uint64_t seed,
                     uint64_t off) {
-  px_k_flash_bwd_dv(dq, dk, dv, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, d, qpos, kpos, window, s_full,
-                      p, seed, off);
+  px_k_flash_bwd_seen(dq, dk, dv, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, qpos, kpos, window, s_full, p,
+                      seed, off);
+}
+
+void px_k_flash_bwd_seen(float *dq, float *dk, float *dv, float *seen, const float *dctx, const float *q,
+                         const float *k, const float *v, const float *ctx, const float *lse, int64_t sq, int64_t sk,
+                         int64_t hq, int64_t hkv, int64_t d, const int32_t *qpos, const int32_t *kpos, int64_t window,
+                         int64_t s_full, float p, uint64_t seed, uint64_t off) {
+  flash_bwd(dq, dk, dv, NULL, seen, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, d, qpos, kpos, window, s_full, p, seed,
+            off);
+}
+
+void px_k_flash_sink_bwd(float *dsink, const float *seen, const float *dctx, const float *ctx, const float *lse,
+                         int64_t sq, int64_t hq, int64_t d) {
+  for (int64_t h = 0; h < hq; h++) {
+    double gs = 0.0;
+    for (int64_t t = 0; t < sq; t++) {
+      if (lse[h * sq + t] == -INFINITY) continue;
+      double delta = 0.0; /* dO . O, as the backward's */
+      for (int64_t i = 0; i < d; i++) delta += (double)dctx[(t * hq + h) * d + i] * ctx[(t * hq + h) * d + i];
+      gs += sink_grad(seen[h * sq + t], (float)delta);
+    }
+    dsink[h] += (float)gs;
+  }
 }
 
 void px_k_flash_sink_fold(float *ctx, float *lse, const float *sinks, int64_t sq, int64_t hq, int64_t d) {
@@ -317,9 +357,6 @@ void px_k_flash_bwd_dv(float *dq, float *dk, float *dv, float *dsink, const floa
                          const float *k, const float *v, const float *ctx, const float *lse, int64_t sq, int64_t sk,
                          int64_t hq, int64_t hkv, int64_t d, int64_t dval, const int32_t *qpos, const int32_t *kpos,
                          int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off) {
-  if (sq <= 0 || sk <= 0 || hq <= 0 || hkv <= 0 || d <= 0 || dval <= 0) return;
-  flash_args a = {.dq = dq, .dk = dk, .dvv = dv, .dsink = dsink, .dctx = dctx, .q = q, .k = k, .v = v, .octx = ctx,
-                  .olse = lse, .sq = sq, .sk = sk, .hq = hq, .hkv = hkv, .d = d, .dv = dval, .s_full = s_full,
-                  .window = window, .qpos = qpos, .kpos = kpos, .p = p, .seed = seed, .off = off};
-  px_k_parallel_for(hkv, heads_per_thread(hkv, d > dval ? d : dval), bwd_kv_heads, &a);
+  flash_bwd(dq, dk, dv, dsink, NULL, dctx, q, k, v, ctx, lse, sq, sk, hq, hkv, d, dval, qpos, kpos, window, s_full, p,
+            seed, off);
 }

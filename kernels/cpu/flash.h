@@ -75,6 +75,27 @@ void px_k_flash_bwd(float *dq,         // (Sq, Hq, D)
                     const int32_t *kpos, // (Sk) or NULL
                     int64_t window, int64_t s_full, float p, uint64_t seed, uint64_t off);
 
+/* px_k_flash_bwd that also adds each row's probability over this block's
+ * keys into seen (Hq, Sq; ACCUMULATES; NULL: not): a sink's share of a row
+ * is 1 - its sum over every key block, so the ring's blocks, one call each,
+ * leave what px_k_flash_sink_bwd needs. */
+void px_k_flash_bwd_seen(float *dq, float *dk, float *dv,
+                         float *seen, // (Hq, Sq) or NULL
+                         const float *dctx, const float *q, const float *k, const float *v, const float *ctx,
+                         const float *lse, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d,
+                         const int32_t *qpos, const int32_t *kpos, int64_t window, int64_t s_full, float p,
+                         uint64_t seed, uint64_t off);
+
+/* The sinks' gradient from every key block's seen (px_k_flash_bwd_seen):
+ * dsink[h] -= the sum over head h's rows of (1 - seen) (dctx . ctx), as
+ * px_k_flash_bwd_dv's dsink of one call over all the keys. ACCUMULATES. */
+void px_k_flash_sink_bwd(float *dsink,      // (Hq)
+                         const float *seen, // (Hq, Sq)
+                         const float *dctx, // (Sq, Hq, D)
+                         const float *ctx,  // (Sq, Hq, D)
+                         const float *lse,  // (Hq, Sq)
+                         int64_t sq, int64_t hq, int64_t d);
+
 /* Attention sinks (gpt-oss): folds sinks[h] (Hq), one more logit of every
  * row of query head h with no value, into a finished forward: lse' =
  * log(e^lse + e^sink), ctx' = ctx e^(lse - lse') (a row that saw no key: ctx
@@ -88,8 +109,8 @@ void px_k_flash_sink_fold(float *ctx,         // (Sq, Hq, D)
  * dval (px_k_flash_fwd_dv), of a forward folded with sinks or not (its lse
  * the folded one, which is all dq, dk and dv need), and with sinks' dsink[h]
  * -= the sum over head h's rows of p_sink (dctx . ctx), p_sink = 1 - the
- * probability of the keys the row sees: every key block at once, so not for
- * a block of the ring. dsink (Hq) ACCUMULATES; NULL: no sinks. */
+ * probability of the keys the row sees: every key block at once (a ring's
+ * blocks: px_k_flash_bwd_seen). dsink (Hq) ACCUMULATES; NULL: no sinks. */
 void px_k_flash_bwd_dv(float *dq, float *dk, float *dv,
                          float *dsink, // (Hq) or NULL
                          const float *dctx, const float *q, const float *k, const float *v, const float *ctx,
