@@ -27,17 +27,15 @@ static bool no(char *why, size_t cap, const char *fmt, ...) {
 }
 
 /* What the executor runs on any backend: trained weights in the parameters' dtype (a frozen base in its
- * base_precision), and mixture of
- * experts in the one layout its interpreter and kernels have. */
+ * base_precision), and mixture of experts with the alltoall dispatcher and a dropless router (under TP + SP
+ * with any etp: the MoE layers' fold, exec/comm.c). */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
-  if (m->experts > 0 && (p->tp > 1 || p->etp > 1 || p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 ||
-                         m->expert_groups > 0))
-    return no(why, cap, "mixture of experts runs with tp 1, etp 1, a2a dispatch, no capacity factor or expert groups "
-              "(sequence-sharded routing under TP, expert tensor parallelism, token dropping and group-limited routing "
-              "are planned and simulated only)");
+  if (m->experts > 0 && (p->moe_dispatch != PX_MOE_A2A || m->capacity_factor > 0 || m->expert_groups > 0))
+    return no(why, cap, "mixture of experts runs with a2a dispatch, no capacity factor or expert groups (the allgather "
+              "and DeepEP dispatchers, token dropping and group-limited routing are planned and simulated only)");
   return true;
 }
 
