@@ -16,7 +16,8 @@
 # Under TP + SP (each TP rank routes its sequence shard; the shares over TP
 # x CP) with etp = tp (the ETP all-gather and reduce-scatter of the routed
 # rows, each rank's own number) or etp 1 (EP over the TP ranks: the MoE
-# layers' fold), with DP, ZeRO, CP, PP and full recomputation.
+# layers' fold), with DP, ZeRO, CP, PP and full recomputation; and etp
+# beyond tp (over TP and DP ranks) or without TP.
 # A run's expert buffers hold every routing a dropless router can make
 # (--moe-buffers worst, its default): the untrained router runs to the end
 # at --moe-imbalance 1. Buffers sized for the busiest rank (--moe-buffers
@@ -65,6 +66,8 @@ cases=(
   "tiny-moe-shared|-t 2 -S -d 2 --ep 2 -z 2"
   "tiny-moe-shared|-t 2 -S --cp 2 --ep 2 --etp 1 -r full"
   "tiny-moe-shared|-t 2 -S -p 2 --ep 2 --etp 1"
+  "tiny-moe|-t 2 -S -d 2 --etp 4"
+  "tiny-moe-shared|-d 4 --ep 2 --etp 2 -z 2"
 )
 for c in "${cases[@]}"; do
   model=${c%%|*}
