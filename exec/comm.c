@@ -40,7 +40,6 @@ px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_C
      * GEMMs, ep of those etp apart hold different experts, the rest (etp ep apart) the same ones */
     int64_t etp_rank, edp_rank, stage = g->tp * g->wdp, base = stage * c->pp_rank;
     px_grid_expert_coords(g, c->tp_rank, c->wdp_rank, &etp_rank, &c->ep_rank, &edp_rank);
-    c->etp_rank = etp_rank;
     int etp_color = (int)(base + c->ep_rank + g->ep * edp_rank), ep_color = (int)(base + etp_rank + g->etp * edp_rank);
     int edp_color = (int)(base + etp_rank + g->etp * c->ep_rank);
     if ((st = px_comm_check(MPI_Comm_split(world, etp_color, (int)etp_rank, &c->etp), "MPI_Comm_split (etp)", err)) ||

@@ -21,7 +21,6 @@ typedef struct {
   int64_t tp_rank, cp_rank, dp_rank, pp_rank;
   int64_t wdp_rank;     /* in the DP x CP group: cp_rank + cp x dp_rank */
   int64_t ep_rank;      /* in its EP group: which experts it holds (px_grid_expert_coords) */
-  int64_t etp_rank;     /* in its ETP group: which slice of each of its experts' width */
   MPI_Comm world;
   MPI_Comm tp, cp;
   MPI_Comm ep, edp;     /* expert parallelism (the MoE layers' fold of a stage's ranks, px_grid_set_ep): the ranks
