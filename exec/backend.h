@@ -52,7 +52,7 @@ typedef struct {
   bool fp8_blockwise;    /* fp8 scales per 1 x 128 tile and 128 x 128 weight block */
   int block_format;      /* the block-scaled precision (PX_PREC_MXFP8 or PX_PREC_NVFP4), else 0 */
   /* the rank's groups */
-  int64_t tp, cp, ep;    /* their sizes */
+  int64_t tp, cp, ep, etp; /* their sizes (ep, etp: the MoE layers') */
   int64_t tp_rank, cp_rank;
   bool sp;               /* sequence parallelism: a TP rank's rows are its shard of the sequence */
   bool cp_heads;         /* CP's all-to-all: attention sees every CP rank's rows and 1/cp of the heads */

@@ -18,7 +18,7 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
 px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
-  c->tp = c->cp = c->dp = c->ep = c->edp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
+  c->tp = c->cp = c->dp = c->ep = c->edp = c->etp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
   MPI_Comm_rank(world, &c->world_rank);
   MPI_Comm_size(world, &c->world_size);
   if (c->world_size != g->world)
@@ -36,11 +36,15 @@ px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_C
       (st = px_comm_check(MPI_Comm_split(world, cp_color, (int)c->cp_rank, &c->cp), "MPI_Comm_split (cp)", err)) ||
       (st = px_comm_check(MPI_Comm_split(world, dp_color, (int)c->wdp_rank, &c->dp), "MPI_Comm_split (dp)", err)))
     return st;
-  { /* expert groups: ep consecutive DP x CP ranks; those ep apart hold the same experts */
-    int64_t ep = g->ep, group = c->wdp_rank / ep, within = c->ep_rank = c->wdp_rank % ep;
-    int ep_color = (int)(dp_color + g->tp * g->pp * group), edp_color = (int)(dp_color + g->tp * g->pp * within);
-    if ((st = px_comm_check(MPI_Comm_split(world, ep_color, (int)within, &c->ep), "MPI_Comm_split (ep)", err)) ||
-        (st = px_comm_check(MPI_Comm_split(world, edp_color, (int)group, &c->edp), "MPI_Comm_split (edp)", err)))
+  { /* the MoE layers' fold of the stage's ranks (px_grid_expert_coords): etp consecutive ranks split an expert's
+     * GEMMs, ep of those etp apart hold different experts, the rest (etp ep apart) the same ones */
+    int64_t etp_rank, edp_rank, stage = g->tp * g->wdp, base = stage * c->pp_rank;
+    px_grid_expert_coords(g, c->tp_rank, c->wdp_rank, &etp_rank, &c->ep_rank, &edp_rank);
+    int etp_color = (int)(base + c->ep_rank + g->ep * edp_rank), ep_color = (int)(base + etp_rank + g->etp * edp_rank);
+    int edp_color = (int)(base + etp_rank + g->etp * c->ep_rank);
+    if ((st = px_comm_check(MPI_Comm_split(world, etp_color, (int)etp_rank, &c->etp), "MPI_Comm_split (etp)", err)) ||
+        (st = px_comm_check(MPI_Comm_split(world, ep_color, (int)c->ep_rank, &c->ep), "MPI_Comm_split (ep)", err)) ||
+        (st = px_comm_check(MPI_Comm_split(world, edp_color, (int)edp_rank, &c->edp), "MPI_Comm_split (edp)", err)))
       return st;
   }
   bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
@@ -68,6 +72,7 @@ void px_comm_deinit(px_comm *c) {
   if (c->cp != MPI_COMM_NULL) MPI_Comm_free(&c->cp);
   if (c->ep != MPI_COMM_NULL) MPI_Comm_free(&c->ep);
   if (c->edp != MPI_COMM_NULL) MPI_Comm_free(&c->edp);
+  if (c->etp != MPI_COMM_NULL) MPI_Comm_free(&c->etp);
   if (c->dp != MPI_COMM_NULL) MPI_Comm_free(&c->dp);
   if (c->emb != MPI_COMM_NULL) MPI_Comm_free(&c->emb);
   if (c->shard != MPI_COMM_NULL) MPI_Comm_free(&c->shard);
@@ -80,6 +85,7 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g) {
     case PX_GROUP_CP: return c->cp;
     case PX_GROUP_EP: return c->ep;
     case PX_GROUP_EDP: return c->edp;
+    case PX_GROUP_ETP: return c->etp;
     case PX_GROUP_DP: return c->dp;
     case PX_GROUP_EMB: return c->emb;
     case PX_GROUP_ALL: return c->world;

@@ -1,9 +1,10 @@
 /* Communicators of one rank: its (tp, cp, dp, pp) coordinates and one MPI
  * communicator per group of the plan (TP, CP, DP x CP, the tied-embedding pair of
- * first and last stage, everyone, ZeRO's shard and replica groups), plus its
- * pipeline neighbours; the generic steps every MPI caller needs (agreeing
- * on failure, gathering bytes); and every MPI call of exec/: the backends'
- * collectives in host memory, the training loop's. */
+ * first and last stage, everyone, ZeRO's shard and replica groups, the MoE
+ * layers' EP, expert-DP and ETP groups), plus its pipeline neighbours; the
+ * generic steps every MPI caller needs (agreeing on failure, gathering bytes);
+ * and every MPI call of exec/: the backends' collectives in host memory, the
+ * training loop's. */
 #ifndef PX_EXEC_COMM_H
 #define PX_EXEC_COMM_H
 
@@ -19,10 +20,12 @@ typedef struct {
   int world_rank, world_size;
   int64_t tp_rank, cp_rank, dp_rank, pp_rank;
   int64_t wdp_rank;     /* in the DP x CP group: cp_rank + cp x dp_rank */
-  int64_t ep_rank;      /* in its EP group (wdp_rank mod ep): which experts it holds */
+  int64_t ep_rank;      /* in its EP group: which experts it holds (px_grid_expert_coords) */
   MPI_Comm world;
   MPI_Comm tp, cp;
-  MPI_Comm ep, edp;     /* expert parallelism: the DP x CP ranks splitting the experts, those holding the same ones */
+  MPI_Comm ep, edp;     /* expert parallelism (the MoE layers' fold of a stage's ranks, px_grid_set_ep): the ranks
+                           splitting the experts, those holding the same ones */
+  MPI_Comm etp;         /* expert tensor parallelism: the ranks splitting the same experts' width */
   MPI_Comm dp;          /* the DP x CP group: the ranks holding the same weights */
   MPI_Comm emb;         /* MPI_COMM_NULL unless this rank holds a tied embedding copy across stages */
   MPI_Comm shard, replica; /* hybrid sharding (shard group < dp): the rank's ZeRO shard group and the ranks

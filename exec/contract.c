@@ -50,8 +50,9 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_LOSS] = {"FF..", "AI...."},
     [PX_OP_LOSS_BWD] = {"A...", "FI...."},
     [PX_OP_ALLREDUCE] = {"A...", "A....."},
-    [PX_OP_ALLGATHER] = {"Aa..", "A....."},      /* out[1]: SP's permute workspace with mbs > 1 */
-    [PX_OP_REDUCE_SCATTER] = {"Aa..", "A....."},
+    [PX_OP_ALLGATHER] = {"Aa..", "Ai...."},      /* out[1]: SP's permute workspace with mbs > 1; ETP: in[1] the row
+                                                    counts */
+    [PX_OP_REDUCE_SCATTER] = {"Aa..", "Ai...."},
     [PX_OP_ALLTOALL] = {"Aa..", "Ai...."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row counts */
     [PX_OP_MOE_ROUTE] = {"AIF.", "A....."},
     [PX_OP_MOE_ROUTE_BWD] = {"A...", "FAI..."},

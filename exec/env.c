@@ -20,7 +20,8 @@ px_status px_env_init(px_env *v, const px_plan *plan, int64_t tp_rank, int64_t c
                 .fp8_delayed = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_DELAYED,
                 .fp8_blockwise = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_BLOCKWISE,
                 .block_format = px_precision_block_scaled(par->precision) ? par->precision : 0,
-                .tp = par->tp, .cp = par->cp, .ep = par->ep, .tp_rank = tp_rank, .cp_rank = cp_rank, .sp = par->sp,
+                .tp = par->tp, .cp = par->cp, .ep = par->ep, .etp = plan->grid.etp, .tp_rank = tp_rank,
+                .cp_rank = cp_rank, .sp = par->sp,
                 .cp_heads = par->cp > 1 && par->cp_algo == PX_CP_A2A, .seq_cp = plan->seq_cp};
   if (par->cp <= 1) return PX_OK;
   int32_t *pos = px_calloc((size_t)(par->cp * plan->seq_cp), sizeof *pos, err); /* (cp, seq_cp) */

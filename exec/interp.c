@@ -327,7 +327,7 @@ static px_status init_frozen(px_exec *x, px_err *err) {
   px_status st = host ? PX_OK : PX_ERR_RUNTIME;
   for (int32_t i = 0; i < prog->nfrozen && !st; i++) {
     px_param_map pm;
-    st = px_param_map_of(x->plan, &x->global, &prog->frozen[i], x->tp_rank, x->comm->ep_rank, &pm, err);
+    st = px_param_map_of(x->plan, &x->global, &prog->frozen[i], &x->rk, &pm, err);
     if (!st) init_values(x, &prog->frozen[i], &pm, host);
   }
   if (!st) st = px_exec_frozen_set(x, host, err);
@@ -346,7 +346,7 @@ static px_status init_params(px_exec *x, px_err *err) {
   px_status st = PX_OK;
   for (int32_t i = 0; i < prog->nparams && !st; i++) {
     const px_param_ref *r = &prog->params[i];
-    if ((st = px_param_map_of(x->plan, &x->global, r, x->tp_rank, x->comm->ep_rank, &x->maps[i], err))) break;
+    if ((st = px_param_map_of(x->plan, &x->global, r, &x->rk, &x->maps[i], err))) break;
     init_values(x, r, &x->maps[i], host);
   }
   /* Parameters in their dtype: the whole flat buffer, or with ZeRO-3 this rank's shard of each unit. */
@@ -658,34 +658,36 @@ static px_status cp_alltoall(px_exec *x, const px_op *o, char *out, const char *
 }
 
 /* Mixture of experts: an all-to-all of routed rows over the EP group. The
- * rows are expert-major, so by destination rank; counts (device memory, 2E
- * int32) holds the rows sent to each expert, then those taken from each
- * (source, local expert), which the forward's dispatch exchanges. To the
- * experts: each member's rows for my experts, source-major; back: the
- * reverse, into the sender's order. */
+ * rows are expert-major, so by destination rank; counts (device memory,
+ * (1 + etp) E int32) holds the rows sent to each expert, then those each
+ * ETP member takes from each (source, local expert), which the forward's
+ * dispatch exchanges (this rank's row: 1 + its ETP rank). To the experts:
+ * each member's rows for my experts, source-major; back: the reverse, into
+ * the sender's order. */
 static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void *in, void *counts, px_err *err) {
   const px_plan *p = x->plan;
   px_backend *be = x->be;
   int64_t ep = p->par.ep, E = p->model.experts, el = px_plan_local_experts(p), H = p->model.hidden;
+  int64_t mine = (1 + x->rk.etp_rank) * E, n = (1 + p->grid.etp) * E; /* my taken counts; all of them */
   bool to = o->flags & PX_OPF_TO_EXPERTS;
   px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
   if (!be->alltoallv || !be->host_alltoall)
     return px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no all-to-all-v", be->name);
-  int32_t *c = malloc((size_t)(2 * E) * sizeof *c);
+  int32_t *c = malloc((size_t)n * sizeof *c);
   uint64_t *v = malloc((size_t)(2 * ep) * sizeof *v); /* elements to each member, from each */
   if (!c || !v) {
     free(c), free(v);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   }
-  px_status st = be->download(be, c, counts, (uint64_t)(2 * E) * sizeof *c, err);
+  px_status st = be->download(be, c, counts, (uint64_t)n * sizeof *c, err);
   if (!st && to && o->phase != PX_PHASE_BWD) { /* the forward's dispatch: who takes how many rows of mine */
-    st = be->host_alltoall(be, PX_GROUP_EP, c + E, c, (uint64_t)el, PX_HOST_INT, err);
-    if (!st) st = be->upload(be, (int32_t *)counts + E, c + E, (uint64_t)E * sizeof *c, err);
+    st = be->host_alltoall(be, PX_GROUP_EP, c + mine, c, (uint64_t)el, PX_HOST_INT, err);
+    if (!st) st = be->upload(be, (int32_t *)counts + mine, c + mine, (uint64_t)E * sizeof *c, err);
   }
   uint64_t rows_in = 0, rows_out = 0;
   for (int64_t j = 0; j < ep; j++) {
     uint64_t sent = 0, taken = 0;
-    for (int64_t l = 0; l < el; l++) sent += (uint64_t)c[j * el + l], taken += (uint64_t)c[E + j * el + l];
+    for (int64_t l = 0; l < el; l++) sent += (uint64_t)c[j * el + l], taken += (uint64_t)c[mine + j * el + l];
     v[j] = (to ? sent : taken) * (uint64_t)H, v[ep + j] = (to ? taken : sent) * (uint64_t)H;
     rows_in += to ? sent : taken, rows_out += to ? taken : sent;
   }
@@ -709,16 +711,67 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
   return st;
 }
 
-/* Ranks of a TP or CP collective's group. */
+/* Mixture of experts with expert tensor parallelism: the routed rows each
+ * ETP member took from the EP all-to-all (counts' rows 1 + j: member j's,
+ * moe_alltoall), gathered member after member into the experts' input (the
+ * forward's gathers the members' counts first), or the experts' outputs on
+ * those rows, partial sums over the members' slices of the width, summed
+ * and each member's own taken back. Through the backend's fixed-size
+ * entries: the gather in blocks of the most rows a member took, closed up
+ * after; the reduce-scatter an all-reduce of every row in place (the input
+ * is not read after it), then the member's rows. */
+static px_status moe_etp(px_exec *x, const px_op *o, char *out, char *in, void *counts, px_err *err) {
+  const px_plan *p = x->plan;
+  px_backend *be = x->be;
+  int64_t etp = p->grid.etp, E = p->model.experts, H = p->model.hidden, me = x->rk.etp_rank;
+  px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
+  uint64_t row = (uint64_t)H * px_dtype_bytes(dt), most = 0, total = 0, at_me = 0;
+  int32_t *c = malloc((size_t)((1 + etp) * E) * sizeof *c);
+  if (!c) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  px_status st = be->download(be, c, counts, (uint64_t)((1 + etp) * E) * sizeof *c, err);
+  if (!st && o->kind == PX_OP_ALLGATHER && o->phase != PX_PHASE_BWD) { /* each member's own counts, summed */
+    for (int64_t j = 0; j < etp; j++)
+      if (j != me) memset(c + (1 + j) * E, 0, (size_t)E * sizeof *c);
+    st = be->host_allreduce(be, PX_GROUP_ETP, c + E, (uint64_t)(etp * E), PX_HOST_INT, PX_RED_SUM, err);
+    if (!st) st = be->upload(be, (int32_t *)counts + E, c + E, (uint64_t)(etp * E) * sizeof *c, err);
+  }
+  uint64_t *rows = malloc((size_t)etp * sizeof *rows); /* (etp) rows each member took */
+  if (!rows && !st) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int64_t j = 0; !st && j < etp; j++) {
+    rows[j] = 0;
+    for (int64_t i = 0; i < E; i++) rows[j] += (uint64_t)c[(1 + j) * E + i];
+    if (j == me) at_me = total;
+    total += rows[j], most = rows[j] > most ? rows[j] : most;
+  }
+  if (!st && o->kind == PX_OP_ALLGATHER) {
+    st = be->allgather(be, PX_GROUP_ETP, out, in, most * (uint64_t)H, dt, err);
+    /* member j's block from j x most up to the rows before it: whole rows down, each a copy of its own */
+    for (uint64_t j = 1, at = rows[0]; !st && j < (uint64_t)etp; at += rows[j], j++)
+      for (uint64_t r = 0; !st && at < j * most && r < rows[j]; r++)
+        st = be->copy(be, out + (at + r) * row, out + (j * most + r) * row, row, err);
+  } else if (!st) {
+    st = be->allreduce(be, PX_GROUP_ETP, in, total * (uint64_t)H, dt, PX_RED_SUM, err);
+    if (!st && rows[me]) st = be->copy(be, out, in + at_me * row, rows[me] * row, err);
+  }
+  free(c), free(rows);
+  return st;
+}
+
+/* Ranks of a TP, CP or ETP collective's group. */
 static int64_t coll_ranks(const px_exec *x, const px_op *o) {
-  return (px_group)o->group == PX_GROUP_CP ? x->plan->par.cp : x->plan->par.tp;
+  switch ((px_group)o->group) {
+    case PX_GROUP_CP: return x->plan->par.cp;
+    case PX_GROUP_ETP: return x->plan->grid.etp;
+    default: return x->plan->par.tp;
+  }
 }
 
 /* Bytes of `slot` that op o writes from its start before reading it: an
  * all-gather's destinations (the permuted one's workspace too), a
  * reduce-scatter's, a receive's; 0 for every other op and operand. */
 static uint64_t coll_writes(const px_exec *x, const px_op *o, int16_t slot) {
-  if (slot < 0 || o->in[0].slot == slot) return 0; /* in place: it reads its own part */
+  /* in place: it reads its own part; the experts' rows over ETP: as many as the members took */
+  if (slot < 0 || o->in[0].slot == slot || o->group == PX_GROUP_ETP) return 0;
   uint64_t el = px_dtype_bytes((px_dtype)x->plan->slots[o->out[0].slot].dtype);
   bool permute = (o->flags & PX_OPF_SEQ_AXIS) && o->dim[2] > 1;
   switch (o->kind) {
@@ -740,6 +793,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
   uint64_t el = px_dtype_bytes(dt);
   px_status st;
+  if (g == PX_GROUP_ETP) return moe_etp(x, o, outs[0], ins[0], ins[1], err);
   switch (o->kind) {
     case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, dt, PX_RED_SUM, err);
     case PX_OP_ALLGATHER: /* permuted: through the plan's workspace out[1] */
@@ -765,17 +819,16 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
 /* The loss's row statistics over its vocabulary shards (its group, TP); a
  * cast's amax over every rank that may exchange its codes (TP, then EP:
  * Transformer Engine's amax reduction); the router's expert shares over
- * the CP ranks that split its micro-batch. */
+ * the TP (sequence parallelism) and CP ranks that split its micro-batch. */
 static px_status op_reduce(const px_exec_op *e, float *buf, uint64_t n, px_redop op, px_err *err) {
   px_exec *x = e->comm->ctx;
   const px_parallel *par = &x->plan->par;
-  bool cast = e->op->kind == PX_OP_CAST;
+  bool cast = e->op->kind == PX_OP_CAST, shares = e->op->kind == PX_OP_MOE_ROUTE_BWD;
   px_status st = PX_OK;
-  if (par->tp > 1 && (cast || e->op->group == PX_GROUP_TP))
+  if (par->tp > 1 && (cast || e->op->group == PX_GROUP_TP || (shares && par->sp)))
     st = x->be->allreduce(x->be, PX_GROUP_TP, buf, n, PX_DTYPE_FP32, op, err);
   if (!st && cast && par->ep > 1) st = x->be->allreduce(x->be, PX_GROUP_EP, buf, n, PX_DTYPE_FP32, op, err);
-  if (!st && e->op->kind == PX_OP_MOE_ROUTE_BWD && par->cp > 1)
-    st = x->be->allreduce(x->be, PX_GROUP_CP, buf, n, PX_DTYPE_FP32, op, err);
+  if (!st && shares && par->cp > 1) st = x->be->allreduce(x->be, PX_GROUP_CP, buf, n, PX_DTYPE_FP32, op, err);
   return st;
 }
 
@@ -1140,7 +1193,7 @@ static bool counts_once(const px_exec *x, int32_t i) {
   const px_param_ref *r = &x->prog->params[i];
   if ((x->plan->slots[r->slot].tp_replicated && x->tp_rank != 0) || x->maps[i].tied_copy) return false;
   if (x->plan->slots[r->slot].expert) /* experts: one copy per expert-data-parallel group */
-    return x->plan->par.zero != 0 || x->wdp_rank / x->plan->par.ep == 0;
+    return x->plan->par.zero != 0 || x->rk.edp_rank == 0;
   return (x->plan->par.zero != 0 || x->wdp_rank == 0) && x->replica_rank == 0;
 }
 

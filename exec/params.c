@@ -197,9 +197,10 @@ void px_global_params_free(px_global_params *g) {
 
 static int64_t stage_tensor(const px_global_params *g, int k) { return g->model_n - 5 + k; } /* emb, pos, lnf.w, lnf.b, head */
 
-px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref, int64_t tp_rank,
-                          int64_t ep_rank, px_param_map *pm, px_err *err) {
+px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref,
+                          const px_param_rank *rk, px_param_map *pm, px_err *err) {
   memset(pm, 0, sizeof *pm);
+  int64_t tp_rank = rk->tp_rank;
   const px_slot *s = &plan->slots[ref->slot];
   const px_model *m = &plan->model;
   int64_t tp = plan->par.tp, l = ref->group, base = l * T_PER_LAYER;
@@ -257,15 +258,17 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
       pm->col0 = tp_rank * Fs;
     }
   } else if (!strcmp(n, "exp_fc1_w") || !strcmp(n, "exp_fc2_w")) { /* one local expert's rows, then the next's */
-    int64_t Fe = m->moe_ffn_hidden / tp, el = px_plan_local_experts(plan), H = m->hidden;
-    pm->expert0 = ep_rank * el;
+    /* the rank's ETP slice of its EP rank's experts' width */
+    int64_t Fe = m->moe_ffn_hidden / plan->grid.etp, el = px_plan_local_experts(plan), H = m->hidden;
+    int64_t f0 = rk->etp_rank * Fe;
+    pm->expert0 = rk->ep_rank * el;
     if (!strcmp(n, "exp_fc1_w")) {
-      SEC(0, Fe, base + T_EXP_GATE, tp_rank * Fe);
-      if (m->mlp == PX_MLP_SWIGLU) SEC(Fe, Fe, base + T_EXP_UP, tp_rank * Fe);
+      SEC(0, Fe, base + T_EXP_GATE, f0);
+      if (m->mlp == PX_MLP_SWIGLU) SEC(Fe, Fe, base + T_EXP_UP, f0);
       pm->expert_rows = m->mlp == PX_MLP_SWIGLU ? 2 * Fe : Fe, pm->expert_grows = m->moe_ffn_hidden;
     } else {
       SEC(0, H, base + T_EXP_FC2, 0);
-      pm->col0 = tp_rank * Fe, pm->expert_rows = H, pm->expert_grows = H;
+      pm->col0 = f0, pm->expert_rows = H, pm->expert_grows = H;
     }
   } else if (!strcmp(n, "emb_w")) SEC(0, Vl, stage_tensor(g, 0), tp_rank * Vl);
   else if (!strcmp(n, "head_w")) {
@@ -318,10 +321,8 @@ void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *ou
   out->stage = pp_rank;
   out->tp_rank = tp_rank;
   out->wdp_rank = cp_rank + g->cp * dp_rank;
-  out->ep_rank = out->wdp_rank % (g->ep > 0 ? g->ep : 1);
   out->shard_rank = out->wdp_rank % px_parallel_shard_size(&plan->par);
-  /* the MoE layers' fold of the stage's tp x wdp ranks (px_grid_set_ep): etp, then ep, then the expert-DP ranks */
-  out->edp_rank = (tp_rank + g->tp * out->wdp_rank) / (g->etp * (g->ep > 0 ? g->ep : 1));
+  px_grid_expert_coords(g, tp_rank, out->wdp_rank, &out->etp_rank, &out->ep_rank, &out->edp_rank);
 }
 
 void px_param_owned_range(const px_plan *plan, const px_unit *u, const px_param_rank *rk, uint64_t *lo, uint64_t *hi) {
@@ -462,7 +463,7 @@ static int span_by_at(const void *a, const void *b) {
 static px_status ref_spans(const px_plan *plan, const px_global_params *g, const px_param_rank *rk,
                            const px_param_ref *r, uint64_t lo, uint64_t hi, uint64_t at0, span_list *l, px_err *err) {
   px_param_map pm;
-  px_status st = px_param_map_of(plan, g, r, rk->tp_rank, rk->ep_rank, &pm, err);
+  px_status st = px_param_map_of(plan, g, r, rk, &pm, err);
   if (st) return st;
   const px_slot *s = &plan->slots[r->slot];
   int64_t cols = (int64_t)(s->elems / (uint64_t)s->shape[0]);

@@ -71,9 +71,10 @@ typedef struct {
 /* The plan's adapters in their canonical order, up to cap into out (may be NULL); returns how many there are. */
 int64_t px_global_adapters(const px_plan *plan, const px_global_params *g, px_global_adapter *out, int64_t cap);
 void px_global_params_free(px_global_params *g);
-/* The mapping of one local parameter (a px_param_ref of stage s) on TP rank tp_rank and EP rank ep_rank. */
-px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref, int64_t tp_rank,
-                          int64_t ep_rank, px_param_map *out, px_err *err);
+typedef struct px_param_rank px_param_rank;
+/* The mapping of one local parameter (a px_param_ref of rk's stage) on rank rk. */
+px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const px_param_ref *ref,
+                          const px_param_rank *rk, px_param_map *out, px_err *err);
 /* Canonical index of local element (r, c) of a parameter, or -1 for vocabulary padding. */
 int64_t px_param_global_index(const px_plan *plan, const px_global_params *g, const px_param_map *pm,
                               const px_param_ref *ref, int64_t r, int64_t c, int64_t *tensor);
@@ -83,14 +84,16 @@ float px_param_init_value(const px_global_params *g, int64_t tensor, uint64_t in
 /* ---- a rank's shard of its stage's parameters ---- */
 
 /* What of a rank's place in the grid its model states' layout depends on. */
-typedef struct {
+struct px_param_rank {
   int64_t stage, tp_rank;
   int64_t wdp_rank;   /* in the DP x CP group: cp_rank + cp x dp_rank (as px_comm_init counts it) */
-  int64_t ep_rank;    /* wdp_rank mod ep: which experts it holds */
+  /* the MoE layers' fold (px_grid_expert_coords) */
+  int64_t etp_rank;   /* which slice of its experts' width it holds */
+  int64_t ep_rank;    /* which experts it holds */
   int64_t shard_rank; /* wdp_rank mod the shard group: which ZeRO shard of each dense unit it owns */
   int64_t edp_rank;   /* in its expert-data-parallel group (wdp_rank / ep with etp = tp): which ZeRO shard of each
                          expert unit it owns */
-} px_param_rank;
+};
 void px_param_rank_of(const px_plan *plan, int64_t world_rank, px_param_rank *out);
 
 /* The flat range [lo, hi) of unit u a rank owns (updates): its shard with

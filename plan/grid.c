@@ -81,6 +81,12 @@ void px_grid_set_ep(px_grid *g, int64_t ep, int64_t etp) {
   g->edp_place = px_grid_place(g, 0, etp * ep, ranks / (etp * ep));
 }
 
+void px_grid_expert_coords(const px_grid *g, int64_t tp_rank, int64_t wdp_rank, int64_t *etp_rank, int64_t *ep_rank,
+                           int64_t *edp_rank) {
+  int64_t r = tp_rank + g->tp * wdp_rank, etp = g->etp > 0 ? g->etp : 1, ep = g->ep > 0 ? g->ep : 1;
+  *etp_rank = r % etp, *ep_rank = r / etp % ep, *edp_rank = r / (etp * ep);
+}
+
 void px_grid_set_shard(px_grid *g, int64_t shard) {
   if (shard < 1 || g->wdp % shard) shard = g->wdp;
   g->shard = shard;

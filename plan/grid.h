@@ -50,6 +50,12 @@ void px_grid_init(px_grid *g, const px_cluster *c, int64_t tp, int64_t cp, int64
  * ranks (etp x ep divides tp x wdp; otherwise etp = tp, ep = 1). With etp = tp,
  * EP is ep consecutive DP x CP ranks. */
 void px_grid_set_ep(px_grid *g, int64_t ep, int64_t etp);
+/* A rank's place in that fold, from its TP rank and its index in the DP x CP
+ * group (cp_rank + cp dp_rank): its stage index r = tp_rank + tp wdp_rank
+ * gives etp_rank = r mod etp, ep_rank = r / etp mod ep (which experts it
+ * holds) and edp_rank = r / (etp ep) (among the ranks holding the same ones). */
+void px_grid_expert_coords(const px_grid *g, int64_t tp_rank, int64_t wdp_rank, int64_t *etp_rank, int64_t *ep_rank,
+                           int64_t *edp_rank);
 /* ZeRO shard groups of `shard` consecutive DP x CP ranks (shard divides wdp). */
 void px_grid_set_shard(px_grid *g, int64_t shard);
 int64_t px_grid_rank(const px_grid *g, int64_t tp_rank, int64_t cp_rank, int64_t dp_rank, int64_t pp_rank);

@@ -28,8 +28,8 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
       px_bld_slot(p, "moe_probs", PX_SLOT_ACT, a, rows, d->E, 1, 1); /* the router's logits, then probabilities */
   L->moe_idx = px_bld_slot(p, "moe_idx", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1); /* int32 */
   L->moe_gates = px_bld_slot(p, "moe_gates", PX_SLOT_ACT, PX_DTYPE_FP32, rows, d->K, 1, 1);
-  /* int32: the rows sent to each expert, then the rows taken from each (source, local expert) */
-  L->moe_counts = px_bld_slot(p, "moe_counts", PX_SLOT_ACT, PX_DTYPE_FP32, 2, d->EP, d->El, 1);
+  /* int32: the rows sent to each expert, then the rows each ETP rank takes from each (source, local expert) */
+  L->moe_counts = px_bld_slot(p, "moe_counts", PX_SLOT_ACT, PX_DTYPE_FP32, 1 + d->ETP, d->EP, d->El, 1);
   L->moe_send = px_bld_slot(p, "moe_send", PX_SLOT_ACT, a, sent, H, 1, 1);
   L->moe_send_all = etp && !a2a ? px_bld_slot(p, "moe_send_all", PX_SLOT_ACT, a, d->ETP * sent, H, 1, 1) : L->moe_send;
   L->moe_recv = px_bld_slot(p, "moe_recv", PX_SLOT_ACT, a, d->Rb, H, 1, 1);
@@ -46,11 +46,12 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->w_router = px_bld_param(p, d, "router_w", d->E, H, true, true); /* on sequence shards: SP-partial gradients */
   L->w_exp_fc1 = expert_param(p, d, "exp_fc1_w", fe1, H);
   L->w_exp_fc2 = expert_param(p, d, "exp_fc2_w", H, d->Fe);
-  if (d->Fs > 0) {
-    L->sh_gate = d->swiglu ? px_bld_slot(p, "sh_gate", PX_SLOT_ACT, a, rows, d->Fs, 1, 1) : -1;
-    L->sh_up = d->swiglu ? px_bld_slot(p, "sh_up", PX_SLOT_ACT, a, rows, d->Fs, 1, 1) : -1;
-    L->sh_fc1 = d->swiglu ? -1 : px_bld_slot(p, "sh_fc1", PX_SLOT_ACT, a, rows, d->Fs, 1, 1);
-    L->sh_act = px_bld_slot(p, "sh_act", PX_SLOT_ACT, a, rows, d->Fs, 1, 1);
+  if (d->Fs > 0) { /* a TP MLP on the gathered sequence: B S rows */
+    int64_t full = d->B * d->S;
+    L->sh_gate = d->swiglu ? px_bld_slot(p, "sh_gate", PX_SLOT_ACT, a, full, d->Fs, 1, 1) : -1;
+    L->sh_up = d->swiglu ? px_bld_slot(p, "sh_up", PX_SLOT_ACT, a, full, d->Fs, 1, 1) : -1;
+    L->sh_fc1 = d->swiglu ? -1 : px_bld_slot(p, "sh_fc1", PX_SLOT_ACT, a, full, d->Fs, 1, 1);
+    L->sh_act = px_bld_slot(p, "sh_act", PX_SLOT_ACT, a, full, d->Fs, 1, 1);
     L->w_sh_fc1 = px_bld_param(p, d, "sh_fc1_w", fs1, H, false, false);
     L->w_sh_fc2 = px_bld_param(p, d, "sh_fc2_w", H, d->Fs, false, false);
   }
@@ -171,6 +172,16 @@ static void ep_exchange(px_bld *b, const px_dims *d, px_op *o, const px_layer_sl
   o->wire_bytes = px_ep_token_bytes(o, d->K) * ranks * (1.0 - 1.0 / (double)d->EP);
 }
 
+/* An ETP collective of the rows the alltoall dispatcher's EP all-to-all
+ * brought: each ETP rank's own number (the counts' rows of the ranks). */
+static void etp_rows(px_bld *b, const px_dims *d, const px_layer_slots *L, px_op_kind kind, px_phase ph, px_ref in,
+                     px_ref out, px_dtype dt) {
+  bool gather = kind == PX_OP_ALLGATHER;
+  px_op *o = px_bld_coll(b, d, kind, PX_GROUP_ETP, ph, in, out, (gather ? d->Rep : d->R) * d->H,
+                         (gather ? d->R : d->Rep) * d->H, dt, d->ETP);
+  o->in[1] = R(L->moe_counts, 0);
+}
+
 /* HBM bytes of one pass of the permutation into expert-major rows (or of
  * its inverse) as the dispatcher runs it. alltoall: the rank's rows
  * gathered into its A routed rows before the exchange, then, with several
@@ -234,7 +245,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
     ep_exchange(b, d, o, L, true);
     px_ref recv_ep = R(L->moe_recv_ep, 0), recv = R(L->moe_recv, 0);
     if (d->f8_block) recv_ep = px_fp8_twin(p, d, recv_ep), recv = px_fp8_twin(p, d, recv);
-    if (etp) px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, recv_ep, recv, d->Rep * H, d->R * H, dt, d->ETP);
+    if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, ph, recv_ep, recv, dt);
     if (!d->f8_block) px_fp8_cast(b, d, ph, recv, false);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
   } else { /* every EP (then ETP) rank's tokens, then the local experts' rows among them */
@@ -249,9 +260,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   }
   experts_forward(b, d, L, ph);
   if (a2a) {
-    if (etp)
-      px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, ph, R(L->exp_out, 0), R(L->exp_out_ep, 0), d->R * H,
-                  d->Rep * H, d->act, d->ETP);
+    if (etp) etp_rows(b, d, L, PX_OP_REDUCE_SCATTER, ph, R(L->exp_out, 0), R(L->exp_out_ep, 0), d->act);
     o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out_ep, 0), R(L->moe_ret, 0), d->Rep * H, d->A * H,
                     d->act, d->EP);
     ep_exchange(b, d, o, L, false);
@@ -334,9 +343,7 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
     o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp_ep, d->A * H, d->Rep * H, d->act,
                     d->EP);
     ep_exchange(b, d, o, L, true);
-    if (etp)
-      px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, PX_PHASE_BWD, dexp_ep, dexp, d->Rep * H, d->R * H, d->act,
-                  d->ETP);
+    if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, PX_PHASE_BWD, dexp_ep, dexp, d->act);
   } else {
     px_ref dret_ep = R(px_bld_grad_slot(p, L->moe_ret_ep), 0);
     px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, PX_PHASE_BWD, dbranch, dret_ep, rows * H, sent * H, d->act, d->EP);
@@ -355,9 +362,7 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
   if (a2a) {
     px_ref drecv_ep = R(px_bld_grad_slot(p, L->moe_recv_ep), 0);
-    if (etp)
-      px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, PX_PHASE_BWD, drecv, drecv_ep, d->R * H, d->Rep * H, d->act,
-                  d->ETP);
+    if (etp) etp_rows(b, d, L, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, drecv, drecv_ep, d->act);
     ep_exchange(b, d,
                 px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv_ep, dsend, d->Rep * H, d->A * H,
                             d->act, d->EP),

@@ -2310,8 +2310,8 @@ static void test_runnable(void) {
       {MOE, 1, 2, 1, 2, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
       {MOE, 1, 2, 1, 2, 1, 1, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
       {MOE, 1, 4, 1, 2, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
-      {MOE, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, "mixture of experts runs with tp 1",
-       "no mixture-of-experts kernels"},
+      {MOE, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
+      {MOE, 2, 2, 1, 2, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
       {MLA, 1, 2, 1, 1, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
       {MLA, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
@@ -2349,6 +2349,16 @@ static void test_runnable(void) {
                        want[b] ? want[b] : "runs");
       CU_ASSERT(ok);
     }
+  }
+  { /* MoE under TP + SP with etp 1 runs on the cpu backend (issue #36); the allgather dispatcher does not */
+    px_cluster c = cluster("local-cpu", 4);
+    px_parallel p = par(2, 1, 2, 1, 1, 8);
+    p.sp = 1, p.ep = 2, p.etp = 1;
+    px_parallel_resolve(&p, &ms[MOE], &c);
+    char why[512];
+    CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[MOE], why, sizeof why));
+    p.moe_dispatch = PX_MOE_ALLGATHER;
+    CU_ASSERT(!px_runnable(PX_RUN_CPU, &p, &ms[MOE], why, sizeof why) && strstr(why, "with a2a dispatch"));
   }
   { /* adapters on a frozen base: both backends train them on a base in the compute dtype, nf4 or fp8 (the cuda
      * backend dequantises with kernels/cuda/nf4.h and fp8.h) */

@@ -238,11 +238,12 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
     if (!work) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     /* the load-balancing loss: coef x the mean of every micro-batch's; as a share of the step's loss that is
      * coef x loss_scale x these n rows (loss_scale: the fp16 scale over the tokens of the step). The experts'
-     * shares are the micro-batch's: with CP its rows are split over the CP ranks, n each, so the mean of theirs
-     * (Megatron-Core reduces the tokens per expert over its TP x CP group) */
+     * shares are the micro-batch's: its rows are split over the TP ranks (sequence parallelism) and the CP
+     * ranks, n each, so the mean of theirs (Megatron-Core reduces the tokens per expert over its TP x CP group) */
     px_k_moe_shares(f, (int32_t *)work, in[1], n, E, k);
-    px_status st = v->cp > 1 ? px_exec_reduce(e, f, (uint64_t)E, PX_RED_SUM, err) : PX_OK;
-    for (int64_t i = 0; !st && v->cp > 1 && i < E; i++) f[i] /= (float)v->cp;
+    int64_t split = (v->sp ? v->tp : 1) * v->cp;
+    px_status st = split > 1 ? px_exec_reduce(e, f, (uint64_t)E, PX_RED_SUM, err) : PX_OK;
+    for (int64_t i = 0; !st && split > 1 && i < E; i++) f[i] /= (float)split;
     if (!st)
       px_k_moe_route_bwd(out[0], work, in[0], in[1], (const int32_t *)in[2], f, n, E, k, v->router_sigmoid,
                          v->norm_topk_prob, (float)(v->aux_loss_coef * (double)e->loss_scale * (double)n));
@@ -271,9 +272,10 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
 static void cpu_expert_linear(const px_exec_op *e) {
   const px_op *o = e->op;
   const int64_t *d = o->dim;
-  int64_t n = d[1], k = d[2], el = d[3], ns = e->env->ep, row = 0;
+  int64_t n = d[1], k = d[2], el = d[3], ns = e->env->etp * e->env->ep, row = 0;
   float **out = (float **)e->out, **in = (float **)e->in;
-  const int32_t *counts = (const int32_t *)in[4] + ns * el; /* the rows taken from each (source, local expert) */
+  /* the rows taken from each (source, local expert): with ETP each member's in turn (its all-gather's order) */
+  const int32_t *counts = (const int32_t *)in[4] + e->env->ep * el;
   for (int64_t s = 0; s < ns; s++)
     for (int64_t x = 0; x < el; x++) {
       int64_t rows = counts[s * el + x], off = 0;

@@ -13,6 +13,11 @@
 # over the expert-data-parallel group (dp / ep ranks: 2 with dp 4, ep 2, as
 # Megatron-Core's distributed optimizer does) and the rest over dp, also
 # offloaded, and a checkpoint of such a plan resumes to the straight run.
+# Under TP + SP (each TP rank routes its sequence shard; the shares over TP
+# x CP) with etp = tp (the ETP all-gather and reduce-scatter of the routed
+# rows, each rank's own number) or etp 1 (EP over the TP ranks: the MoE
+# layers' fold), with DP, ZeRO, CP, PP and full recomputation; and etp
+# beyond tp (over TP and DP ranks) or without TP.
 # A run's expert buffers hold every routing a dropless router can make
 # (--moe-buffers worst, its default): the untrained router runs to the end
 # at --moe-imbalance 1. Buffers sized for the busiest rank (--moe-buffers
@@ -53,6 +58,15 @@ cases=(
   "tiny-moe|-d 4 --ep 2 -z 3"
   "tiny-moe|-p 2 -d 2 --ep 2 -z 1"
   "tiny-moe-shared|-d 4 --ep 2 -z 3 --offload-optimizer cpu --offload-params cpu --moe-imbalance 2"
+  "tiny-moe|-t 2 -S"
+  "tiny-moe|-t 2 -S --ep 2 --etp 1"
+  "tiny-moe|-t 2 -S -d 2 --ep 4 --etp 1 -z 1"
+  "tiny-moe|-t 2 -S -d 2 --ep 2 --etp 1 -z 3"
+  "tiny-moe-shared|-t 2 -S -d 2 --ep 2 -z 2"
+  "tiny-moe-shared|-t 2 -S --cp 2 --ep 2 --etp 1 -r full"
+  "tiny-moe-shared|-t 2 -S -p 2 --ep 2 --etp 1"
+  "tiny-moe|-t 2 -S -d 2 --etp 4"
+  "tiny-moe-shared|-d 4 --ep 2 --etp 2 -z 2"
 )
 for c in "${cases[@]}"; do
   model=${c%%|*}
@@ -60,7 +74,7 @@ for c in "${cases[@]}"; do
   f=(${c#*|})
   n=1
   for ((k = 0; k < ${#f[@]}; k++)); do
-    case ${f[k]} in -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
+    case ${f[k]} in -t | -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
   done
   if [ ! -f "$tmp/ref_$model.json" ]; then
     run "ref_$model" "$model" 1 || { fail "$model on one rank: $(head -3 "$tmp/err.txt")"; continue; }
@@ -83,17 +97,21 @@ rc=$?
   fail "ep 2 overflow: $rc $err"
 
 # a checkpoint of ZeRO-2 with the expert units sharded over the expert-DP group, after step 3, resumes
-# under the same plan to the straight run's steps 4-8
-zf=(-d 4 --ep 2 -z 2)
-if run first tiny-moe 4 "${zf[@]}" --steps 3 --ckpt "$tmp/ck" &&
-  run second tiny-moe 4 "${zf[@]}" --ckpt "$tmp/ck" --resume; then
-  run straight tiny-moe 4 "${zf[@]}" || fail "straight: $(head -3 "$tmp/err.txt")"
-  want=$(losses "$tmp/straight.json" | cut -d, -f4-8)
-  close "$want" "$(losses "$tmp/second.json")" 1e-5 && echo "ok: ${zf[*]} resumed: steps 4-8 $want" ||
-    fail "${zf[*]} resumed: $(losses "$tmp/second.json"), straight $want"
-else
-  fail "${zf[*]} checkpoint: $(head -3 "$tmp/err.txt")"
-fi
+# under the same plan to the straight run's steps 4-8; also under TP + SP with etp 1 (the MoE layers' fold:
+# EP over the TP ranks, expert-DP over DP)
+for zs in "-d 4 --ep 2 -z 2" "-t 2 -S -d 2 --ep 2 --etp 1 -z 2"; do
+  read -ra zf <<<"$zs"
+  rm -rf "$tmp/ck"
+  if run first tiny-moe 4 "${zf[@]}" --steps 3 --ckpt "$tmp/ck" &&
+    run second tiny-moe 4 "${zf[@]}" --ckpt "$tmp/ck" --resume; then
+    run straight tiny-moe 4 "${zf[@]}" || fail "straight: $(head -3 "$tmp/err.txt")"
+    want=$(losses "$tmp/straight.json" | cut -d, -f4-8)
+    close "$want" "$(losses "$tmp/second.json")" 1e-5 && echo "ok: ${zf[*]} resumed: steps 4-8 $want" ||
+      fail "${zf[*]} resumed: $(losses "$tmp/second.json"), straight $want"
+  else
+    fail "${zf[*]} checkpoint: $(head -3 "$tmp/err.txt")"
+  fi
+done
 
 # the CUDA backend has no MoE kernels: refused before running (a build without CUDA says it has none)
 cuda_refuses "mixture-of-experts" 1 -m "$src/models/tiny-moe.json" -B 4 --steps 1

@@ -102,7 +102,8 @@ refused() { # NEEDLE ARGS...: launch ARGS exits 2 saying NEEDLE, no attempt made
 }
 refused "--np starts 2 ranks but the run flags' plan needs 4" --np 2 -- "${plan[@]}" -g 4 --ckpt "$tmp/x"
 refused "--np starts 8 ranks but the run flags' plan needs 4" --np 8 -- --backend cpu -m tiny-gpt -g 4 --ckpt "$tmp/x"
-refused "--backend cpu cannot run this plan: mixture of experts runs with" -- --backend cpu -m tiny-moe -g 2 -t 2 -S --ep 2 --etp 1 --ckpt "$tmp/x"
+refused "--backend cpu cannot run this plan: mixture of experts runs with" -- --backend cpu -m tiny-moe -g 2 -t 2 -S --ep 2 --etp 1 \
+  --moe-dispatch allgather --ckpt "$tmp/x"
 refused "--backoff-s" --backoff-s -1 -- "${plan[@]}" --ckpt "$tmp/x"
 refused "--overwrite is not taken" -- "${plan[@]}" --ckpt "$tmp/x" --overwrite
 

@@ -6,7 +6,7 @@
 # pp -> dp, ZeRO-1 -> ZeRO-0, 2 ranks -> 8 with ZeRO-3 and SP, hybrid
 # sharding -> ZeRO-2, experts over 2 ranks -> PP with ZeRO-2, ZeRO-2 with
 # experts over 2 ranks (their states sharded over the expert-DP group) ->
-# ZeRO-3 with experts over 4, context
+# ZeRO-3 with experts over 4, experts under TP + SP with etp 1 -> etp 2, context
 # parallelism -> DP, fp8 delayed scaling PP -> DP (within 1e-6); both ways
 # give the same bits, and 8 ranks -> 2 -> 8 resumes bitwise. fp8's amax
 # histories are carried across TP (tp 2 -> 1: the old TP ranks' largest, in
@@ -88,6 +88,8 @@ pair hybrid-to-zero2 resume "-m tiny -d 4 -z 3 --shard-group 2" "-m tiny -d 4 -z
 pair ep-to-pp resume "-m tiny-moe -d 2 --ep 2 --moe-imbalance 2" "-m tiny-moe -p 2 -d 2 -z 2"
 # ZeRO with experts: expert units sharded over the expert-DP group (dp 4 / ep 2 = 2 ranks) -> over 1 (ep 4), ZeRO-3
 pair ep-zero2-to-ep4-zero3 both "-m tiny-moe -d 4 --ep 2 -z 2" "-m tiny-moe -d 4 --ep 4 -z 3"
+# MoE under TP + SP: etp 1 (EP over the TP ranks, the expert-DP group over DP) -> etp 2 (each expert's width split)
+pair etp1-to-etp2 both "-m tiny-moe -t 2 -S -d 2 --ep 2 --etp 1 -z 2" "-m tiny-moe -t 2 -S -d 2 --ep 2 -z 1"
 pair cp-to-dp reshard "-m tiny --cp 2" "-m tiny -d 2 -z 1"
 # fp8 delayed scaling: the amax histories go along (without them the first steps after the change
 # would scale as current scaling does: 4e-5 off); a PP and ZeRO change leaves every scale as it was
