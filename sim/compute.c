@@ -28,23 +28,32 @@ double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, in
   return px_gemm_efficiency8(g, dt, false, m, n, k, batch);
 }
 
-double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
-                           int64_t batch) {
+/* The wave model over a batch of GEMMs of which at most `resident` (0: all, one kernel over every GEMM's tiles)
+ * have their tiles on the SMs at once: GEMMs launched apart on a few streams fill at most that many GEMMs' tiles
+ * of SMs, each tile running its whole k loop. */
+static double gemm_efficiency(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
+                              int64_t batch, int64_t resident) {
   double max = px_gpu_gemm_max(g, dt, fp8_block);
   if (m <= 0 || n <= 0 || k <= 0) return max;
   double measured = g->gemm_table_len > 0 ? gemm_table_lookup(g, dt, m, n, k) : -1;
   if (measured > 0) return measured;
   double tm = (double)g->gemm_tile_m, tn = (double)g->gemm_tile_n;
+  /* each GEMM's rows are padded to the tile on their own (a group's, not the batch's sum) */
   double tiles_m = ceil_div((double)m, tm), tiles_n = ceil_div((double)n, tn);
   double tiles = tiles_m * tiles_n * (double)(batch > 0 ? batch : 1);
-  double sms = (double)g->sm_count;
-  double waves = ceil_div(tiles, sms);
+  double sms = (double)g->sm_count, lanes = resident > 0 ? fmin(sms, (double)resident * tiles_m * tiles_n) : sms;
+  double waves = ceil_div(tiles, lanes);
   double wave_eff = tiles / (waves * sms);                                      /* last wave partly idle */
   double tile_eff = ((double)m * (double)n) / (tiles_m * tm * tiles_n * tn);   /* padding inside edge tiles */
   double k_eff = g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0; /* short k: load-bound */
   /* never above the best a sweep of shapes measured: max_efficiency is that best over the model's factors at
    * its shape, so where they are better than there (long k, full waves) the product alone would exceed it */
   return fmin(max * wave_eff * tile_eff * k_eff, px_gpu_gemm_ceiling(g, dt));
+}
+
+double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
+                           int64_t batch) {
+  return gemm_efficiency(g, dt, fp8_block, m, n, k, batch, 0);
 }
 
 /* TFLOP/s of curve a at seq: linear in log(seq) between its points, flat beyond them. */
@@ -123,7 +132,20 @@ static int op_gemms(const px_op *op, int64_t shapes[2][4]) {
   }
 }
 
-double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
+/* Transformer Engine's GroupedLinear runs each local expert's GEMM as its own cuBLAS call, round-robin over 4
+ * streams (nvte_multi_tensor_gemm -> multi_stream_cublas_gemm, num_compute_streams = 4 in
+ * transformer_engine/common/util/multi_stream.cpp, NVIDIA/TransformerEngine d0067d0, 2026-08): on Hopper and
+ * Blackwell, BF16 and every FP8 recipe (blockwise FP8 converted to MXFP8 on Blackwell). Its one-kernel grouped
+ * paths are opt-in: a CUTLASS grouped GEMM on Hopper (NVTE_USE_CUTLASS_GROUPED_GEMM) and cuBLASLt's grouped GEMM
+ * (GroupedLinear(use_grouped_tensor), Megatron-Core's moe_use_grouped_tensor, False by default at d98e8a6). */
+#define TE_GEMM_STREAMS 4
+
+static bool is_expert_gemm(px_op_kind kind) {
+  return kind == PX_OP_EXPERT_LINEAR || kind == PX_OP_EXPERT_LINEAR_BWD_DATA || kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+}
+
+/* resident: for expert GEMMs, how many experts' GEMMs run at once (0: one grouped kernel over them all) */
+static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_t resident) {
   /* Collectives and transfers are costed by the network model (their
    * reduction kernels are inside the measured bus bandwidth). */
   px_op_family fam = px_op_family_of((px_op_kind)op->kind);
@@ -142,7 +164,8 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
   double eff = 0;
   for (int i = 0; i < n; i++)
-    eff += px_gemm_efficiency8(g, dt, f8_block, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+    eff += gemm_efficiency(g, dt, f8_block, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
+                           is_expert_gemm((px_op_kind)op->kind) ? resident : 0);
   eff /= n;
   /* fp8 with per-tensor scales: Transformer Engine (recipe MMParams: fprop use_split_accumulator False, dgrad and
    * wgrad True) and torchao (use_fast_accum in the forward only) promote the backward's sums out of the tensor
@@ -161,19 +184,27 @@ double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
       eff = fa * tiles / (ceil_div(tiles, sms) * sms);
     }
   }
-  double flops = op->flops;
-  /* Expert GEMMs' FLOPs are the mean rank's; the busiest rank's rows (its shape) set the time. */
-  if (op->kind == PX_OP_EXPERT_LINEAR || op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
-      op->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT)
+  double flops = op->flops, kernels = 1;
+  /* Expert GEMMs' FLOPs are the mean rank's; the busiest rank's rows (its shape) set the time. Launched apart,
+   * `resident` at once, their kernels' fixed costs overlap that many ways. */
+  if (is_expert_gemm((px_op_kind)op->kind)) {
     flops = 2.0 * (double)op->dim[0] * (double)op->dim[1] * (double)op->dim[2] * (double)op->dim[3];
+    if (resident > 0) kernels = ceil_div((double)op->dim[3], (double)resident);
+  }
   /* Fused causal attention skips the masked half; its backward recomputes the
    * probabilities (five products against the forward's two, 2.5x not 2x). */
   if (op->kind == PX_OP_FLASH_ATTN) flops *= 0.5;
   if (op->kind == PX_OP_FLASH_ATTN_BWD) flops *= 0.5 * 1.25;
   /* at the clocks the GPU holds under sustained load, not the burst the figures were measured at */
-  double flop_s = flops / (peak * eff * g->sustained_share) + g->kernel_overhead_s;
+  double flop_s = flops / (peak * eff * g->sustained_share) + kernels * g->kernel_overhead_s;
   return flop_s > mem_s ? flop_s : mem_s;
 }
+
+double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op) {
+  return compute_op_s(g, dt, op, TE_GEMM_STREAMS);
+}
+
+double px_compute_grouped_op_s(const px_gpu *g, px_dtype dt, const px_op *op) { return compute_op_s(g, dt, op, 0); }
 
 double px_host_op_s(const px_cluster *c, const px_op *op) {
   double node = (double)px_cluster_node_size(c);

@@ -26,6 +26,10 @@ double px_attn_efficiency(const px_gpu *g, bool bwd, int64_t head_dim, bool caus
  * efficiency (the clocks a GPU holds at its power limit under sustained
  * load); memory-bound passes at the HBM share. */
 double px_compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op);
+/* Expert GEMMs (PX_OP_EXPERT_LINEAR*) run as Megatron-Core runs them through Transformer Engine's GroupedLinear
+ * by default: a GEMM a local expert, 4 at once on 4 streams, each its own kernel; px_compute_grouped_op_s costs
+ * them as one grouped kernel over every expert's tiles (DeepGEMM's m-grouped GEMMs). Other ops alike in both. */
+double px_compute_grouped_op_s(const px_gpu *g, px_dtype dt, const px_op *op);
 /* Seconds for a memory-bound pass over `bytes` by an op of `kind`. */
 double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes);
 

@@ -921,6 +921,31 @@ static void test_gemm_efficiency(void) {
   PX_ASSERT_REL(px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op), 1.0 + c.gpu.kernel_overhead_s, 1e-9);
 }
 
+/* Expert GEMMs: as Transformer Engine runs them by default (a GEMM an expert, 4 streams: at most 4 experts' tiles
+ * on the SMs at once, a kernel's fixed cost each, 4 at a time) and as one grouped kernel over every expert's tiles. */
+static void test_expert_gemm_streams(void) {
+  px_cluster c;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &c, &err), PX_OK);
+  const px_gpu *g = &c.gpu; /* 108 SMs, 128 x 256 tiles */
+  double max = g->gemm_max_efficiency, k = 1 << 20, big_k = k / (k + g->gemm_k_half);
+  double peak = g->peak_flops[PX_DTYPE_BF16] * g->sustained_share, o = g->kernel_overhead_s;
+  /* 64 experts of 256 rows, 1536 wide: 12 tiles each, 768 in all; grouped: 8 waves of 108; 4 streams: 48 SMs
+   * busy at a time, 16 waves */
+  px_op op = {.kind = PX_OP_EXPERT_LINEAR, .dim = {256, 1536, (int64_t)k, 64}};
+  op.flops = 2.0 * 256 * 1536 * k * 64;
+  PX_ASSERT_REL(px_compute_grouped_op_s(g, PX_DTYPE_BF16, &op), op.flops / (peak * max * big_k * 768.0 / 864.0) + o, 1e-12);
+  PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), op.flops / (peak * max * big_k * 768.0 / 1728.0) + 16 * o, 1e-12);
+  /* 4,096 rows an expert: 192 tiles each, 4 of them more than fill the SMs, so the waves are the grouped kernel's;
+   * the weight gradient (rows as k) likewise */
+  op.dim[0] = 4096, op.dim[3] = 8, op.flops = 2.0 * 4096 * 1536 * k * 8;
+  double grouped = px_compute_grouped_op_s(g, PX_DTYPE_BF16, &op);
+  PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), grouped + o, 1e-12);
+  /* one local expert: one kernel either way */
+  op.dim[3] = 1, op.flops = 2.0 * 4096 * 1536 * k;
+  PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), px_compute_grouped_op_s(g, PX_DTYPE_BF16, &op), 1e-12);
+}
+
 /* Block-scaled GEMMs: an nvfp4 GEMM at the fp4 peak and an mxfp8 one at the fp8 peak, each with fp8's
  * per-tensor efficiency model (the same share of its own peak); an op without the fp8 flag at bf16's. */
 static void test_block_scaled_gemm(void) {
@@ -1229,6 +1254,7 @@ int main(void) {
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"block-scaled GEMMs: nvfp4 at the fp4 peak, mxfp8 at the fp8 peak", test_block_scaled_gemm},
       {"fp8 split accumulation: the backward's per-tensor fp8 GEMMs at the share, by hand", test_fp8_split_accumulation},
+      {"expert GEMMs: Transformer Engine's 4 streams, one grouped kernel", test_expert_gemm_streams},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},
       {"zero-bubble schedules: ZB-H1 and ZB-H2 bubbles with free comm", test_bubble_zero_bubble},

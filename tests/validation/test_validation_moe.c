@@ -172,11 +172,14 @@ static void test_deepep_kernels(void) {
 
 /* The GEMM model (fp8 with blockwise scales, the burst figure the README
  * measures) on DeepGEMM's grouped GEMMs: groups x (m, n, k) with m rows a
- * group, as an expert GEMM is costed (the wave model over the groups'
- * tiles). Printed; the groups of 1,024 rows and more (the contiguous
- * layout's 4,096-8,192, a training step's experts) within 10%; fewer rows
- * a group are optimistic (the masked layout's 256 and 512: +9% to +35%),
- * left as found (docs/validation.md). */
+ * group, costed as one grouped kernel (the wave model over every group's
+ * tiles, each group's rows padded to the tile on their own). Printed; the
+ * groups of 1,024 rows and more (the contiguous layout's 4,096-8,192, a
+ * training step's experts) within -6.8% to +8.1%; fewer rows a group are
+ * optimistic (the masked layout's 256 and 512: +9% to +35%): their kernels
+ * run the same tiles in the same waves as the 1,024-row group's, and differ
+ * in each group's weights, which the roofline's memory time does not reach
+ * (docs/validation.md, "Mixture of experts on H100"). */
 static void test_deepgemm_grouped(void) {
   FILE *fp = fopen(px_test_path("tests/data/deepgemm_h800.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
@@ -199,11 +202,12 @@ static void test_deepgemm_grouped(void) {
     o.flops = 2.0 * (double)(g * m * n * k);
     o.bytes = (double)(g * (m * k + n * k)) + 2.0 * (double)(g * m * n); /* fp8 in, bf16 out */
     c.gpu.sustained_share = 1.0;                                         /* the README's runs: short, at boost clocks */
-    double t = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &o) - c.gpu.kernel_overhead_s, model = o.flops / t / 1e12;
+    double t = px_compute_grouped_op_s(&c.gpu, PX_DTYPE_BF16, &o) - c.gpu.kernel_overhead_s, model = o.flops / t / 1e12;
     double e = model / tflops - 1;
     fprintf(stderr, "  %-10s %6lld %6lld %6lld %6lld  %9.0f %9.0f %+6.1f%%\n", layout, g, m, n, k, tflops, model,
             100 * e);
-    if (m >= 1024) CU_ASSERT(fabs(e) < 0.10);
+    if (m >= 1024) CU_ASSERT(e > -0.08 && e < 0.09);
+    if (m < 1024) CU_ASSERT(e > 0.08 && e < 0.36); /* optimistic as found: a change here is a model change */
     rows++;
   }
   fclose(fp);
@@ -291,7 +295,7 @@ static void test_megatron_bridge_moe(void) {
               100 * by_dispatch[d].max);
   fprintf(stderr, "  H100 MoE, all %d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", all.n, 100 * all.sum / all.n,
           100 * all.min, 100 * all.max);
-  CU_ASSERT(all.sum / all.n < 0.55); /* +44.8% */
+  CU_ASSERT(all.sum / all.n < 0.55); /* +44.7% */
 }
 
 int main(void) {
