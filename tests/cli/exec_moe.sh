@@ -72,10 +72,7 @@ for c in "${cases[@]}"; do
   model=${c%%|*}
   # shellcheck disable=SC2206
   f=(${c#*|})
-  n=1
-  for ((k = 0; k < ${#f[@]}; k++)); do
-    case ${f[k]} in -t | -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
-  done
+  n=$(ranks "${f[@]}")
   if [ ! -f "$tmp/ref_$model.json" ]; then
     run "ref_$model" "$model" 1 || { fail "$model on one rank: $(head -3 "$tmp/err.txt")"; continue; }
   fi

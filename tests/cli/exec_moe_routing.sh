@@ -65,10 +65,7 @@ for c in "${cases[@]}"; do
   model=${c%%|*}
   # shellcheck disable=SC2206
   f=(${c#*|})
-  n=1
-  for ((k = 0; k < ${#f[@]}; k++)); do
-    case ${f[k]} in -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
-  done
+  n=$(ranks "${f[@]}")
   run got "$model" "$n" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
   runs=$((runs + 1))
   same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"

@@ -24,13 +24,6 @@ run() { # ranks flags...: parallax run on the CPU backend, 8 sequences a step
   shift
   timeout -s KILL 120 mpirun -np "$np" "$px" run --backend cpu -B 8 "$@"
 }
-ranks() { # the ranks a flag list needs
-  local n=1 f=("$@")
-  for ((k = 0; k < ${#f[@]}; k++)); do
-    case ${f[k]} in -t | -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
-  done
-  echo $n
-}
 
 # pair NAME HOW "OLD FLAGS" "NEW FLAGS" [RTOL]: HOW is reshard (parallax reshard, then run --resume of
 # its output), resume (run --resume of the old checkpoint) or both (and the two agree bitwise);

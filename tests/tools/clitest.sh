@@ -27,6 +27,15 @@ model_file() {
   echo "$1"
 }
 
+# ranks FLAGS...: the ranks a plan's flags need (tp x pp x dp x cp; ep and etp fold into them).
+ranks() {
+  local n=1 f=("$@") k
+  for ((k = 0; k < ${#f[@]}; k++)); do
+    case ${f[k]} in -t | -p | -d | --cp) n=$((n * f[k + 1])) ;; esac
+  done
+  echo $n
+}
+
 # cpu_run OUT NP ARGS...: `parallax run --backend cpu ARGS` on NP ranks (killed after 120 s), its --json
 # output in $tmp/OUT.json, its first-step gradients in $tmp/OUT.bin, its errors in $tmp/err.txt.
 cpu_run() {
