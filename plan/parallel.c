@@ -386,7 +386,6 @@ static bool moe_dispatch_unset(vctx *x) {
   return x->m->experts > 0 && (x->p->moe_dispatch < 0 || x->p->moe_dispatch >= PX_MOE_DISPATCH_COUNT);
 }
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
-static bool moe_split_w(vctx *x) { return x->m->experts > 0 && px_parallel_split_w(x->p); }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
 static bool mla_attention(vctx *x) {
   return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
@@ -559,8 +558,6 @@ static const px_rule rules[] = {
     {moe_dispatch_unset, "`moe_dispatch` is not set"},
     {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
                       "`shard_group`)"},
-    {moe_split_w, "`schedule` {schedule} splits weight gradients off the backward, which the expert layers do not "
-                  "yet (hint: `schedule` 1f1b or interleaved)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
                 "attention is not modelled (hint: `cp` 1)"},
     {mla_attention, "{model}: multi-head latent attention is planned with the fused attention and no context "

@@ -598,8 +598,8 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
   bool partial = px_parallel_recompute_partial(par); /* the layers not recomputed have blocks of their own */
   int k = 0;
 #define BF16(l) px_parallel_layer_bf16(par, m->layers, l) /* the layers kept in the compute dtype have theirs too */
-  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: one block for all) */
-    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = px_layer_w_block(BF16(l));
+  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: windowed or not) */
+    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = px_layer_w_block(px_model_layer_is_moe(m, l), BF16(l));
   } else if (entry == PX_ENTRY_F) {
     if (embed) out[k++] = PX_BLOCK_EMBED_FWD;
     for (int64_t l = first; l < first + n; l++)
