@@ -405,7 +405,6 @@ static bool mb_group_range(vctx *x) {
 static bool mb_group_last(vctx *x) { return mb_group_bad(x->p); }
 static bool vpp_not_interleaved(vctx *x) { return !interleaved(x->p) && x->p->vpp > 1; }
 static bool split_w_pp(vctx *x) { return !interleaved(x->p) && px_parallel_split_w(x->p) && x->p->pp < 2; }
-static bool split_w_zero3(vctx *x) { return !interleaved(x->p) && px_parallel_split_w(x->p) && x->p->zero == 3; }
 static bool mb_group_not_interleaved(vctx *x) { return !interleaved(x->p) && x->p->mb_group > 0; }
 static bool layer_split(vctx *x) {
   int64_t *split = px_calloc((size_t)(x->p->pp * x->p->vpp), sizeof *split, &x->sub);
@@ -579,8 +578,6 @@ static const px_rule rules[] = {
                     "{auto_group})"},
     {vpp_not_interleaved, "`vpp` {vpp} needs `schedule` interleaved"},
     {split_w_pp, "`schedule` {schedule} needs pp > 1: it fills pipeline bubbles (hint: `schedule` 1f1b)"},
-    {split_w_zero3, "`schedule` {schedule} defers weight gradients, which ZeRO-3's per-layer gathers and "
-                    "reduce-scatters are not planned for (hint: `zero` 1 or 2, or `schedule` 1f1b)"},
     {mb_group_not_interleaved, "`microbatch_group` groups micro-batches per chunk: it needs `schedule` interleaved"},
     {layer_split, "{layer_split}"},
     {choices_unset, "schedule, recompute, precision, attention or gelu is not set"},

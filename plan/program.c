@@ -666,7 +666,9 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
  * gathered parameters are freed. Resharding after the forward, every block
  * gathers and frees; without it (FSDP's SHARD_GRAD_OP), a unit gathered for
  * a forward stays until the backwards of every micro-batch in flight on it
- * are done. */
+ * are done. A zero-bubble W gathers nothing: its GEMMs read the activations
+ * and output gradients B kept, and write the unit's full gradient, reduced
+ * after the last W that writes it (last_bwd_k). */
 static px_status zero3_residency(emitter *e, px_err *err) {
   int32_t nu = e->nunits;
   int64_t *users = px_calloc((size_t)nu, sizeof *users, err);
@@ -680,6 +682,7 @@ static px_status zero3_residency(emitter *e, px_err *err) {
   for (int32_t u = 0; !st && u < nu; u++) last_free[u] = -1;
   for (int64_t x = 0; !st && x < e->nseq; x++) {
     const blk_ref *b = &e->seq[x];
+    if (px_block_is_layer_w(b->kind)) continue; /* W reads activations and output gradients, no parameter */
     int32_t u = unit_of(e, b->gid);
     bool bwd = px_block_is_bwd(b->kind);
     e->seq_gather[x] = !resident[u];
