@@ -176,8 +176,8 @@ static void p2p(px_bld *b, const px_dims *d, px_op_kind kind, px_ref r, int buf)
 
 /* A layer's forward and backward blocks (px_layer_block of d's kind; bf16: a layer kept in the compute dtype,
  * d without quantized GEMMs). A zero-bubble schedule's backward is two blocks: B (input gradients; it keeps what
- * the linear layers' weight gradients read) and W, made once (with_w: this layer kind's W; a MoE layer has none,
- * refused, and a windowed layer's W is the full one's). */
+ * the linear layers' and experts' weight gradients read) and W, made once per dense or MoE kind (with_w: this
+ * kind's W; a windowed layer's W is the full one's, with no attention in it). */
 static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer_slots *L, px_recompute rc, bool kept,
                          bool bf16, bool with_w) {
   px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, bf16, false), PX_STREAM_COMPUTE);
@@ -186,8 +186,8 @@ static void layer_blocks(px_bld *b, px_plan *p, const px_dims *d, const px_layer
   px_bld_finish(b);
   px_bld wb = {.failed = false};
   px_block other = {0}; /* the W of a windowed layer, the same as the full one's: built and dropped */
-  bool split = px_parallel_split_w(&p->par) && !d->moe;
-  if (split) px_bld_begin(&wb, p, px_layer_w_block(bf16), PX_STREAM_COMPUTE);
+  bool split = px_parallel_split_w(&p->par);
+  if (split) px_bld_begin(&wb, p, px_layer_w_block(d->moe, bf16), PX_STREAM_COMPUTE);
   if (split && !with_w) wb.b = &other;
   px_bld_begin(b, p, px_layer_block(d->moe, d->window > 0, kept, bf16, true), PX_STREAM_COMPUTE);
   b->w = split ? &wb : NULL;
@@ -228,7 +228,8 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
         if (bf16) px_dims_unquantized(&dl);
         dl.moe = moe, dl.window = window ? p->model.sliding_window : 0;
         dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
-        layer_blocks(&b, p, &dl, &L, rc, false, bf16, !window);
+        /* W from the full-attention kind, or the windowed one where a model's MoE layers are all windowed */
+        layer_blocks(&b, p, &dl, &L, rc, false, bf16, !window || !kinds[bf16][0][moe]);
         /* partial recomputation: the layers that keep their activations, as without recomputation */
         if (px_parallel_recompute_partial(&p->par)) layer_blocks(&b, p, &dl, &L, PX_RECOMPUTE_NONE, true, bf16, false);
       }

@@ -33,7 +33,7 @@ PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "la
               "layer_fwd_window_bf16", "layer_bwd_window_bf16", "moe_fwd_window_bf16", "moe_bwd_window_bf16",
               "layer_fwd_kept_bf16", "layer_bwd_kept_bf16", "moe_fwd_kept_bf16", "moe_bwd_kept_bf16",
               "layer_fwd_window_kept_bf16", "layer_bwd_window_kept_bf16", "moe_fwd_window_kept_bf16",
-              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16");
+              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16", "moe_bwd_w", "moe_bwd_w_bf16");
 
 /* The layer blocks of the plan's precision, and those of the layers kept in the compute dtype. */
 static const px_block_kind layer_kinds[2][2][2][2] = { /* [moe][window][kept][bwd] */
@@ -88,6 +88,8 @@ static const uint8_t layer_bits[PX_BLOCK_KIND_COUNT] = {
     [PX_BLOCK_MOE_BWD_WINDOW_KEPT_BF16] = LK_BWD | LK_MOE | LK_BF16,
     [PX_BLOCK_LAYER_BWD_W] = LK_W,
     [PX_BLOCK_LAYER_BWD_W_BF16] = LK_W | LK_BF16,
+    [PX_BLOCK_MOE_BWD_W] = LK_W | LK_MOE,
+    [PX_BLOCK_MOE_BWD_W_BF16] = LK_W | LK_MOE | LK_BF16,
 };
 
 static unsigned bits_of(px_block_kind kind) { return kind < PX_BLOCK_KIND_COUNT ? layer_bits[kind] : 0; }
@@ -100,7 +102,11 @@ bool px_block_is_bf16(px_block_kind kind) { return bits_of(kind) & LK_BF16; }
 px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bf16, bool bwd) {
   return (bf16 ? bf16_kinds : layer_kinds)[moe][window][kept][bwd];
 }
-px_block_kind px_layer_w_block(bool bf16) { return bf16 ? PX_BLOCK_LAYER_BWD_W_BF16 : PX_BLOCK_LAYER_BWD_W; }
+px_block_kind px_layer_w_block(bool moe, bool bf16) {
+  static const px_block_kind kinds[2][2] = {{PX_BLOCK_LAYER_BWD_W, PX_BLOCK_LAYER_BWD_W_BF16},
+                                            {PX_BLOCK_MOE_BWD_W, PX_BLOCK_MOE_BWD_W_BF16}}; /* [moe][bf16] */
+  return kinds[moe][bf16];
+}
 
 bool px_block_is_bwd(px_block_kind kind) {
   return px_block_is_layer_bwd(kind) || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||

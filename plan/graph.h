@@ -326,6 +326,8 @@ typedef enum {
   PX_BLOCK_MOE_FWD_WINDOW_KEPT_BF16,
   PX_BLOCK_MOE_BWD_WINDOW_KEPT_BF16,
   PX_BLOCK_LAYER_BWD_W_BF16,
+  PX_BLOCK_MOE_BWD_W, /* zero-bubble schedules: a mixture-of-experts layer's W (its experts' and router's too) */
+  PX_BLOCK_MOE_BWD_W_BF16,
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -347,8 +349,9 @@ bool px_block_is_bf16(px_block_kind kind);
  * activations where the plan recomputes some layers (kept) or as the plan's recomputation has it, its GEMMs
  * in the plan's precision or kept in the compute dtype (bf16). */
 px_block_kind px_layer_block(bool moe, bool window, bool kept, bool bf16, bool bwd);
-/* The W block of a layer (zero-bubble schedules), its GEMMs in the plan's precision or the compute dtype. */
-px_block_kind px_layer_w_block(bool bf16);
+/* The W block of a layer (zero-bubble schedules), dense or mixture of experts, its GEMMs in the plan's precision
+ * or the compute dtype. */
+px_block_kind px_layer_w_block(bool moe, bool bf16);
 
 typedef struct {
   uint8_t kind;   /* px_block_kind */

@@ -119,6 +119,17 @@ static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc2);
 }
 
+/* A weight-gradient grouped GEMM from dy (and dy2) and the input x into dW: in the block, or with a
+ * zero-bubble schedule in W, B keeping what it reads (the rows each expert took too). */
+static void expert_wgrad(px_bld *b, const px_dims *d, const px_layer_slots *L, int w, px_ref dy, px_ref dy2, px_ref x,
+                         int64_t n0, int64_t n1, int64_t k) {
+  px_bld *wb = b->w ? b->w : b;
+  if (b->w) px_bld_keep(b, dy), px_bld_keep(b, dy2), px_bld_keep(b, x), px_bld_keep(b, R(L->moe_counts, 0));
+  px_op *o = expert_gemm(wb, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, n0, n1, k);
+  o->in[0] = dy, o->in[1] = dy2, o->in[3] = x, o->out[0] = R(px_bld_grad_of(b->p, w), 0);
+  if (d->f8) px_fp8_gemm(b, d, o, w);
+}
+
 static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *L) {
   px_plan *p = b->p;
   int64_t fe = d->Fe, nr = d->R;
@@ -128,9 +139,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, d->H, 0, fe);
   o->in[0] = dout, o->in[3] = R(L->w_exp_fc2, 0), o->out[0] = dact;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc2);
-  o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, d->H, 0, fe);
-  o->in[0] = dout, o->in[3] = px_fp8_twin(p, d, R(L->exp_act, 0)), o->out[0] = R(px_bld_grad_of(p, L->w_exp_fc2), 0);
-  if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc2);
+  expert_wgrad(b, d, L, L->w_exp_fc2, dout, NOREF, px_fp8_twin(p, d, R(L->exp_act, 0)), d->H, 0, fe);
   px_ref d1 = R(px_bld_grad_slot(p, d->swiglu ? L->exp_gate : L->exp_fc1), 0);
   px_ref d2 = d->swiglu ? R(px_bld_grad_slot(p, L->exp_up), 0) : NOREF;
   if (d->swiglu) {
@@ -150,10 +159,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
   o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->w_exp_fc1, 0), o->out[0] = drecv;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
-  o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
-  o->in[0] = d1, o->in[1] = d2, o->in[3] = px_fp8_twin(p, d, R(L->moe_recv, 0)),
-  o->out[0] = R(px_bld_grad_of(p, L->w_exp_fc1), 0);
-  if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
+  expert_wgrad(b, d, L, L->w_exp_fc1, d1, d2, px_fp8_twin(p, d, R(L->moe_recv, 0)), fe, d->swiglu ? fe : 0, d->H);
 }
 
 /* An EP all-to-all of routed rows: to the experts (the send counts per

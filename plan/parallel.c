@@ -386,7 +386,6 @@ static bool moe_dispatch_unset(vctx *x) {
   return x->m->experts > 0 && (x->p->moe_dispatch < 0 || x->p->moe_dispatch >= PX_MOE_DISPATCH_COUNT);
 }
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
-static bool moe_split_w(vctx *x) { return x->m->experts > 0 && px_parallel_split_w(x->p); }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
 static bool mla_attention(vctx *x) {
   return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
@@ -406,7 +405,6 @@ static bool mb_group_range(vctx *x) {
 static bool mb_group_last(vctx *x) { return mb_group_bad(x->p); }
 static bool vpp_not_interleaved(vctx *x) { return !interleaved(x->p) && x->p->vpp > 1; }
 static bool split_w_pp(vctx *x) { return !interleaved(x->p) && px_parallel_split_w(x->p) && x->p->pp < 2; }
-static bool split_w_zero3(vctx *x) { return !interleaved(x->p) && px_parallel_split_w(x->p) && x->p->zero == 3; }
 static bool mb_group_not_interleaved(vctx *x) { return !interleaved(x->p) && x->p->mb_group > 0; }
 static bool layer_split(vctx *x) {
   int64_t *split = px_calloc((size_t)(x->p->pp * x->p->vpp), sizeof *split, &x->sub);
@@ -559,8 +557,6 @@ static const px_rule rules[] = {
     {moe_dispatch_unset, "`moe_dispatch` is not set"},
     {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
                       "`shard_group`)"},
-    {moe_split_w, "`schedule` {schedule} splits weight gradients off the backward, which the expert layers do not "
-                  "yet (hint: `schedule` 1f1b or interleaved)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
                 "attention is not modelled (hint: `cp` 1)"},
     {mla_attention, "{model}: multi-head latent attention is planned with the fused attention and no context "
@@ -582,8 +578,6 @@ static const px_rule rules[] = {
                     "{auto_group})"},
     {vpp_not_interleaved, "`vpp` {vpp} needs `schedule` interleaved"},
     {split_w_pp, "`schedule` {schedule} needs pp > 1: it fills pipeline bubbles (hint: `schedule` 1f1b)"},
-    {split_w_zero3, "`schedule` {schedule} defers weight gradients, which ZeRO-3's per-layer gathers and "
-                    "reduce-scatters are not planned for (hint: `zero` 1 or 2, or `schedule` 1f1b)"},
     {mb_group_not_interleaved, "`microbatch_group` groups micro-batches per chunk: it needs `schedule` interleaved"},
     {layer_split, "{layer_split}"},
     {choices_unset, "schedule, recompute, precision, attention or gelu is not set"},

@@ -598,8 +598,8 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
   bool partial = px_parallel_recompute_partial(par); /* the layers not recomputed have blocks of their own */
   int k = 0;
 #define BF16(l) px_parallel_layer_bf16(par, m->layers, l) /* the layers kept in the compute dtype have theirs too */
-  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: one block for all) */
-    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = px_layer_w_block(BF16(l));
+  if (entry == PX_ENTRY_W) { /* W: the chunk's layers in the backward's order (no attention: windowed or not) */
+    for (int64_t l = first + n - 1; l >= first; l--) out[k++] = px_layer_w_block(px_model_layer_is_moe(m, l), BF16(l));
   } else if (entry == PX_ENTRY_F) {
     if (embed) out[k++] = PX_BLOCK_EMBED_FWD;
     for (int64_t l = first; l < first + n; l++)
@@ -666,7 +666,9 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
  * gathered parameters are freed. Resharding after the forward, every block
  * gathers and frees; without it (FSDP's SHARD_GRAD_OP), a unit gathered for
  * a forward stays until the backwards of every micro-batch in flight on it
- * are done. */
+ * are done. A zero-bubble W gathers nothing: its GEMMs read the activations
+ * and output gradients B kept, and write the unit's full gradient, reduced
+ * after the last W that writes it (last_bwd_k). */
 static px_status zero3_residency(emitter *e, px_err *err) {
   int32_t nu = e->nunits;
   int64_t *users = px_calloc((size_t)nu, sizeof *users, err);
@@ -680,6 +682,7 @@ static px_status zero3_residency(emitter *e, px_err *err) {
   for (int32_t u = 0; !st && u < nu; u++) last_free[u] = -1;
   for (int64_t x = 0; !st && x < e->nseq; x++) {
     const blk_ref *b = &e->seq[x];
+    if (px_block_is_layer_w(b->kind)) continue; /* W reads activations and output gradients, no parameter */
     int32_t u = unit_of(e, b->gid);
     bool bwd = px_block_is_bwd(b->kind);
     e->seq_gather[x] = !resident[u];

@@ -779,7 +779,7 @@ static void test_lifetimes(void) {
                   if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || 4 % (pp * 2))) continue;
                   px_parallel p = par(tp, pp, 2, z, 1, 8);
                   p.sp = sp, p.recompute = rc, p.attention = att, p.schedule = sched;
-                  if (px_parallel_split_w(&p) && (pp == 1 || z == 3)) continue; /* refused: a pipeline, not ZeRO-3 */
+                  if (px_parallel_split_w(&p) && pp == 1) continue; /* refused: it needs a pipeline */
                   p.precision = PX_PREC_FP32;
                   if (sched == PX_SCHED_INTERLEAVED) p.vpp = 2, p.gbs = 2 * pp * 2;
                   px_cluster cc = c;
@@ -826,6 +826,91 @@ static void test_zero_bubble_memory(void) {
       }
     }
     for (int k = 0; k < 3; k++) px_plan_free(&plans[k]);
+  }
+}
+
+/* Zero-bubble with experts (tiny-moe-shared: a dense first layer, then MoE layers with a shared expert, on 2
+ * stages, EP 2): a MoE layer's B has no weight-gradient GEMM, its W (moe_bwd_w) has the ones 1F1B's backward
+ * has, the router's, the shared expert's and the experts' grouped GEMMs, with the same FLOPs in all; every
+ * layer's W runs once per micro-batch, from the W block of its kind. */
+static void test_zero_bubble_moe(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-moe-shared", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 4);
+  px_plan ref, zb;
+  px_parallel p = par(1, 2, 2, 1, 1, 8);
+  p.ep = 2;
+  CU_ASSERT_EQUAL_FATAL(compile(&ref, &m, &c, &p, &err), PX_OK);
+  p = par(1, 2, 2, 1, 1, 8);
+  p.ep = 2, p.schedule = PX_SCHED_ZB_H1;
+  CU_ASSERT_EQUAL_FATAL(compile(&zb, &m, &c, &p, &err), PX_OK);
+  int wgrads[3] = {0}; /* 1F1B's MoE backward, ZB's B, ZB's W: weight-gradient GEMMs */
+  const px_block *blocks[3] = {&ref.blocks[PX_BLOCK_MOE_BWD], &zb.blocks[PX_BLOCK_MOE_BWD], &zb.blocks[PX_BLOCK_MOE_BWD_W]};
+  for (int k = 0; k < 3; k++)
+    for (int32_t i = 0; i < blocks[k]->nops; i++)
+      wgrads[k] += blocks[k]->ops[i].kind == PX_OP_LINEAR_BWD_WEIGHT || blocks[k]->ops[i].kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+  CU_ASSERT_EQUAL(wgrads[0], 7); /* qkv, o, the router, the shared fc1 and fc2, the experts' fc1 and fc2 */
+  CU_ASSERT_EQUAL(wgrads[1], 0);
+  CU_ASSERT_EQUAL(wgrads[2], wgrads[0]);
+  PX_ASSERT_REL(blocks[1]->flops[PX_PHASE_BWD] + blocks[2]->flops[PX_PHASE_BWD], blocks[0]->flops[PX_PHASE_BWD], 1e-12);
+  PX_ASSERT_REL(zb.hw_flops_per_step, ref.hw_flops_per_step, 1e-12);
+  int64_t w[2] = {0}; /* dense and MoE W instances */
+  for (int s = 0; s < 2; s++)
+    for (int32_t i = 0; i < zb.programs[s].ninsts; i++) {
+      const px_inst *in = &zb.programs[s].insts[i];
+      if (!px_block_is_layer_w((px_block_kind)in->block)) continue;
+      bool moe = in->block == PX_BLOCK_MOE_BWD_W;
+      CU_ASSERT_EQUAL(moe, px_model_layer_is_moe(&m, in->layer));
+      w[moe]++;
+    }
+  CU_ASSERT_EQUAL(w[0], zb.microbatches);     /* layer 0 */
+  CU_ASSERT_EQUAL(w[1], 3 * zb.microbatches); /* layers 1 to 3 */
+  px_plan_free(&ref);
+  px_plan_free(&zb);
+}
+
+/* Zero-bubble with ZeRO-3 (tiny, 2 stages, dp 2, resharding after the forward and not): W gathers no
+ * parameter (it reads what B kept), so a step has 1F1B's gathers; each layer unit's gradient is
+ * reduce-scattered after its last W, never after a B; the embedding's and head's after their backward. */
+static void test_zero_bubble_zero3(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 4);
+  for (int reshard = 0; reshard < 2; reshard++) {
+    int64_t gathers[3] = {0};
+    int scheds[3] = {PX_SCHED_1F1B, PX_SCHED_ZB_H1, PX_SCHED_ZB_H2};
+    for (int k = 0; k < 3; k++) {
+      px_plan q;
+      px_parallel p = par(1, 2, 2, 3, 1, 8);
+      p.schedule = scheds[k], p.reshard = reshard;
+      CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+      int64_t after_w = 0, after_b = 0;
+      for (int s = 0; s < 2; s++) {
+        const px_program *g = &q.programs[s];
+        for (int32_t i = 0; i < g->ninsts; i++) {
+          const px_inst *in = &g->insts[i];
+          gathers[k] += in->block == PX_BLOCK_PARAM_SYNC;
+          for (int32_t j = 0; j < in->ndeps; j++) {
+            const px_inst *d = &g->insts[g->deps[in->dep_start + j]];
+            if (px_block_is_layer_w((px_block_kind)in->block)) CU_ASSERT(d->block != PX_BLOCK_PARAM_SYNC);
+            if (in->block != PX_BLOCK_GRAD_SYNC) continue;
+            after_w += px_block_is_layer_w((px_block_kind)d->block);
+            after_b += px_block_is_layer_bwd((px_block_kind)d->block);
+          }
+          if (px_block_is_layer_w((px_block_kind)in->block)) CU_ASSERT(!(in->flags & PX_INSTF_RESHARD));
+        }
+      }
+      if (k > 0) { /* a reduction per layer and micro-batch, after its W */
+        CU_ASSERT_EQUAL(after_w, m.layers * q.microbatches);
+        CU_ASSERT_EQUAL(after_b, 0);
+      }
+      px_plan_free(&q);
+    }
+    CU_ASSERT(gathers[0] > 0);
+    CU_ASSERT_EQUAL(gathers[1], gathers[0]);
+    CU_ASSERT_EQUAL(gathers[2], gathers[0]);
   }
 }
 
@@ -2407,6 +2492,8 @@ int main(void) {
       {"a broken p2p order is reported as a deadlock", test_p2p_detects_deadlock},
       {"every tensor is allocated and freed exactly once", test_lifetimes},
       {"zero-bubble memory: ZB-H1 at 1F1B's first-stage peak, ZB-H2 (2p-1)/p of it", test_zero_bubble_memory},
+      {"zero-bubble with experts: the router's, shared and routed experts' weight gradients in W", test_zero_bubble_moe},
+      {"zero-bubble with ZeRO-3: W gathers nothing, each layer's reduce-scatter after its W", test_zero_bubble_zero3},
       {"uneven layer split and the rank grid", test_layer_split},
       {"cluster what-ifs: --set changes one field, refuses unknown ones", test_cluster_set_field},
       {"every preset's datasheet figures have a source", test_cluster_sources},

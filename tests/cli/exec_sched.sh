@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Interleaving with uneven chunks and micro-batch counts pp does not divide,
-# and the zero-bubble schedules (backward split into B and W), on the CPU
-# executor (2 and 4 ranks, 7- and 9-layer tiny models): every run's losses
+# and the zero-bubble schedules (backward split into B and W; with experts,
+# their grouped GEMMs' weight gradients in W; with ZeRO-3, W gathering no
+# parameter and each layer's reduce-scatter after its W), on the CPU executor
+# (2 and 4 ranks, 7- and 9-layer tiny models, tiny-moe and tiny-moe-shared):
+# every run's losses
 # equal the 1F1B run of the same tp/pp/dp within 1e-5, its first-step
 # gradients too, and every rank's measured peak is the plan's.
 set -u
@@ -44,6 +47,12 @@ cases=(
   "tiny7-gpt 8 -p 2 -d 2 -z 2|-e zb-h2"
   "tiny7 6 -p 2 -d 2 -z 2 --offload-optimizer cpu|-e zb-h1"
   "tiny7-drop 5 -t 2 -p 2 -S --gelu fused|-e zb-h2"
+  "tiny-moe 4 -p 2|-e zb-h1"
+  "tiny-moe-shared 8 -p 2 -d 2 --ep 2 --moe-imbalance 2 -r full|-e zb-h2"
+  "tiny7 8 -p 2 -d 2 -z 3|-e zb-h1"
+  "tiny7-gpt 8 -p 2 -d 2 -z 3 --no-reshard-after-forward|-e zb-h2"
+  "tiny7 8 -p 2 -d 2 -z 3 --offload-optimizer cpu --offload-params cpu|-e zb-h2"
+  "tiny-moe 8 -p 2 -d 2 -z 3 --prefetch 2|-e zb-h1"
 )
 for c in "${cases[@]}"; do
   head=${c%%|*}
