@@ -8,6 +8,7 @@
 #include "sim/bands.h"
 #include "sim/sweep.h"
 #include "tests/testutil.h"
+#include "tests/validation/doc.h"
 
 /* fp16 and bf16 share the dense peak MFU is counted over: one class */
 static const char *prec_class(const char *precision) {
@@ -56,14 +57,18 @@ static const char *where(double mfu, const mfu_range *r) {
   return mfu > r->max ? "above" : mfu < r->min ? "below" : "inside";
 }
 
-void px_test_mfu_head(void) {
+void px_test_mfu_head(FILE *md) {
   fprintf(stderr, "\n  %-6s %-6s %-10s %4s %4s  %-36s %6s %6s %6s %6s  %-13s %6s  %-13s  %s\n", "family", "class", "model",
           "gpus", "gbs", "sweep's best plan", "MFU", "where", "error", "/(1+e)", "published", "where", "allowed",
           "published ends");
+  if (md)
+    fprintf(md, "| GPU family | precision | sweep: model, GPUs, global batch | its best plan | MFU | published MFU: "
+                "lowest, highest (runs) | simulator's mean error on them | MFU / (1 + error) | |\n"
+                "| --- | --- | --- | --- | ---: | --- | ---: | ---: | --- |\n");
 }
 
 void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int64_t gbs, int64_t seq,
-                       px_precision prec, double margin_frac) {
+                       px_precision prec, double margin_frac, FILE *md) {
   px_model m;
   px_cluster c;
   px_err err = {0};
@@ -91,6 +96,9 @@ void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int
   if (!pr) {
     fprintf(stderr, "%-36s no published run of %s %s in tests/data: nothing to check\n", plan, k.family,
             prec_class(k.precision));
+    if (md)
+      fprintf(md, "| %s | %s | `%s`, %lld, %lld | %s | %.1f%% | no published run in `tests/data` | | | |\n",
+              k.family, prec_class(k.precision), model, (long long)gpus, (long long)gbs, plan, 100 * mfu);
   } else {
     double mean_err = pr->err_sum / pr->runs, corrected = mfu / (1 + mean_err);
     double lo = pr->min * (1 - margin_frac), hi = pr->max * (1 + margin_frac);
@@ -98,6 +106,12 @@ void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int
             100 * mfu, where(mfu, pr), 100 * mean_err, 100 * corrected, 100 * pr->min, 100 * pr->max,
             where(corrected, pr), 100 * lo, 100 * hi, pr->min_run,
             pr->max_run, pr->runs);
+    char e[24];
+    if (md)
+      fprintf(md, "| %s | %s | `%s`, %lld, %lld | %s | %.1f%% (%s) | %.1f%% (%s), %.1f%% (%s) (%d runs) | %s | %.1f%% | %s |\n",
+              k.family, prec_class(k.precision), model, (long long)gpus, (long long)gbs, plan, 100 * mfu,
+              where(mfu, pr), 100 * pr->min, pr->min_run, 100 * pr->max, pr->max_run, pr->runs,
+              px_test_doc_pct(mean_err, e), 100 * corrected, where(corrected, pr));
     CU_ASSERT(corrected >= lo && corrected <= hi);
   }
   px_sweep_result_free(&r);

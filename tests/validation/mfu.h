@@ -7,6 +7,7 @@
 #define PX_TESTS_VALIDATION_MFU_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "plan/plan.h"
 
@@ -22,11 +23,13 @@ void px_test_mfu_add(const px_plan *plan, double sim_mfu, double err_frac, const
  * precision class (what the plan would reach were the simulator as far off
  * as it is on them), printed against their published range (above, inside,
  * below) and the latter asserted within that range widened by margin_frac.
- * A family without published runs is printed as such, nothing asserted. */
+ * A family without published runs is printed as such, nothing asserted.
+ * Its row goes into md too (NULL: none). */
 void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int64_t gbs, int64_t seq,
-                       px_precision prec, double margin_frac);
+                       px_precision prec, double margin_frac, FILE *md);
 
-/* The table's head, printed before the first sweep. */
-void px_test_mfu_head(void);
+/* The table's head, printed before the first sweep (on stderr, and into md
+ * as a markdown table's where md is not NULL: the sweeps' rows follow). */
+void px_test_mfu_head(FILE *md);
 
 #endif

@@ -16,6 +16,7 @@
 #include "tests/testplan.h"
 #include "tests/testutil.h"
 #include "tests/validation/bands.h"
+#include "tests/validation/doc.h"
 #include "tests/validation/mfu.h"
 
 static px_cluster preset(const char *name) {
@@ -201,8 +202,10 @@ static void test_megatron_bridge_blackwell(void) {
  * batch 128, 8K, fp8) against the MFU of the B200 rows above (run first);
  * the guard as test_validation_runs' (tests/validation/mfu.h). */
 static void test_sweep_mfu(void) {
-  px_test_mfu_head();
-  px_test_mfu_sweep("llama3-8b", "dgx-b200", 8, 128, 8192, PX_PREC_FP8, 0.15);
+  FILE *md = px_test_doc_block("validation-sweep-mfu-b200", "");
+  px_test_mfu_head(md);
+  px_test_mfu_sweep("llama3-8b", "dgx-b200", 8, 128, 8192, PX_PREC_FP8, 0.15, md);
+  px_test_doc_block_end(md, "validation-sweep-mfu-b200");
 }
 
 int main(void) {
@@ -215,5 +218,5 @@ int main(void) {
        test_megatron_bridge_blackwell},
       {"issue #34: the best plan a sweep finds on B200 against the published runs' MFU above", test_sweep_mfu},
   };
-  return px_test_main("validation_blackwell", tests, sizeof tests / sizeof tests[0]);
+  return px_test_main("validation_blackwell", tests, sizeof tests / sizeof tests[0]) || px_test_doc_failed();
 }
