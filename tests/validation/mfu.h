@@ -24,7 +24,8 @@ void px_test_mfu_add(const px_plan *plan, double sim_mfu, double err_frac, const
  * as it is on them), printed against their published range (above, inside,
  * below) and the latter asserted within that range widened by margin_frac.
  * A family without published runs is printed as such, nothing asserted.
- * Its row goes into md too (NULL: none). */
+ * Its row goes into md too (NULL: none). Under ASan only sweeps of up to 8
+ * GPUs run (those of hundreds take half a minute there). */
 void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int64_t gbs, int64_t seq,
                        px_precision prec, double margin_frac, FILE *md);
 

@@ -139,11 +139,11 @@ static void test_megatron_table1(void) {
   double sum_abs_e = 0;
   fprintf(stderr, "\n  %8s %3s %3s %5s  %9s %9s %7s  %-26s  %s\n", "params_b", "tp", "pp", "gpus", "published", "--jitter 0",
           "error", "default straggler (asserted)", "2020 GEMM, default straggler");
-  FILE *md =
-      px_test_doc_block("validation-sc21",
-                "| params | tp | pp | GPUs | mbs | vpp | published TFLOP/s/GPU | simulated, default straggler | error "
-                "| `--jitter 0` | error | 2020 GEMM, default straggler | error |\n"
-                "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  FILE *md = px_test_doc_block(
+      "validation-sc21",
+      "| params | tp | pp | GPUs | mbs | vpp | published TFLOP/s/GPU | simulated, default straggler | error "
+      "| `--jitter 0` | error | 2020 GEMM, default straggler | error |\n"
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   px_test_err_range rng_j = {0}, rng_e = {0}, gpu_rng = {0};
   while (fgets(line, sizeof line, fp)) {
     if (line[0] == '#' || line[0] == 'p') continue;
@@ -194,8 +194,8 @@ static void test_megatron_table1(void) {
     char b[3][24];
     if (md)
       fprintf(md, "| %.1fB | %lld | %lld | %lld | %lld | %lld | %.0f | %.1f | %s | %.1f | %s | %.1f | %s |\n", params_b,
-              tp, pp, gpus, mbs, vpp, tflops, sim_j, px_test_doc_pct(ej, b[0]), sim_tflops, px_test_doc_pct(e, b[1]), sim_e,
-              px_test_doc_pct(ee, b[2]));
+              tp, pp, gpus, mbs, vpp, tflops, sim_j, px_test_doc_pct(ej, b[0]), sim_tflops, px_test_doc_pct(e, b[1]),
+              sim_e, px_test_doc_pct(ee, b[2]));
     px_test_err_add(&rng_j, ej), px_test_err_add(&rng_e, ee), px_test_err_add(&gpu_rng, (double)gpus);
     CU_ASSERT(px_test_band(&plan, ej, "Megatron-LM SC'21"));
     px_test_mfu_add(&plan, rj.mfu, ej, "Megatron-LM SC'21");
@@ -219,15 +219,17 @@ static void test_megatron_table1(void) {
     fprintf(md,
             "\nMean absolute error: with the default straggler %.1f%% (%s to %s), `--jitter 0` %.1f%%, the 2020 GEMM "
             "%.1f%% (%s to %s).\n",
-            100 * sum_abs_j / rows, px_test_doc_pct(rng_j.min, b[0]), px_test_doc_pct(rng_j.max, b[1]), 100 * sum_abs / rows,
-            100 * sum_abs_e / rows, px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]));
+            100 * sum_abs_j / rows, px_test_doc_pct(rng_j.min, b[0]), px_test_doc_pct(rng_j.max, b[1]),
+            100 * sum_abs / rows, 100 * sum_abs_e / rows, px_test_doc_pct(rng_e.min, b[2]),
+            px_test_doc_pct(rng_e.max, b[3]));
   px_test_doc_block_end(md, "validation-sc21");
   snprintf(doc_headline[DOC_SC21], sizeof doc_headline[DOC_SC21],
            "| [Megatron-LM SC'21](docs/validation.md#megatron-lm-sc21), Table 1: %d runs of GPT 1.7B-1T on A100s | "
            "%s | %s to %s (mean \\|error\\| %.1f%%); with a GEMM figure of the runs' era (2020) %s to %s "
            "(%.1f%%) |\n",
-           rows, doc_gpus(&gpu_rng, gr), px_test_doc_pct(rng_j.min, b[0]), px_test_doc_pct(rng_j.max, b[1]), 100 * sum_abs_j / rows,
-           px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]), 100 * sum_abs_e / rows);
+           rows, doc_gpus(&gpu_rng, gr), px_test_doc_pct(rng_j.min, b[0]), px_test_doc_pct(rng_j.max, b[1]),
+           100 * sum_abs_j / rows, px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]),
+           100 * sum_abs_e / rows);
   CU_ASSERT(sum_abs_j / rows < 0.15);
   CU_ASSERT(sum_abs_e / rows < 0.05);
 }
@@ -252,8 +254,8 @@ static void test_korthikanti2022(void) {
   fprintf(stderr, "\n  %5s %-9s %2s %5s %3s  %-14s  %-22s  %s\n", "model", "recompute", "sp", "gpus", "vpp",
           "published", "preset (asserted)", "2020 GEMM (asserted)");
   FILE *md = px_test_doc_block("validation-korthikanti2022",
-                       "| model | recompute | SP | GPUs | published | preset | error | 2020 GEMM | error |\n"
-                       "| --- | --- | :-: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                               "| model | recompute | SP | GPUs | published | preset | error | 2020 GEMM | error |\n"
+                               "| --- | --- | :-: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   px_test_err_range rng = {0}, rng_e = {0}, gpu_rng = {0};
   while (fgets(line, sizeof line, fp)) {
     char name[16], rc_name[16];
@@ -331,15 +333,16 @@ static void test_korthikanti2022(void) {
   char b[4][24], gr[72];
   if (md)
     fprintf(md, "\nMean absolute error: the preset %.1f%% (%s to %s), the 2020 GEMM %.1f%% (%s to %s).\n",
-            100 * sum_abs / rows, px_test_doc_pct(rng.min, b[0]), px_test_doc_pct(rng.max, b[1]), 100 * sum_abs_e / rows,
-            px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]));
+            100 * sum_abs / rows, px_test_doc_pct(rng.min, b[0]), px_test_doc_pct(rng.max, b[1]),
+            100 * sum_abs_e / rows, px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]));
   px_test_doc_block_end(md, "validation-korthikanti2022");
   snprintf(doc_headline[DOC_KORTHIKANTI], sizeof doc_headline[DOC_KORTHIKANTI],
            "| [Korthikanti et al. 2022](docs/validation.md#korthikanti-et-al-2022): %d runs of GPT 22B-1T with SP and "
            "selective or full recomputation on A100s | %s | %s to %s (mean \\|error\\| %.1f%%); 2020 GEMM %s to "
            "%s (%.1f%%) |\n",
-           rows, doc_gpus(&gpu_rng, gr), px_test_doc_pct(rng.min, b[0]), px_test_doc_pct(rng.max, b[1]), 100 * sum_abs / rows,
-           px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]), 100 * sum_abs_e / rows);
+           rows, doc_gpus(&gpu_rng, gr), px_test_doc_pct(rng.min, b[0]), px_test_doc_pct(rng.max, b[1]),
+           100 * sum_abs / rows, px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]),
+           100 * sum_abs_e / rows);
   CU_ASSERT(sum_abs / rows < 0.15);
   CU_ASSERT(sum_abs_e / rows < 0.05);
 }
@@ -362,9 +365,9 @@ static void test_llama3_table4(void) {
   char errs[128] = ""; /* each row's error, for the headline */
   px_test_err_range gpu_rng = {0};
   FILE *md = px_test_doc_block("validation-llama3",
-                       "| GPUs | tp | cp | pp | dp | seq | published TFLOP/s/GPU | simulated | error "
-                       "| simulated, attention as half the square | error |\n"
-                       "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                               "| GPUs | tp | cp | pp | dp | seq | published TFLOP/s/GPU | simulated | error "
+                               "| simulated, attention as half the square | error |\n"
+                               "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   while (fgets(line, sizeof line, fp)) {
     long long gpus, tp, cp, pp, dp, seq, gbs;
     double tflops;
@@ -431,11 +434,11 @@ static void test_megatron_bridge_h100(void) {
   fprintf(stderr, "\n  %-7s %-11s %5s %2s %2s %2s %2s %4s %4s  %9s %9s  %9s %9s %7s  %9s %s\n", "release", "model",
           "gpus", "tp", "pp", "cp", "vp", "gbs", "zero", "tok/s pub", "tok/s sim", "TFLOP pub", "TFLOP sim", "error",
           "px TFLOP", "fits");
-  FILE *md =
-      px_test_doc_block("validation-megatron-bridge",
-                "| release | model | GPUs | tp·pp·cp, vp | GBS | ZeRO | published tokens/s/GPU | simulated | error "
-                "| published TFLOP/s/GPU | simulated, their count |\n"
-                "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  FILE *md = px_test_doc_block(
+      "validation-megatron-bridge",
+      "| release | model | GPUs | tp·pp·cp, vp | GBS | ZeRO | published tokens/s/GPU | simulated | error "
+      "| published TFLOP/s/GPU | simulated, their count |\n"
+      "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   while (fgets(line, sizeof line, fp)) {
     char release[16], name[32], prec[16], count[8];
     long long gpus, gbs, mbs, seq, fsdp, tp, pp, cp, vp;
@@ -496,16 +499,17 @@ static void test_megatron_bridge_h100(void) {
   char b[6][24];
   if (md)
     fprintf(md, "\nMean error: Megatron-Bridge (25.09-26.02) %s (%s to %s), NeMo 24.07 %s (%s to %s).\n",
-            px_test_doc_pct(errs[0].sum / errs[0].n, b[0]), px_test_doc_pct(errs[0].min, b[1]), px_test_doc_pct(errs[0].max, b[2]),
-            px_test_doc_pct(errs[1].sum / errs[1].n, b[3]), px_test_doc_pct(errs[1].min, b[4]), px_test_doc_pct(errs[1].max, b[5]));
+            px_test_doc_pct(errs[0].sum / errs[0].n, b[0]), px_test_doc_pct(errs[0].min, b[1]),
+            px_test_doc_pct(errs[0].max, b[2]), px_test_doc_pct(errs[1].sum / errs[1].n, b[3]),
+            px_test_doc_pct(errs[1].min, b[4]), px_test_doc_pct(errs[1].max, b[5]));
   px_test_doc_block_end(md, "validation-megatron-bridge");
   snprintf(doc_headline[DOC_BRIDGE], sizeof doc_headline[DOC_BRIDGE],
            "| [Megatron-Bridge](docs/validation.md#megatron-bridge-and-nemo-on-h100) (NeMo 25.09-26.02): Llama 3 "
            "8B-405B in FP8 on H100s; NeMo 24.07's older rows | %s | %s to %s (mean %s); NeMo 24.07 %s to %s "
            "(mean %s) |\n",
            doc_gpus(&gpu_rng, (char[72]){0}), px_test_doc_pct(errs[0].min, b[1]), px_test_doc_pct(errs[0].max, b[2]),
-           px_test_doc_pct(errs[0].sum / errs[0].n, b[0]), px_test_doc_pct(errs[1].min, b[4]), px_test_doc_pct(errs[1].max, b[5]),
-           px_test_doc_pct(errs[1].sum / errs[1].n, b[3]));
+           px_test_doc_pct(errs[0].sum / errs[0].n, b[0]), px_test_doc_pct(errs[1].min, b[4]),
+           px_test_doc_pct(errs[1].max, b[5]), px_test_doc_pct(errs[1].sum / errs[1].n, b[3]));
 }
 
 /* ---- Llama 3.1 on H100 with FSDP2, TP and PP (TorchTitan's benchmarks) ---- */
@@ -541,10 +545,11 @@ static void test_torchtitan_h100(void) {
   fprintf(stderr, "\n  %2s %-11s %4s %4s %4s %3s %4s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb", "model",
           "gpus", "prec", "comp", "lbs", "fsdp", "tp", "pp", "schedule", "mb", "async", "tok/s pub", "tok/s sim",
           "error", "GiB pub", "GiB sim");
-  FILE *md = px_test_doc_block("validation-torchtitan",
-                       "| table | model | GPUs | layout | precision | published tokens/s/GPU | simulated | error "
-                       "| published GiB | simulated GiB |\n"
-                       "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+  FILE *md =
+      px_test_doc_block("validation-torchtitan",
+                        "| table | model | GPUs | layout | precision | published tokens/s/GPU | simulated | error "
+                        "| published GiB | simulated GiB |\n"
+                        "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
   while (fgets(line, sizeof line, fp)) {
     char name[32], prec[8], sched[16], ac[16];
     int table, compiled, async_tp;
@@ -627,8 +632,8 @@ static void test_torchtitan_h100(void) {
   err_print("", &errs);
   char b[3][24];
   if (md)
-    fprintf(md, "\nMean error %s (%s to %s).\n", px_test_doc_pct(errs.sum / errs.n, b[0]), px_test_doc_pct(errs.min, b[1]),
-            px_test_doc_pct(errs.max, b[2]));
+    fprintf(md, "\nMean error %s (%s to %s).\n", px_test_doc_pct(errs.sum / errs.n, b[0]),
+            px_test_doc_pct(errs.min, b[1]), px_test_doc_pct(errs.max, b[2]));
   px_test_doc_block_end(md, "validation-torchtitan");
   snprintf(doc_headline[DOC_TORCHTITAN], sizeof doc_headline[DOC_TORCHTITAN],
            "| [torchtitan](docs/validation.md#torchtitan-on-h100): Llama 3.1 8B-405B with FSDP2, TP and PP, BF16 and "
@@ -660,7 +665,8 @@ static void test_sweep_mfu(void) {
 
 int main(void) {
   static const px_test tests[] = {
-      {"Megatron-LM SC'21 Table 1: the 2020 GEMM within 10% a row (5% mean), the preset within 20% (15%)", test_megatron_table1},
+      {"Megatron-LM SC'21 Table 1: the 2020 GEMM within 10% a row (5% mean), the preset within 20% (15%)",
+       test_megatron_table1},
       {"Korthikanti et al. 2022 (SP, selective recompute), 10 runs: the 2020 GEMM within 10% a row (5% mean), the "
        "preset within 20% (15%)",
        test_korthikanti2022},
@@ -674,8 +680,8 @@ int main(void) {
   };
   int failed = px_test_main("validation_runs", tests, sizeof tests / sizeof tests[0]);
   FILE *md = px_test_doc_block("validation-headline",
-                       "| published runs | GPUs | error of the simulated step or throughput |\n"
-                       "| --- | ---: | --- |\n");
+                               "| published runs | GPUs | error of the simulated step or throughput |\n"
+                               "| --- | ---: | --- |\n");
   for (int i = 0; md && i < DOC_ROWS; i++) fputs(doc_headline[i], md);
   px_test_doc_block_end(md, "validation-headline");
   return failed || px_test_doc_failed();
