@@ -16,6 +16,8 @@
 #include "tests/testplan.h"
 #include "tests/testutil.h"
 #include "tests/validation/bands.h"
+#include "tests/validation/doc.h"
+#include "tests/validation/mfu.h"
 
 static px_cluster preset(const char *name) {
   px_cluster c;
@@ -172,6 +174,7 @@ static void test_megatron_bridge_blackwell(void) {
     CU_ASSERT(e > -0.27 && e < 0.29);
     px_test_err_add(&fam[f], e), px_test_err_add(&all, e);
     CU_ASSERT(px_test_band(&plan, e, "Megatron-Bridge"));
+    px_test_mfu_add(&plan, r.mfu, e, "Megatron-Bridge");
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -195,6 +198,16 @@ static void test_megatron_bridge_blackwell(void) {
   CU_ASSERT_EQUAL(fam[FAM_GB300].n, 12);
 }
 
+/* issue #34: a sweep at Megatron-Bridge's Llama 3 8B on 8 B200s (global
+ * batch 128, 8K, fp8) against the MFU of the B200 rows above (run first);
+ * the guard as test_validation_runs' (tests/validation/mfu.h). */
+static void test_sweep_mfu(void) {
+  FILE *md = px_test_doc_block("validation-sweep-mfu-b200", "");
+  px_test_mfu_head(md);
+  px_test_mfu_sweep("llama3-8b", "dgx-b200", 8, 128, 8192, PX_PREC_FP8, 0.15, md);
+  px_test_doc_block_end(md, "validation-sweep-mfu-b200");
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"GEMMs never above the best a sweep of shapes measured (MAMF), at it for a training step's shapes",
@@ -203,6 +216,7 @@ int main(void) {
        test_fp8_sustained},
       {"Llama 3 8B-405B in FP8 on B200, GB200 and GB300, Megatron-Bridge's performance tables (printed)",
        test_megatron_bridge_blackwell},
+      {"issue #34: the best plan a sweep finds on B200 against the published runs' MFU above", test_sweep_mfu},
   };
-  return px_test_main("validation_blackwell", tests, sizeof tests / sizeof tests[0]);
+  return px_test_main("validation_blackwell", tests, sizeof tests / sizeof tests[0]) || px_test_doc_failed();
 }
