@@ -677,11 +677,17 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
         if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sx, &f, &g, err)) ||
             (st = fp8_transposed(c, e->in[i], N, d[3 + i], &dyt, err)))
           return st;
-        st =
-            px_cuda_kc(px_kc_gemm_fp8(c->lt, (char *)e->out[0] + (uint64_t)(off * K) * gel, dyt, xt, f, g, d[3 + i],
-                                      K, N, ye5, xe5, false, 1.0f, 1.0f, gt, c->workspace, PX_CUDA_WORKSPACE_BYTES,
-                                      s),
-                       err);
+        /* dw_i (n_i, K) += dy_i^T x; cuBLASLt's fp8 kernels write 16-byte aligned C only, and a weight after a
+         * parameter of a few elements (the sinks' Hq logits) is not: its product goes through scratch then */
+        char *dw = (char *)e->out[0] + (uint64_t)(off * K) * gel;
+        void *cw = dw;
+        bool staged = (uintptr_t)dw % 16 != 0;
+        if (staged) st = px_cuda_scratch(c, (uint64_t)(d[3 + i] * K) * gel, &cw, err);
+        if (!st)
+          st = px_cuda_kc(px_kc_gemm_fp8(c->lt, cw, dyt, xt, f, g, d[3 + i], K, N, ye5, xe5, false, 1.0f,
+                                         staged ? 0.0f : 1.0f, gt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
+                          err);
+        if (!st && staged) st = px_cuda_kc(BY_DT(gt, px_kc_acc, (void *)dw, cw, d[3 + i] * K, s), err);
         if (!st && e->out[1]) { /* db_i += column sums of dy_i's values */
           px_dtype bt = operand_dtype(e, o->out[1]);
           void *dy = NULL;
