@@ -79,22 +79,16 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
 }
 
 /* The cuda backend (exec/cuda/ops.c, px_cuda_supports_op): fp32, bf16 and
- * fp16 kernels, no CP, per-head q/k norm, sink or latent attention
+ * fp16 kernels, no CP or latent attention
  * kernels (nor MoE: px_runnable), fp8 with per-tensor scales and unfused GELU, the ops on
  * gradient ranges in the activations' dtype. */
 static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
-  if (m->qk_norm) /* exec/cuda/ops.c picks the model's norm for every norm op */
-    return no(why, cap, "per-head q/k norms (%s): the cuda backend does not run them yet (hint: `backend` cpu runs them)",
-              m->name);
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
               "runs it)", m->name);
-  if (m->attention_sinks) /* exec/cuda/ops.c's attention reads no sink logits */
-    return no(why, cap, "attention sinks (%s): the cuda attention kernels have no sink logits yet (hint: `backend` cpu "
-              "runs them)", m->name);
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

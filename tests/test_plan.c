@@ -2400,8 +2400,8 @@ static void test_runnable(void) {
       {MLA, 1, 2, 1, 1, 1, 3, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
       {MLA, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "multi-head latent attention (tiny-mla)"},
       {WINDOW, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
-      {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "per-head q/k norms (tiny-qknorm)"},
-      {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "attention sinks (tiny-sinks)"},
+      {QKNORM, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
+      {SINKS, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, NULL},
       {SINKS, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism"}, /* the ring */
       {TINY, 1, 1, 2, 1, 1, 0, 0, PX_PREC_FP32, -1, -1, -1, -1, 0, NULL, "context parallelism (`cp` 2)"},
       {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_FP8, PX_FP8_DELAYED, PX_FP8_BASE_FP32, -1, -1, 0, NULL, NULL},

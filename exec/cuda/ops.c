@@ -243,6 +243,18 @@ static px_status flash(px_cuda *c, const px_exec_op *e, px_dtype dt, bool bwd, p
                                       HKV, D, W, p, seed, off, px_cuda_stream(c)),
                       err);
   }
+  if (st || !(bwd ? e->out[3] : e->in[3])) return st;
+  /* attention sinks (in[3], their gradient out[3]): folded into every row's lse and ctx after the forward; their
+   * gradient from each row's share (the backward's dq, dk and dv need nothing more than the folded lse and ctx) */
+  if (!bwd)
+    return px_cuda_kc(px_kc_flash_sink_fold(out[0], e->out[1], in[3], dt, B, S, HQ, D, px_cuda_stream(c)), err);
+  float *terms; /* (B, Hq, S) */
+  st = px_cuda_scratch(c, (uint64_t)(B * HQ * S) * sizeof(float), (void **)&terms, err);
+  if (!st)
+    st = px_cuda_kc(px_kc_flash_sink_rows(terms, in[0], in[1], in[2], in[4], e->in[5], dt, B, S, HQ, HKV, D, W,
+                                          px_cuda_stream(c)),
+                    err);
+  if (!st) st = px_cuda_kc(px_kc_sink_grad(out[3], terms, dt, B, HQ, S, px_cuda_stream(c)), err);
   return st;
 }
 
@@ -323,9 +335,18 @@ static px_status unfused_attention(px_cuda *c, const px_exec_op *e, px_err *err)
     case PX_OP_ATTN_SCORES_BWD:
       return px_cuda_kc(px_kc_attn_scores_bwd(out[0], out[1], in[0], in[1], in[2], d[0], d[1], d[2], d[3], d[4], sc, s),
                         err);
-    case PX_OP_SOFTMAX: return px_cuda_kc(px_kc_attn_softmax_fwd(out[0], in[0], d[0], d[1], px_exec_window(e), s), err);
-    case PX_OP_SOFTMAX_BWD:
-      return px_cuda_kc(px_kc_attn_softmax_bwd(out[0], in[0], in[1], d[0], d[1], px_exec_window(e), s), err);
+    case PX_OP_SOFTMAX: /* in[1]: sink logits of the d[2] heads, or NULL */
+      return px_cuda_kc(px_kc_attn_softmax_sink_fwd(out[0], in[0], in[1], d[0], d[2], d[1], px_exec_window(e), s), err);
+    case PX_OP_SOFTMAX_BWD: { /* out[1]: the sinks' gradient, or NULL */
+      float *terms = NULL; /* (B, Hq, S) */
+      px_status st = out[1] ? px_cuda_scratch(c, (uint64_t)(d[0] * d[1]) * sizeof(float), (void **)&terms, err) : PX_OK;
+      if (!st)
+        st = px_cuda_kc(px_kc_attn_softmax_sink_bwd(out[0], terms, in[0], in[1], d[0], d[1], px_exec_window(e), s),
+                        err);
+      if (!st && out[1])
+        st = px_cuda_kc(px_kc_sink_grad(out[1], terms, PX_DTYPE_FP32, d[0] / d[2], d[2], d[1], s), err);
+      return st;
+    }
     case PX_OP_ATTN_CONTEXT:
       return px_cuda_kc(px_kc_attn_context_fwd(out[0], in[0], in[1], d[0], d[1], d[2], d[3], d[4], s), err);
     default:
@@ -379,7 +400,7 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   const px_env *v = e->env;
   const int64_t *d = o->dim;
   void *const *out = e->out, *const *in = e->in;
-  bool half = dt != PX_DTYPE_FP32, ln = v->layernorm;
+  bool half = dt != PX_DTYPE_FP32, ln = px_contract_layernorm(o); /* a norm's kind: per-head q/k norms are RMSNorms */
   uint64_t el = px_dtype_bytes(dt);
   float eps = (float)v->norm_eps, theta = (float)v->rope_theta;
   int64_t vstart = v->tp_rank * d[2];
@@ -656,11 +677,17 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
         if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sx, &f, &g, err)) ||
             (st = fp8_transposed(c, e->in[i], N, d[3 + i], &dyt, err)))
           return st;
-        st =
-            px_cuda_kc(px_kc_gemm_fp8(c->lt, (char *)e->out[0] + (uint64_t)(off * K) * gel, dyt, xt, f, g, d[3 + i],
-                                      K, N, ye5, xe5, false, 1.0f, 1.0f, gt, c->workspace, PX_CUDA_WORKSPACE_BYTES,
-                                      s),
-                       err);
+        /* dw_i (n_i, K) += dy_i^T x; cuBLASLt's fp8 kernels write 16-byte aligned C only, and a weight after a
+         * parameter of a few elements (the sinks' Hq logits) is not: its product goes through scratch then */
+        char *dw = (char *)e->out[0] + (uint64_t)(off * K) * gel;
+        void *cw = dw;
+        bool staged = (uintptr_t)dw % 16 != 0;
+        if (staged) st = px_cuda_scratch(c, (uint64_t)(d[3 + i] * K) * gel, &cw, err);
+        if (!st)
+          st = px_cuda_kc(px_kc_gemm_fp8(c->lt, cw, dyt, xt, f, g, d[3 + i], K, N, ye5, xe5, false, 1.0f,
+                                         staged ? 0.0f : 1.0f, gt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
+                          err);
+        if (!st && staged) st = px_cuda_kc(BY_DT(gt, px_kc_acc, (void *)dw, cw, d[3 + i] * K, s), err);
         if (!st && e->out[1]) { /* db_i += column sums of dy_i's values */
           px_dtype bt = operand_dtype(e, o->out[1]);
           void *dy = NULL;
@@ -781,27 +808,15 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
 /* What the cpu backend runs of the attention variants and these kernels do not (plan/runnable.c refuses their
  * plans first, by name): an op's extra operands say which; NULL when none. */
 static const char *variant_refused(const px_env *env, const px_op *op) {
-  const char *sinks = "attention sinks: the CUDA attention kernels have no sink logits yet";
   const char *dv = "values of another head dim than the queries' and keys' (latent attention): the CUDA flash "
                    "kernels take one head dim";
   switch ((px_op_kind)op->kind) {
-    case PX_OP_FLASH_ATTN:
-      if (op->in[3].slot >= 0) return sinks;
-      return env->slots[op->in[2].slot].shape[3] != op->dim[4] ? dv : NULL;
-    case PX_OP_FLASH_ATTN_BWD:
-      if (op->out[3].slot >= 0) return sinks;
-      return env->slots[op->in[3].slot].shape[3] != op->dim[4] ? dv : NULL;
-    case PX_OP_SOFTMAX: return op->in[1].slot >= 0 ? sinks : NULL;
-    case PX_OP_SOFTMAX_BWD: return op->out[1].slot >= 0 ? sinks : NULL;
+    case PX_OP_FLASH_ATTN: return env->slots[op->in[2].slot].shape[3] != op->dim[4] ? dv : NULL;
+    case PX_OP_FLASH_ATTN_BWD: return env->slots[op->in[3].slot].shape[3] != op->dim[4] ? dv : NULL;
     case PX_OP_ROPE:
     case PX_OP_ROPE_BWD:
       return (op->kind == PX_OP_ROPE ? op->in[2] : op->out[2]).slot >= 0
                  ? "multi-head latent attention's RoPE key: the CUDA RoPE kernel does not build the keys from it yet"
-                 : NULL;
-    case PX_OP_NORM:
-    case PX_OP_NORM_BWD: /* op_dispatch takes the model's norm for every norm op */
-      return px_contract_layernorm(op) != env->layernorm
-                 ? "an RMSNorm in a LayerNorm model (per-head q/k norms): the CUDA norm ops take the model's norm"
                  : NULL;
     default: return NULL;
   }
@@ -813,8 +828,12 @@ static const char *variant_refused(const px_env *env, const px_op *op) {
  * - a frozen base weight stored in nf4 or fp8 dequantised into it (dequant);
  * - fused attention with head dims up to PX_KC_FLASH_MAX_D and at most 65535
  *   query heads and batch rows (the kernels' limits), sliding windows too;
- * - no sink logits, latent attention's RoPE key or values of another head
- *   dim, nor an RMSNorm in a LayerNorm model (variant_refused);
+ * - per-head q/k norms (rows: tokens x heads, width: head dim), the norm
+ *   each op's operands say (px_contract_layernorm);
+ * - attention sinks, fused (folded into lse and ctx, their gradient from each
+ *   row's probabilities recomputed) and unfused;
+ * - no latent attention's RoPE key nor values of another head dim
+ *   (variant_refused);
  * - the unfused attention's six ops in 16 bits widened: fp32 copies of their
  *   (B, heads, S, S) operands in scratch memory the plan does not count;
  * - (not flagged) the embedding backward in 16 bits needs the host's copy of

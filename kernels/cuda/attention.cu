@@ -236,14 +236,17 @@ static __device__ __forceinline__ int64_t first_seen(int64_t i, int64_t window) 
   return window > 0 && i >= window ? i - window + 1 : 0;
 }
 
-static __global__ void softmax_fwd_kernel(float *probs, const float *scores, int64_t rows, int64_t t, int64_t window) {
+/* sinks (Hq) or NULL: one more logit of each row of head r / t % hq, in the denominator only. */
+static __global__ void softmax_fwd_kernel(float *probs, const float *scores, const float *sinks, int64_t rows,
+                                          int64_t hq, int64_t t, int64_t window) {
   const int64_t r = (int64_t)blockIdx.x * SOFTMAX_WARPS + (threadIdx.x >> 5);
   if (r >= rows) return; /* warp-uniform */
   const int lane = threadIdx.x & 31;
   const int64_t i = r % t, j0 = first_seen(i, window); /* query position: columns j0..i are visible */
   const float *s = scores + r * t;
   float *p = probs + r * t;
-  float mx = -INFINITY;
+  const float sink = sinks ? sinks[r / t % hq] : -INFINITY;
+  float mx = sink;
   for (int64_t j = j0 + lane; j <= i; j += 32) mx = fmaxf(mx, s[j]);
   mx = px_kc_warp_max(mx);
   float sum = 0.0f;
@@ -252,38 +255,51 @@ static __global__ void softmax_fwd_kernel(float *probs, const float *scores, int
     p[j] = e;
     sum += e;
   }
-  const float inv = 1.0f / px_kc_warp_sum(sum);
+  const float inv = 1.0f / (px_kc_warp_sum(sum) + (sinks ? expf(sink - mx) : 0.0f));
   for (int64_t j = lane; j < t; j += 32) p[j] = j >= j0 && j <= i ? p[j] * inv : 0.0f;
 }
 
-static __global__ void softmax_bwd_kernel(float *dscores, const float *dprobs, const float *probs, int64_t rows,
-                                          int64_t t, int64_t window) {
+/* terms (rows) or NULL: each row's share of its sink's gradient, -(1 - the row's probabilities) dot. */
+static __global__ void softmax_bwd_kernel(float *dscores, float *terms, const float *dprobs, const float *probs,
+                                          int64_t rows, int64_t t, int64_t window) {
   const int64_t r = (int64_t)blockIdx.x * SOFTMAX_WARPS + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int lane = threadIdx.x & 31;
   const int64_t i = r % t, j0 = first_seen(i, window);
   const float *dp = dprobs + r * t, *p = probs + r * t;
   float *ds = dscores + r * t;
-  float dot = 0.0f;
-  for (int64_t j = j0 + lane; j <= i; j += 32) dot += dp[j] * p[j];
+  float dot = 0.0f, seen = 0.0f;
+  for (int64_t j = j0 + lane; j <= i; j += 32) dot += dp[j] * p[j], seen += p[j];
   dot = px_kc_warp_sum(dot);
+  seen = px_kc_warp_sum(seen);
   for (int64_t j = j0 + lane; j <= i; j += 32) ds[j] += p[j] * (dp[j] - dot);
+  if (terms && lane == 0) terms[r] = -(1.0f - seen) * dot;
+}
+
+extern "C" px_status px_kc_attn_softmax_sink_fwd(float *probs, const float *scores, const float *sinks, int64_t bh,
+                                                 int64_t hq, int64_t t, int64_t window, cudaStream_t stream) {
+  if (bh <= 0 || t <= 0) return PX_OK;
+  const int64_t rows = bh * t;
+  softmax_fwd_kernel<<<(unsigned)((rows + SOFTMAX_WARPS - 1) / SOFTMAX_WARPS), SOFTMAX_WARPS * 32, 0, stream>>>(
+      probs, scores, sinks, rows, hq > 0 ? hq : 1, t, window);
+  return PX_KC_LAUNCHED("softmax_fwd_kernel");
 }
 
 extern "C" px_status px_kc_attn_softmax_fwd(float *probs, const float *scores, int64_t bh, int64_t t, int64_t window,
                                             cudaStream_t stream) {
+  return px_kc_attn_softmax_sink_fwd(probs, scores, NULL, bh, 1, t, window, stream);
+}
+
+extern "C" px_status px_kc_attn_softmax_sink_bwd(float *dscores, float *terms, const float *dprobs, const float *probs,
+                                                 int64_t bh, int64_t t, int64_t window, cudaStream_t stream) {
   if (bh <= 0 || t <= 0) return PX_OK;
   const int64_t rows = bh * t;
-  softmax_fwd_kernel<<<(unsigned)((rows + SOFTMAX_WARPS - 1) / SOFTMAX_WARPS), SOFTMAX_WARPS * 32, 0, stream>>>(
-      probs, scores, rows, t, window);
-  return PX_KC_LAUNCHED("softmax_fwd_kernel");
+  softmax_bwd_kernel<<<(unsigned)((rows + SOFTMAX_WARPS - 1) / SOFTMAX_WARPS), SOFTMAX_WARPS * 32, 0, stream>>>(
+      dscores, terms, dprobs, probs, rows, t, window);
+  return PX_KC_LAUNCHED("softmax_bwd_kernel");
 }
 
 extern "C" px_status px_kc_attn_softmax_bwd(float *dscores, const float *dprobs, const float *probs, int64_t bh,
                                             int64_t t, int64_t window, cudaStream_t stream) {
-  if (bh <= 0 || t <= 0) return PX_OK;
-  const int64_t rows = bh * t;
-  softmax_bwd_kernel<<<(unsigned)((rows + SOFTMAX_WARPS - 1) / SOFTMAX_WARPS), SOFTMAX_WARPS * 32, 0, stream>>>(
-      dscores, dprobs, probs, rows, t, window);
-  return PX_KC_LAUNCHED("softmax_bwd_kernel");
+  return px_kc_attn_softmax_sink_bwd(dscores, NULL, dprobs, probs, bh, t, window, stream);
 }

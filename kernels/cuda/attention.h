@@ -39,6 +39,14 @@ px_status px_kc_attn_softmax_fwd(float *probs,        // (B, Hq, T, T)
                                  const float *scores, // (B, Hq, T, T)
                                  int64_t bh, int64_t t, int64_t window, cudaStream_t stream);
 
+/* The same with attention sinks (gpt-oss): sinks[h] (Hq) is one more logit
+ * in every row of query head h (bh = B * Hq), in the denominator only (no
+ * value). sinks NULL: px_kc_attn_softmax_fwd. */
+px_status px_kc_attn_softmax_sink_fwd(float *probs,        // (B, Hq, T, T)
+                                      const float *scores, // (B, Hq, T, T)
+                                      const float *sinks,  // (Hq) or NULL
+                                      int64_t bh, int64_t hq, int64_t t, int64_t window, cudaStream_t stream);
+
 /* dscores += probs * (dprobs - sum_s dprobs * probs) on the columns row t
  * sees (as the forward's); the others of dscores are untouched and dprobs'
  * are not read. ACCUMULATES. */
@@ -46,6 +54,16 @@ px_status px_kc_attn_softmax_bwd(float *dscores,      // (B, Hq, T, T)
                                  const float *dprobs, // (B, Hq, T, T)
                                  const float *probs,  // (B, Hq, T, T)
                                  int64_t bh, int64_t t, int64_t window, cudaStream_t stream);
+
+/* Its backward with sinks: dscores as px_kc_attn_softmax_bwd, and each row's
+ * share of its sink's gradient, -p_sink (dprobs . probs) with p_sink = 1 -
+ * the row's probabilities, written to terms (px_kc_sink_grad of
+ * kernels/cuda/flash.h sums them per head). terms NULL: without sinks. */
+px_status px_kc_attn_softmax_sink_bwd(float *dscores,      // (B, Hq, T, T)
+                                      float *terms,        // (B, Hq, T) or NULL
+                                      const float *dprobs, // (B, Hq, T, T)
+                                      const float *probs,  // (B, Hq, T, T)
+                                      int64_t bh, int64_t t, int64_t window, cudaStream_t stream);
 
 /* ctx[b, t, h] = sum_s probs[b, h, t, s] v[b, s, h / (Hq/Hkv)]. The upper
  * triangle of probs must be 0 (it is not read). Writes ctx. */

@@ -666,3 +666,124 @@ extern "C" px_status px_kc_flash_bwd(void *dq, void *dk, void *dv, const void *d
   return DISPATCH(bwd, dtype, d, dq, dk, dv, dctx, q, k, v, ctx, lse, b, s, hq, hkv, (int)d, window, p, seed, off,
                   stream);
 }
+
+/* ---------------- attention sinks: a warp per (batch row, head, query) row of lse ---------------- */
+
+#define SINK_WARPS 8 /* rows per block */
+
+/* The (B, Hq, S) row of this warp, or -1 past the end (the whole warp then returns together). */
+static __device__ __forceinline__ int64_t sink_row(int64_t rows) {
+  const int64_t r = (int64_t)blockIdx.x * SINK_WARPS + (threadIdx.x >> 5);
+  return r < rows ? r : -1;
+}
+
+static unsigned sink_blocks(int64_t rows) { return (unsigned)((rows + SINK_WARPS - 1) / SINK_WARPS); }
+
+/* lse' = log(e^lse + e^sink), ctx *= e^(lse - lse'); a row that saw no key: lse' = sink, ctx stays 0. */
+template <typename T>
+static __global__ void sink_fold_kernel(T *ctx, float *lse, const T *sinks, int64_t rows, int64_t s, int64_t hq,
+                                        int d) {
+  const int64_t r = sink_row(rows);
+  if (r < 0) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t t = r % s, h = r / s % hq, b = r / s / hq;
+  const float a = lse[r], sk = px_kc_ld(sinks + h);
+  __syncwarp(); /* every lane has read lse[r] before lane 0 writes it */
+  if (a == -INFINITY) {
+    if (lane == 0) lse[r] = sk;
+    return;
+  }
+  const float ls = fmaxf(a, sk) + log1pf(expf(-fabsf(a - sk))), f = expf(a - ls);
+  T *o = ctx + ((b * s + t) * hq + h) * d;
+  for (int j = lane; j < d; j += 32) px_kc_st(o + j, px_kc_ld(o + j) * f);
+  if (lane == 0) lse[r] = ls;
+}
+
+/* terms[r] = -(1 - seen) (dctx . ctx), seen the probability of the keys row r sees (recomputed from q, k and the
+ * folded lse; before dropout), 0 where the row saw no key. */
+template <typename T>
+static __global__ void sink_rows_kernel(float *terms, const T *dctx, const T *q, const T *k, const T *ctx,
+                                        const float *lse, int64_t rows, int64_t s, int64_t hq, int64_t hkv, int d,
+                                        int64_t window) {
+  const int64_t r = sink_row(rows);
+  if (r < 0) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t t = r % s, h = r / s % hq, b = r / s / hq, g = h / (hq / hkv), ldk = hkv * d;
+  const int64_t row = ((b * s + t) * hq + h) * d; /* of q, ctx and dctx */
+  const T *kb = k + b * s * ldk + g * d;
+  const float l = lse[r], scale = 1.0f / sqrtf((float)d);
+  float dl = 0.0f, sn = 0.0f;
+  for (int j = lane; j < d; j += 32) dl += px_kc_ld(dctx + row + j) * px_kc_ld(ctx + row + j);
+  for (int64_t key = window > 0 && t >= window ? t - window + 1 : 0; key + lane <= t; key += 32) {
+    float acc = 0.0f;
+    for (int i = 0; i < d; i++) acc += px_kc_ld(q + row + i) * px_kc_ld(kb + (key + lane) * ldk + i);
+    sn += expf(acc * scale - l);
+  }
+  const float delta = px_kc_warp_sum(dl), seen_p = px_kc_warp_sum(sn);
+  if (lane == 0) terms[r] = l == -INFINITY ? 0.0f : -(1.0f - seen_p) * delta;
+}
+
+/* dsink[h] += the sum of head h's terms, in a fixed order: a block per head. */
+template <typename T>
+static __global__ void sink_grad_kernel(T *dsink, const float *terms, int64_t b, int64_t hq, int64_t s) {
+  const int64_t h = blockIdx.x;
+  float acc = 0.0f;
+  for (int64_t j = threadIdx.x; j < b * s; j += blockDim.x) acc += terms[(j / s * hq + h) * s + j % s];
+  acc = px_kc_block_sum(acc);
+  if (threadIdx.x == 0) px_kc_st(dsink + h, px_kc_ld(dsink + h) + acc);
+}
+
+/* Calls F<T>(args) for the dtype's T. */
+#define BY_T(F, dt, ...)                                                                                   \
+  (dt == PX_DTYPE_BF16 ? F<__nv_bfloat16>(__VA_ARGS__) : dt == PX_DTYPE_FP16 ? F<__half>(__VA_ARGS__) \
+                                                                               : F<float>(__VA_ARGS__))
+
+template <typename T>
+static px_status sink_fold(void *ctx, float *lse, const void *sinks, int64_t b, int64_t s, int64_t hq, int64_t d,
+                           cudaStream_t stream) {
+  const int64_t rows = b * hq * s;
+  sink_fold_kernel<T><<<sink_blocks(rows), SINK_WARPS * 32, 0, stream>>>((T *)ctx, lse, (const T *)sinks, rows, s, hq,
+                                                                        (int)d);
+  return PX_KC_LAUNCHED("flash sink_fold_kernel");
+}
+
+template <typename T>
+static px_status sink_rows(float *terms, const void *dctx, const void *q, const void *k, const void *ctx,
+                           const float *lse, int64_t b, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t window,
+                           cudaStream_t stream) {
+  const int64_t rows = b * hq * s;
+  sink_rows_kernel<T><<<sink_blocks(rows), SINK_WARPS * 32, 0, stream>>>(
+      terms, (const T *)dctx, (const T *)q, (const T *)k, (const T *)ctx, lse, rows, s, hq, hkv, (int)d, window);
+  return PX_KC_LAUNCHED("flash sink_rows_kernel");
+}
+
+template <typename T>
+static px_status sink_grad(void *dsink, const float *terms, int64_t b, int64_t hq, int64_t s, cudaStream_t stream) {
+  sink_grad_kernel<T><<<(unsigned)hq, THREADS, 0, stream>>>((T *)dsink, terms, b, hq, s);
+  return PX_KC_LAUNCHED("flash sink_grad_kernel");
+}
+
+extern "C" px_status px_kc_flash_sink_fold(void *ctx, float *lse, const void *sinks, px_dtype dtype, int64_t b,
+                                           int64_t s, int64_t hq, int64_t d, cudaStream_t stream) {
+  bool empty;
+  px_status st = check("px_kc_flash_sink_fold", dtype, b, s, hq, 1, d, 0.0f, &empty);
+  if (st || empty) return st;
+  return BY_T(sink_fold, dtype, ctx, lse, sinks, b, s, hq, d, stream);
+}
+
+extern "C" px_status px_kc_flash_sink_rows(float *terms, const void *dctx, const void *q, const void *k,
+                                           const void *ctx, const float *lse, px_dtype dtype, int64_t b, int64_t s,
+                                           int64_t hq, int64_t hkv, int64_t d, int64_t window, cudaStream_t stream) {
+  bool empty;
+  px_status st = check("px_kc_flash_sink_rows", dtype, b, s, hq, hkv, d, 0.0f, &empty);
+  if (st || empty) return st;
+  return BY_T(sink_rows, dtype, terms, dctx, q, k, ctx, lse, b, s, hq, hkv, d, window, stream);
+}
+
+extern "C" px_status px_kc_sink_grad(void *dsink, const float *terms, px_dtype dtype, int64_t b, int64_t hq, int64_t s,
+                                     cudaStream_t stream) {
+  bool empty;
+  px_status st = check("px_kc_sink_grad", dtype, b, s, hq, 1, 1, 0.0f, &empty);
+  if (st || empty) return st;
+  return BY_T(sink_grad, dtype, dsink, terms, b, hq, s, stream);
+}

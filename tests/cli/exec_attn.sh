@@ -107,7 +107,5 @@ for c in "tiny-sinks|-t 2|-p 2" "tiny-qknorm|-t 2 -S|-d 2" "tiny-mla-v8|-p 2|-d 
   fi
 done
 
-cuda_refuses "per-head q/k norms (tiny-qknorm)" 1 -m "$src/models/tiny-qknorm.json" --steps 1 -B 4
-cuda_refuses "attention sinks (tiny-sinks)" 1 -m "$src/models/tiny-sinks.json" --steps 1 -B 4
 cuda_refuses "multi-head latent attention (tiny-mla)" 1 -m "$src/models/tiny-mla.json" --steps 1 -B 4
 finish

@@ -3,7 +3,8 @@
 # --backend cpu of the same binary on the same plans, on a GPU or on the
 # emulated ones of tests/gpu/emu (where PX_EMU_DEVICES sets the device count).
 # fp32: losses and first-step gradients within 1e-5 (relative), over NCCL
-# (one device per rank) and over the MPI fallback (ranks outnumber devices).
+# (one device per rank) and over the MPI fallback (ranks outnumber devices);
+# Qwen3's q/k norms and gpt-oss's sinks too, and in bf16 against fp32.
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
 # resumed run equals an uninterrupted one bitwise, also when its checkpoint
 # was re-split to fp32 and back. LoRA on a frozen base in the compute dtype,
@@ -66,6 +67,13 @@ same gpt-tp-overlap-zb 4 4 -m "$gptd" -B 4 -t 2 -p 2 -S --overlap all -e zb-h2 "
 # an 8-token sliding window on every other layer, fused (two batch rows in a launch) and unfused
 same window-flash 2 2 -m tiny-window -B 4 -b 2 -t 2 "${fp32[@]}"
 same window-unfused 1 1 -m tiny-window -B 2 --attention unfused "${fp32[@]}"
+# Qwen3's per-head q/k norms (RMSNorms of head_dim rows) and gpt-oss's attention sinks (a logit per query
+# head, split over TP): fused on one rank (two batch rows in a launch) and under TP with SP, unfused on one rank
+same qknorm-flash 1 1 -m tiny-qknorm -B 4 -b 2 "${fp32[@]}"
+same qknorm-tp-sp 2 2 -m tiny-qknorm -B 4 -t 2 -S "${fp32[@]}"
+same sinks-flash 1 1 -m tiny-sinks -B 4 -b 2 "${fp32[@]}"
+same sinks-tp-sp 2 2 -m tiny-sinks -B 4 -t 2 -S "${fp32[@]}"
+same sinks-unfused 1 1 -m tiny-sinks -B 2 --attention unfused "${fp32[@]}"
 # LoRA adapters on a frozen base (every projection's, TP-split with the layers), the GPT-2 shape too
 same lora-tp 2 2 -m tiny -B 4 -t 2 --finetune lora --lora-targets qkv,o,fc1,fc2 "${fp32[@]}"
 same lora-gpt 1 1 -m "$gptd" -B 2 --finetune lora "${fp32[@]}"
@@ -133,6 +141,15 @@ a=$(losses "$tmp/bf16-ref.json") b=$(losses "$tmp/bf16-1.json")
 close "$a" "$b" 2e-3 || fail "bf16 losses $b, fp32 $a"
 "$cmp" "$tmp/bf16-ref.bin" "$tmp/bf16-1.bin" 2e-2 >"$tmp/cmp" || fail "bf16 gradients: $(cat "$tmp/cmp")"
 echo "ok: bf16 against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
+# bf16 q/k norms and sinks (the tensor-core flash kernels, head dim 16) against the fp32 run
+for m in tiny-qknorm tiny-sinks; do
+  run "$m-ref" 1 cpu -m $m -B 4 --precision fp32 --steps 3
+  PX_EMU_DEVICES=1 run "$m-bf16" 1 cuda -m $m -B 4 --precision bf16 --steps 3
+  a=$(losses "$tmp/$m-ref.json") b=$(losses "$tmp/$m-bf16.json")
+  close "$a" "$b" 2e-3 || fail "bf16 $m losses $b, fp32 $a"
+  "$cmp" "$tmp/$m-ref.bin" "$tmp/$m-bf16.bin" 2e-2 >"$tmp/cmp" || fail "bf16 $m gradients: $(cat "$tmp/cmp")"
+  echo "ok: bf16 $m against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
+done
 # bf16 LoRA (a bf16 frozen base, the adapters' master weights fp32) against the fp32 run
 run lora-ref 1 cpu -m tiny -B 4 --finetune lora --precision fp32 --steps 3
 PX_EMU_DEVICES=1 run lora-bf16 1 cuda -m tiny -B 4 --finetune lora --precision bf16 --steps 3
@@ -180,16 +197,24 @@ elif ! err=$(timeout 300 mpirun -np 1 "$px" run --backend cuda -m tiny -B 4 --st
   echo "skip: fp8 runs: $(echo "$err" | grep "parallax:" | head -1)"
   fp8_gpu=0
 fi
-if [ "$fp8_gpu" -eq 1 ]; then
-  run fp8-cpu 2 cpu "${f8[@]}" -t 2 -S --fp8-recipe current
-  PX_EMU_DEVICES=2 run fp8-cuda32 2 cuda "${f8[@]}" -t 2 -S --fp8-recipe current --fp8-base fp32
-  a=$(losses "$tmp/fp8-cpu.json") b=$(losses "$tmp/fp8-cuda32.json")
+# fp8_base32 NAME RANKS FLAGS...: cuda with an fp32 base against the cpu backend's emulation (current scaling)
+fp8_base32() {
+  local name=$1 n=$2 a b
+  shift 2
+  run "$name-cpu" "$n" cpu "$@" --fp8-recipe current || return
+  PX_EMU_DEVICES=$n run "$name-cuda" "$n" cuda "$@" --fp8-recipe current --fp8-base fp32 || return
+  a=$(losses "$tmp/$name-cpu.json") b=$(losses "$tmp/$name-cuda.json")
   if { [ -n "${PX_EMU:-}" ] && close "$a" "$b" "$FP8_CUDA_RTOL"; } ||
     { [ -z "${PX_EMU:-}" ] && awk -v g="$(worst_gap "$a" "$b")" -v t="$FP8_TOL" 'BEGIN { exit !(g <= t) }'; }; then
-    echo "ok: fp8 tp 2 SP current, fp32 base: cuda $b vs cpu $a"
+    echo "ok: $name, fp32 base: cuda $b vs cpu $a"
   else
-    fail "fp8 (fp32 base) cuda losses $b, cpu $a"
+    fail "$name (fp32 base) cuda losses $b, cpu $a"
   fi
+}
+if [ "$fp8_gpu" -eq 1 ]; then
+  fp8_base32 fp8-tp2-sp 2 "${f8[@]}" -t 2 -S
+  # the sinks' Hq logits leave the next weight's gradient off the 16-byte grid cuBLASLt's fp8 GEMMs write
+  fp8_base32 fp8-sinks 1 -m tiny-sinks -B 4 --steps 3 --precision fp8
   PX_EMU_DEVICES=1 run fp8-bf16 1 cuda "${f8[@]}" --fp8-recipe delayed
   a=$(losses "$tmp/bf16-1.json") b=$(losses "$tmp/fp8-bf16.json")
   gap=$(worst_gap "$a" "$b")

@@ -658,6 +658,7 @@ static void test_rmsnorm(void) {
   check_norm(true, false, 37, 300);
   check_norm(true, false, 5, 20);
   check_norm(true, false, 600, 40);
+  check_norm(true, false, 2 * 32 * 4, 16); /* Qwen3's per-head q/k norms: rows of tokens x heads, width head_dim */
   arena_free();
 }
 
@@ -1142,6 +1143,84 @@ static void check_flash(px_dtype dt, int64_t bn, int64_t s, int64_t hq, int64_t 
 #undef NAME
 }
 
+/* Attention sinks on the fused attention: the forward folded with them
+ * (px_kc_flash_sink_fold) against px_k_flash_sink_fold, and their gradient
+ * (px_kc_flash_sink_rows, px_kc_sink_grad) against px_k_flash_bwd_dv's
+ * dsink, both on the GPU's folded ctx and lse; deterministic. Tolerances as
+ * check_flash's; dsink, a sum over every row, 16-bit within 1e-2 absolute. */
+static void check_flash_sinks(px_dtype dt, int64_t bn, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t w,
+                              float p) {
+  const int64_t rq = s * hq * d, rkv = s * hkv * d, nq = bn * rq, nkv = bn * rkv, nl = bn * hq * s;
+  const uint64_t seed = 7, off = 4321;
+  bool wide = dt == PX_DTYPE_FP32, tc = !wide && (d == 16 || d == 32 || d == 64 || d == 128);
+  double rtol = wide ? RED_RTOL : tc ? TC_RTOL : BF16_RTOL, atol = wide ? RED_ATOL : tc ? TC_ATOL : BF16_ATOL;
+  char what[128];
+#define NAME(x)                                                                                                  \
+  (snprintf(what, sizeof what, "flash sinks %s (%s B=%lld S=%lld Hq=%lld Hkv=%lld D=%lld W=%lld p=%.2f)", x,        \
+            px_dtype_names[dt], (long long)bn, (long long)s, (long long)hq, (long long)hkv, (long long)d, (long long)w, \
+            p),                                                                                                    \
+   what)
+  float *q = px_trand(nq, -2, 2), *k = px_trand(nkv, -2, 2), *v = px_trand(nkv, -1, 1), *go = px_trand(nq, -1, 1);
+  float *sinks = px_trand(hq, -1, 3), *gs = px_tconst(hq, ACC0);
+  void *dq_ = dev_dt(q, nq, dt), *dk_ = dev_dt(k, nkv, dt), *dv_ = dev_dt(v, nkv, dt), *dgo = dev_dt(go, nq, dt);
+  void *dsinks = dev_dt(sinks, hq, dt), *dgs = dev_dt(gs, hq, dt), *dgs2 = dev_dt(gs, hq, dt);
+  void *dctx = dalloc((size_t)nq * px_dtype_bytes(dt));
+  float *dlse = dalloc((size_t)nl * sizeof(float)), *terms = dalloc((size_t)nl * sizeof(float));
+  LAUNCH(px_kc_flash_fwd(dctx, dlse, dq_, dk_, dv_, dt, bn, s, hq, hkv, d, w, p, seed, off, stream));
+  LAUNCH(px_kc_flash_sink_fold(dctx, dlse, dsinks, dt, bn, s, hq, d, stream));
+  float *ctx = px_tfloats(nq), *lse = px_tfloats(nl);
+  for (int64_t b = 0; b < bn; b++) {
+    px_k_flash_fwd(ctx + b * rq, lse + b * hq * s, q + b * rq, k + b * rkv, v + b * rkv, s, s, hq, hkv, d, NULL, NULL,
+                   w, s, p, seed, off);
+    px_k_flash_sink_fold(ctx + b * rq, lse + b * hq * s, sinks, s, hq, d);
+  }
+  float *ctx_got = host_dt(dctx, nq, dt), *lse_got = host_f(dlse, nl);
+  CU_ASSERT(close_to(NAME("ctx"), ctx_got, ctx, nq, rtol, atol));
+  CU_ASSERT(red_close(NAME("lse"), lse_got, lse, nl));
+  LAUNCH(px_kc_flash_sink_rows(terms, dgo, dq_, dk_, dctx, dlse, dt, bn, s, hq, hkv, d, w, stream));
+  LAUNCH(px_kc_sink_grad(dgs, terms, dt, bn, hq, s, stream));
+  float *gq = px_tfloats(rq), *gk = px_tfloats(rkv), *gv = px_tfloats(rkv);
+  for (int64_t b = 0; b < bn; b++)
+    px_k_flash_bwd_dv(gq, gk, gv, gs, go + b * rq, q + b * rq, k + b * rkv, v + b * rkv, ctx_got + b * rq,
+                      lse_got + b * hq * s, s, s, hq, hkv, d, d, NULL, NULL, w, s, p, seed, off);
+  float *gs_got = host_dt(dgs, hq, dt);
+  CU_ASSERT(close_to(NAME("dsink"), gs_got, gs, hq, wide ? RED_RTOL : BF16_RTOL, wide ? RED_ATOL : 1e-2));
+  /* repeatable to the bit (no atomics) */
+  LAUNCH(px_kc_flash_sink_rows(terms, dgo, dq_, dk_, dctx, dlse, dt, bn, s, hq, hkv, d, w, stream));
+  LAUNCH(px_kc_sink_grad(dgs2, terms, dt, bn, hq, s, stream));
+  CU_ASSERT(same_bits(NAME("dsink, run twice"), host_dt(dgs2, hq, dt), gs_got, (size_t)hq * sizeof(float)));
+#undef NAME
+}
+
+/* The unfused softmax with sinks (px_kc_attn_softmax_sink_fwd and _bwd, px_kc_sink_grad) against
+ * px_k_attn_softmax_sink_fwd and _bwd, within RED. */
+static void check_softmax_sinks(int64_t b, int64_t hq, int64_t t, int64_t w) {
+  const int64_t bh = b * hq, n = bh * t * t;
+  float *scores = px_trand(n, -3, 3), *sinks = px_trand(hq, -1, 3), *gp = px_trand(n, -1, 1);
+  float *probs = px_tfloats(n), *gsc = px_tconst(n, ACC0), *gs = px_tconst(hq, ACC0);
+  float *dprobs = dalloc((size_t)n * sizeof(float)), *dgsc = dev_f(gsc, n), *dgs = dev_f(gs, hq);
+  float *terms = dalloc((size_t)(bh * t) * sizeof(float));
+  LAUNCH(px_kc_attn_softmax_sink_fwd(dprobs, dev_f(scores, n), dev_f(sinks, hq), bh, hq, t, w, stream));
+  px_k_attn_softmax_sink_fwd(probs, scores, sinks, bh, hq, t, w);
+  CU_ASSERT(red_close("softmax with sinks", host_f(dprobs, n), probs, n));
+  LAUNCH(px_kc_attn_softmax_sink_bwd(dgsc, terms, dev_f(gp, n), dprobs, bh, t, w, stream));
+  LAUNCH(px_kc_sink_grad(dgs, terms, PX_DTYPE_FP32, b, hq, t, stream));
+  px_k_attn_softmax_sink_bwd(gsc, gs, gp, host_f(dprobs, n), bh, hq, t, w);
+  CU_ASSERT(red_close("softmax with sinks: dscores", host_f(dgsc, n), gsc, n));
+  CU_ASSERT(red_close("softmax with sinks: dsink", host_f(dgs, hq), gs, hq));
+}
+
+static void test_sinks(void) {
+  px_tseed(17);
+  check_flash_sinks(PX_DTYPE_FP32, 2, 70, 4, 2, 24, 0, 0.0f); /* GQA, batch rows, three 32-tiles */
+  check_flash_sinks(PX_DTYPE_FP32, 1, 45, 2, 2, 40, 7, 0.25f); /* a window, dropout, D > 32 (lanes over keys) */
+  check_flash_sinks(PX_DTYPE_BF16, 1, 130, 4, 2, 64, 0, 0.0f); /* tensor cores */
+  check_flash_sinks(PX_DTYPE_FP16, 2, 50, 2, 1, 16, 0, 0.0f);
+  check_softmax_sinks(2, 3, 40, 0);
+  check_softmax_sinks(1, 2, 70, 9); /* a sliding window */
+  arena_free();
+}
+
 static void test_flash(void) {
   px_tseed(16);
   check_flash(PX_DTYPE_FP32, 1, 70, 4, 2, 24, 0, 0.0f);  /* GQA, three 32-tiles, the last partial */
@@ -1388,7 +1467,8 @@ int main(void) {
       {"rmsnorm", test_rmsnorm},         {"gelu", test_gelu},               {"swiglu", test_swiglu},
       {"rope", test_rope},               {"attention", test_attention},     {"dropout", test_dropout},
       {"cross-entropy", test_cross_entropy}, {"adamw", test_adamw},        {"reduce", test_reduce},
-      {"fp16 twins", test_fp16},         {"flash attention", test_flash},             {"empty sizes", test_empty},
+      {"fp16 twins", test_fp16},         {"flash attention", test_flash},             {"attention sinks", test_sinks},
+      {"empty sizes", test_empty},
       {"fp8 casts and GEMM", test_fp8}, {"frozen nf4 and fp8 unpack", test_frozen_unpack},
   };
   int rc = px_test_main("cuda_kernels", tests, sizeof tests / sizeof tests[0]);
