@@ -1321,24 +1321,26 @@ static void test_moe(void) {
     if (o->kind == PX_OP_EXPERT_LINEAR) CU_ASSERT_EQUAL(o->dim[0], 8192); /* the busiest rank's 8192 rows, 1 expert */
   CU_ASSERT(plan.mem[0].activations_peak_bytes > act);
   px_plan_free(&plan);
-  p = par(2, 1, 32, 1, 1, 256);
-  p.ep = 2, p.seq = 4096, p.sp = 1, p.moe_buffers = PX_MOE_BUF_WORST;
-  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
-  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 8192);
-  CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), 16384);
-  px_plan_free(&plan);
-  /* a capacity factor: each EP rank keeps at most Megatron-Core's capacity of its A = 4096 choices for an expert,
+  /* worst-case buffers: dropless at ep 2 they hold every routing the router can make (16384 rows); with a capacity
+   * factor each EP rank keeps at most Megatron-Core's capacity of its A = 4096 choices for an expert,
    * ceil(4096 / 8 x 1.1) = 564, and sends them to the expert's rank: 8 x 564 rows for its one expert, x etp 2 =
    * 9024, worst buffers or not (ceil(1.1 x 4096 x 8 / 8) = 4506 x 2 would be a capacity over the EP group) */
   CU_ASSERT_EQUAL(px_moe_capacity(1.1, 4096, 8), 564);
   CU_ASSERT_EQUAL(px_moe_capacity(1.5, 10, 3), 5); /* (10 / 3) x 1.5 = 5.0 in double, as in Python */
-  m.capacity_factor = 1.1;
-  p = par(2, 1, 32, 1, 1, 256);
-  p.ep = 8, p.seq = 4096, p.sp = 1, p.moe_buffers = PX_MOE_BUF_WORST;
-  CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
-  CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 9024);
-  CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), 9024);
-  px_plan_free(&plan);
+  const struct {
+    int64_t ep;
+    double capacity_factor;
+    int64_t rows, buffer_rows;
+  } worst[] = {{2, 0, 8192, 16384}, {8, 1.1, 9024, 9024}};
+  for (int i = 0; i < 2; i++) {
+    m.capacity_factor = worst[i].capacity_factor;
+    p = par(2, 1, 32, 1, 1, 256);
+    p.ep = worst[i].ep, p.seq = 4096, p.sp = 1, p.moe_buffers = PX_MOE_BUF_WORST;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), worst[i].rows);
+    CU_ASSERT_EQUAL(px_plan_expert_buffer_rows(&plan), worst[i].buffer_rows);
+    px_plan_free(&plan);
+  }
   m.capacity_factor = 0;
   p = par(2, 1, 32, 1, 1, 256);
   p.ep = 8, p.seq = 4096, p.sp = 1, p.etp = 1;

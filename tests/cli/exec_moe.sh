@@ -28,7 +28,6 @@ px=$1
 src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
-runs=0
 
 run() { # out model ranks flags...
   local out=$1 model=$2 n=$3
@@ -68,21 +67,7 @@ cases=(
   "tiny-moe|-t 2 -S -d 2 --etp 4"
   "tiny-moe-shared|-d 4 --ep 2 --etp 2 -z 2"
 )
-for c in "${cases[@]}"; do
-  model=${c%%|*}
-  # shellcheck disable=SC2206
-  f=(${c#*|})
-  n=$(ranks "${f[@]}")
-  if [ ! -f "$tmp/ref_$model.json" ]; then
-    run "ref_$model" "$model" 1 || { fail "$model on one rank: $(head -3 "$tmp/err.txt")"; continue; }
-  fi
-  what="$model ${f[*]}"
-  run got "$model" "$n" "${f[@]}" || { fail "$what: $(head -3 "$tmp/err.txt")"; continue; }
-  runs=$((runs + 1))
-  same_run "$what" "$tmp/ref_$model" "$tmp/got"
-done
-echo "$runs plans"
-[ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
+one_rank_cases "${cases[@]}"
 
 # buffers for a balanced router's busiest rank (--moe-buffers busiest --moe-imbalance 1) overflow on
 # tiny-moe ep 2: every rank stops, one naming the rows and the fix

@@ -30,7 +30,6 @@ jq '.name = "tiny-moe-cfgrp" | .expert_groups = 2 | .groups_per_token = 1 | .cap
 jq '.name = "tiny-moe-shared-grp" | .expert_groups = 4 | .groups_per_token = 1' "$src/models/tiny-moe-shared.json" \
   >"$tmp/tiny-moe-shared-grp.json"
 cp "$src/models/tiny-moe.json" "$src/models/tiny-moe-shared.json" "$tmp/"
-runs=0
 
 run() { # out model ranks flags... (the model in $tmp)
   local out=$1 model=$2 n=$3
@@ -61,17 +60,7 @@ cases=(
   "tiny-moe-cfgrp|-d 2 --ep 2"
   "tiny-moe-shared-grp|-d 4 --ep 4"
 )
-for c in "${cases[@]}"; do
-  model=${c%%|*}
-  # shellcheck disable=SC2206
-  f=(${c#*|})
-  n=$(ranks "${f[@]}")
-  run got "$model" "$n" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
-  runs=$((runs + 1))
-  same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"
-done
-echo "$runs plans"
-[ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
+one_rank_cases "${cases[@]}"
 
 # CP: each rank's capacity is of its half of the sequence, so other choices drop (and the run goes on)
 if run cp tiny-moe-cf 2 --cp 2; then

@@ -59,6 +59,26 @@ same_run() {
   echo "ok: $what: losses $got"
 }
 
+# one_rank_cases "MODEL|FLAGS"...: for each case the calling script's run (OUT MODEL RANKS FLAGS...) of MODEL
+# with FLAGS, on the ranks they need, equals MODEL's one-rank run (run once as ref_MODEL): same_run; and every
+# case ran.
+one_rank_cases() {
+  local c model f runs=0
+  for c in "$@"; do
+    model=${c%%|*}
+    # shellcheck disable=SC2206
+    f=(${c#*|})
+    if [ ! -f "$tmp/ref_$model.json" ]; then
+      run "ref_$model" "$model" 1 || { fail "$model on one rank: $(head -3 "$tmp/err.txt")"; continue; }
+    fi
+    run got "$model" "$(ranks "${f[@]}")" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
+    runs=$((runs + 1))
+    same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"
+  done
+  echo "$runs plans"
+  [ "$runs" -eq $# ] || fail "only $runs of $# plans ran"
+}
+
 # cuda_refuses WHAT NP ARGS...: `mpirun -np NP parallax run --backend cuda ARGS` is refused before
 # running with a message naming WHAT; in a build without the CUDA backend (or its module) it must
 # say it has none (exit 2), and with no device to refuse the plan on, the check is skipped (said so). $px is the binary.
