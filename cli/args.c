@@ -33,7 +33,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
        OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_BASE_CKPT, OPT_BF16_START,
-       OPT_BF16_END };
+       OPT_BF16_END, OPT_OFFLOAD_ACT };
 
 static const px_opt opts[] = {
     {"json", no_argument, 'j', PX_OPT_COMMON, NULL, "machine-readable JSON on stdout"},
@@ -128,6 +128,10 @@ static const px_opt opts[] = {
      "ZeRO-2/3: gradient shard, master and moments on the host, stepped there: none|cpu|nvme"},
     {"offload-params", required_argument, OPT_OFFLOAD_PARAMS, PX_OPT_PLAN, "D",
      "ZeRO-3: parameter shard on the host, fetched per layer: none|cpu|nvme"},
+    {"offload-activations", required_argument, OPT_OFFLOAD_ACT, PX_OPT_PLAN, "N",
+     "pp 1: the activations the model's first N layers keep for the backward copied to host memory during the "
+     "forward and back before the backward, at most layers - N layers' on the GPU (Megatron-Core's "
+     "cpu_offloading_num_layers; N <= layers - 2; 0 default)"},
     {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,tp-bwd,all,none"},
     {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,tp-bwd,all"},
     {"plan", required_argument, 'f', PX_OPT_PLAN, "FILE", "read model, cluster and choices from a plan file"},
@@ -392,6 +396,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_FP8_PARAMS: p->fp8_params = 1; break;
       case OPT_BF16_START: st = px_parse_int(optarg, "--bf16-layers-start", 0, 1 << 24, &p->bf16_layers_start, err); break;
       case OPT_BF16_END: st = px_parse_int(optarg, "--bf16-layers-end", 0, 1 << 24, &p->bf16_layers_end, err); break;
+      case OPT_OFFLOAD_ACT:
+        st = px_parse_int(optarg, "--offload-activations", 0, 1 << 24, &p->offload_act_layers, err);
+        break;
       case OPT_FINETUNE: st = parse_enum("finetune", optarg, px_finetune_names, PX_FT_COUNT, &p->finetune, err); break;
       case OPT_LORA_RANK: st = px_parse_int(optarg, "--lora-rank", 1, PX_LORA_RANK_MAX, &p->lora_rank, err); break;
       case OPT_LORA_ALPHA: st = parse_number("--lora-alpha", optarg, 1e-6, 1e9, &p->lora_alpha, err); break;

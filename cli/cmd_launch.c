@@ -110,6 +110,7 @@ static bool drop_plan_flag(const char *name) {
           !strcmp(name, "gelu") || !strcmp(name, "bucket-mib") || !strcmp(name, "grad-accum") ||
           !strcmp(name, "prefetch") || !strcmp(name, "no-reshard-after-forward") || !strcmp(name, "shard-group") ||
           !strcmp(name, "main-grad") || !strcmp(name, "offload-optimizer") || !strcmp(name, "offload-params") ||
+          !strcmp(name, "offload-activations") ||
           !strcmp(name, "overlap") || !strcmp(name, "no-overlap") || !strcmp(name, "plan"));
 }
 static bool drop_ckpt_flag(const char *name) { return !strcmp(name, "ckpt") || !strcmp(name, "resume"); }

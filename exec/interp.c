@@ -24,8 +24,9 @@
 typedef struct {
   int16_t slot;
   int32_t mb, layer;
-  void *ptr;
+  void *ptr;       /* on the device; NULL while offloaded */
   uint64_t bytes;
+  void *host;      /* activation offload: its contents in host memory while it is off the device, else NULL */
 } tensor;
 
 struct px_exec {
@@ -80,6 +81,7 @@ struct px_exec {
   uint64_t *tp_marks;         /* (most ops in a block) marks of the running block's TP collectives, 0 none */
   int32_t tp_last;            /* the running block's latest TP collective on the TP stream, -1 none */
   bool *zero_slot;            /* (nslots) some op accumulates into the slot: its tensors start zeroed */
+  bool *act_slot;             /* (nslots) a layer's forward allocates the slot: what activation offload moves */
   int32_t **host_tokens;      /* (microbatches) of (mbs x seq): the tokens last loaded for each micro-batch */
   /* profile */
   int64_t *first_op;
@@ -217,7 +219,7 @@ static px_status tensor_new(px_exec *x, int16_t slot, int32_t mb, int32_t layer,
     x->cap_t = cap;
   }
   tensor *t = &x->t[x->nt];
-  *t = (tensor){slot, mb, layer, NULL, x->plan->slots[slot].bytes};
+  *t = (tensor){slot, mb, layer, NULL, x->plan->slots[slot].bytes, NULL};
   px_status st = mem_alloc(x, t->bytes, x->zero_slot[slot] ? PX_FILL_ZERO : fill_for(written, t->bytes), &t->ptr, err);
   if (st) return st;
   x->nt++;
@@ -230,7 +232,37 @@ static px_status tensor_drop(px_exec *x, int16_t slot, int32_t mb, int32_t layer
     return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %d) freed but not live", x->plan->slots[slot].name,
                       mb, layer);
   mem_free(x, t->ptr, t->bytes);
+  free(t->host);
   *t = x->t[--x->nt];
+  return PX_OK;
+}
+
+/* Activation offload: every live tensor of the instance's micro-batch and layer that a layer's forward made
+ * (what it kept: not the embedding's, tagged with the first layer) to host memory, its device buffer freed (the
+ * plan's memory walk takes the set off here, plan/memory.c) ... */
+static px_status run_offload_act(px_exec *x, const px_inst *in, px_err *err) {
+  for (int64_t i = 0; i < x->nt; i++) {
+    tensor *t = &x->t[i];
+    if (t->mb != in->mb || t->layer != in->layer || !t->ptr || !x->act_slot[t->slot]) continue;
+    if (!(t->host = malloc(t->bytes ? t->bytes : 1))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    px_status st = x->be->download(x->be, t->host, t->ptr, t->bytes, err);
+    if (st) return st;
+    mem_free(x, t->ptr, t->bytes);
+    t->ptr = NULL;
+  }
+  return PX_OK;
+}
+/* ... and back before the layer's backward. */
+static px_status run_fetch_act(px_exec *x, const px_inst *in, px_err *err) {
+  for (int64_t i = 0; i < x->nt; i++) {
+    tensor *t = &x->t[i];
+    if (t->mb != in->mb || t->layer != in->layer || !t->host) continue;
+    px_status st = mem_alloc(x, t->bytes, PX_FILL_NONE, &t->ptr, err);
+    if (!st) st = x->be->upload(x->be, t->ptr, t->host, t->bytes, err);
+    if (st) return st;
+    free(t->host);
+    t->host = NULL;
+  }
   return PX_OK;
 }
 
@@ -436,11 +468,12 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) most = plan->blocks[k].nops > most ? plan->blocks[k].nops : most;
     x->tp_marks = px_calloc((size_t)most, sizeof *x->tp_marks, err);
     x->zero_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->zero_slot, err);
+    x->act_slot = px_calloc((size_t)plan->nslots + 1, sizeof *x->act_slot, err);
     x->host_tokens = px_calloc((size_t)plan->microbatches + 1, sizeof *x->host_tokens, err);
     x->first_op = px_calloc((size_t)prog->ninsts + 1, sizeof *x->first_op, err);
     if (!x->param_of || !x->gathered || !x->bucket || !x->staged_grad || !x->staged_param || !x->late ||
         !x->late_bytes || !x->seq_index || !x->marks ||
-        !x->tp_marks || !x->zero_slot || !x->host_tokens || !x->first_op)
+        !x->tp_marks || !x->zero_slot || !x->act_slot || !x->host_tokens || !x->first_op)
       st = PX_ERR_RUNTIME;
   }
   if (!st) {
@@ -461,6 +494,9 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
         for (int j = 0; j < PX_OP_OUTS && (op->flags & PX_OPF_ACCUMULATE); j++)
           if (op->out[j].slot >= 0) x->zero_slot[op->out[j].slot] = true;
       }
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+      for (int32_t a = 0; px_block_is_layer_fwd((px_block_kind)k) && a < plan->blocks[k].nallocs; a++)
+        x->act_slot[plan->blocks[k].allocs[a].slot] = true;
     for (int32_t i = 0; i < prog->ninsts; i++) {
       x->first_op[i] = x->nops;
       x->nops += plan->blocks[prog->insts[i].block].nops;
@@ -518,7 +554,10 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
 
 void px_exec_free(px_exec *x) {
   if (!x) return;
-  for (int64_t i = 0; i < x->nt; i++) x->be->release(x->be, x->t[i].ptr, x->t[i].bytes);
+  for (int64_t i = 0; i < x->nt; i++) {
+    if (x->t[i].ptr) x->be->release(x->be, x->t[i].ptr, x->t[i].bytes);
+    free(x->t[i].host);
+  }
   for (int32_t u = 0; x->gathered && u < x->prog->nunits; u++) {
     if (x->gathered[u]) x->be->release(x->be, x->gathered[u], gathered_bytes(x, u));
     if (x->bucket[u]) x->be->release(x->be, x->bucket[u], full_grad_bytes(x, u));
@@ -549,6 +588,7 @@ void px_exec_free(px_exec *x) {
   free(x->marks);
   free(x->tp_marks);
   free(x->zero_slot);
+  free(x->act_slot);
   for (int64_t m = 0; x->host_tokens && m < x->plan->microbatches; m++) free(x->host_tokens[m]);
   free(x->host_tokens);
   free(x->first_op);
@@ -578,9 +618,9 @@ static px_status resolve(px_exec *x, const px_inst *in, px_ref r, void **out, px
     return *out ? PX_OK : PX_ERR_RUNTIME;
   }
   tensor *t = tensor_find(x, r.slot, in->mb, (int32_t)layer);
-  if (!t)
-    return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %lld) is not live at %s", s->name, in->mb,
-                      (long long)layer, px_block_names[in->block]);
+  if (!t || !t->ptr)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: %s (mb %d, layer %lld) is %s at %s", s->name, in->mb,
+                      (long long)layer, t ? "offloaded to the host" : "not live", px_block_names[in->block]);
   *out = t->ptr;
   return PX_OK;
 }
@@ -1332,6 +1372,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
       case PX_BLOCK_EMB_SYNC: st = run_emb_sync(x, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_OFFLOAD_GRAD: st = run_offload_grad(x, in, px_inst_ops(x->plan, prog, in), err); break;
       case PX_BLOCK_FETCH_PARAM: st = run_fetch_param(x, in, err); break;
+      case PX_BLOCK_OFFLOAD_ACT: st = run_offload_act(x, in, err); break;
+      case PX_BLOCK_FETCH_ACT: st = run_fetch_act(x, in, err); break;
       case PX_BLOCK_OPTIMIZER:
         st = run_optimizer(x, i, err);
         free_late(x);
@@ -1347,7 +1389,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
         free_late(x);
         break;
     }
-    if (k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC || k == PX_BLOCK_OFFLOAD_GRAD || k == PX_BLOCK_FETCH_PARAM) {
+    if (k == PX_BLOCK_PARAM_SYNC || k == PX_BLOCK_EMB_SYNC || k == PX_BLOCK_OFFLOAD_GRAD || k == PX_BLOCK_FETCH_PARAM ||
+        k == PX_BLOCK_OFFLOAD_ACT || k == PX_BLOCK_FETCH_ACT) {
       /* (a reduction times its ops itself) */
       st = op_done(x, st, err);
       x->op_time[x->first_op[i]] += px_clock_s() - t0;

@@ -323,6 +323,12 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_bld_begin(&b, p, PX_BLOCK_FETCH_PARAM, PX_STREAM_HOST);
   px_bld_op(&b, PX_OP_COPY_H2D, PX_STREAM_HOST, PX_PHASE_COMM);
   px_bld_finish(&b);
+  px_bld_begin(&b, p, PX_BLOCK_OFFLOAD_ACT, PX_STREAM_HOST);
+  px_bld_op(&b, PX_OP_COPY_D2H, PX_STREAM_HOST, PX_PHASE_COMM);
+  px_bld_finish(&b);
+  px_bld_begin(&b, p, PX_BLOCK_FETCH_ACT, PX_STREAM_HOST);
+  px_bld_op(&b, PX_OP_COPY_H2D, PX_STREAM_HOST, PX_PHASE_COMM);
+  px_bld_finish(&b);
   if (b.failed || p->slots_full)
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the op templates (or more than %d slots)",
                       PX_SLOTS_MAX);

@@ -33,7 +33,7 @@ PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "la
               "layer_fwd_window_bf16", "layer_bwd_window_bf16", "moe_fwd_window_bf16", "moe_bwd_window_bf16",
               "layer_fwd_kept_bf16", "layer_bwd_kept_bf16", "moe_fwd_kept_bf16", "moe_bwd_kept_bf16",
               "layer_fwd_window_kept_bf16", "layer_bwd_window_kept_bf16", "moe_fwd_window_kept_bf16",
-              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16", "moe_bwd_w", "moe_bwd_w_bf16");
+              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16", "moe_bwd_w", "moe_bwd_w_bf16", "offload_act", "fetch_act");
 
 /* The layer blocks of the plan's precision, and those of the layers kept in the compute dtype. */
 static const px_block_kind layer_kinds[2][2][2][2] = { /* [moe][window][kept][bwd] */

@@ -328,6 +328,8 @@ typedef enum {
   PX_BLOCK_LAYER_BWD_W_BF16,
   PX_BLOCK_MOE_BWD_W, /* zero-bubble schedules: a mixture-of-experts layer's W (its experts' and router's too) */
   PX_BLOCK_MOE_BWD_W_BF16,
+  PX_BLOCK_OFFLOAD_ACT, /* activation offload: the activations a layer's forward keeps (a micro-batch's), to the host */
+  PX_BLOCK_FETCH_ACT,   /* ... and back, before that layer's backward */
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 
@@ -441,6 +443,8 @@ typedef struct {
   int32_t nfrozen;
   int64_t first_layer, nlayers; /* over all chunks */
   bool has_embed, has_head;
+  int32_t act_ops; /* activation offload: in ops, layer l's copy to the host at act_ops + 2 l and back at + 1 (the
+                      bytes its forward keeps, px_plan_kept_bytes); -1 none */
 } px_program;
 
 #endif

@@ -42,11 +42,13 @@ static void block_summary(const px_plan *p, const px_block *b, px_block_mem *bm)
 
 void px_plan_block_mem(const px_plan *p, px_block_kind k, px_block_mem *out) { block_summary(p, &p->blocks[k], out); }
 
-uint64_t px_plan_layer_activation_bytes(const px_plan *p) {
+uint64_t px_plan_kept_bytes(const px_plan *p, px_block_kind fwd) {
   px_block_mem bm;
-  block_summary(p, &p->blocks[PX_BLOCK_LAYER_FWD], &bm);
+  block_summary(p, &p->blocks[fwd], &bm);
   return (uint64_t)(bm.delta[PX_MEM_ACTIVATIONS] + bm.delta[PX_MEM_BUFFERS] + bm.delta[PX_MEM_WORKSPACE]);
 }
+
+uint64_t px_plan_layer_activation_bytes(const px_plan *p) { return px_plan_kept_bytes(p, PX_BLOCK_LAYER_FWD); }
 
 /* Bytes of the full tensor a unit's gather writes, or its reduction reads. */
 static int64_t gathered_bytes(const px_program *prog, const px_unit *u) {
@@ -162,6 +164,9 @@ static void stage_static(const px_plan *p, int64_t stage, px_memplan *mp) {
   for (int c = 0; c < PX_MEM_ACTIVATIONS; c++) mp->at_peak[c] = st.bytes[PX_PLACE_GPU][c];
   mp->static_bytes = px_states_bytes(&st, PX_PLACE_GPU);
   mp->host_bytes = px_states_bytes(&st, PX_PLACE_HOST);
+  const px_program *prog = &p->programs[stage]; /* activation offload: one micro-batch's sets at a time (pp 1) */
+  for (int64_t l = 0; prog->act_ops >= 0 && l < p->par.offload_act_layers; l++)
+    mp->host_bytes += (uint64_t)prog->ops[prog->act_ops + 2 * l].bytes;
   mp->nvme_bytes = px_states_bytes(&st, PX_PLACE_NVME);
 }
 
@@ -169,7 +174,7 @@ static void stage_static(const px_plan *p, int64_t stage, px_memplan *mp) {
 static void node_offload(px_plan *p) {
   int64_t gpn = px_cluster_node_size(&p->cluster), per_stage = p->par.tp * p->grid.wdp;
   p->host_node_bytes = p->nvme_node_bytes = 0;
-  if (!p->par.offload_opt) return;
+  if (!p->par.offload_opt && !p->par.offload_act_layers) return;
   for (int64_t first = 0; first < p->grid.world; first += gpn) {
     uint64_t host = 0, nvme = 0;
     for (int64_t r = first; r < first + gpn && r < p->grid.world;) {
@@ -243,6 +248,13 @@ px_status px_compile_memory_stage(px_plan *p, int64_t s, const px_block_mem bm[P
     cur[PX_MEM_BUFFERS] += stage_in;
     total += stage_in;
     if (u) staged[in->unit] += stage_in;
+    /* activation offload: a layer's kept activations leave before the forward that waits for their copy and
+     * are back after the backward their copy back waits for (program.c, offload_before) */
+    if (in->block == PX_BLOCK_OFFLOAD_ACT || in->block == PX_BLOCK_FETCH_ACT) {
+      int64_t set = (int64_t)prog->ops[in->ops].bytes * (in->block == PX_BLOCK_OFFLOAD_ACT ? -1 : 1);
+      cur[PX_MEM_ACTIVATIONS] += set;
+      total += set;
+    }
     if (arrive[in->block] && in->layer == p->vstage_first[in->chunk * pp + s]) inflight++;
     const px_block_mem *b = &bm[in->block];
     /* a ZeRO reduce-scatter lands in a temporary shard first */

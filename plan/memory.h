@@ -61,8 +61,10 @@ void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint6
 uint64_t px_states_bytes(const px_states *s, px_place place);
 
 /* Activation bytes one layer keeps from its forward to its backward, per
- * micro-batch on one GPU (what Korthikanti et al. count). */
+ * micro-batch on one GPU (what Korthikanti et al. count): of a dense layer,
+ * and of a layer whose forward is block kind fwd (what activation offload copies). */
 uint64_t px_plan_layer_activation_bytes(const px_plan *p);
+uint64_t px_plan_kept_bytes(const px_plan *p, px_block_kind fwd);
 
 /* Elements of a unit one DP rank owns (its shard group's share with ZeRO). */
 /* Ranks unit u's states are sharded over (and its gradients reduced over):

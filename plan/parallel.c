@@ -41,6 +41,7 @@ void px_parallel_unset(px_parallel *p) {
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
   p->finetune = p->base_precision = -1;
   p->bf16_layers_start = p->bf16_layers_end = -1;
+  p->offload_act_layers = -1;
 }
 
 void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c) {
@@ -71,6 +72,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->fp8_params < 0) p->fp8_params = 0;
   if (p->bf16_layers_start < 0) p->bf16_layers_start = 0;
   if (p->bf16_layers_end < 0) p->bf16_layers_end = 0;
+  if (p->offload_act_layers < 0) p->offload_act_layers = 0;
   if (p->attention < 0) p->attention = PX_ATTN_FLASH;
   if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
@@ -103,7 +105,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
-  TAKE(bf16_layers_start, -1) TAKE(bf16_layers_end, -1)
+  TAKE(bf16_layers_start, -1) TAKE(bf16_layers_end, -1) TAKE(offload_act_layers, -1)
   TAKE(finetune, -1) TAKE(lora_rank, 0) TAKE(lora_alpha, 0.0) TAKE(lora_targets, 0) TAKE(base_precision, -1)
 #undef TAKE
   if (p->nchunk_layers == 0 && from->nchunk_layers > 0) {
@@ -470,6 +472,20 @@ static bool bf16_layers_stage(vctx *x) {
   return x->p->bf16_layers_start > per || x->p->bf16_layers_end > per;
 }
 
+/* activation offload as Megatron-Core allows it (transformer_config.py at d98e8a6: "CPU offloading can be done
+ * only for layers less than num_layers", "no support for Pipeline parallelism with CPU offloading", "does not work
+ * when activation recomputation is enabled", "CUDA graphs not supported with CPU offloading") */
+static bool offload_act_count(vctx *x) { return x->p->offload_act_layers > x->m->layers - 2; }
+static bool offload_act_pp(vctx *x) { return x->p->offload_act_layers > 0 && (x->p->pp > 1 || x->p->vpp > 1); }
+static bool offload_act_schedule(vctx *x) {
+  return x->p->offload_act_layers > 0 && x->p->schedule != PX_SCHED_1F1B && x->p->pp == 1;
+}
+static bool offload_act_recompute(vctx *x) {
+  return x->p->offload_act_layers > 0 && x->p->recompute != PX_RECOMPUTE_NONE;
+}
+static bool offload_act_graph(vctx *x) { return x->p->offload_act_layers > 0 && x->p->cuda_graph != PX_GRAPH_NONE; }
+static bool offload_act_host(vctx *x) { return x->p->offload_act_layers > 0 && x->c->host_pcie_bytes_per_s <= 0; }
+
 static bool lora_fields(vctx *x) {
   const px_parallel *p = x->p;
   return !px_parallel_lora(p) && (p->lora_rank > 0 || p->lora_alpha > 0 || p->lora_targets || p->base_precision >= 0);
@@ -617,6 +633,19 @@ static const px_rule rules[] = {
                         "the model's {layers} layers"},
     {bf16_layers_stage, "`bf16_layers_start` {bf16_layers_start} or `bf16_layers_end` {bf16_layers_end} is more than "
                         "a pipeline stage's {stage_layers} layers (layers / pp), which Megatron-Core refuses"},
+    {offload_act_count, "`offload_activations` {offload_act_layers} must leave two of the model's {layers} layers' "
+                        "activations on the GPU, for the copies to overlap the layers (Transformer Engine: "
+                        "model_layers - 2 or fewer)"},
+    {offload_act_pp, "`offload_activations` with pp {pp} (vpp {vpp}): Megatron-Core offloads activations without "
+                     "pipeline parallelism only (hint: `pp` 1, or `recompute` full)"},
+    {offload_act_schedule, "`offload_activations` plans each micro-batch's forward then its backward (`schedule` "
+                           "1f1b), not `schedule` {schedule}"},
+    {offload_act_recompute, "`offload_activations` with `recompute` {recompute}: Megatron-Core refuses activation "
+                            "offload with recomputation (hint: one of them)"},
+    {offload_act_graph, "`offload_activations` with `cuda_graph` {cuda_graph}: Megatron-Core refuses CUDA graphs of "
+                        "layers with activation offload (hint: `cuda_graph` none)"},
+    {offload_act_host, "{cluster}: `offload_activations` copies over the host link: the cluster has no "
+                       "host.pcie_gb_per_s (add it to the cluster file)"},
     {lora_fields, "`lora_rank`, `lora_alpha`, `lora_targets` and `base_precision` describe adapters on a frozen base: "
                   "they need `finetune` lora or qlora"},
     {lora_unset, "lora_rank, lora_targets or base_precision is not set"},
@@ -665,7 +694,7 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"pp_gbs", p->pp * p->mbs * p->dp}, {"auto_group", auto_group(p)},
               {"mb_group_rest", p->mb_group > 0 ? mbs_n % p->mb_group : 0}, {"hidden", m->hidden},
               {"lora_rank", p->lora_rank}, {"bf16_layers_start", p->bf16_layers_start},
-              {"bf16_layers_end", p->bf16_layers_end}};
+              {"bf16_layers_end", p->bf16_layers_end}, {"offload_act_layers", p->offload_act_layers}};
   for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
     if (!strcmp(name, ints[i].name)) {
       snprintf(v, cap, "%lld", (long long)ints[i].v);
@@ -693,6 +722,10 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
     s = px_precision_names[p->precision];
   if (!strcmp(name, "offload_params") && p->offload_params >= 0 && p->offload_params < PX_OFFLOAD_COUNT)
     s = px_offload_names[p->offload_params];
+  if (!strcmp(name, "recompute") && p->recompute >= 0 && p->recompute < PX_RECOMPUTE_COUNT)
+    s = px_recompute_names[p->recompute];
+  if (!strcmp(name, "cuda_graph") && p->cuda_graph >= 0 && p->cuda_graph < PX_GRAPH_COUNT)
+    s = px_cuda_graph_names[p->cuda_graph];
   if (!strcmp(name, "layer_split")) s = x->sub.msg;
   if (!strcmp(name, "finetune") && p->finetune >= 0 && p->finetune < PX_FT_COUNT) s = px_finetune_names[p->finetune];
   if (!strcmp(name, "base_precision") && p->base_precision >= 0 && p->base_precision < PX_BASE_COUNT)
@@ -739,6 +772,10 @@ int64_t px_parallel_layer_passes(const px_parallel *p, int64_t layers) {
   int64_t m = px_parallel_microbatches(p), per = layers + p->pp * p->vpp; /* pp < 2^25, vpp < 2^17 */
   return m > 0 && per > INT64_MAX / m ? INT64_MAX : m * per;
 }
+
+bool px_parallel_layer_offloaded(const px_parallel *p, int64_t l) { return l < p->offload_act_layers; }
+
+int64_t px_parallel_offload_window(const px_parallel *p, int64_t layers) { return layers - p->offload_act_layers; }
 
 bool px_parallel_layer_bf16(const px_parallel *p, int64_t layers, int64_t l) {
   return px_precision_quantized(p->precision) && (l < p->bf16_layers_start || l >= layers - p->bf16_layers_end);
@@ -850,6 +887,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "microbatch_group", false, 1, (int64_t)1 << 40, &p->mb_group, err));
   TRY(px_json_int(&c, obj, "bf16_layers_start", false, 0, 1 << 24, &p->bf16_layers_start, err));
   TRY(px_json_int(&c, obj, "bf16_layers_end", false, 0, 1 << 24, &p->bf16_layers_end, err));
+  TRY(px_json_int(&c, obj, "offload_activations", false, 0, 1 << 24, &p->offload_act_layers, err));
   const cJSON *lpc = px_json_get(&c, obj, "layers_per_chunk");
   if (lpc) {
     if (!cJSON_IsArray(lpc) || cJSON_GetArraySize(lpc) < 1 || cJSON_GetArraySize(lpc) > PX_MAX_CHUNK_LIST)
@@ -957,6 +995,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
   if (p->bf16_layers_start > 0) px_json_add_num(o, "bf16_layers_start", (double)p->bf16_layers_start);
   if (p->bf16_layers_end > 0) px_json_add_num(o, "bf16_layers_end", (double)p->bf16_layers_end);
+  if (p->offload_act_layers > 0) px_json_add_num(o, "offload_activations", (double)p->offload_act_layers);
   if (p->finetune > 0) cJSON_AddStringToObject(o, "finetune", px_finetune_names[p->finetune]);
   if (p->lora_rank > 0) px_json_add_num(o, "lora_rank", (double)p->lora_rank);
   if (p->lora_alpha > 0) px_json_add_num(o, "lora_alpha", p->lora_alpha);

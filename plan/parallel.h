@@ -213,6 +213,10 @@ typedef struct {
   int64_t bf16_layers_start;  /* quantized precisions: the model's first layers whose GEMMs stay in the compute
                                  dtype (Megatron-Core's num_layers_at_start_in_bf16), -1 unset (0) */
   int64_t bf16_layers_end;    /* ... its last layers (num_layers_at_end_in_bf16), -1 unset (0) */
+  int64_t offload_act_layers; /* activation offload: the activations the model's first N layers keep for their
+                                 backward copied to host memory during the forward and back before it
+                                 (Megatron-Core's cpu_offloading_num_layers, Transformer Engine's CPU offload),
+                                 -1 unset (0) */
   int64_t mb_group;  /* interleaved: micro-batches run on a chunk before the next chunk (Megatron-Core's
                         microbatch_group_size_per_vp_stage), pp..micro-batches; 0 unset (px_parallel_mb_group) */
   int finetune;      /* px_finetune, -1 unset (none) */
@@ -317,6 +321,12 @@ px_dtype px_parallel_gemm_dtype(const px_parallel *p);
  * recipe keeps about 16% of the linear layers in BF16, most of them in the
  * final blocks (arXiv 2509.25149). False without quantized GEMMs. */
 bool px_parallel_layer_bf16(const px_parallel *p, int64_t layers, int64_t l);
+/* Activation offload: whether layer l's kept activations go to the host (one of the first offload_act_layers). */
+bool px_parallel_layer_offloaded(const px_parallel *p, int64_t l);
+/* ... and the sets of layer activations Transformer Engine's offload keeps on the GPU at once: the model's layers
+ * less the offloaded ones (get_cpu_offload_context's model_layers - num_layers): layer j's forward waits for
+ * the copy of layer j - window, and layer l's copy back for the backward of layer l + window. */
+int64_t px_parallel_offload_window(const px_parallel *p, int64_t layers);
 /* Mixed precision: a compute dtype narrower than fp32, so fp32 master
  * weights (and the optimizer's 12 bytes a parameter). */
 bool px_parallel_mixed(const px_parallel *p);

@@ -37,8 +37,23 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   int64_t per_unit = (mb_copy ? 2 : 1) * p->blocks[PX_BLOCK_GRAD_SYNC].nops + p->blocks[PX_BLOCK_PARAM_SYNC].nops +
                      p->blocks[PX_BLOCK_OFFLOAD_GRAD].nops + p->blocks[PX_BLOCK_FETCH_PARAM].nops;
   int64_t n = per_unit * (int64_t)prog->nunits + p->blocks[PX_BLOCK_EMB_SYNC].nops + p->blocks[PX_BLOCK_OPTIMIZER].nops;
+  int64_t offloaded = p->par.offload_act_layers;
+  n += 2 * offloaded;
   prog->ops = px_calloc((size_t)n, sizeof *prog->ops, err);
   if (!prog->ops) return PX_ERR_RUNTIME;
+  /* activation offload (pp 1): each offloaded layer's kept activations, to the host and back */
+  prog->act_ops = offloaded > 0 ? prog->nops : -1;
+  if (offloaded > 0) {
+    px_block_kind *kinds = px_calloc((size_t)p->model.layers + 2, sizeof *kinds, err); /* (L) forward kinds */
+    if (!kinds) return PX_ERR_RUNTIME;
+    px_program_entry_kinds(&p->model, &p->par, 0, p->model.layers, false, false, PX_ENTRY_F, kinds);
+    for (int64_t l = 0; l < offloaded; l++) {
+      uint64_t set = px_plan_kept_bytes(p, kinds[l]);
+      size_copy(&prog->ops[own_ops(p, prog, PX_BLOCK_OFFLOAD_ACT)], set, PX_OFFLOAD_CPU, 1);
+      size_copy(&prog->ops[own_ops(p, prog, PX_BLOCK_FETCH_ACT)], set, PX_OFFLOAD_CPU, 1);
+    }
+    free(kinds);
+  }
   px_dtype gd = p->grad_dtype, pd = p->param_dtype;
   uint64_t gb = px_dtype_bytes(gd), pb = px_dtype_bytes(pd);
   /* fp8 primary weights: each unit's fp8 weights are gathered and written by the optimizer in fp8 */
@@ -151,6 +166,8 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       case PX_BLOCK_OPTIMIZER: in->ops = opt; break;
       case PX_BLOCK_OFFLOAD_GRAD: in->ops = prog->units[in->unit].offload_op; break;
       case PX_BLOCK_FETCH_PARAM: in->ops = prog->units[in->unit].fetch_op; break;
+      case PX_BLOCK_OFFLOAD_ACT: in->ops = prog->act_ops + 2 * in->layer; break;
+      case PX_BLOCK_FETCH_ACT: in->ops = prog->act_ops + 2 * in->layer + 1; break;
       default: in->ops = -1; break;
     }
     if (in->block == PX_BLOCK_EMB_SYNC && emb < 0) {

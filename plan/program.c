@@ -467,6 +467,8 @@ typedef struct {
   int32_t nunits;
   int32_t npending;
   int32_t emb_unit; /* the unit holding this stage's tied-embedding copy, -1 none */
+  int32_t *act_fwd, *act_copy; /* (L) activation offload: the micro-batch's forward of layer l, and its
+                                  activations' copy to the host (forward) or back (backward) */
   int32_t batch_lo, batch_hi; /* a p2p batch [lo, hi) the next compute block waits for, whole */
 } emitter;
 
@@ -640,6 +642,35 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
   return k;
 }
 
+/* Activation offload (pp 1, one micro-batch's forward then its backward), as Transformer Engine's CPU
+ * offload schedules it with model_layers - num_layers = W sets of activations on the GPU at most: layer l's
+ * copy to the host starts after its forward, and layer l + W's forward waits for it; its copy back starts when
+ * layer l + W's backward has freed a set, and layer l's backward waits for it. In program order the copy to
+ * the host stands before the forward that waits for it and the copy back after the backward it waits for,
+ * where the memory walk takes the set off and puts it back. Before compute block b: the copy it waits for
+ * (pushed now, -1 none). */
+static int32_t offload_before(emitter *e, const blk_ref *b, bool bwd) {
+  const px_parallel *par = &e->p->par;
+  if (par->offload_act_layers <= 0 || (!px_block_is_layer_fwd(b->kind) && !px_block_is_layer_bwd(b->kind))) return -1;
+  if (bwd) return px_parallel_layer_offloaded(par, b->layer) ? e->act_copy[b->layer] : -1;
+  int64_t l = b->layer - px_parallel_offload_window(par, e->p->model.layers);
+  if (l < 0 || !px_parallel_layer_offloaded(par, l)) return -1;
+  int32_t copy = inst_push(&e->il, PX_BLOCK_OFFLOAD_ACT, PX_STREAM_HOST, PX_PHASE_COMM, b->mb, (int32_t)l, 0, -1);
+  dep_push(&e->il, e->act_fwd[l]);
+  return copy;
+}
+/* ... and after it (instance idx): a forward is remembered; a backward lets a copy back start. */
+static void offload_after(emitter *e, const blk_ref *b, bool bwd, int32_t idx) {
+  const px_parallel *par = &e->p->par;
+  if (par->offload_act_layers <= 0) return;
+  if (!bwd && px_block_is_layer_fwd(b->kind)) e->act_fwd[b->layer] = idx;
+  if (!bwd || !px_block_is_layer_bwd(b->kind)) return;
+  int64_t l = b->layer - px_parallel_offload_window(par, e->p->model.layers);
+  if (l < 0 || !px_parallel_layer_offloaded(par, l)) return;
+  e->act_copy[l] = inst_push(&e->il, PX_BLOCK_FETCH_ACT, PX_STREAM_HOST, PX_PHASE_COMM, b->mb, (int32_t)l, 0, -1);
+  dep_push(&e->il, idx);
+}
+
 /* The compute blocks of one schedule entry (with ZeRO-3 gathers and
  * gradient reductions around them); the first waits for `wait`. In the
  * backward each unit is reduced as soon as the last of its blocks in the
@@ -649,7 +680,10 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
   sched_unit u = sched[k];
   int nb = entry_blocks(p, e->stage, u, e->blocks, e->kinds);
   for (int i = 0; i < nb; i++) {
+    int32_t copy = offload_before(e, &e->blocks[i], u.bwd);
     int32_t idx = compute(e, &e->blocks[i], u.bwd ? PX_PHASE_BWD : PX_PHASE_FWD, i == 0 ? wait : -1);
+    dep_push(&e->il, copy);
+    offload_after(e, &e->blocks[i], u.bwd, idx);
     if (!u.bwd) continue;
     for (int32_t unit = unit_of(e, e->blocks[i].gid); unit <= unit_last(e, e->blocks[i].gid); unit++) {
       bool later = false;
@@ -749,7 +783,9 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   e.pending_sync = px_calloc((size_t)nu, sizeof *e.pending_sync, err);
   e.blocks = px_calloc((size_t)L + 2, sizeof *e.blocks, err);
   e.kinds = px_calloc((size_t)L + 2, sizeof *e.kinds, err);
-  if (!e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.pending_sync ||
+  e.act_fwd = px_calloc((size_t)L + 1, sizeof *e.act_fwd, err);
+  e.act_copy = px_calloc((size_t)L + 1, sizeof *e.act_copy, err);
+  if (!e.act_fwd || !e.act_copy || !e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.pending_sync ||
       !e.blocks || !e.kinds) {
     st = PX_ERR_RUNTIME;
     goto done;
@@ -921,6 +957,8 @@ done:
   free(e.pending_sync);
   free(e.blocks);
   free(e.kinds);
+  free(e.act_fwd);
+  free(e.act_copy);
   free(e.seq);
   free(e.seq_gather);
   free(e.seq_reshard);

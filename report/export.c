@@ -126,6 +126,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan's float8 converter quantizes every linear layer but those its filter_fqns names, with no "
                   "setting for the first or last transformer layers",
                   "no bf16 layers, or export to megatron");
+  if (p->offload_act_layers > 0)
+    return refuse(err, fw, "offload_activations",
+                  "torchtitan has no offload of a layer's activations to the host (its activation checkpointing "
+                  "recomputes them)",
+                  "no activation offload, or export to megatron");
   if (p->fp8_params > 0)
     return refuse(err, fw, "fp8_params",
                   "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
@@ -195,6 +200,11 @@ static px_status check_deepspeed(const px_parallel *p, px_err *err) {
                   "zero 3, or no shard group");
   if (p->zero < 3 && p->offload_params != PX_OFFLOAD_NONE)
     return refuse(err, fw, "offload_params without ZeRO-3", "DeepSpeed offloads parameters with ZeRO-3 only", "zero 3");
+  if (p->offload_act_layers > 0)
+    return refuse(err, fw, "offload_activations",
+                  "DeepSpeed moves activations to the host only as checkpoints of activation checkpointing "
+                  "(cpu_checkpointing), not a layer's kept activations without recomputation",
+                  "no activation offload, or export to megatron");
   return PX_OK;
 }
 
@@ -470,6 +480,13 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     both(e, "--num-layers-at-start-in-bf16", "model.num_layers_at_start_in_bf16", "%lld",
          (long long)p->bf16_layers_start);
     both(e, "--num-layers-at-end-in-bf16", "model.num_layers_at_end_in_bf16", "%lld", (long long)p->bf16_layers_end);
+  }
+  if (p->offload_act_layers > 0) { /* ModelParallelConfig's cpu_offloading (activations by default) of the first N
+                                      layers; Megatron-LM has no --cpu-offloading: a count above 0 sets it
+                                      (megatron/training/arguments.py at d98e8a6) */
+    key(e, "model.cpu_offloading", "true");
+    both(e, "--cpu-offloading-num-layers", "model.cpu_offloading_num_layers", "%lld",
+         (long long)p->offload_act_layers);
   }
   if (p->fp8_params > 0) { /* Megatron-Bridge: the model's fp8 weights and the DDP's fp8 all-gathers */
     key(e, "model.fp8_param", "true");

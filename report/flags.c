@@ -59,6 +59,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->fp8_params > 0) add(&o, " --fp8-params");
   if (p->bf16_layers_start > 0) add(&o, " --bf16-layers-start %lld", (long long)p->bf16_layers_start);
   if (p->bf16_layers_end > 0) add(&o, " --bf16-layers-end %lld", (long long)p->bf16_layers_end);
+  if (p->offload_act_layers > 0) add(&o, " --offload-activations %lld", (long long)p->offload_act_layers);
   if (p->finetune > 0) add(&o, " --finetune %s", px_finetune_names[p->finetune]);
   if (px_parallel_lora(p)) {
     char t[96];

@@ -188,7 +188,15 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
     for (int k = 0; k < PX_MEM_WORKSPACE; k++) fprintf(out, " %10s", px_fmt_bytes((double)mp->at_peak[k], a, sizeof a));
     fprintf(out, " %10s  %s\n", px_fmt_bytes((double)mp->peak_bytes, a, sizeof a), px_plan_stage_fits(plan, s) ? "yes" : "NO");
   }
-  if (p->offload_opt) {
+  if (p->offload_act_layers > 0) { /* pp 1: the copies of the first layers' kept activations */
+    const px_program *prog = &plan->programs[0];
+    fprintf(out, "activation offload: layers 0-%lld keep their activations in host memory between forward and "
+            "backward (%s a layer, a micro-batch at a time, over the %.0f GB/s host link), at most %lld layers' on the "
+            "GPU\n", (long long)p->offload_act_layers - 1, px_fmt_bytes(prog->ops[prog->act_ops].bytes, a, sizeof a),
+            px_cluster_host_link_bytes_per_s(c) / 1e9,
+            (long long)px_parallel_offload_window(p, plan->model.layers));
+  }
+  if (p->offload_opt || p->offload_act_layers > 0) {
     fprintf(out, "offloaded per GPU (stage 0): %s host memory", px_fmt_bytes((double)plan->mem[0].host_bytes, a, sizeof a));
     if (plan->mem[0].nvme_bytes) fprintf(out, ", %s NVMe", px_fmt_bytes((double)plan->mem[0].nvme_bytes, a, sizeof a));
     fprintf(out, "\noffloaded per node: %s of %s host memory", px_fmt_bytes((double)plan->host_node_bytes, a, sizeof a),

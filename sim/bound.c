@@ -57,7 +57,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 816, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 824, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
   key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_buffers = par->moe_buffers,
@@ -78,7 +78,7 @@ static void tmpl_key(const px_parallel *par, px_parallel *key) {
   key->recompute_method = partial ? PX_RECOMPUTE_BLOCK : PX_RECOMPUTE_UNIFORM, key->recompute_layers = partial;
   key->grad_accum = key->reshard = -1;
   key->prefetch = -1;
-  /* first_stage_layers, last_stage_layers, mb_group, bucket_bytes, chunk_layers: 0 */
+  /* first_stage_layers, last_stage_layers, mb_group, bucket_bytes, chunk_layers, offload_act_layers: 0 */
 }
 
 static void sched_key(const px_parallel *par, int64_t k[5]) {

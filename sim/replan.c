@@ -97,7 +97,8 @@ static bool same_choices(const px_parallel *a, const px_parallel *b) {
          a->recompute_method == b->recompute_method && a->recompute_layers == b->recompute_layers &&
          a->grad_accum == b->grad_accum && a->reshard == b->reshard && a->prefetch == b->prefetch &&
          a->shard_group == b->shard_group && a->offload_opt == b->offload_opt &&
-         a->offload_params == b->offload_params && a->first_stage_layers == b->first_stage_layers &&
+         a->offload_params == b->offload_params && a->offload_act_layers == b->offload_act_layers &&
+         a->first_stage_layers == b->first_stage_layers &&
          a->last_stage_layers == b->last_stage_layers && a->nchunk_layers == b->nchunk_layers && a->etp == b->etp;
 }
 

@@ -46,7 +46,8 @@ static int wait_cause(px_block_kind k) {
     case PX_BLOCK_RECV_FWD: case PX_BLOCK_RECV_BWD: return WAIT_PIPE;
     case PX_BLOCK_SEND_FWD: case PX_BLOCK_SEND_BWD: return PX_SIM_COMM_PP;
     case PX_BLOCK_GRAD_SYNC: case PX_BLOCK_PARAM_SYNC: case PX_BLOCK_EMB_SYNC: return PX_SIM_COMM_DP;
-    case PX_BLOCK_OFFLOAD_GRAD: case PX_BLOCK_FETCH_PARAM: return PX_SIM_COMM_HOST;
+    case PX_BLOCK_OFFLOAD_GRAD: case PX_BLOCK_FETCH_PARAM: case PX_BLOCK_OFFLOAD_ACT: case PX_BLOCK_FETCH_ACT:
+      return PX_SIM_COMM_HOST;
     default: return WAIT_IDLE;
   }
 }
@@ -1115,7 +1116,7 @@ static void try_start(sim *S, int64_t s, int stream) {
     flow_start(S, &cc, s, s, OWN_INST, stream, PX_STREAM_DP, 0);
     return;
   }
-  if (k == PX_BLOCK_OFFLOAD_GRAD || k == PX_BLOCK_FETCH_PARAM) { /* a copy on the host link: run_segment ends it */
+  if (in->stream == PX_STREAM_HOST) { /* a copy on the host link: run_segment ends it */
     uint64_t t = ss->host_ns[in->ops];
     ss->stats.host_s += (double)t * 1e-9;
     ss->stats.op_s[ss->prog->ops[in->ops].kind] += (double)t * 1e-9;

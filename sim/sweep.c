@@ -1219,7 +1219,7 @@ static bool same_split(const px_parallel *a, const px_parallel *b) {
 static bool precision_alt(const px_parallel *a, const px_parallel *b) {
   return b->precision != a->precision && same_shape(a, b) && a->zero == b->zero && a->grad_accum == b->grad_accum &&
          a->reshard == b->reshard && a->shard_group == b->shard_group && a->offload_opt == b->offload_opt &&
-         a->offload_params == b->offload_params;
+         a->offload_params == b->offload_params && a->offload_act_layers == b->offload_act_layers;
 }
 
 bool px_sweep_precision_alternative(const px_sweep_result *r, const px_sweep_entry *of, px_sweep_alt *out) {
