@@ -278,6 +278,79 @@ static void test_deepspeed_estimates(void) {
   }
 }
 
+/* Activation offload (Transformer Engine's CPU offload of the first N of L layers, W = L - N sets on the GPU at
+ * most): each micro-batch's copies of the offloaded layers out and back, each forward j waiting for the copy
+ * of layer j - W and each backward l for its copy back, which waits for the backward of layer l + W; the peak
+ * drops by the N sets the end of the forward no longer holds, which the host holds; the rules refuse what
+ * Megatron-Core refuses. */
+static void test_offload_activations(void) {
+  px_model m = gpt(8, 1024, 16, 1024, 0);
+  px_cluster c = cluster("dgx-h100", 8);
+  px_err err = {0};
+  px_plan plan[2];
+  for (int k = 0; k < 2; k++) {
+    px_parallel p = par(1, 1, 8, 1, 1, 16);
+    p.offload_act_layers = 4 * k;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan[k], &m, &c, &p, &err), PX_OK);
+  }
+  const px_program *prog = &plan[1].programs[0];
+  uint64_t set = px_plan_layer_activation_bytes(&plan[1]);
+  PX_ASSERT_EQ_U64(plan[0].mem[0].peak_bytes - plan[1].mem[0].peak_bytes, 4 * set);
+  PX_ASSERT_EQ_U64(plan[1].mem[0].host_bytes - plan[0].mem[0].host_bytes, 4 * set);
+  PX_ASSERT_EQ_U64(plan[1].host_node_bytes, 8 * 4 * set);
+  int copies[2] = {0, 0};
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    const px_inst *in = &prog->insts[i];
+    bool out = in->block == PX_BLOCK_OFFLOAD_ACT;
+    if (!out && in->block != PX_BLOCK_FETCH_ACT) continue;
+    copies[!out]++;
+    CU_ASSERT(in->stream == PX_STREAM_HOST && in->layer >= 0 && in->layer < 4);
+    PX_ASSERT_EQ_U64((uint64_t)prog->ops[in->ops].bytes, set);
+    CU_ASSERT_EQUAL(prog->ops[in->ops].kind, out ? PX_OP_COPY_D2H : PX_OP_COPY_H2D);
+    /* it waits for the layer's forward (out) or for layer + 4's backward (back) of its micro-batch ... */
+    CU_ASSERT_EQUAL_FATAL(in->ndeps, 1);
+    const px_inst *after = &prog->insts[prog->deps[in->dep_start]];
+    CU_ASSERT(out ? px_block_is_layer_fwd((px_block_kind)after->block) : px_block_is_layer_bwd((px_block_kind)after->block));
+    CU_ASSERT(after->mb == in->mb && after->layer == in->layer + (out ? 0 : 4));
+    /* ... and the forward of layer + 4 (out) or the layer's backward (back) waits for it */
+    int waiters = 0;
+    for (int32_t j = i + 1; j < prog->ninsts; j++) {
+      const px_inst *w = &prog->insts[j];
+      for (int32_t d = 0; d < w->ndeps; d++)
+        if (prog->deps[w->dep_start + d] == i) {
+          waiters++;
+          CU_ASSERT(out ? px_block_is_layer_fwd((px_block_kind)w->block) : px_block_is_layer_bwd((px_block_kind)w->block));
+          CU_ASSERT(w->mb == in->mb && w->layer == in->layer + (out ? 4 : 0));
+        }
+    }
+    CU_ASSERT_EQUAL(waiters, 1);
+  }
+  CU_ASSERT(copies[0] == 2 * 4 && copies[1] == 2 * 4); /* two micro-batches */
+  px_plan_free(&plan[0]);
+  px_plan_free(&plan[1]);
+  /* what Megatron-Core (and TE's overlap) refuse */
+  static const struct {
+    int64_t n, pp;
+    int recompute, graph;
+    bool no_link;
+    const char *msg;
+  } bad[] = {{7, 1, PX_RECOMPUTE_NONE, PX_GRAPH_NONE, false, "`offload_activations` 7 must leave two of the model's 8"},
+             {2, 2, PX_RECOMPUTE_NONE, PX_GRAPH_NONE, false, "`offload_activations` with pp 2"},
+             {2, 1, PX_RECOMPUTE_FULL, PX_GRAPH_NONE, false, "with `recompute` full"},
+             {2, 1, PX_RECOMPUTE_NONE, PX_GRAPH_LAYERS, false, "with `cuda_graph` layers"},
+             {2, 1, PX_RECOMPUTE_NONE, PX_GRAPH_NONE, true, "has no host.pcie_gb_per_s"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    px_parallel p = par(1, bad[i].pp, 8 / bad[i].pp, 1, 1, 16);
+    p.offload_act_layers = bad[i].n, p.recompute = bad[i].recompute, p.cuda_graph = bad[i].graph;
+    px_cluster cc = c;
+    if (bad[i].no_link) cc.host_pcie_bytes_per_s = 0;
+    px_parallel_resolve(&p, &m, &cc);
+    CU_ASSERT_EQUAL(px_parallel_validate(&p, &m, &cc, &err), PX_ERR_INPUT);
+    if (!strstr(err.msg, bad[i].msg)) fprintf(stderr, "\n  %zu: %s\n", i, err.msg);
+    CU_ASSERT(strstr(err.msg, bad[i].msg) != NULL);
+  }
+}
+
 /* Offload's placement (NVMe holds the optimizer's 12 bytes, the host the
  * fp32 gradient), and fits weighs the node's host memory and NVMe too. */
 static void test_offload_places(void) {
@@ -2526,6 +2599,8 @@ int main(void) {
       {"NF4 with double quantisation: 4.127 bits a weight, 3 GB saved on LLaMA 65B (QLoRA)", test_lora_nf4_bytes},
       {"Llama 2 70B LoRA r16 to the byte; QLoRA 65B under 48 GB", test_lora_70b},
       {"adapters' refusals name their fields", test_lora_refusals},
+      {"activation offload: copies out and back in TE's window, peak and host memory, refusals",
+       test_offload_activations},
       {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
        test_recompute_block},
       {"which backend runs a plan: each one's plan-level rules; fp8 under each CP algorithm frees every tensor",

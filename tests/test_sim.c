@@ -634,6 +634,40 @@ static void test_offload_costs(void) {
   CU_ASSERT(step[1] > step[0]);
 }
 
+/* Activation offload: each offloaded layer's kept activations go to the host and back once a micro-batch, on
+ * the host link; free copies cost nothing (the step without offload), and on a link slow enough that every
+ * copy waits for the one before, the step is at least all of them end to end. */
+static void test_offload_activations_costs(void) {
+  px_model m = gpt(6);
+  px_err err = {0};
+  double step[3], copies_s = 0;
+  for (int k = 0; k < 3; k++) { /* none; offload at the preset's link; offload on a 1 MB/s link */
+    px_parallel p;
+    px_parallel_unset(&p);
+    p.tp = 1, p.pp = 1, p.zero = 1, p.mbs = 1, p.gbs = 16, p.precision = PX_PREC_BF16;
+    if (k) p.offload_act_layers = 3;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-a100", 8, &p, &err), PX_OK);
+    if (k == 2) plan.cluster.host_pcie_bytes_per_s = 1e6;
+    px_sim_result r;
+    px_sim_opts o = {.skip_exposed = true};
+    CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
+    step[k] = r.step_time_s;
+    if (k) { /* two micro-batches a rank, three layers' sets each, out and back */
+      double set = (double)px_plan_layer_activation_bytes(&plan), link = px_cluster_host_link_bytes_per_s(&plan.cluster);
+      copies_s = 2 * 3 * 2 * set / link;
+      PX_ASSERT_REL(r.comm_host_s, copies_s, 1e-6);
+      PX_ASSERT_REL(r.stages[0].op_s[PX_OP_COPY_D2H], copies_s / 2, 1e-6);
+      PX_ASSERT_REL(r.stages[0].op_s[PX_OP_COPY_H2D], copies_s / 2, 1e-6);
+    }
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+  }
+  CU_ASSERT(step[1] >= step[0]);
+  CU_ASSERT(step[2] >= copies_s);
+  PX_ASSERT_REL(step[2], copies_s, 0.05); /* the layers' compute is small beside 1 MB/s copies */
+}
+
 /* What TP overlap saves in one block, by hand: each TP collective the
  * plan overlaps runs beside the compute between it and the first op that
  * uses its tensors (the block's end when none does), less the compute its
@@ -1263,6 +1297,7 @@ int main(void) {
       {"simulation work flat in DP and TP", test_flat_in_dp_tp},
       {"exposing DP reduction slows the step", test_overlap_switches},
       {"offload: copies on the host link and the host's AdamW, by hand", test_offload_costs},
+      {"activation offload: each set out and back on the host link; a slow link paces the step", test_offload_activations_costs},
       {"hybrid sharding: less inter-node DP time than full sharding, both levels", test_hybrid_sharding},
       {"TP overlap up to each collective's first consumer", test_tp_overlap_dependencies},
       {"collectives hold SMs: compute beside them slows, by hand", test_collective_sm_contention},

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# --offload-activations N (docs/compiler.md, "Activation offload"): the CPU executor runs it to the losses and
+# first-step gradients of the run without it (tiny, 4 layers: 1 and 2 offloaded; 2 ranks of DP; ZeRO-3), every
+# stage's measured peak its plan's, lower than without; the plan says what it holds on the host; sim costs
+# the copies on the host link (a slower link: a slower step, and exposed host copies); a saved plan keeps it;
+# Megatron's export writes --cpu-offloading-num-layers, Megatron-Bridge's its keys, torchtitan refuses; what
+# Megatron-Core refuses exits 2 naming the flags.
+set -u
+px=$1
+src=$2
+cmp=$(dirname "$px")/tests/px_gradcmp
+source "$(dirname "$0")/../tools/clitest.sh"
+
+run() { cpu_run "$1" 2 -m tiny -c local-cpu -g 2 --steps 3 -B 4 "${@:2}"; }
+for z in 1 3; do
+  run "ref$z" -z "$z" || { fail "tiny -z $z: $(head -3 "$tmp/err.txt")"; continue; }
+  for n in 1 2; do
+    run got -z "$z" --offload-activations "$n" || { fail "tiny -z $z --offload-activations $n: $(head -3 "$tmp/err.txt")"; continue; }
+    same_run "tiny -z $z --offload-activations $n" "$tmp/ref$z" "$tmp/got"
+    jq -se --slurpfile r "$tmp/ref$z.json" 'last.stages[0].peak_bytes < ($r | last).stages[0].peak_bytes' "$tmp/got.json" \
+      >/dev/null || fail "-z $z --offload-activations $n: the peak did not drop"
+  done
+done
+
+# Llama 3 70B on 64 H100s, mbs 2: with 70 of its 80 layers' activations on the host it fits (without: 330 GiB)
+plan=(-m llama3-70b -c dgx-h100 -g 64 -z 3 -P fp8 --fp8-recipe current -b 2 -B 256)
+"$px" plan "${plan[@]}" --offload-activations 70 >"$tmp/plan.txt" || fail "plan"
+grep -q "activation offload: layers 0-69 keep their activations in host memory .* at most 10 layers' on the GPU" \
+  "$tmp/plan.txt" || fail "plan: $(grep -i offload "$tmp/plan.txt")"
+grep -q "offloaded per node: .* host memory: fits" "$tmp/plan.txt" || fail "plan: the host's share"
+sim() { "$px" sim "${plan[@]}" --offload-activations 70 --json "$@"; }
+sim --save-plan "$tmp/off.plan.json" >"$tmp/fast.json" || fail "sim"
+sim --set host.pcie_gb_per_s=16 >"$tmp/slow.json" || fail "sim on a 16 GB/s link"
+awk -v f="$(jq .step_time_s "$tmp/fast.json")" -v s="$(jq .step_time_s "$tmp/slow.json")" 'BEGIN { exit !(s > f) }' ||
+  fail "a slower host link did not slow the step"
+jq -e '.parallel.offload_activations == 70' "$tmp/fast.json" >/dev/null || fail "JSON: $(jq -c .parallel "$tmp/fast.json")"
+[ "$("$px" sim --plan "$tmp/off.plan.json" --json | jq .step_time_s)" = "$(jq .step_time_s "$tmp/fast.json")" ] ||
+  fail "saved plan"
+"$px" export --to megatron "${plan[@]}" --offload-activations 70 2>/dev/null | tr -s ' \n' ' ' |
+  grep -q -- "--cpu-offloading-num-layers 70" || fail "export megatron"
+out=$("$px" export --to nemo "${plan[@]}" --offload-activations 70 2>/dev/null)
+echo "$out" | grep -q "model.cpu_offloading=true" && echo "$out" | grep -q "model.cpu_offloading_num_layers=70" ||
+  fail "export nemo: $out"
+"$px" export --to torchtitan "${plan[@]}" --offload-activations 70 >/dev/null 2>"$tmp/tt.err" && fail "torchtitan took it"
+grep -q "offload_activations" "$tmp/tt.err" || fail "torchtitan's refusal: $(cat "$tmp/tt.err")"
+
+refused() {
+  local needle=$1 err
+  shift
+  err=$("$px" plan -m tiny -c local-cpu -g 2 "$@" 2>&1 >/dev/null)
+  [ $? -eq 2 ] && printf '%s' "$err" | grep -qF -- "$needle" || fail "plan $*: $err (wanted '$needle')"
+}
+refused "--offload-activations 3 must leave two of the model's 4 layers'" --offload-activations 3
+refused "--offload-activations with pp 2" -p 2 --offload-activations 1
+refused "--offload-activations with --recompute full" -r full --offload-activations 1
+refused "--offload-activations with --cuda-graph layers" --cuda-graph layers --offload-activations 1
+refused "--offload-activations" --offload-activations two
+[ "$fails" -eq 0 ] && echo "exec_offload_act: ok"
+exit $((fails > 0))
