@@ -143,18 +143,29 @@ void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   }
 }
 
+/* Without SP every TP rank runs the replicated down projections on the whole sequence alike: the FLOPs of the
+ * ops added to the block (and its W block) since n0 (w0) are the same work on every rank (px_block.dup_flops). */
+static void count_duplicated(px_bld *b, const px_dims *d, int32_t n0, int32_t w0) {
+  for (int32_t k = n0; !d->sp && d->T > 1 && k < b->b->nops; k++) b->b->dup_flops += b->b->ops[k].flops;
+  for (int32_t k = w0; !d->sp && d->T > 1 && b->w && k < b->w->b->nops; k++) b->w->b->dup_flops += b->w->b->ops[k].flops;
+}
+
 /* q, k, v from the norm's output: x its shard (B Sl rows), x_full the whole sequence (the one q projection's). */
 static void mla_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, px_ref x_full) {
   int64_t rows = d->B * d->Sl, rows_full = d->B * d->S, H = d->H;
   if (d->QL > 0) {
+    int32_t n0 = b->b->nops;
     px_linear(b, d, ph, x, L->w_q_down, -1, R(L->q_lat, 0), NOREF, NOREF, rows, d->QL, 0, 0, H);
+    if (ph != PX_PHASE_RECOMPUTE) count_duplicated(b, d, n0, 0);
     latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, rows, d->QL);
     px_ref q_latn = px_bld_tp_gather(b, d, ph, R(L->q_latn, 0), R(L->q_latn_full, 0));
     px_linear(b, d, ph, q_latn, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, d->QL);
   } else {
     px_linear(b, d, ph, x_full, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, H);
   }
+  int32_t n0 = b->b->nops;
   px_linear(b, d, ph, x, L->w_kv_down, -1, R(L->kv_lat, 0), R(L->k_pe, 0), NOREF, rows, d->KL, d->Dr, 0, H);
+  if (ph != PX_PHASE_RECOMPUTE) count_duplicated(b, d, n0, 0);
   latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, rows, d->KL);
   px_ref kv_latn = px_bld_tp_gather(b, d, ph, R(L->kv_latn, 0), R(L->kv_latn_full, 0));
   px_bld_tp_gather(b, d, ph, R(L->k_pe, 0), R(L->k_pe_full, 0));
@@ -195,9 +206,11 @@ static px_ref mla_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
                                        R(px_bld_grad_slot(p, L->k_pe), 0), d->Dr);
   px_ref dkv_lat = R(px_bld_grad_slot(p, L->kv_lat), 0);
   latent_norm_bwd(b, d, dkv_lat, dkv_latn, R(L->kv_lat, 0), R(L->kv_rstd, 0), L->w_kv_norm, rows, d->KL);
+  int32_t n0 = b->b->nops, w0 = b->w ? b->w->b->nops : 0;
   px_linear_bwd(b, d, dx, x, NOREF, L->w_kv_down, -1, dkv_lat, NOREF, dk_pe, NOREF, rows, d->KL, d->Dr, 0, H, NULL);
   if (d->QL > 0)
     px_linear_bwd(b, d, dx, x, NOREF, L->w_q_down, -1, dq_lat, NOREF, NOREF, NOREF, rows, d->QL, 0, 0, H, NULL);
+  count_duplicated(b, d, n0, w0);
   return dx;
 }
 

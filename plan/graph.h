@@ -365,6 +365,8 @@ typedef struct {
   /* Summaries, from the ops. */
   double flops[PX_PHASE_COUNT];
   double bytes;
+  double dup_flops; /* of flops: what every TP rank computes alike (MLA's replicated down projections without SP),
+                       counted once over TP in model FLOPs */
 } px_block;
 
 /* A block instance in a stage's program. */

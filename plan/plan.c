@@ -204,7 +204,9 @@ void px_plan_totals(px_plan *p) {
     for (int32_t i = 0; i < prog->ninsts; i++) {
       const px_inst *in = &prog->insts[i];
       const px_block *b = &p->blocks[in->block];
-      t->model_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD];
+      /* work every TP rank does alike counts once over them */
+      t->model_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD] -
+                        b->dup_flops * (double)(p->par.tp - 1) / (double)p->par.tp;
       t->hw_flops += b->flops[PX_PHASE_FWD] + b->flops[PX_PHASE_BWD] + b->flops[PX_PHASE_RECOMPUTE];
       const px_op *ops = px_inst_ops(p, prog, in);
       if (in->ops < 0 && nwired[in->block] >= 0) /* the block's own ops: those that send */

@@ -2413,6 +2413,30 @@ static void expect_tp_colls(const px_block *b, const char *what, const tp_coll *
  * backward gathers the latents again for the up projections' weight gradients and reduce-scatters their
  * gradients and the key's; the down projections' and latent norms' weight gradients are partial over
  * the sequence shards (summed over TP with the optimizer's). */
+/* MLA's down projections (hidden to the q and kv latents and the RoPE key: 64 x (32 + 32 + 8) on tiny-mla) are
+ * replicated over TP: without SP every rank runs them on the whole sequence, so the hardware does tp times
+ * their FLOPs, forward, data and weight gradients, but the model's FLOPs count them once: the same at tp 1, 2
+ * and 2 with SP, whose hardware FLOPs differ by (tp - 1) x 6 B S H (QL + KL + Dr) a layer and micro-batch. */
+static void test_mla_model_flops(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-mla", &m, &err), PX_OK);
+  px_cluster c = cluster("local-cpu", 2);
+  double model[3], hw[3];
+  for (int k = 0; k < 3; k++) { /* tp 1 dp 2; tp 2; tp 2 sp */
+    px_parallel p = k ? par(2, 1, 1, 0, 1, 2) : par(1, 1, 2, 0, 1, 2);
+    p.sp = k == 2, p.precision = PX_PREC_FP32;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    model[k] = plan.model_flops_per_step, hw[k] = plan.hw_flops_per_step;
+    px_plan_free(&plan);
+  }
+  PX_ASSERT_REL(model[1], model[0], 1e-12);
+  PX_ASSERT_REL(model[2], model[0], 1e-12);
+  double dup = 6.0 * 1 * 32 * 64 * (32 + 32 + 8) * 4 /* layers */ * 2 /* micro-batches */;
+  PX_ASSERT_REL(hw[1] - hw[2], (2 - 1) * dup, 1e-9);
+}
+
 static void test_mla_tp(void) {
   px_model m;
   px_err err = {0};
@@ -2592,6 +2616,7 @@ int main(void) {
        test_bf16_layers},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"multi-head latent attention under TP: Megatron-Core's collectives by hand", test_mla_tp},
+      {"multi-head latent attention: replicated down projections counted once in model FLOPs", test_mla_model_flops},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",
        test_lora_small},
