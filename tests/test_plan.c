@@ -2,6 +2,7 @@
  * against Korthikanti et al., FLOPs against Megatron-LM, pipeline p2p
  * matching and deadlock freedom, lifetimes, layer splits, the rank grid,
  * and refusals of impossible plans. Formulas: tests/data/memory_formulas.md. */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2161,6 +2162,45 @@ static void test_runtime_reserve(void) {
   fputc('\n', stderr);
 }
 
+/* Every preset's host link is its row of tests/data/host_link.csv: the figure used, no faster than the link's
+ * theoretical rate, the measured one where the system has one, and cited; every preset in topologies/ has a row. */
+static void test_host_link(void) {
+  FILE *fp = fopen(px_test_path("tests/data/host_link.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[512], rows[16][64];
+  double theory, measured, used;
+  int n = 0;
+  while (fgets(line, sizeof line, fp)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    CU_ASSERT_FATAL(n < 16);
+    CU_ASSERT_EQUAL_FATAL(sscanf(line, "%63[^,],%*[^,],%lf,%lf,%lf,", rows[n], &theory, &measured, &used), 4);
+    px_cluster c = cluster(rows[n++], 8);
+    fprintf(stderr, "\n  %-12s host link %6.1f GB/s a GPU (theoretical %5.1f, measured %5.1f)", c.name,
+            px_cluster_host_link_bytes_per_s(&c) / 1e9, theory, measured);
+    PX_ASSERT_REL(px_cluster_host_link_bytes_per_s(&c), used * 1e9, 1e-12);
+    CU_ASSERT(used <= theory);
+    CU_ASSERT(measured == 0 || measured == used);
+    CU_ASSERT_PTR_NOT_NULL(px_cluster_source_of(&c, "host.pcie_gb_per_s"));
+    CU_ASSERT(c.host_pcie_gpus_per_uplink == 1 || px_cluster_source_of(&c, "host.pcie_gpus_per_uplink"));
+  }
+  fclose(fp);
+  fputc('\n', stderr);
+  int presets = 0;
+  DIR *dir = opendir(px_test_path("topologies"));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+  for (struct dirent *e; (e = readdir(dir));) {
+    size_t len = strlen(e->d_name);
+    if (len < 6 || strcmp(e->d_name + len - 5, ".json")) continue;
+    presets++;
+    int found = 0;
+    for (int i = 0; i < n; i++) found += !strncmp(rows[i], e->d_name, len - 5) && rows[i][len - 5] == '\0';
+    if (found != 1) fprintf(stderr, "  %s: %d rows in tests/data/host_link.csv\n", e->d_name, found);
+    CU_ASSERT_EQUAL(found, 1);
+  }
+  closedir(dir);
+  CU_ASSERT_EQUAL(n, presets);
+}
+
 
 /* ---- fine-tuning with adapters (tests/data/lora_facts.md) ---- */
 
@@ -2597,6 +2637,7 @@ int main(void) {
       {"cluster what-ifs: --set changes one field, refuses unknown ones", test_cluster_set_field},
       {"every preset's datasheet figures have a source", test_cluster_sources},
       {"reserved memory: the CUDA context, cuBLASLt workspace and NCCL buffers it adds", test_runtime_reserve},
+      {"every preset's host link: its cited row of tests/data/host_link.csv", test_host_link},
       {"Blackwell presets: per-GPU figures from the published totals", test_blackwell_presets},
       {"px_plan_compile resolves the unset choices itself", test_compile_resolves},
       {"impossible plans are refused with a reason", test_refusals},
