@@ -475,7 +475,9 @@ static bool bf16_layers_stage(vctx *x) {
 /* activation offload as Megatron-Core allows it (transformer_config.py at d98e8a6: "CPU offloading can be done
  * only for layers less than num_layers", "no support for Pipeline parallelism with CPU offloading", "does not work
  * when activation recomputation is enabled", "CUDA graphs not supported with CPU offloading") */
-static bool offload_act_count(vctx *x) { return x->p->offload_act_layers > x->m->layers - 2; }
+static bool offload_act_count(vctx *x) {
+  return x->p->offload_act_layers > 0 && x->p->offload_act_layers > x->m->layers - 2;
+}
 static bool offload_act_pp(vctx *x) { return x->p->offload_act_layers > 0 && (x->p->pp > 1 || x->p->vpp > 1); }
 static bool offload_act_schedule(vctx *x) {
   return x->p->offload_act_layers > 0 && x->p->schedule != PX_SCHED_1F1B && x->p->pp == 1;
