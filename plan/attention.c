@@ -147,7 +147,8 @@ void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
  * ops added to the block (and its W block) since n0 (w0) are the same work on every rank (px_block.dup_flops). */
 static void count_duplicated(px_bld *b, const px_dims *d, int32_t n0, int32_t w0) {
   for (int32_t k = n0; !d->sp && d->T > 1 && k < b->b->nops; k++) b->b->dup_flops += b->b->ops[k].flops;
-  for (int32_t k = w0; !d->sp && d->T > 1 && b->w && k < b->w->b->nops; k++) b->w->b->dup_flops += b->w->b->ops[k].flops;
+  for (int32_t k = w0; !d->sp && d->T > 1 && b->w && k < b->w->b->nops; k++)
+    b->w->b->dup_flops += b->w->b->ops[k].flops;
 }
 
 /* q, k, v from the norm's output: x its shard (B Sl rows), x_full the whole sequence (the one q projection's). */

@@ -437,9 +437,8 @@ static bool offload_unset(vctx *x) {
 static bool offload_zero(vctx *x) { return x->p->offload_opt && x->p->zero < 2; }
 static bool offload_params(vctx *x) { return x->p->offload_params && (x->p->zero != 3 || !x->p->offload_opt); }
 static bool offload_hybrid(vctx *x) { return x->p->offload_opt && px_parallel_hybrid(x->p); }
-static bool offload_host(vctx *x) {
-  return x->p->offload_opt && (x->c->host_pcie_bytes_per_s <= 0 || x->c->host_cpu_adam_params_per_s <= 0);
-}
+static bool offload_link(vctx *x) { return x->p->offload_opt && x->c->host_pcie_bytes_per_s <= 0; }
+static bool offload_adam(vctx *x) { return x->p->offload_opt && x->c->host_cpu_adam_params_per_s <= 0; }
 static bool offload_nvme(vctx *x) {
   const px_parallel *p = x->p;
   return (p->offload_opt == PX_OFFLOAD_NVME || p->offload_params == PX_OFFLOAD_NVME) &&
@@ -613,8 +612,10 @@ static const px_rule rules[] = {
                      "{offload_params})"},
     {offload_hybrid, "`offload_optimizer` with `shard_group` {shard_group}: offloading hybrid-sharded states is not "
                      "modelled (hint: drop one of them)"},
-    {offload_host, "{cluster}: offload needs the cluster's host.pcie_gb_per_s and host.cpu_adam_gparams_per_s (add "
-                   "them to the cluster file)"},
+    {offload_link, "{cluster}: offload copies the optimizer's shards over the host link: the cluster has no "
+                   "host.pcie_gb_per_s (add it to the cluster file)"},
+    {offload_adam, "{cluster}: offload steps the optimizer on the host CPU: the cluster has no "
+                   "host.cpu_adam_gparams_per_s, its AdamW rate (measure it and add it to the cluster file)"},
     {offload_nvme, "{cluster}: NVMe offload needs the cluster's host.nvme_gb_per_s and host.nvme_tb (add them to the "
                    "cluster file)"},
     {precision_peak, "{cluster}: the {gpu} has no {precision} peak (hint: `precision` fp32)"},

@@ -785,8 +785,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   e.kinds = px_calloc((size_t)L + 2, sizeof *e.kinds, err);
   e.act_fwd = px_calloc((size_t)L + 1, sizeof *e.act_fwd, err);
   e.act_copy = px_calloc((size_t)L + 1, sizeof *e.act_copy, err);
-  if (!e.act_fwd || !e.act_copy || !e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen || !e.last_bwd_k || !e.pending_sync ||
-      !e.blocks || !e.kinds) {
+  if (!e.act_fwd || !e.act_copy || !e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen ||
+      !e.last_bwd_k || !e.pending_sync || !e.blocks || !e.kinds) {
     st = PX_ERR_RUNTIME;
     goto done;
   }

@@ -39,8 +39,11 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
           "oversubscription %.1f:1\n",
           (long long)c->nics_per_node, c->nic_bytes_per_s * 8 / 1e9, c->inter_latency_s * 1e6, c->inter_efficiency,
           (long long)c->inter_comm_sms, px_net_kind_names[c->net_kind], c->oversubscription);
-  fprintf(out, "  host: %s memory, storage %.1f GB/s per node\n", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
+  fprintf(out, "  host: %s memory, storage %.1f GB/s per node", px_fmt_bytes((double)c->host_memory_bytes, a, sizeof a),
           c->storage_bytes_per_s / 1e9);
+  double link = px_cluster_host_link_bytes_per_s(c); /* what offload's and snapshots' copies run at */
+  if (link > 0) fprintf(out, "; host link %.1f GB/s a GPU", link / 1e9);
+  fprintf(out, "\n");
   if (g->power_w > 0)
     fprintf(out, "  power: a GPU %.0f W computing, %.0f W waiting%s; a node %.0f W besides its GPUs and %.0f W of network "
                  "switches; PUE %.2f\n",

@@ -54,7 +54,7 @@ expect_refusal "usage" "$px" model
 expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 1 --offload-optimizer cpu
 expect_refusal "--offload-params" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 3 --offload-params cpu
 expect_refusal "host.nvme_gb_per_s" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 3 --offload-optimizer nvme
-expect_refusal "host.pcie_gb_per_s" "$px" plan -m llama2-7b -c hgx-h200 -g 8 -z 2 --offload-optimizer cpu
+expect_refusal "host.cpu_adam_gparams_per_s" "$px" plan -m llama2-7b -c hgx-h200 -g 8 -z 2 --offload-optimizer cpu
 expect_refusal "--offload-optimizer" "$px" plan -m llama2-7b -c dgx-a100 -g 8 -z 2 --offload-optimizer disk
 expect_refusal "--shard-group" "$px" plan -m llama2-7b -c dgx-a100 -g 16 -z 3 --shard-group 8 --offload-optimizer cpu
 # what-ifs: --set and --vary name the field and what was wrong

@@ -104,6 +104,8 @@ same gpt-zero3-full 2 2 -m "$gptd" -B 8 -d 2 -z 3 --grad-accum full "${fp32[@]}"
 same llama-hybrid-zero3 4 4 -m tiny -B 16 -d 4 -z 3 --shard-group 2 "${fp32[@]}"
 # offload: gradient shards downloaded and summed on the host, AdamW on the host, parameters uploaded
 same llama-offload-zero3 4 4 -m tiny -B 8 -p 2 -d 2 -z 3 --offload-optimizer cpu --offload-params cpu "${fp32[@]}"
+# activation offload: the first 2 layers' kept tensors downloaded after their forward, uploaded before their backward
+same llama-offload-act 2 2 -m tiny -B 4 -d 2 -z 3 --offload-activations 2 "${fp32[@]}"
 
 # a device smaller than the plan's predicted peak: refused at start-up, with
 # the figures (emulated devices only: their memory size can be set)
