@@ -84,15 +84,18 @@ const char px_report_plan_legend[] =
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation (fullN: of the first N layers of each\n"
-    "  chunk, Megatron's block method); fp8, fp8cur, fp8blk: fp8 with delayed, current or blockwise scaling (then w:\n"
-    "  fp8 weights only); mxfp8, nvfp4 the block-scaled precisions (bf16:N+M: the first N and last M layers\n"
-    "  unquantized). The flags of each plan: the JSON's \"flags\", the CSV's column flags.\n";
+    "  chunk, Megatron's block method), +oaN the first N layers' activations offloaded to the host; fp8, fp8cur,\n"
+    "  fp8blk: fp8 with delayed, current or blockwise scaling (then w: fp8 weights only); mxfp8, nvfp4 the\n"
+    "  block-scaled precisions (bf16:N+M: the first N and last M layers unquantized). The flags of each plan: the\n"
+    "  JSON's \"flags\", the CSV's column flags.\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc_names[] = {"none", "sel", "full"};
   char sched[64], rc[32];
   snprintf(rc, sizeof rc, "%s", rc_names[p->recompute]);
   if (px_parallel_recompute_partial(p)) snprintf(rc, sizeof rc, "full%lld", (long long)p->recompute_layers);
+  if (p->offload_act_layers > 0) /* activation offload: the first N layers' */
+    snprintf(rc + strlen(rc), sizeof rc - strlen(rc), "+oa%lld", (long long)p->offload_act_layers);
   if (p->schedule == PX_SCHED_INTERLEAVED)
     snprintf(sched, sizeof sched, "int%lld", (long long)p->vpp);
   else

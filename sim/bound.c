@@ -253,9 +253,13 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
       for (int i = 0; i < nk; i++) ns[3 * vs + e] += t->ns[kinds[i]];
       if (e != PX_ENTRY_F) continue;
       int64_t n[2][2] = {{0}}; /* [moe][bf16] layers */
-      for (int i = 0; i < nk; i++) {
-        keep[vs] += t->net[kinds[i]];
-        if (px_block_is_layer_fwd(kinds[i])) n[px_block_is_moe_fwd(kinds[i])][px_block_is_bf16(kinds[i])]++;
+      /* activation offload (pp 1), where `states` puts it: the offloaded layers' sets are off the GPU when the
+       * forward ends (program.c, offload_before) */
+      int64_t off = V == 1 && states->offload_act_layers > 0 ? states->offload_act_layers : 0;
+      for (int i = 0, l = 0; i < nk; i++) {
+        bool layer = px_block_is_layer_fwd(kinds[i]);
+        if (!layer || l++ >= off) keep[vs] += t->net[kinds[i]];
+        if (layer) n[px_block_is_moe_fwd(kinds[i])][px_block_is_bf16(kinds[i])]++;
       }
       if (!embed) keep[vs] += t->net[PX_BLOCK_RECV_FWD];
       if (!head) keep[vs] += t->net[PX_BLOCK_SEND_FWD];

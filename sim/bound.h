@@ -47,8 +47,8 @@ int64_t px_bound_cache_size(const px_bound_cache *bc);
  * times their blocks; threads may make distinct keys at once. */
 px_status px_bound_cache_make(px_bound_cache *bc, int64_t index, px_err *err);
 /* The bounds of par, added with key `index` (made), with its model states
- * where `states` puts them (par itself, or the same plan with more offload):
- * thread-safe. */
+ * where `states` puts them (par itself, or the same plan with more offload;
+ * with pp 1 its offload_act_layers' activations too): thread-safe. */
 px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel *par, const px_parallel *states,
                       px_bound *out, px_err *err);
 void px_bound_cache_free(px_bound_cache *bc);

@@ -79,7 +79,7 @@ static px_parallel freed(const px_parallel *p, int groups) {
     if (p->etp == p->tp) f.etp = 0; /* the default follows tp */
     if (!hybrid) f.shard_group = 0; /* the whole DP group, whatever dp becomes */
   }
-  if (groups & PX_REPLAN_OFFLOAD) f.offload_opt = -1, f.offload_params = -1;
+  if (groups & PX_REPLAN_OFFLOAD) f.offload_opt = -1, f.offload_params = -1, f.offload_act_layers = -1;
   return f;
 }
 

@@ -48,7 +48,7 @@ enum {
   PX_REPLAN_RECOMPUTE = 1 << 1, /* activation recomputation */
   PX_REPLAN_MBS = 1 << 2,       /* the micro-batch size */
   PX_REPLAN_SPLIT = 1 << 3,     /* tp and pp (dp follows), SP, the schedule and the layer split */
-  PX_REPLAN_OFFLOAD = 1 << 4,   /* the optimizer's (and ZeRO-3's parameters') offload */
+  PX_REPLAN_OFFLOAD = 1 << 4,   /* the optimizer's (and ZeRO-3's parameters') offload, and the activations' */
 };
 #define PX_REPLAN_GROUPS 5
 

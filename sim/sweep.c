@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "core/fmt.h"
+#include "plan/memory.h"
+#include "plan/program.h"
 #include "sim/bound.h"
 #include "sim/sim.h"
 
@@ -408,6 +410,37 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
   return false;
 }
 
+/* Whether the sweep offloads p's activations when it does not fit (fit_entry): the user left
+ * offload_activations unset and p is a plan Megatron-Core offloads (pp 1, 1F1B, no recomputation, no CUDA
+ * graphs: px_parallel_validate's rules) on a cluster with a host link. */
+static bool act_offload_swept(const px_parallel *p, const px_parallel *fixed, const px_model *m, const px_cluster *c) {
+  return fixed->offload_act_layers < 0 && p->pp == 1 && p->vpp == 1 && p->schedule == PX_SCHED_1F1B &&
+         p->recompute == PX_RECOMPUTE_NONE && p->cuda_graph == PX_GRAPH_NONE && c->host_pcie_bytes_per_s > 0 &&
+         m->layers > 2;
+}
+
+/* The fewest offloaded layers whose kept activations, first layer first, cover what plan's peak is over the
+ * GPU (the end of a forward holds them all: offloading N layers takes N sets off the peak), or 0 when even
+ * layers - 2 do not. */
+static int64_t act_offload_layers(const px_plan *plan) {
+  uint64_t usable = px_gpu_usable_bytes(&plan->cluster.gpu), peak = plan->mem[0].peak_bytes, lo = 0, hi = peak;
+  while (lo < hi) { /* the largest peak px_plan_reserve_bytes lets fit */
+    uint64_t mid = lo + (hi - lo + 1) / 2;
+    if (px_plan_reserve_bytes(mid) <= usable) lo = mid;
+    else hi = mid - 1;
+  }
+  uint64_t over = peak - lo;
+  int64_t L = plan->model.layers;
+  px_block_kind *kinds = calloc((size_t)L + 2, sizeof *kinds);
+  if (!kinds) return 0;
+  px_program_entry_kinds(&plan->model, &plan->par, 0, L, false, false, PX_ENTRY_F, kinds);
+  int64_t n = 0;
+  uint64_t freed = 0;
+  for (; n < L - 2 && freed < over; n++) freed += px_plan_kept_bytes(plan, kinds[n]);
+  free(kinds);
+  return freed >= over ? n : 0;
+}
+
 /* Whether some offload could make a stage fit: its peak with the GPU's
  * states as the most offload its ZeRO stage allows leaves them
  * (px_plan_states_for) must fit. */
@@ -540,16 +573,39 @@ static double floor_score(const px_sweep_opts *o, const px_cluster *c, const px_
  * offload can help. Offload only adds work to a plan: one that fits
  * without it is never faster with it, so it is tried, least first, only
  * when the plan does not fit. */
+/* The compile of a sweep's plan: pruned (opts.keep), without the totals and stopping at a stage that
+ * does not fit when no offload can help (the caller adds the totals before it simulates). */
+static px_status compile_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_parallel *par,
+                               px_plan *plan, px_err *err) {
+  return o->keep > 0 ? px_plan_compile_fit(plan, m, c, par, stop_unfit, (void *)o, err)
+                     : px_plan_compile(plan, m, c, par, err);
+}
+
 static px_status fit_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_entry *e,
                            px_plan *plan, px_err *err) {
+  px_parallel first = e->par;
   for (;;) {
-    px_status st = o->keep > 0 ? px_plan_compile_fit(plan, m, c, &e->par, stop_unfit, (void *)o, err)
-                               : px_plan_compile(plan, m, c, &e->par, err);
+    px_status st = compile_entry(m, c, o, &e->par, plan, err);
     if (st) return st;
     if (plan->fits || plan->stages_done < plan->par.pp || !offload_may_fit(plan)) break;
     px_parallel next = e->par;
     if (!more_offload(&next, m, c, o)) break;
     px_plan_free(plan);
+    e->par = next;
+  }
+  /* then, on the plan without model-state offload, its first layers' activations: as few as cover the
+   * peak's excess, one more at a time while the peak lies elsewhere (at most three tries) */
+  for (int tries = 0; !plan->fits && plan->stages_done == plan->par.pp && tries < 3 &&
+                      act_offload_swept(&first, &o->fixed, m, c);
+       tries++) {
+    px_parallel next = first;
+    next.offload_act_layers = tries ? e->par.offload_act_layers + 1 : act_offload_layers(plan);
+    if (next.offload_act_layers <= 0 || next.offload_act_layers > m->layers - 2 || !admitted(o, &next, m)) break;
+    px_plan q;
+    px_status st = compile_entry(m, c, o, &next, &q, err);
+    if (st) return st;
+    px_plan_free(plan);
+    *plan = q;
     e->par = next;
   }
   entry_peak(plan, e);
@@ -604,6 +660,7 @@ static void floor_candidate(work *w, int64_t i) {
   e->par = w->cands->v[i];
   px_parallel states = e->par;
   if (offload_swept(&e->par, &w->o->fixed)) offload_most(&states);
+  if (act_offload_swept(&e->par, &w->o->fixed, w->m, w->c)) states.offload_act_layers = w->m->layers - 2;
   px_bound b;
   px_err err = {0};
   if (px_bound_of(w->bounds, w->key[i], &e->par, &states, &b, &err)) {
@@ -931,7 +988,9 @@ static bool same_split(const px_parallel *a, const px_parallel *b);
 static bool named(const px_parallel *best, const px_sweep_entry *e) {
   if (same_split(&e->par, best)) return true;
   px_parallel p = e->par;
-  if (e->fit_unknown) p.offload_opt = best->offload_opt, p.offload_params = best->offload_params;
+  if (e->fit_unknown)
+    p.offload_opt = best->offload_opt, p.offload_params = best->offload_params,
+    p.offload_act_layers = best->offload_act_layers;
   return precision_alt(best, &p);
 }
 

@@ -94,10 +94,11 @@ void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int
   const px_sweep_entry *best = &r.entries[0];
   px_band_key k;
   px_band_key_of(&m, &c, &best->par, &k);
-  char plan[64];
-  snprintf(plan, sizeof plan, "tp%lld pp%lld dp%lld cp%lld z%d mbs%lld vpp%lld %s", (long long)best->par.tp,
+  char plan[80], oa[24] = "";
+  if (best->par.offload_act_layers > 0) snprintf(oa, sizeof oa, "+oa%lld", (long long)best->par.offload_act_layers);
+  snprintf(plan, sizeof plan, "tp%lld pp%lld dp%lld cp%lld z%d mbs%lld vpp%lld %s%s", (long long)best->par.tp,
            (long long)best->par.pp, (long long)best->par.dp, (long long)best->par.cp, best->par.zero,
-           (long long)best->par.mbs, (long long)best->par.vpp, px_recompute_names[best->par.recompute]);
+           (long long)best->par.mbs, (long long)best->par.vpp, px_recompute_names[best->par.recompute], oa);
   double mfu = best->sim.mfu;
   const mfu_range *pr = range_of(k.family, prec_class(k.precision), false);
   fprintf(stderr, "  %-6s %-6s %-10s %4lld %4lld  ", k.family, prec_class(k.precision), model, (long long)gpus,
