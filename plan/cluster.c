@@ -675,6 +675,26 @@ static void keys_of(const cJSON *o, char *buf, size_t cap) {
       (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", e->string);
 }
 
+/* Whether the loader reads the number at path (leaf in parent): set to 1 in a copy of root, it is 1 again in
+ * the cluster written back. */
+static bool reads_one(const cJSON *root, const char *path, const char *leaf, const char *assignment) {
+  cJSON *probe = cJSON_Duplicate(root, true), *after = NULL;
+  char l[64];
+  cJSON *parent = probe ? path_parent(probe, path, l, sizeof l) : NULL;
+  bool ok = false;
+  px_cluster c;
+  px_err err = {0};
+  if (parent && cJSON_ReplaceItemInObjectCaseSensitive(parent, leaf, cJSON_CreateNumber(1)) &&
+      !px_cluster_from_json(probe, assignment, &c, &err) && (after = px_cluster_to_json(&c))) {
+    cJSON *np = path_parent(after, path, l, sizeof l);
+    const cJSON *got = np ? cJSON_GetObjectItemCaseSensitive(np, leaf) : NULL;
+    ok = cJSON_IsNumber(got) && got->valuedouble == 1;
+  }
+  cJSON_Delete(probe);
+  cJSON_Delete(after);
+  return ok;
+}
+
 px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *err) {
   const char *eq = strchr(assignment, '=');
   char path[128], leaf[64], keys[512];
@@ -718,6 +738,8 @@ px_status px_cluster_set_field(px_cluster *c, const char *assignment, px_err *er
   bool same = got && (cJSON_IsNumber(got) ? cJSON_IsNumber(v) && fabs(got->valuedouble - num) <= 1e-6 * fabs(num)
                       : cJSON_IsString(got) ? cJSON_IsString(v) && !strcmp(got->valuestring, text)
                                             : cJSON_IsBool(got) && cJSON_IsBool(v) && cJSON_IsTrue(got) == cJSON_IsTrue(v));
+  if (!got && is_num && num == 0) /* an optional figure the file leaves out when 0 (none): read if 1 is */
+    same = reads_one(root, path, leaf, assignment);
   if (!same) {
     keys_of(np ? np : after, keys, sizeof keys);
     st = px_err_set(err, PX_ERR_INPUT, "%s: '%s' is not a cluster field the planner reads, or not that kind of "

@@ -1011,6 +1011,10 @@ static void test_cluster_set_field(void) {
   CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&c, "gpus_per_node=4", &err), PX_OK);
   CU_ASSERT_EQUAL(c.gpus, 512);
   CU_ASSERT_EQUAL(c.nodes, 128);
+  /* an optional figure set to 0 (none), which the file then leaves out */
+  px_cluster z = c;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_field(&z, "host.pcie_gb_per_s=0", &err), PX_OK);
+  CU_ASSERT_EQUAL(px_cluster_host_link_bytes_per_s(&z), 0);
   /* each set is recorded, in order, for the outputs (and kept by a plan file's cluster) */
   char text[512];
   CU_ASSERT_STRING_EQUAL(px_cluster_overrides_text(&c, text, sizeof text),
