@@ -109,6 +109,10 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
   if (plan->par.offload_opt)
     fprintf(out, "  offload          %s on the host link; optimizer step on the host CPU %s\n",
             px_fmt_time(r->comm_host_s, a, sizeof a), px_fmt_time(r->stages[0].op_s[PX_OP_ADAMW_HOST], b, sizeof b));
+  else if (plan->par.offload_act_layers > 0) /* the copies' time, and what of it the compute waited for */
+    fprintf(out, "  offload          activations of %lld layers: %s on the host link, %s of it exposed\n",
+            (long long)plan->par.offload_act_layers, px_fmt_time(r->comm_host_s, a, sizeof a),
+            px_fmt_time(r->stages[0].parts.exposed_s[PX_SIM_COMM_HOST], b, sizeof b));
   px_report_breakdown_text(r, out);
   px_report_power_text(plan, r, out);
   int64_t worst = px_plan_peak_stage(plan);

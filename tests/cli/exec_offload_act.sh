@@ -31,6 +31,8 @@ grep -q "offloaded per node: .* host memory: fits" "$tmp/plan.txt" || fail "plan
 sim() { "$px" sim "${plan[@]}" --offload-activations 70 --json "$@"; }
 sim --save-plan "$tmp/off.plan.json" >"$tmp/fast.json" || fail "sim"
 sim --set host.pcie_gb_per_s=16 >"$tmp/slow.json" || fail "sim on a 16 GB/s link"
+"$px" sim "${plan[@]}" --offload-activations 70 | grep -q "offload          activations of 70 layers: .* on the host link, .* of it exposed" ||
+  fail "sim's offload line"
 awk -v f="$(jq .step_time_s "$tmp/fast.json")" -v s="$(jq .step_time_s "$tmp/slow.json")" 'BEGIN { exit !(s > f) }' ||
   fail "a slower host link did not slow the step"
 jq -e '.parallel.offload_activations == 70' "$tmp/fast.json" >/dev/null || fail "JSON: $(jq -c .parallel "$tmp/fast.json")"
