@@ -317,18 +317,20 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
     o->flags = px_fp8_flags(&d);
   }
   px_bld_finish(&b);
-  px_bld_begin(&b, p, PX_BLOCK_OFFLOAD_GRAD, PX_STREAM_HOST);
-  px_bld_op(&b, PX_OP_COPY_D2H, PX_STREAM_HOST, PX_PHASE_COMM);
-  px_bld_finish(&b);
-  px_bld_begin(&b, p, PX_BLOCK_FETCH_PARAM, PX_STREAM_HOST);
-  px_bld_op(&b, PX_OP_COPY_H2D, PX_STREAM_HOST, PX_PHASE_COMM);
-  px_bld_finish(&b);
-  px_bld_begin(&b, p, PX_BLOCK_OFFLOAD_ACT, PX_STREAM_HOST);
-  px_bld_op(&b, PX_OP_COPY_D2H, PX_STREAM_HOST, PX_PHASE_COMM);
-  px_bld_finish(&b);
-  px_bld_begin(&b, p, PX_BLOCK_FETCH_ACT, PX_STREAM_HOST);
-  px_bld_op(&b, PX_OP_COPY_H2D, PX_STREAM_HOST, PX_PHASE_COMM);
-  px_bld_finish(&b);
+  /* the host link's copies, one op each (each program sizes its own): offload's gradient and parameter
+   * shards, activation offload's sets */
+  static const struct {
+    px_block_kind block;
+    px_op_kind op;
+  } copies[] = {{PX_BLOCK_OFFLOAD_GRAD, PX_OP_COPY_D2H},
+                {PX_BLOCK_FETCH_PARAM, PX_OP_COPY_H2D},
+                {PX_BLOCK_OFFLOAD_ACT, PX_OP_COPY_D2H},
+                {PX_BLOCK_FETCH_ACT, PX_OP_COPY_H2D}};
+  for (size_t i = 0; i < sizeof copies / sizeof *copies; i++) {
+    px_bld_begin(&b, p, copies[i].block, PX_STREAM_HOST);
+    px_bld_op(&b, copies[i].op, PX_STREAM_HOST, PX_PHASE_COMM);
+    px_bld_finish(&b);
+  }
   if (b.failed || p->slots_full)
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory building the op templates (or more than %d slots)",
                       PX_SLOTS_MAX);

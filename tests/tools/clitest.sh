@@ -102,3 +102,12 @@ finish() {
   echo "$fails failures"
   [ "$fails" -eq 0 ]
 }
+
+# refused_plan GPUS NEEDLE FLAGS...: `parallax plan -m tiny -c local-cpu -g GPUS FLAGS` exits 2 saying NEEDLE
+# (uses $px).
+refused_plan() {
+  local gpus=$1 needle=$2 err
+  shift 2
+  err=$("$px" plan -m tiny -c local-cpu -g "$gpus" "$@" 2>&1 >/dev/null)
+  [ $? -eq 2 ] && printf '%s' "$err" | grep -qF -- "$needle" || fail "plan $*: $err (wanted '$needle')"
+}
