@@ -601,6 +601,37 @@ static void test_replan_none(void) {
   CU_ASSERT_STRING_EQUAL(err.msg, "no plan of llama3-405b fits on 1 to 2 ranks");
 }
 
+/* Activation offload in the sweep: Llama 3 70B on 64 GB200s (fp8 current scaling, seq 8192, gbs 256) is
+ * best as NVIDIA's Megatron-Bridge GB200 recipe runs it (tests/data/megatron_bridge_blackwell.csv: Megatron-FSDP
+ * over 64, mbs 2, cpu_offloading_num_layers 40), the sweep offloading as few layers as fit (40: 3.63 GiB a layer
+ * against the 145 GiB excess); pruned or not, the same; and a fixed 0 keeps every plan on the GPU. */
+static void test_activation_offload_swept(void) {
+  px_model m;
+  px_cluster c;
+  load("llama3-70b", "gb200-nvl72", 64, &m, &c);
+  px_sweep_opts o;
+  px_sweep_opts_init(&o);
+  o.fixed.gbs = 256, o.fixed.seq = 8192, o.fixed.precision = PX_PREC_FP8, o.fixed.fp8_recipe = PX_FP8_CURRENT;
+  o.threads = 2;
+  px_err err = {0};
+  for (int keep = 0; keep < 2; keep++) {
+    o.keep = keep ? 3 : 0;
+    px_sweep_result r;
+    CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
+    CU_ASSERT_FATAL(r.n > 0);
+    const px_parallel *b = &r.entries[0].par;
+    CU_ASSERT(b->tp == 1 && b->pp == 1 && b->dp == 64 && b->zero == 3 && b->mbs == 2);
+    CU_ASSERT_EQUAL(b->offload_act_layers, 40);
+    px_sweep_result_free(&r);
+  }
+  o.keep = 3, o.fixed.offload_act_layers = 0;
+  px_sweep_result r;
+  CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
+  for (int64_t i = 0; i < r.n; i++) CU_ASSERT_EQUAL(r.entries[i].par.offload_act_layers, 0);
+  CU_ASSERT(r.n > 0 && !(r.entries[0].par.mbs == 2 && r.entries[0].par.pp == 1 && r.entries[0].par.tp == 1));
+  px_sweep_result_free(&r);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"a small model on one node: pure data parallel wins", test_small_model_pure_dp},
@@ -612,6 +643,8 @@ int main(void) {
       {"a sweep for the plots: the top, the heatmap's bests and the Pareto front exact, split or not", test_front_exact},
       {"time to train, checkpoints and goodput by hand", test_train_time_by_hand},
       {"GPT-3 175B with ZeRO-3, tp 1, pp 1 fits on 384, 768 and 1536 A100s", test_gpt3_zero3_fits},
+      {"activation offload: Llama 3 70B on 64 GB200s is best as NVIDIA's recipe, 40 layers offloaded",
+       test_activation_offload_swept},
       {"re-planned for fewer ranks: the global batch, sequence, precision and MoE buffers kept", test_replan_fewer_ranks},
       {"re-planned: a plan the backend refuses gives way to the next", test_replan_refused},
       {"re-planned: no plan on any rank count, or the backend's failure, is an error", test_replan_none},
