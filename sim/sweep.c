@@ -567,12 +567,6 @@ static double floor_score(const px_sweep_opts *o, const px_cluster *c, const px_
   return score_of(&e, o->objective);
 }
 
-/* Compiles e->par, with the least offload that makes it fit if it needs
- * one (into e->par), into plan (the caller frees it), and its peak into e.
- * Pruned (opts.keep), the compile stops at a stage that does not fit when no
- * offload can help. Offload only adds work to a plan: one that fits
- * without it is never faster with it, so it is tried, least first, only
- * when the plan does not fit. */
 /* The compile of a sweep's plan: pruned (opts.keep), without the totals and stopping at a stage that
  * does not fit when no offload can help (the caller adds the totals before it simulates). */
 static px_status compile_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_parallel *par,
@@ -581,6 +575,12 @@ static px_status compile_entry(const px_model *m, const px_cluster *c, const px_
                      : px_plan_compile(plan, m, c, par, err);
 }
 
+/* Compiles e->par, with the least offload that makes it fit if it needs
+ * one (into e->par: model states', then activations'), into plan (the caller frees it), and its peak into e.
+ * Pruned (opts.keep), the compile stops at a stage that does not fit when no
+ * offload can help. Offload only adds work to a plan: one that fits
+ * without it is never faster with it, so it is tried, least first, only
+ * when the plan does not fit. */
 static px_status fit_entry(const px_model *m, const px_cluster *c, const px_sweep_opts *o, px_sweep_entry *e,
                            px_plan *plan, px_err *err) {
   px_parallel first = e->par;
