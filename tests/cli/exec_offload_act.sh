@@ -4,7 +4,8 @@
 # stage's measured peak its plan's, lower than without; the plan says what it holds on the host; sim costs
 # the copies on the host link (a slower link: a slower step, and exposed host copies); a saved plan keeps it;
 # Megatron's export writes --cpu-offloading-num-layers, Megatron-Bridge's its keys, torchtitan refuses; what
-# Megatron-Core refuses exits 2 naming the flags; a sweep chooses it where it wins.
+# Megatron-Core refuses exits 2 naming the flags, the executors' refusal of fp8 too; a sweep chooses it where it
+# wins.
 set -u
 px=$1
 src=$2
@@ -51,6 +52,12 @@ grep -q "offload_activations" "$tmp/tt.err" || fail "torchtitan's refusal: $(cat
 "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 64 -P bf16 -z 1 -t 1 -p 1 --top 1 --json 2>/dev/null |
   jq -er '.plans[0].flags' | grep -q -- "--recompute none.* --offload-activations 4" ||
   fail "the sweep's best: $("$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 64 -P bf16 -z 1 -t 1 -p 1 --top 1 2>&1 | sed -n 6p)"
+
+# the executors refuse it with quantized tensors (their scales stay with the device buffer), naming the flags
+cpu_run fp8 2 -m tiny -c local-cpu -g 2 -B 4 --steps 1 --precision fp8 --fp8-base fp32 --fp8-recipe current \
+  --offload-activations 1 && fail "the cpu backend ran activation offload of fp8 tensors"
+grep -q "cpu cannot run this plan: activation offload with --precision fp8" "$tmp/err.txt" ||
+  fail "fp8's refusal: $(grep parallax: "$tmp/err.txt" | head -2)"
 
 refused_plan 2 "--offload-activations 3 must leave two of the model's 4 layers'" --offload-activations 3
 refused_plan 2 "--offload-activations with pp 2" -p 2 --offload-activations 1
