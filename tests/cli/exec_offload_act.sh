@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --offload-activations N (docs/compiler.md, "Activation offload"): the CPU executor runs it to the losses and
-# first-step gradients of the run without it (tiny, 4 layers: 1 and 2 offloaded; 2 ranks of DP; ZeRO-3), every
+# first-step gradients of the run without it (tiny, 4 layers: 1 and 2 offloaded; 2 ranks of DP; ZeRO-1 and 3;
+# experts, latent attention, windows and sinks), every
 # stage's measured peak its plan's, lower than without; the plan says what it holds on the host; sim costs
 # the copies on the host link (a slower link: a slower step, and exposed host copies); a saved plan keeps it;
 # Megatron's export writes --cpu-offloading-num-layers, Megatron-Bridge's its keys, torchtitan refuses; what
@@ -12,15 +13,25 @@ src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 
-run() { cpu_run "$1" 2 -m tiny -c local-cpu -g 2 --steps 3 -B 4 "${@:2}"; }
+run() { cpu_run "$1" 2 -c local-cpu -g 2 --steps 3 -B 4 "${@:2}"; }
 for z in 1 3; do
-  run "ref$z" -z "$z" || { fail "tiny -z $z: $(head -3 "$tmp/err.txt")"; continue; }
+  run "ref$z" -m tiny -z "$z" || { fail "tiny -z $z: $(head -3 "$tmp/err.txt")"; continue; }
   for n in 1 2; do
-    run got -z "$z" --offload-activations "$n" || { fail "tiny -z $z --offload-activations $n: $(head -3 "$tmp/err.txt")"; continue; }
+    run got -m tiny -z "$z" --offload-activations "$n" ||
+      { fail "tiny -z $z --offload-activations $n: $(head -3 "$tmp/err.txt")"; continue; }
     same_run "tiny -z $z --offload-activations $n" "$tmp/ref$z" "$tmp/got"
     jq -se --slurpfile r "$tmp/ref$z.json" 'last.stages[0].peak_bytes < ($r | last).stages[0].peak_bytes' "$tmp/got.json" \
       >/dev/null || fail "-z $z --offload-activations $n: the peak did not drop"
   done
+done
+# and the layer kinds whose kept tensors differ: experts (EP 2), latent attention under TP + SP, windows, sinks
+for c in "tiny-moe|-d 2 --ep 2" "tiny-mla|-t 2 -S" "tiny-window|-d 2" "tiny-sinks|-t 2 -S"; do
+  model=${c%%|*}
+  # shellcheck disable=SC2206
+  f=(${c#*|})
+  run "ref-$model" -m "$model" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
+  run got -m "$model" "${f[@]}" --offload-activations 2 || { fail "$model offloaded: $(head -3 "$tmp/err.txt")"; continue; }
+  same_run "$model ${f[*]} --offload-activations 2" "$tmp/ref-$model" "$tmp/got"
 done
 
 # Llama 3 70B on 64 H100s, mbs 2: with 70 of its 80 layers' activations on the host it fits (without: 330 GiB)
