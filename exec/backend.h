@@ -303,6 +303,9 @@ struct px_backend {
    * sequence): out holds `count` codes of in's, in another order, with in's per-tensor scales. Optional (NULL:
    * the backend refuses such an all-gather of fp8 codes in supports_op). */
   px_status (*codes_moved)(px_backend *b, void *out, const void *in, uint64_t count, px_err *err);
+  /* activation offload: the codes that were at `from` are at `to` now (a copy to host memory, or back), their
+   * scales with them. Optional (NULL: the backend keeps nothing by address). */
+  void (*codes_rekeyed)(px_backend *b, const void *to, const void *from);
   /* optional: device memory the backend holds beyond the tensors it was
    * asked for (conversion scratch, library workspaces, arenas added for
    * fragmentation): what a plan's prediction does not count */

@@ -247,6 +247,7 @@ static px_status run_offload_act(px_exec *x, const px_inst *in, px_err *err) {
     if (!(t->host = malloc(t->bytes ? t->bytes : 1))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     px_status st = x->be->download(x->be, t->host, t->ptr, t->bytes, err);
     if (st) return st;
+    if (x->be->codes_rekeyed) x->be->codes_rekeyed(x->be, t->host, t->ptr); /* fp8 codes: their scales follow */
     mem_free(x, t->ptr, t->bytes);
     t->ptr = NULL;
   }
@@ -260,6 +261,7 @@ static px_status run_fetch_act(px_exec *x, const px_inst *in, px_err *err) {
     px_status st = mem_alloc(x, t->bytes, PX_FILL_NONE, &t->ptr, err);
     if (!st) st = x->be->upload(x->be, t->ptr, t->host, t->bytes, err);
     if (st) return st;
+    if (x->be->codes_rekeyed) x->be->codes_rekeyed(x->be, t->ptr, t->host);
     free(t->host);
     t->host = NULL;
   }

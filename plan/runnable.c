@@ -27,8 +27,8 @@ static bool no(char *why, size_t cap, const char *fmt, ...) {
 }
 
 /* What the executor runs on any backend: trained weights in the parameters' dtype (a frozen base in its
- * base_precision), activation offload without quantized tensors, and mixture of experts with the alltoall
- * dispatcher and a dropless router (under TP + SP with any etp: the MoE layers' fold, exec/comm.c). */
+ * base_precision), and mixture of experts with the alltoall dispatcher and a dropless router (under TP + SP
+ * with any etp: the MoE layers' fold, exec/comm.c). */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
@@ -36,10 +36,6 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->cuda_graph == PX_GRAPH_LAYERS)
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");
-  if (p->offload_act_layers > 0 && px_precision_quantized(p->precision))
-    return no(why, cap, "activation offload with `precision` %s: the backends keep a quantized tensor's scales beside its "
-              "device buffer, which the copy to the host and back does not carry yet (hint: `offload_activations` 0, "
-              "or a 16-bit or fp32 precision)", px_precision_names[p->precision]);
   if (m->experts > 0 && p->moe_dispatch != PX_MOE_A2A)
     return no(why, cap, "mixture of experts runs with a2a dispatch (the allgather and DeepEP dispatchers are planned and "
               "simulated only)");

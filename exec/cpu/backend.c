@@ -681,6 +681,10 @@ static px_status cpu_codes_moved(px_backend *b, void *out, const void *in, uint6
   return px_cpu_fp8_moved(((cpu *)b->impl)->f8, out, in, count, err);
 }
 
+static void cpu_codes_rekeyed(px_backend *b, const void *to, const void *from) {
+  px_cpu_fp8_rekey(((cpu *)b->impl)->f8, to, from);
+}
+
 static px_status cpu_amax_histories(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step,
                                     float *hist, px_err *err) {
   return px_cpu_fp8_histories(((cpu *)b->impl)->f8, load, keys, n, step, hist, err);
@@ -738,6 +742,7 @@ static const px_backend cpu_table = {
     .sync = cpu_sync,
     .amax_histories = cpu_amax_histories,
     .codes_moved = cpu_codes_moved,
+    .codes_rekeyed = cpu_codes_rekeyed,
     .destroy = cpu_destroy,
 };
 

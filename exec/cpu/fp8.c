@@ -76,6 +76,14 @@ static px_status record(px_cpu_fp8 *s, codes k, px_err *err) {
   return PX_OK;
 }
 
+void px_cpu_fp8_rekey(px_cpu_fp8 *s, const void *to, const void *from) {
+  codes *k = s ? find(s, from) : NULL;
+  if (!k) return;
+  px_cpu_fp8_forget(s, to, 1); /* what was noted at `to` before is gone */
+  k = find(s, from);           /* (the forget may have moved it) */
+  k->p = to;
+}
+
 void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes) {
   const uint8_t *lo = p, *hi = lo + bytes;
   for (int64_t i = 0; s && i < s->nc;)

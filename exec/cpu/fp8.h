@@ -34,6 +34,9 @@ void px_cpu_fp8_release(void *scratch[PX_OP_INS]);
  * (per-tensor) scale from now on. */
 px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint64_t count_out, px_err *err);
 
+/* The codes at `from` (with their scales and column-wise copy) are at `to` now: activation offload's copy to
+ * host memory and back. Nothing when no codes are at `from`. */
+void px_cpu_fp8_rekey(px_cpu_fp8 *s, const void *to, const void *from);
 /* Drops the scales of codes in [p, p + bytes) (released memory). */
 void px_cpu_fp8_forget(px_cpu_fp8 *s, const void *p, uint64_t bytes);
 

@@ -46,6 +46,11 @@ static px_status cu_amax_histories(px_backend *b, bool load, const px_amax_key *
   return px_cpu_fp8_histories(((px_cuda *)b->impl)->f8, load, keys, n, step, hist, err);
 }
 
+/* The codes' scales are the host's too (by the device address): they follow activation offload's copies. */
+static void cu_codes_rekeyed(px_backend *b, const void *to, const void *from) {
+  px_cpu_fp8_rekey(((px_cuda *)b->impl)->f8, to, from);
+}
+
 static void cu_destroy(px_backend *b) {
   if (!b) return;
   px_cuda *c = b->impl;
@@ -97,6 +102,7 @@ static const px_backend cuda_table = {
     .wait_mark = px_cuda_wait_mark,
     .join = px_cuda_join,
     .amax_histories = cu_amax_histories,
+    .codes_rekeyed = cu_codes_rekeyed,
     .own_bytes = px_cuda_own_bytes,
     .destroy = cu_destroy,
 };

@@ -217,6 +217,8 @@ if [ "$fp8_gpu" -eq 1 ]; then
   fp8_base32 fp8-tp2-sp 2 "${f8[@]}" -t 2 -S
   # the sinks' Hq logits leave the next weight's gradient off the 16-byte grid cuBLASLt's fp8 GEMMs write
   fp8_base32 fp8-sinks 1 -m tiny-sinks -B 4 --steps 3 --precision fp8
+  # activation offload of fp8 codes: their scales follow them to the host and back
+  fp8_base32 fp8-offload-act 2 "${f8[@]}" -d 2 --offload-activations 2
   PX_EMU_DEVICES=1 run fp8-bf16 1 cuda "${f8[@]}" --fp8-recipe delayed
   a=$(losses "$tmp/bf16-1.json") b=$(losses "$tmp/fp8-bf16.json")
   gap=$(worst_gap "$a" "$b")
