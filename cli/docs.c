@@ -123,8 +123,8 @@ static px_status cluster_table(px_err *err) {
   begin("topologies");
   printf(
       "| preset | GPU | GPUs a node | NVLink domain | dense TFLOP/s | fp8 | fp4 | HBM | HBM GB/s | NVLink GB/s a "
-      "direction | NICs × Gb/s | network |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+      "direction | NICs × Gb/s | network | host link GB/s a GPU |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n");
   for (size_t i = 0; i < n && !st; i++) {
     px_cluster c;
     if ((st = px_cluster_load(names[i], &c, err))) break;
@@ -132,12 +132,12 @@ static px_status cluster_table(px_err *err) {
     char hbm[32], dense[24], f8[24] = "", f4[24] = "";
     if (c.gpu.peak_flops[PX_DTYPE_FP8] > 0) tflops(c.gpu.peak_flops[PX_DTYPE_FP8], f8);
     if (c.gpu.peak_flops[PX_DTYPE_FP4] > 0) tflops(c.gpu.peak_flops[PX_DTYPE_FP4], f4);
-    printf("| `%s` | %s | %lld | %lld | %s %s | %s | %s | %s | %.0f | %.0f | %lld × %.0f | %s |\n", names[i],
+    printf("| `%s` | %s | %lld | %lld | %s %s | %s | %s | %s | %.0f | %.0f | %lld × %.0f | %s | %.4g |\n", names[i],
            c.gpu.name, (long long)c.gpus_per_node, (long long)px_cluster_nvlink_domain(&c),
            tflops(c.gpu.peak_flops[fast], dense), px_dtype_names[fast], f8, f4,
            px_fmt_bytes((double)c.gpu.hbm_bytes, hbm, sizeof hbm), c.gpu.hbm_bytes_per_s / 1e9,
            c.intra_bytes_per_s / 1e9, (long long)c.nics_per_node, c.nic_bytes_per_s * 8 / 1e9,
-           px_net_kind_names[c.net_kind]);
+           px_net_kind_names[c.net_kind], px_cluster_host_link_bytes_per_s(&c) / 1e9);
   }
   px_preset_list_free(names, n);
   if (!st) end("topologies");

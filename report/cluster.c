@@ -97,8 +97,10 @@ int px_report_cluster_sources(const px_cluster *c, FILE *out) {
 }
 
 void px_report_cluster_list_header(FILE *out) {
-  fputs("name           gpu                    /node TFLOP/s dense     fp8     fp4        HBM     GB/s  NVLink  NICs x Gb/s\n"
-        "                                                                                              GB/s/dir\n",
+  fputs("name           gpu                    /node TFLOP/s dense     fp8     fp4        HBM     GB/s  NVLink  NICs x Gb/s"
+        "   host\n"
+        "                                                                                              GB/s/dir"
+        "                GB/s\n",
         out);
 }
 
@@ -108,10 +110,12 @@ void px_report_cluster_list_row(const char *name, const px_cluster *c, FILE *out
   char f8[16] = "-", f4[16] = "-";
   if (c->gpu.peak_flops[PX_DTYPE_FP8] > 0) snprintf(f8, sizeof f8, "%.0f", c->gpu.peak_flops[PX_DTYPE_FP8] / 1e12);
   if (c->gpu.peak_flops[PX_DTYPE_FP4] > 0) snprintf(f4, sizeof f4, "%.0f", c->gpu.peak_flops[PX_DTYPE_FP4] / 1e12);
-  fprintf(out, "%-14s %-22s %5lld %8.1f %-4s %7s %7s %10s %8.0f %7.0f %5lld x %.0f\n", name, c->gpu.name,
+  char nics[32];
+  snprintf(nics, sizeof nics, "%lld x %.0f", (long long)c->nics_per_node, c->nic_bytes_per_s * 8 / 1e9);
+  fprintf(out, "%-14s %-22s %5lld %8.1f %-4s %7s %7s %10s %8.0f %7.0f %12s %6.1f\n", name, c->gpu.name,
           (long long)c->gpus_per_node, c->gpu.peak_flops[fast] / 1e12, px_dtype_names[fast], f8, f4,
           px_fmt_bytes((double)c->gpu.hbm_bytes, hbm, sizeof hbm), c->gpu.hbm_bytes_per_s / 1e9,
-          c->intra_bytes_per_s / 1e9, (long long)c->nics_per_node, c->nic_bytes_per_s * 8 / 1e9);
+          c->intra_bytes_per_s / 1e9, nics, px_cluster_host_link_bytes_per_s(c) / 1e9);
 }
 
 cJSON *px_report_cluster_list_json(const char *name, const px_cluster *c) {
