@@ -13,6 +13,7 @@
 #include "plan/planfile.h"
 #include "plan/runnable.h"
 #include "report/export.h"
+#include "report/flags.h"
 #include "sim/power.h"
 #include "sim/sweep.h"
 
@@ -696,13 +697,6 @@ int px_cli_start(px_args *a, const char *command, int groups, int help_groups, c
   return -1;
 }
 
-/* The fields of the library's settings that a flag of another name sets;
- * every other field is set by the flag of its name with '-' for '_'
- * (px_parallel.fp8_recipe: --fp8-recipe). */
-static const struct {
-  const char *field, *flag;
-} renamed_fields[] = {{"ckpt_dir", "ckpt"}, {"profile_path", "profile"}, {"grads_path", "dump-grads"}};
-
 /* Phrases of a field and its value that one flag says (px_parallel.reshard false). */
 static const struct {
   const char *phrase, *flag;
@@ -710,12 +704,9 @@ static const struct {
 
 /* The flag that sets the field of n bytes at f, or NULL. */
 static const char *flag_of(const char *f, size_t n) {
-  for (size_t i = 0; i < sizeof renamed_fields / sizeof renamed_fields[0]; i++)
-    if (strlen(renamed_fields[i].field) == n && !strncmp(renamed_fields[i].field, f, n)) return renamed_fields[i].flag;
   char name[64];
   if (n >= sizeof name) return NULL;
-  for (size_t i = 0; i < n; i++) name[i] = f[i] == '_' ? '-' : f[i];
-  name[n] = '\0';
+  px_report_field_flag(f, n, name, sizeof name); /* px_parallel.fp8_recipe: --fp8-recipe */
   for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
     if (!strcmp(opts[i].name, name)) return opts[i].name;
   return NULL;

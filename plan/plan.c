@@ -44,15 +44,16 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   /* activation offload (pp 1): each offloaded layer's kept activations, to the host and back */
   prog->act_ops = offloaded > 0 ? prog->nops : -1;
   if (offloaded > 0) {
-    px_block_kind *kinds = px_calloc((size_t)p->model.layers + 2, sizeof *kinds, err); /* (L) forward kinds */
-    if (!kinds) return PX_ERR_RUNTIME;
-    px_program_entry_kinds(&p->model, &p->par, 0, p->model.layers, false, false, PX_ENTRY_F, kinds);
-    for (int64_t l = 0; l < offloaded; l++) {
-      uint64_t set = px_plan_kept_bytes(p, kinds[l]);
-      size_copy(&prog->ops[own_ops(p, prog, PX_BLOCK_OFFLOAD_ACT)], set, PX_OFFLOAD_CPU, 1);
-      size_copy(&prog->ops[own_ops(p, prog, PX_BLOCK_FETCH_ACT)], set, PX_OFFLOAD_CPU, 1);
+    uint64_t *set = px_calloc((size_t)offloaded, sizeof *set, err); /* (offloaded) each layer's kept bytes */
+    if (!set || px_plan_first_layers_kept(p, offloaded, set, err)) {
+      free(set);
+      return PX_ERR_RUNTIME;
     }
-    free(kinds);
+    for (int64_t l = 0; l < offloaded; l++) {
+      size_copy(&prog->ops[own_ops(p, prog, PX_BLOCK_OFFLOAD_ACT)], set[l], PX_OFFLOAD_CPU, 1);
+      size_copy(&prog->ops[own_ops(p, prog, PX_BLOCK_FETCH_ACT)], set[l], PX_OFFLOAD_CPU, 1);
+    }
+    free(set);
   }
   px_dtype gd = p->grad_dtype, pd = p->param_dtype;
   uint64_t gb = px_dtype_bytes(gd), pb = px_dtype_bytes(pd);

@@ -4,6 +4,7 @@
 #include "report/export.h"
 
 #include <stdarg.h>
+#include <string.h>
 
 #include <cJSON.h>
 
@@ -284,6 +285,23 @@ static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) 
   va_end(ap);
 }
 
+/* A setting of Megatron-Core's TransformerConfig, in both: Megatron-LM builds its arguments from those fields
+ * (megatron/training/arguments.py, ArgumentGroupFactory: the field's name, '-' for '_'), Megatron-Bridge's key is
+ * model.FIELD. k: the Bridge key. */
+static void config(emit *e, const char *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void config(emit *e, const char *k, const char *fmt, ...) {
+  char cli[96];
+  const char *f = strrchr(k, '.') ? strrchr(k, '.') + 1 : k;
+  size_t n = 0;
+  cli[n++] = '-', cli[n++] = '-';
+  for (; *f && n + 1 < sizeof cli; f++) cli[n++] = *f == '_' ? '-' : *f;
+  cli[n] = '\0';
+  va_list ap;
+  va_start(ap, fmt);
+  vline(e, e->fw == PX_FW_NEMO ? k : cli, fmt, ap);
+  va_end(ap);
+}
+
 /* A switch: Megatron-LM's flag when on (nothing when off), Megatron-Bridge's key=true|false. */
 static void flag(emit *e, const char *cli, const char *k, bool on) {
   if (e->fw == PX_FW_MEGATRON && on) fprintf(e->out, "  %s\n", cli);
@@ -485,8 +503,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
                                       layers; Megatron-LM has no --cpu-offloading: a count above 0 sets it
                                       (megatron/training/arguments.py at d98e8a6) */
     key(e, "model.cpu_offloading", "true");
-    both(e, "--cpu-offloading-num-layers", "model.cpu_offloading_num_layers", "%lld",
-         (long long)p->offload_act_layers);
+    config(e, "model.cpu_offloading_num_layers", "%lld", (long long)p->offload_act_layers);
   }
   if (p->fp8_params > 0) { /* Megatron-Bridge: the model's fp8 weights and the DDP's fp8 all-gathers */
     key(e, "model.fp8_param", "true");

@@ -22,6 +22,35 @@ static void add(out_buf *o, const char *fmt, ...) {
   if (n > 0) o->len += (size_t)n;
 }
 
+/* The fields of the library's settings that a flag of another name sets. */
+static const struct {
+  const char *field, *flag;
+} renamed_fields[] = {{"ckpt_dir", "ckpt"}, {"profile_path", "profile"}, {"grads_path", "dump-grads"}};
+
+void px_report_field_flag(const char *f, size_t n, char *out, size_t cap) {
+  if (!cap) return;
+  for (size_t i = 0; i < sizeof renamed_fields / sizeof renamed_fields[0]; i++)
+    if (strlen(renamed_fields[i].field) == n && !strncmp(renamed_fields[i].field, f, n)) {
+      snprintf(out, cap, "%s", renamed_fields[i].flag);
+      return;
+    }
+  size_t k = 0;
+  for (; k < n && k + 1 < cap; k++) out[k] = f[k] == '_' ? '-' : f[k];
+  out[k] = '\0';
+}
+
+/* " --FLAG VALUE" for plan field `name` (its flag by px_report_field_flag). */
+static void field(out_buf *o, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void field(out_buf *o, const char *name, const char *fmt, ...) {
+  char flag[64], value[64];
+  px_report_field_flag(name, strlen(name), flag, sizeof flag);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(value, sizeof value, fmt, ap);
+  va_end(ap);
+  add(o, " --%s %s", flag, value);
+}
+
 size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cluster *c, char *buf, size_t cap) {
   out_buf o = {buf, cap, 0};
   if (cap) buf[0] = '\0';
@@ -59,7 +88,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->fp8_params > 0) add(&o, " --fp8-params");
   if (p->bf16_layers_start > 0) add(&o, " --bf16-layers-start %lld", (long long)p->bf16_layers_start);
   if (p->bf16_layers_end > 0) add(&o, " --bf16-layers-end %lld", (long long)p->bf16_layers_end);
-  if (p->offload_act_layers > 0) add(&o, " --offload-activations %lld", (long long)p->offload_act_layers);
+  if (p->offload_act_layers > 0) field(&o, "offload_activations", "%lld", (long long)p->offload_act_layers);
   if (p->finetune > 0) add(&o, " --finetune %s", px_finetune_names[p->finetune]);
   if (px_parallel_lora(p)) {
     char t[96];

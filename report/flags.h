@@ -13,6 +13,10 @@
  * that, with the same --model, --cluster and --gpus, resolve to p (a resolved plan): the swept
  * dimensions always, every other field when it is not what px_parallel_resolve would choose.
  * Written into buf (truncated to cap); returns the length it needed. */
+/* The name (without "--") of the flag that sets field f of n bytes: the field's name with '-' for '_', but for
+ * the few fields a flag of another name sets (ckpt_dir: ckpt). Written into out (cap bytes, truncated). The
+ * one rule that cli/ (px_cli_words) and the flags written here share. */
+void px_report_field_flag(const char *f, size_t n, char *out, size_t cap);
 #define PX_REPORT_FLAGS_MAX 4096 /* room for every flag with a long --layers-per-chunk */
 size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cluster *c, char *buf, size_t cap);
 

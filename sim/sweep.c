@@ -10,7 +10,6 @@
 
 #include "core/fmt.h"
 #include "plan/memory.h"
-#include "plan/program.h"
 #include "sim/bound.h"
 #include "sim/sim.h"
 
@@ -411,12 +410,13 @@ static bool more_offload(px_parallel *p, const px_model *m, const px_cluster *c,
 }
 
 /* Whether the sweep offloads p's activations when it does not fit (fit_entry): the user left
- * offload_activations unset and p is a plan Megatron-Core offloads (pp 1, 1F1B, no recomputation, no CUDA
- * graphs: px_parallel_validate's rules) on a cluster with a host link. */
+ * offload_activations unset and p with one layer's offloaded is valid (px_parallel_validate's rules:
+ * pp 1, 1F1B, no recomputation or CUDA graphs, a host link). */
 static bool act_offload_swept(const px_parallel *p, const px_parallel *fixed, const px_model *m, const px_cluster *c) {
-  return fixed->offload_act_layers < 0 && p->pp == 1 && p->vpp == 1 && p->schedule == PX_SCHED_1F1B &&
-         p->recompute == PX_RECOMPUTE_NONE && p->cuda_graph == PX_GRAPH_NONE && c->host_pcie_bytes_per_s > 0 &&
-         m->layers > 2;
+  if (fixed->offload_act_layers >= 0) return false;
+  px_parallel q = *p;
+  q.offload_act_layers = 1;
+  return px_parallel_validate(&q, m, c, NULL) == PX_OK;
 }
 
 /* The fewest offloaded layers whose kept activations, first layer first, cover what plan's peak is over the
@@ -430,14 +430,15 @@ static int64_t act_offload_layers(const px_plan *plan) {
     else hi = mid - 1;
   }
   uint64_t over = peak - lo;
-  int64_t L = plan->model.layers;
-  px_block_kind *kinds = calloc((size_t)L + 2, sizeof *kinds);
-  if (!kinds) return 0;
-  px_program_entry_kinds(&plan->model, &plan->par, 0, L, false, false, PX_ENTRY_F, kinds);
-  int64_t n = 0;
-  uint64_t freed = 0;
-  for (; n < L - 2 && freed < over; n++) freed += px_plan_kept_bytes(plan, kinds[n]);
-  free(kinds);
+  int64_t L = plan->model.layers, n = 0;
+  uint64_t *set = calloc((size_t)L + 1, sizeof *set), freed = 0; /* (L) each layer's kept bytes */
+  px_err err = {0};
+  if (!set || px_plan_first_layers_kept(plan, L, set, &err)) {
+    free(set);
+    return 0;
+  }
+  for (; n < L - 2 && freed < over; n++) freed += set[n];
+  free(set);
   return freed >= over ? n : 0;
 }
 
