@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/program.h"
-
 
 static px_mem_cat slot_cat(const px_slot *s) {
   switch (s->kind) {
@@ -52,14 +50,6 @@ uint64_t px_plan_kept_bytes(const px_plan *p, px_block_kind fwd) {
 
 uint64_t px_plan_layer_activation_bytes(const px_plan *p) { return px_plan_kept_bytes(p, PX_BLOCK_LAYER_FWD); }
 
-px_status px_plan_first_layers_kept(const px_plan *p, int64_t n, uint64_t *out, px_err *err) {
-  px_block_kind *kinds = px_calloc((size_t)p->model.layers + 2, sizeof *kinds, err); /* (L) forward kinds */
-  if (!kinds) return PX_ERR_RUNTIME;
-  px_program_entry_kinds(&p->model, &p->par, 0, p->model.layers, false, false, PX_ENTRY_F, kinds);
-  for (int64_t l = 0; l < n && l < p->model.layers; l++) out[l] = px_plan_kept_bytes(p, kinds[l]);
-  free(kinds);
-  return PX_OK;
-}
 
 /* Bytes of the full tensor a unit's gather writes, or its reduction reads. */
 static int64_t gathered_bytes(const px_program *prog, const px_unit *u) {

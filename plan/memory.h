@@ -65,9 +65,6 @@ uint64_t px_states_bytes(const px_states *s, px_place place);
  * and of a layer whose forward is block kind fwd (what activation offload copies). */
 uint64_t px_plan_layer_activation_bytes(const px_plan *p);
 uint64_t px_plan_kept_bytes(const px_plan *p, px_block_kind fwd);
-/* ... of the model's first n layers, each its own kind's (pp 1: what activation offload moves, layer by layer):
- * into out[0..n). PX_ERR_RUNTIME when out of memory. */
-px_status px_plan_first_layers_kept(const px_plan *p, int64_t n, uint64_t *out, px_err *err);
 
 /* Elements of a unit one DP rank owns (its shard group's share with ZeRO). */
 /* Ranks unit u's states are sharded over (and its gradients reduced over):

@@ -1036,3 +1036,12 @@ px_status px_compile_programs(px_plan *p, px_stage_done_fn done, void *ctx, px_e
   free(pc.zb_h2);
   return st || stop ? st : match_p2p(p, err);
 }
+
+px_status px_plan_first_layers_kept(const px_plan *p, int64_t n, uint64_t *out, px_err *err) {
+  px_block_kind *kinds = px_calloc((size_t)p->model.layers + 2, sizeof *kinds, err); /* (L) forward kinds */
+  if (!kinds) return PX_ERR_RUNTIME;
+  px_program_entry_kinds(&p->model, &p->par, 0, p->model.layers, false, false, PX_ENTRY_F, kinds);
+  for (int64_t l = 0; l < n && l < p->model.layers; l++) out[l] = px_plan_kept_bytes(p, kinds[l]);
+  free(kinds);
+  return PX_OK;
+}

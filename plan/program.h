@@ -49,4 +49,9 @@ void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out);
  * not when it is tied to the head on one stage (then in group L). */
 bool px_program_embed_group(const px_plan *p);
 
+/* The activation bytes the model's first n layers keep from forward to backward, each its own kind's
+ * (px_plan_kept_bytes; pp 1: what activation offload moves, layer by layer): into out[0..n). PX_ERR_RUNTIME
+ * when out of memory. */
+px_status px_plan_first_layers_kept(const px_plan *p, int64_t n, uint64_t *out, px_err *err);
+
 #endif

@@ -10,6 +10,7 @@
 
 #include "core/fmt.h"
 #include "plan/memory.h"
+#include "plan/program.h"
 #include "sim/bound.h"
 #include "sim/sim.h"
 
