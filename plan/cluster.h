@@ -135,6 +135,16 @@ typedef struct {
  * fifth-generation tensor cores brought them with fp4 (NVIDIA Blackwell
  * architecture technical brief), so a GPU with an fp4 peak has them. */
 static inline bool px_gpu_block_scaled(const px_gpu *g) { return g->peak_flops[PX_DTYPE_FP4] > 0; }
+/* Whether the GPU's fp8 GEMMs read their operands in any layout, not only
+ * "TN" (A row-major, B column-major), so that one copy of a per-tensor-scaled
+ * fp8 tensor serves the forward and both gradients and none is transposed:
+ * Blackwell's data-center tensor cores, compute capability 10.x and from
+ * 13.0 (Transformer Engine's nvte_is_non_tn_fp8_gemm_supported, and its
+ * Float8Quantizer making no transpose there, transformer_engine.cpp and
+ * quantizer.cpp at d0067d0); Hopper and Ada take TN only. Among the presets
+ * these are the GPUs with block-scaled GEMMs (TE still treats 12.x, which
+ * has them too, as TN-only; no preset is one). */
+static inline bool px_gpu_fp8_any_layout(const px_gpu *g) { return px_gpu_block_scaled(g); }
 
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
  * per-tensor; fp4's GEMMs take fp8's per-tensor figure: no fp4 measurement

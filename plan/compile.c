@@ -312,7 +312,8 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   } else {
     px_bld_op(&b, PX_OP_ADAMW, PX_STREAM_COMPUTE, PX_PHASE_OPT);
   }
-  if (d.f8 && !d.zero3) { /* the updated weights' fp8 copies for the next step (px_plan_fp8_weight_elems) */
+  if (d.f8 && !d.zero3 && px_parallel_weight_copies(&p->par, &p->cluster.gpu) > 0) {
+    /* the updated weights' fp8 copies for the next step (px_plan_fp8_weight_elems) */
     o = px_bld_op(&b, PX_OP_CAST, PX_STREAM_COMPUTE, PX_PHASE_OPT);
     o->flags = px_fp8_flags(&d);
   }

@@ -50,24 +50,21 @@ px_ref px_fp8_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2
   o->dim[0] = (int64_t)n;
   o->flags = (uint16_t)(px_fp8_flags(d) | (e5m2 ? PX_OPF_E5M2 : 0));
   /* x read (twice where its scale comes from its own amax first: current scaling, and nvfp4's per-tensor
-   * scales, of x and of its Hadamard transform, in one pass), two quantized copies written */
+   * scales, of x and of its Hadamard transform, in one pass), its quantized copies written */
   bool amax_pass = d->f8_current || d->f8_format == PX_OPF_NVFP4;
   double copy = d->f8_format ? (double)px_parallel_quant_bytes(&b->p->par, xs->elems, px_slot_row_elems(xs)) : n;
-  o->bytes = n * e * (amax_pass ? 2.0 : 1.0) + 2.0 * copy;
+  o->bytes = n * e * (amax_pass ? 2.0 : 1.0) + px_parallel_quant_copies(&b->p->par, &b->p->cluster.gpu) * copy;
   return y;
 }
 
 void px_fp8_weight_cast(px_bld *b, const px_dims *d, px_phase ph, int w) {
-  if (!d->zero3) return;
+  const px_plan *p = b->p;
+  if (!d->zero3 || px_parallel_weight_copies(&p->par, &p->cluster.gpu) <= 0) return; /* (fp8 weights need none) */
   px_op *c = px_bld_op(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);
   c->in[0] = R(w, 0);
-  c->dim[0] = (int64_t)b->p->slots[w].elems;
+  c->dim[0] = (int64_t)p->slots[w].elems;
   c->flags = px_fp8_flags(d);
-  /* read in the param dtype, the two quantized copies written; fp8 weights: read in fp8, the transposed copy written */
-  uint64_t n = b->p->slots[w].elems;
-  c->bytes = d->f8_params ? 2.0 * (double)n
-                          : (double)n * (double)px_dtype_bytes(d->param) +
-                                2.0 * (double)px_parallel_quant_weight_bytes(&b->p->par, n);
+  c->bytes = px_parallel_weight_cast_bytes(&p->par, &p->cluster.gpu, p->slots[w].elems);
 }
 
 void px_fp8_gemm(px_bld *b, const px_dims *d, px_op *o, int w) {

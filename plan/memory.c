@@ -82,8 +82,8 @@ bool px_plan_stage_fits(const px_plan *p, int64_t stage) {
   return px_plan_reserve_bytes(p->mem[stage].peak_bytes) <= px_gpu_usable_bytes(&p->cluster.gpu);
 }
 
-void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
-                  px_states *out) {
+void px_states_of(const px_parallel *par, const px_gpu *g, uint64_t flat, uint64_t shard, uint64_t fp8_elems,
+                  uint64_t fp8_shard, px_states *out) {
   uint64_t pb = px_dtype_bytes(px_parallel_compute_dtype(par)), gb = px_dtype_bytes(px_parallel_grad_dtype(par));
   memset(out, 0, sizeof *out);
   out->opt_elems = par->zero >= 1 ? shard : flat;
@@ -96,8 +96,8 @@ void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_
     uint64_t held8 = par->zero >= 3 ? fp8_shard : fp8_elems;
     b[PX_PLACE_GPU][PX_MEM_PARAMS] -= (held8 < out->params_elems ? held8 : out->params_elems) * (pb - 1);
   }
-  if (f8 && par->zero < 3) /* the cached quantized copies, row-wise and transposed (fp8 weights: the transposed) */
-    out->fp8_copy_bytes = (primary ? 1 : 2) * px_parallel_quant_weight_bytes(par, fp8_elems);
+  if (f8 && par->zero < 3) /* the cached quantized copies (px_parallel_weight_copies) */
+    out->fp8_copy_bytes = (uint64_t)px_parallel_weight_copies(par, g) * px_parallel_quant_weight_bytes(par, fp8_elems);
   b[PX_PLACE_GPU][PX_MEM_PARAMS] += out->fp8_copy_bytes;
   b[PX_PLACE_GPU][PX_MEM_GRADS] = out->grads_elems * gb;
   if (!par->offload_opt) {
@@ -116,7 +116,7 @@ void px_plan_states_for(const px_plan *p, const px_parallel *par, int64_t stage,
   for (int32_t u = 0; u < prog->nunits; u++) shard += px_plan_unit_shard(p, &prog->units[u]);
   uint64_t shard8;
   px_plan_fp8_unit_elems(p, stage, NULL, &shard8);
-  px_states_of(par, prog->flat_elems, shard, px_plan_fp8_weight_elems(p, stage), shard8, out);
+  px_states_of(par, &p->cluster.gpu, prog->flat_elems, shard, px_plan_fp8_weight_elems(p, stage), shard8, out);
   px_states_add_frozen(out, prog->frozen_bytes);
 }
 

@@ -39,17 +39,18 @@ void px_plan_states_for(const px_plan *plan, const px_parallel *par, int64_t sta
 /* The rule it applies: the states of a rank holding `flat` elements of the
  * flat buffer, `shard` of them its ZeRO shard (and fp8_elems read by fp8
  * GEMMs, fp8_shard of them in its shard: the fp8 weights ZeRO-3 holds with
- * fp8_params), under par's ZeRO stage, offload and precision. */
-void px_states_of(const px_parallel *par, uint64_t flat, uint64_t shard, uint64_t fp8_elems, uint64_t fp8_shard,
-                  px_states *out);
+ * fp8_params), under par's ZeRO stage, offload and precision on GPU g. */
+void px_states_of(const px_parallel *par, const px_gpu *g, uint64_t flat, uint64_t shard, uint64_t fp8_elems,
+                  uint64_t fp8_shard, px_states *out);
 /* Adds frozen base weights (fine-tuning: no gradient, no optimizer state, not sharded by ZeRO) to the GPU's params. */
 void px_states_add_frozen(px_states *s, uint64_t frozen_bytes);
 /* Precision fp8: the parameters of a stage (one rank's) whose GEMMs read an
  * fp8 copy (the transformer layers' linear weights and experts; not the
  * embedding, head, norms, biases, router or MLA's up-projections, nor the
  * layers kept in the compute dtype, px_parallel_layer_bf16). Without
- * ZeRO-3 each rank keeps the copies, row-wise and transposed (2 bytes an
- * element, in the params' memory), made once a step after the optimizer, as
+ * ZeRO-3 each rank keeps the copies (px_parallel_weight_copies: row-wise and
+ * transposed, 2 bytes an element, or one on Blackwell; in the params'
+ * memory), made once a step after the optimizer, as
  * Transformer Engine caches them from the first micro-batch; ZeRO-3 casts
  * each gathered weight where it is used. */
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage);

@@ -821,6 +821,25 @@ uint64_t px_parallel_quant_weight_bytes(const px_parallel *p, uint64_t elems) {
   }
 }
 
+int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g) {
+  if (!px_precision_quantized(p->precision)) return 0;
+  bool per_tensor = p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_BLOCKWISE;
+  return per_tensor && px_gpu_fp8_any_layout(g) ? 1 : 2;
+}
+
+static bool fp8_primary(const px_parallel *p) { return px_precision_quantized(p->precision) && p->fp8_params > 0; }
+
+int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g) {
+  return px_parallel_quant_copies(p, g) - (fp8_primary(p) ? 1 : 0);
+}
+
+double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint64_t n) {
+  int copies = px_parallel_weight_copies(p, g);
+  if (copies <= 0) return 0.0;
+  double read = fp8_primary(p) ? 1.0 : (double)px_dtype_bytes(px_parallel_compute_dtype(p));
+  return (double)n * read + copies * (double)px_parallel_quant_weight_bytes(p, n);
+}
+
 bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }
 
 uint64_t px_parallel_optimizer_bytes(const px_parallel *p) { return px_parallel_mixed(p) ? 12 : 8; }

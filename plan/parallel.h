@@ -348,6 +348,20 @@ uint64_t px_parallel_quant_bytes(const px_parallel *p, uint64_t elems, int64_t r
  * the GEMM reads it; not counted: fp8 blockwise weights' 128 x 128 scales and
  * nvfp4's per-tensor ones (4 B a tensor). */
 uint64_t px_parallel_quant_weight_bytes(const px_parallel *p, uint64_t elems);
+/* The quantized copies of a tensor its GEMMs read, which a cast writes and
+ * a weight's cache keeps: the row-wise one (the forward's operand) and the
+ * column-wise one (a gradient contracts the other axis: a transposed copy,
+ * or block scales along the columns); one copy serves both where the scale
+ * is per-tensor and the GPU's fp8 GEMMs take any layout
+ * (px_gpu_fp8_any_layout). 0 without quantized GEMMs. */
+int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g);
+/* The quantized copies of its GEMM weights a rank caches beside the weights
+ * (px_parallel_quant_copies, less the one fp8 primary weights, fp8_params,
+ * are themselves), and the bytes a cast of n such weight elements moves:
+ * the weights read (in fp8 where they are fp8), those copies written; 0
+ * where there are none to make. */
+int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g);
+double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint64_t n);
 /* Delayed scaling: a tensor's scale comes from the largest amax of its last
  * 1024 steps (Transformer Engine's DelayedScaling defaults: amax_history_len
  * 1024, amax_compute_algo "max", margin 0). */

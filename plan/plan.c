@@ -139,12 +139,10 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       case PX_OP_COPY_H2D: /* the updated parameters, from host memory */
         size_copy(o, shard, PX_OFFLOAD_CPU, pb);
         break;
-      case PX_OP_CAST: { /* quantized GEMMs: the weights cast once a step, read in the parameter dtype, two
-                          * quantized copies written; fp8 weights: their transposed copy, read and written in fp8 */
+      case PX_OP_CAST: { /* quantized GEMMs: the weights cast once a step into their cached copies */
         uint64_t w8 = px_plan_fp8_weight_elems(p, prog - p->programs);
         o->dim[0] = (int64_t)w8;
-        o->bytes = primary ? 2.0 * (double)w8
-                           : (double)w8 * (double)pb + 2.0 * (double)px_parallel_quant_weight_bytes(&p->par, w8);
+        o->bytes = px_parallel_weight_cast_bytes(&p->par, &p->cluster.gpu, w8);
         break;
       }
       default: break;

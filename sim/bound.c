@@ -286,7 +286,7 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
     uint64_t shard = g.elems / (uint64_t)shard_n + g.expert_elems / (uint64_t)expert_n;
     /* fp8_params under ZeRO-3: no fewer fp8 weights in the shard than the plan's (each is in it), so that
      * the 16-bit bytes they save are no fewer and the floor stays one */
-    px_states_of(states, g.elems + g.expert_elems, shard, g.fp8_elems, g.fp8_elems < shard ? g.fp8_elems : shard, &sts);
+    px_states_of(states, &bc->c->gpu, g.elems + g.expert_elems, shard, g.fp8_elems, g.fp8_elems < shard ? g.fp8_elems : shard, &sts);
     px_states_add_frozen(&sts, g.frozen_bytes);
     int64_t act = 0;
     for (int64_t c = 0; (s == 0 || s == pp - 1) && c < v; c++)

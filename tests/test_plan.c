@@ -1556,6 +1556,64 @@ static void test_fp8_params(void) {
   }
 }
 
+/* Blackwell's fp8 GEMMs take any layout (px_gpu_fp8_any_layout): one copy of a per-tensor fp8 tensor serves
+ * the forward and both gradients (Transformer Engine makes no transposed copy there), so the cached weight
+ * copies are 1 byte an fp8 weight (Hopper: 2), an activation's cast writes one copy, and fp8 primary weights
+ * need no copy and no cast; blockwise scales keep two copies everywhere (scales along each axis). Llama 3 8B
+ * on 8 GPUs, ZeRO-1 and ZeRO-3, by hand. */
+static void test_fp8_any_layout(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  static const char *const gpus[] = {"dgx-h100", "dgx-b200"};
+  static const struct {
+    int recipe, primary;
+  } cases[] = {{PX_FP8_CURRENT, 0}, {PX_FP8_CURRENT, 1}, {PX_FP8_BLOCKWISE, 0}};
+  double n = 8192.0 * 4096.0; /* ln1: a micro-batch's tokens x hidden */
+  for (int g = 0; g < 2; g++) {
+    px_cluster c = cluster(gpus[g], 8);
+    CU_ASSERT_EQUAL(px_gpu_fp8_any_layout(&c.gpu), g == 1);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+      for (int zero = 1; zero <= 3; zero += 2) {
+        px_parallel p = par(1, 1, 8, zero, 1, 64);
+        p.precision = PX_PREC_FP8, p.fp8_recipe = cases[i].recipe, p.fp8_params = cases[i].primary;
+        px_plan q;
+        CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+        int copies = g == 1 && cases[i].recipe == PX_FP8_CURRENT ? 1 : 2, kept = copies - cases[i].primary;
+        CU_ASSERT_EQUAL(px_parallel_quant_copies(&q.par, &c.gpu), copies);
+        CU_ASSERT_EQUAL(px_parallel_weight_copies(&q.par, &c.gpu), kept);
+        uint64_t w8 = px_plan_fp8_weight_elems(&q, 0);
+        px_states st;
+        px_plan_states(&q, 0, &st);
+        PX_ASSERT_EQ_U64(st.fp8_copy_bytes, zero < 3 ? (uint64_t)kept * w8 : 0);
+        /* ln1's cast: bf16 read (twice: current scaling's amax pass), its copies written */
+        double amax = cases[i].recipe == PX_FP8_CURRENT ? 2.0 : 1.0;
+        int ln1 = 0, weight_casts = 0, step_casts = 0;
+        const px_block *fw = &q.blocks[PX_BLOCK_LAYER_FWD];
+        for (int32_t k = 0; k < fw->nops; k++) {
+          const px_op *o = &fw->ops[k];
+          if (o->kind != PX_OP_CAST) continue;
+          if (o->in[0].slot >= 0 && q.slots[o->in[0].slot].kind == PX_SLOT_PARAM) weight_casts++;
+          if (o->out[0].slot >= 0 && !strcmp(q.slots[o->out[0].slot].name, "ln1_f8")) {
+            PX_ASSERT_REL(o->bytes, 2.0 * n * amax + copies * n, 1e-12);
+            ln1++;
+          }
+        }
+        CU_ASSERT_EQUAL(ln1, 1);
+        CU_ASSERT_EQUAL(weight_casts, zero == 3 && kept > 0 ? 4 : 0); /* ZeRO-3: each gathered weight's copies */
+        for (int32_t k = 0; k < q.programs[0].nops; k++)
+          if (q.programs[0].ops[k].kind == PX_OP_CAST) {
+            /* the step's cast: the weights read (fp8 primary: 1 byte), the kept copies written */
+            double read = cases[i].primary ? 1.0 : 2.0;
+            PX_ASSERT_REL(q.programs[0].ops[k].bytes, (double)w8 * (read + kept), 1e-12);
+            step_casts++;
+          }
+        CU_ASSERT_EQUAL(step_casts, zero < 3 && kept > 0);
+        px_plan_free(&q);
+      }
+  }
+}
+
 /* fp8 GEMMs in a block: each linear and expert GEMM, and whether any reads a weight that is not a layer's. */
 static int fp8_gemms(const px_plan *plan, px_block_kind k, int *bf16) {
   const px_block *b = &plan->blocks[k];
@@ -2663,6 +2721,7 @@ int main(void) {
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
       {"fp8 primary weights: memory, fp8 all-gathers, refusals", test_fp8_params},
+      {"fp8 on Blackwell: one copy of a per-tensor tensor, none beside fp8 weights", test_fp8_any_layout},
       {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"mxfp8 and nvfp4: flagged GEMMs, bytes of codes and scales, casts, refused without block-scaled tensor cores", test_block_scaled},

@@ -361,6 +361,8 @@ void px_cpu_fp8_release(void *scratch[PX_OP_INS]) {
 px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint64_t count_out, px_err *err) {
   const codes *k = find(s, in);
   if (!k) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective moved fp8 codes that no cast wrote");
+  if (k->colwise) /* its column-wise copy would have to move too (px_cpu_fp8_supports refuses such moves) */
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled codes moved (their column-wise copy stays)");
   codes c = *k;
   c.p = out, c.n = count_out;
   if (k->scales) { /* blockwise: only a copy within one rank keeps its tiles (px_cpu_fp8_supports) */

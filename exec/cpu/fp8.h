@@ -31,7 +31,8 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
 void px_cpu_fp8_release(void *scratch[PX_OP_INS]);
 
 /* A collective moved fp8 codes from in to out: out is decoded with in's
- * (per-tensor) scale from now on. */
+ * (per-tensor) scale from now on; block-scaled codes are an error (their
+ * column-wise copy does not move). */
 px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint64_t count_out, px_err *err);
 
 /* The codes at `from` (with their scales and column-wise copy) are at `to` now: activation offload's copy to
