@@ -78,8 +78,11 @@ static int check_published(const char *rel) {
     px_coll kind = !strcmp(coll, "sendrecv") ? PX_COLL_P2P : !strcmp(coll, "alltoall") ? PX_COLL_ALLTOALL : kind_of(coll);
     CU_ASSERT_NOT_EQUAL_FATAL(kind, PX_COLL_NONE);
     px_placement g = place(&c, nodes * rpn, rpn == 1 && nodes > 1 ? c.gpus_per_node : 1);
-    CU_ASSERT_EQUAL(g.nodes, nodes);
-    CU_ASSERT_EQUAL(g.per_node, rpn);
+    CU_ASSERT_EQUAL(g.nodes * g.per_node, nodes * rpn);
+    if (px_cluster_nvlink_domain(&c) == c.gpus_per_node) { /* (trays of an NVL72 rack: one NVLink domain) */
+      CU_ASSERT_EQUAL(g.nodes, nodes);
+      CU_ASSERT_EQUAL(g.per_node, rpn);
+    }
     px_coll_cost k = px_coll_cost_of(&c, kind, size, &g);
     if (forced) {
       int a = 0;
