@@ -1084,7 +1084,8 @@ static void test_blackwell_presets(void) {
   for (int i = 0; i < c.gpu.attention_len; i++)
     for (int k = 0; k < c.gpu.attention[i].n; k++) {
       CU_ASSERT_EQUAL(b300.gpu.attention[i].seq[k], c.gpu.attention[i].seq[k]);
-      PX_ASSERT_REL(b300.gpu.attention[i].tflops[k] / 2250, c.gpu.attention[i].tflops[k] / 2500, 1e-4);
+      PX_ASSERT_REL(b300.gpu.attention[i].tflops[k] / b300.gpu.peak_flops[PX_DTYPE_BF16],
+                    c.gpu.attention[i].tflops[k] / c.gpu.peak_flops[PX_DTYPE_BF16], 1e-4);
     }
   CU_ASSERT_EQUAL(cluster("dgx-h100", 8).gpu.peak_flops[PX_DTYPE_FP4], 0); /* Hopper has no fp4 */
   cJSON *j = px_cluster_to_json(&c);
