@@ -1055,7 +1055,9 @@ static void test_cluster_set_field(void) {
  * published totals (dense): GB300 NVL72 1,080 PFLOP/s fp4, 360 fp8, 180
  * bf16, 576 TB/s of HBM, 130 TB/s of NVLink for 72 GPUs, one 800 Gb/s
  * ConnectX-8 each; GB200 NVL72 1,440 PFLOP/s fp4 with sparsity; HGX B200
- * 9 PFLOP/s fp4 (the peak of nvfp4's GEMMs). */
+ * 9 PFLOP/s fp4 (the peak of nvfp4's GEMMs); HGX/DGX B300 for 8 GPUs 108
+ * PFLOP/s fp4 dense, 72 fp8 and 36 bf16 with sparsity, 14.4 TB/s of NVLink,
+ * 2.1 TB of HBM (usable), one 800 Gb/s ConnectX-8 each. */
 static void test_blackwell_presets(void) {
   px_cluster c = cluster("dgx-gb300", 72);
   PX_ASSERT_REL(c.gpu.peak_flops[PX_DTYPE_FP4], 1080e15 / 72, 1e-12);
@@ -1068,6 +1070,23 @@ static void test_blackwell_presets(void) {
   CU_ASSERT_EQUAL(c.gpus_per_node * c.nodes, 72);
   PX_ASSERT_REL(cluster("gb200-nvl72", 72).gpu.peak_flops[PX_DTYPE_FP4], 1440e15 / 2 / 72, 1e-12);
   PX_ASSERT_REL(cluster("dgx-b200", 8).gpu.peak_flops[PX_DTYPE_FP4], 9e15, 1e-12);
+  px_cluster b300 = cluster("dgx-b300", 16);
+  PX_ASSERT_REL(b300.gpu.peak_flops[PX_DTYPE_FP4], 108e15 / 8, 1e-12);
+  PX_ASSERT_REL(b300.gpu.peak_flops[PX_DTYPE_FP8], 72e15 / 2 / 8, 1e-12);
+  PX_ASSERT_REL(b300.gpu.peak_flops[PX_DTYPE_BF16], 36e15 / 2 / 8, 1e-12);
+  PX_ASSERT_REL(2 * b300.intra_bytes_per_s, 14.4e12 / 8, 1e-12);
+  PX_ASSERT_REL((double)b300.gpu.hbm_bytes * 8, 2.1 * 1099511627776.0, 0.01); /* 8 x 270 GiB: "2.1 TB" in binary */
+  PX_ASSERT_REL(b300.nic_bytes_per_s * b300.nics_per_node / b300.gpus_per_node, 800e9 / 8, 1e-12);
+  CU_ASSERT_EQUAL(px_cluster_nvlink_domain(&b300), 8); /* NVLink inside a node only: 2 nodes talk over the NICs */
+  CU_ASSERT_EQUAL(b300.gpus_per_node * b300.nodes, 16);
+  /* B300's attention is GB300's (the same 160-SM die) as a share of the bf16 peak: the HGX part's lower clocks */
+  CU_ASSERT_EQUAL_FATAL(b300.gpu.attention_len, c.gpu.attention_len);
+  for (int i = 0; i < c.gpu.attention_len; i++)
+    for (int k = 0; k < c.gpu.attention[i].n; k++) {
+      CU_ASSERT_EQUAL(b300.gpu.attention[i].seq[k], c.gpu.attention[i].seq[k]);
+      PX_ASSERT_REL(b300.gpu.attention[i].tflops[k] / b300.gpu.peak_flops[PX_DTYPE_BF16],
+                    c.gpu.attention[i].tflops[k] / c.gpu.peak_flops[PX_DTYPE_BF16], 1e-4);
+    }
   CU_ASSERT_EQUAL(cluster("dgx-h100", 8).gpu.peak_flops[PX_DTYPE_FP4], 0); /* Hopper has no fp4 */
   cJSON *j = px_cluster_to_json(&c);
   px_cluster back;
@@ -1083,7 +1102,7 @@ static void test_blackwell_presets(void) {
  * source naming no field of the file is refused. */
 static void test_cluster_sources(void) {
   static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200", "hgx-h800", "a3-mega",
-                                        "dgx-b200", "gb200-nvl72", "dgx-gb300", "local-cpu"};
+                                        "dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-gb300", "local-cpu"};
   static const char *const figures[] = {"gpu.peak_tflops.bf16", "gpu.peak_tflops.fp32", "gpu.hbm_gib",
                                         "gpu.hbm_gb_per_s", "gpu.sm_count", "gpus_per_node", "intra_node.gb_per_s",
                                         "inter_node.nics_per_node", "inter_node.nic_gbit_per_s"};
@@ -2211,7 +2230,7 @@ static void test_runtime_reserve(void) {
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 6);
   static const char *const presets[] = {"dgx-a100", "dgx-h100", "hgx-h200", "hgx-h800", "a3-mega",
-                                        "dgx-b200", "gb200-nvl72", "dgx-gb300"};
+                                        "dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-gb300"};
   px_err err = {0};
   for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
     px_cluster c;

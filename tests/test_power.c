@@ -47,7 +47,7 @@ static void test_preset_power(void) {
     CU_ASSERT(pue && strstr(pue, "Uptime Institute Global Data Center Survey 2024"));
   }
   fclose(fp);
-  CU_ASSERT_EQUAL(rows, 8);
+  CU_ASSERT_EQUAL(rows, 9);
   /* the development machine gives none: no power figures */
   px_cluster cpu = cluster("local-cpu", 2);
   CU_ASSERT(!px_power_known(&cpu));

@@ -177,7 +177,7 @@ static void test_attention_kernels_blackwell(void) {
   CU_ASSERT_EQUAL(r.rows, 32);
   CU_ASSERT_EQUAL(points, 32);
   /* every Blackwell preset carries curves for both passes and nothing else */
-  static const char *const bw[] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
+  static const char *const bw[] = {"dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-gb300"};
   for (size_t i = 0; i < sizeof bw / sizeof *bw; i++) {
     px_cluster c;
     px_err err = {0};
@@ -216,7 +216,7 @@ static void test_kernel_microbenchmarks(void) {
             (long long)m, (long long)n, (long long)k, published / 1e12, model / 1e12, 100 * (model / published - 1));
     PX_ASSERT_REL(model, published, tol);
   }
-  CU_ASSERT_EQUAL(r.rows, 11);
+  CU_ASSERT_EQUAL(r.rows, 13);
 
   /* borrowed: the figures of the GPU whose measurement a preset cites */
   static const char *const borrow[][2] = {{"hgx-h200", "dgx-h100"}, {"hgx-h800", "dgx-h100"}, {"a3-mega", "dgx-h100"},
