@@ -1,9 +1,10 @@
 /* Mixture of experts as it runs: the models of its kernels against the
  * microbenchmarks they come from (DeepEP's dispatch and combine, DeepGEMM's
  * grouped GEMMs), and NVIDIA's published Megatron-Bridge MoE throughput on
- * H100 against the simulator, each row with its recipe's settings, each
- * row's signed error and the mean printed (docs/validation.md, "Mixture of
- * experts on H100"), and each a run of its validated error band
+ * H100 and on Blackwell (B200, GB200, GB300) against the simulator, each row
+ * with its recipe's settings, each row's signed error and the means printed
+ * and written as docs/validation.md's tables ("Mixture of experts on H100",
+ * "... on Blackwell"), and each a run of its validated error band
  * (tests/validation/bands.h, PX_VALIDATION_BANDS). */
 #include <math.h>
 #include <stdbool.h>
@@ -311,9 +312,9 @@ static const char *mb_doc_word(const char *w) {
 }
 
 /* Each H100 row (tests/data/megatron_bridge_h100_moe.csv) beside the
- * simulated tokens/s a GPU on dgx-h100, with the mean per dispatcher and
- * overall; the bands are what the model reaches now (docs/validation.md,
- * "Mixture of experts", says what is missing). */
+ * simulated tokens/s a GPU on dgx-h100, with the mean per dispatcher, per
+ * model and overall; the bands are what the model reaches now
+ * (docs/validation.md, "Mixture of experts on H100", says what is missing). */
 static void test_megatron_bridge_moe(void) {
   FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_h100_moe.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
@@ -424,9 +425,9 @@ static void test_megatron_bridge_blackwell_moe(void) {
   char line[512];
   int rows = 0, skipped = 0, skipped_of[MB_SYSTEMS] = {0};
   px_test_err_range fam[MB_SYSTEMS] = {{0}}, fam_prec[MB_SYSTEMS][MB_PRECS] = {{{0}}}, all = {0};
-  fprintf(stderr, "\n  %-8s %-11s %-15s %4s %-6s %-8s %3s %-8s %2s %-6s  %9s %9s %7s  %4s %s\n", "release", "system",
-          "model", "gpus", "prec", "pp.vp", "ep", "dispatch", "ov", "graph", "tok/s pub", "tok/s sim", "error", "fits",
-          "recompute");
+  fprintf(stderr, "\n  %-8s %-11s %-15s %4s %-6s %-8s %3s %-8s %2s %-6s  %9s %9s %7s  %4s %-17s %s\n", "release",
+          "system", "model", "gpus", "prec", "pp.vp", "ep", "dispatch", "ov", "graph", "tok/s pub", "tok/s sim",
+          "error", "fits", "recompute", "recipe");
   FILE *md =
       px_test_doc_block("validation-moe-blackwell",
                         "| release | system | model | GPUs | precision | mbs | pp, vp, ep | dispatch | EP "
@@ -450,9 +451,9 @@ static void test_megatron_bridge_blackwell_moe(void) {
     double sim = mb_simulate(&w, &plan, &r), e = sim / w.tokens - 1;
     char layout[16];
     snprintf(layout, sizeof layout, "%lld.%lld", w.pp, w.vp);
-    fprintf(stderr, "  %-8s %-11s %-15s %4lld %-6s %-8s %3lld %-8s %2d %-6s  %9.0f %9.0f %+6.1f%%  %4s %s\n", w.release,
-            w.sys, w.name, w.gpus, w.prec, layout, w.ep, w.dispatch, w.overlap, w.graph, w.tokens, sim, 100 * e,
-            r.fits ? "yes" : "no", w.recompute);
+    fprintf(stderr, "  %-8s %-11s %-15s %4lld %-6s %-8s %3lld %-8s %2d %-6s  %9.0f %9.0f %+6.1f%%  %4s %-17s %s\n",
+            w.release, w.sys, w.name, w.gpus, w.prec, layout, w.ep, w.dispatch, w.overlap, w.graph, w.tokens, sim,
+            100 * e, r.fits ? "yes" : "no", w.recompute, w.recipe);
     /* measured at this change: -21.8% to +211.8% (docs/validation.md); no row may turn more than 30% pessimistic */
     CU_ASSERT(e > -0.30 && e < 2.5);
     px_test_err_add(&fam[s], e), px_test_err_add(&fam_prec[s][k], e), px_test_err_add(&all, e);
