@@ -386,7 +386,7 @@ static void test_megatron_bridge_moe(void) {
     fprintf(md, ".\n");
   }
   px_test_doc_block_end(md, "validation-moe-h100");
-  CU_ASSERT(all.sum / all.n < 0.60);
+  CU_ASSERT(all.sum / all.n < 0.60); /* +46.5% */
 }
 
 /* The Blackwell systems of tests/data/megatron_bridge_blackwell_moe.csv: a
