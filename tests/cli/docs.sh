@@ -34,7 +34,7 @@ for name in commands flags models topologies validation-sc21 validation-headline
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"
 done
 # every suite's runs in the one table: the dense runs' (test_validation_runs), Blackwell's and the MoE suite's
-for band in "H100	fp8	dense" "GB200	fp8	dense" "H100	fp8	moe" "H100	bf16	moe"; do
+for band in "H100	fp8	dense" "GB200	fp8	dense" "H100	fp8	moe" "H100	bf16	moe" "GB200	mxfp8	moe"; do
   grep -q "^$band	" "$tmp/gen.md" || fail "no $band band in the generated table"
 done
 bash "$docs" check "$tmp/gen.md" "$src" || fail "the docs differ from what the code writes: run \`make docs\`"

@@ -167,9 +167,9 @@ band=$(awk -F'\t' '$1 == "H100" && $2 == "fp8" && $3 == "dense" { printf "%+.1f.
 "$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 --json |
   jq -e '.validation | .family == "H100" and .precision == "fp8" and .kind == "dense" and .runs > 0 and .min <= .mean
     and .mean <= .max' >/dev/null || fail "sim --json validation"
-"$px" sim -m mixtral-8x7b -c dgx-b200 -g 8 --ep 8 -P fp8 --json |
-  jq -e '.validation | .runs == 0 and .text == "no published run validates B200 fp8 MoE"' >/dev/null ||
-  fail "an unvalidated plan: $("$px" sim -m mixtral-8x7b -c dgx-b200 -g 8 --ep 8 -P fp8 --json | jq -c .validation)"
+"$px" sim -m mixtral-8x7b -c hgx-h200 -g 8 --ep 8 -P fp8 --json |
+  jq -e '.validation | .runs == 0 and .text == "no published run validates H200 fp8 MoE"' >/dev/null ||
+  fail "an unvalidated plan: $("$px" sim -m mixtral-8x7b -c hgx-h200 -g 8 --ep 8 -P fp8 --json | jq -c .validation)"
 mkdir -p "$tmp/home/topologies" && cp -r "$PARALLAX_HOME/models" "$tmp/home/" &&
   cp "$PARALLAX_HOME/topologies/dgx-h100.json" "$tmp/home/topologies/"
 sed 's/^H100\tfp8\tdense\t\([0-9]*\)\t/H100\tfp8\tdense\tmany\t/' "$PARALLAX_HOME/topologies/validation_bands.tsv" \

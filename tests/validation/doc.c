@@ -34,3 +34,14 @@ const char *px_test_doc_pct(double e, char buf[24]) {
   snprintf(buf, 24, "%s%s", t[0] == '-' ? "\u2212" : "", t[0] == '-' ? t + 1 : t);
   return buf;
 }
+
+const char *px_test_doc_count(long long v, char buf[32]) {
+  char t[24];
+  int n = snprintf(t, sizeof t, "%lld", v), o = 0;
+  for (int i = 0; i < n; i++) {
+    if (i && (n - i) % 3 == 0) buf[o++] = ',';
+    buf[o++] = t[i];
+  }
+  buf[o] = '\0';
+  return buf;
+}

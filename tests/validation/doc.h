@@ -16,6 +16,8 @@ FILE *px_test_doc_block(const char *name, const char *head);
 void px_test_doc_block_end(FILE *fp, const char *name);
 /* Whether a block could not be written: the run fails. */
 bool px_test_doc_failed(void);
+/* A count with thousands separators: 16384 -> 16,384. */
+const char *px_test_doc_count(long long v, char buf[32]);
 /* A signed percentage as the docs print it: +13.2%, −0.3% (a minus sign, U+2212). */
 const char *px_test_doc_pct(double e, char buf[24]);
 

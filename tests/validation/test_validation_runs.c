@@ -39,22 +39,10 @@ static void err_print(const char *label, const px_test_err_range *a) {
 enum { DOC_SC21, DOC_KORTHIKANTI, DOC_LLAMA3, DOC_BRIDGE, DOC_TORCHTITAN, DOC_ROWS };
 static char doc_headline[DOC_ROWS][512];
 
-/* A count with thousands separators: 16384 -> 16,384. */
-static const char *doc_count(long long v, char buf[32]) {
-  char t[24];
-  int n = snprintf(t, sizeof t, "%lld", v), o = 0;
-  for (int i = 0; i < n; i++) {
-    if (i && (n - i) % 3 == 0) buf[o++] = ',';
-    buf[o++] = t[i];
-  }
-  buf[o] = '\0';
-  return buf;
-}
-
 /* The GPU counts a validation's rows span: 32-3,072. */
 static const char *doc_gpus(const px_test_err_range *g, char buf[72]) {
   char lo[32], hi[32];
-  snprintf(buf, 72, "%s-%s", doc_count((long long)g->min, lo), doc_count((long long)g->max, hi));
+  snprintf(buf, 72, "%s-%s", px_test_doc_count((long long)g->min, lo), px_test_doc_count((long long)g->max, hi));
   return buf;
 }
 
@@ -311,7 +299,7 @@ static void test_korthikanti2022(void) {
         snprintf(pre, sizeof pre, "%.1f%%", 100 * r.mfu), snprintf(era, sizeof era, "%.1f%%", 100 * re.mfu);
       }
       fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", model, rc_name, sp ? "yes" : "no",
-              doc_count(gpus, b[0]), pub_s, pre, px_test_doc_pct(e, b[1]), era, px_test_doc_pct(ee, b[2]));
+              px_test_doc_count(gpus, b[0]), pub_s, pre, px_test_doc_pct(e, b[1]), era, px_test_doc_pct(ee, b[2]));
     }
     px_test_err_add(&rng, e), px_test_err_add(&rng_e, ee), px_test_err_add(&gpu_rng, (double)gpus);
     CU_ASSERT(px_test_band(&plan, e, "Korthikanti et al. 2022"));
@@ -392,9 +380,9 @@ static void test_llama3_table4(void) {
             seq, tflops, sim, 100 * e, half, 100 * (half - tflops) / tflops);
     char b[4][32];
     if (md)
-      fprintf(md, "| %s | %lld | %lld | %lld | %lld | %s | %.0f | %.1f | %s | %.1f | %s |\n", doc_count(gpus, b[0]), tp,
-              cp, pp, dp, doc_count(seq, b[1]), tflops, sim, px_test_doc_pct(e, b[2]), half,
-              px_test_doc_pct((half - tflops) / tflops, b[3]));
+      fprintf(md, "| %s | %lld | %lld | %lld | %lld | %s | %.0f | %.1f | %s | %.1f | %s |\n",
+              px_test_doc_count(gpus, b[0]), tp, cp, pp, dp, px_test_doc_count(seq, b[1]), tflops, sim,
+              px_test_doc_pct(e, b[2]), half, px_test_doc_pct((half - tflops) / tflops, b[3]));
     size_t k = strlen(errs);
     snprintf(errs + k, sizeof errs - k, "%s%s", rows ? ", " : "", px_test_doc_pct(e, b[2]));
     px_test_err_add(&gpu_rng, (double)gpus);
@@ -475,9 +463,9 @@ static void test_megatron_bridge_h100(void) {
       if (vp > 1) snprintf(vps, sizeof vps, ", %lld", vp);
       if (mbs > 1) snprintf(mbss, sizeof mbss, " (mbs %lld)", mbs);
       fprintf(md, "| %s | `%s`%s | %s | %lld·%lld·%lld%s | %s | %d | %s | %s | %s | %.0f | %.1f |\n", release, name,
-              mbss, doc_count(gpus, b[0]), tp, pp, cp, vps, doc_count(gbs, b[1]), p.zero,
-              doc_count(llround(tokens), b[2]), doc_count(llround(sim_tokens), b[3]), px_test_doc_pct(e, b[4]), tflops,
-              sim_tokens * tflops / tokens);
+              mbss, px_test_doc_count(gpus, b[0]), tp, pp, cp, vps, px_test_doc_count(gbs, b[1]), p.zero,
+              px_test_doc_count(llround(tokens), b[2]), px_test_doc_count(llround(sim_tokens), b[3]),
+              px_test_doc_pct(e, b[4]), tflops, sim_tokens * tflops / tokens);
     }
     /* measured (2026-11-25) +13.8% to +30.7% on Megatron-Bridge's rows,
      * +29.5% to +48.6% on 24.07's: each band leaves some 15 points above
@@ -604,13 +592,13 @@ static void test_torchtitan_h100(void) {
         n += snprintf(layout + n, sizeof layout - (size_t)n, ", lbs %lld", lbs);
       if (!strcmp(ac, "full")) n += snprintf(layout + n, sizeof layout - (size_t)n, ", full AC");
       if (async_tp) snprintf(layout + n, sizeof layout - (size_t)n, ", async TP");
-      fprintf(md, "| %d | `%s` | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n", table, name, doc_count(gpus, b[0]),
-              layout,
+      fprintf(md, "| %d | `%s` | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n", table, name,
+              px_test_doc_count(gpus, b[0]), layout,
               !strcmp(prec, "fp8") ? "Float8"
               : compiled           ? "BF16, compiled"
                                    : "BF16, eager",
-              doc_count(llround(tokens), b[1]), doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]), mem_gib,
-              (double)peak / (1u << 30));
+              px_test_doc_count(llround(tokens), b[1]), px_test_doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]),
+              mem_gib, (double)peak / (1u << 30));
     }
     /* measured (2026-11-25) +44% to +113%, every row optimistic: the band
      * leaves some 15 points above the worst row for the cluster figures
