@@ -182,7 +182,6 @@ static void test_megatron_bridge_blackwell(void) {
     if (px_test_compile(&plan, &m, sys, gpus, &p, &err) != PX_OK) {
       fprintf(stderr, "  %-8s %-11s %-11s %5lld %-6s %-15s %4lld  %9.0f   REFUSED: %s\n", release, sys, name, gpus, pname,
               layout, gbs, tokens, err.msg);
-      CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "stages is more than the")); /* the one refusal expected (below) */
       refused++;
       continue;
     }
@@ -200,8 +199,8 @@ static void test_megatron_bridge_blackwell(void) {
     fprintf(stderr, "  %-8s %-11s %-11s %5lld %-6s %-15s %4lld  %9.0f %9.0f %+6.1f%%  %4s %s\n", release, sys, name,
             gpus, pname, layout, gbs, tokens, sim_tokens, 100 * e, r.fits ? "yes" : "no", recipe);
     /* measured at this change (docs/validation.md): fp8-cs -16.1% to +21.0%, mxfp8 -4.9% to +46.6%, nvfp4
-     * +18.4% to +51.5%; held 10 points wider */
-    static const double lo[PRECS] = {-0.27, -0.15, 0.08}, hi[PRECS] = {0.32, 0.57, 0.62};
+     * +16.7% to +51.5%; held 10 points wider */
+    static const double lo[PRECS] = {-0.27, -0.15, 0.06}, hi[PRECS] = {0.32, 0.57, 0.62};
     CU_ASSERT(e > lo[q] && e < hi[q]);
     px_test_err_add(&cell[f][q], e), px_test_err_add(&fam[f], e), px_test_err_add(&prec[q], e);
     px_test_err_add(&all, e);
@@ -213,10 +212,10 @@ static void test_megatron_bridge_blackwell(void) {
     px_plan_free(&plan);
   }
   fclose(fp);
-  /* every row's precision runs on its preset (B200, GB200, GB300 have block-scaled tensor cores); refused are the
-   * 9 GB200 405B rows at pp 16 x vp 8: 128 chunks for 126 layers, the first and last holding only the embedding
-   * and the loss (Megatron-Core builds 0 layers there), which parallax's pipeline split does not plan */
-  CU_ASSERT_EQUAL(refused, 9);
+  /* every row's precision runs on its preset (B200, GB200, GB300 have block-scaled tensor cores), and every
+   * layout (GB200's 405B at pp 16 x vp 8: 128 chunks for 126 layers, the first and last the embedding's and the
+   * loss's alone) */
+  CU_ASSERT_EQUAL(refused, 0);
   CU_ASSERT_EQUAL(rows + refused, 76);
   int goal = 1;
   for (int f = 0; f < FAMS; f++) {
@@ -238,13 +237,13 @@ static void test_megatron_bridge_blackwell(void) {
   fprintf(stderr, "  all %d rows: mean error %+.1f%%; issue #34's goal (each row within +-12%%, each mean within 6%%): %s\n",
           all.n, 100 * all.sum / all.n, goal ? "reached" : "not reached");
   /* measured at this change: the means of fp8-cs +9.6% (B200), +11.5% (GB200), -7.1% (GB300); mxfp8 +16.0%,
-   * +23.1%, -0.8%; nvfp4 (GB200, GB300) +41.0%, +25.4%: each held within 10 points more than its precision's
+   * +18.4%, -0.8%; nvfp4 (GB200, GB300) +32.2%, +25.4%: each held within 10 points more than its precision's
    * largest */
-  static const double mean_max[PRECS] = {0.22, 0.34, 0.52};
+  static const double mean_max[PRECS] = {0.22, 0.29, 0.43};
   for (int f = 0; f < FAMS; f++)
     for (int q = 0; q < PRECS; q++)
       if (cell[f][q].n) CU_ASSERT(fabs(cell[f][q].sum / cell[f][q].n) < mean_max[q]);
-  static const int expect[FAMS][PRECS] = {{4, 4, 0}, {15, 8, 5}, {12, 10, 9}}; /* simulated rows */
+  static const int expect[FAMS][PRECS] = {{4, 4, 0}, {15, 13, 9}, {12, 10, 9}};
   for (int f = 0; f < FAMS; f++)
     for (int q = 0; q < PRECS; q++) CU_ASSERT_EQUAL(cell[f][q].n, expect[f][q]);
 }
