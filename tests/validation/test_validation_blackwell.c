@@ -153,6 +153,7 @@ static void test_megatron_bridge_blackwell(void) {
     CU_ASSERT_FATAL(f < FAMS && q < PRECS);
     CU_ASSERT(!strcmp(graph, "none") || !strcmp(graph, "full"));
     CU_ASSERT(!strcmp(gather, "none") || !strcmp(gather, "fp8") || !strcmp(gather, "fp4"));
+    CU_ASSERT_EQUAL(strlen(commit), 7); /* the Megatron-Bridge commit whose presets the row runs */
     px_model m;
     px_err err = {0};
     CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
