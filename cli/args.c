@@ -79,7 +79,8 @@ static const px_opt opts[] = {
      "layers of the first pipeline stage; the middle stages split the rest evenly (Megatron-Core)"},
     {"last-stage-layers", required_argument, OPT_LAST_STAGE, PX_OPT_PLAN, "N", "layers of the last pipeline stage"},
     {"layers-per-chunk", required_argument, OPT_CHUNK_LAYERS, PX_OPT_PLAN, "LIST",
-     "layers of each of the pp x vpp chunks, chunk c of stage s at c pp + s (e.g. 3,4,4,3)"},
+     "layers of each of the pp x vpp chunks, chunk c of stage s at c pp + s (e.g. 3,4,4,3); the first and last may "
+     "be 0, holding only the embedding or the loss (Megatron-Core's account_for_embedding/loss_in_pipeline_split)"},
     {"microbatch-group", required_argument, OPT_MB_GROUP, PX_OPT_PLAN, "N",
      "interleaved: micro-batches per chunk in turn (pp; Megatron-Core's microbatch_group_size_per_vp_stage)"},
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},

@@ -263,10 +263,14 @@ px_status px_parallel_chunk_layers(const px_parallel *p, int64_t L, int64_t *out
     for (int64_t i = 0; i < V; i++) out[i] = base;
     for (int64_t k = 0; k < deficit; k++) out[(k % 2 == 0) ? V - 1 - k / 2 : k / 2]--;
   }
+  /* every chunk holds a layer, but an explicit list's first and last may hold only the embedding or the loss
+   * (Megatron-Core's account_for_embedding/loss_in_pipeline_split: num_layers_to_build >= 0 there,
+   * get_num_layers_to_build in megatron/core/transformer/transformer_block.py) */
   for (int64_t i = 0; i < V; i++)
-    if (out[i] < 1)
-      return px_err_set(err, PX_ERR_INPUT, "model chunk %lld (stage %lld, chunk %lld) would hold no layer",
-                        (long long)i, (long long)(i % pp), (long long)(i / pp));
+    if (out[i] < 1 && !(p->nchunk_layers > 0 && (i == 0 || i == V - 1)))
+      return px_err_set(err, PX_ERR_INPUT, "model chunk %lld (stage %lld, chunk %lld) would hold no layer%s",
+                        (long long)i, (long long)(i % pp), (long long)(i / pp),
+                        p->nchunk_layers > 0 ? " (only the first and the last chunk may: the embedding's, the loss's)" : "");
   return PX_OK;
 }
 
@@ -276,7 +280,7 @@ px_status px_parallel_parse_chunk_list(const char *s, px_parallel *p, px_err *er
   while (*q) {
     char *end = (char *)q;
     long long x = isdigit((unsigned char)*q) ? strtoll(q, &end, 10) : 0; /* digits only: no sign, no spaces */
-    if (end == q || x < 1 || x > 65535 || (*end && (*end != ',' || !end[1])))
+    if (end == q || x < 0 || x > 65535 || (*end && (*end != ',' || !end[1])))
       return px_err_set(err, PX_ERR_INPUT, "`layers_per_chunk`: '%.64s' is not a comma list of layer counts", s);
     if (n == PX_MAX_CHUNK_LIST)
       return px_err_set(err, PX_ERR_INPUT, "`layers_per_chunk`: more than %d chunks", PX_MAX_CHUNK_LIST);
@@ -393,7 +397,9 @@ static bool mla_attention(vctx *x) {
   return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
 }
 static bool vpp_positive(vctx *x) { return x->p->vpp < 1; }
-static bool chunks_layers(vctx *x) { return x->p->pp * x->p->vpp > x->m->layers; }
+static bool chunks_layers(vctx *x) { /* an explicit list: its own rules (px_parallel_chunk_layers) */
+  return x->p->nchunk_layers == 0 && x->p->pp * x->p->vpp > x->m->layers;
+}
 static bool passes_max(vctx *x) { return px_parallel_layer_passes(x->p, x->m->layers) > PX_PLAN_LAYER_PASSES_MAX; }
 static bool interleaved_pp(vctx *x) { return interleaved(x->p) && x->p->pp < 2; }
 static bool interleaved_vpp(vctx *x) { return interleaved(x->p) && x->p->vpp < 2; }
@@ -917,8 +923,8 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
                         file, PX_MAX_CHUNK_LIST);
     const cJSON *x;
     cJSON_ArrayForEach(x, lpc) {
-      if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 65535 || x->valuedouble != (double)(int64_t)x->valuedouble)
-        return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel.layers_per_chunk': entries must be whole counts from 1",
+      if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 65535 || x->valuedouble != (double)(int64_t)x->valuedouble)
+        return px_err_set(err, PX_ERR_INPUT, "%s: field 'parallel.layers_per_chunk': entries must be whole counts from 0",
                           file);
       p->chunk_layers[p->nchunk_layers++] = (uint16_t)x->valuedouble;
     }

@@ -1221,6 +1221,26 @@ static void test_layer_split(void) {
   CU_ASSERT(back.first_stage_layers == 6 && back.last_stage_layers == 8 && back.mb_group == 17 && !back.nchunk_layers);
   cJSON_Delete(j);
   CU_ASSERT_EQUAL(px_parallel_parse_chunk_list("3,,4", &p, &err), PX_ERR_INPUT);
+  /* the first and last chunk may hold only the embedding or the loss (Megatron-Core's account_for_embedding/
+   * loss_in_pipeline_split): 405B at pp 16 x vpp 8, 128 chunks of one layer but the ends, as Megatron-Bridge
+   * runs it on GB200; a middle chunk may not, nor the default split hold fewer layers than chunks */
+  p = par(8, 16, 128, 1, 1, 2048);
+  p.seq = 8192, p.schedule = PX_SCHED_INTERLEAVED, p.vpp = 8, p.nchunk_layers = 128;
+  for (int i = 0; i < 128; i++) p.chunk_layers[i] = i == 0 || i == 127 ? 0 : 1;
+  px_status st1 = compile(&plan, &m, &c, &p, &err);
+  if (st1) fprintf(stderr, "\n  %s\n", err.msg);
+  CU_ASSERT_EQUAL_FATAL(st1, PX_OK);
+  CU_ASSERT(plan.vstage_layers[0] == 0 && plan.vstage_layers[127] == 0 && plan.vstage_first[127] == 126);
+  CU_ASSERT(plan.programs[0].nlayers == 7 && plan.programs[15].nlayers == 7 && plan.programs[1].nlayers == 8);
+  CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+  px_plan_free(&plan);
+  p.chunk_layers[0] = 1, p.chunk_layers[5] = 0;
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "model chunk 5 (stage 5, chunk 0) would hold no layer (only the first"));
+  p.nchunk_layers = 0;
+  CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "pp 16 x vpp 8 stages is more than the 126 layers"));
+  CU_ASSERT_EQUAL(px_parallel_parse_chunk_list("0,4,3,0", &p, &err), PX_OK);
   /* overlap: tp-bwd its own switch (in the default), tp implying it; the plan file says the same bits back */
   int bits = -1;
   CU_ASSERT_EQUAL(px_overlap_parse("tp-bwd", &bits, &err), PX_OK);

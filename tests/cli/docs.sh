@@ -29,6 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 bash "$docs" generate "$px" "$tests" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
 for name in commands flags models topologies validation-sc21 validation-headline validation-bands quickstart-sim \
+  validation-blackwell-fp8 validation-blackwell-blockscaled \
   quickstart-power-sim quickstart-power-sweep \
   file:topologies/validation_bands.tsv; do
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"

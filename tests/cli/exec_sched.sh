@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Interleaving with uneven chunks and micro-batch counts pp does not divide,
+# Interleaving with uneven chunks (the first and last holding only the embedding and the loss too) and
+# micro-batch counts pp does not divide,
 # and the zero-bubble schedules (backward split into B and W; with experts,
 # their grouped GEMMs' weight gradients in W; with ZeRO-3, W gathering no
 # parameter and each layer's reduce-scatter after its W), on the CPU executor
@@ -31,6 +32,7 @@ cases=(
   "tiny7-gpt 5 -p 2|-e interleaved -v 3"
   "tiny7 5 -p 2|-e interleaved -v 2 --first-stage-layers 3 --last-stage-layers 4"
   "tiny7-gpt 7 -p 2|-e interleaved -v 3 --layers-per-chunk 1,1,2,1,1,1 --microbatch-group 7"
+  "tiny7 3 -p 2|-e interleaved -v 2 --layers-per-chunk 0,4,3,0"
   "tiny7-gpt 5 -p 2|-e interleaved -v 2 --no-overlap pp"
   "tiny7 6 -p 2 -d 2 -z 1|-e interleaved -v 2"
   "tiny7-gpt 10 -p 2 -d 2 -z 3|-e interleaved -v 3 --microbatch-group 5"

@@ -5,6 +5,7 @@
  * recipe's settings, each row's signed error and the signed mean per GPU
  * family printed (docs/validation.md, "Megatron-Bridge on Blackwell"). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ static px_cluster preset(const char *name) {
  * there (0.95-0.97) times max_efficiency (fitted at MAMF's own shape, short
  * in k) would put Blackwell's GEMMs 17-21% above the best measured. */
 static void test_gemm_ceiling(void) {
-  static const char *const presets[] = {"dgx-a100", "dgx-h100", "dgx-b200", "gb200-nvl72", "dgx-gb300"};
+  static const char *const presets[] = {"dgx-a100", "dgx-h100", "dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-gb300"};
   static const px_dtype dts[] = {PX_DTYPE_BF16, PX_DTYPE_FP8};
   int capped = 0;
   for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
@@ -63,7 +64,7 @@ static void test_gemm_ceiling(void) {
     }
   }
   fprintf(stderr, "\n");
-  CU_ASSERT_EQUAL(capped, 8); /* bf16 on all five, fp8 on B200, GB200, GB300 (H100's fp8 sweep bounds nothing) */
+  CU_ASSERT_EQUAL(capped, 10); /* bf16 on all six, fp8 on B200, B300, GB200, GB300 (H100's fp8 sweep bounds nothing) */
   /* a preset without the figure keeps the model uncapped */
   px_cluster h = preset("dgx-h100");
   CU_ASSERT_EQUAL(px_gpu_gemm_ceiling(&h.gpu, PX_DTYPE_FP8), 1.0);
@@ -109,39 +110,73 @@ static void test_fp8_sustained(void) {
 
 enum { FAM_B200, FAM_GB200, FAM_GB300, FAMS };
 static const char *const fam_presets[FAMS] = {"dgx-b200", "gb200-nvl72", "dgx-gb300"};
+/* the CSV's precisions: FP8 with current scaling, MXFP8, NVFP4 */
+enum { PREC_FP8CS, PREC_MXFP8, PREC_NVFP4, PRECS };
+static const char *const prec_names[PRECS] = {"fp8-cs", "mxfp8", "nvfp4"};
 
 /* Every dense row of tests/data/megatron_bridge_blackwell.csv, as its
  * recipe runs it (the CSV's header), on the row's preset: published
  * tokens/s a GPU beside the simulated, the error, whether the plan fits
  * (with the layers whose activations the recipe offloads to the Grace CPU
- * offloaded: --offload-activations), and per GPU family the signed mean. The goal of
+ * offloaded: --offload-activations), and per GPU family and precision the
+ * signed mean. A row parallax refuses (a precision a preset cannot run) is
+ * printed with the refusal and fails the count below, never skipped. The
+ * recipe's settings parallax does not express are printed beside the row:
+ * a full-iteration CUDA graph, and MXFP8's and NVFP4's parameter all-gather
+ * in their own formats (parallax's fp8_params is fp8's only). The goal of
  * issue #34 (each row within +-12%, the mean within 6%) is printed, not
  * asserted: it is not reached (docs/validation.md); the bands asserted are
  * what the model reaches, with room for the figures others change, and fail
- * a row or a family mean that moves 10 points. Each row's error is also a run
+ * a row or a mean that moves 10 points. Each row's error is also a run
  * of its validated error band (tests/validation/bands.h, PX_VALIDATION_BANDS). */
+/* A table's rows for docs/validation.md, gathered while the rows run (the
+ * FP8 and the block-scaled rows are written as two blocks). */
+typedef struct {
+  char text[24576];
+  size_t len;
+} doc_rows;
+
+static void doc_add(doc_rows *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void doc_add(doc_rows *d, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(d->text + d->len, sizeof d->text - d->len, fmt, ap);
+  va_end(ap);
+  CU_ASSERT_FATAL(n >= 0 && (size_t)n < sizeof d->text - d->len); /* room for every row */
+  d->len += (size_t)n;
+}
+
+/* "DGX-GB200" for gb200-nvl72: the tables' system names */
+static const char *const fam_systems[] = {"DGX-B200", "DGX-GB200", "DGX-GB300"};
+
 static void test_megatron_bridge_blackwell(void) {
   FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_blackwell.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  static doc_rows doc_fp8, doc_block; /* the two tables' rows (static: 48 KiB) */
+  doc_fp8.len = doc_block.len = 0;
   char line[512];
-  int rows = 0;
-  px_test_err_range fam[FAMS] = {{0}}, all = {0};
-  fprintf(stderr, "\n  %-8s %-11s %-11s %5s %-15s %4s  %9s %9s %7s  %4s %s\n", "release", "system", "model", "gpus",
-          "tp.pp.cp vp fsdp", "gbs", "tok/s pub", "tok/s sim", "error", "fits", "recipe");
+  int rows = 0, refused = 0, nofit[PRECS] = {0};
+  px_test_err_range cell[FAMS][PRECS] = {{{0}}}, fam[FAMS] = {{0}}, prec[PRECS] = {{0}}, all = {0};
+  fprintf(stderr, "\n  %-8s %-11s %-11s %5s %-6s %-15s %4s  %9s %9s %7s  %4s %s\n", "release", "system", "model", "gpus",
+          "prec", "tp.pp.cp vp fsdp", "gbs", "tok/s pub", "tok/s sim", "error", "fits", "recipe");
   while (fgets(line, sizeof line, fp)) {
-    char release[16], sys[32], name[32], prec[16], count[8], graph[8];
+    char release[16], sys[32], name[32], pname[16], count[8], graph[8], overlap[32], gather[8], commit[16];
     long long gpus, gbs, mbs, seq, fsdp, tp, pp, cp, vp, offload;
     double tokens, tflops;
     if (line[0] == '#' ||
-        sscanf(line, "%15[^,],%31[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lf,%lf,%7[a-z],%7[a-z],%lld",
-               release, sys, name, &gpus, prec, &gbs, &mbs, &seq, &fsdp, &tp, &pp, &cp, &vp, &tokens, &tflops, count,
-               graph, &offload) != 18)
+        sscanf(line,
+               "%15[^,],%31[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lf,%lf,%7[a-z],%7[a-z],%lld,"
+               "%31[a-z+-],%7[a-z0-9],%15[0-9a-f]",
+               release, sys, name, &gpus, pname, &gbs, &mbs, &seq, &fsdp, &tp, &pp, &cp, &vp, &tokens, &tflops, count,
+               graph, &offload, overlap, gather, commit) != 21)
       continue;
-    int f = 0;
+    int f = 0, q = 0;
     while (f < FAMS && strcmp(fam_presets[f], sys)) f++;
-    CU_ASSERT_FATAL(f < FAMS);
-    CU_ASSERT_STRING_EQUAL(prec, "fp8-cs");
+    while (q < PRECS && strcmp(prec_names[q], pname)) q++;
+    CU_ASSERT_FATAL(f < FAMS && q < PRECS);
     CU_ASSERT(!strcmp(graph, "none") || !strcmp(graph, "full"));
+    CU_ASSERT(!strcmp(gather, "none") || !strcmp(gather, "fp8") || !strcmp(gather, "fp4"));
+    CU_ASSERT_EQUAL(strlen(commit), 7); /* the Megatron-Bridge commit whose presets the row runs */
     px_model m;
     px_err err = {0};
     CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
@@ -152,28 +187,60 @@ static void test_megatron_bridge_blackwell(void) {
     px_parallel p;
     px_parallel_unset(&p);
     p.tp = tp, p.pp = pp, p.cp = cp, p.dp = gpus / (tp * pp * cp), p.seq = seq, p.gbs = gbs, p.mbs = mbs;
-    p.sp = tp > 1, p.zero = fsdp ? 3 : 1, p.overlap = PX_OVERLAP_ALL, p.cp_algo = PX_CP_RING;
-    p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT, p.recompute = PX_RECOMPUTE_NONE;
+    p.sp = tp > 1, p.zero = fsdp ? 3 : 1, p.cp_algo = PX_CP_RING, p.recompute = PX_RECOMPUTE_NONE;
+    for (char *c = overlap; *c; c++) /* the CSV's '+' for px_overlap_parse's ',' */
+      if (*c == '+') *c = ',';
+    CU_ASSERT_EQUAL_FATAL(px_overlap_parse(overlap, &p.overlap, &err), PX_OK);
+    if (q == PREC_FP8CS) {
+      p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT;
+      p.fp8_params = !strcmp(gather, "fp8"); /* the recipes' fp8_param_gather: fp8 weights, no bf16 copy */
+    } else {
+      p.precision = q == PREC_MXFP8 ? PX_PREC_MXFP8 : PX_PREC_NVFP4;
+    }
     p.offload_act_layers = offload; /* the recipe's cpu_offloading_num_layers, over NVLink-C2C to the Grace */
     if (vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vp;
     px_test_megatron_split(&m, pp, vp, &p);
+    char layout[32], recipe[96] = "";
+    snprintf(layout, sizeof layout, "%lld.%lld.%lld %lld %lld", tp, pp, cp, vp, fsdp);
     px_plan plan;
-    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, sys, gpus, &p, &err), PX_OK);
+    if (px_test_compile(&plan, &m, sys, gpus, &p, &err) != PX_OK) {
+      fprintf(stderr, "  %-8s %-11s %-11s %5lld %-6s %-15s %4lld  %9.0f   REFUSED: %s\n", release, sys, name, gpus, pname,
+              layout, gbs, tokens, err.msg);
+      refused++;
+      continue;
+    }
     px_sim_result r;
     px_sim_opts o = {.skip_exposed = true};
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, &o, &r, &err), PX_OK);
     double sim_tokens = r.tokens_per_s / (double)gpus, e = sim_tokens / tokens - 1;
-    char layout[32], recipe[48] = "";
-    snprintf(layout, sizeof layout, "%lld.%lld.%lld %lld %lld", tp, pp, cp, vp, fsdp);
-    if (!strcmp(graph, "full")) snprintf(recipe, sizeof recipe, "CUDA graph");
-    if (offload)
-      snprintf(recipe + strlen(recipe), sizeof recipe - strlen(recipe), "%s%lld layers offloaded", *recipe ? ", " : "",
-               offload);
-    fprintf(stderr, "  %-8s %-11s %-11s %5lld %-15s %4lld  %9.0f %9.0f %+6.1f%%  %4s %s\n", release, sys, name, gpus,
-            layout, gbs, tokens, sim_tokens, 100 * e, r.fits ? "yes" : "no", recipe);
-    /* measured at this change: -16.1% to +18.4% (docs/validation.md) */
-    CU_ASSERT(e > -0.27 && e < 0.29);
-    px_test_err_add(&fam[f], e), px_test_err_add(&all, e);
+#define NOTE(...) snprintf(recipe + strlen(recipe), sizeof recipe - strlen(recipe), __VA_ARGS__)
+    if (!strcmp(graph, "full")) NOTE("CUDA graph");
+    if (offload) NOTE("%s%lld layers offloaded", *recipe ? ", " : "", offload);
+    if (!(p.overlap & PX_OVERLAP_TP) && tp > 1) NOTE("%sno TP overlap", *recipe ? ", " : "");
+    if (!(p.overlap & PX_OVERLAP_ZERO)) NOTE("%sno param-gather overlap", *recipe ? ", " : "");
+    if (q != PREC_FP8CS && strcmp(gather, "none")) NOTE("%s%s param gather (not modelled)", *recipe ? ", " : "", gather);
+#undef NOTE
+    fprintf(stderr, "  %-8s %-11s %-11s %5lld %-6s %-15s %4lld  %9.0f %9.0f %+6.1f%%  %4s %s\n", release, sys, name,
+            gpus, pname, layout, gbs, tokens, sim_tokens, 100 * e, r.fits ? "yes" : "no", recipe);
+    { /* its row of docs/validation.md's table */
+      char b[4][32], split[48];
+      if (fsdp) snprintf(split, sizeof split, "%lld\u00b7%lld\u00b7%lld, FSDP %lld", tp, pp, cp, fsdp);
+      else if (vp > 1) snprintf(split, sizeof split, "%lld\u00b7%lld\u00b7%lld, %lld", tp, pp, cp, vp);
+      else snprintf(split, sizeof split, "%lld\u00b7%lld\u00b7%lld", tp, pp, cp);
+      doc_rows *d = q == PREC_FP8CS ? &doc_fp8 : &doc_block;
+      doc_add(d, "| %s | %s | `%s` | %s |", release, fam_systems[f], name, px_test_doc_count(gpus, b[0]));
+      if (q != PREC_FP8CS) doc_add(d, " %s |", q == PREC_MXFP8 ? "MXFP8" : "NVFP4");
+      doc_add(d, " %s | %s | %s | %s | %s%s |\n", split, px_test_doc_count(llround(tokens), b[1]),
+              px_test_doc_count(llround(sim_tokens), b[2]), px_test_doc_pct(e, b[3]), recipe,
+              r.fits ? "" : *recipe ? "; does not fit" : "does not fit");
+    }
+    /* measured at this change (docs/validation.md): fp8-cs -16.1% to +21.0%, mxfp8 -4.9% to +46.6%, nvfp4
+     * +16.7% to +51.5%; held 10 points wider */
+    static const double lo[PRECS] = {-0.27, -0.15, 0.06}, hi[PRECS] = {0.32, 0.57, 0.62};
+    CU_ASSERT(e > lo[q] && e < hi[q]);
+    px_test_err_add(&cell[f][q], e), px_test_err_add(&fam[f], e), px_test_err_add(&prec[q], e);
+    px_test_err_add(&all, e);
+    nofit[q] += !r.fits;
     CU_ASSERT(px_test_band(&plan, e, "Megatron-Bridge"));
     px_test_mfu_add(&plan, r.mfu, e, "Megatron-Bridge");
     rows++;
@@ -181,22 +248,66 @@ static void test_megatron_bridge_blackwell(void) {
     px_plan_free(&plan);
   }
   fclose(fp);
-  CU_ASSERT_EQUAL(rows, 31);
+  /* every row's precision runs on its preset (B200, GB200, GB300 have block-scaled tensor cores), and every
+   * layout (GB200's 405B at pp 16 x vp 8: 128 chunks for 126 layers, the first and last the embedding's and the
+   * loss's alone) */
+  CU_ASSERT_EQUAL(refused, 0);
+  CU_ASSERT_EQUAL(rows + refused, 76);
   int goal = 1;
   for (int f = 0; f < FAMS; f++) {
-    const px_test_err_range *a = &fam[f];
-    double mean = a->sum / a->n;
-    fprintf(stderr, "  %-11s %2d rows: mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", fam_presets[f], a->n, 100 * mean,
-            100 * a->min, 100 * a->max);
-    goal &= fabs(mean) <= 0.06 && a->min >= -0.12 && a->max <= 0.12;
-    /* measured at this change: B200 +9.2%, GB200 +10.1%, GB300 -8.0% */
-    CU_ASSERT(fabs(mean) < 0.20);
+    for (int q = 0; q < PRECS; q++) {
+      const px_test_err_range *a = &cell[f][q];
+      if (!a->n) {
+        fprintf(stderr, "  %-11s %-6s  no rows\n", fam_presets[f], prec_names[q]);
+        continue;
+      }
+      fprintf(stderr, "  %-11s %-6s %2d rows: mean error %+.1f%% (%+.1f%% to %+.1f%%)\n", fam_presets[f], prec_names[q],
+              a->n, 100 * a->sum / a->n, 100 * a->min, 100 * a->max);
+      goal &= fabs(a->sum / a->n) <= 0.06 && a->min >= -0.12 && a->max <= 0.12;
+    }
+    fprintf(stderr, "  %-11s all    %2d rows: mean error %+.1f%%\n", fam_presets[f], fam[f].n, 100 * fam[f].sum / fam[f].n);
   }
+  for (int q = 0; q < PRECS; q++)
+    fprintf(stderr, "  %-6s %2d rows: mean error %+.1f%% (%+.1f%% to %+.1f%%), %d not fitting\n", prec_names[q], prec[q].n,
+            100 * prec[q].sum / prec[q].n, 100 * prec[q].min, 100 * prec[q].max, nofit[q]);
+  /* docs/validation.md: the FP8 rows, the block-scaled rows, and the means per family and precision */
+  FILE *md = px_test_doc_block("validation-blackwell-fp8",
+                               "| release | system | model | GPUs | tp\u00b7pp\u00b7cp, vp, FSDP | published tokens/s/GPU "
+                               "| simulated | error | recipe |\n| --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |\n");
+  if (md) fputs(doc_fp8.text, md);
+  px_test_doc_block_end(md, "validation-blackwell-fp8");
+  md = px_test_doc_block("validation-blackwell-blockscaled",
+                         "| release | system | model | GPUs | precision | tp\u00b7pp\u00b7cp, vp, FSDP | published "
+                         "tokens/s/GPU | simulated | error | recipe |\n| --- | --- | --- | ---: | --- | --- | ---: | ---: "
+                         "| ---: | --- |\n");
+  if (md) {
+    fputs(doc_block.text, md);
+    fprintf(md, "\n| system | precision | rows | error | mean |\n| --- | --- | ---: | --- | ---: |\n");
+    static const char *const prec_words[PRECS] = {"FP8 (current scaling)", "MXFP8", "NVFP4"};
+    for (int q = 0; q < PRECS; q++)
+      for (int f = 0; f < FAMS; f++) {
+        const px_test_err_range *a = &cell[f][q];
+        char b[3][24];
+        if (a->n)
+          fprintf(md, "| %s | %s | %d | %s to %s | %s |\n", fam_systems[f], prec_words[q], a->n,
+                  px_test_doc_pct(a->min, b[0]), px_test_doc_pct(a->max, b[1]), px_test_doc_pct(a->sum / a->n, b[2]));
+      }
+    char b[24];
+    fprintf(md, "| all | all | %d | | %s |\n", all.n, px_test_doc_pct(all.sum / all.n, b));
+  }
+  px_test_doc_block_end(md, "validation-blackwell-blockscaled");
   fprintf(stderr, "  all %d rows: mean error %+.1f%%; issue #34's goal (each row within +-12%%, each mean within 6%%): %s\n",
           all.n, 100 * all.sum / all.n, goal ? "reached" : "not reached");
-  CU_ASSERT_EQUAL(fam[FAM_B200].n, 4);
-  CU_ASSERT_EQUAL(fam[FAM_GB200].n, 15);
-  CU_ASSERT_EQUAL(fam[FAM_GB300].n, 12);
+  /* measured at this change: the means of fp8-cs +9.6% (B200), +11.5% (GB200), -7.1% (GB300); mxfp8 +16.0%,
+   * +18.4%, -0.8%; nvfp4 (GB200, GB300) +32.2%, +25.4%: each held within 10 points more than its precision's
+   * largest */
+  static const double mean_max[PRECS] = {0.22, 0.29, 0.43};
+  for (int f = 0; f < FAMS; f++)
+    for (int q = 0; q < PRECS; q++)
+      if (cell[f][q].n) CU_ASSERT(fabs(cell[f][q].sum / cell[f][q].n) < mean_max[q]);
+  static const int expect[FAMS][PRECS] = {{4, 4, 0}, {15, 13, 9}, {12, 10, 9}};
+  for (int f = 0; f < FAMS; f++)
+    for (int q = 0; q < PRECS; q++) CU_ASSERT_EQUAL(cell[f][q].n, expect[f][q]);
 }
 
 /* issue #34: a sweep at Megatron-Bridge's Llama 3 8B on 8 B200s (global
@@ -215,7 +326,7 @@ int main(void) {
        test_gemm_ceiling},
       {"fp8 GEMMs held at the power limit (cuBLASLt after 10,000 warm-up iterations) against burst x sustained share",
        test_fp8_sustained},
-      {"Llama 3 8B-405B in FP8 on B200, GB200 and GB300, Megatron-Bridge's performance tables (printed)",
+      {"Llama 3 8B-405B in FP8, MXFP8 and NVFP4 on B200, GB200 and GB300, Megatron-Bridge's performance tables (printed)",
        test_megatron_bridge_blackwell},
       {"issue #34: the best plan a sweep finds on B200 against the published runs' MFU above", test_sweep_mfu},
   };
