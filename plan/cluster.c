@@ -181,7 +181,8 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
      * most the fp4 peak's multiple of fp8's */
     TRY(px_json_num(&gc, gemm, "mxfp8_rate_over_fp8", false, 0.1, 2.0, &gpu->gemm_mxfp8_ratio, err));
     TRY(px_json_num(&gc, gemm, "nvfp4_rate_over_fp8", false, 0.1, 8.0, &gpu->gemm_nvfp4_ratio, err));
-    double fp8_peak = gpu->peak_flops[PX_DTYPE_FP8], fp4_over_fp8 = fp8_peak > 0 ? gpu->peak_flops[PX_DTYPE_FP4] / fp8_peak : 0;
+    double fp8_peak = gpu->peak_flops[PX_DTYPE_FP8];
+    double fp4_over_fp8 = fp8_peak > 0 ? gpu->peak_flops[PX_DTYPE_FP4] / fp8_peak : 0;
     if ((gpu->gemm_mxfp8_ratio > 0 || gpu->gemm_nvfp4_ratio > 0) && !px_gpu_block_scaled(gpu))
       return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.%s': the GPU has no block-scaled GEMMs (no "
                         "gpu.peak_tflops.fp4)", file, gpu->gemm_mxfp8_ratio > 0 ? "mxfp8_rate_over_fp8"

@@ -300,7 +300,8 @@ static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
   for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
     long long m = 0, k = 0, n = 0;
     CU_ASSERT_EQUAL_FATAL(sscanf(tok, "%lldx%lldx%lld", &m, &k, &n), 3);
-    px_op op = {.kind = PX_OP_LINEAR, .flags = flags, .dim = {m, n, k}, .flops = 2.0 * (double)m * (double)n * (double)k};
+    px_op op = {.kind = PX_OP_LINEAR, .flags = flags, .dim = {m, n, k}};
+    op.flops = 2.0 * (double)m * (double)n * (double)k;
     s += px_compute_op_s(g, PX_DTYPE_BF16, &op);
   }
   return s;
@@ -311,8 +312,9 @@ static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
  * MXFP8 and NVFP4 time over its per-tensor fp8 time within the row's tolerance, the layer's (where
  * gpu.gemm.mxfp8_rate_over_fp8 and nvfp4_rate_over_fp8 come from) within 0.5%. Before these figures the model
  * ran MXFP8 at fp8's rate (a layer's time 1.00 of fp8's against 1.05 measured) and NVFP4 at the fp4 peak,
- * uncapped (0.31 against 0.55). The presets that borrow B300's figures carry them; B200 and GB200, with no NVFP4 measurement, keep the
- * fp4 peak at fp8's per-tensor max_efficiency. Bad figures are refused with the field named. */
+ * uncapped (0.31 against 0.55). The presets that borrow B300's figures carry them; B200 and GB200, with no
+ * NVFP4 measurement, keep the fp4 peak at fp8's per-tensor max_efficiency. Bad figures are refused with the
+ * field named. */
 static void test_blockscaled_gemm(void) {
   enum { FMT_FP8, FMT_MX, FMT_NV, FMTS };
   static const char *const fmt[FMTS] = {"fp8", "mxfp8", "nvfp4"};
