@@ -177,6 +177,19 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_num(&gc, gemm, "best_tflops", false, 1e-3, 1e6, &best_tf, err));
     TRY(px_json_num(&gc, gemm, "fp8_best_tflops", false, 1e-3, 1e6, &fp8_best_tf, err));
     gpu->gemm_best_flops = best_tf * 1e12, gpu->gemm_fp8_best_flops = fp8_best_tf * 1e12;
+    /* block-scaled formats: their rate over per-tensor fp8's, on a GPU with block-scaled tensor cores; NVFP4's at
+     * most the fp4 peak's multiple of fp8's */
+    TRY(px_json_num(&gc, gemm, "mxfp8_rate_over_fp8", false, 0.1, 2.0, &gpu->gemm_mxfp8_ratio, err));
+    TRY(px_json_num(&gc, gemm, "nvfp4_rate_over_fp8", false, 0.1, 8.0, &gpu->gemm_nvfp4_ratio, err));
+    double fp8_peak = gpu->peak_flops[PX_DTYPE_FP8];
+    double fp4_over_fp8 = fp8_peak > 0 ? gpu->peak_flops[PX_DTYPE_FP4] / fp8_peak : 0;
+    if ((gpu->gemm_mxfp8_ratio > 0 || gpu->gemm_nvfp4_ratio > 0) && !px_gpu_block_scaled(gpu))
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.%s': the GPU has no block-scaled GEMMs (no "
+                        "gpu.peak_tflops.fp4)", file, gpu->gemm_mxfp8_ratio > 0 ? "mxfp8_rate_over_fp8"
+                                                                                  : "nvfp4_rate_over_fp8");
+    if (gpu->gemm_nvfp4_ratio > fp4_over_fp8)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.gemm.nvfp4_rate_over_fp8': %g is above the fp4 peak's "
+                        "multiple of the fp8 peak, %g", file, gpu->gemm_nvfp4_ratio, fp4_over_fp8);
     TRY(list_read(&gc, gemm, "table", "gpu.gemm.table", PX_GEMM_TABLE_MAX, gemm_entry, gpu, &gpu->gemm_table_len,
                   err));
     TRY(px_json_refuse_unknown(&gc, gemm, NULL, 0, err));
@@ -570,6 +583,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (gpu->gemm_fp8_split_share > 0) px_json_add_num(gemm, "fp8_split_accumulation_share", gpu->gemm_fp8_split_share);
   if (gpu->gemm_best_flops > 0) px_json_add_num(gemm, "best_tflops", gpu->gemm_best_flops / 1e12);
   if (gpu->gemm_fp8_best_flops > 0) px_json_add_num(gemm, "fp8_best_tflops", gpu->gemm_fp8_best_flops / 1e12);
+  if (gpu->gemm_mxfp8_ratio > 0) px_json_add_num(gemm, "mxfp8_rate_over_fp8", gpu->gemm_mxfp8_ratio);
+  if (gpu->gemm_nvfp4_ratio > 0) px_json_add_num(gemm, "nvfp4_rate_over_fp8", gpu->gemm_nvfp4_ratio);
   if (gpu->gemm_table_len) {
     cJSON *t = cJSON_AddArrayToObject(gemm, "table");
     for (int i = 0; t && i < gpu->gemm_table_len; i++) {
@@ -802,6 +817,10 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
                                                                  : g->gemm_fp8_max_efficiency;
   if (dt == PX_DTYPE_FP4) f8 = g->gemm_fp8_max_efficiency;
   return (dt == PX_DTYPE_FP8 || dt == PX_DTYPE_FP4) && f8 > 0 ? f8 : g->gemm_max_efficiency;
+}
+
+double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4) {
+  return nvfp4 ? g->gemm_nvfp4_ratio : g->gemm_mxfp8_ratio;
 }
 
 double px_gpu_fp8_split_share(const px_gpu *g) { return g->gemm_fp8_split_share > 0 ? g->gemm_fp8_split_share : 1.0; }

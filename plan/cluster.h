@@ -102,6 +102,10 @@ typedef struct {
   double gemm_best_flops;            /* the best FLOP/s a sweep of 16-bit GEMM shapes measured (MAMF): no
                                         shape runs faster, the model is held under it; 0: no ceiling */
   double gemm_fp8_best_flops;        /* ... of fp8 GEMMs (per-tensor or blockwise scales) */
+  double gemm_mxfp8_ratio;           /* an MXFP8 GEMM's rate over the same GEMM's with per-tensor fp8 scales, both
+                                        measured on one harness; 0: not given (the same rate) */
+  double gemm_nvfp4_ratio;           /* ... an NVFP4 GEMM's; 0: not given (the fp4 peak at fp8's per-tensor
+                                        max_efficiency, uncapped) */
   double kernel_overhead_s;          /* launch + tail per kernel */
   double sustained_share;            /* tensor-core compute under sustained load over the burst figures the
                                         GEMM and attention models are built from (power-limited clocks); 1: none */
@@ -147,9 +151,14 @@ static inline bool px_gpu_block_scaled(const px_gpu *g) { return g->peak_flops[P
 static inline bool px_gpu_fp8_any_layout(const px_gpu *g) { return px_gpu_block_scaled(g); }
 
 /* The GEMM model's max efficiency for a dtype: fp8's (blockwise scales or
- * per-tensor; fp4's GEMMs take fp8's per-tensor figure: no fp4 measurement
- * is held), the 16-bit one where the file gives no fp8 figure. */
+ * per-tensor; fp4's GEMMs take fp8's per-tensor figure, used where the file
+ * gives no gpu.gemm.nvfp4_rate_over_fp8), the 16-bit one where the file gives
+ * no fp8 figure. */
 double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
+/* A block-scaled GEMM's rate over the same GEMM's with per-tensor fp8 scales
+ * (gpu.gemm.mxfp8_rate_over_fp8, nvfp4_rate_over_fp8: kernel measurements on
+ * one harness); 0 where the file gives none. */
+double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4);
 /* The ceiling on a dtype's GEMM efficiency (of its peak): the best a sweep
  * of shapes measured (gpu.gemm.best_tflops, fp8_best_tflops); 1 where the
  * file gives none. */

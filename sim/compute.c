@@ -155,18 +155,26 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
   if (r && r->flops_per_s > 0) return r->overhead_s + op->flops / r->flops_per_s;
   int64_t shapes[2][4];
   int n = op_gemms(op, shapes);
-  bool f8_block = (op->flags & PX_OPF_FP8_BLOCK) != 0;
-  /* a GEMM on fp8 operands at the fp8 rate (MXFP8's too: Blackwell's tensor cores apply its scales at that
-   * rate), on NVFP4 operands at the fp4 rate */
-  if (n > 0 && (op->flags & PX_OPF_FP8)) dt = (op->flags & PX_OPF_NVFP4) ? PX_DTYPE_FP4 : PX_DTYPE_FP8;
+  bool f8_block = (op->flags & PX_OPF_FP8_BLOCK) != 0, nvfp4 = (op->flags & PX_OPF_NVFP4) != 0;
+  /* a GEMM on fp8 operands at the fp8 rate, on NVFP4 operands at the fp4 rate; a block-scaled format (MXFP8,
+   * NVFP4) whose rate over per-tensor fp8's the GPU has measured runs at per-tensor fp8's rate (its model and
+   * ceiling) times that; without the figure MXFP8 at fp8's (its scales applied in the tensor cores) and NVFP4 at
+   * the fp4 peak with fp8's max_efficiency */
+  double fmt_ratio = 0;
+  if (n > 0 && (op->flags & PX_OPF_FP8)) {
+    dt = nvfp4 ? PX_DTYPE_FP4 : PX_DTYPE_FP8;
+    if (op->flags & (PX_OPF_MXFP8 | PX_OPF_NVFP4)) fmt_ratio = px_gpu_block_scaled_ratio(g, nvfp4);
+  }
   double peak = g->peak_flops[dt] > 0 ? g->peak_flops[dt] : g->peak_flops[PX_DTYPE_FP32];
   double mem_s = op->bytes > 0 ? px_compute_mem_s(g, (px_op_kind)op->kind, op->bytes) : 0.0;
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
+  px_dtype eff_dt = fmt_ratio > 0 ? PX_DTYPE_FP8 : dt;
   double eff = 0;
   for (int i = 0; i < n; i++)
-    eff += gemm_efficiency(g, dt, f8_block, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3],
-                           is_expert_gemm((px_op_kind)op->kind) ? resident : 0);
+    eff += gemm_efficiency(g, eff_dt, f8_block && fmt_ratio <= 0, shapes[i][0], shapes[i][1], shapes[i][2],
+                           shapes[i][3], is_expert_gemm((px_op_kind)op->kind) ? resident : 0);
   eff /= n;
+  if (fmt_ratio > 0) eff *= fmt_ratio * g->peak_flops[PX_DTYPE_FP8] / peak; /* of dt's peak */
   /* fp8 with per-tensor scales: Transformer Engine (recipe MMParams: fprop use_split_accumulator False, dgrad and
    * wgrad True) and torchao (use_fast_accum in the forward only) promote the backward's sums out of the tensor
    * cores (split accumulation) at the GPU's measured share of the fast rate; blockwise scales' figure is

@@ -980,8 +980,9 @@ static void test_expert_gemm_streams(void) {
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), px_compute_grouped_op_s(g, PX_DTYPE_BF16, &op), 1e-12);
 }
 
-/* Block-scaled GEMMs: an nvfp4 GEMM at the fp4 peak and an mxfp8 one at the fp8 peak, each with fp8's
- * per-tensor efficiency model (the same share of its own peak); an op without the fp8 flag at bf16's. */
+/* Block-scaled GEMMs: an nvfp4 GEMM at the fp4 peak with fp8's per-tensor efficiency model (GB200 has no
+ * gpu.gemm.nvfp4_rate_over_fp8), an mxfp8 one at the fp8 rate times gpu.gemm.mxfp8_rate_over_fp8; an op
+ * without the fp8 flag at bf16's. */
 static void test_block_scaled_gemm(void) {
   px_cluster c;
   px_err err = {0};
@@ -991,11 +992,12 @@ static void test_block_scaled_gemm(void) {
   px_op op = {.kind = PX_OP_LINEAR, .dim = {m, n, k}, .flops = 2.0 * (double)m * (double)n * (double)k};
   double e8 = px_gemm_efficiency8(g, PX_DTYPE_FP8, false, m, n, k, 1), e4 = px_gemm_efficiency8(g, PX_DTYPE_FP4, false, m, n, k, 1);
   CU_ASSERT(e8 > 0 && px_gpu_gemm_max(g, PX_DTYPE_FP4, false) == px_gpu_gemm_max(g, PX_DTYPE_FP8, false));
+  CU_ASSERT(g->gemm_mxfp8_ratio > 0 && g->gemm_mxfp8_ratio < 1 && g->gemm_nvfp4_ratio == 0);
   const struct {
     uint16_t flags;
     double peak, eff;
   } cases[] = {{PX_OPF_FP8 | PX_OPF_NVFP4, g->peak_flops[PX_DTYPE_FP4], e4},
-               {PX_OPF_FP8 | PX_OPF_MXFP8, g->peak_flops[PX_DTYPE_FP8], e8},
+               {PX_OPF_FP8 | PX_OPF_MXFP8, g->peak_flops[PX_DTYPE_FP8], e8 * g->gemm_mxfp8_ratio},
                {PX_OPF_FP8, g->peak_flops[PX_DTYPE_FP8], e8}};
   for (int i = 0; i < 3; i++) {
     op.flags = cases[i].flags;

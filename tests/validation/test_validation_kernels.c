@@ -1,5 +1,6 @@
 /* Validation of the kernel figures against the microbenchmarks they come
- * from: GEMMs (cuBLASLt, DeepGEMM, mamf-finder's sustained rate), fused
+ * from: GEMMs (cuBLASLt, DeepGEMM, mamf-finder's sustained rate, Transformer
+ * Engine's block-scaled GEMMs on B300), fused
  * attention (FlashAttention-2 and -3, cuDNN on Blackwell), HBM (BabelStream)
  * and kernel overhead, each point reproduced within its row's tolerance.
  * Each row's data and source: the tests/data CSV each test names. */
@@ -289,6 +290,92 @@ static void test_kernel_microbenchmarks(void) {
   fputc('\n', stderr);
 }
 
+/* The model's time for a pass's GEMMs ("MxKxN ..." as the harness writes them) with operands of a format: fp8
+ * (per-tensor scales), mxfp8 or nvfp4; linear ops, kernel overhead and all. */
+static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
+  uint16_t flags = PX_OPF_FP8 | (!strcmp(format, "mxfp8") ? PX_OPF_MXFP8 : !strcmp(format, "nvfp4") ? PX_OPF_NVFP4 : 0);
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", shapes);
+  double s = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+    long long m = 0, k = 0, n = 0;
+    CU_ASSERT_EQUAL_FATAL(sscanf(tok, "%lldx%lldx%lld", &m, &k, &n), 3);
+    px_op op = {.kind = PX_OP_LINEAR, .flags = flags, .dim = {m, n, k}};
+    op.flops = 2.0 * (double)m * (double)n * (double)k;
+    s += px_compute_op_s(g, PX_DTYPE_BF16, &op);
+  }
+  return s;
+}
+
+/* Block-scaled GEMMs on Blackwell against the kernel measurements their figures come from
+ * (tests/data/gemm_blockscaled.csv: Transformer Engine's pre-quantized GEMM benchmark on B300): each pass's
+ * MXFP8 and NVFP4 time over its per-tensor fp8 time within the row's tolerance, the layer's (where
+ * gpu.gemm.mxfp8_rate_over_fp8 and nvfp4_rate_over_fp8 come from) within 0.5%. Before these figures the model
+ * ran MXFP8 at fp8's rate (a layer's time 1.00 of fp8's against 1.05 measured) and NVFP4 at the fp4 peak,
+ * uncapped (0.31 against 0.55). The presets that borrow B300's figures carry them; B200 and GB200, with no
+ * NVFP4 measurement, keep the fp4 peak at fp8's per-tensor max_efficiency. Bad figures are refused with the
+ * field named. */
+static void test_blockscaled_gemm(void) {
+  enum { FMT_FP8, FMT_MX, FMT_NV, FMTS };
+  static const char *const fmt[FMTS] = {"fp8", "mxfp8", "nvfp4"};
+  double model[FMTS] = {0}, measured[FMTS] = {0}, fp8_model = 0, fp8_ms = 0;
+  char preset_name[32] = "";
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/gemm_blockscaled.csv", 7)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
+    snprintf(preset_name, sizeof preset_name, "%s", f[0]);
+    int q = !strcmp(f[1], "fp8") ? FMT_FP8 : !strcmp(f[1], "mxfp8") ? FMT_MX : FMT_NV;
+    CU_ASSERT_FATAL(!strcmp(f[1], fmt[q]));
+    double s = pass_s(&c.gpu, f[1], f[3]), ms = atof(f[4]);
+    model[q] += s, measured[q] += ms;
+    if (q == FMT_FP8) { /* each pass's per-tensor fp8 row comes first */
+      fp8_model = s, fp8_ms = ms;
+      continue;
+    }
+    double want = ms / fp8_ms, got = s / fp8_model;
+    fprintf(stderr, "\n  %-9s %-5s %-5s over fp8: published %.3f, model %.3f (%+.1f%%)", f[0], f[1], f[2], want, got,
+            100 * (got / want - 1));
+    PX_ASSERT_REL(got, want, atof(f[5]));
+  }
+  CU_ASSERT_EQUAL(r.rows, 9);
+  for (int q = FMT_MX; q < FMTS; q++) {
+    double want = measured[q] / measured[FMT_FP8], got = model[q] / model[FMT_FP8];
+    fprintf(stderr, "\n  %-9s %-5s layer over fp8: published %.3f, model %.3f", preset_name, fmt[q], want, got);
+    PX_ASSERT_REL(got, want, 0.005);
+  }
+  fputc('\n', stderr);
+
+  /* borrowed: GB300 (the same die) both figures, B200 and GB200 MXFP8's only */
+  px_cluster b300 = preset("dgx-b300");
+  CU_ASSERT(b300.gpu.gemm_mxfp8_ratio > 0 && b300.gpu.gemm_nvfp4_ratio > 0);
+  static const char *const borrow[] = {"dgx-gb300", "dgx-b200", "gb200-nvl72"};
+  for (size_t i = 0; i < sizeof borrow / sizeof *borrow; i++) {
+    px_cluster b = preset(borrow[i]);
+    CU_ASSERT_EQUAL(b.gpu.gemm_mxfp8_ratio, b300.gpu.gemm_mxfp8_ratio);
+    CU_ASSERT_EQUAL(b.gpu.gemm_nvfp4_ratio, i == 0 ? b300.gpu.gemm_nvfp4_ratio : 0);
+  }
+  /* without the NVFP4 figure: the fp4 peak at fp8's per-tensor max_efficiency, no ceiling */
+  px_cluster b200 = preset("dgx-b200");
+  const px_gpu *g = &b200.gpu;
+  px_op op = {.kind = PX_OP_LINEAR, .flags = PX_OPF_FP8 | PX_OPF_NVFP4, .dim = {8192, 8192, 8192}};
+  op.flops = 2.0 * 8192 * 8192 * 8192;
+  double eff = px_gemm_efficiency8(g, PX_DTYPE_FP4, false, 8192, 8192, 8192, 1);
+  PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op) - g->kernel_overhead_s,
+                op.flops / (g->peak_flops[PX_DTYPE_FP4] * eff * g->sustained_share), 1e-9);
+  CU_ASSERT(eff > px_gpu_gemm_ceiling(g, PX_DTYPE_FP8));
+
+  /* bad figures: NVFP4 above the fp4 peak's multiple of fp8's, either on a GPU without block-scaled GEMMs */
+  px_err err = {0};
+  px_cluster bad = preset("dgx-b300");
+  CU_ASSERT_EQUAL(px_cluster_set_field(&bad, "gpu.gemm.nvfp4_rate_over_fp8=3.5", &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "gpu.gemm.nvfp4_rate_over_fp8"));
+  px_cluster h100 = preset("dgx-h100");
+  CU_ASSERT_EQUAL(px_cluster_set_field(&h100, "gpu.gemm.mxfp8_rate_over_fp8=0.95", &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "gpu.gemm.mxfp8_rate_over_fp8"));
+  CU_ASSERT_EQUAL(px_cluster_set_field(&bad, "gpu.gemm.mxfp8_rate_over_fp8=0", &err), PX_ERR_INPUT);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
@@ -296,6 +383,7 @@ int main(void) {
       {"sustained clocks: mamf-finder's sustained over burst matmul rate", test_sustained_share},
       {"fused attention on Blackwell: cuDNN's measurements reproduced", test_attention_kernels_blackwell},
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
+      {"block-scaled GEMMs on Blackwell: MXFP8 and NVFP4 over per-tensor fp8 reproduced", test_blockscaled_gemm},
   };
   return px_test_main("validation_kernels", tests, sizeof tests / sizeof tests[0]);
 }
