@@ -23,6 +23,13 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
   if (g->peak_flops[PX_DTYPE_FP8] > 0)
     fprintf(out, "  fp8 gemm efficiency: max %.2f per-tensor scales, %.2f blockwise\n", px_gpu_gemm_max(g, PX_DTYPE_FP8, false),
             px_gpu_gemm_max(g, PX_DTYPE_FP8, true));
+  if (px_gpu_block_scaled(g)) { /* the block-scaled GEMMs' rate over per-tensor fp8's, measured or the rule */
+    double mx = px_gpu_block_scaled_ratio(g, false), nv = px_gpu_block_scaled_ratio(g, true);
+    char mxs[48], nvs[64];
+    snprintf(mxs, sizeof mxs, mx > 0 ? "%.3f of fp8's rate" : "fp8's rate", mx);
+    snprintf(nvs, sizeof nvs, nv > 0 ? "%.2fx fp8's rate" : "the fp4 peak at fp8's efficiency", nv);
+    fprintf(out, "  block-scaled gemms: mxfp8 at %s, nvfp4 at %s\n", mxs, nvs);
+  }
   if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616 */
     fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence):");
     for (int i = 0; i < g->attention_len; i++) {
