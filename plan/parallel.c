@@ -853,7 +853,7 @@ int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g) {
 }
 
 /* Whether ZeRO's parameter all-gather (and the optimizer, writing its shard) moves the primary weights in their
- * format: fp8's and nvfp4's; mxfp8's move in the compute dtype, through the gradient buffer (above). */
+ * format: fp8's and nvfp4's; mxfp8's move in the compute dtype, through the gradient buffer (parallel.h). */
 static bool gathers_quantized(const px_parallel *p) {
   return px_parallel_fp8_primary(p) && p->precision != PX_PREC_MXFP8;
 }
@@ -867,8 +867,9 @@ double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint
   if (px_parallel_weight_copies(p, g) <= 0) return 0.0;
   bool q = gathers_quantized(p); /* the cast reads the row-wise copy and writes the others, or reads the 16-bit
                                     weights and writes every copy */
-  double read = q ? (double)px_parallel_quant_weight_bytes(p, n) : (double)n * px_dtype_bytes(px_parallel_compute_dtype(p));
-  return read + (px_parallel_quant_copies(p, g) - (q ? 1 : 0)) * (double)px_parallel_quant_weight_bytes(p, n);
+  double copy = (double)px_parallel_quant_weight_bytes(p, n);
+  double read = q ? copy : (double)n * px_dtype_bytes(px_parallel_compute_dtype(p));
+  return read + (px_parallel_quant_copies(p, g) - (q ? 1 : 0)) * copy;
 }
 
 bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }
