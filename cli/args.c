@@ -92,8 +92,9 @@ static const px_opt opts[] = {
     {"fp8-recipe", required_argument, OPT_FP8_RECIPE, PX_OPT_PLAN, "R", "fp8 scaling: delayed (default) | current | blockwise"},
     {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8, mxfp8, nvfp4: the dtype of all but the quantized GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
     {"fp8-params", no_argument, OPT_FP8_PARAMS, PX_OPT_PLAN, NULL,
-     "fp8: the GEMMs' weights held in fp8 only, no bf16 copy, ZeRO's parameter all-gathers in fp8 (Megatron-LM's "
-     "fp8_param_gather; planned and simulated, the executors refuse it)"},
+     "fp8, mxfp8, nvfp4: the GEMMs' weights held in their format only, no bf16 copy (Megatron-LM's fp8_param_gather, "
+     "fp4_param_gather): ZeRO's parameter all-gathers in fp8 or fp4, mxfp8's in bf16 through the gradient buffer "
+     "(zero 1); planned and simulated, the executors refuse it"},
     {"bf16-layers-start", required_argument, OPT_BF16_START, PX_OPT_PLAN, "N",
      "fp8 (current or blockwise), mxfp8, nvfp4: the model's first N layers' GEMMs in the compute dtype, unquantized "
      "(Megatron-Core's num_layers_at_start_in_bf16; 0 default)"},

@@ -91,10 +91,13 @@ void px_states_of(const px_parallel *par, const px_gpu *g, uint64_t flat, uint64
   out->grads_elems = par->offload_opt ? 0 : par->zero >= 2 ? shard : flat;
   uint64_t(*b)[PX_MEM_ACTIVATIONS] = out->bytes;
   b[PX_PLACE_GPU][PX_MEM_PARAMS] = out->params_elems * pb;
-  bool f8 = px_precision_quantized(par->precision), primary = f8 && par->fp8_params > 0;
-  if (primary) { /* the fp8 weights: 1 byte, no 16-bit copy (ZeRO-3: the shard's) */
+  bool f8 = px_precision_quantized(par->precision);
+  if (px_parallel_fp8_primary(par)) { /* the weights in their format's row-wise copy, no 16-bit copy (ZeRO-3: the
+                                         shard's) */
     uint64_t held8 = par->zero >= 3 ? fp8_shard : fp8_elems;
-    b[PX_PLACE_GPU][PX_MEM_PARAMS] -= (held8 < out->params_elems ? held8 : out->params_elems) * (pb - 1);
+    if (held8 > out->params_elems) held8 = out->params_elems;
+    b[PX_PLACE_GPU][PX_MEM_PARAMS] -= held8 * pb;
+    b[PX_PLACE_GPU][PX_MEM_PARAMS] += px_parallel_quant_weight_bytes(par, held8);
   }
   if (f8 && par->zero < 3) /* the cached quantized copies (px_parallel_weight_copies) */
     out->fp8_copy_bytes = (uint64_t)px_parallel_weight_copies(par, g) * px_parallel_quant_weight_bytes(par, fp8_elems);

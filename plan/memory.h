@@ -31,7 +31,7 @@ typedef struct {
   uint64_t bytes[PX_PLACE_COUNT][PX_MEM_ACTIVATIONS];
   uint64_t frozen_bytes;   /* of bytes[GPU][PARAMS]: fine-tuning's frozen base weights (px_states_add_frozen) */
   uint64_t fp8_copy_bytes; /* of bytes[GPU][PARAMS]: the cached fp8 copies, remade from the parameters
-                              every step, so not a state a checkpoint keeps (with fp8_params: the transposed) */
+                              every step, so not a state a checkpoint keeps (with fp8_params: the column-wise) */
 } px_states;
 void px_plan_states(const px_plan *plan, int64_t stage, px_states *out);
 /* The same for other choices of the plan's parallel settings (e.g. another offload). */
@@ -54,9 +54,10 @@ void px_states_add_frozen(px_states *s, uint64_t frozen_bytes);
  * Transformer Engine caches them from the first micro-batch; ZeRO-3 casts
  * each gathered weight where it is used. */
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage);
-/* fp8 primary weights (fp8_params): those elements (px_plan_fp8_weight_elems) are the parameters themselves, 1
- * byte each in place of the param dtype's (the copies left: the transposed one); of a unit, u8[u] of them, and of
- * the rank's shard (ZeRO-3) *shard8 (each unit's u8 over its ranks). u8 may be NULL. */
+/* Primary quantized weights (fp8_params, px_parallel_fp8_primary): those elements (px_plan_fp8_weight_elems) are
+ * the parameters themselves, their format's row-wise copy in place of the param dtype's bytes (the copies left:
+ * the column-wise one); of a unit, u8[u] of them, and of the rank's shard (ZeRO-3) *shard8 (each unit's u8 over
+ * its ranks). u8 may be NULL. */
 void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint64_t *shard8);
 /* Bytes of a place, over the three states. */
 uint64_t px_states_bytes(const px_states *s, px_place place);

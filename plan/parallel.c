@@ -460,7 +460,15 @@ static bool block_scaled(vctx *x) {
 }
 static bool fp8_params_range(vctx *x) { return x->p->fp8_params < 0 || x->p->fp8_params > 1; }
 static bool fp8_params_precision(vctx *x) {
-  return x->p->fp8_params && (x->p->precision != PX_PREC_FP8 || x->p->fp8_base != PX_FP8_BASE_BF16);
+  return x->p->fp8_params && (!px_precision_quantized(x->p->precision) || x->p->fp8_base != PX_FP8_BASE_BF16);
+}
+/* mxfp8's primary weights are gathered in bf16 through the full gradient buffer (px_parallel_param_gather_bytes) */
+static bool fp8_params_mxfp8_zero(vctx *x) {
+  return x->p->fp8_params > 0 && x->p->precision == PX_PREC_MXFP8 && x->p->zero != 1;
+}
+/* Megatron-FSDP's block-scaled shards (a 1 x 32 or 16 x 16 block cut between ranks) are not modelled */
+static bool fp8_params_nvfp4_zero3(vctx *x) {
+  return x->p->fp8_params > 0 && x->p->precision == PX_PREC_NVFP4 && x->p->zero >= 3;
 }
 static bool fp8_params_offload(vctx *x) { return x->p->fp8_params && x->p->offload_params; }
 static bool bf16_layers(const px_parallel *p) { return p->bf16_layers_start > 0 || p->bf16_layers_end > 0; }
@@ -630,8 +638,13 @@ static const px_rule rules[] = {
                    "Blackwell's: a GPU with gpu.peak_tflops.fp4) (hint: `precision` fp8)"},
     {block_recipe, "`fp8_recipe` chooses fp8's scaling; {precision} scales its own blocks (hint: drop `fp8_recipe`)"},
     {fp8_params_range, "`fp8_params` is not set"},
-    {fp8_params_precision, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 copy: it needs "
-                           "`precision` fp8 with `fp8_base` bf16"},
+    {fp8_params_precision, "`fp8_params` holds the quantized GEMMs' weights in their format in place of their bf16 "
+                           "copy: it needs `precision` fp8, mxfp8 or nvfp4 with `fp8_base` bf16"},
+    {fp8_params_mxfp8_zero, "`fp8_params` with `precision` mxfp8 is Megatron's MXFP8 param gather: the weights are "
+                            "gathered in bf16 into the gradient buffer and cast to MXFP8 each step, which needs the "
+                            "distributed optimizer's full gradient buffer (hint: `zero` 1)"},
+    {fp8_params_nvfp4_zero3, "`fp8_params` with `precision` nvfp4 and `zero` 3: sharded NVFP4 weights are not "
+                             "modelled (hint: `zero` 1 or 2)"},
     {fp8_params_offload, "`fp8_params` with `offload_params`: offloaded fp8 weights are not modelled (hint: drop one)"},
     {bf16_layers_precision, "`bf16_layers_start` and `bf16_layers_end` keep layers' GEMMs out of a quantized precision: "
                             "they need `precision` fp8, mxfp8 or nvfp4, not {precision}"},
@@ -833,17 +846,30 @@ int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g) {
   return per_tensor && px_gpu_fp8_any_layout(g) ? 1 : 2;
 }
 
-static bool fp8_primary(const px_parallel *p) { return px_precision_quantized(p->precision) && p->fp8_params > 0; }
+bool px_parallel_fp8_primary(const px_parallel *p) { return px_precision_quantized(p->precision) && p->fp8_params > 0; }
 
 int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g) {
-  return px_parallel_quant_copies(p, g) - (fp8_primary(p) ? 1 : 0);
+  return px_parallel_quant_copies(p, g) - (px_parallel_fp8_primary(p) ? 1 : 0);
+}
+
+/* Whether ZeRO's parameter all-gather (and the optimizer, writing its shard) moves the primary weights in their
+ * format: fp8's and nvfp4's; mxfp8's move in the compute dtype, through the gradient buffer (parallel.h). */
+static bool gathers_quantized(const px_parallel *p) {
+  return px_parallel_fp8_primary(p) && p->precision != PX_PREC_MXFP8;
+}
+
+uint64_t px_parallel_param_gather_bytes(const px_parallel *p, uint64_t n) {
+  if (!gathers_quantized(p)) return n * px_dtype_bytes(px_parallel_compute_dtype(p));
+  return p->precision == PX_PREC_NVFP4 ? ceil_div_u(n, 2) : n;
 }
 
 double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint64_t n) {
-  int copies = px_parallel_weight_copies(p, g);
-  if (copies <= 0) return 0.0;
-  double read = fp8_primary(p) ? 1.0 : (double)px_dtype_bytes(px_parallel_compute_dtype(p));
-  return (double)n * read + copies * (double)px_parallel_quant_weight_bytes(p, n);
+  if (px_parallel_weight_copies(p, g) <= 0) return 0.0;
+  bool q = gathers_quantized(p); /* the cast reads the row-wise copy and writes the others, or reads the 16-bit
+                                    weights and writes every copy */
+  double copy = (double)px_parallel_quant_weight_bytes(p, n);
+  double read = q ? copy : (double)n * px_dtype_bytes(px_parallel_compute_dtype(p));
+  return read + (px_parallel_quant_copies(p, g) - (q ? 1 : 0)) * copy;
 }
 
 bool px_parallel_mixed(const px_parallel *p) { return px_parallel_compute_dtype(p) != PX_DTYPE_FP32; }

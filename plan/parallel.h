@@ -188,9 +188,9 @@ typedef struct {
   int precision;     /* px_precision, -1 unset */
   int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
   int fp8_base;      /* px_fp8_base with fp8, -1 unset (bf16) */
-  int fp8_params;    /* fp8: the layers' GEMM weights held in fp8 only, no 16-bit copy (Transformer Engine's fp8
-                        primary weights, Megatron's --fp8-param-gather): 1 byte each and a transposed fp8 copy,
-                        ZeRO's parameter all-gathers in fp8; the fp32 master in the optimizer; -1 unset (0) */
+  int fp8_params;    /* fp8, mxfp8, nvfp4: the layers' GEMM weights held in the GEMMs' format only, no 16-bit
+                        copy (Transformer Engine's primary weights, Megatron's --fp8-param-gather and
+                        --fp4-param-gather): px_parallel_fp8_primary, px_parallel_param_gather_bytes; -1 unset (0) */
   int attention;     /* px_attention, -1 unset */
   int gelu;          /* px_gelu_mode, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
@@ -355,13 +355,40 @@ uint64_t px_parallel_quant_weight_bytes(const px_parallel *p, uint64_t elems);
  * is per-tensor and the GPU's fp8 GEMMs take any layout
  * (px_gpu_fp8_any_layout). 0 without quantized GEMMs. */
 int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g);
+/* Primary quantized weights (fp8_params, a quantized precision): the GEMM
+ * weights held in their GEMMs' format only, the row-wise copy (codes and
+ * scales, px_parallel_quant_weight_bytes) in place of the 16-bit weights,
+ * the fp32 master in the optimizer. Transformer Engine's primary weights
+ * keep both usages between steps (TransformerEngine d0067d0,
+ * transformer_engine/pytorch/tensor/utils.py: _cast_master_weights_to_fp8_mxfp8_scaling
+ * writes the row-wise and column-wise data and scales; post_all_gather_processing
+ * makes nvfp4's column-wise copy, _nvfp4_2d_multi_tensor_transpose, and
+ * fp8's transpose where the GEMMs need one). */
+bool px_parallel_fp8_primary(const px_parallel *p);
 /* The quantized copies of its GEMM weights a rank caches beside the weights
- * (px_parallel_quant_copies, less the one fp8 primary weights, fp8_params,
- * are themselves), and the bytes a cast of n such weight elements moves:
- * the weights read (in fp8 where they are fp8), those copies written; 0
- * where there are none to make. */
+ * (px_parallel_quant_copies, less the one primary weights are themselves),
+ * and the bytes a cast of n such weight elements moves: from primary fp8 or
+ * nvfp4 weights the row-wise copy read and the others written; else (and
+ * mxfp8's, gathered in the compute dtype: px_parallel_param_gather_bytes)
+ * the 16-bit weights read and every copy written; 0 where there are none
+ * to make. */
 int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g);
 double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint64_t n);
+/* Bytes of n GEMM weight elements as ZeRO's parameter all-gather moves them
+ * and the optimizer writes its shard of them: the compute dtype's, or with
+ * primary weights (Megatron-LM d98e8a6, megatron/core/distributed/param_and_grad_buffer.py)
+ * fp8's 1 byte (a uint8 param buffer); nvfp4's packed row-wise codes, half a
+ * byte (fp4_param_gather: "remap packed rowwise bytes only"; every rank
+ * makes the block scales from all-reduced amaxes, TE's
+ * _cast_master_weights_to_nvfp4_2d, and the column-wise copy after the
+ * gather); mxfp8's the compute dtype's: its param buffer is the gradient
+ * buffer viewed as bf16 (reuse_grad_buf_for_mxfp8_param_ag; the optimizer
+ * writes bf16 there, _copy_main_params_to_param_buffer in
+ * megatron/core/optimizer/distrib_optimizer.py, and each rank casts what it
+ * gathers into its MXFP8 weights, _post_param_sync), so the gathered
+ * weights take no memory of their own, and it needs the full gradient
+ * buffer and a gather: `zero` 1. */
+uint64_t px_parallel_param_gather_bytes(const px_parallel *p, uint64_t n);
 /* Delayed scaling: a tensor's scale comes from the largest amax of its last
  * 1024 steps (Transformer Engine's DelayedScaling defaults: amax_history_len
  * 1024, amax_compute_algo "max", margin 0). */

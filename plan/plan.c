@@ -57,8 +57,9 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
   }
   px_dtype gd = p->grad_dtype, pd = p->param_dtype;
   uint64_t gb = px_dtype_bytes(gd), pb = px_dtype_bytes(pd);
-  /* fp8 primary weights: each unit's fp8 weights are gathered and written by the optimizer in fp8 */
-  bool primary = p->par.precision == PX_PREC_FP8 && p->par.fp8_params > 0;
+  /* primary quantized weights: each unit's are gathered, and written by the optimizer, in the bytes
+   * px_parallel_param_gather_bytes gives */
+  bool primary = px_parallel_fp8_primary(&p->par);
   uint64_t *u8 = primary ? px_calloc((size_t)prog->nunits + 1, sizeof *u8, err) : NULL, shard8 = 0;
   if (primary && !u8) return PX_ERR_RUNTIME;
   if (primary) px_plan_fp8_unit_elems(p, prog - p->programs, u8, &shard8);
@@ -86,8 +87,9 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
     prog->ops[un->gather_op].group = (uint8_t)(un->expert ? PX_GROUP_EDP : prog->ops[un->gather_op].group);
     px_op *gather = &prog->ops[un->gather_op];
     px_op_size_coll(gather, PX_COLL_ALLGATHER, shard, un->padded, pd, ranks);
-    if (primary && un->padded > 0) { /* its fp8 weights at 1 byte an element */
-      double share = ((double)(un->padded - u8[u]) * (double)pb + (double)u8[u]) / ((double)un->padded * (double)pb);
+    if (primary && un->padded > 0) { /* its quantized weights in their gathered bytes */
+      double share = ((double)(un->padded - u8[u]) * (double)pb + (double)px_parallel_param_gather_bytes(&p->par, u8[u])) /
+                     ((double)un->padded * (double)pb);
       gather->coll_bytes = (uint64_t)((double)gather->coll_bytes * share);
       gather->wire_bytes *= share, gather->bytes *= share;
     }
@@ -125,12 +127,14 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
         o->coll_bytes = sizeof(double);
         o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, p->grid.world) * (double)o->coll_bytes;
         break;
-      case PX_OP_ADAMW: /* reads the gradient, reads and writes the states, writes the parameter (fp8 weights: 1 byte) */
+      case PX_OP_ADAMW: { /* reads the gradient, reads and writes the states, writes the parameter (primary
+                             quantized weights: in their gathered bytes) */
+        uint64_t w8 = !primary ? 0 : p->par.zero >= 1 ? shard8 : px_plan_fp8_weight_elems(p, prog - p->programs);
         o->dim[0] = (int64_t)shard;
         o->bytes = (double)shard * ((double)gb + 2.0 * (double)p->optimizer_bytes_per_param + (double)pb) -
-                   (double)(p->par.zero >= 1 ? shard8 : px_plan_fp8_weight_elems(p, prog - p->programs)) *
-                       (primary ? (double)(pb - 1) : 0.0);
+                   (double)(w8 * pb) + (double)px_parallel_param_gather_bytes(&p->par, w8);
         break;
+      }
       case PX_OP_ADAMW_HOST: /* on the host CPU; on NVMe its states are read and written back (the bytes) */
         o->dim[0] = (int64_t)shard;
         o->dim[1] = p->par.offload_opt;

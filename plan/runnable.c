@@ -32,7 +32,8 @@ static bool no(char *why, size_t cap, const char *fmt, ...) {
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
-              "the parameters' dtype and cast them for the fp8 GEMMs (hint: without `fp8_params`)");
+              "the parameters' dtype and cast them for the quantized GEMMs, fp8, mxfp8 or nvfp4 (hint: without "
+              "`fp8_params`)");
   if (p->cuda_graph == PX_GRAPH_LAYERS)
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");

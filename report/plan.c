@@ -95,8 +95,9 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
     snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s%s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");
   else if (px_precision_block_scaled(p->precision)) /* the dtype of everything but the block-scaled GEMMs */
-    snprintf(prec, sizeof prec, "%s (the rest %s)", px_precision_names[p->precision],
-             px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0]);
+    snprintf(prec, sizeof prec, "%s (the rest %s%s%s)", px_precision_names[p->precision],
+             px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", weights in " : "",
+             p->fp8_params > 0 ? px_precision_names[p->precision] : "");
   else
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
   if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* the layers whose GEMMs stay unquantized */

@@ -85,9 +85,9 @@ const char px_report_plan_legend[] =
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation (fullN: of the first N layers of each\n"
     "  chunk, Megatron's block method), +oaN the first N layers' activations offloaded to the host; fp8, fp8cur,\n"
-    "  fp8blk: fp8 with delayed, current or blockwise scaling (then w: fp8 weights only); mxfp8, nvfp4 the\n"
-    "  block-scaled precisions (bf16:N+M: the first N and last M layers unquantized). The flags of each plan: the\n"
-    "  JSON's \"flags\", the CSV's column flags.\n";
+    "  fp8blk: fp8 with delayed, current or blockwise scaling; mxfp8, nvfp4 the block-scaled precisions (then w:\n"
+    "  the weights in that format only; bf16:N+M: the first N and last M layers unquantized). The flags of each\n"
+    "  plan: the JSON's \"flags\", the CSV's column flags.\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc_names[] = {"none", "sel", "full"};

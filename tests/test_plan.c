@@ -1590,8 +1590,82 @@ static void test_fp8_params(void) {
     p.fp8_params = 1, p.precision = bad[i].precision, p.fp8_base = bad[i].base;
     px_plan plan;
     CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_params` holds the fp8 GEMMs' weights in fp8 in place of their bf16 "
-                                           "copy: it needs `precision` fp8 with `fp8_base` bf16"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_params` holds the quantized GEMMs' weights in their format in place "
+                                           "of their bf16 copy: it needs `precision` fp8, mxfp8 or nvfp4 with "
+                                           "`fp8_base` bf16"));
+  }
+}
+
+/* The optimizer's op of a kind in a program's own ops (its step's ADAMW, its weights' CAST). */
+static const px_op *opt_op(const px_program *prog, px_op_kind kind) {
+  for (int32_t i = 0; i < prog->nops; i++)
+    if (prog->ops[i].kind == kind) return &prog->ops[i];
+  return NULL;
+}
+
+/* Primary mxfp8 and nvfp4 weights (fp8_params; Megatron's fp8_param_gather with reuse_grad_buf_for_mxfp8_param_ag,
+ * and fp4_param_gather), Llama 3 8B on 8 GB200s, ZeRO-1, by hand against the same plan without them: the weights
+ * are their row-wise copy (codes and scales, Q bytes) beside the column-wise one, and no bf16 copy: 2 bytes a
+ * quantized weight less, and one cached copy (Q) in place of two. mxfp8 moves the same bytes (gathered in bf16
+ * into the gradient buffer, written in bf16 by the optimizer, cast to both copies each step); nvfp4 gathers
+ * and writes the packed row-wise codes (half a byte for 2) and the step's cast reads the row-wise copy (Q for
+ * the bf16 weights' 2 bytes) and writes the column-wise one. Refused: mxfp8 without ZeRO-1, nvfp4 with ZeRO-3. */
+static void test_block_scaled_params(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("gb200-nvl72", 8);
+  const int precs[] = {PX_PREC_MXFP8, PX_PREC_NVFP4};
+  for (int i = 0; i < 2; i++) {
+    px_plan plan[2];
+    for (int f = 0; f < 2; f++) {
+      px_parallel p = par(1, 1, 8, 1, 1, 64);
+      p.precision = precs[i], p.fp8_params = f;
+      CU_ASSERT_EQUAL_FATAL(compile(&plan[f], &m, &c, &p, &err), PX_OK);
+    }
+    const px_program *a = &plan[0].programs[0], *b = &plan[1].programs[0];
+    CU_ASSERT_EQUAL_FATAL(a->nunits, b->nunits);
+    uint64_t w8 = px_plan_fp8_weight_elems(&plan[1], 0), shard8 = 0;
+    uint64_t q = i ? w8 / 2 + w8 / 16 : w8 + w8 / 32; /* a copy's codes and scales */
+    CU_ASSERT_EQUAL(w8, 32ull * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336));
+    px_states sa, sb;
+    px_plan_states(&plan[0], 0, &sa);
+    px_plan_states(&plan[1], 0, &sb);
+    PX_ASSERT_EQ_U64(sa.bytes[PX_PLACE_GPU][PX_MEM_PARAMS] - sb.bytes[PX_PLACE_GPU][PX_MEM_PARAMS], 2 * w8);
+    PX_ASSERT_EQ_U64(sa.fp8_copy_bytes, 2 * q);
+    PX_ASSERT_EQ_U64(sb.fp8_copy_bytes, q);
+    CU_ASSERT(plan[1].mem[0].peak_bytes < plan[0].mem[0].peak_bytes);
+    uint64_t *u8 = calloc((size_t)b->nunits, sizeof *u8);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(u8);
+    px_plan_fp8_unit_elems(&plan[1], 0, u8, &shard8);
+    int gathered = 0;
+    for (int32_t u = 0; u < b->nunits; u++) {
+      const px_op *ga = &a->ops[a->units[u].gather_op], *gb = &b->ops[b->units[u].gather_op];
+      PX_ASSERT_EQ_U64(ga->coll_bytes - gb->coll_bytes, i ? 2 * u8[u] - (u8[u] + 1) / 2 : 0);
+      gathered += u8[u] > 0;
+    }
+    CU_ASSERT(gathered > 0 && shard8 == w8 / 8);
+    free(u8);
+    const px_op *adam[2] = {opt_op(a, PX_OP_ADAMW), opt_op(b, PX_OP_ADAMW)}, *cast[2] = {opt_op(a, PX_OP_CAST),
+                                                                                        opt_op(b, PX_OP_CAST)};
+    CU_ASSERT_FATAL(adam[0] && adam[1] && cast[0] && cast[1]);
+    PX_ASSERT_REL(adam[0]->bytes - adam[1]->bytes, i ? 2.0 * (double)shard8 - (double)((shard8 + 1) / 2) : 0.0, 1e-9);
+    PX_ASSERT_REL(cast[0]->bytes, 2.0 * (double)w8 + 2.0 * (double)q, 1e-12);
+    PX_ASSERT_REL(cast[1]->bytes, i ? 2.0 * (double)q : 2.0 * (double)w8 + 2.0 * (double)q, 1e-12);
+    for (int f = 0; f < 2; f++) px_plan_free(&plan[f]);
+  }
+  static const struct {
+    int precision, zero;
+    const char *why;
+  } bad[] = {{PX_PREC_MXFP8, 0, "needs the distributed optimizer's full gradient buffer (hint: `zero` 1)"},
+             {PX_PREC_MXFP8, 2, "needs the distributed optimizer's full gradient buffer (hint: `zero` 1)"},
+             {PX_PREC_NVFP4, 3, "`fp8_params` with `precision` nvfp4 and `zero` 3: sharded NVFP4 weights are not"}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    px_parallel p = par(1, 1, 8, bad[i].zero, 1, 64);
+    p.fp8_params = 1, p.precision = bad[i].precision;
+    px_plan plan;
+    CU_ASSERT_EQUAL(compile(&plan, &m, &c, &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[i].why));
   }
 }
 
@@ -1839,9 +1913,6 @@ static void test_block_scaled(void) {
       CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, h.gpu.name));
       CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, px_precision_names[cases[i].precision]));
     }
-    p = par(1, 1, 8, 1, 1, 64);
-    p.precision = cases[i].precision, p.fp8_params = 1; /* fp8 primary weights are fp8's */
-    CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
     /* tp 2 with SP: the norm's twin is all-gathered with its scales (the whole tensor's bytes, a twin's) */
     p = par(2, 1, 4, 1, 1, 64);
     p.precision = cases[i].precision, p.sp = 1;
@@ -2760,6 +2831,7 @@ int main(void) {
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
       {"fp8 primary weights: memory, fp8 all-gathers, refusals", test_fp8_params},
+      {"primary mxfp8 and nvfp4 weights: memory, gathers, optimizer writes, casts, refusals", test_block_scaled_params},
       {"fp8 on Blackwell: one copy of a per-tensor tensor, none beside fp8 weights", test_fp8_any_layout},
       {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},

@@ -117,6 +117,16 @@ jq -e -s '.[1].memory.peak_bytes_max < .[0].memory.peak_bytes_max and .[1].comm.
   fail "the plan file lost --fp8-params"
 err=$("$px" sim -m llama3-8b -c dgx-h100 -g 8 --fp8-params 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--fp8-params holds .* it needs --precision fp8" || fail "bf16 --fp8-params: $rc $err"
+# and for the block-scaled precisions: nvfp4's weights in nvfp4, gathered as packed codes (less memory and DP
+# time); mxfp8's gathered in bf16 through the gradient buffer, so ZeRO-1 only
+bsp="-m llama3-8b -c gb200-nvl72 -g 8 -z 1 -B 64 -P nvfp4"
+"$px" sim $bsp --json >"$tmp/bs0.json" && "$px" sim $bsp --fp8-params --json >"$tmp/bs1.json" || fail "sim nvfp4 --fp8-params"
+jq -e -s '.[1].memory.peak_bytes_max < .[0].memory.peak_bytes_max and .[1].comm.dp_s < .[0].comm.dp_s' \
+  "$tmp/bs0.json" "$tmp/bs1.json" >/dev/null || fail "nvfp4 --fp8-params does not save memory and DP time"
+"$px" plan $bsp --fp8-params | grep -q "nvfp4 (the rest bf16, weights in nvfp4)" || fail "plan does not state nvfp4 weights"
+err=$("$px" sim -m llama3-8b -c gb200-nvl72 -g 8 -z 2 -P mxfp8 --fp8-params 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--fp8-params with --precision mxfp8 .*(hint: --zero 1)" ||
+  fail "mxfp8 --fp8-params -z 2: $rc $err"
 err=$("$px" sim -m llama3-8b -c dgx-a100 -g 8 -P fp8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "no fp8 tensor cores" || fail "fp8 on A100: $rc $err"
 

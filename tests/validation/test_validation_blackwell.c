@@ -122,8 +122,8 @@ static const char *const prec_names[PRECS] = {"fp8-cs", "mxfp8", "nvfp4"};
  * signed mean. A row parallax refuses (a precision a preset cannot run) is
  * printed with the refusal and fails the count below, never skipped. The
  * recipe's settings parallax does not express are printed beside the row:
- * a full-iteration CUDA graph, and MXFP8's and NVFP4's parameter all-gather
- * in their own formats (parallax's fp8_params is fp8's only). The goal of
+ * a full-iteration CUDA graph. The recipes' parameter all-gathers in their
+ * weights' format (fp8_param_gather, fp4_param_gather) are fp8_params. The goal of
  * issue #34 (each row within +-12%, the mean within 6%) is printed, not
  * asserted: it is not reached (docs/validation.md); the bands asserted are
  * what the model reaches, with room for the figures others change, and fail
@@ -191,12 +191,12 @@ static void test_megatron_bridge_blackwell(void) {
     for (char *c = overlap; *c; c++) /* the CSV's '+' for px_overlap_parse's ',' */
       if (*c == '+') *c = ',';
     CU_ASSERT_EQUAL_FATAL(px_overlap_parse(overlap, &p.overlap, &err), PX_OK);
-    if (q == PREC_FP8CS) {
-      p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT;
-      p.fp8_params = !strcmp(gather, "fp8"); /* the recipes' fp8_param_gather: fp8 weights, no bf16 copy */
-    } else {
-      p.precision = q == PREC_MXFP8 ? PX_PREC_MXFP8 : PX_PREC_NVFP4;
-    }
+    if (q == PREC_FP8CS) p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT;
+    else p.precision = q == PREC_MXFP8 ? PX_PREC_MXFP8 : PX_PREC_NVFP4;
+    /* the recipes' fp8_param_gather (fp8, mxfp8) and fp4_param_gather (nvfp4): the weights in their format, no
+     * bf16 copy */
+    CU_ASSERT(!strcmp(gather, "none") || !strcmp(gather, q == PREC_NVFP4 ? "fp4" : "fp8"));
+    p.fp8_params = strcmp(gather, "none") != 0;
     p.offload_act_layers = offload; /* the recipe's cpu_offloading_num_layers, over NVLink-C2C to the Grace */
     if (vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vp;
     px_test_megatron_split(&m, pp, vp, &p);
@@ -218,7 +218,6 @@ static void test_megatron_bridge_blackwell(void) {
     if (offload) NOTE("%s%lld layers offloaded", *recipe ? ", " : "", offload);
     if (!(p.overlap & PX_OVERLAP_TP) && tp > 1) NOTE("%sno TP overlap", *recipe ? ", " : "");
     if (!(p.overlap & PX_OVERLAP_ZERO)) NOTE("%sno param-gather overlap", *recipe ? ", " : "");
-    if (q != PREC_FP8CS && strcmp(gather, "none")) NOTE("%s%s param gather (not modelled)", *recipe ? ", " : "", gather);
 #undef NOTE
     fprintf(stderr, "  %-8s %-11s %-11s %5lld %-6s %-15s %4lld  %9.0f %9.0f %+6.1f%%  %4s %s\n", release, sys, name,
             gpus, pname, layout, gbs, tokens, sim_tokens, 100 * e, r.fits ? "yes" : "no", recipe);
@@ -253,6 +252,9 @@ static void test_megatron_bridge_blackwell(void) {
    * loss's alone) */
   CU_ASSERT_EQUAL(refused, 0);
   CU_ASSERT_EQUAL(rows + refused, 76);
+  /* and fits in its GPUs' HBM, as the published run did, with the weights held as its recipe holds them (the
+   * nine GB300 MXFP8 plans were 9.7-17.9 GiB over with a bf16 copy beside the MXFP8 weights) */
+  for (int q = 0; q < PRECS; q++) CU_ASSERT_EQUAL(nofit[q], 0);
   int goal = 1;
   for (int f = 0; f < FAMS; f++) {
     for (int q = 0; q < PRECS; q++) {
