@@ -5,6 +5,9 @@
 #include "plan/fp8.h"
 #include "plan/linear.h"
 
+/* Bytes of a routed row's gate (fp32, as moe_gates) where it moves with the row (moe_send_w, moe_recv_w). */
+#define GATE_BYTES 4.0
+
 /* An expert parameter: (local experts, rows, cols), split over EP. */
 static int expert_param(px_plan *p, const px_dims *d, const char *name, int64_t rows, int64_t cols) {
   int w = px_bld_param(p, d, name, d->El * rows, cols, false, false);
@@ -122,7 +125,7 @@ static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L
   else
     o = px_bld_simple(b, PX_OP_GELU, ph, R(L->exp_act, 0), R(L->exp_fc1, 0), NOREF, nr * fe, (double)d->e);
   o->in[2] = R(L->moe_recv_w, 0);
-  o->bytes += (double)nr * 4.0;
+  o->bytes += (double)nr * GATE_BYTES;
   o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref act = px_fp8_cast(b, d, ph, R(L->exp_act, 0), false);
   if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc2);
@@ -168,7 +171,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
     o->in[2] = R(L->moe_recv_w, 0), o->out[1] = dw;
   }
   o->flags = PX_OPF_ACCUMULATE;
-  o->bytes += (double)nr * 8.0; /* the gates read, their gradients written */
+  o->bytes += (double)nr * 2.0 * GATE_BYTES; /* the gates read, their gradients written */
   o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc1);
@@ -200,10 +203,10 @@ static void ep_exchange(px_bld *b, const px_dims *d, px_op *o, const px_layer_sl
  * dispatchers move permuted_probs with the tokens), its bytes added. */
 static void carry_gates(const px_dims *d, px_op *o, px_ref in, px_ref out) {
   double rows_in = (double)o->dim[0] / (double)d->H, rows_out = (double)o->dim[1] / (double)d->H;
-  double more = 4.0 * (o->coll == PX_COLL_ALLGATHER ? rows_out : rows_in);
+  double more = GATE_BYTES * (o->coll == PX_COLL_ALLGATHER ? rows_out : rows_in);
   if (o->coll_bytes > 0) o->wire_bytes *= 1.0 + more / (double)o->coll_bytes;
   o->coll_bytes += (uint64_t)more;
-  o->bytes += 4.0 * (rows_in + rows_out);
+  o->bytes += GATE_BYTES * (rows_in + rows_out);
   o->in[2] = in, o->out[2] = out;
 }
 
@@ -269,8 +272,8 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   px_op *o = moe_op(b, d, PX_OP_MOE_ROUTE, ph, (double)(rows * d->E) * 8.0 + (double)(rows * d->K) * 8.0);
   o->in[0] = R(L->moe_probs, 0), o->out[0] = R(L->moe_probs, 0), o->out[1] = R(L->moe_idx, 0),
   o->out[2] = R(L->moe_gates, 0);
-  if (a2a) { /* the rows and their gates (read and written: 8 bytes a routed row) */
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, permute_bytes(p, d) + (double)d->A * 8.0);
+  if (a2a) { /* the rows and their gates (each read and written) */
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, permute_bytes(p, d) + (double)d->A * 2.0 * GATE_BYTES);
     o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
     o->in[2] = R(L->moe_gates, 0), o->out[2] = R(L->moe_send_w, 0);
     /* blockwise fp8 (DeepSeek-V3): dispatched in fp8, each row with its 1 x 128 tiles' scales; per-tensor
@@ -293,7 +296,10 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
       px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, R(L->moe_send, 0), R(L->moe_send_all, 0), sent * H,
                   d->ETP * sent * H, d->act, d->ETP);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(d->ETP * sent + d->R) * ((double)H * e + 4.0));
+    /* the gathered tokens' gates (their k each) picked with their rows; Megatron-Core gathers the probabilities
+     * and routing map with the tokens: the graph gathers neither (k values a token against its h) */
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph,
+               (double)(d->ETP * sent + d->R) * (double)H * e + (double)(d->ETP * sent * d->K + d->R) * GATE_BYTES);
     o->in[0] = R(L->moe_send_all, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
     o->in[2] = R(L->moe_gates, 0), o->out[2] = R(L->moe_recv_w, 0);
     px_fp8_cast(b, d, ph, R(L->moe_recv, 0), false);
@@ -406,11 +412,12 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
                     d->EP);
     carry_gates(d, o, dw_ep, dsend_w);
     ep_exchange(b, d, o, L, false);
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d) + (double)d->A * 8.0);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d) + (double)d->A * 2.0 * GATE_BYTES);
     o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->in[2] = dsend_w, o->out[0] = dx, o->out[1] = dgates;
   } else {
     px_ref dsend_all = R(px_bld_grad_slot(p, L->moe_send_all), 0);
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->R + d->ETP * sent) * ((double)H * e + 4.0));
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD,
+               (double)(d->R + d->ETP * sent) * (double)H * e + (double)(d->R + d->ETP * sent * d->K) * GATE_BYTES);
     o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->in[2] = dw, o->out[0] = dsend_all, o->out[1] = dgates;
     if (etp)
       px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, PX_PHASE_BWD, dsend_all, dsend, d->ETP * sent * H, sent * H,
