@@ -2016,6 +2016,23 @@ static void test_support_walk(void) {
           fprintf(stderr, "\n  %s refuses %s: %s\n", backends[bi].name, configs[g].name, err.msg);
         CU_ASSERT(big ? st == PX_ERR_INPUT : st == PX_OK || (moe_refused && st == PX_ERR_INPUT));
         if (big) CU_ASSERT(strstr(err.msg, "flash_attn") && strstr(err.msg, "head dim 320"));
+        /* the experts' activation weighted by the routed rows' gates is a MoE op to such a backend too, not the
+           unweighted one it has kernels for */
+        px_env env;
+        int gated = 0;
+        CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
+        for (int k = 0; moe_refused && k < PX_BLOCK_KIND_COUNT; k++)
+          for (const px_op *o = plan.blocks[k].ops; o < plan.blocks[k].ops + plan.blocks[k].nops; o++) {
+            bool act = o->kind == PX_OP_SWIGLU || o->kind == PX_OP_GELU || o->kind == PX_OP_GELU_BWD;
+            if (!(act && o->in[2].slot >= 0) && !(o->kind == PX_OP_SWIGLU_BWD && o->in[3].slot >= 0)) continue;
+            char why[256] = "";
+            px_exec_op e = {.env = &env, .op = o};
+            CU_ASSERT_EQUAL(backends[bi].be->supports_op(backends[bi].be, &e, why, sizeof why), PX_SUPPORT_NO);
+            CU_ASSERT_PTR_NOT_NULL(strstr(why, "mixture-of-experts"));
+            gated++;
+          }
+        CU_ASSERT(!moe_refused || gated >= 2); /* the forward's and the backward's */
+        px_env_free(&env);
       }
       px_plan_free(&plan);
     }
