@@ -53,8 +53,8 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_ALLGATHER] = {"Aaf.", "Aif..."},      /* out[1]: SP's permute workspace with mbs > 1; ETP: in[1] the row
                                                     counts, in[2] to out[2] the rows' gates */
     [PX_OP_REDUCE_SCATTER] = {"Aaf.", "Aif..."},
-    [PX_OP_ALLTOALL] = {"Aaf.", "Aif..."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row counts,
-                                                    in[2] to out[2] the rows' gates */
+    [PX_OP_ALLTOALL] = {"Aaf.", "Aif..."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row
+                                                    counts, in[2] to out[2] the rows' gates */
     [PX_OP_MOE_ROUTE] = {"AIF.", "A....."},
     [PX_OP_MOE_ROUTE_BWD] = {"A...", "FAI..."},
     [PX_OP_MOE_PERMUTE] = {"AIf.", "AIf..."},     /* out[1]: rows per expert; in[2] to out[2]: the gates */
