@@ -43,23 +43,24 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_DROPOUT_BWD] = {"A...", "AM...."},
     [PX_OP_ADD] = {"A...", "AAa..."},
     [PX_OP_ACC] = {"A...", "A....."},
-    [PX_OP_GELU] = {"A...", "A....."},
-    [PX_OP_GELU_BWD] = {"A...", "AA...."},
-    [PX_OP_SWIGLU] = {"A...", "AA...."},
-    [PX_OP_SWIGLU_BWD] = {"AA..", "AAA..."},
+    [PX_OP_GELU] = {"A...", "A.f..."},         /* in[2]: the rows' gates (the experts': a weighted activation) */
+    [PX_OP_GELU_BWD] = {"Af..", "AAf..."},     /* in[2], out[1]: the gates and their gradient */
+    [PX_OP_SWIGLU] = {"A...", "AAf..."},       /* in[2]: the gates */
+    [PX_OP_SWIGLU_BWD] = {"AAf.", "AAAf.."},   /* in[3], out[2]: the gates and their gradient */
     [PX_OP_LOSS] = {"FF..", "AI...."},
     [PX_OP_LOSS_BWD] = {"A...", "FI...."},
     [PX_OP_ALLREDUCE] = {"A...", "A....."},
-    [PX_OP_ALLGATHER] = {"Aa..", "Ai...."},      /* out[1]: SP's permute workspace with mbs > 1; ETP: in[1] the row
-                                                    counts */
-    [PX_OP_REDUCE_SCATTER] = {"Aa..", "Ai...."},
-    [PX_OP_ALLTOALL] = {"Aa..", "Ai...."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row counts */
+    [PX_OP_ALLGATHER] = {"Aaf.", "Aif..."},      /* out[1]: SP's permute workspace with mbs > 1; ETP: in[1] the row
+                                                    counts, in[2] to out[2] the rows' gates */
+    [PX_OP_REDUCE_SCATTER] = {"Aaf.", "Aif..."},
+    [PX_OP_ALLTOALL] = {"Aaf.", "Aif..."},       /* CP: out[1] the packed send and receive blocks; EP: in[1] the row
+                                                    counts, in[2] to out[2] the rows' gates */
     [PX_OP_MOE_ROUTE] = {"AIF.", "A....."},
     [PX_OP_MOE_ROUTE_BWD] = {"A...", "FAI..."},
-    [PX_OP_MOE_PERMUTE] = {"AI..", "AI...."},     /* out[1]: rows per expert */
-    [PX_OP_MOE_PERMUTE_BWD] = {"A...", "AI...."},
-    [PX_OP_MOE_UNPERMUTE] = {"A...", "AFI..."},
-    [PX_OP_MOE_UNPERMUTE_BWD] = {"AF..", "AAFI.."},
+    [PX_OP_MOE_PERMUTE] = {"AIf.", "AIf..."},     /* out[1]: rows per expert; in[2] to out[2]: the gates */
+    [PX_OP_MOE_PERMUTE_BWD] = {"Af..", "AIf..."}, /* in[2] to out[1]: the gates' gradients */
+    [PX_OP_MOE_UNPERMUTE] = {"A...", "A.I..."},
+    [PX_OP_MOE_UNPERMUTE_BWD] = {"A...", "A..I.."},
     [PX_OP_EXPERT_LINEAR] = {"Aa..", "AA..I."},   /* in[4]: rows per local expert */
     [PX_OP_EXPERT_LINEAR_BWD_DATA] = {"A...", "Aa.AI."},
     [PX_OP_EXPERT_LINEAR_BWD_WEIGHT] = {"A...", "Aa.AI."},

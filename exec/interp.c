@@ -705,8 +705,10 @@ static px_status cp_alltoall(px_exec *x, const px_op *o, char *out, const char *
  * ETP member takes from each (source, local expert), which the forward's
  * dispatch exchanges (this rank's row: 1 + its ETP rank). To the experts:
  * each member's rows for my experts, source-major; back: the reverse, into
- * the sender's order. */
-static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void *in, void *counts, px_err *err) {
+ * the sender's order. The rows' gates (in[2] to out[2]) go with them. */
+static px_status moe_alltoall(px_exec *x, const px_op *o, void **outs, void **ins, px_err *err) {
+  void *out = outs[0], *counts = ins[1];
+  const void *in = ins[0];
   const px_plan *p = x->plan;
   px_backend *be = x->be;
   int64_t ep = p->par.ep, E = p->model.experts, el = px_plan_local_experts(p), H = p->model.hidden;
@@ -748,6 +750,10 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
                     (long long)x->comm->ep_rank, (unsigned long long)rows_out, (unsigned long long)cap_rows,
                     px_moe_buffers_names[p->par.moe_buffers], p->par.moe_imbalance);
   if (!st) st = be->alltoallv(be, PX_GROUP_EP, out, v + ep, in, v, dt, err);
+  if (!st && ins[2]) { /* the rows' gates (fp32, one a row) the same way */
+    for (int64_t j = 0; j < 2 * ep; j++) v[j] /= (uint64_t)H;
+    st = be->alltoallv(be, PX_GROUP_EP, outs[2], v + ep, ins[2], v, PX_DTYPE_FP32, err);
+  }
   free(c);
   free(v);
   return st;
@@ -762,12 +768,12 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void *out, const void 
  * entries: the gather in blocks of the most rows a member took, closed up
  * after; the reduce-scatter an all-reduce of every row in place (the input
  * is not read after it), then the member's rows. */
-static px_status moe_etp(px_exec *x, const px_op *o, char *out, char *in, void *counts, px_err *err) {
+static px_status moe_etp(px_exec *x, const px_op *o, void **outs, void **ins, px_err *err) {
   const px_plan *p = x->plan;
   px_backend *be = x->be;
-  int64_t etp = p->grid.etp, E = p->model.experts, H = p->model.hidden, me = x->rk.etp_rank;
-  px_dtype dt = (px_dtype)p->slots[o->out[0].slot].dtype;
-  uint64_t row = (uint64_t)H * px_dtype_bytes(dt), most = 0, total = 0, at_me = 0;
+  int64_t etp = p->grid.etp, E = p->model.experts, me = x->rk.etp_rank;
+  void *counts = ins[1];
+  uint64_t most = 0, total = 0, at_me = 0;
   int32_t *c = malloc((size_t)((1 + etp) * E) * sizeof *c);
   if (!c) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   px_status st = be->download(be, c, counts, (uint64_t)((1 + etp) * E) * sizeof *c, err);
@@ -785,15 +791,22 @@ static px_status moe_etp(px_exec *x, const px_op *o, char *out, char *in, void *
     if (j == me) at_me = total;
     total += rows[j], most = rows[j] > most ? rows[j] : most;
   }
-  if (!st && o->kind == PX_OP_ALLGATHER) {
-    st = be->allgather(be, PX_GROUP_ETP, out, in, most * (uint64_t)H, dt, err);
-    /* member j's block from j x most up to the rows before it: whole rows down, each a copy of its own */
-    for (uint64_t j = 1, at = rows[0]; !st && j < (uint64_t)etp; at += rows[j], j++)
-      for (uint64_t r = 0; !st && at < j * most && r < rows[j]; r++)
-        st = be->copy(be, out + (at + r) * row, out + (j * most + r) * row, row, err);
-  } else if (!st) {
-    st = be->allreduce(be, PX_GROUP_ETP, in, total * (uint64_t)H, dt, PX_RED_SUM, err);
-    if (!st && rows[me]) st = be->copy(be, out, in + at_me * row, rows[me] * row, err);
+  /* the rows (H wide), then their gates (fp32, one a row) where the op moves them */
+  for (int pair = 0; !st && pair <= 2 && outs[pair]; pair += 2) {
+    char *out = outs[pair], *in = ins[pair];
+    const px_slot *s = &p->slots[o->out[pair].slot];
+    px_dtype dt = (px_dtype)s->dtype;
+    uint64_t w = (uint64_t)px_slot_row_elems(s), row = w * px_dtype_bytes(dt);
+    if (o->kind == PX_OP_ALLGATHER) {
+      st = be->allgather(be, PX_GROUP_ETP, out, in, most * w, dt, err);
+      /* member j's block from j x most up to the rows before it: whole rows down, each a copy of its own */
+      for (uint64_t j = 1, at = rows[0]; !st && j < (uint64_t)etp; at += rows[j], j++)
+        for (uint64_t r = 0; !st && at < j * most && r < rows[j]; r++)
+          st = be->copy(be, out + (at + r) * row, out + (j * most + r) * row, row, err);
+    } else {
+      st = be->allreduce(be, PX_GROUP_ETP, in, total * w, dt, PX_RED_SUM, err);
+      if (!st && rows[me]) st = be->copy(be, out, in + at_me * row, rows[me] * row, err);
+    }
   }
   free(c), free(rows);
   return st;
@@ -835,7 +848,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
   uint64_t el = px_dtype_bytes(dt);
   px_status st;
-  if (g == PX_GROUP_ETP) return moe_etp(x, o, outs[0], ins[0], ins[1], err);
+  if (g == PX_GROUP_ETP) return moe_etp(x, o, outs, ins, err);
   switch (o->kind) {
     case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, dt, PX_RED_SUM, err);
     case PX_OP_ALLGATHER: /* permuted: through the plan's workspace out[1] */
@@ -851,7 +864,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
       return be->reduce_scatter(be, g, outs[0], outs[1], n_out, dt, err);
     case PX_OP_ALLTOALL:
       return g == PX_GROUP_CP ? cp_alltoall(x, o, outs[0], ins[0], outs[1], err)
-                              : moe_alltoall(x, o, outs[0], ins[0], ins[1], err);
+                              : moe_alltoall(x, o, outs, ins, err);
     default: return px_err_set(err, PX_ERR_RUNTIME, "internal: %s is not a collective", px_op_names[o->kind]);
   }
 }

@@ -95,6 +95,7 @@ typedef struct {
   int moe_probs, moe_idx, moe_gates, moe_counts, moe_send, moe_recv, exp_gate, exp_up, exp_fc1, exp_act, exp_out,
       moe_ret, sh_gate, sh_up, sh_fc1, sh_act;
   int moe_send_all, moe_recv_ep, exp_out_ep, moe_ret_ep;
+  int moe_send_w, moe_recv_w_ep, moe_recv_w; /* the routed rows' gates, moved with them to the experts' activation */
   int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
   /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics (a sequence shard
    * with SP), the norms' outputs and the RoPE key over the whole sequence (gathered with SP, else the same), parameters */

@@ -182,20 +182,15 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2, 0)));
   else if (d->f8 && d->Fs > 0)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2_full, 0))); /* the shared experts' */
-  /* the MLP's: the dense one's, or the router's choice, the rows the local experts took and computed, the
-   * outputs they returned, and the shared experts' */
+  /* the MLP's: the dense one's, or the router's choice, the rows the local experts took (and their gates, which
+   * the activation applied) and computed, and the shared experts' */
   int latent[] = {L->q_lat, L->q_latn, L->q_rstd, L->kv_lat, L->kv_latn, L->kv_rstd, /* MLA's, the q/k norms' */
                   L->q_pre, L->k_pre, L->qh_rstd, L->kh_rstd};
   for (size_t i = 0; i < sizeof latent / sizeof *latent; i++)
     if (latent[i] >= 0) px_bld_keep(b, R(latent[i], 0));
   int dense[] = {L->fc1, L->gate, L->up, L->act};
-  int moe[] = {L->moe_probs, L->moe_idx,
-               L->moe_gates, L->moe_counts,
-               L->moe_recv,  L->exp_gate,
-               L->exp_up,    L->exp_fc1,
-               L->exp_act,   L->sh_gate,
-               L->sh_up,     L->sh_fc1,
-               L->sh_act,    d->dispatch != PX_MOE_ALLGATHER ? L->moe_ret : L->exp_out};
+  int moe[] = {L->moe_probs, L->moe_idx, L->moe_counts, L->moe_recv, L->moe_recv_w, L->exp_gate, L->exp_up,
+               L->exp_fc1,   L->exp_act, L->sh_gate,    L->sh_up,    L->sh_fc1,     L->sh_act};
   const int *mlp = d->moe ? moe : dense;
   size_t nmlp = d->moe ? sizeof moe / sizeof *moe : sizeof dense / sizeof *dense;
   for (size_t i = 0; i < nmlp; i++) {

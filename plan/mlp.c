@@ -5,6 +5,9 @@
 #include "plan/fp8.h"
 #include "plan/linear.h"
 
+/* Bytes of a routed row's gate (fp32, as moe_gates) where it moves with the row (moe_send_w, moe_recv_w). */
+#define GATE_BYTES 4.0
+
 /* An expert parameter: (local experts, rows, cols), split over EP. */
 static int expert_param(px_plan *p, const px_dims *d, const char *name, int64_t rows, int64_t cols) {
   int w = px_bld_param(p, d, name, d->El * rows, cols, false, false);
@@ -18,7 +21,8 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
                 &L->moe_recv,  &L->exp_gate,     &L->exp_up,      &L->exp_fc1,    &L->exp_act,
                 &L->exp_out,   &L->moe_ret,      &L->sh_gate,     &L->sh_up,      &L->sh_fc1,
                 &L->sh_act,    &L->w_router,     &L->w_exp_fc1,   &L->w_exp_fc2,  &L->w_sh_fc1,
-                &L->w_sh_fc2,  &L->moe_send_all, &L->moe_recv_ep, &L->exp_out_ep, &L->moe_ret_ep};
+                &L->w_sh_fc2,  &L->moe_send_all, &L->moe_recv_ep, &L->exp_out_ep, &L->moe_ret_ep,
+                &L->moe_send_w, &L->moe_recv_w_ep, &L->moe_recv_w};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
   if (d->E == 0) return;
   px_dtype a = d->act;
@@ -34,6 +38,11 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->moe_send_all = etp && !a2a ? px_bld_slot(p, "moe_send_all", PX_SLOT_ACT, a, d->ETP * sent, H, 1, 1) : L->moe_send;
   L->moe_recv = px_bld_slot(p, "moe_recv", PX_SLOT_ACT, a, d->Rb, H, 1, 1);
   L->moe_recv_ep = etp && a2a ? px_bld_slot(p, "moe_recv_ep", PX_SLOT_ACT, a, d->Rbep, H, 1, 1) : L->moe_recv;
+  /* fp32: the gate of each routed row, permuted and exchanged with the rows (Megatron-Core's permuted_probs) */
+  L->moe_send_w = a2a ? px_bld_slot(p, "moe_send_w", PX_SLOT_ACT, PX_DTYPE_FP32, sent, 1, 1, 1) : -1;
+  L->moe_recv_w = px_bld_slot(p, "moe_recv_w", PX_SLOT_ACT, PX_DTYPE_FP32, d->Rb, 1, 1, 1);
+  L->moe_recv_w_ep =
+      etp && a2a ? px_bld_slot(p, "moe_recv_w_ep", PX_SLOT_ACT, PX_DTYPE_FP32, d->Rbep, 1, 1, 1) : L->moe_recv_w;
   L->exp_gate = d->swiglu ? px_bld_slot(p, "exp_gate", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1) : -1;
   L->exp_up = d->swiglu ? px_bld_slot(p, "exp_up", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1) : -1;
   L->exp_fc1 = d->swiglu ? -1 : px_bld_slot(p, "exp_fc1", PX_SLOT_ACT, a, d->Rb, d->Fe, 1, 1);
@@ -68,9 +77,12 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
  * all-gather dispatcher's gather of every token over EP, then ETP), the
  * local experts run as grouped GEMMs on the R rows they take, split over
  * ETP (moe_ffn / etp wide), and the outputs come back the same way reversed
- * (reduce-scatter over ETP, all-to-all; or reduce-scatters of the weighted
- * partial sums). Each token's k outputs, summed with their weights, land on
- * its shard after the shared experts' output (a TP MLP on the gathered
+ * (reduce-scatter over ETP, all-to-all; or reduce-scatters of the partial
+ * sums). As Megatron-Core's grouped experts, each routed row's gate goes
+ * with it (permuted and exchanged) into the experts' activation, which
+ * multiplies by it (the gates' gradient: act(x) . dy a row, in the
+ * activation's backward, from its input); each token's k outputs, summed
+ * plainly, land on its shard after the shared experts' output (a TP MLP on the gathered
  * sequence, reduce-scattered as the dense MLP's) is reduced. Expert GEMMs
  * count the mean rank's FLOPs (A ETP rows: model FLOPs) and carry the
  * busiest rank's shape (R rows over its local experts) for their time. */
@@ -106,11 +118,15 @@ static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L
   o->in[0] = px_fp8_twin(b->p, d, R(L->moe_recv, 0)), o->in[1] = R(L->w_exp_fc1, 0);
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
   o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
+  /* the activation times each row's gate (Megatron-Core's weighted_bias_swiglu_impl; with GELU its activation
+   * times permuted_probs): in[2] the gates, dim[1] the row width */
   if (d->swiglu)
     o = px_bld_simple(b, PX_OP_SWIGLU, ph, R(L->exp_act, 0), R(L->exp_gate, 0), R(L->exp_up, 0), nr * fe, (double)d->e);
   else
     o = px_bld_simple(b, PX_OP_GELU, ph, R(L->exp_act, 0), R(L->exp_fc1, 0), NOREF, nr * fe, (double)d->e);
-  o->dim[0] = d->Rb * fe; /* the whole buffer; the cost the busiest rank's rows */
+  o->in[2] = R(L->moe_recv_w, 0);
+  o->bytes += (double)nr * GATE_BYTES;
+  o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref act = px_fp8_cast(b, d, ph, R(L->exp_act, 0), false);
   if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc2);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, d->H, 0, fe);
@@ -142,17 +158,21 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   expert_wgrad(b, d, L, L->w_exp_fc2, dout, NOREF, px_fp8_twin(p, d, R(L->exp_act, 0)), d->H, 0, fe);
   px_ref d1 = R(px_bld_grad_slot(p, d->swiglu ? L->exp_gate : L->exp_fc1), 0);
   px_ref d2 = d->swiglu ? R(px_bld_grad_slot(p, L->exp_up), 0) : NOREF;
+  /* the weighted activation's backward: the input's gradient from w dy, each gate's the row's act(x) . dy
+   * (partial over the ETP ranks' slices of the width), recomputed from the activation's input */
+  px_ref dw = R(px_bld_grad_slot(p, L->moe_recv_w), 0);
   if (d->swiglu) {
     o = px_bld_op(b, PX_OP_SWIGLU_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-    o->in[0] = dact, o->in[1] = R(L->exp_gate, 0), o->in[2] = R(L->exp_up, 0);
-    o->out[0] = d1, o->out[1] = d2;
-    o->flags = PX_OPF_ACCUMULATE;
+    o->in[0] = dact, o->in[1] = R(L->exp_gate, 0), o->in[2] = R(L->exp_up, 0), o->in[3] = R(L->moe_recv_w, 0);
+    o->out[0] = d1, o->out[1] = d2, o->out[2] = dw;
     px_bld_elementwise(o, (double)(3 * nr * fe), (double)(2 * nr * fe), (double)d->e);
   } else {
     o = px_bld_simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->exp_fc1, 0), nr * fe, (double)d->e);
-    o->flags = PX_OPF_ACCUMULATE;
+    o->in[2] = R(L->moe_recv_w, 0), o->out[1] = dw;
   }
-  o->dim[0] = d->Rb * fe; /* the whole buffer; the cost the busiest rank's rows */
+  o->flags = PX_OPF_ACCUMULATE;
+  o->bytes += (double)nr * 2.0 * GATE_BYTES; /* the gates read, their gradients written */
+  o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc1);
   d1 = px_fp8_cast(b, d, PX_PHASE_BWD, d1, true), d2 = px_fp8_cast(b, d, PX_PHASE_BWD, d2, true);
@@ -178,14 +198,28 @@ static void ep_exchange(px_bld *b, const px_dims *d, px_op *o, const px_layer_sl
   o->wire_bytes = px_ep_token_bytes(o, d->K) * ranks * (1.0 - 1.0 / (double)d->EP);
 }
 
+/* The routed rows' gates (fp32, one a row) moved by the collective o of
+ * those rows: in[2] to out[2], the same rows' exchange (Megatron-Core's
+ * dispatchers move permuted_probs with the tokens), its bytes added. */
+static void carry_gates(const px_dims *d, px_op *o, px_ref in, px_ref out) {
+  double rows_in = (double)o->dim[0] / (double)d->H, rows_out = (double)o->dim[1] / (double)d->H;
+  double more = GATE_BYTES * (o->coll == PX_COLL_ALLGATHER ? rows_out : rows_in);
+  if (o->coll_bytes > 0) o->wire_bytes *= 1.0 + more / (double)o->coll_bytes;
+  o->coll_bytes += (uint64_t)more;
+  o->bytes += GATE_BYTES * (rows_in + rows_out);
+  o->in[2] = in, o->out[2] = out;
+}
+
 /* An ETP collective of the rows the alltoall dispatcher's EP all-to-all
- * brought: each ETP rank's own number (the counts' rows of the ranks). */
+ * brought (and of their gates: w_in to w_out): each ETP rank's own number
+ * (the counts' rows of the ranks). */
 static void etp_rows(px_bld *b, const px_dims *d, const px_layer_slots *L, px_op_kind kind, px_phase ph, px_ref in,
-                     px_ref out, px_dtype dt) {
+                     px_ref out, px_ref w_in, px_ref w_out, px_dtype dt) {
   bool gather = kind == PX_OP_ALLGATHER;
   px_op *o = px_bld_coll(b, d, kind, PX_GROUP_ETP, ph, in, out, (gather ? d->Rep : d->R) * d->H,
                          (gather ? d->R : d->Rep) * d->H, dt, d->ETP);
   o->in[1] = R(L->moe_counts, 0);
+  if (w_in.slot >= 0) carry_gates(d, o, w_in, w_out);
 }
 
 /* HBM bytes of one pass of the permutation into expert-major rows (or of
@@ -238,9 +272,10 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   px_op *o = moe_op(b, d, PX_OP_MOE_ROUTE, ph, (double)(rows * d->E) * 8.0 + (double)(rows * d->K) * 8.0);
   o->in[0] = R(L->moe_probs, 0), o->out[0] = R(L->moe_probs, 0), o->out[1] = R(L->moe_idx, 0),
   o->out[2] = R(L->moe_gates, 0);
-  if (a2a) {
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, permute_bytes(p, d));
+  if (a2a) { /* the rows and their gates (each read and written) */
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, permute_bytes(p, d) + (double)d->A * 2.0 * GATE_BYTES);
     o->in[0] = x, o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_send, 0), o->out[1] = R(L->moe_counts, 0);
+    o->in[2] = R(L->moe_gates, 0), o->out[2] = R(L->moe_send_w, 0);
     /* blockwise fp8 (DeepSeek-V3): dispatched in fp8, each row with its 1 x 128 tiles' scales; per-tensor
      * recipes quantize the experts' input after the dispatch (Transformer Engine's GroupedLinear) */
     px_ref send = d->f8_block ? px_fp8_cast(b, d, ph, R(L->moe_send, 0), false) : R(L->moe_send, 0);
@@ -248,10 +283,11 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
     o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, send,
                     d->f8_block ? px_fp8_twin(p, d, R(L->moe_recv_ep, 0)) : R(L->moe_recv_ep, 0), d->A * H, d->Rep * H,
                     dt, d->EP);
+    carry_gates(d, o, R(L->moe_send_w, 0), R(L->moe_recv_w_ep, 0));
     ep_exchange(b, d, o, L, true);
     px_ref recv_ep = R(L->moe_recv_ep, 0), recv = R(L->moe_recv, 0);
     if (d->f8_block) recv_ep = px_fp8_twin(p, d, recv_ep), recv = px_fp8_twin(p, d, recv);
-    if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, ph, recv_ep, recv, dt);
+    if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, ph, recv_ep, recv, R(L->moe_recv_w_ep, 0), R(L->moe_recv_w, 0), dt);
     if (!d->f8_block) px_fp8_cast(b, d, ph, recv, false);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
   } else { /* every EP (then ETP) rank's tokens, then the local experts' rows among them */
@@ -260,19 +296,23 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
       px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, ph, R(L->moe_send, 0), R(L->moe_send_all, 0), sent * H,
                   d->ETP * sent * H, d->act, d->ETP);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph, (double)(d->ETP * sent + d->R) * (double)H * e);
+    /* the gathered tokens' gates (their k each) picked with their rows; Megatron-Core gathers the probabilities
+     * and routing map with the tokens: the graph gathers neither (k values a token against its h) */
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph,
+               (double)(d->ETP * sent + d->R) * (double)H * e + (double)(d->ETP * sent * d->K + d->R) * GATE_BYTES);
     o->in[0] = R(L->moe_send_all, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
+    o->in[2] = R(L->moe_gates, 0), o->out[2] = R(L->moe_recv_w, 0);
     px_fp8_cast(b, d, ph, R(L->moe_recv, 0), false);
   }
   experts_forward(b, d, L, ph);
   if (a2a) {
-    if (etp) etp_rows(b, d, L, PX_OP_REDUCE_SCATTER, ph, R(L->exp_out, 0), R(L->exp_out_ep, 0), d->act);
+    if (etp) etp_rows(b, d, L, PX_OP_REDUCE_SCATTER, ph, R(L->exp_out, 0), R(L->exp_out_ep, 0), NOREF, NOREF, d->act);
     o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, ph, R(L->exp_out_ep, 0), R(L->moe_ret, 0), d->Rep * H, d->A * H,
                     d->act, d->EP);
     ep_exchange(b, d, o, L, false);
-  } else { /* the weighted partial sums of every gathered token, each rank's own after the reduce-scatters */
+  } else { /* the partial sums of every gathered token, each rank's own after the reduce-scatters */
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + d->ETP * sent) * (double)H * e);
-    o->in[0] = R(L->exp_out, 0), o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0);
+    o->in[0] = R(L->exp_out, 0), o->in[2] = R(L->moe_idx, 0);
     o->out[0] = R(L->moe_ret, 0);
     o->flags |= PX_OPF_ACCUMULATE;
     if (etp)
@@ -288,7 +328,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   }
   if (a2a) {
     o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, permute_bytes(p, d));
-    o->in[0] = R(L->moe_ret, 0), o->in[1] = R(L->moe_gates, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = y;
+    o->in[0] = R(L->moe_ret, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = y; /* the gates applied: a plain sum */
     o->flags |= PX_OPF_ACCUMULATE;
   } else {
     o = px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, ph, R(L->moe_ret_ep, 0), y, sent * H, rows * H, d->act,
@@ -340,57 +380,55 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   px_ref dret = R(px_bld_grad_slot(p, L->moe_ret), 0), dgates = R(px_bld_grad_slot(p, L->moe_gates), 0);
   px_ref dexp = R(px_bld_grad_slot(p, L->exp_out), 0), dsend = R(px_bld_grad_slot(p, L->moe_send), 0);
   px_op *o;
-  if (a2a) {
-    /* the inverse's backward, and the saved outputs read again for the weights' gradients */
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d) + (double)(d->A * H) * e);
-    o->in[0] = dbranch, o->in[1] = R(L->moe_ret, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
-    o->out[0] = dret, o->out[1] = dgates;
+  if (a2a) { /* the plain sum's backward: each token's gradient to its routed rows */
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d));
+    o->in[0] = dbranch, o->in[3] = R(L->moe_idx, 0), o->out[0] = dret;
     px_ref dexp_ep = R(px_bld_grad_slot(p, L->exp_out_ep), 0);
     o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, dret, dexp_ep, d->A * H, d->Rep * H, d->act,
                     d->EP);
     ep_exchange(b, d, o, L, true);
-    if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, PX_PHASE_BWD, dexp_ep, dexp, d->act);
+    if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, PX_PHASE_BWD, dexp_ep, dexp, NOREF, NOREF, d->act);
   } else {
     px_ref dret_ep = R(px_bld_grad_slot(p, L->moe_ret_ep), 0);
     px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, PX_PHASE_BWD, dbranch, dret_ep, rows * H, sent * H, d->act, d->EP);
     if (etp)
       px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, PX_PHASE_BWD, dret_ep, dret, sent * H, d->ETP * sent * H, d->act,
                   d->ETP);
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(d->ETP * sent + 2 * d->R) * (double)H * e);
-    o->in[0] = dret, o->in[1] = R(L->exp_out, 0), o->in[2] = R(L->moe_gates, 0), o->in[3] = R(L->moe_idx, 0);
-    o->out[0] = dexp, o->out[1] = dgates;
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(d->ETP * sent + d->R) * (double)H * e);
+    o->in[0] = dret, o->in[3] = R(L->moe_idx, 0), o->out[0] = dexp;
   }
   if (d->Fs > 0) {
     shared_backward(b, d, L, dpart, x_full, x, dln2_part);
     dln2 = px_bld_tp_reduce(b, d, PX_PHASE_BWD, dln2_part, dln2_sh);
   }
   experts_backward(b, d, L);
-  px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
+  /* the rows' gradients and their gates' (partial sums over the ETP ranks' slices) back to the router */
+  px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0), dw = R(px_bld_grad_slot(p, L->moe_recv_w), 0);
   if (a2a) {
-    px_ref drecv_ep = R(px_bld_grad_slot(p, L->moe_recv_ep), 0);
-    if (etp) etp_rows(b, d, L, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, drecv, drecv_ep, d->act);
-    ep_exchange(b, d,
-                px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv_ep, dsend, d->Rep * H, d->A * H,
-                            d->act, d->EP),
-                L, false);
-  }
-  px_ref dlogits = R(px_bld_grad_slot(p, L->moe_probs), 0);
-  o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
-  o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
-  px_linear_bwd(b, d, dx, x, NOREF, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
-  if (a2a) {
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d));
-    o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->out[0] = dx;
+    px_ref drecv_ep = R(px_bld_grad_slot(p, L->moe_recv_ep), 0), dw_ep = R(px_bld_grad_slot(p, L->moe_recv_w_ep), 0);
+    px_ref dsend_w = R(px_bld_grad_slot(p, L->moe_send_w), 0);
+    if (etp) etp_rows(b, d, L, PX_OP_REDUCE_SCATTER, PX_PHASE_BWD, drecv, drecv_ep, dw, dw_ep, d->act);
+    o = px_bld_coll(b, d, PX_OP_ALLTOALL, PX_GROUP_EP, PX_PHASE_BWD, drecv_ep, dsend, d->Rep * H, d->A * H, d->act,
+                    d->EP);
+    carry_gates(d, o, dw_ep, dsend_w);
+    ep_exchange(b, d, o, L, false);
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, permute_bytes(p, d) + (double)d->A * 2.0 * GATE_BYTES);
+    o->in[0] = dsend, o->in[1] = R(L->moe_idx, 0), o->in[2] = dsend_w, o->out[0] = dx, o->out[1] = dgates;
   } else {
     px_ref dsend_all = R(px_bld_grad_slot(p, L->moe_send_all), 0);
-    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD, (double)(d->R + d->ETP * sent) * (double)H * e);
-    o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->out[0] = dsend_all;
+    o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD,
+               (double)(d->R + d->ETP * sent) * (double)H * e + (double)(d->R + d->ETP * sent * d->K) * GATE_BYTES);
+    o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->in[2] = dw, o->out[0] = dsend_all, o->out[1] = dgates;
     if (etp)
       px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, PX_PHASE_BWD, dsend_all, dsend, d->ETP * sent * H, sent * H,
                   d->act, d->ETP);
     px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_EP, PX_PHASE_BWD, dsend, dx, sent * H, rows * H, d->act, d->EP);
     b->b->ops[b->b->nops - 1].flags |= PX_OPF_ACCUMULATE;
   }
+  px_ref dlogits = R(px_bld_grad_slot(p, L->moe_probs), 0);
+  o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
+  o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
+  px_linear_bwd(b, d, dx, x, NOREF, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
   return dln2;
 }
 

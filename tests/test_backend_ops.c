@@ -1020,26 +1020,37 @@ static void ref_acc(opcase *c) {
   for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] += X(c, 0)[i];
 }
 
-static void ref_gelu(opcase *c) {
-  for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] = gelu(X(c, 0)[i]);
+/* A weighted activation's weight of element i (a MoE layer's experts: each routed row's gate, operand `j`,
+ * rows dim[1] wide); 1 without. */
+static double row_weight(opcase *c, int j, int64_t i) {
+  return c->in[j] >= 0 ? (double)X(c, j)[i / c->op.dim[1]] : 1.0;
 }
 
+static void ref_gelu(opcase *c) {
+  for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] = gelu(X(c, 0)[i]) * row_weight(c, 2, i);
+}
+
+/* weighted: y = gelu(x) w, so dx = w dy gelu'(x), dw = sum over the row of gelu(x) dy */
 static void ref_gelu_bwd(opcase *c) {
-  for (int64_t i = 0; i < c->op.dim[0]; i++) W(c, 0)[i] += X(c, 0)[i] * gelu_grad(X(c, 1)[i]);
+  for (int64_t i = 0; i < c->op.dim[0]; i++) {
+    W(c, 0)[i] += row_weight(c, 2, i) * X(c, 0)[i] * gelu_grad(X(c, 1)[i]);
+    if (c->in[2] >= 0) W(c, 1)[i / c->op.dim[1]] += gelu(X(c, 1)[i]) * X(c, 0)[i];
+  }
 }
 
 static void ref_swiglu(opcase *c) {
   for (int64_t i = 0; i < c->op.dim[0]; i++) {
     double g = X(c, 0)[i];
-    W(c, 0)[i] = g * sigmoid(g) * X(c, 1)[i];
+    W(c, 0)[i] = g * sigmoid(g) * X(c, 1)[i] * row_weight(c, 2, i);
   }
 }
 
 static void ref_swiglu_bwd(opcase *c) {
   for (int64_t i = 0; i < c->op.dim[0]; i++) {
-    double dy = X(c, 0)[i], g = X(c, 1)[i], u = X(c, 2)[i], s = sigmoid(g);
-    W(c, 0)[i] += dy * u * s * (1.0 + g * (1.0 - s));
-    W(c, 1)[i] += dy * g * s;
+    double dy = X(c, 0)[i], g = X(c, 1)[i], u = X(c, 2)[i], s = sigmoid(g), w = row_weight(c, 3, i);
+    W(c, 0)[i] += w * dy * u * s * (1.0 + g * (1.0 - s));
+    W(c, 1)[i] += w * dy * g * s;
+    if (c->in[3] >= 0) W(c, 2)[i / c->op.dim[1]] += g * s * u * dy;
   }
 }
 
@@ -1152,6 +1163,7 @@ static int64_t *expert_rows(const float *idx, int64_t nk) {
   return row;
 }
 
+/* The permutations; the gates (in[2]) go with the rows, each choice's own. */
 static void ref_moe_permute(opcase *c) {
   const int64_t *d = c->op.dim;
   int64_t n = d[0], h = d[1], k = d[2], *row = expert_rows(X(c, 1), n * k);
@@ -1159,6 +1171,8 @@ static void ref_moe_permute(opcase *c) {
     for (int64_t e = 0; e < h; e++) W(c, 0)[row[i] * h + e] = X(c, 0)[(i / k) * h + e];
   for (int64_t e = 0; e < d[3]; e++) W(c, 1)[e] = 0; /* the rows sent to each expert; the rest as it was */
   for (int64_t i = 0; i < n * k; i++) W(c, 1)[(int64_t)X(c, 1)[i]] += 1;
+  if (c->in[2] >= 0)
+    for (int64_t i = 0; i < n * k; i++) W(c, 2)[row[i]] = X(c, 2)[i];
 }
 
 static void ref_moe_permute_bwd(opcase *c) {
@@ -1166,15 +1180,18 @@ static void ref_moe_permute_bwd(opcase *c) {
   int64_t n = d[0], h = d[1], k = d[2], *row = expert_rows(X(c, 1), n * k);
   for (int64_t i = 0; i < n * k; i++)
     for (int64_t e = 0; e < h; e++) W(c, 0)[(i / k) * h + e] += X(c, 0)[row[i] * h + e];
+  if (c->in[2] >= 0)
+    for (int64_t i = 0; i < n * k; i++) W(c, 1)[i] += X(c, 2)[row[i]];
 }
 
+/* The combine: each token's k rows summed (the gates applied in the experts' activation). */
 static void ref_moe_unpermute(opcase *c) {
   const int64_t *d = c->op.dim;
   int64_t n = d[0], h = d[1], k = d[2], *row = expert_rows(X(c, 2), n * k);
   for (int64_t t = 0; t < n; t++)
     for (int64_t e = 0; e < h; e++) {
       double s = 0;
-      for (int64_t j = 0; j < k; j++) s += (double)X(c, 1)[t * k + j] * X(c, 0)[row[t * k + j] * h + e];
+      for (int64_t j = 0; j < k; j++) s += X(c, 0)[row[t * k + j] * h + e];
       W(c, 0)[t * h + e] += s; /* it accumulates (onto the shared experts' output) */
     }
 }
@@ -1182,12 +1199,8 @@ static void ref_moe_unpermute(opcase *c) {
 static void ref_moe_unpermute_bwd(opcase *c) {
   const int64_t *d = c->op.dim;
   int64_t n = d[0], h = d[1], k = d[2], *row = expert_rows(X(c, 3), n * k);
-  const float *dy = X(c, 0), *ret = X(c, 1), *g = X(c, 2);
   for (int64_t i = 0; i < n * k; i++)
-    for (int64_t e = 0; e < h; e++) {
-      W(c, 0)[row[i] * h + e] += (double)g[i] * dy[(i / k) * h + e];
-      W(c, 1)[i] += (double)dy[(i / k) * h + e] * ret[row[i] * h + e];
-    }
+    for (int64_t e = 0; e < h; e++) W(c, 0)[row[i] * h + e] += X(c, 0)[(i / k) * h + e];
 }
 
 /* The grouped GEMMs: segment (s, x) of the rows taken from source s by local expert x (source-major,
@@ -2003,6 +2016,23 @@ static void test_support_walk(void) {
           fprintf(stderr, "\n  %s refuses %s: %s\n", backends[bi].name, configs[g].name, err.msg);
         CU_ASSERT(big ? st == PX_ERR_INPUT : st == PX_OK || (moe_refused && st == PX_ERR_INPUT));
         if (big) CU_ASSERT(strstr(err.msg, "flash_attn") && strstr(err.msg, "head dim 320"));
+        /* the experts' activation weighted by the routed rows' gates is a MoE op to such a backend too, not the
+           unweighted one it has kernels for */
+        px_env env;
+        int gated = 0;
+        CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
+        for (int k = 0; moe_refused && k < PX_BLOCK_KIND_COUNT; k++)
+          for (const px_op *o = plan.blocks[k].ops; o < plan.blocks[k].ops + plan.blocks[k].nops; o++) {
+            bool act = o->kind == PX_OP_SWIGLU || o->kind == PX_OP_GELU || o->kind == PX_OP_GELU_BWD;
+            if (!(act && o->in[2].slot >= 0) && !(o->kind == PX_OP_SWIGLU_BWD && o->in[3].slot >= 0)) continue;
+            char why[256] = "";
+            px_exec_op e = {.env = &env, .op = o};
+            CU_ASSERT_EQUAL(backends[bi].be->supports_op(backends[bi].be, &e, why, sizeof why), PX_SUPPORT_NO);
+            CU_ASSERT_PTR_NOT_NULL(strstr(why, "mixture-of-experts"));
+            gated++;
+          }
+        CU_ASSERT(!moe_refused || gated >= 2); /* the forward's and the backward's */
+        px_env_free(&env);
       }
       px_plan_free(&plan);
     }

@@ -1348,6 +1348,82 @@ static void test_context_parallel(void) {
 
 /* ---- mixture of experts ---- */
 
+/* The slot op o reads at in[j] (or writes at out[j]), by name; "" where none. */
+static const char *operand_name(const px_plan *p, const px_op *o, bool out, int j) {
+  px_ref r = out ? o->out[j] : o->in[j];
+  return r.slot >= 0 ? p->slots[r.slot].name : "";
+}
+
+/* The router's gates applied in the experts' activation, as Megatron-Core's grouped experts do
+ * (weighted_bias_swiglu_impl, megatron/core/transformer/moe/experts.py at d98e8a6): Qwen3-30B-A3B on 8 H100s,
+ * ep 8 (and tp = etp 2, ep 4), mbs 1 of 4096 tokens. The dispatch permutes and sends each routed row's gate
+ * with it, the SwiGLU multiplies by it, the combine is a plain sum; the backward takes the gates' gradient
+ * from the SwiGLU's backward (which reads its input, kept anyway) back through the exchanges to the
+ * permutation's backward and the router. So a MoE layer no longer keeps the experts' returned outputs (A
+ * routed rows x H in bf16) nor the gates (B S k fp32) and keeps the received rows' gates (R buffer rows, fp32):
+ * its kept bytes fall from those the graph that weighted the combine kept (measured at b5d4d6b) by
+ * A H 2 + B S k 4 - R 4. */
+static void test_moe_gates_in_activation(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("qwen3-30b-a3b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 8);
+  const double H = 2048, K = 8, old_kept[] = {602244096, 368231936};
+  for (int etp = 1; etp <= 2; etp++) {
+    px_parallel p = par(etp, 1, 8 / etp, 1, 1, 64);
+    p.seq = 4096, p.ep = 8 / etp, p.etp = etp, p.sp = etp > 1;
+    px_plan plan;
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    double rows = 4096.0 / etp, A = rows * K, R = (double)px_plan_expert_buffer_rows(&plan);
+    CU_ASSERT_EQUAL(R, 32768);
+    PX_ASSERT_EQ_U64(px_plan_kept_bytes(&plan, PX_BLOCK_MOE_FWD),
+                     (uint64_t)(old_kept[etp - 1] - A * H * 2 - rows * K * 4 + R * 4));
+    int act = 0, combine = 0, carried = 0;
+    const px_block *fwd = &plan.blocks[PX_BLOCK_MOE_FWD];
+    for (const px_op *o = fwd->ops; o < fwd->ops + fwd->nops; o++) {
+      if (o->kind == PX_OP_SWIGLU && !strcmp(operand_name(&plan, o, false, 0), "exp_gate")) {
+        CU_ASSERT_STRING_EQUAL(operand_name(&plan, o, false, 2), "moe_recv_w");
+        CU_ASSERT_EQUAL(o->dim[1], m.moe_ffn_hidden / etp); /* a gate a row of the ETP rank's slice */
+        act++;
+      }
+      if (o->kind == PX_OP_MOE_UNPERMUTE) { /* a plain sum: no gates */
+        CU_ASSERT_STRING_EQUAL(operand_name(&plan, o, false, 1), "");
+        combine++;
+      }
+      carried += (o->kind == PX_OP_ALLTOALL || o->group == PX_GROUP_ETP) && o->in[2].slot >= 0;
+    }
+    CU_ASSERT_EQUAL(act, 1);
+    CU_ASSERT_EQUAL(combine, 1);
+    CU_ASSERT_EQUAL(carried, etp); /* the dispatch's all-to-all, and with etp 2 its all-gather */
+    int act_bwd = 0, route_bwd = 0, permute_bwd = 0;
+    const px_block *bwd = &plan.blocks[PX_BLOCK_MOE_BWD];
+    for (const px_op *o = bwd->ops; o < bwd->ops + bwd->nops; o++) {
+      for (int j = 0; j < PX_OP_INS; j++) { /* the returned outputs and the gates are not read again */
+        CU_ASSERT(strcmp(operand_name(&plan, o, false, j), "moe_ret") != 0);
+        CU_ASSERT(strcmp(operand_name(&plan, o, false, j), "moe_gates") != 0);
+      }
+      if (o->kind == PX_OP_SWIGLU_BWD && !strcmp(operand_name(&plan, o, false, 1), "exp_gate")) {
+        CU_ASSERT_STRING_EQUAL(operand_name(&plan, o, false, 3), "moe_recv_w");
+        CU_ASSERT_STRING_EQUAL(operand_name(&plan, o, true, 2), "dmoe_recv_w");
+        act_bwd++;
+      }
+      if (o->kind == PX_OP_MOE_PERMUTE_BWD) {
+        CU_ASSERT_EQUAL(route_bwd, 0); /* the gates' gradients before the router's backward reads them */
+        CU_ASSERT_STRING_EQUAL(operand_name(&plan, o, true, 1), "dmoe_gates");
+        permute_bwd++;
+      }
+      if (o->kind == PX_OP_MOE_ROUTE_BWD) {
+        CU_ASSERT_STRING_EQUAL(operand_name(&plan, o, false, 0), "dmoe_gates");
+        route_bwd++;
+      }
+    }
+    CU_ASSERT_EQUAL(act_bwd, 1);
+    CU_ASSERT_EQUAL(permute_bwd, 1);
+    CU_ASSERT_EQUAL(route_bwd, 1);
+    px_plan_free(&plan);
+  }
+}
+
 /* Mixtral 8x7B on 64 H100s, tp 2 (SP) x ep 8 (dp 32), ZeRO-1: each rank
  * holds its TP half of the attention, the router, and one expert's ETP half
  * (etp = tp); the experts' optimizer states are sharded over the 4 ranks
@@ -1392,9 +1468,11 @@ static void test_moe(void) {
   int expert_units = 0;
   for (int32_t u = 0; u < plan.programs[0].nunits; u++) expert_units += plan.programs[0].units[u].expert;
   CU_ASSERT(expert_units >= 32);
-  double A = 4096 / tp * 2, e = 2, mb = 256.0 / 32;
-  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
-  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_ETP], L * mb * 4 * 0.5 * (tp * A) * H * e, 1e-9);
+  /* four exchanges of the routed rows each way (EP all-to-all, ETP gather or reduce-scatter); the dispatch's
+   * and its backward's carry each row's fp32 gate too (for the experts' activation and back to the router) */
+  double A = 4096 / tp * 2, e = 2, mb = 256.0 / 32, gates = 2 * 4;
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 7.0 / 8 * A * (4 * H * e + gates), 1e-9);
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_ETP], L * mb * 0.5 * (tp * A) * (4 * H * e + gates), 1e-9);
   px_model_flops f;
   px_model_flops_per_token(&m, 4096, &f);
   PX_ASSERT_REL(plan.model_flops_per_step, f.train_flops * 256 * 4096, 5e-3);
@@ -1432,7 +1510,7 @@ static void test_moe(void) {
   }
   CU_ASSERT_EQUAL(rows_slots, 7);
   PX_ASSERT_REL(plan.model_flops_per_step, flops, 1e-12);
-  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 7.0 / 8 * A * (4 * H * e + gates), 1e-9);
   const px_block *fwd = &plan.blocks[PX_BLOCK_LAYER_FWD];
   for (const px_op *o = fwd->ops; o < fwd->ops + fwd->nops; o++)
     if (o->kind == PX_OP_EXPERT_LINEAR) CU_ASSERT_EQUAL(o->dim[0], 8192); /* the busiest rank's 8192 rows, 1 expert */
@@ -1466,7 +1544,7 @@ static void test_moe(void) {
   PX_ASSERT_REL((double)plan.programs[0].param_elems, dense + experts * tp, 1e-12); /* a whole expert */
   px_plan_states(&plan, 0, &st);
   PX_ASSERT_REL((double)st.opt_elems, dense / 32 + experts * tp / 8, 1e-4);
-  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 4 * 7.0 / 8 * A * H * e, 1e-9);
+  PX_ASSERT_REL(plan.totals[0].wire_bytes[PX_GROUP_EP], L * mb * 7.0 / 8 * A * (4 * H * e + gates), 1e-9);
   CU_ASSERT_EQUAL(plan.totals[0].wire_bytes[PX_GROUP_ETP], 0);
   CU_ASSERT_EQUAL(px_plan_expert_rows(&plan), 4096);
   PX_ASSERT_REL(plan.model_flops_per_step, flops, 1e-12);
@@ -1835,7 +1913,10 @@ static void test_fp8(void) {
   px_plan_free(&f8);
   p.fp8_recipe = PX_FP8_BLOCKWISE;
   CU_ASSERT_EQUAL_FATAL(compile(&f8, &m, &c, &p, &err), PX_OK);
-  PX_ASSERT_REL(f8.totals[0].wire_bytes[PX_GROUP_EP], 0.875 * b16.totals[0].wire_bytes[PX_GROUP_EP], 1e-9);
+  /* of the bf16 exchanges' bytes a row, 4 H 2 of rows and 2 x 4 of fp32 gates, the dispatch's H fewer */
+  double rows_share = 4.0 * 4096 * 2 / (4.0 * 4096 * 2 + 8);
+  PX_ASSERT_REL(f8.totals[0].wire_bytes[PX_GROUP_EP],
+                (1.0 - 0.125 * rows_share) * b16.totals[0].wire_bytes[PX_GROUP_EP], 1e-9);
   px_plan_free(&f8);
   px_plan_free(&b16);
 }
@@ -2830,6 +2911,8 @@ int main(void) {
       {"vocabulary padding as Megatron", test_vocab_padding},
       {"context parallelism: grid, per-algorithm memory and bytes on the wire, FLOPs", test_context_parallel},
       {"mixture of experts: per-rank experts, expert-DP sharding, EP bytes, FLOPs, imbalance", test_moe},
+      {"mixture of experts: the gates applied in the experts' activation, no returned outputs kept",
+       test_moe_gates_in_activation},
       {"fp8 primary weights: memory, fp8 all-gathers, refusals", test_fp8_params},
       {"primary mxfp8 and nvfp4 weights: memory, gathers, optimizer writes, casts, refusals", test_block_scaled_params},
       {"fp8 on Blackwell: one copy of a per-tensor tensor, none beside fp8 weights", test_fp8_any_layout},

@@ -255,11 +255,18 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
   int64_t *pos = malloc((size_t)(n * k + E + 1) * sizeof *pos);
   if (!pos) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   px_k_moe_positions(pos, o->kind == PX_OP_MOE_PERMUTE ? (int32_t *)out[1] : NULL, pos + n * k, idx, n, E, k);
+  /* the gates go with the rows (in[2]): each choice's own, so a permutation of the n k choices one wide */
   switch (o->kind) {
-    case PX_OP_MOE_PERMUTE: px_k_moe_permute_fwd(out[0], in[0], pos, n, h, k); break;
-    case PX_OP_MOE_PERMUTE_BWD: px_k_moe_permute_bwd(out[0], in[0], pos, n, h, k); break;
-    case PX_OP_MOE_UNPERMUTE: px_k_moe_unpermute_fwd(out[0], in[0], in[1], pos, n, h, k); break;
-    default: px_k_moe_unpermute_bwd(out[0], out[1], in[0], in[1], in[2], pos, n, h, k); break;
+    case PX_OP_MOE_PERMUTE:
+      px_k_moe_permute_fwd(out[0], in[0], pos, n, h, k);
+      if (in[2]) px_k_moe_permute_fwd(out[2], in[2], pos, n * k, 1, 1);
+      break;
+    case PX_OP_MOE_PERMUTE_BWD:
+      px_k_moe_permute_bwd(out[0], in[0], pos, n, h, k);
+      if (in[2]) px_k_moe_permute_bwd(out[1], in[2], pos, n * k, 1, 1);
+      break;
+    case PX_OP_MOE_UNPERMUTE: px_k_moe_unpermute_fwd(out[0], in[0], NULL, pos, n, h, k); break;
+    default: px_k_moe_unpermute_bwd(out[0], NULL, in[0], NULL, NULL, pos, n, h, k); break;
   }
   free(pos);
   return PX_OK;
@@ -484,10 +491,23 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
           for (int64_t k = 0; k < d[1]; k++) out[0][r * d[1] + k] += in[2][k];
       return PX_OK;
     case PX_OP_ACC: px_k_acc(out[0], in[0], d[0]); return PX_OK;
-    case PX_OP_GELU: px_k_gelu_fwd(out[0], in[0], d[0]); return PX_OK;
-    case PX_OP_GELU_BWD: px_k_gelu_bwd(out[0], in[0], in[1], d[0]); return PX_OK;
-    case PX_OP_SWIGLU: px_k_swiglu_fwd(out[0], in[0], in[1], d[0]); return PX_OK;
-    case PX_OP_SWIGLU_BWD: px_k_swiglu_bwd(out[0], out[1], in[0], in[1], in[2], d[0]); return PX_OK;
+    /* with in[2] (SwiGLU's backward: in[3]) each row of d[1] times its weight (a MoE layer's experts' gates) */
+    case PX_OP_GELU:
+      px_k_gelu_fwd(out[0], in[0], d[0]);
+      if (in[2]) px_k_rows_scale(out[0], in[2], d[0] / d[1], d[1]);
+      return PX_OK;
+    case PX_OP_GELU_BWD:
+      if (in[2]) px_k_gelu_weighted_bwd(out[0], out[1], in[0], in[1], in[2], d[0] / d[1], d[1]);
+      else px_k_gelu_bwd(out[0], in[0], in[1], d[0]);
+      return PX_OK;
+    case PX_OP_SWIGLU:
+      px_k_swiglu_fwd(out[0], in[0], in[1], d[0]);
+      if (in[2]) px_k_rows_scale(out[0], in[2], d[0] / d[1], d[1]);
+      return PX_OK;
+    case PX_OP_SWIGLU_BWD:
+      if (in[3]) px_k_swiglu_weighted_bwd(out[0], out[1], out[2], in[0], in[1], in[2], in[3], d[0] / d[1], d[1]);
+      else px_k_swiglu_bwd(out[0], out[1], in[0], in[1], in[2], d[0]);
+      return PX_OK;
     case PX_OP_MOE_ROUTE:
     case PX_OP_MOE_ROUTE_BWD:
     case PX_OP_MOE_PERMUTE:

@@ -879,7 +879,10 @@ px_support px_cuda_supports_op(px_backend *be, const px_exec_op *e, char *why, s
           (long long)env->cp);
     default: break;
   }
-  if (px_op_is_moe((px_op_kind)op->kind))
+  /* the experts' activation times the routed rows' gates (in[2]; SwiGLU's backward: in[3]) is a MoE op too */
+  bool act = op->kind == PX_OP_SWIGLU || op->kind == PX_OP_GELU || op->kind == PX_OP_GELU_BWD,
+       gated = (act && op->in[2].slot >= 0) || (op->kind == PX_OP_SWIGLU_BWD && op->in[3].slot >= 0);
+  if (px_op_is_moe((px_op_kind)op->kind) || gated)
     return px_contract_refuse(why, cap, PX_SUPPORT_NO, "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
   const char *variant = variant_refused(env, op);
   if (variant) return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s (hint: `backend` cpu runs it)", variant);

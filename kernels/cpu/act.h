@@ -38,4 +38,30 @@ void px_k_swiglu_bwd(float *dgate,      // (N, F)
                      const float *up,   // (N, F)
                      int64_t n);        // N * F elements
 
+/* x[r] *= w[r]: the rows of an activation's output times their weights (a MoE layer's experts: each routed row's
+ * gate, as Megatron-Core's weighted_bias_swiglu_impl). Writes x in place. */
+void px_k_rows_scale(float *x,       // (N, F)
+                     const float *w, // (N)
+                     int64_t rows, int64_t F);
+
+/* The backward of y = swiglu(gate, up) w (a weight a row): dgate, dup += (as px_k_swiglu_bwd) from w dout;
+ * dw[r] += swiglu(gate, up)[r] . dout[r]. ACCUMULATES. */
+void px_k_swiglu_weighted_bwd(float *dgate,      // (N, F)
+                              float *dup,        // (N, F)
+                              float *dw,         // (N)
+                              const float *dout, // (N, F)
+                              const float *gate, // (N, F)
+                              const float *up,   // (N, F)
+                              const float *w,    // (N)
+                              int64_t rows, int64_t F);
+
+/* The backward of y = gelu(inp) w (a weight a row): dinp += w dout gelu'(inp); dw[r] += gelu(inp)[r] . dout[r].
+ * ACCUMULATES. */
+void px_k_gelu_weighted_bwd(float *dinp,       // (N, F)
+                            float *dw,         // (N)
+                            const float *dout, // (N, F)
+                            const float *inp,  // (N, F)
+                            const float *w,    // (N)
+                            int64_t rows, int64_t F);
+
 #endif

@@ -157,7 +157,7 @@ void px_k_moe_unpermute_fwd(float *y, const float *ret, const float *gates, cons
     float *o = y + t * h;
     for (int64_t j = 0; j < k; j++) {
       if (pos[t * k + j] < 0) continue;
-      const float *r = ret + pos[t * k + j] * h, g = gates[t * k + j];
+      const float *r = ret + pos[t * k + j] * h, g = gates ? gates[t * k + j] : 1.0f;
       for (int64_t c = 0; c < h; c++) o[c] += g * r[c];
     }
   }
@@ -170,12 +170,12 @@ void px_k_moe_unpermute_bwd(float *dret, float *dgates, const float *dy, const f
     for (int64_t j = 0; j < k; j++) {
       int64_t r = pos[t * k + j];
       if (r < 0) continue; /* dropped: its gate's gradient stays 0 */
-      float g = gates[t * k + j], dot = 0.0f;
+      float g = gates ? gates[t * k + j] : 1.0f, dot = 0.0f;
       for (int64_t c = 0; c < h; c++) {
         dret[r * h + c] += g * d[c];
-        dot += d[c] * ret[r * h + c];
+        if (dgates) dot += d[c] * ret[r * h + c];
       }
-      dgates[t * k + j] += dot;
+      if (dgates) dgates[t * k + j] += dot;
     }
   }
 }

@@ -92,14 +92,16 @@ void px_k_moe_permute_bwd(float *dx,           // (n, h)
                           const int64_t *pos,  // (n k)
                           int64_t n, int64_t h, int64_t k);
 
-/* y[t] += sum_j gates[t, j] ret[pos(t, j)]. ACCUMULATES (onto the shared experts' output, or zeros). */
+/* y[t] += sum_j gates[t, j] ret[pos(t, j)] (gates NULL: 1, the gates applied in the experts' activation).
+ * ACCUMULATES (onto the shared experts' output, or zeros). */
 void px_k_moe_unpermute_fwd(float *y,            // (n, h)
                             const float *ret,    // (n k, h)
                             const float *gates,  // (n, k)
                             const int64_t *pos,  // (n k)
                             int64_t n, int64_t h, int64_t k);
 
-/* dret[pos(t, j)] += gates[t, j] dy[t]; dgates[t, j] += dy[t] . ret[pos(t, j)]. ACCUMULATES. */
+/* dret[pos(t, j)] += gates[t, j] dy[t]; dgates[t, j] += dy[t] . ret[pos(t, j)] (gates NULL: 1; dgates NULL: not
+ * computed, ret not read). ACCUMULATES. */
 void px_k_moe_unpermute_bwd(float *dret,         // (n k, h)
                             float *dgates,       // (n, k)
                             const float *dy,     // (n, h)

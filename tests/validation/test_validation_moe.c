@@ -398,7 +398,7 @@ static const struct {
   bool enabled;
   double mean;
 } mb_systems[] = {
-    {"dgx-b200", true, 0.627}, {"gb200-nvl72", true, 0.328}, {"dgx-gb300", true, 0.146}, {"dgx-b300", true, 0.595}};
+    {"dgx-b200", true, 0.615}, {"gb200-nvl72", true, 0.317}, {"dgx-gb300", true, 0.135}, {"dgx-b300", true, 0.578}};
 enum { MB_SYSTEMS = sizeof mb_systems / sizeof *mb_systems, MB_PRECS = 3 };
 static const char *const mb_precs[MB_PRECS] = {"bf16", "fp8-cs", "mxfp8"};
 
