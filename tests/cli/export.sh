@@ -55,7 +55,8 @@ well_formed() {
 
 # The round trips: name, framework, plan flags. Dense TP/PP/VP/SP, CP, MoE EP/ETP, ZeRO-3 (Megatron-FSDP,
 # FSDP2) and HSDP, uneven stages and an explicit split, offload, fp8 (delayed, current, blockwise), partial
-# recomputation (the block method).
+# recomputation (the block method), the block-scaled precisions (mxfp8, nvfp4) with and without quantized
+# weights and bf16 layers.
 cases=(
   "dense_tp_pp_vp_sp|megatron|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
   "dense_tp_pp_vp_sp|nemo|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
@@ -80,6 +81,13 @@ cases=(
   "cuda_graph_moe|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
   "cuda_graph_moe|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
   "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
+  "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
+  "mxfp8_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --bf16-layers-start 1 --bf16-layers-end 2"
+  "mxfp8_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params"
+  "mxfp8_fsdp|torchtitan|-m llama3-8b -c dgx-b200 -g 16 -z 3 --main-grad fp32 -B 64 -P mxfp8"
+  "nvfp4|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P nvfp4"
+  "nvfp4_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --bf16-layers-start 1 --bf16-layers-end 4"
+  "nvfp4_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name fw flags <<<"$c"
@@ -126,6 +134,22 @@ refuses torchtitan "cannot run cuda_graph layers" "${base[@]}" -z 3 --main-grad 
 refuses deepspeed "cannot run cuda_graph layers" "${base[@]}" -z 2 --cuda-graph layers
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2
 refuses deepspeed "cannot run precision fp8" "${base[@]}" -z 2 -P fp8
+# the block-scaled precisions: what each framework cannot run of them
+bw=(-m llama3-8b -c dgx-b200 -g 16 -B 64)
+refuses megatron "cannot run fp8_params without ZeRO" "${bw[@]}" -z 0 -P nvfp4 --fp8-params
+refuses megatron "cannot run fp8_params without ZeRO" "${base[@]}" -z 0 -P fp8 --fp8-recipe current --fp8-params
+refuses megatron "cannot run fp8_params in nvfp4 with ZeRO-2/3" "${bw[@]}" -z 2 -P nvfp4 --fp8-params
+refuses nemo "cannot run precision mxfp8 without fp8_params" "${bw[@]}" -z 1 -P mxfp8
+refuses nemo "cannot run precision nvfp4 without fp8_params" "${bw[@]}" -z 1 -P nvfp4
+refuses nemo "cannot run bf16_layers_start/end" "${bw[@]}" -z 1 -P nvfp4 --fp8-params --bf16-layers-end 2
+refuses nemo "cannot run fp8_base fp32" "${bw[@]}" -z 1 -P mxfp8 --fp8-base fp32
+refuses torchtitan "cannot run precision nvfp4" "${bw[@]}" -z 3 --main-grad fp32 -P nvfp4
+refuses torchtitan "cannot run precision mxfp8 with overlap tp" "${bw[@]}" -z 3 --main-grad fp32 -P mxfp8 -t 2 --sp \
+  --overlap dp,zero,pp,tp-bwd,tp
+refuses torchtitan "cannot run precision mxfp8 with experts" -m mixtral-8x7b -c dgx-b200 -g 32 --ep 4 -z 3 --main-grad fp32 \
+  -B 64 --seq 4096 -P mxfp8
+refuses deepspeed "cannot run precision mxfp8" "${bw[@]}" -z 2 -P mxfp8
+refuses deepspeed "cannot run precision nvfp4" "${bw[@]}" -z 2 -P nvfp4
 refuses deepspeed "cannot run shard_group with ZeRO-1/2" "${base[@]}" -z 2 --shard-group 8
 # usage
 err=$("$px" export "${base[@]}" 2>&1); [ $? -eq 2 ] && echo "$err" | grep -q -- "--to is required" || fail "no --to: $err"
