@@ -29,19 +29,57 @@ static px_status refuse(px_err *err, px_framework fw, const char *what, const ch
 static bool gelu_mlp(const px_model *m) { return m->mlp == PX_MLP_GELU; }
 
 /* Megatron-Bridge's mixed_precision recipe for the plan's precision (src/megatron/bridge/training/mixed_precision.py
- * at v0.6.0): bf16 based (fp8_base fp32 is refused), per-tensor fp8 by its scaling; bf16_with_mxfp8_mixed is fp8
- * e4m3 with the mxfp8 recipe, bf16_with_nvfp4_mixed fp4 e2m1 with the nvfp4 one. */
-static const char *bridge_recipe(const px_parallel *p) {
-  static const char *const fp8[PX_FP8_RECIPE_COUNT] = {"bf16_with_fp8_delayed_scaling_mixed",
-                                                       "bf16_with_fp8_current_scaling_mixed",
-                                                       "bf16_with_fp8_subchannel_scaling_mixed"};
+ * at v0.6.0) and what it fixes: whether the weights are kept quantized (fp8_param_gather; mxfp8's with
+ * reuse_grad_buf_for_mxfp8_param_ag, nvfp4's fp4_param_gather) and the layers it keeps in bf16
+ * (first_last_layers_bf16 with num_layers_at_start/end_in_bf16). Nothing overrides those:
+ * MixedPrecisionConfig.setup writes each of its fields over the model's, ddp's and optimizer's after the
+ * overrides (update_config_with_precision_overrides, from runtime_config_update in config.py), and the recipes
+ * run_recipe.py loads name it by a string (recipes/common.py: mixed_precision="bf16_mixed"), whose fields no
+ * mixed_precision.* override reaches. bf16 based (fp8_base fp32 is refused). */
+typedef struct {
+  const char *name;
+  bool params;                  /* quantized weights */
+  int64_t bf16_start, bf16_end; /* layers kept in bf16 */
+} bridge_mp;
+
+static bridge_mp bridge_recipe(const px_parallel *p) {
+  static const bridge_mp fp8[PX_FP8_RECIPE_COUNT] = {{"bf16_with_fp8_delayed_scaling_mixed", true, 0, 0},
+                                                     {"bf16_with_fp8_current_scaling_mixed", true, 1, 1},
+                                                     {"bf16_with_fp8_subchannel_scaling_mixed", false, 0, 0}};
   switch (p->precision) {
     case PX_PREC_FP8: return fp8[p->fp8_recipe];
-    case PX_PREC_MXFP8: return "bf16_with_mxfp8_mixed";
-    case PX_PREC_NVFP4: return "bf16_with_nvfp4_mixed";
-    case PX_PREC_FP16: return "fp16_mixed";
-    default: return "bf16_mixed";
+    case PX_PREC_MXFP8: return (bridge_mp){"bf16_with_mxfp8_mixed", true, 0, 0};
+    case PX_PREC_NVFP4: return (bridge_mp){"bf16_with_nvfp4_mixed", true, 0, 0};
+    case PX_PREC_FP16: return (bridge_mp){"fp16_mixed", false, 0, 0};
+    default: return (bridge_mp){"bf16_mixed", false, 0, 0};
   }
+}
+
+/* A plan whose quantized weights or bf16 layers differ from its Megatron-Bridge recipe's: refused, naming them. */
+static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
+  bridge_mp r = bridge_recipe(p);
+  char what[96], why[256], hint[96], prec[48];
+  if (p->precision == PX_PREC_FP8)
+    snprintf(prec, sizeof prec, "fp8_recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
+  else
+    snprintf(prec, sizeof prec, "precision %s", px_precision_names[p->precision]);
+  if ((p->fp8_params > 0) != r.params) {
+    const char *gather = p->precision == PX_PREC_NVFP4   ? "fp4_param_gather"
+                         : p->precision == PX_PREC_MXFP8 ? "fp8_param_gather with reuse_grad_buf_for_mxfp8_param_ag"
+                                                         : "fp8_param_gather";
+    snprintf(what, sizeof what, r.params ? "%s without fp8_params" : "%s with fp8_params", prec);
+    snprintf(why, sizeof why, "its recipe %s sets %s %s, over any override", r.name, gather, r.params ? "true" : "false");
+    return refuse(err, PX_FW_NEMO, what, why, r.params ? "fp8 params, or export to megatron" : "no fp8 params, or export to megatron");
+  }
+  if (p->bf16_layers_start != r.bf16_start || p->bf16_layers_end != r.bf16_end) {
+    snprintf(why, sizeof why, "its recipe %s keeps the first %lld and last %lld layers in bf16, over any override",
+             r.name, (long long)r.bf16_start, (long long)r.bf16_end);
+    snprintf(hint, sizeof hint, "bf16 layers start %lld and end %lld, or export to megatron", (long long)r.bf16_start,
+             (long long)r.bf16_end);
+    snprintf(what, sizeof what, "bf16_layers_start/end with %s", prec);
+    return refuse(err, PX_FW_NEMO, what, why, hint);
+  }
+  return PX_OK;
 }
 
 /* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
@@ -101,24 +139,7 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
   if (fw == PX_FW_NEMO && (p->precision == PX_PREC_FP32 || (px_precision_quantized(p->precision) && p->fp8_base == PX_FP8_BASE_FP32)))
     return refuse(err, fw, p->precision == PX_PREC_FP32 ? "precision fp32" : "fp8_base fp32",
                   "Megatron-Bridge's mixed_precision recipes are bf16 or fp16 based", "precision bf16, or export to megatron");
-  if (fw == PX_FW_NEMO && px_precision_block_scaled(p->precision)) {
-    /* The block-scaled recipes fix their weights' format and keep no layer in bf16, and nothing overrides them:
-     * MixedPrecisionConfig.setup writes each of its fields over the model's, ddp's and optimizer's after the
-     * overrides (update_config_with_precision_overrides), and the recipes run_recipe.py loads name it by a
-     * string, whose fields no mixed_precision.* override reaches (src/megatron/bridge/training/mixed_precision.py,
-     * config.py, recipes/common.py at v0.6.0). */
-    char what[64], why[256];
-    bool mx = p->precision == PX_PREC_MXFP8;
-    snprintf(why, sizeof why, "Megatron-Bridge's %s keeps the weights in %s (%s) and no layer in bf16, over any override",
-             bridge_recipe(p), mx ? "MXFP8" : "NVFP4",
-             mx ? "fp8_param_gather, reuse_grad_buf_for_mxfp8_param_ag" : "fp4_param_gather");
-    if (!p->fp8_params) {
-      snprintf(what, sizeof what, "precision %s without fp8_params", px_precision_names[p->precision]);
-      return refuse(err, fw, what, why, "fp8 params, or export to megatron");
-    }
-    if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0)
-      return refuse(err, fw, "bf16_layers_start/end", why, "no bf16 layers, or export to megatron");
-  }
+  if (fw == PX_FW_NEMO) return check_bridge_recipe(p, err);
   return PX_OK;
 }
 
@@ -294,6 +315,15 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
 
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
   if (fw == PX_FW_TORCHTITAN && fixed->main_grad < 0) fixed->main_grad = PX_MAIN_GRAD_FP32;
+  /* Megatron-Bridge: a fixed quantized precision's recipe fixes the weights' format and the bf16 layers
+   * (check_bridge_recipe); fp8's once its scaling is fixed too */
+  if (fw == PX_FW_NEMO && px_precision_quantized(fixed->precision) &&
+      (fixed->precision != PX_PREC_FP8 || fixed->fp8_recipe >= 0)) {
+    bridge_mp r = bridge_recipe(fixed);
+    if (fixed->fp8_params < 0) fixed->fp8_params = r.params;
+    if (fixed->bf16_layers_start < 0) fixed->bf16_layers_start = r.bf16_start;
+    if (fixed->bf16_layers_end < 0) fixed->bf16_layers_end = r.bf16_end;
+  }
 }
 
 /* ---- text ---- */
@@ -533,7 +563,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   /* precision: 16-bit, fp8, and the gradient buffer */
   bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
   if (nemo) {
-    key(e, "mixed_precision", "%s", bridge_recipe(p));
+    key(e, "mixed_precision", "%s", bridge_recipe(p).name);
   } else {
     if (bf16) arg(e, "--bf16", NULL);
     if (fp16) arg(e, "--fp16", NULL);

@@ -75,7 +75,7 @@ cases=(
   "zero3_offload|deepspeed|-m llama3-8b -c dgx-h100 -g 16 -z 3 --offload-optimizer cpu --offload-params cpu -B 64 --main-grad fp32"
   "zero2_fp16|deepspeed|-m gpt2-350m -c dgx-a100 -g 8 -z 2 -P fp16 -b 4 -B 64"
   "fp8_params_qk_norm|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
-  "fp8_params_qk_norm|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
+  "fp8_params_qk_norm_bf16|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params --bf16-layers-start 1 --bf16-layers-end 1"
   "recompute_block|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
   "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
   "cuda_graph_moe|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
@@ -122,6 +122,12 @@ refuses nemo "cannot run reshard_after_forward false" "${base[@]}" -z 3 --no-res
 refuses megatron "cannot run grad_accum full with ZeRO-2/3" "${base[@]}" -z 3 --grad-accum full
 refuses megatron "cannot run offload" "${base[@]}" -z 2 --offload-optimizer cpu
 refuses nemo "cannot run precision fp32" "${base[@]}" -P fp32
+# Megatron-Bridge's precision recipe fixes the quantized weights and the bf16 layers, over any override
+refuses nemo "cannot run fp8_recipe current without fp8_params" "${base[@]}" -z 1 -P fp8 --fp8-recipe current \
+  --bf16-layers-start 1 --bf16-layers-end 1
+refuses nemo "cannot run bf16_layers_start/end with fp8_recipe current" "${base[@]}" -z 1 -P fp8 --fp8-recipe current \
+  --fp8-params
+refuses nemo "cannot run fp8_recipe blockwise with fp8_params" "${base[@]}" -z 1 -P fp8 --fp8-recipe blockwise --fp8-params
 refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
@@ -170,6 +176,19 @@ for fw in torchtitan deepspeed megatron; do
     # shellcheck disable=SC2086
     "$px" export -m llama3-8b -c dgx-h100 -g 8 $flags --to "$fw" >/dev/null 2>"$tmp/rb.err" ||
       fail "sweep --runnable-by $fw ranked a plan export refuses: $flags: $(cat "$tmp/rb.err")"
+  done <"$tmp/rb.flags"
+done
+# Megatron-Bridge: a fixed block-scaled precision brings its recipe's quantized weights, and every plan exports
+for pr in nvfp4 mxfp8; do
+  "$px" sweep -m llama3-8b -c dgx-b200 -g 8 -B 32 --runnable-by nemo -P "$pr" -k 3 --json >"$tmp/rb.json" ||
+    fail "sweep --runnable-by nemo -P $pr"
+  jq -e '(.plans | length) > 3 and all(.plans[]; .flags | test("--fp8-params"))' "$tmp/rb.json" >/dev/null ||
+    fail "sweep --runnable-by nemo -P $pr: $(jq -c '.counts, [.plans[:2][].flags]' "$tmp/rb.json")"
+  jq -r '.plans[:4][].flags' "$tmp/rb.json" >"$tmp/rb.flags"
+  while read -r flags; do
+    # shellcheck disable=SC2086
+    "$px" export -m llama3-8b -c dgx-b200 -g 8 $flags --to nemo >/dev/null 2>"$tmp/rb.err" ||
+      fail "sweep --runnable-by nemo ranked a plan export refuses: $flags: $(cat "$tmp/rb.err")"
   done <"$tmp/rb.flags"
 done
 "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by deepspeed -k 3 >"$tmp/rb.txt" || fail "sweep --runnable-by table"
