@@ -30,8 +30,9 @@ static bool gelu_mlp(const px_model *m) { return m->mlp == PX_MLP_GELU; }
 
 /* Megatron-Bridge's mixed_precision recipe for the plan's precision (src/megatron/bridge/training/mixed_precision.py
  * at v0.6.0) and what it fixes: whether the weights are kept quantized (fp8_param_gather; mxfp8's with
- * reuse_grad_buf_for_mxfp8_param_ag, nvfp4's fp4_param_gather) and the layers it keeps in bf16
- * (first_last_layers_bf16 with num_layers_at_start/end_in_bf16). Nothing overrides those:
+ * reuse_grad_buf_for_mxfp8_param_ag, nvfp4's fp4_param_gather), the layers it keeps in bf16
+ * (first_last_layers_bf16 with num_layers_at_start/end_in_bf16) and the gradients' dtype
+ * (grad_reduce_in_fp32: fp32 main_grad, true but in fp16_mixed). Nothing overrides those:
  * MixedPrecisionConfig.setup writes each of its fields over the model's, ddp's and optimizer's after the
  * overrides (update_config_with_precision_overrides, from runtime_config_update in config.py), and the recipes
  * run_recipe.py loads name it by a string (recipes/common.py: mixed_precision="bf16_mixed"), whose fields no
@@ -40,22 +41,25 @@ typedef struct {
   const char *name;
   bool params;                  /* quantized weights */
   int64_t bf16_start, bf16_end; /* layers kept in bf16 */
+  int main_grad;                /* px_main_grad */
 } bridge_mp;
 
 static bridge_mp bridge_recipe(const px_parallel *p) {
-  static const bridge_mp fp8[PX_FP8_RECIPE_COUNT] = {{"bf16_with_fp8_delayed_scaling_mixed", true, 0, 0},
-                                                     {"bf16_with_fp8_current_scaling_mixed", true, 1, 1},
-                                                     {"bf16_with_fp8_subchannel_scaling_mixed", false, 0, 0}};
+  const int fp32 = PX_MAIN_GRAD_FP32;
+  static const bridge_mp fp8[PX_FP8_RECIPE_COUNT] = {{"bf16_with_fp8_delayed_scaling_mixed", true, 0, 0, fp32},
+                                                     {"bf16_with_fp8_current_scaling_mixed", true, 1, 1, fp32},
+                                                     {"bf16_with_fp8_subchannel_scaling_mixed", false, 0, 0, fp32}};
   switch (p->precision) {
     case PX_PREC_FP8: return fp8[p->fp8_recipe];
-    case PX_PREC_MXFP8: return (bridge_mp){"bf16_with_mxfp8_mixed", true, 0, 0};
-    case PX_PREC_NVFP4: return (bridge_mp){"bf16_with_nvfp4_mixed", true, 0, 0};
-    case PX_PREC_FP16: return (bridge_mp){"fp16_mixed", false, 0, 0};
-    default: return (bridge_mp){"bf16_mixed", false, 0, 0};
+    case PX_PREC_MXFP8: return (bridge_mp){"bf16_with_mxfp8_mixed", true, 0, 0, fp32};
+    case PX_PREC_NVFP4: return (bridge_mp){"bf16_with_nvfp4_mixed", true, 0, 0, fp32};
+    case PX_PREC_FP16: return (bridge_mp){"fp16_mixed", false, 0, 0, PX_MAIN_GRAD_PARAM};
+    default: return (bridge_mp){"bf16_mixed", false, 0, 0, fp32};
   }
 }
 
-/* A plan whose quantized weights or bf16 layers differ from its Megatron-Bridge recipe's: refused, naming them. */
+/* A plan whose quantized weights, bf16 layers or gradient dtype differ from its Megatron-Bridge recipe's: refused,
+ * naming them. */
 static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
   bridge_mp r = bridge_recipe(p);
   char what[96], why[256], hint[96], prec[48];
@@ -78,6 +82,13 @@ static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
              (long long)r.bf16_end);
     snprintf(what, sizeof what, "bf16_layers_start/end with %s", prec);
     return refuse(err, PX_FW_NEMO, what, why, hint);
+  }
+  if (p->main_grad != r.main_grad) {
+    bool fp32 = r.main_grad == PX_MAIN_GRAD_FP32;
+    snprintf(what, sizeof what, "main_grad %s with %s", px_main_grad_names[p->main_grad], prec);
+    snprintf(why, sizeof why, "its recipe %s sets grad_reduce_in_fp32 %s, over any override", r.name,
+             fp32 ? "true" : "false");
+    return refuse(err, PX_FW_NEMO, what, why, fp32 ? "main-grad fp32" : "main-grad param");
   }
   return PX_OK;
 }
@@ -315,11 +326,15 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
 
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
   if (fw == PX_FW_TORCHTITAN && fixed->main_grad < 0) fixed->main_grad = PX_MAIN_GRAD_FP32;
-  /* Megatron-Bridge: a fixed quantized precision's recipe fixes the weights' format and the bf16 layers
-   * (check_bridge_recipe); fp8's once its scaling is fixed too */
-  if (fw == PX_FW_NEMO && px_precision_quantized(fixed->precision) &&
-      (fixed->precision != PX_PREC_FP8 || fixed->fp8_recipe >= 0)) {
-    bridge_mp r = bridge_recipe(fixed);
+  if (fw != PX_FW_NEMO) return;
+  /* Megatron-Bridge (check_bridge_recipe): the precision recipe's gradient dtype (an unset precision's sweep
+   * searches bf16-based recipes; the fp8 ones differ in weights and bf16 layers only); a fixed quantized precision's
+   * recipe fixes the weights' format and the bf16 layers, fp8's once its scaling is fixed too */
+  px_parallel q = *fixed;
+  if (q.fp8_recipe < 0) q.fp8_recipe = PX_FP8_CURRENT;
+  bridge_mp r = bridge_recipe(&q);
+  if (fixed->main_grad < 0) fixed->main_grad = r.main_grad;
+  if (px_precision_quantized(fixed->precision) && (fixed->precision != PX_PREC_FP8 || fixed->fp8_recipe >= 0)) {
     if (fixed->fp8_params < 0) fixed->fp8_params = r.params;
     if (fixed->bf16_layers_start < 0) fixed->bf16_layers_start = r.bf16_start;
     if (fixed->bf16_layers_end < 0) fixed->bf16_layers_end = r.bf16_end;
