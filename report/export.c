@@ -72,8 +72,10 @@ static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
                          : p->precision == PX_PREC_MXFP8 ? "fp8_param_gather with reuse_grad_buf_for_mxfp8_param_ag"
                                                          : "fp8_param_gather";
     snprintf(what, sizeof what, r.params ? "%s without fp8_params" : "%s with fp8_params", prec);
-    snprintf(why, sizeof why, "its recipe %s sets %s %s, over any override", r.name, gather, r.params ? "true" : "false");
-    return refuse(err, PX_FW_NEMO, what, why, r.params ? "fp8 params, or export to megatron" : "no fp8 params, or export to megatron");
+    snprintf(why, sizeof why, "its recipe %s sets %s %s, over any override", r.name, gather,
+             r.params ? "true" : "false");
+    return refuse(err, PX_FW_NEMO, what, why,
+                  r.params ? "fp8 params, or export to megatron" : "no fp8 params, or export to megatron");
   }
   if (p->bf16_layers_start != r.bf16_start || p->bf16_layers_end != r.bf16_end) {
     snprintf(why, sizeof why, "its recipe %s keeps the first %lld and last %lld layers in bf16, over any override",
@@ -147,7 +149,8 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
     return refuse(err, fw, "fp8_params in nvfp4 with ZeRO-2/3",
                   "Megatron-FSDP has no NVFP4 weights: the distributed optimizer alone shards and gathers them",
                   "zero 1");
-  if (fw == PX_FW_NEMO && (p->precision == PX_PREC_FP32 || (px_precision_quantized(p->precision) && p->fp8_base == PX_FP8_BASE_FP32)))
+  if (fw == PX_FW_NEMO &&
+      (p->precision == PX_PREC_FP32 || (px_precision_quantized(p->precision) && p->fp8_base == PX_FP8_BASE_FP32)))
     return refuse(err, fw, p->precision == PX_PREC_FP32 ? "precision fp32" : "fp8_base fp32",
                   "Megatron-Bridge's mixed_precision recipes are bf16 or fp16 based", "precision bf16, or export to megatron");
   if (fw == PX_FW_NEMO) return check_bridge_recipe(p, err);
@@ -212,11 +215,6 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
     return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
                   "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
                   "fp8-recipe current");
-  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0)
-    return refuse(err, fw, "bf16_layers_start/end",
-                  "torchtitan's float8 converter quantizes every linear layer but those its filter_fqns names, with no "
-                  "setting for the first or last transformer layers",
-                  "no bf16 layers, or export to megatron");
   if (p->offload_act_layers > 0)
     return refuse(err, fw, "offload_activations",
                   "torchtitan has no offload of a layer's activations to the host (its activation checkpointing "
@@ -601,8 +599,8 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       arg(e, "--fp4-format", "e2m1");
       arg(e, "--fp4-recipe", "nvfp4");
     }
-    if (p->fp8_params > 0) { /* quantized weights (TE's quantized_model_init), gathered as such; mxfp8's gathered in
-                                bf16 through the gradient buffer */
+    if (p->fp8_params > 0) { /* Transformer Engine's primary quantized weights, gathered as such (mxfp8's in bf16
+                                through the gradient buffer: px_parallel_param_gather_bytes) */
       arg(e, p->precision == PX_PREC_NVFP4 ? "--fp4-param-gather" : "--fp8-param-gather", NULL);
       if (p->precision == PX_PREC_MXFP8) arg(e, "--reuse-grad-buf-for-mxfp8-param-ag", NULL);
     }
@@ -640,6 +638,17 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   if (p->moe_imbalance != 1.0)
     fprintf(out, "# note: moe_imbalance %g is the simulator's assumption about the router, no setting\n", p->moe_imbalance);
   model_notes(out, "# note: ", m, e->fw);
+}
+
+/* torchtitan's quantize converters skip each linear layer whose FQN contains one of filter_fqns
+ * (torchtitan/components/quantization/utils.py at v0.2.2, module_filter_fn; they convert the whole model before
+ * it is split or parallelized, its blocks "layers.N"): the output layer (the plan quantizes the transformer
+ * layers' GEMMs only; float8's default skips nothing) and the layers kept in bf16. */
+static void filter_fqns(FILE *out, const px_model *m, const px_parallel *p) {
+  fputs("filter_fqns = [\"output\"", out);
+  for (int64_t l = 0; l < m->layers; l++)
+    if (px_parallel_layer_bf16(p, m->layers, l)) fprintf(out, ", \"layers.%lld.\"", (long long)l);
+  fputs("]\n", out);
 }
 
 /* torchtitan: TOML. */
@@ -692,10 +701,11 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
   }
   fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", p->recompute == PX_RECOMPUTE_FULL ? "full" : "none");
   if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP)) fputs("\n[compile]\nenable = true\n", out);
+  /* float8 tensorwise; torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil
+   * rounds them up; docs/mxfp8.md at v0.2.2) */
   if (p->precision == PX_PREC_FP8) fputs("\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n", out);
-  /* torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil rounds them up;
-   * docs/mxfp8.md at v0.2.2); filter_fqns skips the output layer by default, as the plan does */
   if (p->precision == PX_PREC_MXFP8) fputs("\n[quantize.linear.mx]\nrecipe_name = \"mxfp8_cublas\"\n", out);
+  if (px_precision_quantized(p->precision)) filter_fqns(out, m, p);
   fputs("\n", out);
   if (p->zero == 3 && px_parallel_weight_dp(p) > 1)
     fputs("# note: FSDP2 reduces each transformer block's gradients at once, not in buckets of the plan's size\n", out);

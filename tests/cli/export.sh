@@ -84,7 +84,7 @@ cases=(
   "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
   "mxfp8_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --bf16-layers-start 1 --bf16-layers-end 2"
   "mxfp8_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --main-grad fp32"
-  "mxfp8_fsdp|torchtitan|-m llama3-8b -c dgx-b200 -g 16 -z 3 --main-grad fp32 -B 64 -P mxfp8"
+  "mxfp8_fsdp_bf16|torchtitan|-m llama3-8b -c dgx-b200 -g 16 -z 3 --main-grad fp32 -B 64 -P mxfp8 --bf16-layers-start 1 --bf16-layers-end 2"
   "nvfp4|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P nvfp4"
   "nvfp4_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --bf16-layers-start 1 --bf16-layers-end 4"
   "nvfp4_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --main-grad fp32"
