@@ -28,6 +28,73 @@ static px_status refuse(px_err *err, px_framework fw, const char *what, const ch
 
 static bool gelu_mlp(const px_model *m) { return m->mlp == PX_MLP_GELU; }
 
+/* Megatron-Bridge's mixed_precision recipe for the plan's precision (src/megatron/bridge/training/mixed_precision.py
+ * at v0.6.0) and what it fixes: whether the weights are kept quantized (fp8_param_gather; mxfp8's with
+ * reuse_grad_buf_for_mxfp8_param_ag, nvfp4's fp4_param_gather), the layers it keeps in bf16
+ * (first_last_layers_bf16 with num_layers_at_start/end_in_bf16) and the gradients' dtype
+ * (grad_reduce_in_fp32: fp32 main_grad, true but in fp16_mixed). Nothing overrides those:
+ * MixedPrecisionConfig.setup writes each of its fields over the model's, ddp's and optimizer's after the
+ * overrides (update_config_with_precision_overrides, from runtime_config_update in config.py), and the recipes
+ * run_recipe.py loads name it by a string (recipes/common.py: mixed_precision="bf16_mixed"), whose fields no
+ * mixed_precision.* override reaches. bf16 based (fp8_base fp32 is refused). */
+typedef struct {
+  const char *name;
+  bool params;                  /* quantized weights */
+  int64_t bf16_start, bf16_end; /* layers kept in bf16 */
+  int main_grad;                /* px_main_grad */
+} bridge_mp;
+
+static bridge_mp bridge_recipe(const px_parallel *p) {
+  const int fp32 = PX_MAIN_GRAD_FP32;
+  static const bridge_mp fp8[PX_FP8_RECIPE_COUNT] = {{"bf16_with_fp8_delayed_scaling_mixed", true, 0, 0, fp32},
+                                                     {"bf16_with_fp8_current_scaling_mixed", true, 1, 1, fp32},
+                                                     {"bf16_with_fp8_subchannel_scaling_mixed", false, 0, 0, fp32}};
+  switch (p->precision) {
+    case PX_PREC_FP8: return fp8[p->fp8_recipe];
+    case PX_PREC_MXFP8: return (bridge_mp){"bf16_with_mxfp8_mixed", true, 0, 0, fp32};
+    case PX_PREC_NVFP4: return (bridge_mp){"bf16_with_nvfp4_mixed", true, 0, 0, fp32};
+    case PX_PREC_FP16: return (bridge_mp){"fp16_mixed", false, 0, 0, PX_MAIN_GRAD_PARAM};
+    default: return (bridge_mp){"bf16_mixed", false, 0, 0, fp32};
+  }
+}
+
+/* A plan whose quantized weights, bf16 layers or gradient dtype differ from its Megatron-Bridge recipe's: refused,
+ * naming them. */
+static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
+  bridge_mp r = bridge_recipe(p);
+  char what[96], why[256], hint[96], prec[48];
+  if (p->precision == PX_PREC_FP8)
+    snprintf(prec, sizeof prec, "fp8_recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
+  else
+    snprintf(prec, sizeof prec, "precision %s", px_precision_names[p->precision]);
+  if ((p->fp8_params > 0) != r.params) {
+    const char *gather = p->precision == PX_PREC_NVFP4   ? "fp4_param_gather"
+                         : p->precision == PX_PREC_MXFP8 ? "fp8_param_gather with reuse_grad_buf_for_mxfp8_param_ag"
+                                                         : "fp8_param_gather";
+    snprintf(what, sizeof what, r.params ? "%s without fp8_params" : "%s with fp8_params", prec);
+    snprintf(why, sizeof why, "its recipe %s sets %s %s, over any override", r.name, gather,
+             r.params ? "true" : "false");
+    return refuse(err, PX_FW_NEMO, what, why,
+                  r.params ? "fp8 params, or export to megatron" : "no fp8 params, or export to megatron");
+  }
+  if (p->bf16_layers_start != r.bf16_start || p->bf16_layers_end != r.bf16_end) {
+    snprintf(why, sizeof why, "its recipe %s keeps the first %lld and last %lld layers in bf16, over any override",
+             r.name, (long long)r.bf16_start, (long long)r.bf16_end);
+    snprintf(hint, sizeof hint, "bf16 layers start %lld and end %lld, or export to megatron", (long long)r.bf16_start,
+             (long long)r.bf16_end);
+    snprintf(what, sizeof what, "bf16_layers_start/end with %s", prec);
+    return refuse(err, PX_FW_NEMO, what, why, hint);
+  }
+  if (p->main_grad != r.main_grad) {
+    bool fp32 = r.main_grad == PX_MAIN_GRAD_FP32;
+    snprintf(what, sizeof what, "main_grad %s with %s", px_main_grad_names[p->main_grad], prec);
+    snprintf(why, sizeof why, "its recipe %s sets grad_reduce_in_fp32 %s, over any override", r.name,
+             fp32 ? "true" : "false");
+    return refuse(err, PX_FW_NEMO, what, why, fp32 ? "main-grad fp32" : "main-grad param");
+  }
+  return PX_OK;
+}
+
 /* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
 static px_status check_megatron(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
   if (p->pp > 1 && p->schedule == PX_SCHED_GPIPE)
@@ -69,9 +136,24 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
                   "Megatron-LM offloads only its distributed optimizer's states (--optimizer-cpu-offload, ZeRO-1), not "
                   "ZeRO-2/3's gradient shard, parameters, or to NVMe",
                   "offload none");
-  if (fw == PX_FW_NEMO && (p->precision == PX_PREC_FP32 || (p->precision == PX_PREC_FP8 && p->fp8_base == PX_FP8_BASE_FP32)))
+  /* primary quantized weights: Megatron-LM asserts that --fp8-param-gather has the distributed optimizer or an
+   * FSDP (megatron/training/arguments.py at cd4afffa), and NVFP4 weights are the distributed optimizer's alone
+   * (megatron/core/optimizer/distrib_optimizer.py, quantize_nvfp4_param_shard; Megatron-FSDP's buffers have no
+   * NVFP4 path, megatron/core/distributed/fsdp) */
+  if (p->fp8_params > 0 && p->zero == 0)
+    return refuse(err, fw, "fp8_params without ZeRO",
+                  "Megatron-LM keeps quantized weights (--fp8-param-gather, --fp4-param-gather) with its distributed "
+                  "optimizer or Megatron-FSDP only",
+                  "zero 1");
+  if (p->fp8_params > 0 && p->precision == PX_PREC_NVFP4 && p->zero >= 2)
+    return refuse(err, fw, "fp8_params in nvfp4 with ZeRO-2/3",
+                  "Megatron-FSDP has no NVFP4 weights: the distributed optimizer alone shards and gathers them",
+                  "zero 1");
+  if (fw == PX_FW_NEMO &&
+      (p->precision == PX_PREC_FP32 || (px_precision_quantized(p->precision) && p->fp8_base == PX_FP8_BASE_FP32)))
     return refuse(err, fw, p->precision == PX_PREC_FP32 ? "precision fp32" : "fp8_base fp32",
                   "Megatron-Bridge's mixed_precision recipes are bf16 or fp16 based", "precision bf16, or export to megatron");
+  if (fw == PX_FW_NEMO) return check_bridge_recipe(p, err);
   return PX_OK;
 }
 
@@ -118,15 +200,21 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "recompute full of every layer, or none");
   if (p->precision == PX_PREC_FP16)
     return refuse(err, fw, "precision fp16", "torchtitan's mixed precision is bfloat16 or float32", "precision bf16");
+  if (p->precision == PX_PREC_NVFP4)
+    return refuse(err, fw, "precision nvfp4",
+                  "torchtitan v0.2.2's quantize converters are float8 and mx, MXFP8 only (NVFP4 came after it, on the "
+                  "main branch configured in Python: torchtitan/components/quantization/nvfp4.py at b5bcd76)",
+                  "precision mxfp8, or export to megatron");
+  /* torchtitan/components/quantization/mx.py at v0.2.2: MXLinearConverter */
+  if (p->precision == PX_PREC_MXFP8 && p->tp > 1 && (p->overlap & PX_OVERLAP_TP))
+    return refuse(err, fw, "precision mxfp8 with overlap tp",
+                  "torchtitan's async TP needs torch.compile, which its MXFP8 converter refuses with TP (\"TP not yet "
+                  "supported with torch.compile for mxfp8\")",
+                  "overlap without tp");
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
     return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
                   "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
                   "fp8-recipe current");
-  if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0)
-    return refuse(err, fw, "bf16_layers_start/end",
-                  "torchtitan's float8 converter quantizes every linear layer but those its filter_fqns names, with no "
-                  "setting for the first or last transformer layers",
-                  "no bf16 layers, or export to megatron");
   if (p->offload_act_layers > 0)
     return refuse(err, fw, "offload_activations",
                   "torchtitan has no offload of a layer's activations to the host (its activation checkpointing "
@@ -137,10 +225,14 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
                   "(enable_fsdp_float8_all_gather): no fp8 weights",
                   "no fp8 params, or export to megatron");
-  if (p->precision == PX_PREC_FP8 && m->experts > 0)
-    return refuse(err, fw, "precision fp8 with experts",
-                  "torchtitan's float8 grouped GEMMs for experts are a prototype (quantize.grouped_mm.float8)",
+  if (px_precision_quantized(p->precision) && m->experts > 0) {
+    char what[64];
+    snprintf(what, sizeof what, "precision %s with experts", px_precision_names[p->precision]);
+    return refuse(err, fw, what,
+                  "torchtitan's float8 and MXFP8 grouped GEMMs for experts are prototypes (quantize.grouped_mm.float8, "
+                  "quantize.grouped_mm.mx)",
                   "precision bf16");
+  }
   if (px_parallel_mixed(p) && p->main_grad != PX_MAIN_GRAD_FP32)
     return refuse(err, fw, "main_grad param", "torchtitan reduces gradients in float32 (training.mixed_precision_reduce)",
                   "main-grad fp32");
@@ -185,9 +277,13 @@ static px_status check_deepspeed(const px_parallel *p, px_err *err) {
                   "DeepSpeed's JSON config has no tensor, pipeline, context or expert parallel size: they are the model "
                   "code's (Megatron-DeepSpeed, PipelineModule)",
                   "tp 1, pp 1, cp 1, ep 1, or export to megatron");
-  if (p->precision == PX_PREC_FP8)
-    return refuse(err, fw, "precision fp8", "DeepSpeed's JSON config has no fp8 (Transformer Engine in the model code)",
+  if (px_precision_quantized(p->precision)) {
+    char what[32];
+    snprintf(what, sizeof what, "precision %s", px_precision_names[p->precision]);
+    return refuse(err, fw, what,
+                  "DeepSpeed's JSON config has no fp8 or block-scaled recipe (Transformer Engine in the model code)",
                   "precision bf16");
+  }
   if (p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL)
     return refuse(err, fw, "grad_accum full with ZeRO-2/3", "DeepSpeed's ZeRO-2/3 reduce-scatter every micro-batch's gradients",
                   "grad-accum sharded");
@@ -214,12 +310,6 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
     return refuse(err, fw, p->finetune == PX_FT_QLORA ? "finetune qlora" : "finetune lora",
                   "the export writes pre-training settings, not a PEFT or Megatron-Bridge LoRA recipe",
                   "finetune full or none");
-  if (px_precision_block_scaled(p->precision)) /* rather than a bf16 run in its name */
-    return px_err_set(err, PX_ERR_INPUT,
-                      "%s: `precision` %s is not exported: the arguments of Transformer Engine's block-scaled recipes "
-                      "(MXFP8BlockScaling, NVFP4BlockScaling) are not written yet (hint: export `precision` fp8 and "
-                      "set the recipe by hand)",
-                      fw_short[fw], px_precision_names[p->precision]);
   if (p->cuda_graph == PX_GRAPH_LAYERS && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED))
     return refuse(err, fw, "cuda_graph layers", "it captures no per-layer CUDA graphs of a training step",
                   "cuda_graph none");
@@ -234,6 +324,19 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
 
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
   if (fw == PX_FW_TORCHTITAN && fixed->main_grad < 0) fixed->main_grad = PX_MAIN_GRAD_FP32;
+  if (fw != PX_FW_NEMO) return;
+  /* Megatron-Bridge (check_bridge_recipe): the precision recipe's gradient dtype (an unset precision's sweep
+   * searches bf16-based recipes; the fp8 ones differ in weights and bf16 layers only); a fixed quantized precision's
+   * recipe fixes the weights' format and the bf16 layers, fp8's once its scaling is fixed too */
+  px_parallel q = *fixed;
+  if (q.fp8_recipe < 0) q.fp8_recipe = PX_FP8_CURRENT;
+  bridge_mp r = bridge_recipe(&q);
+  if (fixed->main_grad < 0) fixed->main_grad = r.main_grad;
+  if (px_precision_quantized(fixed->precision) && (fixed->precision != PX_PREC_FP8 || fixed->fp8_recipe >= 0)) {
+    if (fixed->fp8_params < 0) fixed->fp8_params = r.params;
+    if (fixed->bf16_layers_start < 0) fixed->bf16_layers_start = r.bf16_start;
+    if (fixed->bf16_layers_end < 0) fixed->bf16_layers_end = r.bf16_end;
+  }
 }
 
 /* ---- text ---- */
@@ -473,10 +576,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   /* precision: 16-bit, fp8, and the gradient buffer */
   bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
   if (nemo) {
-    static const char *const fp8_mp[PX_FP8_RECIPE_COUNT] = {"bf16_with_fp8_delayed_scaling_mixed",
-                                                            "bf16_with_fp8_current_scaling_mixed",
-                                                            "bf16_with_fp8_subchannel_scaling_mixed"};
-    key(e, "mixed_precision", "%s", p->precision == PX_PREC_FP8 ? fp8_mp[p->fp8_recipe] : fp16 ? "fp16_mixed" : "bf16_mixed");
+    key(e, "mixed_precision", "%s", bridge_recipe(p).name);
   } else {
     if (bf16) arg(e, "--bf16", NULL);
     if (fp16) arg(e, "--fp16", NULL);
@@ -488,7 +588,21 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
         arg(e, "--fp8-amax-history-len", "%d", PX_FP8_AMAX_HISTORY);
         arg(e, "--fp8-amax-compute-algo", "max");
       }
-      if (p->fp8_params > 0) arg(e, "--fp8-param-gather", NULL); /* fp8 weights (fp8_model_init), gathered in fp8 */
+    }
+    /* Transformer Engine's MXFP8BlockScaling (E4M3 gradients too) and NVFP4BlockScaling (megatron/core/fp8_utils.py,
+     * fp4_utils.py at cd4afffa) */
+    if (p->precision == PX_PREC_MXFP8) {
+      arg(e, "--fp8-format", "e4m3");
+      arg(e, "--fp8-recipe", "mxfp8");
+    }
+    if (p->precision == PX_PREC_NVFP4) {
+      arg(e, "--fp4-format", "e2m1");
+      arg(e, "--fp4-recipe", "nvfp4");
+    }
+    if (p->fp8_params > 0) { /* Transformer Engine's primary quantized weights, gathered as such (mxfp8's in bf16
+                                through the gradient buffer: px_parallel_param_gather_bytes) */
+      arg(e, p->precision == PX_PREC_NVFP4 ? "--fp4-param-gather" : "--fp8-param-gather", NULL);
+      if (p->precision == PX_PREC_MXFP8) arg(e, "--reuse-grad-buf-for-mxfp8-param-ag", NULL);
     }
   }
   if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* TransformerConfig's fields, both counts (each
@@ -505,9 +619,12 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     key(e, "model.cpu_offloading", "true");
     config(e, "model.cpu_offloading_num_layers", "%lld", (long long)p->offload_act_layers);
   }
-  if (p->fp8_params > 0) { /* Megatron-Bridge: the model's fp8 weights and the DDP's fp8 all-gathers */
-    key(e, "model.fp8_param", "true");
-    key(e, "ddp.fp8_param_gather", "true");
+  if (p->fp8_params > 0) { /* Megatron-Bridge: the model's quantized weights and the DDP's gathers of them, as the
+                              recipe sets them (the check refuses plans it does not) */
+    bool fp4 = p->precision == PX_PREC_NVFP4;
+    key(e, fp4 ? "model.fp4_param" : "model.fp8_param", "true");
+    key(e, fp4 ? "ddp.fp4_param_gather" : "ddp.fp8_param_gather", "true");
+    if (p->precision == PX_PREC_MXFP8) key(e, "ddp.reuse_grad_buf_for_mxfp8_param_ag", "true");
   }
   if (px_parallel_mixed(p)) {
     bool fp32_grads = p->main_grad == PX_MAIN_GRAD_FP32;
@@ -523,6 +640,17 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   model_notes(out, "# note: ", m, e->fw);
 }
 
+/* torchtitan's quantize converters skip each linear layer whose FQN contains one of filter_fqns
+ * (torchtitan/components/quantization/utils.py at v0.2.2, module_filter_fn; they convert the whole model before
+ * it is split or parallelized, its blocks "layers.N"): the output layer (the plan quantizes the transformer
+ * layers' GEMMs only; float8's default skips nothing) and the layers kept in bf16. */
+static void filter_fqns(FILE *out, const px_model *m, const px_parallel *p) {
+  fputs("filter_fqns = [\"output\"", out);
+  for (int64_t l = 0; l < m->layers; l++)
+    if (px_parallel_layer_bf16(p, m->layers, l)) fprintf(out, ", \"layers.%lld.\"", (long long)l);
+  fputs("]\n", out);
+}
+
 /* torchtitan: TOML. */
 static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, const px_parallel *p) {
   fprintf(out, "# %s job config: %s on %lld x %s (%s): %lld ranks\n", fw_label[PX_FW_TORCHTITAN], m->name,
@@ -532,6 +660,7 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
         out);
   fprintf(out, "[model]\n# name and flavor: torchtitan's definition of %s\n", m->name);
   if (p->precision == PX_PREC_FP8) fputs("converters = [\"quantize.linear.float8\"]\n", out);
+  if (p->precision == PX_PREC_MXFP8) fputs("converters = [\"quantize.linear.mx\"]\n", out);
   fputs("\n[training]\n", out);
   /* with PP the local batch is split into micro-batches; without, each micro-batch is a step of accumulation */
   fprintf(out, "local_batch_size = %lld\nglobal_batch_size = %lld\nseq_len = %lld\n",
@@ -572,7 +701,11 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
   }
   fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", p->recompute == PX_RECOMPUTE_FULL ? "full" : "none");
   if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP)) fputs("\n[compile]\nenable = true\n", out);
+  /* float8 tensorwise; torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil
+   * rounds them up; docs/mxfp8.md at v0.2.2) */
   if (p->precision == PX_PREC_FP8) fputs("\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n", out);
+  if (p->precision == PX_PREC_MXFP8) fputs("\n[quantize.linear.mx]\nrecipe_name = \"mxfp8_cublas\"\n", out);
+  if (px_precision_quantized(p->precision)) filter_fqns(out, m, p);
   fputs("\n", out);
   if (p->zero == 3 && px_parallel_weight_dp(p) > 1)
     fputs("# note: FSDP2 reduces each transformer block's gradients at once, not in buckets of the plan's size\n", out);

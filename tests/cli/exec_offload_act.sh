@@ -66,7 +66,9 @@ jq -e '.parallel.offload_activations == 70' "$tmp/fast.json" >/dev/null || fail 
   fail "saved plan"
 "$px" export --to megatron "${plan[@]}" --offload-activations 70 2>/dev/null | tr -s ' \n' ' ' |
   grep -q -- "--cpu-offloading-num-layers 70" || fail "export megatron"
-out=$("$px" export --to nemo "${plan[@]}" --offload-activations 70 2>/dev/null)
+# (Megatron-Bridge's current-scaling recipe: fp8 weights, the first and last layers in bf16, fp32 gradients)
+out=$("$px" export --to nemo "${plan[@]}" --offload-activations 70 --fp8-params --bf16-layers-start 1 --bf16-layers-end 1 \
+  --main-grad fp32 2>/dev/null)
 echo "$out" | grep -q "model.cpu_offloading=true" && echo "$out" | grep -q "model.cpu_offloading_num_layers=70" ||
   fail "export nemo: $out"
 "$px" export --to torchtitan "${plan[@]}" --offload-activations 70 >/dev/null 2>"$tmp/tt.err" && fail "torchtitan took it"

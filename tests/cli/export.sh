@@ -55,17 +55,18 @@ well_formed() {
 
 # The round trips: name, framework, plan flags. Dense TP/PP/VP/SP, CP, MoE EP/ETP, ZeRO-3 (Megatron-FSDP,
 # FSDP2) and HSDP, uneven stages and an explicit split, offload, fp8 (delayed, current, blockwise), partial
-# recomputation (the block method).
+# recomputation (the block method), the block-scaled precisions (mxfp8, nvfp4) with and without quantized
+# weights and bf16 layers.
 cases=(
   "dense_tp_pp_vp_sp|megatron|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
-  "dense_tp_pp_vp_sp|nemo|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
+  "dense_tp_pp_vp_sp|nemo|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128 --main-grad fp32"
   "cp_allgather_full|megatron|-m llama3-8b -c dgx-h100 -g 16 --seq 32768 --cp 4 --cp-algo all-gather -t 2 --sp -z 1 -B 16 -r full"
   "moe_ep_etp|megatron|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096"
-  "moe_ep_etp|nemo|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096"
+  "moe_ep_etp|nemo|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096 --main-grad fp32"
   "moe_deepep|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch deepep"
-  "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
+  "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64 --main-grad fp32"
   "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
-  "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full"
+  "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full --main-grad fp32"
   "interleaved_uneven|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 3 -z 1 -B 64"
   "chunks_fp8_delayed|megatron|-m llama3-8b -c dgx-h100 -g 16 -p 2 --vpp 2 --layers-per-chunk 7,9,9,7 -t 2 --sp -z 1 -B 64 -P fp8"
   "hsdp_pp_fp8|torchtitan|-m llama3-8b -c dgx-h100 -g 64 -t 2 --sp -p 2 -z 3 --shard-group 8 --grad-accum full --main-grad fp32 -P fp8 --fp8-recipe current -B 128"
@@ -74,12 +75,19 @@ cases=(
   "zero3_offload|deepspeed|-m llama3-8b -c dgx-h100 -g 16 -z 3 --offload-optimizer cpu --offload-params cpu -B 64 --main-grad fp32"
   "zero2_fp16|deepspeed|-m gpt2-350m -c dgx-a100 -g 8 -z 2 -P fp16 -b 4 -B 64"
   "fp8_params_qk_norm|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
-  "fp8_params_qk_norm|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
+  "fp8_params_qk_norm_bf16|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params --bf16-layers-start 1 --bf16-layers-end 1 --main-grad fp32"
   "recompute_block|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
-  "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3"
+  "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3 --main-grad fp32"
   "cuda_graph_moe|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
-  "cuda_graph_moe|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
+  "cuda_graph_moe|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers --main-grad fp32"
   "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
+  "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
+  "mxfp8_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --bf16-layers-start 1 --bf16-layers-end 2"
+  "mxfp8_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --main-grad fp32"
+  "mxfp8_fsdp_bf16|torchtitan|-m llama3-8b -c dgx-b200 -g 16 -z 3 --main-grad fp32 -B 64 -P mxfp8 --bf16-layers-start 1 --bf16-layers-end 2"
+  "nvfp4|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P nvfp4"
+  "nvfp4_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --bf16-layers-start 1 --bf16-layers-end 4"
+  "nvfp4_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --main-grad fp32"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name fw flags <<<"$c"
@@ -114,6 +122,15 @@ refuses nemo "cannot run reshard_after_forward false" "${base[@]}" -z 3 --no-res
 refuses megatron "cannot run grad_accum full with ZeRO-2/3" "${base[@]}" -z 3 --grad-accum full
 refuses megatron "cannot run offload" "${base[@]}" -z 2 --offload-optimizer cpu
 refuses nemo "cannot run precision fp32" "${base[@]}" -P fp32
+# Megatron-Bridge's precision recipe fixes the quantized weights, the bf16 layers and the gradients' dtype, over any
+# override
+refuses nemo "cannot run main_grad param with precision bf16" "${base[@]}" -z 1
+refuses nemo "cannot run main_grad fp32 with precision fp16" -m gpt2-350m -c dgx-a100 -g 8 -z 1 -P fp16 -B 64 --main-grad fp32
+refuses nemo "cannot run fp8_recipe current without fp8_params" "${base[@]}" -z 1 -P fp8 --fp8-recipe current \
+  --bf16-layers-start 1 --bf16-layers-end 1
+refuses nemo "cannot run bf16_layers_start/end with fp8_recipe current" "${base[@]}" -z 1 -P fp8 --fp8-recipe current \
+  --fp8-params
+refuses nemo "cannot run fp8_recipe blockwise with fp8_params" "${base[@]}" -z 1 -P fp8 --fp8-recipe blockwise --fp8-params
 refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
@@ -126,6 +143,22 @@ refuses torchtitan "cannot run cuda_graph layers" "${base[@]}" -z 3 --main-grad 
 refuses deepspeed "cannot run cuda_graph layers" "${base[@]}" -z 2 --cuda-graph layers
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2
 refuses deepspeed "cannot run precision fp8" "${base[@]}" -z 2 -P fp8
+# the block-scaled precisions: what each framework cannot run of them
+bw=(-m llama3-8b -c dgx-b200 -g 16 -B 64)
+refuses megatron "cannot run fp8_params without ZeRO" "${bw[@]}" -z 0 -P nvfp4 --fp8-params
+refuses megatron "cannot run fp8_params without ZeRO" "${base[@]}" -z 0 -P fp8 --fp8-recipe current --fp8-params
+refuses megatron "cannot run fp8_params in nvfp4 with ZeRO-2/3" "${bw[@]}" -z 2 -P nvfp4 --fp8-params
+refuses nemo "cannot run precision mxfp8 without fp8_params" "${bw[@]}" -z 1 -P mxfp8
+refuses nemo "cannot run precision nvfp4 without fp8_params" "${bw[@]}" -z 1 -P nvfp4
+refuses nemo "cannot run bf16_layers_start/end" "${bw[@]}" -z 1 -P nvfp4 --fp8-params --bf16-layers-end 2
+refuses nemo "cannot run fp8_base fp32" "${bw[@]}" -z 1 -P mxfp8 --fp8-base fp32
+refuses torchtitan "cannot run precision nvfp4" "${bw[@]}" -z 3 --main-grad fp32 -P nvfp4
+refuses torchtitan "cannot run precision mxfp8 with overlap tp" "${bw[@]}" -z 3 --main-grad fp32 -P mxfp8 -t 2 --sp \
+  --overlap dp,zero,pp,tp-bwd,tp
+refuses torchtitan "cannot run precision mxfp8 with experts" -m mixtral-8x7b -c dgx-b200 -g 32 --ep 4 -z 3 --main-grad fp32 \
+  -B 64 --seq 4096 -P mxfp8
+refuses deepspeed "cannot run precision mxfp8" "${bw[@]}" -z 2 -P mxfp8
+refuses deepspeed "cannot run precision nvfp4" "${bw[@]}" -z 2 -P nvfp4
 refuses deepspeed "cannot run shard_group with ZeRO-1/2" "${base[@]}" -z 2 --shard-group 8
 # usage
 err=$("$px" export "${base[@]}" 2>&1); [ $? -eq 2 ] && echo "$err" | grep -q -- "--to is required" || fail "no --to: $err"
@@ -137,7 +170,7 @@ err=$("$px" export -f "$tmp/none.json" --to megatron 2>&1); [ $? -eq 2 ] && echo
 "$px" --help | grep -q "^  export " || fail "export not in parallax --help"
 
 # sweep --runnable-by: every plan it ranks exports (the same rule), and it says how many it left out
-for fw in torchtitan deepspeed megatron; do
+for fw in torchtitan deepspeed megatron nemo; do
   "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by "$fw" -k 3 --json >"$tmp/rb.json" || fail "sweep --runnable-by $fw"
   jq -e --arg fw "$fw" '.question.runnable_by == $fw and .counts.not_runnable > 0 and (.plans | length) > 3' "$tmp/rb.json" >/dev/null ||
     fail "sweep --runnable-by $fw: $(jq -c '.question.runnable_by, .counts' "$tmp/rb.json")"
@@ -146,6 +179,19 @@ for fw in torchtitan deepspeed megatron; do
     # shellcheck disable=SC2086
     "$px" export -m llama3-8b -c dgx-h100 -g 8 $flags --to "$fw" >/dev/null 2>"$tmp/rb.err" ||
       fail "sweep --runnable-by $fw ranked a plan export refuses: $flags: $(cat "$tmp/rb.err")"
+  done <"$tmp/rb.flags"
+done
+# Megatron-Bridge: a fixed block-scaled precision brings its recipe's quantized weights, and every plan exports
+for pr in nvfp4 mxfp8; do
+  "$px" sweep -m llama3-8b -c dgx-b200 -g 8 -B 32 --runnable-by nemo -P "$pr" -k 3 --json >"$tmp/rb.json" ||
+    fail "sweep --runnable-by nemo -P $pr"
+  jq -e '(.plans | length) > 3 and all(.plans[]; .flags | test("--fp8-params"))' "$tmp/rb.json" >/dev/null ||
+    fail "sweep --runnable-by nemo -P $pr: $(jq -c '.counts, [.plans[:2][].flags]' "$tmp/rb.json")"
+  jq -r '.plans[:4][].flags' "$tmp/rb.json" >"$tmp/rb.flags"
+  while read -r flags; do
+    # shellcheck disable=SC2086
+    "$px" export -m llama3-8b -c dgx-b200 -g 8 $flags --to nemo >/dev/null 2>"$tmp/rb.err" ||
+      fail "sweep --runnable-by nemo ranked a plan export refuses: $flags: $(cat "$tmp/rb.err")"
   done <"$tmp/rb.flags"
 done
 "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by deepspeed -k 3 >"$tmp/rb.txt" || fail "sweep --runnable-by table"
