@@ -15,6 +15,10 @@ grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
 # the header says which precisions were searched and what MFU is over
 grep -q "^  precisions searched: bf16, fp8; MFU over the bf16 dense peak (989 TFLOP/s)" "$tmp/table.txt" ||
   fail "sweep header: $(sed -n 2p "$tmp/table.txt")"
+# on a GPU with block-scaled tensor cores it says how to search mxfp8 and nvfp4 (on request only)
+"$px" sweep -m tiny -c dgx-b200 -g 8 -B 16 -k 1 >"$tmp/b200.txt" || fail "sweep on dgx-b200"
+grep -q "^  precisions searched: bf16, fp8 (mxfp8 and nvfp4, which this GPU runs, when --precision names one);" \
+  "$tmp/b200.txt" || fail "sweep header on B200: $(sed -n 2p "$tmp/b200.txt")"
 # progress on stderr without a terminal: a line every interval (PX_PROGRESS_INTERVAL_S; 5 s by default)
 grep -qE '^parallax sweep: [0-9]+ of [0-9]+ plans checked, [0-9]+ simulated' "$tmp/progress.txt" ||
   fail "no progress lines without a terminal: $(head -3 "$tmp/progress.txt")"
