@@ -142,8 +142,8 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
    * NVFP4 path, megatron/core/distributed/fsdp) */
   if (p->fp8_params > 0 && p->zero == 0)
     return refuse(err, fw, "fp8_params without ZeRO",
-                  "Megatron-LM keeps quantized weights (--fp8-param-gather, --fp4-param-gather) with its distributed "
-                  "optimizer or Megatron-FSDP only",
+                  "Megatron-LM keeps quantized weights (DistributedDataParallelConfig's fp8_param_gather, "
+                  "fp4_param_gather) with its distributed optimizer or Megatron-FSDP only",
                   "zero 1");
   if (p->fp8_params > 0 && p->precision == PX_PREC_NVFP4 && p->zero >= 2)
     return refuse(err, fw, "fp8_params in nvfp4 with ZeRO-2/3",
@@ -388,17 +388,28 @@ static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) 
   va_end(ap);
 }
 
-/* A setting of Megatron-Core's TransformerConfig, in both: Megatron-LM builds its arguments from those fields
- * (megatron/training/arguments.py, ArgumentGroupFactory: the field's name, '-' for '_'), Megatron-Bridge's key is
- * model.FIELD. k: the Bridge key. */
+/* Megatron-LM's argument for a field of a Megatron-Core config (TransformerConfig, DistributedDataParallelConfig;
+ * k: the Bridge key, model.FIELD or ddp.FIELD): arguments.py builds it from the field's name, '-' for '_'
+ * (ArgumentGroupFactory; the DDP fields' hand-written arguments follow the same rule), but for the few whose
+ * argparse_meta arg_names rename them (megatron/core/transformer/transformer_config.py at d98e8a6). */
+static void mcore_arg(const char *k, char *cli, size_t cap) {
+  static const struct {
+    const char *field, *arg;
+  } renamed[] = {{"fp8", "fp8-format"}, {"fp4", "fp4-format"}, {"fp4_param", "fp4-param-gather"}};
+  const char *f = strrchr(k, '.') ? strrchr(k, '.') + 1 : k;
+  for (size_t i = 0; i < sizeof renamed / sizeof renamed[0]; i++)
+    if (!strcmp(f, renamed[i].field)) f = renamed[i].arg;
+  size_t n = 0;
+  cli[n++] = '-', cli[n++] = '-';
+  for (; *f && n + 1 < cap; f++) cli[n++] = *f == '_' ? '-' : *f;
+  cli[n] = '\0';
+}
+
+/* A setting of a Megatron-Core config, in both: Megatron-LM's argument (mcore_arg), Megatron-Bridge's key k. */
 static void config(emit *e, const char *k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void config(emit *e, const char *k, const char *fmt, ...) {
   char cli[96];
-  const char *f = strrchr(k, '.') ? strrchr(k, '.') + 1 : k;
-  size_t n = 0;
-  cli[n++] = '-', cli[n++] = '-';
-  for (; *f && n + 1 < sizeof cli; f++) cli[n++] = *f == '_' ? '-' : *f;
-  cli[n] = '\0';
+  mcore_arg(k, cli, sizeof cli);
   va_list ap;
   va_start(ap, fmt);
   vline(e, e->fw == PX_FW_NEMO ? k : cli, fmt, ap);
@@ -582,8 +593,8 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     if (fp16) arg(e, "--fp16", NULL);
     if (p->precision == PX_PREC_FP8) {
       static const char *const recipe[PX_FP8_RECIPE_COUNT] = {"delayed", "tensorwise", "blockwise"};
-      arg(e, "--fp8-format", "%s", p->fp8_recipe == PX_FP8_BLOCKWISE ? "e4m3" : "hybrid");
-      arg(e, "--fp8-recipe", "%s", recipe[p->fp8_recipe]);
+      config(e, "model.fp8", "%s", p->fp8_recipe == PX_FP8_BLOCKWISE ? "e4m3" : "hybrid");
+      config(e, "model.fp8_recipe", "%s", recipe[p->fp8_recipe]);
       if (p->fp8_recipe == PX_FP8_DELAYED) {
         arg(e, "--fp8-amax-history-len", "%d", PX_FP8_AMAX_HISTORY);
         arg(e, "--fp8-amax-compute-algo", "max");
@@ -592,17 +603,22 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     /* Transformer Engine's MXFP8BlockScaling (E4M3 gradients too) and NVFP4BlockScaling (megatron/core/fp8_utils.py,
      * fp4_utils.py at cd4afffa) */
     if (p->precision == PX_PREC_MXFP8) {
-      arg(e, "--fp8-format", "e4m3");
-      arg(e, "--fp8-recipe", "mxfp8");
+      config(e, "model.fp8", "e4m3");
+      config(e, "model.fp8_recipe", "mxfp8");
     }
     if (p->precision == PX_PREC_NVFP4) {
-      arg(e, "--fp4-format", "e2m1");
-      arg(e, "--fp4-recipe", "nvfp4");
+      config(e, "model.fp4", "e2m1");
+      config(e, "model.fp4_recipe", "nvfp4");
     }
     if (p->fp8_params > 0) { /* Transformer Engine's primary quantized weights, gathered as such (mxfp8's in bf16
                                 through the gradient buffer: px_parallel_param_gather_bytes) */
-      arg(e, p->precision == PX_PREC_NVFP4 ? "--fp4-param-gather" : "--fp8-param-gather", NULL);
-      if (p->precision == PX_PREC_MXFP8) arg(e, "--reuse-grad-buf-for-mxfp8-param-ag", NULL);
+      char cli[96];
+      mcore_arg(p->precision == PX_PREC_NVFP4 ? "ddp.fp4_param_gather" : "ddp.fp8_param_gather", cli, sizeof cli);
+      arg(e, cli, NULL);
+      if (p->precision == PX_PREC_MXFP8) {
+        mcore_arg("ddp.reuse_grad_buf_for_mxfp8_param_ag", cli, sizeof cli);
+        arg(e, cli, NULL);
+      }
     }
   }
   if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* TransformerConfig's fields, both counts (each

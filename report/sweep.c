@@ -11,6 +11,7 @@
 #include "core/fmt.h"
 #include "core/json.h"
 #include "plan/lora.h"
+#include "report/flags.h"
 #include "report/html.h"
 #include "report/plan.h"
 #include "report/plotdata.h"
@@ -296,9 +297,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     fputs("  precisions searched:", out);
     for (int p = 0, k = 0; p < PX_PREC_COUNT; p++)
       if (precs >> p & 1) fprintf(out, "%s %s", k++ ? "," : "", px_precision_names[p]);
-    if (f->precision >= 0) fputs(" (fixed by --precision)", out);
+    char flag[32];
+    px_report_field_flag("precision", strlen("precision"), flag, sizeof flag);
+    if (f->precision >= 0) fprintf(out, " (fixed by --%s)", flag);
     else if (px_gpu_block_scaled(&c->gpu)) /* searched on request only: their numerics are the user's call */
-      fputs(" (mxfp8 and nvfp4, which this GPU runs, when --precision names one)", out);
+      fprintf(out, " (mxfp8 and nvfp4, which this GPU runs, when --%s names one)", flag);
     if (r->n > 0) { /* the peak MFU is over: the cluster's, whatever the plan (px_sim_mfu) */
       int peak = r->entries[0].sim.mfu_peak_dtype;
       fprintf(out, "; MFU over the %s dense peak (%.0f TFLOP/s) whatever the plan's precision", px_dtype_names[peak],
