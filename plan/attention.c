@@ -30,6 +30,15 @@ static void attention_core(px_bld *b, const px_dims *d, const px_layer_slots *L,
     px_bld_dropout(b, d, ph, R(L->probs_drop, 0), R(L->attn_mask, 0), R(L->probs, 0), NOREF, d->HQ, d->S, d->S, 1, 0);
 }
 
+/* The probabilities' product with the values into ctx. */
+static void attention_context(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref ctx) {
+  px_op *o = px_bld_op(b, PX_OP_ATTN_CONTEXT, PX_STREAM_COMPUTE, ph);
+  o->in[0] = R(L->probs_drop, 0), o->in[1] = R(L->v, 0);
+  o->out[0] = ctx;
+  o->dim[0] = d->B, o->dim[1] = d->S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  px_bld_gemm_cost(o, (double)d->S, (double)d->D, (double)d->S, (double)(d->B * d->HQ), (double)d->e, (double)d->e);
+}
+
 /* ---- multi-head latent attention (DeepSeek-V2/V3) ----
  *
  * The queries from a low-rank latent (q_down to q_lora_rank, its RMSNorm,
@@ -327,7 +336,14 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
                                px_ref dq, px_ref dk, px_ref dv) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S;
-  if (rc == PX_RECOMPUTE_SELECTIVE) attention_core(b, d, L, PX_PHASE_RECOMPUTE);
+  /* Megatron's selective recomputation checkpoints the whole core attention (Korthikanti et al. 2022, Section 5
+   * and Appendix A's FLOPs; Megatron-Core's _checkpointed_attention_forward): the product with the values is
+   * redone too, its output a scratch tensor the backward does not read */
+  if (rc == PX_RECOMPUTE_SELECTIVE) {
+    attention_core(b, d, L, PX_PHASE_RECOMPUTE);
+    attention_context(b, d, L, PX_PHASE_RECOMPUTE,
+                      R(px_bld_slot(p, "ctx_recompute", PX_SLOT_WORKSPACE, d->act, B, S, d->HQ, d->Dv), 0));
+  }
   px_ref dprobs_drop = R(px_bld_grad_slot(p, L->probs_drop), 0);
   px_op *o = px_bld_op(b, PX_OP_ATTN_CONTEXT_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = dctx, o->in[1] = R(L->probs_drop, 0), o->in[2] = R(L->v, 0);
@@ -382,11 +398,7 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
     flash_forward(b, d, L, ph);
   } else {
     attention_core(b, d, L, ph);
-    px_op *o = px_bld_op(b, PX_OP_ATTN_CONTEXT, PX_STREAM_COMPUTE, ph);
-    o->in[0] = R(L->probs_drop, 0), o->in[1] = R(L->v, 0);
-    o->out[0] = R(L->ctx, 0);
-    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    px_bld_gemm_cost(o, (double)S, (double)d->D, (double)S, (double)(B * d->HQ), (double)d->e, (double)d->e);
+    attention_context(b, d, L, ph, R(L->ctx, 0));
   }
 }
 
