@@ -135,8 +135,8 @@ static const px_opt opts[] = {
      "pp 1: the activations the model's first N layers keep for the backward copied to host memory during the "
      "forward and back before the backward, at most layers - N layers' on the GPU (Megatron-Core's "
      "cpu_offloading_num_layers; N <= layers - 2; 0 default)"},
-    {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,tp-bwd,all,none"},
-    {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,tp-bwd,all"},
+    {"overlap", required_argument, OPT_OVERLAP, PX_OPT_PLAN, "LIST", "overlap these: dp,zero,pp,tp,tp-bwd,ep,all,none (all: every one but ep; ep: a MoE layer's token exchanges behind another micro-batch's compute, Megatron-Core's combined 1F1B, e.g. all,ep)"},
+    {"no-overlap", required_argument, OPT_NO_OVERLAP, PX_OPT_PLAN, "LIST", "expose these: dp,zero,pp,tp,tp-bwd,ep,all"},
     {"plan", required_argument, 'f', PX_OPT_PLAN, "FILE", "read model, cluster and choices from a plan file"},
     {"save-plan", required_argument, 'o', PX_OPT_PLAN, "FILE", "write the resolved plan file"},
     {"graph", required_argument, 'G', PX_OPT_GRAPH, "FILE", "write the op graph as JSON"},

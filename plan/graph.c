@@ -95,6 +95,7 @@ static const uint8_t layer_bits[PX_BLOCK_KIND_COUNT] = {
 static unsigned bits_of(px_block_kind kind) { return kind < PX_BLOCK_KIND_COUNT ? layer_bits[kind] : 0; }
 bool px_block_is_layer_fwd(px_block_kind kind) { return bits_of(kind) & LK_FWD; }
 bool px_block_is_moe_fwd(px_block_kind kind) { return (bits_of(kind) & (LK_FWD | LK_MOE)) == (LK_FWD | LK_MOE); }
+bool px_block_is_moe(px_block_kind kind) { return bits_of(kind) & LK_MOE; }
 bool px_block_is_layer_bwd(px_block_kind kind) { return bits_of(kind) & LK_BWD; }
 bool px_block_is_layer_w(px_block_kind kind) { return bits_of(kind) & LK_W; }
 bool px_block_is_bf16(px_block_kind kind) { return bits_of(kind) & LK_BF16; }

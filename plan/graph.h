@@ -341,8 +341,9 @@ bool px_block_is_bwd(px_block_kind kind);
 /* A transformer layer's forward or backward, dense or mixture of experts, windowed or not, kept or not. */
 bool px_block_is_layer_fwd(px_block_kind kind);
 bool px_block_is_layer_bwd(px_block_kind kind);
-/* A mixture-of-experts layer's forward. */
+/* A mixture-of-experts layer's forward; its forward, backward or W. */
 bool px_block_is_moe_fwd(px_block_kind kind);
+bool px_block_is_moe(px_block_kind kind);
 /* A zero-bubble schedule's W block, of either precision. */
 bool px_block_is_layer_w(px_block_kind kind);
 /* The block of a layer kept in the compute dtype under a quantized precision. */
@@ -392,6 +393,8 @@ typedef struct {
 enum {
   PX_INSTF_RESHARD = 1 << 0, /* ZeRO-3: the gathered parameters of the block's units
                                 [unit, unit + units) are freed after it */
+  PX_INSTF_MERGED = 1 << 1,  /* EP overlap: a MoE layer's forward run merged with the backward instance after it on
+                                the compute stream, their token exchanges behind each other's compute (combined 1F1B) */
 };
 
 /* Parameter units: the granularity of DP reduction, ZeRO sharding and

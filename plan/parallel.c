@@ -14,7 +14,7 @@ PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved",
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
 PX_NAME_TABLE(px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT, "uniform", "block");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4");
-PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd");
+PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd", "ep");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
@@ -458,6 +458,17 @@ static bool block_recipe(vctx *x) { return px_precision_block_scaled(x->p->preci
 static bool block_scaled(vctx *x) {
   return px_precision_block_scaled(x->p->precision) && !px_gpu_block_scaled(&x->c->gpu);
 }
+/* EP overlap (Megatron-Core's overlap_moe_expert_parallel_comm and its asserts, transformer_config.py at d98e8a6) */
+static bool ep_overlap(const vctx *x) { return x->p->overlap > 0 && (x->p->overlap & PX_OVERLAP_EP); }
+static bool ep_overlap_ep(vctx *x) { return ep_overlap(x) && (x->m->experts == 0 || x->p->ep < 2); }
+static bool ep_overlap_dispatch(vctx *x) { return ep_overlap(x) && x->p->moe_dispatch == PX_MOE_ALLGATHER; }
+static bool ep_overlap_recompute(vctx *x) { return ep_overlap(x) && x->p->recompute == PX_RECOMPUTE_FULL; }
+static bool ep_overlap_schedule(vctx *x) {
+  const px_parallel *p = x->p;
+  return ep_overlap(x) && !(p->schedule == PX_SCHED_INTERLEAVED || (p->schedule == PX_SCHED_1F1B && p->pp == 1));
+}
+static bool ep_overlap_zero3(vctx *x) { return ep_overlap(x) && x->p->zero == 3; }
+static bool ep_overlap_offload(vctx *x) { return ep_overlap(x) && x->p->offload_act_layers > 0; }
 static bool fp8_params_range(vctx *x) { return x->p->fp8_params < 0 || x->p->fp8_params > 1; }
 static bool fp8_params_precision(vctx *x) {
   return x->p->fp8_params && (!px_precision_quantized(x->p->precision) || x->p->fp8_base != PX_FP8_BASE_BF16);
@@ -637,6 +648,18 @@ static const px_rule rules[] = {
     {block_scaled, "{cluster}: the {gpu} has no block-scaled tensor cores for {precision} (MXFP8 and NVFP4 GEMMs are "
                    "Blackwell's: a GPU with gpu.peak_tflops.fp4) (hint: `precision` fp8)"},
     {block_recipe, "`fp8_recipe` chooses fp8's scaling; {precision} scales its own blocks (hint: drop `fp8_recipe`)"},
+    {ep_overlap_ep, "`overlap` ep hides a MoE layer's token exchanges over expert parallelism: it needs a model with "
+                    "experts and `ep` 2 or more (Megatron-Core refuses it otherwise)"},
+    {ep_overlap_dispatch, "`overlap` ep overlaps the all-to-all or DeepEP dispatcher's exchanges, not `moe_dispatch` "
+                          "allgather (Megatron-Core: alltoall or flex) (hint: `moe_dispatch` a2a)"},
+    {ep_overlap_recompute, "`overlap` ep with `recompute` full: Megatron-Core refuses full recomputation with EP "
+                           "overlap (hint: `recompute` none or selective)"},
+    {ep_overlap_schedule, "`overlap` ep merges each steady-state forward with a backward: it needs `schedule` "
+                          "interleaved, or 1f1b with pp 1 (Megatron-Core: virtual pipeline stages when pp > 1), "
+                          "not `schedule` {schedule} at pp {pp}"},
+    {ep_overlap_zero3, "`overlap` ep with `zero` 3: ZeRO-3's gathers around merged forward and backward layers are "
+                       "not planned (hint: `zero` 1 or 2)"},
+    {ep_overlap_offload, "`overlap` ep with `offload_activations`: not planned (hint: drop one)"},
     {fp8_params_range, "`fp8_params` is not set"},
     {fp8_params_precision, "`fp8_params` holds the quantized GEMMs' weights in their format in place of their bf16 "
                            "copy: it needs `precision` fp8, mxfp8 or nvfp4 with `fp8_base` bf16"},
@@ -891,7 +914,7 @@ px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
     for (int i = 0; i < PX_OVERLAP_BITS && bit < 0; i++)
       if (strlen(px_overlap_names[i]) == n && !strncmp(p, px_overlap_names[i], n)) bit = 1 << i;
     if (bit < 0)
-      return px_err_set(err, PX_ERR_INPUT, "overlap '%.*s' is not one of dp, zero, pp, tp, tp-bwd, all, none", (int)n,
+      return px_err_set(err, PX_ERR_INPUT, "overlap '%.*s' is not one of dp, zero, pp, tp, tp-bwd, ep, all, none", (int)n,
                         p);
     if (bit & PX_OVERLAP_TP) bit |= PX_OVERLAP_TP_BWD; /* all TP overlap includes the backward's */
     out |= bit;

@@ -142,7 +142,8 @@ extern const char *const px_base_precision_names[PX_BASE_COUNT];
  * Megatron-Core: DP (--overlap-grad-reduce), ZeRO's gathers
  * (--overlap-param-gather), PP, and the backward TP overlap its column-
  * parallel linear layers always run (tp-bwd, see px_plan_op_overlapped);
- * every TP collective (tp) only with --tp-comm-overlap. */
+ * every TP collective (tp) only with --tp-comm-overlap; the MoE exchanges (ep) only with
+ * --overlap-moe-expert-parallel-comm. */
 enum {
   PX_OVERLAP_DP = 1 << 0,    /* gradient reduction in buckets during backward */
   PX_OVERLAP_ZERO = 1 << 1,  /* ZeRO-3 prefetch of the next layer, ZeRO-1/2 gather with next step's forward */
@@ -153,7 +154,11 @@ enum {
   PX_OVERLAP_TP_BWD = 1 << 4, /* a backward column-parallel linear's TP collectives: its input gradient's all-reduce
                                  (reduce-scatter with SP) beside the weight-gradient GEMM, with SP the all-gather of
                                  its saved input beside the data-gradient GEMM (Megatron-Core's default) */
-  PX_OVERLAP_BITS = 5,
+  PX_OVERLAP_EP = 1 << 5,    /* a MoE layer's token exchanges (dispatch, combine) hidden behind another micro-batch's
+                                compute: Megatron-Core's overlap_moe_expert_parallel_comm, which runs each steady-state
+                                forward merged layer by layer with a backward (its combined 1F1B schedule, one more
+                                forward in the warm-up); not in `all` (a schedule with its own rules and memory) */
+  PX_OVERLAP_BITS = 6,
   PX_OVERLAP_DEFAULT = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP_BWD,
   PX_OVERLAP_ALL = PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP | PX_OVERLAP_TP | PX_OVERLAP_TP_BWD,
 };

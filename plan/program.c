@@ -109,10 +109,17 @@ static int64_t schedule_stage(const px_parallel *par, int64_t m, int64_t s, sche
     for (int64_t i = 0; i < m; i++) out[n++] = SCHED_B(i);
     return n;
   }
+  /* EP overlap (Megatron-Core's combined 1F1B): one more forward in the warm-up, so that each steady-state
+   * forward and the backward run with it are of different micro-batches, merged layer by layer (emit_merged) */
+  int64_t merge = par->overlap > 0 && (par->overlap & PX_OVERLAP_EP) ? 1 : 0;
   if (par->schedule == PX_SCHED_1F1B) {
-    int64_t warm = pp - s - 1 < m ? pp - s - 1 : m;
+    int64_t warm = pp - s - 1 + merge < m ? pp - s - 1 + merge : m;
     for (int64_t i = 0; i < warm; i++) out[n++] = SCHED_F(i);
-    for (int64_t i = 0; i < m - warm; i++) out[n++] = SCHED_F(warm + i), out[n++] = SCHED_B(i);
+    for (int64_t i = 0; i < m - warm; i++) {
+      out[n] = SCHED_F(warm + i);
+      out[n++].pair = merge > 0;
+      out[n++] = SCHED_B(i);
+    }
     for (int64_t i = m - warm; i < m; i++) out[n++] = SCHED_B(i);
     return n;
   }
@@ -138,6 +145,7 @@ static int64_t schedule_stage(const px_parallel *par, int64_t m, int64_t s, sche
   }
   int64_t warm = (pp - s - 1) * 2 + (v - 1) * g;
   if (m == pp || warm > total) warm = total;
+  if (merge && warm < total) warm++; /* schedules.py: num_warmup_microbatches + 1 with overlap_moe_expert_parallel_comm */
 #define FWD(k) ((sched_unit){false, false, false, tab_mb[k], tab_ch[k]})
 #define BWD(k) ((sched_unit){true, false, false, tab_mb[k], (int32_t)(v - 1 - tab_ch[k])})
   for (int64_t k = 0; k < warm; k++) out[n++] = FWD(k);
@@ -449,6 +457,7 @@ typedef struct {
   int64_t stage;
   inst_list il;
   blk_ref *blocks;        /* (L + 2) scratch: the blocks of one entry */
+  blk_ref *blocks_b;      /* (L + 2) scratch: the backward's of a merged pair (emit_merged) */
   px_block_kind *kinds;   /* (L + 2) scratch: their kinds */
   blk_ref *seq;           /* ZeRO-3: every compute block of the stage in emission order (nseq) */
   bool *seq_gather;       /* (nseq) the block's unit must be gathered for it (it is not resident) */
@@ -671,28 +680,58 @@ static void offload_after(emitter *e, const blk_ref *b, bool bwd, int32_t idx) {
   dep_push(&e->il, idx);
 }
 
-/* The compute blocks of one schedule entry (with ZeRO-3 gathers and
- * gradient reductions around them); the first waits for `wait`. In the
- * backward each unit is reduced as soon as the last of its blocks in the
- * entry is done. */
-static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t wait) {
-  px_plan *p = e->p;
+/* Block i of schedule entry k's blocks bl[0, nb) (with ZeRO-3 gathers and gradient reductions around it): its
+ * instance. In the backward each unit is reduced as soon as the last of its blocks in the entry is done. */
+static int32_t emit_block(emitter *e, const sched_unit *sched, int64_t k, const blk_ref *bl, int nb, int i,
+                          int32_t wait) {
   sched_unit u = sched[k];
-  int nb = entry_blocks(p, e->stage, u, e->blocks, e->kinds);
-  for (int i = 0; i < nb; i++) {
-    int32_t copy = offload_before(e, &e->blocks[i], u.bwd);
-    int32_t idx = compute(e, &e->blocks[i], u.bwd ? PX_PHASE_BWD : PX_PHASE_FWD, i == 0 ? wait : -1);
-    dep_push(&e->il, copy);
-    offload_after(e, &e->blocks[i], u.bwd, idx);
-    if (!u.bwd) continue;
-    for (int32_t unit = unit_of(e, e->blocks[i].gid); unit <= unit_last(e, e->blocks[i].gid); unit++) {
-      bool later = false;
-      for (int j = i + 1; j < nb && !later; j++)
-        later = unit_of(e, e->blocks[j].gid) <= unit && unit <= unit_last(e, e->blocks[j].gid);
-      if (!later) unit_done(e, unit, (int32_t)k, u.mb, idx);
-    }
+  int32_t copy = offload_before(e, &bl[i], u.bwd);
+  int32_t idx = compute(e, &bl[i], u.bwd ? PX_PHASE_BWD : PX_PHASE_FWD, wait);
+  dep_push(&e->il, copy);
+  offload_after(e, &bl[i], u.bwd, idx);
+  for (int32_t unit = unit_of(e, bl[i].gid); u.bwd && unit <= unit_last(e, bl[i].gid); unit++) {
+    bool later = false;
+    for (int j = i + 1; j < nb && !later; j++) later = unit_of(e, bl[j].gid) <= unit && unit <= unit_last(e, bl[j].gid);
+    if (!later) unit_done(e, unit, (int32_t)k, u.mb, idx);
   }
-  if (u.bwd && px_parallel_reduce_per_mb(&p->par)) flush_syncs(e, u.mb);
+  return idx;
+}
+
+/* The compute blocks of one schedule entry; the first waits for `wait`. */
+static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t wait) {
+  int nb = entry_blocks(e->p, e->stage, sched[k], e->blocks, e->kinds);
+  for (int i = 0; i < nb; i++) emit_block(e, sched, k, e->blocks, nb, i, i == 0 ? wait : -1);
+  if (sched[k].bwd && px_parallel_reduce_per_mb(&e->p->par)) flush_syncs(e, sched[k].mb);
+}
+
+/* EP overlap: a steady-state forward (entry k) and backward (k + 1) merged as Megatron-Core's combined 1F1B runs
+ * them (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run, at d98e8a6): the forward's embedding,
+ * the backward's head, then forward layer i beside the backward's i-th (each such pair of a MoE layer run as one,
+ * PX_INSTF_MERGED on the forward's instance), the backward's remaining layers, the forward's, its head, the
+ * backward's embedding. Their receives wait_f, wait_b; last_f, last_b: each entry's last instance. */
+static void emit_merged(emitter *e, const sched_unit *sched, int64_t k, int32_t wait_f, int32_t wait_b,
+                        int32_t *last_f, int32_t *last_b) {
+  blk_ref *fb = e->blocks, *bb = e->blocks_b;
+  int nf = entry_blocks(e->p, e->stage, sched[k], fb, e->kinds), nb = entry_blocks(e->p, e->stage, sched[k + 1], bb, e->kinds);
+  int fi = 0, bi = 0;
+#define LAYER(b) (px_block_is_layer_fwd((b).kind) || px_block_is_layer_bwd((b).kind))
+#define EMIT_F() (*last_f = emit_block(e, sched, k, fb, nf, fi, fi == 0 ? wait_f : -1), fi++)
+#define EMIT_B() (*last_b = emit_block(e, sched, k + 1, bb, nb, bi, bi == 0 ? wait_b : -1), bi++)
+  if (fi < nf && !LAYER(fb[fi])) EMIT_F(); /* the embedding */
+  if (bi < nb && !LAYER(bb[bi])) EMIT_B(); /* the head */
+  while (fi < nf && bi < nb && LAYER(fb[fi]) && LAYER(bb[bi])) {
+    bool moe = px_block_is_moe(fb[fi].kind) || px_block_is_moe(bb[bi].kind);
+    EMIT_F();
+    if (moe && *last_f >= 0) e->il.v[*last_f].flags |= PX_INSTF_MERGED;
+    EMIT_B();
+  }
+  while (bi < nb && LAYER(bb[bi])) EMIT_B();
+  while (fi < nf) EMIT_F();
+  while (bi < nb) EMIT_B();
+#undef LAYER
+#undef EMIT_F
+#undef EMIT_B
+  if (px_parallel_reduce_per_mb(&e->p->par)) flush_syncs(e, sched[k + 1].mb);
 }
 
 /* ZeRO-3: which blocks of the stage gather their units (kept by the
@@ -782,11 +821,12 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   e.last_bwd_k = px_calloc((size_t)nu * (size_t)m, sizeof *e.last_bwd_k, err);
   e.pending_sync = px_calloc((size_t)nu, sizeof *e.pending_sync, err);
   e.blocks = px_calloc((size_t)L + 2, sizeof *e.blocks, err);
+  e.blocks_b = px_calloc((size_t)L + 2, sizeof *e.blocks_b, err);
   e.kinds = px_calloc((size_t)L + 2, sizeof *e.kinds, err);
   e.act_fwd = px_calloc((size_t)L + 1, sizeof *e.act_fwd, err);
   e.act_copy = px_calloc((size_t)L + 1, sizeof *e.act_copy, err);
   if (!e.act_fwd || !e.act_copy || !e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen ||
-      !e.last_bwd_k || !e.pending_sync || !e.blocks || !e.kinds) {
+      !e.last_bwd_k || !e.pending_sync || !e.blocks || !e.blocks_b || !e.kinds) {
     st = PX_ERR_RUNTIME;
     goto done;
   }
@@ -866,6 +906,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   }
   int32_t batch = 0;
   int64_t prev_lo = 0, prev_hi = 0, wrap_next[2] = {0, 0};
+  bool merge = p->par.overlap & PX_OVERLAP_EP; /* a steady-state forward and backward pair run merged */
   for (int64_t k = 0;;) {
     int64_t lo = k, hi = k;
     if (k < ns)
@@ -907,6 +948,11 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
     for (int64_t j = lo; j < hi; j++) {
       /* Without p2p overlap the group's first compute block waits for the whole batch. */
       if (!(p->par.overlap & PX_OVERLAP_PP) && j == lo) e.batch_lo = batch_first, e.batch_hi = batch_end;
+      if (merge && j + 1 < hi && !sched[j].bwd && sched[j + 1].bwd) {
+        emit_merged(&e, sched, j, recv_of[j], recv_of[j + 1], &last_of[j], &last_of[j + 1]);
+        j++;
+        continue;
+      }
       emit_entry(&e, sched, j, recv_of[j]);
       last_of[j] = e.last_compute;
     }
@@ -956,6 +1002,7 @@ done:
   free(e.last_bwd_k);
   free(e.pending_sync);
   free(e.blocks);
+  free(e.blocks_b);
   free(e.kinds);
   free(e.act_fwd);
   free(e.act_copy);

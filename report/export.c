@@ -267,6 +267,9 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
   if (p->pp > 1 && !(p->overlap & PX_OVERLAP_PP))
     return refuse(err, fw, "overlap without pp", "PyTorch's pipeline schedules always send and receive asynchronously",
                   "overlap pp");
+  if (p->overlap & PX_OVERLAP_EP)
+    return refuse(err, fw, "overlap ep", "torchtitan has no schedule that merges a forward with a backward to hide the "
+                  "experts' all-to-all (Megatron-Core's combined 1F1B)", "overlap without ep, or export to megatron");
   return PX_OK;
 }
 
@@ -570,6 +573,11 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     flag(e, "--overlap-param-gather", "ddp.overlap_param_gather",
          (p->overlap & (PX_OVERLAP_ZERO | PX_OVERLAP_DP)) == (PX_OVERLAP_ZERO | PX_OVERLAP_DP));
   if (p->tp > 1) flag(e, "--tp-comm-overlap", "comm_overlap.tp_comm_overlap", (p->overlap & PX_OVERLAP_TP) != 0);
+  if (p->ep > 1) { /* Megatron-Core's field, set by Megatron-Bridge's CommOverlapConfig */
+    char cli[96];
+    mcore_arg("model.overlap_moe_expert_parallel_comm", cli, sizeof cli);
+    flag(e, cli, "comm_overlap.overlap_moe_expert_parallel_comm", (p->overlap & PX_OVERLAP_EP) != 0);
+  }
   if (p->pp > 1 && !(p->overlap & PX_OVERLAP_PP)) arg(e, "--no-overlap-p2p-communication", NULL);
   if (p->pp > 1) key(e, "comm_overlap.overlap_p2p_comm", "%s", p->overlap & PX_OVERLAP_PP ? "true" : "false");
   /* recomputation */

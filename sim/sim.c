@@ -113,6 +113,7 @@ typedef struct {
   fast_flow *open;  /* (nopen) the points' unfinished flows */
   uint64_t *flow_t0, *flow_t1; /* (n) each comm segment's flow start and end */
   uint64_t fast_compute_ns, fast_own_sm_ns; /* a fast_point's figures at fast_ns */
+  uint8_t pair[2]; /* a merged pair's: its forward and backward kinds */
 } seg_list;
 
 typedef struct {
@@ -121,6 +122,7 @@ typedef struct {
   bool busy;
   int32_t inst;   /* running */
   int32_t joined; /* syncs queued behind it that run in its flow: list[next - joined, next) */
+  int32_t partner; /* EP overlap: the backward running merged with it (PX_INSTF_MERGED), -1 none */
   cursor c;       /* a compute block's segments (c.seg: a sync instance's running op) */
   uint64_t start_ns;
   bool fast;      /* running the whole block as one event since fast_t0 */
@@ -137,6 +139,9 @@ typedef struct {
   int32_t *rdep_off, *rdep; /* reverse dependencies (CSR) */
   uint8_t *posted;
   seg_list costs[PX_BLOCK_KIND_COUNT];
+  seg_list *pairs;   /* (npairs) EP overlap: the merged (forward, backward) kinds the program runs */
+  int32_t npairs;
+  int32_t *pair_of;  /* (ninsts) a merged forward's pair in pairs, else -1 */
   px_coll_cost *op_cost; /* (prog->nops) the stage's own DP-stream collectives */
   uint64_t *host_ns;     /* (prog->nops) the stage's own host-stream copies */
   px_coll_cost p2p_next, p2p_prev;
@@ -175,6 +180,11 @@ struct px_sim_state {
   px_engine tl_eng; /* a block's timeline: the block alone in a stage's links */
   px_net *tl_net;
 };
+
+/* The segments instance i runs: its block's, or a merged pair's. */
+static const seg_list *inst_costs(const stage_state *ss, int32_t i) {
+  return ss->pair_of[i] >= 0 ? &ss->pairs[ss->pair_of[i]] : &ss->costs[ss->prog->insts[i].block];
+}
 
 /* ---- costs, computed once per stage and block ---- */
 
@@ -248,14 +258,87 @@ static px_status ring_segments(sim *S, const px_op *op, double t, int *nasync, s
   return st;
 }
 
+/* Where the walk of a compute stream's ops stands (block_segments_led): the host lane (sim/host.h) from the
+ * start, when it has issued the ops so far, and when the compute stream is through them (its collectives alone on
+ * the links; async_end: when each overlapped one ends); the overlapped collectives numbered so far. */
+typedef struct {
+  double host_s, gpu_s, async_end[ASYNC_MAX];
+  int nasync;
+  bool lane; /* the compute stream's (a receive's: posted before) */
+} op_walk;
+
+/* Op i of a block of kind k (ops[0, nops)) onto out; ord_of: (nops, 256 tracked) each of the block's ops' async
+ * ordinal, -1 none; ep_async: its EP exchanges overlapped (EP overlap's merged layers), their consumers waiting. */
+static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t nops, int32_t i, int8_t *ord_of,
+                             bool ep_async, op_walk *w, seg_list *out) {
+  const px_plan *p = S->plan;
+  const px_cluster *c = &p->cluster;
+  px_status st = PX_OK;
+  if (i < 256) ord_of[i] = -1;
+  const px_op *op = &ops[i];
+  double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, p->act_dtype, op) * S->stretch;
+  out->op_s[op->kind] += t;
+  out->phase_s[op->phase == PX_PHASE_COMM ? out->own_phase : op->phase] += t;
+  /* an op using an overlapped collective's tensors waits for it */
+  int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
+  if (wait >= 0 && w->async_end[wait] > w->gpu_s) w->gpu_s = w->async_end[wait];
+  if (px_host_waits(p, op, true) && w->gpu_s > w->host_s) w->host_s = w->gpu_s;
+  px_host_issue h = w->lane ? px_host_issue_of(p, k, ops, nops, i) : (px_host_issue){0, 0};
+  if (h.issue_s > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
+    double nk = (double)px_host_kernels(p, ops, nops, i), first = w->host_s + h.first_s;
+    w->host_s += h.issue_s;
+    double idle = fmax(first - w->gpu_s, w->host_s - w->gpu_s - t * (1.0 - 1.0 / nk));
+    if (idle >= 1e-9) { /* (a nanosecond, the clock's tick) after the wait for the collective it needs, if
+                         * any: the host restarts behind it */
+      if (wait >= 0 && !(st = seg_add_compute(out, 0, wait, S->err))) wait = -1;
+      if (!st) st = seg_push(out, (seg){.launch = true, .ord = -1, .dur_s = idle}, S->err);
+      out->launch_s += idle;
+      w->gpu_s += idle;
+    }
+  }
+  if (st) return st;
+  w->gpu_s += t;
+  if (op->flags & PX_OPF_CP_RING) return ring_segments(S, op, t, &w->nasync, out);
+  if ((t > 0 || wait >= 0) && (st = seg_add_compute(out, t, wait, S->err))) return st;
+  px_placement pl = px_sim_group_place(p, (px_group)op->group);
+  if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 || op->coll_bytes == 0)
+    return PX_OK;
+  px_coll_cost cc;
+  bool ep = op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP;
+  if (ep && p->par.moe_dispatch == PX_MOE_DEEPEP) {
+    double ranks, nodes; /* DeepEP's kernels: a copy a (token, rank), one a node across */
+    px_plan_ep_copies(p, &ranks, &nodes);
+    cc = px_coll_cost_deepep(c, &pl, px_ep_token_bytes(op, p->model.experts_per_token), ranks, nodes,
+                             !(op->flags & PX_OPF_TO_EXPERTS));
+  } else {
+    cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
+  }
+  /* an overlapped collective runs beside the compute up to its first consumer */
+  bool async = (ep && ep_async) || px_plan_op_overlapped(p, ops, nops, i);
+  int8_t ord = async && w->nasync < ASYNC_MAX && i < 256 ? (int8_t)w->nasync++ : -1;
+  if (i < 256) ord_of[i] = ord;
+  st = seg_push(out, (seg){.comm = true, .async = async, .kind = (uint8_t)comm_kind((px_group)op->group), .ord = ord,
+                           .cc = cc}, S->err);
+  if (!async) w->gpu_s += cc.time_s;
+  else if (ord >= 0) w->async_end[ord] = w->gpu_s + cc.time_s;
+  if (px_host_waits(p, op, false) && (ord < 0 ? w->gpu_s : w->async_end[ord]) > w->host_s)
+    w->host_s = ord < 0 ? w->gpu_s : w->async_end[ord];
+  return st;
+}
+
+/* The walk's end: how far the host is ahead, and the exposed collectives' time without a timeline (block_timeline's). */
+static void walk_end(const op_walk *w, seg_list *out) {
+  out->host_lead_s = w->gpu_s > w->host_s ? w->gpu_s - w->host_s : 0;
+  for (int i = 0; i < out->n; i++)
+    if (out->v[i].comm && !out->v[i].async) out->alone_wait_s[out->v[i].kind] += out->v[i].cc.time_s;
+}
+
 /* The segments of a block's ops (the block's, or the stage's own sized copies), the host lead_s ahead of the
  * GPU at its start; out->host_lead_s: how far ahead it is at the end. */
 static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px_op *ops, double lead_s,
                                     seg_list *out) {
   const px_plan *p = S->plan;
   const px_block *b = &p->blocks[k];
-  const px_cluster *c = &p->cluster;
-  px_dtype dt = p->act_dtype;
   px_status st = PX_OK;
   double over = S->opts->block_cost ? S->opts->block_cost(S->opts->block_cost_ctx, s, k) : -1.0;
   px_phase own = k == PX_BLOCK_OPTIMIZER ? PX_PHASE_OPT : px_block_is_bwd(k) ? PX_PHASE_BWD : PX_PHASE_FWD;
@@ -265,83 +348,63 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
     return seg_add_compute(out, over, -1, S->err);
   }
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
-  int nasync = 0;
-  /* the host lane (sim/host.h) from the block's start: when it has issued its ops so far, and when the compute
-   * stream is through them (its collectives alone on the links; async_end: when each overlapped one ends) */
-  double host_s = -lead_s, gpu_s = 0, async_end[ASYNC_MAX] = {0};
-  bool lane = px_block_is_compute(k) || k == PX_BLOCK_OPTIMIZER; /* the compute stream's (a receive's: posted before) */
-  for (int32_t i = 0; i < b->nops && !st; i++) {
-    if (i < 256) ord_of[i] = -1;
-    const px_op *op = &ops[i];
-    double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, dt, op) * S->stretch;
-    out->op_s[op->kind] += t;
-    out->phase_s[op->phase == PX_PHASE_COMM ? own : op->phase] += t;
-    /* an op using an overlapped collective's tensors waits for it */
-    int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
-    if (wait >= 0 && async_end[wait] > gpu_s) gpu_s = async_end[wait];
-    if (px_host_waits(p, op, true) && gpu_s > host_s) host_s = gpu_s;
-    px_host_issue h = lane ? px_host_issue_of(p, k, ops, b->nops, i) : (px_host_issue){0, 0};
-    if (h.issue_s > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
-      double nk = (double)px_host_kernels(p, ops, b->nops, i), first = host_s + h.first_s;
-      host_s += h.issue_s;
-      double idle = fmax(first - gpu_s, host_s - gpu_s - t * (1.0 - 1.0 / nk));
-      if (idle >= 1e-9) { /* (a nanosecond, the clock's tick) after the wait for the collective it needs, if
-                           * any: the host restarts behind it */
-        if (wait >= 0 && !(st = seg_add_compute(out, 0, wait, S->err))) wait = -1;
-        if (!st) st = seg_push(out, (seg){.launch = true, .ord = -1, .dur_s = idle}, S->err);
-        out->launch_s += idle;
-        gpu_s += idle;
-      }
-    }
-    if (st) break;
-    gpu_s += t;
-    if (op->flags & PX_OPF_CP_RING) {
-      if ((st = ring_segments(S, op, t, &nasync, out))) break;
-      continue;
-    }
-    if (t > 0 || wait >= 0) st = seg_add_compute(out, t, wait, S->err);
-    if (st) break;
-    px_placement pl = px_sim_group_place(p, (px_group)op->group);
-    if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 ||
-        op->coll_bytes == 0)
-      continue;
-    px_coll_cost cc;
-    if (op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP && p->par.moe_dispatch == PX_MOE_DEEPEP) {
-      double ranks, nodes; /* DeepEP's kernels: a copy a (token, rank), one a node across */
-      px_plan_ep_copies(p, &ranks, &nodes);
-      cc = px_coll_cost_deepep(c, &pl, px_ep_token_bytes(op, p->model.experts_per_token), ranks, nodes,
-                               !(op->flags & PX_OPF_TO_EXPERTS));
-    } else {
-      cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
-    }
-    /* an overlapped collective runs beside the compute up to its first consumer */
-    bool async = px_plan_op_overlapped(p, ops, b->nops, i);
-    int8_t ord = async && nasync < ASYNC_MAX && i < 256 ? (int8_t)nasync++ : -1;
-    if (i < 256) ord_of[i] = ord;
-    st = seg_push(out, (seg){.comm = true, .async = async, .kind = (uint8_t)comm_kind((px_group)op->group), .ord = ord,
-                             .cc = cc}, S->err);
-    if (!async) gpu_s += cc.time_s;
-    else if (ord >= 0) async_end[ord] = gpu_s + cc.time_s;
-    if (px_host_waits(p, op, false) && (ord < 0 ? gpu_s : async_end[ord]) > host_s)
-      host_s = ord < 0 ? gpu_s : async_end[ord];
+  op_walk w = {.host_s = -lead_s, .lane = px_block_is_compute(k) || k == PX_BLOCK_OPTIMIZER};
+  for (int32_t i = 0; i < b->nops && !st; i++) st = op_segments(S, k, ops, b->nops, i, ord_of, false, &w, out);
+  if (!st) walk_end(&w, out);
+  return st;
+}
+
+/* EP overlap: a MoE layer's forward kf and a backward kb run merged as Megatron-Core's combined 1F1B runs a layer
+ * pair (TransformerLayerSchedulePlan.run, model_chunk_schedule_plan.py at d98e8a6), each one's token exchanges on
+ * the communication stream beside the other's compute: the backward's combine (with the unpermutation before it)
+ * beside the forward's attention, router and permutation; the forward's dispatch, then the backward's, beside the
+ * backward's expert MLP and the forward's; the forward's combine beside the backward's router, norm and attention;
+ * last the forward's unpermutation and residual add. A dense layer's ops run where its attention would. */
+static px_status merged_segments_led(sim *S, px_block_kind kf, px_block_kind kb, double lead_s, seg_list *out) {
+  const px_plan *p = S->plan;
+  const px_block *f = &p->blocks[kf], *b = &p->blocks[kb];
+  int32_t xf[2], xb[2], nxf = 0, nxb = 0; /* each block's EP exchanges: the forward's dispatch and combine, the
+                                             backward's combine and dispatch */
+  for (int32_t i = 0; i < f->nops; i++)
+    if (f->ops[i].kind == PX_OP_ALLTOALL && f->ops[i].group == PX_GROUP_EP && nxf < 2) xf[nxf++] = i;
+  for (int32_t i = 0; i < b->nops; i++)
+    if (b->ops[i].kind == PX_OP_ALLTOALL && b->ops[i].group == PX_GROUP_EP && nxb < 2) xb[nxb++] = i;
+  /* the ends of the first two pieces of each (a dense layer: all of it in its attention's piece) */
+  int32_t f1 = nxf == 2 ? xf[0] + 1 : f->nops, f2 = nxf == 2 ? xf[1] + 1 : f->nops;
+  int32_t b1 = nxb == 2 ? xb[0] + 1 : 0, b2 = nxb == 2 ? xb[1] + 1 : 0;
+  const struct {
+    bool bwd;
+    int32_t lo, hi;
+  } piece[] = {{true, 0, b1}, {false, 0, f1}, {true, b1, b2}, {false, f1, f2}, {true, b2, b->nops}, {false, f2, f->nops}};
+  int8_t ord_f[256], ord_b[256];
+  op_walk w = {.host_s = -lead_s, .lane = true};
+  px_status st = PX_OK;
+  out->own_phase = PX_PHASE_FWD; /* its collectives' time by phase: the forward's */
+  for (size_t k = 0; k < sizeof piece / sizeof *piece && !st; k++) {
+    const px_block *blk = piece[k].bwd ? b : f;
+    for (int32_t i = piece[k].lo; i < piece[k].hi && !st; i++)
+      st = op_segments(S, piece[k].bwd ? kb : kf, blk->ops, blk->nops, i, piece[k].bwd ? ord_b : ord_f, true, &w, out);
   }
-  out->host_lead_s = gpu_s > host_s ? gpu_s - host_s : 0;
-  for (int i = 0; !st && i < out->n; i++) /* without a timeline (block_timeline's): its exposed collectives alone */
-    if (out->v[i].comm && !out->v[i].async) out->alone_wait_s[out->v[i].kind] += out->v[i].cc.time_s;
+  if (!st) walk_end(&w, out);
   return st;
 }
 
 /* A block's segments, the host as far ahead at its start as the block alone leaves it at its end: the step
  * repeats each block kind (a layer's forward, micro-batch after micro-batch and layer after layer), so the
- * host's lead over the GPU entering one is about the lead the one before it left. */
-static px_status block_segments(sim *S, int64_t s, px_block_kind k, const px_op *ops, seg_list *out) {
+ * host's lead over the GPU entering one is about the lead the one before it left. A merged pair (kb >= 0) alike. */
+static px_status block_segments(sim *S, int64_t s, px_block_kind k, int kb, const px_op *ops, seg_list *out) {
   const px_cluster *c = &S->plan->cluster;
-  if (c->host_op_s <= 0 && c->host_launch_s <= 0) return block_segments_led(S, s, k, ops, 0.0, out); /* no lane */
+  bool lane = c->host_op_s > 0 || c->host_launch_s > 0;
   seg_list first = {0};
-  px_status st = block_segments_led(S, s, k, ops, 0.0, &first);
-  double lead = first.host_lead_s;
-  free(first.v);
-  return st ? st : block_segments_led(S, s, k, ops, lead, out);
+  px_status st = PX_OK;
+  double lead = 0;
+  if (lane) {
+    st = kb >= 0 ? merged_segments_led(S, k, (px_block_kind)kb, 0.0, &first) : block_segments_led(S, s, k, ops, 0.0, &first);
+    lead = first.host_lead_s;
+    free(first.v);
+  }
+  if (st) return st;
+  return kb >= 0 ? merged_segments_led(S, k, (px_block_kind)kb, lead, out) : block_segments_led(S, s, k, ops, lead, out);
 }
 
 /* ---- a block's segments, walked by the event loop and by its timeline ---- */
@@ -518,7 +581,17 @@ static px_status block_timeline(sim *S, seg_list *l) {
   return st;
 }
 
-/* Per-stage costs of every block kind, unit syncs and p2p. */
+/* A segment list's links and, run alone, its timeline (the fast path). */
+static px_status costs_finish(sim *S, seg_list *l) {
+  for (int k = 0; k < l->n; k++) {
+    const seg *g = &l->v[k];
+    if (g->comm && g->cc.bytes[PX_LINK_INTRA] > 0) l->res_mask |= 1 << R_NVL_OUT | 1 << R_NVL_IN;
+    if (g->comm && g->cc.bytes[PX_LINK_INTER] > 0) l->res_mask |= 1 << R_NIC_OUT | 1 << R_NIC_IN;
+  }
+  return l->n > 1 && !S->opts->no_fast ? block_timeline(S, l) : PX_OK;
+}
+
+/* Per-stage costs of every block kind, merged pair, unit syncs and p2p. */
 static px_status stage_costs(sim *S, int64_t s) {
   const px_plan *p = S->plan;
   const px_cluster *c = &p->cluster;
@@ -538,13 +611,29 @@ static px_status stage_costs(sim *S, int64_t s) {
     seg_list *l = &ss->costs[kind];
     const px_op *ops =
         kind == PX_BLOCK_OPTIMIZER && opt >= 0 ? px_inst_ops(p, prog, &prog->insts[opt]) : p->blocks[kind].ops;
-    if ((st = block_segments(S, s, kind, ops, l))) return st;
-    for (int k = 0; k < l->n; k++) {
-      const seg *g = &l->v[k];
-      if (g->comm && g->cc.bytes[PX_LINK_INTRA] > 0) l->res_mask |= 1 << R_NVL_OUT | 1 << R_NVL_IN;
-      if (g->comm && g->cc.bytes[PX_LINK_INTER] > 0) l->res_mask |= 1 << R_NIC_OUT | 1 << R_NIC_IN;
+    if ((st = block_segments(S, s, kind, -1, ops, l)) || (st = costs_finish(S, l))) return st;
+  }
+  /* EP overlap: each merged forward with the backward after it on the compute stream (serial: never merged) */
+  for (int32_t i = 0; i < prog->ninsts; i++) {
+    ss->pair_of[i] = -1;
+    if (!(prog->insts[i].flags & PX_INSTF_MERGED) || S->opts->serial) continue;
+    int32_t j = i + 1;
+    while (j < prog->ninsts && prog->insts[j].stream != PX_STREAM_COMPUTE) j++;
+    if (j == prog->ninsts) continue;
+    px_block_kind kf = (px_block_kind)prog->insts[i].block, kb = (px_block_kind)prog->insts[j].block;
+    int32_t x = 0;
+    while (x < ss->npairs && !(ss->pairs[x].pair[0] == kf && ss->pairs[x].pair[1] == kb)) x++;
+    if (x == ss->npairs) {
+      seg_list *np = realloc(ss->pairs, (size_t)(ss->npairs + 1) * sizeof *np);
+      if (!np) return px_err_set(S->err, PX_ERR_RUNTIME, "out of memory");
+      ss->pairs = np;
+      seg_list *l = &ss->pairs[ss->npairs++];
+      memset(l, 0, sizeof *l);
+      l->pair[0] = (uint8_t)kf, l->pair[1] = (uint8_t)kb;
+      if ((st = block_segments(S, s, kf, kb, NULL, l))) return st;
+      if ((st = costs_finish(S, l))) return st;
     }
-    if (l->n > 1 && !S->opts->no_fast && (st = block_timeline(S, l))) return st;
+    ss->pair_of[i] = x;
   }
   /* the stage's own sized collectives: unit reductions and gathers, the tied embedding's */
   ss->op_cost = px_calloc((size_t)prog->nops + 1, sizeof *ss->op_cost, S->err);
@@ -576,13 +665,14 @@ static px_status stage_costs(sim *S, int64_t s) {
  * a flow split or re-rated on its way. */
 static px_status block_compute_ns(sim *S, int64_t s, px_block_kind k, const px_op *ops, uint64_t *out) {
   seg_list l = {0};
-  px_status st = block_segments(S, s, k, ops, &l);
+  px_status st = block_segments(S, s, k, -1, ops, &l);
+  bool ep_hidden = S->plan->par.overlap & PX_OVERLAP_EP; /* merged layers may hide every exchange */
   *out = 0;
   for (int i = 0; !st && i < l.n; i++) {
     const seg *g = &l.v[i];
     uint64_t t = px_ns(g->comm ? g->cc.time_s : g->dur_s);
     if (!g->comm) *out += t;
-    else if (!g->async && t > 2) *out += t - 2;
+    else if (!g->async && !(ep_hidden && g->kind == PX_SIM_COMM_EP) && t > 2) *out += t - 2;
   }
   free(l.v);
   return st;
@@ -799,7 +889,7 @@ static void contention_tick(sim *S, int64_t s) {
   const stream_q *q = &ss->q[PX_STREAM_COMPUTE];
   uint64_t ran = ss->computing ? now - from : 0;
   if (q->fast) {
-    const seg_list *l = &ss->costs[ss->prog->insts[q->inst].block];
+    const seg_list *l = inst_costs(ss, q->inst);
     ran = fast_compute_ns(l, now - q->fast_t0) - fast_compute_ns(l, from - q->fast_t0);
   }
   ss->contention_sm_ns += (uint64_t)ss->comm_sms * ran;
@@ -865,8 +955,8 @@ static void account_wait(stage_state *ss, int cause, uint64_t xfer_ns, uint64_t 
 /* A compute-stream instance of stage s ran from q->start_ns to now: its compute by phase, the compute
  * collectives' SMs took from it, and the rest, its waits for its collectives, by kind (as the block alone
  * waits, else as its collectives take). */
-static void account_block(stage_state *ss, const px_inst *in, const stream_q *q, uint64_t now) {
-  const seg_list *l = &ss->costs[in->block];
+static void account_block(stage_state *ss, int32_t i, const stream_q *q, uint64_t now) {
+  const seg_list *l = inst_costs(ss, i);
   px_sim_breakdown *b = &ss->stats.parts;
   double compute = 0, w[PX_SIM_COMM_COUNT], wsum = 0;
   for (int p = 0; p < PX_PHASE_COUNT; p++) compute += l->phase_s[p];
@@ -879,8 +969,8 @@ static void account_block(stage_state *ss, const px_inst *in, const stream_q *q,
   b->contention_s += cont;
   double rest = (double)(now - q->start_ns) * 1e-9 - compute - cont - l->launch_s;
   for (int k = 0; k < PX_SIM_COMM_COUNT; k++) wsum += w[k] = l->alone_wait_s[k];
-  for (int i = 0; wsum <= 0 && i < l->n; i++) /* overlapped alone, exposed here */
-    if (l->v[i].comm) wsum += l->v[i].cc.time_s, w[l->v[i].kind] += l->v[i].cc.time_s;
+  for (int x = 0; wsum <= 0 && x < l->n; x++) /* overlapped alone, exposed here */
+    if (l->v[x].comm) wsum += l->v[x].cc.time_s, w[l->v[x].kind] += l->v[x].cc.time_s;
   if (wsum > 0) {
     for (int k = 0; k < PX_SIM_COMM_COUNT; k++) b->exposed_s[k] += rest * w[k] / wsum;
   } else { /* no collective: the nanoseconds of rounding, to the block's own phase */
@@ -890,21 +980,24 @@ static void account_block(stage_state *ss, const px_inst *in, const stream_q *q,
 
 /* Instance i ended now: its stats and trace, its dependents told; release
  * frees its stream for the next one (an instance that ran joined to the
- * stream's running one ends without it, before that one). */
+ * stream's running one ends without it, before that one: a sync joined to
+ * a flow, a backward merged with a forward, whose figures the pair's are). */
 static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
   stage_state *ss = &S->st[s];
   const px_inst *in = &ss->prog->insts[i];
   stream_q *q = &ss->q[in->stream];
   uint64_t now = S->eng.now_ns;
-  if (in->block < PX_BLOCK_KIND_COUNT && ss->costs[in->block].n > 0)
-    for (int k = 0; k < PX_OP_COUNT; k++) ss->stats.op_s[k] += ss->costs[in->block].op_s[k];
-  if (px_block_is_compute((px_block_kind)in->block)) {
+  bool merged = !release && in->stream == PX_STREAM_COMPUTE;
+  const seg_list *l = in->block < PX_BLOCK_KIND_COUNT ? inst_costs(ss, i) : NULL;
+  if (l && l->n > 0 && !merged)
+    for (int k = 0; k < PX_OP_COUNT; k++) ss->stats.op_s[k] += l->op_s[k];
+  if (px_block_is_compute((px_block_kind)in->block) && !merged) {
     ss->stats.busy_s += (double)(now - q->start_ns) * 1e-9;
     if (q->start_ns < ss->pipe_first_ns) ss->pipe_first_ns = q->start_ns;
     if (now > ss->pipe_last_ns) ss->pipe_last_ns = now;
   }
   if (in->stream == PX_STREAM_COMPUTE && release) {
-    account_block(ss, in, q, now);
+    account_block(ss, i, q, now);
     ss->compute_free_ns = now;
   }
   if (now >= ss->end_ns) ss->end_cause = wait_cause((px_block_kind)in->block);
@@ -929,7 +1022,16 @@ static void inst_end(sim *S, int64_t s, int32_t i, bool release) {
     if (ready >> st & 1) try_start(S, s, st);
 }
 
-static void inst_done(sim *S, int64_t s, int32_t i) { inst_end(S, s, i, true); }
+/* The running instance i of its stream is done (and the backward merged with it, first). */
+static void inst_done(sim *S, int64_t s, int32_t i) {
+  stream_q *q = &S->st[s].q[S->st[s].prog->insts[i].stream];
+  if (q->partner >= 0) {
+    int32_t j = q->partner;
+    q->partner = -1;
+    inst_end(S, s, j, false);
+  }
+  inst_end(S, s, i, true);
+}
 
 static void push_seg_done(sim *S, int64_t s, int stream, uint64_t at_ns) {
   stream_q *q = &S->st[s].q[stream];
@@ -962,7 +1064,7 @@ static bool links_free(sim *S, int64_t s, uint8_t mask) {
     if ((mask >> r & 1) && px_net_claims(S->net, (int32_t)(s * R_PER_STAGE + r)) > 0) return false;
   const stage_state *ss = &S->st[s];
   for (int k = 0; k < PX_STREAM_COUNT; k++)
-    if (ss->q[k].fast && (ss->costs[ss->prog->insts[ss->q[k].inst].block].res_mask & mask)) return false;
+    if (ss->q[k].fast && (inst_costs(ss, ss->q[k].inst)->res_mask & mask)) return false;
   return true;
 }
 
@@ -991,7 +1093,7 @@ static void run_segment(sim *S, int64_t s, int stream) {
   stage_state *ss = &S->st[s];
   stream_q *q = &ss->q[stream];
   const px_inst *in = &ss->prog->insts[q->inst];
-  const seg_list *l = &ss->costs[in->block];
+  const seg_list *l = inst_costs(ss, q->inst);
   bool pipe = px_block_is_compute((px_block_kind)in->block), main = stream == PX_STREAM_COMPUTE;
   if (main) { /* whatever ran on the compute stream has ended */
     contention_tick(S, s);
@@ -1043,7 +1145,7 @@ static void split_fast(sim *S, int64_t s, int res) {
     stream_q *q = &ss->q[stream];
     if (!q->fast) continue;
     const px_inst *in = &ss->prog->insts[q->inst];
-    const seg_list *l = &ss->costs[in->block];
+    const seg_list *l = inst_costs(ss, q->inst);
     uint64_t t0 = q->fast_t0, elapsed = S->eng.now_ns - t0;
     if (!(l->res_mask >> res & 1) || elapsed >= l->fast_ns) continue; /* ending now: its flows are done */
     const fast_point *pt = timeline_at(l, elapsed);
@@ -1080,7 +1182,11 @@ static void try_start(sim *S, int64_t s, int stream) {
   if (q->busy || q->next >= q->n) return;
   int32_t i = q->list[q->next];
   if (ss->pending[i] > 0) return;
-  q->next++;
+  /* a merged forward starts with its backward (the next on the compute stream) ready too */
+  int32_t partner = ss->pair_of[i] >= 0 && q->next + 1 < q->n ? q->list[q->next + 1] : -1;
+  if (partner >= 0 && ss->pending[partner] > 0) return;
+  q->next += partner >= 0 ? 2 : 1;
+  q->partner = partner;
   q->busy = true;
   q->inst = i;
   q->c = (cursor){.waiting = -1};
@@ -1158,7 +1264,7 @@ static void flow_done(sim *S, uint64_t tag, uint64_t start_ns) {
   switch (owner) {
     case OWN_SEGMENT: run_segment(S, s, stream); break;
     case OWN_ASYNC:
-      switch (cursor_async_done(&ss->costs[ss->prog->insts[q->inst].block], &q->c, x)) {
+      switch (cursor_async_done(inst_costs(ss, q->inst), &q->c, x)) {
         case STEP_SYNC: run_segment(S, s, stream); break;
         case STEP_END: block_end(S, s, stream); break;
         default: break;
@@ -1196,7 +1302,9 @@ static px_status stage_init(sim *S, int64_t s) {
   ss->posted = px_calloc((size_t)n, 1, S->err);
   ss->cause = px_calloc((size_t)n + 1, 1, S->err);
   ss->cause_ns = px_calloc((size_t)n + 1, sizeof *ss->cause_ns, S->err);
-  if (!ss->pending || !ss->rdep_off || !ss->rdep || !ss->posted || !ss->cause || !ss->cause_ns) return PX_ERR_RUNTIME;
+  ss->pair_of = px_calloc((size_t)n + 1, sizeof *ss->pair_of, S->err);
+  if (!ss->pending || !ss->rdep_off || !ss->rdep || !ss->posted || !ss->cause || !ss->cause_ns || !ss->pair_of)
+    return PX_ERR_RUNTIME;
   memset(ss->cause, WAIT_IDLE, (size_t)n + 1);
   ss->end_cause = WAIT_IDLE;
   int32_t counts[PX_STREAM_COUNT] = {0};
@@ -1243,7 +1351,7 @@ static px_status stage_init(sim *S, int64_t s) {
   for (int k = 0; k < PX_STREAM_COUNT; k++) {
     ss->q[k].list = px_calloc((size_t)counts[k] + 1, sizeof *ss->q[k].list, S->err);
     if (!ss->q[k].list) return PX_ERR_RUNTIME;
-    ss->q[k].inst = -1;
+    ss->q[k].inst = ss->q[k].partner = -1;
   }
   for (int32_t i = 0; i < n; i++) {
     stream_q *q = &ss->q[prog->insts[i].stream];
@@ -1264,10 +1372,12 @@ static void sim_free(sim *S) {
     free(ss->op_cost);
     free(ss->host_ns);
     for (int k = 0; k < PX_STREAM_COUNT; k++) free(ss->q[k].list);
-    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
-      seg_list *l = &ss->costs[k];
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT + ss->npairs; k++) {
+      seg_list *l = k < PX_BLOCK_KIND_COUNT ? &ss->costs[k] : &ss->pairs[k - PX_BLOCK_KIND_COUNT];
       free(l->v), free(l->pts), free(l->open), free(l->flow_t0), free(l->flow_t1);
     }
+    free(ss->pairs);
+    free(ss->pair_of);
   }
   free(S->st);
   px_net_free(S->net);

@@ -17,7 +17,9 @@
 # x CP) with etp = tp (the ETP all-gather and reduce-scatter of the routed
 # rows, each rank's own number) or etp 1 (EP over the TP ranks: the MoE
 # layers' fold), with DP, ZeRO, CP, PP and full recomputation; and etp
-# beyond tp (over TP and DP ranks) or without TP.
+# beyond tp (over TP and DP ranks) or without TP. EP overlap (--overlap ep: each steady-state forward
+# merged layer by layer with the backward of the micro-batch before, one more forward first) at pp 1 and
+# interleaved: the same losses and gradients, its peak the plan's.
 # A run's expert buffers hold every routing a dropless router can make
 # (--moe-buffers worst, its default): the untrained router runs to the end
 # at --moe-imbalance 1. Buffers sized for the busiest rank (--moe-buffers
@@ -66,6 +68,8 @@ cases=(
   "tiny-moe-shared|-t 2 -S -p 2 --ep 2 --etp 1"
   "tiny-moe|-t 2 -S -d 2 --etp 4"
   "tiny-moe-shared|-d 4 --ep 2 --etp 2 -z 2"
+  "tiny-moe|-d 2 --ep 2 --overlap all,ep"
+  "tiny-moe-shared|-p 2 -v 2 -d 2 --ep 2 --overlap all,ep"
 )
 one_rank_cases "${cases[@]}"
 

@@ -55,7 +55,7 @@ well_formed() {
 
 # The round trips: name, framework, plan flags. Dense TP/PP/VP/SP, CP, MoE EP/ETP, ZeRO-3 (Megatron-FSDP,
 # FSDP2) and HSDP, uneven stages and an explicit split, offload, fp8 (delayed, current, blockwise), partial
-# recomputation (the block method), the block-scaled precisions (mxfp8, nvfp4) with and without quantized
+# recomputation (the block method), EP overlap, the block-scaled precisions (mxfp8, nvfp4) with and without quantized
 # weights and bf16 layers.
 cases=(
   "dense_tp_pp_vp_sp|megatron|-m llama3-8b -c dgx-h100 -g 32 -t 2 -p 4 --vpp 2 --sp -z 1 -B 128"
@@ -80,6 +80,8 @@ cases=(
   "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3 --main-grad fp32"
   "cuda_graph_moe|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
   "cuda_graph_moe|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers --main-grad fp32"
+  "ep_overlap|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --overlap dp,zero,pp,tp-bwd,ep"
+  "ep_overlap|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --overlap dp,zero,pp,tp-bwd,ep --main-grad fp32"
   "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
   "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
   "mxfp8_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --bf16-layers-start 1 --bf16-layers-end 2"
@@ -139,6 +141,8 @@ refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad
 refuses torchtitan "cannot run fp8_params" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current --fp8-params
 refuses torchtitan "cannot run moe_dispatch deepep" -m mixtral-8x7b -c dgx-h100 -g 32 --ep 4 -z 3 --main-grad fp32 -B 64 \
   --seq 4096 --moe-dispatch deepep
+refuses torchtitan "cannot run overlap ep" -m mixtral-8x7b -c dgx-h100 -g 2 -t 2 --sp --ep 2 --etp 1 -z 0 \
+  --main-grad fp32 -B 8 --seq 4096 --overlap all,ep
 refuses torchtitan "cannot run cuda_graph layers" "${base[@]}" -z 3 --main-grad fp32 --cuda-graph layers
 refuses deepspeed "cannot run cuda_graph layers" "${base[@]}" -z 2 --cuda-graph layers
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2

@@ -255,8 +255,9 @@ static bool mb_row_blackwell(const char *line, mb_row *w) {
  * uniform, the busiest rank's rows the mean; token drop: every expert its
  * capacity), layout, CUDA graphs (layers for the recipes' attention +
  * router graphs and for full-iteration graphs, the nearest parallax has;
- * none for router-only ones); EP overlap and module recomputation are not
- * modelled and run exposed / without. The simulated tokens/s a GPU. */
+ * none for router-only ones); EP overlap as the recipe sets it (Megatron-Core's
+ * combined 1F1B: `overlap` ep); module recomputation is not modelled (the
+ * plan runs without it). The simulated tokens/s a GPU. */
 static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
   px_model m;
   px_err err = {0};
@@ -266,7 +267,7 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
   px_parallel p;
   px_parallel_unset(&p);
   p.tp = w->tp, p.pp = w->pp, p.dp = w->gpus / (w->tp * w->pp), p.ep = w->ep, p.etp = 1, p.seq = w->seq;
-  p.gbs = w->gbs, p.mbs = w->mbs, p.sp = w->tp > 1, p.zero = 1, p.overlap = PX_OVERLAP_ALL;
+  p.gbs = w->gbs, p.mbs = w->mbs, p.sp = w->tp > 1, p.zero = 1, p.overlap = PX_OVERLAP_ALL | (w->overlap ? PX_OVERLAP_EP : 0);
   p.recompute = PX_RECOMPUTE_NONE;
   CU_ASSERT_FATAL(!strcmp(w->dispatch, "a2a") || !strcmp(w->dispatch, "deepep") || !strcmp(w->dispatch, "hybridep"));
   p.moe_dispatch = !strcmp(w->dispatch, "a2a") ? PX_MOE_A2A : PX_MOE_DEEPEP;
@@ -368,7 +369,7 @@ static void test_megatron_bridge_moe(void) {
     px_plan_free(&plan);
   }
   fclose(fp);
-  CU_ASSERT_EQUAL(rows, 20);
+  CU_ASSERT_EQUAL(rows, 21);
   for (int d = 0; d < PX_MOE_DISPATCH_COUNT; d++)
     if (by_dispatch[d].n)
       fprintf(stderr, "  dispatch %-8s %2d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", px_moe_dispatch_names[d],
@@ -386,7 +387,7 @@ static void test_megatron_bridge_moe(void) {
     fprintf(md, ".\n");
   }
   px_test_doc_block_end(md, "validation-moe-h100");
-  CU_ASSERT(all.sum / all.n < 0.60); /* +46.5% */
+  CU_ASSERT(all.sum / all.n < 0.60); /* +51.3% */
 }
 
 /* The Blackwell systems of tests/data/megatron_bridge_blackwell_moe.csv: a
@@ -398,7 +399,7 @@ static const struct {
   bool enabled;
   double mean;
 } mb_systems[] = {
-    {"dgx-b200", true, 0.615}, {"gb200-nvl72", true, 0.317}, {"dgx-gb300", true, 0.135}, {"dgx-b300", true, 0.578}};
+    {"dgx-b200", true, 0.630}, {"gb200-nvl72", true, 0.359}, {"dgx-gb300", true, 0.168}, {"dgx-b300", true, 0.619}};
 enum { MB_SYSTEMS = sizeof mb_systems / sizeof *mb_systems, MB_PRECS = 3 };
 static const char *const mb_precs[MB_PRECS] = {"bf16", "fp8-cs", "mxfp8"};
 
