@@ -290,6 +290,7 @@ static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   if (d->window > 0) o->flags |= PX_OPF_WINDOW;
+  o->window = d->window;
   o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   px_bld_elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0,
                      (double)d->e);
@@ -316,6 +317,7 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
   o->out[3] = sinks_grad(p, L);
   o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0);
+  o->window = d->window;
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   double q_el = (double)(d->B * a.sq * a.hq * d->D), kv_el = (double)(d->B * a.sk * a.hkv * d->D);

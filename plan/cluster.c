@@ -52,7 +52,8 @@ static px_status list_read(const px_json_ctx *pc, const cJSON *parent, const cha
   return PX_OK;
 }
 
-/* gpu.attention[i]: {"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "seq": [...], "tflops": [...]}. */
+/* gpu.attention[i]: {"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "window": W (optional, causal only),
+ * "seq": [...], "tflops": [...]}. */
 static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
   static const char *const passes[] = {"fwd", "bwd"};
   const char *file = ec->file;
@@ -63,6 +64,11 @@ static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, p
   a->bwd = pass == 1;
   TRY(px_json_int(ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
   TRY(px_json_bool(ec, e, "causal", true, &a->causal, err));
+  a->window = 0;
+  TRY(px_json_int(ec, e, "window", false, 0, 1000000000, &a->window, err));
+  if (a->window > 0 && !a->causal)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].window': a sliding window is causal ('causal': "
+                      "true)", file, i);
   const cJSON *seq = px_json_get(ec, e, "seq"), *tf = px_json_get(ec, e, "tflops");
   int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
   if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
@@ -619,6 +625,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       cJSON_AddStringToObject(e, "pass", a->bwd ? "bwd" : "fwd");
       px_json_add_num(e, "head_dim", (double)a->head_dim);
       cJSON_AddBoolToObject(e, "causal", a->causal);
+      if (a->window > 0) px_json_add_num(e, "window", (double)a->window);
       cJSON *sq = cJSON_AddArrayToObject(e, "seq"), *tf = cJSON_AddArrayToObject(e, "tflops");
       for (int k = 0; sq && tf && k < a->n; k++) {
         cJSON_AddItemToArray(sq, cJSON_CreateNumber((double)a->seq[k]));

@@ -57,13 +57,15 @@ typedef struct {
 
 /* A measured fused-attention curve (FlashAttention's benchmark: batch x seq
  * tokens fixed, heads x head_dim fixed): TFLOP/s at the 16-bit rate against
- * the sequence length, for one pass, head dim and mask, with FLOPs counted
- * as FlashAttention does (4 s^2 d per head forward, halved when causal;
- * the backward 2.5x the forward). */
+ * the sequence length, for one pass, head dim, mask and sliding window, with
+ * FLOPs counted as FlashAttention does (4 s^2 d per head forward, halved when
+ * causal, with a window times its attended pairs over the causal pairs,
+ * px_attention_window_fraction; the backward 2.5x the forward). */
 #define PX_ATTN_POINTS_MAX 16
 typedef struct {
   bool bwd, causal;
   int64_t head_dim;
+  int64_t window; /* causal within a sliding window of this many tokens (a query's own and those before); 0: none */
   int n;
   int64_t seq[PX_ATTN_POINTS_MAX]; /* increasing */
   double tflops[PX_ATTN_POINTS_MAX];

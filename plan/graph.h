@@ -224,6 +224,7 @@ typedef struct {
   px_ref out[PX_OP_OUTS];
   px_ref in[PX_OP_INS];
   int64_t dim[6];  /* meaning per kind, see plan/compile.c; LINEAR*: m, n, k, then the widths of split outputs */
+  int64_t window;  /* FLASH_ATTN(_BWD) flagged PX_OPF_WINDOW: the sliding window in tokens (its kernel's cost) */
   double flops;
   double bytes;      /* HBM bytes read + written */
   double wire_bytes; /* bytes each rank sends (collectives, p2p) */

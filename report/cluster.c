@@ -30,12 +30,14 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
     snprintf(nvs, sizeof nvs, nv > 0 ? "%.2fx fp8's rate" : "the fp4 peak at fp8's efficiency", nv);
     fprintf(out, "  block-scaled gemms: mxfp8 at %s, nvfp4 at %s\n", mxs, nvs);
   }
-  if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616 */
+  if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616, fwd hd64 causal window 128 153-104 */
     fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence):");
     for (int i = 0; i < g->attention_len; i++) {
       const px_attn_curve *cv = &g->attention[i];
-      fprintf(out, "%s %s hd%lld%s %.0f-%.0f", i ? "," : "", cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
-              cv->causal ? " causal" : "", cv->tflops[0], cv->tflops[cv->n - 1]);
+      char win[32] = "";
+      if (cv->window > 0) snprintf(win, sizeof win, " window %lld", (long long)cv->window);
+      fprintf(out, "%s %s hd%lld%s%s %.0f-%.0f", i ? "," : "", cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
+              cv->causal ? " causal" : "", win, cv->tflops[0], cv->tflops[cv->n - 1]);
     }
     fputc('\n', out);
   }

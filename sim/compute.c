@@ -67,29 +67,37 @@ static double attn_curve_at(const px_attn_curve *a, int64_t seq) {
   return a->tflops[a->n - 1];
 }
 
-/* The curve of a pass and mask at the head dim nearest head_dim (in log2); NULL when none. */
-static const px_attn_curve *attn_curve(const px_gpu *g, bool bwd, bool causal, int64_t head_dim) {
+/* The keys a query of a window's attention sees at most at seq: the window, or the sequence when the window
+ * is none or as long (the causal mask). */
+static double attn_reach(int64_t window, int64_t seq) { return (double)(window > 0 && window < seq ? window : seq); }
+
+/* The curve of a pass and mask at the window, then the head dim, nearest the op's (in log2) at seq; NULL when
+ * none. A window changes the kernel's work per query tile more than a head dim does: it is matched first. */
+static const px_attn_curve *attn_curve(const px_gpu *g, bool bwd, bool causal, int64_t head_dim, int64_t window,
+                                       int64_t seq) {
   const px_attn_curve *best = NULL;
-  double dist = INFINITY;
+  double best_w = INFINITY, best_d = INFINITY, reach = log2(attn_reach(window, seq));
   for (int i = 0; i < g->attention_len; i++) {
     const px_attn_curve *a = &g->attention[i];
     if (a->bwd != bwd || a->causal != causal) continue;
+    double w = fabs(log2(attn_reach(a->window, seq)) - reach);
     double d = fabs(log2((double)a->head_dim) - log2((double)head_dim));
-    if (d < dist) dist = d, best = a;
+    if (w < best_w || (w == best_w && d < best_d)) best_w = w, best_d = d, best = a;
   }
   return best;
 }
 
-double px_attn_efficiency(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t seq) {
+double px_attn_efficiency(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t window, int64_t seq) {
   double peak = g->peak_flops[PX_DTYPE_BF16] > 0 ? g->peak_flops[PX_DTYPE_BF16] : g->peak_flops[PX_DTYPE_FP16];
   if (peak <= 0) return -1;
-  const px_attn_curve *a = attn_curve(g, bwd, causal, head_dim);
+  const px_attn_curve *a = attn_curve(g, bwd, causal, head_dim, window, seq);
   if (a) return attn_curve_at(a, seq) * 1e12 / peak;
   /* FlashAttention-3 publishes its backward without the mask only */
-  const px_attn_curve *nc = attn_curve(g, bwd, !causal, head_dim);
+  const px_attn_curve *nc = attn_curve(g, bwd, !causal, head_dim, 0, seq);
   if (!nc) return -1;
   double tf = attn_curve_at(nc, seq);
-  const px_attn_curve *fc = attn_curve(g, false, causal, nc->head_dim), *fn = attn_curve(g, false, !causal, nc->head_dim);
+  const px_attn_curve *fc = attn_curve(g, false, causal, nc->head_dim, 0, seq),
+                      *fn = attn_curve(g, false, !causal, nc->head_dim, 0, seq);
   if (bwd && fc && fn) tf *= attn_curve_at(fc, seq) / attn_curve_at(fn, seq);
   return tf * 1e12 / peak;
 }
@@ -184,9 +192,10 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
   if (bwd_gemm && (op->flags & PX_OPF_FP8) && !(op->flags & (PX_OPF_FP8_BLOCK | PX_OPF_MXFP8 | PX_OPF_NVFP4)))
     eff *= px_gpu_fp8_split_share(g);
   if ((op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD) && px_dtype_bytes(dt) == 2) {
-    /* a measured 16-bit kernel where the GPU has one (every graph's attention is causal), on the
-     * waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
-    double fa = px_attn_efficiency(g, op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, op->dim[5]);
+    /* a measured 16-bit kernel where the GPU has one (every graph's attention is causal; a sliding-window
+     * layer's within its window), on the waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
+    int64_t window = op->flags & PX_OPF_WINDOW ? op->window : 0;
+    double fa = px_attn_efficiency(g, op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, window, op->dim[5]);
     if (fa > 0) {
       double tiles = (double)(op->dim[0] * op->dim[2]) * ceil_div((double)op->dim[1], 128.0), sms = (double)g->sm_count;
       eff = fa * tiles / (ceil_div(tiles, sms) * sms);

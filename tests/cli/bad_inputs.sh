@@ -38,6 +38,8 @@ for f in cluster_string_peak cluster_zero_gpus cluster_gpu_array cluster_missing
 done
 expect_refusal "garbage.bin" "$px" topology show "$bad/garbage.bin"
 expect_refusal "'gpu.attention[0].seq[1]': expected increasing" "$px" topology show "$bad/cluster_attention_seq.json"
+expect_refusal "'gpu.attention[0].window': a sliding window is causal" "$px" topology show "$bad/cluster_attention_window.json"
+expect_refusal "'gpu.attention[0].window': -128 is out of range" "$px" topology show "$bad/cluster_attention_window_negative.json"
 expect_refusal "'inter_node.deepep[1].ep': 16 after 32: EP sizes must ascend" "$px" topology show "$bad/cluster_deepep_order.json"
 
 # Flags.

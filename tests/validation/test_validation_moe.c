@@ -343,10 +343,11 @@ static void test_megatron_bridge_moe(void) {
     fprintf(stderr, "  %-8s %-15s %5lld %-6s %2lld %2lld %2lld %3lld %-8s %-6s %2d  %9.0f %9.0f %+6.1f%%  %s\n",
             w.release, w.name, w.gpus, w.prec, w.tp, w.pp, w.vp, w.ep, w.dispatch, w.routing, w.overlap, w.tokens, sim,
             100 * e, r.fits ? "yes" : "no");
-    /* measured (with Qwen3's q/k norms): Qwen3-30B-A3B BF16 +3.6%; FP8 -12.2% to +76.6% but for 25.11's and 26.02's
-     * EP 8 rows of Qwen3-30B-A3B (+171%, +213%: the same layout ran 1.7x faster a point release later); the FP8
-     * rows' kernels miss what docs/validation.md names. GPT-OSS-120B's BF16 rows +43.7% to +67.2% (not from its
-     * windows: docs/validation.md). No row may turn more than 15% pessimistic; Qwen3's BF16 row within 10% */
+    /* measured (with Qwen3's q/k norms, EP overlap where the recipe sets it): Qwen3-30B-A3B BF16 +3.5%, +8.4% with
+     * EP overlap (the case study's A/B); FP8 +5.8% to +81.5% but for 25.11's and 26.02's EP 8 rows of Qwen3-30B-A3B
+     * (+187%, +222%: the same layout ran 1.7x faster a point release later); the FP8 rows' kernels miss what
+     * docs/validation.md names. GPT-OSS-120B's BF16 rows +43.4% to +66.8% (not from its windows:
+     * docs/validation.md). No row may turn more than 15% pessimistic; Qwen3's BF16 rows within 10% */
     CU_ASSERT(e > -0.15 && e < 2.5);
     if (!strcmp(w.name, "qwen3-30b-a3b") && plan.par.precision == PX_PREC_BF16) CU_ASSERT(fabs(e) < 0.10);
     if (!strcmp(w.name, "gpt-oss-120b")) CU_ASSERT(e > 0.30 && e < 0.85);
@@ -399,7 +400,7 @@ static const struct {
   bool enabled;
   double mean;
 } mb_systems[] = {
-    {"dgx-b200", true, 0.630}, {"gb200-nvl72", true, 0.359}, {"dgx-gb300", true, 0.168}, {"dgx-b300", true, 0.619}};
+    {"dgx-b200", true, 0.625}, {"gb200-nvl72", true, 0.344}, {"dgx-gb300", true, 0.153}, {"dgx-b300", true, 0.599}};
 enum { MB_SYSTEMS = sizeof mb_systems / sizeof *mb_systems, MB_PRECS = 3 };
 static const char *const mb_precs[MB_PRECS] = {"bf16", "fp8-cs", "mxfp8"};
 
@@ -455,7 +456,7 @@ static void test_megatron_bridge_blackwell_moe(void) {
     fprintf(stderr, "  %-8s %-11s %-15s %4lld %-6s %-8s %3lld %-8s %2d %-6s  %9.0f %9.0f %+6.1f%%  %4s %-17s %s\n",
             w.release, w.sys, w.name, w.gpus, w.prec, layout, w.ep, w.dispatch, w.overlap, w.graph, w.tokens, sim,
             100 * e, r.fits ? "yes" : "no", w.recompute, w.recipe);
-    /* measured at this change: -21.8% to +211.8% (docs/validation.md); no row may turn more than 30% pessimistic */
+    /* measured at this change: -23.8% to +190.6% (docs/validation.md); no row may turn more than 30% pessimistic */
     CU_ASSERT(e > -0.30 && e < 2.5);
     px_test_err_add(&fam[s], e), px_test_err_add(&fam_prec[s][k], e), px_test_err_add(&all, e);
     if (md) {
