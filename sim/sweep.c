@@ -313,6 +313,14 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                     bool added;
                     if ((st = cand_add(out, &q, m, c, o, r, &added, err))) goto out;
                     if (!added) continue;
+                    /* and with EP overlap (Megatron-Core's combined 1F1B) wherever it applies, unless the
+                     * overlap is fixed: the merged schedule is faster where the exchanges show, for a little
+                     * memory */
+                    px_parallel ov = q;
+                    ov.overlap |= PX_OVERLAP_EP;
+                    if (f->overlap < 0 && m->experts > 0 && q.ep > 1 && px_parallel_validate(&ov, m, c, NULL) == PX_OK &&
+                        (st = cand_add(out, &ov, m, c, o, r, &added, err)))
+                      goto out;
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
                     if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp * cp || (dp * cp) % node)
@@ -1267,7 +1275,7 @@ void px_sweep_result_free(px_sweep_result *r) {
 /* The same split in any precision. */
 static bool same_shape(const px_parallel *a, const px_parallel *b) {
   return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->cp == b->cp && a->cp_algo == b->cp_algo && a->ep == b->ep && a->etp == b->etp &&
-         a->sp == b->sp && a->mbs == b->mbs &&
+         a->overlap == b->overlap && a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->recompute_method == b->recompute_method && a->recompute_layers == b->recompute_layers &&
          a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
