@@ -310,17 +310,16 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                       continue;
                     }
                     px_parallel_resolve(&q, m, c);
+                    /* EP overlap asked for (`overlap` ep) runs wherever it applies (the plan rule's say):
+                     * the plans it does not apply to are swept without it, not refused */
+                    if ((q.overlap & PX_OVERLAP_EP) && px_parallel_validate(&q, m, c, NULL) != PX_OK) {
+                      px_parallel nov = q;
+                      nov.overlap &= ~PX_OVERLAP_EP;
+                      if (px_parallel_validate(&nov, m, c, NULL) == PX_OK) q = nov;
+                    }
                     bool added;
                     if ((st = cand_add(out, &q, m, c, o, r, &added, err))) goto out;
                     if (!added) continue;
-                    /* and with EP overlap (Megatron-Core's combined 1F1B) wherever it applies, unless the
-                     * overlap is fixed: the merged schedule is faster where the exchanges show, for a little
-                     * memory */
-                    px_parallel ov = q;
-                    ov.overlap |= PX_OVERLAP_EP;
-                    if (f->overlap < 0 && m->experts > 0 && q.ep > 1 && px_parallel_validate(&ov, m, c, NULL) == PX_OK &&
-                        (st = cand_add(out, &ov, m, c, o, r, &added, err)))
-                      goto out;
                     /* and sharded within a node, replicated across nodes (hybrid sharding) */
                     int64_t node = tp <= c->gpus_per_node && c->gpus_per_node % tp == 0 ? c->gpus_per_node / tp : 0;
                     if (f->shard_group > 0 || q.zero < HYBRID_MIN_ZERO || node < 2 || node >= dp * cp || (dp * cp) % node)
