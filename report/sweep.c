@@ -311,6 +311,14 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     }
     fputc('\n', out);
   }
+  if (m->experts > 0) { /* searched only when asked for (sim/sweep.c) */
+    char flag[32];
+    px_report_field_flag("overlap", strlen("overlap"), flag, sizeof flag);
+    if (f->overlap > 0 && (f->overlap & PX_OVERLAP_EP))
+      fputs("  EP overlap (Megatron-Core's combined 1F1B) on every plan it applies to (epNov), the rest without\n", out);
+    else
+      fprintf(out, "  EP overlap not searched (ask for it with --%s all,ep)\n", flag);
+  }
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
