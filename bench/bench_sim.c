@@ -22,11 +22,12 @@ typedef struct {
   int insts;
 } result;
 
-/* Choices beyond the common ones: SP, interleaving, the overlap, the fast path. */
+/* Choices beyond the common ones: SP, interleaving, the overlap, the fast path, expert parallelism. */
 typedef struct {
   int sp, overlap; /* overlap -1: the default */
   int64_t vpp;     /* > 1: interleaved */
   bool no_fast;
+  int64_t ep;      /* > 1: experts over ep ranks, whole (etp 1), DeepEP's dispatch */
 } extra;
 
 /* Median of `reps` runs of compile + simulate (one step, with the comm-free twin). */
@@ -47,6 +48,7 @@ static int measure_with(const char *model, const char *cluster, int64_t gpus, in
     p.tp = tp, p.pp = pp, p.mbs = mbs, p.gbs = gbs, p.seq = seq, p.zero = 1, p.recompute = recompute;
     p.sp = x->sp, p.overlap = x->overlap;
     if (x->vpp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = x->vpp;
+    if (x->ep > 1) p.ep = x->ep, p.etp = 1, p.moe_dispatch = PX_MOE_DEEPEP;
     px_parallel_resolve(&p, &m, &c);
     px_plan plan;
     double t0 = px_clock_s();
@@ -121,12 +123,22 @@ int main(int argc, char **argv) {
   static const struct {
     const char *label;
     extra x;
-  } ov[] = {{"llama3-405b SP v2, default overlap (tp-bwd)", {1, -1, 2, false}},
-            {"llama3-405b SP v2, --overlap all", {1, PX_OVERLAP_ALL, 2, false}},
-            {"llama3-405b SP v2, --overlap all, no fast path", {1, PX_OVERLAP_ALL, 2, true}}};
+  } ov[] = {{"llama3-405b SP v2, default overlap (tp-bwd)", {1, -1, 2, false, 0}},
+            {"llama3-405b SP v2, --overlap all", {1, PX_OVERLAP_ALL, 2, false, 0}},
+            {"llama3-405b SP v2, --overlap all, no fast path", {1, PX_OVERLAP_ALL, 2, true, 0}}};
   for (size_t i = 0; i < sizeof ov / sizeof *ov; i++)
     if (!measure_with("llama3-405b", "dgx-h100", 16384, 8, 16, 1, 2048, 8192, PX_RECOMPUTE_NONE, &ov[i].x, reps, &r))
       row(ov[i].label, &r);
+  /* EP overlap: each steady-state forward MoE layer merged with a backward one, a pair's own segments */
+  printf("# EP overlap (deepseek-v3 1024xH100 tp2 pp8 ep64 SP interleaved v4 gbs1024)\n");
+  static const struct {
+    const char *label;
+    extra x;
+  } epo[] = {{"deepseek-v3 ep64 v4, --overlap all", {1, PX_OVERLAP_ALL, 4, false, 64}},
+             {"deepseek-v3 ep64 v4, --overlap all,ep", {1, PX_OVERLAP_ALL | PX_OVERLAP_EP, 4, false, 64}}};
+  for (size_t i = 0; i < sizeof epo / sizeof *epo; i++)
+    if (!measure_with("deepseek-v3", "dgx-h100", 1024, 2, 8, 1, 1024, 4096, PX_RECOMPUTE_NONE, &epo[i].x, reps, &r))
+      row(epo[i].label, &r);
   printf("# DP scaling (llama3-70b, tp8 pp4, 16 micro-batches per rank)\n");
   for (int64_t dp = 2; dp <= 512; dp *= 4) {
     char label[96];
