@@ -33,7 +33,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
-       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_BASE_CKPT, OPT_BF16_START,
+       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_RECOMPUTE_MODULES, OPT_BASE_CKPT, OPT_BF16_START,
        OPT_BF16_END, OPT_OFFLOAD_ACT };
 
 static const px_opt opts[] = {
@@ -88,6 +88,9 @@ static const px_opt opts[] = {
      "full recomputation of N layers (Megatron's recompute_num_layers): with block, the first N of each model chunk"},
     {"recompute-method", required_argument, OPT_RECOMPUTE_METHOD, PX_OPT_PLAN, "M",
      "which layers full recomputation covers: uniform (default; every layer) | block (--recompute-layers per chunk)"},
+    {"recompute-modules", required_argument, OPT_RECOMPUTE_MODULES, PX_OPT_PLAN, "LIST",
+     "what selective recomputation redoes (Megatron's recompute_modules; implies --recompute selective): "
+     "core_attn (default), mla_up_proj, moe_act, layernorm, mlp, comma-separated"},
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16|fp8|mxfp8|nvfp4 (16-bit: fp32 master weights; fp8: the layers' GEMMs; mxfp8, nvfp4: those GEMMs in Blackwell's block-scaled formats)"},
     {"fp8-recipe", required_argument, OPT_FP8_RECIPE, PX_OPT_PLAN, "R", "fp8 scaling: delayed (default) | current | blockwise"},
     {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8, mxfp8, nvfp4: the dtype of all but the quantized GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
@@ -405,6 +408,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_FINETUNE: st = parse_enum("finetune", optarg, px_finetune_names, PX_FT_COUNT, &p->finetune, err); break;
       case OPT_LORA_RANK: st = px_parse_int(optarg, "--lora-rank", 1, PX_LORA_RANK_MAX, &p->lora_rank, err); break;
       case OPT_LORA_ALPHA: st = parse_number("--lora-alpha", optarg, 1e-6, 1e9, &p->lora_alpha, err); break;
+      case OPT_RECOMPUTE_MODULES:
+        if ((st = px_recompute_modules_parse(optarg, &p->recompute_modules, err))) px_err_prefix(err, "--recompute-modules");
+        break;
       case OPT_LORA_TARGETS:
         if ((st = px_lora_targets_parse(optarg, &p->lora_targets, err))) px_err_prefix(err, "--lora-targets");
         break;

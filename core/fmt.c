@@ -130,3 +130,37 @@ px_status px_parse_int(const char *s, const char *flag, int64_t min, int64_t max
   *out = (int64_t)v;
   return PX_OK;
 }
+
+px_status px_parse_name_bits(const char *s, const char *what, const char *const *names, int n,
+                             const char *const *extra, const int *extra_bits, int nextra, int *bits, px_err *err) {
+  int out = 0;
+  for (const char *p = s; *p;) {
+    size_t len = strcspn(p, ",");
+    int bit = -1;
+    for (int i = 0; i < n && bit < 0; i++)
+      if (strlen(names[i]) == len && !strncmp(p, names[i], len)) bit = 1 << i;
+    for (int j = 0; j < nextra && bit < 0; j++)
+      if (strlen(extra[j]) == len && !strncmp(p, extra[j], len)) bit = extra_bits[j];
+    if (bit < 0) {
+      char all[256];
+      size_t k = 0;
+      all[0] = '\0';
+      for (int i = 0; i < n + nextra && k < sizeof all; i++)
+        k += (size_t)snprintf(all + k, sizeof all - k, "%s%s", i ? ", " : "", i < n ? names[i] : extra[i - n]);
+      return px_err_set(err, PX_ERR_INPUT, "%s '%.*s' is not one of %s", what, (int)len, p, all);
+    }
+    out |= bit;
+    p += len;
+    if (*p == ',') p++;
+  }
+  *bits = out;
+  return PX_OK;
+}
+
+char *px_fmt_name_bits(int bits, const char *const *names, int n, char *buf, size_t cap) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && k < cap; i++)
+    if (bits & (1 << i)) k += (size_t)snprintf(buf + k, cap - k, "%s%s", k ? "," : "", names[i]);
+  return buf;
+}

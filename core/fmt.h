@@ -15,6 +15,13 @@
   const char *const table[count] = {__VA_ARGS__}; \
   _Static_assert(sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *) == (count), #table " names every value")
 
+/* A comma-separated list of a table's names as bits: names[i] sets 1 << i, extra[j] (a word such as "all")
+ * extra_bits[j]; "" is 0. An unknown name: PX_ERR_INPUT, "<what> 'x' is not one of <the names, the extras>". */
+px_status px_parse_name_bits(const char *s, const char *what, const char *const *names, int n,
+                             const char *const *extra, const int *extra_bits, int nextra, int *bits, px_err *err);
+/* bits as their names in table order, comma-separated, into buf; returns buf. */
+char *px_fmt_name_bits(int bits, const char *const *names, int n, char *buf, size_t cap);
+
 /* Each writes into buf and returns it. */
 char *px_fmt_count(double v, char *buf, size_t cap); /* 124.44 M, 8.03 B, 1.2 T */
 char *px_fmt_bytes(double bytes, char *buf, size_t cap); /* binary units: 1.50 GiB */

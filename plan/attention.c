@@ -160,27 +160,41 @@ static void count_duplicated(px_bld *b, const px_dims *d, int32_t n0, int32_t w0
     b->w->b->dup_flops += b->w->b->ops[k].flops;
 }
 
+/* The query up projection from the normed latent (gathered over TP with SP), or the one q projection from the
+ * whole sequence's norm output x_full. */
+static void mla_q_up(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x_full) {
+  int64_t rows_full = d->B * d->S;
+  if (d->QL > 0) {
+    px_ref q_latn = px_bld_tp_gather(b, d, ph, R(L->q_latn, 0), R(L->q_latn_full, 0));
+    px_linear(b, d, ph, q_latn, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, d->QL);
+  } else {
+    px_linear(b, d, ph, x_full, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, d->H);
+  }
+}
+
+/* The keys' and values' up projection from the normed latent, and the RoPE key, gathered over TP with SP. */
+static void mla_kv_up(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  px_ref kv_latn = px_bld_tp_gather(b, d, ph, R(L->kv_latn, 0), R(L->kv_latn_full, 0));
+  px_bld_tp_gather(b, d, ph, R(L->k_pe, 0), R(L->k_pe_full, 0));
+  px_linear(b, d, ph, kv_latn, L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, d->B * d->S, d->HKV * d->Dn, d->VW, 0,
+            d->KL);
+}
+
 /* q, k, v from the norm's output: x its shard (B Sl rows), x_full the whole sequence (the one q projection's). */
 static void mla_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, px_ref x_full) {
-  int64_t rows = d->B * d->Sl, rows_full = d->B * d->S, H = d->H;
+  int64_t rows = d->B * d->Sl, H = d->H;
   if (d->QL > 0) {
     int32_t n0 = b->b->nops;
     px_linear(b, d, ph, x, L->w_q_down, -1, R(L->q_lat, 0), NOREF, NOREF, rows, d->QL, 0, 0, H);
     if (ph != PX_PHASE_RECOMPUTE) count_duplicated(b, d, n0, 0);
     latent_norm(b, d, ph, R(L->q_latn, 0), R(L->q_rstd, 0), R(L->q_lat, 0), L->w_q_norm, rows, d->QL);
-    px_ref q_latn = px_bld_tp_gather(b, d, ph, R(L->q_latn, 0), R(L->q_latn_full, 0));
-    px_linear(b, d, ph, q_latn, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, d->QL);
-  } else {
-    px_linear(b, d, ph, x_full, L->w_q_up, -1, R(L->q, 0), NOREF, NOREF, rows_full, d->QW, 0, 0, H);
   }
+  mla_q_up(b, d, L, ph, x_full);
   int32_t n0 = b->b->nops;
   px_linear(b, d, ph, x, L->w_kv_down, -1, R(L->kv_lat, 0), R(L->k_pe, 0), NOREF, rows, d->KL, d->Dr, 0, H);
   if (ph != PX_PHASE_RECOMPUTE) count_duplicated(b, d, n0, 0);
   latent_norm(b, d, ph, R(L->kv_latn, 0), R(L->kv_rstd, 0), R(L->kv_lat, 0), L->w_kv_norm, rows, d->KL);
-  px_ref kv_latn = px_bld_tp_gather(b, d, ph, R(L->kv_latn, 0), R(L->kv_latn_full, 0));
-  px_bld_tp_gather(b, d, ph, R(L->k_pe, 0), R(L->k_pe_full, 0));
-  px_linear(b, d, ph, kv_latn, L->w_kv_up, -1, R(L->k, 0), R(L->v, 0), NOREF, rows_full, d->HKV * d->Dn, d->VW, 0,
-            d->KL);
+  mla_kv_up(b, d, L, ph);
 }
 
 /* A column-parallel up projection's backward from its output gradient dy to
@@ -334,14 +348,14 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
 }
 
 /* Backward of the unfused attention (with selective recomputation first). */
-static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc, px_ref dctx,
+static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref dctx,
                                px_ref dq, px_ref dk, px_ref dv) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S;
   /* Megatron's selective recomputation checkpoints the whole core attention (Korthikanti et al. 2022, Section 5
    * and Appendix A's FLOPs; Megatron-Core's _checkpointed_attention_forward): the product with the values is
    * redone too, its output a scratch tensor the backward does not read */
-  if (rc == PX_RECOMPUTE_SELECTIVE) {
+  if (d->rcm & PX_RCM_CORE_ATTN) {
     attention_core(b, d, L, PX_PHASE_RECOMPUTE);
     attention_context(b, d, L, PX_PHASE_RECOMPUTE,
                       R(px_bld_slot(p, "ctx_recompute", PX_SLOT_WORKSPACE, d->act, B, S, d->HQ, d->Dv), 0));
@@ -373,6 +387,17 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
   px_bld_gemm_cost(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
 }
 
+/* RoPE on q and k in place (MLA's k from its heads' parts and the one RoPE key). */
+static void rope(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  px_op *o = px_bld_op(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
+  o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
+  o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
+  o->dim[0] = d->B, o->dim[1] = d->S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
+  if (d->mla) o->in[2] = R(L->k_pe_full, 0), o->dim[5] = d->Dr;
+  double rotated = (double)(d->B * d->S * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
+  px_bld_elementwise(o, rotated, rotated, (double)d->e);
+}
+
 void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x_shard) {
   int64_t B = d->B, S = d->S, H = d->H, rows_full = B * S;
   px_ref x = NOREF; /* the whole sequence: MLA's down projections read the shard */
@@ -387,15 +412,7 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
   } else {
     px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
   }
-  if (d->rope) {
-    px_op *o = px_bld_op(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
-    o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
-    o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
-    o->dim[0] = B, o->dim[1] = S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
-    if (d->mla) o->in[2] = R(L->k_pe_full, 0), o->dim[5] = d->Dr; /* k from its heads' parts and the one RoPE key */
-    double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
-    px_bld_elementwise(o, rotated, rotated, (double)d->e);
-  }
+  if (d->rope) rope(b, d, L, ph);
   if (d->flash) {
     flash_forward(b, d, L, ph);
   } else {
@@ -404,17 +421,25 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
   }
 }
 
-px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc) {
+px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S, H = d->H, rows_full = B * S;
   px_op *o;
   px_ref dctx = R(px_bld_grad_slot(p, L->ctx), 0);
   px_ref dq = R(px_bld_grad_slot(p, L->q), 0), dk = R(px_bld_grad_slot(p, L->k), 0),
          dv = R(px_bld_grad_slot(p, L->v), 0);
+  if (d->mla && (d->rcm & PX_RCM_MLA_UP_PROJ)) { /* q, k, v made again for the attention's backward */
+    mla_q_up(b, d, L, PX_PHASE_RECOMPUTE,
+             d->QL > 0 ? NOREF
+                       : px_bld_tp_gather(b, d, PX_PHASE_RECOMPUTE, px_fp8_twin(p, d, R(L->ln1, 0)),
+                                          px_fp8_twin(p, d, R(L->ln1_full, 0))));
+    mla_kv_up(b, d, L, PX_PHASE_RECOMPUTE);
+    if (d->rope) rope(b, d, L, PX_PHASE_RECOMPUTE);
+  }
   if (d->flash) {
     flash_backward(b, d, L, dctx, dq, dk, dv);
   } else {
-    attention_backward(b, d, L, rc, dctx, dq, dk, dv);
+    attention_backward(b, d, L, dctx, dq, dk, dv);
   }
   if (d->rope) {
     o = px_bld_op(b, PX_OP_ROPE_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);

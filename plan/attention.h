@@ -57,6 +57,6 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
 
 /* From ctx's gradient back to the gradient of the norm's output (reduced
  * over TP, into its sequence shard with SP); returns it. */
-px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc);
+px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L);
 
 #endif

@@ -58,6 +58,7 @@ typedef struct {
   bool lora;                            /* fine-tuning with adapters: the base's parameters frozen */
   int64_t lora_rank;                    /* their rank r */
   int lora_targets;                     /* PX_LORA_* bits */
+  int rcm;                              /* PX_RCM_* bits: what selective recomputation redoes (0 none) */
 } px_dims;
 
 typedef struct px_bld {

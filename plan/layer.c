@@ -83,34 +83,41 @@ void px_layer_slots_make(px_plan *p, const px_dims *d, px_layer_slots *L) {
   px_moe_slots(p, d, L);
 }
 
+/* The MLP's input as the forward makes it from the norm's output: the dense MLP's (its fp8 twin, gathered over TP
+ * with SP), the shared experts' (gathered), or none (the router reads the shard). */
+static px_ref mlp_input(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  if (d->moe) return d->Fs > 0 ? px_bld_tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0)) : NOREF;
+  return px_bld_tp_gather(b, d, ph, px_fp8_cast(b, d, ph, R(L->ln2, 0), false), px_fp8_twin(b->p, d, R(L->ln2_full, 0)));
+}
+
+static void norm1(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  px_bld_norm(b, d, ph, R(L->ln1, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), R(L->x, 0),
+              L->w_ln1, L->b_ln1, d->B * d->Sl);
+}
+
+static void norm2(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  px_bld_norm(b, d, ph, R(L->ln2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0),
+              d->par_res ? R(L->x, 0) : R(L->x2, 0), L->w_ln2, L->b_ln2, d->B * d->Sl);
+}
+
 void px_layer_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, bool produce_out) {
   int64_t rows = d->B * d->Sl, H = d->H;
   px_ref x = R(L->x, 0);
-  px_bld_norm(b, d, ph, R(L->ln1, 0), L->ln1_mean >= 0 ? R(L->ln1_mean, 0) : NOREF, R(L->ln1_rstd, 0), x, L->w_ln1,
-              L->b_ln1, rows);
-  px_plan *p = b->p;
+  norm1(b, d, L, ph);
   px_attn_forward(b, d, L, ph, px_fp8_cast(b, d, ph, R(L->ln1, 0), false));
   px_op *o;
   px_ref bo;
   px_ref attn = px_branch_end_fwd(b, d, ph, px_fp8_cast(b, d, ph, R(L->ctx, 0), false).slot, L->w_o, L->b_o,
                                   L->attn_part, L->attn_out, L->attn_drop, L->attn_dmask, d->OW, 1, &bo);
-  px_ref mid; /* the MLP's norm input */
-  if (d->par_res) {
-    mid = x;
-  } else {
+  if (!d->par_res) {
     o = px_bld_simple(b, PX_OP_ADD, ph, R(L->x2, 0), x, attn, rows * H, (double)d->e);
     o->in[2] = bo;
     o->dim[1] = H;
-    mid = R(L->x2, 0);
   }
-  px_bld_norm(b, d, ph, R(L->ln2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF, R(L->ln2_rstd, 0), mid, L->w_ln2,
-              L->b_ln2, rows);
-  px_ref ln2 =
-      d->moe ? (d->Fs > 0 ? px_bld_tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0)) : NOREF) /* shared experts' */
-             : px_bld_tp_gather(b, d, ph, px_fp8_cast(b, d, ph, R(L->ln2, 0), false),
-                                px_fp8_twin(p, d, R(L->ln2_full, 0)));
+  norm2(b, d, L, ph);
+  px_ref ln2 = mlp_input(b, d, L, ph);
   px_ref bf;
-  px_ref mlp = d->moe ? px_moe_forward(b, d, L, ph, R(L->ln2, 0), ln2, &bf) : px_mlp_forward(b, d, L, ph, ln2, &bf);
+  px_ref mlp = d->moe ? px_moe_forward(b, d, L, ph, R(L->ln2, 0), ln2, &bf) : px_mlp_forward(b, d, L, ph, ln2, true, &bf);
   if (!produce_out) return;
   px_ref out = R(L->out, 1);
   if (d->par_res) {
@@ -132,6 +139,19 @@ void px_layer_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   px_plan *p = b->p;
   int64_t rows = d->B * d->Sl, H = d->H;
   if (rc == PX_RECOMPUTE_FULL) px_layer_forward(b, d, L, PX_PHASE_RECOMPUTE, false);
+  /* selective recomputation's modules, each before its first reader in the backward: the MLP's norm (and the
+   * casts its readers keep), a dense layer's MLP from it (Megatron-Core's checkpoint reruns the module, fc2 and
+   * its TP reduction too; the bias-dropout-add after it is not the module's) */
+  const px_phase rp = PX_PHASE_RECOMPUTE;
+  if (d->rcm & PX_RCM_LAYERNORM) {
+    norm2(b, d, L, rp);
+    if (d->moe && d->f8 && d->Fs > 0) px_fp8_cast(b, d, rp, mlp_input(b, d, L, rp), false);
+    if (!d->moe && !(d->rcm & PX_RCM_MLP)) px_fp8_cast(b, d, rp, R(L->ln2, 0), false);
+  }
+  if (!d->moe && (d->rcm & PX_RCM_MLP)) {
+    px_ref bf;
+    px_mlp_forward(b, d, L, rp, mlp_input(b, d, L, rp), false, &bf);
+  }
   px_ref dout = R(px_bld_grad_slot(p, L->x), 1);
   px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
   px_ref dln2_part = R(px_bld_grad_slot(p, L->ln2_full), 0), dln2_sh = R(px_bld_grad_slot(p, L->ln2), 0), dln2;
@@ -146,10 +166,14 @@ void px_layer_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   o->flags = PX_OPF_ACCUMULATE;
   px_bld_norm_bwd(b, d, dmid, dln2, d->par_res ? R(L->x, 0) : R(L->x2, 0), L->ln2_mean >= 0 ? R(L->ln2_mean, 0) : NOREF,
                   R(L->ln2_rstd, 0), L->w_ln2, L->b_ln2, rows);
+  if (d->rcm & PX_RCM_LAYERNORM) { /* the attention's norm, and its fp8 twin the projections' weights read */
+    norm1(b, d, L, rp);
+    px_fp8_cast(b, d, rp, R(L->ln1, 0), false);
+  }
   /* Attention branch: the residual's gradient (dout with a parallel residual) */
   px_branch_end_bwd(b, d, d->par_res ? dout : dmid, L->attn_out, L->attn_dmask, L->attn_part, L->ctx, L->w_o, L->b_o,
                     d->OW, -1);
-  px_ref dln1 = px_attn_backward(b, d, L, rc);
+  px_ref dln1 = px_attn_backward(b, d, L);
   if (!d->par_res) {
     o = px_bld_simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, dmid, NOREF, rows * H, (double)d->e);
     o->flags = PX_OPF_ACCUMULATE;
@@ -164,23 +188,30 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
   if (rc == PX_RECOMPUTE_FULL) return;
   px_plan *p = b->p;
   px_attn_view a = px_attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
+  bool norms = d->rcm & PX_RCM_LAYERNORM, mlp_rc = !d->moe && (d->rcm & PX_RCM_MLP);
   /* with fp8 the linear layers' inputs as their fp8 twins (the weight gradients' operands); the bf16
    * context only for the fused attention's backward where it reads it (not CP a2a's: the head-split one, a.ctx),
    * the bf16 MoE norm output for the router's */
-  int saved[] = {L->ln1_mean,         L->ln1_rstd,  L->lse,
-                 L->attn_dmask,       L->x2,        L->ln2_mean,
-                 L->ln2_rstd,         L->mlp_dmask, d->f8 && d->flash && a.ctx.slot == L->ctx ? L->ctx : -1,
-                 d->moe ? L->ln2 : -1};
+  int n1 = norms ? -1 : L->ln1_mean, r1 = norms ? -1 : L->ln1_rstd, n2 = norms ? -1 : L->ln2_mean,
+      r2 = norms ? -1 : L->ln2_rstd; /* the norms' statistics made again with their outputs */
+  int saved[] = {n1,                  r1,           L->lse,
+                 L->attn_dmask,       L->x2,        n2,
+                 r2,                  L->mlp_dmask, d->f8 && d->flash && a.ctx.slot == L->ctx ? L->ctx : -1,
+                 d->moe && !(d->rcm & PX_RCM_LAYERNORM) ? L->ln2 : -1,
+                 d->mla && (d->rcm & PX_RCM_MLA_UP_PROJ) ? L->k_pe : -1};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) px_bld_keep(b, R(saved[i], 0));
   /* a linear layer's input, for its weight's or its adapters' gradients: not a frozen one's without adapters */
   bool qkv_in = px_linear_needs_input(p, d->mla ? L->w_kv_down : L->w_qkv), fc1_in = px_linear_needs_input(p, L->w_fc1);
+  if (norms) qkv_in = false, fc1_in = false; /* the norms' outputs made again from x and x2 */
+  if (mlp_rc && !norms) px_bld_keep(b, R(L->ln2, 0)); /* the recomputed MLP's input, as its checkpoint keeps it */
+  if (mlp_rc) fc1_in = false;
   if (qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1, 0)));
   if (px_linear_needs_input(p, L->w_o) || d->flash) px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
   for (int w = 0; w < 4; w++) px_linear_adapter_keep(b, (int[]){L->w_qkv, L->w_o, L->w_fc1, L->w_fc2}[w]);
   if (!d->moe && fc1_in)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2, 0)));
-  else if (d->f8 && d->Fs > 0)
+  else if (d->f8 && d->Fs > 0 && !norms)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2_full, 0))); /* the shared experts' */
   /* the MLP's: the dense one's, or the router's choice, the rows the local experts took (and their gates, which
    * the activation applied) and computed, and the shared experts' */
@@ -198,13 +229,15 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
     bool gemm_in =
         s == L->act || s == L->moe_recv || s == L->exp_act || s == L->sh_act; /* read by a weight gradient only */
     if (s == L->act && !px_linear_needs_input(p, L->w_fc2)) continue;
+    if (mlp_rc || (s == L->exp_act && (d->rcm & PX_RCM_MOE_ACT))) continue; /* made again in the backward */
     if (s >= 0) px_bld_keep(b, gemm_in ? px_fp8_twin(p, d, R(s, 0)) : R(s, 0));
   }
-  px_bld_keep(b, a.q), px_bld_keep(b, a.k), px_bld_keep(b, a.v);
+  if (!(d->mla && (d->rcm & PX_RCM_MLA_UP_PROJ))) px_bld_keep(b, a.q), px_bld_keep(b, a.k), px_bld_keep(b, a.v);
   if (a.ctx.slot != L->ctx) px_bld_keep(b, a.ctx);
   if (!d->sp && qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1_full, 0)));
-  if (!d->sp && (fc1_in || d->moe)) px_bld_keep(b, d->moe ? R(L->ln2_full, 0) : px_fp8_twin(p, d, R(L->ln2_full, 0)));
-  if (rc == PX_RECOMPUTE_NONE && !d->flash) {
+  if (!d->sp && (fc1_in || (d->moe && !norms)))
+    px_bld_keep(b, d->moe ? R(L->ln2_full, 0) : px_fp8_twin(p, d, R(L->ln2_full, 0)));
+  if (!(d->rcm & PX_RCM_CORE_ATTN) && !d->flash) {
     px_bld_keep(b, R(L->probs, 0));
     if (d->drop) px_bld_keep(b, R(L->probs_drop, 0)), px_bld_keep(b, R(L->attn_mask, 0));
   }

@@ -109,17 +109,12 @@ static px_op *expert_gemm(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   return o;
 }
 
-/* The experts on the R rows in `rows`: fc1 (gate and up with SwiGLU), the
- * activation, fc2 into `out`. */
-static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+/* The experts' activation times each row's gate (Megatron-Core's weighted_bias_swiglu_impl; with GELU its
+ * activation times permuted_probs) and its quantized copy, fc2's input; returns that. */
+static px_ref experts_act(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
   int64_t fe = d->Fe, nr = d->R;
-  if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc1);
-  px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, fe, d->swiglu ? fe : 0, d->H);
-  o->in[0] = px_fp8_twin(b->p, d, R(L->moe_recv, 0)), o->in[1] = R(L->w_exp_fc1, 0);
-  if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
-  o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
-  /* the activation times each row's gate (Megatron-Core's weighted_bias_swiglu_impl; with GELU its activation
-   * times permuted_probs): in[2] the gates, dim[1] the row width */
+  px_op *o;
+  /* in[2] the gates, dim[1] the row width */
   if (d->swiglu)
     o = px_bld_simple(b, PX_OP_SWIGLU, ph, R(L->exp_act, 0), R(L->exp_gate, 0), R(L->exp_up, 0), nr * fe, (double)d->e);
   else
@@ -127,7 +122,19 @@ static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L
   o->in[2] = R(L->moe_recv_w, 0);
   o->bytes += (double)nr * GATE_BYTES;
   o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
-  px_ref act = px_fp8_cast(b, d, ph, R(L->exp_act, 0), false);
+  return px_fp8_cast(b, d, ph, R(L->exp_act, 0), false);
+}
+
+/* The experts on the R rows in `rows`: fc1 (gate and up with SwiGLU), the
+ * activation, fc2 into `out`. */
+static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  int64_t fe = d->Fe;
+  if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc1);
+  px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, fe, d->swiglu ? fe : 0, d->H);
+  o->in[0] = px_fp8_twin(b->p, d, R(L->moe_recv, 0)), o->in[1] = R(L->w_exp_fc1, 0);
+  if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
+  o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
+  px_ref act = experts_act(b, d, L, ph);
   if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc2);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, d->H, 0, fe);
   o->in[0] = act, o->in[1] = R(L->w_exp_fc2, 0);
@@ -150,6 +157,9 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   px_plan *p = b->p;
   int64_t fe = d->Fe, nr = d->R;
   px_ref dout = R(px_bld_grad_slot(p, L->exp_out), 0), dact = R(px_bld_grad_slot(p, L->exp_act), 0);
+  /* moe_act recomputation: the activation (and its copy) made again when fc2's backward starts (Megatron-Core
+   * discards it after fc2's forward and registers the recomputation on fc2's output) */
+  if (d->rcm & PX_RCM_MOE_ACT) experts_act(b, d, L, PX_PHASE_RECOMPUTE);
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc2);
   dout = px_fp8_cast(b, d, PX_PHASE_BWD, dout, true);
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, d->H, 0, fe);
@@ -467,7 +477,8 @@ px_ref px_mlp_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   return dln2;
 }
 
-px_ref px_mlp_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, px_ref *bias_left) {
+px_ref px_mlp_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, bool dropout,
+                      px_ref *bias_left) {
   int64_t rows_full = d->B * d->S, H = d->H;
   if (d->swiglu) {
     px_linear(b, d, ph, x, L->w_fc1, L->b_fc1, R(L->gate, 0), R(L->up, 0), NOREF, rows_full, d->F, d->F, 0, H);
@@ -482,5 +493,5 @@ px_ref px_mlp_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
     px_bld_simple(b, PX_OP_GELU, ph, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, (double)d->e);
   }
   return px_branch_end_fwd(b, d, ph, px_fp8_cast(b, d, ph, R(L->act, 0), false).slot, L->w_fc2, L->b_fc2, L->mlp_part,
-                           L->mlp_out, L->mlp_drop, L->mlp_dmask, d->F, 2, bias_left);
+                           L->mlp_out, dropout ? L->mlp_drop : -1, dropout ? L->mlp_dmask : -1, d->F, 2, bias_left);
 }

@@ -37,8 +37,9 @@ px_ref px_mlp_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
 
 /* The dense MLP's forward from the norm's output x (the gathered
  * sequence): fc1 (gate and up with SwiGLU), the activation, and the
- * branch's end (fc2, its reduction, bias and dropout; *bias_left as
- * px_branch_end_fwd). Returns the branch's output. */
-px_ref px_mlp_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, px_ref *bias_left);
+ * branch's end (fc2, its reduction, and with `dropout` the bias and
+ * dropout; *bias_left as px_branch_end_fwd). Returns the branch's output. */
+px_ref px_mlp_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x, bool dropout,
+                      px_ref *bias_left);
 
 #endif

@@ -13,6 +13,7 @@
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
 PX_NAME_TABLE(px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT, "uniform", "block");
+PX_NAME_TABLE(px_recompute_module_names, PX_RCM_BITS, "core_attn", "mla_up_proj", "moe_act", "layernorm", "mlp");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4");
 PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd", "ep");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
@@ -64,7 +65,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->vpp <= 0) p->vpp = 1;
   if (p->schedule < 0) p->schedule = p->vpp > 1 ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B;
   if (p->gbs <= 0 && p->dp > 0) p->gbs = p->mbs * p->dp * (p->pp > 1 ? 4 * p->pp : 1);
-  if (p->recompute < 0) p->recompute = PX_RECOMPUTE_NONE;
+  if (p->recompute < 0) p->recompute = p->recompute_modules ? PX_RECOMPUTE_SELECTIVE : PX_RECOMPUTE_NONE;
   if (p->recompute_method < 0) p->recompute_method = PX_RECOMPUTE_UNIFORM;
   if (p->precision < 0) p->precision = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_PREC_BF16 : PX_PREC_FP32;
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
@@ -100,7 +101,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1) TAKE(moe_buffers, -1)
   TAKE(cuda_graph, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
-  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
+  TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0) TAKE(recompute_modules, 0)
   TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
@@ -116,6 +117,11 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 
 bool px_parallel_recompute_partial(const px_parallel *p) {
   return p->recompute == PX_RECOMPUTE_FULL && p->recompute_method == PX_RECOMPUTE_BLOCK && p->recompute_layers > 0;
+}
+
+int px_parallel_recompute_modules(const px_parallel *p) {
+  if (p->recompute != PX_RECOMPUTE_SELECTIVE) return 0;
+  return p->recompute_modules ? p->recompute_modules : PX_RCM_CORE_ATTN;
 }
 
 bool px_parallel_layer_recomputed(const px_parallel *p, int64_t index) {
@@ -353,6 +359,19 @@ static bool recompute_block_layers(vctx *x) {
 static bool recompute_layers_stage(vctx *x) {
   return x->p->pp > 0 && x->p->recompute_layers > x->m->layers / x->p->pp;
 }
+static bool rcm_selective(vctx *x) { return x->p->recompute_modules && x->p->recompute != PX_RECOMPUTE_SELECTIVE; }
+static bool rcm_mla(vctx *x) { return (x->p->recompute_modules & PX_RCM_MLA_UP_PROJ) && x->m->kv_lora_rank == 0; }
+static bool rcm_moe_act(vctx *x) { return (x->p->recompute_modules & PX_RCM_MOE_ACT) && x->m->experts == 0; }
+static bool rcm_mlp(vctx *x) {
+  if (!(x->p->recompute_modules & PX_RCM_MLP)) return false;
+  for (int64_t l = 0; l < x->m->layers; l++)
+    if (!px_model_layer_is_moe(x->m, l)) return false;
+  return true;
+}
+static bool rcm_delayed(vctx *x) {
+  return (x->p->recompute_modules & (PX_RCM_MOE_ACT | PX_RCM_LAYERNORM)) && x->p->precision == PX_PREC_FP8 &&
+         x->p->fp8_recipe == PX_FP8_DELAYED;
+}
 static bool seq_hf_long(vctx *x) {
   return x->p->seq < 1 && x->m->seq_from_positions && x->m->seq_len > PX_MODEL_HF_SEQ_MAX;
 }
@@ -568,6 +587,15 @@ static const px_rule rules[] = {
                              "recompute"},
     {recompute_layers_stage, "`recompute_layers` {recompute_layers} is more than the {stage_layers} layers of a "
                              "pipeline stage (layers / pp; Megatron-Core refuses it too)"},
+    {rcm_selective, "`recompute_modules` names what selective recomputation redoes: it needs `recompute` selective, "
+                    "not {recompute} (hint: drop `recompute`)"},
+    {rcm_mla, "`recompute_modules` mla_up_proj redoes multi-head latent attention's up projections: {model} has "
+              "none (Megatron-Core refuses it too)"},
+    {rcm_moe_act, "`recompute_modules` moe_act redoes the experts' activation: {model} is a dense model"},
+    {rcm_mlp, "`recompute_modules` mlp redoes a dense layer's MLP: every layer of {model} is a MoE layer (hint: "
+              "moe_act)"},
+    {rcm_delayed, "`recompute_modules` moe_act or layernorm with fp8's delayed scaling: Megatron-Core refuses it "
+                  "(hint: `fp8_recipe` current)"},
     {seq_hf_long, "`seq` is not set and the model's Hugging Face config gives only max_position_embeddings "
                   "{model_seq}, the longest context it may see, above the {hf_seq_max} tokens taken as a training "
                   "length without asking (hint: set `seq`, e.g. 4096 or 8192)"},
@@ -904,25 +932,26 @@ px_dtype px_parallel_grad_dtype(const px_parallel *p) {
 }
 
 px_status px_overlap_parse(const char *s, int *bits, px_err *err) {
-  int out = 0;
-  const char *p = s;
-  while (*p) {
-    size_t n = strcspn(p, ",");
-    int bit = -1;
-    if (n == 3 && !strncmp(p, "all", n)) bit = PX_OVERLAP_ALL;
-    if (n == 4 && !strncmp(p, "none", n)) bit = 0;
-    for (int i = 0; i < PX_OVERLAP_BITS && bit < 0; i++)
-      if (strlen(px_overlap_names[i]) == n && !strncmp(p, px_overlap_names[i], n)) bit = 1 << i;
-    if (bit < 0)
-      return px_err_set(err, PX_ERR_INPUT, "overlap '%.*s' is not one of dp, zero, pp, tp, tp-bwd, ep, all, none", (int)n,
-                        p);
-    if (bit & PX_OVERLAP_TP) bit |= PX_OVERLAP_TP_BWD; /* all TP overlap includes the backward's */
-    out |= bit;
-    p += n;
-    if (*p == ',') p++;
+  static const char *const extra[] = {"all", "none"};
+  static const int extra_bits[] = {PX_OVERLAP_ALL, 0};
+  px_status st = px_parse_name_bits(s, "overlap", px_overlap_names, PX_OVERLAP_BITS, extra, extra_bits, 2, bits, err);
+  if (!st && (*bits & PX_OVERLAP_TP)) *bits |= PX_OVERLAP_TP_BWD; /* all TP overlap includes the backward's */
+  return st;
+}
+
+px_status px_recompute_modules_parse(const char *s, int *bits, px_err *err) {
+  px_status st = px_parse_name_bits(s, "recompute module", px_recompute_module_names, PX_RCM_BITS, NULL, NULL, 0,
+                                    bits, err);
+  if (st && err) { /* what the name may have meant */
+    size_t k = strlen(err->msg);
+    snprintf(err->msg + k, sizeof err->msg - k, " (Megatron-Core's moe and shared_experts are not planned)");
   }
-  *bits = out;
-  return PX_OK;
+  if (st) return st;
+  return *bits ? PX_OK : px_err_set(err, PX_ERR_INPUT, "empty list of recompute modules");
+}
+
+char *px_recompute_modules_str(int bits, char *buf, size_t cap) {
+  return px_fmt_name_bits(bits, px_recompute_module_names, PX_RCM_BITS, buf, cap);
 }
 
 #define TRY(x) \
@@ -992,6 +1021,10 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "recompute_method", false, px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT,
                    &p->recompute_method, err));
   TRY(px_json_int(&c, obj, "recompute_layers", false, 1, 1 << 24, &p->recompute_layers, err));
+  char modules[96] = "";
+  TRY(px_json_str(&c, obj, "recompute_modules", false, modules, sizeof modules, err));
+  if (modules[0] && (st = px_recompute_modules_parse(modules, &p->recompute_modules, err)))
+    return px_err_prefix(err, "%s: field 'parallel.recompute_modules'", file);
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "fp8_recipe", false, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err));
   TRY(px_json_enum(&c, obj, "fp8_base", false, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err));
@@ -1063,6 +1096,10 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
     int method = p->recompute_method >= 0 ? p->recompute_method : PX_RECOMPUTE_UNIFORM;
     cJSON_AddStringToObject(o, "recompute_method", px_recompute_method_names[method]);
     px_json_add_num(o, "recompute_layers", (double)p->recompute_layers);
+  }
+  if (p->recompute_modules) {
+    char t[96];
+    cJSON_AddStringToObject(o, "recompute_modules", px_recompute_modules_str(p->recompute_modules, t, sizeof t));
   }
   if (p->precision >= 0) cJSON_AddStringToObject(o, "precision", px_precision_names[p->precision]);
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe >= 0)

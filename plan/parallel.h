@@ -4,6 +4,7 @@
 #define PX_PLAN_PARALLEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cJSON.h>
@@ -33,6 +34,20 @@ typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_
  * `full` alone is); block, the first N layers of each model chunk, one at a
  * time, the chunk's other layers keeping their activations. */
 typedef enum { PX_RECOMPUTE_UNIFORM, PX_RECOMPUTE_BLOCK, PX_RECOMPUTE_METHOD_COUNT } px_recompute_method;
+/* What selective recomputation redoes, as Megatron-Core's recompute_modules (transformer_config.py at d98e8a6;
+ * the facts in tests/data/megatron_recompute.md): core_attn the unfused core attention (its default; fused
+ * attention recomputes its probabilities anyway), mla_up_proj MLA's up projections and RoPE, moe_act the
+ * experts' activation, layernorm the layer's two norms, mlp a dense layer's whole MLP. Each drops the
+ * tensors it makes from what the forward keeps and makes them again in the backward, before their first
+ * reader there. Megatron-Core's moe (the whole MoE layer) and shared_experts are not planned. */
+enum {
+  PX_RCM_CORE_ATTN = 1 << 0,
+  PX_RCM_MLA_UP_PROJ = 1 << 1,
+  PX_RCM_MOE_ACT = 1 << 2,
+  PX_RCM_LAYERNORM = 1 << 3,
+  PX_RCM_MLP = 1 << 4,
+  PX_RCM_BITS = 5,
+};
 /* fp8: the transformer layers' linear GEMMs (and the experts') in fp8 with
  * fp32 accumulation, everything else in bf16 with fp32 master weights
  * (Transformer Engine's recipe as Megatron-Core runs it). mxfp8 and nvfp4:
@@ -123,6 +138,7 @@ typedef enum { PX_BASE_BF16, PX_BASE_FP8, PX_BASE_NF4, PX_BASE_COUNT } px_base_p
 extern const char *const px_schedule_names[PX_SCHED_COUNT];
 extern const char *const px_recompute_names[PX_RECOMPUTE_COUNT];
 extern const char *const px_recompute_method_names[PX_RECOMPUTE_METHOD_COUNT];
+extern const char *const px_recompute_module_names[PX_RCM_BITS];
 extern const char *const px_precision_names[PX_PREC_COUNT];
 extern const char *const px_attention_names[PX_ATTN_COUNT];
 extern const char *const px_gelu_names[PX_GELU_COUNT];
@@ -190,6 +206,7 @@ typedef struct {
   int recompute;     /* px_recompute, -1 unset */
   int recompute_method;     /* px_recompute_method with full recomputation, -1 unset (uniform) */
   int64_t recompute_layers; /* its N (Megatron's recompute_num_layers), 0 unset (1 uniform: every layer) */
+  int recompute_modules;    /* PX_RCM_* bits selective recomputation redoes, 0 unset (core_attn) */
   int precision;     /* px_precision, -1 unset */
   int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
   int fp8_base;      /* px_fp8_base with fp8, -1 unset (bf16) */
@@ -407,5 +424,11 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
 cJSON *px_parallel_to_json(const px_parallel *p);
 /* Parses "dp,zero,pp,tp,tp-bwd", "all", "none" into PX_OVERLAP_* bits ("tp" sets tp-bwd too). */
 px_status px_overlap_parse(const char *s, int *bits, px_err *err);
+/* Parses "core_attn,mla_up_proj,moe_act,layernorm,mlp" (any of them) into PX_RCM_* bits; writes them back
+ * comma-separated into buf. */
+px_status px_recompute_modules_parse(const char *s, int *bits, px_err *err);
+char *px_recompute_modules_str(int bits, char *buf, size_t cap);
+/* The modules selective recomputation redoes in p (0 without it). */
+int px_parallel_recompute_modules(const px_parallel *p);
 
 #endif

@@ -590,6 +590,13 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
          block ? (long long)p->recompute_layers : 1LL);
   } else if (p->recompute == PX_RECOMPUTE_SELECTIVE) {
     both(e, "--recompute-granularity", "model.recompute_granularity", "selective");
+    if (p->recompute_modules) { /* Megatron-Core's default, core_attn, where unset */
+      char t[96];
+      px_recompute_modules_str(p->recompute_modules, t, sizeof t);
+      key(e, "model.recompute_modules", "[%s]", t);
+      for (char *s = t; *s; s++) *s = *s == ',' ? ' ' : *s; /* nargs '+': one argument a module */
+      arg(e, "--recompute-modules", "%s", t);
+    }
   }
   both(e, "--attention-backend", "model.attention_backend", "%s", p->attention == PX_ATTN_UNFUSED ? "unfused" : "flash");
   /* precision: 16-bit, fp8, and the gradient buffer */
@@ -786,7 +793,7 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
   }
   px_status st = px_json_print_free(root, err);
   if (st) return st;
-  char rc[64];
+  char rc[96];
   fprintf(notes, "note: %s: the model code's (DeepSpeed's JSON has none): the attention kernel (%s), the MLP, "
                  "the sequence length (%lld), activation recomputation (%s: deepspeed.checkpointing in the model)\n",
           m->name, px_attention_names[p->attention], (long long)p->seq,

@@ -82,6 +82,10 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (px_parallel_recompute_partial(p))
     add(&o, " --recompute-method %s --recompute-layers %lld", px_recompute_method_names[p->recompute_method],
         (long long)p->recompute_layers);
+  if (p->recompute_modules) {
+    char t[96];
+    add(&o, " --recompute-modules %s", px_recompute_modules_str(p->recompute_modules, t, sizeof t));
+  }
   add(&o, " --precision %s", px_precision_names[p->precision]);
   if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);
   if (p->fp8_base != d.fp8_base) add(&o, " --fp8-base %s", px_fp8_base_names[p->fp8_base]);

@@ -29,14 +29,17 @@ const char *px_report_recompute_text(const px_parallel *p, char *buf, size_t cap
   if (px_parallel_recompute_partial(p))
     snprintf(buf, cap, "full of %lld layer%s a chunk (block)", (long long)p->recompute_layers,
              p->recompute_layers == 1 ? "" : "s");
-  else
+  else if (p->recompute_modules) {
+    char t[96];
+    snprintf(buf, cap, "selective (%s)", px_recompute_modules_str(p->recompute_modules, t, sizeof t));
+  } else
     snprintf(buf, cap, "%s", px_recompute_names[p->recompute]);
   return buf;
 }
 
 void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
   const px_parallel *p = &plan->par;
-  char cp[48] = "", rc[64];
+  char cp[48] = "", rc[96];
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp %lld (%s)", (long long)p->cp, px_cp_algo_names[p->cp_algo]);
   char ft[128];
   fprintf(out,
@@ -91,7 +94,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   fprintf(out, " x pp %lld x dp %lld, ZeRO-%d%s, %s", (long long)p->pp, (long long)p->dp, p->zero,
           p->sp ? ", sequence parallel" : "", px_schedule_names[p->schedule]);
   if (p->schedule == PX_SCHED_INTERLEAVED) fprintf(out, " (vpp %lld)", (long long)p->vpp);
-  char prec[128], rc[64];
+  char prec[128], rc[96];
   if (p->precision == PX_PREC_FP8) /* the recipe and the dtype of everything but the fp8 GEMMs */
     snprintf(prec, sizeof prec, "fp8 (%s scaling, the rest %s%s)", px_fp8_recipe_names[p->fp8_recipe >= 0 ? p->fp8_recipe : 0],
              px_fp8_base_names[p->fp8_base >= 0 ? p->fp8_base : 0], p->fp8_params > 0 ? ", fp8 weights" : "");

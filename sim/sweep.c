@@ -207,9 +207,9 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   int64_t zv[4], spv[2], rv[4], mv[4];
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
-  /* recompute_layers alone fixes full recomputation (of those layers) */
-  int nr = dim_values(f->recompute >= 0 ? f->recompute : PX_RECOMPUTE_FULL, f->recompute >= 0 || f->recompute_layers > 0,
-                      recs, 4, rv);
+  /* recompute_layers alone fixes full recomputation (of those layers), recompute_modules selective */
+  int64_t rfix = f->recompute >= 0 ? f->recompute : f->recompute_modules ? PX_RECOMPUTE_SELECTIVE : PX_RECOMPUTE_FULL;
+  int nr = dim_values(rfix, f->recompute >= 0 || f->recompute_layers > 0 || f->recompute_modules, recs, 4, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
   /* context parallelism: powers of two (each with every algorithm unless fixed) for long sequences */
   int64_t seq = f->seq > 0 ? f->seq : m->seq_len, cps[8] = {1};
@@ -288,7 +288,9 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
-                if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0) continue;
+                if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0 &&
+                    !f->recompute_modules)
+                  continue;
                 /* ZeRO-3's modes: full accumulation (when there is more than one micro-batch)
                  * or keeping gathered parameters, one at a time. Not swept, as never better in
                  * both time and memory: ZeRO-2 with full accumulation (ZeRO-1's traffic, more
@@ -1277,7 +1279,7 @@ static bool same_shape(const px_parallel *a, const px_parallel *b) {
          a->overlap == b->overlap && a->sp == b->sp && a->mbs == b->mbs &&
          a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->recompute_method == b->recompute_method && a->recompute_layers == b->recompute_layers &&
-         a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
+         a->recompute_modules == b->recompute_modules && a->first_stage_layers == b->first_stage_layers && a->last_stage_layers == b->last_stage_layers;
 }
 
 static bool same_split(const px_parallel *a, const px_parallel *b) {

@@ -4,7 +4,7 @@
 # emulated ones of tests/gpu/emu (where PX_EMU_DEVICES sets the device count).
 # fp32: losses and first-step gradients within 1e-5 (relative), over NCCL
 # (one device per rank) and over the MPI fallback (ranks outnumber devices);
-# Qwen3's q/k norms and gpt-oss's sinks too, and in bf16 against fp32.
+# Qwen3's q/k norms, gpt-oss's sinks and recomputed modules too, and in bf16 against fp32.
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
 # resumed run equals an uninterrupted one bitwise, also when its checkpoint
 # was re-split to fp32 and back. LoRA on a frozen base in the compute dtype,
@@ -57,6 +57,8 @@ fp32=(-c dgx-h100 --precision fp32 --steps 2)
 
 # (one rank of the Llama shape in fp32: every op of it also runs in llama-sp-zero3 and the plans after it)
 same gpt-unfused 1 1 -m "$gptd" -B 4 --attention unfused "${fp32[@]}"
+# selective recomputation's modules (the norms, the MLP, the unfused core attention made again in the backward)
+same gpt-modules 2 2 -m "$gptd" -B 4 -t 2 -S --attention unfused --recompute-modules core_attn,layernorm,mlp "${fp32[@]}"
 same gpt-3d-nccl 8 8 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 same gpt-3d-mpi 8 1 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 grep -q "staged in host memory" "$tmp/gpt-3d-mpi-cuda.err" || fail "the MPI fallback was not announced"
