@@ -493,6 +493,40 @@ static void test_korthikanti(void) {
   }
 }
 
+/* Selective recomputation's modules (Megatron-Core's recompute_modules) drop what Korthikanti et al.'s
+ * Section 4.1 counts for them, a layer at tp 1 in fp16 (34 s b h + 5 a s^2 b kept without recomputation):
+ * layernorm the two norms' outputs, the QKV and fc1 inputs (2 s b h each), mlp the GeLU's input and output
+ * (8 s b h each: fc1's input stays, the dropout's mask after the MLP too), core_attn the 5 a s^2 b of the
+ * scores, softmax and its dropout. Within 1% above (the norms' statistics, which the paper leaves out). */
+static void test_recompute_modules(void) {
+  px_model m = gpt(8, 4096, 32, 2048, 0.1);
+  px_cluster c = cluster("dgx-a100", 8);
+  double s = 2048, b = 2, h = 4096, a = 32, sbh = s * b * h, attn = 5 * a * s * s * b;
+  const struct {
+    int modules;
+    double want;
+  } cases[] = {{PX_RCM_LAYERNORM, 30 * sbh + attn},
+               {PX_RCM_MLP, 18 * sbh + attn},
+               {PX_RCM_LAYERNORM | PX_RCM_MLP, 14 * sbh + attn},
+               {PX_RCM_CORE_ATTN | PX_RCM_LAYERNORM | PX_RCM_MLP, 14 * sbh}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    px_parallel p = par(1, 1, 8, 0, 2, 16);
+    p.attention = PX_ATTN_UNFUSED, p.precision = PX_PREC_FP16, p.recompute_modules = cases[i].modules;
+    px_plan plan;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL(plan.par.recompute, PX_RECOMPUTE_SELECTIVE); /* the modules imply it */
+    double got = (double)px_plan_layer_activation_bytes(&plan);
+    if (got < cases[i].want || got > cases[i].want * 1.01)
+      fprintf(stderr, "\n  modules %d: %.0f bytes, formula %.0f\n", cases[i].modules, got, cases[i].want);
+    CU_ASSERT(got >= cases[i].want && got <= cases[i].want * 1.01);
+    /* the recomputed GEMMs are the backward's (hardware FLOPs, not the model's); the norms have none */
+    CU_ASSERT((plan.blocks[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_RECOMPUTE] > 0) ==
+              ((cases[i].modules & (PX_RCM_MLP | PX_RCM_CORE_ATTN)) != 0));
+    px_plan_free(&plan);
+  }
+}
+
 /* Partial recomputation, Megatron's block method (tests/data/megatron_recompute.md): of each model chunk's
  * layers the first N are fully recomputed and keep their input (2 s b h bytes in fp16, Korthikanti's full),
  * the others keep every activation (his none); the backward recomputes N layers' forwards a chunk, each
@@ -2935,6 +2969,7 @@ int main(void) {
        test_offload_activations},
       {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
        test_recompute_block},
+      {"recompute_modules drop what Korthikanti et al. count for each module", test_recompute_modules},
       {"which backend runs a plan: each one's plan-level rules; fp8 under each CP algorithm frees every tensor",
        test_runnable},
   };
