@@ -319,6 +319,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     else
       fprintf(out, "  EP overlap not searched (ask for it with --%s all,ep)\n", flag);
   }
+  if (f->recompute_modules) { /* fixed: the plans recompute these (sel), none searched */
+    char t[96];
+    fprintf(out, "  recomputed modules on every plan (sel): %s\n",
+            px_recompute_modules_str(f->recompute_modules, t, sizeof t));
+  }
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),
           (long long)r->simulated);
