@@ -208,7 +208,8 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
   if (mlp_rc) fc1_in = false;
   if (qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1, 0)));
   if (px_linear_needs_input(p, L->w_o) || d->flash) px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
-  for (int w = 0; w < 4; w++) px_linear_adapter_keep(b, (int[]){L->w_qkv, L->w_o, L->w_fc1, L->w_fc2}[w]);
+  for (int w = 0; w < (mlp_rc ? 2 : 4); w++) /* a recomputed MLP makes its adapters' again */
+    px_linear_adapter_keep(b, (int[]){L->w_qkv, L->w_o, L->w_fc1, L->w_fc2}[w]);
   if (!d->moe && fc1_in)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2, 0)));
   else if (d->f8 && d->Fs > 0 && !norms)

@@ -3,7 +3,7 @@
 # executor runs each to the losses and first-step gradients of the same plan without recomputation,
 # every stage's measured peak its plan's (mla_up_proj on the MLA model, moe_act and layernorm on the
 # DeepSeek-V3-shaped MoE with its dense first layer's mlp, under TP with SP, fp8, a split backward,
-# EP overlap's merged layers, GPT-2's dropout and LayerNorm); each module lowers the plan's peak; plan, flags, the sweep and export
+# EP overlap's merged layers, GPT-2's dropout and LayerNorm, LoRA's adapters, ZeRO-3); each module lowers the plan's peak; plan, flags, the sweep and export
 # carry them; what cannot be is refused.
 set -u
 px=$1
@@ -27,6 +27,8 @@ cases=(
   "tiny-moe|moe_act,layernorm|-p 2 -e zb-h1"
   "tiny-moe-shared|moe_act,layernorm,mlp|-p 2 -v 2 -d 2 --ep 2 --overlap all,ep"
   "tiny-gpt|core_attn,layernorm,mlp|--attention unfused"
+  "tiny|layernorm,mlp|--finetune lora"
+  "tiny-qknorm|layernorm,mlp|-d 2 -z 3"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r model mods flags <<<"$c"
