@@ -86,16 +86,17 @@ const char px_report_plan_legend[] =
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full recomputation (fullN: of the first N layers of each\n"
-    "  chunk, Megatron's block method), +oaN the first N layers' activations offloaded to the host; fp8, fp8cur,\n"
-    "  fp8blk: fp8 with delayed, current or blockwise scaling; mxfp8, nvfp4 the block-scaled precisions (then w:\n"
-    "  the weights in that format only; bf16:N+M: the first N and last M layers unquantized). The flags of each\n"
-    "  plan: the JSON's \"flags\", the CSV's column flags.\n";
+    "  chunk, Megatron's block method; selm: selective of the modules the plan's flags name), +oaN the first N\n"
+    "  layers' activations offloaded to the host; fp8, fp8cur, fp8blk: fp8 with delayed, current or blockwise\n"
+    "  scaling; mxfp8, nvfp4 the block-scaled precisions (then w: the weights in that format only; bf16:N+M: the\n"
+    "  first N and last M layers unquantized). The flags of each plan: the JSON's \"flags\", the CSV's column flags.\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc_names[] = {"none", "sel", "full"};
   char sched[64], rc[32];
   snprintf(rc, sizeof rc, "%s", rc_names[p->recompute]);
   if (px_parallel_recompute_partial(p)) snprintf(rc, sizeof rc, "full%lld", (long long)p->recompute_layers);
+  if (p->recompute_modules) snprintf(rc, sizeof rc, "selm"); /* selective of the modules named */
   if (p->offload_act_layers > 0) /* activation offload: the first N layers' */
     snprintf(rc + strlen(rc), sizeof rc - strlen(rc), "+oa%lld", (long long)p->offload_act_layers);
   if (p->schedule == PX_SCHED_INTERLEAVED)
@@ -323,6 +324,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     char t[96];
     fprintf(out, "  recomputed modules on every plan (sel): %s\n",
             px_recompute_modules_str(f->recompute_modules, t, sizeof t));
+  } else if ((m->experts > 0 || m->kv_lora_rank > 0) && f->recompute < 0) {
+    char flag[32];
+    px_report_field_flag("recompute_modules", strlen("recompute_modules"), flag, sizeof flag);
+    fprintf(out, "  recomputed modules not searched (ask for them with --%s %s)\n", flag,
+            m->experts > 0 && m->kv_lora_rank > 0 ? "mla_up_proj,moe_act" : m->experts > 0 ? "moe_act" : "mla_up_proj");
   }
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),

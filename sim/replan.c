@@ -119,6 +119,7 @@ px_status px_replan_nearest(const px_model *m, const px_cluster *c, const px_par
       px_sweep_opts o;
       px_sweep_opts_init(&o);
       o.fixed = freed(p, groups);
+      o.search_modules = (groups & PX_REPLAN_RECOMPUTE) != 0;
       /* the best alone: a sweep of the split prunes (the rest are a few dozen plans, simulated whole, as the
        * best that keeps the layer split may rank below plans that change it) */
       o.keep = groups & PX_REPLAN_SPLIT ? 1 : 0;

@@ -199,17 +199,24 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   for (int64_t t = 1; t <= gpus && t <= max_tp && ntp < 64; t++)
     if (gpus % t == 0 && m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn_hidden % t == 0) tps[ntp++] = t;
   if (f->tp > 0) tps[0] = f->tp, ntp = 1;
-  /* recomputation: none, selective, full, and full of half of each model chunk's layers (Megatron's block
-   * method, RECOMPUTE_HALF): half the activations full recomputation drops, for half its extra FLOPs */
-  enum { RECOMPUTE_HALF = PX_RECOMPUTE_COUNT };
-  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2, RECOMPUTE_HALF};
+  /* recomputation: none, selective, full, full of half of each model chunk's layers (Megatron's block
+   * method, RECOMPUTE_HALF): half the activations full recomputation drops, for half its extra FLOPs; and
+   * with MLA or experts, when asked, selective of the modules that hold most of a MoE layer's activations
+   * (RECOMPUTE_MODULES: MLA's up projections, the experts' activation; what DeepSeek-V3's recipes recompute:
+   * never faster than none, it only makes plans fit; searched by default it cost DeepSeek-V3's sweep on
+   * 1,024 H100s a third more candidates) */
+  enum { RECOMPUTE_HALF = PX_RECOMPUTE_COUNT, RECOMPUTE_MODULES };
+  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2, RECOMPUTE_HALF, RECOMPUTE_MODULES};
   static const int64_t mbss[] = {1, 2, 4, 8};
-  int64_t zv[4], spv[2], rv[4], mv[4];
+  int64_t zv[4], spv[2], rv[5], mv[4];
+  int heavy_modules =
+      o->search_modules ? (m->kv_lora_rank > 0 ? PX_RCM_MLA_UP_PROJ : 0) | (m->experts > 0 ? PX_RCM_MOE_ACT : 0) : 0;
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
   /* recompute_layers alone fixes full recomputation (of those layers), recompute_modules selective */
   int64_t rfix = f->recompute >= 0 ? f->recompute : f->recompute_modules ? PX_RECOMPUTE_SELECTIVE : PX_RECOMPUTE_FULL;
-  int nr = dim_values(rfix, f->recompute >= 0 || f->recompute_layers > 0 || f->recompute_modules, recs, 4, rv);
+  int nr = dim_values(rfix, f->recompute >= 0 || f->recompute_layers > 0 || f->recompute_modules, recs,
+                      heavy_modules ? 5 : 4, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
   /* context parallelism: powers of two (each with every algorithm unless fixed) for long sequences */
   int64_t seq = f->seq > 0 ? f->seq : m->seq_len, cps[8] = {1};
@@ -285,11 +292,12 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                   if (half < 1) continue;
                   p.recompute = PX_RECOMPUTE_FULL, p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = half;
                 }
+                if (rv[ir] == RECOMPUTE_MODULES) p.recompute = PX_RECOMPUTE_SELECTIVE, p.recompute_modules = heavy_modules;
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
-                /* fused attention keeps nothing selective recomputation would drop: the same plan as none */
-                if (p.recompute == PX_RECOMPUTE_SELECTIVE && p.attention == PX_ATTN_FLASH && f->recompute < 0 &&
-                    !f->recompute_modules)
+                /* fused attention keeps nothing selective recomputation of core_attn alone would drop: none's plan */
+                if (px_parallel_recompute_modules(&p) == PX_RCM_CORE_ATTN && p.attention == PX_ATTN_FLASH &&
+                    f->recompute < 0)
                   continue;
                 /* ZeRO-3's modes: full accumulation (when there is more than one micro-batch)
                  * or keeping gathered parameters, one at a time. Not swept, as never better in

@@ -45,6 +45,8 @@ typedef struct {
                             with keep those whose bound key k (sim/bound.h) has k % parts == part, so that
                             plans sharing block templates are bounded in one part */
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
+  bool search_modules;   /* also selective recomputation of MLA's up projections and the experts' activation where
+                            the model has them (re-planning's fixes; a sweep given --recompute-modules keeps those) */
   bool front;            /* with keep: the report's plots exact too: every plan is compiled (fit and peak exact)
                             and, beside the first keep, the best of each tp x pp (the heatmap) and every plan
                             that can be on the memory/throughput Pareto front is simulated; the other plans

@@ -3,8 +3,9 @@
 # executor runs each to the losses and first-step gradients of the same plan without recomputation,
 # every stage's measured peak its plan's (mla_up_proj on the MLA model, moe_act and layernorm on the
 # DeepSeek-V3-shaped MoE with its dense first layer's mlp, under TP with SP, fp8, a split backward,
-# EP overlap's merged layers, GPT-2's dropout and LayerNorm, LoRA's adapters, ZeRO-3); each module lowers the plan's peak; plan, flags, the sweep and export
-# carry them; what cannot be is refused.
+# EP overlap's merged layers, GPT-2's dropout and LayerNorm, LoRA's adapters, ZeRO-3); each module
+# lowers the plan's peak; plan, flags, the sweep and export carry them, sim's nearest plans that fit
+# try them; what cannot be is refused.
 set -u
 px=$1
 src=$2
@@ -74,6 +75,14 @@ jq -e '.plans | length > 0 and all(.flags | test("--recompute selective --recomp
   "$tmp/sweep.json" >/dev/null || fail "sweep: $(jq -c '[.plans[].flags]' "$tmp/sweep.json")"
 "$px" sweep -m tiny-moe-shared -c local-cpu -g 2 -B 8 --recompute-modules moe_act --top 3 2>/dev/null |
   grep -q "recomputed modules on every plan (sel): moe_act" || fail "sweep: its header does not name the modules"
+"$px" sweep -m tiny-moe-shared -c local-cpu -g 2 -B 8 --top 3 2>/dev/null |
+  grep -q "recomputed modules not searched (ask for them with --recompute-modules moe_act)" ||
+  fail "sweep: its header does not say the modules were not searched"
+# a plan that does not fit: the nearest plans that do include recomputing the modules (DeepSeek-V3 as NVIDIA's
+# 26.04 GB300 recipe, less its recomputation)
+"$px" sim -m deepseek-v3 -c dgx-gb300 -g 256 -p 2 --vpp 8 --ep 32 --etp 1 -z 1 -B 4096 --mbs 2 -P mxfp8 \
+  --moe-dispatch deepep 2>&1 | grep -q -- "--recompute-modules mla_up_proj,moe_act " ||
+  fail "sim: the nearest plans that fit do not recompute the modules"
 
 # refused, naming the flags
 refused_plan 1 "--recompute-modules names what selective recomputation redoes: it needs --recompute selective, not full" \
