@@ -320,9 +320,9 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     else
       fprintf(out, "  EP overlap not searched (ask for it with --%s all,ep)\n", flag);
   }
-  if (f->recompute_modules) { /* fixed: the plans recompute these (sel), none searched */
+  if (f->recompute_modules) { /* fixed: the plans recompute these (selm), none searched */
     char t[96];
-    fprintf(out, "  recomputed modules on every plan (sel): %s\n",
+    fprintf(out, "  recomputed modules on every plan (selm): %s\n",
             px_recompute_modules_str(f->recompute_modules, t, sizeof t));
   } else if ((m->experts > 0 || m->kv_lora_rank > 0) && f->recompute < 0) {
     char flag[32];

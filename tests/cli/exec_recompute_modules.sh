@@ -74,7 +74,7 @@ grep -q "model.recompute_modules=\[mla_up_proj,moe_act\]" "$tmp/n.sh" || fail "e
 jq -e '.plans | length > 0 and all(.flags | test("--recompute selective --recompute-modules moe_act"))' \
   "$tmp/sweep.json" >/dev/null || fail "sweep: $(jq -c '[.plans[].flags]' "$tmp/sweep.json")"
 "$px" sweep -m tiny-moe-shared -c local-cpu -g 2 -B 8 --recompute-modules moe_act --top 3 2>/dev/null |
-  grep -q "recomputed modules on every plan (sel): moe_act" || fail "sweep: its header does not name the modules"
+  grep -q "recomputed modules on every plan (selm): moe_act" || fail "sweep: its header does not name the modules"
 "$px" sweep -m tiny-moe-shared -c local-cpu -g 2 -B 8 --top 3 2>/dev/null |
   grep -q "recomputed modules not searched (ask for them with --recompute-modules moe_act)" ||
   fail "sweep: its header does not say the modules were not searched"
