@@ -84,6 +84,15 @@ jq -e '.plans | length > 0 and all(.flags | test("--recompute selective --recomp
   --moe-dispatch deepep 2>&1 | grep -q -- "--recompute-modules mla_up_proj,moe_act " ||
   fail "sim: the nearest plans that fit do not recompute the modules"
 
+# a plan file carries them; a bad one is refused naming the file and the field
+"$px" sweep -m tiny-moe-shared -c local-cpu -g 2 -B 8 --recompute-modules moe_act,layernorm --top 1 \
+  -o "$tmp/best.json" >/dev/null 2>&1 || fail "sweep -o: $(cat "$tmp/best.json" 2>&1 | head -2)"
+"$px" sim --plan "$tmp/best.json" 2>&1 | grep -q "recompute selective (moe_act,layernorm)" || fail "sim --plan: no modules"
+jq '.parallel.recompute_modules = "moe"' "$tmp/best.json" >"$tmp/bad.json"
+err=$("$px" sim --plan "$tmp/bad.json" 2>&1)
+[ $? -eq 2 ] && echo "$err" | grep -qF "bad.json: field 'parallel.recompute_modules': recompute module 'moe' is not one of" ||
+  fail "a plan file's bad modules: $err"
+
 # refused, naming the flags
 refused_plan 1 "--recompute-modules names what selective recomputation redoes: it needs --recompute selective, not full" \
   -r full --recompute-modules layernorm
