@@ -33,7 +33,8 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
-       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_RECOMPUTE_MODULES, OPT_BASE_CKPT, OPT_BF16_START,
+       OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_RECOMPUTE_MODULES,
+       OPT_BASE_CKPT, OPT_BF16_START,
        OPT_BF16_END, OPT_OFFLOAD_ACT };
 
 static const px_opt opts[] = {
@@ -409,7 +410,8 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_LORA_RANK: st = px_parse_int(optarg, "--lora-rank", 1, PX_LORA_RANK_MAX, &p->lora_rank, err); break;
       case OPT_LORA_ALPHA: st = parse_number("--lora-alpha", optarg, 1e-6, 1e9, &p->lora_alpha, err); break;
       case OPT_RECOMPUTE_MODULES:
-        if ((st = px_recompute_modules_parse(optarg, &p->recompute_modules, err))) px_err_prefix(err, "--recompute-modules");
+        if ((st = px_recompute_modules_parse(optarg, &p->recompute_modules, err)))
+          px_err_prefix(err, "--recompute-modules");
         break;
       case OPT_LORA_TARGETS:
         if ((st = px_lora_targets_parse(optarg, &p->lora_targets, err))) px_err_prefix(err, "--lora-targets");

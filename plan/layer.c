@@ -87,7 +87,16 @@ void px_layer_slots_make(px_plan *p, const px_dims *d, px_layer_slots *L) {
  * with SP), the shared experts' (gathered), or none (the router reads the shard). */
 static px_ref mlp_input(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
   if (d->moe) return d->Fs > 0 ? px_bld_tp_gather(b, d, ph, R(L->ln2, 0), R(L->ln2_full, 0)) : NOREF;
-  return px_bld_tp_gather(b, d, ph, px_fp8_cast(b, d, ph, R(L->ln2, 0), false), px_fp8_twin(b->p, d, R(L->ln2_full, 0)));
+  return px_bld_tp_gather(b, d, ph, px_fp8_cast(b, d, ph, R(L->ln2, 0), false),
+                          px_fp8_twin(b->p, d, R(L->ln2_full, 0)));
+}
+
+/* layernorm recomputation's pre-MLP norm: Megatron-Core keeps it in a MoE layer whose router a CUDA graph captures
+ * unless the alltoall dispatcher's preprocessing is captured too, the norm's output being the graph's otherwise
+ * (transformer_layer.py at d98e8a6, can_recompute_pre_mlp_layernorm_for_cudagraph) */
+static bool norm2_recomputed(const px_plan *p, const px_dims *d) {
+  if (!(d->rcm & PX_RCM_LAYERNORM)) return false;
+  return !d->moe || p->par.cuda_graph != PX_GRAPH_LAYERS || d->dispatch == PX_MOE_A2A;
 }
 
 static void norm1(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
@@ -117,7 +126,8 @@ void px_layer_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   norm2(b, d, L, ph);
   px_ref ln2 = mlp_input(b, d, L, ph);
   px_ref bf;
-  px_ref mlp = d->moe ? px_moe_forward(b, d, L, ph, R(L->ln2, 0), ln2, &bf) : px_mlp_forward(b, d, L, ph, ln2, true, &bf);
+  px_ref mlp =
+      d->moe ? px_moe_forward(b, d, L, ph, R(L->ln2, 0), ln2, &bf) : px_mlp_forward(b, d, L, ph, ln2, true, &bf);
   if (!produce_out) return;
   px_ref out = R(L->out, 1);
   if (d->par_res) {
@@ -143,7 +153,7 @@ void px_layer_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
    * casts its readers keep), a dense layer's MLP from it (Megatron-Core's checkpoint reruns the module, fc2 and
    * its TP reduction too; the bias-dropout-add after it is not the module's) */
   const px_phase rp = PX_PHASE_RECOMPUTE;
-  if (d->rcm & PX_RCM_LAYERNORM) {
+  if (norm2_recomputed(p, d)) {
     norm2(b, d, L, rp);
     if (d->moe && d->f8 && d->Fs > 0) px_fp8_cast(b, d, rp, mlp_input(b, d, L, rp), false);
     if (!d->moe && !(d->rcm & PX_RCM_MLP)) px_fp8_cast(b, d, rp, R(L->ln2, 0), false);
@@ -188,23 +198,25 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
   if (rc == PX_RECOMPUTE_FULL) return;
   px_plan *p = b->p;
   px_attn_view a = px_attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
-  bool norms = d->rcm & PX_RCM_LAYERNORM, mlp_rc = !d->moe && (d->rcm & PX_RCM_MLP);
+  bool norm1_rc = d->rcm & PX_RCM_LAYERNORM, norm2_rc = norm2_recomputed(p, d);
+  bool mlp_rc = !d->moe && (d->rcm & PX_RCM_MLP);
   /* with fp8 the linear layers' inputs as their fp8 twins (the weight gradients' operands); the bf16
    * context only for the fused attention's backward where it reads it (not CP a2a's: the head-split one, a.ctx),
    * the bf16 MoE norm output for the router's */
-  int n1 = norms ? -1 : L->ln1_mean, r1 = norms ? -1 : L->ln1_rstd, n2 = norms ? -1 : L->ln2_mean,
-      r2 = norms ? -1 : L->ln2_rstd; /* the norms' statistics made again with their outputs */
+  int n1 = norm1_rc ? -1 : L->ln1_mean, r1 = norm1_rc ? -1 : L->ln1_rstd, n2 = norm2_rc ? -1 : L->ln2_mean,
+      r2 = norm2_rc ? -1 : L->ln2_rstd; /* the norms' statistics made again with their outputs */
   int saved[] = {n1,                  r1,           L->lse,
                  L->attn_dmask,       L->x2,        n2,
                  r2,                  L->mlp_dmask, d->f8 && d->flash && a.ctx.slot == L->ctx ? L->ctx : -1,
-                 d->moe && !(d->rcm & PX_RCM_LAYERNORM) ? L->ln2 : -1,
+                 d->moe && !norm2_rc ? L->ln2 : -1,
                  d->mla && (d->rcm & PX_RCM_MLA_UP_PROJ) ? L->k_pe : -1};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) px_bld_keep(b, R(saved[i], 0));
   /* a linear layer's input, for its weight's or its adapters' gradients: not a frozen one's without adapters */
   bool qkv_in = px_linear_needs_input(p, d->mla ? L->w_kv_down : L->w_qkv), fc1_in = px_linear_needs_input(p, L->w_fc1);
-  if (norms) qkv_in = false, fc1_in = false; /* the norms' outputs made again from x and x2 */
-  if (mlp_rc && !norms) px_bld_keep(b, R(L->ln2, 0)); /* the recomputed MLP's input, as its checkpoint keeps it */
+  if (norm1_rc) qkv_in = false; /* the norms' outputs made again from x and x2 */
+  if (norm2_rc) fc1_in = false;
+  if (mlp_rc && !norm2_rc) px_bld_keep(b, R(L->ln2, 0)); /* the recomputed MLP's input, as its checkpoint keeps it */
   if (mlp_rc) fc1_in = false;
   if (qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1, 0)));
   if (px_linear_needs_input(p, L->w_o) || d->flash) px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
@@ -212,7 +224,7 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
     px_linear_adapter_keep(b, (int[]){L->w_qkv, L->w_o, L->w_fc1, L->w_fc2}[w]);
   if (!d->moe && fc1_in)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2, 0)));
-  else if (d->f8 && d->Fs > 0 && !norms)
+  else if (d->f8 && d->Fs > 0 && !norm2_rc)
     px_bld_keep(b, px_fp8_twin(p, d, R(L->ln2_full, 0))); /* the shared experts' */
   /* the MLP's: the dense one's, or the router's choice, the rows the local experts took (and their gates, which
    * the activation applied) and computed, and the shared experts' */
@@ -236,7 +248,7 @@ void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, p
   if (!(d->mla && (d->rcm & PX_RCM_MLA_UP_PROJ))) px_bld_keep(b, a.q), px_bld_keep(b, a.k), px_bld_keep(b, a.v);
   if (a.ctx.slot != L->ctx) px_bld_keep(b, a.ctx);
   if (!d->sp && qkv_in) px_bld_keep(b, px_fp8_twin(p, d, R(L->ln1_full, 0)));
-  if (!d->sp && (fc1_in || (d->moe && !norms)))
+  if (!d->sp && (fc1_in || (d->moe && !norm2_rc)))
     px_bld_keep(b, d->moe ? R(L->ln2_full, 0) : px_fp8_twin(p, d, R(L->ln2_full, 0)));
   if (!(d->rcm & PX_RCM_CORE_ATTN) && !d->flash) {
     px_bld_keep(b, R(L->probs, 0));

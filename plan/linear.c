@@ -275,7 +275,8 @@ static px_ref branch_tail_fwd(px_bld *b, const px_dims *d, px_phase ph, int bias
 px_ref px_branch_dropout(px_bld *b, const px_dims *d, px_phase ph, px_ref y, int bias, int dropped, int dmask, int site,
                          px_ref *bias_left) {
   *bias_left = bias >= 0 ? R(bias, 0) : NOREF;
-  if (!d->drop || dropped < 0) return y; /* none, or not asked for (a recomputed MLP's: the bias-dropout-add is not in it) */
+  /* none, or not asked for (a recomputed MLP's: the bias-dropout-add is not in it) */
+  if (!d->drop || dropped < 0) return y;
   px_bld_dropout(b, d, ph, R(dropped, 0), R(dmask, 0), y, *bias_left, d->Sl, d->H, 1, d->sp ? 1 : 0, site);
   *bias_left = NOREF;
   return R(dropped, 0);

@@ -18,7 +18,8 @@ const px_lora_linear px_lora_linears[PX_LORA_LINEARS] = {
 px_status px_lora_targets_parse(const char *s, int *bits, px_err *err) {
   static const char *const extra[] = {"all"};
   static const int extra_bits[] = {PX_LORA_DEFAULT_TARGETS};
-  px_status st = px_parse_name_bits(s, "target", px_lora_target_names, PX_LORA_TARGET_BITS, extra, extra_bits, 1, bits, err);
+  px_status st =
+      px_parse_name_bits(s, "target", px_lora_target_names, PX_LORA_TARGET_BITS, extra, extra_bits, 1, bits, err);
   return st || *bits ? st : px_err_set(err, PX_ERR_INPUT, "empty list");
 }
 

@@ -71,7 +71,8 @@ static px_parallel freed(const px_parallel *p, int groups) {
   px_parallel f = *p;
   bool hybrid = px_parallel_hybrid(p);
   if (groups & PX_REPLAN_ZERO) f.zero = -1, f.grad_accum = -1, f.reshard = -1, f.prefetch = -1, f.shard_group = 0;
-  if (groups & PX_REPLAN_RECOMPUTE) f.recompute = f.recompute_method = -1, f.recompute_layers = 0, f.recompute_modules = 0;
+  if (groups & PX_REPLAN_RECOMPUTE)
+    f.recompute = f.recompute_method = -1, f.recompute_layers = 0, f.recompute_modules = 0;
   if (groups & PX_REPLAN_MBS) f.mbs = 0, f.mb_group = 0;
   if (groups & PX_REPLAN_SPLIT) {
     f.tp = f.pp = f.dp = 0, f.sp = -1, f.schedule = -1, f.vpp = 0, f.mb_group = 0;
@@ -95,7 +96,8 @@ static bool same_choices(const px_parallel *a, const px_parallel *b) {
   return a->tp == b->tp && a->pp == b->pp && a->dp == b->dp && a->zero == b->zero && a->sp == b->sp &&
          a->mbs == b->mbs && a->schedule == b->schedule && a->vpp == b->vpp && a->recompute == b->recompute &&
          a->recompute_method == b->recompute_method && a->recompute_layers == b->recompute_layers &&
-         a->recompute_modules == b->recompute_modules && a->grad_accum == b->grad_accum && a->reshard == b->reshard && a->prefetch == b->prefetch &&
+         a->recompute_modules == b->recompute_modules && a->grad_accum == b->grad_accum && a->reshard == b->reshard &&
+         a->prefetch == b->prefetch &&
          a->shard_group == b->shard_group && a->offload_opt == b->offload_opt &&
          a->offload_params == b->offload_params && a->offload_act_layers == b->offload_act_layers &&
          a->first_stage_layers == b->first_stage_layers &&

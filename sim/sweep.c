@@ -292,7 +292,8 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                   if (half < 1) continue;
                   p.recompute = PX_RECOMPUTE_FULL, p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = half;
                 }
-                if (rv[ir] == RECOMPUTE_MODULES) p.recompute = PX_RECOMPUTE_SELECTIVE, p.recompute_modules = heavy_modules;
+                if (rv[ir] == RECOMPUTE_MODULES)
+                  p.recompute = PX_RECOMPUTE_SELECTIVE, p.recompute_modules = heavy_modules;
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation of core_attn alone would drop: none's plan */

@@ -527,6 +527,37 @@ static void test_recompute_modules(void) {
   }
 }
 
+/* Megatron-Core keeps a MoE layer's pre-MLP norm when a CUDA graph captures its router and the dispatcher is not the
+ * alltoall one (can_recompute_pre_mlp_layernorm_for_cudagraph): layernorm recomputation then keeps that norm's
+ * output and statistics, exactly their bytes more; with the alltoall dispatcher the graphs change nothing. */
+static void test_recompute_norm_graphs(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-moe", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 2);
+  int64_t kept[2][2]; /* [graphs][alltoall]: a MoE layer's forward's activations */
+  uint64_t norm2 = 0;
+  for (int g = 0; g < 2; g++)
+    for (int a = 0; a < 2; a++) {
+      px_parallel p = par(1, 1, 2, 1, 1, 8);
+      p.ep = 2, p.etp = 1, p.recompute_modules = PX_RCM_LAYERNORM;
+      p.cuda_graph = g ? PX_GRAPH_LAYERS : PX_GRAPH_NONE, p.moe_dispatch = a ? PX_MOE_A2A : PX_MOE_DEEPEP;
+      px_plan plan;
+      CU_ASSERT_EQUAL_FATAL(compile(&plan, &m, &c, &p, &err), PX_OK);
+      px_block_mem f;
+      px_plan_block_mem(&plan, px_layer_block(true, false, false, false, false), &f);
+      kept[g][a] = (int64_t)f.delta[PX_MEM_ACTIVATIONS];
+      for (int32_t i = 0; i < plan.nslots && !norm2; i++)
+        if (!strcmp(plan.slots[i].name, "ln2")) norm2 = plan.slots[i].bytes;
+      for (int32_t i = 0; i < plan.nslots && g == 0 && a == 0; i++)
+        if (!strcmp(plan.slots[i].name, "ln2_rstd")) norm2 += plan.slots[i].bytes;
+      px_plan_free(&plan);
+    }
+  CU_ASSERT(norm2 > 0);
+  CU_ASSERT_EQUAL(kept[1][0] - kept[0][0], (int64_t)norm2);
+  CU_ASSERT_EQUAL(kept[1][1], kept[0][1]);
+}
+
 /* Partial recomputation, Megatron's block method (tests/data/megatron_recompute.md): of each model chunk's
  * layers the first N are fully recomputed and keep their input (2 s b h bytes in fp16, Korthikanti's full),
  * the others keep every activation (his none); the backward recomputes N layers' forwards a chunk, each
@@ -2970,6 +3001,8 @@ int main(void) {
       {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
        test_recompute_block},
       {"recompute_modules drop what Korthikanti et al. count for each module", test_recompute_modules},
+      {"layernorm recomputation keeps a MoE layer's pre-MLP norm under router graphs but with alltoall",
+       test_recompute_norm_graphs},
       {"which backend runs a plan: each one's plan-level rules; fp8 under each CP algorithm frees every tensor",
        test_runnable},
   };
