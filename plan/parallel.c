@@ -125,6 +125,10 @@ int px_parallel_recompute_modules(const px_parallel *p) {
   return p->recompute_modules ? p->recompute_modules : PX_RCM_CORE_ATTN;
 }
 
+int px_parallel_heavy_modules(const px_model *m) {
+  return (m->kv_lora_rank > 0 ? PX_RCM_MLA_UP_PROJ : 0) | (m->experts > 0 ? PX_RCM_MOE_ACT : 0);
+}
+
 bool px_parallel_layer_recomputed(const px_parallel *p, int64_t index) {
   return p->recompute == PX_RECOMPUTE_FULL && (!px_parallel_recompute_partial(p) || index < p->recompute_layers);
 }

@@ -430,5 +430,8 @@ px_status px_recompute_modules_parse(const char *s, int *bits, px_err *err);
 char *px_recompute_modules_str(int bits, char *buf, size_t cap);
 /* The modules selective recomputation redoes in p (0 without it). */
 int px_parallel_recompute_modules(const px_parallel *p);
+/* The modules that hold most of a MoE or MLA layer's activations, which DeepSeek-V3's recipes recompute: MLA's up
+ * projections where m has MLA, the experts' activation where it has experts (0: neither). */
+int px_parallel_heavy_modules(const px_model *m);
 
 #endif

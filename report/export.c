@@ -595,7 +595,9 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       px_recompute_modules_str(p->recompute_modules, t, sizeof t);
       key(e, "model.recompute_modules", "[%s]", t);
       for (char *s = t; *s; s++) *s = *s == ',' ? ' ' : *s; /* nargs '+': one argument a module */
-      arg(e, "--recompute-modules", "%s", t);
+      char cli[96];
+      mcore_arg("model.recompute_modules", cli, sizeof cli); /* the Megatron-Core field's argument */
+      arg(e, cli, "%s", t);
     }
   }
   both(e, "--attention-backend", "model.attention_backend", "%s", p->attention == PX_ATTN_UNFUSED ? "unfused" : "flash");

@@ -84,7 +84,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
         (long long)p->recompute_layers);
   if (p->recompute_modules) {
     char t[96];
-    add(&o, " --recompute-modules %s", px_recompute_modules_str(p->recompute_modules, t, sizeof t));
+    field(&o, "recompute_modules", "%s", px_recompute_modules_str(p->recompute_modules, t, sizeof t));
   }
   add(&o, " --precision %s", px_precision_names[p->precision]);
   if (p->fp8_recipe != d.fp8_recipe) add(&o, " --fp8-recipe %s", px_fp8_recipe_names[p->fp8_recipe]);

@@ -324,11 +324,11 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     char t[96];
     fprintf(out, "  recomputed modules on every plan (selm): %s\n",
             px_recompute_modules_str(f->recompute_modules, t, sizeof t));
-  } else if ((m->experts > 0 || m->kv_lora_rank > 0) && f->recompute < 0) {
-    char flag[32];
+  } else if (px_parallel_heavy_modules(m) && f->recompute < 0) {
+    char flag[32], t[96];
     px_report_field_flag("recompute_modules", strlen("recompute_modules"), flag, sizeof flag);
     fprintf(out, "  recomputed modules not searched (ask for them with --%s %s)\n", flag,
-            m->experts > 0 && m->kv_lora_rank > 0 ? "mla_up_proj,moe_act" : m->experts > 0 ? "moe_act" : "mla_up_proj");
+            px_recompute_modules_str(px_parallel_heavy_modules(m), t, sizeof t));
   }
   fprintf(out, "  %lld plans enumerated: %lld invalid, %lld do not fit in %s, %lld simulated", (long long)r->enumerated,
           (long long)r->invalid, (long long)r->dropped_memory, px_fmt_bytes((double)px_gpu_usable_bytes(&c->gpu), a, sizeof a),

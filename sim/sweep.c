@@ -209,8 +209,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2, RECOMPUTE_HALF, RECOMPUTE_MODULES};
   static const int64_t mbss[] = {1, 2, 4, 8};
   int64_t zv[4], spv[2], rv[5], mv[4];
-  int heavy_modules =
-      o->search_modules ? (m->kv_lora_rank > 0 ? PX_RCM_MLA_UP_PROJ : 0) | (m->experts > 0 ? PX_RCM_MOE_ACT : 0) : 0;
+  int heavy_modules = o->search_modules ? px_parallel_heavy_modules(m) : 0;
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
   /* recompute_layers alone fixes full recomputation (of those layers), recompute_modules selective */

@@ -12,12 +12,6 @@ src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 
-run() { # out model ranks flags...
-  local out=$1 model=$2 n=$3
-  shift 3
-  cpu_run "$out" "$n" -m "$model" --steps 3 -B 4 "$@"
-}
-
 # model | modules | flags: the run with the modules against the same plan without recomputation
 cases=(
   "tiny-mla|mla_up_proj,layernorm|"
@@ -36,8 +30,9 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2206
   f=($flags)
   n=$(ranks "${f[@]}")
-  run ref "$model" "$n" -r none "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
-  run got "$model" "$n" --recompute-modules "$mods" "${f[@]}" ||
+  cpu_run ref "$n" -m "$model" --steps 3 -B 4 -r none "${f[@]}" ||
+    { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
+  cpu_run got "$n" -m "$model" --steps 3 -B 4 --recompute-modules "$mods" "${f[@]}" ||
     { fail "$model $mods ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
   what="$model --recompute-modules $mods ${f[*]}"
   if [[ $flags != *fp8* ]]; then
