@@ -98,6 +98,13 @@ struct px_exec_op {
   int64_t step;
   float loss_scale;           /* LOSS_BWD: d loss / d token loss = 1 / (gbs x seq) */
   const int32_t *host_tokens; /* EMBED_BWD: in[1]'s tokens in host memory, or NULL */
+  /* a GEMM's quantized weight operand: the copies the plan holds for it (px_parallel_weight_copies: row-wise,
+   * then the column-wise or transposed one the data gradient reads), wcopies of wcopy_bytes each (its codes and
+   * block scales, px_parallel_quant_weight_bytes), written where the GEMM quantizes the weight; NULL: none held
+   * (ZeRO-3's weights are cast at use) */
+  uint8_t *wcopy;
+  uint64_t wcopy_bytes;
+  int wcopies;
   /* Ops on gradient ranges of `count` elements given by the interpreter:
    *   ACC        out[0] += in[0]                     (gradient dtype)
    *   GRAD_NORM  *sumsq_out += sum of in[0]^2        (host double)

@@ -71,7 +71,7 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_ADAMW_HOST] = {"....", "......"}, /* the host's: the interpreter runs these three itself */
     [PX_OP_COPY_D2H] = {"....", "......"},
     [PX_OP_COPY_H2D] = {"....", "......"},
-    [PX_OP_CAST] = {"q...", "A....."}, /* no output: a weight's copy that the backend keeps */
+    [PX_OP_CAST] = {"q...", "A....."}, /* no output: the weights' cached copies, written by their GEMMs (wcopy) */
 };
 
 /* A cast of a frozen weight from its base_precision storage (PX_OPF_DEQUANT): the weight in, its values out in the

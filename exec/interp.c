@@ -52,6 +52,11 @@ struct px_exec {
   uint64_t frozen_bytes;
   uint64_t *frozen_at;        /* (nfrozen) each frozen weight's byte offset into frozen (px_param_frozen_layout) */
   double quant_sums[2];       /* ... its quantised weights' squared quantisation error and squares, summed */
+  /* the quantized weights' cached copies the plan holds for the step (its fp8_copy_bytes): per param ref its
+   * wcopies copies of wcopy_bytes[i] bytes each at wcopy + wcopy_at[i] (wcopy_bytes[i] 0: none held) */
+  uint8_t *wcopy;
+  uint64_t wcopy_total, *wcopy_at, *wcopy_bytes;
+  int wcopies;
   uint64_t pb, gb;
   uint64_t params_elems, grads_elems, opt_elems;
   char **gathered, **bucket; /* per unit: ZeRO-3 parameters, ZeRO-2/3 full gradients */
@@ -369,6 +374,30 @@ static px_status init_frozen(px_exec *x, px_err *err) {
   return st;
 }
 
+/* Where each quantized weight's cached copies go (px_plan_param_quantized; ZeRO-3 casts gathered weights at use
+ * instead): px_parallel_weight_copies copies of px_parallel_quant_weight_bytes of its elements, in param order,
+ * within the plan's `total` (equal when every weight's elements fill their blocks; one that does not fit is
+ * quantized into the backend's scratch, the buffer still the plan's). */
+static px_status lay_weight_copies(px_exec *x, uint64_t total, px_err *err) {
+  const px_plan *p = x->plan;
+  const px_program *prog = x->prog;
+  x->wcopies = px_parallel_weight_copies(&p->par, &p->cluster.gpu);
+  if (!total || x->wcopies <= 0) return PX_OK;
+  x->wcopy_at = px_calloc((size_t)prog->nparams + 1, sizeof *x->wcopy_at, err);
+  x->wcopy_bytes = px_calloc((size_t)prog->nparams + 1, sizeof *x->wcopy_bytes, err);
+  if (!x->wcopy_at || !x->wcopy_bytes) return PX_ERR_RUNTIME;
+  x->wcopy_total = total;
+  uint64_t at = 0;
+  for (int32_t i = 0; i < prog->nparams; i++) {
+    if (!px_plan_param_quantized(p, &prog->params[i])) continue;
+    uint64_t one = px_parallel_quant_weight_bytes(&p->par, prog->params[i].elems);
+    if (at + (uint64_t)x->wcopies * one > total) continue;
+    x->wcopy_at[i] = at, x->wcopy_bytes[i] = one;
+    at += (uint64_t)x->wcopies * one;
+  }
+  return PX_OK;
+}
+
 static px_status init_params(px_exec *x, px_err *err) {
   const px_program *prog = x->prog;
   x->maps = px_calloc((size_t)prog->nparams + 1, sizeof *x->maps, err);
@@ -514,13 +543,14 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   bool off = plan->par.offload_opt != PX_OFFLOAD_NONE;
   /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments,
    * fine-tuning's frozen base */
-  enum { NSTATES = 6 };
+  enum { NSTATES = 7 };
   uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
   x->frozen_bytes = prog->frozen_bytes; /* in base_precision (px_lora_frozen_bytes) */
   if (!st && !(x->frozen_at = px_calloc((size_t)prog->nfrozen + 1, sizeof *x->frozen_at, err))) st = PX_ERR_RUNTIME;
   if (!st) st = px_param_frozen_layout(plan, x->stage, x->frozen_at, err);
+  if (!st) st = lay_weight_copies(x, ps.fp8_copy_bytes, err);
   uint64_t states[NSTATES] = {x->params_elems * x->pb, x->grads_elems * x->gb, x->mixed ? ob : 0, ob, ob,
-                              x->frozen_bytes};
+                              x->frozen_bytes, x->wcopy_total};
   if (!st && be->reserve) { /* the states as they are taken (whole arena units); the step's tensors to the peak */
     const px_memplan *mp = &plan->mem[x->stage];
     uint64_t pools[PX_POOLS] = {0, px_plan_reserve_bytes(mp->peak_bytes) - mp->static_bytes};
@@ -531,6 +561,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   for (int i = 0; i < NSTATES && !st; i++)
     if (states[i]) st = pool_alloc(x, states[i], PX_FILL_ZERO, PX_POOL_STATES, &p[i], err);
   x->params = p[0], x->grads = p[1], x->master = p[2], x->adam_m = p[3], x->adam_v = p[4], x->frozen = p[5];
+  x->wcopy = p[6];
   /* offloaded: the host arena, where the plan places each state (px_plan_states): the fp32
    * gradient accumulator, then the fp32 weights and the two moments (PX_HOST_OPT_BYTES a
    * parameter, 4 each), then the parameter shard */
@@ -565,9 +596,9 @@ void px_exec_free(px_exec *x) {
     if (x->bucket[u]) x->be->release(x->be, x->bucket[u], full_grad_bytes(x, u));
   }
   for (int32_t i = 0; x->late && i < x->nlate; i++) x->be->release(x->be, x->late[i], x->late_bytes[i]);
-  void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v, x->frozen};
+  void *bufs[] = {x->params, x->grads, x->master, x->adam_m, x->adam_v, x->frozen, x->wcopy};
   uint64_t ob = x->h_w ? 0 : x->opt_elems * sizeof(float);
-  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, ob, ob, ob, x->frozen_bytes};
+  uint64_t bytes[] = {x->params_elems * x->pb, x->grads_elems * x->gb, ob, ob, ob, x->frozen_bytes, x->wcopy_total};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
     if (bufs[i]) x->be->release(x->be, bufs[i], bytes[i]);
   for (int32_t u = 0; x->staged_grad && x->staged_param && u < x->prog->nunits; u++) {
@@ -584,6 +615,8 @@ void px_exec_free(px_exec *x) {
   free(x->late_bytes);
   free(x->param_of);
   free(x->frozen_at);
+  free(x->wcopy_at);
+  free(x->wcopy_bytes);
   free(x->maps);
   free(x->owned);
   free(x->seq_index);
@@ -604,6 +637,15 @@ void px_exec_free(px_exec *x) {
 }
 
 /* ---- operands ---- */
+
+/* e's cached copies of weight operand r, when it is a quantized weight the plan holds copies of. */
+static void bind_weight_copy(const px_exec *x, const px_inst *in, px_ref r, px_exec_op *e) {
+  if (r.slot < 0 || x->plan->slots[r.slot].kind != PX_SLOT_PARAM) return;
+  int32_t i = -1;
+  if (!param_ref(x, r.slot, in->layer + r.layer_off, &i) || i < 0 || i >= x->prog->nparams || !x->wcopy_bytes[i])
+    return;
+  e->wcopy = x->wcopy + x->wcopy_at[i], e->wcopy_bytes = x->wcopy_bytes[i], e->wcopies = x->wcopies;
+}
 
 static px_status resolve(px_exec *x, const px_inst *in, px_ref r, void **out, px_err *err) {
   *out = NULL;
@@ -943,6 +985,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     e.host_tokens = x->host_tokens[in->mb];
   for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
   for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
+  for (int j = 0; j < PX_OP_INS && !st && x->wcopy; j++) bind_weight_copy(x, in, o->in[j], &e);
   if (!st) {
     if (is_collective((px_op_kind)o->kind))
       st = run_collective(x, o, e.out, e.in, err);

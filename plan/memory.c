@@ -128,9 +128,8 @@ void px_states_add_frozen(px_states *s, uint64_t frozen_bytes) {
   s->bytes[PX_PLACE_GPU][PX_MEM_PARAMS] += frozen_bytes;
 }
 
-/* Whether a parameter of the stage is read by quantized GEMMs: its slot's are, in a layer not kept in the
- * compute dtype (px_parallel_layer_bf16; the slots are every layer's). */
-static bool param_quantized(const px_plan *p, const px_param_ref *r) {
+/* where its slot's are, in a layer not kept in the compute dtype (px_parallel_layer_bf16; slots are every layer's) */
+bool px_plan_param_quantized(const px_plan *p, const px_param_ref *r) {
   return p->slots[r->slot].fp8 && !px_parallel_layer_bf16(&p->par, p->model.layers, r->group);
 }
 
@@ -138,7 +137,7 @@ uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage) {
   const px_program *prog = &p->programs[stage];
   uint64_t n = 0;
   for (int32_t i = 0; i < prog->nparams; i++)
-    if (param_quantized(p, &prog->params[i])) n += prog->params[i].elems;
+    if (px_plan_param_quantized(p, &prog->params[i])) n += prog->params[i].elems;
   return n;
 }
 
@@ -148,7 +147,7 @@ void px_plan_fp8_unit_elems(const px_plan *p, int64_t stage, uint64_t *u8, uint6
   *shard8 = 0;
   for (int32_t i = 0; i < prog->nparams; i++) {
     const px_param_ref *r = &prog->params[i];
-    if (!param_quantized(p, r)) continue;
+    if (!px_plan_param_quantized(p, r)) continue;
     if (u8) u8[r->unit] += r->elems;
     *shard8 += r->elems / (uint64_t)px_plan_unit_ranks(p, &prog->units[r->unit]);
   }

@@ -54,6 +54,8 @@ void px_states_add_frozen(px_states *s, uint64_t frozen_bytes);
  * Transformer Engine caches them from the first micro-batch; ZeRO-3 casts
  * each gathered weight where it is used. */
 uint64_t px_plan_fp8_weight_elems(const px_plan *p, int64_t stage);
+/* Whether quantized GEMMs read parameter r of the plan (one counted in px_plan_fp8_weight_elems). */
+bool px_plan_param_quantized(const px_plan *p, const px_param_ref *r);
 /* Primary quantized weights (fp8_params, px_parallel_fp8_primary): those elements (px_plan_fp8_weight_elems) are
  * the parameters themselves, their format's row-wise copy in place of the param dtype's bytes (the copies left:
  * the column-wise one); of a unit, u8[u] of them, and of the rank's shard (ZeRO-3) *shard8 (each unit's u8 over

@@ -1765,9 +1765,14 @@ static void test_fp8_scaled(void) {
   CU_ASSERT(y[C + 129] == 3.0f);
   /* 2 x 2 blocks of a (3, 3) matrix: blocks {0,1}x{0,1}, {0,1}x{2}, {2}x{0,1}, {2}x{2} */
   float w[9] = {1, -2, 0.3f, 0.5f, 0.25f, 7, 100, 10, -0.7f}, v[9];
-  px_k_fp8_roundtrip_blocks(v, w, 3, 3, 2, PX_FP8_E4M3);
+  px_k_fp8_roundtrip_blocks(v, NULL, w, 3, 3, 2, PX_FP8_E4M3);
   CU_ASSERT(v[1] == -2.0f && v[5] == 7.0f && v[6] == 100.0f && v[8] == -0.7f); /* each block's amax, exact */
   for (int i = 0; i < 9; i++) CU_ASSERT(fabsf(v[i] - w[i]) <= 0x1p-4f * fabsf(w[i]));
+  uint8_t wq[9]; /* with its codes: the same values, each its code over its block's scale */
+  float v2[9], bmax[9] = {2, 2, 7, 2, 2, 7, 100, 100, 0.7f};
+  px_k_fp8_roundtrip_blocks(v2, wq, w, 3, 3, 2, PX_FP8_E4M3);
+  for (int i = 0; i < 9; i++)
+    CU_ASSERT(v2[i] == v[i] && v2[i] == px_k_fp8_decode(wq[i], PX_FP8_E4M3) / px_k_fp8_scale(bmax[i], PX_FP8_E4M3));
   CU_ASSERT(px_k_fp8_scale(0.0f, PX_FP8_E4M3) == 1.0f && px_k_fp8_scale(INFINITY, PX_FP8_E4M3) == 1.0f);
   float nan3[3] = {NAN, -2.0f, 1.0f};
   CU_ASSERT(px_k_fp8_amax(nan3, 3) == 2.0f);

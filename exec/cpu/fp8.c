@@ -217,7 +217,7 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
 
 px_status px_cpu_fp8_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
-  if (!e->out[0]) return PX_OK; /* a weight's copy: GEMMs quantize weights at use */
+  if (!e->out[0]) return PX_OK; /* the weights' cached copies: each GEMM writes its weight's at use (wcopy) */
   if (e->env->block_format) return block_cast(s, e, err);
   const float *x = e->in[0];
   uint8_t *q = e->out[0];
@@ -273,40 +273,45 @@ bool px_cpu_fp8_scale_of(px_cpu_fp8 *s, const void *p, float *scale, px_fp8_form
   return true;
 }
 
-/* The weight operand w (slot ws) of an fp8 GEMM quantized and decoded into y: El matrices of (n, k). */
+/* The weight operand w (slot ws) of a quantized GEMM, El matrices of (n, k), quantized and decoded into y. Its
+ * codes and block scales go into the copy the plan holds for it (e->wcopy), else into scratch: the forward's
+ * row-wise copy, the data gradient's the transposed weight's (the column-wise copy: mxfp8's blocks down the
+ * columns; the other formats' the same values transposed, the copy a GPU's GEMMs without any-layout fp8 read). */
 static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const float *w, float *y, int64_t El, int64_t n,
                         int64_t k, px_err *err) {
-  if (e->env->block_format) { /* mxfp8: blocks along the contracted dimension (the data gradient's: down the
-                               * columns); nvfp4: 16 x 16 blocks, the same values both ways */
-    bool nv = e->env->block_format == PX_PREC_NVFP4, cols = !nv && e->op->kind == PX_OP_LINEAR_BWD_DATA;
-    float *t = malloc((size_t)(n * k) * sizeof *t);
-    size_t qb = block_bytes(n, k, nv), qt = block_bytes(k, n, nv);
-    uint8_t *q = malloc(qb > qt ? qb : qt);
-    if (!t || !q) {
-      free(t), free(q);
-      return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-    }
-    for (int64_t x = 0; x < El; x++) {
-      const float *wx = w + x * n * k;
-      float *yx = y + x * n * k;
-      if (cols) {
-        transpose(t, wx, n, k);
-        block_roundtrip(t, t, k, n, false, 1, 0.0f, NULL, q);
-        transpose(yx, t, k, n);
-      } else {
-        block_roundtrip(yx, wx, n, k, nv, nv ? PX_NVFP4_BLOCK : 1, px_k_fp8_amax(wx, n * k), NULL, q);
-      }
-    }
-    free(t), free(q);
-    return PX_OK;
+  int bf = e->env->block_format;
+  bool nv = bf == PX_PREC_NVFP4;
+  bool dgrad = e->op->kind == PX_OP_LINEAR_BWD_DATA || e->op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA;
+  bool flip = dgrad && (bf == PX_PREC_MXFP8 || (e->wcopy && e->wcopies > 1));
+  int64_t rows = flip ? k : n, cols = flip ? n : k;
+  int64_t one = bf ? code_bytes(rows * cols, nv) + scale_bytes(rows, cols, nv) : rows * cols; /* a matrix's */
+  bool held = e->wcopy && El * one <= (int64_t)e->wcopy_bytes;
+  uint8_t *q = held ? e->wcopy + (flip && e->wcopies > 1 ? e->wcopy_bytes : 0) : malloc((size_t)one);
+  float *t = flip ? malloc(2 * (size_t)(n * k) * sizeof *t) : NULL; /* (2, k, n) the weight, its values, transposed */
+  if (!q || (flip && !t)) {
+    if (!held) free(q);
+    free(t);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   }
-  if (e->env->fp8_blockwise) {
-    for (int64_t x = 0; x < El; x++) px_k_fp8_roundtrip_blocks(y + x * n * k, w + x * n * k, n, k, PX_FP8_BLOCK, PX_FP8_E4M3);
-    return PX_OK;
+  float scale = 1.0f; /* per-tensor fp8: one scale over the El matrices */
+  px_status st = PX_OK;
+  if (!bf && !e->env->fp8_blockwise)
+    st = px_cpu_fp8_weight_scale(s, e, ws, px_k_fp8_amax(w, El * n * k), &scale, err);
+  for (int64_t x = 0; x < El && !st; x++) {
+    const float *wx = w + x * n * k, *src = wx;
+    float *yx = y + x * n * k, *dst = yx;
+    uint8_t *qx = held ? q + x * one : q;
+    if (flip) transpose(t, wx, n, k), src = t, dst = t + n * k;
+    if (bf) /* nvfp4: 16 x 16 blocks, the tensor scale from the matrix's amax */
+      block_roundtrip(dst, src, rows, cols, nv, nv ? PX_NVFP4_BLOCK : 1, nv ? px_k_fp8_amax(wx, n * k) : 0.0f, NULL, qx);
+    else if (e->env->fp8_blockwise)
+      px_k_fp8_roundtrip_blocks(dst, qx, src, rows, cols, PX_FP8_BLOCK, PX_FP8_E4M3);
+    else
+      px_k_fp8_quantize(qx, src, rows * cols, scale, PX_FP8_E4M3), px_k_fp8_dequantize(dst, qx, rows * cols, scale, PX_FP8_E4M3);
+    if (flip) transpose(yx, dst, k, n);
   }
-  float amax = px_k_fp8_amax(w, El * n * k), scale;
-  px_status st = px_cpu_fp8_weight_scale(s, e, ws, amax, &scale, err);
-  if (!st) px_k_fp8_roundtrip(y, w, El * n * k, scale, PX_FP8_E4M3);
+  if (!held) free(q);
+  free(t);
   return st;
 }
 

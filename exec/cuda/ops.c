@@ -587,7 +587,8 @@ static px_status fp8_input(px_cuda *c, const px_exec_op *e, int j, float *scale,
   return PX_OK;
 }
 
-/* The GEMM's weight in[j] ((rows, k), the parameters' dtype) as E4M3 codes in scratch, and its scale. */
+/* The GEMM's weight in[j] ((rows, k), the parameters' dtype) as E4M3 codes, and its scale: into the row-wise copy
+ * the plan holds for it (e->wcopy), else scratch. */
 static px_status fp8_weight(px_backend *be, const px_exec_op *e, int j, int64_t rows, int64_t k, uint8_t **q,
                             float *scale, px_err *err) {
   px_cuda *c = be->impl;
@@ -595,7 +596,9 @@ static px_status fp8_weight(px_backend *be, const px_exec_op *e, int j, int64_t 
   float amax = 0.0f;
   px_status st = fp8_amax(be, e, false, e->in[j], dt, rows * k, &amax, err);
   if (!st) st = px_cpu_fp8_weight_scale(c->f8, e, e->op->in[j].slot, amax, scale, err);
-  if (!st) st = px_cuda_scratch(c, (uint64_t)(rows * k), (void **)q, err);
+  bool held = e->wcopy && (uint64_t)(rows * k) <= e->wcopy_bytes;
+  if (held) *q = e->wcopy;
+  else if (!st) st = px_cuda_scratch(c, (uint64_t)(rows * k), (void **)q, err);
   if (!st) st = px_cuda_kc(px_kc_fp8_quantize(*q, e->in[j], dt, rows * k, *scale, false, px_cuda_stream(c)), err);
   return st;
 }
@@ -610,9 +613,11 @@ static px_status fp8_factors(px_backend *be, float sa, float sb, float **fa, flo
   return st;
 }
 
-/* (rows, cols) codes transposed into scratch. */
-static px_status fp8_transposed(px_cuda *c, const void *q, int64_t rows, int64_t cols, uint8_t **out, px_err *err) {
-  px_status st = px_cuda_scratch(c, (uint64_t)(rows * cols), (void **)out, err);
+/* (rows, cols) codes transposed into `into`, or scratch when NULL. */
+static px_status fp8_transposed(px_cuda *c, const void *q, int64_t rows, int64_t cols, uint8_t *into, uint8_t **out,
+                                px_err *err) {
+  px_status st = into ? PX_OK : px_cuda_scratch(c, (uint64_t)(rows * cols), (void **)out, err);
+  if (into) *out = into;
   if (!st) st = px_cuda_kc(px_kc_fp8_transpose(*out, q, rows, cols, px_cuda_stream(c)), err);
   return st;
 }
@@ -652,12 +657,14 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
     case PX_OP_LINEAR_BWD_DATA: {
       px_dtype dt = operand_dtype(e, o->out[0]);
       if ((st = fp8_weight(be, e, 3, d[1], K, &qw, &sw, err))) return st;
+      /* W^T into the transposed copy the plan holds (a section's (K, n_i) at the section's offset) */
+      uint8_t *wtq = qw == e->wcopy && e->wcopies > 1 ? e->wcopy + e->wcopy_bytes : NULL;
       for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
         float sy = 1.0f;
         bool ye5 = false;
         uint8_t *wt = NULL; /* W_i^T: (K, n_i) */
         if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sw, &f, &g, err)) ||
-            (st = fp8_transposed(c, qw + off * K, d[3 + i], K, &wt, err)))
+            (st = fp8_transposed(c, qw + off * K, d[3 + i], K, wtq ? wtq + off * K : NULL, &wt, err)))
           return st;
         st = px_cuda_kc(px_kc_gemm_fp8(c->lt, e->out[0], e->in[i], wt, f, g, N, K, d[3 + i], ye5, false, false, 1.0f,
                                        1.0f, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
@@ -669,13 +676,13 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
       px_dtype gt = operand_dtype(e, o->out[0]);
       uint64_t gel = px_dtype_bytes(gt);
       uint8_t *xt = NULL; /* x^T: (K, N) */
-      if ((st = fp8_input(c, e, 3, &sx, &xe5, err)) || (st = fp8_transposed(c, e->in[3], N, K, &xt, err))) return st;
+      if ((st = fp8_input(c, e, 3, &sx, &xe5, err)) || (st = fp8_transposed(c, e->in[3], N, K, NULL, &xt, err))) return st;
       for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
         float sy = 1.0f;
         bool ye5 = false;
         uint8_t *dyt = NULL; /* dy_i^T: (n_i, N) */
         if ((st = fp8_input(c, e, (int)i, &sy, &ye5, err)) || (st = fp8_factors(be, sy, sx, &f, &g, err)) ||
-            (st = fp8_transposed(c, e->in[i], N, d[3 + i], &dyt, err)))
+            (st = fp8_transposed(c, e->in[i], N, d[3 + i], NULL, &dyt, err)))
           return st;
         /* dw_i (n_i, K) += dy_i^T x; cuBLASLt's fp8 kernels write 16-byte aligned C only, and a weight after a
          * parameter of a few elements (the sinks' Hq logits) is not: its product goes through scratch then */

@@ -108,7 +108,8 @@ void px_k_fp8_dequantize_rows(float *y, const uint8_t *q, const float *scales, i
     }
 }
 
-void px_k_fp8_roundtrip_blocks(float *y, const float *x, int64_t rows, int64_t cols, int64_t block, px_fp8_format f) {
+void px_k_fp8_roundtrip_blocks(float *y, uint8_t *q, const float *x, int64_t rows, int64_t cols, int64_t block,
+                               px_fp8_format f) {
   for (int64_t r0 = 0; r0 < rows; r0 += block)
     for (int64_t c0 = 0; c0 < cols; c0 += block) {
       int64_t h = rows - r0 < block ? rows - r0 : block, w = cols - c0 < block ? cols - c0 : block;
@@ -118,6 +119,10 @@ void px_k_fp8_roundtrip_blocks(float *y, const float *x, int64_t rows, int64_t c
         if (a > amax) amax = a;
       }
       float s = px_k_fp8_scale(amax, f);
-      for (int64_t r = r0; r < r0 + h; r++) px_k_fp8_roundtrip(y + r * cols + c0, x + r * cols + c0, w, s, f);
+      for (int64_t r = r0; r < r0 + h; r++) {
+        int64_t at = r * cols + c0;
+        if (q) px_k_fp8_quantize(q + at, x + at, w, s, f), px_k_fp8_dequantize(y + at, q + at, w, s, f);
+        else px_k_fp8_roundtrip(y + at, x + at, w, s, f);
+      }
     }
 }

@@ -52,8 +52,9 @@ void px_k_fp8_dequantize_rows(float *y,            // (rows, cols)
 
 /* y = decode(encode(x s)) / s with one s per block x block block of a
  * (rows, cols) matrix (DeepSeek-V3's weights), from the block's amax: the
- * values an fp8 GEMM reads. y may be x. */
+ * values an fp8 GEMM reads, the codes into q unless it is NULL. y may be x. */
 void px_k_fp8_roundtrip_blocks(float *y,        // (rows, cols)
+                               uint8_t *q,      // (rows, cols) or NULL
                                const float *x,  // (rows, cols)
                                int64_t rows, int64_t cols, int64_t block, px_fp8_format f);
 

@@ -3,7 +3,8 @@
 # emulation run the fp32 path, so with every one of tiny-gpt's 4 layers kept an nvfp4, mxfp8 or fp8 (current)
 # run's losses are the fp32 run's bitwise, on one rank and over 2 pipeline stages, and every stage's measured
 # peak is its plan's (which holds no codes or scales); with the first 2 layers kept the nvfp4 run's losses are
-# nearer the fp32 run's (summed gaps over 8 steps: 0.025 against all-nvfp4's 0.093 when written) and not equal.
+# nearer the fp32 run's (summed gaps over 8 steps: 0.025 against all-nvfp4's 0.093 when written) and not equal,
+# its peak the plan's (the quantized layers' cached weight codes and scales held).
 set -u
 px=$1
 src=$2
@@ -35,8 +36,8 @@ run all-pp 2 -p 2 --precision nvfp4 --bf16-layers-start 2 --bf16-layers-end 2
 [ "$(losses "$tmp/all-pp.json")" = "$(losses "$tmp/f32-pp.json")" ] || fail "nvfp4 pp 2, every layer kept: not fp32's"
 peaks all-pp
 
-run nvfp4 1 --precision nvfp4
-run some 1 --precision nvfp4 --bf16-layers-start 2
+run nvfp4 1 --precision nvfp4 && peaks nvfp4
+run some 1 --precision nvfp4 --bf16-layers-start 2 && peaks some
 g_all=$(gap f32 nvfp4) g_some=$(gap f32 some)
 awk -v a="$g_all" -v s="$g_some" 'BEGIN { exit !(0 < s && s < a) }' &&
   echo "ok: the first 2 of 4 layers kept: gap to fp32 $g_some, all-nvfp4's $g_all" ||

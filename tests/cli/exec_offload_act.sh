@@ -33,19 +33,15 @@ for c in "tiny-moe|-d 2 --ep 2" "tiny-mla|-t 2 -S" "tiny-window|-d 2" "tiny-sink
   same_run "$model ${f[*]} --offload-activations 2" "$tmp/ref" "$tmp/got"
 done
 # and quantized tensors, whose scales follow their codes to the host and back (fp8 per tensor, mxfp8's blocks):
-# the same losses and gradients; the peak falls by what the plan's falls by (the cpu backend quantizes weights at
-# use, so its fp8 peaks sit under the plans', which hold the cached fp8 weight copies a GPU keeps)
+# the same losses and gradients, and the measured peak the plan's (the quantized weights' copies included)
 drop() { jq -s "last | .stages[0] | .$2" "$tmp/$1.json"; }
 for prec in "fp8 --fp8-recipe current" mxfp8; do
   # shellcheck disable=SC2086
   f=(-m tiny -d 2 --fp8-base fp32 --precision $prec)
   run ref "${f[@]}" && run got "${f[@]}" --offload-activations 2 || { fail "$prec: $(head -3 "$tmp/err.txt")"; continue; }
-  close "$(losses "$tmp/ref.json")" "$(losses "$tmp/got.json")" 1e-5 && "$cmp" "$tmp/ref.bin" "$tmp/got.bin" >/dev/null ||
-    { fail "$prec offloaded: losses $(losses "$tmp/got.json"), without $(losses "$tmp/ref.json")"; continue; }
-  measured=$(($(drop ref peak_bytes) - $(drop got peak_bytes)))
-  planned=$(($(drop ref predicted_peak_bytes) - $(drop got predicted_peak_bytes)))
-  [ "$measured" -gt 0 ] && [ "$measured" -eq "$planned" ] || fail "$prec: the peak fell by $measured, the plan's by $planned"
-  echo "ok: $prec --offload-activations 2: losses $(losses "$tmp/got.json")"
+  same_run "$prec --offload-activations 2" "$tmp/ref" "$tmp/got" || continue
+  [ "$(drop got peak_bytes)" -lt "$(drop ref peak_bytes)" ] && [ "$(drop ref peak_bytes)" -eq "$(drop ref predicted_peak_bytes)" ] ||
+    fail "$prec: measured peaks $(drop ref peak_bytes) (plan $(drop ref predicted_peak_bytes)), $(drop got peak_bytes) offloaded"
 done
 
 # Llama 3 70B on 64 H100s, mbs 2: with 70 of its 80 layers' activations on the host it fits (without: 330 GiB)
