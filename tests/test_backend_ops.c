@@ -49,6 +49,7 @@
 #include "exec/env.h"
 #include "exec/support.h"
 #include "tests/fp8_ref.h"
+#include "kernels/cpu/mx.h"
 #include "kernels/math.h"
 #include "plan/plan.h"
 #include "tests/testutil.h"
@@ -2298,6 +2299,97 @@ static void test_fp8(void) {
   px_tfree();
 }
 
+/* mxfp8 values of x (rows, cols) quantized down its columns: blocks of 32 rows from row 0 (the reference's own
+ * transpose around the kernels test_mx checks bit for bit). */
+static void mx_colwise_ref(float *y, const float *x, int64_t rows, int64_t cols) {
+  float *t = px_tfloats(rows * cols);
+  uint8_t *q = px_talloc((size_t)(rows * cols)), *sc = px_talloc((size_t)(cols * ((rows + 31) / 32)));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) t[c * rows + r] = x[r * cols + c];
+  px_k_mxfp8_quantize(q, sc, t, cols, rows, PX_FP8_E4M3);
+  px_k_mxfp8_dequantize(t, q, sc, cols, rows, PX_FP8_E4M3);
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) y[r * cols + c] = t[c * rows + r];
+}
+
+/* An mxfp8 expert GEMM's weight gradient on the cpu backend: its operands' column-wise copies quantized within
+ * each local expert's rows, as Transformer Engine's split_quantize does (not in blocks of 32 rows that run
+ * across the experts' boundaries, which the counts here put inside blocks, rows of expert 0 a thousand times
+ * larger than the rest): each expert's dW = dy^T x on those values, within REF_RED; the whole tensor's blocks
+ * would be off by more. */
+static void test_mxfp8_experts(void) {
+  px_err err = {0};
+  px_model m;
+  px_cluster c;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-moe", &m, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 1, 0, &err), PX_OK);
+  px_parallel par;
+  px_parallel_unset(&par);
+  par.tp = par.pp = par.dp = par.ep = 1, par.zero = 0, par.mbs = par.gbs = 2, par.precision = PX_PREC_MXFP8;
+  par.fp8_base = PX_FP8_BASE_FP32, par.recompute = PX_RECOMPUTE_NONE;
+  px_parallel_resolve(&par, &m, &c);
+  px_plan plan;
+  px_env env;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &par, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK); /* the cpu backend runs the plan */
+  const px_op *o = NULL;
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT && !o; k++)
+    for (int32_t i = 0; i < plan.blocks[k].nops && !o; i++)
+      if (plan.blocks[k].ops[i].kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT && plan.blocks[k].ops[i].dim[5] == 0)
+        o = &plan.blocks[k].ops[i]; /* fc2's: one output gradient */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+  int64_t n = o->dim[1], k = o->dim[2], el = o->dim[3];
+  int64_t rows = (int64_t)plan.slots[o->in[3].slot].elems / k; /* the buffer's */
+  CU_ASSERT_FATAL(el >= 3 && rows >= 40);
+  int32_t *counts = px_talloc((size_t)(2 * el) * sizeof *counts); /* (2, el): sent (unread here), received */
+  int64_t at[8] = {0}, want_rows[8] = {5, 0, 27};                  /* expert 0's 5 rows share a block with 1's */
+  for (int64_t x = 0; x < el; x++) counts[el + x] = (int32_t)(x < 3 ? want_rows[x] : 3);
+  for (int64_t x = 1; x < el; x++) at[x] = at[x - 1] + counts[el + x - 1];
+  /* dy (rows, n) and x (rows, k), each by its cast; expert 0's rows 1000 times the rest */
+  const px_op *cast[2] = {cast_of(&plan, o->in[0].slot), cast_of(&plan, o->in[3].slot)};
+  CU_ASSERT_FATAL(cast[0] && cast[1]);
+  int64_t width[2] = {n, k};
+  float *src[2], *col[2], *whole[2];
+  uint8_t *q[2];
+  px_exec_op e = {.env = &env, .op = o, .step = 1};
+  for (int a = 0; a < 2; a++) {
+    int64_t w = width[a], tot = (int64_t)plan.slots[cast[a]->out[0].slot].elems;
+    CU_ASSERT_FATAL(tot == rows * w);
+    src[a] = px_trand(rows * w, -1, 1), col[a] = px_tfloats(rows * w), whole[a] = px_tfloats(rows * w);
+    for (int64_t i = 0; i < counts[el] * w; i++) src[a][i] *= 1000.0f;
+    q[a] = px_talloc(px_parallel_quant_bytes(&plan.par, (uint64_t)(rows * w), w));
+    px_exec_op ce = {.env = &env, .op = cast[a], .step = 1};
+    ce.in[0] = src[a], ce.out[0] = q[a];
+    CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &ce, &err), PX_OK);
+    for (int64_t x = 0; x < el; x++)
+      if (counts[el + x]) mx_colwise_ref(col[a] + at[x] * w, src[a] + at[x] * w, counts[el + x], w);
+    mx_colwise_ref(whole[a], src[a], rows, w);
+  }
+  e.in[0] = q[0], e.in[3] = q[1], e.in[4] = counts;
+  float *got = px_tfloats(el * n * k);
+  e.out[0] = got;
+  CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &e, &err), PX_OK);
+  double *want = px_talloc((size_t)(el * n * k) * sizeof *want), worst_whole = 0;
+  for (int64_t x = 0; x < el; x++)
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < k; j++) {
+        double sum = 0, sum_whole = 0;
+        for (int64_t r = at[x]; r < at[x] + counts[el + x]; r++) {
+          sum += (double)col[0][r * n + i] * col[1][r * k + j];
+          sum_whole += (double)whole[0][r * n + i] * whole[1][r * k + j];
+        }
+        want[(x * n + i) * k + j] = sum;
+        worst_whole = fmax(worst_whole, fabs(sum_whole - sum) / (fabs(sum) + 1e-3));
+      }
+  CU_ASSERT(close_enough("mxfp8 experts' weight gradient", got, want, el * n * k, REF_RED));
+  CU_ASSERT(worst_whole > 1e-3); /* the test tells the two apart */
+  px_env_free(&env);
+  px_plan_free(&plan);
+  px_tfree();
+}
+
 /* The cuda backend's fp8 path against the cpu backend's emulation, op for op, on a layer whose GEMM sizes
  * are multiples of 16 (fp32 base, per-tensor recipes): each cast's codes bit for bit (the same amax, scale and
  * rounding; delayed scaling's histories kept alike), then each fp8 GEMM (forward, data and weight gradients)
@@ -2644,6 +2736,7 @@ int main(int argc, char **argv) {
       {"the executor's own refusals (fp8 weights), q/k norms, sinks and the window", test_support_refusals},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
+      {"mxfp8 experts' weight gradient: column-wise blocks within each expert's rows", test_mxfp8_experts},
       {"every op kind has a test", test_every_kind_tested},
   };
   static const px_test coll[] = {

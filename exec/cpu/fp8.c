@@ -24,6 +24,7 @@ typedef struct {
   float scale;
   float *scales;  /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
   float *colwise; /* block-scaled: (n / cols, cols) the values of the copy quantized along the columns, or NULL */
+  bool src;       /* mxfp8: colwise holds the cast's input instead, which the weight gradient quantizes (colwise_mx) */
 } codes;
 
 struct px_cpu_fp8 {
@@ -175,10 +176,10 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled cast of %lld elements is not rows (a multiple "
                       "of 16 for nvfp4) of %lld", (long long)n, (long long)cols);
   codes k = {.p = e->out[0], .n = (uint64_t)n, .cols = cols, .fmt = PX_FP8_E4M3, .scale = 1.0f};
-  float *t = malloc(2 * (size_t)n * sizeof *t);                /* (2, n) the transform, the transposed copy */
-  uint8_t *q = malloc(block_bytes(cols, rows, nv));            /* the column-wise copy's codes and scales */
+  float *t = nv ? malloc(2 * (size_t)n * sizeof *t) : NULL;     /* (2, n) the transform, the transposed copy */
+  uint8_t *q = nv ? malloc(block_bytes(cols, rows, nv)) : NULL; /* the column-wise copy's codes and scales */
   k.colwise = malloc((size_t)n * sizeof *k.colwise);
-  if (!t || !q || !k.colwise) {
+  if ((nv && (!t || !q)) || !k.colwise) {
     free(t), free(q), free(k.colwise);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   }
@@ -198,14 +199,16 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
       float ts = px_k_nvfp4_tensor_scale(amax[0]);
       px_k_nvfp4_quantize(b.codes, b.scales, x, rows, cols, 1, ts, grad ? &sr0 : NULL);
       memcpy(b.tensor_scale, &ts, sizeof ts);
-    } else {
+      /* the column-wise copy: the rows contracted, so blocks down the columns (of the transposed tensor's rows) */
+      float *tr = t + n;
+      transpose(tr, src, rows, cols);
+      block_roundtrip(tr, tr, cols, rows, nv, 1, amax[1], grad ? &sr1 : NULL, q);
+      transpose(k.colwise, tr, cols, rows);
+    } else { /* mxfp8's column-wise copy is made where the weight gradient reads it (colwise_mx) */
       px_k_mxfp8_quantize(b.codes, b.scales, x, rows, cols, PX_FP8_E4M3);
+      memcpy(k.colwise, x, (size_t)n * sizeof *k.colwise);
+      k.src = true;
     }
-    /* the column-wise copy: the rows contracted, so blocks down the columns (of the transposed tensor's rows) */
-    float *tr = t + n;
-    transpose(tr, src, rows, cols);
-    block_roundtrip(tr, tr, cols, rows, nv, 1, amax[1], grad ? &sr1 : NULL, q);
-    transpose(k.colwise, tr, cols, rows);
   }
   free(t), free(q);
   if (st) {
@@ -315,6 +318,48 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
   return st;
 }
 
+/* y = the values of mxfp8's column-wise copy of x (rows, cols): blocks of 32 down each column from the first row,
+ * or, for an expert GEMM's weight gradient, within each local expert's rows, which Transformer Engine quantizes
+ * apart (split_quantize) after Megatron-Core sorts them by expert (sort_chunks_by_idxs): the expert's rows from
+ * each source in turn (cpu_expert_linear's segments). Rows outside every segment read as unwritten memory. */
+static px_status colwise_mx(const px_exec_op *e, const float *x, float *y, int64_t rows, int64_t cols, px_err *err) {
+  const px_op *o = e->op;
+  bool expert = o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+  int64_t el = expert ? o->dim[3] : 1, ns = expert ? e->env->etp * e->env->ep : 1;
+  const int32_t *counts = expert ? (const int32_t *)e->in[4] + e->env->ep * el : NULL; /* (ns, el) */
+  int64_t *at = malloc((size_t)(ns * el) * sizeof *at); /* (ns, el) each segment's first row */
+  float *t = malloc(2 * (size_t)(rows * cols) * sizeof *t); /* (2, rows, cols) an expert's rows, transposed */
+  uint8_t *q = malloc(block_bytes(cols, rows, false));
+  px_status st = PX_OK;
+  if (!at || !t || !q) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int64_t i = 0, r = 0; !st && i < ns * el; r += expert ? counts[i] : rows, i++) at[i] = r;
+  if (!st && expert && at[ns * el - 1] + counts[ns * el - 1] > rows)
+    st = px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s: the experts' rows exceed the %lld of the buffer",
+                    px_op_names[o->kind], (long long)rows);
+  for (int64_t i = 0; !st && i < rows * cols; i++) y[i] = NAN;
+  for (int64_t xe = 0; !st && xe < el; xe++) {
+    int64_t r = 0; /* gather the expert's rows, quantize them down the columns, scatter the values back */
+    for (int64_t sc = 0; sc < ns; sc++) {
+      int64_t c = expert ? counts[sc * el + xe] : rows;
+      memcpy(t + r * cols, x + at[sc * el + xe] * cols, (size_t)(c * cols) * sizeof *t);
+      r += c;
+    }
+    if (!r) continue;
+    float *tr = t + rows * cols;
+    transpose(tr, t, r, cols);
+    block_roundtrip(tr, tr, cols, r, false, 1, 0.0f, NULL, q);
+    transpose(t, tr, cols, r);
+    r = 0;
+    for (int64_t sc = 0; sc < ns; sc++) {
+      int64_t c = expert ? counts[sc * el + xe] : rows;
+      memcpy(y + at[sc * el + xe] * cols, t + r * cols, (size_t)(c * cols) * sizeof *y);
+      r += c;
+    }
+  }
+  free(at), free(t), free(q);
+  return st;
+}
+
 px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err) {
   const px_op *o = e->op;
   *d = *e;
@@ -340,8 +385,10 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
       return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s reads fp8 %s, which no cast or collective wrote with "
                         "its scales", px_op_names[o->kind], sl->name);
     int64_t have = (int64_t)k->n < n ? (int64_t)k->n : n; /* an all-to-all fills the rows that arrive */
-    if (k->colwise && o->kind == PX_OP_LINEAR_BWD_WEIGHT) { /* the weight gradient contracts the rows */
-      memcpy(y, k->colwise, (size_t)have * sizeof *y);
+    if (k->colwise && (o->kind == PX_OP_LINEAR_BWD_WEIGHT || o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT)) {
+      /* the weight gradient contracts the rows: the column-wise copy */
+      if (k->src) st = colwise_mx(e, k->colwise, y, have / k->cols, k->cols, err);
+      else memcpy(y, k->colwise, (size_t)have * sizeof *y);
     } else if (k->colwise) {
       bool nv = e->env->block_format == PX_PREC_NVFP4;
       int64_t rows = have / k->cols;
@@ -410,8 +457,9 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       case PX_OP_EXPERT_LINEAR:
       case PX_OP_EXPERT_LINEAR_BWD_DATA:
       case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
-        return no(why, cap, "mxfp8 and nvfp4 experts: the cpu backend emulates the block-scaled formats in the dense "
-                  "layers' GEMMs only (hint: `precision` fp8)");
+        if (v->block_format == PX_PREC_MXFP8) return true;
+        return no(why, cap, "nvfp4 experts: Transformer Engine quantizes each expert's rows with its own tensor scale "
+                  "and Hadamard transform, which the cpu backend does not emulate (hint: `precision` mxfp8)");
       default:
         return no(why, cap, "mxfp8 and nvfp4 codes moved between ranks: the cpu backend keeps a block-scaled tensor's "
                   "column-wise copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)");
