@@ -78,7 +78,6 @@ static inline px_ref R(int slot, int off) { return (px_ref){(int16_t)slot, (int8
 static const px_ref NOREF = {-1, 0};
 
 /* Slot table capacity: slot operands are int16_t (px_ref). */
-/* Slot table capacity: slot operands are int16_t (px_ref). */
 #define PX_SLOTS_MAX 4096
 
 /* Slot names of one layer's tensors, shared by forward, recompute and backward. */

@@ -109,6 +109,15 @@ static px_op *expert_gemm(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   return o;
 }
 
+/* The quantized copy of routed rows the local experts' GEMMs read: each expert's rows quantized apart, as
+ * Transformer Engine's split_quantize does (PX_OPF_EXPERT_ROWS). */
+static px_ref rows_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2) {
+  int32_t n = b->b->nops;
+  px_ref y = px_fp8_cast(b, d, ph, x, e5m2);
+  if (b->b->nops > n) b->b->ops[n].flags |= PX_OPF_EXPERT_ROWS;
+  return y;
+}
+
 /* The experts' activation times each row's gate (Megatron-Core's weighted_bias_swiglu_impl; with GELU its
  * activation times permuted_probs) and its quantized copy, fc2's input; returns that. */
 static px_ref experts_act(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
@@ -122,7 +131,7 @@ static px_ref experts_act(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->in[2] = R(L->moe_recv_w, 0);
   o->bytes += (double)nr * GATE_BYTES;
   o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
-  return px_fp8_cast(b, d, ph, R(L->exp_act, 0), false);
+  return rows_cast(b, d, ph, R(L->exp_act, 0), false);
 }
 
 /* The experts on the R rows in `rows`: fc1 (gate and up with SwiGLU), the
@@ -161,7 +170,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
    * discards it after fc2's forward and registers the recomputation on fc2's output) */
   if (d->rcm & PX_RCM_MOE_ACT) experts_act(b, d, L, PX_PHASE_RECOMPUTE);
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc2);
-  dout = px_fp8_cast(b, d, PX_PHASE_BWD, dout, true);
+  dout = rows_cast(b, d, PX_PHASE_BWD, dout, true);
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, d->H, 0, fe);
   o->in[0] = dout, o->in[3] = R(L->w_exp_fc2, 0), o->out[0] = dact;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc2);
@@ -185,7 +194,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc1);
-  d1 = px_fp8_cast(b, d, PX_PHASE_BWD, d1, true), d2 = px_fp8_cast(b, d, PX_PHASE_BWD, d2, true);
+  d1 = rows_cast(b, d, PX_PHASE_BWD, d1, true), d2 = rows_cast(b, d, PX_PHASE_BWD, d2, true);
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
   o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->w_exp_fc1, 0), o->out[0] = drecv;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
@@ -298,7 +307,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
     px_ref recv_ep = R(L->moe_recv_ep, 0), recv = R(L->moe_recv, 0);
     if (d->f8_block) recv_ep = px_fp8_twin(p, d, recv_ep), recv = px_fp8_twin(p, d, recv);
     if (etp) etp_rows(b, d, L, PX_OP_ALLGATHER, ph, recv_ep, recv, R(L->moe_recv_w_ep, 0), R(L->moe_recv_w, 0), dt);
-    if (!d->f8_block) px_fp8_cast(b, d, ph, recv, false);
+    if (!d->f8_block) rows_cast(b, d, ph, recv, false);
     if (d->Fs > 0) shared_fc1(b, d, L, ph, x_full);
   } else { /* every EP (then ETP) rank's tokens, then the local experts' rows among them */
     px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_EP, ph, x, R(L->moe_send, 0), rows * H, sent * H, d->act, d->EP);
@@ -312,7 +321,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
                (double)(d->ETP * sent + d->R) * (double)H * e + (double)(d->ETP * sent * d->K + d->R) * GATE_BYTES);
     o->in[0] = R(L->moe_send_all, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
     o->in[2] = R(L->moe_gates, 0), o->out[2] = R(L->moe_recv_w, 0);
-    px_fp8_cast(b, d, ph, R(L->moe_recv, 0), false);
+    rows_cast(b, d, ph, R(L->moe_recv, 0), false);
   }
   experts_forward(b, d, L, ph);
   if (a2a) {

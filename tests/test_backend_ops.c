@@ -2312,82 +2312,134 @@ static void mx_colwise_ref(float *y, const float *x, int64_t rows, int64_t cols)
     for (int64_t c = 0; c < cols; c++) y[r * cols + c] = t[c * rows + r];
 }
 
-/* An mxfp8 expert GEMM's weight gradient on the cpu backend: its operands' column-wise copies quantized within
- * each local expert's rows, as Transformer Engine's split_quantize does (not in blocks of 32 rows that run
- * across the experts' boundaries, which the counts here put inside blocks, rows of expert 0 a thousand times
- * larger than the rest): each expert's dW = dy^T x on those values, within REF_RED; the whole tensor's blocks
- * would be off by more. */
-static void test_mxfp8_experts(void) {
+/* x (rows, cols) in fp8 E4M3 with its own scale (448 over its amax), as the test's reference encodes. */
+static void f8_tensor_ref(float *y, const float *x, int64_t n) {
+  double amax = 0;
+  for (int64_t i = 0; i < n; i++) amax = fmax(amax, fabs((double)x[i]));
+  float scale = 448.0f / (float)amax;
+  for (int64_t i = 0; i < n; i++) y[i] = (float)(px_fp8_ref_value(f8_code((double)(x[i] * scale), false), false) / scale);
+}
+
+/* tiny-moe's plan on one GPU of cluster in precision prec (fp8: current scaling), and op kind's fc2 op (one
+ * output or output gradient: dim[5] 0). */
+static const px_op *experts_plan(px_plan *plan, px_env *env, const char *cluster, px_precision prec, px_op_kind kind) {
   px_err err = {0};
   px_model m;
   px_cluster c;
   CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-moe", &m, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load(cluster, &c, &err), PX_OK);
   CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 1, 0, &err), PX_OK);
   px_parallel par;
   px_parallel_unset(&par);
-  par.tp = par.pp = par.dp = par.ep = 1, par.zero = 0, par.mbs = par.gbs = 2, par.precision = PX_PREC_MXFP8;
+  par.tp = par.pp = par.dp = par.ep = 1, par.zero = 0, par.mbs = par.gbs = 2, par.precision = prec;
   par.fp8_base = PX_FP8_BASE_FP32, par.recompute = PX_RECOMPUTE_NONE;
+  if (prec == PX_PREC_FP8) par.fp8_recipe = PX_FP8_CURRENT;
   px_parallel_resolve(&par, &m, &c);
-  px_plan plan;
-  px_env env;
-  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &par, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
-  CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK); /* the cpu backend runs the plan */
-  const px_op *o = NULL;
-  for (int k = 0; k < PX_BLOCK_KIND_COUNT && !o; k++)
-    for (int32_t i = 0; i < plan.blocks[k].nops && !o; i++)
-      if (plan.blocks[k].ops[i].kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT && plan.blocks[k].ops[i].dim[5] == 0)
-        o = &plan.blocks[k].ops[i]; /* fc2's: one output gradient */
-  CU_ASSERT_PTR_NOT_NULL_FATAL(o);
-  int64_t n = o->dim[1], k = o->dim[2], el = o->dim[3];
-  int64_t rows = (int64_t)plan.slots[o->in[3].slot].elems / k; /* the buffer's */
-  CU_ASSERT_FATAL(el >= 3 && rows >= 40);
-  int32_t *counts = px_talloc((size_t)(2 * el) * sizeof *counts); /* (2, el): sent (unread here), received */
-  int64_t at[8] = {0}, want_rows[8] = {5, 0, 27};                  /* expert 0's 5 rows share a block with 1's */
-  for (int64_t x = 0; x < el; x++) counts[el + x] = (int32_t)(x < 3 ? want_rows[x] : 3);
-  for (int64_t x = 1; x < el; x++) at[x] = at[x - 1] + counts[el + x - 1];
-  /* dy (rows, n) and x (rows, k), each by its cast; expert 0's rows 1000 times the rest */
-  const px_op *cast[2] = {cast_of(&plan, o->in[0].slot), cast_of(&plan, o->in[3].slot)};
-  CU_ASSERT_FATAL(cast[0] && cast[1]);
-  int64_t width[2] = {n, k};
-  float *src[2], *col[2], *whole[2];
-  uint8_t *q[2];
-  px_exec_op e = {.env = &env, .op = o, .step = 1};
-  for (int a = 0; a < 2; a++) {
-    int64_t w = width[a], tot = (int64_t)plan.slots[cast[a]->out[0].slot].elems;
-    CU_ASSERT_FATAL(tot == rows * w);
-    src[a] = px_trand(rows * w, -1, 1), col[a] = px_tfloats(rows * w), whole[a] = px_tfloats(rows * w);
-    for (int64_t i = 0; i < counts[el] * w; i++) src[a][i] *= 1000.0f;
-    q[a] = px_talloc(px_parallel_quant_bytes(&plan.par, (uint64_t)(rows * w), w));
-    px_exec_op ce = {.env = &env, .op = cast[a], .step = 1};
-    ce.in[0] = src[a], ce.out[0] = q[a];
-    CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &ce, &err), PX_OK);
-    for (int64_t x = 0; x < el; x++)
-      if (counts[el + x]) mx_colwise_ref(col[a] + at[x] * w, src[a] + at[x] * w, counts[el + x], w);
-    mx_colwise_ref(whole[a], src[a], rows, w);
-  }
-  e.in[0] = q[0], e.in[3] = q[1], e.in[4] = counts;
-  float *got = px_tfloats(el * n * k);
-  e.out[0] = got;
-  CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &e, &err), PX_OK);
-  double *want = px_talloc((size_t)(el * n * k) * sizeof *want), worst_whole = 0;
-  for (int64_t x = 0; x < el; x++)
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < k; j++) {
-        double sum = 0, sum_whole = 0;
-        for (int64_t r = at[x]; r < at[x] + counts[el + x]; r++) {
-          sum += (double)col[0][r * n + i] * col[1][r * k + j];
-          sum_whole += (double)whole[0][r * n + i] * whole[1][r * k + j];
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(plan, &m, &c, &par, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_env_init(env, plan, 0, 0, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_support_check(backends[0].be, plan, &err), PX_OK); /* the cpu backend runs the plan */
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+    for (int32_t i = 0; i < plan->blocks[k].nops; i++)
+      if (plan->blocks[k].ops[i].kind == kind && plan->blocks[k].ops[i].dim[5] == 0) return &plan->blocks[k].ops[i];
+  CU_FAIL_FATAL("no fc2 expert GEMM");
+  return NULL;
+}
+
+/* Transformer Engine quantizes the rows of each local expert apart (split_quantize) and each expert's weight with
+ * its own quantizer; the cpu backend likewise, with expert 0's 5 rows inside the first block of 32 rows and
+ * larger than the rest (mxfp8: a thousand times, fp8: 8, and expert 2's weight 8 times the others'), so that one
+ * scale or one block across the experts would differ. Checked on expert GEMMs
+ * against double references of per-expert values: mxfp8's weight gradient (both operands' column-wise copies,
+ * blocks of 32 rows within each expert's), fp8 with current scaling's forward (each expert's rows and weight their
+ * own scale); with the whole tensor's scale or blocks, each would be off by more than REF_RED. */
+static void test_experts_apart(void) {
+  for (int variant = 0; variant < 2; variant++) {
+    bool mx = variant == 0;
+    px_err err = {0};
+    px_plan plan;
+    px_env env;
+    const px_op *o = experts_plan(&plan, &env, mx ? "dgx-b200" : "dgx-h100", mx ? PX_PREC_MXFP8 : PX_PREC_FP8,
+                                  mx ? PX_OP_EXPERT_LINEAR_BWD_WEIGHT : PX_OP_EXPERT_LINEAR);
+    int64_t n = o->dim[1], k = o->dim[2], el = o->dim[3];
+    int a_in = mx ? 3 : 0; /* the operand of width k: x (mxfp8's wgrad also reads dy, width n, as in[0]) */
+    int64_t rows = (int64_t)plan.slots[o->in[a_in].slot].elems / k; /* the buffer's */
+    CU_ASSERT_FATAL(el >= 3 && rows >= 40);
+    int32_t *counts = px_talloc((size_t)(2 * el) * sizeof *counts); /* (2, el): sent (unread here), received */
+    int64_t at[8] = {0};
+    static const int32_t took[4] = {5, 0, 27, 3}; /* expert 0's rows share a block of 32 with expert 2's */
+    for (int64_t x = 0; x < el; x++) counts[el + x] = x < 4 ? took[x] : 1;
+    for (int64_t x = 1; x < el; x++) at[x] = at[x - 1] + counts[el + x - 1];
+    px_exec_op e = {.env = &env, .op = o, .step = 1};
+    e.in[4] = counts;
+    /* the activation operands, each by its cast (flagged: the experts' rows); expert 0's rows the larger */
+    int ops[2] = {a_in, 0}, nops = mx ? 2 : 1;
+    float *val[2], *whole[2];
+    for (int a = 0; a < nops; a++) {
+      const px_op *cast = cast_of(&plan, o->in[ops[a]].slot);
+      CU_ASSERT_FATAL(cast && (cast->flags & PX_OPF_EXPERT_ROWS));
+      int64_t w = a == 0 ? k : n;
+      float *x = px_trand(rows * w, -1, 1);
+      val[a] = px_tfloats(rows * w), whole[a] = px_tfloats(rows * w);
+      for (int64_t i = 0; i < counts[el] * w; i++) x[i] *= mx ? 1000.0f : 8.0f;
+      uint8_t *q = px_talloc(mx ? px_parallel_quant_bytes(&plan.par, (uint64_t)(rows * w), w) : (size_t)(rows * w));
+      px_exec_op ce = {.env = &env, .op = cast, .step = 1};
+      ce.in[0] = x, ce.out[0] = q;
+      CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &ce, &err), PX_OK);
+      for (int64_t x0 = 0; x0 < el; x0++)
+        if (counts[el + x0]) {
+          if (mx) mx_colwise_ref(val[a] + at[x0] * w, x + at[x0] * w, counts[el + x0], w);
+          else f8_tensor_ref(val[a] + at[x0] * w, x + at[x0] * w, counts[el + x0] * w);
         }
-        want[(x * n + i) * k + j] = sum;
-        worst_whole = fmax(worst_whole, fabs(sum_whole - sum) / (fabs(sum) + 1e-3));
-      }
-  CU_ASSERT(close_enough("mxfp8 experts' weight gradient", got, want, el * n * k, REF_RED));
-  CU_ASSERT(worst_whole > 1e-3); /* the test tells the two apart */
-  px_env_free(&env);
-  px_plan_free(&plan);
-  px_tfree();
+      if (mx) mx_colwise_ref(whole[a], x, rows, w);
+      else f8_tensor_ref(whole[a], x, rows * w);
+      e.in[ops[a]] = q;
+    }
+    float *wt = NULL, *wq = NULL; /* fp8's forward: the experts' weights (el, n, k), each its own scale */
+    if (!mx) {
+      wt = px_trand(el * n * k, -1, 1), wq = px_tfloats(el * n * k);
+      for (int64_t i = 0; i < n * k; i++) wt[2 * n * k + i] *= 8.0f; /* expert 2's weight 8 times the others' */
+      for (int64_t x0 = 0; x0 < el; x0++) f8_tensor_ref(wq + x0 * n * k, wt + x0 * n * k, n * k);
+      e.in[1] = wt;
+    }
+    int64_t nout = mx ? el * n * k : rows * n;
+    float *got = px_tfloats(nout);
+    e.out[0] = got;
+    CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &e, &err), PX_OK);
+    double *want = px_talloc((size_t)nout * sizeof *want), worst_whole = 0;
+    for (int64_t x0 = 0; x0 < el; x0++)
+      for (int64_t i = 0; i < n; i++)
+        if (mx)
+          for (int64_t j = 0; j < k; j++) { /* dW[x0] (n, k) = dy^T x over the expert's rows */
+            double sum = 0, sum_whole = 0;
+            for (int64_t r = at[x0]; r < at[x0] + counts[el + x0]; r++) {
+              sum += (double)val[1][r * n + i] * val[0][r * k + j];
+              sum_whole += (double)whole[1][r * n + i] * whole[0][r * k + j];
+            }
+            want[(x0 * n + i) * k + j] = sum;
+            worst_whole = fmax(worst_whole, fabs(sum_whole - sum) / (fabs(sum) + 1e-3));
+          }
+        else
+          for (int64_t r = at[x0]; r < at[x0] + counts[el + x0]; r++) { /* y (rows, n) = x W[x0]^T */
+            double sum = 0, sum_whole = 0;
+            for (int64_t j = 0; j < k; j++) {
+              sum += (double)val[0][r * k + j] * wq[(x0 * n + i) * k + j];
+              sum_whole += (double)whole[0][r * k + j] * wq[(x0 * n + i) * k + j];
+            }
+            want[r * n + i] = sum;
+            worst_whole = fmax(worst_whole, fabs(sum_whole - sum) / (fabs(sum) + 1e-3));
+          }
+    if (!mx) /* rows no expert took: not written */
+      for (int64_t r = at[el - 1] + counts[2 * el - 1]; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) want[r * n + i] = got[r * n + i];
+    /* fp32 sums of terms up to 8 times the others' (expert 0's rows): within 1e-5 of the largest output */
+    static const tol sums = {1e-5, 2e-5, 0, 1};
+    CU_ASSERT(close_enough(mx ? "mxfp8 experts' weight gradient" : "fp8 experts' forward", got, want, nout,
+                           mx ? REF_RED : sums));
+    CU_ASSERT(worst_whole > 1e-3); /* the test tells the two apart */
+    px_env_free(&env);
+    px_plan_free(&plan);
+    px_tfree();
+  }
 }
 
 /* The cuda backend's fp8 path against the cpu backend's emulation, op for op, on a layer whose GEMM sizes
@@ -2736,7 +2788,7 @@ int main(int argc, char **argv) {
       {"the executor's own refusals (fp8 weights), q/k norms, sinks and the window", test_support_refusals},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
-      {"mxfp8 experts' weight gradient: column-wise blocks within each expert's rows", test_mxfp8_experts},
+      {"experts quantized apart: mxfp8's column-wise blocks, fp8 current scaling's scales", test_experts_apart},
       {"every op kind has a test", test_every_kind_tested},
   };
   static const px_test coll[] = {

@@ -24,7 +24,8 @@ typedef struct {
   float scale;
   float *scales;  /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
   float *colwise; /* block-scaled: (n / cols, cols) the values of the copy quantized along the columns, or NULL */
-  bool src;       /* mxfp8: colwise holds the cast's input instead, which the weight gradient quantizes (colwise_mx) */
+  bool src;       /* colwise holds the cast's input instead, quantized where read (expert_values): mxfp8's
+                     column-wise copy, the experts' rows with current scaling */
 } codes;
 
 struct px_cpu_fp8 {
@@ -204,7 +205,7 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
       transpose(tr, src, rows, cols);
       block_roundtrip(tr, tr, cols, rows, nv, 1, amax[1], grad ? &sr1 : NULL, q);
       transpose(k.colwise, tr, cols, rows);
-    } else { /* mxfp8's column-wise copy is made where the weight gradient reads it (colwise_mx) */
+    } else { /* mxfp8's column-wise copy is made where the weight gradient reads it (expert_values) */
       px_k_mxfp8_quantize(b.codes, b.scales, x, rows, cols, PX_FP8_E4M3);
       memcpy(k.colwise, x, (size_t)n * sizeof *k.colwise);
       k.src = true;
@@ -237,12 +238,19 @@ px_status px_cpu_fp8_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
     px_k_fp8_quantize_rows(q, k.scales, x, rows, k.cols, PX_FP8_BLOCK, f);
     return record(s, k, err);
   }
-  /* per-tensor: the amax shared by the ranks that may exchange these codes (TE's amax reduction: the op's comm) */
+  /* per-tensor: the amax shared by the ranks that may exchange these codes (TE's amax reduction: the op's comm);
+   * the experts' rows with current scaling: each expert's own, where its GEMMs read them (expert_values) */
+  bool rows = (o->flags & PX_OPF_EXPERT_ROWS) && !e->env->fp8_delayed;
   float amax = px_k_fp8_amax(x, n);
-  px_status st = px_exec_reduce(e, &amax, 1, PX_RED_MAX, err);
+  px_status st = rows ? PX_OK : px_exec_reduce(e, &amax, 1, PX_RED_MAX, err);
   if (!st) st = px_cpu_fp8_cast_scale(s, e, amax, f, &k.scale, err);
   if (st) return st;
   px_k_fp8_quantize(q, x, n, k.scale, f);
+  if (rows) {
+    if (!(k.colwise = malloc((size_t)n * sizeof *k.colwise))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    memcpy(k.colwise, x, (size_t)n * sizeof *k.colwise);
+    k.src = true;
+  }
   return record(s, k, err);
 }
 
@@ -296,10 +304,12 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
     free(t);
     return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   }
-  float scale = 1.0f; /* per-tensor fp8: one scale over the El matrices */
+  /* per-tensor fp8: each matrix its own scale (Transformer Engine's GroupedLinear quantizes each expert's weight
+   * apart); delayed scaling's one, from the weight's history, over the El matrices */
+  bool per_tensor = !bf && !e->env->fp8_blockwise, delayed = e->env->fp8_delayed;
+  float scale = 1.0f;
   px_status st = PX_OK;
-  if (!bf && !e->env->fp8_blockwise)
-    st = px_cpu_fp8_weight_scale(s, e, ws, px_k_fp8_amax(w, El * n * k), &scale, err);
+  if (per_tensor && delayed) st = px_cpu_fp8_weight_scale(s, e, ws, px_k_fp8_amax(w, El * n * k), &scale, err);
   for (int64_t x = 0; x < El && !st; x++) {
     const float *wx = w + x * n * k, *src = wx;
     float *yx = y + x * n * k, *dst = yx;
@@ -309,8 +319,10 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
       block_roundtrip(dst, src, rows, cols, nv, nv ? PX_NVFP4_BLOCK : 1, nv ? px_k_fp8_amax(wx, n * k) : 0.0f, NULL, qx);
     else if (e->env->fp8_blockwise)
       px_k_fp8_roundtrip_blocks(dst, qx, src, rows, cols, PX_FP8_BLOCK, PX_FP8_E4M3);
-    else
+    else {
+      if (!delayed) scale = px_k_fp8_scale(px_k_fp8_amax(wx, n * k), PX_FP8_E4M3);
       px_k_fp8_quantize(qx, src, rows * cols, scale, PX_FP8_E4M3), px_k_fp8_dequantize(dst, qx, rows * cols, scale, PX_FP8_E4M3);
+    }
     if (flip) transpose(yx, dst, k, n);
   }
   if (!held) free(q);
@@ -318,45 +330,86 @@ static px_status weight(px_cpu_fp8 *s, const px_exec_op *e, int32_t ws, const fl
   return st;
 }
 
-/* y = the values of mxfp8's column-wise copy of x (rows, cols): blocks of 32 down each column from the first row,
- * or, for an expert GEMM's weight gradient, within each local expert's rows, which Transformer Engine quantizes
- * apart (split_quantize) after Megatron-Core sorts them by expert (sort_chunks_by_idxs): the expert's rows from
- * each source in turn (cpu_expert_linear's segments). Rows outside every segment read as unwritten memory. */
-static px_status colwise_mx(const px_exec_op *e, const float *x, float *y, int64_t rows, int64_t cols, px_err *err) {
+/* The row segments of a buffer of routed rows as an expert GEMM reads them (cpu_expert_linear's): counts[s el + x]
+ * rows of local expert x from source s, source-major, from row at[s el + x]; any other op's: one segment of all
+ * the rows. */
+typedef struct {
+  int64_t el, ns;
+  const int32_t *counts; /* (ns, el), or NULL: the one segment */
+  int64_t rows;
+  int64_t at[];          /* (ns, el) */
+} segments;
+
+static segments *segments_of(const px_exec_op *e, int64_t rows, px_err *err) {
   const px_op *o = e->op;
-  bool expert = o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+  bool expert = o->kind == PX_OP_EXPERT_LINEAR || o->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
+                o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
   int64_t el = expert ? o->dim[3] : 1, ns = expert ? e->env->etp * e->env->ep : 1;
-  const int32_t *counts = expert ? (const int32_t *)e->in[4] + e->env->ep * el : NULL; /* (ns, el) */
-  int64_t *at = malloc((size_t)(ns * el) * sizeof *at); /* (ns, el) each segment's first row */
-  float *t = malloc(2 * (size_t)(rows * cols) * sizeof *t); /* (2, rows, cols) an expert's rows, transposed */
-  uint8_t *q = malloc(block_bytes(cols, rows, false));
-  px_status st = PX_OK;
-  if (!at || !t || !q) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-  for (int64_t i = 0, r = 0; !st && i < ns * el; r += expert ? counts[i] : rows, i++) at[i] = r;
-  if (!st && expert && at[ns * el - 1] + counts[ns * el - 1] > rows)
-    st = px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s: the experts' rows exceed the %lld of the buffer",
-                    px_op_names[o->kind], (long long)rows);
-  for (int64_t i = 0; !st && i < rows * cols; i++) y[i] = NAN;
-  for (int64_t xe = 0; !st && xe < el; xe++) {
-    int64_t r = 0; /* gather the expert's rows, quantize them down the columns, scatter the values back */
-    for (int64_t sc = 0; sc < ns; sc++) {
-      int64_t c = expert ? counts[sc * el + xe] : rows;
-      memcpy(t + r * cols, x + at[sc * el + xe] * cols, (size_t)(c * cols) * sizeof *t);
-      r += c;
-    }
-    if (!r) continue;
-    float *tr = t + rows * cols;
-    transpose(tr, t, r, cols);
-    block_roundtrip(tr, tr, cols, r, false, 1, 0.0f, NULL, q);
-    transpose(t, tr, cols, r);
-    r = 0;
-    for (int64_t sc = 0; sc < ns; sc++) {
-      int64_t c = expert ? counts[sc * el + xe] : rows;
-      memcpy(y + at[sc * el + xe] * cols, t + r * cols, (size_t)(c * cols) * sizeof *y);
-      r += c;
-    }
+  segments *g = malloc(sizeof *g + (size_t)(ns * el) * sizeof g->at[0]);
+  if (!g) {
+    px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    return NULL;
   }
-  free(at), free(t), free(q);
+  g->el = el, g->ns = ns, g->rows = rows, g->counts = expert ? (const int32_t *)e->in[4] + e->env->ep * el : NULL;
+  int64_t r = 0;
+  for (int64_t i = 0; i < ns * el; i++) g->at[i] = r, r += g->counts ? g->counts[i] : rows;
+  if (r > rows) {
+    px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s: the experts' %lld rows exceed the %lld of the buffer",
+               px_op_names[o->kind], (long long)r, (long long)rows);
+    free(g);
+    return NULL;
+  }
+  return g;
+}
+
+/* Expert xe's rows (cols wide): gathered from x into t, each source's in turn (the order Megatron-Core's sort by
+ * expert gives split_quantize), or with back scattered from t into x. Returns their number. */
+static int64_t expert_rows(const segments *g, int64_t xe, float *t, float *x, int64_t cols, bool back) {
+  int64_t r = 0;
+  for (int64_t sc = 0; sc < g->ns; sc++) {
+    int64_t c = g->counts ? g->counts[sc * g->el + xe] : g->rows;
+    float *seg = x + g->at[sc * g->el + xe] * cols;
+    if (back) memcpy(seg, t + r * cols, (size_t)(c * cols) * sizeof *t);
+    else memcpy(t + r * cols, seg, (size_t)(c * cols) * sizeof *t);
+    r += c;
+  }
+  return r;
+}
+
+/* y = the values an expert GEMM (or a dense weight gradient) reads of the rows whose cast kept its input x
+ * (rows, cols) (codes k.src): each segment's expert quantized apart. mxfp8 (colwise, a weight gradient's operand):
+ * the column-wise copy, blocks of 32 down each column within the expert's rows; fp8 with current scaling: the
+ * expert's own scale from its rows' amax, its codes written into the cast's buffer. Rows outside every segment
+ * read as unwritten memory. */
+static px_status expert_values(const px_exec_op *e, const codes *k, float *y, int64_t rows, px_err *err) {
+  int64_t cols = k->cols, n = rows * cols;
+  segments *g = segments_of(e, rows, err);
+  float *t = malloc(2 * (size_t)n * sizeof *t); /* (2, rows, cols) an expert's rows, and transposed */
+  uint8_t *q = malloc(block_bytes(cols, rows, false) > (size_t)n ? block_bytes(cols, rows, false) : (size_t)n);
+  px_status st = g ? PX_OK : PX_ERR_RUNTIME;
+  if (!st && (!t || !q)) st = px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int64_t i = 0; !st && i < n; i++) y[i] = NAN;
+  for (int64_t xe = 0; !st && xe < g->el; xe++) {
+    int64_t r = expert_rows(g, xe, t, k->colwise, cols, false);
+    if (!r) continue;
+    if (e->env->block_format) { /* mxfp8's column-wise copy */
+      float *tr = t + n;
+      transpose(tr, t, r, cols);
+      block_roundtrip(tr, tr, cols, r, false, 1, 0.0f, NULL, q);
+      transpose(t, tr, cols, r);
+    } else { /* the expert's own per-tensor scale: its codes into the buffer's rows, their values */
+      float scale = px_k_fp8_scale(px_k_fp8_amax(t, r * cols), k->fmt);
+      px_k_fp8_quantize(q, t, r * cols, scale, k->fmt);
+      px_k_fp8_dequantize(t, q, r * cols, scale, k->fmt);
+      for (int64_t sc = 0, off = 0; sc < g->ns; sc++) {
+        int64_t c = g->counts[sc * g->el + xe] * cols;
+        memcpy((uint8_t *)k->p + g->at[sc * g->el + xe] * cols, q + off, (size_t)c);
+        off += c;
+      }
+    }
+    expert_rows(g, xe, t, y, cols, true);
+  }
+  free(g), free(t), free(q);
   return st;
 }
 
@@ -385,11 +438,12 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
       return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s reads fp8 %s, which no cast or collective wrote with "
                         "its scales", px_op_names[o->kind], sl->name);
     int64_t have = (int64_t)k->n < n ? (int64_t)k->n : n; /* an all-to-all fills the rows that arrive */
-    if (k->colwise && (o->kind == PX_OP_LINEAR_BWD_WEIGHT || o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT)) {
-      /* the weight gradient contracts the rows: the column-wise copy */
-      if (k->src) st = colwise_mx(e, k->colwise, y, have / k->cols, k->cols, err);
-      else memcpy(y, k->colwise, (size_t)have * sizeof *y);
-    } else if (k->colwise) {
+    bool wgrad = o->kind == PX_OP_LINEAR_BWD_WEIGHT || o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
+    if (k->src && (e->env->block_format ? wgrad : expert)) { /* quantized where read: each expert apart */
+      st = expert_values(e, k, y, have / k->cols, err);
+    } else if (k->colwise && wgrad) { /* the weight gradient contracts the rows: the column-wise copy */
+      memcpy(y, k->colwise, (size_t)have * sizeof *y);
+    } else if (k->colwise && e->env->block_format) {
       bool nv = e->env->block_format == PX_PREC_NVFP4;
       int64_t rows = have / k->cols;
       block_layout b = layout_of((uint8_t *)k->p, rows, k->cols, nv);
