@@ -542,7 +542,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->opt_elems = ps.opt_elems;
   bool off = plan->par.offload_opt != PX_OFFLOAD_NONE;
   /* the model states on the device, zeroed: parameters, gradients, master weights (mixed precision), moments,
-   * fine-tuning's frozen base */
+   * fine-tuning's frozen base, the quantized weights' cached copies */
   enum { NSTATES = 7 };
   uint64_t ob = off ? 0 : x->opt_elems * sizeof(float);
   x->frozen_bytes = prog->frozen_bytes; /* in base_precision (px_lora_frozen_bytes) */
