@@ -1,6 +1,8 @@
 /* The host's issue cost of an op's kernels and its waits for the GPU. */
 #include "sim/host.h"
 
+#include "plan/query.h"
+
 static bool is_expert_gemm(px_op_kind k) {
   return k == PX_OP_EXPERT_LINEAR || k == PX_OP_EXPERT_LINEAR_BWD_DATA || k == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
 }
@@ -11,21 +13,15 @@ static bool is_dispatch(const px_op *op) {
          ((op->kind == PX_OP_ALLTOALL && (op->flags & PX_OPF_TO_EXPERTS)) || op->kind == PX_OP_ALLGATHER);
 }
 
-static bool same_ref(px_ref a, px_ref b) { return a.slot >= 0 && a.slot == b.slot && a.layer_off == b.layer_off; }
-
-/* The local experts of the expert GEMM that reads what cast i writes (or the weight it casts); 0: none. */
-static int64_t cast_experts(const px_op *ops, int32_t n, int32_t i) {
-  const px_op *c = &ops[i];
-  for (int32_t j = 0; j < n; j++) {
-    if (!is_expert_gemm((px_op_kind)ops[j].kind)) continue;
-    for (int k = 0; k < PX_OP_INS; k++)
-      if (same_ref(ops[j].in[k], c->out[0]) || same_ref(ops[j].in[k], c->in[0])) return ops[j].dim[3] > 0 ? ops[j].dim[3] : 1;
-  }
-  return 0;
+/* The local experts a cast quantizes apart: of the routed rows their GEMMs read (PX_OPF_EXPERT_ROWS), or of an
+ * expert weight (ZeRO-3's gathered weights, cast at use); 0: neither. */
+static int64_t cast_experts(const px_plan *p, const px_op *c) {
+  const px_slot *w = c->in[0].slot >= 0 ? &p->slots[c->in[0].slot] : NULL;
+  bool weight = w && w->kind == PX_SLOT_PARAM && w->expert;
+  return (c->flags & PX_OPF_EXPERT_ROWS) || weight ? px_plan_local_experts(p) : 0;
 }
 
-int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i) {
-  const px_op *op = &ops[i];
+int64_t px_host_kernels(const px_plan *p, const px_op *op) {
   px_op_kind kind = (px_op_kind)op->kind;
   /* Transformer Engine's GroupedLinear runs a cuBLAS GEMM a local expert (general_grouped_gemm over
    * nvte_multi_stream_cublas_gemm, transformer_engine/pytorch/module/grouped_linear.py at d0067d0), BF16 and
@@ -37,7 +33,7 @@ int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i
      * delayed scaling's cast-transpose takes its amax inside, and the other recipes' casts are one kernel */
     bool current = p->par.precision == PX_PREC_FP8 && p->par.fp8_recipe == PX_FP8_CURRENT;
     bool delayed = p->par.precision == PX_PREC_FP8 && p->par.fp8_recipe == PX_FP8_DELAYED;
-    int64_t per = current ? 3 : 1, experts = cast_experts(ops, n, i);
+    int64_t per = current ? 3 : 1, experts = cast_experts(p, op);
     /* experts' rows: split_quantize quantizes each local expert's rows apart (its multi-tensor cast-transpose
      * fuses them into one kernel for delayed scaling only: multi_tensor_quantize_impl, extensions/cast.cpp) */
     return experts > 0 && !delayed ? per * experts : per;
@@ -72,7 +68,7 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
     return h;
   }
   h.first_s = c->host_op_s;
-  h.issue_s = c->host_op_s + (double)(px_host_kernels(p, ops, n, i) - 1) * c->host_launch_s;
+  h.issue_s = c->host_op_s + (double)(px_host_kernels(p, &ops[i]) - 1) * c->host_launch_s;
   return h;
 }
 

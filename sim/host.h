@@ -13,9 +13,9 @@
 
 #include "plan/plan.h"
 
-/* Kernels op i of a block's ops (n of them) launches as the framework runs
- * it (>= 1; an fp8 cast of the experts' rows one quantization a local expert). */
-int64_t px_host_kernels(const px_plan *p, const px_op *ops, int32_t n, int32_t i);
+/* Kernels op launches as the framework runs it (>= 1; an fp8 cast of the
+ * experts' rows one quantization a local expert). */
+int64_t px_host_kernels(const px_plan *p, const px_op *op);
 /* Whether op i of a block of kind k (n ops) is replayed from a CUDA graph:
  * with cuda_graph layers, every op of a layer's block but a MoE layer's
  * experts' part, from its exchange to the experts to the one back. */

@@ -285,7 +285,7 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
   if (px_host_waits(p, op, true) && w->gpu_s > w->host_s) w->host_s = w->gpu_s;
   px_host_issue h = w->lane ? px_host_issue_of(p, k, ops, nops, i) : (px_host_issue){0, 0};
   if (h.issue_s > 0) { /* its first kernel once the op's dispatch is through, its last once the host is */
-    double nk = (double)px_host_kernels(p, ops, nops, i), first = w->host_s + h.first_s;
+    double nk = (double)px_host_kernels(p, op), first = w->host_s + h.first_s;
     w->host_s += h.issue_s;
     double idle = fmax(first - w->gpu_s, w->host_s - w->gpu_s - t * (1.0 - 1.0 / nk));
     if (idle >= 1e-9) { /* (a nanosecond, the clock's tick) after the wait for the collective it needs, if
