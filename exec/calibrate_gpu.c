@@ -268,7 +268,7 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
   if (!st) {
     snprintf(c->name, sizeof c->name, "calibrated");
     snprintf(c->gpu.name, sizeof c->gpu.name, "%.63s", m->gpu);
-    snprintf(c->source, sizeof c->source, "GPU figures measured by `parallax calibrate --backend cuda` on %.95s "
+    snprintf(c->source, sizeof c->source, "GPU figures measured by parallax calibrate on the cuda backend on %.95s "
              "(%.63s) at %.31s: gpu.gemm.table, gpu.gemm.fp8_split_accumulation_share, gpu.sustained_share, "
              "gpu.attention, gpu.memory_efficiency (see sources); the rest from %.63s: %.500s", m->gpu, host, when, base->name, base->source);
     if (m->sms > 0) c->gpu.sm_count = m->sms;

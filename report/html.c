@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "core/fmt.h"
 #include "core/json.h"
+#include "report/flags.h"
 #include "report/plots.h"
 #include "report/sweepjson.h"
 
@@ -564,7 +565,8 @@ static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
   sb_printf(b, "<section id=\"plans\"><h2>Ranked plans</h2>\n<p>The %d best of ", n < PX_HTML_TOP_PLANS ? n : PX_HTML_TOP_PLANS);
   sb_grouped(b, fit);
   sb_printf(b, " plans that fit, best first%s", fit > n ? " (sweep.json beside this page holds the best " : ".");
-  if (fit > n) sb_printf(b, "%d; <code>parallax sweep --csv FILE</code> writes them all).", n);
+  char csv[64];
+  if (fit > n) sb_printf(b, "%d; <code>parallax sweep %s FILE</code> writes them all).", n, px_report_flag("csv", csv));
   sb_puts(b, "</p>\n");
   if (n == 0) {
     sb_puts(b, "<p>No plan fits in GPU memory.</p></section>\n");

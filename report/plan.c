@@ -262,8 +262,9 @@ void px_report_verdict_text(const px_plan *plan, const px_replan_fit *fits, int 
           px_fmt_bytes((double)(gpu_fits ? usable - need : need - usable), f, sizeof f), gpu_fits ? "to spare" : "over");
   if (plan->fits) return;
   if (nfits == 0) {
+    char gf[64];
     fprintf(out, "  no change of one or two of the ZeRO stage, recomputation, micro-batch, tp/pp split and offload fits: "
-            "more GPUs (parallax sweep --gpus N), or GPUs with more memory\n");
+            "more GPUs (parallax sweep %s N), or GPUs with more memory\n", px_report_flag("gpus", gf));
     return;
   }
   fprintf(out, "  nearest plans that fit (%s, fastest first):\n",

@@ -34,7 +34,7 @@ static const px_plot_desc plots[] = {
      "Peak memory per GPU of the chosen plan on each pipeline stage, split into parameters, gradients, "
      "optimizer states, activations, communication buffers and workspace; the dashed line is the usable HBM."},
     {"vary", "vary.dat", "The best plan as the hardware varies",
-     "`sweep --vary`: for each value of the varied cluster field, the tokens/s of the best plan that fits (and, "
+     "A sweep that varies a cluster field: for each of its values, the tokens/s of the best plan that fits (and, "
      "with training tokens and a price, its cost). A missing point: no plan fits with that value."},
     {"timeline", "timeline.dat", "One training step",
      "One simulated training step of the chosen plan: a band per pipeline stage, with the compute lane on "

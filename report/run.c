@@ -6,6 +6,7 @@
 #include "core/fmt.h"
 #include "core/json.h"
 #include "plan/lora.h"
+#include "report/flags.h"
 #include "report/plan.h"
 #include "report/sim.h"
 #include "sim/sim.h"
@@ -55,9 +56,11 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
           (long long)plan->par.dp, px_fmt_time(r->step_time_s, a, sizeof a), r->tokens_per_s, m.model_tflops_per_gpu,
           px_report_mfu_text(m.mfu, m.peak_dtype, m.mfu_precision, m.precision_dtype, mfu, sizeof mfu),
           plan->cluster.name);
-  if (r->threads > 0)
-    fprintf(out, "threads: %d BLAS thread%s per rank (--threads N to choose; `mpirun --bind-to none` lets one rank use "
-            "every core)\n", r->threads, r->threads == 1 ? "" : "s");
+  if (r->threads > 0) {
+    char t[64];
+    fprintf(out, "threads: %d BLAS thread%s per rank (%s N to choose; mpirun's `--bind-to none` lets one rank use "
+            "every core)\n", r->threads, r->threads == 1 ? "" : "s", px_report_flag("threads", t));
+  }
   fprintf(out, "memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
           px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
   if (plan->par.offload_opt && r->stage_host_bytes && r->stage_nvme_bytes)

@@ -280,8 +280,9 @@ static void no_fit_text(const px_cluster *c, const px_sweep_opts *o, const px_sw
     fputc('\n', out);
   }
   cJSON_Delete(fixed);
-  fprintf(out, "  Try more GPUs (--gpus), a shorter --seq, %sor GPUs with more memory.\n",
-          any ? "fewer fixed choices, " : "");
+  char g[64], q[64];
+  fprintf(out, "  Try more GPUs (%s), a shorter %s, %sor GPUs with more memory.\n", px_report_flag("gpus", g),
+          px_report_flag("seq", q), any ? "fewer fixed choices, " : "");
 }
 
 void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep_opts *o, const px_sweep_result *r,
