@@ -55,9 +55,8 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
   return true;
 }
 
-/* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and
- * the block-scaled formats' (nvfp4's in the dense layers) on codes kept on
- * their rank (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
+/* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and the block-scaled formats' on codes
+ * kept on their rank (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
@@ -65,9 +64,6 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
               px_dtype_names[dt]);
   if (px_precision_block_scaled(p->precision)) {
     const char *prec = px_precision_names[p->precision];
-    if (m->experts > 0 && p->precision == PX_PREC_NVFP4)
-      return no(why, cap, "nvfp4 experts: Transformer Engine quantizes each expert's rows with its own tensor scale "
-                "and Hadamard transform, which the cpu backend does not emulate (hint: `precision` mxfp8)");
     if (p->sp && p->tp > 1)
       return no(why, cap, "%s codes moved between ranks: the cpu backend keeps a block-scaled tensor's column-wise "
                 "copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)", prec);

@@ -46,6 +46,7 @@
 #include "exec/comm.h"
 #include "exec/contract.h"
 #include "exec/cpu/backend.h"
+#include "exec/cpu/fp8.h"
 #include "exec/env.h"
 #include "exec/support.h"
 #include "tests/fp8_ref.h"
@@ -2320,6 +2321,34 @@ static void f8_tensor_ref(float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = (float)(px_fp8_ref_value(f8_code((double)(x[i] * scale), false), false) / scale);
 }
 
+/* nvfp4 values of x (rows, cols), blocks of block_rows x 16 along its rows, at the tensor scale of its own amax (the
+ * kernels test_mx checks bit for bit). */
+static void nv_tensor_ref(float *y, const float *x, int64_t rows, int64_t cols, int64_t block_rows) {
+  float amax = 0;
+  for (int64_t i = 0; i < rows * cols; i++) amax = fmaxf(amax, fabsf(x[i]));
+  float ts = px_k_nvfp4_tensor_scale(amax);
+  uint8_t *q = px_talloc((size_t)(rows * cols + 1) / 2),
+          *sc = px_talloc((size_t)(((rows + block_rows - 1) / block_rows) * ((cols + 15) / 16)));
+  px_k_nvfp4_quantize(q, sc, x, rows, cols, block_rows, ts, NULL);
+  px_k_nvfp4_dequantize(y, q, sc, rows, cols, block_rows, ts);
+}
+
+/* nvfp4's column-wise copy of rows x (rows, cols) as a weight gradient reads it: padded with zero rows to a
+ * multiple of 16, each 16 rows' random Hadamard transform, blocks of 16 down the columns at the transform's own
+ * tensor scale, into y (the padded rows, cols). Returns the padded rows. */
+static int64_t nv_colwise_ref(float *y, const float *x, int64_t rows, int64_t cols) {
+  int64_t r16 = (rows + 15) / 16 * 16;
+  float *t = px_tfloats(r16 * cols), *tr = px_tfloats(r16 * cols);
+  memcpy(t, x, (size_t)(rows * cols) * sizeof *t);
+  px_k_rht16(t, t, r16, cols, PX_CPU_RHT_SEED);
+  for (int64_t r = 0; r < r16; r++)
+    for (int64_t c = 0; c < cols; c++) tr[c * r16 + r] = t[r * cols + c];
+  nv_tensor_ref(tr, tr, cols, r16, 1);
+  for (int64_t r = 0; r < r16; r++)
+    for (int64_t c = 0; c < cols; c++) y[r * cols + c] = tr[c * r16 + r];
+  return r16;
+}
+
 /* tiny-moe's plan on one GPU of cluster in precision prec (fp8: current scaling), and op kind's fc2 op (one
  * output or output gradient: dim[5] 0). */
 static const px_op *experts_plan(px_plan *plan, px_env *env, const char *cluster, px_precision prec, px_op_kind kind) {
@@ -2347,74 +2376,91 @@ static const px_op *experts_plan(px_plan *plan, px_env *env, const char *cluster
 
 /* Transformer Engine quantizes the rows of each local expert apart (split_quantize) and each expert's weight with
  * its own quantizer; the cpu backend likewise, with expert 0's 5 rows inside the first block of 32 rows and
- * larger than the rest (mxfp8: a thousand times, fp8: 8, and expert 2's weight 8 times the others'), so that one
- * scale or one block across the experts would differ. Checked on expert GEMMs
- * against double references of per-expert values: mxfp8's weight gradient (both operands' column-wise copies,
- * blocks of 32 rows within each expert's), fp8 with current scaling's forward (each expert's rows and weight their
- * own scale); with the whole tensor's scale or blocks, each would be off by more than REF_RED. */
+ * larger than the rest (block-scaled: a thousand times, fp8: 8, and expert 2's weight 8 times the others'), so
+ * that one scale or one block across the experts would differ. Checked on expert GEMMs against double references
+ * of per-expert values: the weight gradient (both operands' column-wise copies: mxfp8's blocks of 32 rows within
+ * each expert's; nvfp4's each expert's rows padded to 16, their Hadamard transform and tensor scale, the GEMM
+ * summing over the padding; its gradient cast without stochastic rounding, so that the reference is exact) and
+ * the forward (each expert's rows and weight their own scale: fp8 with current scaling; nvfp4's 1 x 16 row blocks
+ * and 16 x 16 weight blocks); with the whole tensor's scale or blocks, each would be off by more than REF_RED. */
+enum { EA_MX_WGRAD, EA_F8_FWD, EA_NV_WGRAD, EA_NV_FWD, EA_COUNT };
 static void test_experts_apart(void) {
-  for (int variant = 0; variant < 2; variant++) {
-    bool mx = variant == 0;
+  static const char *const what[EA_COUNT] = {"mxfp8 experts' weight gradient", "fp8 experts' forward",
+                                             "nvfp4 experts' weight gradient", "nvfp4 experts' forward"};
+  for (int variant = 0; variant < EA_COUNT; variant++) {
+    bool wgrad = variant == EA_MX_WGRAD || variant == EA_NV_WGRAD, nv = variant >= EA_NV_WGRAD;
+    bool block = variant != EA_F8_FWD;
     px_err err = {0};
     px_plan plan;
     px_env env;
-    const px_op *o = experts_plan(&plan, &env, mx ? "dgx-b200" : "dgx-h100", mx ? PX_PREC_MXFP8 : PX_PREC_FP8,
-                                  mx ? PX_OP_EXPERT_LINEAR_BWD_WEIGHT : PX_OP_EXPERT_LINEAR);
+    const px_op *o = experts_plan(&plan, &env, block ? "dgx-b200" : "dgx-h100",
+                                  nv ? PX_PREC_NVFP4 : block ? PX_PREC_MXFP8 : PX_PREC_FP8,
+                                  wgrad ? PX_OP_EXPERT_LINEAR_BWD_WEIGHT : PX_OP_EXPERT_LINEAR);
     int64_t n = o->dim[1], k = o->dim[2], el = o->dim[3];
-    int a_in = mx ? 3 : 0; /* the operand of width k: x (mxfp8's wgrad also reads dy, width n, as in[0]) */
+    int a_in = wgrad ? 3 : 0; /* the operand of width k: x (the weight gradient also reads dy, width n, as in[0]) */
     int64_t rows = (int64_t)plan.slots[o->in[a_in].slot].elems / k; /* the buffer's */
     CU_ASSERT_FATAL(el >= 3 && rows >= 40);
     int32_t *counts = px_talloc((size_t)(2 * el) * sizeof *counts); /* (2, el): sent (unread here), received */
-    int64_t at[8] = {0};
+    int64_t at[8] = {0}, pat[8] = {0}; /* each expert's first row in the buffer, and padded to 16s (nvfp4's) */
     static const int32_t took[4] = {5, 0, 27, 3}; /* expert 0's rows share a block of 32 with expert 2's */
     for (int64_t x = 0; x < el; x++) counts[el + x] = x < 4 ? took[x] : 1;
-    for (int64_t x = 1; x < el; x++) at[x] = at[x - 1] + counts[el + x - 1];
+    for (int64_t x = 1; x < el; x++)
+      at[x] = at[x - 1] + counts[el + x - 1], pat[x] = pat[x - 1] + (counts[el + x - 1] + 15) / 16 * 16;
     px_exec_op e = {.env = &env, .op = o, .step = 1};
     e.in[4] = counts;
     /* the activation operands, each by its cast (flagged: the experts' rows); expert 0's rows the larger */
-    int ops[2] = {a_in, 0}, nops = mx ? 2 : 1;
+    int ops[2] = {a_in, 0}, nops = wgrad ? 2 : 1;
     float *val[2], *whole[2];
     for (int a = 0; a < nops; a++) {
       const px_op *cast = cast_of(&plan, o->in[ops[a]].slot);
       CU_ASSERT_FATAL(cast && (cast->flags & PX_OPF_EXPERT_ROWS));
+      px_op plain = *cast; /* nvfp4's gradient: rounded to nearest here */
+      plain.flags &= (uint16_t)~PX_OPF_E5M2;
       int64_t w = a == 0 ? k : n;
       float *x = px_trand(rows * w, -1, 1);
-      val[a] = px_tfloats(rows * w), whole[a] = px_tfloats(rows * w);
-      for (int64_t i = 0; i < counts[el] * w; i++) x[i] *= mx ? 1000.0f : 8.0f;
-      uint8_t *q = px_talloc(mx ? px_parallel_quant_bytes(&plan.par, (uint64_t)(rows * w), w) : (size_t)(rows * w));
-      px_exec_op ce = {.env = &env, .op = cast, .step = 1};
+      val[a] = px_tfloats((rows + 16 * el) * w), whole[a] = px_tfloats((rows + 16) * w);
+      for (int64_t i = 0; i < counts[el] * w; i++) x[i] *= block ? 1000.0f : 8.0f;
+      uint8_t *q = px_talloc(block ? px_parallel_quant_bytes(&plan.par, (uint64_t)(rows * w), w) : (size_t)(rows * w));
+      px_exec_op ce = {.env = &env, .op = nv ? &plain : cast, .step = 1};
       ce.in[0] = x, ce.out[0] = q;
       CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &ce, &err), PX_OK);
-      for (int64_t x0 = 0; x0 < el; x0++)
-        if (counts[el + x0]) {
-          if (mx) mx_colwise_ref(val[a] + at[x0] * w, x + at[x0] * w, counts[el + x0], w);
-          else f8_tensor_ref(val[a] + at[x0] * w, x + at[x0] * w, counts[el + x0] * w);
-        }
-      if (mx) mx_colwise_ref(whole[a], x, rows, w);
-      else f8_tensor_ref(whole[a], x, rows * w);
+      for (int64_t x0 = 0; x0 < el; x0++) {
+        int64_t c = counts[el + x0];
+        if (!c) continue;
+        if (variant == EA_MX_WGRAD) mx_colwise_ref(val[a] + at[x0] * w, x + at[x0] * w, c, w);
+        else if (variant == EA_F8_FWD) f8_tensor_ref(val[a] + at[x0] * w, x + at[x0] * w, c * w);
+        else if (variant == EA_NV_WGRAD) nv_colwise_ref(val[a] + pat[x0] * w, x + at[x0] * w, c, w);
+        else nv_tensor_ref(val[a] + at[x0] * w, x + at[x0] * w, c, w, 1);
+      }
+      if (variant == EA_MX_WGRAD) mx_colwise_ref(whole[a], x, rows, w);
+      else if (variant == EA_F8_FWD) f8_tensor_ref(whole[a], x, rows * w);
+      else if (variant == EA_NV_WGRAD) nv_colwise_ref(whole[a], x, rows, w);
+      else nv_tensor_ref(whole[a], x, rows, w, 1);
       e.in[ops[a]] = q;
     }
-    float *wt = NULL, *wq = NULL; /* fp8's forward: the experts' weights (el, n, k), each its own scale */
-    if (!mx) {
+    float *wt = NULL, *wq = NULL; /* the forward: the experts' weights (el, n, k), each its own scale */
+    if (!wgrad) {
       wt = px_trand(el * n * k, -1, 1), wq = px_tfloats(el * n * k);
       for (int64_t i = 0; i < n * k; i++) wt[2 * n * k + i] *= 8.0f; /* expert 2's weight 8 times the others' */
-      for (int64_t x0 = 0; x0 < el; x0++) f8_tensor_ref(wq + x0 * n * k, wt + x0 * n * k, n * k);
+      for (int64_t x0 = 0; x0 < el; x0++)
+        if (nv) nv_tensor_ref(wq + x0 * n * k, wt + x0 * n * k, n, k, 16);
+        else f8_tensor_ref(wq + x0 * n * k, wt + x0 * n * k, n * k);
       e.in[1] = wt;
     }
-    int64_t nout = mx ? el * n * k : rows * n;
+    int64_t nout = wgrad ? el * n * k : rows * n;
     float *got = px_tfloats(nout);
     e.out[0] = got;
     CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &e, &err), PX_OK);
     double *want = px_talloc((size_t)nout * sizeof *want), worst_whole = 0;
     for (int64_t x0 = 0; x0 < el; x0++)
       for (int64_t i = 0; i < n; i++)
-        if (mx)
-          for (int64_t j = 0; j < k; j++) { /* dW[x0] (n, k) = dy^T x over the expert's rows */
+        if (wgrad) /* dW[x0] (n, k) = dy^T x over the expert's rows (nvfp4: its padded rows) */
+          for (int64_t j = 0; j < k; j++) {
             double sum = 0, sum_whole = 0;
-            for (int64_t r = at[x0]; r < at[x0] + counts[el + x0]; r++) {
-              sum += (double)val[1][r * n + i] * val[0][r * k + j];
+            int64_t c = counts[el + x0], from = nv ? pat[x0] : at[x0], to = from + (nv ? (c + 15) / 16 * 16 : c);
+            for (int64_t r = from; r < to; r++) sum += (double)val[1][r * n + i] * val[0][r * k + j];
+            for (int64_t r = at[x0]; r < at[x0] + c; r++)
               sum_whole += (double)whole[1][r * n + i] * whole[0][r * k + j];
-            }
             want[(x0 * n + i) * k + j] = sum;
             worst_whole = fmax(worst_whole, fabs(sum_whole - sum) / (fabs(sum) + 1e-3));
           }
@@ -2428,13 +2474,12 @@ static void test_experts_apart(void) {
             want[r * n + i] = sum;
             worst_whole = fmax(worst_whole, fabs(sum_whole - sum) / (fabs(sum) + 1e-3));
           }
-    if (!mx) /* rows no expert took: not written */
+    if (!wgrad) /* rows no expert took: not written */
       for (int64_t r = at[el - 1] + counts[2 * el - 1]; r < rows; r++)
         for (int64_t i = 0; i < n; i++) want[r * n + i] = got[r * n + i];
     /* fp32 sums of terms up to 8 times the others' (expert 0's rows): within 1e-5 of the largest output */
     static const tol sums = {1e-5, 2e-5, 0, 1};
-    CU_ASSERT(close_enough(mx ? "mxfp8 experts' weight gradient" : "fp8 experts' forward", got, want, nout,
-                           mx ? REF_RED : sums));
+    CU_ASSERT(close_enough(what[variant], got, want, nout, block && !nv ? REF_RED : sums));
     CU_ASSERT(worst_whole > 1e-3); /* the test tells the two apart */
     px_env_free(&env);
     px_plan_free(&plan);
@@ -2788,7 +2833,8 @@ int main(int argc, char **argv) {
       {"the executor's own refusals (fp8 weights), q/k norms, sinks and the window", test_support_refusals},
       {"fp8 on the cpu backend: casts code by code, fp8 GEMMs, delayed scaling (double references)", test_fp8},
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
-      {"experts quantized apart: mxfp8's column-wise blocks, fp8 current scaling's scales", test_experts_apart},
+      {"experts quantized apart: mxfp8's column-wise blocks, fp8 current scaling's and nvfp4's scales and transform",
+       test_experts_apart},
       {"every op kind has a test", test_every_kind_tested},
   };
   static const px_test coll[] = {

@@ -25,7 +25,9 @@ typedef struct {
   float *scales;  /* (n / cols, ceil(cols / PX_FP8_BLOCK)), or NULL: per-tensor */
   float *colwise; /* block-scaled: (n / cols, cols) the values of the copy quantized along the columns, or NULL */
   bool src;       /* colwise holds the cast's input instead, quantized where read (expert_values): mxfp8's
-                     column-wise copy, the experts' rows with current scaling */
+                     column-wise copy, the experts' rows with current scaling and in nvfp4 */
+  bool grad;      /* nvfp4's experts' rows: a gradient's, rounded stochastically with sr */
+  px_k_sr sr[2];  /* ... the streams of its row-wise and column-wise copies */
 } codes;
 
 struct px_cpu_fp8 {
@@ -129,8 +131,6 @@ static size_t block_bytes(int64_t rows, int64_t cols, bool nv) {
   return (size_t)(code_bytes(rows * cols, nv) + scale_bytes(rows, cols, nv) + (nv ? 4 : 0));
 }
 
-#define RHT_SEED 0x52485431ull /* the run's random Hadamard signs (any fixed value: both operands share it) */
-
 static uint64_t mix64(uint64_t z) { /* splitmix64's finalizer */
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -173,10 +173,19 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   const float *x = e->in[0];
   int64_t n = o->dim[0], cols = px_slot_row_elems(px_exec_slot(e, o->out[0])), rows = n / cols;
   bool nv = e->env->block_format == PX_PREC_NVFP4, grad = (o->flags & PX_OPF_E5M2) != 0;
-  if (rows * cols != n || (nv && rows % 16)) /* refused before the run (px_cpu_fp8_supports) */
+  /* nvfp4's experts' rows: kept, each expert's own tensor scales and transform where its GEMMs read them
+   * (expert_values, expert_padded) */
+  bool experts = nv && (o->flags & PX_OPF_EXPERT_ROWS);
+  if (rows * cols != n || (nv && !experts && rows % 16)) /* refused before the run (px_cpu_fp8_supports) */
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled cast of %lld elements is not rows (a multiple "
                       "of 16 for nvfp4) of %lld", (long long)n, (long long)cols);
   codes k = {.p = e->out[0], .n = (uint64_t)n, .cols = cols, .fmt = PX_FP8_E4M3, .scale = 1.0f};
+  if (experts) {
+    if (!(k.colwise = malloc((size_t)n * sizeof *k.colwise))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    memcpy(k.colwise, x, (size_t)n * sizeof *k.colwise);
+    k.src = true, k.grad = grad, k.sr[0] = sr_stream(e, 0), k.sr[1] = sr_stream(e, 1);
+    return record(s, k, err);
+  }
   float *t = nv ? malloc(2 * (size_t)n * sizeof *t) : NULL;     /* (2, n) the transform, the transposed copy */
   uint8_t *q = nv ? malloc(block_bytes(cols, rows, nv)) : NULL; /* the column-wise copy's codes and scales */
   k.colwise = malloc((size_t)n * sizeof *k.colwise);
@@ -189,7 +198,7 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   float amax[2] = {0.0f, 0.0f};
   const float *src = x;
   if (nv) {
-    px_k_rht16(t, x, rows, cols, RHT_SEED);
+    px_k_rht16(t, x, rows, cols, PX_CPU_RHT_SEED);
     src = t;
     amax[0] = px_k_fp8_amax(x, n), amax[1] = px_k_fp8_amax(t, n);
   }
@@ -378,11 +387,13 @@ static int64_t expert_rows(const segments *g, int64_t xe, float *t, float *x, in
 
 /* y = the values an expert GEMM (or a dense weight gradient) reads of the rows whose cast kept its input x
  * (rows, cols) (codes k.src): each segment's expert quantized apart. mxfp8 (colwise, a weight gradient's operand):
- * the column-wise copy, blocks of 32 down each column within the expert's rows; fp8 with current scaling: the
- * expert's own scale from its rows' amax, its codes written into the cast's buffer. Rows outside every segment
- * read as unwritten memory. */
+ * the column-wise copy, blocks of 32 down each column within the expert's rows; nvfp4 (the forward's and the data
+ * gradient's operand): the row-wise copy at the expert's own tensor scale; fp8 with current scaling: the expert's
+ * own scale from its rows' amax, its codes written into the cast's buffer. Rows outside every segment read as
+ * unwritten memory. */
 static px_status expert_values(const px_exec_op *e, const codes *k, float *y, int64_t rows, px_err *err) {
-  int64_t cols = k->cols, n = rows * cols;
+  int64_t cols = k->cols, n = rows * cols, done = 0;
+  bool nv = e->env->block_format == PX_PREC_NVFP4;
   segments *g = segments_of(e, rows, err);
   float *t = malloc(2 * (size_t)n * sizeof *t); /* (2, rows, cols) an expert's rows, and transposed */
   uint8_t *q = malloc(block_bytes(cols, rows, false) > (size_t)n ? block_bytes(cols, rows, false) : (size_t)n);
@@ -392,7 +403,11 @@ static px_status expert_values(const px_exec_op *e, const codes *k, float *y, in
   for (int64_t xe = 0; !st && xe < g->el; xe++) {
     int64_t r = expert_rows(g, xe, t, k->colwise, cols, false);
     if (!r) continue;
-    if (e->env->block_format) { /* mxfp8's column-wise copy */
+    if (nv) { /* 1 x 16 blocks along the rows, the expert's tensor scale; a gradient's draws from its place */
+      px_k_sr sr = {k->sr[0].seed, k->sr[0].offset + (uint64_t)(done * cols)};
+      block_roundtrip(t, t, r, cols, true, 1, px_k_fp8_amax(t, r * cols), k->grad ? &sr : NULL, q);
+      done += r;
+    } else if (e->env->block_format) { /* mxfp8's column-wise copy */
       float *tr = t + n;
       transpose(tr, t, r, cols);
       block_roundtrip(tr, tr, cols, r, false, 1, 0.0f, NULL, q);
@@ -413,6 +428,50 @@ static px_status expert_values(const px_exec_op *e, const codes *k, float *y, in
   return st;
 }
 
+/* nvfp4's column-wise copy of the rows whose cast kept its input (codes k.src) as an expert weight gradient reads
+ * it: each expert's rows (gathered as expert_rows does) padded with zero rows to a multiple of 16, as Megatron-Core
+ * pads each expert's rows for Transformer Engine (to 128, get_fp4_align_size: the further groups of zeros transform
+ * and quantize to zeros, adding nothing), their random Hadamard transform 16 rows at a time from the expert's
+ * first (its last group mixes the padding in, and the GEMM sums over it), the expert's own tensor scale, blocks of
+ * 16 down each column. *y (the padded rows, cols): the experts one after another; *counts as the expert GEMM
+ * reads its rows (px_exec_op.in[4]: (ep, el) unread, then (sources, el)): every expert's padded rows from source 0. */
+static px_status expert_padded(const px_exec_op *e, const codes *k, int64_t rows, float **y, int32_t **counts,
+                               px_err *err) {
+  int64_t cols = k->cols, cap = (rows + 15) * cols, done = 0;
+  segments *g = segments_of(e, rows, err);
+  if (!g) return PX_ERR_RUNTIME;
+  int64_t el = g->el, lead = e->env->ep * el, total = 0;
+  int32_t *c = calloc((size_t)(lead + g->ns * el), sizeof *c);
+  for (int64_t xe = 0; c && xe < el; xe++) {
+    int64_t r = 0;
+    for (int64_t sc = 0; sc < g->ns; sc++) r += g->counts[sc * el + xe];
+    c[lead + xe] = (int32_t)((r + 15) / 16 * 16), total += c[lead + xe];
+  }
+  float *out = malloc((size_t)(total * cols + 1) * sizeof *out);
+  float *t = malloc(2 * (size_t)cap * sizeof *t); /* (2, rows + 15, cols) an expert's padded rows, transposed */
+  uint8_t *q = malloc(block_bytes(cols, rows + 15, true));
+  px_status st = c && out && t && q ? PX_OK : px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  for (int64_t xe = 0; !st && xe < el; xe++) {
+    int64_t r = expert_rows(g, xe, t, k->colwise, cols, false), r16 = c[lead + xe];
+    if (!r16) continue;
+    memset(t + r * cols, 0, (size_t)((r16 - r) * cols) * sizeof *t);
+    px_k_rht16(t, t, r16, cols, PX_CPU_RHT_SEED);
+    float *tr = t + cap;
+    transpose(tr, t, r16, cols);
+    px_k_sr sr = {k->sr[1].seed, k->sr[1].offset + (uint64_t)(done * cols)};
+    block_roundtrip(tr, tr, cols, r16, true, 1, px_k_fp8_amax(t, r16 * cols), k->grad ? &sr : NULL, q);
+    transpose(out + done * cols, tr, cols, r16);
+    done += r16;
+  }
+  free(g), free(t), free(q);
+  if (st) {
+    free(c), free(out);
+    return st;
+  }
+  *y = out, *counts = c;
+  return PX_OK;
+}
+
 px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err) {
   const px_op *o = e->op;
   *d = *e;
@@ -420,6 +479,7 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
   bool expert = o->kind == PX_OP_EXPERT_LINEAR || o->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
                 o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
   px_status st = PX_OK;
+  int quantized = 0, padded = 0; /* activation operands; of them nvfp4 experts' padded ones (expert_padded) */
   for (int j = 0; j < PX_OP_INS && !st; j++) {
     if (o->in[j].slot < 0 || !e->in[j]) continue;
     const px_slot *sl = px_exec_slot(e, o->in[j]);
@@ -439,12 +499,23 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
                         "its scales", px_op_names[o->kind], sl->name);
     int64_t have = (int64_t)k->n < n ? (int64_t)k->n : n; /* an all-to-all fills the rows that arrive */
     bool wgrad = o->kind == PX_OP_LINEAR_BWD_WEIGHT || o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
-    if (k->src && (e->env->block_format ? wgrad : expert)) { /* quantized where read: each expert apart */
+    bool nv = e->env->block_format == PX_PREC_NVFP4;
+    quantized++;
+    if (k->src && nv && wgrad) { /* the experts' rows padded: the GEMM reads them, and their counts, from scratch */
+      int32_t *counts = NULL;
+      free(y), scratch[j] = d->in[j] = NULL;
+      st = expert_padded(e, k, have / k->cols, &y, &counts, err);
+      if (st) return st;
+      scratch[j] = y, d->in[j] = y;
+      free(scratch[4]), scratch[4] = counts, d->in[4] = counts;
+      padded++;
+      continue;
+    }
+    if (k->src && (e->env->block_format == PX_PREC_MXFP8 ? wgrad : expert)) { /* each expert apart */
       st = expert_values(e, k, y, have / k->cols, err);
     } else if (k->colwise && wgrad) { /* the weight gradient contracts the rows: the column-wise copy */
       memcpy(y, k->colwise, (size_t)have * sizeof *y);
     } else if (k->colwise && e->env->block_format) {
-      bool nv = e->env->block_format == PX_PREC_NVFP4;
       int64_t rows = have / k->cols;
       block_layout b = layout_of((uint8_t *)k->p, rows, k->cols, nv);
       float ts = 1.0f;
@@ -457,6 +528,9 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
       px_k_fp8_dequantize(y, k->p, have, k->scale, k->fmt);
     for (int64_t i = have; i < n; i++) y[i] = NAN; /* never written: as unwritten memory reads */
   }
+  if (!st && padded && padded != quantized) /* the GEMM reads every operand's rows by the one layout */
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: %s: nvfp4 operands not all quantized expert by expert",
+                      px_op_names[o->kind]);
   return st;
 }
 
@@ -498,7 +572,7 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       case PX_OP_CAST: {
         const px_slot *y = op->out[0].slot >= 0 ? px_exec_slot(e, op->out[0]) : NULL;
         int64_t rows = y ? (int64_t)y->elems / px_slot_row_elems(y) : 0;
-        if (v->block_format == PX_PREC_NVFP4 && rows % 16) {
+        if (v->block_format == PX_PREC_NVFP4 && rows % 16 && !(op->flags & PX_OPF_EXPERT_ROWS)) {
           snprintf(why, cap, "nvfp4's random Hadamard transform takes the tokens 16 at a time: %s has %lld rows "
                    "(hint: a micro-batch of a multiple of 16 tokens)", y->name, (long long)rows);
           return false;
@@ -507,13 +581,10 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       }
       case PX_OP_LINEAR:
       case PX_OP_LINEAR_BWD_DATA:
-      case PX_OP_LINEAR_BWD_WEIGHT: return true;
+      case PX_OP_LINEAR_BWD_WEIGHT:
       case PX_OP_EXPERT_LINEAR:
       case PX_OP_EXPERT_LINEAR_BWD_DATA:
-      case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
-        if (v->block_format == PX_PREC_MXFP8) return true;
-        return no(why, cap, "nvfp4 experts: Transformer Engine quantizes each expert's rows with its own tensor scale "
-                  "and Hadamard transform, which the cpu backend does not emulate (hint: `precision` mxfp8)");
+      case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: return true;
       default:
         return no(why, cap, "mxfp8 and nvfp4 codes moved between ranks: the cpu backend keeps a block-scaled tensor's "
                   "column-wise copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)");

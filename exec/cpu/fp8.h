@@ -13,6 +13,9 @@
 
 typedef struct px_cpu_fp8 px_cpu_fp8;
 
+/* nvfp4's random Hadamard signs, the run's (any fixed value: a weight gradient's two operands share it). */
+#define PX_CPU_RHT_SEED 0x52485431ull
+
 /* NULL when out of memory. */
 px_cpu_fp8 *px_cpu_fp8_new(void);
 void px_cpu_fp8_free(px_cpu_fp8 *s);
