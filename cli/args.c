@@ -27,7 +27,7 @@ typedef struct {
 } px_opt;
 
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
-       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS,
+       OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS, OPT_FP8_ATTENTION,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE, OPT_CUDA_GRAPH,
        OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
@@ -99,6 +99,10 @@ static const px_opt opts[] = {
      "fp8, mxfp8, nvfp4: the GEMMs' weights held in their format only, no bf16 copy (Megatron-LM's fp8_param_gather, "
      "fp4_param_gather): ZeRO's parameter all-gathers in fp8 or fp4, mxfp8's in bf16 through the gradient buffer "
      "(zero 1); planned and simulated, the executors refuse it"},
+    {"fp8-attention", no_argument, OPT_FP8_ATTENTION, PX_OPT_PLAN, NULL,
+     "fp8, mxfp8, nvfp4: the fused attention in fp8 (Megatron-Core's fp8_dot_product_attention): cuDNN's FP8 "
+     "attention at its measured rate (mxfp8: MXFP8's), Q, K, V and the output gradient quantized; the cpu backend "
+     "emulates those, the cuda backend refuses it"},
     {"bf16-layers-start", required_argument, OPT_BF16_START, PX_OPT_PLAN, "N",
      "fp8 (current or blockwise), mxfp8, nvfp4: the model's first N layers' GEMMs in the compute dtype, unquantized "
      "(Megatron-Core's num_layers_at_start_in_bf16; 0 default)"},
@@ -401,6 +405,7 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         break;
       case OPT_FP8_BASE: st = parse_enum("fp8-base", optarg, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err); break;
       case OPT_FP8_PARAMS: p->fp8_params = 1; break;
+      case OPT_FP8_ATTENTION: p->fp8_attention = 1; break;
       case OPT_BF16_START: st = px_parse_int(optarg, "--bf16-layers-start", 0, 1 << 24, &p->bf16_layers_start, err); break;
       case OPT_BF16_END: st = px_parse_int(optarg, "--bf16-layers-end", 0, 1 << 24, &p->bf16_layers_end, err); break;
       case OPT_OFFLOAD_ACT:

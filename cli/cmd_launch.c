@@ -106,6 +106,7 @@ static bool drop_plan_flag(const char *name) {
           !strcmp(name, "first-stage-layers") || !strcmp(name, "last-stage-layers") ||
           !strcmp(name, "layers-per-chunk") || !strcmp(name, "microbatch-group") || !strcmp(name, "recompute") ||
           !strcmp(name, "precision") || !strcmp(name, "fp8-recipe") || !strcmp(name, "fp8-params") ||
+          !strcmp(name, "fp8-attention") ||
           !strcmp(name, "bf16-layers-start") || !strcmp(name, "bf16-layers-end") || !strcmp(name, "attention") ||
           !strcmp(name, "gelu") || !strcmp(name, "bucket-mib") || !strcmp(name, "grad-accum") ||
           !strcmp(name, "prefetch") || !strcmp(name, "no-reshard-after-forward") || !strcmp(name, "shard-group") ||

@@ -37,6 +37,7 @@ void px_parallel_unset(px_parallel *p) {
   p->zero = p->sp = p->schedule = p->recompute = p->recompute_method = p->precision = p->attention = p->gelu = -1;
   p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
+  p->fp8_attention = -1;
   p->cuda_graph = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
@@ -71,6 +72,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
   if (p->fp8_base < 0) p->fp8_base = PX_FP8_BASE_BF16;
   if (p->fp8_params < 0) p->fp8_params = 0;
+  if (p->fp8_attention < 0) p->fp8_attention = 0;
   if (p->bf16_layers_start < 0) p->bf16_layers_start = 0;
   if (p->bf16_layers_end < 0) p->bf16_layers_end = 0;
   if (p->offload_act_layers < 0) p->offload_act_layers = 0;
@@ -103,7 +105,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(recompute_modules, 0)
-  TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(fp8_attention, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
@@ -506,6 +508,11 @@ static bool fp8_params_nvfp4_zero3(vctx *x) {
   return x->p->fp8_params > 0 && x->p->precision == PX_PREC_NVFP4 && x->p->zero >= 3;
 }
 static bool fp8_params_offload(vctx *x) { return x->p->fp8_params && x->p->offload_params; }
+static bool fp8_attention_range(vctx *x) { return x->p->fp8_attention < 0 || x->p->fp8_attention > 1; }
+static bool fp8_attention_precision(vctx *x) {
+  return x->p->fp8_attention > 0 && !px_precision_quantized(x->p->precision);
+}
+static bool fp8_attention_fused(vctx *x) { return x->p->fp8_attention > 0 && x->p->attention == PX_ATTN_UNFUSED; }
 static bool bf16_layers(const px_parallel *p) { return p->bf16_layers_start > 0 || p->bf16_layers_end > 0; }
 static bool bf16_layers_precision(vctx *x) { return bf16_layers(x->p) && !px_precision_quantized(x->p->precision); }
 /* Megatron-Core refuses first/last bf16 layers with delayed scaling, whose recipe spans every layer
@@ -702,6 +709,11 @@ static const px_rule rules[] = {
     {fp8_params_nvfp4_zero3, "`fp8_params` with `precision` nvfp4 and `zero` 3: sharded NVFP4 weights are not "
                              "modelled (hint: `zero` 1 or 2)"},
     {fp8_params_offload, "`fp8_params` with `offload_params`: offloaded fp8 weights are not modelled (hint: drop one)"},
+    {fp8_attention_range, "`fp8_attention` is not set"},
+    {fp8_attention_precision, "`fp8_attention` runs the fused attention in fp8 beside the quantized GEMMs (Megatron-Core "
+                              "refuses it without an fp8 recipe): it needs `precision` fp8, mxfp8 or nvfp4, not "
+                              "{precision}"},
+    {fp8_attention_fused, "`fp8_attention` is cuDNN's fused FP8 attention: it needs `attention` flash, not unfused"},
     {bf16_layers_precision, "`bf16_layers_start` and `bf16_layers_end` keep layers' GEMMs out of a quantized precision: "
                             "they need `precision` fp8, mxfp8 or nvfp4, not {precision}"},
     {bf16_layers_delayed, "`bf16_layers_start` and `bf16_layers_end` with fp8's delayed scaling: its amax histories "
@@ -1038,6 +1050,11 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
     TRY(px_json_bool(&c, obj, "fp8_params", true, &f, err));
     p->fp8_params = f;
   }
+  if (px_json_get(&c, obj, "fp8_attention")) {
+    bool f = false;
+    TRY(px_json_bool(&c, obj, "fp8_attention", true, &f, err));
+    p->fp8_attention = f;
+  }
   TRY(px_json_enum(&c, obj, "finetune", false, px_finetune_names, PX_FT_COUNT, &p->finetune, err));
   TRY(px_json_int(&c, obj, "lora_rank", false, 1, PX_LORA_RANK_MAX, &p->lora_rank, err));
   TRY(px_json_num(&c, obj, "lora_alpha", false, 1e-6, 1e9, &p->lora_alpha, err));
@@ -1112,6 +1129,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (px_precision_quantized(p->precision) && p->fp8_base >= 0)
     cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
   if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
+  if (p->fp8_attention > 0) cJSON_AddBoolToObject(o, "fp8_attention", true);
   if (p->bf16_layers_start > 0) px_json_add_num(o, "bf16_layers_start", (double)p->bf16_layers_start);
   if (p->bf16_layers_end > 0) px_json_add_num(o, "bf16_layers_end", (double)p->bf16_layers_end);
   if (p->offload_act_layers > 0) px_json_add_num(o, "offload_activations", (double)p->offload_act_layers);

@@ -62,6 +62,12 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
   if (dt != PX_DTYPE_FP32)
     return no(why, cap, "the cpu backend runs fp32 only, not %s (hint: `precision` fp32, or fp8 with `fp8_base` fp32)",
               px_dtype_names[dt]);
+  if (p->fp8_attention > 0 && p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
+    return no(why, cap, "fp8 attention (`fp8_attention`) under fp8's %s scaling: the cpu backend emulates the "
+              "attention's current scaling only (hint: `fp8_recipe` current)", px_fp8_recipe_names[p->fp8_recipe]);
+  if (p->fp8_attention > 0 && p->cp > 1)
+    return no(why, cap, "fp8 attention (`fp8_attention`) with context parallelism: the keys and values of other "
+              "ranks' blocks are not quantized as cuDNN's would be on the cpu backend (hint: `cp` 1)");
   if (px_precision_block_scaled(p->precision)) {
     const char *prec = px_precision_names[p->precision];
     if (p->sp && p->tp > 1)
@@ -86,6 +92,9 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
               "runs it)", m->name);
+  if (p->fp8_attention > 0) /* exec/cuda/ops.c refuses its fp8 attention ops */
+    return no(why, cap, "fp8 attention (`fp8_attention`): the cuda backend does not drive cuDNN's FP8 attention yet "
+              "(hint: drop `fp8_attention`, or `backend` cpu emulates it)");
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

@@ -149,6 +149,11 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
     return refuse(err, fw, "fp8_params in nvfp4 with ZeRO-2/3",
                   "Megatron-FSDP has no NVFP4 weights: the distributed optimizer alone shards and gathers them",
                   "zero 1");
+  /* TransformerConfig.fp8_dot_product_attention: among the fields arguments.py builds no argument for
+   * (megatron/training/arguments.py at d98e8a6); Megatron-Bridge sets it in its mixed-precision config */
+  if (fw == PX_FW_MEGATRON && p->fp8_attention > 0)
+    return refuse(err, fw, "fp8_attention",
+                  "Megatron-LM has no argument for TransformerConfig's fp8_dot_product_attention", "export to nemo");
   if (fw == PX_FW_NEMO &&
       (p->precision == PX_PREC_FP32 || (px_precision_quantized(p->precision) && p->fp8_base == PX_FP8_BASE_FP32)))
     return refuse(err, fw, p->precision == PX_PREC_FP32 ? "precision fp32" : "fp8_base fp32",
@@ -220,6 +225,9 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan has no offload of a layer's activations to the host (its activation checkpointing "
                   "recomputes them)",
                   "no activation offload, or export to megatron");
+  if (p->fp8_attention > 0)
+    return refuse(err, fw, "fp8_attention", "torchtitan's float8 (torchao) quantizes the linear layers, not the attention",
+                  "no fp8 attention, or export to nemo");
   if (p->fp8_params > 0)
     return refuse(err, fw, "fp8_params",
                   "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
@@ -605,6 +613,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
   if (nemo) {
     key(e, "mixed_precision", "%s", bridge_recipe(p).name);
+    if (p->fp8_attention > 0) key(e, "mixed_precision.fp8_dot_product_attention", "true");
   } else {
     if (bf16) arg(e, "--bf16", NULL);
     if (fp16) arg(e, "--fp16", NULL);

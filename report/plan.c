@@ -111,10 +111,11 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
     snprintf(prec + strlen(prec), sizeof prec - strlen(prec), ", the %s%s%s layers unquantized", first,
              first[0] && last[0] ? " and " : "", last);
   }
-  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s\n",
+  const char *attn_fmt = p->fp8_attention <= 0 ? "" : p->precision == PX_PREC_MXFP8 ? " in mxfp8" : " in fp8";
+  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
           (long long)p->seq, prec,
-          px_report_recompute_text(p, rc, sizeof rc), px_attention_names[p->attention],
+          px_report_recompute_text(p, rc, sizeof rc), px_attention_names[p->attention], attn_fmt,
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
   px_report_finetune_text(plan, out);
   if (p->zero >= 2)

@@ -2487,6 +2487,85 @@ static void test_experts_apart(void) {
   }
 }
 
+/* fp8_attention on the cpu backend: a fused attention op flagged fp8 (tiny-gpt, fp8 with current scaling) reads Q,
+ * K, V in E4M3 (and its backward the output gradient in E5M2), each at 448 (57344) over its own amax, and computes
+ * in fp32 as the unflagged op does on those values: the forward's context and log-sum-exp and the backward's
+ * gradients equal the unflagged op's on inputs quantized by the test's reference, bit for bit; on the inputs
+ * themselves they differ (the test tells the two apart). */
+static void test_fp8_attention(void) {
+  px_err err = {0};
+  px_model m;
+  px_cluster c;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-gpt", &m, &err), PX_OK);
+  m.dropout = 0;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 1, 0, &err), PX_OK);
+  px_parallel par;
+  px_parallel_unset(&par);
+  par.tp = par.pp = par.dp = 1, par.zero = 0, par.mbs = par.gbs = 2, par.precision = PX_PREC_FP8;
+  par.fp8_recipe = PX_FP8_CURRENT, par.fp8_base = PX_FP8_BASE_FP32, par.recompute = PX_RECOMPUTE_NONE;
+  par.fp8_attention = 1;
+  px_parallel_resolve(&par, &m, &c);
+  px_plan plan;
+  px_env env;
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &par, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_env_init(&env, &plan, 0, 0, &err), PX_OK);
+  CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK);
+  for (int bwd = 0; bwd < 2; bwd++) {
+    const px_op *o = NULL;
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT && !o; k++)
+      for (int32_t i = 0; i < plan.blocks[k].nops && !o; i++)
+        if (plan.blocks[k].ops[i].kind == (bwd ? PX_OP_FLASH_ATTN_BWD : PX_OP_FLASH_ATTN)) o = &plan.blocks[k].ops[i];
+    CU_ASSERT_FATAL(o && (o->flags & PX_OPF_FP8) && !(o->flags & PX_OPF_MXFP8));
+    px_op plain = *o;
+    plain.flags &= (uint16_t)~PX_OPF_FP8;
+    static uint64_t rows[2] = {0, 1}; /* the batch's sequences (their dropout streams: none here) */
+    px_exec_op e = {.env = &env, .op = o, .step = 1, .seq_index = rows}, r = e, raw = e;
+    r.op = raw.op = &plain;
+    int nq = bwd ? 4 : 3; /* the quantized inputs: q, k, v (the backward: dctx first) */
+    for (int j = 0; j < PX_OP_INS; j++) {
+      if (o->in[j].slot < 0) continue;
+      int64_t n = (int64_t)plan.slots[o->in[j].slot].elems;
+      float *x = px_trand(n, -2, 2);
+      if (bwd && j == 5) /* the log-sum-exp: finite, as a forward leaves it */
+        for (int64_t i = 0; i < n; i++) x[i] = 1.0f + 0.1f * x[i];
+      e.in[j] = raw.in[j] = x, r.in[j] = x;
+      if (j < nq) { /* the reference's quantized values */
+        bool e5 = bwd && j == 0;
+        double amax = 0;
+        for (int64_t i = 0; i < n; i++) amax = fmax(amax, fabs((double)x[i]));
+        float scale = (e5 ? 57344.0f : 448.0f) / (float)amax, *q = px_tfloats(n);
+        for (int64_t i = 0; i < n; i++) q[i] = (float)(px_fp8_ref_value(f8_code((double)(x[i] * scale), e5), e5) / scale);
+        r.in[j] = q;
+      }
+    }
+    int64_t outs[PX_OP_OUTS] = {0}, total = 0;
+    float *got[PX_OP_OUTS] = {0}, *want[PX_OP_OUTS] = {0}, *unq[PX_OP_OUTS] = {0};
+    for (int j = 0; j < PX_OP_OUTS; j++) {
+      if (o->out[j].slot < 0) continue;
+      outs[j] = (int64_t)plan.slots[o->out[j].slot].elems, total += outs[j];
+      e.out[j] = got[j] = px_tfloats(outs[j]), r.out[j] = want[j] = px_tfloats(outs[j]);
+      raw.out[j] = unq[j] = px_tfloats(outs[j]);
+    }
+    CU_ASSERT_FATAL(total > 0);
+    CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &e, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &r, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(backends[0].be->op(backends[0].be, &raw, &err), PX_OK);
+    bool same = true, differs = false;
+    for (int j = 0; j < PX_OP_OUTS; j++)
+      if (outs[j]) {
+        same &= memcmp(got[j], want[j], (size_t)outs[j] * sizeof(float)) == 0;
+        differs |= memcmp(got[j], unq[j], (size_t)outs[j] * sizeof(float)) != 0;
+      }
+    if (!same) fprintf(stderr, "\n  %s: not the unflagged op's on the quantized inputs", px_op_names[o->kind]);
+    CU_ASSERT(same);
+    CU_ASSERT(differs);
+  }
+  px_env_free(&env);
+  px_plan_free(&plan);
+  px_tfree();
+}
+
 /* The cuda backend's fp8 path against the cpu backend's emulation, op for op, on a layer whose GEMM sizes
  * are multiples of 16 (fp32 base, per-tensor recipes): each cast's codes bit for bit (the same amax, scale and
  * rounding; delayed scaling's histories kept alike), then each fp8 GEMM (forward, data and weight gradients)
@@ -2835,6 +2914,8 @@ int main(int argc, char **argv) {
       {"fp8 on the cuda backend against the cpu backend's: casts bit for bit, fp8 GEMMs", test_fp8_cuda},
       {"experts quantized apart: mxfp8's column-wise blocks, fp8 current scaling's and nvfp4's scales and transform",
        test_experts_apart},
+      {"fp8 attention: the fused attention's Q, K, V and output gradient quantized as cuDNN's FP8 attention reads them",
+       test_fp8_attention},
       {"every op kind has a test", test_every_kind_tested},
   };
   static const px_test coll[] = {

@@ -2083,6 +2083,46 @@ static void test_block_scaled(void) {
  * the programs pick them per layer (forward, backward and a zero-bubble W); the memory plan holds the cached
  * codes and scales of the other 22 layers' weights only, by hand; every layer kept so is the bf16 plan's memory
  * and FLOPs; refusals name the fields. */
+/* fp8_attention: the fused attention ops of the quantized layers flagged fp8 (mxfp8's MXFP8, nvfp4's per-tensor
+ * fp8), those of a layer kept in bf16 and of a plan without it not; refused without a quantized precision. */
+static void test_fp8_attention_flags(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
+  px_cluster c = cluster("gb200-nvl72", 8);
+  for (int v = 0; v < 3; v++) {
+    px_parallel p = par(1, 1, 8, 1, 1, 64);
+    p.precision = v == 1 ? PX_PREC_NVFP4 : PX_PREC_MXFP8, p.bf16_layers_start = 2, p.fp8_attention = v < 2;
+    uint16_t want = v == 0 ? PX_OPF_FP8 | PX_OPF_MXFP8 : v == 1 ? PX_OPF_FP8 : 0;
+    px_plan q;
+    CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+    int flash = 0;
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+      for (int32_t i = 0; i < q.blocks[k].nops; i++) {
+        const px_op *o = &q.blocks[k].ops[i];
+        if (o->kind != PX_OP_FLASH_ATTN && o->kind != PX_OP_FLASH_ATTN_BWD) continue;
+        bool kept = k == PX_BLOCK_LAYER_FWD_BF16 || k == PX_BLOCK_LAYER_BWD_BF16;
+        CU_ASSERT_EQUAL(o->flags & (PX_OPF_FP8 | PX_OPF_MXFP8 | PX_OPF_NVFP4), kept ? 0 : want);
+        flash++;
+      }
+    CU_ASSERT(flash >= 4);
+    px_plan_free(&q);
+  }
+  /* the cpu backend emulates current scaling's, the cuda backend has no FP8 attention */
+  px_parallel p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT, p.fp8_base = PX_FP8_BASE_FP32, p.fp8_attention = 1;
+  char why[512];
+  CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &m, why, sizeof why));
+  CU_ASSERT(!px_runnable(PX_RUN_CUDA, &p, &m, why, sizeof why) && strstr(why, "fp8 attention (`fp8_attention`)"));
+  p.fp8_recipe = PX_FP8_DELAYED;
+  CU_ASSERT(!px_runnable(PX_RUN_CPU, &p, &m, why, sizeof why) && strstr(why, "delayed scaling"));
+  p = par(1, 1, 8, 1, 1, 64);
+  p.precision = PX_PREC_BF16, p.fp8_attention = 1;
+  px_plan q;
+  CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_attention`"));
+}
+
 static void test_bf16_layers(void) {
   px_model m;
   px_err err = {0};
@@ -2986,6 +3026,7 @@ int main(void) {
       {"mxfp8 and nvfp4: flagged GEMMs, bytes of codes and scales, casts, refused without block-scaled tensor cores", test_block_scaled},
       {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",
        test_bf16_layers},
+      {"fp8 attention: the quantized layers' fused attention flagged in its format", test_fp8_attention_flags},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"multi-head latent attention under TP: Megatron-Core's collectives by hand", test_mla_tp},
       {"multi-head latent attention: replicated down projections counted once in model FLOPs", test_mla_model_flops},

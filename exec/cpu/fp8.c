@@ -472,10 +472,45 @@ static px_status expert_padded(const px_exec_op *e, const codes *k, int64_t rows
   return PX_OK;
 }
 
+/* The fused attention in fp8 (fp8_attention: the op flagged PX_OPF_FP8): the values of the inputs cuDNN's FP8
+ * attention reads quantized, into d and scratch: Q, K and V in E4M3 and the backward's output gradient in E5M2
+ * (Transformer Engine's HYBRID format), each at the scale of its own amax on the rank (current scaling); MXFP8
+ * attention's in E4M3 blocks of 32 along each head's dims (MXFP8BlockScaling's format). What cuDNN quantizes inside
+ * the kernel (the probabilities, their gradient) stays fp32 here, and the output O, which the backward reads, in
+ * the activations' dtype (Transformer Engine's default, NVTE_DPA_FP8CS_O_in_F16). */
+static px_status attention_operands(const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err) {
+  const px_op *o = e->op;
+  bool bwd = o->kind == PX_OP_FLASH_ATTN_BWD, mx = e->env->block_format == PX_PREC_MXFP8;
+  for (int j = 0; j < (bwd ? 4 : 3); j++) { /* forward: q, k, v; backward: dctx, q, k, v */
+    const px_slot *sl = px_exec_slot(e, o->in[j]);
+    int64_t n = (int64_t)sl->elems, cols = sl->shape[3] > 0 ? sl->shape[3] : 1, rows = n / cols;
+    px_fp8_format f = bwd && j == 0 && !mx ? PX_FP8_E5M2 : PX_FP8_E4M3;
+    float *y = malloc((size_t)n * sizeof *y);
+    uint8_t *q = malloc((size_t)(n + rows * ((cols + PX_MX_BLOCK - 1) / PX_MX_BLOCK)));
+    scratch[j] = y, d->in[j] = y;
+    if (!y || !q) {
+      free(q);
+      return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+    }
+    const float *x = e->in[j];
+    if (mx) {
+      px_k_mxfp8_quantize(q, q + n, x, rows, cols, f);
+      px_k_mxfp8_dequantize(y, q, q + n, rows, cols, f);
+    } else {
+      float scale = px_k_fp8_scale(px_k_fp8_amax(x, n), f);
+      px_k_fp8_quantize(q, x, n, scale, f);
+      px_k_fp8_dequantize(y, q, n, scale, f);
+    }
+    free(q);
+  }
+  return PX_OK;
+}
+
 px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d, void *scratch[PX_OP_INS], px_err *err) {
   const px_op *o = e->op;
   *d = *e;
   memset(scratch, 0, PX_OP_INS * sizeof *scratch);
+  if (o->kind == PX_OP_FLASH_ATTN || o->kind == PX_OP_FLASH_ATTN_BWD) return attention_operands(e, d, scratch, err);
   bool expert = o->kind == PX_OP_EXPERT_LINEAR || o->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
                 o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
   px_status st = PX_OK;
@@ -584,7 +619,9 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       case PX_OP_LINEAR_BWD_WEIGHT:
       case PX_OP_EXPERT_LINEAR:
       case PX_OP_EXPERT_LINEAR_BWD_DATA:
-      case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: return true;
+      case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
+      case PX_OP_FLASH_ATTN: /* fp8_attention (attention_operands) */
+      case PX_OP_FLASH_ATTN_BWD: return true;
       default:
         return no(why, cap, "mxfp8 and nvfp4 codes moved between ranks: the cpu backend keeps a block-scaled tensor's "
                   "column-wise copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)");
@@ -604,7 +641,9 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
     case PX_OP_LINEAR_BWD_WEIGHT:
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
-    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: return true;
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD: return true;
     default: return no(why, cap, "an fp8 operand of an op that the cpu backend's fp8 emulation does not read");
   }
 }

@@ -805,6 +805,11 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
     case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
       return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                 "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
+    case PX_OP_FLASH_ATTN:
+    case PX_OP_FLASH_ATTN_BWD: /* fp8_attention: plan/runnable.c says the same of the plan */
+      return px_contract_refuse(why, cap, PX_SUPPORT_NO,
+                                "fp8 attention (`fp8_attention`): the cuda backend does not drive cuDNN's FP8 "
+                                "attention yet (hint: drop `fp8_attention`, or `backend` cpu emulates it)");
     default:
       return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                 "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
