@@ -43,6 +43,11 @@ static void test_fp8_gemm(void) {
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &cast), px_compute_mem_s(g, PX_OP_CAST, 1e9), 1e-12);
 }
 
+/* A 16-bit fused attention pass's share of the 16-bit peak (px_attn_efficiency's bf16 curves). */
+static double attn_bf16(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t window, int64_t seq) {
+  return px_attn_efficiency(g, PX_ATTN_BF16, bwd, head_dim, causal, window, seq);
+}
+
 /* Fused attention on H100 from FlashAttention-3's measurements: every
  * published point comes back exactly from the curves, and a causal forward
  * op of the benchmark's shape (batch x seq = 16k tokens, heads x head dim =
@@ -62,7 +67,8 @@ static void test_attention_kernels(void) {
     const px_attn_curve *a = &g->attention[i];
     for (int k = 0; k < a->n; k++) {
       int64_t s = a->seq[k], hd = a->head_dim;
-      PX_ASSERT_REL(px_attn_efficiency(g, a->bwd, hd, a->causal, 0, s) * peak, a->tflops[k] * 1e12, 1e-9);
+      PX_ASSERT_REL(px_attn_efficiency(g, a->fmt, a->bwd, hd, a->causal, 0, s) * peak, a->tflops[k] * 1e12,
+                    1e-9);
       if (a->bwd || !a->causal) continue;
       int64_t b = 16384 / s, h = 2048 / hd;
       px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, s, h, h, hd, s}};
@@ -71,15 +77,15 @@ static void test_attention_kernels(void) {
       PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), published_s, 0.05);
     }
   }
-  PX_ASSERT_REL(px_attn_efficiency(g, true, 128, true, 0, 4096) * peak, 542e12 * 579 / 638, 1e-9);
+  PX_ASSERT_REL(attn_bf16(g, true, 128, true, 0, 4096) * peak, 542e12 * 579 / 638, 1e-9);
   /* between the points: linear in log(seq); beyond them: flat */
-  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 0, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
-  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 0, 131072) * peak, 616e12, 1e-9);
+  PX_ASSERT_REL(attn_bf16(g, false, 128, true, 0, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
+  PX_ASSERT_REL(attn_bf16(g, false, 128, true, 0, 131072) * peak, 616e12, 1e-9);
   /* a pass without a curve of either mask (A100: forward only) keeps the GEMM model */
   px_cluster a100;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
-  CU_ASSERT(px_attn_efficiency(&a100.gpu, false, 128, true, 0, 4096) > 0);
-  CU_ASSERT(px_attn_efficiency(&a100.gpu, true, 128, true, 0, 4096) < 0);
+  CU_ASSERT(attn_bf16(&a100.gpu, false, 128, true, 0, 4096) > 0);
+  CU_ASSERT(attn_bf16(&a100.gpu, true, 128, true, 0, 4096) < 0);
 }
 
 /* The rows of a tests/data CSV with at least `need` fields, '#' lines
@@ -169,7 +175,7 @@ static void test_attention_kernels_blackwell(void) {
     /* the harness's FLOPs (benchmark_single_sdpa.py): 2 b h pairs (hd + hd_v), backward 2 b h pairs (3 hd + 2 hd_v) */
     double harness = 2.0 * (double)(b * h) * px_attention_pairs(s, w) * (double)(bwd ? 3 * hd + 2 * hdv : hd + hdv);
     double point = bwd ? tflops * 2.5 * (double)(hd + hdv) / (double)(3 * hd + 2 * hdv) : tflops;
-    PX_ASSERT_REL(px_attn_efficiency(g, bwd, hd, causal, w, s) * g->peak_flops[PX_DTYPE_BF16], point * 1e12, 1e-6);
+    PX_ASSERT_REL(attn_bf16(g, bwd, hd, causal, w, s) * g->peak_flops[PX_DTYPE_BF16], point * 1e12, 1e-6);
     /* the row is one of the curve's points, not an interpolation */
     for (int i = 0; i < g->attention_len; i++) {
       const px_attn_curve *a = &g->attention[i];
@@ -198,19 +204,18 @@ static void test_attention_kernels_blackwell(void) {
     bool mla = i > 0;
     CU_ASSERT_EQUAL(g->attention_len, mla ? 6 : 4);
     /* no unmasked curve: the causal one answers (no forward pair to scale the backward by) */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 128, false, 0, 8192), px_attn_efficiency(g, true, 128, true, 0, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 128, false, 0, 8192), attn_bf16(g, true, 128, true, 0, 8192));
     /* below the first point: flat */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, false, 64, true, 0, 256),
-                    px_attn_efficiency(g, false, 128, true, 0, g->attention[0].seq[0]));
+    CU_ASSERT_EQUAL(attn_bf16(g, false, 64, true, 0, 256), attn_bf16(g, false, 128, true, 0, g->attention[0].seq[0]));
     /* the window first: a 128-token window at hd 128 takes the hd-64 window's curve, not the full hd 128 one */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, false, 128, true, 128, 4096), px_attn_efficiency(g, false, 64, true, 128, 4096));
-    CU_ASSERT(px_attn_efficiency(g, false, 128, true, 128, 4096) < 0.2 * px_attn_efficiency(g, false, 128, true, 0, 4096));
+    CU_ASSERT_EQUAL(attn_bf16(g, false, 128, true, 128, 4096), attn_bf16(g, false, 64, true, 128, 4096));
+    CU_ASSERT(attn_bf16(g, false, 128, true, 128, 4096) < 0.2 * attn_bf16(g, false, 128, true, 0, 4096));
     /* a window of the sequence or longer is the causal mask; one nearer the sequence than 128 (in log2) too */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 64, true, 8192, 8192), px_attn_efficiency(g, true, 64, true, 0, 8192));
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 64, true, 4096, 8192), px_attn_efficiency(g, true, 64, true, 0, 8192));
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 64, true, 256, 8192), px_attn_efficiency(g, true, 64, true, 128, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 64, true, 8192, 8192), attn_bf16(g, true, 64, true, 0, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 64, true, 4096, 8192), attn_bf16(g, true, 64, true, 0, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 64, true, 256, 8192), attn_bf16(g, true, 64, true, 128, 8192));
     /* MLA's hd 192 its own curve where measured (~8% below hd 128's backward), else hd 128's */
-    double e192 = px_attn_efficiency(g, true, 192, true, 0, 4096), e128 = px_attn_efficiency(g, true, 128, true, 0, 4096);
+    double e192 = attn_bf16(g, true, 192, true, 0, 4096), e128 = attn_bf16(g, true, 128, true, 0, 4096);
     CU_ASSERT(mla ? e192 < e128 : e192 == e128);
   }
   /* borrowed, as a share of the bf16 peak: B200 GB200's window curves (its hd 128 its own run, cuDNN 9.13: GB200's
@@ -238,8 +243,8 @@ static void test_attention_kernels_blackwell(void) {
   }
   /* a GPU without a window's curve runs a window's op on the full causal curve (H100: FlashAttention-3's) */
   px_cluster h100 = preset("dgx-h100");
-  CU_ASSERT_EQUAL(px_attn_efficiency(&h100.gpu, false, 64, true, 128, 4096),
-                  px_attn_efficiency(&h100.gpu, false, 64, true, 0, 4096));
+  CU_ASSERT_EQUAL(attn_bf16(&h100.gpu, false, 64, true, 128, 4096),
+                  attn_bf16(&h100.gpu, false, 64, true, 0, 4096));
 }
 
 /* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
@@ -297,7 +302,7 @@ static void test_kernel_microbenchmarks(void) {
     bool causal = atoi(f[2]) != 0;
     int64_t hd = atoll(f[1]), b = atoll(f[3]), sq = atoll(f[4]), h = atoll(f[5]);
     double tflops = atof(f[6]), tol = atof(f[7]);
-    PX_ASSERT_REL(px_attn_efficiency(g, false, hd, causal, 0, sq) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
+    PX_ASSERT_REL(attn_bf16(g, false, hd, causal, 0, sq) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
     if (causal) { /* the graphs' attention is causal: the op costs half the square */
       px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, sq, h, h, hd, sq}};
       op.flops = 2.0 * (double)(b * h) * (double)sq * (double)sq * (double)(2 * hd);
