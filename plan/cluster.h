@@ -56,7 +56,7 @@ typedef struct {
 } px_kernel_rate;
 
 /* The operand format a fused-attention kernel was measured in: 16-bit (bf16 or fp16), per-tensor-scaled fp8
- * (cuDNN's FP8 SDPA, E4M3 forward / E5M2 gradients) or MXFP8 (cuDNN's MXFP8 SDPA, 32-element block scales):
+ * (cuDNN's FP8 SDPA, E4M3 with per-tensor scales) or MXFP8 (cuDNN's MXFP8 SDPA, 32-element block scales):
  * gpu.attention[].dtype "bf16" (absent), "fp8", "mxfp8". */
 typedef enum { PX_ATTN_BF16, PX_ATTN_FP8, PX_ATTN_MXFP8, PX_ATTN_FORMAT_COUNT } px_attn_format;
 extern const char *const px_attn_format_names[PX_ATTN_FORMAT_COUNT];
