@@ -52,14 +52,18 @@ static px_status list_read(const px_json_ctx *pc, const cJSON *parent, const cha
   return PX_OK;
 }
 
-/* gpu.attention[i]: {"pass": "fwd"|"bwd", "head_dim": D, "causal": B, "window": W (optional, causal only),
- * "seq": [...], "tflops": [...]}. */
+const char *const px_attn_format_names[PX_ATTN_FORMAT_COUNT] = {"bf16", "fp8", "mxfp8"};
+
+/* gpu.attention[i]: {"dtype": "bf16"|"fp8"|"mxfp8" (optional, bf16), "pass": "fwd"|"bwd", "head_dim": D,
+ * "causal": B, "window": W (optional, causal only), "seq": [...], "tflops": [...]}. */
 static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
   static const char *const passes[] = {"fwd", "bwd"};
   const char *file = ec->file;
   px_status st;
   px_attn_curve *a = &gpu->attention[i];
-  int pass = 0;
+  int pass = 0, fmt = PX_ATTN_BF16;
+  TRY(px_json_enum(ec, e, "dtype", false, px_attn_format_names, PX_ATTN_FORMAT_COUNT, &fmt, err));
+  a->fmt = (px_attn_format)fmt;
   TRY(px_json_enum(ec, e, "pass", true, passes, 2, &pass, err));
   a->bwd = pass == 1;
   TRY(px_json_int(ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
@@ -622,6 +626,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       const px_attn_curve *a = &gpu->attention[i];
       cJSON *e = cJSON_CreateObject();
       if (!e) break;
+      if (a->fmt != PX_ATTN_BF16) cJSON_AddStringToObject(e, "dtype", px_attn_format_names[a->fmt]);
       cJSON_AddStringToObject(e, "pass", a->bwd ? "bwd" : "fwd");
       px_json_add_num(e, "head_dim", (double)a->head_dim);
       cJSON_AddBoolToObject(e, "causal", a->causal);

@@ -55,14 +55,21 @@ typedef struct {
   double overhead_s; /* fixed cost per call */
 } px_kernel_rate;
 
+/* The operand format a fused-attention kernel was measured in: 16-bit (bf16 or fp16), per-tensor-scaled fp8
+ * (cuDNN's FP8 SDPA, E4M3 with per-tensor scales) or MXFP8 (cuDNN's MXFP8 SDPA, 32-element block scales):
+ * gpu.attention[].dtype "bf16" (absent), "fp8", "mxfp8". */
+typedef enum { PX_ATTN_BF16, PX_ATTN_FP8, PX_ATTN_MXFP8, PX_ATTN_FORMAT_COUNT } px_attn_format;
+extern const char *const px_attn_format_names[PX_ATTN_FORMAT_COUNT];
+
 /* A measured fused-attention curve (FlashAttention's benchmark: batch x seq
- * tokens fixed, heads x head_dim fixed): TFLOP/s at the 16-bit rate against
- * the sequence length, for one pass, head dim, mask and sliding window, with
- * FLOPs counted as FlashAttention does (4 s^2 d per head forward, halved when
- * causal, with a window times its attended pairs over the causal pairs,
+ * tokens fixed, heads x head_dim fixed): TFLOP/s against the sequence length,
+ * for one format, pass, head dim, mask and sliding window, with FLOPs counted
+ * as FlashAttention does (4 s^2 d per head forward, halved when causal, with a
+ * window times its attended pairs over the causal pairs,
  * px_attention_window_fraction; the backward 2.5x the forward). */
 #define PX_ATTN_POINTS_MAX 16
 typedef struct {
+  px_attn_format fmt;
   bool bwd, causal;
   int64_t head_dim;
   int64_t window; /* causal within a sliding window of this many tokens (a query's own and those before); 0: none */
@@ -70,7 +77,7 @@ typedef struct {
   int64_t seq[PX_ATTN_POINTS_MAX]; /* increasing */
   double tflops[PX_ATTN_POINTS_MAX];
 } px_attn_curve;
-#define PX_ATTN_CURVES_MAX 16
+#define PX_ATTN_CURVES_MAX 32 /* 3 formats x 2 passes x a few shapes (gb200-nvl72: 18) */
 
 #define PX_GEMM_TABLE_MAX 256
 #define PX_SOURCES_MAX 48 /* per-field sources of a cluster file */

@@ -30,13 +30,14 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
     snprintf(nvs, sizeof nvs, nv > 0 ? "%.2fx fp8's rate" : "the fp4 peak at fp8's efficiency", nv);
     fprintf(out, "  block-scaled gemms: mxfp8 at %s, nvfp4 at %s\n", mxs, nvs);
   }
-  if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616, fwd hd64 causal window 128 153-104 */
+  if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616, fp8 fwd hd64 causal window 128 165-179 */
     fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence):");
     for (int i = 0; i < g->attention_len; i++) {
       const px_attn_curve *cv = &g->attention[i];
-      char win[32] = "";
+      char win[32] = "", fmt[16] = "";
       if (cv->window > 0) snprintf(win, sizeof win, " window %lld", (long long)cv->window);
-      fprintf(out, "%s %s hd%lld%s%s %.0f-%.0f", i ? "," : "", cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
+      if (cv->fmt != PX_ATTN_BF16) snprintf(fmt, sizeof fmt, " %s", px_attn_format_names[cv->fmt]);
+      fprintf(out, "%s%s %s hd%lld%s%s %.0f-%.0f", i ? "," : "", fmt, cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
               cv->causal ? " causal" : "", win, cv->tflops[0], cv->tflops[cv->n - 1]);
     }
     fputc('\n', out);
@@ -187,8 +188,8 @@ void px_report_calibrated_gpu_text(const px_cluster *c, const char *path, FILE *
   }
   for (int i = 0; i < g->attention_len; i++) {
     const px_attn_curve *a = &g->attention[i];
-    fprintf(out, "# attention %s, head dim %lld%s, TFLOP/s by sequence length:", a->bwd ? "backward" : "forward",
-            (long long)a->head_dim, a->causal ? ", causal" : "");
+    fprintf(out, "# attention %s %s, head dim %lld%s, TFLOP/s by sequence length:", px_attn_format_names[a->fmt],
+            a->bwd ? "backward" : "forward", (long long)a->head_dim, a->causal ? ", causal" : "");
     for (int k = 0; k < a->n; k++) fprintf(out, " %lld: %.4g", (long long)a->seq[k], a->tflops[k]);
     fputc('\n', out);
   }

@@ -71,15 +71,15 @@ static double attn_curve_at(const px_attn_curve *a, int64_t seq) {
  * is none or as long (the causal mask). */
 static double attn_reach(int64_t window, int64_t seq) { return (double)(window > 0 && window < seq ? window : seq); }
 
-/* The curve of a pass and mask at the window, then the head dim, nearest the op's (in log2) at seq; NULL when
- * none. A window changes the kernel's work per query tile more than a head dim does: it is matched first. */
-static const px_attn_curve *attn_curve(const px_gpu *g, bool bwd, bool causal, int64_t head_dim, int64_t window,
-                                       int64_t seq) {
+/* The curve of a format, pass and mask at the window, then the head dim, nearest the op's (in log2) at seq; NULL
+ * when none. A window changes the kernel's work per query tile more than a head dim does: it is matched first. */
+static const px_attn_curve *attn_curve(const px_gpu *g, px_attn_format fmt, bool bwd, bool causal, int64_t head_dim,
+                                       int64_t window, int64_t seq) {
   const px_attn_curve *best = NULL;
   double best_w = INFINITY, best_d = INFINITY, reach = log2(attn_reach(window, seq));
   for (int i = 0; i < g->attention_len; i++) {
     const px_attn_curve *a = &g->attention[i];
-    if (a->bwd != bwd || a->causal != causal) continue;
+    if (a->fmt != fmt || a->bwd != bwd || a->causal != causal) continue;
     double w = fabs(log2(attn_reach(a->window, seq)) - reach);
     double d = fabs(log2((double)a->head_dim) - log2((double)head_dim));
     if (w < best_w || (w == best_w && d < best_d)) best_w = w, best_d = d, best = a;
@@ -87,17 +87,21 @@ static const px_attn_curve *attn_curve(const px_gpu *g, bool bwd, bool causal, i
   return best;
 }
 
-double px_attn_efficiency(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t window, int64_t seq) {
+double px_attn_efficiency(const px_gpu *g, px_attn_format fmt, bool bwd, int64_t head_dim, bool causal,
+                          int64_t window, int64_t seq) {
   double peak = g->peak_flops[PX_DTYPE_BF16] > 0 ? g->peak_flops[PX_DTYPE_BF16] : g->peak_flops[PX_DTYPE_FP16];
   if (peak <= 0) return -1;
-  const px_attn_curve *a = attn_curve(g, bwd, causal, head_dim, window, seq);
+  /* no curve of the format for this pass: the 16-bit kernel's (no gain assumed) */
+  if (!attn_curve(g, fmt, bwd, causal, head_dim, window, seq) && !attn_curve(g, fmt, bwd, !causal, head_dim, 0, seq))
+    fmt = PX_ATTN_BF16;
+  const px_attn_curve *a = attn_curve(g, fmt, bwd, causal, head_dim, window, seq);
   if (a) return attn_curve_at(a, seq) * 1e12 / peak;
   /* FlashAttention-3 publishes its backward without the mask only */
-  const px_attn_curve *nc = attn_curve(g, bwd, !causal, head_dim, 0, seq);
+  const px_attn_curve *nc = attn_curve(g, fmt, bwd, !causal, head_dim, 0, seq);
   if (!nc) return -1;
   double tf = attn_curve_at(nc, seq);
-  const px_attn_curve *fc = attn_curve(g, false, causal, nc->head_dim, 0, seq),
-                      *fn = attn_curve(g, false, !causal, nc->head_dim, 0, seq);
+  const px_attn_curve *fc = attn_curve(g, fmt, false, causal, nc->head_dim, 0, seq),
+                      *fn = attn_curve(g, fmt, false, !causal, nc->head_dim, 0, seq);
   if (bwd && fc && fn) tf *= attn_curve_at(fc, seq) / attn_curve_at(fn, seq);
   return tf * 1e12 / peak;
 }
@@ -169,7 +173,8 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
    * ceiling) times that; without the figure MXFP8 at fp8's (its scales applied in the tensor cores) and NVFP4 at
    * the fp4 peak with fp8's max_efficiency */
   double fmt_ratio = 0;
-  if (n > 0 && (op->flags & PX_OPF_FP8)) {
+  bool flash = op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD;
+  if (n > 0 && (op->flags & PX_OPF_FP8) && !flash) { /* fp8 attention: its measured curves, against dt's peak */
     dt = nvfp4 ? PX_DTYPE_FP4 : PX_DTYPE_FP8;
     if (op->flags & (PX_OPF_MXFP8 | PX_OPF_NVFP4)) fmt_ratio = px_gpu_block_scaled_ratio(g, nvfp4);
   }
@@ -191,11 +196,13 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
                   op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA || op->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
   if (bwd_gemm && (op->flags & PX_OPF_FP8) && !(op->flags & (PX_OPF_FP8_BLOCK | PX_OPF_MXFP8 | PX_OPF_NVFP4)))
     eff *= px_gpu_fp8_split_share(g);
-  if ((op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD) && px_dtype_bytes(dt) == 2) {
-    /* a measured 16-bit kernel where the GPU has one (every graph's attention is causal; a sliding-window
-     * layer's within its window), on the waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
+  if (flash && px_dtype_bytes(dt) == 2) {
+    /* a measured kernel of the op's format (fp8 attention: PX_OPF_FP8, MXFP8 with PX_OPF_MXFP8) where the GPU has
+     * one, else its 16-bit kernel (every graph's attention is causal; a sliding-window layer's within its window),
+     * on the waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
     int64_t window = op->flags & PX_OPF_WINDOW ? op->window : 0;
-    double fa = px_attn_efficiency(g, op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, window, op->dim[5]);
+    px_attn_format fmt = op->flags & PX_OPF_MXFP8 ? PX_ATTN_MXFP8 : op->flags & PX_OPF_FP8 ? PX_ATTN_FP8 : PX_ATTN_BF16;
+    double fa = px_attn_efficiency(g, fmt, op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, window, op->dim[5]);
     if (fa > 0) {
       double tiles = (double)(op->dim[0] * op->dim[2]) * ceil_div((double)op->dim[1], 128.0), sms = (double)g->sm_count;
       eff = fa * tiles / (ceil_div(tiles, sms) * sms);

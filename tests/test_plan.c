@@ -1146,18 +1146,28 @@ static void test_blackwell_presets(void) {
   CU_ASSERT_EQUAL(b300.gpus_per_node * b300.nodes, 16);
   /* B300's attention is GB300's (the same 160-SM die) as a share of the bf16 peak: the HGX part's lower clocks */
   CU_ASSERT_EQUAL_FATAL(b300.gpu.attention_len, c.gpu.attention_len);
-  for (int i = 0; i < c.gpu.attention_len; i++)
+  for (int i = 0; i < c.gpu.attention_len; i++) {
+    CU_ASSERT_EQUAL(b300.gpu.attention[i].fmt, c.gpu.attention[i].fmt);
     for (int k = 0; k < c.gpu.attention[i].n; k++) {
       CU_ASSERT_EQUAL(b300.gpu.attention[i].seq[k], c.gpu.attention[i].seq[k]);
       PX_ASSERT_REL(b300.gpu.attention[i].tflops[k] / b300.gpu.peak_flops[PX_DTYPE_BF16],
                     c.gpu.attention[i].tflops[k] / c.gpu.peak_flops[PX_DTYPE_BF16], 1e-4);
     }
+  }
   CU_ASSERT_EQUAL(cluster("dgx-h100", 8).gpu.peak_flops[PX_DTYPE_FP4], 0); /* Hopper has no fp4 */
   cJSON *j = px_cluster_to_json(&c);
   px_cluster back;
   px_err err = {0};
   CU_ASSERT_EQUAL(px_cluster_from_json(j, "round trip", &back, &err), PX_OK);
   CU_ASSERT_EQUAL(back.gpu.peak_flops[PX_DTYPE_FP4], c.gpu.peak_flops[PX_DTYPE_FP4]);
+  /* gpu.attention[].dtype written back (bf16 by omission) */
+  CU_ASSERT_EQUAL_FATAL(back.gpu.attention_len, c.gpu.attention_len);
+  int formats[PX_ATTN_FORMAT_COUNT] = {0};
+  for (int i = 0; i < c.gpu.attention_len; i++) {
+    CU_ASSERT_EQUAL(back.gpu.attention[i].fmt, c.gpu.attention[i].fmt);
+    formats[c.gpu.attention[i].fmt]++;
+  }
+  CU_ASSERT(formats[PX_ATTN_BF16] == 6 && formats[PX_ATTN_FP8] == 6 && formats[PX_ATTN_MXFP8] == 6);
   cJSON_Delete(j);
 }
 

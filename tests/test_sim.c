@@ -1089,6 +1089,40 @@ static void test_block_scaled_gemm(void) {
   CU_ASSERT(g->peak_flops[PX_DTYPE_FP4] == 2 * g->peak_flops[PX_DTYPE_FP8]);
 }
 
+/* fp8 attention (PX_OPF_FP8; MXFP8 with PX_OPF_MXFP8): on gb200-nvl72 its measured cuDNN curves, an Llama-shaped
+ * causal op faster than bf16's in both passes at 16K and mxfp8 between (tests/data/attention_blackwell_cudnn.csv),
+ * costed against the same 16-bit peak; on a GPU without fp8 curves (dgx-b200, dgx-h100) and on one without attention
+ * curves (dgx-a100's backward: the GEMM model) exactly the bf16 op's time: no gain assumed. */
+static void test_fp8_attention(void) {
+  static const char *const presets[] = {"gb200-nvl72", "dgx-b200", "dgx-h100", "dgx-a100"};
+  for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+    px_cluster c;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load(presets[i], &c, &err), PX_OK);
+    c.gpu.kernel_overhead_s = 0; /* the curves' ratio alone */
+    for (int bwd = 0; bwd < 2; bwd++) {
+      int64_t b = 2, s = 16384, h = 64, hd = 128;
+      px_op op = {.kind = bwd ? PX_OP_FLASH_ATTN_BWD : PX_OP_FLASH_ATTN, .dim = {b, s, h, 8, hd, s},
+                  .flops = 4.0 * (double)(b * h) * (double)s * (double)s * (double)hd * (bwd ? 2 : 1)};
+      double bf16_s = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+      op.flags = PX_OPF_FP8;
+      double fp8_s = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+      op.flags = PX_OPF_FP8 | PX_OPF_MXFP8;
+      double mx_s = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op);
+      fprintf(stderr, "\n  %-11s %s: bf16 %.3f ms, fp8 %.3f ms, mxfp8 %.3f ms", presets[i], bwd ? "bwd" : "fwd",
+              bf16_s * 1e3, fp8_s * 1e3, mx_s * 1e3);
+      if (i == 0) {
+        CU_ASSERT(fp8_s < mx_s && mx_s < bf16_s);
+        /* the curves' ratio at 16K: GB200 fp8 forward 2154 against bf16's 1708 TFLOP/s, backward 1632 against 1328 */
+        PX_ASSERT_REL(bf16_s / fp8_s, bwd ? 1632.0 / 1328 : 2154.0 / 1708, 1e-9);
+      } else {
+        CU_ASSERT_EQUAL(fp8_s, bf16_s);
+        CU_ASSERT_EQUAL(mx_s, bf16_s);
+      }
+    }
+  }
+}
+
 /* fp8 split accumulation: on a Hopper preset the backward's per-tensor fp8 GEMMs (data and weight gradients,
  * dense and expert) run at gpu.gemm.fp8_split_accumulation_share of the forward's rate, by hand; blockwise
  * scales and 16-bit GEMMs keep theirs; a file without the share (Blackwell's) has one rate. */
@@ -1372,6 +1406,7 @@ int main(void) {
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
       {"block-scaled GEMMs: nvfp4 at the fp4 peak, mxfp8 at the fp8 peak", test_block_scaled_gemm},
       {"fp8 split accumulation: the backward's per-tensor fp8 GEMMs at the share, by hand", test_fp8_split_accumulation},
+      {"fp8 attention: cuDNN's fp8 and mxfp8 curves where measured, else the bf16 op's time", test_fp8_attention},
       {"expert GEMMs: Transformer Engine's 4 streams, one grouped kernel", test_expert_gemm_streams},
       {"bubble equals (p-1)/(vm+p-1) with free comm and uniform stages", test_bubble_exact},
       {"uneven chunks and any micro-batch count: simulated bubble vs analytic", test_bubble_uneven},

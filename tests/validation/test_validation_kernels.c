@@ -43,6 +43,11 @@ static void test_fp8_gemm(void) {
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &cast), px_compute_mem_s(g, PX_OP_CAST, 1e9), 1e-12);
 }
 
+/* A 16-bit fused attention pass's share of the 16-bit peak (px_attn_efficiency's bf16 curves). */
+static double attn_bf16(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t window, int64_t seq) {
+  return px_attn_efficiency(g, PX_ATTN_BF16, bwd, head_dim, causal, window, seq);
+}
+
 /* Fused attention on H100 from FlashAttention-3's measurements: every
  * published point comes back exactly from the curves, and a causal forward
  * op of the benchmark's shape (batch x seq = 16k tokens, heads x head dim =
@@ -62,7 +67,8 @@ static void test_attention_kernels(void) {
     const px_attn_curve *a = &g->attention[i];
     for (int k = 0; k < a->n; k++) {
       int64_t s = a->seq[k], hd = a->head_dim;
-      PX_ASSERT_REL(px_attn_efficiency(g, a->bwd, hd, a->causal, 0, s) * peak, a->tflops[k] * 1e12, 1e-9);
+      PX_ASSERT_REL(px_attn_efficiency(g, a->fmt, a->bwd, hd, a->causal, 0, s) * peak, a->tflops[k] * 1e12,
+                    1e-9);
       if (a->bwd || !a->causal) continue;
       int64_t b = 16384 / s, h = 2048 / hd;
       px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, s, h, h, hd, s}};
@@ -71,15 +77,15 @@ static void test_attention_kernels(void) {
       PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), published_s, 0.05);
     }
   }
-  PX_ASSERT_REL(px_attn_efficiency(g, true, 128, true, 0, 4096) * peak, 542e12 * 579 / 638, 1e-9);
+  PX_ASSERT_REL(attn_bf16(g, true, 128, true, 0, 4096) * peak, 542e12 * 579 / 638, 1e-9);
   /* between the points: linear in log(seq); beyond them: flat */
-  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 0, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
-  PX_ASSERT_REL(px_attn_efficiency(g, false, 128, true, 0, 131072) * peak, 616e12, 1e-9);
+  PX_ASSERT_REL(attn_bf16(g, false, 128, true, 0, 2896) * peak, (521 + 0.5 * (579 - 521)) * 1e12, 1e-3);
+  PX_ASSERT_REL(attn_bf16(g, false, 128, true, 0, 131072) * peak, 616e12, 1e-9);
   /* a pass without a curve of either mask (A100: forward only) keeps the GEMM model */
   px_cluster a100;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-a100", &a100, &err), PX_OK);
-  CU_ASSERT(px_attn_efficiency(&a100.gpu, false, 128, true, 0, 4096) > 0);
-  CU_ASSERT(px_attn_efficiency(&a100.gpu, true, 128, true, 0, 4096) < 0);
+  CU_ASSERT(attn_bf16(&a100.gpu, false, 128, true, 0, 4096) > 0);
+  CU_ASSERT(attn_bf16(&a100.gpu, true, 128, true, 0, 4096) < 0);
 }
 
 /* The rows of a tests/data CSV with at least `need` fields, '#' lines
@@ -88,7 +94,7 @@ static void test_attention_kernels(void) {
 typedef struct {
   FILE *fp;
   char line[512];
-  char *f[12];
+  char *f[13];
   int rows;
 } csv_rows;
 
@@ -99,9 +105,9 @@ static bool csv_next(csv_rows *r, const char *rel, int need) {
     if (r->line[0] == '#') continue;
     int n = 0;
     r->line[strcspn(r->line, "\r\n")] = '\0';
-    for (char *p = r->line; n < 12 && p; n++) {
+    for (char *p = r->line; n < 13 && p; n++) {
       r->f[n] = p;
-      p = n + 1 < 12 ? strchr(p, ',') : NULL;
+      p = n + 1 < 13 ? strchr(p, ',') : NULL;
       if (p) *p++ = '\0';
     }
     if (n < need) continue;
@@ -149,15 +155,16 @@ static void test_sustained_share(void) {
 }
 
 /* Blackwell's fused attention: cuDNN's published causal curves (tests/data/attention_blackwell_cudnn.csv, with its
- * source): Llama's hd 128, gpt-oss's hd 64 in a 128-token window and DeepSeek-V3's MLA (hd 192, v 128). Each point
- * comes back from its preset's gpu.attention (a backward with hd_v != hd in parallax's count of the FLOPs, 2.5x the
- * forward), and an op of the benchmark's shape built as the compiler builds it (the row's batch and heads; a
- * window's op flagged and its FLOPs cut to the window's pairs), forward or backward, takes the published time (the
+ * source): Llama's hd 128, gpt-oss's hd 64 in a 128-token window and DeepSeek-V3's MLA (hd 192, v 128), in bf16 and,
+ * on GB200 and GB300, fp8 and mxfp8. Each point comes back from its preset's gpu.attention curve of its dtype (a
+ * backward with hd_v != hd in parallax's count of the FLOPs, 2.5x the forward), and an op of the benchmark's shape
+ * built as the compiler builds it (the row's batch and heads; a window's op flagged and its FLOPs cut to the window's
+ * pairs; fp8 flagged PX_OPF_FP8, mxfp8 PX_OPF_FP8 | PX_OPF_MXFP8), forward or backward, takes the published time (the
  * harness's FLOPs over its TFLOP/s) within the row's tol. */
 static void test_attention_kernels_blackwell(void) {
-  int points = 0;
+  int points = 0, rows[PX_ATTN_FORMAT_COUNT] = {0};
   csv_rows r = {0};
-  while (csv_next(&r, "tests/data/attention_blackwell_cudnn.csv", 12)) {
+  while (csv_next(&r, "tests/data/attention_blackwell_cudnn.csv", 13)) {
     char **f = r.f;
     px_cluster c = preset(f[0]);
     c.gpu.sustained_share = 1; /* a benchmark's burst against the burst model */
@@ -166,65 +173,76 @@ static void test_attention_kernels_blackwell(void) {
     int64_t hd = atoll(f[2]), hdv = atoll(f[3]), w = atoll(f[4]), b = atoll(f[6]), s = atoll(f[7]), h = atoll(f[8]),
             hkv = atoll(f[9]);
     double tflops = atof(f[10]), tol = atof(f[11]);
+    int fmt = 0;
+    while (fmt < PX_ATTN_FORMAT_COUNT && strcmp(f[12], px_attn_format_names[fmt])) fmt++;
+    CU_ASSERT_FATAL(fmt < PX_ATTN_FORMAT_COUNT);
+    rows[fmt]++;
     /* the harness's FLOPs (benchmark_single_sdpa.py): 2 b h pairs (hd + hd_v), backward 2 b h pairs (3 hd + 2 hd_v) */
     double harness = 2.0 * (double)(b * h) * px_attention_pairs(s, w) * (double)(bwd ? 3 * hd + 2 * hdv : hd + hdv);
     double point = bwd ? tflops * 2.5 * (double)(hd + hdv) / (double)(3 * hd + 2 * hdv) : tflops;
-    PX_ASSERT_REL(px_attn_efficiency(g, bwd, hd, causal, w, s) * g->peak_flops[PX_DTYPE_BF16], point * 1e12, 1e-6);
+    PX_ASSERT_REL(px_attn_efficiency(g, (px_attn_format)fmt, bwd, hd, causal, w, s) * g->peak_flops[PX_DTYPE_BF16],
+                  point * 1e12, 1e-6);
     /* the row is one of the curve's points, not an interpolation */
     for (int i = 0; i < g->attention_len; i++) {
       const px_attn_curve *a = &g->attention[i];
-      if (a->bwd == bwd && a->causal == causal && a->head_dim == hd && a->window == w)
+      if ((int)a->fmt == fmt && a->bwd == bwd && a->causal == causal && a->head_dim == hd && a->window == w)
         for (int k = 0; k < a->n; k++) points += a->seq[k] == s;
     }
     /* the compiler's op (plan/attention.c): the full square's FLOPs times the window's share of the causal pairs */
     px_op op = {.kind = bwd ? PX_OP_FLASH_ATTN_BWD : PX_OP_FLASH_ATTN, .dim = {b, s, h, hkv, hd, s}, .window = w};
     if (w > 0) op.flags = PX_OPF_WINDOW;
+    if (fmt != PX_ATTN_BF16) op.flags |= PX_OPF_FP8 | (fmt == PX_ATTN_MXFP8 ? PX_OPF_MXFP8 : 0);
     op.flops = 2.0 * (double)(b * h) * (double)s * (double)s * (double)(hd + hdv) * (bwd ? 2 : 1) *
                px_attention_window_fraction(s, w);
     double published_s = harness / (tflops * 1e12), model_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
     char shape[24];
     snprintf(shape, sizeof shape, w ? "hd%lld window %lld" : "hd%lld", (long long)hd, (long long)w);
-    fprintf(stderr, "\n  %-11s %s %-15s s%-6lld published %8.3f ms, model %8.3f ms (%+.1f%%)", f[0], f[1], shape,
-            (long long)s, published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
+    fprintf(stderr, "\n  %-11s %-5s %s %-15s s%-6lld published %8.3f ms, model %8.3f ms (%+.1f%%)", f[0], f[12], f[1],
+            shape, (long long)s, published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
     PX_ASSERT_REL(model_s, published_s, tol);
   }
-  CU_ASSERT_EQUAL(r.rows, 72);
-  CU_ASSERT_EQUAL(points, 72);
-  /* every Blackwell preset carries both passes of hd 128 and of the window, and, but B200, of MLA; nothing else */
+  CU_ASSERT_EQUAL(r.rows, 192);
+  CU_ASSERT_EQUAL(points, 192);
+  CU_ASSERT_EQUAL(rows[PX_ATTN_BF16], 72);
+  CU_ASSERT_EQUAL(rows[PX_ATTN_FP8], 60);
+  CU_ASSERT_EQUAL(rows[PX_ATTN_MXFP8], 60);
+  /* every Blackwell preset carries both passes of hd 128 and of the window, and, but B200, of MLA, in bf16, and but
+   * B200 in fp8 and mxfp8 too; nothing else */
   static const char *const bw[] = {"dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-gb300"};
   for (size_t i = 0; i < sizeof bw / sizeof *bw; i++) {
     px_cluster c = preset(bw[i]);
     const px_gpu *g = &c.gpu;
     bool mla = i > 0;
-    CU_ASSERT_EQUAL(g->attention_len, mla ? 6 : 4);
+    CU_ASSERT_EQUAL(g->attention_len, mla ? 18 : 4);
     /* no unmasked curve: the causal one answers (no forward pair to scale the backward by) */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 128, false, 0, 8192), px_attn_efficiency(g, true, 128, true, 0, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 128, false, 0, 8192), attn_bf16(g, true, 128, true, 0, 8192));
     /* below the first point: flat */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, false, 64, true, 0, 256),
-                    px_attn_efficiency(g, false, 128, true, 0, g->attention[0].seq[0]));
+    CU_ASSERT_EQUAL(attn_bf16(g, false, 64, true, 0, 256), attn_bf16(g, false, 128, true, 0, g->attention[0].seq[0]));
     /* the window first: a 128-token window at hd 128 takes the hd-64 window's curve, not the full hd 128 one */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, false, 128, true, 128, 4096), px_attn_efficiency(g, false, 64, true, 128, 4096));
-    CU_ASSERT(px_attn_efficiency(g, false, 128, true, 128, 4096) < 0.2 * px_attn_efficiency(g, false, 128, true, 0, 4096));
+    CU_ASSERT_EQUAL(attn_bf16(g, false, 128, true, 128, 4096), attn_bf16(g, false, 64, true, 128, 4096));
+    CU_ASSERT(attn_bf16(g, false, 128, true, 128, 4096) < 0.2 * attn_bf16(g, false, 128, true, 0, 4096));
     /* a window of the sequence or longer is the causal mask; one nearer the sequence than 128 (in log2) too */
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 64, true, 8192, 8192), px_attn_efficiency(g, true, 64, true, 0, 8192));
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 64, true, 4096, 8192), px_attn_efficiency(g, true, 64, true, 0, 8192));
-    CU_ASSERT_EQUAL(px_attn_efficiency(g, true, 64, true, 256, 8192), px_attn_efficiency(g, true, 64, true, 128, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 64, true, 8192, 8192), attn_bf16(g, true, 64, true, 0, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 64, true, 4096, 8192), attn_bf16(g, true, 64, true, 0, 8192));
+    CU_ASSERT_EQUAL(attn_bf16(g, true, 64, true, 256, 8192), attn_bf16(g, true, 64, true, 128, 8192));
     /* MLA's hd 192 its own curve where measured (~8% below hd 128's backward), else hd 128's */
-    double e192 = px_attn_efficiency(g, true, 192, true, 0, 4096), e128 = px_attn_efficiency(g, true, 128, true, 0, 4096);
+    double e192 = attn_bf16(g, true, 192, true, 0, 4096), e128 = attn_bf16(g, true, 128, true, 0, 4096);
     CU_ASSERT(mla ? e192 < e128 : e192 == e128);
   }
-  /* borrowed, as a share of the bf16 peak: B200 GB200's window curves (its hd 128 its own run, cuDNN 9.13: GB200's
-   * MLA there would run hd 192 faster than hd 128), B300 all of GB300's */
+  /* borrowed, as a share of the bf16 peak: B200 GB200's bf16 window curves (its hd 128 its own run, cuDNN 9.13:
+   * GB200's MLA there would run hd 192 faster than hd 128, its fp8 overstate fp8's gain), B300 all of GB300's */
   static const char *const lend[][2] = {{"dgx-b200", "gb200-nvl72"}, {"dgx-b300", "dgx-gb300"}};
   for (size_t i = 0; i < sizeof lend / sizeof *lend; i++) {
     px_cluster bc = preset(lend[i][0]), lc = preset(lend[i][1]);
     int borrowed = 0;
     for (int j = 0; j < lc.gpu.attention_len; j++) {
       const px_attn_curve *l = &lc.gpu.attention[j];
-      if (i == 0 && l->window == 0) continue;
+      if (i == 0 && (l->window == 0 || l->fmt != PX_ATTN_BF16)) continue;
       for (int k = 0; k < bc.gpu.attention_len; k++) {
         const px_attn_curve *a = &bc.gpu.attention[k];
-        if (a->bwd != l->bwd || a->head_dim != l->head_dim || a->window != l->window || a->causal != l->causal) continue;
+        if (a->fmt != l->fmt || a->bwd != l->bwd || a->head_dim != l->head_dim || a->window != l->window ||
+            a->causal != l->causal)
+          continue;
         CU_ASSERT_EQUAL_FATAL(a->n, l->n);
         for (int p = 0; p < a->n; p++) {
           CU_ASSERT_EQUAL(a->seq[p], l->seq[p]);
@@ -234,12 +252,12 @@ static void test_attention_kernels_blackwell(void) {
         borrowed++;
       }
     }
-    CU_ASSERT_EQUAL(borrowed, i == 0 ? 2 : 6);
+    CU_ASSERT_EQUAL(borrowed, i == 0 ? 2 : 18);
   }
   /* a GPU without a window's curve runs a window's op on the full causal curve (H100: FlashAttention-3's) */
   px_cluster h100 = preset("dgx-h100");
-  CU_ASSERT_EQUAL(px_attn_efficiency(&h100.gpu, false, 64, true, 128, 4096),
-                  px_attn_efficiency(&h100.gpu, false, 64, true, 0, 4096));
+  CU_ASSERT_EQUAL(attn_bf16(&h100.gpu, false, 64, true, 128, 4096),
+                  attn_bf16(&h100.gpu, false, 64, true, 0, 4096));
 }
 
 /* A memory-bound op of `bytes` on a preset's GPU, as the simulator times it. */
@@ -297,7 +315,7 @@ static void test_kernel_microbenchmarks(void) {
     bool causal = atoi(f[2]) != 0;
     int64_t hd = atoll(f[1]), b = atoll(f[3]), sq = atoll(f[4]), h = atoll(f[5]);
     double tflops = atof(f[6]), tol = atof(f[7]);
-    PX_ASSERT_REL(px_attn_efficiency(g, false, hd, causal, 0, sq) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
+    PX_ASSERT_REL(attn_bf16(g, false, hd, causal, 0, sq) * g->peak_flops[PX_DTYPE_BF16], tflops * 1e12, 1e-9);
     if (causal) { /* the graphs' attention is causal: the op costs half the square */
       px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, sq, h, h, hd, sq}};
       op.flops = 2.0 * (double)(b * h) * (double)sq * (double)sq * (double)(2 * hd);
