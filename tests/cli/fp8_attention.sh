@@ -18,6 +18,12 @@ grep -q "flash attention in fp8" "$tmp/plan.txt" && echo "ok: plan line (nvfp4: 
   "$px" plan -f "$tmp/p.json" | grep -q "flash attention in mxfp8" && echo "ok: saved plan keeps it" ||
   fail "saved plan: $(jq -c .parallel "$tmp/p.json" 2>&1 | head -c 300)"
 
+step() { "$px" sim "${plan[@]}" -P fp8 --fp8-recipe current "$@" --json | jq -r .step_time_s; }
+plain=$(step) attn=$(step --fp8-attention) kept=$(step --fp8-attention --bf16-layers-end 32) none=$(step --bf16-layers-end 32)
+awk -v p="$plain" -v a="$attn" 'BEGIN { exit !(a < p) }' && echo "ok: sim: $attn s with it, $plain s without" ||
+  fail "sim: $attn s with fp8 attention, $plain s without"
+[ "$kept" = "$none" ] && echo "ok: sim: the layers kept in bf16 keep their attention" || fail "sim: kept $kept, $none"
+
 refused() { # WHAT PATTERN ARGS...: exit 2 naming PATTERN
   local what=$1 pattern=$2 err
   shift 2

@@ -223,7 +223,7 @@ static void test_deepgemm_grouped(void) {
 typedef struct {
   char release[16], sys[32], name[32], prec[16], dispatch[16], routing[16], recompute[48], graph[16], recipe[96];
   long long gpus, gbs, mbs, seq, tp, pp, vp, ep;
-  int overlap;
+  int overlap, fp8_attention;
   double tokens, tflops;
 } mb_row;
 
@@ -244,10 +244,10 @@ static bool mb_row_blackwell(const char *line, mb_row *w) {
   return line[0] != '#' &&
          sscanf(line,
                 "%15[^,],%31[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%15[^,],%d,%47[^,],"
-                "%15[^,],%lf,%lf,%95[^,\n]",
+                "%15[^,],%d,%lf,%lf,%95[^,\n]",
                 w->release, w->sys, w->name, &w->gpus, w->prec, &w->gbs, &w->mbs, &w->seq, &w->tp, &w->pp, &w->vp,
-                &w->ep, w->dispatch, w->routing, &w->overlap, w->recompute, w->graph, &w->tokens, &w->tflops,
-                w->recipe) == 20;
+                &w->ep, w->dispatch, w->routing, &w->overlap, w->recompute, w->graph, &w->fp8_attention, &w->tokens,
+                &w->tflops, w->recipe) == 21;
 }
 
 /* w's plan on its preset as its recipe runs it and the simulated step:
@@ -290,6 +290,7 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
   CU_ASSERT_FATAL(!strcmp(w->graph, "none") || !strcmp(w->graph, "moe") || !strcmp(w->graph, "layers") ||
                   !strcmp(w->graph, "full"));
   p.cuda_graph = !strcmp(w->graph, "layers") || !strcmp(w->graph, "full") ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
+  p.fp8_attention = w->fp8_attention; /* the recipe's fp8_dot_product_attention */
   if (w->vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = w->vp;
   int64_t chunks = w->pp * w->vp;
   CU_ASSERT_FATAL(chunks <= PX_MAX_CHUNK_LIST);
@@ -441,10 +442,10 @@ static void test_megatron_bridge_blackwell_moe(void) {
   FILE *md =
       px_test_doc_block("validation-moe-blackwell",
                         "| release | system | model | GPUs | precision | mbs | pp, vp, ep | dispatch | EP "
-                        "overlap | CUDA graphs | recomputed modules | published tokens/s/GPU | simulated | error "
-                        "| fits |\n"
-                        "| --- | --- | --- | ---: | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: "
-                        "| --- |\n");
+                        "overlap | CUDA graphs | FP8 attention | recomputed modules | published tokens/s/GPU | "
+                        "simulated | error | fits |\n"
+                        "| --- | --- | --- | ---: | --- | ---: | --- | --- | --- | --- | --- | --- | ---: | ---: | "
+                        "---: | --- |\n");
   while (fgets(line, sizeof line, fp)) {
     mb_row w;
     if (!mb_row_blackwell(line, &w)) continue;
@@ -472,9 +473,11 @@ static void test_megatron_bridge_blackwell_moe(void) {
       snprintf(rec, sizeof rec, "%s", w.recompute);
       for (char *c = rec; *c; c++)
         if (*c == '+') *c = ' ';
-      fprintf(md, "| %s | `%s` | `%s` | %s | %s | %lld | %lld, %lld, %lld | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+      fprintf(md,
+              "| %s | `%s` | `%s` | %s | %s | %lld | %lld, %lld, %lld | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
               w.release, w.sys, w.name, px_test_doc_count(w.gpus, b[0]), mb_doc_word(w.prec), w.mbs, w.pp, w.vp, w.ep,
-              mb_doc_word(w.dispatch), w.overlap ? "yes" : "no", mb_doc_word(w.graph), rec,
+              mb_doc_word(w.dispatch), w.overlap ? "yes" : "no", mb_doc_word(w.graph), w.fp8_attention ? "yes" : "no",
+              rec,
               px_test_doc_count(llround(w.tokens), b[1]), px_test_doc_count(llround(sim), b[2]),
               px_test_doc_pct(e, b[3]), r.fits ? "yes" : "no");
     }
