@@ -513,6 +513,9 @@ static bool fp8_attention_precision(vctx *x) {
   return x->p->fp8_attention > 0 && !px_precision_quantized(x->p->precision);
 }
 static bool fp8_attention_fused(vctx *x) { return x->p->fp8_attention > 0 && x->p->attention == PX_ATTN_UNFUSED; }
+static bool fp8_attention_blockwise(vctx *x) {
+  return x->p->fp8_attention > 0 && x->p->precision == PX_PREC_FP8 && x->p->fp8_recipe == PX_FP8_BLOCKWISE;
+}
 static bool bf16_layers(const px_parallel *p) { return p->bf16_layers_start > 0 || p->bf16_layers_end > 0; }
 static bool bf16_layers_precision(vctx *x) { return bf16_layers(x->p) && !px_precision_quantized(x->p->precision); }
 /* Megatron-Core refuses first/last bf16 layers with delayed scaling, whose recipe spans every layer
@@ -714,6 +717,8 @@ static const px_rule rules[] = {
                               "refuses it without an fp8 recipe): it needs `precision` fp8, mxfp8 or nvfp4, not "
                               "{precision}"},
     {fp8_attention_fused, "`fp8_attention` is cuDNN's fused FP8 attention: it needs `attention` flash, not unfused"},
+    {fp8_attention_blockwise, "`fp8_attention` with `fp8_recipe` blockwise: Transformer Engine runs no fused FP8 "
+                              "attention under its block-scaling recipe (hint: `fp8_recipe` current)"},
     {bf16_layers_precision, "`bf16_layers_start` and `bf16_layers_end` keep layers' GEMMs out of a quantized precision: "
                             "they need `precision` fp8, mxfp8 or nvfp4, not {precision}"},
     {bf16_layers_delayed, "`bf16_layers_start` and `bf16_layers_end` with fp8's delayed scaling: its amax histories "

@@ -34,6 +34,8 @@ refused "bf16" "fp8-attention runs the fused attention in fp8.*needs --precision
   plan "${plan[@]}" -P bf16 --fp8-attention
 refused "unfused" "fp8-attention is cuDNN's fused FP8 attention: it needs --attention flash" \
   plan "${plan[@]}" -P fp8 --fp8-attention --attention unfused
+refused "blockwise" "fp8-attention with --fp8-recipe blockwise: Transformer Engine runs no fused FP8 attention" \
+  plan "${plan[@]}" -P fp8 --fp8-recipe blockwise --fp8-attention
 refused "export megatron" "Megatron-LM cannot run fp8_attention" export --to megatron "${plan[@]}" -P fp8 \
   --fp8-recipe current --fp8-attention
 refused "export torchtitan" "quantizes the linear layers, not the attention" export --to torchtitan "${plan[@]}" \
