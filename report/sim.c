@@ -47,6 +47,27 @@ void px_report_breakdown_text(const px_sim_result *r, FILE *out) {
   }
 }
 
+/* The stage's heaviest op kinds by compute time (px_sim_stage.op_s, uncontended), the share of its compute each:
+ * which kernels a profile of the run should be held against first. */
+static void heaviest_ops_text(const px_sim_result *r, FILE *out) {
+  const px_sim_stage *st = &r->stages[r->breakdown_stage];
+  double total = 0;
+  for (int k = 0; k < PX_OP_COUNT; k++) total += st->op_s[k];
+  if (total <= 0) return;
+  bool used[PX_OP_COUNT] = {false};
+  char t[32];
+  fprintf(out, "  heaviest ops    ");
+  for (int n = 0; n < 5; n++) {
+    int best = -1;
+    for (int k = 0; k < PX_OP_COUNT; k++)
+      if (!used[k] && st->op_s[k] > 0 && (best < 0 || st->op_s[k] > st->op_s[best])) best = k;
+    if (best < 0) break;
+    used[best] = true;
+    fprintf(out, "%s %s %.1f%%", n ? "," : "", px_op_names[best], 100 * st->op_s[best] / total);
+  }
+  fprintf(out, " of %s compute (stage %lld)\n", px_fmt_time(total, t, sizeof t), (long long)r->breakdown_stage);
+}
+
 cJSON *px_report_breakdown_json(const px_sim_result *r) {
   const px_sim_breakdown *b = &r->breakdown;
   cJSON *o = cJSON_CreateObject();
@@ -114,6 +135,7 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
             (long long)plan->par.offload_act_layers, px_fmt_time(r->comm_host_s, a, sizeof a),
             px_fmt_time(r->stages[0].parts.exposed_s[PX_SIM_COMM_HOST], b, sizeof b));
   px_report_breakdown_text(r, out);
+  heaviest_ops_text(r, out);
   px_report_power_text(plan, r, out);
   int64_t worst = px_plan_peak_stage(plan);
   fprintf(out, "  memory           peak %s per GPU (stage %lld) of %s HBM\n",

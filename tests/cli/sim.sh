@@ -83,6 +83,11 @@ done
 "$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64 >"$tmp/bd.txt" || fail "sim (breakdown text)"
 grep -q "^  where the step goes (stage [0-9], the last to finish):" "$tmp/bd.txt" && grep -qE '^    backward +[0-9.]+ m?s +[0-9.]+%$' "$tmp/bd.txt" &&
   grep -qE '^    exposed tp ' "$tmp/bd.txt" || fail "sim's breakdown: $(cat "$tmp/bd.txt")"
+# the heaviest op kinds of the breakdown's stage, the first its largest op_s in JSON
+top=$("$px" sim -m llama3-8b -c dgx-h100 -g 16 -t 2 -p 2 -z 1 --sp -B 64 --json |
+  jq -r '.stages[.breakdown.stage].op_s | to_entries | max_by(.value) | .key')
+grep -qE "^  heaviest ops     $top [0-9.]+%, [a-z_0-9]+ [0-9.]+%, .* of [0-9.]+ m?s compute \(stage [0-9]\)$" \
+  "$tmp/bd.txt" || fail "sim's heaviest ops ($top): $(grep heaviest "$tmp/bd.txt")"
 # MFU against the bf16 peak, and against fp8's labelled beside it (2 x 989.4 TFLOP/s: half the bf16 figure)
 "$px" sim -m llama3-8b -c dgx-h100 -g 16 -z 3 -B 64 -P fp8 >"$tmp/f8.txt" || fail "sim fp8"
 grep -qE '^  model TFLOP/s +[0-9.]+ per GPU: MFU [0-9.]+% of bf16 peak \([0-9.]+% of fp8 peak\), HFU' "$tmp/f8.txt" ||
