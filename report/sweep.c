@@ -321,6 +321,8 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     else
       fprintf(out, "  EP overlap not searched (ask for it with --%s all,ep)\n", flag);
   }
+  if (f->fp8_attention > 0) /* fixed: the quantized plans' attention in their fp8 format, the others refused */
+    fputs("  fp8 attention on every plan (a quantized precision's: plans of another precision are invalid)\n", out);
   if (f->recompute_modules) { /* fixed: the plans recompute these (selm), none searched */
     char t[96];
     fprintf(out, "  recomputed modules on every plan (selm): %s\n",

@@ -3,7 +3,8 @@
 # format (fp8, or mxfp8 under --precision mxfp8) and keeps it in a saved plan; on a GB200 the step is faster with it
 # (cuDNN's measured FP8 and MXFP8 attention, docs/simulator.md) and a bf16-kept layer's attention is not quantized;
 # export writes Megatron-Bridge's mixed_precision.fp8_dot_product_attention and Megatron-LM and torchtitan refuse
-# it by name; without a quantized precision, or with unfused attention, it is refused naming the flag (exit 2).
+# it by name; a sweep keeps it on every quantized plan; without a quantized precision, with fp8's blockwise recipe
+# or with unfused attention it is refused naming the flag (exit 2).
 set -u
 px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
@@ -23,6 +24,12 @@ plain=$(step) attn=$(step --fp8-attention) kept=$(step --fp8-attention --bf16-la
 awk -v p="$plain" -v a="$attn" 'BEGIN { exit !(a < p) }' && echo "ok: sim: $attn s with it, $plain s without" ||
   fail "sim: $attn s with fp8 attention, $plain s without"
 [ "$kept" = "$none" ] && echo "ok: sim: the layers kept in bf16 keep their attention" || fail "sim: kept $kept, $none"
+
+# a sweep keeps it on every plan: the quantized ones (bf16's invalid), its best one's export carries the flag
+"$px" sweep "${plan[@]}" -B 64 --top 1 --fp8-attention -o "$tmp/best.json" >"$tmp/sweep.txt" &&
+  grep -q "^  fp8 attention on every plan" "$tmp/sweep.txt" && jq -e '.parallel.fp8_attention == true and
+  (.parallel.precision | IN("fp8", "mxfp8", "nvfp4"))' "$tmp/best.json" >/dev/null && echo "ok: sweep" ||
+  fail "sweep: $(head -4 "$tmp/sweep.txt") $(jq -c .parallel "$tmp/best.json" 2>&1 | head -c 300)"
 
 refused() { # WHAT PATTERN ARGS...: exit 2 naming PATTERN
   local what=$1 pattern=$2 err
