@@ -714,8 +714,8 @@ static const px_rule rules[] = {
     {fp8_params_offload, "`fp8_params` with `offload_params`: offloaded fp8 weights are not modelled (hint: drop one)"},
     {fp8_attention_range, "`fp8_attention` is not set"},
     {fp8_attention_precision, "`fp8_attention` runs the fused attention in fp8 beside the quantized GEMMs (Megatron-Core "
-                              "refuses it without an fp8 recipe): it needs `precision` fp8, mxfp8 or nvfp4, not "
-                              "{precision}"},
+                              "hands it to the fp8 or fp4 recipe: without one it does nothing): it needs `precision` "
+                              "fp8, mxfp8 or nvfp4, not {precision}"},
     {fp8_attention_fused, "`fp8_attention` is cuDNN's fused FP8 attention: it needs `attention` flash, not unfused"},
     {fp8_attention_blockwise, "`fp8_attention` with `fp8_recipe` blockwise: Transformer Engine runs no fused FP8 "
                               "attention under its block-scaling recipe (hint: `fp8_recipe` current)"},

@@ -214,7 +214,7 @@ typedef struct {
                         copy (Transformer Engine's primary weights, Megatron's --fp8-param-gather and
                         --fp4-param-gather): px_parallel_fp8_primary, px_parallel_param_gather_bytes; -1 unset (0) */
   int fp8_attention; /* fp8, mxfp8, nvfp4: the fused attention's products in fp8 (Megatron-Core's
-                        --fp8-dot-product-attention, Transformer Engine's fp8_dpa): cuDNN's FP8 attention, MXFP8's
+                        fp8_dot_product_attention, Transformer Engine's fp8_dpa): cuDNN's FP8 attention, MXFP8's
                         under mxfp8; -1 unset (0) */
   int attention;     /* px_attention, -1 unset */
   int gelu;          /* px_gelu_mode, -1 unset */
