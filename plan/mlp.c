@@ -241,12 +241,25 @@ static void etp_rows(px_bld *b, const px_dims *d, const px_layer_slots *L, px_op
   if (w_in.slot >= 0) carry_gates(d, o, w_in, w_out);
 }
 
+/* HBM bytes of the copy that pads each local expert's R rows to the quantized GEMMs' alignment, or takes the
+ * padding off (one a pass of the permutation or its inverse): with an fp8 or fp4 recipe (every MoE layer: the
+ * model's config, bf16-kept layers too) Megatron-Core's experts pad their input (and gates) and unpad their output
+ * (TEGroupedMLP's quantization_padding / _unpadding, megatron/core/transformer/moe/experts.py at d98e8a6; Transformer
+ * Engine's fused_multi_row_padding, module/fp8_padding.py at d0067d0), and the backward the reverse, unless the
+ * router pads (moe_router_padding_for_quantization, off in Megatron-Bridge's Qwen3 and DeepSeek recipes) or the
+ * dispatcher does (HybridEP, skip_routed_expert_padding): taken for the alltoall and allgather dispatchers;
+ * parallax's deepep stands for HybridEP too, so none there. */
+static double pad_bytes(const px_plan *p, const px_dims *d) {
+  bool pads = px_precision_quantized(p->par.precision) && d->dispatch != PX_MOE_DEEPEP;
+  return pads ? 2.0 * (double)d->R * (double)d->H * (double)d->e : 0.0; /* read and written; the gates' 4 B a row left out */
+}
+
 /* HBM bytes of one pass of the permutation into expert-major rows (or of
- * its inverse) as the dispatcher runs it. alltoall: the rank's rows
- * gathered into its A routed rows before the exchange, then, with several
- * local experts, the R rows received sorted by local expert
- * (sort_chunks_by_idxs: a copy, read and written). DeepEP: the copies it
- * delivers, one a (token, rank), expanded into the R expert rows. */
+ * its inverse) as the dispatcher runs it, and the experts' padding (pad_bytes).
+ * alltoall: the rank's rows gathered into its A routed rows before the
+ * exchange, then, with several local experts, the R rows received sorted by
+ * local expert (sort_chunks_by_idxs: a copy, read and written). DeepEP: the
+ * copies it delivers, one a (token, rank), expanded into the R expert rows. */
 static double permute_bytes(const px_plan *p, const px_dims *d) {
   double rows = (double)(d->B * d->Sl), he = (double)d->H * (double)d->e;
   if (d->dispatch == PX_MOE_DEEPEP) {
@@ -254,7 +267,7 @@ static double permute_bytes(const px_plan *p, const px_dims *d) {
     px_plan_ep_copies(p, &ranks, &nodes);
     return (rows * ranks * (double)d->Rep / (double)d->A + (double)d->R) * he;
   }
-  return (rows + (double)d->A) * he + (d->EP > 1 && d->El > 1 ? 2.0 * (double)d->R * he : 0.0);
+  return (rows + (double)d->A) * he + (d->EP > 1 && d->El > 1 ? 2.0 * (double)d->R * he : 0.0) + pad_bytes(p, d);
 }
 
 /* A routing op over the B Sl token rows of this rank's sequence shard. */
@@ -318,7 +331,8 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
     /* the gathered tokens' gates (their k each) picked with their rows; Megatron-Core gathers the probabilities
      * and routing map with the tokens: the graph gathers neither (k values a token against its h) */
     o = moe_op(b, d, PX_OP_MOE_PERMUTE, ph,
-               (double)(d->ETP * sent + d->R) * (double)H * e + (double)(d->ETP * sent * d->K + d->R) * GATE_BYTES);
+               (double)(d->ETP * sent + d->R) * (double)H * e + (double)(d->ETP * sent * d->K + d->R) * GATE_BYTES +
+                   pad_bytes(p, d));
     o->in[0] = R(L->moe_send_all, 0), o->in[1] = R(L->moe_idx, 0), o->out[0] = R(L->moe_recv, 0);
     o->in[2] = R(L->moe_gates, 0), o->out[2] = R(L->moe_recv_w, 0);
     rows_cast(b, d, ph, R(L->moe_recv, 0), false);
@@ -330,7 +344,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
                     d->act, d->EP);
     ep_exchange(b, d, o, L, false);
   } else { /* the partial sums of every gathered token, each rank's own after the reduce-scatters */
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + d->ETP * sent) * (double)H * e);
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE, ph, (double)(d->R + d->ETP * sent) * (double)H * e + pad_bytes(p, d));
     o->in[0] = R(L->exp_out, 0), o->in[2] = R(L->moe_idx, 0);
     o->out[0] = R(L->moe_ret, 0);
     o->flags |= PX_OPF_ACCUMULATE;
@@ -413,7 +427,8 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
     if (etp)
       px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_ETP, PX_PHASE_BWD, dret_ep, dret, sent * H, d->ETP * sent * H, d->act,
                   d->ETP);
-    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD, (double)(d->ETP * sent + d->R) * (double)H * e);
+    o = moe_op(b, d, PX_OP_MOE_UNPERMUTE_BWD, PX_PHASE_BWD,
+               (double)(d->ETP * sent + d->R) * (double)H * e + pad_bytes(p, d));
     o->in[0] = dret, o->in[3] = R(L->moe_idx, 0), o->out[0] = dexp;
   }
   if (d->Fs > 0) {
@@ -436,7 +451,8 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   } else {
     px_ref dsend_all = R(px_bld_grad_slot(p, L->moe_send_all), 0);
     o = moe_op(b, d, PX_OP_MOE_PERMUTE_BWD, PX_PHASE_BWD,
-               (double)(d->R + d->ETP * sent) * (double)H * e + (double)(d->R + d->ETP * sent * d->K) * GATE_BYTES);
+               (double)(d->R + d->ETP * sent) * (double)H * e + (double)(d->R + d->ETP * sent * d->K) * GATE_BYTES +
+                   pad_bytes(p, d));
     o->in[0] = drecv, o->in[1] = R(L->moe_idx, 0), o->in[2] = dw, o->out[0] = dsend_all, o->out[1] = dgates;
     if (etp)
       px_bld_coll(b, d, PX_OP_REDUCE_SCATTER, PX_GROUP_ETP, PX_PHASE_BWD, dsend_all, dsend, d->ETP * sent * H, sent * H,

@@ -1438,6 +1438,43 @@ static const char *operand_name(const px_plan *p, const px_op *o, bool out, int 
  * routed rows x H in bf16) nor the gates (B S k fp32) and keeps the received rows' gates (R buffer rows, fp32):
  * its kept bytes fall from those the graph that weighted the combine kept (measured at b5d4d6b) by
  * A H 2 + B S k 4 - R 4. */
+/* The experts' padding to the quantized GEMMs' alignment (plan/mlp.c pad_bytes): under an fp8 recipe the
+ * alltoall dispatcher's permutation and its inverse, forward and backward, each move 2 R H bytes more (a copy of
+ * the R expert rows in bf16, read and written: Megatron-Core's Fp8Padding / Fp8Unpadding); DeepEP's (and HybridEP's,
+ * which pads in its dispatch) none. */
+static void test_moe_quant_padding(void) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load("qwen3-30b-a3b", &m, &err), PX_OK);
+  px_cluster c = cluster("dgx-h100", 8);
+  for (int dispatch = PX_MOE_A2A; dispatch <= PX_MOE_DEEPEP; dispatch += PX_MOE_DEEPEP - PX_MOE_A2A) {
+    px_plan q[2];
+    for (int f8 = 0; f8 < 2; f8++) {
+      px_parallel p = par(1, 1, 8, 1, 1, 64);
+      p.seq = 4096, p.ep = 8, p.etp = 1, p.moe_dispatch = dispatch;
+      p.precision = f8 ? PX_PREC_FP8 : PX_PREC_BF16, p.fp8_recipe = f8 ? PX_FP8_CURRENT : -1;
+      CU_ASSERT_EQUAL_FATAL(compile(&q[f8], &m, &c, &p, &err), PX_OK);
+    }
+    double R = (double)px_plan_expert_buffer_rows(&q[0]), want = dispatch == PX_MOE_A2A ? 2.0 * R * 2048 * 2 : 0.0;
+    int seen = 0;
+    for (int k = PX_BLOCK_MOE_FWD; k <= PX_BLOCK_MOE_BWD; k += PX_BLOCK_MOE_BWD - PX_BLOCK_MOE_FWD) {
+      const px_block *b0 = &q[0].blocks[k], *b1 = &q[1].blocks[k];
+      for (int32_t i = 0, j = 0; i < b0->nops; i++) {
+        px_op_kind kind = (px_op_kind)b0->ops[i].kind;
+        if (kind != PX_OP_MOE_PERMUTE && kind != PX_OP_MOE_UNPERMUTE && kind != PX_OP_MOE_PERMUTE_BWD &&
+            kind != PX_OP_MOE_UNPERMUTE_BWD)
+          continue;
+        while (j < b1->nops && b1->ops[j].kind != kind) j++;
+        CU_ASSERT_FATAL(j < b1->nops);
+        PX_ASSERT_REL(b1->ops[j].bytes - b0->ops[i].bytes + 1.0, want + 1.0, 1e-9);
+        j++, seen++;
+      }
+    }
+    CU_ASSERT_EQUAL(seen, 4);
+    px_plan_free(&q[0]), px_plan_free(&q[1]);
+  }
+}
+
 static void test_moe_gates_in_activation(void) {
   px_model m;
   px_err err = {0};
@@ -3037,6 +3074,8 @@ int main(void) {
       {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",
        test_bf16_layers},
       {"fp8 attention: the quantized layers' fused attention flagged in its format", test_fp8_attention_flags},
+      {"MoE: the experts' padding copies under an fp8 recipe (alltoall: Megatron-Core's Fp8Padding)",
+       test_moe_quant_padding},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"multi-head latent attention under TP: Megatron-Core's collectives by hand", test_mla_tp},
       {"multi-head latent attention: replicated down projections counted once in model FLOPs", test_mla_model_flops},
