@@ -60,7 +60,8 @@ static const px_opt opts[] = {
      "expert tensor parallelism: each expert's GEMMs split over N ranks (default tp; 1: whole experts, EP folded over the TP ranks too)"},
     {"moe-dispatch", required_argument, OPT_MOE_DISPATCH, PX_OPT_PLAN, "D",
      "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP) | "
-     "deepep (DeepEP's kernels: a token once a rank and once a node)"},
+     "deepep (DeepEP's kernels: a token once a rank and once a node) | hybridep (NVIDIA's HybridEP: DeepEP's "
+     "figures, the experts' padding for quantized GEMMs in its dispatch)"},
     {"moe-buffers", required_argument, OPT_MOE_BUFFERS, PX_OPT_PLAN, "B",
      "what a dropless router's expert buffers hold: busiest (the busiest EP rank's rows at --moe-imbalance; plan, sim "
      "and sweep's default) | worst (every routing the router can make: run's default, so an imbalanced router never "

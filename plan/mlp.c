@@ -211,7 +211,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
 static void ep_exchange(px_bld *b, const px_dims *d, px_op *o, const px_layer_slots *L, bool to_experts) {
   o->in[1] = R(L->moe_counts, 0);
   if (to_experts) o->flags |= PX_OPF_TO_EXPERTS;
-  if (d->dispatch != PX_MOE_DEEPEP) return;
+  if (!px_moe_dispatch_deepep(d->dispatch)) return;
   double ranks, nodes;
   px_plan_ep_copies(b->p, &ranks, &nodes);
   o->wire_bytes = px_ep_token_bytes(o, d->K) * ranks * (1.0 - 1.0 / (double)d->EP);
@@ -247,10 +247,10 @@ static void etp_rows(px_bld *b, const px_dims *d, const px_layer_slots *L, px_op
  * (TEGroupedMLP's quantization_padding / _unpadding, megatron/core/transformer/moe/experts.py at d98e8a6; Transformer
  * Engine's fused_multi_row_padding, module/fp8_padding.py at d0067d0), and the backward the reverse, unless the
  * router pads (moe_router_padding_for_quantization, off in Megatron-Bridge's Qwen3 and DeepSeek recipes) or the
- * dispatcher does (HybridEP, skip_routed_expert_padding): taken for the alltoall and allgather dispatchers;
- * parallax's deepep stands for HybridEP too, so none there. */
+ * dispatcher does (HybridEP, skip_routed_expert_padding; DeepEP only with TE's grouped tensor, which parallax does
+ * not model): every dispatcher's but HybridEP's. */
 static double pad_bytes(const px_plan *p, const px_dims *d) {
-  bool pads = px_precision_quantized(p->par.precision) && d->dispatch != PX_MOE_DEEPEP;
+  bool pads = px_precision_quantized(p->par.precision) && d->dispatch != PX_MOE_HYBRIDEP;
   return pads ? 2.0 * (double)d->R * (double)d->H * (double)d->e : 0.0; /* read and written; the gates' 4 B a row left out */
 }
 
@@ -262,10 +262,10 @@ static double pad_bytes(const px_plan *p, const px_dims *d) {
  * copies it delivers, one a (token, rank), expanded into the R expert rows. */
 static double permute_bytes(const px_plan *p, const px_dims *d) {
   double rows = (double)(d->B * d->Sl), he = (double)d->H * (double)d->e;
-  if (d->dispatch == PX_MOE_DEEPEP) {
+  if (px_moe_dispatch_deepep(d->dispatch)) {
     double ranks, nodes;
     px_plan_ep_copies(p, &ranks, &nodes);
-    return (rows * ranks * (double)d->Rep / (double)d->A + (double)d->R) * he;
+    return (rows * ranks * (double)d->Rep / (double)d->A + (double)d->R) * he + pad_bytes(p, d);
   }
   return (rows + (double)d->A) * he + (d->EP > 1 && d->El > 1 ? 2.0 * (double)d->R * he : 0.0) + pad_bytes(p, d);
 }

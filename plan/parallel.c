@@ -26,7 +26,7 @@ PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");
 PX_NAME_TABLE(px_cp_algo_names, PX_CP_ALGO_COUNT, "ring", "all-gather", "a2a");
 PX_NAME_TABLE(px_finetune_names, PX_FT_COUNT, "none", "full", "lora", "qlora");
 PX_NAME_TABLE(px_base_precision_names, PX_BASE_COUNT, "bf16", "fp8", "nf4");
-PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep");
+PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep", "hybridep");
 PX_NAME_TABLE(px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, "busiest", "worst");
 PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers");
 
@@ -94,6 +94,8 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
     if (p->base_precision < 0) p->base_precision = p->finetune == PX_FT_QLORA ? PX_BASE_NF4 : PX_BASE_BF16;
   }
 }
+
+bool px_moe_dispatch_deepep(int dispatch) { return dispatch == PX_MOE_DEEPEP || dispatch == PX_MOE_HYBRIDEP; }
 
 bool px_parallel_lora(const px_parallel *p) { return p->finetune == PX_FT_LORA || p->finetune == PX_FT_QLORA; }
 

@@ -111,10 +111,16 @@ typedef enum { PX_CP_RING, PX_CP_ALLGATHER, PX_CP_A2A, PX_CP_ALGO_COUNT } px_cp_
  * come back: all-to-all of the routed tokens, a copy per (token, expert)
  * (Megatron-Core's alltoall dispatcher, NCCL), all-gather of every token
  * over EP and reduce-scatter of the outputs (its allgather dispatcher), or
- * DeepEP's kernels (its flex dispatcher, DeepEP or HybridEP): each token
- * once to each EP rank holding some of its experts and once over RDMA to
- * each node among them, fanned out over NVLink there (px_plan_ep_copies). */
-typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DEEPEP, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
+ * DeepEP's kernels (its flex dispatcher with DeepEP): each token once to
+ * each EP rank holding some of its experts and once over RDMA to each node
+ * among them, fanned out over NVLink there (px_plan_ep_copies); or the flex
+ * dispatcher with NVIDIA's HybridEP, costed with DeepEP's figures (no
+ * measurement of its own published), which pads each expert's rows for the
+ * quantized GEMMs in its dispatch where Megatron-Core's experts pad them
+ * for DeepEP's (plan/mlp.c pad_bytes). */
+typedef enum { PX_MOE_A2A, PX_MOE_ALLGATHER, PX_MOE_DEEPEP, PX_MOE_HYBRIDEP, PX_MOE_DISPATCH_COUNT } px_moe_dispatch;
+/* DeepEP's kernels' model of the exchange: DeepEP's and HybridEP's. */
+bool px_moe_dispatch_deepep(int dispatch);
 /* What a dropless router's expert buffers hold: the busiest EP rank's rows at
  * moe_imbalance (what the simulator expects a caching allocator to see), or
  * every routing the router can make (a fixed arena that never overflows). */

@@ -150,10 +150,15 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
                   "Megatron-FSDP has no NVFP4 weights: the distributed optimizer alone shards and gathers them",
                   "zero 1");
   /* TransformerConfig.fp8_dot_product_attention: among the fields arguments.py builds no argument for
-   * (megatron/training/arguments.py at d98e8a6); Megatron-Bridge sets it in its mixed-precision config */
-  if (fw == PX_FW_MEGATRON && p->fp8_attention > 0)
+   * (megatron/training/arguments.py at d98e8a6); Megatron-Bridge's MixedPrecisionConfig holds it, False in every
+   * registered recipe, which setup writes over the model's after any override (bridge_recipe): its performance
+   * recipes set it in Python */
+  if (p->fp8_attention > 0)
     return refuse(err, fw, "fp8_attention",
-                  "Megatron-LM has no argument for TransformerConfig's fp8_dot_product_attention", "export to nemo");
+                  fw == PX_FW_MEGATRON ? "Megatron-LM has no argument for TransformerConfig's fp8_dot_product_attention"
+                                       : "no mixed_precision recipe of Megatron-Bridge sets fp8_dot_product_attention "
+                                         "(it stays False over any override; its performance recipes set it in Python)",
+                  "drop fp8_attention");
   if (fw == PX_FW_NEMO &&
       (p->precision == PX_PREC_FP32 || (px_precision_quantized(p->precision) && p->fp8_base == PX_FP8_BASE_FP32)))
     return refuse(err, fw, p->precision == PX_PREC_FP32 ? "precision fp32" : "fp8_base fp32",
@@ -190,9 +195,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
   if (p->cp > 1 && p->cp_algo == PX_CP_A2A)
     return refuse(err, fw, "cp_algo a2a", "PyTorch's context parallelism passes K/V shards (allgather, alltoall); no Ulysses",
                   "cp_algo ring or all-gather");
-  if (p->ep > 1 && p->moe_dispatch != PX_MOE_A2A)
-    return refuse(err, fw, p->moe_dispatch == PX_MOE_ALLGATHER ? "moe_dispatch allgather" : "moe_dispatch deepep",
-                  "torchtitan sends tokens to experts by all-to-all", "moe_dispatch a2a");
+  if (p->ep > 1 && p->moe_dispatch != PX_MOE_A2A) {
+    char what[40];
+    snprintf(what, sizeof what, "moe_dispatch %s", px_moe_dispatch_names[p->moe_dispatch]);
+    return refuse(err, fw, what, "torchtitan sends tokens to experts by all-to-all", "moe_dispatch a2a");
+  }
   if (p->recompute == PX_RECOMPUTE_SELECTIVE)
     return refuse(err, fw, "recompute selective",
                   "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
@@ -227,7 +234,7 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "no activation offload, or export to megatron");
   if (p->fp8_attention > 0)
     return refuse(err, fw, "fp8_attention", "torchtitan's float8 (torchao) quantizes the linear layers, not the attention",
-                  "no fp8 attention, or export to nemo");
+                  "drop fp8_attention");
   if (p->fp8_params > 0)
     return refuse(err, fw, "fp8_params",
                   "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
@@ -526,10 +533,11 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   if (m->experts > 0) {
     both(e, "--expert-model-parallel-size", "model.expert_model_parallel_size", "%lld", (long long)p->ep);
     both(e, "--expert-tensor-parallel-size", "model.expert_tensor_parallel_size", "%lld", (long long)p->etp);
-    static const char *const dispatcher[PX_MOE_DISPATCH_COUNT] = {"alltoall", "allgather", "flex"};
+    static const char *const dispatcher[PX_MOE_DISPATCH_COUNT] = {"alltoall", "allgather", "flex", "flex"};
     both(e, "--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", "%s", dispatcher[p->moe_dispatch]);
-    if (p->moe_dispatch == PX_MOE_DEEPEP)
-      both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s", "deepep");
+    if (px_moe_dispatch_deepep(p->moe_dispatch)) /* the flex dispatcher's backend: deepep or hybridep */
+      both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s",
+           px_moe_dispatch_names[p->moe_dispatch]);
   }
   if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
     both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");
@@ -613,7 +621,6 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
   if (nemo) {
     key(e, "mixed_precision", "%s", bridge_recipe(p).name);
-    if (p->fp8_attention > 0) key(e, "mixed_precision.fp8_dot_product_attention", "true");
   } else {
     if (bf16) arg(e, "--bf16", NULL);
     if (fp16) arg(e, "--fp16", NULL);

@@ -80,7 +80,7 @@ void px_report_progress_end(px_report_progress *p) {
 
 const char px_report_plan_legend[] =
     "plan labels: tpN cpN ppN dpN the parallel sizes (cpNag: all-gather, cpNa2a: Ulysses; epN experts split N ways,\n"
-    "  epNag/epNdep allgather/DeepEP, ...ov with EP overlap (combined 1F1B), etpN expert tensor parallelism);\n"
+    "  epNag/epNdep/epNhep allgather/DeepEP/HybridEP, ...ov with EP overlap (combined 1F1B), etpN expert tensor parallelism);\n"
     "  zN ZeRO stage, then f full gradient accumulation, k parameters kept from forward to backward, pN N layers\n"
     "  gathered ahead, hN sharded in groups of N DP ranks,\n"
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
@@ -114,7 +114,7 @@ void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   if (p->cp > 1) snprintf(cp, sizeof cp, " cp%lld%s", (long long)p->cp, p->cp_algo == PX_CP_RING ? "" : p->cp_algo == PX_CP_A2A ? "a2a" : "ag");
   if (p->ep > 1)
     snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " ep%lld%s%s", (long long)p->ep,
-             p->moe_dispatch == PX_MOE_A2A ? "" : p->moe_dispatch == PX_MOE_ALLGATHER ? "ag" : "dep",
+             (const char *const[]){"", "ag", "dep", "hep"}[p->moe_dispatch],
              p->overlap > 0 && (p->overlap & PX_OVERLAP_EP) ? "ov" : "");
   if (p->etp > 0 && p->etp != p->tp) snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " etp%lld", (long long)p->etp);
   static const char *const f8[] = {" fp8", " fp8cur", " fp8blk"}; /* by px_fp8_recipe */

@@ -78,5 +78,5 @@ bool px_host_waits(const px_plan *p, const px_op *op, bool before) {
    * ("before_ep_alltoall", megatron/core/transformer/moe/token_dispatcher.py at d98e8a6), DeepEP's and
    * HybridEP's after theirs (the received tokens' count sizes the permuted buffer, tokens_per_expert.sum());
    * at EP 1 the graph keeps the exchange, a no-op, where the dispatcher ends its preprocessing ("before_finish") */
-  return is_dispatch(op) && before == (p->par.moe_dispatch != PX_MOE_DEEPEP && op->kind == PX_OP_ALLTOALL);
+  return is_dispatch(op) && before == (!px_moe_dispatch_deepep(p->par.moe_dispatch) && op->kind == PX_OP_ALLTOALL);
 }

@@ -305,7 +305,7 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
     return PX_OK;
   px_coll_cost cc;
   bool ep = op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP;
-  if (ep && p->par.moe_dispatch == PX_MOE_DEEPEP) {
+  if (ep && px_moe_dispatch_deepep(p->par.moe_dispatch)) {
     double ranks, nodes; /* DeepEP's kernels: a copy a (token, rank), one a node across */
     px_plan_ep_copies(p, &ranks, &nodes);
     cc = px_coll_cost_deepep(c, &pl, px_ep_token_bytes(op, p->model.experts_per_token), ranks, nodes,

@@ -1439,15 +1439,17 @@ static const char *operand_name(const px_plan *p, const px_op *o, bool out, int 
  * its kept bytes fall from those the graph that weighted the combine kept (measured at b5d4d6b) by
  * A H 2 + B S k 4 - R 4. */
 /* The experts' padding to the quantized GEMMs' alignment (plan/mlp.c pad_bytes): under an fp8 recipe the
- * alltoall dispatcher's permutation and its inverse, forward and backward, each move 2 R H bytes more (a copy of
- * the R expert rows in bf16, read and written: Megatron-Core's Fp8Padding / Fp8Unpadding); DeepEP's (and HybridEP's,
- * which pads in its dispatch) none. */
+ * alltoall and DeepEP dispatchers' permutations and their inverses, forward and backward, each move 2 R H bytes
+ * more (a copy of the R expert rows in bf16, read and written: Megatron-Core's Fp8Padding / Fp8Unpadding);
+ * HybridEP's, which pads in its dispatch, none. */
 static void test_moe_quant_padding(void) {
   px_model m;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_model_load("qwen3-30b-a3b", &m, &err), PX_OK);
   px_cluster c = cluster("dgx-h100", 8);
-  for (int dispatch = PX_MOE_A2A; dispatch <= PX_MOE_DEEPEP; dispatch += PX_MOE_DEEPEP - PX_MOE_A2A) {
+  static const int dispatchers[] = {PX_MOE_A2A, PX_MOE_DEEPEP, PX_MOE_HYBRIDEP};
+  for (size_t di = 0; di < sizeof dispatchers / sizeof *dispatchers; di++) {
+    int dispatch = dispatchers[di];
     px_plan q[2];
     for (int f8 = 0; f8 < 2; f8++) {
       px_parallel p = par(1, 1, 8, 1, 1, 64);
@@ -1455,7 +1457,7 @@ static void test_moe_quant_padding(void) {
       p.precision = f8 ? PX_PREC_FP8 : PX_PREC_BF16, p.fp8_recipe = f8 ? PX_FP8_CURRENT : -1;
       CU_ASSERT_EQUAL_FATAL(compile(&q[f8], &m, &c, &p, &err), PX_OK);
     }
-    double R = (double)px_plan_expert_buffer_rows(&q[0]), want = dispatch == PX_MOE_A2A ? 2.0 * R * 2048 * 2 : 0.0;
+    double R = (double)px_plan_expert_buffer_rows(&q[0]), want = dispatch != PX_MOE_HYBRIDEP ? 2.0 * R * 2048 * 2 : 0.0;
     int seen = 0;
     for (int k = PX_BLOCK_MOE_FWD; k <= PX_BLOCK_MOE_BWD; k += PX_BLOCK_MOE_BWD - PX_BLOCK_MOE_FWD) {
       const px_block *b0 = &q[0].blocks[k], *b1 = &q[1].blocks[k];
@@ -3074,7 +3076,7 @@ int main(void) {
       {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",
        test_bf16_layers},
       {"fp8 attention: the quantized layers' fused attention flagged in its format", test_fp8_attention_flags},
-      {"MoE: the experts' padding copies under an fp8 recipe (alltoall: Megatron-Core's Fp8Padding)",
+      {"MoE: the experts' padding copies under an fp8 recipe (Megatron-Core's Fp8Padding; none with HybridEP)",
        test_moe_quant_padding},
       {"compute waits for the TP collectives whose tensors it uses", test_tp_deps},
       {"multi-head latent attention under TP: Megatron-Core's collectives by hand", test_mla_tp},

@@ -278,7 +278,7 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
     p.recompute = PX_RECOMPUTE_SELECTIVE;
   }
   CU_ASSERT_FATAL(!strcmp(w->dispatch, "a2a") || !strcmp(w->dispatch, "deepep") || !strcmp(w->dispatch, "hybridep"));
-  p.moe_dispatch = !strcmp(w->dispatch, "a2a") ? PX_MOE_A2A : PX_MOE_DEEPEP;
+  p.moe_dispatch = !strcmp(w->dispatch, "a2a") ? PX_MOE_A2A : !strcmp(w->dispatch, "deepep") ? PX_MOE_DEEPEP : PX_MOE_HYBRIDEP;
   if (!strcmp(w->prec, "bf16"))
     p.precision = PX_PREC_BF16;
   else if (!strcmp(w->prec, "mxfp8"))
