@@ -162,6 +162,13 @@ jq -e --argjson a "$a2a" '.parallel.moe_dispatch == "deepep" and .step_time_s < 
   >/dev/null || fail "deepep: $(jq -c '[.parallel.moe_dispatch, .step_time_s]' "$tmp/dep_sim.json") against a2a $a2a"
 [ "$("$px" sim --plan "$tmp/dep.json" --json | jq .step_time_s)" = "$(jq .step_time_s "$tmp/dep_sim.json")" ] ||
   fail "the saved deepep plan simulates otherwise"
+# --moe-dispatch hybridep: DeepEP's exchange, the same step in bf16; under an fp8 recipe it pads the experts' rows in its
+# dispatch, where DeepEP leaves the copies to Megatron-Core's experts: a shorter step
+moe=(-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 16)
+t() { "$px" sim "${moe[@]}" "$@" --json | jq .step_time_s; }
+[ "$(t --moe-dispatch hybridep)" = "$(jq .step_time_s "$tmp/dep_sim.json")" ] &&
+  awk -v h="$(t --moe-dispatch hybridep -P fp8 --fp8-recipe current)" -v d="$(t --moe-dispatch deepep -P fp8 --fp8-recipe current)" \
+    'BEGIN { exit !(h < d) }' || fail "hybridep: bf16 $(t --moe-dispatch hybridep), fp8 against deepep's"
 err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --sp --ep 8 --etp 3 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q -- "--etp 3" || fail "--etp 3: $rc $err"
 err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --ep 8 --etp 1 2>&1 >/dev/null); rc=$?
