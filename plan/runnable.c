@@ -38,8 +38,8 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");
   if (m->experts > 0 && p->moe_dispatch != PX_MOE_A2A)
-    return no(why, cap, "mixture of experts runs with a2a dispatch (the allgather and DeepEP dispatchers are planned and "
-              "simulated only)");
+    return no(why, cap, "mixture of experts runs with a2a dispatch (the allgather, DeepEP and HybridEP dispatchers are "
+              "planned and simulated only)");
   return true;
 }
 
