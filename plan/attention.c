@@ -269,11 +269,12 @@ static void cp_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_phase ph, p
   if (d->B > 1) o->out[1] = R(px_bld_slot(b->p, "cp_ws", PX_SLOT_WORKSPACE, d->act, d->B, d->S * d->C, heads, d->D), 0);
 }
 
-/* A fused attention op's flags for fp8_attention: cuDNN's FP8 attention (per-tensor scales), MXFP8's under
- * precision mxfp8 (Transformer Engine's fp8_dpa takes the linear layers' recipe; NVIDIA's NVFP4 recipes run the
- * attention in FP8); none for a layer kept in the compute dtype (outside fp8_autocast) or without it. */
-static uint16_t flash_fp8_flags(const px_dims *d) {
-  return d->f8_attn ? (uint16_t)(PX_OPF_FP8 | (d->f8_format == PX_OPF_MXFP8 ? PX_OPF_MXFP8 : 0)) : 0;
+uint16_t px_attn_format_flags(px_attn_format f) {
+  return f == PX_ATTN_BF16 ? 0 : (uint16_t)(PX_OPF_FP8 | (f == PX_ATTN_MXFP8 ? PX_OPF_MXFP8 : 0));
+}
+
+px_attn_format px_attn_op_format(const px_op *op) {
+  return op->flags & PX_OPF_MXFP8 ? PX_ATTN_MXFP8 : op->flags & PX_OPF_FP8 ? PX_ATTN_FP8 : PX_ATTN_BF16;
 }
 
 /* The ring's flash op: its transfers (bytes each rank sends over the CP
@@ -311,7 +312,7 @@ static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   if (d->window > 0) o->flags |= PX_OPF_WINDOW;
-  o->flags |= flash_fp8_flags(d);
+  o->flags |= px_attn_format_flags(d->attn_fmt);
   o->window = d->window;
   o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   px_bld_elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0,
@@ -338,7 +339,7 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
   o->out[3] = sinks_grad(p, L);
-  o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0) | flash_fp8_flags(d);
+  o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0) | px_attn_format_flags(d->attn_fmt);
   o->window = d->window;
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;

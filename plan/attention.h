@@ -59,4 +59,9 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
  * over TP, into its sequence shard with SP); returns it. */
 px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L);
 
+/* A fused attention op's format as its flags carry it (fp8_attention): none for bf16, PX_OPF_FP8 for cuDNN's FP8
+ * attention, with PX_OPF_MXFP8 for MXFP8's; and back from an op's flags (the simulator's curve). */
+uint16_t px_attn_format_flags(px_attn_format f);
+px_attn_format px_attn_op_format(const px_op *op);
+
 #endif

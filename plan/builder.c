@@ -437,13 +437,14 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->f8_current = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
   d->f8_params = d->f8 && par->fp8_params > 0;
-  d->f8_attn = d->f8 && d->flash && par->fp8_attention > 0;
+  d->attn_fmt = d->f8 && d->flash ? px_parallel_attn_format(par) : PX_ATTN_BF16;
   d->lora = px_parallel_lora(par);
   d->lora_rank = d->lora ? par->lora_rank : 0;
   d->lora_targets = d->lora ? par->lora_targets : 0;
 }
 
 void px_dims_unquantized(px_dims *d) {
-  d->f8 = d->f8_block = d->f8_current = d->f8_params = d->f8_attn = false;
+  d->f8 = d->f8_block = d->f8_current = d->f8_params = false;
+  d->attn_fmt = PX_ATTN_BF16;
   d->f8_format = 0;
 }

@@ -55,7 +55,7 @@ typedef struct {
                                            current scaling; ZeRO-3 */
   uint16_t f8_format;                   /* quantized GEMMs: 0 (fp8), PX_OPF_MXFP8 or PX_OPF_NVFP4 */
   bool f8_params;                       /* fp8: the weights held in fp8 (fp8_params) */
-  bool f8_attn;                         /* quantized GEMMs and the fused attention in fp8 (fp8_attention) */
+  px_attn_format attn_fmt;              /* the fused attention's operands (px_parallel_attn_format; bf16 layers: bf16) */
   bool lora;                            /* fine-tuning with adapters: the base's parameters frozen */
   int64_t lora_rank;                    /* their rank r */
   int lora_targets;                     /* PX_LORA_* bits */

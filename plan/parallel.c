@@ -95,6 +95,11 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   }
 }
 
+px_attn_format px_parallel_attn_format(const px_parallel *p) {
+  if (p->fp8_attention <= 0 || !px_precision_quantized(p->precision)) return PX_ATTN_BF16;
+  return p->precision == PX_PREC_MXFP8 ? PX_ATTN_MXFP8 : PX_ATTN_FP8;
+}
+
 bool px_moe_dispatch_deepep(int dispatch) { return dispatch == PX_MOE_DEEPEP || dispatch == PX_MOE_HYBRIDEP; }
 
 bool px_parallel_lora(const px_parallel *p) { return p->finetune == PX_FT_LORA || p->finetune == PX_FT_QLORA; }

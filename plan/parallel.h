@@ -426,6 +426,10 @@ uint64_t px_parallel_param_gather_bytes(const px_parallel *p, uint64_t n);
 #define PX_FP8_AMAX_HISTORY 1024
 
 /* Fine-tuning with adapters (lora or qlora): the base frozen. */
+/* The fused attention's operand format (fp8_attention): bf16 without it, cuDNN's MXFP8 attention under mxfp8, its
+ * per-tensor FP8 one under fp8 and nvfp4 (Transformer Engine's fp8_dpa follows the linear layers' recipe; NVIDIA's
+ * NVFP4 recipes run the attention in FP8). A layer kept in bf16 keeps bf16 whatever this says. */
+px_attn_format px_parallel_attn_format(const px_parallel *p);
 bool px_parallel_lora(const px_parallel *p);
 
 /* JSON: reads the fields present (unset otherwise); file names the source. */

@@ -92,9 +92,7 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
               "runs it)", m->name);
-  if (p->fp8_attention > 0) /* exec/cuda/ops.c refuses its fp8 attention ops */
-    return no(why, cap, "fp8 attention (`fp8_attention`): the cuda backend does not drive cuDNN's FP8 attention yet "
-              "(hint: drop `fp8_attention`, or `backend` cpu emulates it)");
+  if (p->fp8_attention > 0) return no(why, cap, "%s", PX_RUNNABLE_CUDA_FP8_ATTENTION);
   if (px_precision_block_scaled(p->precision)) /* exec/cuda/ops.c says the same of its ops */
     return no(why, cap, "`precision` %s: the cuda backend does not drive cuBLASLt's block-scaled matmul yet (CUDA 12.8, "
               "compute capability 10.0; hint: `backend` cpu emulates it)", px_precision_names[p->precision]);

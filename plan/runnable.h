@@ -26,4 +26,10 @@ int px_run_backend_of(const char *name);
  * checks on its device). */
 bool px_runnable(px_run_backend b, const px_parallel *p, const px_model *m, char *why, size_t cap);
 
+/* The cuda backend's refusal of fp8_attention: px_runnable's of the plan, and supports_op's of each flagged
+ * fused attention op (exec/cuda/ops.c). */
+#define PX_RUNNABLE_CUDA_FP8_ATTENTION                                                                             \
+  "fp8 attention (`fp8_attention`): the cuda backend does not drive cuDNN's FP8 attention yet (hint: drop "      \
+  "`fp8_attention`, or `backend` cpu emulates it)"
+
 #endif

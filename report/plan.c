@@ -111,7 +111,9 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
     snprintf(prec + strlen(prec), sizeof prec - strlen(prec), ", the %s%s%s layers unquantized", first,
              first[0] && last[0] ? " and " : "", last);
   }
-  const char *attn_fmt = p->fp8_attention <= 0 ? "" : p->precision == PX_PREC_MXFP8 ? " in mxfp8" : " in fp8";
+  char attn_fmt[16] = ""; /* the attention's fp8 format (fp8_attention) */
+  if (px_parallel_attn_format(p) != PX_ATTN_BF16)
+    snprintf(attn_fmt, sizeof attn_fmt, " in %s", px_attn_format_names[px_parallel_attn_format(p)]);
   fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
           (long long)p->seq, prec,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "plan/attention.h"
 #include "plan/parallel.h"
 
 static double ceil_div(double a, double b) { return ceil(a / b); }
@@ -201,8 +202,7 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
      * one, else its 16-bit kernel (every graph's attention is causal; a sliding-window layer's within its window),
      * on the waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
     int64_t window = op->flags & PX_OPF_WINDOW ? op->window : 0;
-    px_attn_format fmt = op->flags & PX_OPF_MXFP8 ? PX_ATTN_MXFP8 : op->flags & PX_OPF_FP8 ? PX_ATTN_FP8 : PX_ATTN_BF16;
-    double fa = px_attn_efficiency(g, fmt, op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, window, op->dim[5]);
+    double fa = px_attn_efficiency(g, px_attn_op_format(op), op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, window, op->dim[5]);
     if (fa > 0) {
       double tiles = (double)(op->dim[0] * op->dim[2]) * ceil_div((double)op->dim[1], 128.0), sms = (double)g->sm_count;
       eff = fa * tiles / (ceil_div(tiles, sms) * sms);

@@ -23,6 +23,14 @@ static px_cluster cluster(const char *name, int64_t gpus) {
   return c;
 }
 
+/* The model preset `name`. */
+static px_model preset_model(const char *name) {
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
+  return m;
+}
+
 /* A GPT model of Megatron's shape (V divisible by every tp used). */
 static px_model gpt(int64_t layers, int64_t hidden, int64_t heads, int64_t seq, double dropout) {
   px_model m;
@@ -1443,9 +1451,8 @@ static const char *operand_name(const px_plan *p, const px_op *o, bool out, int 
  * more (a copy of the R expert rows in bf16, read and written: Megatron-Core's Fp8Padding / Fp8Unpadding);
  * HybridEP's, which pads in its dispatch, none. */
 static void test_moe_quant_padding(void) {
-  px_model m;
+  px_model m = preset_model("qwen3-30b-a3b");
   px_err err = {0};
-  CU_ASSERT_EQUAL_FATAL(px_model_load("qwen3-30b-a3b", &m, &err), PX_OK);
   px_cluster c = cluster("dgx-h100", 8);
   static const int dispatchers[] = {PX_MOE_A2A, PX_MOE_DEEPEP, PX_MOE_HYBRIDEP};
   for (size_t di = 0; di < sizeof dispatchers / sizeof *dispatchers; di++) {
@@ -2135,9 +2142,8 @@ static void test_block_scaled(void) {
 /* fp8_attention: the fused attention ops of the quantized layers flagged fp8 (mxfp8's MXFP8, nvfp4's per-tensor
  * fp8), those of a layer kept in bf16 and of a plan without it not; refused without a quantized precision. */
 static void test_fp8_attention_flags(void) {
-  px_model m;
+  px_model m = preset_model("llama3-8b");
   px_err err = {0};
-  CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
   px_cluster c = cluster("gb200-nvl72", 8);
   for (int v = 0; v < 3; v++) {
     px_parallel p = par(1, 1, 8, 1, 1, 64);

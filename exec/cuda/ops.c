@@ -23,6 +23,7 @@
 #include "kernels/cuda/flash.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/nf4.h"
+#include "plan/runnable.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/rope.h"
@@ -806,10 +807,8 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
       return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                 "no mixture-of-experts kernels (hint: `backend` cpu runs ep 1)");
     case PX_OP_FLASH_ATTN:
-    case PX_OP_FLASH_ATTN_BWD: /* fp8_attention: plan/runnable.c says the same of the plan */
-      return px_contract_refuse(why, cap, PX_SUPPORT_NO,
-                                "fp8 attention (`fp8_attention`): the cuda backend does not drive cuDNN's FP8 "
-                                "attention yet (hint: drop `fp8_attention`, or `backend` cpu emulates it)");
+    case PX_OP_FLASH_ATTN_BWD: /* fp8_attention */
+      return px_contract_refuse(why, cap, PX_SUPPORT_NO, "%s", PX_RUNNABLE_CUDA_FP8_ATTENTION);
     default:
       return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                 "an fp8 operand of an op the cuda backend's fp8 path does not read (it runs casts, the "
