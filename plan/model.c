@@ -673,6 +673,14 @@ void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f)
   f->forward_flops = f->forward_dense_flops + f->forward_attention_flops;
   f->train_flops = 3.0 * f->forward_flops;
   f->train_flops_no_attention = 3.0 * f->forward_dense_flops;
+  f->forward_mtp_flops = 0;
+  for (int64_t k = 0; k < m->mtp_layers; k++) {
+    int64_t l = m->layers + k;
+    uint64_t layer = px_model_layer_is_moe(m, l) ? moe_w : w.attention + w.mlp;
+    double keys = px_model_layer_is_sliding(m, l) ? (double)window : (double)seq;
+    f->forward_mtp_flops += 2.0 * (double)(2 * (uint64_t)m->hidden * (uint64_t)m->hidden + layer +
+                                           (uint64_t)m->vocab * (uint64_t)m->hidden) + per_key * keys;
+  }
 }
 
 int64_t px_moe_capacity(double cf, int64_t routed, int64_t experts) {

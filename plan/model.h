@@ -127,6 +127,8 @@ typedef struct {
   double forward_flops;           /* dense + attention */
   double train_flops;             /* 3x forward: Megatron's model FLOPs per token */
   double train_flops_no_attention; /* 6 x matmul parameters (the "6N" rule) */
+  double forward_mtp_flops;  /* the MTP modules' forward, in none of the above: each module's projection (2h -> h),
+                                its layer (the decoder's kind at its index) and the shared head again */
 } px_model_flops;
 
 /* Fills m with defaults for unset fields: kv_heads=heads, head_dim=hidden/heads, ... */

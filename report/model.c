@@ -18,6 +18,8 @@ static void flops_rows(const px_model_flops *f, int64_t seq, const char *what, F
           px_fmt_flops(f->forward_attention_flops, a, sizeof a));
   fprintf(out, "  training, without attention (6N)    %s\n", px_fmt_flops(f->train_flops_no_attention, a, sizeof a));
   fprintf(out, "  training, with attention            %s\n", px_fmt_flops(f->train_flops, a, sizeof a));
+  if (f->forward_mtp_flops > 0) /* apart, as the parameters: no plan has them (report/plan.c says so) */
+    fprintf(out, "  MTP modules' forward, not planned   %s\n", px_fmt_flops(f->forward_mtp_flops, a, sizeof a));
 }
 
 void px_report_seq_from_text(const px_model *m, int64_t seq, FILE *out) {
@@ -188,6 +190,7 @@ cJSON *px_report_model_json(const px_model *m, const px_model_params *p, const p
     px_json_add_num(fl, "forward", f->forward_flops);
     px_json_add_num(fl, "train", f->train_flops);
     px_json_add_num(fl, "train_no_attention", f->train_flops_no_attention);
+    if (f->forward_mtp_flops > 0) px_json_add_num(fl, "forward_mtp", f->forward_mtp_flops);
   }
   return moe_json(o, m, p);
 }

@@ -69,16 +69,37 @@ void px_report_finetune_text(const px_plan *plan, FILE *out) {
           px_fmt_count((double)prog->param_elems, tb, sizeof tb));
 }
 
+/* What of the model no plan has: its MTP modules (DeepSeek-V3's), which Megatron-Bridge trains; their forward FLOPs
+ * a token, and their share over the model's (0: none). */
+static double mtp_not_planned(const px_model *m, int64_t seq, double *share) {
+  px_model_flops f;
+  px_model_flops_per_token(m, seq, &f);
+  *share = f.forward_flops > 0 ? f.forward_mtp_flops / f.forward_flops : 0;
+  return f.forward_mtp_flops;
+}
+
 void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out) {
   char buf[PX_CLUSTER_OVERRIDES_MAX * 130];
   if (c->noverrides) fprintf(out, "  cluster fields set: %s\n", px_cluster_overrides_text(c, buf, sizeof buf));
   px_report_seq_from_text(m, seq, out);
+  double share, mtp = mtp_not_planned(m, seq, &share);
+  if (mtp > 0)
+    fprintf(out, "  not planned: %s's %lld MTP module%s, which Megatron-Bridge trains on the last stage (%s a token forward,"
+            " %.1f%% over the model's): the step and that stage's memory are short of it\n", m->name,
+            (long long)m->mtp_layers, m->mtp_layers > 1 ? "s" : "", px_fmt_flops(mtp, buf, sizeof buf), 100 * share);
 }
 
 void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq) {
   cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
   for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
   if (m->seq_from_positions && seq == m->seq_len) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
+  double share, mtp = mtp_not_planned(m, seq, &share);
+  cJSON *np = mtp > 0 ? cJSON_AddObjectToObject(o, "not_planned") : NULL;
+  if (np) {
+    px_json_add_num(np, "mtp_modules", (double)m->mtp_layers);
+    px_json_add_num(np, "mtp_forward_flops_per_token", mtp);
+    px_json_add_num(np, "mtp_share_of_model_flops", share);
+  }
 }
 
 void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px_replan_fit *fits, int nfits, FILE *out) {

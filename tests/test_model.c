@@ -349,6 +349,11 @@ static void test_moe_flops(void) {
   PX_ASSERT_REL(f.forward_attention_flops, 2.0 * 4096 * 128 * (192 + 128) * 61, 1e-15);
   /* 6 x activated parameters, as DeepSeek's 37B suggests, to within the biases and norms */
   PX_ASSERT_REL(f.train_flops_no_attention, 6.0 * (double)(p.active - p.embedding), 1e-4);
+  /* its MTP module, apart: eh_proj (2h -> h), a MoE layer with its attention, the shared head again */
+  PX_ASSERT_REL(f.forward_mtp_flops, 2 * (2 * h * h + moe + 129280 * h) + 2.0 * 4096 * 128 * (192 + 128), 1e-15);
+  m.mtp_layers = 0;
+  px_model_flops_per_token(&m, 4096, &f);
+  CU_ASSERT_EQUAL(f.forward_mtp_flops, 0);
 
   CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &m, &err), PX_OK);
   px_model_flops_per_token(&m, 4096, &f);

@@ -226,4 +226,12 @@ err=$("$px" sim "${plan[@]}" --price 2 2>&1 >/dev/null); rc=$?
 err=$("$px" sim -m tiny -c local-cpu -g 1 --tokens 1B --price-per-kwh 0.1 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "gives no gpu.power_w" || fail "--price-per-kwh without power: $rc $err"
 
+# what of the model no plan has, said where the plan is: DeepSeek-V3's MTP module (its FLOPs: test_model.c)
+jq -e 'has("not_planned") | not' "$tmp/s.json" >/dev/null || fail "llama3-8b: something not planned"
+out=$("$px" sim -m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --sp --ep 64 -B 8192 -b 1 -z 1) || fail "sim deepseek-v3"
+grep -q "not planned: deepseek-v3's 1 MTP module" <<<"$out" || fail "deepseek-v3: the MTP module not said: $out"
+"$px" sim -m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --sp --ep 64 -B 8192 -b 1 -z 1 --json |
+  jq -e '.not_planned.mtp_modules == 1 and .not_planned.mtp_forward_flops_per_token > 3e9 and
+         (.not_planned.mtp_share_of_model_flops - 0.038 | fabs) < 0.001' >/dev/null || fail "deepseek-v3: not_planned"
+
 finish
