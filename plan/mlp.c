@@ -246,11 +246,12 @@ static void etp_rows(px_bld *b, const px_dims *d, const px_layer_slots *L, px_op
  * model's config, bf16-kept layers too) Megatron-Core's experts pad their input (and gates) and unpad their output
  * (TEGroupedMLP's quantization_padding / _unpadding, megatron/core/transformer/moe/experts.py at d98e8a6; Transformer
  * Engine's fused_multi_row_padding, module/fp8_padding.py at d0067d0), and the backward the reverse, unless the
- * router pads (moe_router_padding_for_quantization, off in Megatron-Bridge's Qwen3 and DeepSeek recipes) or the
- * dispatcher does (HybridEP, skip_routed_expert_padding; DeepEP only with TE's grouped tensor, which parallax does
- * not model): every dispatcher's but HybridEP's. */
+ * router pads (moe_router_padding: moe_router_padding_for_quantization, off in Megatron-Bridge's Qwen3 and DeepSeek
+ * recipes; its added zero-gate rows, fewer than the alignment an expert, are not counted) or the dispatcher does
+ * (HybridEP, skip_routed_expert_padding, moe_utils.py; DeepEP only with TE's grouped tensor, which parallax does not
+ * model): every dispatcher's but HybridEP's. */
 static double pad_bytes(const px_plan *p, const px_dims *d) {
-  bool pads = px_precision_quantized(p->par.precision) && d->dispatch != PX_MOE_HYBRIDEP;
+  bool pads = px_precision_quantized(p->par.precision) && d->dispatch != PX_MOE_HYBRIDEP && p->par.moe_router_padding <= 0;
   return pads ? 2.0 * (double)d->R * (double)d->H * (double)d->e : 0.0; /* read and written; the gates' 4 B a row left out */
 }
 

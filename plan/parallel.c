@@ -37,7 +37,7 @@ void px_parallel_unset(px_parallel *p) {
   p->zero = p->sp = p->schedule = p->recompute = p->recompute_method = p->precision = p->attention = p->gelu = -1;
   p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
-  p->fp8_attention = -1;
+  p->fp8_attention = p->moe_router_padding = -1;
   p->cuda_graph = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
@@ -55,6 +55,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->ep <= 0) p->ep = 1;
   if (p->etp <= 0) p->etp = p->tp; /* Megatron-Core's default: expert_tensor_parallel_size = tensor_model_parallel_size */
   if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
+  if (p->moe_router_padding < 0) p->moe_router_padding = 0;
   if (p->moe_buffers < 0) p->moe_buffers = PX_MOE_BUF_BUSIEST;
   if (p->moe_imbalance <= 0) p->moe_imbalance = 1.0;
   if (p->cuda_graph < 0) p->cuda_graph = PX_GRAPH_NONE;
@@ -108,7 +109,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1) TAKE(moe_buffers, -1)
-  TAKE(cuda_graph, -1)
+  TAKE(moe_router_padding, -1) TAKE(cuda_graph, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(recompute_modules, 0)
@@ -424,6 +425,14 @@ static bool moe_imbalance(vctx *x) { return x->m->experts > 0 && x->p->moe_imbal
 static bool moe_dispatch_unset(vctx *x) {
   return x->m->experts > 0 && (x->p->moe_dispatch < 0 || x->p->moe_dispatch >= PX_MOE_DISPATCH_COUNT);
 }
+static bool moe_router_padding_range(vctx *x) { return x->p->moe_router_padding < 0 || x->p->moe_router_padding > 1; }
+static bool moe_router_padding_moe(vctx *x) { return x->p->moe_router_padding > 0 && x->m->experts == 0; }
+static bool moe_router_padding_precision(vctx *x) {
+  return x->p->moe_router_padding > 0 && x->m->experts > 0 && !px_precision_quantized(x->p->precision);
+}
+static bool moe_router_padding_allgather(vctx *x) {
+  return x->p->moe_router_padding > 0 && x->m->experts > 0 && x->p->moe_dispatch == PX_MOE_ALLGATHER;
+}
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
 static bool mla_attention(vctx *x) {
@@ -647,6 +656,14 @@ static const px_rule rules[] = {
              "route each TP rank's sequence shard (hint: `sp`)"},
     {moe_imbalance, "`moe_imbalance` {moe_imbalance}: the busiest rank's tokens over the mean is at least 1"},
     {moe_dispatch_unset, "`moe_dispatch` is not set"},
+    {moe_router_padding_range, "`moe_router_padding` is not set"},
+    {moe_router_padding_moe, "`moe_router_padding` pads the tokens a router sends each expert, but {model} is a dense "
+                             "model (hint: drop `moe_router_padding`)"},
+    {moe_router_padding_precision, "`moe_router_padding` pads each expert's tokens to the quantized GEMMs' alignment "
+                                   "(Megatron-Core refuses it without an fp8 or fp4 recipe): it needs `precision` fp8, "
+                                   "mxfp8 or nvfp4, not {precision}"},
+    {moe_router_padding_allgather, "`moe_router_padding` with `moe_dispatch` allgather: Megatron-Core's allgather "
+                                   "dispatcher does not take the padded routing (hint: `moe_dispatch` a2a)"},
     {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
                       "`shard_group`)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
@@ -1001,6 +1018,11 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_int(&c, obj, "ep", false, 1, 1 << 20, &p->ep, err));
   TRY(px_json_int(&c, obj, "etp", false, 1, 1 << 20, &p->etp, err));
   TRY(px_json_enum(&c, obj, "moe_dispatch", false, px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, &p->moe_dispatch, err));
+  if (px_json_get(&c, obj, "moe_router_padding")) {
+    bool f = false;
+    TRY(px_json_bool(&c, obj, "moe_router_padding", true, &f, err));
+    p->moe_router_padding = f;
+  }
   TRY(px_json_enum(&c, obj, "moe_buffers", false, px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, &p->moe_buffers, err));
   TRY(px_json_num(&c, obj, "moe_imbalance", false, 1.0, 1e6, &p->moe_imbalance, err));
   TRY(px_json_enum(&c, obj, "cuda_graph", false, px_cuda_graph_names, PX_GRAPH_COUNT, &p->cuda_graph, err));
@@ -1101,6 +1123,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->ep > 1) px_json_add_num(o, "ep", (double)p->ep);
   if (p->etp > 0 && p->etp != p->tp) px_json_add_num(o, "etp", (double)p->etp);
   if (p->moe_dispatch > 0) cJSON_AddStringToObject(o, "moe_dispatch", px_moe_dispatch_names[p->moe_dispatch]);
+  if (p->moe_router_padding > 0) cJSON_AddBoolToObject(o, "moe_router_padding", true);
   if (p->moe_buffers > 0) cJSON_AddStringToObject(o, "moe_buffers", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance > 1) px_json_add_num(o, "moe_imbalance", p->moe_imbalance);
   if (p->cuda_graph > 0) cJSON_AddStringToObject(o, "cuda_graph", px_cuda_graph_names[p->cuda_graph]);

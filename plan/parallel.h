@@ -199,6 +199,9 @@ typedef struct {
   int64_t etp;       /* expert tensor parallelism: ranks each expert's GEMMs are split over (Megatron-Core's
                         expert_tensor_parallel_size), 0 unset (tp); the planner takes etp = tp only so far */
   int moe_dispatch;  /* px_moe_dispatch, -1 unset (a2a) */
+  int moe_router_padding; /* with an fp8 or fp4 recipe: the router pads each expert's tokens to the quantized GEMMs'
+                             alignment (Megatron-Core's moe_router_padding_for_quantization: added routings of zero
+                             gate), so the experts skip their padding copies; -1 unset (0) */
   int moe_buffers;   /* px_moe_buffers, -1 unset (busiest; the run's default: worst) */
   double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
   int cuda_graph;    /* px_cuda_graph, -1 unset (none) */

@@ -538,6 +538,8 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     if (px_moe_dispatch_deepep(p->moe_dispatch)) /* the flex dispatcher's backend: deepep or hybridep */
       both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s",
            px_moe_dispatch_names[p->moe_dispatch]);
+    if (p->moe_router_padding > 0)
+      flag(e, "--moe-router-padding-for-quantization", "model.moe_router_padding_for_quantization", true);
   }
   if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
     both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");

@@ -321,6 +321,9 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
     else
       fprintf(out, "  EP overlap not searched (ask for it with --%s all,ep)\n", flag);
   }
+  if (f->moe_router_padding > 0) /* fixed: the router pads the quantized plans' expert rows, the others refused */
+    fputs("  the router's padding on every plan (a quantized precision's: plans of another precision or the allgather "
+          "dispatcher are invalid)\n", out);
   if (f->fp8_attention > 0) /* fixed: the quantized plans' attention in their fp8 format, the others refused */
     fputs("  fp8 attention on every plan (a quantized precision's: plans of another precision are invalid)\n", out);
   if (f->recompute_modules) { /* fixed: the plans recompute these (selm), none searched */

@@ -57,10 +57,11 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 832, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 840, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
-  key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_buffers = par->moe_buffers,
+  key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_router_padding = par->moe_router_padding,
+  key->moe_buffers = par->moe_buffers,
   key->moe_imbalance = par->moe_imbalance, key->cuda_graph = par->cuda_graph;
   key->zero = par->zero, key->sp = par->sp, key->mbs = par->mbs, key->gbs = par->gbs, key->seq = par->seq;
   key->recompute = par->recompute, key->recompute_modules = px_parallel_recompute_modules(par);

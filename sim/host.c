@@ -74,6 +74,10 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
 
 bool px_host_waits(const px_plan *p, const px_op *op, bool before) {
   if (op->phase == PX_PHASE_BWD) return false; /* the backward reuses the counts the forward brought */
+  /* the router's padding (moe_router_padding) sizes the alltoall dispatcher's permuted rows by the padded counts: it
+   * waits for them before its first permutation ("before_permutation_1", token_dispatcher.py at d98e8a6) */
+  if (p->par.moe_router_padding > 0 && p->par.moe_dispatch == PX_MOE_A2A)
+    return before && op->kind == PX_OP_MOE_PERMUTE;
   /* the dispatch to the experts: the alltoall dispatcher waits for the counts before its exchange
    * ("before_ep_alltoall", megatron/core/transformer/moe/token_dispatcher.py at d98e8a6), DeepEP's and
    * HybridEP's after theirs (the received tokens' count sizes the permuted buffer, tokens_per_expert.sum());

@@ -1457,30 +1457,42 @@ static void test_moe_quant_padding(void) {
   static const int dispatchers[] = {PX_MOE_A2A, PX_MOE_DEEPEP, PX_MOE_HYBRIDEP};
   for (size_t di = 0; di < sizeof dispatchers / sizeof *dispatchers; di++) {
     int dispatch = dispatchers[di];
-    px_plan q[2];
-    for (int f8 = 0; f8 < 2; f8++) {
+    px_plan q[3]; /* bf16, fp8, fp8 with the router's padding (moe_router_padding: no copies) */
+    for (int v = 0; v < 3; v++) {
       px_parallel p = par(1, 1, 8, 1, 1, 64);
-      p.seq = 4096, p.ep = 8, p.etp = 1, p.moe_dispatch = dispatch;
-      p.precision = f8 ? PX_PREC_FP8 : PX_PREC_BF16, p.fp8_recipe = f8 ? PX_FP8_CURRENT : -1;
-      CU_ASSERT_EQUAL_FATAL(compile(&q[f8], &m, &c, &p, &err), PX_OK);
+      p.seq = 4096, p.ep = 8, p.etp = 1, p.moe_dispatch = dispatch, p.moe_router_padding = v == 2;
+      p.precision = v ? PX_PREC_FP8 : PX_PREC_BF16, p.fp8_recipe = v ? PX_FP8_CURRENT : -1;
+      CU_ASSERT_EQUAL_FATAL(compile(&q[v], &m, &c, &p, &err), PX_OK);
     }
     double R = (double)px_plan_expert_buffer_rows(&q[0]), want = dispatch != PX_MOE_HYBRIDEP ? 2.0 * R * 2048 * 2 : 0.0;
-    int seen = 0;
-    for (int k = PX_BLOCK_MOE_FWD; k <= PX_BLOCK_MOE_BWD; k += PX_BLOCK_MOE_BWD - PX_BLOCK_MOE_FWD) {
-      const px_block *b0 = &q[0].blocks[k], *b1 = &q[1].blocks[k];
-      for (int32_t i = 0, j = 0; i < b0->nops; i++) {
-        px_op_kind kind = (px_op_kind)b0->ops[i].kind;
-        if (kind != PX_OP_MOE_PERMUTE && kind != PX_OP_MOE_UNPERMUTE && kind != PX_OP_MOE_PERMUTE_BWD &&
-            kind != PX_OP_MOE_UNPERMUTE_BWD)
-          continue;
-        while (j < b1->nops && b1->ops[j].kind != kind) j++;
-        CU_ASSERT_FATAL(j < b1->nops);
-        PX_ASSERT_REL(b1->ops[j].bytes - b0->ops[i].bytes + 1.0, want + 1.0, 1e-9);
-        j++, seen++;
+    for (int v = 1; v < 3; v++) {
+      int seen = 0;
+      for (int k = PX_BLOCK_MOE_FWD; k <= PX_BLOCK_MOE_BWD; k += PX_BLOCK_MOE_BWD - PX_BLOCK_MOE_FWD) {
+        const px_block *b0 = &q[0].blocks[k], *b1 = &q[v].blocks[k];
+        for (int32_t i = 0, j = 0; i < b0->nops; i++) {
+          px_op_kind kind = (px_op_kind)b0->ops[i].kind;
+          if (kind != PX_OP_MOE_PERMUTE && kind != PX_OP_MOE_UNPERMUTE && kind != PX_OP_MOE_PERMUTE_BWD &&
+              kind != PX_OP_MOE_UNPERMUTE_BWD)
+            continue;
+          while (j < b1->nops && b1->ops[j].kind != kind) j++;
+          CU_ASSERT_FATAL(j < b1->nops);
+          PX_ASSERT_REL(b1->ops[j].bytes - b0->ops[i].bytes + 1.0, (v == 1 ? want : 0.0) + 1.0, 1e-9);
+          j++, seen++;
+        }
       }
+      CU_ASSERT_EQUAL(seen, 4);
     }
-    CU_ASSERT_EQUAL(seen, 4);
-    px_plan_free(&q[0]), px_plan_free(&q[1]);
+    for (int v = 0; v < 3; v++) px_plan_free(&q[v]);
+  }
+  /* the router pads only for quantized GEMMs, and not for the allgather dispatcher (Megatron-Core refuses both) */
+  for (int bad = 0; bad < 2; bad++) {
+    px_parallel p = par(1, 1, 8, 1, 1, 64);
+    p.seq = 4096, p.ep = 8, p.etp = 1, p.moe_router_padding = 1;
+    p.moe_dispatch = bad ? PX_MOE_ALLGATHER : PX_MOE_A2A, p.precision = bad ? PX_PREC_FP8 : PX_PREC_BF16;
+    px_plan q;
+    err = (px_err){0};
+    CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad ? "allgather" : "mxfp8 or nvfp4, not bf16"));
   }
 }
 

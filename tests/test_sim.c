@@ -1360,6 +1360,23 @@ static void test_host_launches(void) {
     CU_ASSERT_EQUAL(after, 0);
     px_plan_free(&plan);
   }
+  /* the router's padding (moe_router_padding) moves that wait before the first permutation (Megatron-Core's
+   * "before_permutation_1"): the padded counts size its rows */
+  px_parallel_unset(&p);
+  p.ep = 16, p.etp = 1, p.zero = 1, p.mbs = 1, p.gbs = 64, p.moe_dispatch = PX_MOE_A2A, p.moe_router_padding = 1;
+  p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT;
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+  int waits = 0;
+  for (int32_t i = 0; i < plan.blocks[PX_BLOCK_MOE_FWD].nops; i++) {
+    const px_op *o = &plan.blocks[PX_BLOCK_MOE_FWD].ops[i];
+    if (px_host_waits(&plan, o, true)) {
+      CU_ASSERT(o->kind == PX_OP_MOE_PERMUTE);
+      waits++;
+    }
+    CU_ASSERT(!px_host_waits(&plan, o, false));
+  }
+  CU_ASSERT_EQUAL(waits, 1);
+  px_plan_free(&plan);
 
   /* CUDA graphs per layer (cuda_graph layers): a MoE layer's attention and router replayed, its experts' part
    * (the exchanges and what is between them) eager; a dense layer one replay, its issue the module's call and

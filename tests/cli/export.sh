@@ -65,6 +65,8 @@ cases=(
   "moe_ep_etp|nemo|-m mixtral-8x7b -c dgx-h100 -g 64 -t 2 --ep 8 --etp 1 -p 2 --sp -z 1 -B 256 --seq 4096 --main-grad fp32"
   "moe_deepep|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch deepep"
   "moe_hybridep|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch hybridep --main-grad fp32"
+  "moe_router_padding|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --moe-router-padding"
+  "moe_router_padding|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --fp8-params --bf16-layers-start 1 --bf16-layers-end 1 --moe-router-padding --main-grad fp32"
   "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64 --main-grad fp32"
   "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
   "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full --main-grad fp32"
