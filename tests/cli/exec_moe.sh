@@ -82,6 +82,15 @@ rc=$?
   echo "$err" | grep -q "routed rows arrive for its experts.*hint: --moe-buffers worst holds every routing" ||
   fail "ep 2 overflow: $rc $err"
 
+# the router's padding (--moe-router-padding) adds zero-gate routings only: the same losses, fp8 on EP 2
+pad=()
+for flags in "" "--moe-router-padding"; do
+  out=$(timeout 60 mpirun -np 2 "$px" run --backend cpu -m "$src/models/tiny-moe.json" -B 4 -d 2 --ep 2 --steps 2 \
+    -P fp8 --fp8-recipe current $flags 2>&1) || fail "fp8 ep 2 ${flags:-without padding}: $out"
+  pad+=("$(grep -o 'loss [0-9.]*' <<<"$out" | tr '\n' ' ')")
+done
+[ -n "${pad[0]}" ] && [ "${pad[0]}" = "${pad[1]}" ] || fail "--moe-router-padding changed the losses: ${pad[0]} / ${pad[1]}"
+
 # a checkpoint of ZeRO-2 with the expert units sharded over the expert-DP group, after step 3, resumes
 # under the same plan to the straight run's steps 4-8; also under TP + SP with etp 1 (the MoE layers' fold:
 # EP over the TP ranks, expert-DP over DP)
