@@ -28,6 +28,10 @@ static void test_small_model_pure_dp(void) {
   px_sweep_opts_init(&o);
   o.fixed.gbs = 64;
   o.threads = 2;
+#ifdef __SANITIZE_ADDRESS__
+  o.fixed.mbs = 1; /* a part of the same sweep under the sanitizers (most of this test's minutes there); the main
+                      build searches the micro-batch too */
+#endif
   px_sweep_result r;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
