@@ -25,6 +25,13 @@ jq -e '[.plans[] | .validation.family == "H100" and (.validation.text | length) 
   >/dev/null || fail "sweep.json plans without their validation: $(jq -c '.plans[0].validation' "$tmp/free/sweep.json")"
 grep -qF "<b>How far to trust it:</b> $text" "$tmp/free/index.html" ||
   fail "the report's best plan does not say how far to trust it ($text)"
+grep -q '<th>Not planned</th>' "$tmp/free/index.html" && fail "tiny: a module not planned"
+# what of the model no plan has (an MTP module) is in the question and the report
+jq '.mtp_layers = 1 | .name = "tiny-mla-mtp"' "$2/models/tiny-mla.json" >"$tmp/mtp.json"
+"$px" sweep -m "$tmp/mtp.json" -c dgx-h100 -g 8 -B 16 --top 2 --report "$tmp/mtp" >/dev/null 2>&1 || fail "sweep --report, MTP"
+jq -e '.question.not_planned.mtp_modules == 1' "$tmp/mtp/sweep.json" >/dev/null &&
+  grep -q '<th>Not planned</th><td>1 MTP module, which Megatron-Bridge trains on the last stage' "$tmp/mtp/index.html" ||
+  fail "the MTP module not said: $(jq -c .question.not_planned "$tmp/mtp/sweep.json")"
 # the plans that fit are counted, not the 50 sweep.json keeps; the best plan's step is broken down
 fit=$(jq .counts.fit "$tmp/free/sweep.json")
 grouped=$(sed -E ':a;s/^([0-9]+)([0-9]{3})/\1,\2/;ta' <<<"$fit")
