@@ -277,15 +277,11 @@ static void section_question(sbuf *b, const cJSON *q) {
     }
     sb_puts(b, "</td></tr>\n");
   }
-  const cJSON *np = jget(q, "not_planned"); /* what of the model no plan has (report/plan.c) */
-  double mtp_flops, mtp_share, mtp_n;
-  if (jnum(np, "mtp_modules", &mtp_n) && jnum(np, "mtp_forward_flops_per_token", &mtp_flops) &&
-      jnum(np, "mtp_share_of_model_flops", &mtp_share)) {
-    char fl[32];
+  const char *not_planned = jstr(jget(q, "not_planned"), "text"); /* what of the model no plan has (report/plan.c) */
+  if (not_planned) {
     kv_row(b, "Not planned");
-    sb_printf(b, "%.0f MTP module%s, which Megatron-Bridge trains on the last stage (%s a token forward, "
-                 "%.1f%% over the model's): the plans' steps and that stage's memory are short of it</td></tr>\n",
-              mtp_n, mtp_n > 1 ? "s" : "", px_fmt_flops(mtp_flops, fl, sizeof fl), 100 * mtp_share);
+    sb_esc(b, not_planned);
+    sb_puts(b, "</td></tr>\n");
   }
 
   kv_row(b, "GPUs");

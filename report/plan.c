@@ -70,11 +70,19 @@ void px_report_finetune_text(const px_plan *plan, FILE *out) {
 }
 
 /* What of the model no plan has: its MTP modules (DeepSeek-V3's), which Megatron-Bridge trains; their forward FLOPs
- * a token, and their share over the model's (0: none). */
-static double mtp_not_planned(const px_model *m, int64_t seq, double *share) {
+ * a token, their share over the model's and a sentence saying so into buf; 0 (and "") where nothing is left out. */
+static double mtp_not_planned(const px_model *m, int64_t seq, double *share, char *buf, size_t cap) {
   px_model_flops f;
   px_model_flops_per_token(m, seq, &f);
   *share = f.forward_flops > 0 ? f.forward_mtp_flops / f.forward_flops : 0;
+  buf[0] = '\0';
+  if (f.forward_mtp_flops > 0) {
+    char fl[32];
+    snprintf(buf, cap, "%s's %lld MTP module%s, which Megatron-Bridge trains on the last stage (%s a token forward, "
+             "%.1f%% over the model's): the step and that stage's memory are short of it", m->name,
+             (long long)m->mtp_layers, m->mtp_layers > 1 ? "s" : "", px_fmt_flops(f.forward_mtp_flops, fl, sizeof fl),
+             100 * *share);
+  }
   return f.forward_mtp_flops;
 }
 
@@ -82,23 +90,22 @@ void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, 
   char buf[PX_CLUSTER_OVERRIDES_MAX * 130];
   if (c->noverrides) fprintf(out, "  cluster fields set: %s\n", px_cluster_overrides_text(c, buf, sizeof buf));
   px_report_seq_from_text(m, seq, out);
-  double share, mtp = mtp_not_planned(m, seq, &share);
-  if (mtp > 0)
-    fprintf(out, "  not planned: %s's %lld MTP module%s, which Megatron-Bridge trains on the last stage (%s a token forward,"
-            " %.1f%% over the model's): the step and that stage's memory are short of it\n", m->name,
-            (long long)m->mtp_layers, m->mtp_layers > 1 ? "s" : "", px_fmt_flops(mtp, buf, sizeof buf), 100 * share);
+  double share;
+  if (mtp_not_planned(m, seq, &share, buf, sizeof buf) > 0) fprintf(out, "  not planned: %s\n", buf);
 }
 
 void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq) {
   cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
   for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
   if (m->seq_from_positions && seq == m->seq_len) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
-  double share, mtp = mtp_not_planned(m, seq, &share);
+  char text[256];
+  double share, mtp = mtp_not_planned(m, seq, &share, text, sizeof text);
   cJSON *np = mtp > 0 ? cJSON_AddObjectToObject(o, "not_planned") : NULL;
   if (np) {
     px_json_add_num(np, "mtp_modules", (double)m->mtp_layers);
     px_json_add_num(np, "mtp_forward_flops_per_token", mtp);
     px_json_add_num(np, "mtp_share_of_model_flops", share);
+    cJSON_AddStringToObject(np, "text", text);
   }
 }
 

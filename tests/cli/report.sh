@@ -30,7 +30,7 @@ grep -q '<th>Not planned</th>' "$tmp/free/index.html" && fail "tiny: a module no
 jq '.mtp_layers = 1 | .name = "tiny-mla-mtp"' "$2/models/tiny-mla.json" >"$tmp/mtp.json"
 "$px" sweep -m "$tmp/mtp.json" -c dgx-h100 -g 8 -B 16 --top 2 --report "$tmp/mtp" >/dev/null 2>&1 || fail "sweep --report, MTP"
 jq -e '.question.not_planned.mtp_modules == 1' "$tmp/mtp/sweep.json" >/dev/null &&
-  grep -q '<th>Not planned</th><td>1 MTP module, which Megatron-Bridge trains on the last stage' "$tmp/mtp/index.html" ||
+  grep -q "<th>Not planned</th><td>tiny-mla-mtp&#39;s 1 MTP module, which Megatron-Bridge trains on the last stage" "$tmp/mtp/index.html" ||
   fail "the MTP module not said: $(jq -c .question.not_planned "$tmp/mtp/sweep.json")"
 # the plans that fit are counted, not the 50 sweep.json keeps; the best plan's step is broken down
 fit=$(jq .counts.fit "$tmp/free/sweep.json")
