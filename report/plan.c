@@ -165,10 +165,11 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   if (plan->model.experts > 0)
     fprintf(out,
             "  mixture of experts: %lld experts (top %lld) split over ep %lld (%lld per rank), each over etp %lld, "
-            "%s dispatch; the busiest rank's experts take %lld rows a micro-batch (%s); expert gradients over "
+            "%s dispatch%s; the busiest rank's experts take %lld rows a micro-batch (%s); expert gradients over "
             "tp x dp%s / (etp x ep) = %lld ranks\n",
             (long long)plan->model.experts, (long long)plan->model.experts_per_token, (long long)p->ep,
             (long long)px_plan_local_experts(plan), (long long)plan->grid.etp, px_moe_dispatch_names[p->moe_dispatch],
+            p->moe_router_padding > 0 ? ", the router padding each expert's tokens to the quantized GEMMs' alignment" : "",
             (long long)px_plan_expert_rows(plan),
             plan->model.capacity_factor > 0 ? "capacity factor" : "dropless", p->cp > 1 ? " x cp" : "",
             (long long)px_parallel_expert_dp(p));

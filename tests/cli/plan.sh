@@ -110,5 +110,14 @@ b=$("$px" sim -m llama3-70b -c "$tmp/measured.json" -g 64 -t 8 -p 2 -B 64 --json
 # an fp8 plan names its recipe and the dtype of everything but the fp8 GEMMs
 "$px" plan -m llama3-8b -c dgx-h100 -g 8 -t 8 -P fp8 --fp8-recipe current --fp8-base fp32 | grep -q "fp8 (current scaling, the rest fp32)" ||
   fail "plan text lacks the fp8 recipe and base"
+# the router's padding: in the plan's text and its JSON, refused in bf16 by the flag's name (exit 2)
+out=$("$px" plan -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --moe-router-padding) ||
+  fail "plan --moe-router-padding: $out"
+grep -q "a2a dispatch, the router padding each expert's tokens" <<<"$out" || fail "plan text lacks the router's padding"
+"$px" plan -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --moe-router-padding --json |
+  jq -e '.parallel.moe_router_padding == true' >/dev/null || fail "plan --json lacks moe_router_padding"
+err=$("$px" plan -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-router-padding 2>&1 >/dev/null); rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "--moe-router-padding pads each expert's tokens.*not bf16" <<<"$err" ||
+  fail "--moe-router-padding in bf16: $rc $err"
 
 finish
