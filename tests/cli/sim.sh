@@ -233,5 +233,9 @@ grep -q "not planned: deepseek-v3's 1 MTP module" <<<"$out" || fail "deepseek-v3
 "$px" sim -m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --sp --ep 64 -B 8192 -b 1 -z 1 --json |
   jq -e '.not_planned.mtp_modules == 1 and .not_planned.mtp_forward_flops_per_token > 3e9 and
          (.not_planned.mtp_share_of_model_flops - 0.038 | fabs) < 0.001' >/dev/null || fail "deepseek-v3: not_planned"
+# model show counts the same FLOPs apart from the model's
+"$px" model show deepseek-v3 --json | jq -e '.flops_per_token.forward_mtp > 3e9' >/dev/null &&
+  "$px" model show llama3-8b --json | jq -e '.flops_per_token | has("forward_mtp") | not' >/dev/null ||
+  fail "model show: forward_mtp"
 
 finish
