@@ -94,6 +94,10 @@ expect_refusal "dtype 'int4'" "$px" calibrate --import -c dgx-h100 -o "$tmp/c.js
 [ ! -e "$tmp/c.json" ] || { echo "FAIL: a refused import wrote $tmp/c.json"; fails=$((fails + 1)); }
 # zero-bubble schedules need a pipeline
 expect_refusal "needs pp > 1" "$px" plan -m tiny -c dgx-h100 -g 8 -e zb-h1
+expect_refusal "--moe-router-padding pads the tokens a router sends each expert, but tiny is a dense model" \
+  "$px" plan -m tiny -c dgx-h100 -g 8 -P fp8 --moe-router-padding
+expect_refusal "--moe-router-padding with --moe-dispatch allgather" \
+  "$px" plan -m tiny-moe -c local-cpu -g 2 --ep 2 -P fp8 --moe-dispatch allgather --moe-router-padding
 # hybrid sharding: a shard group must divide dp, and shards only with ZeRO
 expect_refusal "--shard-group 3 does not divide dp 4" "$px" plan -m tiny -c local-cpu -g 4 -z 3 --shard-group 3
 expect_refusal "--shard-group" "$px" plan -m tiny -c local-cpu -g 4 --shard-group 2
