@@ -618,6 +618,13 @@ static int64_t model_moe_layers(const px_model *m) {
   return n;
 }
 
+/* DeepSeek-V3's MTP module k (Megatron-Core's multi_token_prediction.py at d98e8a6): the RMSNorms of the hidden
+ * state and of the next token's embedding (enorm, hnorm), their projection eh_proj (2h -> h: these weights), one
+ * transformer layer of the decoder's kind at layer index mtp_layer(m, k), the norm before the shared head; read by
+ * the parameter count and the FLOPs a token alike. */
+static uint64_t mtp_proj_weights(const px_model *m) { return 2 * (uint64_t)m->hidden * (uint64_t)m->hidden; }
+static int64_t mtp_layer(const px_model *m, int64_t k) { return m->layers + k; }
+
 void px_model_count_params(const px_model *m, px_model_params *p) {
   memset(p, 0, sizeof *p);
   layer_parts l = {0};
@@ -641,10 +648,8 @@ void px_model_count_params(const px_model *m, px_model_params *p) {
   }
   p->total = p->embedding + p->position + dense * p->per_layer + moe * p->moe_layer + p->final_norm + p->lm_head;
   p->active = p->total - moe * (E - (uint64_t)m->experts_per_token) * p->expert;
-  /* DeepSeek-V3's MTP module k: RMSNorms of the hidden state and of the next token's embedding (enorm, hnorm),
-   * their projection eh_proj (2h -> h), one transformer layer, and the norm before the shared head */
-  for (int64_t k = 0; k < m->mtp_layers; k++)
-    p->mtp += 3 * norm + 2 * h * h + (px_model_layer_is_moe(m, m->layers + k) ? p->moe_layer : p->per_layer);
+  for (int64_t k = 0; k < m->mtp_layers; k++) /* the MTP modules: three norms, eh_proj, a layer (mtp_proj_weights) */
+    p->mtp += 3 * norm + mtp_proj_weights(m) + (px_model_layer_is_moe(m, mtp_layer(m, k)) ? p->moe_layer : p->per_layer);
 }
 
 uint64_t px_model_param_count(const px_model *m) {
@@ -675,11 +680,11 @@ void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f)
   f->train_flops_no_attention = 3.0 * f->forward_dense_flops;
   f->forward_mtp_flops = 0;
   for (int64_t k = 0; k < m->mtp_layers; k++) {
-    int64_t l = m->layers + k;
+    int64_t l = mtp_layer(m, k); /* its projection, its layer's matmuls and attention, the shared head again */
     uint64_t layer = px_model_layer_is_moe(m, l) ? moe_w : w.attention + w.mlp;
     double keys = px_model_layer_is_sliding(m, l) ? (double)window : (double)seq;
-    f->forward_mtp_flops += 2.0 * (double)(2 * (uint64_t)m->hidden * (uint64_t)m->hidden + layer +
-                                           (uint64_t)m->vocab * (uint64_t)m->hidden) + per_key * keys;
+    f->forward_mtp_flops +=
+        2.0 * (double)(mtp_proj_weights(m) + layer + (uint64_t)m->vocab * (uint64_t)m->hidden) + per_key * keys;
   }
 }
 

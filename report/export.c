@@ -440,6 +440,13 @@ static void flag(emit *e, const char *cli, const char *k, bool on) {
   if (e->fw == PX_FW_NEMO) fprintf(e->out, "  %s=%s\n", k, on ? "true" : "false");
 }
 
+/* A switch of a Megatron-Core config, in both: Megatron-LM's flag (mcore_arg) when on, Megatron-Bridge's key k. */
+static void config_flag(emit *e, const char *k, bool on) {
+  char cli[96];
+  mcore_arg(k, cli, sizeof cli);
+  flag(e, cli, k, on);
+}
+
 /* Megatron's pipeline layout: a stage per model chunk in virtual-stage order, "E" the embedding, "t" a
  * layer, "L" the loss ("Ettt|tttt|tttL"), from the plan's chunk split (n chunks). */
 static void layout(const int64_t *chunk, int64_t n, char *buf, size_t cap) {
@@ -539,7 +546,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s",
            px_moe_dispatch_names[p->moe_dispatch]);
     if (p->moe_router_padding > 0)
-      flag(e, "--moe-router-padding-for-quantization", "model.moe_router_padding_for_quantization", true);
+      config_flag(e, "model.moe_router_padding_for_quantization", true);
   }
   if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
     both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");
