@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 
+#include "plan/attention.h"
 #include "plan/fp8.h"
 #include "plan/layer.h"
 #include "plan/linear.h"
@@ -104,6 +105,162 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_bld_elementwise(o, (double)(B * S * H), (double)(2 * B * S * H), (double)d->e);
 }
 
+/* ---- multi-token prediction (DeepSeek-V3; Megatron-Core's multi_token_prediction.py at d98e8a6) ----
+ *
+ * One module on the last stage, its block an instance at layer L + 1 (its parameters group L + 1): the main
+ * model's last hidden state h is x at offset -1, the targets are the head's (at -1). RMSNorms of the targets'
+ * embedding (the next-but-one token's: the tokens shifted once, as roll_tensor makes them) and of h, eh_proj
+ * over their concatenation (2h -> h: two GEMMs over the halves, column-parallel, the output gathered over TP
+ * and, with SP, kept as this rank's sequence shard), a decoder layer of the model's kind (x at 0 -> x at +1),
+ * a final norm, the shared head and a second loss against the targets shifted once more (the last position
+ * masked). The hidden state's gradient from hnorm (mtp_dh) is added to the head's by the head's backward. */
+typedef struct {
+  int w_emb, w_enorm, w_hnorm, w_eh_e, w_eh_h, w_lnf;
+  int emb_part, emb, en, en_rstd, hn, hn_rstd, en_full, hn_full, eh_e, eh_h, eh, dx_full, dh, lnf, lnf_rstd, lnf_full,
+      logits, ce_probs, loss;
+} mtp_slots;
+
+static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, mtp_slots *t) {
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H, Hl = d->H / d->T;
+  /* the embedding table: the model's on one stage; on the last of several a copy kept equal by the
+   * embedding-group all-reduce (the tied head's, or one of its own, as Megatron-Core's mtp_process builds) */
+  t->w_emb = p->par.pp == 1 ? s->w_emb : p->model.tied_embeddings ? s->w_head : px_bld_param(p, d, "mtp_emb_w", d->Vl, H, false, false);
+  if (p->par.pp > 1) p->slots[s->w_emb].role = p->slots[t->w_emb].role = PX_ROLE_TIED;
+  t->w_enorm = px_bld_param(p, d, "mtp_enorm_w", H, 1, true, true);
+  t->w_hnorm = px_bld_param(p, d, "mtp_hnorm_w", H, 1, true, true);
+  t->w_eh_e = px_bld_param(p, d, "mtp_eh_e_w", Hl, H, false, false);
+  t->w_eh_h = px_bld_param(p, d, "mtp_eh_h_w", Hl, H, false, false);
+  t->w_lnf = px_bld_param(p, d, "mtp_lnf_w", H, 1, true, true);
+  t->emb_part = d->sp ? px_bld_slot(p, "mtp_emb_part", PX_SLOT_ACT, d->act, B, S, H, 1) : -1;
+  t->emb = px_bld_slot(p, "mtp_emb", PX_SLOT_ACT, d->act, B, Sl, H, 1);
+  t->en = px_bld_slot(p, "mtp_en", PX_SLOT_ACT, d->act, B, Sl, H, 1);
+  t->en_rstd = px_bld_slot(p, "mtp_en_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  t->hn = px_bld_slot(p, "mtp_hn", PX_SLOT_ACT, d->act, B, Sl, H, 1);
+  t->hn_rstd = px_bld_slot(p, "mtp_hn_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  t->en_full = d->sp ? px_bld_slot(p, "mtp_en_full", PX_SLOT_ACT, d->act, B, S, H, 1) : t->en;
+  t->hn_full = d->sp ? px_bld_slot(p, "mtp_hn_full", PX_SLOT_ACT, d->act, B, S, H, 1) : t->hn;
+  t->eh_e = px_bld_slot(p, "mtp_eh_e", PX_SLOT_ACT, d->act, B, S, Hl, 1);
+  t->eh_h = px_bld_slot(p, "mtp_eh_h", PX_SLOT_ACT, d->act, B, S, Hl, 1);
+  t->eh = d->T > 1 ? px_bld_slot(p, "mtp_eh", PX_SLOT_ACT, d->act, B, S, Hl, 1) : -1;
+  t->dx_full = d->sp ? px_bld_slot(p, "mtp_dx_full", PX_SLOT_ACT_GRAD, d->act, B, S, H, 1) : -1;
+  t->dh = px_bld_slot(p, "mtp_dh", PX_SLOT_ACT_GRAD, d->act, B, Sl, H, 1);
+  t->lnf = px_bld_slot(p, "mtp_lnf", PX_SLOT_ACT, d->act, B, Sl, H, 1);
+  t->lnf_rstd = px_bld_slot(p, "mtp_lnf_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
+  t->lnf_full = d->sp ? px_bld_slot(p, "mtp_lnf_full", PX_SLOT_ACT, d->act, B, S, H, 1) : t->lnf;
+  t->logits = px_bld_slot(p, "mtp_logits", PX_SLOT_ACT, d->act, B * S, d->Vl, 1, 1);
+  t->ce_probs = px_bld_slot(p, "mtp_ce_probs", PX_SLOT_ACT, PX_DTYPE_FP32, B * S, d->Vl, 1, 1);
+  t->loss = px_bld_slot(p, "mtp_loss", PX_SLOT_ACT, PX_DTYPE_FP32, B, S, 1, 1);
+}
+
+/* The vocabulary-parallel cross-entropy of logits against targets (shift 0: the next tokens; 1: the MTP
+ * module's, one further, the last position masked). */
+static px_op *loss_op(px_bld *b, const px_dims *d, px_ref logits, px_ref targets, px_ref probs, px_ref loss, int shift) {
+  int64_t rows = d->B * d->S;
+  px_op *o = px_bld_op(b, PX_OP_LOSS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+  o->in[0] = logits, o->in[1] = targets;
+  o->out[0] = probs, o->out[1] = loss;
+  o->group = PX_GROUP_TP;
+  o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift;
+  px_bld_elementwise(o, (double)(rows * d->Vl), (double)(rows * d->Vl), 4.0);
+  /* three all-reduces of one float per row: max, sum of exponentials, target logit */
+  if (d->T > 1) {
+    o->coll = PX_COLL_ALLREDUCE;
+    o->coll_bytes = (uint64_t)(3 * rows * 4);
+    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * (double)o->coll_bytes;
+  }
+  return o;
+}
+
+static px_op *loss_bwd_op(px_bld *b, const px_dims *d, px_ref probs, px_ref targets, px_ref dlogits, int shift) {
+  int64_t rows = d->B * d->S;
+  px_op *o = px_bld_op(b, PX_OP_LOSS_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = probs, o->in[1] = targets;
+  o->out[0] = dlogits;
+  o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift;
+  px_bld_elementwise(o, (double)(rows * d->Vl), (double)(rows * d->Vl), 4.0);
+  return o;
+}
+
+static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px_layer_slots *L, const stage_slots *s,
+                        const mtp_slots *t, px_recompute rc) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H, Hl = d->H / d->T;
+  px_ref h = R(L->x, -1), targets = R(s->targets, -1);
+  /* the next-but-one tokens' embedding (the targets looked up), reduced over the vocabulary shards */
+  px_ref part = d->sp ? R(t->emb_part, 0) : R(t->emb, 0);
+  px_op *o = px_bld_op(b, PX_OP_EMBED, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+  o->in[0] = targets, o->in[1] = R(t->w_emb, 0);
+  o->out[0] = part;
+  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
+  px_bld_elementwise(o, (double)(B * S * H), (double)(B * S * H), (double)d->e);
+  px_bld_tp_reduce(b, d, PX_PHASE_FWD, part, R(t->emb, 0));
+  px_bld_norm(b, d, PX_PHASE_FWD, R(t->en, 0), NOREF, R(t->en_rstd, 0), R(t->emb, 0), t->w_enorm, -1, B * Sl);
+  px_bld_norm(b, d, PX_PHASE_FWD, R(t->hn, 0), NOREF, R(t->hn_rstd, 0), h, t->w_hnorm, -1, B * Sl);
+  /* eh_proj: [en, hn] W^T = en We^T + hn Wh^T, column-parallel over the whole sequence */
+  px_ref en = px_fp8_cast(b, d, PX_PHASE_FWD, px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->en, 0), R(t->en_full, 0)), false);
+  px_ref hn = px_fp8_cast(b, d, PX_PHASE_FWD, px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->hn, 0), R(t->hn_full, 0)), false);
+  px_linear(b, d, PX_PHASE_FWD, en, t->w_eh_e, -1, R(t->eh_e, 0), NOREF, NOREF, B * S, Hl, 0, 0, H);
+  px_linear(b, d, PX_PHASE_FWD, hn, t->w_eh_h, -1, R(t->eh_h, 0), NOREF, NOREF, B * S, Hl, 0, 0, H);
+  px_ref eh = d->T > 1 ? R(t->eh, 0) : R(L->x, 0);
+  px_bld_simple(b, PX_OP_ADD, PX_PHASE_FWD, eh, R(t->eh_e, 0), R(t->eh_h, 0), B * S * Hl, (double)d->e);
+  if (d->T > 1) { /* gathered over the hidden columns (this rank keeps its sequence shard with SP) */
+    o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, PX_PHASE_FWD, eh, R(L->x, 0), B * S * Hl, B * S * H, d->act,
+                    d->T);
+    o->flags |= PX_OPF_COLS;
+  }
+  px_layer_forward(b, dl, L, PX_PHASE_FWD, true);
+  px_layer_keep_saved(b, dl, L, rc);
+  /* the module's own final norm, the shared head, the second loss */
+  px_bld_norm(b, d, PX_PHASE_FWD, R(t->lnf, 0), NOREF, R(t->lnf_rstd, 0), R(L->x, 1), t->w_lnf, -1, B * Sl);
+  px_ref lnf = px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->lnf, 0), R(t->lnf_full, 0));
+  px_linear(b, d, PX_PHASE_FWD, lnf, s->w_head, -1, R(t->logits, 0), NOREF, NOREF, B * S, d->Vl, 0, 0, H);
+  loss_op(b, d, R(t->logits, 0), targets, R(t->ce_probs, 0), R(t->loss, 0), 1);
+  /* what the backward reads, and what the head's backward after it still reads */
+  px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(L->x, 1));
+  px_bld_keep(b, R(t->emb, 0)), px_bld_keep(b, R(t->en, 0)), px_bld_keep(b, R(t->hn, 0));
+  px_bld_keep(b, R(t->en_rstd, 0)), px_bld_keep(b, R(t->hn_rstd, 0)), px_bld_keep(b, R(t->lnf_rstd, 0));
+  if (!d->sp) px_bld_keep(b, en), px_bld_keep(b, hn); /* fp8: the twins the weight gradients read */
+  if (px_linear_needs_input(p, s->w_head)) px_bld_keep(b, R(t->lnf, 0));
+  px_bld_keep(b, R(t->ce_probs, 0));
+}
+
+static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const px_layer_slots *L, const stage_slots *s,
+                         const mtp_slots *t, px_recompute rc) {
+  px_plan *p = b->p;
+  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H, Hl = d->H / d->T;
+  px_ref h = R(L->x, -1), targets = R(s->targets, -1);
+  px_ref dlogits = R(px_bld_grad_slot(p, t->logits), 0);
+  loss_bwd_op(b, d, R(t->ce_probs, 0), targets, dlogits, 1);
+  px_ref lnf = px_linear_needs_input(p, s->w_head) ? R(t->lnf_full, 0) : NOREF;
+  if (d->sp && lnf.slot >= 0) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(t->lnf, 0), R(t->lnf_full, 0));
+  px_ref dlnf_sh = R(px_bld_grad_slot(p, t->lnf), 0);
+  px_ref dlnf = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->lnf_full), 0), lnf, NOREF, s->w_head, -1, dlogits, NOREF,
+                              NOREF, NOREF, B * S, d->Vl, 0, 0, H, &dlnf_sh);
+  px_bld_norm_bwd(b, d, R(px_bld_grad_slot(p, L->x), 1), dlnf, R(L->x, 1), NOREF, R(t->lnf_rstd, 0), t->w_lnf, -1, B * Sl);
+  px_layer_backward(b, dl, L, rc);
+  /* eh_proj: each rank's columns of the output gradient (the whole sequence gathered with SP) */
+  px_ref dy = R(px_bld_grad_slot(p, L->x), 0);
+  if (d->sp) dy = px_bld_tp_gather(b, d, PX_PHASE_BWD, dy, R(t->dx_full, 0));
+  px_ref en = px_linear_wgrad_input(b, d, t->w_eh_e, R(t->en, 0), R(t->en_full, 0));
+  px_ref hn = px_linear_wgrad_input(b, d, t->w_eh_h, R(t->hn, 0), R(t->hn_full, 0));
+  px_ref den = R(px_bld_grad_slot(p, t->en), 0), dhn = R(px_bld_grad_slot(p, t->hn), 0);
+  den = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->en_full), 0), en, R(t->en, 0), t->w_eh_e, -1, dy, NOREF, NOREF,
+                      NOREF, B * S, Hl, 0, 0, H, &den);
+  dhn = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->hn_full), 0), hn, R(t->hn, 0), t->w_eh_h, -1, dy, NOREF, NOREF,
+                      NOREF, B * S, Hl, 0, 0, H, &dhn);
+  px_bld_norm_bwd(b, d, R(t->dh, 0), dhn, h, NOREF, R(t->hn_rstd, 0), t->w_hnorm, -1, B * Sl);
+  px_ref demb = R(px_bld_grad_slot(p, t->emb), 0);
+  px_bld_norm_bwd(b, d, demb, den, R(t->emb, 0), NOREF, R(t->en_rstd, 0), t->w_enorm, -1, B * Sl);
+  px_ref dfull = d->sp ? px_bld_tp_gather(b, d, PX_PHASE_BWD, demb, R(px_bld_grad_slot(p, t->emb_part), 0)) : demb;
+  px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dfull, o->in[1] = targets;
+  o->out[0] = R(px_bld_grad_of(p, t->w_emb), 0);
+  o->flags = PX_OPF_ACCUMULATE;
+  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
+  px_bld_elementwise(o, (double)(B * S * H), (double)(2 * B * S * H), (double)d->e);
+  px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(t->dh, 0));
+}
+
 static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
   int64_t B = d->B, S = d->S, Sl = d->Sl;
   px_ref x = R(L->x, 0);
@@ -111,18 +268,7 @@ static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, c
               s->w_lnf, s->b_lnf, B * Sl);
   px_ref lnf = px_bld_tp_gather(b, d, PX_PHASE_FWD, R(s->lnf, 0), R(s->lnf_full, 0));
   px_linear(b, d, PX_PHASE_FWD, lnf, s->w_head, -1, R(s->logits, 0), NOREF, NOREF, B * S, d->Vl, 0, 0, d->H);
-  px_op *o = px_bld_op(b, PX_OP_LOSS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
-  o->in[0] = R(s->logits, 0), o->in[1] = R(s->targets, 0);
-  o->out[0] = R(s->ce_probs, 0), o->out[1] = R(s->loss, 0);
-  o->group = PX_GROUP_TP;
-  o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab;
-  px_bld_elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
-  /* three all-reduces of one float per row: max, sum of exponentials, target logit */
-  if (d->T > 1) {
-    o->coll = PX_COLL_ALLREDUCE;
-    o->coll_bytes = (uint64_t)(3 * B * S * 4);
-    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * (double)o->coll_bytes;
-  }
+  loss_op(b, d, R(s->logits, 0), R(s->targets, 0), R(s->ce_probs, 0), R(s->loss, 0), 0);
   px_bld_keep(b, x);
   if (px_linear_needs_input(b->p, s->w_head)) px_bld_keep(b, R(s->lnf, 0)); /* the head's weight gradient's */
   px_bld_keep(b, R(s->lnf_rstd, 0));
@@ -131,23 +277,22 @@ static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, c
   px_bld_keep(b, R(s->targets, 0));
 }
 
-static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
+static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s, int mtp_dh) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S, Sl = d->Sl;
   px_ref dlogits = R(px_bld_grad_slot(p, s->logits), 0);
-  px_op *o = px_bld_op(b, PX_OP_LOSS_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-  o->in[0] = R(s->ce_probs, 0), o->in[1] = R(s->targets, 0);
-  o->out[0] = dlogits;
-  o->dim[0] = B * S, o->dim[1] = d->Vl, o->dim[2] = p->model.vocab;
-  px_bld_elementwise(o, (double)(B * S * d->Vl), (double)(B * S * d->Vl), 4.0);
+  loss_bwd_op(b, d, R(s->ce_probs, 0), R(s->targets, 0), dlogits, 0);
   px_ref lnf = px_linear_needs_input(p, s->w_head) ? R(s->lnf_full, 0) : NOREF;
   if (d->sp && lnf.slot >= 0) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(s->lnf, 0), R(s->lnf_full, 0));
   px_ref dlnf_part = R(px_bld_grad_slot(p, s->lnf_full), 0);
   px_ref dlnf_sh = R(px_bld_grad_slot(p, s->lnf), 0);
   px_ref dlnf = px_linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, NOREF, B * S, d->Vl, 0,
                               0, d->H, &dlnf_sh);
-  px_bld_norm_bwd(b, d, R(px_bld_grad_slot(p, L->x), 0), dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF,
-                  R(s->lnf_rstd, 0), s->w_lnf, s->b_lnf, B * Sl);
+  px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
+  px_bld_norm_bwd(b, d, dx, dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF, R(s->lnf_rstd, 0), s->w_lnf,
+                  s->b_lnf, B * Sl);
+  if (mtp_dh >= 0) /* the MTP module's share of the hidden state's gradient (its block, at layer + 1, ran first) */
+    px_bld_simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, R(mtp_dh, 1), NOREF, B * Sl * d->H, (double)d->e);
 }
 
 /* Send or receive of the activation (or its gradient) at a chunk boundary.
@@ -208,6 +353,9 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   stage_slots s;
   px_layer_slots_make(p, &d, &L);
   stage_slots_make(p, &d, &s);
+  bool mtp = p->par.mtp_layers > 0;
+  mtp_slots t = {0};
+  if (mtp) mtp_slots_make(p, &d, &s, &t);
   px_recompute rc = (px_recompute)p->par.recompute;
   px_bld b = {.failed = false};
 
@@ -250,9 +398,22 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_bld_finish(&b);
 
   px_bld_begin(&b, p, PX_BLOCK_HEAD_BWD, PX_STREAM_COMPUTE);
-  head_backward(&b, &d, &L, &s);
+  head_backward(&b, &d, &L, &s, mtp ? t.dh : -1);
   px_bld_keep(&b, R(px_bld_grad_slot(p, L.x), 0));
   px_bld_finish(&b);
+
+  if (mtp) { /* the module's layer: the kind a layer after the model's last would have (px_model_layer_is_moe) */
+    px_dims dl = d;
+    dl.moe = px_model_layer_is_moe(&p->model, p->model.layers);
+    dl.window = px_model_layer_is_sliding(&p->model, p->model.layers) ? p->model.sliding_window : 0;
+    dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
+    px_bld_begin(&b, p, PX_BLOCK_MTP_FWD, PX_STREAM_COMPUTE);
+    mtp_forward(&b, &d, &dl, &L, &s, &t, rc);
+    px_bld_finish(&b);
+    px_bld_begin(&b, p, PX_BLOCK_MTP_BWD, PX_STREAM_COMPUTE); /* its weight gradients here, split schedules too */
+    mtp_backward(&b, &d, &dl, &L, &s, &t, rc);
+    px_bld_finish(&b);
+  }
 
   int p2p_buf = px_bld_slot(p, "p2p_slice", PX_SLOT_BUFFER, d.act, d.B * d.Sl * d.H / d.T, 1, 1, 1);
   px_bld_begin(&b, p, PX_BLOCK_SEND_FWD, PX_STREAM_PP_SEND);

@@ -33,7 +33,8 @@ PX_NAME_TABLE(px_block_names, PX_BLOCK_KIND_COUNT, "embed_fwd", "embed_bwd", "la
               "layer_fwd_window_bf16", "layer_bwd_window_bf16", "moe_fwd_window_bf16", "moe_bwd_window_bf16",
               "layer_fwd_kept_bf16", "layer_bwd_kept_bf16", "moe_fwd_kept_bf16", "moe_bwd_kept_bf16",
               "layer_fwd_window_kept_bf16", "layer_bwd_window_kept_bf16", "moe_fwd_window_kept_bf16",
-              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16", "moe_bwd_w", "moe_bwd_w_bf16", "offload_act", "fetch_act");
+              "moe_bwd_window_kept_bf16", "layer_bwd_w_bf16", "moe_bwd_w", "moe_bwd_w_bf16", "offload_act", "fetch_act", "mtp_fwd",
+              "mtp_bwd");
 
 /* The layer blocks of the plan's precision, and those of the layers kept in the compute dtype. */
 static const px_block_kind layer_kinds[2][2][2][2] = { /* [moe][window][kept][bwd] */
@@ -111,11 +112,12 @@ px_block_kind px_layer_w_block(bool moe, bool bf16) {
 
 bool px_block_is_bwd(px_block_kind kind) {
   return px_block_is_layer_bwd(kind) || kind == PX_BLOCK_HEAD_BWD || kind == PX_BLOCK_EMBED_BWD ||
-         px_block_is_layer_w(kind);
+         kind == PX_BLOCK_MTP_BWD || px_block_is_layer_w(kind);
 }
 
 bool px_block_is_compute(px_block_kind kind) {
-  return px_block_is_bwd(kind) || kind == PX_BLOCK_EMBED_FWD || px_block_is_layer_fwd(kind) || kind == PX_BLOCK_HEAD_FWD;
+  return px_block_is_bwd(kind) || kind == PX_BLOCK_EMBED_FWD || px_block_is_layer_fwd(kind) || kind == PX_BLOCK_HEAD_FWD ||
+         kind == PX_BLOCK_MTP_FWD;
 }
 
 double px_coll_busbw_factor(px_coll kind, int64_t n) {

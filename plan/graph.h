@@ -243,6 +243,9 @@ enum {
   PX_OPF_CP_RING = 1 << 6,   /* FLASH_ATTN(_BWD): the keys and values come around the CP ring a block at a time */
   PX_OPF_TO_HEADS = 1 << 7,  /* ALLTOALL: (B, S/cp, h, D) sequence-split -> (B, S, h/cp, D) head-split; unset: back */
   PX_OPF_TO_EXPERTS = 1 << 7, /* ALLTOALL over EP: routed rows to the experts (in[1]: the counts); unset: back */
+  PX_OPF_COLS = 1 << 7,      /* ALLGATHER over TP: (B, S, n/tp) column shards -> the (B, S, n) rows this rank keeps
+                                (its sequence shard with SP: Megatron-Core's gather_from_tensor_model_parallel_region,
+                                then scatter_to_sequence_parallel_region) */
   PX_OPF_EXPERT_ROWS = 1 << 7, /* CAST: routed rows the local experts' GEMMs read, each expert's quantized apart
                                   (Transformer Engine's split_quantize) */
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
@@ -333,6 +336,9 @@ typedef enum {
   PX_BLOCK_MOE_BWD_W_BF16,
   PX_BLOCK_OFFLOAD_ACT, /* activation offload: the activations a layer's forward keeps (a micro-batch's), to the host */
   PX_BLOCK_FETCH_ACT,   /* ... and back, before that layer's backward */
+  PX_BLOCK_MTP_FWD,     /* the multi-token prediction module on the last stage (plan/compile.c): its embedding, norms,
+                           projection, decoder layer, head and loss */
+  PX_BLOCK_MTP_BWD,
   PX_BLOCK_KIND_COUNT
 } px_block_kind;
 

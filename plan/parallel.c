@@ -38,6 +38,7 @@ void px_parallel_unset(px_parallel *p) {
   p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
   p->fp8_attention = p->moe_router_padding = -1;
+  p->mtp_layers = -1;
   p->cuda_graph = -1;
   p->prefetch = -1;
   p->reshard = p->grad_accum = p->main_grad = p->offload_opt = p->offload_params = -1;
@@ -56,6 +57,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->etp <= 0) p->etp = p->tp; /* Megatron-Core's default: expert_tensor_parallel_size = tensor_model_parallel_size */
   if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
   if (p->moe_router_padding < 0) p->moe_router_padding = 0;
+  if (p->mtp_layers < 0) p->mtp_layers = 0;
   if (p->moe_buffers < 0) p->moe_buffers = PX_MOE_BUF_BUSIEST;
   if (p->moe_imbalance <= 0) p->moe_imbalance = 1.0;
   if (p->cuda_graph < 0) p->cuda_graph = PX_GRAPH_NONE;
@@ -109,7 +111,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1) TAKE(moe_buffers, -1)
-  TAKE(moe_router_padding, -1) TAKE(cuda_graph, -1)
+  TAKE(moe_router_padding, -1) TAKE(mtp_layers, -1) TAKE(cuda_graph, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(recompute_modules, 0)
@@ -433,6 +435,13 @@ static bool moe_router_padding_precision(vctx *x) {
 static bool moe_router_padding_allgather(vctx *x) {
   return x->p->moe_router_padding > 0 && x->m->experts > 0 && x->p->moe_dispatch == PX_MOE_ALLGATHER;
 }
+static bool mtp_range(vctx *x) { return x->p->mtp_layers < 0 || x->p->mtp_layers > 1; }
+static bool mtp_model(vctx *x) { return x->p->mtp_layers > x->m->mtp_layers; }
+static bool mtp_model_kind(vctx *x) { /* the module as DeepSeek-V3 has it: RMSNorms, rotary positions, no dropout */
+  return x->p->mtp_layers > 0 &&
+         (x->m->position == PX_POS_LEARNED || x->m->norm != PX_NORM_RMSNORM || x->m->dropout > 0);
+}
+static bool mtp_lora(vctx *x) { return x->p->mtp_layers > 0 && px_parallel_lora(x->p); }
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
 static bool mla_attention(vctx *x) {
@@ -664,6 +673,14 @@ static const px_rule rules[] = {
                                    "mxfp8 or nvfp4, not {precision}"},
     {moe_router_padding_allgather, "`moe_router_padding` with `moe_dispatch` allgather: Megatron-Core's allgather "
                                    "dispatcher does not take the padded routing (hint: `moe_dispatch` a2a)"},
+    {mtp_range, "`mtp_layers` {mtp_layers}: one multi-token prediction module at most is planned (DeepSeek-V3's; "
+                "hint: `mtp_layers` 0 or 1)"},
+    {mtp_model, "`mtp_layers` {mtp_layers} trains more multi-token prediction modules than {model} has: {model_mtp} "
+                "(the model file's mtp_layers, a Hugging Face config's num_nextn_predict_layers)"},
+    {mtp_model_kind, "`mtp_layers` with {model}: the MTP module is planned as DeepSeek-V3's, with RMSNorms, rotary "
+                     "positions and no dropout (hint: drop `mtp_layers`)"},
+    {mtp_lora, "`mtp_layers` with `finetune` lora: adapters on the MTP module are not planned (hint: drop "
+               "`mtp_layers`)"},
     {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
                       "`shard_group`)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "
@@ -813,7 +830,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
               {"pp_gbs", p->pp * p->mbs * p->dp}, {"auto_group", auto_group(p)},
               {"mb_group_rest", p->mb_group > 0 ? mbs_n % p->mb_group : 0}, {"hidden", m->hidden},
               {"lora_rank", p->lora_rank}, {"bf16_layers_start", p->bf16_layers_start},
-              {"bf16_layers_end", p->bf16_layers_end}, {"offload_act_layers", p->offload_act_layers}};
+              {"bf16_layers_end", p->bf16_layers_end}, {"offload_act_layers", p->offload_act_layers},
+              {"mtp_layers", p->mtp_layers}, {"model_mtp", m->mtp_layers}};
   for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
     if (!strcmp(name, ints[i].name)) {
       snprintf(v, cap, "%lld", (long long)ints[i].v);
@@ -1023,6 +1041,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
     TRY(px_json_bool(&c, obj, "moe_router_padding", true, &f, err));
     p->moe_router_padding = f;
   }
+  TRY(px_json_int(&c, obj, "mtp_layers", false, 0, 1000, &p->mtp_layers, err));
   TRY(px_json_enum(&c, obj, "moe_buffers", false, px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, &p->moe_buffers, err));
   TRY(px_json_num(&c, obj, "moe_imbalance", false, 1.0, 1e6, &p->moe_imbalance, err));
   TRY(px_json_enum(&c, obj, "cuda_graph", false, px_cuda_graph_names, PX_GRAPH_COUNT, &p->cuda_graph, err));
@@ -1124,6 +1143,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->etp > 0 && p->etp != p->tp) px_json_add_num(o, "etp", (double)p->etp);
   if (p->moe_dispatch > 0) cJSON_AddStringToObject(o, "moe_dispatch", px_moe_dispatch_names[p->moe_dispatch]);
   if (p->moe_router_padding > 0) cJSON_AddBoolToObject(o, "moe_router_padding", true);
+  if (p->mtp_layers > 0) px_json_add_num(o, "mtp_layers", (double)p->mtp_layers);
   if (p->moe_buffers > 0) cJSON_AddStringToObject(o, "moe_buffers", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance > 1) px_json_add_num(o, "moe_imbalance", p->moe_imbalance);
   if (p->cuda_graph > 0) cJSON_AddStringToObject(o, "cuda_graph", px_cuda_graph_names[p->cuda_graph]);

@@ -203,6 +203,8 @@ typedef struct {
                              alignment (Megatron-Core's moe_router_padding_for_quantization: added routings of zero
                              gate), so the experts skip their padding copies; -1 unset (0) */
   int moe_buffers;   /* px_moe_buffers, -1 unset (busiest; the run's default: worst) */
+  int64_t mtp_layers; /* multi-token prediction modules trained beside the model (Megatron-Core's mtp_num_layers; at
+                         most the model's own, one so far), on the last pipeline stage; -1 unset (0) */
   double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
   int cuda_graph;    /* px_cuda_graph, -1 unset (none) */
   int zero;          /* 0-3, -1 unset */

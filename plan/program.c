@@ -265,6 +265,8 @@ typedef struct {
 
 static bool tied_single(const px_plan *p) { return p->model.tied_embeddings && p->par.pp == 1; }
 
+int64_t px_program_ngroups(const px_plan *p) { return p->model.layers + 2 + p->par.mtp_layers; }
+
 /* The parameter slots of a group, and whether the slot is a layer slot
  * (a MoE layer's MLP: the router, the shared experts, then the experts). */
 static int group_slots(const px_plan *p, int32_t gid, int *out) {
@@ -276,10 +278,13 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
 #undef ATTN_NAMES
   static const char *const embed_names[] = {"emb_w", "pos_w"};
   static const char *const head_names[] = {"lnf_w", "lnf_b", "head_w"};
+  /* the MTP module's own (compile.c's mtp_slots), after its layer's */
+  static const char *const mtp_names[] = {"mtp_emb_w", "mtp_enorm_w", "mtp_hnorm_w", "mtp_eh_e_w", "mtp_eh_h_w", "mtp_lnf_w"};
   int n = 0;
   int64_t L = p->model.layers;
-  if (gid >= 0 && gid < L) {
-    bool moe = px_model_layer_is_moe(&p->model, gid);
+  bool mtp = gid > L;
+  if ((gid >= 0 && gid < L) || mtp) {
+    bool moe = px_model_layer_is_moe(&p->model, mtp ? L : gid);
     const char *const *names = moe ? moe_names : layer_names;
     size_t count = moe ? sizeof moe_names / sizeof *moe_names : sizeof layer_names / sizeof *layer_names;
     for (size_t i = 0; i < count; i++) {
@@ -297,6 +302,10 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
           int s = px_plan_slot(p, name);
           if (s >= 0) out[n++] = s;
         }
+    for (size_t i = 0; mtp && i < sizeof mtp_names / sizeof *mtp_names; i++) {
+      int s = px_plan_slot(p, mtp_names[i]);
+      if (s >= 0) out[n++] = s;
+    }
     return n;
   }
   if (gid == L || tied_single(p)) {
@@ -337,7 +346,7 @@ void px_program_group_elems(const px_plan *p, int32_t gid, px_group_elems *out) 
 static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int32_t *unit_lo, int32_t *unit_hi,
                                plan_cache *pc, px_err *err) {
   int64_t L = p->model.layers;
-  group *groups = px_calloc((size_t)L + 2, sizeof *groups, err);
+  group *groups = px_calloc((size_t)px_program_ngroups(p), sizeof *groups, err);
   if (!groups) return PX_ERR_RUNTIME;
   int ng = 0;
   if (prog->has_embed && !tied_single(p)) groups[ng++] = (group){-1, 0};
@@ -346,6 +355,7 @@ static px_status layout_params(px_plan *p, int64_t stage, px_program *prog, int3
     for (int64_t l = 0; l < p->vstage_layers[vs]; l++) groups[ng++] = (group){(int32_t)(p->vstage_first[vs] + l), 0};
   }
   if (prog->has_head) groups[ng++] = (group){(int32_t)L, 0};
+  for (int64_t k = 0; prog->has_head && k < p->par.mtp_layers; k++) groups[ng++] = (group){(int32_t)(L + 1 + k), 0};
   /* at most 32 parameters a group (group_slots), and a unit per parameter at most: the stage's groups, not the model's */
   px_param_ref *refs = px_calloc(((size_t)ng + 1) * 32, sizeof *refs, err);
   px_unit *units = px_calloc(((size_t)ng + 1) * 32, sizeof *units, err);
@@ -456,16 +466,16 @@ typedef struct {
   px_plan *p;
   int64_t stage;
   inst_list il;
-  blk_ref *blocks;        /* (L + 2) scratch: the blocks of one entry */
-  blk_ref *blocks_b;      /* (L + 2) scratch: the backward's of a merged pair (emit_merged) */
-  px_block_kind *kinds;   /* (L + 2) scratch: their kinds */
+  blk_ref *blocks;        /* (L + 3) scratch: the blocks of one entry */
+  blk_ref *blocks_b;      /* (L + 3) scratch: the backward's of a merged pair (emit_merged) */
+  px_block_kind *kinds;   /* (L + 3) scratch: their kinds */
   blk_ref *seq;           /* ZeRO-3: every compute block of the stage in emission order (nseq) */
   bool *seq_gather;       /* (nseq) the block's unit must be gathered for it (it is not resident) */
   bool *seq_reshard;      /* (nseq) the unit's gathered parameters are freed after the block */
   int64_t *seq_after;     /* (nseq) the block before it that frees its unit, -1 none */
   int64_t nseq, cursor;   /* ... and the index of the next one emitted */
   int64_t issued;         /* ZeRO-3: gathers issued for seq[0 .. issued) */
-  int32_t *unit_lo, *unit_hi; /* (L + 2) by group id + 1: the group's units [lo, hi] (one with ZeRO-3) */
+  int32_t *unit_lo, *unit_hi; /* (px_program_ngroups) by group id + 1: the group's units [lo, hi] (one with ZeRO-3) */
   int32_t *gathered;      /* ZeRO-3: per unit, the pending gather instance */
   int32_t last_compute;   /* last compute instance emitted */
   int32_t *grad_sync_last; /* per unit: the last GRAD_SYNC instance */
@@ -617,7 +627,9 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
       out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
                                 partial && !px_parallel_layer_recomputed(par, l - first), BF16(l), false);
     if (head) out[k++] = PX_BLOCK_HEAD_FWD;
+    if (head && par->mtp_layers > 0) out[k++] = PX_BLOCK_MTP_FWD;
   } else {
+    if (head && par->mtp_layers > 0) out[k++] = PX_BLOCK_MTP_BWD;
     if (head) out[k++] = PX_BLOCK_HEAD_BWD;
     for (int64_t l = first + n - 1; l >= first; l--)
       out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
@@ -629,7 +641,7 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
 }
 
 /* The compute blocks of schedule entry u, in order (px_program_entry_kinds),
- * with each one's parameter group, layer, micro-batch and chunk (kinds: (L + 2) scratch). */
+ * with each one's parameter group, layer, micro-batch and chunk (kinds: (L + 3) scratch). */
 static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *out, px_block_kind *kinds) {
   int64_t pp = p->par.pp, V = p->vstages, L = p->model.layers;
   int64_t vs = u.chunk * pp + stage, first = p->vstage_first[vs], n = p->vstage_layers[vs];
@@ -642,6 +654,8 @@ static int entry_blocks(const px_plan *p, int64_t stage, sched_unit u, blk_ref *
       out[i] = (blk_ref){kinds[i], egid, first, u.mb, u.chunk};
     } else if (kinds[i] == PX_BLOCK_HEAD_FWD || kinds[i] == PX_BLOCK_HEAD_BWD) {
       out[i] = (blk_ref){kinds[i], L, L, u.mb, u.chunk};
+    } else if (kinds[i] == PX_BLOCK_MTP_FWD || kinds[i] == PX_BLOCK_MTP_BWD) { /* its group and its layer: L + 1 */
+      out[i] = (blk_ref){kinds[i], L + 1, L + 1, u.mb, u.chunk};
     } else {
       int64_t layer = entry == PX_ENTRY_F ? first + l : first + n - 1 - l;
       out[i] = (blk_ref){kinds[i], layer, layer, u.mb, u.chunk};
@@ -718,7 +732,7 @@ static void emit_merged(emitter *e, const sched_unit *sched, int64_t k, int32_t 
 #define EMIT_F() (*last_f = emit_block(e, sched, k, fb, nf, fi, fi == 0 ? wait_f : -1), fi++)
 #define EMIT_B() (*last_b = emit_block(e, sched, k + 1, bb, nb, bi, bi == 0 ? wait_b : -1), bi++)
   if (fi < nf && !LAYER(fb[fi])) EMIT_F(); /* the embedding */
-  if (bi < nb && !LAYER(bb[bi])) EMIT_B(); /* the head */
+  while (bi < nb && !LAYER(bb[bi])) EMIT_B(); /* the MTP module's and the head */
   while (fi < nf && bi < nb && LAYER(fb[fi]) && LAYER(bb[bi])) {
     bool moe = px_block_is_moe(fb[fi].kind) || px_block_is_moe(bb[bi].kind);
     EMIT_F();
@@ -807,8 +821,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
     e.il.cap = e.il.v ? (int32_t)guess : 0;
     e.il.dcap = e.il.deps ? (int32_t)guess * 2 : 0;
   }
-  e.unit_lo = px_calloc((size_t)L + 2, sizeof *e.unit_lo, err);
-  e.unit_hi = px_calloc((size_t)L + 2, sizeof *e.unit_hi, err);
+  e.unit_lo = px_calloc((size_t)px_program_ngroups(p), sizeof *e.unit_lo, err);
+  e.unit_hi = px_calloc((size_t)px_program_ngroups(p), sizeof *e.unit_hi, err);
   px_status st = PX_OK;
   if (!e.unit_lo || !e.unit_hi) st = PX_ERR_RUNTIME;
   if (st || (st = layout_params(p, s, prog, e.unit_lo, e.unit_hi, pc, err))) goto done;
@@ -820,9 +834,9 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   e.unit_fwd_seen = px_calloc((size_t)nu, sizeof *e.unit_fwd_seen, err);
   e.last_bwd_k = px_calloc((size_t)nu * (size_t)m, sizeof *e.last_bwd_k, err);
   e.pending_sync = px_calloc((size_t)nu, sizeof *e.pending_sync, err);
-  e.blocks = px_calloc((size_t)L + 2, sizeof *e.blocks, err);
-  e.blocks_b = px_calloc((size_t)L + 2, sizeof *e.blocks_b, err);
-  e.kinds = px_calloc((size_t)L + 2, sizeof *e.kinds, err);
+  e.blocks = px_calloc((size_t)L + 3, sizeof *e.blocks, err);
+  e.blocks_b = px_calloc((size_t)L + 3, sizeof *e.blocks_b, err);
+  e.kinds = px_calloc((size_t)L + 3, sizeof *e.kinds, err);
   e.act_fwd = px_calloc((size_t)L + 1, sizeof *e.act_fwd, err);
   e.act_copy = px_calloc((size_t)L + 1, sizeof *e.act_copy, err);
   if (!e.act_fwd || !e.act_copy || !e.gathered || !e.grad_sync_last || !e.param_sync || !e.unit_fwd_seen ||
@@ -832,7 +846,7 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
   }
   for (int32_t u = 0; u < nu; u++) e.gathered[u] = e.grad_sync_last[u] = e.param_sync[u] = -1;
   e.emb_unit = -1;
-  if (p->model.tied_embeddings && pp > 1 && (prog->has_embed || prog->has_head))
+  if (px_plan_shares_embedding(p) && (prog->has_embed || prog->has_head))
     for (int32_t i = 0; i < prog->nparams; i++)
       if (p->slots[prog->params[i].slot].role == PX_ROLE_TIED) e.emb_unit = prog->params[i].unit;
   for (int64_t i = 0; i < (int64_t)nu * m; i++) e.last_bwd_k[i] = -1;
@@ -1085,7 +1099,7 @@ px_status px_compile_programs(px_plan *p, px_stage_done_fn done, void *ctx, px_e
 }
 
 px_status px_plan_first_layers_kept(const px_plan *p, int64_t n, uint64_t *out, px_err *err) {
-  px_block_kind *kinds = px_calloc((size_t)p->model.layers + 2, sizeof *kinds, err); /* (L) forward kinds */
+  px_block_kind *kinds = px_calloc((size_t)p->model.layers + 3, sizeof *kinds, err); /* (L) forward kinds */
   if (!kinds) return PX_ERR_RUNTIME;
   px_program_entry_kinds(&p->model, &p->par, 0, p->model.layers, false, false, PX_ENTRY_F, kinds);
   for (int64_t l = 0; l < n && l < p->model.layers; l++) out[l] = px_plan_kept_bytes(p, kinds[l]);

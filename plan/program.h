@@ -30,13 +30,16 @@ px_status px_schedule_forwards_first(const px_parallel *par, int64_t m, int nsta
 enum { PX_ENTRY_F, PX_ENTRY_B, PX_ENTRY_W };
 /* The compute blocks, in order, of an entry on a chunk holding layers
  * [first, first + n) (embed: the model's first chunk, head: its last; W
- * has neither), each layer's as par recomputes it: into out (n + 2 at
- * most); returns how many. */
+ * has neither), each layer's as par recomputes it, the head's chunk with the MTP module's after the head
+ * (forward) or before it (backward): into out (n + 3 at most); returns how many. */
 int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t first, int64_t n, bool embed, bool head,
                            int entry, px_block_kind *out);
 
+/* Parameter group ids: -1 the embedding, 0..L-1 the layers, L the head, L + 1 the MTP module (par.mtp_layers):
+ * L + 2 + mtp_layers of them. */
+int64_t px_program_ngroups(const px_plan *p);
 /* The parameter elements of a parameter group (-1 the embedding, 0..L-1 a
- * layer, L the head, with the embedding when it is tied on one stage), on
+ * layer, L the head, with the embedding when it is tied on one stage, L + 1 the MTP module), on
  * one rank, as the programs lay them out (trained ones; the frozen apart): the experts' apart, and those
  * read by fp8 GEMMs (px_plan_fp8_weight_elems) among both, in a layer of the plan's precision (one kept in
  * the compute dtype, px_parallel_layer_bf16, has the same parameters and none of them quantized). */

@@ -165,6 +165,10 @@ double px_plan_bubble_analytic(const px_plan *plan) {
   return 1.0 - m * sum / ((double)pp * T);
 }
 
+bool px_plan_shares_embedding(const px_plan *plan) {
+  return plan->par.pp > 1 && (plan->model.tied_embeddings || plan->par.mtp_layers > 0);
+}
+
 bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, int32_t i) {
   const px_op *o = &ops[i];
   int ov = plan->par.overlap;

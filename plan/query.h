@@ -86,6 +86,10 @@ typedef struct {
 /* The stage a global layer index lives on, and its chunk; -1 when out of range. */
 int64_t px_plan_layer_stage(const px_plan *plan, int64_t layer, int64_t *chunk);
 
+/* Whether the last pipeline stage holds a copy of the embedding table, kept equal to the first stage's by the
+ * embedding group's all-reduce (PX_ROLE_TIED): tied embeddings, or an MTP module's lookup, with pp > 1. */
+bool px_plan_shares_embedding(const px_plan *plan);
+
 /* Analytic pipeline bubble as a share of the pipeline's time:
  * (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v m + p-1) interleaved; for the
  * zero-bubble schedules px_zb_idle with a layer's F, B and W times in

@@ -37,6 +37,9 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->cuda_graph == PX_GRAPH_LAYERS)
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");
+  if (p->mtp_layers > 0)
+    return no(why, cap, "the MTP module (`mtp_layers`) is planned and simulated only; the executors do not run it yet "
+              "(hint: `mtp_layers` 0)");
   if (m->experts > 0 && p->moe_dispatch != PX_MOE_A2A)
     return no(why, cap, "mixture of experts runs with a2a dispatch (the allgather, DeepEP and HybridEP dispatchers are "
               "planned and simulated only)");

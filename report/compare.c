@@ -45,7 +45,7 @@ static void compare_ops_text(const px_cmp_stage *st, int64_t stage, int shown, F
 void px_report_compare_text(const px_plan *plan, const px_comparison *c, FILE *out) {
   char a[32], b[32], d[32];
   px_report_plan_line(plan, "compare", out);
-  px_report_inputs_text(&plan->model, &plan->cluster, plan->par.seq, out);
+  px_report_inputs_text(&plan->model, &plan->cluster, plan->par.seq, plan->par.mtp_layers, out);
   fprintf(out, "step time: predicted %s, measured %s (%+.1f%%, mean of %lld steps)\n",
           px_fmt_time(c->step_predicted_s, a, sizeof a), px_fmt_time(c->step_measured_s, b, sizeof b),
           100 * rel_err(c->step_predicted_s, c->step_measured_s), (long long)c->timed_steps);

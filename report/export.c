@@ -200,6 +200,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
     snprintf(what, sizeof what, "moe_dispatch %s", px_moe_dispatch_names[p->moe_dispatch]);
     return refuse(err, fw, what, "torchtitan sends tokens to experts by all-to-all", "moe_dispatch a2a");
   }
+  if (p->mtp_layers > 0) /* torchtitan/models/deepseek_v3/MTP.md at 030cd95 */
+    return refuse(err, fw, "mtp_layers",
+                  "torchtitan builds DeepSeek-V3's MTP modules from its model flavor (num_mtp_layers), not from the job "
+                  "file, and refuses them with pipeline parallelism",
+                  "mtp_layers 0");
   if (p->recompute == PX_RECOMPUTE_SELECTIVE)
     return refuse(err, fw, "recompute selective",
                   "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
@@ -448,13 +453,15 @@ static void config_flag(emit *e, const char *k, bool on) {
 }
 
 /* Megatron's pipeline layout: a stage per model chunk in virtual-stage order, "E" the embedding, "t" a
- * layer, "L" the loss ("Ettt|tttt|tttL"), from the plan's chunk split (n chunks). */
-static void layout(const int64_t *chunk, int64_t n, char *buf, size_t cap) {
+ * layer, "m" an MTP module (mtp of them, with the last chunk), "L" the loss ("Ettt|tttt|tttmL"), from the plan's
+ * chunk split (n chunks). */
+static void layout(const int64_t *chunk, int64_t n, int64_t mtp, char *buf, size_t cap) {
   size_t k = 0;
   for (int64_t i = 0; i < n && k + 4 < cap; i++) {
     if (i) buf[k++] = '|';
     if (i == 0) buf[k++] = 'E';
     for (int64_t l = 0; l < chunk[i] && k + 3 < cap; l++) buf[k++] = 't';
+    for (int64_t l = 0; i == n - 1 && l < mtp && k + 3 < cap; l++) buf[k++] = 'm';
     if (i == n - 1) buf[k++] = 'L';
   }
   buf[k] = '\0';
@@ -508,7 +515,6 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
   if (m->attention_sinks) what[n++] = "attention sinks";
   if (m->parallel_residual) what[n++] = "a parallel residual";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
-  if (m->mtp_layers > 0) what[n++] = "multi-token prediction";
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],
             fw_short[fw]);
@@ -548,6 +554,12 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     if (p->moe_router_padding > 0)
       config_flag(e, "model.moe_router_padding_for_quantization", true);
   }
+  /* the MTP modules trained (the loss's weight Megatron-Core's default, 0.1); none: Megatron-Bridge's recipe
+   * for a model with them trains them unless told not to */
+  if (p->mtp_layers > 0)
+    config(e, "model.mtp_num_layers", "%lld", (long long)p->mtp_layers);
+  else if (m->mtp_layers > 0)
+    key(e, "model.mtp_num_layers", "null");
   if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
     both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");
     if (m->experts > 0) {
@@ -565,7 +577,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       for (int64_t i = 1; i < n; i++) even = even && chunk[i] == chunk[0];
     if (!even) {
       char lay[PX_MAX_CHUNK_LIST * 2 + 65536];
-      layout(chunk, n, lay, sizeof lay);
+      layout(chunk, n, p->mtp_layers, lay, sizeof lay);
       both(e, "--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "\"%s\"", lay); /* | */
     } else if (p->schedule == PX_SCHED_INTERLEAVED) {
       both(e, "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size", "%lld",

@@ -69,40 +69,47 @@ void px_report_finetune_text(const px_plan *plan, FILE *out) {
           px_fmt_count((double)prog->param_elems, tb, sizeof tb));
 }
 
-/* What of the model no plan has: its MTP modules (DeepSeek-V3's), which Megatron-Bridge trains; their forward FLOPs
- * a token, their share over the model's and a sentence saying so into buf; 0 (and "") where nothing is left out. */
-static double mtp_not_planned(const px_model *m, int64_t seq, double *share, char *buf, size_t cap) {
+/* What of the model the plan leaves out: its MTP modules (DeepSeek-V3's) that Megatron-Bridge trains and the plan
+ * does not (beyond its mtp_layers); their forward FLOPs a token, their share over the model's and a sentence
+ * saying so into buf; 0 (and "") where nothing is left out. */
+static double mtp_not_planned(const px_model *m, int64_t seq, int64_t trained, int64_t *left, double *share, char *buf,
+                              size_t cap) {
   px_model_flops f;
   px_model_flops_per_token(m, seq, &f);
-  *share = f.forward_flops > 0 ? f.forward_mtp_flops / f.forward_flops : 0;
+  *left = m->mtp_layers > trained ? m->mtp_layers - trained : 0;
+  double flops = *left > 0 ? f.forward_mtp_flops * (double)*left / (double)m->mtp_layers : 0;
+  *share = f.forward_flops > 0 ? flops / f.forward_flops : 0;
   buf[0] = '\0';
-  if (f.forward_mtp_flops > 0) {
+  if (flops > 0) {
     char fl[32];
     snprintf(buf, cap, "%s's %lld MTP module%s, which Megatron-Bridge trains on the last stage (%s a token forward, "
-             "%.1f%% over the model's): the step and that stage's memory are short of it", m->name,
-             (long long)m->mtp_layers, m->mtp_layers > 1 ? "s" : "", px_fmt_flops(f.forward_mtp_flops, fl, sizeof fl),
+             "%.1f%% over the model's): the step and that stage's memory are short of it (the plan's mtp_layers "
+             "trains it)", m->name, (long long)*left, *left > 1 ? "s" : "", px_fmt_flops(flops, fl, sizeof fl),
              100 * *share);
   }
-  return f.forward_mtp_flops;
+  return flops;
 }
 
-void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out) {
+void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, int64_t mtp_layers, FILE *out) {
   char buf[PX_CLUSTER_OVERRIDES_MAX * 130];
   if (c->noverrides) fprintf(out, "  cluster fields set: %s\n", px_cluster_overrides_text(c, buf, sizeof buf));
   px_report_seq_from_text(m, seq, out);
   double share;
-  if (mtp_not_planned(m, seq, &share, buf, sizeof buf) > 0) fprintf(out, "  not planned: %s\n", buf);
+  int64_t left;
+  if (mtp_not_planned(m, seq, mtp_layers, &left, &share, buf, sizeof buf) > 0) fprintf(out, "  not planned: %s\n", buf);
 }
 
-void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq) {
+void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq, int64_t mtp_layers) {
   cJSON *ov = cJSON_AddArrayToObject(o, "overrides");
   for (int i = 0; ov && i < c->noverrides; i++) cJSON_AddItemToArray(ov, cJSON_CreateString(c->overrides[i]));
   if (m->seq_from_positions && seq == m->seq_len) cJSON_AddStringToObject(o, "seq_from", "max_position_embeddings");
   char text[256];
-  double share, mtp = mtp_not_planned(m, seq, &share, text, sizeof text);
+  double share;
+  int64_t left;
+  double mtp = mtp_not_planned(m, seq, mtp_layers, &left, &share, text, sizeof text);
   cJSON *np = mtp > 0 ? cJSON_AddObjectToObject(o, "not_planned") : NULL;
   if (np) {
-    px_json_add_num(np, "mtp_modules", (double)m->mtp_layers);
+    px_json_add_num(np, "mtp_modules", (double)left);
     px_json_add_num(np, "mtp_forward_flops_per_token", mtp);
     px_json_add_num(np, "mtp_share_of_model_flops", share);
     cJSON_AddStringToObject(np, "text", text);
@@ -115,7 +122,7 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   char a[160], b[64], d[64];
   fprintf(out, "plan: %s on %lld x %s (%s, %lld node%s)\n", plan->model.name, (long long)c->gpus, c->gpu.name, c->name,
           (long long)c->nodes, c->nodes == 1 ? "" : "s");
-  px_report_inputs_text(&plan->model, c, p->seq, out);
+  px_report_inputs_text(&plan->model, c, p->seq, p->mtp_layers, out);
   px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  tp %lld", (long long)p->tp);
   if (p->cp > 1) fprintf(out, " x cp %lld", (long long)p->cp);
@@ -213,7 +220,8 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
               (long long)(plan->vstage_first[vs] + plan->vstage_layers[vs] - 1));
     }
     fprintf(out, " (%lld)%s%s, %s params\n", (long long)prog->nlayers, prog->has_embed ? " + embedding" : "",
-            prog->has_head ? " + head and loss" : "", px_fmt_count((double)prog->param_elems, a, sizeof a));
+            !prog->has_head ? "" : p->mtp_layers > 0 ? " + head and loss + MTP module" : " + head and loss",
+            px_fmt_count((double)prog->param_elems, a, sizeof a));
   }
 
   fprintf(out, "\nmemory per GPU (%s HBM, %s reserved):\n", px_fmt_bytes((double)c->gpu.hbm_bytes, a, sizeof a),
@@ -406,7 +414,7 @@ cJSON *px_report_plan_head(const px_plan *plan) {
   cJSON_AddStringToObject(o, "model", plan->model.name);
   cJSON_AddStringToObject(o, "cluster", plan->cluster.name);
   px_json_add_num(o, "gpus", (double)plan->cluster.gpus);
-  px_report_inputs_json(o, &plan->model, &plan->cluster, plan->par.seq);
+  px_report_inputs_json(o, &plan->model, &plan->cluster, plan->par.seq, plan->par.mtp_layers);
   cJSON_AddItemToObject(o, "parallel", px_parallel_to_json(&plan->par));
   return o;
 }

@@ -29,12 +29,13 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out);
  * chunk (block)". */
 const char *px_report_recompute_text(const px_parallel *p, char *buf, size_t cap);
 /* What the output rests on that its reader may not know was taken, a line
- * each (none when neither): the cluster fields set over the file's, and a
- * sequence length that is a Hugging Face config's max_position_embeddings. */
-void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, FILE *out);
-/* The same as members of o: "overrides" (["FIELD=VALUE", ...]) and
- * "seq_from" ("max_position_embeddings"). */
-void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq);
+ * each (none when none applies): the cluster fields set over the file's, a
+ * sequence length that is a Hugging Face config's max_position_embeddings, and
+ * the model's MTP modules beyond the plan's mtp_layers (not planned). */
+void px_report_inputs_text(const px_model *m, const px_cluster *c, int64_t seq, int64_t mtp_layers, FILE *out);
+/* The same as members of o: "overrides" (["FIELD=VALUE", ...]), "seq_from"
+ * ("max_position_embeddings") and "not_planned". */
+void px_report_inputs_json(cJSON *o, const px_model *m, const px_cluster *c, int64_t seq, int64_t mtp_layers);
 
 /* The verdict on memory, the first line of `plan` and `sim` after the one
  * naming the plan: "fits: stage 1 needs 61.2 GiB of the 78.4 GiB usable

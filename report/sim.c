@@ -106,7 +106,7 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
                         double wall_s, const px_bands *bands, FILE *out) {
   char a[64], b[64], c[64], d[64], mfu[96];
   px_report_plan_line(plan, "sim", out);
-  px_report_inputs_text(&plan->model, &plan->cluster, plan->par.seq, out);
+  px_report_inputs_text(&plan->model, &plan->cluster, plan->par.seq, plan->par.mtp_layers, out);
   px_report_verdict_text(plan, fits, nfits, out);
   fprintf(out, "  step time        %s\n", px_fmt_time(r->step_time_s, a, sizeof a));
   fprintf(out, "  throughput       %s tokens/s (%.0f per GPU)\n", px_fmt_count(r->tokens_per_s, a, sizeof a),

@@ -295,7 +295,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   fprintf(out, "sweep: %s on %lld x %s (%s), gbs %lld, seq %lld%s, objective %s\n", m->name, (long long)c->gpus,
           c->gpu.name, c->name, (long long)f->gbs, (long long)(f->seq > 0 ? f->seq : m->seq_len),
           px_lora_describe(&resolved, ft, sizeof ft), px_objective_names[o->objective]);
-  px_report_inputs_text(m, c, f->seq > 0 ? f->seq : m->seq_len, out);
+  px_report_inputs_text(m, c, f->seq > 0 ? f->seq : m->seq_len, f->mtp_layers > 0 ? f->mtp_layers : 0, out);
   int precs = px_report_sweep_precisions(r);
   if (precs) {
     fputs("  precisions searched:", out);

@@ -188,7 +188,7 @@ cJSON *px_report_sweep_json(const px_model *m, const px_cluster *c, const px_swe
     px_json_add_num(q, "gpus", (double)c->gpus);
     px_json_add_num(q, "gbs", (double)o->fixed.gbs);
     px_json_add_num(q, "seq", (double)(o->fixed.seq > 0 ? o->fixed.seq : m->seq_len));
-    px_report_inputs_json(q, m, c, o->fixed.seq > 0 ? o->fixed.seq : m->seq_len);
+    px_report_inputs_json(q, m, c, o->fixed.seq > 0 ? o->fixed.seq : m->seq_len, o->fixed.mtp_layers > 0 ? o->fixed.mtp_layers : 0);
     cJSON_AddStringToObject(q, "objective", px_objective_names[o->objective]);
     px_json_add_num(q, "tokens", o->tokens);
     px_json_add_num(q, "price_usd_per_gpu_hour", o->price_per_gpu_hour);

@@ -37,9 +37,11 @@ static const char *timeline_kind(int32_t block) {
   if (px_block_is_layer_w((px_block_kind)block)) return "wgrad";
   switch (block) {
     case PX_BLOCK_EMBED_FWD:
-    case PX_BLOCK_HEAD_FWD: return "fwd";
+    case PX_BLOCK_HEAD_FWD:
+    case PX_BLOCK_MTP_FWD: return "fwd";
     case PX_BLOCK_EMBED_BWD:
-    case PX_BLOCK_HEAD_BWD: return "bwd";
+    case PX_BLOCK_HEAD_BWD:
+    case PX_BLOCK_MTP_BWD: return "bwd";
     case PX_BLOCK_OPTIMIZER: return "opt";
     default: return "comm";
   }

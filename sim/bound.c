@@ -57,10 +57,10 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 840, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 848, "px_parallel changed: copy (or normalise) its new field here");
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
-  key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_router_padding = par->moe_router_padding,
+  key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_router_padding = par->moe_router_padding, key->mtp_layers = par->mtp_layers,
   key->moe_buffers = par->moe_buffers,
   key->moe_imbalance = par->moe_imbalance, key->cuda_graph = par->cuda_graph;
   key->zero = par->zero, key->sp = par->sp, key->mbs = par->mbs, key->gbs = par->gbs, key->seq = par->seq;
@@ -244,7 +244,7 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
   int64_t *layers = px_calloc((size_t)V, sizeof *layers, err), *keep = px_calloc((size_t)V, sizeof *keep, err);
   uint64_t *ns = px_calloc((size_t)V * 3, sizeof *ns, err);
   px_group_elems *el = px_calloc((size_t)V, sizeof *el, err);
-  px_block_kind *kinds = px_calloc((size_t)L + 2, sizeof *kinds, err);
+  px_block_kind *kinds = px_calloc((size_t)L + 3, sizeof *kinds, err); /* px_program_entry_kinds: n + 3 at most */
   px_status st = layers && keep && ns && el && kinds ? PX_OK : PX_ERR_RUNTIME;
   if (!st) st = px_parallel_chunk_layers(par, L, layers, err);
   for (int64_t vs = 0, first = 0; !st && vs < V; first += layers[vs++]) {

@@ -941,6 +941,71 @@ static void test_lifetimes(void) {
                 }
 }
 
+/* ---- multi-token prediction ---- */
+
+/* The MTP module (mtp_layers 1: tiny-mla with one, tiny-moe with one) on TP 1-2 with and without SP, PP 1-4
+ * (interleaved, zero-bubble), ZeRO 0-3, recomputation: every tensor allocated and freed once, the pipeline
+ * deadlock-free; its blocks once a micro-batch on the last stage only; with an untied table on several stages
+ * the last stage's copy of it (mtp_emb_w) reduced with the first's (EMB_SYNC on both); and its forward FLOPs a
+ * token in the step's model FLOPs as the model counts them (px_model_flops_per_token's forward_mtp_flops, the
+ * backward's GEMMs twice that: the step grows by three times it, attention's backward aside). */
+static void test_mtp(void) {
+  const char *names[2] = {"tiny-mla", "tiny-moe"};
+  px_err err = {0};
+  for (int mi = 0; mi < 2; mi++) {
+    px_model m = preset_model(names[mi]);
+    m.mtp_layers = 1;
+    for (int64_t tp = 1; tp <= 2; tp++)
+      for (int64_t pp = 1; pp <= 4; pp *= 2)
+        for (int sched = 0; sched < PX_SCHED_COUNT; sched++)
+          for (int z = 0; z < 4; z += 3)
+            for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++) {
+              if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || m.layers % (pp * 2))) continue;
+              px_parallel p = par(tp, pp, 2, z, 1, 4 * pp);
+              p.sp = tp > 1, p.schedule = sched, p.recompute = rc, p.precision = PX_PREC_FP32, p.mtp_layers = 1;
+              if (m.experts > 0) p.ep = 2;
+              if (px_parallel_split_w(&p) && pp == 1) continue;
+              if (sched == PX_SCHED_INTERLEAVED) p.vpp = 2;
+              px_cluster c = cluster("dgx-h100", tp * pp * 2);
+              px_plan plan;
+              px_status st = compile(&plan, &m, &c, &p, &err);
+              if (st) fprintf(stderr, "\n  %s tp %lld pp %lld sched %d zero %d rc %d: %s\n", names[mi], (long long)tp,
+                              (long long)pp, sched, z, rc, err.msg);
+              CU_ASSERT_EQUAL_FATAL(st, PX_OK);
+              check_lifetimes(&plan);
+              CU_ASSERT_EQUAL(px_plan_check_p2p(&plan, &err), PX_OK);
+              for (int64_t s = 0; s < pp; s++) {
+                const px_program *prog = &plan.programs[s];
+                int64_t fwd = 0, bwd = 0, emb = 0;
+                for (int32_t i = 0; i < prog->ninsts; i++) {
+                  fwd += prog->insts[i].block == PX_BLOCK_MTP_FWD;
+                  bwd += prog->insts[i].block == PX_BLOCK_MTP_BWD;
+                  emb += prog->insts[i].block == PX_BLOCK_EMB_SYNC;
+                }
+                CU_ASSERT_EQUAL(fwd, s == pp - 1 ? plan.microbatches : 0);
+                CU_ASSERT_EQUAL(bwd, fwd);
+                if (pp > 1 && (s == 0 || s == pp - 1)) CU_ASSERT(emb > 0);
+              }
+              if (tp == 1 && pp == 1 && z == 0 && rc == PX_RECOMPUTE_NONE && sched == PX_SCHED_1F1B) {
+                px_parallel q = par(tp, pp, 2, z, 1, 4 * pp);
+                q.precision = PX_PREC_FP32;
+                if (m.experts > 0) q.ep = 2;
+                px_plan ref;
+                CU_ASSERT_EQUAL_FATAL(compile(&ref, &m, &c, &q, &err), PX_OK);
+                px_model_flops f;
+                px_model_flops_per_token(&m, plan.par.seq, &f);
+                double tokens = (double)(plan.par.gbs * plan.par.seq);
+                double added = (plan.model_flops_per_step - ref.model_flops_per_step) / tokens;
+                CU_ASSERT(added > 2.9 * f.forward_mtp_flops && added < 3.3 * f.forward_mtp_flops);
+                if (!(added > 2.9 * f.forward_mtp_flops && added < 3.3 * f.forward_mtp_flops))
+                  fprintf(stderr, "\n  %s: MTP adds %g FLOP a token, forward %g\n", names[mi], added, f.forward_mtp_flops);
+                px_plan_free(&ref);
+              }
+              px_plan_free(&plan);
+            }
+  }
+}
+
 /* ---- zero-bubble memory ---- */
 
 /* Qi et al. (ICLR 2024, section 2): ZB-H1 keeps p micro-batches in flight
@@ -3064,6 +3129,7 @@ int main(void) {
       {"uneven chunks (126 layers / 16 stages / vpp 2..7), any micro-batch count: no deadlock", test_p2p_uneven},
       {"a broken p2p order is reported as a deadlock", test_p2p_detects_deadlock},
       {"every tensor is allocated and freed exactly once", test_lifetimes},
+      {"the MTP module: its blocks on the last stage, lifetimes, embedding copy, FLOPs", test_mtp},
       {"zero-bubble memory: ZB-H1 at 1F1B's first-stage peak, ZB-H2 (2p-1)/p of it", test_zero_bubble_memory},
       {"zero-bubble with experts: the router's, shared and routed experts' weight gradients in W", test_zero_bubble_moe},
       {"zero-bubble with ZeRO-3: W gathers nothing, each layer's reduce-scatter after its W", test_zero_bubble_zero3},

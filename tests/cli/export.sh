@@ -66,6 +66,8 @@ cases=(
   "moe_deepep|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch deepep"
   "moe_hybridep|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch hybridep --main-grad fp32"
   "moe_router_padding|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --moe-router-padding"
+  "mtp|megatron|-m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --vpp 4 --ep 64 --sp -z 1 -B 8192 --seq 4096 -P fp8 --fp8-recipe current --layers-per-chunk 1,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,0 --mtp-layers 1"
+  "mtp|nemo|-m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --vpp 4 --ep 64 --sp -z 1 -B 8192 --seq 4096 --layers-per-chunk 1,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,0 --mtp-layers 1 --main-grad fp32"
   "moe_router_padding|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --fp8-params --bf16-layers-start 1 --bf16-layers-end 1 --moe-router-padding --main-grad fp32"
   "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64 --main-grad fp32"
   "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
@@ -141,6 +143,7 @@ refuses nemo "cannot run fp8_recipe blockwise with fp8_params" "${base[@]}" -z 1
 refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
+refuses torchtitan "cannot run mtp_layers" -m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --ep 64 --sp -z 3 -B 8192 --seq 4096 --main-grad fp32 --mtp-layers 1
 refuses torchtitan "cannot run cp_algo a2a" -m llama3-8b -c dgx-h100 -g 16 -B 16 --seq 32768 --cp 2 --cp-algo a2a -z 3 --main-grad fp32
 refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad fp32 -P fp8
 refuses torchtitan "cannot run fp8_params" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current --fp8-params

@@ -233,6 +233,13 @@ grep -q "not planned: deepseek-v3's 1 MTP module" <<<"$out" || fail "deepseek-v3
 "$px" sim -m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --sp --ep 64 -B 8192 -b 1 -z 1 --json |
   jq -e '.not_planned.mtp_modules == 1 and .not_planned.mtp_forward_flops_per_token > 3e9 and
          (.not_planned.mtp_share_of_model_flops - 0.038 | fabs) < 0.001' >/dev/null || fail "deepseek-v3: not_planned"
+# ... and planned with --mtp-layers 1: nothing left out, the last stage's step longer, its model FLOPs more
+ds=(-m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --sp --ep 64 -B 8192 -b 1 -z 1 --json)
+"$px" sim "${ds[@]}" >"$tmp/ds0.json" && "$px" sim "${ds[@]}" --mtp-layers 1 >"$tmp/ds1.json" || fail "sim --mtp-layers 1"
+jq -e -n --slurpfile a "$tmp/ds0.json" --slurpfile b "$tmp/ds1.json" \
+  '($b[0] | has("not_planned") | not) and $b[0].step_time_s > $a[0].step_time_s and
+   $b[0].model_tflops_per_gpu * $b[0].step_time_s > $a[0].model_tflops_per_gpu * $a[0].step_time_s' >/dev/null ||
+  fail "--mtp-layers 1: $(jq -c '{step_time_s, model_tflops_per_gpu, not_planned}' "$tmp/ds0.json" "$tmp/ds1.json")"
 # model show counts the same FLOPs apart from the model's
 "$px" model show deepseek-v3 --json | jq -e '.flops_per_token.forward_mtp > 3e9' >/dev/null &&
   "$px" model show llama3-8b --json | jq -e '.flops_per_token | has("forward_mtp") | not' >/dev/null ||

@@ -294,11 +294,12 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
   if (w->vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = w->vp;
   int64_t chunks = w->pp * w->vp;
   CU_ASSERT_FATAL(chunks <= PX_MAX_CHUNK_LIST);
-  if (!strcmp(w->name, "deepseek-v3") && chunks > 1) { /* the CSVs' headers: no MTP here, its chunk's layer kept */
+  if (!strcmp(w->name, "deepseek-v3")) p.mtp_layers = 1; /* every recipe trains its MTP module (mtp_num_layers 1) */
+  if (!strcmp(w->name, "deepseek-v3") && chunks > 1) { /* the recipes' layouts, the CSVs' headers say */
     p.nchunk_layers = (int32_t)chunks;
     for (int64_t c = 0; c < chunks; c++)
-      if (chunks == 32) /* "Et|(tt|)*30mL": 1, 2 x 29, 1, 1 */
-        p.chunk_layers[c] = (uint16_t)(c == 0 || c >= chunks - 2 ? 1 : 2);
+      if (chunks == 32) /* "Et|(tt|)*30mL": 1, 2 x 30, and the MTP module and loss alone */
+        p.chunk_layers[c] = (uint16_t)(c == 0 ? 1 : c == chunks - 1 ? 0 : 2);
       else { /* "Et*4|(t*4|)*14tmL" and its kin: 64 / chunks a chunk, the last the rest of 61 */
         CU_ASSERT_FATAL(64 % chunks == 0);
         p.chunk_layers[c] = (uint16_t)(c < chunks - 1 ? 64 / chunks : m.layers - (chunks - 1) * (64 / chunks));
