@@ -15,7 +15,7 @@ px_status px_comm_check(int rc, const char *what, px_err *err) {
   return px_err_set(err, PX_ERR_RUNTIME, "%s failed: %.*s", what, len, msg);
 }
 
-px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_Comm world, px_err *err) {
+px_status px_comm_init(px_comm *c, const px_grid *g, bool shares_embedding, MPI_Comm world, px_err *err) {
   memset(c, 0, sizeof *c);
   c->world = world;
   c->tp = c->cp = c->dp = c->ep = c->edp = c->etp = c->emb = c->shard = c->replica = MPI_COMM_NULL;
@@ -49,7 +49,7 @@ px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_C
   }
   bool edge = c->pp_rank == 0 || c->pp_rank == g->pp - 1;
   int emb_color =
-      tied_embeddings && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
+      shares_embedding && g->pp > 1 && edge ? (int)(c->tp_rank + g->tp * c->wdp_rank) : MPI_UNDEFINED;
   if ((st = px_comm_check(MPI_Comm_split(world, emb_color, (int)c->pp_rank, &c->emb), "MPI_Comm_split (emb)", err)))
     return st;
   if (g->shard < g->wdp) { /* hybrid sharding: consecutive DP x CP ranks; replicas: shard apart */

@@ -35,9 +35,9 @@ typedef struct {
 } px_comm;
 
 /* The communicators of grid g (a compiled plan's) over world: MPI must be
- * initialized, the world size equal to the grid's ranks. tied_embeddings:
- * the first and last stage hold copies of the embedding (the EMB group). */
-px_status px_comm_init(px_comm *c, const px_grid *g, bool tied_embeddings, MPI_Comm world, px_err *err);
+ * initialized, the world size equal to the grid's ranks. shares_embedding:
+ * the first and last stage hold copies of the embedding (the EMB group; px_plan_shares_embedding). */
+px_status px_comm_init(px_comm *c, const px_grid *g, bool shares_embedding, MPI_Comm world, px_err *err);
 void px_comm_deinit(px_comm *c);
 MPI_Comm px_comm_of(const px_comm *c, px_group g);
 /* Translates an MPI error code into a status with a message. */

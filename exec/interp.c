@@ -19,6 +19,7 @@
 #include "exec/optim.h"
 #include "exec/params.h"
 #include "kernels/math.h"
+#include "plan/program.h"
 
 /* A live tensor: (slot, micro-batch, layer) -> buffer. */
 typedef struct {
@@ -82,6 +83,7 @@ struct px_exec {
   int64_t step;
   uint64_t *seq_index;        /* (mbs) of the micro-batch being run */
   double loss_sum;
+  double mtp_loss_sum, mtp_loss; /* the MTP module's token losses this step, and its last step's mean */
   uint64_t *marks;            /* (ninsts) backend marks of the instances run on a side stream this step, 0 none */
   uint64_t *tp_marks;         /* (most ops in a block) marks of the running block's TP collectives, 0 none */
   int32_t tp_last;            /* the running block's latest TP collective on the TP stream, -1 none */
@@ -276,7 +278,7 @@ static px_status run_fetch_act(px_exec *x, const px_inst *in, px_err *err) {
 /* ---- parameters ---- */
 
 static const px_param_ref *param_ref(const px_exec *x, int16_t slot, int64_t layer, int32_t *index) {
-  int64_t stride = x->L + 2;
+  int64_t stride = px_program_ngroups(x->plan);
   int32_t i = x->param_of[slot * stride + layer + 1];
   if (i < 0) i = x->param_of[slot * stride]; /* stage-level parameters: one per slot */
   if (index) *index = i;
@@ -473,7 +475,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
   x->op_comm = (px_op_comm){.reduce = op_reduce, .ring = op_ring, .ctx = x};
   px_status st = fault_parse(x, err);
   if (!st) st = px_env_init(&x->env, plan, x->tp_rank, x->cp_rank, err);
-  if (!st) st = px_global_params_build(&plan->model, &x->global, err);
+  if (!st) st = px_global_params_build(&plan->model, plan->par.mtp_layers, &x->global, err);
   if (!st) st = px_global_params_add_adapters(plan, &x->global, err);
   if (!st && (x->namax = px_param_amax_keys(plan, x->stage, NULL, 0)) > 0) {
     x->amax_keys = px_calloc((size_t)x->namax, sizeof *x->amax_keys, err);
@@ -484,7 +486,7 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
       st = px_err_set(err, PX_ERR_INPUT, "the %s backend keeps no fp8 amax histories: it cannot run delayed scaling "
                       "(hint: `fp8_recipe` current)", be->name);
   }
-  int64_t stride = x->L + 2;
+  int64_t stride = px_program_ngroups(plan); /* [slot][group + 1] */
   if (!st) {
     x->param_of = px_calloc((size_t)(plan->nslots * stride), sizeof *x->param_of, err);
     x->gathered = px_calloc((size_t)prog->nunits + 1, sizeof *x->gathered, err);
@@ -511,12 +513,12 @@ px_status px_exec_new(const px_plan *plan, px_backend *be, const px_comm *comm, 
     for (int64_t i = 0; i < plan->nslots * stride; i++) x->param_of[i] = -1;
     for (int32_t i = 0; i < prog->nparams; i++) {
       const px_param_ref *r = &prog->params[i];
-      bool layer_slot = r->group >= 0 && r->group < x->L;
+      bool layer_slot = r->group >= 0 && r->group != x->L; /* a layer's or the MTP module's, not the head's */
       x->param_of[r->slot * stride + (layer_slot ? r->group + 1 : 0)] = i;
     }
     for (int32_t i = 0; i < prog->nfrozen; i++) { /* after the trained ones (param_ref) */
       const px_param_ref *r = &prog->frozen[i];
-      bool layer_slot = r->group >= 0 && r->group < x->L;
+      bool layer_slot = r->group >= 0 && r->group != x->L;
       x->param_of[r->slot * stride + (layer_slot ? r->group + 1 : 0)] = prog->nparams + i;
     }
     for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
@@ -977,10 +979,16 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
         (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
       st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
   }
+  /* d loss / d token loss: 1 / (gbs x seq); an MTP module's (its targets shifted by dim[3]) weighted over its
+   * positions with a target */
+  int64_t shift = o->kind == PX_OP_LOSS_BWD ? o->dim[3] : 0;
+  double weight = shift > 0 ? PX_MTP_LOSS_WEIGHT / (double)x->plan->par.mtp_layers : 1.0;
   px_exec_op e = {.env = &x->env, .op = o, .comm = &x->op_comm, .layer = in->layer, .seq_index = x->seq_index,
                   .seed = x->opt.hp.seed, .step = x->step,
-                  .loss_scale = (float)(x->opt.scaler[0] / ((double)x->plan->par.gbs * (double)x->plan->seq))};
+                  .loss_scale = (float)(x->opt.scaler[0] * weight /
+                                        ((double)x->plan->par.gbs * (double)(x->plan->seq - shift)))};
   if (o->kind == PX_OP_EMBED_BWD && in->mb >= 0 && in->mb < x->plan->microbatches &&
+      x->plan->slots[o->in[1].slot].role == PX_ROLE_TOKENS &&
       o->dim[0] == x->plan->par.mbs * x->plan->seq_cp)
     e.host_tokens = x->host_tokens[in->mb];
   for (int j = 0; j < PX_OP_OUTS && !st; j++) st = resolve(x, in, o->out[j], &e.out[j], err);
@@ -992,12 +1000,14 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     else if (o->kind != PX_OP_SEND && o->kind != PX_OP_RECV)
       st = x->be->op(x->be, &e, err);
   }
-  if (!st && o->kind == PX_OP_LOSS && x->tp_rank == 0) { /* the step's loss, from each token's */
+  if (!st && o->kind == PX_OP_LOSS && x->tp_rank == 0) { /* the step's loss, from each token's (the main head's,
+                                                           and an MTP module's apart) */
     int64_t n = o->dim[0];
     float *host = malloc((size_t)n * sizeof *host);
     if (!host) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     st = x->be->download(x->be, host, e.out[1], (uint64_t)n * sizeof *host, err);
-    for (int64_t j = 0; !st && j < n; j++) x->loss_sum += host[j];
+    double *sum = o->dim[3] > 0 ? &x->mtp_loss_sum : &x->loss_sum;
+    for (int64_t j = 0; !st && j < n; j++) *sum += host[j];
     free(host);
   }
   for (int32_t f = 0; f < o->free_count && !st; f++) { /* on the TP stream, a release waits for the collective */
@@ -1260,7 +1270,9 @@ static px_status run_fetch_param(px_exec *x, const px_inst *in, px_err *err) {
 
 /* The tied weight's full gradient (the op's in[0]) summed with the other stage's copy. */
 static px_status run_emb_sync(px_exec *x, const px_op *o, px_err *err) {
-  const px_param_ref *r = param_ref(x, (int16_t)x->plan->slots[o->in[0].slot].param, -1, NULL);
+  const px_param_ref *r = NULL; /* the stage's one copy: the embedding's, the head's or the MTP module's */
+  for (int32_t i = 0; i < x->prog->nparams && !r; i++)
+    if (x->prog->params[i].slot == x->plan->slots[o->in[0].slot].param) r = &x->prog->params[i];
   if (!r) return px_err_set(err, PX_ERR_RUNTIME, "internal: no tied embedding on stage %lld", (long long)x->stage);
   char *g = x->plan->par.zero < 2 ? x->grads + r->offset * x->gb : NULL;
   if (!g) {
@@ -1396,7 +1408,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   const px_parallel *par = &x->plan->par;
   px_status st = zero_grads(x, err);
   x->step = step;
-  x->loss_sum = 0;
+  x->loss_sum = x->mtp_loss_sum = 0;
   memset(x->marks, 0, (size_t)prog->ninsts * sizeof *x->marks);
   for (int32_t i = 0; i < prog->ninsts && !st;) {
     const px_inst *in = &prog->insts[i];
@@ -1461,10 +1473,12 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
                     x->plan->slots[x->t[0].slot].name);
   if (!st) st = join_streams(x, err);
   if (!st) st = x->be->sync(x->be, err); /* the step ends when the device is done */
-  /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. */
-  double sum = x->loss_sum;
-  if (!st) st = x->be->host_allreduce(x->be, PX_GROUP_ALL, &sum, 1, PX_HOST_DOUBLE, PX_RED_SUM, err);
-  if (loss) *loss = sum / ((double)par->gbs * (double)x->plan->seq);
+  /* The loss lives on the last stage's tp rank 0 of every DP replica: sum over all. The MTP module's over its
+   * positions with a target (one fewer a sequence). */
+  double sum[2] = {x->loss_sum, x->mtp_loss_sum};
+  if (!st) st = x->be->host_allreduce(x->be, PX_GROUP_ALL, sum, 2, PX_HOST_DOUBLE, PX_RED_SUM, err);
+  if (loss) *loss = sum[0] / ((double)par->gbs * (double)x->plan->seq);
+  x->mtp_loss = par->mtp_layers > 0 ? sum[1] / ((double)par->gbs * (double)(x->plan->seq - 1)) : 0;
   x->timed_steps++;
   return st;
 }
@@ -1472,6 +1486,8 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
 void px_exec_capture_grads(px_exec *x, bool on) { x->capture = on; }
 
 double px_exec_grad_norm(const px_exec *x) { return x->opt.grad_norm; }
+
+double px_exec_mtp_loss(const px_exec *x) { return x->mtp_loss; }
 
 void px_exec_frozen_quant_sums(const px_exec *x, double sums[2]) { sums[0] = x->quant_sums[0], sums[1] = x->quant_sums[1]; }
 

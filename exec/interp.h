@@ -34,6 +34,9 @@ px_status px_exec_write_grads(px_exec *x, const char *path, px_err *err);
 void px_exec_loss_scale(const px_exec *x, double *scale, int64_t *skipped);
 /* The last step's global gradient norm before clipping (the same on every rank; NaN: an fp16 step skipped). */
 double px_exec_grad_norm(const px_exec *x);
+/* The last step's MTP module loss (mean over its positions with a target, before its weight PX_MTP_LOSS_WEIGHT);
+ * 0 without one. */
+double px_exec_mtp_loss(const px_exec *x);
 
 /* Fine-tuning: a hash of this rank's frozen base weights as they are now (px_ckpt_hash_bytes of their bytes; 0
  * without a frozen base), to show that training left them as they were. */

@@ -13,14 +13,12 @@
 #include "kernels/math.h"
 #include "plan/lora.h"
 
-static px_status add(px_global_params *g, const char *name, int64_t layer, int64_t rows, int64_t cols, px_init_kind k,
+/* Appends tensor pre + name ("layer3." "ln1.w"; pre "" for the stage's). */
+static px_status add(px_global_params *g, const char *pre, const char *name, int64_t rows, int64_t cols, px_init_kind k,
                      double std, int64_t cap, px_err *err) {
   if (g->n == cap) return px_err_set(err, PX_ERR_RUNTIME, "internal: too many global tensors");
   px_global_tensor *t = &g->t[g->n++];
-  if (layer >= 0)
-    snprintf(t->name, sizeof t->name, "layer%lld.%s", (long long)layer, name);
-  else
-    snprintf(t->name, sizeof t->name, "%s", name);
+  snprintf(t->name, sizeof t->name, "%s%s", pre, name);
   t->rows = rows, t->cols = cols, t->offset = g->total, t->init = k, t->std = std;
   g->total += (uint64_t)(rows * cols);
   return PX_OK;
@@ -31,11 +29,9 @@ enum { T_LN1W, T_LN1B, T_QW, T_KW, T_VW, T_QB, T_KB, T_VB, T_OW, T_OB, T_LN2W, T
        T_FC2W, T_FC2B, T_ROUTER, T_EXP_GATE, T_EXP_UP, T_EXP_FC2, T_SH_GATE, T_SH_UP, T_SH_FC2, T_QNORM, T_KNORM,
        T_SINKS, T_QDOWN, T_QLATNORM, T_QUP, T_KVDOWN, T_KVLATNORM, T_KVUP, T_PER_LAYER };
 
-px_status px_global_params_build(const px_model *m, px_global_params *g, px_err *err) {
-  memset(g, 0, sizeof *g);
-  int64_t cap = m->layers * T_PER_LAYER + 8;
-  g->t = px_calloc((size_t)cap, sizeof *g->t, err);
-  if (!g->t) return PX_ERR_RUNTIME;
+/* The tensors of layer l (a layer of m's kind at that index: the MTP module's is index m->layers), named
+ * pre + each. Every layer has every entry (absent ones with zero size) so indices are fixed. */
+static px_status add_layer(px_global_params *g, const px_model *m, int64_t l, const char *pre, int64_t cap, px_err *err) {
   int64_t H = m->hidden, Q = m->heads * m->head_dim, KV = m->kv_heads * m->head_dim, F = m->ffn_hidden;
   bool ln = m->norm == PX_NORM_LAYERNORM, qb = m->qkv_bias || m->bias, swi = m->mlp == PX_MLP_SWIGLU;
   /* multi-head latent attention: no q, k, v weights; the context's width is heads x v_head_dim */
@@ -43,59 +39,88 @@ px_status px_global_params_build(const px_model *m, px_global_params *g, px_err 
   int64_t QL = m->q_lora_rank, KL = m->kv_lora_rank, O = mla ? m->heads * m->v_head_dim : Q;
   double std = 0.02, out_std = 0.02 / sqrt(2.0 * (double)m->layers); /* GPT-2's scaled residual projections */
   px_status st = PX_OK;
-  /* Every layer has every entry (absent ones with zero size) so indices are fixed. */
+  /* a MoE layer's MLP: the router, the experts (each expert's rows one after another), the shared experts */
+  bool moe = px_model_layer_is_moe(m, l);
+  int64_t E = moe ? m->experts : 0, Fe = m->moe_ffn_hidden, Fd = moe ? 0 : F;
+  int64_t Fs = moe ? px_model_shared_ffn(m) : 0;
+  if ((st = add(g, pre, "ln1.w", 1, H, PX_INIT_ONES, 0, cap, err)) ||
+      (st = add(g, pre, "ln1.b", 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "q.w", mla ? 0 : Q, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "k.w", mla ? 0 : KV, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "v.w", mla ? 0 : KV, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "q.b", qb ? Q : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "k.b", qb ? KV : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "v.b", qb ? KV : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "o.w", H, O, PX_INIT_NORMAL, out_std, cap, err)) ||
+      (st = add(g, pre, "o.b", m->bias ? H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "ln2.w", 1, H, PX_INIT_ONES, 0, cap, err)) ||
+      (st = add(g, pre, "ln2.b", 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, swi ? "gate.w" : "fc1.w", Fd, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "up.w", swi ? Fd : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, swi ? "gate.b" : "fc1.b", m->bias ? Fd : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "up.b", swi && m->bias ? Fd : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "fc2.w", moe ? 0 : H, Fd, PX_INIT_NORMAL, out_std, cap, err)) ||
+      (st = add(g, pre, "fc2.b", m->bias && !moe ? H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "router.w", E, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, swi ? "experts.gate.w" : "experts.fc1.w", E * Fe, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "experts.up.w", swi ? E * Fe : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "experts.fc2.w", E * H, Fe, PX_INIT_NORMAL, out_std, cap, err)) ||
+      (st = add(g, pre, swi ? "shared.gate.w" : "shared.fc1.w", Fs, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "shared.up.w", swi ? Fs : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "shared.fc2.w", Fs > 0 ? H : 0, Fs, PX_INIT_NORMAL, out_std, cap, err)) ||
+      /* per-head q/k norms (Qwen3): one RMSNorm weight of head_dim for every query head, one for every key head */
+      (st = add(g, pre, "q_head_norm.w", 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
+      (st = add(g, pre, "k_head_norm.w", 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
+      /* attention sinks (gpt-oss): a logit per query head, drawn as its other weights are */
+      (st = add(g, pre, "sinks", 1, m->attention_sinks ? m->heads : 0, PX_INIT_NORMAL, std, cap, err)) ||
+      /* multi-head latent attention: q's down projection and latent norm (q_lora_rank > 0) and up projection
+       * (heads x (nope + rope)); kv's down projection (the latent, then the RoPE key), latent norm and up
+       * projection (every head's non-RoPE key, then every head's value) */
+      (st = add(g, pre, "q_down.w", mla ? QL : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "q_latent_norm.w", 1, mla ? QL : 0, PX_INIT_ONES, 0, cap, err)) ||
+      (st = add(g, pre, "q_up.w", mla ? Q : 0, QL > 0 ? QL : H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "kv_down.w", mla ? KL + m->qk_rope_head_dim : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
+      (st = add(g, pre, "kv_latent_norm.w", 1, KL, PX_INIT_ONES, 0, cap, err)) ||
+      (st = add(g, pre, "kv_up.w", mla ? m->heads * (m->qk_nope_head_dim + m->v_head_dim) : 0, KL, PX_INIT_NORMAL,
+                std, cap, err)))
+    return st;
+  return PX_OK;
+}
+
+/* The MTP module's own tensors after its layer's (plan/compile.c's mtp_slots): enorm, hnorm, eh_proj (h x 2h:
+ * the embedding's columns, then the hidden state's, as Megatron-Core concatenates them), its final norm. */
+enum { T_MTP_ENORM, T_MTP_HNORM, T_MTP_EH, T_MTP_NORM, T_MTP_COUNT };
+
+px_status px_global_params_build(const px_model *m, int64_t mtp, px_global_params *g, px_err *err) {
+  memset(g, 0, sizeof *g);
+  int64_t cap = (m->layers + mtp) * (T_PER_LAYER + T_MTP_COUNT) + 8;
+  g->t = px_calloc((size_t)cap, sizeof *g->t, err);
+  if (!g->t) return PX_ERR_RUNTIME;
+  int64_t H = m->hidden;
+  bool ln = m->norm == PX_NORM_LAYERNORM;
+  double std = 0.02;
+  px_status st = PX_OK;
+  char pre[32];
   for (int64_t l = 0; l < m->layers && !st; l++) {
-    /* a MoE layer's MLP: the router, the experts (each expert's rows one after another), the shared experts */
-    bool moe = px_model_layer_is_moe(m, l);
-    int64_t E = moe ? m->experts : 0, Fe = m->moe_ffn_hidden, Fd = moe ? 0 : F;
-    int64_t Fs = moe ? px_model_shared_ffn(m) : 0;
-    if ((st = add(g, "ln1.w", l, 1, H, PX_INIT_ONES, 0, cap, err)) ||
-        (st = add(g, "ln1.b", l, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "q.w", l, mla ? 0 : Q, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "k.w", l, mla ? 0 : KV, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "v.w", l, mla ? 0 : KV, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "q.b", l, qb ? Q : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "k.b", l, qb ? KV : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "v.b", l, qb ? KV : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "o.w", l, H, O, PX_INIT_NORMAL, out_std, cap, err)) ||
-        (st = add(g, "o.b", l, m->bias ? H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "ln2.w", l, 1, H, PX_INIT_ONES, 0, cap, err)) ||
-        (st = add(g, "ln2.b", l, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, swi ? "gate.w" : "fc1.w", l, Fd, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "up.w", l, swi ? Fd : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, swi ? "gate.b" : "fc1.b", l, m->bias ? Fd : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "up.b", l, swi && m->bias ? Fd : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "fc2.w", l, moe ? 0 : H, Fd, PX_INIT_NORMAL, out_std, cap, err)) ||
-        (st = add(g, "fc2.b", l, m->bias && !moe ? H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-        (st = add(g, "router.w", l, E, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, swi ? "experts.gate.w" : "experts.fc1.w", l, E * Fe, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "experts.up.w", l, swi ? E * Fe : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "experts.fc2.w", l, E * H, Fe, PX_INIT_NORMAL, out_std, cap, err)) ||
-        (st = add(g, swi ? "shared.gate.w" : "shared.fc1.w", l, Fs, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "shared.up.w", l, swi ? Fs : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "shared.fc2.w", l, Fs > 0 ? H : 0, Fs, PX_INIT_NORMAL, out_std, cap, err)) ||
-        /* per-head q/k norms (Qwen3): one RMSNorm weight of head_dim for every query head, one for every key head */
-        (st = add(g, "q_head_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
-        (st = add(g, "k_head_norm.w", l, 1, m->qk_norm ? m->head_dim : 0, PX_INIT_ONES, 0, cap, err)) ||
-        /* attention sinks (gpt-oss): a logit per query head, drawn as its other weights are */
-        (st = add(g, "sinks", l, 1, m->attention_sinks ? m->heads : 0, PX_INIT_NORMAL, std, cap, err)) ||
-        /* multi-head latent attention: q's down projection and latent norm (q_lora_rank > 0) and up projection
-         * (heads x (nope + rope)); kv's down projection (the latent, then the RoPE key), latent norm and up
-         * projection (every head's non-RoPE key, then every head's value) */
-        (st = add(g, "q_down.w", l, mla ? QL : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "q_latent_norm.w", l, 1, mla ? QL : 0, PX_INIT_ONES, 0, cap, err)) ||
-        (st = add(g, "q_up.w", l, mla ? Q : 0, QL > 0 ? QL : H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "kv_down.w", l, mla ? KL + m->qk_rope_head_dim : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
-        (st = add(g, "kv_latent_norm.w", l, 1, KL, PX_INIT_ONES, 0, cap, err)) ||
-        (st = add(g, "kv_up.w", l, mla ? m->heads * (m->qk_nope_head_dim + m->v_head_dim) : 0, KL, PX_INIT_NORMAL,
-                  std, cap, err)))
-      break;
+    snprintf(pre, sizeof pre, "layer%lld.", (long long)l);
+    st = add_layer(g, m, l, pre, cap, err);
   }
-  if (!st) st = add(g, "emb.w", -1, m->vocab, H, PX_INIT_NORMAL, std, cap, err);
-  if (!st) st = add(g, "pos.w", -1, m->position == PX_POS_LEARNED ? m->max_positions : 0, H, PX_INIT_NORMAL, 0.01, cap, err);
-  if (!st) st = add(g, "lnf.w", -1, 1, H, PX_INIT_ONES, 0, cap, err);
-  if (!st) st = add(g, "lnf.b", -1, 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err);
-  if (!st) st = add(g, "head.w", -1, m->tied_embeddings ? 0 : m->vocab, H, PX_INIT_NORMAL, std, cap, err);
+  for (int64_t k = 0; k < mtp && !st; k++) { /* the MTP modules' layers, then their own tensors */
+    snprintf(pre, sizeof pre, "mtp%lld.", (long long)k);
+    st = add_layer(g, m, m->layers + k, pre, cap, err);
+  }
+  for (int64_t k = 0; k < mtp && !st; k++) {
+    snprintf(pre, sizeof pre, "mtp%lld.", (long long)k);
+    if (!st) st = add(g, pre, "enorm.w", 1, H, PX_INIT_ONES, 0, cap, err);
+    if (!st) st = add(g, pre, "hnorm.w", 1, H, PX_INIT_ONES, 0, cap, err);
+    if (!st) st = add(g, pre, "eh_proj.w", H, 2 * H, PX_INIT_NORMAL, std, cap, err);
+    if (!st) st = add(g, pre, "final_norm.w", 1, H, PX_INIT_ONES, 0, cap, err);
+  }
+  if (!st) st = add(g, "", "emb.w", m->vocab, H, PX_INIT_NORMAL, std, cap, err);
+  if (!st) st = add(g, "", "pos.w", m->position == PX_POS_LEARNED ? m->max_positions : 0, H, PX_INIT_NORMAL, 0.01, cap, err);
+  if (!st) st = add(g, "", "lnf.w", 1, H, PX_INIT_ONES, 0, cap, err);
+  if (!st) st = add(g, "", "lnf.b", 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err);
+  if (!st) st = add(g, "", "head.w", m->tied_embeddings ? 0 : m->vocab, H, PX_INIT_NORMAL, std, cap, err);
   if (st) px_global_params_free(g);
   g->model_n = g->n;
   return st;
@@ -126,11 +151,12 @@ px_status px_global_params_add_adapters(const px_plan *plan, px_global_params *g
       lora_linear_dims(m, i, n, &k);
       for (int j = 0; j < 4 && !st; j++) {
         if (!(par->lora_targets & px_lora_linears[i].targets[j])) continue;
-        char name[32];
+        char name[32], pre[32];
+        snprintf(pre, sizeof pre, "layer%lld.", (long long)l);
         snprintf(name, sizeof name, "%s.A%d", px_lora_linears[i].weight, j);
-        st = add(g, name, l, r, k, PX_INIT_UNIFORM, 1.0 / sqrt((double)k), cap, err);
+        st = add(g, pre, name, r, k, PX_INIT_UNIFORM, 1.0 / sqrt((double)k), cap, err);
         snprintf(name, sizeof name, "%s.B%d", px_lora_linears[i].weight, j);
-        if (!st) st = add(g, name, l, j == 3 ? n[0] + n[1] + n[2] : n[j], r, PX_INIT_ZEROS, 0, cap, err);
+        if (!st) st = add(g, pre, name, j == 3 ? n[0] + n[1] + n[2] : n[j], r, PX_INIT_ZEROS, 0, cap, err);
       }
     }
   return st;
@@ -203,7 +229,10 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
   int64_t tp_rank = rk->tp_rank;
   const px_slot *s = &plan->slots[ref->slot];
   const px_model *m = &plan->model;
-  int64_t tp = plan->par.tp, l = ref->group, base = l * T_PER_LAYER;
+  /* the MTP module's layer (group L + 1) right after the model's, its own tensors after those (build) */
+  int64_t L = m->layers, mtp = plan->par.mtp_layers;
+  int64_t tp = plan->par.tp, l = ref->group, base = (l > L ? l - 1 : l) * T_PER_LAYER;
+  int64_t mtp_own = (L + mtp) * T_PER_LAYER + (l - L - 1) * T_MTP_COUNT, Hl = m->hidden / tp;
   int64_t QW = m->heads * m->head_dim / tp, KW = m->kv_heads * m->head_dim / tp, F = m->ffn_hidden / tp;
   int64_t OW = m->kv_lora_rank > 0 ? m->heads * m->v_head_dim / tp : QW; /* the context's columns of this rank */
   int64_t Vl = plan->vocab_padded / tp;
@@ -271,6 +300,16 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
       pm->col0 = f0, pm->expert_rows = H, pm->expert_grows = H;
     }
   } else if (!strcmp(n, "emb_w")) SEC(0, Vl, stage_tensor(g, 0), tp_rank * Vl);
+  else if (!strcmp(n, "mtp_emb_w")) { /* the last stage's copy of the table */
+    pm->tied_copy = true;
+    SEC(0, Vl, stage_tensor(g, 0), tp_rank * Vl);
+  } else if (!strcmp(n, "mtp_enorm_w")) SEC(0, s->shape[0], mtp_own + T_MTP_ENORM, 0);
+  else if (!strcmp(n, "mtp_hnorm_w")) SEC(0, s->shape[0], mtp_own + T_MTP_HNORM, 0);
+  else if (!strcmp(n, "mtp_lnf_w")) SEC(0, s->shape[0], mtp_own + T_MTP_NORM, 0);
+  else if (!strcmp(n, "mtp_eh_e_w") || !strcmp(n, "mtp_eh_h_w")) { /* this rank's output rows of eh_proj, a half's columns */
+    SEC(0, Hl, mtp_own + T_MTP_EH, tp_rank * Hl);
+    pm->col0 = n[7] == 'h' ? m->hidden : 0;
+  }
   else if (!strcmp(n, "head_w")) {
     pm->tied_copy = m->tied_embeddings;
     SEC(0, Vl, stage_tensor(g, m->tied_embeddings ? 0 : 4), tp_rank * Vl);

@@ -54,7 +54,10 @@ typedef struct {
   uint64_t total;       /* = the model's parameter count */
 } px_global_params;
 
-px_status px_global_params_build(const px_model *m, px_global_params *g, px_err *err);
+/* The canonical layout of m's tensors: each layer's ("layerN.ln1.w" ...), the mtp MTP modules' trained beside
+ * it (their layers' as a layer's, "mtp0.ln1.w" ..., then "mtp0.enorm.w", "hnorm.w", "eh_proj.w",
+ * "final_norm.w"), then the embedding, positions, final norm and head. */
+px_status px_global_params_build(const px_model *m, int64_t mtp, px_global_params *g, px_err *err);
 /* Fine-tuning with adapters (px_parallel_lora): appends each layer's
  * adapters, "layerN.qkv_w.A3", "layerN.qkv_w.B3" ... (A (r, in), B (out, r)
  * of the whole model, in px_lora_linears' order, A then B), after the

@@ -248,12 +248,16 @@ static px_status open_for(const char *dir, const px_plan *to, open_mode mode, in
                     r->manifest, base ? " and it is no base (hint: a pre-training or full fine-tuning run's)" : "");
   if (!st) st = rebuild_old_plan(r, err);
   if (!st && adapters) r->to = to = &r->from;
+  if (!st && r->from.par.mtp_layers != to->par.mtp_layers) /* the canonical layout holds the MTP module's tensors */
+    st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan training %lld MTP modules, this plan trains %lld: the "
+                    "states of one are not the other's (hint: `mtp_layers` %lld)", r->manifest,
+                    (long long)r->from.par.mtp_layers, (long long)to->par.mtp_layers, (long long)r->from.par.mtp_layers);
   if (!st && mode == OPEN_RESPLIT && (r->from.act_dtype == PX_DTYPE_FP16) != (to->act_dtype == PX_DTYPE_FP16))
     st = px_err_set(err, PX_ERR_INPUT, "%s: written by a plan in %s, this plan is in %s: fp16's loss scaler (its "
                     "scale and count of optimizer steps) has no counterpart in the other precision (hint: "
                     "`precision` %s)", r->manifest, px_precision_names[r->from.par.precision],
                     px_precision_names[to->par.precision], px_precision_names[r->from.par.precision]);
-  if (!st) st = px_global_params_build(&to->model, &r->g, err);
+  if (!st) st = px_global_params_build(&to->model, to->par.mtp_layers, &r->g, err);
   if (!st && adapters) st = px_global_params_add_adapters(to, &r->g, err);
   if (!st) {
     r->shards = px_calloc((size_t)r->man.world, sizeof *r->shards, err);

@@ -25,6 +25,7 @@ typedef struct {
   int64_t step;        /* from 1, counting resumed ones */
   int64_t last;        /* the step the run trains to (--steps) */
   double loss;         /* the step's mean loss (the same on every rank) */
+  double mtp_loss;     /* the MTP module's (px_exec_mtp_loss); 0 without one */
   double grad_norm;    /* the global gradient norm before clipping; NaN: an fp16 step skipped for overflow */
   double loss_scale;   /* fp16's loss scale after the step (1 otherwise) */
   double step_time_s;  /* the slowest rank's */

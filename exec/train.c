@@ -473,7 +473,7 @@ static px_status make_backend(const px_train_opts *o, const px_comm *c, px_backe
 px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, px_train_result *r, px_err *err) {
   memset(r, 0, sizeof *r);
   px_comm comm;
-  px_status st = px_comm_init(&comm, &plan->grid, plan->model.tied_embeddings, world, err);
+  px_status st = px_comm_init(&comm, &plan->grid, px_plan_shares_embedding(plan), world, err);
   if (st) return st;
   r->is_root = comm.world_rank == 0;
   px_backend *be = NULL;
@@ -545,7 +545,8 @@ px_status px_train(const px_plan *plan, const px_train_opts *o, MPI_Comm world, 
     double dt = most[0];
     times[k] = dt;
     if (!st && o->on_step && comm.world_rank == 0) {
-      px_train_step ts = {.step = step + 1, .last = o->steps, .loss = r->losses[k], .grad_norm = px_exec_grad_norm(x),
+      px_train_step ts = {.step = step + 1, .last = o->steps, .loss = r->losses[k], .mtp_loss = px_exec_mtp_loss(x),
+                          .grad_norm = px_exec_grad_norm(x),
                           .step_time_s = dt, .peak_bytes = (uint64_t)most[1]};
       int64_t skipped;
       px_exec_loss_scale(x, &ts.loss_scale, &skipped);

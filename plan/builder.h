@@ -15,7 +15,7 @@
  *   DROPOUT*          B, d1, d2, d3 (the tensor's shape), tp-sharded axis (0: none), site
  *   ADD/ACC/GELU*     elements, bias width (ADD)
  *   SWIGLU*           elements
- *   LOSS*             rows, vocab_local, vocab_real
+ *   LOSS*             rows, vocab_local, vocab_real, target shift (an MTP module's: 1), tokens a sequence
  *   collectives       elements in, elements out, B (sequence-axis gathers of (B, S, H))
  *   SEND/RECV         elements
  *   GRAD_NORM, ADAMW  elements of the shard (ADAMW_HOST: and the states' px_offload place)

@@ -153,14 +153,15 @@ static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, m
 }
 
 /* The vocabulary-parallel cross-entropy of logits against targets (shift 0: the next tokens; 1: the MTP
- * module's, one further, the last position masked). */
+ * module's, one further, the last position of each sequence masked). LOSS, LOSS_BWD dims: rows, vocab_local,
+ * vocab_real, shift, tokens a sequence. */
 static px_op *loss_op(px_bld *b, const px_dims *d, px_ref logits, px_ref targets, px_ref probs, px_ref loss, int shift) {
   int64_t rows = d->B * d->S;
   px_op *o = px_bld_op(b, PX_OP_LOSS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
   o->in[0] = logits, o->in[1] = targets;
   o->out[0] = probs, o->out[1] = loss;
   o->group = PX_GROUP_TP;
-  o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift;
+  o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift, o->dim[4] = d->S;
   px_bld_elementwise(o, (double)(rows * d->Vl), (double)(rows * d->Vl), 4.0);
   /* three all-reduces of one float per row: max, sum of exponentials, target logit */
   if (d->T > 1) {
@@ -176,7 +177,7 @@ static px_op *loss_bwd_op(px_bld *b, const px_dims *d, px_ref probs, px_ref targ
   px_op *o = px_bld_op(b, PX_OP_LOSS_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
   o->in[0] = probs, o->in[1] = targets;
   o->out[0] = dlogits;
-  o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift;
+  o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift, o->dim[4] = d->S;
   px_bld_elementwise(o, (double)(rows * d->Vl), (double)(rows * d->Vl), 4.0);
   return o;
 }

@@ -18,6 +18,11 @@
  * layer's backward into B (input gradient) and W (weight gradient) and
  * defer W into the bubbles: ZB-H1 (1F1B's memory) and ZB-H2 (up to 2p - 1
  * micro-batches in flight). */
+/* The MTP modules' loss weight over the main loss: Megatron-Core's mtp_loss_scaling_factor default
+ * (transformer_config.py at d98e8a6), which Megatron-Bridge's DeepSeek-V3 recipes keep; each module's loss is
+ * the mean over its positions with a target (the last `shift` of each sequence have none). */
+#define PX_MTP_LOSS_WEIGHT 0.1
+
 typedef enum {
   PX_SCHED_GPIPE,
   PX_SCHED_1F1B,

@@ -856,7 +856,8 @@ static px_status emit_program(px_plan *p, int64_t s, px_program *prog, plan_cach
     if (!sched[k].bwd) continue;
     int64_t vs = sched[k].chunk * pp + s;
     int64_t lo = vs == 0 && !sched[k].w ? -1 : p->vstage_first[vs]; /* W: the layers only */
-    int64_t hi = vs == V - 1 && !sched[k].w ? L : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
+    int64_t hi = vs == V - 1 && !sched[k].w ? L + p->par.mtp_layers /* the head's group, the MTP module's */
+                                            : p->vstage_first[vs] + p->vstage_layers[vs] - 1;
     for (int64_t gid = lo; gid <= hi; gid++)
       for (int32_t u = unit_of(&e, gid); u <= unit_last(&e, gid); u++) {
         if (per_mb)

@@ -37,9 +37,15 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->cuda_graph == PX_GRAPH_LAYERS)
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");
-  if (p->mtp_layers > 0)
-    return no(why, cap, "the MTP module (`mtp_layers`) is planned and simulated only; the executors do not run it yet "
-              "(hint: `mtp_layers` 0)");
+  if (p->mtp_layers > 0 && p->tp > 1)
+    return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld: its projection's output gathered over the hidden "
+              "columns is planned and simulated only (hint: `tp` 1)", (long long)p->tp);
+  if (p->mtp_layers > 0 && p->zero == 3)
+    return no(why, cap, "the MTP module (`mtp_layers`) with ZeRO-3: its block reads the head's and the embedding's "
+              "parameters, which ZeRO-3 gathers for their own blocks only (hint: `zero` 1 or 2)");
+  if (p->mtp_layers > 0 && p->cp > 1)
+    return no(why, cap, "the MTP module (`mtp_layers`) with `cp` %lld: its targets shifted across the CP ranks' "
+              "chunks are planned and simulated only (hint: `cp` 1)", (long long)p->cp);
   if (m->experts > 0 && p->moe_dispatch != PX_MOE_A2A)
     return no(why, cap, "mixture of experts runs with a2a dispatch (the allgather, DeepEP and HybridEP dispatchers are "
               "planned and simulated only)");

@@ -17,6 +17,7 @@ void px_report_run_step_text(const px_plan *plan, const px_train_step *s, FILE *
   px_sim_mfu_of(plan, s->step_time_s, &m);
   int w = snprintf(NULL, 0, "%lld", (long long)s->last);
   fprintf(out, "step %*lld/%lld | loss %.6f | ", w, (long long)s->step, (long long)s->last, s->loss);
+  if (plan->par.mtp_layers > 0) fprintf(out, "mtp loss %.6f | ", s->mtp_loss);
   if (isfinite(s->grad_norm))
     fprintf(out, "grad norm %.4g | ", s->grad_norm);
   else
@@ -36,6 +37,7 @@ cJSON *px_report_run_step_json(const px_plan *plan, const px_train_step *s) {
   px_json_add_num(o, "step", (double)s->step);
   px_json_add_num(o, "steps", (double)s->last);
   px_json_add_num(o, "loss", s->loss);
+  if (plan->par.mtp_layers > 0) px_json_add_num(o, "mtp_loss", s->mtp_loss);
   if (isfinite(s->grad_norm)) px_json_add_num(o, "grad_norm", s->grad_norm);
   else cJSON_AddNullToObject(o, "grad_norm"); /* skipped for overflow */
   px_json_add_num(o, "step_time_s", s->step_time_s);

@@ -89,7 +89,7 @@ static int rank_states(const px_plan *p, int64_t r, px_param_rank *rk, px_param_
 static void write_synthetic(const px_plan *p, const char *dir, bool record, bool amax) {
   px_err err = {0};
   px_global_params g;
-  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&p->model, &g, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&p->model, p->par.mtp_layers, &g, &err), PX_OK);
   char staging[600];
   CU_ASSERT_EQUAL_FATAL(px_ckpt_staging_path(dir, staging, sizeof staging, &err), PX_OK);
   for (int64_t q = 0; q < p->grid.world; q++) {
@@ -146,7 +146,7 @@ static void write_synthetic(const px_plan *p, const char *dir, bool record, bool
 static void check_owned(const px_plan *p) {
   px_err err = {0};
   px_global_params g;
-  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&p->model, &g, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&p->model, p->par.mtp_layers, &g, &err), PX_OK);
   char *seen = calloc(g.total, 1);
   px_param_state ps0[PX_STATE_COUNT];
   int k = px_param_states(p, 0, ps0);
@@ -210,7 +210,7 @@ static void want_amax(const px_plan *a, bool a_amax, const px_plan *b, const px_
 static void check_resharded(const px_plan *a, bool a_amax, const px_plan *b, const char *dir, const char *what) {
   px_err err = {0};
   px_global_params g;
-  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&b->model, &g, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&b->model, b->par.mtp_layers, &g, &err), PX_OK);
   bool master = has_master(a);
   uint64_t bad = 0;
   for (int64_t r = 0; r < b->grid.world; r++) {

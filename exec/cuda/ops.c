@@ -829,6 +829,11 @@ static const char *variant_refused(const px_env *env, const px_op *op) {
       return (op->kind == PX_OP_ROPE ? op->in[2] : op->out[2]).slot >= 0
                  ? "multi-head latent attention's RoPE key: the CUDA RoPE kernel does not build the keys from it yet"
                  : NULL;
+    case PX_OP_LOSS:
+    case PX_OP_LOSS_BWD:
+      return op->dim[3] > 0 ? "the MTP module's loss against the targets shifted once more: the CUDA loss kernels "
+                              "read each position's own target"
+                            : NULL;
     default: return NULL;
   }
 }

@@ -14,7 +14,7 @@
 # within 5e-4 of the cpu backend's emulation, with the bf16 base within 0.03
 # nats of bf16, with every layer kept in bf16 (--bf16-layers-end) the bf16 run bitwise, and refused
 # on a GPU without fp8. fp16: within 2e-3 of fp32,
-# and an overflowing loss scale skips steps and comes down. Exits 77 (skipped) without
+# and an overflowing loss scale skips steps and comes down. The MTP module is refused by name. Exits 77 (skipped) without
 # a CUDA device.
 #   exec.sh PARALLAX GRADCMP REPO
 set -u
@@ -136,6 +136,16 @@ if [ "$rc" -eq 2 ] && [ "$(echo "$said" | wc -l)" -eq 1 ] &&
   echo "ok: an op the backend cannot run is refused at start-up: $said"
 else
   fail "head dim 320 on the cuda backend: exit $rc, $(grep -v WARNING "$tmp/d320.err" | head -3)"
+fi
+# the MTP module's loss (its targets shifted once more): refused by name, exit 2
+sed 's/"name": "tiny"/"name": "tiny-mtp", "mtp_layers": 1/' "$root/models/tiny.json" >"$tmp/tiny-mtp.json"
+PX_EMU_DEVICES=1 timeout 300 "$px" run --backend cuda -m "$tmp/tiny-mtp.json" -c dgx-h100 -B 2 --steps 1 --mtp-layers 1 \
+  >/dev/null 2>"$tmp/mtp.err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "cuda cannot run this plan: loss.*the MTP module's loss" "$tmp/mtp.err"; then
+  echo "ok: the MTP module is refused by name: $(grep "parallax:" "$tmp/mtp.err" | head -1)"
+else
+  fail "the MTP module on the cuda backend: exit $rc, $(grep -v WARNING "$tmp/mtp.err" | head -3)"
 fi
 
 # bf16: against the fp32 run of the same plan

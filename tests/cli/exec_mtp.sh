@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The MTP module (--mtp-layers 1, plan/compile.c) on the CPU executor: its
+# multi-rank plans (PP with the last stage's copy of the embedding reduced
+# with the first's, interleaved and zero-bubble schedules, ZeRO-1 and -2, full
+# and selective recomputation, two sequences a micro-batch, a MoE module
+# under EP) reach the losses and first-step gradients of its one-rank run
+# within 1e-5 over 8 steps, every stage's measured peak its plan's (the
+# gradients themselves: tests/test_exec.c's finite differences). The module
+# changes the training (the losses differ from the same model's without it)
+# and logs its own loss, which falls. A checkpoint written under one plan
+# resumes under another to the straight run's losses; a plan without the module
+# refuses one written with it, by name. Refused by name: TP, CP and
+# ZeRO-3 (the executors), the CUDA backend (its loss kernels).
+set -u
+px=$1
+src=$2
+cmp=$(dirname "$px")/tests/px_gradcmp
+source "$(dirname "$0")/../tools/clitest.sh"
+runs=0
+jq '.name = "tiny-mtp" | .mtp_layers = 1' "$src/models/tiny.json" >"$tmp/tiny-mtp.json"
+jq '.name = "tiny-mla-mtp" | .mtp_layers = 1' "$src/models/tiny-mla.json" >"$tmp/tiny-mla-mtp.json"
+jq '.name = "tiny-moe-mtp" | .mtp_layers = 1' "$src/models/tiny-moe.json" >"$tmp/tiny-moe-mtp.json"
+
+run() { # out model gbs ranks flags... (the model in $tmp)
+  local out=$1 model=$2 gbs=$3 n=$4
+  shift 4
+  cpu_run "$out" "$n" -m "$tmp/$model.json" --steps 8 -B "$gbs" --mtp-layers 1 "$@"
+}
+
+# model ranks | flags: each against the model's one-rank run (gbs 4)
+cases=(
+  "tiny-mtp 2|-p 2"
+  "tiny-mtp 2|-p 2 --vpp 2"
+  "tiny-mtp 2|-p 2 -e zb-h1"
+  "tiny-mtp 2|-d 2 -z 1"
+  "tiny-mtp 2|-d 2 -z 2"
+  "tiny-mtp 1|-b 2 -r full"
+  "tiny-mtp 4|-p 2 -d 2 -z 1 -r selective"
+  "tiny-mla-mtp 2|-p 2"
+  "tiny-mla-mtp 1|-b 2"
+  "tiny-moe-mtp 2|--ep 2 -d 2 -z 1"
+  "tiny-moe-mtp 2|-p 2"
+)
+for c in "${cases[@]}"; do
+  read -r model n <<<"${c%%|*}"
+  # shellcheck disable=SC2206
+  f=(${c#*|})
+  if [ ! -f "$tmp/ref_$model.json" ]; then
+    run "ref_$model" "$model" 4 1 || { fail "$model one rank: $(head -3 "$tmp/err.txt")"; continue; }
+  fi
+  run got "$model" 4 "$n" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
+  runs=$((runs + 1))
+  same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"
+done
+echo "$runs plans"
+[ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
+
+# the module is there: without it the same model trains to other losses; its own loss is logged and falls
+if cpu_run plain 1 -m "$tmp/tiny-mtp.json" --steps 8 -B 4; then
+  close "$(losses "$tmp/plain.json")" "$(losses "$tmp/ref_tiny-mtp.json")" 1e-4 &&
+    fail "--mtp-layers 1 trains tiny-mtp as without it: $(losses "$tmp/plain.json")"
+  grep -q '"mtp_loss"' "$tmp/plain.json" && fail "a run without the module logs an mtp_loss"
+else
+  fail "tiny-mtp without the module: $(head -3 "$tmp/err.txt")"
+fi
+if mpirun -np 1 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" --steps 8 -B 4 --mtp-layers 1 >"$tmp/log.txt" 2>&1; then
+  first=$(grep -o 'mtp loss [0-9.]*' "$tmp/log.txt" | head -1 | cut -d' ' -f3)
+  last=$(grep -o 'mtp loss [0-9.]*' "$tmp/log.txt" | tail -1 | cut -d' ' -f3)
+  awk -v a="$first" -v b="$last" 'BEGIN { exit !(a > 5 && a < 6 && b < a) }' ||
+    fail "the MTP loss logged: $first then $last"
+else
+  fail "the MTP run's log: $(head -3 "$tmp/log.txt")"
+fi
+
+# a checkpoint re-split for another plan: steps 4-6 as the straight run's
+if run straight tiny-mtp 4 2 -p 2 && run first tiny-mtp 4 2 -p 2 --steps 3 --ckpt "$tmp/ck" &&
+  run second tiny-mtp 4 2 -d 2 -z 1 --steps 6 --ckpt "$tmp/ck" --resume; then
+  want=$(losses "$tmp/straight.json" | cut -d, -f4-6)
+  close "$want" "$(losses "$tmp/second.json")" 1e-5 && echo "ok: tiny-mtp -p 2, resumed with -d 2 -z 1" ||
+    fail "tiny-mtp -p 2 to -d 2 -z 1: $(losses "$tmp/second.json"), straight $want"
+else
+  fail "tiny-mtp checkpoint: $(head -3 "$tmp/err.txt")"
+fi
+# ... but not by a plan without the module, nor the other way
+if cpu_run noplain 1 -m "$tmp/tiny-mtp.json" -B 4 --steps 6 --ckpt "$tmp/ck" --resume; then
+  fail "a checkpoint with the MTP module resumed without it"
+else
+  grep -q "written by a plan training 1 MTP modules, this plan trains 0" "$tmp/err.txt" ||
+    fail "the refusal of a checkpoint with the module: $(head -3 "$tmp/err.txt")"
+fi
+
+# refused by name where the executors do not run it
+err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -t 2 --mtp-layers 1 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with --tp 2" || fail "MTP with tp 2: $err"
+err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -d 2 -z 3 --mtp-layers 1 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with ZeRO-3" || fail "MTP with ZeRO-3: $err"
+cuda_refuses "the MTP module's loss" 1 -m "$tmp/tiny-mtp.json" --steps 1 -B 4 --mtp-layers 1
+finish
