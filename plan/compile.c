@@ -47,20 +47,39 @@ static void stage_slots_make(px_plan *p, const px_dims *d, stage_slots *s) {
   s->ce_probs = px_bld_slot(p, "ce_probs", PX_SLOT_ACT, PX_DTYPE_FP32, B * S, d->Vl, 1, 1);
 }
 
+/* The vocabulary-parallel lookup of tokens (B, S) in table w into out, the full sequence (B, S, H), partial
+ * over the TP ranks' vocabulary shards until reduced. */
+static void lookup(px_bld *b, const px_dims *d, px_ref tokens, int w, px_ref out) {
+  int64_t rows = d->B * d->S;
+  px_op *o = px_bld_op(b, PX_OP_EMBED, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+  o->in[0] = tokens, o->in[1] = R(w, 0);
+  o->out[0] = out;
+  o->dim[0] = rows, o->dim[1] = d->H, o->dim[2] = d->Vl, o->dim[3] = b->p->model.vocab;
+  px_bld_elementwise(o, (double)(rows * d->H), (double)(rows * d->H), (double)d->e);
+}
+
+/* Its backward: dy (B, S, H) added into w's gradient at the tokens' rows (w frozen: dropped, nothing computed). */
+static void lookup_bwd(px_bld *b, const px_dims *d, px_ref dy, px_ref tokens, int w) {
+  int64_t rows = d->B * d->S;
+  px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
+  o->in[0] = dy, o->in[1] = tokens;
+  o->dim[0] = rows, o->dim[1] = d->H, o->dim[2] = d->Vl, o->dim[3] = b->p->model.vocab;
+  if (!px_bld_param_trained(b->p, w)) return;
+  o->out[0] = R(px_bld_grad_of(b->p, w), 0);
+  o->flags = PX_OPF_ACCUMULATE;
+  px_bld_elementwise(o, (double)(rows * d->H), (double)(2 * rows * d->H), (double)d->e);
+}
+
 static void embed_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
-  int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H;
+  int64_t B = d->B, Sl = d->Sl, H = d->H;
   px_ref x = R(L->x, 0);
   /* The token lookup fills the full sequence; with TP the partial rows are summed. */
   px_ref target = d->drop ? R(s->emb, 0) : x;
   px_ref part = d->sp ? R(s->emb_part, 0) : target;
-  px_op *o = px_bld_op(b, PX_OP_EMBED, PX_STREAM_COMPUTE, PX_PHASE_FWD);
-  o->in[0] = R(s->tokens, 0), o->in[1] = R(s->w_emb, 0);
-  o->out[0] = part;
-  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = b->p->model.vocab;
-  px_bld_elementwise(o, (double)(B * S * H), (double)(B * S * H), (double)d->e);
+  lookup(b, d, R(s->tokens, 0), s->w_emb, part);
   px_bld_tp_reduce(b, d, PX_PHASE_FWD, part, target);
   if (d->learned) {
-    o = px_bld_op(b, PX_OP_POS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
+    px_op *o = px_bld_op(b, PX_OP_POS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
     o->in[0] = target, o->in[1] = R(s->wpe, 0);
     o->out[0] = target;
     o->dim[0] = B, o->dim[1] = Sl, o->dim[2] = H;
@@ -78,9 +97,7 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
   if (!px_bld_param_trained(p, s->w_emb)) { /* a frozen table: the gradient arriving here (and the tokens the
                                                forward kept) are dropped, nothing computed */
-    px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-    o->in[0] = dx, o->in[1] = R(s->tokens, 0);
-    o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
+    lookup_bwd(b, d, dx, R(s->tokens, 0), s->w_emb);
     return;
   }
   px_ref demb = dx;
@@ -97,12 +114,7 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
     px_bld_elementwise(o, (double)(B * Sl * H), (double)(2 * S * H), (double)d->e);
   }
   px_ref dfull = d->sp ? px_bld_tp_gather(b, d, PX_PHASE_BWD, demb, R(px_bld_grad_slot(p, s->emb_part), 0)) : demb;
-  px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-  o->in[0] = dfull, o->in[1] = R(s->tokens, 0);
-  o->out[0] = R(px_bld_grad_of(p, s->w_emb), 0);
-  o->flags = PX_OPF_ACCUMULATE;
-  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
-  px_bld_elementwise(o, (double)(B * S * H), (double)(2 * B * S * H), (double)d->e);
+  lookup_bwd(b, d, dfull, R(s->tokens, 0), s->w_emb);
 }
 
 /* ---- multi-token prediction (DeepSeek-V3; Megatron-Core's multi_token_prediction.py at d98e8a6) ----
@@ -189,23 +201,21 @@ static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px
   px_ref h = R(L->x, -1), targets = R(s->targets, -1);
   /* the next-but-one tokens' embedding (the targets looked up), reduced over the vocabulary shards */
   px_ref part = d->sp ? R(t->emb_part, 0) : R(t->emb, 0);
-  px_op *o = px_bld_op(b, PX_OP_EMBED, PX_STREAM_COMPUTE, PX_PHASE_FWD);
-  o->in[0] = targets, o->in[1] = R(t->w_emb, 0);
-  o->out[0] = part;
-  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
-  px_bld_elementwise(o, (double)(B * S * H), (double)(B * S * H), (double)d->e);
+  lookup(b, d, targets, t->w_emb, part);
   px_bld_tp_reduce(b, d, PX_PHASE_FWD, part, R(t->emb, 0));
   px_bld_norm(b, d, PX_PHASE_FWD, R(t->en, 0), NOREF, R(t->en_rstd, 0), R(t->emb, 0), t->w_enorm, -1, B * Sl);
   px_bld_norm(b, d, PX_PHASE_FWD, R(t->hn, 0), NOREF, R(t->hn_rstd, 0), h, t->w_hnorm, -1, B * Sl);
   /* eh_proj: [en, hn] W^T = en We^T + hn Wh^T, column-parallel over the whole sequence */
-  px_ref en = px_fp8_cast(b, d, PX_PHASE_FWD, px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->en, 0), R(t->en_full, 0)), false);
-  px_ref hn = px_fp8_cast(b, d, PX_PHASE_FWD, px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->hn, 0), R(t->hn_full, 0)), false);
+  px_ref en = px_bld_tp_gather(b, d, PX_PHASE_FWD, px_fp8_cast(b, d, PX_PHASE_FWD, R(t->en, 0), false),
+                               px_fp8_twin(p, d, R(t->en_full, 0)));
+  px_ref hn = px_bld_tp_gather(b, d, PX_PHASE_FWD, px_fp8_cast(b, d, PX_PHASE_FWD, R(t->hn, 0), false),
+                               px_fp8_twin(p, d, R(t->hn_full, 0)));
   px_linear(b, d, PX_PHASE_FWD, en, t->w_eh_e, -1, R(t->eh_e, 0), NOREF, NOREF, B * S, Hl, 0, 0, H);
   px_linear(b, d, PX_PHASE_FWD, hn, t->w_eh_h, -1, R(t->eh_h, 0), NOREF, NOREF, B * S, Hl, 0, 0, H);
   px_ref eh = d->T > 1 ? R(t->eh, 0) : R(L->x, 0);
   px_bld_simple(b, PX_OP_ADD, PX_PHASE_FWD, eh, R(t->eh_e, 0), R(t->eh_h, 0), B * S * Hl, (double)d->e);
   if (d->T > 1) { /* gathered over the hidden columns (this rank keeps its sequence shard with SP) */
-    o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, PX_PHASE_FWD, eh, R(L->x, 0), B * S * Hl, B * S * H, d->act,
+    px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, PX_PHASE_FWD, eh, R(L->x, 0), B * S * Hl, B * S * H, d->act,
                     d->T);
     o->flags |= PX_OPF_COLS;
   }
@@ -218,9 +228,10 @@ static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px
   loss_op(b, d, R(t->logits, 0), targets, R(t->ce_probs, 0), R(t->loss, 0), 1);
   /* what the backward reads, and what the head's backward after it still reads */
   px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(L->x, 1));
-  px_bld_keep(b, R(t->emb, 0)), px_bld_keep(b, R(t->en, 0)), px_bld_keep(b, R(t->hn, 0));
-  px_bld_keep(b, R(t->en_rstd, 0)), px_bld_keep(b, R(t->hn_rstd, 0)), px_bld_keep(b, R(t->lnf_rstd, 0));
-  if (!d->sp) px_bld_keep(b, en), px_bld_keep(b, hn); /* fp8: the twins the weight gradients read */
+  px_bld_keep(b, R(t->emb, 0)), px_bld_keep(b, R(t->en_rstd, 0)), px_bld_keep(b, R(t->hn_rstd, 0));
+  px_bld_keep(b, R(t->lnf_rstd, 0));
+  if (px_linear_needs_input(p, t->w_eh_e)) /* the projection's inputs (fp8: their twins), a sequence shard with SP */
+    px_bld_keep(b, px_fp8_twin(p, d, R(t->en, 0))), px_bld_keep(b, px_fp8_twin(p, d, R(t->hn, 0)));
   if (px_linear_needs_input(p, s->w_head)) px_bld_keep(b, R(t->lnf, 0));
   px_bld_keep(b, R(t->ce_probs, 0));
 }
@@ -242,8 +253,8 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
   /* eh_proj: each rank's columns of the output gradient (the whole sequence gathered with SP) */
   px_ref dy = R(px_bld_grad_slot(p, L->x), 0);
   if (d->sp) dy = px_bld_tp_gather(b, d, PX_PHASE_BWD, dy, R(t->dx_full, 0));
-  px_ref en = px_linear_wgrad_input(b, d, t->w_eh_e, R(t->en, 0), R(t->en_full, 0));
-  px_ref hn = px_linear_wgrad_input(b, d, t->w_eh_h, R(t->hn, 0), R(t->hn_full, 0));
+  px_ref en = px_linear_wgrad_input(b, d, t->w_eh_e, px_fp8_twin(p, d, R(t->en, 0)), px_fp8_twin(p, d, R(t->en_full, 0)));
+  px_ref hn = px_linear_wgrad_input(b, d, t->w_eh_h, px_fp8_twin(p, d, R(t->hn, 0)), px_fp8_twin(p, d, R(t->hn_full, 0)));
   px_ref den = R(px_bld_grad_slot(p, t->en), 0), dhn = R(px_bld_grad_slot(p, t->hn), 0);
   den = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->en_full), 0), en, R(t->en, 0), t->w_eh_e, -1, dy, NOREF, NOREF,
                       NOREF, B * S, Hl, 0, 0, H, &den);
@@ -253,12 +264,7 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
   px_ref demb = R(px_bld_grad_slot(p, t->emb), 0);
   px_bld_norm_bwd(b, d, demb, den, R(t->emb, 0), NOREF, R(t->en_rstd, 0), t->w_enorm, -1, B * Sl);
   px_ref dfull = d->sp ? px_bld_tp_gather(b, d, PX_PHASE_BWD, demb, R(px_bld_grad_slot(p, t->emb_part), 0)) : demb;
-  px_op *o = px_bld_op(b, PX_OP_EMBED_BWD, PX_STREAM_COMPUTE, PX_PHASE_BWD);
-  o->in[0] = dfull, o->in[1] = targets;
-  o->out[0] = R(px_bld_grad_of(p, t->w_emb), 0);
-  o->flags = PX_OPF_ACCUMULATE;
-  o->dim[0] = B * S, o->dim[1] = H, o->dim[2] = d->Vl, o->dim[3] = p->model.vocab;
-  px_bld_elementwise(o, (double)(B * S * H), (double)(2 * B * S * H), (double)d->e);
+  lookup_bwd(b, d, dfull, targets, t->w_emb);
   px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(t->dh, 0));
 }
 

@@ -959,10 +959,13 @@ static void test_mtp(void) {
       for (int64_t pp = 1; pp <= 4; pp *= 2)
         for (int sched = 0; sched < PX_SCHED_COUNT; sched++)
           for (int z = 0; z < 4; z += 3)
-            for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++) {
+            for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++)
+              for (int f8 = 0; f8 < 2; f8++) {
               if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || m.layers % (pp * 2))) continue;
+              if (f8 && (sched != PX_SCHED_1F1B || rc != PX_RECOMPUTE_NONE)) continue; /* fp8: each split, each ZeRO */
               px_parallel p = par(tp, pp, 2, z, 1, 4 * pp);
-              p.sp = tp > 1, p.schedule = sched, p.recompute = rc, p.precision = PX_PREC_FP32, p.mtp_layers = 1;
+              p.sp = tp > 1, p.schedule = sched, p.recompute = rc, p.mtp_layers = 1;
+              p.precision = f8 ? PX_PREC_FP8 : PX_PREC_FP32;
               if (m.experts > 0) p.ep = 2;
               if (px_parallel_split_w(&p) && pp == 1) continue;
               if (sched == PX_SCHED_INTERLEAVED) p.vpp = 2;
@@ -986,7 +989,7 @@ static void test_mtp(void) {
                 CU_ASSERT_EQUAL(bwd, fwd);
                 if (pp > 1 && (s == 0 || s == pp - 1)) CU_ASSERT(emb > 0);
               }
-              if (tp == 1 && pp == 1 && z == 0 && rc == PX_RECOMPUTE_NONE && sched == PX_SCHED_1F1B) {
+              if (tp == 1 && pp == 1 && z == 0 && rc == PX_RECOMPUTE_NONE && sched == PX_SCHED_1F1B && !f8) {
                 px_parallel q = par(tp, pp, 2, z, 1, 4 * pp);
                 q.precision = PX_PREC_FP32;
                 if (m.experts > 0) q.ep = 2;
