@@ -883,6 +883,24 @@ static uint64_t coll_writes(const px_exec *x, const px_op *o, int16_t slot) {
   }
 }
 
+/* An all-gather of the n TP ranks' column shards (B S, h / n) into the rows this rank keeps of (B, S, h): every
+ * row, or with SP its sequence shard's (PX_OPF_COLS: the MTP module's projection), through ws (n, B S, h / n). */
+static px_status cols_gather(px_exec *x, const px_op *o, char *out, const void *in, char *ws, px_err *err) {
+  px_backend *be = x->be;
+  int64_t n = coll_ranks(x, o), B = o->dim[2], S = o->dim[3], w = o->dim[0] / (B * S);
+  px_dtype dt = (px_dtype)x->plan->slots[o->out[0].slot].dtype;
+  uint64_t el = px_dtype_bytes(dt), piece = (uint64_t)w * el;
+  px_status st = be->allgather(be, (px_group)o->group, ws, in, (uint64_t)o->dim[0], dt, err);
+  int64_t kept = x->plan->par.sp ? S / n : S, first = x->plan->par.sp ? x->tp_rank * kept : 0;
+  for (int64_t b = 0; b < B && !st; b++)
+    for (int64_t s = 0; s < kept && !st; s++)
+      for (int64_t q = 0; q < n && !st; q++) {
+        uint64_t row = (uint64_t)(b * S + first + s), dst = (uint64_t)((b * kept + s) * n + q);
+        st = be->copy(be, out + dst * piece, ws + ((uint64_t)(q * B * S) + row) * piece, piece, err);
+      }
+  return st;
+}
+
 static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **ins, px_err *err) {
   px_backend *be = x->be;
   px_group g = (px_group)o->group;
@@ -896,6 +914,7 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
   switch (o->kind) {
     case PX_OP_ALLREDUCE: return be->allreduce(be, g, outs[0], n_in, dt, PX_RED_SUM, err);
     case PX_OP_ALLGATHER: /* permuted: through the plan's workspace out[1] */
+      if (o->flags & PX_OPF_COLS) return cols_gather(x, o, outs[0], ins[0], outs[1], err);
       if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
       if ((st = be->allgather(be, g, outs[1], ins[0], n_in, dt, err))) return st;
       if ((st = seq_permute(x, outs[0], outs[1], n, B, n_in / (uint64_t)B * el, true, err))) return st;

@@ -128,8 +128,8 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
  * masked). The hidden state's gradient from hnorm (mtp_dh) is added to the head's by the head's backward. */
 typedef struct {
   int w_emb, w_enorm, w_hnorm, w_eh_e, w_eh_h, w_lnf;
-  int emb_part, emb, en, en_rstd, hn, hn_rstd, en_full, hn_full, eh_e, eh_h, eh, dx_full, dh, lnf, lnf_rstd, lnf_full,
-      logits, ce_probs, loss;
+  int emb_part, emb, en, en_rstd, hn, hn_rstd, en_full, hn_full, eh_e, eh_h, eh, eh_ws, dx_full, dh, lnf, lnf_rstd,
+      lnf_full, logits, ce_probs, loss;
 } mtp_slots;
 
 static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, mtp_slots *t) {
@@ -154,6 +154,8 @@ static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, m
   t->eh_e = px_bld_slot(p, "mtp_eh_e", PX_SLOT_ACT, d->act, B, S, Hl, 1);
   t->eh_h = px_bld_slot(p, "mtp_eh_h", PX_SLOT_ACT, d->act, B, S, Hl, 1);
   t->eh = d->T > 1 ? px_bld_slot(p, "mtp_eh", PX_SLOT_ACT, d->act, B, S, Hl, 1) : -1;
+  /* the column gather's landing place: every rank's (B S, h / tp), rank-major */
+  t->eh_ws = d->T > 1 ? px_bld_slot(p, "mtp_eh_ws", PX_SLOT_WORKSPACE, d->act, d->T, B * S, Hl, 1) : -1;
   t->dx_full = d->sp ? px_bld_slot(p, "mtp_dx_full", PX_SLOT_ACT_GRAD, d->act, B, S, H, 1) : -1;
   t->dh = px_bld_slot(p, "mtp_dh", PX_SLOT_ACT_GRAD, d->act, B, Sl, H, 1);
   t->lnf = px_bld_slot(p, "mtp_lnf", PX_SLOT_ACT, d->act, B, Sl, H, 1);
@@ -218,6 +220,8 @@ static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px
     px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, PX_PHASE_FWD, eh, R(L->x, 0), B * S * Hl, B * S * H, d->act,
                     d->T);
     o->flags |= PX_OPF_COLS;
+    o->out[1] = R(t->eh_ws, 0);
+    o->dim[3] = S;
   }
   px_layer_forward(b, dl, L, PX_PHASE_FWD, true);
   px_layer_keep_saved(b, dl, L, rc);
@@ -256,10 +260,16 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
   px_ref en = px_linear_wgrad_input(b, d, t->w_eh_e, px_fp8_twin(p, d, R(t->en, 0)), px_fp8_twin(p, d, R(t->en_full, 0)));
   px_ref hn = px_linear_wgrad_input(b, d, t->w_eh_h, px_fp8_twin(p, d, R(t->hn, 0)), px_fp8_twin(p, d, R(t->hn_full, 0)));
   px_ref den = R(px_bld_grad_slot(p, t->en), 0), dhn = R(px_bld_grad_slot(p, t->hn), 0);
+  int32_t first = b->b->nops;
   den = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->en_full), 0), en, R(t->en, 0), t->w_eh_e, -1, dy, NOREF, NOREF,
                       NOREF, B * S, Hl, 0, 0, H, &den);
   dhn = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->hn_full), 0), hn, R(t->hn, 0), t->w_eh_h, -1, dy, NOREF, NOREF,
                       NOREF, B * S, Hl, 0, 0, H, &dhn);
+  for (int32_t i = first; d->T > 1 && !b->failed && i < b->b->nops; i++) { /* their dy: this rank's columns of it */
+    px_op *o = &b->b->ops[i];
+    if ((o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT) && o->in[0].slot == dy.slot)
+      o->flags |= PX_OPF_COLS;
+  }
   px_bld_norm_bwd(b, d, R(t->dh, 0), dhn, h, NOREF, R(t->hn_rstd, 0), t->w_hnorm, -1, B * Sl);
   px_ref demb = R(px_bld_grad_slot(p, t->emb), 0);
   px_bld_norm_bwd(b, d, demb, den, R(t->emb, 0), NOREF, R(t->en_rstd, 0), t->w_enorm, -1, B * Sl);

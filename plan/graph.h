@@ -245,7 +245,9 @@ enum {
   PX_OPF_TO_EXPERTS = 1 << 7, /* ALLTOALL over EP: routed rows to the experts (in[1]: the counts); unset: back */
   PX_OPF_COLS = 1 << 7,      /* ALLGATHER over TP: (B, S, n/tp) column shards -> the (B, S, n) rows this rank keeps
                                 (its sequence shard with SP: Megatron-Core's gather_from_tensor_model_parallel_region,
-                                then scatter_to_sequence_parallel_region) */
+                                then scatter_to_sequence_parallel_region), through the workspace out[1] (tp, B S,
+                                n/tp), dim[3] S; LINEAR_BWD_*: in[0] (dy) is this TP rank's columns of a tensor of
+                                tp times the op's n columns (the split backward of that gather) */
   PX_OPF_EXPERT_ROWS = 1 << 7, /* CAST: routed rows the local experts' GEMMs read, each expert's quantized apart
                                   (Transformer Engine's split_quantize) */
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */

@@ -37,9 +37,10 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->cuda_graph == PX_GRAPH_LAYERS)
     return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
               "kernel (hint: `cuda_graph` none)");
-  if (p->mtp_layers > 0 && p->tp > 1)
-    return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld: its projection's output gathered over the hidden "
-              "columns is planned and simulated only (hint: `tp` 1)", (long long)p->tp);
+  if (p->mtp_layers > 0 && p->tp > 1 && px_precision_quantized(p->precision))
+    return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld in %s: its projection's quantized output gradient "
+              "split over the TP ranks' columns is planned and simulated only (hint: `tp` 1, or `precision` fp32)",
+              (long long)p->tp, px_precision_names[p->precision]);
   if (p->mtp_layers > 0 && p->zero == 3)
     return no(why, cap, "the MTP module (`mtp_layers`) with ZeRO-3: its block reads the head's and the embedding's "
               "parameters, which ZeRO-3 gathers for their own blocks only (hint: `zero` 1 or 2)");

@@ -443,15 +443,22 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
         px_k_dgelu_inplace(out[0], in[4], d[0] * d[2]);
         return PX_OK;
       }
+      float *cols = NULL; /* PX_OPF_COLS: dy's columns of this TP rank, (m, n) out of (m, tp n) */
+      if (o->flags & PX_OPF_COLS) {
+        int64_t n = d[3], full = n * v->tp;
+        if (!(cols = malloc((size_t)(d[0] * n) * sizeof *cols))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+        for (int64_t r = 0; r < d[0]; r++) memcpy(cols + r * n, in[0] + r * full + v->tp_rank * n, (size_t)n * sizeof *cols);
+      }
       int64_t off = 0;
       for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
-        const float *dy = in[i];
+        const float *dy = cols && i == 0 ? cols : in[i];
         if (data)
           px_k_linear_bwd(out[0], NULL, NULL, dy, NULL, in[3] + off * d[2], d[0], d[2], d[3 + i]);
         else
           px_k_linear_bwd(NULL, out[0] + off * d[2], out[1] ? out[1] + off : NULL, dy, in[3], NULL, d[0], d[2], d[3 + i]);
         off += d[3 + i];
       }
+      free(cols);
       return PX_OK;
     }
     case PX_OP_ROPE:

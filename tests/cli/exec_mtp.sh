@@ -2,15 +2,15 @@
 # The MTP module (--mtp-layers 1, plan/compile.c) on the CPU executor: its
 # multi-rank plans (PP with the last stage's copy of the embedding reduced
 # with the first's, interleaved and zero-bubble schedules, ZeRO-1 and -2, full
-# and selective recomputation, two sequences a micro-batch, a MoE module
-# under EP) reach the losses and first-step gradients of its one-rank run
+# and selective recomputation, two sequences a micro-batch, TP with and
+# without SP: the projection's columns gathered, a MoE module under EP) reach the losses and first-step gradients of its one-rank run
 # within 1e-5 over 8 steps, every stage's measured peak its plan's (the
 # gradients themselves: tests/test_exec.c's finite differences). The module
 # changes the training (the losses differ from the same model's without it)
 # and logs its own loss, which falls. A checkpoint written under one plan
 # resumes under another to the straight run's losses; a plan without the module
-# refuses one written with it, by name. Refused by name: TP, CP and
-# ZeRO-3 (the executors), the CUDA backend (its loss kernels).
+# refuses one written with it, by name. Refused by name: TP in a quantized
+# precision, CP and ZeRO-3 (the executors), the CUDA backend (its loss kernels).
 set -u
 px=$1
 src=$2
@@ -36,10 +36,15 @@ cases=(
   "tiny-mtp 2|-d 2 -z 2"
   "tiny-mtp 1|-b 2 -r full"
   "tiny-mtp 4|-p 2 -d 2 -z 1 -r selective"
+  "tiny-mtp 2|-t 2"
+  "tiny-mtp 2|-t 2 -S -b 2"
+  "tiny-mtp 4|-t 2 -S -p 2"
   "tiny-mla-mtp 2|-p 2"
+  "tiny-mla-mtp 2|-t 2 -S"
   "tiny-mla-mtp 1|-b 2"
   "tiny-moe-mtp 2|--ep 2 -d 2 -z 1"
   "tiny-moe-mtp 2|-p 2"
+  "tiny-moe-mtp 2|-t 2 -S --ep 2 --etp 1"
 )
 for c in "${cases[@]}"; do
   read -r model n <<<"${c%%|*}"
@@ -90,8 +95,9 @@ else
 fi
 
 # refused by name where the executors do not run it
-err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -t 2 --mtp-layers 1 2>&1 >/dev/null)
-[ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with --tp 2" || fail "MTP with tp 2: $err"
+err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -t 2 --mtp-layers 1 -P fp8 \
+  --fp8-base fp32 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with --tp 2 in fp8" || fail "MTP with tp 2 in fp8: $err"
 err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -d 2 -z 3 --mtp-layers 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with ZeRO-3" || fail "MTP with ZeRO-3: $err"
 cuda_refuses "the MTP module's loss" 1 -m "$tmp/tiny-mtp.json" --steps 1 -B 4 --mtp-layers 1
