@@ -15,7 +15,8 @@ typedef struct {
   bool made;
   uint64_t ns[PX_BLOCK_KIND_COUNT];  /* each block's least time (px_sim_block_bounds_ns) */
   int64_t net[PX_BLOCK_KIND_COUNT];  /* each block's net allocation (px_block_mem's delta, every category) */
-  px_group_elems dense, moe, embed, head; /* a dense layer's, a MoE layer's, the embedding's, the head's */
+  px_group_elems dense, moe, embed, head, mtp; /* a dense layer's, a MoE layer's, the embedding's, the head's, the
+                                                   MTP module's (its layer's and its own) */
   bool embed_group;  /* px_program_embed_group */
 } tmpl;
 
@@ -212,6 +213,8 @@ px_status px_bound_cache_make(px_bound_cache *bc, int64_t index, px_err *err) {
   if (moe >= 0) px_program_group_elems(&p, (int32_t)moe, &t->moe);
   px_program_group_elems(&p, -1, &t->embed);
   px_program_group_elems(&p, (int32_t)bc->m->layers, &t->head);
+  if (t->par.mtp_layers > 0) px_program_group_elems(&p, (int32_t)bc->m->layers + 1, &t->mtp);
+  else memset(&t->mtp, 0, sizeof t->mtp);
   t->embed_group = px_program_embed_group(&p);
   t->made = !st;
   px_plan_free(&p);
@@ -283,7 +286,7 @@ px_status px_bound_of(const px_bound_cache *bc, int64_t index, const px_parallel
     px_group_elems g = {0};
     for (int64_t c = 0; c < v; c++) elems_add(&g, &el[c * pp + s], 1, false);
     if (s == 0 && t->embed_group) elems_add(&g, &t->embed, 1, false);
-    if (s == pp - 1) elems_add(&g, &t->head, 1, false);
+    if (s == pp - 1) elems_add(&g, &t->head, 1, false), elems_add(&g, &t->mtp, 1, false);
     px_states sts;
     uint64_t shard = g.elems / (uint64_t)shard_n + g.expert_elems / (uint64_t)expert_n;
     /* fp8_params under ZeRO-3: no fewer fp8 weights in the shard than the plan's (each is in it), so that
