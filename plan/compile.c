@@ -125,11 +125,13 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
  * over their concatenation (2h -> h: two GEMMs over the halves, column-parallel, the output gathered over TP
  * and, with SP, kept as this rank's sequence shard), a decoder layer of the model's kind (x at 0 -> x at +1),
  * a final norm, the shared head and a second loss against the targets shifted once more (the last position
- * masked). The hidden state's gradient from hnorm (mtp_dh) is added to the head's by the head's backward. */
+ * masked). It runs as Megatron-Core orders it: after the last layer's forward and before the head's (the
+ * targets first loaded here), its backward after the head's, which leaves its share of the hidden state's
+ * gradient apart (mtp_head_dx) for the module's backward to add to hnorm's. */
 typedef struct {
   int w_emb, w_enorm, w_hnorm, w_eh_e, w_eh_h, w_lnf;
-  int emb_part, emb, en, en_rstd, hn, hn_rstd, en_full, hn_full, eh_e, eh_h, eh, eh_ws, dx_full, dh, lnf, lnf_rstd,
-      lnf_full, logits, ce_probs, loss;
+  int emb_part, emb, en, en_rstd, hn, hn_rstd, en_full, hn_full, eh_e, eh_h, eh, eh_ws, dx_full, head_dx, lnf,
+      lnf_rstd, lnf_full, logits, ce_probs, loss;
 } mtp_slots;
 
 static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, mtp_slots *t) {
@@ -157,7 +159,7 @@ static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, m
   /* the column gather's landing place: every rank's (B S, h / tp), rank-major */
   t->eh_ws = d->T > 1 ? px_bld_slot(p, "mtp_eh_ws", PX_SLOT_WORKSPACE, d->act, d->T, B * S, Hl, 1) : -1;
   t->dx_full = d->sp ? px_bld_slot(p, "mtp_dx_full", PX_SLOT_ACT_GRAD, d->act, B, S, H, 1) : -1;
-  t->dh = px_bld_slot(p, "mtp_dh", PX_SLOT_ACT_GRAD, d->act, B, Sl, H, 1);
+  t->head_dx = px_bld_slot(p, "mtp_head_dx", PX_SLOT_ACT_GRAD, d->act, B, Sl, H, 1); /* the head's share of h's */
   t->lnf = px_bld_slot(p, "mtp_lnf", PX_SLOT_ACT, d->act, B, Sl, H, 1);
   t->lnf_rstd = px_bld_slot(p, "mtp_lnf_rstd", PX_SLOT_ACT, PX_DTYPE_FP32, B * Sl, 1, 1, 1);
   t->lnf_full = d->sp ? px_bld_slot(p, "mtp_lnf_full", PX_SLOT_ACT, d->act, B, S, H, 1) : t->lnf;
@@ -230,7 +232,7 @@ static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px
   px_ref lnf = px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->lnf, 0), R(t->lnf_full, 0));
   px_linear(b, d, PX_PHASE_FWD, lnf, s->w_head, -1, R(t->logits, 0), NOREF, NOREF, B * S, d->Vl, 0, 0, H);
   loss_op(b, d, R(t->logits, 0), targets, R(t->ce_probs, 0), R(t->loss, 0), 1);
-  /* what the backward reads, and what the head's backward after it still reads */
+  /* what the backward reads, and what the head after it still reads */
   px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(L->x, 1));
   px_bld_keep(b, R(t->emb, 0)), px_bld_keep(b, R(t->en_rstd, 0)), px_bld_keep(b, R(t->hn_rstd, 0));
   px_bld_keep(b, R(t->lnf_rstd, 0));
@@ -270,12 +272,15 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
     if ((o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT) && o->in[0].slot == dy.slot)
       o->flags |= PX_OPF_COLS;
   }
-  px_bld_norm_bwd(b, d, R(t->dh, 0), dhn, h, NOREF, R(t->hn_rstd, 0), t->w_hnorm, -1, B * Sl);
+  /* the hidden state's gradient: hnorm's, plus the head's (its backward, before this one, left it apart) */
+  px_ref dh = R(px_bld_grad_slot(p, L->x), -1);
+  px_bld_norm_bwd(b, d, dh, dhn, h, NOREF, R(t->hn_rstd, 0), t->w_hnorm, -1, B * Sl);
+  px_bld_simple(b, PX_OP_ACC, PX_PHASE_BWD, dh, R(t->head_dx, -1), NOREF, B * Sl * H, (double)d->e);
   px_ref demb = R(px_bld_grad_slot(p, t->emb), 0);
   px_bld_norm_bwd(b, d, demb, den, R(t->emb, 0), NOREF, R(t->en_rstd, 0), t->w_enorm, -1, B * Sl);
   px_ref dfull = d->sp ? px_bld_tp_gather(b, d, PX_PHASE_BWD, demb, R(px_bld_grad_slot(p, t->emb_part), 0)) : demb;
   lookup_bwd(b, d, dfull, targets, t->w_emb);
-  px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(t->dh, 0));
+  px_bld_keep(b, dh); /* for the last layer's backward */
 }
 
 static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s) {
@@ -294,7 +299,7 @@ static void head_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, c
   px_bld_keep(b, R(s->targets, 0));
 }
 
-static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s, int mtp_dh) {
+static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, const stage_slots *s, px_ref dx) {
   px_plan *p = b->p;
   int64_t B = d->B, S = d->S, Sl = d->Sl;
   px_ref dlogits = R(px_bld_grad_slot(p, s->logits), 0);
@@ -305,11 +310,8 @@ static void head_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   px_ref dlnf_sh = R(px_bld_grad_slot(p, s->lnf), 0);
   px_ref dlnf = px_linear_bwd(b, d, dlnf_part, lnf, NOREF, s->w_head, -1, dlogits, NOREF, NOREF, NOREF, B * S, d->Vl, 0,
                               0, d->H, &dlnf_sh);
-  px_ref dx = R(px_bld_grad_slot(p, L->x), 0);
   px_bld_norm_bwd(b, d, dx, dlnf, R(L->x, 0), s->lnf_mean >= 0 ? R(s->lnf_mean, 0) : NOREF, R(s->lnf_rstd, 0), s->w_lnf,
                   s->b_lnf, B * Sl);
-  if (mtp_dh >= 0) /* the MTP module's share of the hidden state's gradient (its block, at layer + 1, ran first) */
-    px_bld_simple(b, PX_OP_ACC, PX_PHASE_BWD, dx, R(mtp_dh, 1), NOREF, B * Sl * d->H, (double)d->e);
 }
 
 /* Send or receive of the activation (or its gradient) at a chunk boundary.
@@ -410,13 +412,16 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   px_bld_finish(&b);
 
   px_bld_begin(&b, p, PX_BLOCK_HEAD_FWD, PX_STREAM_COMPUTE);
-  b.loads_inputs = true;
+  b.loads_inputs = !mtp; /* with the MTP module its block, before the head's, loads the targets */
   head_forward(&b, &d, &L, &s);
   px_bld_finish(&b);
 
   px_bld_begin(&b, p, PX_BLOCK_HEAD_BWD, PX_STREAM_COMPUTE);
-  head_backward(&b, &d, &L, &s, mtp ? t.dh : -1);
-  px_bld_keep(&b, R(px_bld_grad_slot(p, L.x), 0));
+  /* the hidden state's gradient, for the last layer; with the MTP module apart, for its backward to complete */
+  px_ref dx = mtp ? R(t.head_dx, 0) : R(px_bld_grad_slot(p, L.x), 0);
+  head_backward(&b, &d, &L, &s, dx);
+  px_bld_keep(&b, dx);
+  if (mtp) px_bld_keep(&b, R(L.x, 0)), px_bld_keep(&b, R(s.targets, 0)); /* the MTP module's backward, after it */
   px_bld_finish(&b);
 
   if (mtp) { /* the module's layer: the kind a layer after the model's last would have (px_model_layer_is_moe) */
@@ -425,6 +430,7 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
     dl.window = px_model_layer_is_sliding(&p->model, p->model.layers) ? p->model.sliding_window : 0;
     dl.attn_frac = px_attention_window_fraction(p->seq_cp, dl.window);
     px_bld_begin(&b, p, PX_BLOCK_MTP_FWD, PX_STREAM_COMPUTE);
+    b.loads_inputs = true;
     mtp_forward(&b, &d, &dl, &L, &s, &t, rc);
     px_bld_finish(&b);
     px_bld_begin(&b, p, PX_BLOCK_MTP_BWD, PX_STREAM_COMPUTE); /* its weight gradients here, split schedules too */

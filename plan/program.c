@@ -626,11 +626,11 @@ int px_program_entry_kinds(const px_model *m, const px_parallel *par, int64_t fi
     for (int64_t l = first; l < first + n; l++)
       out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
                                 partial && !px_parallel_layer_recomputed(par, l - first), BF16(l), false);
-    if (head) out[k++] = PX_BLOCK_HEAD_FWD;
     if (head && par->mtp_layers > 0) out[k++] = PX_BLOCK_MTP_FWD;
+    if (head) out[k++] = PX_BLOCK_HEAD_FWD;
   } else {
-    if (head && par->mtp_layers > 0) out[k++] = PX_BLOCK_MTP_BWD;
     if (head) out[k++] = PX_BLOCK_HEAD_BWD;
+    if (head && par->mtp_layers > 0) out[k++] = PX_BLOCK_MTP_BWD;
     for (int64_t l = first + n - 1; l >= first; l--)
       out[k++] = px_layer_block(px_model_layer_is_moe(m, l), px_model_layer_is_sliding(m, l),
                                 partial && !px_parallel_layer_recomputed(par, l - first), BF16(l), true);
@@ -718,23 +718,30 @@ static void emit_entry(emitter *e, const sched_unit *sched, int64_t k, int32_t w
   if (sched[k].bwd && px_parallel_reduce_per_mb(&e->p->par)) flush_syncs(e, sched[k].mb);
 }
 
+static bool mtp_block(px_block_kind k) { return k == PX_BLOCK_MTP_FWD || k == PX_BLOCK_MTP_BWD; }
+/* A layer's block, or the MTP module's, of a MoE layer. */
+static bool layer_moe(const px_plan *p, px_block_kind k) {
+  return px_block_is_moe(k) || (mtp_block(k) && px_model_layer_is_moe(&p->model, p->model.layers));
+}
+
 /* EP overlap: a steady-state forward (entry k) and backward (k + 1) merged as Megatron-Core's combined 1F1B runs
  * them (model_chunk_schedule_plan.py, TransformerModelChunkSchedulePlan.run, at d98e8a6): the forward's embedding,
- * the backward's head, then forward layer i beside the backward's i-th (each such pair of a MoE layer run as one,
- * PX_INSTF_MERGED on the forward's instance), the backward's remaining layers, the forward's, its head, the
- * backward's embedding. Their receives wait_f, wait_b; last_f, last_b: each entry's last instance. */
+ * the backward's head, then forward layer i beside the backward's i-th (the MTP module a layer, after the
+ * model's: TransformerLayerSchedulePlan's mtp nodes; each such pair of a MoE layer run as one, PX_INSTF_MERGED
+ * on the forward's instance), the backward's remaining layers, the forward's, its head, the backward's
+ * embedding. Their receives wait_f, wait_b; last_f, last_b: each entry's last instance. */
 static void emit_merged(emitter *e, const sched_unit *sched, int64_t k, int32_t wait_f, int32_t wait_b,
                         int32_t *last_f, int32_t *last_b) {
   blk_ref *fb = e->blocks, *bb = e->blocks_b;
   int nf = entry_blocks(e->p, e->stage, sched[k], fb, e->kinds), nb = entry_blocks(e->p, e->stage, sched[k + 1], bb, e->kinds);
   int fi = 0, bi = 0;
-#define LAYER(b) (px_block_is_layer_fwd((b).kind) || px_block_is_layer_bwd((b).kind))
+#define LAYER(b) (px_block_is_layer_fwd((b).kind) || px_block_is_layer_bwd((b).kind) || mtp_block((b).kind))
 #define EMIT_F() (*last_f = emit_block(e, sched, k, fb, nf, fi, fi == 0 ? wait_f : -1), fi++)
 #define EMIT_B() (*last_b = emit_block(e, sched, k + 1, bb, nb, bi, bi == 0 ? wait_b : -1), bi++)
   if (fi < nf && !LAYER(fb[fi])) EMIT_F(); /* the embedding */
-  while (bi < nb && !LAYER(bb[bi])) EMIT_B(); /* the MTP module's and the head */
+  if (bi < nb && !LAYER(bb[bi])) EMIT_B(); /* the head */
   while (fi < nf && bi < nb && LAYER(fb[fi]) && LAYER(bb[bi])) {
-    bool moe = px_block_is_moe(fb[fi].kind) || px_block_is_moe(bb[bi].kind);
+    bool moe = layer_moe(e->p, fb[fi].kind) || layer_moe(e->p, bb[bi].kind);
     EMIT_F();
     if (moe && *last_f >= 0) e->il.v[*last_f].flags |= PX_INSTF_MERGED;
     EMIT_B();
