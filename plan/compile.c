@@ -35,7 +35,6 @@ static void stage_slots_make(px_plan *p, const px_dims *d, stage_slots *s) {
    * stage holds a copy kept equal by the embedding-group all-reduce. */
   s->w_head =
       p->model.tied_embeddings && p->par.pp == 1 ? s->w_emb : px_bld_param(p, d, "head_w", d->Vl, H, false, false);
-  if (p->model.tied_embeddings && p->par.pp > 1) p->slots[s->w_emb].role = p->slots[s->w_head].role = PX_ROLE_TIED;
   s->emb_part = d->sp ? px_bld_slot(p, "emb_part", PX_SLOT_ACT, d->act, B, S, H, 1) : -1;
   s->emb = d->drop ? px_bld_slot(p, "emb", PX_SLOT_ACT, d->act, B, Sl, H, 1) : -1;
   s->emb_mask = d->drop ? px_bld_slot(p, "emb_mask", PX_SLOT_ACT, PX_DTYPE_U8, B, Sl, H, 1) : -1;
@@ -139,7 +138,6 @@ static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, m
   /* the embedding table: the model's on one stage; on the last of several a copy kept equal by the
    * embedding-group all-reduce (the tied head's, or one of its own, as Megatron-Core's mtp_process builds) */
   t->w_emb = p->par.pp == 1 ? s->w_emb : p->model.tied_embeddings ? s->w_head : px_bld_param(p, d, "mtp_emb_w", d->Vl, H, false, false);
-  if (p->par.pp > 1) p->slots[s->w_emb].role = p->slots[t->w_emb].role = PX_ROLE_TIED;
   t->w_enorm = px_bld_param(p, d, "mtp_enorm_w", H, 1, true, true);
   t->w_hnorm = px_bld_param(p, d, "mtp_hnorm_w", H, 1, true, true);
   t->w_eh_e = px_bld_param(p, d, "mtp_eh_e_w", Hl, H, false, false);
@@ -375,6 +373,8 @@ px_status px_compile_blocks(px_plan *p, px_err *err) {
   bool mtp = p->par.mtp_layers > 0;
   mtp_slots t = {0};
   if (mtp) mtp_slots_make(p, &d, &s, &t);
+  if (px_plan_shares_embedding(p)) /* the first stage's table and the last stage's copy (tied head, MTP lookup) */
+    p->slots[s.w_emb].role = p->slots[mtp ? t.w_emb : s.w_head].role = PX_ROLE_TIED;
   px_recompute rc = (px_recompute)p->par.recompute;
   px_bld b = {.failed = false};
 

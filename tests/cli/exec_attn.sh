@@ -25,7 +25,6 @@ px=$1
 src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
-runs=0
 jq '.name = "tiny-mla-v8" | .q_lora_rank = 0 | .v_head_dim = 8' "$src/models/tiny-mla.json" >"$tmp/tiny-mla-v8.json"
 jq '.name = "tiny-oss" | .attention_sinks = true | .qkv_bias = true' "$src/models/tiny-window.json" >"$tmp/tiny-oss.json"
 
@@ -66,19 +65,7 @@ cases=(
   "tiny-mla-v8 2|-d 2 -z 2"
   "tiny-mla-v8 2|-t 2 -S"
 )
-for c in "${cases[@]}"; do
-  read -r model n <<<"${c%%|*}"
-  # shellcheck disable=SC2206
-  f=(${c#*|})
-  if [ ! -f "$tmp/ref_$model.json" ]; then
-    run "ref_$model" "$model" 4 1 || { fail "$model one rank: $(head -3 "$tmp/err.txt")"; continue; }
-  fi
-  run got "$model" 4 "$n" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
-  runs=$((runs + 1))
-  same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"
-done
-echo "$runs plans"
-[ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
+run_cases "${cases[@]}"
 
 # each variant is there: without it the same model trains to other losses
 if run base tiny 4 1; then

@@ -16,7 +16,6 @@ px=$1
 src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
-runs=0
 jq '.name = "tiny-mtp" | .mtp_layers = 1' "$src/models/tiny.json" >"$tmp/tiny-mtp.json"
 jq '.name = "tiny-mla-mtp" | .mtp_layers = 1' "$src/models/tiny-mla.json" >"$tmp/tiny-mla-mtp.json"
 jq '.name = "tiny-moe-mtp" | .mtp_layers = 1' "$src/models/tiny-moe.json" >"$tmp/tiny-moe-mtp.json"
@@ -46,19 +45,7 @@ cases=(
   "tiny-moe-mtp 2|-p 2"
   "tiny-moe-mtp 2|-t 2 -S --ep 2 --etp 1"
 )
-for c in "${cases[@]}"; do
-  read -r model n <<<"${c%%|*}"
-  # shellcheck disable=SC2206
-  f=(${c#*|})
-  if [ ! -f "$tmp/ref_$model.json" ]; then
-    run "ref_$model" "$model" 4 1 || { fail "$model one rank: $(head -3 "$tmp/err.txt")"; continue; }
-  fi
-  run got "$model" 4 "$n" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
-  runs=$((runs + 1))
-  same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"
-done
-echo "$runs plans"
-[ "$runs" -eq ${#cases[@]} ] || fail "only $runs of ${#cases[@]} plans ran"
+run_cases "${cases[@]}"
 
 # the module is there: without it the same model trains to other losses; its own loss is logged and falls
 if cpu_run plain 1 -m "$tmp/tiny-mtp.json" --steps 8 -B 4; then

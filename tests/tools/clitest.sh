@@ -97,6 +97,25 @@ cuda_refuses() {
   fi
 }
 
+# run_cases CASE...: each case "model ranks|flags" run by the caller's run() (run OUT MODEL GBS RANKS FLAGS...)
+# against the model's one-rank run (gbs 4, made once), compared by same_run; fails unless every case ran.
+run_cases() {
+  local c model n ran=0
+  for c in "$@"; do
+    read -r model n <<<"${c%%|*}"
+    # shellcheck disable=SC2206
+    local f=(${c#*|})
+    if [ ! -f "$tmp/ref_$model.json" ]; then
+      run "ref_$model" "$model" 4 1 || { fail "$model one rank: $(head -3 "$tmp/err.txt")"; continue; }
+    fi
+    run got "$model" 4 "$n" "${f[@]}" || { fail "$model ${f[*]}: $(head -3 "$tmp/err.txt")"; continue; }
+    ran=$((ran + 1))
+    same_run "$model ${f[*]}" "$tmp/ref_$model" "$tmp/got"
+  done
+  echo "$ran plans"
+  [ "$ran" -eq $# ] || fail "only $ran of $# plans ran"
+}
+
 # The script's verdict: the failure count, and exit 0 only without failures.
 finish() {
   echo "$fails failures"
