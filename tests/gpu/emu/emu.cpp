@@ -784,15 +784,20 @@ static void matmul_run(const emu_desc *d, const emu_layout *a, const void *A, co
   uint64_t m = dl->rows, n = dl->cols, k;
   uint64_t dummy;
   op_shape(a, d->transa, &dummy, &k);
-  std::vector<double> out(m * n);
+  /* op(A)'s rows [m][k] and op(B)'s columns [n][k] read once each, so that every dot product runs over
+   * contiguous doubles (the same sums in the same order as reading them in place) */
+  std::vector<double> arow(m * k), bcol(n * k), out(m * n);
+  for (uint64_t i = 0; i < m; i++)
+    for (uint64_t p = 0; p < k; p++)
+      arow[i * k + p] = load(A, a->type, d->transa == CUBLAS_OP_N ? (int64_t)(i + p * a->ld) : (int64_t)(p + i * a->ld));
+  for (uint64_t j = 0; j < n; j++)
+    for (uint64_t p = 0; p < k; p++)
+      bcol[j * k + p] = load(B, b->type, d->transb == CUBLAS_OP_N ? (int64_t)(p + j * b->ld) : (int64_t)(j + p * b->ld));
   for (uint64_t j = 0; j < n; j++)
     for (uint64_t i = 0; i < m; i++) {
+      const double *x = arow.data() + i * k, *y = bcol.data() + j * k;
       double sum = 0.0;
-      for (uint64_t p = 0; p < k; p++) {
-        int64_t ai = d->transa == CUBLAS_OP_N ? (int64_t)(i + p * a->ld) : (int64_t)(p + i * a->ld);
-        int64_t bi = d->transb == CUBLAS_OP_N ? (int64_t)(p + j * b->ld) : (int64_t)(j + p * b->ld);
-        sum += load(A, a->type, ai) * load(B, b->type, bi);
-      }
+      for (uint64_t p = 0; p < k; p++) sum += x[p] * y[p];
       double v = al * sum;
       if (d->scale_a) v *= (double)*d->scale_a; /* fp8's dequantization factors, read in stream order */
       if (d->scale_b) v *= (double)*d->scale_b;
