@@ -33,8 +33,10 @@ demo: build
 test: build test-asan test-planner test-fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# -O1: what the sanitizers' documentation recommends for reasonable speed (the suites run in half the time
+# of -O0's), the asserts kept (Debug has no NDEBUG)
 test-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPX_SANITIZE=ON -DPX_CUDA=OFF
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DPX_SANITIZE=ON -DPX_CUDA=OFF
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|sanitize'

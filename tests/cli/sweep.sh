@@ -7,9 +7,12 @@ px=$1
 source "$(dirname "$0")/../tools/clitest.sh"
 
 args=(-m llama3-8b -c dgx-h100 -g 16 -B 64)
+# the same question narrowed to one micro-batch size and no recomputation (1,373 plans fit, not 10,898):
+# for the outputs that simulate every plan (--no-prune, --json, --csv)
+narrow=("${args[@]}" -b 1 -r none)
 "$px" sweep "${args[@]}" -k 5 -n 15T -u 2.5 >"$tmp/table.txt" || fail "sweep table"
 # (the progress of a sweep long enough to report: every plan simulated)
-PX_PROGRESS_INTERVAL_S=0.05 "$px" sweep "${args[@]}" -k 5 --no-prune >/dev/null 2>"$tmp/progress.txt" ||
+PX_PROGRESS_INTERVAL_S=0.02 "$px" sweep "${narrow[@]}" -k 5 --no-prune >/dev/null 2>"$tmp/progress.txt" ||
   fail "sweep --no-prune with progress"
 grep -q "plans enumerated" "$tmp/table.txt" || fail "no counts line"
 # the header says which precisions were searched and what MFU is over
@@ -31,9 +34,8 @@ grep -q "^Precision (best plan, fp8): bf16 -[0-9.]*% tokens/s" "$tmp/table.txt" 
 
 # the table prunes plans its top K rules out by their bound, and says how many: the same table as --no-prune's
 grep -q "fit but cannot make the top 5 (bound)" "$tmp/table.txt" || fail "no pruned count: $(grep "plans enumerated" "$tmp/table.txt")"
-# (one micro-batch size, no recomputation: 1,225 plans fit)
-"$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t1.txt" || fail "sweep table, one process"
-"$px" sweep "${args[@]}" -k 5 -b 1 -r none --no-prune >"$tmp/all.txt" || fail "sweep --no-prune"
+"$px" sweep "${narrow[@]}" -k 5 -x 1 >"$tmp/t1.txt" || fail "sweep table, one process"
+"$px" sweep "${narrow[@]}" -k 5 --no-prune >"$tmp/all.txt" || fail "sweep --no-prune"
 grep -q "(bound)" "$tmp/all.txt" && fail "--no-prune pruned"
 diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tmp/all.txt") ||
   fail "the pruned table differs from --no-prune's"
@@ -56,8 +58,8 @@ done
 # --plot (and --report) simulate only the best 50, each heatmap cell's best and the plans that can be on the Pareto
 # front, and show the rest at their bound: the heatmap, the front, sweep.json and every simulated row are
 # --no-prune's, and every other row's tokens/s bound is at least what --no-prune simulates for it.
-"$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fp" >"$tmp/fp.txt" 2>&1 || fail "sweep --plot: $(cat "$tmp/fp.txt")"
-"$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fa" --no-prune >/dev/null 2>&1 || fail "sweep --plot --no-prune"
+"$px" sweep "${narrow[@]}" --plot "$tmp/fp" >"$tmp/fp.txt" 2>&1 || fail "sweep --plot: $(cat "$tmp/fp.txt")"
+"$px" sweep "${narrow[@]}" --plot "$tmp/fa" --no-prune >/dev/null 2>&1 || fail "sweep --plot --no-prune"
 grep -q "fit, shown by their bound" "$tmp/fp.txt" || fail "sweep --plot bounded nothing: $(sed -n 2p "$tmp/fp.txt")"
 cmp -s "$tmp/fp/heatmap.dat" "$tmp/fa/heatmap.dat" || fail "sweep --plot: heatmap.dat differs from --no-prune's"
 jq -e --slurpfile a "$tmp/fa/sweep.json" '.plans == $a[0].plans and .zero_choice == $a[0].zero_choice' \
@@ -72,17 +74,17 @@ awk 'FNR == 1 { f++ } /^#/ { next }
   END { for (r in front) if (!(r in seen)) { print "front row missing: " r; bad = 1 } exit bad }' \
   "$tmp/fa/plans.dat" "$tmp/fp/plans.dat" >"$tmp/rows.txt" || fail "sweep --plot: plans.dat: $(head -3 "$tmp/rows.txt")"
 
-"$px" sweep "${args[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
+"$px" sweep "${narrow[@]}" --json -x 1 >"$tmp/one.json" || fail "sweep --json"
 grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
 grep -q '"tokens_per_s":' "$tmp/one.json" || fail "json lacks contract fields"
 jq -e '.precision_choice.best == "fp8" and .precision_choice.other == "bf16" and .precision_choice.tokens_per_s_ratio < 1' \
   "$tmp/one.json" >/dev/null || fail "json lacks the precision choice"
-"$px" sweep "${args[@]}" -C "$tmp/all.csv" >/dev/null || fail "sweep --csv"
+"$px" sweep "${narrow[@]}" -C "$tmp/all.csv" >/dev/null || fail "sweep --csv"
 head -1 "$tmp/all.csv" | grep -q '^rank,tp,pp,dp,zero' || fail "csv header"
 # precision is searched where the GPU has fp8 (H100: bf16 and fp8 plans), fixed with --precision
 [ "$(awk -F, 'NR > 1 { print $12 }' "$tmp/all.csv" | sort -u | tr '\n' ' ')" = "bf16 fp8 " ] ||
   fail "the H100 sweep did not try bf16 and fp8"
-"$px" sweep "${args[@]}" -P bf16 -C "$tmp/b16.csv" >/dev/null || fail "sweep --precision bf16"
+"$px" sweep "${narrow[@]}" -P bf16 -C "$tmp/b16.csv" >/dev/null || fail "sweep --precision bf16"
 awk -F, 'NR > 1 && $12 != "bf16"' "$tmp/b16.csv" | grep -q . && fail "--precision bf16 not fixed"
 [ "$(grep -c ',true,' "$tmp/all.csv")" -gt 10 ] || fail "csv lacks fitting plans"
 
@@ -126,20 +128,20 @@ grep -qF "Validated (simulated over published throughput, less 1): H100 bf16 MoE
 grep -q '^ *1  tp1 ep[0-9]' "$tmp/ds.txt" || fail "DeepSeek-V3 sweep: no plan with ep: $(cat "$tmp/ds.txt")"
 
 # fixing a flag fixes that dimension
-"$px" sweep "${args[@]}" -t 2 -z 1 --json | jq -e '[.plans[].parallel.tp] | length > 0 and all(. == 2)' >/dev/null ||
+"$px" sweep "${narrow[@]}" -t 2 -z 1 --json | jq -e '[.plans[].parallel.tp] | length > 0 and all(. == 2)' >/dev/null ||
   fail "--tp 2 not fixed"
 
 # the MPI split gathers the same ranking on rank 0 (with the executor: it has MPI; tests/cli/no_exec.sh otherwise)
 if [ "${PX_EXEC:-1}" = 0 ]; then
   :
 elif command -v mpirun >/dev/null; then
-  mpirun -np 2 "$px" sweep "${args[@]}" --json -x 1 >"$tmp/two.json" 2>"$tmp/mpi.err" || fail "mpirun sweep: $(cat "$tmp/mpi.err")"
+  mpirun -np 2 "$px" sweep "${narrow[@]}" --json -x 1 >"$tmp/two.json" 2>"$tmp/mpi.err" || fail "mpirun sweep: $(cat "$tmp/mpi.err")"
   diff <(grep -v '"restart_s"' "$tmp/one.json") <(grep -v '"restart_s"' "$tmp/two.json") >/dev/null ||
     fail "mpirun -np 2 ranking differs from one process"
   # the table prunes by the bound in each rank's part: the same table (all but the counts line) whatever N, up to
   # two nodes' worth of ranks here (4, on 2 cores)
   for n in 2 3 4; do
-    mpirun -np $n "$px" sweep "${args[@]}" -k 5 -b 1 -r none -x 1 >"$tmp/t$n.txt" 2>"$tmp/mpi.err" ||
+    mpirun -np $n "$px" sweep "${narrow[@]}" -k 5 -x 1 >"$tmp/t$n.txt" 2>"$tmp/mpi.err" ||
       fail "mpirun -np $n sweep: $(cat "$tmp/mpi.err")"
     diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tmp/t$n.txt") >/dev/null ||
       fail "mpirun -np $n table differs from one process"
@@ -151,7 +153,7 @@ elif command -v mpirun >/dev/null; then
   "$px" sweep ${qs[0]} -k 10 >"$tmp/ds1.txt" || fail "sweep ${qs[0]}"
   diff <(sed '/plans enumerated/d' "$tmp/ds1.txt") <(sed '/plans enumerated/d' "$tmp/ds4.txt") >/dev/null || fail "mpirun -np 4 MoE table differs from one process"
   # ... and the plots split in 2: the same heatmap and sweep.json as --no-prune's
-  mpirun -np 2 "$px" sweep "${args[@]}" -b 1 -r none --plot "$tmp/fp2" -x 1 >/dev/null 2>"$tmp/mpi.err" ||
+  mpirun -np 2 "$px" sweep "${narrow[@]}" --plot "$tmp/fp2" -x 1 >/dev/null 2>"$tmp/mpi.err" ||
     fail "mpirun -np 2 sweep --plot: $(cat "$tmp/mpi.err")"
   cmp -s "$tmp/fp2/heatmap.dat" "$tmp/fa/heatmap.dat" || fail "mpirun -np 2 sweep --plot: heatmap.dat differs"
   jq -e --slurpfile a "$tmp/fa/sweep.json" '.plans == $a[0].plans' "$tmp/fp2/sweep.json" >/dev/null ||
