@@ -45,7 +45,7 @@ diff <(sed '/plans enumerated/d' "$tmp/t1.txt") <(sed '/plans enumerated/d' "$tm
 # the bounds, most plans never compiled, is --no-prune's.
 qs=("-m deepseek-v3 -c dgx-h100 -g 1024 -B 1024 -t 4 -p 16 -z 1 -P fp8 --mtp-layers 1"
   "-m llama3-405b -c dgx-h100 -g 16384 -s 131072 -B 128 -t 8 -p 16 -z 1 -S -P bf16"
-  "-m gpt3-175b -c dgx-a100 -g 1024 -B 1536 -t 8 -p 8"
+  "-m gpt3-175b -c dgx-a100 -g 1024 -B 1536 -t 8 -p 8 -z 1"
   "-m llama3-70b -c dgx-h100 -g 512 -B 512 -t 8 -p 4 -n 15T -u 2.5 -y cost"
   "-m mixtral-8x7b -c dgx-h100 -g 64 -s 4096 -B 256 -t 2 -z 1 -P bf16")
 for q in "${qs[@]}"; do
