@@ -161,7 +161,7 @@ int px_cmd_calibrate(int argc, char **argv) {
     if (!st && !a.json) (cuda ? px_report_calibrated_gpu_text : px_report_calibrated_text)(&out, a.output, stdout);
   }
   code = st ? (rank == 0 ? px_cli_fail(st, &err) : (int)st) : 0;
-  x->mpi_finalize();
+  x->mpi_finalize(code);
   return code;
 #endif
 }

@@ -164,12 +164,16 @@ static px_status choose(launch *L, int64_t slots, int64_t min_ranks, choice *ch,
   char base[4096];
   snprintf(base, sizeof base, "%s", L->ckpt);
   for (size_t n = strlen(base); n > 1 && base[n - 1] == '/';) base[--n] = '\0';
-  snprintf(ch->dir, sizeof ch->dir, "%s.%lldranks", base, (long long)ch->ranks);
-  snprintf(ch->plan_file, sizeof ch->plan_file, "%s.%lldranks.plan.json", base, (long long)ch->ranks);
-  if (r->refused)
+  /* a path cut short would be another directory: refused instead */
+  if ((size_t)snprintf(ch->dir, sizeof ch->dir, "%s.%lldranks", base, (long long)ch->ranks) >= sizeof ch->dir ||
+      (size_t)snprintf(ch->plan_file, sizeof ch->plan_file, "%s.%lldranks.plan.json", base, (long long)ch->ranks) >=
+          sizeof ch->plan_file)
+    st = px_err_set(err, PX_ERR_INPUT, "--ckpt %.200s...: too long a path for the checkpoint of %lld ranks beside it",
+                    base, (long long)ch->ranks);
+  if (!st && r->refused)
     say("the best plan the %s backend runs is ranked %lld (it cannot run the %lld ahead of it)", L->backend,
         (long long)r->refused + 1, (long long)r->refused);
-  st = px_report_plan_file(ch->plan_file, &L->m, &r->cluster, &r->par, err);
+  if (!st) st = px_report_plan_file(ch->plan_file, &L->m, &r->cluster, &r->par, err);
   if (r->relaxed && !st)
     say("no plan for %lld ranks that the %s backend runs keeps the flags' choices; the planner's best keeps the "
         "global batch, the sequence length and the precision only", (long long)ch->ranks, L->backend);

@@ -125,6 +125,6 @@ int px_cmd_run(int argc, char **argv) {
   /* Bad input is the same on every rank: rank 0 says it; training failures are said where they happen. */
   bool say = local ? !strstr(err.msg, "another rank") : rank == 0;
   code = st ? (say ? px_cli_fail(st, &err) : (int)st) : 0;
-  x->mpi_finalize();
+  x->mpi_finalize(code);
   return code;
 }

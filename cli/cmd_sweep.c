@@ -292,8 +292,9 @@ int px_cmd_sweep(int argc, char **argv) {
   }
   px_sweep_result_free(&r);
   px_bands_free(&bands);
+  code = st ? px_cli_fail(st, &err) : none_fits ? PX_EXIT_NOFIT : 0;
 #if PX_HAVE_EXEC
-  if (mpi) x->mpi_finalize();
+  if (mpi) x->mpi_finalize(code);
 #endif
-  return st ? px_cli_fail(st, &err) : none_fits ? PX_EXIT_NOFIT : 0;
+  return code;
 }

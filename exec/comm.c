@@ -4,8 +4,12 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "core/clock.h"
 
 px_status px_comm_check(int rc, const char *what, px_err *err) {
   if (rc == MPI_SUCCESS) return PX_OK;
@@ -95,9 +99,35 @@ MPI_Comm px_comm_of(const px_comm *c, px_group g) {
   }
 }
 
+/* set when a failed rank's agreement timed out: the others wait for it elsewhere */
+static bool peers_stuck;
+
+double px_comm_timeout_s(void) {
+  const char *limit = getenv("PX_COMM_TIMEOUT_S");
+  return limit && atof(limit) > 0 ? atof(limit) : 600.0;
+}
+
 px_status px_comm_agree_as(px_status st, MPI_Comm comm, const char *msg, px_err *err) {
-  int mine = (int)st, worst = 0;
-  MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm);
+  int mine = (int)st, worst = 0, done = 0;
+  MPI_Request req;
+  MPI_Iallreduce(&mine, &worst, 1, MPI_INT, MPI_MAX, comm, &req);
+  if (!st) {
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  } else {
+    double limit_s = px_comm_timeout_s(), until = px_clock_s() + limit_s;
+    for (MPI_Test(&req, &done, MPI_STATUS_IGNORE); !done && px_clock_s() < until;
+         MPI_Test(&req, &done, MPI_STATUS_IGNORE))
+      nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    if (!done) {
+      peers_stuck = true;
+      int rank = 0;
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      char own[sizeof err->msg];
+      snprintf(own, sizeof own, "%s", err ? err->msg : "");
+      return px_err_set(err, st, "%s (rank %d failed alone: the other ranks did not stop with it in %g s "
+                        "(PX_COMM_TIMEOUT_S) but wait for it elsewhere; the job is ended)", own, rank, limit_s);
+    }
+  }
   if (!st && worst) return px_err_set(err, (px_status)worst, "%s", msg);
   if (err && worst) err->status = (px_status)worst; /* its own message, the agreed status */
   return (px_status)worst;
@@ -164,7 +194,10 @@ void px_comm_mpi_init(bool threads, int *rank, int *size, bool *threads_ok) {
   MPI_Comm_size(MPI_COMM_WORLD, size);
 }
 
-void px_comm_mpi_finalize(void) { MPI_Finalize(); }
+void px_comm_mpi_finalize(int code) {
+  if (peers_stuck) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+  MPI_Finalize();
+}
 
 int px_comm_size(MPI_Comm c) {
   int n = 1;

@@ -47,7 +47,10 @@ px_status px_comm_check(int rc, const char *what, px_err *err);
  * same status: the largest any rank had (an input error, 2, over a runtime
  * one, 1), so that the job's exit status does not depend on which rank ends
  * first. A failed rank keeps its message; the others get msg. PX_OK when none
- * failed. Collective. */
+ * failed. Collective. A failed rank waits px_comm_timeout_s() for the others at
+ * most: those that wait for it elsewhere (a failure mid-step, theirs blocked in
+ * its sends) never come, and then its message says so and px_comm_mpi_finalize
+ * ends the whole job. */
 px_status px_comm_agree_as(px_status st, MPI_Comm comm, const char *msg, px_err *err);
 /* px_comm_agree_as with "another rank failed (see its message)". */
 px_status px_comm_agree(px_status st, MPI_Comm comm, px_err *err);
@@ -63,9 +66,14 @@ px_status px_comm_gather_bytes(const void *mine, size_t bytes, int root, MPI_Com
 
 /* MPI_Init (MPI_Init_thread asking for MPI_THREAD_FUNNELED when threads is
  * set: *threads_ok says whether it was given), this rank and the world's
- * size; MPI_Finalize. */
+ * size; MPI_Finalize, or, where an agreement found other ranks stuck waiting
+ * for this one, MPI_Abort with code (which ends every rank: they cannot finish
+ * without it, and MPI_Finalize would wait for them). */
 void px_comm_mpi_init(bool threads, int *rank, int *size, bool *threads_ok);
-void px_comm_mpi_finalize(void);
+void px_comm_mpi_finalize(int code);
+/* How long a rank waits for a collective that makes no progress before it
+ * fails: PX_COMM_TIMEOUT_S seconds, 600 when unset. */
+double px_comm_timeout_s(void);
 
 /* Members of c and this rank's place among them (1 and 0 for MPI_COMM_NULL). */
 int px_comm_size(MPI_Comm c);

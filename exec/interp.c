@@ -102,8 +102,10 @@ struct px_exec {
   /* gradient capture */
   bool capture;
   float *grad_copy;           /* canonical layout, this rank's owned elements; NaN elsewhere */
-  /* fault injection (PX_FAULT_KILL): this rank kills itself before instance fault_inst of step fault_step */
+  /* fault injection: this rank kills itself (PX_FAULT_KILL) or fails (PX_FAULT_FAIL) before instance fault_inst
+   * of step fault_step */
   int64_t fault_step, fault_inst; /* -1: never */
+  bool fault_fail;
 };
 
 /* Before reading the clock for an op's time: a backend that queues work
@@ -117,13 +119,18 @@ static px_status op_done(px_exec *x, px_status st, px_err *err) {
 /* PX_FAULT_KILL="rank=R,step=K,op=I[,attempt=A|*]": rank R raises SIGKILL just
  * before instance I (taken modulo the instance count; or the p2p batch holding
  * it) of its stage's program in step K, when PX_LAUNCH_ATTEMPT (0 when unset) is A (default 0; *: every
- * attempt). Read once here; unset costs one compare per instance. */
+ * attempt). PX_FAULT_FAIL, the same spec: rank R's step fails there with an error instead (a rank that
+ * fails alone while the others go on to wait for it). Read once here; unset costs one compare per instance. */
 static px_status fault_parse(px_exec *x, px_err *err) {
   x->fault_step = x->fault_inst = -1;
-  const char *spec = getenv("PX_FAULT_KILL");
+  const char *kill = getenv("PX_FAULT_KILL"), *failure = getenv("PX_FAULT_FAIL");
+  if (kill && *kill && failure && *failure)
+    return px_err_set(err, PX_ERR_INPUT, "PX_FAULT_KILL and PX_FAULT_FAIL are both set: one fault a run");
+  x->fault_fail = failure && *failure;
+  const char *name = x->fault_fail ? "PX_FAULT_FAIL" : "PX_FAULT_KILL", *spec = x->fault_fail ? failure : kill;
   if (!spec || !*spec) return PX_OK;
   char buf[256];
-  if (strlen(spec) >= sizeof buf) return px_err_set(err, PX_ERR_INPUT, "PX_FAULT_KILL: longer than %zu characters", sizeof buf - 1);
+  if (strlen(spec) >= sizeof buf) return px_err_set(err, PX_ERR_INPUT, "%s: longer than %zu characters", name, sizeof buf - 1);
   strcpy(buf, spec);
   int64_t v[4] = {-1, -1, -1, 0}; /* rank, step, op, attempt (-2: every) */
   static const char *const keys[4] = {"rank", "step", "op", "attempt"};
@@ -144,8 +151,8 @@ static px_status fault_parse(px_exec *x, px_err *err) {
     }
   }
   if (st || v[0] < 0 || v[1] < 0 || v[2] < 0)
-    return px_err_set(err, PX_ERR_INPUT, "PX_FAULT_KILL='%.200s': expected rank=R,step=K,op=I[,attempt=A|*] "
-                      "(non-negative integers)", spec);
+    return px_err_set(err, PX_ERR_INPUT, "%s='%.200s': expected rank=R,step=K,op=I[,attempt=A|*] "
+                      "(non-negative integers)", name, spec);
   const char *at = getenv("PX_LAUNCH_ATTEMPT");
   int64_t attempt = at ? strtoll(at, NULL, 10) : 0;
   if (v[0] == x->comm->world_rank && (v[3] == -2 || v[3] == attempt) && x->prog->ninsts > 0) {
@@ -1432,7 +1439,12 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   for (int32_t i = 0; i < prog->ninsts && !st;) {
     const px_inst *in = &prog->insts[i];
     px_block_kind k = (px_block_kind)in->block;
-    /* PX_FAULT_KILL: a rank lost mid-step (at op I, or the p2p batch holding it) */
+    /* PX_FAULT_KILL: a rank lost mid-step (at op I, or the p2p batch holding it); PX_FAULT_FAIL: its step fails */
+    if (step == x->fault_step && i >= x->fault_inst && x->fault_fail) {
+      st = px_err_set(err, PX_ERR_RUNTIME, "rank %d: PX_FAULT_FAIL: failed before op %d of %d of step %lld",
+                      x->comm->world_rank, i, prog->ninsts, (long long)step);
+      break;
+    }
     if (step == x->fault_step && i >= x->fault_inst) {
       fprintf(stderr, "parallax: rank %d: PX_FAULT_KILL: killed before op %d of %d of step %lld\n",
               x->comm->world_rank, i, prog->ninsts, (long long)step);

@@ -30,9 +30,10 @@ typedef struct {
   px_module_header h; /* PX_VERSION, PX_EXEC_MODULE_ABI */
   /* MPI_Init (MPI_Init_thread asking for MPI_THREAD_FUNNELED when threads is
    * set: *threads_ok says whether it was given), then this rank and the
-   * world's size; mpi_finalize ends it */
+   * world's size; mpi_finalize ends it (px_comm_mpi_finalize: the whole job, with code, where other ranks
+   * were found stuck waiting for this one) */
   void (*mpi_init)(bool threads, int *rank, int *size, bool *threads_ok);
-  void (*mpi_finalize)(void);
+  void (*mpi_finalize)(int code);
   /* px_comm_agree and px_comm_gather_bytes (root 0) over the world */
   px_status (*agree)(px_status st, px_err *err);
   px_status (*gather_bytes)(const void *mine, size_t bytes, void **all, size_t *total, px_err *err);

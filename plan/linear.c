@@ -37,13 +37,13 @@ void px_linear_adapter_slots(px_plan *p, const px_dims *d, int w, const int64_t 
     for (int j = 0; j < 4; j++) {
       if (!(d->lora_targets & px_lora_linears[i].targets[j])) continue;
       int64_t r = d->lora_rank, nj = j == 3 ? n[0] + n[1] + n[2] : n[j];
-      snprintf(name, sizeof name, "%.18s.A%d", wname, j);
+      snprintf(name, sizeof name, "%.18s.A%c", wname, (char)('0' + j));
       int a = px_bld_param(p, d, name, r, k, !row_parallel, false);
-      snprintf(name, sizeof name, "%.18s.B%d", wname, j);
+      snprintf(name, sizeof name, "%.18s.B%c", wname, (char)('0' + j));
       int bb = px_bld_param(p, d, name, nj, r, row_parallel, false);
       int part = row_parallel ? bb : a; /* replicated over TP, its gradient a partial sum */
       p->slots[part].sp_partial = p->slots[px_bld_grad_of(p, part)].sp_partial = d->T > 1;
-      snprintf(name, sizeof name, "%.18s.h%d", wname, j);
+      snprintf(name, sizeof name, "%.18s.h%c", wname, (char)('0' + j));
       px_bld_slot(p, name, PX_SLOT_ACT, d->act, d->B, d->S, r, 1);
     }
   }

@@ -128,9 +128,9 @@ px_status px_cuda_backend_new(const px_comm *comm, px_backend **out, px_err *err
   b->impl = c;
   c->comm = comm;
   c->device = lrank % ndev;
-  const char *mode = getenv("PX_CUDA_COMM"), *limit = getenv("PX_COMM_TIMEOUT_S");
+  const char *mode = getenv("PX_CUDA_COMM");
   c->nccl = !all[1] && !(mode && !strcmp(mode, "mpi"));
-  c->timeout_s = limit && atof(limit) > 0 ? atof(limit) : 600.0;
+  c->timeout_s = px_comm_timeout_s();
   st = px_cuda_check(cudaSetDevice(c->device), "cudaSetDevice", err);
   struct cudaDeviceProp prop;
   if (!st) st = px_cuda_check(cudaGetDeviceProperties(&prop, c->device), "cudaGetDeviceProperties", err);

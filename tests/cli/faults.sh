@@ -3,7 +3,8 @@
 # one byte for byte and resumes bitwise; a run killed (a rank, or the whole
 # job) in the middle of a background write keeps the previous checkpoint,
 # which resumes as if nothing happened; a rank killed mid-step ends the job
-# non-zero, naming the rank, well within PX_COMM_TIMEOUT_S; a checkpoint
+# non-zero, naming the rank, well within PX_COMM_TIMEOUT_S, and so does one that fails alone (an error,
+# PX_FAULT_FAIL) while the others wait for it; a checkpoint
 # write that fails (file size limit, full disk, read-only directory) fails
 # the run with the path and the system's reason and keeps the previous
 # checkpoint, removes what the other ranks wrote of the failed one, and says
@@ -88,6 +89,18 @@ dt=$(($(date +%s) - t0))
 [ $rc -ne 0 ] || fail "a killed rank did not fail the job"
 [ $dt -le $((PX_COMM_TIMEOUT_S + 2)) ] || fail "the job took ${dt}s to end after a rank was killed"
 grep -q "rank [0-9]" "$tmp/out" || fail "the failure does not name the rank: $(cat "$tmp/out")"
+# A rank that fails alone mid-step (PX_FAULT_FAIL: rank 1, pp stage 0's second DP rank, at op 3 of step 1)
+# while the others wait for its sends: it waits PX_COMM_TIMEOUT_S for them to agree, then ends the job with
+# its message; a step of every rank's failing together (the MoE overflow, exec_moe.sh) agrees at once.
+export PX_COMM_TIMEOUT_S=5
+t0=$(date +%s)
+PX_FAULT_FAIL=rank=1,step=1,op=3 timeout -s KILL $limit mpirun -np $np "$px" run "${plan[@]}" --steps 3 >"$tmp/out" 2>&1
+rc=$?
+dt=$(($(date +%s) - t0))
+[ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "a rank failing alone: exit status $rc"
+[ $dt -le $((PX_COMM_TIMEOUT_S + 15)) ] || fail "a rank failing alone: the job took ${dt}s to end"
+grep -q "^parallax: rank 1: PX_FAULT_FAIL: failed before op 3 of [0-9]* of step 1 (rank 1 failed alone: the other ranks did not stop with it in 5 s (PX_COMM_TIMEOUT_S) but wait for it elsewhere; the job is ended)" \
+  "$tmp/out" || fail "a rank failing alone: $(cat "$tmp/out")"
 unset PX_COMM_TIMEOUT_S
 
 # A write that fails: the run fails with the path and errno, the previous
