@@ -29,7 +29,7 @@ typedef struct {
 enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS, OPT_FP8_ATTENTION,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
-       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_ROUTER_PADDING, OPT_MTP_LAYERS, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE, OPT_CUDA_GRAPH,
+       OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_ROUTER_PADDING, OPT_MTP_LAYERS, OPT_MTP_LOSS_SCALE, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE, OPT_CUDA_GRAPH,
        OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
@@ -69,6 +69,9 @@ static const px_opt opts[] = {
      "train N of the model's multi-token prediction modules (DeepSeek-V3's one; Megatron-Core's mtp_num_layers) on the "
      "last pipeline stage: the next-but-one token's embedding, a decoder layer, the shared head and a second loss "
      "(default 0)"},
+    {"mtp-loss-scale", required_argument, OPT_MTP_LOSS_SCALE, PX_OPT_PLAN, "X",
+     "the MTP modules' loss weight in the objective (Megatron-Core's mtp_loss_scaling_factor; DeepSeek-V3 used 0.3, "
+     "then 0.1; default 0.1)"},
     {"moe-buffers", required_argument, OPT_MOE_BUFFERS, PX_OPT_PLAN, "B",
      "what a dropless router's expert buffers hold: busiest (the busiest EP rank's rows at --moe-imbalance; plan, sim "
      "and sweep's default) | worst (every routing the router can make: run's default, so an imbalanced router never "
@@ -416,6 +419,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
       case OPT_FP8_ATTENTION: p->fp8_attention = 1; break;
       case OPT_MOE_ROUTER_PADDING: p->moe_router_padding = 1; break;
       case OPT_MTP_LAYERS: st = px_parse_int(optarg, "--mtp-layers", 0, 1000, &p->mtp_layers, err); break;
+      case OPT_MTP_LOSS_SCALE:
+        st = parse_number("--mtp-loss-scale", optarg, PX_MTP_LOSS_SCALE_MIN, PX_MTP_LOSS_SCALE_MAX, &p->mtp_loss_scale, err);
+        break;
       case OPT_BF16_START: st = px_parse_int(optarg, "--bf16-layers-start", 0, 1 << 24, &p->bf16_layers_start, err); break;
       case OPT_BF16_END: st = px_parse_int(optarg, "--bf16-layers-end", 0, 1 << 24, &p->bf16_layers_end, err); break;
       case OPT_OFFLOAD_ACT:

@@ -100,7 +100,7 @@ static bool drop_plan_flag(const char *name) {
   return strcmp(name, "save-plan") != 0 &&
          (!strcmp(name, "gpus") || !strcmp(name, "nodes") || !strcmp(name, "ckpt") || !strcmp(name, "resume") ||
           !strcmp(name, "tp") || !strcmp(name, "pp") || !strcmp(name, "dp") || !strcmp(name, "cp") ||
-          !strcmp(name, "cp-algo") || !strcmp(name, "ep") || !strcmp(name, "moe-dispatch") || !strcmp(name, "moe-router-padding") || !strcmp(name, "mtp-layers") || !strcmp(name, "moe-buffers") ||
+          !strcmp(name, "cp-algo") || !strcmp(name, "ep") || !strcmp(name, "moe-dispatch") || !strcmp(name, "moe-router-padding") || !strcmp(name, "mtp-layers") || !strcmp(name, "mtp-loss-scale") || !strcmp(name, "moe-buffers") ||
           !strcmp(name, "moe-imbalance") || !strcmp(name, "zero") || !strcmp(name, "sp") || !strcmp(name, "mbs") ||
           !strcmp(name, "gbs") || !strcmp(name, "schedule") || !strcmp(name, "vpp") ||
           !strcmp(name, "first-stage-layers") || !strcmp(name, "last-stage-layers") ||

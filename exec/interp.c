@@ -1008,7 +1008,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   /* d loss / d token loss: 1 / (gbs x seq); an MTP module's (its targets shifted by dim[3]) weighted over its
    * positions with a target */
   int64_t shift = o->kind == PX_OP_LOSS_BWD ? o->dim[3] : 0;
-  double weight = shift > 0 ? PX_MTP_LOSS_WEIGHT / (double)x->plan->par.mtp_layers : 1.0;
+  double weight = shift > 0 ? x->plan->par.mtp_loss_scale / (double)x->plan->par.mtp_layers : 1.0;
   px_exec_op e = {.env = &x->env, .op = o, .comm = &x->op_comm, .layer = in->layer, .seq_index = x->seq_index,
                   .seed = x->opt.hp.seed, .step = x->step,
                   .loss_scale = (float)(x->opt.scaler[0] * weight /

@@ -58,6 +58,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
   if (p->moe_router_padding < 0) p->moe_router_padding = 0;
   if (p->mtp_layers < 0) p->mtp_layers = 0;
+  if (p->mtp_loss_scale <= 0 && p->mtp_layers > 0) p->mtp_loss_scale = PX_MTP_LOSS_WEIGHT;
   if (p->moe_buffers < 0) p->moe_buffers = PX_MOE_BUF_BUSIEST;
   if (p->moe_imbalance <= 0) p->moe_imbalance = 1.0;
   if (p->cuda_graph < 0) p->cuda_graph = PX_GRAPH_NONE;
@@ -111,7 +112,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 #define TAKE(f, unset) \
   if (p->f == (unset)) p->f = from->f;
   TAKE(tp, 0) TAKE(pp, 0) TAKE(dp, 0) TAKE(cp, 0) TAKE(cp_algo, -1) TAKE(ep, 0) TAKE(etp, 0) TAKE(moe_dispatch, -1) TAKE(moe_buffers, -1)
-  TAKE(moe_router_padding, -1) TAKE(mtp_layers, -1) TAKE(cuda_graph, -1)
+  TAKE(moe_router_padding, -1) TAKE(mtp_layers, -1) TAKE(mtp_loss_scale, 0.0)
+  TAKE(cuda_graph, -1)
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(recompute_modules, 0)
@@ -441,6 +443,7 @@ static bool mtp_model_kind(vctx *x) { /* the module as DeepSeek-V3 has it: RMSNo
   return x->p->mtp_layers > 0 &&
          (x->m->position == PX_POS_LEARNED || x->m->norm != PX_NORM_RMSNORM || x->m->dropout > 0);
 }
+static bool mtp_scale_alone(vctx *x) { return x->p->mtp_loss_scale > 0 && x->p->mtp_layers <= 0; }
 static bool mtp_lora(vctx *x) { return x->p->mtp_layers > 0 && px_parallel_lora(x->p); }
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
@@ -679,6 +682,8 @@ static const px_rule rules[] = {
                 "(the model file's mtp_layers, a Hugging Face config's num_nextn_predict_layers)"},
     {mtp_model_kind, "`mtp_layers` with {model}: the MTP module is planned as DeepSeek-V3's, with RMSNorms, rotary "
                      "positions and no dropout (hint: drop `mtp_layers`)"},
+    {mtp_scale_alone, "`mtp_loss_scale` {mtp_loss_scale} weighs the loss of an MTP module, and the plan trains none "
+                      "(hint: `mtp_layers` 1, or drop `mtp_loss_scale`)"},
     {mtp_lora, "`mtp_layers` with `finetune` lora: adapters on the MTP module are not planned (hint: drop "
                "`mtp_layers`)"},
     {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
@@ -848,7 +853,9 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
     divisor_hint(gcd64(p->tp * wdp / etp, m->experts), p->tp * wdp / etp, v, cap);
   else if (!strcmp(name, "moe_imbalance"))
     snprintf(v, cap, "%g", p->moe_imbalance);
-  if (strstr(name, "_choices") || !strcmp(name, "moe_imbalance")) return;
+  else if (!strcmp(name, "mtp_loss_scale"))
+    snprintf(v, cap, "%g", p->mtp_loss_scale);
+  if (strstr(name, "_choices") || !strcmp(name, "moe_imbalance") || !strcmp(name, "mtp_loss_scale")) return;
   if (!strcmp(name, "x_cp")) s = p->cp > 1 ? " x cp" : "";
   if (!strcmp(name, "dp_x_cp")) s = p->cp > 1 ? "dp x cp" : "dp";
   if (!strcmp(name, "model")) s = m->name;
@@ -1042,6 +1049,8 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
     p->moe_router_padding = f;
   }
   TRY(px_json_int(&c, obj, "mtp_layers", false, 0, 1000, &p->mtp_layers, err));
+  TRY(px_json_num(&c, obj, "mtp_loss_scale", false, PX_MTP_LOSS_SCALE_MIN, PX_MTP_LOSS_SCALE_MAX, &p->mtp_loss_scale,
+                  err));
   TRY(px_json_enum(&c, obj, "moe_buffers", false, px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, &p->moe_buffers, err));
   TRY(px_json_num(&c, obj, "moe_imbalance", false, 1.0, 1e6, &p->moe_imbalance, err));
   TRY(px_json_enum(&c, obj, "cuda_graph", false, px_cuda_graph_names, PX_GRAPH_COUNT, &p->cuda_graph, err));
@@ -1144,6 +1153,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->moe_dispatch > 0) cJSON_AddStringToObject(o, "moe_dispatch", px_moe_dispatch_names[p->moe_dispatch]);
   if (p->moe_router_padding > 0) cJSON_AddBoolToObject(o, "moe_router_padding", true);
   if (p->mtp_layers > 0) px_json_add_num(o, "mtp_layers", (double)p->mtp_layers);
+  if (p->mtp_loss_scale > 0) px_json_add_num(o, "mtp_loss_scale", p->mtp_loss_scale);
   if (p->moe_buffers > 0) cJSON_AddStringToObject(o, "moe_buffers", px_moe_buffers_names[p->moe_buffers]);
   if (p->moe_imbalance > 1) px_json_add_num(o, "moe_imbalance", p->moe_imbalance);
   if (p->cuda_graph > 0) cJSON_AddStringToObject(o, "cuda_graph", px_cuda_graph_names[p->cuda_graph]);

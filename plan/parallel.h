@@ -18,10 +18,13 @@
  * layer's backward into B (input gradient) and W (weight gradient) and
  * defer W into the bubbles: ZB-H1 (1F1B's memory) and ZB-H2 (up to 2p - 1
  * micro-batches in flight). */
-/* The MTP modules' loss weight over the main loss: Megatron-Core's mtp_loss_scaling_factor default
- * (transformer_config.py at d98e8a6), which Megatron-Bridge's DeepSeek-V3 recipes keep; each module's loss is
- * the mean over its positions with a target (the last `shift` of each sequence have none). */
+/* The MTP modules' loss weight over the main loss when the plan sets none (mtp_loss_scale): Megatron-Core's
+ * mtp_loss_scaling_factor default (transformer_config.py at d98e8a6), which Megatron-Bridge's DeepSeek-V3 recipes
+ * keep; each module's loss is the mean over its positions with a target (the last `shift` of each sequence have
+ * none), and the weight is shared by the modules (multi_token_prediction.py: the factor over mtp_num_layers). */
 #define PX_MTP_LOSS_WEIGHT 0.1
+#define PX_MTP_LOSS_SCALE_MIN 1e-6 /* mtp_loss_scale's range (a weight, not 0: the module would learn nothing) */
+#define PX_MTP_LOSS_SCALE_MAX 1e3
 
 typedef enum {
   PX_SCHED_GPIPE,
@@ -210,6 +213,9 @@ typedef struct {
   int moe_buffers;   /* px_moe_buffers, -1 unset (busiest; the run's default: worst) */
   int64_t mtp_layers; /* multi-token prediction modules trained beside the model (Megatron-Core's mtp_num_layers; at
                          most the model's own, one so far), on the last pipeline stage; -1 unset (0) */
+  double mtp_loss_scale; /* their loss's weight in the objective (Megatron-Core's mtp_loss_scaling_factor; DeepSeek-V3's
+                            paper: 0.3 for its first 10T tokens, then 0.1); 0 unset (PX_MTP_LOSS_WEIGHT with
+                            mtp_layers, else none) */
   double moe_imbalance; /* tokens on the busiest EP rank's experts over the mean (>= 1), 0 unset (1) */
   int cuda_graph;    /* px_cuda_graph, -1 unset (none) */
   int zero;          /* 0-3, -1 unset */

@@ -554,11 +554,12 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     if (p->moe_router_padding > 0)
       config_flag(e, "model.moe_router_padding_for_quantization", true);
   }
-  /* the MTP modules trained (the loss's weight Megatron-Core's default, 0.1); none: Megatron-Bridge's recipe
-   * for a model with them trains them unless told not to */
-  if (p->mtp_layers > 0)
+  /* the MTP modules trained and their loss's weight (said even at Megatron-Core's default, 0.1: the objective is
+   * the plan's); none: Megatron-Bridge's recipe for a model with them trains them unless told not to */
+  if (p->mtp_layers > 0) {
     config(e, "model.mtp_num_layers", "%lld", (long long)p->mtp_layers);
-  else if (m->mtp_layers > 0)
+    config(e, "model.mtp_loss_scaling_factor", "%g", p->mtp_loss_scale);
+  } else if (m->mtp_layers > 0)
     key(e, "model.mtp_num_layers", "null");
   if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
     both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");

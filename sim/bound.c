@@ -58,7 +58,8 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 848, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 856, "px_parallel changed: copy (or normalise) its new field here");
+  /* mtp_loss_scale: the objective's weights, the same ops and bytes (normalised away) */
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
   key->ep = par->ep, key->etp = par->etp, key->moe_dispatch = par->moe_dispatch, key->moe_router_padding = par->moe_router_padding, key->mtp_layers = par->mtp_layers,

@@ -339,7 +339,8 @@ static void test_frozen_storage(void) {
 }
 
 /* The MTP module's gradients, against central finite differences of the objective they are the gradient of: the
- * main loss plus PX_MTP_LOSS_WEIGHT times the module's (each a mean over its positions with a target), on one
+ * main loss plus mtp_loss_scale (0.3, DeepSeek-V3's first weight; PX_MTP_LOSS_WEIGHT, 0.1, unset) times the
+ * module's (each a mean over its positions with a target), on one
  * rank in fp32 (tiny-mla with one module, two sequences a micro-batch, so the masked last positions fall
  * inside the batch). For the largest-gradient element of the module's own tensors, its layer's, the shared
  * embedding and head and the main model's last layer: the same batch again with that element moved by +-h (the
@@ -354,7 +355,7 @@ static void test_mtp_gradients(void) {
   CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 1, 0, &err), PX_OK);
   px_parallel p;
   px_parallel_unset(&p);
-  p.gbs = 2, p.mbs = 2, p.precision = PX_PREC_FP32, p.mtp_layers = 1;
+  p.gbs = 2, p.mbs = 2, p.precision = PX_PREC_FP32, p.mtp_layers = 1, p.mtp_loss_scale = 0.3;
   px_parallel_resolve(&p, &m, &c);
   px_plan plan;
   CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
@@ -422,7 +423,7 @@ static void test_mtp_gradients(void) {
       float keep = params[at];
       params[at] = keep + (float)(side ? -h : h);
       CU_ASSERT_EQUAL_FATAL(px_exec_step(x, 0, &loss, &err), PX_OK);
-      j[side] = loss + PX_MTP_LOSS_WEIGHT * px_exec_mtp_loss(x);
+      j[side] = loss + 0.3 * px_exec_mtp_loss(x);
       params[at] = keep;
     }
     double diff = (j[0] - j[1]) / (2 * h), an = grad[best];
@@ -446,7 +447,7 @@ int main(int argc, char **argv) {
       {"every op on both model families and attention kernels", test_all_ops},
       {"recomputation gives the same losses (dropout replayed)", test_recompute_same_losses},
       {"training lowers the loss", test_loss_falls},
-      {"the MTP module's gradients: central finite differences of the main loss + 0.1 x its own", test_mtp_gradients},
+      {"the MTP module's gradients: central finite differences of the main loss + 0.3 x its own", test_mtp_gradients},
       {"fp8 amax histories: the keys a stage keeps", test_amax_keys},
       {"fp8 amax histories: the scale's window, saved and loaded past its length", test_amax_roundtrip},
       {"fp8 delayed: a resume is the uninterrupted run bitwise; a checkpoint without histories resumes",

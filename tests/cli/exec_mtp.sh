@@ -7,7 +7,8 @@
 # within 1e-5 over 8 steps, every stage's measured peak its plan's (the
 # gradients themselves: tests/test_exec.c's finite differences). The module
 # changes the training (the losses differ from the same model's without it)
-# and logs its own loss, which falls. A checkpoint written under one plan
+# and logs its own loss, which falls; --mtp-loss-scale 0.3 trains otherwise from the second step and may
+# change on a resume (refused without the module). A checkpoint written under one plan
 # resumes under another to the straight run's losses; a plan without the module
 # refuses one written with it, by name. Refused by name: TP in a quantized
 # precision, CP and ZeRO-3 (the executors), the CUDA backend (its loss kernels).
@@ -64,6 +65,23 @@ else
   fail "the MTP run's log: $(head -3 "$tmp/log.txt")"
 fi
 
+# --mtp-loss-scale weighs the module's loss (DeepSeek-V3 trained at 0.3, then 0.1): the first step's losses as the
+# default's, the next ones not (its gradients, by finite differences, in test_exec); changed on a resume, as there
+if cpu_run scaled 1 -m "$tmp/tiny-mtp.json" --steps 8 -B 4 --mtp-layers 1 --mtp-loss-scale 0.3; then
+  close "$(losses "$tmp/scaled.json" | cut -d, -f1)" "$(losses "$tmp/ref_tiny-mtp.json" | cut -d, -f1)" 1e-6 ||
+    fail "--mtp-loss-scale 0.3 changed the first step's loss: $(losses "$tmp/scaled.json")"
+  close "$(losses "$tmp/scaled.json")" "$(losses "$tmp/ref_tiny-mtp.json")" 1e-4 &&
+    fail "--mtp-loss-scale 0.3 trains as 0.1: $(losses "$tmp/scaled.json")"
+else
+  fail "--mtp-loss-scale 0.3: $(head -3 "$tmp/err.txt")"
+fi
+if run first tiny-mtp 4 1 --steps 3 --ckpt "$tmp/cks" --mtp-loss-scale 0.3 &&
+  run second tiny-mtp 4 1 --steps 6 --ckpt "$tmp/cks" --resume; then
+  echo "ok: a checkpoint of --mtp-loss-scale 0.3 resumed at 0.1"
+else
+  fail "--mtp-loss-scale changed on a resume: $(head -3 "$tmp/err.txt")"
+fi
+
 # a checkpoint re-split for another plan: steps 4-6 as the straight run's
 if run straight tiny-mtp 4 2 -p 2 && run first tiny-mtp 4 2 -p 2 --steps 3 --ckpt "$tmp/ck" &&
   run second tiny-mtp 4 2 -d 2 -z 1 --steps 6 --ckpt "$tmp/ck" --resume; then
@@ -87,5 +105,8 @@ err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 
 [ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with --tp 2 in fp8" || fail "MTP with tp 2 in fp8: $err"
 err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -d 2 -z 3 --mtp-layers 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with ZeRO-3" || fail "MTP with ZeRO-3: $err"
+err=$("$px" plan -m "$tmp/tiny-mtp.json" -c local-cpu -g 1 -B 4 --mtp-loss-scale 0.3 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q -- "--mtp-loss-scale 0.3 weighs the loss of an MTP module, and the plan trains none" ||
+  fail "--mtp-loss-scale without the module: $err"
 cuda_refuses "the MTP module's loss" 1 -m "$tmp/tiny-mtp.json" --steps 1 -B 4 --mtp-layers 1
 finish

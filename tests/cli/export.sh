@@ -67,7 +67,7 @@ cases=(
   "moe_hybridep|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 --moe-dispatch hybridep --main-grad fp32"
   "moe_router_padding|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --moe-router-padding"
   "mtp|megatron|-m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --vpp 4 --ep 64 --sp -z 1 -B 8192 --seq 4096 -P fp8 --fp8-recipe current --layers-per-chunk 1,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,0 --mtp-layers 1"
-  "mtp|nemo|-m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --vpp 4 --ep 64 --sp -z 1 -B 8192 --seq 4096 --layers-per-chunk 1,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,0 --mtp-layers 1 --main-grad fp32"
+  "mtp|nemo|-m deepseek-v3 -c dgx-h100 -g 1024 -t 2 -p 8 --vpp 4 --ep 64 --sp -z 1 -B 8192 --seq 4096 --layers-per-chunk 1,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,0 --mtp-layers 1 --mtp-loss-scale 0.3 --main-grad fp32"
   "moe_router_padding|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -z 1 -B 64 -P fp8 --fp8-recipe current --fp8-params --bf16-layers-start 1 --bf16-layers-end 1 --moe-router-padding --main-grad fp32"
   "zero3_hsdp|nemo|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64 --main-grad fp32"
   "zero3_hsdp|megatron|-m llama3-8b -c dgx-h100 -g 16 -z 3 --shard-group 8 -B 64"
