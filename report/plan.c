@@ -219,9 +219,11 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
       fprintf(out, "%s%lld-%lld", ch ? ", " : " layers ", (long long)plan->vstage_first[vs],
               (long long)(plan->vstage_first[vs] + plan->vstage_layers[vs] - 1));
     }
-    fprintf(out, " (%lld)%s%s, %s params\n", (long long)prog->nlayers, prog->has_embed ? " + embedding" : "",
-            !prog->has_head ? "" : p->mtp_layers > 0 ? " + head and loss + MTP module" : " + head and loss",
-            px_fmt_count((double)prog->param_elems, a, sizeof a));
+    char mtp[64] = "";
+    if (prog->has_head && p->mtp_layers > 0)
+      snprintf(mtp, sizeof mtp, " + MTP module (its loss weighted %g)", p->mtp_loss_scale);
+    fprintf(out, " (%lld)%s%s%s, %s params\n", (long long)prog->nlayers, prog->has_embed ? " + embedding" : "",
+            prog->has_head ? " + head and loss" : "", mtp, px_fmt_count((double)prog->param_elems, a, sizeof a));
   }
 
   fprintf(out, "\nmemory per GPU (%s HBM, %s reserved):\n", px_fmt_bytes((double)c->gpu.hbm_bytes, a, sizeof a),
