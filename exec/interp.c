@@ -779,12 +779,12 @@ static px_status moe_alltoall(px_exec *x, const px_op *o, void **outs, void **in
     st = be->host_alltoall(be, PX_GROUP_EP, c + mine, c, (uint64_t)el, PX_HOST_INT, err);
     if (!st) st = be->upload(be, (int32_t *)counts + mine, c + mine, (uint64_t)E * sizeof *c, err);
   }
-  uint64_t rows_in = 0, rows_out = 0;
+  uint64_t rows_out = 0;
   for (int64_t j = 0; j < ep; j++) {
     uint64_t sent = 0, taken = 0;
     for (int64_t l = 0; l < el; l++) sent += (uint64_t)c[j * el + l], taken += (uint64_t)c[mine + j * el + l];
     v[j] = (to ? sent : taken) * (uint64_t)H, v[ep + j] = (to ? taken : sent) * (uint64_t)H;
-    rows_in += to ? sent : taken, rows_out += to ? taken : sent;
+    rows_out += to ? taken : sent;
   }
   /* every member learns whether one's rows overflow its buffer (else the others would wait in the exchange); the
    * buffer holds the plan's px_plan_expert_buffer_rows (the exchange's dims carry the busiest rank's, its cost) */
