@@ -570,6 +570,11 @@ static int find_long(const char *name, size_t len, int groups) {
   return hits == 1 ? hit : -1;
 }
 
+bool px_args_plan_choice(const char *name) {
+  int o = find_long(name, strlen(name), PX_OPT_PLAN);
+  return o >= 0 && !strcmp(opts[o].name, name) && strcmp(name, "save-plan") != 0;
+}
+
 static int find_letter(int c, int groups) {
   for (size_t i = 0; i < NOPTS; i++)
     if ((opts[i].group & groups) && letter_of(i) == c) return (int)i;

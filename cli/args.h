@@ -113,6 +113,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
 int px_args_without(int argc, char **argv, int groups, bool (*drop)(const char *name), char **out);
 /* Entries px_args_without may write for argv, the NULL included. */
 size_t px_args_without_room(int argc, char **argv);
+/* Whether the long flag `name` sets a choice a plan file holds: every flag of the plan group but
+ * --save-plan (--plan, and --adapter, whose LoRA fields the plan holds resolved, included). */
+bool px_args_plan_choice(const char *name);
 /* Prints the flags of the given groups, one per line, for --help. */
 void px_args_print_help(int groups);
 /* The flag reference of the docs (`parallax help --markdown`): a group's

@@ -97,22 +97,8 @@ static void say(const char *fmt, ...) {
 
 /* The flags a re-planned run takes from its plan file instead, and those launch sets itself. */
 static bool drop_plan_flag(const char *name) {
-  return strcmp(name, "save-plan") != 0 &&
-         (!strcmp(name, "gpus") || !strcmp(name, "nodes") || !strcmp(name, "ckpt") || !strcmp(name, "resume") ||
-          !strcmp(name, "tp") || !strcmp(name, "pp") || !strcmp(name, "dp") || !strcmp(name, "cp") ||
-          !strcmp(name, "cp-algo") || !strcmp(name, "ep") || !strcmp(name, "moe-dispatch") || !strcmp(name, "moe-router-padding") || !strcmp(name, "mtp-layers") || !strcmp(name, "mtp-loss-scale") || !strcmp(name, "moe-buffers") ||
-          !strcmp(name, "moe-imbalance") || !strcmp(name, "zero") || !strcmp(name, "sp") || !strcmp(name, "mbs") ||
-          !strcmp(name, "gbs") || !strcmp(name, "schedule") || !strcmp(name, "vpp") ||
-          !strcmp(name, "first-stage-layers") || !strcmp(name, "last-stage-layers") ||
-          !strcmp(name, "layers-per-chunk") || !strcmp(name, "microbatch-group") || !strcmp(name, "recompute") ||
-          !strcmp(name, "precision") || !strcmp(name, "fp8-recipe") || !strcmp(name, "fp8-params") ||
-          !strcmp(name, "fp8-attention") ||
-          !strcmp(name, "bf16-layers-start") || !strcmp(name, "bf16-layers-end") || !strcmp(name, "attention") ||
-          !strcmp(name, "gelu") || !strcmp(name, "bucket-mib") || !strcmp(name, "grad-accum") ||
-          !strcmp(name, "prefetch") || !strcmp(name, "no-reshard-after-forward") || !strcmp(name, "shard-group") ||
-          !strcmp(name, "main-grad") || !strcmp(name, "offload-optimizer") || !strcmp(name, "offload-params") ||
-          !strcmp(name, "offload-activations") ||
-          !strcmp(name, "overlap") || !strcmp(name, "no-overlap") || !strcmp(name, "plan"));
+  return px_args_plan_choice(name) || !strcmp(name, "gpus") || !strcmp(name, "nodes") || !strcmp(name, "ckpt") ||
+         !strcmp(name, "resume");
 }
 static bool drop_ckpt_flag(const char *name) { return !strcmp(name, "ckpt") || !strcmp(name, "resume"); }
 
@@ -176,7 +162,8 @@ static px_status choose(launch *L, int64_t slots, int64_t min_ranks, choice *ch,
   if (!st) st = px_report_plan_file(ch->plan_file, &L->m, &r->cluster, &r->par, err);
   if (r->relaxed && !st)
     say("no plan for %lld ranks that the %s backend runs keeps the flags' choices; the planner's best keeps the "
-        "global batch, the sequence length and the precision only", (long long)ch->ranks, L->backend);
+        "training's own (the global batch, the sequence length, the precision, fine-tuning, the MTP module) only",
+        (long long)ch->ranks, L->backend);
   free(r);
   if (st) choice_free(ch);
   else L->x->reshard_describe(&ch->plan, ch->desc, sizeof ch->desc);

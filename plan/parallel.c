@@ -106,6 +106,13 @@ px_attn_format px_parallel_attn_format(const px_parallel *p) {
 
 bool px_moe_dispatch_deepep(int dispatch) { return dispatch == PX_MOE_DEEPEP || dispatch == PX_MOE_HYBRIDEP; }
 
+void px_parallel_keep_training(px_parallel *to, const px_parallel *from) {
+  to->gbs = from->gbs, to->seq = from->seq, to->precision = from->precision, to->fp8_recipe = from->fp8_recipe;
+  to->finetune = from->finetune, to->lora_rank = from->lora_rank, to->lora_alpha = from->lora_alpha;
+  to->lora_targets = from->lora_targets, to->base_precision = from->base_precision;
+  to->mtp_layers = from->mtp_layers, to->mtp_loss_scale = from->mtp_loss_scale;
+}
+
 bool px_parallel_lora(const px_parallel *p) { return p->finetune == PX_FT_LORA || p->finetune == PX_FT_QLORA; }
 
 void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {

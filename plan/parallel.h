@@ -446,6 +446,9 @@ uint64_t px_parallel_param_gather_bytes(const px_parallel *p, uint64_t n);
  * per-tensor FP8 one under fp8 and nvfp4 (Transformer Engine's fp8_dpa follows the linear layers' recipe; NVIDIA's
  * NVFP4 recipes run the attention in FP8). A layer kept in bf16 keeps bf16 whatever this says. */
 px_attn_format px_parallel_attn_format(const px_parallel *p);
+/* Copies what defines the training, not its split: the global batch, the sequence, the precision and fp8
+ * recipe, fine-tuning's method and adapters, the MTP modules and their loss's weight (a re-plan keeps them). */
+void px_parallel_keep_training(px_parallel *to, const px_parallel *from);
 bool px_parallel_lora(const px_parallel *p);
 
 /* JSON: reads the fields present (unset otherwise); file names the source. */

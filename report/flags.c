@@ -70,6 +70,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   px_parallel_unset(&d);
   d.tp = p->tp, d.pp = p->pp, d.cp = p->cp, d.dp = p->dp, d.zero = p->zero, d.sp = p->sp, d.mbs = p->mbs;
   d.gbs = p->gbs, d.schedule = p->schedule, d.vpp = p->vpp, d.recompute = p->recompute, d.precision = p->precision;
+  d.mtp_layers = p->mtp_layers;
   px_parallel_resolve(&d, m, c);
   field(&o, "tp", "%lld", (long long)p->tp);
   field(&o, "pp", "%lld", (long long)p->pp);
@@ -80,7 +81,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   if (p->moe_dispatch != d.moe_dispatch) names(&o, "moe_dispatch", px_moe_dispatch_names, p->moe_dispatch);
   if (p->moe_router_padding > 0) field(&o, "moe_router_padding", NULL);
   if (p->mtp_layers > 0) field(&o, "mtp_layers", "%lld", (long long)p->mtp_layers);
-  if (p->mtp_layers > 0 && p->mtp_loss_scale != PX_MTP_LOSS_WEIGHT) field(&o, "mtp_loss_scale", "%.9g", p->mtp_loss_scale);
+  if (p->mtp_loss_scale != d.mtp_loss_scale) field(&o, "mtp_loss_scale", "%.9g", p->mtp_loss_scale);
   if (p->moe_buffers != d.moe_buffers) names(&o, "moe_buffers", px_moe_buffers_names, p->moe_buffers);
   if (p->moe_imbalance != d.moe_imbalance) field(&o, "moe_imbalance", "%.9g", p->moe_imbalance);
   if (p->cuda_graph != d.cuda_graph) names(&o, "cuda_graph", px_cuda_graph_names, p->cuda_graph);

@@ -18,10 +18,7 @@ static px_status best_for(const px_model *m, const px_replan_opts *o, int64_t ra
     if (relax) px_parallel_unset(&so.fixed);
     else so.fixed = o->fixed;
     so.fixed.dp = 0;
-    so.fixed.gbs = o->train.gbs;
-    so.fixed.seq = o->train.seq;
-    so.fixed.precision = o->train.precision;
-    so.fixed.fp8_recipe = o->train.fp8_recipe;
+    px_parallel_keep_training(&so.fixed, &o->train);
     so.fixed.moe_buffers = o->train.moe_buffers; /* the run's (worst by default): its router never overflows them */
     so.threads = 1;
     px_sweep_result r;

@@ -1,7 +1,7 @@
 /* Re-planning for fewer ranks (parallax launch, when a relaunch gets fewer
  * slots than its plan's ranks): the planner's best plan for the most ranks
  * in a range that a backend runs, keeping what makes it the same training
- * (the global batch, the sequence, the precision). */
+ * (px_parallel_keep_training: the global batch, the sequence, the precision, fine-tuning, the MTP modules). */
 #ifndef PX_SIM_REPLAN_H
 #define PX_SIM_REPLAN_H
 

@@ -423,7 +423,7 @@ static void test_mtp_gradients(void) {
       float keep = params[at];
       params[at] = keep + (float)(side ? -h : h);
       CU_ASSERT_EQUAL_FATAL(px_exec_step(x, 0, &loss, &err), PX_OK);
-      j[side] = loss + 0.3 * px_exec_mtp_loss(x);
+      j[side] = loss + plan.par.mtp_loss_scale * px_exec_mtp_loss(x);
       params[at] = keep;
     }
     double diff = (j[0] - j[1]) / (2 * h), an = grad[best];
