@@ -82,7 +82,12 @@ t0=$(date +%s)
 timeout -s KILL $limit mpirun -np $np "$px" run "${plan[@]}" --steps 100000 >"$tmp/out" 2>&1 &
 job=$!
 sleep 3
-victim=$(pgrep -P "$(pgrep -P $job)" | sed -n 2p)
+victim= # its ranks are up and stepping (later on a loaded machine)
+for _ in $(seq 1 100); do
+  victim=$(pgrep -P "$(pgrep -P $job)" | sed -n 2p)
+  [ -n "$victim" ] && break
+  sleep 0.2
+done
 [ -n "$victim" ] && kill -KILL "$victim" || fail "no rank to kill"
 wait $job; rc=$?
 dt=$(($(date +%s) - t0))
