@@ -12,7 +12,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TEST_PKGS  ?=
 
-.PHONY: all deps build demo test test-main test-unit test-asan test-planner test-parity test-fuzz fuzz fuzz-long fuzz-build bench golden docs clean
+.PHONY: all deps build demo test test-unit test-asan test-planner test-parity test-fuzz fuzz fuzz-long fuzz-build bench golden docs clean
 
 all: build
 
@@ -27,16 +27,10 @@ build: deps
 demo: build
 	@bash scripts/demo.sh $(BUILD)/parallax
 
-# Every test: the suites and CLI tests (test-main), the unit suites again under
+# Every test: the suites and CLI tests, then the unit suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (which fail on any report),
-# the planner alone, built without the executor (no MPI, BLAS or CUDA), and
-# the fuzz harnesses briefly. Two stages run at a time, each printing its
-# output when it ends (-O): one alone leaves a core idle in its serial
-# stretches (nvcc's largest files, the links, a suite's last long test).
-test:
-	@$(MAKE) --no-print-directory -j2 -O test-main test-asan test-planner test-fuzz
-
-test-main: build
+# and the planner alone, built without the executor (no MPI, BLAS or CUDA).
+test: build test-asan test-planner test-fuzz
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # -O1: what the sanitizers' documentation recommends for reasonable speed (the suites run in half the time
