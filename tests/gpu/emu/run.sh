@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU tests on a machine without a GPU: kernels/cuda emulated on the CPU
 # (emu.h), NCCL emulated over MPI (nccl.cpp), everything under
-# AddressSanitizer and UBSan.
+# AddressSanitizer and UBSan (but the planner layers given by PX_EMU_LAYERS).
 #  1. tests/gpu/test_cuda_kernels.c: every kernel against its CPU twin
 #     (indexing, bounds, barriers, results; cuBLASLt is a reference model);
 #  2. tests/test_backend_ops.c: every op kind through the CUDA backend's interface
@@ -11,7 +11,9 @@
 #     8 ranks, over NCCL and over the MPI fallback, fp32 and bf16.
 # Not a substitute for scripts/gpu-tests.sh on a real GPU: no timing, no
 # races, no nvcc code generation.
-#   tests/gpu/emu/run.sh [--build-only] [build-dir]   (default: build-emu)
+#   [PX_EMU_LAYERS=MAIN_BUILD] tests/gpu/emu/run.sh [--build-only] [build-dir]   (default: build-emu)
+# PX_EMU_LAYERS: a main build whose core, plan, sim and report libraries are linked instead of compiled
+# again under the sanitizers (as ctest's gpu_emu does; the build directory keeps the choice; empty: compile).
 # --build-only builds (or brings up to date) BUILD/emu/parallax_emu and the
 # tests and runs nothing (scripts/gpu-check.sh --emu).
 set -euo pipefail
@@ -46,7 +48,10 @@ if grep -n '<<<' "$src"/*.cpp; then
 fi
 
 # 2. build and run
-cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" >/dev/null
+# PX_EMU_LAYERS=DIR: link DIR's planner layers (a main build's) instead of compiling them (CMakeLists.txt)
+layers=()
+[ -n "${PX_EMU_LAYERS+set}" ] && layers=(-DPX_LAYERS_DIR="$PX_EMU_LAYERS")
+cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$out/src" "${layers[@]}" >/dev/null
 cmake --build "$out/emu" -j"$(nproc)" >/dev/null
 [ "$build_only" -eq 0 ] || exit 0
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_cuda_kernels_emu"
