@@ -37,24 +37,35 @@ generate() {
   home=$(cd "${PARALLAX_HOME:-$(dirname "$0")/..}" && pwd) # absolute: the links below name it
   "$px" help --markdown
   tmp=$(mktemp -d)
-  # the validation suites: the tables of whole runs (test_validation_runs), and every row's error from each
-  # suite of whole runs appended to one file, whose table px_bands_table writes (tests/validation/bands.h)
-  for suite in test_validation_runs test_validation_moe test_validation_blackwell; do
-    if ! PX_VALIDATION_MD="$tmp/$suite.md" PX_VALIDATION_BANDS="$tmp/bands.rows" "$tests/$suite" >"$tmp/log" 2>&1; then
-      cat "$tmp/log" >&2
-      echo "scripts/docs.sh: $tests/$suite failed: the validation tables and bands are its output" >&2
-      rm -rf "$tmp"
-      return 1
+  # PX_DOCS_CACHE=DIR: the validation suites' and the parity matrix's outputs kept in DIR, and taken from it
+  # when there (tests/cli/docs.sh generates twice; its second run changes only the installed bands)
+  local cache=${PX_DOCS_CACHE:-}
+  if [ -n "$cache" ] && [ -f "$cache/complete" ]; then
+    cp "$cache"/test_validation_*.md "$cache/bands.rows" "$cache/parity.md" "$tmp/"
+  else
+    # the validation suites: the tables of whole runs (test_validation_runs), and every row's error from each
+    # suite of whole runs appended to one file, whose table px_bands_table writes (tests/validation/bands.h)
+    for suite in test_validation_runs test_validation_moe test_validation_blackwell; do
+      if ! PX_VALIDATION_MD="$tmp/$suite.md" PX_VALIDATION_BANDS="$tmp/bands.rows" "$tests/$suite" >"$tmp/log" 2>&1; then
+        cat "$tmp/log" >&2
+        echo "scripts/docs.sh: $tests/$suite failed: the validation tables and bands are its output" >&2
+        rm -rf "$tmp"
+        return 1
+      fi
+    done
+    # the parity matrix (docs/parity.md): every cell planned for each backend, with the models of this home
+    PARALLAX_HOME=$home bash "$home/tests/parity/matrix.sh" table "$px" >"$tmp/parity.md" || { rm -rf "$tmp"; return 1; }
+    if [ -n "$cache" ]; then
+      mkdir -p "$cache" && cp "$tmp"/test_validation_*.md "$tmp/bands.rows" "$tmp/parity.md" "$cache/" &&
+        touch "$cache/complete"
     fi
-  done
+  fi
   cat "$tmp"/test_validation_*.md
   if ! "$tests/px_bands_table" "$tmp/bands.rows" >"$tmp/bands.gen"; then
     rm -rf "$tmp"
     return 1
   fi
-  cat "$tmp/bands.gen"
-  # the parity matrix (docs/parity.md): every cell planned for each backend, with the models of this home
-  PARALLAX_HOME=$home bash "$home/tests/parity/matrix.sh" table "$px" || { rm -rf "$tmp"; return 1; }
+  cat "$tmp/bands.gen" "$tmp/parity.md"
   # the quick start's runs print their plan's band: from the table just made, not the one installed, so
   # that one `make docs` writes both alike (PARALLAX_HOME: the installed one's files, that table in its place)
   mkdir -p "$tmp/home/topologies"

@@ -27,7 +27,8 @@ fail() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-bash "$docs" generate "$px" "$tests" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
+# (the suites' and the parity matrix's outputs kept for the second generate below: PX_DOCS_CACHE)
+PX_DOCS_CACHE=$tmp/cache bash "$docs" generate "$px" "$tests" >"$tmp/gen.md" || { echo "FAIL: scripts/docs.sh generate"; exit 1; }
 for name in commands flags models topologies validation-sc21 validation-headline validation-bands quickstart-sim \
   validation-blackwell-fp8 validation-blackwell-blockscaled \
   quickstart-power-sim quickstart-power-sweep \
@@ -47,7 +48,7 @@ for f in "$abs"/*; do [ "$f" = "$abs/topologies" ] || ln -s "$f" "$tmp/stale/"; 
 for f in "$abs"/topologies/*.json; do ln -s "$f" "$tmp/stale/topologies/"; done
 sed 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$src/topologies/validation_bands.tsv" \
   >"$tmp/stale/topologies/validation_bands.tsv"
-PARALLAX_HOME=$tmp/stale bash "$docs" generate "$px" "$tests" >"$tmp/gen_stale.md" ||
+PX_DOCS_CACHE=$tmp/cache PARALLAX_HOME=$tmp/stale bash "$docs" generate "$px" "$tests" >"$tmp/gen_stale.md" ||
   fail "scripts/docs.sh generate, a stale table installed"
 want=$(grep "^  validated        H100 bf16 dense" "$tmp/gen.md")
 got=$(grep "^  validated        H100 bf16 dense" "$tmp/gen_stale.md")
