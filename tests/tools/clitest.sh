@@ -3,11 +3,9 @@
 # (as root too), failure counting, and the losses of `parallax run --json`.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-# ob1 over shared memory: left to choose, Open MPI probes UCX first, 0.2 s of every launch (a 1-step 2-rank
-# run 0.36 -> 0.16 s). One BLAS thread a rank: the tests run two at a time (ctest -j), and a one-rank run's
-# second thread only spins against the other test on these tiny models (exec_run.sh 20 -> 16 CPU-seconds).
-export OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1 OPENBLAS_NUM_THREADS=1
+set -a # the tests' environment: MPI for many ranks on one machine, one BLAS thread (test.env)
+. "$(dirname "${BASH_SOURCE[0]}")/test.env"
+set +a
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 

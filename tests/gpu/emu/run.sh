@@ -55,7 +55,9 @@ cmake -S "$root/tests/gpu/emu" -B "$out/emu" -DPX_ROOT="$root" -DPX_EMU_SRC="$ou
 cmake --build "$out/emu" -j"$(nproc)" >/dev/null
 [ "$build_only" -eq 0 ] || exit 0
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_cuda_kernels_emu"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
+set -a # the tests' environment (tests/tools/test.env)
+. "$root/tests/tools/test.env"
+set +a
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 "$out/emu/test_backend_ops_emu"
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 PX_EMU_DEVICES=4 mpirun -np 4 "$out/emu/test_backend_ops_emu" --collectives
 PARALLAX_HOME="$root" ASAN_OPTIONS=detect_leaks=0 PX_EMU_DEVICES=4 PX_CUDA_COMM=mpi mpirun -np 4 "$out/emu/test_backend_ops_emu" --collectives
