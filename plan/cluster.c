@@ -838,6 +838,9 @@ double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4) {
 double px_gpu_fp8_split_share(const px_gpu *g) { return g->gemm_fp8_split_share > 0 ? g->gemm_fp8_split_share : 1.0; }
 
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt) {
+  /* fp4, with no sweep of its own, takes fp8's best share of its peak with fp8's max_efficiency (px_gpu_gemm_max):
+   * the two are one fit, the max over the model's factors at the sweep's best shape, valid under that best */
+  if (dt == PX_DTYPE_FP4) dt = PX_DTYPE_FP8;
   bool half = dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16;
   double best = dt == PX_DTYPE_FP8 ? g->gemm_fp8_best_flops : half ? g->gemm_best_flops : 0;
   return best > 0 && g->peak_flops[dt] > 0 ? fmin(1.0, best / g->peak_flops[dt]) : 1.0;

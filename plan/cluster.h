@@ -169,8 +169,9 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
  * one harness); 0 where the file gives none. */
 double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4);
 /* The ceiling on a dtype's GEMM efficiency (of its peak): the best a sweep
- * of shapes measured (gpu.gemm.best_tflops, fp8_best_tflops); 1 where the
- * file gives none. */
+ * of shapes measured (gpu.gemm.best_tflops, fp8_best_tflops; fp4 takes
+ * fp8's share, as it takes fp8's max_efficiency); 1 where the file gives
+ * none. */
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt);
 /* The share of an fp8 GEMM's fast-accumulation rate it keeps with split
  * accumulation (gpu.gemm.fp8_split_accumulation_share; 1 where the file gives

@@ -29,6 +29,10 @@ double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, in
   return px_gemm_efficiency8(g, dt, false, m, n, k, batch);
 }
 
+double px_gemm_k_factor(const px_gpu *g, int64_t k) {
+  return g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0;
+}
+
 /* The wave model over a batch of GEMMs of which at most `resident` (0: all, one kernel over every GEMM's tiles)
  * have their tiles on the SMs at once: GEMMs launched apart on a few streams fill at most that many GEMMs' tiles
  * of SMs, each tile running its whole k loop. */
@@ -46,7 +50,7 @@ static double gemm_efficiency(const px_gpu *g, px_dtype dt, bool fp8_block, int6
   double waves = ceil_div(tiles, lanes);
   double wave_eff = tiles / (waves * sms);                                      /* last wave partly idle */
   double tile_eff = ((double)m * (double)n) / (tiles_m * tm * tiles_n * tn);   /* padding inside edge tiles */
-  double k_eff = g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0; /* short k: load-bound */
+  double k_eff = px_gemm_k_factor(g, k);
   /* never above the best a sweep of shapes measured: max_efficiency is that best over the model's factors at
    * its shape, so where they are better than there (long k, full waves) the product alone would exceed it */
   return fmin(max * wave_eff * tile_eff * k_eff, px_gpu_gemm_ceiling(g, dt));
@@ -172,7 +176,7 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
   /* a GEMM on fp8 operands at the fp8 rate, on NVFP4 operands at the fp4 rate; a block-scaled format (MXFP8,
    * NVFP4) whose rate over per-tensor fp8's the GPU has measured runs at per-tensor fp8's rate (its model and
    * ceiling) times that; without the figure MXFP8 at fp8's (its scales applied in the tensor cores) and NVFP4 at
-   * the fp4 peak with fp8's max_efficiency */
+   * the fp4 peak with fp8's max_efficiency and ceiling share */
   double fmt_ratio = 0;
   bool flash = op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD;
   if (n > 0 && (op->flags & PX_OPF_FP8) && !flash) { /* fp8 attention: its measured curves, against dt's peak */

@@ -275,6 +275,8 @@ static double mem_op_s(const char *name, double bytes) {
 static void test_kernel_microbenchmarks(void) {
   px_err err = {0};
   csv_rows r = {0};
+  /* GB300's figures are GB200's MAMF rows over the model's factors with GB300's own k_half (Blackwell Ultra's) */
+  px_cluster gb300 = preset("dgx-gb300");
   while (csv_next(&r, "tests/data/gemm_microbench.csv", 7)) {
     char **f = r.f;
     px_cluster c = preset(f[0]);
@@ -285,25 +287,29 @@ static void test_kernel_microbenchmarks(void) {
     fprintf(stderr, "\n  %-12s %-4s %6lldx%6lldx%6lld  published %7.1f  model %7.1f TFLOP/s  %+5.1f%%", f[0], f[1],
             (long long)m, (long long)n, (long long)k, published / 1e12, model / 1e12, 100 * (model / published - 1));
     PX_ASSERT_REL(model, published, tol);
+    if (!strcmp(f[0], "gb200-nvl72")) {
+      px_gpu g = c.gpu;
+      g.gemm_max_efficiency = gb300.gpu.gemm_max_efficiency, g.gemm_fp8_max_efficiency = gb300.gpu.gemm_fp8_max_efficiency;
+      g.gemm_k_half = gb300.gpu.gemm_k_half;
+      PX_ASSERT_REL(px_gemm_efficiency8(&g, dt, false, m, n, k, 1) * g.peak_flops[dt], published, 0.005);
+    }
   }
   CU_ASSERT_EQUAL(r.rows, 14);
 
   /* borrowed: the figures of the GPU whose measurement a preset cites */
-  static const char *const borrow[][2] = {{"hgx-h200", "dgx-h100"}, {"hgx-h800", "dgx-h100"}, {"a3-mega", "dgx-h100"},
-                                          {"dgx-gb300", "gb200-nvl72"}};
+  static const char *const borrow[][2] = {{"hgx-h200", "dgx-h100"}, {"hgx-h800", "dgx-h100"}, {"a3-mega", "dgx-h100"}};
   for (size_t i = 0; i < sizeof borrow / sizeof *borrow; i++) {
-    px_cluster b, l;
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(borrow[i][0], &b, &err), PX_OK);
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load(borrow[i][1], &l, &err), PX_OK);
+    px_cluster b = preset(borrow[i][0]), l = preset(borrow[i][1]);
     CU_ASSERT_EQUAL(b.gpu.gemm_max_efficiency, l.gpu.gemm_max_efficiency);
     CU_ASSERT_EQUAL(b.gpu.gemm_fp8_max_efficiency, l.gpu.gemm_fp8_max_efficiency);
     CU_ASSERT_EQUAL(b.gpu.gemm_k_half, l.gpu.gemm_k_half);
   }
-  /* every Blackwell preset borrows the H100's k_half (no Blackwell short-k table) */
-  px_cluster h100, bw;
-  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &h100, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &bw, &err), PX_OK);
-  CU_ASSERT_EQUAL(bw.gpu.gemm_k_half, h100.gpu.gemm_k_half);
+  /* k_half: B200 and GB200 (sm_100) read OpenXLA's sm_100 table (test_gemm_short_k); Blackwell Ultra (B300,
+   * GB300), with no table of its own and a MAMF row sm_100's does not allow, borrows the H100's */
+  px_cluster h100 = preset("dgx-h100");
+  CU_ASSERT_EQUAL(preset("gb200-nvl72").gpu.gemm_k_half, preset("dgx-b200").gpu.gemm_k_half);
+  CU_ASSERT_EQUAL(preset("dgx-b300").gpu.gemm_k_half, h100.gpu.gemm_k_half);
+  CU_ASSERT_EQUAL(gb300.gpu.gemm_k_half, h100.gpu.gemm_k_half);
 
   /* A100 attention: FlashAttention-2's forward points exactly, a causal op of the row's shape in its time */
   px_cluster a100;
@@ -376,6 +382,37 @@ static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
   return s;
 }
 
+/* k_half against the measured shape of GEMM efficiency in k (tests/data/gemm_short_k.csv: OpenXLA's sm_100
+ * table): at a fixed output each row's share of the largest-k row's TFLOP/s is the model's k factor's within
+ * the row's tolerance (the output's wave and tile factors are the same for every k; the level is MAMF's, not
+ * this table's: max_efficiency and the ceiling). */
+static void test_gemm_short_k(void) {
+  enum { ROWS = 10 };
+  struct { char preset[32]; int64_t m, n, k; double tflops, tol; } row[ROWS];
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/gemm_short_k.csv", 7))
+    if (r.rows <= ROWS) {
+      int i = r.rows - 1;
+      snprintf(row[i].preset, sizeof row[i].preset, "%s", r.f[0]);
+      row[i].m = atoll(r.f[2]), row[i].n = atoll(r.f[3]), row[i].k = atoll(r.f[4]);
+      row[i].tflops = atof(r.f[5]), row[i].tol = atof(r.f[6]);
+    }
+  CU_ASSERT_EQUAL_FATAL(r.rows, ROWS);
+  for (int i = 0; i < ROWS; i++) {
+    int top = i; /* the row of the largest k at this output on this preset */
+    for (int j = 0; j < ROWS; j++)
+      if (!strcmp(row[j].preset, row[i].preset) && row[j].m == row[i].m && row[j].n == row[i].n && row[j].k > row[top].k)
+        top = j;
+    px_cluster c = preset(row[i].preset);
+    double published = row[i].tflops / row[top].tflops;
+    double model = px_gemm_k_factor(&c.gpu, row[i].k) / px_gemm_k_factor(&c.gpu, row[top].k);
+    fprintf(stderr, "\n  %-12s %5lldx%5lldx%5lld  share of k %lld's: published %.3f  model %.3f  %+5.1f%%", row[i].preset,
+            (long long)row[i].m, (long long)row[i].n, (long long)row[i].k, (long long)row[top].k, published, model,
+            100 * (model / published - 1));
+    PX_ASSERT_REL(model, published, row[i].tol);
+  }
+}
+
 /* Block-scaled GEMMs on Blackwell against the kernel measurements their figures come from
  * (tests/data/gemm_blockscaled.csv: Transformer Engine's pre-quantized GEMM benchmark on B300): each pass's
  * MXFP8 and NVFP4 time over its per-tensor fp8 time within the row's tolerance, the layer's (where
@@ -424,7 +461,8 @@ static void test_blockscaled_gemm(void) {
     CU_ASSERT_EQUAL(b.gpu.gemm_mxfp8_ratio, b300.gpu.gemm_mxfp8_ratio);
     CU_ASSERT_EQUAL(b.gpu.gemm_nvfp4_ratio, i == 0 ? b300.gpu.gemm_nvfp4_ratio : 0);
   }
-  /* without the NVFP4 figure: the fp4 peak at fp8's per-tensor max_efficiency, no ceiling */
+  /* without the NVFP4 figure: the fp4 peak at fp8's per-tensor max_efficiency under fp8's ceiling (its best
+   * share of its peak: the two are one fit), which a long-k cube reaches */
   px_cluster b200 = preset("dgx-b200");
   const px_gpu *g = &b200.gpu;
   px_op op = {.kind = PX_OP_LINEAR, .flags = PX_OPF_FP8 | PX_OPF_NVFP4, .dim = {8192, 8192, 8192}};
@@ -432,7 +470,8 @@ static void test_blockscaled_gemm(void) {
   double eff = px_gemm_efficiency8(g, PX_DTYPE_FP4, false, 8192, 8192, 8192, 1);
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op) - g->kernel_overhead_s,
                 op.flops / (g->peak_flops[PX_DTYPE_FP4] * eff * g->sustained_share), 1e-9);
-  CU_ASSERT(eff > px_gpu_gemm_ceiling(g, PX_DTYPE_FP8));
+  CU_ASSERT_EQUAL(px_gpu_gemm_ceiling(g, PX_DTYPE_FP4), px_gpu_gemm_ceiling(g, PX_DTYPE_FP8));
+  PX_ASSERT_REL(eff, px_gpu_gemm_ceiling(g, PX_DTYPE_FP8), 1e-12);
 
   /* bad figures: NVFP4 above the fp4 peak's multiple of fp8's, either on a GPU without block-scaled GEMMs */
   px_err err = {0};
@@ -452,6 +491,7 @@ int main(void) {
       {"sustained clocks: mamf-finder's sustained over burst matmul rate", test_sustained_share},
       {"fused attention on Blackwell: cuDNN's measurements reproduced", test_attention_kernels_blackwell},
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
+      {"GEMMs at short k: OpenXLA's sm_100 table's shape in k reproduced", test_gemm_short_k},
       {"block-scaled GEMMs on Blackwell: MXFP8 and NVFP4 over per-tensor fp8 reproduced", test_blockscaled_gemm},
   };
   return px_test_main("validation_kernels", tests, sizeof tests / sizeof tests[0]);
