@@ -3,6 +3,7 @@
  * docs/models-and-clusters.md), each between its marker lines, which
  * scripts/docs.sh puts in place and tests/cli/docs.sh checks. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -69,7 +70,7 @@ static px_status model_table(px_err *err) {
   begin("models");
   printf(
       "| preset | parameters | active | layers | hidden | heads / KV | FFN | vocab | seq | norm, MLP, positions "
-      "| experts | attention |\n"
+      "| experts | attention, MTP |\n"
       "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |\n");
   for (size_t i = 0; i < n && !st; i++) {
     px_model m;
@@ -88,7 +89,7 @@ static px_status model_table(px_err *err) {
       if (m.shared_experts)
         snprintf(experts + k, sizeof experts - (size_t)k, ", %lld shared", (long long)m.shared_experts);
     }
-    if (m.kv_lora_rank > 0) snprintf(attention, sizeof attention, "latent (MLA), %lld MTP", (long long)m.mtp_layers);
+    if (m.kv_lora_rank > 0) snprintf(attention, sizeof attention, "latent (MLA)");
     if (m.qk_norm) snprintf(attention, sizeof attention, "q/k norms");
     if (m.sliding_window > 0) {
       char win[80];
@@ -96,6 +97,10 @@ static px_status model_table(px_err *err) {
       snprintf(attention, sizeof attention, "%s%s", win, m.attention_sinks ? ", sinks" : "");
     } else if (m.attention_sinks) {
       snprintf(attention, sizeof attention, "sinks");
+    }
+    if (m.mtp_layers > 0) { /* the multi-token prediction modules the model file has (trained with --mtp-layers) */
+      size_t k = strlen(attention);
+      snprintf(attention + k, sizeof attention - k, "%s%lld MTP", k ? ", " : "", (long long)m.mtp_layers);
     }
     printf("| `%s` | %s | %s | %lld | %lld | %lld / %lld | %s | %lld | %lld | %s, %s, %s | %s | %s |\n", names[i],
            commas(p.total, total), active, (long long)m.layers, (long long)m.hidden, (long long)m.heads,

@@ -4,9 +4,9 @@
 # must equal its model's one-rank run of the same micro-batch size (a mixture
 # of experts' load-balancing loss is the micro-batch's, as in Megatron-Core):
 # fp32 losses within 1e-5 and the
-# first-step gradients (px_gradcmp), fp8 losses within FP8_TOL of the one-rank
-# fp8 run; every stage's measured peak is its plan's (fp8's with the cached
-# weight copies the plan holds). Each cell it says the
+# first-step gradients (px_gradcmp), a quantized precision's losses within
+# its TOL of the one-rank run in that precision; every stage's measured peak is
+# its plan's (fp8's with the cached weight copies the plan holds). Each cell it says the
 # cpu backend refuses is refused by parallax run before the first step (exit
 # 2) with the planner's reason: the executor's refusals are predictable from
 # the plan. The cuda column is the planner's alone (no device here; the
@@ -22,9 +22,11 @@ source "$(dirname "$0")/../tools/clitest.sh"
 export PARALLAX_HOME=${PARALLAX_HOME:-$src}
 mode=${PX_PARITY:-singles}
 [ "$mode" = full ] && which=all || which=singles
-# fp8 against the one-rank fp8 run, 3 steps (absolute, nats): DP ranks and micro-batches take their own
-# amaxes, so the scales differ from one rank's; measured worst: docs/parity.md
-FP8_TOL=0.005
+# a quantized precision against the one-rank run in it, 3 steps (absolute, nats): DP ranks and micro-batches take
+# their own amaxes (fp8, nvfp4's per-tensor scale), so the scales differ from one rank's, and nvfp4's stochastic
+# rounding draws its own numbers on each rank; measured worst: docs/parity.md
+declare -A TOL=([fp8]=0.005 [mxfp8]=0.005 [nvfp4]=0.005)
+declare -A worst=([fp8]=0 [mxfp8]=0 [nvfp4]=0)
 
 bash "$src/tests/parity/matrix.sh" cells "$px" "$which" >"$tmp/cells.tsv" || { fail "matrix.sh cells"; finish; exit; }
 [ "$(wc -l <"$tmp/cells.tsv")" -ge 30 ] || fail "only $(wc -l <"$tmp/cells.tsv") cells"
@@ -36,17 +38,18 @@ run() { # out model ranks flags...
     "$@" >"$tmp/$out.json" 2>"$tmp/err.txt" </dev/null # (mpirun would read the cells)
 }
 
-# the one-rank references, fp32 and fp8, of each model and micro-batch size a cell runs
-ref() { # model fp8(0|1) mbs: the reference's name, run once
-  local name="ref-$1-$2-$3" extra=(-b "$3")
-  [ "$2" = 1 ] && extra+=(-P fp8)
+# the one-rank references of each model, precision, micro-batch size and MTP module a cell runs
+ref() { # model precision mbs mtp(0|1): the reference's name, run once
+  local name="ref-$1-$2-$3-$4" extra=(-b "$3")
+  [ "$2" != fp32 ] && extra+=(-P "$2")
+  [ "$4" = 1 ] && extra+=(--mtp-layers 1)
   if [ ! -f "$tmp/$name.json" ]; then
     run "$name" "$1" 1 "${extra[@]}" || { fail "$1 one rank ${extra[*]}: $(head -3 "$tmp/err.txt")"; return 1; }
   fi
   echo "$name"
 }
 
-ran=0 refused=0 invalid=0 worst8=0
+ran=0 refused=0 invalid=0
 declare -A seen_why
 while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run empty fields together)
   case $cpu in
@@ -65,17 +68,18 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
       ;;
   esac
   [ "$n" -le 12 ] || { echo "skip: $label: $n ranks"; continue; }
-  fp8=0 mbs=1
-  [[ " $flags " == *" -P fp8 "* ]] && fp8=1
+  prec=fp32 mbs=1 mtp=0
+  [[ " $flags " =~ \ -P\ (fp8|mxfp8|nvfp4)\  ]] && prec=${BASH_REMATCH[1]}
   [[ " $flags " =~ .*\ -b\ ([0-9]+)\  ]] && mbs=${BASH_REMATCH[1]}
-  r=$(ref "$model" "$fp8" "$mbs") || continue
+  [[ " $flags " == *" --mtp-layers 1 "* ]] && mtp=1
+  r=$(ref "$model" "$prec" "$mbs" "$mtp") || continue
   ran=$((ran + 1))
   # shellcheck disable=SC2086
   if ! run cell "$model" "$n" $flags; then
     fail "$label ($model $flags): the planner says the cpu backend runs it: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -2)"
     continue
   fi
-  if [ "$fp8" = 0 ]; then
+  if [ "$prec" = fp32 ]; then
     same_run "$label ($model $flags)" "$tmp/$r" "$tmp/cell" >"$tmp/same.txt"
     grep -v '^ok:' "$tmp/same.txt" # its failures (counted in this shell)
     continue
@@ -83,9 +87,9 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
   gap=$(awk -v a="$(losses "$tmp/$r.json")" -v b="$(losses "$tmp/cell.json")" 'BEGIN { n = split(a, x, ",");
     if (n != split(b, y, ",") || n == 0) { print "NaN"; exit } w = 0
     for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d } printf "%.5f", w }')
-  awk -v g="$gap" -v t="$FP8_TOL" 'BEGIN { exit !(g <= t) }' ||
-    fail "$label ($model $flags): fp8 losses $(losses "$tmp/cell.json") are $gap from one rank's $(losses "$tmp/$r.json")"
-  worst8=$(awk -v g="$gap" -v w="$worst8" 'BEGIN { print (g > w ? g : w) }')
+  awk -v g="$gap" -v t="${TOL[$prec]}" 'BEGIN { exit !(g <= t) }' ||
+    fail "$label ($model $flags): $prec losses $(losses "$tmp/cell.json") are $gap from one rank's $(losses "$tmp/$r.json")"
+  worst[$prec]=$(awk -v g="$gap" -v w="${worst[$prec]}" 'BEGIN { print (g > w ? g : w) }')
   # the peak holds the quantized weights' cached copies where the plan does (plan --json: memory.stages[].fp8_copy_bytes)
   jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/cell.json" >/dev/null ||
     fail "$label ($model $flags): measured peak is not the plan's: $(jq -sc 'last | .stages' "$tmp/cell.json")"
@@ -106,6 +110,6 @@ for spec in "cpu tiny-moe local-cpu 4 ==" "cuda tiny dgx-h100 8 >"; do
   done < <(jq -r '.plans[:12][].flags' "$tmp/sweep.json")
 done
 
-echo "parity ($mode): $ran cells run on the cpu backend, $refused refused by it (each reason checked with run), $invalid not valid plans; fp8's worst gap $worst8"
+echo "parity ($mode): $ran cells run on the cpu backend, $refused refused by it (each reason checked with run), $invalid not valid plans; worst gaps: fp8 ${worst[fp8]}, mxfp8 ${worst[mxfp8]}, nvfp4 ${worst[nvfp4]}"
 [ "$ran" -ge 20 ] || fail "only $ran cells ran"
 finish

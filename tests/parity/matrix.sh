@@ -2,14 +2,15 @@
 # The parity matrix (docs/parity.md): the choices the sweep makes (sim/sweep.c,
 # enumerate(): tp, SP, pp with each schedule and the short first and last
 # stages, dp with each ZeRO stage and mode, hybrid sharding and offload, cp with
-# each algorithm, ep with etp tp or 1, the micro-batch, recomputation, fp8) and
+# each algorithm, ep with etp tp or 1, the micro-batch, recomputation, fp8, mxfp8, nvfp4, the MTP module) and
 # the small models (GQA, dense, MoE with and without shared experts, latent
 # attention, a sliding window, per-head q/k norms, attention sinks), in
 # combinations of two: every choice alone on tiny (GQA), every pair of choices of different kinds on it (tiny-moe where
-# one is expert parallelism), and every choice on each other model. Each cell
+# one is expert parallelism, tiny-mtp where one is the MTP module), and every choice on each other model. Each cell
 # is planned (parallax plan --json) as each backend of parallax run would run it
-# (cpu: on local-cpu, fp8 with an fp32 base as run --backend cpu takes it;
-# cuda: on dgx-h100) and carries the planner's verdict (plan/runnable.h,
+# (cpu: on local-cpu, a quantized precision with an fp32 base as run --backend cpu takes it;
+# cuda: on dgx-h100, dgx-b200 for the block-scaled precisions, which need Blackwell's fp4 tensor cores)
+# and carries the planner's verdict (plan/runnable.h,
 # which the executor asks first). tests/cli/parity.sh runs the cells the cpu
 # backend runs and checks the ones it refuses.
 #   tests/parity/matrix.sh cells PARALLAX [all|singles]   one line a cell, tab-separated:
@@ -56,9 +57,23 @@ choices=(
   "rec|sel|-r selective"
   "rec|full|-r full"
   "prec|fp8|-P fp8"
+  "prec|mxfp8|-P mxfp8"
+  "prec|nvfp4|-P nvfp4"
+  "mtp|mtp1|--mtp-layers 1"
 )
 models=(tiny-gpt tiny-moe tiny-moe-shared tiny-mla tiny-window tiny-qknorm tiny-sinks) # beside tiny, the base
 moe() { case $1 in tiny-moe*) return 0 ;; esac; return 1; }
+# The model of a cell with choices of these kinds: tiny-moe with expert parallelism, tiny-mtp (tiny with an MTP
+# module) with the module, none with both (exec_mtp.sh runs a MoE model's module under EP), else tiny.
+model_of() {
+  local k ep=0 mtp=0
+  for k; do
+    [ "$k" = ep ] && ep=1
+    [ "$k" = mtp ] && mtp=1
+  done
+  if [ $ep = 1 ] && [ $mtp = 1 ]; then echo ""; elif [ $ep = 1 ]; then echo tiny-moe; elif [ $mtp = 1 ]; then
+    echo tiny-mtp; else echo tiny; fi
+}
 
 # The ranks a flag list asks for: tp x pp x dp x cp (the last of each flag).
 ranks_of() {
@@ -77,7 +92,9 @@ verdict() {
   local extra=()
   if [ "$backend" = cpu ]; then
     extra=(-c local-cpu)
-    [[ " $* " == *" -P fp8 "* ]] && extra+=(--fp8-base fp32) # as run --backend cpu takes fp8 (cli/exec.c)
+    [[ " $* " =~ \ -P\ (fp8|mxfp8|nvfp4)\  ]] && extra+=(--fp8-base fp32) # as run --backend cpu takes them (cli/exec.c)
+  elif [[ " $* " =~ \ -P\ (mxfp8|nvfp4)\  ]]; then
+    extra=(-c dgx-b200)
   else
     extra=(-c dgx-h100)
   fi
@@ -110,9 +127,8 @@ cells() {
   for m in "${models[@]}"; do cell "$m" "$m"; done
   for ((i = 0; i < ${#choices[@]}; i++)); do
     IFS='|' read -r ki li fi <<<"${choices[i]}"
-    if [ "$ki" = ep ]; then m=tiny-moe; else m=tiny; fi
     # shellcheck disable=SC2086 # the flags split into words
-    cell "$li" "$m" $fi
+    cell "$li" "$(model_of "$ki")" $fi
   done
   [ "$which" = singles ] && return
   for ((i = 0; i < ${#choices[@]}; i++)); do
@@ -120,7 +136,8 @@ cells() {
     for ((j = i + 1; j < ${#choices[@]}; j++)); do
       IFS='|' read -r kj lj fj <<<"${choices[j]}"
       [ "$ki" = "$kj" ] && continue
-      if [ "$ki" = ep ] || [ "$kj" = ep ]; then m=tiny-moe; else m=tiny; fi
+      m=$(model_of "$ki" "$kj")
+      [ -n "$m" ] || continue
       # shellcheck disable=SC2086
       cell "$li + $lj" "$m" $fi $fj
     done
@@ -129,6 +146,7 @@ cells() {
     for ((i = 0; i < ${#choices[@]}; i++)); do
       IFS='|' read -r ki li fi <<<"${choices[i]}"
       [ "$ki" = ep ] && { moe "$m" && [ "$m" != tiny-moe ] || continue; } # tiny-moe's ep cells are above
+      [ "$ki" = mtp ] && continue # the module is tiny-mtp's
       # shellcheck disable=SC2086
       cell "$m: $li" "$m" $fi
     done
