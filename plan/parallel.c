@@ -452,6 +452,7 @@ static bool mtp_model_kind(vctx *x) { /* the module as DeepSeek-V3 has it: RMSNo
 }
 static bool mtp_scale_alone(vctx *x) { return x->p->mtp_loss_scale > 0 && x->p->mtp_layers <= 0; }
 static bool mtp_lora(vctx *x) { return x->p->mtp_layers > 0 && px_parallel_lora(x->p); }
+static bool mtp_zero3(vctx *x) { return x->p->mtp_layers > 0 && x->p->zero == 3; }
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
 static bool mla_attention(vctx *x) {
@@ -693,6 +694,9 @@ static const px_rule rules[] = {
                       "(hint: `mtp_layers` 1, or drop `mtp_loss_scale`)"},
     {mtp_lora, "`mtp_layers` with `finetune` lora: adapters on the MTP module are not planned (hint: drop "
                "`mtp_layers`)"},
+    {mtp_zero3, "`mtp_layers` with `zero` 3: the MTP module reads the output layer's parameters (and with `pp` 1 "
+                "the embedding's), which ZeRO-3 gathers for their own blocks only; gathering them again for the "
+                "module is not planned (hint: `zero` 1 or 2)"},
     {moe_shard_group, "`shard_group` with experts: hybrid sharding of expert states is not modelled (hint: drop "
                       "`shard_group`)"},
     {window_cp, "`cp` {cp} with {model}'s sliding-window attention: the CP ranks' share of a windowed causal "

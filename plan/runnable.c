@@ -41,9 +41,6 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
     return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld in %s: its projection's quantized output gradient "
               "split over the TP ranks' columns is planned and simulated only (hint: `tp` 1, or `precision` fp32)",
               (long long)p->tp, px_precision_names[p->precision]);
-  if (p->mtp_layers > 0 && p->zero == 3)
-    return no(why, cap, "the MTP module (`mtp_layers`) with ZeRO-3: its block reads the head's and the embedding's "
-              "parameters, which ZeRO-3 gathers for their own blocks only (hint: `zero` 1 or 2)");
   if (p->mtp_layers > 0 && p->cp > 1)
     return no(why, cap, "the MTP module (`mtp_layers`) with `cp` %lld: its targets shifted across the CP ranks' "
               "chunks are planned and simulated only (hint: `cp` 1)", (long long)p->cp);
