@@ -27,16 +27,14 @@ static bool no(char *why, size_t cap, const char *fmt, ...) {
 }
 
 /* What the executor runs on any backend: trained weights in the parameters' dtype (a frozen base in its
- * base_precision), and mixture of experts with the alltoall dispatcher and a dropless router (under TP + SP
- * with any etp: the MoE layers' fold, exec/comm.c). */
+ * base_precision), and mixture of experts with a dropless router and the alltoall dispatcher's op graph (under TP
+ * + SP with any etp: the MoE layers' fold, exec/comm.c), which DeepEP's and HybridEP's plans share: they differ in
+ * the copies on the wire (px_plan_ep_copies), which the simulator prices, not in the rows the experts get. */
 static bool executor_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   if (p->fp8_params > 0)
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the quantized GEMMs, fp8, mxfp8 or nvfp4 (hint: without "
               "`fp8_params`)");
-  if (p->cuda_graph == PX_GRAPH_LAYERS)
-    return no(why, cap, "CUDA graphs (`cuda_graph` layers) are planned and simulated only; the executors launch each "
-              "kernel (hint: `cuda_graph` none)");
   if (p->mtp_layers > 0 && p->tp > 1 && px_precision_quantized(p->precision))
     return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld in %s: its projection's quantized output gradient "
               "split over the TP ranks' columns is planned and simulated only (hint: `tp` 1, or `precision` fp32)",
@@ -44,9 +42,9 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
   if (p->mtp_layers > 0 && p->cp > 1)
     return no(why, cap, "the MTP module (`mtp_layers`) with `cp` %lld: its targets shifted across the CP ranks' "
               "chunks are planned and simulated only (hint: `cp` 1)", (long long)p->cp);
-  if (m->experts > 0 && p->moe_dispatch != PX_MOE_A2A)
-    return no(why, cap, "mixture of experts runs with a2a dispatch (the allgather, DeepEP and HybridEP dispatchers are "
-              "planned and simulated only)");
+  if (m->experts > 0 && p->moe_dispatch == PX_MOE_ALLGATHER)
+    return no(why, cap, "mixture of experts runs with the a2a, DeepEP or HybridEP dispatcher's exchange (the allgather "
+              "dispatcher's gathers over EP are planned and simulated only; hint: `moe_dispatch` a2a)");
   return true;
 }
 
@@ -96,6 +94,10 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
+  if (p->cuda_graph == PX_GRAPH_LAYERS) /* the cpu backend launches nothing: the op graph is the plan's either way */
+    return no(why, cap, "CUDA graphs (`cuda_graph` layers): the cuda backend launches each kernel from the host, and a "
+              "run measured without the plan's graphs is not the plan's step (hint: `cuda_graph` none, or `backend` "
+              "cpu)");
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
               "runs it)", m->name);

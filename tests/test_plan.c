@@ -3085,7 +3085,9 @@ static void test_runnable(void) {
     CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[TINY], why, sizeof why));
     CU_ASSERT(px_runnable(PX_RUN_CUDA, &p, &ms[TINY], why, sizeof why));
   }
-  { /* MoE under TP + SP with etp 1 runs on the cpu backend (issue #36); the allgather dispatcher does not */
+  { /* MoE under TP + SP with etp 1 runs on the cpu backend (issue #36), with DeepEP's and HybridEP's exchanges too
+     * (the alltoall dispatcher's op graph); the allgather dispatcher does not; CUDA graphs run on the cpu backend
+     * only (the cuda backend would measure a step without them) */
     px_cluster c = cluster("local-cpu", 4);
     px_parallel p = par(2, 1, 2, 1, 1, 8);
     p.sp = 1, p.ep = 2, p.etp = 1;
@@ -3093,7 +3095,16 @@ static void test_runnable(void) {
     char why[512];
     CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[MOE], why, sizeof why));
     p.moe_dispatch = PX_MOE_ALLGATHER;
-    CU_ASSERT(!px_runnable(PX_RUN_CPU, &p, &ms[MOE], why, sizeof why) && strstr(why, "with a2a dispatch"));
+    CU_ASSERT(!px_runnable(PX_RUN_CPU, &p, &ms[MOE], why, sizeof why) && strstr(why, "the allgather dispatcher's"));
+    for (int d = PX_MOE_DEEPEP; d <= PX_MOE_HYBRIDEP; d++) {
+      p.moe_dispatch = d;
+      CU_ASSERT(px_runnable(PX_RUN_CPU, &p, &ms[MOE], why, sizeof why));
+    }
+    px_parallel g = par(1, 1, 2, 1, 1, 8);
+    g.cuda_graph = PX_GRAPH_LAYERS;
+    px_parallel_resolve(&g, &ms[TINY], &c);
+    CU_ASSERT(px_runnable(PX_RUN_CPU, &g, &ms[TINY], why, sizeof why));
+    CU_ASSERT(!px_runnable(PX_RUN_CUDA, &g, &ms[TINY], why, sizeof why) && strstr(why, "CUDA graphs"));
   }
   { /* adapters on a frozen base: both backends train them on a base in the compute dtype, nf4 or fp8 (the cuda
      * backend dequantises with kernels/cuda/nf4.h and fp8.h) */

@@ -19,7 +19,8 @@
 # layers' fold), with DP, ZeRO, CP, PP and full recomputation; and etp
 # beyond tp (over TP and DP ranks) or without TP. EP overlap (--overlap ep: each steady-state forward
 # merged layer by layer with the backward of the micro-batch before, one more forward first) at pp 1 and
-# interleaved: the same losses and gradients, its peak the plan's.
+# interleaved: the same losses and gradients, its peak the plan's. DeepEP's and HybridEP's plans (the same op
+# graph, other copies on the wire) and per-layer CUDA graphs (the host's launches only) run as the plan's ops.
 # A run's expert buffers hold every routing a dropless router can make
 # (--moe-buffers worst, its default): the untrained router runs to the end
 # at --moe-imbalance 1. Buffers sized for the busiest rank (--moe-buffers
@@ -70,6 +71,8 @@ cases=(
   "tiny-moe-shared|-d 4 --ep 2 --etp 2 -z 2"
   "tiny-moe|-d 2 --ep 2 --overlap all,ep"
   "tiny-moe-shared|-p 2 -v 2 -d 2 --ep 2 --overlap all,ep"
+  "tiny-moe|-d 2 --ep 2 --moe-dispatch deepep"
+  "tiny-moe-shared|-t 2 -S --ep 2 --etp 1 --moe-dispatch hybridep --cuda-graph layers"
 )
 one_rank_cases "${cases[@]}"
 

@@ -2,7 +2,8 @@
 # The parity matrix (docs/parity.md): the choices the sweep makes (sim/sweep.c,
 # enumerate(): tp, SP, pp with each schedule and the short first and last
 # stages, dp with each ZeRO stage and mode, hybrid sharding and offload, cp with
-# each algorithm, ep with etp tp or 1, the micro-batch, recomputation, fp8, mxfp8, nvfp4, the MTP module) and
+# each algorithm, ep with etp tp or 1 and each exchange, the micro-batch, recomputation, fp8, mxfp8, nvfp4,
+# the MTP module, per-layer CUDA graphs) and
 # the small models (GQA, dense, MoE with and without shared experts, latent
 # attention, a sliding window, per-head q/k norms, attention sinks), in
 # combinations of two: every choice alone on tiny (GQA), every pair of choices of different kinds on it (tiny-moe where
@@ -43,6 +44,8 @@ choices=(
   "cp|cp2 a2a|--cp 2 --cp-algo a2a"
   "ep|ep2|-d 2 --ep 2"
   "ep|ep2 etp1|-t 2 -S --ep 2 --etp 1"
+  "ep|ep2 deepep|-d 2 --ep 2 --moe-dispatch deepep"
+  "ep|ep2 hybridep|-d 2 --ep 2 --moe-dispatch hybridep"
   "dp|dp2 z0|-d 2 -z 0"
   "dp|dp2 z1|-d 2 -z 1"
   "dp|dp2 z2|-d 2 -z 2"
@@ -60,6 +63,7 @@ choices=(
   "prec|mxfp8|-P mxfp8"
   "prec|nvfp4|-P nvfp4"
   "mtp|mtp1|--mtp-layers 1"
+  "graph|graphs|--cuda-graph layers"
 )
 models=(tiny-gpt tiny-moe tiny-moe-shared tiny-mla tiny-window tiny-qknorm tiny-sinks) # beside tiny, the base
 moe() { case $1 in tiny-moe*) return 0 ;; esac; return 1; }
