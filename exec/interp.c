@@ -678,8 +678,9 @@ static px_status resolve(px_exec *x, const px_inst *in, px_ref r, void **out, px
   return PX_OK;
 }
 
-/* Loads a micro-batch's tokens or targets into a fresh tensor: with context
- * parallelism the rank's seq / cp of each sequence (px_cp_position). */
+/* Loads a micro-batch's tokens, targets or an MTP module's targets (the tokens after the next, -1 past each
+ * sequence's end) into a fresh tensor: with context parallelism the rank's seq / cp of each sequence
+ * (px_cp_position), each position's own from the whole sequence. */
 static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, void *buf, px_err *err) {
   const px_parallel *p = &x->plan->par;
   int64_t B = p->mbs, S = x->plan->seq, Sc = x->plan->seq_cp;
@@ -687,11 +688,14 @@ static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, vo
   if (!tok) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   uint64_t first = px_data_seq_index(x->step, p->gbs, p->dp, x->dp_rank, p->mbs, in->mb, 0);
   px_status st = px_data_batch(x->data, first, B, S, tok, tok + B * S, err);
+  if (!st && s->role == PX_ROLE_MTP_TARGETS) /* the targets a position further, in place of the tokens */
+    for (int64_t r = 0; r < B; r++)
+      for (int64_t i = 0; i < S; i++) tok[r * S + i] = i + 1 < S ? tok[(B + r) * S + i + 1] : -1;
   if (!st && Sc < S) /* keep the rank's tokens, in place: (2B, S) -> (2B, Sc) */
     for (int64_t r = 0; r < 2 * B; r++)
       for (int64_t i = 0; i < Sc; i++) tok[r * Sc + i] = tok[r * S + px_cp_position(p->cp, x->cp_rank, Sc, i)];
   if (!st)
-    st = x->be->upload(x->be, buf, s->role == PX_ROLE_TOKENS ? tok : tok + B * Sc, (uint64_t)(B * Sc) * sizeof *tok,
+    st = x->be->upload(x->be, buf, s->role == PX_ROLE_TARGETS ? tok + B * Sc : tok, (uint64_t)(B * Sc) * sizeof *tok,
                        err);
   if (!st && s->role == PX_ROLE_TOKENS && in->mb >= 0 && in->mb < x->plan->microbatches) {
     /* kept for the embedding backward (the backend may group positions by row on the host) */
@@ -1002,7 +1006,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
     const px_slot *s = &x->plan->slots[r.slot];
     int32_t layer = in->layer + r.layer_off;
     if (!(st = tensor_new(x, r.slot, in->mb, layer, coll_writes(x, o, r.slot), err)) &&
-        (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS))
+        (s->role == PX_ROLE_TOKENS || s->role == PX_ROLE_TARGETS || s->role == PX_ROLE_MTP_TARGETS))
       st = load_inputs(x, in, s, tensor_find(x, r.slot, in->mb, layer)->ptr, err);
   }
   /* d loss / d token loss: 1 / (gbs x seq); an MTP module's (its targets shifted by dim[3]) weighted over its

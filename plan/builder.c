@@ -329,7 +329,8 @@ void px_bld_finish(px_bld *b) {
         uint8_t role = p->slots[refs[k].slot].role;
         /* A tensor first seen as an output is born here; the blocks that
          * load the model's inputs (tokens, targets) do so before first use. */
-        born[n] = is_out[k] || (b->loads_inputs && (role == PX_ROLE_TOKENS || role == PX_ROLE_TARGETS));
+        born[n] = is_out[k] || (b->loads_inputs && (role == PX_ROLE_TOKENS || role == PX_ROLE_TARGETS ||
+                                                     role == PX_ROLE_MTP_TARGETS));
         if (born[n]) {
           push_ref(b, &blk->allocs, &blk->nallocs, &acap, refs[k]);
           o->alloc_count++;

@@ -130,7 +130,7 @@ static void embed_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
 typedef struct {
   int w_emb, w_enorm, w_hnorm, w_eh_e, w_eh_h, w_lnf;
   int emb_part, emb, en, en_rstd, hn, hn_rstd, en_full, hn_full, eh_e, eh_h, eh, eh_ws, dx_full, head_dx, lnf,
-      lnf_rstd, lnf_full, logits, ce_probs, loss;
+      lnf_rstd, lnf_full, logits, ce_probs, loss, targets;
 } mtp_slots;
 
 static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, mtp_slots *t) {
@@ -164,11 +164,15 @@ static void mtp_slots_make(px_plan *p, const px_dims *d, const stage_slots *s, m
   t->logits = px_bld_slot(p, "mtp_logits", PX_SLOT_ACT, d->act, B * S, d->Vl, 1, 1);
   t->ce_probs = px_bld_slot(p, "mtp_ce_probs", PX_SLOT_ACT, PX_DTYPE_FP32, B * S, d->Vl, 1, 1);
   t->loss = px_bld_slot(p, "mtp_loss", PX_SLOT_ACT, PX_DTYPE_FP32, B, S, 1, 1);
+  /* its targets, loaded as the model's are: from the whole sequence, so a CP rank's chunk ends on the next one's
+   * token (Megatron-Core's roll_tensor exchanges it between the CP ranks: a few bytes, not costed) */
+  t->targets = px_bld_slot(p, "mtp_targets", PX_SLOT_ACT, PX_DTYPE_FP32, B, S, 1, 1); /* int32, 4 bytes */
+  p->slots[t->targets].role = PX_ROLE_MTP_TARGETS;
 }
 
 /* The vocabulary-parallel cross-entropy of logits against targets (shift 0: the next tokens; 1: the MTP
- * module's, one further, the last position of each sequence masked). LOSS, LOSS_BWD dims: rows, vocab_local,
- * vocab_real, shift, tokens a sequence. */
+ * module's, one further, loaded so, the last position of each sequence masked: -1). LOSS, LOSS_BWD dims: rows,
+ * vocab_local, vocab_real, shift (the loss's weight and its positions), tokens a sequence. */
 static px_op *loss_op(px_bld *b, const px_dims *d, px_ref logits, px_ref targets, px_ref probs, px_ref loss, int shift) {
   int64_t rows = d->B * d->S;
   px_op *o = px_bld_op(b, PX_OP_LOSS, PX_STREAM_COMPUTE, PX_PHASE_FWD);
@@ -229,9 +233,9 @@ static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px
   px_bld_norm(b, d, PX_PHASE_FWD, R(t->lnf, 0), NOREF, R(t->lnf_rstd, 0), R(L->x, 1), t->w_lnf, -1, B * Sl);
   px_ref lnf = px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->lnf, 0), R(t->lnf_full, 0));
   px_linear(b, d, PX_PHASE_FWD, lnf, s->w_head, -1, R(t->logits, 0), NOREF, NOREF, B * S, d->Vl, 0, 0, H);
-  loss_op(b, d, R(t->logits, 0), targets, R(t->ce_probs, 0), R(t->loss, 0), 1);
+  loss_op(b, d, R(t->logits, 0), R(t->targets, 0), R(t->ce_probs, 0), R(t->loss, 0), 1);
   /* what the backward reads, and what the head after it still reads */
-  px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(L->x, 1));
+  px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(t->targets, 0)), px_bld_keep(b, R(L->x, 1));
   px_bld_keep(b, R(t->emb, 0)), px_bld_keep(b, R(t->en_rstd, 0)), px_bld_keep(b, R(t->hn_rstd, 0));
   px_bld_keep(b, R(t->lnf_rstd, 0));
   if (px_linear_needs_input(p, t->w_eh_e)) /* the projection's inputs (fp8: their twins), a sequence shard with SP */
@@ -246,7 +250,7 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
   int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H, Hl = d->H / d->T;
   px_ref h = R(L->x, -1), targets = R(s->targets, -1);
   px_ref dlogits = R(px_bld_grad_slot(p, t->logits), 0);
-  loss_bwd_op(b, d, R(t->ce_probs, 0), targets, dlogits, 1);
+  loss_bwd_op(b, d, R(t->ce_probs, 0), R(t->targets, 0), dlogits, 1);
   px_ref lnf = px_linear_needs_input(p, s->w_head) ? R(t->lnf_full, 0) : NOREF;
   if (d->sp && lnf.slot >= 0) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(t->lnf, 0), R(t->lnf_full, 0));
   px_ref dlnf_sh = R(px_bld_grad_slot(p, t->lnf), 0);

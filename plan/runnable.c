@@ -39,9 +39,6 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
     return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld in %s: its projection's quantized output gradient "
               "split over the TP ranks' columns is planned and simulated only (hint: `tp` 1, or `precision` fp32)",
               (long long)p->tp, px_precision_names[p->precision]);
-  if (p->mtp_layers > 0 && p->cp > 1)
-    return no(why, cap, "the MTP module (`mtp_layers`) with `cp` %lld: its targets shifted across the CP ranks' "
-              "chunks are planned and simulated only (hint: `cp` 1)", (long long)p->cp);
   if (m->experts > 0 && p->moe_dispatch == PX_MOE_ALLGATHER)
     return no(why, cap, "mixture of experts runs with the a2a, DeepEP or HybridEP dispatcher's exchange (the allgather "
               "dispatcher's gathers over EP are planned and simulated only; hint: `moe_dispatch` a2a)");

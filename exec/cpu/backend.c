@@ -360,14 +360,6 @@ static void lora_gemm(const px_exec_op *e, float **out, float **in) {
 
 /* ---- the op dispatch ---- */
 
-/* An MTP module's targets (LOSS, LOSS_BWD with a shift): each of the n rows' target `shift` tokens further in its
- * sequence of seq, -1 (ignored) where the sequence has none. A new array, NULL when out of memory. */
-static int32_t *shift_targets(const int32_t *targets, int64_t n, int64_t seq, int64_t shift) {
-  int32_t *t = malloc((size_t)n * sizeof *t);
-  for (int64_t i = 0; t && i < n; i++) t[i] = i % seq + shift < seq ? targets[i + shift] : -1;
-  return t;
-}
-
 static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
   const px_env *v = e->env;
@@ -535,13 +527,9 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_LOSS: { /* the row statistics of the vocabulary shards, each reduced over them (the op's comm) */
       int64_t n = d[0], vl = d[1], vstart = v->tp_rank * vl;
       float *st = malloc((size_t)(3 * n) * sizeof *st);
-      int32_t *shifted = d[3] > 0 ? shift_targets((const int32_t *)in[1], n, d[4], d[3]) : NULL;
-      if (!st || (d[3] > 0 && !shifted)) {
-        free(st), free(shifted);
-        return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-      }
+      if (!st) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
       float *mx = st, *sum = st + n, *tl = st + 2 * n;
-      const int32_t *targets = shifted ? shifted : (const int32_t *)in[1];
+      const int32_t *targets = (const int32_t *)in[1]; /* an MTP module's loaded a position further (-1: none) */
       px_k_ce_max_local(mx, in[0], n, vstart, vl, d[2]);
       px_status s = px_exec_reduce(e, mx, (uint64_t)n, PX_RED_MAX, err);
       if (!s) px_k_ce_sumexp_local(sum, in[0], mx, n, vstart, vl, d[2]);
@@ -552,21 +540,16 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
         px_k_ce_loss(out[1], mx, sum, tl, targets, n);
         px_k_ce_logprobs(out[0], in[0], mx, sum, n, vl);
       }
-      free(st), free(shifted);
+      free(st);
       return s;
     }
     case PX_OP_LOSS_BWD: {
       int64_t n = d[0], vl = d[1];
       float *st = malloc((size_t)(2 * n) * sizeof *st);
-      int32_t *shifted = d[3] > 0 ? shift_targets((const int32_t *)in[1], n, d[4], d[3]) : NULL;
-      if (!st || (d[3] > 0 && !shifted)) {
-        free(st), free(shifted);
-        return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
-      }
+      if (!st) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
       for (int64_t i = 0; i < n; i++) st[i] = 0.0f, st[n + i] = 1.0f; /* log-probs: max 0, sum 1 */
-      px_k_ce_bwd(out[0], in[0], st, st + n, shifted ? shifted : (const int32_t *)in[1], n, v->tp_rank * vl, vl, d[2],
-                  e->loss_scale);
-      free(st), free(shifted);
+      px_k_ce_bwd(out[0], in[0], st, st + n, (const int32_t *)in[1], n, v->tp_rank * vl, vl, d[2], e->loss_scale);
+      free(st);
       return PX_OK;
     }
     case PX_OP_GRAD_NORM: *e->sumsq_out += px_k_sumsq(in[0], e->count); return PX_OK;

@@ -10,9 +10,11 @@
 # and logs its own loss, which falls; --mtp-loss-scale 0.3 trains otherwise from the second step and may
 # change on a resume (refused without the module). A checkpoint written under one plan
 # resumes under another to the straight run's losses; a plan without the module
-# refuses one written with it, by name. Refused by name: TP in a quantized
-# precision and CP (the executors), ZeRO-3 (the planner), the CUDA backend (its
-# loss kernels).
+# refuses one written with it, by name. Under CP (each algorithm, with TP + SP,
+# PP and EP) the module's targets are each position's own, loaded from the whole
+# sequence: a CP chunk's last position takes the next chunk's token. Refused by
+# name: TP in a quantized precision (the executors), ZeRO-3 (the planner), the
+# CUDA backend (its loss kernels).
 set -u
 px=$1
 src=$2
@@ -46,6 +48,10 @@ cases=(
   "tiny-moe-mtp 2|--ep 2 -d 2 -z 1"
   "tiny-moe-mtp 2|-p 2"
   "tiny-moe-mtp 2|-t 2 -S --ep 2 --etp 1"
+  "tiny-mtp 2|--cp 2"
+  "tiny-mtp 4|--cp 2 -t 2 -S --cp-algo all-gather"
+  "tiny-mtp 4|--cp 2 -p 2 --cp-algo a2a"
+  "tiny-moe-mtp 2|--cp 2 --ep 2"
 )
 run_cases "${cases[@]}"
 
