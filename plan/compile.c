@@ -269,9 +269,11 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
                       NOREF, B * S, Hl, 0, 0, H, &den);
   dhn = px_linear_bwd(b, d, R(px_bld_grad_slot(p, t->hn_full), 0), hn, R(t->hn, 0), t->w_eh_h, -1, dy, NOREF, NOREF,
                       NOREF, B * S, Hl, 0, 0, H, &dhn);
+  int32_t dy_q = px_fp8_twin(p, d, dy).slot; /* dy as the quantized GEMMs read it: its cast's codes */
   for (int32_t i = first; d->T > 1 && !b->failed && i < b->b->nops; i++) { /* their dy: this rank's columns of it */
     px_op *o = &b->b->ops[i];
-    if ((o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT) && o->in[0].slot == dy.slot)
+    if ((o->kind == PX_OP_LINEAR_BWD_DATA || o->kind == PX_OP_LINEAR_BWD_WEIGHT) &&
+        (o->in[0].slot == dy.slot || o->in[0].slot == dy_q))
       o->flags |= PX_OPF_COLS;
   }
   /* the hidden state's gradient: hnorm's, plus the head's (its backward, before this one, left it apart) */

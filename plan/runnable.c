@@ -35,10 +35,6 @@ static bool executor_runs(const px_parallel *p, const px_model *m, char *why, si
     return no(why, cap, "fp8 weights (`fp8_params`) are planned and simulated only; the executors keep the weights in "
               "the parameters' dtype and cast them for the quantized GEMMs, fp8, mxfp8 or nvfp4 (hint: without "
               "`fp8_params`)");
-  if (p->mtp_layers > 0 && p->tp > 1 && px_precision_quantized(p->precision))
-    return no(why, cap, "the MTP module (`mtp_layers`) with `tp` %lld in %s: its projection's quantized output gradient "
-              "split over the TP ranks' columns is planned and simulated only (hint: `tp` 1, or `precision` fp32)",
-              (long long)p->tp, px_precision_names[p->precision]);
   if (m->experts > 0 && p->moe_dispatch == PX_MOE_ALLGATHER)
     return no(why, cap, "mixture of experts runs with the a2a, DeepEP or HybridEP dispatcher's exchange (the allgather "
               "dispatcher's gathers over EP are planned and simulated only; hint: `moe_dispatch` a2a)");

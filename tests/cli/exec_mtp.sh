@@ -12,9 +12,9 @@
 # resumes under another to the straight run's losses; a plan without the module
 # refuses one written with it, by name. Under CP (each algorithm, with TP + SP,
 # PP and EP) the module's targets are each position's own, loaded from the whole
-# sequence: a CP chunk's last position takes the next chunk's token. Refused by
-# name: TP in a quantized precision (the executors), ZeRO-3 (the planner), the
-# CUDA backend (its loss kernels).
+# sequence: a CP chunk's last position takes the next chunk's token. fp8 under TP
+# (and SP, PP) within fp8's tolerance of one rank. Refused by name: ZeRO-3 (the
+# planner), the CUDA backend (its loss kernels).
 set -u
 px=$1
 src=$2
@@ -106,10 +106,29 @@ else
     fail "the refusal of a checkpoint with the module: $(head -3 "$tmp/err.txt")"
 fi
 
+# fp8 under TP: the projection's backward reads this rank's columns of its quantized output gradient (the
+# codes the cast wrote, not the gradient: the columns had been read as whole rows, every eh_proj gradient wrong);
+# the losses and the module's within fp8's tolerance of the one-rank fp8 run (each TP rank's weight shard has its
+# own scale, as in Transformer Engine; the parity matrix's 0.005 nats over 3 steps)
+mtp_losses() { grep -o '"mtp_loss": *[0-9.]*' "$1" | sed 's/.*: *//' | paste -sd, -; }
+gap() { awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ","); if (n != split(b, y, ",") || n == 0) { print 9; exit }
+  w = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d } print w }'; }
+if cpu_run f8one 1 -m "$tmp/tiny-mtp.json" -B 8 --steps 3 --mtp-layers 1 -P fp8 --fp8-base fp32; then
+  for c in "2|-t 2" "2|-t 2 -S -b 2" "4|-t 2 -S -p 2"; do
+    IFS='|' read -r n f <<<"$c"
+    # shellcheck disable=SC2086
+    cpu_run f8tp "$n" -m "$tmp/tiny-mtp.json" -B 8 --steps 3 --mtp-layers 1 -P fp8 --fp8-base fp32 $f ||
+      { fail "fp8 $f: $(head -3 "$tmp/err.txt")"; continue; }
+    g=$(gap "$(losses "$tmp/f8one.json")" "$(losses "$tmp/f8tp.json")")
+    m=$(gap "$(mtp_losses "$tmp/f8one.json")" "$(mtp_losses "$tmp/f8tp.json")")
+    awk -v g="$g" -v m="$m" 'BEGIN { exit !(g <= 0.005 && m <= 0.005) }' &&
+      echo "ok: tiny-mtp fp8 $f: loss gap $g, MTP loss gap $m" || fail "tiny-mtp fp8 $f: loss gap $g, MTP loss gap $m"
+  done
+else
+  fail "tiny-mtp fp8 on one rank: $(head -3 "$tmp/err.txt")"
+fi
+
 # refused by name where the executors do not run it
-err=$(mpirun -np 2 "$px" run --backend cpu -m "$tmp/tiny-mtp.json" -B 4 --steps 1 -t 2 --mtp-layers 1 -P fp8 \
-  --fp8-base fp32 2>&1 >/dev/null)
-[ $? -eq 2 ] && echo "$err" | grep -q "the MTP module (--mtp-layers) with --tp 2 in fp8" || fail "MTP with tp 2 in fp8: $err"
 err=$("$px" plan -m "$tmp/tiny-mtp.json" -c local-cpu -g 2 -d 2 -z 3 -B 4 --mtp-layers 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q -- "--mtp-layers with --zero 3: the MTP module reads the output layer" ||
   fail "MTP with ZeRO-3 (the planner's): $err"
