@@ -688,9 +688,9 @@ static px_status load_inputs(px_exec *x, const px_inst *in, const px_slot *s, vo
   if (!tok) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
   uint64_t first = px_data_seq_index(x->step, p->gbs, p->dp, x->dp_rank, p->mbs, in->mb, 0);
   px_status st = px_data_batch(x->data, first, B, S, tok, tok + B * S, err);
-  if (!st && s->role == PX_ROLE_MTP_TARGETS) /* the targets a position further, in place of the tokens */
+  if (!st && s->role == PX_ROLE_MTP_TARGETS) /* the targets PX_MTP_SHIFT positions further, in place of the tokens */
     for (int64_t r = 0; r < B; r++)
-      for (int64_t i = 0; i < S; i++) tok[r * S + i] = i + 1 < S ? tok[(B + r) * S + i + 1] : -1;
+      for (int64_t i = 0; i < S; i++) tok[r * S + i] = i + PX_MTP_SHIFT < S ? tok[(B + r) * S + i + PX_MTP_SHIFT] : -1;
   if (!st && Sc < S) /* keep the rank's tokens, in place: (2B, S) -> (2B, Sc) */
     for (int64_t r = 0; r < 2 * B; r++)
       for (int64_t i = 0; i < Sc; i++) tok[r * Sc + i] = tok[r * S + px_cp_position(p->cp, x->cp_rank, Sc, i)];
@@ -1513,7 +1513,7 @@ px_status px_exec_step(px_exec *x, int64_t step, double *loss, px_err *err) {
   double sum[2] = {x->loss_sum, x->mtp_loss_sum};
   if (!st) st = x->be->host_allreduce(x->be, PX_GROUP_ALL, sum, 2, PX_HOST_DOUBLE, PX_RED_SUM, err);
   if (loss) *loss = sum[0] / ((double)par->gbs * (double)x->plan->seq);
-  x->mtp_loss = par->mtp_layers > 0 ? sum[1] / ((double)par->gbs * (double)(x->plan->seq - 1)) : 0;
+  x->mtp_loss = par->mtp_layers > 0 ? sum[1] / ((double)par->gbs * (double)(x->plan->seq - PX_MTP_SHIFT)) : 0;
   x->timed_steps++;
   return st;
 }

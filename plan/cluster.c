@@ -824,11 +824,16 @@ int64_t px_cluster_node_size(const px_cluster *c) {
   return c->gpus < c->gpus_per_node ? c->gpus : c->gpus_per_node;
 }
 
+/* The dtype whose measured GEMM figures (max_efficiency, the sweep's best) a dtype's GEMMs take: fp4, which no
+ * sweep measured, takes fp8's pair (one fit: the max over the model's factors at the sweep's best shape, valid
+ * under that best); every other its own. */
+static px_dtype gemm_figures_of(px_dtype dt) { return dt == PX_DTYPE_FP4 ? PX_DTYPE_FP8 : dt; }
+
 double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
-  double f8 = fp8_block && g->gemm_fp8_block_max_efficiency > 0 ? g->gemm_fp8_block_max_efficiency
-                                                                 : g->gemm_fp8_max_efficiency;
-  if (dt == PX_DTYPE_FP4) f8 = g->gemm_fp8_max_efficiency;
-  return (dt == PX_DTYPE_FP8 || dt == PX_DTYPE_FP4) && f8 > 0 ? f8 : g->gemm_max_efficiency;
+  bool fp4 = dt == PX_DTYPE_FP4; /* per-tensor fp8's: no blockwise fp4 */
+  double f8 = fp8_block && !fp4 && g->gemm_fp8_block_max_efficiency > 0 ? g->gemm_fp8_block_max_efficiency
+                                                                         : g->gemm_fp8_max_efficiency;
+  return gemm_figures_of(dt) == PX_DTYPE_FP8 && f8 > 0 ? f8 : g->gemm_max_efficiency;
 }
 
 double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4) {
@@ -838,9 +843,7 @@ double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4) {
 double px_gpu_fp8_split_share(const px_gpu *g) { return g->gemm_fp8_split_share > 0 ? g->gemm_fp8_split_share : 1.0; }
 
 double px_gpu_gemm_ceiling(const px_gpu *g, px_dtype dt) {
-  /* fp4, with no sweep of its own, takes fp8's best share of its peak with fp8's max_efficiency (px_gpu_gemm_max):
-   * the two are one fit, the max over the model's factors at the sweep's best shape, valid under that best */
-  if (dt == PX_DTYPE_FP4) dt = PX_DTYPE_FP8;
+  dt = gemm_figures_of(dt); /* fp4: fp8's best share of its peak */
   bool half = dt == PX_DTYPE_BF16 || dt == PX_DTYPE_FP16;
   double best = dt == PX_DTYPE_FP8 ? g->gemm_fp8_best_flops : half ? g->gemm_best_flops : 0;
   return best > 0 && g->peak_flops[dt] > 0 ? fmin(1.0, best / g->peak_flops[dt]) : 1.0;

@@ -233,7 +233,7 @@ static void mtp_forward(px_bld *b, const px_dims *d, const px_dims *dl, const px
   px_bld_norm(b, d, PX_PHASE_FWD, R(t->lnf, 0), NOREF, R(t->lnf_rstd, 0), R(L->x, 1), t->w_lnf, -1, B * Sl);
   px_ref lnf = px_bld_tp_gather(b, d, PX_PHASE_FWD, R(t->lnf, 0), R(t->lnf_full, 0));
   px_linear(b, d, PX_PHASE_FWD, lnf, s->w_head, -1, R(t->logits, 0), NOREF, NOREF, B * S, d->Vl, 0, 0, H);
-  loss_op(b, d, R(t->logits, 0), R(t->targets, 0), R(t->ce_probs, 0), R(t->loss, 0), 1);
+  loss_op(b, d, R(t->logits, 0), R(t->targets, 0), R(t->ce_probs, 0), R(t->loss, 0), PX_MTP_SHIFT);
   /* what the backward reads, and what the head after it still reads */
   px_bld_keep(b, h), px_bld_keep(b, targets), px_bld_keep(b, R(t->targets, 0)), px_bld_keep(b, R(L->x, 1));
   px_bld_keep(b, R(t->emb, 0)), px_bld_keep(b, R(t->en_rstd, 0)), px_bld_keep(b, R(t->hn_rstd, 0));
@@ -250,7 +250,7 @@ static void mtp_backward(px_bld *b, const px_dims *d, const px_dims *dl, const p
   int64_t B = d->B, S = d->S, Sl = d->Sl, H = d->H, Hl = d->H / d->T;
   px_ref h = R(L->x, -1), targets = R(s->targets, -1);
   px_ref dlogits = R(px_bld_grad_slot(p, t->logits), 0);
-  loss_bwd_op(b, d, R(t->ce_probs, 0), R(t->targets, 0), dlogits, 1);
+  loss_bwd_op(b, d, R(t->ce_probs, 0), R(t->targets, 0), dlogits, PX_MTP_SHIFT);
   px_ref lnf = px_linear_needs_input(p, s->w_head) ? R(t->lnf_full, 0) : NOREF;
   if (d->sp && lnf.slot >= 0) lnf = px_bld_tp_gather(b, d, PX_PHASE_BWD, R(t->lnf, 0), R(t->lnf_full, 0));
   px_ref dlnf_sh = R(px_bld_grad_slot(p, t->lnf), 0);

@@ -175,10 +175,15 @@ typedef enum {
   PX_ROLE_NONE,
   PX_ROLE_TOKENS,  /* (b, s) int32 input tokens */
   PX_ROLE_TARGETS, /* (b, s) int32 next tokens */
-  PX_ROLE_MTP_TARGETS, /* (b, s) int32 the tokens after the next (an MTP module's targets), -1 past a sequence's end */
+  PX_ROLE_MTP_TARGETS, /* (b, s) int32 an MTP module's targets: PX_MTP_SHIFT positions past the next token's, -1
+                        * past a sequence's end */
   PX_ROLE_LOSS,    /* (b, s) fp32 per-token loss */
   PX_ROLE_TIED,    /* a copy of the tied embedding table (the embedding's, or the head's on another stage) */
 } px_slot_role;
+
+/* How many positions further than the model's an MTP module's targets are (DeepSeek-V3's one module: the token
+ * after the next): its loss ops' shift (dim[3]) and the targets the executor loads for it. */
+#define PX_MTP_SHIFT 1
 
 #define PX_NAME_MAX 24
 

@@ -25,10 +25,7 @@ run() { # out ranks flags... (tiny-gpt unless they name a model)
 }
 
 check() { # WHAT REF GOT TOL
-  awk -v a="$(losses "$tmp/$2.json")" -v b="$(losses "$tmp/$3.json")" -v t="$4" 'BEGIN { n = split(a, x, ",");
-    m = split(b, y, ","); if (n != 8 || m != 8) exit 1; w = 0;
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }
-    printf "worst gap %.4f, fell %.3f\n", w, y[1] - y[n]; exit !(w <= t && y[1] - y[n] >= 0.2) }' >"$tmp/gap.txt" ||
+  trains_within "$(losses "$tmp/$2.json")" "$(losses "$tmp/$3.json")" "$4" 8 >"$tmp/gap.txt" ||
     { fail "$1: $(cat "$tmp/gap.txt")"; return 1; }
   echo "ok: $1: $(cat "$tmp/gap.txt")"
 }

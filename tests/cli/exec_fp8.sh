@@ -27,10 +27,7 @@ check() {
   local ref got
   ref=$(losses "$tmp/$2.json")
   got=$(losses "$tmp/$3.json")
-  awk -v a="$ref" -v b="$got" -v t="$FP8_TOL" 'BEGIN { n = split(a, x, ","); m = split(b, y, ",");
-    if (n != 8 || m != 8) exit 1; w = 0;
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }
-    printf "worst gap %.4f, fell %.3f\n", w, y[1] - y[n]; exit !(w <= t && y[1] - y[n] >= 0.2) }' >"$tmp/gap.txt" ||
+  trains_within "$ref" "$got" "$FP8_TOL" 8 >"$tmp/gap.txt" ||
     { fail "$1: fp8 $got, fp32 $ref ($(cat "$tmp/gap.txt"))"; return 1; }
   echo "ok: $1: $(cat "$tmp/gap.txt")"
 }

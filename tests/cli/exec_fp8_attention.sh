@@ -20,10 +20,7 @@ run() { # out ranks flags...
 }
 
 check() { # WHAT REF GOT PLAIN TOL: GOT within TOL of REF, not PLAIN's losses, the loss falling, the peak the plan's
-  awk -v a="$(losses "$tmp/$2.json")" -v b="$(losses "$tmp/$3.json")" -v t="$5" 'BEGIN { n = split(a, x, ",");
-    m = split(b, y, ","); if (n != 8 || m != 8) exit 1; w = 0;
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }
-    printf "worst gap %.4f, fell %.3f\n", w, y[1] - y[n]; exit !(w <= t && y[1] - y[n] >= 0.2) }' >"$tmp/gap.txt" ||
+  trains_within "$(losses "$tmp/$2.json")" "$(losses "$tmp/$3.json")" "$5" 8 >"$tmp/gap.txt" ||
     { fail "$1: $(cat "$tmp/gap.txt")"; return 1; }
   [ "$(losses "$tmp/$3.json")" != "$(losses "$tmp/$4.json")" ] || { fail "$1: the same losses as without it"; return 1; }
   jq -se 'last | .stages | all(.peak_bytes == .predicted_peak_bytes)' "$tmp/$3.json" >/dev/null ||

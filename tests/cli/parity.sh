@@ -51,7 +51,7 @@ ref() { # model precision mbs mtp(0|1): the reference's name, run once
 
 ran=0 refused=0 invalid=0
 declare -A seen_why
-while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run empty fields together)
+while IFS=$'\037' read -r label model n flags cpu why _ _ prec; do # (a tab would run empty fields together)
   case $cpu in
     invalid) invalid=$((invalid + 1)); continue ;;
     refused)
@@ -68,8 +68,7 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
       ;;
   esac
   [ "$n" -le 12 ] || { echo "skip: $label: $n ranks"; continue; }
-  prec=fp32 mbs=1 mtp=0
-  [[ " $flags " =~ \ -P\ (fp8|mxfp8|nvfp4)\  ]] && prec=${BASH_REMATCH[1]}
+  mbs=1 mtp=0 # the precision: the matrix's column
   [[ " $flags " =~ .*\ -b\ ([0-9]+)\  ]] && mbs=${BASH_REMATCH[1]}
   [[ " $flags " == *" --mtp-layers 1 "* ]] && mtp=1
   r=$(ref "$model" "$prec" "$mbs" "$mtp") || continue
@@ -84,9 +83,7 @@ while IFS=$'\037' read -r label model n flags cpu why _; do # (a tab would run e
     grep -v '^ok:' "$tmp/same.txt" # its failures (counted in this shell)
     continue
   fi
-  gap=$(awk -v a="$(losses "$tmp/$r.json")" -v b="$(losses "$tmp/cell.json")" 'BEGIN { n = split(a, x, ",");
-    if (n != split(b, y, ",") || n == 0) { print "NaN"; exit } w = 0
-    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d } printf "%.5f", w }')
+  gap=$(worst_gap "$(losses "$tmp/$r.json")" "$(losses "$tmp/cell.json")")
   awk -v g="$gap" -v t="${TOL[$prec]}" 'BEGIN { exit !(g <= t) }' ||
     fail "$label ($model $flags): $prec losses $(losses "$tmp/cell.json") are $gap from one rank's $(losses "$tmp/$r.json")"
   worst[$prec]=$(awk -v g="$gap" -v w="${worst[$prec]}" 'BEGIN { print (g > w ? g : w) }')

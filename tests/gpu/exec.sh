@@ -190,11 +190,6 @@ echo "ok: bf16 QLoRA against fp32: losses $b vs $a; gradients $(cat "$tmp/cmp")"
 # (DeepSeek-V3 technical report, arXiv:2412.19437, section 3.3.2), not fp32's 24, so the sums differ
 # from the first step on (an H200, 2026-11-28: 2.9e-6 at step 1, 6.3e-4 relative at step 3)
 FP8_CUDA_RTOL=5e-4 FP8_TOL=0.03
-# worst_gap A B: the largest |a_i - b_i| of two loss lists, 99 where they differ in length
-worst_gap() {
-  awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) { print 99; exit }
-    w = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }; printf "%.4f", w }'
-}
 f8=(-m tiny -B 4 --steps 3 --precision fp8)
 fp8_gpu=1
 if [ -n "${PX_EMU:-}" ]; then # the emulated device as an A100: refused at start-up, exit 2

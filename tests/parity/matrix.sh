@@ -15,7 +15,7 @@
 # which the executor asks first). tests/cli/parity.sh runs the cells the cpu
 # backend runs and checks the ones it refuses.
 #   tests/parity/matrix.sh cells PARALLAX [all|singles]   one line a cell, tab-separated:
-#       label model ranks flags cpu-verdict cpu-why cuda-verdict cuda-why
+#       label model ranks flags cpu-verdict cpu-why cuda-verdict cuda-why precision
 #       (verdict: runs, refused or invalid: the planner refuses the plan itself)
 #   tests/parity/matrix.sh table PARALLAX                 the generated block of docs/parity.md
 set -u
@@ -89,15 +89,26 @@ ranks_of() {
   echo $((t * p * d * c))
 }
 
-# The verdict of BACKEND on MODEL with FLAGS on N ranks: "runs", "refused<TAB>why" or "invalid<TAB>why".
+# The precision a flag list names (its last -P), fp32 where none: the cpu column's.
+prec_of() {
+  local p=fp32
+  while [ $# -gt 0 ]; do
+    [ "$1" = -P ] && [ $# -gt 1 ] && p=$2
+    shift
+  done
+  echo "$p"
+}
+
+# The verdict of BACKEND on MODEL in PRECISION with FLAGS on N ranks: "runs", "refused<TAB>why" or
+# "invalid<TAB>why".
 verdict() {
-  local backend=$1 model=$2 n=$3 out err rc
-  shift 3
+  local backend=$1 model=$2 n=$3 prec=$4 out rc
+  shift 4
   local extra=()
   if [ "$backend" = cpu ]; then
     extra=(-c local-cpu)
-    [[ " $* " =~ \ -P\ (fp8|mxfp8|nvfp4)\  ]] && extra+=(--fp8-base fp32) # as run --backend cpu takes them (cli/exec.c)
-  elif [[ " $* " =~ \ -P\ (mxfp8|nvfp4)\  ]]; then
+    [ "$prec" != fp32 ] && extra+=(--fp8-base fp32) # a quantized one as run --backend cpu takes it (cli/exec.c)
+  elif [ "$prec" = mxfp8 ] || [ "$prec" = nvfp4 ]; then
     extra=(-c dgx-b200)
   else
     extra=(-c dgx-h100)
@@ -118,11 +129,12 @@ verdict() {
 }
 
 cell() { # label model flags...
-  local label=$1 model=$2 n
+  local label=$1 model=$2 n prec
   shift 2
   n=$(ranks_of "$@")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$model" "$n" "$*" "$(verdict cpu "$model" "$n" "$@")" \
-    "$(verdict cuda "$model" "$n" "$@")"
+  prec=$(prec_of "$@")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$model" "$n" "$*" "$(verdict cpu "$model" "$n" "$prec" "$@")" \
+    "$(verdict cuda "$model" "$n" "$prec" "$@")" "$prec"
 }
 
 cells() {

@@ -12,6 +12,22 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # The comma-separated losses in a run's JSON output (a line per step, then the run's object).
 losses() { grep -o '"losses":[^]]*' "$1" | sed 's/.*\[//' | tr -d ' \t\n'; }
 
+# mtp_losses JSON: the comma-separated MTP module's losses of a run's JSON output (its step lines).
+mtp_losses() { grep -o '"mtp_loss": *[0-9.]*' "$1" | sed 's/.*: *//' | paste -sd, -; }
+
+# worst_gap A B: the largest |a_i - b_i| of two loss lists, 99 where they differ in length or are empty.
+worst_gap() {
+  awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) { print 99; exit }
+    w = 0; for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > w) w = d }; printf "%.5f", w }'
+}
+
+# trains_within REF GOT TOL N: GOT's N losses within TOL of REF's at every step (worst_gap) and falling by 0.2 or
+# more over them; prints "worst gap W, fell F".
+trains_within() {
+  awk -v w="$(worst_gap "$1" "$2")" -v b="$2" -v t="$3" -v N="$4" 'BEGIN { if (split(b, y, ",") != N) exit 1;
+    printf "worst gap %.4f, fell %.3f\n", w, y[1] - y[N]; exit !(w <= t && y[1] - y[N] >= 0.2) }'
+}
+
 # close A B RTOL: two loss lists of the same length, equal within RTOL (relative).
 close() {
   awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { n = split(a, x, ","); m = split(b, y, ","); if (n != m || n == 0) exit 1;
