@@ -134,7 +134,9 @@ static const px_opt opts[] = {
     {"base-precision", required_argument, OPT_BASE_PRECISION, PX_OPT_PLAN, "P",
      "lora/qlora: the frozen weights' storage: bf16 (lora's default: the compute dtype) | fp8 (per-tensor E4M3) | nf4 "
      "(qlora's: 4.127 bits a weight, double quantisation), dequantised to the compute dtype before each GEMM"},
-    {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A", "flash (fused, default) | unfused (Megatron SC'21)"},
+    {"attention", required_argument, OPT_ATTENTION, PX_OPT_PLAN, "A",
+     "flash (fused, the GPU's own kernel: FlashAttention-3, cuDNN; default) | unfused (Megatron SC'21) | flash2 "
+     "(fused, costed as FlashAttention-2's kernel: PyTorch's SDPA flash backend, flash-attn 2)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
     {"grad-accum", required_argument, OPT_GRAD_ACCUM, PX_OPT_PLAN, "M",

@@ -136,7 +136,7 @@ static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, double m
 
 static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int n, const char *said, px_err *err) {
   px_gpu *g = &c->gpu;
-  g->attention_len = 0;
+  g->attention_len = 0, g->attention_kernel = PX_ATTN_KERNEL_OWN; /* parallax's own kernels' curves, and only */
   for (int i = 0; i < n; i++) {
     if (a[i].s <= 0) continue;
     px_attn_curve *cv = NULL;

@@ -273,6 +273,12 @@ uint16_t px_attn_format_flags(px_attn_format f) {
   return f == PX_ATTN_BF16 ? 0 : (uint16_t)(PX_OPF_FP8 | (f == PX_ATTN_MXFP8 ? PX_OPF_MXFP8 : 0));
 }
 
+/* A fused attention op's flags of its kernel's cost: the sliding window, the operands' format, the kernel */
+static uint16_t flash_flags(const px_dims *d) {
+  return (uint16_t)((d->window > 0 ? PX_OPF_WINDOW : 0) | px_attn_format_flags(d->attn_fmt) |
+                    (d->flash2 ? PX_OPF_FLASH2 : 0));
+}
+
 px_attn_format px_attn_op_format(const px_op *op) {
   return op->flags & PX_OPF_MXFP8 ? PX_ATTN_MXFP8 : op->flags & PX_OPF_FP8 ? PX_ATTN_FP8 : PX_ATTN_BF16;
 }
@@ -311,8 +317,7 @@ static void flash_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   if (L->w_sinks >= 0) o->in[3] = R(L->w_sinks, 0); /* folded into each row's log-sum-exp */
   o->out[0] = a.ctx, o->out[1] = R(L->lse, 0);
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
-  if (d->window > 0) o->flags |= PX_OPF_WINDOW;
-  o->flags |= px_attn_format_flags(d->attn_fmt);
+  o->flags |= flash_flags(d);
   o->window = d->window;
   o->flops = 2.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;
   px_bld_elementwise(o, (double)(d->B * ((d->D + d->Dv) * a.sq * a.hq + (d->D + d->Dv) * a.sk * a.hkv)), 0,
@@ -339,7 +344,7 @@ static void flash_backward(px_bld *b, const px_dims *d, const px_layer_slots *L,
   o->in[0] = gctx, o->in[1] = a.q, o->in[2] = a.k, o->in[3] = a.v, o->in[4] = a.ctx, o->in[5] = R(L->lse, 0);
   o->out[0] = gq, o->out[1] = gk, o->out[2] = gv;
   o->out[3] = sinks_grad(p, L);
-  o->flags = PX_OPF_ACCUMULATE | (d->window > 0 ? PX_OPF_WINDOW : 0) | px_attn_format_flags(d->attn_fmt);
+  o->flags = PX_OPF_ACCUMULATE | flash_flags(d);
   o->window = d->window;
   o->dim[0] = d->B, o->dim[1] = a.sq, o->dim[2] = a.hq, o->dim[3] = a.hkv, o->dim[4] = d->D, o->dim[5] = a.sk;
   o->flops = 4.0 * (double)(d->B * a.hq) * (double)a.sq * (double)a.sk * (double)(d->D + d->Dv) * d->attn_frac;

@@ -426,7 +426,8 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->par_res = m->parallel_residual;
   d->qk_norm = m->qk_norm;
   d->sinks = m->attention_sinks;
-  d->flash = par->attention == PX_ATTN_FLASH;
+  d->flash = px_attention_fused(par->attention);
+  d->flash2 = par->attention == PX_ATTN_FLASH2;
   d->gelu_fused = par->gelu == PX_GELU_FUSED && !d->swiglu;
   d->act = p->act_dtype;
   d->param = p->param_dtype;

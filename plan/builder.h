@@ -49,6 +49,7 @@ typedef struct {
   double attn_frac; /* its attended pairs over the causal pairs (1 without a window) */
   px_moe_dispatch dispatch;
   bool sp, drop, layernorm, swiglu, rope, bias, qkv_bias, learned, par_res, flash, gelu_fused, qk_norm, sinks;
+  bool flash2; /* the fused attention costed as FlashAttention-2's kernel (`attention` flash2) */
   px_dtype act, param, grad;
   uint64_t e;                           /* activation bytes per element */
   bool f8, f8_block, f8_current, zero3; /* quantized GEMMs (fp8, mxfp8, nvfp4): fp8's recipe's block scales /

@@ -53,17 +53,29 @@ static px_status list_read(const px_json_ctx *pc, const cJSON *parent, const cha
 }
 
 const char *const px_attn_format_names[PX_ATTN_FORMAT_COUNT] = {"bf16", "fp8", "mxfp8"};
+const char *const px_attn_kernel_names[PX_ATTN_KERNEL_COUNT] = {"own", "flash2"};
 
-/* gpu.attention[i]: {"dtype": "bf16"|"fp8"|"mxfp8" (optional, bf16), "pass": "fwd"|"bwd", "head_dim": D,
- * "causal": B, "window": W (optional, causal only), "seq": [...], "tflops": [...]}. */
-static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
+bool px_gpu_attn_kernel_measured(const px_gpu *g, px_attn_kernel k) {
+  for (int i = 0; i < g->attention_len; i++)
+    if (px_attn_curve_of(g, &g->attention[i], k)) return true;
+  return false;
+}
+
+/* gpu.attention[i] (the GPU's own fused kernel) and gpu.attention_flash2[i] (FlashAttention-2's): {"dtype":
+ * "bf16"|"fp8"|"mxfp8" (optional, bf16; FlashAttention-2: bf16), "pass": "fwd"|"bwd", "head_dim": D, "causal": B,
+ * "window": W (optional, causal only), "seq": [...], "tflops": [...]}, into *a. */
+static px_status attention_curve(const px_json_ctx *ec, const cJSON *e, px_attn_curve *a, px_attn_kernel kernel,
+                                 px_err *err) {
   static const char *const passes[] = {"fwd", "bwd"};
-  const char *file = ec->file;
+  const char *file = ec->file, *at = ec->prefix; /* "gpu.attention[i]." */
   px_status st;
-  px_attn_curve *a = &gpu->attention[i];
   int pass = 0, fmt = PX_ATTN_BF16;
   TRY(px_json_enum(ec, e, "dtype", false, px_attn_format_names, PX_ATTN_FORMAT_COUNT, &fmt, err));
   a->fmt = (px_attn_format)fmt;
+  a->kernel = kernel;
+  if (kernel == PX_ATTN_KERNEL_FLASH2 && a->fmt != PX_ATTN_BF16)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%sdtype': FlashAttention-2 has no %s kernel", file, at,
+                      px_attn_format_names[a->fmt]);
   TRY(px_json_enum(ec, e, "pass", true, passes, 2, &pass, err));
   a->bwd = pass == 1;
   TRY(px_json_int(ec, e, "head_dim", true, 1, 4096, &a->head_dim, err));
@@ -71,28 +83,33 @@ static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, p
   a->window = 0;
   TRY(px_json_int(ec, e, "window", false, 0, 1000000000, &a->window, err));
   if (a->window > 0 && !a->causal)
-    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].window': a sliding window is causal ('causal': "
-                      "true)", file, i);
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%swindow': a sliding window is causal ('causal': true)", file, at);
   const cJSON *seq = px_json_get(ec, e, "seq"), *tf = px_json_get(ec, e, "tflops");
   int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
   if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
-    return px_err_set(err, PX_ERR_INPUT,
-                      "%s: field 'gpu.attention[%d]': 'seq' and 'tflops' must be arrays of the same length, 1 to %d",
-                      file, i, PX_ATTN_POINTS_MAX);
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%.*s': 'seq' and 'tflops' must be arrays of the same length, 1 to %d",
+                      file, (int)strlen(at) - 1, at, PX_ATTN_POINTS_MAX);
   for (int k = 0; k < n; k++) {
     const cJSON *sv = cJSON_GetArrayItem(seq, k), *tv = cJSON_GetArrayItem(tf, k);
     if (!cJSON_IsNumber(sv) || sv->valuedouble < 1 || sv->valuedouble > 1e9 ||
         (k > 0 && (int64_t)sv->valuedouble <= a->seq[k - 1]))
-      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].seq[%d]': expected increasing lengths >= 1",
-                        file, i, k);
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%sseq[%d]': expected increasing lengths >= 1", file, at, k);
     if (!cJSON_IsNumber(tv) || tv->valuedouble <= 0 || tv->valuedouble > 1e6)
-      return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention[%d].tflops[%d]': expected a positive TFLOP/s",
-                        file, i, k);
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%stflops[%d]': expected a positive TFLOP/s", file, at, k);
     a->seq[k] = (int64_t)sv->valuedouble;
     a->tflops[k] = tv->valuedouble;
   }
   a->n = n;
   return PX_OK;
+}
+
+static px_status attention_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
+  return attention_curve(ec, e, &gpu->attention[i], PX_ATTN_KERNEL_OWN, err);
+}
+
+/* after the GPU's own curves (gpu->attention_len of them, read first) */
+static px_status attention_flash2_entry(const px_json_ctx *ec, const cJSON *e, int i, px_gpu *gpu, px_err *err) {
+  return attention_curve(ec, e, &gpu->attention[gpu->attention_len + i], PX_ATTN_KERNEL_FLASH2, err);
 }
 
 /* gpu.gemm.table[i]: {"m", "n", "k", "efficiency", "dtype"}. */
@@ -206,8 +223,17 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   }
   TRY(list_read(&c, g, "kernel_rates", "gpu.kernel_rates", PX_KERNEL_RATES_MAX, rate_entry, gpu,
                 &gpu->kernel_rates_len, err));
+  int own = PX_ATTN_KERNEL_OWN, flash2 = 0;
+  TRY(px_json_enum(&c, g, "attention_kernel", false, px_attn_kernel_names, PX_ATTN_KERNEL_COUNT, &own, err));
+  gpu->attention_kernel = (px_attn_kernel)own;
   TRY(list_read(&c, g, "attention", "gpu.attention", PX_ATTN_CURVES_MAX, attention_entry, gpu, &gpu->attention_len,
                 err));
+  TRY(list_read(&c, g, "attention_flash2", "gpu.attention_flash2", PX_ATTN_CURVES_MAX - gpu->attention_len,
+                attention_flash2_entry, gpu, &flash2, err));
+  if (flash2 && gpu->attention_kernel == PX_ATTN_KERNEL_FLASH2)
+    return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention_flash2': the GPU's own fused kernel is "
+                      "FlashAttention-2 (gpu.attention_kernel): its curves are gpu.attention's", file);
+  gpu->attention_len += flash2;
   return px_json_refuse_unknown(&c, g, NULL, 0, err);
 }
 
@@ -580,6 +606,8 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(g, "kernel_overhead_us", gpu->kernel_overhead_s * 1e6);
   px_json_add_num(g, "jitter", gpu->jitter);
   px_json_add_num(g, "sustained_share", gpu->sustained_share);
+  if (gpu->attention_kernel != PX_ATTN_KERNEL_OWN)
+    cJSON_AddStringToObject(g, "attention_kernel", px_attn_kernel_names[gpu->attention_kernel]);
   if (gpu->power_w > 0) px_json_add_num(g, "power_w", gpu->power_w); /* none: no power figures (px_power_known) */
   if (gpu->idle_power_w > 0) px_json_add_num(g, "idle_power_w", gpu->idle_power_w);
   cJSON_AddItemToObject(g, "gemm", gemm);
@@ -620,10 +648,12 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       cJSON_AddItemToArray(t, e);
     }
   }
-  if (gpu->attention_len) {
-    cJSON *t = cJSON_AddArrayToObject(g, "attention");
-    for (int i = 0; t && i < gpu->attention_len; i++) {
+  for (int k = 0; k < PX_ATTN_KERNEL_COUNT; k++) { /* the GPU's own kernel's curves, then FlashAttention-2's */
+    cJSON *t = NULL;
+    for (int i = 0; i < gpu->attention_len; i++) {
       const px_attn_curve *a = &gpu->attention[i];
+      if (a->kernel != (px_attn_kernel)k) continue;
+      if (!t && !(t = cJSON_AddArrayToObject(g, k == PX_ATTN_KERNEL_OWN ? "attention" : "attention_flash2"))) break;
       cJSON *e = cJSON_CreateObject();
       if (!e) break;
       if (a->fmt != PX_ATTN_BF16) cJSON_AddStringToObject(e, "dtype", px_attn_format_names[a->fmt]);
@@ -632,9 +662,9 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       cJSON_AddBoolToObject(e, "causal", a->causal);
       if (a->window > 0) px_json_add_num(e, "window", (double)a->window);
       cJSON *sq = cJSON_AddArrayToObject(e, "seq"), *tf = cJSON_AddArrayToObject(e, "tflops");
-      for (int k = 0; sq && tf && k < a->n; k++) {
-        cJSON_AddItemToArray(sq, cJSON_CreateNumber((double)a->seq[k]));
-        cJSON_AddItemToArray(tf, cJSON_CreateNumber(a->tflops[k]));
+      for (int j = 0; sq && tf && j < a->n; j++) {
+        cJSON_AddItemToArray(sq, cJSON_CreateNumber((double)a->seq[j]));
+        cJSON_AddItemToArray(tf, cJSON_CreateNumber(a->tflops[j]));
       }
       cJSON_AddItemToArray(t, e);
     }

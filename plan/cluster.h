@@ -60,6 +60,12 @@ typedef struct {
  * gpu.attention[].dtype "bf16" (absent), "fp8", "mxfp8". */
 typedef enum { PX_ATTN_BF16, PX_ATTN_FP8, PX_ATTN_MXFP8, PX_ATTN_FORMAT_COUNT } px_attn_format;
 extern const char *const px_attn_format_names[PX_ATTN_FORMAT_COUNT];
+/* The kernel a fused-attention curve measured: the GPU's own (its preset's best fused kernel, FlashAttention-3 or
+ * cuDNN: what `attention` flash costs; gpu.attention), or FlashAttention-2's (`attention` flash2: PyTorch's SDPA
+ * flash backend, flash-attn 2.x; gpu.attention_flash2). gpu.attention_kernel "flash2" says the GPU's own fused
+ * kernel is FlashAttention-2 (A100), so its gpu.attention curves serve both. */
+typedef enum { PX_ATTN_KERNEL_OWN, PX_ATTN_KERNEL_FLASH2, PX_ATTN_KERNEL_COUNT } px_attn_kernel;
+extern const char *const px_attn_kernel_names[PX_ATTN_KERNEL_COUNT];
 
 /* A measured fused-attention curve (FlashAttention's benchmark: batch x seq
  * tokens fixed, heads x head_dim fixed): TFLOP/s against the sequence length,
@@ -70,6 +76,7 @@ extern const char *const px_attn_format_names[PX_ATTN_FORMAT_COUNT];
 #define PX_ATTN_POINTS_MAX 16
 typedef struct {
   px_attn_format fmt;
+  px_attn_kernel kernel; /* OWN: the GPU's own fused kernel (gpu.attention), FLASH2: gpu.attention_flash2 */
   bool bwd, causal;
   int64_t head_dim;
   int64_t window; /* causal within a sliding window of this many tokens (a query's own and those before); 0: none */
@@ -126,6 +133,8 @@ typedef struct {
   int kernel_rates_len;
   px_attn_curve attention[PX_ATTN_CURVES_MAX]; /* fused attention (flash); none: costed as GEMMs */
   int attention_len;
+  px_attn_kernel attention_kernel;   /* what the GPU's own fused kernel is, when known to be one with a name of its
+                                        own (FLASH2: A100's FlashAttention-2); OWN otherwise */
   /* Board power (sim/power.h): while the GPU computes (its TDP where no training measurement is cited: an
    * upper bound), and while it waits for communication or another stage (0: at power_w). 0: not given, no
    * power figures. A draw, not a limit: the speed models do not read it (no power cap is modelled). */
@@ -148,6 +157,13 @@ typedef struct {
  * fifth-generation tensor cores brought them with fp4 (NVIDIA Blackwell
  * architecture technical brief), so a GPU with an fp4 peak has them. */
 static inline bool px_gpu_block_scaled(const px_gpu *g) { return g->peak_flops[PX_DTYPE_FP4] > 0; }
+/* Whether curve a measured kernel k (a FlashAttention-2 curve: tagged so, or the GPU's own where that is it) */
+static inline bool px_attn_curve_of(const px_gpu *g, const px_attn_curve *a, px_attn_kernel k) {
+  return k == PX_ATTN_KERNEL_OWN ? a->kernel == PX_ATTN_KERNEL_OWN
+                                 : a->kernel == k || (a->kernel == PX_ATTN_KERNEL_OWN && g->attention_kernel == k);
+}
+/* Whether the GPU has a measured curve of kernel k */
+bool px_gpu_attn_kernel_measured(const px_gpu *g, px_attn_kernel k);
 /* Whether the GPU's fp8 GEMMs read their operands in any layout, not only
  * "TN" (A row-major, B column-major), so that one copy of a per-tensor-scaled
  * fp8 tensor serves the forward and both gradients and none is transposed:

@@ -256,6 +256,7 @@ enum {
                                 tp times the op's n columns (the split backward of that gather) */
   PX_OPF_EXPERT_ROWS = 1 << 7, /* CAST: routed rows the local experts' GEMMs read, each expert's quantized apart
                                   (Transformer Engine's split_quantize) */
+  PX_OPF_FLASH2 = 1 << 7,    /* FLASH_ATTN(_BWD): FlashAttention-2's kernel (`attention` flash2), costed at its curves */
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
   PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */

@@ -18,7 +18,7 @@ PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", 
 PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd", "ep");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
-PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused");
+PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused", "flash2");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
@@ -405,12 +405,12 @@ static bool seq_positive(vctx *x) { return x->p->seq < 1; }
 static bool mb_tokens(vctx *x) { return x->p->mbs > PX_PLAN_MB_TOKENS_MAX / x->p->seq; }
 static bool scores_size(vctx *x) {
   const px_parallel *p = x->p;
-  return p->attention != PX_ATTN_FLASH && (double)p->mbs * (double)x->m->heads * (double)p->seq * (double)p->seq > 0x1p56;
+  return !px_attention_fused(p->attention) && (double)p->mbs * (double)x->m->heads * (double)p->seq * (double)p->seq > 0x1p56;
 }
 static bool seq_positions(vctx *x) { return x->m->position == PX_POS_LEARNED && x->p->seq > x->m->max_positions; }
 static bool sp_seq(vctx *x) { return x->p->sp && x->p->seq % x->p->tp; }
 static bool cp_algo_unset(vctx *x) { return x->p->cp > 1 && (x->p->cp_algo < 0 || x->p->cp_algo >= PX_CP_ALGO_COUNT); }
-static bool cp_unfused(vctx *x) { return x->p->cp > 1 && x->p->attention != PX_ATTN_FLASH; }
+static bool cp_unfused(vctx *x) { return x->p->cp > 1 && !px_attention_fused(x->p->attention); }
 static bool cp_chunks(vctx *x) { return x->p->cp > 1 && x->p->seq % (2 * x->p->cp); }
 static bool cp_sp_seq(vctx *x) { return x->p->cp > 1 && x->p->sp && (x->p->seq / x->p->cp) % x->p->tp; }
 static bool cp_a2a_heads(vctx *x) {
@@ -456,7 +456,7 @@ static bool mtp_zero3(vctx *x) { return x->p->mtp_layers > 0 && x->p->zero == 3;
 static bool moe_shard_group(vctx *x) { return x->m->experts > 0 && x->p->shard_group > 0; }
 static bool window_cp(vctx *x) { return x->m->sliding_window > 0 && x->p->cp > 1; }
 static bool mla_attention(vctx *x) {
-  return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || x->p->attention != PX_ATTN_FLASH);
+  return x->m->kv_lora_rank > 0 && (x->p->cp > 1 || !px_attention_fused(x->p->attention));
 }
 static bool vpp_positive(vctx *x) { return x->p->vpp < 1; }
 static bool chunks_layers(vctx *x) { /* an explicit list: its own rules (px_parallel_chunk_layers) */
@@ -548,7 +548,17 @@ static bool fp8_attention_range(vctx *x) { return x->p->fp8_attention < 0 || x->
 static bool fp8_attention_precision(vctx *x) {
   return x->p->fp8_attention > 0 && !px_precision_quantized(x->p->precision);
 }
-static bool fp8_attention_fused(vctx *x) { return x->p->fp8_attention > 0 && x->p->attention == PX_ATTN_UNFUSED; }
+static bool fp8_attention_fused(vctx *x) { return x->p->fp8_attention > 0 && x->p->attention != PX_ATTN_FLASH; }
+/* FlashAttention-2 (flash-attn 2.x, PyTorch's SDPA flash backend) takes one head dim for queries, keys and values
+ * and has no sink logits */
+static bool flash2_head_dims(vctx *x) { return x->p->attention == PX_ATTN_FLASH2 && x->m->kv_lora_rank > 0; }
+static bool flash2_sinks(vctx *x) { return x->p->attention == PX_ATTN_FLASH2 && x->m->attention_sinks; }
+/* a GPU with measured fused-attention curves but none of FlashAttention-2's: costing it so would be a guess (one
+ * without any costs every fused kernel as GEMMs alike) */
+static bool flash2_measured(vctx *x) {
+  const px_gpu *g = &x->c->gpu;
+  return x->p->attention == PX_ATTN_FLASH2 && g->attention_len > 0 && !px_gpu_attn_kernel_measured(g, PX_ATTN_KERNEL_FLASH2);
+}
 static bool fp8_attention_blockwise(vctx *x) {
   return x->p->fp8_attention > 0 && x->p->precision == PX_PREC_FP8 && x->p->fp8_recipe == PX_FP8_BLOCKWISE;
 }
@@ -773,7 +783,14 @@ static const px_rule rules[] = {
     {fp8_attention_precision, "`fp8_attention` runs the fused attention in fp8 beside the quantized GEMMs (Megatron-Core "
                               "hands it to the fp8 or fp4 recipe: without one it does nothing): it needs `precision` "
                               "fp8, mxfp8 or nvfp4, not {precision}"},
-    {fp8_attention_fused, "`fp8_attention` is cuDNN's fused FP8 attention: it needs `attention` flash, not unfused"},
+    {fp8_attention_fused, "`fp8_attention` is cuDNN's fused FP8 attention: it needs `attention` flash (unfused and "
+                          "FlashAttention-2's flash2 have no fp8 kernel)"},
+    {flash2_head_dims, "`attention` flash2: FlashAttention-2 takes one head dim for queries, keys and values, and "
+                       "{model}'s multi-head latent attention has two (hint: `attention` flash)"},
+    {flash2_sinks, "`attention` flash2: FlashAttention-2 has no attention sinks, which {model} has (hint: `attention` "
+                   "flash)"},
+    {flash2_measured, "`attention` flash2: {gpu} has no measured FlashAttention-2 curves to cost it by "
+                      "(gpu.attention_flash2; hint: `attention` flash)"},
     {fp8_attention_blockwise, "`fp8_attention` with `fp8_recipe` blockwise: Transformer Engine runs no fused FP8 "
                               "attention under its block-scaling recipe (hint: `fp8_recipe` current)"},
     {bf16_layers_precision, "`bf16_layers_start` and `bf16_layers_end` keep layers' GEMMs out of a quantized precision: "

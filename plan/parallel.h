@@ -88,8 +88,13 @@ typedef enum { PX_FP8_DELAYED, PX_FP8_CURRENT, PX_FP8_BLOCKWISE, PX_FP8_RECIPE_C
 typedef enum { PX_FP8_BASE_BF16, PX_FP8_BASE_FP32, PX_FP8_BASE_COUNT } px_fp8_base;
 /* Attention kernel: fused (FlashAttention: no S x S tensor is kept, the
  * probabilities are recomputed in backward) or unfused (Megatron-LM's
- * scores, softmax, dropout and context ops, as in Korthikanti et al.). */
-typedef enum { PX_ATTN_FLASH, PX_ATTN_UNFUSED, PX_ATTN_COUNT } px_attention;
+ * scores, softmax, dropout and context ops, as in Korthikanti et al.). Fused
+ * runs the GPU's own fused kernel (its preset's curves: FlashAttention-3,
+ * cuDNN), flash2 FlashAttention-2's (PyTorch's scaled_dot_product_attention
+ * flash backend, flash-attn 2.x): the same op graph, costed at that kernel's
+ * measured curves (gpu.attention[].kernel). */
+typedef enum { PX_ATTN_FLASH, PX_ATTN_UNFUSED, PX_ATTN_FLASH2, PX_ATTN_COUNT } px_attention;
+static inline bool px_attention_fused(int attention) { return attention != PX_ATTN_UNFUSED; }
 /* GELU MLP: its own op after fc1 (as Megatron-LM), or fused into the GEMMs'
  * epilogues (fc1 forward writes gelu(x W^T + b) and keeps the pre-activation;
  * fc2's data gradient is multiplied by gelu'), saving a pass over the

@@ -31,12 +31,14 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
     fprintf(out, "  block-scaled gemms: mxfp8 at %s, nvfp4 at %s\n", mxs, nvs);
   }
   if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616, fp8 fwd hd64 causal window 128 165-179 */
-    fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence):");
+    fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence%s):",
+            g->attention_kernel != PX_ATTN_KERNEL_OWN ? "; the GPU's own kernel is FlashAttention-2's" : "");
     for (int i = 0; i < g->attention_len; i++) {
       const px_attn_curve *cv = &g->attention[i];
       char win[32] = "", fmt[16] = "";
       if (cv->window > 0) snprintf(win, sizeof win, " window %lld", (long long)cv->window);
       if (cv->fmt != PX_ATTN_BF16) snprintf(fmt, sizeof fmt, " %s", px_attn_format_names[cv->fmt]);
+      if (cv->kernel != PX_ATTN_KERNEL_OWN) snprintf(fmt, sizeof fmt, " %s", px_attn_kernel_names[cv->kernel]);
       fprintf(out, "%s%s %s hd%lld%s%s %.0f-%.0f", i ? "," : "", fmt, cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
               cv->causal ? " causal" : "", win, cv->tflops[0], cv->tflops[cv->n - 1]);
     }

@@ -256,7 +256,7 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
   if (px_parallel_mixed(p) && p->main_grad != PX_MAIN_GRAD_FP32)
     return refuse(err, fw, "main_grad param", "torchtitan reduces gradients in float32 (training.mixed_precision_reduce)",
                   "main-grad fp32");
-  if (p->attention != PX_ATTN_FLASH)
+  if (!px_attention_fused(p->attention))
     return refuse(err, fw, "attention unfused", "torchtitan's attention is fused (SDPA or FlexAttention)", "attention flash");
   if (gelu_mlp(m) && p->gelu == PX_GELU_FUSED)
     return refuse(err, fw, "gelu fused", "torchtitan runs the activation as its own op", "gelu separate");

@@ -76,15 +76,16 @@ static double attn_curve_at(const px_attn_curve *a, int64_t seq) {
  * is none or as long (the causal mask). */
 static double attn_reach(int64_t window, int64_t seq) { return (double)(window > 0 && window < seq ? window : seq); }
 
-/* The curve of a format, pass and mask at the window, then the head dim, nearest the op's (in log2) at seq; NULL
- * when none. A window changes the kernel's work per query tile more than a head dim does: it is matched first. */
-static const px_attn_curve *attn_curve(const px_gpu *g, px_attn_format fmt, bool bwd, bool causal, int64_t head_dim,
-                                       int64_t window, int64_t seq) {
+/* The curve of a kernel, format, pass and mask at the window, then the head dim, nearest the op's (in log2) at seq;
+ * NULL when none. A window changes the kernel's work per query tile more than a head dim does: it is matched
+ * first. */
+static const px_attn_curve *attn_curve(const px_gpu *g, px_attn_kernel kernel, px_attn_format fmt, bool bwd,
+                                       bool causal, int64_t head_dim, int64_t window, int64_t seq) {
   const px_attn_curve *best = NULL;
   double best_w = INFINITY, best_d = INFINITY, reach = log2(attn_reach(window, seq));
   for (int i = 0; i < g->attention_len; i++) {
     const px_attn_curve *a = &g->attention[i];
-    if (a->fmt != fmt || a->bwd != bwd || a->causal != causal) continue;
+    if (!px_attn_curve_of(g, a, kernel) || a->fmt != fmt || a->bwd != bwd || a->causal != causal) continue;
     double w = fabs(log2(attn_reach(a->window, seq)) - reach);
     double d = fabs(log2((double)a->head_dim) - log2((double)head_dim));
     if (w < best_w || (w == best_w && d < best_d)) best_w = w, best_d = d, best = a;
@@ -92,21 +93,22 @@ static const px_attn_curve *attn_curve(const px_gpu *g, px_attn_format fmt, bool
   return best;
 }
 
-double px_attn_efficiency(const px_gpu *g, px_attn_format fmt, bool bwd, int64_t head_dim, bool causal,
-                          int64_t window, int64_t seq) {
+double px_attn_efficiency(const px_gpu *g, px_attn_kernel kernel, px_attn_format fmt, bool bwd, int64_t head_dim,
+                          bool causal, int64_t window, int64_t seq) {
   double peak = g->peak_flops[PX_DTYPE_BF16] > 0 ? g->peak_flops[PX_DTYPE_BF16] : g->peak_flops[PX_DTYPE_FP16];
   if (peak <= 0) return -1;
   /* no curve of the format for this pass: the 16-bit kernel's (no gain assumed) */
-  if (!attn_curve(g, fmt, bwd, causal, head_dim, window, seq) && !attn_curve(g, fmt, bwd, !causal, head_dim, 0, seq))
+  if (!attn_curve(g, kernel, fmt, bwd, causal, head_dim, window, seq) &&
+      !attn_curve(g, kernel, fmt, bwd, !causal, head_dim, 0, seq))
     fmt = PX_ATTN_BF16;
-  const px_attn_curve *a = attn_curve(g, fmt, bwd, causal, head_dim, window, seq);
+  const px_attn_curve *a = attn_curve(g, kernel, fmt, bwd, causal, head_dim, window, seq);
   if (a) return attn_curve_at(a, seq) * 1e12 / peak;
   /* FlashAttention-3 publishes its backward without the mask only */
-  const px_attn_curve *nc = attn_curve(g, fmt, bwd, !causal, head_dim, 0, seq);
+  const px_attn_curve *nc = attn_curve(g, kernel, fmt, bwd, !causal, head_dim, 0, seq);
   if (!nc) return -1;
   double tf = attn_curve_at(nc, seq);
-  const px_attn_curve *fc = attn_curve(g, fmt, false, causal, nc->head_dim, 0, seq),
-                      *fn = attn_curve(g, fmt, false, !causal, nc->head_dim, 0, seq);
+  const px_attn_curve *fc = attn_curve(g, kernel, fmt, false, causal, nc->head_dim, 0, seq),
+                      *fn = attn_curve(g, kernel, fmt, false, !causal, nc->head_dim, 0, seq);
   if (bwd && fc && fn) tf *= attn_curve_at(fc, seq) / attn_curve_at(fn, seq);
   return tf * 1e12 / peak;
 }
@@ -206,7 +208,9 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
      * one, else its 16-bit kernel (every graph's attention is causal; a sliding-window layer's within its window),
      * on the waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
     int64_t window = op->flags & PX_OPF_WINDOW ? op->window : 0;
-    double fa = px_attn_efficiency(g, px_attn_op_format(op), op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true, window, op->dim[5]);
+    px_attn_kernel kernel = op->flags & PX_OPF_FLASH2 ? PX_ATTN_KERNEL_FLASH2 : PX_ATTN_KERNEL_OWN;
+    double fa = px_attn_efficiency(g, kernel, px_attn_op_format(op), op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true,
+                                   window, op->dim[5]);
     if (fa > 0) {
       double tiles = (double)(op->dim[0] * op->dim[2]) * ceil_div((double)op->dim[1], 128.0), sms = (double)g->sm_count;
       eff = fa * tiles / (ceil_div(tiles, sms) * sms);

@@ -17,8 +17,9 @@ double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, in
 double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
                            int64_t batch);
 /* Achieved share of the 16-bit peak of a fused attention pass (bwd or
- * forward) in operand format fmt for a head dim, mask, sliding window (0:
- * none) and sequence length, from the GPU's measured curves (gpu.attention);
+ * forward) of a kernel (the GPU's own, or FlashAttention-2's) in operand
+ * format fmt for a head dim, mask, sliding window (0: none) and sequence
+ * length, from the GPU's measured curves of that kernel (gpu.attention);
  * -1 when it has none for that pass. The share is of the 16-bit peak in every
  * format (an fp8 kernel's may exceed 1), so an fp8 op's time is its FLOPs
  * over the curve's TFLOP/s as a 16-bit one's is. Curves of fmt, or the
@@ -28,8 +29,8 @@ double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t
  * nearest head dim, interpolated in log(seq) and held flat beyond its ends; a
  * causal backward without a curve of its own is the non-causal one scaled as
  * the mask scales the forward at that length. */
-double px_attn_efficiency(const px_gpu *g, px_attn_format fmt, bool bwd, int64_t head_dim, bool causal,
-                          int64_t window, int64_t seq);
+double px_attn_efficiency(const px_gpu *g, px_attn_kernel kernel, px_attn_format fmt, bool bwd, int64_t head_dim,
+                          bool causal, int64_t window, int64_t seq);
 /* Seconds for the op's compute (0 for pure communication ops). dt is the
  * plan's compute dtype; elems scales size-less ops (optimizer: the shard).
  * GEMMs and fused attention run at gpu.sustained_share of their burst

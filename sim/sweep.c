@@ -296,7 +296,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 if (k_short && !short_ends(m, &p, f, k_short, split_a, split_b)) continue;
                 px_parallel_resolve(&p, m, c);
                 /* fused attention keeps nothing selective recomputation of core_attn alone would drop: none's plan */
-                if (px_parallel_recompute_modules(&p) == PX_RCM_CORE_ATTN && p.attention == PX_ATTN_FLASH &&
+                if (px_parallel_recompute_modules(&p) == PX_RCM_CORE_ATTN && px_attention_fused(p.attention) &&
                     f->recompute < 0)
                   continue;
                 /* ZeRO-3's modes: full accumulation (when there is more than one micro-batch)

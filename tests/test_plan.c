@@ -2267,6 +2267,82 @@ static void test_fp8_attention_flags(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_attention`"));
 }
 
+/* attention flash2: flash's op graph (ops, flags but the kernel's, FLOPs, memory) with its fused attention ops
+ * flagged FlashAttention-2; refused where the GPU has curves but none of FlashAttention-2 (Blackwell), with latent
+ * attention (two head dims), attention sinks and fp8 attention; a GPU without curves costs both alike; a cluster's
+ * FlashAttention-2 curves and own-kernel name survive a JSON round trip, and a bad one is refused by field. */
+static void test_flash2_attention(void) {
+  px_model m = preset_model("llama3-8b");
+  px_err err = {0};
+  px_cluster h100 = cluster("dgx-h100", 8);
+  px_plan q[2];
+  for (int v = 0; v < 2; v++) {
+    px_parallel p = par(2, 2, 2, 1, 1, 16);
+    p.attention = v ? PX_ATTN_FLASH2 : PX_ATTN_FLASH;
+    CU_ASSERT_EQUAL_FATAL(compile(&q[v], &m, &h100, &p, &err), PX_OK);
+  }
+  int flash = 0;
+  for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++) {
+    CU_ASSERT_EQUAL_FATAL(q[0].blocks[k].nops, q[1].blocks[k].nops);
+    for (int32_t i = 0; i < q[0].blocks[k].nops; i++) {
+      const px_op *a = &q[0].blocks[k].ops[i], *b = &q[1].blocks[k].ops[i];
+      bool fused = a->kind == PX_OP_FLASH_ATTN || a->kind == PX_OP_FLASH_ATTN_BWD;
+      CU_ASSERT_EQUAL(a->kind, b->kind);
+      CU_ASSERT_EQUAL(b->flags, a->flags | (fused ? PX_OPF_FLASH2 : 0));
+      CU_ASSERT_EQUAL(a->flops, b->flops);
+      flash += fused;
+    }
+  }
+  CU_ASSERT(flash >= 2);
+  for (int64_t s = 0; s < 2; s++) PX_ASSERT_EQ_U64(q[0].mem[s].peak_bytes, q[1].mem[s].peak_bytes);
+  px_plan_free(&q[0]), px_plan_free(&q[1]);
+  static const struct {
+    const char *model, *cluster, *why;
+    bool fp8_attention;
+  } refused[] = {{"llama3-8b", "dgx-b200", "no measured FlashAttention-2 curves", false},
+                 {"deepseek-v3", "dgx-h100", "one head dim", false},
+                 {"gpt-oss-120b", "dgx-h100", "no attention sinks", false},
+                 {"llama3-8b", "dgx-h100", "no fp8 kernel", true}};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    px_model rm = preset_model(refused[i].model);
+    px_cluster rc = cluster(refused[i].cluster, 8);
+    px_parallel p = par(1, 1, 8, 1, 1, 16);
+    p.attention = PX_ATTN_FLASH2;
+    if (refused[i].fp8_attention) p.precision = PX_PREC_FP8, p.fp8_attention = 1;
+    px_plan r;
+    CU_ASSERT_EQUAL(compile(&r, &rm, &rc, &p, &err), PX_ERR_INPUT);
+    if (!strstr(err.msg, refused[i].why)) fprintf(stderr, "\n  %s\n", err.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, refused[i].why));
+  }
+  px_cluster cpu = cluster("local-cpu", 2); /* no curves: flash and flash2 costed alike, as GEMMs */
+  px_parallel p = par(1, 1, 2, 1, 1, 4);
+  p.attention = PX_ATTN_FLASH2, p.seq = 64;
+  px_model tiny = preset_model("tiny");
+  CU_ASSERT_EQUAL(compile(&q[0], &tiny, &cpu, &p, &err), PX_OK);
+  px_plan_free(&q[0]);
+  /* round trip: the H100's FlashAttention-2 curves (gpu.attention_flash2), the A100's own kernel's name */
+  for (int i = 0; i < 2; i++) {
+    px_cluster c = cluster(i ? "dgx-a100" : "dgx-h100", 8), back;
+    cJSON *j = px_cluster_to_json(&c);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_from_json(j, "round trip", &back, &err), PX_OK);
+    CU_ASSERT_EQUAL(back.gpu.attention_kernel, c.gpu.attention_kernel);
+    CU_ASSERT_EQUAL_FATAL(back.gpu.attention_len, c.gpu.attention_len);
+    for (int k = 0; k < c.gpu.attention_len; k++) {
+      CU_ASSERT_EQUAL(back.gpu.attention[k].kernel, c.gpu.attention[k].kernel);
+      CU_ASSERT_EQUAL(back.gpu.attention[k].tflops[0], c.gpu.attention[k].tflops[0]);
+    }
+    CU_ASSERT_EQUAL(px_gpu_attn_kernel_measured(&back.gpu, PX_ATTN_KERNEL_FLASH2), true);
+    if (!i) { /* an fp8 curve of FlashAttention-2 is refused by field */
+      cJSON *list = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "gpu"), "attention_flash2");
+      CU_ASSERT_PTR_NOT_NULL_FATAL(list);
+      cJSON_AddStringToObject(cJSON_GetArrayItem(list, 1), "dtype", "fp8");
+      CU_ASSERT_EQUAL(px_cluster_from_json(j, "x.json", &back, &err), PX_ERR_INPUT);
+      CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "x.json: field 'gpu.attention_flash2[1].dtype': FlashAttention-2 has no fp8"));
+    }
+    cJSON_Delete(j);
+  }
+}
+
 static void test_bf16_layers(void) {
   px_model m;
   px_err err = {0};
@@ -3178,6 +3254,7 @@ int main(void) {
       {"primary mxfp8 and nvfp4 weights: memory, gathers, optimizer writes, casts, refusals", test_block_scaled_params},
       {"fp8 on Blackwell: one copy of a per-tensor tensor, none beside fp8 weights", test_fp8_any_layout},
       {"sliding-window attention: attended pairs, gpt-oss's flash FLOPs per layer kind, 9 layers a stage, CP refused", test_sliding_window},
+      {"attention flash2: flash's graph flagged FlashAttention-2, refusals, the curves' round trip", test_flash2_attention},
       {"fp8: which GEMMs, cached weights, fp8 activations, ZeRO-3 casts, experts and dispatch", test_fp8},
       {"mxfp8 and nvfp4: flagged GEMMs, bytes of codes and scales, casts, refused without block-scaled tensor cores", test_block_scaled},
       {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",

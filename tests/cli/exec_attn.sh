@@ -9,7 +9,8 @@
 # algorithm, the unfused attention with selective recomputation, where the
 # variant allows them) reach the losses and first-step gradients of its
 # one-rank run within 1e-5 over 8 steps, and every stage's measured peak is
-# its plan's; the sinks' fused and unfused attention reach the same losses.
+# its plan's; the sinks' fused and unfused attention reach the same losses, and
+# --attention flash2 tiny's flash losses exactly.
 # A checkpoint of each, written under one plan (TP splitting the sinks and the
 # heads), resumes under another (re-split through the global layout) to the
 # straight run's losses. Each variant changes the losses (against tiny without
@@ -67,12 +68,18 @@ cases=(
 )
 run_cases "${cases[@]}"
 
-# each variant is there: without it the same model trains to other losses
+# each variant is there: without it the same model trains to other losses; --attention flash2 (the fused
+# attention costed as FlashAttention-2's kernel) runs flash's op graph: the same losses
 if run base tiny 4 1; then
   for model in tiny-qknorm tiny-sinks tiny-mla; do
     close "$(losses "$tmp/base.json")" "$(losses "$tmp/ref_$model.json")" 1e-3 &&
       fail "$model's losses are tiny's: $(losses "$tmp/base.json")"
   done
+  if run flash2 tiny 4 1 --attention flash2; then
+    close "$(losses "$tmp/base.json")" "$(losses "$tmp/flash2.json")" 0 || fail "flash2: $(losses "$tmp/flash2.json")"
+  else
+    fail "tiny --attention flash2: $(head -3 "$tmp/err.txt")"
+  fi
 else
   fail "tiny: $(head -3 "$tmp/err.txt")"
 fi

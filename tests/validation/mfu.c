@@ -69,7 +69,7 @@ void px_test_mfu_head(FILE *md) {
 }
 
 void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int64_t gbs, int64_t seq,
-                       px_precision prec, double margin_frac, FILE *md) {
+                       px_precision prec, px_attention attention, double margin_frac, FILE *md) {
 #ifdef __SANITIZE_ADDRESS__
   /* a sweep of hundreds of GPUs takes half a minute under the sanitizers: the main build runs it */
   if (gpus > 8) {
@@ -86,7 +86,7 @@ void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int
   CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, gpus, 0, &err), PX_OK);
   px_sweep_opts o;
   px_sweep_opts_init(&o);
-  o.fixed.gbs = gbs, o.fixed.precision = (int)prec, o.keep = 1;
+  o.fixed.gbs = gbs, o.fixed.precision = (int)prec, o.fixed.attention = (int)attention, o.keep = 1;
   if (seq) o.fixed.seq = seq;
   px_sweep_result r;
   CU_ASSERT_EQUAL_FATAL(px_sweep_run(&m, &c, &o, &r, &err), PX_OK);
@@ -94,11 +94,12 @@ void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int
   const px_sweep_entry *best = &r.entries[0];
   px_band_key k;
   px_band_key_of(&m, &c, &best->par, &k);
-  char plan[80], oa[24] = "";
+  char plan[96], oa[24] = "";
   if (best->par.offload_act_layers > 0) snprintf(oa, sizeof oa, "+oa%lld", (long long)best->par.offload_act_layers);
-  snprintf(plan, sizeof plan, "tp%lld pp%lld dp%lld cp%lld z%d mbs%lld vpp%lld %s%s", (long long)best->par.tp,
+  snprintf(plan, sizeof plan, "tp%lld pp%lld dp%lld cp%lld z%d mbs%lld vpp%lld %s%s%s%s", (long long)best->par.tp,
            (long long)best->par.pp, (long long)best->par.dp, (long long)best->par.cp, best->par.zero,
-           (long long)best->par.mbs, (long long)best->par.vpp, px_recompute_names[best->par.recompute], oa);
+           (long long)best->par.mbs, (long long)best->par.vpp, px_recompute_names[best->par.recompute], oa,
+           attention == PX_ATTN_FLASH ? "" : " ", attention == PX_ATTN_FLASH ? "" : px_attention_names[attention]);
   double mfu = best->sim.mfu;
   const mfu_range *pr = range_of(k.family, prec_class(k.precision), false);
   fprintf(stderr, "  %-6s %-6s %-10s %4lld %4lld  ", k.family, prec_class(k.precision), model, (long long)gpus,

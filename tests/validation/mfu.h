@@ -18,7 +18,8 @@
 void px_test_mfu_add(const px_plan *plan, double sim_mfu, double err_frac, const char *run);
 
 /* The best plan of a sweep of model on gpus GPUs of cluster at global batch gbs
- * and sequence seq (0: the model's), precision fixed: its MFU, and that MFU
+ * and sequence seq (0: the model's), precision and attention kernel fixed (the
+ * published runs': a sweep searches neither): its MFU, and that MFU
  * over 1 + the simulator's mean error on the published runs of the family and
  * precision class (what the plan would reach were the simulator as far off
  * as it is on them), printed against their published range (above, inside,
@@ -27,7 +28,7 @@ void px_test_mfu_add(const px_plan *plan, double sim_mfu, double err_frac, const
  * Its row goes into md too (NULL: none). Under ASan only sweeps of up to 8
  * GPUs run (those of hundreds take half a minute there). */
 void px_test_mfu_sweep(const char *model, const char *cluster, int64_t gpus, int64_t gbs, int64_t seq,
-                       px_precision prec, double margin_frac, FILE *md);
+                       px_precision prec, px_attention attention, double margin_frac, FILE *md);
 
 /* The table's head, printed before the first sweep (on stderr, and into md
  * as a markdown table's where md is not NULL: the sweeps' rows follow). */

@@ -318,7 +318,7 @@ static void test_megatron_bridge_blackwell(void) {
 static void test_sweep_mfu(void) {
   FILE *md = px_test_doc_block("validation-sweep-mfu-b200", "");
   px_test_mfu_head(md);
-  px_test_mfu_sweep("llama3-8b", "dgx-b200", 8, 128, 8192, PX_PREC_FP8, 0.15, md);
+  px_test_mfu_sweep("llama3-8b", "dgx-b200", 8, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
   px_test_doc_block_end(md, "validation-sweep-mfu-b200");
 }
 

@@ -43,9 +43,9 @@ static void test_fp8_gemm(void) {
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &cast), px_compute_mem_s(g, PX_OP_CAST, 1e9), 1e-12);
 }
 
-/* A 16-bit fused attention pass's share of the 16-bit peak (px_attn_efficiency's bf16 curves). */
+/* A 16-bit fused attention pass's share of the 16-bit peak (px_attn_efficiency's bf16 curves of the GPU's own kernel). */
 static double attn_bf16(const px_gpu *g, bool bwd, int64_t head_dim, bool causal, int64_t window, int64_t seq) {
-  return px_attn_efficiency(g, PX_ATTN_BF16, bwd, head_dim, causal, window, seq);
+  return px_attn_efficiency(g, PX_ATTN_KERNEL_OWN, PX_ATTN_BF16, bwd, head_dim, causal, window, seq);
 }
 
 /* Fused attention on H100 from FlashAttention-3's measurements: every
@@ -67,9 +67,9 @@ static void test_attention_kernels(void) {
     const px_attn_curve *a = &g->attention[i];
     for (int k = 0; k < a->n; k++) {
       int64_t s = a->seq[k], hd = a->head_dim;
-      PX_ASSERT_REL(px_attn_efficiency(g, a->fmt, a->bwd, hd, a->causal, 0, s) * peak, a->tflops[k] * 1e12,
+      PX_ASSERT_REL(px_attn_efficiency(g, a->kernel, a->fmt, a->bwd, hd, a->causal, 0, s) * peak, a->tflops[k] * 1e12,
                     1e-9);
-      if (a->bwd || !a->causal) continue;
+      if (a->bwd || !a->causal || a->kernel != PX_ATTN_KERNEL_OWN) continue; /* FlashAttention-3's benchmark shape */
       int64_t b = 16384 / s, h = 2048 / hd;
       px_op op = {.kind = PX_OP_FLASH_ATTN, .dim = {b, s, h, h, hd, s}};
       op.flops = 2.0 * (double)(b * h) * (double)s * (double)s * (double)(2 * hd); /* the compiler's: the full square */
@@ -129,6 +129,63 @@ static px_cluster preset(const char *name) {
   return c;
 }
 
+/* FlashAttention-2 on Hopper (`attention` flash2): every FlashAttention-2 point of tests/data/attention_h100_fa2.csv
+ * comes back exactly from dgx-h100's gpu.attention_flash2, and the same run's FlashAttention-3 points sit within 5%
+ * of the preset's own curves (FlashAttention-3's paper: the run's GPU is an H100-class one); the Hopper presets that
+ * borrow the H100's figures carry the same curves; a causal op flagged flash2 takes the kernels' measured ratio of
+ * time; A100's own kernel is FlashAttention-2 (flash2 is flash there); Blackwell has no FlashAttention-2 curve. */
+static void test_flash2_attention(void) {
+  px_cluster h100 = preset("dgx-h100");
+  px_gpu *g = &h100.gpu;
+  g->sustained_share = 1; /* a benchmark's burst against the burst model */
+  double peak = g->peak_flops[PX_DTYPE_BF16], fa2[2][2] = {{0}}; /* [causal][bwd] */
+  csv_rows r = {0};
+  int rows = 0;
+  while (csv_next(&r, "tests/data/attention_h100_fa2.csv", 7)) {
+    char **f = r.f;
+    if (!strcmp(f[0], "kernel")) continue; /* the header */
+    bool bwd = !strcmp(f[1], "bwd"), causal = atoi(f[2]) != 0, flash2 = !strcmp(f[0], "fa2");
+    int64_t hd = atoll(f[3]), seq = atoll(f[4]);
+    double tflops = atof(f[6]);
+    px_attn_kernel k = flash2 ? PX_ATTN_KERNEL_FLASH2 : PX_ATTN_KERNEL_OWN;
+    double model = px_attn_efficiency(g, k, PX_ATTN_BF16, bwd, hd, causal, 0, seq) * peak / 1e12;
+    fprintf(stderr, "\n  dgx-h100 %s %s %-6s hd %lld s %lld: published %.1f, model %.1f TFLOP/s (%+.1f%%)", f[0], f[1],
+            causal ? "causal" : "full", (long long)hd, (long long)seq, tflops, model, 100 * (model / tflops - 1));
+    PX_ASSERT_REL(model, tflops, flash2 ? 1e-9 : 0.05);
+    if (flash2) fa2[causal][bwd] = tflops;
+    rows++;
+  }
+  CU_ASSERT_EQUAL(rows, 8);
+  static const char *const borrow[] = {"hgx-h200", "hgx-h800", "a3-mega"};
+  for (size_t i = 0; i < sizeof borrow / sizeof *borrow; i++) {
+    px_cluster b = preset(borrow[i]);
+    for (int bwd = 0; bwd < 2; bwd++)
+      for (int causal = 0; causal < 2; causal++)
+        PX_ASSERT_REL(px_attn_efficiency(&b.gpu, PX_ATTN_KERNEL_FLASH2, PX_ATTN_BF16, bwd, 128, causal, 0, 8192) *
+                          b.gpu.peak_flops[PX_DTYPE_BF16],
+                      fa2[causal][bwd] * 1e12, 1e-9);
+  }
+  /* Llama 3 8B's attention at 8K (2 sequences, 32 heads, 8 KV heads): the two kernels' causal time ratio */
+  for (int bwd = 0; bwd < 2; bwd++) {
+    px_op op = {.kind = bwd ? PX_OP_FLASH_ATTN_BWD : PX_OP_FLASH_ATTN, .dim = {2, 8192, 32, 8, 128, 8192}};
+    op.flops = (bwd ? 4.0 : 2.0) * 2 * 32 * 8192.0 * 8192.0 * 256;
+    double own_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
+    op.flags = PX_OPF_FLASH2;
+    double fa2_s = px_compute_op_s(g, PX_DTYPE_BF16, &op);
+    double measured = attn_bf16(g, bwd, 128, true, 0, 8192) * peak / (fa2[1][bwd] * 1e12);
+    fprintf(stderr, "\n  dgx-h100 causal %s b2 s8192: flash2 over flash %.2fx (curves %.2fx)", bwd ? "bwd" : "fwd",
+            fa2_s / own_s, measured);
+    PX_ASSERT_REL(fa2_s / own_s, measured, 0.02); /* the 128-row tiles' waves alike */
+  }
+  px_cluster a100 = preset("dgx-a100");
+  CU_ASSERT_EQUAL(a100.gpu.attention_kernel, PX_ATTN_KERNEL_FLASH2);
+  CU_ASSERT_EQUAL(px_attn_efficiency(&a100.gpu, PX_ATTN_KERNEL_FLASH2, PX_ATTN_BF16, false, 128, true, 0, 4096),
+                  attn_bf16(&a100.gpu, false, 128, true, 0, 4096));
+  CU_ASSERT(px_gpu_attn_kernel_measured(g, PX_ATTN_KERNEL_FLASH2));
+  px_cluster b200 = preset("dgx-b200");
+  CU_ASSERT(!px_gpu_attn_kernel_measured(&b200.gpu, PX_ATTN_KERNEL_FLASH2));
+}
+
 /* gpu.sustained_share: mamf-finder's sustained (MSMF) over burst (MAMF)
  * matmul rate on the same GPU, the mid-points of five runs each
  * (tests/data/gemm_sustained.csv), within 1%; the presets that borrow a
@@ -180,7 +237,8 @@ static void test_attention_kernels_blackwell(void) {
     /* the harness's FLOPs (benchmark_single_sdpa.py): 2 b h pairs (hd + hd_v), backward 2 b h pairs (3 hd + 2 hd_v) */
     double harness = 2.0 * (double)(b * h) * px_attention_pairs(s, w) * (double)(bwd ? 3 * hd + 2 * hdv : hd + hdv);
     double point = bwd ? tflops * 2.5 * (double)(hd + hdv) / (double)(3 * hd + 2 * hdv) : tflops;
-    PX_ASSERT_REL(px_attn_efficiency(g, (px_attn_format)fmt, bwd, hd, causal, w, s) * g->peak_flops[PX_DTYPE_BF16],
+    PX_ASSERT_REL(px_attn_efficiency(g, PX_ATTN_KERNEL_OWN, (px_attn_format)fmt, bwd, hd, causal, w, s) *
+                      g->peak_flops[PX_DTYPE_BF16],
                   point * 1e12, 1e-6);
     /* the row is one of the curve's points, not an interpolation */
     for (int i = 0; i < g->attention_len; i++) {
@@ -488,6 +546,7 @@ int main(void) {
   static const px_test tests[] = {
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
       {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
+      {"fused attention: FlashAttention-2's Hopper measurements reproduced", test_flash2_attention},
       {"sustained clocks: mamf-finder's sustained over burst matmul rate", test_sustained_share},
       {"fused attention on Blackwell: cuDNN's measurements reproduced", test_attention_kernels_blackwell},
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},

@@ -565,6 +565,7 @@ static void test_torchtitan_h100(void) {
     p.overlap = async_tp ? PX_OVERLAP_ALL : PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP;
     p.precision = !strcmp(prec, "fp8") ? PX_PREC_FP8 : PX_PREC_BF16;
     if (p.precision == PX_PREC_FP8) p.fp8_recipe = PX_FP8_CURRENT;
+    p.attention = PX_ATTN_FLASH2; /* F.scaled_dot_product_attention's default order: its flash backend (the CSV) */
     if (pp > 1) {
       p.reshard = 0, p.grad_accum = PX_ACCUM_FULL;
       p.schedule = !strcmp(sched, "interleaved") ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B, p.vpp = vp;
@@ -636,18 +637,20 @@ static void test_torchtitan_h100(void) {
  * GPT-3 175B on 1,024 A100s at 1,536; Megatron-Bridge's Llama 3 70B on 64
  * and 8B on 8 H100s at 128, 8K), their best MFU against the range of the
  * rows above (run first: the ranges are theirs). A sweep may beat every
- * published plan: it searches what they fixed (attention kernel, recompute,
- * micro-batch); the margin of 10% over the range widened by the simulator's
- * own errors on those runs is the regression guard. */
+ * published plan: it searches what they fixed (recompute, micro-batch); the
+ * margin of 15% over the range widened by the simulator's own errors on those
+ * runs is the regression guard. The attention kernel is the runs': the 16-bit
+ * H100 runs are torchtitan's, FlashAttention-2's through SDPA (flash2), and
+ * the Llama 3 paper's (its kernel not stated). */
 static void test_sweep_mfu(void) {
   FILE *md = px_test_doc_block("validation-sweep-mfu", "");
   px_test_mfu_head(md);
-  px_test_mfu_sweep("gpt3-175b", "dgx-a100", 1024, 1536, 0, PX_PREC_BF16, 0.15, md);
-  px_test_mfu_sweep("llama3-70b", "dgx-h100", 64, 128, 8192, PX_PREC_FP8, 0.15, md);
-  px_test_mfu_sweep("llama3-8b", "dgx-h100", 8, 128, 8192, PX_PREC_FP8, 0.15, md);
-  px_test_mfu_sweep("llama3-8b", "dgx-h100", 8, 128, 8192, PX_PREC_BF16, 0.15, md);
+  px_test_mfu_sweep("gpt3-175b", "dgx-a100", 1024, 1536, 0, PX_PREC_BF16, PX_ATTN_FLASH, 0.15, md);
+  px_test_mfu_sweep("llama3-70b", "dgx-h100", 64, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
+  px_test_mfu_sweep("llama3-8b", "dgx-h100", 8, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
+  px_test_mfu_sweep("llama3-8b", "dgx-h100", 8, 128, 8192, PX_PREC_BF16, PX_ATTN_FLASH2, 0.15, md);
   /* H200: no published run in tests/data, printed without a range */
-  px_test_mfu_sweep("llama3-70b", "hgx-h200", 64, 128, 8192, PX_PREC_FP8, 0.15, md);
+  px_test_mfu_sweep("llama3-70b", "hgx-h200", 64, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
   px_test_doc_block_end(md, "validation-sweep-mfu");
 }
 
