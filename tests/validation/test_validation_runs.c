@@ -500,7 +500,7 @@ static void test_megatron_bridge_h100(void) {
            px_test_doc_pct(errs[1].max, b[5]), px_test_doc_pct(errs[1].sum / errs[1].n, b[3]));
 }
 
-/* ---- Llama 3.1 on H100 with FSDP2, TP and PP (TorchTitan's benchmarks) ---- */
+/* ---- Llama 3.1 on H100 with FSDP2, TP, PP and CP (TorchTitan's benchmarks) ---- */
 
 /* torchtitan's default pipeline split (pipelining_utils.py,
  * generate_split_points): each of the stages gets layers / stages, the
@@ -518,7 +518,7 @@ static void torchtitan_split(int64_t layers, int64_t stages, px_parallel *p) {
 }
 
 /* The torchtitan team's published tokens/s a GPU (Llama 3.1 8B-405B, FSDP2
- * on 8-128 GPUs, FSDP2 + TP on 256, + PP on 512) beside the simulated ones
+ * on 8-128 GPUs, FSDP2 + TP on 256, + PP on 512, with CP at 32K-256K) beside the simulated ones
  * on dgx-h100, each row as torchtitan runs it (the CSV's header: settings,
  * sources, what parallax cannot express). Their GPUs are 500 W HBM2e H100s,
  * slower than the preset. Printed for docs/validation.md; the band only guards
@@ -530,9 +530,9 @@ static void test_torchtitan_h100(void) {
   int rows = 0, prev_table = 0, prev_compile = 0;
   double prev_pub = 0, prev_sim = 0;
   px_test_err_range errs = {0}, gpu_rng = {0};
-  fprintf(stderr, "\n  %2s %-11s %4s %4s %4s %3s %4s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb", "model",
-          "gpus", "prec", "comp", "lbs", "fsdp", "tp", "pp", "schedule", "mb", "async", "tok/s pub", "tok/s sim",
-          "error", "GiB pub", "GiB sim");
+  fprintf(stderr, "\n  %2s %-11s %4s %4s %4s %4s %3s %4s %2s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb",
+          "model", "gpus", "prec", "comp", "seqK", "lbs", "fsdp", "cp", "tp", "pp", "schedule", "mb", "async",
+          "tok/s pub", "tok/s sim", "error", "GiB pub", "GiB sim");
   FILE *md =
       px_test_doc_block("validation-torchtitan",
                         "| table | model | GPUs | layout | precision | published tokens/s/GPU | simulated | error "
@@ -541,24 +541,25 @@ static void test_torchtitan_h100(void) {
   while (fgets(line, sizeof line, fp)) {
     char name[32], prec[8], sched[16], ac[16];
     int table, compiled, async_tp;
-    long long gpus, seq, lbs, gbs, fsdp, tp, pp, vp, mb;
+    long long gpus, seq, lbs, gbs, fsdp, tp, pp, cp, vp, mb;
     double tokens, mem_gib;
     if (line[0] == '#' ||
-        sscanf(line, "%d,%31[^,],%lld,%7[^,],%d,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%lld,%lld,%15[^,],%d,%lf,%lf",
-               &table, name, &gpus, prec, &compiled, &seq, &lbs, &gbs, &fsdp, &tp, &pp, sched, &vp, &mb, ac, &async_tp,
-               &tokens, &mem_gib) != 18)
+        sscanf(line, "%d,%31[^,],%lld,%7[^,],%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%lld,%lld,%15[^,],%d,%lf,%lf",
+               &table, name, &gpus, prec, &compiled, &seq, &lbs, &gbs, &fsdp, &tp, &pp, &cp, sched, &vp, &mb, ac,
+               &async_tp, &tokens, &mem_gib) != 19)
       continue;
     px_model m;
     px_err err = {0};
     CU_ASSERT_EQUAL_FATAL(px_model_load(name, &m, &err), PX_OK);
     /* the layout adds up: FSDP x TP x PP GPUs, lbs x FSDP sequences, the
      * micro-batches torchtitan's PP makes (one a stage, none without PP) */
-    CU_ASSERT_EQUAL(fsdp * tp * pp, gpus);
+    CU_ASSERT_EQUAL(fsdp * cp * tp * pp, gpus);
     CU_ASSERT_EQUAL(lbs * fsdp, gbs);
     CU_ASSERT_EQUAL(mb, pp > 1 ? pp * vp : 1);
     px_parallel p;
     px_parallel_unset(&p);
     p.tp = tp, p.pp = pp, p.dp = fsdp, p.seq = seq, p.gbs = gbs, p.mbs = lbs / mb, p.sp = tp > 1, p.zero = 3;
+    if (cp > 1) p.cp = cp, p.cp_algo = PX_CP_ALLGATHER; /* torchtitan's rotate method "allgather" (the CSV) */
     p.main_grad = PX_MAIN_GRAD_FP32; /* FSDP2's reduce_dtype float32 */
     p.recompute = !strcmp(ac, "full") ? PX_RECOMPUTE_FULL : PX_RECOMPUTE_SELECTIVE;
     CU_ASSERT(!strcmp(ac, "full") || !strcmp(ac, "selective-op"));
@@ -579,18 +580,21 @@ static void test_torchtitan_h100(void) {
     for (int64_t s = 0; s < plan.par.pp; s++) peak = plan.mem[s].peak_bytes > peak ? plan.mem[s].peak_bytes : peak;
     double sim = r.tokens_per_s / (double)gpus, e = sim / tokens - 1;
     fprintf(stderr,
-            "  %2d %-11s %4lld %4s %4d %3lld %4lld %2lld %2lld %-11s %3lld %5d  %9.0f %9.0f %+6.1f%%  %7.1f %7.1f\n", table,
-            name, gpus, prec, compiled, lbs, fsdp, tp, pp, sched, mb, async_tp, tokens, sim, 100 * e, mem_gib,
-            (double)peak / (1u << 30));
+            "  %2d %-11s %4lld %4s %4d %4lld %3lld %4lld %2lld %2lld %2lld %-11s %3lld %5d  %9.0f %9.0f %+6.1f%%  %7.1f "
+            "%7.1f\n",
+            table, name, gpus, prec, compiled, seq / 1024, lbs, fsdp, cp, tp, pp, sched, mb, async_tp, tokens, sim,
+            100 * e, mem_gib, (double)peak / (1u << 30));
     if (md) { /* FSDP x TP x PP, then the pipeline's schedule or the local batch, and what else the row sets */
       char layout[160], b[4][32];
       int n = snprintf(layout, sizeof layout, "FSDP %lld", fsdp);
+      if (cp > 1) n += snprintf(layout + n, sizeof layout - (size_t)n, " × CP %lld", cp);
       if (tp > 1) n += snprintf(layout + n, sizeof layout - (size_t)n, " × TP %lld", tp);
       if (pp > 1)
         n += snprintf(layout + n, sizeof layout - (size_t)n, " × PP %lld, %s, %lld stage%s a rank, %lld micro-batches",
                       pp, sched, vp, vp > 1 ? "s" : "", mb);
       else
         n += snprintf(layout + n, sizeof layout - (size_t)n, ", lbs %lld", lbs);
+      if (seq != 8192) n += snprintf(layout + n, sizeof layout - (size_t)n, ", %lldK tokens", seq / 1024);
       if (!strcmp(ac, "full")) n += snprintf(layout + n, sizeof layout - (size_t)n, ", full AC");
       if (async_tp) snprintf(layout + n, sizeof layout - (size_t)n, ", async TP");
       fprintf(md, "| %d | `%s` | %s | %s | %s | %s | %s | %s | %.1f | %.1f |\n", table, name,
@@ -601,10 +605,10 @@ static void test_torchtitan_h100(void) {
               px_test_doc_count(llround(tokens), b[1]), px_test_doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]),
               mem_gib, (double)peak / (1u << 30));
     }
-    /* measured (2026-11-25) +44% to +113%, every row optimistic: the band
-     * leaves some 15 points above the worst row for the cluster figures
+    /* measured (2026-11-29) +2.5% to +64.3%, every row optimistic: the band
+     * leaves some 20 points above the worst row for the cluster figures
      * others are changing, and fails a row that turns 10% pessimistic */
-    CU_ASSERT(e > -0.10 && e < 1.30);
+    CU_ASSERT(e > -0.10 && e < 0.85);
     /* each technique the table stacks (Float8, async TP, interleaving) gains
      * in the simulation as it does in the table; torch.compile is not modelled */
     if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
@@ -617,7 +621,7 @@ static void test_torchtitan_h100(void) {
     px_plan_free(&plan);
   }
   fclose(fp);
-  CU_ASSERT_EQUAL(rows, 10);
+  CU_ASSERT_EQUAL(rows, 18);
   err_print("", &errs);
   char b[3][24];
   if (md)
@@ -625,7 +629,7 @@ static void test_torchtitan_h100(void) {
             px_test_doc_pct(errs.min, b[1]), px_test_doc_pct(errs.max, b[2]));
   px_test_doc_block_end(md, "validation-torchtitan");
   snprintf(doc_headline[DOC_TORCHTITAN], sizeof doc_headline[DOC_TORCHTITAN],
-           "| [torchtitan](docs/validation.md#torchtitan-on-h100): Llama 3.1 8B-405B with FSDP2, TP and PP, BF16 and "
+           "| [torchtitan](docs/validation.md#torchtitan-on-h100): Llama 3.1 8B-405B with FSDP2, TP, PP and CP, BF16 and "
            "Float8, on 500 W H100s | %s | %s to %s (mean %s) |\n",
            doc_gpus(&gpu_rng, (char[72]){0}), px_test_doc_pct(errs.min, b[1]), px_test_doc_pct(errs.max, b[2]),
            px_test_doc_pct(errs.sum / errs.n, b[0]));
@@ -664,7 +668,7 @@ int main(void) {
       {"Llama 3 405B on H100, the Llama 3 paper's Table 4 (printed)", test_llama3_table4},
       {"Llama 2, 3 and GPT-3 on H100, NeMo and Megatron-Bridge's performance tables (printed; optimistic)",
        test_megatron_bridge_h100},
-      {"Llama 3.1 8B-405B on H100 with FSDP2, TP and PP, TorchTitan's benchmarks (printed; optimistic)",
+      {"Llama 3.1 8B-405B on H100 with FSDP2, TP, PP and CP, TorchTitan's benchmarks (printed; optimistic)",
        test_torchtitan_h100},
       {"issue #34: the best plans sweeps find on A100, H100 and H200 against the published runs' MFU above",
        test_sweep_mfu},
