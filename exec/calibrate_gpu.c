@@ -136,11 +136,19 @@ static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, double m
 
 static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int n, const char *said, px_err *err) {
   px_gpu *g = &c->gpu;
-  g->attention_len = 0, g->attention_kernel = PX_ATTN_KERNEL_OWN; /* parallax's own kernels' curves, and only */
+  /* the GPU's own kernel is parallax's now; what the file measured of FlashAttention-2 stays (its own curves too
+   * where its own kernel was FlashAttention-2: `attention` flash2 keeps its measurements) */
+  int keep = 0;
+  for (int i = 0; i < g->attention_len; i++)
+    if (px_attn_curve_of(g, &g->attention[i], PX_ATTN_KERNEL_FLASH2)) {
+      g->attention[keep] = g->attention[i];
+      g->attention[keep++].kernel = PX_ATTN_KERNEL_FLASH2;
+    }
+  g->attention_len = keep, g->attention_kernel = PX_ATTN_KERNEL_OWN;
   for (int i = 0; i < n; i++) {
     if (a[i].s <= 0) continue;
     px_attn_curve *cv = NULL;
-    for (int j = 0; j < g->attention_len && !cv; j++)
+    for (int j = keep; j < g->attention_len && !cv; j++)
       if (g->attention[j].bwd == a[i].bwd && g->attention[j].head_dim == a[i].head_dim) cv = &g->attention[j];
     if (!cv) {
       if (g->attention_len == PX_ATTN_CURVES_MAX) continue;

@@ -49,6 +49,9 @@ for field in gpu.gemm.table gpu.gemm.fp8_split_accumulation_share gpu.attention 
   jq -r --arg f "$field" '.sources[$f]' "$o/cluster-fragment.json" | grep -q "^measured by parallax calibrate on CPU emulation" ||
     fail "$field: $(jq -r --arg f "$field" '.sources[$f]' "$o/cluster-fragment.json")"
 done
+# the base's (dgx-h100's) FlashAttention-2 curves stay beside the measured own kernel's (`attention` flash2)
+jq -e '(.gpu.attention_flash2 | length) == 4 and .gpu.attention_kernel == null' "$o/cluster-fragment.json" >/dev/null ||
+  fail "FlashAttention-2 curves: $(jq -c '.gpu | {attention_kernel, attention_flash2}' "$o/cluster-fragment.json")"
 "$px" topology show "$o/cluster-fragment.json" >"$tmp/show.txt" 2>&1 || fail "the calibrated file does not load: $(cat "$tmp/show.txt")"
 grep -q "^calibrated: GPU CPU emulation" "$o/calibrate.txt" || fail "calibrate.txt: $(tail -n 1 "$o/calibrate.txt")"
 # each run: measured tokens/s, the preset's and the calibrated file's predictions, compare's rows
