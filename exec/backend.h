@@ -306,10 +306,10 @@ struct px_backend {
    * executor refuses a plan with delayed scaling). */
   px_status (*amax_histories)(px_backend *b, bool load, const px_amax_key *keys, int64_t n, int64_t step, float *hist,
                               px_err *err);
-  /* fp8 codes the interpreter moved itself (the permute after a sequence-parallel all-gather of more than one
-   * sequence): out holds `count` codes of in's, in another order, with in's per-tensor scales. Optional (NULL:
-   * the backend refuses such an all-gather of fp8 codes in supports_op). */
-  px_status (*codes_moved)(px_backend *b, void *out, const void *in, uint64_t count, px_err *err);
+  /* The permute after a sequence-parallel all-gather of fp8 codes of more than one sequence: out = the codes at
+   * in, `ranks` shards of `seqs` sequences' tokens each, in (seqs, ranks) order, with their scales (block-scaled:
+   * both copies'). Optional (NULL: the backend refuses such an all-gather of fp8 codes in supports_op). */
+  px_status (*codes_permuted)(px_backend *b, void *out, const void *in, int64_t ranks, int64_t seqs, px_err *err);
   /* activation offload: the codes that were at `from` are at `to` now (a copy to host memory, or back), their
    * scales with them. Optional (NULL: the backend keeps nothing by address). */
   void (*codes_rekeyed)(px_backend *b, const void *to, const void *from);

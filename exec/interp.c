@@ -928,10 +928,11 @@ static px_status run_collective(px_exec *x, const px_op *o, void **outs, void **
       if (o->flags & PX_OPF_COLS) return cols_gather(x, o, outs[0], ins[0], outs[1], err);
       if (!permute) return be->allgather(be, g, outs[0], ins[0], n_in, dt, err);
       if ((st = be->allgather(be, g, outs[1], ins[0], n_in, dt, err))) return st;
-      if ((st = seq_permute(x, outs[0], outs[1], n, B, n_in / (uint64_t)B * el, true, err))) return st;
-      if (dt != PX_DTYPE_FP8) return PX_OK; /* fp8 codes: their scales follow them (supports_op asked for the entry) */
-      return be->codes_moved ? be->codes_moved(be, outs[0], outs[1], n_in * (uint64_t)n, err)
-                             : px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no codes_moved", be->name);
+      if (dt != PX_DTYPE_FP8) return seq_permute(x, outs[0], outs[1], n, B, n_in / (uint64_t)B * el, true, err);
+      /* fp8 codes: the backend permutes them with their scales (supports_op asked for the entry) */
+      return be->codes_permuted
+                 ? be->codes_permuted(be, outs[0], outs[1], n, B, err)
+                 : px_err_set(err, PX_ERR_RUNTIME, "internal: the %s backend has no codes_permuted", be->name);
     case PX_OP_REDUCE_SCATTER:
       if (!permute) return be->reduce_scatter(be, g, outs[0], ins[0], n_out, dt, err);
       if ((st = seq_permute(x, outs[1], ins[0], n, B, n_out / (uint64_t)B * el, false, err))) return st;

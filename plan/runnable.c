@@ -53,8 +53,8 @@ static bool fp8_collectives_run(const px_parallel *p, const px_model *m, char *w
   return true;
 }
 
-/* The cpu backend computes in fp32 and emulates fp8's GEMMs and casts, and the block-scaled formats' on codes
- * kept on their rank (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
+/* The cpu backend computes in fp32 and emulates fp8's, mxfp8's and nvfp4's GEMMs, casts and all-gathers of codes
+ * (exec/cpu/fp8.c, px_cpu_fp8_supports: its op-level check says the same). */
 static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t cap) {
   px_dtype dt = px_parallel_compute_dtype(p);
   if (dt != PX_DTYPE_FP32)
@@ -66,15 +66,11 @@ static bool cpu_runs(const px_parallel *p, const px_model *m, char *why, size_t 
   if (p->fp8_attention > 0 && p->cp > 1)
     return no(why, cap, "fp8 attention (`fp8_attention`) with context parallelism: the keys and values of other "
               "ranks' blocks are not quantized as cuDNN's would be on the cpu backend (hint: `cp` 1)");
-  if (px_precision_block_scaled(p->precision)) {
-    const char *prec = px_precision_names[p->precision];
-    if (p->sp && p->tp > 1)
-      return no(why, cap, "%s codes moved between ranks: the cpu backend keeps a block-scaled tensor's column-wise "
-                "copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)", prec);
-    int64_t tokens = p->mbs * p->seq / (p->cp > 1 ? p->cp : 1);
-    if (p->precision == PX_PREC_NVFP4 && tokens % 16)
-      return no(why, cap, "nvfp4's random Hadamard transform takes the tokens 16 at a time: a micro-batch holds %lld "
-                "on a rank (hint: `mbs` x `seq` a multiple of 16)", (long long)tokens);
+  if (p->precision == PX_PREC_NVFP4) { /* a rank casts its micro-batch's tokens, or with SP its sequence shard's */
+    int64_t tokens = p->mbs * p->seq / (p->cp > 1 ? p->cp : 1) / (p->sp && p->tp > 1 ? p->tp : 1);
+    if (tokens % 16)
+      return no(why, cap, "%s: a micro-batch holds %lld on a rank%s (hint: %s)", PX_RUNNABLE_NVFP4_RHT,
+                (long long)tokens, p->sp && p->tp > 1 ? " (its sequence shard)" : "", PX_RUNNABLE_NVFP4_RHT_HINT);
   }
   return fp8_collectives_run(p, m, why, cap);
 }
@@ -110,7 +106,7 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (m->mlp == PX_MLP_GELU && p->gelu == PX_GELU_FUSED)
     return no(why, cap, "a fused GELU epilogue on an fp8 GEMM (cuBLASLt's fp8 epilogues are not wired; hint: `gelu` "
               "separate)");
-  if (p->sp && p->tp > 1 && p->mbs > 1) /* exec/cuda/ops.c: it has no codes_moved (exec/backend.h) */
+  if (p->sp && p->tp > 1 && p->mbs > 1) /* exec/cuda/ops.c: it has no codes_permuted (exec/backend.h) */
     return no(why, cap, "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the cuda "
               "backend's fp8 scales do not follow (hint: `mbs` 1)");
   return fp8_collectives_run(p, m, why, cap);

@@ -32,4 +32,10 @@ bool px_runnable(px_run_backend b, const px_parallel *p, const px_model *m, char
   "fp8 attention (`fp8_attention`): the cuda backend does not drive cuDNN's FP8 attention yet (hint: drop "      \
   "`fp8_attention`, or `backend` cpu emulates it)"
 
+/* nvfp4's refusal of a cast of rows not a multiple of 16 (Transformer Engine's NVFP4Quantizer.is_quantizable; under
+ * sequence parallelism it would all-gather the shards in high precision and cast the whole, which the cpu backend
+ * does not emulate): px_runnable's of the plan, the cpu backend's of each cast (exec/cpu/fp8.c). */
+#define PX_RUNNABLE_NVFP4_RHT "nvfp4's random Hadamard transform takes the tokens 16 at a time"
+#define PX_RUNNABLE_NVFP4_RHT_HINT "`mbs` x `seq` a multiple of 16 on a rank, of 16 x `tp` with `sp`"
+
 #endif

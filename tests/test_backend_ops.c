@@ -2487,6 +2487,146 @@ static void test_experts_apart(void) {
   }
 }
 
+/* The two TP ranks of test_sp_gather: each cast's amaxes as its rank found them (pass 0), then reduced (pass 1);
+ * and the bytes rank 1 sent in each of its gathers, which rank 0's gathers append to its own. */
+static struct {
+  int pass, call;
+  float amax[2][2];
+  uint8_t *sent[3];
+} sp;
+
+static px_status sp_reduce(const px_exec_op *e, float *amax, uint64_t n, px_redop op, px_err *err) {
+  (void)op, (void)err;
+  for (uint64_t i = 0; i < n && i < 2; i++)
+    if (sp.pass == 0) sp.amax[e->env->tp_rank][i] = amax[i];
+    else amax[i] = fmaxf(sp.amax[0][i], sp.amax[1][i]);
+  return PX_OK;
+}
+
+static px_status sp_gather(void *ctx, void *out, const void *in, uint64_t bytes, px_err *err) {
+  (void)err;
+  int rank = *(int *)ctx, c = sp.call++;
+  if (rank == 1) { /* what rank 1 sends */
+    sp.sent[c] = px_talloc((size_t)bytes);
+    memcpy(sp.sent[c], in, (size_t)bytes);
+  } else {
+    memcpy(out, in, (size_t)bytes);
+    memcpy((uint8_t *)out + bytes, sp.sent[c], (size_t)bytes);
+  }
+  return PX_OK;
+}
+
+/* Sequence parallelism in mxfp8 and nvfp4 (Transformer Engine's _all_gather_mxfp8 and _all_gather_nvfp4): on
+ * tiny-gpt with tp 2, SP and mbs 2, each rank casts its shard (16 tokens of each of 2 sequences; nvfp4's amaxes
+ * reduced over the ranks), and rank 0 gathers and permutes (px_cpu_fp8_gather, px_cpu_fp8_permuted). The
+ * forward reads the whole tensor's row-wise copy (nvfp4: at the whole's tensor scale) and the weight gradient
+ * each shard's column-wise copy, bit for bit: nvfp4's Hadamard groups and blocks of 16 tokens are the whole's;
+ * mxfp8's blocks of 32 run down a shard's rows, two sequences' tokens, and differ from the whole's. */
+static void test_sp_gather(void) {
+  for (int nv = 0; nv < 2; nv++) {
+    px_err err = {0};
+    px_model m;
+    px_cluster c;
+    CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-gpt", &m, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &c, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 2, 0, &err), PX_OK);
+    px_parallel par;
+    px_parallel_unset(&par);
+    par.tp = 2, par.sp = 1, par.pp = par.dp = 1, par.zero = 0, par.mbs = par.gbs = 2;
+    par.precision = nv ? PX_PREC_NVFP4 : PX_PREC_MXFP8, par.fp8_base = PX_FP8_BASE_FP32;
+    par.recompute = PX_RECOMPUTE_NONE;
+    px_parallel_resolve(&par, &m, &c);
+    px_plan plan;
+    px_env env[2];
+    CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &par, &err), PX_OK);
+    for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(px_env_init(&env[r], &plan, r, 0, &err), PX_OK);
+    CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK);
+    /* the first all-gather of fp8 codes over TP, the forward GEMM and the weight gradient that read its output */
+    const px_op *g = NULL, *fwd = NULL, *wgrad = NULL;
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT && !g; k++)
+      for (int32_t i = 0; i < plan.blocks[k].nops && !g; i++) {
+        const px_op *o = &plan.blocks[k].ops[i];
+        if (o->kind == PX_OP_ALLGATHER && o->group == PX_GROUP_TP && plan.slots[o->in[0].slot].dtype == PX_DTYPE_FP8)
+          g = o;
+      }
+    CU_ASSERT_FATAL(g && (g->flags & PX_OPF_SEQ_AXIS) && g->dim[2] == 2);
+    for (int k = 0; k < PX_BLOCK_KIND_COUNT; k++)
+      for (int32_t i = 0; i < plan.blocks[k].nops; i++) {
+        const px_op *o = &plan.blocks[k].ops[i];
+        if (o->kind == PX_OP_LINEAR && o->in[0].slot == g->out[0].slot && !fwd) fwd = o;
+        if (o->kind == PX_OP_LINEAR_BWD_WEIGHT && o->in[3].slot == g->out[0].slot && !wgrad) wgrad = o;
+      }
+    const px_op *cast = cast_of(&plan, g->in[0].slot);
+    CU_ASSERT_FATAL(fwd && wgrad && cast);
+    const px_slot *full = &plan.slots[g->out[0].slot];
+    int64_t cols = px_slot_row_elems(full), B = 2, rows = (int64_t)full->elems / cols, S = rows / B, Sl = S / 2;
+    CU_ASSERT_FATAL(Sl == 16);
+    float *x = px_trand(rows * cols, -1, 1); /* (B, S, cols): rank r's shard, (B, Sl, cols), of tokens r Sl .. */
+    for (int64_t i = 0; i < cols; i++) x[(S + Sl + 3) * cols + i] *= 50.0f; /* rank 1's amax, not rank 0's */
+    float *xs[2];
+    uint8_t *q[2];
+    px_cpu_fp8 *st[2];
+    for (int r = 0; r < 2; r++) {
+      xs[r] = px_tfloats(B * Sl * cols);
+      for (int64_t b = 0; b < B; b++)
+        memcpy(xs[r] + b * Sl * cols, x + (b * S + r * Sl) * cols, (size_t)(Sl * cols) * sizeof *x);
+      q[r] = px_talloc(px_parallel_quant_bytes(&par, (uint64_t)(B * Sl * cols), cols));
+      st[r] = px_cpu_fp8_new();
+      CU_ASSERT_FATAL(st[r] != NULL);
+    }
+    px_op_comm reduce = {.reduce = sp_reduce};
+    for (sp.pass = 0; sp.pass < 2; sp.pass++)
+      for (int r = 0; r < 2; r++) {
+        px_exec_op ce = {.env = &env[r], .op = cast, .comm = &reduce, .step = 1};
+        ce.in[0] = xs[r], ce.out[0] = q[r];
+        CU_ASSERT_EQUAL_FATAL(px_cpu_fp8_cast(st[r], &ce, &err), PX_OK);
+      }
+    size_t whole = px_parallel_quant_bytes(&par, (uint64_t)(rows * cols), cols);
+    uint8_t *ws[2] = {px_talloc(whole), px_talloc(whole)}, *y0 = px_talloc(whole);
+    for (int r = 1; r >= 0; r--) { /* rank 1 sends first */
+      sp.call = 0;
+      CU_ASSERT_EQUAL_FATAL(px_cpu_fp8_gather(st[r], sp_gather, &r, ws[r], q[r], 2, &err), PX_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(px_cpu_fp8_permuted(st[0], y0, ws[0], 2, B, &err), PX_OK);
+    /* the references: the whole's row-wise copy, each shard's column-wise copy (nvfp4's: the whole's) */
+    float *row = px_tfloats(rows * cols), *col = px_tfloats(rows * cols), *whole_col = px_tfloats(rows * cols);
+    if (nv) {
+      nv_tensor_ref(row, x, rows, cols, 1);
+      nv_colwise_ref(col, x, rows, cols);
+    } else {
+      uint8_t *cq = px_talloc((size_t)(rows * cols)), *sc = px_talloc((size_t)(rows * cols / 32 + cols));
+      px_k_mxfp8_quantize(cq, sc, x, rows, cols, PX_FP8_E4M3);
+      px_k_mxfp8_dequantize(row, cq, sc, rows, cols, PX_FP8_E4M3);
+      mx_colwise_ref(whole_col, x, rows, cols);
+      for (int r = 0; r < 2; r++) {
+        float *t = px_tfloats(B * Sl * cols);
+        mx_colwise_ref(t, xs[r], B * Sl, cols);
+        for (int64_t b = 0; b < B; b++)
+          memcpy(col + (b * S + r * Sl) * cols, t + b * Sl * cols, (size_t)(Sl * cols) * sizeof *t);
+      }
+    }
+    for (int u = 0; u < 2; u++) { /* the forward's operand, then the weight gradient's */
+      px_exec_op e = {.env = &env[0], .op = u ? wgrad : fwd, .step = 1}, d;
+      int j = u ? 3 : 0;
+      e.in[j] = y0;
+      void *scratch[PX_OP_INS];
+      CU_ASSERT_EQUAL_FATAL(px_cpu_fp8_operands(st[0], &e, &d, scratch, &err), PX_OK);
+      const float *got = d.in[j], *want = u ? col : row;
+      int64_t off = 0;
+      while (off < rows * cols && got[off] == want[off]) off++;
+      if (off < rows * cols)
+        fprintf(stderr, "\n  %s sp gather, %s: element %lld is %g, not %g\n", nv ? "nvfp4" : "mxfp8",
+                u ? "column-wise" : "row-wise", (long long)off, got[off], want[off]);
+      CU_ASSERT_EQUAL(off, rows * cols);
+      if (u && !nv) CU_ASSERT(memcmp(got, whole_col, (size_t)(rows * cols) * sizeof *got) != 0); /* tells apart */
+      px_cpu_fp8_release(scratch);
+    }
+    for (int r = 0; r < 2; r++) px_cpu_fp8_free(st[r]), px_env_free(&env[r]);
+    px_plan_free(&plan);
+    px_tfree();
+  }
+}
+
 /* fp8_attention on the cpu backend: a fused attention op flagged fp8 (tiny-gpt, fp8 with current scaling) reads Q,
  * K, V in E4M3 (and its backward the output gradient in E5M2), each at 448 (57344) over its own amax, and computes
  * in fp32 as the unflagged op does on those values: the forward's context and log-sum-exp and the backward's
@@ -2916,6 +3056,8 @@ int main(int argc, char **argv) {
        test_experts_apart},
       {"fp8 attention: the fused attention's Q, K, V and output gradient quantized as cuDNN's FP8 attention reads them",
        test_fp8_attention},
+      {"sequence parallelism in mxfp8 and nvfp4: each rank's shard cast, both copies gathered with their scales",
+       test_sp_gather},
       {"every op kind has a test", test_every_kind_tested},
   };
   static const px_test coll[] = {

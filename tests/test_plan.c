@@ -3129,8 +3129,10 @@ static void test_runnable(void) {
        "fused GELU epilogue"},
       {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_FP8, PX_FP8_CURRENT, PX_FP8_BASE_BF16, -1, -1, 1, "fp8 weights",
        "fp8 weights"},
-      {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_NVFP4, -1, PX_FP8_BASE_FP32, -1, -1, 0, "nvfp4 codes moved between ranks",
-       "block-scaled matmul"},
+      {TINY, 2, 1, 1, 1, 1, 0, 1, PX_PREC_NVFP4, -1, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "block-scaled matmul"},
+      {TINY, 4, 1, 1, 1, 1, 0, 1, PX_PREC_NVFP4, -1, PX_FP8_BASE_FP32, -1, -1, 0,
+       "a micro-batch holds 8 on a rank (its sequence shard)", "block-scaled matmul"}, /* 32 tokens over tp 4 */
+      {TINY, 4, 1, 1, 1, 1, 0, 1, PX_PREC_MXFP8, -1, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "block-scaled matmul"},
       {TINY, 1, 1, 1, 1, 1, 0, 0, PX_PREC_MXFP8, -1, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "`precision` mxfp8"},
       {MOE, 1, 2, 1, 2, 1, 0, 0, PX_PREC_MXFP8, -1, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "no mixture-of-experts kernels"},
       {MOE, 1, 2, 1, 2, 16, 0, 0, PX_PREC_NVFP4, -1, PX_FP8_BASE_FP32, -1, -1, 0, NULL, "no mixture-of-experts kernels"},

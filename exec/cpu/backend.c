@@ -652,10 +652,18 @@ static px_status cpu_allreduce(px_backend *be, px_group g, void *buf, uint64_t c
   return st ? st : px_comm_allreduce(group_comm(be, g), buf, buf, count, PX_HOST_FLOAT, op, err);
 }
 
+/* px_cpu_fp8_gather's gather: bytes from each member of the group *ctx (an MPI_Comm). */
+static px_status gather_bytes(void *ctx, void *out, const void *in, uint64_t bytes, px_err *err) {
+  return px_comm_allgather(*(MPI_Comm *)ctx, out, in, bytes, PX_HOST_BYTE, err);
+}
+
 static px_status cpu_allgather(px_backend *be, px_group g, void *out, const void *in, uint64_t count_in, px_dtype dt,
                                px_err *err) {
   MPI_Comm c = group_comm(be, g);
   px_status st = coll_ok(dt, true, err);
+  px_cpu_fp8 *f8 = ((cpu *)be->impl)->f8;
+  if (!st && dt == PX_DTYPE_FP8 && px_cpu_fp8_block_scaled(f8, in)) /* both copies, each with its scales */
+    return px_cpu_fp8_gather(f8, gather_bytes, &c, out, in, px_comm_size(c), err);
   if (!st) st = px_comm_allgather(c, out, in, count_in, host_type(dt), err);
   return st ? st : fp8_moved(be, dt, out, in, count_in * (uint64_t)px_comm_size(c), err);
 }
@@ -704,8 +712,9 @@ static px_status cpu_sync(px_backend *b, px_err *err) {
   return PX_OK;
 }
 
-static px_status cpu_codes_moved(px_backend *b, void *out, const void *in, uint64_t count, px_err *err) {
-  return px_cpu_fp8_moved(((cpu *)b->impl)->f8, out, in, count, err);
+static px_status cpu_codes_permuted(px_backend *b, void *out, const void *in, int64_t ranks, int64_t seqs,
+                                   px_err *err) {
+  return px_cpu_fp8_permuted(((cpu *)b->impl)->f8, out, in, ranks, seqs, err);
 }
 
 static void cpu_codes_rekeyed(px_backend *b, const void *to, const void *from) {
@@ -768,7 +777,7 @@ static const px_backend cpu_table = {
     .host_alltoall = cpu_host_alltoall,
     .sync = cpu_sync,
     .amax_histories = cpu_amax_histories,
-    .codes_moved = cpu_codes_moved,
+    .codes_permuted = cpu_codes_permuted,
     .codes_rekeyed = cpu_codes_rekeyed,
     .destroy = cpu_destroy,
 };

@@ -11,6 +11,7 @@
 #include "exec/amax.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/mx.h"
+#include "plan/runnable.h"
 
 /* Codes at p: n of them, in format fmt, with one scale or (blockwise) one per
  * 1 x PX_FP8_BLOCK tile of rows of cols; or (mxfp8, nvfp4) a block-scaled
@@ -28,6 +29,7 @@ typedef struct {
                      column-wise copy, the experts' rows with current scaling and in nvfp4 */
   bool grad;      /* nvfp4's experts' rows: a gradient's, rounded stochastically with sr */
   px_k_sr sr[2];  /* ... the streams of its row-wise and column-wise copies */
+  int8_t block;   /* a block-scaled tensor's format (PX_PREC_MXFP8, PX_PREC_NVFP4), else 0 */
 } codes;
 
 struct px_cpu_fp8 {
@@ -168,6 +170,14 @@ static void block_roundtrip(float *y, const float *x, int64_t rows, int64_t cols
   }
 }
 
+/* y = the values of mxfp8's column-wise copy of x (rows, cols): blocks of 32 down each column, from its first row;
+ * t: scratch (rows, cols), q: scratch of block_bytes(cols, rows, false). y may be x. */
+static void mx_colwise(float *y, const float *x, int64_t rows, int64_t cols, float *t, uint8_t *q) {
+  transpose(t, x, rows, cols);
+  block_roundtrip(t, t, cols, rows, false, 1, 0.0f, NULL, q);
+  transpose(y, t, cols, rows);
+}
+
 static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   const px_op *o = e->op;
   const float *x = e->in[0];
@@ -179,7 +189,8 @@ static px_status block_cast(px_cpu_fp8 *s, const px_exec_op *e, px_err *err) {
   if (rows * cols != n || (nv && !experts && rows % 16)) /* refused before the run (px_cpu_fp8_supports) */
     return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled cast of %lld elements is not rows (a multiple "
                       "of 16 for nvfp4) of %lld", (long long)n, (long long)cols);
-  codes k = {.p = e->out[0], .n = (uint64_t)n, .cols = cols, .fmt = PX_FP8_E4M3, .scale = 1.0f};
+  codes k = {.p = e->out[0], .n = (uint64_t)n, .cols = cols, .fmt = PX_FP8_E4M3, .scale = 1.0f,
+             .block = (int8_t)e->env->block_format};
   if (experts) {
     if (!(k.colwise = malloc((size_t)n * sizeof *k.colwise))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     memcpy(k.colwise, x, (size_t)n * sizeof *k.colwise);
@@ -408,10 +419,7 @@ static px_status expert_values(const px_exec_op *e, const codes *k, float *y, in
       block_roundtrip(t, t, r, cols, true, 1, px_k_fp8_amax(t, r * cols), k->grad ? &sr : NULL, q);
       done += r;
     } else if (e->env->block_format) { /* mxfp8's column-wise copy */
-      float *tr = t + n;
-      transpose(tr, t, r, cols);
-      block_roundtrip(tr, tr, cols, r, false, 1, 0.0f, NULL, q);
-      transpose(t, tr, cols, r);
+      mx_colwise(t, t, r, cols, t + n, q);
     } else { /* the expert's own per-tensor scale: its codes into the buffer's rows, their values */
       float scale = px_k_fp8_scale(px_k_fp8_amax(t, r * cols), k->fmt);
       px_k_fp8_quantize(q, t, r * cols, scale, k->fmt);
@@ -577,7 +585,8 @@ px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint6
   const codes *k = find(s, in);
   if (!k) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective moved fp8 codes that no cast wrote");
   if (k->colwise) /* its column-wise copy would have to move too (px_cpu_fp8_supports refuses such moves) */
-    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: block-scaled codes moved (their column-wise copy stays)");
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: codes with a column-wise copy moved by a collective that "
+                      "leaves it (an all-to-all)");
   codes c = *k;
   c.p = out, c.n = count_out;
   if (k->scales) { /* blockwise: only a copy within one rank keeps its tiles (px_cpu_fp8_supports) */
@@ -586,6 +595,83 @@ px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint6
     if (!(c.scales = malloc(nb * sizeof *c.scales))) return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     memcpy(c.scales, k->scales, nb * sizeof *c.scales);
   }
+  return record(s, c, err);
+}
+
+bool px_cpu_fp8_block_scaled(px_cpu_fp8 *s, const void *p) {
+  const codes *k = find(s, p);
+  return k && k->block;
+}
+
+/* ---- block-scaled codes in a sequence-parallel all-gather ----
+ * Transformer Engine's _all_gather_mxfp8 and _all_gather_nvfp4: each rank casts its own shard of the tokens and
+ * the all-gather moves both copies with their scales. Here: the row-wise copy's codes and scales into the buffer
+ * as a cast of all the rows lays them out (the ranks' rows one after another; a row's blocks run along it, so a
+ * shard's are the whole tensor's), nvfp4's tensor scale (every rank's: the cast reduced its amaxes over TP, as
+ * TE's quantizer does under sequence parallelism, with_amax_reduction), and the values of the column-wise copy
+ * each rank quantized from its shard alone (blocks and nvfp4's Hadamard groups down the shard's rows, from its
+ * first; a gradient's draws from the casting rank's stream). mxfp8's column-wise copy, which the cast defers
+ * (expert_values), is quantized from the shard here when TE's quantizer takes the shard (is_quantizable: its
+ * rows a multiple of 32); else TE all-gathers the shards in high precision and casts the whole, and so the
+ * shards' values move, quantized as one tensor where the weight gradient reads them. */
+px_status px_cpu_fp8_gather(px_cpu_fp8 *s, px_cpu_fp8_gather_fn gather, void *ctx, void *out, const void *in,
+                            int64_t ranks, px_err *err) {
+  const codes *k = find(s, in);
+  if (!k || !k->block || !k->colwise)
+    return px_err_set(err, PX_ERR_RUNTIME, "internal: px_cpu_fp8_gather: no block-scaled codes at the input");
+  bool nv = k->block == PX_PREC_NVFP4;
+  int64_t cols = k->cols, rows = (int64_t)k->n / cols, n = rows * cols;
+  if (nv && (k->src || n % 2)) /* (the experts' rows move by all-to-all; a shard's codes fill whole bytes) */
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: nvfp4 codes of %lld rows of %lld gathered", (long long)rows,
+                      (long long)cols);
+  bool shard_cast = !nv && k->src && rows % PX_MX_BLOCK == 0; /* mxfp8: the shard's column-wise copy, now */
+  codes c = *k;
+  c.p = out, c.n = (uint64_t)(n * ranks), c.src = k->src && !shard_cast;
+  c.colwise = malloc((size_t)(n * ranks) * sizeof *c.colwise);                     /* (ranks rows, cols) */
+  float *mine = shard_cast ? malloc(2 * (size_t)n * sizeof *mine) : NULL;          /* (2, rows, cols): it, scratch */
+  uint8_t *q = shard_cast ? malloc(block_bytes(cols, rows, false)) : NULL;
+  if (!c.colwise || (shard_cast && (!mine || !q))) {
+    free(c.colwise), free(mine), free(q);
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  }
+  if (shard_cast) mx_colwise(mine, k->colwise, rows, cols, mine + n, q);
+  block_layout a = layout_of((uint8_t *)in, rows, cols, nv), b = layout_of(out, rows * ranks, cols, nv);
+  px_status st = gather(ctx, b.codes, a.codes, (uint64_t)code_bytes(n, nv), err);
+  if (!st) st = gather(ctx, b.scales, a.scales, (uint64_t)scale_bytes(rows, cols, nv), err);
+  if (!st) st = gather(ctx, c.colwise, shard_cast ? mine : k->colwise, (uint64_t)n * sizeof *c.colwise, err);
+  if (!st && nv) memcpy(b.tensor_scale, a.tensor_scale, sizeof(float));
+  free(mine), free(q);
+  if (st) {
+    free(c.colwise);
+    return st;
+  }
+  return record(s, c, err);
+}
+
+/* dst = src's ranks x seqs pieces of `piece` bytes, from (ranks, seqs) order into (seqs, ranks). */
+static void permute(uint8_t *dst, const uint8_t *src, int64_t ranks, int64_t seqs, size_t piece) {
+  for (int64_t r = 0; r < ranks; r++)
+    for (int64_t b = 0; b < seqs; b++) memcpy(dst + (size_t)(b * ranks + r) * piece, src + (size_t)(r * seqs + b) * piece, piece);
+}
+
+px_status px_cpu_fp8_permuted(px_cpu_fp8 *s, void *out, const void *in, int64_t ranks, int64_t seqs, px_err *err) {
+  const codes *k = find(s, in);
+  if (!k) return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: a collective moved fp8 codes that no cast wrote");
+  bool nv = k->block == PX_PREC_NVFP4;
+  int64_t pieces = ranks * seqs, cols = k->block ? k->cols : 1, rows = (int64_t)k->n / cols, prows = rows / pieces;
+  if (k->scales || rows % pieces || (nv && prows * cols % 2)) /* (blockwise fp8: px_cpu_fp8_supports refuses it) */
+    return px_err_set(err, PX_ERR_RUNTIME, "cpu backend: fp8 codes of %lld rows of %lld do not permute as %lld "
+                      "sequences' shards", (long long)rows, (long long)cols, (long long)pieces);
+  codes c = *k;
+  c.p = out, c.colwise = NULL;
+  if (k->colwise && !(c.colwise = malloc((size_t)k->n * sizeof *c.colwise)))
+    return px_err_set(err, PX_ERR_RUNTIME, "out of memory");
+  block_layout a = layout_of((uint8_t *)in, rows, cols, nv), b = layout_of(out, rows, cols, nv);
+  permute(b.codes, a.codes, ranks, seqs, (size_t)code_bytes(prows * cols, nv));
+  if (k->block) permute(b.scales, a.scales, ranks, seqs, (size_t)scale_bytes(prows, cols, nv));
+  if (nv) memcpy(b.tensor_scale, a.tensor_scale, sizeof(float));
+  if (k->colwise)
+    permute((uint8_t *)c.colwise, (const uint8_t *)k->colwise, ranks, seqs, (size_t)(prows * cols) * sizeof(float));
   return record(s, c, err);
 }
 
@@ -602,18 +688,22 @@ static bool no(char *why, size_t cap, const char *msg) {
 bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
   const px_op *op = e->op;
   const px_env *v = e->env;
-  if (v->block_format) /* the casts and the linear layers' GEMMs; the codes stay on their rank */
+  if (v->block_format) /* the casts, the linear layers' GEMMs and sequence parallelism's all-gathers of codes */
     switch ((px_op_kind)op->kind) {
       case PX_OP_CAST: {
         const px_slot *y = op->out[0].slot >= 0 ? px_exec_slot(e, op->out[0]) : NULL;
         int64_t rows = y ? (int64_t)y->elems / px_slot_row_elems(y) : 0;
         if (v->block_format == PX_PREC_NVFP4 && rows % 16 && !(op->flags & PX_OPF_EXPERT_ROWS)) {
-          snprintf(why, cap, "nvfp4's random Hadamard transform takes the tokens 16 at a time: %s has %lld rows "
-                   "(hint: a micro-batch of a multiple of 16 tokens)", y->name, (long long)rows);
+          snprintf(why, cap, "%s: %s has %lld rows (hint: %s)", PX_RUNNABLE_NVFP4_RHT, y->name, (long long)rows,
+                   PX_RUNNABLE_NVFP4_RHT_HINT);
           return false;
         }
         return true;
       }
+      case PX_OP_ALLGATHER: /* each rank's shard cast, both copies gathered (px_cpu_fp8_gather) */
+        if (op->group == PX_GROUP_TP && (op->flags & PX_OPF_SEQ_AXIS) && !(op->flags & PX_OPF_COLS)) return true;
+        return no(why, cap, "mxfp8 and nvfp4 codes in an all-gather other than sequence parallelism's of a layer's "
+                  "input: the cpu backend moves a block-scaled tensor's column-wise copy in those only");
       case PX_OP_LINEAR:
       case PX_OP_LINEAR_BWD_DATA:
       case PX_OP_LINEAR_BWD_WEIGHT:
@@ -623,8 +713,8 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       case PX_OP_FLASH_ATTN: /* fp8_attention (attention_operands) */
       case PX_OP_FLASH_ATTN_BWD: return true;
       default:
-        return no(why, cap, "mxfp8 and nvfp4 codes moved between ranks: the cpu backend keeps a block-scaled tensor's "
-                  "column-wise copy on its rank (sequence parallelism; hint: drop `sp`, or `precision` fp8)");
+        return no(why, cap, "mxfp8 and nvfp4 codes in an op that the cpu backend's emulation neither reads nor moves "
+                  "with their column-wise copy");
     }
   switch ((px_op_kind)op->kind) {
     case PX_OP_ALLGATHER:
@@ -633,7 +723,7 @@ bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap) {
       if (v->fp8_blockwise && members > 1)
         return no(why, cap, "fp8 blockwise: the 1x128 scales do not travel with the fp8 codes of a collective on the "
                   "cpu backend (sequence or expert parallelism; hint: `fp8_recipe` current)");
-      return true; /* (a sequence-parallel one with mbs > 1: its permute through codes_moved) */
+      return true; /* (a sequence-parallel one with mbs > 1: its permute through codes_permuted) */
     }
     case PX_OP_CAST:
     case PX_OP_LINEAR:

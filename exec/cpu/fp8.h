@@ -4,7 +4,8 @@
  * operands decoded to fp32 (weights quantized and decoded at use) and run in
  * fp32 (kernels/cpu/fp8.h has the formats). mxfp8 and nvfp4 (kernels/cpu/mx.h)
  * likewise: a cast writes the row-wise block-scaled copy into its buffer and
- * keeps the column-wise copy's values for the weight gradient (fp8.c). */
+ * keeps the column-wise copy's values for the weight gradient, and a
+ * sequence-parallel all-gather moves both (fp8.c). */
 #ifndef PX_EXEC_CPU_FP8_H
 #define PX_EXEC_CPU_FP8_H
 
@@ -34,9 +35,26 @@ px_status px_cpu_fp8_operands(px_cpu_fp8 *s, const px_exec_op *e, px_exec_op *d,
 void px_cpu_fp8_release(void *scratch[PX_OP_INS]);
 
 /* A collective moved fp8 codes from in to out: out is decoded with in's
- * (per-tensor) scale from now on; block-scaled codes are an error (their
- * column-wise copy does not move). */
+ * (per-tensor) scale from now on; codes with a column-wise copy (block-scaled,
+ * or the experts' rows kept for their own scales) are an error (an all-to-all
+ * leaves the copy behind). */
 px_status px_cpu_fp8_moved(px_cpu_fp8 *s, const void *out, const void *in, uint64_t count_out, px_err *err);
+
+/* Whether the codes at p are an mxfp8 or nvfp4 tensor's. */
+bool px_cpu_fp8_block_scaled(px_cpu_fp8 *s, const void *p);
+
+/* Gathers `bytes` from each member of the caller's group into out, in rank order (ctx: the caller's). */
+typedef px_status (*px_cpu_fp8_gather_fn)(void *ctx, void *out, const void *in, uint64_t bytes, px_err *err);
+
+/* A sequence-parallel all-gather over `ranks` ranks of the block-scaled codes at in (this rank's shard of the
+ * tokens) into out: the row-wise copies' codes and scales laid out as one tensor's, and the column-wise copies
+ * each rank made of its shard, through gather (Transformer Engine's _all_gather_mxfp8, _all_gather_nvfp4). */
+px_status px_cpu_fp8_gather(px_cpu_fp8 *s, px_cpu_fp8_gather_fn gather, void *ctx, void *out, const void *in,
+                            int64_t ranks, px_err *err);
+
+/* The codes at in (a sequence-parallel all-gather's: ranks x seqs shards of a sequence's tokens) into out, in
+ * (seqs, ranks) order, with their scales and column-wise copy (exec/backend.h, codes_permuted). */
+px_status px_cpu_fp8_permuted(px_cpu_fp8 *s, void *out, const void *in, int64_t ranks, int64_t seqs, px_err *err);
 
 /* The codes at `from` (with their scales and column-wise copy) are at `to` now: activation offload's copy to
  * host memory and back. Nothing when no codes are at `from`. */
@@ -66,8 +84,9 @@ px_status px_cpu_fp8_histories(px_cpu_fp8 *s, bool load, const px_amax_key *keys
                                float *hist, px_err *err);
 
 /* Whether the cpu backend runs fp8 op e (a CAST, an fp8 GEMM, or a
- * collective of fp8 codes; with mxfp8 and nvfp4 the casts and the dense
- * layers' GEMMs; no buffers); why says what it does not. */
+ * collective of fp8 codes; with mxfp8 and nvfp4 the casts, the linear
+ * layers' GEMMs and sequence parallelism's all-gathers; no buffers); why
+ * says what it does not. */
 bool px_cpu_fp8_supports(const px_exec_op *e, char *why, size_t cap);
 
 #endif

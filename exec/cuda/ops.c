@@ -780,7 +780,7 @@ static px_support fp8_supports(const px_cuda *c, const px_exec_op *e, char *why,
       return PX_SUPPORT_YES;
     }
     case PX_OP_ALLGATHER:
-      if ((op->flags & PX_OPF_SEQ_AXIS) && d[2] > 1) /* no codes_moved: the scales do not follow the permute */
+      if ((op->flags & PX_OPF_SEQ_AXIS) && d[2] > 1) /* no codes_permuted: the scales do not follow the permute */
         return px_contract_refuse(why, cap, PX_SUPPORT_NO,
                                   "an fp8 sequence-parallel all-gather with `mbs` > 1 goes through a permute that the "
                                   "cuda backend's fp8 scales do not follow (hint: `mbs` 1)");

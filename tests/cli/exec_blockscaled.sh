@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # --precision mxfp8 and nvfp4 on the CPU executor (the emulation: exec/cpu/fp8.c, kernels/cpu/mx.h):
-# tiny-gpt trains with data, tensor (no sequence parallelism) or pipeline parallelism: the loss falls
-# by at least 0.2 over 8 steps and each step's loss is within TOL (absolute, nats) of the fp32 run's
+# tiny-gpt trains with data, tensor (with and without sequence parallelism) or pipeline parallelism: the loss
+# falls by at least 0.2 over 8 steps and each step's loss is within TOL (absolute, nats) of the fp32 run's
 # (docs/compiler.md, "Block-scaled precisions": the worst measured). A resumed nvfp4 run (stochastic
 # rounding's draws come from the run seed and the data, not from the process) is the uninterrupted one
 # bitwise. tiny-moe's experts in mxfp8 and nvfp4 (each expert's rows quantized apart, nvfp4's padded to 16 for
 # the Hadamard transform: test_backend_ops) on one rank and over EP 2: within TOL[moe] and TOL[moe-nvfp4] of the
 # fp32 runs (measured worst 0.0100 and 0.0117 (mxfp8), 0.0225 and 0.0205 (nvfp4) when written, fp8 with per-tensor
 # scales 0.0066 on the same model: a token routed to another expert moves the loss more than a rounding), every
-# stage's measured peak its plan's. Sequence parallelism and (nvfp4) a micro-batch of tokens not a multiple of 16
-# are refused naming the reason; the CUDA backend refuses both precisions by name.
+# stage's measured peak its plan's. Sequence parallelism (each rank casts its shard of the tokens, the all-gather
+# moves both copies with their scales: px_cpu_fp8_gather): mxfp8's first-step gradients are the TP run's without
+# SP within fp32 summation order (GRAD_TOL) where the shards' blocks of 32 are the whole tensor's (shards of 16
+# tokens: gathered in fp32 and cast whole, as Transformer Engine does with a shard it cannot quantize; shards of
+# 32, through the permute of mbs 2), and differ where a shard's blocks run across its two sequences (mbs 2 of 32
+# tokens: TE's shard quantized on its own); nvfp4 with SP and mbs 2 trains within TOL of fp32. nvfp4 with a shard
+# of tokens not a multiple of 16 is refused naming the reason; the CUDA backend refuses both precisions by name.
 set -u
 px=$1
 src=$2
 source "$(dirname "$0")/../tools/clitest.sh"
 declare -A TOL=([mxfp8]=0.01 [nvfp4]=0.05 [moe]=0.02 [moe-nvfp4]=0.04)
+cmp=$(dirname "$px")/tests/px_gradcmp
+GRAD_TOL=1e-6 # relative L2 of the first step's gradients (measured 4e-9: the layer norms' sums over shards)
 
 run() { # out ranks flags... (tiny-gpt unless they name a model)
   local out=$1 n=$2
@@ -35,6 +42,19 @@ for p in mxfp8 nvfp4; do
   run "$p-dp" 2 --precision "$p" && check "$p dp 2" f32 "$p-dp" "${TOL[$p]}"
 done
 run mxfp8-tp 2 -t 2 --precision mxfp8 && check "mxfp8 tp 2" f32 mxfp8-tp "${TOL[mxfp8]}"
+grads() { # WHAT REF GOT SAME(1: within GRAD_TOL, 0: beyond it)
+  "$cmp" "$tmp/$2.bin" "$tmp/$3.bin" "$GRAD_TOL" >"$tmp/cmp.txt"
+  [ $? -eq $((1 - $4)) ] && echo "ok: $1: $(cat "$tmp/cmp.txt")" || fail "$1: $(cat "$tmp/cmp.txt")"
+}
+run mxfp8-sp 2 -t 2 --sp --precision mxfp8 && check "mxfp8 tp 2 sp" f32 mxfp8-sp "${TOL[mxfp8]}" &&
+  grads "mxfp8 sp: the tp run's gradients" mxfp8-tp mxfp8-sp 1
+for c in "64 1" "32 0"; do # seq, whether the shards' blocks are the whole's
+  read -r s same <<<"$c"
+  run "mx-tp-$s" 2 -t 2 -s "$s" -b 2 --steps 1 --precision mxfp8 &&
+    run "mx-sp-$s" 2 -t 2 --sp -s "$s" -b 2 --steps 1 --precision mxfp8 &&
+    grads "mxfp8 sp, mbs 2, seq $s: $([ "$same" = 1 ] || echo "not ")the tp run's gradients" "mx-tp-$s" "mx-sp-$s" "$same"
+done
+run nvfp4-sp 2 -t 2 --sp -b 2 --precision nvfp4 && check "nvfp4 tp 2 sp mbs 2" f32 nvfp4-sp "${TOL[nvfp4]}"
 run nvfp4-pp 2 -p 2 --precision nvfp4 && check "nvfp4 pp 2" f32 nvfp4-pp "${TOL[nvfp4]}"
 cmp -s <(losses "$tmp/mxfp8-dp.json") <(losses "$tmp/nvfp4-dp.json") && fail "mxfp8 and nvfp4 ran the same numbers"
 for c in "moe 1" "moe-ep 2 -d 2 --ep 2"; do
@@ -61,8 +81,9 @@ else
   fail "resume nvfp4: $(grep -v '^---\|^ *$' "$tmp/err.txt" | head -3)"
 fi
 
-err=$(mpirun -np 2 "$px" run --backend cpu -m tiny-gpt -t 2 --sp --precision nvfp4 --steps 1 2>&1 >/dev/null)
-[ $? -eq 2 ] && echo "$err" | grep -q "column-wise copy on its rank.*hint: drop --sp" || fail "nvfp4 with SP: $err"
+err=$(mpirun -np 2 "$px" run --backend cpu -m tiny-gpt -t 2 --sp -s 16 --precision nvfp4 --steps 1 2>&1 >/dev/null)
+[ $? -eq 2 ] && echo "$err" | grep -q "tokens 16 at a time: a micro-batch holds 8 on a rank (its sequence shard)" ||
+  fail "nvfp4 with SP, 8 tokens a shard: $err"
 err=$("$px" run --backend cpu -m tiny-gpt -s 24 --precision nvfp4 --steps 1 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "tokens 16 at a time: a micro-batch holds 24 on a rank" || fail "nvfp4, 24 tokens: $err"
 cuda_refuses "precision nvfp4: its block-scaled GEMMs need cuBLASLt's block-scaling modes" 1 -m tiny-gpt -c dgx-b200 \

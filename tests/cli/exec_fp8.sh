@@ -38,7 +38,7 @@ for r in delayed current blockwise; do
 done
 # (fp32 runs of any plan agree within 1e-5: exec_matrix.sh; one reference serves)
 run gpt_sp tiny-gpt 2 -t 2 --sp --precision fp8 --fp8-recipe current && check "tiny-gpt tp 2 sp, current" gpt32 gpt_sp
-# two sequences a micro-batch: the SP all-gather's permute carries the codes' scales (codes_moved)
+# two sequences a micro-batch: the SP all-gather's permute carries the codes' scales (codes_permuted)
 run gpt_sp2 tiny-gpt 2 -t 2 --sp --mbs 2 --precision fp8 && check "tiny-gpt tp 2 sp mbs 2, delayed" gpt32 gpt_sp2
 run moe32 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2
 run moe8 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2 --precision fp8 && check "tiny-moe ep 2, delayed" moe32 moe8
