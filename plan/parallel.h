@@ -92,7 +92,7 @@ typedef enum { PX_FP8_BASE_BF16, PX_FP8_BASE_FP32, PX_FP8_BASE_COUNT } px_fp8_ba
  * runs the GPU's own fused kernel (its preset's curves: FlashAttention-3,
  * cuDNN), flash2 FlashAttention-2's (PyTorch's scaled_dot_product_attention
  * flash backend, flash-attn 2.x): the same op graph, costed at that kernel's
- * measured curves (gpu.attention[].kernel). */
+ * measured curves (gpu.attention_flash2). */
 typedef enum { PX_ATTN_FLASH, PX_ATTN_UNFUSED, PX_ATTN_FLASH2, PX_ATTN_COUNT } px_attention;
 static inline bool px_attention_fused(int attention) { return attention != PX_ATTN_UNFUSED; }
 /* GELU MLP: its own op after fc1 (as Megatron-LM), or fused into the GEMMs'
