@@ -53,6 +53,7 @@
 #include "kernels/cpu/mx.h"
 #include "kernels/math.h"
 #include "plan/plan.h"
+#include "tests/testplan.h"
 #include "tests/testutil.h"
 #include "exec/cuda_load.h"
 #include "exec/interp.h"
@@ -2526,19 +2527,15 @@ static void test_sp_gather(void) {
   for (int nv = 0; nv < 2; nv++) {
     px_err err = {0};
     px_model m;
-    px_cluster c;
     CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-gpt", &m, &err), PX_OK);
-    CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-b200", &c, &err), PX_OK);
-    CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 2, 0, &err), PX_OK);
     px_parallel par;
     px_parallel_unset(&par);
     par.tp = 2, par.sp = 1, par.pp = par.dp = 1, par.zero = 0, par.mbs = par.gbs = 2;
     par.precision = nv ? PX_PREC_NVFP4 : PX_PREC_MXFP8, par.fp8_base = PX_FP8_BASE_FP32;
     par.recompute = PX_RECOMPUTE_NONE;
-    px_parallel_resolve(&par, &m, &c);
     px_plan plan;
     px_env env[2];
-    CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &par, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-b200", 2, &par, &err), PX_OK);
     for (int r = 0; r < 2; r++) CU_ASSERT_EQUAL_FATAL(px_env_init(&env[r], &plan, r, 0, &err), PX_OK);
     CU_ASSERT_EQUAL(px_support_check(backends[0].be, &plan, &err), PX_OK);
     /* the first all-gather of fp8 codes over TP, the forward GEMM and the weight gradient that read its output */
