@@ -292,6 +292,13 @@ const char *px_cluster_source_of(const px_cluster *c, const char *field) {
   return best;
 }
 
+/* Whether a source cites exactly field. */
+static bool cited(const px_cluster *c, const char *field) {
+  for (int i = 0; i < c->nsources; i++)
+    if (!strcmp(c->sources[i].field, field)) return true;
+  return false;
+}
+
 px_status px_cluster_add_source(px_cluster *c, const char *field, const char *text, px_err *err) {
   px_source *s = NULL;
   for (int i = 0; i < c->nsources && !s; i++)
@@ -711,9 +718,12 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_cpu_adam_params_per_s > 0) px_json_add_num(host, "cpu_adam_gparams_per_s", c->host_cpu_adam_params_per_s / 1e9);
   if (c->host_nvme_bytes_per_s > 0) px_json_add_num(host, "nvme_gb_per_s", c->host_nvme_bytes_per_s / 1e9);
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
-  if (c->host_op_s > 0) px_json_add_num(host, "op_us", c->host_op_s * 1e6);
-  if (c->host_launch_s > 0) px_json_add_num(host, "launch_us", c->host_launch_s * 1e6);
-  if (c->host_graph_s > 0) px_json_add_num(host, "graph_launch_us", c->host_graph_s * 1e6);
+  /* the host's issue costs: 0 (free launches) written where a source cites the field, so that a --set of one to
+   * 0 survives the reload of the next --set */
+  if (c->host_op_s > 0 || cited(c, "host.op_us")) px_json_add_num(host, "op_us", c->host_op_s * 1e6);
+  if (c->host_launch_s > 0 || cited(c, "host.launch_us")) px_json_add_num(host, "launch_us", c->host_launch_s * 1e6);
+  if (c->host_graph_s > 0 || cited(c, "host.graph_launch_us"))
+    px_json_add_num(host, "graph_launch_us", c->host_graph_s * 1e6);
   cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
   if (pw) {
     px_json_add_num(pw, "node_overhead_w", c->node_overhead_w);

@@ -35,11 +35,13 @@ jq -e --argjson t0 "$(jq .step_time_s <<<"$j0")" '.straggler.ranks == 1024 and
   fail "the summary mentions a straggler at --jitter 0"
 
 # Host launches (sim/host.h): a small model on an H100 waits for the host to launch its kernels, and says so;
-# with the host's costs set to 0 (--set host.op_us=0 host.launch_us=0) it does not, and its step is shorter
+# with the host's costs set to 0 (--set host.op_us=0 host.launch_us=0, one after the other: each --set reloads the
+# file the one before wrote) it does not, and its step is shorter
 out=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4)
 grep -Eq "^    host launches .* [3-9][0-9]\.[0-9]%$" <<<"$out" || fail "tiny on an H100: no launch-bound share: $out"
 t1=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --json | jq .step_time_s)
-j0=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --set host.op_us=0 --set host.launch_us=0 --json)
+j0=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --set host.op_us=0 --set host.launch_us=0 --json 2>"$tmp/err")
+[ -s "$tmp/err" ] && fail "free launches: $(cat "$tmp/err")"
 jq -e --argjson t1 "$t1" '.breakdown.launch_s == 0 and .step_time_s < 0.7 * $t1' <<<"$j0" >/dev/null ||
   fail "free launches: $(jq -c '[.step_time_s, .breakdown.launch_s]' <<<"$j0") against $t1"
 "$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --set host.op_us=-1 >/dev/null 2>"$tmp/err"
