@@ -80,7 +80,9 @@ static const px_opt opts[] = {
      "tokens on the busiest EP rank's experts over the mean (1: a balanced router)"},
     {"cuda-graph", required_argument, OPT_CUDA_GRAPH, PX_OPT_PLAN, "G",
      "CUDA graphs: none (every kernel launched by the host, default) | layers (Megatron-Core's per-layer graphs: a "
-     "layer's forward and backward one graph launch each; a MoE layer's attention and router, its experts eager)"},
+     "layer's forward and backward one graph launch each; a MoE layer's attention and router, its experts eager) | "
+     "full (Megatron-Core's full-iteration graph: a step's forwards and backwards one launch, nothing waits for the "
+     "host; MoE: hybridep, its per-rank budget --moe-imbalance)"},
     {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},
     {"sp", no_argument, 'S', PX_OPT_PLAN, NULL, "sequence parallelism"},
     {"mbs", required_argument, 'b', PX_OPT_PLAN, "N", "micro-batch size, sequences"},

@@ -28,7 +28,7 @@ PX_NAME_TABLE(px_finetune_names, PX_FT_COUNT, "none", "full", "lora", "qlora");
 PX_NAME_TABLE(px_base_precision_names, PX_BASE_COUNT, "bf16", "fp8", "nf4");
 PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep", "hybridep");
 PX_NAME_TABLE(px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, "busiest", "worst");
-PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers");
+PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers", "full");
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
@@ -436,6 +436,11 @@ static bool moe_imbalance(vctx *x) { return x->m->experts > 0 && x->p->moe_imbal
 static bool moe_dispatch_unset(vctx *x) {
   return x->m->experts > 0 && (x->p->moe_dispatch < 0 || x->p->moe_dispatch >= PX_MOE_DISPATCH_COUNT);
 }
+/* a full-iteration graph with experts: Megatron-Core's sync-free token exchange is HybridEP's with a static
+ * per-rank budget (moe_expert_rank_capacity_factor, hybridep or ncclep only: transformer_config.py at d98e8a6) */
+static bool graph_full_dispatch(vctx *x) {
+  return x->p->cuda_graph == PX_GRAPH_FULL && x->m->experts > 0 && x->p->moe_dispatch != PX_MOE_HYBRIDEP;
+}
 static bool moe_router_padding_range(vctx *x) { return x->p->moe_router_padding < 0 || x->p->moe_router_padding > 1; }
 static bool moe_router_padding_moe(vctx *x) { return x->p->moe_router_padding > 0 && x->m->experts == 0; }
 static bool moe_router_padding_precision(vctx *x) {
@@ -589,7 +594,7 @@ static bool offload_act_schedule(vctx *x) {
 static bool offload_act_recompute(vctx *x) {
   return x->p->offload_act_layers > 0 && x->p->recompute != PX_RECOMPUTE_NONE;
 }
-static bool offload_act_graph(vctx *x) { return x->p->offload_act_layers > 0 && x->p->cuda_graph != PX_GRAPH_NONE; }
+static bool offload_act_graph(vctx *x) { return x->p->offload_act_layers > 0 && x->p->cuda_graph == PX_GRAPH_LAYERS; }
 static bool offload_act_host(vctx *x) { return x->p->offload_act_layers > 0 && x->c->host_pcie_bytes_per_s <= 0; }
 
 static bool lora_fields(vctx *x) {
@@ -686,6 +691,10 @@ static const px_rule rules[] = {
              "route each TP rank's sequence shard (hint: `sp`)"},
     {moe_imbalance, "`moe_imbalance` {moe_imbalance}: the busiest rank's tokens over the mean is at least 1"},
     {moe_dispatch_unset, "`moe_dispatch` is not set"},
+    {graph_full_dispatch, "`cuda_graph` full with `moe_dispatch` {moe_dispatch}: a full-iteration graph cannot wait "
+                          "for the tokens' counts on the host, and Megatron-Core's sync-free exchange is HybridEP's, "
+                          "its per-rank budget static (moe_expert_rank_capacity_factor) (hint: `moe_dispatch` "
+                          "hybridep, or `cuda_graph` layers)"},
     {moe_router_padding_range, "`moe_router_padding` is not set"},
     {moe_router_padding_moe, "`moe_router_padding` pads the tokens a router sends each expert, but {model} is a dense "
                              "model (hint: drop `moe_router_padding`)"},
@@ -812,7 +821,7 @@ static const px_rule rules[] = {
     {offload_act_recompute, "`offload_activations` with `recompute` {recompute}: Megatron-Core refuses activation "
                             "offload with recomputation (hint: one of them)"},
     {offload_act_graph, "`offload_activations` with `cuda_graph` {cuda_graph}: Megatron-Core refuses CUDA graphs of "
-                        "layers with activation offload (hint: `cuda_graph` none)"},
+                        "layers with activation offload (hint: `cuda_graph` none or full)"},
     {offload_act_host, "{cluster}: `offload_activations` copies over the host link: the cluster has no "
                        "host.pcie_gb_per_s (add it to the cluster file)"},
     {lora_fields, "`lora_rank`, `lora_alpha`, `lora_targets` and `base_precision` describe adapters on a frozen base: "
@@ -898,6 +907,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
     s = px_recompute_names[p->recompute];
   if (!strcmp(name, "cuda_graph") && p->cuda_graph >= 0 && p->cuda_graph < PX_GRAPH_COUNT)
     s = px_cuda_graph_names[p->cuda_graph];
+  if (!strcmp(name, "moe_dispatch") && p->moe_dispatch >= 0 && p->moe_dispatch < PX_MOE_DISPATCH_COUNT)
+    s = px_moe_dispatch_names[p->moe_dispatch];
   if (!strcmp(name, "layer_split")) s = x->sub.msg;
   if (!strcmp(name, "finetune") && p->finetune >= 0 && p->finetune < PX_FT_COUNT) s = px_finetune_names[p->finetune];
   if (!strcmp(name, "base_precision") && p->base_precision >= 0 && p->base_precision < PX_BASE_COUNT)

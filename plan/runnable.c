@@ -83,10 +83,10 @@ static bool cuda_runs(const px_parallel *p, const px_model *m, char *why, size_t
   if (p->cp > 1)
     return no(why, cap, "context parallelism (`cp` %lld) needs attention over key blocks at other ranks' positions, "
               "which the CUDA kernels do not have yet (hint: `backend` cpu runs it)", (long long)p->cp);
-  if (p->cuda_graph == PX_GRAPH_LAYERS) /* the cpu backend launches nothing: the op graph is the plan's either way */
-    return no(why, cap, "CUDA graphs (`cuda_graph` layers): the cuda backend launches each kernel from the host, and a "
+  if (p->cuda_graph > PX_GRAPH_NONE) /* the cpu backend launches nothing: the op graph is the plan's either way */
+    return no(why, cap, "CUDA graphs (`cuda_graph` %s): the cuda backend launches each kernel from the host, and a "
               "run measured without the plan's graphs is not the plan's step (hint: `cuda_graph` none, or `backend` "
-              "cpu)");
+              "cpu)", px_cuda_graph_names[p->cuda_graph]);
   if (m->kv_lora_rank > 0) /* exec/cuda/ops.c's RoPE has no latent attention's RoPE key */
     return no(why, cap, "multi-head latent attention (%s): the cuda backend does not run it yet (hint: `backend` cpu "
               "runs it)", m->name);

@@ -336,6 +336,8 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
   if (p->cuda_graph == PX_GRAPH_LAYERS && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED))
     return refuse(err, fw, "cuda_graph layers", "it captures no per-layer CUDA graphs of a training step",
                   "cuda_graph none");
+  if (p->cuda_graph == PX_GRAPH_FULL && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED))
+    return refuse(err, fw, "cuda_graph full", "it captures no CUDA graph of a training step", "cuda_graph none");
   switch (fw) {
     case PX_FW_MEGATRON:
     case PX_FW_NEMO: return check_megatron(fw, p, m, err);
@@ -568,6 +570,16 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       key(e, "model.cuda_graph_modules", "%s", "[attn,moe_router,moe_preprocess]");
     }
   }
+  if (p->cuda_graph == PX_GRAPH_FULL) { /* the full-iteration graph, without the NaN check's host sync it forbids */
+    both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "full_iteration");
+    arg(e, "--no-check-for-nan-in-loss-and-grad", NULL);
+    key(e, "rerun_state_machine.check_for_nan_in_loss", "false");
+    if (m->experts > 0) { /* HybridEP's static per-rank budget, the plan's busiest rank (tokens past it dropped), read
+                           * by Transformer Engine's fused ops on the device (transformer_config.py at d98e8a6) */
+      config(e, "model.moe_expert_rank_capacity_factor", "%g", p->moe_imbalance);
+      config_flag(e, "model.use_transformer_engine_op_fuser", true);
+    }
+  }
   flag(e, "--sequence-parallel", "model.sequence_parallel", p->sp);
   /* the pipeline's split and schedule: an even split as the virtual stages a rank, any other (first and last
    * stages, an explicit list, layers that pp x vpp does not divide) as the layout, layer by layer */
@@ -706,8 +718,11 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   fputs(")\n", out);
   if (p->zero == 2 && px_parallel_weight_dp(p) > 1)
     fputs("# note: Megatron-FSDP groups gradients by module, not in buckets of the plan's size\n", out);
-  if (p->moe_imbalance != 1.0)
+  if (p->moe_imbalance != 1.0 && p->cuda_graph != PX_GRAPH_FULL)
     fprintf(out, "# note: moe_imbalance %g is the simulator's assumption about the router, no setting\n", p->moe_imbalance);
+  if (p->cuda_graph == PX_GRAPH_FULL && m->experts > 0)
+    fprintf(out, "# note: HybridEP drops the tokens past an EP rank's budget, moe_imbalance %g times the mean: plan "
+                 "with the router's busiest rank as moe_imbalance\n", p->moe_imbalance);
   model_notes(out, "# note: ", m, e->fw);
 }
 

@@ -49,6 +49,8 @@ static bool is_exchange(const px_op *op) {
 }
 
 bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
+  /* the full-iteration graph: every forward and backward op of the step, the optimizer eager */
+  if (p->par.cuda_graph == PX_GRAPH_FULL) return px_block_is_compute(k);
   if (p->par.cuda_graph != PX_GRAPH_LAYERS || !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k) || px_block_is_layer_w(k)))
     return false;
   /* the experts' part (dynamic shapes: Megatron-Core captures a MoE layer's attn, moe_router and
@@ -64,7 +66,9 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
   px_host_issue h = {0, 0};
   if (c->host_op_s <= 0 && c->host_launch_s <= 0 && c->host_graph_s <= 0) return h;
   if (px_host_graphed(p, k, ops, n, i)) { /* the graphed module's call (an op's dispatch) and its replay */
-    if (i == 0 || !px_host_graphed(p, k, ops, n, i - 1)) h.issue_s = h.first_s = c->host_op_s + c->host_graph_s;
+    /* the full-iteration graph's one replay a step (about host.op_us + host.graph_launch_us) is left out */
+    bool first = p->par.cuda_graph != PX_GRAPH_FULL && (i == 0 || !px_host_graphed(p, k, ops, n, i - 1));
+    if (first) h.issue_s = h.first_s = c->host_op_s + c->host_graph_s;
     return h;
   }
   h.first_s = c->host_op_s;
@@ -74,6 +78,10 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
 
 bool px_host_waits(const px_plan *p, const px_op *op, bool before) {
   if (op->phase == PX_PHASE_BWD) return false; /* the backward reuses the counts the forward brought */
+  /* a full-iteration graph copies nothing to the host: HybridEP's static per-rank budget
+   * (moe_expert_rank_capacity_factor) sizes the experts' rows, Transformer Engine's grouped GEMMs read the
+   * counts on the device (use_transformer_engine_op_fuser; transformer_config.py at d98e8a6) */
+  if (p->par.cuda_graph == PX_GRAPH_FULL) return false;
   /* the router's padding (moe_router_padding) sizes the alltoall dispatcher's permuted rows by the padded counts: it
    * waits for them before its first permutation ("before_permutation_1", token_dispatcher.py at d98e8a6) */
   if (p->par.moe_router_padding > 0 && p->par.moe_dispatch == PX_MOE_A2A)

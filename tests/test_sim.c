@@ -1401,20 +1401,48 @@ static void test_host_launches(void) {
   }
   CU_ASSERT(!px_host_graphed(&plan, PX_BLOCK_EMBED_FWD, plan.blocks[PX_BLOCK_EMBED_FWD].ops, 1, 0));
   px_plan_free(&plan);
+
+  /* the full-iteration graph (cuda_graph full): every op of a forward or backward block replayed, the MoE
+   * layer's experts' part too, nothing issued op by op and no wait for the tokens' counts; the optimizer eager.
+   * A MoE plan needs HybridEP's sync-free exchange */
+  p.cuda_graph = PX_GRAPH_FULL;
+  CU_ASSERT_EQUAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`cuda_graph` full with `moe_dispatch` deepep"));
+  p.moe_dispatch = PX_MOE_HYBRIDEP;
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+  for (int bk = 0; bk < 2; bk++) {
+    px_block_kind kind = bk ? PX_BLOCK_MOE_BWD : PX_BLOCK_MOE_FWD;
+    const px_block *b = &plan.blocks[kind];
+    for (int32_t i = 0; i < b->nops; i++) {
+      CU_ASSERT(px_host_graphed(&plan, kind, b->ops, b->nops, i));
+      CU_ASSERT_EQUAL(px_host_issue_of(&plan, kind, b->ops, b->nops, i).issue_s, 0.0);
+      CU_ASSERT(!px_host_waits(&plan, &b->ops[i], true) && !px_host_waits(&plan, &b->ops[i], false));
+    }
+  }
+  CU_ASSERT(px_host_graphed(&plan, PX_BLOCK_EMBED_FWD, plan.blocks[PX_BLOCK_EMBED_FWD].ops, 1, 0));
+  CU_ASSERT(!px_host_graphed(&plan, PX_BLOCK_OPTIMIZER, plan.blocks[PX_BLOCK_OPTIMIZER].ops,
+                             plan.blocks[PX_BLOCK_OPTIMIZER].nops, 0));
+  CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
+  CU_ASSERT(r.breakdown.launch_s < 1e-4 * r.step_time_s); /* the eager optimizer's, if any */
+  px_sim_result_free(&r);
+  px_plan_free(&plan);
+
+  /* tiny waits for its host eager, less with a graph a layer, with the step's for its eager optimizer only */
   CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &m, &err), PX_OK);
-  double step[2], wait[2];
-  for (int g = 0; g < 2; g++) {
+  double step[3], wait[3];
+  for (int g = 0; g < 3; g++) {
     px_parallel_unset(&p);
-    p.mbs = 1, p.gbs = 4, p.cuda_graph = g ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
+    p.mbs = 1, p.gbs = 4, p.cuda_graph = g == 2 ? PX_GRAPH_FULL : g ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
     CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 1, &p, &err), PX_OK);
     const px_block *b = &plan.blocks[PX_BLOCK_LAYER_FWD];
-    for (int32_t i = 0; i < b->nops; i++) CU_ASSERT_EQUAL(px_host_graphed(&plan, PX_BLOCK_LAYER_FWD, b->ops, b->nops, i), g == 1);
+    for (int32_t i = 0; i < b->nops; i++) CU_ASSERT_EQUAL(px_host_graphed(&plan, PX_BLOCK_LAYER_FWD, b->ops, b->nops, i), g > 0);
     CU_ASSERT_EQUAL_FATAL(px_sim_run(&plan, NULL, &r, &err), PX_OK);
     step[g] = r.step_time_s, wait[g] = r.breakdown.launch_s;
     px_sim_result_free(&r);
     px_plan_free(&plan);
   }
   CU_ASSERT(step[1] < 0.5 * step[0] && wait[1] < 0.2 * wait[0] && wait[1] > 0);
+  CU_ASSERT(step[2] < step[1] && wait[2] > 0 && wait[2] < 0.1 * wait[1]);
 }
 
 int main(void) {

@@ -73,6 +73,7 @@ cases=(
   "tiny-moe-shared|-p 2 -v 2 -d 2 --ep 2 --overlap all,ep"
   "tiny-moe|-d 2 --ep 2 --moe-dispatch deepep"
   "tiny-moe-shared|-t 2 -S --ep 2 --etp 1 --moe-dispatch hybridep --cuda-graph layers"
+  "tiny-moe|-d 2 --ep 2 --moe-dispatch hybridep --cuda-graph full"
 )
 one_rank_cases "${cases[@]}"
 

@@ -90,6 +90,8 @@ cases=(
   "recompute_modules|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm -P fp8 --fp8-recipe current"
   "recompute_modules|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm --main-grad fp32"
   "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
+  "cuda_graph_full_moe|megatron|-m qwen3-30b-a3b -c dgx-b200 -g 8 --ep 8 -z 1 -B 256 -b 1 -P mxfp8 --fp8-params --moe-dispatch hybridep --cuda-graph full --moe-imbalance 1.5"
+  "cuda_graph_full_moe|nemo|-m qwen3-30b-a3b -c dgx-b200 -g 8 --ep 8 -z 1 -B 256 -b 1 -P mxfp8 --fp8-params --moe-dispatch hybridep --cuda-graph full --moe-imbalance 1.5 --main-grad fp32"
   "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
   "mxfp8_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --bf16-layers-start 1 --bf16-layers-end 2"
   "mxfp8_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --main-grad fp32"
@@ -154,6 +156,7 @@ refuses torchtitan "cannot run overlap ep" -m mixtral-8x7b -c dgx-h100 -g 2 -t 2
   --main-grad fp32 -B 8 --seq 4096 --overlap all,ep
 refuses torchtitan "cannot run cuda_graph layers" "${base[@]}" -z 3 --main-grad fp32 --cuda-graph layers
 refuses deepspeed "cannot run cuda_graph layers" "${base[@]}" -z 2 --cuda-graph layers
+refuses torchtitan "cannot run cuda_graph full" "${base[@]}" -z 3 --main-grad fp32 --cuda-graph full
 refuses deepspeed "cannot run tp > 1" "${base[@]}" -t 2
 refuses deepspeed "cannot run precision fp8" "${base[@]}" -z 2 -P fp8
 # the block-scaled precisions: what each framework cannot run of them

@@ -58,9 +58,25 @@ jq -e --argjson t1 "$t1" '.step_time_s < 0.5 * $t1 and .breakdown.launch_s > 0' 
 "$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph all >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q -- "--cuda-graph" "$tmp/err" || fail "--cuda-graph all: $(cat "$tmp/err")"
 # the cpu backend runs the plan's ops (graphs change the host's launches only); the cuda backend refuses it by name
-jg=$("$px" plan -m tiny -c dgx-h100 -g 1 -B 4 -P fp32 --cuda-graph layers --json)
-jq -e '.backends.cpu.runs and (.backends.cuda.runs | not) and (.backends.cuda.why | test("CUDA graphs"))' <<<"$jg" \
-  >/dev/null || fail "plan --cuda-graph layers: $(jq -c .backends <<<"$jg")"
+for g in layers full; do
+  jg=$("$px" plan -m tiny -c dgx-h100 -g 1 -B 4 -P fp32 --cuda-graph $g --json)
+  jq -e '.backends.cpu.runs and (.backends.cuda.runs | not) and (.backends.cuda.why | test("CUDA graphs"))' <<<"$jg" \
+    >/dev/null || fail "plan --cuda-graph $g: $(jq -c .backends <<<"$jg")"
+done
+# --cuda-graph full: the step's one graph; the plan line says so, the step is shorter than with a graph a layer, a
+# saved plan keeps it; a MoE plan needs HybridEP's sync-free exchange, refused otherwise naming both
+out=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph full)
+grep -q "a CUDA graph a step" <<<"$out" || fail "--cuda-graph full: not on the plan line: $out"
+tl=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph layers --json | jq .step_time_s)
+jf=$("$px" sim -m tiny -c dgx-h100 -g 1 -B 4 --cuda-graph full --save-plan "$tmp/f.json" --json)
+jq -e --argjson tl "$tl" '.step_time_s < $tl' <<<"$jf" >/dev/null ||
+  fail "--cuda-graph full: $(jq -c '[.step_time_s, .breakdown.launch_s]' <<<"$jf") against $tl"
+[ "$(jq -r .parallel.cuda_graph "$tmp/f.json")" = full ] || fail "the saved plan lost its full graph: $(cat "$tmp/f.json")"
+"$px" sim -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -B 64 --moe-dispatch deepep --cuda-graph full >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q -- "--cuda-graph full with --moe-dispatch deepep.*hint: --moe-dispatch hybridep" "$tmp/err" ||
+  fail "--cuda-graph full with deepep: $(cat "$tmp/err")"
+"$px" sim -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -B 64 --moe-dispatch hybridep --cuda-graph full >/dev/null ||
+  fail "--cuda-graph full with hybridep: refused"
 
 # Where the step goes: forward, backward, recomputation, optimizer, bubble, exposed communication by kind, SM
 # contention and the waits for the host's launches of the stage that ends last sum to the step time, for plans

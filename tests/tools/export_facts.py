@@ -208,6 +208,7 @@ BRIDGE_SECTIONS = {
     "dataset": "GPTDatasetConfig",
     "checkpoint": "CheckpointConfig",
     "comm_overlap": "CommOverlapConfig",
+    "rerun_state_machine": "RerunStateMachineConfig",
 }
 BRIDGE_FILES = [
     "src/megatron/bridge/training/config.py",

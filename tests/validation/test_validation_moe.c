@@ -289,7 +289,7 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
   }
   CU_ASSERT_FATAL(!strcmp(w->graph, "none") || !strcmp(w->graph, "moe") || !strcmp(w->graph, "layers") ||
                   !strcmp(w->graph, "full"));
-  p.cuda_graph = !strcmp(w->graph, "layers") || !strcmp(w->graph, "full") ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
+  p.cuda_graph = !strcmp(w->graph, "full") ? PX_GRAPH_FULL : !strcmp(w->graph, "layers") ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
   p.fp8_attention = w->fp8_attention; /* the recipe's fp8_dot_product_attention */
   if (w->vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = w->vp;
   int64_t chunks = w->pp * w->vp;
