@@ -555,6 +555,12 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
            px_moe_dispatch_names[p->moe_dispatch]);
     if (p->moe_router_padding > 0)
       config_flag(e, "model.moe_router_padding_for_quantization", true);
+    /* the kernels the plan costs: Transformer Engine's grouped GEMM over the local experts (TEGroupedMLP), one
+     * fused permutation each way and the fused router (top-k, scores and aux loss); Megatron-Core's defaults are
+     * a loop of per-expert MLPs (SequentialMLP) and unfused ops (transformer_config.py at d98e8a6) */
+    config_flag(e, "model.moe_grouped_gemm", true);
+    config_flag(e, "model.moe_permute_fusion", true);
+    config_flag(e, "model.moe_router_fusion", true);
   }
   /* the MTP modules trained and their loss's weight (said even at Megatron-Core's default, 0.1: the objective is
    * the plan's); none: Megatron-Bridge's recipe for a model with them trains them unless told not to */
