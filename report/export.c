@@ -506,6 +506,20 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
       fputs("]\"\n", e->out);
     }
   }
+  /* the sliding window as Megatron-Core's (left, right): a query attends to itself and `left` tokens before it
+   * (Megatron-Bridge's HF bridges: sliding_window - 1, 0); the windowed layers as a list, 1 a windowed layer
+   * (--window-attn-skip-freq, is_layer_window_attention: transformer/utils.py at d98e8a6) unless every layer is */
+  if (m->sliding_window > 0) {
+    arg(e, "--window-size", "%lld,0", (long long)(m->sliding_window - 1));
+    bool all = true;
+    for (int64_t l = 0; l < m->layers; l++) all = all && px_model_layer_is_sliding(m, l);
+    if (!all) {
+      fputs("  --window-attn-skip-freq \"[", e->out);
+      for (int64_t l = 0; l < m->layers; l++) fprintf(e->out, "%s%d", l ? "," : "", px_model_layer_is_sliding(m, l) ? 1 : 0);
+      fputs("]\"\n", e->out);
+    }
+  }
+  if (m->attention_sinks) arg(e, "--softmax-type", "%s", "learnable"); /* gpt-oss's sinks (its HF bridge's) */
 }
 
 /* What the model has that the arguments above do not say. */
@@ -513,8 +527,8 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
   const char *what[8];
   int n = 0;
   if (m->kv_lora_rank > 0) what[n++] = "multi-head latent attention";
-  if (m->sliding_window > 0) what[n++] = "sliding-window layers";
-  if (m->attention_sinks) what[n++] = "attention sinks";
+  if (m->sliding_window > 0 && fw != PX_FW_MEGATRON) what[n++] = "sliding-window layers";
+  if (m->attention_sinks && fw != PX_FW_MEGATRON) what[n++] = "attention sinks";
   if (m->parallel_residual) what[n++] = "a parallel residual";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
   for (int i = 0; i < n; i++)

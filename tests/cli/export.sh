@@ -90,6 +90,7 @@ cases=(
   "recompute_modules|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm -P fp8 --fp8-recipe current"
   "recompute_modules|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm --main-grad fp32"
   "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
+  "window_sinks|megatron|-m gpt-oss-120b -c dgx-b200 -g 64 --ep 8 --etp 1 -z 1 -B 1280 -b 4 --moe-dispatch hybridep"
   "cuda_graph_full_moe|megatron|-m qwen3-30b-a3b -c dgx-b200 -g 8 --ep 8 -z 1 -B 256 -b 1 -P mxfp8 --fp8-params --moe-dispatch hybridep --cuda-graph full --moe-imbalance 1.5"
   "cuda_graph_full_moe|nemo|-m qwen3-30b-a3b -c dgx-b200 -g 8 --ep 8 -z 1 -B 256 -b 1 -P mxfp8 --fp8-params --moe-dispatch hybridep --cuda-graph full --moe-imbalance 1.5 --main-grad fp32"
   "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
