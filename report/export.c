@@ -470,6 +470,14 @@ static void layout(const int64_t *chunk, int64_t n, int64_t mtp, char *buf, size
 }
 
 /* The model's shape as Megatron-LM's arguments; what they cannot say, noted. */
+/* A per-layer pattern of Megatron-LM's in its list form, quoted for bash: 1 where is(m, l) (--moe-layer-freq,
+ * --window-attn-skip-freq). */
+static void layer_pattern(emit *e, const char *cli, const px_model *m, bool (*is)(const px_model *, int64_t)) {
+  fprintf(e->out, "  %s \"[", cli);
+  for (int64_t l = 0; l < m->layers; l++) fprintf(e->out, "%s%d", l ? "," : "", is(m, l) ? 1 : 0);
+  fputs("]\"\n", e->out);
+}
+
 static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   arg(e, "--num-layers", "%lld", (long long)m->layers);
   arg(e, "--hidden-size", "%lld", (long long)m->hidden);
@@ -500,11 +508,7 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
     arg(e, "--moe-router-score-function", "%s", m->router == PX_ROUTER_SIGMOID ? "sigmoid" : "softmax");
     bool all = true;
     for (int64_t l = 0; l < m->layers; l++) all = all && px_model_layer_is_moe(m, l);
-    if (!all) { /* Megatron's --moe-layer-freq takes a list: 1 a MoE layer */
-      fputs("  --moe-layer-freq \"[", e->out);
-      for (int64_t l = 0; l < m->layers; l++) fprintf(e->out, "%s%d", l ? "," : "", px_model_layer_is_moe(m, l) ? 1 : 0);
-      fputs("]\"\n", e->out);
-    }
+    if (!all) layer_pattern(e, "--moe-layer-freq", m, px_model_layer_is_moe); /* 1 a MoE layer */
   }
   /* the sliding window as Megatron-Core's (left, right): a query attends to itself and `left` tokens before it
    * (Megatron-Bridge's HF bridges: sliding_window - 1, 0); the windowed layers as a list, 1 a windowed layer
@@ -513,11 +517,7 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
     arg(e, "--window-size", "%lld,0", (long long)(m->sliding_window - 1));
     bool all = true;
     for (int64_t l = 0; l < m->layers; l++) all = all && px_model_layer_is_sliding(m, l);
-    if (!all) {
-      fputs("  --window-attn-skip-freq \"[", e->out);
-      for (int64_t l = 0; l < m->layers; l++) fprintf(e->out, "%s%d", l ? "," : "", px_model_layer_is_sliding(m, l) ? 1 : 0);
-      fputs("]\"\n", e->out);
-    }
+    if (!all) layer_pattern(e, "--window-attn-skip-freq", m, px_model_layer_is_sliding);
   }
   if (m->attention_sinks) arg(e, "--softmax-type", "%s", "learnable"); /* gpt-oss's sinks (its HF bridge's) */
 }
