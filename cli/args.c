@@ -59,7 +59,8 @@ static const px_opt opts[] = {
     {"etp", required_argument, OPT_ETP, PX_OPT_PLAN, "N",
      "expert tensor parallelism: each expert's GEMMs split over N ranks (default tp; 1: whole experts, EP folded over the TP ranks too)"},
     {"moe-dispatch", required_argument, OPT_MOE_DISPATCH, PX_OPT_PLAN, "D",
-     "tokens to the experts: a2a (all-to-all of the routed rows, default) | allgather (every token over EP) | "
+     "tokens to the experts: a2a (all-to-all of the routed rows, default; hybridep with --cuda-graph full) | "
+     "allgather (every token over EP) | "
      "deepep (DeepEP's kernels: a token once a rank and once a node) | hybridep (NVIDIA's HybridEP: DeepEP's "
      "figures, the experts' padding for quantized GEMMs in its dispatch)"},
     {"moe-router-padding", no_argument, OPT_MOE_ROUTER_PADDING, PX_OPT_PLAN, NULL,

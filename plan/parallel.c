@@ -55,7 +55,8 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->cp_algo < 0) p->cp_algo = PX_CP_RING;
   if (p->ep <= 0) p->ep = 1;
   if (p->etp <= 0) p->etp = p->tp; /* Megatron-Core's default: expert_tensor_parallel_size = tensor_model_parallel_size */
-  if (p->moe_dispatch < 0) p->moe_dispatch = PX_MOE_A2A;
+  /* a full-iteration graph runs HybridEP's sync-free exchange only (graph_full_dispatch) */
+  if (p->moe_dispatch < 0) p->moe_dispatch = p->cuda_graph == PX_GRAPH_FULL ? PX_MOE_HYBRIDEP : PX_MOE_A2A;
   if (p->moe_router_padding < 0) p->moe_router_padding = 0;
   if (p->mtp_layers < 0) p->mtp_layers = 0;
   if (p->mtp_loss_scale <= 0 && p->mtp_layers > 0) p->mtp_loss_scale = PX_MTP_LOSS_WEIGHT;

@@ -77,6 +77,9 @@ jq -e --argjson tl "$tl" '.step_time_s < $tl' <<<"$jf" >/dev/null ||
   fail "--cuda-graph full with deepep: $(cat "$tmp/err")"
 "$px" sim -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -B 64 --moe-dispatch hybridep --cuda-graph full >/dev/null ||
   fail "--cuda-graph full with hybridep: refused"
+# without --moe-dispatch, a full graph's plan takes HybridEP's (the dispatcher that runs it)
+[ "$("$px" plan -m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 -B 64 --cuda-graph full --json | jq -r .parallel.moe_dispatch)" = \
+  hybridep ] || fail "--cuda-graph full: the dispatcher it resolves to is not hybridep"
 
 # Where the step goes: forward, backward, recomputation, optimizer, bubble, exposed communication by kind, SM
 # contention and the waits for the host's launches of the stage that ends last sum to the step time, for plans
