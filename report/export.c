@@ -333,11 +333,11 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
     return refuse(err, fw, p->finetune == PX_FT_QLORA ? "finetune qlora" : "finetune lora",
                   "the export writes pre-training settings, not a PEFT or Megatron-Bridge LoRA recipe",
                   "finetune full or none");
-  if (p->cuda_graph == PX_GRAPH_LAYERS && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED))
-    return refuse(err, fw, "cuda_graph layers", "it captures no per-layer CUDA graphs of a training step",
-                  "cuda_graph none");
-  if (p->cuda_graph == PX_GRAPH_FULL && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED))
-    return refuse(err, fw, "cuda_graph full", "it captures no CUDA graph of a training step", "cuda_graph none");
+  if (p->cuda_graph > PX_GRAPH_NONE && (fw == PX_FW_TORCHTITAN || fw == PX_FW_DEEPSPEED)) {
+    char what[32];
+    snprintf(what, sizeof what, "cuda_graph %s", px_cuda_graph_names[p->cuda_graph]);
+    return refuse(err, fw, what, "it captures no CUDA graph of a training step", "cuda_graph none");
+  }
   switch (fw) {
     case PX_FW_MEGATRON:
     case PX_FW_NEMO: return check_megatron(fw, p, m, err);
@@ -384,10 +384,15 @@ static void vline(emit *e, const char *name, const char *fmt, va_list ap) {
   fputc('\n', e->out);
 }
 
-/* A Megatron-LM argument with a value (fmt) or a flag (fmt NULL); nothing for Megatron-Bridge. */
-static void arg(emit *e, const char *cli, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void arg(emit *e, const char *cli, const char *fmt, ...) {
+static void mcore_arg(const char *k, char *cli, size_t cap);
+
+/* A Megatron-LM argument with a value (fmt) or a flag (fmt NULL), named by its field (mcore_arg); nothing for
+ * Megatron-Bridge. */
+static void arg(emit *e, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void arg(emit *e, const char *name, const char *fmt, ...) {
   if (e->fw != PX_FW_MEGATRON) return;
+  char cli[96];
+  mcore_arg(name, cli, sizeof cli);
   va_list ap;
   va_start(ap, fmt);
   vline(e, cli, fmt, ap);
@@ -404,9 +409,12 @@ static void key(emit *e, const char *k, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* The same setting in both: Megatron-LM's argument with the value, Megatron-Bridge's key=value. */
-static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) {
+/* The same setting in both: Megatron-LM's argument (named by its field: mcore_arg) with the value,
+ * Megatron-Bridge's key=value, where the two names differ. */
+static void both(emit *e, const char *name, const char *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void both(emit *e, const char *name, const char *k, const char *fmt, ...) {
+  char cli[96];
+  mcore_arg(name, cli, sizeof cli);
   va_list ap;
   va_start(ap, fmt);
   vline(e, e->fw == PX_FW_NEMO ? k : cli, fmt, ap);
@@ -414,9 +422,10 @@ static void both(emit *e, const char *cli, const char *k, const char *fmt, ...) 
 }
 
 /* Megatron-LM's argument for a field of a Megatron-Core config (TransformerConfig, DistributedDataParallelConfig;
- * k: the Bridge key, model.FIELD or ddp.FIELD): arguments.py builds it from the field's name, '-' for '_'
- * (ArgumentGroupFactory; the DDP fields' hand-written arguments follow the same rule), but for the few whose
- * argparse_meta arg_names rename them (megatron/core/transformer/transformer_config.py at d98e8a6). */
+ * k: the Bridge key, model.FIELD or ddp.FIELD, or the argument's own name): arguments.py builds it from the
+ * field's name, '-' for '_' (ArgumentGroupFactory; its hand-written arguments follow the same rule), but for the
+ * few whose argparse_meta arg_names rename them (megatron/core/transformer/transformer_config.py at d98e8a6).
+ * The exporter names fields; this is the one place their command-line spelling is made. */
 static void mcore_arg(const char *k, char *cli, size_t cap) {
   static const struct {
     const char *field, *arg;
@@ -441,18 +450,15 @@ static void config(emit *e, const char *k, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* A switch: Megatron-LM's flag when on (nothing when off), Megatron-Bridge's key=true|false. */
-static void flag(emit *e, const char *cli, const char *k, bool on) {
-  if (e->fw == PX_FW_MEGATRON && on) fprintf(e->out, "  %s\n", cli);
+/* A switch: Megatron-LM's flag (named by its field: mcore_arg) when on (nothing when off), Megatron-Bridge's
+ * key=true|false. */
+static void flag(emit *e, const char *name, const char *k, bool on) {
   if (e->fw == PX_FW_NEMO) fprintf(e->out, "  %s=%s\n", k, on ? "true" : "false");
+  if (e->fw == PX_FW_MEGATRON && on) arg(e, name, NULL);
 }
 
 /* A switch of a Megatron-Core config, in both: Megatron-LM's flag (mcore_arg) when on, Megatron-Bridge's key k. */
-static void config_flag(emit *e, const char *k, bool on) {
-  char cli[96];
-  mcore_arg(k, cli, sizeof cli);
-  flag(e, cli, k, on);
-}
+static void config_flag(emit *e, const char *k, bool on) { flag(e, k, k, on); }
 
 /* Megatron's pipeline layout: a stage per model chunk in virtual-stage order, "E" the embedding, "t" a
  * layer, "m" an MTP module (mtp of them, with the last chunk), "L" the loss ("Ettt|tttt|tttmL"), from the plan's
@@ -470,56 +476,57 @@ static void layout(const int64_t *chunk, int64_t n, int64_t mtp, char *buf, size
 }
 
 /* The model's shape as Megatron-LM's arguments; what they cannot say, noted. */
-/* A per-layer pattern of Megatron-LM's in its list form, quoted for bash: 1 where is(m, l) (--moe-layer-freq,
- * --window-attn-skip-freq). */
-static void layer_pattern(emit *e, const char *cli, const px_model *m, bool (*is)(const px_model *, int64_t)) {
+/* A per-layer pattern of Megatron-LM's in its list form, quoted for bash: 1 where is(m, l) (moe_layer_freq,
+ * window_attn_skip_freq); nothing where every layer is (Megatron's default then). */
+static void layer_pattern(emit *e, const char *name, const px_model *m, bool (*is)(const px_model *, int64_t)) {
+  bool all = true;
+  for (int64_t l = 0; l < m->layers; l++) all = all && is(m, l);
+  if (all || e->fw != PX_FW_MEGATRON) return;
+  char cli[96];
+  mcore_arg(name, cli, sizeof cli);
   fprintf(e->out, "  %s \"[", cli);
   for (int64_t l = 0; l < m->layers; l++) fprintf(e->out, "%s%d", l ? "," : "", is(m, l) ? 1 : 0);
   fputs("]\"\n", e->out);
 }
 
 static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
-  arg(e, "--num-layers", "%lld", (long long)m->layers);
-  arg(e, "--hidden-size", "%lld", (long long)m->hidden);
-  arg(e, "--ffn-hidden-size", "%lld", (long long)m->ffn_hidden);
-  arg(e, "--num-attention-heads", "%lld", (long long)m->heads);
+  arg(e, "num_layers", "%lld", (long long)m->layers);
+  arg(e, "hidden_size", "%lld", (long long)m->hidden);
+  arg(e, "ffn_hidden_size", "%lld", (long long)m->ffn_hidden);
+  arg(e, "num_attention_heads", "%lld", (long long)m->heads);
   if (m->kv_heads != m->heads) {
-    arg(e, "--group-query-attention", NULL);
-    arg(e, "--num-query-groups", "%lld", (long long)m->kv_heads);
+    arg(e, "group_query_attention", NULL);
+    arg(e, "num_query_groups", "%lld", (long long)m->kv_heads);
   }
-  if (m->head_dim != m->hidden / m->heads) arg(e, "--kv-channels", "%lld", (long long)m->head_dim);
-  arg(e, "--normalization", "%s", m->norm == PX_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
-  arg(e, "--norm-epsilon", "%g", m->norm_eps);
-  if (m->mlp == PX_MLP_SWIGLU) arg(e, "--swiglu", NULL);
-  if (!m->bias) arg(e, "--disable-bias-linear", NULL);
-  if (m->qkv_bias && !m->bias) arg(e, "--add-qkv-bias", NULL);
-  if (m->qk_norm) arg(e, "--qk-layernorm", NULL);
-  arg(e, "--position-embedding-type", "%s", m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
-  if (m->position == PX_POS_ROPE) arg(e, "--rotary-base", "%.0f", m->rope_theta);
-  arg(e, "--max-position-embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
-  if (!m->tied_embeddings) arg(e, "--untie-embeddings-and-output-weights", NULL);
-  arg(e, "--hidden-dropout", "%g", m->dropout);
-  arg(e, "--attention-dropout", "%g", m->dropout);
+  if (m->head_dim != m->hidden / m->heads) arg(e, "kv_channels", "%lld", (long long)m->head_dim);
+  arg(e, "normalization", "%s", m->norm == PX_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+  arg(e, "norm_epsilon", "%g", m->norm_eps);
+  if (m->mlp == PX_MLP_SWIGLU) arg(e, "swiglu", NULL);
+  if (!m->bias) arg(e, "disable_bias_linear", NULL);
+  if (m->qkv_bias && !m->bias) arg(e, "add_qkv_bias", NULL);
+  if (m->qk_norm) arg(e, "qk_layernorm", NULL);
+  arg(e, "position_embedding_type", "%s", m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
+  if (m->position == PX_POS_ROPE) arg(e, "rotary_base", "%.0f", m->rope_theta);
+  arg(e, "max_position_embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
+  if (!m->tied_embeddings) arg(e, "untie_embeddings_and_output_weights", NULL);
+  arg(e, "hidden_dropout", "%g", m->dropout);
+  arg(e, "attention_dropout", "%g", m->dropout);
   if (m->experts > 0) {
-    arg(e, "--num-experts", "%lld", (long long)m->experts);
-    arg(e, "--moe-router-topk", "%lld", (long long)m->experts_per_token);
-    arg(e, "--moe-ffn-hidden-size", "%lld", (long long)m->moe_ffn_hidden);
-    if (px_model_shared_ffn(m) > 0) arg(e, "--moe-shared-expert-intermediate-size", "%lld", (long long)px_model_shared_ffn(m));
-    arg(e, "--moe-router-score-function", "%s", m->router == PX_ROUTER_SIGMOID ? "sigmoid" : "softmax");
-    bool all = true;
-    for (int64_t l = 0; l < m->layers; l++) all = all && px_model_layer_is_moe(m, l);
-    if (!all) layer_pattern(e, "--moe-layer-freq", m, px_model_layer_is_moe); /* 1 a MoE layer */
+    arg(e, "num_experts", "%lld", (long long)m->experts);
+    arg(e, "moe_router_topk", "%lld", (long long)m->experts_per_token);
+    arg(e, "moe_ffn_hidden_size", "%lld", (long long)m->moe_ffn_hidden);
+    if (px_model_shared_ffn(m) > 0) arg(e, "moe_shared_expert_intermediate_size", "%lld", (long long)px_model_shared_ffn(m));
+    arg(e, "moe_router_score_function", "%s", m->router == PX_ROUTER_SIGMOID ? "sigmoid" : "softmax");
+    layer_pattern(e, "moe_layer_freq", m, px_model_layer_is_moe); /* 1 a MoE layer */
   }
   /* the sliding window as Megatron-Core's (left, right): a query attends to itself and `left` tokens before it
    * (Megatron-Bridge's HF bridges: sliding_window - 1, 0); the windowed layers as a list, 1 a windowed layer
-   * (--window-attn-skip-freq, is_layer_window_attention: transformer/utils.py at d98e8a6) unless every layer is */
+   * (window_attn_skip_freq, is_layer_window_attention: transformer/utils.py at d98e8a6) unless every layer is */
   if (m->sliding_window > 0) {
-    arg(e, "--window-size", "%lld,0", (long long)(m->sliding_window - 1));
-    bool all = true;
-    for (int64_t l = 0; l < m->layers; l++) all = all && px_model_layer_is_sliding(m, l);
-    if (!all) layer_pattern(e, "--window-attn-skip-freq", m, px_model_layer_is_sliding);
+    arg(e, "window_size", "%lld,0", (long long)(m->sliding_window - 1));
+    layer_pattern(e, "window_attn_skip_freq", m, px_model_layer_is_sliding);
   }
-  if (m->attention_sinks) arg(e, "--softmax-type", "%s", "learnable"); /* gpt-oss's sinks (its HF bridge's) */
+  if (m->attention_sinks) arg(e, "softmax_type", "%s", "learnable"); /* gpt-oss's sinks (its HF bridge's) */
 }
 
 /* What the model has that the arguments above do not say. */
@@ -552,20 +559,20 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
           out);
   if (!nemo) megatron_model(e, m, p);
   /* the grid */
-  both(e, "--tensor-model-parallel-size", "model.tensor_model_parallel_size", "%lld", (long long)p->tp);
-  both(e, "--pipeline-model-parallel-size", "model.pipeline_model_parallel_size", "%lld", (long long)p->pp);
-  both(e, "--context-parallel-size", "model.context_parallel_size", "%lld", (long long)p->cp);
+  config(e, "model.tensor_model_parallel_size", "%lld", (long long)p->tp);
+  config(e, "model.pipeline_model_parallel_size", "%lld", (long long)p->pp);
+  config(e, "model.context_parallel_size", "%lld", (long long)p->cp);
   if (p->cp > 1) {
     static const char *const cp_type[PX_CP_ALGO_COUNT] = {"p2p", "all_gather", "a2a"};
-    both(e, "--cp-comm-type", "model.cp_comm_type", "%s", cp_type[p->cp_algo]);
+    config(e, "model.cp_comm_type", "%s", cp_type[p->cp_algo]);
   }
   if (m->experts > 0) {
-    both(e, "--expert-model-parallel-size", "model.expert_model_parallel_size", "%lld", (long long)p->ep);
-    both(e, "--expert-tensor-parallel-size", "model.expert_tensor_parallel_size", "%lld", (long long)p->etp);
+    config(e, "model.expert_model_parallel_size", "%lld", (long long)p->ep);
+    config(e, "model.expert_tensor_parallel_size", "%lld", (long long)p->etp);
     static const char *const dispatcher[PX_MOE_DISPATCH_COUNT] = {"alltoall", "allgather", "flex", "flex"};
-    both(e, "--moe-token-dispatcher-type", "model.moe_token_dispatcher_type", "%s", dispatcher[p->moe_dispatch]);
+    config(e, "model.moe_token_dispatcher_type", "%s", dispatcher[p->moe_dispatch]);
     if (px_moe_dispatch_deepep(p->moe_dispatch)) /* the flex dispatcher's backend: deepep or hybridep */
-      both(e, "--moe-flex-dispatcher-backend", "model.moe_flex_dispatcher_backend", "%s",
+      config(e, "model.moe_flex_dispatcher_backend", "%s",
            px_moe_dispatch_names[p->moe_dispatch]);
     if (p->moe_router_padding > 0)
       config_flag(e, "model.moe_router_padding_for_quantization", true);
@@ -583,16 +590,16 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     config(e, "model.mtp_loss_scaling_factor", "%g", p->mtp_loss_scale);
   } else if (m->mtp_layers > 0)
     key(e, "model.mtp_num_layers", "null");
-  if (p->cuda_graph == PX_GRAPH_LAYERS) { /* Transformer Engine's per-layer graphs; a MoE layer's attention and router */
-    both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "transformer_engine");
-    if (m->experts > 0) {
-      arg(e, "--cuda-graph-modules", "%s", "attn moe_router moe_preprocess");
-      key(e, "model.cuda_graph_modules", "%s", "[attn,moe_router,moe_preprocess]");
-    }
+  /* CUDA graphs: Transformer Engine's per-layer ones (a MoE layer's attention and router), or the full-iteration
+   * graph, without the NaN check's host sync it forbids */
+  if (p->cuda_graph > PX_GRAPH_NONE)
+    config(e, "model.cuda_graph_impl", "%s", p->cuda_graph == PX_GRAPH_FULL ? "full_iteration" : "transformer_engine");
+  if (p->cuda_graph == PX_GRAPH_LAYERS && m->experts > 0) {
+    arg(e, "cuda_graph_modules", "%s", "attn moe_router moe_preprocess");
+    key(e, "model.cuda_graph_modules", "%s", "[attn,moe_router,moe_preprocess]");
   }
-  if (p->cuda_graph == PX_GRAPH_FULL) { /* the full-iteration graph, without the NaN check's host sync it forbids */
-    both(e, "--cuda-graph-impl", "model.cuda_graph_impl", "%s", "full_iteration");
-    arg(e, "--no-check-for-nan-in-loss-and-grad", NULL);
+  if (p->cuda_graph == PX_GRAPH_FULL) {
+    arg(e, "no_check_for_nan_in_loss_and_grad", NULL); /* a store_false switch: its name, not its field's */
     key(e, "rerun_state_machine.check_for_nan_in_loss", "false");
     if (m->experts > 0) { /* HybridEP's static per-rank budget, the plan's busiest rank (tokens past it dropped), read
                            * by Transformer Engine's fused ops on the device (transformer_config.py at d98e8a6) */
@@ -600,7 +607,7 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
       config_flag(e, "model.use_transformer_engine_op_fuser", true);
     }
   }
-  flag(e, "--sequence-parallel", "model.sequence_parallel", p->sp);
+  config_flag(e, "model.sequence_parallel", p->sp);
   /* the pipeline's split and schedule: an even split as the virtual stages a rank, any other (first and last
    * stages, an explicit list, layers that pp x vpp does not divide) as the layout, layer by layer */
   if (p->pp > 1) {
@@ -611,80 +618,77 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     if (!even) {
       char lay[PX_MAX_CHUNK_LIST * 2 + 65536];
       layout(chunk, n, p->mtp_layers, lay, sizeof lay);
-      both(e, "--pipeline-model-parallel-layout", "model.pipeline_model_parallel_layout", "\"%s\"", lay); /* | */
+      config(e, "model.pipeline_model_parallel_layout", "\"%s\"", lay); /* | */
     } else if (p->schedule == PX_SCHED_INTERLEAVED) {
-      both(e, "--num-virtual-stages-per-pipeline-rank", "model.virtual_pipeline_model_parallel_size", "%lld",
+      both(e, "num_virtual_stages_per_pipeline_rank", "model.virtual_pipeline_model_parallel_size", "%lld",
            (long long)p->vpp);
     }
     if (p->schedule == PX_SCHED_INTERLEAVED && px_parallel_mb_group(p) > 0)
-      both(e, "--microbatch-group-size-per-virtual-pipeline-stage", "model.microbatch_group_size_per_vp_stage", "%lld",
+      both(e, "microbatch_group_size_per_virtual_pipeline_stage", "model.microbatch_group_size_per_vp_stage", "%lld",
            (long long)px_parallel_mb_group(p));
   }
   /* the batch */
-  both(e, "--micro-batch-size", "train.micro_batch_size", "%lld", (long long)p->mbs);
-  both(e, "--global-batch-size", "train.global_batch_size", "%lld", (long long)p->gbs);
-  both(e, "--seq-length", "dataset.seq_length", "%lld", (long long)p->seq);
+  config(e, "train.micro_batch_size", "%lld", (long long)p->mbs);
+  config(e, "train.global_batch_size", "%lld", (long long)p->gbs);
+  config(e, "dataset.seq_length", "%lld", (long long)p->seq);
   /* data parallelism: DDP, the distributed optimizer (ZeRO-1) or Megatron-FSDP (ZeRO-2/3) */
-  flag(e, "--use-distributed-optimizer", "ddp.use_distributed_optimizer", p->zero >= 1);
+  config_flag(e, "ddp.use_distributed_optimizer", p->zero >= 1);
   if (p->zero >= 2) {
-    flag(e, "--use-megatron-fsdp", "ddp.use_megatron_fsdp", true);
+    config_flag(e, "ddp.use_megatron_fsdp", true);
     key(e, "dist.use_megatron_fsdp", "true");
-    both(e, "--data-parallel-sharding-strategy", "ddp.data_parallel_sharding_strategy", "%s",
+    config(e, "ddp.data_parallel_sharding_strategy", "%s",
          p->zero == 3 ? "optim_grads_params" : "optim_grads");
-    both(e, "--ckpt-format", "checkpoint.ckpt_format", "fsdp_dtensor");
+    config(e, "checkpoint.ckpt_format", "fsdp_dtensor");
   }
   if (px_parallel_hybrid(p))
-    both(e, "--num-distributed-optimizer-instances", "ddp.num_distributed_optimizer_instances", "%lld",
+    config(e, "ddp.num_distributed_optimizer_instances", "%lld",
          (long long)(px_parallel_weight_dp(p) / p->shard_group));
-  if (p->zero < 2) both(e, "--ddp-bucket-size", "ddp.bucket_size", "%llu", (unsigned long long)bucket_elems(p));
-  flag(e, "--overlap-grad-reduce", "ddp.overlap_grad_reduce", (p->overlap & PX_OVERLAP_DP) != 0);
+  if (p->zero < 2) both(e, "ddp_bucket_size", "ddp.bucket_size", "%llu", (unsigned long long)bucket_elems(p));
+  config_flag(e, "ddp.overlap_grad_reduce", (p->overlap & PX_OVERLAP_DP) != 0);
   /* Megatron-LM overlaps the parameter gather only with the gradient reduction (the check refuses the rest) */
   if (p->zero >= 1)
-    flag(e, "--overlap-param-gather", "ddp.overlap_param_gather",
+    flag(e, "overlap_param_gather", "ddp.overlap_param_gather",
          (p->overlap & (PX_OVERLAP_ZERO | PX_OVERLAP_DP)) == (PX_OVERLAP_ZERO | PX_OVERLAP_DP));
-  if (p->tp > 1) flag(e, "--tp-comm-overlap", "comm_overlap.tp_comm_overlap", (p->overlap & PX_OVERLAP_TP) != 0);
+  if (p->tp > 1) config_flag(e, "comm_overlap.tp_comm_overlap", (p->overlap & PX_OVERLAP_TP) != 0);
   if (p->ep > 1) { /* Megatron-Core's field, set by Megatron-Bridge's CommOverlapConfig */
-    char cli[96];
-    mcore_arg("model.overlap_moe_expert_parallel_comm", cli, sizeof cli);
-    flag(e, cli, "comm_overlap.overlap_moe_expert_parallel_comm", (p->overlap & PX_OVERLAP_EP) != 0);
+    flag(e, "model.overlap_moe_expert_parallel_comm", "comm_overlap.overlap_moe_expert_parallel_comm",
+         (p->overlap & PX_OVERLAP_EP) != 0);
   }
-  if (p->pp > 1 && !(p->overlap & PX_OVERLAP_PP)) arg(e, "--no-overlap-p2p-communication", NULL);
+  if (p->pp > 1 && !(p->overlap & PX_OVERLAP_PP)) arg(e, "no_overlap_p2p_communication", NULL);
   if (p->pp > 1) key(e, "comm_overlap.overlap_p2p_comm", "%s", p->overlap & PX_OVERLAP_PP ? "true" : "false");
   /* recomputation */
   if (p->recompute == PX_RECOMPUTE_FULL) {
-    both(e, "--recompute-granularity", "model.recompute_granularity", "full");
+    config(e, "model.recompute_granularity", "full");
     /* Megatron-Core's method and count (block: the first N layers of each model chunk; uniform 1: every layer) */
     bool block = px_parallel_recompute_partial(p);
-    both(e, "--recompute-method", "model.recompute_method", "%s", block ? "block" : "uniform");
-    both(e, "--recompute-num-layers", "model.recompute_num_layers", "%lld",
+    config(e, "model.recompute_method", "%s", block ? "block" : "uniform");
+    config(e, "model.recompute_num_layers", "%lld",
          block ? (long long)p->recompute_layers : 1LL);
   } else if (p->recompute == PX_RECOMPUTE_SELECTIVE) {
-    both(e, "--recompute-granularity", "model.recompute_granularity", "selective");
+    config(e, "model.recompute_granularity", "selective");
     if (p->recompute_modules) { /* Megatron-Core's default, core_attn, where unset */
       char t[96];
       px_recompute_modules_str(p->recompute_modules, t, sizeof t);
       key(e, "model.recompute_modules", "[%s]", t);
       for (char *s = t; *s; s++) *s = *s == ',' ? ' ' : *s; /* nargs '+': one argument a module */
-      char cli[96];
-      mcore_arg("model.recompute_modules", cli, sizeof cli); /* the Megatron-Core field's argument */
-      arg(e, cli, "%s", t);
+      arg(e, "model.recompute_modules", "%s", t);
     }
   }
-  both(e, "--attention-backend", "model.attention_backend", "%s", p->attention == PX_ATTN_UNFUSED ? "unfused" : "flash");
+  config(e, "model.attention_backend", "%s", p->attention == PX_ATTN_UNFUSED ? "unfused" : "flash");
   /* precision: 16-bit, fp8, and the gradient buffer */
   bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
   if (nemo) {
     key(e, "mixed_precision", "%s", bridge_recipe(p).name);
   } else {
-    if (bf16) arg(e, "--bf16", NULL);
-    if (fp16) arg(e, "--fp16", NULL);
+    if (bf16) arg(e, "bf16", NULL);
+    if (fp16) arg(e, "fp16", NULL);
     if (p->precision == PX_PREC_FP8) {
       static const char *const recipe[PX_FP8_RECIPE_COUNT] = {"delayed", "tensorwise", "blockwise"};
       config(e, "model.fp8", "%s", p->fp8_recipe == PX_FP8_BLOCKWISE ? "e4m3" : "hybrid");
       config(e, "model.fp8_recipe", "%s", recipe[p->fp8_recipe]);
       if (p->fp8_recipe == PX_FP8_DELAYED) {
-        arg(e, "--fp8-amax-history-len", "%d", PX_FP8_AMAX_HISTORY);
-        arg(e, "--fp8-amax-compute-algo", "max");
+        arg(e, "fp8_amax_history_len", "%d", PX_FP8_AMAX_HISTORY);
+        arg(e, "fp8_amax_compute_algo", "max");
       }
     }
     /* Transformer Engine's MXFP8BlockScaling (E4M3 gradients too) and NVFP4BlockScaling (megatron/core/fp8_utils.py,
@@ -699,22 +703,17 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     }
     if (p->fp8_params > 0) { /* Transformer Engine's primary quantized weights, gathered as such (mxfp8's in bf16
                                 through the gradient buffer: px_parallel_param_gather_bytes) */
-      char cli[96];
-      mcore_arg(p->precision == PX_PREC_NVFP4 ? "ddp.fp4_param_gather" : "ddp.fp8_param_gather", cli, sizeof cli);
-      arg(e, cli, NULL);
-      if (p->precision == PX_PREC_MXFP8) {
-        mcore_arg("ddp.reuse_grad_buf_for_mxfp8_param_ag", cli, sizeof cli);
-        arg(e, cli, NULL);
-      }
+      arg(e, p->precision == PX_PREC_NVFP4 ? "ddp.fp4_param_gather" : "ddp.fp8_param_gather", NULL);
+      if (p->precision == PX_PREC_MXFP8) arg(e, "ddp.reuse_grad_buf_for_mxfp8_param_ag", NULL);
     }
   }
   if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* TransformerConfig's fields, both counts (each
                                                                defaults to 1 there) */
-    arg(e, "--first-last-layers-bf16", NULL);
+    arg(e, "first_last_layers_bf16", NULL);
     key(e, "model.first_last_layers_bf16", "true");
-    both(e, "--num-layers-at-start-in-bf16", "model.num_layers_at_start_in_bf16", "%lld",
+    config(e, "model.num_layers_at_start_in_bf16", "%lld",
          (long long)p->bf16_layers_start);
-    both(e, "--num-layers-at-end-in-bf16", "model.num_layers_at_end_in_bf16", "%lld", (long long)p->bf16_layers_end);
+    config(e, "model.num_layers_at_end_in_bf16", "%lld", (long long)p->bf16_layers_end);
   }
   if (p->offload_act_layers > 0) { /* ModelParallelConfig's cpu_offloading (activations by default) of the first N
                                       layers; Megatron-LM has no --cpu-offloading: a count above 0 sets it
@@ -731,8 +730,8 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
   }
   if (px_parallel_mixed(p)) {
     bool fp32_grads = p->main_grad == PX_MAIN_GRAD_FP32;
-    if (bf16 && !fp32_grads) arg(e, "--grad-reduce-in-bf16", NULL);
-    if (fp16 && fp32_grads) arg(e, "--accumulate-allreduce-grads-in-fp32", NULL);
+    if (bf16 && !fp32_grads) arg(e, "grad_reduce_in_bf16", NULL);
+    if (fp16 && fp32_grads) arg(e, "accumulate_allreduce_grads_in_fp32", NULL);
     key(e, "ddp.grad_reduce_in_fp32", "%s", fp32_grads ? "true" : "false");
   }
   fputs(")\n", out);
