@@ -292,17 +292,16 @@ const char *px_cluster_source_of(const px_cluster *c, const char *field) {
   return best;
 }
 
-/* Whether a source cites exactly field. */
-static bool cited(const px_cluster *c, const char *field) {
+/* The index of the source that cites exactly field (one a field: px_cluster_add_source), or -1. */
+static int source_at(const px_cluster *c, const char *field) {
   for (int i = 0; i < c->nsources; i++)
-    if (!strcmp(c->sources[i].field, field)) return true;
-  return false;
+    if (!strcmp(c->sources[i].field, field)) return i;
+  return -1;
 }
 
 px_status px_cluster_add_source(px_cluster *c, const char *field, const char *text, px_err *err) {
-  px_source *s = NULL;
-  for (int i = 0; i < c->nsources && !s; i++)
-    if (!strcmp(c->sources[i].field, field)) s = &c->sources[i];
+  int at = source_at(c, field);
+  px_source *s = at >= 0 ? &c->sources[at] : NULL;
   if (!s) {
     if (c->nsources == PX_SOURCES_MAX || strlen(field) >= sizeof s->field)
       return px_err_set(err, PX_ERR_INPUT, "cluster %s: no room for the source of '%s'", c->name, field);
@@ -316,8 +315,8 @@ px_status px_cluster_add_source(px_cluster *c, const char *field, const char *te
 }
 
 px_status px_cluster_set_source(px_cluster *c, const char *field, const char *text, px_err *err) {
-  for (int i = 0; i < c->nsources; i++)
-    if (!strcmp(c->sources[i].field, field)) c->sources[i].text[0] = '\0';
+  int at = source_at(c, field);
+  if (at >= 0) c->sources[at].text[0] = '\0';
   return px_cluster_add_source(c, field, text, err);
 }
 
@@ -720,9 +719,9 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_nvme_bytes > 0) px_json_add_num(host, "nvme_tb", (double)c->host_nvme_bytes / 1e12);
   /* the host's issue costs: 0 (free launches) written where a source cites the field, so that a --set of one to
    * 0 survives the reload of the next --set */
-  if (c->host_op_s > 0 || cited(c, "host.op_us")) px_json_add_num(host, "op_us", c->host_op_s * 1e6);
-  if (c->host_launch_s > 0 || cited(c, "host.launch_us")) px_json_add_num(host, "launch_us", c->host_launch_s * 1e6);
-  if (c->host_graph_s > 0 || cited(c, "host.graph_launch_us"))
+  if (c->host_op_s > 0 || source_at(c, "host.op_us") >= 0) px_json_add_num(host, "op_us", c->host_op_s * 1e6);
+  if (c->host_launch_s > 0 || source_at(c, "host.launch_us") >= 0) px_json_add_num(host, "launch_us", c->host_launch_s * 1e6);
+  if (c->host_graph_s > 0 || source_at(c, "host.graph_launch_us") >= 0)
     px_json_add_num(host, "graph_launch_us", c->host_graph_s * 1e6);
   cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
   if (pw) {

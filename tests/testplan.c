@@ -2,6 +2,7 @@
 #include "tests/testplan.h"
 
 #include <stdio.h>
+#include <string.h>
 
 px_status px_test_compile(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
                           px_err *err) {
@@ -30,4 +31,10 @@ void px_test_megatron_split(const px_model *m, int64_t pp, int64_t vp, px_parall
   p->nchunk_layers = (int32_t)chunks;
   for (int64_t c = 0; c < chunks; c++)
     p->chunk_layers[c] = (uint16_t)((m->layers + 2) / chunks - (c == 0 || c == chunks - 1));
+}
+
+int px_test_cuda_graph(const char *word) {
+  for (int g = 0; g < PX_GRAPH_COUNT; g++)
+    if (!strcmp(word, px_cuda_graph_names[g])) return g;
+  return -1;
 }

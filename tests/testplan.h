@@ -26,4 +26,8 @@ double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, 
  * first and the last chunk one layer short, written into p's chunk list. */
 void px_test_megatron_split(const px_model *m, int64_t pp, int64_t vp, px_parallel *p);
 
+/* A published run's CUDA-graph word as the plan's choice, by px_cuda_graph_names (none, layers, full: the
+ * validation CSVs' cuda_graph columns); -1 for a word the plan has no choice for. */
+int px_test_cuda_graph(const char *word);
+
 #endif

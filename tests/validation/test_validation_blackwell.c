@@ -198,7 +198,7 @@ static void test_megatron_bridge_blackwell(void) {
     CU_ASSERT(!strcmp(gather, "none") || !strcmp(gather, q == PREC_NVFP4 ? "fp4" : "fp8"));
     p.fp8_params = strcmp(gather, "none") != 0;
     p.offload_act_layers = offload; /* the recipe's cpu_offloading_num_layers, over NVLink-C2C to the Grace */
-    p.cuda_graph = !strcmp(graph, "full") ? PX_GRAPH_FULL : PX_GRAPH_NONE; /* cuda_graph_impl full_iteration */
+    p.cuda_graph = px_test_cuda_graph(graph); /* full: cuda_graph_impl full_iteration */
     if (vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = vp;
     px_test_megatron_split(&m, pp, vp, &p);
     char layout[32], recipe[96] = "";

@@ -287,9 +287,9 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
     CU_ASSERT_STRING_EQUAL_FATAL(w->prec, "fp8-cs");
     p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT;
   }
-  CU_ASSERT_FATAL(!strcmp(w->graph, "none") || !strcmp(w->graph, "moe") || !strcmp(w->graph, "layers") ||
-                  !strcmp(w->graph, "full"));
-  p.cuda_graph = !strcmp(w->graph, "full") ? PX_GRAPH_FULL : !strcmp(w->graph, "layers") ? PX_GRAPH_LAYERS : PX_GRAPH_NONE;
+  int graph = px_test_cuda_graph(w->graph);
+  CU_ASSERT_FATAL(graph >= 0 || !strcmp(w->graph, "moe"));
+  p.cuda_graph = graph >= 0 ? graph : PX_GRAPH_NONE; /* "moe": the router's graphs alone, none */
   p.fp8_attention = w->fp8_attention; /* the recipe's fp8_dot_product_attention */
   if (w->vp > 1) p.schedule = PX_SCHED_INTERLEAVED, p.vpp = w->vp;
   int64_t chunks = w->pp * w->vp;
