@@ -44,16 +44,12 @@ px_ref px_fp8_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2
   if (!d->f8 || x.slot < 0) return x;
   px_ref y = px_fp8_twin(b->p, d, x);
   const px_slot *xs = &b->p->slots[x.slot];
-  double n = (double)xs->elems, e = (double)px_dtype_bytes((px_dtype)xs->dtype);
   px_op *o = px_bld_op(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);
   o->in[0] = x, o->out[0] = y;
-  o->dim[0] = (int64_t)n;
+  o->dim[0] = (int64_t)xs->elems;
   o->flags = (uint16_t)(px_fp8_flags(d) | (e5m2 ? PX_OPF_E5M2 : 0));
-  /* x read (twice where its scale comes from its own amax first: current scaling, and nvfp4's per-tensor
-   * scales, of x and of its Hadamard transform, in one pass), its quantized copies written */
-  bool amax_pass = d->f8_current || d->f8_format == PX_OPF_NVFP4;
-  double copy = d->f8_format ? (double)px_parallel_quant_bytes(&b->p->par, xs->elems, px_slot_row_elems(xs)) : n;
-  o->bytes = n * e * (amax_pass ? 2.0 : 1.0) + px_parallel_quant_copies(&b->p->par, &b->p->cluster.gpu) * copy;
+  o->bytes = px_parallel_cast_bytes(&b->p->par, xs->elems, px_slot_row_elems(xs), (int)px_dtype_bytes((px_dtype)xs->dtype),
+                                    px_parallel_quant_copies(&b->p->par, &b->p->cluster.gpu));
   return y;
 }
 

@@ -1008,6 +1008,12 @@ int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g) {
   return per_tensor && px_gpu_fp8_any_layout(g) ? 1 : 2;
 }
 
+double px_parallel_cast_bytes(const px_parallel *p, uint64_t elems, int64_t row, int in_bytes, int copies) {
+  bool amax_pass = (p->precision == PX_PREC_FP8 && p->fp8_recipe == PX_FP8_CURRENT) || p->precision == PX_PREC_NVFP4;
+  double copy = p->precision == PX_PREC_FP8 ? (double)elems : (double)px_parallel_quant_bytes(p, elems, row);
+  return (double)elems * in_bytes * (amax_pass ? 2.0 : 1.0) + copies * copy;
+}
+
 bool px_parallel_fp8_primary(const px_parallel *p) { return px_precision_quantized(p->precision) && p->fp8_params > 0; }
 
 int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g) {

@@ -409,6 +409,13 @@ uint64_t px_parallel_quant_weight_bytes(const px_parallel *p, uint64_t elems);
  * is per-tensor and the GPU's fp8 GEMMs take any layout
  * (px_gpu_fp8_any_layout). 0 without quantized GEMMs. */
 int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g);
+/* The bytes a cast of elems elements of in_bytes each (rows of row elements)
+ * to the quantized format moves: its input read (twice where the scale comes
+ * from the tensor's own amax first: fp8's current scaling, and nvfp4's
+ * per-tensor scales, of x and of its Hadamard transform, in one pass), and
+ * `copies` quantized copies written (px_parallel_quant_bytes a block-scaled
+ * one, codes alone a per-tensor one). */
+double px_parallel_cast_bytes(const px_parallel *p, uint64_t elems, int64_t row, int in_bytes, int copies);
 /* Primary quantized weights (fp8_params, a quantized precision): the GEMM
  * weights held in their GEMMs' format only, the row-wise copy (codes and
  * scales, px_parallel_quant_weight_bytes) in place of the 16-bit weights,

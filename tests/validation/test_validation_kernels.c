@@ -1,6 +1,6 @@
 /* Validation of the kernel figures against the microbenchmarks they come
  * from: GEMMs (cuBLASLt, DeepGEMM, mamf-finder's sustained rate, Transformer
- * Engine's block-scaled GEMMs on B300), fused
+ * Engine's GEMMs on B300 and its quantize kernels on B300 and H200), fused
  * attention (FlashAttention-2 and -3, cuDNN on Blackwell), HBM (BabelStream)
  * and kernel overhead, each point reproduced within its row's tolerance.
  * Each row's data and source: the tests/data CSV each test names. */
@@ -12,6 +12,7 @@
 
 #include "plan/cluster.h"
 #include "plan/model.h"
+#include "plan/parallel.h"
 #include "sim/compute.h"
 #include "tests/testutil.h"
 
@@ -426,7 +427,8 @@ static void test_kernel_microbenchmarks(void) {
 /* The model's time for a pass's GEMMs ("MxKxN ..." as the harness writes them) with operands of a format: fp8
  * (per-tensor scales), mxfp8 or nvfp4; linear ops, kernel overhead and all. */
 static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
-  uint16_t flags = PX_OPF_FP8 | (!strcmp(format, "mxfp8") ? PX_OPF_MXFP8 : !strcmp(format, "nvfp4") ? PX_OPF_NVFP4 : 0);
+  uint16_t flags = !strcmp(format, "bf16") ? 0
+                   : PX_OPF_FP8 | (!strcmp(format, "mxfp8") ? PX_OPF_MXFP8 : !strcmp(format, "nvfp4") ? PX_OPF_NVFP4 : 0);
   char buf[256];
   snprintf(buf, sizeof buf, "%s", shapes);
   double s = 0;
@@ -473,7 +475,8 @@ static void test_gemm_short_k(void) {
 
 /* Block-scaled GEMMs on Blackwell against the kernel measurements their figures come from
  * (tests/data/gemm_blockscaled.csv: Transformer Engine's pre-quantized GEMM benchmark on B300): each pass's
- * MXFP8 and NVFP4 time over its per-tensor fp8 time within the row's tolerance, the layer's (where
+ * time (BF16 too) within the row's abs_tol, its MXFP8 and NVFP4 time over its per-tensor fp8 time within its
+ * tol, the layer's (where
  * gpu.gemm.mxfp8_rate_over_fp8 and nvfp4_rate_over_fp8 come from) within 0.5%. Before these figures the model
  * ran MXFP8 at fp8's rate (a layer's time 1.00 of fp8's against 1.05 measured) and NVFP4 at the fp4 peak,
  * uncapped (0.31 against 0.55). The presets that borrow B300's figures carry them; B200 and GB200, with no
@@ -485,13 +488,17 @@ static void test_blockscaled_gemm(void) {
   double model[FMTS] = {0}, measured[FMTS] = {0}, fp8_model = 0, fp8_ms = 0;
   char preset_name[32] = "";
   csv_rows r = {0};
-  while (csv_next(&r, "tests/data/gemm_blockscaled.csv", 7)) {
+  while (csv_next(&r, "tests/data/gemm_blockscaled.csv", 8)) {
     char **f = r.f;
     px_cluster c = preset(f[0]);
     snprintf(preset_name, sizeof preset_name, "%s", f[0]);
+    double s = pass_s(&c.gpu, f[1], f[3]), ms = atof(f[4]);
+    fprintf(stderr, "\n  %-9s %-5s %-5s published %.3f ms, model %.3f ms (%+.1f%%)", f[0], f[1], f[2], ms, s * 1e3,
+            100 * (s * 1e3 / ms - 1));
+    PX_ASSERT_REL(s * 1e3, ms, atof(f[6]));
+    if (!strcmp(f[1], "bf16")) continue; /* its time alone */
     int q = !strcmp(f[1], "fp8") ? FMT_FP8 : !strcmp(f[1], "mxfp8") ? FMT_MX : FMT_NV;
     CU_ASSERT_FATAL(!strcmp(f[1], fmt[q]));
-    double s = pass_s(&c.gpu, f[1], f[3]), ms = atof(f[4]);
     model[q] += s, measured[q] += ms;
     if (q == FMT_FP8) { /* each pass's per-tensor fp8 row comes first */
       fp8_model = s, fp8_ms = ms;
@@ -502,7 +509,7 @@ static void test_blockscaled_gemm(void) {
             100 * (got / want - 1));
     PX_ASSERT_REL(got, want, atof(f[5]));
   }
-  CU_ASSERT_EQUAL(r.rows, 9);
+  CU_ASSERT_EQUAL(r.rows, 12);
   for (int q = FMT_MX; q < FMTS; q++) {
     double want = measured[q] / measured[FMT_FP8], got = model[q] / model[FMT_FP8];
     fprintf(stderr, "\n  %-9s %-5s layer over fp8: published %.3f, model %.3f", preset_name, fmt[q], want, got);
@@ -542,6 +549,44 @@ static void test_blockscaled_gemm(void) {
   CU_ASSERT_EQUAL(px_cluster_set_field(&bad, "gpu.gemm.mxfp8_rate_over_fp8=0", &err), PX_ERR_INPUT);
 }
 
+/* Quantizing a layer's GEMM operands: Transformer Engine's harness timed a layer's 12 GEMMs with their inputs
+ * quantized at every call and once before (tests/data/quantize_cost.csv); the difference, the quantize kernels'
+ * time, against the plans' casts of those operands (px_parallel_cast_bytes: x with the copies its GEMMs read, the
+ * weight its row-wise copy) costed as memory-bound ops, within each row's tolerance. */
+static void test_quantize_cost(void) {
+  csv_rows r = {0};
+  while (csv_next(&r, "tests/data/quantize_cost.csv", 10)) {
+    char **f = r.f;
+    px_cluster c = preset(f[0]);
+    px_parallel par;
+    px_parallel_unset(&par);
+    if (!strcmp(f[1], "fp8-cs"))
+      par.precision = PX_PREC_FP8, par.fp8_recipe = PX_FP8_CURRENT;
+    else
+      par.precision = !strcmp(f[1], "mxfp8") ? PX_PREC_MXFP8 : PX_PREC_NVFP4;
+    CU_ASSERT_FATAL(!strcmp(f[1], "fp8-cs") || !strcmp(f[1], "mxfp8") || !strcmp(f[1], "nvfp4"));
+    int64_t t = atoll(f[2]), h = atoll(f[3]), qkv = atoll(f[4]), ffn = atoll(f[5]);
+    int64_t lin[4][2] = {{h, qkv}, {h, h}, {h, ffn}, {ffn, h}}; /* each linear's in, out */
+    int copies = px_parallel_quant_copies(&par, &c.gpu);
+    double s = 0;
+    for (int l = 0; l < 4; l++) {
+      int64_t in = lin[l][0], out = lin[l][1];
+      int64_t calls[3][3] = {{t, in, out}, {t, out, in}, {in, t, out}}; /* fprop, dgrad, wgrad: M, K, N */
+      for (int k = 0; k < 3; k++) {
+        int64_t m = calls[k][0], kk = calls[k][1], n = calls[k][2];
+        s += px_compute_mem_s(&c.gpu, PX_OP_CAST, px_parallel_cast_bytes(&par, (uint64_t)(m * kk), kk, 2, copies));
+        s += px_compute_mem_s(&c.gpu, PX_OP_CAST, px_parallel_cast_bytes(&par, (uint64_t)(n * kk), kk, 2, 1));
+      }
+    }
+    double want = atof(f[6]) - atof(f[7]);
+    fprintf(stderr, "\n  %-9s %-6s a layer's quantize kernels: published %.3f ms, model %.3f ms (%+.1f%%)", f[0], f[1],
+            want, s * 1e3, 100 * (s * 1e3 / want - 1));
+    PX_ASSERT_REL(s * 1e3, want, atof(f[8]));
+  }
+  CU_ASSERT_EQUAL(r.rows, 4);
+  fputc('\n', stderr);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"fp8 GEMMs: the microbenchmarks reproduced, the fp8 rate", test_fp8_gemm},
@@ -552,6 +597,8 @@ int main(void) {
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
       {"GEMMs at short k: OpenXLA's sm_100 table's shape in k reproduced", test_gemm_short_k},
       {"block-scaled GEMMs on Blackwell: MXFP8 and NVFP4 over per-tensor fp8 reproduced", test_blockscaled_gemm},
+      {"quantize kernels: Transformer Engine's per-call quantization of a layer's GEMM operands reproduced",
+       test_quantize_cost},
   };
   return px_test_main("validation_kernels", tests, sizeof tests / sizeof tests[0]);
 }
