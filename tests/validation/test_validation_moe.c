@@ -254,8 +254,8 @@ static bool mb_row_blackwell(const char *line, mb_row *w) {
  * dispatcher (HybridEP with DeepEP's figures), routing (force-balanced:
  * uniform, the busiest rank's rows the mean; token drop: every expert its
  * capacity), layout, CUDA graphs (layers for the recipes' attention +
- * router graphs and for full-iteration graphs, the nearest parallax has;
- * none for router-only ones); EP overlap as the recipe sets it (Megatron-Core's
+ * router graphs, full for their full-iteration graphs, none for router-only
+ * ones); EP overlap as the recipe sets it (Megatron-Core's
  * combined 1F1B: `overlap` ep); the recipe's module recomputation
  * (`recompute_modules`). The simulated tokens/s a GPU. */
 static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
