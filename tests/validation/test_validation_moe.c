@@ -221,7 +221,8 @@ static void test_deepgemm_grouped(void) {
 /* A published run and its recipe's settings, one CSV row (the CSVs' headers
  * say what each column holds). */
 typedef struct {
-  char release[16], sys[32], name[32], prec[16], dispatch[16], routing[16], recompute[48], graph[16], recipe[96];
+  char release[16], sys[32], name[32], prec[16], dispatch[16], routing[16], recompute[48], graph[16], recipe[96],
+      note[16];
   long long gpus, gbs, mbs, seq, tp, pp, vp, ep;
   int overlap, fp8_attention;
   double tokens, tflops;
@@ -244,10 +245,10 @@ static bool mb_row_blackwell(const char *line, mb_row *w) {
   return line[0] != '#' &&
          sscanf(line,
                 "%15[^,],%31[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%15[^,],%d,%47[^,],"
-                "%15[^,],%d,%lf,%lf,%95[^,\n]",
+                "%15[^,],%d,%lf,%lf,%95[^,],%15[^,\n]",
                 w->release, w->sys, w->name, &w->gpus, w->prec, &w->gbs, &w->mbs, &w->seq, &w->tp, &w->pp, &w->vp,
                 &w->ep, w->dispatch, w->routing, &w->overlap, w->recompute, w->graph, &w->fp8_attention, &w->tokens,
-                &w->tflops, w->recipe) == 21;
+                &w->tflops, w->recipe, w->note) == 22;
 }
 
 /* w's plan on its preset as its recipe runs it and the simulated step:
@@ -426,7 +427,8 @@ static void mb_doc_range(FILE *md, const char *sys, const char *prec, const px_t
 /* Every Blackwell MoE row, as its recipe runs it (the CSV's header), on its
  * preset: published tokens/s a GPU beside the simulated, the error, whether
  * the plan fits, and the signed mean per system and precision and per
- * system. Issue #34's goal for MoE (each row within +-20%, each mean within
+ * system. A row the page marks as a known regression (the CSV's note) is
+ * printed, and kept out of the means and the bands. Issue #34's goal for MoE (each row within +-20%, each mean within
  * 10%) is printed, not asserted: it is not reached (docs/validation.md,
  * "Mixture of experts on Blackwell"); the bounds asserted are what the model reaches,
  * loose, and fail a row or a mean that moves far. Each row's error is also a
@@ -435,7 +437,7 @@ static void test_megatron_bridge_blackwell_moe(void) {
   FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_blackwell_moe.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[512];
-  int rows = 0, skipped = 0, skipped_of[MB_SYSTEMS] = {0};
+  int rows = 0, skipped = 0, skipped_of[MB_SYSTEMS] = {0}, regressed = 0;
   px_test_err_range fam[MB_SYSTEMS] = {{0}}, fam_prec[MB_SYSTEMS][MB_PRECS] = {{{0}}}, all = {0};
   fprintf(stderr, "\n  %-8s %-11s %-15s %4s %-6s %-8s %3s %-8s %2s %-6s  %9s %9s %7s  %4s %-17s %s\n", "release",
           "system", "model", "gpus", "prec", "pp.vp", "ep", "dispatch", "ov", "graph", "tok/s pub", "tok/s sim",
@@ -463,14 +465,19 @@ static void test_megatron_bridge_blackwell_moe(void) {
     double sim = mb_simulate(&w, &plan, &r), e = sim / w.tokens - 1;
     char layout[16];
     snprintf(layout, sizeof layout, "%lld.%lld", w.pp, w.vp);
-    fprintf(stderr, "  %-8s %-11s %-15s %4lld %-6s %-8s %3lld %-8s %2d %-6s  %9.0f %9.0f %+6.1f%%  %4s %-17s %s\n",
+    CU_ASSERT_FATAL(!strcmp(w.note, "-") || !strcmp(w.note, "regression"));
+    bool bug = !strcmp(w.note, "regression"); /* the page's own footnote: the figure measures a known bug */
+    fprintf(stderr, "  %-8s %-11s %-15s %4lld %-6s %-8s %3lld %-8s %2d %-6s  %9.0f %9.0f %+6.1f%%  %4s %-17s %s%s\n",
             w.release, w.sys, w.name, w.gpus, w.prec, layout, w.ep, w.dispatch, w.overlap, w.graph, w.tokens, sim,
-            100 * e, r.fits ? "yes" : "no", w.recompute, w.recipe);
+            100 * e, r.fits ? "yes" : "no", w.recompute, w.recipe, bug ? " (regression: not in the means)" : "");
     /* measured at this change: -23.8% to +190.6% (docs/validation.md); no row may turn more than 30% pessimistic */
     CU_ASSERT(e > -0.30 && e < 2.5);
-    px_test_err_add(&fam[s], e), px_test_err_add(&fam_prec[s][k], e), px_test_err_add(&all, e);
+    if (!bug) px_test_err_add(&fam[s], e), px_test_err_add(&fam_prec[s][k], e), px_test_err_add(&all, e);
+    regressed += bug;
     if (md) {
-      char b[4][32], rec[64];
+      char b[4][32], rec[64], err_cell[96];
+      snprintf(err_cell, sizeof err_cell, "%s%s", px_test_doc_pct(e, b[3]),
+               bug ? " (the page's known regression: not in the means)" : "");
       snprintf(rec, sizeof rec, "%s", w.recompute);
       for (char *c = rec; *c; c++)
         if (*c == '+') *c = ' ';
@@ -479,10 +486,10 @@ static void test_megatron_bridge_blackwell_moe(void) {
               w.release, w.sys, w.name, px_test_doc_count(w.gpus, b[0]), mb_doc_word(w.prec), w.mbs, w.pp, w.vp, w.ep,
               mb_doc_word(w.dispatch), w.overlap ? "yes" : "no", mb_doc_word(w.graph), w.fp8_attention ? "yes" : "no",
               rec,
-              px_test_doc_count(llround(w.tokens), b[1]), px_test_doc_count(llround(sim), b[2]),
-              px_test_doc_pct(e, b[3]), r.fits ? "yes" : "no");
+              px_test_doc_count(llround(w.tokens), b[1]), px_test_doc_count(llround(sim), b[2]), err_cell,
+              r.fits ? "yes" : "no");
     }
-    CU_ASSERT(px_test_band(&plan, e, "Megatron-Bridge"));
+    if (!bug) CU_ASSERT(px_test_band(&plan, e, "Megatron-Bridge"));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -511,9 +518,10 @@ static void test_megatron_bridge_blackwell_moe(void) {
     if (!isnan(mb_systems[s].mean)) CU_ASSERT(fabs(mean - mb_systems[s].mean) < 0.15); /* a 15-point move fails */
   }
   fprintf(stderr,
-          "  Blackwell MoE, all %d rows: mean %+.1f%%; issue #34's goal (each row within +-20%%, each mean "
-          "within 10%%): %s\n",
-          all.n, 100 * all.sum / all.n, goal ? "reached" : "not reached");
+          "  Blackwell MoE, all %d rows but the %d the page marks as a known regression: mean %+.1f%%; issue #34's goal "
+          "(each row within +-20%%, each mean within 10%%): %s\n",
+          all.n, regressed, 100 * all.sum / all.n, goal && !regressed ? "reached" : "not reached");
+  CU_ASSERT_EQUAL(regressed, 2);
   mb_doc_range(md, "all", "all", &all);
   for (int s = 0; md && s < MB_SYSTEMS; s++)
     if (skipped_of[s])
