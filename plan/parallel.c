@@ -1008,10 +1008,16 @@ int px_parallel_quant_copies(const px_parallel *p, const px_gpu *g) {
   return per_tensor && px_gpu_fp8_any_layout(g) ? 1 : 2;
 }
 
-double px_parallel_cast_bytes(const px_parallel *p, uint64_t elems, int64_t row, int in_bytes, int copies) {
+/* A cast's read of its 16-bit input: twice where the scale comes from the tensor's own amax first (fp8's current
+ * scaling; nvfp4's per-tensor scale), weights and activations alike. */
+static double cast_read_bytes(const px_parallel *p, uint64_t elems, int in_bytes) {
   bool amax_pass = (p->precision == PX_PREC_FP8 && p->fp8_recipe == PX_FP8_CURRENT) || p->precision == PX_PREC_NVFP4;
+  return (double)elems * in_bytes * (amax_pass ? 2.0 : 1.0);
+}
+
+double px_parallel_cast_bytes(const px_parallel *p, uint64_t elems, int64_t row, int in_bytes, int copies) {
   double copy = p->precision == PX_PREC_FP8 ? (double)elems : (double)px_parallel_quant_bytes(p, elems, row);
-  return (double)elems * in_bytes * (amax_pass ? 2.0 : 1.0) + copies * copy;
+  return cast_read_bytes(p, elems, in_bytes) + copies * copy;
 }
 
 bool px_parallel_fp8_primary(const px_parallel *p) { return px_precision_quantized(p->precision) && p->fp8_params > 0; }
@@ -1036,7 +1042,7 @@ double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint
   bool q = gathers_quantized(p); /* the cast reads the row-wise copy and writes the others, or reads the 16-bit
                                     weights and writes every copy */
   double copy = (double)px_parallel_quant_weight_bytes(p, n);
-  double read = q ? copy : (double)n * px_dtype_bytes(px_parallel_compute_dtype(p));
+  double read = q ? copy : cast_read_bytes(p, n, (int)px_dtype_bytes(px_parallel_compute_dtype(p)));
   return read + (px_parallel_quant_copies(p, g) - (q ? 1 : 0)) * copy;
 }
 

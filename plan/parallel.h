@@ -431,8 +431,9 @@ bool px_parallel_fp8_primary(const px_parallel *p);
  * and the bytes a cast of n such weight elements moves: from primary fp8 or
  * nvfp4 weights the row-wise copy read and the others written; else (and
  * mxfp8's, gathered in the compute dtype: px_parallel_param_gather_bytes)
- * the 16-bit weights read and every copy written; 0 where there are none
- * to make. */
+ * the 16-bit weights read (twice where their own amax scales them, as
+ * px_parallel_cast_bytes reads an activation) and every copy written; 0
+ * where there are none to make. */
 int px_parallel_weight_copies(const px_parallel *p, const px_gpu *g);
 double px_parallel_weight_cast_bytes(const px_parallel *p, const px_gpu *g, uint64_t n);
 /* Bytes of n GEMM weight elements as ZeRO's parameter all-gather moves them

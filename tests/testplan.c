@@ -38,3 +38,20 @@ int px_test_cuda_graph(const char *word) {
     if (!strcmp(word, px_cuda_graph_names[g])) return g;
   return -1;
 }
+
+bool px_test_precision(const char *word, px_parallel *p) {
+  if (!strcmp(word, "fp8-cs")) {
+    p->precision = PX_PREC_FP8, p->fp8_recipe = PX_FP8_CURRENT;
+    return true;
+  }
+  static const struct {
+    const char *word;
+    px_precision prec;
+  } plain[] = {{"bf16", PX_PREC_BF16}, {"mxfp8", PX_PREC_MXFP8}, {"nvfp4", PX_PREC_NVFP4}};
+  for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+    if (!strcmp(word, plain[i].word)) {
+      p->precision = plain[i].prec;
+      return true;
+    }
+  return false;
+}

@@ -30,4 +30,8 @@ void px_test_megatron_split(const px_model *m, int64_t pp, int64_t vp, px_parall
  * validation CSVs' cuda_graph columns); -1 for a word the plan has no choice for. */
 int px_test_cuda_graph(const char *word);
 
+/* A published run's precision word as the plan's (the validation CSVs' precision columns): bf16, fp8-cs (fp8 with
+ * current scaling), mxfp8, nvfp4, set in p; false for another word. */
+bool px_test_precision(const char *word, px_parallel *p);
+
 #endif

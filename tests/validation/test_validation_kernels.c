@@ -14,6 +14,7 @@
 #include "plan/model.h"
 #include "plan/parallel.h"
 #include "sim/compute.h"
+#include "tests/testplan.h"
 #include "tests/testutil.h"
 
 /* fp8 GEMMs on H100: the model reproduces the cuBLASLt microbenchmark its
@@ -426,17 +427,29 @@ static void test_kernel_microbenchmarks(void) {
 
 /* The model's time for a pass's GEMMs ("MxKxN ..." as the harness writes them) with operands of a format: fp8
  * (per-tensor scales), mxfp8 or nvfp4; linear ops, kernel overhead and all. */
+/* A CSV field's GEMMs, the harness's MxKxN space-separated (D[M,N] = A[M,K] B[K,N]), into shp; their count. */
+enum { PASS_GEMMS = 8 };
+static int pass_shapes(const char *field, int64_t shp[PASS_GEMMS][3]) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", field);
+  int n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok && n < PASS_GEMMS; tok = strtok_r(NULL, " ", &save)) {
+    long long m = 0, k = 0, nn = 0;
+    CU_ASSERT_EQUAL_FATAL(sscanf(tok, "%lldx%lldx%lld", &m, &k, &nn), 3);
+    shp[n][0] = m, shp[n][1] = k, shp[n][2] = nn, n++;
+  }
+  return n;
+}
+
 static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
   uint16_t flags = !strcmp(format, "bf16") ? 0
                    : PX_OPF_FP8 | (!strcmp(format, "mxfp8") ? PX_OPF_MXFP8 : !strcmp(format, "nvfp4") ? PX_OPF_NVFP4 : 0);
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", shapes);
+  int64_t shp[PASS_GEMMS][3];
+  int n = pass_shapes(shapes, shp);
   double s = 0;
-  for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-    long long m = 0, k = 0, n = 0;
-    CU_ASSERT_EQUAL_FATAL(sscanf(tok, "%lldx%lldx%lld", &m, &k, &n), 3);
-    px_op op = {.kind = PX_OP_LINEAR, .flags = flags, .dim = {m, n, k}};
-    op.flops = 2.0 * (double)m * (double)n * (double)k;
+  for (int i = 0; i < n; i++) {
+    px_op op = {.kind = PX_OP_LINEAR, .flags = flags, .dim = {shp[i][0], shp[i][2], shp[i][1]}};
+    op.flops = 2.0 * (double)shp[i][0] * (double)shp[i][2] * (double)shp[i][1];
     s += px_compute_op_s(g, PX_DTYPE_BF16, &op);
   }
   return s;
@@ -551,39 +564,40 @@ static void test_blockscaled_gemm(void) {
 
 /* Quantizing a layer's GEMM operands: Transformer Engine's harness timed a layer's 12 GEMMs with their inputs
  * quantized at every call and once before (tests/data/quantize_cost.csv); the difference, the quantize kernels'
- * time, against the plans' casts of those operands (px_parallel_cast_bytes: x with the copies its GEMMs read, the
- * weight its row-wise copy) costed as memory-bound ops, within each row's tolerance. */
+ * time, against the plans' casts of each call's operands (px_parallel_cast_bytes: the M x K input with the copies
+ * its GEMMs read, the N x K weight its row-wise copy) costed as memory-bound ops: each pass printed, a layer's three
+ * within the rows' tolerance. */
 static void test_quantize_cost(void) {
   csv_rows r = {0};
-  while (csv_next(&r, "tests/data/quantize_cost.csv", 10)) {
+  double model = 0, want = 0;
+  int layers = 0;
+  while (csv_next(&r, "tests/data/quantize_cost.csv", 8)) {
     char **f = r.f;
     px_cluster c = preset(f[0]);
     px_parallel par;
     px_parallel_unset(&par);
-    if (!strcmp(f[1], "fp8-cs"))
-      par.precision = PX_PREC_FP8, par.fp8_recipe = PX_FP8_CURRENT;
-    else
-      par.precision = !strcmp(f[1], "mxfp8") ? PX_PREC_MXFP8 : PX_PREC_NVFP4;
-    CU_ASSERT_FATAL(!strcmp(f[1], "fp8-cs") || !strcmp(f[1], "mxfp8") || !strcmp(f[1], "nvfp4"));
-    int64_t t = atoll(f[2]), h = atoll(f[3]), qkv = atoll(f[4]), ffn = atoll(f[5]);
-    int64_t lin[4][2] = {{h, qkv}, {h, h}, {h, ffn}, {ffn, h}}; /* each linear's in, out */
+    CU_ASSERT_FATAL(px_test_precision(f[1], &par));
     int copies = px_parallel_quant_copies(&par, &c.gpu);
-    double s = 0;
-    for (int l = 0; l < 4; l++) {
-      int64_t in = lin[l][0], out = lin[l][1];
-      int64_t calls[3][3] = {{t, in, out}, {t, out, in}, {in, t, out}}; /* fprop, dgrad, wgrad: M, K, N */
-      for (int k = 0; k < 3; k++) {
-        int64_t m = calls[k][0], kk = calls[k][1], n = calls[k][2];
-        s += px_compute_mem_s(&c.gpu, PX_OP_CAST, px_parallel_cast_bytes(&par, (uint64_t)(m * kk), kk, 2, copies));
-        s += px_compute_mem_s(&c.gpu, PX_OP_CAST, px_parallel_cast_bytes(&par, (uint64_t)(n * kk), kk, 2, 1));
-      }
+    int64_t shp[PASS_GEMMS][3];
+    int n = pass_shapes(f[3], shp);
+    double s = 0, pass = atof(f[4]) - atof(f[5]);
+    for (int i = 0; i < n; i++) {
+      uint64_t m = (uint64_t)shp[i][0], k = (uint64_t)shp[i][1], nn = (uint64_t)shp[i][2];
+      s += px_compute_mem_s(&c.gpu, PX_OP_CAST, px_parallel_cast_bytes(&par, m * k, (int64_t)k, 2, copies));
+      s += px_compute_mem_s(&c.gpu, PX_OP_CAST, px_parallel_cast_bytes(&par, nn * k, (int64_t)k, 2, 1));
     }
-    double want = atof(f[6]) - atof(f[7]);
-    fprintf(stderr, "\n  %-9s %-6s a layer's quantize kernels: published %.3f ms, model %.3f ms (%+.1f%%)", f[0], f[1],
-            want, s * 1e3, 100 * (s * 1e3 / want - 1));
-    PX_ASSERT_REL(s * 1e3, want, atof(f[8]));
+    model += s * 1e3, want += pass;
+    fprintf(stderr, "\n  %-9s %-6s %-5s quantize kernels: published %.3f ms, model %.3f ms (%+.1f%%)", f[0], f[1], f[2],
+            pass, s * 1e3, 100 * (s * 1e3 / pass - 1));
+    if (!strcmp(f[2], "wgrad")) { /* a layer's last pass */
+      fprintf(stderr, "\n  %-9s %-6s layer: published %.3f ms, model %.3f ms (%+.1f%%)", f[0], f[1], want, model,
+              100 * (model / want - 1));
+      PX_ASSERT_REL(model, want, atof(f[6]));
+      model = want = 0, layers++;
+    }
   }
-  CU_ASSERT_EQUAL(r.rows, 4);
+  CU_ASSERT_EQUAL(r.rows, 12);
+  CU_ASSERT_EQUAL(layers, 4);
   fputc('\n', stderr);
 }
 

@@ -280,14 +280,7 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
   }
   CU_ASSERT_FATAL(!strcmp(w->dispatch, "a2a") || !strcmp(w->dispatch, "deepep") || !strcmp(w->dispatch, "hybridep"));
   p.moe_dispatch = !strcmp(w->dispatch, "a2a") ? PX_MOE_A2A : !strcmp(w->dispatch, "deepep") ? PX_MOE_DEEPEP : PX_MOE_HYBRIDEP;
-  if (!strcmp(w->prec, "bf16"))
-    p.precision = PX_PREC_BF16;
-  else if (!strcmp(w->prec, "mxfp8"))
-    p.precision = PX_PREC_MXFP8;
-  else {
-    CU_ASSERT_STRING_EQUAL_FATAL(w->prec, "fp8-cs");
-    p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT;
-  }
+  CU_ASSERT_FATAL(px_test_precision(w->prec, &p));
   int graph = px_test_cuda_graph(w->graph);
   CU_ASSERT_FATAL(graph >= 0 || !strcmp(w->graph, "moe"));
   p.cuda_graph = graph >= 0 ? graph : PX_GRAPH_NONE; /* "moe": the router's graphs alone, none */
