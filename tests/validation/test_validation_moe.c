@@ -71,19 +71,21 @@ static void route(int router, int64_t e, int64_t k, int64_t groups, int64_t chos
   px_tfree();
 }
 
-/* DeepSeek-V3 on `ep` H800s (tp 1, one micro-batch of 4,096 tokens a rank,
- * DeepEP's benchmark shape), with the given routing groups. */
-static void deepseek_plan(px_plan *plan, int64_t ep, int64_t groups, int64_t chosen, px_precision prec) {
+/* DeepSeek-V3 on `ep` GPUs of `cluster` (tp 1, one micro-batch of 4,096 tokens a rank, DeepEP's and HybridEP's
+ * benchmark shape), with the given routing groups, through `dispatch` (deepep or hybridep). */
+static void deepseek_plan(px_plan *plan, const char *cluster, px_moe_dispatch dispatch, int64_t ep, int64_t groups,
+                          int64_t chosen, px_precision prec) {
   px_model m;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_model_load("deepseek-v3", &m, &err), PX_OK);
   m.expert_groups = groups, m.groups_per_token = chosen;
+  if (dispatch == PX_MOE_HYBRIDEP) m.experts = 8 * ep; /* HybridEP's benchmark: 8 local experts a rank */
   px_parallel p;
   px_parallel_unset(&p);
   p.tp = 1, p.pp = 1, p.dp = ep, p.ep = ep, p.mbs = 1, p.gbs = ep, p.seq = 4096, p.zero = 1;
-  p.moe_dispatch = PX_MOE_DEEPEP, p.precision = prec, p.recompute = PX_RECOMPUTE_FULL;
+  p.moe_dispatch = dispatch, p.precision = prec, p.recompute = PX_RECOMPUTE_FULL;
   if (prec == PX_PREC_FP8) p.fp8_recipe = PX_FP8_BLOCKWISE; /* DeepSeek-V3's: dispatched in fp8 */
-  CU_ASSERT_EQUAL_FATAL(px_test_compile(plan, &m, "hgx-h800", ep, &p, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(plan, &m, cluster, ep, &p, &err), PX_OK);
 }
 
 /* The analytic copies a token's experts reach (uniform over the chosen
@@ -102,7 +104,7 @@ static void test_ep_copies(void) {
       int64_t groups = router ? 8 : (nodes > 1 ? nodes : 0),
               chosen = router ? 4 : (nodes > 1 ? (nodes < 4 ? nodes : 4) : 0);
       px_plan plan;
-      deepseek_plan(&plan, ep, groups, chosen, PX_PREC_BF16);
+      deepseek_plan(&plan, "hgx-h800", PX_MOE_DEEPEP, ep, groups, chosen, PX_PREC_BF16);
       double r, n, rr, rn;
       px_plan_ep_copies(&plan, &r, &n);
       route(router, 256, 8, groups, chosen, ep, 8, 2048, &rr, &rn);
@@ -142,7 +144,7 @@ static void test_deepep_kernels(void) {
     if (strcmp(kernel, "normal") || strcmp(type, "internode")) continue;
     int64_t nodes = ep / 8, chosen = nodes < 4 ? nodes : 4;
     px_plan plan;
-    deepseek_plan(&plan, ep, nodes, chosen, PX_PREC_FP8);
+    deepseek_plan(&plan, "hgx-h800", PX_MOE_DEEPEP, ep, nodes, chosen, PX_PREC_FP8);
     CU_ASSERT_EQUAL(plan.model.hidden, hidden);
     double ranks, copies, run_ranks, run_nodes;
     px_plan_ep_copies(&plan, &ranks, &copies);
@@ -168,6 +170,60 @@ static void test_deepep_kernels(void) {
   }
   fclose(fp);
   CU_ASSERT_EQUAL(rows, 3);
+}
+
+/* ---- HybridEP's kernels (tests/data/hybridep_nvidia.csv) ---- */
+
+/* The hybridep dispatcher's exchanges of a plan in HybridEP's benchmark shape (4,096 tokens a rank, hidden 7,168,
+ * top 8 of 8 local experts a rank, BF16), as the simulator costs them, against NVIDIA's measured algorithm
+ * bandwidth (the rows a rank receives, its own included, x hidden x 2 bytes over the kernel's time): inside an
+ * NVLink domain (GB200 NVL36, DGX H100) and across 4 DGX H100 over RDMA. Every row is printed; the rows at the
+ * SMs Megatron-Bridge's recipes give HybridEP (16 and 32; the RDMA chart's largest, 8) are asserted. */
+static void test_hybridep_kernels(void) {
+  FILE *fp = fopen(px_test_path("tests/data/hybridep_nvidia.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[256];
+  int rows = 0, asserted = 0;
+  fprintf(stderr, "\n  %-12s %3s %5s %6s  %-8s %9s %9s %7s\n", "system", "ep", "nodes", "blocks", "pass", "GB/s pub",
+          "GB/s sim", "error");
+  while (fgets(line, sizeof line, fp)) {
+    char sys[32];
+    long long ep, nodes, blocks;
+    double gbps[2];
+    if (line[0] == '#' ||
+        sscanf(line, "%31[^,],%lld,%lld,%lld,%lf,%lf", sys, &ep, &nodes, &blocks, &gbps[0], &gbps[1]) != 6)
+      continue;
+    px_plan plan;
+    deepseek_plan(&plan, sys, PX_MOE_HYBRIDEP, ep, 0, 0, PX_PREC_BF16);
+    px_placement pl = px_sim_group_place(&plan, PX_GROUP_EP);
+    CU_ASSERT_EQUAL(pl.nodes, nodes);
+    double ranks, copies;
+    px_plan_ep_copies(&plan, &ranks, &copies);
+    const px_block *b = &plan.blocks[PX_BLOCK_MOE_FWD];
+    int seen = 0;
+    bool on_recipe = nodes > 1 ? blocks >= 8 : blocks >= 16;
+    for (int32_t i = 0; i < b->nops; i++) {
+      const px_op *o = &b->ops[i];
+      if (o->kind != PX_OP_ALLTOALL || o->group != PX_GROUP_EP) continue;
+      bool combine = !(o->flags & PX_OPF_TO_EXPERTS);
+      double tok = px_ep_token_bytes(o, plan.model.experts_per_token);
+      px_coll_cost cc = px_coll_cost_deepep(&plan.cluster, &pl, tok, ranks, copies, combine);
+      double sim = tok * ranks / cc.time_s / 1e9, pub = gbps[combine];
+      fprintf(stderr, "  %-12s %3lld %5lld %6lld  %-8s %9.1f %9.1f %+6.1f%%%s\n", sys, ep, nodes, blocks,
+              combine ? "combine" : "dispatch", pub, sim, 100 * (sim / pub - 1), on_recipe ? "" : "  (fewer SMs)");
+      if (on_recipe) {
+        PX_ASSERT_REL(sim, pub, 0.15);
+        asserted++;
+      }
+      seen++;
+    }
+    CU_ASSERT_EQUAL(seen, 2);
+    rows++;
+    px_plan_free(&plan);
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 11);
+  CU_ASSERT_EQUAL(asserted, 8);
 }
 
 /* ---- DeepGEMM's grouped GEMMs (tests/data/deepgemm_h800.csv) ---- */
@@ -527,6 +583,7 @@ int main(void) {
   static const px_test tests[] = {
       {"DeepEP's copies: the routers run", test_ep_copies},
       {"DeepEP's normal kernels on H800", test_deepep_kernels},
+      {"HybridEP's kernels on GB200 and H100", test_hybridep_kernels},
       {"DeepGEMM's grouped GEMMs on H800", test_deepgemm_grouped},
       {"Megatron-Bridge MoE on H100", test_megatron_bridge_moe},
       {"Megatron-Bridge MoE on Blackwell", test_megatron_bridge_blackwell_moe},
