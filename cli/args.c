@@ -26,7 +26,7 @@ typedef struct {
   const char *help;
 } px_opt;
 
-enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
+enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, OPT_ELEMENTWISE, OPT_MAX_TP, OPT_CKPT_EVERY, OPT_RESUME, OPT_GRADS,
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS, OPT_FP8_ATTENTION,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_ROUTER_PADDING, OPT_MTP_LAYERS, OPT_MTP_LOSS_SCALE, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE, OPT_CUDA_GRAPH,
@@ -141,6 +141,10 @@ static const px_opt opts[] = {
      "flash (fused, the GPU's own kernel: FlashAttention-3, cuDNN; default) | unfused (Megatron SC'21) | flash2 "
      "(fused, costed as FlashAttention-2's kernel: PyTorch's SDPA flash backend, flash-attn 2)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
+    {"elementwise", required_argument, OPT_ELEMENTWISE, PX_OPT_PLAN, "E",
+     "RMSNorm, RoPE and SwiGLU kernels: fused (one a pass: Transformer Engine, Megatron-Core, torch.compile; default) | "
+     "eager (PyTorch eager's composite ops, torchtitan without torch.compile: RMSNorm in fp32 over 8 kernels, RoPE "
+     "through fp32 complex numbers, silu then a product)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
     {"grad-accum", required_argument, OPT_GRAD_ACCUM, PX_OPT_PLAN, "M",
      "ZeRO-2/3: sharded (reduce every micro-batch, default) | full (reduce once a step, FSDP no_sync)"},
@@ -450,6 +454,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         st = parse_enum("attention", optarg, px_attention_names, PX_ATTN_COUNT, &p->attention, err);
         break;
       case OPT_GELU: st = parse_enum("gelu", optarg, px_gelu_names, PX_GELU_COUNT, &p->gelu, err); break;
+      case OPT_ELEMENTWISE:
+        st = parse_enum("elementwise", optarg, px_elementwise_names, PX_ELEMWISE_COUNT, &p->elementwise, err);
+        break;
       case OPT_BUCKET: {
         double mib = 0;
         st = parse_number("--bucket-mib", optarg, 1.0 / 1024, 1 << 20, &mib, err); /* from 1 KiB, as plan files */

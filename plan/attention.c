@@ -115,6 +115,7 @@ static void latent_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_r
   o->out[0] = y, o->out[1] = rstd;
   o->dim[0] = rows, o->dim[1] = width;
   px_bld_elementwise(o, (double)(rows * width), (double)(rows * width), (double)d->e);
+  px_bld_eager(b, o, (double)(rows * width), (double)d->e);
 }
 
 static void latent_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x, px_ref rstd, int w,
@@ -125,6 +126,7 @@ static void latent_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, p
   o->flags = PX_OPF_ACCUMULATE;
   o->dim[0] = rows, o->dim[1] = width;
   px_bld_elementwise(o, (double)(3 * rows * width), (double)(rows * width), (double)d->e);
+  px_bld_eager(b, o, (double)(rows * width), (double)d->e);
 }
 
 /* ---- per-head q/k norms (Qwen3; Megatron's qk_layernorm) ----
@@ -410,6 +412,7 @@ static void rope(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase 
   if (d->mla) o->in[2] = R(L->k_pe_full, 0), o->dim[5] = d->Dr;
   double rotated = (double)(d->B * d->S * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW)); /* MLA: the RoPE dims */
   px_bld_elementwise(o, rotated, rotated, (double)d->e);
+  px_bld_eager(b, o, rotated, (double)d->e);
 }
 
 void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x_shard) {
@@ -464,6 +467,7 @@ px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L) {
       o->out[2] = R(px_bld_grad_slot(p, L->k_pe_full), 0), o->dim[5] = d->Dr;
     double rotated = (double)(rows_full * (d->mla ? (d->HQ + 1) * d->Dr : d->QW + d->KW));
     px_bld_elementwise(o, rotated, rotated, (double)d->e);
+    px_bld_eager(b, o, rotated, (double)d->e);
   }
   if (d->qk_norm) { /* the norms' backward: the gradients of q and k as the projection made them */
     px_ref dq_pre = R(px_bld_grad_slot(p, L->q_pre), 0), dk_pre = R(px_bld_grad_slot(p, L->k_pre), 0);

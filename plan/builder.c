@@ -119,6 +119,14 @@ void px_bld_elementwise(px_op *o, double elems_in, double elems_out, double e) {
   o->bytes = (elems_in + elems_out) * e;
 }
 
+void px_bld_eager(const px_bld *b, px_op *o, double elems, double e) {
+  const px_eager_chain *c = px_op_eager_chain((px_op_kind)o->kind);
+  bool norm = o->kind == PX_OP_NORM || o->kind == PX_OP_NORM_BWD;
+  if (b->p->par.elementwise != PX_ELEMWISE_EAGER || !c || (norm && b->p->model.norm != PX_NORM_RMSNORM)) return;
+  o->flags |= PX_OPF_EAGER;
+  o->bytes = px_eager_bytes(c, elems, e);
+}
+
 px_op *px_bld_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
                    int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n) {
   bool in_layer = g == PX_GROUP_TP || g == PX_GROUP_CP || g == PX_GROUP_EP || g == PX_GROUP_ETP; /* a layer's own */
@@ -189,6 +197,7 @@ void px_bld_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref mean
   o->dim[0] = rows, o->dim[1] = d->H;
   px_bld_elementwise(o, (double)(rows * d->H), (double)(rows * d->H), (double)d->e);
   o->bytes += (double)rows * 8.0;
+  px_bld_eager(b, o, (double)(rows * d->H), (double)d->e);
 }
 
 void px_bld_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x, px_ref mean, px_ref rstd, int w,
@@ -200,6 +209,7 @@ void px_bld_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x
   o->flags = PX_OPF_ACCUMULATE;
   o->dim[0] = rows, o->dim[1] = d->H;
   px_bld_elementwise(o, (double)(3 * rows * d->H), (double)(rows * d->H), (double)d->e);
+  px_bld_eager(b, o, (double)(rows * d->H), (double)d->e);
 }
 
 px_op *px_bld_simple(px_bld *b, px_op_kind kind, px_phase ph, px_ref y, px_ref a, px_ref c, int64_t elems,
@@ -211,6 +221,7 @@ px_op *px_bld_simple(px_bld *b, px_op_kind kind, px_phase ph, px_ref y, px_ref a
   o->dim[0] = elems;
   int nin = (a.slot >= 0) + (c.slot >= 0);
   px_bld_elementwise(o, (double)(nin * elems), (double)elems, e_bytes);
+  px_bld_eager(b, o, (double)elems, e_bytes);
   return o;
 }
 

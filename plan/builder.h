@@ -122,6 +122,9 @@ void px_bld_keep(px_bld *b, px_ref r);
 /* GEMM cost: batch x (m, k) @ (k, n). */
 void px_bld_gemm_cost(px_op *o, double m, double n, double k, double batch, double e_in, double e_out);
 void px_bld_elementwise(px_op *o, double elems_in, double elems_out, double e);
+/* `elementwise` eager: an RMSNorm's, RoPE's or SwiGLU's op o over `elems` elements of e bytes as PyTorch eager's
+ * kernels run it (px_op_eager_chain: its bytes, PX_OPF_EAGER); any other op, or fused, unchanged. */
+void px_bld_eager(const px_bld *b, px_op *o, double elems, double e);
 /* Collective on a group. elems_in/out are this rank's buffer sizes. */
 px_op *px_bld_coll(px_bld *b, const px_dims *d, px_op_kind kind, px_group g, px_phase ph, px_ref in, px_ref out,
                    int64_t elems_in, int64_t elems_out, px_dtype dt, int64_t n);

@@ -148,6 +148,49 @@ double px_ep_token_bytes(const px_op *o, int64_t k) {
   return (double)o->coll_bytes / (double)(k > 0 ? k : 1) * f;
 }
 
+/* torchtitan's Llama without torch.compile (torchtitan 9dec370, the Dec 2024 benchmarks' tree): RMSNorm
+ * (torchtitan/models/norms.py) `(x.float() * rsqrt(x.float().pow(2).mean(-1, keepdim) + eps)).type_as(x) *
+ * weight`, RoPE (models/llama/model.py apply_rotary_emb) `view_as_real(view_as_complex(xq.float()...) *
+ * freqs_cis).type_as(xq)` for q and for k, SwiGLU (FeedForward) `silu(w1(x)) * w3(x)`; their backwards as PyTorch's
+ * autograd formulas run them (tools/autograd/derivatives.yaml, torch/csrc/autograd/FunctionsManual.cpp: mul's two
+ * products, the weight's a sum over the rows after; mean's expand divided; pow_backward grad * (2 * x.pow(1));
+ * the two gradients of x.float() summed). Passes a kernel: a conversion 1 + 1; pow, x * r, silu, * weight 1 + 1;
+ * the mean 1; products of two tensors 2 + 1.
+ *   NORM: float, pow, mean, add, rsqrt, x * r, type_as, * weight: 8 kernels; 16-bit 1 + 1 + 2, fp32
+ *     1 + 2 + 1 + 2 + 1.
+ *   NORM_BWD: * weight's two products and the weight's sum, type_as's, x * r's two products and r's sum, rsqrt's,
+ *     mean's, pow's three, the sum of x.float()'s two gradients, float's, and the residual stream's gradient
+ *     summed with it (the op accumulates): 15 kernels; 16-bit 2 + 3 + 1, 1, 1, 3; fp32 1, 2 + 3 + 1, 1, 2 + 2 + 3,
+ *     3, 1.
+ *   ROPE (and its backward: the conversions, and the product by the conjugate): for q and k each a float, the
+ *     complex product, a type_as: 6 kernels; 16-bit 1 + 1, fp32 1 + 2 + 1.
+ *   SWIGLU: silu, the product: 2 kernels, 16-bit 2 + 3. SWIGLU_BWD: the product's two, silu's: 16-bit 3 + 3 + 3. */
+const px_eager_chain *px_op_eager_chain(px_op_kind kind) {
+  static const px_eager_chain norm = {4, 7, 8, 2, 2}, norm_bwd = {11, 19, 15, 2, 2}, rope = {2, 4, 6, 2, 4},
+                              swiglu = {5, 0, 2, 0, 0}, swiglu_bwd = {9, 0, 3, 0, 0};
+  switch (kind) {
+    case PX_OP_NORM: return &norm;
+    case PX_OP_NORM_BWD: return &norm_bwd;
+    case PX_OP_ROPE:
+    case PX_OP_ROPE_BWD: return &rope;
+    case PX_OP_SWIGLU: return &swiglu;
+    case PX_OP_SWIGLU_BWD: return &swiglu_bwd;
+    default: return NULL;
+  }
+}
+
+const px_eager_chain *px_op_eager(const px_op *o) {
+  return o->flags & PX_OPF_EAGER ? px_op_eager_chain((px_op_kind)o->kind) : NULL;
+}
+
+/* fp32 activations: x.float() and type_as return their input, no kernel */
+int px_eager_kernels(const px_eager_chain *c, double e) { return c->kernels - (e >= 4 ? c->conv_kernels : 0); }
+
+double px_eager_bytes(const px_eager_chain *c, double elems, double e) {
+  int conv = e >= 4 ? c->conv_passes : 0;
+  return elems * ((double)(c->act_passes - conv) * e + (double)(c->f32_passes - conv) * 4.0);
+}
+
 bool px_op_is_moe(px_op_kind kind) { return kind >= PX_OP_MOE_ROUTE && kind <= PX_OP_EXPERT_LINEAR_BWD_WEIGHT; }
 
 int64_t px_slot_row_elems(const px_slot *s) {

@@ -257,6 +257,8 @@ enum {
   PX_OPF_EXPERT_ROWS = 1 << 7, /* CAST: routed rows the local experts' GEMMs read, each expert's quantized apart
                                   (Transformer Engine's split_quantize) */
   PX_OPF_FLASH2 = 1 << 7,    /* FLASH_ATTN(_BWD): FlashAttention-2's kernel (`attention` flash2), costed at its curves */
+  PX_OPF_EAGER = 1 << 7,     /* NORM(_BWD) of an RMSNorm, ROPE(_BWD), SWIGLU(_BWD): PyTorch eager's composite ops
+                                (`elementwise` eager): the bytes and kernels of px_op_eager_chain */
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
   PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
@@ -285,6 +287,24 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
  * rank's rows over the mean; the combine's input is those rows. What
  * DeepEP's kernels count their copies of. */
 double px_ep_token_bytes(const px_op *o, int64_t k);
+
+/* PyTorch eager's kernels for an elementwise op kind (`elementwise` eager), per element of the op's tensor (a norm's
+ * rows x width, RoPE's rotated q and k elements, SwiGLU's activation): the passes over 16-bit elements (e bytes:
+ * the activations' dtype) and over fp32 ones its kernels make (a read or a write each), its kernels; and of them
+ * the dtype conversions' (x.float(), type_as: one 16-bit and one fp32 pass an element, no kernel with fp32
+ * activations). NULL for the kinds eager runs as one kernel, as fused does (LayerNorm, GELU: PyTorch's native
+ * kernels). */
+typedef struct {
+  int act_passes, f32_passes, kernels;
+  int conv_passes, conv_kernels;
+} px_eager_chain;
+const px_eager_chain *px_op_eager_chain(px_op_kind kind);
+/* Op o's chain when it runs as PyTorch eager's kernels (PX_OPF_EAGER on a kind that has one), else NULL. */
+const px_eager_chain *px_op_eager(const px_op *o);
+/* An eager op's kernels (activations of e bytes an element). */
+int px_eager_kernels(const px_eager_chain *c, double e);
+/* Its HBM bytes over `elems` elements. */
+double px_eager_bytes(const px_eager_chain *c, double elems, double e);
 
 typedef enum {
   PX_BLOCK_EMBED_FWD,

@@ -185,11 +185,12 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
     o->in[0] = dact, o->in[1] = R(L->exp_gate, 0), o->in[2] = R(L->exp_up, 0), o->in[3] = R(L->moe_recv_w, 0);
     o->out[0] = d1, o->out[1] = d2, o->out[2] = dw;
     px_bld_elementwise(o, (double)(3 * nr * fe), (double)(2 * nr * fe), (double)d->e);
+    px_bld_eager(b, o, (double)(nr * fe), (double)d->e);
   } else {
     o = px_bld_simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->exp_fc1, 0), nr * fe, (double)d->e);
     o->in[2] = R(L->moe_recv_w, 0), o->out[1] = dw;
   }
-  o->flags = PX_OPF_ACCUMULATE;
+  o->flags |= PX_OPF_ACCUMULATE;
   o->bytes += (double)nr * 2.0 * GATE_BYTES; /* the gates read, their gradients written */
   o->dim[0] = d->Rb * fe, o->dim[1] = fe; /* the whole buffer; the cost the busiest rank's rows */
   px_ref drecv = R(px_bld_grad_slot(p, L->moe_recv), 0);
@@ -391,6 +392,7 @@ static void shared_backward(px_bld *b, const px_dims *d, const px_layer_slots *L
     o->flags = PX_OPF_ACCUMULATE;
     o->dim[0] = rows * d->Fs;
     px_bld_elementwise(o, (double)(3 * rows * d->Fs), (double)(2 * rows * d->Fs), e);
+    px_bld_eager(b, o, (double)(rows * d->Fs), e);
   } else {
     o = px_bld_simple(b, PX_OP_GELU_BWD, PX_PHASE_BWD, d1, dact, R(L->sh_fc1, 0), rows * d->Fs, e);
     o->flags = PX_OPF_ACCUMULATE;
@@ -488,6 +490,7 @@ px_ref px_mlp_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
     o->flags = PX_OPF_ACCUMULATE;
     o->dim[0] = rows_full * d->F;
     px_bld_elementwise(o, (double)(3 * rows_full * d->F), (double)(2 * rows_full * d->F), (double)d->e);
+    px_bld_eager(b, o, (double)(rows_full * d->F), (double)d->e);
     dln2 = px_linear_bwd(b, d, dln2_part, ln2_full, R(L->ln2, 0), L->w_fc1, L->b_fc1, dgate, NOREF, dup, NOREF,
                          rows_full, d->F, d->F, 0, H, &dln2_sh);
   } else {

@@ -20,6 +20,7 @@ PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "b
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused", "flash2");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
+PX_NAME_TABLE(px_elementwise_names, PX_ELEMWISE_COUNT, "fused", "eager");
 PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
 PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");
@@ -35,6 +36,7 @@ PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers", "full");
 void px_parallel_unset(px_parallel *p) {
   memset(p, 0, sizeof *p);
   p->zero = p->sp = p->schedule = p->recompute = p->recompute_method = p->precision = p->attention = p->gelu = -1;
+  p->elementwise = -1;
   p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
   p->fp8_attention = p->moe_router_padding = -1;
@@ -83,6 +85,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->offload_act_layers < 0) p->offload_act_layers = 0;
   if (p->attention < 0) p->attention = PX_ATTN_FLASH;
   if (p->gelu < 0) p->gelu = PX_GELU_SEPARATE;
+  if (p->elementwise < 0) p->elementwise = PX_ELEMWISE_FUSED;
   if (p->bucket_bytes == 0) p->bucket_bytes = DEFAULT_BUCKET_BYTES;
   if (p->overlap < 0) p->overlap = PX_OVERLAP_DEFAULT;
   if (p->prefetch < 0) p->prefetch = 1;
@@ -126,6 +129,7 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(recompute_modules, 0)
   TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(fp8_attention, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(elementwise, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
   TAKE(first_stage_layers, 0) TAKE(last_stage_layers, 0) TAKE(mb_group, 0)
@@ -493,7 +497,7 @@ static bool choices_unset(vctx *x) {
   return p->schedule < 0 || p->schedule >= PX_SCHED_COUNT || p->recompute < 0 || p->recompute >= PX_RECOMPUTE_COUNT ||
          p->recompute_method < 0 || p->recompute_method >= PX_RECOMPUTE_METHOD_COUNT || p->precision < 0 ||
          p->precision >= PX_PREC_COUNT || p->attention < 0 || p->attention >= PX_ATTN_COUNT ||
-         p->gelu < 0 || p->gelu >= PX_GELU_COUNT;
+         p->gelu < 0 || p->gelu >= PX_GELU_COUNT || p->elementwise < 0 || p->elementwise >= PX_ELEMWISE_COUNT;
 }
 static bool prefetch_range(vctx *x) { return x->p->prefetch < 0 || x->p->prefetch > 64; }
 static bool zero_choices_unset(vctx *x) {
@@ -742,7 +746,7 @@ static const px_rule rules[] = {
     {split_w_pp, "`schedule` {schedule} needs pp > 1: it fills pipeline bubbles (hint: `schedule` 1f1b)"},
     {mb_group_not_interleaved, "`microbatch_group` groups micro-batches per chunk: it needs `schedule` interleaved"},
     {layer_split, "{layer_split}"},
-    {choices_unset, "schedule, recompute, precision, attention or gelu is not set"},
+    {choices_unset, "schedule, recompute, precision, attention, gelu or elementwise is not set"},
     {prefetch_range, "`prefetch` must be 0 to 64 units"},
     {zero_choices_unset, "reshard, grad-accum or main-grad is not set"},
     {keep_gathered, "`reshard_after_forward` false keeps ZeRO-3's gathered parameters; ZeRO-{zero} has none (hint: "
@@ -1179,6 +1183,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "base_precision", false, px_base_precision_names, PX_BASE_COUNT, &p->base_precision, err));
   TRY(px_json_enum(&c, obj, "attention", false, px_attention_names, PX_ATTN_COUNT, &p->attention, err));
   TRY(px_json_enum(&c, obj, "gelu", false, px_gelu_names, PX_GELU_COUNT, &p->gelu, err));
+  TRY(px_json_enum(&c, obj, "elementwise", false, px_elementwise_names, PX_ELEMWISE_COUNT, &p->elementwise, err));
   double mib = 0;
   TRY(px_json_num(&c, obj, "bucket_mib", false, 1.0 / 1024, 1 << 20, &mib, err));
   p->bucket_bytes = (uint64_t)(mib * (1 << 20));
@@ -1260,6 +1265,7 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
   if (p->base_precision >= 0) cJSON_AddStringToObject(o, "base_precision", px_base_precision_names[p->base_precision]);
   if (p->attention >= 0) cJSON_AddStringToObject(o, "attention", px_attention_names[p->attention]);
   if (p->gelu >= 0) cJSON_AddStringToObject(o, "gelu", px_gelu_names[p->gelu]);
+  if (p->elementwise >= 0) cJSON_AddStringToObject(o, "elementwise", px_elementwise_names[p->elementwise]);
   px_json_add_num(o, "bucket_mib", (double)p->bucket_bytes / (1 << 20));
   char overlap[64] = "";
   if (p->overlap >= 0) {

@@ -100,6 +100,12 @@ static inline bool px_attention_fused(int attention) { return attention != PX_AT
  * fc2's data gradient is multiplied by gelu'), saving a pass over the
  * (B, S, F/tp) tensor each way. */
 typedef enum { PX_GELU_SEPARATE, PX_GELU_FUSED, PX_GELU_COUNT } px_gelu_mode;
+/* The elementwise ops' kernels: fused (each RMSNorm, RoPE and SwiGLU pass one kernel that reads its inputs once
+ * and writes its outputs once: Transformer Engine's and Megatron-Core's kernels, torch.compile's fusions), or
+ * eager (PyTorch eager's composite ops as torchtitan's Llama runs them without torch.compile: RMSNorm in fp32 over
+ * eight kernels, RoPE through fp32 complex numbers, SwiGLU as silu then a product; px_op_eager_chain). The same
+ * math either way; what the GPU moves and the host issues differ. */
+typedef enum { PX_ELEMWISE_FUSED, PX_ELEMWISE_EAGER, PX_ELEMWISE_COUNT } px_elementwise;
 /* Gradient accumulation over micro-batches with ZeRO-2/3: reduce-scatter every
  * micro-batch into the sharded accumulator (DeepSpeed), or keep the full
  * gradient and reduce once a step (FSDP no_sync, Megatron's distributed
@@ -163,6 +169,7 @@ extern const char *const px_recompute_module_names[PX_RCM_BITS];
 extern const char *const px_precision_names[PX_PREC_COUNT];
 extern const char *const px_attention_names[PX_ATTN_COUNT];
 extern const char *const px_gelu_names[PX_GELU_COUNT];
+extern const char *const px_elementwise_names[PX_ELEMWISE_COUNT];
 extern const char *const px_grad_accum_names[PX_ACCUM_COUNT];
 extern const char *const px_main_grad_names[PX_MAIN_GRAD_COUNT];
 extern const char *const px_offload_names[PX_OFFLOAD_COUNT];
@@ -247,6 +254,7 @@ typedef struct {
                         under mxfp8; -1 unset (0) */
   int attention;     /* px_attention, -1 unset */
   int gelu;          /* px_gelu_mode, -1 unset */
+  int elementwise;   /* px_elementwise, -1 unset */
   uint64_t bucket_bytes; /* DP gradient bucket */
   int overlap;       /* PX_OVERLAP_* bits, -1 unset */
   int64_t prefetch;  /* ZeRO-3: units whose gathers are issued ahead of the one in use (FSDP's in-flight

@@ -107,6 +107,11 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
   if (gelu_mlp(m) && p->gelu == PX_GELU_FUSED)
     return refuse(err, fw, "gelu fused", "Megatron-Core runs GELU as its own (bias-GELU) kernel, not in the GEMM's epilogue",
                   "gelu separate");
+  if (p->elementwise == PX_ELEMWISE_EAGER)
+    return refuse(err, fw, "elementwise eager",
+                  "Megatron-Core runs its norms, RoPE and SwiGLU as fused kernels (Transformer Engine's norms, "
+                  "apply_rope_fusion, bias_swiglu_fusion)",
+                  "elementwise fused");
   if (p->tp > 1 && !(p->overlap & PX_OVERLAP_TP_BWD))
     return refuse(err, fw, "overlap without tp-bwd",
                   "Megatron-Core always overlaps a column-parallel layer's backward TP collectives with its GEMMs",
@@ -228,6 +233,15 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan's async TP needs torch.compile, which its MXFP8 converter refuses with TP (\"TP not yet "
                   "supported with torch.compile for mxfp8\")",
                   "overlap without tp");
+  /* elementwise fused is torchtitan's model under torch.compile ([compile] enable), eager without it */
+  if (p->precision == PX_PREC_MXFP8 && p->tp > 1 && p->elementwise == PX_ELEMWISE_FUSED)
+    return refuse(err, fw, "precision mxfp8 with tp and elementwise fused",
+                  "torchtitan fuses the norms, RoPE and SwiGLU with torch.compile, which its MXFP8 converter refuses "
+                  "with TP",
+                  "elementwise eager");
+  if (p->elementwise == PX_ELEMWISE_EAGER && p->tp > 1 && (p->overlap & PX_OVERLAP_TP))
+    return refuse(err, fw, "elementwise eager with overlap tp",
+                  "torchtitan's async TP needs torch.compile, which fuses the elementwise ops", "elementwise fused");
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
     return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
                   "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
@@ -805,7 +819,7 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
     }
   }
   fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", p->recompute == PX_RECOMPUTE_FULL ? "full" : "none");
-  if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP)) fputs("\n[compile]\nenable = true\n", out);
+  if (p->elementwise == PX_ELEMWISE_FUSED) fputs("\n[compile]\nenable = true\n", out);
   /* float8 tensorwise; torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil
    * rounds them up; docs/mxfp8.md at v0.2.2) */
   if (p->precision == PX_PREC_FP8) fputs("\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n", out);
@@ -869,9 +883,11 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
   if (st) return st;
   char rc[96];
   fprintf(notes, "note: %s: the model code's (DeepSpeed's JSON has none): the attention kernel (%s), the MLP, "
-                 "the sequence length (%lld), activation recomputation (%s: deepspeed.checkpointing in the model)\n",
-          m->name, px_attention_names[p->attention], (long long)p->seq,
-          px_report_recompute_text(p, rc, sizeof rc));
+                 "the sequence length (%lld), activation recomputation (%s: deepspeed.checkpointing in the model), "
+                 "the norms', RoPE's and SwiGLU's kernels (elementwise %s: %s)\n",
+          m->name, px_attention_names[p->attention], (long long)p->seq, px_report_recompute_text(p, rc, sizeof rc),
+          px_elementwise_names[p->elementwise],
+          p->elementwise == PX_ELEMWISE_EAGER ? "PyTorch eager's composite ops" : "fused, e.g. under torch.compile");
   if (p->zero == 0 && px_parallel_weight_dp(p) > 1)
     fprintf(notes, "note: ZeRO-0: DeepSpeed's engine reduces gradients in its own buckets (not the plan's %g MiB)\n",
             (double)p->bucket_bytes / (1 << 20));

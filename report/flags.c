@@ -129,6 +129,7 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   }
   if (p->attention != d.attention) names(&o, "attention", px_attention_names, p->attention);
   if (p->gelu != d.gelu) names(&o, "gelu", px_gelu_names, p->gelu);
+  if (p->elementwise != d.elementwise) names(&o, "elementwise", px_elementwise_names, p->elementwise);
   if (p->bucket_bytes != d.bucket_bytes) field(&o, "bucket_mib", "%.9g", (double)p->bucket_bytes / (1 << 20));
   if (p->grad_accum != d.grad_accum) names(&o, "grad_accum", px_grad_accum_names, p->grad_accum);
   if (p->prefetch != d.prefetch) field(&o, "prefetch", "%lld", (long long)p->prefetch);

@@ -149,11 +149,12 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
   char attn_fmt[16] = ""; /* the attention's fp8 format (fp8_attention) */
   if (px_parallel_attn_format(p) != PX_ATTN_BF16)
     snprintf(attn_fmt, sizeof attn_fmt, " in %s", px_attn_format_names[px_parallel_attn_format(p)]);
-  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s%s\n",
+  fprintf(out, ", mbs %lld, gbs %lld (%lld micro-batch%s per DP rank), seq %lld, %s, recompute %s, %s attention%s%s%s\n",
           (long long)p->mbs, (long long)p->gbs, (long long)plan->microbatches, plan->microbatches == 1 ? "" : "es",
           (long long)p->seq, prec,
           px_report_recompute_text(p, rc, sizeof rc), px_attention_names[p->attention], attn_fmt,
-          p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "");
+          p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "",
+          p->elementwise == PX_ELEMWISE_EAGER ? ", elementwise ops as PyTorch eager's kernels" : "");
   px_report_finetune_text(plan, out);
   if (p->zero >= 2)
     fprintf(out, "  ZeRO-%d: gradients %s%s", p->zero,

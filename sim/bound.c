@@ -58,7 +58,7 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h) {
  * that equal choices have equal bytes (padding too) in every process: the
  * keys' order splits an MPI sweep. */
 static void tmpl_key(const px_parallel *par, px_parallel *key) {
-  _Static_assert(sizeof(px_parallel) == 856, "px_parallel changed: copy (or normalise) its new field here");
+  _Static_assert(sizeof(px_parallel) == 864, "px_parallel changed: copy (or normalise) its new field here");
   /* mtp_loss_scale: the objective's weights, the same ops and bytes (normalised away) */
   memset(key, 0, sizeof *key);
   key->tp = par->tp, key->pp = par->pp, key->dp = par->dp, key->cp = par->cp, key->cp_algo = par->cp_algo;
@@ -69,6 +69,7 @@ static void tmpl_key(const px_parallel *par, px_parallel *key) {
   key->recompute = par->recompute, key->recompute_modules = px_parallel_recompute_modules(par);
   key->precision = par->precision, key->fp8_recipe = par->fp8_recipe;
   key->fp8_base = par->fp8_base, key->fp8_params = par->fp8_params, key->fp8_attention = par->fp8_attention, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
+  key->elementwise = par->elementwise;
   key->main_grad = par->main_grad, key->offload_opt = par->offload_opt, key->offload_params = par->offload_params;
   key->shard_group = par->shard_group;
   key->finetune = par->finetune, key->lora_rank = par->lora_rank, key->lora_alpha = par->lora_alpha;

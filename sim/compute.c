@@ -187,6 +187,10 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
   }
   double peak = g->peak_flops[dt] > 0 ? g->peak_flops[dt] : g->peak_flops[PX_DTYPE_FP32];
   double mem_s = op->bytes > 0 ? px_compute_mem_s(g, (px_op_kind)op->kind, op->bytes) : 0.0;
+  /* PyTorch eager's composite op: each of its kernels' fixed cost (dt: the activations') */
+  const px_eager_chain *eager = px_op_eager(op);
+  if (eager)
+    mem_s += (double)(px_eager_kernels(eager, (double)px_dtype_bytes(dt)) - 1) * px_compute_mem_s(g, (px_op_kind)op->kind, 0);
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
   px_dtype eff_dt = fmt_ratio > 0 ? PX_DTYPE_FP8 : dt;
   double eff = 0;

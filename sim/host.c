@@ -27,6 +27,9 @@ int64_t px_host_kernels(const px_plan *p, const px_op *op) {
    * nvte_multi_stream_cublas_gemm, transformer_engine/pytorch/module/grouped_linear.py at d0067d0), BF16 and
    * FP8 alike, in the forward, the data gradient and the weight gradient */
   if (is_expert_gemm(kind)) return op->dim[3] > 0 ? op->dim[3] : 1;
+  /* PyTorch eager's composite op: a kernel each of its ops */
+  const px_eager_chain *eager = px_op_eager(op);
+  if (eager) return px_eager_kernels(eager, (double)px_dtype_bytes(p->act_dtype));
   if (kind == PX_OP_CAST && (op->flags & PX_OPF_FP8) && !(op->flags & PX_OPF_DEQUANT)) {
     /* current scaling quantizes in three kernels: the amax, the scale from it, the cast
      * (Float8CurrentScalingQuantizer::quantize_impl, transformer_engine/pytorch/csrc/quantizer.cpp at d0067d0);
@@ -72,7 +75,10 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
     return h;
   }
   h.first_s = c->host_op_s;
-  h.issue_s = c->host_op_s + (double)(px_host_kernels(p, &ops[i]) - 1) * c->host_launch_s;
+  int64_t kernels = px_host_kernels(p, &ops[i]);
+  /* an eager composite op's kernels are PyTorch ops each, dispatched from Python one by one */
+  h.issue_s = px_op_eager(&ops[i]) ? (double)kernels * c->host_op_s
+                                          : c->host_op_s + (double)(kernels - 1) * c->host_launch_s;
   return h;
 }
 

@@ -144,6 +144,61 @@ static void test_gelu_fused(void) {
   CU_ASSERT_DOUBLE_EQUAL(flops[0], flops[1], 0);
 }
 
+/* ---- PyTorch eager's elementwise kernels ---- */
+
+/* `elementwise` eager changes no op, FLOP or tensor: an RMSNorm's, RoPE's and SwiGLU's ops move their eager
+ * chain's bytes (px_op_eager_chain: with bf16 activations 36 an element for a norm's forward, 98 backward, 20 RoPE,
+ * 10 and 18 SwiGLU), flagged, every other op what fused moves; fp32 activations drop the casts (a norm's forward
+ * 8 + 20 bytes an element); a LayerNorm-GELU model is unchanged. */
+static void test_elementwise_eager(void) {
+  static const struct {
+    const char *model;
+    px_precision prec;
+    bool changes;
+  } cases[] = {{"small-llama", PX_PREC_BF16, true}, {"small-llama", PX_PREC_FP32, true}, {"small", PX_PREC_BF16, false}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    px_model m = preset_model(cases[k].model);
+    px_cluster c = cluster("dgx-h100", 2);
+    px_plan plan[2];
+    for (int e = 0; e < 2; e++) {
+      px_parallel p = par(2, 1, 1, 0, 2, 2);
+      p.sp = 1, p.precision = cases[k].prec;
+      p.elementwise = e ? PX_ELEMWISE_EAGER : PX_ELEMWISE_FUSED;
+      px_err err = {0};
+      CU_ASSERT_EQUAL_FATAL(compile(&plan[e], &m, &c, &p, &err), PX_OK);
+    }
+    double e_bytes = cases[k].prec == PX_PREC_FP32 ? 4 : 2;
+    int eager_ops = 0;
+    for (int b = 0; b < PX_BLOCK_KIND_COUNT; b++) {
+      const px_block *f = &plan[0].blocks[b], *g = &plan[1].blocks[b];
+      CU_ASSERT_EQUAL_FATAL(f->nops, g->nops);
+      for (int32_t i = 0; i < f->nops; i++) {
+        const px_op *x = &f->ops[i], *y = &g->ops[i];
+        CU_ASSERT_EQUAL(x->kind, y->kind);
+        CU_ASSERT_DOUBLE_EQUAL(x->flops, y->flops, 0);
+        const px_eager_chain *ch = px_op_eager(y);
+        if (!ch) {
+          CU_ASSERT_DOUBLE_EQUAL(x->bytes, y->bytes, 0);
+          continue;
+        }
+        eager_ops++;
+        CU_ASSERT(y->bytes >= x->bytes); /* fp32 RoPE: one complex product, a fused pass's bytes */
+        if (y->kind == PX_OP_NORM) { /* rows x hidden elements */
+          double elems = (double)(y->dim[0] * y->dim[1]);
+          CU_ASSERT_DOUBLE_EQUAL(y->bytes, elems * (e_bytes == 2 ? 36 : 28), 1e-6);
+          CU_ASSERT_EQUAL(px_eager_kernels(ch, e_bytes), e_bytes == 2 ? 8 : 6);
+        }
+        if (y->kind == PX_OP_NORM_BWD && e_bytes == 2)
+          CU_ASSERT_DOUBLE_EQUAL(y->bytes, (double)(y->dim[0] * y->dim[1]) * 98, 1e-6);
+      }
+    }
+    CU_ASSERT(cases[k].changes ? eager_ops > 0 : eager_ops == 0);
+    PX_ASSERT_EQ_U64(plan[0].mem[0].peak_bytes, plan[1].mem[0].peak_bytes);
+    px_plan_free(&plan[0]);
+    px_plan_free(&plan[1]);
+  }
+}
+
 /* ---- model states: ZeRO ---- */
 
 static void test_zero_states(void) {
@@ -3272,6 +3327,7 @@ int main(void) {
       {"multi-head latent attention under TP: Megatron-Core's collectives by hand", test_mla_tp},
       {"multi-head latent attention: replicated down projections counted once in model FLOPs", test_mla_model_flops},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
+      {"eager elementwise ops: the same graph, PyTorch eager's bytes", test_elementwise_eager},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",
        test_lora_small},
       {"LoRA and QLoRA plans: every tensor allocated and freed once", test_lora_lifetimes},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# parallax run: the same plan twice is bitwise equal; stopping after a
+# parallax run: the same plan twice is bitwise equal, and an eager-elementwise plan equals its fused one; stopping after a
 # checkpoint and resuming equals not stopping, bitwise; corrupt and partial
 # checkpoints are refused, another plan's re-split; hybrid sharding equals ZeRO-0; the
 # loss falls on real text; the profile is written; plans the executor cannot
@@ -16,6 +16,14 @@ mpirun -np 8 "$px" run "${plan[@]}" --steps 4 --json --dump-grads "$tmp/g1" >"$t
 mpirun -np 8 "$px" run "${plan[@]}" --steps 4 --json --dump-grads "$tmp/g2" >"$tmp/b.json" 2>"$tmp/err" || fail "run b: $(cat "$tmp/err")"
 [ "$(losses "$tmp/a.json")" = "$(losses "$tmp/b.json")" ] || fail "two runs differ: $(losses "$tmp/a.json") vs $(losses "$tmp/b.json")"
 "$cmp" "$tmp/g1" "$tmp/g2" --exact >/dev/null || fail "two runs' gradients differ"
+
+# --elementwise eager prices PyTorch eager's kernels; the graph, and what the executor computes, is fused's: bitwise
+lplan=(--backend cpu -m tiny -t 2 -d 2 -z 1 -B 4)
+mpirun -np 4 "$px" run "${lplan[@]}" --steps 2 --json >"$tmp/fu.json" 2>"$tmp/err" || fail "fused: $(cat "$tmp/err")"
+mpirun -np 4 "$px" run "${lplan[@]}" --steps 2 --json --elementwise eager >"$tmp/ea.json" 2>"$tmp/err" ||
+  fail "eager: $(cat "$tmp/err")"
+[ -n "$(losses "$tmp/fu.json")" ] && [ "$(losses "$tmp/fu.json")" = "$(losses "$tmp/ea.json")" ] ||
+  fail "eager and fused differ: $(losses "$tmp/ea.json") vs $(losses "$tmp/fu.json")"
 
 # Resume: 6 steps straight vs 3 steps, stop, resume to 6.
 mpirun -np 8 "$px" run "${plan[@]}" --steps 6 --json >"$tmp/full.json" 2>"$tmp/err" || fail "full: $(cat "$tmp/err")"

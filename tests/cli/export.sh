@@ -77,6 +77,7 @@ cases=(
   "hsdp_pp_fp8|torchtitan|-m llama3-8b -c dgx-h100 -g 64 -t 2 --sp -p 2 -z 3 --shard-group 8 --grad-accum full --main-grad fp32 -P fp8 --fp8-recipe current -B 128"
   "interleaved_full|torchtitan|-m llama3-8b -c dgx-h100 -g 16 -t 2 -p 4 --vpp 2 --sp -z 3 --grad-accum full --main-grad fp32 -B 64 -r full"
   "fsdp_cp_ep|torchtitan|-m mixtral-8x7b -c dgx-h100 -g 32 -t 2 --sp --cp 2 --ep 4 -z 3 --main-grad fp32 -B 64 --seq 4096"
+  "fsdp_eager|torchtitan|-m llama3-8b -c dgx-h100 -g 8 -z 3 --main-grad fp32 -B 16 --elementwise eager"
   "zero3_offload|deepspeed|-m llama3-8b -c dgx-h100 -g 16 -z 3 --offload-optimizer cpu --offload-params cpu -B 64 --main-grad fp32"
   "zero2_fp16|deepspeed|-m gpt2-350m -c dgx-a100 -g 8 -z 2 -P fp16 -b 4 -B 64"
   "fp8_params_qk_norm|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 64 -t 2 --sp --ep 8 -z 1 -B 256 -P fp8 --fp8-recipe current --fp8-params"
@@ -146,6 +147,9 @@ refuses nemo "cannot run fp8_recipe blockwise with fp8_params" "${base[@]}" -z 1
 refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
+refuses megatron "cannot run elementwise eager" "${base[@]}" --elementwise eager
+refuses torchtitan "cannot run elementwise eager with overlap tp" "${base[@]}" -t 2 --sp -z 3 --main-grad fp32 \
+  --elementwise eager --overlap dp,zero,pp,tp-bwd,tp
 # (the module with ZeRO-3 is not planned: a data-parallel plan without sharding shows the refusal)
 refuses torchtitan "cannot run mtp_layers" -m tiny-mtp -c dgx-h100 -g 8 -d 8 -z 0 -B 8 --mtp-layers 1
 refuses torchtitan "cannot run cp_algo a2a" -m llama3-8b -c dgx-h100 -g 16 -B 16 --seq 32768 --cp 2 --cp-algo a2a -z 3 --main-grad fp32
@@ -172,6 +176,8 @@ refuses nemo "cannot run fp8_base fp32" "${bw[@]}" -z 1 -P mxfp8 --fp8-base fp32
 refuses torchtitan "cannot run precision nvfp4" "${bw[@]}" -z 3 --main-grad fp32 -P nvfp4
 refuses torchtitan "cannot run precision mxfp8 with overlap tp" "${bw[@]}" -z 3 --main-grad fp32 -P mxfp8 -t 2 --sp \
   --overlap dp,zero,pp,tp-bwd,tp
+refuses torchtitan "cannot run precision mxfp8 with tp and elementwise fused" "${bw[@]}" -z 3 --main-grad fp32 -P mxfp8 \
+  -t 2 --sp
 refuses torchtitan "cannot run precision mxfp8 with experts" -m mixtral-8x7b -c dgx-b200 -g 32 --ep 4 -z 3 --main-grad fp32 \
   -B 64 --seq 4096 -P mxfp8
 refuses deepspeed "cannot run precision mxfp8" "${bw[@]}" -z 2 -P mxfp8

@@ -290,9 +290,18 @@ static bool mb_row_h100(const char *line, mb_row *w) {
   snprintf(w->sys, sizeof w->sys, "dgx-h100"), snprintf(w->graph, sizeof w->graph, "none");
   return line[0] != '#' &&
          sscanf(line,
-                "%15[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%15[^,],%d,%47[^,],%lf,%lf",
+                "%15[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%15[^,],%d,%47[^,],%lf,%lf,"
+                "%15[^,\n]",
                 w->release, w->name, &w->gpus, w->prec, &w->gbs, &w->mbs, &w->seq, &w->tp, &w->pp, &w->vp, &w->ep,
-                w->dispatch, w->routing, &w->overlap, w->recompute, &w->tokens, &w->tflops) == 17;
+                w->dispatch, w->routing, &w->overlap, w->recompute, &w->tokens, &w->tflops, w->note) == 18;
+}
+
+/* A row whose figure measures a bug NVIDIA names (the CSV's note): "regression", the performance page's own
+ * footnote; "known-issue", its release's known-issues page. Simulated and printed, kept out of the means and the
+ * validated bands; "-" for the others. */
+static bool mb_known_bug(const mb_row *w) {
+  CU_ASSERT_FATAL(!strcmp(w->note, "-") || !strcmp(w->note, "regression") || !strcmp(w->note, "known-issue"));
+  return strcmp(w->note, "-") != 0;
 }
 
 /* The Blackwell CSV's row. */
@@ -380,7 +389,7 @@ static void test_megatron_bridge_moe(void) {
   FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_h100_moe.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[512];
-  int rows = 0;
+  int rows = 0, known = 0;
   px_test_err_range all = {0}, by_dispatch[PX_MOE_DISPATCH_COUNT] = {{0}};
   static const char *const models[] = {"deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-120b"};
   enum { MODELS = sizeof models / sizeof *models };
@@ -400,31 +409,35 @@ static void test_megatron_bridge_moe(void) {
     px_plan plan;
     px_sim_result r;
     double sim = mb_simulate(&w, &plan, &r), e = sim / w.tokens - 1;
-    fprintf(stderr, "  %-8s %-15s %5lld %-6s %2lld %2lld %2lld %3lld %-8s %-6s %2d  %9.0f %9.0f %+6.1f%%  %s\n",
+    bool bug = mb_known_bug(&w);
+    fprintf(stderr, "  %-8s %-15s %5lld %-6s %2lld %2lld %2lld %3lld %-8s %-6s %2d  %9.0f %9.0f %+6.1f%%  %s%s\n",
             w.release, w.name, w.gpus, w.prec, w.tp, w.pp, w.vp, w.ep, w.dispatch, w.routing, w.overlap, w.tokens, sim,
-            100 * e, r.fits ? "yes" : "no");
+            100 * e, r.fits ? "yes" : "no", bug ? " (the release's known issue: not in the means)" : "");
     /* measured (with Qwen3's q/k norms, EP overlap where the recipe sets it): Qwen3-30B-A3B BF16 +3.5%, +8.4% with
-     * EP overlap (the case study's A/B); FP8 +5.8% to +81.5% but for 25.11's and 26.02's EP 8 rows of Qwen3-30B-A3B
-     * (+187%, +222%: the same layout ran 1.7x faster a point release later); the FP8 rows' kernels miss what
-     * docs/validation.md names. GPT-OSS-120B's BF16 rows +43.4% to +66.8% (not from its windows:
+     * EP overlap (the case study's A/B); FP8 +3.9% to +69.3% but for 25.11's and 26.02's EP 8 rows of Qwen3-30B-A3B
+     * (+169%, +200%: the same layout ran 1.7x faster a point release later; 26.02's container had no DeepEP, the
+     * release's known issue); the FP8 rows' kernels miss what docs/validation.md names. GPT-OSS-120B's BF16 rows +43.4% to +66.8% (not from its windows:
      * docs/validation.md). No row may turn more than 15% pessimistic; Qwen3's BF16 rows within 10% */
     CU_ASSERT(e > -0.15 && e < 2.5);
     if (!strcmp(w.name, "qwen3-30b-a3b") && plan.par.precision == PX_PREC_BF16) CU_ASSERT(fabs(e) < 0.10);
     if (!strcmp(w.name, "gpt-oss-120b")) CU_ASSERT(e > 0.30 && e < 0.85);
-    px_test_err_add(&all, e), px_test_err_add(&by_dispatch[plan.par.moe_dispatch], e),
-        px_test_err_add(&by_model[mi], e);
+    if (!bug)
+      px_test_err_add(&all, e), px_test_err_add(&by_dispatch[plan.par.moe_dispatch], e),
+          px_test_err_add(&by_model[mi], e);
+    known += bug;
     if (md) {
       char b[5][32], mbs[32] = "", vp[32] = "";
       if (w.mbs > 1) snprintf(mbs, sizeof mbs, " (mbs %lld)", w.mbs);
       if (w.vp > 1) snprintf(vp, sizeof vp, ", %lld", w.vp);
-      fprintf(md, "| %s | `%s`%s | %s | %lld·%lld%s, %lld | %s | %s, %s%s | %s | %s | %s | %s |\n",
+      fprintf(md, "| %s | `%s`%s | %s | %lld·%lld%s, %lld | %s | %s, %s%s | %s | %s | %s%s | %s |\n",
               strcmp(w.release, "card") ? w.release : "case study", w.name, mbs, px_test_doc_count(w.gpus, b[0]), w.tp,
               w.pp, vp, w.ep, mb_doc_word(w.prec), mb_doc_word(w.dispatch), mb_doc_word(w.routing),
               w.overlap ? ", EP overlap" : "", px_test_doc_count(llround(w.tokens), b[1]),
-              px_test_doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]), r.fits ? "yes" : "no");
+              px_test_doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]),
+              bug ? " (the release's known issue: not in the means)" : "", r.fits ? "yes" : "no");
     }
     const char *source = strcmp(w.release, "card") ? "Megatron-Bridge" : "NVIDIA's Qwen3-30B-A3B case study";
-    CU_ASSERT(px_test_band(&plan, e, source));
+    if (!bug) CU_ASSERT(px_test_band(&plan, e, source));
     rows++;
     px_sim_result_free(&r);
     px_plan_free(&plan);
@@ -436,19 +449,20 @@ static void test_megatron_bridge_moe(void) {
       fprintf(stderr, "  dispatch %-8s %2d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", px_moe_dispatch_names[d],
               by_dispatch[d].n, 100 * by_dispatch[d].sum / by_dispatch[d].n, 100 * by_dispatch[d].min,
               100 * by_dispatch[d].max);
-  fprintf(stderr, "  H100 MoE, all %d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", all.n, 100 * all.sum / all.n,
-          100 * all.min, 100 * all.max);
+  fprintf(stderr, "  H100 MoE, all %d rows but the %d of a known issue: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", all.n,
+          known, 100 * all.sum / all.n, 100 * all.min, 100 * all.max);
+  CU_ASSERT_EQUAL(known, 1);
   if (md) {
     char b[3][24];
-    fprintf(md, "\nMean error, all %d rows: %s (%s to %s)", all.n, px_test_doc_pct(all.sum / all.n, b[0]),
-            px_test_doc_pct(all.min, b[1]), px_test_doc_pct(all.max, b[2]));
+    fprintf(md, "\nMean error, all %d rows but the %d of a known issue: %s (%s to %s)", all.n, known,
+            px_test_doc_pct(all.sum / all.n, b[0]), px_test_doc_pct(all.min, b[1]), px_test_doc_pct(all.max, b[2]));
     for (int mi = 0; mi < MODELS; mi++)
       fprintf(md, "; `%s` %s (%d)", models[mi], px_test_doc_pct(by_model[mi].sum / by_model[mi].n, b[0]),
               by_model[mi].n);
     fprintf(md, ".\n");
   }
   px_test_doc_block_end(md, "validation-moe-h100");
-  CU_ASSERT(all.sum / all.n < 0.60); /* +51.3% */
+  CU_ASSERT(all.sum / all.n < 0.50); /* +39.0% */
 }
 
 /* The Blackwell systems of tests/data/megatron_bridge_blackwell_moe.csv: a
@@ -514,8 +528,7 @@ static void test_megatron_bridge_blackwell_moe(void) {
     double sim = mb_simulate(&w, &plan, &r), e = sim / w.tokens - 1;
     char layout[16];
     snprintf(layout, sizeof layout, "%lld.%lld", w.pp, w.vp);
-    CU_ASSERT_FATAL(!strcmp(w.note, "-") || !strcmp(w.note, "regression"));
-    bool bug = !strcmp(w.note, "regression"); /* the page's own footnote: the figure measures a known bug */
+    bool bug = mb_known_bug(&w); /* the page's own footnote: the figure measures a known bug */
     fprintf(stderr, "  %-8s %-11s %-15s %4lld %-6s %-8s %3lld %-8s %2d %-6s  %9.0f %9.0f %+6.1f%%  %4s %-17s %s%s\n",
             w.release, w.sys, w.name, w.gpus, w.prec, layout, w.ep, w.dispatch, w.overlap, w.graph, w.tokens, sim,
             100 * e, r.fits ? "yes" : "no", w.recompute, w.recipe, bug ? " (regression: not in the means)" : "");

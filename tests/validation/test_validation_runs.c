@@ -567,6 +567,7 @@ static void test_torchtitan_h100(void) {
     p.precision = !strcmp(prec, "fp8") ? PX_PREC_FP8 : PX_PREC_BF16;
     if (p.precision == PX_PREC_FP8) p.fp8_recipe = PX_FP8_CURRENT;
     p.attention = PX_ATTN_FLASH2; /* F.scaled_dot_product_attention's default order: its flash backend (the CSV) */
+    p.elementwise = compiled ? PX_ELEMWISE_FUSED : PX_ELEMWISE_EAGER; /* torch.compile fuses them; eager: the CSV */
     if (pp > 1) {
       p.reshard = 0, p.grad_accum = PX_ACCUM_FULL;
       p.schedule = !strcmp(sched, "interleaved") ? PX_SCHED_INTERLEAVED : PX_SCHED_1F1B, p.vpp = vp;
@@ -605,13 +606,18 @@ static void test_torchtitan_h100(void) {
               px_test_doc_count(llround(tokens), b[1]), px_test_doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]),
               mem_gib, (double)peak / (1u << 30));
     }
-    /* measured (2026-11-29) +2.5% to +64.3%, every row optimistic: the band
+    /* measured (2026-11-30) +2.4% to +44.1%, every row optimistic: the band
      * leaves some 20 points above the worst row for the cluster figures
      * others are changing, and fails a row that turns 10% pessimistic */
-    CU_ASSERT(e > -0.10 && e < 0.85);
-    /* each technique the table stacks (Float8, async TP, interleaving) gains
-     * in the simulation as it does in the table; torch.compile is not modelled */
-    if (table == prev_table && compiled && prev_compile) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
+    CU_ASSERT(e > -0.10 && e < 0.65);
+    /* each technique the table stacks (torch.compile, Float8, async TP, interleaving) gains in the simulation as
+     * it does in the table; torch.compile over eager (the same run but its elementwise kernels) within 3 points */
+    if (table == prev_table) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
+    if (table == prev_table && compiled && !prev_compile) {
+      fprintf(stderr, "     torch.compile's gain: published %+.1f%%, simulated %+.1f%%\n", 100 * (tokens / prev_pub - 1),
+              100 * (sim / prev_sim - 1));
+      CU_ASSERT(fabs((sim / prev_sim) - (tokens / prev_pub)) < 0.03);
+    }
     prev_table = table, prev_compile = compiled, prev_pub = tokens, prev_sim = sim;
     px_test_err_add(&errs, e), px_test_err_add(&gpu_rng, (double)gpus);
     CU_ASSERT(px_test_band(&plan, e, "torchtitan"));
