@@ -44,13 +44,14 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
   char ft[128];
   fprintf(out,
           "%s: %s on %lld x %s (%s): tp %lld%s pp %lld dp %lld, ZeRO-%d%s, %s, mbs %lld, gbs %lld, seq %lld, "
-          "recompute %s%s%s%s\n",
+          "recompute %s%s%s%s%s\n",
           what, plan->model.name, (long long)plan->cluster.gpus, plan->cluster.gpu.name, plan->cluster.name,
           (long long)p->tp, cp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "",
           px_schedule_names[p->schedule], (long long)p->mbs, (long long)p->gbs, (long long)plan->seq,
           px_report_recompute_text(p, rc, sizeof rc), px_lora_describe(p, ft, sizeof ft),
           p->cuda_graph == PX_GRAPH_LAYERS ? ", CUDA graphs per layer" : p->cuda_graph == PX_GRAPH_FULL ? ", a CUDA graph a step" : "",
-          p->overlap > 0 && (p->overlap & PX_OVERLAP_EP) ? ", EP overlap (combined 1F1B)" : "");
+          p->overlap > 0 && (p->overlap & PX_OVERLAP_EP) ? ", EP overlap (combined 1F1B)" : "",
+          p->elementwise == PX_ELEMWISE_EAGER ? ", elementwise eager" : "");
 }
 
 void px_report_finetune_text(const px_plan *plan, FILE *out) {

@@ -21,7 +21,7 @@ light() { # name cmd...: exit 0 and nothing heavy loaded
   [ -z "$libs" ] && echo "ok: $name loads none of MPI, OpenBLAS, CUDA ($(loaded "$@" | tr '\n' ' '))" ||
     fail "$name loads $libs"
 }
-f405=(-m llama3-405b -c dgx-h100 -g 16384 -t 8 -p 16 -S -b 1 -B 2048 -z 1 -e interleaved -v 2)
+f405=(-m llama3-405b -c dgx-h100 -g 16384 -t 8 -p 16 -S -b 1 -B 2048 -z 2 -e interleaved -v 2) # Meta's split, ZeRO-2 to fit
 light "--help" "$px" --help
 light "plan 405b" "$px" plan "${f405[@]}"
 light "sim 405b" "$px" sim "${f405[@]}"

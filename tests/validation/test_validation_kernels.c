@@ -412,7 +412,7 @@ static void test_kernel_microbenchmarks(void) {
     CU_ASSERT(us >= atof(f[2]) && us <= atof(f[3]));
   }
   CU_ASSERT_EQUAL(rk.rows, 1);
-  /* borrowed: H800 and A3 Mega carry the H100's HBM3 (80 GB at 3.35 TB/s) and its measured share */
+  /* borrowed: H800 and A3 Mega carry the H100's HBM3 (79.11 GiB at 3.35 TB/s) and its measured share */
   static const char *const hbm_borrow[] = {"hgx-h800", "a3-mega"};
   px_cluster h100hbm;
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("dgx-h100", &h100hbm, &err), PX_OK);
@@ -421,6 +421,7 @@ static void test_kernel_microbenchmarks(void) {
     CU_ASSERT_EQUAL_FATAL(px_cluster_load(hbm_borrow[i], &b, &err), PX_OK);
     CU_ASSERT_EQUAL(b.gpu.memory_efficiency, h100hbm.gpu.memory_efficiency);
     CU_ASSERT_EQUAL(b.gpu.hbm_bytes_per_s, h100hbm.gpu.hbm_bytes_per_s);
+    CU_ASSERT_EQUAL(b.gpu.hbm_bytes, h100hbm.gpu.hbm_bytes); /* and its capacity, the device's total */
   }
   fputc('\n', stderr);
 }
