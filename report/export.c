@@ -175,6 +175,12 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
 /* PyTorch's Interleaved1F1B runs the micro-batches in rounds of pp. */
 static bool interleaved_rounds_of_pp(const px_parallel *p) { return px_parallel_mb_group(p) == p->pp; }
 
+/* Whether torchtitan's job runs under torch.compile ([compile] enable): to fuse the elementwise ops (`elementwise`
+ * fused) and for async TP. */
+static bool torchtitan_compiles(const px_parallel *p) {
+  return p->elementwise == PX_ELEMWISE_FUSED || (p->tp > 1 && (p->overlap & PX_OVERLAP_TP));
+}
+
 static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_err *err) {
   px_framework fw = PX_FW_TORCHTITAN;
   if (p->zero == 1 || p->zero == 2)
@@ -227,21 +233,19 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan v0.2.2's quantize converters are float8 and mx, MXFP8 only (NVFP4 came after it, on the "
                   "main branch configured in Python: torchtitan/components/quantization/nvfp4.py at b5bcd76)",
                   "precision mxfp8, or export to megatron");
-  /* torchtitan/components/quantization/mx.py at v0.2.2: MXLinearConverter */
-  if (p->precision == PX_PREC_MXFP8 && p->tp > 1 && (p->overlap & PX_OVERLAP_TP))
-    return refuse(err, fw, "precision mxfp8 with overlap tp",
-                  "torchtitan's async TP needs torch.compile, which its MXFP8 converter refuses with TP (\"TP not yet "
-                  "supported with torch.compile for mxfp8\")",
-                  "overlap without tp");
-  /* elementwise fused is torchtitan's model under torch.compile ([compile] enable), eager without it */
-  if (p->precision == PX_PREC_MXFP8 && p->tp > 1 && p->elementwise == PX_ELEMWISE_FUSED)
-    return refuse(err, fw, "precision mxfp8 with tp and elementwise fused",
-                  "torchtitan fuses the norms, RoPE and SwiGLU with torch.compile, which its MXFP8 converter refuses "
-                  "with TP",
-                  "elementwise eager");
-  if (p->elementwise == PX_ELEMWISE_EAGER && p->tp > 1 && (p->overlap & PX_OVERLAP_TP))
+  /* async TP runs under torch.compile, which fuses the elementwise ops an eager plan prices apart */
+  bool async_tp = p->tp > 1 && (p->overlap & PX_OVERLAP_TP);
+  if (async_tp && p->elementwise == PX_ELEMWISE_EAGER)
     return refuse(err, fw, "elementwise eager with overlap tp",
                   "torchtitan's async TP needs torch.compile, which fuses the elementwise ops", "elementwise fused");
+  /* torchtitan/components/quantization/mx.py at v0.2.2: MXLinearConverter refuses torch.compile with TP */
+  if (p->precision == PX_PREC_MXFP8 && p->tp > 1 && torchtitan_compiles(p))
+    return refuse(err, fw, async_tp ? "precision mxfp8 with overlap tp" : "precision mxfp8 with tp and elementwise fused",
+                  async_tp ? "torchtitan's async TP needs torch.compile, which its MXFP8 converter refuses with TP (\"TP "
+                             "not yet supported with torch.compile for mxfp8\")"
+                           : "torchtitan fuses the norms, RoPE and SwiGLU with torch.compile, which its MXFP8 converter "
+                             "refuses with TP",
+                  async_tp ? "overlap without tp" : "elementwise eager");
   if (p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
     return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
                   "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
@@ -819,7 +823,7 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
     }
   }
   fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", p->recompute == PX_RECOMPUTE_FULL ? "full" : "none");
-  if (p->elementwise == PX_ELEMWISE_FUSED) fputs("\n[compile]\nenable = true\n", out);
+  if (torchtitan_compiles(p)) fputs("\n[compile]\nenable = true\n", out);
   /* float8 tensorwise; torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil
    * rounds them up; docs/mxfp8.md at v0.2.2) */
   if (p->precision == PX_PREC_FP8) fputs("\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n", out);
