@@ -23,7 +23,9 @@ int64_t px_host_kernels(const px_plan *p, const px_op *op);
 bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i);
 /* What the host spends to issue op i: issue_s in all, first_s until its
  * first kernel is launched. Eager, the cluster's host.op_us with its first
- * kernel and host.launch_us each further one; graphed, host.op_us (the
+ * kernel and host.launch_us each further one (a quantized GroupedLinear
+ * call, forward or backward, first loops over its local experts in Python:
+ * 3.9 host.op_us each); graphed, host.op_us (the
  * graphed module's call) and host.graph_launch_us (its replay) for the first
  * op of a layer's graph, nothing for the rest (the full-iteration graph's one
  * replay a step left out); 0 without them. */

@@ -462,7 +462,7 @@ static void test_megatron_bridge_moe(void) {
     fprintf(md, ".\n");
   }
   px_test_doc_block_end(md, "validation-moe-h100");
-  CU_ASSERT(all.sum / all.n < 0.50); /* +39.0% */
+  CU_ASSERT(all.sum / all.n < 0.50); /* +32.3% */
 }
 
 /* The Blackwell systems of tests/data/megatron_bridge_blackwell_moe.csv: a
@@ -474,7 +474,7 @@ static const struct {
   bool enabled;
   double mean;
 } mb_systems[] = {
-    {"dgx-b200", true, 0.612}, {"gb200-nvl72", true, 0.335}, {"dgx-gb300", true, 0.149}, {"dgx-b300", true, 0.588}};
+    {"dgx-b200", true, 0.344}, {"gb200-nvl72", true, 0.172}, {"dgx-gb300", true, 0.066}, {"dgx-b300", true, 0.421}};
 enum { MB_SYSTEMS = sizeof mb_systems / sizeof *mb_systems, MB_PRECS = 3 };
 static const char *const mb_precs[MB_PRECS] = {"bf16", "fp8-cs", "mxfp8"};
 
