@@ -370,40 +370,52 @@ static px_status busbw_from_json(const px_json_ctx *lc, const cJSON *link_obj, c
   return PX_OK;
 }
 
-/* inter_node.deepep: [{ep, dispatch_gb_per_s, combine_gb_per_s}], EP sizes ascending. */
-static px_status deepep_from_json(const px_json_ctx *nc, const cJSON *inter, px_cluster *cl, px_err *err) {
+/* <link>.deepep (link "inter_node" or "intra_node"): [{ep, dispatch_gb_per_s, combine_gb_per_s}], EP sizes
+ * ascending, into pts (at most PX_DEEPEP_MAX), their count in *len. */
+static px_status deepep_from_json(const px_json_ctx *nc, const cJSON *obj, const char *link, px_deepep_point *pts,
+                                  int *len, px_err *err) {
   const char *file = nc->file;
   px_status st;
-  cl->deepep_len = 0;
-  const cJSON *arr = px_json_get(nc, inter, "deepep");
+  *len = 0;
+  const cJSON *arr = px_json_get(nc, obj, "deepep");
   if (!arr) return PX_OK;
-  if (!cJSON_IsArray(arr))
-    return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep': expected an array", file);
+  if (!cJSON_IsArray(arr)) return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.deepep': expected an array", file, link);
   if (cJSON_GetArraySize(arr) > PX_DEEPEP_MAX)
-    return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep': more than %d points", file, PX_DEEPEP_MAX);
+    return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.deepep': more than %d points", file, link, PX_DEEPEP_MAX);
   const cJSON *e;
   cJSON_ArrayForEach(e, arr) {
-    int i = cl->deepep_len;
+    int i = *len;
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "inter_node.deepep[%d].", i);
+    snprintf(prefix, sizeof prefix, "%s.deepep[%d].", link, i);
     px_json_keys keys = {.n = 0};
     px_json_ctx ec = {file, prefix, &keys};
     if (!cJSON_IsObject(e))
-      return px_err_set(err, PX_ERR_INPUT, "%s: field 'inter_node.deepep[%d]': expected an object", file, i);
-    px_deepep_point *p = &cl->deepep[i];
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.deepep[%d]': expected an object", file, link, i);
+    px_deepep_point *p = &pts[i];
     double d = 0, c = 0;
     TRY(px_json_int(&ec, e, "ep", true, 2, 1 << 24, &p->ep, err));
     TRY(px_json_num(&ec, e, "dispatch_gb_per_s", true, 1e-6, 1e9, &d, err));
     TRY(px_json_num(&ec, e, "combine_gb_per_s", true, 1e-6, 1e9, &c, err));
     TRY(px_json_refuse_unknown(&ec, e, NULL, 0, err));
-    if (i > 0 && p->ep <= cl->deepep[i - 1].ep)
-      return px_err_set(err, PX_ERR_INPUT,
-                        "%s: field 'inter_node.deepep[%d].ep': %lld after %lld: EP sizes must ascend", file, i,
-                        (long long)p->ep, (long long)cl->deepep[i - 1].ep);
+    if (i > 0 && p->ep <= pts[i - 1].ep)
+      return px_err_set(err, PX_ERR_INPUT, "%s: field '%s.deepep[%d].ep': %lld after %lld: EP sizes must ascend", file,
+                        link, i, (long long)p->ep, (long long)pts[i - 1].ep);
     p->dispatch_bytes_per_s = d * 1e9, p->combine_bytes_per_s = c * 1e9;
-    cl->deepep_len++;
+    (*len)++;
   }
   return PX_OK;
+}
+
+static void deepep_to_json(cJSON *link_obj, const px_deepep_point *pts, int len) {
+  cJSON *dep = len > 0 ? cJSON_AddArrayToObject(link_obj, "deepep") : NULL;
+  for (int i = 0; dep && i < len; i++) {
+    cJSON *e = cJSON_CreateObject();
+    if (!e) break;
+    px_json_add_num(e, "ep", (double)pts[i].ep);
+    px_json_add_num(e, "dispatch_gb_per_s", pts[i].dispatch_bytes_per_s / 1e9);
+    px_json_add_num(e, "combine_gb_per_s", pts[i].combine_bytes_per_s / 1e9);
+    cJSON_AddItemToArray(dep, e);
+  }
 }
 
 static void busbw_to_json(cJSON *link_obj, const px_busbw_point *pts, int len) {
@@ -504,6 +516,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
                       "%s: field 'intra_node.nvlink_domain': %lld is not a whole number of nodes of %lld GPUs", file,
                       (long long)cl->nvlink_domain, (long long)cl->gpus_per_node);
   TRY(busbw_from_json(&ic, intra, "intra_node", cl->busbw[PX_LINK_INTRA], &cl->busbw_len[PX_LINK_INTRA], err));
+  TRY(deepep_from_json(&ic, intra, "intra_node", cl->intra_deepep, &cl->intra_deepep_len, err));
   TRY(px_json_refuse_unknown(&ic, intra, NULL, 0, err));
 
   const cJSON *inter;
@@ -519,7 +532,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
   TRY(px_json_num(&nc, inter, "efficiency", false, 0.01, 1.0, &cl->inter_efficiency, err));
   TRY(comm_sms_from_json(&nc, inter, cl->gpu.sm_count, &cl->inter_comm_sms, err));
   TRY(busbw_from_json(&nc, inter, "inter_node", cl->busbw[PX_LINK_INTER], &cl->busbw_len[PX_LINK_INTER], err));
-  TRY(deepep_from_json(&nc, inter, cl, err));
+  TRY(deepep_from_json(&nc, inter, "inter_node", cl->deepep, &cl->deepep_len, err));
   int kind = PX_NET_RAIL_FAT_TREE;
   TRY(px_json_enum(&nc, inter, "topology", false, px_net_kind_names, PX_NET_COUNT, &kind, err));
   cl->net_kind = (px_net_kind)kind;
@@ -688,6 +701,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   }
   if (c->nvlink_domain) px_json_add_num(intra, "nvlink_domain", (double)c->nvlink_domain);
   busbw_to_json(intra, c->busbw[PX_LINK_INTRA], c->busbw_len[PX_LINK_INTRA]);
+  deepep_to_json(intra, c->intra_deepep, c->intra_deepep_len);
   cJSON_AddItemToObject(o, "inter_node", inter);
   px_json_add_num(inter, "nics_per_node", (double)c->nics_per_node);
   px_json_add_num(inter, "nic_gbit_per_s", c->nic_bytes_per_s * 8.0 / 1e9);
@@ -698,15 +712,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(inter, "oversubscription", c->oversubscription);
   px_json_add_num(inter, "nodes_per_leaf", (double)c->nodes_per_leaf);
   busbw_to_json(inter, c->busbw[PX_LINK_INTER], c->busbw_len[PX_LINK_INTER]);
-  cJSON *dep = c->deepep_len > 0 ? cJSON_AddArrayToObject(inter, "deepep") : NULL;
-  for (int i = 0; dep && i < c->deepep_len; i++) {
-    cJSON *e = cJSON_CreateObject();
-    if (!e) break;
-    px_json_add_num(e, "ep", (double)c->deepep[i].ep);
-    px_json_add_num(e, "dispatch_gb_per_s", c->deepep[i].dispatch_bytes_per_s / 1e9);
-    px_json_add_num(e, "combine_gb_per_s", c->deepep[i].combine_bytes_per_s / 1e9);
-    cJSON_AddItemToArray(dep, e);
-  }
+  deepep_to_json(inter, c->deepep, c->deepep_len);
   cJSON_AddItemToObject(o, "host", host);
   px_json_add_num(host, "memory_gib", (double)c->host_memory_bytes / GIB);
   px_json_add_num(host, "storage_gb_per_s", c->storage_bytes_per_s / 1e9);

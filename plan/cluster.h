@@ -32,10 +32,12 @@ typedef struct {
   double bytes_per_s; /* bus bandwidth */
 } px_busbw_point;
 
-/* DeepEP's normal (high-throughput) kernels across nodes at one EP size,
- * as its benchmark reports them: the logical RDMA bandwidth, a rank's copies
- * of its tokens to the nodes they reach (its own included) over the time,
- * of the dispatch and of the combine (inter_node.deepep). */
+/* DeepEP's normal (high-throughput) kernels at one EP size, as its
+ * benchmark reports them, of the dispatch and of the combine: across nodes
+ * (inter_node.deepep) the logical RDMA bandwidth, a rank's copies of its
+ * tokens to the nodes they reach (its own included) over the time; within
+ * one NVLink domain (intra_node.deepep) the NVLink bandwidth, the token
+ * copies a rank receives (its own included) over the time. */
 typedef struct {
   int64_t ep;
   double dispatch_bytes_per_s, combine_bytes_per_s;
@@ -243,6 +245,11 @@ typedef struct {
    * across nodes (sim/collective.h, px_coll_cost_deepep). */
   px_deepep_point deepep[PX_DEEPEP_MAX];
   int deepep_len;
+  /* DeepEP's measured kernels within one NVLink domain by EP size
+   * (intra_node.deepep); where given they time the deepep dispatcher's
+   * exchanges that stay in one domain. */
+  px_deepep_point intra_deepep[PX_DEEPEP_MAX];
+  int intra_deepep_len;
   px_net_kind net_kind;
   double oversubscription; /* leaf uplink : downlink ratio >= 1 */
   int64_t nodes_per_leaf;  /* nodes under one leaf switch (rail group) */

@@ -80,12 +80,10 @@ static void use_measured(const px_cluster *c, px_coll kind, uint64_t size_bytes,
   for (int l = 0; l < PX_LINK_COUNT; l++) k->bw[l] = k->bytes[l] > 0 && t > 0 ? k->bytes[l] / t : 0;
 }
 
-/* DeepEP's logical RDMA bandwidth at EP size ep: linear in log2(ep)
- * between the two nearest measured sizes, flat beyond the ends; 0 when the
- * cluster has none. */
-static double deepep_bytes_per_s(const px_cluster *c, int64_t ep, bool combine) {
-  const px_deepep_point *d = c->deepep;
-  int n = c->deepep_len;
+/* DeepEP's bandwidth at EP size ep of its n measured points d: linear in
+ * log2(ep) between the two nearest measured sizes, flat beyond the ends; 0
+ * when there are none. */
+static double deepep_bytes_per_s(const px_deepep_point *d, int n, int64_t ep, bool combine) {
   if (n <= 0) return 0.0;
 #define BW(i) (combine ? d[i].combine_bytes_per_s : d[i].dispatch_bytes_per_s)
   if (ep <= d[0].ep) return BW(0);
@@ -99,7 +97,7 @@ static double deepep_bytes_per_s(const px_cluster *c, int64_t ep, bool combine) 
 }
 
 px_coll_cost px_coll_cost_deepep(const px_cluster *c, const px_placement *g, double tok, double ranks, double nodes,
-                                 bool combine) {
+                                 bool combine, bool hybrid) {
   px_coll_cost k;
   memset(&k, 0, sizeof k);
   k.algo = PX_ALGO_DIRECT;
@@ -110,10 +108,16 @@ px_coll_cost px_coll_cost_deepep(const px_cluster *c, const px_placement *g, dou
   if (N > 1) k.bytes[PX_LINK_INTER] = tok * nodes * (1.0 - 1.0 / (double)N);
   finish(c, g->leaves, &k);
   k.sms = px_coll_held_sms(c, &k, false);
-  double bw = N > 1 ? deepep_bytes_per_s(c, n, combine) : 0.0;
-  if (bw > 0) { /* DeepEP's own time for its logical bytes; the links carry theirs at that pace */
+  /* DeepEP's own time for its logical bytes where measured: across domains its RDMA copies (a node each, its own
+   * included), within one its received copies (a rank each, its own included; DeepEP's kernels, not HybridEP's);
+   * the links carry theirs at that pace */
+  bool intra = N == 1 && !hybrid && c->intra_deepep_len > 0 && n >= c->intra_deepep[0].ep; /* none below: the links */
+  double bw = N > 1   ? deepep_bytes_per_s(c->deepep, c->deepep_len, n, combine)
+              : intra ? deepep_bytes_per_s(c->intra_deepep, c->intra_deepep_len, n, combine)
+                      : 0.0;
+  if (bw > 0) {
     k.measured = true;
-    double t = tok * nodes / bw;
+    double t = tok * (N > 1 ? nodes : ranks) / bw;
     k.time_s = k.latency_s + t;
     for (int l = 0; l < PX_LINK_COUNT; l++) k.bw[l] = k.bytes[l] > 0 ? k.bytes[l] / t : 0;
   }

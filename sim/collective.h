@@ -126,20 +126,23 @@ px_coll_cost px_coll_cost_of(const px_cluster *c, px_coll kind, uint64_t size_by
  * this kind and placement. DIRECT applies to groups of size <= 1 and p2p. */
 bool px_coll_cost_algo(const px_cluster *c, px_coll kind, uint64_t size_bytes, const px_placement *g, px_algo algo,
                        px_coll_cost *out);
-/* DeepEP's (or HybridEP's) dispatch or combine of one rank's tokens, the
- * deepep dispatcher's EP exchange over group g: tok bytes of tokens (the
- * busiest rank's, px_ep_token_bytes), each sent once to each of the `ranks`
- * distinct EP ranks its experts are on and once over RDMA to each of the
- * `nodes` nodes among them (px_plan_ep_copies), forwarded over NVLink there.
- * NVLink carries the copies for the other ranks, tok x ranks x (1 - 1/n),
- * the NICs those for other nodes, tok x nodes x (1 - 1/N). Where the cluster
- * has DeepEP's measured figures (inter_node.deepep) and g spans nodes, the
- * exchange takes its logical RDMA bytes (tok x nodes, the rank's own node
- * included, as DeepEP's benchmark counts them) at the figure for the EP size
- * (linear in log2 between measured sizes, flat beyond them), and the links
- * carry their bytes at the pace that gives that time. */
+/* DeepEP's (or, hybrid, HybridEP's) dispatch or combine of one rank's
+ * tokens, the deepep dispatcher's EP exchange over group g: tok bytes of
+ * tokens (the busiest rank's, px_ep_token_bytes), each sent once to each of
+ * the `ranks` distinct EP ranks its experts are on and once over RDMA to each
+ * of the `nodes` nodes among them (px_plan_ep_copies), forwarded over NVLink
+ * there. NVLink carries the copies for the other ranks, tok x ranks x
+ * (1 - 1/n), the NICs those for other nodes, tok x nodes x (1 - 1/N). Where
+ * the cluster has DeepEP's measured figures and g spans nodes
+ * (inter_node.deepep), the exchange takes its logical RDMA bytes (tok x
+ * nodes, the rank's own node included, as DeepEP's benchmark counts them) at
+ * the figure for the EP size (linear in log2 between measured sizes, flat
+ * beyond them); where g stays in one NVLink domain (intra_node.deepep, from
+ * its smallest measured EP size up; not for HybridEP, whose kernels those
+ * figures are not), its received copies (tok x ranks, its own included) at
+ * that figure; the links carry their bytes at the pace that gives that time. */
 px_coll_cost px_coll_cost_deepep(const px_cluster *c, const px_placement *g, double tok, double ranks, double nodes,
-                                 bool combine);
+                                 bool combine, bool hybrid);
 /* One point-to-point transfer between two GPUs (pipeline stages), inside a
  * node or across (same leaf: no oversubscription). */
 px_coll_cost px_coll_cost_p2p(const px_cluster *c, uint64_t bytes, bool intra_node);

@@ -309,7 +309,7 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
     double ranks, nodes; /* DeepEP's kernels: a copy a (token, rank), one a node across */
     px_plan_ep_copies(p, &ranks, &nodes);
     cc = px_coll_cost_deepep(c, &pl, px_ep_token_bytes(op, p->model.experts_per_token), ranks, nodes,
-                             !(op->flags & PX_OPF_TO_EXPERTS));
+                             !(op->flags & PX_OPF_TO_EXPERTS), p->par.moe_dispatch == PX_MOE_HYBRIDEP);
   } else {
     cc = px_coll_cost_of(c, (px_coll)op->coll, op->coll_bytes, &pl);
   }
