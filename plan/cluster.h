@@ -149,6 +149,9 @@ typedef struct {
  * 2 x (0.674 + 1.5 x 1.349) = 5.40 standard deviations: 0.08 / 5.40
  * (tests/data/gpu_variability.md). */
 #define PX_GPU_JITTER_DEFAULT 0.0148
+/* host.grouped_expert_ops where a cluster file gives none: read off NVIDIA's Nsys timeline of DeepSeek-V3 on GB200
+ * (the source px_cluster_from_json cites) */
+#define PX_HOST_GROUPED_EXPERT_OPS_DEFAULT 3.9
 
 /* power.pue when the file gives none: Uptime Institute Global Data Center
  * Survey 2024, the average annual PUE operators reported for their largest
@@ -268,6 +271,9 @@ typedef struct {
    * (Python module, autograd, ATen dispatcher, cudaLaunchKernel), and each further kernel the op launches from
    * C++, and a CUDA graph's replay (cudaGraphLaunch); 0: launches are free (no host lane). */
   double host_op_s, host_launch_s, host_graph_s;
+  /* A quantized GroupedLinear call's Python work a local expert, in host_op_s (host.grouped_expert_ops; default
+   * PX_HOST_GROUPED_EXPERT_OPS_DEFAULT): Transformer Engine's loop over the experts (sim/host.c). */
+  double host_grouped_expert_ops;
   /* Power besides the GPUs' (power.*, read with gpu.power_w by sim/power.h): a node's draw besides its GPUs
    * (CPUs, memory, NICs, NVSwitches, fans, drives, power supply losses), the network's switches per node,
    * and the site's power usage effectiveness (facility over IT power, >= 1). */

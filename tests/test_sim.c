@@ -1335,6 +1335,12 @@ static void test_host_launches(void) {
     }
     CU_ASSERT_EQUAL(gemms, 2);
     CU_ASSERT_EQUAL(casts, rec ? 2 : 0);
+    for (int32_t i = 0; i < b->nops; i++) /* a profile's own figure replaces the loop's: none, one op's dispatch */
+      if (b->ops[i].kind == PX_OP_EXPERT_LINEAR) {
+        plan.cluster.host_grouped_expert_ops = 0;
+        PX_ASSERT_REL(px_host_issue_of(&plan, PX_BLOCK_MOE_FWD, b->ops, b->nops, i).first_s, 13.48e-6, 1e-9);
+        plan.cluster.host_grouped_expert_ops = PX_HOST_GROUPED_EXPERT_OPS_DEFAULT;
+      }
     CU_ASSERT_EQUAL(waits, 1);
     const px_block *bb = &plan.blocks[PX_BLOCK_MOE_BWD];
     for (int32_t i = 0; i < bb->nops; i++) { /* the backward keeps the forward's counts */
