@@ -149,8 +149,13 @@ typedef struct {
  * 2 x (0.674 + 1.5 x 1.349) = 5.40 standard deviations: 0.08 / 5.40
  * (tests/data/gpu_variability.md). */
 #define PX_GPU_JITTER_DEFAULT 0.0148
-/* host.grouped_expert_ops where a cluster file gives none: read off NVIDIA's Nsys timeline of DeepSeek-V3 on GB200
- * (the source px_cluster_from_json cites) */
+/* host.grouped_expert_ops where a cluster file gives none, read off NVIDIA's Nsys timeline of DeepSeek-V3 on GB200
+ * (MXFP8, 8 local experts, the routed experts eager beside partial CUDA graphs; Megatron-LM 79e8592
+ * docs/discussions/deepseek-v3-gb200-optimization/images/image5.png, the lower timeline, read at 143.6 px a ms):
+ * from the permutation's last kernel (+687.35 ms) to fc2's last GEMM (+689.94 ms) the GPU waits for the host
+ * between short kernels, 2.58 ms for fc1's quantization and GEMMs, the activation and fc2's, which sim/host.c's
+ * costs put at 5 ops and 28 further launches (0.27 ms at the GB200's host.op_us 37.08 and host.launch_us 3.0 us);
+ * the rest, 2.31 ms over 2 calls of 8 experts, is 144 us = 3.9 ops' worth a local expert a call. */
 #define PX_HOST_GROUPED_EXPERT_OPS_DEFAULT 3.9
 
 /* power.pue when the file gives none: Uptime Institute Global Data Center

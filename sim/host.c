@@ -64,20 +64,14 @@ bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_
   return first < 0 || i < first || i > last;
 }
 
-/* A quantized GroupedLinear call's Python work a local expert (host.grouped_expert_ops host.op_us each):
- * Transformer Engine's _GroupedLinear forward and backward loop over the experts in Python (each expert's
- * quantizers set, split_quantize's tensors wrapped, the weights' quantized workspaces looked up, the tensors saved
- * for the backward, the main_grad fetched; transformer_engine/pytorch/module/grouped_linear.py at d0067d0) besides
- * the GEMMs' launches. The default, 3.9, from NVIDIA's Nsys timeline of DeepSeek-V3 on GB200 (MXFP8, 8 local
- * experts, the routed experts eager beside partial CUDA graphs; Megatron-LM 79e8592
- * docs/discussions/deepseek-v3-gb200-optimization/images/image5.png, the lower timeline, read at 143.6 px a ms):
- * from the permutation's last kernel (+687.35 ms) to fc2's last GEMM (+689.94 ms) the GPU waits for the host
- * between short kernels, 2.58 ms for fc1's quantization and GEMMs, the activation and fc2's, which the costs
- * above put at 5 ops and 28 further launches (0.27 ms at the GB200's 37.08 and 3.0 us); the rest, 2.31 ms over 2
- * calls of 8 experts, is 144 us = 3.9 ops' worth a local expert a call. The backward's call (data and weight
- * gradients together) is taken at the forward's; a BF16 call's loop (no quantizers) is not measured and not
- * counted. Here: that work of op's call before its first GEMM; 0 for any other op (the backward's call is its data
- * gradient's op). */
+/* A quantized GroupedLinear call's Python work a local expert, host.grouped_expert_ops host.op_us each (its
+ * default's source: PX_HOST_GROUPED_EXPERT_OPS_DEFAULT, plan/cluster.h): Transformer Engine's _GroupedLinear
+ * forward and backward loop over the experts in Python (each expert's quantizers set, split_quantize's tensors
+ * wrapped, the weights' quantized workspaces looked up, the tensors saved for the backward, the main_grad fetched;
+ * transformer_engine/pytorch/module/grouped_linear.py at d0067d0) besides the GEMMs' launches. The backward's call
+ * (data and weight gradients together) is taken at the forward's; a BF16 call's loop (no quantizers) is not measured
+ * and not counted. Here: that work of op's call before its first GEMM; 0 for any other op (the backward's call is
+ * its data gradient's op). */
 static double grouped_python_s(const px_cluster *c, const px_op *op) {
   bool call = op->kind == PX_OP_EXPERT_LINEAR || op->kind == PX_OP_EXPERT_LINEAR_BWD_DATA;
   if (!call || !(op->flags & PX_OPF_FP8)) return 0.0;

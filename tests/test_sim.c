@@ -1323,7 +1323,7 @@ static void test_host_launches(void) {
       }
       if (o->kind == PX_OP_LINEAR) CU_ASSERT_EQUAL(k, 1);
       /* a quantized GroupedLinear call: its Python loop, 3.9 ops' worth a local expert, before its first GEMM */
-      double python_s = rec && o->kind == PX_OP_EXPERT_LINEAR ? 8 * 3.9 * 13.48e-6 : 0.0;
+      double python_s = rec && o->kind == PX_OP_EXPERT_LINEAR ? 8 * PX_HOST_GROUPED_EXPERT_OPS_DEFAULT * 13.48e-6 : 0.0;
       px_host_issue h = px_host_issue_of(&plan, PX_BLOCK_MOE_FWD, b->ops, b->nops, i);
       if (k > 1) PX_ASSERT_REL(h.issue_s, 13.48e-6 + python_s + (double)(k - 1) * 3e-6, 1e-9);
       if (k > 1) PX_ASSERT_REL(h.first_s, 13.48e-6 + python_s, 1e-9);
@@ -1346,7 +1346,7 @@ static void test_host_launches(void) {
     for (int32_t i = 0; i < bb->nops; i++) { /* the backward keeps the forward's counts */
       CU_ASSERT(!px_host_waits(&plan, &bb->ops[i], false));
       /* its GroupedLinear call (data and weight gradients together) loops as the forward's, at its data gradient */
-      double python_s = rec && bb->ops[i].kind == PX_OP_EXPERT_LINEAR_BWD_DATA ? 8 * 3.9 * 13.48e-6 : 0.0;
+      double python_s = rec && bb->ops[i].kind == PX_OP_EXPERT_LINEAR_BWD_DATA ? 8 * PX_HOST_GROUPED_EXPERT_OPS_DEFAULT * 13.48e-6 : 0.0;
       px_op_kind kd = (px_op_kind)bb->ops[i].kind;
       if (kd == PX_OP_EXPERT_LINEAR_BWD_DATA || kd == PX_OP_EXPERT_LINEAR_BWD_WEIGHT)
         PX_ASSERT_REL(px_host_issue_of(&plan, PX_BLOCK_MOE_BWD, bb->ops, bb->nops, i).first_s, 13.48e-6 + python_s, 1e-9);
