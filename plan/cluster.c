@@ -564,13 +564,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     cl->host_grouped_expert_ops = PX_HOST_GROUPED_EXPERT_OPS_DEFAULT;
     TRY(px_json_num(&hc, host, "grouped_expert_ops", false, 0.0, 1e6, &cl->host_grouped_expert_ops, err));
     if (op_us > 0 && !cJSON_GetObjectItemCaseSensitive(host, "grouped_expert_ops") && cl->nsources < PX_SOURCES_MAX)
-      TRY(px_cluster_add_source(
-          cl, "host.grouped_expert_ops",
-          "the default where the file gives none: NVIDIA's Nsys timeline of DeepSeek-V3 on GB200 (MXFP8, 8 local "
-          "experts eager; Megatron-LM 79e8592 docs/discussions/deepseek-v3-gb200-optimization/images/image5.png): "
-          "2.58 ms of host from the permutation to fc2's last GEMM, 0.27 ms of it ops and launches, the rest over 2 "
-          "calls of 8 experts 144 us = 3.9 x the GB200's 37.08 us host.op_us",
-          err));
+      TRY(px_cluster_add_source(cl, "host.grouped_expert_ops", PX_HOST_GROUPED_EXPERT_OPS_SOURCE, err));
     cl->host_op_s = op_us * 1e-6;
     cl->host_launch_s = launch_us * 1e-6;
     cl->host_graph_s = graph_us * 1e-6;

@@ -149,13 +149,14 @@ typedef struct {
  * 2 x (0.674 + 1.5 x 1.349) = 5.40 standard deviations: 0.08 / 5.40
  * (tests/data/gpu_variability.md). */
 #define PX_GPU_JITTER_DEFAULT 0.0148
-/* host.grouped_expert_ops where a cluster file gives none, read off NVIDIA's Nsys timeline of DeepSeek-V3 on GB200
- * (MXFP8, 8 local experts, the routed experts eager beside partial CUDA graphs; Megatron-LM 79e8592
- * docs/discussions/deepseek-v3-gb200-optimization/images/image5.png, the lower timeline, read at 143.6 px a ms):
- * from the permutation's last kernel (+687.35 ms) to fc2's last GEMM (+689.94 ms) the GPU waits for the host
- * between short kernels, 2.58 ms for fc1's quantization and GEMMs, the activation and fc2's, which sim/host.c's
- * costs put at 5 ops and 28 further launches (0.27 ms at the GB200's host.op_us 37.08 and host.launch_us 3.0 us);
- * the rest, 2.31 ms over 2 calls of 8 experts, is 144 us = 3.9 ops' worth a local expert a call. */
+/* host.grouped_expert_ops where a cluster file gives none, and its source, which px_cluster_from_json cites for it
+ * (sim/host.c's op and launch costs explain 0.27 ms of the 2.58 ms; the rest, 2.31 ms over 2 calls of 8 experts, is
+ * 144 us = 3.9 x 37.08 us) */
+#define PX_HOST_GROUPED_EXPERT_OPS_SOURCE                                                                              \
+  "the default where the file gives none: NVIDIA's Nsys timeline of DeepSeek-V3 on GB200 (MXFP8, 8 local experts "     \
+  "eager; Megatron-LM 79e8592 docs/discussions/deepseek-v3-gb200-optimization/images/image5.png, read at 143.6 px a "  \
+  "ms): 2.58 ms of host from the permutation to fc2's last GEMM, 0.27 ms of it ops and launches, the rest over 2 "      \
+  "calls of 8 experts 144 us = 3.9 x the GB200's 37.08 us host.op_us"
 #define PX_HOST_GROUPED_EXPERT_OPS_DEFAULT 3.9
 
 /* power.pue when the file gives none: Uptime Institute Global Data Center

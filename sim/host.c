@@ -65,7 +65,7 @@ bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_
 }
 
 /* A quantized GroupedLinear call's Python work a local expert, host.grouped_expert_ops host.op_us each (its
- * default's source: PX_HOST_GROUPED_EXPERT_OPS_DEFAULT, plan/cluster.h): Transformer Engine's _GroupedLinear
+ * default's source: PX_HOST_GROUPED_EXPERT_OPS_SOURCE, plan/cluster.h): Transformer Engine's _GroupedLinear
  * forward and backward loop over the experts in Python (each expert's quantizers set, split_quantize's tensors
  * wrapped, the weights' quantized workspaces looked up, the tensors saved for the backward, the main_grad fetched;
  * transformer_engine/pytorch/module/grouped_linear.py at d0067d0) besides the GEMMs' launches. The backward's call

@@ -550,10 +550,9 @@ static void test_megatron_bridge_blackwell_moe(void) {
   char line[512];
   int rows = 0, skipped = 0, skipped_of[MB_SYSTEMS] = {0}, regressed = 0;
   px_test_err_range fam[MB_SYSTEMS] = {{0}}, fam_prec[MB_SYSTEMS][MB_PRECS] = {{{0}}}, all = {0};
-  /* by the recipe's CUDA graphs: how far the host's model errs shows in the eager ones against the full step's */
-  static const char *const graphs[] = {"none", "moe", "layers", "full"};
-  enum { GRAPHS = sizeof graphs / sizeof *graphs };
-  px_test_err_range by_graph[GRAPHS] = {{0}};
+  /* by the recipe's CUDA graphs (px_cuda_graph_names, then the router's alone, "moe"): how far the host's model errs
+   * shows in the eager ones against the full step's */
+  px_test_err_range by_graph[PX_GRAPH_COUNT + 1] = {{0}};
   fprintf(stderr, "\n  %-8s %-11s %-15s %4s %-6s %-8s %3s %-8s %2s %-6s  %9s %9s %7s  %4s %-17s %s\n", "release",
           "system", "model", "gpus", "prec", "pp.vp", "ep", "dispatch", "ov", "graph", "tok/s pub", "tok/s sim",
           "error", "fits", "recompute", "recipe");
@@ -587,9 +586,8 @@ static void test_megatron_bridge_blackwell_moe(void) {
     /* measured at this change: -16.9% to +124.4%, the known regression's two +92.4% and +109.8%
      * (docs/validation.md); no row may turn more than 30% pessimistic */
     CU_ASSERT(e > -0.30 && e < 2.5);
-    int g = 0;
-    while (g < GRAPHS && strcmp(graphs[g], w.graph)) g++;
-    CU_ASSERT_FATAL(g < GRAPHS);
+    int g = px_test_cuda_graph(w.graph);
+    if (g < 0) g = PX_GRAPH_COUNT; /* "moe": mb_simulate accepts no other word */
     if (!bug)
       px_test_err_add(&fam[s], e), px_test_err_add(&fam_prec[s][k], e), px_test_err_add(&all, e),
           px_test_err_add(&by_graph[g], e);
@@ -637,9 +635,10 @@ static void test_megatron_bridge_blackwell_moe(void) {
     goal &= fabs(mean) <= 0.10 && a->min >= -0.20 && a->max <= 0.20;
     if (!isnan(mb_systems[s].mean)) CU_ASSERT(fabs(mean - mb_systems[s].mean) < 0.15); /* a 15-point move fails */
   }
-  for (int g = 0; g < GRAPHS; g++)
+  for (int g = 0; g <= PX_GRAPH_COUNT; g++)
     if (by_graph[g].n)
-      fprintf(stderr, "  CUDA graphs %-6s %2d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", mb_doc_word(graphs[g]),
+      fprintf(stderr, "  CUDA graphs %-6s %2d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n",
+              mb_doc_word(g < PX_GRAPH_COUNT ? px_cuda_graph_names[g] : "moe"),
               by_graph[g].n, 100 * by_graph[g].sum / by_graph[g].n, 100 * by_graph[g].min, 100 * by_graph[g].max);
   fprintf(stderr,
           "  Blackwell MoE, all %d rows but the %d the page marks as a known regression: mean %+.1f%%; issue #34's goal "
