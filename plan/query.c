@@ -188,6 +188,39 @@ bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, 
   return false;
 }
 
+static bool tp_pipe_gemm(const px_op *o) { return o->kind == PX_OP_LINEAR || o->kind == PX_OP_LINEAR_BWD_DATA; }
+
+/* The GEMM all-gather j feeds: the next op reading it, or the one after an fp8 cast of it between; -1 none. */
+static int32_t gather_gemm(const px_op *ops, int32_t nops, int32_t j) {
+  if (j + 1 < nops && ops[j + 1].dep == j && tp_pipe_gemm(&ops[j + 1])) return j + 1;
+  if (j + 2 < nops && ops[j + 1].kind == PX_OP_CAST && ops[j + 1].dep == j && tp_pipe_gemm(&ops[j + 2]) &&
+      ops[j + 2].in[0].slot == ops[j + 1].out[0].slot)
+    return j + 2;
+  return -1;
+}
+
+px_tp_pipe px_plan_op_tp_pipe(const px_plan *plan, px_block_kind k, const px_op *ops, int32_t nops, int32_t i) {
+  const px_op *o = &ops[i];
+  if (!(plan->par.overlap & PX_OVERLAP_TP) || o->group != PX_GROUP_TP || !(o->flags & PX_OPF_SEQ_AXIS) ||
+      !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k)))
+    return PX_TP_PIPE_NONE;
+  if (o->kind == PX_OP_ALLGATHER && gather_gemm(ops, nops, i) >= 0) return PX_TP_PIPE_AG;
+  /* the forward GEMM's partial sums reduced (the backward's, beside their weight gradient, are tp-bwd's) */
+  if (o->kind == PX_OP_REDUCE_SCATTER && o->phase != PX_PHASE_BWD && i > 0 && ops[i - 1].kind == PX_OP_LINEAR &&
+      ops[i - 1].out[0].slot == o->in[0].slot && px_plan_tp_pipe_gather(plan, k, ops, nops, i - 1) < 0)
+    return PX_TP_PIPE_RS;
+  return PX_TP_PIPE_NONE;
+}
+
+int32_t px_plan_tp_pipe_gather(const px_plan *plan, px_block_kind k, const px_op *ops, int32_t nops, int32_t i) {
+  for (int32_t j = i - 1; j >= 0 && j >= i - 2; j--) {
+    if (ops[j].kind != PX_OP_ALLGATHER || px_plan_op_tp_pipe(plan, k, ops, nops, j) != PX_TP_PIPE_AG) continue;
+    int32_t g = gather_gemm(ops, nops, j);
+    if (g == i || (g == i + 1 && ops[i].kind == PX_OP_CAST)) return j;
+  }
+  return -1;
+}
+
 uint32_t px_plan_slot_hash(const char *name) {
   uint32_t h = 2166136261u;
   for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;

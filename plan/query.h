@@ -164,6 +164,23 @@ const px_op *px_inst_ops(const px_plan *plan, const px_program *prog, const px_i
  * for the weight gradient. */
 bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, int32_t i);
 
+/* How Transformer Engine's userbuffers (Megatron-LM's --tp-comm-overlap: PX_OVERLAP_TP) run a layer's
+ * sequence-parallel TP collective beside the GEMM next to it, by TE's default methods (initialize_ub,
+ * transformer_engine/pytorch/module/base.py at d0067d0): an all-gather whose next op is the GEMM reading it,
+ * "ring_exchange" (qkv_fprop, fc1_fprop; proj_dgrad, fc2_dgrad: the output gradient gathered into the
+ * data-gradient GEMM, an fp8 cast of it between), the GEMM in tp chunks of its rows, each while the next shard
+ * comes from the neighbour over the copy engines; a forward reduce-scatter of the GEMM before it, "pipeline"
+ * (proj_fprop, fc2_fprop), the GEMM in PX_TP_PIPE_RS_SPLITS chunks, each chunk's reduce-scatter, on
+ * PX_TP_PIPE_RS_SMS SMs, beside the next chunk. The backward's other TP collectives are tp-bwd's (TE's "bulk");
+ * the embedding's and the head's (Megatron-Core's own linear layers) stay whole. */
+typedef enum { PX_TP_PIPE_NONE, PX_TP_PIPE_AG, PX_TP_PIPE_RS } px_tp_pipe;
+#define PX_TP_PIPE_RS_SPLITS 4 /* "num_splits": 4 for "pipeline" */
+#define PX_TP_PIPE_RS_SMS 16   /* "num_sm": 16 for "pipeline" */
+px_tp_pipe px_plan_op_tp_pipe(const px_plan *plan, px_block_kind k, const px_op *ops, int32_t nops, int32_t i);
+/* The all-gather op i runs ring exchange with (px_plan_op_tp_pipe), -1 none: the GEMM reading it, or an fp8 cast
+ * of it before that GEMM (Transformer Engine quantizes a rank's shard before the exchange). */
+int32_t px_plan_tp_pipe_gather(const px_plan *plan, px_block_kind k, const px_op *ops, int32_t nops, int32_t i);
+
 /* Ops in a stage's program. */
 int64_t px_program_nops(const px_plan *plan, int64_t stage);
 

@@ -264,8 +264,49 @@ static px_status ring_segments(sim *S, const px_op *op, double t, int *nasync, s
 typedef struct {
   double host_s, gpu_s, async_end[ASYNC_MAX];
   int nasync;
-  bool lane; /* the compute stream's (a receive's: posted before) */
+  bool lane;    /* the compute stream's (a receive's: posted before) */
+  int8_t piped; /* the async ordinal of the last piece of the reduce-scatter the GEMM before pipelined, -1 none */
 } op_walk;
+
+/* A pipelined GEMM's chunk (px_plan_op_tp_pipe): 1/n of its rows, FLOPs and bytes. */
+static double gemm_chunk_s(const sim *S, const px_op *op, int64_t n) {
+  px_op c = *op;
+  c.dim[0] = (op->dim[0] + n - 1) / n;
+  c.flops /= (double)n, c.bytes /= (double)n;
+  return px_compute_op_s(&S->plan->cluster.gpu, S->plan->act_dtype, &c) * S->stretch;
+}
+
+/* GEMM op beside a TP collective by Transformer Engine's userbuffers (px_plan_op_tp_pipe): the GEMM in n chunks of
+ * chunk_s. Ring exchange (the all-gather of coll_bytes before it): each chunk but the first waits for the hop
+ * bringing its shard, the hops (p2p of a shard, on the copy engines: no SMs) started a chunk ahead, the gather's
+ * consumers after the GEMM waiting for the last. Pipeline (the reduce-scatter of coll_bytes after it): each chunk's
+ * reduce-scatter starts after it and runs beside the next; the reduce-scatter's consumers wait for the last. wait:
+ * the async collective the GEMM waits for first, -1 none. Returns the ordinal the collective's consumers wait for in
+ * *ord (-1: none). */
+static px_status tp_pipe_segments(sim *S, double coll_bytes, px_tp_pipe pipe, int64_t n, double chunk_s, int wait,
+                                  op_walk *w, seg_list *out, int8_t *ord) {
+  const px_plan *p = S->plan;
+  px_placement pl = px_sim_group_place(p, PX_GROUP_TP);
+  bool ag = pipe == PX_TP_PIPE_AG;
+  px_coll_cost cc = px_coll_cost_of(&p->cluster, ag ? PX_COLL_P2P : PX_COLL_REDUCE_SCATTER,
+                                    (uint64_t)(coll_bytes / (double)n), &pl);
+  cc.sms = ag ? 0 : PX_TP_PIPE_RS_SMS;
+  px_status st = PX_OK;
+  int prev = wait; /* what the next chunk waits for */
+  *ord = -1;
+  for (int64_t k = 0; k < n && !st; k++) {
+    bool piece = !ag || k < n - 1; /* a hop beside this chunk, or this chunk's reduce-scatter after it */
+    int8_t o = piece && w->nasync < ASYNC_MAX ? (int8_t)w->nasync++ : -1;
+    if (piece && o >= 0) w->async_end[o] = w->gpu_s + (double)(ag ? k : k + 1) * chunk_s + cc.time_s;
+    seg g = {.comm = true, .async = true, .kind = PX_SIM_COMM_TP, .ord = o, .cc = cc};
+    if (ag && piece) st = seg_push(out, g, S->err);
+    if (!st) st = seg_add_compute(out, chunk_s, prev, S->err);
+    if (!st && !ag) st = seg_push(out, g, S->err);
+    prev = ag ? o : -1;
+    if (piece) *ord = o;
+  }
+  return st;
+}
 
 /* Op i of a block of kind k (ops[0, nops)) onto out; ord_of: (nops, 256 tracked) each of the block's ops' async
  * ordinal, -1 none; ep_async: its EP exchanges overlapped (EP overlap's merged layers), their consumers waiting. */
@@ -276,11 +317,23 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
   px_status st = PX_OK;
   if (i < 256) ord_of[i] = -1;
   const px_op *op = &ops[i];
-  double t = px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op) : px_compute_op_s(&c->gpu, p->act_dtype, op) * S->stretch;
+  /* a GEMM Transformer Engine's userbuffers run beside the TP collective before or after it, in chunks; an fp8 cast
+   * between a gather and its GEMM quantizes the rank's shard alone, before the exchange */
+  int32_t gather = S->opts->comm_free ? -1 : px_plan_tp_pipe_gather(p, k, ops, nops, i);
+  bool shard_cast = gather >= 0 && op->kind == PX_OP_CAST;
+  px_tp_pipe pipe = PX_TP_PIPE_NONE;
+  if (gather >= 0 && !shard_cast) pipe = PX_TP_PIPE_AG;
+  else if (!S->opts->comm_free && i + 1 < nops && px_plan_op_tp_pipe(p, k, ops, nops, i + 1) == PX_TP_PIPE_RS)
+    pipe = PX_TP_PIPE_RS;
+  int64_t chunks = pipe == PX_TP_PIPE_AG ? p->par.tp : PX_TP_PIPE_RS_SPLITS;
+  double t = pipe ? (double)chunks * gemm_chunk_s(S, op, chunks)
+             : px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op)
+                                                    : px_compute_op_s(&c->gpu, p->act_dtype, op) * S->stretch;
+  if (shard_cast) t /= (double)p->par.tp;
   out->op_s[op->kind] += t;
   out->phase_s[op->phase == PX_PHASE_COMM ? out->own_phase : op->phase] += t;
   /* an op using an overlapped collective's tensors waits for it */
-  int wait = op->dep >= 0 && op->dep < i && i < 256 ? ord_of[op->dep] : -1;
+  int wait = op->dep >= 0 && op->dep < i && i < 256 && !shard_cast ? ord_of[op->dep] : -1;
   if (wait >= 0 && w->async_end[wait] > w->gpu_s) w->gpu_s = w->async_end[wait];
   if (px_host_waits(p, op, true) && w->gpu_s > w->host_s) w->host_s = w->gpu_s;
   px_host_issue h = w->lane ? px_host_issue_of(p, k, ops, nops, i) : (px_host_issue){0, 0};
@@ -297,12 +350,31 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
     }
   }
   if (st) return st;
+  if (pipe) { /* the collective's pieces beside the chunks; its consumers wait for the last */
+    int8_t last;
+    int32_t x = pipe == PX_TP_PIPE_AG ? gather : i + 1;
+    /* a gather's shards cross in the GEMM's operand format (the cast's, where one is between) */
+    double bytes = (double)ops[x].coll_bytes;
+    if (pipe == PX_TP_PIPE_AG && x == i - 2)
+      bytes *= (double)px_dtype_bytes((px_dtype)p->slots[ops[i - 1].out[0].slot].dtype) /
+               (double)px_dtype_bytes((px_dtype)p->slots[ops[x].out[0].slot].dtype);
+    st = tp_pipe_segments(S, bytes, pipe, chunks, t / (double)chunks, wait, w, out, &last);
+    if (pipe == PX_TP_PIPE_AG && x < 256) ord_of[x] = last;
+    if (pipe == PX_TP_PIPE_RS) w->piped = last;
+    w->gpu_s += t;
+    return st;
+  }
   w->gpu_s += t;
   if (op->flags & PX_OPF_CP_RING) return ring_segments(S, op, t, &w->nasync, out);
   if ((t > 0 || wait >= 0) && (st = seg_add_compute(out, t, wait, S->err))) return st;
   px_placement pl = px_sim_group_place(p, (px_group)op->group);
   if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 || op->coll_bytes == 0)
     return PX_OK;
+  switch (px_plan_op_tp_pipe(p, k, ops, nops, i)) { /* costed beside the GEMM next to it (tp_pipe_segments) */
+    case PX_TP_PIPE_AG: return PX_OK;
+    case PX_TP_PIPE_RS: if (i < 256) ord_of[i] = w->piped; return PX_OK;
+    default: break;
+  }
   px_coll_cost cc;
   bool ep = op->kind == PX_OP_ALLTOALL && op->group == PX_GROUP_EP;
   if (ep && px_moe_dispatch_deepep(p->par.moe_dispatch)) {
@@ -348,7 +420,7 @@ static px_status block_segments_led(sim *S, int64_t s, px_block_kind k, const px
     return seg_add_compute(out, over, -1, S->err);
   }
   int8_t ord_of[256]; /* op -> its async ordinal, -1 none */
-  op_walk w = {.host_s = -lead_s, .lane = px_block_is_compute(k) || k == PX_BLOCK_OPTIMIZER};
+  op_walk w = {.host_s = -lead_s, .lane = px_block_is_compute(k) || k == PX_BLOCK_OPTIMIZER, .piped = -1};
   for (int32_t i = 0; i < b->nops && !st; i++) st = op_segments(S, k, ops, b->nops, i, ord_of, false, &w, out);
   if (!st) walk_end(&w, out);
   return st;
@@ -377,7 +449,7 @@ static px_status merged_segments_led(sim *S, px_block_kind kf, px_block_kind kb,
     int32_t lo, hi;
   } piece[] = {{true, 0, b1}, {false, 0, f1}, {true, b1, b2}, {false, f1, f2}, {true, b2, b->nops}, {false, f2, f->nops}};
   int8_t ord_f[256], ord_b[256];
-  op_walk w = {.host_s = -lead_s, .lane = true};
+  op_walk w = {.host_s = -lead_s, .lane = true, .piped = -1};
   px_status st = PX_OK;
   out->own_phase = PX_PHASE_FWD; /* its collectives' time by phase: the forward's */
   for (size_t k = 0; k < sizeof piece / sizeof *piece && !st; k++) {

@@ -247,9 +247,10 @@ static void test_megatron_bridge_blackwell(void) {
               px_test_doc_count(llround(sim_tokens), b[2]), px_test_doc_pct(e, b[3]), recipe,
               r.fits ? "" : *recipe ? "; does not fit" : "does not fit");
     }
-    /* measured at this change (docs/validation.md): fp8-cs -17.1% to +21.5%, mxfp8 -10.4% to +39.6%, nvfp4
-     * -15.1% to +45.3% (the block-scaled GEMMs at their measured rates); held 10 points wider */
-    static const double lo[PRECS] = {-0.28, -0.21, -0.26}, hi[PRECS] = {0.32, 0.50, 0.56};
+    /* measured at this change (docs/validation.md): fp8-cs -10.3% to +25.3%, mxfp8 -10.2% to +50.6%, nvfp4
+     * -15.0% to +35.9% (the block-scaled GEMMs at their measured rates, TP collectives pipelined as
+     * userbuffers run them); held 10 points wider */
+    static const double lo[PRECS] = {-0.21, -0.21, -0.26}, hi[PRECS] = {0.36, 0.61, 0.46};
     CU_ASSERT(e > lo[q] && e < hi[q]);
     px_test_err_add(&cell[f][q], e), px_test_err_add(&fam[f], e), px_test_err_add(&prec[q], e);
     px_test_err_add(&all, e);
@@ -314,10 +315,10 @@ static void test_megatron_bridge_blackwell(void) {
   px_test_doc_block_end(md, "validation-blackwell-blockscaled");
   fprintf(stderr, "  all %d rows: mean error %+.1f%%; issue #34's goal (each row within +-12%%, each mean within 6%%): %s\n",
           all.n, 100 * all.sum / all.n, goal ? "reached" : "not reached");
-  /* measured at this change: the means of fp8-cs +7.6% (B200), +10.4% (GB200), -8.1% (GB300); mxfp8 +10.0%,
-   * +12.2%, -6.2%; nvfp4 (GB200, GB300) +28.0%, -10.2%: each held within 10 points more than its precision's
+  /* measured at this change: the means of fp8-cs +11.8% (B200), +14.0% (GB200), -5.3% (GB300); mxfp8 +14.1%,
+   * +17.9%, -5.0%; nvfp4 (GB200, GB300) +19.3%, -10.3%: each held within 10 points more than its precision's
    * largest */
-  static const double mean_max[PRECS] = {0.21, 0.23, 0.39};
+  static const double mean_max[PRECS] = {0.24, 0.28, 0.30};
   for (int f = 0; f < FAMS; f++)
     for (int q = 0; q < PRECS; q++)
       if (cell[f][q].n) CU_ASSERT(fabs(cell[f][q].sum / cell[f][q].n) < mean_max[q]);
