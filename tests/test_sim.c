@@ -1161,27 +1161,29 @@ static void test_expert_gemm_streams(void) {
   PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op), px_compute_grouped_op_s(g, PX_DTYPE_BF16, &op), 1e-12);
 }
 
-/* Block-scaled GEMMs: an nvfp4 GEMM at the fp4 peak with fp8's per-tensor efficiency model (GB200 has no
- * gpu.gemm.nvfp4_rate_over_fp8), an mxfp8 one at the fp8 rate times gpu.gemm.mxfp8_rate_over_fp8; an op
- * without the fp8 flag at bf16's. */
+/* Block-scaled GEMMs: an nvfp4 GEMM at the fp8 rate times gpu.gemm.nvfp4_rate_over_fp8, without the figure at
+ * the fp4 peak with fp8's per-tensor efficiency model; an mxfp8 one at the fp8 rate times
+ * gpu.gemm.mxfp8_rate_over_fp8; an op without the fp8 flag at bf16's. */
 static void test_block_scaled_gemm(void) {
   px_cluster c;
   px_err err = {0};
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("gb200-nvl72", &c, &err), PX_OK);
-  const px_gpu *g = &c.gpu;
+  px_gpu *g = &c.gpu;
   int64_t m = 8192, n = 14336, k = 4096;
   px_op op = {.kind = PX_OP_LINEAR, .dim = {m, n, k}, .flops = 2.0 * (double)m * (double)n * (double)k};
   double e8 = px_gemm_efficiency8(g, PX_DTYPE_FP8, false, m, n, k, 1), e4 = px_gemm_efficiency8(g, PX_DTYPE_FP4, false, m, n, k, 1);
   CU_ASSERT(e8 > 0 && px_gpu_gemm_max(g, PX_DTYPE_FP4, false) == px_gpu_gemm_max(g, PX_DTYPE_FP8, false));
-  CU_ASSERT(g->gemm_mxfp8_ratio > 0 && g->gemm_mxfp8_ratio < 1 && g->gemm_nvfp4_ratio == 0);
+  CU_ASSERT(g->gemm_mxfp8_ratio > 0 && g->gemm_mxfp8_ratio < 1 && g->gemm_nvfp4_ratio > 1);
+  double nvfp4 = g->gemm_nvfp4_ratio;
   const struct {
     uint16_t flags;
-    double peak, eff;
-  } cases[] = {{PX_OPF_FP8 | PX_OPF_NVFP4, g->peak_flops[PX_DTYPE_FP4], e4},
-               {PX_OPF_FP8 | PX_OPF_MXFP8, g->peak_flops[PX_DTYPE_FP8], e8 * g->gemm_mxfp8_ratio},
-               {PX_OPF_FP8, g->peak_flops[PX_DTYPE_FP8], e8}};
-  for (int i = 0; i < 3; i++) {
-    op.flags = cases[i].flags;
+    double nvfp4_ratio, peak, eff;
+  } cases[] = {{PX_OPF_FP8 | PX_OPF_NVFP4, nvfp4, g->peak_flops[PX_DTYPE_FP8], e8 * nvfp4},
+               {PX_OPF_FP8 | PX_OPF_NVFP4, 0, g->peak_flops[PX_DTYPE_FP4], e4},
+               {PX_OPF_FP8 | PX_OPF_MXFP8, nvfp4, g->peak_flops[PX_DTYPE_FP8], e8 * g->gemm_mxfp8_ratio},
+               {PX_OPF_FP8, nvfp4, g->peak_flops[PX_DTYPE_FP8], e8}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    op.flags = cases[i].flags, g->gemm_nvfp4_ratio = cases[i].nvfp4_ratio;
     PX_ASSERT_REL(px_compute_op_s(g, PX_DTYPE_BF16, &op),
                   op.flops / (cases[i].peak * cases[i].eff * g->sustained_share) + g->kernel_overhead_s, 1e-12);
   }
@@ -1565,7 +1567,7 @@ int main(void) {
   static const px_test tests[] = {
       {"flows share links as computed by hand", test_network_sharing},
       {"GEMM efficiency: wave and tile quantization, measured table", test_gemm_efficiency},
-      {"block-scaled GEMMs: nvfp4 at the fp4 peak, mxfp8 at the fp8 peak", test_block_scaled_gemm},
+      {"block-scaled GEMMs: nvfp4 and mxfp8 at the fp8 rate times their figures, nvfp4 at the fp4 peak without", test_block_scaled_gemm},
       {"fp8 split accumulation: the backward's per-tensor fp8 GEMMs at the share, by hand", test_fp8_split_accumulation},
       {"fp8 attention: cuDNN's fp8 and mxfp8 curves where measured, else the bf16 op's time", test_fp8_attention},
       {"expert GEMMs: Transformer Engine's 4 streams, one grouped kernel", test_expert_gemm_streams},

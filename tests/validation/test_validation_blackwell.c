@@ -248,9 +248,9 @@ static void test_megatron_bridge_blackwell(void) {
               r.fits ? "" : *recipe ? "; does not fit" : "does not fit");
     }
     /* measured at this change (docs/validation.md): fp8-cs -10.3% to +25.3%, mxfp8 -10.2% to +50.6%, nvfp4
-     * -15.0% to +35.9% (the block-scaled GEMMs at their measured rates, TP collectives pipelined as
-     * userbuffers run them); held 10 points wider */
-    static const double lo[PRECS] = {-0.21, -0.21, -0.26}, hi[PRECS] = {0.36, 0.61, 0.46};
+     * -15.0% to +19.0% (the block-scaled GEMMs at their measured rates, GB200's NVFP4 at B300's taken to its
+     * peak; TP collectives pipelined as userbuffers run them); held 10 points wider */
+    static const double lo[PRECS] = {-0.21, -0.21, -0.25}, hi[PRECS] = {0.36, 0.61, 0.29};
     CU_ASSERT(e > lo[q] && e < hi[q]);
     px_test_err_add(&cell[f][q], e), px_test_err_add(&fam[f], e), px_test_err_add(&prec[q], e);
     px_test_err_add(&all, e);
@@ -316,9 +316,9 @@ static void test_megatron_bridge_blackwell(void) {
   fprintf(stderr, "  all %d rows: mean error %+.1f%%; issue #34's goal (each row within +-12%%, each mean within 6%%): %s\n",
           all.n, 100 * all.sum / all.n, goal ? "reached" : "not reached");
   /* measured at this change: the means of fp8-cs +11.8% (B200), +14.0% (GB200), -5.3% (GB300); mxfp8 +14.1%,
-   * +17.9%, -5.0%; nvfp4 (GB200, GB300) +19.3%, -10.3%: each held within 10 points more than its precision's
+   * +17.9%, -5.0%; nvfp4 (GB200, GB300) +4.1%, -10.3%: each held within 10 points more than its precision's
    * largest */
-  static const double mean_max[PRECS] = {0.24, 0.28, 0.30};
+  static const double mean_max[PRECS] = {0.24, 0.28, 0.21};
   for (int f = 0; f < FAMS; f++)
     for (int q = 0; q < PRECS; q++)
       if (cell[f][q].n) CU_ASSERT(fabs(cell[f][q].sum / cell[f][q].n) < mean_max[q]);
