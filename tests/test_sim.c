@@ -975,13 +975,14 @@ static void test_tp_pipe(void) {
                                      &plan.grid.tp_place).time_s;
           } else {
             int32_t g = b->ops[j + 1].kind == PX_OP_CAST ? j + 2 : j + 1;
-            double bytes = (double)o->coll_bytes / 4.0; /* a shard, in the GEMM's operand format */
-            if (g == j + 2) bytes /= 2.0;                /* bf16 gathered, fp8 exchanged */
+            int64_t tp = plan.par.tp;
+            double bytes = (double)o->coll_bytes / (double)tp; /* a shard, in the GEMM's operand format */
+            if (g == j + 2) bytes /= 2.0;                       /* bf16 gathered, fp8 exchanged */
             px_op chunk = b->ops[g];
-            chunk.dim[0] /= 4, chunk.flops /= 4, chunk.bytes /= 4;
+            chunk.dim[0] /= tp, chunk.flops /= (double)tp, chunk.bytes /= (double)tp;
             double c = px_compute_op_s(&plan.cluster.gpu, plan.act_dtype, &chunk) * stretch,
                    h = px_coll_cost_of(&plan.cluster, PX_COLL_P2P, (uint64_t)bytes, &plan.grid.tp_place).time_s;
-            bound += 3.0 * fmax(0.0, h - c);
+            bound += (double)(tp - 1) * fmax(0.0, h - c);
           }
         }
       }
