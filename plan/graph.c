@@ -143,6 +143,13 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
   o->bytes = (double)(elems_in + elems_out) * e;
 }
 
+px_op px_op_row_chunk(const px_op *op, int64_t n) {
+  px_op c = *op;
+  c.dim[0] = (op->dim[0] + n - 1) / n;
+  c.flops /= (double)n, c.bytes /= (double)n;
+  return c;
+}
+
 double px_ep_token_bytes(const px_op *o, int64_t k) {
   double f = o->dim[0] > 0 && o->dim[1] > o->dim[0] ? (double)o->dim[1] / (double)o->dim[0] : 1.0;
   return (double)o->coll_bytes / (double)(k > 0 ? k : 1) * f;

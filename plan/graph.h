@@ -287,6 +287,9 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
  * rank's rows over the mean; the combine's input is those rows. What
  * DeepEP's kernels count their copies of. */
 double px_ep_token_bytes(const px_op *o, int64_t k);
+/* A GEMM op's (LINEAR, LINEAR_BWD_DATA: dim[0] its rows) 1/n of its rows (rounded up), FLOPs and bytes: a chunk
+ * Transformer Engine's userbuffers run (px_plan_op_tp_pipe). */
+px_op px_op_row_chunk(const px_op *op, int64_t n);
 
 /* PyTorch eager's kernels for an elementwise op kind (`elementwise` eager), per element of the op's tensor (a norm's
  * rows x width, RoPE's rotated q and k elements, SwiGLU's activation): the passes over 16-bit elements (e bytes:

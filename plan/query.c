@@ -221,6 +221,18 @@ int32_t px_plan_tp_pipe_gather(const px_plan *plan, px_block_kind k, const px_op
   return -1;
 }
 
+int64_t px_plan_tp_pipe_chunks(const px_plan *plan, px_tp_pipe pipe) {
+  return pipe == PX_TP_PIPE_AG ? plan->par.tp : PX_TP_PIPE_RS_SPLITS;
+}
+
+double px_plan_tp_pipe_bytes(const px_plan *plan, const px_op *ops, int32_t nops, int32_t j) {
+  double bytes = (double)ops[j].coll_bytes;
+  if (ops[j].kind == PX_OP_ALLGATHER && gather_gemm(ops, nops, j) == j + 2)
+    bytes *= (double)px_dtype_bytes((px_dtype)plan->slots[ops[j + 1].out[0].slot].dtype) /
+             (double)px_dtype_bytes((px_dtype)plan->slots[ops[j].out[0].slot].dtype);
+  return bytes;
+}
+
 uint32_t px_plan_slot_hash(const char *name) {
   uint32_t h = 2166136261u;
   for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;

@@ -180,6 +180,11 @@ px_tp_pipe px_plan_op_tp_pipe(const px_plan *plan, px_block_kind k, const px_op 
 /* The all-gather op i runs ring exchange with (px_plan_op_tp_pipe), -1 none: the GEMM reading it, or an fp8 cast
  * of it before that GEMM (Transformer Engine quantizes a rank's shard before the exchange). */
 int32_t px_plan_tp_pipe_gather(const px_plan *plan, px_block_kind k, const px_op *ops, int32_t nops, int32_t i);
+/* The chunks a pipelined collective's GEMM runs in: tp for a ring exchange, PX_TP_PIPE_RS_SPLITS for a pipeline. */
+int64_t px_plan_tp_pipe_chunks(const px_plan *plan, px_tp_pipe pipe);
+/* The bytes pipelined collective j (px_plan_op_tp_pipe) moves: a ring exchange's in its GEMM's operand format (an
+ * fp8 cast's between, the rank's shard quantized before the exchange), a reduce-scatter's its own. */
+double px_plan_tp_pipe_bytes(const px_plan *plan, const px_op *ops, int32_t nops, int32_t j);
 
 /* Ops in a stage's program. */
 int64_t px_program_nops(const px_plan *plan, int64_t stage);

@@ -33,6 +33,13 @@ double px_gemm_k_factor(const px_gpu *g, int64_t k) {
   return g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0;
 }
 
+/* Tiles of `tile` along a side of `len`, the last one partly empty. */
+static double tiles_of(int64_t len, int64_t tile) { return ceil_div((double)len, (double)tile); }
+
+int64_t px_gemm_tiles(const px_gpu *g, int64_t m, int64_t n) {
+  return (int64_t)(tiles_of(m, g->gemm_tile_m) * tiles_of(n, g->gemm_tile_n));
+}
+
 /* The wave model over a batch of GEMMs of which at most `resident` (0: all, one kernel over every GEMM's tiles)
  * have their tiles on the SMs at once: GEMMs launched apart on a few streams fill at most that many GEMMs' tiles
  * of SMs, each tile running its whole k loop. */
@@ -44,7 +51,7 @@ static double gemm_efficiency(const px_gpu *g, px_dtype dt, bool fp8_block, int6
   if (measured > 0) return measured;
   double tm = (double)g->gemm_tile_m, tn = (double)g->gemm_tile_n;
   /* each GEMM's rows are padded to the tile on their own (a group's, not the batch's sum) */
-  double tiles_m = ceil_div((double)m, tm), tiles_n = ceil_div((double)n, tn);
+  double tiles_m = tiles_of(m, g->gemm_tile_m), tiles_n = tiles_of(n, g->gemm_tile_n);
   double tiles = tiles_m * tiles_n * (double)(batch > 0 ? batch : 1);
   double sms = (double)g->sm_count, lanes = resident > 0 ? fmin(sms, (double)resident * tiles_m * tiles_n) : sms;
   double waves = ceil_div(tiles, lanes);

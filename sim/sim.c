@@ -268,14 +268,6 @@ typedef struct {
   int8_t piped; /* the async ordinal of the last piece of the reduce-scatter the GEMM before pipelined, -1 none */
 } op_walk;
 
-/* A pipelined GEMM's chunk (px_plan_op_tp_pipe): 1/n of its rows, FLOPs and bytes. */
-static double gemm_chunk_s(const sim *S, const px_op *op, int64_t n) {
-  px_op c = *op;
-  c.dim[0] = (op->dim[0] + n - 1) / n;
-  c.flops /= (double)n, c.bytes /= (double)n;
-  return px_compute_op_s(&S->plan->cluster.gpu, S->plan->act_dtype, &c) * S->stretch;
-}
-
 /* GEMM op beside a TP collective by Transformer Engine's userbuffers (px_plan_op_tp_pipe): the GEMM in n chunks of
  * chunk_s. Ring exchange (the all-gather of coll_bytes before it): each chunk but the first waits for the hop
  * bringing its shard, the hops (p2p of a shard, on the copy engines: no SMs) started a chunk ahead, the gather's
@@ -325,8 +317,9 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
   if (gather >= 0 && !shard_cast) pipe = PX_TP_PIPE_AG;
   else if (!S->opts->comm_free && i + 1 < nops && px_plan_op_tp_pipe(p, k, ops, nops, i + 1) == PX_TP_PIPE_RS)
     pipe = PX_TP_PIPE_RS;
-  int64_t chunks = pipe == PX_TP_PIPE_AG ? p->par.tp : PX_TP_PIPE_RS_SPLITS;
-  double t = pipe ? (double)chunks * gemm_chunk_s(S, op, chunks)
+  int64_t chunks = px_plan_tp_pipe_chunks(p, pipe);
+  px_op chunk = px_op_row_chunk(op, chunks);
+  double t = pipe ? (double)chunks * px_compute_op_s(&c->gpu, p->act_dtype, &chunk) * S->stretch
              : px_op_on_host((px_op_kind)op->kind) ? px_host_op_s(c, op)
                                                     : px_compute_op_s(&c->gpu, p->act_dtype, op) * S->stretch;
   if (shard_cast) t /= (double)p->par.tp;
@@ -353,12 +346,8 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
   if (pipe) { /* the collective's pieces beside the chunks; its consumers wait for the last */
     int8_t last;
     int32_t x = pipe == PX_TP_PIPE_AG ? gather : i + 1;
-    /* a gather's shards cross in the GEMM's operand format (the cast's, where one is between) */
-    double bytes = (double)ops[x].coll_bytes;
-    if (pipe == PX_TP_PIPE_AG && x == i - 2)
-      bytes *= (double)px_dtype_bytes((px_dtype)p->slots[ops[i - 1].out[0].slot].dtype) /
-               (double)px_dtype_bytes((px_dtype)p->slots[ops[x].out[0].slot].dtype);
-    st = tp_pipe_segments(S, bytes, pipe, chunks, t / (double)chunks, wait, w, out, &last);
+    st = tp_pipe_segments(S, px_plan_tp_pipe_bytes(p, ops, nops, x), pipe, chunks, t / (double)chunks, wait, w, out,
+                          &last);
     if (pipe == PX_TP_PIPE_AG && x < 256) ord_of[x] = last;
     if (pipe == PX_TP_PIPE_RS) w->piped = last;
     w->gpu_s += t;

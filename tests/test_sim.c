@@ -970,19 +970,22 @@ static void test_tp_pipe(void) {
           px_tp_pipe pipe = px_plan_op_tp_pipe(&plan, kind, b->ops, b->nops, j);
           if (pipe == PX_TP_PIPE_NONE) {
             bound += full;
-          } else if (pipe == PX_TP_PIPE_RS) {
-            bound += px_coll_cost_of(&plan.cluster, PX_COLL_REDUCE_SCATTER, o->coll_bytes / PX_TP_PIPE_RS_SPLITS,
-                                     &plan.grid.tp_place).time_s;
           } else {
-            int32_t g = b->ops[j + 1].kind == PX_OP_CAST ? j + 2 : j + 1;
-            int64_t tp = plan.par.tp;
-            double bytes = (double)o->coll_bytes / (double)tp; /* a shard, in the GEMM's operand format */
-            if (g == j + 2) bytes /= 2.0;                       /* bf16 gathered, fp8 exchanged */
-            px_op chunk = b->ops[g];
-            chunk.dim[0] /= tp, chunk.flops /= (double)tp, chunk.bytes /= (double)tp;
-            double c = px_compute_op_s(&plan.cluster.gpu, plan.act_dtype, &chunk) * stretch,
-                   h = px_coll_cost_of(&plan.cluster, PX_COLL_P2P, (uint64_t)bytes, &plan.grid.tp_place).time_s;
-            bound += (double)(tp - 1) * fmax(0.0, h - c);
+            int64_t n = px_plan_tp_pipe_chunks(&plan, pipe);
+            uint64_t piece = (uint64_t)(px_plan_tp_pipe_bytes(&plan, b->ops, b->nops, j) / (double)n);
+            if (pipe == PX_TP_PIPE_AG) { /* fp8: bf16 gathered, fp8 exchanged */
+              CU_ASSERT_EQUAL(piece * n * (b->ops[j + 1].kind == PX_OP_CAST ? 2 : 1), o->coll_bytes);
+            }
+            if (pipe == PX_TP_PIPE_RS) {
+              bound += px_coll_cost_of(&plan.cluster, PX_COLL_REDUCE_SCATTER, piece, &plan.grid.tp_place).time_s;
+            } else {
+              int32_t g = b->ops[j + 1].kind == PX_OP_CAST ? j + 2 : j + 1;
+              px_op chunk = px_op_row_chunk(&b->ops[g], n);
+              CU_ASSERT_EQUAL(chunk.dim[0] * n, b->ops[g].dim[0]);
+              double c = px_compute_op_s(&plan.cluster.gpu, plan.act_dtype, &chunk) * stretch,
+                     h = px_coll_cost_of(&plan.cluster, PX_COLL_P2P, piece, &plan.grid.tp_place).time_s;
+              bound += (double)(n - 1) * fmax(0.0, h - c);
+            }
           }
         }
       }

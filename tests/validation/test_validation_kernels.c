@@ -503,7 +503,7 @@ static void test_gemm_shapes_sm90(void) {
     int64_t m = atoll(r.f[0]), n = atoll(r.f[1]), k = atoll(r.f[2]);
     double published = atof(r.f[3]) * 1e12;
     double model = px_gemm_efficiency(g, PX_DTYPE_BF16, m, n, k, 1) * g->peak_flops[PX_DTYPE_BF16];
-    int64_t tiles = ((m + g->gemm_tile_m - 1) / g->gemm_tile_m) * ((n + g->gemm_tile_n - 1) / g->gemm_tile_n);
+    int64_t tiles = px_gemm_tiles(g, m, n);
     int few = tiles < g->sm_count, /* fewer tiles than SMs */ i = few ? 1 : 0;
     double q = model / published;
     fprintf(stderr, "\n  %5lldx%5lldx%5lld  %4lld tiles  published %6.1f  model %6.1f TFLOP/s  x%.2f", (long long)m,
