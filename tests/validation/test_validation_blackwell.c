@@ -72,21 +72,22 @@ static void test_gemm_ceiling(void) {
 }
 
 /* GEMMs held at the power limit (tests/data/gemm_held.csv: cuBLASLt after
- * 10,000 warm-up iterations, one harness on four GPUs) against the model's
+ * 10,000 warm-up iterations, one harness on five GPUs) against the model's
  * sustained rate as the simulator costs a GEMM (px_compute_op_s: burst x
  * gpu.sustained_share, with its launch): a check of the two figures
  * together, where the share is measured (H200), borrowed (H100 the H200's,
- * GB200 the B200's) or unmeasured (A100, 1). Printed with each GPU's mean;
- * measured +4.4% to +13.1% (the model high on all four alike:
- * docs/validation.md), held within 15% a row. */
+ * GB200 the B200's) or unmeasured (A100, 1). GB300's share is derived from
+ * these rows (GB200's times GB300's rows over GB200's, shape by shape, the
+ * mean), recomputed here. Printed with each GPU's mean; the model high on all
+ * alike (docs/validation.md), held within 15% a row. */
 static void test_gemm_held(void) {
   FILE *fp = fopen(px_test_path("tests/data/gemm_held.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  enum { GPUS = 4 };
-  static const char *const gpus[GPUS] = {"dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72"};
+  enum { GPUS = 5, SHAPES = 4, GB200 = 3, GB300 = 4 };
+  static const char *const gpus[GPUS] = {"dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72", "dgx-gb300"};
   char line[256];
   int rows = 0, n[GPUS] = {0};
-  double sum[GPUS] = {0};
+  double sum[GPUS] = {0}, held[GPUS][SHAPES] = {{0}};
   while (fgets(line, sizeof line, fp)) {
     char name[32], dtype[8];
     long long m, nn, k;
@@ -103,9 +104,10 @@ static void test_gemm_held(void) {
     double e = model / tflops - 1;
     int i = 0;
     while (i < GPUS && strcmp(name, gpus[i])) i++;
-    CU_ASSERT_FATAL(i < GPUS);
+    CU_ASSERT_FATAL(i < GPUS && n[i] < SHAPES);
+    held[i][n[i]] = tflops; /* every GPU's rows in one shape order */
     sum[i] += e, n[i]++;
-    fprintf(stderr, "\n  %-11s %-4s %5lldx%5lldx%5lld  held %7.1f  model %7.1f TFLOP/s  %+5.1f%%  (sustained share %.2f)",
+    fprintf(stderr, "\n  %-11s %-4s %5lldx%5lldx%5lld  held %7.1f  model %7.1f TFLOP/s  %+5.1f%%  (sustained share %.3f)",
             name, dtype, m, nn, k, tflops, model, 100 * e, g->sustained_share);
     CU_ASSERT(fabs(e) < 0.15);
     rows++;
@@ -113,11 +115,16 @@ static void test_gemm_held(void) {
   fclose(fp);
   fprintf(stderr, "\n  mean:");
   for (int i = 0; i < GPUS; i++) {
-    CU_ASSERT_EQUAL(n[i], 4);
+    CU_ASSERT_EQUAL(n[i], SHAPES);
     fprintf(stderr, " %s %+.1f%%", gpus[i], n[i] ? 100 * sum[i] / n[i] : 0.0);
   }
-  fputc('\n', stderr);
-  CU_ASSERT_EQUAL(rows, 16);
+  double ratio = 0;
+  for (int s = 0; s < SHAPES; s++) ratio += held[GB300][s] / held[GB200][s] / SHAPES;
+  px_cluster gb200 = preset(gpus[GB200]), gb300 = preset(gpus[GB300]);
+  fprintf(stderr, "\n  GB300 held over GB200 held: x%.3f; GB200's share %.3f x that = %.3f, dgx-gb300's %.3f\n", ratio,
+          gb200.gpu.sustained_share, gb200.gpu.sustained_share * ratio, gb300.gpu.sustained_share);
+  CU_ASSERT_DOUBLE_EQUAL(gb300.gpu.sustained_share, gb200.gpu.sustained_share * ratio, 0.0005);
+  CU_ASSERT_EQUAL(rows, GPUS * SHAPES);
 }
 
 /* ---- Megatron-Bridge's published runs on Blackwell ---- */

@@ -191,7 +191,8 @@ static void test_flash2_attention(void) {
 /* gpu.sustained_share: mamf-finder's sustained (MSMF) over burst (MAMF)
  * matmul rate on the same GPU, the mid-points of five runs each
  * (tests/data/gemm_sustained.csv), within 1%; the presets that borrow a
- * GPU's figure carry the same; A100, with no MSMF published, keeps its bursts. */
+ * GPU's figure carry the same (GB300's is GB200's times their held GEMMs'
+ * ratio: test_gemm_held); A100, with no MSMF published, keeps its bursts. */
 static void test_sustained_share(void) {
   px_err err = {0};
   csv_rows r = {0};
