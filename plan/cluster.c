@@ -63,7 +63,7 @@ bool px_gpu_attn_kernel_measured(const px_gpu *g, px_attn_kernel k) {
 
 /* gpu.attention[i] (the GPU's own fused kernel) and gpu.attention_flash2[i] (FlashAttention-2's): {"dtype":
  * "bf16"|"fp8"|"mxfp8" (optional, bf16; FlashAttention-2: bf16), "pass": "fwd"|"bwd", "head_dim": D, "causal": B,
- * "window": W (optional, causal only), "seq": [...], "tflops": [...]}, into *a. */
+ * "window": W (optional, causal only), "cudnn_version": V (optional), "seq": [...], "tflops": [...]}, into *a. */
 static px_status attention_curve(const px_json_ctx *ec, const cJSON *e, px_attn_curve *a, px_attn_kernel kernel,
                                  px_err *err) {
   static const char *const passes[] = {"fwd", "bwd"};
@@ -84,6 +84,8 @@ static px_status attention_curve(const px_json_ctx *ec, const cJSON *e, px_attn_
   TRY(px_json_int(ec, e, "window", false, 0, 1000000000, &a->window, err));
   if (a->window > 0 && !a->causal)
     return px_err_set(err, PX_ERR_INPUT, "%s: field '%swindow': a sliding window is causal ('causal': true)", file, at);
+  a->cudnn_version = 0;
+  TRY(px_json_int(ec, e, "cudnn_version", false, 0, PX_CUDNN_VERSION_MAX, &a->cudnn_version, err));
   const cJSON *seq = px_json_get(ec, e, "seq"), *tf = px_json_get(ec, e, "tflops");
   int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
   if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
@@ -234,6 +236,8 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention_flash2': the GPU's own fused kernel is "
                       "FlashAttention-2 (gpu.attention_kernel): its curves are gpu.attention's", file);
   gpu->attention_len += flash2;
+  gpu->cudnn_version = 0;
+  TRY(px_json_int(&c, g, "cudnn_version", false, 0, PX_CUDNN_VERSION_MAX, &gpu->cudnn_version, err));
   return px_json_refuse_unknown(&c, g, NULL, 0, err);
 }
 
@@ -631,6 +635,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(g, "sustained_share", gpu->sustained_share);
   if (gpu->attention_kernel != PX_ATTN_KERNEL_OWN)
     cJSON_AddStringToObject(g, "attention_kernel", px_attn_kernel_names[gpu->attention_kernel]);
+  if (gpu->cudnn_version > 0) px_json_add_num(g, "cudnn_version", (double)gpu->cudnn_version);
   if (gpu->power_w > 0) px_json_add_num(g, "power_w", gpu->power_w); /* none: no power figures (px_power_known) */
   if (gpu->idle_power_w > 0) px_json_add_num(g, "idle_power_w", gpu->idle_power_w);
   cJSON_AddItemToObject(g, "gemm", gemm);
@@ -684,6 +689,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
       px_json_add_num(e, "head_dim", (double)a->head_dim);
       cJSON_AddBoolToObject(e, "causal", a->causal);
       if (a->window > 0) px_json_add_num(e, "window", (double)a->window);
+      if (a->cudnn_version > 0) px_json_add_num(e, "cudnn_version", (double)a->cudnn_version);
       cJSON *sq = cJSON_AddArrayToObject(e, "seq"), *tf = cJSON_AddArrayToObject(e, "tflops");
       for (int j = 0; sq && tf && j < a->n; j++) {
         cJSON_AddItemToArray(sq, cJSON_CreateNumber((double)a->seq[j]));

@@ -82,11 +82,14 @@ typedef struct {
   bool bwd, causal;
   int64_t head_dim;
   int64_t window; /* causal within a sliding window of this many tokens (a query's own and those before); 0: none */
+  int64_t cudnn_version; /* the cuDNN release it was measured with, as cudnn.backend_version() gives it (9.17.0:
+                            91700); 0: not given (every release alike) */
   int n;
   int64_t seq[PX_ATTN_POINTS_MAX]; /* increasing */
   double tflops[PX_ATTN_POINTS_MAX];
 } px_attn_curve;
-#define PX_ATTN_CURVES_MAX 32 /* 3 formats x 2 passes x a few shapes (gb200-nvl72: 18) */
+#define PX_ATTN_CURVES_MAX 32 /* 3 formats x 2 passes x a few shapes and cuDNN releases (dgx-gb300: 26) */
+#define PX_CUDNN_VERSION_MAX 999999 /* cudnn.backend_version()'s form: major x 10000 + minor x 100 + patch */
 
 #define PX_GEMM_TABLE_MAX 256
 #define PX_SOURCES_MAX 48 /* per-field sources of a cluster file */
@@ -135,6 +138,9 @@ typedef struct {
   int kernel_rates_len;
   px_attn_curve attention[PX_ATTN_CURVES_MAX]; /* fused attention (flash); none: costed as GEMMs */
   int attention_len;
+  int64_t cudnn_version; /* the cuDNN release the cluster runs (cudnn.backend_version()'s form): of the curves
+                            measured at one shape with several releases, the newest at or before it (none: the
+                            oldest); 0: the newest measured (sim/compute.c) */
   px_attn_kernel attention_kernel;   /* what the GPU's own fused kernel is, when known to be one with a name of its
                                         own (FLASH2: A100's FlashAttention-2); OWN otherwise */
   /* Board power (sim/power.h): while the GPU computes (its TDP where no training measurement is cited: an

@@ -1301,14 +1301,18 @@ static void test_blackwell_presets(void) {
   px_err err = {0};
   CU_ASSERT_EQUAL(px_cluster_from_json(j, "round trip", &back, &err), PX_OK);
   CU_ASSERT_EQUAL(back.gpu.peak_flops[PX_DTYPE_FP4], c.gpu.peak_flops[PX_DTYPE_FP4]);
-  /* gpu.attention[].dtype written back (bf16 by omission) */
+  /* gpu.attention[].dtype and cudnn_version written back (bf16 by omission), and gpu.cudnn_version */
   CU_ASSERT_EQUAL_FATAL(back.gpu.attention_len, c.gpu.attention_len);
+  CU_ASSERT_EQUAL(back.gpu.cudnn_version, c.gpu.cudnn_version);
+  CU_ASSERT_EQUAL(c.gpu.cudnn_version, 92200);
   int formats[PX_ATTN_FORMAT_COUNT] = {0};
   for (int i = 0; i < c.gpu.attention_len; i++) {
     CU_ASSERT_EQUAL(back.gpu.attention[i].fmt, c.gpu.attention[i].fmt);
+    CU_ASSERT_EQUAL(back.gpu.attention[i].cudnn_version, c.gpu.attention[i].cudnn_version);
     formats[c.gpu.attention[i].fmt]++;
   }
-  CU_ASSERT(formats[PX_ATTN_BF16] == 6 && formats[PX_ATTN_FP8] == 6 && formats[PX_ATTN_MXFP8] == 6);
+  /* cuDNN 9.22's six a format, and hd 128's two passes in bf16 and fp8 of 9.17 and 9.13.1 */
+  CU_ASSERT(formats[PX_ATTN_BF16] == 10 && formats[PX_ATTN_FP8] == 10 && formats[PX_ATTN_MXFP8] == 6);
   cJSON_Delete(j);
 }
 

@@ -4,10 +4,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tests/testutil.h"
+
 px_status px_test_compile(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
                           px_err *err) {
+  return px_test_compile_cudnn(plan, m, cluster, gpus, p, 0, err);
+}
+
+px_status px_test_compile_cudnn(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
+                                int64_t cudnn_version, px_err *err) {
   px_cluster c;
   px_status st = px_cluster_load(cluster, &c, err);
+  if (!st) c.gpu.cudnn_version = cudnn_version;
   if (!st) st = px_cluster_set_size(&c, gpus, 0, err);
   if (!st) {
     px_parallel_resolve(p, m, &c);
@@ -54,4 +62,18 @@ bool px_test_precision(const char *word, px_parallel *p) {
       return true;
     }
   return false;
+}
+
+int64_t px_test_release_cudnn(const char *release) {
+  char base[16], line[256], name[16];
+  snprintf(base, sizeof base, "%s", release);
+  char *dot = strchr(base, '.');
+  if (dot && (dot = strchr(dot + 1, '.'))) *dot = '\0'; /* 26.02.01: 26.02's container stack */
+  FILE *fp = fopen(px_test_path("tests/data/nemo_cudnn.csv"), "r");
+  if (!fp) return 0;
+  long long version = 0, v;
+  while (fgets(line, sizeof line, fp))
+    if (line[0] != '#' && sscanf(line, "%15[^,],%lld", name, &v) == 2 && !strcmp(name, base)) version = v;
+  fclose(fp);
+  return version;
 }

@@ -12,6 +12,14 @@
  * resolved first); says why on stderr when it refuses. */
 px_status px_test_compile(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
                           px_err *err);
+/* px_test_compile on a cluster running cuDNN release cudnn_version (gpu.cudnn_version; 0: the newest measured). */
+px_status px_test_compile_cudnn(px_plan *plan, const px_model *m, const char *cluster, int64_t gpus, px_parallel *p,
+                                int64_t cudnn_version, px_err *err);
+
+/* The cuDNN release (cudnn.backend_version()'s form) a NeMo Framework container ships, by the release name the
+ * performance tables give (tests/data/nemo_cudnn.csv; a point release, 26.02.01, its release's); 0 where the table
+ * has none. */
+int64_t px_test_release_cudnn(const char *release);
 
 /* Megatron-Bridge's model FLOPs per token (flop_utils.py, transformer_flops;
  * tests/data/megatron_bridge_h100.csv's header): 6 x the dense GEMM weights,

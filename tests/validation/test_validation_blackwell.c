@@ -245,7 +245,8 @@ static void test_megatron_bridge_blackwell(void) {
     char layout[32], recipe[96] = "";
     snprintf(layout, sizeof layout, "%lld.%lld.%lld %lld %lld", tp, pp, cp, vp, fsdp);
     px_plan plan;
-    if (px_test_compile(&plan, &m, sys, gpus, &p, &err) != PX_OK) {
+    /* on its container's cuDNN release: the fused attention of the newest release measured at or before it */
+    if (px_test_compile_cudnn(&plan, &m, sys, gpus, &p, px_test_release_cudnn(release), &err) != PX_OK) {
       fprintf(stderr, "  %-8s %-11s %-11s %5lld %-6s %-15s %4lld  %9.0f   REFUSED: %s\n", release, sys, name, gpus, pname,
               layout, gbs, tokens, err.msg);
       refused++;

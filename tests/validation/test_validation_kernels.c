@@ -93,10 +93,11 @@ static void test_attention_kernels(void) {
 /* The rows of a tests/data CSV with at least `need` fields, '#' lines
  * skipped, split at commas (the last, a source, may hold more): opened on
  * the first call, closed when it returns false; rows counts them. */
+enum { CSV_FIELDS_MAX = 14 };
 typedef struct {
   FILE *fp;
   char line[512];
-  char *f[13];
+  char *f[CSV_FIELDS_MAX];
   int rows;
 } csv_rows;
 
@@ -107,9 +108,9 @@ static bool csv_next(csv_rows *r, const char *rel, int need) {
     if (r->line[0] == '#') continue;
     int n = 0;
     r->line[strcspn(r->line, "\r\n")] = '\0';
-    for (char *p = r->line; n < 13 && p; n++) {
+    for (char *p = r->line; n < CSV_FIELDS_MAX && p; n++) {
       r->f[n] = p;
-      p = n + 1 < 13 ? strchr(p, ',') : NULL;
+      p = n + 1 < CSV_FIELDS_MAX ? strchr(p, ',') : NULL;
       if (p) *p++ = '\0';
     }
     if (n < need) continue;
@@ -224,10 +225,11 @@ static void test_sustained_share(void) {
 static void test_attention_kernels_blackwell(void) {
   int points = 0, rows[PX_ATTN_FORMAT_COUNT] = {0};
   csv_rows r = {0};
-  while (csv_next(&r, "tests/data/attention_blackwell_cudnn.csv", 13)) {
+  while (csv_next(&r, "tests/data/attention_blackwell_cudnn.csv", 14)) {
     char **f = r.f;
     px_cluster c = preset(f[0]);
-    c.gpu.sustained_share = 1; /* a benchmark's burst against the burst model */
+    c.gpu.sustained_share = 1;          /* a benchmark's burst against the burst model */
+    c.gpu.cudnn_version = atoll(f[13]); /* the row's release: its own curve where several were measured */
     const px_gpu *g = &c.gpu;
     bool bwd = !strcmp(f[1], "bwd"), causal = atoi(f[5]) != 0;
     int64_t hd = atoll(f[2]), hdv = atoll(f[3]), w = atoll(f[4]), b = atoll(f[6]), s = atoll(f[7]), h = atoll(f[8]),
@@ -246,7 +248,8 @@ static void test_attention_kernels_blackwell(void) {
     /* the row is one of the curve's points, not an interpolation */
     for (int i = 0; i < g->attention_len; i++) {
       const px_attn_curve *a = &g->attention[i];
-      if ((int)a->fmt == fmt && a->bwd == bwd && a->causal == causal && a->head_dim == hd && a->window == w)
+      if ((int)a->fmt == fmt && a->bwd == bwd && a->causal == causal && a->head_dim == hd && a->window == w &&
+          a->cudnn_version == c.gpu.cudnn_version)
         for (int k = 0; k < a->n; k++) points += a->seq[k] == s;
     }
     /* the compiler's op (plan/attention.c): the full square's FLOPs times the window's share of the causal pairs */
@@ -262,19 +265,21 @@ static void test_attention_kernels_blackwell(void) {
             shape, (long long)s, published_s * 1e3, model_s * 1e3, 100 * (model_s / published_s - 1));
     PX_ASSERT_REL(model_s, published_s, tol);
   }
-  CU_ASSERT_EQUAL(r.rows, 192);
-  CU_ASSERT_EQUAL(points, 192);
-  CU_ASSERT_EQUAL(rows[PX_ATTN_BF16], 72);
-  CU_ASSERT_EQUAL(rows[PX_ATTN_FP8], 60);
+  CU_ASSERT_EQUAL(r.rows, 264);
+  CU_ASSERT_EQUAL(points, 264);
+  CU_ASSERT_EQUAL(rows[PX_ATTN_BF16], 108);
+  CU_ASSERT_EQUAL(rows[PX_ATTN_FP8], 96);
   CU_ASSERT_EQUAL(rows[PX_ATTN_MXFP8], 60);
   /* every Blackwell preset carries both passes of hd 128 and of the window, and, but B200, of MLA, in bf16, and but
-   * B200 in fp8 and mxfp8 too; nothing else */
+   * B200 in fp8 and mxfp8 too, and hd 128's bf16 and fp8 passes of the earlier releases measured (GB200 9.17, GB300
+   * and B300 9.13.1 and 9.17); nothing else */
   static const char *const bw[] = {"dgx-b200", "dgx-b300", "gb200-nvl72", "dgx-gb300"};
+  static const int curves[] = {4, 26, 22, 26};
   for (size_t i = 0; i < sizeof bw / sizeof *bw; i++) {
     px_cluster c = preset(bw[i]);
     const px_gpu *g = &c.gpu;
     bool mla = i > 0;
-    CU_ASSERT_EQUAL(g->attention_len, mla ? 18 : 4);
+    CU_ASSERT_EQUAL(g->attention_len, curves[i]);
     /* no unmasked curve: the causal one answers (no forward pair to scale the backward by) */
     CU_ASSERT_EQUAL(attn_bf16(g, true, 128, false, 0, 8192), attn_bf16(g, true, 128, true, 0, 8192));
     /* below the first point: flat */
@@ -302,7 +307,7 @@ static void test_attention_kernels_blackwell(void) {
       for (int k = 0; k < bc.gpu.attention_len; k++) {
         const px_attn_curve *a = &bc.gpu.attention[k];
         if (a->fmt != l->fmt || a->bwd != l->bwd || a->head_dim != l->head_dim || a->window != l->window ||
-            a->causal != l->causal)
+            a->causal != l->causal || a->cudnn_version != l->cudnn_version)
           continue;
         CU_ASSERT_EQUAL_FATAL(a->n, l->n);
         for (int p = 0; p < a->n; p++) {
@@ -313,8 +318,26 @@ static void test_attention_kernels_blackwell(void) {
         borrowed++;
       }
     }
-    CU_ASSERT_EQUAL(borrowed, i == 0 ? 2 : 18);
+    CU_ASSERT_EQUAL(borrowed, i == 0 ? 2 : 26);
   }
+  /* the cuDNN release a cluster runs picks among one shape's curves: the newest at or before it, else the oldest;
+   * none given, the newest; a shape measured with one release (the window, MLA, mxfp8) keeps that one */
+  px_cluster gb = preset("dgx-gb300");
+  double at[4], releases[4] = {0, 91800, 91400, 91100}, want[4] = {92200, 91700, 91301, 91301};
+  for (int i = 0; i < 4; i++) {
+    gb.gpu.cudnn_version = (int64_t)releases[i];
+    at[i] = attn_bf16(&gb.gpu, true, 128, true, 0, 8192);
+    for (int j = 0; j < gb.gpu.attention_len; j++) {
+      const px_attn_curve *a = &gb.gpu.attention[j];
+      if (a->fmt == PX_ATTN_BF16 && a->bwd && a->head_dim == 128 && a->window == 0 && a->cudnn_version == want[i])
+        for (int k = 0; k < a->n; k++)
+          if (a->seq[k] == 8192) PX_ASSERT_REL(at[i] * gb.gpu.peak_flops[PX_DTYPE_BF16], a->tflops[k] * 1e12, 1e-9);
+    }
+  }
+  CU_ASSERT(at[0] > at[1] && at[1] > at[2] && at[2] == at[3]); /* each release's backward faster than the last's */
+  double window = attn_bf16(&gb.gpu, true, 64, true, 128, 8192);
+  gb.gpu.cudnn_version = 0;
+  CU_ASSERT_EQUAL(attn_bf16(&gb.gpu, true, 64, true, 128, 8192), window);
   /* a GPU without a window's curve runs a window's op on the full causal curve (H100: FlashAttention-3's) */
   px_cluster h100 = preset("dgx-h100");
   CU_ASSERT_EQUAL(attn_bf16(&h100.gpu, false, 64, true, 128, 4096),

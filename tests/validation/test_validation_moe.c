@@ -412,7 +412,9 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
       }
   } else
     px_test_megatron_split(&m, w->pp, w->vp, &p); /* Qwen3-235B's embedding and loss as a layer each */
-  CU_ASSERT_EQUAL_FATAL(px_test_compile(plan, &m, w->sys, w->gpus, &p, &err), PX_OK);
+  /* on its container's cuDNN release: the fused attention of the newest release measured at or before it */
+  CU_ASSERT_EQUAL_FATAL(px_test_compile_cudnn(plan, &m, w->sys, w->gpus, &p, px_test_release_cudnn(w->release), &err),
+                        PX_OK);
   px_sim_opts o = {.skip_exposed = true};
   CU_ASSERT_EQUAL_FATAL(px_sim_run(plan, &o, r, &err), PX_OK);
   return r->tokens_per_s / (double)w->gpus;
