@@ -61,6 +61,18 @@ bool px_gpu_attn_kernel_measured(const px_gpu *g, px_attn_kernel k) {
   return false;
 }
 
+/* A cuDNN release field (gpu.cudnn_version, gpu.attention[i].cudnn_version): an integer in
+ * cudnn.backend_version()'s form; a release written as its name ("9.13.1", 9.13) is refused saying so. */
+static px_status cudnn_version_from_json(const px_json_ctx *c, const cJSON *obj, int64_t *out, px_err *err) {
+  const cJSON *v = px_json_get(c, obj, "cudnn_version");
+  *out = 0;
+  if (v && (cJSON_IsString(v) || (cJSON_IsNumber(v) && v->valuedouble != (double)(int64_t)v->valuedouble)))
+    return px_err_set(err, PX_ERR_INPUT,
+                      "%s: field '%scudnn_version': expected cudnn.backend_version()'s integer (9.13.1 is 91301)",
+                      c->file, c->prefix);
+  return px_json_int(c, obj, "cudnn_version", false, 0, PX_CUDNN_VERSION_MAX, out, err);
+}
+
 /* gpu.attention[i] (the GPU's own fused kernel) and gpu.attention_flash2[i] (FlashAttention-2's): {"dtype":
  * "bf16"|"fp8"|"mxfp8" (optional, bf16; FlashAttention-2: bf16), "pass": "fwd"|"bwd", "head_dim": D, "causal": B,
  * "window": W (optional, causal only), "cudnn_version": V (optional), "seq": [...], "tflops": [...]}, into *a. */
@@ -84,8 +96,7 @@ static px_status attention_curve(const px_json_ctx *ec, const cJSON *e, px_attn_
   TRY(px_json_int(ec, e, "window", false, 0, 1000000000, &a->window, err));
   if (a->window > 0 && !a->causal)
     return px_err_set(err, PX_ERR_INPUT, "%s: field '%swindow': a sliding window is causal ('causal': true)", file, at);
-  a->cudnn_version = 0;
-  TRY(px_json_int(ec, e, "cudnn_version", false, 0, PX_CUDNN_VERSION_MAX, &a->cudnn_version, err));
+  TRY(cudnn_version_from_json(ec, e, &a->cudnn_version, err));
   const cJSON *seq = px_json_get(ec, e, "seq"), *tf = px_json_get(ec, e, "tflops");
   int n = cJSON_IsArray(seq) ? cJSON_GetArraySize(seq) : 0;
   if (n < 1 || n > PX_ATTN_POINTS_MAX || !cJSON_IsArray(tf) || cJSON_GetArraySize(tf) != n)
@@ -236,8 +247,7 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'gpu.attention_flash2': the GPU's own fused kernel is "
                       "FlashAttention-2 (gpu.attention_kernel): its curves are gpu.attention's", file);
   gpu->attention_len += flash2;
-  gpu->cudnn_version = 0;
-  TRY(px_json_int(&c, g, "cudnn_version", false, 0, PX_CUDNN_VERSION_MAX, &gpu->cudnn_version, err));
+  TRY(cudnn_version_from_json(&c, g, &gpu->cudnn_version, err));
   return px_json_refuse_unknown(&c, g, NULL, 0, err);
 }
 

@@ -41,6 +41,10 @@ expect_refusal "'gpu.attention[0].seq[1]': expected increasing" "$px" topology s
 expect_refusal "'gpu.attention[0].window': a sliding window is causal" "$px" topology show "$bad/cluster_attention_window.json"
 expect_refusal "'gpu.attention[0].window': -128 is out of range" "$px" topology show "$bad/cluster_attention_window_negative.json"
 expect_refusal "'gpu.attention[0].dtype': 'fp4' is not one of bf16|fp8|mxfp8" "$px" topology show "$bad/cluster_attention_dtype.json"
+expect_refusal "'gpu.attention[0].cudnn_version': expected cudnn.backend_version()'s integer (9.13.1 is 91301)" "$px" topology show \
+  "$bad/cluster_attention_cudnn.json"
+expect_refusal "'gpu.cudnn_version': expected cudnn.backend_version()'s integer" "$px" topology show dgx-gb300 --set \
+  gpu.cudnn_version=9.13
 expect_refusal "'inter_node.deepep[1].ep': 16 after 32: EP sizes must ascend" "$px" topology show "$bad/cluster_deepep_order.json"
 
 # Flags.
