@@ -164,7 +164,12 @@ static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int 
   snprintf(note, sizeof note, "%s: parallax's flash kernels (kernels/cuda/flash.cu), bf16, causal, no dropout, batch x "
            "seq = %lld tokens, heads x head_dim = %lld, FLOPs counted as FlashAttention does (4 s^2 d a head forward, "
            "halved by the mask; backward 2.5x)", said, tokens, width);
-  return px_cluster_set_source(c, "gpu.attention", note, err);
+  px_status st = px_cluster_set_source(c, "gpu.attention", note, err);
+  /* the base file's cuDNN release picked among its curves; these name none */
+  if (!st && g->cudnn_version > 0)
+    st = px_cluster_set_source(c, "gpu.cudnn_version", "the base cluster's; the calibrated gpu.attention curves "
+                               "(parallax's kernels) name no cuDNN release, so it picks none of them", err);
+  return st;
 }
 
 /* fp8 with fast accumulation beside the promoted (split) sums at the same shapes: probes [n, nall) are the
