@@ -164,3 +164,8 @@ char *px_fmt_name_bits(int bits, const char *const *names, int n, char *buf, siz
     if (bits & (1 << i)) k += (size_t)snprintf(buf + k, cap - k, "%s%s", k ? "," : "", names[i]);
   return buf;
 }
+
+char *px_fmt_release(int64_t v, char *buf, size_t cap) {
+  snprintf(buf, cap, "%lld.%lld.%lld", (long long)(v / 10000), (long long)(v / 100 % 100), (long long)(v % 100));
+  return buf;
+}

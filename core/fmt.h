@@ -29,6 +29,7 @@ char *px_fmt_time(double s, char *buf, size_t cap);   /* 12.3 us, 4.56 ms, 7.89 
 char *px_fmt_flops(double flops, char *buf, size_t cap); /* 1.23 PFLOP */
 char *px_fmt_grouped(uint64_t v, char *buf, size_t cap); /* 8,030,261,248 */
 char *px_fmt_si(double v, const char *unit, char *buf, size_t cap); /* SI prefixes, 3 digits: 640 W, 9.70 kW, 19.9 MW */
+char *px_fmt_release(int64_t v, char *buf, size_t cap); /* cudnn.backend_version()'s 91301 as 9.13.1 */
 
 /* The length of the decimal number s starts with: an optional sign, digits
  * with an optional point (at least one digit), an optional exponent; 0: none.

@@ -61,6 +61,13 @@ bool px_gpu_attn_kernel_measured(const px_gpu *g, px_attn_kernel k) {
   return false;
 }
 
+int64_t px_gpu_attn_cudnn(const px_gpu *g) {
+  int64_t newest = 0;
+  for (int i = 0; i < g->attention_len; i++)
+    if (g->attention[i].cudnn_version > newest) newest = g->attention[i].cudnn_version;
+  return newest > 0 && g->cudnn_version > 0 ? g->cudnn_version : newest;
+}
+
 /* A cuDNN release field (gpu.cudnn_version, gpu.attention[i].cudnn_version): an integer in
  * cudnn.backend_version()'s form; a release written as its name ("9.13.1", 9.13) is refused saying so. */
 static px_status cudnn_version_from_json(const px_json_ctx *c, const cJSON *obj, int64_t *out, px_err *err) {

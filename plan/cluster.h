@@ -181,6 +181,9 @@ static inline bool px_attn_curve_of(const px_gpu *g, const px_attn_curve *a, px_
 }
 /* Whether the GPU has a measured curve of kernel k */
 bool px_gpu_attn_kernel_measured(const px_gpu *g, px_attn_kernel k);
+/* The cuDNN release the GPU's fused attention is costed at: gpu.cudnn_version, else the newest its curves name;
+ * 0 when no curve names one. */
+int64_t px_gpu_attn_cudnn(const px_gpu *g);
 /* Whether the GPU's fp8 GEMMs read their operands in any layout, not only
  * "TN" (A row-major, B column-major), so that one copy of a per-tensor-scaled
  * fp8 tensor serves the forward and both gradients and none is transposed:

@@ -7,16 +7,6 @@
 #include "core/fmt.h"
 #include "sim/power.h"
 
-/* A cuDNN release in cudnn.backend_version()'s form (91301) as its name (9.13.1). */
-typedef struct {
-  char s[24];
-} cudnn_name;
-static cudnn_name cudnn_release(int64_t v) {
-  cudnn_name n;
-  snprintf(n.s, sizeof n.s, "%lld.%lld.%lld", (long long)(v / 10000), (long long)(v / 100 % 100), (long long)(v % 100));
-  return n;
-}
-
 void px_report_cluster_text(const px_cluster *c, FILE *out) {
   char a[32];
   const px_gpu *g = &c->gpu;
@@ -41,8 +31,9 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
     fprintf(out, "  block-scaled gemms: mxfp8 at %s, nvfp4 at %s\n", mxs, nvs);
   }
   if (g->attention_len) { /* each curve's range, e.g. fwd hd128 causal 292-616, fp8 fwd hd64 causal window 128 165-179 */
-    char runs[64] = "";
-    if (g->cudnn_version > 0) snprintf(runs, sizeof runs, "; the cluster runs cuDNN %s", cudnn_release(g->cudnn_version).s);
+    char runs[64] = "", r[24];
+    if (g->cudnn_version > 0)
+      snprintf(runs, sizeof runs, "; the cluster runs cuDNN %s", px_fmt_release(g->cudnn_version, r, sizeof r));
     fprintf(out, "  attention (measured TFLOP/s, shortest to longest sequence%s%s):",
             g->attention_kernel != PX_ATTN_KERNEL_OWN ? "; the GPU's own kernel is FlashAttention-2's" : "", runs);
     for (int i = 0; i < g->attention_len; i++) {
@@ -51,7 +42,7 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
       if (cv->window > 0) snprintf(win, sizeof win, " window %lld", (long long)cv->window);
       if (cv->fmt != PX_ATTN_BF16) snprintf(fmt, sizeof fmt, " %s", px_attn_format_names[cv->fmt]);
       if (cv->kernel != PX_ATTN_KERNEL_OWN) snprintf(fmt, sizeof fmt, " %s", px_attn_kernel_names[cv->kernel]);
-      if (cv->cudnn_version > 0) snprintf(rel, sizeof rel, " (cuDNN %s)", cudnn_release(cv->cudnn_version).s);
+      if (cv->cudnn_version > 0) snprintf(rel, sizeof rel, " (cuDNN %s)", px_fmt_release(cv->cudnn_version, r, sizeof r));
       fprintf(out, "%s%s %s hd%lld%s%s %.0f-%.0f%s", i ? "," : "", fmt, cv->bwd ? "bwd" : "fwd", (long long)cv->head_dim,
               cv->causal ? " causal" : "", win, cv->tflops[0], cv->tflops[cv->n - 1], rel);
     }

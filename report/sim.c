@@ -148,6 +148,12 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
     px_band_describe(bands, &k, text, sizeof text);
     fprintf(out, "  validated        %s\n", text);
   }
+  int64_t release = px_gpu_attn_cudnn(&plan->cluster.gpu);
+  if (release > 0) { /* what the fused attention's figures assume */
+    char rel[24];
+    fprintf(out, "  attention        cuDNN %s (gpu.cudnn_version): the curves measured with it, or the newest before\n",
+            px_fmt_release(release, rel, sizeof rel));
+  }
   fprintf(out, "  simulated        %llu events in %s\n", (unsigned long long)r->events, px_fmt_time(wall_s, a, sizeof a));
 }
 
