@@ -140,7 +140,7 @@ typedef struct {
   int attention_len;
   int64_t cudnn_version; /* the cuDNN release the cluster runs (cudnn.backend_version()'s form): of the curves
                             measured at one shape with several releases, the newest at or before it (none: the
-                            oldest); 0: the newest measured (sim/compute.c) */
+                            oldest; sim/compute.c); 0: the newest measured (px_gpu_attn_cudnn) */
   px_attn_kernel attention_kernel;   /* what the GPU's own fused kernel is, when known to be one with a name of its
                                         own (FLASH2: A100's FlashAttention-2); OWN otherwise */
   /* Board power (sim/power.h): while the GPU computes (its TDP where no training measurement is cited: an

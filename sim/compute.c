@@ -83,11 +83,10 @@ static double attn_curve_at(const px_attn_curve *a, int64_t seq) {
  * is none or as long (the causal mask). */
 static double attn_reach(int64_t window, int64_t seq) { return (double)(window > 0 && window < seq ? window : seq); }
 
-/* Whether a curve measured with cuDNN release v is the better pick than one with cur for a cluster running want
- * (gpu.cudnn_version): the newest at or before want, else the oldest after it; want 0: the newest. A curve of no
+/* Whether a curve measured with cuDNN release v is the better pick than one with cur for the release want the
+ * attention is costed at (px_gpu_attn_cudnn): the newest at or before want, else the oldest after it. A curve of no
  * release (0) counts as at or before any. */
 static bool cudnn_pick(int64_t v, int64_t cur, int64_t want) {
-  if (want <= 0) return v > cur;
   bool v_in = v <= want, cur_in = cur <= want;
   if (v_in != cur_in) return v_in;
   return v_in ? v > cur : v < cur;
@@ -101,13 +100,14 @@ static const px_attn_curve *attn_curve(const px_gpu *g, px_attn_kernel kernel, p
                                        bool causal, int64_t head_dim, int64_t window, int64_t seq) {
   const px_attn_curve *best = NULL;
   double best_w = INFINITY, best_d = INFINITY, reach = log2(attn_reach(window, seq));
+  int64_t release = px_gpu_attn_cudnn(g);
   for (int i = 0; i < g->attention_len; i++) {
     const px_attn_curve *a = &g->attention[i];
     if (!px_attn_curve_of(g, a, kernel) || a->fmt != fmt || a->bwd != bwd || a->causal != causal) continue;
     double w = fabs(log2(attn_reach(a->window, seq)) - reach);
     double d = fabs(log2((double)a->head_dim) - log2((double)head_dim));
     if (w < best_w || (w == best_w && d < best_d) ||
-        (w == best_w && d == best_d && cudnn_pick(a->cudnn_version, best->cudnn_version, g->cudnn_version)))
+        (w == best_w && d == best_d && cudnn_pick(a->cudnn_version, best->cudnn_version, release)))
       best_w = w, best_d = d, best = a;
   }
   return best;
