@@ -25,12 +25,29 @@ px_status px_test_compile_cudnn(px_plan *plan, const px_model *m, const char *cl
   return st;
 }
 
-double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half) {
-  double h = (double)m->hidden, q = (double)(m->heads * m->head_dim), kv = (double)(m->kv_heads * m->head_dim);
+double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half, int64_t mtp) {
+  double h = (double)m->hidden, s = half ? (double)seq / 2 : (double)seq, attn;
   int64_t mult = 128 * tp, vocab = (m->vocab + mult - 1) / mult * mult;
-  double mlp = (m->mlp == PX_MLP_SWIGLU ? 3.0 : 2.0) * h * (double)m->ffn_hidden;
-  double attn = h * (q + 2 * kv) + q * h + (half ? 1.0 : 2.0) * q * (double)seq;
-  return 6.0 * (double)m->layers * (mlp + attn) + 6.0 * h * (double)vocab;
+  if (m->kv_lora_rank > 0) { /* MLA: the low-rank projections with their norms' +1, the decoupled RoPE key, the output */
+    double nh = (double)m->heads, qk = (double)(m->qk_nope_head_dim + m->qk_rope_head_dim), v = (double)m->v_head_dim;
+    double q = m->q_lora_rank > 0 ? (double)m->q_lora_rank * (h + nh * qk + 1) : h * nh * qk;
+    attn = q + (double)m->kv_lora_rank * (h + nh * ((double)m->qk_nope_head_dim + v) + 1) +
+           h * (double)m->qk_rope_head_dim + nh * v * h + s * nh * (qk + v);
+  } else {
+    double q = (double)(m->heads * m->head_dim), kv = (double)(m->kv_heads * m->head_dim);
+    attn = h * (q + 2 * kv) + q * h + 2.0 * q * s;
+  }
+  /* each layer's MLP GEMMs (x 3/2 for a gated unit): a dense layer's, or a MoE layer's top-k routed experts and
+   * shared experts (the router's GEMM not counted); the MTP modules' layers are of the last layer's kind */
+  double g = m->mlp == PX_MLP_SWIGLU ? 3.0 : 2.0, mlp = 0;
+  for (int64_t l = 0; l < m->layers + mtp; l++) {
+    bool moe = px_model_layer_is_moe(m, l < m->layers ? l : m->layers - 1);
+    mlp += g * h *
+           (moe ? (double)(m->moe_ffn_hidden * m->experts_per_token + px_model_shared_ffn(m)) : (double)m->ffn_hidden);
+  }
+  /* an MTP module's two norms and its 2h -> h projection, and its pass through the head */
+  double mtp_proj = (double)mtp * (3 * h + 2 * h * h);
+  return 6.0 * ((double)(m->layers + mtp) * attn + mlp + mtp_proj + h * (double)vocab * (double)(mtp + 1));
 }
 
 void px_test_megatron_split(const px_model *m, int64_t pp, int64_t vp, px_parallel *p) {

@@ -21,12 +21,13 @@ px_status px_test_compile_cudnn(px_plan *plan, const px_model *m, const char *cl
  * has none. */
 int64_t px_test_release_cudnn(const char *release);
 
-/* Megatron-Bridge's model FLOPs per token (flop_utils.py, transformer_flops;
- * tests/data/megatron_bridge_h100.csv's header): 6 x the dense GEMM weights,
- * the head over the vocabulary padded to a multiple of 128 x tp, and causal
- * attention as half the square (half) or, as NeMo 24.07 counted it, the
- * whole square. */
-double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half);
+/* Megatron-Bridge's model FLOPs per token (flop_utils.py, transformer_flops; Megatron-LM's
+ * num_floating_point_operations, megatron/training/training.py at 79e8592, alike; tests/data/megatron_bridge_h100.csv's
+ * header): 6 x the GEMM weights a token passes through (MLA's low-rank projections, a MoE layer's top-k routed and
+ * shared experts, not the router), the head over the vocabulary padded to a multiple of 128 x tp, causal attention
+ * as half the square (half) or, as NeMo 24.07 counted it, the whole square, and mtp multi-token prediction modules
+ * (each a layer of the last layer's kind, its projection and the head again). */
+double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half, int64_t mtp);
 
 /* Megatron's pipeline split that counts the embedding and the loss as a
  * layer each (account_for_embedding_in_pipeline_split and ..._loss_...):

@@ -225,7 +225,7 @@ static void test_megatron_bridge_blackwell(void) {
     /* the tables' TFLOP/s are their tokens/s times Megatron-Bridge's formula (rounding: within 1%; 26.04.01
      * prints tokens/s in steps of 32, 1,024 and 864 for 405B: within 2%) */
     CU_ASSERT_STRING_EQUAL(count, "half");
-    PX_ASSERT_REL(tflops * 1e12 / tokens, px_test_nemo_flops_per_token(&m, seq, tp, true), 0.02);
+    PX_ASSERT_REL(tflops * 1e12 / tokens, px_test_nemo_flops_per_token(&m, seq, tp, true, 0), 0.02);
     px_parallel p;
     px_parallel_unset(&p);
     p.tp = tp, p.pp = pp, p.cp = cp, p.dp = gpus / (tp * pp * cp), p.seq = seq, p.gbs = gbs, p.mbs = mbs;
