@@ -722,10 +722,10 @@ static void test_deepseek_v3_gb200_history(void) {
     px_plan plan;
     px_sim_result r;
     double sim = mb_simulate(&w, &plan, &r), e = sim / w.tokens - 1;
-    char key[96], gains[64] = "", b[6][32];
+    char key[96], gains[64] = "", b[5][32];
     snprintf(key, sizeof key, "%s %s %s", w.dispatch, w.recompute, w.graph);
     bool changed = rows > 0 && strcmp(key, prev_key);
-    double gain_pub = w.tokens / prev_pub - 1, gain_sim = sim / prev_sim - 1;
+    double gain_pub = rows ? w.tokens / prev_pub - 1 : 0, gain_sim = rows ? sim / prev_sim - 1 : 0;
     if (changed) snprintf(gains, sizeof gains, "%+6.1f%% %+6.1f%%", 100 * gain_pub, 100 * gain_sim);
     fprintf(stderr, "  %4d %-44.44s %-8s %-16s %-6s %9.0f %9.0f %+6.1f%%   %s\n", step, feature, w.dispatch,
             w.recompute, w.graph, w.tokens, sim, 100 * e, gains);
