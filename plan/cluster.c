@@ -73,7 +73,7 @@ int64_t px_gpu_attn_cudnn(const px_gpu *g) {
 static px_status cudnn_version_from_json(const px_json_ctx *c, const cJSON *obj, int64_t *out, px_err *err) {
   const cJSON *v = px_json_get(c, obj, "cudnn_version");
   *out = 0;
-  if (v && (cJSON_IsString(v) || (cJSON_IsNumber(v) && v->valuedouble != (double)(int64_t)v->valuedouble)))
+  if (v && (cJSON_IsString(v) || (cJSON_IsNumber(v) && v->valuedouble != floor(v->valuedouble))))
     return px_err_set(err, PX_ERR_INPUT,
                       "%s: field '%scudnn_version': expected cudnn.backend_version()'s integer (9.13.1 is 91301)",
                       c->file, c->prefix);

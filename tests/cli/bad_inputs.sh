@@ -45,6 +45,8 @@ expect_refusal "'gpu.attention[0].cudnn_version': expected cudnn.backend_version
   "$bad/cluster_attention_cudnn.json"
 expect_refusal "'gpu.cudnn_version': expected cudnn.backend_version()'s integer" "$px" topology show dgx-gb300 --set \
   gpu.cudnn_version=9.13
+expect_refusal "'gpu.attention[0].cudnn_version': 9.13019e+23 is out of range [0, 999999]" "$px" topology show \
+  "$bad/cluster_attention_cudnn_huge.json" # past int64 (a fuzz finding: its integer check cast it first)
 expect_refusal "'inter_node.deepep[1].ep': 16 after 32: EP sizes must ascend" "$px" topology show "$bad/cluster_deepep_order.json"
 
 # Flags.
