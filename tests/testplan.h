@@ -26,7 +26,10 @@ int64_t px_test_release_cudnn(const char *release);
  * header): 6 x the GEMM weights a token passes through (MLA's low-rank projections, a MoE layer's top-k routed and
  * shared experts, not the router), the head over the vocabulary padded to a multiple of 128 x tp, causal attention
  * as half the square (half) or, as NeMo 24.07 counted it, the whole square, and mtp multi-token prediction modules
- * (each a layer of the last layer's kind, its projection and the head again). */
+ * (each a layer of the last layer's kind, its projection and the head again). The publishers' formula, kept apart
+ * from parallax's own count (px_model_flops_per_token: exact weights with the router's, the vocabulary unpadded,
+ * the whole square, windows): a test oracle for the tables' TFLOP/s columns; the layer rule is the library's
+ * (px_model_layer_is_moe, px_model_shared_ffn). */
 double px_test_nemo_flops_per_token(const px_model *m, int64_t seq, int64_t tp, bool half, int64_t mtp);
 
 /* Megatron's pipeline split that counts the embedding and the loss as a
