@@ -142,7 +142,8 @@ static const px_opt opts[] = {
      "(fused, costed as FlashAttention-2's kernel: PyTorch's SDPA flash backend, flash-attn 2)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"elementwise", required_argument, OPT_ELEMENTWISE, PX_OPT_PLAN, "E",
-     "RMSNorm, RoPE and SwiGLU kernels: fused (one a pass: Transformer Engine, Megatron-Core, torch.compile; default) | "
+     "RMSNorm, RoPE and SwiGLU kernels: fused (one a pass: Transformer Engine, Megatron-Core, torch.compile; default; "
+     "a RoPE with YaRN's concentration factor, which TE's kernel lacks, as Megatron-Core's unfused PyTorch ops) | "
      "eager (PyTorch eager's composite ops, torchtitan without torch.compile: RMSNorm in fp32 over 8 kernels, RoPE "
      "through fp32 complex numbers, silu then a product)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},

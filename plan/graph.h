@@ -247,6 +247,8 @@ enum {
   PX_OPF_GELU = 1 << 4,      /* LINEAR (one output): out[0] = gelu(product + bias), out[3] = product + bias */
   PX_OPF_DGELU = 1 << 5,     /* LINEAR_BWD_DATA: out[0] = (dy W) gelu'(in[4]), written, not accumulated */
   PX_OPF_CP_RING = 1 << 6,   /* FLASH_ATTN(_BWD): the keys and values come around the CP ring a block at a time */
+  PX_OPF_ROPE_UNFUSED = 1 << 6, /* ROPE(_BWD), with PX_OPF_EAGER: Megatron-Core's unfused RoPE, the bytes and kernels
+                                  of px_op_rope_unfused_chain, not torchtitan's */
   PX_OPF_TO_HEADS = 1 << 7,  /* ALLTOALL: (B, S/cp, h, D) sequence-split -> (B, S, h/cp, D) head-split; unset: back */
   PX_OPF_TO_EXPERTS = 1 << 7, /* ALLTOALL over EP: routed rows to the experts (in[1]: the counts); unset: back */
   PX_OPF_COLS = 1 << 7,      /* ALLGATHER over TP: (B, S, n/tp) column shards -> the (B, S, n) rows this rank keeps
@@ -302,6 +304,9 @@ typedef struct {
   int conv_passes, conv_kernels;
 } px_eager_chain;
 const px_eager_chain *px_op_eager_chain(px_op_kind kind);
+/* Megatron-Core's unfused RoPE (ROPE or ROPE_BWD), which it runs where Transformer Engine's fused kernel cannot
+ * (model.rope_concentration not 1); NULL for another kind. */
+const px_eager_chain *px_op_rope_unfused_chain(px_op_kind kind);
 /* Op o's chain when it runs as PyTorch eager's kernels (PX_OPF_EAGER on a kind that has one), else NULL. */
 const px_eager_chain *px_op_eager(const px_op *o);
 /* An eager op's kernels (activations of e bytes an element). */

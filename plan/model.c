@@ -26,6 +26,7 @@ void px_model_init(px_model *m) {
   m->position = PX_POS_LEARNED;
   m->norm_eps = 1e-5;
   m->rope_theta = 10000.0;
+  m->rope_concentration = 1.0;
 }
 
 /* Fills fields that default from others (kv_heads, head_dim, max_positions, moe_layer_freq). */
@@ -172,6 +173,7 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_num(&c, root, "dropout", false, 0.0, 0.99, &m->dropout, err));
   TRY(px_json_num(&c, root, "norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
   TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
+  TRY(px_json_num(&c, root, "rope_concentration", false, 0.01, 100.0, &m->rope_concentration, err));
   /* mixture of experts */
   TRY(px_json_int(&c, root, "experts", false, 0, 1 << 20, &m->experts, err));
   TRY(px_json_int(&c, root, "experts_per_token", false, 0, 1 << 20, &m->experts_per_token, err));
@@ -384,9 +386,9 @@ static const char *const hf_ignored[] = {
     "output_router_logits", "quantization_config", "ep_size",
     /* the activation is the family's (SwiGLU with SiLU, GELU for GPT-2 and NeoX) */
     "hidden_act", "activation_function",
-    /* RoPE variants: position scaling (YaRN, Llama 3's), the rotated share of a head, the base a scaling starts
-     * from: the same ops and FLOPs up to the rotation's elementwise work */
-    "rope_scaling", "rotary_pct", "rotary_emb_base", "partial_rotary_factor", "initial_context_length",
+    /* RoPE variants: the rotated share of a head, the base a scaling starts from: the same ops and FLOPs up to
+     * the rotation's elementwise work (rope_scaling is read: hf_rope_scaling) */
+    "rotary_pct", "rotary_emb_base", "partial_rotary_factor", "initial_context_length",
     /* Llama's emulation of a TP-sliced checkpoint's GEMMs (the same products) */
     "pretraining_tp",
     /* GPT-2: embedding and attention dropouts (resid_pdrop is read) and the classification head's settings */
@@ -398,6 +400,33 @@ static const char *const hf_ignored[] = {
     /* NeoX's attention dropout (its hidden_dropout is read; the Llama family's attention_dropout is) */
     "attention_dropout",
 };
+
+/* YaRN's mscale of a scaling s: 0.1 m ln s + 1 above 1, else 1 (Hugging Face's get_mscale,
+ * transformers/modeling_rope_utils.py; Megatron-Core's _yarn_get_mscale, yarn_rotary_pos_embedding.py at d98e8a6). */
+static double yarn_mscale(double s, double m) { return s > 1.0 ? 0.1 * m * log(s) + 1.0 : 1.0; }
+
+/* rope_scaling's concentration factor (model.rope_concentration), as Hugging Face's _compute_yarn_parameters and
+ * Megatron-Core's _yarn_get_concentration_factor compute it for "yarn": attention_factor where the config gives one,
+ * else mscale(factor, mscale) / mscale(factor, mscale_all_dim) where it gives both (DeepSeek's: 1), else
+ * mscale(factor, 1) (gpt-oss: factor 32, 1.3466). Other scalings (Llama 3's, linear, dynamic NTK) scale no cos or
+ * sin; their other keys (beta_fast, original_max_position_embeddings, ...) move frequencies, no cost. */
+static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_model *m, px_err *err) {
+  px_status st;
+  const cJSON *rs;
+  TRY(px_json_obj(cp, root, "rope_scaling", false, &rs, err));
+  if (!rs) return PX_OK;
+  px_json_ctx c = {cp->file, "rope_scaling.", NULL};
+  char type[32] = "";
+  TRY(px_json_str(&c, rs, px_json_get(&c, rs, "rope_type") ? "rope_type" : "type", false, type, sizeof type, err));
+  if (strcmp(type, "yarn")) return PX_OK;
+  double factor = 1.0, ms = 1.0, ms_all = 1.0;
+  TRY(px_json_num(&c, rs, "factor", true, 1e-3, 1e6, &factor, err));
+  TRY(px_json_num(&c, rs, "mscale", false, 0.0, 10.0, &ms, err));
+  TRY(px_json_num(&c, rs, "mscale_all_dim", false, 0.0, 10.0, &ms_all, err));
+  bool both = px_json_get(&c, rs, "mscale") && px_json_get(&c, rs, "mscale_all_dim");
+  m->rope_concentration = both ? yarn_mscale(factor, ms) / yarn_mscale(factor, ms_all) : yarn_mscale(factor, 1.0);
+  return px_json_num(&c, rs, "attention_factor", false, 0.01, 100.0, &m->rope_concentration, err);
+}
 
 /* Hugging Face config.json for the families we know. */
 static px_status model_from_hf(const cJSON *root, const char *file, const char *type, px_model *m, px_err *err) {
@@ -422,6 +451,7 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
     TRY(px_json_int(&c, root, "vocab_size", true, 1, (int64_t)1 << 24, &m->vocab, err));
     TRY(px_json_int(&c, root, "max_position_embeddings", true, 1, (int64_t)1 << 24, &m->seq_len, err));
     TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
+    TRY(hf_rope_scaling(&c, root, m, err));
     m->position = PX_POS_ROPE;
     if (t->family == HF_LLAMA) {
       m->norm = PX_NORM_RMSNORM;
@@ -533,6 +563,7 @@ cJSON *px_model_to_json(const px_model *m) {
   px_json_add_num(o, "dropout", m->dropout);
   px_json_add_num(o, "norm_eps", m->norm_eps);
   px_json_add_num(o, "rope_theta", m->rope_theta);
+  if (m->rope_concentration != 1.0) px_json_add_num(o, "rope_concentration", m->rope_concentration);
   /* the mixture-of-experts, latent-attention, MTP and gpt-oss fields only where the model has them, so a dense
    * model's JSON is as it was */
   if (m->experts > 0) {

@@ -59,6 +59,12 @@ typedef struct {
   double dropout;         /* attention and hidden dropout probability */
   double norm_eps;
   double rope_theta;
+  /* YaRN's concentration ("attention") factor on RoPE's cos and sin, 1 without (0.1 ln(factor) + 1 for a YaRN
+   * factor > 1 where the config gives no mscale, as Hugging Face and Megatron-Core compute it). It costs nothing in
+   * the product, but Transformer Engine's fused RoPE has no such factor, so Megatron-Core rotates q and k with its
+   * unfused PyTorch RoPE where it is not 1 (plan/graph.c, px_op_rope_unfused_chain); the executors rotate by
+   * rope_theta's frequencies alone (YaRN not emulated) */
+  double rope_concentration;
   /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
    * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
    * moe_ffn_hidden each, and shared experts every token passes through. */

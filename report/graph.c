@@ -69,6 +69,8 @@ cJSON *px_report_graph_json(const px_plan *plan) {
       if (op->flags & PX_OPF_DEQUANT) cJSON_AddBoolToObject(oo, "dequant", true); /* a frozen weight's fp8/nf4 */
       if (op->flags & PX_OPF_LORA_SCALE) cJSON_AddBoolToObject(oo, "lora_scale", true); /* times alpha / r */
       if (px_op_eager(op)) cJSON_AddBoolToObject(oo, "eager", true); /* PyTorch eager's kernels, their bytes */
+      if (px_op_eager(op) && (op->flags & PX_OPF_ROPE_UNFUSED)) /* ... Megatron-Core's unfused RoPE's */
+        cJSON_AddBoolToObject(oo, "rope_unfused", true);
       cJSON_AddItemToObject(oo, "in", refs_json(op->in, PX_OP_INS));
       cJSON_AddItemToObject(oo, "out", refs_json(op->out, PX_OP_OUTS));
       cJSON_AddItemToObject(oo, "dim", int_array(op->dim, 6));

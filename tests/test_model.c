@@ -1,5 +1,6 @@
 /* Model specs: exact parameter counts against published ones, Megatron's
  * formulas, Hugging Face config loading, and refusal of inconsistent shapes. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,29 @@ static void test_moe_refusals(void) {
   CU_ASSERT_EQUAL(m.first_dense_layers, 2);
   CU_ASSERT(!px_model_layer_is_moe(&m, 1));
   CU_ASSERT(px_model_layer_is_moe(&m, 2));
+  /* rope_scaling: YaRN's concentration factor as Hugging Face computes it (0.1 ln factor + 1; the mscale ratio
+   * where both are given; attention_factor where given); other scalings none */
+  static const struct {
+    const char *scaling;
+    double want;
+  } rs[] = {{"null", 1.0},
+            {"{\"rope_type\": \"llama3\", \"factor\": 8.0}", 1.0},
+            {"{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0}", 1.3465735902799727},
+            {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}", 1.0},
+            {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 0.5}",
+             (0.1 * log(40.0) + 1) / (0.05 * log(40.0) + 1)},
+            {"{\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": 1.2}", 1.2}};
+  for (size_t i = 0; i < sizeof rs / sizeof *rs; i++) {
+    char text[512];
+    snprintf(text, sizeof text, "{\"model_type\": \"llama\", " HF_BASE ", \"rope_scaling\": %s}", rs[i].scaling);
+    root = cJSON_Parse(text);
+    CU_ASSERT_EQUAL_FATAL(px_model_from_json(root, "t.json", &m, &err), PX_OK);
+    cJSON_Delete(root);
+    PX_ASSERT_REL(m.rope_concentration, rs[i].want, 1e-12);
+  }
+  expect_refused("{\"model_type\": \"llama\", " HF_BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\"}}",
+                 "field 'rope_scaling.factor' is missing");
+  expect_refused("{" BASE ", \"heads\": 4, \"rope_concentration\": 0}", "field 'rope_concentration': 0 is out of range");
 }
 
 /* The layers a model's sliding window covers, as a string of 's' (windowed) and 'f' (full). */

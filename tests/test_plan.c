@@ -199,6 +199,49 @@ static void test_elementwise_eager(void) {
   }
 }
 
+/* A RoPE with YaRN's concentration factor under `elementwise` fused: Megatron-Core's unfused RoPE (the chain of
+ * px_op_rope_unfused_chain: with bf16 activations 24 bytes an element forward in 24 kernels, 26 backward in 14,
+ * where the fused kernel moves 4), flagged; every other op, FLOP and tensor as with no factor; `elementwise` eager
+ * keeps torchtitan's chain. */
+static void test_rope_unfused(void) {
+  px_model m = preset_model("small-llama");
+  px_cluster c = cluster("dgx-h100", 2);
+  px_plan plan[3];
+  for (int v = 0; v < 3; v++) {
+    m.rope_concentration = v ? 1.3465735902799727 : 1.0;
+    px_parallel p = par(2, 1, 1, 0, 2, 2);
+    p.sp = 1, p.precision = PX_PREC_BF16, p.elementwise = v == 2 ? PX_ELEMWISE_EAGER : PX_ELEMWISE_FUSED;
+    px_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(compile(&plan[v], &m, &c, &p, &err), PX_OK);
+  }
+  int unfused = 0;
+  for (int b = 0; b < PX_BLOCK_KIND_COUNT; b++) {
+    const px_block *f = &plan[0].blocks[b], *g = &plan[1].blocks[b], *t = &plan[2].blocks[b];
+    CU_ASSERT_EQUAL_FATAL(f->nops, g->nops);
+    for (int32_t i = 0; i < f->nops; i++) {
+      const px_op *x = &f->ops[i], *y = &g->ops[i], *z = &t->ops[i];
+      CU_ASSERT_EQUAL(x->kind, y->kind);
+      CU_ASSERT_DOUBLE_EQUAL(x->flops, y->flops, 0);
+      bool rope = y->kind == PX_OP_ROPE || y->kind == PX_OP_ROPE_BWD;
+      CU_ASSERT_EQUAL(rope, (y->flags & PX_OPF_ROPE_UNFUSED) != 0);
+      CU_ASSERT(!(z->flags & PX_OPF_ROPE_UNFUSED));
+      if (!rope) {
+        CU_ASSERT_DOUBLE_EQUAL(x->bytes, y->bytes, 0);
+        continue;
+      }
+      unfused++;
+      bool fwd = y->kind == PX_OP_ROPE;
+      CU_ASSERT_PTR_EQUAL(px_op_eager(y), px_op_rope_unfused_chain((px_op_kind)y->kind));
+      CU_ASSERT_DOUBLE_EQUAL(y->bytes, x->bytes / 4 * (fwd ? 24 : 26), 1e-6);
+      CU_ASSERT_EQUAL(px_eager_kernels(px_op_eager(y), 2), fwd ? 24 : 14);
+      CU_ASSERT_PTR_EQUAL(px_op_eager(z), px_op_eager_chain((px_op_kind)z->kind)); /* torchtitan's, eager */
+    }
+  }
+  CU_ASSERT(unfused > 0);
+  PX_ASSERT_EQ_U64(plan[0].mem[0].peak_bytes, plan[1].mem[0].peak_bytes);
+  for (int v = 0; v < 3; v++) px_plan_free(&plan[v]);
+}
+
 /* ---- model states: ZeRO ---- */
 
 static void test_zero_states(void) {
@@ -3332,6 +3375,7 @@ int main(void) {
       {"multi-head latent attention: replicated down projections counted once in model FLOPs", test_mla_model_flops},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
       {"eager elementwise ops: the same graph, PyTorch eager's bytes", test_elementwise_eager},
+      {"RoPE with a YaRN concentration: Megatron-Core's unfused RoPE, its bytes and kernels", test_rope_unfused},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",
        test_lora_small},
       {"LoRA and QLoRA plans: every tensor allocated and freed once", test_lora_lifetimes},
