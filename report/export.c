@@ -523,7 +523,9 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   if (!m->bias) arg(e, "disable_bias_linear", NULL);
   if (m->qkv_bias && !m->bias) arg(e, "add_qkv_bias", NULL);
   if (m->qk_norm) arg(e, "qk_layernorm", NULL);
-  arg(e, "position_embedding_type", "%s", m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
+  /* a RoPE with YaRN's concentration factor is YaRN's (its factor and betas: model_notes) */
+  bool yarn = m->position == PX_POS_ROPE && m->rope_concentration != 1.0;
+  arg(e, "position_embedding_type", "%s", yarn ? "yarn" : m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
   if (m->position == PX_POS_ROPE) arg(e, "rotary_base", "%.0f", m->rope_theta);
   arg(e, "max_position_embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
   if (!m->tied_embeddings) arg(e, "untie_embeddings_and_output_weights", NULL);
@@ -555,6 +557,10 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
   if (m->sliding_window > 0 && fw != PX_FW_MEGATRON) what[n++] = "sliding-window layers";
   if (m->attention_sinks && fw != PX_FW_MEGATRON) what[n++] = "attention sinks";
   if (m->parallel_residual) what[n++] = "a parallel residual";
+  if (m->position == PX_POS_ROPE && m->rope_concentration != 1.0) /* parallax keeps its concentration alone */
+    what[n++] = fw == PX_FW_MEGATRON ? "YaRN's scaling factor, original length and betas (rotary_scaling_factor, "
+                                       "yarn_original_max_position_embeddings, yarn_beta_fast, yarn_beta_slow)"
+                                     : "YaRN's RoPE scaling (factor, original length, betas)";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],
