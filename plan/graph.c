@@ -189,12 +189,12 @@ const px_eager_chain *px_op_eager_chain(px_op_kind kind) {
 /* Megatron-Core's unfused RoPE for bshd tensors (_apply_rotary_pos_emb_bshd, rope_utils.py at d98e8a6; taken where
  * apply_rope_fusion is off or mscale is not 1, "not supported by TE's fused RoPE", since 9873958), for q and for k
  * each: cos_ and sin_ from the frequencies (cos or sin, times mscale, to the dtype: 6 kernels on a table of
- * sequence x head_dim, its bytes left out), t * cos_ 1 + 1, _rotate_half's -x2 (half the tensor) 0.5 + 0.5 and cat
- * 1 + 1, * sin_ 1 + 1, the sum 2 + 1, cat with the empty t_pass 1 + 1: 12 kernels a tensor, 16-bit 6.5 + 5.5. Its backward,
- * PyTorch's autograd formulas (tools/autograd/derivatives.yaml): the products' gradients by sin_ and cos_ 1 + 1
- * each, neg's 0.5 + 0.5, chunk's (a cat) 1 + 1, t's two gradients summed 2 + 1, and the slice t[..., :rot_dim]'s
- * slice_backward (zeros, then the copy into them) 0 + 1 and 1 + 1: 7 kernels a tensor, 16-bit 6.5 + 6.5 (the empty t_pass
- * slice's own zeros and sum, if autograd runs them, left out). */
+ * sequence x head_dim, its bytes left out), t * cos_ 1 + 1, _rotate_half's -x2 (half the tensor) 0.5 + 0.5 and
+ * cat 1 + 1, * sin_ 1 + 1, the sum 2 + 1, cat with the empty t_pass 1 + 1: 12 kernels a tensor, 16-bit 6.5 + 5.5.
+ * Its backward, PyTorch's autograd formulas (tools/autograd/derivatives.yaml): the products' gradients by sin_
+ * and cos_ 1 + 1 each, neg's 0.5 + 0.5, chunk's (a cat) 1 + 1, t's two gradients summed 2 + 1, and the slice
+ * t[..., :rot_dim]'s slice_backward (zeros, then the copy into them) 0 + 1 and 1 + 1: 7 kernels a tensor, 16-bit
+ * 6.5 + 6.5 (the empty t_pass slice's own zeros and sum, if autograd runs them, left out). */
 const px_eager_chain *px_op_rope_unfused_chain(px_op_kind kind) {
   static const px_eager_chain fwd = {12, 0, 24, 0, 0}, bwd = {13, 0, 14, 0, 0};
   return kind == PX_OP_ROPE ? &fwd : kind == PX_OP_ROPE_BWD ? &bwd : NULL;

@@ -458,7 +458,8 @@ static void test_moe_refusals(void) {
   }
   expect_refused("{\"model_type\": \"llama\", " HF_BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\"}}",
                  "field 'rope_scaling.factor' is missing");
-  expect_refused("{" BASE ", \"heads\": 4, \"rope_concentration\": 0}", "field 'rope_concentration': 0 is out of range");
+  expect_refused("{" BASE ", \"heads\": 4, \"rope_concentration\": 0}",
+                 "field 'rope_concentration': 0 is out of range");
 }
 
 /* The layers a model's sliding window covers, as a string of 's' (windowed) and 'f' (full). */
