@@ -760,6 +760,57 @@ static void test_deepseek_v3_gb200_history(void) {
   CU_ASSERT(last_e > 0.0 && last_e < 0.2); /* +12.3%: the run's last step against the latest plan it expresses */
 }
 
+/* Megatron-Bridge's weak-scaling run of Qwen3-30B-A3B on GB300 (tests/data/qwen3_30b_gb300_weak_scaling.csv): the
+ * 26.08 GB300 row's recipe at 8 to 256 GPUs, 64 sequences a GPU. The runs hold 44.5-45.1K tokens/s a GPU; the
+ * simulation loses 2.2% from 8 to 256 GPUs, the straggler model's slowest of N GPUs (jitter 1.48%: 2.1% at 8,
+ * 4.1% at 256); the exchanges add 2 ms a step. Printed with each point's error and its throughput over the 8-GPU
+ * point's, published and simulated. */
+static void test_qwen3_gb300_weak_scaling(void) {
+  FILE *fp = fopen(px_test_path("tests/data/megatron_bridge_blackwell_moe.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[512];
+  mb_row base;
+  bool found = false;
+  while (!found && fgets(line, sizeof line, fp))
+    found = mb_row_blackwell(line, &base) && !strcmp(base.release, "26.08") && !strcmp(base.sys, "dgx-gb300") &&
+            !strcmp(base.name, "qwen3-30b-a3b");
+  fclose(fp);
+  CU_ASSERT_FATAL(found);
+  CU_ASSERT_FATAL(base.gpus == 8 && base.gbs == 512 && base.mbs == 8 && base.ep == 8); /* the card's 8-GPU point */
+  fp = fopen(px_test_path("tests/data/qwen3_30b_gb300_weak_scaling.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  double pub0 = 0, sim0 = 0;
+  int rows = 0;
+  fprintf(stderr, "\n  %5s %6s %9s %9s %7s   %s\n", "gpus", "gbs", "tok/s pub", "tok/s sim", "error",
+          "over 8 GPUs: published, simulated");
+  while (fgets(line, sizeof line, fp)) {
+    long long gpus, gbs;
+    double step_ms, tflops, tokens;
+    if (line[0] == '#' || sscanf(line, "%lld,%lld,%lf,%lf,%lf", &gpus, &gbs, &step_ms, &tflops, &tokens) != 5)
+      continue;
+    PX_ASSERT_REL(tokens, (double)gbs * 4096 / (double)gpus / (step_ms * 1e-3), 1e-5);
+    CU_ASSERT_EQUAL(gbs, 64 * gpus);
+    mb_row w = base;
+    w.gpus = gpus, w.gbs = gbs, w.tokens = tokens, w.tflops = tflops;
+    px_plan plan;
+    px_sim_result r;
+    double sim = mb_simulate(&w, &plan, &r), e = sim / tokens - 1;
+    if (!rows) pub0 = tokens, sim0 = sim;
+    double kept_pub = tokens / pub0, kept_sim = sim / sim0;
+    fprintf(stderr, "  %5lld %6lld %9.0f %9.0f %+6.1f%%   %.3f %.3f\n", gpus, gbs, tokens, sim, 100 * e, kept_pub,
+            kept_sim);
+    /* measured: +10.9% at 8 GPUs to +7.2% at 256 (the 26.08 row's +10.8%); the published points within 1.3% of the
+     * first, the simulated within 2.2% under it */
+    CU_ASSERT(e > 0.0 && e < 0.2);
+    CU_ASSERT(fabs(kept_sim - kept_pub) < 0.05);
+    px_sim_result_free(&r);
+    px_plan_free(&plan);
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 4);
+}
+
 int main(void) {
   static const px_test tests[] = {
       {"DeepEP's copies: the routers run", test_ep_copies},
@@ -770,6 +821,8 @@ int main(void) {
       {"Megatron-Bridge MoE on H100", test_megatron_bridge_moe},
       {"Megatron-Bridge MoE on Blackwell", test_megatron_bridge_blackwell_moe},
       {"DeepSeek-V3 on 256 GB200s: NVIDIA's optimization history", test_deepseek_v3_gb200_history},
+      {"Qwen3-30B-A3B on GB300 from 8 to 256 GPUs: Megatron-Bridge's weak scaling (printed)",
+       test_qwen3_gb300_weak_scaling},
   };
   return px_test_main("validation_moe", tests, sizeof tests / sizeof *tests) || px_test_doc_failed();
 }
