@@ -121,10 +121,13 @@ void px_bld_elementwise(px_op *o, double elems_in, double elems_out, double e) {
 
 void px_bld_eager(const px_bld *b, px_op *o, double elems, double e) {
   const px_model *m = &b->p->model;
-  /* RoPE with a YaRN concentration factor where the fused kernels were planned: Megatron-Core's unfused RoPE,
-   * Transformer Engine's fused one taking no such factor (MLA's RoPE, its own kernels, as before) */
+  /* Megatron-Core's unfused RoPE: asked for (rope-unfused), or where the fused kernels were planned for a model
+   * with YaRN's concentration factor, which Transformer Engine's fused RoPE does not take (MLA's RoPE, its own
+   * kernels, as before) */
   bool rope = o->kind == PX_OP_ROPE || o->kind == PX_OP_ROPE_BWD;
-  if (rope && b->p->par.elementwise != PX_ELEMWISE_EAGER && m->rope_concentration != 1.0 && m->kv_lora_rank == 0) {
+  int ew = b->p->par.elementwise;
+  bool unfused = ew == PX_ELEMWISE_ROPE_UNFUSED || (ew == PX_ELEMWISE_FUSED && m->rope_concentration != 1.0);
+  if (rope && unfused && m->kv_lora_rank == 0) {
     o->flags |= PX_OPF_EAGER | PX_OPF_ROPE_UNFUSED;
     o->bytes = px_eager_bytes(px_op_rope_unfused_chain((px_op_kind)o->kind), elems, e);
     return;

@@ -20,7 +20,7 @@ PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "b
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused", "flash2");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
-PX_NAME_TABLE(px_elementwise_names, PX_ELEMWISE_COUNT, "fused", "eager");
+PX_NAME_TABLE(px_elementwise_names, PX_ELEMWISE_COUNT, "fused", "eager", "rope-unfused");
 PX_NAME_TABLE(px_grad_accum_names, PX_ACCUM_COUNT, "sharded", "full");
 PX_NAME_TABLE(px_main_grad_names, PX_MAIN_GRAD_COUNT, "param", "fp32");
 PX_NAME_TABLE(px_offload_names, PX_OFFLOAD_COUNT, "none", "cpu", "nvme");

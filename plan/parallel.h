@@ -101,11 +101,14 @@ static inline bool px_attention_fused(int attention) { return attention != PX_AT
  * (B, S, F/tp) tensor each way. */
 typedef enum { PX_GELU_SEPARATE, PX_GELU_FUSED, PX_GELU_COUNT } px_gelu_mode;
 /* The elementwise ops' kernels: fused (each RMSNorm, RoPE and SwiGLU pass one kernel that reads its inputs once
- * and writes its outputs once: Transformer Engine's and Megatron-Core's kernels, torch.compile's fusions), or
- * eager (PyTorch eager's composite ops as torchtitan's Llama runs them without torch.compile: RMSNorm in fp32 over
- * eight kernels, RoPE through fp32 complex numbers, SwiGLU as silu then a product; px_op_eager_chain). The same
- * math either way; what the GPU moves and the host issues differ. */
-typedef enum { PX_ELEMWISE_FUSED, PX_ELEMWISE_EAGER, PX_ELEMWISE_COUNT } px_elementwise;
+ * and writes its outputs once: Transformer Engine's and Megatron-Core's kernels, torch.compile's fusions), eager
+ * (PyTorch eager's composite ops as torchtitan's Llama runs them without torch.compile: RMSNorm in fp32 over
+ * eight kernels, RoPE through fp32 complex numbers, SwiGLU as silu then a product; px_op_eager_chain), or
+ * rope-unfused (Megatron-Core with apply_rope_fusion off, its default and Megatron-Bridge's outside the
+ * performance recipes: the norms and SwiGLU fused, RoPE as its unfused PyTorch ops, px_op_rope_unfused_chain,
+ * which fused takes too for a model with YaRN's concentration factor). The same math either way; what the GPU
+ * moves and the host issues differ. */
+typedef enum { PX_ELEMWISE_FUSED, PX_ELEMWISE_EAGER, PX_ELEMWISE_ROPE_UNFUSED, PX_ELEMWISE_COUNT } px_elementwise;
 /* Gradient accumulation over micro-batches with ZeRO-2/3: reduce-scatter every
  * micro-batch into the sharded accumulator (DeepSpeed), or keep the full
  * gradient and reduce once a step (FSDP no_sync, Megatron's distributed

@@ -183,6 +183,11 @@ static bool torchtitan_compiles(const px_parallel *p) {
 
 static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_err *err) {
   px_framework fw = PX_FW_TORCHTITAN;
+  if (p->elementwise == PX_ELEMWISE_ROPE_UNFUSED)
+    return refuse(err, fw, "elementwise rope-unfused",
+                  "torchtitan's RoPE is its model code's: fused under torch.compile, its complex-number ops eager, "
+                  "not Megatron-Core's unfused one",
+                  "elementwise fused or eager");
   if (p->zero == 1 || p->zero == 2)
     return refuse(err, fw, p->zero == 1 ? "zero 1" : "zero 2",
                   "torchtitan shards parameters, gradients and optimizer states together (FSDP2, ZeRO-3) or replicates "
@@ -699,6 +704,10 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     }
   }
   config(e, "model.attention_backend", "%s", p->attention == PX_ATTN_UNFUSED ? "unfused" : "flash");
+  if (p->elementwise == PX_ELEMWISE_ROPE_UNFUSED) { /* Megatron-Core's unfused RoPE: apply_rope_fusion off */
+    arg(e, "no_rope_fusion", NULL);
+    key(e, "model.apply_rope_fusion", "false");
+  }
   /* precision: 16-bit, fp8, and the gradient buffer */
   bool fp16 = p->precision == PX_PREC_FP16, bf16 = px_parallel_compute_dtype(p) == PX_DTYPE_BF16;
   if (nemo) {
@@ -897,7 +906,9 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
                  "the norms', RoPE's and SwiGLU's kernels (elementwise %s: %s)\n",
           m->name, px_attention_names[p->attention], (long long)p->seq, px_report_recompute_text(p, rc, sizeof rc),
           px_elementwise_names[p->elementwise],
-          p->elementwise == PX_ELEMWISE_EAGER ? "PyTorch eager's composite ops" : "fused, e.g. under torch.compile");
+          p->elementwise == PX_ELEMWISE_EAGER          ? "PyTorch eager's composite ops"
+          : p->elementwise == PX_ELEMWISE_ROPE_UNFUSED ? "fused but RoPE, as Megatron-Core's unfused PyTorch ops"
+                                                       : "fused, e.g. under torch.compile");
   if (p->zero == 0 && px_parallel_weight_dp(p) > 1)
     fprintf(notes, "note: ZeRO-0: DeepSpeed's engine reduces gradients in its own buckets (not the plan's %g MiB)\n",
             (double)p->bucket_bytes / (1 << 20));

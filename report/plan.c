@@ -51,7 +51,9 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
           px_report_recompute_text(p, rc, sizeof rc), px_lora_describe(p, ft, sizeof ft),
           p->cuda_graph == PX_GRAPH_LAYERS ? ", CUDA graphs per layer" : p->cuda_graph == PX_GRAPH_FULL ? ", a CUDA graph a step" : "",
           p->overlap > 0 && (p->overlap & PX_OVERLAP_EP) ? ", EP overlap (combined 1F1B)" : "",
-          p->elementwise == PX_ELEMWISE_EAGER ? ", elementwise eager" : "");
+          p->elementwise == PX_ELEMWISE_EAGER          ? ", elementwise eager"
+          : p->elementwise == PX_ELEMWISE_ROPE_UNFUSED ? ", RoPE unfused"
+                                                       : "");
 }
 
 void px_report_finetune_text(const px_plan *plan, FILE *out) {
@@ -155,7 +157,9 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
           (long long)p->seq, prec,
           px_report_recompute_text(p, rc, sizeof rc), px_attention_names[p->attention], attn_fmt,
           p->gelu == PX_GELU_FUSED && plan->model.mlp != PX_MLP_SWIGLU ? ", GELU in the GEMM epilogues" : "",
-          p->elementwise == PX_ELEMWISE_EAGER ? ", elementwise ops as PyTorch eager's kernels" : "");
+          p->elementwise == PX_ELEMWISE_EAGER          ? ", elementwise ops as PyTorch eager's kernels"
+          : p->elementwise == PX_ELEMWISE_ROPE_UNFUSED ? ", RoPE as Megatron-Core's unfused PyTorch ops"
+                                                       : "");
   px_report_finetune_text(plan, out);
   if (p->zero >= 2)
     fprintf(out, "  ZeRO-%d: gradients %s%s", p->zero,

@@ -354,7 +354,8 @@ static px_status op_segments(sim *S, px_block_kind k, const px_op *ops, int32_t 
     return st;
   }
   w->gpu_s += t;
-  if (op->flags & PX_OPF_CP_RING) return ring_segments(S, op, t, &w->nasync, out);
+  bool flash = op->kind == PX_OP_FLASH_ATTN || op->kind == PX_OP_FLASH_ATTN_BWD; /* PX_OPF_CP_RING's kinds */
+  if (flash && (op->flags & PX_OPF_CP_RING)) return ring_segments(S, op, t, &w->nasync, out);
   if ((t > 0 || wait >= 0) && (st = seg_add_compute(out, t, wait, S->err))) return st;
   px_placement pl = px_sim_group_place(p, (px_group)op->group);
   if (S->opts->comm_free || op->coll == PX_COLL_NONE || op->coll == PX_COLL_P2P || pl.size <= 1 || op->coll_bytes == 0)

@@ -199,27 +199,32 @@ static void test_elementwise_eager(void) {
   }
 }
 
-/* A RoPE with YaRN's concentration factor under `elementwise` fused: Megatron-Core's unfused RoPE (the chain of
- * px_op_rope_unfused_chain: with bf16 activations 24 bytes an element forward in 24 kernels, 26 backward in 14,
- * where the fused kernel moves 4), flagged; every other op, FLOP and tensor as with no factor; `elementwise` eager
- * keeps torchtitan's chain. */
+/* A RoPE with YaRN's concentration factor under `elementwise` fused, or any RoPE under rope-unfused: Megatron-Core's
+ * unfused RoPE (the chain of px_op_rope_unfused_chain: with bf16 activations 24 bytes an element forward in 24
+ * kernels, 26 backward in 14, where the fused kernel moves 4), flagged; every other op, FLOP and tensor as fused
+ * with no factor; `elementwise` eager keeps torchtitan's chain. Plans: fused, fused with the factor, eager with the
+ * factor, rope-unfused without it. */
 static void test_rope_unfused(void) {
   px_model m = preset_model("small-llama");
   px_cluster c = cluster("dgx-h100", 2);
-  px_plan plan[3];
-  for (int v = 0; v < 3; v++) {
-    m.rope_concentration = v ? 1.3465735902799727 : 1.0;
+  px_plan plan[4];
+  static const int ew[4] = {PX_ELEMWISE_FUSED, PX_ELEMWISE_FUSED, PX_ELEMWISE_EAGER, PX_ELEMWISE_ROPE_UNFUSED};
+  for (int v = 0; v < 4; v++) {
+    m.rope_concentration = v == 1 || v == 2 ? 1.3465735902799727 : 1.0;
     px_parallel p = par(2, 1, 1, 0, 2, 2);
-    p.sp = 1, p.precision = PX_PREC_BF16, p.elementwise = v == 2 ? PX_ELEMWISE_EAGER : PX_ELEMWISE_FUSED;
+    p.sp = 1, p.precision = PX_PREC_BF16, p.elementwise = ew[v];
     px_err err = {0};
     CU_ASSERT_EQUAL_FATAL(compile(&plan[v], &m, &c, &p, &err), PX_OK);
   }
   int unfused = 0;
   for (int b = 0; b < PX_BLOCK_KIND_COUNT; b++) {
-    const px_block *f = &plan[0].blocks[b], *g = &plan[1].blocks[b], *t = &plan[2].blocks[b];
+    const px_block *f = &plan[0].blocks[b], *g = &plan[1].blocks[b], *t = &plan[2].blocks[b], *u = &plan[3].blocks[b];
     CU_ASSERT_EQUAL_FATAL(f->nops, g->nops);
+    CU_ASSERT_EQUAL_FATAL(f->nops, u->nops);
     for (int32_t i = 0; i < f->nops; i++) {
       const px_op *x = &f->ops[i], *y = &g->ops[i], *z = &t->ops[i];
+      CU_ASSERT_EQUAL(u->ops[i].flags, y->flags); /* rope-unfused: as the factor's */
+      CU_ASSERT_DOUBLE_EQUAL(u->ops[i].bytes, y->bytes, 0);
       CU_ASSERT_EQUAL(x->kind, y->kind);
       CU_ASSERT_DOUBLE_EQUAL(x->flops, y->flops, 0);
       bool rope = y->kind == PX_OP_ROPE || y->kind == PX_OP_ROPE_BWD;
@@ -239,7 +244,7 @@ static void test_rope_unfused(void) {
   }
   CU_ASSERT(unfused > 0);
   PX_ASSERT_EQ_U64(plan[0].mem[0].peak_bytes, plan[1].mem[0].peak_bytes);
-  for (int v = 0; v < 3; v++) px_plan_free(&plan[v]);
+  for (int v = 0; v < 4; v++) px_plan_free(&plan[v]);
 }
 
 /* ---- model states: ZeRO ---- */
@@ -3375,7 +3380,8 @@ int main(void) {
       {"multi-head latent attention: replicated down projections counted once in model FLOPs", test_mla_model_flops},
       {"fused GELU: the same memory and FLOPs, three passes fewer", test_gelu_fused},
       {"eager elementwise ops: the same graph, PyTorch eager's bytes", test_elementwise_eager},
-      {"RoPE with a YaRN concentration: Megatron-Core's unfused RoPE, its bytes and kernels", test_rope_unfused},
+      {"RoPE unfused (rope-unfused, or a YaRN concentration): Megatron-Core's unfused RoPE, its bytes and kernels",
+       test_rope_unfused},
       {"LoRA on tiny by hand: states, DP bytes, adapter activations, GEMMs, TP split, QLoRA dequantisation",
        test_lora_small},
       {"LoRA and QLoRA plans: every tensor allocated and freed once", test_lora_lifetimes},

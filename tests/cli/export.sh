@@ -91,6 +91,8 @@ cases=(
   "recompute_modules|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm -P fp8 --fp8-recipe current"
   "recompute_modules|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm --main-grad fp32"
   "cuda_graph|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 -P fp8 --fp8-recipe current --cuda-graph layers"
+  "rope_unfused|megatron|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 --elementwise rope-unfused"
+  "rope_unfused|nemo|-m llama3-8b -c dgx-h100 -g 8 -z 1 -B 64 --elementwise rope-unfused --main-grad fp32"
   "window_sinks|megatron|-m gpt-oss-120b -c dgx-b200 -g 64 --ep 8 --etp 1 -z 1 -B 1280 -b 4 --moe-dispatch hybridep"
   "cuda_graph_full_moe|megatron|-m qwen3-30b-a3b -c dgx-b200 -g 8 --ep 8 -z 1 -B 256 -b 1 -P mxfp8 --fp8-params --moe-dispatch hybridep --cuda-graph full --moe-imbalance 1.5"
   "cuda_graph_full_moe|nemo|-m qwen3-30b-a3b -c dgx-b200 -g 8 --ep 8 -z 1 -B 256 -b 1 -P mxfp8 --fp8-params --moe-dispatch hybridep --cuda-graph full --moe-imbalance 1.5 --main-grad fp32"
@@ -148,6 +150,7 @@ refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
 refuses megatron "cannot run elementwise eager" "${base[@]}" --elementwise eager
+refuses torchtitan "cannot run elementwise rope-unfused" "${base[@]}" -z 3 --main-grad fp32 --elementwise rope-unfused
 refuses torchtitan "cannot run elementwise eager with overlap tp" "${base[@]}" -t 2 --sp -z 3 --main-grad fp32 \
   --elementwise eager --overlap dp,zero,pp,tp-bwd,tp
 # (the module with ZeRO-3 is not planned: a data-parallel plan without sharding shows the refusal)
