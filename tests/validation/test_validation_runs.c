@@ -500,6 +500,55 @@ static void test_megatron_bridge_h100(void) {
            px_test_doc_pct(errs[1].max, b[5]), px_test_doc_pct(errs[1].sum / errs[1].n, b[3]));
 }
 
+/* Qwen3-8B in BF16 on 16 H100s, Megatron-Bridge's verification card (tests/data/qwen3_8b_h100_card.csv: its recipe's
+ * settings and why the model is read from Qwen3-8B-Base's config): a functional run of current software, BF16, with
+ * Megatron-Core's unfused RoPE (apply_rope_fusion off). Printed with the fused RoPE beside it. */
+static void test_qwen3_8b_card(void) {
+  FILE *fp = fopen(px_test_path("tests/data/qwen3_8b_h100_card.csv"), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
+  char line[256];
+  int rows = 0;
+  px_model m;
+  px_err err = {0};
+  CU_ASSERT_EQUAL_FATAL(px_model_load(px_test_path("tests/data/hf/qwen3-8b-base-config.json"), &m, &err), PX_OK);
+  while (fgets(line, sizeof line, fp)) {
+    long long gpus, gbs, mbs, seq;
+    double step_ms, tflops, tokens;
+    if (line[0] == '#' ||
+        sscanf(line, "%lld,%lld,%lld,%lld,%lf,%lf,%lf", &gpus, &gbs, &mbs, &seq, &step_ms, &tflops, &tokens) != 7)
+      continue;
+    PX_ASSERT_REL(tokens, (double)gbs * (double)seq / (double)gpus / (step_ms * 1e-3), 1e-5);
+    /* Megatron-Bridge's count, causal attention as half the square */
+    PX_ASSERT_REL(tflops * 1e12 / tokens, px_test_nemo_flops_per_token(&m, seq, 1, true, 0), 0.01);
+    double sim[2];
+    for (int fused = 0; fused < 2; fused++) {
+      px_parallel p;
+      px_parallel_unset(&p);
+      p.tp = 1, p.pp = 1, p.dp = gpus, p.seq = seq, p.gbs = gbs, p.mbs = mbs, p.zero = 1, p.overlap = PX_OVERLAP_ALL;
+      p.precision = PX_PREC_BF16, p.recompute = PX_RECOMPUTE_NONE, p.main_grad = PX_MAIN_GRAD_PARAM;
+      p.elementwise = fused ? PX_ELEMWISE_FUSED : PX_ELEMWISE_ROPE_UNFUSED;
+      px_plan plan;
+      CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
+      px_sim_result r;
+      sim_row(&plan, &r);
+      sim[fused] = r.tokens_per_s / (double)gpus;
+      CU_ASSERT(r.fits);
+      if (!fused) CU_ASSERT(px_test_band(&plan, sim[0] / tokens - 1, "Megatron-Bridge's verification card"));
+      px_sim_result_free(&r);
+      px_plan_free(&plan);
+    }
+    double e = sim[0] / tokens - 1;
+    fprintf(stderr, "\n  qwen3-8b %lld H100s, BF16, TP1 DP%lld: published %.0f, simulated %.0f (%+.1f%%); with the fused "
+            "RoPE %.0f (%+.1f%%)\n", gpus, gpus, tokens, sim[0], 100 * e, sim[1], 100 * (sim[1] / tokens - 1));
+    /* measured +7.4% (+11.2% with the fused RoPE) */
+    CU_ASSERT(e > -0.05 && e < 0.15);
+    CU_ASSERT(sim[1] > sim[0]);
+    rows++;
+  }
+  fclose(fp);
+  CU_ASSERT_EQUAL(rows, 1);
+}
+
 /* ---- Llama 3.1 on H100 with FSDP2, TP, PP and CP (TorchTitan's benchmarks) ---- */
 
 /* torchtitan's default pipeline split (pipelining_utils.py,
@@ -681,6 +730,7 @@ int main(void) {
       {"Llama 3 405B on H100, the Llama 3 paper's Table 4 (printed)", test_llama3_table4},
       {"Llama 2, 3 and GPT-3 on H100, NeMo and Megatron-Bridge's performance tables (printed; optimistic)",
        test_megatron_bridge_h100},
+      {"Qwen3-8B in BF16 on 16 H100s, Megatron-Bridge's verification card (printed)", test_qwen3_8b_card},
       {"Llama 3.1 8B-405B on H100 with FSDP2, TP, PP and CP, TorchTitan's benchmarks (printed; optimistic)",
        test_torchtitan_h100},
       {"issue #34: the best plans sweeps find on A100, H100 and H200 against the published runs' MFU above",
