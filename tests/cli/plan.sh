@@ -23,6 +23,12 @@ diff <(grep -v '"model"\|"cluster"' "$tmp/a.json") <(grep -v '"model"\|"cluster"
 grep -q '"gelu":	"fused"' "$tmp/gelu.json" || fail "the plan file lacks the GELU form"
 "$px" plan -f "$tmp/gelu.json" --graph "$tmp/gelu-graph.json" >/dev/null || fail "a fused-GELU plan file"
 grep -q '"epilogue":	"dgelu"' "$tmp/gelu-graph.json" || fail "the graph lacks the fused GELU's epilogues"
+# Megatron-Core's unfused RoPE: stated, kept in the plan file, its ops marked in the graph
+"$px" plan -m small-llama -c dgx-h100 -g 1 --elementwise rope-unfused -o "$tmp/rope.json" | grep -q "RoPE as Megatron-Core's unfused" ||
+  fail "--elementwise rope-unfused is not stated"
+grep -q '"elementwise":	"rope-unfused"' "$tmp/rope.json" || fail "the plan file lacks the unfused RoPE"
+"$px" plan -f "$tmp/rope.json" --graph "$tmp/rope-graph.json" >/dev/null || fail "an unfused-RoPE plan file"
+[ "$(grep -c '"rope_unfused":	true' "$tmp/rope-graph.json")" -ge 2 ] || fail "the graph lacks the unfused RoPE's ops"
 
 # Graph and DOT.
 "$px" plan -m tiny -c local-cpu -g 2 -p 2 --graph "$tmp/g.json" --dot "$tmp/g.dot" >/dev/null || fail "--graph/--dot"
