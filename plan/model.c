@@ -27,6 +27,7 @@ void px_model_init(px_model *m) {
   m->norm_eps = 1e-5;
   m->rope_theta = 10000.0;
   m->rope_concentration = 1.0;
+  m->rope_yarn.beta_fast = 32.0, m->rope_yarn.beta_slow = 1.0, m->rope_yarn.truncate = true;
 }
 
 /* Fills fields that default from others (kv_heads, head_dim, max_positions, moe_layer_freq). */
@@ -131,6 +132,9 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
                       (long long)m->head_dim);
   if (!(m->dropout >= 0.0 && m->dropout < 1.0))
     return px_err_set(err, PX_ERR_INPUT, "%s: field 'dropout': %g is not in [0, 1)", file, m->dropout);
+  if (m->rope_yarn.factor > 0 && m->position != PX_POS_ROPE)
+    return BAD("%s: field 'rope_yarn': YaRN scales RoPE's frequencies, and the model's position is %s", file,
+               px_pos_names[m->position]);
   px_status st = model_validate_moe(m, file, err);
   if (!st) st = model_validate_window(m, file, err);
   return st ? st : model_validate_mla(m, file, err);
@@ -140,6 +144,20 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
   if ((st = (x))) return st
 
 /* Our schema. */
+/* The rope_yarn object (px_model.rope_yarn): factor and original_positions required, the betas and truncate
+ * defaulting as Hugging Face's. */
+static px_status yarn_from_json(const px_json_ctx *cp, const cJSON *obj, px_model *m, px_err *err) {
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {cp->file, "rope_yarn.", &keys};
+  px_status st;
+  TRY(px_json_num(&c, obj, "factor", true, 1.0, 1e6, &m->rope_yarn.factor, err));
+  TRY(px_json_int(&c, obj, "original_positions", true, 1, (int64_t)1 << 24, &m->rope_yarn.original_positions, err));
+  TRY(px_json_num(&c, obj, "beta_fast", false, 1e-3, 1e6, &m->rope_yarn.beta_fast, err));
+  TRY(px_json_num(&c, obj, "beta_slow", false, 1e-3, 1e6, &m->rope_yarn.beta_slow, err));
+  TRY(px_json_bool(&c, obj, "truncate", false, &m->rope_yarn.truncate, err));
+  return px_json_refuse_unknown(&c, obj, NULL, 0, err);
+}
+
 static px_status model_from_ours(const cJSON *root, const char *file, px_model *m, px_err *err) {
   px_json_keys keys = {.n = 0};
   px_json_ctx c = {file, "", &keys};
@@ -174,6 +192,9 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_num(&c, root, "norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
   TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
   TRY(px_json_num(&c, root, "rope_concentration", false, 0.01, 100.0, &m->rope_concentration, err));
+  const cJSON *yarn;
+  TRY(px_json_obj(&c, root, "rope_yarn", false, &yarn, err));
+  if (yarn) TRY(yarn_from_json(&c, yarn, m, err));
   /* mixture of experts */
   TRY(px_json_int(&c, root, "experts", false, 0, 1 << 20, &m->experts, err));
   TRY(px_json_int(&c, root, "experts_per_token", false, 0, 1 << 20, &m->experts_per_token, err));
@@ -425,7 +446,15 @@ static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_mo
   TRY(px_json_num(&c, rs, "mscale_all_dim", false, 0.0, 10.0, &ms_all, err));
   bool both = px_json_get(&c, rs, "mscale") && px_json_get(&c, rs, "mscale_all_dim");
   m->rope_concentration = both ? yarn_mscale(factor, ms) / yarn_mscale(factor, ms_all) : yarn_mscale(factor, 1.0);
-  return px_json_num(&c, rs, "attention_factor", false, 0.01, 100.0, &m->rope_concentration, err);
+  TRY(px_json_num(&c, rs, "attention_factor", false, 0.01, 100.0, &m->rope_concentration, err));
+  /* the frequencies' ramp (_compute_yarn_parameters): the original context where given, else the config's */
+  m->rope_yarn.factor = factor < 1.0 ? 1.0 : factor;
+  m->rope_yarn.original_positions = m->seq_len;
+  TRY(px_json_int(&c, rs, "original_max_position_embeddings", false, 1, (int64_t)1 << 24,
+                  &m->rope_yarn.original_positions, err));
+  TRY(px_json_num(&c, rs, "beta_fast", false, 1e-3, 1e6, &m->rope_yarn.beta_fast, err));
+  TRY(px_json_num(&c, rs, "beta_slow", false, 1e-3, 1e6, &m->rope_yarn.beta_slow, err));
+  return px_json_bool(&c, rs, "truncate", false, &m->rope_yarn.truncate, err);
 }
 
 /* Hugging Face config.json for the families we know. */
@@ -564,6 +593,16 @@ cJSON *px_model_to_json(const px_model *m) {
   px_json_add_num(o, "norm_eps", m->norm_eps);
   px_json_add_num(o, "rope_theta", m->rope_theta);
   if (m->rope_concentration != 1.0) px_json_add_num(o, "rope_concentration", m->rope_concentration);
+  if (m->rope_yarn.factor > 0) {
+    cJSON *y = cJSON_AddObjectToObject(o, "rope_yarn");
+    if (y) {
+      px_json_add_num(y, "factor", m->rope_yarn.factor);
+      px_json_add_num(y, "original_positions", (double)m->rope_yarn.original_positions);
+      px_json_add_num(y, "beta_fast", m->rope_yarn.beta_fast);
+      px_json_add_num(y, "beta_slow", m->rope_yarn.beta_slow);
+      cJSON_AddBoolToObject(y, "truncate", m->rope_yarn.truncate);
+    }
+  }
   /* the mixture-of-experts, latent-attention, MTP and gpt-oss fields only where the model has them, so a dense
    * model's JSON is as it was */
   if (m->experts > 0) {

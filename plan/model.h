@@ -65,6 +65,14 @@ typedef struct {
    * unfused PyTorch RoPE where it is not 1 (plan/graph.c, px_op_rope_unfused_chain); the executors rotate by
    * rope_theta's frequencies alone (YaRN not emulated) */
   double rope_concentration;
+  /* YaRN's frequency scaling (Hugging Face's rope_scaling "yarn"; factor 0: none): what `export` writes so the
+   * framework runs the same RoPE; it costs nothing the simulator prices, and the executors do not emulate it */
+  struct {
+    double factor;              /* the context's scaling factor, 0 none */
+    int64_t original_positions; /* the context the frequencies were trained at */
+    double beta_fast, beta_slow; /* the ramp's ends, in rotations (32 and 1 by default) */
+    bool truncate;              /* the ramp's ends rounded to whole dimensions (Hugging Face's default) */
+  } rope_yarn;
   /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
    * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
    * moe_ffn_hidden each, and shared experts every token passes through. */

@@ -3,6 +3,7 @@
  * written are those of tests/data/export (docs/export.md has the tables). */
 #include "report/export.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -512,6 +513,12 @@ static void layer_pattern(emit *e, const char *name, const px_model *m, bool (*i
   fputs("]\"\n", e->out);
 }
 
+/* Whether Megatron-LM's arguments say the model's YaRN RoPE (its frequencies' parameters, rope_yarn; MLA's YaRN is
+ * its attention's own, noted with it). */
+static bool megatron_yarn(const px_model *m) {
+  return m->position == PX_POS_ROPE && m->rope_yarn.factor > 0 && m->kv_lora_rank == 0;
+}
+
 static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   arg(e, "num_layers", "%lld", (long long)m->layers);
   arg(e, "hidden_size", "%lld", (long long)m->hidden);
@@ -528,10 +535,21 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   if (!m->bias) arg(e, "disable_bias_linear", NULL);
   if (m->qkv_bias && !m->bias) arg(e, "add_qkv_bias", NULL);
   if (m->qk_norm) arg(e, "qk_layernorm", NULL);
-  /* a RoPE with YaRN's concentration factor is YaRN's (its factor and betas: model_notes) */
-  bool yarn = m->position == PX_POS_ROPE && m->rope_concentration != 1.0;
+  bool yarn = megatron_yarn(m);
   arg(e, "position_embedding_type", "%s", yarn ? "yarn" : m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
   if (m->position == PX_POS_ROPE) arg(e, "rotary_base", "%.0f", m->rope_theta);
+  if (yarn) { /* Megatron-LM's argument_utils.py _apply_yarn_config_from_args (cd4afffa) and its defaults */
+    arg(e, "rotary_scaling_factor", "%g", m->rope_yarn.factor);
+    arg(e, "yarn_original_max_position_embeddings", "%lld", (long long)m->rope_yarn.original_positions);
+    arg(e, "yarn_beta_fast", "%g", m->rope_yarn.beta_fast);
+    arg(e, "yarn_beta_slow", "%g", m->rope_yarn.beta_slow);
+    if (!m->rope_yarn.truncate) arg(e, "no_yarn_correction_range_round_to_int", NULL);
+    /* its concentration, mscale(factor, mscale) / mscale(factor, mscale_all_dim 0) = 0.1 mscale ln factor + 1 (1
+     * by default): the model's through mscale */
+    double f = m->rope_yarn.factor, c = f > 1.0 ? 0.1 * log(f) + 1.0 : 1.0;
+    if (f > 1.0 && fabs(m->rope_concentration - c) > 1e-9)
+      arg(e, "mscale", "%.9g", (m->rope_concentration - 1.0) / (0.1 * log(f)));
+  }
   arg(e, "max_position_embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
   if (!m->tied_embeddings) arg(e, "untie_embeddings_and_output_weights", NULL);
   arg(e, "hidden_dropout", "%g", m->dropout);
@@ -562,10 +580,9 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
   if (m->sliding_window > 0 && fw != PX_FW_MEGATRON) what[n++] = "sliding-window layers";
   if (m->attention_sinks && fw != PX_FW_MEGATRON) what[n++] = "attention sinks";
   if (m->parallel_residual) what[n++] = "a parallel residual";
-  if (m->position == PX_POS_ROPE && m->rope_concentration != 1.0) /* parallax keeps its concentration alone */
-    what[n++] = fw == PX_FW_MEGATRON ? "YaRN's scaling factor, original length and betas (rotary_scaling_factor, "
-                                       "yarn_original_max_position_embeddings, yarn_beta_fast, yarn_beta_slow)"
-                                     : "YaRN's RoPE scaling (factor, original length, betas)";
+  bool yarn = m->position == PX_POS_ROPE && (m->rope_yarn.factor > 0 || m->rope_concentration != 1.0);
+  if (yarn && m->kv_lora_rank == 0 && !(fw == PX_FW_MEGATRON && megatron_yarn(m)))
+    what[n++] = "YaRN's RoPE scaling (factor, original length, betas, concentration)";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],

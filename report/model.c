@@ -44,6 +44,8 @@ static void model_head(const px_model *m, int64_t seq, FILE *out) {
           !m->bias && m->qkv_bias ? ", q/k/v biases" : "", m->parallel_residual ? ", parallel residual" : "");
   if (m->dropout > 0) fprintf(out, ", dropout %g", m->dropout);
   /* YaRN's factor on cos and sin: Megatron-Core's RoPE is unfused for it (compiler.md, Eager elementwise ops) */
+  if (m->rope_yarn.factor > 0)
+    fprintf(out, ", YaRN x%g from %lld positions", m->rope_yarn.factor, (long long)m->rope_yarn.original_positions);
   if (m->rope_concentration != 1.0)
     fprintf(out, ", RoPE concentration %.4g (unfused in Megatron-Core)", m->rope_concentration);
 }

@@ -455,9 +455,21 @@ static void test_moe_refusals(void) {
     CU_ASSERT_EQUAL_FATAL(px_model_from_json(root, "t.json", &m, &err), PX_OK);
     cJSON_Delete(root);
     PX_ASSERT_REL(m.rope_concentration, rs[i].want, 1e-12);
+    bool yarn = strstr(rs[i].scaling, "yarn") != NULL; /* its frequencies' parameters, the defaults' where unsaid */
+    CU_ASSERT_EQUAL(m.rope_yarn.factor > 0, yarn);
+    if (yarn) {
+      CU_ASSERT_EQUAL(m.rope_yarn.original_positions, 16); /* max_position_embeddings: none given */
+      CU_ASSERT_DOUBLE_EQUAL(m.rope_yarn.beta_fast, 32, 0);
+      CU_ASSERT_DOUBLE_EQUAL(m.rope_yarn.beta_slow, 1, 0);
+      CU_ASSERT(m.rope_yarn.truncate);
+    }
   }
   expect_refused("{\"model_type\": \"llama\", " HF_BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\"}}",
                  "field 'rope_scaling.factor' is missing");
+  expect_refused("{" BASE ", \"heads\": 4, \"position\": \"rope\", \"rope_yarn\": {\"factor\": 4}}",
+                 "field 'rope_yarn.original_positions' is missing");
+  expect_refused("{" BASE ", \"heads\": 4, \"rope_yarn\": {\"factor\": 4, \"original_positions\": 8}}",
+                 "field 'rope_yarn': YaRN scales RoPE's frequencies, and the model's position is learned");
   expect_refused("{" BASE ", \"heads\": 4, \"rope_concentration\": 0}",
                  "field 'rope_concentration': 0 is out of range");
 }

@@ -150,6 +150,18 @@ refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
 refuses megatron "cannot run elementwise eager" "${base[@]}" --elementwise eager
+# YaRN: a concentration other than Megatron-LM's default (0.1 ln 4 + 1) goes through --mscale, and the model's
+# unrounded ramp through --no-yarn-correction-range-round-to-int; torchtitan's job notes it (its model code's)
+jq '.rope_yarn = {factor: 4, original_positions: 2048, truncate: false} | .rope_concentration = 1.2 | .name = "yarn-8b"' \
+  "$src/models/llama3-8b.json" >"$tmp/yarn-8b.json"
+"$px" export -m "$tmp/yarn-8b.json" "${base[@]:2}" -z 1 --to megatron >"$tmp/yarn.megatron" 2>&1 ||
+  fail "export of a YaRN model: $(cat "$tmp/yarn.megatron")"
+for want in "--position-embedding-type yarn" "--rotary-scaling-factor 4" "--yarn-original-max-position-embeddings 2048" \
+  "--no-yarn-correction-range-round-to-int" "--mscale 1.44269504"; do
+  grep -q -- "$want" "$tmp/yarn.megatron" || fail "export of a YaRN model lacks $want"
+done
+"$px" export -m "$tmp/yarn-8b.json" "${base[@]:2}" -z 3 --main-grad fp32 --to torchtitan 2>/dev/null |
+  grep -q "note: yarn-8b: YaRN's RoPE scaling" || fail "torchtitan's export of a YaRN model does not note it"
 refuses torchtitan "cannot run elementwise rope-unfused" "${base[@]}" -z 3 --main-grad fp32 --elementwise rope-unfused
 refuses torchtitan "cannot run elementwise eager with overlap tp" "${base[@]}" -t 2 --sp -z 3 --main-grad fp32 \
   --elementwise eager --overlap dp,zero,pp,tp-bwd,tp
