@@ -422,9 +422,7 @@ static const char *const hf_ignored[] = {
     "attention_dropout",
 };
 
-/* YaRN's mscale of a scaling s: 0.1 m ln s + 1 above 1, else 1 (Hugging Face's get_mscale,
- * transformers/modeling_rope_utils.py; Megatron-Core's _yarn_get_mscale, yarn_rotary_pos_embedding.py at d98e8a6). */
-static double yarn_mscale(double s, double m) { return s > 1.0 ? 0.1 * m * log(s) + 1.0 : 1.0; }
+double px_model_yarn_mscale(double s, double m) { return s > 1.0 ? 0.1 * m * log(s) + 1.0 : 1.0; }
 
 /* rope_scaling's concentration factor (model.rope_concentration), as Hugging Face's _compute_yarn_parameters and
  * Megatron-Core's _yarn_get_concentration_factor compute it for "yarn": attention_factor where the config gives one,
@@ -445,7 +443,8 @@ static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_mo
   TRY(px_json_num(&c, rs, "mscale", false, 0.0, 10.0, &ms, err));
   TRY(px_json_num(&c, rs, "mscale_all_dim", false, 0.0, 10.0, &ms_all, err));
   bool both = px_json_get(&c, rs, "mscale") && px_json_get(&c, rs, "mscale_all_dim");
-  m->rope_concentration = both ? yarn_mscale(factor, ms) / yarn_mscale(factor, ms_all) : yarn_mscale(factor, 1.0);
+  m->rope_concentration = both ? px_model_yarn_mscale(factor, ms) / px_model_yarn_mscale(factor, ms_all)
+                                : px_model_yarn_mscale(factor, 1.0);
   TRY(px_json_num(&c, rs, "attention_factor", false, 0.01, 100.0, &m->rope_concentration, err));
   /* the frequencies' ramp (_compute_yarn_parameters): the original context where given, else the config's */
   m->rope_yarn.factor = factor < 1.0 ? 1.0 : factor;

@@ -149,6 +149,10 @@ typedef struct {
 void px_model_init(px_model *m);
 /* Checks consistency (heads divide hidden, kv_heads divide heads, ...). file names the source. */
 px_status px_model_validate(const px_model *m, const char *file, px_err *err);
+/* YaRN's mscale of a scaling factor s: 0.1 m ln s + 1 above 1, else 1 (Hugging Face's get_mscale,
+ * transformers/modeling_rope_utils.py; Megatron-Core's _yarn_get_mscale, yarn_rotary_pos_embedding.py at d98e8a6):
+ * the concentration is its ratio at mscale and at mscale_all_dim. */
+double px_model_yarn_mscale(double s, double m);
 
 /* Loads our schema or a Hugging Face config.json (detected by "model_type"). */
 px_status px_model_from_json(const cJSON *root, const char *file, px_model *m, px_err *err);

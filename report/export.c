@@ -544,11 +544,11 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
     arg(e, "yarn_beta_fast", "%g", m->rope_yarn.beta_fast);
     arg(e, "yarn_beta_slow", "%g", m->rope_yarn.beta_slow);
     if (!m->rope_yarn.truncate) arg(e, "no_yarn_correction_range_round_to_int", NULL);
-    /* its concentration, mscale(factor, mscale) / mscale(factor, mscale_all_dim 0) = 0.1 mscale ln factor + 1 (1
-     * by default): the model's through mscale */
-    double f = m->rope_yarn.factor, c = f > 1.0 ? 0.1 * log(f) + 1.0 : 1.0;
-    if (f > 1.0 && fabs(m->rope_concentration - c) > 1e-9)
-      arg(e, "mscale", "%.9g", (m->rope_concentration - 1.0) / (0.1 * log(f)));
+    /* its concentration, mscale(factor, mscale) / mscale(factor, mscale_all_dim 0), linear in mscale (1 by
+     * default): the model's through mscale */
+    double f = m->rope_yarn.factor, unit = px_model_yarn_mscale(f, 1.0) - 1.0;
+    if (unit > 0 && fabs(m->rope_concentration - (1.0 + unit)) > 1e-9)
+      arg(e, "mscale", "%.9g", (m->rope_concentration - 1.0) / unit);
   }
   arg(e, "max_position_embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
   if (!m->tied_embeddings) arg(e, "untie_embeddings_and_output_weights", NULL);
