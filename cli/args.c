@@ -98,7 +98,7 @@ static const px_opt opts[] = {
      "be 0, holding only the embedding or the loss (Megatron-Core's account_for_embedding/loss_in_pipeline_split)"},
     {"microbatch-group", required_argument, OPT_MB_GROUP, PX_OPT_PLAN, "N",
      "interleaved: micro-batches per chunk in turn (pp; Megatron-Core's microbatch_group_size_per_vp_stage)"},
-    {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full"},
+    {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full|op (op: torchtitan's per-op policy)"},
     {"recompute-layers", required_argument, OPT_RECOMPUTE_LAYERS, PX_OPT_PLAN, "N",
      "full recomputation of N layers (Megatron's recompute_num_layers): with block, the first N of each model chunk"},
     {"recompute-method", required_argument, OPT_RECOMPUTE_METHOD, PX_OPT_PLAN, "M",

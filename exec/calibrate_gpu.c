@@ -61,7 +61,7 @@ static void add_plan_gemms(gemm_list *l, const px_plan *plan) {
       for (int f8 = 0; f8 < 2; f8++) {
         int dt = f8 ? PX_DTYPE_FP8 : PX_DTYPE_BF16;
         switch (op->kind) {
-          case PX_OP_LINEAR: add_gemm(l, d[0], d[1], d[2], false, true, dt); break;
+          case PX_OP_LINEAR: add_gemm(l, d[0], px_op_linear_cols(op), d[2], false, true, dt); break;
           case PX_OP_LINEAR_BWD_DATA: add_gemm(l, d[0], d[2], d[1], false, false, dt); break;
           case PX_OP_LINEAR_BWD_WEIGHT: add_gemm(l, d[1], d[2], d[0], true, false, dt); break;
           default: break;

@@ -24,7 +24,7 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_POS_BWD] = {"A...", "A....."},
     [PX_OP_NORM] = {"AFf.", "AAa..."},
     [PX_OP_NORM_BWD] = {"Aaa.", "AAFfA."},       /* no out[1]: a frozen weight */
-    [PX_OP_LINEAR] = {"Aaaa", "AAa..."},
+    [PX_OP_LINEAR] = {"aaaa", "AAa..."},      /* its sections' outputs, one at least (splits_ok) */
     [PX_OP_LINEAR_BWD_DATA] = {"A...", "AaaAa."},
     [PX_OP_LINEAR_BWD_WEIGHT] = {"Aa..", "AaaA.."},
     [PX_OP_ROPE] = {"AA..", "AAa..."},     /* in[2]: latent attention's RoPE key */
@@ -162,16 +162,20 @@ static bool operand_ok(const px_env *v, const px_op *op, bool is_out, int j, cha
   }
 }
 
-/* The widths of a LINEAR* op's split outputs (dim[3..5]) against its operands i (in or out). */
+/* The widths of a LINEAR* op's split outputs (dim[3..5]) against its operands r (in or out): one per section of
+ * positive width, but that a forward may leave out all its outputs but one (those sections not made,
+ * px_op_linear_cols). */
 static bool splits_ok(const px_op *op, const px_ref *r, const char *side, char *why, size_t cap) {
   const int64_t *d = op->dim;
   if (d[3] <= 0 || d[3] + (d[4] > 0 ? d[4] : 0) + (d[5] > 0 ? d[5] : 0) != d[1])
     return no(why, cap, "%s: split widths %lld + %lld + %lld are not n = %lld", px_op_names[op->kind], (long long)d[3],
               (long long)d[4], (long long)d[5], (long long)d[1]);
+  bool skips = op->kind == PX_OP_LINEAR;
   for (int i = 0; i < 3; i++)
-    if ((d[3 + i] > 0) != (r[i].slot >= 0))
+    if ((r[i].slot >= 0 && d[3 + i] <= 0) || (r[i].slot < 0 && d[3 + i] > 0 && !skips))
       return no(why, cap, "%s: %s[%d] %s with a split width of %lld", px_op_names[op->kind], side, i,
                 r[i].slot >= 0 ? "given" : "missing", (long long)d[3 + i]);
+  if (skips && px_op_linear_cols(op) == 0) return no(why, cap, "%s: no output", px_op_names[op->kind]);
   return true;
 }
 

@@ -881,7 +881,7 @@ static int64_t coll_ranks(const px_exec *x, const px_op *o) {
  * reduce-scatter's, a receive's; 0 for every other op and operand. */
 static uint64_t coll_writes(const px_exec *x, const px_op *o, int16_t slot) {
   /* in place: it reads its own part; the experts' rows over ETP: as many as the members took */
-  if (slot < 0 || o->in[0].slot == slot || o->group == PX_GROUP_ETP) return 0;
+  if (slot < 0 || o->out[0].slot < 0 || o->in[0].slot == slot || o->group == PX_GROUP_ETP) return 0;
   uint64_t el = px_dtype_bytes((px_dtype)x->plan->slots[o->out[0].slot].dtype);
   bool permute = (o->flags & PX_OPF_SEQ_AXIS) && o->dim[2] > 1;
   switch (o->kind) {

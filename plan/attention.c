@@ -140,6 +140,10 @@ static void latent_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, p
 
 void px_attn_qk_norm_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->q_pre = L->k_pre = L->qh_rstd = L->kh_rstd = L->w_q_head_norm = L->w_k_head_norm = -1;
+  /* per-op recomputation keeps q's projection, which RoPE rotates into q (kept without RoPE; normed first with
+   * the q/k norms) */
+  if (!d->qk_norm && d->rc_op && d->rope && !d->mla)
+    L->q_pre = px_bld_slot(p, "q_pre", PX_SLOT_ACT, d->act, d->B, d->S, d->HQ, d->D);
   if (!d->qk_norm) return;
   L->q_pre = px_bld_slot(p, "q_pre", PX_SLOT_ACT, d->act, d->B, d->S, d->HQ, d->D);
   L->k_pre = px_bld_slot(p, "k_pre", PX_SLOT_ACT, d->act, d->B, d->S, d->HKV, d->D);
@@ -403,10 +407,15 @@ static void attention_backward(px_bld *b, const px_dims *d, const px_layer_slots
   px_bld_gemm_cost(o, (double)S, (double)d->D, (double)S, (double)(2 * B * d->HQ), (double)d->e, (double)d->e);
 }
 
-/* RoPE on q and k in place (MLA's k from its heads' parts and the one RoPE key). */
+/* q's projection before RoPE: q itself (rotated in place) but where per-op recomputation keeps it apart */
+static px_ref q_projected(const px_dims *d, const px_layer_slots *L) {
+  return R(!d->qk_norm && L->q_pre >= 0 ? L->q_pre : L->q, 0);
+}
+
+/* RoPE on q (from its projection) and k in place (MLA's k from its heads' parts and the one RoPE key). */
 static void rope(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
   px_op *o = px_bld_op(b, PX_OP_ROPE, PX_STREAM_COMPUTE, ph);
-  o->in[0] = R(L->q, 0), o->in[1] = R(L->k, 0);
+  o->in[0] = q_projected(d, L), o->in[1] = R(L->k, 0);
   o->out[0] = R(L->q, 0), o->out[1] = R(L->k, 0);
   o->dim[0] = d->B, o->dim[1] = d->S, o->dim[2] = d->HQ, o->dim[3] = d->HKV, o->dim[4] = d->D;
   if (d->mla) o->in[2] = R(L->k_pe_full, 0), o->dim[5] = d->Dr;
@@ -427,7 +436,8 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
     latent_norm(b, d, ph, R(L->q, 0), R(L->qh_rstd, 0), R(L->q_pre, 0), L->w_q_head_norm, rows_full * d->HQ, d->D);
     latent_norm(b, d, ph, R(L->k, 0), R(L->kh_rstd, 0), R(L->k_pre, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
   } else {
-    px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, R(L->q, 0), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW, d->KW, H);
+    px_linear(b, d, ph, x, L->w_qkv, L->b_qkv, q_projected(d, L), R(L->k, 0), R(L->v, 0), rows_full, d->QW, d->KW,
+              d->KW, H);
   }
   if (d->rope) rope(b, d, L, ph);
   if (d->flash) {
@@ -436,6 +446,19 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
     attention_core(b, d, L, ph);
     attention_context(b, d, L, ph, R(L->ctx, 0));
   }
+}
+
+void px_attn_recompute_op(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref x_shard) {
+  const px_phase rp = PX_PHASE_RECOMPUTE;
+  int64_t rows_full = d->B * d->S;
+  px_ref x = px_bld_tp_gather(b, d, rp, x_shard, px_fp8_twin(b->p, d, R(L->ln1_full, 0)));
+  px_linear(b, d, rp, x, L->w_qkv, L->b_qkv, NOREF, R(d->qk_norm ? L->k_pre : L->k, 0), NOREF, rows_full, d->QW,
+            d->KW, d->KW, d->H);
+  if (d->qk_norm) {
+    latent_norm(b, d, rp, R(L->q, 0), R(L->qh_rstd, 0), R(L->q_pre, 0), L->w_q_head_norm, rows_full * d->HQ, d->D);
+    latent_norm(b, d, rp, R(L->k, 0), R(L->kh_rstd, 0), R(L->k_pre, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
+  }
+  if (d->rope) rope(b, d, L, rp);
 }
 
 px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L) {

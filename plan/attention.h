@@ -55,6 +55,11 @@ px_attn_view px_attn_view_of(const px_dims *d, const px_layer_slots *L);
  * (with context parallelism) or unfused. */
 void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph, px_ref x);
 
+/* Per-op recomputation (`recompute` op) of what the attention's backward reads and the forward did not keep, from
+ * the norm's recomputed output x_shard (gathered here with SP): k's projection (the fused weight's k rows), the
+ * q/k norms and RoPE (from q's kept projection). */
+void px_attn_recompute_op(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref x_shard);
+
 /* From ctx's gradient back to the gradient of the norm's output (reduced
  * over TP, into its sequence shard with SP); returns it. */
 px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L);

@@ -412,6 +412,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->cp_algo = (px_cp_algo)par->cp_algo;
   d->attn_frac = 1.0; /* full attention; a windowed layer's blocks set window and attn_frac */
   d->rcm = px_parallel_recompute_modules(par);
+  d->rc_op = par->recompute == PX_RECOMPUTE_OP;
   if (m->experts > 0) {
     d->E = m->experts, d->EP = par->ep, d->El = px_plan_local_experts(p), d->K = m->experts_per_token;
     d->ETP = p->grid.etp;

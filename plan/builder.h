@@ -61,6 +61,7 @@ typedef struct {
   int64_t lora_rank;                    /* their rank r */
   int lora_targets;                     /* PX_LORA_* bits */
   int rcm;                              /* PX_RCM_* bits: what selective recomputation redoes (0 none) */
+  bool rc_op;                           /* torchtitan's per-op recomputation (`recompute` op) */
 } px_dims;
 
 typedef struct px_bld {

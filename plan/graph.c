@@ -143,6 +143,13 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
   o->bytes = (double)(elems_in + elems_out) * e;
 }
 
+int64_t px_op_linear_cols(const px_op *o) {
+  int64_t n = o->dim[1];
+  for (int i = 0; i < 3; i++)
+    if (o->out[i].slot < 0 && o->dim[3 + i] > 0) n -= o->dim[3 + i]; /* a section not made */
+  return n;
+}
+
 px_op px_op_row_chunk(const px_op *op, int64_t n) {
   px_op c = *op;
   c.dim[0] = (op->dim[0] + n - 1) / n;

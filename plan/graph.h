@@ -289,6 +289,11 @@ void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_o
  * rank's rows over the mean; the combine's input is those rows. What
  * DeepEP's kernels count their copies of. */
 double px_ep_token_bytes(const px_op *o, int64_t k);
+/* The output columns a LINEAR op computes: the widths of its sections (dim[3..5]) whose outputs it has. All of its
+ * weight's rows n (dim[1]) but where it makes part of a fused weight's output again (`recompute` op: the k rows of
+ * the fused QKV weight, the up rows of SwiGLU's fused gate/up weight; the executors skip a section without an
+ * output). */
+int64_t px_op_linear_cols(const px_op *o);
 /* A GEMM op's (LINEAR, LINEAR_BWD_DATA: dim[0] its rows) 1/n of its rows (rounded up), FLOPs and bytes: a chunk
  * Transformer Engine's userbuffers run (px_plan_op_tp_pipe). */
 px_op px_op_row_chunk(const px_op *op, int64_t n);

@@ -145,10 +145,50 @@ void px_layer_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   }
 }
 
+/* torchtitan's per-op recomputation (`recompute` op), at the start of the layer's backward as its checkpoint's
+ * first unpacked tensor runs it: what the forward did not keep, from the layer's input and the outputs it kept (q's
+ * and v's projections, the attention's, w1's (gate), the TP reduce-scatters'): the norms and the SP all-gathers,
+ * k's projection, the q/k norms and RoPE, wo's product without SP (with SP its reduce-scatter's output is kept;
+ * eager PyTorch multiplies again anyway, its recomputation rerunning each op not kept, where torch.compile's
+ * partitioner drops the unread product), the residual, up's projection (w3) and the activation. */
+static void recompute_op(px_bld *b, const px_dims *d, const px_layer_slots *L) {
+  px_plan *p = b->p;
+  const px_phase rp = PX_PHASE_RECOMPUTE;
+  int64_t rows = d->B * d->Sl, rows_full = d->B * d->S, H = d->H;
+  double e = (double)d->e;
+  norm1(b, d, L, rp);
+  px_attn_recompute_op(b, d, L, px_fp8_cast(b, d, rp, R(L->ln1, 0), false));
+  if (!d->par_res) {
+    px_ref ctx = px_fp8_twin(p, d, R(L->ctx, 0)), attn = R(L->attn_out, 0), bo;
+    if (!d->sp)
+      attn = px_branch_end_fwd(b, d, rp, ctx.slot, L->w_o, -1, L->attn_part, L->attn_out, -1, -1, d->OW, 1, &bo);
+    else if (p->par.elementwise == PX_ELEMWISE_EAGER)
+      px_linear(b, d, rp, ctx, L->w_o, -1, R(L->attn_part, 0), NOREF, NOREF, rows_full, H, 0, 0, d->OW);
+    px_op *o = px_bld_simple(b, PX_OP_ADD, rp, R(L->x2, 0), R(L->x, 0), attn, rows * H, e);
+    o->dim[1] = H;
+  }
+  norm2(b, d, L, rp);
+  px_ref x = mlp_input(b, d, L, rp);
+  if (d->swiglu) {
+    px_linear(b, d, rp, x, L->w_fc1, -1, NOREF, R(L->up, 0), NOREF, rows_full, d->F, d->F, 0, H);
+    px_bld_simple(b, PX_OP_SWIGLU, rp, R(L->act, 0), R(L->gate, 0), R(L->up, 0), rows_full * d->F, e);
+  } else { /* the GELU from w1's kept output (the fused epilogue's pre-activation) */
+    px_bld_simple(b, PX_OP_GELU, rp, R(L->act, 0), R(L->fc1, 0), NOREF, rows_full * d->F, e);
+  }
+  px_fp8_cast(b, d, rp, R(L->act, 0), false); /* w2's weight gradient's operand */
+  if (p->par.elementwise == PX_ELEMWISE_EAGER && !d->par_res) {
+    /* eager PyTorch runs the layer to its end (torchtitan's early_stop False): w2's kept output read (and freed),
+     * the residual added again and dropped */
+    px_op *o = px_bld_simple(b, PX_OP_ADD, rp, R(L->out, 1), R(L->x2, 0), R(L->mlp_out, 0), rows * H, e);
+    o->dim[1] = H;
+  }
+}
+
 void px_layer_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc) {
   px_plan *p = b->p;
   int64_t rows = d->B * d->Sl, H = d->H;
   if (rc == PX_RECOMPUTE_FULL) px_layer_forward(b, d, L, PX_PHASE_RECOMPUTE, false);
+  if (rc == PX_RECOMPUTE_OP) recompute_op(b, d, L);
   /* selective recomputation's modules, each before its first reader in the backward: the MLP's norm (and the
    * casts its readers keep), a dense layer's MLP from it (Megatron-Core's checkpoint reruns the module, fc2 and
    * its TP reduction too; the bias-dropout-add after it is not the module's) */
@@ -192,10 +232,35 @@ void px_layer_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
                   L->b_ln1, rows);
 }
 
+/* What per-op recomputation keeps beside the layer's input: the outputs torchtitan's policy saves, which its
+ * backward reads: q's projection (before RoPE and the q norm), v's, the attention's output (and its fp8 copy
+ * wo's weight gradient reads) and row statistics, w1's output (gate, or the GELU's pre-activation), wo's
+ * reduce-scatter's output with SP; and where PyTorch runs eagerly, w2's output (its reduce-scatter's with SP),
+ * which its checkpoint stores though no gradient reads it (torch.compile's partitioner drops it; with SP eager
+ * PyTorch stores w2's product too, which is not counted). */
+static void keep_saved_op(px_bld *b, const px_dims *d, const px_layer_slots *L) {
+  px_plan *p = b->p;
+  bool eager = p->par.elementwise == PX_ELEMWISE_EAGER;
+  int saved[] = {L->q_pre >= 0 ? L->q_pre : L->q,
+                 L->v,
+                 L->lse,
+                 d->f8 ? L->ctx : -1,
+                 d->swiglu ? L->gate : L->fc1,
+                 d->sp && !d->par_res ? L->attn_out : -1,
+                 eager && !d->par_res ? L->mlp_out : -1};
+  for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
+    if (saved[i] >= 0) px_bld_keep(b, R(saved[i], 0));
+  px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
+}
+
 void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc) {
   px_bld_keep(b, R(L->x, 0));
   px_bld_keep(b, R(L->out, 1));
   if (rc == PX_RECOMPUTE_FULL) return;
+  if (rc == PX_RECOMPUTE_OP) {
+    keep_saved_op(b, d, L);
+    return;
+  }
   px_plan *p = b->p;
   px_attn_view a = px_attn_view_of(d, L); /* what the attention's backward reads (with CP: gathered or head-split) */
   bool norm1_rc = d->rcm & PX_RCM_LAYERNORM, norm2_rc = norm2_recomputed(p, d);

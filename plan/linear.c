@@ -177,7 +177,7 @@ px_op *px_linear(px_bld *b, const px_dims *d, px_phase ph, px_ref x, int w, int 
   o->out[1] = y1;
   o->out[2] = y2;
   o->dim[0] = m, o->dim[1] = n, o->dim[2] = k, o->dim[3] = n0, o->dim[4] = n1, o->dim[5] = n2;
-  px_bld_gemm_cost(o, (double)m, (double)n, (double)k, 1, f8 ? 1.0 : (double)d->e, (double)d->e);
+  px_bld_gemm_cost(o, (double)m, (double)px_op_linear_cols(o), (double)k, 1, f8 ? 1.0 : (double)d->e, (double)d->e);
   if (f8) px_fp8_gemm(b, d, o, w);
   const px_ref y[3] = {y0, y1, y2};
   const int64_t widths[3] = {n0, n1, n2};
@@ -187,7 +187,8 @@ px_op *px_linear(px_bld *b, const px_dims *d, px_phase ph, px_ref x, int w, int 
 
 px_ref px_linear_wgrad_input(px_bld *b, const px_dims *d, int w, px_ref shard, px_ref full) {
   if (!px_linear_needs_input(b->p, w)) return NOREF;
-  return d->sp && !b->w ? px_bld_tp_gather(b, d, PX_PHASE_BWD, shard, full) : full;
+  /* per-op recomputation gathered it again already, and keeps it for the weight gradients as PyTorch does */
+  return d->sp && !b->w && !d->rc_op ? px_bld_tp_gather(b, d, PX_PHASE_BWD, shard, full) : full;
 }
 
 /* A tensor the W block reads: with SP and a sequence shard given, W

@@ -10,12 +10,15 @@
 
 #include "plan/builder.h"
 
+/* y_i = x W_i^T (+ b_i) for the sections of weight w's rows of widths n0, n1, n2 (a fused weight's outputs, e.g.
+ * q, k, v); a section whose output is NOREF is not computed (part of a fused weight's output made again). */
 px_op *px_linear(px_bld *b, const px_dims *d, px_phase ph, px_ref x, int w, int bias, px_ref y0, px_ref y1, px_ref y2,
                  int64_t m, int64_t n0, int64_t n1, int64_t n2, int64_t k);
 
 /* The input of a linear layer's weight gradient: with SP, the full sequence
  * all-gathered from the kept shard where the weight gradient runs (in the W
- * block when the backward is split, so B neither gathers nor holds it). */
+ * block when the backward is split, so B neither gathers nor holds it), but
+ * with per-op recomputation, which made the full sequence again. */
 px_ref px_linear_wgrad_input(px_bld *b, const px_dims *d, int w, px_ref shard, px_ref full);
 /* Whether linear w's backward reads its input: for its own weight gradient
  * (w trained) or an adapter's (px_linear_adapter_slots). Not for a frozen

@@ -11,7 +11,7 @@
 #include "plan/lora_targets.h"
 
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
-PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full");
+PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full", "op");
 PX_NAME_TABLE(px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT, "uniform", "block");
 PX_NAME_TABLE(px_recompute_module_names, PX_RCM_BITS, "core_attn", "mla_up_proj", "moe_act", "layernorm", "mlp");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4");
@@ -403,6 +403,17 @@ static bool rcm_delayed(vctx *x) {
   return (x->p->recompute_modules & (PX_RCM_MOE_ACT | PX_RCM_LAYERNORM)) && x->p->precision == PX_PREC_FP8 &&
          x->p->fp8_recipe == PX_FP8_DELAYED;
 }
+/* torchtitan's per-op policy (`recompute` op, px_recompute): what it is planned on */
+static bool rc_op(const vctx *x) { return x->p->recompute == PX_RECOMPUTE_OP; }
+static bool rc_op_model(vctx *x) { return rc_op(x) && (x->m->experts > 0 || x->m->kv_lora_rank > 0); }
+static bool rc_op_bias(vctx *x) { return rc_op(x) && (x->m->bias || x->m->qkv_bias); }
+static bool rc_op_dropout(vctx *x) { return rc_op(x) && x->m->dropout > 0; }
+static bool rc_op_unfused(vctx *x) { return rc_op(x) && !px_attention_fused(x->p->attention); }
+static bool rc_op_cp(vctx *x) { return rc_op(x) && x->p->cp > 1; }
+static bool rc_op_lora(vctx *x) { return rc_op(x) && px_parallel_lora(x->p); }
+static bool rc_op_delayed(vctx *x) {
+  return rc_op(x) && x->p->precision == PX_PREC_FP8 && x->p->fp8_recipe == PX_FP8_DELAYED;
+}
 static bool seq_hf_long(vctx *x) {
   return x->p->seq < 1 && x->m->seq_from_positions && x->m->seq_len > PX_MODEL_HF_SEQ_MAX;
 }
@@ -667,6 +678,20 @@ static const px_rule rules[] = {
               "moe_act)"},
     {rcm_delayed, "`recompute_modules` moe_act or layernorm with fp8's delayed scaling: Megatron-Core refuses it "
                   "(hint: `fp8_recipe` current)"},
+    {rc_op_model, "`recompute` op (torchtitan's per-op policy) is planned on dense layers: {model}'s experts or "
+                  "latent attention are not (hint: `recompute` full)"},
+    {rc_op_bias, "`recompute` op on {model}, whose linear layers have biases: PyTorch runs them as addmm, which "
+                 "torchtitan's per-op policy neither counts nor saves; not planned (hint: `recompute` full)"},
+    {rc_op_dropout, "`recompute` op on {model}, which has dropout: torchtitan's models have none, and its masks' "
+                    "recomputation is not planned (hint: `recompute` full)"},
+    {rc_op_unfused, "`recompute` op saves the fused attention's outputs: the unfused attention's are not planned "
+                    "(hint: `attention` flash)"},
+    {rc_op_cp, "`recompute` op with cp {cp}: the context-parallel exchanges of the recomputed keys are not planned "
+               "(hint: `recompute` full, as torchtitan's long-context runs use)"},
+    {rc_op_lora, "`recompute` op with `finetune` {finetune}: the adapters' recomputation is not planned (hint: "
+                 "`recompute` full or none)"},
+    {rc_op_delayed, "`recompute` op with fp8's delayed scaling: torchtitan's float8 scales from the current amax "
+                    "(hint: `fp8_recipe` current)"},
     {seq_hf_long, "`seq` is not set and the model's Hugging Face config gives only max_position_embeddings "
                   "{model_seq}, the longest context it may see, above the {hf_seq_max} tokens taken as a training "
                   "length without asking (hint: set `seq`, e.g. 4096 or 8192)"},

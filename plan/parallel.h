@@ -34,7 +34,20 @@ typedef enum {
   PX_SCHED_ZB_H2,
   PX_SCHED_COUNT
 } px_schedule;
-typedef enum { PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, PX_RECOMPUTE_COUNT } px_recompute;
+/* op: torchtitan's per-op selective activation checkpointing (selective_ac_option "op"; its policy in
+ * torchtitan/models/llama3/infra/parallelize.py and torchtitan/distributed/activation_checkpoint.py at v0.2.2, the
+ * same at 9dec370 of the Dec 2024 benchmarks): a transformer block's forward saves the outputs of its matmuls but
+ * every second one (aten.mm in forward order: of wq, wk, wv, wo, w1, w3, w2 it recomputes wk, wo and w3), of the
+ * fused attention and of the TP reduce-scatters, and the backward makes everything else again (norms, RoPE, the
+ * activation, the SP all-gathers) from the block's input. Dense layers without linear biases (nn.Linear with a
+ * bias runs addmm, which the policy neither counts nor saves). */
+typedef enum {
+  PX_RECOMPUTE_NONE,
+  PX_RECOMPUTE_SELECTIVE,
+  PX_RECOMPUTE_FULL,
+  PX_RECOMPUTE_OP,
+  PX_RECOMPUTE_COUNT
+} px_recompute;
 /* Which layers full recomputation covers, as Megatron-Core's recompute_method
  * with recompute_num_layers N (megatron/core/recompute.py; the facts in
  * tests/data/megatron_recompute.md): uniform, every layer of a model chunk,

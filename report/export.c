@@ -98,6 +98,11 @@ static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
 
 /* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
 static px_status check_megatron(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
+  if (p->recompute == PX_RECOMPUTE_OP)
+    return refuse(err, fw, "recompute op",
+                  "Megatron-Core recomputes whole layers or named modules, not torchtitan's every second matmul and "
+                  "every elementwise op",
+                  "recompute selective (with recompute_modules) or full, or export to torchtitan");
   if (p->pp > 1 && p->schedule == PX_SCHED_GPIPE)
     return refuse(err, fw, "schedule gpipe", "Megatron-Core's pipelines run 1F1B or interleaved 1F1B, no GPipe",
                   "schedule 1f1b");
@@ -225,8 +230,8 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
   if (p->recompute == PX_RECOMPUTE_SELECTIVE)
     return refuse(err, fw, "recompute selective",
                   "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
-                  "attention-core recomputation",
-                  "recompute none or full");
+                  "modules",
+                  "recompute op, its per-op policy; or none or full");
   if (px_parallel_recompute_partial(p))
     return refuse(err, fw, "recompute_method block",
                   "torchtitan's full activation checkpointing covers every layer, and its layer-wise selective one "
@@ -854,7 +859,9 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
       fputs("]\n", out);
     }
   }
-  fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n", p->recompute == PX_RECOMPUTE_FULL ? "full" : "none");
+  fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n",
+          p->recompute == PX_RECOMPUTE_FULL ? "full" : p->recompute == PX_RECOMPUTE_OP ? "selective" : "none");
+  if (p->recompute == PX_RECOMPUTE_OP) fputs("selective_ac_option = \"op\"\n", out);
   if (torchtitan_compiles(p)) fputs("\n[compile]\nenable = true\n", out);
   /* float8 tensorwise; torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil
    * rounds them up; docs/mxfp8.md at v0.2.2) */
@@ -919,9 +926,11 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
   if (st) return st;
   char rc[96];
   fprintf(notes, "note: %s: the model code's (DeepSpeed's JSON has none): the attention kernel (%s), the MLP, "
-                 "the sequence length (%lld), activation recomputation (%s: deepspeed.checkpointing in the model), "
+                 "the sequence length (%lld), activation recomputation (%s: %s in the model), "
                  "the norms', RoPE's and SwiGLU's kernels (elementwise %s: %s)\n",
           m->name, px_attention_names[p->attention], (long long)p->seq, px_report_recompute_text(p, rc, sizeof rc),
+          p->recompute == PX_RECOMPUTE_OP ? "PyTorch's selective checkpoint policy, torchtitan's per-op one,"
+                                          : "deepspeed.checkpointing",
           px_elementwise_names[p->elementwise],
           p->elementwise == PX_ELEMWISE_EAGER          ? "PyTorch eager's composite ops"
           : p->elementwise == PX_ELEMWISE_ROPE_UNFUSED ? "fused but RoPE, as Megatron-Core's unfused PyTorch ops"

@@ -149,7 +149,9 @@ double px_compute_mem_s(const px_gpu *g, px_op_kind kind, double bytes) {
 static int op_gemms(const px_op *op, int64_t shapes[2][4]) {
   const int64_t *d = op->dim;
   switch (op->kind) {
-    case PX_OP_LINEAR: shapes[0][0] = d[0], shapes[0][1] = d[1], shapes[0][2] = d[2], shapes[0][3] = 1; return 1;
+    case PX_OP_LINEAR:
+      shapes[0][0] = d[0], shapes[0][1] = px_op_linear_cols(op), shapes[0][2] = d[2], shapes[0][3] = 1;
+      return 1;
     case PX_OP_LINEAR_BWD_DATA: shapes[0][0] = d[0], shapes[0][1] = d[2], shapes[0][2] = d[1], shapes[0][3] = 1; return 1;
     case PX_OP_LINEAR_BWD_WEIGHT: shapes[0][0] = d[1], shapes[0][1] = d[2], shapes[0][2] = d[0], shapes[0][3] = 1; return 1;
     case PX_OP_ATTN_SCORES:

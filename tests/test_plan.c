@@ -581,7 +581,7 @@ static void test_korthikanti(void) {
   int64_t tps[] = {1, 2, 8};
   for (size_t ti = 0; ti < 3; ti++) {
     for (int sp = 0; sp < 2; sp++) {
-      for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++) {
+      for (int rc = 0; rc <= PX_RECOMPUTE_FULL; rc++) { /* Megatron's modes, the paper's */
         int64_t t = tps[ti];
         if (sp && t == 1) continue;
         px_parallel p = par(t, 1, 8 / t, 0, 2, 16);
@@ -636,6 +636,52 @@ static void test_recompute_modules(void) {
               ((cases[i].modules & (PX_RCM_MLP | PX_RCM_CORE_ATTN)) != 0));
     px_plan_free(&plan);
   }
+}
+
+/* torchtitan's per-op recomputation (`recompute` op) on Llama 3 8B's layer in bf16 (s 2048, b 1, h 4096, k/v width
+ * 1024, F 14336, 32 query heads), at TP 1 and TP 2 with SP: a layer keeps, beyond full recomputation's input, q's
+ * projection, v's, the attention's output and its fp32 row statistics, w1's output (gate) and with SP wo's
+ * reduce-scatter's output, each a 1/tp sequence or head shard; the backward recomputes k's (wk), wo's (without SP, or
+ * eager with it) and up's (w3) GEMMs, 2 b s h n / tp FLOPs each, and nothing else has FLOPs; with SP it gathers the
+ * two norms' outputs once, in the recomputation, and not again for the weight gradients. */
+static void test_recompute_op(void) {
+  px_model m = preset_model("llama3-8b");
+  double s = 2048, b = 1, h = 4096, kw = 1024, F = 14336, hq = 32, e = 2;
+  for (int t = 1; t <= 2; t++)
+    for (int eager = 0; eager < 2; eager++) {
+      px_cluster c = cluster("dgx-h100", t);
+      px_plan op = {0}, full = {0}, none = {0};
+      px_err err = {0};
+      px_parallel p = par(t, 1, 1, 0, 1, 1);
+      p.seq = (int64_t)s, p.sp = t > 1, p.precision = PX_PREC_BF16;
+      p.elementwise = eager ? PX_ELEMWISE_EAGER : PX_ELEMWISE_FUSED;
+      px_parallel pf = p, pn = p;
+      p.recompute = PX_RECOMPUTE_OP, pf.recompute = PX_RECOMPUTE_FULL, pn.recompute = PX_RECOMPUTE_NONE;
+      CU_ASSERT_EQUAL_FATAL(compile(&op, &m, &c, &p, &err), PX_OK);
+      CU_ASSERT_EQUAL_FATAL(compile(&full, &m, &c, &pf, &err), PX_OK);
+      CU_ASSERT_EQUAL_FATAL(compile(&none, &m, &c, &pn, &err), PX_OK);
+      double sbe = s * b * e / t; /* a (tp) shard's bytes per column */
+      double want = sbe * (h + kw + h + F) + b * (hq / t) * s * 4 + (t > 1 ? sbe * h : 0);
+      if (eager) want += sbe * h; /* w2's output, which eager PyTorch's checkpoint stores */
+      double got = (double)px_plan_layer_activation_bytes(&op) - (double)px_plan_layer_activation_bytes(&full);
+      if (got != want) fprintf(stderr, "\n  tp %d eager %d: %.0f bytes kept, by hand %.0f\n", t, eager, got, want);
+      CU_ASSERT_EQUAL(got, want);
+      CU_ASSERT(px_plan_layer_activation_bytes(&op) < px_plan_layer_activation_bytes(&none));
+      double gemm = 2 * b * s * h / t;
+      double redo = gemm * (kw + F + (t == 1 || eager ? h : 0));
+      PX_ASSERT_REL(op.blocks[PX_BLOCK_LAYER_BWD].flops[PX_PHASE_RECOMPUTE], redo, 1e-12);
+      PX_ASSERT_REL(op.model_flops_per_step, none.model_flops_per_step, 1e-12);
+      int gathers[2][2] = {{0}}; /* [op][recompute phase] */
+      const px_plan *plans[2] = {&none, &op};
+      for (int k = 0; k < 2; k++) {
+        const px_block *bl = &plans[k]->blocks[PX_BLOCK_LAYER_BWD];
+        for (int32_t i = 0; i < bl->nops; i++)
+          if (bl->ops[i].kind == PX_OP_ALLGATHER) gathers[k][bl->ops[i].phase == PX_PHASE_RECOMPUTE]++;
+      }
+      CU_ASSERT_EQUAL(gathers[1][1], t > 1 ? 2 : 0);
+      CU_ASSERT_EQUAL(gathers[1][0], gathers[0][0] - (t > 1 ? 2 : 0));
+      px_plan_free(&op), px_plan_free(&full), px_plan_free(&none);
+    }
 }
 
 /* Megatron-Core keeps a MoE layer's pre-MLP norm when a CUDA graph captures its router and the dispatcher is not the
@@ -818,7 +864,7 @@ static void test_flops(void) {
   px_model m = gpt(24, 2048, 16, 2048, 0.1);
   px_cluster c = cluster("dgx-a100", 32);
   double l = 24, h = 2048, s = 2048, V = 51200;
-  for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++) {
+  for (int rc = 0; rc <= PX_RECOMPUTE_FULL; rc++) { /* Megatron's modes (per-op: test_recompute_op) */
     px_parallel p = par(2, 2, 8, 1, 2, 64);
     p.recompute = rc;
     p.attention = PX_ATTN_UNFUSED;
@@ -1027,6 +1073,7 @@ static void test_lifetimes(void) {
               for (int sched = 0; sched < PX_SCHED_COUNT; sched++)
                 for (int z = 0; z < 4; z++) {
                   if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || 4 % (pp * 2))) continue;
+                  if (rc == PX_RECOMPUTE_OP && (mi == 1 || att == PX_ATTN_UNFUSED)) continue; /* refused */
                   px_parallel p = par(tp, pp, 2, z, 1, 8);
                   p.sp = sp, p.recompute = rc, p.attention = att, p.schedule = sched;
                   if (px_parallel_split_w(&p) && pp == 1) continue; /* refused: it needs a pipeline */
@@ -1065,6 +1112,7 @@ static void test_mtp(void) {
             for (int rc = 0; rc < PX_RECOMPUTE_COUNT; rc++)
               for (int f8 = 0; f8 < 2; f8++) {
               if (sched == PX_SCHED_INTERLEAVED && (pp == 1 || m.layers % (pp * 2))) continue;
+              if (rc == PX_RECOMPUTE_OP) continue; /* refused: dense layers only */
               if (f8 && (sched != PX_SCHED_1F1B || rc != PX_RECOMPUTE_NONE)) continue; /* fp8: each split, each ZeRO */
               px_parallel p = par(tp, pp, 2, z, 1, 4 * pp);
               p.sp = tp > 1, p.schedule = sched, p.recompute = rc, p.mtp_layers = 1;
@@ -3011,6 +3059,7 @@ static void test_lora_lifetimes(void) {
             for (int att = 0; att < PX_ATTN_COUNT; att++)
               for (int t = 0; t < 3; t++)
                 for (int ft = PX_FT_LORA; ft <= PX_FT_QLORA; ft++) {
+                  if (rc == PX_RECOMPUTE_OP) continue; /* refused with adapters */
                   px_parallel p = lora_par(tp, 2, ft == PX_FT_QLORA ? 2 : 1, 4, targets[t]);
                   p.pp = pp, p.gbs = 8, p.sp = sp, p.recompute = rc, p.attention = att, p.finetune = ft;
                   px_cluster c = cluster("dgx-h100", tp * pp * 2);
@@ -3393,6 +3442,7 @@ int main(void) {
       {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
        test_recompute_block},
       {"recompute_modules drop what Korthikanti et al. count for each module", test_recompute_modules},
+      {"recompute op: torchtitan's per-op policy's kept bytes and recomputed GEMMs by hand", test_recompute_op},
       {"layernorm recomputation keeps a MoE layer's pre-MLP norm under router graphs but with alltoall",
        test_recompute_norm_graphs},
       {"which backend runs a plan: each one's plan-level rules; fp8 under each CP algorithm frees every tensor",

@@ -281,6 +281,7 @@ static void test_bubble_zb_analytic(void) {
   for (int sched = PX_SCHED_ZB_H1; sched <= PX_SCHED_ZB_H2; sched++)
     for (int64_t m = 2; m <= 18; m += 4)
       for (int rc = PX_RECOMPUTE_NONE; rc <= PX_RECOMPUTE_COUNT; rc++) { /* COUNT: full of 1 layer a stage */
+        if (rc == PX_RECOMPUTE_OP) continue; /* refused on a model with biases */
         px_model model = gpt(8);
         px_parallel p;
         px_parallel_unset(&p);

@@ -417,8 +417,8 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
         return PX_OK;
       }
       int64_t off = 0;
-      for (int i = 0; i < 3 && d[3 + i] > 0; i++) {
-        px_k_linear_fwd(out[i], in[0], in[1] + off * d[2], in[2] ? in[2] + off : NULL, d[0], d[2], d[3 + i]);
+      for (int i = 0; i < 3 && d[3 + i] > 0; i++) { /* a section without an output is not made (px_op_linear_cols) */
+        if (out[i]) px_k_linear_fwd(out[i], in[0], in[1] + off * d[2], in[2] ? in[2] + off : NULL, d[0], d[2], d[3 + i]);
         off += d[3 + i];
       }
       return PX_OK;

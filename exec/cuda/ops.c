@@ -460,9 +460,10 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       for (int i = 0; i < 3 && d[3 + i] > 0 && !st; i++) {
         const char *w = (const char *)in[1] + (uint64_t)(off * d[2]) * el;
         const char *bias = in[2] ? (const char *)in[2] + (uint64_t)off * el : NULL;
-        st = px_cuda_kc(px_kc_linear_fwd(c->lt, out[i], in[0], w, bias, d[0], d[2], d[3 + i], dt, c->workspace,
-                                 PX_CUDA_WORKSPACE_BYTES, s),
-                err);
+        if (out[i]) /* a section without an output is not made (px_op_linear_cols) */
+          st = px_cuda_kc(px_kc_linear_fwd(c->lt, out[i], in[0], w, bias, d[0], d[2], d[3 + i], dt, c->workspace,
+                                           PX_CUDA_WORKSPACE_BYTES, s),
+                          err);
         off += d[3 + i];
       }
       return st;
@@ -639,12 +640,13 @@ static px_status fp8_gemm(px_backend *be, const px_exec_op *e, px_err *err) {
   uint8_t *qw = NULL;
   switch ((px_op_kind)o->kind) {
     case PX_OP_LINEAR: {
-      px_dtype dt = operand_dtype(e, o->out[0]);
+      px_dtype dt = operand_dtype(e, o->out[o->out[0].slot >= 0 ? 0 : o->out[1].slot >= 0 ? 1 : 2]); /* a made one's */
       uint64_t el = px_dtype_bytes(dt);
       if ((st = fp8_input(c, e, 0, &sx, &xe5, err)) || (st = fp8_weight(be, e, 1, d[1], K, &qw, &sw, err)) ||
           (st = fp8_factors(be, sx, sw, &f, &g, err)))
         return st;
       for (int64_t i = 0, off = 0; i < 3 && d[3 + i] > 0 && !st; off += d[3 + i], i++) {
+        if (!e->out[i]) continue; /* a section without an output is not made (px_op_linear_cols) */
         st = px_cuda_kc(px_kc_gemm_fp8(c->lt, e->out[i], e->in[0], qw + off * K, f, g, N, d[3 + i], K, xe5, false,
                                        false, 1.0f, 0.0f, dt, c->workspace, PX_CUDA_WORKSPACE_BYTES, s),
                         err);

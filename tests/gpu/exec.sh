@@ -4,7 +4,7 @@
 # emulated ones of tests/gpu/emu (where PX_EMU_DEVICES sets the device count).
 # fp32: losses and first-step gradients within 1e-5 (relative), over NCCL
 # (one device per rank) and over the MPI fallback (ranks outnumber devices);
-# Qwen3's q/k norms, gpt-oss's sinks and recomputed modules too, and in bf16 against fp32.
+# Qwen3's q/k norms, gpt-oss's sinks, recomputed modules and per-op recomputation too, and in bf16 against fp32.
 # bf16: within bf16's precision of the fp32 run, bitwise deterministic, and a
 # resumed run equals an uninterrupted one bitwise, also when its checkpoint
 # was re-split to fp32 and back. LoRA on a frozen base in the compute dtype,
@@ -59,6 +59,9 @@ fp32=(-c dgx-h100 --precision fp32 --steps 2)
 same gpt-unfused 1 1 -m "$gptd" -B 4 --attention unfused "${fp32[@]}"
 # selective recomputation's modules (the norms, the MLP, the unfused core attention made again in the backward)
 same gpt-modules 2 2 -m "$gptd" -B 4 -t 2 -S --attention unfused --recompute-modules core_attn,layernorm,mlp "${fp32[@]}"
+# torchtitan's per-op recomputation: k's and up's projections from part of their fused weights, RoPE from q's kept
+# projection, under TP with SP
+same op-recompute 2 2 -m tiny-qknorm -B 4 -t 2 -S -r op "${fp32[@]}"
 same gpt-3d-nccl 8 8 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 same gpt-3d-mpi 8 1 -m "$gptd" -B 8 -t 2 -p 2 -d 2 -z 1 "${fp32[@]}"
 grep -q "staged in host memory" "$tmp/gpt-3d-mpi-cuda.err" || fail "the MPI fallback was not announced"
@@ -222,6 +225,7 @@ fp8_base32() {
 }
 if [ "$fp8_gpu" -eq 1 ]; then
   fp8_base32 fp8-tp2-sp 2 "${f8[@]}" -t 2 -S
+  fp8_base32 fp8-op-recompute 2 "${f8[@]}" -t 2 -S -r op # the fp8 GEMMs of part of a fused weight
   # the sinks' Hq logits leave the next weight's gradient off the 16-byte grid cuBLASLt's fp8 GEMMs write
   fp8_base32 fp8-sinks 1 -m tiny-sinks -B 4 --steps 3 --precision fp8
   # activation offload of fp8 codes: their scales follow them to the host and back

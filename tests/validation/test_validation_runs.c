@@ -610,7 +610,7 @@ static void test_torchtitan_h100(void) {
     p.tp = tp, p.pp = pp, p.dp = fsdp, p.seq = seq, p.gbs = gbs, p.mbs = lbs / mb, p.sp = tp > 1, p.zero = 3;
     if (cp > 1) p.cp = cp, p.cp_algo = PX_CP_ALLGATHER; /* torchtitan's rotate method "allgather" (the CSV) */
     p.main_grad = PX_MAIN_GRAD_FP32; /* FSDP2's reduce_dtype float32 */
-    p.recompute = !strcmp(ac, "full") ? PX_RECOMPUTE_FULL : PX_RECOMPUTE_SELECTIVE;
+    p.recompute = !strcmp(ac, "full") ? PX_RECOMPUTE_FULL : PX_RECOMPUTE_OP; /* per-op SAC: torchtitan's policy */
     CU_ASSERT(!strcmp(ac, "full") || !strcmp(ac, "selective-op"));
     p.overlap = async_tp ? PX_OVERLAP_ALL : PX_OVERLAP_DP | PX_OVERLAP_ZERO | PX_OVERLAP_PP;
     p.precision = !strcmp(prec, "fp8") ? PX_PREC_FP8 : PX_PREC_BF16;
