@@ -286,6 +286,9 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                 p.cp = cp, p.cp_algo = f->cp_algo >= 0 ? f->cp_algo : ia, p.ep = eps[ie][0], p.etp = eps[ie][1];
                 p.precision = precs[ipr];
                 p.recompute = (int)rv[ir], p.schedule = (int)scheds[ic / 2][0], p.vpp = scheds[ic / 2][1];
+                /* torchtitan's per-op recomputation goes with its float8, current scaling (delayed is refused) */
+                if (p.recompute == PX_RECOMPUTE_OP && p.precision == PX_PREC_FP8 && f->fp8_recipe < 0)
+                  p.fp8_recipe = PX_FP8_CURRENT;
                 if (rv[ir] == RECOMPUTE_HALF) { /* half of the layers of a chunk of the even split, if it has two */
                   int64_t half = m->layers / (p.pp * p.vpp) / 2;
                   if (half < 1) continue;

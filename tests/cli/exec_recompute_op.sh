@@ -5,8 +5,8 @@
 # gate/up weight's up rows), with Qwen3's q/k norms, a sliding window, sinks, a GPT-shaped model without biases
 # (learned positions, LayerNorm, GELU), under TP with and without SP, eager elementwise ops with SP (wo multiplied
 # again), fp8, mxfp8, ZeRO-3, pipeline stages with a split backward; its peak is below the plan's without
-# recomputation and above full recomputation's; plan, flags and export --to torchtitan carry it; what it is not
-# planned on is refused naming the reason.
+# recomputation and above full recomputation's; plan, flags, the sweep (its fp8 plans at current scaling) and
+# export --to torchtitan carry it; what it is not planned on is refused naming the reason.
 set -u
 px=$1
 src=$2
@@ -54,6 +54,12 @@ grep -A2 '^\[activation_checkpoint\]' "$tmp/tt.toml" | tr '\n' ' ' |
   grep -q 'mode = "selective" selective_ac_option = "op"' || fail "export --to torchtitan: $(grep -A2 activation "$tmp/tt.toml")"
 "$px" export "${x[@]}" --to megatron >/dev/null 2>"$tmp/m.txt" && fail "export --to megatron wrote -r op"
 grep -q "recompute op" "$tmp/m.txt" || fail "export --to megatron: $(cat "$tmp/m.txt")"
+
+# the sweep keeps it on every plan, its fp8 plans with torchtitan's current scaling
+"$px" sweep -m llama3.2-1b -c dgx-h100 -g 8 -B 16 -r op --top 3 --json >"$tmp/sweep.json" 2>/dev/null
+jq -e '.plans | length > 0 and all(.flags | test("--recompute op")) and
+  any(.flags | test("--precision fp8 --fp8-recipe current"))' "$tmp/sweep.json" >/dev/null ||
+  fail "sweep -r op: $(jq -c '[.plans[:3][].flags]' "$tmp/sweep.json")"
 
 # refused, naming why
 refused() { # what pattern flags...
