@@ -459,6 +459,11 @@ void px_attn_recompute_op(px_bld *b, const px_dims *d, const px_layer_slots *L, 
     latent_norm(b, d, rp, R(L->k, 0), R(L->kh_rstd, 0), R(L->k_pre, 0), L->w_k_head_norm, rows_full * d->HKV, d->D);
   }
   if (d->rope) rope(b, d, L, rp);
+  if (d->C > 1 && d->cp_algo == PX_CP_ALLGATHER) { /* the all-gathers, which the policy does not save */
+    px_attn_view a = px_attn_view_of(d, L);
+    cp_coll(b, d, PX_OP_ALLGATHER, rp, R(L->k, 0), a.k, d->HKV, false);
+    cp_coll(b, d, PX_OP_ALLGATHER, rp, R(L->v, 0), a.v, d->HKV, false);
+  }
 }
 
 px_ref px_attn_backward(px_bld *b, const px_dims *d, const px_layer_slots *L) {

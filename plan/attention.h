@@ -57,7 +57,7 @@ void px_attn_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ph
 
 /* Per-op recomputation (`recompute` op) of what the attention's backward reads and the forward did not keep, from
  * the norm's recomputed output x_shard (gathered here with SP): k's projection (the fused weight's k rows), the
- * q/k norms and RoPE (from q's kept projection). */
+ * q/k norms, RoPE (from q's kept projection) and with CP's all-gather the gathered keys and values. */
 void px_attn_recompute_op(px_bld *b, const px_dims *d, const px_layer_slots *L, px_ref x_shard);
 
 /* From ctx's gradient back to the gradient of the norm's output (reduced

@@ -409,7 +409,7 @@ static bool rc_op_model(vctx *x) { return rc_op(x) && (x->m->experts > 0 || x->m
 static bool rc_op_bias(vctx *x) { return rc_op(x) && (x->m->bias || x->m->qkv_bias); }
 static bool rc_op_dropout(vctx *x) { return rc_op(x) && x->m->dropout > 0; }
 static bool rc_op_unfused(vctx *x) { return rc_op(x) && !px_attention_fused(x->p->attention); }
-static bool rc_op_cp(vctx *x) { return rc_op(x) && x->p->cp > 1; }
+static bool rc_op_cp(vctx *x) { return rc_op(x) && x->p->cp > 1 && x->p->cp_algo == PX_CP_A2A; }
 static bool rc_op_lora(vctx *x) { return rc_op(x) && px_parallel_lora(x->p); }
 static bool rc_op_delayed(vctx *x) {
   return rc_op(x) && x->p->precision == PX_PREC_FP8 && x->p->fp8_recipe == PX_FP8_DELAYED;
@@ -686,8 +686,9 @@ static const px_rule rules[] = {
                     "recomputation is not planned (hint: `recompute` full)"},
     {rc_op_unfused, "`recompute` op saves the fused attention's outputs: the unfused attention's are not planned "
                     "(hint: `attention` flash)"},
-    {rc_op_cp, "`recompute` op with cp {cp}: the context-parallel exchanges of the recomputed keys are not planned "
-               "(hint: `recompute` full, as torchtitan's long-context runs use)"},
+    {rc_op_cp, "`recompute` op with `cp_algo` a2a: the all-to-alls of the recomputed heads are not planned, nor "
+               "run by torchtitan, whose context parallelism all-gathers or rotates the keys (hint: `cp_algo` "
+               "all-gather or ring)"},
     {rc_op_lora, "`recompute` op with `finetune` {finetune}: the adapters' recomputation is not planned (hint: "
                  "`recompute` full or none)"},
     {rc_op_delayed, "`recompute` op with fp8's delayed scaling: torchtitan's float8 scales from the current amax "

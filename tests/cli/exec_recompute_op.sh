@@ -4,7 +4,8 @@
 # (k's projection made again from the fused QKV weight's k rows, RoPE from q's kept projection, w3 from the fused
 # gate/up weight's up rows), with Qwen3's q/k norms, a sliding window, sinks, a GPT-shaped model without biases
 # (learned positions, LayerNorm, GELU), under TP with and without SP, eager elementwise ops with SP (wo multiplied
-# again), fp8, mxfp8, ZeRO-3, pipeline stages with a split backward; its peak is below the plan's without
+# again), fp8, mxfp8, ZeRO-3, pipeline stages with a split backward, context parallelism (the all-gathered keys and
+# values gathered again, the ring's); its peak is below the plan's without
 # recomputation and above full recomputation's; plan, flags, the sweep (its fp8 plans at current scaling) and
 # export --to torchtitan carry it; what it is not planned on is refused naming the reason.
 set -u
@@ -27,6 +28,8 @@ cases=(
   "$tmp/nobias.json|-t 2 -S"
   "tiny|-P fp8 --fp8-recipe current -t 2 -S"
   "tiny-qknorm|-P mxfp8"
+  "tiny|--cp 2 --cp-algo all-gather --mbs 2"
+  "tiny-qknorm|--cp 2 --cp-algo ring"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r model flags <<<"$c"
@@ -72,7 +75,7 @@ refused "experts" "experts or latent attention" -m tiny-moe
 refused "latent attention" "experts or latent attention" -m tiny-mla
 refused "biases" "addmm" -m tiny-gpt
 refused "unfused attention" "fused attention's outputs" -m tiny --attention unfused
-refused "context parallelism" "context-parallel" -m tiny -g 2 --cp 2 --cp-algo all-gather
+refused "CP's all-to-all" "cp-algo a2a" -m tiny -g 2 --cp 2 --cp-algo a2a
 refused "adapters" "adapters' recomputation" -m tiny --finetune lora
 refused "delayed fp8" "current amax" -m tiny -P fp8 --fp8-recipe delayed
 
