@@ -577,6 +577,7 @@ static void test_torchtitan_h100(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
   char line[256];
   int rows = 0, prev_table = 0, prev_compile = 0, prev_async = 0;
+  bool prev_bf16 = false;
   double prev_pub = 0, prev_sim = 0;
   px_test_err_range errs = {0}, gpu_rng = {0};
   fprintf(stderr, "\n  %2s %-11s %4s %5s %4s %4s %3s %4s %2s %2s %2s %-11s %3s %5s  %9s %9s %7s  %7s %7s\n", "tb",
@@ -588,14 +589,15 @@ static void test_torchtitan_h100(void) {
                         "| published GiB | simulated GiB |\n"
                         "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
   while (fgets(line, sizeof line, fp)) {
-    char name[32], prec[8], sched[16], ac[16];
+    char name[32], prec[8], sched[16], ac[16], sys[24];
     int table, compiled, async_tp;
     long long gpus, seq, lbs, gbs, fsdp, tp, pp, cp, vp, mb;
     double tokens, mem_gib;
     if (line[0] == '#' ||
-        sscanf(line, "%d,%31[^,],%lld,%7[^,],%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%lld,%lld,%15[^,],%d,%lf,%lf",
+        sscanf(line,
+               "%d,%31[^,],%lld,%7[^,],%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%lld,%lld,%15[^,],%d,%lf,%lf,%23[^,\n]",
                &table, name, &gpus, prec, &compiled, &seq, &lbs, &gbs, &fsdp, &tp, &pp, &cp, sched, &vp, &mb, ac,
-               &async_tp, &tokens, &mem_gib) != 19)
+               &async_tp, &tokens, &mem_gib, sys) != 20)
       continue;
     px_model m;
     px_err err = {0};
@@ -626,7 +628,7 @@ static void test_torchtitan_h100(void) {
       torchtitan_split(m.layers, pp * vp, &p);
     }
     px_plan plan;
-    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", gpus, &p, &err), PX_OK);
+    CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, sys, gpus, &p, &err), PX_OK);
     px_sim_result r;
     sim_row(&plan, &r);
     uint64_t peak = 0;
@@ -648,6 +650,7 @@ static void test_torchtitan_h100(void) {
       else
         n += snprintf(layout + n, sizeof layout - (size_t)n, ", lbs %lld", lbs);
       if (seq != 8192) n += snprintf(layout + n, sizeof layout - (size_t)n, ", %lldK tokens", seq / 1024);
+      if (strcmp(sys, "dgx-h100")) n += snprintf(layout + n, sizeof layout - (size_t)n, ", on `%s`", sys);
       if (!strcmp(ac, "full")) n += snprintf(layout + n, sizeof layout - (size_t)n, ", full AC");
       if (async_tp) snprintf(layout + n, sizeof layout - (size_t)n, ", async TP");
       char pub_gib[16] = "—"; /* none published */
@@ -675,13 +678,14 @@ static void test_torchtitan_h100(void) {
     }
     /* async TP over the same layout without it (table 7: the June 2025 A/B runs), printed: how much of the TP
      * collectives the pipelined GEMMs hide (docs/simulator.md, Overlap) */
-    if (table == prev_table && f8ag) /* torchao's float8 over the same run in BF16 (table 8) */
+    if (table == prev_table && f8ag && prev_bf16) /* torchao's float8 over the same run in BF16 (table 8) */
       fprintf(stderr, "     Float8's gain: published %+.1f%%, simulated %+.1f%%\n", 100 * (tokens / prev_pub - 1),
               100 * (sim / prev_sim - 1));
     if (table == prev_table && async_tp && !prev_async)
       fprintf(stderr, "     async TP's gain: published %+.1f%%, simulated %+.1f%%\n", 100 * (tokens / prev_pub - 1),
               100 * (sim / prev_sim - 1));
     prev_table = table, prev_compile = compiled, prev_async = async_tp, prev_pub = tokens, prev_sim = sim;
+    prev_bf16 = p.precision == PX_PREC_BF16;
     px_test_err_add(&errs, e), px_test_err_add(&gpu_rng, (double)gpus);
     CU_ASSERT(px_test_band(&plan, e, "torchtitan"));
     px_test_mfu_add(&plan, r.mfu, e, "torchtitan");
@@ -690,7 +694,7 @@ static void test_torchtitan_h100(void) {
     px_plan_free(&plan);
   }
   fclose(fp);
-  CU_ASSERT_EQUAL(rows, 28);
+  CU_ASSERT_EQUAL(rows, 30);
   err_print("", &errs);
   char b[3][24];
   if (md)
@@ -699,7 +703,7 @@ static void test_torchtitan_h100(void) {
   px_test_doc_block_end(md, "validation-torchtitan");
   snprintf(doc_headline[DOC_TORCHTITAN], sizeof doc_headline[DOC_TORCHTITAN],
            "| [torchtitan](docs/validation.md#torchtitan-on-h100): Llama 3.1 8B-405B with FSDP2, TP, PP and CP, BF16 and "
-           "Float8, on 500 W H100s | %s | %s to %s (mean %s) |\n",
+           "Float8, on 500 W H100s (and H200s) | %s | %s to %s (mean %s) |\n",
            doc_gpus(&gpu_rng, (char[72]){0}), px_test_doc_pct(errs.min, b[1]), px_test_doc_pct(errs.max, b[2]),
            px_test_doc_pct(errs.sum / errs.n, b[0]));
 }
@@ -722,8 +726,9 @@ static void test_sweep_mfu(void) {
   px_test_mfu_sweep("llama3-70b", "dgx-h100", 64, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
   px_test_mfu_sweep("llama3-8b", "dgx-h100", 8, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
   px_test_mfu_sweep("llama3-8b", "dgx-h100", 8, 128, 8192, PX_PREC_BF16, PX_ATTN_FLASH2, 0.15, md);
-  /* H200: no published run in tests/data, printed without a range */
-  px_test_mfu_sweep("llama3-70b", "hgx-h200", 64, 128, 8192, PX_PREC_FP8, PX_ATTN_FLASH, 0.15, md);
+  /* H200: torchtitan's two runs (Llama 3 8B, FSDP, per-op SAC, Float8, FlashAttention-2 through SDPA): the sweep at
+   * their model, smaller GPU count, global batch and kernel */
+  px_test_mfu_sweep("llama3-8b", "hgx-h200", 32, 64, 8192, PX_PREC_FP8, PX_ATTN_FLASH2, 0.15, md);
   px_test_doc_block_end(md, "validation-sweep-mfu");
 }
 
