@@ -10,10 +10,17 @@
 
 static PX_NAME_TABLE(slot_kind_names, PX_SLOT_KIND_COUNT, "param", "grad", "act", "act_grad", "buffer", "workspace");
 
-static cJSON *refs_json(const px_ref *r, int n) {
+/* refs as [slot, layer_offset] pairs: every one of a list (allocs, frees), or an op's operands by position, null
+ * where it has none before a later one (a GEMM's skipped section, GELU's pre-activation in out[3]) */
+static cJSON *refs_json(const px_ref *r, int n, bool positional) {
   cJSON *a = cJSON_CreateArray();
-  for (int i = 0; a && i < n; i++) {
-    if (r[i].slot < 0) continue;
+  int last = n - 1;
+  while (positional && last >= 0 && r[last].slot < 0) last--;
+  for (int i = 0; a && i <= last; i++) {
+    if (r[i].slot < 0) {
+      if (positional) cJSON_AddItemToArray(a, cJSON_CreateNull());
+      continue;
+    }
     cJSON *pair = cJSON_CreateArray();
     if (!pair) break;
     cJSON_AddItemToArray(pair, cJSON_CreateNumber(r[i].slot));
@@ -32,7 +39,7 @@ static cJSON *int_array(const int64_t *v, int n) {
 cJSON *px_report_graph_json(const px_plan *plan) {
   cJSON *root = cJSON_CreateObject();
   if (!root) return NULL;
-  cJSON_AddStringToObject(root, "format", "parallax-graph/1");
+  cJSON_AddStringToObject(root, "format", "parallax-graph/2");
   cJSON *slots = cJSON_AddArrayToObject(root, "slots");
   for (int i = 0; slots && i < plan->nslots; i++) {
     const px_slot *s = &plan->slots[i];
@@ -71,14 +78,14 @@ cJSON *px_report_graph_json(const px_plan *plan) {
       if (px_op_eager(op)) cJSON_AddBoolToObject(oo, "eager", true); /* PyTorch eager's kernels, their bytes */
       if (px_op_eager(op) && (op->flags & PX_OPF_ROPE_UNFUSED)) /* ... Megatron-Core's unfused RoPE's */
         cJSON_AddBoolToObject(oo, "rope_unfused", true);
-      cJSON_AddItemToObject(oo, "in", refs_json(op->in, PX_OP_INS));
-      cJSON_AddItemToObject(oo, "out", refs_json(op->out, PX_OP_OUTS));
+      cJSON_AddItemToObject(oo, "in", refs_json(op->in, PX_OP_INS, true));
+      cJSON_AddItemToObject(oo, "out", refs_json(op->out, PX_OP_OUTS, true));
       cJSON_AddItemToObject(oo, "dim", int_array(op->dim, 6));
       px_json_add_num(oo, "flops", op->flops);
       px_json_add_num(oo, "bytes", op->bytes);
       px_json_add_num(oo, "wire_bytes", op->wire_bytes);
-      cJSON_AddItemToObject(oo, "alloc", refs_json(b->allocs + op->alloc_start, op->alloc_count));
-      cJSON_AddItemToObject(oo, "free", refs_json(b->frees + op->free_start, op->free_count));
+      cJSON_AddItemToObject(oo, "alloc", refs_json(b->allocs + op->alloc_start, op->alloc_count, false));
+      cJSON_AddItemToObject(oo, "free", refs_json(b->frees + op->free_start, op->free_count, false));
       cJSON_AddItemToArray(ops, oo);
     }
     cJSON_AddItemToArray(blocks, bo);

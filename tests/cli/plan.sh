@@ -32,7 +32,11 @@ grep -q '"elementwise":	"rope-unfused"' "$tmp/rope.json" || fail "the plan file 
 
 # Graph and DOT.
 "$px" plan -m tiny -c local-cpu -g 2 -p 2 --graph "$tmp/g.json" --dot "$tmp/g.dot" >/dev/null || fail "--graph/--dot"
-grep -q '"format":	"parallax-graph/1"' "$tmp/g.json" || fail "graph format"
+grep -q '"format":	"parallax-graph/2"' "$tmp/g.json" || fail "graph format"
+# operands by position: per-op recomputation's k projection writes the fused QKV weight's second section alone
+"$px" plan -m tiny -c local-cpu -g 1 -r op --graph "$tmp/op.json" >/dev/null || fail "-r op --graph"
+jq -e '[.blocks[].ops[] | select(.kind == "linear" and .phase == "recompute") | .out[0]] | any(. == null)' \
+  "$tmp/op.json" >/dev/null || fail "-r op --graph: no recomputed linear op with out[0] left out"
 grep -q 'digraph parallax' "$tmp/g.dot" || fail "dot header"
 grep -q 'flash_attn' "$tmp/g.dot" || fail "dot lacks the attention op"
 ls "$tmp" | grep -q '\.tmp\.' && fail "temporary files left behind"
