@@ -5,9 +5,9 @@
 # gate/up weight's up rows), with Qwen3's q/k norms, a sliding window, sinks, a GPT-shaped model without biases
 # (learned positions, LayerNorm, GELU), under TP with and without SP, eager elementwise ops with SP (wo multiplied
 # again), fp8, mxfp8, ZeRO-3, pipeline stages with a split backward, context parallelism (the all-gathered keys and
-# values gathered again, the ring's); its peak is below the plan's without
-# recomputation and above full recomputation's; plan, flags, the sweep (its fp8 plans at current scaling) and
-# export --to torchtitan carry it; what it is not planned on is refused naming the reason.
+# values gathered again, the ring's), the MTP module's layer on the last of two stages with eager ops; its peak is
+# below the plan's without recomputation and above full recomputation's; plan, flags, the sweep (its fp8 plans at
+# current scaling) and export --to torchtitan carry it; what it is not planned on is refused naming the reason.
 set -u
 px=$1
 src=$2
@@ -30,6 +30,7 @@ cases=(
   "tiny-qknorm|-P mxfp8"
   "tiny|--cp 2 --cp-algo all-gather --mbs 2"
   "tiny-qknorm|--cp 2 --cp-algo ring"
+  "tiny-mtp|--mtp-layers 1 -p 2 --elementwise eager"
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r model flags <<<"$c"
