@@ -378,6 +378,9 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
 
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
   if (fw == PX_FW_TORCHTITAN && fixed->main_grad < 0) fixed->main_grad = PX_MAIN_GRAD_FP32;
+  /* torchao's float8: tensorwise, current scaling (check_torchtitan refuses the others) */
+  if (fw == PX_FW_TORCHTITAN && fixed->fp8_recipe < 0 && (fixed->precision < 0 || fixed->precision == PX_PREC_FP8))
+    fixed->fp8_recipe = PX_FP8_CURRENT;
   if (fw != PX_FW_NEMO) return;
   /* Megatron-Bridge (check_bridge_recipe): the precision recipe's gradient dtype (an unset precision's sweep
    * searches bf16-based recipes; the fp8 ones differ in weights and bf16 layers only); a fixed quantized precision's

@@ -24,7 +24,9 @@ extern const char *const px_framework_names[PX_FW_COUNT];
 px_status px_export_check(px_framework fw, const px_parallel *p, const px_model *m, px_err *err);
 
 /* Fields a framework fixes that a sweep leaves unset otherwise: torchtitan
- * reduces gradients in fp32 (main_grad fp32). Sets only unset fields. */
+ * reduces gradients in fp32 (main_grad fp32) and scales float8 from the
+ * current amax (fp8_recipe current, unless another precision is fixed);
+ * Megatron-Bridge's precision recipe's. Sets only unset fields. */
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed);
 
 /* Writes what runs p in fw to out: Megatron-LM's arguments and Megatron-

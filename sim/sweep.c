@@ -204,18 +204,22 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
    * with MLA or experts, when asked, selective of the modules that hold most of a MoE layer's activations
    * (RECOMPUTE_MODULES: MLA's up projections, the experts' activation; what DeepSeek-V3's recipes recompute:
    * never faster than none, it only makes plans fit; searched by default it cost DeepSeek-V3's sweep on
-   * 1,024 H100s a third more candidates) */
+   * 1,024 H100s a third more candidates); and when asked (a sweep for torchtitan), torchtitan's per-op
+   * recomputation, its selective AC */
   enum { RECOMPUTE_HALF = PX_RECOMPUTE_COUNT, RECOMPUTE_MODULES };
-  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1}, recs[] = {0, 1, 2, RECOMPUTE_HALF, RECOMPUTE_MODULES};
+  static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1};
   static const int64_t mbss[] = {1, 2, 4, 8};
-  int64_t zv[4], spv[2], rv[5], mv[4];
+  int64_t zv[4], spv[2], rv[6], mv[4];
   int heavy_modules = o->search_modules ? px_parallel_heavy_modules(m) : 0;
+  int64_t recs[6] = {PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, RECOMPUTE_HALF};
+  int nrecs = 4;
+  if (heavy_modules) recs[nrecs++] = RECOMPUTE_MODULES;
+  if (o->search_op) recs[nrecs++] = PX_RECOMPUTE_OP;
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
   /* recompute_layers alone fixes full recomputation (of those layers), recompute_modules selective */
   int64_t rfix = f->recompute >= 0 ? f->recompute : f->recompute_modules ? PX_RECOMPUTE_SELECTIVE : PX_RECOMPUTE_FULL;
-  int nr = dim_values(rfix, f->recompute >= 0 || f->recompute_layers > 0 || f->recompute_modules, recs,
-                      heavy_modules ? 5 : 4, rv);
+  int nr = dim_values(rfix, f->recompute >= 0 || f->recompute_layers > 0 || f->recompute_modules, recs, nrecs, rv);
   int nm = dim_values(f->mbs, f->mbs > 0, mbss, 4, mv);
   /* context parallelism: powers of two (each with every algorithm unless fixed) for long sequences */
   int64_t seq = f->seq > 0 ? f->seq : m->seq_len, cps[8] = {1};
