@@ -142,10 +142,10 @@ static const px_opt opts[] = {
      "(fused, costed as FlashAttention-2's kernel: PyTorch's SDPA flash backend, flash-attn 2)"},
     {"gelu", required_argument, OPT_GELU, PX_OPT_PLAN, "G", "separate (its own op, default) | fused (GEMM epilogues)"},
     {"elementwise", required_argument, OPT_ELEMENTWISE, PX_OPT_PLAN, "E",
-     "RMSNorm, RoPE and SwiGLU kernels: fused (one a pass: Transformer Engine, Megatron-Core, torch.compile; default; "
-     "a RoPE with YaRN's concentration factor, which TE's kernel lacks, as Megatron-Core's unfused PyTorch ops) | "
-     "eager (PyTorch eager's composite ops, torchtitan without torch.compile: RMSNorm in fp32 over 8 kernels, RoPE "
-     "through fp32 complex numbers, silu then a product) | rope-unfused (Megatron-Core with apply_rope_fusion off, "
+     "RMSNorm, RoPE, SwiGLU and loss kernels: fused (one a pass: Transformer Engine, Megatron-Core, torch.compile; "
+     "default; a RoPE with YaRN's concentration factor, which TE's kernel lacks, as Megatron-Core's unfused PyTorch "
+     "ops) | eager (PyTorch eager's composite ops, torchtitan without torch.compile: RMSNorm in fp32 over 8 kernels, "
+     "RoPE through fp32 complex numbers, silu then a product, cross-entropy on the logits cast to fp32) | rope-unfused (Megatron-Core with apply_rope_fusion off, "
      "Megatron-Bridge's default outside its performance recipes: norms and SwiGLU fused, RoPE as PyTorch ops)"},
     {"bucket-mib", required_argument, OPT_BUCKET, PX_OPT_PLAN, "MIB", "data-parallel gradient bucket, may split a layer (25; from 1/1024)"},
     {"grad-accum", required_argument, OPT_GRAD_ACCUM, PX_OPT_PLAN, "M",

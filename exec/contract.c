@@ -47,8 +47,8 @@ static const operands contract[PX_OP_COUNT] = {
     [PX_OP_GELU_BWD] = {"Af..", "AAf..."},     /* in[2], out[1]: the gates and their gradient */
     [PX_OP_SWIGLU] = {"A...", "AAf..."},       /* in[2]: the gates */
     [PX_OP_SWIGLU_BWD] = {"AAf.", "AAAf.."},   /* in[3], out[2]: the gates and their gradient */
-    [PX_OP_LOSS] = {"FF..", "AI...."},
-    [PX_OP_LOSS_BWD] = {"A...", "FI...."},
+    [PX_OP_LOSS] = {"FFf.", "AI...."},           /* out[2]: eager's fp32 copy of the logits (a workspace) */
+    [PX_OP_LOSS_BWD] = {"Aff.", "FI...."},       /* out[1..2]: eager's fp32 gradients (workspaces) */
     [PX_OP_ALLREDUCE] = {"A...", "A....."},
     [PX_OP_ALLGATHER] = {"Aaf.", "Aif..."},      /* out[1]: SP's permute workspace with mbs > 1; ETP: in[1] the row
                                                     counts, in[2] to out[2] the rows' gates */

@@ -181,6 +181,9 @@ static px_op *loss_op(px_bld *b, const px_dims *d, px_ref logits, px_ref targets
   o->group = PX_GROUP_TP;
   o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift, o->dim[4] = d->S;
   px_bld_elementwise(o, (double)(rows * d->Vl), (double)(rows * d->Vl), 4.0);
+  px_bld_eager(b, o, (double)(rows * d->Vl), (double)d->e);
+  if ((o->flags & PX_OPF_EAGER) && d->e < 4) /* eager: the logits' fp32 copy (logits.float()) */
+    o->out[2] = R(px_bld_slot(b->p, "ce_float", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, rows, d->Vl, 1, 1), 0);
   /* three all-reduces of one float per row: max, sum of exponentials, target logit */
   if (d->T > 1) {
     o->coll = PX_COLL_ALLREDUCE;
@@ -197,6 +200,11 @@ static px_op *loss_bwd_op(px_bld *b, const px_dims *d, px_ref probs, px_ref targ
   o->out[0] = dlogits;
   o->dim[0] = rows, o->dim[1] = d->Vl, o->dim[2] = b->p->model.vocab, o->dim[3] = shift, o->dim[4] = d->S;
   px_bld_elementwise(o, (double)(rows * d->Vl), (double)(rows * d->Vl), 4.0);
+  px_bld_eager(b, o, (double)(rows * d->Vl), (double)d->e);
+  if (o->flags & PX_OPF_EAGER) { /* eager: nll_loss's full gradient, and log_softmax's in fp32 before its cast */
+    o->out[1] = R(px_bld_slot(b->p, "ce_dnll", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, rows, d->Vl, 1, 1), 0);
+    if (d->e < 4) o->out[2] = R(px_bld_slot(b->p, "ce_dlogp", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, rows, d->Vl, 1, 1), 0);
+  }
   return o;
 }
 

@@ -179,10 +179,21 @@ double px_ep_token_bytes(const px_op *o, int64_t k) {
  *   ROPE (and its backward: the conversions, and the product by the conjugate): for q and k each a float, the
  *     complex product, a type_as: 6 kernels; 16-bit 1 + 1, fp32 1 + 2 + 1.
  *   SWIGLU: silu, the product: 2 kernels, 16-bit 2 + 3. SWIGLU_BWD: the product's two, silu's: 16-bit 3 + 3 + 3. */
+/* The loss, per element of the logits (the vocabulary shard's): torchtitan's cross_entropy_loss,
+ * `F.cross_entropy(pred.flatten(0, 1).float(), labels)` (torchtitan/components/loss.py; train.py's loss_fn at 9dec370,
+ * its compile commented out there), i.e. x.float() 1 + 1, log_softmax 3 + 1 in fp32 (PyTorch's cunn_SoftMaxForward,
+ * aten/src/ATen/native/cuda/SoftMax.cu at pytorch/pytorch 000cace5: a max pass, a sum-of-exponentials pass and the
+ * write pass over each row, the rows of a 128K vocabulary too long for its shared-memory variant) and nll_loss (a
+ * gather): 3 kernels; its backward nll_loss_backward (zeros then the scatter: 0 + 1, 2 kernels), log_softmax's
+ * (cunn_SoftMaxBackward: the gradient's sum, then the gradient and the output read, the result written, 3 + 1) and
+ * .float()'s (the cast back, 1 + 1): 4 kernels. */
 const px_eager_chain *px_op_eager_chain(px_op_kind kind) {
   static const px_eager_chain norm = {4, 7, 8, 2, 2}, norm_bwd = {11, 19, 15, 2, 2}, rope = {2, 4, 6, 2, 4},
-                              swiglu = {5, 0, 2, 0, 0}, swiglu_bwd = {9, 0, 3, 0, 0};
+                              swiglu = {5, 0, 2, 0, 0}, swiglu_bwd = {9, 0, 3, 0, 0}, loss = {1, 5, 3, 1, 1},
+                              loss_bwd = {1, 6, 4, 1, 1};
   switch (kind) {
+    case PX_OP_LOSS: return &loss;
+    case PX_OP_LOSS_BWD: return &loss_bwd;
     case PX_OP_NORM: return &norm;
     case PX_OP_NORM_BWD: return &norm_bwd;
     case PX_OP_ROPE:

@@ -259,8 +259,10 @@ enum {
   PX_OPF_EXPERT_ROWS = 1 << 7, /* CAST: routed rows the local experts' GEMMs read, each expert's quantized apart
                                   (Transformer Engine's split_quantize) */
   PX_OPF_FLASH2 = 1 << 7,    /* FLASH_ATTN(_BWD): FlashAttention-2's kernel (`attention` flash2), costed at its curves */
-  PX_OPF_EAGER = 1 << 7,     /* NORM(_BWD) of an RMSNorm, ROPE(_BWD), SWIGLU(_BWD): PyTorch eager's composite ops
-                                (`elementwise` eager): the bytes and kernels of px_op_eager_chain */
+  PX_OPF_EAGER = 1 << 7,     /* NORM(_BWD) of an RMSNorm, ROPE(_BWD), SWIGLU(_BWD), LOSS(_BWD): PyTorch eager's
+                                composite ops (`elementwise` eager): the bytes and kernels of px_op_eager_chain (LOSS's
+                                fp32 copy of the logits, LOSS_BWD's two fp32 gradients, the workspaces of out[2] and
+                                out[1..2], their lifetimes the op's) */
   PX_OPF_FP8 = 1 << 8,       /* GEMMs: fp8 operands (E4M3 forward, E5M2 gradients), fp32 accumulation; CAST: into fp8 */
   PX_OPF_FP8_BLOCK = 1 << 9, /* ... with blockwise scales (1 x 128 activation tiles, 128 x 128 weight blocks) */
   PX_OPF_E5M2 = 1 << 10,     /* CAST: to E5M2 (gradients) rather than E4M3 */
@@ -299,7 +301,7 @@ int64_t px_op_linear_cols(const px_op *o);
 px_op px_op_row_chunk(const px_op *op, int64_t n);
 
 /* PyTorch eager's kernels for an elementwise op kind (`elementwise` eager), per element of the op's tensor (a norm's
- * rows x width, RoPE's rotated q and k elements, SwiGLU's activation): the passes over 16-bit elements (e bytes:
+ * rows x width, RoPE's rotated q and k elements, SwiGLU's activation, the loss's logits): the passes over 16-bit elements (e bytes:
  * the activations' dtype) and over fp32 ones its kernels make (a read or a write each), its kernels; and of them
  * the dtype conversions' (x.float(), type_as: one 16-bit and one fp32 pass an element, no kernel with fp32
  * activations). NULL for the kinds eager runs as one kernel, as fused does (LayerNorm, GELU: PyTorch's native

@@ -116,7 +116,8 @@ typedef enum { PX_GELU_SEPARATE, PX_GELU_FUSED, PX_GELU_COUNT } px_gelu_mode;
 /* The elementwise ops' kernels: fused (each RMSNorm, RoPE and SwiGLU pass one kernel that reads its inputs once
  * and writes its outputs once: Transformer Engine's and Megatron-Core's kernels, torch.compile's fusions), eager
  * (PyTorch eager's composite ops as torchtitan's Llama runs them without torch.compile: RMSNorm in fp32 over
- * eight kernels, RoPE through fp32 complex numbers, SwiGLU as silu then a product; px_op_eager_chain), or
+ * eight kernels, RoPE through fp32 complex numbers, SwiGLU as silu then a product, the loss on the logits cast to
+ * fp32 with its fp32 transients; px_op_eager_chain), or
  * rope-unfused (Megatron-Core with apply_rope_fusion off, its default and Megatron-Bridge's outside the
  * performance recipes: the norms and SwiGLU fused, RoPE as its unfused PyTorch ops, px_op_rope_unfused_chain,
  * which fused takes too for a model with YaRN's concentration factor). The same math either way; what the GPU
