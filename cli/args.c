@@ -100,9 +100,11 @@ static const px_opt opts[] = {
      "interleaved: micro-batches per chunk in turn (pp; Megatron-Core's microbatch_group_size_per_vp_stage)"},
     {"recompute", required_argument, 'r', PX_OPT_PLAN, "R", "activation recomputation: none|selective|full|op (op: torchtitan's per-op policy)"},
     {"recompute-layers", required_argument, OPT_RECOMPUTE_LAYERS, PX_OPT_PLAN, "N",
-     "full recomputation of N layers (Megatron's recompute_num_layers): with block, the first N of each model chunk"},
+     "full recomputation of N layers (Megatron's recompute_num_layers): with block, the first N of each model chunk; "
+     "with every, every N-th"},
     {"recompute-method", required_argument, OPT_RECOMPUTE_METHOD, PX_OPT_PLAN, "M",
-     "which layers full recomputation covers: uniform (default; every layer) | block (--recompute-layers per chunk)"},
+     "which layers full recomputation covers: uniform (default; every layer) | block (--recompute-layers per chunk) | "
+     "every (every N-th layer of a chunk, N from --recompute-layers: torchtitan's layer-wise selective AC)"},
     {"recompute-modules", required_argument, OPT_RECOMPUTE_MODULES, PX_OPT_PLAN, "LIST",
      "what selective recomputation redoes (Megatron's recompute_modules; implies --recompute selective): "
      "core_attn (default), mla_up_proj, moe_act, layernorm, mlp, comma-separated"},

@@ -12,7 +12,7 @@
 
 PX_NAME_TABLE(px_schedule_names, PX_SCHED_COUNT, "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2");
 PX_NAME_TABLE(px_recompute_names, PX_RECOMPUTE_COUNT, "none", "selective", "full", "op");
-PX_NAME_TABLE(px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT, "uniform", "block");
+PX_NAME_TABLE(px_recompute_method_names, PX_RECOMPUTE_METHOD_COUNT, "uniform", "block", "every");
 PX_NAME_TABLE(px_recompute_module_names, PX_RCM_BITS, "core_attn", "mla_up_proj", "moe_act", "layernorm", "mlp");
 PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4");
 PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd", "ep");
@@ -143,7 +143,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
 }
 
 bool px_parallel_recompute_partial(const px_parallel *p) {
-  return p->recompute == PX_RECOMPUTE_FULL && p->recompute_method == PX_RECOMPUTE_BLOCK && p->recompute_layers > 0;
+  return p->recompute == PX_RECOMPUTE_FULL && p->recompute_layers > 0 &&
+         (p->recompute_method == PX_RECOMPUTE_BLOCK || p->recompute_method == PX_RECOMPUTE_EVERY);
 }
 
 int px_parallel_recompute_modules(const px_parallel *p) {
@@ -156,7 +157,9 @@ int px_parallel_heavy_modules(const px_model *m) {
 }
 
 bool px_parallel_layer_recomputed(const px_parallel *p, int64_t index) {
-  return p->recompute == PX_RECOMPUTE_FULL && (!px_parallel_recompute_partial(p) || index < p->recompute_layers);
+  if (p->recompute != PX_RECOMPUTE_FULL) return false;
+  if (!px_parallel_recompute_partial(p)) return true;
+  return p->recompute_method == PX_RECOMPUTE_EVERY ? (index + 1) % p->recompute_layers == 0 : index < p->recompute_layers;
 }
 
 bool px_parallel_reduce_per_mb(const px_parallel *p) { return p->zero >= 2 && p->grad_accum == PX_ACCUM_SHARDED; }
@@ -385,7 +388,8 @@ static bool recompute_uniform_group(vctx *x) {
   return x->p->recompute_method == PX_RECOMPUTE_UNIFORM && x->p->recompute_layers > 1;
 }
 static bool recompute_block_layers(vctx *x) {
-  return x->p->recompute_method == PX_RECOMPUTE_BLOCK && x->p->recompute_layers < 1;
+  return (x->p->recompute_method == PX_RECOMPUTE_BLOCK || x->p->recompute_method == PX_RECOMPUTE_EVERY) &&
+         x->p->recompute_layers < 1;
 }
 static bool recompute_layers_stage(vctx *x) {
   return x->p->pp > 0 && x->p->recompute_layers > x->m->layers / x->p->pp;
@@ -665,8 +669,8 @@ static const px_rule rules[] = {
     {recompute_uniform_group, "`recompute_method` uniform with `recompute_layers` {recompute_layers}: groups of more "
                               "than one layer, recomputed together before the last one's backward, are not planned "
                               "(hint: `recompute_method` block, or `recompute_layers` 1, which is what full alone is)"},
-    {recompute_block_layers, "`recompute_method` block needs `recompute_layers`: the layers of each model chunk to "
-                             "recompute"},
+    {recompute_block_layers, "`recompute_method` {recompute_method} needs `recompute_layers`: the layers of each "
+                             "model chunk to recompute (block), or their period (every)"},
     {recompute_layers_stage, "`recompute_layers` {recompute_layers} is more than the {stage_layers} layers of a "
                              "pipeline stage (layers / pp; Megatron-Core refuses it too)"},
     {rcm_selective, "`recompute_modules` names what selective recomputation redoes: it needs `recompute` selective, "
@@ -936,6 +940,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
     s = px_offload_names[p->offload_params];
   if (!strcmp(name, "recompute") && p->recompute >= 0 && p->recompute < PX_RECOMPUTE_COUNT)
     s = px_recompute_names[p->recompute];
+  if (!strcmp(name, "recompute_method") && p->recompute_method >= 0 && p->recompute_method < PX_RECOMPUTE_METHOD_COUNT)
+    s = px_recompute_method_names[p->recompute_method];
   if (!strcmp(name, "cuda_graph") && p->cuda_graph >= 0 && p->cuda_graph < PX_GRAPH_COUNT)
     s = px_cuda_graph_names[p->cuda_graph];
   if (!strcmp(name, "moe_dispatch") && p->moe_dispatch >= 0 && p->moe_dispatch < PX_MOE_DISPATCH_COUNT)

@@ -53,8 +53,14 @@ typedef enum {
  * tests/data/megatron_recompute.md): uniform, every layer of a model chunk,
  * in groups of N whose inputs alone are kept (N 1: every layer's input, what
  * `full` alone is); block, the first N layers of each model chunk, one at a
- * time, the chunk's other layers keeping their activations. */
-typedef enum { PX_RECOMPUTE_UNIFORM, PX_RECOMPUTE_BLOCK, PX_RECOMPUTE_METHOD_COUNT } px_recompute_method;
+ * time, the chunk's other layers keeping their activations; every, every N-th
+ * layer of each model chunk (its N-th, 2N-th, ...), the others keeping theirs:
+ * torchtitan's layer-wise selective activation checkpointing
+ * (selective_ac_option N, its default 2; _apply_layer_sac in
+ * torchtitan/distributed/activation_checkpoint.py at v0.2.2, which counts a
+ * rank's layers across its pipeline stages: the same where a rank's chunks
+ * hold multiples of N layers). */
+typedef enum { PX_RECOMPUTE_UNIFORM, PX_RECOMPUTE_BLOCK, PX_RECOMPUTE_EVERY, PX_RECOMPUTE_METHOD_COUNT } px_recompute_method;
 /* What selective recomputation redoes, as Megatron-Core's recompute_modules (transformer_config.py at d98e8a6;
  * the facts in tests/data/megatron_recompute.md): core_attn the unfused core attention (its default; fused
  * attention recomputes its probabilities anyway), mla_up_proj MLA's up projections and RoPE, moe_act the
@@ -321,8 +327,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from);
 /* Whether layer `index` of its model chunk (0 the chunk's first) is fully
  * recomputed (px_recompute_method); false without full recomputation. */
 bool px_parallel_layer_recomputed(const px_parallel *p, int64_t index);
-/* Full recomputation of some layers only (block with N set): the plan has
- * blocks for the layers that keep their activations beside the others'. */
+/* Full recomputation of some layers only (block or every with N set): the plan
+ * has blocks for the layers that keep their activations beside the others'. */
 bool px_parallel_recompute_partial(const px_parallel *p);
 
 /* Whether gradients are reduced every micro-batch (ZeRO-2/3, sharded accumulation). */

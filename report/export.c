@@ -98,6 +98,11 @@ static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
 
 /* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
 static px_status check_megatron(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
+  if (px_parallel_recompute_partial(p) && p->recompute_method == PX_RECOMPUTE_EVERY)
+    return refuse(err, fw, "recompute_method every",
+                  "Megatron-Core recomputes every layer in uniform groups or the first N layers of each model chunk "
+                  "(block), not every N-th (torchtitan's layer-wise selective checkpointing)",
+                  "recompute_method block, or export to torchtitan");
   if (p->recompute == PX_RECOMPUTE_OP)
     return refuse(err, fw, "recompute op",
                   "Megatron-Core recomputes whole layers or named modules, not torchtitan's every second matmul and "
@@ -232,11 +237,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "torchtitan's selective activation checkpointing saves op by op or every n-th layer, not Megatron's "
                   "modules",
                   "recompute op, its per-op policy; or none or full");
-  if (px_parallel_recompute_partial(p))
+  if (px_parallel_recompute_partial(p) && p->recompute_method == PX_RECOMPUTE_BLOCK)
     return refuse(err, fw, "recompute_method block",
                   "torchtitan's full activation checkpointing covers every layer, and its layer-wise selective one "
                   "every n-th, not the first n of each model chunk",
-                  "recompute full of every layer, or none");
+                  "recompute_method every, or full of every layer, or none");
   if (p->precision == PX_PREC_FP16)
     return refuse(err, fw, "precision fp16", "torchtitan's mixed precision is bfloat16 or float32", "precision bf16");
   if (p->precision == PX_PREC_NVFP4)
@@ -862,9 +867,14 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
       fputs("]\n", out);
     }
   }
+  /* full of every N-th layer: torchtitan's layer-wise selective checkpointing (selective_ac_option N) */
+  bool layer_sac = px_parallel_recompute_partial(p) && p->recompute_method == PX_RECOMPUTE_EVERY;
   fprintf(out, "\n[activation_checkpoint]\nmode = \"%s\"\n",
-          p->recompute == PX_RECOMPUTE_FULL ? "full" : p->recompute == PX_RECOMPUTE_OP ? "selective" : "none");
+          p->recompute == PX_RECOMPUTE_OP || layer_sac ? "selective"
+          : p->recompute == PX_RECOMPUTE_FULL          ? "full"
+                                                       : "none");
   if (p->recompute == PX_RECOMPUTE_OP) fputs("selective_ac_option = \"op\"\n", out);
+  if (layer_sac) fprintf(out, "selective_ac_option = \"%lld\"\n", (long long)p->recompute_layers);
   if (torchtitan_compiles(p)) fputs("\n[compile]\nenable = true\n", out);
   /* float8 tensorwise; torchao's MXFP8 through cuBLAS, its block scales the OCP spec's floor (mxfp8_cublas_rceil
    * rounds them up; docs/mxfp8.md at v0.2.2) */
@@ -876,6 +886,10 @@ static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, 
     fputs("# note: FSDP2 reduces each transformer block's gradients at once, not in buckets of the plan's size\n", out);
   if (p->zero == 0 && px_parallel_weight_dp(p) > 1)
     fputs("# note: torchtitan's DDP sets its own gradient bucket size, not the plan's\n", out);
+  if (layer_sac && p->vpp > 1)
+    fprintf(out, "# note: torchtitan counts a rank's layers across its stages for selective_ac_option %lld, the plan "
+                 "each model chunk's from its first: the same layers where every chunk holds a multiple of %lld\n",
+            (long long)p->recompute_layers, (long long)p->recompute_layers);
   if (p->moe_imbalance != 1.0)
     fprintf(out, "# note: moe_imbalance %g is the simulator's assumption about the router, no setting\n", p->moe_imbalance);
   model_notes(out, "# note: ", m, PX_FW_TORCHTITAN);

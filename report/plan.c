@@ -26,7 +26,9 @@ static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
 }
 
 const char *px_report_recompute_text(const px_parallel *p, char *buf, size_t cap) {
-  if (px_parallel_recompute_partial(p))
+  if (px_parallel_recompute_partial(p) && p->recompute_method == PX_RECOMPUTE_EVERY)
+    snprintf(buf, cap, "full of 1 layer in %lld of a chunk (every)", (long long)p->recompute_layers);
+  else if (px_parallel_recompute_partial(p))
     snprintf(buf, cap, "full of %lld layer%s a chunk (block)", (long long)p->recompute_layers,
              p->recompute_layers == 1 ? "" : "s");
   else if (p->recompute_modules) {

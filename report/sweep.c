@@ -86,17 +86,20 @@ const char px_report_plan_legend[] =
     "  +oc/+on optimizer offloaded to host memory/NVMe, +pc/+pn parameters too; sp sequence parallelism; mbsN\n"
     "  micro-batch; schedule 1f1b, gpipe, zb-h1, zb-h2 or intV (interleaved, V chunks a rank), fAlB first and last\n"
     "  stage layers, chunks an explicit split; none/sel/full/op recomputation (fullN: of the first N layers of\n"
-    "  each chunk, Megatron's block method; selm: selective of the modules the plan's flags name; op: torchtitan's\n"
-    "  per-op policy, only when asked for), +oaN the first N layers' activations offloaded to the host; fp8,\n"
-    "  fp8cur, fp8blk: fp8 with delayed, current or blockwise scaling; mxfp8, nvfp4 the block-scaled precisions\n"
-    "  (then w: the weights in that format only; bf16:N+M: the first N and last M layers unquantized). The flags of\n"
-    "  each plan: the JSON's \"flags\", the CSV's column flags.\n";
+    "  each chunk, Megatron's block method; everyN: of every N-th, torchtitan's layer-wise; selm: selective of the\n"
+    "  modules the plan's flags name; op: torchtitan's per-op policy; the last three when asked for), +oaN the\n"
+    "  first N layers' activations offloaded to the host; fp8, fp8cur, fp8blk: fp8 with delayed, current or\n"
+    "  blockwise scaling; mxfp8, nvfp4 the block-scaled precisions (then w: the weights in that format only;\n"
+    "  bf16:N+M: the first N and last M layers unquantized). The flags of each plan: the JSON's \"flags\", the CSV's\n"
+    "  column flags.\n";
 
 void px_report_plan_label(const px_parallel *p, char *buf, size_t cap) {
   static const char *const rc_names[PX_RECOMPUTE_COUNT] = {"none", "sel", "full", "op"};
   char sched[64], rc[32];
   snprintf(rc, sizeof rc, "%s", rc_names[p->recompute]);
-  if (px_parallel_recompute_partial(p)) snprintf(rc, sizeof rc, "full%lld", (long long)p->recompute_layers);
+  if (px_parallel_recompute_partial(p))
+    snprintf(rc, sizeof rc, "%s%lld", p->recompute_method == PX_RECOMPUTE_EVERY ? "every" : "full",
+             (long long)p->recompute_layers);
   if (p->recompute_modules) snprintf(rc, sizeof rc, "selm"); /* selective of the modules named */
   if (p->offload_act_layers > 0) /* activation offload: the first N layers' */
     snprintf(rc + strlen(rc), sizeof rc - strlen(rc), "+oa%lld", (long long)p->offload_act_layers);

@@ -738,7 +738,8 @@ static void test_recompute_norm_graphs(void) {
  * layers the first N are fully recomputed and keep their input (2 s b h bytes in fp16, Korthikanti's full),
  * the others keep every activation (his none); the backward recomputes N layers' forwards a chunk, each
  * 24 b s h^2 + 4 b s^2 h FLOPs (Megatron's per-layer forward: the GEMMs, 2 x 12 b s h^2, and the attention's
- * two s x s products, 2 x 2 b s^2 h). */
+ * two s x s products, 2 x 2 b s^2 h). The every method (torchtitan's layer-wise selective AC) recomputes each
+ * chunk's N-th, 2N-th, ... layers instead. */
 static void test_recompute_block(void) {
   px_model m = gpt(8, 4096, 32, 2048, 0.1);
   px_cluster c = cluster("dgx-a100", 8);
@@ -803,6 +804,17 @@ static void test_recompute_block(void) {
   PX_ASSERT_REL(part.hw_flops_per_step - part.model_flops_per_step, 4 * (24 * 1 * s * h * h + 4 * 1 * s * s * h) * 8,
                 0.005);
   px_plan_free(&part);
+  /* every N-th (torchtitan's layer-wise selective AC): of the 8 layers of one chunk, with N 3 the 3rd and 6th */
+  px_parallel pe = pn;
+  pe.recompute = PX_RECOMPUTE_FULL, pe.recompute_method = PX_RECOMPUTE_EVERY, pe.recompute_layers = 3;
+  CU_ASSERT_EQUAL_FATAL(compile(&part, &m, &c, &pe, &err), PX_OK);
+  for (int32_t i = 0; i < part.programs[0].ninsts; i++) {
+    const px_inst *in = &part.programs[0].insts[i];
+    if (in->block == PX_BLOCK_LAYER_BWD) CU_ASSERT((in->layer + 1) % 3 == 0);
+    if (in->block == PX_BLOCK_LAYER_BWD_KEPT) CU_ASSERT((in->layer + 1) % 3 != 0);
+  }
+  PX_ASSERT_REL(part.hw_flops_per_step - part.model_flops_per_step, 2 * layer_fwd * 8, 0.005);
+  px_plan_free(&part);
   /* refused: without full recomputation, uniform groups of several layers, more than a stage's layers */
   static const struct {
     int rc, method;
@@ -811,6 +823,7 @@ static void test_recompute_block(void) {
   } bad[] = {{PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_BLOCK, 2, "it needs `recompute` full"},
              {PX_RECOMPUTE_FULL, PX_RECOMPUTE_UNIFORM, 2, "groups of more than one layer"},
              {PX_RECOMPUTE_FULL, PX_RECOMPUTE_BLOCK, 0, "`recompute_method` block needs `recompute_layers`"},
+             {PX_RECOMPUTE_FULL, PX_RECOMPUTE_EVERY, 0, "`recompute_method` every needs `recompute_layers`"},
              {PX_RECOMPUTE_FULL, PX_RECOMPUTE_BLOCK, 9, "more than the 8 layers of a pipeline stage"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     px_parallel pr = pn;
@@ -3458,7 +3471,7 @@ int main(void) {
       {"adapters' refusals name their fields", test_lora_refusals},
       {"activation offload: copies out and back in TE's window, peak and host memory, refusals",
        test_offload_activations},
-      {"partial recomputation (block): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
+      {"partial recomputation (block, every): what each layer keeps, the peak, the FLOPs, per chunk, refusals",
        test_recompute_block},
       {"recompute_modules drop what Korthikanti et al. count for each module", test_recompute_modules},
       {"recompute op: torchtitan's per-op policy's kept bytes and recomputed GEMMs by hand", test_recompute_op},

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Partial recomputation (--recompute full --recompute-method block
 # --recompute-layers N, Megatron-Core's block method: the first N layers of
-# each model chunk recomputed, the others keeping their activations): the CPU
-# executor runs it to the losses and first-step gradients of the run without
-# recomputation (GPT-2-shaped with dropout, whose masks the recomputation
-# must draw again; Llama-shaped on 2 pipeline stages of 2 chunks; with ZB-H1's
-# split backward), every stage's measured peak its plan's; plan, flags, the
-# sweep and export --to megatron carry it; what it cannot be is refused.
+# each model chunk recomputed, the others keeping their activations; or every
+# N-th, --recompute-method every, torchtitan's layer-wise selective AC): the
+# CPU executor runs it to the losses and first-step gradients of the run
+# without recomputation (GPT-2-shaped with dropout, whose masks the
+# recomputation must draw again; Llama-shaped on 2 pipeline stages of 2
+# chunks; with ZB-H1's split backward), every stage's measured peak its
+# plan's; plan, flags, the sweep and export --to megatron (block) and
+# torchtitan (every) carry it; what it cannot be is refused.
 set -u
 px=$1
 src=$2
@@ -30,6 +32,8 @@ cases=(
   "tiny 2|-p 2 -e interleaved -v 2 --recompute-layers 1"
   "tiny 2|-p 2 -e zb-h1 --recompute-layers 1"
   "tiny-gpt 2|-t 2 -S --attention unfused --recompute-layers 2"
+  "tiny-gpt 1|--recompute-method every --recompute-layers 2"
+  "tiny 2|-p 2 -e zb-h1 --recompute-method every --recompute-layers 2"
 )
 for c in "${cases[@]}"; do
   read -r model n <<<"${c%%|*}"
@@ -53,6 +57,18 @@ grep -A2 -- "--recompute-granularity full" "$tmp/m.sh" | tr -s ' \n' ' ' |
 "$px" export -m llama3-8b -c dgx-h100 -g 8 -z 3 "${block[@]}" --recompute-layers 16 --to torchtitan >/dev/null \
   2>"$tmp/tt.err" && fail "torchtitan took the block method"
 grep -q "recompute_method block" "$tmp/tt.err" || fail "torchtitan's refusal: $(cat "$tmp/tt.err")"
+# every N-th: half the layers' activations, as block of half; torchtitan's selective_ac_option N, Megatron refuses it
+every=$(peak -r full --recompute-method every --recompute-layers 2)
+[ "$full" -lt "$every" ] && [ "$every" -lt "$none" ] || fail "peaks: full $full, every 2 $every, none $none"
+"$px" plan -m llama3-8b -c dgx-h100 -g 8 -z 3 -r full --recompute-method every --recompute-layers 2 |
+  grep -q "recompute full of 1 layer in 2 of a chunk (every)" || fail "plan does not say every"
+"$px" export -m llama3-8b -c dgx-h100 -g 8 -z 3 --main-grad fp32 -r full --recompute-method every --recompute-layers 2 \
+  --to torchtitan >"$tmp/tt.toml" 2>/dev/null || fail "export --to torchtitan refused every"
+grep -A2 '^\[activation_checkpoint\]' "$tmp/tt.toml" | tr '\n' ' ' |
+  grep -q 'mode = "selective" selective_ac_option = "2"' || fail "torchtitan: $(grep -A2 activation "$tmp/tt.toml")"
+"$px" export -m llama3-8b -c dgx-h100 -g 8 -z 1 -r full --recompute-method every --recompute-layers 2 --to megatron \
+  >/dev/null 2>"$tmp/m.err" && fail "megatron took every"
+grep -q "recompute_method every" "$tmp/m.err" || fail "megatron's refusal: $(cat "$tmp/m.err")"
 # the sweep may choose it: Llama 3 8B on 8 GPUs, bf16, ZeRO-1, no TP or PP: full of half the layers wins
 # (activation offload held off: 4 layers' on the host beat it there, tests/cli/exec_offload_act.sh)
 "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 64 -P bf16 -z 1 -t 1 -p 1 --offload-activations 0 --top 1 --json \
@@ -66,6 +82,7 @@ jq -er '.plans[0].flags' "$tmp/sweep.json" | grep -q -- "--recompute full --reco
 refused_plan 1 "--recompute-layers 2 counts layers of full recomputation: it needs --recompute full" --recompute-layers 2
 refused_plan 1 "--recompute-method uniform with --recompute-layers 2" -r full --recompute-layers 2
 refused_plan 1 "--recompute-method block needs --recompute-layers" -r full --recompute-method block
+refused_plan 1 "--recompute-method every needs --recompute-layers" -r full --recompute-method every
 refused_plan 1 "--recompute-layers 5 is more than the 4 layers of a pipeline stage" "${block[@]}" --recompute-layers 5
 
 [ "$fails" -eq 0 ] && echo "exec_recompute: ok"
