@@ -209,7 +209,7 @@ int px_cmd_sweep(int argc, char **argv) {
     o.admit_name = px_run_backend_names[be];
   } else if (a.runnable_by >= 0) {
     px_export_sweep_fixed(fw, &o.fixed);
-    o.search_op = fw == PX_FW_TORCHTITAN; /* its selective activation checkpointing */
+    o.torchtitan_ac = fw == PX_FW_TORCHTITAN; /* its selective activation checkpointing, per op or every 2nd layer */
     o.admit = runnable;
     o.admit_ctx = &fw;
     o.admit_name = px_framework_names[fw];

@@ -204,8 +204,8 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
    * with MLA or experts, when asked, selective of the modules that hold most of a MoE layer's activations
    * (RECOMPUTE_MODULES: MLA's up projections, the experts' activation; what DeepSeek-V3's recipes recompute:
    * never faster than none, it only makes plans fit; searched by default it cost DeepSeek-V3's sweep on
-   * 1,024 H100s a third more candidates); and when asked (a sweep for torchtitan), torchtitan's per-op
-   * recomputation, its selective AC */
+   * 1,024 H100s a third more candidates); and for torchtitan its selective AC, per op, and every 2nd layer in
+   * place of the block method */
   enum { RECOMPUTE_HALF = PX_RECOMPUTE_COUNT, RECOMPUTE_MODULES };
   static const int64_t zeros[] = {0, 1, 2, 3}, sps[] = {0, 1};
   static const int64_t mbss[] = {1, 2, 4, 8};
@@ -214,7 +214,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
   int64_t recs[6] = {PX_RECOMPUTE_NONE, PX_RECOMPUTE_SELECTIVE, PX_RECOMPUTE_FULL, RECOMPUTE_HALF};
   int nrecs = 4;
   if (heavy_modules) recs[nrecs++] = RECOMPUTE_MODULES;
-  if (o->search_op) recs[nrecs++] = PX_RECOMPUTE_OP;
+  if (o->torchtitan_ac) recs[nrecs++] = PX_RECOMPUTE_OP;
   int nz = dim_values(f->zero, f->zero >= 0, zeros, 4, zv);
   int nsp = dim_values(f->sp, f->sp >= 0, sps, 2, spv);
   /* recompute_layers alone fixes full recomputation (of those layers), recompute_modules selective */
@@ -297,6 +297,7 @@ static px_status enumerate(const px_model *m, const px_cluster *c, const px_swee
                   int64_t half = m->layers / (p.pp * p.vpp) / 2;
                   if (half < 1) continue;
                   p.recompute = PX_RECOMPUTE_FULL, p.recompute_method = PX_RECOMPUTE_BLOCK, p.recompute_layers = half;
+                  if (o->torchtitan_ac) p.recompute_method = PX_RECOMPUTE_EVERY, p.recompute_layers = 2;
                 }
                 if (rv[ir] == RECOMPUTE_MODULES)
                   p.recompute = PX_RECOMPUTE_SELECTIVE, p.recompute_modules = heavy_modules;

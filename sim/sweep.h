@@ -47,7 +47,9 @@ typedef struct {
   int64_t max_tp;        /* largest TP swept (default: GPUs per node) */
   bool search_modules;   /* also selective recomputation of MLA's up projections and the experts' activation where
                             the model has them (re-planning's fixes; a sweep given --recompute-modules keeps those) */
-  bool search_op;        /* also torchtitan's per-op recomputation (`recompute` op; a sweep for torchtitan) */
+  bool torchtitan_ac;    /* torchtitan's activation checkpointing (a sweep for torchtitan): its per-op policy
+                            (`recompute` op) too, and half the layers as its layer-wise one (every 2nd) rather
+                            than Megatron's block method (the first half of each chunk) */
   bool front;            /* with keep: the report's plots exact too: every plan is compiled (fit and peak exact)
                             and, beside the first keep, the best of each tp x pp (the heatmap) and every plan
                             that can be on the memory/throughput Pareto front is simulated; the other plans

@@ -232,11 +232,13 @@ for pr in nvfp4 mxfp8; do
       fail "sweep --runnable-by nemo ranked a plan export refuses: $flags: $(cat "$tmp/rb.err")"
   done <"$tmp/rb.flags"
 done
-# torchtitan: its selective AC (--recompute op) searched, its float8 at current scaling
+# torchtitan: its selective AC searched (--recompute op, and every 2nd layer in place of the block method), its
+# float8 at current scaling
 "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by torchtitan --json >"$tmp/rb.json" 2>/dev/null ||
   fail "sweep --runnable-by torchtitan --json"
-jq -e '(.plans | any(.flags | test("--recompute op"))) and (.plans | any(.flags | test("--fp8-recipe current")))' \
-  "$tmp/rb.json" >/dev/null || fail "sweep --runnable-by torchtitan: no -r op or no current-scaling fp8 plan"
+jq -e '(.plans | any(.flags | test("--recompute op"))) and (.plans | any(.flags | test("--fp8-recipe current"))) and
+  (.plans | any(.flags | test("--recompute-method every --recompute-layers 2")))' "$tmp/rb.json" >/dev/null ||
+  fail "sweep --runnable-by torchtitan: no -r op, every-2nd-layer or current-scaling fp8 plan"
 "$px" sweep -m llama3-8b -c dgx-h100 -g 8 -B 32 --runnable-by deepspeed -k 3 >"$tmp/rb.txt" || fail "sweep --runnable-by table"
 grep -q "valid but not runnable by deepspeed" "$tmp/rb.txt" || fail "the table does not count the plans left out: $(sed -n 2p "$tmp/rb.txt")"
 grep '^ *[0-9]  tp' "$tmp/rb.txt" | grep -v '^ *[0-9]  tp1 pp1 ' && fail "sweep --runnable-by deepspeed ranked a plan with tp or pp"
