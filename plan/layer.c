@@ -158,8 +158,11 @@ static void recompute_op(px_bld *b, const px_dims *d, const px_layer_slots *L) {
   double e = (double)d->e;
   norm1(b, d, L, rp);
   px_attn_recompute_op(b, d, L, px_fp8_cast(b, d, rp, R(L->ln1, 0), false));
+  /* the attention's output cast again for wo (torchao's Float8Linear keeps its high-precision input and casts it
+   * again in the backward; under the policy that input is the saved attention output) */
+  px_ref ctx = px_fp8_cast(b, d, rp, R(L->ctx, 0), false);
   if (!d->par_res) {
-    px_ref ctx = px_fp8_twin(p, d, R(L->ctx, 0)), attn = R(L->attn_out, 0), bo;
+    px_ref attn = R(L->attn_out, 0), bo;
     if (!d->sp)
       attn = px_branch_end_fwd(b, d, rp, ctx.slot, L->w_o, -1, L->attn_part, L->attn_out, -1, -1, d->OW, 1, &bo);
     else if (p->par.elementwise == PX_ELEMWISE_EAGER)
@@ -233,8 +236,8 @@ void px_layer_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
 }
 
 /* What per-op recomputation keeps beside the layer's input: the outputs torchtitan's policy saves, which its
- * backward reads: q's projection (before RoPE and the q norm), v's, the attention's output (and its fp8 copy
- * wo's weight gradient reads) and row statistics, w1's output (gate, or the GELU's pre-activation), wo's
+ * backward reads: q's projection (before RoPE and the q norm), v's, the attention's output (not its fp8 copy,
+ * which the backward makes again) and row statistics, w1's output (gate, or the GELU's pre-activation), wo's
  * reduce-scatter's output with SP; and where PyTorch runs eagerly, w2's output (its reduce-scatter's with SP),
  * which its checkpoint stores though no gradient reads it (torch.compile's partitioner drops it; with SP eager
  * PyTorch stores w2's product too, which is not counted). */
@@ -244,13 +247,12 @@ static void keep_saved_op(px_bld *b, const px_dims *d, const px_layer_slots *L) 
   int saved[] = {L->q_pre >= 0 ? L->q_pre : L->q,
                  L->v,
                  L->lse,
-                 d->f8 ? L->ctx : -1,
+                 L->ctx,
                  d->swiglu ? L->gate : L->fc1,
                  d->sp && !d->par_res ? L->attn_out : -1,
                  eager && !d->par_res ? L->mlp_out : -1};
   for (size_t i = 0; i < sizeof saved / sizeof saved[0]; i++)
     if (saved[i] >= 0) px_bld_keep(b, R(saved[i], 0));
-  px_bld_keep(b, px_fp8_twin(p, d, R(L->ctx, 0)));
 }
 
 void px_layer_keep_saved(px_bld *b, const px_dims *d, const px_layer_slots *L, px_recompute rc) {

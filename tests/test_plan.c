@@ -657,22 +657,24 @@ static void test_recompute_modules(void) {
   }
 }
 
-/* torchtitan's per-op recomputation (`recompute` op) on Llama 3 8B's layer in bf16 (s 2048, b 1, h 4096, k/v width
- * 1024, F 14336, 32 query heads), at TP 1 and TP 2 with SP: a layer keeps, beyond full recomputation's input, q's
- * projection, v's, the attention's output and its fp32 row statistics, w1's output (gate) and with SP wo's
- * reduce-scatter's output, each a 1/tp sequence or head shard; the backward recomputes k's (wk), wo's (without SP, or
+/* torchtitan's per-op recomputation (`recompute` op) on Llama 3 8B's layer in bf16 and in fp8 (s 2048, b 1, h 4096,
+ * k/v width 1024, F 14336, 32 query heads), at TP 1 and TP 2 with SP: a layer keeps, beyond full recomputation's
+ * input, q's projection, v's, the attention's output (in bf16: torchao casts it again for wo) and its fp32 row
+ * statistics, w1's output (gate) and with SP wo's reduce-scatter's output, each a 1/tp sequence or head shard; the backward recomputes k's (wk), wo's (without SP, or
  * eager with it) and up's (w3) GEMMs, 2 b s h n / tp FLOPs each, and nothing else has FLOPs; with SP it gathers the
  * two norms' outputs once, in the recomputation, and not again for the weight gradients. */
 static void test_recompute_op(void) {
   px_model m = preset_model("llama3-8b");
   double s = 2048, b = 1, h = 4096, kw = 1024, F = 14336, hq = 32, e = 2;
   for (int t = 1; t <= 2; t++)
-    for (int eager = 0; eager < 2; eager++) {
+    for (int k = 0; k < 3; k++) { /* fused, eager, fp8 (current scaling: no fp8 copy kept, the same bytes) */
+      bool eager = k == 1;
       px_cluster c = cluster("dgx-h100", t);
       px_plan op = {0}, full = {0}, none = {0};
       px_err err = {0};
       px_parallel p = par(t, 1, 1, 0, 1, 1);
-      p.seq = (int64_t)s, p.sp = t > 1, p.precision = PX_PREC_BF16;
+      p.seq = (int64_t)s, p.sp = t > 1, p.precision = k == 2 ? PX_PREC_FP8 : PX_PREC_BF16;
+      if (k == 2) p.fp8_recipe = PX_FP8_CURRENT;
       p.elementwise = eager ? PX_ELEMWISE_EAGER : PX_ELEMWISE_FUSED;
       px_parallel pf = p, pn = p;
       p.recompute = PX_RECOMPUTE_OP, pf.recompute = PX_RECOMPUTE_FULL, pn.recompute = PX_RECOMPUTE_NONE;
@@ -683,7 +685,7 @@ static void test_recompute_op(void) {
       double want = sbe * (h + kw + h + F) + b * (hq / t) * s * 4 + (t > 1 ? sbe * h : 0);
       if (eager) want += sbe * h; /* w2's output, which eager PyTorch's checkpoint stores */
       double got = (double)px_plan_layer_activation_bytes(&op) - (double)px_plan_layer_activation_bytes(&full);
-      if (got != want) fprintf(stderr, "\n  tp %d eager %d: %.0f bytes kept, by hand %.0f\n", t, eager, got, want);
+      if (got != want) fprintf(stderr, "\n  tp %d case %d: %.0f bytes kept, by hand %.0f\n", t, k, got, want);
       CU_ASSERT_EQUAL(got, want);
       CU_ASSERT(px_plan_layer_activation_bytes(&op) < px_plan_layer_activation_bytes(&none));
       double gemm = 2 * b * s * h / t;
@@ -692,10 +694,10 @@ static void test_recompute_op(void) {
       PX_ASSERT_REL(op.model_flops_per_step, none.model_flops_per_step, 1e-12);
       int gathers[2][2] = {{0}}; /* [op][recompute phase] */
       const px_plan *plans[2] = {&none, &op};
-      for (int k = 0; k < 2; k++) {
-        const px_block *bl = &plans[k]->blocks[PX_BLOCK_LAYER_BWD];
+      for (int j = 0; j < 2; j++) {
+        const px_block *bl = &plans[j]->blocks[PX_BLOCK_LAYER_BWD];
         for (int32_t i = 0; i < bl->nops; i++)
-          if (bl->ops[i].kind == PX_OP_ALLGATHER) gathers[k][bl->ops[i].phase == PX_PHASE_RECOMPUTE]++;
+          if (bl->ops[i].kind == PX_OP_ALLGATHER) gathers[j][bl->ops[i].phase == PX_PHASE_RECOMPUTE]++;
       }
       CU_ASSERT_EQUAL(gathers[1][1], t > 1 ? 2 : 0);
       CU_ASSERT_EQUAL(gathers[1][0], gathers[0][0] - (t > 1 ? 2 : 0));
