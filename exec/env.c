@@ -8,7 +8,12 @@ px_status px_env_init(px_env *v, const px_plan *plan, int64_t tp_rank, int64_t c
   const px_model *m = &plan->model;
   const px_parallel *par = &plan->par;
   *v = (px_env){.slots = plan->slots, .heads = m->heads, .seq = plan->seq, .dropout = m->dropout,
-                .norm_eps = m->norm_eps, .rope_theta = m->rope_theta, .sliding_window = m->sliding_window,
+                .norm_eps = m->norm_eps,
+                .rope = {.theta = m->rope_theta, .concentration = m->rope_concentration,
+                         .yarn_factor = m->rope_yarn.factor, .yarn_positions = (double)m->rope_yarn.original_positions,
+                         .yarn_beta_fast = m->rope_yarn.beta_fast, .yarn_beta_slow = m->rope_yarn.beta_slow,
+                         .yarn_truncate = m->rope_yarn.truncate},
+                .mla_q_scale = (float)px_model_softmax_scale_factor(m), .sliding_window = m->sliding_window,
                 .layernorm = m->norm == PX_NORM_LAYERNORM,
                 .router_sigmoid = m->router == PX_ROUTER_SIGMOID, .norm_topk_prob = m->norm_topk_prob,
                 .aux_loss_coef = m->aux_loss_coef, .capacity_factor = m->capacity_factor,

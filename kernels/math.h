@@ -111,10 +111,44 @@ static inline PX_HD float px_silu_grad(float x) {
   return s * (1.0f + x * (1.0f - s));
 }
 
-/* RoPE angle of pair i (0 <= i < D/2) at position pos: pos * theta^(-2i/D).
+/* A RoPE's frequencies and the factor on its cos and sin: theta's, or YaRN's
+ * (Peng et al. 2023, "YaRN: Efficient Context Window Extension of Large
+ * Language Models", section 3.2), each pair's frequency a blend of theta's
+ * and theta's over the factor along a ramp between the dimensions that turn
+ * beta_fast and beta_slow times over the original context, as Hugging Face's
+ * _compute_yarn_parameters and Megatron-Core's YarnRotaryEmbedding compute it. */
+typedef struct {
+  double theta;             /* the base */
+  double concentration;     /* cos and sin times this (YaRN's attention factor; 1: none) */
+  double yarn_factor;       /* the context's scaling factor; <= 1: theta's frequencies alone */
+  double yarn_positions;    /* the context the frequencies were trained at */
+  double yarn_beta_fast, yarn_beta_slow; /* the ramp's ends, in rotations over that context */
+  int yarn_truncate;        /* the ends rounded outwards to whole dimensions */
+} px_rope;
+
+/* The rotary dimension (of d) whose wavelength turns `rotations` times over YaRN's original context. */
+static inline PX_HD double px_rope_yarn_dim(double rotations, int64_t d, const px_rope *r) {
+  return (double)d * log(r->yarn_positions / (rotations * 6.283185307179586)) / (2.0 * log(r->theta));
+}
+
+/* The frequency of pair i (0 <= i < D/2) of a D-wide rotation: theta^(-2i/D), and
+ * with YaRN that over the factor where the ramp is 1 (slow pairs), unscaled where
+ * it is 0 (fast pairs), linear between. */
+static inline PX_HD double px_rope_inv_freq(int64_t i, int64_t d, const px_rope *r) {
+  double f = pow(r->theta, -2.0 * (double)i / (double)d);
+  if (!(r->yarn_factor > 1.0)) return f;
+  double lo = px_rope_yarn_dim(r->yarn_beta_fast, d, r), hi = px_rope_yarn_dim(r->yarn_beta_slow, d, r);
+  if (r->yarn_truncate) lo = floor(lo), hi = ceil(hi);
+  lo = fmax(lo, 0.0), hi = fmin(hi, (double)(d - 1));
+  if (lo == hi) hi += 0.001; /* Hugging Face's guard against a zero-width ramp */
+  double ramp = fmin(fmax(((double)i - lo) / (hi - lo), 0.0), 1.0);
+  return f / r->yarn_factor * ramp + f * (1.0 - ramp);
+}
+
+/* RoPE angle of pair i (0 <= i < D/2) at position pos: pos times its frequency.
  * Computed in double on the host; float arithmetic is the device's business. */
-static inline PX_HD double px_rope_angle(int64_t pos, int64_t i, int64_t d, double theta) {
-  return (double)pos * pow(theta, -2.0 * (double)i / (double)d);
+static inline PX_HD double px_rope_angle(int64_t pos, int64_t i, int64_t d, const px_rope *r) {
+  return (double)pos * px_rope_inv_freq(i, d, r);
 }
 
 /* splitmix64's output function (Steele, Lea, Flood 2014): a bijection on 64 bits. */

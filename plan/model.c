@@ -155,6 +155,7 @@ static px_status yarn_from_json(const px_json_ctx *cp, const cJSON *obj, px_mode
   TRY(px_json_num(&c, obj, "beta_fast", false, 1e-3, 1e6, &m->rope_yarn.beta_fast, err));
   TRY(px_json_num(&c, obj, "beta_slow", false, 1e-3, 1e6, &m->rope_yarn.beta_slow, err));
   TRY(px_json_bool(&c, obj, "truncate", false, &m->rope_yarn.truncate, err));
+  TRY(px_json_num(&c, obj, "mscale_all_dim", false, 0.0, 10.0, &m->rope_yarn.mscale_all_dim, err));
   return px_json_refuse_unknown(&c, obj, NULL, 0, err);
 }
 
@@ -424,6 +425,12 @@ static const char *const hf_ignored[] = {
 
 double px_model_yarn_mscale(double s, double m) { return s > 1.0 ? 0.1 * m * log(s) + 1.0 : 1.0; }
 
+double px_model_softmax_scale_factor(const px_model *m) {
+  if (m->kv_lora_rank <= 0 || !(m->rope_yarn.factor > 1.0) || !(m->rope_yarn.mscale_all_dim > 0)) return 1.0;
+  double s = px_model_yarn_mscale(m->rope_yarn.factor, m->rope_yarn.mscale_all_dim);
+  return s * s;
+}
+
 /* rope_scaling's concentration factor (model.rope_concentration), as Hugging Face's _compute_yarn_parameters and
  * Megatron-Core's _yarn_get_concentration_factor compute it for "yarn": attention_factor where the config gives one,
  * else mscale(factor, mscale) / mscale(factor, mscale_all_dim) where it gives both (DeepSeek's: 1), else
@@ -442,7 +449,8 @@ static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_mo
   TRY(px_json_num(&c, rs, "factor", true, 1e-3, 1e6, &factor, err));
   TRY(px_json_num(&c, rs, "mscale", false, 0.0, 10.0, &ms, err));
   TRY(px_json_num(&c, rs, "mscale_all_dim", false, 0.0, 10.0, &ms_all, err));
-  bool both = px_json_get(&c, rs, "mscale") && px_json_get(&c, rs, "mscale_all_dim");
+  bool ms_all_given = px_json_get(&c, rs, "mscale_all_dim") != NULL;
+  bool both = px_json_get(&c, rs, "mscale") && ms_all_given;
   m->rope_concentration = both ? px_model_yarn_mscale(factor, ms) / px_model_yarn_mscale(factor, ms_all)
                                 : px_model_yarn_mscale(factor, 1.0);
   TRY(px_json_num(&c, rs, "attention_factor", false, 0.01, 100.0, &m->rope_concentration, err));
@@ -453,6 +461,7 @@ static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_mo
                   &m->rope_yarn.original_positions, err));
   TRY(px_json_num(&c, rs, "beta_fast", false, 1e-3, 1e6, &m->rope_yarn.beta_fast, err));
   TRY(px_json_num(&c, rs, "beta_slow", false, 1e-3, 1e6, &m->rope_yarn.beta_slow, err));
+  m->rope_yarn.mscale_all_dim = ms_all_given ? ms_all : 0.0;
   return px_json_bool(&c, rs, "truncate", false, &m->rope_yarn.truncate, err);
 }
 
@@ -600,6 +609,7 @@ cJSON *px_model_to_json(const px_model *m) {
       px_json_add_num(y, "beta_fast", m->rope_yarn.beta_fast);
       px_json_add_num(y, "beta_slow", m->rope_yarn.beta_slow);
       cJSON_AddBoolToObject(y, "truncate", m->rope_yarn.truncate);
+      if (m->rope_yarn.mscale_all_dim > 0) px_json_add_num(y, "mscale_all_dim", m->rope_yarn.mscale_all_dim);
     }
   }
   /* the mixture-of-experts, latent-attention, MTP and gpt-oss fields only where the model has them, so a dense

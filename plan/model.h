@@ -62,16 +62,17 @@ typedef struct {
   /* YaRN's concentration ("attention") factor on RoPE's cos and sin, 1 without (0.1 ln(factor) + 1 for a YaRN
    * factor > 1 where the config gives no mscale, as Hugging Face and Megatron-Core compute it). It costs nothing in
    * the product, but Transformer Engine's fused RoPE has no such factor, so Megatron-Core rotates q and k with its
-   * unfused PyTorch RoPE where it is not 1 (plan/graph.c, px_op_rope_unfused_chain); the executors rotate by
-   * rope_theta's frequencies alone (YaRN not emulated) */
+   * unfused PyTorch RoPE where it is not 1 (plan/graph.c, px_op_rope_unfused_chain); the executors apply it */
   double rope_concentration;
   /* YaRN's frequency scaling (Hugging Face's rope_scaling "yarn"; factor 0: none): what `export` writes so the
-   * framework runs the same RoPE; it costs nothing the simulator prices, and the executors do not emulate it */
+   * framework runs the same RoPE and the executors rotate by (kernels/math.h, px_rope_inv_freq); it costs nothing
+   * the simulator prices */
   struct {
     double factor;              /* the context's scaling factor, 0 none */
     int64_t original_positions; /* the context the frequencies were trained at */
     double beta_fast, beta_slow; /* the ramp's ends, in rotations (32 and 1 by default) */
     bool truncate;              /* the ramp's ends rounded to whole dimensions (Hugging Face's default) */
+    double mscale_all_dim;      /* latent attention's softmax scale: times mscale(factor, this)^2 (0: none) */
   } rope_yarn;
   /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
    * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
@@ -153,6 +154,10 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err);
  * transformers/modeling_rope_utils.py; Megatron-Core's _yarn_get_mscale, yarn_rotary_pos_embedding.py at d98e8a6):
  * the concentration is its ratio at mscale and at mscale_all_dim. */
 double px_model_yarn_mscale(double s, double m);
+/* The attention softmax's scale over 1 / sqrt(the query head dim): DeepSeek's latent attention with YaRN multiplies
+ * it by mscale(factor, mscale_all_dim)^2 (Hugging Face's DeepseekV3Attention, Megatron-Core's MultiLatentAttention:
+ * 1.874 for DeepSeek-V3), every other attention by 1. */
+double px_model_softmax_scale_factor(const px_model *m);
 
 /* Loads our schema or a Hugging Face config.json (detected by "model_type"). */
 px_status px_model_from_json(const cJSON *root, const char *file, px_model *m, px_err *err);

@@ -75,44 +75,48 @@ typedef struct {
   px_router router;
   bool norm_topk;
   double aux;
+  bool yarn; /* gpt-oss's RoPE: theta 150000, YaRN factor 32 over 4,096 positions, its concentration */
 } config;
 
 static const config configs[] = {
     /* unfused attention with dropout; GELU in fc1's epilogue, F = 36 not a multiple of 8 (the epilogue kernel) */
     {"gpt-unfused", true, 20, 4, 4, 5, 36, 37, 7, 3, 0.1, PX_ATTN_UNFUSED, PX_GELU_FUSED, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
     /* fused attention with dropout, GELU as its own op, parallel residual */
     {"gpt-flash", true, 20, 4, 4, 5, 36, 37, 7, 3, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, true, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
     /* GQA (3 query heads per kv head), fused attention with dropout */
     {"llama-gqa", false, 24, 6, 2, 4, 20, 41, 9, 2, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
     /* unfused GQA */
     {"llama-unfused", false, 24, 6, 3, 4, 20, 41, 9, 2, 0.0, PX_ATTN_UNFUSED, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
     /* a tensor-core head dim, 19 positions (not a multiple of the tiles) */
     {"llama-d16", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
     /* TP rank 1 of 2 with SP: vocabulary shard [256, 512) with 45 real columns, position and dropout
        offsets; GELU epilogue on F / tp = 40 (a multiple of 8: cuBLASLt's own) */
     {"gpt-tp2-sp", true, 20, 4, 4, 5, 80, 301, 8, 3, 0.1, PX_ATTN_FLASH, PX_GELU_FUSED, false, 2, 1,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
+    /* gpt-oss's YaRN RoPE on a head dim of 16: pairs 0-2 at theta's frequencies, 3-4 on the ramp, 5-7 over 32 */
+    {"llama-yarn", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, true},
     /* a head dim beyond the CUDA flash kernels' 256 */
     {"gpt-d320", true, 16, 2, 2, 320, 16, 19, 3, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false},
     /* mixture of experts (ep 1, tp 1: what the cpu backend runs). Softmax router, top-2 of 4 without
        renormalising, a load-balancing loss; SwiGLU experts (gate and up: split outputs of the expert GEMMs) */
     {"moe-softmax", false, 24, 6, 2, 4, 20, 41, 7, 2, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 4, 2, 12,
-     PX_ROUTER_SOFTMAX, false, 0.01},
+     PX_ROUTER_SOFTMAX, false, 0.01, false},
     /* top-2 of 5 renormalised (norm_topk_prob), no load-balancing loss; GELU experts, with dropout */
     {"moe-norm-gelu", true, 20, 4, 4, 5, 36, 37, 5, 3, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 5, 2, 16,
-     PX_ROUTER_SOFTMAX, true, 0.0},
+     PX_ROUTER_SOFTMAX, true, 0.0, false},
     /* top-1 of 3 (Switch), a load-balancing loss */
     {"moe-top1", false, 24, 6, 2, 4, 20, 41, 9, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 3, 1, 10,
-     PX_ROUTER_SOFTMAX, false, 0.05},
+     PX_ROUTER_SOFTMAX, false, 0.05, false},
     /* sigmoid scores normalised over the top-2 of 6 (DeepSeek-V3), a load-balancing loss */
     {"moe-sigmoid", false, 24, 6, 2, 4, 20, 41, 6, 2, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 6, 2, 8,
-     PX_ROUTER_SIGMOID, false, 0.02},
+     PX_ROUTER_SIGMOID, false, 0.02, false},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 
@@ -131,6 +135,10 @@ static px_status plan_of(const config *g, px_precision prec, px_plan *plan, px_e
     m.experts = g->experts, m.experts_per_token = g->topk, m.moe_ffn_hidden = g->moe_ffn;
     m.shared_experts = 0, m.shared_ffn_hidden = 0, m.first_dense_layers = 0, m.moe_layer_freq = 1;
     m.router = g->router, m.norm_topk_prob = g->norm_topk, m.aux_loss_coef = g->aux, m.capacity_factor = 0;
+  }
+  if (g->yarn) {
+    m.rope_theta = 150000.0, m.rope_concentration = 0.1 * log(32.0) + 1.0;
+    m.rope_yarn.factor = 32.0, m.rope_yarn.original_positions = 4096, m.rope_yarn.truncate = false;
   }
   if ((st = px_model_validate(&m, g->name, err)) || (st = px_cluster_load("dgx-h100", &c, err)) ||
       (st = px_cluster_set_size(&c, g->tp, 0, err)))
@@ -785,25 +793,39 @@ static void ref_linear_bwd_weight(opcase *c) {
   }
 }
 
-/* Rotates pairs (i, i + D/2) of each head at position t by sign * t theta^(-2i/D). */
-static void rotate(double *y, const float *x, int64_t B, int64_t S, int64_t H, int64_t D, double theta, double sign) {
+/* Pair i's frequency of a D-wide rotation: theta^(-2i/D), and with YaRN (ends not rounded) as openai/gpt-oss's
+ * RotaryEmbedding._compute_concentration_and_inv_freq computes it (gpt_oss/torch/model.py). */
+static double ref_inv_freq(const px_model *m, int64_t i, int64_t D) {
+  double f = pow(m->rope_theta, -2.0 * (double)i / (double)D), F = m->rope_yarn.factor;
+  if (!(F > 1.0)) return f;
+  double half = (double)D / 2, ctx = (double)m->rope_yarn.original_positions, pi2 = 2.0 * acos(-1.0);
+  double low = half * log(ctx / (m->rope_yarn.beta_fast * pi2)) / log(m->rope_theta);
+  double high = half * log(ctx / (m->rope_yarn.beta_slow * pi2)) / log(m->rope_theta);
+  double mask = 1.0 - fmin(fmax(((double)i - low) / (high - low), 0.0), 1.0);
+  return f / F * (1.0 - mask) + f * mask;
+}
+
+/* Rotates pairs (i, i + D/2) of each head at position t by sign * t f_i, times the concentration. */
+static void rotate(double *y, const float *x, int64_t B, int64_t S, int64_t H, int64_t D, const px_model *m,
+                   double sign) {
+  double conc = m->rope_concentration;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < S; t++)
       for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < D / 2; i++) {
-          double a = sign * (double)t / pow(theta, 2.0 * (double)i / (double)D);
+          double a = sign * (double)t * ref_inv_freq(m, i, D);
           int64_t o = ((b * S + t) * H + h) * D;
           double x1 = x[o + i], x2 = x[o + i + D / 2];
-          y[o + i] = x1 * cos(a) - x2 * sin(a);
-          y[o + i + D / 2] = x2 * cos(a) + x1 * sin(a);
+          y[o + i] = conc * (x1 * cos(a) - x2 * sin(a));
+          y[o + i + D / 2] = conc * (x2 * cos(a) + x1 * sin(a));
         }
 }
 
 static void ref_rope(opcase *c) {
   const int64_t *d = c->op.dim;
-  double sign = c->op.kind == PX_OP_ROPE ? 1.0 : -1.0, theta = c->plan->model.rope_theta;
-  rotate(W(c, 0), X(c, 0), d[0], d[1], d[2], d[4], theta, sign);
-  rotate(W(c, 1), X(c, 1), d[0], d[1], d[3], d[4], theta, sign);
+  double sign = c->op.kind == PX_OP_ROPE ? 1.0 : -1.0;
+  rotate(W(c, 0), X(c, 0), d[0], d[1], d[2], d[4], &c->plan->model, sign);
+  rotate(W(c, 1), X(c, 1), d[0], d[1], d[3], d[4], &c->plan->model, sign);
 }
 
 /* Element (b, t, h, e) of a (B, S, H, D) tensor. */

@@ -430,45 +430,52 @@ static void test_swiglu(void) {
 typedef struct {
   int64_t b, t, h, d, pos0;
   double theta;
+  const double *inv_freq; /* (D/2) the pairs' frequencies (YaRN's, from tests/data); NULL: theta^(-2i/D) */
+  double scale;           /* out times this (the concentration); 0: 1 */
 } rope_ctx;
 
 /* Hugging Face Llama: q * cos + rotate_half(q) * sin, rotate_half(x) = [-x2, x1]. */
 static void ref_rope(double *out, const double *in, const void *vctx) {
   const rope_ctx *p = vctx;
   int64_t half = p->d / 2;
+  double c = p->scale ? p->scale : 1.0;
   for (int64_t b = 0; b < p->b; b++)
     for (int64_t t = 0; t < p->t; t++)
       for (int64_t h = 0; h < p->h; h++) {
         const double *x = in + ((b * p->t + t) * p->h + h) * p->d;
         double *y = out + ((b * p->t + t) * p->h + h) * p->d;
         for (int64_t i = 0; i < p->d; i++) {
-          double inv_freq = 1.0 / pow(p->theta, (double)(2 * (i % half)) / (double)p->d);
+          double inv_freq =
+              p->inv_freq ? p->inv_freq[i % half] : 1.0 / pow(p->theta, (double)(2 * (i % half)) / (double)p->d);
           double ang = (double)(p->pos0 + t) * inv_freq;
           double rot = i < half ? -x[i + half] : x[i - half];
-          y[i] = x[i] * cos(ang) + rot * sin(ang);
+          y[i] = c * (x[i] * cos(ang) + rot * sin(ang));
         }
       }
 }
 
+/* theta's frequencies, no concentration */
+#define PLAIN_ROPE(base) (&(px_rope){.theta = (base), .concentration = 1.0})
+
 static void test_rope(void) {
   px_tseed(9);
-  rope_ctx p = {2, 8, 3, 6, 0, 10000.0};
+  rope_ctx p = {2, 8, 3, 6, 0, 10000.0, NULL, 0};
   const int64_t n = p.b * p.t * p.h * p.d;
   float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
-  px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, (float)p.theta);
+  px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, PLAIN_ROPE(p.theta));
   double *in = d_of(x, n), *want = dalloc(n);
   ref_rope(want, in, &p);
   CU_ASSERT(fwd_close("rope out", out, want, n));
   /* in place is the same */
   float *y = px_tfloats(n);
   memcpy(y, x, (size_t)n * sizeof *y);
-  px_k_rope_fwd(y, y, p.b, p.t, p.h, p.d, p.pos0, (float)p.theta);
+  px_k_rope_fwd(y, y, p.b, p.t, p.h, p.d, p.pos0, PLAIN_ROPE(p.theta));
   CU_ASSERT(memcmp(y, out, (size_t)n * sizeof *y) == 0);
 
   /* backward at an offset, as a sequence shard has */
   p.pos0 = 5;
   float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0);
-  px_k_rope_bwd(dx, r, p.b, p.t, p.h, p.d, p.pos0, (float)p.theta);
+  px_k_rope_bwd(dx, r, p.b, p.t, p.h, p.d, p.pos0, PLAIN_ROPE(p.theta));
   double *g = dalloc(n);
   fd_grad(g, ref_rope, &p, in, n, n, d_of(r, n));
   CU_ASSERT(grad_close("rope dinp", dx, g, n));
@@ -478,7 +485,7 @@ static void test_rope(void) {
   float *shard = px_tfloats(p.b * ts * row);
   for (int64_t b = 0; b < p.b; b++)
     memcpy(shard + b * ts * row, x + (b * p.t + t0) * row, (size_t)(ts * row) * sizeof *shard);
-  px_k_rope_fwd(shard, shard, p.b, ts, p.h, p.d, t0, (float)p.theta);
+  px_k_rope_fwd(shard, shard, p.b, ts, p.h, p.d, t0, PLAIN_ROPE(p.theta));
   bool same = true;
   for (int64_t b = 0; b < p.b; b++)
     same = same && memcmp(shard + b * ts * row, out + (b * p.t + t0) * row, (size_t)(ts * row) * sizeof *shard) == 0;
@@ -489,6 +496,8 @@ static void test_rope(void) {
 typedef struct {
   int64_t b, t, hq, hkv, dn, dr, pos0;
   double theta;
+  const double *inv_freq; /* as rope_ctx's */
+  double q_scale;         /* q out times this (the softmax's scale factor); 0: 1 */
 } mla_rope_ctx;
 
 /* Latent attention's decoupled RoPE (DeepSeek-V2/V3): in = [q (B, T, Hq, dn + dr), k_nope (B, T, Hkv * dn), k_pe
@@ -499,13 +508,14 @@ static void ref_mla_rope(double *out, const double *in, const void *vctx) {
   int64_t d = p->dn + p->dr, rows = p->b * p->t, nq = rows * p->hq * d;
   const double *q = in, *kn = q + nq, *pe = kn + rows * p->hkv * p->dn;
   double *qo = out, *ko = out + nq;
+  double qs = p->q_scale ? p->q_scale : 1.0;
   for (int64_t r = 0; r < rows; r++) {
-    rope_ctx one = {1, 1, 1, p->dr, p->pos0 + r % p->t, p->theta};
+    rope_ctx one = {1, 1, 1, p->dr, p->pos0 + r % p->t, p->theta, p->inv_freq, 0};
     for (int64_t h = 0; h < p->hq; h++) {
       const double *x = q + (r * p->hq + h) * d;
       double *y = qo + (r * p->hq + h) * d;
-      memcpy(y, x, (size_t)p->dn * sizeof *y);
       ref_rope(y + p->dn, x + p->dn, &one);
+      for (int64_t e = 0; e < d; e++) y[e] = (e < p->dn ? x[e] : y[e]) * qs;
     }
     for (int64_t h = 0; h < p->hkv; h++) {
       double *y = ko + (r * p->hkv + h) * d;
@@ -517,9 +527,9 @@ static void ref_mla_rope(double *out, const double *in, const void *vctx) {
 
 /* px_k_mla_rope_fwd in place against the reference (k widened from its heads' parts), and its backward (dk narrowed
  * back, dk_pe summed over the heads) against finite differences of q, k_nope and k_pe. */
-static void test_mla_rope(void) {
-  px_tseed(14);
-  mla_rope_ctx p = {2, 5, 3, 3, 4, 6, 2, 10000.0};
+static void mla_rope_case(const mla_rope_ctx *pp, const px_rope *rope) {
+  const mla_rope_ctx p = *pp;
+  float q_scale = p.q_scale ? (float)p.q_scale : 1.0f;
   const int64_t d = p.dn + p.dr, rows = p.b * p.t, nq = rows * p.hq * d, nk = rows * p.hkv * d;
   const int64_t nkn = rows * p.hkv * p.dn, npe = rows * p.dr, nin = nq + nkn + npe;
   float *q = px_trand(nq, -1, 1), *kn = px_trand(nkn, -1, 1), *pe = px_trand(npe, -1, 1);
@@ -529,7 +539,7 @@ static void test_mla_rope(void) {
   float *qo = px_tfloats(nq), *ko = px_tconst(nk, NAN);
   memcpy(qo, q, (size_t)nq * sizeof *qo);
   memcpy(ko, kn, (size_t)nkn * sizeof *ko);
-  px_k_mla_rope_fwd(qo, ko, pe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, (float)p.theta);
+  px_k_mla_rope_fwd(qo, ko, pe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, rope, q_scale);
   CU_ASSERT(fwd_close("mla rope q", qo, want, nq));
   CU_ASSERT(fwd_close("mla rope k", ko, want + nq, nk));
 
@@ -537,10 +547,77 @@ static void test_mla_rope(void) {
   double *r = dalloc(nq + nk), *g = dalloc(nin);
   pack(pack(r, dq, nq), dk, nk);
   fd_grad(g, ref_mla_rope, &p, in, nin, nq + nk, r);
-  px_k_mla_rope_bwd(dq, dk, dpe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, (float)p.theta);
+  px_k_mla_rope_bwd(dq, dk, dpe, p.b, p.t, p.hq, p.hkv, p.dn, p.dr, p.pos0, rope, q_scale);
   CU_ASSERT(close_to("mla rope dq", dq, g, nq, BWD_RTOL, BWD_ATOL, 0.0));
   CU_ASSERT(close_to("mla rope dk_nope", dk, g + nq, nkn, BWD_RTOL, BWD_ATOL, 0.0));
   CU_ASSERT(close_to("mla rope dk_pe", dpe, g + nq + nkn, npe, BWD_RTOL, BWD_ATOL, 0.0));
+}
+
+static void test_mla_rope(void) {
+  px_tseed(14);
+  mla_rope_case(&(mla_rope_ctx){2, 5, 3, 3, 4, 6, 2, 10000.0, NULL, 0}, PLAIN_ROPE(10000.0));
+  px_tfree();
+}
+
+/* ---- YaRN ---- */
+
+/* The 32 frequencies of `which` (gpt-oss, deepseek-v3) in tests/data/rope_yarn_inv_freq.csv into f. */
+static bool yarn_table(const char *which, double f[32]) {
+  FILE *fp = fopen(px_test_path("tests/data/rope_yarn_inv_freq.csv"), "r");
+  if (!fp) return false;
+  char line[256], name[32];
+  int n = 0, i;
+  double v;
+  while (fgets(line, sizeof line, fp))
+    if (line[0] != '#' && sscanf(line, "%31[^,],%d,%lf", name, &i, &v) == 3 && !strcmp(name, which) && i >= 0 &&
+        i < 32)
+      f[i] = v, n++;
+  fclose(fp);
+  return n == 32;
+}
+
+/* gpt-oss's RoPE (openai/gpt-oss's config): YaRN factor 32 over 4,096 positions, ends not rounded, concentration
+ * 0.1 ln 32 + 1 */
+#define GPT_OSS_ROPE                                                                                                 \
+  (&(px_rope){.theta = 150000.0, .concentration = 0.1 * log(32.0) + 1.0, .yarn_factor = 32.0,                        \
+              .yarn_positions = 4096.0, .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_truncate = 0})
+/* DeepSeek-V3's (its rope_scaling): factor 40 over 4,096, ends rounded, concentration 1 */
+#define DEEPSEEK_V3_ROPE                                                                                             \
+  (&(px_rope){.theta = 10000.0, .concentration = 1.0, .yarn_factor = 40.0, .yarn_positions = 4096.0,                 \
+              .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_truncate = 1})
+
+/* px_rope_inv_freq against two other projects' YaRN (openai/gpt-oss's for gpt-oss, transformers' for DeepSeek-V3,
+ * transcribed in tests/data/rope_yarn_inv_freq.py), then the kernels with those frequencies and gpt-oss's
+ * concentration against the reference and finite differences, far into the sequence where the slow pairs turn, and
+ * latent attention's RoPE with DeepSeek-V3's and its softmax factor on q. */
+static void test_rope_yarn(void) {
+  px_tseed(21);
+  double oss[32], ds[32];
+  CU_ASSERT_FATAL(yarn_table("gpt-oss", oss) && yarn_table("deepseek-v3", ds));
+  int off = 0;
+  for (int i = 0; i < 32; i++) {
+    off += fabs(px_rope_inv_freq(i, 64, GPT_OSS_ROPE) - oss[i]) > 1e-12 * oss[i];
+    off += fabs(px_rope_inv_freq(i, 64, DEEPSEEK_V3_ROPE) - ds[i]) > 1e-12 * ds[i];
+  }
+  CU_ASSERT_EQUAL(off, 0);
+  /* the ramp is real: fast pairs keep theta's frequency, slow ones are divided by the factor */
+  CU_ASSERT(oss[0] == 1.0 && fabs(oss[31] * 32.0 - pow(150000.0, -62.0 / 64.0)) < 1e-15);
+
+  rope_ctx p = {1, 4, 2, 64, 3000, 150000.0, oss, 0.1 * log(32.0) + 1.0};
+  const int64_t n = p.b * p.t * p.h * p.d;
+  float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
+  px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, GPT_OSS_ROPE);
+  double *in = d_of(x, n), *want = dalloc(n);
+  ref_rope(want, in, &p);
+  CU_ASSERT(fwd_close("yarn rope out", out, want, n));
+  float *r = px_trand(n, -1, 1), *dx = px_tconst(n, ACC0);
+  px_k_rope_bwd(dx, r, p.b, p.t, p.h, p.d, p.pos0, GPT_OSS_ROPE);
+  double *g = dalloc(n);
+  fd_grad(g, ref_rope, &p, in, n, n, d_of(r, n));
+  CU_ASSERT(grad_close("yarn rope dinp", dx, g, n));
+
+  double mscale = 0.1 * log(40.0) + 1.0; /* DeepSeek-V3: mscale_all_dim 1 */
+  mla_rope_case(&(mla_rope_ctx){1, 3, 2, 2, 4, 64, 2000, 10000.0, ds, mscale * mscale}, DEEPSEEK_V3_ROPE);
   px_tfree();
 }
 
@@ -1792,6 +1869,7 @@ int main(void) {
       {"SwiGLU", test_swiglu},
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
       {"latent attention's decoupled RoPE (DeepSeek): k widened in place, dk_pe summed over heads", test_mla_rope},
+      {"YaRN's RoPE: the frequencies as gpt-oss's and transformers' code, the kernels with them", test_rope_yarn},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
       {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},

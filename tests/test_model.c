@@ -462,8 +462,19 @@ static void test_moe_refusals(void) {
       CU_ASSERT_DOUBLE_EQUAL(m.rope_yarn.beta_fast, 32, 0);
       CU_ASSERT_DOUBLE_EQUAL(m.rope_yarn.beta_slow, 1, 0);
       CU_ASSERT(m.rope_yarn.truncate);
+      /* mscale_all_dim where given (the latent attention's softmax factor), else none */
+      CU_ASSERT_DOUBLE_EQUAL(m.rope_yarn.mscale_all_dim, strstr(rs[i].scaling, "\"mscale_all_dim\": 0.5")   ? 0.5
+                                                         : strstr(rs[i].scaling, "\"mscale_all_dim\": 1.0") ? 1.0
+                                                                                                            : 0.0,
+                             0);
     }
+    CU_ASSERT_DOUBLE_EQUAL(px_model_softmax_scale_factor(&m), 1.0, 0); /* not latent attention: no factor */
   }
+  /* DeepSeek-V3's softmax factor, mscale(40, 1)^2, as its attention computes it; gpt-oss has none */
+  CU_ASSERT_EQUAL_FATAL(px_model_load("deepseek-v3", &m, &err), PX_OK);
+  PX_ASSERT_REL(px_model_softmax_scale_factor(&m), pow(0.1 * log(40.0) + 1.0, 2), 1e-12);
+  CU_ASSERT_EQUAL_FATAL(px_model_load("gpt-oss-120b", &m, &err), PX_OK);
+  CU_ASSERT_DOUBLE_EQUAL(px_model_softmax_scale_factor(&m), 1.0, 0);
   expect_refused("{\"model_type\": \"llama\", " HF_BASE ", \"rope_scaling\": {\"rope_type\": \"yarn\"}}",
                  "field 'rope_scaling.factor' is missing");
   expect_refused("{" BASE ", \"heads\": 4, \"position\": \"rope\", \"rope_yarn\": {\"factor\": 4}}",

@@ -314,21 +314,22 @@ static void rope_rows(const px_exec_op *e, float *out, const float *in, int64_t 
     int64_t pos0 = px_env_position(v, v->cp_rank, r * n);
     for (int64_t b = 0; b < (runs > 1 ? B : 1); b++) /* one run: all batch rows in one call */
       px_k_rope_fwd(out + (b * S + r * n) * row, in + (b * S + r * n) * row, runs > 1 ? 1 : B, n, H, D, pos0,
-                    (float)v->rope_theta);
+                    &v->rope);
   }
 }
 
 /* In-place inverse rotation (RoPE backward on a gradient), rows at the rank's positions. */
 static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, int64_t H, int64_t D) {
   int64_t half = D / 2;
+  float conc = (float)e->env->rope.concentration;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = px_env_position(e->env, e->env->cp_rank, t);
       for (int64_t h = 0; h < H; h++) {
         float *r = x + ((b * S + t) * H + h) * D;
         for (int64_t i = 0; i < half; i++) {
-          double a = px_rope_angle(pos, i, D, e->env->rope_theta);
-          float c = (float)cos(a), s = (float)sin(a), x0 = r[i], x1 = r[i + half];
+          double a = px_rope_angle(pos, i, D, &e->env->rope);
+          float c = conc * (float)cos(a), s = conc * (float)sin(a), x0 = r[i], x1 = r[i + half];
           r[i] = x0 * c + x1 * s;
           r[i + half] = x1 * c - x0 * s;
         }
@@ -455,7 +456,8 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     }
     case PX_OP_ROPE:
       if (in[2]) { /* latent attention (no CP: the rows are positions 0..S-1): q's RoPE parts, k from k_pe (in[2]) */
-        px_k_mla_rope_fwd(out[0], out[1], in[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, (float)v->rope_theta);
+        px_k_mla_rope_fwd(out[0], out[1], in[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, &v->rope,
+                          v->mla_q_scale);
         return PX_OK;
       }
       rope_rows(e, out[0], in[0], d[0], d[1], d[2], d[4]);
@@ -463,7 +465,8 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
       return PX_OK;
     case PX_OP_ROPE_BWD:
       if (out[2]) {
-        px_k_mla_rope_bwd(out[0], out[1], out[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, (float)v->rope_theta);
+        px_k_mla_rope_bwd(out[0], out[1], out[2], d[0], d[1], d[2], d[3], d[4] - d[5], d[5], 0, &v->rope,
+                          v->mla_q_scale);
         return PX_OK;
       }
       rope_inverse(e, out[0], d[0], d[1], d[2], d[4]);

@@ -282,8 +282,8 @@ static px_status dropout_fwd(px_cuda *c, const px_exec_op *e, px_dtype dt, px_er
 }
 
 /* RoPE backward in place: the inverse rotation of a copy, accumulated into the zeroed buffer. */
-static px_status rope_bwd(px_cuda *c, void *x, int64_t B, int64_t S, int64_t H, int64_t D, float theta, px_dtype dt,
-                          px_err *err) {
+static px_status rope_bwd(px_cuda *c, void *x, int64_t B, int64_t S, int64_t H, int64_t D, const px_rope *r,
+                          px_dtype dt, px_err *err) {
   uint64_t bytes = (uint64_t)(B * S * H * D) * px_dtype_bytes(dt);
   void *tmp;
   px_status st = px_cuda_scratch(c, bytes, &tmp, err);
@@ -292,7 +292,7 @@ static px_status rope_bwd(px_cuda *c, void *x, int64_t B, int64_t S, int64_t H, 
                        err);
   if (!st) st = px_cuda_check(cudaMemsetAsync(x, 0, bytes, px_cuda_stream(c)), "cudaMemsetAsync", err);
   if (!st)
-    st = px_cuda_kc(BY_DT(dt, px_kc_rope_bwd, x, tmp, B, S, H, D, 0, theta, px_cuda_stream(c)), err);
+    st = px_cuda_kc(BY_DT(dt, px_kc_rope_bwd, x, tmp, B, S, H, D, 0, r, px_cuda_stream(c)), err);
   return st;
 }
 
@@ -403,7 +403,8 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
   void *const *out = e->out, *const *in = e->in;
   bool half = dt != PX_DTYPE_FP32, ln = px_contract_layernorm(o); /* a norm's kind: per-head q/k norms are RMSNorms */
   uint64_t el = px_dtype_bytes(dt);
-  float eps = (float)v->norm_eps, theta = (float)v->rope_theta;
+  float eps = (float)v->norm_eps;
+  const px_rope *rope = &v->rope;
   int64_t vstart = v->tp_rank * d[2];
   if (px_op_family_of((px_op_kind)o->kind) == PX_FAM_ATTENTION) /* Megatron's unfused attention ops */
     return half ? widened(be, e, err) : unfused_attention(c, e, err);
@@ -493,13 +494,13 @@ static px_status op_dispatch(px_backend *be, const px_exec_op *e, px_dtype dt, p
       return st;
     }
     case PX_OP_ROPE: {
-      px_status st = px_cuda_kc(BY_DT(dt, px_kc_rope_fwd, out[0], in[0], d[0], d[1], d[2], d[4], 0, theta, s), err);
-      if (!st) st = px_cuda_kc(BY_DT(dt, px_kc_rope_fwd, out[1], in[1], d[0], d[1], d[3], d[4], 0, theta, s), err);
+      px_status st = px_cuda_kc(BY_DT(dt, px_kc_rope_fwd, out[0], in[0], d[0], d[1], d[2], d[4], 0, rope, s), err);
+      if (!st) st = px_cuda_kc(BY_DT(dt, px_kc_rope_fwd, out[1], in[1], d[0], d[1], d[3], d[4], 0, rope, s), err);
       return st;
     }
     case PX_OP_ROPE_BWD: {
-      px_status st = rope_bwd(c, out[0], d[0], d[1], d[2], d[4], theta, dt, err);
-      if (!st) st = rope_bwd(c, out[1], d[0], d[1], d[3], d[4], theta, dt, err);
+      px_status st = rope_bwd(c, out[0], d[0], d[1], d[2], d[4], rope, dt, err);
+      if (!st) st = rope_bwd(c, out[1], d[0], d[1], d[3], d[4], rope, dt, err);
       return st;
     }
     case PX_OP_FLASH_ATTN: return flash(c, e, dt, false, err);

@@ -728,27 +728,29 @@ static void test_swiglu(void) {
 static void test_rope(void) {
   px_tseed(10);
   const int64_t b = 2, t = 40, h = 3, d = 64, pos0 = 4000, nx = b * t * h * d; /* large angles */
-  const float theta = 10000.0f;
+  /* gpt-oss's YaRN frequencies and concentration (the CPU kernel's own test checks them against its reference) */
+  const px_rope *rope = &(px_rope){.theta = 150000.0, .concentration = 0.1 * log(32.0) + 1.0, .yarn_factor = 32.0,
+                                    .yarn_positions = 4096.0, .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0};
   float *x = px_trand(nx, -1, 1), *out = px_tfloats(nx), *dx = dev_f(x, nx), *dout = dalloc((size_t)nx * sizeof(float));
-  LAUNCH(px_kc_rope_fwd(dout, dx, b, t, h, d, pos0, theta, stream));
-  px_k_rope_fwd(out, x, b, t, h, d, pos0, theta);
+  LAUNCH(px_kc_rope_fwd(dout, dx, b, t, h, d, pos0, rope, stream));
+  px_k_rope_fwd(out, x, b, t, h, d, pos0, rope);
   CU_ASSERT(elem_close("rope out", host_f(dout, nx), out, nx));
   float *g = px_trand(nx, -1, 1), *gx = px_tconst(nx, ACC0), *dgx = dev_f(gx, nx);
-  LAUNCH(px_kc_rope_bwd(dgx, dev_f(g, nx), b, t, h, d, pos0, theta, stream));
-  px_k_rope_bwd(gx, g, b, t, h, d, pos0, theta);
+  LAUNCH(px_kc_rope_bwd(dgx, dev_f(g, nx), b, t, h, d, pos0, rope, stream));
+  px_k_rope_bwd(gx, g, b, t, h, d, pos0, rope);
   CU_ASSERT(elem_close("rope dinp", host_f(dgx, nx), gx, nx));
-  LAUNCH(px_kc_rope_fwd(dx, dx, b, t, h, d, pos0, theta, stream));
+  LAUNCH(px_kc_rope_fwd(dx, dx, b, t, h, d, pos0, rope, stream));
   CU_ASSERT(elem_close("rope out, in place", host_f(dx, nx), out, nx));
   /* bf16 */
   float *xb = bf16_round(px_trand(nx, -1, 1), nx), *gb = bf16_round(px_trand(nx, -1, 1), nx);
   px_bf16 *dxb = dev_bf(xb, nx), *doutb = dalloc((size_t)nx * sizeof *doutb);
-  LAUNCH(px_kc_rope_fwd_bf16(doutb, dxb, b, t, h, d, pos0, theta, stream));
-  px_k_rope_fwd(out, xb, b, t, h, d, pos0, theta);
+  LAUNCH(px_kc_rope_fwd_bf16(doutb, dxb, b, t, h, d, pos0, rope, stream));
+  px_k_rope_fwd(out, xb, b, t, h, d, pos0, rope);
   CU_ASSERT(bf16_close("rope out bf16", host_bf(doutb, nx), out, nx));
   float *gxb = px_tconst(nx, ACC0);
   px_bf16 *dgxb = dev_bf(gxb, nx);
-  LAUNCH(px_kc_rope_bwd_bf16(dgxb, dev_bf(gb, nx), b, t, h, d, pos0, theta, stream));
-  px_k_rope_bwd(gxb, gb, b, t, h, d, pos0, theta);
+  LAUNCH(px_kc_rope_bwd_bf16(dgxb, dev_bf(gb, nx), b, t, h, d, pos0, rope, stream));
+  px_k_rope_bwd(gxb, gb, b, t, h, d, pos0, rope);
   CU_ASSERT(bf16_close("rope dinp bf16", host_bf(dgxb, nx), gxb, nx));
   arena_free();
 }
@@ -1081,8 +1083,9 @@ static void test_fp16(void) {
   int64_t nr = b * t * hd * d;
   float *q = px_trand(nr, -1, 1), *qr = px_tfloats(nr);
   void *dq = dev_dt(q, nr, h), *dqr = dev_dt(px_tfloats(nr), nr, h);
-  LAUNCH(px_kc_rope_fwd_fp16(dqr, dq, b, t, hd, d, 0, 10000.0f, stream));
-  px_k_rope_fwd(qr, q, b, t, hd, d, 0, 10000.0f);
+  const px_rope *plain = &(px_rope){.theta = 10000.0, .concentration = 1.0};
+  LAUNCH(px_kc_rope_fwd_fp16(dqr, dq, b, t, hd, d, 0, plain, stream));
+  px_k_rope_fwd(qr, q, b, t, hd, d, 0, plain);
   CU_ASSERT(fp16_close("rope out fp16", dqr, qr, nr));
   arena_free();
 }
