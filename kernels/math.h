@@ -116,14 +116,20 @@ static inline PX_HD float px_silu_grad(float x) {
  * Language Models", section 3.2), each pair's frequency a blend of theta's
  * and theta's over the factor along a ramp between the dimensions that turn
  * beta_fast and beta_slow times over the original context, as Hugging Face's
- * _compute_yarn_parameters and Megatron-Core's YarnRotaryEmbedding compute it. */
+ * _compute_yarn_parameters and Megatron-Core's YarnRotaryEmbedding compute it;
+ * or Llama 3.1's (Meta's llama-models apply_scaling, Hugging Face's
+ * _compute_llama3_parameters), a blend by wavelength. */
 typedef struct {
   double theta;             /* the base */
   double concentration;     /* cos and sin times this (YaRN's attention factor; 1: none) */
-  double yarn_factor;       /* the context's scaling factor; <= 1: theta's frequencies alone */
+  double yarn_factor;       /* the context's scaling factor; <= 1: none */
   double yarn_positions;    /* the context the frequencies were trained at */
   double yarn_beta_fast, yarn_beta_slow; /* the ramp's ends, in rotations over that context */
   int yarn_truncate;        /* the ends rounded outwards to whole dimensions */
+  double llama3_factor;     /* Llama 3.1's scaling factor; <= 0: none */
+  double llama3_positions;  /* its original context */
+  double llama3_low, llama3_high; /* wavelengths over positions / low: slowed by the factor; under positions / high:
+                                   * kept */
 } px_rope;
 
 /* The rotary dimension (of d) whose wavelength turns `rotations` times over YaRN's original context. */
@@ -131,11 +137,19 @@ static inline PX_HD double px_rope_yarn_dim(double rotations, int64_t d, const p
   return (double)d * log(r->yarn_positions / (rotations * 6.283185307179586)) / (2.0 * log(r->theta));
 }
 
-/* The frequency of pair i (0 <= i < D/2) of a D-wide rotation: theta^(-2i/D), and
- * with YaRN that over the factor where the ramp is 1 (slow pairs), unscaled where
- * it is 0 (fast pairs), linear between. */
+/* The frequency of pair i (0 <= i < D/2) of a D-wide rotation: theta^(-2i/D); with
+ * Llama 3.1's scaling that over the factor for long wavelengths, unscaled for short
+ * ones, blended between; with YaRN that over the factor where the ramp is 1 (slow
+ * pairs), unscaled where it is 0 (fast pairs), linear between. */
 static inline PX_HD double px_rope_inv_freq(int64_t i, int64_t d, const px_rope *r) {
   double f = pow(r->theta, -2.0 * (double)i / (double)d);
+  if (r->llama3_factor > 0) {
+    double wavelen = 6.283185307179586 / f;
+    if (wavelen < r->llama3_positions / r->llama3_high) return f;
+    if (wavelen > r->llama3_positions / r->llama3_low) return f / r->llama3_factor;
+    double smooth = (r->llama3_positions / wavelen - r->llama3_low) / (r->llama3_high - r->llama3_low);
+    return (1.0 - smooth) * f / r->llama3_factor + smooth * f;
+  }
   if (!(r->yarn_factor > 1.0)) return f;
   double lo = px_rope_yarn_dim(r->yarn_beta_fast, d, r), hi = px_rope_yarn_dim(r->yarn_beta_slow, d, r);
   if (r->yarn_truncate) lo = floor(lo), hi = ceil(hi);

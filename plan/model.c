@@ -28,6 +28,7 @@ void px_model_init(px_model *m) {
   m->rope_theta = 10000.0;
   m->rope_concentration = 1.0;
   m->rope_yarn.beta_fast = 32.0, m->rope_yarn.beta_slow = 1.0, m->rope_yarn.truncate = true;
+  m->rope_llama3.low_freq_factor = 1.0, m->rope_llama3.high_freq_factor = 4.0;
 }
 
 /* Fills fields that default from others (kv_heads, head_dim, max_positions, moe_layer_freq). */
@@ -135,6 +136,14 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
   if (m->rope_yarn.factor > 0 && m->position != PX_POS_ROPE)
     return BAD("%s: field 'rope_yarn': YaRN scales RoPE's frequencies, and the model's position is %s", file,
                px_pos_names[m->position]);
+  if (m->rope_llama3.factor > 0 && m->position != PX_POS_ROPE)
+    return BAD("%s: field 'rope_llama3': it scales RoPE's frequencies, and the model's position is %s", file,
+               px_pos_names[m->position]);
+  if (m->rope_llama3.factor > 0 && m->rope_yarn.factor > 0)
+    return BAD("%s: field 'rope_llama3': the frequencies are scaled one way, and the model has rope_yarn too", file);
+  if (m->rope_llama3.factor > 0 && !(m->rope_llama3.high_freq_factor > m->rope_llama3.low_freq_factor))
+    return BAD("%s: field 'rope_llama3.high_freq_factor': %g is not above low_freq_factor %g", file,
+               m->rope_llama3.high_freq_factor, m->rope_llama3.low_freq_factor);
   px_status st = model_validate_moe(m, file, err);
   if (!st) st = model_validate_window(m, file, err);
   return st ? st : model_validate_mla(m, file, err);
@@ -156,6 +165,19 @@ static px_status yarn_from_json(const px_json_ctx *cp, const cJSON *obj, px_mode
   TRY(px_json_num(&c, obj, "beta_slow", false, 1e-3, 1e6, &m->rope_yarn.beta_slow, err));
   TRY(px_json_bool(&c, obj, "truncate", false, &m->rope_yarn.truncate, err));
   TRY(px_json_num(&c, obj, "mscale_all_dim", false, 0.0, 10.0, &m->rope_yarn.mscale_all_dim, err));
+  return px_json_refuse_unknown(&c, obj, NULL, 0, err);
+}
+
+/* The rope_llama3 object (px_model.rope_llama3): factor and original_positions required, the two wavelength
+ * factors defaulting to Llama 3.1's. */
+static px_status llama3_from_json(const px_json_ctx *cp, const cJSON *obj, px_model *m, px_err *err) {
+  px_json_keys keys = {.n = 0};
+  px_json_ctx c = {cp->file, "rope_llama3.", &keys};
+  px_status st;
+  TRY(px_json_num(&c, obj, "factor", true, 1.0, 1e6, &m->rope_llama3.factor, err));
+  TRY(px_json_int(&c, obj, "original_positions", true, 1, (int64_t)1 << 24, &m->rope_llama3.original_positions, err));
+  TRY(px_json_num(&c, obj, "low_freq_factor", false, 1e-3, 1e6, &m->rope_llama3.low_freq_factor, err));
+  TRY(px_json_num(&c, obj, "high_freq_factor", false, 1e-3, 1e6, &m->rope_llama3.high_freq_factor, err));
   return px_json_refuse_unknown(&c, obj, NULL, 0, err);
 }
 
@@ -196,6 +218,9 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   const cJSON *yarn;
   TRY(px_json_obj(&c, root, "rope_yarn", false, &yarn, err));
   if (yarn) TRY(yarn_from_json(&c, yarn, m, err));
+  const cJSON *llama3;
+  TRY(px_json_obj(&c, root, "rope_llama3", false, &llama3, err));
+  if (llama3) TRY(llama3_from_json(&c, llama3, m, err));
   /* mixture of experts */
   TRY(px_json_int(&c, root, "experts", false, 0, 1 << 20, &m->experts, err));
   TRY(px_json_int(&c, root, "experts_per_token", false, 0, 1 << 20, &m->experts_per_token, err));
@@ -434,8 +459,9 @@ double px_model_softmax_scale_factor(const px_model *m) {
 /* rope_scaling's concentration factor (model.rope_concentration), as Hugging Face's _compute_yarn_parameters and
  * Megatron-Core's _yarn_get_concentration_factor compute it for "yarn": attention_factor where the config gives one,
  * else mscale(factor, mscale) / mscale(factor, mscale_all_dim) where it gives both (DeepSeek's: 1), else
- * mscale(factor, 1) (gpt-oss: factor 32, 1.3466). Other scalings (Llama 3's, linear, dynamic NTK) scale no cos or
- * sin; their other keys (beta_fast, original_max_position_embeddings, ...) move frequencies, no cost. */
+ * mscale(factor, 1) (gpt-oss: factor 32, 1.3466); YaRN's frequencies into rope_yarn, Llama 3's (rope_type "llama3")
+ * into rope_llama3. Other scalings (linear, dynamic NTK) are read for nothing: they move frequencies, no cost, and
+ * the executors do not rotate by them. */
 static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_model *m, px_err *err) {
   px_status st;
   const cJSON *rs;
@@ -444,6 +470,13 @@ static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_mo
   px_json_ctx c = {cp->file, "rope_scaling.", NULL};
   char type[32] = "";
   TRY(px_json_str(&c, rs, px_json_get(&c, rs, "rope_type") ? "rope_type" : "type", false, type, sizeof type, err));
+  if (!strcmp(type, "llama3")) { /* every key required, as transformers' _validate_llama3_parameters has them */
+    TRY(px_json_num(&c, rs, "factor", true, 1.0, 1e6, &m->rope_llama3.factor, err));
+    TRY(px_json_num(&c, rs, "low_freq_factor", true, 1e-3, 1e6, &m->rope_llama3.low_freq_factor, err));
+    TRY(px_json_num(&c, rs, "high_freq_factor", true, 1e-3, 1e6, &m->rope_llama3.high_freq_factor, err));
+    return px_json_int(&c, rs, "original_max_position_embeddings", true, 1, (int64_t)1 << 24,
+                       &m->rope_llama3.original_positions, err);
+  }
   if (strcmp(type, "yarn")) return PX_OK;
   double factor = 1.0, ms = 1.0, ms_all = 1.0;
   TRY(px_json_num(&c, rs, "factor", true, 1e-3, 1e6, &factor, err));
@@ -610,6 +643,15 @@ cJSON *px_model_to_json(const px_model *m) {
       px_json_add_num(y, "beta_slow", m->rope_yarn.beta_slow);
       cJSON_AddBoolToObject(y, "truncate", m->rope_yarn.truncate);
       if (m->rope_yarn.mscale_all_dim > 0) px_json_add_num(y, "mscale_all_dim", m->rope_yarn.mscale_all_dim);
+    }
+  }
+  if (m->rope_llama3.factor > 0) {
+    cJSON *l = cJSON_AddObjectToObject(o, "rope_llama3");
+    if (l) {
+      px_json_add_num(l, "factor", m->rope_llama3.factor);
+      px_json_add_num(l, "low_freq_factor", m->rope_llama3.low_freq_factor);
+      px_json_add_num(l, "high_freq_factor", m->rope_llama3.high_freq_factor);
+      px_json_add_num(l, "original_positions", (double)m->rope_llama3.original_positions);
     }
   }
   /* the mixture-of-experts, latent-attention, MTP and gpt-oss fields only where the model has them, so a dense

@@ -74,6 +74,15 @@ typedef struct {
     bool truncate;              /* the ramp's ends rounded to whole dimensions (Hugging Face's default) */
     double mscale_all_dim;      /* latent attention's softmax scale: times mscale(factor, this)^2 (0: none) */
   } rope_yarn;
+  /* Llama 3.1's frequency scaling (Hugging Face's rope_scaling "llama3"; factor 0: none): the pairs whose wavelength
+   * exceeds original_positions / low_freq_factor turn factor times slower, those under original_positions /
+   * high_freq_factor as theta says, those between on a smooth blend; the executors rotate by it, `export` writes it,
+   * the simulator prices nothing of it */
+  struct {
+    double factor;                            /* 0 none */
+    double low_freq_factor, high_freq_factor; /* 1 and 4 in Llama 3.1 to 3.3 */
+    int64_t original_positions;               /* the context the frequencies were trained at: 8192 */
+  } rope_llama3;
   /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
    * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
    * moe_ffn_hidden each, and shared experts every token passes through. */

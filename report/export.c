@@ -532,6 +532,14 @@ static bool megatron_yarn(const px_model *m) {
   return m->position == PX_POS_ROPE && m->rope_yarn.factor > 0 && m->kv_lora_rank == 0;
 }
 
+/* Whether Megatron-LM's arguments say the model's Llama 3.1 scaling (rope_llama3): --use-rope-scaling takes the
+ * factor and fixes the rest at Llama 3.1's, low 1, high 4, 8192 positions (RotaryEmbedding._apply_scaling,
+ * megatron/core/models/common/embeddings/rotary_pos_embedding.py at d98e8a6). */
+static bool megatron_llama3(const px_model *m) {
+  return m->position == PX_POS_ROPE && m->rope_llama3.factor > 0 && m->rope_llama3.low_freq_factor == 1.0 &&
+         m->rope_llama3.high_freq_factor == 4.0 && m->rope_llama3.original_positions == 8192;
+}
+
 static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   arg(e, "num_layers", "%lld", (long long)m->layers);
   arg(e, "hidden_size", "%lld", (long long)m->hidden);
@@ -562,6 +570,10 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
     double f = m->rope_yarn.factor, unit = px_model_yarn_mscale(f, 1.0) - 1.0;
     if (unit > 0 && fabs(m->rope_concentration - (1.0 + unit)) > 1e-9)
       arg(e, "mscale", "%.9g", (m->rope_concentration - 1.0) / unit);
+  }
+  if (megatron_llama3(m)) {
+    arg(e, "use_rope_scaling", NULL);
+    arg(e, "rope_scaling_factor", "%g", m->rope_llama3.factor);
   }
   arg(e, "max_position_embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
   if (!m->tied_embeddings) arg(e, "untie_embeddings_and_output_weights", NULL);
@@ -596,6 +608,8 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
   bool yarn = m->position == PX_POS_ROPE && (m->rope_yarn.factor > 0 || m->rope_concentration != 1.0);
   if (yarn && m->kv_lora_rank == 0 && !(fw == PX_FW_MEGATRON && megatron_yarn(m)))
     what[n++] = "YaRN's RoPE scaling (factor, original length, betas, concentration)";
+  if (m->rope_llama3.factor > 0 && !(fw == PX_FW_MEGATRON && megatron_llama3(m)))
+    what[n++] = "Llama 3.1's RoPE scaling (factor, wavelength factors, original length)";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],

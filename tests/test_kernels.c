@@ -559,21 +559,29 @@ static void test_mla_rope(void) {
   px_tfree();
 }
 
-/* ---- YaRN ---- */
+/* ---- scaled RoPE: YaRN, Llama 3.1 ---- */
 
-/* The 32 frequencies of `which` (gpt-oss, deepseek-v3) in tests/data/rope_yarn_inv_freq.csv into f. */
-static bool yarn_table(const char *which, double f[32]) {
-  FILE *fp = fopen(px_test_path("tests/data/rope_yarn_inv_freq.csv"), "r");
+/* The n frequencies of `which` (gpt-oss, deepseek-v3, llama3.1-8b, llama3.2-1b) in
+ * tests/data/rope_scaling_inv_freq.csv into f. */
+static bool scaled_table(const char *which, double *f, int n) {
+  FILE *fp = fopen(px_test_path("tests/data/rope_scaling_inv_freq.csv"), "r");
   if (!fp) return false;
   char line[256], name[32];
-  int n = 0, i;
+  int got = 0, i;
   double v;
   while (fgets(line, sizeof line, fp))
     if (line[0] != '#' && sscanf(line, "%31[^,],%d,%lf", name, &i, &v) == 3 && !strcmp(name, which) && i >= 0 &&
-        i < 32)
-      f[i] = v, n++;
+        i < n)
+      f[i] = v, got++;
   fclose(fp);
-  return n == 32;
+  return got == n;
+}
+
+/* Pairs of a d-wide rotation whose px_rope_inv_freq is off want's by more than 1e-12 of it. */
+static int freq_misses(const double *want, int64_t d, const px_rope *r) {
+  int off = 0;
+  for (int64_t i = 0; i < d / 2; i++) off += fabs(px_rope_inv_freq(i, d, r) - want[i]) > 1e-12 * want[i];
+  return off;
 }
 
 /* gpt-oss's RoPE (openai/gpt-oss's config): YaRN factor 32 over 4,096 positions, ends not rounded, concentration
@@ -587,21 +595,18 @@ static bool yarn_table(const char *which, double f[32]) {
               .yarn_beta_fast = 32.0, .yarn_beta_slow = 1.0, .yarn_truncate = 1})
 
 /* px_rope_inv_freq against two other projects' YaRN (openai/gpt-oss's for gpt-oss, transformers' for DeepSeek-V3,
- * transcribed in tests/data/rope_yarn_inv_freq.py), then the kernels with those frequencies and gpt-oss's
+ * transcribed in tests/data/rope_scaling_inv_freq.py), then the kernels with those frequencies and gpt-oss's
  * concentration against the reference and finite differences, far into the sequence where the slow pairs turn, and
  * latent attention's RoPE with DeepSeek-V3's and its softmax factor on q. */
 static void test_rope_yarn(void) {
   px_tseed(21);
   double oss[32], ds[32];
-  CU_ASSERT_FATAL(yarn_table("gpt-oss", oss) && yarn_table("deepseek-v3", ds));
-  int off = 0;
-  for (int i = 0; i < 32; i++) {
-    off += fabs(px_rope_inv_freq(i, 64, GPT_OSS_ROPE) - oss[i]) > 1e-12 * oss[i];
-    off += fabs(px_rope_inv_freq(i, 64, DEEPSEEK_V3_ROPE) - ds[i]) > 1e-12 * ds[i];
-  }
-  CU_ASSERT_EQUAL(off, 0);
+  CU_ASSERT_FATAL(scaled_table("gpt-oss", oss, 32) && scaled_table("deepseek-v3", ds, 32));
+  CU_ASSERT_EQUAL(freq_misses(oss, 64, GPT_OSS_ROPE), 0);
+  CU_ASSERT_EQUAL(freq_misses(ds, 64, DEEPSEEK_V3_ROPE), 0);
   /* the ramp is real: fast pairs keep theta's frequency, slow ones are divided by the factor */
-  CU_ASSERT(oss[0] == 1.0 && fabs(oss[31] * 32.0 - pow(150000.0, -62.0 / 64.0)) < 1e-15);
+  CU_ASSERT(oss[0] == 1.0);
+  PX_ASSERT_REL(oss[31] * 32.0, pow(150000.0, -62.0 / 64.0), 1e-12);
 
   rope_ctx p = {1, 4, 2, 64, 3000, 150000.0, oss, 0.1 * log(32.0) + 1.0};
   const int64_t n = p.b * p.t * p.h * p.d;
@@ -618,6 +623,30 @@ static void test_rope_yarn(void) {
 
   double mscale = 0.1 * log(40.0) + 1.0; /* DeepSeek-V3: mscale_all_dim 1 */
   mla_rope_case(&(mla_rope_ctx){1, 3, 2, 2, 4, 64, 2000, 10000.0, ds, mscale * mscale}, DEEPSEEK_V3_ROPE);
+  px_tfree();
+}
+
+/* Llama 3.1's scaling (Llama 3.1 8B's and 3.2 1B's rope_scaling) against meta-llama/llama-models' apply_scaling,
+ * transcribed in tests/data/rope_scaling_inv_freq.py: pairs 0-28 of the 8B kept, 35-63 slowed 8 times, 29-34
+ * blended; and the rotation by them. */
+static void test_rope_llama3(void) {
+  px_tseed(22);
+  double f8[64], f1[32];
+  CU_ASSERT_FATAL(scaled_table("llama3.1-8b", f8, 64) && scaled_table("llama3.2-1b", f1, 32));
+  px_rope r = {.theta = 500000.0, .concentration = 1.0, .llama3_factor = 8.0, .llama3_positions = 8192.0,
+               .llama3_low = 1.0, .llama3_high = 4.0};
+  CU_ASSERT_EQUAL(freq_misses(f8, 128, &r), 0);
+  PX_ASSERT_REL(f8[28], pow(500000.0, -56.0 / 128.0), 1e-12);     /* kept */
+  PX_ASSERT_REL(f8[35] * 8.0, pow(500000.0, -70.0 / 128.0), 1e-12); /* slowed by the factor */
+  r.llama3_factor = 32.0;
+  CU_ASSERT_EQUAL(freq_misses(f1, 64, &r), 0);
+  rope_ctx p = {1, 3, 2, 64, 7000, 500000.0, f1, 0};
+  const int64_t n = p.b * p.t * p.h * p.d;
+  float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
+  px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, &r);
+  double *want = dalloc(n);
+  ref_rope(want, d_of(x, n), &p);
+  CU_ASSERT(fwd_close("llama3 rope out", out, want, n));
   px_tfree();
 }
 
@@ -1870,6 +1899,7 @@ int main(void) {
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
       {"latent attention's decoupled RoPE (DeepSeek): k widened in place, dk_pe summed over heads", test_mla_rope},
       {"YaRN's RoPE: the frequencies as gpt-oss's and transformers' code, the kernels with them", test_rope_yarn},
+      {"Llama 3.1's RoPE scaling: the frequencies as llama-models' code, the rotation with them", test_rope_llama3},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
       {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},

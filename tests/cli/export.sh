@@ -162,6 +162,16 @@ for want in "--position-embedding-type yarn" "--rotary-scaling-factor 4" "--yarn
 done
 "$px" export -m "$tmp/yarn-8b.json" "${base[@]:2}" -z 3 --main-grad fp32 --to torchtitan 2>/dev/null |
   grep -q "note: yarn-8b: YaRN's RoPE scaling" || fail "torchtitan's export of a YaRN model does not note it"
+# Llama 3.1's scaling: Megatron-LM's --use-rope-scaling takes the factor and fixes the rest at Llama 3.1's, so
+# llama3.2-1b's is written, and one with another high_freq_factor is noted, not written
+"$px" export -m llama3.2-1b -c dgx-h100 -g 8 --to megatron 2>&1 | grep -A1 -- "--use-rope-scaling" |
+  grep -q -- "--rope-scaling-factor 32" || fail "export of llama3.2-1b lacks --use-rope-scaling --rope-scaling-factor 32"
+jq '.rope_llama3.high_freq_factor = 2 | .name = "scaled-1b"' "$src/models/llama3.2-1b.json" >"$tmp/scaled-1b.json"
+"$px" export -m "$tmp/scaled-1b.json" -c dgx-h100 -g 8 --to megatron >"$tmp/scaled.megatron" 2>&1 ||
+  fail "export of a scaled-RoPE model: $(cat "$tmp/scaled.megatron")"
+grep -q -- "--use-rope-scaling" "$tmp/scaled.megatron" && fail "Megatron-LM's fixed scaling written for high_freq_factor 2"
+grep -q "note: scaled-1b: Llama 3.1's RoPE scaling" "$tmp/scaled.megatron" ||
+  fail "export of a scaling Megatron-LM cannot say does not note it"
 refuses torchtitan "cannot run elementwise rope-unfused" "${base[@]}" -z 3 --main-grad fp32 --elementwise rope-unfused
 refuses torchtitan "cannot run elementwise eager with overlap tp" "${base[@]}" -t 2 --sp -z 3 --main-grad fp32 \
   --elementwise eager --overlap dp,zero,pp,tp-bwd,tp
