@@ -46,6 +46,9 @@ static void model_head(const px_model *m, int64_t seq, FILE *out) {
   /* YaRN's factor on cos and sin: Megatron-Core's RoPE is unfused for it (compiler.md, Eager elementwise ops) */
   if (m->rope_yarn.factor > 0)
     fprintf(out, ", YaRN x%g from %lld positions", m->rope_yarn.factor, (long long)m->rope_yarn.original_positions);
+  if (m->rope_llama3.factor > 0)
+    fprintf(out, ", Llama 3.1 RoPE scaling x%g from %lld positions", m->rope_llama3.factor,
+            (long long)m->rope_llama3.original_positions);
   if (m->rope_concentration != 1.0)
     fprintf(out, ", RoPE concentration %.4g (unfused in Megatron-Core)", m->rope_concentration);
 }
