@@ -35,7 +35,7 @@ typedef struct {
   int64_t seq;           /* tokens of a sequence */
   double dropout;        /* probability */
   double norm_eps;
-  px_rope rope;          /* RoPE's frequencies and concentration (YaRN's where the model has it) */
+  px_rope rope;          /* RoPE's frequencies and concentration (YaRN's or Llama 3.1's where the model has them) */
   float mla_q_scale;     /* latent attention: the softmax's scale over 1 / sqrt(head dim), applied to q in its RoPE op */
   int64_t sliding_window; /* keys a windowed layer's query sees, up to its own (ops flagged PX_OPF_WINDOW); 0 none */
   bool layernorm;        /* else RMSNorm */

@@ -325,11 +325,11 @@ static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, in
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = px_env_position(e->env, e->env->cp_rank, t);
-      for (int64_t h = 0; h < H; h++) {
-        float *r = x + ((b * S + t) * H + h) * D;
-        for (int64_t i = 0; i < half; i++) {
-          double a = px_rope_angle(pos, i, D, &e->env->rope);
-          float c = conc * (float)cos(a), s = conc * (float)sin(a), x0 = r[i], x1 = r[i + half];
+      for (int64_t i = 0; i < half; i++) { /* the angle once for every head */
+        double a = px_rope_angle(pos, i, D, &e->env->rope);
+        float c = conc * (float)cos(a), s = conc * (float)sin(a);
+        for (int64_t h = 0; h < H; h++) {
+          float *r = x + ((b * S + t) * H + h) * D, x0 = r[i], x1 = r[i + half];
           r[i] = x0 * c + x1 * s;
           r[i + half] = x1 * c - x0 * s;
         }

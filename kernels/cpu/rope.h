@@ -9,7 +9,7 @@
 
 /* Rotates each pair (x_i, x_{i+D/2}) of row (b, t, h) by angle
  * (pos0 + t) * f_i, f_i the pair's frequency (px_rope_inv_freq: theta^(-2i/D),
- * or YaRN's): out_i = c (x_i cos - x_{i+D/2} sin), out_{i+D/2} = c (x_{i+D/2}
+ * or YaRN's, or Llama 3.1's): out_i = c (x_i cos - x_{i+D/2} sin), out_{i+D/2} = c (x_{i+D/2}
  * cos + x_i sin), c the rope's concentration. pos0 is the position of the first
  * row (a sequence shard starts mid-sequence). Writes out; out may alias inp
  * (in place). D must be even. */
