@@ -118,7 +118,9 @@ static inline PX_HD float px_silu_grad(float x) {
  * beta_fast and beta_slow times over the original context, as Hugging Face's
  * _compute_yarn_parameters and Megatron-Core's YarnRotaryEmbedding compute it;
  * or Llama 3.1's (Meta's llama-models apply_scaling, Hugging Face's
- * _compute_llama3_parameters), a blend by wavelength. */
+ * _compute_llama3_parameters), a blend by wavelength; or linear interpolation's
+ * (Chen et al. 2023, "Extending Context Window of Large Language Models via
+ * Positional Interpolation"), every frequency over one factor. */
 typedef struct {
   double theta;             /* the base */
   double concentration;     /* cos and sin times this (YaRN's attention factor; 1: none) */
@@ -130,6 +132,7 @@ typedef struct {
   double llama3_positions;  /* its original context */
   double llama3_low, llama3_high; /* wavelengths over positions / low: slowed by the factor; under positions / high:
                                    * kept */
+  double linear_factor;     /* linear position interpolation: every frequency over this; <= 0: none */
 } px_rope;
 
 /* The rotary dimension (of d) whose wavelength turns `rotations` times over YaRN's original context. */
@@ -138,11 +141,12 @@ static inline PX_HD double px_rope_yarn_dim(double rotations, int64_t d, const p
 }
 
 /* The frequency of pair i (0 <= i < D/2) of a D-wide rotation: theta^(-2i/D); with
- * Llama 3.1's scaling that over the factor for long wavelengths, unscaled for short
+ * linear interpolation that over its factor; with Llama 3.1's scaling that over the factor for long wavelengths, unscaled for short
  * ones, blended between; with YaRN that over the factor where the ramp is 1 (slow
  * pairs), unscaled where it is 0 (fast pairs), linear between. */
 static inline PX_HD double px_rope_inv_freq(int64_t i, int64_t d, const px_rope *r) {
   double f = pow(r->theta, -2.0 * (double)i / (double)d);
+  if (r->linear_factor > 0) return f / r->linear_factor;
   if (r->llama3_factor > 0) {
     double wavelen = 6.283185307179586 / f;
     if (wavelen < r->llama3_positions / r->llama3_high) return f;

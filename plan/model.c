@@ -139,8 +139,12 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
   if (m->rope_llama3.factor > 0 && m->position != PX_POS_ROPE)
     return BAD("%s: field 'rope_llama3': it scales RoPE's frequencies, and the model's position is %s", file,
                px_pos_names[m->position]);
-  if (m->rope_llama3.factor > 0 && m->rope_yarn.factor > 0)
-    return BAD("%s: field 'rope_llama3': the frequencies are scaled one way, and the model has rope_yarn too", file);
+  if (m->rope_linear_factor > 0 && m->position != PX_POS_ROPE)
+    return BAD("%s: field 'rope_linear_factor': it scales RoPE's frequencies, and the model's position is %s", file,
+               px_pos_names[m->position]);
+  if ((m->rope_llama3.factor > 0) + (m->rope_yarn.factor > 0) + (m->rope_linear_factor > 0) > 1)
+    return BAD("%s: fields 'rope_yarn', 'rope_llama3', 'rope_linear_factor': the frequencies are scaled one way, and "
+               "the model has more than one", file);
   if (m->rope_llama3.factor > 0 && !(m->rope_llama3.high_freq_factor > m->rope_llama3.low_freq_factor))
     return BAD("%s: field 'rope_llama3.high_freq_factor': %g is not above low_freq_factor %g", file,
                m->rope_llama3.high_freq_factor, m->rope_llama3.low_freq_factor);
@@ -215,6 +219,7 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_num(&c, root, "norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
   TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
   TRY(px_json_num(&c, root, "rope_concentration", false, 0.01, 100.0, &m->rope_concentration, err));
+  TRY(px_json_num(&c, root, "rope_linear_factor", false, 1.0, 1e6, &m->rope_linear_factor, err));
   const cJSON *yarn;
   TRY(px_json_obj(&c, root, "rope_yarn", false, &yarn, err));
   if (yarn) TRY(yarn_from_json(&c, yarn, m, err));
@@ -460,8 +465,8 @@ double px_model_softmax_scale_factor(const px_model *m) {
  * Megatron-Core's _yarn_get_concentration_factor compute it for "yarn": attention_factor where the config gives one,
  * else mscale(factor, mscale) / mscale(factor, mscale_all_dim) where it gives both (DeepSeek's: 1), else
  * mscale(factor, 1) (gpt-oss: factor 32, 1.3466); YaRN's frequencies into rope_yarn, Llama 3's (rope_type "llama3")
- * into rope_llama3. Other scalings (linear, dynamic NTK) are read for nothing: they move frequencies, no cost, and
- * the executors do not rotate by them. */
+ * into rope_llama3, linear interpolation's factor into rope_linear_factor. Dynamic NTK is read for nothing: at
+ * training lengths up to max_position_embeddings it is theta's frequencies (its base grows only beyond). */
 static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_model *m, px_err *err) {
   px_status st;
   const cJSON *rs;
@@ -477,6 +482,8 @@ static px_status hf_rope_scaling(const px_json_ctx *cp, const cJSON *root, px_mo
     return px_json_int(&c, rs, "original_max_position_embeddings", true, 1, (int64_t)1 << 24,
                        &m->rope_llama3.original_positions, err);
   }
+  if (!strcmp(type, "linear"))
+    return px_json_num(&c, rs, "factor", true, 1.0, 1e6, &m->rope_linear_factor, err);
   if (strcmp(type, "yarn")) return PX_OK;
   double factor = 1.0, ms = 1.0, ms_all = 1.0;
   TRY(px_json_num(&c, rs, "factor", true, 1e-3, 1e6, &factor, err));
@@ -634,6 +641,7 @@ cJSON *px_model_to_json(const px_model *m) {
   px_json_add_num(o, "norm_eps", m->norm_eps);
   px_json_add_num(o, "rope_theta", m->rope_theta);
   if (m->rope_concentration != 1.0) px_json_add_num(o, "rope_concentration", m->rope_concentration);
+  if (m->rope_linear_factor > 0) px_json_add_num(o, "rope_linear_factor", m->rope_linear_factor);
   if (m->rope_yarn.factor > 0) {
     cJSON *y = cJSON_AddObjectToObject(o, "rope_yarn");
     if (y) {

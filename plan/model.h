@@ -83,6 +83,9 @@ typedef struct {
     double low_freq_factor, high_freq_factor; /* 1 and 4 in Llama 3.1 to 3.3 */
     int64_t original_positions;               /* the context the frequencies were trained at: 8192 */
   } rope_llama3;
+  /* Linear position interpolation (Chen et al. 2023; Hugging Face's rope_scaling "linear"): every frequency over
+   * this factor; 0 none. The executors rotate by it, `export` writes it, the simulator prices nothing of it */
+  double rope_linear_factor;
   /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
    * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
    * moe_ffn_hidden each, and shared experts every token passes through. */

@@ -540,6 +540,13 @@ static bool megatron_llama3(const px_model *m) {
          m->rope_llama3.high_freq_factor == 4.0 && m->rope_llama3.original_positions == 8192;
 }
 
+/* Whether Megatron-LM's arguments say the model's linear interpolation: --rotary-seq-len-interpolation-factor divides
+ * the positions, so the frequencies, by a whole number (arguments.py at d98e8a6: type=int). */
+static bool megatron_linear(const px_model *m) {
+  double f = m->rope_linear_factor;
+  return m->position == PX_POS_ROPE && f > 0 && f == floor(f);
+}
+
 static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   arg(e, "num_layers", "%lld", (long long)m->layers);
   arg(e, "hidden_size", "%lld", (long long)m->hidden);
@@ -575,6 +582,7 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
     arg(e, "use_rope_scaling", NULL);
     arg(e, "rope_scaling_factor", "%g", m->rope_llama3.factor);
   }
+  if (megatron_linear(m)) arg(e, "rotary_seq_len_interpolation_factor", "%.0f", m->rope_linear_factor);
   arg(e, "max_position_embeddings", "%lld", (long long)(m->position == PX_POS_ROPE ? p->seq : m->max_positions));
   if (!m->tied_embeddings) arg(e, "untie_embeddings_and_output_weights", NULL);
   arg(e, "hidden_dropout", "%g", m->dropout);
@@ -610,6 +618,8 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
     what[n++] = "YaRN's RoPE scaling (factor, original length, betas, concentration)";
   if (m->rope_llama3.factor > 0 && !(fw == PX_FW_MEGATRON && megatron_llama3(m)))
     what[n++] = "Llama 3.1's RoPE scaling (factor, wavelength factors, original length)";
+  if (m->rope_linear_factor > 0 && !(fw == PX_FW_MEGATRON && megatron_linear(m)))
+    what[n++] = "RoPE's linear position interpolation (its factor)";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],

@@ -75,52 +75,58 @@ typedef struct {
   px_router router;
   bool norm_topk;
   double aux;
-  bool yarn;   /* gpt-oss's RoPE: theta 150000, YaRN factor 32 over 4,096 positions, its concentration */
-  bool llama3; /* Llama 3.1's RoPE: theta 500000, scaled by 8 over 8,192 positions */
+  /* RoPE's scaling: REF_YARN gpt-oss's (theta 150000, factor 32 over 4,096 positions, its concentration),
+   * REF_LLAMA3 Llama 3.1's (theta 500000, 8 over 8,192 positions), REF_LINEAR interpolation by 4; 0 none */
+  int rope_scaling;
 } config;
+
+enum { REF_YARN = 1, REF_LLAMA3, REF_LINEAR };
 
 static const config configs[] = {
     /* unfused attention with dropout; GELU in fc1's epilogue, F = 36 not a multiple of 8 (the epilogue kernel) */
     {"gpt-unfused", true, 20, 4, 4, 5, 36, 37, 7, 3, 0.1, PX_ATTN_UNFUSED, PX_GELU_FUSED, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* fused attention with dropout, GELU as its own op, parallel residual */
     {"gpt-flash", true, 20, 4, 4, 5, 36, 37, 7, 3, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, true, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* GQA (3 query heads per kv head), fused attention with dropout */
     {"llama-gqa", false, 24, 6, 2, 4, 20, 41, 9, 2, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* unfused GQA */
     {"llama-unfused", false, 24, 6, 3, 4, 20, 41, 9, 2, 0.0, PX_ATTN_UNFUSED, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* a tensor-core head dim, 19 positions (not a multiple of the tiles) */
     {"llama-d16", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* TP rank 1 of 2 with SP: vocabulary shard [256, 512) with 45 real columns, position and dropout
        offsets; GELU epilogue on F / tp = 40 (a multiple of 8: cuBLASLt's own) */
     {"gpt-tp2-sp", true, 20, 4, 4, 5, 80, 301, 8, 3, 0.1, PX_ATTN_FLASH, PX_GELU_FUSED, false, 2, 1,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* gpt-oss's YaRN RoPE on a head dim of 16: pairs 0-2 at theta's frequencies, 3-4 on the ramp, 5-7 over 32 */
     {"llama-yarn", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, true, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, REF_YARN},
     /* Llama 3.1's scaled RoPE on a head dim of 16: pairs 0-3 kept, 4 blended, 5-7 slowed 8 times */
     {"llama-scaled", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, true},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, REF_LLAMA3},
+    /* linear position interpolation by 4 */
+    {"llama-linear", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, REF_LINEAR},
     /* a head dim beyond the CUDA flash kernels' 256 */
     {"gpt-d320", true, 16, 2, 2, 320, 16, 19, 3, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
-     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, false, false},
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
     /* mixture of experts (ep 1, tp 1: what the cpu backend runs). Softmax router, top-2 of 4 without
        renormalising, a load-balancing loss; SwiGLU experts (gate and up: split outputs of the expert GEMMs) */
     {"moe-softmax", false, 24, 6, 2, 4, 20, 41, 7, 2, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 4, 2, 12,
-     PX_ROUTER_SOFTMAX, false, 0.01, false, false},
+     PX_ROUTER_SOFTMAX, false, 0.01, 0},
     /* top-2 of 5 renormalised (norm_topk_prob), no load-balancing loss; GELU experts, with dropout */
     {"moe-norm-gelu", true, 20, 4, 4, 5, 36, 37, 5, 3, 0.1, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 5, 2, 16,
-     PX_ROUTER_SOFTMAX, true, 0.0, false, false},
+     PX_ROUTER_SOFTMAX, true, 0.0, 0},
     /* top-1 of 3 (Switch), a load-balancing loss */
     {"moe-top1", false, 24, 6, 2, 4, 20, 41, 9, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 3, 1, 10,
-     PX_ROUTER_SOFTMAX, false, 0.05, false, false},
+     PX_ROUTER_SOFTMAX, false, 0.05, 0},
     /* sigmoid scores normalised over the top-2 of 6 (DeepSeek-V3), a load-balancing loss */
     {"moe-sigmoid", false, 24, 6, 2, 4, 20, 41, 6, 2, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0, 6, 2, 8,
-     PX_ROUTER_SIGMOID, false, 0.02, false, false},
+     PX_ROUTER_SIGMOID, false, 0.02, 0},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 
@@ -140,11 +146,12 @@ static px_status plan_of(const config *g, px_precision prec, px_plan *plan, px_e
     m.shared_experts = 0, m.shared_ffn_hidden = 0, m.first_dense_layers = 0, m.moe_layer_freq = 1;
     m.router = g->router, m.norm_topk_prob = g->norm_topk, m.aux_loss_coef = g->aux, m.capacity_factor = 0;
   }
-  if (g->yarn) {
+  if (g->rope_scaling == REF_LINEAR) {
+    m.rope_linear_factor = 4.0;
+  } else if (g->rope_scaling == REF_YARN) {
     m.rope_theta = 150000.0, m.rope_concentration = 0.1 * log(32.0) + 1.0;
     m.rope_yarn.factor = 32.0, m.rope_yarn.original_positions = 4096, m.rope_yarn.truncate = false;
-  }
-  if (g->llama3) {
+  } else if (g->rope_scaling == REF_LLAMA3) {
     m.rope_theta = 500000.0, m.rope_llama3.factor = 8.0, m.rope_llama3.original_positions = 8192;
     m.rope_llama3.low_freq_factor = 1.0, m.rope_llama3.high_freq_factor = 4.0;
   }
@@ -806,6 +813,7 @@ static void ref_linear_bwd_weight(opcase *c) {
  * RotaryEmbedding._compute_concentration_and_inv_freq does (gpt_oss/torch/model.py). */
 static double ref_inv_freq(const px_model *m, int64_t i, int64_t D) {
   double f = pow(m->rope_theta, -2.0 * (double)i / (double)D), F = m->rope_yarn.factor, pi2 = 2.0 * acos(-1.0);
+  if (m->rope_linear_factor > 0) return f / m->rope_linear_factor; /* transformers' linear scaling */
   if (m->rope_llama3.factor > 0) {
     double old = (double)m->rope_llama3.original_positions, lo = m->rope_llama3.low_freq_factor;
     double hi = m->rope_llama3.high_freq_factor, wavelen = pi2 / f, L = m->rope_llama3.factor;

@@ -640,6 +640,10 @@ static void test_rope_llama3(void) {
   PX_ASSERT_REL(f8[35] * 8.0, pow(500000.0, -70.0 / 128.0), 1e-12); /* slowed by the factor */
   r.llama3_factor = 32.0;
   CU_ASSERT_EQUAL(freq_misses(f1, 64, &r), 0);
+  /* linear interpolation: every frequency over the factor (transformers' _compute_linear_scaling_rope_parameters) */
+  const px_rope *lin = &(px_rope){.theta = 10000.0, .concentration = 1.0, .linear_factor = 4.0};
+  PX_ASSERT_REL(px_rope_inv_freq(0, 64, lin), 0.25, 1e-15);
+  PX_ASSERT_REL(px_rope_inv_freq(20, 64, lin), 1.0 / (4.0 * pow(10000.0, 40.0 / 64.0)), 1e-14);
   rope_ctx p = {1, 3, 2, 64, 7000, 500000.0, f1, 0};
   const int64_t n = p.b * p.t * p.h * p.d;
   float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
@@ -1899,7 +1903,7 @@ int main(void) {
       {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
       {"latent attention's decoupled RoPE (DeepSeek): k widened in place, dk_pe summed over heads", test_mla_rope},
       {"YaRN's RoPE: the frequencies as gpt-oss's and transformers' code, the kernels with them", test_rope_yarn},
-      {"Llama 3.1's RoPE scaling: the frequencies as llama-models' code, the rotation with them", test_rope_llama3},
+      {"Llama 3.1's RoPE scaling as llama-models' code, the rotation with it; linear interpolation", test_rope_llama3},
       {"causal GQA attention, forward and backward", test_attention},
       {"causal softmax backward alone", test_attention_softmax_bwd},
       {"attention sinks in the softmax (gpt-oss): scores' and sinks' gradients", test_attention_softmax_sinks},

@@ -445,6 +445,8 @@ static void test_moe_refusals(void) {
             {"{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
              "\"original_max_position_embeddings\": 8192}",
              1.0},
+            {"{\"rope_type\": \"linear\", \"factor\": 4.0}", 1.0},
+            {"{\"type\": \"dynamic\", \"factor\": 2.0}", 1.0},
             {"{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0}", 1.3465735902799727},
             {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 1.0}", 1.0},
             {"{\"type\": \"yarn\", \"factor\": 40, \"mscale\": 1.0, \"mscale_all_dim\": 0.5}",
@@ -471,6 +473,8 @@ static void test_moe_refusals(void) {
                              0);
     }
     CU_ASSERT_DOUBLE_EQUAL(px_model_softmax_scale_factor(&m), 1.0, 0); /* not latent attention: no factor */
+    /* linear interpolation's factor; dynamic NTK's none (theta's frequencies up to max_position_embeddings) */
+    CU_ASSERT_DOUBLE_EQUAL(m.rope_linear_factor, strstr(rs[i].scaling, "linear") ? 4.0 : 0.0, 0);
     bool llama3 = strstr(rs[i].scaling, "llama3") != NULL; /* Llama 3.1's frequencies, every key read */
     CU_ASSERT_EQUAL(m.rope_llama3.factor > 0, llama3);
     if (llama3)
@@ -484,7 +488,10 @@ static void test_moe_refusals(void) {
                  "field 'rope_llama3.high_freq_factor': 1 is not above low_freq_factor 1");
   expect_refused("{" BASE ", \"heads\": 4, \"position\": \"rope\", \"rope_llama3\": {\"factor\": 8, "
                  "\"original_positions\": 64}, \"rope_yarn\": {\"factor\": 4, \"original_positions\": 8}}",
-                 "field 'rope_llama3': the frequencies are scaled one way, and the model has rope_yarn too");
+                 "fields 'rope_yarn', 'rope_llama3', 'rope_linear_factor': the frequencies are scaled one way, and "
+                 "the model has more than one");
+  expect_refused("{" BASE ", \"heads\": 4, \"rope_linear_factor\": 2}",
+                 "field 'rope_linear_factor': it scales RoPE's frequencies, and the model's position is learned");
   expect_refused("{" BASE ", \"heads\": 4, \"rope_llama3\": {\"factor\": 8, \"original_positions\": 64}}",
                  "field 'rope_llama3': it scales RoPE's frequencies, and the model's position is learned");
   /* DeepSeek-V3's softmax factor, mscale(40, 1)^2, as its attention computes it; gpt-oss has none */

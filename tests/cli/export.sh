@@ -172,6 +172,13 @@ jq '.rope_llama3.high_freq_factor = 2 | .name = "scaled-1b"' "$src/models/llama3
 grep -q -- "--use-rope-scaling" "$tmp/scaled.megatron" && fail "Megatron-LM's fixed scaling written for high_freq_factor 2"
 grep -q "note: scaled-1b: Llama 3.1's RoPE scaling" "$tmp/scaled.megatron" ||
   fail "export of a scaling Megatron-LM cannot say does not note it"
+# linear interpolation: Megatron-LM's --rotary-seq-len-interpolation-factor takes a whole factor
+jq '.rope_linear_factor = 4 | .name = "linear-8b"' "$src/models/llama3-8b.json" >"$tmp/linear-8b.json"
+"$px" export -m "$tmp/linear-8b.json" "${base[@]:2}" -z 1 --to megatron 2>&1 |
+  grep -q -- "--rotary-seq-len-interpolation-factor 4" || fail "export of a linearly interpolated RoPE lacks its factor"
+jq '.rope_linear_factor = 2.5' "$tmp/linear-8b.json" >"$tmp/linear-2.5.json"
+"$px" export -m "$tmp/linear-2.5.json" "${base[@]:2}" -z 1 --to megatron 2>&1 |
+  grep -q "note: linear-8b: RoPE's linear position interpolation" || fail "a factor Megatron-LM cannot take is not noted"
 refuses torchtitan "cannot run elementwise rope-unfused" "${base[@]}" -z 3 --main-grad fp32 --elementwise rope-unfused
 refuses torchtitan "cannot run elementwise eager with overlap tp" "${base[@]}" -t 2 --sp -z 3 --main-grad fp32 \
   --elementwise eager --overlap dp,zero,pp,tp-bwd,tp
