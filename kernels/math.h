@@ -133,7 +133,11 @@ typedef struct {
   double llama3_low, llama3_high; /* wavelengths over positions / low: slowed by the factor; under positions / high:
                                    * kept */
   double linear_factor;     /* linear position interpolation: every frequency over this; <= 0: none */
+  int64_t dims;             /* the leading dims of a head it rotates, the rest passed through; 0: all */
 } px_rope;
+
+/* The dims of a d-wide head a rope rotates. */
+static inline PX_HD int64_t px_rope_dims(const px_rope *r, int64_t d) { return r->dims > 0 ? r->dims : d; }
 
 /* The rotary dimension (of d) whose wavelength turns `rotations` times over YaRN's original context. */
 static inline PX_HD double px_rope_yarn_dim(double rotations, int64_t d, const px_rope *r) {

@@ -27,6 +27,7 @@ void px_model_init(px_model *m) {
   m->norm_eps = 1e-5;
   m->rope_theta = 10000.0;
   m->rope_concentration = 1.0;
+  m->rope_fraction = 1.0;
   m->rope_yarn.beta_fast = 32.0, m->rope_yarn.beta_slow = 1.0, m->rope_yarn.truncate = true;
   m->rope_llama3.low_freq_factor = 1.0, m->rope_llama3.high_freq_factor = 4.0;
 }
@@ -139,6 +140,14 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
   if (m->rope_llama3.factor > 0 && m->position != PX_POS_ROPE)
     return BAD("%s: field 'rope_llama3': it scales RoPE's frequencies, and the model's position is %s", file,
                px_pos_names[m->position]);
+  if (m->position == PX_POS_ROPE && m->rope_fraction < 1.0) {
+    int64_t rot = px_model_rope_dims(m);
+    if (rot < 2 || rot % 2 != 0)
+      return BAD("%s: field 'rope_fraction': %g of head_dim %lld rotates %lld dims, not an even count", file,
+                 m->rope_fraction, (long long)m->head_dim, (long long)rot);
+    if (m->kv_lora_rank > 0)
+      return BAD("%s: field 'rope_fraction': latent attention rotates its own qk_rope_head_dim dims", file);
+  }
   if (m->rope_linear_factor > 0 && m->position != PX_POS_ROPE)
     return BAD("%s: field 'rope_linear_factor': it scales RoPE's frequencies, and the model's position is %s", file,
                px_pos_names[m->position]);
@@ -220,6 +229,7 @@ static px_status model_from_ours(const cJSON *root, const char *file, px_model *
   TRY(px_json_num(&c, root, "rope_theta", false, 1.0, 1e12, &m->rope_theta, err));
   TRY(px_json_num(&c, root, "rope_concentration", false, 0.01, 100.0, &m->rope_concentration, err));
   TRY(px_json_num(&c, root, "rope_linear_factor", false, 1.0, 1e6, &m->rope_linear_factor, err));
+  TRY(px_json_num(&c, root, "rope_fraction", false, 1e-6, 1.0, &m->rope_fraction, err));
   const cJSON *yarn;
   TRY(px_json_obj(&c, root, "rope_yarn", false, &yarn, err));
   if (yarn) TRY(yarn_from_json(&c, yarn, m, err));
@@ -438,9 +448,8 @@ static const char *const hf_ignored[] = {
     "output_router_logits", "quantization_config", "ep_size",
     /* the activation is the family's (SwiGLU with SiLU, GELU for GPT-2 and NeoX) */
     "hidden_act", "activation_function",
-    /* RoPE variants: the rotated share of a head, the base a scaling starts from: the same ops and FLOPs up to
-     * the rotation's elementwise work (rope_scaling is read: hf_rope_scaling) */
-    "rotary_pct", "rotary_emb_base", "partial_rotary_factor", "initial_context_length",
+    /* gpt-oss's original context (its rope_scaling's original_max_position_embeddings is read: hf_rope_scaling) */
+    "initial_context_length",
     /* Llama's emulation of a TP-sliced checkpoint's GEMMs (the same products) */
     "pretraining_tp",
     /* GPT-2: embedding and attention dropouts (resid_pdrop is read) and the classification head's settings */
@@ -454,6 +463,8 @@ static const char *const hf_ignored[] = {
 };
 
 double px_model_yarn_mscale(double s, double m) { return s > 1.0 ? 0.1 * m * log(s) + 1.0 : 1.0; }
+
+int64_t px_model_rope_dims(const px_model *m) { return (int64_t)((double)m->head_dim * m->rope_fraction); }
 
 double px_model_softmax_scale_factor(const px_model *m) {
   if (m->kv_lora_rank <= 0 || !(m->rope_yarn.factor > 1.0) || !(m->rope_yarn.mscale_all_dim > 0)) return 1.0;
@@ -541,6 +552,7 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
       TRY(px_json_bool(&c, root, "mlp_bias", false, &m->bias, err));
       TRY(px_json_num(&c, root, "rms_norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
       TRY(px_json_num(&c, root, "attention_dropout", false, 0.0, 0.99, &m->dropout, err));
+      TRY(px_json_num(&c, root, "partial_rotary_factor", false, 1e-6, 1.0, &m->rope_fraction, err));
       m->qk_norm = t->qk_norm;
       if (t->moe) TRY(hf_moe(&c, root, t, m, err));
       TRY(hf_window_layers(&c, root, t, m, err));
@@ -552,6 +564,12 @@ static px_status model_from_hf(const cJSON *root, const char *file, const char *
       TRY(px_json_bool(&c, root, "use_parallel_residual", false, &m->parallel_residual, err));
       TRY(px_json_num(&c, root, "layer_norm_eps", false, 0.0, 1.0, &m->norm_eps, err));
       TRY(px_json_num(&c, root, "hidden_dropout", false, 0.0, 0.99, &m->dropout, err));
+      /* GPTNeoXConfig's rotary_pct (0.25 by default; partial_rotary_factor in later transformers) and
+       * rotary_emb_base (rope_theta later) */
+      m->rope_fraction = 0.25;
+      TRY(px_json_num(&c, root, "rotary_pct", false, 1e-6, 1.0, &m->rope_fraction, err));
+      TRY(px_json_num(&c, root, "partial_rotary_factor", false, 1e-6, 1.0, &m->rope_fraction, err));
+      TRY(px_json_num(&c, root, "rotary_emb_base", false, 1.0, 1e12, &m->rope_theta, err));
     }
     TRY(px_json_bool(&c, root, "tie_word_embeddings", false, &m->tied_embeddings, err));
   } else {
@@ -642,6 +660,7 @@ cJSON *px_model_to_json(const px_model *m) {
   px_json_add_num(o, "rope_theta", m->rope_theta);
   if (m->rope_concentration != 1.0) px_json_add_num(o, "rope_concentration", m->rope_concentration);
   if (m->rope_linear_factor > 0) px_json_add_num(o, "rope_linear_factor", m->rope_linear_factor);
+  if (m->rope_fraction < 1.0) px_json_add_num(o, "rope_fraction", m->rope_fraction);
   if (m->rope_yarn.factor > 0) {
     cJSON *y = cJSON_AddObjectToObject(o, "rope_yarn");
     if (y) {

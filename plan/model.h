@@ -86,6 +86,10 @@ typedef struct {
   /* Linear position interpolation (Chen et al. 2023; Hugging Face's rope_scaling "linear"): every frequency over
    * this factor; 0 none. The executors rotate by it, `export` writes it, the simulator prices nothing of it */
   double rope_linear_factor;
+  /* The share of each head's dims RoPE rotates, the leading head_dim x this (GPT-NeoX's rotary_pct, Hugging Face's
+   * partial_rotary_factor), the rest passed through; 1 the whole head. The executors rotate so; the simulator prices
+   * the whole head's RoPE bytes, as Megatron-Core's RoPE reads and writes it (the passed part concatenated back) */
+  double rope_fraction;
   /* Mixture of experts (experts 0: a dense model). A MoE layer's MLP is a
    * router, experts_per_token of `experts` routed SwiGLU/GELU experts of
    * moe_ffn_hidden each, and shared experts every token passes through. */
@@ -170,6 +174,8 @@ double px_model_yarn_mscale(double s, double m);
  * it by mscale(factor, mscale_all_dim)^2 (Hugging Face's DeepseekV3Attention, Megatron-Core's MultiLatentAttention:
  * 1.874 for DeepSeek-V3), every other attention by 1. */
 double px_model_softmax_scale_factor(const px_model *m);
+/* The leading dims of a head RoPE rotates: head_dim x rope_fraction, rounded down as Hugging Face does. */
+int64_t px_model_rope_dims(const px_model *m);
 
 /* Loads our schema or a Hugging Face config.json (detected by "model_type"). */
 px_status px_model_from_json(const cJSON *root, const char *file, px_model *m, px_err *err);

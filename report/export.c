@@ -566,6 +566,7 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
   bool yarn = megatron_yarn(m);
   arg(e, "position_embedding_type", "%s", yarn ? "yarn" : m->position == PX_POS_ROPE ? "rope" : "learned_absolute");
   if (m->position == PX_POS_ROPE) arg(e, "rotary_base", "%.0f", m->rope_theta);
+  if (m->position == PX_POS_ROPE && m->rope_fraction < 1.0) arg(e, "rotary_percent", "%g", m->rope_fraction);
   if (yarn) { /* Megatron-LM's argument_utils.py _apply_yarn_config_from_args (cd4afffa) and its defaults */
     arg(e, "rotary_scaling_factor", "%g", m->rope_yarn.factor);
     arg(e, "yarn_original_max_position_embeddings", "%lld", (long long)m->rope_yarn.original_positions);
@@ -607,7 +608,7 @@ static void megatron_model(emit *e, const px_model *m, const px_parallel *p) {
 
 /* What the model has that the arguments above do not say. */
 static void model_notes(FILE *out, const char *prefix, const px_model *m, px_framework fw) {
-  const char *what[8];
+  const char *what[9];
   int n = 0;
   if (m->kv_lora_rank > 0) what[n++] = "multi-head latent attention";
   if (m->sliding_window > 0 && fw != PX_FW_MEGATRON) what[n++] = "sliding-window layers";
@@ -620,6 +621,8 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
     what[n++] = "Llama 3.1's RoPE scaling (factor, wavelength factors, original length)";
   if (m->rope_linear_factor > 0 && !(fw == PX_FW_MEGATRON && megatron_linear(m)))
     what[n++] = "RoPE's linear position interpolation (its factor)";
+  if (m->position == PX_POS_ROPE && m->rope_fraction < 1.0 && fw != PX_FW_MEGATRON)
+    what[n++] = "a partial rotary (the rotated share of a head)";
   if (m->experts > 0) what[n++] = "the router's normalisation, capacity, load balancing and expert groups";
   for (int i = 0; i < n; i++)
     fprintf(out, "%s%s: %s, not written here: take it from %s's own recipe for this model\n", prefix, m->name, what[i],

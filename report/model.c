@@ -50,6 +50,8 @@ static void model_head(const px_model *m, int64_t seq, FILE *out) {
     fprintf(out, ", Llama 3.1 RoPE scaling x%g from %lld positions", m->rope_llama3.factor,
             (long long)m->rope_llama3.original_positions);
   if (m->rope_linear_factor > 0) fprintf(out, ", RoPE positions interpolated x%g", m->rope_linear_factor);
+  if (m->position == PX_POS_ROPE && m->rope_fraction < 1.0)
+    fprintf(out, ", RoPE on %lld of %lld dims a head", (long long)px_model_rope_dims(m), (long long)m->head_dim);
   if (m->rope_concentration != 1.0)
     fprintf(out, ", RoPE concentration %.4g (unfused in Megatron-Core)", m->rope_concentration);
 }

@@ -76,11 +76,12 @@ typedef struct {
   bool norm_topk;
   double aux;
   /* RoPE's scaling: REF_YARN gpt-oss's (theta 150000, factor 32 over 4,096 positions, its concentration),
-   * REF_LLAMA3 Llama 3.1's (theta 500000, 8 over 8,192 positions), REF_LINEAR interpolation by 4; 0 none */
+   * REF_LLAMA3 Llama 3.1's (theta 500000, 8 over 8,192 positions), REF_LINEAR interpolation by 4, REF_PARTIAL
+   * a partial rotary (half of each head, GPT-NeoX's kind); 0 none */
   int rope_scaling;
 } config;
 
-enum { REF_YARN = 1, REF_LLAMA3, REF_LINEAR };
+enum { REF_YARN = 1, REF_LLAMA3, REF_LINEAR, REF_PARTIAL };
 
 static const config configs[] = {
     /* unfused attention with dropout; GELU in fc1's epilogue, F = 36 not a multiple of 8 (the epilogue kernel) */
@@ -111,6 +112,9 @@ static const config configs[] = {
     /* linear position interpolation by 4 */
     {"llama-linear", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
      0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, REF_LINEAR},
+    /* a partial rotary: the first 8 dims of each head of 16 rotated at their own frequencies, 8 passed through */
+    {"llama-partial", false, 32, 4, 2, 16, 24, 33, 19, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
+     0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, REF_PARTIAL},
     /* a head dim beyond the CUDA flash kernels' 256 */
     {"gpt-d320", true, 16, 2, 2, 320, 16, 19, 3, 1, 0.0, PX_ATTN_FLASH, PX_GELU_SEPARATE, false, 1, 0,
      0, 0, 0, PX_ROUTER_SOFTMAX, false, 0.0, 0},
@@ -146,7 +150,9 @@ static px_status plan_of(const config *g, px_precision prec, px_plan *plan, px_e
     m.shared_experts = 0, m.shared_ffn_hidden = 0, m.first_dense_layers = 0, m.moe_layer_freq = 1;
     m.router = g->router, m.norm_topk_prob = g->norm_topk, m.aux_loss_coef = g->aux, m.capacity_factor = 0;
   }
-  if (g->rope_scaling == REF_LINEAR) {
+  if (g->rope_scaling == REF_PARTIAL) {
+    m.rope_fraction = 0.5;
+  } else if (g->rope_scaling == REF_LINEAR) {
     m.rope_linear_factor = 4.0;
   } else if (g->rope_scaling == REF_YARN) {
     m.rope_theta = 150000.0, m.rope_concentration = 0.1 * log(32.0) + 1.0;
@@ -830,20 +836,24 @@ static double ref_inv_freq(const px_model *m, int64_t i, int64_t D) {
   return f / F * (1.0 - mask) + f * mask;
 }
 
-/* Rotates pairs (i, i + D/2) of each head at position t by sign * t f_i, times the concentration. */
+/* Rotates pairs (i, i + R/2) of the first R = D x rope_fraction dims of each head at position t by sign * t f_i
+ * (f of an R-wide rotation), times the concentration; the other dims pass through (GPT-NeoX's partial rotary). */
 static void rotate(double *y, const float *x, int64_t B, int64_t S, int64_t H, int64_t D, const px_model *m,
                    double sign) {
   double conc = m->rope_concentration;
+  int64_t R = (int64_t)(D * m->rope_fraction);
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < S; t++)
-      for (int64_t h = 0; h < H; h++)
-        for (int64_t i = 0; i < D / 2; i++) {
-          double a = sign * (double)t * ref_inv_freq(m, i, D);
-          int64_t o = ((b * S + t) * H + h) * D;
-          double x1 = x[o + i], x2 = x[o + i + D / 2];
+      for (int64_t h = 0; h < H; h++) {
+        int64_t o = ((b * S + t) * H + h) * D;
+        for (int64_t i = R; i < D; i++) y[o + i] = x[o + i];
+        for (int64_t i = 0; i < R / 2; i++) {
+          double a = sign * (double)t * ref_inv_freq(m, i, R);
+          double x1 = x[o + i], x2 = x[o + i + R / 2];
           y[o + i] = conc * (x1 * cos(a) - x2 * sin(a));
-          y[o + i + D / 2] = conc * (x2 * cos(a) + x1 * sin(a));
+          y[o + i + R / 2] = conc * (x2 * cos(a) + x1 * sin(a));
         }
+      }
 }
 
 static void ref_rope(opcase *c) {

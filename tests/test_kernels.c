@@ -432,24 +432,26 @@ typedef struct {
   double theta;
   const double *inv_freq; /* (D/2) the pairs' frequencies (YaRN's, from tests/data); NULL: theta^(-2i/D) */
   double scale;           /* out times this (the concentration); 0: 1 */
+  int64_t rot;            /* the leading dims rotated, the rest passed through (partial rotary); 0: all */
 } rope_ctx;
 
 /* Hugging Face Llama: q * cos + rotate_half(q) * sin, rotate_half(x) = [-x2, x1]. */
 static void ref_rope(double *out, const double *in, const void *vctx) {
   const rope_ctx *p = vctx;
-  int64_t half = p->d / 2;
+  int64_t rot = p->rot ? p->rot : p->d, half = rot / 2;
   double c = p->scale ? p->scale : 1.0;
   for (int64_t b = 0; b < p->b; b++)
     for (int64_t t = 0; t < p->t; t++)
       for (int64_t h = 0; h < p->h; h++) {
         const double *x = in + ((b * p->t + t) * p->h + h) * p->d;
         double *y = out + ((b * p->t + t) * p->h + h) * p->d;
-        for (int64_t i = 0; i < p->d; i++) {
+        for (int64_t i = rot; i < p->d; i++) y[i] = x[i]; /* GPT-NeoX's x_pass, concatenated back */
+        for (int64_t i = 0; i < rot; i++) {
           double inv_freq =
-              p->inv_freq ? p->inv_freq[i % half] : 1.0 / pow(p->theta, (double)(2 * (i % half)) / (double)p->d);
+              p->inv_freq ? p->inv_freq[i % half] : 1.0 / pow(p->theta, (double)(2 * (i % half)) / (double)rot);
           double ang = (double)(p->pos0 + t) * inv_freq;
-          double rot = i < half ? -x[i + half] : x[i - half];
-          y[i] = c * (x[i] * cos(ang) + rot * sin(ang));
+          double other = i < half ? -x[i + half] : x[i - half]; /* rotate_half */
+          y[i] = c * (x[i] * cos(ang) + other * sin(ang));
         }
       }
 }
@@ -459,7 +461,7 @@ static void ref_rope(double *out, const double *in, const void *vctx) {
 
 static void test_rope(void) {
   px_tseed(9);
-  rope_ctx p = {2, 8, 3, 6, 0, 10000.0, NULL, 0};
+  rope_ctx p = {2, 8, 3, 6, 0, 10000.0, NULL, 0, 0};
   const int64_t n = p.b * p.t * p.h * p.d;
   float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
   px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, PLAIN_ROPE(p.theta));
@@ -490,6 +492,21 @@ static void test_rope(void) {
   for (int64_t b = 0; b < p.b; b++)
     same = same && memcmp(shard + b * ts * row, out + (b * p.t + t0) * row, (size_t)(ts * row) * sizeof *shard) == 0;
   CU_ASSERT(same);
+
+  /* a partial rotary (GPT-NeoX: rotary_pct 0.25 of a head of 16): the first 4 dims rotated at their own
+   * frequencies (theta^(-2i/4)), the other 12 passed through, forward and backward */
+  rope_ctx q = {2, 5, 3, 16, 2, 10000.0, NULL, 0, 4};
+  const int64_t m = q.b * q.t * q.h * q.d;
+  const px_rope *partial = &(px_rope){.theta = q.theta, .concentration = 1.0, .dims = 4};
+  float *xp = px_trand(m, -1, 1), *op = px_tconst(m, NAN);
+  px_k_rope_fwd(op, xp, q.b, q.t, q.h, q.d, q.pos0, partial);
+  double *ip = d_of(xp, m), *wp = dalloc(m), *gp = dalloc(m);
+  ref_rope(wp, ip, &q);
+  CU_ASSERT(fwd_close("partial rope out", op, wp, m));
+  float *rp = px_trand(m, -1, 1), *dp = px_tconst(m, ACC0);
+  px_k_rope_bwd(dp, rp, q.b, q.t, q.h, q.d, q.pos0, partial);
+  fd_grad(gp, ref_rope, &q, ip, m, m, d_of(rp, m));
+  CU_ASSERT(grad_close("partial rope dinp", dp, gp, m));
   px_tfree();
 }
 
@@ -510,7 +527,7 @@ static void ref_mla_rope(double *out, const double *in, const void *vctx) {
   double *qo = out, *ko = out + nq;
   double qs = p->q_scale ? p->q_scale : 1.0;
   for (int64_t r = 0; r < rows; r++) {
-    rope_ctx one = {1, 1, 1, p->dr, p->pos0 + r % p->t, p->theta, p->inv_freq, 0};
+    rope_ctx one = {1, 1, 1, p->dr, p->pos0 + r % p->t, p->theta, p->inv_freq, 0, 0};
     for (int64_t h = 0; h < p->hq; h++) {
       const double *x = q + (r * p->hq + h) * d;
       double *y = qo + (r * p->hq + h) * d;
@@ -608,7 +625,7 @@ static void test_rope_yarn(void) {
   CU_ASSERT(oss[0] == 1.0);
   PX_ASSERT_REL(oss[31] * 32.0, pow(150000.0, -62.0 / 64.0), 1e-12);
 
-  rope_ctx p = {1, 4, 2, 64, 3000, 150000.0, oss, 0.1 * log(32.0) + 1.0};
+  rope_ctx p = {1, 4, 2, 64, 3000, 150000.0, oss, 0.1 * log(32.0) + 1.0, 0};
   const int64_t n = p.b * p.t * p.h * p.d;
   float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
   px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, GPT_OSS_ROPE);
@@ -644,7 +661,7 @@ static void test_rope_llama3(void) {
   const px_rope *lin = &(px_rope){.theta = 10000.0, .concentration = 1.0, .linear_factor = 4.0};
   PX_ASSERT_REL(px_rope_inv_freq(0, 64, lin), 0.25, 1e-15);
   PX_ASSERT_REL(px_rope_inv_freq(20, 64, lin), 1.0 / (4.0 * pow(10000.0, 40.0 / 64.0)), 1e-14);
-  rope_ctx p = {1, 3, 2, 64, 7000, 500000.0, f1, 0};
+  rope_ctx p = {1, 3, 2, 64, 7000, 500000.0, f1, 0, 0};
   const int64_t n = p.b * p.t * p.h * p.d;
   float *x = px_trand(n, -1, 1), *out = px_tconst(n, NAN);
   px_k_rope_fwd(out, x, p.b, p.t, p.h, p.d, p.pos0, &r);
@@ -1900,7 +1917,7 @@ int main(void) {
       {"RMSNorm", test_rmsnorm},
       {"GELU (tanh)", test_gelu},
       {"SwiGLU", test_swiglu},
-      {"RoPE, backward, and a sequence shard at pos0 = 3", test_rope},
+      {"RoPE, backward, a sequence shard at pos0 = 3, and a partial rotary", test_rope},
       {"latent attention's decoupled RoPE (DeepSeek): k widened in place, dk_pe summed over heads", test_mla_rope},
       {"YaRN's RoPE: the frequencies as gpt-oss's and transformers' code, the kernels with them", test_rope_yarn},
       {"Llama 3.1's RoPE scaling as llama-models' code, the rotation with it; linear interpolation", test_rope_llama3},

@@ -93,6 +93,10 @@ static void test_hf_defaults(void) {
   CU_ASSERT(m.parallel_residual);
   CU_ASSERT(!m.tied_embeddings);
   CU_ASSERT_EQUAL(m.position, PX_POS_ROPE);
+  /* its rotary_pct 0.25 of head_dim 64 and rotary_emb_base 10000 */
+  CU_ASSERT_DOUBLE_EQUAL(m.rope_fraction, 0.25, 0);
+  CU_ASSERT_EQUAL(px_model_rope_dims(&m), 16);
+  CU_ASSERT_DOUBLE_EQUAL(m.rope_theta, 10000.0, 0);
 }
 
 /* Parses text as a model; returns the status and leaves the message in err. */
@@ -490,6 +494,13 @@ static void test_moe_refusals(void) {
                  "\"original_positions\": 64}, \"rope_yarn\": {\"factor\": 4, \"original_positions\": 8}}",
                  "fields 'rope_yarn', 'rope_llama3', 'rope_linear_factor': the frequencies are scaled one way, and "
                  "the model has more than one");
+  /* a partial rotary: Hugging Face's partial_rotary_factor; an odd count of rotated dims and latent attention refused */
+  root = cJSON_Parse("{\"model_type\": \"llama\", " HF_BASE ", \"partial_rotary_factor\": 0.5}");
+  CU_ASSERT_EQUAL_FATAL(px_model_from_json(root, "t.json", &m, &err), PX_OK);
+  cJSON_Delete(root);
+  CU_ASSERT_EQUAL(px_model_rope_dims(&m), m.head_dim / 2);
+  expect_refused("{" BASE ", \"heads\": 4, \"position\": \"rope\", \"rope_fraction\": 0.1875}",
+                 "field 'rope_fraction': 0.1875 of head_dim 16 rotates 3 dims, not an even count");
   expect_refused("{" BASE ", \"heads\": 4, \"rope_linear_factor\": 2}",
                  "field 'rope_linear_factor': it scales RoPE's frequencies, and the model's position is learned");
   expect_refused("{" BASE ", \"heads\": 4, \"rope_llama3\": {\"factor\": 8, \"original_positions\": 64}}",

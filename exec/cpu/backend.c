@@ -320,13 +320,13 @@ static void rope_rows(const px_exec_op *e, float *out, const float *in, int64_t 
 
 /* In-place inverse rotation (RoPE backward on a gradient), rows at the rank's positions. */
 static void rope_inverse(const px_exec_op *e, float *x, int64_t B, int64_t S, int64_t H, int64_t D) {
-  int64_t half = D / 2;
+  int64_t rot = px_rope_dims(&e->env->rope, D), half = rot / 2; /* the dims past rot pass through as they are */
   float conc = (float)e->env->rope.concentration;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = px_env_position(e->env, e->env->cp_rank, t);
       for (int64_t i = 0; i < half; i++) { /* the angle once for every head */
-        double a = px_rope_angle(pos, i, D, &e->env->rope);
+        double a = px_rope_angle(pos, i, rot, &e->env->rope);
         float c = conc * (float)cos(a), s = conc * (float)sin(a);
         for (int64_t h = 0; h < H; h++) {
           float *r = x + ((b * S + t) * H + h) * D, x0 = r[i], x1 = r[i + half];

@@ -10,12 +10,14 @@
  * rotation's concentration factor (the transpose of c R is c R^T). */
 static void rope(float *out, const float *inp, int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0,
                  const px_rope *r, float sign, int accumulate) {
-  int64_t half = d / 2;
+  int64_t rot = px_rope_dims(r, d), half = rot / 2;
   float conc = (float)r->concentration;
+  for (int64_t row = 0; row < b * t * h && rot < d; row++) /* the dims it does not rotate pass through */
+    for (int64_t j = row * d + rot; j < (row + 1) * d; j++) out[j] = accumulate ? out[j] + inp[j] : inp[j];
   for (int64_t bi = 0; bi < b; bi++) {
     for (int64_t ti = 0; ti < t; ti++) {
       for (int64_t i = 0; i < half; i++) {
-        double ang = px_rope_angle(pos0 + ti, i, d, r);
+        double ang = px_rope_angle(pos0 + ti, i, rot, r);
         float cs = conc * (float)cos(ang), sn = sign * conc * (float)sin(ang);
         for (int64_t hi = 0; hi < h; hi++) {
           int64_t base = ((bi * t + ti) * h + hi) * d;

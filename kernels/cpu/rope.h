@@ -11,8 +11,10 @@
  * (pos0 + t) * f_i, f_i the pair's frequency (px_rope_inv_freq: theta^(-2i/D),
  * or YaRN's, or Llama 3.1's): out_i = c (x_i cos - x_{i+D/2} sin), out_{i+D/2} = c (x_{i+D/2}
  * cos + x_i sin), c the rope's concentration. pos0 is the position of the first
- * row (a sequence shard starts mid-sequence). Writes out; out may alias inp
- * (in place). D must be even. */
+ * row (a sequence shard starts mid-sequence). A rope of fewer dims than D
+ * (px_rope.dims: GPT-NeoX's partial rotary) rotates the leading ones, pairs
+ * (x_i, x_{i+dims/2}) at its dims' frequencies, and passes the rest through.
+ * Writes out; out may alias inp (in place). D must be even. */
 void px_k_rope_fwd(float *out,       // (B, T, H, D)
                    const float *inp, // (B, T, H, D)
                    int64_t b, int64_t t, int64_t h, int64_t d, int64_t pos0, const px_rope *r);

@@ -172,6 +172,9 @@ jq '.rope_llama3.high_freq_factor = 2 | .name = "scaled-1b"' "$src/models/llama3
 grep -q -- "--use-rope-scaling" "$tmp/scaled.megatron" && fail "Megatron-LM's fixed scaling written for high_freq_factor 2"
 grep -q "note: scaled-1b: Llama 3.1's RoPE scaling" "$tmp/scaled.megatron" ||
   fail "export of a scaling Megatron-LM cannot say does not note it"
+# a partial rotary (pythia's rotary_pct 0.25): Megatron-LM's --rotary-percent
+"$px" export -m "$src/tests/data/hf/pythia-160m-config.json" -c dgx-h100 -g 8 --to megatron 2>&1 |
+  grep -q -- "--rotary-percent 0.25" || fail "export of a partial rotary lacks --rotary-percent 0.25"
 # linear interpolation: Megatron-LM's --rotary-seq-len-interpolation-factor takes a whole factor
 jq '.rope_linear_factor = 4 | .name = "linear-8b"' "$src/models/llama3-8b.json" >"$tmp/linear-8b.json"
 "$px" export -m "$tmp/linear-8b.json" "${base[@]:2}" -z 1 --to megatron 2>&1 |

@@ -752,6 +752,16 @@ static void test_rope(void) {
   LAUNCH(px_kc_rope_bwd_bf16(dgxb, dev_bf(gb, nx), b, t, h, d, pos0, rope, stream));
   px_k_rope_bwd(gxb, gb, b, t, h, d, pos0, rope);
   CU_ASSERT(bf16_close("rope dinp bf16", host_bf(dgxb, nx), gxb, nx));
+  /* a partial rotary: 16 of 64 dims rotated, the rest passed through (copied forward, accumulated backward) */
+  const px_rope *partial = &(px_rope){.theta = 10000.0, .concentration = 1.0, .dims = 16};
+  float *op = px_tfloats(nx), *gp = px_tconst(nx, ACC0), *dgp = dev_f(gp, nx);
+  float *dop = dalloc((size_t)nx * sizeof(float));
+  LAUNCH(px_kc_rope_fwd(dop, dev_f(x, nx), b, t, h, d, pos0, partial, stream));
+  px_k_rope_fwd(op, x, b, t, h, d, pos0, partial);
+  CU_ASSERT(elem_close("partial rope out", host_f(dop, nx), op, nx));
+  LAUNCH(px_kc_rope_bwd(dgp, dev_f(g, nx), b, t, h, d, pos0, partial, stream));
+  px_k_rope_bwd(gp, g, b, t, h, d, pos0, partial);
+  CU_ASSERT(elem_close("partial rope dinp", host_f(dgp, nx), gp, nx));
   arena_free();
 }
 
