@@ -29,6 +29,10 @@ for f in empty truncated array string_number zero_layers negative huge int64max 
          window_without_layers hf_layer_types; do
   expect_refusal "$f.json" "$px" model show "$bad/$f.json"
 done
+# RoPE's shape and scaling: an odd count of rotated dims; Llama 3.1's scaling without its original context
+expect_refusal "field 'rope_fraction': 0.1875 of head_dim 16 rotates 3 dims" "$px" model show "$bad/rope_odd_fraction.json"
+expect_refusal "field 'rope_scaling.original_max_position_embeddings' is missing" "$px" model show \
+  "$bad/hf_rope_llama3_partial.json"
 expect_refusal "garbage.bin" "$px" model show "$bad/garbage.bin"
 expect_refusal "is a directory" "$px" model show "$bad/adir/"
 expect_refusal "no_such_file.json" "$px" model show "$bad/no_such_file.json"
