@@ -208,6 +208,7 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
   gpu->gemm_tile_m = 128;
   gpu->gemm_tile_n = 128;
   gpu->gemm_k_half = 0;
+  gpu->gemm_fp8_k_half = 0;
   const cJSON *gemm;
   TRY(px_json_obj(&c, g, "gemm", false, &gemm, err));
   if (gemm) {
@@ -216,6 +217,7 @@ static px_status gpu_from_json(const cJSON *g, const char *file, px_gpu *gpu, px
     TRY(px_json_int(&gc, gemm, "tile_m", false, 1, 4096, &gpu->gemm_tile_m, err));
     TRY(px_json_int(&gc, gemm, "tile_n", false, 1, 4096, &gpu->gemm_tile_n, err));
     TRY(px_json_num(&gc, gemm, "k_half", false, 0.0, 1e6, &gpu->gemm_k_half, err));
+    TRY(px_json_num(&gc, gemm, "fp8_k_half", false, 0.0, 1e6, &gpu->gemm_fp8_k_half, err));
     TRY(px_json_num(&gc, gemm, "fp8_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_max_efficiency, err));
     TRY(px_json_num(&gc, gemm, "fp8_block_max_efficiency", false, 0.01, 1.0, &gpu->gemm_fp8_block_max_efficiency,
                     err));
@@ -660,6 +662,7 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   px_json_add_num(gemm, "tile_m", (double)gpu->gemm_tile_m);
   px_json_add_num(gemm, "tile_n", (double)gpu->gemm_tile_n);
   px_json_add_num(gemm, "k_half", gpu->gemm_k_half);
+  if (gpu->gemm_fp8_k_half > 0) px_json_add_num(gemm, "fp8_k_half", gpu->gemm_fp8_k_half);
   if (gpu->gemm_fp8_max_efficiency > 0) px_json_add_num(gemm, "fp8_max_efficiency", gpu->gemm_fp8_max_efficiency);
   if (gpu->gemm_fp8_block_max_efficiency > 0)
     px_json_add_num(gemm, "fp8_block_max_efficiency", gpu->gemm_fp8_block_max_efficiency);
@@ -908,6 +911,11 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block) {
   double f8 = fp8_block && !fp4 && g->gemm_fp8_block_max_efficiency > 0 ? g->gemm_fp8_block_max_efficiency
                                                                          : g->gemm_fp8_max_efficiency;
   return gemm_figures_of(dt) == PX_DTYPE_FP8 && f8 > 0 ? f8 : g->gemm_max_efficiency;
+}
+
+double px_gpu_gemm_k_half(const px_gpu *g, px_dtype dt, bool fp8_block) {
+  bool fp8 = gemm_figures_of(dt) == PX_DTYPE_FP8 && !(fp8_block && dt != PX_DTYPE_FP4);
+  return fp8 && g->gemm_fp8_k_half > 0 ? g->gemm_fp8_k_half : g->gemm_k_half;
 }
 
 double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4) {

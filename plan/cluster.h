@@ -92,7 +92,7 @@ typedef struct {
 #define PX_CUDNN_VERSION_MAX 999999 /* cudnn.backend_version()'s form: major x 10000 + minor x 100 + patch */
 
 #define PX_GEMM_TABLE_MAX 256
-#define PX_SOURCES_MAX 48 /* per-field sources of a cluster file */
+#define PX_SOURCES_MAX 64 /* per-field sources of a cluster file */
 
 /* Where one figure of a cluster file comes from: the field's dotted path
  * (or an object's, for all the figures under it) and the citation. */
@@ -115,6 +115,8 @@ typedef struct {
   double gemm_max_efficiency;
   int64_t gemm_tile_m, gemm_tile_n;
   double gemm_k_half;                /* k at which short-k GEMMs reach half of max efficiency */
+  double gemm_fp8_k_half;            /* ... fp8 GEMMs with per-tensor scales, where measured apart (their k loop
+                                        runs twice as fast against the same fixed cost); 0: k_half */
   double gemm_fp8_max_efficiency;    /* max_efficiency of fp8 GEMMs with per-tensor scales (of the fp8 peak) */
   double gemm_fp8_block_max_efficiency; /* ... with blockwise scales (DeepSeek-V3's 1 x 128 / 128 x 128) */
   double gemm_fp8_split_share;       /* an fp8 GEMM's rate with split (promoted) accumulation over its rate with
@@ -200,6 +202,10 @@ static inline bool px_gpu_fp8_any_layout(const px_gpu *g) { return px_gpu_block_
  * gives no gpu.gemm.nvfp4_rate_over_fp8), the 16-bit one where the file gives
  * no fp8 figure. */
 double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
+/* The k at which a GEMM of dt (fp8_block: blockwise fp8 scales) reaches half its max efficiency: fp8_k_half for
+ * per-tensor fp8 and fp4 where given, else k_half (blockwise fp8 too: DeepGEMM's kernels, whose published k 2,048
+ * over k 7,168 rate, 0.90, k_half's 0.93 matches and fp8_k_half's 0.79 does not). */
+double px_gpu_gemm_k_half(const px_gpu *g, px_dtype dt, bool fp8_block);
 /* A block-scaled GEMM's rate over the same GEMM's with per-tensor fp8 scales
  * (gpu.gemm.mxfp8_rate_over_fp8, nvfp4_rate_over_fp8: kernel measurements on
  * one harness); 0 where the file gives none. */

@@ -21,7 +21,8 @@ void px_report_cluster_text(const px_cluster *c, FILE *out) {
           g->gemm_max_efficiency, (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, g->gemm_k_half,
           g->gemm_table_len ? " (measured table given)" : "", g->sustained_share);
   if (g->peak_flops[PX_DTYPE_FP8] > 0)
-    fprintf(out, "  fp8 gemm efficiency: max %.2f per-tensor scales, %.2f blockwise\n", px_gpu_gemm_max(g, PX_DTYPE_FP8, false),
+    fprintf(out, "  fp8 gemm efficiency: max %.2f per-tensor scales (k_half %.0f), %.2f blockwise\n",
+            px_gpu_gemm_max(g, PX_DTYPE_FP8, false), px_gpu_gemm_k_half(g, PX_DTYPE_FP8, false),
             px_gpu_gemm_max(g, PX_DTYPE_FP8, true));
   if (px_gpu_block_scaled(g)) { /* the block-scaled GEMMs' rate over per-tensor fp8's, measured or the rule */
     double mx = px_gpu_block_scaled_ratio(g, false), nv = px_gpu_block_scaled_ratio(g, true);

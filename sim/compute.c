@@ -29,8 +29,9 @@ double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, in
   return px_gemm_efficiency8(g, dt, false, m, n, k, batch);
 }
 
-double px_gemm_k_factor(const px_gpu *g, int64_t k) {
-  return g->gemm_k_half > 0 ? (double)k / ((double)k + g->gemm_k_half) : 1.0;
+double px_gemm_k_factor(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t k) {
+  double half = px_gpu_gemm_k_half(g, dt, fp8_block);
+  return half > 0 ? (double)k / ((double)k + half) : 1.0;
 }
 
 /* Tiles of `tile` along a side of `len`, the last one partly empty. */
@@ -57,7 +58,7 @@ static double gemm_efficiency(const px_gpu *g, px_dtype dt, bool fp8_block, int6
   double waves = ceil_div(tiles, lanes);
   double wave_eff = tiles / (waves * sms);                                      /* last wave partly idle */
   double tile_eff = ((double)m * (double)n) / (tiles_m * tm * tiles_n * tn);   /* padding inside edge tiles */
-  double k_eff = px_gemm_k_factor(g, k);
+  double k_eff = px_gemm_k_factor(g, dt, fp8_block, k);
   /* never above the best a sweep of shapes measured: max_efficiency is that best over the model's factors at
    * its shape, so where they are better than there (long k, full waves) the product alone would exceed it */
   return fmin(max * wave_eff * tile_eff * k_eff, px_gpu_gemm_ceiling(g, dt));

@@ -8,9 +8,9 @@
 #include "plan/cluster.h"
 #include "plan/graph.h"
 
-/* The GEMM model's short-k factor, k / (k + gpu.gemm.k_half): a tile's k loop against its fixed load and store
- * (1 without k_half). */
-double px_gemm_k_factor(const px_gpu *g, int64_t k);
+/* The GEMM model's short-k factor, k / (k + k_half) with the k_half of dt's GEMMs (px_gpu_gemm_k_half): a tile's
+ * k loop against its fixed load and store (1 without k_half). */
+double px_gemm_k_factor(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t k);
 /* Achieved share of peak for a batch of (m x k) @ (k x n) GEMMs (fp8: with
  * per-tensor scales; px_gemm_efficiency8 says which). */
 double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch);

@@ -55,7 +55,7 @@ static void test_gemm_ceiling(void) {
             CU_ASSERT(px_gemm_efficiency8(g, dts[d], false, m, n, k, 1) <= ceil_eff * (1 + 1e-12));
       double fc1 = px_gemm_efficiency8(g, dts[d], false, 16384, 2 * 28672, 8192, 1);
       double cube = px_gemm_efficiency8(g, dts[d], false, 8192, 8192, 8192, 1);
-      double free_max = px_gpu_gemm_max(g, dts[d], false) * (8192.0 / (8192.0 + g->gemm_k_half));
+      double free_max = px_gpu_gemm_max(g, dts[d], false) * px_gemm_k_factor(g, dts[d], false, 8192);
       fprintf(stderr, "\n  %-11s %-4s best %7.1f TFLOP/s: 16384x57344x8192 %7.1f, 8192^3 %7.1f (uncapped up to %7.1f)",
               presets[i], px_dtype_names[dts[d]], best / 1e12, fc1 * g->peak_flops[dts[d]] / 1e12,
               cube * g->peak_flops[dts[d]] / 1e12, free_max * g->peak_flops[dts[d]] / 1e12);
@@ -64,10 +64,9 @@ static void test_gemm_ceiling(void) {
     }
   }
   fprintf(stderr, "\n");
-  CU_ASSERT_EQUAL(capped, 10); /* bf16 on all six, fp8 on B200, B300, GB200, GB300 (H100's fp8 sweep bounds nothing) */
+  CU_ASSERT_EQUAL(capped, 11); /* bf16 on all six, fp8 on H100 (cuBLASLt's 8192^3), B200, B300, GB200, GB300 */
   /* a preset without the figure keeps the model uncapped */
   px_cluster h = preset("dgx-h100");
-  CU_ASSERT_EQUAL(px_gpu_gemm_ceiling(&h.gpu, PX_DTYPE_FP8), 1.0);
   CU_ASSERT_EQUAL(px_gpu_gemm_ceiling(&h.gpu, PX_DTYPE_FP32), 1.0);
 }
 

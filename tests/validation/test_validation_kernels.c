@@ -38,7 +38,10 @@ static void test_fp8_gemm(void) {
   double t16 = px_compute_op_s(g, PX_DTYPE_BF16, &op) - g->kernel_overhead_s;
   op.flags = PX_OPF_FP8;
   double t8 = px_compute_op_s(g, PX_DTYPE_BF16, &op) - g->kernel_overhead_s;
-  PX_ASSERT_REL(t16 / t8, (peak * g->gemm_fp8_max_efficiency) / (g->peak_flops[PX_DTYPE_BF16] * g->gemm_max_efficiency),
+  /* ... each at its max_efficiency and its k_half (fp8's tile runs its k loop twice as fast) */
+  PX_ASSERT_REL(t16 / t8,
+                (peak * g->gemm_fp8_max_efficiency * px_gemm_k_factor(g, PX_DTYPE_FP8, false, 8192)) /
+                    (g->peak_flops[PX_DTYPE_BF16] * g->gemm_max_efficiency * px_gemm_k_factor(g, PX_DTYPE_BF16, false, 8192)),
                 1e-9);
   /* a cast is a memory-bound pass, whatever its flags */
   px_op cast = {.kind = PX_OP_CAST, .flags = PX_OPF_FP8, .bytes = 1e9};
@@ -387,6 +390,9 @@ static void test_kernel_microbenchmarks(void) {
     CU_ASSERT_EQUAL(b.gpu.gemm_max_efficiency, l.gpu.gemm_max_efficiency);
     CU_ASSERT_EQUAL(b.gpu.gemm_fp8_max_efficiency, l.gpu.gemm_fp8_max_efficiency);
     CU_ASSERT_EQUAL(b.gpu.gemm_k_half, l.gpu.gemm_k_half);
+    CU_ASSERT_EQUAL(b.gpu.gemm_fp8_k_half, l.gpu.gemm_fp8_k_half);
+    CU_ASSERT_EQUAL(b.gpu.gemm_fp8_best_flops, l.gpu.gemm_fp8_best_flops);
+    CU_ASSERT_EQUAL(b.gpu.gemm_fp8_split_share, l.gpu.gemm_fp8_split_share);
   }
   /* k_half: B200 and GB200 (sm_100) read OpenXLA's sm_100 table (test_gemm_short_k); Blackwell Ultra (B300,
    * GB300), with no table of its own and a MAMF row sm_100's does not allow, borrows the H100's */
@@ -481,34 +487,43 @@ static double pass_s(const px_gpu *g, const char *format, const char *shapes) {
 }
 
 /* k_half against the measured shape of GEMM efficiency in k (tests/data/gemm_short_k.csv: OpenXLA's sm_100
- * table): at a fixed output each row's share of the largest-k row's TFLOP/s is the model's k factor's within
- * the row's tolerance (the output's wave and tile factors are the same for every k; the level is MAMF's, not
- * this table's: max_efficiency and the ceiling). */
+ * table, bf16; parallax calibrate on an H200, bf16 and fp8): at a fixed output each row's share of the largest-k
+ * row's TFLOP/s of its dtype is the model's k factor's within the row's tolerance (the output's wave and tile
+ * factors are the same for every k; the level is max_efficiency's source, not this table's: max_efficiency and the
+ * ceiling). */
 static void test_gemm_short_k(void) {
-  enum { ROWS = 10 };
-  struct { char preset[32]; int64_t m, n, k; double tflops, tol; } row[ROWS];
+  enum { ROWS = 34 };
+  struct { char preset[32]; px_dtype dt; int64_t m, n, k; double tflops, tol; } row[ROWS];
   csv_rows r = {0};
   while (csv_next(&r, "tests/data/gemm_short_k.csv", 7))
     if (r.rows <= ROWS) {
       int i = r.rows - 1;
       snprintf(row[i].preset, sizeof row[i].preset, "%s", r.f[0]);
+      row[i].dt = !strcmp(r.f[1], "fp8") ? PX_DTYPE_FP8 : PX_DTYPE_BF16;
       row[i].m = atoll(r.f[2]), row[i].n = atoll(r.f[3]), row[i].k = atoll(r.f[4]);
       row[i].tflops = atof(r.f[5]), row[i].tol = atof(r.f[6]);
     }
   CU_ASSERT_EQUAL_FATAL(r.rows, ROWS);
   for (int i = 0; i < ROWS; i++) {
-    int top = i; /* the row of the largest k at this output on this preset */
+    int top = i; /* the row of the largest k at this output and dtype on this preset */
     for (int j = 0; j < ROWS; j++)
-      if (!strcmp(row[j].preset, row[i].preset) && row[j].m == row[i].m && row[j].n == row[i].n && row[j].k > row[top].k)
+      if (!strcmp(row[j].preset, row[i].preset) && row[j].dt == row[i].dt && row[j].m == row[i].m &&
+          row[j].n == row[i].n && row[j].k > row[top].k)
         top = j;
     px_cluster c = preset(row[i].preset);
     double published = row[i].tflops / row[top].tflops;
-    double model = px_gemm_k_factor(&c.gpu, row[i].k) / px_gemm_k_factor(&c.gpu, row[top].k);
-    fprintf(stderr, "\n  %-12s %5lldx%5lldx%5lld  share of k %lld's: published %.3f  model %.3f  %+5.1f%%", row[i].preset,
-            (long long)row[i].m, (long long)row[i].n, (long long)row[i].k, (long long)row[top].k, published, model,
-            100 * (model / published - 1));
+    double model = px_gemm_k_factor(&c.gpu, row[i].dt, false, row[i].k) /
+                   px_gemm_k_factor(&c.gpu, row[i].dt, false, row[top].k);
+    fprintf(stderr, "\n  %-12s %-4s %5lldx%5lldx%5lld  share of k %lld's: published %.3f  model %.3f  %+5.1f%%",
+            row[i].preset, px_dtype_names[row[i].dt], (long long)row[i].m, (long long)row[i].n, (long long)row[i].k,
+            (long long)row[top].k, published, model, 100 * (model / published - 1));
     PX_ASSERT_REL(model, published, row[i].tol);
   }
+  /* fp8 GEMMs with blockwise scales (DeepGEMM's kernels) keep k_half: their figure is DeepGEMM's own */
+  px_cluster h100 = preset("dgx-h100");
+  CU_ASSERT(px_gpu_gemm_k_half(&h100.gpu, PX_DTYPE_FP8, false) > 2 * h100.gpu.gemm_k_half);
+  CU_ASSERT_EQUAL(px_gpu_gemm_k_half(&h100.gpu, PX_DTYPE_FP8, true), h100.gpu.gemm_k_half);
+  CU_ASSERT_EQUAL(px_gpu_gemm_k_half(&h100.gpu, PX_DTYPE_BF16, false), h100.gpu.gemm_k_half);
 }
 
 /* The GEMM model across output shapes, small and large, against OpenXLA's sm_90 table (tests/data/
