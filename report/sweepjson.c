@@ -76,6 +76,17 @@ static void add_assumptions(cJSON *as, const px_model *m, const px_cluster *c, c
            (long long)c->gpu.gemm_tile_n, c->gpu.gemm_k_half, 100 * c->gpu.memory_efficiency,
            c->gpu.hbm_bytes_per_s / 1e9, c->gpu.kernel_overhead_s * 1e6);
   cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  if (c->gpu.peak_flops[PX_DTYPE_FP8] > 0) {
+    double split = px_gpu_fp8_split_share(&c->gpu);
+    char bwd[128] = "";
+    if (split < 1)
+      snprintf(bwd, sizeof bwd, "; the backward's per-tensor GEMMs at %.2f of that rate (split accumulation)", split);
+    snprintf(line, sizeof line,
+             "fp8 GEMMs: efficiency %.2f of the fp8 peak with per-tensor scales (k_half %.0f), %.2f with blockwise "
+             "scales%s.", px_gpu_gemm_max(&c->gpu, PX_DTYPE_FP8, false),
+             px_gpu_gemm_k_half(&c->gpu, PX_DTYPE_FP8, false), px_gpu_gemm_max(&c->gpu, PX_DTYPE_FP8, true), bwd);
+    cJSON_AddItemToArray(as, cJSON_CreateString(line));
+  }
   snprintf(line, sizeof line,
            "Network: NVLink %.0f GB/s per GPU per direction at %.0f%%, %lld x %.0f Gb/s NICs per node at %.0f%%; ring, "
            "tree or hierarchical collectives, whichever is cheapest; concurrent flows share links equally.",

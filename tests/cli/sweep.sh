@@ -79,6 +79,9 @@ grep -q '"plans":' "$tmp/one.json" || fail "json lacks plans"
 grep -q '"tokens_per_s":' "$tmp/one.json" || fail "json lacks contract fields"
 jq -e '.precision_choice.best == "fp8" and .precision_choice.other == "bf16" and .precision_choice.tokens_per_s_ratio < 1' \
   "$tmp/one.json" >/dev/null || fail "json lacks the precision choice"
+# the assumptions say the fp8 GEMMs' figures: Hopper's own short-k cost (gpu.gemm.fp8_k_half)
+jq -e '.assumptions | any(test("^fp8 GEMMs: efficiency 0\\.93 of the fp8 peak with per-tensor scales \\(k_half 859\\)"))' \
+  "$tmp/one.json" >/dev/null || fail "json lacks the fp8 assumption: $(jq -c '.assumptions[1]' "$tmp/one.json")"
 "$px" sweep "${narrow[@]}" -C "$tmp/all.csv" >/dev/null || fail "sweep --csv"
 head -1 "$tmp/all.csv" | grep -q '^rank,tp,pp,dp,zero' || fail "csv header"
 # precision is searched where the GPU has fp8 (H100: bf16 and fp8 plans), fixed with --precision
