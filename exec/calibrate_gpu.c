@@ -18,6 +18,11 @@
  * widths of the presets' layers from GPT-2's 768 to the largest dense FFNs),
  * in bf16 and fp8; --quick: sizes the emulator takes in seconds. */
 static const int64_t grid_full[] = {1024, 4096, 16384}, grid_quick[] = {32, 64};
+/* Outputs with fewer 128 x 256 tiles than an H100's 132 SMs (24-128), m x n, each at every k of few_tiles_k, in
+ * bf16 and fp8: where libraries split k and the simulator's wave model does not, which k and tile counts cuBLAS
+ * splits at (a MoE expert's rows, a TP chunk's; docs/validation.md, the GEMM model across output shapes). */
+static const int64_t few_tiles_full[][2] = {{512, 1536}, {512, 4096}, {1024, 2048}, {2048, 2048}};
+static const int64_t few_tiles_k[] = {512, 1024, 2048, 4096, 8192};
 /* The sustained product: large enough to keep every SM busy. */
 #define SUSTAIN_DIM_FULL 8192
 #define SUSTAIN_DIM_QUICK 64
@@ -98,7 +103,8 @@ static double attn_flops(const px_cuda_attn_probe *p) {
 /* The GEMM table from the probes, against base's peak per dtype where every
  * rate is a share of it the file can hold ([1e-6, 1]); else (a base for another
  * GPU, an emulated one) the dtype's peak becomes its best measured rate. */
-static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, double min_s, const char *said, px_err *err) {
+static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, bool few_tiles, double min_s, const char *said,
+                           px_err *err) {
   px_gpu *g = &c->gpu;
   g->gemm_table_len = 0;
   char note[1024]; /* a source holds the first 383 characters */
@@ -130,7 +136,8 @@ static px_status fill_gemm(px_cluster *c, const gemm_list *l, int grid, double m
   if (min_s > 0) snprintf(timed, sizeof timed, "for at least %.2f s", min_s);
   snprintf(note, sizeof note, "%s: cuBLASLt as the CUDA backend calls it, random operands, bf16 out (fp8: E4M3, "
            "per-tensor scales, fast accumulation), each shape timed %s after a warm-up: a %d x %d x %d grid of m, n, "
-           "k and the given plans' linear layers", said, timed, grid, grid, grid);
+           "k%s and the given plans' linear layers", said, timed, grid, grid, grid,
+           few_tiles ? ", outputs of fewer tiles than SMs at k 512-8192" : "");
   return px_cluster_set_source(c, "gpu.gemm.table", note, err);
 }
 
@@ -221,6 +228,12 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
     for (int a = 0; a < ng; a++)
       for (int b = 0; b < ng; b++)
         for (int k = 0; k < ng; k++) add_gemm(gl, grid[a], grid[b], grid[k], false, true, dt ? PX_DTYPE_FP8 : PX_DTYPE_BF16);
+  if (!quick)
+    for (int dt = 0; dt < 2; dt++)
+      for (size_t i = 0; i < sizeof few_tiles_full / sizeof *few_tiles_full; i++)
+        for (size_t k = 0; k < sizeof few_tiles_k / sizeof *few_tiles_k; k++)
+          add_gemm(gl, few_tiles_full[i][0], few_tiles_full[i][1], few_tiles_k[k], false, true,
+                   dt ? PX_DTYPE_FP8 : PX_DTYPE_BF16);
 
   int64_t dims[HEAD_DIMS_MAX];
   int nd = 0;
@@ -285,7 +298,7 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
              "(%.63s) at %.31s: gpu.gemm.table, gpu.gemm.fp8_split_accumulation_share, gpu.sustained_share, "
              "gpu.attention, gpu.memory_efficiency (see sources); the rest from %.63s: %.500s", m->gpu, host, when, base->name, base->source);
     if (m->sms > 0) c->gpu.sm_count = m->sms;
-    st = fill_gemm(c, gl, ng, m->min_s, said, err);
+    st = fill_gemm(c, gl, ng, !quick, m->min_s, said, err);
   }
   if (!st) st = fill_attention(c, attn, na, said, err);
   char note[1024]; /* a source holds the first 383 characters */
