@@ -44,6 +44,7 @@ expect_refusal "garbage.bin" "$px" topology show "$bad/garbage.bin"
 expect_refusal "'gpu.attention[0].seq[1]': expected increasing" "$px" topology show "$bad/cluster_attention_seq.json"
 expect_refusal "'gpu.attention[0].window': a sliding window is causal" "$px" topology show "$bad/cluster_attention_window.json"
 expect_refusal "'gpu.attention[0].window': -128 is out of range" "$px" topology show "$bad/cluster_attention_window_negative.json"
+expect_refusal "'gpu.gemm.fp8_k_half': -859 is out of range" "$px" topology show "$bad/cluster_fp8_k_half.json"
 expect_refusal "'gpu.attention[0].dtype': 'fp4' is not one of bf16|fp8|mxfp8" "$px" topology show "$bad/cluster_attention_dtype.json"
 expect_refusal "'gpu.attention[0].cudnn_version': expected cudnn.backend_version()'s integer (9.13.1 is 91301)" "$px" topology show \
   "$bad/cluster_attention_cudnn.json"
