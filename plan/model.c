@@ -166,14 +166,21 @@ px_status px_model_validate(const px_model *m, const char *file, px_err *err) {
   if ((st = (x))) return st
 
 /* Our schema. */
+/* What every RoPE scaling object requires: its factor and the context length the model was trained at. */
+static px_status rope_scaling_from_json(const px_json_ctx *c, const cJSON *obj, double *factor, int64_t *positions,
+                                        px_err *err) {
+  px_status st;
+  TRY(px_json_num(c, obj, "factor", true, 1.0, 1e6, factor, err));
+  return px_json_int(c, obj, "original_positions", true, 1, (int64_t)1 << 24, positions, err);
+}
+
 /* The rope_yarn object (px_model.rope_yarn): factor and original_positions required, the betas and truncate
  * defaulting as Hugging Face's. */
 static px_status yarn_from_json(const px_json_ctx *cp, const cJSON *obj, px_model *m, px_err *err) {
   px_json_keys keys = {.n = 0};
   px_json_ctx c = {cp->file, "rope_yarn.", &keys};
   px_status st;
-  TRY(px_json_num(&c, obj, "factor", true, 1.0, 1e6, &m->rope_yarn.factor, err));
-  TRY(px_json_int(&c, obj, "original_positions", true, 1, (int64_t)1 << 24, &m->rope_yarn.original_positions, err));
+  TRY(rope_scaling_from_json(&c, obj, &m->rope_yarn.factor, &m->rope_yarn.original_positions, err));
   TRY(px_json_num(&c, obj, "beta_fast", false, 1e-3, 1e6, &m->rope_yarn.beta_fast, err));
   TRY(px_json_num(&c, obj, "beta_slow", false, 1e-3, 1e6, &m->rope_yarn.beta_slow, err));
   TRY(px_json_bool(&c, obj, "truncate", false, &m->rope_yarn.truncate, err));
@@ -187,8 +194,7 @@ static px_status llama3_from_json(const px_json_ctx *cp, const cJSON *obj, px_mo
   px_json_keys keys = {.n = 0};
   px_json_ctx c = {cp->file, "rope_llama3.", &keys};
   px_status st;
-  TRY(px_json_num(&c, obj, "factor", true, 1.0, 1e6, &m->rope_llama3.factor, err));
-  TRY(px_json_int(&c, obj, "original_positions", true, 1, (int64_t)1 << 24, &m->rope_llama3.original_positions, err));
+  TRY(rope_scaling_from_json(&c, obj, &m->rope_llama3.factor, &m->rope_llama3.original_positions, err));
   TRY(px_json_num(&c, obj, "low_freq_factor", false, 1e-3, 1e6, &m->rope_llama3.low_freq_factor, err));
   TRY(px_json_num(&c, obj, "high_freq_factor", false, 1e-3, 1e6, &m->rope_llama3.high_freq_factor, err));
   return px_json_refuse_unknown(&c, obj, NULL, 0, err);

@@ -129,10 +129,10 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
                   "overlap tp-bwd");
   if (p->tp > 1 && (p->overlap & PX_OVERLAP_TP) && !p->sp)
     return refuse(err, fw, "overlap tp without sequence parallelism",
-                  "Megatron-LM's --tp-comm-overlap needs --sequence-parallel", "sp, or overlap without tp");
+                  "Megatron-LM's `tp_comm_overlap` needs `sequence_parallel`", "sp, or overlap without tp");
   if (p->zero >= 1 && (p->overlap & PX_OVERLAP_ZERO) && !(p->overlap & PX_OVERLAP_DP) && px_parallel_weight_dp(p) > 1)
     return refuse(err, fw, "overlap zero without dp",
-                  "Megatron-LM overlaps the parameter all-gather (--overlap-param-gather) only with --overlap-grad-reduce",
+                  "Megatron-LM overlaps the parameter all-gather (`overlap_param_gather`) only with `overlap_grad_reduce`",
                   "overlap dp too, or not zero");
   if (p->zero >= 2 && p->grad_accum == PX_ACCUM_FULL)
     return refuse(err, fw, "grad_accum full with ZeRO-2/3",
@@ -145,11 +145,11 @@ static px_status check_megatron(px_framework fw, const px_parallel *p, const px_
                   "reshard after forward, or export to torchtitan");
   if (p->zero == 3 && p->prefetch != 1)
     return refuse(err, fw, "prefetch other than 1",
-                  "Megatron-FSDP sizes its prefetch in elements (--suggested-communication-unit-size), not layers",
+                  "Megatron-FSDP sizes its prefetch in elements (`suggested_communication_unit_size`), not layers",
                   "prefetch 1");
   if (p->offload_opt != PX_OFFLOAD_NONE || p->offload_params != PX_OFFLOAD_NONE)
     return refuse(err, fw, "offload",
-                  "Megatron-LM offloads only its distributed optimizer's states (--optimizer-cpu-offload, ZeRO-1), not "
+                  "Megatron-LM offloads only its distributed optimizer's states (`optimizer_cpu_offload`, ZeRO-1), not "
                   "ZeRO-2/3's gradient shard, parameters, or to NVMe",
                   "offload none");
   /* primary quantized weights: Megatron-LM asserts that --fp8-param-gather has the distributed optimizer or an
