@@ -1,6 +1,7 @@
 /* One GPU measured into a cluster file: what to measure (a grid of GEMM
- * shapes, the plans' own, attention by sequence length, a copy, one GEMM
- * sustained), measured by the CUDA module, and the figures that follow. */
+ * shapes, the plans' own, few-tile GEMMs on several streams, attention by
+ * sequence length, a copy, one GEMM sustained), measured by the CUDA module,
+ * and the figures that follow. */
 #include "exec/calibrate_gpu.h"
 
 #include <math.h>
@@ -23,6 +24,17 @@ static const int64_t grid_full[] = {1024, 4096, 16384}, grid_quick[] = {32, 64};
  * splits at (a MoE expert's rows, a TP chunk's; docs/validation.md, the GEMM model across output shapes). */
 static const int64_t few_tiles_full[][2] = {{512, 1536}, {512, 4096}, {1024, 2048}, {2048, 2048}};
 static const int64_t few_tiles_k[] = {512, 1024, 2048, 4096, 8192};
+/* Few-tile bf16 GEMMs at once on a few streams, and the same GEMMs one after another on one, as Transformer Engine
+ * runs them (a cuBLAS GEMM each, round-robin over its streams): a MoE layer's local experts over 4 (GroupedLinear),
+ * Qwen3-30B-A3B's up projection at EP 8 (16 experts of 512 rows, 1,536 x 2,048: tgale96/grouped_gemm#37's shape);
+ * userbuffers' TP chunks over 3, Llama 3.1 405B's at TP 8 and 8,192 tokens (8 chunks of 1,024 rows: the QKV's
+ * 2,304 x 16,384, the FC1's 13,312 x 16,384). How far they fill the SMs together is what the simulator assumes
+ * (docs/simulator.md: experts' GEMMs, at most 4 resident) and no source measured. --quick: the emulator's sizes. */
+static const px_cuda_streams_probe streams_full[] = {{512, 1536, 2048, 16, 1, 0},   {512, 1536, 2048, 16, 4, 0},
+                                                    {1024, 2304, 16384, 8, 1, 0},  {1024, 2304, 16384, 8, 3, 0},
+                                                    {1024, 13312, 16384, 8, 1, 0}, {1024, 13312, 16384, 8, 3, 0}},
+                                   streams_quick[] = {{64, 64, 64, 4, 1, 0}, {64, 64, 64, 4, 2, 0}};
+#define STREAMS_PROBES_MAX (sizeof streams_full / sizeof *streams_full)
 /* The sustained product: large enough to keep every SM busy. */
 #define SUSTAIN_DIM_FULL 8192
 #define SUSTAIN_DIM_QUICK 64
@@ -179,6 +191,26 @@ static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int 
   return st;
 }
 
+/* The GEMMs on several streams, each beside the same GEMMs on one stream (the probe before it), on f. */
+static void print_streams(const px_cuda_streams_probe *p, int n, int64_t sms, FILE *f) {
+  if (!f) return;
+  for (int i = 0; i < n; i++) {
+    if (p[i].s <= 0) continue;
+    double rate = (double)p[i].gemms * 2.0 * (double)p[i].m * (double)p[i].n * (double)p[i].k / p[i].s;
+    long long tiles = (long long)(((p[i].m + 127) / 128) * ((p[i].n + 255) / 256));
+    char on[32] = "";
+    if (sms > 0) snprintf(on, sizeof on, " of %lld SMs", (long long)sms);
+    fprintf(f, "  calibrate: %d bf16 GEMMs %lldx%lldx%lld (%lld tile%s of 128 x 256 each%s) on %d stream%s: %.4g TFLOP/s",
+            p[i].gemms, (long long)p[i].m, (long long)p[i].n, (long long)p[i].k, tiles, tiles == 1 ? "" : "s", on,
+            p[i].streams, p[i].streams == 1 ? "" : "s", rate / 1e12);
+    const px_cuda_streams_probe *one = i > 0 ? &p[i - 1] : NULL;
+    if (one && one->streams == 1 && p[i].streams > 1 && one->s > 0 && one->m == p[i].m && one->n == p[i].n &&
+        one->k == p[i].k && one->gemms == p[i].gemms)
+      fprintf(f, ", %.3fx one stream's", one->s / p[i].s);
+    fputc('\n', f);
+  }
+}
+
 /* fp8 with fast accumulation beside the promoted (split) sums at the same shapes: probes [n, nall) are the
  * fast twins of the fp8 probes before n, in order. The table's fp8 points become the fast twins' (the rate
  * gpu.gemm's fp8 figures mean: Transformer Engine's and torchao's forward GEMMs), and the mean of the
@@ -268,7 +300,11 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
   for (int i = 0; i < gl->n; i++)
     if (gl->v[i].dtype == PX_DTYPE_FP8) probes[nprobes] = gl->v[i], probes[nprobes++].fast_accum = true;
   double sustain_s = o->sustain_s > 0 ? o->sustain_s : quick ? SUSTAIN_S_QUICK : SUSTAIN_S_FULL;
-  *m = (px_cuda_calib){.gemm = probes, .ngemm = nprobes, .attn = attn, .nattn = na,
+  px_cuda_streams_probe concurrent[STREAMS_PROBES_MAX];
+  int nc = quick ? (int)(sizeof streams_quick / sizeof *streams_quick) : (int)STREAMS_PROBES_MAX;
+  memcpy(concurrent, quick ? streams_quick : streams_full, (size_t)nc * sizeof *concurrent);
+  *m = (px_cuda_calib){.gemm = probes, .ngemm = nprobes, .attn = attn, .nattn = na, .concurrent = concurrent,
+                       .nconcurrent = nc,
                        .copy_bytes = quick ? COPY_BYTES_QUICK : COPY_BYTES_FULL,
                        .sustain = {sd, sd, sd, false, true, PX_DTYPE_BF16, 0, false},
                        .sustain_s = sustain_s, .window_s = sustain_s >= 10 ? 1.0 : sustain_s / 10,
@@ -289,6 +325,7 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
   snprintf(said, sizeof said, "measured by parallax calibrate on %s (compute capability %d.%d) at %s", m->gpu,
            m->cc / 10, m->cc % 10, when);
   if (!st) st = fill_fast_accum(c, probes, gl->n, nprobes, said, o->progress, err);
+  if (!st) print_streams(concurrent, nc, m->sms, o->progress);
   memcpy(gl->v, probes, (size_t)gl->n * sizeof *probes);
   free(probes);
   if (!st) {

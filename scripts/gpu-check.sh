@@ -6,7 +6,8 @@
 #   build      CMake with the CUDA backend required, for this GPU's architecture
 #   kernels    tests/gpu/test_cuda_kernels.c: every CUDA kernel against its CPU twin
 #   calibrate  parallax calibrate --backend cuda: the GEMM table (bf16, fp8 where the
-#              GPU has it) over a grid and the shapes of the two models below, one GEMM
+#              GPU has it) over a grid and the shapes of the two models below, few-tile GEMMs
+#              on several streams beside one (MoE experts, TP chunks), one GEMM
 #              sustained for a minute against its burst rate, flash attention forward and
 #              backward by sequence length, a device-to-device copy; a cluster file whose
 #              GPU figures cite this GPU and this day (cluster-fragment.json)

@@ -189,6 +189,11 @@ def markdown(s):
         if s.get("fast_accum"):  # calibrate's progress line; the share is gpu.gemm.fp8_split_accumulation_share
             out.append("fp8 with fast accumulation (CUBLASLT_MATMUL_DESC_FAST_ACCUM): %s" % s["fast_accum"])
             out.append("")
+        if s.get("gemm_streams"):  # few-tile GEMMs at once on a few streams, as Transformer Engine runs them
+            out.append("GEMMs on several streams (a MoE layer's experts, TP chunks), beside one stream:")
+            out.append("")
+            out.extend("- " + l for l in s["gemm_streams"])
+            out.append("")
         out.append("Memory: %s GB/s (%s of the datasheet's). %s" %
                    (fmt(cal["memory_gb_per_s"]), fmt(cal["memory_efficiency"], "%.3f"), cal.get("memory") or ""))
         out.append("")
@@ -246,16 +251,19 @@ def markdown(s):
     return "\n".join(out) + "\n"
 
 
-def fast_accum_of(work):
-    """calibrate's summary line of fp8 with fast accumulation (its log), or None."""
+def calibrate_lines(work, has):
+    """calibrate's progress lines (its log) that contain has, without the prefix."""
     try:
         with open(os.path.join(work, "logs", "calibrate.log")) as f:
-            for line in f:
-                if "fp8 with fast accumulation:" in line:
-                    return line.split("fp8 with fast accumulation:", 1)[1].strip()
+            return [l.strip().split("calibrate: ", 1)[-1] for l in f if has in l]
     except OSError:
-        pass
-    return None
+        return []
+
+
+def fast_accum_of(work):
+    """calibrate's summary line of fp8 with fast accumulation (its log), or None."""
+    lines = calibrate_lines(work, "fp8 with fast accumulation:")
+    return lines[0].split("fp8 with fast accumulation:", 1)[1].strip() if lines else None
 
 
 def main():
@@ -275,6 +283,7 @@ def main():
                                                  meta.get("started", "?")[:10]),
         "gpu": gpu, "calibration_gpu": (cal or {}).get("gpu"), "steps": steps_of(work), "calibration": cal,
         "runs": runs_of(work, meta), "work": meta.get("work", work), "fast_accum": fast_accum_of(work),
+        "gemm_streams": calibrate_lines(work, " bf16 GEMMs "),
     }
     write(os.path.join(out, "summary.json"), json.dumps(s, indent=1) + "\n")
     write(os.path.join(out, "summary.md"), markdown(s))

@@ -1,5 +1,6 @@
-/* One GPU measured: GEMMs through the backend's cuBLASLt calls, its
- * flash-attention kernels, a device-to-device copy, and one GEMM sustained.
+/* One GPU measured: GEMMs through the backend's cuBLASLt calls (alone, and a
+ * few at once on several streams), its flash-attention kernels, a
+ * device-to-device copy, and one GEMM sustained.
  * Every operand holds random values (zeros run faster than real data), each
  * figure is timed on the host around a stream synchronisation after a
  * warm-up call (plans, heuristics and clocks settled), over enough calls to
@@ -298,6 +299,79 @@ static px_status measure_copy(dev *d, px_cuda_calib *c) {
   return st;
 }
 
+/* ---- GEMMs on several streams ---- */
+
+typedef struct {
+  const px_cuda_streams_probe *p;
+  void *a, *b, *c;                     /* bf16: A_i (m, k), B_i (n, k) and C_i (m, n), gemms of each */
+  void *ws[PX_CUDA_PROBE_STREAMS_MAX]; /* a cuBLASLt workspace a stream */
+  cudaStream_t side[PX_CUDA_PROBE_STREAMS_MAX];
+  cudaEvent_t fork, join[PX_CUDA_PROBE_STREAMS_MAX];
+} streams_ctx;
+
+/* The probe's GEMMs round-robin over its streams, forked from and joined back into d->stream. */
+static px_status streams_once(dev *d, void *ctx) {
+  streams_ctx *x = ctx;
+  const px_cuda_streams_probe *p = x->p;
+  int ns = p->streams;
+  px_status st = px_cuda_check(cudaEventRecord(x->fork, d->stream), "cudaEventRecord", d->err);
+  for (int s = 0; s < ns && !st; s++)
+    st = px_cuda_check(cudaStreamWaitEvent(x->side[s], x->fork, 0), "cudaStreamWaitEvent", d->err);
+  for (int i = 0; i < p->gemms && !st; i++) {
+    int s = i % ns;
+    st = px_cuda_kc(px_kc_gemm_ex(d->lt, (char *)x->c + (size_t)i * (size_t)(p->m * p->n) * 2,
+                                  (char *)x->a + (size_t)i * (size_t)(p->m * p->k) * 2,
+                                  (char *)x->b + (size_t)i * (size_t)(p->n * p->k) * 2, NULL, p->m, p->n, p->k, false,
+                                  true, 1.0f, 0.0f, PX_DTYPE_BF16, PX_DTYPE_BF16, x->ws[s], PX_CUDA_WORKSPACE_BYTES,
+                                  x->side[s]),
+                    d->err);
+  }
+  for (int s = 0; s < ns && !st; s++) {
+    st = px_cuda_check(cudaEventRecord(x->join[s], x->side[s]), "cudaEventRecord", d->err);
+    if (!st) st = px_cuda_check(cudaStreamWaitEvent(d->stream, x->join[s], 0), "cudaStreamWaitEvent", d->err);
+  }
+  return st;
+}
+
+static px_status measure_streams(dev *d, px_cuda_calib *c) {
+  if (c->nconcurrent <= 0) return PX_OK;
+  int64_t amax = 0, bmax = 0, cmax = 0;
+  for (int i = 0; i < c->nconcurrent; i++) {
+    const px_cuda_streams_probe *p = &c->concurrent[i];
+    amax = max64(amax, p->gemms * p->m * p->k), bmax = max64(bmax, p->gemms * p->n * p->k), cmax = max64(cmax, p->gemms * p->m * p->n);
+  }
+  streams_ctx x = {0};
+  px_status st = alloc(&x.a, (uint64_t)amax * 2, "streams' GEMM operands A", d->err);
+  if (!st) st = alloc(&x.b, (uint64_t)bmax * 2, "streams' GEMM operands B", d->err);
+  if (!st) st = alloc(&x.c, (uint64_t)cmax * 2, "streams' GEMM products", d->err);
+  for (int s = 0; s < PX_CUDA_PROBE_STREAMS_MAX && !st; s++) {
+    st = alloc(&x.ws[s], PX_CUDA_WORKSPACE_BYTES, "a stream's cuBLASLt workspace", d->err);
+    if (!st) st = px_cuda_check(cudaStreamCreateWithFlags(&x.side[s], cudaStreamNonBlocking), "cudaStreamCreate", d->err);
+    if (!st) st = px_cuda_check(cudaEventCreateWithFlags(&x.join[s], cudaEventDisableTiming), "cudaEventCreate", d->err);
+  }
+  if (!st) st = px_cuda_check(cudaEventCreateWithFlags(&x.fork, cudaEventDisableTiming), "cudaEventCreate", d->err);
+  if (!st) st = fill_random(d, x.a, (size_t)amax * 2, false, 10);
+  if (!st) st = fill_random(d, x.b, (size_t)bmax * 2, false, 11);
+  for (int i = 0; i < c->nconcurrent && !st; i++) {
+    px_cuda_streams_probe *p = &c->concurrent[i];
+    p->s = 0;
+    if (p->streams >= 1 && p->streams <= PX_CUDA_PROBE_STREAMS_MAX && p->gemms >= 1) {
+      x.p = p;
+      probe(d, c, streams_once, &x, &p->s);
+    }
+    say(c, "GEMMs on streams", i + 1, c->nconcurrent);
+  }
+  cudaStreamSynchronize(d->stream);
+  for (int s = 0; s < PX_CUDA_PROBE_STREAMS_MAX; s++) {
+    cudaFree(x.ws[s]);
+    if (x.side[s]) cudaStreamDestroy(x.side[s]);
+    if (x.join[s]) cudaEventDestroy(x.join[s]);
+  }
+  if (x.fork) cudaEventDestroy(x.fork);
+  cudaFree(x.a), cudaFree(x.b), cudaFree(x.c);
+  return st;
+}
+
 px_status px_cuda_calibrate(px_cuda_calib *c, px_err *err) {
   dev d = {.err = err};
   px_status st = px_cuda_check(cudaSetDevice(0), "cudaSetDevice", err);
@@ -319,6 +393,7 @@ px_status px_cuda_calibrate(px_cuda_calib *c, px_err *err) {
   c->failure[0] = '\0';
   if (!st) st = gemm_buffers(&d, c, &g);
   if (!st) measure_gemms(&d, c, &g);
+  if (!st) st = measure_streams(&d, c);
   if (!st) st = measure_attention(&d, c);
   if (!st) st = measure_copy(&d, c);
   if (!st) measure_sustained(&d, c, &g);

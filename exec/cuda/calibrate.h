@@ -1,7 +1,8 @@
 /* One GPU measured for `parallax calibrate --backend cuda`: the seconds that
- * the backend's own GEMMs (cuBLASLt, bf16 and fp8), its flash-attention
- * kernels and a device-to-device copy take, and the rate of one GEMM run back
- * to back for a while (power- and heat-limited clocks). Plain numbers out: the
+ * the backend's own GEMMs (cuBLASLt, bf16 and fp8; alone, and a few at once on
+ * several streams), its flash-attention kernels and a device-to-device copy
+ * take, and the rate of one GEMM run back to back for a while (power- and
+ * heat-limited clocks). Plain numbers out: the
  * executor's exec/calibrate_gpu.c turns them into cluster-file figures. */
 #ifndef PX_EXEC_CUDA_CALIBRATE_H
 #define PX_EXEC_CUDA_CALIBRATE_H
@@ -28,6 +29,17 @@ typedef struct {
   double s; /* out: seconds for the rows' calls */
 } px_cuda_attn_probe;
 
+/* gemms bf16 GEMMs of one shape, C_i = A_i B_i^T (A_i (m, k), B_i (n, k), C_i (m, n): each its own), launched
+ * round-robin over `streams` streams (1: one after another on one) from one start to one end: how far few-tile
+ * GEMMs on a few streams fill the SMs, as Transformer Engine runs a MoE layer's local experts (a cuBLAS GEMM an
+ * expert on 4 streams) and userbuffers' TP chunks (3). */
+typedef struct {
+  int64_t m, n, k;
+  int gemms, streams; /* streams 1 to PX_CUDA_PROBE_STREAMS_MAX */
+  double s;           /* out: seconds for all gemms; 0 when not run */
+} px_cuda_streams_probe;
+
+#define PX_CUDA_PROBE_STREAMS_MAX 4
 #define PX_CUDA_SUSTAIN_WINDOWS_MAX 256
 
 typedef struct {
@@ -36,6 +48,8 @@ typedef struct {
   int ngemm;
   px_cuda_attn_probe *attn;
   int nattn;
+  px_cuda_streams_probe *concurrent;
+  int nconcurrent;
   uint64_t copy_bytes;        /* HBM: a device-to-device copy of this many bytes */
   px_cuda_gemm_probe sustain; /* run back to back for sustain_s, timed in windows of window_s */
   double sustain_s, window_s;

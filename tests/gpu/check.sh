@@ -37,6 +37,10 @@ jq -e '.calibration | (.gemm | map(.dtype) | unique) == ["bf16", "fp8"] and (.ge
   and (.attention | map(.pass) | unique) == ["bwd", "fwd"] and .memory_gb_per_s > 0
   and .sustained_share >= 0.1 and .sustained_share <= 1' "$o/summary.json" >/dev/null ||
   fail "calibration: $(jq -c '.calibration | del(.gemm)' "$o/summary.json")"
+# the GEMMs on several streams, beside one stream's, in the summary
+jq -e '(.gemm_streams | length) == 2 and (.gemm_streams[1] | test("on 2 streams: .* one stream'"'"'s$"))' \
+  "$o/summary.json" >/dev/null && grep -q "^GEMMs on several streams" "$o/summary.md" ||
+  fail "GEMMs on streams: $(jq -c .gemm_streams "$o/summary.json")"
 # tiny-gpt's qkv projection (2 x 32 tokens, 3 x 64 wide) and its weight gradient are table rows
 jq -e '[.gpu.gemm.table[] | select(.m == 64 and .n == 192 and .k == 64 and .dtype == "bf16")] | length == 1' \
   "$o/cluster-fragment.json" >/dev/null || fail "no row for tiny-gpt's qkv GEMM"
@@ -87,4 +91,9 @@ grep -q "calibrate: 4 measurements failed, left out of the file; the first: .*32
 jq -e '(.gpu.attention | map(.head_dim) | unique) == [16] and (.gpu.gemm.table | length) > 8' "$tmp/d320-cal.json" \
   >/dev/null || fail "the measurements that ran: $(jq -c '[.gpu.attention[] | .head_dim]' "$tmp/d320-cal.json")"
 echo "ok: a failing measurement is reported and the rest written"
+# few-tile GEMMs on several streams beside the same on one (what Transformer Engine's experts and TP chunks run)
+grep -q "calibrate: 4 bf16 GEMMs 64x64x64 (1 tile of 128 x 256 each[ 0-9a-zS]*) on 1 stream: [0-9.e+-]* TFLOP/s$" \
+  "$tmp/d320.err" && grep -q "calibrate: 4 bf16 GEMMs 64x64x64 .* on 2 streams: [0-9.e+-]* TFLOP/s, [0-9.]*x one stream's" \
+  "$tmp/d320.err" || fail "GEMMs on streams not reported: $(grep -i stream "$tmp/d320.err" | tail -n 3)"
+echo "ok: GEMMs on several streams measured beside one stream's"
 finish
