@@ -70,6 +70,27 @@ const char *px_test_path(const char *rel) {
   return b;
 }
 
+bool px_test_csv_next(px_test_csv *r, const char *rel, int need) {
+  if (!r->fp) r->fp = fopen(px_test_path(rel), "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r->fp);
+  while (fgets(r->line, sizeof r->line, r->fp)) {
+    if (r->line[0] == '#') continue;
+    int n = 0;
+    r->line[strcspn(r->line, "\r\n")] = '\0';
+    for (char *p = r->line; n < PX_TEST_CSV_FIELDS_MAX && p; n++) {
+      r->f[n] = p;
+      p = n + 1 < PX_TEST_CSV_FIELDS_MAX ? strchr(p, ',') : NULL;
+      if (p) *p++ = '\0';
+    }
+    if (n < need) continue;
+    r->rows++;
+    return true;
+  }
+  fclose(r->fp);
+  r->fp = NULL;
+  return false;
+}
+
 static void **arena;
 static size_t narena, cap_arena;
 

@@ -5,8 +5,10 @@
 
 #include <CUnit/CUnit.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct {
   const char *name;
@@ -44,6 +46,17 @@ void px_test_rm_tree(const char *path);
 
 /* Path of a file under the source tree (PARALLAX_HOME). */
 const char *px_test_path(const char *rel);
+
+/* The rows of a tests/data CSV with at least `need` fields, '#' lines skipped, split at commas (the last, a source,
+ * may hold more): opened on the first call (or the test stops), closed when it returns false; rows counts them. */
+enum { PX_TEST_CSV_FIELDS_MAX = 14 };
+typedef struct {
+  FILE *fp;
+  char line[512];
+  char *f[PX_TEST_CSV_FIELDS_MAX];
+  int rows;
+} px_test_csv;
+bool px_test_csv_next(px_test_csv *r, const char *rel, int need);
 
 /* Host buffers for a test, all freed by px_tfree() (zeroed; abort when out of memory). */
 void *px_talloc(size_t bytes);

@@ -187,8 +187,10 @@ static void test_megatron_table1(void) {
     px_test_err_add(&rng_j, ej), px_test_err_add(&rng_e, ee), px_test_err_add(&gpu_rng, (double)gpus);
     CU_ASSERT(px_test_band(&plan, ej, "Megatron-LM SC'21"));
     px_test_mfu_add(&plan, rj.mfu, ej, "Megatron-LM SC'21");
-    CU_ASSERT(ej > -0.20 && ej < 0.20);
-    CU_ASSERT(ee > -0.10 && ee < 0.10); /* the validation: the runs' own era's GEMMs, every row within 10% */
+    /* the validation: the preset (its GEMMs at the A100's held rate, gpu.sustained_share) within 12% a row, measured
+     * +1.3% to +10.2%; the 2020 GEMM (a burst figure, then at the same held share) printed, guarded within 20% */
+    CU_ASSERT(ej > -0.12 && ej < 0.12);
+    CU_ASSERT(ee > -0.20 && ee < 0.20);
     sum_abs_e += ee < 0 ? -ee : ee;
     px_sim_result_free(&re);
     sum_abs += e < 0 ? -e : e;
@@ -218,8 +220,8 @@ static void test_megatron_table1(void) {
            rows, doc_gpus(&gpu_rng, gr), px_test_doc_pct(rng_j.min, b[0]), px_test_doc_pct(rng_j.max, b[1]),
            100 * sum_abs_j / rows, px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]),
            100 * sum_abs_e / rows);
-  CU_ASSERT(sum_abs_j / rows < 0.15);
-  CU_ASSERT(sum_abs_e / rows < 0.05);
+  CU_ASSERT(sum_abs_j / rows < 0.07);
+  CU_ASSERT(sum_abs_e / rows < 0.15);
 }
 
 /* ---- Korthikanti et al. 2022: sequence parallelism, selective recomputation ---- */
@@ -304,10 +306,10 @@ static void test_korthikanti2022(void) {
     px_test_err_add(&rng, e), px_test_err_add(&rng_e, ee), px_test_err_add(&gpu_rng, (double)gpus);
     CU_ASSERT(px_test_band(&plan, e, "Korthikanti et al. 2022"));
     px_test_mfu_add(&plan, r.mfu, e, "Korthikanti et al. 2022");
-    /* SC'21's bands, one standard for both validations (measured: preset
-     * +6.6% to +17.5%, mean 11.3%; 2020 GEMM -8.2% to +4.5%, mean 3.9%) */
-    CU_ASSERT(e > -0.20 && e < 0.20);
-    CU_ASSERT(ee > -0.10 && ee < 0.10);
+    /* the preset within 10% a row, mean |error| under 5% (issue #34's goal for Table 5; measured -1.8% to +7.2%,
+     * 2.9%); the 2020 GEMM (a burst figure, at the A100's held share) printed, guarded within 20% (-15.1% to -4.7%) */
+    CU_ASSERT(e > -0.10 && e < 0.10);
+    CU_ASSERT(ee > -0.20 && ee < 0.20);
     sum_abs += fabs(e), sum_abs_e += fabs(ee);
     rows++;
     px_sim_result_free(&r);
@@ -331,8 +333,8 @@ static void test_korthikanti2022(void) {
            rows, doc_gpus(&gpu_rng, gr), px_test_doc_pct(rng.min, b[0]), px_test_doc_pct(rng.max, b[1]),
            100 * sum_abs / rows, px_test_doc_pct(rng_e.min, b[2]), px_test_doc_pct(rng_e.max, b[3]),
            100 * sum_abs_e / rows);
-  CU_ASSERT(sum_abs / rows < 0.15);
-  CU_ASSERT(sum_abs_e / rows < 0.05);
+  CU_ASSERT(sum_abs / rows < 0.05);
+  CU_ASSERT(sum_abs_e / rows < 0.15);
 }
 
 /* ---- Llama 3 405B on H100 (Llama 3 paper, Table 4) ---- */
@@ -742,10 +744,10 @@ static void test_sweep_mfu(void) {
 
 int main(void) {
   static const px_test tests[] = {
-      {"Megatron-LM SC'21 Table 1: the 2020 GEMM within 10% a row (5% mean), the preset within 20% (15%)",
+      {"Megatron-LM SC'21 Table 1: the preset within 12% a row (7% mean), the 2020 GEMM within 20% (15%)",
        test_megatron_table1},
-      {"Korthikanti et al. 2022 (SP, selective recompute), 10 runs: the 2020 GEMM within 10% a row (5% mean), the "
-       "preset within 20% (15%)",
+      {"Korthikanti et al. 2022 (SP, selective recompute), 10 runs: the preset within 10% a row (5% mean), the "
+       "2020 GEMM within 20% (15%)",
        test_korthikanti2022},
       {"Llama 3 405B on H100, the Llama 3 paper's Table 4 (printed)", test_llama3_table4},
       {"Llama 2, 3 and GPT-3 on H100, NeMo and Megatron-Bridge's performance tables (printed; optimistic)",
