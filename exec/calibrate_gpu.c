@@ -24,16 +24,25 @@ static const int64_t grid_full[] = {1024, 4096, 16384}, grid_quick[] = {32, 64};
  * splits at (a MoE expert's rows, a TP chunk's; docs/validation.md, the GEMM model across output shapes). */
 static const int64_t few_tiles_full[][2] = {{512, 1536}, {512, 4096}, {1024, 2048}, {2048, 2048}};
 static const int64_t few_tiles_k[] = {512, 1024, 2048, 4096, 8192};
-/* Few-tile bf16 GEMMs at once on a few streams, and the same GEMMs one after another on one, as Transformer Engine
+/* Few-tile GEMMs at once on a few streams, and the same GEMMs one after another on one, as Transformer Engine
  * runs them (a cuBLAS GEMM each, round-robin over its streams): a MoE layer's local experts over 4 (GroupedLinear),
- * Qwen3-30B-A3B's up projection at EP 8 (16 experts of 512 rows, 1,536 x 2,048: tgale96/grouped_gemm#37's shape);
+ * Qwen3-30B-A3B's up projection at EP 8 (16 experts of 512 rows, 1,536 x 2,048: tgale96/grouped_gemm#37's shape),
+ * in bf16 and in fp8 (its FP8 recipes' forward: how much of fp8's rate such GEMMs keep);
  * userbuffers' TP chunks over 3, Llama 3.1 405B's at TP 8 and 8,192 tokens (8 chunks of 1,024 rows: the QKV's
  * 2,304 x 16,384, the FC1's 13,312 x 16,384). How far they fill the SMs together is what the simulator assumes
  * (docs/simulator.md: experts' GEMMs, at most 4 resident) and no source measured. --quick: the emulator's sizes. */
-static const px_cuda_streams_probe streams_full[] = {{512, 1536, 2048, 16, 1, 0},   {512, 1536, 2048, 16, 4, 0},
-                                                    {1024, 2304, 16384, 8, 1, 0},  {1024, 2304, 16384, 8, 3, 0},
-                                                    {1024, 13312, 16384, 8, 1, 0}, {1024, 13312, 16384, 8, 3, 0}},
-                                   streams_quick[] = {{64, 64, 64, 4, 1, 0}, {64, 64, 64, 4, 2, 0}};
+#define BF16 PX_DTYPE_BF16
+#define FP8 PX_DTYPE_FP8
+static const px_cuda_streams_probe streams_full[] = {
+    {512, 1536, 2048, 16, 1, BF16, 0},   {512, 1536, 2048, 16, 4, BF16, 0},   {512, 1536, 2048, 16, 1, FP8, 0},
+    {512, 1536, 2048, 16, 4, FP8, 0},    {1024, 2304, 16384, 8, 1, BF16, 0},  {1024, 2304, 16384, 8, 3, BF16, 0},
+    {1024, 13312, 16384, 8, 1, BF16, 0}, {1024, 13312, 16384, 8, 3, BF16, 0}},
+                                   streams_quick[] = {{64, 64, 64, 4, 1, BF16, 0},
+                                                      {64, 64, 64, 4, 2, BF16, 0},
+                                                      {64, 64, 64, 4, 1, FP8, 0},
+                                                      {64, 64, 64, 4, 2, FP8, 0}};
+#undef BF16
+#undef FP8
 #define STREAMS_PROBES_MAX (sizeof streams_full / sizeof *streams_full)
 /* The sustained product: large enough to keep every SM busy. */
 #define SUSTAIN_DIM_FULL 8192
@@ -200,12 +209,12 @@ static void print_streams(const px_cuda_streams_probe *p, int n, int64_t sms, FI
     long long tiles = (long long)(((p[i].m + 127) / 128) * ((p[i].n + 255) / 256));
     char on[32] = "";
     if (sms > 0) snprintf(on, sizeof on, " of %lld SMs", (long long)sms);
-    fprintf(f, "  calibrate: %d bf16 GEMMs %lldx%lldx%lld (%lld tile%s of 128 x 256 each%s) on %d stream%s: %.4g TFLOP/s",
-            p[i].gemms, (long long)p[i].m, (long long)p[i].n, (long long)p[i].k, tiles, tiles == 1 ? "" : "s", on,
+    fprintf(f, "  calibrate: %d %s GEMMs %lldx%lldx%lld (%lld tile%s of 128 x 256 each%s) on %d stream%s: %.4g TFLOP/s",
+            p[i].gemms, px_dtype_names[p[i].dtype], (long long)p[i].m, (long long)p[i].n, (long long)p[i].k, tiles, tiles == 1 ? "" : "s", on,
             p[i].streams, p[i].streams == 1 ? "" : "s", rate / 1e12);
     const px_cuda_streams_probe *one = i > 0 ? &p[i - 1] : NULL;
     if (one && one->streams == 1 && p[i].streams > 1 && one->s > 0 && one->m == p[i].m && one->n == p[i].n &&
-        one->k == p[i].k && one->gemms == p[i].gemms)
+        one->k == p[i].k && one->gemms == p[i].gemms && one->dtype == p[i].dtype)
       fprintf(f, ", %.3fx one stream's", one->s / p[i].s);
     fputc('\n', f);
   }

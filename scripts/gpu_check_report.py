@@ -251,11 +251,11 @@ def markdown(s):
     return "\n".join(out) + "\n"
 
 
-def calibrate_lines(work, has):
-    """calibrate's progress lines (its log) that contain has, without the prefix."""
+def calibrate_lines(work, *has):
+    """calibrate's progress lines (its log) that contain every one of has, without the prefix."""
     try:
         with open(os.path.join(work, "logs", "calibrate.log")) as f:
-            return [l.strip().split("calibrate: ", 1)[-1] for l in f if has in l]
+            return [l.strip().split("calibrate: ", 1)[-1] for l in f if all(h in l for h in has)]
     except OSError:
         return []
 
@@ -283,7 +283,7 @@ def main():
                                                  meta.get("started", "?")[:10]),
         "gpu": gpu, "calibration_gpu": (cal or {}).get("gpu"), "steps": steps_of(work), "calibration": cal,
         "runs": runs_of(work, meta), "work": meta.get("work", work), "fast_accum": fast_accum_of(work),
-        "gemm_streams": calibrate_lines(work, " bf16 GEMMs "),
+        "gemm_streams": calibrate_lines(work, " GEMMs ", " stream", "TFLOP/s"),
     }
     write(os.path.join(out, "summary.json"), json.dumps(s, indent=1) + "\n")
     write(os.path.join(out, "summary.md"), markdown(s))

@@ -304,10 +304,18 @@ static px_status measure_copy(dev *d, px_cuda_calib *c) {
 typedef struct {
   const px_cuda_streams_probe *p;
   void *a, *b, *c;                     /* bf16: A_i (m, k), B_i (n, k) and C_i (m, n), gemms of each */
+  uint8_t *a8, *b8;                    /* fp8 codes: A_i (m, k), B_i (n, k) */
+  float *one;                          /* device 1.0f: the fp8 dequantization factors */
   void *ws[PX_CUDA_PROBE_STREAMS_MAX]; /* a cuBLASLt workspace a stream */
   cudaStream_t side[PX_CUDA_PROBE_STREAMS_MAX];
   cudaEvent_t fork, join[PX_CUDA_PROBE_STREAMS_MAX];
 } streams_ctx;
+
+/* Whether probe p can run here: fp8 needs compute capability 8.9 and dimensions in 16s. */
+static bool streams_runs(const px_cuda_streams_probe *p, int cc) {
+  px_cuda_gemm_probe g = {p->m, p->n, p->k, false, true, p->dtype, 0, true};
+  return gemm_runs(&g, cc);
+}
 
 /* The probe's GEMMs round-robin over its streams, forked from and joined back into d->stream. */
 static px_status streams_once(dev *d, void *ctx) {
@@ -319,11 +327,15 @@ static px_status streams_once(dev *d, void *ctx) {
     st = px_cuda_check(cudaStreamWaitEvent(x->side[s], x->fork, 0), "cudaStreamWaitEvent", d->err);
   for (int i = 0; i < p->gemms && !st; i++) {
     int s = i % ns;
-    st = px_cuda_kc(px_kc_gemm_ex(d->lt, (char *)x->c + (size_t)i * (size_t)(p->m * p->n) * 2,
-                                  (char *)x->a + (size_t)i * (size_t)(p->m * p->k) * 2,
-                                  (char *)x->b + (size_t)i * (size_t)(p->n * p->k) * 2, NULL, p->m, p->n, p->k, false,
-                                  true, 1.0f, 0.0f, PX_DTYPE_BF16, PX_DTYPE_BF16, x->ws[s], PX_CUDA_WORKSPACE_BYTES,
-                                  x->side[s]),
+    size_t ai = (size_t)i * (size_t)(p->m * p->k), bi = (size_t)i * (size_t)(p->n * p->k);
+    void *c = (char *)x->c + (size_t)i * (size_t)(p->m * p->n) * 2;
+    st = px_cuda_kc(p->dtype == PX_DTYPE_FP8
+                        ? px_kc_gemm_fp8(d->lt, c, x->a8 + ai, x->b8 + bi, x->one, x->one, p->m, p->n, p->k, false,
+                                         false, true, 1.0f, 0.0f, PX_DTYPE_BF16, x->ws[s], PX_CUDA_WORKSPACE_BYTES,
+                                         x->side[s])
+                        : px_kc_gemm_ex(d->lt, c, (char *)x->a + ai * 2, (char *)x->b + bi * 2, NULL, p->m, p->n, p->k,
+                                        false, true, 1.0f, 0.0f, PX_DTYPE_BF16, PX_DTYPE_BF16, x->ws[s],
+                                        PX_CUDA_WORKSPACE_BYTES, x->side[s]),
                     d->err);
   }
   for (int s = 0; s < ns && !st; s++) {
@@ -335,15 +347,27 @@ static px_status streams_once(dev *d, void *ctx) {
 
 static px_status measure_streams(dev *d, px_cuda_calib *c) {
   if (c->nconcurrent <= 0) return PX_OK;
-  int64_t amax = 0, bmax = 0, cmax = 0;
+  int64_t amax = 0, bmax = 0, cmax = 0, a8 = 0, b8 = 0; /* elements */
   for (int i = 0; i < c->nconcurrent; i++) {
     const px_cuda_streams_probe *p = &c->concurrent[i];
-    amax = max64(amax, p->gemms * p->m * p->k), bmax = max64(bmax, p->gemms * p->n * p->k), cmax = max64(cmax, p->gemms * p->m * p->n);
+    bool f8 = p->dtype == PX_DTYPE_FP8;
+    if (f8 && !streams_runs(p, c->cc)) continue;
+    int64_t a = p->gemms * p->m * p->k, b = p->gemms * p->n * p->k;
+    if (f8)
+      a8 = max64(a8, a), b8 = max64(b8, b);
+    else
+      amax = max64(amax, a), bmax = max64(bmax, b);
+    cmax = max64(cmax, p->gemms * p->m * p->n);
   }
   streams_ctx x = {0};
+  const float one = 1.0f;
   px_status st = alloc(&x.a, (uint64_t)amax * 2, "streams' GEMM operands A", d->err);
   if (!st) st = alloc(&x.b, (uint64_t)bmax * 2, "streams' GEMM operands B", d->err);
   if (!st) st = alloc(&x.c, (uint64_t)cmax * 2, "streams' GEMM products", d->err);
+  if (!st) st = alloc((void **)&x.a8, (uint64_t)a8, "streams' fp8 GEMM operands A", d->err);
+  if (!st) st = alloc((void **)&x.b8, (uint64_t)b8, "streams' fp8 GEMM operands B", d->err);
+  if (!st) st = alloc((void **)&x.one, sizeof one, "fp8 scale", d->err);
+  if (!st) st = px_cuda_check(cudaMemcpy(x.one, &one, sizeof one, cudaMemcpyHostToDevice), "cudaMemcpy", d->err);
   for (int s = 0; s < PX_CUDA_PROBE_STREAMS_MAX && !st; s++) {
     st = alloc(&x.ws[s], PX_CUDA_WORKSPACE_BYTES, "a stream's cuBLASLt workspace", d->err);
     if (!st) st = px_cuda_check(cudaStreamCreateWithFlags(&x.side[s], cudaStreamNonBlocking), "cudaStreamCreate", d->err);
@@ -352,10 +376,12 @@ static px_status measure_streams(dev *d, px_cuda_calib *c) {
   if (!st) st = px_cuda_check(cudaEventCreateWithFlags(&x.fork, cudaEventDisableTiming), "cudaEventCreate", d->err);
   if (!st) st = fill_random(d, x.a, (size_t)amax * 2, false, 10);
   if (!st) st = fill_random(d, x.b, (size_t)bmax * 2, false, 11);
+  if (!st) st = fill_random(d, x.a8, (size_t)a8, true, 12);
+  if (!st) st = fill_random(d, x.b8, (size_t)b8, true, 13);
   for (int i = 0; i < c->nconcurrent && !st; i++) {
     px_cuda_streams_probe *p = &c->concurrent[i];
     p->s = 0;
-    if (p->streams >= 1 && p->streams <= PX_CUDA_PROBE_STREAMS_MAX && p->gemms >= 1) {
+    if (p->streams >= 1 && p->streams <= PX_CUDA_PROBE_STREAMS_MAX && p->gemms >= 1 && streams_runs(p, c->cc)) {
       x.p = p;
       probe(d, c, streams_once, &x, &p->s);
     }
@@ -368,7 +394,7 @@ static px_status measure_streams(dev *d, px_cuda_calib *c) {
     if (x.join[s]) cudaEventDestroy(x.join[s]);
   }
   if (x.fork) cudaEventDestroy(x.fork);
-  cudaFree(x.a), cudaFree(x.b), cudaFree(x.c);
+  cudaFree(x.a), cudaFree(x.b), cudaFree(x.c), cudaFree(x.a8), cudaFree(x.b8), cudaFree(x.one);
   return st;
 }
 

@@ -29,13 +29,15 @@ typedef struct {
   double s; /* out: seconds for the rows' calls */
 } px_cuda_attn_probe;
 
-/* gemms bf16 GEMMs of one shape, C_i = A_i B_i^T (A_i (m, k), B_i (n, k), C_i (m, n): each its own), launched
+/* gemms GEMMs of one shape, C_i = A_i B_i^T (A_i (m, k), B_i (n, k), C_i (m, n) bf16 out: each its own), launched
  * round-robin over `streams` streams (1: one after another on one) from one start to one end: how far few-tile
  * GEMMs on a few streams fill the SMs, as Transformer Engine runs a MoE layer's local experts (a cuBLAS GEMM an
  * expert on 4 streams) and userbuffers' TP chunks (3). */
 typedef struct {
   int64_t m, n, k;
   int gemms, streams; /* streams 1 to PX_CUDA_PROBE_STREAMS_MAX */
+  int dtype;          /* PX_DTYPE_BF16, or PX_DTYPE_FP8: E4M3, per-tensor scales, fast accumulation (TE's forward);
+                         fp8 runs on compute capability 8.9 and up, dimensions in 16s */
   double s;           /* out: seconds for all gemms; 0 when not run */
 } px_cuda_streams_probe;
 

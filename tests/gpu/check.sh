@@ -38,7 +38,8 @@ jq -e '.calibration | (.gemm | map(.dtype) | unique) == ["bf16", "fp8"] and (.ge
   and .sustained_share >= 0.1 and .sustained_share <= 1' "$o/summary.json" >/dev/null ||
   fail "calibration: $(jq -c '.calibration | del(.gemm)' "$o/summary.json")"
 # the GEMMs on several streams, beside one stream's, in the summary
-jq -e '(.gemm_streams | length) == 2 and (.gemm_streams[1] | test("on 2 streams: .* one stream'"'"'s$"))' \
+jq -e '(.gemm_streams | length) == 4 and (.gemm_streams[1] | test("^4 bf16 GEMMs .* on 2 streams: .* one stream'"'"'s$"))
+  and (.gemm_streams[3] | test("^4 fp8 GEMMs .* on 2 streams: .* one stream'"'"'s$"))' \
   "$o/summary.json" >/dev/null && grep -q "^GEMMs on several streams" "$o/summary.md" ||
   fail "GEMMs on streams: $(jq -c .gemm_streams "$o/summary.json")"
 # tiny-gpt's qkv projection (2 x 32 tokens, 3 x 64 wide) and its weight gradient are table rows
