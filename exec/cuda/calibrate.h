@@ -2,8 +2,8 @@
  * the backend's own GEMMs (cuBLASLt, bf16 and fp8; alone, and a few at once on
  * several streams), its flash-attention kernels and a device-to-device copy
  * take, and the rate of one GEMM run back to back for a while (power- and
- * heat-limited clocks). Plain numbers out: the
- * executor's exec/calibrate_gpu.c turns them into cluster-file figures. */
+ * heat-limited clocks). Plain numbers out: the executor's
+ * exec/calibrate_gpu.c turns them into cluster-file figures. */
 #ifndef PX_EXEC_CUDA_CALIBRATE_H
 #define PX_EXEC_CUDA_CALIBRATE_H
 

@@ -81,7 +81,7 @@ static void test_gemm_ceiling(void) {
  * printed beside the model's NVFP4 rate, not bounded (one figure for every shape); their ratio over fp8, GB200's
  * at or above GB300's at each shape, is why both carry the same NVFP4 figure. */
 static void test_gemm_held(void) {
-  enum { GPUS = 5, SHAPES = 4, A100 = 0, H100 = 1, H200 = 2, GB200 = 3, GB300 = 4 };
+  enum { GPUS = 5, SHAPES = 4, H100 = 1, H200 = 2, GB200 = 3, GB300 = 4 };
   static const char *const gpus[GPUS] = {"dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72", "dgx-gb300"};
   /* the source each GPU's own share comes from (NULL: none, borrowed or derived) */
   static const char *const own[GPUS] = {"azure-a100", NULL, "parallax-h200", "azure-gb200", NULL};
@@ -157,7 +157,6 @@ static void test_gemm_held(void) {
   fprintf(stderr, " NVFP4 figure over fp8: GB200 %.2f, GB300 %.2f\n", gb200.gpu.gemm_nvfp4_ratio,
           gb300.gpu.gemm_nvfp4_ratio);
   CU_ASSERT_EQUAL(gb200.gpu.gemm_nvfp4_ratio, gb300.gpu.gemm_nvfp4_ratio);
-  (void)A100;
 }
 
 /* ---- Megatron-Bridge's published runs on Blackwell ---- */
