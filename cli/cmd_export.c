@@ -23,6 +23,25 @@ static const char usage[] =
     "what it leaves to the model code or the launcher is said in comments (on stderr for JSON).\n"
     "The settings are those of the versions in docs/export.md; sweep --runnable-by FW keeps to plans FW runs.\n\n";
 
+/* The command that runs what export writes, in the launching program's own flags (torchrun's, run_recipe.py's):
+ * the comment that heads the file; DeepSpeed's JSON has no comments. Written into buf. */
+static const char *launch_line(px_framework fw, char *buf, size_t cap) {
+  const char *arr = px_export_array(fw);
+  switch (fw) {
+    case PX_FW_MEGATRON:
+      snprintf(buf, cap, "torchrun --nproc-per-node <GPUs a node> --nnodes <nodes> ... pretrain_gpt.py \"${%s[@]}\" "
+               "<data, tokenizer, optimizer, checkpoints>", arr);
+      return buf;
+    case PX_FW_NEMO:
+      snprintf(buf, cap, "python scripts/training/run_recipe.py --recipe <your model's pretrain recipe> \"${%s[@]}\"",
+               arr);
+      return buf;
+    case PX_FW_TORCHTITAN:
+      return "torchrun --nproc-per-node <GPUs a node> --nnodes <nodes> -m torchtitan.train --job.config_file THIS.toml";
+    default: return NULL;
+  }
+}
+
 int px_cmd_export(int argc, char **argv) {
   px_args a;
   px_err err = {0};
@@ -45,7 +64,9 @@ int px_cmd_export(int argc, char **argv) {
     fprintf(stderr, "parallax export: warning: this plan does not fit in %s's memory (see parallax plan)\n", c.gpu.name);
   px_plan_free(&plan);
   if (a.save_plan && (st = px_report_plan_file(a.save_plan, &m, &c, &a.par, &err))) return px_cli_fail(st, &err);
-  st = px_export_write((px_framework)a.framework, &m, &c, &a.par, stdout, stderr, &err);
+  char launch[256];
+  st = px_export_write((px_framework)a.framework, &m, &c, &a.par, launch_line((px_framework)a.framework, launch,
+                       sizeof launch), stdout, stderr, &err);
   if (st) {
     px_err_prefix(&err, "parallax export --to %s", px_framework_names[a.framework]);
     return px_cli_fail(st, &err);

@@ -118,6 +118,8 @@ int px_cmd_run(int argc, char **argv) {
       st = px_json_print_free(px_report_run_json(&plan, &r), &err);
     } else {
       px_report_run_text(&plan, &r, stdout);
+      if (r.threads > 0) /* the launcher's own flag: Open MPI binds a rank to one core by default */
+        puts("hint: under mpirun, `--bind-to none` lets a rank's BLAS threads use every core");
     }
   }
   x->train_result_free(&r);

@@ -629,20 +629,20 @@ static void model_notes(FILE *out, const char *prefix, const px_model *m, px_fra
             fw_short[fw]);
 }
 
-static void write_megatron(emit *e, const px_model *m, const px_cluster *c, const px_parallel *p) {
+/* The command that runs what is written, as a comment: the caller's (another program's command line), or none. */
+static void launch_comment(FILE *out, const char *launch) {
+  if (launch) fprintf(out, "# %s\n", launch);
+}
+
+static void write_megatron(emit *e, const px_model *m, const px_cluster *c, const px_parallel *p, const char *launch) {
   FILE *out = e->out;
   bool nemo = e->fw == PX_FW_NEMO;
   fprintf(out, "# %s: %s on %lld x %s (%s), tp %lld, pp %lld, cp %lld, dp %lld: %lld ranks\n", fw_label[e->fw], m->name,
           (long long)c->gpus, c->gpu.name, c->name, (long long)p->tp, (long long)p->pp, (long long)p->cp, (long long)p->dp,
           (long long)(p->tp * p->pp * p->cp * p->dp));
-  if (nemo)
-    fputs("# python scripts/training/run_recipe.py --recipe <your model's pretrain recipe> \"${OVERRIDES[@]}\"\n"
-          "# (the model's shape comes from its recipe; these set the plan)\nOVERRIDES=(\n",
-          out);
-  else
-    fputs("# torchrun --nproc-per-node <GPUs a node> --nnodes <nodes> ... pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" "
-          "<data, tokenizer, optimizer, checkpoints>\nMEGATRON_ARGS=(\n",
-          out);
+  launch_comment(out, launch);
+  if (nemo) fputs("# (the model's shape comes from its recipe; these set the plan)\n", out);
+  fprintf(out, "%s=(\n", px_export_array(e->fw));
   if (!nemo) megatron_model(e, m, p);
   /* the grid */
   config(e, "model.tensor_model_parallel_size", "%lld", (long long)p->tp);
@@ -847,12 +847,12 @@ static void filter_fqns(FILE *out, const px_model *m, const px_parallel *p) {
 }
 
 /* torchtitan: TOML. */
-static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, const px_parallel *p) {
+static void write_torchtitan(FILE *out, const px_model *m, const px_cluster *c, const px_parallel *p,
+                             const char *launch) {
   fprintf(out, "# %s job config: %s on %lld x %s (%s): %lld ranks\n", fw_label[PX_FW_TORCHTITAN], m->name,
           (long long)c->gpus, c->gpu.name, c->name, (long long)(p->tp * p->pp * p->cp * p->dp));
-  fputs("# torchrun --nproc-per-node <GPUs a node> --nnodes <nodes> -m torchtitan.train --job.config_file THIS.toml\n"
-        "# (torchtitan's main branch configures in Python; the same fields are its config dataclasses')\n\n",
-        out);
+  launch_comment(out, launch);
+  fputs("# (torchtitan's main branch configures in Python; the same fields are its config dataclasses')\n\n", out);
   fprintf(out, "[model]\n# name and flavor: torchtitan's definition of %s\n", m->name);
   if (p->precision == PX_PREC_FP8) fputs("converters = [\"quantize.linear.float8\"]\n", out);
   if (p->precision == PX_PREC_MXFP8) fputs("converters = [\"quantize.linear.mx\"]\n", out);
@@ -985,16 +985,20 @@ static px_status write_deepspeed(FILE *out, FILE *notes, const px_model *m, cons
   return PX_OK;
 }
 
-px_status px_export_write(px_framework fw, const px_model *m, const px_cluster *c, const px_parallel *p, FILE *out,
-                          FILE *notes, px_err *err) {
+const char *px_export_array(px_framework fw) {
+  return fw == PX_FW_MEGATRON ? "MEGATRON_ARGS" : fw == PX_FW_NEMO ? "OVERRIDES" : NULL;
+}
+
+px_status px_export_write(px_framework fw, const px_model *m, const px_cluster *c, const px_parallel *p,
+                          const char *launch, FILE *out, FILE *notes, px_err *err) {
   px_status st = px_export_check(fw, p, m, err);
   if (st) return st;
   if (fw == PX_FW_DEEPSPEED) return write_deepspeed(out, notes, m, p, err);
   if (fw == PX_FW_TORCHTITAN) {
-    write_torchtitan(out, m, c, p);
+    write_torchtitan(out, m, c, p, launch);
   } else {
     emit e = {out, fw};
-    write_megatron(&e, m, c, p);
+    write_megatron(&e, m, c, p, launch);
   }
   return PX_OK;
 }

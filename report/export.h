@@ -29,12 +29,18 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
  * Megatron-Bridge's precision recipe's. Sets only unset fields. */
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed);
 
+/* The bash array a Megatron-LM or Megatron-Bridge export fills (MEGATRON_ARGS, OVERRIDES); NULL for the
+ * frameworks written as a config file. */
+const char *px_export_array(px_framework fw);
+
 /* Writes what runs p in fw to out: Megatron-LM's arguments and Megatron-
- * Bridge's overrides as a bash array, torchtitan's TOML, DeepSpeed's JSON;
- * what the framework leaves to the model code or the launcher is said in
- * comments (notes on `notes` for JSON, which has none). Refuses as
- * px_export_check, writing nothing. */
-px_status px_export_write(px_framework fw, const px_model *m, const px_cluster *c, const px_parallel *p, FILE *out,
-                          FILE *notes, px_err *err);
+ * Bridge's overrides as a bash array (px_export_array), torchtitan's TOML,
+ * DeepSpeed's JSON; what the framework leaves to the model code or the
+ * launcher is said in comments (notes on `notes` for JSON, which has none).
+ * `launch`, the command line that runs what is written (another program's
+ * flags: the caller composes it), heads the comments; NULL: none (DeepSpeed
+ * takes none). Refuses as px_export_check, writing nothing. */
+px_status px_export_write(px_framework fw, const px_model *m, const px_cluster *c, const px_parallel *p,
+                          const char *launch, FILE *out, FILE *notes, px_err *err);
 
 #endif

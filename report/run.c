@@ -60,8 +60,8 @@ void px_report_run_text(const px_plan *plan, const px_train_result *r, FILE *out
           plan->cluster.name);
   if (r->threads > 0) {
     char t[64];
-    fprintf(out, "threads: %d BLAS thread%s per rank (%s N to choose; mpirun's `--bind-to none` lets one rank use "
-            "every core)\n", r->threads, r->threads == 1 ? "" : "s", px_report_flag("threads", t));
+    fprintf(out, "threads: %d BLAS thread%s per rank (%s N to choose)\n", r->threads, r->threads == 1 ? "" : "s",
+            px_report_flag("threads", t));
   }
   fprintf(out, "memory: %s allocated at peak (largest rank), %s predicted by the plan\n",
           px_fmt_bytes((double)r->peak_bytes, a, sizeof a), px_fmt_bytes((double)r->predicted_peak_bytes, b, sizeof b));
