@@ -113,7 +113,8 @@ static void progress(void *ctx, const char *what, int done, int total) {
   fflush(f);
 }
 
-static double gemm_flops(const px_cuda_gemm_probe *p) { return 2.0 * (double)p->m * (double)p->n * (double)p->k; }
+static double mnk_flops(int64_t m, int64_t n, int64_t k) { return 2.0 * (double)m * (double)n * (double)k; }
+static double gemm_flops(const px_cuda_gemm_probe *p) { return mnk_flops(p->m, p->n, p->k); }
 
 /* FlashAttention's count: 4 s^2 d per head and sequence forward, halved when causal; the backward 2.5x. */
 static double attn_flops(const px_cuda_attn_probe *p) {
@@ -200,18 +201,20 @@ static px_status fill_attention(px_cluster *c, const px_cuda_attn_probe *a, int 
   return st;
 }
 
-/* The GEMMs on several streams, each beside the same GEMMs on one stream (the probe before it), on f. */
-static void print_streams(const px_cuda_streams_probe *p, int n, int64_t sms, FILE *f) {
+/* The GEMMs on several streams, each beside the same GEMMs on one stream (the probe before it), on f; their
+ * tiles as the simulator's wave model counts them on g (the base cluster's GEMM tile). */
+static void print_streams(const px_cuda_streams_probe *p, int n, const px_gpu *g, int64_t sms, FILE *f) {
   if (!f) return;
   for (int i = 0; i < n; i++) {
     if (p[i].s <= 0) continue;
-    double rate = (double)p[i].gemms * 2.0 * (double)p[i].m * (double)p[i].n * (double)p[i].k / p[i].s;
-    long long tiles = (long long)(((p[i].m + 127) / 128) * ((p[i].n + 255) / 256));
+    double rate = (double)p[i].gemms * mnk_flops(p[i].m, p[i].n, p[i].k) / p[i].s;
+    long long tiles = (long long)px_gpu_gemm_tiles(g, p[i].m, p[i].n);
     char on[32] = "";
     if (sms > 0) snprintf(on, sizeof on, " of %lld SMs", (long long)sms);
-    fprintf(f, "  calibrate: %d %s GEMMs %lldx%lldx%lld (%lld tile%s of 128 x 256 each%s) on %d stream%s: %.4g TFLOP/s",
-            p[i].gemms, px_dtype_names[p[i].dtype], (long long)p[i].m, (long long)p[i].n, (long long)p[i].k, tiles, tiles == 1 ? "" : "s", on,
-            p[i].streams, p[i].streams == 1 ? "" : "s", rate / 1e12);
+    fprintf(f, "  calibrate: %d %s GEMMs %lldx%lldx%lld (%lld tile%s of %lld x %lld each%s) on %d stream%s: %.4g TFLOP/s",
+            p[i].gemms, px_dtype_names[p[i].dtype], (long long)p[i].m, (long long)p[i].n, (long long)p[i].k, tiles,
+            tiles == 1 ? "" : "s", (long long)g->gemm_tile_m, (long long)g->gemm_tile_n, on, p[i].streams,
+            p[i].streams == 1 ? "" : "s", rate / 1e12);
     const px_cuda_streams_probe *one = i > 0 ? &p[i - 1] : NULL;
     if (one && one->streams == 1 && p[i].streams > 1 && one->s > 0 && one->m == p[i].m && one->n == p[i].n &&
         one->k == p[i].k && one->gemms == p[i].gemms && one->dtype == p[i].dtype)
@@ -334,7 +337,7 @@ px_status px_calibrate_gpu(const px_cluster *base, const px_calib_opts *o, px_cl
   snprintf(said, sizeof said, "measured by parallax calibrate on %s (compute capability %d.%d) at %s", m->gpu,
            m->cc / 10, m->cc % 10, when);
   if (!st) st = fill_fast_accum(c, probes, gl->n, nprobes, said, o->progress, err);
-  if (!st) print_streams(concurrent, nc, m->sms, o->progress);
+  if (!st) print_streams(concurrent, nc, &base->gpu, m->sms, o->progress);
   memcpy(gl->v, probes, (size_t)gl->n * sizeof *probes);
   free(probes);
   if (!st) {

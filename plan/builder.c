@@ -201,14 +201,19 @@ px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, 
   return full;
 }
 
+double px_bld_norm_bytes(int64_t rows, int64_t cols, double e) {
+  px_op o = {0};
+  px_bld_elementwise(&o, (double)(rows * cols), (double)(rows * cols), e);
+  return o.bytes + (double)rows * 8.0;
+}
+
 void px_bld_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref mean, px_ref rstd, px_ref x, int w,
                  int bias, int64_t rows) {
   px_op *o = px_bld_op(b, PX_OP_NORM, PX_STREAM_COMPUTE, ph);
   o->in[0] = x, o->in[1] = R(w, 0), o->in[2] = bias >= 0 ? R(bias, 0) : NOREF;
   o->out[0] = y, o->out[1] = rstd, o->out[2] = mean;
   o->dim[0] = rows, o->dim[1] = d->H;
-  px_bld_elementwise(o, (double)(rows * d->H), (double)(rows * d->H), (double)d->e);
-  o->bytes += (double)rows * 8.0;
+  o->bytes = px_bld_norm_bytes(rows, d->H, (double)d->e);
   px_bld_eager(b, o, (double)(rows * d->H), (double)d->e);
 }
 

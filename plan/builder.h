@@ -123,6 +123,8 @@ void px_bld_keep(px_bld *b, px_ref r);
 /* GEMM cost: batch x (m, k) @ (k, n). */
 void px_bld_gemm_cost(px_op *o, double m, double n, double k, double batch, double e_in, double e_out);
 void px_bld_elementwise(px_op *o, double elems_in, double elems_out, double e);
+/* A fused norm forward's bytes over rows of cols: x read and y written (e bytes each), a row's fp32 mean and rstd. */
+double px_bld_norm_bytes(int64_t rows, int64_t cols, double e);
 /* `elementwise` eager: an RMSNorm's, RoPE's or SwiGLU's op o over `elems` elements of e bytes as PyTorch eager's
  * kernels run it (px_op_eager_chain: its bytes, PX_OPF_EAGER); any other op, or fused, unchanged. */
 void px_bld_eager(const px_bld *b, px_op *o, double elems, double e);

@@ -918,6 +918,11 @@ double px_gpu_gemm_k_half(const px_gpu *g, px_dtype dt, bool fp8_block) {
   return fp8 && g->gemm_fp8_k_half > 0 ? g->gemm_fp8_k_half : g->gemm_k_half;
 }
 
+int64_t px_gpu_gemm_tiles(const px_gpu *g, int64_t m, int64_t n) {
+  int64_t tm = g->gemm_tile_m > 0 ? g->gemm_tile_m : 1, tn = g->gemm_tile_n > 0 ? g->gemm_tile_n : 1;
+  return ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+}
+
 double px_gpu_block_scaled_ratio(const px_gpu *g, bool nvfp4) {
   return nvfp4 ? g->gemm_nvfp4_ratio : g->gemm_mxfp8_ratio;
 }

@@ -206,6 +206,9 @@ double px_gpu_gemm_max(const px_gpu *g, px_dtype dt, bool fp8_block);
  * per-tensor fp8 and fp4 where given, else k_half (blockwise fp8 too: DeepGEMM's kernels, whose published k 2,048
  * over k 7,168 rate, 0.90, k_half's 0.93 matches and fp8_k_half's 0.79 does not). */
 double px_gpu_gemm_k_half(const px_gpu *g, px_dtype dt, bool fp8_block);
+/* The output tiles of an m x n GEMM on the GPU's tile (gpu.gemm.tile_m x tile_n), the last of each side partly
+ * empty: the unit the simulator's wave model spreads over the SMs (sim/compute.c). */
+int64_t px_gpu_gemm_tiles(const px_gpu *g, int64_t m, int64_t n);
 /* A block-scaled GEMM's rate over the same GEMM's with per-tensor fp8 scales
  * (gpu.gemm.mxfp8_rate_over_fp8, nvfp4_rate_over_fp8: kernel measurements on
  * one harness); 0 where the file gives none. */

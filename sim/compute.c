@@ -37,10 +37,6 @@ double px_gemm_k_factor(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t k)
 /* Tiles of `tile` along a side of `len`, the last one partly empty. */
 static double tiles_of(int64_t len, int64_t tile) { return ceil_div((double)len, (double)tile); }
 
-int64_t px_gemm_tiles(const px_gpu *g, int64_t m, int64_t n) {
-  return (int64_t)(tiles_of(m, g->gemm_tile_m) * tiles_of(n, g->gemm_tile_n));
-}
-
 /* The wave model over a batch of GEMMs of which at most `resident` (0: all, one kernel over every GEMM's tiles)
  * have their tiles on the SMs at once: GEMMs launched apart on a few streams fill at most that many GEMMs' tiles
  * of SMs, each tile running its whole k loop. */

@@ -16,9 +16,6 @@ double px_gemm_k_factor(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t k)
 double px_gemm_efficiency(const px_gpu *g, px_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch);
 double px_gemm_efficiency8(const px_gpu *g, px_dtype dt, bool fp8_block, int64_t m, int64_t n, int64_t k,
                            int64_t batch);
-/* The output tiles of an m x n GEMM on the GPU's tile (gpu.gemm.tile_m x tile_n), the unit its wave model
- * spreads over the SMs. */
-int64_t px_gemm_tiles(const px_gpu *g, int64_t m, int64_t n);
 /* Achieved share of the 16-bit peak of a fused attention pass (bwd or
  * forward) of a kernel (the GPU's own, or FlashAttention-2's) in operand
  * format fmt for a head dim, mask, sliding window (0: none) and sequence

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/builder.h"
 #include "plan/cluster.h"
 #include "plan/model.h"
 #include "plan/parallel.h"
@@ -517,7 +518,7 @@ static void test_gemm_shapes_sm90(void) {
     int64_t m = atoll(r.f[0]), n = atoll(r.f[1]), k = atoll(r.f[2]);
     double published = atof(r.f[3]) * 1e12;
     double model = px_gemm_efficiency(g, PX_DTYPE_BF16, m, n, k, 1) * g->peak_flops[PX_DTYPE_BF16];
-    int64_t tiles = px_gemm_tiles(g, m, n);
+    int64_t tiles = px_gpu_gemm_tiles(g, m, n);
     int few = tiles < g->sm_count, /* fewer tiles than SMs */ i = few ? 1 : 0;
     double q = model / published;
     fprintf(stderr, "\n  %5lldx%5lldx%5lld  %4lld tiles  published %6.1f  model %6.1f TFLOP/s  x%.2f", (long long)m,
@@ -546,7 +547,7 @@ static void test_gemm_by_m(void) {
     int64_t m = atoll(r.f[0]), n = atoll(r.f[1]), k = atoll(r.f[2]);
     double published = atof(r.f[3]), model = px_gemm_efficiency(g, PX_DTYPE_BF16, m, n, k, 1) *
                                                  g->peak_flops[PX_DTYPE_BF16] / 1e12;
-    int64_t tiles = px_gemm_tiles(g, m, n);
+    int64_t tiles = px_gpu_gemm_tiles(g, m, n);
     fprintf(stderr, "\n  %5lldx%5lldx%5lld %4lld tiles  published %6.1f  model %6.1f TFLOP/s  x%.2f", (long long)m,
             (long long)n, (long long)k, (long long)tiles, published, model, model / published);
     CU_ASSERT(model <= published * 1.001);
@@ -592,14 +593,14 @@ static void test_gemm_h200_grid(void) {
   double model[ROWS], log_sum[2][2] = {{0}}, ratio_sum = 0, ratio_sq = 0;
   int n_of[2][2] = {{0}}, ratios = 0;
   for (int i = 0; i < ROWS; i++) {
-    bool fp8 = row[i].dt == PX_DTYPE_FP8, fills = px_gemm_tiles(g, row[i].m, row[i].n) >= g->sm_count;
+    bool fp8 = row[i].dt == PX_DTYPE_FP8, fills = px_gpu_gemm_tiles(g, row[i].m, row[i].n) >= g->sm_count;
     model[i] = px_gemm_efficiency(g, row[i].dt, row[i].m, row[i].n, row[i].k, 1) * g->peak_flops[row[i].dt] / 1e12 *
                (fp8 ? px_gpu_fp8_split_share(g) : 1.0);
     if (!row[i].gpt2) log_sum[fp8][fills] += log(model[i] / row[i].tflops), n_of[fp8][fills]++;
   }
   fprintf(stderr, "\n  %6s %6s %6s  %9s %9s %9s", "m", "n", "k", "fp8/bf16", "model", "error");
   for (int i = 0; i < ROWS; i++) {
-    if (row[i].dt != PX_DTYPE_FP8 || px_gemm_tiles(g, row[i].m, row[i].n) < g->sm_count) continue;
+    if (row[i].dt != PX_DTYPE_FP8 || px_gpu_gemm_tiles(g, row[i].m, row[i].n) < g->sm_count) continue;
     for (int j = 0; j < ROWS; j++)
       if (row[j].dt == PX_DTYPE_BF16 && row[j].m == row[i].m && row[j].n == row[i].n && row[j].k == row[i].k) {
         bool fit = in_fp8_k_half_fit(row[i].m, row[i].n, row[i].k);
@@ -815,9 +816,14 @@ static void test_elementwise_h100(void) {
     double tokens = atof(r.f[1]), width = atof(r.f[2]), pub = atof(r.f[3]), e = 2; /* bf16 */
     bool swiglu = !strcmp(r.f[0], "swiglu");
     CU_ASSERT_FATAL(swiglu || !strcmp(r.f[0], "rmsnorm"));
-    /* SwiGLU: both halves read, the output written; RMSNorm: x read, y written, the weight, a row's fp32 rstd */
-    double bytes = swiglu ? 3 * tokens * width * e : 2 * tokens * width * e + width * e + 4 * tokens;
-    px_op op = {.kind = swiglu ? PX_OP_SWIGLU : PX_OP_NORM, .bytes = bytes};
+    /* each kernel's bytes as the planner counts the fused op: SwiGLU's halves read and output written, the norm's
+     * x read, y written and a row's statistics */
+    px_op op = {.kind = swiglu ? PX_OP_SWIGLU : PX_OP_NORM};
+    if (swiglu)
+      px_bld_elementwise(&op, 2 * tokens * width, tokens * width, e);
+    else
+      op.bytes = px_bld_norm_bytes((int64_t)tokens, (int64_t)width, e);
+    double bytes = op.bytes;
     double model = px_compute_op_s(&c.gpu, PX_DTYPE_BF16, &op) * 1e3, err = model / pub - 1;
     fprintf(stderr, "  %-8s %7.0f %6.0f  %8.4f %8.4f %+6.1f%% %9.2f\n", r.f[0], tokens, width, pub, model, 100 * err,
             bytes / (pub * 1e-3) / 1e12);
@@ -853,9 +859,10 @@ static void test_eager_norm(void) {
           "measured", "model", "compile/1-pass");
   for (int i = 0; i < n; i++) {
     double rows = 2048, elems = rows * h[i];
-    /* the chain with bf16 activations, its last product writing fp32 (the benchmark's fp32 weight) */
+    /* the chain with bf16 activations, its last product writing fp32 (the benchmark's fp32 weight); the one pass
+     * as the planner counts a fused norm */
     double eager = px_eager_bytes(px_op_eager_chain(PX_OP_NORM), elems, 2) + 2 * elems;
-    double one = 2 * elems + 2 * elems + 4 * rows; /* x read, y written, a row's rstd */
+    double one = px_bld_norm_bytes((int64_t)rows, (int64_t)h[i], 2);
     double measured = ms[i][0] / ms[i][1], model = eager / one;
     fprintf(stderr, "  %6.0f %5.0f  %10.4f %10.4f %10.4f  %7.2fx %7.2fx  %.2fx\n", h[i], rows, ms[i][0], ms[i][1],
             ms[i][2], measured, model, ms[i][2] / ms[i][1]);
