@@ -83,7 +83,8 @@ static const px_opt opts[] = {
      "CUDA graphs: none (every kernel launched by the host, default) | layers (Megatron-Core's per-layer graphs: a "
      "layer's forward and backward one graph launch each; a MoE layer's attention and router, its experts eager) | "
      "full (Megatron-Core's full-iteration graph: a step's forwards and backwards one launch, nothing waits for the "
-     "host; MoE: hybridep, its per-rank budget --moe-imbalance)"},
+     "host; MoE: hybridep, its per-rank budget --moe-imbalance) | router (a MoE layer's pre-MLP norm, router and "
+     "dispatcher preprocessing alone: its attention and experts eager)"},
     {"zero", required_argument, 'z', PX_OPT_PLAN, "0-3", "ZeRO stage"},
     {"sp", no_argument, 'S', PX_OPT_PLAN, NULL, "sequence parallelism"},
     {"mbs", required_argument, 'b', PX_OPT_PLAN, "N", "micro-batch size, sequences"},

@@ -482,6 +482,19 @@ static px_status power_from_json(const px_json_ctx *rc, const cJSON *root, px_cl
   return PX_OK;
 }
 
+/* A host figure in host.op_us (host.KEY): the file's, or def, whose source is cited where the file gives none and the
+ * host's op cost is known (cite). */
+static px_status host_figure(const px_json_ctx *hc, const cJSON *host, const char *key, double def, const char *source,
+                             bool cite, px_cluster *cl, double *out, px_err *err) {
+  px_status st;
+  *out = def;
+  TRY(px_json_num(hc, host, key, false, 0.0, 1e6, out, err));
+  if (!cite || cJSON_GetObjectItemCaseSensitive(host, key) || cl->nsources >= PX_SOURCES_MAX) return PX_OK;
+  char field[64];
+  snprintf(field, sizeof field, "host.%s", key);
+  return px_cluster_add_source(cl, field, source, err);
+}
+
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
   memset(cl, 0, sizeof *cl);
   if (!cJSON_IsObject(root)) return px_err_set(err, PX_ERR_INPUT, "%s: expected a JSON object at the top level", file);
@@ -584,10 +597,13 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     TRY(px_json_num(&hc, host, "op_us", false, 0.0, 1e6, &op_us, err));
     TRY(px_json_num(&hc, host, "launch_us", false, 0.0, 1e6, &launch_us, err));
     TRY(px_json_num(&hc, host, "graph_launch_us", false, 0.0, 1e6, &graph_us, err));
-    cl->host_grouped_expert_ops = PX_HOST_GROUPED_EXPERT_OPS_DEFAULT;
-    TRY(px_json_num(&hc, host, "grouped_expert_ops", false, 0.0, 1e6, &cl->host_grouped_expert_ops, err));
-    if (op_us > 0 && !cJSON_GetObjectItemCaseSensitive(host, "grouped_expert_ops") && cl->nsources < PX_SOURCES_MAX)
-      TRY(px_cluster_add_source(cl, "host.grouped_expert_ops", PX_HOST_GROUPED_EXPERT_OPS_SOURCE, err));
+    /* the host's framework figures, in host.op_us, each with its default and that default's source */
+    TRY(host_figure(&hc, host, "grouped_expert_ops", PX_HOST_GROUPED_EXPERT_OPS_DEFAULT,
+                    PX_HOST_GROUPED_EXPERT_OPS_SOURCE, op_us > 0, cl, &cl->host_grouped_expert_ops, err));
+    TRY(host_figure(&hc, host, "router_ops", PX_HOST_ROUTER_OPS_DEFAULT, PX_HOST_ROUTER_OPS_SOURCE, op_us > 0, cl,
+                    &cl->host_router_ops, err));
+    TRY(host_figure(&hc, host, "a2a_preprocess_ops", PX_HOST_A2A_PREPROCESS_OPS_DEFAULT,
+                    PX_HOST_A2A_PREPROCESS_OPS_SOURCE, op_us > 0, cl, &cl->host_a2a_preprocess_ops, err));
     cl->host_op_s = op_us * 1e-6;
     cl->host_launch_s = launch_us * 1e-6;
     cl->host_graph_s = graph_us * 1e-6;
@@ -761,6 +777,9 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
     px_json_add_num(host, "graph_launch_us", c->host_graph_s * 1e6);
   if (c->host_op_s > 0 || source_at(c, "host.grouped_expert_ops") >= 0)
     px_json_add_num(host, "grouped_expert_ops", c->host_grouped_expert_ops);
+  if (c->host_op_s > 0 || source_at(c, "host.router_ops") >= 0) px_json_add_num(host, "router_ops", c->host_router_ops);
+  if (c->host_op_s > 0 || source_at(c, "host.a2a_preprocess_ops") >= 0)
+    px_json_add_num(host, "a2a_preprocess_ops", c->host_a2a_preprocess_ops);
   cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
   if (pw) {
     px_json_add_num(pw, "node_overhead_w", c->node_overhead_w);

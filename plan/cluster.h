@@ -166,6 +166,21 @@ typedef struct {
   "ms): 2.58 ms of host from the permutation to fc2's last GEMM, 0.27 ms of it ops and launches, the rest over 2 "      \
   "calls of 8 experts 144 us = 3.9 x the GB200's 37.08 us host.op_us"
 #define PX_HOST_GROUPED_EXPERT_OPS_DEFAULT 3.9
+/* host.router_ops and host.a2a_preprocess_ops where a cluster file gives none, and their sources: the host's work
+ * from the attention's output projection to the tokens' exchange, read off the same guide's timelines of a MoE
+ * layer's eager forward (the GPU idle between short kernels: host-bound), less the 4 ops the graph issues there
+ * itself (the residual add, the pre-MLP norm, the router's GEMM, the routing) */
+#define PX_HOST_ROUTER_OPS_SOURCE                                                                                      \
+  "the default where the file gives none: NVIDIA's Nsys timeline of DeepSeek-V3 on GB200 with DeepEP and the fused "  \
+  "router, eager (Megatron-LM 79e8592 docs/discussions/deepseek-v3-gb200-optimization/images/image4.png, read at "    \
+  "57.8 px a ms): 3.88 ms from the attention's output projection (its GEMM ends at +18.29 ms) to DeepEP's dispatch "  \
+  "(+22.17 ms) = 104.6 x the GB200's 37.08 us host.op_us, less the 4 ops the graph issues there"
+#define PX_HOST_ROUTER_OPS_DEFAULT 100.6
+#define PX_HOST_A2A_PREPROCESS_OPS_SOURCE                                                                              \
+  "the default where the file gives none: the same guide's timeline with the alltoall dispatcher and the fused "      \
+  "router (image2.png, read at 70.6 px a ms): 4.44 ms from the output projection's GEMM (ends at +280.06 ms) to the " \
+  "permutation (+284.50 ms) = 119.7 x 37.08 us, less the same 4 ops, 115.7, of which host.router_ops is DeepEP's"
+#define PX_HOST_A2A_PREPROCESS_OPS_DEFAULT 15.1
 
 /* power.pue when the file gives none: Uptime Institute Global Data Center
  * Survey 2024, the average annual PUE operators reported for their largest
@@ -298,6 +313,11 @@ typedef struct {
   /* A quantized GroupedLinear call's Python work a local expert, in host_op_s (host.grouped_expert_ops; default
    * PX_HOST_GROUPED_EXPERT_OPS_DEFAULT): Transformer Engine's loop over the experts (sim/host.c). */
   double host_grouped_expert_ops;
+  /* A MoE layer's router and its dispatcher's preprocessing on the host, in host_op_s, beyond the ops the graph
+   * issues (host.router_ops: Megatron-Core's fused router and the flex dispatchers' (DeepEP, HybridEP) preprocessing;
+   * host.a2a_preprocess_ops: the alltoall dispatcher's own on top); defaults PX_HOST_ROUTER_OPS_DEFAULT and
+   * PX_HOST_A2A_PREPROCESS_OPS_DEFAULT (sim/host.c). */
+  double host_router_ops, host_a2a_preprocess_ops;
   /* Power besides the GPUs' (power.*, read with gpu.power_w by sim/power.h): a node's draw besides its GPUs
    * (CPUs, memory, NICs, NVSwitches, fans, drives, power supply losses), the network's switches per node,
    * and the site's power usage effectiveness (facility over IT power, >= 1). */

@@ -96,7 +96,7 @@ static px_ref mlp_input(px_bld *b, const px_dims *d, const px_layer_slots *L, px
  * (transformer_layer.py at d98e8a6, can_recompute_pre_mlp_layernorm_for_cudagraph) */
 static bool norm2_recomputed(const px_plan *p, const px_dims *d) {
   if (!(d->rcm & PX_RCM_LAYERNORM)) return false;
-  return !d->moe || p->par.cuda_graph != PX_GRAPH_LAYERS || d->dispatch == PX_MOE_A2A;
+  return !d->moe || !px_graph_router(p->par.cuda_graph) || d->dispatch == PX_MOE_A2A;
 }
 
 static void norm1(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {

@@ -29,7 +29,9 @@ PX_NAME_TABLE(px_finetune_names, PX_FT_COUNT, "none", "full", "lora", "qlora");
 PX_NAME_TABLE(px_base_precision_names, PX_BASE_COUNT, "bf16", "fp8", "nf4");
 PX_NAME_TABLE(px_moe_dispatch_names, PX_MOE_DISPATCH_COUNT, "a2a", "allgather", "deepep", "hybridep");
 PX_NAME_TABLE(px_moe_buffers_names, PX_MOE_BUFFERS_COUNT, "busiest", "worst");
-PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers", "full");
+PX_NAME_TABLE(px_cuda_graph_names, PX_GRAPH_COUNT, "none", "layers", "full", "router");
+
+bool px_graph_router(int cuda_graph) { return cuda_graph == PX_GRAPH_LAYERS || cuda_graph == PX_GRAPH_ROUTER; }
 
 #define DEFAULT_BUCKET_BYTES ((uint64_t)25 << 20) /* PyTorch DDP's default bucket */
 
@@ -461,6 +463,8 @@ static bool moe_dispatch_unset(vctx *x) {
 static bool graph_full_dispatch(vctx *x) {
   return x->p->cuda_graph == PX_GRAPH_FULL && x->m->experts > 0 && x->p->moe_dispatch != PX_MOE_HYBRIDEP;
 }
+/* router graphs without a router to capture */
+static bool graph_router_dense(vctx *x) { return x->p->cuda_graph == PX_GRAPH_ROUTER && x->m->experts == 0; }
 static bool moe_router_padding_range(vctx *x) { return x->p->moe_router_padding < 0 || x->p->moe_router_padding > 1; }
 static bool moe_router_padding_moe(vctx *x) { return x->p->moe_router_padding > 0 && x->m->experts == 0; }
 static bool moe_router_padding_precision(vctx *x) {
@@ -614,7 +618,7 @@ static bool offload_act_schedule(vctx *x) {
 static bool offload_act_recompute(vctx *x) {
   return x->p->offload_act_layers > 0 && x->p->recompute != PX_RECOMPUTE_NONE;
 }
-static bool offload_act_graph(vctx *x) { return x->p->offload_act_layers > 0 && x->p->cuda_graph == PX_GRAPH_LAYERS; }
+static bool offload_act_graph(vctx *x) { return x->p->offload_act_layers > 0 && px_graph_router(x->p->cuda_graph); }
 static bool offload_act_host(vctx *x) { return x->p->offload_act_layers > 0 && x->c->host_pcie_bytes_per_s <= 0; }
 
 static bool lora_fields(vctx *x) {
@@ -730,6 +734,8 @@ static const px_rule rules[] = {
                           "for the tokens' counts on the host, and Megatron-Core's sync-free exchange is HybridEP's, "
                           "its per-rank budget static (moe_expert_rank_capacity_factor) (hint: `moe_dispatch` "
                           "hybridep, or `cuda_graph` layers)"},
+    {graph_router_dense, "`cuda_graph` router captures a MoE layer's router: the model has no experts (hint: "
+                         "`cuda_graph` layers or none)"},
     {moe_router_padding_range, "`moe_router_padding` is not set"},
     {moe_router_padding_moe, "`moe_router_padding` pads the tokens a router sends each expert, but {model} is a dense "
                              "model (hint: drop `moe_router_padding`)"},

@@ -170,10 +170,14 @@ typedef enum { PX_MOE_BUF_BUSIEST, PX_MOE_BUF_WORST, PX_MOE_BUFFERS_COUNT } px_m
 /* CUDA graphs: none (every kernel launched by the host, eager), layers (Megatron-Core's per-layer graphs,
  * --cuda-graph-impl transformer_engine: each layer's forward and backward of a micro-batch replayed as one
  * graph; a MoE layer's attention and router only, --cuda-graph-modules attn moe_router moe_preprocess, its
- * experts' part eager), or full (Megatron-Core's full-iteration graph, --cuda-graph-impl full_iteration: a
+ * experts' part eager), full (Megatron-Core's full-iteration graph, --cuda-graph-impl full_iteration: a
  * step's forwards and backwards one graph, the optimizer eager; a MoE layer's exchanges sync-free, HybridEP's
- * static per-rank budget). What the host issues, not what the GPU runs (sim/host.h). */
-typedef enum { PX_GRAPH_NONE, PX_GRAPH_LAYERS, PX_GRAPH_FULL, PX_GRAPH_COUNT } px_cuda_graph;
+ * static per-rank budget), or router (a MoE layer's pre-MLP norm, router and dispatcher preprocessing alone,
+ * --cuda-graph-modules moe_router moe_preprocess: its attention and experts eager, a dense layer eager). What the
+ * host issues, not what the GPU runs (sim/host.h). */
+typedef enum { PX_GRAPH_NONE, PX_GRAPH_LAYERS, PX_GRAPH_FULL, PX_GRAPH_ROUTER, PX_GRAPH_COUNT } px_cuda_graph;
+/* Whether a CUDA graph captures a MoE layer's router (layers, router). */
+bool px_graph_router(int cuda_graph);
 /* Fine-tuning: none (pre-training), full (every weight trained, as
  * pre-training plans it), lora (Hu et al. 2021: the base frozen, low-rank
  * adapters A (r x in) and B (out x r) beside the targeted linear layers

@@ -684,6 +684,10 @@ static void write_megatron(emit *e, const px_model *m, const px_cluster *c, cons
     arg(e, "cuda_graph_modules", "%s", "attn moe_router moe_preprocess");
     key(e, "model.cuda_graph_modules", "%s", "[attn,moe_router,moe_preprocess]");
   }
+  if (p->cuda_graph == PX_GRAPH_ROUTER) { /* planned with experts only */
+    arg(e, "cuda_graph_modules", "%s", "moe_router moe_preprocess");
+    key(e, "model.cuda_graph_modules", "%s", "[moe_router,moe_preprocess]");
+  }
   if (p->cuda_graph == PX_GRAPH_FULL) {
     arg(e, "no_check_for_nan_in_loss_and_grad", NULL); /* a store_false switch: its name, not its field's */
     key(e, "rerun_state_machine.check_for_nan_in_loss", "false");

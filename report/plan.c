@@ -51,7 +51,10 @@ void px_report_plan_line(const px_plan *plan, const char *what, FILE *out) {
           (long long)p->tp, cp, (long long)p->pp, (long long)p->dp, p->zero, p->sp ? ", SP" : "",
           px_schedule_names[p->schedule], (long long)p->mbs, (long long)p->gbs, (long long)plan->seq,
           px_report_recompute_text(p, rc, sizeof rc), px_lora_describe(p, ft, sizeof ft),
-          p->cuda_graph == PX_GRAPH_LAYERS ? ", CUDA graphs per layer" : p->cuda_graph == PX_GRAPH_FULL ? ", a CUDA graph a step" : "",
+          p->cuda_graph == PX_GRAPH_LAYERS   ? ", CUDA graphs per layer"
+          : p->cuda_graph == PX_GRAPH_FULL   ? ", a CUDA graph a step"
+          : p->cuda_graph == PX_GRAPH_ROUTER ? ", CUDA graphs of the routers"
+                                             : "",
           p->overlap > 0 && (p->overlap & PX_OVERLAP_EP) ? ", EP overlap (combined 1F1B)" : "",
           p->elementwise == PX_ELEMWISE_EAGER          ? ", elementwise eager"
           : p->elementwise == PX_ELEMWISE_ROPE_UNFUSED ? ", RoPE unfused"

@@ -54,14 +54,31 @@ static bool is_exchange(const px_op *op) {
 bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
   /* the full-iteration graph: every forward and backward op of the step, the optimizer eager */
   if (p->par.cuda_graph == PX_GRAPH_FULL) return px_block_is_compute(k);
-  if (p->par.cuda_graph != PX_GRAPH_LAYERS || !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k) || px_block_is_layer_w(k)))
+  if (!px_graph_router(p->par.cuda_graph) ||
+      !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k) || px_block_is_layer_w(k)))
     return false;
   /* the experts' part (dynamic shapes: Megatron-Core captures a MoE layer's attn, moe_router and
    * moe_preprocess only, --cuda-graph-modules) runs eager, its exchanges included */
-  int32_t first = -1, last = -1;
+  if (p->par.cuda_graph == PX_GRAPH_LAYERS) {
+    int32_t first = -1, last = -1;
+    for (int32_t j = 0; j < n; j++)
+      if (is_exchange(&ops[j])) last = j, first = first < 0 ? j : first;
+    return first < 0 || i < first || i > last;
+  }
+  /* router graphs: a MoE layer's pre-MLP norm up to its first exchange, and in the backward from its last exchange
+   * to that norm's gradient (a recomputation's forward ops as a forward's); a dense layer (no exchange) eager */
+  bool bwd = ops[i].phase == PX_PHASE_BWD;
+  int32_t x = -1; /* the exchange of op i's phase the region ends (forward) or starts (backward) at */
   for (int32_t j = 0; j < n; j++)
-    if (is_exchange(&ops[j])) last = j, first = first < 0 ? j : first;
-  return first < 0 || i < first || i > last;
+    if (is_exchange(&ops[j]) && (ops[j].phase == PX_PHASE_BWD) == bwd && (bwd || x < 0)) x = j;
+  if (x < 0) return false;
+  int32_t norm = x;
+  if (!bwd) {
+    while (norm > 0 && ops[norm].kind != PX_OP_NORM) norm--;
+    return i >= norm && i < x;
+  }
+  while (norm < n - 1 && ops[norm].kind != PX_OP_NORM_BWD) norm++;
+  return i > x && i <= norm;
 }
 
 /* A quantized GroupedLinear call's Python work a local expert, host.grouped_expert_ops host.op_us each (its
@@ -78,6 +95,19 @@ static double grouped_python_s(const px_cluster *c, const px_op *op) {
   return (double)(op->dim[3] > 0 ? op->dim[3] : 1) * c->host_grouped_expert_ops * c->host_op_s;
 }
 
+/* A MoE layer's router and its dispatcher's preprocessing in Python beyond the ops the graph issues (the routing
+ * scores' top-k, the auxiliary loss and its bookkeeping, the tokens' counts and the exchange's splits; Megatron-Core's
+ * TopKRouter with moe_router_fusion, every Megatron-Bridge recipe's): host.router_ops host.op_us, the alltoall
+ * dispatcher's own preprocessing host.a2a_preprocess_ops more (their defaults' sources: plan/cluster.h). Charged at
+ * the routing op of a forward or a recomputation (the backward runs through autograd's engine: not measured, not
+ * counted); 0 for any other op. */
+static double router_python_s(const px_plan *p, const px_op *op) {
+  if (op->kind != PX_OP_MOE_ROUTE || op->phase == PX_PHASE_BWD) return 0.0;
+  const px_cluster *c = &p->cluster;
+  double ops = c->host_router_ops + (p->par.moe_dispatch == PX_MOE_A2A ? c->host_a2a_preprocess_ops : 0.0);
+  return ops * c->host_op_s;
+}
+
 px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
   const px_cluster *c = &p->cluster;
   px_host_issue h = {0, 0};
@@ -88,7 +118,7 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
     if (first) h.issue_s = h.first_s = c->host_op_s + c->host_graph_s;
     return h;
   }
-  h.first_s = c->host_op_s + grouped_python_s(c, &ops[i]);
+  h.first_s = c->host_op_s + grouped_python_s(c, &ops[i]) + router_python_s(p, &ops[i]);
   int64_t kernels = px_host_kernels(p, &ops[i]);
   /* an eager composite op's kernels are PyTorch ops each, dispatched from Python one by one */
   h.issue_s = px_op_eager(&ops[i]) ? (double)kernels * c->host_op_s

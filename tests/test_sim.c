@@ -1481,6 +1481,22 @@ static void test_host_launches(void) {
     }
     CU_ASSERT_EQUAL(before, 1);
     CU_ASSERT_EQUAL(after, 0);
+    /* the router's and the alltoall dispatcher's Python before the routing op's kernel (host.router_ops and
+     * host.a2a_preprocess_ops op dispatches more, their defaults), at a forward's alone; DeepEP's without the latter */
+    for (int32_t i = 0; i < b->nops; i++)
+      if (b->ops[i].kind == PX_OP_MOE_ROUTE)
+        for (int deepep = 0; deepep < 2; deepep++) {
+          plan.par.moe_dispatch = deepep ? PX_MOE_DEEPEP : PX_MOE_A2A;
+          double ops = 1 + PX_HOST_ROUTER_OPS_DEFAULT + (deepep ? 0 : PX_HOST_A2A_PREPROCESS_OPS_DEFAULT);
+          px_host_issue h = px_host_issue_of(&plan, PX_BLOCK_MOE_FWD, b->ops, b->nops, i);
+          PX_ASSERT_REL(h.first_s, ops * 13.48e-6, 1e-9);
+          PX_ASSERT_REL(h.issue_s, ops * 13.48e-6, 1e-9);
+        }
+    plan.par.moe_dispatch = PX_MOE_A2A;
+    const px_block *bb = &plan.blocks[PX_BLOCK_MOE_BWD];
+    for (int32_t i = 0; i < bb->nops; i++)
+      if (bb->ops[i].kind == PX_OP_MOE_ROUTE_BWD)
+        PX_ASSERT_REL(px_host_issue_of(&plan, PX_BLOCK_MOE_BWD, bb->ops, bb->nops, i).issue_s, 13.48e-6, 1e-9);
     px_plan_free(&plan);
   }
   /* the router's padding (moe_router_padding) moves that wait before the first permutation (Megatron-Core's
@@ -1524,6 +1540,44 @@ static void test_host_launches(void) {
   }
   CU_ASSERT(!px_host_graphed(&plan, PX_BLOCK_EMBED_FWD, plan.blocks[PX_BLOCK_EMBED_FWD].ops, 1, 0));
   px_plan_free(&plan);
+
+  /* the router's graphs alone (cuda_graph router, --cuda-graph-modules moe_router moe_preprocess): a MoE layer's
+   * pre-MLP norm to its first exchange replayed, and in the backward from its last exchange to that norm's
+   * gradient, the routing op's Python with them; the attention and the experts eager, a dense model refused */
+  p.cuda_graph = PX_GRAPH_ROUTER;
+  CU_ASSERT_EQUAL_FATAL(px_test_compile(&plan, &m, "dgx-h100", 16, &p, &err), PX_OK);
+  for (int bk = 0; bk < 2; bk++) {
+    px_block_kind kind = bk ? PX_BLOCK_MOE_BWD : PX_BLOCK_MOE_FWD;
+    const px_block *b = &plan.blocks[kind];
+    int32_t first = -1, last = -1, norm = -1;
+    for (int32_t i = 0; i < b->nops; i++)
+      if (b->ops[i].group == PX_GROUP_EP) last = i, first = first < 0 ? i : first;
+    for (int32_t i = 0; i < b->nops; i++) /* the pre-MLP norm: the forward's last before the exchanges, the
+                                             backward's first gradient after them */
+      if (bk ? b->ops[i].kind == PX_OP_NORM_BWD && i > last && norm < 0 : b->ops[i].kind == PX_OP_NORM && i < first)
+        norm = i;
+    CU_ASSERT_FATAL(norm >= 0 && first > 0 && last > first);
+    int graphed = 0;
+    for (int32_t i = 0; i < b->nops; i++) {
+      bool g = px_host_graphed(&plan, kind, b->ops, b->nops, i);
+      CU_ASSERT_EQUAL(g, bk ? i > last && i <= norm : i >= norm && i < first);
+      graphed += g;
+      if (b->ops[i].kind == PX_OP_MOE_ROUTE || b->ops[i].kind == PX_OP_MOE_ROUTE_BWD) CU_ASSERT(g);
+      if (b->ops[i].kind == PX_OP_FLASH_ATTN || b->ops[i].kind == PX_OP_EXPERT_LINEAR) CU_ASSERT(!g);
+    }
+    CU_ASSERT(graphed >= 3); /* the norm, the router's GEMM, the routing */
+    /* one replay a run: at its first op */
+    PX_ASSERT_REL(px_host_issue_of(&plan, kind, b->ops, b->nops, bk ? last + 1 : norm).issue_s, (13.48 + 15.0) * 1e-6,
+                  1e-9);
+  }
+  px_plan_free(&plan);
+  px_model dense;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny", &dense, &err), PX_OK);
+  px_parallel pd;
+  px_parallel_unset(&pd);
+  pd.mbs = 1, pd.gbs = 4, pd.cuda_graph = PX_GRAPH_ROUTER;
+  CU_ASSERT_EQUAL(px_test_compile(&plan, &dense, "dgx-h100", 1, &pd, &err), PX_ERR_INPUT);
+  CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`cuda_graph` router captures a MoE layer's router"));
 
   /* the full-iteration graph (cuda_graph full): every op of a forward or backward block replayed, the MoE
    * layer's experts' part too, nothing issued op by op and no wait for the tokens' counts; the optimizer eager.

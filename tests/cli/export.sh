@@ -86,6 +86,8 @@ cases=(
   "recompute_block|nemo|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 2 -z 1 -B 64 -r full --recompute-method block --recompute-layers 3 --main-grad fp32"
   "cuda_graph_moe|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers"
   "cuda_graph_moe|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --cuda-graph layers --main-grad fp32"
+  "cuda_graph_router|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch hybridep --cuda-graph router"
+  "cuda_graph_router|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch hybridep --cuda-graph router --main-grad fp32"
   "ep_overlap|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --overlap dp,zero,pp,tp-bwd,ep"
   "ep_overlap|nemo|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --moe-dispatch deepep --overlap dp,zero,pp,tp-bwd,ep --main-grad fp32"
   "recompute_modules|megatron|-m qwen3-30b-a3b -c dgx-h100 -g 16 --ep 16 --etp 1 -z 1 -B 64 --recompute-modules moe_act,layernorm -P fp8 --fp8-recipe current"
