@@ -27,7 +27,8 @@ static px_status add(px_global_params *g, const char *pre, const char *name, int
 /* Tensor order per layer (index within a layer's block of tensors). */
 enum { T_LN1W, T_LN1B, T_QW, T_KW, T_VW, T_QB, T_KB, T_VB, T_OW, T_OB, T_LN2W, T_LN2B, T_FC1W, T_UPW, T_FC1B, T_UPB,
        T_FC2W, T_FC2B, T_ROUTER, T_EXP_GATE, T_EXP_UP, T_EXP_FC2, T_SH_GATE, T_SH_UP, T_SH_FC2, T_QNORM, T_KNORM,
-       T_SINKS, T_QDOWN, T_QLATNORM, T_QUP, T_KVDOWN, T_KVLATNORM, T_KVUP, T_PER_LAYER };
+       T_SINKS, T_QDOWN, T_QLATNORM, T_QUP, T_KVDOWN, T_KVLATNORM, T_KVUP, T_EXP_GATEB, T_EXP_UPB, T_EXP_FC2B,
+       T_ROUTERB, T_PER_LAYER };
 
 /* The tensors of layer l (a layer of m's kind at that index: the MTP module's is index m->layers), named
  * pre + each. Every layer has every entry (absent ones with zero size) so indices are fixed. */
@@ -82,7 +83,12 @@ static px_status add_layer(px_global_params *g, const px_model *m, int64_t l, co
       (st = add(g, pre, "kv_down.w", mla ? KL + m->qk_rope_head_dim : 0, H, PX_INIT_NORMAL, std, cap, err)) ||
       (st = add(g, pre, "kv_latent_norm.w", 1, KL, PX_INIT_ONES, 0, cap, err)) ||
       (st = add(g, pre, "kv_up.w", mla ? m->heads * (m->qk_nope_head_dim + m->v_head_dim) : 0, KL, PX_INIT_NORMAL,
-                std, cap, err)))
+                std, cap, err)) ||
+      /* the experts' biases (gpt-oss), each expert's after the one before, as their weights' rows */
+      (st = add(g, pre, swi ? "experts.gate.b" : "experts.fc1.b", m->bias ? E * Fe : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "experts.up.b", m->bias && swi ? E * Fe : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "experts.fc2.b", m->bias ? E * H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "router.b", m->bias ? E : 0, 1, PX_INIT_ZEROS, 0, cap, err)))
     return st;
   return PX_OK;
 }
@@ -277,6 +283,7 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
     pm->col0 = tp_rank * F;
   } else if (!strcmp(n, "fc2_b")) SEC(0, s->shape[0], base + T_FC2B, 0);
   else if (!strcmp(n, "router_w")) SEC(0, s->shape[0], base + T_ROUTER, 0);
+  else if (!strcmp(n, "router_b")) SEC(0, s->shape[0], base + T_ROUTERB, 0);
   else if (!strcmp(n, "sh_fc1_w") || !strcmp(n, "sh_fc2_w")) {
     int64_t Fs = px_model_shared_ffn(m) / tp;
     if (n[3] == 'f' && n[5] == '1') {
@@ -286,18 +293,19 @@ px_status px_param_map_of(const px_plan *plan, const px_global_params *g, const 
       SEC(0, s->shape[0], base + T_SH_FC2, 0);
       pm->col0 = tp_rank * Fs;
     }
-  } else if (!strcmp(n, "exp_fc1_w") || !strcmp(n, "exp_fc2_w")) { /* one local expert's rows, then the next's */
+  } else if (!strncmp(n, "exp_fc", 6)) { /* one local expert's rows, then the next's: exp_fc{1,2}_{w,b} */
     /* the rank's ETP slice of its EP rank's experts' width */
     int64_t Fe = m->moe_ffn_hidden / plan->grid.etp, el = px_plan_local_experts(plan), H = m->hidden;
     int64_t f0 = rk->etp_rank * Fe;
+    bool w = n[strlen(n) - 1] == 'w';
     pm->expert0 = rk->ep_rank * el;
-    if (!strcmp(n, "exp_fc1_w")) {
-      SEC(0, Fe, base + T_EXP_GATE, f0);
-      if (m->mlp == PX_MLP_SWIGLU) SEC(Fe, Fe, base + T_EXP_UP, f0);
+    if (n[6] == '1') {
+      SEC(0, Fe, base + (w ? T_EXP_GATE : T_EXP_GATEB), f0);
+      if (m->mlp == PX_MLP_SWIGLU) SEC(Fe, Fe, base + (w ? T_EXP_UP : T_EXP_UPB), f0);
       pm->expert_rows = m->mlp == PX_MLP_SWIGLU ? 2 * Fe : Fe, pm->expert_grows = m->moe_ffn_hidden;
     } else {
-      SEC(0, H, base + T_EXP_FC2, 0);
-      pm->col0 = f0, pm->expert_rows = H, pm->expert_grows = H;
+      SEC(0, H, base + (w ? T_EXP_FC2 : T_EXP_FC2B), 0);
+      pm->col0 = w ? f0 : 0, pm->expert_rows = H, pm->expert_grows = H;
     }
   } else if (!strcmp(n, "emb_w")) SEC(0, Vl, stage_tensor(g, 0), tp_rank * Vl);
   else if (!strcmp(n, "mtp_emb_w")) { /* the last stage's copy of the table */

@@ -232,7 +232,13 @@ double px_eager_bytes(const px_eager_chain *c, double elems, double e) {
   return elems * ((double)(c->act_passes - conv) * e + (double)(c->f32_passes - conv) * 4.0);
 }
 
-bool px_op_is_moe(px_op_kind kind) { return kind >= PX_OP_MOE_ROUTE && kind <= PX_OP_EXPERT_LINEAR_BWD_WEIGHT; }
+bool px_op_is_moe(px_op_kind kind) { return kind >= PX_OP_MOE_ROUTE && kind <= PX_OP_EXPERT_BIAS_BWD; }
+
+int64_t px_op_expert_bias_kernels(const px_op *op) {
+  int64_t el = op->dim[3] > 0 ? op->dim[3] : 1;
+  if (op->kind == PX_OP_EXPERT_BIAS) return 2 * el + 2;
+  return op->kind == PX_OP_EXPERT_BIAS_BWD ? 5 * el + 2 : 0;
+}
 
 int64_t px_slot_row_elems(const px_slot *s) {
   return s->shape[3] > 1 ? s->shape[2] * s->shape[3] : s->shape[2] > 1 ? s->shape[2] : s->shape[1];

@@ -93,6 +93,8 @@ typedef enum {
   X(EXPERT_LINEAR, "expert_linear", GEMM)            /* per local expert e: y_e = x_e W_e^T */                      \
   X(EXPERT_LINEAR_BWD_DATA, "expert_linear_bwd_data", GEMM)                                                        \
   X(EXPERT_LINEAR_BWD_WEIGHT, "expert_linear_bwd_weight", GEMM)                                                    \
+  X(EXPERT_BIAS, "expert_bias", ELEMENTWISE)         /* per routed row: y += gate x its expert's bias (fc2's) */    \
+  X(EXPERT_BIAS_BWD, "expert_bias_bwd", ELEMENTWISE) /* db_e += sum gate dy; dgate += dy . b_e */                   \
   X(LOSS, "loss", LOSS)                              /* vocab-parallel cross-entropy (+ its tp all-reduces) */     \
   X(LOSS_BWD, "loss_bwd", LOSS)                                                                                    \
   X(ALLREDUCE, "allreduce", COLLECTIVE)                                                                            \
@@ -135,7 +137,7 @@ px_op_family px_op_family_of(px_op_kind kind);
  * host's AdamW): the executor runs them itself with the backend's uploads
  * and downloads, the simulator costs them on the host link and CPU. */
 bool px_op_on_host(px_op_kind kind);
-/* Mixture of experts' own ops: routing, the permutations, the experts' GEMMs. */
+/* Mixture of experts' own ops: routing, the permutations, the experts' GEMMs and biases. */
 bool px_op_is_moe(px_op_kind kind);
 
 extern const char *const px_op_names[PX_OP_COUNT];
@@ -314,6 +316,10 @@ const px_eager_chain *px_op_eager_chain(px_op_kind kind);
 /* Megatron-Core's unfused RoPE (ROPE or ROPE_BWD), which it runs where Transformer Engine's fused kernel cannot
  * (model.rope_concentration not 1); NULL for another kind. */
 const px_eager_chain *px_op_rope_unfused_chain(px_op_kind kind);
+/* The kernels an EXPERT_BIAS(_BWD) op runs as Megatron-Core's PyTorch ops (plan/mlp.c's expert_bias): forward a
+ * product and a sum a local expert (dim[3] of them), the concatenation and the cast; backward five a local expert
+ * and two. 0 for any other op. */
+int64_t px_op_expert_bias_kernels(const px_op *op);
 /* Op o's chain when it runs as PyTorch eager's kernels (PX_OPF_EAGER on a kind that has one), else NULL. */
 const px_eager_chain *px_op_eager(const px_op *o);
 /* An eager op's kernels (activations of e bytes an element). */

@@ -22,7 +22,8 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
                 &L->exp_out,   &L->moe_ret,      &L->sh_gate,     &L->sh_up,      &L->sh_fc1,
                 &L->sh_act,    &L->w_router,     &L->w_exp_fc1,   &L->w_exp_fc2,  &L->w_sh_fc1,
                 &L->w_sh_fc2,  &L->moe_send_all, &L->moe_recv_ep, &L->exp_out_ep, &L->moe_ret_ep,
-                &L->moe_send_w, &L->moe_recv_w_ep, &L->moe_recv_w};
+                &L->moe_send_w, &L->moe_recv_w_ep, &L->moe_recv_w, &L->b_router, &L->w_exp_b1,
+                &L->w_exp_b2};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) *all[i] = -1;
   if (d->E == 0) return;
   px_dtype a = d->act;
@@ -55,6 +56,12 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->w_router = px_bld_param(p, d, "router_w", d->E, H, true, true); /* on sequence shards: SP-partial gradients */
   L->w_exp_fc1 = expert_param(p, d, "exp_fc1_w", fe1, H);
   L->w_exp_fc2 = expert_param(p, d, "exp_fc2_w", H, d->Fe);
+  if (d->bias) { /* the router's bias a logit (replicated as its weight), a local expert's output column: fc1's (gate
+                  and up), fc2's */
+    L->b_router = px_bld_param(p, d, "router_b", d->E, 1, true, true);
+    L->w_exp_b1 = expert_param(p, d, "exp_fc1_b", fe1, 1);
+    L->w_exp_b2 = expert_param(p, d, "exp_fc2_b", H, 1);
+  }
   if (d->Fs > 0) { /* a TP MLP on the gathered sequence: B S rows */
     int64_t full = d->B * d->S;
     L->sh_gate = d->swiglu ? px_bld_slot(p, "sh_gate", PX_SLOT_ACT, a, full, d->Fs, 1, 1) : -1;
@@ -134,13 +141,33 @@ static px_ref experts_act(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   return rows_cast(b, d, ph, R(L->exp_act, 0), false);
 }
 
-/* The experts on the R rows in `rows`: fc1 (gate and up with SwiGLU), the
- * activation, fc2 into `out`. */
+/* fc2's bias a routed row's gate times its expert's, added to fc2's output (Megatron-Core's
+ * TEGroupedMLP._apply_bias, fc2 built with skip_bias_add: moe/experts.py since a329dd6 of 2025-09), or its backward
+ * (the bias's gradient a gate-weighted sum of its expert's rows, each gate's the row's output gradient dot the
+ * bias). Bytes as PyTorch runs it, a pass of each op on the rows of width H per local expert: forward the
+ * gate-scaled bias (fp32), the sum with the output (read both, an fp32 result), their concatenation, the cast to
+ * the compute dtype: (24 + 2 e) H a row; backward the cast's and the sum's gradients (the compute dtype and fp32
+ * each way), the bias's and each gate's products and sums (fp32, 12 H each), the split's concatenation of the
+ * output's gradient: (32 + 4 e) H a row. Kernels: px_op_expert_bias_kernels. */
+static px_op *expert_bias(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
+  bool bwd = ph == PX_PHASE_BWD;
+  px_op *o = px_bld_op(b, bwd ? PX_OP_EXPERT_BIAS_BWD : PX_OP_EXPERT_BIAS, PX_STREAM_COMPUTE, ph);
+  double e = (double)d->e, rows = (double)d->R, h = (double)d->H;
+  o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[1] = d->H, o->dim[3] = d->El;
+  o->bytes = rows * h * (bwd ? 32.0 + 4.0 * e : 24.0 + 2.0 * e) + rows * (bwd ? 2.0 : 1.0) * GATE_BYTES;
+  o->flags = PX_OPF_ACCUMULATE;
+  o->in[4] = R(L->moe_counts, 0);
+  return o;
+}
+
+/* The experts on the R rows in `rows`: fc1 (gate and up with SwiGLU; its bias in the GEMM, Transformer Engine's
+ * GroupedLinear epilogue), the activation, fc2 into `out` (its bias then, gate-scaled: expert_bias). */
 static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_phase ph) {
   int64_t fe = d->Fe;
   if (d->f8) px_fp8_weight_cast(b, d, ph, L->w_exp_fc1);
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR, ph, fe, d->swiglu ? fe : 0, d->H);
   o->in[0] = px_fp8_twin(b->p, d, R(L->moe_recv, 0)), o->in[1] = R(L->w_exp_fc1, 0);
+  if (L->w_exp_b1 >= 0) o->in[2] = R(L->w_exp_b1, 0);
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
   o->out[0] = R(d->swiglu ? L->exp_gate : L->exp_fc1, 0), o->out[1] = d->swiglu ? R(L->exp_up, 0) : NOREF;
   px_ref act = experts_act(b, d, L, ph);
@@ -149,16 +176,21 @@ static void experts_forward(px_bld *b, const px_dims *d, const px_layer_slots *L
   o->in[0] = act, o->in[1] = R(L->w_exp_fc2, 0);
   o->out[0] = R(L->exp_out, 0);
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc2);
+  if (L->w_exp_b2 < 0) return;
+  o = expert_bias(b, d, L, ph);
+  o->in[0] = R(L->w_exp_b2, 0), o->in[1] = R(L->moe_recv_w, 0), o->out[0] = R(L->exp_out, 0);
 }
 
-/* A weight-gradient grouped GEMM from dy (and dy2) and the input x into dW: in the block, or with a
- * zero-bubble schedule in W, B keeping what it reads (the rows each expert took too). */
-static void expert_wgrad(px_bld *b, const px_dims *d, const px_layer_slots *L, int w, px_ref dy, px_ref dy2, px_ref x,
-                         int64_t n0, int64_t n1, int64_t k) {
+/* A weight-gradient grouped GEMM from dy (and dy2) and the input x into dW (and the bias's gradient, bias >= 0: the
+ * epilogue's sum of dy): in the block, or with a zero-bubble schedule in W, B keeping what it reads (the rows each
+ * expert took too). */
+static void expert_wgrad(px_bld *b, const px_dims *d, const px_layer_slots *L, int w, int bias, px_ref dy, px_ref dy2,
+                         px_ref x, int64_t n0, int64_t n1, int64_t k) {
   px_bld *wb = b->w ? b->w : b;
   if (b->w) px_bld_keep(b, dy), px_bld_keep(b, dy2), px_bld_keep(b, x), px_bld_keep(b, R(L->moe_counts, 0));
   px_op *o = expert_gemm(wb, d, L, PX_OP_EXPERT_LINEAR_BWD_WEIGHT, PX_PHASE_BWD, n0, n1, k);
   o->in[0] = dy, o->in[1] = dy2, o->in[3] = x, o->out[0] = R(px_bld_grad_of(b->p, w), 0);
+  if (bias >= 0) o->out[1] = R(px_bld_grad_of(b->p, bias), 0);
   if (d->f8) px_fp8_gemm(b, d, o, w);
 }
 
@@ -169,12 +201,17 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   /* moe_act recomputation: the activation (and its copy) made again when fc2's backward starts (Megatron-Core
    * discards it after fc2's forward and registers the recomputation on fc2's output) */
   if (d->rcm & PX_RCM_MOE_ACT) experts_act(b, d, L, PX_PHASE_RECOMPUTE);
+  if (L->w_exp_b2 >= 0) { /* fc2's gate-scaled bias: its gradient and the gates' share */
+    px_op *bo = expert_bias(b, d, L, PX_PHASE_BWD);
+    bo->in[0] = dout, bo->in[1] = R(L->w_exp_b2, 0), bo->in[2] = R(L->moe_recv_w, 0);
+    bo->out[0] = R(px_bld_grad_of(p, L->w_exp_b2), 0), bo->out[1] = R(px_bld_grad_slot(p, L->moe_recv_w), 0);
+  }
   if (d->f8) px_fp8_weight_cast(b, d, PX_PHASE_BWD, L->w_exp_fc2);
   dout = rows_cast(b, d, PX_PHASE_BWD, dout, true);
   px_op *o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, d->H, 0, fe);
   o->in[0] = dout, o->in[3] = R(L->w_exp_fc2, 0), o->out[0] = dact;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc2);
-  expert_wgrad(b, d, L, L->w_exp_fc2, dout, NOREF, px_fp8_twin(p, d, R(L->exp_act, 0)), d->H, 0, fe);
+  expert_wgrad(b, d, L, L->w_exp_fc2, -1, dout, NOREF, px_fp8_twin(p, d, R(L->exp_act, 0)), d->H, 0, fe);
   px_ref d1 = R(px_bld_grad_slot(p, d->swiglu ? L->exp_gate : L->exp_fc1), 0);
   px_ref d2 = d->swiglu ? R(px_bld_grad_slot(p, L->exp_up), 0) : NOREF;
   /* the weighted activation's backward: the input's gradient from w dy, each gate's the row's act(x) . dy
@@ -199,7 +236,7 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
   o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->w_exp_fc1, 0), o->out[0] = drecv;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
-  expert_wgrad(b, d, L, L->w_exp_fc1, d1, d2, px_fp8_twin(p, d, R(L->moe_recv, 0)), fe, d->swiglu ? fe : 0, d->H);
+  expert_wgrad(b, d, L, L->w_exp_fc1, L->w_exp_b1, d1, d2, px_fp8_twin(p, d, R(L->moe_recv, 0)), fe, d->swiglu ? fe : 0, d->H);
 }
 
 /* An EP all-to-all of routed rows: to the experts (the send counts per
@@ -302,7 +339,7 @@ px_ref px_moe_forward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_p
   bool a2a = d->dispatch != PX_MOE_ALLGATHER, etp = d->ETP > 1;
   int64_t rows = d->B * d->Sl, H = d->H, sent = a2a ? d->A : d->EP * rows;
   double e = (double)d->e;
-  px_linear(b, d, ph, x, L->w_router, -1, R(L->moe_probs, 0), NOREF, NOREF, rows, d->E, 0, 0, H);
+  px_linear(b, d, ph, x, L->w_router, L->b_router, R(L->moe_probs, 0), NOREF, NOREF, rows, d->E, 0, 0, H);
   px_op *o = moe_op(b, d, PX_OP_MOE_ROUTE, ph, (double)(rows * d->E) * 8.0 + (double)(rows * d->K) * 8.0);
   o->in[0] = R(L->moe_probs, 0), o->out[0] = R(L->moe_probs, 0), o->out[1] = R(L->moe_idx, 0),
   o->out[2] = R(L->moe_gates, 0);
@@ -466,7 +503,7 @@ px_ref px_moe_backward(px_bld *b, const px_dims *d, const px_layer_slots *L, px_
   px_ref dlogits = R(px_bld_grad_slot(p, L->moe_probs), 0);
   o = moe_op(b, d, PX_OP_MOE_ROUTE_BWD, PX_PHASE_BWD, (double)(rows * d->E) * 12.0 + (double)(rows * d->K) * 8.0);
   o->in[0] = dgates, o->in[1] = R(L->moe_probs, 0), o->in[2] = R(L->moe_idx, 0), o->out[0] = dlogits;
-  px_linear_bwd(b, d, dx, x, NOREF, L->w_router, -1, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
+  px_linear_bwd(b, d, dx, x, NOREF, L->w_router, L->b_router, dlogits, NOREF, NOREF, NOREF, rows, d->E, 0, 0, H, NULL);
   return dln2;
 }
 

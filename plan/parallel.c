@@ -451,6 +451,8 @@ static bool ep_fold(vctx *x) {
   return x->m->experts > 0 && ((p->tp * px_parallel_weight_dp(p)) % (p->etp * p->ep) || x->m->experts % p->ep);
 }
 static bool etp_ffn(vctx *x) { return x->m->experts > 0 && x->m->moe_ffn_hidden % x->p->etp; }
+/* fc2's bias goes once onto each routed row, where the ETP ranks each hold a partial sum of it */
+static bool etp_bias(vctx *x) { return x->m->experts > 0 && x->m->bias && x->p->etp > 1; }
 /* Megatron-Core's MoELayer raises "During training, performance may degrade if MoE and tensor parallelism are
  * enabled without also enabling sequence parallelism": its dispatchers take each TP rank's sequence shard */
 static bool moe_sp(vctx *x) { return x->m->experts > 0 && x->p->tp > 1 && !x->p->sp; }
@@ -726,6 +728,8 @@ static const px_rule rules[] = {
     {ep_fold, "`ep` {ep} `etp` {etp}: ep must divide the {experts} experts, and etp x ep = {etp} x {ep} the tp x cp x "
               "dp = {tp_x_wdp} ranks the expert grid is folded over (valid ep with this etp: {ep_choices})"},
     {etp_ffn, "`etp` {etp} must divide the {moe_ffn_hidden} expert FFN width (hint: `etp` 1)"},
+    {etp_bias, "`etp` {etp} with the experts' biases (the model's `bias`): fc2's bias is not planned over partial sums "
+               "(hint: `etp` 1)"},
     {moe_sp, "experts with `tp` {tp} need sequence parallelism, as Megatron-Core requires: the token dispatchers "
              "route each TP rank's sequence shard (hint: `sp`)"},
     {moe_imbalance, "`moe_imbalance` {moe_imbalance}: the busiest rank's tokens over the mean is at least 1"},

@@ -274,7 +274,8 @@ static int group_slots(const px_plan *p, int32_t gid, int *out) {
 #define ATTN_NAMES "ln1_w", "ln1_b", "qkv_w", "qkv_b", "q_down_w", "q_norm_w", "q_up_w", "kv_down_w", "kv_norm_w", \
                    "kv_up_w", "q_head_norm_w", "k_head_norm_w", "sinks", "o_w", "o_b", "ln2_w", "ln2_b"
   static const char *const layer_names[] = {ATTN_NAMES, "fc1_w", "fc1_b", "fc2_w", "fc2_b"};
-  static const char *const moe_names[] = {ATTN_NAMES, "router_w", "sh_fc1_w", "sh_fc2_w", "exp_fc1_w", "exp_fc2_w"};
+  static const char *const moe_names[] = {ATTN_NAMES, "router_w", "sh_fc1_w", "sh_fc2_w", "exp_fc1_w", "exp_fc2_w",
+                                          "router_b", "exp_fc1_b", "exp_fc2_b"};
 #undef ATTN_NAMES
   static const char *const embed_names[] = {"emb_w", "pos_w"};
   static const char *const head_names[] = {"lnf_w", "lnf_b", "head_w"};

@@ -210,6 +210,9 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
   const px_eager_chain *eager = px_op_eager(op);
   if (eager)
     mem_s += (double)(px_eager_kernels(eager, (double)px_dtype_bytes(dt)) - 1) * px_compute_mem_s(g, (px_op_kind)op->kind, 0);
+  /* the experts' gate-scaled bias: each of its PyTorch ops' kernels' fixed cost */
+  int64_t bias_kernels = px_op_expert_bias_kernels(op);
+  if (bias_kernels > 1) mem_s += (double)(bias_kernels - 1) * px_compute_mem_s(g, (px_op_kind)op->kind, 0);
   if (n == 0) return op->bytes > 0 ? mem_s : (op->flops > 0 ? op->flops / peak : 0.0);
   px_dtype eff_dt = fmt_ratio > 0 ? PX_DTYPE_FP8 : dt;
   double eff = 0;

@@ -27,6 +27,8 @@ int64_t px_host_kernels(const px_plan *p, const px_op *op) {
    * nvte_multi_stream_cublas_gemm, transformer_engine/pytorch/module/grouped_linear.py at d0067d0), BF16 and
    * FP8 alike, in the forward, the data gradient and the weight gradient */
   if (is_expert_gemm(kind)) return op->dim[3] > 0 ? op->dim[3] : 1;
+  /* Megatron-Core's gate-scaled bias of the experts' fc2: PyTorch ops, a kernel each */
+  if (px_op_expert_bias_kernels(op) > 0) return px_op_expert_bias_kernels(op);
   /* PyTorch eager's composite op: a kernel each of its ops */
   const px_eager_chain *eager = px_op_eager(op);
   if (eager) return px_eager_kernels(eager, (double)px_dtype_bytes(p->act_dtype));
@@ -120,9 +122,11 @@ px_host_issue px_host_issue_of(const px_plan *p, px_block_kind k, const px_op *o
   }
   h.first_s = c->host_op_s + grouped_python_s(c, &ops[i]) + router_python_s(p, &ops[i]);
   int64_t kernels = px_host_kernels(p, &ops[i]);
-  /* an eager composite op's kernels are PyTorch ops each, dispatched from Python one by one */
-  h.issue_s = px_op_eager(&ops[i]) ? (double)kernels * c->host_op_s
-                                   : h.first_s + (double)(kernels - 1) * c->host_launch_s;
+  /* an eager composite op's kernels are PyTorch ops each, dispatched from Python one by one, as the experts' bias's
+   * forward loop over them (its backward's from autograd's engine) */
+  bool python = px_op_eager(&ops[i]) || ops[i].kind == PX_OP_EXPERT_BIAS;
+  h.issue_s = python ? (double)kernels * c->host_op_s + (h.first_s - c->host_op_s)
+                     : h.first_s + (double)(kernels - 1) * c->host_launch_s;
   return h;
 }
 

@@ -335,7 +335,9 @@ static bool int_operand(px_op_kind k, bool is_out, int j) {
     case PX_OP_MOE_UNPERMUTE_BWD: return !is_out && j == 3;
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
-    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: return !is_out && j == 4;
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
+    case PX_OP_EXPERT_BIAS:
+    case PX_OP_EXPERT_BIAS_BWD: return !is_out && j == 4;
     default: return false;
   }
 }
@@ -637,7 +639,9 @@ static void gen(opcase *c) {
     case PX_OP_MOE_UNPERMUTE_BWD: random_choices(c, X(c, 3), d[0], d[2], d[3]); break;
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
-    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: random_counts(c, X(c, 4)); break;
+    case PX_OP_EXPERT_LINEAR_BWD_WEIGHT:
+    case PX_OP_EXPERT_BIAS:
+    case PX_OP_EXPERT_BIAS_BWD: random_counts(c, X(c, 4)); break;
     case PX_OP_LOSS_BWD: { /* log-probabilities of random logits over the shard's real columns */
       int64_t n = d[0], vl = d[1], nr = d[2] - c->tp_rank * vl;
       nr = nr < 0 ? 0 : nr > vl ? vl : nr;
@@ -1265,7 +1269,8 @@ static void ref_moe_unpermute_bwd(opcase *c) {
 
 /* The grouped GEMMs: segment (s, x) of the rows taken from source s by local expert x (source-major,
  * expert-major within a source) through expert x's (n, k) block of the weights, the block's rows
- * [0, n0) to output 0 and [n0, n0 + n1) to output 1. */
+ * [0, n0) to output 0 and [n0, n0 + n1) to output 1; with biases (in[2]) expert x's n added, and their gradient
+ * (out[1] of the weight gradient) each column's sum. */
 static void ref_expert_linear(opcase *c) {
   const int64_t *d = c->op.dim;
   int64_t n = d[1], k = d[2], el = d[3], first = 0;
@@ -1280,11 +1285,12 @@ static void ref_expert_linear(opcase *c) {
           for (int64_t j = 0; j < ni; j++) {
             if (kind == PX_OP_EXPERT_LINEAR) {
               const float *w = X(c, 1) + (x * n + off + j) * k;
-              double y = 0;
+              double y = X(c, 2) ? X(c, 2)[x * n + off + j] : 0.0;
               for (int64_t l = 0; l < k; l++) y += (double)X(c, 0)[r * k + l] * w[l];
               W(c, (int)i)[r * ni + j] = y;
             } else {
               double dy = X(c, (int)i)[r * ni + j];
+              if (kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT && W(c, 1)) W(c, 1)[x * n + off + j] += dy;
               for (int64_t l = 0; l < k; l++) {
                 if (kind == PX_OP_EXPERT_LINEAR_BWD_DATA)
                   W(c, 0)[r * k + l] += dy * X(c, 3)[(x * n + off + j) * k + l];
@@ -1302,6 +1308,33 @@ static void ref_expert_linear(opcase *c) {
 static void ref_collective(opcase *c) { (void)c; }
 
 /* Every kind's reference (a new kind has none: the coverage test fails). */
+/* fc2's gate-scaled bias (Megatron-Core's TEGroupedMLP._apply_bias): each row of segment (s, x) plus its gate times
+ * expert x's bias; backward, the bias's gradient each gate times its row's gradient, summed over expert x's rows, and
+ * each gate's gradient its row's gradient dot the bias. */
+static void ref_expert_bias(opcase *c) {
+  const int64_t *d = c->op.dim;
+  int64_t h = d[1], el = d[3], first = 0;
+  bool fwd = c->op.kind == PX_OP_EXPERT_BIAS;
+  const float *taken = X(c, 4) + taken_counts(c), *gates = X(c, fwd ? 1 : 2);
+  for (int64_t s = 0; s < c->plan->par.ep; s++)
+    for (int64_t x = 0; x < el; x++) {
+      const float *b = X(c, fwd ? 0 : 1) + x * h;
+      for (int64_t r = first; r < first + (int64_t)taken[s * el + x]; r++) {
+        double dot = 0;
+        for (int64_t j = 0; j < h; j++) {
+          if (fwd) {
+            W(c, 0)[r * h + j] += (double)gates[r] * b[j];
+          } else {
+            W(c, 0)[x * h + j] += (double)gates[r] * X(c, 0)[r * h + j];
+            dot += (double)X(c, 0)[r * h + j] * b[j];
+          }
+        }
+        if (!fwd) W(c, 1)[r] += dot;
+      }
+      first += (int64_t)taken[s * el + x];
+    }
+}
+
 static const ref_fn refs[PX_OP_COUNT] = {
     [PX_OP_EMBED] = ref_embed,
     [PX_OP_EMBED_BWD] = ref_embed_bwd,
@@ -1339,6 +1372,8 @@ static const ref_fn refs[PX_OP_COUNT] = {
     [PX_OP_EXPERT_LINEAR] = ref_expert_linear,
     [PX_OP_EXPERT_LINEAR_BWD_DATA] = ref_expert_linear,
     [PX_OP_EXPERT_LINEAR_BWD_WEIGHT] = ref_expert_linear,
+    [PX_OP_EXPERT_BIAS] = ref_expert_bias,
+    [PX_OP_EXPERT_BIAS_BWD] = ref_expert_bias,
     [PX_OP_LOSS] = ref_loss,
     [PX_OP_LOSS_BWD] = ref_loss_bwd,
     [PX_OP_ALLREDUCE] = ref_collective,

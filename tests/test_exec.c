@@ -339,29 +339,14 @@ static void test_frozen_storage(void) {
   }
 }
 
-/* The MTP module's gradients, against central finite differences of the objective they are the gradient of: the
- * main loss plus mtp_loss_scale (0.3, DeepSeek-V3's first weight; PX_MTP_LOSS_WEIGHT, 0.1, unset) times the
- * module's (each a mean over its positions with a target), on one
- * rank in fp32 (tiny-mla with one module, two sequences a micro-batch, so the masked last positions fall
- * inside the batch). For the largest-gradient element of the module's own tensors, its layer's, the shared
- * embedding and head and the main model's last layer: the same batch again with that element moved by +-h (the
- * learning rate 0), within 1% (+ 3e-6 for fp32's rounding of the losses; they agree to 0.4% or 2e-6). */
-static void test_mtp_gradients(void) {
+/* The gradients of plan's parameters against central finite differences of the objective they are the gradient
+ * of: the main loss plus mtp_loss_scale times the MTP modules' (with one). For the largest-gradient element of each
+ * named global tensor: the same batch again with that element moved by +-h (the learning rate 0), within 1% (+ 3e-6
+ * for fp32's rounding of the losses). On one rank in fp32. */
+static void check_gradients(px_plan *plan, const px_model *m, const char *const *names, size_t nnames, double h) {
   px_err err = {0};
-  px_model m;
-  px_cluster c;
-  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-mla", &m, &err), PX_OK);
-  m.mtp_layers = 1;
-  CU_ASSERT_EQUAL_FATAL(px_cluster_load("local-cpu", &c, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 1, 0, &err), PX_OK);
-  px_parallel p;
-  px_parallel_unset(&p);
-  p.gbs = 2, p.mbs = 2, p.precision = PX_PREC_FP32, p.mtp_layers = 1, p.mtp_loss_scale = 0.3;
-  px_parallel_resolve(&p, &m, &c);
-  px_plan plan;
-  CU_ASSERT_EQUAL_FATAL(px_plan_compile(&plan, &m, &c, &p, &err), PX_OK);
   px_comm comm;
-  CU_ASSERT_EQUAL_FATAL(px_comm_init(&comm, &plan.grid, false, MPI_COMM_WORLD, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_comm_init(&comm, &plan->grid, false, MPI_COMM_WORLD, &err), PX_OK);
   px_backend *be = NULL;
   CU_ASSERT_EQUAL_FATAL(px_cpu_backend_new(&comm, 1, &be, &err), PX_OK);
   px_train_opts o;
@@ -369,9 +354,9 @@ static void test_mtp_gradients(void) {
   o.hp.lr = 0, o.hp.clip = 0; /* the weights stay; the gradients unclipped */
   px_data *data = NULL;
   px_exec *x = NULL;
-  CU_ASSERT_EQUAL_FATAL(px_data_open_synthetic(m.vocab, o.hp.seed, &data, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(px_exec_new(&plan, be, &comm, data, &o.hp, &x, &err), PX_OK);
-  char path[] = "/tmp/px-mtp-grads-XXXXXX";
+  CU_ASSERT_EQUAL_FATAL(px_data_open_synthetic(m->vocab, o.hp.seed, &data, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_exec_new(plan, be, &comm, data, &o.hp, &x, &err), PX_OK);
+  char path[] = "/tmp/px-grads-XXXXXX";
   int fd = mkstemp(path);
   CU_ASSERT_FATAL(fd >= 0);
   close(fd);
@@ -379,10 +364,10 @@ static void test_mtp_gradients(void) {
   px_exec_capture_grads(x, true);
   CU_ASSERT_EQUAL_FATAL(px_exec_step(x, 0, &loss, &err), PX_OK);
   px_exec_capture_grads(x, false);
-  CU_ASSERT(px_exec_mtp_loss(x) > 5.0 && px_exec_mtp_loss(x) < 6.0); /* ln 256 = 5.55 */
+  if (plan->par.mtp_layers) CU_ASSERT(px_exec_mtp_loss(x) > 5.0 && px_exec_mtp_loss(x) < 6.0); /* ln 256 = 5.55 */
   CU_ASSERT_EQUAL_FATAL(px_exec_write_grads(x, path, &err), PX_OK);
   px_global_params g;
-  CU_ASSERT_EQUAL_FATAL(px_global_params_build(&m, 1, &g, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_global_params_build(m, plan->par.mtp_layers, &g, &err), PX_OK);
   float *grad = malloc(g.total * sizeof *grad);
   FILE *fp = fopen(path, "rb");
   CU_ASSERT_FATAL(fp && grad && fread(grad, sizeof *grad, g.total, fp) == g.total);
@@ -394,17 +379,14 @@ static void test_mtp_gradients(void) {
   for (int i = 0; i < ns; i++)
     if (!strcmp(states[i].name, "params")) params = states[i].data; /* the cpu backend's memory is the host's */
   CU_ASSERT_PTR_NOT_NULL_FATAL(params);
-  const px_program *prog = &plan.programs[0];
+  const px_program *prog = &plan->programs[0];
   px_param_rank rk;
-  px_param_rank_of(&plan, 0, &rk);
-  static const char *const names[] = {"mtp0.enorm.w", "mtp0.hnorm.w", "mtp0.eh_proj.w", "mtp0.final_norm.w",
-                                      "mtp0.ln1.w",   "mtp0.kv_up.w", "mtp0.fc2.w",     "emb.w",
-                                      "head.w",       "layer3.fc2.w", "layer3.ln2.w"};
-  for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+  px_param_rank_of(plan, 0, &rk);
+  for (size_t k = 0; k < nnames; k++) {
     int64_t t = -1;
     for (int64_t i = 0; i < g.n; i++)
       if (!strcmp(g.t[i].name, names[k])) t = i;
-    CU_ASSERT_FATAL(t >= 0);
+    CU_ASSERT_FATAL(t >= 0 && g.t[t].rows * g.t[t].cols > 0);
     uint64_t best = g.t[t].offset, n = (uint64_t)(g.t[t].rows * g.t[t].cols);
     for (uint64_t j = 0; j < n; j++)
       if (fabsf(grad[g.t[t].offset + j]) > fabsf(grad[best])) best = g.t[t].offset + j;
@@ -412,23 +394,23 @@ static void test_mtp_gradients(void) {
     for (int32_t i = 0; i < prog->nparams && at < 0; i++) {
       const px_param_ref *r = &prog->params[i];
       px_param_map pm;
-      CU_ASSERT_EQUAL_FATAL(px_param_map_of(&plan, &g, r, &rk, &pm, &err), PX_OK);
-      const px_slot *sl = &plan.slots[r->slot];
+      CU_ASSERT_EQUAL_FATAL(px_param_map_of(plan, &g, r, &rk, &pm, &err), PX_OK);
+      const px_slot *sl = &plan->slots[r->slot];
       for (int64_t e = 0; e < (int64_t)r->elems && at < 0; e++)
-        if (px_param_global_index(&plan, &g, &pm, r, e / sl->shape[1], e % sl->shape[1], NULL) == (int64_t)best)
+        if (px_param_global_index(plan, &g, &pm, r, e / sl->shape[1], e % sl->shape[1], NULL) == (int64_t)best)
           at = (int64_t)(r->offset + (uint64_t)e);
     }
     CU_ASSERT_FATAL(at >= 0);
-    double h = 1e-2, j[2];
+    double j[2];
     for (int side = 0; side < 2; side++) {
       float keep = params[at];
       params[at] = keep + (float)(side ? -h : h);
       CU_ASSERT_EQUAL_FATAL(px_exec_step(x, 0, &loss, &err), PX_OK);
-      j[side] = loss + plan.par.mtp_loss_scale * px_exec_mtp_loss(x);
+      j[side] = loss + (plan->par.mtp_layers ? plan->par.mtp_loss_scale * px_exec_mtp_loss(x) : 0.0);
       params[at] = keep;
     }
     double diff = (j[0] - j[1]) / (2 * h), an = grad[best];
-    bool ok = fabs(diff - an) <= 0.01 * fabs(an) + 3e-6;
+    bool ok = fabs(diff - an) <= 0.01 * fabs(an) + 3e-6 && an != 0.0;
     if (!ok) fprintf(stderr, "\n  %s[%llu]: gradient %g, finite difference %g\n", names[k],
                      (unsigned long long)(best - g.t[t].offset), an, diff);
     CU_ASSERT(ok);
@@ -439,6 +421,55 @@ static void test_mtp_gradients(void) {
   px_data_close(data);
   be->destroy(be);
   px_comm_deinit(&comm);
+}
+
+/* One rank of the local cluster in fp32, the plan's micro-batch two sequences (a whole batch). */
+static void compile_fp32(px_plan *plan, const px_model *m, int64_t mtp) {
+  px_err err = {0};
+  px_cluster c;
+  CU_ASSERT_EQUAL_FATAL(px_cluster_load("local-cpu", &c, &err), PX_OK);
+  CU_ASSERT_EQUAL_FATAL(px_cluster_set_size(&c, 1, 0, &err), PX_OK);
+  px_parallel p;
+  px_parallel_unset(&p);
+  p.gbs = 2, p.mbs = 2, p.precision = PX_PREC_FP32, p.mtp_layers = mtp;
+  if (mtp) p.mtp_loss_scale = 0.3;
+  px_parallel_resolve(&p, m, &c);
+  CU_ASSERT_EQUAL_FATAL(px_plan_compile(plan, m, &c, &p, &err), PX_OK);
+}
+
+/* The MTP module's gradients, against central finite differences of the objective they are the gradient of: the
+ * main loss plus mtp_loss_scale (0.3, DeepSeek-V3's first weight; PX_MTP_LOSS_WEIGHT, 0.1, unset) times the
+ * module's (each a mean over its positions with a target), tiny-mla with one module, two sequences a micro-batch,
+ * so the masked last positions fall inside the batch: the module's own tensors, its layer's, the shared
+ * embedding and head and the main model's last layer (they agree to 0.4% or 2e-6). */
+static void test_mtp_gradients(void) {
+  px_err err = {0};
+  px_model m;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-mla", &m, &err), PX_OK);
+  m.mtp_layers = 1;
+  px_plan plan;
+  compile_fp32(&plan, &m, 1);
+  static const char *const names[] = {"mtp0.enorm.w", "mtp0.hnorm.w", "mtp0.eh_proj.w", "mtp0.final_norm.w",
+                                      "mtp0.ln1.w",   "mtp0.kv_up.w", "mtp0.fc2.w",     "emb.w",
+                                      "head.w",       "layer3.fc2.w", "layer3.ln2.w"};
+  check_gradients(&plan, &m, names, sizeof names / sizeof *names, 1e-2);
+  px_plan_free(&plan);
+}
+
+/* gpt-oss's experts' biases (tiny-moe with every linear layer's bias): fc1's (gate and up, in their GEMM) and fc2's
+ * (each routed row's gate times its expert's, Megatron-Core's _apply_bias), against central finite differences of
+ * the loss, in the last layer, whose biases no router downstream sees (a router's top-2 would change with them;
+ * its own gradients are not checked so: one token's choice flips within h); its experts' weights beside them. */
+static void test_expert_bias_gradients(void) {
+  px_err err = {0};
+  px_model m;
+  CU_ASSERT_EQUAL_FATAL(px_model_load("tiny-moe", &m, &err), PX_OK);
+  m.bias = m.qkv_bias = true;
+  px_plan plan;
+  compile_fp32(&plan, &m, 0);
+  static const char *const names[] = {"layer3.experts.gate.b", "layer3.experts.up.b", "layer3.experts.fc2.b",
+                                      "layer3.experts.fc2.w"};
+  check_gradients(&plan, &m, names, sizeof names / sizeof *names, 1e-2);
   px_plan_free(&plan);
 }
 
@@ -449,6 +480,8 @@ int main(int argc, char **argv) {
       {"recomputation gives the same losses (dropout replayed)", test_recompute_same_losses},
       {"training lowers the loss", test_loss_falls},
       {"the MTP module's gradients: central finite differences of the main loss + 0.3 x its own", test_mtp_gradients},
+      {"the experts' biases (fc1's, gate-scaled fc2's): central finite differences of the loss",
+       test_expert_bias_gradients},
       {"fp8 amax histories: the keys a stage keeps", test_amax_keys},
       {"fp8 amax histories: the scale's window, saved and loaded past its length", test_amax_roundtrip},
       {"fp8 delayed: a resume is the uninterrupted run bitwise; a checkpoint without histories resumes",

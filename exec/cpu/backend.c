@@ -290,18 +290,49 @@ static void cpu_expert_linear(const px_exec_op *e) {
       for (int i = 0; i < 2 && d[4 + i] > 0; i++) {
         int64_t ni = d[4 + i];
         const float *wi = w + off * k;
-        switch (o->kind) {
-          case PX_OP_EXPERT_LINEAR: px_k_linear_fwd(out[i] + row * ni, in[0] + row * k, wi, NULL, rows, k, ni); break;
+        switch (o->kind) { /* the biases: expert x's n, its block's rows from off */
+          case PX_OP_EXPERT_LINEAR:
+            px_k_linear_fwd(out[i] + row * ni, in[0] + row * k, wi, in[2] ? in[2] + x * n + off : NULL, rows, k, ni);
+            break;
           case PX_OP_EXPERT_LINEAR_BWD_DATA:
             px_k_linear_bwd(out[0] + row * k, NULL, NULL, in[i] + row * ni, NULL, wi, rows, k, ni);
             break;
           default: /* the weight gradient of expert x's block */
-            px_k_linear_bwd(NULL, out[0] + x * n * k + off * k, NULL, in[i] + row * ni, in[3] + row * k, NULL, rows, k, ni);
+            px_k_linear_bwd(NULL, out[0] + x * n * k + off * k, out[1] ? out[1] + x * n + off : NULL, in[i] + row * ni,
+                            in[3] + row * k, NULL, rows, k, ni);
             break;
         }
         off += ni;
       }
       row += rows;
+    }
+}
+
+/* fc2's bias, each routed row's gate times its expert's (Megatron-Core's TEGroupedMLP._apply_bias), added to the
+ * rows, or its backward: the bias's gradient the gate-weighted sum of its expert's rows' gradients, each gate's the
+ * row's gradient dot the bias. The rows in expert_linear's order. Dims: rows per expert (planned), H, -, local
+ * experts. */
+static void cpu_expert_bias(const px_exec_op *e) {
+  const px_op *o = e->op;
+  int64_t h = o->dim[1], el = o->dim[3], ns = e->env->etp * e->env->ep, row = 0;
+  float **out = (float **)e->out, **in = (float **)e->in;
+  bool fwd = o->kind == PX_OP_EXPERT_BIAS;
+  const float *gates = in[fwd ? 1 : 2];
+  const int32_t *counts = (const int32_t *)in[4] + e->env->ep * el;
+  for (int64_t s = 0; s < ns; s++)
+    for (int64_t x = 0; x < el; x++) {
+      const float *bias = in[fwd ? 0 : 1] + x * h;
+      for (int64_t r = row; r < row + counts[s * el + x]; r++) {
+        if (fwd) {
+          for (int64_t j = 0; j < h; j++) out[0][r * h + j] += gates[r] * bias[j];
+          continue;
+        }
+        const float *dy = in[0] + r * h;
+        double dot = 0.0;
+        for (int64_t j = 0; j < h; j++) out[0][x * h + j] += gates[r] * dy[j], dot += (double)dy[j] * bias[j];
+        out[1][r] += (float)dot;
+      }
+      row += counts[s * el + x];
     }
 }
 
@@ -527,6 +558,8 @@ static px_status cpu_op_f32(const px_exec_op *e, px_err *err) {
     case PX_OP_EXPERT_LINEAR:
     case PX_OP_EXPERT_LINEAR_BWD_DATA:
     case PX_OP_EXPERT_LINEAR_BWD_WEIGHT: cpu_expert_linear(e); return PX_OK;
+    case PX_OP_EXPERT_BIAS:
+    case PX_OP_EXPERT_BIAS_BWD: cpu_expert_bias(e); return PX_OK;
     case PX_OP_LOSS: { /* the row statistics of the vocabulary shards, each reduced over them (the op's comm) */
       int64_t n = d[0], vl = d[1], vstart = v->tp_rank * vl;
       float *st = malloc((size_t)(3 * n) * sizeof *st);

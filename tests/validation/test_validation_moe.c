@@ -498,11 +498,12 @@ static void test_megatron_bridge_moe(void) {
      * Python loop on the host): Qwen3-30B-A3B BF16 +3.5%, +8.4% with EP overlap (the case study's A/B); FP8 +3.9% to
      * +50.6% but for 25.11's and 26.02's EP 8 rows of Qwen3-30B-A3B (+136%, +94%: the same layout ran 1.7x faster a
      * point release later; 26.02's container had no DeepEP, the release's known issue); the FP8 rows' kernels miss
-     * what docs/validation.md names. GPT-OSS-120B's BF16 rows +43.4% to +66.8% (not from its windows:
-     * docs/validation.md). No row may turn more than 15% pessimistic; Qwen3's BF16 rows within 10% */
+     * what docs/validation.md names. GPT-OSS-120B's BF16 rows +22.3% to +42.6% with its experts' gate-scaled fc2 bias
+     * as Megatron-Core runs it (+35% to +58% without; not from its windows: docs/validation.md). No row may turn more
+     * than 15% pessimistic; Qwen3's BF16 rows within 10% */
     CU_ASSERT(e > -0.15 && e < 2.5);
     if (!strcmp(w.name, "qwen3-30b-a3b") && plan.par.precision == PX_PREC_BF16) CU_ASSERT(fabs(e) < 0.10);
-    if (!strcmp(w.name, "gpt-oss-120b")) CU_ASSERT(e > 0.30 && e < 0.85);
+    if (!strcmp(w.name, "gpt-oss-120b")) CU_ASSERT(e > 0.15 && e < 0.55);
     if (!bug)
       px_test_err_add(&all, e), px_test_err_add(&by_dispatch[plan.par.moe_dispatch], e),
           px_test_err_add(&by_model[mi], e);
