@@ -25,18 +25,22 @@
 # (--moe-buffers worst, its default): the untrained router runs to the end
 # at --moe-imbalance 1. Buffers sized for the busiest rank (--moe-buffers
 # busiest) that an EP rank overflows fail naming the fix on every rank (no
-# hang); MoE on the CUDA backend is refused with the reason.
+# hang); MoE on the CUDA backend is refused with the reason. tiny-moe with every linear layer's bias
+# (gpt-oss's: the router's, the experts' fc1 in their GEMM and fc2's gate-scaled one) runs as the others,
+# with EP, ZeRO-3 and TP + SP (the router's bias a partial sum over the sequence shards).
 set -u
 px=$1
 src=$2
 cmp=$(dirname "$px")/tests/px_gradcmp
 source "$(dirname "$0")/../tools/clitest.sh"
 
-run() { # out model ranks flags...
-  local out=$1 model=$2 n=$3
+run() { # out model ranks flags...: a preset's file, or one this test writes in $tmp
+  local out=$1 model=$2 n=$3 file=$src/models/$2.json
   shift 3
-  cpu_run "$out" "$n" -m "$src/models/$model.json" --steps 8 -B 4 "$@"
+  [ -f "$tmp/$model.json" ] && file=$tmp/$model.json
+  cpu_run "$out" "$n" -m "$file" --steps 8 -B 4 "$@"
 }
+sed 's/"name": "tiny-moe"/"name": "tiny-moe-bias", "bias": true/' "$src/models/tiny-moe.json" >"$tmp/tiny-moe-bias.json"
 
 # model | flags (the reference: the model on one rank). The run's default --moe-buffers worst sizes every
 # EP rank's buffer for the worst case (each of ep ranks sending all its tokens' choices to it), whatever
@@ -74,6 +78,9 @@ cases=(
   "tiny-moe|-d 2 --ep 2 --moe-dispatch deepep"
   "tiny-moe-shared|-t 2 -S --ep 2 --etp 1 --moe-dispatch hybridep --cuda-graph layers"
   "tiny-moe|-d 2 --ep 2 --moe-dispatch hybridep --cuda-graph full"
+  "tiny-moe-bias|-d 2 --ep 2"
+  "tiny-moe-bias|-d 4 --ep 2 -z 3"
+  "tiny-moe-bias|-t 2 -S -d 2 --ep 4 --etp 1 -z 1"
 )
 one_rank_cases "${cases[@]}"
 
