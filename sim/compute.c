@@ -235,8 +235,11 @@ static double compute_op_s(const px_gpu *g, px_dtype dt, const px_op *op, int64_
      * on the waves of its 128-row query tiles (FlashAttention-3's block) over the SMs */
     int64_t window = op->flags & PX_OPF_WINDOW ? op->window : 0;
     px_attn_kernel kernel = op->flags & PX_OPF_FLASH2 ? PX_ATTN_KERNEL_FLASH2 : PX_ATTN_KERNEL_OWN;
+    /* a CP ring's kernels run a step at a time, the rank's queries against one rank's block of keys (Transformer
+     * Engine's AttnFuncWithCPAndKVP2P): the curve at that block's length, not the whole sequence's */
+    int64_t seq = op->flags & PX_OPF_CP_RING ? op->dim[1] : op->dim[5];
     double fa = px_attn_efficiency(g, kernel, px_attn_op_format(op), op->kind == PX_OP_FLASH_ATTN_BWD, op->dim[4], true,
-                                   window, op->dim[5]);
+                                   window, seq);
     if (fa > 0) {
       double tiles = (double)(op->dim[0] * op->dim[2]) * ceil_div((double)op->dim[1], 128.0), sms = (double)g->sm_count;
       eff = fa * tiles / (ceil_div(tiles, sms) * sms);
