@@ -244,6 +244,11 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
   }
 }
 
+int64_t px_contract_expert_taken(const px_exec_op *e, int64_t *sources) {
+  *sources = e->env->etp * e->env->ep;
+  return e->env->ep * e->op->dim[3];
+}
+
 px_support px_contract_refuse(char *why, size_t cap, px_support verdict, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -31,6 +31,12 @@ bool px_contract_check(const px_env *v, const px_op *op, px_dtype dt, char *why,
  * are RMSNorms in any model (plan/attention.c). */
 bool px_contract_layernorm(const px_op *op);
 
+/* Where the expert ops (EXPERT_LINEAR*, EXPERT_BIAS*) read the rows their local experts take in their in[4] counts
+ * (plan/mlp.c's moe_counts: the (EP, El) rows sent, then the (sources, El) taken): the index of the first taken
+ * count; the counts run source-major (each EP rank, with ETP each member in turn), then local expert, *sources of
+ * them (ep etp), and the rows lie in that order. */
+int64_t px_contract_expert_taken(const px_exec_op *e, int64_t *sources);
+
 /* Whether op reads or writes fp8 codes (an fp8 GEMM, a cast, a collective of fp8 tensors). */
 bool px_contract_fp8(const px_env *v, const px_op *op);
 

@@ -44,6 +44,7 @@ static px_status add_layer(px_global_params *g, const px_model *m, int64_t l, co
   bool moe = px_model_layer_is_moe(m, l);
   int64_t E = moe ? m->experts : 0, Fe = m->moe_ffn_hidden, Fd = moe ? 0 : F;
   int64_t Fs = moe ? px_model_shared_ffn(m) : 0;
+  bool mb = moe && px_model_moe_biases(m); /* the router's and the experts' biases */
   if ((st = add(g, pre, "ln1.w", 1, H, PX_INIT_ONES, 0, cap, err)) ||
       (st = add(g, pre, "ln1.b", 1, ln ? H : 0, PX_INIT_ZEROS, 0, cap, err)) ||
       (st = add(g, pre, "q.w", mla ? 0 : Q, H, PX_INIT_NORMAL, std, cap, err)) ||
@@ -85,10 +86,10 @@ static px_status add_layer(px_global_params *g, const px_model *m, int64_t l, co
       (st = add(g, pre, "kv_up.w", mla ? m->heads * (m->qk_nope_head_dim + m->v_head_dim) : 0, KL, PX_INIT_NORMAL,
                 std, cap, err)) ||
       /* the experts' biases (gpt-oss), each expert's after the one before, as their weights' rows */
-      (st = add(g, pre, swi ? "experts.gate.b" : "experts.fc1.b", m->bias ? E * Fe : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-      (st = add(g, pre, "experts.up.b", m->bias && swi ? E * Fe : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-      (st = add(g, pre, "experts.fc2.b", m->bias ? E * H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
-      (st = add(g, pre, "router.b", m->bias ? E : 0, 1, PX_INIT_ZEROS, 0, cap, err)))
+      (st = add(g, pre, swi ? "experts.gate.b" : "experts.fc1.b", mb ? E * Fe : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "experts.up.b", mb && swi ? E * Fe : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "experts.fc2.b", mb ? E * H : 0, 1, PX_INIT_ZEROS, 0, cap, err)) ||
+      (st = add(g, pre, "router.b", mb ? E : 0, 1, PX_INIT_ZEROS, 0, cap, err)))
     return st;
   return PX_OK;
 }

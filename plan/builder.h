@@ -100,7 +100,7 @@ typedef struct {
   int moe_send_all, moe_recv_ep, exp_out_ep, moe_ret_ep;
   int moe_send_w, moe_recv_w_ep, moe_recv_w; /* the routed rows' gates, moved with them to the experts' activation */
   int w_router, w_exp_fc1, w_exp_fc2, w_sh_fc1, w_sh_fc2;
-  int b_router, w_exp_b1, w_exp_b2; /* the router's and the experts' biases (a model with `bias`: gpt-oss), -1 otherwise */
+  int b_router, w_exp_b1, w_exp_b2; /* the router's and the experts' biases (px_model_moe_biases), -1 otherwise */
   /* multi-head latent attention (-1 otherwise): the latents, their norms' outputs and statistics (a sequence shard
    * with SP), the norms' outputs and the RoPE key over the whole sequence (gathered with SP, else the same), parameters */
   int q_lat, q_latn, q_rstd, kv_lat, k_pe, kv_latn, kv_rstd, q_latn_full, kv_latn_full, k_pe_full;

@@ -2,6 +2,7 @@
 #include "plan/cluster.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,17 +483,39 @@ static px_status power_from_json(const px_json_ctx *rc, const cJSON *root, px_cl
   return PX_OK;
 }
 
-/* A host figure in host.op_us (host.KEY): the file's, or def, whose source is cited where the file gives none and the
- * host's op cost is known (cite). */
-static px_status host_figure(const px_json_ctx *hc, const cJSON *host, const char *key, double def, const char *source,
-                             bool cite, px_cluster *cl, double *out, px_err *err) {
+/* The host's framework figures, in host.op_us: each file key (host.KEY), its default and that default's source, and
+ * the cluster's field; read and written from this one list. */
+static const struct {
+  const char *key, *field, *source;
+  double def;
+  size_t off;
+} host_figures[] = {
+    {"grouped_expert_ops", "host.grouped_expert_ops", PX_HOST_GROUPED_EXPERT_OPS_SOURCE,
+     PX_HOST_GROUPED_EXPERT_OPS_DEFAULT, offsetof(px_cluster, host_grouped_expert_ops)},
+    {"router_ops", "host.router_ops", PX_HOST_ROUTER_OPS_SOURCE, PX_HOST_ROUTER_OPS_DEFAULT,
+     offsetof(px_cluster, host_router_ops)},
+    {"a2a_preprocess_ops", "host.a2a_preprocess_ops", PX_HOST_A2A_PREPROCESS_OPS_SOURCE,
+     PX_HOST_A2A_PREPROCESS_OPS_DEFAULT, offsetof(px_cluster, host_a2a_preprocess_ops)},
+};
+#define HOST_FIGURES (sizeof host_figures / sizeof *host_figures)
+
+static double host_figure_of(const px_cluster *cl, size_t i) {
+  return *(const double *)((const char *)cl + host_figures[i].off);
+}
+
+/* The host figures from the file's host object: each the file's, or its default, whose source is cited where the
+ * file gives none and the host's op cost is known (cite). */
+static px_status host_figures_from_json(const px_json_ctx *hc, const cJSON *host, bool cite, px_cluster *cl,
+                                        px_err *err) {
   px_status st;
-  *out = def;
-  TRY(px_json_num(hc, host, key, false, 0.0, 1e6, out, err));
-  if (!cite || cJSON_GetObjectItemCaseSensitive(host, key) || cl->nsources >= PX_SOURCES_MAX) return PX_OK;
-  char field[64];
-  snprintf(field, sizeof field, "host.%s", key);
-  return px_cluster_add_source(cl, field, source, err);
+  for (size_t i = 0; i < HOST_FIGURES; i++) {
+    double *v = (double *)((char *)cl + host_figures[i].off);
+    *v = host_figures[i].def;
+    TRY(px_json_num(hc, host, host_figures[i].key, false, 0.0, 1e6, v, err));
+    if (cite && !cJSON_GetObjectItemCaseSensitive(host, host_figures[i].key) && cl->nsources < PX_SOURCES_MAX)
+      TRY(px_cluster_add_source(cl, host_figures[i].field, host_figures[i].source, err));
+  }
+  return PX_OK;
 }
 
 px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *cl, px_err *err) {
@@ -597,13 +620,7 @@ px_status px_cluster_from_json(const cJSON *root, const char *file, px_cluster *
     TRY(px_json_num(&hc, host, "op_us", false, 0.0, 1e6, &op_us, err));
     TRY(px_json_num(&hc, host, "launch_us", false, 0.0, 1e6, &launch_us, err));
     TRY(px_json_num(&hc, host, "graph_launch_us", false, 0.0, 1e6, &graph_us, err));
-    /* the host's framework figures, in host.op_us, each with its default and that default's source */
-    TRY(host_figure(&hc, host, "grouped_expert_ops", PX_HOST_GROUPED_EXPERT_OPS_DEFAULT,
-                    PX_HOST_GROUPED_EXPERT_OPS_SOURCE, op_us > 0, cl, &cl->host_grouped_expert_ops, err));
-    TRY(host_figure(&hc, host, "router_ops", PX_HOST_ROUTER_OPS_DEFAULT, PX_HOST_ROUTER_OPS_SOURCE, op_us > 0, cl,
-                    &cl->host_router_ops, err));
-    TRY(host_figure(&hc, host, "a2a_preprocess_ops", PX_HOST_A2A_PREPROCESS_OPS_DEFAULT,
-                    PX_HOST_A2A_PREPROCESS_OPS_SOURCE, op_us > 0, cl, &cl->host_a2a_preprocess_ops, err));
+    TRY(host_figures_from_json(&hc, host, op_us > 0, cl, err));
     cl->host_op_s = op_us * 1e-6;
     cl->host_launch_s = launch_us * 1e-6;
     cl->host_graph_s = graph_us * 1e-6;
@@ -775,11 +792,9 @@ cJSON *px_cluster_to_json(const px_cluster *c) {
   if (c->host_launch_s > 0 || source_at(c, "host.launch_us") >= 0) px_json_add_num(host, "launch_us", c->host_launch_s * 1e6);
   if (c->host_graph_s > 0 || source_at(c, "host.graph_launch_us") >= 0)
     px_json_add_num(host, "graph_launch_us", c->host_graph_s * 1e6);
-  if (c->host_op_s > 0 || source_at(c, "host.grouped_expert_ops") >= 0)
-    px_json_add_num(host, "grouped_expert_ops", c->host_grouped_expert_ops);
-  if (c->host_op_s > 0 || source_at(c, "host.router_ops") >= 0) px_json_add_num(host, "router_ops", c->host_router_ops);
-  if (c->host_op_s > 0 || source_at(c, "host.a2a_preprocess_ops") >= 0)
-    px_json_add_num(host, "a2a_preprocess_ops", c->host_a2a_preprocess_ops);
+  for (size_t i = 0; i < HOST_FIGURES; i++)
+    if (c->host_op_s > 0 || source_at(c, host_figures[i].field) >= 0)
+      px_json_add_num(host, host_figures[i].key, host_figure_of(c, i));
   cJSON *pw = cJSON_AddObjectToObject(o, "power"); /* always: --set power.FIELD reaches it */
   if (pw) {
     px_json_add_num(pw, "node_overhead_w", c->node_overhead_w);

@@ -56,8 +56,8 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
   L->w_router = px_bld_param(p, d, "router_w", d->E, H, true, true); /* on sequence shards: SP-partial gradients */
   L->w_exp_fc1 = expert_param(p, d, "exp_fc1_w", fe1, H);
   L->w_exp_fc2 = expert_param(p, d, "exp_fc2_w", H, d->Fe);
-  if (d->bias) { /* the router's bias a logit (replicated as its weight), a local expert's output column: fc1's (gate
-                  and up), fc2's */
+  if (px_model_moe_biases(&p->model)) { /* the router's bias (replicated as its weight), a local expert's fc1 (gate
+                                           and up) and fc2 */
     L->b_router = px_bld_param(p, d, "router_b", d->E, 1, true, true);
     L->w_exp_b1 = expert_param(p, d, "exp_fc1_b", fe1, 1);
     L->w_exp_b2 = expert_param(p, d, "exp_fc2_b", H, 1);
@@ -94,6 +94,10 @@ void px_moe_slots(px_plan *p, const px_dims *d, px_layer_slots *L) {
  * count the mean rank's FLOPs (A ETP rows: model FLOPs) and carry the
  * busiest rank's shape (R rows over its local experts) for their time. */
 
+/* The expert ops' shape over the local experts (GEMMs and fc2's bias): dim[0] the rows a local expert takes (the
+ * busiest rank's R over them, rounded up), dim[3] the local experts. */
+static void expert_dims(px_op *o, const px_dims *d) { o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[3] = d->El; }
+
 /* A grouped GEMM over the local experts, from k to n (split into n0 + n1
  * outputs when two are given). kind: the forward, the data gradient (from
  * n back to k) or the weight gradient. */
@@ -101,8 +105,8 @@ static px_op *expert_gemm(px_bld *b, const px_dims *d, const px_layer_slots *L, 
                           int64_t n0, int64_t n1, int64_t k) {
   px_op *o = px_bld_op(b, kind, PX_STREAM_COMPUTE, ph);
   int64_t n = n0 + n1;
-  o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[1] = n, o->dim[2] = k, o->dim[3] = d->El, o->dim[4] = n0,
-  o->dim[5] = n1;
+  expert_dims(o, d);
+  o->dim[1] = n, o->dim[2] = k, o->dim[4] = n0, o->dim[5] = n1;
   o->flops = 2.0 * (double)(d->A * d->ETP) * (double)n * (double)k; /* the mean rank's rows after the ETP gather */
   o->in[4] = R(L->moe_counts, 0);                                   /* the rows each local expert took */
   double e = (double)d->e, ei = d->f8 ? 1.0 : e, rows = (double)d->R, w = (double)(d->El * n * k);
@@ -153,7 +157,8 @@ static px_op *expert_bias(px_bld *b, const px_dims *d, const px_layer_slots *L, 
   bool bwd = ph == PX_PHASE_BWD;
   px_op *o = px_bld_op(b, bwd ? PX_OP_EXPERT_BIAS_BWD : PX_OP_EXPERT_BIAS, PX_STREAM_COMPUTE, ph);
   double e = (double)d->e, rows = (double)d->R, h = (double)d->H;
-  o->dim[0] = (d->R + d->El - 1) / d->El, o->dim[1] = d->H, o->dim[3] = d->El;
+  expert_dims(o, d);
+  o->dim[1] = d->H;
   o->bytes = rows * h * (bwd ? 32.0 + 4.0 * e : 24.0 + 2.0 * e) + rows * (bwd ? 2.0 : 1.0) * GATE_BYTES;
   o->flags = PX_OPF_ACCUMULATE;
   o->in[4] = R(L->moe_counts, 0);
@@ -236,7 +241,8 @@ static void experts_backward(px_bld *b, const px_dims *d, const px_layer_slots *
   o = expert_gemm(b, d, L, PX_OP_EXPERT_LINEAR_BWD_DATA, PX_PHASE_BWD, fe, d->swiglu ? fe : 0, d->H);
   o->in[0] = d1, o->in[1] = d2, o->in[3] = R(L->w_exp_fc1, 0), o->out[0] = drecv;
   if (d->f8) px_fp8_gemm(b, d, o, L->w_exp_fc1);
-  expert_wgrad(b, d, L, L->w_exp_fc1, L->w_exp_b1, d1, d2, px_fp8_twin(p, d, R(L->moe_recv, 0)), fe, d->swiglu ? fe : 0, d->H);
+  expert_wgrad(b, d, L, L->w_exp_fc1, L->w_exp_b1, d1, d2, px_fp8_twin(p, d, R(L->moe_recv, 0)), fe,
+               d->swiglu ? fe : 0, d->H);
 }
 
 /* An EP all-to-all of routed rows: to the experts (the send counts per

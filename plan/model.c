@@ -758,9 +758,9 @@ static void layer_parts_count(const px_model *m, bool weights_only, layer_parts 
   p->norms = all ? 2 * nw * h : 0;
   p->mlp = mlp_params(m, (uint64_t)m->ffn_hidden, all && m->bias);
   uint64_t E = (uint64_t)m->experts;
-  p->expert = E ? mlp_params(m, (uint64_t)m->moe_ffn_hidden, all && m->bias) : 0;
+  p->expert = E ? mlp_params(m, (uint64_t)m->moe_ffn_hidden, all && px_model_moe_biases(m)) : 0;
   /* router: hidden x experts, with a bias per expert (gpt-oss's linear bias, DeepSeek-V3's e_score_correction_bias) */
-  p->router = E * h + (all && (m->bias || m->router == PX_ROUTER_SIGMOID) ? E : 0);
+  p->router = E * h + (all && (px_model_moe_biases(m) || m->router == PX_ROUTER_SIGMOID) ? E : 0);
   uint64_t sw = (uint64_t)px_model_shared_ffn(m);
   /* a shared expert of its own width (Qwen2-MoE) has a sigmoid gate: a hidden x 1 linear layer */
   p->shared = sw ? mlp_params(m, sw, all && m->bias) + (m->shared_ffn_hidden > 0 ? h : 0) : 0;
@@ -845,6 +845,8 @@ void px_model_flops_per_token(const px_model *m, int64_t seq, px_model_flops *f)
 int64_t px_moe_capacity(double cf, int64_t routed, int64_t experts) {
   return (int64_t)ceil((double)routed / (double)experts * cf);
 }
+
+bool px_model_moe_biases(const px_model *m) { return m->experts > 0 && m->bias; }
 
 bool px_model_layer_is_moe(const px_model *m, int64_t l) {
   if (m->experts == 0 || l < m->first_dense_layers) return false;

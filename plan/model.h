@@ -203,6 +203,9 @@ int64_t px_moe_capacity(double cf, int64_t routed, int64_t experts);
 /* Whether layer l (0-based) is a mixture-of-experts layer: after the
  * first_dense_layers, every moe_layer_freq-th one (all when it is 1). */
 bool px_model_layer_is_moe(const px_model *m, int64_t l);
+/* Whether the MoE layers' router and experts carry linear biases (the model's `bias` with experts: gpt-oss): a logit's
+ * for the router, each expert's fc1 and fc2 outputs'. */
+bool px_model_moe_biases(const px_model *m);
 /* Whether layer l (0-based) attends within sliding_window: after the first_full_layers, every
  * window_layer_freq-th layer from the first. */
 bool px_model_layer_is_sliding(const px_model *m, int64_t l);

@@ -452,7 +452,7 @@ static bool ep_fold(vctx *x) {
 }
 static bool etp_ffn(vctx *x) { return x->m->experts > 0 && x->m->moe_ffn_hidden % x->p->etp; }
 /* fc2's bias goes once onto each routed row, where the ETP ranks each hold a partial sum of it */
-static bool etp_bias(vctx *x) { return x->m->experts > 0 && x->m->bias && x->p->etp > 1; }
+static bool etp_bias(vctx *x) { return px_model_moe_biases(x->m) && x->p->etp > 1; }
 /* Megatron-Core's MoELayer raises "During training, performance may degrade if MoE and tensor parallelism are
  * enabled without also enabling sequence parallelism": its dispatchers take each TP rank's sequence shard */
 static bool moe_sp(vctx *x) { return x->m->experts > 0 && x->p->tp > 1 && !x->p->sp; }

@@ -53,34 +53,39 @@ static bool is_exchange(const px_op *op) {
          (op->kind == PX_OP_ALLTOALL || op->kind == PX_OP_ALLGATHER || op->kind == PX_OP_REDUCE_SCATTER);
 }
 
+/* The first and last of a block's EP exchanges among its ops of phase `phase` (-1: any), -1 without one. */
+static void exchange_span(const px_op *ops, int32_t n, int phase, int32_t *first, int32_t *last) {
+  *first = *last = -1;
+  for (int32_t j = 0; j < n; j++)
+    if (is_exchange(&ops[j]) && (phase < 0 || (ops[j].phase == PX_PHASE_BWD) == (phase == PX_PHASE_BWD)))
+      *last = j, *first = *first < 0 ? j : *first;
+}
+
 bool px_host_graphed(const px_plan *p, px_block_kind k, const px_op *ops, int32_t n, int32_t i) {
   /* the full-iteration graph: every forward and backward op of the step, the optimizer eager */
   if (p->par.cuda_graph == PX_GRAPH_FULL) return px_block_is_compute(k);
   if (!px_graph_router(p->par.cuda_graph) ||
       !(px_block_is_layer_fwd(k) || px_block_is_layer_bwd(k) || px_block_is_layer_w(k)))
     return false;
+  int32_t first, last;
   /* the experts' part (dynamic shapes: Megatron-Core captures a MoE layer's attn, moe_router and
    * moe_preprocess only, --cuda-graph-modules) runs eager, its exchanges included */
   if (p->par.cuda_graph == PX_GRAPH_LAYERS) {
-    int32_t first = -1, last = -1;
-    for (int32_t j = 0; j < n; j++)
-      if (is_exchange(&ops[j])) last = j, first = first < 0 ? j : first;
+    exchange_span(ops, n, -1, &first, &last);
     return first < 0 || i < first || i > last;
   }
   /* router graphs: a MoE layer's pre-MLP norm up to its first exchange, and in the backward from its last exchange
    * to that norm's gradient (a recomputation's forward ops as a forward's); a dense layer (no exchange) eager */
   bool bwd = ops[i].phase == PX_PHASE_BWD;
-  int32_t x = -1; /* the exchange of op i's phase the region ends (forward) or starts (backward) at */
-  for (int32_t j = 0; j < n; j++)
-    if (is_exchange(&ops[j]) && (ops[j].phase == PX_PHASE_BWD) == bwd && (bwd || x < 0)) x = j;
-  if (x < 0) return false;
-  int32_t norm = x;
+  exchange_span(ops, n, bwd ? PX_PHASE_BWD : PX_PHASE_FWD, &first, &last);
+  if (first < 0) return false;
+  int32_t norm = bwd ? last : first;
   if (!bwd) {
     while (norm > 0 && ops[norm].kind != PX_OP_NORM) norm--;
-    return i >= norm && i < x;
+    return i >= norm && i < first;
   }
   while (norm < n - 1 && ops[norm].kind != PX_OP_NORM_BWD) norm++;
-  return i > x && i <= norm;
+  return i > last && i <= norm;
 }
 
 /* A quantized GroupedLinear call's Python work a local expert, host.grouped_expert_ops host.op_us each (its

@@ -279,10 +279,10 @@ static px_status cpu_moe(const px_exec_op *e, px_err *err) {
 static void cpu_expert_linear(const px_exec_op *e) {
   const px_op *o = e->op;
   const int64_t *d = o->dim;
-  int64_t n = d[1], k = d[2], el = d[3], ns = e->env->etp * e->env->ep, row = 0;
+  int64_t n = d[1], k = d[2], el = d[3], ns, row = 0;
   float **out = (float **)e->out, **in = (float **)e->in;
-  /* the rows taken from each (source, local expert): with ETP each member's in turn (its all-gather's order) */
-  const int32_t *counts = (const int32_t *)in[4] + e->env->ep * el;
+  /* the rows taken from each (source, local expert) */
+  const int32_t *counts = (const int32_t *)in[4] + px_contract_expert_taken(e, &ns);
   for (int64_t s = 0; s < ns; s++)
     for (int64_t x = 0; x < el; x++) {
       int64_t rows = counts[s * el + x], off = 0;
@@ -314,11 +314,11 @@ static void cpu_expert_linear(const px_exec_op *e) {
  * experts. */
 static void cpu_expert_bias(const px_exec_op *e) {
   const px_op *o = e->op;
-  int64_t h = o->dim[1], el = o->dim[3], ns = e->env->etp * e->env->ep, row = 0;
+  int64_t h = o->dim[1], el = o->dim[3], ns, row = 0;
   float **out = (float **)e->out, **in = (float **)e->in;
   bool fwd = o->kind == PX_OP_EXPERT_BIAS;
   const float *gates = in[fwd ? 1 : 2];
-  const int32_t *counts = (const int32_t *)in[4] + e->env->ep * el;
+  const int32_t *counts = (const int32_t *)in[4] + px_contract_expert_taken(e, &ns);
   for (int64_t s = 0; s < ns; s++)
     for (int64_t x = 0; x < el; x++) {
       const float *bias = in[fwd ? 0 : 1] + x * h;

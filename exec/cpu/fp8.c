@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec/amax.h"
+#include "exec/contract.h"
 #include "kernels/cpu/fp8.h"
 #include "kernels/cpu/mx.h"
 #include "plan/runnable.h"
@@ -364,13 +365,14 @@ static segments *segments_of(const px_exec_op *e, int64_t rows, px_err *err) {
   const px_op *o = e->op;
   bool expert = o->kind == PX_OP_EXPERT_LINEAR || o->kind == PX_OP_EXPERT_LINEAR_BWD_DATA ||
                 o->kind == PX_OP_EXPERT_LINEAR_BWD_WEIGHT;
-  int64_t el = expert ? o->dim[3] : 1, ns = expert ? e->env->etp * e->env->ep : 1;
+  int64_t el = expert ? o->dim[3] : 1, ns = 1;
+  const int32_t *taken = expert ? (const int32_t *)e->in[4] + px_contract_expert_taken(e, &ns) : NULL;
   segments *g = malloc(sizeof *g + (size_t)(ns * el) * sizeof g->at[0]);
   if (!g) {
     px_err_set(err, PX_ERR_RUNTIME, "out of memory");
     return NULL;
   }
-  g->el = el, g->ns = ns, g->rows = rows, g->counts = expert ? (const int32_t *)e->in[4] + e->env->ep * el : NULL;
+  g->el = el, g->ns = ns, g->rows = rows, g->counts = taken;
   int64_t r = 0;
   for (int64_t i = 0; i < ns * el; i++) g->at[i] = r, r += g->counts ? g->counts[i] : rows;
   if (r > rows) {
@@ -448,7 +450,7 @@ static px_status expert_padded(const px_exec_op *e, const codes *k, int64_t rows
   int64_t cols = k->cols, cap = (rows + 15) * cols, done = 0;
   segments *g = segments_of(e, rows, err);
   if (!g) return PX_ERR_RUNTIME;
-  int64_t el = g->el, lead = e->env->ep * el, total = 0;
+  int64_t sources, el = g->el, lead = px_contract_expert_taken(e, &sources), total = 0;
   int32_t *c = calloc((size_t)(lead + g->ns * el), sizeof *c);
   for (int64_t xe = 0; c && xe < el; xe++) {
     int64_t r = 0;

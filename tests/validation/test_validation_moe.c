@@ -337,8 +337,8 @@ static bool mb_row_h100(const char *line, mb_row *w) {
   snprintf(w->sys, sizeof w->sys, "dgx-h100");
   return line[0] != '#' &&
          sscanf(line,
-                "%15[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%15[^,],%d,%47[^,],%15[^,],%lf,"
-                "%lf,%15[^,\n]",
+                "%15[^,],%31[^,],%lld,%15[^,],%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[^,],%15[^,],%d,%47[^,],%15[^,],"
+                "%lf,%lf,%15[^,\n]",
                 w->release, w->name, &w->gpus, w->prec, &w->gbs, &w->mbs, &w->seq, &w->tp, &w->pp, &w->vp, &w->ep,
                 w->dispatch, w->routing, &w->overlap, w->recompute, w->graph, &w->tokens, &w->tflops, w->note) == 19;
 }
@@ -450,7 +450,7 @@ static double mb_simulate(const mb_row *w, px_plan *plan, px_sim_result *r) {
 static const char *mb_doc_word(const char *w) {
   static const char *const words[][2] = {{"a2a", "all-to-all"}, {"deepep", "DeepEP"},  {"hybridep", "HybridEP"},
                                          {"bf16", "BF16"},      {"fp8-cs", "FP8-CS"},  {"mxfp8", "MXFP8"},
-                                         {"router", "router"},  {"full", "full step"}, {"drop", "dropped at capacity"}};
+                                         {"full", "full step"}, {"drop", "dropped at capacity"}};
   for (size_t i = 0; i < sizeof words / sizeof *words; i++)
     if (!strcmp(words[i][0], w)) return words[i][1];
   return w;
@@ -674,7 +674,8 @@ static void test_megatron_bridge_blackwell_moe(void) {
   }
   for (int g = 0; g < PX_GRAPH_COUNT; g++)
     if (by_graph[g].n)
-      fprintf(stderr, "  CUDA graphs %-6s %2d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n", mb_doc_word(px_cuda_graph_names[g]),
+      fprintf(stderr, "  CUDA graphs %-6s %2d rows: mean %+.1f%% (%+.1f%% to %+.1f%%)\n",
+              mb_doc_word(px_cuda_graph_names[g]),
               by_graph[g].n, 100 * by_graph[g].sum / by_graph[g].n, 100 * by_graph[g].min, 100 * by_graph[g].max);
   fprintf(stderr,
           "  Blackwell MoE, all %d rows but the %d the page marks as a known regression: mean %+.1f%%; issue #34's goal "
