@@ -580,7 +580,7 @@ static void section_plans(sbuf *b, const cJSON *plans, const cJSON *counts) {
   }
   sb_puts(b, "<table class=\"plans\"><thead><tr><th class=\"num\">#</th><th>plan</th>"
              "<th class=\"num\">step time</th><th class=\"num\">tokens/s</th><th class=\"num\">MFU</th>"
-             "<th class=\"num\">memory per GPU</th><th class=\"num\">bubble</th><th class=\"num\">exposed comm</th>");
+             "<th class=\"num\">memory per GPU</th><th class=\"num\">compute idle</th><th class=\"num\">exposed comm</th>");
   if (days) sb_puts(b, "<th class=\"num\">days</th>");
   if (cost) sb_puts(b, "<th class=\"num\">cost</th>");
   if (energy) sb_puts(b, "<th class=\"num\">energy (MWh)</th>");

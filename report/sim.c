@@ -114,8 +114,13 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
   fprintf(out, "  model TFLOP/s    %.1f per GPU: %s, HFU %.1f%%\n", r->model_tflops_per_gpu,
           px_report_mfu_text(r->mfu, r->mfu_peak_dtype, r->mfu_precision, r->precision_peak_dtype, mfu, sizeof mfu),
           100 * r->hfu);
-  fprintf(out, "  pipeline bubble  %.1f%% (analytic %.1f%%)\n", 100 * r->bubble_fraction,
-          100 * px_plan_bubble_analytic(plan));
+  /* the compute streams' idle share of the forward-backward phase: the pipeline's bubble and every wait */
+  if (plan->par.pp > 1)
+    fprintf(out, "  compute idle     %.1f%% of the forward-backward phase (the pipeline bubble's analytic %.1f%%)\n",
+            100 * r->bubble_fraction, 100 * px_plan_bubble_analytic(plan));
+  else
+    fprintf(out, "  compute idle     %.1f%% of the forward-backward phase (waits: no pipeline)\n",
+            100 * r->bubble_fraction);
   fprintf(out, "  communication    %s %s, pp %s, dp %s; exposed %s\n", plan->par.cp > 1 ? "tp+cp" : "tp",
           px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),

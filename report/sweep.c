@@ -359,7 +359,7 @@ void px_report_sweep_text(const px_model *m, const px_cluster *c, const px_sweep
   }
   bool ttt = o->tokens > 0, energy = ttt && px_power_known(c);
   bool j_token = !ttt && o->objective == PX_OBJ_ENERGY; /* what that objective ranks by without tokens */
-  fprintf(out, "\n%4s  %-44s %9s %10s %6s %9s %6s %8s", "rank", "plan", "step", "tokens/s", "MFU", "mem/GPU", "bubble",
+  fprintf(out, "\n%4s  %-44s %9s %10s %6s %9s %6s %8s", "rank", "plan", "step", "tokens/s", "MFU", "mem/GPU", "idle",
           "exposed");
   if (ttt) fprintf(out, " %8s %9s %7s", "days", "GPU-hours", "goodput");
   if (ttt && o->price_per_gpu_hour > 0) fprintf(out, " %10s", "cost");
