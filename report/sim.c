@@ -173,6 +173,7 @@ cJSON *px_report_band_json(const px_bands *bands, const px_model *m, const px_cl
   cJSON_AddStringToObject(o, "family", k.family);
   cJSON_AddStringToObject(o, "precision", k.precision);
   cJSON_AddStringToObject(o, "kind", k.moe ? "moe" : "dense");
+  cJSON_AddStringToObject(o, "launch", px_band_launch_name(k.graphed));
   px_json_add_num(o, "runs", b ? b->runs : 0);
   if (b) {
     px_json_add_num(o, "min", b->min);

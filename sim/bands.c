@@ -9,7 +9,10 @@
 #include "core/paths.h"
 
 #define BANDS_MAX_BYTES (1u << 20)
-static const char header[] = "family\tprecision\tkind\truns\tmin_pct\tmax_pct\tmean_pct\tvalidations";
+static const char header[] = "family\tprecision\tkind\tlaunch\truns\tmin_pct\tmax_pct\tmean_pct\tvalidations";
+#define BAND_FIELDS 9
+
+const char *px_band_launch_name(bool graphed) { return graphed ? "graph" : "eager"; }
 
 void px_band_key_of(const px_model *m, const px_cluster *c, const px_parallel *p, px_band_key *k) {
   memset(k, 0, sizeof *k);
@@ -18,10 +21,12 @@ void px_band_key_of(const px_model *m, const px_cluster *c, const px_parallel *p
   bool known = p->precision >= 0 && p->precision < PX_PREC_COUNT;
   snprintf(k->precision, sizeof k->precision, "%s", known ? px_precision_names[p->precision] : "?");
   k->moe = m->experts > 0;
+  k->graphed = p->cuda_graph == PX_GRAPH_FULL;
 }
 
 static bool key_eq(const px_band_key *a, const px_band_key *b) {
-  return !strcmp(a->family, b->family) && !strcmp(a->precision, b->precision) && a->moe == b->moe;
+  return !strcmp(a->family, b->family) && !strcmp(a->precision, b->precision) && a->moe == b->moe &&
+         a->graphed == b->graphed;
 }
 
 const px_band *px_bands_find(const px_bands *b, const px_band_key *k) {
@@ -31,10 +36,12 @@ const px_band *px_bands_find(const px_bands *b, const px_band_key *k) {
 }
 
 static const char *kind_name(bool moe) { return moe ? "MoE" : "dense"; }
+const char *px_band_launch_words(bool graphed) { return graphed ? "full-step graph" : "eager"; }
 
 static int band_text(char *buf, size_t cap, const px_band *r) {
-  return snprintf(buf, cap, "%s %s %s: published runs %+.1f..%+.1f%% (%d run%s)", r->key.family, r->key.precision,
-                  kind_name(r->key.moe), 100 * r->min, 100 * r->max, r->runs, r->runs == 1 ? "" : "s");
+  return snprintf(buf, cap, "%s %s %s, %s: published runs %+.1f..%+.1f%% (%d run%s)", r->key.family,
+                  r->key.precision, kind_name(r->key.moe), px_band_launch_words(r->key.graphed), 100 * r->min,
+                  100 * r->max, r->runs, r->runs == 1 ? "" : "s");
 }
 
 void px_band_describe(const px_bands *b, const px_band_key *k, char *buf, size_t cap) {
@@ -43,8 +50,10 @@ void px_band_describe(const px_bands *b, const px_band_key *k, char *buf, size_t
     band_text(buf, cap, r);
     return;
   }
-  int n = snprintf(buf, cap, "no published run validates %s %s %s", k->family, k->precision, kind_name(k->moe));
-  for (int i = 0; i < b->n && n >= 0 && (size_t)n < cap; i++) /* the family's other precisions, same kind */
+  int n = snprintf(buf, cap, "no published run validates %s %s %s, %s", k->family, k->precision, kind_name(k->moe),
+                   px_band_launch_words(k->graphed));
+  /* the family's other precisions and launches, same kind */
+  for (int i = 0; i < b->n && n >= 0 && (size_t)n < cap; i++)
     if (!strcmp(b->v[i].key.family, k->family) && b->v[i].key.moe == k->moe) {
       n += snprintf(buf + n, cap - (size_t)n, "; ");
       if ((size_t)n < cap) n += band_text(buf + n, cap - (size_t)n, &b->v[i]);
@@ -99,12 +108,14 @@ static int band_cmp(const void *a, const void *b) {
   const px_band *x = a, *y = b;
   int c = strcmp(x->key.family, y->key.family);
   if (!c) c = strcmp(x->key.precision, y->key.precision);
-  return c ? c : (int)x->key.moe - (int)y->key.moe;
+  if (!c) c = (int)x->key.moe - (int)y->key.moe;
+  return c ? c : (int)x->key.graphed - (int)y->key.graphed;
 }
 
 void px_bands_write(px_bands *b, FILE *fp) {
-  fputs("# parallax's validated error bands: for each GPU family, precision and kind of model, the errors of the\n"
-        "# validation tests' published runs (simulated throughput over the published one, less 1; above 0 the\n"
+  fputs("# parallax's validated error bands: for each GPU family, precision, kind of model and launch (eager: the\n"
+        "# host issues the step's kernels, per-layer graphs included; graph: one full-step CUDA graph), the errors of\n"
+        "# the validation tests' published runs (simulated throughput over the published one, less 1; above 0 the\n"
         "# simulator was optimistic), in percent. Written by `make docs` from the validation suites' own rows\n"
         "# (tests/validation/, PX_VALIDATION_BANDS); tests/cli/docs.sh fails where they differ. Do not edit.\n",
         fp);
@@ -112,9 +123,9 @@ void px_bands_write(px_bands *b, FILE *fp) {
   if (b->n) qsort(b->v, (size_t)b->n, sizeof *b->v, band_cmp);
   const px_band *v = b->v;
   for (int i = 0; i < b->n; i++)
-    fprintf(fp, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", v[i].key.family, v[i].key.precision,
-            v[i].key.moe ? "moe" : "dense", v[i].runs, 100 * v[i].min, 100 * v[i].max, 100 * v[i].mean,
-            v[i].sources);
+    fprintf(fp, "%s\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", v[i].key.family, v[i].key.precision,
+            v[i].key.moe ? "moe" : "dense", px_band_launch_name(v[i].key.graphed), v[i].runs, 100 * v[i].min,
+            100 * v[i].max, 100 * v[i].mean, v[i].sources);
 }
 
 /* A percentage field into a fraction. */
@@ -128,9 +139,9 @@ static bool pct(const char *s, double *out) {
 }
 
 static px_status parse_row(char *line, const char *path, int lineno, px_bands *b, px_err *err) {
-  char *f[8];
+  char *f[BAND_FIELDS];
   int n = 0;
-  for (char *p = line; n < 8; n++) {
+  for (char *p = line; n < BAND_FIELDS; n++) {
     f[n] = p;
     p = strchr(p, '\t');
     if (!p) {
@@ -139,7 +150,9 @@ static px_status parse_row(char *line, const char *path, int lineno, px_bands *b
     }
     *p++ = '\0';
   }
-  if (n != 8) return px_err_set(err, PX_ERR_INPUT, "%s:%d: expected 8 tab-separated fields (%s)", path, lineno, header);
+  if (n != BAND_FIELDS)
+    return px_err_set(err, PX_ERR_INPUT, "%s:%d: expected %d tab-separated fields (%s)", path, lineno, BAND_FIELDS,
+                      header);
   px_band_key k = {0};
   if (!*f[0] || strlen(f[0]) >= sizeof k.family)
     return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'family': '%.32s' is not a GPU family", path, lineno, f[0]);
@@ -152,20 +165,24 @@ static px_status parse_row(char *line, const char *path, int lineno, px_bands *b
   if (strcmp(f[2], "dense") && strcmp(f[2], "moe"))
     return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'kind': '%.16s' is not dense or moe", path, lineno, f[2]);
   k.moe = !strcmp(f[2], "moe");
+  if (strcmp(f[3], px_band_launch_name(false)) && strcmp(f[3], px_band_launch_name(true)))
+    return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'launch': '%.16s' is not eager or graph", path, lineno, f[3]);
+  k.graphed = !strcmp(f[3], px_band_launch_name(true));
   char *end;
-  long runs = strtol(f[3], &end, 10);
+  long runs = strtol(f[4], &end, 10);
   double lo, hi, mean;
-  if (end == f[3] || *end || runs < 1 || runs > 100000)
-    return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'runs': '%.16s' is not a count from 1", path, lineno, f[3]);
-  if (!pct(f[4], &lo) || !pct(f[5], &hi) || !pct(f[6], &mean) || lo > mean || mean > hi)
+  if (end == f[4] || *end || runs < 1 || runs > 100000)
+    return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'runs': '%.16s' is not a count from 1", path, lineno, f[4]);
+  if (!pct(f[5], &lo) || !pct(f[6], &hi) || !pct(f[7], &mean) || lo > mean || mean > hi)
     return px_err_set(err, PX_ERR_INPUT, "%s:%d: fields 'min_pct', 'max_pct', 'mean_pct': not percentages with min <= "
                       "mean <= max", path, lineno);
   if (px_bands_find(b, &k))
-    return px_err_set(err, PX_ERR_INPUT, "%s:%d: a second row for %s %s %s", path, lineno, k.family, k.precision, f[2]);
+    return px_err_set(err, PX_ERR_INPUT, "%s:%d: a second row for %s %s %s %s", path, lineno, k.family, k.precision,
+                      f[2], f[3]);
   px_band *r = band_slot(b, &k, err);
   if (!r) return PX_ERR_RUNTIME;
   r->runs = (int)runs, r->min = lo, r->max = hi, r->mean = mean;
-  snprintf(r->sources, sizeof r->sources, "%s", f[7]);
+  snprintf(r->sources, sizeof r->sources, "%s", f[8]);
   return PX_OK;
 }
 

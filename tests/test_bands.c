@@ -9,13 +9,14 @@
 #include "testutil.h"
 
 static px_band_key key(const char *family, const char *precision, bool moe) {
-  px_band_key k = {{0}, {0}, moe};
+  px_band_key k = {{0}, {0}, moe, false};
   snprintf(k.family, sizeof k.family, "%s", family);
   snprintf(k.precision, sizeof k.precision, "%s", precision);
   return k;
 }
 
-/* The family is the GPU name up to its first '-'; the precision the plan's; MoE with experts. */
+/* The family is the GPU name up to its first '-'; the precision the plan's; MoE with experts; graphed with a
+ * full-step CUDA graph (per-layer graphs leave the host issuing the step: eager). */
 static void test_key(void) {
   px_model m;
   px_cluster c;
@@ -30,6 +31,14 @@ static void test_key(void) {
   CU_ASSERT_STRING_EQUAL(k.family, "GB200");
   CU_ASSERT_STRING_EQUAL(k.precision, "fp8");
   CU_ASSERT(k.moe);
+  CU_ASSERT(!k.graphed);
+  p.cuda_graph = PX_GRAPH_LAYERS;
+  px_band_key_of(&m, &c, &p, &k);
+  CU_ASSERT(!k.graphed);
+  p.cuda_graph = PX_GRAPH_FULL;
+  px_band_key_of(&m, &c, &p, &k);
+  CU_ASSERT(k.graphed);
+  p.cuda_graph = PX_GRAPH_NONE;
   CU_ASSERT_EQUAL_FATAL(px_model_load("llama3-8b", &m, &err), PX_OK);
   CU_ASSERT_EQUAL_FATAL(px_cluster_load("a3-mega", &c, &err), PX_OK);
   p.precision = PX_PREC_BF16;
@@ -42,7 +51,9 @@ static void test_key(void) {
 static void test_round_trip(void) {
   px_bands b = {0}, back;
   px_err err = {0};
-  px_band_key h8 = key("H100", "fp8", false), a16 = key("A100", "fp16", false);
+  px_band_key h8 = key("H100", "fp8", false), a16 = key("A100", "fp16", false), h8g = h8;
+  h8g.graphed = true;
+  CU_ASSERT_EQUAL(px_bands_add(&b, &h8g, 0.01, "Megatron-Bridge", &err), PX_OK);
   CU_ASSERT_EQUAL(px_bands_add(&b, &h8, 0.02, "Megatron-Bridge", &err), PX_OK);
   CU_ASSERT_EQUAL(px_bands_add(&b, &h8, 0.16, "torchtitan", &err), PX_OK);
   CU_ASSERT_EQUAL(px_bands_add(&b, &h8, -0.02, "Megatron-Bridge", &err), PX_OK);
@@ -54,7 +65,8 @@ static void test_round_trip(void) {
   fclose(fp);
   CU_ASSERT_STRING_EQUAL(b.v[0].key.family, "A100"); /* sorted */
   CU_ASSERT_EQUAL_FATAL(px_bands_load(path, &back, &err), PX_OK);
-  CU_ASSERT_EQUAL_FATAL(back.n, 2);
+  CU_ASSERT_EQUAL_FATAL(back.n, 3);
+  CU_ASSERT(!back.v[1].key.graphed && back.v[2].key.graphed); /* eager before graphed */
   const px_band *r = px_bands_find(&back, &h8);
   CU_ASSERT_PTR_NOT_NULL_FATAL(r);
   CU_ASSERT_EQUAL(r->runs, 3);
@@ -64,13 +76,16 @@ static void test_round_trip(void) {
   CU_ASSERT_STRING_EQUAL(r->sources, "Megatron-Bridge; torchtitan");
   char text[512];
   px_band_describe(&back, &h8, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "H100 fp8 dense: published runs -2.0..+16.0% (3 runs)");
+  CU_ASSERT_STRING_EQUAL(text, "H100 fp8 dense, eager: published runs -2.0..+16.0% (3 runs)");
+  px_band_describe(&back, &h8g, text, sizeof text);
+  CU_ASSERT_STRING_EQUAL(text, "H100 fp8 dense, full-step graph: published runs +1.0..+1.0% (1 run)");
   px_band_key b200 = key("B200", "fp8", true), h16 = key("H100", "bf16", false);
   px_band_describe(&back, &b200, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "no published run validates B200 fp8 MoE");
+  CU_ASSERT_STRING_EQUAL(text, "no published run validates B200 fp8 MoE, eager");
   px_band_describe(&back, &h16, text, sizeof text);
-  CU_ASSERT_STRING_EQUAL(text, "no published run validates H100 bf16 dense; H100 fp8 dense: published runs "
-                               "-2.0..+16.0% (3 runs)");
+  CU_ASSERT_STRING_EQUAL(text, "no published run validates H100 bf16 dense, eager; H100 fp8 dense, eager: published "
+                               "runs -2.0..+16.0% (3 runs); H100 fp8 dense, full-step graph: published runs "
+                               "+1.0..+1.0% (1 run)");
   px_bands_free(&b), px_bands_free(&back);
   px_test_rm_tree(dir);
 }
@@ -84,29 +99,34 @@ static void test_installed(void) {
   if (st) fprintf(stderr, "\n  %s\n", err.msg);
   CU_ASSERT_EQUAL_FATAL(st, PX_OK);
   px_band_key h8 = key("H100", "fp8", false), a16 = key("A100", "fp16", false), h8m = key("H100", "fp8", true);
-  px_band_key h16m = key("H100", "bf16", true), gb8 = key("GB200", "fp8", false);
+  px_band_key h16m = key("H100", "bf16", true), gb8 = key("GB200", "fp8", false), gbm = key("GB200", "mxfp8", true);
+  gbm.graphed = true; /* the full-step graph's MoE rows (test_validation_moe) */
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h8));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &a16));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h8m));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &h16m));
   CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &gb8));
+  CU_ASSERT_PTR_NOT_NULL(px_bands_find(&b, &gbm));
   px_bands_free(&b);
 }
 
 /* Bad tables: the file, line and field named, status 2. */
 static void test_refusals(void) {
-  static const char head[] = "# a comment\nfamily\tprecision\tkind\truns\tmin_pct\tmax_pct\tmean_pct\tvalidations\n";
+  static const char head[] =
+      "# a comment\nfamily\tprecision\tkind\tlaunch\truns\tmin_pct\tmax_pct\tmean_pct\tvalidations\n";
   static const struct {
     const char *rows, *says;
   } cases[] = {
-      {"H100\tfp8\tdense\t3\t-2.0\t16.0\t5.0\n", "expected 8 tab-separated fields"},
-      {"H100\tfp4\tdense\t3\t-2.0\t16.0\t5.0\tx\n", ":3: field 'precision': 'fp4'"},
-      {"H100\tfp8\tsparse\t3\t-2.0\t16.0\t5.0\tx\n", ":3: field 'kind'"},
-      {"H100\tfp8\tdense\t0\t-2.0\t16.0\t5.0\tx\n", ":3: field 'runs'"},
-      {"H100\tfp8\tdense\t3\t-2.0\t16.0\t20.0\tx\n", "min <= mean <= max"},
-      {"H100\tfp8\tdense\t3\t-2.0\tlots\t5.0\tx\n", "not percentages"},
-      {"\tfp8\tdense\t3\t-2.0\t16.0\t5.0\tx\n", "field 'family'"},
-      {"H100\tfp8\tdense\t3\t-2.0\t16.0\t5.0\tx\nH100\tfp8\tdense\t3\t-2.0\t16.0\t5.0\ty\n", ":4: a second row"},
+      {"H100\tfp8\tdense\teager\t3\t-2.0\t16.0\t5.0\n", "expected 9 tab-separated fields"},
+      {"H100\tfp4\tdense\teager\t3\t-2.0\t16.0\t5.0\tx\n", ":3: field 'precision': 'fp4'"},
+      {"H100\tfp8\tsparse\teager\t3\t-2.0\t16.0\t5.0\tx\n", ":3: field 'kind'"},
+      {"H100\tfp8\tdense\tlayers\t3\t-2.0\t16.0\t5.0\tx\n", ":3: field 'launch': 'layers'"},
+      {"H100\tfp8\tdense\teager\t0\t-2.0\t16.0\t5.0\tx\n", ":3: field 'runs'"},
+      {"H100\tfp8\tdense\teager\t3\t-2.0\t16.0\t20.0\tx\n", "min <= mean <= max"},
+      {"H100\tfp8\tdense\teager\t3\t-2.0\tlots\t5.0\tx\n", "not percentages"},
+      {"\tfp8\tdense\teager\t3\t-2.0\t16.0\t5.0\tx\n", "field 'family'"},
+      {"H100\tfp8\tdense\teager\t3\t-2.0\t16.0\t5.0\tx\nH100\tfp8\tdense\teager\t3\t-2.0\t16.0\t5.0\ty\n",
+       ":4: a second row"},
   };
   const char *dir = px_test_tmpdir("bands_bad"), *path = px_test_tmp("bands.tsv");
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -124,7 +144,7 @@ static void test_refusals(void) {
   }
   FILE *fp = fopen(path, "w"); /* no header */
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
-  fprintf(fp, "H100\tfp8\tdense\t3\t-2.0\t16.0\t5.0\tx\n");
+  fprintf(fp, "H100\tfp8\tdense\teager\t3\t-2.0\t16.0\t5.0\tx\n");
   fclose(fp);
   px_bands b;
   px_err err = {0};
@@ -137,7 +157,7 @@ static void test_refusals(void) {
 
 int main(void) {
   static const px_test tests[] = {
-      {"a plan's key: GPU family, precision, dense or MoE", test_key},
+      {"a plan's key: GPU family, precision, dense or MoE, eager or graphed", test_key},
       {"bands written and read back, and their words", test_round_trip},
       {"the installed table holds the validations' bands", test_installed},
       {"bad tables refused naming the file, line and field", test_refusals},

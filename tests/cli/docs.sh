@@ -36,7 +36,8 @@ for name in commands flags models topologies validation-sc21 validation-headline
   grep -q "^<!-- generated: $name BEGIN -->" "$tmp/gen.md" || fail "no generated block $name"
 done
 # every suite's runs in the one table: the dense runs' (test_validation_runs), Blackwell's and the MoE suite's
-for band in "H100	fp8	dense" "GB200	fp8	dense" "H100	fp8	moe" "H100	bf16	moe" "GB200	mxfp8	moe"; do
+for band in "H100	fp8	dense	eager" "GB200	fp8	dense	eager" "H100	fp8	moe	eager" "H100	bf16	moe	eager" \
+  "GB200	mxfp8	moe	eager" "GB200	mxfp8	moe	graph"; do
   grep -q "^$band	" "$tmp/gen.md" || fail "no $band band in the generated table"
 done
 bash "$docs" check "$tmp/gen.md" "$src" || fail "the docs differ from what the code writes: run \`make docs\`"
@@ -46,7 +47,7 @@ mkdir -p "$tmp/stale/topologies"
 abs=$(cd "$src" && pwd)
 for f in "$abs"/*; do [ "$f" = "$abs/topologies" ] || ln -s "$f" "$tmp/stale/"; done
 for f in "$abs"/topologies/*.json; do ln -s "$f" "$tmp/stale/topologies/"; done
-sed 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$src/topologies/validation_bands.tsv" \
+sed 's/^\(H100\tbf16\tdense\teager\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$src/topologies/validation_bands.tsv" \
   >"$tmp/stale/topologies/validation_bands.tsv"
 PX_DOCS_CACHE=$tmp/cache PARALLAX_HOME=$tmp/stale bash "$docs" generate "$px" "$tests" >"$tmp/gen_stale.md" ||
   fail "scripts/docs.sh generate, a stale table installed"
@@ -90,8 +91,9 @@ copy
 sed -i 's/^  step time .*/  step time        9.99 s/' "$tmp/tree/README.md"
 expect "a changed simulated figure in the quick start" 1
 copy
-sed -i 's/^\(H100\tbf16\tdense\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$tmp/tree/topologies/validation_bands.tsv"
-grep -q "^H100	bf16	dense	[0-9]*	-1.0	" "$tmp/tree/topologies/validation_bands.tsv" || fail "no H100 bf16 band to change"
+sed -i 's/^\(H100\tbf16\tdense\teager\t[0-9]*\t\)[-0-9.]*/\1-1.0/' "$tmp/tree/topologies/validation_bands.tsv"
+grep -q "^H100	bf16	dense	eager	[0-9]*	-1.0	" "$tmp/tree/topologies/validation_bands.tsv" ||
+  fail "no H100 bf16 band to change"
 expect "a validated band the tests do not give" 1 "validation_bands.tsv (generated now)"
 copy
 sed -i '/^<!-- generated: models END -->$/d' "$tmp/tree/docs/models-and-clusters.md"

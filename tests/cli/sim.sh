@@ -199,24 +199,32 @@ err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --ep 8 --etp 1 2>&1 >/dev
 err=$("$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 2 --cp 2 --ep 8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "sliding-window attention" || fail "gpt-oss cp 2: $rc $err"
 
-# How far to trust it: the validated band of the plan's GPU family, precision and kind (topologies/
-# validation_bands.tsv), in the text and the JSON; a family, precision or kind no published run validates says
-# so; the table is read from PARALLAX_HOME, and a bad one is refused naming the file and line
-band=$(awk -F'\t' '$1 == "H100" && $2 == "fp8" && $3 == "dense" { printf "%+.1f..%+.1f%% (%d runs)", $5, $6, $4 }' \
-  "$PARALLAX_HOME/topologies/validation_bands.tsv")
-[ -n "$band" ] || fail "no H100 fp8 dense band in the table"
-"$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep -qF "validated        H100 fp8 dense: published runs $band" ||
+# How far to trust it: the validated band of the plan's GPU family, precision, kind and launch (topologies/
+# validation_bands.tsv), in the text and the JSON; a full-step CUDA graph's plan takes the graphed runs' band; a
+# family, precision, kind or launch no published run validates says so; the table is read from PARALLAX_HOME, and a
+# bad one is refused naming the file and line
+band=$(awk -F'\t' '$1 == "H100" && $2 == "fp8" && $3 == "dense" && $4 == "eager" {
+  printf "%+.1f..%+.1f%% (%d runs)", $6, $7, $5 }' "$PARALLAX_HOME/topologies/validation_bands.tsv")
+[ -n "$band" ] || fail "no H100 fp8 dense eager band in the table"
+"$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep -qF "validated        H100 fp8 dense, eager: published runs $band" ||
   fail "sim's validated line: $("$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 | grep validated)"
 "$px" sim -m llama3-8b -c dgx-h100 -g 8 -P fp8 --json |
-  jq -e '.validation | .family == "H100" and .precision == "fp8" and .kind == "dense" and .runs > 0 and .min <= .mean
-    and .mean <= .max' >/dev/null || fail "sim --json validation"
+  jq -e '.validation | .family == "H100" and .precision == "fp8" and .kind == "dense" and .launch == "eager" and
+    .runs > 0 and .min <= .mean and .mean <= .max' >/dev/null || fail "sim --json validation"
+gband=$(awk -F'\t' '$1 == "GB300" && $2 == "mxfp8" && $3 == "moe" && $4 == "graph" {
+  printf "%+.1f..%+.1f%% (%d runs)", $6, $7, $5 }' "$PARALLAX_HOME/topologies/validation_bands.tsv")
+[ -n "$gband" ] || fail "no GB300 mxfp8 MoE graph band in the table"
+"$px" sim -m qwen3-30b-a3b -c dgx-gb300 -g 8 --ep 8 -P mxfp8 --moe-dispatch hybridep --cuda-graph full |
+  grep -qF "validated        GB300 mxfp8 MoE, full-step graph: published runs $gband" ||
+  fail "a full-step graph's band: $("$px" sim -m qwen3-30b-a3b -c dgx-gb300 -g 8 --ep 8 -P mxfp8 \
+    --moe-dispatch hybridep --cuda-graph full | grep validated)"
 "$px" sim -m mixtral-8x7b -c hgx-h200 -g 8 --ep 8 -P fp8 --json |
-  jq -e '.validation | .runs == 0 and .text == "no published run validates H200 fp8 MoE"' >/dev/null ||
+  jq -e '.validation | .runs == 0 and .text == "no published run validates H200 fp8 MoE, eager"' >/dev/null ||
   fail "an unvalidated plan: $("$px" sim -m mixtral-8x7b -c hgx-h200 -g 8 --ep 8 -P fp8 --json | jq -c .validation)"
 mkdir -p "$tmp/home/topologies" && cp -r "$PARALLAX_HOME/models" "$tmp/home/" &&
   cp "$PARALLAX_HOME/topologies/dgx-h100.json" "$tmp/home/topologies/"
-sed 's/^H100\tfp8\tdense\t\([0-9]*\)\t/H100\tfp8\tdense\tmany\t/' "$PARALLAX_HOME/topologies/validation_bands.tsv" \
-  >"$tmp/home/topologies/validation_bands.tsv"
+sed 's/^H100\tfp8\tdense\teager\t\([0-9]*\)\t/H100\tfp8\tdense\teager\tmany\t/' \
+  "$PARALLAX_HOME/topologies/validation_bands.tsv" >"$tmp/home/topologies/validation_bands.tsv"
 err=$(PARALLAX_HOME=$tmp/home "$px" sim -m llama3-8b -c dgx-h100 -g 8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "validation_bands.tsv:[0-9]*: field 'runs'" || fail "a bad band table: $rc $err"
 

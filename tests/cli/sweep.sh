@@ -119,10 +119,10 @@ head -1 "$tmp/cp.csv" | grep -q ',attention,cp,cp_algo,ep,etp,fits,' || fail "cs
 # validation's H100 bf16 runs (test_validation_moe) trust it
 "$px" sweep -m gpt-oss-120b -c dgx-h100 -g 8 -B 16 -z 3 -P bf16 -k 3 >"$tmp/oss.txt" || fail "gpt-oss sweep"
 grep -q "^   1 .*GiB" "$tmp/oss.txt" || fail "the gpt-oss sweep found no plan: $(head -3 "$tmp/oss.txt")"
-band=$(awk -F'\t' '$1 == "H100" && $2 == "bf16" && $3 == "moe" { printf "%+.1f..%+.1f%% (%d run%s)", $5, $6, $4, $4 == 1 ? "" : "s" }' \
-  "$PARALLAX_HOME/topologies/validation_bands.tsv")
+band=$(awk -F'\t' '$1 == "H100" && $2 == "bf16" && $3 == "moe" && $4 == "eager" {
+  printf "%+.1f..%+.1f%% (%d run%s)", $6, $7, $5, $5 == 1 ? "" : "s" }' "$PARALLAX_HOME/topologies/validation_bands.tsv")
 [ -n "$band" ] || fail "no H100 bf16 MoE band in the table"
-grep -qF "Validated (simulated over published throughput, less 1): H100 bf16 MoE: published runs $band" \
+grep -qF "Validated (simulated over published throughput, less 1): H100 bf16 MoE, eager: published runs $band" \
   "$tmp/oss.txt" || fail "the gpt-oss sweep's validated line: $(grep -i validated "$tmp/oss.txt")"
 
 # DeepSeek-V3 (latent attention, a dense start, 256 experts) on 1,024 H100s finds plans, the best with experts split

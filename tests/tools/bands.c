@@ -42,14 +42,14 @@ int main(int argc, char **argv) {
   px_bands_write(&b, stdout);
   printf("<!-- generated: file:topologies/validation_bands.tsv END -->\n");
   printf("<!-- generated: validation-bands BEGIN -->\n\n"
-         "| GPU | precision | model | runs | error | mean | validations |\n"
-         "| --- | --- | --- | ---: | --- | ---: | --- |\n");
+         "| GPU | precision | model | launch | runs | error | mean | validations |\n"
+         "| --- | --- | --- | --- | ---: | --- | ---: | --- |\n");
   char t[3][24];
   for (int i = 0; i < b.n; i++) {
     const px_band *r = &b.v[i];
-    printf("| %s | %s | %s | %d | %s to %s | %s | %s |\n", r->key.family, r->key.precision,
-           r->key.moe ? "MoE" : "dense", r->runs, pct(r->min, t[0]), pct(r->max, t[1]), pct(r->mean, t[2]),
-           r->sources);
+    printf("| %s | %s | %s | %s | %d | %s to %s | %s | %s |\n", r->key.family, r->key.precision,
+           r->key.moe ? "MoE" : "dense", px_band_launch_words(r->key.graphed), r->runs, pct(r->min, t[0]),
+           pct(r->max, t[1]), pct(r->mean, t[2]), r->sources);
   }
   printf("\n<!-- generated: validation-bands END -->\n");
   px_bands_free(&b);
