@@ -12,15 +12,19 @@
 #include "report/model.h"
 #include "report/sim.h"
 
-static const char *place_text(const px_placement *pl, char *buf, size_t cap) {
+/* Where a group's members sit; a placement's "node" is the NVLink domain (plan/grid.h), named so where it is a rack of
+ * nodes (GB200 NVL72). */
+static const char *place_text(const px_placement *pl, const px_cluster *c, char *buf, size_t cap) {
+  bool racks = px_cluster_nvlink_domain(c) > px_cluster_node_size(c);
+  const char *one = racks ? "NVLink domain" : "node";
   if (pl->size <= 1)
     snprintf(buf, cap, "1 rank (no communication)");
   else if (pl->intra)
-    snprintf(buf, cap, "%lld ranks inside one node (NVLink), stride %lld", (long long)pl->size,
-             (long long)pl->stride);
+    snprintf(buf, cap, "%lld ranks inside one %s, stride %lld", (long long)pl->size,
+             racks ? "NVLink domain" : "node (NVLink)", (long long)pl->stride);
   else
-    snprintf(buf, cap, "%lld ranks over %lld nodes, %lld per node (InfiniBand%s), stride %lld", (long long)pl->size,
-             (long long)pl->nodes, (long long)pl->per_node, pl->leaves > 1 ? ", several leaf switches" : "",
+    snprintf(buf, cap, "%lld ranks over %lld %ss, %lld per %s (InfiniBand%s), stride %lld", (long long)pl->size,
+             (long long)pl->nodes, one, (long long)pl->per_node, one, pl->leaves > 1 ? ", several leaf switches" : "",
              (long long)pl->stride);
   return buf;
 }
@@ -203,23 +207,23 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
             (long long)plan->model.vocab, (long long)plan->vocab_padded);
   if (p->cp > 1) {
     fprintf(out, "\ngrid (rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x pp_rank))):\n");
-    fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
-    fprintf(out, "  cp groups: %s\n", place_text(&plan->grid.cp_place, a, sizeof a));
-    fprintf(out, "  dp x cp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+    fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, &plan->cluster, a, sizeof a));
+    fprintf(out, "  cp groups: %s\n", place_text(&plan->grid.cp_place, &plan->cluster, a, sizeof a));
+    fprintf(out, "  dp x cp groups: %s\n", place_text(&plan->grid.dp_place, &plan->cluster, a, sizeof a));
   } else {
     fprintf(out, "\ngrid (rank = tp_rank + tp x (dp_rank + dp x pp_rank)):\n");
-    fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, a, sizeof a));
-    fprintf(out, "  dp groups: %s\n", place_text(&plan->grid.dp_place, a, sizeof a));
+    fprintf(out, "  tp groups: %s\n", place_text(&plan->grid.tp_place, &plan->cluster, a, sizeof a));
+    fprintf(out, "  dp groups: %s\n", place_text(&plan->grid.dp_place, &plan->cluster, a, sizeof a));
   }
   if (px_parallel_hybrid(p)) {
-    fprintf(out, "  shard groups: %s\n", place_text(&plan->grid.shard_place, a, sizeof a));
-    fprintf(out, "  replica groups: %s\n", place_text(&plan->grid.replica_place, a, sizeof a));
+    fprintf(out, "  shard groups: %s\n", place_text(&plan->grid.shard_place, &plan->cluster, a, sizeof a));
+    fprintf(out, "  replica groups: %s\n", place_text(&plan->grid.replica_place, &plan->cluster, a, sizeof a));
   }
   if (p->ep > 1) {
-    fprintf(out, "  ep groups: %s\n", place_text(&plan->grid.ep_place, a, sizeof a));
-    fprintf(out, "  expert dp groups: %s\n", place_text(&plan->grid.edp_place, a, sizeof a));
+    fprintf(out, "  ep groups: %s\n", place_text(&plan->grid.ep_place, &plan->cluster, a, sizeof a));
+    fprintf(out, "  expert dp groups: %s\n", place_text(&plan->grid.edp_place, &plan->cluster, a, sizeof a));
   }
-  fprintf(out, "  pp groups: %s\n", place_text(&plan->grid.pp_place, a, sizeof a));
+  fprintf(out, "  pp groups: %s\n", place_text(&plan->grid.pp_place, &plan->cluster, a, sizeof a));
 
   fprintf(out, "\nstages (layers, parameters per GPU):\n");
   for (int64_t s = 0; s < p->pp; s++) {

@@ -121,8 +121,13 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
   else
     fprintf(out, "  compute idle     %.1f%% of the forward-backward phase (waits: no pipeline)\n",
             100 * r->bubble_fraction);
-  fprintf(out, "  communication    %s %s, pp %s, dp %s; exposed %s\n", plan->par.cp > 1 ? "tp+cp" : "tp",
-          px_fmt_time(r->comm_tp_s, a, sizeof a),
+  /* comm_tp_s: every collective inside the layers (TP's, CP's, EP's and ETP's), named by the groups the plan has */
+  const px_parallel *par = &plan->par;
+  bool ep = plan->model.experts > 0 && par->ep > 1, tp = par->tp > 1 || (ep && par->etp > 1);
+  char groups[16];
+  snprintf(groups, sizeof groups, "%s%s%s", tp || (par->cp <= 1 && !ep) ? "tp" : "",
+           par->cp > 1 ? (tp ? "+cp" : "cp") : "", ep ? (tp || par->cp > 1 ? "+ep" : "ep") : "");
+  fprintf(out, "  communication    %s %s, pp %s, dp %s; exposed %s\n", groups, px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
   if (r->comm_contention_s > 0)

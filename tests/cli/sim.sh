@@ -199,6 +199,13 @@ err=$("$px" sim -m mixtral-8x7b -c dgx-h100 -g 16 -t 2 --ep 8 --etp 1 2>&1 >/dev
 err=$("$px" sim -m gpt-oss-120b -c dgx-h100 -g 64 -p 2 --cp 2 --ep 8 2>&1 >/dev/null); rc=$?
 [ "$rc" -eq 2 ] && printf '%s' "$err" | grep -q "sliding-window attention" || fail "gpt-oss cp 2: $rc $err"
 
+# The communication line names the groups whose collectives it sums (EP alone here, no TP); the plan's groups on a
+# rack-scale NVLink domain say so rather than "node"
+"$px" sim -m qwen3-30b-a3b -c dgx-h100 -g 8 --ep 8 | grep -q "^  communication    ep [0-9]" ||
+  fail "an EP plan's communication line: $("$px" sim -m qwen3-30b-a3b -c dgx-h100 -g 8 --ep 8 | grep communication)"
+"$px" plan -m llama3-8b -c gb200-nvl72 -g 64 -t 2 -S | grep -q "^  tp groups: 2 ranks inside one NVLink domain," ||
+  fail "GB200's groups: $("$px" plan -m llama3-8b -c gb200-nvl72 -g 64 -t 2 -S | grep groups)"
+
 # How far to trust it: the validated band of the plan's GPU family, precision, kind and launch (topologies/
 # validation_bands.tsv), in the text and the JSON; a full-step CUDA graph's plan takes the graphed runs' band; a
 # family, precision, kind or launch no published run validates says so; the table is read from PARALLAX_HOME, and a
