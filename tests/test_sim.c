@@ -909,6 +909,17 @@ static void test_tp_bwd_overlap_ops(void) {
     for (int32_t i = 0; i < bwd->nops; i++)
       if (bwd->ops[i].group == PX_GROUP_TP && bwd->ops[i].coll != PX_COLL_NONE)
         CU_ASSERT(px_plan_op_overlapped(&plan, bwd->ops, bwd->nops, i));
+    /* the loss's row statistics, reduced over the vocabulary shards inside the op, are waited for whatever the
+     * overlap (a compute op's exchange, not a collective the schedule moves) */
+    const px_block *head = &plan.blocks[PX_BLOCK_HEAD_FWD];
+    int nloss = 0;
+    for (int32_t i = 0; i < head->nops; i++)
+      if (head->ops[i].kind == PX_OP_LOSS) {
+        nloss++;
+        CU_ASSERT_EQUAL(head->ops[i].group, PX_GROUP_TP);
+        CU_ASSERT(!px_plan_op_overlapped(&plan, head->ops, head->nops, i));
+      }
+    CU_ASSERT_EQUAL(nloss, 1);
     plan.par.overlap = PX_OVERLAP_DEFAULT & ~PX_OVERLAP_TP_BWD;
     for (int32_t i = 0; i < bwd->nops; i++) CU_ASSERT(!px_plan_op_overlapped(&plan, bwd->ops, bwd->nops, i));
     px_plan_free(&plan);
