@@ -186,8 +186,27 @@ px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, p
   return px_bld_tp_reduce_cols(b, d, ph, part, sharded, d->H);
 }
 
+/* A per-tensor scale's cast of a sequence shard gathered in its format (fp8 with current scaling, nvfp4's tensor
+ * scale): Transformer Engine's quantizer reduces the shard's amax over TP before it scales, so that every rank's
+ * codes share one scale (Float8CurrentScalingQuantizer::quantize_impl, an all-reduce of one float, waited for:
+ * transformer_engine/pytorch/csrc/quantizer.cpp at d0067d0). The cast that wrote `shard` carries it. */
+static void amax_reduction(px_bld *b, const px_dims *d, px_ref shard) {
+  const px_parallel *par = &b->p->par;
+  bool per_tensor = (par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_CURRENT) ||
+                    par->precision == PX_PREC_NVFP4;
+  if (!per_tensor || d->T <= 1) return;
+  for (int32_t i = b->b->nops - 1; i >= 0; i--) {
+    px_op *c = &b->b->ops[i];
+    if (c->kind != PX_OP_CAST || c->out[0].slot != shard.slot || c->out[0].layer_off != shard.layer_off) continue;
+    c->group = PX_GROUP_TP, c->coll = PX_COLL_ALLREDUCE, c->coll_bytes = 4;
+    c->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * 4.0;
+    return;
+  }
+}
+
 px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full) {
   if (!d->sp) return shard;
+  if (b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) amax_reduction(b, d, shard);
   int64_t cols = px_slot_row_elems(&b->p->slots[full.slot]); /* H; MLA's latents: their widths */
   px_op *o = px_bld_coll(b, d, PX_OP_ALLGATHER, PX_GROUP_TP, ph, shard, full, d->B * d->Sl * cols, d->B * d->S * cols,
                          (px_dtype)b->p->slots[shard.slot].dtype, d->T);

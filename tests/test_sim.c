@@ -961,6 +961,12 @@ static void test_tp_pipe(void) {
             CU_ASSERT_EQUAL(g - j, k == PX_BLOCK_LAYER_BWD && fp8 ? 2 : 1);
             CU_ASSERT_EQUAL(px_plan_tp_pipe_gather(&plan, (px_block_kind)k, b->ops, b->nops, g), j);
             if (g == j + 2) CU_ASSERT_EQUAL(px_plan_tp_pipe_gather(&plan, (px_block_kind)k, b->ops, b->nops, j + 1), j);
+            if (fp8 && k == PX_BLOCK_LAYER_FWD) { /* the shard's cast, its amax reduced over TP first, waited for */
+              const px_op *c = &b->ops[j - 1];
+              CU_ASSERT_EQUAL(c->kind, PX_OP_CAST);
+              CU_ASSERT(c->group == PX_GROUP_TP && c->coll == PX_COLL_ALLREDUCE && c->coll_bytes == 4);
+              CU_ASSERT(!px_plan_op_overlapped(&plan, b->ops, b->nops, j - 1));
+            }
           }
           if (pipe == PX_TP_PIPE_RS) CU_ASSERT_EQUAL(b->ops[j - 1].kind, PX_OP_LINEAR);
         }
