@@ -45,7 +45,7 @@ static const px_command commands[] = {
     {"run", EXEC_CMD(px_cmd_run), PX_GROUPS_RUN, 0, "executor.md",
      "train a plan for real: mpirun -np N parallax run --model M [plan flags] --steps S"},
     {"sim", px_cmd_sim, PX_GROUPS_SIM, 0, "simulator.md",
-     "simulate a step: time, tokens/s, MFU, memory, bubble, communication (--trace)"},
+     "simulate a step: time, tokens/s, MFU, memory, idle and bubble, communication (--trace)"},
     {"sweep", px_cmd_sweep, PX_GROUPS_SWEEP, 0, "sweeps.md",
      "rank every plan that fits: throughput, time to train, cost, plots, report"},
     {"topology", px_cmd_topology, PX_GROUPS_TOPOLOGY, 0, "models-and-clusters.md",
