@@ -975,7 +975,6 @@ static void enter_stream(px_exec *x, px_stream s) {
   if (x->be->set_stream) x->be->set_stream(x->be, s);
 }
 
-static bool is_collective(px_op_kind k) { return px_op_family_of(k) == PX_FAM_COLLECTIVE; }
 
 /* The TP collectives the plan's overlap runs beside the compute (op k of
  * the block's ops, px_plan_op_overlapped) go on the TP stream (after the
@@ -983,7 +982,7 @@ static bool is_collective(px_op_kind k) { return px_op_family_of(k) == PX_FAM_CO
  * op that uses its tensors (the op's dep), or at the block's end. */
 static bool on_tp_stream(const px_exec *x, const px_op *ops, int32_t nops, int32_t k) {
   const px_op *o = &ops[k];
-  return o->stream == PX_STREAM_TP && is_collective((px_op_kind)o->kind) && x->be->mark &&
+  return o->stream == PX_STREAM_TP && px_op_is_collective((px_op_kind)o->kind) && x->be->mark &&
          px_plan_op_overlapped(x->plan, ops, nops, k);
 }
 
@@ -999,7 +998,8 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   const px_op *ops = px_inst_ops(x->plan, x->prog, in), *o = &ops[k];
   bool tp = on_tp_stream(x, ops, b->nops, k);
   /* a collective run in line follows those on the TP stream, as one process group's do */
-  px_status st = wait_tp(x, !tp && is_collective((px_op_kind)o->kind) && x->tp_last > o->dep ? x->tp_last : o->dep, err);
+  bool coll = px_op_is_collective((px_op_kind)o->kind);
+  px_status st = wait_tp(x, !tp && coll && x->tp_last > o->dep ? x->tp_last : o->dep, err);
   double t0 = px_clock_s();
   if (tp) enter_stream(x, PX_STREAM_TP);
   for (int32_t a = 0; a < o->alloc_count && !st; a++) {
@@ -1026,7 +1026,7 @@ static px_status run_op(px_exec *x, int32_t i, int32_t k, px_err *err) {
   for (int j = 0; j < PX_OP_INS && !st; j++) st = resolve(x, in, o->in[j], &e.in[j], err);
   for (int j = 0; j < PX_OP_INS && !st && x->wcopy; j++) bind_weight_copy(x, in, o->in[j], &e);
   if (!st) {
-    if (is_collective((px_op_kind)o->kind))
+    if (coll)
       st = run_collective(x, o, e.out, e.in, err);
     else if (o->kind != PX_OP_SEND && o->kind != PX_OP_RECV)
       st = x->be->op(x->be, &e, err);

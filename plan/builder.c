@@ -191,15 +191,12 @@ px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, p
  * codes share one scale (Float8CurrentScalingQuantizer::quantize_impl, an all-reduce of one float, waited for:
  * transformer_engine/pytorch/csrc/quantizer.cpp at d0067d0). The cast that wrote `shard` carries it. */
 static void amax_reduction(px_bld *b, const px_dims *d, px_ref shard) {
-  const px_parallel *par = &b->p->par;
-  bool per_tensor = (par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_CURRENT) ||
-                    par->precision == PX_PREC_NVFP4;
-  if (!per_tensor || d->T <= 1) return;
+  if (!(d->f8_current || d->f8_format == PX_OPF_NVFP4) || d->T <= 1) return;
   for (int32_t i = b->b->nops - 1; i >= 0; i--) {
     px_op *c = &b->b->ops[i];
     if (c->kind != PX_OP_CAST || c->out[0].slot != shard.slot || c->out[0].layer_off != shard.layer_off) continue;
-    c->group = PX_GROUP_TP, c->coll = PX_COLL_ALLREDUCE, c->coll_bytes = 4;
-    c->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * 4.0;
+    c->group = PX_GROUP_TP;
+    px_op_coll_bytes(c, PX_COLL_ALLREDUCE, sizeof(float), d->T);
     return;
   }
 }
@@ -212,8 +209,7 @@ px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, 
                          (px_dtype)b->p->slots[shard.slot].dtype, d->T);
   if (d->f8_format && b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) { /* block-scaled codes move with their scales */
     const px_parallel *par = &b->p->par;
-    o->coll_bytes = px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * cols), cols);
-    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLGATHER, d->T) * (double)o->coll_bytes;
+    px_op_coll_bytes(o, PX_COLL_ALLGATHER, px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * cols), cols), d->T);
     o->bytes = (double)(px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * cols), cols) + o->coll_bytes);
   }
   seq_axis(b, d, o, cols);

@@ -185,11 +185,7 @@ static px_op *loss_op(px_bld *b, const px_dims *d, px_ref logits, px_ref targets
   if ((o->flags & PX_OPF_EAGER) && d->e < 4) /* eager: the logits' fp32 copy (logits.float()) */
     o->out[2] = R(px_bld_slot(b->p, "ce_float", PX_SLOT_WORKSPACE, PX_DTYPE_FP32, rows, d->Vl, 1, 1), 0);
   /* three all-reduces of one float per row: max, sum of exponentials, target logit */
-  if (d->T > 1) {
-    o->coll = PX_COLL_ALLREDUCE;
-    o->coll_bytes = (uint64_t)(3 * rows * 4);
-    o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, d->T) * (double)o->coll_bytes;
-  }
+  if (d->T > 1) px_op_coll_bytes(o, PX_COLL_ALLREDUCE, (uint64_t)(3 * rows) * sizeof(float), d->T);
   return o;
 }
 

@@ -18,6 +18,8 @@ px_op_family px_op_family_of(px_op_kind kind) {
   return kind < PX_OP_COUNT ? families[kind] : PX_FAM_ELEMENTWISE;
 }
 
+bool px_op_is_collective(px_op_kind kind) { return px_op_family_of(kind) == PX_FAM_COLLECTIVE; }
+
 bool px_op_on_host(px_op_kind kind) { return px_op_family_of(kind) == PX_FAM_COPY || kind == PX_OP_ADAMW_HOST; }
 
 PX_NAME_TABLE(px_stream_names, PX_STREAM_COUNT, "compute", "tp", "dp", "pp-send", "pp-recv", "host");
@@ -135,12 +137,16 @@ double px_coll_busbw_factor(px_coll kind, int64_t n) {
 
 void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n) {
   double e = (double)px_dtype_bytes(dt);
-  o->coll = (uint8_t)kind;
   o->dim[0] = (int64_t)elems_in;
   o->dim[1] = (int64_t)elems_out;
-  o->coll_bytes = (uint64_t)((double)(kind == PX_COLL_ALLGATHER ? elems_out : elems_in) * e);
-  o->wire_bytes = px_coll_busbw_factor(kind, n) * (double)o->coll_bytes;
+  px_op_coll_bytes(o, kind, (uint64_t)((double)(kind == PX_COLL_ALLGATHER ? elems_out : elems_in) * e), n);
   o->bytes = (double)(elems_in + elems_out) * e;
+}
+
+void px_op_coll_bytes(px_op *o, px_coll kind, uint64_t bytes, int64_t n) {
+  o->coll = (uint8_t)kind;
+  o->coll_bytes = bytes;
+  o->wire_bytes = px_coll_busbw_factor(kind, n) * (double)bytes;
 }
 
 int64_t px_op_linear_cols(const px_op *o) {

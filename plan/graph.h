@@ -133,6 +133,9 @@ typedef enum {
 } px_op_family;
 
 px_op_family px_op_family_of(px_op_kind kind);
+/* Whether kind is a collective op of its own (an all-reduce, all-gather, reduce-scatter, all-to-all); a compute op
+ * may carry an exchange of its own too (its coll), which it waits for. */
+bool px_op_is_collective(px_op_kind kind);
 /* Offload's ops, run by the host side (copies to and from the GPU, the
  * host's AdamW): the executor runs them itself with the backend's uploads
  * and downloads, the simulator costs them on the host link and CPU. */
@@ -286,6 +289,9 @@ enum {
  * reduce-scatter or all-to-all, the output of an all-gather), wire_bytes
  * and HBM bytes. */
 void px_op_size_coll(px_op *o, px_coll kind, uint64_t elems_in, uint64_t elems_out, px_dtype dt, int64_t n);
+/* Op o's exchange of `bytes` (nccl-tests' size) of kind `kind` over a group of n: its coll, coll_bytes and the
+ * wire bytes those move (px_coll_busbw_factor); what it reads and writes in HBM is its own. */
+void px_op_coll_bytes(px_op *o, px_coll kind, uint64_t bytes, int64_t n);
 
 /* An EP all-to-all of routed rows (dispatch or combine, top-k k): the bytes
  * of the tokens behind it on the busiest rank, one copy of each: the

@@ -124,8 +124,7 @@ static px_status size_stage_ops(px_plan *p, px_program *prog, px_err *err) {
       case PX_OP_GRAD_NORM: /* the shard's sum of squares, then one double over every rank */
         o->dim[0] = (int64_t)shard;
         o->bytes = (double)(shard * gb);
-        o->coll_bytes = sizeof(double);
-        o->wire_bytes = px_coll_busbw_factor(PX_COLL_ALLREDUCE, p->grid.world) * (double)o->coll_bytes;
+        px_op_coll_bytes(o, PX_COLL_ALLREDUCE, sizeof(double), p->grid.world);
         break;
       case PX_OP_ADAMW: { /* reads the gradient, reads and writes the states, writes the parameter (primary
                              quantized weights: in their gathered bytes) */

@@ -173,7 +173,7 @@ bool px_plan_op_overlapped(const px_plan *plan, const px_op *ops, int32_t nops, 
   const px_op *o = &ops[i];
   int ov = plan->par.overlap;
   /* a compute op's own exchange (the loss's row statistics over the vocabulary shards) is one it waits for */
-  if (px_op_family_of((px_op_kind)o->kind) != PX_FAM_COLLECTIVE) return false;
+  if (!px_op_is_collective((px_op_kind)o->kind)) return false;
   if (o->group != PX_GROUP_TP && o->group != PX_GROUP_CP && o->group != PX_GROUP_EP && o->group != PX_GROUP_ETP)
     return false;
   if (ov & PX_OVERLAP_TP) return true;

@@ -121,12 +121,13 @@ void px_report_sim_text(const px_plan *plan, const px_sim_result *r, const px_re
   else
     fprintf(out, "  compute idle     %.1f%% of the forward-backward phase (waits: no pipeline)\n",
             100 * r->bubble_fraction);
-  /* comm_tp_s: every collective inside the layers (TP's, CP's, EP's and ETP's), named by the groups the plan has */
-  const px_parallel *par = &plan->par;
-  bool ep = plan->model.experts > 0 && par->ep > 1, tp = par->tp > 1 || (ep && par->etp > 1);
+  /* comm_tp_s: every collective inside the layers (TP's, CP's, EP's and ETP's), named by the groups the plan's grid
+   * has (a group of one exchanges nothing) */
+  const px_grid *g = &plan->grid;
+  bool tp = g->tp_place.size > 1 || g->etp_place.size > 1, cp = g->cp_place.size > 1, ep = g->ep_place.size > 1;
   char groups[16];
-  snprintf(groups, sizeof groups, "%s%s%s", tp || (par->cp <= 1 && !ep) ? "tp" : "",
-           par->cp > 1 ? (tp ? "+cp" : "cp") : "", ep ? (tp || par->cp > 1 ? "+ep" : "ep") : "");
+  snprintf(groups, sizeof groups, "%s%s%s", tp || (!cp && !ep) ? "tp" : "", cp ? (tp ? "+cp" : "cp") : "",
+           ep ? (tp || cp ? "+ep" : "ep") : "");
   fprintf(out, "  communication    %s %s, pp %s, dp %s; exposed %s\n", groups, px_fmt_time(r->comm_tp_s, a, sizeof a),
           px_fmt_time(r->comm_pp_s, b, sizeof b), px_fmt_time(r->comm_dp_s, c, sizeof c),
           px_fmt_time(r->comm_exposed_s, d, sizeof d));
@@ -177,7 +178,7 @@ cJSON *px_report_band_json(const px_bands *bands, const px_model *m, const px_cl
   if (!o) return NULL;
   cJSON_AddStringToObject(o, "family", k.family);
   cJSON_AddStringToObject(o, "precision", k.precision);
-  cJSON_AddStringToObject(o, "kind", k.moe ? "moe" : "dense");
+  cJSON_AddStringToObject(o, "kind", px_band_kind_name(k.moe));
   cJSON_AddStringToObject(o, "launch", px_band_launch_name(k.graphed));
   px_json_add_num(o, "runs", b ? b->runs : 0);
   if (b) {

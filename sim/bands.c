@@ -12,7 +12,20 @@
 static const char header[] = "family\tprecision\tkind\tlaunch\truns\tmin_pct\tmax_pct\tmean_pct\tvalidations";
 #define BAND_FIELDS 9
 
+const char *px_band_kind_name(bool moe) { return moe ? "moe" : "dense"; }
+const char *px_band_kind_words(bool moe) { return moe ? "MoE" : "dense"; }
 const char *px_band_launch_name(bool graphed) { return graphed ? "graph" : "eager"; }
+const char *px_band_launch_words(bool graphed) { return graphed ? "full-step graph" : "eager"; }
+
+/* s as one of name(false) and name(true) into *v. */
+static bool parse_pair(const char *s, const char *(*name)(bool), bool *v) {
+  if (strcmp(s, name(false)) && strcmp(s, name(true))) return false;
+  *v = !strcmp(s, name(true));
+  return true;
+}
+
+bool px_band_kind_parse(const char *s, bool *moe) { return parse_pair(s, px_band_kind_name, moe); }
+bool px_band_launch_parse(const char *s, bool *graphed) { return parse_pair(s, px_band_launch_name, graphed); }
 
 void px_band_key_of(const px_model *m, const px_cluster *c, const px_parallel *p, px_band_key *k) {
   memset(k, 0, sizeof *k);
@@ -35,13 +48,11 @@ const px_band *px_bands_find(const px_bands *b, const px_band_key *k) {
   return NULL;
 }
 
-static const char *kind_name(bool moe) { return moe ? "MoE" : "dense"; }
-const char *px_band_launch_words(bool graphed) { return graphed ? "full-step graph" : "eager"; }
 
 static int band_text(char *buf, size_t cap, const px_band *r) {
   return snprintf(buf, cap, "%s %s %s, %s: published runs %+.1f..%+.1f%% (%d run%s)", r->key.family,
-                  r->key.precision, kind_name(r->key.moe), px_band_launch_words(r->key.graphed), 100 * r->min,
-                  100 * r->max, r->runs, r->runs == 1 ? "" : "s");
+                  r->key.precision, px_band_kind_words(r->key.moe), px_band_launch_words(r->key.graphed),
+                  100 * r->min, 100 * r->max, r->runs, r->runs == 1 ? "" : "s");
 }
 
 void px_band_describe(const px_bands *b, const px_band_key *k, char *buf, size_t cap) {
@@ -50,8 +61,8 @@ void px_band_describe(const px_bands *b, const px_band_key *k, char *buf, size_t
     band_text(buf, cap, r);
     return;
   }
-  int n = snprintf(buf, cap, "no published run validates %s %s %s, %s", k->family, k->precision, kind_name(k->moe),
-                   px_band_launch_words(k->graphed));
+  int n = snprintf(buf, cap, "no published run validates %s %s %s, %s", k->family, k->precision,
+                   px_band_kind_words(k->moe), px_band_launch_words(k->graphed));
   /* the family's other precisions and launches, same kind */
   for (int i = 0; i < b->n && n >= 0 && (size_t)n < cap; i++)
     if (!strcmp(b->v[i].key.family, k->family) && b->v[i].key.moe == k->moe) {
@@ -124,7 +135,7 @@ void px_bands_write(px_bands *b, FILE *fp) {
   const px_band *v = b->v;
   for (int i = 0; i < b->n; i++)
     fprintf(fp, "%s\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\n", v[i].key.family, v[i].key.precision,
-            v[i].key.moe ? "moe" : "dense", px_band_launch_name(v[i].key.graphed), v[i].runs, 100 * v[i].min,
+            px_band_kind_name(v[i].key.moe), px_band_launch_name(v[i].key.graphed), v[i].runs, 100 * v[i].min,
             100 * v[i].max, 100 * v[i].mean, v[i].sources);
 }
 
@@ -162,12 +173,10 @@ static px_status parse_row(char *line, const char *path, int lineno, px_bands *b
     if (!strcmp(f[1], px_precision_names[i])) prec = i;
   if (prec < 0) return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'precision': '%.16s' is not one", path, lineno, f[1]);
   snprintf(k.precision, sizeof k.precision, "%s", f[1]);
-  if (strcmp(f[2], "dense") && strcmp(f[2], "moe"))
+  if (!px_band_kind_parse(f[2], &k.moe))
     return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'kind': '%.16s' is not dense or moe", path, lineno, f[2]);
-  k.moe = !strcmp(f[2], "moe");
-  if (strcmp(f[3], px_band_launch_name(false)) && strcmp(f[3], px_band_launch_name(true)))
+  if (!px_band_launch_parse(f[3], &k.graphed))
     return px_err_set(err, PX_ERR_INPUT, "%s:%d: field 'launch': '%.16s' is not eager or graph", path, lineno, f[3]);
-  k.graphed = !strcmp(f[3], px_band_launch_name(true));
   char *end;
   long runs = strtol(f[4], &end, 10);
   double lo, hi, mean;

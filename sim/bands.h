@@ -29,9 +29,14 @@ typedef struct {
   bool graphed;
 } px_band_key;
 
-/* A key's launch as the table writes it ("eager" or "graph") and in words ("eager", "full-step graph"). */
+/* A key's kind and launch as the table and the JSON write them ("moe" or "dense"; "eager" or "graph"), in words
+ * ("MoE", "dense"; "eager", "full-step graph"), and read back (false: neither name). */
+const char *px_band_kind_name(bool moe);
+const char *px_band_kind_words(bool moe);
 const char *px_band_launch_name(bool graphed);
 const char *px_band_launch_words(bool graphed);
+bool px_band_kind_parse(const char *s, bool *moe);
+bool px_band_launch_parse(const char *s, bool *graphed);
 
 /* One row of the table: the runs' errors' least, largest and mean (as
  * fractions), how many, and the validations they come from. */

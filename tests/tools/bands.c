@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < b.n; i++) {
     const px_band *r = &b.v[i];
     printf("| %s | %s | %s | %s | %d | %s to %s | %s | %s |\n", r->key.family, r->key.precision,
-           r->key.moe ? "MoE" : "dense", px_band_launch_words(r->key.graphed), r->runs, pct(r->min, t[0]),
+           px_band_kind_words(r->key.moe), px_band_launch_words(r->key.graphed), r->runs, pct(r->min, t[0]),
            pct(r->max, t[1]), pct(r->mean, t[2]), r->sources);
   }
   printf("\n<!-- generated: validation-bands END -->\n");

@@ -12,7 +12,7 @@ bool px_test_band(const px_plan *plan, double err_frac, const char *validation) 
   px_band_key k;
   px_band_key_of(&plan->model, &plan->cluster, &plan->par, &k);
   FILE *fp = fopen(path, "a");
-  bool ok = fp && fprintf(fp, "%s\t%s\t%s\t%s\t%.17g\t%s\n", k.family, k.precision, k.moe ? "moe" : "dense",
+  bool ok = fp && fprintf(fp, "%s\t%s\t%s\t%s\t%.17g\t%s\n", k.family, k.precision, px_band_kind_name(k.moe),
                           px_band_launch_name(k.graphed), err_frac, validation) > 0;
   if (fp && fclose(fp)) ok = false;
   if (!ok) fprintf(stderr, "\n  PX_VALIDATION_BANDS: %s: cannot write\n", path);
@@ -29,14 +29,11 @@ px_status px_test_bands_read(FILE *fp, const char *name, px_bands *b, px_err *er
     line[strcspn(line, "\n")] = '\0';
     if (sscanf(line, "%23[^\t]\t%7[^\t]\t%7[^\t]\t%7[^\t]\t%lf\t%127[^\t]", k.family, k.precision, kind, launch, &e,
                validation) != 6 ||
-        (strcmp(kind, "dense") && strcmp(kind, "moe")) ||
-        (strcmp(launch, px_band_launch_name(false)) && strcmp(launch, px_band_launch_name(true)))) {
+        !px_band_kind_parse(kind, &k.moe) || !px_band_launch_parse(launch, &k.graphed)) {
       px_bands_free(b);
       return px_err_set(err, PX_ERR_INPUT, "%s:%d: not a band row (family, precision, dense or moe, eager or graph, "
                         "error, validation): '%.80s'", name, lineno, line);
     }
-    k.moe = !strcmp(kind, "moe");
-    k.graphed = !strcmp(launch, px_band_launch_name(true));
     px_status st = px_bands_add(b, &k, e, validation, err);
     if (st) {
       px_bands_free(b);
