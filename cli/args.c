@@ -30,7 +30,7 @@ enum { OPT_BUCKET = 1000, OPT_OVERLAP, OPT_NO_OVERLAP, OPT_ATTENTION, OPT_GELU, 
        OPT_QUICK, OPT_LOSS_SCALE, OPT_OUTPUT, OPT_PREFETCH, OPT_NO_RESHARD, OPT_GRAD_ACCUM, OPT_MAIN_GRAD, OPT_FP8_PARAMS, OPT_FP8_ATTENTION,
        OPT_OFFLOAD_OPT, OPT_OFFLOAD_PARAMS, OPT_SHARD_GROUP, OPT_FIRST_STAGE, OPT_LAST_STAGE,
        OPT_CHUNK_LAYERS, OPT_MB_GROUP, OPT_CKPT_ASYNC, OPT_NO_PRUNE, OPT_SET, OPT_VARY, OPT_IMPORT, OPT_SOURCES, OPT_CP, OPT_CP_ALGO, OPT_EP, OPT_ETP, OPT_MOE_DISPATCH, OPT_MOE_ROUTER_PADDING, OPT_MTP_LAYERS, OPT_MTP_LOSS_SCALE, OPT_MOE_BUFFERS, OPT_MOE_IMBALANCE, OPT_CUDA_GRAPH,
-       OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
+       OPT_FROM, OPT_TO, OPT_ADAPTERS, OPT_FP8_RECIPE, OPT_FP8_BASE, OPT_FP8_LIBRARY, OPT_MAX_RESTARTS, OPT_MIN_RANKS, OPT_NP, OPT_HOSTFILE,
        OPT_MPIRUN, OPT_LOG, OPT_JITTER, OPT_BACKOFF, OPT_OVERWRITE, OPT_CKPT_KEEP, OPT_RANK, OPT_RUNNABLE_BY,
        OPT_FRAMEWORK, OPT_SUSTAIN, OPT_PRICE_KWH, OPT_FINETUNE, OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS,
        OPT_ADAPTER, OPT_BASE_PRECISION, OPT_RECOMPUTE_LAYERS, OPT_RECOMPUTE_METHOD, OPT_RECOMPUTE_MODULES,
@@ -112,6 +112,10 @@ static const px_opt opts[] = {
     {"precision", required_argument, 'P', PX_OPT_PLAN, "P", "fp32|bf16|fp16|fp8|mxfp8|nvfp4 (16-bit: fp32 master weights; fp8: the layers' GEMMs; mxfp8, nvfp4: those GEMMs in Blackwell's block-scaled formats)"},
     {"fp8-recipe", required_argument, OPT_FP8_RECIPE, PX_OPT_PLAN, "R", "fp8 scaling: delayed (default) | current | blockwise"},
     {"fp8-base", required_argument, OPT_FP8_BASE, PX_OPT_PLAN, "D", "fp8, mxfp8, nvfp4: the dtype of all but the quantized GEMMs: bf16 (default; run --backend cpu: fp32) | fp32"},
+    {"fp8-library", required_argument, OPT_FP8_LIBRARY, PX_OPT_PLAN, "L",
+     "fp8, mxfp8: whose quantized linear layers run the plan: te (Transformer Engine: Megatron-LM, NeMo; default) | "
+     "torchao (torchtitan's float8 and MX); under SP, TE gathers a row-parallel layer's output gradient as fp8 codes, "
+     "torchao in 16 bits"},
     {"fp8-params", no_argument, OPT_FP8_PARAMS, PX_OPT_PLAN, NULL,
      "fp8, mxfp8, nvfp4: the GEMMs' weights held in their format only, no bf16 copy (Megatron-LM's fp8_param_gather, "
      "fp4_param_gather): ZeRO's parameter all-gathers in fp8 or fp4, mxfp8's in bf16 through the gradient buffer "
@@ -429,6 +433,9 @@ px_status px_args_parse(px_args *a, const char *command, int groups, int argc, c
         st = parse_enum("fp8-recipe", optarg, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err);
         break;
       case OPT_FP8_BASE: st = parse_enum("fp8-base", optarg, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err); break;
+      case OPT_FP8_LIBRARY:
+        st = parse_enum("fp8-library", optarg, px_fp8_library_names, PX_FP8_LIB_COUNT, &p->fp8_library, err);
+        break;
       case OPT_FP8_PARAMS: p->fp8_params = 1; break;
       case OPT_FP8_ATTENTION: p->fp8_attention = 1; break;
       case OPT_MOE_ROUTER_PADDING: p->moe_router_padding = 1; break;

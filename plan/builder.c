@@ -201,7 +201,7 @@ static void amax_reduction(px_bld *b, const px_dims *d, px_ref shard) {
   }
 }
 
-px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full) {
+px_ref px_bld_tp_gather_copies(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full, int copies) {
   if (!d->sp) return shard;
   if (b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) amax_reduction(b, d, shard);
   int64_t cols = px_slot_row_elems(&b->p->slots[full.slot]); /* H; MLA's latents: their widths */
@@ -209,11 +209,17 @@ px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, 
                          (px_dtype)b->p->slots[shard.slot].dtype, d->T);
   if (d->f8_format && b->p->slots[shard.slot].dtype == PX_DTYPE_FP8) { /* block-scaled codes move with their scales */
     const px_parallel *par = &b->p->par;
-    px_op_coll_bytes(o, PX_COLL_ALLGATHER, px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * cols), cols), d->T);
-    o->bytes = (double)(px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * cols), cols) + o->coll_bytes);
+    uint64_t whole = (uint64_t)copies * px_parallel_quant_bytes(par, (uint64_t)(d->B * d->S * cols), cols);
+    px_op_coll_bytes(o, PX_COLL_ALLGATHER, whole, d->T);
+    o->bytes = (double)((uint64_t)copies * px_parallel_quant_bytes(par, (uint64_t)(d->B * d->Sl * cols), cols) +
+                        o->coll_bytes);
   }
   seq_axis(b, d, o, cols);
   return full;
+}
+
+px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full) {
+  return px_bld_tp_gather_copies(b, d, ph, shard, full, 1);
 }
 
 double px_bld_norm_bytes(int64_t rows, int64_t cols, double e) {
@@ -483,6 +489,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
   d->f8_current = par->precision == PX_PREC_FP8 && par->fp8_recipe == PX_FP8_CURRENT;
   d->zero3 = par->zero >= 3;
   d->f8_params = d->f8 && par->fp8_params > 0;
+  d->f8_grad_codes = d->f8 && d->sp && par->fp8_library != PX_FP8_LIB_TORCHAO;
   d->attn_fmt = d->f8 && d->flash ? px_parallel_attn_format(par) : PX_ATTN_BF16;
   d->lora = px_parallel_lora(par);
   d->lora_rank = d->lora ? par->lora_rank : 0;
@@ -490,7 +497,7 @@ void px_dims_make(const px_plan *p, px_dims *d) {
 }
 
 void px_dims_unquantized(px_dims *d) {
-  d->f8 = d->f8_block = d->f8_current = d->f8_params = false;
+  d->f8 = d->f8_block = d->f8_current = d->f8_params = d->f8_grad_codes = false;
   d->attn_fmt = PX_ATTN_BF16;
   d->f8_format = 0;
 }

@@ -56,6 +56,8 @@ typedef struct {
                                            current scaling; ZeRO-3 */
   uint16_t f8_format;                   /* quantized GEMMs: 0 (fp8), PX_OPF_MXFP8 or PX_OPF_NVFP4 */
   bool f8_params;                       /* fp8: the weights held in fp8 (fp8_params) */
+  bool f8_grad_codes;                   /* quantized GEMMs under SP: a row-parallel layer's output gradient gathered
+                                           as its shard's codes (Transformer Engine), not in 16 bits (torchao) */
   px_attn_format attn_fmt;              /* the fused attention's operands (px_parallel_attn_format; bf16 layers: bf16) */
   bool lora;                            /* fine-tuning with adapters: the base's parameters frozen */
   int64_t lora_rank;                    /* their rank r */
@@ -139,6 +141,9 @@ px_ref px_bld_tp_reduce(px_bld *b, const px_dims *d, px_phase ph, px_ref part, p
 px_ref px_bld_tp_reduce_cols(px_bld *b, const px_dims *d, px_phase ph, px_ref part, px_ref sharded, int64_t cols);
 /* With SP, all-gathers a sequence shard into the full sequence (B, S, cols): cols full's row width. */
 px_ref px_bld_tp_gather(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full);
+/* The same, gathering `copies` of a block-scaled shard's codes (mxfp8, nvfp4: the row-wise and the column-wise
+ * copies where the data and the weight gradients both read the gathered tensor). */
+px_ref px_bld_tp_gather_copies(px_bld *b, const px_dims *d, px_phase ph, px_ref shard, px_ref full, int copies);
 void px_bld_norm(px_bld *b, const px_dims *d, px_phase ph, px_ref y, px_ref mean, px_ref rstd, px_ref x, int w,
                  int bias, int64_t rows);
 void px_bld_norm_bwd(px_bld *b, const px_dims *d, px_ref dx, px_ref dy, px_ref x, px_ref mean, px_ref rstd, int w,

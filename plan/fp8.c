@@ -41,7 +41,7 @@ px_ref px_fp8_twin(px_plan *p, const px_dims *d, px_ref r) {
 }
 
 px_ref px_fp8_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2) {
-  if (!d->f8 || x.slot < 0) return x;
+  if (!d->f8 || x.slot < 0 || b->p->slots[x.slot].dtype == PX_DTYPE_FP8) return x; /* (codes already) */
   px_ref y = px_fp8_twin(b->p, d, x);
   const px_slot *xs = &b->p->slots[x.slot];
   px_op *o = px_bld_op(b, PX_OP_CAST, PX_STREAM_COMPUTE, ph);

@@ -17,7 +17,7 @@ px_ref px_fp8_twin(px_plan *p, const px_dims *d, px_ref r);
  * reads x and writes the row-wise and the transposed fp8 copies (Hopper's fp8
  * GEMMs take K-major operands only, so the forward and the weight gradient
  * need both); current scaling reads x once more for its amax first. The
- * twin, or x unchanged without fp8. */
+ * twin, or x unchanged without fp8 or where it is fp8 codes already. */
 px_ref px_fp8_cast(px_bld *b, const px_dims *d, px_phase ph, px_ref x, bool e5m2);
 
 /* ZeRO-3 with fp8: the gathered weight w cast before its GEMM (the other

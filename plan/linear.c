@@ -292,16 +292,28 @@ px_ref px_branch_dropout_bwd(px_bld *b, const px_dims *d, px_ref dres, int out, 
 
 /* From the residual's gradient dres through a branch's dropout and the TP
  * gather: the gradient of its partial output `part` (*dbranch: the sequence
- * shard's with SP). */
-static px_ref branch_tail_bwd(px_bld *b, const px_dims *d, px_ref dres, int out, int dmask, int part, px_ref *dbranch) {
+ * shard's with SP). With `codes` (the row-parallel layer's backward in a
+ * quantized format, d->f8_grad_codes) the shard is quantized and its codes
+ * gathered, as Transformer Engine's grad_output_preprocess does (its amax
+ * reduced over TP first: px_bld_tp_gather): a block-scaled format's row-wise
+ * and column-wise codes both (_all_gather_mxfp8, _all_gather_nvfp4 in
+ * distributed.py, TE d0067d0), per-tensor fp8's row-wise ones, which it then
+ * transposes (_all_gather_fp8; not costed: the cast writes the shard's). */
+static px_ref branch_tail_bwd(px_bld *b, const px_dims *d, px_ref dres, int out, int dmask, int part, bool codes,
+                              px_ref *dbranch) {
   *dbranch = px_branch_dropout_bwd(b, d, dres, out, dmask);
-  return px_bld_tp_gather(b, d, PX_PHASE_BWD, *dbranch, R(px_bld_grad_slot(b->p, part), 0));
+  px_ref full = R(px_bld_grad_slot(b->p, part), 0);
+  if (codes)
+    return px_bld_tp_gather_copies(b, d, PX_PHASE_BWD, px_fp8_cast(b, d, PX_PHASE_BWD, *dbranch, true),
+                                   px_fp8_twin(b->p, d, full), d->f8_format ? 2 : 1);
+  return px_bld_tp_gather(b, d, PX_PHASE_BWD, *dbranch, full);
 }
 
 void px_branch_end_bwd(px_bld *b, const px_dims *d, px_ref dres, int out, int dmask, int part, int in, int w, int bias,
                        int64_t in_width, int pre) {
   px_plan *p = b->p;
-  px_ref dbranch, dfull = branch_tail_bwd(b, d, dres, out, dmask, part, &dbranch);
+  bool codes = d->f8_grad_codes && p->slots[w].fp8;
+  px_ref dbranch, dfull = branch_tail_bwd(b, d, dres, out, dmask, part, codes, &dbranch);
   int32_t data = b->b->nops; /* linear_bwd's first op */
   px_linear_bwd(b, d, R(px_bld_grad_slot(p, pre >= 0 ? pre : in), 0), R(in, 0), NOREF, w, bias, dfull, dbranch, NOREF,
                 NOREF, d->B * d->S, d->H, 0, 0, in_width, NULL);

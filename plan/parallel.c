@@ -18,6 +18,7 @@ PX_NAME_TABLE(px_precision_names, PX_PREC_COUNT, "fp32", "bf16", "fp16", "fp8", 
 PX_NAME_TABLE(px_overlap_names, PX_OVERLAP_BITS, "dp", "zero", "pp", "tp", "tp-bwd", "ep");
 PX_NAME_TABLE(px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, "delayed", "current", "blockwise");
 PX_NAME_TABLE(px_fp8_base_names, PX_FP8_BASE_COUNT, "bf16", "fp32");
+PX_NAME_TABLE(px_fp8_library_names, PX_FP8_LIB_COUNT, "te", "torchao");
 PX_NAME_TABLE(px_attention_names, PX_ATTN_COUNT, "flash", "unfused", "flash2");
 PX_NAME_TABLE(px_gelu_names, PX_GELU_COUNT, "separate", "fused");
 PX_NAME_TABLE(px_elementwise_names, PX_ELEMWISE_COUNT, "fused", "eager", "rope-unfused");
@@ -41,6 +42,7 @@ void px_parallel_unset(px_parallel *p) {
   p->elementwise = -1;
   p->overlap = -1;
   p->cp_algo = p->moe_dispatch = p->moe_buffers = p->fp8_recipe = p->fp8_base = p->fp8_params = -1;
+  p->fp8_library = -1;
   p->fp8_attention = p->moe_router_padding = -1;
   p->mtp_layers = -1;
   p->cuda_graph = -1;
@@ -80,6 +82,7 @@ void px_parallel_resolve(px_parallel *p, const px_model *m, const px_cluster *c)
   if (p->precision < 0) p->precision = c->gpu.peak_flops[PX_DTYPE_BF16] > 0 ? PX_PREC_BF16 : PX_PREC_FP32;
   if (p->fp8_recipe < 0) p->fp8_recipe = PX_FP8_DELAYED;
   if (p->fp8_base < 0) p->fp8_base = PX_FP8_BASE_BF16;
+  if (p->fp8_library < 0) p->fp8_library = PX_FP8_LIB_TE;
   if (p->fp8_params < 0) p->fp8_params = 0;
   if (p->fp8_attention < 0) p->fp8_attention = 0;
   if (p->bf16_layers_start < 0) p->bf16_layers_start = 0;
@@ -130,7 +133,8 @@ void px_parallel_fill_unset(px_parallel *p, const px_parallel *from) {
   TAKE(moe_imbalance, 0.0) TAKE(zero, -1) TAKE(sp, -1) TAKE(mbs, 0) TAKE(gbs, 0) TAKE(seq, 0)
   TAKE(schedule, -1) TAKE(vpp, 0) TAKE(recompute, -1) TAKE(recompute_method, -1) TAKE(recompute_layers, 0)
   TAKE(recompute_modules, 0)
-  TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_params, -1) TAKE(fp8_attention, -1) TAKE(attention, -1) TAKE(gelu, -1)
+  TAKE(precision, -1) TAKE(fp8_recipe, -1) TAKE(fp8_base, -1) TAKE(fp8_library, -1) TAKE(fp8_params, -1)
+  TAKE(fp8_attention, -1) TAKE(attention, -1) TAKE(gelu, -1)
   TAKE(elementwise, -1)
   TAKE(bucket_bytes, 0u) TAKE(overlap, -1) TAKE(prefetch, -1) TAKE(reshard, -1) TAKE(grad_accum, -1)
   TAKE(main_grad, -1) TAKE(offload_opt, -1) TAKE(offload_params, -1) TAKE(shard_group, 0)
@@ -579,6 +583,15 @@ static bool fp8_attention_range(vctx *x) { return x->p->fp8_attention < 0 || x->
 static bool fp8_attention_precision(vctx *x) {
   return x->p->fp8_attention > 0 && !px_precision_quantized(x->p->precision);
 }
+/* torchao's training recipes here: float8 tensorwise (current scaling) and MXFP8, linear layers only */
+static bool torchao(const vctx *x) {
+  return x->p->fp8_library == PX_FP8_LIB_TORCHAO && px_precision_quantized(x->p->precision);
+}
+static bool torchao_recipe(vctx *x) {
+  return torchao(x) && x->p->precision == PX_PREC_FP8 && x->p->fp8_recipe != PX_FP8_CURRENT;
+}
+static bool torchao_nvfp4(vctx *x) { return torchao(x) && x->p->precision == PX_PREC_NVFP4; }
+static bool torchao_attention(vctx *x) { return torchao(x) && x->p->fp8_attention > 0; }
 static bool fp8_attention_fused(vctx *x) { return x->p->fp8_attention > 0 && x->p->attention != PX_ATTN_FLASH; }
 /* FlashAttention-2 (flash-attn 2.x, PyTorch's SDPA flash backend) takes one head dim for queries, keys and values
  * and has no sink logits */
@@ -837,6 +850,12 @@ static const px_rule rules[] = {
     {fp8_attention_precision, "`fp8_attention` runs the fused attention in fp8 beside the quantized GEMMs (Megatron-Core "
                               "hands it to the fp8 or fp4 recipe: without one it does nothing): it needs `precision` "
                               "fp8, mxfp8 or nvfp4, not {precision}"},
+    {torchao_recipe, "`fp8_library` torchao scales fp8 per tensor from the current amax (its tensorwise recipe), not "
+                     "`fp8_recipe` {fp8_recipe} (hint: `fp8_recipe` current)"},
+    {torchao_nvfp4, "`fp8_library` torchao: NVFP4's training recipe (16 x 16 weight blocks, random Hadamard transforms, "
+                    "stochastic rounding) is Transformer Engine's (hint: `fp8_library` te, or `precision` mxfp8)"},
+    {torchao_attention, "`fp8_library` torchao quantizes the linear layers, not the attention (hint: drop "
+                        "`fp8_attention`, or `fp8_library` te)"},
     {fp8_attention_fused, "`fp8_attention` is cuDNN's fused FP8 attention: it needs `attention` flash (unfused and "
                           "FlashAttention-2's flash2 have no fp8 kernel)"},
     {flash2_head_dims, "`attention` flash2: FlashAttention-2 takes one head dim for queries, keys and values, and "
@@ -946,6 +965,8 @@ static void rule_value(const vctx *x, const char *name, char *v, size_t cap) {
   if (!strcmp(name, "schedule") && p->schedule >= 0 && p->schedule < PX_SCHED_COUNT) s = px_schedule_names[p->schedule];
   if (!strcmp(name, "precision") && p->precision >= 0 && p->precision < PX_PREC_COUNT)
     s = px_precision_names[p->precision];
+  if (!strcmp(name, "fp8_recipe") && p->fp8_recipe >= 0 && p->fp8_recipe < PX_FP8_RECIPE_COUNT)
+    s = px_fp8_recipe_names[p->fp8_recipe];
   if (!strcmp(name, "offload_params") && p->offload_params >= 0 && p->offload_params < PX_OFFLOAD_COUNT)
     s = px_offload_names[p->offload_params];
   if (!strcmp(name, "recompute") && p->recompute >= 0 && p->recompute < PX_RECOMPUTE_COUNT)
@@ -1205,6 +1226,7 @@ px_status px_parallel_from_json(const cJSON *obj, const char *file, px_parallel 
   TRY(px_json_enum(&c, obj, "precision", false, px_precision_names, PX_PREC_COUNT, &p->precision, err));
   TRY(px_json_enum(&c, obj, "fp8_recipe", false, px_fp8_recipe_names, PX_FP8_RECIPE_COUNT, &p->fp8_recipe, err));
   TRY(px_json_enum(&c, obj, "fp8_base", false, px_fp8_base_names, PX_FP8_BASE_COUNT, &p->fp8_base, err));
+  TRY(px_json_enum(&c, obj, "fp8_library", false, px_fp8_library_names, PX_FP8_LIB_COUNT, &p->fp8_library, err));
   if (px_json_get(&c, obj, "fp8_params")) {
     bool f = false;
     TRY(px_json_bool(&c, obj, "fp8_params", true, &f, err));
@@ -1292,6 +1314,8 @@ cJSON *px_parallel_to_json(const px_parallel *p) {
     cJSON_AddStringToObject(o, "fp8_recipe", px_fp8_recipe_names[p->fp8_recipe]);
   if (px_precision_quantized(p->precision) && p->fp8_base >= 0)
     cJSON_AddStringToObject(o, "fp8_base", px_fp8_base_names[p->fp8_base]);
+  if (px_precision_quantized(p->precision) && p->fp8_library >= 0)
+    cJSON_AddStringToObject(o, "fp8_library", px_fp8_library_names[p->fp8_library]);
   if (p->fp8_params > 0) cJSON_AddBoolToObject(o, "fp8_params", true);
   if (p->fp8_attention > 0) cJSON_AddBoolToObject(o, "fp8_attention", true);
   if (p->bf16_layers_start > 0) px_json_add_num(o, "bf16_layers_start", (double)p->bf16_layers_start);

@@ -105,6 +105,12 @@ typedef enum { PX_FP8_DELAYED, PX_FP8_CURRENT, PX_FP8_BLOCKWISE, PX_FP8_RECIPE_C
  * weights (Megatron-Core), or fp32 (Transformer Engine's fp8_autocast around
  * an fp32 model: what the cpu backend, which computes in fp32, runs). */
 typedef enum { PX_FP8_BASE_BF16, PX_FP8_BASE_FP32, PX_FP8_BASE_COUNT } px_fp8_base;
+/* The library whose quantized linear layers a plan runs: Transformer Engine (Megatron-LM, Megatron-Bridge/NeMo) or
+ * torchao (torchtitan's float8 and MX converters). They differ in the backward of a row-parallel layer under
+ * sequence parallelism: Transformer Engine quantizes the output gradient's sequence shard and all-gathers the codes
+ * (linear.py's backward, TE d0067d0), torchao all-gathers the 16-bit shard and quantizes the whole (its float8 TP
+ * styles gather the gradient in high precision). */
+typedef enum { PX_FP8_LIB_TE, PX_FP8_LIB_TORCHAO, PX_FP8_LIB_COUNT } px_fp8_library;
 /* Attention kernel: fused (FlashAttention: no S x S tensor is kept, the
  * probabilities are recomputed in backward) or unfused (Megatron-LM's
  * scores, softmax, dropout and context ops, as in Korthikanti et al.). Fused
@@ -206,6 +212,7 @@ extern const char *const px_moe_buffers_names[PX_MOE_BUFFERS_COUNT];
 extern const char *const px_cuda_graph_names[PX_GRAPH_COUNT];
 extern const char *const px_fp8_recipe_names[PX_FP8_RECIPE_COUNT];
 extern const char *const px_fp8_base_names[PX_FP8_BASE_COUNT];
+extern const char *const px_fp8_library_names[PX_FP8_LIB_COUNT];
 extern const char *const px_finetune_names[PX_FT_COUNT];
 extern const char *const px_base_precision_names[PX_BASE_COUNT];
 
@@ -273,6 +280,7 @@ typedef struct {
   int precision;     /* px_precision, -1 unset */
   int fp8_recipe;    /* px_fp8_recipe with fp8, -1 unset (delayed) */
   int fp8_base;      /* px_fp8_base with fp8, -1 unset (bf16) */
+  int fp8_library;   /* px_fp8_library with a quantized precision, -1 unset (te) */
   int fp8_params;    /* fp8, mxfp8, nvfp4: the layers' GEMM weights held in the GEMMs' format only, no 16-bit
                         copy (Transformer Engine's primary weights, Megatron's --fp8-param-gather and
                         --fp4-param-gather): px_parallel_fp8_primary, px_parallel_param_gather_bytes; -1 unset (0) */

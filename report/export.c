@@ -98,6 +98,10 @@ static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
 
 /* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
 static px_status check_megatron(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
+  if (px_precision_quantized(p->precision) && p->fp8_library == PX_FP8_LIB_TORCHAO)
+    return refuse(err, fw, "fp8_library torchao",
+                  "Megatron-Core's quantized linear layers are Transformer Engine's, not torchao's",
+                  "fp8-library te, or export to torchtitan");
   if (px_parallel_recompute_partial(p) && p->recompute_method == PX_RECOMPUTE_EVERY)
     return refuse(err, fw, "recompute_method every",
                   "Megatron-Core recomputes every layer in uniform groups or the first N layers of each model chunk "
@@ -287,6 +291,10 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "quantize.grouped_mm.mx)",
                   "precision bf16");
   }
+  if (px_precision_quantized(p->precision) && p->fp8_library == PX_FP8_LIB_TE)
+    return refuse(err, fw, "fp8_library te",
+                  "torchtitan's float8 and MX converters are torchao's, not Transformer Engine's",
+                  "fp8-library torchao, or export to megatron");
   if (px_parallel_mixed(p) && p->main_grad != PX_MAIN_GRAD_FP32)
     return refuse(err, fw, "main_grad param", "torchtitan reduces gradients in float32 (training.mixed_precision_reduce)",
                   "main-grad fp32");
@@ -386,6 +394,10 @@ void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
   /* torchao's float8: tensorwise, current scaling (check_torchtitan refuses the others) */
   if (fw == PX_FW_TORCHTITAN && fixed->fp8_recipe < 0 && (fixed->precision < 0 || fixed->precision == PX_PREC_FP8))
     fixed->fp8_recipe = PX_FP8_CURRENT;
+  /* whose quantized layers: torchao's in torchtitan, Transformer Engine's in Megatron-Core (the checks refuse the
+   * other); DeepSpeed's config names none */
+  if (fixed->fp8_library < 0 && fw != PX_FW_DEEPSPEED)
+    fixed->fp8_library = fw == PX_FW_TORCHTITAN ? PX_FP8_LIB_TORCHAO : PX_FP8_LIB_TE;
   if (fw != PX_FW_NEMO) return;
   /* Megatron-Bridge (check_bridge_recipe): the precision recipe's gradient dtype (an unset precision's sweep
    * searches bf16-based recipes; the fp8 ones differ in weights and bf16 layers only); a fixed quantized precision's

@@ -114,6 +114,8 @@ size_t px_report_plan_flags(const px_parallel *p, const px_model *m, const px_cl
   names(&o, "precision", px_precision_names, p->precision);
   if (p->fp8_recipe != d.fp8_recipe) names(&o, "fp8_recipe", px_fp8_recipe_names, p->fp8_recipe);
   if (p->fp8_base != d.fp8_base) names(&o, "fp8_base", px_fp8_base_names, p->fp8_base);
+  if (px_precision_quantized(p->precision) && p->fp8_library != d.fp8_library)
+    names(&o, "fp8_library", px_fp8_library_names, p->fp8_library);
   if (p->fp8_params > 0) field(&o, "fp8_params", NULL);
   if (p->fp8_attention > 0) field(&o, "fp8_attention", NULL);
   if (p->bf16_layers_start > 0) field(&o, "bf16_layers_start", "%lld", (long long)p->bf16_layers_start);

@@ -151,6 +151,8 @@ void px_report_plan_text(const px_plan *plan, const px_sim_result *sim, const px
              p->fp8_params > 0 ? px_precision_names[p->precision] : "");
   else
     snprintf(prec, sizeof prec, "%s", px_precision_names[p->precision]);
+  if (px_precision_quantized(p->precision) && p->fp8_library == PX_FP8_LIB_TORCHAO) /* whose quantized layers */
+    snprintf(prec + strlen(prec), sizeof prec - strlen(prec), ", torchao's linear layers");
   if (p->bf16_layers_start > 0 || p->bf16_layers_end > 0) { /* the layers whose GEMMs stay unquantized */
     char first[32] = "", last[32] = "";
     if (p->bf16_layers_start > 0) snprintf(first, sizeof first, "first %lld", (long long)p->bf16_layers_start);

@@ -68,7 +68,7 @@ static void tmpl_key(const px_parallel *par, px_parallel *key) {
   key->zero = par->zero, key->sp = par->sp, key->mbs = par->mbs, key->gbs = par->gbs, key->seq = par->seq;
   key->recompute = par->recompute, key->recompute_modules = px_parallel_recompute_modules(par);
   key->precision = par->precision, key->fp8_recipe = par->fp8_recipe;
-  key->fp8_base = par->fp8_base, key->fp8_params = par->fp8_params, key->fp8_attention = par->fp8_attention, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
+  key->fp8_base = par->fp8_base, key->fp8_library = par->fp8_library, key->fp8_params = par->fp8_params, key->fp8_attention = par->fp8_attention, key->attention = par->attention, key->gelu = par->gelu, key->overlap = par->overlap;
   key->elementwise = par->elementwise;
   key->main_grad = par->main_grad, key->offload_opt = par->offload_opt, key->offload_params = par->offload_params;
   key->shard_group = par->shard_group;

@@ -2421,6 +2421,49 @@ static void test_block_scaled(void) {
  * the programs pick them per layer (forward, backward and a zero-bubble W); the memory plan holds the cached
  * codes and scales of the other 22 layers' weights only, by hand; every layer kept so is the bf16 plan's memory
  * and FLOPs; refusals name the fields. */
+/* fp8_library: torchao's survives a JSON round trip (te, the default, is written where set); a 16-bit plan ignores
+ * it and writes none; torchao is refused by field with fp8's delayed or blockwise scaling, nvfp4 and fp8 attention,
+ * which its training recipes have not (the op order: test_sim's test_fp8_library). */
+static void test_fp8_library(void) {
+  px_model m = preset_model("llama3-8b");
+  px_err err = {0};
+  px_cluster c = cluster("gb200-nvl72", 8);
+  px_parallel p = par(2, 1, 4, 1, 1, 64);
+  p.sp = 1, p.precision = PX_PREC_FP8, p.fp8_recipe = PX_FP8_CURRENT, p.fp8_library = PX_FP8_LIB_TORCHAO;
+  px_plan q;
+  CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+  cJSON *j = px_parallel_to_json(&q.par);
+  px_parallel back;
+  CU_ASSERT_EQUAL(px_parallel_from_json(j, "test", &back, &err), PX_OK);
+  CU_ASSERT_EQUAL(back.fp8_library, PX_FP8_LIB_TORCHAO);
+  cJSON_Delete(j);
+  px_plan_free(&q);
+  p.precision = PX_PREC_BF16;
+  CU_ASSERT_EQUAL_FATAL(compile(&q, &m, &c, &p, &err), PX_OK);
+  j = px_parallel_to_json(&q.par);
+  CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(j, "fp8_library"));
+  cJSON_Delete(j);
+  px_plan_free(&q);
+  const struct {
+    int precision, recipe, attention;
+    const char *says;
+  } refused[] = {{PX_PREC_FP8, PX_FP8_DELAYED, 0, "`fp8_recipe` delayed"},
+                 {PX_PREC_FP8, PX_FP8_BLOCKWISE, 0, "`fp8_recipe` blockwise"},
+                 {PX_PREC_NVFP4, -1, 0, "NVFP4's training recipe"},
+                 {PX_PREC_MXFP8, -1, 1, "not the attention"}};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    p = par(2, 1, 4, 1, 1, 64);
+    p.sp = 1, p.precision = refused[i].precision, p.fp8_recipe = refused[i].recipe;
+    p.fp8_attention = refused[i].attention, p.fp8_library = PX_FP8_LIB_TORCHAO;
+    CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_ERR_INPUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "`fp8_library` torchao"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, refused[i].says));
+    p.fp8_library = PX_FP8_LIB_TE; /* Transformer Engine runs each */
+    CU_ASSERT_EQUAL(compile(&q, &m, &c, &p, &err), PX_OK);
+    px_plan_free(&q);
+  }
+}
+
 /* fp8_attention: the fused attention ops of the quantized layers flagged fp8 (mxfp8's MXFP8, nvfp4's per-tensor
  * fp8), those of a layer kept in bf16 and of a plan without it not; refused without a quantized precision. */
 static void test_fp8_attention_flags(void) {
@@ -3455,6 +3498,7 @@ int main(void) {
       {"mxfp8 and nvfp4: flagged GEMMs, bytes of codes and scales, casts, refused without block-scaled tensor cores", test_block_scaled},
       {"bf16 layers: unquantized blocks picked per layer, codes and scales of the other layers only, refusals",
        test_bf16_layers},
+      {"fp8_library: torchao's recipes, a round trip, refusals by field", test_fp8_library},
       {"fp8 attention: the quantized layers' fused attention flagged in its format", test_fp8_attention_flags},
       {"MoE: the experts' padding copies under an fp8 recipe (Megatron-Core's Fp8Padding; none with HybridEP)",
        test_moe_quant_padding},

@@ -43,9 +43,10 @@ echo "$out" | grep -q "model.first_last_layers_bf16=true" && echo "$out" | grep 
 err=$("$px" export --to nemo "${ex[@]}" --fp8-params --main-grad fp32 2>&1 >/dev/null)
 [ $? -eq 2 ] && echo "$err" | grep -q "Megatron-Bridge cannot run bf16_layers_start/end" || fail "export nemo 1+2: $err"
 # torchtitan: its float8 converter skips the output layer and those layers by their FQNs
-"$px" export --to torchtitan "${ex[@]}" -z 3 --main-grad fp32 2>/dev/null |
+"$px" export --to torchtitan "${ex[@]}" -z 3 --main-grad fp32 --fp8-library torchao 2>/dev/null |
   grep -qFx 'filter_fqns = ["output", "layers.0.", "layers.30.", "layers.31."]' ||
-  fail "export torchtitan: $("$px" export --to torchtitan "${ex[@]}" -z 3 --main-grad fp32 2>&1 | grep -i -e filter -e cannot)"
+  fail "export torchtitan: $("$px" export --to torchtitan "${ex[@]}" -z 3 --main-grad fp32 --fp8-library torchao \
+    2>&1 | grep -i -e filter -e cannot)"
 
 refused() { # WHAT MESSAGE FLAGS...
   local what=$1 msg=$2

@@ -38,6 +38,12 @@ for r in delayed current blockwise; do
 done
 # (fp32 runs of any plan agree within 1e-5: exec_matrix.sh; one reference serves)
 run gpt_sp tiny-gpt 2 -t 2 --sp --precision fp8 --fp8-recipe current && check "tiny-gpt tp 2 sp, current" gpt32 gpt_sp
+# torchao's order (the output gradients gathered in 16 bits, then cast whole) computes what TE's does (each shard
+# cast at the amax reduced over TP, the codes gathered): the same codes, the same losses
+if run gpt_sp_ao tiny-gpt 2 -t 2 --sp --precision fp8 --fp8-recipe current --fp8-library torchao; then
+  [ "$(losses "$tmp/gpt_sp_ao.json")" = "$(losses "$tmp/gpt_sp.json")" ] ||
+    fail "fp8 tp 2 sp: torchao's order $(losses "$tmp/gpt_sp_ao.json"), TE's $(losses "$tmp/gpt_sp.json")"
+fi
 # two sequences a micro-batch: the SP all-gather's permute carries the codes' scales (codes_permuted)
 run gpt_sp2 tiny-gpt 2 -t 2 --sp --mbs 2 --precision fp8 && check "tiny-gpt tp 2 sp mbs 2, delayed" gpt32 gpt_sp2
 run moe32 tiny-moe 2 -d 2 --ep 2 --moe-imbalance 2

@@ -74,7 +74,7 @@ cases=(
   "uneven_fp8_blockwise|nemo|-m llama3-8b -c dgx-h100 -g 32 -p 4 -t 2 --sp --first-stage-layers 7 --last-stage-layers 7 -P fp8 --fp8-recipe blockwise -z 1 -B 64 -r full --main-grad fp32"
   "interleaved_uneven|megatron|-m llama3-8b -c dgx-h100 -g 16 -t 2 --sp -p 2 --vpp 3 -z 1 -B 64"
   "chunks_fp8_delayed|megatron|-m llama3-8b -c dgx-h100 -g 16 -p 2 --vpp 2 --layers-per-chunk 7,9,9,7 -t 2 --sp -z 1 -B 64 -P fp8"
-  "hsdp_pp_fp8|torchtitan|-m llama3-8b -c dgx-h100 -g 64 -t 2 --sp -p 2 -z 3 --shard-group 8 --grad-accum full --main-grad fp32 -P fp8 --fp8-recipe current -B 128"
+  "hsdp_pp_fp8|torchtitan|-m llama3-8b -c dgx-h100 -g 64 -t 2 --sp -p 2 -z 3 --shard-group 8 --grad-accum full --main-grad fp32 -P fp8 --fp8-recipe current --fp8-library torchao -B 128"
   "interleaved_full|torchtitan|-m llama3-8b -c dgx-h100 -g 16 -t 2 -p 4 --vpp 2 --sp -z 3 --grad-accum full --main-grad fp32 -B 64 -r full"
   "fsdp_cp_ep|torchtitan|-m mixtral-8x7b -c dgx-h100 -g 32 -t 2 --sp --cp 2 --ep 4 -z 3 --main-grad fp32 -B 64 --seq 4096"
   "fsdp_eager|torchtitan|-m llama3-8b -c dgx-h100 -g 8 -z 3 --main-grad fp32 -B 16 --elementwise eager"
@@ -101,7 +101,7 @@ cases=(
   "mxfp8|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 2 -B 64 -P mxfp8"
   "mxfp8_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --bf16-layers-start 1 --bf16-layers-end 2"
   "mxfp8_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P mxfp8 --fp8-params --main-grad fp32"
-  "mxfp8_fsdp_bf16|torchtitan|-m llama3-8b -c dgx-b200 -g 16 -z 3 --main-grad fp32 -B 64 -P mxfp8 --bf16-layers-start 1 --bf16-layers-end 2"
+  "mxfp8_fsdp_bf16|torchtitan|-m llama3-8b -c dgx-b200 -g 16 -z 3 --main-grad fp32 -B 64 -P mxfp8 --fp8-library torchao --bf16-layers-start 1 --bf16-layers-end 2"
   "nvfp4|megatron|-m llama3-8b -c dgx-b200 -g 16 -z 1 -B 64 -P nvfp4"
   "nvfp4_params_bf16|megatron|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --bf16-layers-start 1 --bf16-layers-end 4"
   "nvfp4_params|nemo|-m llama3-8b -c dgx-b200 -g 16 -t 2 --sp -p 2 -z 1 -B 64 -P nvfp4 --fp8-params --main-grad fp32"
@@ -152,6 +152,10 @@ refuses torchtitan "cannot run zero 1" "${base[@]}" -z 1
 refuses torchtitan "hint: main-grad fp32" "${base[@]}" -z 3
 refuses torchtitan "cannot run tp without sequence parallelism" "${base[@]}" -t 2 -z 3 --main-grad fp32
 refuses megatron "cannot run elementwise eager" "${base[@]}" --elementwise eager
+# whose quantized layers: Megatron-Core's are Transformer Engine's, torchtitan's torchao's (unset: either)
+refuses megatron "cannot run fp8_library torchao" "${base[@]}" -z 1 -P fp8 --fp8-recipe current --fp8-library torchao
+refuses torchtitan "cannot run fp8_library te" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current \
+  --fp8-library te
 # YaRN: a concentration other than Megatron-LM's default (0.1 ln 4 + 1) goes through --mscale, and the model's
 # unrounded ramp through --no-yarn-correction-range-round-to-int; torchtitan's job notes it (its model code's)
 jq '.rope_yarn = {factor: 4, original_positions: 2048, truncate: false} | .rope_concentration = 1.2 | .name = "yarn-8b"' \

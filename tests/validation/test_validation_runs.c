@@ -621,7 +621,7 @@ static void test_torchtitan_h100(void) {
     bool f8ag = !strcmp(prec, "fp8ag"); /* torchao's float8 with FSDP's float8 all-gather (table 8) */
     CU_ASSERT(f8ag || !strcmp(prec, "fp8") || !strcmp(prec, "bf16"));
     p.precision = f8ag || !strcmp(prec, "fp8") ? PX_PREC_FP8 : PX_PREC_BF16;
-    if (p.precision == PX_PREC_FP8) p.fp8_recipe = PX_FP8_CURRENT;
+    if (p.precision == PX_PREC_FP8) p.fp8_recipe = PX_FP8_CURRENT, p.fp8_library = PX_FP8_LIB_TORCHAO;
     if (f8ag) p.fp8_params = 1;
     p.attention = PX_ATTN_FLASH2; /* F.scaled_dot_product_attention's default order: its flash backend (the CSV) */
     p.elementwise = compiled ? PX_ELEMWISE_FUSED : PX_ELEMWISE_EAGER; /* torch.compile fuses them; eager: the CSV */
