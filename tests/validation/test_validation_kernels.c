@@ -104,6 +104,46 @@ static px_cluster preset(const char *name) {
   return c;
 }
 
+/* Meta's 500 W H100s (tests/data/h100_500w_meta.csv, Meta's own statement of them): grand-teton-h100's bf16 peak is
+ * the stated 800 TF/s, fp8's and TF32's at Hopper's dense ratios to it (dgx-h100's, the datasheet's); its GEMMs'
+ * absolute ceilings dgx-h100's at that clock; its FlashAttention-3 curves dgx-h100's times the measured causal
+ * forward at 8K over the 700 W curve's there (540 against 602), which gives the measurement back, the
+ * FlashAttention-2 points the same ratio (borrowed); its memory as stated; every share of a peak dgx-h100's. */
+static void test_h100_500w(void) {
+  double fact[6] = {0};
+  static const char *const names[6] = {"power_limit", "hbm_gb", "hbm_tb_per_s", "bf16_peak", "bf16_peak_700w",
+                                       "fa3_causal_fwd_8k_hd128"};
+  px_test_csv r = {0};
+  while (px_test_csv_next(&r, "tests/data/h100_500w_meta.csv", 3))
+    for (int i = 0; i < 6; i++)
+      if (!strcmp(r.f[0], names[i])) fact[i] = atof(r.f[1]);
+  for (int i = 0; i < 6; i++) CU_ASSERT(fact[i] > 0);
+  px_cluster gt = preset("grand-teton-h100"), h = preset("dgx-h100");
+  const px_gpu *g = &gt.gpu, *g7 = &h.gpu;
+  PX_ASSERT_REL(g->power_w, fact[0], 1e-12);
+  PX_ASSERT_REL(g->hbm_bytes_per_s, fact[2] * 1e12, 1e-12);
+  PX_ASSERT_REL(g7->peak_flops[PX_DTYPE_BF16], fact[4] * 1e12, 0.001); /* the 700 W part's, as the paper rounds it */
+  double clock = fact[3] / (g7->peak_flops[PX_DTYPE_BF16] / 1e12);
+  PX_ASSERT_REL(g->peak_flops[PX_DTYPE_BF16], fact[3] * 1e12, 1e-12);
+  for (int dt = 0; dt < PX_DTYPE_COUNT; dt++) /* Hopper's dense ratios at one clock */
+    if (g7->peak_flops[dt] > 0) PX_ASSERT_REL(g->peak_flops[dt], g7->peak_flops[dt] * clock, 0.002);
+  PX_ASSERT_REL(g->gemm_best_flops, g7->gemm_best_flops * clock, 0.001);
+  PX_ASSERT_REL(g->gemm_fp8_best_flops, g7->gemm_fp8_best_flops * clock, 0.001);
+  CU_ASSERT(g->gemm_max_efficiency == g7->gemm_max_efficiency && g->sustained_share == g7->sustained_share);
+  CU_ASSERT(g->gemm_fp8_max_efficiency == g7->gemm_fp8_max_efficiency && g->gemm_k_half == g7->gemm_k_half);
+  double at700 = attn_bf16(g7, false, 128, true, 0, 8192) * g7->peak_flops[PX_DTYPE_BF16] / 1e12;
+  double at500 = attn_bf16(g, false, 128, true, 0, 8192) * g->peak_flops[PX_DTYPE_BF16] / 1e12;
+  fprintf(stderr, "\n  FlashAttention-3 causal forward, hd 128, 8K: 700 W %.0f, 500 W %.1f TFLOP/s (measured %.0f); "
+          "clock share: GEMMs %.3f, attention %.3f\n", at700, at500, fact[5], clock, at500 / at700);
+  PX_ASSERT_REL(at500, fact[5], 0.002);
+  CU_ASSERT_EQUAL_FATAL(g->attention_len, g7->attention_len);
+  for (int i = 0; i < g->attention_len; i++) { /* every point the 700 W part's at the measured ratio, rounded */
+    const px_attn_curve *a = &g->attention[i], *b = &g7->attention[i];
+    CU_ASSERT_EQUAL_FATAL(a->n, b->n);
+    for (int k = 0; k < a->n; k++) PX_ASSERT_REL(a->tflops[k], b->tflops[k] * fact[5] / at700, 0.003);
+  }
+}
+
 /* FlashAttention-2 on Hopper (`attention` flash2): every FlashAttention-2 point of tests/data/attention_h100_fa2.csv
  * comes back exactly from dgx-h100's gpu.attention_flash2, and the same run's FlashAttention-3 points sit within 5%
  * of the preset's own curves (FlashAttention-3's paper: the run's GPU is an H100-class one); the Hopper presets that
@@ -876,6 +916,7 @@ int main(void) {
       {"fused attention: FlashAttention-3's measurements reproduced", test_attention_kernels},
       {"fused attention: FlashAttention-2's Hopper measurements reproduced", test_flash2_attention},
       {"sustained clocks: mamf-finder's sustained over burst matmul rate, beside the held rates'", test_sustained_share},
+      {"500 W H100s: Meta's stated peak and FlashAttention-3 run in grand-teton-h100", test_h100_500w},
       {"fused attention on Blackwell: cuDNN's measurements reproduced", test_attention_kernels_blackwell},
       {"kernel figures: the GEMM, attention and HBM microbenchmarks reproduced", test_kernel_microbenchmarks},
       {"GEMMs at short k: OpenXLA's sm_100 table's and an H200's shape in k reproduced", test_gemm_short_k},

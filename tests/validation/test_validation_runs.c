@@ -573,8 +573,8 @@ static void torchtitan_split(int64_t layers, int64_t stages, px_parallel *p) {
  * Float8 benchmark and the Trainy team's H200 runs, beside the simulated ones on
  * the row's system (grand-teton-h100, the runs' hardware, but the H200 rows' hgx-h200), each row as
  * torchtitan runs it (the CSV's header: settings, sources, approximations).
- * The H100s run at a 500 W limit the preset's clocks do not follow. Printed for
- * docs/validation.md; the band only guards against regressions (optimistic). */
+ * The H100s run at a 500 W limit, the preset's peak Meta's stated figure for
+ * them (800 TF/s bf16). Printed for docs/validation.md, each row held in a band. */
 static void test_torchtitan_h100(void) {
   FILE *fp = fopen(px_test_path("tests/data/torchtitan_h100.csv"), "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(fp);
@@ -667,16 +667,15 @@ static void test_torchtitan_h100(void) {
               px_test_doc_count(llround(tokens), b[1]), px_test_doc_count(llround(sim), b[2]), px_test_doc_pct(e, b[3]),
               pub_gib, (double)peak / (1u << 30));
     }
-    /* measured (2026-11-30, with per-op SAC planned) +2.4% to +46.7%, every
-     * row optimistic (the H200 rows +5.5% and +6.9%): the band leaves some
-     * 20 points above the worst row for the cluster figures others are
-     * changing, and fails a row that turns 10% pessimistic */
-    CU_ASSERT(e > -0.10 && e < 0.65);
+    /* measured (2026-12-01, the 500 W parts at Meta's stated 800 TF/s peak) -13.4% to +19.5%, mean +4.8%: the
+     * CP rows straddle it (-13.4% at CP 2, +13.3% at CP 4), where the published tokens/s fall 0.65x from 32K to 64K
+     * and 0.42x from 64K to 128K (the simulated 0.59x, 0.55x); held within -20% and +30% */
+    CU_ASSERT(e > -0.20 && e < 0.30);
     /* each technique the table stacks (torch.compile, Float8, async TP, interleaving) gains in the simulation as
      * it does in the table. torch.compile over eager (the same run but its elementwise kernels): the time eager's
      * kernels add to a step is HBM-bound, so it checks the memory-bound model apart from the GEMMs' clocks (the
-     * 500 W limit's cost, not modelled): measured on grand-teton-h100 (HBM2e at 2.4 TB/s) 0.48 s and 0.49 s a step
-     * simulated, 0.39 s and 0.41 s published; held within 30% */
+     * 500 W limit's): measured on grand-teton-h100 (HBM2e at 2.4 TB/s) 0.48 s and 0.49 s a step simulated, 0.39 s
+     * and 0.41 s published; held within 30% */
     if (table == prev_table) CU_ASSERT((sim > prev_sim) == (tokens > prev_pub));
     if (table == prev_table && compiled && !prev_compile) {
       double step_tokens = (double)(gbs * seq) / (double)gpus; /* a GPU's tokens a step */
