@@ -583,7 +583,9 @@ static bool fp8_attention_range(vctx *x) { return x->p->fp8_attention < 0 || x->
 static bool fp8_attention_precision(vctx *x) {
   return x->p->fp8_attention > 0 && !px_precision_quantized(x->p->precision);
 }
-/* torchao's training recipes here: float8 tensorwise (current scaling) and MXFP8, linear layers only */
+/* torchao's training recipes here: float8 tensorwise (current scaling) and MXFP8, linear layers only (torchtitan
+ * v0.2.2's quantize converters are float8 and mx; NVFP4 came after it, on the main branch configured in Python:
+ * torchtitan/components/quantization/nvfp4.py at b5bcd76). export --to torchtitan reads these rules. */
 static bool torchao(const vctx *x) {
   return x->p->fp8_library == PX_FP8_LIB_TORCHAO && px_precision_quantized(x->p->precision);
 }

@@ -98,10 +98,6 @@ static px_status check_bridge_recipe(const px_parallel *p, px_err *err) {
 
 /* Megatron-LM and Megatron-Bridge: the same Megatron-Core. */
 static px_status check_megatron(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
-  if (px_precision_quantized(p->precision) && p->fp8_library == PX_FP8_LIB_TORCHAO)
-    return refuse(err, fw, "fp8_library torchao",
-                  "Megatron-Core's quantized linear layers are Transformer Engine's, not torchao's",
-                  "fp8-library te, or export to torchtitan");
   if (px_parallel_recompute_partial(p) && p->recompute_method == PX_RECOMPUTE_EVERY)
     return refuse(err, fw, "recompute_method every",
                   "Megatron-Core recomputes every layer in uniform groups or the first N layers of each model chunk "
@@ -248,11 +244,6 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "recompute_method every, or full of every layer, or none");
   if (p->precision == PX_PREC_FP16)
     return refuse(err, fw, "precision fp16", "torchtitan's mixed precision is bfloat16 or float32", "precision bf16");
-  if (p->precision == PX_PREC_NVFP4)
-    return refuse(err, fw, "precision nvfp4",
-                  "torchtitan v0.2.2's quantize converters are float8 and mx, MXFP8 only (NVFP4 came after it, on the "
-                  "main branch configured in Python: torchtitan/components/quantization/nvfp4.py at b5bcd76)",
-                  "precision mxfp8, or export to megatron");
   /* async TP runs under torch.compile, which fuses the elementwise ops an eager plan prices apart */
   bool async_tp = p->tp > 1 && (p->overlap & PX_OVERLAP_TP);
   if (async_tp && p->elementwise == PX_ELEMWISE_EAGER)
@@ -266,18 +257,11 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                            : "torchtitan fuses the norms, RoPE and SwiGLU with torch.compile, which its MXFP8 converter "
                              "refuses with TP",
                   async_tp ? "overlap without tp" : "elementwise eager");
-  if (p->precision == PX_PREC_FP8 && p->fp8_recipe != PX_FP8_CURRENT)
-    return refuse(err, fw, p->fp8_recipe == PX_FP8_DELAYED ? "fp8_recipe delayed" : "fp8_recipe blockwise",
-                  "torchtitan's float8 (torchao) scales per tensor from the current amax (tensorwise) or per row",
-                  "fp8-recipe current");
   if (p->offload_act_layers > 0)
     return refuse(err, fw, "offload_activations",
                   "torchtitan has no offload of a layer's activations to the host (its activation checkpointing "
                   "recomputes them)",
                   "no activation offload, or export to megatron");
-  if (p->fp8_attention > 0)
-    return refuse(err, fw, "fp8_attention", "torchtitan's float8 (torchao) quantizes the linear layers, not the attention",
-                  "drop fp8_attention");
   if (p->fp8_params > 0)
     return refuse(err, fw, "fp8_params",
                   "torchtitan's float8 keeps the sharded weights in high precision and all-gathers them in float8 "
@@ -291,10 +275,6 @@ static px_status check_torchtitan(const px_parallel *p, const px_model *m, px_er
                   "quantize.grouped_mm.mx)",
                   "precision bf16");
   }
-  if (px_precision_quantized(p->precision) && p->fp8_library == PX_FP8_LIB_TE)
-    return refuse(err, fw, "fp8_library te",
-                  "torchtitan's float8 and MX converters are torchao's, not Transformer Engine's",
-                  "fp8-library torchao, or export to megatron");
   if (px_parallel_mixed(p) && p->main_grad != PX_MAIN_GRAD_FP32)
     return refuse(err, fw, "main_grad param", "torchtitan reduces gradients in float32 (training.mixed_precision_reduce)",
                   "main-grad fp32");
@@ -370,6 +350,13 @@ static px_status check_deepspeed(const px_parallel *p, px_err *err) {
   return PX_OK;
 }
 
+/* The library whose quantized linear layers a framework runs: Megatron-Core's are Transformer Engine's, torchtitan's
+ * torchao's float8 and MX converters (what torchao's recipes are, the plan's fp8_library rules say: plan/parallel.c);
+ * -1: DeepSpeed's config names none (check_deepspeed refuses the quantized precisions). */
+static int fw_fp8_library(px_framework fw) {
+  return fw == PX_FW_TORCHTITAN ? PX_FP8_LIB_TORCHAO : fw == PX_FW_DEEPSPEED ? -1 : PX_FP8_LIB_TE;
+}
+
 px_status px_export_check(px_framework fw, const px_parallel *p, const px_model *m, px_err *err) {
   if (px_parallel_lora(p)) /* every exporter writes a pre-training job's settings */
     return refuse(err, fw, p->finetune == PX_FT_QLORA ? "finetune qlora" : "finetune lora",
@@ -380,24 +367,31 @@ px_status px_export_check(px_framework fw, const px_parallel *p, const px_model 
     snprintf(what, sizeof what, "cuda_graph %s", px_cuda_graph_names[p->cuda_graph]);
     return refuse(err, fw, what, "it captures no CUDA graph of a training step", "cuda_graph none");
   }
+  px_status st;
   switch (fw) {
     case PX_FW_MEGATRON:
-    case PX_FW_NEMO: return check_megatron(fw, p, m, err);
-    case PX_FW_TORCHTITAN: return check_torchtitan(p, m, err);
-    case PX_FW_DEEPSPEED: return check_deepspeed(p, err);
+    case PX_FW_NEMO: st = check_megatron(fw, p, m, err); break;
+    case PX_FW_TORCHTITAN: st = check_torchtitan(p, m, err); break;
+    case PX_FW_DEEPSPEED: st = check_deepspeed(p, err); break;
     default: return px_err_set(err, PX_ERR_INPUT, "unknown framework %d", (int)fw);
   }
+  int lib = fw_fp8_library(fw);
+  if (st || !px_precision_quantized(p->precision) || lib < 0 || p->fp8_library == lib) return st;
+  static const char *const words[PX_FP8_LIB_COUNT] = {"Transformer Engine's", "torchao's"};
+  char what[32], why[96], hint[64];
+  snprintf(what, sizeof what, "fp8_library %s", px_fp8_library_names[p->fp8_library]);
+  snprintf(why, sizeof why, "its quantized linear layers are %s, not %s", words[lib], words[p->fp8_library]);
+  snprintf(hint, sizeof hint, "fp8-library %s, or export to %s", px_fp8_library_names[lib],
+           lib == PX_FP8_LIB_TORCHAO ? "megatron" : "torchtitan");
+  return refuse(err, fw, what, why, hint);
 }
 
 void px_export_sweep_fixed(px_framework fw, px_parallel *fixed) {
   if (fw == PX_FW_TORCHTITAN && fixed->main_grad < 0) fixed->main_grad = PX_MAIN_GRAD_FP32;
-  /* torchao's float8: tensorwise, current scaling (check_torchtitan refuses the others) */
+  /* torchao's float8: tensorwise, current scaling (the fp8_library rules refuse the others) */
   if (fw == PX_FW_TORCHTITAN && fixed->fp8_recipe < 0 && (fixed->precision < 0 || fixed->precision == PX_PREC_FP8))
     fixed->fp8_recipe = PX_FP8_CURRENT;
-  /* whose quantized layers: torchao's in torchtitan, Transformer Engine's in Megatron-Core (the checks refuse the
-   * other); DeepSpeed's config names none */
-  if (fixed->fp8_library < 0 && fw != PX_FW_DEEPSPEED)
-    fixed->fp8_library = fw == PX_FW_TORCHTITAN ? PX_FP8_LIB_TORCHAO : PX_FP8_LIB_TE;
+  if (fixed->fp8_library < 0) fixed->fp8_library = fw_fp8_library(fw); /* whose quantized layers (-1: none named) */
   if (fw != PX_FW_NEMO) return;
   /* Megatron-Bridge (check_bridge_recipe): the precision recipe's gradient dtype (an unset precision's sweep
    * searches bf16-based recipes; the fp8 ones differ in weights and bf16 layers only); a fixed quantized precision's

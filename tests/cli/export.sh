@@ -194,7 +194,10 @@ refuses torchtitan "cannot run elementwise eager with overlap tp" "${base[@]}" -
 # (the module with ZeRO-3 is not planned: a data-parallel plan without sharding shows the refusal)
 refuses torchtitan "cannot run mtp_layers" -m tiny-mtp -c dgx-h100 -g 8 -d 8 -z 0 -B 8 --mtp-layers 1
 refuses torchtitan "cannot run cp_algo a2a" -m llama3-8b -c dgx-h100 -g 16 -B 16 --seq 32768 --cp 2 --cp-algo a2a -z 3 --main-grad fp32
-refuses torchtitan "cannot run fp8_recipe delayed" "${base[@]}" -z 3 --main-grad fp32 -P fp8
+refuses torchtitan "cannot run fp8_library te" "${base[@]}" -z 3 --main-grad fp32 -P fp8
+# torchao's recipes are the plan's rules (fp8_library), which export reads
+refuses torchtitan "torchao scales fp8 per tensor from the current amax" "${base[@]}" -z 3 --main-grad fp32 -P fp8 \
+  --fp8-library torchao
 refuses torchtitan "cannot run fp8_params" "${base[@]}" -z 3 --main-grad fp32 -P fp8 --fp8-recipe current --fp8-params
 refuses torchtitan "cannot run moe_dispatch deepep" -m mixtral-8x7b -c dgx-h100 -g 32 --ep 4 -z 3 --main-grad fp32 -B 64 \
   --seq 4096 --moe-dispatch deepep
@@ -214,7 +217,7 @@ refuses nemo "cannot run precision mxfp8 without fp8_params" "${bw[@]}" -z 1 -P 
 refuses nemo "cannot run precision nvfp4 without fp8_params" "${bw[@]}" -z 1 -P nvfp4
 refuses nemo "cannot run bf16_layers_start/end" "${bw[@]}" -z 1 -P nvfp4 --fp8-params --bf16-layers-end 2
 refuses nemo "cannot run fp8_base fp32" "${bw[@]}" -z 1 -P mxfp8 --fp8-base fp32
-refuses torchtitan "cannot run precision nvfp4" "${bw[@]}" -z 3 --main-grad fp32 -P nvfp4
+refuses torchtitan "NVFP4's training recipe" "${bw[@]}" -z 3 --main-grad fp32 -P nvfp4 --fp8-library torchao
 refuses torchtitan "cannot run precision mxfp8 with overlap tp" "${bw[@]}" -z 3 --main-grad fp32 -P mxfp8 -t 2 --sp \
   --overlap dp,zero,pp,tp-bwd,tp
 refuses torchtitan "cannot run precision mxfp8 with tp and elementwise fused" "${bw[@]}" -z 3 --main-grad fp32 -P mxfp8 \

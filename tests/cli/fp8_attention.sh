@@ -48,5 +48,5 @@ refused "export megatron" "Megatron-LM cannot run fp8_attention" export --to meg
 refused "export nemo" "Megatron-Bridge cannot run fp8_attention: no mixed_precision recipe" export --to nemo \
   "${plan[@]}" -z 1 -P mxfp8 --fp8-params --main-grad fp32 --fp8-attention
 refused "export torchtitan" "quantizes the linear layers, not the attention" export --to torchtitan "${plan[@]}" \
-  -P fp8 --fp8-recipe current --fp8-attention
+  -P fp8 --fp8-recipe current --fp8-library torchao --fp8-attention
 finish
